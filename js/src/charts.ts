@@ -1,0 +1,249 @@
+// uPlot charts fed from the series store. Redraws are coalesced: however many
+// frames arrive, each chart redraws at most once per animation frame.
+
+import uPlot from "uplot";
+import { h } from "./dom";
+import {
+  formatAxis,
+  formatCompact,
+  formatDuration,
+  formatInteger,
+  formatSeconds,
+  formatValue,
+  MISSING,
+} from "./format";
+import { PALETTE } from "./panels";
+import type { ChartSpec } from "./protocol";
+import type { SeriesStore } from "./store";
+
+export type RequestFrame = (cb: () => void) => number;
+export type CancelFrame = (handle: number) => void;
+
+const CHART_HEIGHT_PX = 180;
+const FALLBACK_WIDTH_PX = 400;
+
+/** Runs each keyed job at most once per animation frame (later calls replace earlier ones). */
+export class FrameScheduler {
+  private readonly pending = new Map<unknown, () => void>();
+  private handle: number | null = null;
+
+  constructor(
+    private readonly requestFrame: RequestFrame = (cb) => requestAnimationFrame(cb),
+    private readonly cancelFrame: CancelFrame = (id) => cancelAnimationFrame(id),
+  ) {}
+
+  schedule(key: unknown, job: () => void): void {
+    this.pending.set(key, job);
+    if (this.handle === null) this.handle = this.requestFrame(() => this.flush());
+  }
+
+  cancel(key: unknown): void {
+    this.pending.delete(key);
+  }
+
+  /** Run every pending job now (called by the animation frame). */
+  flush(): void {
+    this.handle = null;
+    const jobs = [...this.pending.values()];
+    this.pending.clear();
+    for (const job of jobs) {
+      try {
+        job();
+      } catch (err) {
+        console.warn("trainmeter: redraw failed", err);
+      }
+    }
+  }
+
+  dispose(): void {
+    if (this.handle !== null) this.cancelFrame(this.handle);
+    this.handle = null;
+    this.pending.clear();
+  }
+}
+
+export interface ChartData {
+  /** Series drawn, in the spec's order (absent ones and other x kinds skipped). */
+  names: string[];
+  data: uPlot.AlignedData;
+  /** Total points across the drawn series. */
+  points: number;
+}
+
+/** Build uPlot's aligned data for a chart; series with different xs are joined. */
+export function buildChartData(spec: ChartSpec, store: SeriesStore): ChartData {
+  const tables: uPlot.AlignedData[] = [];
+  const names: string[] = [];
+  let points = 0;
+  for (const name of spec.series) {
+    const s = store.get(name);
+    if (!s || s.x !== spec.x || s.xs.length === 0) continue;
+    names.push(name);
+    tables.push([s.xs, s.ys]);
+    points += s.xs.length;
+  }
+  if (tables.length === 0) return { names, data: [[]], points };
+  const data = tables.length === 1 ? (tables[0] as uPlot.AlignedData) : uPlot.join(tables);
+  return { names, data, points };
+}
+
+let warnedChartFailure = false;
+
+/** Whether this page can draw on a 2D canvas (uPlot needs one; some test DOMs lack it). */
+export function canvasSupported(): boolean {
+  try {
+    return document.createElement("canvas").getContext("2d") != null;
+  } catch {
+    return false;
+  }
+}
+
+function cssVar(el: HTMLElement, name: string, fallback: string): string {
+  const value = getComputedStyle(el).getPropertyValue(name).trim();
+  return value || fallback;
+}
+
+/** X tick labels; a time axis spanning a minute or more uses h:mm:ss for every tick. */
+function xTicks(spec: ChartSpec, splits: number[]): string[] {
+  if (spec.x !== "time") return splits.map((v) => formatCompact(v));
+  const long = splits.some((v) => Math.abs(v) >= 60);
+  return splits.map((v) => (long ? formatDuration(v) : formatSeconds(v)));
+}
+
+function xLabel(spec: ChartSpec, v: number): string {
+  return spec.x === "time" ? formatSeconds(v) : formatInteger(v);
+}
+
+export function chartOptions(
+  spec: ChartSpec,
+  names: string[],
+  el: HTMLElement,
+  width: number,
+): uPlot.Options {
+  const fg = cssVar(el, "--tm-fg-muted", "#6e7781");
+  const grid = cssVar(el, "--tm-grid", "rgba(128,128,128,0.2)");
+  const axis = (values: (u: uPlot, splits: number[]) => string[]): uPlot.Axis => ({
+    stroke: fg,
+    grid: { stroke: grid, width: 1 },
+    ticks: { stroke: grid, width: 1 },
+    values,
+  });
+  return {
+    width,
+    height: CHART_HEIGHT_PX,
+    scales: { x: { time: false }, y: { distr: spec.log_y ? 3 : 1 } },
+    axes: [
+      { ...axis((_u, splits) => xTicks(spec, splits)), space: spec.x === "time" ? 80 : 60 },
+      { ...axis((_u, splits) => splits.map((v) => formatAxis(v, spec.unit))), size: 60 },
+    ],
+    series: [
+      { label: spec.x, value: (_u, v) => (v == null ? MISSING : xLabel(spec, v)) },
+      ...names.map((name, i) => ({
+        label: name,
+        stroke: PALETTE[i % PALETTE.length] ?? "#4e79a7",
+        width: 1.5,
+        spanGaps: false,
+        value: (_u: uPlot, v: number | null) => (v == null ? MISSING : formatValue(v, spec.unit)),
+      })),
+    ],
+    cursor: { drag: { x: true, y: false } },
+    legend: { show: true },
+  };
+}
+
+export interface ChartPanel {
+  el: HTMLElement;
+  setSpec(spec: ChartSpec): void;
+  /** Ask for a redraw on the next animation frame. */
+  invalidate(): void;
+  /** Drop the uPlot instance so the next redraw re-creates it (theme change). */
+  rebuild(): void;
+  destroy(): void;
+}
+
+export function createChartPanel(spec: ChartSpec, store: SeriesStore, scheduler: FrameScheduler): ChartPanel {
+  let current = spec;
+  const el = h("div", "tm-panel tm-chart");
+  el.dataset.tmChart = spec.id;
+  el.dataset.tmPoints = "0";
+  const title = h("h3", "tm-panel-title", spec.title);
+  const plot = h("div", "tm-chart-plot");
+  const empty = h("div", "tm-chart-empty", "waiting for data");
+  el.append(title, plot, empty);
+  let chart: uPlot | null = null;
+  let chartKey = "";
+  let failed = false;
+  const redrawKey = {};
+  const resizeKey = {};
+
+  const width = (): number => plot.clientWidth || el.clientWidth || FALLBACK_WIDTH_PX;
+
+  const redraw = (): void => {
+    const { names, data, points } = buildChartData(current, store);
+    el.dataset.tmPoints = String(points);
+    empty.hidden = names.length > 0;
+    const key = JSON.stringify([current.x, current.unit, current.log_y ?? false, names]);
+    if (names.length === 0 || key !== chartKey) {
+      chart?.destroy();
+      chart = null;
+      chartKey = key;
+    }
+    if (names.length === 0 || failed) return;
+    if (chart) {
+      chart.setData(data);
+      return;
+    }
+    try {
+      if (!canvasSupported()) throw new Error("no 2D canvas");
+      chart = new uPlot(chartOptions(current, names, el, width()), data, plot);
+    } catch (err) {
+      failed = true;
+      empty.hidden = false;
+      empty.textContent = `chart unavailable: ${String(err)}`;
+      if (!warnedChartFailure) console.warn("trainmeter: chart failed", err);
+      warnedChartFailure = true;
+    }
+  };
+
+  const invalidate = (): void => scheduler.schedule(redrawKey, redraw);
+  const observer =
+    typeof ResizeObserver === "undefined"
+      ? null
+      : new ResizeObserver(() => {
+          scheduler.schedule(resizeKey, () => chart?.setSize({ width: width(), height: CHART_HEIGHT_PX }));
+        });
+  observer?.observe(plot);
+  invalidate();
+
+  return {
+    el,
+    setSpec(next) {
+      current = next;
+      title.textContent = next.title;
+      invalidate();
+    },
+    invalidate,
+    rebuild() {
+      chartKey = "";
+      invalidate();
+    },
+    destroy() {
+      scheduler.cancel(redrawKey);
+      scheduler.cancel(resizeKey);
+      observer?.disconnect();
+      chart?.destroy();
+      chart = null;
+    },
+  };
+}
+
+/** Call `onChange` when the host switches light/dark (JupyterLab, Notebook 7, VS Code). */
+export function watchTheme(onChange: () => void): () => void {
+  if (typeof MutationObserver === "undefined" || !document.body) return () => {};
+  const observer = new MutationObserver(onChange);
+  observer.observe(document.body, {
+    attributes: true,
+    attributeFilter: ["class", "data-jp-theme-light", "data-jp-theme-name", "data-vscode-theme-kind"],
+  });
+  return () => observer.disconnect();
+}

@@ -1,0 +1,168 @@
+// Pure DOM builders for everything but the charts. Each returns a Component whose
+// update(state) rewrites its text in place, so elements scripts read (data-tm="step",
+// data-tm="status") persist across updates.
+
+import { type Component, h, setText } from "./dom";
+import { formatDuration, formatPercent, formatSeconds, formatValue, MISSING } from "./format";
+import type { PanelSpec } from "./protocol";
+
+export type { Component } from "./dom";
+export { buildTiles, renderDerivation, tileText } from "./tiles";
+
+/** Categorical colours readable on light and dark backgrounds (charts and phases). */
+export const PALETTE = [
+  "#4e79a7",
+  "#f28e2b",
+  "#59a14f",
+  "#e15759",
+  "#b07aa1",
+  "#76b7b2",
+  "#edc948",
+  "#9c755f",
+] as const;
+
+const PHASE_COLOURS: Record<string, string> = {
+  train: "#4e79a7",
+  data_wait: "#f28e2b",
+  eval: "#59a14f",
+  checkpoint: "#b07aa1",
+  reporting: "#76b7b2",
+  profiling: "#edc948",
+};
+
+// ---- header ----
+
+export function buildHeader(): Component {
+  const el = h("div", "tm-header");
+  const name = h("span", "tm-name");
+  const status = h("span", "tm-status");
+  status.dataset.tm = "status";
+  const elapsed = h("span", "tm-elapsed");
+  elapsed.dataset.tm = "elapsed";
+  const progress = h("div", "tm-progress");
+  const track = h("div", "tm-progress-track");
+  const fill = h("div", "tm-progress-fill");
+  track.append(fill);
+  const progressText = h("span", "tm-progress-text");
+  progress.append(track, progressText);
+  el.append(name, status, elapsed, progress);
+  return {
+    el,
+    update(state) {
+      setText(name, state.name ?? "");
+      setText(status, state.status ?? "");
+      status.dataset.status = state.status ?? "";
+      setText(elapsed, state.elapsed_s == null ? "" : formatDuration(state.elapsed_s));
+      const p = state.progress;
+      progress.hidden = !p;
+      if (!p) return;
+      const fraction = Math.min(1, Math.max(0, Number(p.fraction) || 0));
+      fill.style.width = `${(fraction * 100).toFixed(2)}%`;
+      track.setAttribute("aria-valuenow", String(Math.round(fraction * 100)));
+      const parts = [formatPercent(fraction)];
+      if (p.label) parts.push(p.label);
+      if (p.eta_s != null) parts.push(`ETA ${formatDuration(p.eta_s)} (${p.pace} pace)`);
+      setText(progressText, parts.join(" · "));
+    },
+  };
+}
+
+// ---- phase bar ----
+
+export function buildPhaseBar(): Component {
+  const el = h("div", "tm-panel tm-phases");
+  el.dataset.tmPanel = "phases";
+  const title = h("h3", "tm-panel-title", "Where the time went");
+  const bar = h("div", "tm-phasebar");
+  const legend = h("ul", "tm-phase-legend");
+  el.append(title, bar, legend);
+  return {
+    el,
+    update(state) {
+      const entries = Object.entries(state.phases_s ?? {}).filter(([, s]) => Number.isFinite(s) && s > 0);
+      const total = entries.reduce((acc, [, s]) => acc + s, 0);
+      el.hidden = total <= 0;
+      bar.replaceChildren();
+      legend.replaceChildren();
+      entries.forEach(([name, seconds], i) => {
+        const colour = PHASE_COLOURS[name] ?? PALETTE[i % PALETTE.length] ?? "#888";
+        const seg = h("span", "tm-phase");
+        seg.dataset.phase = name;
+        seg.style.flexGrow = String(seconds);
+        seg.style.background = colour;
+        const text = `${name}: ${formatSeconds(seconds)} (${formatPercent(seconds / total)})`;
+        seg.title = text;
+        bar.append(seg);
+        const item = h("li", "tm-phase-item");
+        const swatch = h("span", "tm-swatch");
+        swatch.style.background = colour;
+        item.append(swatch, document.createTextNode(text));
+        legend.append(item);
+      });
+    },
+  };
+}
+
+// ---- generic key/value panels ----
+
+function renderPanel(panel: PanelSpec): HTMLElement {
+  const el = h("div", "tm-panel tm-kv");
+  el.dataset.tmPanel = panel.id;
+  el.append(h("h3", "tm-panel-title", panel.title));
+  const table = h("table", "tm-kv-table");
+  for (const row of panel.rows) {
+    const tr = h("tr");
+    const value =
+      typeof row.value === "number"
+        ? formatValue(row.value, row.unit)
+        : row.value == null
+          ? MISSING
+          : row.unit
+            ? `${row.value} ${row.unit}`
+            : row.value;
+    const valueCell = h("td", "tm-kv-value", value);
+    const meta = h("td", "tm-kv-meta");
+    if (row.provenance) {
+      const badge = h("span", "tm-badge", row.provenance);
+      badge.dataset.provenance = row.provenance;
+      meta.append(badge);
+    }
+    if (row.note) meta.append(h("span", "tm-note", row.note));
+    tr.append(h("th", "", row.label), valueCell, meta);
+    table.append(tr);
+  }
+  el.append(table);
+  if (panel.note) el.append(h("div", "tm-note", panel.note));
+  return el;
+}
+
+export function buildPanels(): Component {
+  const el = h("div", "tm-panels");
+  let last = "";
+  return {
+    el,
+    update(state) {
+      const panels = state.panels ?? [];
+      const key = JSON.stringify(panels);
+      if (key === last) return;
+      last = key;
+      el.replaceChildren(...panels.map(renderPanel));
+      el.hidden = panels.length === 0;
+    },
+  };
+}
+
+// ---- warnings ----
+
+export function buildWarnings(): Component {
+  const el = h("ul", "tm-warnings");
+  el.dataset.tm = "warnings";
+  return {
+    el,
+    update(state) {
+      const warnings = state.warnings ?? [];
+      el.replaceChildren(...warnings.map((w) => h("li", "tm-warning", w)));
+      el.hidden = warnings.length === 0;
+    },
+  };
+}

@@ -1,0 +1,201 @@
+// Wire protocol v1 (docs/protocol.md): the frame decoder and the shapes of
+// the traitlets and custom messages. Mirrors src/trainmeter/frame.py.
+
+export const FRAME_MAGIC = "TMF1";
+export const FRAME_VERSION = 1;
+export const SCHEMA_VERSION = 1;
+
+export type XKind = "step" | "time";
+
+export interface FrameSeries {
+  name: string;
+  x: XKind;
+  xs: Float64Array;
+  ys: Float64Array;
+}
+
+export interface Frame {
+  v: number;
+  seq: number;
+  series: FrameSeries[];
+}
+
+export interface FrameHeader {
+  v: number;
+  seq: number;
+  series: { name: string; x: XKind; n: number }[];
+  /** Byte offset of the data section from the frame start (a multiple of 8). */
+  dataOffset: number;
+}
+
+export class FrameError extends Error {
+  override name = "FrameError";
+}
+
+const PREFIX_BYTES = 8;
+const ALIGN = 8;
+const LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
+
+function asView(buf: DataView | ArrayBuffer | ArrayBufferView): DataView {
+  if (buf instanceof DataView) return buf;
+  if (ArrayBuffer.isView(buf)) return new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
+  return new DataView(buf);
+}
+
+function isXKind(x: unknown): x is XKind {
+  return x === "step" || x === "time";
+}
+
+/** Read and check a frame's prefix and JSON header, without touching its data. */
+export function readFrameHeader(buf: DataView | ArrayBuffer | ArrayBufferView): FrameHeader {
+  const dv = asView(buf);
+  if (dv.byteLength < PREFIX_BYTES) throw new FrameError(`frame too short: ${dv.byteLength} bytes`);
+  const magic = String.fromCharCode(dv.getUint8(0), dv.getUint8(1), dv.getUint8(2), dv.getUint8(3));
+  if (magic !== FRAME_MAGIC) throw new FrameError(`bad magic ${JSON.stringify(magic)}`);
+  const headerLen = dv.getUint32(4, true);
+  const end = PREFIX_BYTES + headerLen;
+  if (dv.byteLength < end) throw new FrameError("frame truncated inside its header");
+  const bytes = new Uint8Array(dv.buffer, dv.byteOffset + PREFIX_BYTES, headerLen);
+  let header: unknown;
+  try {
+    header = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(bytes));
+  } catch (err) {
+    throw new FrameError(`bad header: ${String(err)}`);
+  }
+  const h = header as { v?: unknown; seq?: unknown; series?: unknown };
+  if (typeof h !== "object" || h === null || h.v !== FRAME_VERSION) {
+    throw new FrameError(`unsupported frame header ${JSON.stringify(header).slice(0, 80)}`);
+  }
+  const entries = Array.isArray(h.series) ? h.series : [];
+  const series = entries.map((e: { name?: unknown; x?: unknown; n?: unknown }) => {
+    if (!isXKind(e.x)) throw new FrameError(`series ${String(e.name)}: unknown x kind ${String(e.x)}`);
+    const n = Number(e.n);
+    if (!Number.isInteger(n) || n < 0) throw new FrameError(`series ${String(e.name)}: bad n`);
+    return { name: String(e.name), x: e.x, n };
+  });
+  const dataOffset = end + ((ALIGN - (end % ALIGN)) % ALIGN);
+  return { v: FRAME_VERSION, seq: Number(h.seq), series, dataOffset };
+}
+
+function readColumn(dv: DataView, offset: number, n: number): Float64Array {
+  if (LITTLE_ENDIAN) {
+    // Copy: the DataView's offset need not be 8-aligned, and the host may reuse the buffer.
+    const start = dv.byteOffset + offset;
+    return new Float64Array(dv.buffer.slice(start, start + 8 * n));
+  }
+  const out = new Float64Array(n);
+  for (let i = 0; i < n; i++) out[i] = dv.getFloat64(offset + 8 * i, true);
+  return out;
+}
+
+/** Decode one frame (docs/protocol.md section 3). NaN ys stay NaN. */
+export function decodeFrame(buf: DataView | ArrayBuffer | ArrayBufferView): Frame {
+  const dv = asView(buf);
+  const header = readFrameHeader(dv);
+  let offset = header.dataOffset;
+  const series: FrameSeries[] = [];
+  for (const s of header.series) {
+    if (offset + 16 * s.n > dv.byteLength) throw new FrameError(`series ${s.name}: data truncated`);
+    const xs = readColumn(dv, offset, s.n);
+    const ys = readColumn(dv, offset + 8 * s.n, s.n);
+    offset += 16 * s.n;
+    series.push({ name: s.name, x: s.x, xs, ys });
+  }
+  return { v: header.v, seq: header.seq, series };
+}
+
+// ---- custom messages (section 2) ----
+
+export type KernelMessage = { kind: "append"; seq: number } | { kind: "snapshot"; seq: number };
+export type FrontMessage = { kind: "hello" };
+
+export function isKernelMessage(msg: unknown): msg is KernelMessage {
+  const m = msg as { kind?: unknown } | null;
+  return typeof m === "object" && m !== null && (m.kind === "append" || m.kind === "snapshot");
+}
+
+// ---- the `state` traitlet (section 1) ----
+
+export type Status = "starting" | "running" | "completed" | "interrupted" | "failed";
+export type Unit = "" | "count" | "tokens" | "bytes" | "s" | "tokens/s" | "fraction" | "flop" | "flop/s";
+
+export interface DerivationInput {
+  name: string;
+  value: number | string | null;
+  unit: string;
+  provenance: string;
+  source?: string;
+}
+
+export interface Derivation {
+  name: string;
+  formula: string;
+  value: number | null;
+  unit: string;
+  inputs: DerivationInput[];
+  missing?: string | null;
+}
+
+export interface Tile {
+  id: string;
+  label: string;
+  value: number | null;
+  unit: string;
+  text?: string;
+  sub?: string;
+  provenance?: string;
+  missing?: string;
+  derivation?: Derivation | null;
+}
+
+export interface Progress {
+  fraction: number;
+  eta_s: number | null;
+  pace: "training-only" | "session";
+  label: string;
+}
+
+export interface ChartSpec {
+  id: string;
+  title: string;
+  x: XKind;
+  unit: string;
+  series: string[];
+  log_y?: boolean;
+}
+
+export interface PanelRow {
+  label: string;
+  value: number | string | null;
+  unit: string;
+  provenance?: string;
+  note?: string;
+}
+
+export interface PanelSpec {
+  id: string;
+  title: string;
+  rows: PanelRow[];
+  note?: string;
+}
+
+export interface WidgetState {
+  name: string;
+  status: Status | string;
+  elapsed_s?: number;
+  run_dir?: string | null;
+  text_line?: string;
+  progress?: Progress | null;
+  tiles?: Tile[];
+  phases_s?: Record<string, number>;
+  charts?: ChartSpec[];
+  panels?: PanelSpec[];
+  warnings?: string[];
+}
+
+/** The traitlets the front end reads (`model.get`). */
+export interface Traits {
+  state: WidgetState | null;
+  history: DataView | ArrayBuffer | null;
+  schema_version: number;
+}

@@ -1,0 +1,93 @@
+// The dashboard layout of one view: header, tiles, chart grid, phase bar,
+// generic panels and warnings, all inside a root element of class `trainmeter`.
+
+import { type ChartPanel, createChartPanel, FrameScheduler, watchTheme } from "./charts";
+import { type Component, h, setText } from "./dom";
+import { buildHeader, buildPanels, buildPhaseBar, buildTiles, buildWarnings } from "./panels";
+import type { ChartSpec, WidgetState } from "./protocol";
+import type { SeriesStore } from "./store";
+
+export interface View {
+  root: HTMLElement;
+  update(state: WidgetState | null | undefined): void;
+  /** Redraw every chart on the next animation frame (the store changed). */
+  invalidateCharts(): void;
+  destroy(): void;
+}
+
+export interface ViewOptions {
+  scheduler?: FrameScheduler;
+}
+
+export function createView(store: SeriesStore, options: ViewOptions = {}): View {
+  const scheduler = options.scheduler ?? new FrameScheduler();
+  const root = h("div", "trainmeter");
+  const header = buildHeader();
+  const tiles = buildTiles();
+  const chartGrid = h("div", "tm-charts");
+  const phases = buildPhaseBar();
+  const panels = buildPanels();
+  const warnings = buildWarnings();
+  const footer = h("div", "tm-footer");
+  const components: Component[] = [header, tiles, phases, panels, warnings];
+  root.append(header.el, tiles.el, chartGrid, phases.el, panels.el, warnings.el, footer);
+
+  const charts = new Map<string, { spec: string; panel: ChartPanel }>();
+
+  const updateCharts = (specs: ChartSpec[]): void => {
+    const seen = new Set<string>();
+    for (const spec of specs) {
+      const key = JSON.stringify(spec);
+      let entry = charts.get(spec.id);
+      if (!entry) {
+        entry = { spec: key, panel: createChartPanel(spec, store, scheduler) };
+        charts.set(spec.id, entry);
+      } else if (entry.spec !== key) {
+        entry.spec = key;
+        entry.panel.setSpec(spec);
+      }
+      chartGrid.append(entry.panel.el); // re-append keeps the state's order
+      seen.add(spec.id);
+    }
+    for (const [id, entry] of charts) {
+      if (!seen.has(id)) {
+        entry.panel.destroy();
+        entry.panel.el.remove();
+        charts.delete(id);
+      }
+    }
+    chartGrid.hidden = charts.size === 0;
+  };
+
+  const stopTheme = watchTheme(() => {
+    for (const { panel } of charts.values()) panel.rebuild();
+  });
+
+  return {
+    root,
+    update(state) {
+      const s: WidgetState = state ?? { name: "", status: "starting" };
+      root.dataset.status = s.status ?? "";
+      for (const c of components) {
+        try {
+          c.update(s);
+        } catch (err) {
+          console.warn("trainmeter: panel update failed", err);
+        }
+      }
+      updateCharts(s.charts ?? []);
+      setText(footer, s.run_dir ? `run dir: ${s.run_dir}` : "");
+      footer.hidden = !s.run_dir;
+    },
+    invalidateCharts() {
+      for (const { panel } of charts.values()) panel.invalidate();
+    },
+    destroy() {
+      stopTheme();
+      for (const { panel } of charts.values()) panel.destroy();
+      charts.clear();
+      scheduler.dispose();
+      root.remove();
+    },
+  };
+}

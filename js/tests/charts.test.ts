@@ -1,0 +1,164 @@
+// @vitest-environment happy-dom
+import { afterEach, describe, expect, it, vi } from "vitest";
+import { buildChartData, createChartPanel, FrameScheduler } from "../src/charts";
+import type { ChartSpec } from "../src/protocol";
+import { SeriesStore } from "../src/store";
+import { stubCanvas } from "./canvas-stub";
+import { frame } from "./helpers";
+
+afterEach(() => {
+  vi.restoreAllMocks();
+  document.body.replaceChildren();
+});
+
+function manualFrames(): { scheduler: FrameScheduler; frames: () => number; tick: () => void } {
+  let queued: (() => void) | null = null;
+  let count = 0;
+  const scheduler = new FrameScheduler(
+    (cb) => {
+      queued = cb;
+      count += 1;
+      return count;
+    },
+    () => {
+      queued = null;
+    },
+  );
+  return {
+    scheduler,
+    frames: () => count,
+    tick: () => {
+      const cb = queued;
+      queued = null;
+      cb?.();
+    },
+  };
+}
+
+const settle = (): Promise<void> => new Promise((resolve) => setTimeout(resolve, 0));
+
+const lossChart: ChartSpec = {
+  id: "loss",
+  title: "Loss",
+  x: "step",
+  unit: "",
+  series: ["loss/train", "loss/val"],
+};
+
+describe("FrameScheduler", () => {
+  it("runs a job at most once per animation frame however often it is scheduled", () => {
+    const { scheduler, frames, tick } = manualFrames();
+    let runs = 0;
+    const key = {};
+    for (let i = 0; i < 100; i++) scheduler.schedule(key, () => (runs += 1));
+    expect(frames()).toBe(1);
+    expect(runs).toBe(0);
+    tick();
+    expect(runs).toBe(1);
+    scheduler.schedule(key, () => (runs += 1));
+    expect(frames()).toBe(2);
+    tick();
+    expect(runs).toBe(2);
+  });
+
+  it("drops cancelled jobs and keeps running after a failing one", () => {
+    const warn = vi.spyOn(console, "warn").mockImplementation(() => {});
+    const { scheduler, tick } = manualFrames();
+    const ran: string[] = [];
+    scheduler.schedule("a", () => ran.push("a"));
+    scheduler.schedule("b", () => {
+      throw new Error("boom");
+    });
+    scheduler.schedule("c", () => ran.push("c"));
+    scheduler.cancel("a");
+    tick();
+    expect(ran).toEqual(["c"]);
+    expect(warn).toHaveBeenCalledWith("trainmeter: redraw failed", expect.any(Error));
+  });
+});
+
+describe("buildChartData", () => {
+  it("joins series with different xs and skips absent ones and other x kinds", () => {
+    const store = new SeriesStore();
+    store.replace(
+      frame(0, {
+        "loss/train": { xs: [1, 2, 3], ys: [3, Number.NaN, 1] },
+        "loss/val": { xs: [2], ys: [2.5] },
+        "tok/s": { xs: [0.5], ys: [1], x: "time" },
+      }),
+    );
+    const spec = { ...lossChart, series: ["loss/train", "nope", "loss/val", "tok/s"] };
+    const { names, data, points } = buildChartData(spec, store);
+    expect(names).toEqual(["loss/train", "loss/val"]);
+    expect(points).toBe(4);
+    expect(Array.from(data[0])).toEqual([1, 2, 3]);
+    expect(Array.from(data[1] ?? [])).toEqual([3, null, 1]);
+    expect(Array.from(data[2] ?? [])).toEqual([undefined, 2.5, undefined]);
+  });
+
+  it("returns no series when the store has none of the chart's", () => {
+    expect(buildChartData(lossChart, new SeriesStore()).names).toEqual([]);
+  });
+});
+
+describe("chart panel", () => {
+  it("degrades to a message when the page has no 2D canvas", () => {
+    vi.spyOn(console, "warn").mockImplementation(() => {});
+    const { scheduler, tick } = manualFrames();
+    const store = new SeriesStore();
+    store.append(frame(0, { "loss/train": { xs: [1], ys: [1] } }));
+    const panel = createChartPanel(lossChart, store, scheduler);
+    tick();
+    expect(panel.el.querySelector(".tm-chart-empty")?.textContent).toContain("chart unavailable");
+    expect(panel.el.dataset.tmPoints).toBe("1");
+  });
+
+  it("creates one uPlot with a legend entry per drawn series and re-creates it when series change", async () => {
+    const restore = stubCanvas();
+    try {
+      const { scheduler, tick } = manualFrames();
+      const store = new SeriesStore();
+      store.append(frame(0, { "loss/train": { xs: [1, 2], ys: [2, 1] } }));
+      const panel = createChartPanel(lossChart, store, scheduler);
+      document.body.append(panel.el);
+      tick();
+      await settle(); // uPlot commits its first draw in a microtask
+      expect(panel.el.querySelectorAll(".uplot")).toHaveLength(1);
+      expect(panel.el.querySelector(".u-legend")?.textContent).toContain("loss/train");
+      store.append(frame(1, { "loss/val": { xs: [2], ys: [1.5] } }));
+      panel.invalidate();
+      tick();
+      await settle();
+      expect(panel.el.querySelectorAll(".uplot")).toHaveLength(1);
+      expect(panel.el.querySelector(".u-legend")?.textContent).toContain("loss/val");
+      panel.destroy();
+      expect(panel.el.querySelectorAll(".uplot")).toHaveLength(0);
+    } finally {
+      restore();
+    }
+  });
+
+  it("publishes its point count once per frame and shows a placeholder until data comes", async () => {
+    const restore = stubCanvas();
+    const { scheduler, tick, frames } = manualFrames();
+    const store = new SeriesStore();
+    const panel = createChartPanel(lossChart, store, scheduler);
+    document.body.append(panel.el);
+    tick();
+    expect(panel.el.dataset.tmChart).toBe("loss");
+    expect(panel.el.dataset.tmPoints).toBe("0");
+    expect((panel.el.querySelector(".tm-chart-empty") as HTMLElement).hidden).toBe(false);
+    const before = frames();
+    for (let seq = 0; seq < 10; seq++) {
+      store.append(frame(seq, { "loss/train": { xs: [seq], ys: [1 / (seq + 1)] } }));
+      panel.invalidate();
+    }
+    expect(frames() - before).toBe(1);
+    tick();
+    expect(panel.el.dataset.tmPoints).toBe("10");
+    expect((panel.el.querySelector(".tm-chart-empty") as HTMLElement).hidden).toBe(true);
+    await settle();
+    panel.destroy();
+    restore();
+  });
+});

@@ -1,0 +1,189 @@
+// @vitest-environment happy-dom
+import { describe, expect, it } from "vitest";
+import { buildHeader, buildPanels, buildPhaseBar, buildTiles, buildWarnings } from "../src/panels";
+import type { Tile, WidgetState } from "../src/protocol";
+
+const mfuTile: Tile = {
+  id: "mfu",
+  label: "MFU",
+  value: 0.42,
+  unit: "fraction",
+  provenance: "measured",
+  derivation: {
+    name: "mfu",
+    formula: "achieved_flops_per_s / peak_flops_per_s",
+    value: 0.42,
+    unit: "fraction",
+    inputs: [
+      {
+        name: "achieved_flops_per_s",
+        value: 4.2e14,
+        unit: "flop/s",
+        provenance: "counted",
+        source: "FlopCounterMode",
+      },
+      {
+        name: "peak_flops_per_s",
+        value: 1e15,
+        unit: "flop/s",
+        provenance: "declared",
+        source: "--peak-tflops",
+      },
+    ],
+    missing: null,
+  },
+};
+
+function state(over: Partial<WidgetState> = {}): WidgetState {
+  return {
+    name: "gpt-tiny",
+    status: "running",
+    elapsed_s: 65,
+    tiles: [
+      { id: "step", label: "step", value: 1234, unit: "count" },
+      { id: "tokens", label: "tokens", value: 1_200_000, unit: "tokens" },
+      mfuTile,
+      { id: "cuda_mem", label: "CUDA memory", value: null, unit: "bytes", missing: "no CUDA device" },
+    ],
+    ...over,
+  };
+}
+
+describe("header", () => {
+  it("shows name, status and elapsed, and updates the same status element", () => {
+    const header = buildHeader();
+    header.update(state());
+    const status = header.el.querySelector('[data-tm="status"]');
+    expect(status?.textContent).toBe("running");
+    expect(header.el.querySelector(".tm-name")?.textContent).toBe("gpt-tiny");
+    expect(header.el.querySelector('[data-tm="elapsed"]')?.textContent).toBe("0:01:05");
+    header.update(state({ status: "completed" }));
+    expect(header.el.querySelector('[data-tm="status"]')).toBe(status);
+    expect(status?.textContent).toBe("completed");
+    expect((status as HTMLElement).dataset.status).toBe("completed");
+  });
+
+  it("shows a progress bar with ETA and pace only when progress is set", () => {
+    const header = buildHeader();
+    header.update(state());
+    const progress = header.el.querySelector(".tm-progress") as HTMLElement;
+    expect(progress.hidden).toBe(true);
+    header.update(
+      state({ progress: { fraction: 0.25, eta_s: 3600, pace: "training-only", label: "250/1000 steps" } }),
+    );
+    expect(progress.hidden).toBe(false);
+    expect((header.el.querySelector(".tm-progress-fill") as HTMLElement).style.width).toBe("25.00%");
+    expect(progress.textContent).toBe("25.0% · 250/1000 steps · ETA 1:00:00 (training-only pace)");
+  });
+});
+
+describe("tiles", () => {
+  it("renders the step in data-tm=step and updates it in place", () => {
+    const tiles = buildTiles();
+    tiles.update(state());
+    const step = tiles.el.querySelector('[data-tm="step"]') as HTMLElement;
+    expect(step.textContent).toBe("1,234");
+    expect(step.dataset.value).toBe("1234");
+    tiles.update(state({ tiles: [{ id: "step", label: "step", value: 1300, unit: "count" }] }));
+    expect(tiles.el.querySelector('[data-tm="step"]')).toBe(step);
+    expect(step.textContent).toBe("1,300");
+    expect(tiles.el.querySelectorAll("[data-tm-tile]")).toHaveLength(1);
+  });
+
+  it("formats by unit and shows what is missing", () => {
+    const tiles = buildTiles();
+    tiles.update(state());
+    const tokens = tiles.el.querySelector('[data-tm-tile="tokens"] .tm-tile-value');
+    expect(tokens?.textContent).toBe("1.2M");
+    const mem = tiles.el.querySelector('[data-tm-tile="cuda_mem"]') as HTMLElement;
+    expect(mem.classList.contains("tm-tile--missing")).toBe(true);
+    expect(mem.querySelector(".tm-tile-value")?.textContent).toBe("—");
+    expect(mem.querySelector(".tm-tile-sub")?.textContent).toBe("no CUDA device");
+    expect(tiles.el.querySelector('[data-tm-tile="mfu"] .tm-badge')?.textContent).toBe("measured");
+  });
+
+  it("toggles a popover with the formula and inputs' provenance on click", () => {
+    const tiles = buildTiles();
+    tiles.update(state());
+    const popover = tiles.el.querySelector('[data-tm="derivation"]') as HTMLElement;
+    const mfu = tiles.el.querySelector('[data-tm-tile="mfu"]') as HTMLElement;
+    expect(popover.hidden).toBe(true);
+    mfu.click();
+    expect(popover.hidden).toBe(false);
+    expect(mfu.getAttribute("aria-expanded")).toBe("true");
+    expect(popover.querySelector('[data-tm="formula"]')?.textContent).toBe(
+      "achieved_flops_per_s / peak_flops_per_s",
+    );
+    const peak = popover.querySelector('[data-input="peak_flops_per_s"]');
+    expect(peak?.textContent).toContain("1.0 PFLOP/s");
+    expect(peak?.textContent).toContain("declared");
+    expect(peak?.textContent).toContain("--peak-tflops");
+    tiles.update(state()); // a state update keeps it open
+    expect(popover.hidden).toBe(false);
+    mfu.click();
+    expect(popover.hidden).toBe(true);
+  });
+
+  it("ignores clicks on tiles without a derivation", () => {
+    const tiles = buildTiles();
+    tiles.update(state());
+    (tiles.el.querySelector('[data-tm-tile="tokens"]') as HTMLElement).click();
+    expect((tiles.el.querySelector('[data-tm="derivation"]') as HTMLElement).hidden).toBe(true);
+  });
+
+  it("closes the popover when the tile loses its derivation", () => {
+    const tiles = buildTiles();
+    tiles.update(state());
+    (tiles.el.querySelector('[data-tm-tile="mfu"]') as HTMLElement).click();
+    tiles.update(state({ tiles: [{ ...mfuTile, derivation: null }] }));
+    expect((tiles.el.querySelector('[data-tm="derivation"]') as HTMLElement).hidden).toBe(true);
+  });
+});
+
+describe("phase bar, panels, warnings", () => {
+  it("draws one segment per phase in proportion, with a legend", () => {
+    const bar = buildPhaseBar();
+    bar.update(state({ phases_s: { train: 30, eval: 10, checkpoint: 0, my_phase: 10 } }));
+    const segs = [...bar.el.querySelectorAll<HTMLElement>(".tm-phase")];
+    expect(segs.map((s) => s.dataset.phase)).toEqual(["train", "eval", "my_phase"]);
+    expect(segs.map((s) => s.style.flexGrow)).toEqual(["30", "10", "10"]);
+    expect(bar.el.textContent).toContain("train: 30.0 s (60.0%)");
+    bar.update(state({ phases_s: {} }));
+    expect(bar.el.hidden).toBe(true);
+  });
+
+  it("renders generic key/value panels with provenance and notes", () => {
+    const panels = buildPanels();
+    panels.update(
+      state({
+        panels: [
+          {
+            id: "gpu",
+            title: "GPU",
+            rows: [
+              { label: "memory", value: 8 * 1024 ** 3, unit: "bytes", provenance: "measured" },
+              { label: "name", value: "A100", unit: "" },
+              { label: "power", value: null, unit: "W", note: "not supported" },
+            ],
+            note: "NVML",
+          },
+        ],
+      }),
+    );
+    const panel = panels.el.querySelector('[data-tm-panel="gpu"]') as HTMLElement;
+    expect(panel.querySelector("h3")?.textContent).toBe("GPU");
+    const cells = [...panel.querySelectorAll(".tm-kv-value")].map((c) => c.textContent);
+    expect(cells).toEqual(["8.0 GiB", "A100", "—"]);
+    expect(panel.textContent).toContain("not supported");
+    expect(panel.textContent).toContain("measured");
+  });
+
+  it("lists warnings and hides when there are none", () => {
+    const warnings = buildWarnings();
+    warnings.update(state({ warnings: ["sampler: NVML not found"] }));
+    expect(warnings.el.querySelectorAll("li")).toHaveLength(1);
+    expect(warnings.el.hidden).toBe(false);
+    warnings.update(state({ warnings: [] }));
+    expect(warnings.el.hidden).toBe(true);
+  });
+});

@@ -1,0 +1,55 @@
+"""trainmeter: a notebook-native monitor for PyTorch training.
+
+``%load_ext trainmeter`` then ``%%trainmeter`` runs a cell under the monitor;
+``tm.monitor(...)`` does the same in scripts. Importing this package does not
+import torch, pynvml or IPython.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trainmeter._version import __version__
+from trainmeter.api import emit, monitor, phase
+from trainmeter.runs import Run, load, runs
+
+__all__ = [
+    "Run",
+    "__version__",
+    "display",
+    "doctor",
+    "emit",
+    "flops_per_token",
+    "load",
+    "load_ipython_extension",
+    "monitor",
+    "peak_flops",
+    "phase",
+    "runs",
+]
+
+_LAZY = {
+    "flops_per_token": ("trainmeter.flops", "flops_per_token"),
+    "peak_flops": ("trainmeter.peaks", "peak_flops"),
+    "doctor": ("trainmeter.doctor", "doctor"),
+    "display": ("trainmeter.display", "display"),
+    "TrainmeterWidget": ("trainmeter.widget", "TrainmeterWidget"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        module, attr = _LAZY[name]
+        value = getattr(importlib.import_module(module), attr)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'trainmeter' has no attribute {name!r}")
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """``%load_ext trainmeter``: register ``%%trainmeter`` and ``%trainmeter``."""
+    from trainmeter.magic import load_ipython_extension as _load
+
+    _load(ipython)

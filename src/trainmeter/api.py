@@ -1,0 +1,105 @@
+"""The public API for scripts and notebooks: ``monitor``, ``emit``, ``phase``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from trainmeter import monitor as _monitor_module
+from trainmeter.monitor import _PHASE_NAME, Monitor
+from trainmeter.options import make_options
+
+RESERVED_PHASES = ("train",)
+
+
+def emit(**series: Any) -> None:
+    """Record named scalars for the run in progress (no-op when none is).
+
+    Values are floats or 0-d tensors; CUDA tensors are read without a device
+    sync (their value appears once the copy has completed). Never raises.
+
+    Example:
+        ``tm.emit(train_loss=loss, lr=sched.get_last_lr()[0])``
+    """
+    m = _monitor_module._ACTIVE
+    if m is None:
+        return
+    try:
+        m.record(series)
+    except Exception as exc:
+        m.warn_once("emit", f"tm.emit failed and was skipped: {exc!r}")
+
+
+@contextmanager
+def phase(name: str) -> Iterator[None]:
+    """Credit the enclosed span to phase ``name`` instead of training.
+
+    Known names: ``eval``, ``checkpoint``, ``reporting``, ``profiling``,
+    ``data_wait``; any other lowercase identifier is a custom phase. Nested
+    spans count once, for the outermost phase.
+
+    Raises:
+        ValueError: When ``name`` is not a lowercase identifier, or is ``train``.
+    """
+    if not isinstance(name, str) or not _PHASE_NAME.match(name) or name in RESERVED_PHASES:
+        raise ValueError(
+            f"invalid phase name {name!r}: use eval, checkpoint, reporting, profiling, data_wait "
+            "or a custom lowercase identifier (not 'train')"
+        )
+    m = _monitor_module._ACTIVE
+    entered = False
+    if m is not None:
+        try:
+            m.enter_phase(name)
+            entered = True
+        except Exception as exc:
+            m.warn_once("phase", f"tm.phase failed: {exc!r}")
+    try:
+        yield
+    finally:
+        if entered and m is not None:
+            try:
+                m.exit_phase()
+            except Exception as exc:
+                m.warn_once("phase", f"tm.phase failed: {exc!r}")
+
+
+@contextmanager
+def monitor(*, name: str | None = None, budget_tokens: Any = None, budget_steps: Any = None,
+            budget_flops: Any = None, run_dir: Any = None, interval_s: Any = None, widget: bool = False,
+            model: Any = None, **flags: Any) -> Iterator[Monitor]:
+    """Monitor the enclosed training code; the passport is written on exit.
+
+    Arguments match the ``%%trainmeter`` flags (``run_dir`` is ``--dir``);
+    ``model`` names the trained module when discovery would not find it.
+    KeyboardInterrupt gives status ``interrupted``, any other exception
+    ``failed``; both propagate unchanged.
+
+    Raises:
+        ValueError: For a bad option, before anything runs.
+    """
+    options = make_options(name=name, budget_tokens=budget_tokens, budget_steps=budget_steps,
+                           budget_flops=budget_flops, run_dir=run_dir, interval_s=interval_s,
+                           widget=widget, **flags)
+    m = Monitor(options)
+    with run_monitored(m, model=model):
+        yield m
+
+
+@contextmanager
+def run_monitored(m: Monitor, *, model: Any = None) -> Iterator[Monitor]:
+    """Start ``m``, run the body, finish with the right status; re-raise unchanged."""
+    m.start()
+    if model is not None:
+        m.declare_model(model)
+    try:
+        yield m
+    except KeyboardInterrupt as exc:
+        m.finish("interrupted", exc)
+        raise
+    except BaseException as exc:
+        m.finish("failed", exc)
+        raise
+    else:
+        m.finish("completed")

@@ -1,0 +1,259 @@
+"""Bounded, decimated history of one series: min/max per bucket, doubling bucket width.
+
+Points arrive in chunks (``extend``). They fill buckets of ``width`` raw points
+each; a bucket keeps its minimum and maximum point (and, when it held a NaN or
+inf, one gap point). When the points the buckets would emit pass the budget, the
+width doubles and neighbouring buckets merge pairwise, so memory and output stay
+bounded however long the run, and the global minimum and maximum are never lost.
+
+Buckets are counted in raw points, not in x units, so the decimation does not
+depend on how x is spaced. Only *closed* (full) buckets are final: the live
+stream sends those (``take_new``); the open bucket joins the output at the end
+(``columns(include_open=True)``). Stdlib only; pure apart from its own state.
+Not thread-safe: one thread owns a :class:`Decimator` (the widget publisher).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+DEFAULT_BUDGET_POINTS = 2000
+_NAN = math.nan
+# A bucket: [n_raw, x_min, y_min, x_max, y_max, x_gap]; y_min/y_max are None when the
+# bucket holds no finite value, x_gap is None when it holds no non-finite one.
+Bucket = list
+
+
+def _new_bucket(x: float, y: float) -> Bucket:
+    if y - y == 0.0:  # finite
+        return [1, x, y, x, y, None]
+    return [1, x, None, x, None, x]
+
+
+def _add(b: Bucket, x: float, y: float) -> None:
+    b[0] += 1
+    if y - y == 0.0:
+        if b[2] is None:
+            b[1], b[2], b[3], b[4] = x, y, x, y
+        else:
+            if y < b[2]:
+                b[1], b[2] = x, y
+            if y > b[4]:
+                b[3], b[4] = x, y
+    elif b[5] is None:
+        b[5] = x
+
+
+def _combine(buckets: Sequence[Bucket]) -> Bucket:
+    """Merge consecutive buckets into one (keeps the first minimum/maximum/gap)."""
+    out = list(buckets[0])
+    for b in buckets[1:]:
+        out[0] += b[0]
+        if b[2] is not None:
+            if out[2] is None:
+                out[1], out[2], out[3], out[4] = b[1], b[2], b[3], b[4]
+            else:
+                if b[2] < out[2]:
+                    out[1], out[2] = b[1], b[2]
+                if b[4] > out[4]:
+                    out[3], out[4] = b[3], b[4]
+        if out[5] is None and b[5] is not None:
+            out[5] = b[5]
+    return out
+
+
+def _points(b: Bucket) -> list[tuple[float, float]]:
+    """The 1-3 points a bucket emits, in x order (a gap is a NaN y)."""
+    pts: list[tuple[float, float]] = []
+    if b[2] is not None:
+        pts.append((b[1], b[2]))
+        if b[3] != b[1] or b[4] != b[2]:
+            pts.append((b[3], b[4]))
+    if b[5] is not None:
+        pts.append((b[5], _NAN))
+    if len(pts) > 1:
+        pts.sort(key=lambda p: p[0])
+    return pts
+
+
+def _n_points(b: Bucket) -> int:
+    n = 0
+    if b[2] is not None:
+        n = 1 if (b[3] == b[1] and b[4] == b[2]) else 2
+    return n + (b[5] is not None)
+
+
+class Decimator:
+    """Min/max decimation of one series to at most ``budget_points`` points.
+
+    Args:
+        name: Series name (carried into frames).
+        x_kind: ``"step"`` or ``"time"``.
+        budget_points: Most points :meth:`columns` returns (>= 8).
+
+    Attributes:
+        width: Raw points per bucket (a power of two).
+        count: Raw points seen.
+        generation: How many times the buckets were re-bucketed (width doubled).
+        min_y: Smallest finite y seen, or ``None``.
+        max_y: Largest finite y seen, or ``None``.
+    """
+
+    __slots__ = ("name", "x_kind", "budget_points", "width", "count", "generation", "min_y", "max_y",
+                 "_closed", "_closed_points", "_open", "_taken")
+
+    def __init__(self, name: str, x_kind: str = "step", *, budget_points: int = DEFAULT_BUDGET_POINTS) -> None:
+        if budget_points < 8:
+            raise ValueError(f"budget_points must be at least 8, got {budget_points}")
+        self.name = name
+        self.x_kind = x_kind
+        self.budget_points = budget_points
+        self.width = 1
+        self.count = 0
+        self.generation = 0
+        self.min_y: float | None = None
+        self.max_y: float | None = None
+        self._closed: list[Bucket] = []
+        self._closed_points = 0
+        self._open: Bucket | None = None
+        self._taken = 0
+
+    # -- writing -----------------------------------------------------------------------
+    def extend(self, xs: Sequence[float], ys: Sequence[float]) -> bool:
+        """Add a chunk of points (x non-decreasing). Returns whether it re-bucketed."""
+        if len(xs) != len(ys):
+            raise ValueError(f"series {self.name!r}: {len(xs)} xs but {len(ys)} ys")
+        generation = self.generation
+        i, n = 0, len(ys)
+        while i < n:
+            b = self._open
+            if b is None:
+                b = self._open = _new_bucket(float(xs[i]), float(ys[i]))
+                self._note_extremes(b)
+                i += 1
+                if b[0] >= self.width:
+                    self._close()
+                continue
+            k = min(self.width - b[0], n - i)
+            self._fill(b, xs, ys, i, k)
+            i += k
+            if b[0] >= self.width:
+                self._close()
+        self.count += n
+        return self.generation != generation
+
+    def _fill(self, b: Bucket, xs: Sequence[float], ys: Sequence[float], i: int, k: int) -> None:
+        vals = [float(v) for v in ys[i:i + k]]
+        total = sum(vals)
+        if total - total == 0.0:  # every value finite (a NaN, an inf or an overflow fails this)
+            lo, hi = min(vals), max(vals)
+            if b[2] is None or lo < b[2]:
+                b[1], b[2] = float(xs[i + vals.index(lo)]), lo
+            if b[4] is None or hi > b[4]:
+                b[3], b[4] = float(xs[i + vals.index(hi)]), hi
+            b[0] += k
+        else:  # point by point
+            for j in range(k):
+                _add(b, float(xs[i + j]), vals[j])
+        self._note_extremes(b)
+
+    def _note_extremes(self, b: Bucket) -> None:
+        if b[2] is not None:
+            if self.min_y is None or b[2] < self.min_y:
+                self.min_y = b[2]
+            if self.max_y is None or b[4] > self.max_y:
+                self.max_y = b[4]
+
+    def _close(self) -> None:
+        b = self._open
+        assert b is not None
+        self._open = None
+        self._closed.append(b)
+        self._closed_points += _n_points(b)
+        if self._closed_points > self.budget_points - 3:  # the open bucket may add up to 3
+            self._rebucket()
+
+    def _rebucket(self) -> None:
+        """Double the width: merge closed buckets pairwise (an odd last one joins the open bucket)."""
+        while self._closed_points > (self.budget_points - 3) // 2 + 3:
+            closed = self._closed
+            merged = [_combine(closed[j:j + 2]) for j in range(0, len(closed) - 1, 2)]
+            if len(closed) % 2:
+                tail = [closed[-1]] if self._open is None else [closed[-1], self._open]
+                self._open = _combine(tail)
+            self.width *= 2
+            self.generation += 1
+            self._closed = merged
+            self._closed_points = sum(_n_points(b) for b in merged)
+            if self._open is not None and self._open[0] >= self.width:
+                self._closed.append(self._open)
+                self._closed_points += _n_points(self._open)
+                self._open = None
+        self._taken = len(self._closed)
+
+    # -- reading -----------------------------------------------------------------------
+    @property
+    def closed_buckets(self) -> int:
+        """Buckets that are final."""
+        return len(self._closed)
+
+    @property
+    def points(self) -> int:
+        """Points :meth:`columns` would return with the open bucket."""
+        return self._closed_points + (_n_points(self._open) if self._open is not None else 0)
+
+    def columns(self, *, include_open: bool = True, max_points: int | None = None) -> tuple[list[float], list[float]]:
+        """Return the decimated history as ``(xs, ys)``; gaps are NaN ys.
+
+        Args:
+            include_open: Add the open (partial) bucket's points; leave it out for a live
+                frame that later appends must continue seamlessly.
+            max_points: Coarsen further (merging 2, 4, ... buckets) to at most this many
+                points; ``None`` for the full budget.
+        """
+        buckets = list(self._closed)
+        if include_open and self._open is not None:
+            buckets.append(self._open)
+        return _columns(buckets, max_points)
+
+    def take_new(self) -> tuple[list[float], list[float]]:
+        """Return the points of closed buckets not taken yet, and mark them taken."""
+        new = self._closed[self._taken:]
+        self._taken = len(self._closed)
+        return _columns(new, None)
+
+    def mark_all_taken(self) -> None:
+        """Mark every closed bucket as taken (after a full frame was sent)."""
+        self._taken = len(self._closed)
+
+    @property
+    def pending(self) -> int:
+        """Closed buckets not taken yet."""
+        return len(self._closed) - self._taken
+
+
+def _columns(buckets: list[Bucket], max_points: int | None) -> tuple[list[float], list[float]]:
+    if max_points is not None:
+        factor = 1
+        total = sum(_n_points(b) for b in buckets)
+        while total > max_points and factor < len(buckets):
+            factor *= 2
+            total = sum(_n_points(_combine(buckets[j:j + factor])) for j in range(0, len(buckets), factor))
+        if factor > 1:
+            buckets = [_combine(buckets[j:j + factor]) for j in range(0, len(buckets), factor)]
+    xs: list[float] = []
+    ys: list[float] = []
+    for b in buckets:
+        for x, y in _points(b):
+            xs.append(x)
+            ys.append(y)
+    return xs, ys
+
+
+def decimate(xs: Sequence[float], ys: Sequence[float], budget_points: int, *, x_kind: str = "step",
+             name: str = "") -> tuple[list[float], list[float]]:
+    """Decimate whole columns to at most ``budget_points`` points (min/max per bucket)."""
+    d = Decimator(name, x_kind, budget_points=budget_points)
+    d.extend(xs, ys)
+    return d.columns(include_open=True)

@@ -1,0 +1,308 @@
+"""``tm.doctor()``: what trainmeter can see here, and why not.
+
+One :class:`Check` per line: front end, widget manager, ipykernel and background-thread
+output routing, torch and CUDA, NVML and GPM per device, psutil. ``ok`` is ``True``
+(works), ``False`` (should work here but does not; ``fix`` says how) or ``None`` (does
+not apply here, e.g. GPM on a pre-Hopper GPU or NVML on a CPU-only machine).
+
+Never initialises CUDA (only ``torch.cuda.is_available()``/``device_count()``). Imports
+torch when it is installed and not yet imported (the doctor is an explicit request).
+Every probe is injectable for tests. Not thread-sensitive; call from any thread.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import os
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from trainmeter.gpu.backend import (
+    REASON_LIBRARY_NOT_FOUND,
+    REASON_MIG,
+    REASON_PYNVML_MISSING,
+    GpuBackend,
+    GpuBackendResult,
+)
+
+_UNSET: Any = object()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Check:
+    """One doctor line.
+
+    Attributes:
+        name: What was checked, e.g. ``"NVML"``, ``"GPM GPU 0"``.
+        ok: True (works), False (broken, see ``fix``) or None (not applicable here).
+        detail: What was found.
+        fix: How to fix it, when there is a fix.
+    """
+
+    name: str
+    ok: bool | None
+    detail: str
+    fix: str | None = None
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _detect_ipython() -> Any:
+    mod = sys.modules.get("IPython")
+    if mod is None:
+        return None
+    try:
+        return mod.get_ipython()
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def _import_torch() -> Any:
+    if "torch" in sys.modules:
+        return sys.modules["torch"]
+    try:
+        return importlib.import_module("torch")
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def _major(version: str) -> int | None:
+    head = version.split(".", 1)[0]
+    return int(head) if head.isdigit() else None
+
+
+def doctor(
+    *,
+    backend: GpuBackend | None = None,
+    open_backend: Callable[[], GpuBackendResult] | None = None,
+    ipython: Any = _UNSET,
+    version_of: Callable[[str], str | None] = _version,
+    torch_module: Any = _UNSET,
+    modules: Any = None,
+    env: Any = None,
+) -> list[Check]:
+    """Run every check; never raises.
+
+    Args:
+        backend: An open GPU backend to inspect (not closed here); default opens NVML
+            with ``open_backend`` and closes it afterwards.
+        open_backend: ``() -> GpuBackendResult``; default :func:`trainmeter.gpu.nvml.open_nvml`.
+        ipython: The IPython shell or ``None``; default: detected.
+        version_of: Distribution name -> version or ``None`` if not installed.
+        torch_module: ``torch`` or ``None``; default: imported if installed.
+        modules: ``sys.modules`` (tests).
+        env: ``os.environ`` (tests).
+    """
+    modules = sys.modules if modules is None else modules
+    env = os.environ if env is None else env
+    shell = _detect_ipython() if ipython is _UNSET else ipython
+    checks: list[Check] = []
+    colab = "google.colab" in modules
+    checks.append(_front_end(shell, colab, env))
+    checks.append(_widgets(version_of, colab, shell))
+    checks.append(_ipykernel(version_of, shell))
+    torch = _import_torch() if torch_module is _UNSET else torch_module
+    torch_checks, cuda_count = _torch_checks(torch)
+    checks.extend(torch_checks)
+    checks.extend(_gpu_checks(backend, open_backend, cuda_count))
+    psutil_version = version_of("psutil")
+    checks.append(
+        Check(name="psutil", ok=True, detail=f"psutil {psutil_version}: host CPU and memory are sampled")
+        if psutil_version
+        else Check(
+            name="psutil",
+            ok=False,
+            detail="psutil is not installed: no host CPU/memory panel",
+            fix="pip install psutil",
+        )
+    )
+    return checks
+
+
+def _front_end(shell: Any, colab: bool, env: Any) -> Check:
+    if shell is None:
+        return Check(
+            name="front end", ok=None, detail="not inside IPython/Jupyter: output is plain text, no widget"
+        )
+    kind = type(shell).__name__
+    if kind == "TerminalInteractiveShell":
+        return Check(
+            name="front end", ok=None, detail="IPython in a terminal: output is plain text, no widget"
+        )
+    where = "Google Colab" if colab else ("VS Code" if "VSCODE_PID" in env else "Jupyter")
+    return Check(name="front end", ok=True, detail=f"{where} kernel ({kind})")
+
+
+def _widgets(version_of: Callable[[str], str | None], colab: bool, shell: Any) -> Check:
+    anywidget, ipywidgets = version_of("anywidget"), version_of("ipywidgets")
+    missing = [n for n, v in (("anywidget", anywidget), ("ipywidgets", ipywidgets)) if v is None]
+    if missing:
+        return Check(
+            name="widget manager",
+            ok=False if shell is not None else None,
+            detail=f"{' and '.join(missing)} not installed: the live widget falls back to text",
+            fix=f"pip install {' '.join(missing)}, then restart the kernel",
+        )
+    detail = f"anywidget {anywidget}, ipywidgets {ipywidgets}; the front end's widget manager shows itself when the widget renders"
+    fix = None
+    if colab:
+        fix = "in Colab run: from google.colab import output; output.enable_custom_widget_manager()"
+    return Check(name="widget manager", ok=True, detail=detail, fix=fix)
+
+
+def _ipykernel(version_of: Callable[[str], str | None], shell: Any) -> Check:
+    version = version_of("ipykernel")
+    if version is None:
+        return Check(name="ipykernel", ok=None if shell is None else False, detail="ipykernel not installed")
+    major = _major(version)
+    if major is not None and major >= 7:
+        detail = (
+            f"ipykernel {version}: output from background threads reaches a cell only with "
+            "explicit parent routing; trainmeter routes its thread output to the cell that started the run"
+        )
+    else:
+        detail = f"ipykernel {version}: background-thread output goes to the most recently run cell"
+    return Check(name="ipykernel", ok=True, detail=detail)
+
+
+def _torch_checks(torch: Any) -> tuple[list[Check], int | None]:
+    if torch is None:
+        return [Check(name="torch", ok=False, detail="torch is not installed", fix="pip install torch")], None
+    version = str(getattr(torch, "__version__", "?"))
+    checks = [Check(name="torch", ok=True, detail=f"torch {version}")]
+    try:
+        cuda_version = getattr(getattr(torch, "version", None), "cuda", None)
+        available = bool(torch.cuda.is_available())
+        count = int(torch.cuda.device_count()) if available else 0
+    except Exception as exc:  # noqa: BLE001
+        checks.append(Check(name="CUDA", ok=False, detail=f"torch.cuda failed: {exc}"))
+        return checks, None
+    if cuda_version is None:
+        checks.append(
+            Check(name="CUDA", ok=None, detail="CPU-only torch build: no GPU training, no allocator memory")
+        )
+    elif not available:
+        checks.append(
+            Check(
+                name="CUDA",
+                ok=False,
+                detail=f"torch built for CUDA {cuda_version} but no GPU is usable",
+                fix="check the NVIDIA driver (nvidia-smi) and CUDA_VISIBLE_DEVICES",
+            )
+        )
+    else:
+        checks.append(
+            Check(name="CUDA", ok=True, detail=f"CUDA {cuda_version}, {count} device(s) visible to torch")
+        )
+    return checks, count
+
+
+def _gpu_checks(
+    backend: GpuBackend | None, open_backend: Callable[[], GpuBackendResult] | None, cuda_count: int | None
+) -> list[Check]:
+    owned = False
+    reason = None
+    if backend is None:
+        if open_backend is None:
+            from trainmeter.gpu.nvml import open_nvml
+
+            open_backend = open_nvml
+        try:
+            result = open_backend()
+        except Exception as exc:  # noqa: BLE001
+            result = GpuBackendResult(backend=None, reason=f"opening NVML failed: {exc}")
+        backend, reason, owned = result.backend, result.reason, True
+    if backend is None:
+        return [_nvml_missing(reason or "no GPU backend", cuda_count)]
+    try:
+        return _device_checks(backend)
+    except Exception as exc:  # noqa: BLE001
+        return [Check(name="NVML", ok=False, detail=f"reading GPUs failed: {exc}")]
+    finally:
+        if owned:
+            try:
+                backend.close()
+            except Exception:  # noqa: BLE001, S110
+                pass
+
+
+def _nvml_missing(reason: str, cuda_count: int | None) -> Check:
+    no_gpu_here = not cuda_count and reason == REASON_LIBRARY_NOT_FOUND
+    if no_gpu_here:
+        return Check(name="NVML", ok=None, detail=f"{reason}; GPU counters and the ladder are not available")
+    fix = (
+        "pip install nvidia-ml-py"
+        if reason == REASON_PYNVML_MISSING
+        else "check the NVIDIA driver with nvidia-smi"
+    )
+    return Check(
+        name="NVML", ok=False, detail=f"{reason}; GPU counters and the ladder are not available", fix=fix
+    )
+
+
+def _device_checks(backend: GpuBackend) -> list[Check]:
+    count = backend.device_count()
+    checks = [Check(name="NVML", ok=True, detail=f"driver {backend.driver_version() or '?'}, {count} GPU(s)")]
+    for i in range(count):
+        info = backend.device_info(i)
+        if info.reason:
+            checks.append(
+                Check(
+                    name=f"GPU {i}",
+                    ok=False,
+                    detail=info.reason,
+                    fix="run as a user allowed to open this GPU",
+                )
+            )
+            continue
+        mem = "" if info.mem_total_bytes is None else f", {info.mem_total_bytes / 1024**3:.1f} GiB"
+        detail = f"{info.name} ({info.uuid}){mem}"
+        try:
+            s = backend.sample(i)
+            util = "n/a" if s.util_gpu is None else f"{s.util_gpu * 100:.0f}%"
+            detail += f"; GPU-Util {util}, {_fmt(s.power_w, 'W')}, {_fmt(s.temperature_c, 'C')}"
+            checks.append(Check(name=f"GPU {i}", ok=True, detail=detail))
+        except Exception as exc:  # noqa: BLE001
+            checks.append(Check(name=f"GPU {i}", ok=False, detail=f"{detail}; reading it failed: {exc}"))
+        checks.append(_gpm_check(i, info.gpm_supported, info.gpm_reason))
+    return checks
+
+
+def _gpm_check(index: int, supported: bool, reason: str | None) -> Check:
+    name = f"GPM GPU {index}"
+    if supported:
+        return Check(name=name, ok=True, detail="SM, tensor and DRAM activity are read (full ladder)")
+    reason = reason or "not supported"
+    if "driver" in reason:
+        return Check(name=name, ok=False, detail=reason, fix="upgrade the NVIDIA driver to R525 or newer")
+    if "permission" in reason:
+        return Check(
+            name=name, ok=False, detail=reason, fix="ask the administrator to allow GPM/profiling counters"
+        )
+    if reason == REASON_MIG:
+        return Check(name=name, ok=None, detail=reason)
+    return Check(name=name, ok=None, detail=f"{reason}; the ladder stops at GPU-Util (plus MFU)")
+
+
+def _fmt(value: float | None, unit: str) -> str:
+    return f"n/a {unit}" if value is None else f"{value:.0f} {unit}"
+
+
+def format_doctor(checks: Sequence[Check]) -> str:
+    """One line per check: ``[ ok ] name: detail  (fix: ...)``."""
+    marks = {True: " ok ", False: "FAIL", None: "n/a "}
+    lines = []
+    for c in checks:
+        line = f"[{marks[c.ok]}] {c.name}: {c.detail}"
+        if c.fix:
+            line += f"  (fix: {c.fix})"
+        lines.append(line)
+    return "\n".join(lines)

@@ -1,0 +1,170 @@
+"""Binary column frames: the widget's wire format for series (docs/protocol.md section 3).
+
+A frame carries, for each named series, ``n`` float64 x values then ``n`` float64 y
+values, after a small JSON header. Layout, little-endian::
+
+    bytes 0..3   magic b"TMF1"
+    bytes 4..7   uint32 header_len (length of the JSON header in bytes)
+    bytes 8..    header: UTF-8 JSON {"v": 1, "seq": int, "series": [{"name", "x", "n"}, ...]}
+    padding      zero bytes so the data starts at a multiple of 8 from the frame start
+    data         per series, in header order: n float64 xs, then n float64 ys
+
+A missing y is NaN on the wire (the front end draws a gap). ``time`` x values are
+seconds since the run began. Stdlib only (``array``, ``struct``, ``json``), so that
+``import trainmeter`` stays cheap. All functions are pure and safe to call from any thread.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import sys
+from array import array
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+FRAME_MAGIC = b"TMF1"
+FRAME_VERSION = 1
+XKind = Literal["step", "time"]
+X_KINDS: tuple[str, ...] = ("step", "time")
+
+_PREFIX = struct.Struct("<4sI")
+_ALIGN = 8
+_LITTLE = sys.byteorder == "little"
+
+
+class FrameError(ValueError):
+    """A byte string is not a valid v1 frame."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SeriesColumns:
+    """One series of a frame, as two equal-length columns.
+
+    Attributes:
+        name: Series name, e.g. ``"loss/train"``.
+        x_kind: ``"step"`` (optimizer steps) or ``"time"`` (seconds since the run began).
+        xs: X values. :func:`decode_frame` yields ``array("d")``.
+        ys: Y values in the series' unit; NaN marks a missing value (a gap).
+    """
+
+    name: str
+    x_kind: XKind
+    xs: Sequence[float]
+    ys: Sequence[float]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Frame:
+    """A decoded frame.
+
+    Attributes:
+        v: Frame format version (1).
+        seq: Sequence number of the message the frame belongs to.
+        series: The series, in wire order.
+    """
+
+    v: int
+    seq: int
+    series: tuple[SeriesColumns, ...]
+
+
+def _padding_bytes(header_len: int) -> int:
+    """Return how many zero bytes follow a header of ``header_len`` bytes."""
+    return -(_PREFIX.size + header_len) % _ALIGN
+
+
+def _to_le_bytes(values: Sequence[float]) -> bytes:
+    column = values if isinstance(values, array) and values.typecode == "d" else array("d", values)
+    if _LITTLE:
+        return column.tobytes()
+    swapped = array("d", column)
+    swapped.byteswap()
+    return swapped.tobytes()
+
+
+def encode_frame(seq: int, series: Sequence[SeriesColumns]) -> bytes:
+    """Encode series into one v1 frame.
+
+    Args:
+        seq: Sequence number written into the header.
+        series: Series to encode, in order; names should be unique.
+
+    Returns:
+        The frame bytes; its data section starts at a multiple of 8.
+
+    Raises:
+        FrameError: A series has columns of different lengths or an unknown ``x_kind``.
+    """
+    entries: list[dict[str, Any]] = []
+    chunks: list[bytes] = []
+    for s in series:
+        if len(s.xs) != len(s.ys):
+            raise FrameError(f"series {s.name!r}: {len(s.xs)} xs but {len(s.ys)} ys")
+        if s.x_kind not in X_KINDS:
+            raise FrameError(f"series {s.name!r}: unknown x kind {s.x_kind!r}")
+        entries.append({"name": s.name, "x": s.x_kind, "n": len(s.xs)})
+        chunks.append(_to_le_bytes(s.xs))
+        chunks.append(_to_le_bytes(s.ys))
+    header = json.dumps(
+        {"v": FRAME_VERSION, "seq": int(seq), "series": entries},
+        separators=(",", ":"),
+        ensure_ascii=False,
+    ).encode("utf-8")
+    parts = [_PREFIX.pack(FRAME_MAGIC, len(header)), header, b"\0" * _padding_bytes(len(header))]
+    return b"".join(parts + chunks)
+
+
+def _read_header(data: memoryview) -> tuple[dict[str, Any], int]:
+    if len(data) < _PREFIX.size:
+        raise FrameError(f"frame too short: {len(data)} bytes")
+    magic, header_len = _PREFIX.unpack_from(data, 0)
+    if magic != FRAME_MAGIC:
+        raise FrameError(f"bad magic {bytes(magic)!r}")
+    end = _PREFIX.size + header_len
+    if len(data) < end:
+        raise FrameError("frame truncated inside its header")
+    try:
+        header = json.loads(bytes(data[_PREFIX.size : end]).decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise FrameError(f"bad header: {exc}") from exc
+    if not isinstance(header, dict) or header.get("v") != FRAME_VERSION:
+        raise FrameError(f"unsupported frame header {header!r:.80}")
+    return header, end + _padding_bytes(header_len)
+
+
+def _read_column(data: memoryview, offset: int, n: int) -> array[float]:
+    column = array("d")
+    column.frombytes(data[offset : offset + 8 * n])
+    if not _LITTLE:
+        column.byteswap()
+    return column
+
+
+def decode_frame(data: bytes | bytearray | memoryview) -> Frame:
+    """Decode one v1 frame.
+
+    Args:
+        data: The frame bytes.
+
+    Returns:
+        The frame; each series' columns are ``array("d")`` copies (NaN kept as NaN).
+
+    Raises:
+        FrameError: Bad magic, unsupported version, or a frame shorter than its header says.
+    """
+    view = memoryview(data).cast("B")
+    header, offset = _read_header(view)
+    series: list[SeriesColumns] = []
+    for entry in header.get("series", []):
+        n = int(entry["n"])
+        if n < 0 or offset + 16 * n > len(view):
+            raise FrameError(f"series {entry.get('name')!r}: data truncated")
+        if entry["x"] not in X_KINDS:
+            raise FrameError(f"series {entry.get('name')!r}: unknown x kind {entry['x']!r}")
+        xs = _read_column(view, offset, n)
+        ys = _read_column(view, offset + 8 * n, n)
+        offset += 16 * n
+        series.append(SeriesColumns(name=str(entry["name"]), x_kind=entry["x"], xs=xs, ys=ys))
+    return Frame(v=int(header["v"]), seq=int(header["seq"]), series=tuple(series))

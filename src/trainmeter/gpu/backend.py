@@ -1,0 +1,240 @@
+"""The GPU backend seam: one small interface every GPU reading goes through.
+
+:class:`GpuBackend` is implemented by :mod:`trainmeter.gpu.nvml` (the real NVML, via
+``pynvml``) and :mod:`trainmeter.gpu.fake` (a scripted fake for tests). Everything above
+it (sampler, ladder, passport, doctor) sees only :class:`GpuDeviceInfo` and
+:class:`GpuSample` records.
+
+Rules of the seam:
+
+- A reading the device cannot give (not supported, no permission, driver too old,
+  Hopper-only GPM on an older GPU, MIG) is ``None`` in the sample, with a reason text in
+  :attr:`GpuSample.unavailable`; it never raises.
+- A device-level failure (the GPU fell off the bus, NVML shut down under us) raises
+  :class:`GpuUnavailableError` from :meth:`GpuBackend.sample`; ``fatal=True`` means stop
+  sampling that device.
+- Opening a backend never raises either: :class:`GpuBackendResult` carries either a
+  backend or the reason there is none (for example "NVML library not found").
+
+This module imports nothing heavy and is safe to import from ``trainmeter/__init__``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Protocol
+
+# --- reason texts (shown in the widget, the passport and the doctor) -----------------------
+
+REASON_PYNVML_MISSING = "the nvidia-ml-py package (module pynvml) is not installed; pip install nvidia-ml-py"
+REASON_LIBRARY_NOT_FOUND = "NVML library not found (libnvidia-ml.so.1): no NVIDIA driver on this machine"
+REASON_DRIVER_NOT_LOADED = "the NVIDIA kernel driver is not loaded (NVML DriverNotLoaded)"
+REASON_NO_DEVICES = "NVML sees no GPU on this machine"
+REASON_GPM_NOT_SUPPORTED = (
+    "GPM (SM, tensor and DRAM activity) needs a Hopper or newer datacenter GPU; "
+    "this device reports no GPM support"
+)
+REASON_GPM_DRIVER_TOO_OLD = "GPM needs NVIDIA driver R525 or newer (GPM functions not found)"
+REASON_GPM_NO_PERMISSION = "NVML refused GPM sampling here (no permission)"
+REASON_GPM_FIRST_SAMPLE = (
+    "GPM values are averages between two samples; the first arrives one interval after sampling starts"
+)
+REASON_MIG = (
+    "MIG mode is on: NVML reports no GPU-Util for MIG-enabled GPUs and trainmeter does not "
+    "read GPM per MIG instance"
+)
+REASON_GPU_LOST = "the GPU fell off the bus (NVML GpuIsLost); sampling of it stopped"
+REASON_PROCESS_NOT_LISTED = (
+    "this process is not in the device's process list (no CUDA context on it yet, or a "
+    "container PID namespace hides host PIDs)"
+)
+
+
+def reason_not_supported(what: str) -> str:
+    """Reason text for a reading the device does not support."""
+    return f"{what}: not supported on this device"
+
+
+def reason_no_permission(what: str) -> str:
+    """Reason text for a reading NVML refused."""
+    return f"{what}: NVML refused it (no permission)"
+
+
+def reason_driver_too_old(what: str) -> str:
+    """Reason text for a reading whose NVML function the driver lacks."""
+    return f"{what}: the NVIDIA driver is too old (function not found)"
+
+
+class GpuUnavailableError(Exception):
+    """A device-level failure raised by :meth:`GpuBackend.sample`.
+
+    Attributes:
+        reason: Human-readable reason, shown as is.
+        fatal: True when the device will not come back (stop sampling it).
+    """
+
+    def __init__(self, reason: str, *, fatal: bool) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.fatal = fatal
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GpuDeviceInfo:
+    """Static facts about one NVML device.
+
+    Attributes:
+        index: NVML index (not the CUDA ordinal).
+        name: Product name as NVML reports it, e.g. ``"NVIDIA H100 80GB HBM3"``.
+        uuid: ``"GPU-..."`` UUID; the key to map CUDA devices to NVML devices.
+        mem_total_bytes: Device memory in bytes; ``None`` if unreadable.
+        mig_enabled: Whether MIG mode is on; ``None`` if unknown / not applicable.
+        gpm_supported: Whether trainmeter reads GPM (SM/tensor/DRAM activity) on it.
+        gpm_reason: Why GPM is not read, when ``gpm_supported`` is False.
+        pci_bus_id: PCI bus id (``"00000000:41:00.0"``) or ``None``.
+        reason: Set when the device cannot be opened at all (e.g. no permission).
+    """
+
+    index: int
+    name: str
+    uuid: str
+    mem_total_bytes: int | None = None
+    mig_enabled: bool | None = None
+    gpm_supported: bool = False
+    gpm_reason: str | None = None
+    pci_bus_id: str | None = None
+    reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GpuSample:
+    """One reading of one device. Immutable; safe to share between threads.
+
+    All ``*_util``/``*_activity``/``*_occupancy`` values are fractions 0-1. GPM values
+    (``sm_activity`` ... ``nvlink_rx_bytes_per_s``) are averages over ``gpm_window_s``
+    ending at ``t_s``, not instantaneous. A field the device cannot give is ``None`` and
+    :meth:`unavailable_reason` says why.
+
+    Attributes:
+        index: NVML index of the device.
+        t_s: Backend clock reading (seconds) when the sample was taken.
+        util_gpu: NVML GPU-Util: fraction of time at least one kernel ran.
+        mem_used_bytes: Device memory in use (all processes), bytes.
+        mem_total_bytes: Device memory total, bytes.
+        power_w: Board power draw, watts.
+        power_limit_w: Enforced power limit, watts.
+        sm_clock_mhz: Current SM clock, MHz.
+        sm_clock_max_mhz: Maximum SM clock, MHz.
+        temperature_c: GPU temperature, degrees Celsius.
+        throttle_reasons: Names of active clock-event (throttle) reasons, e.g.
+            ``("sw_power_cap",)``; ``()`` when none; ``None`` when unreadable.
+        process_mem_bytes: GPU memory used by this process (and watched pids), bytes.
+        sm_activity: GPM SM_UTIL: fraction of SM cycles with at least one warp.
+        sm_occupancy: GPM SM_OCCUPANCY: resident warps / max warps.
+        tensor_activity: GPM ANY_TENSOR_UTIL: fraction of cycles any tensor pipe issued.
+        hmma_activity: GPM HMMA_TENSOR_UTIL: FP16/BF16/TF32 tensor pipe only.
+        dram_bw_util: GPM DRAM_BW_UTIL: fraction of theoretical DRAM bandwidth (~0.8 max).
+        pcie_tx_bytes_per_s: GPM PCIe traffic out of the GPU, bytes/s (NVML gives MiB/s).
+        pcie_rx_bytes_per_s: GPM PCIe traffic into the GPU, bytes/s.
+        nvlink_tx_bytes_per_s: GPM NVLink write bandwidth, all links, bytes/s.
+        nvlink_rx_bytes_per_s: GPM NVLink read bandwidth, all links, bytes/s.
+        gpm_window_s: Length of the interval the GPM values average over, seconds.
+        unavailable: ``(field, reason)`` pairs for fields that are ``None``.
+    """
+
+    index: int
+    t_s: float
+    util_gpu: float | None = None
+    mem_used_bytes: int | None = None
+    mem_total_bytes: int | None = None
+    power_w: float | None = None
+    power_limit_w: float | None = None
+    sm_clock_mhz: float | None = None
+    sm_clock_max_mhz: float | None = None
+    temperature_c: float | None = None
+    throttle_reasons: tuple[str, ...] | None = None
+    process_mem_bytes: int | None = None
+    sm_activity: float | None = None
+    sm_occupancy: float | None = None
+    tensor_activity: float | None = None
+    hmma_activity: float | None = None
+    dram_bw_util: float | None = None
+    pcie_tx_bytes_per_s: float | None = None
+    pcie_rx_bytes_per_s: float | None = None
+    nvlink_tx_bytes_per_s: float | None = None
+    nvlink_rx_bytes_per_s: float | None = None
+    gpm_window_s: float | None = None
+    unavailable: tuple[tuple[str, str], ...] = field(default_factory=tuple)
+
+    def unavailable_reason(self, name: str) -> str | None:
+        """Return why field ``name`` is ``None`` (``None`` if it has a value or no reason)."""
+        for key, reason in self.unavailable:
+            if key == name:
+                return reason
+        return None
+
+
+NUMERIC_FIELDS: tuple[str, ...] = tuple(
+    f.name
+    for f in fields(GpuSample)
+    if f.name not in ("index", "t_s", "throttle_reasons", "unavailable", "gpm_window_s")
+)
+"""Names of the numeric reading fields of :class:`GpuSample` (averaged by the sampler)."""
+
+GPM_FIELDS: tuple[str, ...] = (
+    "sm_activity",
+    "sm_occupancy",
+    "tensor_activity",
+    "hmma_activity",
+    "dram_bw_util",
+    "pcie_tx_bytes_per_s",
+    "pcie_rx_bytes_per_s",
+    "nvlink_tx_bytes_per_s",
+    "nvlink_rx_bytes_per_s",
+)
+"""The :class:`GpuSample` fields that come from GPM (Hopper+)."""
+
+
+class GpuBackend(Protocol):
+    """Read-only access to the GPUs of this machine.
+
+    Implementations must be safe to call from several threads at once (NVML is), and
+    :meth:`sample` may be called concurrently for different indices.
+    """
+
+    def device_count(self) -> int:
+        """Number of devices the backend can enumerate."""
+        ...
+
+    def device_info(self, index: int) -> GpuDeviceInfo:
+        """Static facts about device ``index`` (never raises; sets ``reason`` instead)."""
+        ...
+
+    def sample(self, index: int) -> GpuSample:
+        """Read device ``index`` now.
+
+        Raises:
+            GpuUnavailableError: On device-level failure only, never for a single field.
+        """
+        ...
+
+    def driver_version(self) -> str | None:
+        """The NVIDIA driver version string, or ``None``."""
+        ...
+
+    def close(self) -> None:
+        """Release resources (GPM buffers, NVML refcount). Idempotent; never raises."""
+        ...
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GpuBackendResult:
+    """The outcome of opening a backend: a backend, or the reason there is none.
+
+    Attributes:
+        backend: The opened backend, or ``None``.
+        reason: Why there is no backend (shown to the user), or ``None``.
+    """
+
+    backend: GpuBackend | None
+    reason: str | None = None

@@ -1,0 +1,476 @@
+"""A scripted fake GPU backend for tests and benchmarks (no NVML, no GPU).
+
+:class:`FakeNvml` implements :class:`~trainmeter.gpu.backend.GpuBackend` and behaves like
+:class:`~trainmeter.gpu.nvml.NvmlBackend` where it matters:
+
+- Device profiles (:data:`PROFILES`): H100 SXM and H200 with GPM, A100 and T4 without GPM,
+  and an H100 in MIG mode (no GPU-Util, no GPM).
+- Each device follows a piecewise-constant timeline of :class:`Levels` (:class:`Phase`
+  list; the last phase holds forever) read at the injected clock.
+- GPM is modelled as the real thing is: each sample snapshots the integral of the levels
+  and the values are (I(t2) - I(t1)) / (t2 - t1), so they are interval averages; the first
+  sample only primes the pair; a second sample within 100 ms repeats the previous values.
+- Error injection with :meth:`FakeNvml.inject`: NotSupported / NoPermission on a field or on
+  GPM, a device that cannot be opened, the GPU lost mid-run, slow calls; and
+  :func:`open_fake` for init failures (library missing, driver not loaded, no devices).
+
+Thread safety: a lock guards all mutable state; ``sample`` may run from several threads.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+from trainmeter.clock import Clock
+from trainmeter.gpu.backend import (
+    GPM_FIELDS,
+    REASON_DRIVER_NOT_LOADED,
+    REASON_GPM_FIRST_SAMPLE,
+    REASON_GPM_NO_PERMISSION,
+    REASON_GPM_NOT_SUPPORTED,
+    REASON_GPU_LOST,
+    REASON_LIBRARY_NOT_FOUND,
+    REASON_MIG,
+    REASON_NO_DEVICES,
+    REASON_PROCESS_NOT_LISTED,
+    GpuBackendResult,
+    GpuDeviceInfo,
+    GpuSample,
+    GpuUnavailableError,
+    reason_no_permission,
+    reason_not_supported,
+)
+
+GIB = 1024**3
+GPM_MIN_INTERVAL_S = 0.1
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeviceProfile:
+    """Static facts of a fake device model (units in the names)."""
+
+    key: str
+    name: str
+    mem_total_bytes: int
+    power_limit_w: float
+    sm_clock_max_mhz: float
+    gpm: bool
+    mig: bool = False
+
+
+PROFILES: dict[str, DeviceProfile] = {
+    "h100_sxm": DeviceProfile(
+        key="h100_sxm",
+        name="NVIDIA H100 80GB HBM3",
+        mem_total_bytes=80 * GIB,
+        power_limit_w=700.0,
+        sm_clock_max_mhz=1980.0,
+        gpm=True,
+    ),
+    "h200": DeviceProfile(
+        key="h200",
+        name="NVIDIA H200",
+        mem_total_bytes=141 * GIB,
+        power_limit_w=700.0,
+        sm_clock_max_mhz=1980.0,
+        gpm=True,
+    ),
+    "a100": DeviceProfile(
+        key="a100",
+        name="NVIDIA A100-SXM4-40GB",
+        mem_total_bytes=40 * GIB,
+        power_limit_w=400.0,
+        sm_clock_max_mhz=1410.0,
+        gpm=False,
+    ),
+    "t4": DeviceProfile(
+        key="t4",
+        name="Tesla T4",
+        mem_total_bytes=15 * GIB,
+        power_limit_w=70.0,
+        sm_clock_max_mhz=1590.0,
+        gpm=False,
+    ),
+    "h100_mig": DeviceProfile(
+        key="h100_mig",
+        name="NVIDIA H100 80GB HBM3",
+        mem_total_bytes=80 * GIB,
+        power_limit_w=700.0,
+        sm_clock_max_mhz=1980.0,
+        gpm=False,
+        mig=True,
+    ),
+}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Levels:
+    """Target readings during a phase (fractions 0-1, bytes, bytes/s, W, MHz, C)."""
+
+    util_gpu: float = 0.0
+    sm_activity: float = 0.0
+    sm_occupancy: float = 0.0
+    tensor_activity: float = 0.0
+    hmma_activity: float = 0.0
+    dram_bw_util: float = 0.0
+    pcie_tx_bytes_per_s: float = 0.0
+    pcie_rx_bytes_per_s: float = 0.0
+    nvlink_tx_bytes_per_s: float = 0.0
+    nvlink_rx_bytes_per_s: float = 0.0
+    power_w: float = 60.0
+    sm_clock_mhz: float = 1980.0
+    temperature_c: float = 35.0
+    mem_used_bytes: int = 0
+    process_mem_bytes: int | None = None
+    throttle_reasons: tuple[str, ...] = ("gpu_idle",)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Phase:
+    """``levels`` held for ``duration_s`` seconds."""
+
+    duration_s: float
+    levels: Levels
+
+
+IDLE = Levels()
+GEMM = Levels(
+    util_gpu=1.0,
+    sm_activity=0.93,
+    sm_occupancy=0.45,
+    tensor_activity=0.62,
+    hmma_activity=0.6,
+    dram_bw_util=0.35,
+    pcie_tx_bytes_per_s=2.0e8,
+    pcie_rx_bytes_per_s=1.0e9,
+    power_w=650.0,
+    sm_clock_mhz=1755.0,
+    temperature_c=71.0,
+    mem_used_bytes=60 * GIB,
+    process_mem_bytes=58 * GIB,
+    throttle_reasons=("sw_power_cap",),
+)
+"""A tensor-core-heavy training phase."""
+LYING_GPU_UTIL = Levels(
+    util_gpu=1.0,
+    sm_activity=0.05,
+    sm_occupancy=0.02,
+    tensor_activity=0.0,
+    hmma_activity=0.0,
+    dram_bw_util=0.01,
+    power_w=110.0,
+    sm_clock_mhz=1980.0,
+    temperature_c=40.0,
+    mem_used_bytes=0,
+    process_mem_bytes=None,
+    throttle_reasons=(),
+)
+"""GPU-Util 100% with SM activity 5%: one tiny kernel always running (seed 003)."""
+DATALOADER_STALL = Levels(
+    util_gpu=0.4,
+    sm_activity=0.36,
+    sm_occupancy=0.2,
+    tensor_activity=0.22,
+    hmma_activity=0.2,
+    dram_bw_util=0.12,
+    power_w=250.0,
+    sm_clock_mhz=1980.0,
+    temperature_c=55.0,
+    mem_used_bytes=60 * GIB,
+    process_mem_bytes=58 * GIB,
+    throttle_reasons=(),
+)
+"""The GPU waits on input more than half the time."""
+
+_ERROR_KINDS = ("not_supported", "no_permission", "gpu_lost", "slow", "unopenable")
+
+
+@dataclass(slots=True)
+class _Fault:
+    kind: str
+    field: str | None
+    from_s: float | None
+    after_calls: int | None
+    delay_s: float
+
+
+@dataclass(slots=True)
+class _FakeDevice:
+    index: int
+    profile: DeviceProfile
+    uuid: str
+    phases: tuple[Phase, ...]
+    faults: list[_Fault] = field(default_factory=list)
+    calls: int = 0
+    lost: bool = False
+    gpm_prev: tuple[float, dict[str, float]] | None = None
+    gpm_last: tuple[dict[str, float], float | None] = field(default_factory=lambda: ({}, None))
+
+
+def fake_uuid(index: int) -> str:
+    """Deterministic NVML-style UUID for fake device ``index``."""
+    return f"GPU-fa4e0000-0000-4000-8000-{index:012d}"
+
+
+class FakeNvml:
+    """Scripted :class:`~trainmeter.gpu.backend.GpuBackend`.
+
+    Args:
+        devices: Profile keys (see :data:`PROFILES`) or profiles, one per NVML index.
+        clock: The clock that drives the timelines and GPM intervals.
+        timelines: Phases per device index; a device without one follows
+            ``default_timeline``.
+        default_timeline: Phases for devices not in ``timelines`` (default: ``GEMM``).
+        driver: Driver version string to report.
+        sleep: Called with the delay of an injected slow call (default ``time.sleep``;
+            pass ``clock.advance`` to simulate slowness without waiting).
+    """
+
+    def __init__(
+        self,
+        devices: Sequence[str | DeviceProfile],
+        *,
+        clock: Clock,
+        timelines: Mapping[int, Sequence[Phase]] | None = None,
+        default_timeline: Sequence[Phase] = (Phase(duration_s=1e9, levels=GEMM),),
+        driver: str = "595.45.04",
+        sleep: Callable[[float], None] | None = None,
+    ) -> None:
+        self._clock = clock
+        self._sleep = sleep or time.sleep
+        self._driver = driver
+        self._lock = threading.Lock()
+        self._start_s = clock()
+        self.closed = False
+        timelines = timelines or {}
+        self._devices: list[_FakeDevice] = []
+        for i, spec in enumerate(devices):
+            profile = PROFILES[spec] if isinstance(spec, str) else spec
+            phases = tuple(timelines.get(i, default_timeline))
+            if not phases:
+                raise ValueError(f"device {i}: timeline needs at least one phase")
+            self._devices.append(_FakeDevice(index=i, profile=profile, uuid=fake_uuid(i), phases=phases))
+
+    @classmethod
+    def lying_gpu_util(cls, *, clock: Clock, devices: Sequence[str] = ("h100_sxm",)) -> FakeNvml:
+        """Devices reading GPU-Util 100% with SM activity 5% (the seed 003 fixture)."""
+        return cls(devices, clock=clock, default_timeline=(Phase(duration_s=1e9, levels=LYING_GPU_UTIL),))
+
+    # --- error injection -------------------------------------------------------------------
+
+    def inject(
+        self,
+        index: int,
+        kind: str,
+        *,
+        field: str | None = None,
+        from_s: float | None = None,
+        after_calls: int | None = None,
+        delay_s: float = 0.0,
+    ) -> None:
+        """Inject a fault into device ``index``.
+
+        Args:
+            index: Device index.
+            kind: ``"not_supported"`` or ``"no_permission"`` (on ``field``, a GpuSample
+                field name or ``"gpm"`` for all GPM fields), ``"unopenable"`` (NoPermission
+                on the handle: the device cannot be opened), ``"gpu_lost"`` (sample raises a
+                fatal error from then on), ``"slow"`` (each sample call sleeps ``delay_s``).
+            field: The field for ``not_supported``/``no_permission``.
+            from_s: Fault active from this clock time on (default: now).
+            after_calls: Fault active after this many ``sample`` calls on the device.
+            delay_s: Delay for ``"slow"``, seconds.
+        """
+        if kind not in _ERROR_KINDS:
+            raise ValueError(f"unknown fault {kind!r}; valid: {', '.join(_ERROR_KINDS)}")
+        with self._lock:
+            self._devices[index].faults.append(
+                _Fault(kind=kind, field=field, from_s=from_s, after_calls=after_calls, delay_s=delay_s)
+            )
+
+    # --- GpuBackend ------------------------------------------------------------------------
+
+    def device_count(self) -> int:
+        """Number of fake devices."""
+        return len(self._devices)
+
+    def driver_version(self) -> str | None:
+        """The scripted driver version."""
+        return self._driver
+
+    def device_info(self, index: int) -> GpuDeviceInfo:
+        """Static facts from the device's profile (and any ``unopenable`` fault)."""
+        dev = self._devices[index]
+        p = dev.profile
+        if any(f.kind == "unopenable" for f in dev.faults):
+            return GpuDeviceInfo(index=index, name="", uuid="", reason=reason_no_permission(f"GPU {index}"))
+        gpm_reason = None
+        if p.mig:
+            gpm_reason = REASON_MIG
+        elif not p.gpm:
+            gpm_reason = REASON_GPM_NOT_SUPPORTED
+        return GpuDeviceInfo(
+            index=index,
+            name=p.name,
+            uuid=dev.uuid,
+            mem_total_bytes=p.mem_total_bytes,
+            mig_enabled=p.mig,
+            gpm_supported=p.gpm and not p.mig,
+            gpm_reason=gpm_reason,
+            pci_bus_id=f"00000000:{0x18 + index:02X}:00.0",
+        )
+
+    def sample(self, index: int) -> GpuSample:
+        """Read device ``index`` at the clock's current time.
+
+        Raises:
+            GpuUnavailableError: Lost (fatal), unopenable (fatal) or closed (fatal).
+        """
+        dev = self._devices[index]
+        with self._lock:
+            dev.calls += 1
+            now_s = self._clock()
+            active = [f for f in dev.faults if self._active(f, dev, now_s)]
+        delay_s = sum(f.delay_s for f in active if f.kind == "slow")
+        if delay_s > 0:
+            self._sleep(delay_s)
+        with self._lock:
+            if self.closed:
+                raise GpuUnavailableError("the fake NVML backend is closed", fatal=True)
+            if any(f.kind == "unopenable" for f in dev.faults):
+                raise GpuUnavailableError(reason_no_permission(f"GPU {index}"), fatal=True)
+            if dev.lost or any(f.kind == "gpu_lost" for f in active):
+                dev.lost = True
+                raise GpuUnavailableError(REASON_GPU_LOST, fatal=True)
+            return self._build(dev, now_s, active)
+
+    def close(self) -> None:
+        """Mark the backend closed; later samples raise a fatal error."""
+        with self._lock:
+            self.closed = True
+
+    # --- internals ---------------------------------------------------------------------------
+
+    def _active(self, fault: _Fault, dev: _FakeDevice, now_s: float) -> bool:
+        if fault.from_s is not None and now_s < fault.from_s:
+            return False
+        return fault.after_calls is None or dev.calls > fault.after_calls
+
+    def _levels_at(self, dev: _FakeDevice, now_s: float) -> Levels:
+        t = now_s - self._start_s
+        for phase in dev.phases:
+            if t < phase.duration_s:
+                return phase.levels
+            t -= phase.duration_s
+        return dev.phases[-1].levels
+
+    def _integrals(self, dev: _FakeDevice, now_s: float) -> dict[str, float]:
+        """Integral of each GPM level from the start to ``now_s`` (level x seconds)."""
+        sums = dict.fromkeys(GPM_FIELDS, 0.0)
+        remaining = max(now_s - self._start_s, 0.0)
+        phases = list(dev.phases)
+        for i, phase in enumerate(phases):
+            span = remaining if i == len(phases) - 1 else min(remaining, phase.duration_s)
+            for name in GPM_FIELDS:
+                sums[name] += getattr(phase.levels, name) * span
+            remaining -= span
+            if remaining <= 0:
+                break
+        return sums
+
+    def _gpm(self, dev: _FakeDevice, now_s: float) -> tuple[dict[str, float], dict[str, str], float | None]:
+        p = dev.profile
+        if p.mig or not p.gpm:
+            reason = REASON_MIG if p.mig else REASON_GPM_NOT_SUPPORTED
+            return {}, dict.fromkeys(GPM_FIELDS, reason), None
+        integrals = self._integrals(dev, now_s)
+        if dev.gpm_prev is None:
+            dev.gpm_prev = (now_s, integrals)
+            return {}, dict.fromkeys(GPM_FIELDS, REASON_GPM_FIRST_SAMPLE), None
+        t_prev, prev = dev.gpm_prev
+        window_s = now_s - t_prev
+        if window_s < GPM_MIN_INTERVAL_S:
+            values, last_window = dev.gpm_last
+            return dict(values), {}, last_window
+        values = {k: (integrals[k] - prev[k]) / window_s for k in GPM_FIELDS}
+        dev.gpm_prev = (now_s, integrals)
+        dev.gpm_last = (values, window_s)
+        return dict(values), {}, window_s
+
+    def _build(self, dev: _FakeDevice, now_s: float, active: list[_Fault]) -> GpuSample:
+        lv = self._levels_at(dev, now_s)
+        p = dev.profile
+        values: dict[str, object] = {
+            "util_gpu": lv.util_gpu,
+            "mem_used_bytes": lv.mem_used_bytes,
+            "mem_total_bytes": p.mem_total_bytes,
+            "power_w": lv.power_w,
+            "power_limit_w": p.power_limit_w,
+            "sm_clock_mhz": lv.sm_clock_mhz,
+            "sm_clock_max_mhz": p.sm_clock_max_mhz,
+            "temperature_c": lv.temperature_c,
+            "throttle_reasons": lv.throttle_reasons,
+            "process_mem_bytes": lv.process_mem_bytes,
+        }
+        missing: dict[str, str] = {}
+        if lv.process_mem_bytes is None:
+            missing["process_mem_bytes"] = REASON_PROCESS_NOT_LISTED
+        if p.mig:
+            values["util_gpu"] = None
+            missing["util_gpu"] = REASON_MIG
+            values["process_mem_bytes"] = None
+            missing["process_mem_bytes"] = reason_no_permission("process list")
+        gpm_values, gpm_missing, window_s = self._gpm(dev, now_s)
+        values.update(gpm_values)
+        missing.update(gpm_missing)
+        for fault in active:
+            if fault.kind not in ("not_supported", "no_permission") or fault.field is None:
+                continue
+            targets = GPM_FIELDS if fault.field == "gpm" else (fault.field,)
+            for name in targets:
+                values[name] = None
+                if fault.field == "gpm":
+                    gpm_reason = (
+                        REASON_GPM_NOT_SUPPORTED
+                        if fault.kind == "not_supported"
+                        else REASON_GPM_NO_PERMISSION
+                    )
+                    missing[name] = gpm_reason
+                elif fault.kind == "not_supported":
+                    missing[name] = reason_not_supported(name)
+                else:
+                    missing[name] = reason_no_permission(name)
+        if all(values.get(name) is None for name in GPM_FIELDS):
+            window_s = None
+        sample = GpuSample(
+            index=dev.index,
+            t_s=now_s,
+            gpm_window_s=window_s,
+            unavailable=tuple((k, v) for k, v in missing.items() if values.get(k) is None),
+        )
+        return replace(sample, **{k: v for k, v in values.items() if v is not None})
+
+
+def open_fake(fake: FakeNvml | None = None, *, failure: str | None = None) -> GpuBackendResult:
+    """Open a fake backend as :func:`~trainmeter.gpu.nvml.open_nvml` would.
+
+    Args:
+        fake: The backend to return on success.
+        failure: ``"library_missing"``, ``"driver_not_loaded"`` or ``"no_devices"`` to
+            simulate an init failure (then ``backend`` is ``None``).
+    """
+    reasons = {
+        "library_missing": REASON_LIBRARY_NOT_FOUND,
+        "driver_not_loaded": REASON_DRIVER_NOT_LOADED,
+        "no_devices": REASON_NO_DEVICES,
+    }
+    if failure is not None:
+        if failure not in reasons:
+            raise ValueError(f"unknown failure {failure!r}; valid: {', '.join(reasons)}")
+        return GpuBackendResult(backend=None, reason=reasons[failure])
+    if fake is None or fake.device_count() == 0:
+        return GpuBackendResult(backend=None, reason=REASON_NO_DEVICES)
+    return GpuBackendResult(backend=fake)

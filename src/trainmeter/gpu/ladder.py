@@ -1,0 +1,394 @@
+"""The utilization ladder: GPU-Util -> SM activity -> tensor activity -> MFU. Pure.
+
+Each rung is a 0-1 fraction with its source. Beside it: OFU (an estimate from tensor
+activity and clocks), DRAM bandwidth utilization and the achieved arithmetic intensity,
+each a :class:`~trainmeter.provenance.Derivation`. One sentence names the rung where
+utilization falls off and the likely cause.
+
+Typical order (not an invariant): GPU-Util >= SM activity >= tensor activity; MFU is
+below OFU when the model FLOP count leaves work out. SM occupancy is a different axis
+(latency hiding) and is not a rung.
+
+Fall-off rules. Rungs are walked top to bottom; a rung whose value is unknown is skipped
+(its reason stays on the rung); the first known rung meeting its condition is the
+fall-off. The sentence is ``"<previous known rung> <v> but <rung> <v>: <cause>."``, or
+``"GPU-Util <v>: <cause>."`` for the top rung; with no fall-off it is
+``"No fall-off: <known rungs and values>."``.
+
+==================  ==============================================  =================================================
+rung                falls off when                                  cause named in the sentence
+==================  ==============================================  =================================================
+GPU-Util            util_gpu < 0.70                                 the GPU is idle between kernels much of the time:
+                                                                    input pipeline, host-side Python, synchronisation
+                                                                    or communication waits
+SM activity         sm_activity < 0.50                              kernels too small or launch-bound
+tensor activity     tensor_activity < 0.20 and dram_bw_util >= 0.50 memory-bound kernels (elementwise, normalisation,
+                                                                    unfused attention)
+tensor activity     tensor_activity < 0.20                          the SMs run non-tensor work: FP32 math without
+                                                                    autocast/bf16, elementwise ops, or shapes that
+                                                                    miss the tensor cores
+MFU                 OFU known and mfu < 0.5 x OFU                   the tensor cores do work the model FLOP count
+                                                                    leaves out (recomputation, padding, tile waste),
+                                                                    or the FLOP count or peak is off
+MFU                 mfu < 0.20                                      little useful math per second despite the rungs
+                                                                    above: small or odd-shaped matmuls, low clocks, or
+                                                                    a slower dtype than the peak's
+==================  ==============================================  =================================================
+
+OFU = tensor_activity x min(sm_clock_mhz / sm_clock_max_mhz, 1): an estimate after
+Pedersen et al., "Overall FLOP Utilization", arXiv 2605.20799, scaled to NVML's max SM
+clock (no documented tensor clock is used), so it is labelled as an estimate.
+Arithmetic intensity = FLOP/s / (dram_bw_util x peak DRAM bytes/s), FLOP/byte: an
+aggregate over the window, not per kernel; DRAM_BW_UTIL tops out near 0.8 in practice.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from trainmeter.provenance import Derivation, Input, Provenance
+
+GPU_UTIL_LOW = 0.70
+SM_ACTIVITY_LOW = 0.50
+TENSOR_ACTIVITY_LOW = 0.20
+DRAM_BOUND = 0.50
+MFU_VS_OFU = 0.5
+MFU_LOW = 0.20
+
+OFU_NOTE = (
+    "estimate: tensor activity x SM clock / max SM clock (OFU, Pedersen et al., arXiv "
+    "2605.20799), scaled to NVML's max SM clock, not a documented tensor clock"
+)
+INTENSITY_NOTE = "aggregate over the window, not per kernel; DRAM utilization tops out near 80%"
+
+CAUSE_IDLE = (
+    "the GPU is idle between kernels much of the time: input pipeline, host-side Python, "
+    "synchronisation or communication waits"
+)
+CAUSE_LAUNCH_BOUND = "kernels too small or launch-bound"
+CAUSE_MEMORY_BOUND = "memory-bound kernels (elementwise, normalisation, unfused attention)"
+CAUSE_NON_TENSOR = (
+    "the SMs run non-tensor work: FP32 math without autocast/bf16, elementwise ops, or "
+    "shapes that miss the tensor cores"
+)
+CAUSE_UNCOUNTED = (
+    "the tensor cores do work the model FLOP count leaves out (recomputation, padding, "
+    "tile waste), or the FLOP count or peak is off"
+)
+CAUSE_LOW_MFU = (
+    "little useful math per second despite the rungs above: small or odd-shaped matmuls, "
+    "low clocks, or a slower dtype than the peak's"
+)
+
+SOURCES = {
+    "gpu_util": "NVML nvmlDeviceGetUtilizationRates().gpu (share of time any kernel ran)",
+    "sm_activity": "NVML GPM SM_UTIL (metric 2)",
+    "tensor_activity": "NVML GPM ANY_TENSOR_UTIL (metric 5)",
+    "dram_bw_util": "NVML GPM DRAM_BW_UTIL (metric 10)",
+    "sm_clock_mhz": "NVML nvmlDeviceGetClockInfo(SM)",
+    "sm_clock_max_mhz": "NVML nvmlDeviceGetMaxClockInfo(SM)",
+}
+LABELS = {
+    "gpu_util": "GPU-Util",
+    "sm_activity": "SM activity",
+    "tensor_activity": "tensor activity",
+    "mfu": "MFU",
+}
+
+
+class LadderInputs(Protocol):
+    """What the ladder reads: a :class:`~trainmeter.gpu.backend.GpuSample` or averages."""
+
+    util_gpu: float | None
+    sm_activity: float | None
+    tensor_activity: float | None
+    dram_bw_util: float | None
+    sm_clock_mhz: float | None
+    sm_clock_max_mhz: float | None
+
+    def unavailable_reason(self, name: str) -> str | None:
+        """Why ``name`` is ``None``."""
+        ...
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Rung:
+    """One rung of the ladder.
+
+    Attributes:
+        key: ``gpu_util``, ``sm_activity``, ``tensor_activity``, ``mfu`` or ``dram_bw_util``.
+        label: Display label.
+        value: Fraction 0-1, or ``None``.
+        source: Where the value comes from.
+        provenance: How it was obtained.
+        missing: Why ``value`` is ``None``.
+    """
+
+    key: str
+    label: str
+    value: float | None
+    source: str
+    provenance: Provenance
+    missing: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Ladder:
+    """The ladder for one device (now, or averaged over a window).
+
+    Attributes:
+        rungs: GPU-Util, SM activity, tensor activity, MFU, in that order.
+        ofu: OFU estimate (fraction) with formula and inputs.
+        dram_bw_util: DRAM bandwidth utilization (fraction).
+        arithmetic_intensity: Achieved FLOP per DRAM byte.
+        falloff: Key of the rung where utilization falls off, or ``None``.
+        sentence: One sentence naming the fall-off and its likely cause.
+    """
+
+    rungs: tuple[Rung, ...]
+    ofu: Derivation
+    dram_bw_util: Rung
+    arithmetic_intensity: Derivation
+    falloff: str | None
+    sentence: str
+
+    def rung(self, key: str) -> Rung:
+        """The rung with ``key`` (KeyError if none)."""
+        for r in (*self.rungs, self.dram_bw_util):
+            if r.key == key:
+                return r
+        raise KeyError(key)
+
+
+def build_ladder(
+    g: LadderInputs,
+    *,
+    mfu: float | None = None,
+    mfu_source: str = "model FLOPs/s / dense peak FLOP/s",
+    mfu_provenance: Provenance = "counted",
+    mfu_missing: str | None = None,
+    flop_per_s: float | None = None,
+    flop_source: str = "model FLOP/s",
+    flop_provenance: Provenance = "counted",
+    peak_dram_bytes_per_s: float | None = None,
+    peak_dram_source: str = "",
+) -> Ladder:
+    """Build the ladder from GPU readings and (optionally) MFU.
+
+    Args:
+        g: A sample or averages (fractions 0-1, MHz).
+        mfu: Model FLOPs utilization 0-1 from the FLOPs module, or ``None``.
+        mfu_source: Text naming where MFU comes from.
+        mfu_provenance: Provenance of MFU.
+        mfu_missing: Why MFU is ``None`` (default text if not given).
+        flop_per_s: Achieved model FLOP/s per device (for arithmetic intensity).
+        flop_source: Text naming where ``flop_per_s`` comes from.
+        flop_provenance: Provenance of ``flop_per_s``.
+        peak_dram_bytes_per_s: Datasheet DRAM bandwidth (see ``dram_peaks``).
+        peak_dram_source: Text naming that datasheet figure.
+    """
+
+    def measured(key: str) -> Rung:
+        name = "util_gpu" if key == "gpu_util" else key  # rung key -> GpuSample field
+        value = getattr(g, name, None)
+        return Rung(
+            key=key,
+            label=LABELS.get(key, "DRAM bandwidth"),
+            value=value,
+            source=SOURCES[key],
+            provenance="measured",
+            missing=None if value is not None else (g.unavailable_reason(name) or "not read"),
+        )
+
+    mfu_rung = Rung(
+        key="mfu",
+        label="MFU",
+        value=mfu,
+        source=mfu_source,
+        provenance=mfu_provenance,
+        missing=None if mfu is not None else (mfu_missing or "no model FLOP count or no peak for this GPU"),
+    )
+    rungs = (measured("gpu_util"), measured("sm_activity"), measured("tensor_activity"), mfu_rung)
+    dram = measured("dram_bw_util")
+    ofu = _ofu(g)
+    intensity = _intensity(
+        flop_per_s, flop_source, flop_provenance, dram, peak_dram_bytes_per_s, peak_dram_source
+    )
+    falloff, sentence = diagnose(rungs, ofu=ofu.value, dram_bw_util=dram.value)
+    return Ladder(
+        rungs=rungs,
+        ofu=ofu,
+        dram_bw_util=dram,
+        arithmetic_intensity=intensity,
+        falloff=falloff,
+        sentence=sentence,
+    )
+
+
+def _ofu(g: LadderInputs) -> Derivation:
+    t, clk, clk_max = g.tensor_activity, g.sm_clock_mhz, g.sm_clock_max_mhz
+    inputs = (
+        Input(
+            name="tensor_activity",
+            value=t,
+            unit="fraction",
+            provenance="measured",
+            source=SOURCES["tensor_activity"],
+        ),
+        Input(
+            name="sm_clock_mhz", value=clk, unit="MHz", provenance="measured", source=SOURCES["sm_clock_mhz"]
+        ),
+        Input(
+            name="sm_clock_max_mhz",
+            value=clk_max,
+            unit="MHz",
+            provenance="detected",
+            source=SOURCES["sm_clock_max_mhz"],
+        ),
+    )
+    value = None
+    missing = None
+    if t is None:
+        missing = f"tensor activity: {g.unavailable_reason('tensor_activity') or 'not read'}"
+    elif clk is None or not clk_max:
+        missing = "SM clock or its maximum not read"
+    else:
+        value = t * min(clk / clk_max, 1.0)
+    return Derivation(
+        name="ofu",
+        formula="tensor_activity x min(sm_clock_mhz / sm_clock_max_mhz, 1)  [" + OFU_NOTE + "]",
+        value=value,
+        unit="fraction",
+        inputs=inputs,
+        missing=missing,
+    )
+
+
+def _intensity(
+    flop_per_s: float | None,
+    flop_source: str,
+    flop_provenance: Provenance,
+    dram: Rung,
+    peak: float | None,
+    peak_source: str,
+) -> Derivation:
+    inputs = (
+        Input(
+            name="flop_per_s", value=flop_per_s, unit="FLOP/s", provenance=flop_provenance, source=flop_source
+        ),
+        Input(
+            name="dram_bw_util", value=dram.value, unit="fraction", provenance="measured", source=dram.source
+        ),
+        Input(
+            name="peak_dram_bytes_per_s",
+            value=peak,
+            unit="bytes/s",
+            provenance="detected",
+            source=peak_source,
+        ),
+    )
+    missing = None
+    value = None
+    if flop_per_s is None:
+        missing = "model FLOP/s (needs the FLOP count)"
+    elif dram.value is None:
+        missing = f"DRAM bandwidth utilization: {dram.missing}"
+    elif not peak:
+        missing = "peak DRAM bandwidth of this GPU (not in the datasheet table)"
+    elif dram.value <= 0:
+        missing = "no DRAM traffic measured in the window"
+    else:
+        value = flop_per_s / (dram.value * peak)
+    return Derivation(
+        name="arithmetic_intensity",
+        formula="flop_per_s / (dram_bw_util x peak_dram_bytes_per_s)  [" + INTENSITY_NOTE + "]",
+        value=value,
+        unit="FLOP/byte",
+        inputs=inputs,
+        missing=missing,
+    )
+
+
+def _pct(value: float) -> str:
+    return f"{value * 100:.0f}%"
+
+
+def diagnose(
+    rungs: tuple[Rung, ...], *, ofu: float | None = None, dram_bw_util: float | None = None
+) -> tuple[str | None, str]:
+    """Apply the fall-off rules (module docstring) to the four rungs.
+
+    Returns:
+        ``(falloff_key or None, sentence)``.
+    """
+    previous: Rung | None = None
+    known: list[Rung] = []
+    for rung in rungs:
+        if rung.value is None:
+            continue
+        cause = _cause(rung, ofu=ofu, dram_bw_util=dram_bw_util)
+        if cause is not None:
+            if previous is None:
+                return rung.key, f"{rung.label} {_pct(rung.value)}: {cause}."
+            head = f"{previous.label} {_pct(previous.value or 0.0)} but {rung.label} {_pct(rung.value)}"
+            if rung.key == "tensor_activity" and cause == CAUSE_MEMORY_BOUND and dram_bw_util is not None:
+                head += f" with DRAM bandwidth {_pct(dram_bw_util)}"
+            if rung.key == "mfu" and cause == CAUSE_UNCOUNTED and ofu is not None:
+                head += f" (OFU estimate {_pct(ofu)})"
+            return rung.key, f"{head}: {cause}."
+        previous = rung
+        known.append(rung)
+    if not known:
+        reason = rungs[0].missing if rungs else None
+        return None, f"No utilization readings: {reason or 'no GPU counters'}."
+    listed = ", ".join(f"{r.label} {_pct(r.value or 0.0)}" for r in known)
+    unknown = [r.label for r in rungs if r.value is None]
+    tail = f" ({', '.join(unknown)} not available)" if unknown else ""
+    return None, f"No fall-off: {listed}{tail}."
+
+
+def _cause(rung: Rung, *, ofu: float | None, dram_bw_util: float | None) -> str | None:
+    v = rung.value
+    if v is None:
+        return None
+    if rung.key == "gpu_util" and v < GPU_UTIL_LOW:
+        return CAUSE_IDLE
+    if rung.key == "sm_activity" and v < SM_ACTIVITY_LOW:
+        return CAUSE_LAUNCH_BOUND
+    if rung.key == "tensor_activity" and v < TENSOR_ACTIVITY_LOW:
+        return CAUSE_MEMORY_BOUND if (dram_bw_util or 0.0) >= DRAM_BOUND else CAUSE_NON_TENSOR
+    if rung.key == "mfu":
+        if ofu is not None and v < MFU_VS_OFU * ofu:
+            return CAUSE_UNCOUNTED
+        if v < MFU_LOW:
+            return CAUSE_LOW_MFU
+    return None
+
+
+def ladder_panel_rows(ladder: Ladder) -> list[dict[str, Any]]:
+    """Rows for a widget ``panels`` entry (docs/protocol.md): one per rung plus extras."""
+    rows: list[dict[str, Any]] = []
+    for r in (*ladder.rungs, ladder.dram_bw_util):
+        row: dict[str, Any] = {
+            "label": r.label,
+            "value": r.value,
+            "unit": "fraction",
+            "provenance": r.provenance,
+        }
+        row["note"] = r.missing if r.value is None else r.source
+        rows.append(row)
+    for d, label, unit in (
+        (ladder.ofu, "OFU (estimate)", "fraction"),
+        (ladder.arithmetic_intensity, "arithmetic intensity", "FLOP/byte"),
+    ):
+        rows.append(
+            {
+                "label": label,
+                "value": d.value,
+                "unit": unit,
+                "provenance": "measured",
+                "note": d.missing or d.formula,
+            }
+        )
+    return rows

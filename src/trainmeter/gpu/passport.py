@@ -1,0 +1,160 @@
+"""The passport's ``gpu`` section: devices, driver, peaks used, ladder averages, reasons.
+
+Pure apart from :func:`gpu_passport_from_sampler`, which only reads a sampler's snapshot
+methods (thread-safe). The result is JSON-ready (dicts, lists, str, numbers, None).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from trainmeter.gpu.backend import GpuDeviceInfo
+from trainmeter.gpu.dram_peaks import peak_dram_bandwidth
+from trainmeter.gpu.ladder import Ladder, build_ladder
+from trainmeter.gpu.sampler import GpuAverages, GpuDeviceStatus, GpuSampler
+from trainmeter.gpu.selection import GpuSelection
+
+PEAKS_PLACEHOLDER_NOTE = "peak FLOP/s used for MFU: filled in by the FLOPs/peaks module"
+
+
+def gpu_passport_section(
+    *,
+    devices: Mapping[int, GpuDeviceInfo],
+    driver_version: str | None,
+    selection: GpuSelection | None,
+    averages: Mapping[int, GpuAverages],
+    span: str,
+    status: Mapping[int, GpuDeviceStatus] | None = None,
+    unavailable_reason: str | None = None,
+    ladders: Mapping[int, Ladder] | None = None,
+    peaks_used: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Build the ``gpu`` section.
+
+    Args:
+        devices: Sampled devices by NVML index.
+        driver_version: NVIDIA driver version or ``None``.
+        selection: How the devices were chosen.
+        averages: Per-device averages over ``span``.
+        span: ``"training window"`` or ``"whole run"``: what the averages cover.
+        status: Sampling health per device.
+        unavailable_reason: Why there are no GPU counters at all (e.g. no NVML library).
+        ladders: Per-device ladders over ``span``; built from ``averages`` when omitted
+            (then without MFU).
+        peaks_used: Peak figures used for MFU (placeholder until the FLOPs module fills it).
+
+    Returns:
+        A JSON-ready dict; ``available`` False with ``reason`` when nothing was sampled.
+    """
+    status = status or {}
+    missing: list[str] = []
+    if unavailable_reason:
+        missing.append(unavailable_reason)
+    if selection is not None:
+        missing.extend(selection.notes)
+    out_devices = []
+    out_ladders = []
+    for index in sorted(devices):
+        info = devices[index]
+        st = status.get(index)
+        avg = averages.get(index)
+        entry: dict[str, Any] = {
+            "index": index,
+            "name": info.name,
+            "uuid": info.uuid,
+            "mem_total_bytes": info.mem_total_bytes,
+            "mig_enabled": info.mig_enabled,
+            "gpm_supported": info.gpm_supported,
+            "gpm_reason": info.gpm_reason,
+            "mem_used_peak_bytes": None if avg is None else avg.mem_used_peak_bytes,
+            "n_samples": 0 if avg is None else avg.n_samples,
+        }
+        if info.reason:
+            missing.append(f"GPU {index}: {info.reason}")
+        if st is not None:
+            entry["n_errors"] = st.n_errors
+            entry["stopped_reason"] = st.stopped_reason
+            if st.stopped_reason:
+                missing.append(f"GPU {index}: {st.stopped_reason}")
+        out_devices.append(entry)
+        ladder = (ladders or {}).get(index)
+        if ladder is None and avg is not None and avg.n_samples > 0:
+            peak = peak_dram_bandwidth(info.name)
+            ladder = build_ladder(
+                avg,
+                peak_dram_bytes_per_s=None if peak is None else peak[0],
+                peak_dram_source="" if peak is None else peak[1],
+            )
+        if ladder is not None:
+            out_ladders.append(_ladder_dict(index, ladder))
+            missing.extend(
+                f"GPU {index}: {r.label}: {r.missing}" for r in ladder.rungs if r.missing and r.key != "mfu"
+            )
+    return {
+        "available": bool(out_devices) and not unavailable_reason,
+        "reason": unavailable_reason,
+        "driver_version": driver_version,
+        "selection": None
+        if selection is None
+        else {
+            "indices": list(selection.indices),
+            "provenance": selection.provenance,
+            "how": selection.how,
+            "notes": list(selection.notes),
+        },
+        "devices": out_devices,
+        "peaks_used": dict(peaks_used)
+        if peaks_used is not None
+        else {"value": None, "note": PEAKS_PLACEHOLDER_NOTE},
+        "averaged_over": span,
+        "ladder": out_ladders,
+        "missing": _dedupe(missing),
+    }
+
+
+def _ladder_dict(index: int, ladder: Ladder) -> dict[str, Any]:
+    return {
+        "index": index,
+        "rungs": {
+            r.key: {"value": r.value, "source": r.source, "provenance": r.provenance, "missing": r.missing}
+            for r in ladder.rungs
+        },
+        "dram_bw_util": ladder.dram_bw_util.value,
+        "ofu": ladder.ofu.to_dict(),
+        "arithmetic_intensity": ladder.arithmetic_intensity.to_dict(),
+        "falloff": ladder.falloff,
+        "sentence": ladder.sentence,
+    }
+
+
+def _dedupe(items: list[str]) -> list[str]:
+    seen: dict[str, None] = {}
+    for item in items:
+        seen.setdefault(item, None)
+    return list(seen)
+
+
+def gpu_passport_from_sampler(
+    sampler: GpuSampler,
+    *,
+    ladders: Mapping[int, Ladder] | None = None,
+    peaks_used: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The ``gpu`` section from a (stopped or running) sampler.
+
+    Uses the training-window averages when the window holds samples, else the whole run.
+    """
+    window = sampler.window_averages()
+    use_window = any(a.n_samples > 0 for a in window.values())
+    return gpu_passport_section(
+        devices=sampler.devices,
+        driver_version=sampler.driver_version,
+        selection=sampler.selection,
+        averages=window if use_window else sampler.averages(),
+        span="training window" if use_window else "whole run",
+        status=sampler.status(),
+        unavailable_reason=sampler.unavailable_reason,
+        ladders=ladders,
+        peaks_used=peaks_used,
+    )

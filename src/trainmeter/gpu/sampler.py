@@ -1,0 +1,492 @@
+"""Background GPU sampler: each selected device read at 1-2 Hz, latest values and averages.
+
+Design:
+
+- One daemon thread per device, each a deadline loop waiting on one shared
+  ``threading.Event``: :meth:`GpuSampler.stop` wakes every thread at once, and a slow NVML
+  call on one device delays only that device's next sample (missed ticks are skipped, not
+  replayed).
+- :meth:`GpuSampler.step` does the same work synchronously for a given ``now_s``, so tests
+  (and a caller that wants no thread) drive it with a fake clock.
+- Never raises: backend errors are recorded per device (:meth:`GpuSampler.status`); a fatal
+  error (GPU lost) or ``max_consecutive_errors`` failures stop that device only.
+- Bounded memory: a ``history_len`` deque per device and fixed-size accumulators.
+- Two sets of running means per device: since start (:meth:`GpuSampler.averages`) and over
+  a window the caller opens and closes, e.g. the training window from the first to the
+  last step (:meth:`GpuSampler.begin_window` / :meth:`GpuSampler.end_window`).
+
+Thread safety: every public method may be called from any thread (one lock).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from trainmeter.clock import Clock
+from trainmeter.gpu.backend import (
+    NUMERIC_FIELDS,
+    GpuBackend,
+    GpuBackendResult,
+    GpuDeviceInfo,
+    GpuSample,
+    GpuUnavailableError,
+)
+from trainmeter.gpu.selection import GpuSelection, cuda_context_uuids, parse_gpus, select_gpus
+
+MIN_INTERVAL_S = 0.1
+_MAX_ERROR_CHARS = 300
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GpuAverages:
+    """Per-sample means of one device's readings over a span.
+
+    ``means`` maps each numeric :class:`~trainmeter.gpu.backend.GpuSample` field to its
+    mean over the samples that had it (``None`` if none had it); attribute access works
+    too (``avg.sm_activity``), so a :class:`GpuAverages` can feed the ladder like a sample.
+
+    Attributes:
+        index: NVML index.
+        n_samples: Samples counted.
+        start_s: Time of the first counted sample (clock seconds) or ``None``.
+        end_s: Time of the last counted sample or ``None``.
+        mem_used_peak_bytes: Highest ``mem_used_bytes`` seen (not reduced by
+            :meth:`GpuSampler.end_window`).
+        means: Field name -> mean (units as in ``GpuSample``) or ``None``.
+        unavailable: ``(field, reason)`` for fields with no value in the span.
+    """
+
+    index: int
+    n_samples: int
+    start_s: float | None
+    end_s: float | None
+    mem_used_peak_bytes: int | None
+    means: Mapping[str, float | None] = field(default_factory=dict)
+    unavailable: tuple[tuple[str, str], ...] = ()
+
+    def __getattr__(self, name: str) -> Any:
+        if name in NUMERIC_FIELDS:
+            return self.means.get(name)
+        raise AttributeError(name)
+
+    def unavailable_reason(self, name: str) -> str | None:
+        """Why field ``name`` has no mean, or ``None``."""
+        return dict(self.unavailable).get(name)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GpuDeviceStatus:
+    """Sampling health of one device.
+
+    Attributes:
+        index: NVML index.
+        active: Still being sampled.
+        n_samples: Successful samples.
+        n_errors: Failed sample calls.
+        last_error: Text of the latest failure, or ``None``.
+        stopped_reason: Why sampling stopped, or ``None`` while active.
+        last_call_s: Duration of the latest backend call, seconds.
+    """
+
+    index: int
+    active: bool
+    n_samples: int
+    n_errors: int
+    last_error: str | None
+    stopped_reason: str | None
+    last_call_s: float | None
+
+
+class _Accumulator:
+    __slots__ = ("counts", "first_s", "last_s", "n", "peak_mem", "reasons", "sums")
+
+    def __init__(self) -> None:
+        self.sums = dict.fromkeys(NUMERIC_FIELDS, 0.0)
+        self.counts = dict.fromkeys(NUMERIC_FIELDS, 0)
+        self.reasons: dict[str, str] = {}
+        self.n = 0
+        self.first_s: float | None = None
+        self.last_s: float | None = None
+        self.peak_mem: int | None = None
+
+    def add(self, s: GpuSample, sign: int = 1) -> None:
+        self.n += sign
+        for name in NUMERIC_FIELDS:
+            value = getattr(s, name)
+            if value is not None and math.isfinite(value):
+                self.sums[name] += sign * value
+                self.counts[name] += sign
+        if sign > 0:
+            self.reasons.update(s.unavailable)
+            self.first_s = s.t_s if self.first_s is None else self.first_s
+            self.last_s = s.t_s
+            if s.mem_used_bytes is not None:
+                self.peak_mem = max(self.peak_mem or 0, s.mem_used_bytes)
+
+    def result(self, index: int) -> GpuAverages:
+        means = {k: (self.sums[k] / c if (c := self.counts[k]) > 0 else None) for k in NUMERIC_FIELDS}
+        missing = tuple((k, r) for k, r in self.reasons.items() if means.get(k) is None)
+        return GpuAverages(
+            index=index,
+            n_samples=self.n,
+            start_s=self.first_s,
+            end_s=self.last_s,
+            mem_used_peak_bytes=self.peak_mem,
+            means=means,
+            unavailable=missing,
+        )
+
+
+class _DeviceState:
+    __slots__ = (
+        "active",
+        "all",
+        "history",
+        "index",
+        "last_call_s",
+        "last_error",
+        "latest",
+        "n_consecutive_errors",
+        "n_errors",
+        "next_due_s",
+        "stopped_reason",
+        "window",
+    )
+
+    def __init__(self, index: int, history_len: int) -> None:
+        self.index = index
+        self.active = True
+        self.latest: GpuSample | None = None
+        self.history: deque[GpuSample] = deque(maxlen=history_len)
+        self.all = _Accumulator()
+        self.window = _Accumulator()
+        self.next_due_s: float | None = None
+        self.n_errors = 0
+        self.n_consecutive_errors = 0
+        self.last_error: str | None = None
+        self.stopped_reason: str | None = None
+        self.last_call_s: float | None = None
+
+
+class GpuSampler:
+    """Samples selected GPUs in the background; see the module docstring.
+
+    Args:
+        backend: The opened backend, or ``None`` (then nothing is sampled and
+            ``unavailable_reason`` says why).
+        indices: NVML indices to sample.
+        clock: Clock for scheduling (and, in tests, the fake backend's clock).
+        interval_s: Seconds between samples of one device (0.5 = 2 Hz; at least 0.1).
+        history_len: Recent samples kept per device.
+        max_consecutive_errors: Stop a device after this many failures in a row.
+        unavailable_reason: Why there is no backend (from :class:`GpuBackendResult`).
+        selection: How ``indices`` were chosen (for the UI and passport).
+        owns_backend: Close the backend in :meth:`stop`.
+    """
+
+    def __init__(
+        self,
+        backend: GpuBackend | None,
+        indices: Sequence[int],
+        *,
+        clock: Clock,
+        interval_s: float = 0.5,
+        history_len: int = 120,
+        max_consecutive_errors: int = 10,
+        unavailable_reason: str | None = None,
+        selection: GpuSelection | None = None,
+        owns_backend: bool = False,
+    ) -> None:
+        if not interval_s >= MIN_INTERVAL_S:
+            raise ValueError(f"interval_s must be >= {MIN_INTERVAL_S} s (got {interval_s!r})")
+        self._backend = backend
+        self._clock = clock
+        self.interval_s = float(interval_s)
+        self._max_errors = max_consecutive_errors
+        self.unavailable_reason = unavailable_reason
+        self.selection = selection
+        self._owns_backend = owns_backend
+        self._lock = threading.Lock()
+        self._stop_event = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._window_begin_s: float | None = None
+        self._window_end_s: float | None = None
+        chosen = tuple(indices) if backend is not None else ()
+        self._states = {i: _DeviceState(i, history_len) for i in chosen}
+        self.devices: dict[int, GpuDeviceInfo] = {}
+        self.driver_version: str | None = None
+        if backend is not None:
+            self.driver_version = _safe(backend.driver_version, None)
+            for i in chosen:
+                self.devices[i] = _safe(
+                    lambda i=i: backend.device_info(i), GpuDeviceInfo(index=i, name="", uuid="")
+                )
+
+    @classmethod
+    def for_run(
+        cls,
+        gpus: str | int | Sequence[int | str] | None = None,
+        *,
+        clock: Clock,
+        interval_s: float = 0.5,
+        open_backend: Callable[..., GpuBackendResult] | None = None,
+        cuda_uuids: Sequence[str] | None | bool = True,
+        env: Mapping[str, str] | None = None,
+        **kwargs: Any,
+    ) -> GpuSampler:
+        """Open the backend, select devices and build a (not yet started) sampler.
+
+        Args:
+            gpus: ``--gpus`` value (see :func:`~trainmeter.gpu.selection.parse_gpus`).
+            clock: The run's clock.
+            interval_s: Seconds between samples.
+            open_backend: ``open_backend(clock=clock) -> GpuBackendResult``; default
+                :func:`trainmeter.gpu.nvml.open_nvml`.
+            cuda_uuids: ``True`` to detect the CUDA context's devices, else the UUIDs or
+                ``None``.
+            env: Environment for ``CUDA_VISIBLE_DEVICES`` (default ``os.environ``).
+            **kwargs: Passed to the constructor.
+
+        Raises:
+            ValueError: A malformed ``gpus`` value or one naming no device here.
+        """
+        spec = parse_gpus(gpus)
+        if open_backend is None:
+            from trainmeter.gpu.nvml import open_nvml
+
+            open_backend = open_nvml
+        result = open_backend(clock=clock)
+        backend = result.backend
+        if backend is None:
+            return cls(
+                None, (), clock=clock, interval_s=interval_s, unavailable_reason=result.reason, **kwargs
+            )
+        infos = [
+            _safe(lambda i=i: backend.device_info(i), GpuDeviceInfo(index=i, name="", uuid=""))
+            for i in range(backend.device_count())
+        ]
+        uuids = cuda_context_uuids() if cuda_uuids is True else (cuda_uuids or None)
+        try:
+            selection = select_gpus(spec, infos, cuda_uuids=uuids, env=env)
+        except ValueError:
+            backend.close()
+            raise
+        return cls(
+            backend,
+            selection.indices,
+            clock=clock,
+            interval_s=interval_s,
+            selection=selection,
+            owns_backend=True,
+            **kwargs,
+        )
+
+    # --- running -------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start one daemon thread per device. Idempotent."""
+        with self._lock:
+            if self._threads or self._stop_event.is_set():
+                return
+            for index in self._states:
+                t = threading.Thread(
+                    target=self._run, args=(index,), name=f"trainmeter-gpu-{index}", daemon=True
+                )
+                self._threads.append(t)
+        for t in self._threads:
+            t.start()
+
+    def stop(self, timeout_s: float = 1.0) -> None:
+        """Stop sampling now; join threads (a thread stuck in NVML is left, daemon)."""
+        self._stop_event.set()
+        for t in list(self._threads):
+            if t is not threading.current_thread():
+                t.join(timeout_s)
+        if self._owns_backend and self._backend is not None:
+            _safe(self._backend.close, None)
+
+    def step(self, now_s: float) -> int:
+        """Sample, in this thread, every active device due at ``now_s``; returns how many."""
+        done = 0
+        for index in self._due(now_s):
+            self._sample_device(index)
+            done += 1
+        return done
+
+    def _due(self, now_s: float) -> list[int]:
+        with self._lock:
+            due = []
+            for st in self._states.values():
+                if not st.active:
+                    continue
+                if st.next_due_s is None or now_s >= st.next_due_s:
+                    st.next_due_s = _next_due(st.next_due_s, now_s, self.interval_s)
+                    due.append(st.index)
+            return due
+
+    def _run(self, index: int) -> None:
+        try:
+            while not self._stop_event.is_set():
+                now_s = self._clock()
+                with self._lock:
+                    st = self._states[index]
+                    if not st.active:
+                        return
+                    due = st.next_due_s is None or now_s >= st.next_due_s
+                    if due:
+                        st.next_due_s = _next_due(st.next_due_s, now_s, self.interval_s)
+                if due:
+                    self._sample_device(index)
+                    with self._lock:
+                        # a slow call: skip the ticks it overran, keep the grid
+                        st.next_due_s = _next_due(
+                            st.next_due_s, self._clock(), self.interval_s, skip_only=True
+                        )
+                wait_s = (st.next_due_s or 0.0) - self._clock()
+                self._stop_event.wait(min(max(wait_s, 0.0), self.interval_s))
+        except Exception as exc:  # noqa: BLE001 - a sampler thread never raises
+            self._record_error(index, f"sampler thread failed: {exc!r}", fatal=True)
+
+    def _sample_device(self, index: int) -> None:
+        backend = self._backend
+        if backend is None:
+            return
+        t0 = self._clock()
+        try:
+            sample = backend.sample(index)
+        except GpuUnavailableError as exc:
+            self._record_error(index, exc.reason, fatal=exc.fatal, call_s=self._clock() - t0)
+            return
+        except Exception as exc:  # noqa: BLE001
+            self._record_error(index, f"{type(exc).__name__}: {exc}", fatal=False, call_s=self._clock() - t0)
+            return
+        try:
+            with self._lock:
+                st = self._states[index]
+                st.last_call_s = self._clock() - t0
+                st.latest = sample
+                st.history.append(sample)
+                st.all.add(sample)
+                st.n_consecutive_errors = 0
+                if self._in_window(sample.t_s):
+                    st.window.add(sample)
+        except Exception as exc:  # noqa: BLE001
+            self._record_error(index, f"bookkeeping failed: {exc!r}", fatal=False)
+
+    def _record_error(self, index: int, text: str, *, fatal: bool, call_s: float | None = None) -> None:
+        with self._lock:
+            st = self._states[index]
+            st.n_errors += 1
+            st.n_consecutive_errors += 1
+            st.last_error = text[:_MAX_ERROR_CHARS]
+            st.last_call_s = call_s if call_s is not None else st.last_call_s
+            if fatal or st.n_consecutive_errors >= self._max_errors:
+                st.active = False
+                st.stopped_reason = (
+                    st.last_error
+                    if fatal
+                    else f"{st.n_consecutive_errors} failures in a row; last: {st.last_error}"
+                )
+
+    # --- window ----------------------------------------------------------------------------
+
+    def _in_window(self, t_s: float) -> bool:
+        begin, end = self._window_begin_s, self._window_end_s
+        return begin is not None and t_s >= begin and (end is None or t_s <= end)
+
+    def begin_window(self, now_s: float) -> None:
+        """Open the averaging window (e.g. at the first training step); resets it."""
+        with self._lock:
+            self._window_begin_s, self._window_end_s = now_s, None
+            for st in self._states.values():
+                st.window = _Accumulator()
+
+    def end_window(self, now_s: float) -> None:
+        """Close the window at ``now_s`` (may be in the past, e.g. the last step's time).
+
+        Samples already counted that were taken after ``now_s`` are taken back out while
+        they are still in the recent history.
+        """
+        with self._lock:
+            if self._window_begin_s is None:
+                return
+            prev_end_s, self._window_end_s = self._window_end_s, now_s
+            for st in self._states.values():
+                for s in st.history:
+                    counted = s.t_s >= self._window_begin_s and (prev_end_s is None or s.t_s <= prev_end_s)
+                    if counted and s.t_s > now_s:
+                        st.window.add(s, sign=-1)
+                st.window.last_s = max(
+                    (s.t_s for s in st.history if self._in_window(s.t_s)), default=st.window.last_s
+                )
+
+    # --- reading ---------------------------------------------------------------------------
+
+    def latest(self) -> dict[int, GpuSample]:
+        """Latest sample per device that has one (a copy; samples are immutable)."""
+        with self._lock:
+            return {i: st.latest for i, st in self._states.items() if st.latest is not None}
+
+    def history(self, index: int) -> tuple[GpuSample, ...]:
+        """Recent samples of device ``index`` (at most ``history_len``), oldest first."""
+        with self._lock:
+            st = self._states.get(index)
+            return tuple(st.history) if st is not None else ()
+
+    def averages(self) -> dict[int, GpuAverages]:
+        """Means since sampling began, per device."""
+        with self._lock:
+            return {i: st.all.result(i) for i, st in self._states.items()}
+
+    def window_averages(self) -> dict[int, GpuAverages]:
+        """Means over the window (:meth:`begin_window` .. :meth:`end_window`), per device."""
+        with self._lock:
+            return {i: st.window.result(i) for i, st in self._states.items()}
+
+    def status(self) -> dict[int, GpuDeviceStatus]:
+        """Sampling health per device."""
+        with self._lock:
+            return {
+                i: GpuDeviceStatus(
+                    index=i,
+                    active=st.active,
+                    n_samples=st.all.n,
+                    n_errors=st.n_errors,
+                    last_error=st.last_error,
+                    stopped_reason=st.stopped_reason,
+                    last_call_s=st.last_call_s,
+                )
+                for i, st in self._states.items()
+            }
+
+    @property
+    def indices(self) -> tuple[int, ...]:
+        """NVML indices being sampled."""
+        return tuple(self._states)
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._states)
+
+
+def _next_due(prev_due: float | None, now_s: float, interval_s: float, *, skip_only: bool = False) -> float:
+    """Next deadline on the ``interval_s`` grid strictly after ``now_s``."""
+    if prev_due is None:
+        return now_s + interval_s
+    due = prev_due if skip_only else prev_due + interval_s
+    if due <= now_s:
+        due += math.ceil((now_s - due) / interval_s + 1e-9) * interval_s
+        if due <= now_s:
+            due += interval_s
+    return due
+
+
+def _safe(fn: Callable[[], Any], default: Any) -> Any:
+    try:
+        return fn()
+    except Exception:  # noqa: BLE001
+        return default

@@ -1,0 +1,286 @@
+"""Which GPUs to watch: ``--gpus all | 0,1 | GPU-<uuid>,...`` or the CUDA context's devices.
+
+NVML indices are not CUDA ordinals: NVML ignores ``CUDA_VISIBLE_DEVICES`` and may order
+devices differently from CUDA. CUDA devices are therefore mapped to NVML devices by UUID
+(``torch.cuda.get_device_properties(i).uuid``), which respects ``CUDA_VISIBLE_DEVICES``.
+
+Default, when the user names no GPUs:
+
+1. the devices this process's CUDA context uses (torch already imported and CUDA
+   initialised: the current device plus every device whose caching allocator holds
+   memory), mapped by UUID;
+2. else, when ``CUDA_VISIBLE_DEVICES`` is set, the devices it names (children inherit it);
+3. else every NVML device (a notebook that trains in child processes still sees its GPUs).
+
+MIG: GPU-Util and GPM are not read for MIG-enabled GPUs or MIG instances; the selection
+says so in ``notes``. Pure functions except :func:`cuda_context_uuids`; thread-safe.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from trainmeter.gpu.backend import GpuDeviceInfo
+from trainmeter.provenance import Provenance
+
+_UUID_RE = re.compile(r"^GPU-[0-9a-fA-F-]{4,}$")
+VALID_GPUS_TEXT = "valid: 'all', device indices such as '0,1', or UUIDs such as 'GPU-8f1c2d3e-...'"
+MIG_NOTE = (
+    "MIG is not supported for GPU counters: NVML gives no GPU-Util for MIG-enabled GPUs and "
+    "trainmeter reads no GPM per MIG instance"
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GpusSpec:
+    """A parsed ``--gpus`` value.
+
+    Attributes:
+        all: True for ``all``.
+        entries: NVML indices (int) and UUIDs (str, ``GPU-...``), in the order given.
+    """
+
+    all: bool = False
+    entries: tuple[int | str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GpuSelection:
+    """The devices to sample and how they were chosen.
+
+    Attributes:
+        indices: NVML indices, ascending, no duplicates.
+        provenance: ``declared`` (--gpus), ``detected`` (CUDA context / UUIDs) or
+            ``assumed`` (every device, or index order guessed).
+        how: One sentence saying how they were chosen.
+        notes: Caveats (MIG unsupported, CUDA devices NVML does not list, ...).
+    """
+
+    indices: tuple[int, ...]
+    provenance: Provenance
+    how: str
+    notes: tuple[str, ...] = ()
+
+
+def parse_gpus(value: str | int | Sequence[int | str] | None) -> GpusSpec | None:
+    """Parse ``--gpus`` / ``tm.monitor(gpus=...)``.
+
+    Args:
+        value: ``None`` (default selection), ``"all"``, ``"0,1"``, ``"GPU-<uuid>,..."``,
+            an int, or a sequence of ints/UUID strings.
+
+    Returns:
+        The spec, or ``None`` for the default selection.
+
+    Raises:
+        ValueError: Naming the bad value and what is valid.
+    """
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        raise ValueError(f"--gpus: {value!r} is not valid; {VALID_GPUS_TEXT}")
+    if isinstance(value, int):
+        parts: list[Any] = [value]
+    elif isinstance(value, str):
+        text = value.strip()
+        if text.lower() == "all":
+            return GpusSpec(all=True)
+        parts = [p.strip() for p in text.split(",")]
+    else:
+        parts = list(value)
+    if not parts:
+        raise ValueError(f"--gpus: {value!r} names no device; {VALID_GPUS_TEXT}")
+    entries: list[int | str] = []
+    for part in parts:
+        entry = _parse_entry(part, value)
+        if entry not in entries:
+            entries.append(entry)
+    return GpusSpec(entries=tuple(entries))
+
+
+def _parse_entry(part: Any, whole: Any) -> int | str:
+    if isinstance(part, bool):
+        raise ValueError(f"--gpus: {part!r} in {whole!r} is not valid; {VALID_GPUS_TEXT}")
+    if isinstance(part, int):
+        if part < 0:
+            raise ValueError(f"--gpus: index {part} in {whole!r} is negative; {VALID_GPUS_TEXT}")
+        return part
+    text = str(part).strip()
+    if text.isdigit():
+        return int(text)
+    if text.upper().startswith("MIG-"):
+        raise ValueError(f"--gpus: {text!r} is a MIG instance; {MIG_NOTE}; {VALID_GPUS_TEXT}")
+    if _UUID_RE.match(text):
+        return "GPU-" + text[4:].lower()
+    raise ValueError(
+        f"--gpus: {text!r} in {whole!r} is neither a device index nor a GPU UUID; {VALID_GPUS_TEXT}"
+    )
+
+
+def select_gpus(
+    spec: GpusSpec | None,
+    devices: Sequence[GpuDeviceInfo],
+    *,
+    cuda_uuids: Sequence[str] | None = None,
+    env: Mapping[str, str] | None = None,
+) -> GpuSelection:
+    """Resolve a spec (or the default) against the NVML devices.
+
+    Args:
+        spec: From :func:`parse_gpus`; ``None`` for the default.
+        devices: Every NVML device, index order.
+        cuda_uuids: UUIDs of the devices this process's CUDA context uses (from
+            :func:`cuda_context_uuids`), or ``None`` when it uses none.
+        env: Environment for ``CUDA_VISIBLE_DEVICES`` / ``CUDA_DEVICE_ORDER``
+            (default ``os.environ``).
+
+    Raises:
+        ValueError: An index or UUID in ``spec`` matches no device (message lists the
+            valid ones).
+    """
+    if env is None:
+        import os
+
+        env = os.environ
+    if spec is not None:
+        return _declared(spec, devices)
+    if cuda_uuids:
+        found, notes = _by_uuid(cuda_uuids, devices)
+        how = "the GPUs this process's CUDA context uses, matched to NVML by UUID"
+        return _finish(found, "detected", how, notes, devices)
+    cvd = env.get("CUDA_VISIBLE_DEVICES")
+    if cvd is not None:
+        return _from_cvd(cvd, env.get("CUDA_DEVICE_ORDER", ""), devices)
+    how = "every NVML device (this process uses no CUDA device yet)"
+    return _finish([d.index for d in devices], "assumed", how, [], devices)
+
+
+def _declared(spec: GpusSpec, devices: Sequence[GpuDeviceInfo]) -> GpuSelection:
+    if spec.all:
+        return _finish([d.index for d in devices], "declared", "every NVML device (--gpus all)", [], devices)
+    found: list[int] = []
+    for entry in spec.entries:
+        if isinstance(entry, int):
+            if not any(d.index == entry for d in devices):
+                raise ValueError(f"--gpus: there is no GPU {entry}; {_valid_here(devices)}")
+            found.append(entry)
+        else:
+            matches = _match_uuid(entry, devices)
+            if len(matches) != 1:
+                what = "matches no GPU" if not matches else "matches several GPUs"
+                raise ValueError(f"--gpus: {entry!r} {what}; {_valid_here(devices)}")
+            found.append(matches[0])
+    return _finish(found, "declared", "the GPUs named by --gpus", [], devices)
+
+
+def _valid_here(devices: Sequence[GpuDeviceInfo]) -> str:
+    if not devices:
+        return "this machine has no NVML GPU"
+    uuids = ", ".join(d.uuid for d in devices if d.uuid)
+    return f"valid here: 'all', indices 0-{len(devices) - 1}" + (f", or UUIDs {uuids}" if uuids else "")
+
+
+def _match_uuid(entry: str, devices: Sequence[GpuDeviceInfo]) -> list[int]:
+    """Exact UUID match, else unique prefix match (as nvidia-smi and CUDA accept)."""
+    key = entry.lower()
+    exact = [d.index for d in devices if d.uuid.lower() == key]
+    if exact:
+        return exact
+    return [d.index for d in devices if d.uuid and d.uuid.lower().startswith(key)]
+
+
+def _by_uuid(uuids: Sequence[str], devices: Sequence[GpuDeviceInfo]) -> tuple[list[int], list[str]]:
+    found: list[int] = []
+    notes: list[str] = []
+    for uuid in uuids:
+        if uuid.upper().startswith("MIG-"):
+            notes.append(f"CUDA device {uuid} is a MIG instance; {MIG_NOTE}")
+            continue
+        matches = _match_uuid(uuid, devices)
+        if len(matches) == 1:
+            found.append(matches[0])
+        else:
+            notes.append(f"CUDA device {uuid} is not among the NVML devices; its counters are not read")
+    return found, notes
+
+
+def _from_cvd(cvd: str, order: str, devices: Sequence[GpuDeviceInfo]) -> GpuSelection:
+    found: list[int] = []
+    notes: list[str] = []
+    guessed = False
+    for raw in cvd.split(","):
+        item = raw.strip()
+        if item.isdigit():
+            index = int(item)
+            if not any(d.index == index for d in devices):
+                break  # CUDA stops at the first invalid entry too
+            found.append(index)
+            guessed = guessed or order.upper() != "PCI_BUS_ID"
+        elif item.upper().startswith("MIG-"):
+            notes.append(f"CUDA_VISIBLE_DEVICES names MIG instance {item}; {MIG_NOTE}")
+        elif item.upper().startswith("GPU-"):
+            matches = _match_uuid(item.lower(), devices)
+            if len(matches) != 1:
+                break
+            found.append(matches[0])
+        else:
+            break
+    if guessed:
+        notes.append(
+            "CUDA_VISIBLE_DEVICES holds indices; assumed CUDA order equals NVML order "
+            "(set CUDA_DEVICE_ORDER=PCI_BUS_ID or use GPU UUIDs to make it exact)"
+        )
+    if not found and not notes:
+        notes.append(f"CUDA_VISIBLE_DEVICES={cvd!r} hides every GPU from CUDA")
+    how = "the GPUs named by CUDA_VISIBLE_DEVICES (no CUDA context in this process yet)"
+    return _finish(found, "assumed" if guessed else "detected", how, notes, devices)
+
+
+def _finish(
+    found: Sequence[int], provenance: Provenance, how: str, notes: list[str], devices: Sequence[GpuDeviceInfo]
+) -> GpuSelection:
+    indices = tuple(sorted(set(found)))
+    by_index = {d.index: d for d in devices}
+    for i in indices:
+        info = by_index.get(i)
+        if info is not None and info.mig_enabled:
+            notes.append(f"GPU {i} is in MIG mode; {MIG_NOTE}")
+    return GpuSelection(indices=indices, provenance=provenance, how=how, notes=tuple(notes))
+
+
+def cuda_context_uuids(modules: Mapping[str, Any] | None = None) -> list[str] | None:
+    """UUIDs (``GPU-...``) of the CUDA devices this process uses; never raises.
+
+    Looks only at an already-imported, already-initialised torch (never imports torch,
+    never initialises CUDA): the current device plus every device whose caching allocator
+    holds memory. Host-side calls only (no device sync).
+
+    Args:
+        modules: ``sys.modules`` (injectable for tests).
+
+    Returns:
+        UUIDs in CUDA ordinal order, or ``None`` when torch is not imported, CUDA is not
+        initialised, or anything fails.
+    """
+    torch = (modules if modules is not None else sys.modules).get("torch")
+    if torch is None:
+        return None
+    try:
+        cuda = torch.cuda
+        if not cuda.is_initialized():
+            return None
+        used = {int(cuda.current_device())}
+        for i in range(int(cuda.device_count())):
+            if cuda.memory_reserved(i) > 0:
+                used.add(i)
+        uuids = []
+        for i in sorted(used):
+            text = str(cuda.get_device_properties(i).uuid)
+            uuids.append(text if text[:4].upper() in ("GPU-", "MIG-") else "GPU-" + text)
+        return uuids
+    except Exception:  # noqa: BLE001 - detection must never raise into training code
+        return None

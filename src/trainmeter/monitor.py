@@ -1,0 +1,463 @@
+"""The monitor: one run's state, fed by sources and read by sinks.
+
+Sources (torch probes, ``tm.emit``, ``tm.phase``, background samplers) write
+into the :class:`Monitor`; sinks (run log, text line, passport, widget) read
+it. Reports happen on the training thread at step or emit boundaries once
+``interval_s`` has passed (seed 000: snapshot first, then sample and write, and
+the report's own cost is credited to ``reporting``). Nothing here raises into
+the user's loop: faults warn once and degrade.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import threading
+import warnings
+import weakref
+from collections.abc import Callable
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, TextIO
+
+from trainmeter.clock import Clock, MonotonicClock
+from trainmeter.memory import MemoryProbe, MemoryReading
+from trainmeter.options import MonitorOptions
+from trainmeter.phases import PhaseClock
+from trainmeter.runlog import RunLog
+from trainmeter.scalars import ScalarReader
+from trainmeter.series import Series
+from trainmeter.textline import format_line
+from trainmeter.throughput import IntervalSummary, SessionSummary, interval_summary, session_summary
+
+_ACTIVE: Monitor | None = None
+_ACTIVE_LOCK = threading.Lock()
+_PHASE_NAME = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
+LOSS_SERIES = "train_loss"
+MAX_PENDING = 100_000
+
+
+class MonitorWarning(UserWarning):
+    """A monitoring fault: trainmeter degrades and the run goes on."""
+
+
+def active() -> Monitor | None:
+    """Return the monitor of the run in progress, or ``None``. Any thread."""
+    return _ACTIVE
+
+
+def _cuda_synchronize() -> Callable[[], None]:
+    torch = sys.modules.get("torch")
+
+    def synchronize() -> None:
+        if torch is not None and torch.cuda.is_initialized():
+            torch.cuda.synchronize()
+
+    return synchronize
+
+
+def make_run_dir(root: Path, name: str, now: datetime) -> Path:
+    """Create and return ``<root>/<UTC timestamp>-<name>`` (suffixed if taken)."""
+    stamp = now.astimezone(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    root.mkdir(parents=True, exist_ok=True)
+    candidate = root / f"{stamp}-{name}"
+    n = 2
+    while True:
+        try:
+            candidate.mkdir()
+            return candidate
+        except FileExistsError:
+            candidate = root / f"{stamp}-{name}-{n}"
+            n += 1
+
+
+class Monitor:
+    """One monitored run.
+
+    Args:
+        options: Validated options.
+        clock: Monotonic clock (injected in tests).
+        synchronize: Called at phase transitions; defaults to a CUDA sync when
+            CUDA is initialised, nothing otherwise.
+        out: Where text lines go (``sys.stdout`` by default).
+        text: Whether to print a text line each report.
+        extensions: Extra sources/sinks with ``start(monitor)``/``stop()``.
+    """
+
+    def __init__(
+        self,
+        options: MonitorOptions,
+        *,
+        clock: Clock | None = None,
+        synchronize: Callable[[], None] | None = None,
+        out: TextIO | None = None,
+        text: bool = True,
+        probes: bool = True,
+        extensions: list[Any] | None = None,
+    ) -> None:
+        self.options = options
+        self.clock: Clock = clock or MonotonicClock()
+        self.phases = PhaseClock(self.clock, synchronize or _cuda_synchronize())
+        self.status = "starting"
+        self.out = out
+        self.text = text
+        self.series: dict[str, Series] = {}
+        self.step_series = Series("tokens_per_step", "step")
+        self.steps = 0
+        self.tokens = 0
+        self.token_unit = "tokens"
+        self.model_ref: weakref.ReferenceType[Any] | None = None
+        self.interval: IntervalSummary | None = None
+        self.session: SessionSummary | None = None
+        self.memory: MemoryReading | None = None
+        self.run_dir: Path | None = None
+        self.started_at: str | None = None
+        self.ended_at: str | None = None
+        self.error: str | None = None
+        self.warnings: list[str] = []
+        self.text_line = ""
+        self.reports = 0
+        self._window_tokens = 0
+        self._window_steps = 0
+        self._last_report_s = 0.0
+        self._phase_depth = 0
+        self._phase_started_s = 0.0
+        self._phase_name = ""
+        self._phase_resume = False
+        self._scalars = ScalarReader()
+        self._memory_probe: MemoryProbe | None = None
+        self._log: RunLog | None = None
+        self._log_cursor: dict[str, int] = {}
+        self._readers: list[dict[str, int]] = []
+        self._user_loss = False
+        self._probes: Any = None
+        self._want_probes = probes
+        self.extensions: list[Any] = list(extensions or [])
+        self._finished = False
+        self._warned: set[str] = set()
+
+    # -- lifecycle -----------------------------------------------------------------
+    def start(self) -> Monitor:
+        """Make the run folder, open the log, install probes, start the clocks.
+
+        Raises:
+            RuntimeError: When another run is being monitored in this process.
+        """
+        global _ACTIVE
+        with _ACTIVE_LOCK:
+            if _ACTIVE is not None:
+                raise RuntimeError(
+                    f"a run ({_ACTIVE.options.name!r}) is already being monitored in this process; "
+                    "finish it before starting another"
+                )
+            _ACTIVE = self
+        try:
+            now = datetime.now(timezone.utc)
+            self.started_at = now.isoformat(timespec="seconds")
+            self.run_dir = make_run_dir(Path(self.options.run_root), self.options.name, now)
+            self._log = RunLog(self.run_dir / "events.jsonl")
+            self._memory_probe = MemoryProbe()
+            from trainmeter.environment import describe_environment
+
+            self._log.write("start", name=self.options.name, started_at=self.started_at,
+                            options=self.options.to_dict(), environment=describe_environment())
+            self._log.flush()
+        except BaseException:
+            with _ACTIVE_LOCK:
+                _ACTIVE = None
+            raise
+        if self._want_probes:
+            self._start_probes()
+        for ext in self.extensions:
+            self._guard(f"start-{getattr(ext, 'name', ext)}", ext.start, self)
+        self._last_report_s = self.phases.begin()
+        self.status = "running"
+        self.phases.resume_train()
+        return self
+
+    def _start_probes(self) -> None:
+        import importlib.util
+
+        if "torch" not in sys.modules and importlib.util.find_spec("torch") is None:
+            return
+        from trainmeter.probes import TorchProbes
+
+        probes = TorchProbes(self)
+        try:
+            probes.start()
+            self._probes = probes
+        except Exception as exc:
+            self.warn_once("torch-probes", f"torch probes disabled: {exc!r}")
+            probes.stop()
+
+    def finish(self, status: str, error: BaseException | None = None) -> None:
+        """End the run: final report, remove probes, write the passport. Never raises."""
+        global _ACTIVE
+        if self._finished:
+            return
+        self._finished = True
+        self.status = status
+        if error is not None:
+            self.error = f"{type(error).__name__}: {error}"
+        self.ended_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        if self._probes is not None:
+            self._guard("torch-probes-stop", self._probes.stop)
+        self._guard("final-report", self._report, True)
+        for ext in self.extensions:
+            self._guard(f"stop-{getattr(ext, 'name', ext)}", ext.stop)
+        self._guard("passport", self._write_passport)
+        if self._log is not None:
+            self._guard("log-close", self._log.close)
+        with _ACTIVE_LOCK:
+            if _ACTIVE is self:
+                _ACTIVE = None
+        self._say(self.summary_line())
+
+    # -- sources ---------------------------------------------------------------------
+    def set_model(self, module: Any, token_unit: str) -> None:
+        """Record the trained root module (from the probes) and the token unit."""
+        self.model_ref = weakref.ref(module)
+        self.token_unit = token_unit
+
+    def declare_model(self, module: Any) -> None:
+        """Name the trained module explicitly instead of discovering it."""
+        if self._probes is not None:
+            self._guard("declare-model", self._probes.declare_root, module)
+
+    @property
+    def params(self) -> dict[str, Any]:
+        """Parameter counts of the trained model (empty until found)."""
+        return dict(self._probes.params) if self._probes is not None else {}
+
+    @property
+    def probes(self) -> Any:
+        """The torch probes, or ``None`` without torch."""
+        return self._probes
+
+    def read_scalar(self, value: Any, key: Any) -> float | None:
+        """Read a float or 0-d tensor now, or defer it (CUDA) to a later poll."""
+        return self._scalars.read(value, key)
+
+    def on_step(self, tokens: int, losses: list[float] | None = None) -> None:
+        """One optimizer step of the primary optimizer (training thread)."""
+        self.steps += 1
+        self.tokens += tokens
+        self._window_tokens += tokens
+        self._window_steps += 1
+        now = self.clock()
+        t_s = now - (self.phases.session_start_s or now)
+        self.step_series.append(self.steps, t_s, float(tokens))
+        if losses and not self._user_loss:
+            self._series(LOSS_SERIES).append(self.steps, t_s, sum(losses) / len(losses))
+        if self._scalars.pending:
+            self._poll_scalars(t_s)
+        if now - self._last_report_s >= self.options.interval_s:
+            self._maybe_report()
+
+    def record(self, series: dict[str, Any]) -> None:
+        """Record named scalars at the current step (``tm.emit``)."""
+        now = self.clock()
+        t_s = now - (self.phases.session_start_s or now)
+        step = self.steps
+        for name, value in series.items():
+            if name == LOSS_SERIES:
+                self._user_loss = True
+            try:
+                number = self._scalars.read(value, (name, step, t_s))
+            except TypeError as exc:
+                self.warn_once(f"emit-{name}", f"tm.emit({name}=...) ignored: {exc}")
+                continue
+            if number is not None:
+                self._series(name).append(step, t_s, number)
+        if now - self._last_report_s >= self.options.interval_s:
+            self._maybe_report()
+
+    def record_at(self, name: str, t_s: float, value: float, *, x_kind: str = "time") -> None:
+        """Record one point of a series owned by a background sampler.
+
+        Each series must have a single writing thread; samplers use their own
+        names (``gpu0.util``, ``node.cpu``). ``t_s`` is seconds since the run began.
+        """
+        self._series(name, x_kind).append(self.steps, t_s, float(value))
+
+    def elapsed_s(self) -> float:
+        """Seconds since the session began (0 before). Any thread."""
+        return self.phases.session_elapsed_s(self.clock())
+
+    def _poll_scalars(self, t_s: float) -> None:
+        for key, value in self._scalars.poll():
+            if key == "__loss__":
+                if not self._user_loss:
+                    self._series(LOSS_SERIES).append(self.steps, t_s, value)
+            else:
+                name, step, at_s = key  # type: ignore[misc]
+                self._series(name).append(step, at_s, value)
+
+    def _series(self, name: str, x_kind: str = "step") -> Series:
+        series = self.series.get(name)
+        if series is None:
+            series = self.series[name] = Series(name, x_kind)
+        return series
+
+    def enter_phase(self, name: str) -> None:
+        """Pause training and start crediting ``name`` (outermost phase wins)."""
+        self._phase_depth += 1
+        if self._phase_depth > 1:
+            return
+        self._phase_name = name
+        self._phase_resume = self.phases.training
+        self.phases.pause_train()
+        self._phase_started_s = self.clock()
+
+    def exit_phase(self) -> None:
+        """Credit the phase opened by :meth:`enter_phase` and resume training."""
+        self._phase_depth = max(0, self._phase_depth - 1)
+        if self._phase_depth:
+            return
+        self.phases.finish_phase(self._phase_name, self._phase_started_s)
+        if self._phase_resume and not self._finished:
+            self.phases.resume_train()
+
+    def carve(self, phase: str, seconds: float) -> None:
+        """Move host-measured ``seconds`` of training time to ``phase`` (no sync)."""
+        if self._phase_depth == 0:
+            self.phases.carve(phase, seconds)
+
+    def add_reader(self) -> dict[str, int]:
+        """Register a series reader; returns its cursor map (name -> position)."""
+        cursor: dict[str, int] = {}
+        self._readers.append(cursor)
+        return cursor
+
+    # -- reports -----------------------------------------------------------------------
+    def _maybe_report(self) -> None:
+        if self._phase_depth == 0 and not self._finished:
+            self._guard("report", self._report, False)
+
+    def _report(self, final: bool) -> None:
+        resume = self.phases.training and not final
+        self.phases.pause_train()
+        t0 = self.clock()
+        self.interval = interval_summary(tokens=self._window_tokens, steps=self._window_steps,
+                                         train_s=self.phases.take_window_train_s())
+        elapsed_s = self.phases.session_elapsed_s(t0)
+        self.session = session_summary(tokens=self.tokens, elapsed_s=elapsed_s)
+        phases_s = dict(self.phases.totals_s)
+        self._window_tokens = self._window_steps = 0
+        self._poll_scalars(elapsed_s)
+        if self._memory_probe is not None:
+            self.memory = self._guard("memory", self._memory_probe.sample)
+        self.reports += 1
+        extra = {}
+        for ext in self.extensions:
+            fields = getattr(ext, "interval_fields", None)
+            if fields is not None:
+                extra[ext.name] = self._guard(f"fields-{ext.name}", fields)
+        self._write_interval(elapsed_s, phases_s, extra)
+        self.text_line = self._format_text()
+        if self.text and not final:
+            self._say(self.text_line)
+        self.phases.finish_phase("reporting", t0)
+        self._last_report_s = self.clock()
+        if resume:
+            self.phases.resume_train()
+
+    def _write_interval(self, elapsed_s: float, phases_s: dict[str, float], extra: dict[str, Any]) -> None:
+        log = self._log
+        if log is None:
+            return
+        self._write_columns(log, "steps", self.step_series)
+        for series in list(self.series.values()):
+            self._write_columns(log, "series", series)
+        interval, session = self.interval, self.session
+        log.write(
+            "interval", step=self.steps, tokens=self.tokens, elapsed_s=elapsed_s, phases_s=phases_s,
+            throughput={
+                "train_tokens_per_s": interval.train_tokens_per_s if interval else None,
+                "seconds_per_step": interval.seconds_per_step if interval else None,
+                "session_tokens_per_s": session.session_tokens_per_s if session else None,
+                "window_tokens": interval.tokens if interval else 0,
+                "window_steps": interval.steps if interval else 0,
+                "window_train_s": interval.train_s if interval else 0.0,
+            },
+            memory=self.memory.to_dict() if self.memory else None, **extra,
+        )
+        log.flush()
+        self._trim()
+
+    def _write_columns(self, log: RunLog, kind: str, series: Series) -> None:
+        start = self._log_cursor.get(series.name, 0)
+        end, steps, times, values = series.read(start)
+        if steps:
+            log.write(kind, name=series.name, step=steps, t_s=times, value=values)
+        self._log_cursor[series.name] = end
+
+    def _trim(self) -> None:
+        """Drop points every reader has seen; keep at most ``MAX_PENDING`` per series."""
+        for series in (self.step_series, *self.series.values()):
+            upto = self._log_cursor.get(series.name, 0)
+            for cursor in self._readers:
+                upto = min(upto, cursor.get(series.name, 0))
+            series.trim(max(upto, series.end - MAX_PENDING))
+
+    def latest(self) -> dict[str, float | None]:
+        """Last value of each series."""
+        return {name: s.stats().last for name, s in self.series.items()}
+
+    def _format_text(self) -> str:
+        interval = self.interval
+        mem = None
+        total = None
+        if self.memory is not None:
+            cuda = self.memory.cuda or {}
+            mem = cuda.get("allocated_bytes") if cuda else self.memory.rss_bytes
+            total = cuda.get("total_bytes") if cuda else None
+        unit = "tok" if self.token_unit == "tokens" else "samples"
+        return format_line(self.steps, series=self.latest(),
+                           tokens_per_s=interval.train_tokens_per_s if interval else None,
+                           token_unit=unit, mem_used_bytes=mem, mem_total_bytes=total)
+
+    def summary_line(self) -> str:
+        """One closing line naming the run folder."""
+        session = self.session
+        rate = session.session_tokens_per_s if session else None
+        from trainmeter.sizes import format_count
+
+        return (f"trainmeter: run {self.options.name!r} {self.status} after {self.steps} steps, "
+                f"{format_count(self.tokens)} {self.token_unit}"
+                + (f", {format_count(rate)} {self.token_unit}/s (session)" if rate else "")
+                + f"; passport in {self.run_dir}")
+
+    def _write_passport(self) -> None:
+        from trainmeter.passport import write_passport
+
+        if self.run_dir is not None:
+            write_passport(self)
+        if self._log is not None:
+            self._log.write("end", status=self.status, ended_at=self.ended_at, error=self.error)
+
+    # -- faults ------------------------------------------------------------------------
+    def _say(self, line: str) -> None:
+        try:
+            print(line, file=self.out or sys.stdout, flush=True)
+        except Exception:
+            pass
+
+    def warn_once(self, key: str, message: str) -> None:
+        """Warn once per ``key`` for this run; the message is kept for the passport."""
+        if key in self._warned:
+            return
+        self._warned.add(key)
+        self.warnings.append(message)
+        try:
+            warnings.warn(f"trainmeter: {message}", MonitorWarning, stacklevel=2)
+        except Exception:
+            pass
+
+    def _guard(self, key: str, fn: Callable[..., Any], *args: Any) -> Any:
+        """Call ``fn``; on a fault warn once and return ``None``."""
+        try:
+            return fn(*args)
+        except Exception as exc:
+            self.warn_once(key, f"{key} failed and was disabled: {exc!r}")
+            return None

@@ -1,0 +1,259 @@
+"""Reading a psutil-like source into :class:`NodeSample` records (pure math on counter deltas).
+
+Definitions:
+
+- ``cpu``: busy share of all cores, 0-1, from ``cpu_times(percpu=True)`` deltas:
+  busy = total - idle - iowait, total = every field but guest/guest_nice
+  (already in user/nice); ``cpu_core_peak`` is the busiest core's share.
+- memory as psutil's ``virtual_memory()`` (Linux: used = total - free -
+  buffers - cached, as procps ``free``); swap from ``swap_memory()``.
+- disk and network rates: byte-counter deltas over the sample interval (all
+  physical disks; every NIC but loopback ``lo*`` and ``ifb*`` mirrors).
+- ``run_fs_used_fraction``: ``used / (used + free)`` of ``disk_usage(run folder)``
+  (as ``df``), read every 5th sample with the sensors.
+- temperatures (°C) and fans (RPM) where psutil exposes them, else ``None``.
+
+Not thread-safe: one :class:`NodeReader` belongs to one sampling thread.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+SLOW_EVERY = 5
+_SKIP_CPU = ("guest", "guest_nice")
+_SKIP_NIC = ("lo", "ifb")
+
+
+class NodeSource(Protocol):
+    """The psutil functions the sampler reads (the ``psutil`` module satisfies it)."""
+
+    def cpu_times(self, percpu: bool = False) -> Any: ...
+    def getloadavg(self) -> tuple[float, float, float]: ...
+    def virtual_memory(self) -> Any: ...
+    def swap_memory(self) -> Any: ...
+    def disk_io_counters(self, perdisk: bool = False) -> Any: ...
+    def disk_usage(self, path: str) -> Any: ...
+    def net_io_counters(self, pernic: bool = False) -> Any: ...
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NodeSample:
+    """One reading of the node; ``None`` where unavailable (rates: on the first sample).
+
+    Attributes:
+        t_s: Seconds since the run began.
+        cpu: Busy share of all cores, 0-1.
+        cpu_per_core: Busy share per core, 0-1 each.
+        load_1m, load_5m, load_15m: Load averages (runnable tasks).
+        mem_*_bytes, swap_*_bytes: Memory and swap in bytes.
+        disk_*_bytes_per_s, net_*_bytes_per_s: Byte rates since the previous sample.
+        run_fs_*: The run folder's filesystem (fraction 0-1, bytes).
+        temperatures_c: ``(sensor, °C)`` pairs; ``temp_max_c`` the hottest.
+        fans_rpm: ``(fan, RPM)`` pairs; ``fan_max_rpm`` the fastest.
+    """
+
+    t_s: float
+    cpu: float | None = None
+    cpu_per_core: tuple[float, ...] | None = None
+    cpu_core_peak: float | None = None
+    load_1m: float | None = None
+    load_5m: float | None = None
+    load_15m: float | None = None
+    mem_total_bytes: int | None = None
+    mem_used_bytes: int | None = None
+    mem_cached_bytes: int | None = None
+    mem_available_bytes: int | None = None
+    swap_total_bytes: int | None = None
+    swap_used_bytes: int | None = None
+    disk_read_bytes_per_s: float | None = None
+    disk_write_bytes_per_s: float | None = None
+    run_fs_total_bytes: int | None = None
+    run_fs_free_bytes: int | None = None
+    run_fs_used_fraction: float | None = None
+    net_rx_bytes_per_s: float | None = None
+    net_tx_bytes_per_s: float | None = None
+    temperatures_c: tuple[tuple[str, float], ...] | None = None
+    temp_max_c: float | None = None
+    fans_rpm: tuple[tuple[str, float], ...] | None = None
+    fan_max_rpm: float | None = None
+
+
+@dataclass(slots=True)
+class _Counters:
+    t_s: float
+    cpu: list[tuple[float, float]] | None = None  # (busy_s, total_s) per core
+    disk: tuple[int, int] | None = None
+    net: tuple[int, int] | None = None
+    swap_io: int | None = None
+    swap_used: int | None = None
+
+
+def _cpu_pair(times: Any) -> tuple[float, float]:
+    values = times._asdict() if hasattr(times, "_asdict") else dict(vars(times))
+    total = sum(float(v) for k, v in values.items() if k not in _SKIP_CPU)
+    idle = float(values.get("idle", 0.0)) + float(values.get("iowait", 0.0))
+    return total - idle, total
+
+
+def _busy(prev: tuple[float, float], cur: tuple[float, float]) -> float | None:
+    d_total = cur[1] - prev[1]
+    if d_total <= 0:
+        return None
+    return min(1.0, max(0.0, (cur[0] - prev[0]) / d_total))
+
+
+def _rate(prev: int | None, cur: int | None, dt_s: float) -> float | None:
+    if prev is None or cur is None or dt_s <= 0 or cur < prev:
+        return None
+    return (cur - prev) / dt_s
+
+
+def _sensor_pairs(reading: Any) -> tuple[tuple[str, float], ...] | None:
+    if not reading:
+        return None
+    pairs = []
+    for chip, entries in reading.items():
+        for i, entry in enumerate(entries):
+            value = getattr(entry, "current", None)
+            if value is not None and math.isfinite(float(value)):
+                pairs.append((f"{chip}/{getattr(entry, 'label', '') or i}", float(value)))
+    return tuple(pairs) or None
+
+
+def _int(obj: Any, name: str) -> int | None:
+    value = getattr(obj, name, None)
+    return int(value) if value is not None else None
+
+
+class NodeReader:
+    """Turns successive reads of a :class:`NodeSource` into :class:`NodeSample` records.
+
+    Args:
+        source: The psutil-like source.
+        run_dir: Folder whose filesystem fullness is reported, or ``None``.
+
+    Attributes:
+        cpu_count: Cores seen in the last read.
+        swap_growth_bytes: Largest rise of swap used since the first read.
+        swap_io_bytes: Bytes swapped in plus out since the first read.
+    """
+
+    def __init__(self, source: NodeSource, run_dir: str | None) -> None:
+        self._src = source
+        self._run_dir = run_dir
+        self._prev: _Counters | None = None
+        self._first: _Counters | None = None
+        self._fs: tuple[int | None, int | None, float | None] = (None, None, None)
+        self._temps: tuple[tuple[str, float], ...] | None = None
+        self._fans: tuple[tuple[str, float], ...] | None = None
+        self._ticks = 0
+        self._unsupported: set[str] = set()
+        self.cpu_count: int | None = None
+        self.swap_growth_bytes = 0
+        self.swap_io_bytes = 0
+
+    def _field(self, name: str, read: Callable[[], Any]) -> Any:
+        if name in self._unsupported:
+            return None
+        try:
+            return read()
+        except Exception:
+            self._unsupported.add(name)  # unsupported here: None from now on
+            return None
+
+    def read(self, now_s: float, t_s: float) -> NodeSample:
+        """Read the source at clock time ``now_s`` (rates over the time since the last read).
+
+        Args:
+            now_s: Clock seconds (rates divide by differences of these).
+            t_s: Seconds since the run began, stored in the sample.
+        """
+        src, prev = self._src, self._prev
+        dt_s = now_s - prev.t_s if prev is not None else 0.0
+        cur = _Counters(t_s=now_s)
+        values: dict[str, Any] = {}
+        per_core = self._field("cpu", lambda: src.cpu_times(percpu=True))
+        if per_core:
+            cur.cpu = [_cpu_pair(t) for t in per_core]
+            self.cpu_count = len(cur.cpu)
+            values.update(_cpu_shares(prev.cpu if prev is not None else None, cur.cpu))
+        load = self._field("load", src.getloadavg)
+        if load:
+            values.update(load_1m=float(load[0]), load_5m=float(load[1]), load_15m=float(load[2]))
+        mem = self._field("mem", src.virtual_memory)
+        if mem is not None:
+            values.update(mem_total_bytes=_int(mem, "total"), mem_used_bytes=_int(mem, "used"),
+                          mem_cached_bytes=_int(mem, "cached"), mem_available_bytes=_int(mem, "available"))
+        swap = self._field("swap", src.swap_memory)
+        if swap is not None:
+            cur.swap_used = _int(swap, "used")
+            values.update(swap_total_bytes=_int(swap, "total"), swap_used_bytes=cur.swap_used)
+            sin, sout = _int(swap, "sin"), _int(swap, "sout")
+            cur.swap_io = sin + sout if sin is not None and sout is not None else None
+        disk = self._field("disk", lambda: src.disk_io_counters(perdisk=False))
+        if disk is not None:
+            cur.disk = (int(disk.read_bytes), int(disk.write_bytes))
+        nics = self._field("net", lambda: src.net_io_counters(pernic=True))
+        if nics:
+            kept = [c for name, c in nics.items() if not str(name).startswith(_SKIP_NIC)]
+            cur.net = (sum(int(c.bytes_recv) for c in kept), sum(int(c.bytes_sent) for c in kept))
+        if prev is not None:
+            for key, i, label in (("disk", 0, "disk_read"), ("disk", 1, "disk_write"),
+                                  ("net", 0, "net_rx"), ("net", 1, "net_tx")):
+                a, b = getattr(prev, key), getattr(cur, key)
+                values[f"{label}_bytes_per_s"] = _rate(a[i] if a else None, b[i] if b else None, dt_s)
+        if self._ticks % SLOW_EVERY == 0:
+            self._read_slow()
+        self._ticks += 1
+        total, free, used = self._fs
+        values.update(run_fs_total_bytes=total, run_fs_free_bytes=free, run_fs_used_fraction=used,
+                      temperatures_c=self._temps, temp_max_c=_max(self._temps),
+                      fans_rpm=self._fans, fan_max_rpm=_max(self._fans))
+        self._track_swap(cur)
+        self._prev = cur
+        return NodeSample(t_s=t_s, **values)
+
+    def _read_slow(self) -> None:
+        src, run_dir = self._src, self._run_dir
+        if run_dir is not None:
+            usage = self._field("fs", lambda: src.disk_usage(run_dir))
+            if usage is not None:
+                used, free = _int(usage, "used"), _int(usage, "free")
+                # used / (used + free) as df: blocks reserved for root count as unavailable
+                fraction = used / (used + free) if used is not None and free is not None and used + free > 0 else None
+                self._fs = (_int(usage, "total"), free, fraction)
+        temps = getattr(src, "sensors_temperatures", None)
+        fans = getattr(src, "sensors_fans", None)
+        self._temps = _sensor_pairs(self._field("temps", temps)) if temps is not None else None
+        self._fans = _sensor_pairs(self._field("fans", fans)) if fans is not None else None
+
+    def _track_swap(self, cur: _Counters) -> None:
+        first = self._first
+        if first is None:
+            self._first = cur
+            return
+        if cur.swap_used is not None and first.swap_used is not None:
+            self.swap_growth_bytes = max(self.swap_growth_bytes, cur.swap_used - first.swap_used)
+        if cur.swap_io is not None and first.swap_io is not None:
+            self.swap_io_bytes = max(0, cur.swap_io - first.swap_io)
+
+
+def _cpu_shares(prev: list[tuple[float, float]] | None, cur: list[tuple[float, float]]) -> dict[str, Any]:
+    if prev is None or len(prev) != len(cur):
+        return {}
+    out: dict[str, Any] = {}
+    cores = [_busy(p, c) for p, c in zip(prev, cur)]
+    if cores and all(b is not None for b in cores):
+        out["cpu_per_core"] = tuple(cores)
+        out["cpu_core_peak"] = max(cores)  # type: ignore[type-var]
+    summed = [(sum(p[0] for p in pairs), sum(p[1] for p in pairs)) for pairs in (prev, cur)]
+    out["cpu"] = _busy(summed[0], summed[1])
+    return out
+
+
+def _max(pairs: tuple[tuple[str, float], ...] | None) -> float | None:
+    return max(v for _, v in pairs) if pairs else None

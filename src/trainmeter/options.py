@@ -1,0 +1,190 @@
+"""Run options: one frozen record built from magic flags or ``tm.monitor`` keywords.
+
+Validation happens here, before anything runs and before a run folder exists
+(invariant 6: a bad flag never starts a half-run).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from trainmeter.sizes import parse_size
+
+DEFAULT_RUN_ROOT = Path(".trainmeter") / "runs"
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,79}$")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MonitorOptions:
+    """What the user asked for, validated.
+
+    Attributes:
+        name: Run name, used in the run folder's name.
+        budget_tokens: Planned training tokens, or ``None``.
+        budget_steps: Planned optimizer steps, or ``None``.
+        budget_flops: Planned training FLOPs, or ``None``.
+        run_root: Folder that holds run folders.
+        interval_s: Seconds between reports (run-log records, text lines).
+        widget: Whether to show the live widget.
+        convention: FLOPs convention, or ``None`` to show the range.
+        peak_tflops: Declared dense peak per device in TFLOP/s, or ``None``.
+        peak_source: Where the declared peak comes from (required with it).
+        layers: Declared number of layers, overriding detection.
+        d_model: Declared model width, overriding detection.
+        seq_len: Declared sequence length, overriding detection.
+        vocab: Declared vocabulary size, overriding detection.
+        gpus: GPU selection (``"all"``, ``"0,1"``, ``"GPU-<uuid>,..."``) or ``None`` for the default.
+        memory_snapshot_step: Step at which to write a CUDA memory snapshot, or ``None``.
+        tap: Whether to pick up series from loggers the loop already uses.
+    """
+
+    name: str = "run"
+    budget_tokens: int | None = None
+    budget_steps: int | None = None
+    budget_flops: float | None = None
+    run_root: Path = DEFAULT_RUN_ROOT
+    interval_s: float = 10.0
+    widget: bool = True
+    convention: str | None = None
+    peak_tflops: float | None = None
+    peak_source: str | None = None
+    layers: int | None = None
+    d_model: int | None = None
+    seq_len: int | None = None
+    vocab: int | None = None
+    gpus: str | None = None
+    memory_snapshot_step: int | None = None
+    tap: bool = True
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-ready dict of the options."""
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            out[f.name] = str(value) if isinstance(value, Path) else value
+        return out
+
+
+def _count(value: Any, flag: str) -> int | None:
+    if value is None:
+        return None
+    return int(parse_size(value, flag=flag, integer=True))
+
+
+def _positive_int(value: Any, flag: str) -> int | None:
+    if value is None:
+        return None
+    try:
+        number = int(str(value))
+    except ValueError:
+        number = -1
+    if number <= 0 or (isinstance(value, float) and value != number):
+        raise ValueError(f"invalid value {value!r} for {flag}: expected a positive whole number")
+    return number
+
+
+def make_options(
+    *,
+    name: str | None = None,
+    budget_tokens: Any = None,
+    budget_steps: Any = None,
+    budget_flops: Any = None,
+    run_dir: Any = None,
+    interval_s: Any = None,
+    widget: bool = True,
+    convention: str | None = None,
+    peak_tflops: Any = None,
+    peak_source: str | None = None,
+    layers: Any = None,
+    d_model: Any = None,
+    seq_len: Any = None,
+    vocab: Any = None,
+    gpus: str | None = None,
+    memory_snapshot_step: Any = None,
+    tap: bool = True,
+) -> MonitorOptions:
+    """Validate user input and build :class:`MonitorOptions`.
+
+    Raises:
+        ValueError: For any bad value, naming it and what is valid.
+    """
+    if name is None:
+        name = "run"
+    if not isinstance(name, str) or not _NAME_RE.match(name):
+        raise ValueError(
+            f"invalid run name {name!r}: use 1-80 letters, digits, '.', '_' or '-', starting with a letter or digit"
+        )
+    budgets = [b for b in (budget_tokens, budget_steps, budget_flops) if b is not None]
+    if len(budgets) > 1:
+        raise ValueError("give at most one budget: --budget-tokens, --budget-steps or --budget-flops")
+    if interval_s is None:
+        interval = 10.0
+    else:
+        try:
+            interval = float(interval_s)
+        except (TypeError, ValueError):
+            interval = math.nan
+        if not math.isfinite(interval) or not 0.1 <= interval <= 86400:
+            raise ValueError(
+                f"invalid value {interval_s!r} for --interval: expected seconds between 0.1 and 86400"
+            )
+    flops = None if budget_flops is None else parse_size(budget_flops, flag="--budget-flops", integer=False)
+    peak = _peak(peak_tflops, peak_source)
+    conv = _convention(convention)
+    gpu_spec = _gpus(gpus)
+    return MonitorOptions(
+        name=name,
+        budget_tokens=_count(budget_tokens, "--budget-tokens"),
+        budget_steps=_count(budget_steps, "--budget-steps"),
+        budget_flops=flops,
+        run_root=Path(run_dir) if run_dir is not None else DEFAULT_RUN_ROOT,
+        interval_s=interval,
+        widget=bool(widget),
+        convention=conv,
+        peak_tflops=peak,
+        peak_source=peak_source,
+        layers=_positive_int(layers, "--layers"),
+        d_model=_positive_int(d_model, "--d-model"),
+        seq_len=_positive_int(seq_len, "--seq-len"),
+        vocab=_positive_int(vocab, "--vocab"),
+        gpus=gpu_spec,
+        memory_snapshot_step=_positive_int(memory_snapshot_step, "--memory-snapshot-step"),
+        tap=bool(tap),
+    )
+
+
+def _peak(peak_tflops: Any, peak_source: str | None) -> float | None:
+    if peak_tflops is None:
+        if peak_source is not None:
+            raise ValueError("--peak-source was given without --peak-tflops: give both, e.g. --peak-tflops 989 --peak-source 'H100 SXM datasheet'")
+        return None
+    try:
+        peak = float(peak_tflops)
+    except (TypeError, ValueError):
+        peak = math.nan
+    if not math.isfinite(peak) or peak <= 0:
+        raise ValueError(f"invalid value {peak_tflops!r} for --peak-tflops: expected a positive dense TFLOP/s per device, e.g. 989")
+    if not peak_source or not str(peak_source).strip():
+        raise ValueError(f"--peak-tflops {peak_tflops} needs --peak-source TEXT saying where the peak comes from (a datasheet, a measurement)")
+    return peak
+
+
+def _convention(convention: str | None) -> str | None:
+    if convention is None:
+        return None
+    from trainmeter.flops import validate_convention
+
+    return validate_convention(convention)
+
+
+def _gpus(gpus: str | None) -> str | None:
+    if gpus is None:
+        return None
+    from trainmeter.gpu.selection import parse_gpus
+
+    parse_gpus(gpus)
+    return str(gpus)

@@ -1,0 +1,87 @@
+"""Reading scalars from the user's values without a device sync.
+
+Python numbers are taken as they are. A CPU tensor is read directly (no device
+to sync). A CUDA tensor is copied into a pinned host buffer with
+``non_blocking=True`` and an event is recorded; its value is read only once
+``event.query()`` says the copy completed, so the training thread never waits.
+Not thread-safe: use from the training thread.
+"""
+
+from __future__ import annotations
+
+
+from collections import deque
+from collections.abc import Hashable
+from typing import Any
+
+_NUMBER_TYPES = (float, int)
+MAX_PENDING = 4096
+
+
+class ScalarReader:
+    """Turns floats and 0-d tensors into floats, deferring CUDA reads."""
+
+    def __init__(self) -> None:
+        self._pending: deque[tuple[Hashable, Any, Any]] = deque()
+        self._pool: list[Any] = []
+        self.dropped = 0
+
+    def read(self, value: Any, key: Hashable) -> float | None:
+        """Return ``value`` as a float now, or ``None`` if deferred (or unreadable).
+
+        Deferred values come back from :meth:`poll` with their ``key``.
+
+        Raises:
+            TypeError: When ``value`` is neither a number nor a one-element tensor.
+        """
+        if type(value) in _NUMBER_TYPES:
+            return float(value)
+        is_cpu = getattr(value, "is_cpu", None)
+        if is_cpu is None:
+            if isinstance(value, (str, bytes)) or not hasattr(value, "__float__"):
+                raise TypeError(f"expected a float or a 0-d tensor, got {type(value).__name__}")
+            return float(value)
+        if value.ndim != 0 and value.numel() != 1:
+            raise TypeError(f"expected a float or a 0-d tensor, got a tensor of shape {tuple(value.shape)}")
+        if is_cpu:
+            # a CPU tensor: no device to wait for; detach so torch does not warn about grads
+            return float(value.detach() if value.requires_grad else value)
+        if not value.is_cuda:
+            return None  # other devices: no sync-free read path; leave the value out
+        self._defer(value, key)
+        return None
+
+    def _defer(self, value: Any, key: Hashable) -> None:
+        import torch
+
+        if len(self._pending) >= MAX_PENDING:
+            self._pending.popleft()
+            self.dropped += 1
+        host = None
+        for i, buf in enumerate(self._pool):
+            if buf.dtype == value.dtype:
+                host = self._pool.pop(i)
+                break
+        if host is None:
+            host = torch.empty((), dtype=value.dtype, device="cpu", pin_memory=True)
+        host.copy_(value.detach().reshape(()), non_blocking=True)
+        event = torch.cuda.Event()
+        event.record(torch.cuda.current_stream(value.device))
+        self._pending.append((key, host, event))
+
+    def poll(self) -> list[tuple[Hashable, float]]:
+        """Return ``(key, value)`` for deferred reads whose copies have completed."""
+        done: list[tuple[Hashable, float]] = []
+        while self._pending and self._pending[0][2].query():
+            key, host, _ = self._pending.popleft()
+            done.append((key, float(host)))
+            if len(self._pool) < 64:
+                self._pool.append(host)
+        return done
+
+    @property
+    def pending(self) -> int:
+        """Deferred reads not yet completed."""
+        return len(self._pending)
+
+

@@ -1,0 +1,207 @@
+"""Reversible patches for one run: attribute swaps and post-import hooks.
+
+Used by the taps (logger calls) and the time split (DataLoader, ``Module.train``,
+checkpoint savers). Two pieces:
+
+- :class:`Patches` swaps an attribute of a module or class for a wrapper and
+  puts the original back at :meth:`Patches.restore_all`, only where the wrapper
+  is still in place (a later patch on top of ours is left alone; our wrapper
+  then goes inert because its :class:`Gate` is closed).
+- :class:`PostImportHooks` is a ``sys.meta_path`` finder that runs a callback
+  right after a watched module finishes importing, so a library imported
+  during the run is patched before its first call. It finds nothing itself:
+  it asks the other finders and chains the loader they return.
+
+Thread safety: install/restore on the training thread; the finder may be
+consulted from any thread (a thread-local guard stops recursion).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+_MISSING = object()
+ORIGINAL_ATTR = "__trainmeter_original__"
+
+
+class Gate:
+    """Whether wrappers act: open while the run is active, on its thread and process.
+
+    Attributes:
+        active: Set by the owner at start, cleared at stop.
+        depth: Nesting depth of wrapped calls on the owning thread.
+    """
+
+    __slots__ = ("active", "depth", "_pid", "_thread")
+
+    def __init__(self) -> None:
+        self.active = False
+        self.depth = 0
+        self._pid = os.getpid()
+        self._thread = threading.get_ident()
+
+    def open(self) -> None:
+        """Activate for the calling thread (the training thread) and process."""
+        self._pid = os.getpid()
+        self._thread = threading.get_ident()
+        self.depth = 0
+        self.active = True
+
+    def close(self) -> None:
+        """Deactivate: every wrapper calls straight through from now on."""
+        self.active = False
+
+    def here(self) -> bool:
+        """Whether a wrapper called now should act (active, same thread, same process)."""
+        return self.active and threading.get_ident() == self._thread and os.getpid() == self._pid
+
+
+@dataclass(slots=True)
+class _Patch:
+    owner: Any
+    attr: str
+    own: Any  # the owner's own attribute before patching, or _MISSING (inherited)
+    wrapper: Any
+
+
+class Patches:
+    """The attribute patches of one run (training thread only)."""
+
+    def __init__(self) -> None:
+        self._patches: list[_Patch] = []
+
+    def __len__(self) -> int:
+        return len(self._patches)
+
+    def wrap(self, owner: Any, attr: str, make: Callable[[Any], Any]) -> bool:
+        """Replace ``owner.attr`` by ``make(original)``; returns whether it was patched.
+
+        An attribute that already is one of our wrappers (a module re-exporting a
+        patched function) is recorded so that it is restored too, not wrapped twice.
+        """
+        original = getattr(owner, attr, None)
+        if original is None or not callable(original):
+            return False
+        own = vars(owner).get(attr, _MISSING) if hasattr(owner, "__dict__") else _MISSING
+        if any(p.wrapper is original for p in self._patches):
+            self._patches.append(_Patch(owner=owner, attr=attr, own=getattr(original, ORIGINAL_ATTR), wrapper=original))
+            return True
+        wrapper = make(original)
+        try:
+            setattr(wrapper, ORIGINAL_ATTR, original)
+        except (AttributeError, TypeError):
+            pass
+        setattr(owner, attr, wrapper)
+        self._patches.append(_Patch(owner=owner, attr=attr, own=own, wrapper=wrapper))
+        return True
+
+    def set(self, owner: Any, attr: str, value: Any) -> None:
+        """Set ``owner.attr = value`` and restore the previous value later (if still ``value``)."""
+        own = vars(owner).get(attr, _MISSING)
+        setattr(owner, attr, value)
+        self._patches.append(_Patch(owner=owner, attr=attr, own=own, wrapper=value))
+
+    def restore_all(self) -> None:
+        """Put every original back where our wrapper is still in place. Idempotent."""
+        while self._patches:
+            p = self._patches.pop()
+            try:
+                if vars(p.owner).get(p.attr, _MISSING) is not p.wrapper:
+                    continue
+                if p.own is _MISSING:
+                    delattr(p.owner, p.attr)
+                else:
+                    setattr(p.owner, p.attr, p.own)
+            except Exception:
+                pass
+
+
+class _ChainedLoader:
+    """Delegates to the real loader, then runs the callback on the new module."""
+
+    def __init__(self, loader: Any, callback: Callable[[ModuleType], None]) -> None:
+        self._loader = loader
+        self._callback = callback
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._loader, name)
+
+    def create_module(self, spec: Any) -> Any:
+        create = getattr(self._loader, "create_module", None)
+        return create(spec) if create is not None else None
+
+    def exec_module(self, module: ModuleType) -> None:
+        loader = self._loader
+        try:  # let the module see its real loader, as without the hook
+            module.__loader__ = loader
+            if module.__spec__ is not None:
+                module.__spec__.loader = loader
+        except Exception:
+            pass
+        loader.exec_module(module)
+        try:
+            self._callback(module)
+        except Exception:
+            pass
+
+
+class PostImportHooks:
+    """Run ``callbacks[name](module)`` right after module ``name`` is imported.
+
+    Modules already in ``sys.modules`` at :meth:`install` get their callback at once.
+
+    Args:
+        callbacks: Full module name -> callback (training-thread safe callbacks;
+            they may run on whatever thread imports the module, so they must be
+            quick and must not raise; exceptions are swallowed).
+    """
+
+    def __init__(self, callbacks: dict[str, Callable[[ModuleType], None]]) -> None:
+        self._callbacks = dict(callbacks)
+        self._busy = threading.local()
+        self._installed = False
+
+    def install(self) -> None:
+        """Call back for modules already imported, then watch the rest."""
+        for name, callback in self._callbacks.items():
+            module = sys.modules.get(name)
+            if module is not None:
+                try:
+                    callback(module)
+                except Exception:
+                    pass
+        if not self._installed:
+            sys.meta_path.insert(0, self)  # type: ignore[arg-type]
+            self._installed = True
+
+    def remove(self) -> None:
+        """Stop watching imports. Idempotent."""
+        self._installed = False
+        try:
+            sys.meta_path.remove(self)  # type: ignore[arg-type]
+        except ValueError:
+            pass
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+        """``importlib.abc.MetaPathFinder`` hook: chain the real loader of a watched module."""
+        callback = self._callbacks.get(fullname)
+        if callback is None or not self._installed or getattr(self._busy, "on", False):
+            return None
+        self._busy.on = True
+        try:
+            spec = importlib.util.find_spec(fullname)
+        except Exception:
+            return None
+        finally:
+            self._busy.on = False
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return None
+        spec.loader = _ChainedLoader(spec.loader, callback)
+        return spec

@@ -1,0 +1,98 @@
+"""Public API: status paths, exceptions propagate unchanged, emit and phase."""
+
+import json
+
+import pytest
+
+import trainmeter as tm
+from trainmeter.monitor import active
+
+
+def _passport(m):
+    return json.loads((m.run_dir / "passport.json").read_text())
+
+
+def test_completed_run_writes_passport_and_markdown(run_root):
+    with tm.monitor(run_dir=run_root, name="ok") as m:
+        tm.emit(train_loss=1.5)
+    p = _passport(m)
+    assert p["status"] == "completed" and p["name"] == "ok"
+    for key in ("schema_version", "started_at", "ended_at", "steps", "tokens", "phases_s", "throughput",
+                "memory", "params", "series", "environment"):
+        assert key in p
+    assert (m.run_dir / "passport.md").read_text().startswith("## Training run: ok")
+    assert m.run_dir.name.endswith("-ok") and m.run_dir.parent == run_root
+
+
+def test_user_exception_propagates_unchanged_and_run_is_failed(run_root):
+    err = ValueError("boom")
+    with pytest.raises(ValueError) as caught:
+        with tm.monitor(run_dir=run_root) as m:
+            raise err
+    assert caught.value is err
+    p = _passport(m)
+    assert p["status"] == "failed" and p["error"] == "ValueError: boom"
+
+
+def test_keyboard_interrupt_propagates_and_run_is_interrupted(run_root):
+    with pytest.raises(KeyboardInterrupt):
+        with tm.monitor(run_dir=run_root) as m:
+            raise KeyboardInterrupt
+    assert _passport(m)["status"] == "interrupted"
+    assert active() is None
+
+
+def test_bad_option_raises_before_a_run_folder_exists(run_root):
+    with pytest.raises(ValueError, match="--interval"):
+        with tm.monitor(run_dir=run_root, interval_s=-1):
+            pass
+    assert not run_root.exists()
+
+
+def test_emit_without_a_run_is_a_noop():
+    tm.emit(train_loss=1.0)  # must not raise
+
+
+def test_phase_credits_the_span(run_root):
+    import time
+
+    with tm.monitor(run_dir=run_root) as m:
+        with tm.phase("checkpoint"):
+            time.sleep(0.02)
+        with tm.phase("warmup"):
+            pass
+    p = _passport(m)
+    assert p["phases_s"]["checkpoint"] >= 0.02 and "warmup" in p["phases_s"]
+
+
+@pytest.mark.parametrize("bad", ["train", "Eval", "", 3, "has space"])
+def test_phase_rejects_bad_names(bad):
+    with pytest.raises(ValueError, match="invalid phase name"):
+        with tm.phase(bad):
+            pass
+
+
+def test_runs_lists_and_load_reads_saved_runs(run_root):
+    with tm.monitor(run_dir=run_root, name="a"):
+        pass
+    with tm.monitor(run_dir=run_root, name="b"):
+        pass
+    found = tm.runs(run_root)
+    assert [r.name for r in found] == ["a", "b"]
+    again = tm.load(found[0].dir / "passport.json")
+    assert again.dir == found[0].dir and again.passport["status"] == "completed"
+    assert again.events()[0]["kind"] == "start"
+
+
+def test_load_names_a_path_without_a_run(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no trainmeter run"):
+        tm.load(tmp_path)
+
+
+def test_import_does_not_pull_heavy_modules():
+    import subprocess
+    import sys
+
+    code = "import sys, trainmeter; print(sorted(m for m in ('torch','pynvml','IPython','numpy') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

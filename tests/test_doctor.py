@@ -1,0 +1,133 @@
+"""tm.doctor(): one line per check, with fixes."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+from trainmeter.clock import FakeClock
+from trainmeter.doctor import Check, doctor, format_doctor
+from trainmeter.gpu.backend import REASON_LIBRARY_NOT_FOUND, REASON_PYNVML_MISSING, GpuBackendResult
+from trainmeter.gpu.fake import FakeNvml, open_fake
+
+VERSIONS = {"anywidget": "0.11.0", "ipywidgets": "8.1.9", "ipykernel": "7.4.0", "psutil": "7.2.2"}
+
+
+class ZMQInteractiveShell:
+    pass
+
+
+class TerminalInteractiveShell:
+    pass
+
+
+def _torch(cuda: str | None = "12.8", available: bool = True, count: int = 2) -> Any:
+    return SimpleNamespace(
+        __version__="2.13.0",
+        version=SimpleNamespace(cuda=cuda),
+        cuda=SimpleNamespace(is_available=lambda: available, device_count=lambda: count),
+    )
+
+
+def _run(**kw: Any) -> dict[str, Check]:
+    kw.setdefault("ipython", ZMQInteractiveShell())
+    kw.setdefault("version_of", VERSIONS.get)
+    kw.setdefault("torch_module", _torch())
+    kw.setdefault("modules", {})
+    kw.setdefault("env", {})
+    kw.setdefault("open_backend", lambda: open_fake(failure="library_missing"))
+    return {c.name: c for c in doctor(**kw)}
+
+
+def test_all_good_on_a_hopper_jupyter_machine() -> None:
+    fake = FakeNvml(["h100_sxm", "a100"], clock=FakeClock())
+    checks = _run(backend=fake)
+    assert checks["front end"].ok and "Jupyter" in checks["front end"].detail
+    assert checks["widget manager"].ok and checks["ipykernel"].ok and checks["torch"].ok
+    assert checks["CUDA"].ok and "2 device(s)" in checks["CUDA"].detail
+    assert checks["NVML"].ok and "595.45.04" in checks["NVML"].detail
+    assert checks["GPU 0"].ok and "H100" in checks["GPU 0"].detail
+    assert checks["GPM GPU 0"].ok is True
+    assert checks["GPM GPU 1"].ok is None and "Hopper" in checks["GPM GPU 1"].detail
+    assert checks["psutil"].ok
+    assert not fake.closed  # a backend passed in is not closed
+
+
+def test_ipykernel_7_mentions_explicit_parent_routing() -> None:
+    assert "explicit parent routing" in _run()["ipykernel"].detail
+    older = _run(version_of={**VERSIONS, "ipykernel": "6.29.5"}.get)["ipykernel"]
+    assert older.ok and "most recently run cell" in older.detail
+
+
+def test_missing_widget_packages_fail_with_pip_fix() -> None:
+    c = _run(version_of={"ipykernel": "7.4.0", "psutil": "7"}.get)["widget manager"]
+    assert c.ok is False and c.fix == "pip install anywidget ipywidgets, then restart the kernel"
+
+
+def test_colab_gets_custom_widget_manager_fix() -> None:
+    c = _run(modules={"google.colab": object()})
+    assert "Google Colab" in c["front end"].detail
+    assert "enable_custom_widget_manager" in (c["widget manager"].fix or "")
+
+
+def test_outside_jupyter_front_end_is_not_applicable() -> None:
+    assert _run(ipython=None)["front end"].ok is None
+    assert _run(ipython=TerminalInteractiveShell())["front end"].ok is None
+
+
+def test_cpu_only_machine_marks_cuda_and_nvml_not_applicable() -> None:
+    checks = _run(torch_module=_torch(cuda=None, available=False, count=0))
+    assert checks["CUDA"].ok is None and checks["NVML"].ok is None
+    assert REASON_LIBRARY_NOT_FOUND in checks["NVML"].detail
+
+
+def test_nvml_missing_with_cuda_present_fails_with_fix() -> None:
+    checks = _run(open_backend=lambda: GpuBackendResult(backend=None, reason=REASON_PYNVML_MISSING))
+    assert checks["NVML"].ok is False and checks["NVML"].fix == "pip install nvidia-ml-py"
+
+
+def test_torch_missing_and_cuda_unusable_fail() -> None:
+    assert _run(torch_module=None)["torch"].ok is False
+    assert _run(torch_module=_torch(available=False))["CUDA"].ok is False
+
+
+def test_opened_backend_is_closed_and_mig_and_unopenable_devices_explained() -> None:
+    fake = FakeNvml(["h100_mig", "h200"], clock=FakeClock())
+    fake.inject(1, "unopenable")
+    checks = _run(open_backend=lambda: open_fake(fake))
+    assert checks["GPM GPU 0"].ok is None and "MIG" in checks["GPM GPU 0"].detail
+    assert checks["GPU 1"].ok is False and "no permission" in checks["GPU 1"].detail
+    assert fake.closed
+
+
+def test_backend_that_raises_is_reported_not_raised() -> None:
+    def boom() -> GpuBackendResult:
+        raise RuntimeError("bad lib")
+
+    assert "bad lib" in _run(open_backend=boom)["NVML"].detail
+
+
+def test_psutil_missing_fails_with_fix() -> None:
+    c = _run(version_of={k: v for k, v in VERSIONS.items() if k != "psutil"}.get)["psutil"]
+    assert c.ok is False and c.fix == "pip install psutil"
+
+
+def test_format_doctor_one_line_per_check_with_fix() -> None:
+    text = format_doctor(
+        [
+            Check(name="NVML", ok=True, detail="driver 1"),
+            Check(name="psutil", ok=False, detail="missing", fix="pip install psutil"),
+            Check(name="GPM GPU 0", ok=None, detail="no GPM"),
+        ]
+    )
+    assert text.splitlines() == [
+        "[ ok ] NVML: driver 1",
+        "[FAIL] psutil: missing  (fix: pip install psutil)",
+        "[n/a ] GPM GPU 0: no GPM",
+    ]
+
+
+def test_real_doctor_on_this_machine_never_raises() -> None:
+    checks = doctor()
+    assert {"front end", "widget manager", "ipykernel", "torch", "NVML", "psutil"} <= {c.name for c in checks}
+    assert len(format_doctor(checks).splitlines()) == len(checks)

@@ -1,0 +1,85 @@
+"""The cell magic through IPython's testing shell."""
+
+import pytest
+
+from trainmeter.magic import parse_flags
+
+
+def _run(ip, cell):
+    return ip.run_cell(cell)
+
+
+def test_cell_runs_unchanged_in_the_user_namespace_and_returns_last_value(ip, in_tmp):
+    ip.user_ns["counter"] = 0
+    r = _run(ip, "%%trainmeter --name magic --no-widget\ncounter += 41\ncounter + 1")
+    assert r.error_in_exec is None and r.result == 42 and ip.user_ns["counter"] == 41
+    runs = list((in_tmp / ".trainmeter" / "runs").iterdir())
+    assert len(runs) == 1 and runs[0].name.endswith("-magic")
+    assert (runs[0] / "passport.json").exists() and (runs[0] / "events.jsonl").exists()
+
+
+def test_training_cell_is_monitored(ip, in_tmp):
+    pytest.importorskip("torch")
+    _run(ip, "import torch\nm = torch.nn.Linear(3, 1)\nopt = torch.optim.SGD(m.parameters(), lr=0.1)")
+    r = _run(ip, "%%trainmeter --budget-steps 5 --interval 0.1\nfor _ in range(5):\n"
+                 "    loss = m(torch.ones(2, 3)).sum()\n    opt.zero_grad(); loss.backward(); opt.step()\n")
+    assert r.error_in_exec is None
+    import trainmeter as tm
+
+    run = tm.runs(in_tmp / ".trainmeter" / "runs")[-1]
+    assert run.passport["steps"] == 5 and run.passport["options"]["budget_steps"] == 5
+
+
+@pytest.mark.parametrize(
+    ("flags", "needle"),
+    [("--budget-tokens 20Q", "'20Q'"), ("--interval -1", "--interval"), ("--bogus 3", "--bogus"),
+     ("--budget-tokens 1B --budget-steps 3", "not allowed with"), ("--convention foo", "foo"),
+     ("--peak-tflops -1 --peak-source x", "--peak-tflops"), ("--budget-flops abc", "--budget-flops"),
+     ("--peak-tflops 900", "--peak-source")],
+)
+def test_bad_flag_errors_before_anything_runs_or_a_folder_exists(ip, in_tmp, flags, needle):
+    ip.user_ns["ran"] = False
+    r = _run(ip, f"%%trainmeter {flags}\nran = True")
+    assert r.error_in_exec is not None and needle in str(r.error_in_exec)
+    assert ip.user_ns["ran"] is False
+    assert not (in_tmp / ".trainmeter").exists()
+
+
+def test_unknown_flag_error_lists_valid_flags():
+    from IPython.core.error import UsageError
+
+    with pytest.raises(UsageError) as err:
+        parse_flags("--nope")
+    assert "--budget-tokens" in str(err.value) and "--nope" in str(err.value)
+
+
+def test_user_exception_propagates_and_run_is_failed(ip, in_tmp):
+    r = _run(ip, "%%trainmeter --name boom\nraise ZeroDivisionError('x')")
+    assert isinstance(r.error_in_exec, ZeroDivisionError)
+    import trainmeter as tm
+
+    assert tm.runs(in_tmp / ".trainmeter" / "runs")[-1].passport["status"] == "failed"
+
+
+def test_keyboard_interrupt_gives_interrupted_status(ip, in_tmp):
+    _run(ip, "%%trainmeter --name stop\nraise KeyboardInterrupt")
+    import trainmeter as tm
+
+    assert tm.runs(in_tmp / ".trainmeter" / "runs")[-1].passport["status"] == "interrupted"
+
+
+def test_line_magic_runs_lists_saved_runs(ip, in_tmp, capsys):
+    _run(ip, "%%trainmeter --name listed\npass")
+    ip.run_line_magic("trainmeter", "runs")
+    assert "listed" in capsys.readouterr().out
+
+
+def test_line_magic_rejects_unknown_verbs(ip):
+    r = ip.run_cell("%trainmeter frobnicate")
+    assert "unknown verb 'frobnicate'" in str(r.error_in_exec)
+
+
+def test_text_line_is_printed_outside_a_notebook(ip, in_tmp, capsys):
+    _run(ip, "%%trainmeter --name text\nimport trainmeter as tm\ntm.emit(train_loss=1.25)")
+    out = capsys.readouterr().out
+    assert "trainmeter: run 'text' completed" in out

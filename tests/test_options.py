@@ -1,0 +1,46 @@
+from pathlib import Path
+
+import pytest
+
+from trainmeter.options import make_options
+
+
+def test_defaults_are_a_named_run_under_dot_trainmeter():
+    o = make_options()
+    assert o.name == "run" and o.run_root == Path(".trainmeter/runs") and o.interval_s == 10.0
+    assert o.budget_tokens is None and o.widget is True
+
+
+def test_budget_tokens_parses_suffix():
+    assert make_options(budget_tokens="2B").budget_tokens == 2_000_000_000
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "needle"),
+    [
+        ({"interval_s": -1}, "--interval"),
+        ({"interval_s": "x"}, "--interval"),
+        ({"budget_tokens": "20Q"}, "'20Q'"),
+        ({"budget_flops": "abc"}, "--budget-flops"),
+        ({"name": "bad name/../"}, "run name"),
+        ({"budget_tokens": "1B", "budget_steps": 10}, "at most one budget"),
+        ({"peak_tflops": -1, "peak_source": "x"}, "--peak-tflops"),
+        ({"peak_tflops": 100}, "--peak-source"),
+        ({"layers": "zero"}, "--layers"),
+    ],
+)
+def test_bad_values_raise_naming_the_value_and_what_is_valid(kwargs, needle):
+    with pytest.raises(ValueError) as err:
+        make_options(**kwargs)
+    assert needle in str(err.value)
+
+
+def test_declared_peak_is_kept_with_its_source():
+    o = make_options(peak_tflops="989", peak_source="H100 SXM datasheet")
+    assert o.peak_tflops == 989.0 and o.peak_source == "H100 SXM datasheet"
+
+
+def test_options_to_dict_is_json_ready():
+    import json
+
+    assert json.loads(json.dumps(make_options(run_dir="/tmp/x").to_dict()))["run_root"] == "/tmp/x"
