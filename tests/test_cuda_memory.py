@@ -134,3 +134,23 @@ def test_snapshot_failure_returns_none(tmp_path: Path) -> None:
     assert memory_snapshot(1, tmp_path, torch_module=torch) is None
     cuda.memory._record_memory_history = lambda **kw: 1 / 0
     assert "could not record" in (start_memory_history(torch_module=torch) or "")
+
+
+def test_monitor_resets_peaks_at_start_and_returns_dicts() -> None:
+    from trainmeter.cuda_memory import CudaMemoryMonitor
+
+    torch, cuda = _torch()
+    monitor = CudaMemoryMonitor(0, torch_module=torch)
+    assert monitor.available and cuda.resets == [0]
+    reading = monitor.sample_interval()
+    assert reading["peak_reserved_bytes"] == 6 * GIB and reading["allocated_bytes"] == 4 * GIB
+    assert cuda.resets == [0, 0]
+
+
+def test_monitor_is_unavailable_on_cpu_torch() -> None:
+    import torch
+
+    from trainmeter.cuda_memory import CudaMemoryMonitor
+
+    monitor = CudaMemoryMonitor(torch_module=torch)
+    assert not monitor.available and monitor.sample_interval()["reason"] == REASON_NO_CUDA

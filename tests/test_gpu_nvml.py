@@ -77,6 +77,13 @@ class FakeLib:
         """Simulate an older driver without ``symbol`` (-> FunctionNotFound)."""
         delattr(self.ns, symbol)
 
+    def replace(self, symbol: str, fn: Any) -> Any:
+        """Swap ``symbol`` for ``fn`` (also in pynvml's pointer cache); return the old one."""
+        old = getattr(self.ns, symbol)
+        setattr(self.ns, symbol, fn)
+        pynvml._nvmlGetFunctionPointer_cache.pop(symbol, None)
+        return old
+
     # --- system ---
     def nvmlInitWithFlags(self, flags: int) -> int:
         return 0
@@ -268,7 +275,7 @@ def test_open_nvml_reports_library_not_found_on_a_machine_without_driver(
 
 
 def test_open_nvml_reports_driver_not_loaded(fakelib: FakeLib) -> None:
-    fakelib.ns.nvmlInitWithFlags = lambda flags: pynvml.NVML_ERROR_DRIVER_NOT_LOADED
+    fakelib.replace("nvmlInitWithFlags", lambda flags: pynvml.NVML_ERROR_DRIVER_NOT_LOADED)
     result = open_nvml()
     assert result.backend is None and result.reason == REASON_DRIVER_NOT_LOADED
 
@@ -448,3 +455,42 @@ def test_throttle_reason_names_lists_known_and_unknown_bits() -> None:
     assert throttle_reason_names(0) == ()
     assert throttle_reason_names(0x1 | 0x8) == ("gpu_idle", "hw_slowdown")
     assert throttle_reason_names(0x10000) == ("0x10000",)
+
+
+def test_gpm_not_supported_at_runtime_disables_gpm_with_reason(fakelib: FakeLib) -> None:
+    backend = _open(fakelib)
+    fakelib.replace("nvmlGpmSampleGet", lambda h, s: pynvml.NVML_ERROR_NOT_SUPPORTED)
+    s = backend.sample(0)
+    assert s.sm_activity is None and s.unavailable_reason("sm_activity") == REASON_GPM_NOT_SUPPORTED
+    assert len(fakelib.freed) == 2  # buffers released once GPM is off
+    assert s.util_gpu == pytest.approx(0.97)
+
+
+def test_transient_gpm_error_restarts_the_sample_pair(fakelib: FakeLib) -> None:
+    backend = _open(fakelib)
+    backend.sample(0)
+    real_get = fakelib.replace("nvmlGpmSampleGet", lambda h, s: pynvml.NVML_ERROR_UNKNOWN)
+    fakelib.clock.advance(0.5)
+    failed = backend.sample(0)
+    assert failed.sm_activity is None and "GPM read failed" in (failed.unavailable_reason("sm_activity") or "")
+    fakelib.replace("nvmlGpmSampleGet", real_get)
+    fakelib.clock.advance(0.5)
+    assert backend.sample(0).unavailable_reason("sm_activity") == REASON_GPM_FIRST_SAMPLE
+    fakelib.clock.advance(0.5)
+    assert backend.sample(0).sm_activity == pytest.approx(0.5)
+
+
+def test_gpu_lost_during_gpm_is_fatal(fakelib: FakeLib) -> None:
+    backend = _open(fakelib)
+    fakelib.replace("nvmlGpmSampleGet", lambda h, s: pynvml.NVML_ERROR_GPU_IS_LOST)
+    with pytest.raises(GpuUnavailableError) as info:
+        backend.sample(0)
+    assert info.value.fatal
+    with pytest.raises(GpuUnavailableError):
+        backend.sample(0)
+
+
+def test_old_driver_without_v3_process_list_reports_driver_too_old(fakelib: FakeLib) -> None:
+    fakelib.remove("nvmlDeviceGetComputeRunningProcesses_v3")
+    s = _open(fakelib).sample(0)
+    assert s.process_mem_bytes is None and "too old" in (s.unavailable_reason("process_mem_bytes") or "")

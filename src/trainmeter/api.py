@@ -82,7 +82,9 @@ def monitor(*, name: str | None = None, budget_tokens: Any = None, budget_steps:
     options = make_options(name=name, budget_tokens=budget_tokens, budget_steps=budget_steps,
                            budget_flops=budget_flops, run_dir=run_dir, interval_s=interval_s,
                            widget=widget, **flags)
-    m = Monitor(options)
+    from trainmeter.extensions import default_extensions
+
+    m = Monitor(options, extensions=default_extensions(options))
     with run_monitored(m, model=model):
         yield m
 

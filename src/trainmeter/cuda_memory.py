@@ -17,7 +17,7 @@ Thread safety: the allocator's stats calls are thread-safe; a
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -126,6 +126,31 @@ class AllocatorMemoryReader:
             device_total_bytes=total,
             headroom_bytes=None if peak_reserved is None else total - peak_reserved,
         )
+
+
+class CudaMemoryMonitor:
+    """The interface :mod:`trainmeter.memory` uses: peaks reset once at start, then per interval.
+
+    Args:
+        device_index: CUDA ordinal; ``None`` = the current device at each read.
+        torch_module: ``torch`` (tests); default the already-imported one.
+
+    Attributes:
+        available: True when torch is imported and has a usable CUDA device (CUDA may
+            still be uninitialised; readings then carry a reason until it is).
+    """
+
+    def __init__(self, device_index: int | None = None, *, torch_module: Any = None) -> None:
+        self._reader = AllocatorMemoryReader(device_index, torch_module=torch_module)
+        torch = _torch(torch_module)
+        reason = _cuda_ready(torch)
+        self.available = reason is None or reason == REASON_NOT_INITIALISED
+        if reason is None:
+            self._reader.read()  # resets the peaks once, so the first interval starts now
+
+    def sample_interval(self) -> dict[str, Any]:
+        """One reading as a JSON-ready dict (fields of :class:`AllocatorMemory`)."""
+        return asdict(self._reader.read())
 
 
 def start_memory_history(*, max_entries: int = 100_000, torch_module: Any = None) -> str | None:

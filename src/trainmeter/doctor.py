@@ -151,7 +151,10 @@ def _widgets(version_of: Callable[[str], str | None], colab: bool, shell: Any) -
             detail=f"{' and '.join(missing)} not installed: the live widget falls back to text",
             fix=f"pip install {' '.join(missing)}, then restart the kernel",
         )
-    detail = f"anywidget {anywidget}, ipywidgets {ipywidgets}; the front end's widget manager shows itself when the widget renders"
+    detail = (
+        f"anywidget {anywidget}, ipywidgets {ipywidgets}; "
+        "the front end's widget manager shows itself when the widget renders"
+    )
     fix = None
     if colab:
         fix = "in Colab run: from google.colab import output; output.enable_custom_widget_manager()"

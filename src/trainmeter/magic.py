@@ -124,16 +124,20 @@ def run_cell(shell: Any, cell: str, options: MonitorOptions) -> Any:
     body = shell.compile(tree, filename, "exec")
     tail = shell.compile(last, filename, "eval") if last is not None else None
     show_widget = options.widget and _in_notebook(shell)
-    monitor = Monitor(options, text=not show_widget)
+    from trainmeter.extensions import default_extensions
+
+    monitor = Monitor(options, text=not show_widget, extensions=default_extensions(options))
     sinks = []
     if show_widget:
         sinks = _widget_sinks(monitor)
     ns = shell.user_ns
-    with run_monitored(monitor):
-        exec(body, ns)
-        result = eval(tail, ns) if tail is not None else None
-    for sink in sinks:
-        sink.close()
+    try:
+        with run_monitored(monitor):
+            exec(body, ns)
+            result = eval(tail, ns) if tail is not None else None
+    finally:
+        for sink in sinks:
+            sink.close()
     return result
 
 

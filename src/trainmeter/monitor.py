@@ -413,9 +413,16 @@ class Monitor:
             mem = cuda.get("allocated_bytes") if cuda else self.memory.rss_bytes
             total = cuda.get("total_bytes") if cuda else None
         unit = "tok" if self.token_unit == "tokens" else "samples"
+        mfu = None
+        extra: dict[str, str] = {}
+        for ext in self.extensions:
+            if hasattr(ext, "text_fields"):
+                fields = self._guard(f"text-{ext.name}", ext.text_fields) or {}
+                mfu = fields.pop("mfu", mfu)
+                extra.update(fields)
         return format_line(self.steps, series=self.latest(),
                            tokens_per_s=interval.train_tokens_per_s if interval else None,
-                           token_unit=unit, mem_used_bytes=mem, mem_total_bytes=total)
+                           token_unit=unit, mfu=mfu, mem_used_bytes=mem, mem_total_bytes=total, extra=extra)
 
     def summary_line(self) -> str:
         """One closing line naming the run folder."""

@@ -27,9 +27,8 @@ if TYPE_CHECKING:
 DISK_FULL_FRACTION = 0.95
 SWAP_WARN_BYTES = 64 * 2**20
 MAX_ERRORS = 10
-SERIES = {"cpu": "node.cpu", "mem_used_bytes": "node.mem_used_bytes",
-          "disk_read_bytes_per_s": "node.disk_read_bytes_per_s", "disk_write_bytes_per_s": "node.disk_write_bytes_per_s",
-          "net_rx_bytes_per_s": "node.net_rx_bytes_per_s", "net_tx_bytes_per_s": "node.net_tx_bytes_per_s"}
+SERIES = {name: f"node.{name}" for name in ("cpu", "mem_used_bytes", "disk_read_bytes_per_s",
+                                            "disk_write_bytes_per_s", "net_rx_bytes_per_s", "net_tx_bytes_per_s")}
 STAT_FIELDS = ("cpu", "cpu_core_peak", "load_1m", "mem_used_bytes", "mem_cached_bytes", "mem_available_bytes",
                "swap_used_bytes", "disk_read_bytes_per_s", "disk_write_bytes_per_s", "net_rx_bytes_per_s",
                "net_tx_bytes_per_s", "run_fs_used_fraction", "temp_max_c", "fan_max_rpm")

@@ -246,7 +246,7 @@ def _cpu_shares(prev: list[tuple[float, float]] | None, cur: list[tuple[float, f
     if prev is None or len(prev) != len(cur):
         return {}
     out: dict[str, Any] = {}
-    cores = [_busy(p, c) for p, c in zip(prev, cur)]
+    cores = [_busy(p, c) for p, c in zip(prev, cur, strict=True)]
     if cores and all(b is not None for b in cores):
         out["cpu_per_core"] = tuple(cores)
         out["cpu_core_peak"] = max(cores)  # type: ignore[type-var]

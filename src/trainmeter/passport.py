@@ -79,6 +79,9 @@ def build_passport(m: Monitor) -> dict[str, Any]:
             value = m._guard(f"passport-{ext.name}", section)
             if value is not None:
                 passport[ext.name] = value
+        more = getattr(ext, "derivations", None)
+        if more is not None:
+            passport["derivations"].extend(d.to_dict() for d in (m._guard(f"derivations-{ext.name}", more) or []))
     return passport
 
 

@@ -53,6 +53,9 @@ class TorchProbes:
         self._torch: Any = None
         self.params: dict[str, Any] = {}
         self.root_name: str | None = None
+        self.example: tuple[Any, Any] | None = None
+        self.paused = False  # set while trainmeter itself runs the model (FLOP counting)
+        self.autocast_dtype: str | None = None
 
     # -- lifecycle -----------------------------------------------------------------
     def start(self) -> None:
@@ -166,6 +169,10 @@ class TorchProbes:
 
     # -- per step ------------------------------------------------------------------
     def _on_root_pre(self, module: Any, args: Any, kwargs: Any) -> None:
+        if self.paused:
+            return None
+        if self.example is None:
+            self._capture_example(args, kwargs)
         if module.training and self._torch.is_grad_enabled():
             try:
                 counted = count_batch(args, kwargs)
@@ -176,7 +183,25 @@ class TorchProbes:
                 self._monitor.token_unit = counted[1]
         return None
 
+    def _capture_example(self, args: Any, kwargs: Any) -> None:
+        """Keep one training batch (for the counted FLOPs) and the autocast dtype."""
+        torch = self._torch
+        self.example = (args, dict(kwargs or {}))
+        try:
+            for device in ("cuda", "cpu"):
+                if torch.is_autocast_enabled(device):
+                    self.autocast_dtype = str(torch.get_autocast_dtype(device))
+                    break
+        except Exception:
+            self.autocast_dtype = None
+
+    def release_example(self) -> None:
+        """Drop the kept batch."""
+        self.example = None if self.example is None else ((), {})
+
     def _on_backward(self, tensor: Any) -> None:
+        if self.paused:
+            return
         try:
             if tensor.ndim == 0:
                 value = self._monitor.read_scalar(tensor, "__loss__")

@@ -6,7 +6,8 @@ While a run is active, these calls also record their scalars through
 | library | patched | names recorded |
 | --- | --- | --- |
 | W&B | ``wandb.sdk.wandb_run.Run.log`` (and ``wandb.log`` if bound to a run before the start) | dict keys |
-| TensorBoard | ``torch.utils.tensorboard.writer.SummaryWriter.add_scalar/add_scalars``, same in ``tensorboardX.writer`` | ``tag``; ``main_tag/tag`` |
+| TensorBoard | ``torch.utils.tensorboard.writer.SummaryWriter.add_scalar/add_scalars`` | ``tag``; ``main/tag`` |
+| tensorboardX | the same in ``tensorboardX.writer`` | ``tag``; ``main/tag`` |
 | MLflow | ``mlflow.log_metric/log_metrics`` and ``mlflow.tracking.fluent``'s | ``key``; dict keys |
 | Hugging Face | ``transformers.trainer.Trainer.log`` | dict keys (``loss``, ``eval_loss``, ...) |
 | Lightning | ``_LoggerConnector.log_metrics`` of ``lightning.pytorch`` / ``pytorch_lightning`` | dict keys |

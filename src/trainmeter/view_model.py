@@ -48,7 +48,7 @@ class RunFacts:
     live: bool = True
     window_tokens: int | None = None
     window_train_s: float | None = None
-    window_tokens_per_s: float | None = None
+    train_tokens_per_s: float | None = None
     seconds_per_step: float | None = None
     session_tokens_per_s: float | None = None
     train_s: float = 0.0
@@ -121,18 +121,27 @@ def facts_from_monitor(monitor: Any) -> RunFacts:
     loss = series.get("train_loss")
     stats = loss.stats() if loss is not None else None
     ext_warnings, panels, charts = _extension_extras(monitor)
-    steps = monitor.steps
+    steps, tokens = monitor.steps, monitor.tokens
+    train_rate = interval.train_tokens_per_s if interval else None
+    spp = interval.seconds_per_step if interval else None
+    session_rate = session.session_tokens_per_s if session else None
+    if not live:  # whole-run figures, as the passport has them
+        from trainmeter.passport import throughput_derivations
+
+        whole = {d.name: d.value for d in throughput_derivations(
+            tokens=tokens, steps=steps, train_s=float(phases_s.get("train", 0.0)), elapsed_s=elapsed_s,
+            unit=monitor.token_unit)}
+        train_rate, spp, session_rate = whole["train_tokens_per_s"], whole["seconds_per_step"], whole[
+            "session_tokens_per_s"]
     return RunFacts(
         name=opts.name, status=monitor.status, elapsed_s=elapsed_s,
         run_dir=str(monitor.run_dir) if monitor.run_dir is not None else None,
-        text_line=monitor.text_line or f"[step {steps}]", steps=steps, tokens=monitor.tokens,
+        text_line=monitor.text_line or f"[step {steps}]", steps=steps, tokens=tokens,
         token_unit=monitor.token_unit, budget_steps=opts.budget_steps, budget_tokens=opts.budget_tokens,
         interval_s=opts.interval_s, live=live,
         window_tokens=interval.tokens if interval else None,
         window_train_s=interval.train_s if interval else None,
-        window_tokens_per_s=interval.train_tokens_per_s if interval else None,
-        seconds_per_step=interval.seconds_per_step if interval else None,
-        session_tokens_per_s=session.session_tokens_per_s if session else None,
+        train_tokens_per_s=train_rate, seconds_per_step=spp, session_tokens_per_s=session_rate,
         train_s=float(phases_s.get("train", 0.0)),
         rss_bytes=memory.rss_bytes if memory else None,
         rss_peak_bytes=memory.rss_peak_bytes if memory else None,
@@ -179,7 +188,7 @@ def facts_from_run(passport: dict[str, Any], events: list[dict[str, Any]], run_d
         run_dir=run_dir, text_line=line, steps=steps, tokens=tokens, token_unit=unit,
         budget_steps=opts.get("budget_steps"), budget_tokens=opts.get("budget_tokens"),
         interval_s=float(opts.get("interval_s") or 10.0), live=False,
-        window_tokens_per_s=train_rate, seconds_per_step=spp, session_tokens_per_s=session_rate,
+        train_tokens_per_s=train_rate, seconds_per_step=spp, session_tokens_per_s=session_rate,
         train_s=float(phases_s.get("train", 0.0)), rss_bytes=mem.get("rss_bytes"),
         rss_peak_bytes=mem.get("rss_peak_bytes"), cuda=mem.get("cuda"), phases_s=phases_s,
         loss_last=loss_last, loss_min=loss_min, step_series=tuple(step_names), warnings=tuple(warnings),
@@ -222,14 +231,14 @@ def _rate_derivation(f: RunFacts) -> dict[str, Any]:
     unit = f"{f.token_unit}/s"
     if f.live:
         d = Derivation(name="train_tokens_per_s", formula="window_tokens / window_train_s",
-                       value=f.window_tokens_per_s, unit=unit,
+                       value=f.train_tokens_per_s, unit=unit,
                        inputs=(Input(name="window_tokens", value=f.window_tokens, unit=f.token_unit,
                                      provenance="counted", source="root module batches since the last report"),
                                Input(name="window_train_s", value=f.window_train_s, unit="s",
                                      provenance="measured", source="phase clock: train, since the last report")),
-                       missing=None if f.window_tokens_per_s is not None else "a report with training time")
+                       missing=None if f.train_tokens_per_s is not None else "a report with training time")
     else:
-        d = Derivation(name="train_tokens_per_s", formula="tokens / train_s", value=f.window_tokens_per_s,
+        d = Derivation(name="train_tokens_per_s", formula="tokens / train_s", value=f.train_tokens_per_s,
                        unit=unit, inputs=(Input(name="tokens", value=f.tokens, unit=f.token_unit,
                                                 provenance="counted", source="root module batches"),
                                           Input(name="train_s", value=f.train_s, unit="s", provenance="measured",
@@ -250,9 +259,9 @@ def tiles(f: RunFacts) -> list[dict[str, Any]]:
     ]
     rate: dict[str, Any] = {
         "id": "throughput", "label": f"{short}/s training-only" + ("" if f.live else " (whole run)"),
-        "value": f.window_tokens_per_s, "unit": "tokens/s", "provenance": "measured",
+        "value": f.train_tokens_per_s, "unit": "tokens/s", "provenance": "measured",
         "sub": f"session {format_count(f.session_tokens_per_s)} {short}/s", "derivation": _rate_derivation(f)}
-    if f.window_tokens_per_s is None:
+    if f.train_tokens_per_s is None:
         rate["missing"] = f"the first report (every {f.interval_s:g} s) with training time"
     out.append(rate)
     loss: dict[str, Any] = {"id": "loss", "label": "loss", "value": f.loss_last, "unit": "",
@@ -296,7 +305,7 @@ def charts(f: RunFacts) -> list[dict[str, Any]]:
 
 def build_state(f: RunFacts) -> dict[str, Any]:
     """Return the ``state`` traitlet value (JSON-safe: non-finite floats become null)."""
-    rate = f.window_tokens_per_s
+    rate = f.train_tokens_per_s
     state = {
         "name": f.name, "status": f.status, "elapsed_s": round(f.elapsed_s, 1), "run_dir": f.run_dir,
         "text_line": f.text_line,

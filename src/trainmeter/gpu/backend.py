@@ -65,6 +65,33 @@ def reason_driver_too_old(what: str) -> str:
     return f"{what}: the NVIDIA driver is too old (function not found)"
 
 
+THROTTLE_REASON_BITS: tuple[tuple[int, str], ...] = (
+    (0x1, "gpu_idle"),
+    (0x2, "applications_clocks_setting"),
+    (0x4, "sw_power_cap"),
+    (0x8, "hw_slowdown"),
+    (0x10, "sync_boost"),
+    (0x20, "sw_thermal_slowdown"),
+    (0x40, "hw_thermal_slowdown"),
+    (0x80, "hw_power_brake_slowdown"),
+    (0x100, "display_clock_setting"),
+    (0x200, "board_limit"),
+    (0x400, "reliability"),
+)
+"""NVML clock-event (throttle) reason bits and the names used in ``throttle_reasons``."""
+
+
+def throttle_reason_names(mask: int) -> tuple[str, ...]:
+    """Names of the clock-event reason bits set in ``mask`` (unknown bits as ``0x..``)."""
+    names = [name for bit, name in THROTTLE_REASON_BITS if mask & bit]
+    known = 0
+    for bit, _ in THROTTLE_REASON_BITS:
+        known |= bit
+    if mask & ~known:
+        names.append(hex(mask & ~known))
+    return tuple(names)
+
+
 class GpuUnavailableError(Exception):
     """A device-level failure raised by :meth:`GpuBackend.sample`.
 

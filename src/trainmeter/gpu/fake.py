@@ -43,148 +43,32 @@ from trainmeter.gpu.backend import (
     reason_no_permission,
     reason_not_supported,
 )
+from trainmeter.gpu.fake_profiles import (  # re-exported for tests
+    DATALOADER_STALL,
+    GEMM,
+    IDLE,
+    LYING_GPU_UTIL,
+    PROFILES,
+    DeviceProfile,
+    Levels,
+    Phase,
+)
 
-GIB = 1024**3
+__all__ = [
+    "DATALOADER_STALL",
+    "GEMM",
+    "IDLE",
+    "LYING_GPU_UTIL",
+    "PROFILES",
+    "DeviceProfile",
+    "FakeNvml",
+    "Levels",
+    "Phase",
+    "fake_uuid",
+    "open_fake",
+]
+
 GPM_MIN_INTERVAL_S = 0.1
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class DeviceProfile:
-    """Static facts of a fake device model (units in the names)."""
-
-    key: str
-    name: str
-    mem_total_bytes: int
-    power_limit_w: float
-    sm_clock_max_mhz: float
-    gpm: bool
-    mig: bool = False
-
-
-PROFILES: dict[str, DeviceProfile] = {
-    "h100_sxm": DeviceProfile(
-        key="h100_sxm",
-        name="NVIDIA H100 80GB HBM3",
-        mem_total_bytes=80 * GIB,
-        power_limit_w=700.0,
-        sm_clock_max_mhz=1980.0,
-        gpm=True,
-    ),
-    "h200": DeviceProfile(
-        key="h200",
-        name="NVIDIA H200",
-        mem_total_bytes=141 * GIB,
-        power_limit_w=700.0,
-        sm_clock_max_mhz=1980.0,
-        gpm=True,
-    ),
-    "a100": DeviceProfile(
-        key="a100",
-        name="NVIDIA A100-SXM4-40GB",
-        mem_total_bytes=40 * GIB,
-        power_limit_w=400.0,
-        sm_clock_max_mhz=1410.0,
-        gpm=False,
-    ),
-    "t4": DeviceProfile(
-        key="t4",
-        name="Tesla T4",
-        mem_total_bytes=15 * GIB,
-        power_limit_w=70.0,
-        sm_clock_max_mhz=1590.0,
-        gpm=False,
-    ),
-    "h100_mig": DeviceProfile(
-        key="h100_mig",
-        name="NVIDIA H100 80GB HBM3",
-        mem_total_bytes=80 * GIB,
-        power_limit_w=700.0,
-        sm_clock_max_mhz=1980.0,
-        gpm=False,
-        mig=True,
-    ),
-}
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Levels:
-    """Target readings during a phase (fractions 0-1, bytes, bytes/s, W, MHz, C)."""
-
-    util_gpu: float = 0.0
-    sm_activity: float = 0.0
-    sm_occupancy: float = 0.0
-    tensor_activity: float = 0.0
-    hmma_activity: float = 0.0
-    dram_bw_util: float = 0.0
-    pcie_tx_bytes_per_s: float = 0.0
-    pcie_rx_bytes_per_s: float = 0.0
-    nvlink_tx_bytes_per_s: float = 0.0
-    nvlink_rx_bytes_per_s: float = 0.0
-    power_w: float = 60.0
-    sm_clock_mhz: float = 1980.0
-    temperature_c: float = 35.0
-    mem_used_bytes: int = 0
-    process_mem_bytes: int | None = None
-    throttle_reasons: tuple[str, ...] = ("gpu_idle",)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Phase:
-    """``levels`` held for ``duration_s`` seconds."""
-
-    duration_s: float
-    levels: Levels
-
-
-IDLE = Levels()
-GEMM = Levels(
-    util_gpu=1.0,
-    sm_activity=0.93,
-    sm_occupancy=0.45,
-    tensor_activity=0.62,
-    hmma_activity=0.6,
-    dram_bw_util=0.35,
-    pcie_tx_bytes_per_s=2.0e8,
-    pcie_rx_bytes_per_s=1.0e9,
-    power_w=650.0,
-    sm_clock_mhz=1755.0,
-    temperature_c=71.0,
-    mem_used_bytes=60 * GIB,
-    process_mem_bytes=58 * GIB,
-    throttle_reasons=("sw_power_cap",),
-)
-"""A tensor-core-heavy training phase."""
-LYING_GPU_UTIL = Levels(
-    util_gpu=1.0,
-    sm_activity=0.05,
-    sm_occupancy=0.02,
-    tensor_activity=0.0,
-    hmma_activity=0.0,
-    dram_bw_util=0.01,
-    power_w=110.0,
-    sm_clock_mhz=1980.0,
-    temperature_c=40.0,
-    mem_used_bytes=0,
-    process_mem_bytes=None,
-    throttle_reasons=(),
-)
-"""GPU-Util 100% with SM activity 5%: one tiny kernel always running (seed 003)."""
-DATALOADER_STALL = Levels(
-    util_gpu=0.4,
-    sm_activity=0.36,
-    sm_occupancy=0.2,
-    tensor_activity=0.22,
-    hmma_activity=0.2,
-    dram_bw_util=0.12,
-    power_w=250.0,
-    sm_clock_mhz=1980.0,
-    temperature_c=55.0,
-    mem_used_bytes=60 * GIB,
-    process_mem_bytes=58 * GIB,
-    throttle_reasons=(),
-)
-"""The GPU waits on input more than half the time."""
-
 _ERROR_KINDS = ("not_supported", "no_permission", "gpu_lost", "slow", "unopenable")
 
 

@@ -15,25 +15,21 @@ fall-off. The sentence is ``"<previous known rung> <v> but <rung> <v>: <cause>."
 ``"GPU-Util <v>: <cause>."`` for the top rung; with no fall-off it is
 ``"No fall-off: <known rungs and values>."``.
 
-==================  ==============================================  =================================================
-rung                falls off when                                  cause named in the sentence
-==================  ==============================================  =================================================
-GPU-Util            util_gpu < 0.70                                 the GPU is idle between kernels much of the time:
-                                                                    input pipeline, host-side Python, synchronisation
-                                                                    or communication waits
-SM activity         sm_activity < 0.50                              kernels too small or launch-bound
-tensor activity     tensor_activity < 0.20 and dram_bw_util >= 0.50 memory-bound kernels (elementwise, normalisation,
-                                                                    unfused attention)
-tensor activity     tensor_activity < 0.20                          the SMs run non-tensor work: FP32 math without
-                                                                    autocast/bf16, elementwise ops, or shapes that
-                                                                    miss the tensor cores
-MFU                 OFU known and mfu < 0.5 x OFU                   the tensor cores do work the model FLOP count
-                                                                    leaves out (recomputation, padding, tile waste),
-                                                                    or the FLOP count or peak is off
-MFU                 mfu < 0.20                                      little useful math per second despite the rungs
-                                                                    above: small or odd-shaped matmuls, low clocks, or
-                                                                    a slower dtype than the peak's
-==================  ==============================================  =================================================
+| # | rung            | falls off when (first match wins)            | cause in the sentence                |
+|---|-----------------|----------------------------------------------|--------------------------------------|
+| 1 | GPU-Util        | util_gpu < 0.70                              | CAUSE_IDLE: idle between kernels     |
+|   |                 |                                              | (input pipeline, host Python, syncs, |
+|   |                 |                                              | communication waits)                 |
+| 2 | SM activity     | sm_activity < 0.50                           | CAUSE_LAUNCH_BOUND: kernels too      |
+|   |                 |                                              | small or launch-bound                |
+| 3 | tensor activity | tensor_activity < 0.20, dram_bw_util >= 0.50 | CAUSE_MEMORY_BOUND                   |
+| 4 | tensor activity | tensor_activity < 0.20                       | CAUSE_NON_TENSOR: FP32 without       |
+|   |                 |                                              | autocast, elementwise, odd shapes    |
+| 5 | MFU             | OFU known and mfu < 0.5 x OFU                | CAUSE_UNCOUNTED: work the FLOP count |
+|   |                 |                                              | leaves out, or FLOP count/peak off   |
+| 6 | MFU             | mfu < 0.20                                   | CAUSE_LOW_MFU: small/odd matmuls,    |
+|   |                 |                                              | low clocks, slower dtype than peak's |
+| - | (none)          | no rule matches                              | "No fall-off: ..."                   |
 
 OFU = tensor_activity x min(sm_clock_mhz / sm_clock_max_mhz, 1): an estimate after
 Pedersen et al., "Overall FLOP Utilization", arXiv 2605.20799, scaled to NVML's max SM

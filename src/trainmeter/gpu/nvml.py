@@ -6,10 +6,8 @@ FunctionNotFound, NoPermission and ``NVMLLibraryMismatchError`` to ``None`` plus
 (cached, so an unsupported call is not retried every tick) and GpuIsLost to a fatal
 :class:`~trainmeter.gpu.backend.GpuUnavailableError`.
 
-GPM (Hopper+): each device owns two ``nvmlGpmSample_t`` buffers used ping-pong; a tick
-takes a new sample into the older buffer and asks ``nvmlGpmMetricsGet`` for the averages
-between the two. The first tick only primes the pair. PCIe/NVLink ids 20/21/60/61 are
-MiB/s in ``nvml.h`` and are converted to bytes/s here (x 1024**2).
+GPM (Hopper+) lives in :mod:`trainmeter.gpu.nvml_gpm` (two rotating samples per device;
+MiB/s ids converted to bytes/s); this module maps its errors.
 
 Thread safety: NVML is thread-safe; per-device state (GPM buffers) is guarded by a
 per-device lock, so :meth:`NvmlBackend.sample` may run concurrently for different devices.
@@ -18,7 +16,6 @@ per-device lock, so :meth:`NvmlBackend.sample` may run concurrently for differen
 from __future__ import annotations
 
 import importlib
-import math
 import os
 import threading
 from collections.abc import Callable, Iterable
@@ -28,7 +25,6 @@ from trainmeter.clock import Clock, MonotonicClock
 from trainmeter.gpu.backend import (
     REASON_DRIVER_NOT_LOADED,
     REASON_GPM_DRIVER_TOO_OLD,
-    REASON_GPM_FIRST_SAMPLE,
     REASON_GPM_NO_PERMISSION,
     REASON_GPM_NOT_SUPPORTED,
     REASON_GPU_LOST,
@@ -44,53 +40,13 @@ from trainmeter.gpu.backend import (
     reason_driver_too_old,
     reason_no_permission,
     reason_not_supported,
+    throttle_reason_names,
 )
-
-MIB_BYTES = 1024 * 1024
-GPM_MIN_INTERVAL_S = 0.1
-"""nvml.h: the interval between two GPM samples "should be greater than 100ms"."""
-
-# GPM metric id -> (GpuSample field, scale to our unit). Ids from pynvml / nvml.h.
-GPM_METRICS: tuple[tuple[int, str, float], ...] = (
-    (2, "sm_activity", 0.01),  # SM_UTIL, percent
-    (3, "sm_occupancy", 0.01),  # SM_OCCUPANCY, percent
-    (5, "tensor_activity", 0.01),  # ANY_TENSOR_UTIL, percent
-    (7, "hmma_activity", 0.01),  # HMMA_TENSOR_UTIL, percent
-    (10, "dram_bw_util", 0.01),  # DRAM_BW_UTIL, percent
-    (20, "pcie_tx_bytes_per_s", MIB_BYTES),  # PCIE_TX_PER_SEC, MiB/s
-    (21, "pcie_rx_bytes_per_s", MIB_BYTES),  # PCIE_RX_PER_SEC, MiB/s
-    (61, "nvlink_tx_bytes_per_s", MIB_BYTES),  # NVLINK_TOTAL_TX_PER_SEC, MiB/s
-    (60, "nvlink_rx_bytes_per_s", MIB_BYTES),  # NVLINK_TOTAL_RX_PER_SEC, MiB/s
-)
-
-THROTTLE_REASON_BITS: tuple[tuple[int, str], ...] = (
-    (0x1, "gpu_idle"),
-    (0x2, "applications_clocks_setting"),
-    (0x4, "sw_power_cap"),
-    (0x8, "hw_slowdown"),
-    (0x10, "sync_boost"),
-    (0x20, "sw_thermal_slowdown"),
-    (0x40, "hw_thermal_slowdown"),
-    (0x80, "hw_power_brake_slowdown"),
-    (0x100, "display_clock_setting"),
-    (0x200, "board_limit"),
-    (0x400, "reliability"),
-)
+from trainmeter.gpu.nvml_gpm import GpmPair, GpmResult, all_missing
 
 _NVML_CLOCK_SM = 1
 _NVML_TEMPERATURE_GPU = 0
 _NVML_MEMORY_V2 = 0x02000028
-
-
-def throttle_reason_names(mask: int) -> tuple[str, ...]:
-    """Names of the clock-event reason bits set in ``mask`` (unknown bits as ``0x..``)."""
-    names = [name for bit, name in THROTTLE_REASON_BITS if mask & bit]
-    known = 0
-    for bit, _ in THROTTLE_REASON_BITS:
-        known |= bit
-    if mask & ~known:
-        names.append(hex(mask & ~known))
-    return tuple(names)
 
 
 def open_nvml(
@@ -159,15 +115,7 @@ class _Device:
         self.lost_reason: str | None = None
         self.gpm_ok = False
         self.gpm_reason: str | None = None
-        self.gpm_bufs: list[Any] | None = None
-        self.gpm_cur = 1
-        self.gpm_t_prev: float | None = None
-        self.gpm_struct: Any = None
-        self.gpm_last: tuple[dict[str, float | None], dict[str, str], float | None] = (
-            {},
-            {},
-            None,
-        )
+        self.gpm: GpmPair | None = None
 
 
 class NvmlBackend:
@@ -404,61 +352,17 @@ class NvmlBackend:
         else:
             put("process_mem_bytes", sum(used), None)
 
-    def _gpm(
-        self, dev: _Device, now_s: float
-    ) -> tuple[dict[str, float | None], dict[str, str], float | None]:
-        """One GPM tick: returns (values, reasons, window_s)."""
+    def _gpm(self, dev: _Device, now_s: float) -> GpmResult:
+        """One GPM tick: (values, reasons, window_s); errors mapped to reasons."""
         if not dev.gpm_ok:
-            reason = dev.gpm_reason or REASON_GPM_NOT_SUPPORTED
-            return {}, {f: reason for _, f, _ in GPM_METRICS}, None
+            return all_missing(dev.gpm_reason or REASON_GPM_NOT_SUPPORTED)
         nv = self._nv
+        if dev.gpm is None:
+            dev.gpm = GpmPair(nv, dev.handle)
         try:
-            if dev.gpm_bufs is None:
-                dev.gpm_bufs = []
-                dev.gpm_bufs.append(nv.nvmlGpmSampleAlloc())
-                dev.gpm_bufs.append(nv.nvmlGpmSampleAlloc())
-                dev.gpm_struct = nv.c_nvmlGpmMetricsGet_t()
-            if dev.gpm_t_prev is None:
-                nv.nvmlGpmSampleGet(dev.handle, dev.gpm_bufs[0])
-                dev.gpm_t_prev, dev.gpm_cur = now_s, 1
-                return {}, {f: REASON_GPM_FIRST_SAMPLE for _, f, _ in GPM_METRICS}, None
-            window_s = now_s - dev.gpm_t_prev
-            if window_s < GPM_MIN_INTERVAL_S:
-                return dev.gpm_last
-            cur = dev.gpm_cur
-            nv.nvmlGpmSampleGet(dev.handle, dev.gpm_bufs[cur])
-            mg = dev.gpm_struct
-            mg.version = nv.NVML_GPM_METRICS_GET_VERSION
-            mg.numMetrics = len(GPM_METRICS)
-            mg.sample1 = dev.gpm_bufs[1 - cur]
-            mg.sample2 = dev.gpm_bufs[cur]
-            for i, (metric_id, _, _) in enumerate(GPM_METRICS):
-                mg.metrics[i].metricId = metric_id
-                mg.metrics[i].nvmlReturn = 0
-                mg.metrics[i].value = 0.0
-            nv.nvmlGpmMetricsGet(mg)
-            dev.gpm_t_prev, dev.gpm_cur = now_s, 1 - cur
+            return dev.gpm.read(now_s)
         except nv.NVMLError as exc:
-            return self._gpm_failed(dev, exc)
-        values: dict[str, float | None] = {}
-        reasons: dict[str, str] = {}
-        for i, (metric_id, fld, scale) in enumerate(GPM_METRICS):
-            metric = mg.metrics[i]
-            value = float(metric.value)
-            if int(metric.nvmlReturn) != 0:
-                reasons[fld] = reason_not_supported(f"GPM metric {metric_id}")
-            elif math.isnan(value) or math.isinf(value):
-                reasons[fld] = f"GPM metric {metric_id} not valid for this interval"
-            else:
-                values[fld] = min(max(value * scale, 0.0), 1.0) if scale < 1 else max(value * scale, 0.0)
-        dev.gpm_last = (values, reasons, window_s)
-        return dev.gpm_last
-
-    def _gpm_failed(
-        self, dev: _Device, exc: Any
-    ) -> tuple[dict[str, float | None], dict[str, str], float | None]:
-        nv = self._nv
-        code = exc.value
+            code = exc.value
         permanent = {
             nv.NVML_ERROR_NOT_SUPPORTED: REASON_GPM_NOT_SUPPORTED,
             nv.NVML_ERROR_FUNCTION_NOT_FOUND: REASON_GPM_DRIVER_TOO_OLD,
@@ -466,21 +370,18 @@ class NvmlBackend:
         }
         if code == nv.NVML_ERROR_GPU_IS_LOST:
             dev.lost_reason = REASON_GPU_LOST
-            raise GpuUnavailableError(REASON_GPU_LOST, fatal=True) from None
+            raise GpuUnavailableError(REASON_GPU_LOST, fatal=True)
         if code in permanent:
             dev.gpm_ok, dev.gpm_reason = False, permanent[code]
             self._free_gpm(dev)
-            reason = permanent[code]
-        else:
-            dev.gpm_t_prev = None  # restart the pair next tick
-            reason = f"GPM read failed: {exc}"
-        return {}, {f: reason for _, f, _ in GPM_METRICS}, None
+            return all_missing(permanent[code])
+        dev.gpm.restart()  # transient: prime the pair again next tick
+        return all_missing(f"GPM read failed: {nv.NVMLError(code)}")
 
     def _free_gpm(self, dev: _Device) -> None:
-        for buf in dev.gpm_bufs or ():
-            _swallow(self._nv.nvmlGpmSampleFree, buf)
-        dev.gpm_bufs = None
-        dev.gpm_t_prev = None
+        if dev.gpm is not None:
+            dev.gpm.free()
+            dev.gpm = None
 
 
 def _gpm_reason(why: str | None) -> str:

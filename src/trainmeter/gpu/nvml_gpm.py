@@ -1,0 +1,127 @@
+"""GPM (Hopper+) for the NVML backend: two rotating samples per device.
+
+Used only by :mod:`trainmeter.gpu.nvml`, which passes in the ``pynvml`` module (this module
+imports nothing from it). A tick takes a new ``nvmlGpmSampleGet`` into the older of two
+buffers and asks ``nvmlGpmMetricsGet`` for the averages between the two; the first tick
+only primes the pair; a tick within 100 ms of the previous repeats the previous values.
+
+Units: percent metrics become fractions 0-1; PCIe/NVLink ids 20/21/60/61 are MiB/s in
+``nvml.h`` and become bytes/s (x 1024**2). A per-metric non-zero ``nvmlReturn`` or a NaN
+value gives ``None`` with a reason.
+
+Thread safety: none; the caller holds the device's lock.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from trainmeter.gpu.backend import REASON_GPM_FIRST_SAMPLE, reason_not_supported
+
+MIB_BYTES = 1024 * 1024
+GPM_MIN_INTERVAL_S = 0.1
+"""nvml.h: the interval between two GPM samples "should be greater than 100ms"."""
+
+# (GPM metric id, GpuSample field, scale to our unit). Ids from pynvml / nvml.h.
+GPM_METRICS: tuple[tuple[int, str, float], ...] = (
+    (2, "sm_activity", 0.01),  # SM_UTIL, percent
+    (3, "sm_occupancy", 0.01),  # SM_OCCUPANCY, percent
+    (5, "tensor_activity", 0.01),  # ANY_TENSOR_UTIL, percent
+    (7, "hmma_activity", 0.01),  # HMMA_TENSOR_UTIL, percent
+    (10, "dram_bw_util", 0.01),  # DRAM_BW_UTIL, percent
+    (20, "pcie_tx_bytes_per_s", MIB_BYTES),  # PCIE_TX_PER_SEC, MiB/s
+    (21, "pcie_rx_bytes_per_s", MIB_BYTES),  # PCIE_RX_PER_SEC, MiB/s
+    (61, "nvlink_tx_bytes_per_s", MIB_BYTES),  # NVLINK_TOTAL_TX_PER_SEC, MiB/s
+    (60, "nvlink_rx_bytes_per_s", MIB_BYTES),  # NVLINK_TOTAL_RX_PER_SEC, MiB/s
+)
+
+GpmResult = tuple[dict[str, float], dict[str, str], "float | None"]
+"""(values by field, reasons by field, window_s)."""
+
+
+def all_missing(reason: str) -> GpmResult:
+    """Every GPM field ``None`` with ``reason``."""
+    return {}, {fld: reason for _, fld, _ in GPM_METRICS}, None
+
+
+class GpmPair:
+    """The two GPM sample buffers of one device, used ping-pong.
+
+    Args:
+        nv: The ``pynvml`` module.
+        handle: The device handle.
+    """
+
+    def __init__(self, nv: Any, handle: Any) -> None:
+        self._nv = nv
+        self._handle = handle
+        self._bufs: list[Any] = []
+        self._struct: Any = None
+        self._cur = 1
+        self._t_prev: float | None = None
+        self._last: GpmResult = ({}, {}, None)
+
+    def read(self, now_s: float) -> GpmResult:
+        """One tick at ``now_s``.
+
+        Raises:
+            pynvml.NVMLError: From any GPM call; the caller maps it.
+        """
+        nv = self._nv
+        if not self._bufs:
+            self._bufs = [nv.nvmlGpmSampleAlloc(), nv.nvmlGpmSampleAlloc()]
+            self._struct = nv.c_nvmlGpmMetricsGet_t()
+        if self._t_prev is None:
+            nv.nvmlGpmSampleGet(self._handle, self._bufs[0])
+            self._t_prev, self._cur = now_s, 1
+            return all_missing(REASON_GPM_FIRST_SAMPLE)
+        window_s = now_s - self._t_prev
+        if window_s < GPM_MIN_INTERVAL_S:
+            return self._last
+        cur = self._cur
+        nv.nvmlGpmSampleGet(self._handle, self._bufs[cur])
+        mg = self._struct
+        mg.version = nv.NVML_GPM_METRICS_GET_VERSION
+        mg.numMetrics = len(GPM_METRICS)
+        mg.sample1 = self._bufs[1 - cur]
+        mg.sample2 = self._bufs[cur]
+        for i, (metric_id, _, _) in enumerate(GPM_METRICS):
+            mg.metrics[i].metricId = metric_id
+            mg.metrics[i].nvmlReturn = 0
+            mg.metrics[i].value = 0.0
+        nv.nvmlGpmMetricsGet(mg)
+        self._t_prev, self._cur = now_s, 1 - cur
+        self._last = _parse(mg, window_s)
+        return self._last
+
+    def restart(self) -> None:
+        """Forget the older sample: the next tick primes the pair again."""
+        self._t_prev = None
+
+    def free(self) -> None:
+        """Free both buffers; never raises."""
+        for buf in self._bufs:
+            try:
+                self._nv.nvmlGpmSampleFree(buf)
+            except Exception:  # noqa: BLE001, S110 - cleanup must never raise
+                pass
+        self._bufs = []
+        self._t_prev = None
+
+
+def _parse(mg: Any, window_s: float) -> GpmResult:
+    values: dict[str, float] = {}
+    reasons: dict[str, str] = {}
+    for i, (metric_id, fld, scale) in enumerate(GPM_METRICS):
+        metric = mg.metrics[i]
+        value = float(metric.value)
+        if int(metric.nvmlReturn) != 0:
+            reasons[fld] = reason_not_supported(f"GPM metric {metric_id}")
+        elif not math.isfinite(value):
+            reasons[fld] = f"GPM metric {metric_id} not valid for this interval"
+        elif scale < 1:  # percent -> fraction, clamped
+            values[fld] = min(max(value * scale, 0.0), 1.0)
+        else:
+            values[fld] = max(value * scale, 0.0)
+    return values, reasons, window_s
