@@ -47,10 +47,9 @@ class ComputeExtension:
             self.peak = parse_peak_args(o.peak_tflops, o.peak_source)
 
     def stop(self) -> None:
-        """Final figures over the whole run (training-only and session paces)."""
+        """Read the model if no report did yet (short runs)."""
         if self._m is not None and not self._ready:
             self._prepare()
-        self._update(whole_run=True)
 
     # -- one-time model read -------------------------------------------------------
     def _prepare(self) -> None:
@@ -213,6 +212,7 @@ class ComputeExtension:
         """The passport's ``compute`` section (see docs/spec.md)."""
         from trainmeter.compute_card import compute_section
 
+        self._update(whole_run=True)  # the passport holds whole-run figures
         return compute_section(self)
 
     def derivations(self) -> list[Derivation]:

@@ -13,4 +13,12 @@ def default_extensions(options: MonitorOptions) -> list[Any]:
     from trainmeter.compute_ext import ComputeExtension
 
     out.append(ComputeExtension())
+    from trainmeter.gpu_ext import GpuExtension
+
+    out.append(GpuExtension())
+    from trainmeter.node import NodeSampler
+    from trainmeter.taps import Taps
+    from trainmeter.timesplit import TimeSplit
+
+    out += [TimeSplit(), NodeSampler(), Taps(enabled=options.tap)]
     return out

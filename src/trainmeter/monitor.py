@@ -134,7 +134,10 @@ class Monitor:
         self._want_probes = probes
         self.extensions: list[Any] = list(extensions or [])
         self._finished = False
+        self._at_step: int | None = None
+        self._at_step_fn: Callable[[], None] | None = None
         self._warned: set[str] = set()
+        self._series_lock = threading.Lock()
 
     # -- lifecycle -----------------------------------------------------------------
     def start(self) -> Monitor:
@@ -202,9 +205,9 @@ class Monitor:
         self.ended_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
         if self._probes is not None:
             self._guard("torch-probes-stop", self._probes.stop)
-        self._guard("final-report", self._report, True)
-        for ext in self.extensions:
+        for ext in self.extensions:  # before the final report: spans they close are in its snapshot
             self._guard(f"stop-{getattr(ext, 'name', ext)}", ext.stop)
+        self._guard("final-report", self._report, True)
         self._guard("passport", self._write_passport)
         if self._log is not None:
             self._guard("log-close", self._log.close)
@@ -251,14 +254,17 @@ class Monitor:
             self._series(LOSS_SERIES).append(self.steps, t_s, sum(losses) / len(losses))
         if self._scalars.pending:
             self._poll_scalars(t_s)
+        if self.steps == self._at_step and self._at_step_fn is not None:
+            self._guard("at-step", self._at_step_fn)
         if now - self._last_report_s >= self.options.interval_s:
             self._maybe_report()
 
-    def record(self, series: dict[str, Any]) -> None:
-        """Record named scalars at the current step (``tm.emit``)."""
+    def record(self, series: dict[str, Any], step: int | None = None) -> None:
+        """Record named scalars at ``step`` (default: the current step) (``tm.emit``, taps)."""
         now = self.clock()
         t_s = now - (self.phases.session_start_s or now)
-        step = self.steps
+        if step is None:
+            step = self.steps
         for name, value in series.items():
             if name == LOSS_SERIES:
                 self._user_loss = True
@@ -296,7 +302,12 @@ class Monitor:
     def _series(self, name: str, x_kind: str = "step") -> Series:
         series = self.series.get(name)
         if series is None:
-            series = self.series[name] = Series(name, x_kind)
+            with self._series_lock:  # samplers create series from their own threads
+                series = self.series.get(name)
+                if series is None:
+                    grown = dict(self.series)
+                    series = grown[name] = Series(name, x_kind)
+                    self.series = grown  # readers iterate a dict that never changes size
         return series
 
     def enter_phase(self, name: str) -> None:
@@ -322,6 +333,10 @@ class Monitor:
         """Move host-measured ``seconds`` of training time to ``phase`` (no sync)."""
         if self._phase_depth == 0:
             self.phases.carve(phase, seconds)
+
+    def at_step(self, step: int, fn: Callable[[], None]) -> None:
+        """Call ``fn`` on the training thread right after optimizer step ``step`` (one callback)."""
+        self._at_step, self._at_step_fn = step, fn
 
     def add_reader(self) -> dict[str, int]:
         """Register a series reader; returns its cursor map (name -> position)."""

@@ -48,7 +48,7 @@ def format_value(value: Any, unit: str) -> str:
     if unit in ("tokens/s", "flop/s"):
         return f"{format_count(v)}/s"
     if unit in ("count", "tokens", "flop"):
-        return format_count(v)
+        return f"{v:,.0f}" if abs(v) < 1e5 and v == int(v) else format_count(v)
     return f"{v:.4g}"
 
 
