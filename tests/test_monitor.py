@@ -156,3 +156,31 @@ def test_a_report_fault_warns_and_the_run_completes(run_root):
     m.finish("completed")
     assert m.steps == 2 and m.status == "completed" and m.reports == 2
     assert [e["kind"] for e in read_events(m.run_dir / "events.jsonl")].count("interval") == 2
+
+
+def test_extension_warnings_reach_the_text_line_once(run_root):
+    import io
+
+    class Starving:
+        name = "starving"
+
+        def start(self, monitor):
+            pass
+
+        def stop(self):
+            pass
+
+        def warnings(self):
+            return ["data waits are 35% of step time: the loader is starving the GPU"]
+
+    clock = FakeClock()
+    out = io.StringIO()
+    m = Monitor(make_options(run_dir=run_root, interval_s=1.0), clock=clock, text=True, probes=False, out=out,
+                extensions=[Starving()]).start()
+    for _ in range(3):
+        clock.advance(1)
+        m.on_step(10)
+    m.finish("completed")
+    text = out.getvalue()
+    assert text.count("trainmeter warning: data waits are 35%") == 1
+    assert text.count("[step ") == 3

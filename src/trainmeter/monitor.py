@@ -138,6 +138,7 @@ class Monitor:
         self._at_step_fn: Callable[[], None] | None = None
         self._warned: set[str] = set()
         self._series_lock = threading.Lock()
+        self._said_warnings: set[str] = set()
 
     # -- lifecycle -----------------------------------------------------------------
     def start(self) -> Monitor:
@@ -372,6 +373,10 @@ class Monitor:
         self.text_line = self._format_text()
         if self.text and not final:
             self._say(self.text_line)
+            for warning in self.current_warnings():
+                if warning not in self._said_warnings:
+                    self._said_warnings.add(warning)
+                    self._say(f"trainmeter warning: {warning}")
         self.phases.finish_phase("reporting", t0)
         self._last_report_s = self.clock()
         if resume:
@@ -415,9 +420,20 @@ class Monitor:
                 upto = min(upto, cursor.get(series.name, 0))
             series.trim(max(upto, series.end - MAX_PENDING))
 
-    def latest(self) -> dict[str, float | None]:
-        """Last value of each series."""
-        return {name: s.stats().last for name, s in self.series.items()}
+    def latest(self, x_kind: str | None = "step") -> dict[str, float | None]:
+        """Last value of each series drawn against ``x_kind`` (all with ``None``)."""
+        return {name: s.stats().last for name, s in self.series.items() if x_kind is None or s.x_kind == x_kind}
+
+    def current_warnings(self) -> list[str]:
+        """Extensions' current warnings (a starving loader, a full disk, swap). Any thread."""
+        out: list[str] = []
+        for ext in self.extensions:
+            if hasattr(ext, "warnings"):
+                try:
+                    out.extend(ext.warnings())
+                except Exception:
+                    continue
+        return out
 
     def _format_text(self) -> str:
         interval = self.interval

@@ -1,0 +1,1 @@
+from tests.browser.jupyter_harness import X
