@@ -23,6 +23,7 @@ Usage: ``python benchmarks/stream.py [--sizes 10000 100000 1000000]``.
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import math
 import shutil
@@ -76,7 +77,7 @@ def run(steps: int, steps_per_s: float, root: Path) -> dict[str, Any]:
     """One synthetic run; returns its stream figures."""
     clock = FakeClock(0.0)
     m = Monitor(make_options(run_dir=root, name=f"stream{steps}", interval_s=10.0), clock=clock, text=False,
-                probes=False)
+                probes=False, out=io.StringIO())
     m.start()
     m._memory_probe.sample = lambda: MemoryReading(rss_bytes=2 * 10**9, rss_peak_bytes=2 * 10**9)
     widget = CountingWidget(clock)

@@ -6,7 +6,8 @@ output with a display handle and starts a :class:`Publisher` thread. About four
 times a second the thread reads new points with its own cursor
 (``monitor.add_reader()``; advancing it lets the monitor trim), feeds one
 :class:`~trainmeter.decimate.Decimator` per series, and sends at most one frame
-message (``append``, or ``snapshot`` after a ``hello`` or a re-bucket), the
+message (``append``, or ``snapshot`` after a ``hello`` or, at most every 2 s, after a
+re-bucket: until then the view draws the finer old points and the coarser new ones), the
 ``state`` traitlet when it changed (at most every 0.5 s), and the ``history``
 traitlet every 5 s. A sliding one-second window caps it all at 20 messages/s.
 ``close()`` at the cell's end sends the final state and history and adds a static
@@ -34,6 +35,7 @@ from trainmeter.view_model import build_state, facts_from_monitor, report_points
 TICK_S = 0.25
 STATE_INTERVAL_S = 0.5
 HISTORY_INTERVAL_S = 5.0
+REBUCKET_SNAPSHOT_INTERVAL_S = 2.0
 MAX_MESSAGES_PER_S = 20
 HISTORY_POINTS_TOTAL = 8000
 MAX_FAILURES = 3
@@ -116,6 +118,7 @@ class Publisher:
         self._last_state: dict[str, Any] | None = None
         self._last_state_s = -math.inf
         self._last_history_s = -math.inf
+        self._last_snapshot_s = -math.inf
         self._snapshot = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -177,12 +180,14 @@ class Publisher:
                 self._history_dirty = self._rebucketed = False
                 self._snapshot.clear()  # the new history replaces every view's store
                 sent += 1
-        elif self._snapshot.is_set() or self._rebucketed:
+        elif self._snapshot.is_set() or (
+                self._rebucketed and now - self._last_snapshot_s >= REBUCKET_SNAPSHOT_INTERVAL_S):
             if self._budget.allow(now):
                 self._snapshot.clear()
                 self._rebucketed = False
                 frame = self._full_frame(include_open=False)
                 self._send({"kind": "snapshot", "seq": self._seq}, frame)
+                self._last_snapshot_s = now
                 sent += 1
         elif any(d.pending for d in self.decimators.values()) and self._budget.allow(now):
             frame = self._append_frame()
