@@ -68,7 +68,7 @@ def main() -> None:
     for name, value in med.items():
         print(f"{name:>16}: {value * 1e6:8.1f} us/step  ratio {value / bare:.4f}  added {(value - bare) * 1e6:+.2f} us/step")
     print(f"emit cost: {(med['monitored+emit'] - med['monitored']) * 1e6:+.2f} us per call")
-    paired = [m - b for m, b in zip(arms["monitored"], arms["bare"])]
+    paired = [m - b for m, b in zip(arms["monitored"], arms["bare"], strict=False)]
     print(f"paired monitored-bare per round (us/step): median {statistics.median(paired) * 1e6:+.2f}")
 
 

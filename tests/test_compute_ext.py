@@ -6,8 +6,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-import trainmeter as tm  # noqa: E402
 from tests.conftest import tiny_model_and_data, train_steps  # noqa: E402
+
+import trainmeter as tm  # noqa: E402
 
 
 def _passport(m):
@@ -62,7 +63,7 @@ def test_flags_override_the_detected_shape_as_declared(run_root):
 def test_the_counted_flops_pass_adds_no_tokens_steps_or_losses(run_root):
     model, opt, batches = tiny_model_and_data()
     with tm.monitor(run_dir=run_root, interval_s=0.1) as m:
-        for i in range(4):
+        for _i in range(4):
             train_steps(model, opt, batches)
     assert m.tokens == 80 * 24 and m.steps == 80
     assert m.series["train_loss"].stats().count == 80

@@ -121,3 +121,13 @@ def test_decimate_helper_and_budget_validation():
         Decimator("s", budget_points=4)
     with pytest.raises(ValueError, match="2 xs but 1 ys"):
         Decimator("s").extend([1, 2], [1.0])
+
+
+def test_share_budget_lets_small_series_keep_every_point_and_splits_the_rest():
+    from trainmeter.decimate import share_budget
+
+    caps = share_budget({"train_loss": 2000, "lr": 2000, "val_loss": 40, "rss_bytes": 12}, 3000)
+    assert caps == {"rss_bytes": 12, "val_loss": 40, "train_loss": 1474, "lr": 1474}
+    assert sum(caps.values()) <= 3000
+    assert share_budget({"a": 5000}, 6000, per_series=2000) == {"a": 2000}
+    assert share_budget({f"s{i}": 2000 for i in range(200)}, 6000)["s0"] == 64  # never below the floor

@@ -9,11 +9,11 @@ import pytest
 torch = pytest.importorskip("torch")
 import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
+from tests.conftest import tiny_model_and_data, train_steps  # noqa: E402
 from torch.nn.modules import module as nn_module  # noqa: E402
 from torch.optim import optimizer as optim_module  # noqa: E402
 
 import trainmeter as tm  # noqa: E402
-from tests.conftest import tiny_model_and_data, train_steps  # noqa: E402
 
 
 def _hook_counts():
@@ -117,7 +117,7 @@ def test_everything_is_removed_after_the_run_even_on_error(run_root):
     with pytest.raises(ZeroDivisionError):
         with tm.monitor(run_dir=run_root, interval_s=3600):
             train_steps(model, opt, batches[:2])
-            1 / 0
+            raise ZeroDivisionError("boom")
     assert _hook_counts() == before
     assert not model._forward_pre_hooks and not model._forward_hooks
 

@@ -145,7 +145,7 @@ def test_missing_readings_are_null_with_what_would_enable_them(run_root):
 
 def test_cuda_tile_appears_only_with_cuda_readings(run_root):
     m = _run(run_root, FakeClock(0.0))
-    m.memory = MemoryReading(rss_bytes=1, rss_peak_bytes=1, cuda={"allocated_bytes": 3e9, "total_bytes": 80e9})
+    m.memory = MemoryReading(rss_bytes=1, rss_peak_bytes=1, cuda={"allocated_bytes": 3e9, "device_total_bytes": 80e9})
     tiles = build_state(facts_from_monitor(m))["tiles"]
     cuda = next(t for t in tiles if t["id"] == "cuda_memory")
     assert cuda["value"] == 3e9 and "80.00 GB" in cuda["sub"]

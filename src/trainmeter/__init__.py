@@ -32,7 +32,7 @@ _LAZY = {
     "flops_per_token": ("trainmeter.flops", "flops_per_token"),
     "peak_flops": ("trainmeter.peaks", "peak_flops"),
     "doctor": ("trainmeter.doctor", "doctor"),
-    "display": ("trainmeter.display", "display"),
+    "display": ("trainmeter.show", "display"),
     "TrainmeterWidget": ("trainmeter.widget", "TrainmeterWidget"),
 }
 

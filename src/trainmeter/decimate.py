@@ -257,3 +257,22 @@ def decimate(xs: Sequence[float], ys: Sequence[float], budget_points: int, *, x_
     d = Decimator(name, x_kind, budget_points=budget_points)
     d.extend(xs, ys)
     return d.columns(include_open=True)
+
+
+def share_budget(needs: dict[str, int], total_points: int, per_series: int = DEFAULT_BUDGET_POINTS,
+                 floor_points: int = 64) -> dict[str, int]:
+    """Split ``total_points`` among series by water-filling: small series keep every point,
+    the rest share what is left equally (never more than ``per_series``, never under ``floor_points``).
+
+    Examples:
+        >>> share_budget({"loss": 2000, "lr": 2000, "val": 40}, 3000)
+        {'val': 40, 'loss': 1480, 'lr': 1480}
+    """
+    caps: dict[str, int] = {}
+    remaining = total_points
+    ordered = sorted(needs.items(), key=lambda kv: kv[1])
+    for i, (name, need) in enumerate(ordered):
+        share = max(floor_points, remaining // (len(ordered) - i))
+        caps[name] = min(need, share, per_series)
+        remaining = max(0, remaining - caps[name])
+    return caps

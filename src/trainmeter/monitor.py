@@ -409,7 +409,7 @@ class Monitor:
         start = self._log_cursor.get(series.name, 0)
         end, steps, times, values = series.read(start)
         if steps:
-            log.write(kind, name=series.name, step=steps, t_s=times, value=values)
+            log.write(kind, name=series.name, x=series.x_kind, step=steps, t_s=times, value=values)
         self._log_cursor[series.name] = end
 
     def _trim(self) -> None:
@@ -442,7 +442,7 @@ class Monitor:
         if self.memory is not None:
             cuda = self.memory.cuda or {}
             mem = cuda.get("allocated_bytes") if cuda else self.memory.rss_bytes
-            total = cuda.get("total_bytes") if cuda else None
+            total = cuda.get("device_total_bytes") if cuda else None
         unit = "tok" if self.token_unit == "tokens" else "samples"
         mfu = None
         extra: dict[str, str] = {}

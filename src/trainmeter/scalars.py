@@ -9,7 +9,6 @@ Not thread-safe: use from the training thread.
 
 from __future__ import annotations
 
-
 from collections import deque
 from collections.abc import Hashable
 from typing import Any

@@ -143,7 +143,7 @@ def _phase_bar(phases_s: dict[str, float]) -> str:
         color = COLORS[i % len(COLORS)]
         cells.append(f'<div style="width:{100 * v / total:.2f}%;background:{color}" title="{_esc(name)}"></div>')
         labels.append(f'<span style="color:{color}">&#9632;</span> {_esc(name)} {_esc(_duration(v))}')
-    return (f'<div style="display:flex;height:8px;border-radius:3px;overflow:hidden;margin:6px 0 2px">'
+    return ('<div style="display:flex;height:8px;border-radius:3px;overflow:hidden;margin:6px 0 2px">'
             + "".join(cells) + f'</div><div style="font-size:11px;color:{MUTED}">' + " &nbsp; ".join(labels)
             + "</div>")
 

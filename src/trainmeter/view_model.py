@@ -114,8 +114,8 @@ def facts_from_monitor(monitor: Any) -> RunFacts:
     interval, session, memory = monitor.interval, monitor.session, monitor.memory
     try:
         phases_s = monitor.phases.totals_now() if live else dict(monitor.phases.totals_s)
-    except RuntimeError:  # a phase added while copying: use last time's figures
-        phases_s = {}
+    except (RuntimeError, TypeError):  # the training thread changed the phases mid-read
+        phases_s = dict(monitor.phases.totals_s)
     elapsed_s = monitor.elapsed_s() if live or session is None else session.elapsed_s
     series = dict(monitor.series)
     loss = series.get("train_loss")
@@ -277,7 +277,7 @@ def tiles(f: RunFacts) -> list[dict[str, Any]]:
     out.append(rss)
     cuda = f.cuda or {}
     if cuda.get("allocated_bytes") is not None:
-        peak, total = cuda.get("peak_allocated_bytes") or cuda.get("max_allocated_bytes"), cuda.get("total_bytes")
+        peak, total = cuda.get("peak_allocated_bytes") or cuda.get("max_allocated_bytes"), cuda.get("device_total_bytes")
         sub = " · ".join(p for p in (f"peak {_gb(peak)}" if peak else "", f"of {_gb(total)}" if total else "") if p)
         out.append({"id": "cuda_memory", "label": "CUDA allocated", "value": cuda["allocated_bytes"],
                     "unit": "bytes", "sub": sub, "provenance": "measured"})

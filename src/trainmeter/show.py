@@ -15,13 +15,18 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from trainmeter.decimate import DEFAULT_BUDGET_POINTS, Decimator
+from trainmeter.decimate import DEFAULT_BUDGET_POINTS, Decimator, share_budget
 from trainmeter.frame import SeriesColumns, encode_frame
 from trainmeter.runs import Run, load
-from trainmeter.view_model import build_state, facts_from_monitor, facts_from_run, report_points_from_record, \
-    summary_text
+from trainmeter.view_model import (
+    build_state,
+    facts_from_monitor,
+    facts_from_run,
+    report_points_from_record,
+    summary_text,
+)
 
-REPLAY_POINTS_TOTAL = 8000
+REPLAY_POINTS_TOTAL = 6000
 
 
 def _shell() -> Any:
@@ -66,10 +71,10 @@ def replay_columns(events: list[dict[str, Any]], *, budget_points: int = DEFAULT
             t_s, values = report_points_from_record(e)
             for name, value in values.items():
                 feed(name, "time", [t_s], [value])
-    per = max(64, min(budget_points, points_total // max(1, len(decimators))))
+    caps = share_budget({name: d.points for name, d in decimators.items()}, points_total, budget_points)
     out = []
     for d in decimators.values():
-        xs, ys = d.columns(include_open=True, max_points=per)
+        xs, ys = d.columns(include_open=True, max_points=caps[d.name])
         out.append(SeriesColumns(name=d.name, x_kind=d.x_kind, xs=xs, ys=ys))  # type: ignore[arg-type]
     return out
 

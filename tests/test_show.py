@@ -12,7 +12,7 @@ from trainmeter.monitor import Monitor, active
 from trainmeter.options import make_options
 
 # the package's lazy ``display`` attribute is the function; the module is reached by name
-display_module = importlib.import_module("trainmeter.display")
+display_module = importlib.import_module("trainmeter.show")
 
 
 @pytest.fixture(autouse=True)
@@ -145,3 +145,14 @@ def test_display_without_argument_adds_a_view_of_the_live_widget(monkeypatch):
     monkeypatch.setattr(publisher_module, "live_publisher", lambda: live)
     display_module.display()
     assert live.views == 1 and shown == []
+
+
+def test_tm_display_stays_callable_after_the_module_was_imported(monkeypatch, capsys):
+    import trainmeter as tm
+
+    monkeypatch.setattr(display_module, "_shell", lambda: None)
+    import trainmeter.publisher as publisher_module
+
+    monkeypatch.setattr(publisher_module, "live_publisher", lambda: None)
+    tm.display()
+    assert "no run in progress" in capsys.readouterr().out

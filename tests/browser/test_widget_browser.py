@@ -1,0 +1,190 @@
+"""The live widget in a real browser: JupyterLab 4 and Notebook 7, Debian's chromium through Playwright.
+
+One notebook per front end trains a small torch model for about 15 s under
+``%%trainmeter --interval 1``. While its prompt reads ``[*]:`` the page is read
+every 0.5 s (step, status, chart point counts); then the notebook is saved
+(Ctrl+S) and, in the last test, the page is reloaded. Screenshots go to
+``test-artifacts/browser/``.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+import urllib.parse
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests.browser.jupyter_harness import (
+    VIEWPORT,
+    JupyterServer,
+    open_notebook,
+    read_page,
+    run_all_cells,
+    save_notebook,
+    screenshot,
+    wait_until_ready,
+    widget_outputs,
+    write_notebook,
+)
+
+pytestmark = pytest.mark.browser
+
+TRAIN_S = 15
+SAMPLE_EVERY_MS = 500
+CELL_DEADLINE_S = TRAIN_S + 120
+HTML = "text/html"
+SETUP_CELL = """\
+%load_ext trainmeter
+import time
+import torch, torch.nn as nn, torch.nn.functional as F
+import trainmeter as tm
+torch.set_num_threads(1)
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 10))
+opt = torch.optim.SGD(model.parameters(), lr=0.05)
+x, y = torch.randn(64, 32), torch.randint(0, 10, (64,))
+print("ready")"""
+TRAIN_CELL = """\
+%%trainmeter --name browser-{kind} --interval 1
+t_end = time.perf_counter() + {train_s}
+step = 0
+while time.perf_counter() < t_end:
+    loss = F.cross_entropy(model(x + 0.1 * torch.randn_like(x)), y)
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    opt.step()
+    step += 1
+    if step % 400 == 0:
+        tm.emit(val_loss=float(loss.detach()) * 1.1)
+step"""
+DONE_PROMPT = re.compile(r"^\[\d+\]:?$")
+
+
+@dataclass
+class LiveRun:
+    """What one front end showed while the training cell ran, and the notebook it saved."""
+
+    kind: str
+    server: JupyterServer
+    page: Any
+    nb_name: str
+    samples: list[dict[str, Any]] = field(default_factory=list)
+    saved: dict[str, Any] | None = None
+    saved_bytes: int = 0
+    cell_s: float = 0.0
+
+    def running(self) -> list[dict[str, Any]]:
+        """Reads taken while the training cell's prompt said ``[*]:`` and the widget showed a step."""
+        return [s for s in self.samples if len(s["prompts"]) > 1 and s["prompts"][1].startswith("[*]")
+                and s["widgets"] > 0 and s["step"] is not None]
+
+
+def _train_prompt_done(sample: dict[str, Any] | None) -> bool:
+    return bool(sample) and len(sample["prompts"]) > 1 and bool(DONE_PROMPT.match(sample["prompts"][1]))
+
+
+def _saved_with_snapshot(nb: dict[str, Any]) -> bool:
+    return any(HTML in (o.get("data") or {}) for o in widget_outputs(nb))
+
+
+@pytest.fixture(scope="module", params=["lab", "notebook"])
+def live_run(request: pytest.FixtureRequest, servers: Any, browser: Any, notebook_root: Path,
+             browser_figures: dict[str, Any]) -> Any:
+    kind = request.param
+    server = servers.get(kind)
+    nb_name = f"live-{kind}.ipynb"
+    write_notebook(notebook_root / nb_name, [SETUP_CELL, TRAIN_CELL.format(kind=kind, train_s=TRAIN_S)])
+    context = browser.new_context(viewport=VIEWPORT)
+    page = context.new_page()
+    page.set_default_timeout(30_000)
+    run = LiveRun(kind=kind, server=server, page=page, nb_name=nb_name)
+    try:
+        open_notebook(page, server, nb_name)
+        screenshot(page, f"{kind}-1-opened")
+        t0 = time.monotonic()
+        run_all_cells(page, 2)
+        shots = {"early": False, "late": False}
+        while time.monotonic() - t0 < CELL_DEADLINE_S:
+            page.wait_for_timeout(SAMPLE_EVERY_MS)
+            sample = read_page(page)
+            if sample is None:
+                continue
+            run.samples.append(sample)
+            live = run.running()
+            if live and not shots["early"] and live[-1]["step"] > 0:
+                shots["early"] = bool(screenshot(page, f"{kind}-2-running-early"))
+            if len(live) >= 2 * TRAIN_S * 1000 // (3 * SAMPLE_EVERY_MS) and not shots["late"]:
+                shots["late"] = bool(screenshot(page, f"{kind}-3-running-late"))
+            if _train_prompt_done(sample) and sample["status"] not in (None, "running", "starting"):
+                break
+        run.cell_s = time.monotonic() - t0
+        screenshot(page, f"{kind}-4-finished")
+        run.saved = save_notebook(page, server, nb_name, _saved_with_snapshot)
+        run.saved_bytes = (notebook_root / nb_name).stat().st_size
+        browser_figures[f"{kind}.saved_notebook_bytes"] = run.saved_bytes
+        browser_figures[f"{kind}.cell_wall_s"] = round(run.cell_s, 1)
+        browser_figures[f"{kind}.reads_while_running"] = len(run.running())
+        yield run
+    finally:
+        context.close()
+        kernel = server.kernel_of(nb_name)
+        for session in server.api("/api/sessions") or []:
+            if kernel and session.get("kernel", {}).get("id") == kernel.get("id"):
+                server.api(f"/api/sessions/{urllib.parse.quote(session['id'])}", method="DELETE")
+
+
+def test_step_and_loss_points_increase_while_the_cell_runs(live_run: LiveRun) -> None:
+    live = live_run.running()
+    assert len(live) >= 4, f"too few reads while the cell ran: {live_run.samples[-3:]}"
+    steps = [s["step"] for s in live]
+    assert steps == sorted(steps), f"the step went backwards: {steps}"
+    assert steps[-1] > steps[0] >= 0
+    both_grew = [(a, b) for a, b in zip(live, live[1:], strict=False)
+                 if b["step"] > a["step"] and b["points"].get("loss", 0) > a["points"].get("loss", 0)]
+    assert both_grew, f"no two reads where step and loss points both increased: {live}"
+    assert all(s["status"] == "running" for s in live[1:]), [s["status"] for s in live]
+    assert max(s["points"].get("loss", 0) for s in live) > 0
+
+
+def test_status_reads_completed_after_the_cell_ends(live_run: LiveRun) -> None:
+    last = live_run.samples[-1]
+    assert _train_prompt_done(last), last["prompts"]
+    assert last["status"] == "completed", last
+    assert last["step"] >= max(s["step"] for s in live_run.running())
+    assert last["points"].get("loss", 0) > 0
+
+
+def test_saved_notebook_holds_the_static_html_snapshot(live_run: LiveRun) -> None:
+    outputs = widget_outputs(live_run.saved or {})
+    assert len(outputs) == 1, f"expected one dashboard output, got {len(outputs)}"
+    html = outputs[0]["data"][HTML]
+    html = "".join(html) if isinstance(html, list) else html
+    assert "<svg" in html and "trainmeter-snapshot" in html
+    assert "<script" not in html.lower()
+    assert 'data-tm="status"' in html and "completed" in html
+    assert live_run.saved_bytes < 300_000, f"saved notebook is {live_run.saved_bytes} bytes"
+
+
+def test_reload_after_save_restores_the_history(live_run: LiveRun) -> None:
+    page, server = live_run.page, live_run.server
+    final = live_run.samples[-1]
+    page.reload(wait_until="domcontentloaded", timeout=90_000)
+    wait_until_ready(page, server, live_run.nb_name)
+    page.wait_for_function(
+        """() => {
+             const panel = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden)');
+             const chart = panel && panel.querySelector(
+               '.trainmeter:not(.trainmeter-snapshot) [data-tm-chart="loss"]');
+             return chart && Number(chart.dataset.tmPoints) > 0;
+           }""",
+        timeout=60_000, polling=250)
+    page.wait_for_timeout(500)
+    after = read_page(page)
+    screenshot(page, f"{live_run.kind}-5-reloaded")
+    assert after is not None and after["widgets"] >= 1
+    assert after["points"]["loss"] > 0
+    assert after["status"] == "completed"
+    assert after["step"] == final["step"]
