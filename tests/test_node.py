@@ -136,7 +136,7 @@ def test_warns_when_the_run_folder_disk_is_over_95_percent_full(tmp_path):
     m, sampler = _start(tmp_path, src, FakeClock())
     warnings = sampler.warnings()
     m.finish("completed")
-    assert len(warnings) == 1 and warnings[0].startswith("the run folder's filesystem is 96% full (4.0 GB free)")
+    assert len(warnings) == 1 and warnings[0].startswith("the run folder's filesystem is 96% full (3.7 GiB free)")
 
 
 def test_warns_when_swap_grows_during_the_run_but_not_for_old_swap(tmp_path):

@@ -70,7 +70,7 @@ def test_snapshot_has_tiles_charts_and_no_javascript_and_is_small():
     step = next(a for t, a in parser.tags if a.get("data-tm") == "step")
     assert step is not None and ">5,000<" in html
     assert 'data-tm="status"' in html and "completed" in html
-    assert "125k/s" in html and "2.50 GB" in html and "needs a loss" in html and "41.0%" in html
+    assert "125k/s" in html and "2.33 GiB" in html and "needs a loss" in html and "41.0%" in html
 
 
 def test_user_text_is_escaped():
@@ -93,7 +93,7 @@ def test_snapshot_without_series_or_progress_still_renders():
 
 def test_format_value_units():
     assert format_value(None, "bytes") == "-"
-    assert format_value(3.5e9, "bytes") == "3.50 GB"
+    assert format_value(3.5e9, "bytes") == "3.26 GiB"
     assert format_value(0.523, "fraction") == "52.3%"
     assert format_value(90.0, "s") == "1.5 min"
     assert format_value(1234567, "count") == "1.23M"

@@ -83,7 +83,7 @@ def test_live_state_reads_every_number_from_the_monitor(run_root):
     assert rate["derivation"]["formula"] == "window_tokens / window_train_s"
     assert {i["name"] for i in rate["derivation"]["inputs"]} == {"window_tokens", "window_train_s"}
     assert _tile(state, "loss")["value"] == pytest.approx(2.5)
-    assert _tile(state, "rss")["value"] == 2_000_000_000 and "2.50 GB" in _tile(state, "rss")["sub"]
+    assert _tile(state, "rss")["value"] == 2_000_000_000 and "2.33 GiB" in _tile(state, "rss")["sub"]
     assert state["phases_s"]["train"] > 0
     json.dumps(state, allow_nan=False)
 
@@ -148,7 +148,7 @@ def test_cuda_tile_appears_only_with_cuda_readings(run_root):
     m.memory = MemoryReading(rss_bytes=1, rss_peak_bytes=1, cuda={"allocated_bytes": 3e9, "device_total_bytes": 80e9})
     tiles = build_state(facts_from_monitor(m))["tiles"]
     cuda = next(t for t in tiles if t["id"] == "cuda_memory")
-    assert cuda["value"] == 3e9 and "80.00 GB" in cuda["sub"]
+    assert cuda["value"] == 3e9 and "74.51 GiB" in cuda["sub"]
 
 
 def test_finished_run_shows_whole_run_rate_and_replay_matches_it(run_root):

@@ -240,7 +240,7 @@ def _row(label: str, value: Any, unit: str, note: str | None = None) -> dict[str
 
 
 def _gb(value: float | None) -> str:
-    return "-" if value is None else f"{value / 1e9:.1f} GB"
+    return "-" if value is None else f"{value / 2**30:.1f} GiB"
 
 
 def _per_s(value: float | None) -> str | None:

@@ -130,7 +130,7 @@ def render_markdown(p: dict[str, Any]) -> str:
             lines.append(f"- {name}: last {s['last']:.4g}, min {s['min']:.4g} ({s['count']} points)")
     mem = p.get("memory") or {}
     if mem.get("rss_peak_bytes"):
-        lines.append(f"- Host memory (RSS) peak at sampling points: {mem['rss_peak_bytes'] / 1e9:.2f} GB")
+        lines.append(f"- Host memory (RSS) peak at sampling points: {mem['rss_peak_bytes'] / 2**30:.2f} GiB")
     compute = p.get("compute")
     if isinstance(compute, dict) and compute.get("markdown"):
         lines += ["", compute["markdown"]]

@@ -40,7 +40,7 @@ def format_value(value: Any, unit: str) -> str:
     if not math.isfinite(v):
         return "-"
     if unit == "bytes":
-        return f"{v / 1e9:.2f} GB" if abs(v) >= 1e8 else f"{v / 1e6:.1f} MB"
+        return f"{v / 2**30:.2f} GiB" if abs(v) >= 2**27 else f"{v / 2**20:.1f} MiB"
     if unit == "fraction":
         return f"{v * 100:.1f}%"
     if unit == "s":

@@ -26,7 +26,9 @@ def format_line(
     mem_total_bytes: int | None = None,
     extra: Mapping[str, str] | None = None,
 ) -> str:
-    """Return ``[step N] loss=2.34 | lr=3.00e-04 | tok/s=125k | mfu=52.3% | mem=71.2/80GB``.
+    """Return ``[step N] loss=2.34 | lr=3.00e-04 | tok/s=125k | mfu=52.3% | mem=71.2/80.0GiB``.
+
+    Memory is in binary units (GiB = 2**30 bytes), as nvidia-smi and the widget show it.
 
     Absent fields (``None``) are left out. ``train_loss`` is shown as ``loss``.
 
@@ -46,8 +48,8 @@ def format_line(
     if mfu is not None:
         fields.append(f"mfu={mfu * 100:.1f}%")
     if mem_used_bytes is not None:
-        used = mem_used_bytes / 1e9
-        fields.append(f"mem={used:.1f}/{mem_total_bytes / 1e9:.0f}GB" if mem_total_bytes else f"mem={used:.1f}GB")
+        used = mem_used_bytes / 2**30
+        fields.append(f"mem={used:.1f}/{mem_total_bytes / 2**30:.1f}GiB" if mem_total_bytes else f"mem={used:.1f}GiB")
     for key, text in (extra or {}).items():
         fields.append(f"{key}={text}")
     if fields:

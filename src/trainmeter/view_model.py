@@ -224,7 +224,7 @@ def progress(*, steps: int, tokens: int, budget_steps: int | None, budget_tokens
 
 
 def _gb(n: float | None) -> str:
-    return "-" if n is None else f"{n / 1e9:.2f} GB"
+    return "-" if n is None else f"{n / 2**30:.2f} GiB"
 
 
 def _rate_derivation(f: RunFacts) -> dict[str, Any]:
