@@ -69,9 +69,18 @@ POINTS_JS = """
 () => [...document.querySelectorAll('.jp-NotebookPanel:not(.lm-mod-hidden) .trainmeter:not(.trainmeter-snapshot)'
         + ' [data-tm-chart]')].reduce((acc, el) => acc + Number(el.dataset.tmPoints || 0), 0)
 """
+ERROR_JS = """
+() => [...document.querySelectorAll('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-OutputArea-output')]
+  .filter((el) => el.dataset.mimeType === 'application/vnd.jupyter.error'
+          || el.classList.contains('jp-RenderedText') && el.dataset.mimeType === 'application/vnd.jupyter.stderr')
+  .map((el) => el.textContent).join('\\n').slice(-2000)
+"""
 SHOW_CELL = """\
 import json, math, time
-from trainmeter.display import replay
+try:
+    from trainmeter.show import replay
+except ImportError:  # older layout
+    from trainmeter.display import replay
 from trainmeter.frame import SeriesColumns, encode_frame
 from trainmeter.widget import TrainmeterWidget
 state, columns, history = replay({run_dir!r})
@@ -215,7 +224,10 @@ def measure(steps: int, seconds: float, workdir: Path) -> dict[str, Any]:
             jh.open_notebook(page, server, "frame-time.ipynb")
             t1 = time.perf_counter()
             _run_cell(page, 0)
-            page.wait_for_function(f"() => ({POINTS_JS})() > 0", timeout=120_000, polling=200)
+            page.wait_for_function(f"() => ({POINTS_JS})() > 0 || ({ERROR_JS})()", timeout=120_000, polling=200)
+            error = page.evaluate(ERROR_JS)
+            if error:
+                raise SystemExit(f"frame_time: the display cell failed:\n{error}")
             page.wait_for_timeout(1500)
             result["display_s"] = round(time.perf_counter() - t1, 1)
             result["points_drawn"] = page.evaluate(POINTS_JS)

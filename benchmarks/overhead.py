@@ -48,7 +48,7 @@ def block(model, opt, x, y, steps: int, emit: bool) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=24000, help="steps per arm (>= 20000)")
-    ap.add_argument("--block", type=int, default=1000)
+    ap.add_argument("--block", type=int, default=500)
     args = ap.parse_args()
     torch.set_num_threads(1)
     model, opt, x, y = make()
@@ -56,12 +56,14 @@ def main() -> None:
     arms: dict[str, list[float]] = {"bare": [], "monitored": [], "monitored+emit": []}
     rounds = args.steps // args.block
     with tempfile.TemporaryDirectory() as root:
-        for _ in range(rounds):
+        for r in range(rounds):
             arms["bare"].append(block(model, opt, x, y, args.block, False))
             with tm.monitor(run_dir=root, interval_s=5.0) as m1:
-                arms["monitored"].append(block(model, opt, x, y, args.block, False))
-                arms["monitored+emit"].append(block(model, opt, x, y, args.block, True))
-            assert m1.steps == 2 * args.block, m1.steps
+                block(model, opt, x, y, 20, False)  # first steps: root discovery
+                order = ["monitored", "monitored+emit"] if r % 2 else ["monitored+emit", "monitored"]
+                for arm in order:
+                    arms[arm].append(block(model, opt, x, y, args.block, arm.endswith("emit")))
+            assert m1.steps == 2 * args.block + 20, m1.steps
     med = {k: statistics.median(v) for k, v in arms.items()}
     bare = med["bare"]
     print(f"steps per arm: {rounds * args.block}, block {args.block}, rounds {rounds}")

@@ -119,7 +119,7 @@ def test_everything_is_removed_after_the_run_even_on_error(run_root):
             train_steps(model, opt, batches[:2])
             raise ZeroDivisionError("boom")
     assert _hook_counts() == before
-    assert not model._forward_pre_hooks and not model._forward_hooks
+    assert not model._forward_pre_hooks and not model._forward_hooks and "forward" not in model.__dict__
 
 
 def test_a_hundred_monitored_runs_leave_no_hook_thread_or_growing_memory(run_root):
@@ -143,7 +143,7 @@ def test_a_hundred_monitored_runs_leave_no_hook_thread_or_growing_memory(run_roo
     tracemalloc.stop()
     assert _hook_counts() == before
     assert threading.active_count() == threads
-    assert not model._forward_pre_hooks
+    assert not model._forward_pre_hooks and "forward" not in model.__dict__
     assert grown - base < 256 * 1024  # bytes retained across 100 runs
 
 
@@ -170,3 +170,18 @@ def test_not_one_step_or_emitted_point_is_lost_at_thousands_of_steps_per_second(
     logged_emits = sum(len(e["step"]) for e in events if e["kind"] == "series" and e["name"] == "step_loss")
     assert logged_steps == n and logged_emits == n
     assert sum(sum(e["value"]) for e in events if e["kind"] == "steps") == n * 16
+
+
+def test_wrapped_forward_keeps_the_signature_and_a_users_own_forward_is_restored(run_root):
+    import inspect
+
+    model, opt, batches = tiny_model_and_data()
+    own = model.forward  # an instance-level forward set by the user (as Accelerate does)
+    model.forward = own
+    sig = inspect.signature(model.forward)
+    with tm.monitor(run_dir=run_root, interval_s=3600) as m:
+        train_steps(model, opt, batches[:3])
+        assert inspect.signature(model.forward) == sig
+        assert model.forward is not own
+    assert model.__dict__["forward"] is own
+    assert m.tokens == 3 * 24

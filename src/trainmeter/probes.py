@@ -6,8 +6,8 @@ Installed for one monitored cell and removed at its end:
   steps (the primary one; others are ignored);
 - until the first step, global forward hooks note the top-level modules called
   in training mode and their batches; at the first step the one holding most
-  of the optimizer's parameters becomes the root and gets its own forward
-  pre-hook, and the global hooks are removed;
+  of the optimizer's parameters becomes the root, its ``forward`` is wrapped
+  for the run, and the global hooks are removed;
 - ``torch.Tensor.backward`` is wrapped to read a 0-d loss without a sync.
 
 Every callback is guarded: a fault warns once and disables that probe.
@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from trainmeter.monitor import Monitor
 
 MAX_CANDIDATES = 64
+_MISSING = object()
 DISCOVERY_STEPS = 20
 
 
@@ -55,6 +56,7 @@ class TorchProbes:
         self.root_name: str | None = None
         self.example: tuple[Any, Any] | None = None
         self.paused = False  # set while trainmeter itself runs the model (FLOP counting)
+        self._forward_patch: tuple[Any, Any, Any] | None = None
         self.autocast_dtype: str | None = None
 
     # -- lifecycle -----------------------------------------------------------------
@@ -93,6 +95,7 @@ class TorchProbes:
                 pass
         self._handles.clear()
         self._discovery.clear()
+        self._unwrap_forward()
         torch = self._torch
         if torch is not None and self._patched_backward is not None:
             if torch.Tensor.backward is self._patched_backward:
@@ -151,7 +154,7 @@ class TorchProbes:
         self.root_name = type(module).__name__
         self._root = weakref.ref(module)
         self._monitor.set_model(module, unit or "tokens")
-        self._handles.append(module.register_forward_pre_hook(self._on_root_pre, with_kwargs=True))
+        self._wrap_forward(module)
         self._end_discovery()
         return tokens
 
@@ -165,23 +168,56 @@ class TorchProbes:
             "root_trainable": sum(p.numel() for p in module.parameters() if p.requires_grad),
         }
         self._monitor.set_model(module, "tokens")
-        self._handles.append(module.register_forward_pre_hook(self._on_root_pre, with_kwargs=True))
+        self._wrap_forward(module)
 
     # -- per step ------------------------------------------------------------------
-    def _on_root_pre(self, module: Any, args: Any, kwargs: Any) -> None:
-        if self.paused:
-            return None
-        if self.example is None:
-            self._capture_example(args, kwargs)
-        if module.training and self._torch.is_grad_enabled():
-            try:
-                counted = count_batch(args, kwargs)
-            except Exception:
-                counted = None
-            if counted is not None:
-                self._pending_tokens += counted[0]
-                self._monitor.token_unit = counted[1]
-        return None
+    def _wrap_forward(self, module: Any) -> None:
+        """Count the root's batches by wrapping its ``forward`` for the run.
+
+        An instance attribute (as Accelerate does for autocast) costs one Python
+        call per forward; a module hook would send every call through torch's
+        slow ``_call_impl`` path, several microseconds more. ``__wrapped__`` keeps
+        ``inspect.signature(model.forward)`` (used by Hugging Face) unchanged.
+        """
+        inner = module.forward
+        previous = module.__dict__.get("forward", _MISSING)
+        torch = self._torch
+        probes = self
+
+        @functools.wraps(inner)
+        def forward(*args: Any, **kwargs: Any) -> Any:
+            if module.training and not probes.paused and torch.is_grad_enabled():
+                probes._on_root_call(args, kwargs)
+            return inner(*args, **kwargs)
+
+        module.forward = forward
+        self._forward_patch = (weakref.ref(module), forward, previous)
+
+    def _unwrap_forward(self) -> None:
+        if self._forward_patch is None:
+            return
+        ref, wrapper, previous = self._forward_patch
+        self._forward_patch = None
+        module = ref()
+        if module is None or module.__dict__.get("forward") is not wrapper:
+            return  # gone, or someone wrapped it after us: leave theirs in place
+        if previous is _MISSING:
+            del module.__dict__["forward"]
+        else:
+            module.__dict__["forward"] = previous
+
+    def _on_root_call(self, args: Any, kwargs: Any) -> None:
+        try:
+            if self.example is None:
+                self._capture_example(args, kwargs)
+            counted = count_batch(args, kwargs)
+        except Exception as exc:
+            self._monitor.warn_once("probe-tokens", f"token counting disabled: {exc!r}")
+            self.paused = True
+            return
+        if counted is not None:
+            self._pending_tokens += counted[0]
+            self._monitor.token_unit = counted[1]
 
     def _capture_example(self, args: Any, kwargs: Any) -> None:
         """Keep one training batch (for the counted FLOPs) and the autocast dtype."""

@@ -60,6 +60,8 @@ while time.perf_counter() < t_end:
     if step % 400 == 0:
         tm.emit(val_loss=float(loss.detach()) * 1.1)
 step"""
+STREAM_GAP_MAX_MS = 2500
+HISTORY_EVERY_S = 5
 DONE_PROMPT = re.compile(r"^\[\d+\]:?$")
 
 
@@ -145,8 +147,25 @@ def test_step_and_loss_points_increase_while_the_cell_runs(live_run: LiveRun) ->
     both_grew = [(a, b) for a, b in zip(live, live[1:], strict=False)
                  if b["step"] > a["step"] and b["points"].get("loss", 0) > a["points"].get("loss", 0)]
     assert both_grew, f"no two reads where step and loss points both increased: {live}"
-    assert all(s["status"] == "running" for s in live[1:]), [s["status"] for s in live]
+    statuses = [s["status"] for s in live]
+    first_running = statuses.index("running")
+    assert set(statuses[:first_running]) <= {"starting"} and set(statuses[first_running:]) == {"running"}, statuses
     assert max(s["points"].get("loss", 0) for s in live) > 0
+
+
+def test_loss_chart_streams_between_history_updates(live_run: LiveRun) -> None:
+    # The publisher sends `append` frames ~4 times a second (custom messages) and the `history`
+    # traitlet only every 5 s: a chart fed by the traitlet alone would change every 5 s.
+    live = [s for s in live_run.running() if s["step"] > 0]
+    assert len(live) >= 8, f"too few reads while the cell ran: {len(live)}"
+    changed_ms = [b["t_ms"] for a, b in zip(live, live[1:], strict=False)
+                  if b["points"].get("loss", 0) != a["points"].get("loss", 0)]
+    marks = [live[0]["t_ms"], *changed_ms, live[-1]["t_ms"]]
+    longest_still_ms = max(b - a for a, b in zip(marks, marks[1:], strict=False))
+    assert longest_still_ms <= STREAM_GAP_MAX_MS, (
+        f"the loss chart stood still for {longest_still_ms} ms while the cell ran: custom-message appends are "
+        f"not reaching the view (only the {HISTORY_EVERY_S} s history traitlet is); "
+        f"points per read: {[s['points'].get('loss', 0) for s in live]}")
 
 
 def test_status_reads_completed_after_the_cell_ends(live_run: LiveRun) -> None:
