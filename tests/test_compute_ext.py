@@ -67,3 +67,34 @@ def test_the_counted_flops_pass_adds_no_tokens_steps_or_losses(run_root):
             train_steps(model, opt, batches)
     assert m.tokens == 80 * 24 and m.steps == 80
     assert m.series["train_loss"].stats().count == 80
+
+
+def test_widget_tiles_show_the_mfu_range_and_a_flops_budget_needs_a_convention(run_root):
+    from trainmeter.view_model import build_state, facts_from_monitor
+
+    model, opt, batches = tiny_model_and_data()
+    with tm.monitor(run_dir=run_root, interval_s=0.1, peak_tflops=0.001, peak_source="test",
+                    budget_flops="1e9") as m:
+        train_steps(model, opt, batches)
+        state = build_state(facts_from_monitor(m))
+    mfu_tile = next(t for t in state["tiles"] if t["id"] == "mfu")
+    assert mfu_tile["label"] == "MFU (range over conventions)" and mfu_tile["text"].endswith("%")
+    assert mfu_tile["derivation"]["formula"] == "F * tokens_per_s / (devices * peak)"
+    p = _passport(m)
+    derivs = {d["name"]: d for d in p["derivations"]}
+    assert derivs["budget_tokens"]["value"] is None
+    assert "--convention" in derivs["budget_tokens"]["missing"]
+
+
+def test_replayed_run_shows_the_same_compute_tiles_and_progress(run_root):
+    from trainmeter.view_model import build_state, facts_from_run
+
+    model, opt, batches = tiny_model_and_data()
+    with tm.monitor(run_dir=run_root, convention="hf", peak_tflops=0.001, peak_source="test",
+                    budget_steps=40) as m:
+        train_steps(model, opt, batches)
+    run = tm.load(m.run_dir)
+    state = build_state(facts_from_run(run.passport, run.events(), str(run.dir)))
+    tile = next(t for t in state["tiles"] if t["id"] == "mfu")
+    assert tile["value"] == pytest.approx(run.passport["compute"]["mfu"]["hf"])
+    assert state["progress"]["fraction"] == pytest.approx(0.5) and state["progress"]["label"] == "20 / 40 steps"

@@ -83,3 +83,9 @@ def test_text_line_is_printed_outside_a_notebook(ip, in_tmp, capsys):
     _run(ip, "%%trainmeter --name text\nimport trainmeter as tm\ntm.emit(train_loss=1.25)")
     out = capsys.readouterr().out
     assert "trainmeter: run 'text' completed" in out
+
+
+def test_line_magic_doctor_prints_one_line_per_check(ip, capsys):
+    ip.run_line_magic("trainmeter", "doctor")
+    out = capsys.readouterr().out
+    assert "NVML" in out and "psutil" in out and len(out.strip().splitlines()) >= 5

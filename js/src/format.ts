@@ -88,12 +88,12 @@ export function formatFlops(value: number | null | undefined, perSecond = true):
   return `${text} ${prefix}FLOP${perSecond ? "/s" : ""}`;
 }
 
-/** Tokens per second: 850 tok/s, 12.3k tok/s. */
-export function formatTokensPerSecond(value: number | null | undefined): string {
+/** Tokens (or samples) per second: 850 tok/s, 12.3k tok/s, 1.2k samples/s. */
+export function formatTokensPerSecond(value: number | null | undefined, label = "tok/s"): string {
   if (!isNum(value)) return MISSING;
   const a = Math.abs(value);
   const text = a < 1000 ? (a >= 100 ? value.toFixed(0) : value.toFixed(1)) : formatCount(value);
-  return `${text} tok/s`;
+  return `${text} ${label}`;
 }
 
 /** Duration as h:mm:ss (0:02:05, 27:03:00); negative durations clamp to 0. */
@@ -136,6 +136,8 @@ export function formatValue(value: number | null | undefined, unit: string): str
       return formatSeconds(value);
     case "tokens/s":
       return formatTokensPerSecond(value);
+    case "samples/s":
+      return formatTokensPerSecond(value, "samples/s");
     case "fraction":
       return formatPercent(value);
     case "flop":

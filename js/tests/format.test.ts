@@ -110,4 +110,7 @@ describe("format", () => {
     expect(formatAxis(3e14, "flop/s")).toBe("300T");
     expect(formatAxis(0.25, "")).toBe("0.25");
   });
+  it("formats samples per second with its own label", () => {
+    expect(formatValue(1234, "samples/s")).toBe("1.23k samples/s");
+  });
 });

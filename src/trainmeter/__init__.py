@@ -31,7 +31,7 @@ __all__ = [
 _LAZY = {
     "flops_per_token": ("trainmeter.flops", "flops_per_token"),
     "peak_flops": ("trainmeter.peaks", "peak_flops"),
-    "doctor": ("trainmeter.doctor", "doctor"),
+    "doctor": ("trainmeter.checkup", "doctor"),
     "display": ("trainmeter.show", "display"),
     "TrainmeterWidget": ("trainmeter.widget", "TrainmeterWidget"),
 }

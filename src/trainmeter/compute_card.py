@@ -94,3 +94,60 @@ def render_compute_markdown(s: dict[str, Any], derivations: list[Derivation]) ->
                      + (f" — missing: {d.missing}" if d.missing else ""))
     lines += ["", "</details>"]
     return "\n".join(lines)
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value * 100:.1f}%"
+
+
+def compute_tiles(section: dict[str, Any], derivations: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """The MFU and FLOPs tiles (docs/protocol.md), from a ``compute`` section and derivations by name.
+
+    Used live (from the extension) and in replay (from the passport), so both show the same.
+    """
+    conv = section.get("convention")
+    mfu = section.get("mfu") or {}
+    peak = section.get("peak")
+    peak_text = f"peak {peak['tflops']:g} TFLOP/s {peak['dtype']} ({peak['card']}: {peak['source']})" if peak else ""
+    if conv is not None:
+        tile: dict[str, Any] = {
+            "id": "mfu", "label": f"MFU ({conv})", "value": mfu.get(conv), "unit": "fraction",
+            "provenance": "measured", "derivation": derivations.get(f"mfu[{conv}]"),
+            "sub": f"session {_pct((section.get('mfu_session') or {}).get(conv))}; {peak_text}".strip("; "),
+        }
+    else:
+        values = {k: v for k, v in mfu.items() if v is not None and k != "counted"}
+        tile = {"id": "mfu", "label": "MFU (range over conventions)", "unit": "fraction", "provenance": "measured",
+                "value": min(values.values()) if values else None,
+                "derivation": derivations.get("mfu[hf]"),
+                "sub": "hf to embeddings; name one with --convention" + (f"; {peak_text}" if peak_text else "")}
+        if values:
+            lo, hi = min(values.values()), max(values.values())
+            tile["text"] = f"{lo * 100:.1f}-{hi * 100:.1f}%"
+    if tile["value"] is None:
+        tile["missing"] = section.get("mfu_missing") or "MFU needs FLOPs per token and training-only tokens/s"
+    key = conv or "hf"
+    spent = (section.get("flops_spent") or {}).get(key)
+    required = (section.get("flops_required") or {}).get(key)
+    flops: dict[str, Any] = {
+        "id": "flops", "label": f"FLOPs spent ({key})", "value": spent, "unit": "flop", "provenance": "counted",
+        "derivation": derivations.get(f"flops_spent[{key}]"),
+        "sub": f"of {_flops(required)} required" if required is not None else "no budget: FLOPs required unknown",
+    }
+    if spent is None:
+        flops["missing"] = "FLOPs per token: the model is read at the first report after its first step"
+    return [tile, flops]
+
+
+def progress_bar(section: dict[str, Any], derivations: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
+    """The header's progress bar from the ``progress`` and ``eta_s`` derivations, or ``None``."""
+    prog = derivations.get("progress")
+    if prog is None or prog.get("value") is None:
+        return None
+    eta = derivations.get("eta_s") or {}
+    inputs = {i["name"]: i["value"] for i in prog.get("inputs", [])}
+    if "budget_steps" in inputs:
+        label = f"{format_count(inputs.get('steps'))} / {format_count(inputs['budget_steps'])} steps"
+    else:
+        label = f"{format_count(inputs.get('tokens_seen'))} / {format_count(inputs.get('budget_tokens'))} tokens"
+    return {"fraction": prog["value"], "eta_s": eta.get("value"), "pace": "training-only", "label": label}

@@ -140,7 +140,7 @@ class ComputeExtension:
         m = self._m
         if m is None:
             return
-        from trainmeter.compute import budget_tokens, eta_s, flops_required, flops_spent, mfu, progress
+        from trainmeter.compute import flops_spent, mfu
         from trainmeter.throughput import ratio
 
         out: dict[str, Derivation] = {}
@@ -159,35 +159,33 @@ class ComputeExtension:
             out[f"mfu.session[{conv}]"] = mfu(f, session_tps, 1, self.peak, pace="session",
                                               peak_missing=self.peak_missing)
             out[f"flops_spent[{conv}]"] = flops_spent(f, m.tokens)
-        o = m.options
-        chosen = self._chosen()
-        if o.budget_steps is not None:
-            steps_in = Input(name="steps", value=m.steps, unit="1", provenance="counted", source="optimizer steps")
-            budget_in = Input(name="budget_steps", value=o.budget_steps, unit="1", provenance="declared",
-                              source="--budget-steps")
-            out["progress"] = Derivation(name="progress", formula="min(1, steps / budget_steps)",
-                                         value=min(1.0, m.steps / o.budget_steps), unit="fraction",
-                                         inputs=(steps_in, budget_in))
-            tps = m.tokens / m.steps if m.steps else None
-            budget = budget_tokens(steps=o.budget_steps, tokens_per_step=tps)
-        elif o.budget_tokens is not None:
-            budget = budget_tokens(tokens=o.budget_tokens)
-            out["progress"] = progress(m.tokens, budget)
-        elif o.budget_flops is not None:
-            budget = budget_tokens(chosen, flops=o.budget_flops)
-            out["progress"] = progress(m.tokens, budget)
-        else:
-            budget = None
-        if budget is not None:
-            out["budget_tokens"] = budget
-            out["eta_s"] = eta_s(m.tokens, budget, train_tps)
-            out["eta_s.session"] = eta_s(m.tokens, budget, session_tps, pace="session")
-            for conv, f in per_conv.items():
-                if o.budget_flops is not None:
-                    out[f"flops_required[{conv}]"] = flops_required(f, flops=o.budget_flops)
-                else:
-                    out[f"flops_required[{conv}]"] = flops_required(f, tokens=budget)
+        out.update(self._budget(m.steps, m.tokens, train_tps, session_tps, per_conv))
         self.derived = {name: replace(d, name=name) for name, d in out.items()}
+
+    def _view(self) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+        from trainmeter.compute_card import compute_section
+
+        section = compute_section(self)
+        derivations = {d.name: d.to_dict() for d in self.derivations()}
+        return section, derivations
+
+    def tiles(self) -> list[dict[str, Any]]:
+        """MFU and FLOPs tiles for the widget (publisher thread; reads only)."""
+        from trainmeter.compute_card import compute_tiles
+
+        return compute_tiles(*self._view())
+
+    def progress_bar(self) -> dict[str, Any] | None:
+        """The header's progress bar, live: the current step and tokens at the last window's pace."""
+        from trainmeter.compute_card import progress_bar
+
+        m = self._m
+        if m is None:
+            return None
+        interval, session = m.interval, m.session
+        figures = self._budget(m.steps, m.tokens, interval.train_tokens_per_s if interval else None,
+                               session.session_tokens_per_s if session else None, {})
+        return progress_bar({}, {name: d.to_dict() for name, d in figures.items()})
 
     def text_fields(self) -> dict[str, Any]:
         """``mfu`` (chosen convention only) and progress for the text line."""
@@ -199,6 +197,46 @@ class ComputeExtension:
         prog = self.derived.get("progress")
         if prog is not None and prog.value is not None:
             out["progress"] = f"{prog.value * 100:.1f}%"
+        return out
+
+    def _budget(self, steps: int, tokens: int, train_tps: float | None, session_tps: float | None,
+                per_conv: dict[str, Derivation]) -> dict[str, Derivation]:
+        """Progress, budget in tokens, ETA at both paces and FLOPs required (pure in its inputs)."""
+        from trainmeter.compute import budget_tokens, eta_s, flops_required, progress
+
+        m = self._m
+        assert m is not None
+        out: dict[str, Derivation] = {}
+        o = m.options
+        chosen = self._chosen()
+        if o.budget_steps is not None:
+            steps_in = Input(name="steps", value=steps, unit="1", provenance="counted", source="optimizer steps")
+            budget_in = Input(name="budget_steps", value=o.budget_steps, unit="1", provenance="declared",
+                              source="--budget-steps")
+            out["progress"] = Derivation(name="progress", formula="min(1, steps / budget_steps)",
+                                         value=min(1.0, steps / o.budget_steps), unit="fraction",
+                                         inputs=(steps_in, budget_in))
+            tps = tokens / steps if steps else None
+            budget = budget_tokens(steps=o.budget_steps, tokens_per_step=tps)
+        elif o.budget_tokens is not None:
+            budget = budget_tokens(tokens=o.budget_tokens)
+            out["progress"] = progress(tokens, budget)
+        elif o.budget_flops is not None:
+            budget = budget_tokens(chosen, flops=o.budget_flops)
+            if chosen is None:  # FLOPs per token differ by convention: do not pick one silently
+                budget = replace(budget, missing="a FLOPs budget needs --convention to convert FLOPs to tokens")
+            out["progress"] = progress(tokens, budget)
+        else:
+            budget = None
+        if budget is not None:
+            out["budget_tokens"] = budget
+            out["eta_s"] = eta_s(tokens, budget, train_tps)
+            out["eta_s.session"] = eta_s(tokens, budget, session_tps, pace="session")
+            for conv, f in per_conv.items():
+                if o.budget_flops is not None:
+                    out[f"flops_required[{conv}]"] = flops_required(f, flops=o.budget_flops)
+                else:
+                    out[f"flops_required[{conv}]"] = flops_required(f, tokens=budget)
         return out
 
     def interval_fields(self) -> dict[str, Any]:

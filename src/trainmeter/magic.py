@@ -96,7 +96,7 @@ class TrainmeterMagics(Magics):
             print(format_runs(runs(root)))
             return None
         if verb == "doctor":
-            from trainmeter.doctor import doctor, format_doctor
+            from trainmeter.checkup import doctor, format_doctor
 
             print(format_doctor(doctor()))
             return None

@@ -62,6 +62,8 @@ class RunFacts:
     warnings: tuple[str, ...] = ()
     panels: tuple[dict[str, Any], ...] = ()
     extra_charts: tuple[dict[str, Any], ...] = ()
+    extra_tiles: tuple[dict[str, Any], ...] = ()
+    progress_bar: dict[str, Any] | None = None
 
 
 # -- report series -------------------------------------------------------------------------
@@ -90,12 +92,14 @@ def report_points_from_record(record: dict[str, Any]) -> tuple[float, dict[str, 
 
 
 # -- gathering ---------------------------------------------------------------------------------
-def _extension_extras(monitor: Any) -> tuple[list[str], list[dict[str, Any]], list[dict[str, Any]]]:
+def _extension_extras(monitor: Any) -> tuple[list[str], list[dict[str, Any]], list[dict[str, Any]],
+                                             list[dict[str, Any]]]:
     warnings: list[str] = []
     panels: list[dict[str, Any]] = []
     charts: list[dict[str, Any]] = []
+    extra_tiles: list[dict[str, Any]] = []
     for ext in list(getattr(monitor, "extensions", ())):
-        for attr, out in (("warnings", warnings), ("panels", panels), ("charts", charts)):
+        for attr, out in (("warnings", warnings), ("panels", panels), ("charts", charts), ("tiles", extra_tiles)):
             fn = getattr(ext, attr, None)
             if fn is None:
                 continue
@@ -104,7 +108,18 @@ def _extension_extras(monitor: Any) -> tuple[list[str], list[dict[str, Any]], li
                 out.extend(x for x in (got or []) if x is not None)
             except Exception:
                 continue  # an extension's fault must not stop the view; it warns on its own
-    return warnings, panels, charts
+    return warnings, panels, charts, extra_tiles
+
+
+def _progress_from_extensions(monitor: Any) -> dict[str, Any] | None:
+    for ext in list(getattr(monitor, "extensions", ())):
+        fn = getattr(ext, "progress_bar", None)
+        if fn is not None:
+            try:
+                return fn()
+            except Exception:
+                return None
+    return None
 
 
 def facts_from_monitor(monitor: Any) -> RunFacts:
@@ -120,7 +135,7 @@ def facts_from_monitor(monitor: Any) -> RunFacts:
     series = dict(monitor.series)
     loss = series.get("train_loss")
     stats = loss.stats() if loss is not None else None
-    ext_warnings, panels, charts = _extension_extras(monitor)
+    ext_warnings, panels, charts, extra_tiles = _extension_extras(monitor)
     steps, tokens = monitor.steps, monitor.tokens
     train_rate = interval.train_tokens_per_s if interval else None
     spp = interval.seconds_per_step if interval else None
@@ -149,6 +164,7 @@ def facts_from_monitor(monitor: Any) -> RunFacts:
         loss_last=stats.last if stats else None, loss_min=stats.min if stats else None,
         step_series=tuple(n for n, s in series.items() if s.x_kind == "step"),
         warnings=tuple(list(monitor.warnings) + ext_warnings), panels=tuple(panels), extra_charts=tuple(charts),
+        extra_tiles=tuple(extra_tiles), progress_bar=_progress_from_extensions(monitor),
     )
 
 
@@ -181,6 +197,15 @@ def facts_from_run(passport: dict[str, Any], events: list[dict[str, Any]], run_d
         loss_min = None
         warnings.append("this run has no passport: it did not finish (kernel killed?); figures are from its "
                         "last report")
+    extra_tiles: tuple[dict[str, Any], ...] = ()
+    bar = None
+    compute = passport.get("compute")
+    if isinstance(compute, dict):
+        from trainmeter.compute_card import compute_tiles, progress_bar
+
+        derivations = {d["name"]: d for d in passport.get("derivations") or [] if isinstance(d, dict)}
+        extra_tiles = tuple(compute_tiles(compute, derivations))
+        bar = progress_bar(compute, derivations)
     unit_word = "tok" if unit == "tokens" else "samples"
     line = format_line(steps, series={"train_loss": loss_last}, tokens_per_s=train_rate, token_unit=unit_word)
     return RunFacts(
@@ -192,6 +217,7 @@ def facts_from_run(passport: dict[str, Any], events: list[dict[str, Any]], run_d
         train_s=float(phases_s.get("train", 0.0)), rss_bytes=mem.get("rss_bytes"),
         rss_peak_bytes=mem.get("rss_peak_bytes"), cuda=mem.get("cuda"), phases_s=phases_s,
         loss_last=loss_last, loss_min=loss_min, step_series=tuple(step_names), warnings=tuple(warnings),
+        extra_tiles=extra_tiles, progress_bar=bar,
     )
 
 
@@ -259,7 +285,8 @@ def tiles(f: RunFacts) -> list[dict[str, Any]]:
     ]
     rate: dict[str, Any] = {
         "id": "throughput", "label": f"{short}/s training-only" + ("" if f.live else " (whole run)"),
-        "value": f.train_tokens_per_s, "unit": "tokens/s", "provenance": "measured",
+        "value": f.train_tokens_per_s, "unit": "tokens/s" if f.token_unit == "tokens" else "samples/s",
+        "provenance": "measured",
         "sub": f"session {format_count(f.session_tokens_per_s)} {short}/s", "derivation": _rate_derivation(f)}
     if f.train_tokens_per_s is None:
         rate["missing"] = f"the first report (every {f.interval_s:g} s) with training time"
@@ -294,7 +321,8 @@ def charts(f: RunFacts) -> list[dict[str, Any]]:
     if others[MAX_SERIES_CHARTS:]:
         out.append({"id": "series:more", "title": "more series", "x": "step", "unit": "",
                     "series": others[MAX_SERIES_CHARTS:]})
-    out.append({"id": "throughput", "title": f"throughput ({f.token_unit}/s)", "x": "time", "unit": "tokens/s",
+    out.append({"id": "throughput", "title": f"throughput ({f.token_unit}/s)", "x": "time",
+                "unit": "tokens/s" if f.token_unit == "tokens" else "samples/s",
                 "series": ["train_tokens_per_s", "session_tokens_per_s"]})
     out.append({"id": "memory", "title": "memory", "x": "time", "unit": "bytes",
                 "series": ["rss_bytes", "cuda_allocated_bytes"]})
@@ -309,10 +337,10 @@ def build_state(f: RunFacts) -> dict[str, Any]:
     state = {
         "name": f.name, "status": f.status, "elapsed_s": round(f.elapsed_s, 1), "run_dir": f.run_dir,
         "text_line": f.text_line,
-        "progress": progress(steps=f.steps, tokens=f.tokens, budget_steps=f.budget_steps,
-                             budget_tokens=f.budget_tokens, seconds_per_step=f.seconds_per_step,
-                             train_tokens_per_s=rate, token_unit=f.token_unit, live=f.live),
-        "tiles": tiles(f),
+        "progress": f.progress_bar or progress(
+            steps=f.steps, tokens=f.tokens, budget_steps=f.budget_steps, budget_tokens=f.budget_tokens,
+            seconds_per_step=f.seconds_per_step, train_tokens_per_s=rate, token_unit=f.token_unit, live=f.live),
+        "tiles": tiles(f) + [t for t in f.extra_tiles if isinstance(t, dict)],
         "phases_s": {k: round(float(v), 3) for k, v in f.phases_s.items()},
         "charts": charts(f),
         "panels": [p for p in f.panels if isinstance(p, dict)],
