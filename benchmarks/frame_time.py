@@ -69,6 +69,10 @@ POINTS_JS = """
 () => [...document.querySelectorAll('.jp-NotebookPanel:not(.lm-mod-hidden) .trainmeter:not(.trainmeter-snapshot)'
         + ' [data-tm-chart]')].reduce((acc, el) => acc + Number(el.dataset.tmPoints || 0), 0)
 """
+SCROLL_JS = """
+() => document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden) .trainmeter:not(.trainmeter-snapshot)')
+  ?.scrollIntoView({block: 'start'})
+"""
 ERROR_JS = """
 () => [...document.querySelectorAll('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-OutputArea-output')]
   .filter((el) => el.dataset.mimeType === 'application/vnd.jupyter.error'
@@ -159,6 +163,9 @@ def make_synthetic_run(root: Path, steps: int = 1_000_000, seed: int = 0) -> Pat
     elapsed_s = steps / STEPS_PER_S
     passport.update(steps=steps, tokens=steps * TOKENS_PER_STEP, elapsed_s=elapsed_s)
     passport.setdefault("phases_s", {})["train"] = elapsed_s
+    passport["throughput"] = {"train_tokens_per_s": STEPS_PER_S * TOKENS_PER_STEP,
+                              "session_tokens_per_s": 0.97 * STEPS_PER_S * TOKENS_PER_STEP,
+                              "seconds_per_step": 1.0 / STEPS_PER_S}
     passport.setdefault("series", {})["train_loss"] = {"last": loss_at(steps), "min": 0.3, "max": 2.85,
                                                         "count": steps, "last_step": steps}
     passport_path.write_text(json.dumps(passport, indent=2))
@@ -238,6 +245,7 @@ def measure(steps: int, seconds: float, workdir: Path) -> dict[str, Any]:
             deadline = time.monotonic() + 30
             while not _prompt(page, 1).startswith("[*]") and time.monotonic() < deadline:
                 page.wait_for_timeout(50)
+            page.evaluate(SCROLL_JS)  # running the cell scrolled to it: draw with the charts on screen
             page.wait_for_timeout(300)
             result["append"] = browser_frame_time_ms(page, "append", seconds)
             result["points_appended"] = page.evaluate(POINTS_JS) - before

@@ -198,4 +198,5 @@ export interface Traits {
   state: WidgetState | null;
   history: DataView | ArrayBuffer | null;
   schema_version: number;
+  store_key?: string;
 }

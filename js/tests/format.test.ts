@@ -111,6 +111,6 @@ describe("format", () => {
     expect(formatAxis(0.25, "")).toBe("0.25");
   });
   it("formats samples per second with its own label", () => {
-    expect(formatValue(1234, "samples/s")).toBe("1.23k samples/s");
+    expect(formatValue(1234, "samples/s")).toBe("1.2k samples/s");
   });
 });

@@ -1,7 +1,8 @@
 // @vitest-environment happy-dom
 import { afterEach, describe, expect, it, vi } from "vitest";
+import { type Model, storeFor } from "../src/lifecycle";
 import type { WidgetState } from "../src/protocol";
-import widget, { type Model, storeFor } from "../src/widget";
+import widget from "../src/widget";
 import { stubCanvas } from "./canvas-stub";
 import { FakeModel } from "./fake-model";
 import { encodeFrame, frame } from "./helpers";
@@ -160,5 +161,15 @@ describe("render", () => {
     const el = document.createElement("div");
     render(model, el);
     expect(el.querySelector(".trainmeter")).not.toBeNull();
+  });
+});
+
+describe("model proxies", () => {
+  it("shares one store between proxies of the same model via store_key", () => {
+    const a = { get: (k: string) => (k === "store_key" ? "abc" : null) };
+    const b = { get: (k: string) => (k === "store_key" ? "abc" : null) };
+    const c = { get: (k: string) => (k === "store_key" ? "other" : null) };
+    expect(storeFor(a)).toBe(storeFor(b));
+    expect(storeFor(a)).not.toBe(storeFor(c));
   });
 });

@@ -10,6 +10,7 @@ imports anywidget (ipywidgets): it is imported lazily, never by ``import trainme
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -112,8 +113,10 @@ class TrainmeterWidget(anywidget.AnyWidget):
     state = traitlets.Dict().tag(sync=True)
     history = traitlets.Bytes(b"").tag(sync=True)
     schema_version = traitlets.Int(SCHEMA_VERSION).tag(sync=True)
+    store_key = traitlets.Unicode().tag(sync=True)  # per-widget id: the front end's store key
 
     def __init__(self, *, state: dict[str, Any] | None = None, history: bytes = b"", **kwargs: Any) -> None:
+        kwargs.setdefault("store_key", uuid.uuid4().hex)
         super().__init__(state=state or {"name": "run", "status": "starting"}, history=history, **kwargs)
         self._publisher: SnapshotSource | None = None
         self.snapshots_sent = 0
