@@ -134,7 +134,7 @@ export function chartOptions(
     scales: { x: { time: false }, y: { distr: spec.log_y ? 3 : 1 } },
     axes: [
       { ...axis((_u, splits) => xTicks(spec, splits)), space: spec.x === "time" ? 80 : 60 },
-      { ...axis((_u, splits) => splits.map((v) => formatAxis(v, spec.unit))), size: 60 },
+      { ...axis((_u, splits) => splits.map((v) => formatAxis(v, spec.unit))), size: yAxisSize },
     ],
     series: [
       { label: spec.x, value: (_u, v) => (v == null ? MISSING : xLabel(spec, v)) },
@@ -246,4 +246,11 @@ export function watchTheme(onChange: () => void): () => void {
     attributeFilter: ["class", "data-jp-theme-light", "data-jp-theme-name", "data-vscode-theme-kind"],
   });
   return () => observer.disconnect();
+}
+
+/** Y-axis width from its longest tick label (7 px per character plus the tick), never clipped. */
+export function yAxisSize(_u: unknown, values: string[] | null): number {
+  if (!values || values.length === 0) return 50;
+  const longest = Math.max(...values.map((v) => String(v).length));
+  return Math.max(40, 14 + 7 * longest);
 }

@@ -162,3 +162,12 @@ describe("chart panel", () => {
     restore();
   });
 });
+
+describe("y axis", () => {
+  it("grows with its longest label so labels are not clipped", async () => {
+    const { yAxisSize } = await import("../src/charts");
+    expect(yAxisSize(null, ["335 MiB", "97.7 KiB"])).toBe(14 + 7 * 8);
+    expect(yAxisSize(null, ["1", "2"])).toBe(40);
+    expect(yAxisSize(null, null)).toBe(50);
+  });
+});

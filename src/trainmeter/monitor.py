@@ -24,10 +24,10 @@ from trainmeter.clock import Clock, MonotonicClock
 from trainmeter.memory import MemoryProbe, MemoryReading
 from trainmeter.options import MonitorOptions
 from trainmeter.phases import PhaseClock
+from trainmeter.reporter import format_text, summary_line, write_interval
 from trainmeter.runlog import RunLog
 from trainmeter.scalars import ScalarReader
 from trainmeter.series import Series
-from trainmeter.textline import format_line
 from trainmeter.throughput import IntervalSummary, SessionSummary, interval_summary, session_summary
 
 _ACTIVE: Monitor | None = None
@@ -215,7 +215,7 @@ class Monitor:
         with _ACTIVE_LOCK:
             if _ACTIVE is self:
                 _ACTIVE = None
-        self._say(self.summary_line())
+        self._say(summary_line(self))
 
     # -- sources ---------------------------------------------------------------------
     def set_model(self, module: Any, token_unit: str) -> None:
@@ -369,8 +369,10 @@ class Monitor:
             fields = getattr(ext, "interval_fields", None)
             if fields is not None:
                 extra[ext.name] = self._guard(f"fields-{ext.name}", fields)
-        self._write_interval(elapsed_s, phases_s, extra)
-        self.text_line = self._format_text()
+        if self._log is not None:
+            write_interval(self, self._log, self._log_cursor, elapsed_s, phases_s, extra)
+            self._trim()
+        self.text_line = format_text(self)
         if self.text and not final:
             self._say(self.text_line)
             for warning in self.current_warnings():
@@ -381,36 +383,6 @@ class Monitor:
         self._last_report_s = self.clock()
         if resume:
             self.phases.resume_train()
-
-    def _write_interval(self, elapsed_s: float, phases_s: dict[str, float], extra: dict[str, Any]) -> None:
-        log = self._log
-        if log is None:
-            return
-        self._write_columns(log, "steps", self.step_series)
-        for series in list(self.series.values()):
-            self._write_columns(log, "series", series)
-        interval, session = self.interval, self.session
-        log.write(
-            "interval", step=self.steps, tokens=self.tokens, elapsed_s=elapsed_s, phases_s=phases_s,
-            throughput={
-                "train_tokens_per_s": interval.train_tokens_per_s if interval else None,
-                "seconds_per_step": interval.seconds_per_step if interval else None,
-                "session_tokens_per_s": session.session_tokens_per_s if session else None,
-                "window_tokens": interval.tokens if interval else 0,
-                "window_steps": interval.steps if interval else 0,
-                "window_train_s": interval.train_s if interval else 0.0,
-            },
-            memory=self.memory.to_dict() if self.memory else None, **extra,
-        )
-        log.flush()
-        self._trim()
-
-    def _write_columns(self, log: RunLog, kind: str, series: Series) -> None:
-        start = self._log_cursor.get(series.name, 0)
-        end, steps, times, values = series.read(start)
-        if steps:
-            log.write(kind, name=series.name, x=series.x_kind, step=steps, t_s=times, value=values)
-        self._log_cursor[series.name] = end
 
     def _trim(self) -> None:
         """Drop points every reader has seen; keep at most ``MAX_PENDING`` per series."""
@@ -434,37 +406,6 @@ class Monitor:
                 except Exception:
                     continue
         return out
-
-    def _format_text(self) -> str:
-        interval = self.interval
-        mem = None
-        total = None
-        if self.memory is not None:
-            cuda = self.memory.cuda or {}
-            mem = cuda.get("allocated_bytes") if cuda else self.memory.rss_bytes
-            total = cuda.get("device_total_bytes") if cuda else None
-        unit = "tok" if self.token_unit == "tokens" else "samples"
-        mfu = None
-        extra: dict[str, str] = {}
-        for ext in self.extensions:
-            if hasattr(ext, "text_fields"):
-                fields = self._guard(f"text-{ext.name}", ext.text_fields) or {}
-                mfu = fields.pop("mfu", mfu)
-                extra.update(fields)
-        return format_line(self.steps, series=self.latest(),
-                           tokens_per_s=interval.train_tokens_per_s if interval else None,
-                           token_unit=unit, mfu=mfu, mem_used_bytes=mem, mem_total_bytes=total, extra=extra)
-
-    def summary_line(self) -> str:
-        """One closing line naming the run folder."""
-        session = self.session
-        rate = session.session_tokens_per_s if session else None
-        from trainmeter.sizes import format_count
-
-        return (f"trainmeter: run {self.options.name!r} {self.status} after {self.steps} steps, "
-                f"{format_count(self.tokens)} {self.token_unit}"
-                + (f", {format_count(rate)} {self.token_unit}/s (session)" if rate else "")
-                + f"; passport in {self.run_dir}")
 
     def _write_passport(self) -> None:
         from trainmeter.passport import write_passport
