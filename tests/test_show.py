@@ -74,9 +74,9 @@ def test_replay_decimates_long_runs_and_honours_time_series_records(tmp_path):
     run_dir.mkdir()
     n = 100_000
     lines = [{"kind": "start", "name": "long", "options": {"interval_s": 10}},
-             {"kind": "series", "name": "train_loss", "step": list(range(n)), "t_s": [0.0] * n,
+             {"kind": "series", "name": "train_loss", "step": list(range(n)), "t_us": [0] * n,
               "value": [float(i % 97) for i in range(n)]},
-             {"kind": "series", "name": "gpu0.util", "x": "time", "step": [1, 1], "t_s": [0.5, 1.5],
+             {"kind": "series", "name": "gpu0.util", "x": "time", "step": [1, 1], "t_us": [500000, 1500000],
               "value": [0.2, None]}]
     (run_dir / "events.jsonl").write_text("\n".join(json.dumps(x) for x in lines) + "\n")
     state, columns, _ = display_module.replay(run_dir)

@@ -224,14 +224,17 @@ def test_lightning_logged_metrics_are_recorded(tmp_path, monkeypatch):
 
 
 @pytest.mark.heavy
-def test_real_mlflow_with_a_local_file_store_is_tapped(tmp_path):
+def test_real_mlflow_with_a_local_file_store_is_tapped(tmp_path, monkeypatch):
     mlflow = pytest.importorskip("mlflow")
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")  # MLflow 3.x keeps the file store behind this switch
     mlflow.set_tracking_uri((tmp_path / "mlruns").as_uri())
     m = _monitor(tmp_path / "runs", Taps()).start()
-    with mlflow.start_run() as run:
-        mlflow.log_metric("loss", 0.5, step=1)
-        mlflow.log_metrics({"acc": 0.9}, step=1)
-    m.finish("completed")
+    try:
+        with mlflow.start_run() as run:
+            mlflow.log_metric("loss", 0.5, step=1)
+            mlflow.log_metrics({"acc": 0.9}, step=1)
+    finally:
+        m.finish("completed")
     assert _values(m, "loss") == [0.5] and _values(m, "acc") == [0.9]
     history = mlflow.tracking.MlflowClient().get_metric_history(run.info.run_id, "loss")
     assert [(h.step, h.value) for h in history] == [(1, 0.5)]
@@ -243,9 +246,11 @@ def test_real_wandb_offline_is_tapped(tmp_path, monkeypatch):
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_SILENT", "true")
     m = _monitor(tmp_path / "runs", Taps()).start()
-    run = wandb.init(project="trainmeter-test", dir=str(tmp_path), mode="offline")
-    wandb.log({"loss": 0.5}, step=1)
-    run.log({"loss": 0.25}, step=2)
-    run.finish()
-    m.finish("completed")
+    try:
+        run = wandb.init(project="trainmeter-test", dir=str(tmp_path), mode="offline")
+        wandb.log({"loss": 0.5}, step=1)
+        run.log({"loss": 0.25}, step=2)
+        run.finish()
+    finally:
+        m.finish("completed")
     assert _values(m, "loss") == [0.5, 0.25]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 import sys
 import threading
+import time
 import warnings
 import weakref
 from collections.abc import Callable
@@ -97,6 +98,10 @@ class Monitor:
     ) -> None:
         self.options = options
         self.clock: Clock = clock or MonotonicClock()
+        # hot path: read time.perf_counter directly (no Python frame) when the clock is the real one
+        self._now: Callable[[], float] = time.perf_counter if isinstance(self.clock, MonotonicClock) else self.clock
+        self._interval_s = options.interval_s
+        self._t0_s = 0.0
         self.phases = PhaseClock(self.clock, synchronize or _cuda_synchronize())
         self.status = "starting"
         self.out = out
@@ -174,7 +179,7 @@ class Monitor:
             self._start_probes()
         for ext in self.extensions:
             self._guard(f"start-{getattr(ext, 'name', ext)}", ext.start, self)
-        self._last_report_s = self.phases.begin()
+        self._last_report_s = self._t0_s = self.phases.begin()
         self.status = "running"
         self.phases.resume_train()
         return self
@@ -248,22 +253,22 @@ class Monitor:
         self.tokens += tokens
         self._window_tokens += tokens
         self._window_steps += 1
-        now = self.clock()
-        t_s = now - (self.phases.session_start_s or now)
-        self.step_series.append(self.steps, t_s, float(tokens))
+        now = self._now()
+        t_s = now - self._t0_s
+        self.step_series.append(self.steps, t_s, tokens)
         if losses and not self._user_loss:
             self._series(LOSS_SERIES).append(self.steps, t_s, sum(losses) / len(losses))
-        if self._scalars.pending:
+        if self._scalars.queue:
             self._poll_scalars(t_s)
         if self.steps == self._at_step and self._at_step_fn is not None:
             self._guard("at-step", self._at_step_fn)
-        if now - self._last_report_s >= self.options.interval_s:
+        if now - self._last_report_s >= self._interval_s:
             self._maybe_report()
 
     def record(self, series: dict[str, Any], step: int | None = None) -> None:
         """Record named scalars at ``step`` (default: the current step) (``tm.emit``, taps)."""
-        now = self.clock()
-        t_s = now - (self.phases.session_start_s or now)
+        now = self._now()
+        t_s = now - self._t0_s
         if step is None:
             step = self.steps
         for name, value in series.items():
@@ -276,7 +281,7 @@ class Monitor:
                 continue
             if number is not None:
                 self._series(name).append(step, t_s, number)
-        if now - self._last_report_s >= self.options.interval_s:
+        if now - self._last_report_s >= self._interval_s:
             self._maybe_report()
 
     def record_at(self, name: str, t_s: float, value: float, *, x_kind: str = "time") -> None:

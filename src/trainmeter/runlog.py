@@ -42,7 +42,11 @@ class RunLog:
         if self._file is None:
             return
         record = {"schema_version": SCHEMA_VERSION, "kind": kind, **fields}
-        self._file.write(json.dumps(clean(record), separators=(",", ":")) + "\n")
+        try:  # fast path: the C encoder, refusing NaN and inf
+            line = json.dumps(record, separators=(",", ":"), allow_nan=False)
+        except ValueError:
+            line = json.dumps(clean(record), separators=(",", ":"))
+        self._file.write(line + "\n")
 
     def flush(self) -> None:
         """Flush buffered records to disk."""

@@ -21,7 +21,7 @@ class ScalarReader:
     """Turns floats and 0-d tensors into floats, deferring CUDA reads."""
 
     def __init__(self) -> None:
-        self._pending: deque[tuple[Hashable, Any, Any]] = deque()
+        self.queue: deque[tuple[Hashable, Any, Any]] = deque()  # deferred (key, host buffer, event)
         self._pool: list[Any] = []
         self.dropped = 0
 
@@ -53,8 +53,8 @@ class ScalarReader:
     def _defer(self, value: Any, key: Hashable) -> None:
         import torch
 
-        if len(self._pending) >= MAX_PENDING:
-            self._pending.popleft()
+        if len(self.queue) >= MAX_PENDING:
+            self.queue.popleft()
             self.dropped += 1
         host = None
         for i, buf in enumerate(self._pool):
@@ -66,13 +66,13 @@ class ScalarReader:
         host.copy_(value.detach().reshape(()), non_blocking=True)
         event = torch.cuda.Event()
         event.record(torch.cuda.current_stream(value.device))
-        self._pending.append((key, host, event))
+        self.queue.append((key, host, event))
 
     def poll(self) -> list[tuple[Hashable, float]]:
         """Return ``(key, value)`` for deferred reads whose copies have completed."""
         done: list[tuple[Hashable, float]] = []
-        while self._pending and self._pending[0][2].query():
-            key, host, _ = self._pending.popleft()
+        while self.queue and self.queue[0][2].query():
+            key, host, _ = self.queue.popleft()
             done.append((key, float(host)))
             if len(self._pool) < 64:
                 self._pool.append(host)
@@ -81,6 +81,6 @@ class ScalarReader:
     @property
     def pending(self) -> int:
         """Deferred reads not yet completed."""
-        return len(self._pending)
+        return len(self.queue)
 
 

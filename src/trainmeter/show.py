@@ -64,7 +64,7 @@ def replay_columns(events: list[dict[str, Any]], *, budget_points: int = DEFAULT
         kind = e.get("kind")
         if kind == "series":
             x_kind = e.get("x", "step")
-            xs = e.get("step") if x_kind == "step" else e.get("t_s")
+            xs = e.get("step") if x_kind == "step" else [t / 1e6 for t in e.get("t_us") or []]
             if xs and e.get("value"):
                 feed(str(e["name"]), x_kind, xs, e["value"])
         elif kind == "interval":
