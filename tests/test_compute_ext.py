@@ -1,6 +1,7 @@
 """FLOPs and MFU wired into a real CPU run."""
 
 import json
+import time
 
 import pytest
 
@@ -76,6 +77,9 @@ def test_widget_tiles_show_the_mfu_range_and_a_flops_budget_needs_a_convention(r
     with tm.monitor(run_dir=run_root, interval_s=0.1, peak_tflops=0.001, peak_source="test",
                     budget_flops="1e9") as m:
         train_steps(model, opt, batches)
+        time.sleep(0.15)  # past --interval: the next step reports, so MFU has a window
+        train_steps(model, opt, batches[:1])
+        assert m.reports >= 1
         state = build_state(facts_from_monitor(m))
     mfu_tile = next(t for t in state["tiles"] if t["id"] == "mfu")
     assert mfu_tile["label"] == "MFU (range over conventions)" and mfu_tile["text"].endswith("%")

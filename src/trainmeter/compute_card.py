@@ -62,6 +62,14 @@ def _flops(value: float | None) -> str:
     return "-" if value is None else f"{value:.3g}"
 
 
+def _input_text(i: Any) -> str:
+    if i.value is None:
+        return f"{i.name} missing"
+    value = f"{i.value:.6g}" if isinstance(i.value, float) else str(i.value)
+    unit = "" if i.unit in ("1", "") else f" {i.unit}"
+    return f"{i.name} = {value}{unit} ({i.provenance})"
+
+
 def render_compute_markdown(s: dict[str, Any], derivations: list[Derivation]) -> str:
     """A compute section that pastes into a Hugging Face model card."""
     hw = s["hardware"]
@@ -89,8 +97,9 @@ def render_compute_markdown(s: dict[str, Any], derivations: list[Derivation]) ->
     lines += ["", "<details><summary>Derivations</summary>", ""]
     for d in derivations:
         value = "not shown" if d.value is None else format_count(d.value) if d.unit != "fraction" else f"{d.value:.4f}"
-        inputs = "; ".join(f"{i.name} = {i.value} {i.unit} ({i.provenance})" for i in d.inputs)
-        lines.append(f"- `{d.name}` = {d.formula} = {value} {d.unit} — {inputs}"
+        value = value if d.value is None or d.unit in ("1", "fraction") else f"{value} {d.unit}"
+        inputs = "; ".join(_input_text(i) for i in d.inputs)
+        lines.append(f"- `{d.name}` = {d.formula} = {value} — {inputs}"
                      + (f" — missing: {d.missing}" if d.missing else ""))
     lines += ["", "</details>"]
     return "\n".join(lines)
