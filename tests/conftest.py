@@ -10,6 +10,17 @@ import pytest
 from trainmeter.clock import FakeClock
 
 
+@pytest.fixture(autouse=True)
+def _no_active_run_left():
+    """A test that fails mid-run must not leave its run active for the next test."""
+    yield
+    from trainmeter.monitor import active
+
+    left = active()
+    if left is not None:
+        left.finish("completed")
+
+
 @pytest.fixture
 def fake_clock() -> FakeClock:
     return FakeClock(100.0)

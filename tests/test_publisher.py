@@ -8,17 +8,9 @@ import pytest
 from trainmeter.clock import FakeClock
 from trainmeter.frame import decode_frame
 from trainmeter.memory import MemoryReading
-from trainmeter.monitor import Monitor, MonitorWarning, active
+from trainmeter.monitor import Monitor, MonitorWarning
 from trainmeter.options import make_options
 from trainmeter.publisher import MessageBudget, Publisher
-
-
-@pytest.fixture(autouse=True)
-def _no_active_run_left():
-    yield
-    left = active()
-    if left is not None:
-        left.finish("completed")
 
 
 class Recorder:

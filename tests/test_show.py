@@ -8,19 +8,13 @@ import pytest
 from trainmeter.clock import FakeClock
 from trainmeter.frame import decode_frame
 from trainmeter.memory import MemoryReading
-from trainmeter.monitor import Monitor, active
+from trainmeter.monitor import Monitor
 from trainmeter.options import make_options
 
 # the package's lazy ``display`` attribute is the function; the module is reached by name
 display_module = importlib.import_module("trainmeter.show")
 
 
-@pytest.fixture(autouse=True)
-def _no_active_run_left():
-    yield
-    left = active()
-    if left is not None:
-        left.finish("completed")
 
 
 def _saved_run(run_root, *, steps=50, finish=True):

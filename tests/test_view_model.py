@@ -6,7 +6,7 @@ import pytest
 
 from trainmeter.clock import FakeClock
 from trainmeter.memory import MemoryReading
-from trainmeter.monitor import Monitor, MonitorWarning, active
+from trainmeter.monitor import Monitor, MonitorWarning
 from trainmeter.options import make_options
 from trainmeter.runs import load
 from trainmeter.throughput import interval_summary, session_summary
@@ -19,14 +19,6 @@ from trainmeter.view_model import (
     report_points_from_record,
     summary_text,
 )
-
-
-@pytest.fixture(autouse=True)
-def _no_active_run_left():
-    yield
-    left = active()
-    if left is not None:
-        left.finish("completed")
 
 
 class _Ext:
