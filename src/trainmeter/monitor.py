@@ -24,9 +24,10 @@ from typing import Any, TextIO
 from trainmeter.clock import Clock, MonotonicClock
 from trainmeter.memory import MemoryProbe, MemoryReading
 from trainmeter.options import MonitorOptions
-from trainmeter.phases import PhaseClock
-from trainmeter.reporter import format_text, summary_line, write_interval
+from trainmeter.phases import PhaseClock, cuda_synchronize
+from trainmeter.reporter import extension_warnings, format_text, summary_line, write_interval
 from trainmeter.runlog import RunLog
+from trainmeter.runs import make_run_dir
 from trainmeter.scalars import ScalarReader
 from trainmeter.series import Series
 from trainmeter.throughput import IntervalSummary, SessionSummary, interval_summary, session_summary
@@ -45,31 +46,6 @@ class MonitorWarning(UserWarning):
 def active() -> Monitor | None:
     """Return the monitor of the run in progress, or ``None``. Any thread."""
     return _ACTIVE
-
-
-def _cuda_synchronize() -> Callable[[], None]:
-    torch = sys.modules.get("torch")
-
-    def synchronize() -> None:
-        if torch is not None and torch.cuda.is_initialized():
-            torch.cuda.synchronize()
-
-    return synchronize
-
-
-def make_run_dir(root: Path, name: str, now: datetime) -> Path:
-    """Create and return ``<root>/<UTC timestamp>-<name>`` (suffixed if taken)."""
-    stamp = now.astimezone(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    root.mkdir(parents=True, exist_ok=True)
-    candidate = root / f"{stamp}-{name}"
-    n = 2
-    while True:
-        try:
-            candidate.mkdir()
-            return candidate
-        except FileExistsError:
-            candidate = root / f"{stamp}-{name}-{n}"
-            n += 1
 
 
 class Monitor:
@@ -102,7 +78,7 @@ class Monitor:
         self._now: Callable[[], float] = time.perf_counter if isinstance(self.clock, MonotonicClock) else self.clock
         self._interval_s = options.interval_s
         self._t0_s = 0.0
-        self.phases = PhaseClock(self.clock, synchronize or _cuda_synchronize())
+        self.phases = PhaseClock(self.clock, synchronize or cuda_synchronize())
         self.status = "starting"
         self.out = out
         self.text = text
@@ -380,7 +356,7 @@ class Monitor:
         self.text_line = format_text(self)
         if self.text and not final:
             self._say(self.text_line)
-            for warning in self.current_warnings():
+            for warning in extension_warnings(self):
                 if warning not in self._said_warnings:
                     self._said_warnings.add(warning)
                     self._say(f"trainmeter warning: {warning}")
@@ -396,21 +372,6 @@ class Monitor:
             for cursor in self._readers:
                 upto = min(upto, cursor.get(series.name, 0))
             series.trim(max(upto, series.end - MAX_PENDING))
-
-    def latest(self, x_kind: str | None = "step") -> dict[str, float | None]:
-        """Last value of each series drawn against ``x_kind`` (all with ``None``)."""
-        return {name: s.stats().last for name, s in self.series.items() if x_kind is None or s.x_kind == x_kind}
-
-    def current_warnings(self) -> list[str]:
-        """Extensions' current warnings (a starving loader, a full disk, swap). Any thread."""
-        out: list[str] = []
-        for ext in self.extensions:
-            if hasattr(ext, "warnings"):
-                try:
-                    out.extend(ext.warnings())
-                except Exception:
-                    continue
-        return out
 
     def _write_passport(self) -> None:
         from trainmeter.passport import write_passport

@@ -11,6 +11,7 @@ Not thread-safe: call from the training thread.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 
 from trainmeter.clock import Clock
@@ -105,3 +106,14 @@ class PhaseClock:
         if self.session_start_s is None:
             return 0.0
         return max(0.0, now_s - self.session_start_s)
+
+
+def cuda_synchronize() -> Callable[[], None]:
+    """A CUDA sync for phase transitions: ``torch.cuda.synchronize()`` when CUDA is initialised, else nothing."""
+    torch = sys.modules.get("torch")
+
+    def synchronize() -> None:
+        if torch is not None and torch.cuda.is_initialized():
+            torch.cuda.synchronize()
+
+    return synchronize

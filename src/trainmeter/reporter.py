@@ -65,7 +65,7 @@ def format_text(m: Monitor) -> str:
             fields = m._guard(f"text-{ext.name}", ext.text_fields) or {}
             mfu = fields.pop("mfu", mfu)
             extra.update(fields)
-    return format_line(m.steps, series=m.latest(),
+    return format_line(m.steps, series=latest_values(m),
                        tokens_per_s=interval.train_tokens_per_s if interval else None,
                        token_unit=unit, mfu=mfu, mem_used_bytes=mem, mem_total_bytes=total, extra=extra)
 
@@ -77,3 +77,20 @@ def summary_line(m: Monitor) -> str:
             f"{format_count(m.tokens)} {m.token_unit}"
             + (f", {format_count(rate)} {m.token_unit}/s (session)" if rate else "")
             + f"; passport in {m.run_dir}")
+
+
+def latest_values(m: Monitor, x_kind: str | None = "step") -> dict[str, float | None]:
+    """Last value of each series drawn against ``x_kind`` (all with ``None``)."""
+    return {name: s.stats().last for name, s in m.series.items() if x_kind is None or s.x_kind == x_kind}
+
+
+def extension_warnings(m: Monitor) -> list[str]:
+    """Extensions' current warnings (a starving loader, a full disk, swap). Any thread."""
+    out: list[str] = []
+    for ext in m.extensions:
+        if hasattr(ext, "warnings"):
+            try:
+                out.extend(ext.warnings())
+            except Exception:
+                continue
+    return out

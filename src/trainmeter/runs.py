@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -82,3 +83,18 @@ def format_runs(found: list[Run]) -> str:
         p = run.passport
         lines.append(f"{run.dir}  {run.status:<11} steps={p.get('steps', '-')}  tokens={p.get('tokens', '-')}")
     return "\n".join(lines)
+
+
+def make_run_dir(root: Path, name: str, now: datetime) -> Path:
+    """Create and return ``<root>/<UTC timestamp>-<name>`` (suffixed if taken)."""
+    stamp = now.astimezone(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    root.mkdir(parents=True, exist_ok=True)
+    candidate = root / f"{stamp}-{name}"
+    n = 2
+    while True:
+        try:
+            candidate.mkdir()
+            return candidate
+        except FileExistsError:
+            candidate = root / f"{stamp}-{name}-{n}"
+            n += 1
