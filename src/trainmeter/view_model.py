@@ -284,7 +284,7 @@ def tiles(f: RunFacts) -> list[dict[str, Any]]:
          "sub": f"of {format_count(f.budget_tokens)}" if f.budget_tokens else "", "provenance": "counted"},
     ]
     rate: dict[str, Any] = {
-        "id": "throughput", "label": f"{short}/s training-only" + ("" if f.live else " (whole run)"),
+        "id": "throughput", "label": "training-only rate" + ("" if f.live else " (whole run)"),
         "value": f.train_tokens_per_s, "unit": "tokens/s" if f.token_unit == "tokens" else "samples/s",
         "provenance": "measured",
         "sub": f"session {format_count(f.session_tokens_per_s)} {short}/s", "derivation": _rate_derivation(f)}
@@ -314,7 +314,8 @@ def tiles(f: RunFacts) -> list[dict[str, Any]]:
 def charts(f: RunFacts) -> list[dict[str, Any]]:
     """Chart specs: loss (step), other step series, throughput and memory (time), then extensions'."""
     losses = list(LOSS_NAMES) + [n for n in f.step_series if "loss" in n and n not in LOSS_NAMES]
-    out: list[dict[str, Any]] = [{"id": "loss", "title": "loss", "x": "step", "unit": "", "series": losses}]
+    out: list[dict[str, Any]] = [{"id": "loss", "title": "loss", "x": "step", "unit": "", "series": losses,
+                                  "log_y": f.loss_min is not None and f.loss_min > 0}]  # early spikes stay readable
     others = [n for n in f.step_series if "loss" not in n]
     for name in others[:MAX_SERIES_CHARTS]:
         out.append({"id": f"series:{name}", "title": name, "x": "step", "unit": "", "series": [name]})

@@ -120,7 +120,8 @@ def live_run(request: pytest.FixtureRequest, servers: Any, browser: Any, noteboo
                 shots["early"] = bool(screenshot(page, f"{kind}-2-running-early"))
             if len(live) >= 2 * TRAIN_S * 1000 // (3 * SAMPLE_EVERY_MS) and not shots["late"]:
                 shots["late"] = bool(screenshot(page, f"{kind}-3-running-late"))
-            if _train_prompt_done(sample) and sample["status"] not in (None, "running", "starting"):
+            # a final status, not a transient one: the view is re-created when the snapshot is added at the end
+            if _train_prompt_done(sample) and sample["status"] in ("completed", "failed", "interrupted"):
                 break
         run.cell_s = time.monotonic() - t0
         screenshot(page, f"{kind}-4-finished")
