@@ -134,7 +134,7 @@ export function chartOptions(
     scales: { x: { time: false }, y: { distr: spec.log_y ? 3 : 1 } },
     axes: [
       { ...axis((_u, splits) => xTicks(spec, splits)), space: spec.x === "time" ? 80 : 60 },
-      { ...axis((_u, splits) => splits.map((v) => formatAxis(v, spec.unit))), size: yAxisSize },
+      { ...axis((_u, splits) => yLabels(splits, spec)), size: yAxisSize },
     ],
     series: [
       { label: spec.x, value: (_u, v) => (v == null ? MISSING : xLabel(spec, v)) },
@@ -252,5 +252,13 @@ export function watchTheme(onChange: () => void): () => void {
 export function yAxisSize(_u: unknown, values: string[] | null): number {
   if (!values || values.length === 0) return 50;
   const longest = Math.max(...values.map((v) => String(v).length));
-  return Math.max(40, 14 + 7 * longest);
+  return Math.max(40, 18 + 8 * longest);
+}
+
+/** Y tick labels; on a log scale only powers of ten are labelled (the minor ticks stay unlabelled). */
+export function yLabels(splits: number[], spec: Pick<ChartSpec, "unit" | "log_y">): string[] {
+  return splits.map((v) => {
+    if (spec.log_y && v > 0 && Math.abs(Math.log10(v) - Math.round(Math.log10(v))) > 1e-9) return "";
+    return formatAxis(v, spec.unit);
+  });
 }

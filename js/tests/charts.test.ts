@@ -166,8 +166,18 @@ describe("chart panel", () => {
 describe("y axis", () => {
   it("grows with its longest label so labels are not clipped", async () => {
     const { yAxisSize } = await import("../src/charts");
-    expect(yAxisSize(null, ["335 MiB", "97.7 KiB"])).toBe(14 + 7 * 8);
+    expect(yAxisSize(null, ["335 MiB", "97.7 KiB"])).toBe(18 + 8 * 8);
     expect(yAxisSize(null, ["1", "2"])).toBe(40);
     expect(yAxisSize(null, null)).toBe(50);
+  });
+});
+
+describe("log-scale labels", () => {
+  it("labels only powers of ten", async () => {
+    const { yLabels } = await import("../src/charts");
+    const labels = yLabels([0.001, 0.002, 0.01, 0.05, 0.1, 1], { unit: "", log_y: true });
+    expect(labels[1]).toBe("");
+    expect(labels[3]).toBe("");
+    expect(labels.filter((l) => l !== "").length).toBe(4);
   });
 });
