@@ -250,13 +250,17 @@ class Monitor:
         for name, value in series.items():
             if name == LOSS_SERIES:
                 self._user_loss = True
-            try:
-                number = self._scalars.read(value, (name, step, t_s))
-            except TypeError as exc:
-                self.warn_once(f"emit-{name}", f"tm.emit({name}=...) ignored: {exc}")
-                continue
+            if type(value) is float:
+                number: float | None = value
+            else:
+                try:
+                    number = self._scalars.read(value, (name, step, t_s))
+                except TypeError as exc:
+                    self.warn_once(f"emit-{name}", f"tm.emit({name}=...) ignored: {exc}")
+                    continue
             if number is not None:
-                self._series(name).append(step, t_s, number)
+                series_ = self.series.get(name) or self._series(name)
+                series_.append(step, t_s, number)
         if now - self._last_report_s >= self._interval_s:
             self._maybe_report()
 

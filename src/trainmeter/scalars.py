@@ -43,8 +43,9 @@ class ScalarReader:
         if value.ndim != 0 and value.numel() != 1:
             raise TypeError(f"expected a float or a 0-d tensor, got a tensor of shape {tuple(value.shape)}")
         if is_cpu:
-            # a CPU tensor: no device to wait for; detach so torch does not warn about grads
-            return float(value.detach() if value.requires_grad else value)
+            # A CPU tensor lives in host memory: reading it waits for no device (the rule against
+            # .item() in the hot path is about device syncs; CUDA tensors never take this path).
+            return float(value.item())
         if not value.is_cuda:
             return None  # other devices: no sync-free read path; leave the value out
         self._defer(value, key)
