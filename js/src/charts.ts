@@ -257,8 +257,15 @@ export function yAxisSize(_u: unknown, values: string[] | null): number {
 
 /** Y tick labels; on a log scale only powers of ten are labelled (the minor ticks stay unlabelled). */
 export function yLabels(splits: number[], spec: Pick<ChartSpec, "unit" | "log_y">): string[] {
-  return splits.map((v) => {
+  const labels = splits.map((v) => {
     if (spec.log_y && v > 0 && Math.abs(Math.log10(v) - Math.round(Math.log10(v))) > 1e-9) return "";
     return formatAxis(v, spec.unit);
   });
+  const shown = labels.filter((l) => l !== "");
+  if (new Set(shown).size === shown.length || spec.unit !== "bytes") return labels;
+  // close ticks rounded to the same text (1.3 GiB three times): one more digit, in the largest tick's unit
+  const top = Math.max(...splits.map(Math.abs));
+  const [div, unit] =
+    top >= 2 ** 30 ? [2 ** 30, "GiB"] : top >= 2 ** 20 ? [2 ** 20, "MiB"] : [2 ** 10, "KiB"];
+  return splits.map((v, i) => (labels[i] === "" ? "" : `${(v / div).toFixed(2)} ${unit}`));
 }

@@ -181,3 +181,13 @@ describe("log-scale labels", () => {
     expect(labels.filter((l) => l !== "").length).toBe(4);
   });
 });
+
+describe("close byte ticks", () => {
+  it("gain a digit instead of repeating the same label", async () => {
+    const { yLabels } = await import("../src/charts");
+    const g = 2 ** 30;
+    const labels = yLabels([1.3 * g, 1.32 * g, 1.34 * g], { unit: "bytes" });
+    expect(new Set(labels).size).toBe(3);
+    expect(labels[0]).toBe("1.30 GiB");
+  });
+});
