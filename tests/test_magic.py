@@ -35,7 +35,8 @@ def test_training_cell_is_monitored(ip, in_tmp):
     [("--budget-tokens 20Q", "'20Q'"), ("--interval -1", "--interval"), ("--bogus 3", "--bogus"),
      ("--budget-tokens 1B --budget-steps 3", "not allowed with"), ("--convention foo", "foo"),
      ("--peak-tflops -1 --peak-source x", "--peak-tflops"), ("--budget-flops abc", "--budget-flops"),
-     ("--peak-tflops 900", "--peak-source")],
+     ("--peak-tflops 900", "--peak-source"), ("--gpus foo", "--gpus"),
+     ("--memory-snapshot-step 0", "--memory-snapshot-step")],
 )
 def test_bad_flag_errors_before_anything_runs_or_a_folder_exists(ip, in_tmp, flags, needle):
     ip.user_ns["ran"] = False
