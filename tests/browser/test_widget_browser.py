@@ -124,6 +124,14 @@ def live_run(request: pytest.FixtureRequest, servers: Any, browser: Any, noteboo
             if _train_prompt_done(sample) and sample["status"] in ("completed", "failed", "interrupted"):
                 break
         run.cell_s = time.monotonic() - t0
+        for _ in range(20):  # the view is re-created at the end: let its charts draw before the final read
+            last = run.samples[-1] if run.samples else None
+            if last is not None and last["points"].get("loss", 0) > 0:
+                break
+            page.wait_for_timeout(SAMPLE_EVERY_MS)
+            sample = read_page(page)
+            if sample is not None:
+                run.samples.append(sample)
         screenshot(page, f"{kind}-4-finished")
         run.saved = save_notebook(page, server, nb_name, _saved_with_snapshot)
         run.saved_bytes = (notebook_root / nb_name).stat().st_size
