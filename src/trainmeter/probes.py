@@ -232,7 +232,10 @@ class TorchProbes:
             self.autocast_dtype = None
 
     def release_example(self) -> None:
-        """Drop the kept batch."""
+        """Drop the kept batch (after the FLOP count).
+
+        An empty example, not ``None``, so the forward wrapper does not capture another.
+        """
         self.example = None if self.example is None else ((), {})
 
     def _on_backward(self, tensor: Any) -> None:
