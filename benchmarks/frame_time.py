@@ -82,11 +82,11 @@ ERROR_JS = """
 SHOW_CELL = """\
 import json, math, time
 try:
-    from trainmeter.show import replay
+    from trainmeter.widget.show import replay
 except ImportError:  # older layout
     from trainmeter.display import replay
-from trainmeter.frame import SeriesColumns, encode_frame
-from trainmeter.widget import TrainmeterWidget
+from trainmeter.widget.frame import SeriesColumns, encode_frame
+from trainmeter.widget.widget import TrainmeterWidget
 state, columns, history = replay({run_dir!r})
 w = TrainmeterWidget(state=state, history=history)
 print(json.dumps({{"series": len(columns), "points": sum(len(c.xs) for c in columns), "history_bytes": len(history)}}))

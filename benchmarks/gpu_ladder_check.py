@@ -24,7 +24,7 @@ from pathlib import Path
 def main() -> int:
     import torch
 
-    from trainmeter.clock import MonotonicClock
+    from trainmeter.core.clock import MonotonicClock
     from trainmeter.gpu.ladder import build_ladder
     from trainmeter.gpu.sampler import GpuSampler
 

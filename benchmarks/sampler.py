@@ -14,7 +14,7 @@ import argparse
 import threading
 import time
 
-from trainmeter.clock import MonotonicClock
+from trainmeter.core.clock import MonotonicClock
 from trainmeter.gpu.fake import FakeNvml
 from trainmeter.gpu.sampler import GpuSampler
 

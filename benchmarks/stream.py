@@ -1,6 +1,6 @@
 """Bytes sent to the browser by the widget publisher for synthetic runs (issue 3).
 
-A real :class:`~trainmeter.monitor.Monitor` on a fake clock (no sleeping) trains
+A real :class:`~trainmeter.core.monitor.Monitor` on a fake clock (no sleeping) trains
 N steps with a loss every step and a validation loss every 500 steps; the
 publisher ticks every 0.25 s of fake time into a counting stand-in for the
 widget. Payload bytes are counted as the publisher sends them (frame bytes,
@@ -31,12 +31,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from trainmeter.clock import FakeClock
-from trainmeter.frame import decode_frame
-from trainmeter.memory import MemoryReading
-from trainmeter.monitor import Monitor
+from trainmeter.core.clock import FakeClock
+from trainmeter.core.memory import MemoryReading
+from trainmeter.extensions import make_monitor
 from trainmeter.options import make_options
-from trainmeter.publisher import Publisher
+from trainmeter.widget.frame import decode_frame
+from trainmeter.widget.publisher import Publisher
 
 TICK_S = 0.25
 
@@ -76,7 +76,7 @@ class CountingWidget:
 def run(steps: int, steps_per_s: float, root: Path) -> dict[str, Any]:
     """One synthetic run; returns its stream figures."""
     clock = FakeClock(0.0)
-    m = Monitor(make_options(run_dir=root, name=f"stream{steps}", interval_s=10.0), clock=clock, text=False,
+    m = make_monitor(make_options(run_dir=root, name=f"stream{steps}", interval_s=10.0), clock=clock, text=False,
                 probes=False, out=io.StringIO())
     m.start()
     m._memory_probe.sample = lambda: MemoryReading(rss_bytes=2 * 10**9, rss_peak_bytes=2 * 10**9)

@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from trainmeter.clock import FakeClock
+from trainmeter.core.clock import FakeClock
 
 
 @pytest.fixture(autouse=True)
 def _no_active_run_left():
     """A test that fails mid-run must not leave its run active for the next test."""
     yield
-    from trainmeter.monitor import active
+    from trainmeter.core.monitor import active
 
     left = active()
     if left is not None:

@@ -5,7 +5,7 @@ import json
 import pytest
 
 import trainmeter as tm
-from trainmeter.monitor import active
+from trainmeter.core.monitor import active
 
 
 def _passport(m):

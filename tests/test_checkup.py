@@ -6,7 +6,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from trainmeter.checkup import Check, doctor, format_doctor
-from trainmeter.clock import FakeClock
+from trainmeter.core.clock import FakeClock
 from trainmeter.gpu.backend import REASON_LIBRARY_NOT_FOUND, REASON_PYNVML_MISSING, GpuBackendResult
 from trainmeter.gpu.fake import FakeNvml, open_fake
 

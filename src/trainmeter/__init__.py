@@ -11,7 +11,7 @@ from typing import Any
 
 from trainmeter._version import __version__
 from trainmeter.api import emit, monitor, phase
-from trainmeter.runs import Run, load, runs
+from trainmeter.record.runs import Run, load, runs
 
 __all__ = [
     "Run",
@@ -29,11 +29,11 @@ __all__ = [
 ]
 
 _LAZY = {
-    "flops_per_token": ("trainmeter.flops", "flops_per_token"),
-    "peak_flops": ("trainmeter.peaks", "peak_flops"),
+    "flops_per_token": ("trainmeter.compute.flops", "flops_per_token"),
+    "peak_flops": ("trainmeter.compute.peaks", "peak_flops"),
     "doctor": ("trainmeter.checkup", "doctor"),
-    "display": ("trainmeter.show", "display"),
-    "TrainmeterWidget": ("trainmeter.widget", "TrainmeterWidget"),
+    "display": ("trainmeter.widget.show", "display"),
+    "TrainmeterWidget": ("trainmeter.widget.widget", "TrainmeterWidget"),
 }
 
 

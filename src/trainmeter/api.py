@@ -6,8 +6,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from trainmeter import monitor as _monitor_module
-from trainmeter.monitor import _PHASE_NAME, Monitor
+from trainmeter.core import monitor as _monitor_module
+from trainmeter.core.monitor import _PHASE_NAME, Monitor
 from trainmeter.options import make_options
 
 RESERVED_PHASES = ("train",)
@@ -82,9 +82,9 @@ def monitor(*, name: str | None = None, budget_tokens: Any = None, budget_steps:
     options = make_options(name=name, budget_tokens=budget_tokens, budget_steps=budget_steps,
                            budget_flops=budget_flops, run_dir=run_dir, interval_s=interval_s,
                            widget=widget, **flags)
-    from trainmeter.extensions import default_extensions
+    from trainmeter.extensions import default_extensions, make_monitor
 
-    m = Monitor(options, extensions=default_extensions(options))
+    m = make_monitor(options, extensions=default_extensions(options))
     with run_monitored(m, model=model):
         yield m
 

@@ -1,24 +1,50 @@
-"""Which extensions a run gets, from its options."""
+"""The wiring: which wings a run gets, and the monitor assembled with them.
+
+The core (``trainmeter.core``) imports no wing; this module hands it its record
+sink, its CUDA allocator reader and its extensions.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
+from trainmeter.core.monitor import Monitor
 from trainmeter.options import MonitorOptions
 
 
 def default_extensions(options: MonitorOptions) -> list[Any]:
     """Return the sources and sinks a run gets besides the core (never raises)."""
     out: list[Any] = []
-    from trainmeter.compute_ext import ComputeExtension
+    from trainmeter.compute.extension import ComputeExtension
 
     out.append(ComputeExtension())
-    from trainmeter.gpu_ext import GpuExtension
+    from trainmeter.gpu.extension import GpuExtension
 
     out.append(GpuExtension())
-    from trainmeter.node import NodeSampler
-    from trainmeter.taps import Taps
-    from trainmeter.timesplit import TimeSplit
+    from trainmeter.host.extension import NodeSampler
+    from trainmeter.taps.extension import Taps
+    from trainmeter.timesplit.extension import TimeSplit
 
     out += [TimeSplit(), NodeSampler(), Taps(enabled=options.tap)]
     return out
+
+
+def _cuda_memory() -> Any:
+    from trainmeter.gpu.cuda_memory import CudaMemoryMonitor
+
+    return CudaMemoryMonitor()
+
+
+def make_monitor(options: MonitorOptions, **kwargs: Any) -> Monitor:
+    """A :class:`Monitor` wired to the record wing (run folder, log, text line, passport).
+
+    Keyword arguments go to :class:`Monitor` (``clock``, ``text``, ``probes``,
+    ``extensions``, ``out``, ...); ``record`` and ``cuda_memory`` default to the
+    record wing's :class:`~trainmeter.record.recorder.RunRecorder` and the GPU
+    wing's allocator reader.
+    """
+    from trainmeter.record.recorder import RunRecorder
+
+    kwargs.setdefault("record", RunRecorder())
+    kwargs.setdefault("cuda_memory", _cuda_memory)
+    return Monitor(options, **kwargs)

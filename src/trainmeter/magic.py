@@ -90,7 +90,7 @@ class TrainmeterMagics(Magics):
         words = shlex.split(line)
         verb = words[0] if words else "help"
         if verb == "runs":
-            from trainmeter.runs import format_runs, runs
+            from trainmeter.record.runs import format_runs, runs
 
             root = words[2] if len(words) >= 3 and words[1] == "--dir" else None
             print(format_runs(runs(root)))
@@ -113,7 +113,6 @@ def run_cell(shell: Any, cell: str, options: MonitorOptions) -> Any:
     """Run ``cell`` in the user's namespace under a monitor; return its last expression's value."""
     __tracebackhide__ = True  # noqa: F841
     from trainmeter.api import run_monitored
-    from trainmeter.monitor import Monitor
 
     code = shell.transform_cell(cell)
     tree = shell.compile.ast_parse(code)
@@ -124,9 +123,9 @@ def run_cell(shell: Any, cell: str, options: MonitorOptions) -> Any:
     body = shell.compile(tree, filename, "exec")
     tail = shell.compile(last, filename, "eval") if last is not None else None
     show_widget = options.widget and _in_notebook(shell)
-    from trainmeter.extensions import default_extensions
+    from trainmeter.extensions import default_extensions, make_monitor
 
-    monitor = Monitor(options, text=not show_widget, extensions=default_extensions(options))
+    monitor = make_monitor(options, text=not show_widget, extensions=default_extensions(options))
     sinks = []
     if show_widget:
         sinks = _widget_sinks(monitor)
@@ -143,7 +142,7 @@ def run_cell(shell: Any, cell: str, options: MonitorOptions) -> Any:
 
 def _widget_sinks(monitor: Any) -> list[Any]:
     try:
-        from trainmeter.publisher import attach_widget
+        from trainmeter.widget.publisher import attach_widget
     except ImportError:
         return []
     try:

@@ -176,7 +176,7 @@ def _peak(peak_tflops: Any, peak_source: str | None) -> float | None:
 def _convention(convention: str | None) -> str | None:
     if convention is None:
         return None
-    from trainmeter.flops import validate_convention
+    from trainmeter.compute.flops import validate_convention
 
     return validate_convention(convention)
 

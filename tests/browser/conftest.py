@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from tests.browser.jupyter_harness import (
     ARTIFACTS,
     VIEWPORT,

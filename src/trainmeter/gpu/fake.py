@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from trainmeter.clock import Clock
+from trainmeter.core.clock import Clock
 from trainmeter.gpu.backend import (
     GPM_FIELDS,
     REASON_DRIVER_NOT_LOADED,

@@ -2,7 +2,7 @@
 
 Each rung is a 0-1 fraction with its source. Beside it: OFU (an estimate from tensor
 activity and clocks), DRAM bandwidth utilization and the achieved arithmetic intensity,
-each a :class:`~trainmeter.provenance.Derivation`. One sentence names the rung where
+each a :class:`~trainmeter.core.provenance.Derivation`. One sentence names the rung where
 utilization falls off and the likely cause.
 
 Typical order (not an invariant): GPU-Util >= SM activity >= tensor activity; MFU is
@@ -43,7 +43,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from trainmeter.provenance import Derivation, Input, Provenance
+from trainmeter.core.provenance import Derivation, Input, Provenance
 
 GPU_UTIL_LOW = 0.70
 SM_ACTIVITY_LOW = 0.50

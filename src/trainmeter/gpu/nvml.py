@@ -21,7 +21,7 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from trainmeter.clock import Clock, MonotonicClock
+from trainmeter.core.clock import Clock, MonotonicClock
 from trainmeter.gpu.backend import (
     REASON_DRIVER_NOT_LOADED,
     REASON_GPM_DRIVER_TOO_OLD,

@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from trainmeter.clock import Clock
+from trainmeter.core.clock import Clock
 from trainmeter.gpu.averages import Accumulator, GpuAverages
 from trainmeter.gpu.backend import (
     GpuBackend,

@@ -24,8 +24,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from trainmeter.core.provenance import Provenance
 from trainmeter.gpu.backend import GpuDeviceInfo
-from trainmeter.provenance import Provenance
 
 _UUID_RE = re.compile(r"^GPU-[0-9a-fA-F-]{4,}$")
 VALID_GPUS_TEXT = "valid: 'all', device indices such as '0,1', or UUIDs such as 'GPU-8f1c2d3e-...'"

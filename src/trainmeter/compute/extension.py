@@ -1,0 +1,260 @@
+"""The compute extension: FLOPs per token, MFU, FLOPs spent and required, progress and ETA.
+
+Reads the trained model once it is known (after the first optimizer step): its
+shape (config or introspection, overridden by declared flags), the sequence
+length from the batch, one step counted with FlopCounterMode on the meta
+device, and the dense peak for the device and dtype. Every figure is a
+:class:`~trainmeter.core.provenance.Derivation`; a figure whose input is missing has
+``value`` None and says which input would enable it. Runs on the training
+thread inside reports (its one-time count is credited to ``reporting``).
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from trainmeter.core.provenance import Derivation, Input
+
+if TYPE_CHECKING:
+    from trainmeter.core.monitor import Monitor
+
+
+class ComputeExtension:
+    """FLOPs and MFU for one run (name ``compute``)."""
+
+    name = "compute"
+
+    def __init__(self) -> None:
+        self._m: Monitor | None = None
+        self.fpt: dict[str, Derivation] = {}
+        self.counted: Derivation | None = None
+        self.peak: Any = None
+        self.peak_missing: str | None = None
+        self.device_name: str | None = None
+        self.dtype: str | None = None
+        self._ready = False
+        self.derived: dict[str, Derivation] = {}
+
+    def start(self, monitor: Monitor) -> None:
+        """Remember the run; a declared peak is parsed now."""
+        self._m = monitor
+        o = monitor.options
+        if o.peak_tflops is not None:
+            from trainmeter.compute.mfu import parse_peak_args
+
+            self.peak = parse_peak_args(o.peak_tflops, o.peak_source)
+
+    def stop(self) -> None:
+        """Read the model if no report did yet (short runs)."""
+        if self._m is not None and not self._ready:
+            self._prepare()
+
+    # -- one-time model read -------------------------------------------------------
+    def _prepare(self) -> None:
+        m = self._m
+        model = m.model_ref() if m is not None and m.model_ref is not None else None
+        if m is None or model is None:
+            return
+        self._ready = True
+        from trainmeter.compute.flops import flops_per_token, override_shape, shape_from_module
+
+        o = m.options
+        probes = m.probes
+        shape = shape_from_module(model)
+        seq = self._seq_len(probes)
+        if seq is not None and o.seq_len is None:
+            shape = shape.with_value("seq_len", seq, "detected", "batch shape (dim 1 of the token ids)")
+        shape = override_shape(shape, layers=o.layers, d_model=o.d_model, seq_len=o.seq_len, vocab=o.vocab)
+        result = flops_per_token(shape, o.convention)
+        self.fpt = {o.convention: result} if isinstance(result, Derivation) and o.convention else dict(result)
+        self._count(model, probes)
+        self._detect_device(model, probes)
+
+    @staticmethod
+    def _seq_len(probes: Any) -> int | None:
+        example = getattr(probes, "example", None)
+        if not example:
+            return None
+        from trainmeter.core.batch import _first_tensor
+
+        tensor = _first_tensor(example[1]) if example[1] else None
+        if tensor is None:
+            tensor = _first_tensor(example[0])
+        if tensor is None or tensor.is_floating_point() or len(tensor.shape) < 2:
+            return None
+        return int(tensor.shape[1])
+
+    def _count(self, model: Any, probes: Any) -> None:
+        example = getattr(probes, "example", None)
+        if not example or not example[0] and not example[1]:
+            return
+        from trainmeter.compute.flop_count import counted_flops_per_token
+
+        on_cpu = all(p.device.type == "cpu" for p in model.parameters())
+        probes.paused = True  # our own forward/backward must not count as training
+        try:
+            counted = counted_flops_per_token(model, example[0], example[1], method="auto" if on_cpu else "meta")
+        finally:
+            probes.paused = False
+        self.counted = counted.derivation()
+        probes.release_example()
+
+    def _detect_device(self, model: Any, probes: Any) -> None:
+        from trainmeter.compute.peaks import normalize_dtype, peak_flops, why_no_peak
+
+        param = next(iter(model.parameters()), None)
+        dtype = getattr(probes, "autocast_dtype", None) or (str(param.dtype) if param is not None else None)
+        try:
+            self.dtype = normalize_dtype(dtype) if dtype else None
+        except ValueError:
+            self.dtype = None
+        if param is not None and param.device.type == "cuda":
+            torch = sys.modules["torch"]
+            self.device_name = torch.cuda.get_device_name(param.device)
+        if self.peak is not None:
+            return  # declared
+        if self.device_name is None:
+            self.peak_missing = ("the model is on the CPU: there is no dense datasheet peak to divide by; "
+                                 "pass --peak-tflops X --peak-source TEXT to declare one")
+            return
+        if self.dtype is None:
+            self.peak_missing = f"dtype {dtype} has no tensor-core peak; pass --peak-tflops X --peak-source TEXT"
+            return
+        self.peak = peak_flops(self.device_name, self.dtype)
+        if self.peak is None:
+            self.peak_missing = why_no_peak(self.device_name, self.dtype)
+
+    # -- per report ----------------------------------------------------------------------
+    def _chosen(self) -> Derivation | None:
+        if not self.fpt:
+            return None
+        conv = self._m.options.convention if self._m is not None else None
+        if conv is not None:
+            return self.fpt.get(conv)
+        return None
+
+    def _update(self, whole_run: bool = False) -> None:
+        """Recompute every figure: at a report over its window, at the end over the whole run."""
+        m = self._m
+        if m is None:
+            return
+        from trainmeter.compute.mfu import flops_spent, mfu
+        from trainmeter.core.throughput import ratio
+
+        out: dict[str, Derivation] = {}
+        if whole_run:
+            train_tps = ratio(m.tokens, m.phases.totals_s.get("train", 0.0))
+            session_tps = ratio(m.tokens, m.elapsed_s())
+        else:
+            interval, session = m.interval, m.session
+            train_tps = interval.train_tokens_per_s if interval else None
+            session_tps = session.session_tokens_per_s if session else None
+        per_conv = dict(self.fpt)
+        if self.counted is not None:
+            per_conv["counted"] = self.counted
+        for conv, f in per_conv.items():
+            out[f"mfu[{conv}]"] = mfu(f, train_tps, 1, self.peak, peak_missing=self.peak_missing)
+            out[f"mfu.session[{conv}]"] = mfu(f, session_tps, 1, self.peak, pace="session",
+                                              peak_missing=self.peak_missing)
+            out[f"flops_spent[{conv}]"] = flops_spent(f, m.tokens)
+        out.update(self._budget(m.steps, m.tokens, train_tps, session_tps, per_conv))
+        self.derived = {name: replace(d, name=name) for name, d in out.items()}
+
+    def _view(self) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+        from trainmeter.compute.card import compute_section
+
+        section = compute_section(self)
+        derivations = {d.name: d.to_dict() for d in self.derivations()}
+        return section, derivations
+
+    def tiles(self) -> list[dict[str, Any]]:
+        """MFU and FLOPs tiles for the widget (publisher thread; reads only)."""
+        from trainmeter.compute.card import compute_tiles
+
+        return compute_tiles(*self._view())
+
+    def progress_bar(self) -> dict[str, Any] | None:
+        """The header's progress bar, live: the current step and tokens at the last window's pace."""
+        from trainmeter.compute.card import progress_bar
+
+        m = self._m
+        if m is None:
+            return None
+        interval, session = m.interval, m.session
+        figures = self._budget(m.steps, m.tokens, interval.train_tokens_per_s if interval else None,
+                               session.session_tokens_per_s if session else None, {})
+        return progress_bar({}, {name: d.to_dict() for name, d in figures.items()})
+
+    def text_fields(self) -> dict[str, Any]:
+        """``mfu`` (chosen convention only) and progress for the text line."""
+        out: dict[str, Any] = {}
+        conv = self._m.options.convention if self._m is not None else None
+        d = self.derived.get(f"mfu[{conv}]") if conv else None
+        if d is not None and d.value is not None:
+            out["mfu"] = d.value
+        prog = self.derived.get("progress")
+        if prog is not None and prog.value is not None:
+            out["progress"] = f"{prog.value * 100:.1f}%"
+        return out
+
+    def _budget(self, steps: int, tokens: int, train_tps: float | None, session_tps: float | None,
+                per_conv: dict[str, Derivation]) -> dict[str, Derivation]:
+        """Progress, budget in tokens, ETA at both paces and FLOPs required (pure in its inputs)."""
+        from trainmeter.compute.mfu import budget_tokens, eta_s, flops_required, progress
+
+        m = self._m
+        assert m is not None
+        out: dict[str, Derivation] = {}
+        o = m.options
+        chosen = self._chosen()
+        if o.budget_steps is not None:
+            steps_in = Input(name="steps", value=steps, unit="1", provenance="counted", source="optimizer steps")
+            budget_in = Input(name="budget_steps", value=o.budget_steps, unit="1", provenance="declared",
+                              source="--budget-steps")
+            out["progress"] = Derivation(name="progress", formula="min(1, steps / budget_steps)",
+                                         value=min(1.0, steps / o.budget_steps), unit="fraction",
+                                         inputs=(steps_in, budget_in))
+            tps = tokens / steps if steps else None
+            budget = budget_tokens(steps=o.budget_steps, tokens_per_step=tps)
+        elif o.budget_tokens is not None:
+            budget = budget_tokens(tokens=o.budget_tokens)
+            out["progress"] = progress(tokens, budget)
+        elif o.budget_flops is not None:
+            budget = budget_tokens(chosen, flops=o.budget_flops)
+            if chosen is None:  # FLOPs per token differ by convention: do not pick one silently
+                budget = replace(budget, missing="a FLOPs budget needs --convention to convert FLOPs to tokens")
+            out["progress"] = progress(tokens, budget)
+        else:
+            budget = None
+        if budget is not None:
+            out["budget_tokens"] = budget
+            out["eta_s"] = eta_s(tokens, budget, train_tps)
+            out["eta_s.session"] = eta_s(tokens, budget, session_tps, pace="session")
+            for conv, f in per_conv.items():
+                if o.budget_flops is not None:
+                    out[f"flops_required[{conv}]"] = flops_required(f, flops=o.budget_flops)
+                else:
+                    out[f"flops_required[{conv}]"] = flops_required(f, tokens=budget)
+        return out
+
+    def interval_fields(self) -> dict[str, Any]:
+        """FLOPs per token, MFU and progress for the run log's interval record."""
+        if not self._ready:
+            self._prepare()
+        self._update()
+        return {name: d.value for name, d in self.derived.items()}
+
+    def passport_section(self) -> dict[str, Any]:
+        """The passport's ``compute`` section (see docs/spec.md)."""
+        from trainmeter.compute.card import compute_section
+
+        self._update(whole_run=True)  # the passport holds whole-run figures
+        return compute_section(self)
+
+    def derivations(self) -> list[Derivation]:
+        """Every compute derivation, for the passport's top-level ``derivations``."""
+        from trainmeter.compute.card import all_derivations
+
+        return all_derivations(self)

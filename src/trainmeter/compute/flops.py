@@ -1,0 +1,201 @@
+"""Training FLOPs per token under named conventions, with the inputs' provenance.
+
+Symbols: N = trainable parameters (MoE: the active ones, top-k plus shared
+experts plus everything dense), E = input embedding tables used only as
+lookups (token table unless tied to the head, learned positions), L layers,
+d width, S sequence length. All figures are per token, forward plus backward.
+
+| convention | formula | attributed to |
+|---|---|---|
+| ``hf`` | 6 (N - E) | Hugging Face Trainer ``total_flos`` (no attention term) |
+| ``megatron`` | 6 (N - E) + 6 L d S | Megatron-LM (attention scores and values, causal half) |
+| ``titan`` | 6 (N - E) + 12 L d S | TorchTitan and nanochat (alias ``nanochat``; full square) |
+| ``embeddings`` | 6 N + 12 L d S | embedding tables counted as matmuls |
+
+``counted`` (one real step under ``FlopCounterMode``) lives in
+:mod:`trainmeter.compute.flop_count`. This module never imports torch at module level;
+introspecting a module imports it lazily. All functions are pure and thread-safe.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from trainmeter.compute.model_shape import SHAPE_FIELDS, FieldSource, ModelShape, override_shape
+from trainmeter.compute.shape_config import shape_from_config
+from trainmeter.compute.shape_module import shape_from_module
+from trainmeter.core.provenance import Derivation, Input
+
+__all__ = [
+    "CONVENTIONS",
+    "CONVENTION_ALIASES",
+    "DESCRIPTIONS",
+    "FORMULAS",
+    "FieldSource",
+    "ModelShape",
+    "SHAPE_FIELDS",
+    "as_shape",
+    "flops_per_token",
+    "flops_range",
+    "override_shape",
+    "shape_from_config",
+    "shape_from_module",
+    "shape_inputs",
+    "validate_convention",
+]
+
+CONVENTIONS: tuple[str, ...] = ("hf", "megatron", "titan", "embeddings")
+"""The analytic conventions, in increasing order of FLOPs for a usual decoder."""
+
+CONVENTION_ALIASES: dict[str, str] = {"nanochat": "titan", "torchtitan": "titan", "all_params": "embeddings"}
+"""Other accepted names and the convention each means."""
+
+FORMULAS: dict[str, str] = {
+    "hf": "6 * (N - E)",
+    "megatron": "6 * (N - E) + 6 * L * d * S",
+    "titan": "6 * (N - E) + 12 * L * d * S",
+    "embeddings": "6 * N + 12 * L * d * S",
+}
+"""Formula of each convention over the symbols N, E, L, d, S."""
+
+DESCRIPTIONS: dict[str, str] = {
+    "hf": "Hugging Face Trainer count: 6 per non-embedding parameter, no attention term",
+    "megatron": "Megatron-LM: adds attention scores and values with the causal half",
+    "titan": "TorchTitan and nanochat: adds attention scores and values over the full square",
+    "embeddings": "embedding tables counted as matmuls, full-square attention",
+}
+"""One line per convention, for the UI and the passport."""
+
+_ATTENTION_FACTOR = {"hf": 0, "megatron": 6, "titan": 12, "embeddings": 12}
+
+
+def validate_convention(name: str) -> str:
+    """Return the canonical convention for ``name`` (case-insensitive, aliases resolved).
+
+    Raises:
+        ValueError: ``name`` is not a convention; the message names it and lists the valid ones.
+    """
+    key = str(name).strip().lower()
+    if key in CONVENTIONS:
+        return key
+    if key in CONVENTION_ALIASES:
+        return CONVENTION_ALIASES[key]
+    aliases = ", ".join(f"{a} (= {c})" for a, c in CONVENTION_ALIASES.items())
+    raise ValueError(f"unknown FLOPs convention {name!r}; valid: {', '.join(CONVENTIONS)}; aliases: {aliases}")
+
+
+def as_shape(model_or_shape: Any) -> ModelShape:
+    """Return a :class:`ModelShape` for a shape, a ``torch.nn.Module`` or a Hugging Face style config.
+
+    Raises:
+        TypeError: ``model_or_shape`` is none of these.
+    """
+    if isinstance(model_or_shape, ModelShape):
+        return model_or_shape
+    if hasattr(model_or_shape, "named_parameters") and hasattr(model_or_shape, "modules"):
+        return shape_from_module(model_or_shape)
+    if isinstance(model_or_shape, Mapping) or hasattr(model_or_shape, "to_dict") or hasattr(model_or_shape, "__dict__"):
+        return shape_from_config(model_or_shape)
+    raise TypeError(f"expected a ModelShape, a torch.nn.Module or a config, got {type(model_or_shape).__name__}")
+
+
+def _missing_text(shape: ModelShape, symbols: list[str]) -> str:
+    """Name what would enable a derivation whose ``symbols`` are unknown."""
+    flags = {"L": "--layers N", "d": "--d-model D", "S": "--seq-len S"}
+    parts = [flags[s] for s in symbols if s in flags]
+    text = []
+    if "N" in symbols or "N_active" in symbols:
+        if shape.is_moe:
+            text.append("active parameters of this mixture-of-experts model unknown (top-k experts not read)")
+        else:
+            text.append("parameter count N unknown (pass the model, or a config of a known layout)")
+    if "E" in symbols:
+        text.append("embedding parameter count E unknown")
+    if parts:
+        text.append("declare " + " ".join(parts))
+    return "; ".join(text)
+
+
+def _derive(shape: ModelShape, convention: str) -> Derivation:
+    """Return the :class:`Derivation` of FLOPs per token for one canonical convention."""
+    moe = shape.is_moe
+    n_symbol = "N_active" if moe else "N"
+    n_field = "n_active_params" if moe else "n_params"
+    if not moe and shape.n_params is None and shape.n_active_params is not None:
+        n_field = "n_active_params"
+    n_input = shape.as_input(n_field, n_symbol, "params")
+    formula = FORMULAS[convention].replace("N", n_symbol) if moe else FORMULAS[convention]
+    inputs = [n_input]
+    if convention != "embeddings":
+        inputs.append(shape.as_input("n_embedding_params", "E", "params"))
+    factor = _ATTENTION_FACTOR[convention]
+    if factor:
+        inputs += [
+            shape.as_input("layers", "L", "1"),
+            shape.as_input("d_model", "d", "1"),
+            shape.as_input("seq_len", "S", "tokens"),
+        ]
+    missing = [i.name for i in inputs if i.value is None]
+    name = f"flops_per_token.{convention}"
+    if missing:
+        return Derivation(
+            name=name,
+            formula=formula,
+            value=None,
+            unit="FLOP/token",
+            inputs=tuple(inputs),
+            missing=_missing_text(shape, missing),
+        )
+    values: dict[str, int] = {i.name: int(i.value) for i in inputs}  # type: ignore[arg-type]
+    n = values[n_symbol]
+    dense = 6 * n if convention == "embeddings" else 6 * (n - values["E"])
+    attention = factor * values["L"] * values["d"] * values["S"] if factor else 0
+    return Derivation(
+        name=name, formula=formula, value=float(dense + attention), unit="FLOP/token", inputs=tuple(inputs)
+    )
+
+
+def flops_per_token(
+    model_or_shape: Any, convention: str | None = None, seq_len: int | None = None
+) -> Derivation | dict[str, Derivation]:
+    """Training FLOPs per token (forward plus backward) under a named convention.
+
+    Args:
+        model_or_shape: A :class:`ModelShape`, a ``torch.nn.Module`` (read by
+            :func:`shape_from_module`; meta device fine) or a Hugging Face style config.
+        convention: One of :data:`CONVENTIONS` or an alias; ``None`` gives every
+            convention (the range to show when the user picked none).
+        seq_len: S in tokens; recorded as ``declared`` (pass a shape whose
+            ``seq_len`` has another provenance, e.g. ``detected`` from the batch, instead).
+
+    Returns:
+        A :class:`Derivation` named ``flops_per_token.<convention>`` (value in
+        FLOP/token, ``None`` with ``missing`` text when an input is unknown), or
+        with ``convention=None`` a dict convention -> Derivation in :data:`CONVENTIONS` order.
+
+    Raises:
+        ValueError: Unknown convention or a non-positive ``seq_len``.
+        TypeError: ``model_or_shape`` is not a shape, module or config.
+    """
+    canonical = None if convention is None else validate_convention(convention)
+    shape = as_shape(model_or_shape)
+    if seq_len is not None:
+        shape = override_shape(shape, seq_len=seq_len)
+        shape = shape.with_value("seq_len", shape.seq_len, "declared", f"seq_len={shape.seq_len}")
+    if canonical is None:
+        return {c: _derive(shape, c) for c in CONVENTIONS}
+    return _derive(shape, canonical)
+
+
+def flops_range(derivations: Mapping[str, Derivation]) -> tuple[float, float] | None:
+    """Return (lowest, highest) FLOPs per token over the derivations with a value, or ``None``."""
+    values = [d.value for d in derivations.values() if d.value is not None]
+    if not values:
+        return None
+    return min(values), max(values)
+
+
+def shape_inputs(shape: ModelShape) -> tuple[Input, ...]:
+    """Return every known field of ``shape`` as an :class:`Input` (for a passport's model section)."""
+    return tuple(shape.as_input(name, name) for name in SHAPE_FIELDS if getattr(shape, name) is not None)

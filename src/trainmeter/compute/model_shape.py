@@ -1,0 +1,190 @@
+"""The model's shape as FLOPs formulas need it, each field with its provenance.
+
+A :class:`ModelShape` is a plain record: ``None`` marks a field nobody could
+read. ``sources`` says, per field, where the value came from (declared,
+detected, counted, assumed) and the concrete source text (a config key, a
+module path, a flag). Pure Python; never imports torch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from typing import Literal
+
+from trainmeter.core.provenance import Input, Provenance
+
+FfnKind = Literal["mlp", "gated"]
+"""``mlp``: two matrices (up, down), e.g. GPT-2's 4d GELU MLP; ``gated``: three (gate, up, down), e.g. SwiGLU."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FieldSource:
+    """Where one field of a :class:`ModelShape` came from.
+
+    Attributes:
+        provenance: How the value was obtained.
+        source: Concrete source, e.g. ``"config.n_layer"`` or ``"--layers 18"``.
+    """
+
+    provenance: Provenance
+    source: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelShape:
+    """Shape of a (transformer) model; every field is optional.
+
+    Attributes:
+        layers: Number of repeated blocks, L.
+        d_model: Model width, d.
+        heads: Attention heads.
+        kv_heads: Key/value heads (equal to ``heads`` without GQA/MQA).
+        head_dim: Width of one head (``d_model // heads`` unless the config says otherwise).
+        ffn_width: Hidden width of the feed-forward block (of one expert for MoE).
+        ffn_kind: ``"mlp"`` or ``"gated"``.
+        vocab: Vocabulary size V.
+        tied_embeddings: Whether the output head shares the token table.
+        learned_positions: Rows of a learned absolute position table (0: none).
+        seq_len: Training sequence length S, in tokens.
+        n_params: N, trainable parameters, each tensor counted once.
+        n_embedding_params: E, parameters of input embedding tables used only
+            as lookups (token table unless tied, learned positions).
+        moe_experts: Routed experts per MoE layer (``None`` or 1: dense).
+        moe_top_k: Experts each token is routed to.
+        moe_shared_experts: Always-active shared experts per MoE layer.
+        n_active_params: Parameters a token passes through (MoE: top-k plus
+            shared experts plus everything dense); equals ``n_params`` when dense.
+        sources: Field name -> :class:`FieldSource`. Fields set without an
+            entry are treated as declared by whoever built the shape.
+    """
+
+    layers: int | None = None
+    d_model: int | None = None
+    heads: int | None = None
+    kv_heads: int | None = None
+    head_dim: int | None = None
+    ffn_width: int | None = None
+    ffn_kind: FfnKind | None = None
+    vocab: int | None = None
+    tied_embeddings: bool | None = None
+    learned_positions: int | None = None
+    seq_len: int | None = None
+    n_params: int | None = None
+    n_embedding_params: int | None = None
+    moe_experts: int | None = None
+    moe_top_k: int | None = None
+    moe_shared_experts: int | None = None
+    n_active_params: int | None = None
+    sources: Mapping[str, FieldSource] = field(default_factory=dict, hash=False)
+
+    @property
+    def is_moe(self) -> bool:
+        """True when the model routes tokens to more than one expert per layer."""
+        return (self.moe_experts or 0) > 1
+
+    def source_of(self, name: str) -> FieldSource | None:
+        """Return the :class:`FieldSource` of field ``name``, or ``None`` when unset.
+
+        A field holding a value but no recorded source reads as declared.
+        """
+        if getattr(self, name) is None:
+            return None
+        found = self.sources.get(name)
+        if found is None:
+            return FieldSource(provenance="declared", source="ModelShape")
+        return found
+
+    def as_input(self, name: str, symbol: str, unit: str = "1") -> Input:
+        """Return field ``name`` as a derivation :class:`Input` named ``symbol``."""
+        value = getattr(self, name)
+        found = self.source_of(name)
+        if found is None:
+            return Input(name=symbol, value=None, unit=unit, provenance="assumed", source=f"{name} unknown")
+        return Input(name=symbol, value=value, unit=unit, provenance=found.provenance, source=found.source)
+
+    def with_value(self, name: str, value: object, provenance: Provenance, source: str) -> ModelShape:
+        """Return a copy with field ``name`` set to ``value`` and its source recorded.
+
+        Raises:
+            ValueError: ``name`` is not a field of :class:`ModelShape`.
+        """
+        if name not in SHAPE_FIELDS:
+            raise ValueError(f"unknown ModelShape field {name!r}; valid: {', '.join(SHAPE_FIELDS)}")
+        sources = dict(self.sources)
+        if value is None:
+            sources.pop(name, None)
+        else:
+            sources[name] = FieldSource(provenance=provenance, source=source)
+        return replace(self, **{name: value, "sources": sources})
+
+    def merged_under(self, base: ModelShape) -> ModelShape:
+        """Return ``base`` with every field this shape knows set from this shape (with its source)."""
+        out = base
+        for name in SHAPE_FIELDS:
+            value = getattr(self, name)
+            if value is not None:
+                found = self.source_of(name)
+                assert found is not None
+                out = out.with_value(name, value, found.provenance, found.source)
+        return out
+
+
+SHAPE_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(ModelShape) if f.name != "sources")
+"""Names of the value fields of :class:`ModelShape`, in declaration order."""
+
+OVERRIDE_FLAGS: dict[str, str] = {
+    "layers": "--layers",
+    "d_model": "--d-model",
+    "seq_len": "--seq-len",
+    "vocab": "--vocab",
+}
+"""Fields a user may declare, and the flag that declares each."""
+
+
+def _positive_int(name: str, value: object) -> int:
+    """Return ``value`` as a positive int or raise ValueError naming it."""
+    flag = OVERRIDE_FLAGS.get(name, name)
+    if isinstance(value, bool):
+        raise ValueError(f"{flag} must be a positive integer, got {value!r}")
+    try:
+        number = int(value)  # type: ignore[call-overload]
+    except (TypeError, ValueError):
+        raise ValueError(f"{flag} must be a positive integer, got {value!r}") from None
+    if number != value and not (isinstance(value, str) and value.strip().isdigit()):
+        raise ValueError(f"{flag} must be a positive integer, got {value!r}")
+    if number <= 0:
+        raise ValueError(f"{flag} must be a positive integer, got {value!r}")
+    return number
+
+
+def override_shape(
+    shape: ModelShape,
+    *,
+    layers: int | None = None,
+    d_model: int | None = None,
+    seq_len: int | None = None,
+    vocab: int | None = None,
+) -> ModelShape:
+    """Return ``shape`` with the given fields declared by the user (flags ``--layers`` etc.).
+
+    Args:
+        shape: The detected shape.
+        layers: Declared L, or ``None`` to keep the detected one.
+        d_model: Declared d.
+        seq_len: Declared S, in tokens.
+        vocab: Declared V.
+
+    Returns:
+        A new shape; each declared field has provenance ``declared`` and the flag as source.
+
+    Raises:
+        ValueError: A value is not a positive integer; the message names the flag and value.
+    """
+    out = shape
+    for name, value in (("layers", layers), ("d_model", d_model), ("seq_len", seq_len), ("vocab", vocab)):
+        if value is None:
+            continue
+        number = _positive_int(name, value)
+        out = out.with_value(name, number, "declared", f"{OVERRIDE_FLAGS[name]} {number}")
+    return out

@@ -1,0 +1,185 @@
+"""Read a :class:`~trainmeter.compute.model_shape.ModelShape` from a ``torch.nn.Module`` by introspection.
+
+Counts parameters without touching their data, so a model built on the meta
+device works (nothing is allocated). torch is imported inside the function,
+never at module level.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from trainmeter.compute.model_shape import ModelShape
+from trainmeter.compute.shape_config import config_to_dict, shape_from_config
+
+_HEAD_ATTRS = ("num_heads", "n_head", "n_heads", "num_attention_heads")
+_TOPK_ATTRS = ("top_k", "num_experts_per_tok", "k")
+
+
+def _is_composite(module: Any) -> bool:
+    """True when ``module`` has child modules (a block, not a leaf like Linear)."""
+    return any(True for _ in module.children())
+
+
+def _numel(params: Any) -> int:
+    """Sum of ``numel()`` of the trainable tensors in ``params``."""
+    return sum(int(p.numel()) for p in params if p.requires_grad)
+
+
+def _repeated_blocks(root: Any, nn: Any) -> tuple[str, int, str] | None:
+    """Return (path, count, class name) of the largest run of same-class composite blocks in a ModuleList/Sequential."""
+    best: tuple[int, str, int, str] | None = None
+    for path, module in root.named_modules():
+        if not isinstance(module, (nn.ModuleList, nn.Sequential)) or path.split(".")[-1].endswith("experts"):
+            continue
+        groups: dict[type, list[Any]] = defaultdict(list)
+        for child in module.children():
+            groups[type(child)].append(child)
+        for cls, items in groups.items():
+            if len(items) < 2 or not all(_is_composite(c) for c in items):
+                continue
+            size = sum(_numel(c.parameters()) for c in items)
+            if best is None or size > best[0]:
+                best = (size, path or "<root>", len(items), cls.__name__)
+    return None if best is None else (best[1], best[2], best[3])
+
+
+def _heads(root: Any, nn: Any) -> tuple[int, str] | None:
+    """Return (heads, source) from nn.MultiheadAttention or a ``num_heads``-style attribute."""
+    for path, module in root.named_modules():
+        if isinstance(module, nn.MultiheadAttention):
+            return int(module.num_heads), f"{path}: nn.MultiheadAttention.num_heads"
+        for attr in _HEAD_ATTRS:
+            value = getattr(module, attr, None)
+            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                return value, f"{path or '<root>'}.{attr}"
+    return None
+
+
+def _experts(root: Any, nn: Any, top_k: int | None) -> tuple[int, int, int | None, str] | None:
+    """Return (experts per list, inactive params, top_k, source) over ModuleLists named ``*experts``."""
+    lists = [(p, m) for p, m in root.named_modules() if isinstance(m, nn.ModuleList) and p.endswith("experts")]
+    if not lists:
+        return None
+    count = len(list(lists[0][1].children()))
+    k = top_k
+    if k is None:
+        parent = root.get_submodule(lists[0][0].rpartition(".")[0]) if "." in lists[0][0] else root
+        for attr in _TOPK_ATTRS:
+            value = getattr(parent, attr, None)
+            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                k = value
+                break
+    if k is None:
+        return count, 0, None, f"{len(lists)} ModuleLists named *experts"
+    inactive = 0
+    for _, module in lists:
+        children = list(module.children())
+        if children:
+            per_expert = _numel(module.parameters()) / len(children)
+            inactive += int(round(max(len(children) - k, 0) * per_expert))
+    return count, inactive, k, f"{len(lists)} ModuleLists named *experts, top-{k}"
+
+
+def shape_from_module(module: Any) -> ModelShape:
+    """Read a :class:`ModelShape` from a model.
+
+    N (trainable parameters, tied tensors once) and E (``nn.Embedding`` tables
+    used only as lookups; a table shared with the output head stays in N - E)
+    are ``counted``. A ``.config`` attribute (Hugging Face style) gives the
+    structural fields first (``detected``); the module fills what it lacks:
+    layers from the longest run of same-class blocks in a ``ModuleList`` or
+    ``Sequential``, d and V from the token table, heads from
+    ``nn.MultiheadAttention`` or a ``num_heads``-style attribute, MoE experts
+    from ``ModuleList``\\ s named ``*experts``. ``seq_len`` without a config is
+    the position table size, ``assumed``. Works on the meta device. Compiled
+    models are read through ``_orig_mod``.
+
+    Not thread-safe with a concurrent change of the model's structure; reading
+    parameters while training runs is fine (only shapes are read).
+
+    Args:
+        module: A ``torch.nn.Module``.
+
+    Returns:
+        The shape.
+    """
+    import torch.nn as nn
+
+    root = getattr(module, "_orig_mod", module)
+    config = getattr(root, "config", None)
+    from_config = shape_from_config(config) if config_to_dict(config) else ModelShape()
+    shape = ModelShape()
+
+    n = _numel(root.parameters())
+    owners: dict[int, list[Any]] = defaultdict(list)
+    for sub in root.modules():
+        for p in sub.parameters(recurse=False):
+            owners[id(p)].append(sub)
+    tables: list[tuple[str, Any, bool]] = []  # (path, module, lookup-only)
+    seen: set[int] = set()
+    for path, sub in root.named_modules():
+        if isinstance(sub, (nn.Embedding, nn.EmbeddingBag)) and id(sub.weight) not in seen:
+            seen.add(id(sub.weight))
+            lookup_only = all(isinstance(o, (nn.Embedding, nn.EmbeddingBag)) for o in owners[id(sub.weight)])
+            tables.append((path, sub, lookup_only))
+    e = sum(_numel([t.weight]) for _, t, lookup in tables if lookup)
+    table_text = ", ".join(f"{p}{'' if lk else ' (tied)'}" for p, _, lk in tables) or "no nn.Embedding"
+    shape = shape.with_value("n_params", n, "counted", "trainable parameters of the module, each tensor once")
+    shape = shape.with_value("n_embedding_params", e, "counted", f"lookup-only embedding tables: {table_text}")
+
+    if tables:
+        out_dims = {m.out_features for m in root.modules() if isinstance(m, nn.Linear)}
+        tied = [t for t in tables if not t[2]]
+        head_sized = [t for t in tables if t[1].num_embeddings in out_dims]
+        token = (tied or head_sized or sorted(tables, key=lambda t: -t[1].num_embeddings))[0]
+        path, table, lookup = token
+        what = f"{path}: nn.Embedding({table.num_embeddings}, {table.embedding_dim})"
+        shape = shape.with_value("d_model", int(table.embedding_dim), "detected", what)
+        shape = shape.with_value("vocab", int(table.num_embeddings), "detected", what)
+        shape = shape.with_value(
+            "tied_embeddings",
+            not lookup,
+            "detected",
+            f"{path} shared with a non-embedding module" if not lookup else f"{path} used only as a lookup",
+        )
+        others = [t for t in tables if t is not token and t[1].embedding_dim == table.embedding_dim]
+        if others:
+            pos_path, pos, _ = max(others, key=lambda t: t[1].num_embeddings)
+            rows = int(pos.num_embeddings)
+            shape = shape.with_value("learned_positions", rows, "detected", f"{pos_path}: nn.Embedding({rows}, ...)")
+            shape = shape.with_value(
+                "seq_len", rows, "assumed", f"{pos_path} size (context length; the batch's sequence length replaces it)"
+            )
+    blocks = _repeated_blocks(root, nn)
+    if blocks is not None:
+        path, count, cls = blocks
+        shape = shape.with_value("layers", count, "detected", f"{path}: {count} x {cls}")
+    heads = _heads(root, nn)
+    if heads is not None:
+        shape = shape.with_value("heads", heads[0], "detected", heads[1])
+    experts = _experts(root, nn, from_config.moe_top_k)
+    if experts is not None:
+        count, inactive, k, src = experts
+        shape = shape.with_value("moe_experts", count, "detected", src)
+        if k is not None:
+            shape = shape.with_value("moe_top_k", k, "detected", src)
+            shape = shape.with_value("n_active_params", n - inactive, "counted", f"N minus inactive experts ({src})")
+    elif not from_config.is_moe:
+        shape = shape.with_value("n_active_params", n, "counted", "dense model: active = N")
+
+    # The config wins for structural fields; the counts (N, E, active) stay counted.
+    merged = from_config.merged_under(shape)
+    for name in ("n_params", "n_embedding_params", "n_active_params", "tied_embeddings"):
+        found = shape.source_of(name)
+        if found is not None:
+            merged = merged.with_value(name, getattr(shape, name), found.provenance, found.source)
+    if experts is None and from_config.is_moe and from_config.n_active_params and from_config.n_params:
+        inactive = from_config.n_params - from_config.n_active_params
+        merged = merged.with_value(
+            "n_active_params", n - inactive, "detected", "counted N minus the config's inactive experts"
+        )
+    elif experts is None and from_config.is_moe:
+        merged = merged.with_value("n_active_params", None, "assumed", "")
+    return merged

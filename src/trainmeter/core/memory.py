@@ -1,0 +1,71 @@
+"""Memory at sampling points (seed 002): process RSS and, on CUDA, allocator figures.
+
+RSS comes from psutil (``None`` without it); the highest RSS is the highest
+*seen at sampling points*, not a true continuous peak. CUDA figures come from
+an injected allocator reader (``trainmeter.gpu.cuda_memory``; ``None`` without CUDA): peaks reset once at the
+start and the per-interval peak resets at each sample. Call from one thread.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MemoryReading:
+    """One memory sample; ``None`` where the source is unavailable.
+
+    Attributes:
+        rss_bytes: Resident set size of this process.
+        rss_peak_bytes: Highest RSS seen at sampling points so far.
+        cuda: Allocator fields from :func:`trainmeter.gpu.cuda_memory`, or ``None``.
+    """
+
+    rss_bytes: int | None
+    rss_peak_bytes: int | None
+    cuda: dict[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-ready dict."""
+        return asdict(self)
+
+
+class MemoryProbe:
+    """Samples RSS with psutil and CUDA allocator statistics when CUDA is in use."""
+
+    def __init__(self, cuda_memory: Callable[[], Any] | None = None) -> None:
+        """``cuda_memory`` makes the allocator reader (``.available``, ``.sample_interval()``), or ``None``."""
+        self._process: Any = None
+        try:
+            import psutil
+
+            self._process = psutil.Process()
+        except Exception:  # psutil missing or unusable: RSS is None
+            self._process = None
+        self.rss_peak_bytes: int | None = None
+        self._cuda: Any = None
+        try:
+            monitor = cuda_memory() if cuda_memory is not None else None
+            self._cuda = monitor if monitor is not None and monitor.available else None
+        except Exception:
+            self._cuda = None
+
+    def sample(self) -> MemoryReading:
+        """Take one sample (and reset the CUDA per-interval peak)."""
+        rss: int | None = None
+        if self._process is not None:
+            try:
+                rss = int(self._process.memory_info().rss)
+            except Exception:
+                rss = None
+        if rss is not None and (self.rss_peak_bytes is None or rss > self.rss_peak_bytes):
+            self.rss_peak_bytes = rss
+        cuda = None
+        if self._cuda is not None:
+            try:
+                cuda = self._cuda.sample_interval()
+            except Exception:
+                cuda = None
+        return MemoryReading(rss_bytes=rss, rss_peak_bytes=self.rss_peak_bytes, cuda=cuda)

@@ -1,0 +1,45 @@
+"""The seam between the run state and the saved record: what the monitor asks of its record sink.
+
+The core never imports a wing. The record sink (``trainmeter.record.recorder.RunRecorder``)
+is handed to :class:`~trainmeter.core.monitor.Monitor` by the wiring
+(``trainmeter.extensions.make_monitor``); without one a run keeps its state in
+memory only and writes nothing.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Protocol
+
+
+class RecordSink(Protocol):
+    """The saved record of one run. Every method runs on the training thread.
+
+    ``run`` is the :class:`~trainmeter.core.monitor.Monitor` (read through
+    ``trainmeter.record.view.RunView``).
+    """
+
+    def open(self, run: Any, started_at: str) -> Path:
+        """Make the run folder, open the run log and write its ``start`` record; return the folder."""
+        ...
+
+    def write_interval(self, run: Any, elapsed_s: float, phases_s: dict[str, float],
+                       extra: dict[str, Any]) -> None:
+        """Write the columns since the last report and one ``interval`` record, then flush."""
+        ...
+
+    def text_line(self, run: Any) -> str:
+        """The text line of the last report (seed 002's format)."""
+        ...
+
+    def closing_line(self, run: Any) -> str:
+        """One closing line naming the run folder."""
+        ...
+
+    def write_passport(self, run: Any) -> None:
+        """Write passport.json and passport.md and the log's ``end`` record."""
+        ...
+
+    def close(self) -> None:
+        """Close the run log (idempotent)."""
+        ...

@@ -1,0 +1,212 @@
+"""PyTorch caching-allocator memory: allocated, reserved, per-interval peaks, retries, OOMs.
+
+Reads ``torch.cuda.memory_stats`` (host-side allocator counters: no device sync) and resets
+the peak after each read, so each reading's peak covers one interval (the KempnerForge
+pattern from seed 002). Headroom is device total minus the interval's peak reserved bytes.
+Without torch or CUDA every field is ``None`` and ``reason`` says why; nothing raises.
+
+Snapshots for https://pytorch.org/memory_viz: :func:`start_memory_history` early in the
+run (allocation history is recorded only from then on), then :func:`memory_snapshot` at
+the chosen step. Both use private torch APIs (``torch.cuda.memory._record_memory_history``,
+``_dump_snapshot``), guarded.
+
+Thread safety: the allocator's stats calls are thread-safe; a
+:class:`AllocatorMemoryReader` should be read from one thread at a time (it resets peaks).
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+REASON_NO_TORCH = "torch is not imported in this process"
+REASON_NO_CUDA = "torch.cuda is not available (CPU-only build or no GPU)"
+REASON_NOT_INITIALISED = "CUDA is not initialised in this process yet"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AllocatorMemory:
+    """One reading of the caching allocator for one device (bytes, counts).
+
+    Attributes:
+        device_index: CUDA ordinal, or ``None``.
+        allocated_bytes: Bytes in live tensors now.
+        reserved_bytes: Bytes the allocator holds from the driver now.
+        peak_allocated_bytes: Highest ``allocated_bytes`` since the previous reading.
+        peak_reserved_bytes: Highest ``reserved_bytes`` since the previous reading.
+        num_alloc_retries: Cumulative allocations that had to free cached blocks and retry
+            (a sign of memory pressure / fragmentation).
+        num_ooms: Cumulative out-of-memory errors the allocator raised.
+        device_total_bytes: Device memory total.
+        headroom_bytes: ``device_total_bytes - peak_reserved_bytes`` (memory other
+            processes and the CUDA context use is not subtracted).
+        reason: Why the fields are ``None``.
+    """
+
+    device_index: int | None = None
+    allocated_bytes: int | None = None
+    reserved_bytes: int | None = None
+    peak_allocated_bytes: int | None = None
+    peak_reserved_bytes: int | None = None
+    num_alloc_retries: int | None = None
+    num_ooms: int | None = None
+    device_total_bytes: int | None = None
+    headroom_bytes: int | None = None
+    reason: str | None = None
+
+
+def _torch(torch_module: Any) -> Any:
+    return torch_module if torch_module is not None else sys.modules.get("torch")
+
+
+def _cuda_ready(torch: Any) -> str | None:
+    """``None`` when CUDA is usable, else the reason. Never initialises CUDA."""
+    if torch is None:
+        return REASON_NO_TORCH
+    try:
+        if not torch.cuda.is_available():
+            return REASON_NO_CUDA
+        if not torch.cuda.is_initialized():
+            return REASON_NOT_INITIALISED
+    except Exception as exc:  # noqa: BLE001
+        return f"torch.cuda failed: {exc}"
+    return None
+
+
+class AllocatorMemoryReader:
+    """Reads allocator memory once per interval and resets the peak.
+
+    Args:
+        device_index: CUDA ordinal; ``None`` = the current device at each read.
+        torch_module: ``torch`` (injectable for tests); default the already-imported one.
+            Never imports torch itself.
+        reset_peaks: Reset the peak counters after each read (per-interval peaks).
+    """
+
+    def __init__(
+        self, device_index: int | None = None, *, torch_module: Any = None, reset_peaks: bool = True
+    ) -> None:
+        self._device_index = device_index
+        self._torch_module = torch_module
+        self._reset = reset_peaks
+
+    def read(self) -> AllocatorMemory:
+        """One reading; never raises (failures become ``reason``)."""
+        torch = _torch(self._torch_module)
+        reason = _cuda_ready(torch)
+        if reason is not None:
+            return AllocatorMemory(device_index=self._device_index, reason=reason)
+        try:
+            cuda = torch.cuda
+            index = self._device_index if self._device_index is not None else int(cuda.current_device())
+            stats = cuda.memory_stats(index)
+            total = int(cuda.get_device_properties(index).total_memory)
+            if self._reset:
+                cuda.reset_peak_memory_stats(index)
+        except Exception as exc:  # noqa: BLE001
+            return AllocatorMemory(
+                device_index=self._device_index, reason=f"torch.cuda.memory_stats failed: {exc}"
+            )
+
+        def get(key: str) -> int | None:
+            value = stats.get(key)
+            return None if value is None else int(value)
+
+        peak_reserved = get("reserved_bytes.all.peak")
+        return AllocatorMemory(
+            device_index=index,
+            allocated_bytes=get("allocated_bytes.all.current"),
+            reserved_bytes=get("reserved_bytes.all.current"),
+            peak_allocated_bytes=get("allocated_bytes.all.peak"),
+            peak_reserved_bytes=peak_reserved,
+            num_alloc_retries=get("num_alloc_retries"),
+            num_ooms=get("num_ooms"),
+            device_total_bytes=total,
+            headroom_bytes=None if peak_reserved is None else total - peak_reserved,
+        )
+
+
+class CudaMemoryMonitor:
+    """The interface :mod:`trainmeter.core.memory` uses: peaks reset once at start, then per interval.
+
+    Args:
+        device_index: CUDA ordinal; ``None`` = the current device at each read.
+        torch_module: ``torch`` (tests); default the already-imported one.
+
+    Attributes:
+        available: True when torch is imported and has a usable CUDA device (CUDA may
+            still be uninitialised; readings then carry a reason until it is).
+    """
+
+    def __init__(self, device_index: int | None = None, *, torch_module: Any = None) -> None:
+        self._reader = AllocatorMemoryReader(device_index, torch_module=torch_module)
+        torch = _torch(torch_module)
+        reason = _cuda_ready(torch)
+        self.available = reason is None or reason == REASON_NOT_INITIALISED
+        if reason is None:
+            self._reader.read()  # resets the peaks once, so the first interval starts now
+
+    def sample_interval(self) -> dict[str, Any]:
+        """One reading as a JSON-ready dict (fields of :class:`AllocatorMemory`)."""
+        return asdict(self._reader.read())
+
+
+def start_memory_history(*, max_entries: int = 100_000, torch_module: Any = None) -> str | None:
+    """Start recording allocation history (with stacks) for later snapshots.
+
+    Call early in the run (before the model is built, ideally): the snapshot only shows
+    allocations made after this.
+
+    Returns:
+        ``None`` when recording started, else the reason it did not.
+    """
+    torch = _torch(torch_module)
+    reason = _cuda_ready(torch)
+    if reason is not None:
+        return reason
+    try:
+        torch.cuda.memory._record_memory_history(max_entries=max_entries)
+    except Exception as exc:  # noqa: BLE001
+        return f"could not record memory history: {exc}"
+    return None
+
+
+def stop_memory_history(*, torch_module: Any = None) -> None:
+    """Stop recording allocation history; never raises."""
+    torch = _torch(torch_module)
+    if _cuda_ready(torch) is not None:
+        return
+    try:
+        torch.cuda.memory._record_memory_history(enabled=None)
+    except Exception:  # noqa: BLE001, S110
+        pass
+
+
+def memory_snapshot(step: int, path: str | Path, *, torch_module: Any = None) -> Path | None:
+    """Write a snapshot that https://pytorch.org/memory_viz opens.
+
+    Args:
+        step: The training step (named in the file when ``path`` is a directory).
+        path: A ``.pickle`` file, or a directory to write
+            ``memory_snapshot_step<step>.pickle`` into.
+        torch_module: ``torch`` (tests); default the already-imported one.
+
+    Returns:
+        The file written, or ``None`` without CUDA or on failure (never raises).
+    """
+    torch = _torch(torch_module)
+    if _cuda_ready(torch) is not None:
+        return None
+    target = Path(path)
+    try:
+        if target.suffix != ".pickle":
+            target.mkdir(parents=True, exist_ok=True)
+            target = target / f"memory_snapshot_step{step}.pickle"
+        else:
+            target.parent.mkdir(parents=True, exist_ok=True)
+        torch.cuda.memory._dump_snapshot(str(target))
+    except Exception:  # noqa: BLE001
+        return None
+    return target

@@ -1,0 +1,181 @@
+"""The GPU extension: the NVML sampler, the utilization ladder and allocator memory for a run.
+
+Starts :class:`~trainmeter.gpu.sampler.GpuSampler` (its own thread, 2 Hz) at
+the run's start; at each report it records the ladder's rungs as time series
+(``gpu<i>.util``, ``gpu<i>.sm_activity``, ``gpu<i>.tensor_activity``) and
+builds the ladder with the compute extension's MFU. With no NVML, no driver or
+no GPU the run goes on and the reason is shown and recorded.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from trainmeter.core.monitor import Monitor
+
+_SERIES = (("util_gpu", "util"), ("sm_activity", "sm_activity"), ("tensor_activity", "tensor_activity"))
+
+
+class GpuExtension:
+    """NVML/GPM sampling and the ladder (name ``gpu``).
+
+    Args:
+        open_backend: Injected backend opener (tests); default opens NVML.
+    """
+
+    name = "gpu"
+
+    def __init__(self, open_backend: Any = None) -> None:
+        self._open_backend = open_backend
+        self._m: Monitor | None = None
+        self.sampler: Any = None
+        self.ladders: dict[int, Any] = {}
+        self._snapshot_done = False
+
+    def start(self, monitor: Monitor) -> None:
+        """Open NVML and start sampling the selected devices."""
+        from trainmeter.gpu.sampler import GpuSampler
+
+        self._m = monitor
+        kwargs: dict[str, Any] = {"clock": monitor.clock}
+        if self._open_backend is not None:
+            kwargs["open_backend"] = self._open_backend
+        self.sampler = GpuSampler.for_run(monitor.options.gpus, **kwargs)
+        self.sampler.begin_window(monitor.clock())
+        self.sampler.start()
+        if monitor.options.memory_snapshot_step is not None:
+            from trainmeter.gpu.cuda_memory import start_memory_history
+
+            reason = start_memory_history()
+            if reason:
+                monitor.warn_once("memory-snapshot", f"no memory snapshot: {reason}")
+            else:
+                monitor.at_step(monitor.options.memory_snapshot_step, self._snapshot)
+
+    def _snapshot(self) -> None:
+        from trainmeter.gpu.cuda_memory import memory_snapshot, stop_memory_history
+
+        m = self._m
+        if m is None or m.run_dir is None or self._snapshot_done:
+            return
+        self._snapshot_done = True
+        path = memory_snapshot(m.steps, m.run_dir / f"memory_snapshot_step{m.steps}.pickle")
+        stop_memory_history()
+        if path is None:
+            m.warn_once("memory-snapshot", "the CUDA memory snapshot could not be written")
+
+    def stop(self) -> None:
+        """End the training window, stop sampling (immediate) and build the final ladders."""
+        if self.sampler is None:
+            return
+        m = self._m
+        self.sampler.end_window(m.clock() if m is not None else 0.0)
+        self.sampler.stop()
+
+    def _mfu(self, whole_run: bool) -> tuple[float | None, str | None]:
+        """MFU under the chosen convention from the compute extension (whole-run at the end)."""
+        m = self._m
+        ext = next((e for e in (m.extensions if m else []) if getattr(e, "name", "") == "compute"), None)
+        if ext is None:
+            return None, "the compute extension is off"
+        conv = m.options.convention if m is not None else None
+        key = f"mfu[{conv}]" if conv else None
+        d = ext.derived.get(key) if key else None
+        if d is None:
+            return None, "MFU needs a named convention (--convention) and a peak"
+        return d.value, d.missing
+
+    def _build(self, readings: dict[int, Any], whole_run: bool = False) -> dict[int, Any]:
+        from trainmeter.gpu.dram_peaks import peak_dram_bandwidth
+        from trainmeter.gpu.ladder import build_ladder
+
+        mfu, missing = self._mfu(whole_run)
+        out = {}
+        for index, reading in readings.items():
+            name = self._device_name(index)
+            peak = peak_dram_bandwidth(name) if name else None
+            out[index] = build_ladder(reading, mfu=mfu, mfu_missing=missing,
+                                      peak_dram_bytes_per_s=peak[0] if peak else None,
+                                      peak_dram_source=peak[1] if peak else "")
+        return out
+
+    def _device_name(self, index: int) -> str | None:
+        for dev in getattr(self.sampler, "devices", ()) or ():
+            if getattr(dev, "index", None) == index:
+                return getattr(dev, "name", None)
+        return None
+
+    def interval_fields(self) -> dict[str, Any]:
+        """Latest per-device readings and ladder sentences; records the rungs as series."""
+        if self.sampler is None:
+            return {}
+        m = self._m
+        latest = self.sampler.latest()
+        out: dict[str, Any] = {}
+        t_s = m.elapsed_s() if m is not None else 0.0
+        for index, sample in latest.items():
+            row = {field: getattr(sample, field, None) for field in (
+                "util_gpu", "sm_activity", "tensor_activity", "dram_bw_util", "mem_used_bytes", "power_w",
+                "temperature_c", "sm_clock_mhz")}
+            out[str(index)] = row
+            if m is not None:
+                for field, short in _SERIES:
+                    value = row.get(field)
+                    if value is not None:
+                        m.record_at(f"gpu{index}.{short}", t_s, value)
+        self.ladders = self._build(latest)
+        for index, ladder in self.ladders.items():
+            out[str(index)]["ladder"] = ladder.sentence
+        if not latest and self.sampler.unavailable_reason:
+            out["unavailable"] = self.sampler.unavailable_reason
+        return out
+
+    def panels(self) -> list[dict[str, Any]]:
+        """A ladder panel and a GPU panel per device (publisher thread; reads only)."""
+        from trainmeter.gpu.ladder import ladder_panel_rows
+
+        if self.sampler is None:
+            return []
+        reason = self.sampler.unavailable_reason
+        if reason and not self.sampler.indices:
+            return [{"id": "gpu", "title": "GPU", "rows": [], "note": reason}]
+        panels = []
+        for index, ladder in sorted(self.ladders.items()):
+            panels.append({"id": f"ladder{index}", "title": f"Utilization ladder, GPU {index}",
+                           "rows": ladder_panel_rows(ladder), "note": ladder.sentence})
+        for index, sample in sorted(self.sampler.latest().items()):
+            rows = [
+                {"label": "GPU-Util", "value": sample.util_gpu, "unit": "fraction", "provenance": "measured"},
+                {"label": "memory used", "value": sample.mem_used_bytes, "unit": "bytes", "provenance": "measured"},
+                {"label": "memory total", "value": sample.mem_total_bytes, "unit": "bytes", "provenance": "detected"},
+                {"label": "power (W)", "value": sample.power_w, "unit": "", "provenance": "measured"},
+                {"label": "temperature (C)", "value": sample.temperature_c, "unit": "", "provenance": "measured"},
+                {"label": "SM clock (MHz)", "value": sample.sm_clock_mhz, "unit": "", "provenance": "measured"},
+            ]
+            panels.append({"id": f"gpu{index}", "title": f"GPU {index}: {self._device_name(index) or ''}",
+                           "rows": rows})
+        return panels
+
+    def charts(self) -> list[dict[str, Any]]:
+        """The ladder over time, one chart per device."""
+        if self.sampler is None:
+            return []
+        return [{"id": f"ladder{i}", "title": f"Ladder over time, GPU {i}", "x": "time", "unit": "fraction",
+                 "series": [f"gpu{i}.{short}" for _, short in _SERIES]} for i in self.sampler.indices]
+
+    def passport_section(self) -> dict[str, Any]:
+        """The passport's ``gpu`` section."""
+        from trainmeter.gpu.passport import gpu_passport_from_sampler
+
+        if self.sampler is None:
+            return {"available": False, "reason": "GPU sampling did not start"}
+        compute = next((e for e in (self._m.extensions if self._m else []) if getattr(e, "name", "") == "compute"),
+                       None)
+        peak = getattr(compute, "peak", None)
+        peaks_used = None if peak is None else {"tflops": peak.tflops, "card": peak.card, "dtype": peak.dtype,
+                                                "source": peak.source}
+        window = self.sampler.window_averages()
+        readings = window if any(a.n_samples > 0 for a in window.values()) else self.sampler.averages()
+        self.ladders = self._build(readings, whole_run=True)
+        return gpu_passport_from_sampler(self.sampler, ladders=self.ladders, peaks_used=peaks_used)

@@ -1,0 +1,253 @@
+"""The node around the run: CPU, load, memory, swap, disks, network, temperatures, fans.
+
+Extension ``"node"``: a background thread samples a psutil-like
+:class:`~trainmeter.host.read.NodeSource` about once a second (a deadline loop
+waiting on a ``threading.Event``, so :meth:`NodeSampler.stop` is immediate);
+tests call :meth:`NodeSampler.step` with a fake source and fake times instead.
+Definitions of each reading: :mod:`trainmeter.host.read`. The passport's
+``node`` section keeps the mean and peak of each reading over the run.
+
+Thread safety: the sampler thread is the only writer; readers take a lock or
+read the latest immutable sample.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, Any
+
+from trainmeter.core.clock import Clock, MonotonicClock
+from trainmeter.host.read import NodeReader, NodeSample, NodeSource
+
+if TYPE_CHECKING:
+    from trainmeter.core.monitor import Monitor
+
+DISK_FULL_FRACTION = 0.95
+SWAP_WARN_BYTES = 64 * 2**20
+MAX_ERRORS = 10
+SERIES = {name: f"node.{name}" for name in ("cpu", "mem_used_bytes", "disk_read_bytes_per_s",
+                                            "disk_write_bytes_per_s", "net_rx_bytes_per_s", "net_tx_bytes_per_s")}
+STAT_FIELDS = ("cpu", "cpu_core_peak", "load_1m", "mem_used_bytes", "mem_cached_bytes", "mem_available_bytes",
+               "swap_used_bytes", "disk_read_bytes_per_s", "disk_write_bytes_per_s", "net_rx_bytes_per_s",
+               "net_tx_bytes_per_s", "run_fs_used_fraction", "temp_max_c", "fan_max_rpm")
+
+
+@dataclass(slots=True)
+class _Stat:
+    total: float = 0.0
+    count: int = 0
+    peak: float | None = None
+
+    def add(self, value: float | None) -> None:
+        if value is None or not math.isfinite(value):
+            return
+        self.total += value
+        self.count += 1
+        self.peak = value if self.peak is None else max(self.peak, value)
+
+    def to_dict(self) -> dict[str, float | None]:
+        return {"mean": self.total / self.count if self.count else None, "peak": self.peak}
+
+
+class NodeSampler:
+    """Samples the node in the background (extension ``"node"``).
+
+    Args:
+        source: A psutil-like source; default the ``psutil`` module.
+        period_s: Seconds between samples (1.0 = 1 Hz).
+        background: Start the sampling thread (tests pass ``False`` and call :meth:`step`).
+        wait_clock: Real clock for the thread's deadlines (not the monitor's clock).
+    """
+
+    name = "node"
+
+    def __init__(self, source: NodeSource | None = None, *, period_s: float = 1.0, background: bool = True,
+                 wait_clock: Clock | None = None) -> None:
+        self._source = source
+        self.period_s = period_s
+        self._background = background
+        self._wait_clock = wait_clock or MonotonicClock()
+        self._monitor: Monitor | None = None
+        self._reader: NodeReader | None = None
+        self._run_dir: str | None = None
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._errors = 0
+        self.latest: NodeSample | None = None
+        self.samples = 0
+        self._stats = {name: _Stat() for name in STAT_FIELDS}
+
+    # -- lifecycle -----------------------------------------------------------------
+    def start(self, monitor: Monitor) -> None:
+        """Take a baseline sample and start the thread (training thread)."""
+        self._monitor = monitor
+        self._run_dir = str(monitor.run_dir) if monitor.run_dir is not None else None
+        source = self._source
+        if source is None:
+            try:
+                import psutil
+            except ImportError:
+                monitor.warn_once("node-psutil", "node metrics unavailable: psutil is not installed")
+                return
+            source = psutil
+        self._reader = NodeReader(source, self._run_dir)
+        make = getattr(monitor, "_series", None)  # create our series on the training thread (see report)
+        if callable(make):
+            for series in SERIES.values():
+                make(series, "time")
+        self.step(monitor.clock())
+        if self._background:
+            self._thread = threading.Thread(target=self._run, name="trainmeter-node", daemon=True)
+            self._thread.start()
+
+    def stop(self) -> None:
+        """Stop and join the thread. Idempotent."""
+        self._stop.set()
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            thread.join(timeout=10.0)
+
+    def _run(self) -> None:
+        deadline = self._wait_clock() + self.period_s
+        while not self._stop.wait(max(0.0, deadline - self._wait_clock())):
+            monitor = self._monitor
+            if monitor is None or self._errors >= MAX_ERRORS:
+                return
+            self.step(monitor.clock())
+            deadline += self.period_s
+            now = self._wait_clock()
+            if deadline < now:  # fell behind: skip missed ticks
+                deadline = now + self.period_s
+
+    # -- sampling ------------------------------------------------------------------
+    def step(self, now_s: float) -> NodeSample | None:
+        """Read the source once at clock time ``now_s``; record, accumulate, return the sample. Never raises."""
+        monitor, reader = self._monitor, self._reader
+        if reader is None:
+            return None
+        t_s = monitor.phases.session_elapsed_s(now_s) if monitor is not None else now_s
+        try:
+            sample = reader.read(now_s, t_s)
+            self._errors = 0
+        except Exception as exc:
+            self._errors += 1
+            if monitor is not None:
+                monitor.warn_once("node-sample", f"node sampling fault: {exc!r}")
+            return None
+        with self._lock:
+            self.latest = sample
+            self.samples += 1
+            for name, stat in self._stats.items():
+                stat.add(getattr(sample, name))
+        if monitor is not None:
+            for name, series in SERIES.items():
+                value = getattr(sample, name)
+                if value is not None:
+                    monitor.record_at(series, t_s, value)
+        return sample
+
+    # -- sinks ---------------------------------------------------------------------
+    def interval_fields(self) -> dict[str, Any]:
+        """Run-log ``interval["node"]``: the latest sample (scalars only)."""
+        sample = self.latest
+        if sample is None:
+            return {}
+        return {f.name: getattr(sample, f.name) for f in fields(NodeSample)
+                if f.name not in ("cpu_per_core", "temperatures_c", "fans_rpm")}
+
+    def passport_section(self) -> dict[str, Any]:
+        """``passport.json["node"]``: mean and peak of each reading over the run."""
+        reader = self._reader
+        with self._lock:
+            sample = self.latest
+            stats = {name: stat.to_dict() for name, stat in self._stats.items()}
+        return {
+            "samples": self.samples, "period_s": self.period_s, "cpu_count": reader.cpu_count if reader else None,
+            "mem_total_bytes": sample.mem_total_bytes if sample else None,
+            "swap_total_bytes": sample.swap_total_bytes if sample else None,
+            "run_fs_total_bytes": sample.run_fs_total_bytes if sample else None,
+            "run_dir": self._run_dir,
+            "swap_growth_bytes": reader.swap_growth_bytes if reader else None,
+            "swap_io_bytes": reader.swap_io_bytes if reader else None,
+            **stats, "warnings": self.warnings(),
+        }
+
+    def warnings(self) -> list[str]:
+        """Run folder's filesystem above 95% full; swap growing or paging during the run."""
+        sample = self.latest
+        out: list[str] = []
+        if sample is None:
+            return out
+        used = sample.run_fs_used_fraction
+        if used is not None and used > DISK_FULL_FRACTION:
+            free = _gb(sample.run_fs_free_bytes)
+            out.append(f"the run folder's filesystem is {used * 100:.0f}% full ({free} free): "
+                       "logs and checkpoints may fail to write")
+        reader = self._reader
+        growth = reader.swap_growth_bytes if reader else 0
+        paged = reader.swap_io_bytes if reader else 0
+        if growth >= SWAP_WARN_BYTES or paged >= SWAP_WARN_BYTES:
+            out.append(f"swap in use ({_gb(sample.swap_used_bytes)} used, {_gb(paged)} paged during the run): "
+                       "host memory is short and the loop may slow down")
+        return out
+
+    def panels(self) -> list[dict[str, Any]]:
+        """The "Node" panel from the latest sample (publisher thread)."""
+        s = self.latest
+        if s is None:
+            return []
+        cores = s.cpu_per_core
+        rows = [
+            _row("CPU", s.cpu, "fraction", f"{len(s.cpu_per_core)} cores" if s.cpu_per_core else None),
+            _row("Busiest core", s.cpu_core_peak, "fraction",
+                 f"{sum(1 for c in cores if c > 0.5)} of {len(cores)} cores above 50%" if cores else None),
+            _row("Load (1, 5, 15 min)", s.load_1m, "",
+                 f"{s.load_5m:.2f}, {s.load_15m:.2f}" if s.load_5m is not None and s.load_15m is not None else None),
+            _row("Memory used", s.mem_used_bytes, "bytes", f"of {_gb(s.mem_total_bytes)}"),
+            _row("Memory cached", s.mem_cached_bytes, "bytes"),
+            _row("Memory available", s.mem_available_bytes, "bytes"),
+            _row("Swap used", s.swap_used_bytes, "bytes", f"of {_gb(s.swap_total_bytes)}"),
+            _row("Disk read", _per_s(s.disk_read_bytes_per_s), ""),
+            _row("Disk write", _per_s(s.disk_write_bytes_per_s), ""),
+            _row("Run folder disk", s.run_fs_used_fraction, "fraction", f"{_gb(s.run_fs_free_bytes)} free"),
+            _row("Network in", _per_s(s.net_rx_bytes_per_s), ""),
+            _row("Network out", _per_s(s.net_tx_bytes_per_s), ""),
+            _row("Hottest sensor", s.temp_max_c, "°C", None if s.temperatures_c else "not exposed here"),
+            _row("Fastest fan", s.fan_max_rpm, "RPM", None if s.fans_rpm else "not exposed here"),
+        ]
+        return [{"id": "node", "title": "Node", "rows": rows, "note": f"sampled every {self.period_s:g} s"}]
+
+    def charts(self) -> list[dict[str, Any]]:
+        """CPU, memory and I/O over time."""
+        return [
+            {"id": "node_cpu", "title": "Node CPU", "x": "time", "unit": "fraction", "series": [SERIES["cpu"]]},
+            {"id": "node_mem", "title": "Node memory used", "x": "time", "unit": "bytes",
+             "series": [SERIES["mem_used_bytes"]]},
+            {"id": "node_io", "title": "Disk and network (bytes/s)", "x": "time", "unit": "bytes",
+             "series": [SERIES[k] for k in ("disk_read_bytes_per_s", "disk_write_bytes_per_s",
+                                            "net_rx_bytes_per_s", "net_tx_bytes_per_s")]},
+        ]
+
+
+def _row(label: str, value: Any, unit: str, note: str | None = None) -> dict[str, Any]:
+    row: dict[str, Any] = {"label": label, "value": value, "unit": unit, "provenance": "measured"}
+    if note:
+        row["note"] = note
+    return row
+
+
+def _gb(value: float | None) -> str:
+    return "-" if value is None else f"{value / 2**30:.1f} GiB"
+
+
+def _per_s(value: float | None) -> str | None:
+    if value is None:
+        return None
+    for div, unit in ((1e9, "GB/s"), (1e6, "MB/s"), (1e3, "kB/s")):
+        if value >= div:
+            return f"{value / div:.1f} {unit}"
+    return f"{value:.0f} B/s"
+

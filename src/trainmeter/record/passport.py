@@ -1,0 +1,150 @@
+"""The run passport: ``passport.json`` (the full record) and ``passport.md`` (for a model card).
+
+Built from the monitor's state at the end of the run. Every key is documented
+in docs/spec.md.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from trainmeter.core.provenance import Derivation, Input
+from trainmeter.core.throughput import ratio
+from trainmeter.record.runlog import clean
+from trainmeter.record.view import RunView
+from trainmeter.sizes import format_count
+
+PASSPORT_SCHEMA_VERSION = 1
+
+
+def throughput_derivations(*, tokens: int, steps: int, train_s: float, elapsed_s: float,
+                           unit: str) -> list[Derivation]:
+    """Whole-run throughput with its inputs (training-only and session denominators)."""
+    tok = Input(name="tokens", value=tokens, unit=unit, provenance="counted", source="root module batches")
+    train = Input(name="train_s", value=train_s, unit="s", provenance="measured", source="phase clock: train")
+    return [
+        Derivation(name="train_tokens_per_s", formula="tokens / train_s", value=ratio(tokens, train_s),
+                   unit=f"{unit}/s", inputs=(tok, train)),
+        Derivation(name="session_tokens_per_s", formula="tokens / session_s",
+                   value=ratio(tokens, elapsed_s), unit=f"{unit}/s",
+                   inputs=(tok, Input(name="session_s", value=elapsed_s, unit="s", provenance="measured",
+                                      source="session clock")),),
+        Derivation(name="seconds_per_step", formula="train_s / steps",
+                   value=ratio(train_s, steps) if steps else None, unit="s",
+                   inputs=(train, Input(name="steps", value=steps, unit="1", provenance="counted",
+                                        source="optimizer step hook"))),
+    ]
+
+
+def build_passport(m: RunView) -> dict[str, Any]:
+    """Return the passport dict of a finished (or finishing) run."""
+    phases_s = dict(m.phases.totals_s)
+    elapsed_s = m.elapsed_s()
+    derivations = throughput_derivations(tokens=m.tokens, steps=m.steps, train_s=phases_s.get("train", 0.0),
+                                         elapsed_s=elapsed_s, unit=m.token_unit)
+    by_name = {d.name: d.value for d in derivations}
+    memory: dict[str, Any] = {"rss_peak_bytes": None, "cuda": None}
+    if m.memory is not None:
+        memory = {"rss_peak_bytes": m.memory.rss_peak_bytes, "rss_bytes": m.memory.rss_bytes,
+                  "cuda": m.memory.cuda}
+    passport: dict[str, Any] = {
+        "schema_version": PASSPORT_SCHEMA_VERSION,
+        "name": m.options.name,
+        "status": m.status,
+        "error": m.error,
+        "started_at": m.started_at,
+        "ended_at": m.ended_at,
+        "elapsed_s": elapsed_s,
+        "steps": m.steps,
+        "tokens": m.tokens,
+        "token_unit": m.token_unit,
+        "phases_s": phases_s,
+        "goodput": ratio(phases_s.get("train", 0.0), elapsed_s),
+        "throughput": {k: by_name[k] for k in ("train_tokens_per_s", "session_tokens_per_s", "seconds_per_step")},
+        "memory": memory,
+        "params": dict(m.params),
+        "series": {name: s.stats().to_dict() for name, s in sorted(m.series.items())},
+        "options": m.options.to_dict(),
+        "environment": _environment(),
+        "derivations": [d.to_dict() for d in derivations],
+        "warnings": list(m.warnings),
+    }
+    for ext in m.extensions:
+        section = getattr(ext, "passport_section", None)
+        if section is not None:
+            value = m._guard(f"passport-{ext.name}", section)
+            if value is not None:
+                passport[ext.name] = value
+        more = getattr(ext, "derivations", None)
+        if more is not None:
+            passport["derivations"].extend(d.to_dict() for d in (m._guard(f"derivations-{ext.name}", more) or []))
+    return passport
+
+
+def _environment() -> dict[str, Any]:
+    from trainmeter.record.environment import describe_environment
+
+    return describe_environment()
+
+
+def _fmt_s(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    if seconds >= 3600:
+        return f"{seconds / 3600:.2f} h"
+    if seconds >= 60:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds:.1f} s"
+
+
+def render_markdown(p: dict[str, Any]) -> str:
+    """Return ``passport.md``: a short summary to paste into a model card."""
+    unit = p.get("token_unit", "tokens")
+    tp = p.get("throughput", {})
+    lines = [
+        f"## Training run: {p['name']}",
+        "",
+        f"- Status: **{p['status']}**" + (f" ({p['error']})" if p.get("error") else ""),
+        f"- Started {p.get('started_at')}, ended {p.get('ended_at')} (UTC); session {_fmt_s(p.get('elapsed_s'))}",
+        f"- Steps: {p['steps']:,}; {unit}: {p['tokens']:,}",
+    ]
+    params = p.get("params") or {}
+    if params.get("trained"):
+        lines.append(f"- Trained parameters: {params['trained']:,}")
+    lines.append(f"- Throughput: {format_count(tp.get('train_tokens_per_s'))} {unit}/s training-only, "
+                 f"{format_count(tp.get('session_tokens_per_s'))} {unit}/s session")
+    goodput = p.get("goodput")
+    if goodput is not None:
+        lines.append(f"- Goodput (training time / session time): {goodput * 100:.1f}%")
+    phases = {k: v for k, v in (p.get("phases_s") or {}).items() if v > 0}
+    if phases:
+        lines.append("- Time: " + ", ".join(f"{k} {_fmt_s(v)}" for k, v in phases.items()))
+    series = p.get("series") or {}
+    for name in ("train_loss", "val_loss"):
+        if name in series and series[name].get("last") is not None:
+            s = series[name]
+            lines.append(f"- {name}: last {s['last']:.4g}, min {s['min']:.4g} ({s['count']} points)")
+    mem = p.get("memory") or {}
+    if mem.get("rss_peak_bytes"):
+        lines.append(f"- Host memory (RSS) peak at sampling points: {mem['rss_peak_bytes'] / 2**30:.2f} GiB")
+    compute = p.get("compute")
+    if isinstance(compute, dict) and compute.get("markdown"):
+        lines += ["", compute["markdown"]]
+    env = p.get("environment") or {}
+    lines += ["", f"Environment: Python {env.get('python')}, torch {env.get('torch')}, {env.get('cpu')}",
+              "", f"_Recorded by trainmeter {env.get('trainmeter')}; full record in passport.json._", ""]
+    return "\n".join(lines)
+
+
+def write_passport(m: RunView) -> Path:
+    """Write ``passport.json`` and ``passport.md`` into the run folder; return the JSON path."""
+    assert m.run_dir is not None
+    passport = clean(build_passport(m))
+    path = m.run_dir / "passport.json"
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(passport, indent=2, sort_keys=False) + "\n", encoding="utf-8")
+    tmp.replace(path)
+    (m.run_dir / "passport.md").write_text(render_markdown(passport), encoding="utf-8")
+    return path

@@ -1,0 +1,82 @@
+"""The report sinks: the run log's columns and interval record, the text line, the closing line.
+
+Called through :class:`~trainmeter.record.recorder.RunRecorder` on the training thread at each report.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trainmeter.core.series import Series
+from trainmeter.record.runlog import RunLog
+from trainmeter.record.textline import format_line
+from trainmeter.record.view import RunView
+from trainmeter.sizes import format_count
+
+
+def write_columns(log: RunLog, cursors: dict[str, int], kind: str, series: Series) -> None:
+    """Append the points of ``series`` since its cursor as one ``kind`` record; advance the cursor."""
+    end, steps, times, values = series.read(cursors.get(series.name, 0))
+    if steps:
+        # integer microseconds: encoding an int costs a fraction of a float's shortest repr
+        t_us = [int(t * 1e6) for t in times]
+        log.write(kind, name=series.name, x=series.x_kind, step=steps, t_us=t_us, value=values)
+    cursors[series.name] = end
+
+
+def write_interval(m: RunView, log: RunLog, cursors: dict[str, int], elapsed_s: float,
+                   phases_s: dict[str, float], extra: dict[str, Any]) -> None:
+    """Write the columns since the last report and one ``interval`` record, then flush."""
+    write_columns(log, cursors, "steps", m.step_series)
+    for series in list(m.series.values()):
+        write_columns(log, cursors, "series", series)
+    interval, session = m.interval, m.session
+    log.write(
+        "interval", step=m.steps, tokens=m.tokens, elapsed_s=elapsed_s, phases_s=phases_s,
+        throughput={
+            "train_tokens_per_s": interval.train_tokens_per_s if interval else None,
+            "seconds_per_step": interval.seconds_per_step if interval else None,
+            "session_tokens_per_s": session.session_tokens_per_s if session else None,
+            "window_tokens": interval.tokens if interval else 0,
+            "window_steps": interval.steps if interval else 0,
+            "window_train_s": interval.train_s if interval else 0.0,
+        },
+        memory=m.memory.to_dict() if m.memory else None, **extra,
+    )
+    log.flush()
+
+
+def format_text(m: RunView) -> str:
+    """The text line of the last report (seed 002's format)."""
+    interval = m.interval
+    mem = None
+    total = None
+    if m.memory is not None:
+        cuda = m.memory.cuda or {}
+        mem = cuda.get("allocated_bytes") if cuda else m.memory.rss_bytes
+        total = cuda.get("device_total_bytes") if cuda else None
+    unit = "tok" if m.token_unit == "tokens" else "samples"
+    mfu = None
+    extra: dict[str, str] = {}
+    for ext in m.extensions:
+        if hasattr(ext, "text_fields"):
+            fields = m._guard(f"text-{ext.name}", ext.text_fields) or {}
+            mfu = fields.pop("mfu", mfu)
+            extra.update(fields)
+    return format_line(m.steps, series=latest_values(m),
+                       tokens_per_s=interval.train_tokens_per_s if interval else None,
+                       token_unit=unit, mfu=mfu, mem_used_bytes=mem, mem_total_bytes=total, extra=extra)
+
+
+def summary_line(m: RunView) -> str:
+    """One closing line naming the run folder."""
+    rate = m.session.session_tokens_per_s if m.session else None
+    return (f"trainmeter: run {m.options.name!r} {m.status} after {m.steps} steps, "
+            f"{format_count(m.tokens)} {m.token_unit}"
+            + (f", {format_count(rate)} {m.token_unit}/s (session)" if rate else "")
+            + f"; passport in {m.run_dir}")
+
+
+def latest_values(m: RunView, x_kind: str | None = "step") -> dict[str, float | None]:
+    """Last value of each series drawn against ``x_kind`` (all with ``None``)."""
+    return {name: s.stats().last for name, s in m.series.items() if x_kind is None or s.x_kind == x_kind}

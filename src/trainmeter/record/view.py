@@ -1,0 +1,46 @@
+"""What the record sinks read of a run: a Protocol, so record/ imports no monitor.
+
+:class:`trainmeter.core.monitor.Monitor` satisfies it. Attributes are read on
+the training thread at reports and at the end of the run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol
+
+from trainmeter.core.memory import MemoryReading
+from trainmeter.core.series import Series
+from trainmeter.core.throughput import IntervalSummary, SessionSummary
+
+
+class RunView(Protocol):
+    """A run as the run log, text line and passport see it."""
+
+    options: Any
+    status: str
+    error: str | None
+    started_at: str | None
+    ended_at: str | None
+    run_dir: Path | None
+    steps: int
+    tokens: int
+    token_unit: str
+    series: dict[str, Series]
+    step_series: Series
+    interval: IntervalSummary | None
+    session: SessionSummary | None
+    memory: MemoryReading | None
+    warnings: list[str]
+    extensions: list[Any]
+    phases: Any
+
+    @property
+    def params(self) -> dict[str, Any]: ...
+
+    def elapsed_s(self) -> float: ...
+
+    def add_reader(self) -> dict[str, int]: ...
+
+    def _guard(self, key: str, fn: Callable[..., Any], *args: Any) -> Any: ...

@@ -1,0 +1,352 @@
+"""Where the time goes: data waits, eval spans and checkpoint saves, found with no code change.
+
+Extension ``"time"``. While the run is active (training thread only):
+
+- **Data waits**: ``torch.utils.data.dataloader._BaseDataLoaderIter.__next__`` is
+  wrapped; the host seconds spent inside it (fetch, collate with
+  ``num_workers=0``, waiting on workers otherwise) are moved from the open
+  training segment to ``data_wait`` with ``monitor.carve`` (no device sync). A
+  wait inside an eval or checkpoint span stays with that span. Other iterators
+  (generators, lists) are not timed: wrap them in ``tm.phase("data_wait")``.
+- **Eval**: ``torch.nn.Module.train`` is wrapped; ``root.eval()`` opens an
+  ``eval`` span and the next ``root.train()`` closes it, where root is the trained
+  module (``monitor.model_ref``, known after the first optimizer step; a DDP
+  ``.module`` or compiled ``._orig_mod`` counts as the root). An optimizer step
+  inside an open span closes it (a loop that trains in eval mode).
+- **Checkpoints**: ``torch.save`` (and ``torch.serialization.save``),
+  ``safetensors.torch.save_file``/``save_model`` and
+  ``transformers.modeling_utils.PreTrainedModel.save_pretrained`` become
+  ``checkpoint`` spans; savers of libraries imported during the run are wrapped
+  right after their import (post-import hook); nothing is imported here.
+
+Wrapped callables return the same value and raise the same exception as
+without trainmeter. Everything is removed at :meth:`TimeSplit.stop`.
+"""
+
+from __future__ import annotations
+
+import functools
+import weakref
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+from trainmeter.core.patches import Gate, Patches, PostImportHooks
+from trainmeter.core.provenance import Derivation, Input
+from trainmeter.core.throughput import ratio
+
+if TYPE_CHECKING:
+    from trainmeter.core.monitor import Monitor
+
+STARVING_SHARE = 0.20
+STARVING_MIN_BATCHES = 20
+GOODPUT_SERIES = "time.goodput"
+DATA_WAIT_SERIES = "time.data_wait_share"
+
+
+class TimeSplit:
+    """Data-wait, eval and checkpoint probes of one run (extension ``"time"``).
+
+    Thread safety: wrappers act on the training thread of the training process
+    only; ``panels``/``charts``/``warnings`` may be called from any thread and
+    only read.
+    """
+
+    name = "time"
+
+    def __init__(self) -> None:
+        self._monitor: Monitor | None = None
+        self._gate = Gate()
+        self._patches = Patches()
+        self._hooks: PostImportHooks | None = None
+        self._step_handle: Any = None
+        self._in_next = False
+        self._ckpt_depth = 0
+        self._eval_open = False
+        self.batches = 0
+        self.loader_wait_s = 0.0
+        self.max_wait_s: float | None = None
+        self.eval_spans = 0
+        self.checkpoint_saves = 0
+        self.patched: list[str] = []
+        self._window = {"batches": 0, "totals": {}, "elapsed_s": 0.0}
+        self._last_panel: list[dict[str, Any]] = []
+
+    # -- lifecycle -----------------------------------------------------------------
+    def start(self, monitor: Monitor) -> None:
+        """Install the wrappers (torch must be importable; else nothing is done)."""
+        self._monitor = monitor
+        import importlib.util
+        import sys
+
+        if "torch" not in sys.modules and importlib.util.find_spec("torch") is None:
+            return
+        import torch
+        from torch.optim.optimizer import register_optimizer_step_post_hook
+        from torch.utils.data import dataloader
+
+        self._gate.open()
+        self._wrap(dataloader._BaseDataLoaderIter, "__next__", self._make_next, "DataLoader iterator __next__")
+        self._wrap(torch.nn.Module, "train", self._make_train, "torch.nn.Module.train")
+        self._wrap(torch.serialization, "save", self._make_saver, "torch.serialization.save")
+        wrapped = vars(torch.serialization).get("save")
+        if getattr(wrapped, "__trainmeter_original__", None) is getattr(torch, "save", None):
+            self._patches.set(torch, "save", wrapped)
+            self.patched.append("torch.save")
+        self._step_handle = register_optimizer_step_post_hook(self._on_step)
+        self._hooks = PostImportHooks({
+            "safetensors.torch": self._patch_safetensors,
+            "transformers.modeling_utils": self._patch_transformers,
+        })
+        self._hooks.install()
+
+    def stop(self) -> None:
+        """Close an open eval span, remove every wrapper, hook and patch. Idempotent."""
+        if self._eval_open:
+            self._eval_open = False
+            self._exit()
+        self._gate.close()
+        if self._hooks is not None:
+            self._hooks.remove()
+            self._hooks = None
+        if self._step_handle is not None:
+            try:
+                self._step_handle.remove()
+            except Exception:
+                pass
+            self._step_handle = None
+        self._patches.restore_all()
+
+    def _wrap(self, owner: Any, attr: str, make: Any, label: str) -> None:
+        try:
+            if self._patches.wrap(owner, attr, make):
+                self.patched.append(label)
+        except Exception as exc:
+            self._warn(f"time-{attr}", f"{label} not timed: {exc!r}")
+
+    def _patch_safetensors(self, module: ModuleType) -> None:
+        if self._gate.active:
+            for attr in ("save_file", "save_model"):
+                self._wrap(module, attr, self._make_saver, f"safetensors.torch.{attr}")
+
+    def _patch_transformers(self, module: ModuleType) -> None:
+        owner = getattr(module, "PreTrainedModel", None)
+        if self._gate.active and isinstance(owner, type):
+            self._wrap(owner, "save_pretrained", self._make_saver, "PreTrainedModel.save_pretrained")
+
+    # -- wrappers ------------------------------------------------------------------
+    def _make_next(self, original: Any) -> Any:
+        split = self
+
+        @functools.wraps(original)
+        def __next__(iterator: Any) -> Any:
+            if split._in_next or not split._gate.here():
+                return original(iterator)
+            monitor = split._monitor
+            split._in_next = True
+            ok = False
+            t0 = monitor.clock() if monitor is not None else 0.0
+            try:
+                batch = original(iterator)
+                ok = True
+                return batch
+            finally:
+                split._in_next = False
+                if monitor is not None:
+                    split._on_wait(monitor.clock() - t0, ok)
+
+        return __next__
+
+    def _on_wait(self, seconds: float, counted: bool) -> None:
+        monitor = self._monitor
+        try:
+            if monitor is None or not monitor.phases.training:
+                return  # inside an eval/checkpoint span, or before/after the session: not a training wait
+            monitor.carve("data_wait", seconds)
+            self.loader_wait_s += seconds
+            if counted:
+                self.batches += 1
+                self.max_wait_s = seconds if self.max_wait_s is None else max(self.max_wait_s, seconds)
+        except Exception as exc:
+            self._warn("time-data-wait", f"data-wait timing disabled: {exc!r}")
+            self._gate.close()
+
+    def _make_train(self, original: Any) -> Any:
+        split = self
+
+        @functools.wraps(original)
+        def train(module: Any, *args: Any, **kwargs: Any) -> Any:
+            result = original(module, *args, **kwargs)
+            if split._gate.here():
+                split._on_train(module, bool(args[0] if args else kwargs.get("mode", True)))
+            return result
+
+        return train
+
+    def _is_root(self, module: Any) -> bool:
+        monitor = self._monitor
+        ref: weakref.ReferenceType[Any] | None = monitor.model_ref if monitor is not None else None
+        root = ref() if ref is not None else None
+        if root is None:
+            return False
+        if module is root:
+            return True
+        inner = vars(root).get("_modules", {})
+        return module is inner.get("module") or module is inner.get("_orig_mod")
+
+    def _on_train(self, module: Any, mode: bool) -> None:
+        try:
+            if not self._is_root(module):
+                return
+            if not mode and not self._eval_open:
+                if self._enter("eval"):
+                    self._eval_open = True
+                    self.eval_spans += 1
+            elif mode and self._eval_open:
+                self._eval_open = False
+                self._exit()
+        except Exception as exc:
+            self._warn("time-eval", f"eval spans disabled: {exc!r}")
+
+    def _on_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        if self._eval_open and self._gate.here():
+            self._eval_open = False
+            self._exit()
+            if self._monitor is not None:
+                self._monitor.warn_once("time-eval-step", "the model took an optimizer step in eval mode: "
+                                        "eval spans end at the next optimizer step")
+
+    def _make_saver(self, original: Any) -> Any:
+        split = self
+
+        @functools.wraps(original)
+        def saver(*args: Any, **kwargs: Any) -> Any:
+            if split._ckpt_depth or not split._gate.here():
+                return original(*args, **kwargs)
+            entered = split._enter("checkpoint")
+            split._ckpt_depth += 1
+            try:
+                return original(*args, **kwargs)
+            finally:
+                split._ckpt_depth -= 1
+                if entered:
+                    split.checkpoint_saves += 1
+                    split._exit()
+
+        return saver
+
+    def _enter(self, phase: str) -> bool:
+        monitor = self._monitor
+        if monitor is None:
+            return False
+        try:
+            monitor.enter_phase(phase)
+            return True
+        except Exception as exc:
+            self._warn(f"time-{phase}", f"{phase} spans disabled: {exc!r}")
+            return False
+
+    def _exit(self) -> None:
+        monitor = self._monitor
+        if monitor is not None:
+            try:
+                monitor.exit_phase()
+            except Exception as exc:
+                self._warn("time-exit", f"phase timing fault: {exc!r}")
+
+    def _warn(self, key: str, message: str) -> None:
+        if self._monitor is not None:
+            self._monitor.warn_once(key, message)
+
+    # -- figures -------------------------------------------------------------------
+    def data_wait_share(self, totals_s: dict[str, float]) -> float | None:
+        """``data_wait_s / (train_s + data_wait_s)``: the share of step time spent waiting for data."""
+        train_s = totals_s.get("train", 0.0)
+        wait_s = totals_s.get("data_wait", 0.0)
+        return ratio(wait_s, train_s + wait_s)
+
+    def interval_fields(self) -> dict[str, Any]:
+        """Run-log ``interval["time"]``: this window's waits; records the per-window share series."""
+        monitor = self._monitor
+        if monitor is None:
+            return {}
+        totals = dict(monitor.phases.totals_s)
+        elapsed_s = monitor.elapsed_s()
+        last = self._window
+        window = {k: v - last["totals"].get(k, 0.0) for k, v in totals.items()}
+        span_s = elapsed_s - last["elapsed_s"]
+        share = self.data_wait_share(window)
+        goodput = ratio(window.get("train", 0.0), span_s)
+        batches = self.batches - last["batches"]
+        self._window = {"batches": self.batches, "totals": totals, "elapsed_s": elapsed_s}
+        if goodput is not None:
+            monitor.record_at(GOODPUT_SERIES, elapsed_s, min(1.0, goodput))
+        if share is not None:
+            monitor.record_at(DATA_WAIT_SERIES, elapsed_s, share)
+        return {"data_wait_s": window.get("data_wait", 0.0), "data_wait_share": share, "batches": batches,
+                "goodput": goodput, "eval_spans": self.eval_spans, "checkpoint_saves": self.checkpoint_saves}
+
+    def passport_section(self) -> dict[str, Any]:
+        """``passport.json["time"]``: data-wait statistics and the probes' counts."""
+        monitor = self._monitor
+        totals = dict(monitor.phases.totals_s) if monitor is not None else {}
+        share = self.data_wait_share(totals)
+        inputs = (Input(name="data_wait_s", value=totals.get("data_wait", 0.0), unit="s", provenance="measured",
+                        source="phase clock: data_wait (DataLoader __next__ and tm.phase('data_wait'))"),
+                  Input(name="train_s", value=totals.get("train", 0.0), unit="s", provenance="measured",
+                        source="phase clock: train"))
+        derivation = Derivation(name="data_wait_share", formula="data_wait_s / (train_s + data_wait_s)",
+                                value=share, unit="1", inputs=inputs)
+        return {
+            "data_wait_s": totals.get("data_wait", 0.0),
+            "data_wait_share": share,
+            "batches": self.batches,
+            "loader_wait_s": self.loader_wait_s,
+            "mean_wait_s": ratio(self.loader_wait_s, self.batches),
+            "max_wait_s": self.max_wait_s,
+            "eval_spans": self.eval_spans,
+            "checkpoint_saves": self.checkpoint_saves,
+            "patched": sorted(set(self.patched)),
+            "derivations": [derivation.to_dict()],
+        }
+
+    def panels(self) -> list[dict[str, Any]]:
+        """The "Where the time goes" panel: each phase's share of session time (publisher thread)."""
+        monitor = self._monitor
+        if monitor is None:
+            return []
+        try:
+            totals = monitor.phases.totals_now()
+            session_s = monitor.elapsed_s()
+        except Exception:  # a phase added while we read: show the last panel
+            return self._last_panel
+        rows = [{"label": phase, "value": ratio(seconds, session_s), "unit": "fraction", "provenance": "measured",
+                 "note": f"{seconds:.1f} s"}
+                for phase, seconds in totals.items() if seconds > 0 or phase in ("train", "data_wait")]
+        share = self.data_wait_share(totals)
+        rows.append({"label": "data wait / step time", "value": share, "unit": "fraction", "provenance": "measured",
+                     "note": f"{self.batches} batches, mean {_ms(ratio(self.loader_wait_s, self.batches))}"})
+        self._last_panel = [{"id": "time", "title": "Where the time goes", "rows": rows,
+                             "note": "shares of session time; train share = goodput"}]
+        return self._last_panel
+
+    def charts(self) -> list[dict[str, Any]]:
+        """Goodput and data-wait share per report window."""
+        return [{"id": "time_shares", "title": "Where the time goes, per report", "x": "time", "unit": "fraction",
+                 "series": [GOODPUT_SERIES, DATA_WAIT_SERIES]}]
+
+    def warnings(self) -> list[str]:
+        """A starving loader: data waits above 20% of step time (after 20 batches)."""
+        monitor = self._monitor
+        if monitor is None or self.batches < STARVING_MIN_BATCHES:
+            return []
+        try:
+            share = self.data_wait_share(monitor.phases.totals_now())
+        except Exception:
+            return []
+        if share is None or share <= STARVING_SHARE:
+            return []
+        return [f"data waits are {share * 100:.0f}% of step time: the loader is starving the GPU"]
+
+
+def _ms(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds * 1000:.1f} ms"

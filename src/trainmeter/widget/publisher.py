@@ -1,0 +1,363 @@
+"""The widget publisher: the one thread that writes to a live run's widget.
+
+``attach_widget(monitor)`` (called by ``%%trainmeter`` when the widget is shown)
+displays a :class:`~trainmeter.widget.widget.TrainmeterWidget` at the top of the cell's
+output with a display handle and starts a :class:`Publisher` thread. About four
+times a second the thread reads new points with its own cursor
+(``monitor.add_reader()``; advancing it lets the monitor trim), feeds one
+:class:`~trainmeter.widget.decimate.Decimator` per series, and sends at most one frame
+message (``append``, or ``snapshot`` after a ``hello`` or, at most every 2 s, after a
+re-bucket: until then the view draws the finer old points and the coarser new ones), the
+``state`` traitlet when it changed (at most every 0.5 s), and the ``history``
+traitlet every 5 s. A sliding one-second window caps it all at 20 messages/s.
+``close()`` at the cell's end sends the final state and history and adds a static
+HTML snapshot to the display. Nothing here raises into the user's code.
+
+Output routing: the thread runs inside a copy of the cell's ``contextvars``
+context, so ipykernel 7 (which keeps the parent header in context variables)
+tags its messages with the cell's request, as ipykernel 6 does by itself.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import json
+import math
+import threading
+from collections import deque
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from trainmeter.widget.decimate import DEFAULT_BUDGET_POINTS, Decimator, share_budget
+from trainmeter.widget.frame import SeriesColumns, encode_frame
+from trainmeter.widget.view_model import build_state, facts_from_monitor, report_points
+
+TICK_S = 0.25
+STATE_INTERVAL_S = 0.5
+HISTORY_INTERVAL_S = 5.0
+REBUCKET_SNAPSHOT_INTERVAL_S = 2.0
+MAX_MESSAGES_PER_S = 20
+HISTORY_POINTS_TOTAL = 6000
+MAX_FAILURES = 3
+_FAR = 1 << 62
+
+_LIVE: Publisher | None = None
+_LAST: Publisher | None = None
+_REGISTRY_LOCK = threading.Lock()
+
+
+class WidgetLike(Protocol):
+    """What the publisher writes to (a TrainmeterWidget, or a recorder in tests)."""
+
+    state: dict[str, Any]
+    history: bytes
+
+    def send(self, content: dict[str, Any], buffers: list[Any] | None = None) -> None:
+        """Send a custom message with binary buffers."""
+        ...
+
+
+class MessageBudget:
+    """At most ``per_s`` messages in any ``window_s`` window. Publisher thread only.
+
+    Args:
+        per_s: Messages allowed per window.
+        window_s: Window length in seconds.
+    """
+
+    def __init__(self, per_s: int = MAX_MESSAGES_PER_S, window_s: float = 1.0) -> None:
+        self.per_s = per_s
+        self.window_s = window_s
+        self._sent: deque[float] = deque()
+
+    def allow(self, now_s: float) -> bool:
+        """Whether one more message may go at ``now_s``; if so it is counted."""
+        while self._sent and now_s - self._sent[0] >= self.window_s:
+            self._sent.popleft()
+        if len(self._sent) >= self.per_s:
+            return False
+        self._sent.append(now_s)
+        return True
+
+
+class Publisher:
+    """Streams one monitor's series and state to one widget.
+
+    Args:
+        monitor: The run's :class:`~trainmeter.core.monitor.Monitor` (read-only here).
+        widget: The widget to write (only this publisher writes it while it runs).
+        clock: Seconds; defaults to the monitor's clock.
+        tick_s: Seconds between ticks of the thread.
+        budget_points: Points kept per series (decimated).
+        history_points_total: Cap on points in a full frame across all series, shared
+            by water-filling (keeps a saved notebook small: 6,000 points are 96 KB).
+    """
+
+    def __init__(self, monitor: Any, widget: WidgetLike, *, clock: Callable[[], float] | None = None,
+                 tick_s: float = TICK_S, state_interval_s: float = STATE_INTERVAL_S,
+                 history_interval_s: float = HISTORY_INTERVAL_S, max_messages_per_s: int = MAX_MESSAGES_PER_S,
+                 budget_points: int = DEFAULT_BUDGET_POINTS, history_points_total: int = HISTORY_POINTS_TOTAL) -> None:
+        self.monitor = monitor
+        self.widget = widget
+        self.clock = clock or monitor.clock
+        self.tick_s = tick_s
+        self.state_interval_s = state_interval_s
+        self.history_interval_s = history_interval_s
+        self.budget_points = budget_points
+        self.history_points_total = history_points_total
+        self.handles: list[Any] = []
+        self.messages_sent = 0
+        self.bytes_sent = 0
+        self.decimators: dict[str, Decimator] = {}
+        self._budget = MessageBudget(max_messages_per_s)
+        self._cursor: dict[str, int] = monitor.add_reader()
+        self._seq = 0
+        self._reports_seen = 0
+        self._rebucketed = False
+        self._history_dirty = False
+        self._last_state: dict[str, Any] | None = None
+        self._last_state_s = -math.inf
+        self._last_history_s = -math.inf
+        self._last_snapshot_s = -math.inf
+        self._snapshot = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._failures = 0
+        self._closed = False
+
+    # -- thread ------------------------------------------------------------------------------
+    @property
+    def running(self) -> bool:
+        """Whether the thread runs (a ``hello`` will be answered by it)."""
+        return self._thread is not None and self._thread.is_alive() and not self._stop.is_set()
+
+    def start(self) -> Publisher:
+        """Start the thread in a copy of the caller's context (call from the cell)."""
+        context = contextvars.copy_context()
+        self._thread = threading.Thread(target=context.run, args=(self._loop,), name="trainmeter-publisher",
+                                        daemon=True)
+        self._thread.start()
+        return self
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.tick_s):
+            try:
+                self.tick()
+                self._failures = 0
+            except Exception as exc:
+                self._failures += 1
+                if self._failures >= MAX_FAILURES:
+                    self._disable(exc)
+                    return
+
+    def _disable(self, exc: BaseException) -> None:
+        self._stop.set()
+        for name in list(self._cursor):
+            self._cursor[name] = _FAR
+        for series in list(self.monitor.series):
+            self._cursor[series] = _FAR
+        try:
+            self.monitor.text = True
+            self.monitor.warn_once("widget-publisher", f"live widget stopped updating: {exc!r}; text lines resume")
+        except Exception:
+            pass
+
+    def request_snapshot(self) -> None:
+        """Ask for a ``snapshot`` message on the next tick. Any thread."""
+        self._snapshot.set()
+
+    # -- one tick -----------------------------------------------------------------------------
+    def tick(self, now_s: float | None = None) -> int:
+        """Read new points and send what is due; returns the messages sent. Publisher thread."""
+        now = self.clock() if now_s is None else now_s
+        sent = 0
+        if self._feed():
+            self._history_dirty = True
+        if self._history_dirty and now - self._last_history_s >= self.history_interval_s:
+            if self._budget.allow(now):
+                self._set_history(self._full_frame(include_open=False))
+                self._last_history_s = now
+                self._history_dirty = self._rebucketed = False
+                self._snapshot.clear()  # the new history replaces every view's store
+                sent += 1
+        elif self._snapshot.is_set() or (
+                self._rebucketed and now - self._last_snapshot_s >= REBUCKET_SNAPSHOT_INTERVAL_S):
+            if self._budget.allow(now):
+                self._snapshot.clear()
+                self._rebucketed = False
+                frame = self._full_frame(include_open=False)
+                self._send({"kind": "snapshot", "seq": self._seq}, frame)
+                self._last_snapshot_s = now
+                sent += 1
+        elif any(d.pending for d in self.decimators.values()) and self._budget.allow(now):
+            frame = self._append_frame()
+            self._send({"kind": "append", "seq": self._seq}, frame)
+            sent += 1
+        if now - self._last_state_s >= self.state_interval_s:
+            state = build_state(facts_from_monitor(self.monitor))
+            if state != self._last_state and self._budget.allow(now):
+                self._set_state(state)
+                self._last_state_s = now
+                sent += 1
+        return sent
+
+    def _feed(self) -> bool:
+        """Move new points from the monitor into the decimators; returns whether any came."""
+        m = self.monitor
+        fresh = False
+        for name, series in list(m.series.items()):
+            end, steps, times, values = series.read(self._cursor.get(name, 0))
+            self._cursor[name] = end
+            if values:
+                xs = steps if series.x_kind == "step" else times
+                fresh |= self._extend(name, series.x_kind, xs, values)
+        step_series = m.step_series
+        self._cursor[step_series.name] = step_series.end  # not drawn: let the monitor trim it
+        reports = m.reports
+        if reports != self._reports_seen:
+            self._reports_seen = reports
+            session = m.session
+            t_s = session.elapsed_s if session is not None else m.elapsed_s()
+            for name, value in report_points(m.interval, session, m.memory).items():
+                if name not in m.series:
+                    fresh |= self._extend(name, "time", [t_s], [value])
+        return fresh
+
+    def _extend(self, name: str, x_kind: str, xs: list[Any], ys: list[float]) -> bool:
+        d = self.decimators.get(name)
+        if d is None:
+            d = self.decimators[name] = Decimator(name, x_kind, budget_points=self.budget_points)
+        if d.extend(xs, ys):
+            self._rebucketed = True
+        return True
+
+    # -- frames and sends ------------------------------------------------------------------------
+    def series_columns(self, *, include_open: bool, max_points: int | None = None) -> list[SeriesColumns]:
+        """Every series' decimated history (for frames and the HTML snapshot)."""
+        decimators = list(self.decimators.values())
+        caps = share_budget({d.name: d.points for d in decimators}, self.history_points_total, self.budget_points)
+        out = []
+        for d in decimators:
+            xs, ys = d.columns(include_open=include_open, max_points=max_points or caps[d.name])
+            out.append(SeriesColumns(name=d.name, x_kind=d.x_kind, xs=xs, ys=ys))  # type: ignore[arg-type]
+        return out
+
+    def _full_frame(self, *, include_open: bool) -> bytes:
+        columns = self.series_columns(include_open=include_open)
+        for d in self.decimators.values():
+            d.mark_all_taken()
+        self._seq += 1
+        return encode_frame(self._seq, columns)
+
+    def _append_frame(self) -> bytes:
+        columns = []
+        for d in self.decimators.values():
+            if d.pending:
+                xs, ys = d.take_new()
+                columns.append(SeriesColumns(name=d.name, x_kind=d.x_kind, xs=xs, ys=ys))  # type: ignore[arg-type]
+        self._seq += 1
+        return encode_frame(self._seq, columns)
+
+    def _send(self, content: dict[str, Any], frame: bytes) -> None:
+        self.widget.send(content, buffers=[frame])
+        self.messages_sent += 1
+        self.bytes_sent += len(frame) + len(json.dumps(content))
+
+    def _set_state(self, state: dict[str, Any]) -> None:
+        self.widget.state = state
+        self._last_state = state
+        self.messages_sent += 1
+        self.bytes_sent += len(json.dumps(state))
+
+    def _set_history(self, frame: bytes) -> None:
+        self.widget.history = frame
+        self.messages_sent += 1
+        self.bytes_sent += len(frame)
+
+    # -- display and the end -----------------------------------------------------------------------
+    def show(self) -> Any:
+        """Display the widget (one more view) with a display handle; returns the handle."""
+        from IPython.display import display
+
+        data, metadata = _bundle(self.widget)
+        handle = display(data, metadata=metadata, raw=True, display_id=True)
+        if handle is not None:
+            self.handles.append(handle)
+        return handle
+
+    def close(self) -> None:
+        """Stop the thread; send the final state and history; add the HTML snapshot. Never raises."""
+        global _LIVE
+        if self._closed:
+            return
+        self._closed = True
+        self._stop.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=10.0)
+        try:
+            self._feed()
+            state = build_state(facts_from_monitor(self.monitor))
+            self._set_state(state)
+            self._set_history(self._full_frame(include_open=True))
+            attach = getattr(self.widget, "attach", None)
+            if attach is not None:
+                attach(None)  # from now on the widget answers hello from its history
+            self._finish_displays(state)
+        except Exception as exc:
+            try:
+                self.monitor.warn_once("widget-close", f"the widget's final update failed: {exc!r}")
+            except Exception:
+                pass
+        finally:
+            with _REGISTRY_LOCK:
+                if _LIVE is self:
+                    _LIVE = None
+
+    def _finish_displays(self, state: dict[str, Any]) -> None:
+        if not self.handles:
+            return
+        from trainmeter.widget.snapshot import render_snapshot
+
+        html = render_snapshot(state, self.series_columns(include_open=True, max_points=None))
+        data, metadata = _bundle(self.widget)
+        data = {**data, "text/html": html}
+        for handle in self.handles:
+            handle.update(data, metadata=metadata, raw=True)
+
+
+def _bundle(widget: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The widget's mimebundle as ``(data, metadata)`` (anywidget returns a tuple)."""
+    bundle = widget._repr_mimebundle_()
+    if isinstance(bundle, tuple):
+        data, metadata = bundle
+    else:
+        data, metadata = bundle, {}
+    return dict(data or {}), dict(metadata or {})
+
+
+def attach_widget(monitor: Any) -> Publisher:
+    """Show a live widget for ``monitor`` at the top of the cell's output and start its publisher.
+
+    Called by ``%%trainmeter`` before the cell's code runs; the returned sink's
+    ``close()`` must run at the cell's end (whatever happened).
+
+    Raises:
+        ImportError: Without anywidget/IPython (the caller falls back to the text line).
+    """
+    global _LIVE, _LAST
+    from trainmeter.widget.widget import TrainmeterWidget
+
+    widget = TrainmeterWidget(state=build_state(facts_from_monitor(monitor)))
+    publisher = Publisher(monitor, widget)
+    widget.attach(publisher)
+    publisher.show()
+    publisher.start()
+    with _REGISTRY_LOCK:
+        _LIVE = _LAST = publisher
+    return publisher
+
+
+def live_publisher() -> Publisher | None:
+    """The publisher of the run in progress, else of the last widget run in this kernel."""
+    with _REGISTRY_LOCK:
+        return _LIVE or _LAST

@@ -1,0 +1,159 @@
+"""``tm.display()``: show the live run's dashboard again, or replay a saved run.
+
+- ``display()``: another view of the live run's widget (the same model, fed by
+  the same publisher; it gets the HTML snapshot too at the end). With no widget
+  run in this kernel it says so.
+- ``display(run_or_path)``: a widget built from the saved record (state from the
+  passport, history decimated from ``events.jsonl``) plus its static HTML
+  snapshot, so it also reads without a kernel.
+- Outside IPython (a script, a terminal) it prints the text summary instead.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from trainmeter.record.runs import Run, load
+from trainmeter.widget.decimate import DEFAULT_BUDGET_POINTS, Decimator, share_budget
+from trainmeter.widget.frame import SeriesColumns, encode_frame
+from trainmeter.widget.view_model import (
+    build_state,
+    facts_from_monitor,
+    facts_from_run,
+    report_points_from_record,
+    summary_text,
+)
+
+REPLAY_POINTS_TOTAL = 6000
+
+
+def _shell() -> Any:
+    """The running IPython shell, or ``None`` (without importing IPython when absent)."""
+    if "IPython" not in sys.modules:
+        return None
+    try:
+        from IPython import get_ipython
+
+        return get_ipython()
+    except Exception:
+        return None
+
+
+def _can_show_widgets(shell: Any) -> bool:
+    return shell is not None and type(shell).__name__ == "ZMQInteractiveShell"
+
+
+def replay_columns(events: list[dict[str, Any]], *, budget_points: int = DEFAULT_BUDGET_POINTS,
+                   points_total: int = REPLAY_POINTS_TOTAL) -> list[SeriesColumns]:
+    """Decimated columns of every series of a saved run, plus the report series.
+
+    Series records carry ``x`` (``step`` or ``time``; ``step`` when absent); report
+    series (throughput, memory) come from the ``interval`` records.
+    """
+    decimators: dict[str, Decimator] = {}
+
+    def feed(name: str, x_kind: str, xs: list[Any], ys: list[Any]) -> None:
+        d = decimators.get(name)
+        if d is None:
+            d = decimators[name] = Decimator(name, x_kind, budget_points=budget_points)
+        d.extend(xs, [float("nan") if y is None else y for y in ys])
+
+    for e in events:
+        kind = e.get("kind")
+        if kind == "series":
+            x_kind = e.get("x", "step")
+            xs = e.get("step") if x_kind == "step" else [t / 1e6 for t in e.get("t_us") or []]
+            if xs and e.get("value"):
+                feed(str(e["name"]), x_kind, xs, e["value"])
+        elif kind == "interval":
+            t_s, values = report_points_from_record(e)
+            for name, value in values.items():
+                feed(name, "time", [t_s], [value])
+    caps = share_budget({name: d.points for name, d in decimators.items()}, points_total, budget_points)
+    out = []
+    for d in decimators.values():
+        xs, ys = d.columns(include_open=True, max_points=caps[d.name])
+        out.append(SeriesColumns(name=d.name, x_kind=d.x_kind, xs=xs, ys=ys))  # type: ignore[arg-type]
+    return out
+
+
+def replay(run_or_path: Run | str | Path) -> tuple[dict[str, Any], list[SeriesColumns], bytes]:
+    """``(state, columns, history frame)`` of a saved run.
+
+    Raises:
+        FileNotFoundError: When the path holds no run.
+    """
+    run = run_or_path if isinstance(run_or_path, Run) else load(run_or_path)
+    events = run.events() if (run.dir / "events.jsonl").exists() else []
+    state = build_state(facts_from_run(run.passport, events, run_dir=str(run.dir)))
+    columns = replay_columns(events)
+    return state, columns, encode_frame(1, columns)
+
+
+def display(run_or_path: Run | str | Path | None = None) -> None:
+    """Show the live run's dashboard (no argument) or replay a saved run.
+
+    Args:
+        run_or_path: ``None`` for the run in progress (or the last one shown in this
+            kernel); a :class:`~trainmeter.record.runs.Run`, a run folder, or its
+            ``passport.json``/``events.jsonl`` to replay a saved run.
+
+    Raises:
+        FileNotFoundError: When ``run_or_path`` holds no run.
+    """
+    shell = _shell()
+    if run_or_path is None:
+        _display_live(shell)
+        return
+    state, columns, frame = replay(run_or_path)
+    if not _can_show_widgets(shell):
+        print(summary_text(state))
+        return
+    from IPython.display import display as ipy_display
+
+    from trainmeter.widget.snapshot import render_snapshot
+    from trainmeter.widget.widget import TrainmeterWidget
+
+    widget = TrainmeterWidget(state=state, history=frame)
+    data, metadata = _bundle(widget)
+    data["text/html"] = render_snapshot(state, columns)
+    ipy_display(data, metadata=metadata, raw=True)
+
+
+def _display_live(shell: Any) -> None:
+    from trainmeter.core.monitor import active
+
+    publisher = None
+    if "trainmeter.widget.publisher" in sys.modules:
+        from trainmeter.widget.publisher import live_publisher
+
+        publisher = live_publisher()
+    if publisher is not None and _can_show_widgets(shell):
+        if publisher.running:
+            publisher.show()
+        else:  # finished: a new view of the same model, with the static snapshot
+            from IPython.display import display as ipy_display
+
+            from trainmeter.widget.snapshot import render_snapshot
+
+            data, metadata = _bundle(publisher.widget)
+            data["text/html"] = render_snapshot(publisher.widget.state,
+                                                publisher.series_columns(include_open=True))
+            ipy_display(data, metadata=metadata, raw=True)
+        return
+    monitor = active()
+    if monitor is not None:
+        print(summary_text(build_state(facts_from_monitor(monitor))))
+    elif publisher is not None:
+        print(summary_text(publisher.widget.state))
+    else:
+        print("trainmeter: no run in progress in this kernel; tm.display(path) replays a saved run "
+              "(see tm.runs())")
+
+
+def _bundle(widget: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    bundle = widget._repr_mimebundle_()
+    data, metadata = bundle if isinstance(bundle, tuple) else (bundle, {})
+    return dict(data or {}), dict(metadata or {})

@@ -1,0 +1,155 @@
+"""The live dashboard widget: an ``anywidget.AnyWidget`` with the traitlets of docs/protocol.md.
+
+The front end (``static/widget.js``, built from ``js/``) draws; this class only
+holds the synced traitlets (``state``, ``history``, ``schema_version``) and
+answers the front end's ``hello`` with a ``snapshot`` frame. While a run is
+live, the publisher thread (:mod:`trainmeter.widget.publisher`) is the only code that
+writes to the widget; ``hello`` is then forwarded to it. Importing this module
+imports anywidget (ipywidgets): it is imported lazily, never by ``import trainmeter``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Any, Protocol
+
+import anywidget
+import traitlets
+
+from trainmeter.widget.frame import decode_frame
+
+STATIC = Path(__file__).parent.parent / "static"
+ESM_PATH = STATIC / "widget.js"
+CSS_PATH = STATIC / "widget.css"
+SCHEMA_VERSION = 1
+
+HINT = ("(the live dashboard is not shown here. In Jupyter it needs the widget front end: `pip install anywidget`, "
+        "then restart the kernel and reload the page; trust the notebook (`jupyter trust NOTEBOOK.ipynb`); use "
+        "JupyterLab >= 4 or Notebook >= 7. The run folder holds the full record either way.)")
+
+FALLBACK_ESM = """
+function render({ model, el }) {
+  const root = document.createElement("div");
+  root.className = "trainmeter trainmeter-fallback";
+  const head = document.createElement("div");
+  const status = document.createElement("span");
+  status.dataset.tm = "status";
+  const step = document.createElement("span");
+  step.dataset.tm = "step";
+  head.append("step ", step, " \\u00b7 ", status);
+  const line = document.createElement("pre");
+  const note = document.createElement("div");
+  note.textContent = "trainmeter: the dashboard bundle (static/widget.js) is missing from this install; " +
+    "build it with `npm --prefix js ci && npm --prefix js run build`, or reinstall trainmeter.";
+  root.append(head, line, note);
+  el.append(root);
+  const update = () => {
+    const s = model.get("state") || {};
+    status.textContent = s.status || "";
+    const tile = (s.tiles || []).find((t) => t.id === "step");
+    step.textContent = tile && tile.value != null ? String(tile.value) : "";
+    line.textContent = s.text_line || "";
+  };
+  update();
+  model.on("change:state", update);
+  return () => model.off("change:state", update);
+}
+export default { render };
+"""
+
+
+class SnapshotSource(Protocol):
+    """What a widget forwards ``hello`` to while a run is live (the publisher)."""
+
+    @property
+    def running(self) -> bool:
+        """Whether the publisher thread still runs (and will send the snapshot)."""
+        ...
+
+    def request_snapshot(self) -> None:
+        """Ask for a ``snapshot`` message on the next tick. Thread-safe."""
+        ...
+
+
+def allow_subshell_replies(widget: Any) -> bool:
+    """Let front-end messages for ``widget`` be handled in a kernel subshell during a busy cell.
+
+    ipykernel >= 7 routes replies to the shell that sent the comm's last message,
+    which is the blocked main shell while a cell trains; dropping that routing lets
+    JupyterLab's per-comm-target subshell handle ``hello`` at once (see
+    /work/shared/reference/browser-probe.md). A private hook: without it, nothing changes.
+    Returns whether the override was installed.
+    """
+    comm = getattr(widget, "comm", None)
+    if comm is None or not hasattr(comm, "_reply_subshell_for"):
+        return False
+    try:
+        comm._reply_subshell_for = lambda data, default: default
+        return True
+    except Exception:
+        return False
+
+
+def frame_seq(frame: bytes) -> int:
+    """The ``seq`` written in a frame's header."""
+    return decode_frame(frame).seq
+
+
+class TrainmeterWidget(anywidget.AnyWidget):
+    """The trainmeter dashboard.
+
+    Traits (synced): ``state`` (the view model dict), ``history`` (one frame
+    holding the decimated history of every series), ``schema_version`` (1).
+    Writes come from one thread at a time: the publisher while a run is live,
+    the caller otherwise. The ``hello`` handler may run in a kernel subshell thread;
+    it only sets a flag on the publisher, or sends the stored history when none runs.
+    """
+
+    _esm = ESM_PATH if ESM_PATH.is_file() else FALLBACK_ESM
+    if CSS_PATH.is_file():
+        _css = CSS_PATH
+
+    state = traitlets.Dict().tag(sync=True)
+    history = traitlets.Bytes(b"").tag(sync=True)
+    schema_version = traitlets.Int(SCHEMA_VERSION).tag(sync=True)
+    store_key = traitlets.Unicode().tag(sync=True)  # per-widget id: the front end's store key
+
+    def __init__(self, *, state: dict[str, Any] | None = None, history: bytes = b"", **kwargs: Any) -> None:
+        kwargs.setdefault("store_key", uuid.uuid4().hex)
+        super().__init__(state=state or {"name": "run", "status": "starting"}, history=history, **kwargs)
+        self._publisher: SnapshotSource | None = None
+        self.snapshots_sent = 0
+        self.on_msg(self._on_front_message)
+        allow_subshell_replies(self)
+
+    def attach(self, publisher: SnapshotSource | None) -> None:
+        """Forward ``hello`` to ``publisher`` (``None`` to answer from ``history``)."""
+        self._publisher = publisher
+
+    def _on_front_message(self, _widget: Any, content: Any, _buffers: Any) -> None:
+        try:
+            if isinstance(content, dict) and content.get("kind") == "hello":
+                self.answer_hello()
+        except Exception:
+            pass  # a front-end message must never break the kernel side
+
+    def answer_hello(self) -> None:
+        """Send a ``snapshot`` (now from ``history``, or via the live publisher's next tick)."""
+        publisher = self._publisher
+        if publisher is not None and publisher.running:
+            publisher.request_snapshot()
+            return
+        frame = bytes(self.history or b"")
+        if frame:
+            self.send({"kind": "snapshot", "seq": frame_seq(frame)}, buffers=[frame])
+            self.snapshots_sent += 1
+
+    def text_line(self) -> str:
+        """The current text line (what shows where the widget cannot)."""
+        s = self.state or {}
+        line = s.get("text_line") or ""
+        return f"trainmeter: {s.get('name', 'run')} [{s.get('status', '?')}] {line}".rstrip()
+
+    def __repr__(self) -> str:
+        return f"{self.text_line()}\n{HINT}"

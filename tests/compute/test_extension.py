@@ -1,0 +1,103 @@
+"""FLOPs and MFU wired into a real CPU run."""
+
+import json
+import time
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import trainmeter as tm  # noqa: E402
+from tests.conftest import tiny_model_and_data, train_steps  # noqa: E402
+
+
+def _passport(m):
+    return json.loads((m.run_dir / "passport.json").read_text())
+
+
+def test_cpu_run_withholds_mfu_and_names_the_flag_that_enables_it(run_root):
+    model, opt, batches = tiny_model_and_data()
+    with tm.monitor(run_dir=run_root) as m:
+        train_steps(model, opt, batches)
+    c = _passport(m)["compute"]
+    assert all(v is None for v in c["mfu"].values())
+    assert "--peak-tflops X --peak-source TEXT" in c["mfu_missing"]
+    assert c["convention"] is None and c["flops_per_token_range"][0] <= c["flops_per_token_range"][1]
+    assert set(c["flops_per_token"]) == {"hf", "megatron", "titan", "embeddings"}
+    assert c["counted_flops_per_token"] is not None
+
+
+def test_declared_peak_gives_mfu_under_the_chosen_convention_with_derivation(run_root):
+    model, opt, batches = tiny_model_and_data()
+    with tm.monitor(run_dir=run_root, convention="hf", peak_tflops=0.001, peak_source="test figure",
+                    budget_steps=40) as m:
+        train_steps(model, opt, batches)
+    p = _passport(m)
+    c = p["compute"]
+    assert list(c["flops_per_token"]) == ["hf"]
+    trained = p["params"]["trained"]
+    emb = 32 * 8
+    assert c["flops_per_token"]["hf"] == 6 * (trained - emb)
+    train_tps = p["throughput"]["train_tokens_per_s"]
+    assert c["mfu"]["hf"] == pytest.approx(6 * (trained - emb) * train_tps / 1e9)
+    assert c["peak"] == {"tflops": 0.001, "card": "declared", "dtype": "any", "source": "test figure",
+                         "provenance": "declared"}
+    assert c["progress"] == pytest.approx(0.5)
+    assert c["eta_s"] > 0
+    d = {x["name"]: x for x in p["derivations"]}["mfu[hf]"]
+    assert d["formula"] == "F * tokens_per_s / (devices * peak)"
+    assert {i["provenance"] for i in d["inputs"]} >= {"declared", "measured"}
+    assert "<details>" in (m.run_dir / "passport.md").read_text()
+
+
+def test_flags_override_the_detected_shape_as_declared(run_root):
+    model, opt, batches = tiny_model_and_data()
+    with tm.monitor(run_dir=run_root, convention="titan", layers=3, d_model=10, seq_len=7) as m:
+        train_steps(model, opt, batches)
+    derivs = {x["name"]: x for x in _passport(m)["derivations"]}
+    inputs = {i["name"]: i for i in derivs["flops_per_token.titan"]["inputs"]}
+    assert inputs["L"]["value"] == 3 and inputs["L"]["provenance"] == "declared"
+    assert inputs["S"]["value"] == 7
+
+
+def test_the_counted_flops_pass_adds_no_tokens_steps_or_losses(run_root):
+    model, opt, batches = tiny_model_and_data()
+    with tm.monitor(run_dir=run_root, interval_s=0.1) as m:
+        for _i in range(4):
+            train_steps(model, opt, batches)
+    assert m.tokens == 80 * 24 and m.steps == 80
+    assert m.series["train_loss"].stats().count == 80
+
+
+def test_widget_tiles_show_the_mfu_range_and_a_flops_budget_needs_a_convention(run_root):
+    from trainmeter.widget.view_model import build_state, facts_from_monitor
+
+    model, opt, batches = tiny_model_and_data()
+    with tm.monitor(run_dir=run_root, interval_s=0.1, peak_tflops=0.001, peak_source="test",
+                    budget_flops="1e9") as m:
+        train_steps(model, opt, batches)
+        time.sleep(0.15)  # past --interval: the next step reports, so MFU has a window
+        train_steps(model, opt, batches[:1])
+        assert m.reports >= 1
+        state = build_state(facts_from_monitor(m))
+    mfu_tile = next(t for t in state["tiles"] if t["id"] == "mfu")
+    assert mfu_tile["label"] == "MFU (range over conventions)" and mfu_tile["text"].endswith("%")
+    assert mfu_tile["derivation"]["formula"] == "F * tokens_per_s / (devices * peak)"
+    p = _passport(m)
+    derivs = {d["name"]: d for d in p["derivations"]}
+    assert derivs["budget_tokens"]["value"] is None
+    assert "--convention" in derivs["budget_tokens"]["missing"]
+
+
+def test_replayed_run_shows_the_same_compute_tiles_and_progress(run_root):
+    from trainmeter.widget.view_model import build_state, facts_from_run
+
+    model, opt, batches = tiny_model_and_data()
+    with tm.monitor(run_dir=run_root, convention="hf", peak_tflops=0.001, peak_source="test",
+                    budget_steps=40) as m:
+        train_steps(model, opt, batches)
+    run = tm.load(m.run_dir)
+    state = build_state(facts_from_run(run.passport, run.events(), str(run.dir)))
+    tile = next(t for t in state["tiles"] if t["id"] == "mfu")
+    assert tile["value"] == pytest.approx(run.passport["compute"]["mfu"]["hf"])
+    assert state["progress"]["fraction"] == pytest.approx(0.5) and state["progress"]["label"] == "20 / 40 steps"

@@ -1,0 +1,27 @@
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from trainmeter.core.batch import count_batch  # noqa: E402
+
+
+def test_integer_2d_ids_count_batch_times_sequence():
+    assert count_batch((torch.zeros(4, 128, dtype=torch.long),), {}) == (512, "tokens")
+
+
+def test_hugging_face_style_kwargs_are_read_first():
+    kwargs = {"input_ids": torch.zeros(2, 16, dtype=torch.long), "attention_mask": torch.ones(2, 16)}
+    assert count_batch((), kwargs) == (32, "tokens")
+
+
+def test_packed_1d_ids_count_their_length():
+    assert count_batch((torch.zeros(300, dtype=torch.int32),), None) == (300, "tokens")
+
+
+def test_float_inputs_count_samples():
+    assert count_batch((torch.randn(8, 3, 32, 32),), None) == (8, "samples")
+
+
+def test_nested_dict_batch_and_no_tensor():
+    assert count_batch(({"x": torch.zeros(3, 5, dtype=torch.long)},), None) == (15, "tokens")
+    assert count_batch(("text", 3), None) is None

@@ -1,0 +1,236 @@
+"""The background sampler: schedule, averages, window, errors, threads, stop."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from trainmeter.core.clock import FakeClock, MonotonicClock
+from trainmeter.gpu.backend import REASON_GPU_LOST, REASON_LIBRARY_NOT_FOUND, GpuSample
+from trainmeter.gpu.fake import GEMM, IDLE, FakeNvml, Phase, open_fake
+from trainmeter.gpu.sampler import GpuSampler, _next_due
+
+
+def _sampler(fake: FakeNvml, clock, indices=(0,), **kw) -> GpuSampler:
+    return GpuSampler(fake, indices, clock=clock, **kw)
+
+
+def _poll(predicate, timeout_s: float = 3.0) -> bool:
+    deadline = time.perf_counter() + timeout_s
+    while time.perf_counter() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.005)
+    return predicate()
+
+
+def test_step_samples_each_device_once_per_interval() -> None:
+    clock = FakeClock()
+    s = _sampler(FakeNvml(["h100_sxm", "a100"], clock=clock), clock, (0, 1), interval_s=0.5)
+    assert s.step(0.0) == 2
+    clock.advance(0.3)
+    assert s.step(clock()) == 0
+    clock.advance(0.2)
+    assert s.step(clock()) == 2
+    assert s.status()[0].n_samples == 2 and s.latest()[1].t_s == 0.5
+
+
+def test_interval_below_100ms_is_rejected() -> None:
+    with pytest.raises(ValueError, match="interval_s"):
+        GpuSampler(None, (), clock=FakeClock(), interval_s=0.05)
+
+
+def test_history_is_bounded() -> None:
+    clock = FakeClock()
+    s = _sampler(FakeNvml(["t4"], clock=clock), clock, history_len=3)
+    for _ in range(10):
+        s.step(clock())
+        clock.advance(0.5)
+    hist = s.history(0)
+    assert len(hist) == 3 and hist[-1].t_s == 4.5
+    assert s.history(7) == ()
+
+
+def test_averages_are_means_over_samples_with_values() -> None:
+    clock = FakeClock()
+    phases = (Phase(duration_s=1.0, levels=IDLE), Phase(duration_s=100.0, levels=GEMM))
+    s = _sampler(FakeNvml(["h100_sxm"], clock=clock, timelines={0: phases}), clock)
+    for _ in range(4):  # t = 0, 0.5 idle; 1.0, 1.5 gemm
+        s.step(clock())
+        clock.advance(0.5)
+    avg = s.averages()[0]
+    assert avg.n_samples == 4
+    assert avg.util_gpu == pytest.approx(0.5)
+    assert avg.power_w == pytest.approx((60 + 60 + 650 + 650) / 4)
+    # GPM: first sample primes; windows (0,0.5] idle, (0.5,1.0] idle, (1.0,1.5] gemm
+    assert avg.sm_activity == pytest.approx(GEMM.sm_activity / 3)
+    assert avg.mem_used_peak_bytes == GEMM.mem_used_bytes
+    assert avg.start_s == 0.0 and avg.end_s == 1.5
+
+
+def test_averages_keep_reason_for_fields_never_seen() -> None:
+    clock = FakeClock()
+    s = _sampler(FakeNvml(["a100"], clock=clock), clock)
+    s.step(0.0)
+    avg = s.averages()[0]
+    assert avg.tensor_activity is None and "Hopper" in (avg.unavailable_reason("tensor_activity") or "")
+
+
+def test_window_counts_only_samples_between_begin_and_end() -> None:
+    clock = FakeClock()
+    s = _sampler(
+        FakeNvml(
+            ["h100_sxm"],
+            clock=clock,
+            timelines={
+                0: (
+                    Phase(duration_s=1.0, levels=IDLE),
+                    Phase(duration_s=1.0, levels=GEMM),
+                    Phase(duration_s=9.0, levels=IDLE),
+                )
+            },
+        ),
+        clock,
+    )
+    s.step(0.0)
+    s.begin_window(1.0)
+    for t in (0.5, 1.0, 1.5, 2.0, 2.5):
+        clock.now_s = t
+        s.step(t)
+    s.end_window(1.5)  # the last step was at 1.5: samples at 2.0 and 2.5 come back out
+    clock.now_s = 3.0
+    s.step(3.0)
+    win = s.window_averages()[0]
+    assert win.n_samples == 2 and win.util_gpu == pytest.approx(1.0)
+    assert win.start_s == 1.0 and win.end_s == 1.5
+    s.end_window(1.5)  # idempotent
+    assert s.window_averages()[0].n_samples == 2
+    assert s.averages()[0].n_samples == 7
+
+
+def test_unexpected_backend_error_is_recorded_and_sampling_continues() -> None:
+    clock = FakeClock()
+
+    class Flaky(FakeNvml):
+        calls = 0
+
+        def sample(self, index: int) -> GpuSample:
+            Flaky.calls += 1
+            if Flaky.calls == 1:
+                raise RuntimeError("driver hiccup")
+            return super().sample(index)
+
+    s = _sampler(Flaky(["t4"], clock=clock), clock)
+    s.step(0.0)
+    st = s.status()[0]
+    assert st.active and st.n_errors == 1 and "driver hiccup" in (st.last_error or "")
+    clock.advance(0.5)
+    s.step(clock())
+    assert s.status()[0].n_samples == 1
+
+
+def test_device_stops_after_max_consecutive_errors() -> None:
+    clock = FakeClock()
+
+    class Broken(FakeNvml):
+        def sample(self, index: int) -> GpuSample:
+            raise OSError("x" * 1000)
+
+    s = _sampler(Broken(["t4"], clock=clock), clock, max_consecutive_errors=3)
+    for _ in range(5):
+        s.step(clock())
+        clock.advance(0.5)
+    st = s.status()[0]
+    assert not st.active and st.n_errors == 3 and "3 failures in a row" in (st.stopped_reason or "")
+    assert len(st.last_error or "") <= 300
+
+
+def test_lost_gpu_stops_only_that_device() -> None:
+    clock = FakeClock()
+    fake = FakeNvml(["h100_sxm", "h200"], clock=clock)
+    fake.inject(0, "gpu_lost", from_s=1.0)
+    s = _sampler(fake, clock, (0, 1))
+    for _ in range(5):
+        s.step(clock())
+        clock.advance(0.5)
+    st = s.status()
+    assert not st[0].active and st[0].stopped_reason == REASON_GPU_LOST and st[0].n_samples == 2
+    assert st[1].active and st[1].n_samples == 5
+
+
+def test_slow_call_skips_missed_ticks_instead_of_bursting() -> None:
+    assert _next_due(0.5, 1.2, 0.5) == pytest.approx(1.5)
+    assert _next_due(0.5, 0.4, 0.5) == pytest.approx(1.0)
+    assert _next_due(1.5, 1.7, 0.5, skip_only=True) == pytest.approx(2.0)
+    assert _next_due(None, 3.0, 0.5) == pytest.approx(3.5)
+
+
+def test_for_run_without_nvml_gives_empty_sampler_with_reason() -> None:
+    clock = FakeClock()
+    s = GpuSampler.for_run(None, clock=clock, open_backend=lambda clock: open_fake(failure="library_missing"))
+    assert s.unavailable_reason == REASON_LIBRARY_NOT_FOUND
+    assert s.step(0.0) == 0 and s.latest() == {} and s.indices == ()
+    s.start()
+    s.stop()
+
+
+def test_for_run_selects_declared_devices_and_rejects_bad_spec() -> None:
+    clock = FakeClock()
+    fake = FakeNvml(["h100_sxm", "h200", "a100"], clock=clock)
+    s = GpuSampler.for_run("0,2", clock=clock, open_backend=lambda clock: open_fake(fake), cuda_uuids=None)
+    assert s.indices == (0, 2) and s.selection.provenance == "declared"
+    assert s.devices[2].name == "NVIDIA A100-SXM4-40GB" and s.driver_version == "595.45.04"
+    with pytest.raises(ValueError, match="there is no GPU 5"):
+        GpuSampler.for_run("5", clock=clock, open_backend=lambda clock: open_fake(fake), cuda_uuids=None)
+    with pytest.raises(ValueError, match="valid"):
+        GpuSampler.for_run("zero", clock=clock, open_backend=lambda clock: open_fake(fake))
+
+
+def test_for_run_default_uses_cuda_uuids() -> None:
+    clock = FakeClock()
+    fake = FakeNvml(["h100_sxm", "h200"], clock=clock)
+    s = GpuSampler.for_run(
+        None,
+        clock=clock,
+        open_backend=lambda clock: open_fake(fake),
+        cuda_uuids=[fake.device_info(1).uuid],
+        env={},
+    )
+    assert s.indices == (1,) and s.selection.provenance == "detected"
+
+
+def test_stop_closes_an_owned_backend() -> None:
+    clock = FakeClock()
+    fake = FakeNvml(["t4"], clock=clock)
+    s = GpuSampler.for_run("all", clock=clock, open_backend=lambda clock: open_fake(fake))
+    s.stop()
+    assert fake.closed
+
+
+def test_threads_sample_in_background_and_stop_is_immediate() -> None:
+    clock = MonotonicClock()
+    s = _sampler(FakeNvml(["h100_sxm", "t4"], clock=clock), clock, (0, 1), interval_s=1.0)
+    s.start()
+    assert _poll(lambda: all(st.n_samples >= 1 for st in s.status().values()))
+    t0 = time.perf_counter()
+    s.stop()
+    assert time.perf_counter() - t0 < 0.2
+    assert not any(t.is_alive() for t in s._threads)
+
+
+def test_slow_call_on_one_device_does_not_delay_the_others() -> None:
+    clock = MonotonicClock()
+    release = threading.Event()
+    fake = FakeNvml(["h100_sxm", "h200"], clock=clock, sleep=lambda delay_s: release.wait(delay_s))
+    fake.inject(0, "slow", delay_s=5.0)
+    s = _sampler(fake, clock, (0, 1), interval_s=0.1)
+    s.start()
+    try:
+        assert _poll(lambda: s.status()[1].n_samples >= 3)
+        assert s.status()[0].n_samples == 0  # still inside its slow call
+    finally:
+        release.set()
+        s.stop()
+    assert _poll(lambda: s.status()[0].n_samples >= 1)

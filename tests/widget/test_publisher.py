@@ -1,0 +1,394 @@
+from __future__ import annotations
+
+import math
+import time
+
+import pytest
+
+from trainmeter.core.clock import FakeClock
+from trainmeter.core.memory import MemoryReading
+from trainmeter.core.monitor import MonitorWarning
+from trainmeter.extensions import make_monitor
+from trainmeter.options import make_options
+from trainmeter.widget.frame import decode_frame
+from trainmeter.widget.publisher import MessageBudget, Publisher
+
+
+class Recorder:
+    """A widget stand-in that records every message with the clock's time, and replays
+    them into a store that behaves like js/src/store.ts."""
+
+    def __init__(self, clock):
+        self.clock = clock
+        self.log: list[tuple[float, str, int]] = []  # (t, kind, bytes)
+        self._state: dict = {}
+        self._history = b""
+        self.store: dict[str, tuple[list[float], list[float]]] = {}
+        self.store_seq = -1
+        self.max_store_points = 0
+
+    @property
+    def state(self):
+        return self._state
+
+    @state.setter
+    def state(self, value):
+        self._state = value
+        self.log.append((self.clock(), "state", len(str(value))))
+
+    @property
+    def history(self):
+        return self._history
+
+    @history.setter
+    def history(self, frame):
+        self._history = frame
+        self.log.append((self.clock(), "history", len(frame)))
+        decoded = decode_frame(frame)
+        if self.store_seq < 0 or decoded.seq > self.store_seq:
+            self._replace(decoded)
+
+    def send(self, content, buffers=None):
+        frame = decode_frame(buffers[0])
+        assert frame.seq == content["seq"]
+        self.log.append((self.clock(), content["kind"], len(buffers[0])))
+        if content["kind"] == "snapshot":
+            self._replace(frame)
+        elif self.store_seq < 0 or frame.seq > self.store_seq:
+            for s in frame.series:
+                xs, ys = self.store.setdefault(s.name, ([], []))
+                xs.extend(s.xs)
+                ys.extend(s.ys)
+            self.store_seq = frame.seq
+        self._note()
+
+    def _replace(self, frame):
+        self.store = {s.name: (list(s.xs), list(s.ys)) for s in frame.series}
+        self.store_seq = frame.seq
+        self._note()
+
+    def _note(self):
+        self.max_store_points = max([self.max_store_points] + [len(xs) for xs, _ in self.store.values()])
+
+    def max_per_window(self, window_s=1.0):
+        times = [t for t, _, _ in self.log]
+        return max((sum(1 for u in times if t <= u < t + window_s) for t in times), default=0)
+
+    def bytes_between(self, t0, t1):
+        return sum(n for t, _, n in self.log if t0 <= t < t1)
+
+
+def _monitor(run_root, clock, **opts):
+    m = make_monitor(make_options(run_dir=run_root, name="pub", **opts), clock=clock, text=False, probes=False)
+    m.start()
+    m._memory_probe.sample = lambda: MemoryReading(rss_bytes=1_000_000_000, rss_peak_bytes=1_000_000_000)
+    return m
+
+
+def _train(m, clock, pub, *, seconds, steps_per_s, tick_s=0.25, hello_every_tick=False, loss_at=None):
+    per_tick = int(steps_per_s * tick_s)
+    for _ in range(int(seconds / tick_s)):
+        for _ in range(per_tick):
+            loss = loss_at(m.steps) if loss_at else 1.0 / (1 + m.steps)
+            m.on_step(128, losses=[loss])
+        clock.advance(tick_s)
+        m.on_step(128, losses=[0.5])
+        if hello_every_tick:
+            pub.request_snapshot()
+        pub.tick()
+
+
+def test_fast_run_never_exceeds_twenty_messages_in_any_second(run_root):
+    clock = FakeClock(0.0)
+    m = _monitor(run_root, clock, interval_s=1.0)
+    w = Recorder(clock)
+    pub = Publisher(m, w, clock=clock)
+    _train(m, clock, pub, seconds=30, steps_per_s=4000, hello_every_tick=True)
+    assert w.max_per_window() <= 20
+    assert sum(1 for _, k, _ in w.log if k == "snapshot") > 10
+    assert {k for _, k, _ in w.log} >= {"state", "history", "snapshot"}
+
+
+def test_message_budget_caps_a_tight_tick_loop_at_twenty_per_second(run_root):
+    clock = FakeClock(0.0)
+    m = _monitor(run_root, clock, interval_s=0.1)
+    w = Recorder(clock)
+    pub = Publisher(m, w, clock=clock, tick_s=0.001, state_interval_s=0.0, history_interval_s=0.0)
+    _train(m, clock, pub, seconds=3, steps_per_s=2000, tick_s=0.01, hello_every_tick=True)
+    assert 15 <= w.max_per_window() <= 20
+
+
+def test_message_budget_window():
+    budget = MessageBudget(per_s=3, window_s=1.0)
+    assert [budget.allow(t) for t in (0.0, 0.1, 0.2, 0.3, 0.99)] == [True, True, True, False, False]
+    assert budget.allow(1.0) is True
+
+
+def test_replayed_messages_rebuild_the_decimated_history_in_order(run_root):
+    clock = FakeClock(0.0)
+    m = _monitor(run_root, clock, interval_s=2.0)
+    w = Recorder(clock)
+    pub = Publisher(m, w, clock=clock, budget_points=200)
+    _train(m, clock, pub, seconds=20, steps_per_s=400)
+    xs, ys = w.store["train_loss"]
+    assert all(a <= b for a, b in zip(xs, xs[1:], strict=False))
+    assert w.max_store_points <= 2 * 200
+    m.finish("completed")
+    pub.close()
+    final = decode_frame(w.history)
+    loss = next(s for s in final.series if s.name == "train_loss")
+    assert len(loss.xs) <= 200 and loss.xs[-1] == m.steps and max(loss.ys) == 1.0
+    assert w.store["train_loss"] == (list(loss.xs), list(loss.ys))
+    assert w.state["status"] == "completed"
+
+
+def test_hello_gets_a_snapshot_of_every_series_on_the_next_tick(run_root):
+    clock = FakeClock(0.0)
+    m = _monitor(run_root, clock, interval_s=1.0)
+    w = Recorder(clock)
+    pub = Publisher(m, w, clock=clock, history_interval_s=1e9)
+    _train(m, clock, pub, seconds=3, steps_per_s=40)
+    m.record({"lr": 0.1})
+    pub.request_snapshot()
+    pub.tick()
+    kind = w.log[-2][1] if w.log[-1][1] == "state" else w.log[-1][1]
+    assert kind == "snapshot"
+    assert {"train_loss", "lr", "train_tokens_per_s", "session_tokens_per_s", "rss_bytes"} <= set(w.store)
+
+
+def test_report_series_get_one_point_per_report_at_session_seconds(run_root):
+    clock = FakeClock(0.0)
+    m = _monitor(run_root, clock, interval_s=1.0)
+    w = Recorder(clock)
+    pub = Publisher(m, w, clock=clock)
+    _train(m, clock, pub, seconds=5, steps_per_s=40)
+    xs, ys = pub.decimators["train_tokens_per_s"].columns()
+    assert len(xs) == m.reports and xs[-1] == pytest.approx(m.session.elapsed_s)
+    assert ys[-1] == pytest.approx(m.interval.train_tokens_per_s)
+    assert pub.decimators["rss_bytes"].x_kind == "time"
+
+
+def test_reader_cursor_lets_the_monitor_trim(run_root):
+    clock = FakeClock(0.0)
+    m = _monitor(run_root, clock, interval_s=1.0)
+    pub = Publisher(m, Recorder(clock), clock=clock)
+    _train(m, clock, pub, seconds=10, steps_per_s=1000)
+    assert m.series["train_loss"].pending < 1500 and m.step_series.pending < 1500
+
+
+class SyntheticMonitor:
+    """The monitor surface the publisher reads, fed in bulk (no run log): a fast 1M-point run."""
+
+    def __init__(self, clock, interval_s=10.0):
+        from trainmeter.core.phases import PhaseClock
+        from trainmeter.core.series import Series
+        from trainmeter.core.throughput import interval_summary, session_summary
+
+        self._interval_summary, self._session_summary = interval_summary, session_summary
+        self.clock = clock
+        self.options = make_options(name="synthetic", interval_s=interval_s)
+        self.phases = PhaseClock(clock)
+        self.phases.begin()
+        self.status, self.run_dir, self.text_line, self.token_unit = "running", None, "", "tokens"
+        self.series = {"train_loss": Series("train_loss")}
+        self.step_series = Series("tokens_per_step")
+        self.steps = self.tokens = self.reports = 0
+        self.interval = self.session = None
+        self.memory = MemoryReading(rss_bytes=10**9, rss_peak_bytes=10**9)
+        self.warnings, self.extensions, self.text = [], [], False
+        self._last_report_s = clock()
+
+    def add_reader(self):
+        return {}
+
+    def elapsed_s(self):
+        return self.phases.session_elapsed_s(self.clock())
+
+    def warn_once(self, key, message):
+        self.warnings.append(message)
+
+    def train(self, n_steps, tokens_per_step, loss_at):
+        series = self.series["train_loss"]
+        for _ in range(n_steps):
+            self.steps += 1
+            series.append(self.steps, 0.0, loss_at(self.steps))
+        self.tokens += n_steps * tokens_per_step
+        now = self.clock()
+        if now - self._last_report_s >= self.options.interval_s:
+            elapsed = self.elapsed_s()
+            self.interval = self._interval_summary(tokens=self.tokens, steps=self.steps, train_s=elapsed)
+            self.session = self._session_summary(tokens=self.tokens, elapsed_s=elapsed)
+            self.reports += 1
+            self._last_report_s = now
+            series.trim(series.end)  # the run log has written it
+
+
+def test_bytes_per_second_stay_flat_over_a_million_point_run():
+    clock = FakeClock(0.0)
+    m = SyntheticMonitor(clock)
+    w = Recorder(clock)
+    pub = Publisher(m, w, clock=clock)
+    for _ in range(1000):  # 250 s at 4,000 steps/s
+        m.train(1000, 128, lambda s: 2.0 + math.sin(s / 7000.0) + (s % 13) * 0.01)
+        clock.advance(0.25)
+        pub.tick()
+    assert m.steps == 1_000_000
+    early, late = w.bytes_between(50, 100), w.bytes_between(200, 250)
+    assert 0 < late <= 1.25 * early  # ten times the points, the same bytes per second
+    assert all(n <= 2 * 2000 * 16 + 4096 for _, k, n in w.log if k != "state")
+    loss = next(s for s in decode_frame(w.history).series if s.name == "train_loss")
+    assert 1000 <= len(loss.xs) <= 2000
+    assert w.max_store_points <= 4000
+
+
+def test_thread_publishes_during_the_run_and_stops_at_once(run_root):
+    m = make_monitor(make_options(run_dir=run_root, name="thr", interval_s=0.1), text=False, probes=False).start()
+    w = Recorder(time.perf_counter)
+    pub = Publisher(m, w, tick_s=0.01, state_interval_s=0.0, history_interval_s=0.05).start()
+    deadline = time.perf_counter() + 0.4
+    while time.perf_counter() < deadline:
+        m.on_step(10, losses=[1.0])
+        time.sleep(0.001)
+    assert pub.running and w.max_per_window() <= 20 and len(w.log) >= 5
+    m.finish("completed")
+    t0 = time.perf_counter()
+    pub.close()
+    assert time.perf_counter() - t0 < 0.5
+    assert not pub.running and w.state["status"] == "completed"
+    assert w.store["train_loss"][0][-1] == m.steps
+
+
+def test_a_broken_widget_disables_the_publisher_without_raising(run_root):
+    class Broken(Recorder):
+        def send(self, content, buffers=None):
+            raise RuntimeError("comm gone")
+
+    m = make_monitor(make_options(run_dir=run_root, name="brk", interval_s=0.1), text=False, probes=False).start()
+    pub = Publisher(m, Broken(time.perf_counter), tick_s=0.002, history_interval_s=1e9,
+                    state_interval_s=1e9)
+    pub._last_state_s = pub._last_history_s = time.perf_counter()
+    pub.start()
+    with pytest.warns(MonitorWarning, match="live widget stopped"):
+        for _ in range(200):
+            m.on_step(10, losses=[1.0])
+            time.sleep(0.001)
+            if not pub.running:
+                break
+        pub._thread.join(1.0)
+    assert not pub.running and m.text is True
+    m.finish("completed")
+    pub.close()
+
+
+def test_close_adds_the_static_html_to_every_display_handle(run_root):
+    clock = FakeClock(0.0)
+    m = _monitor(run_root, clock, interval_s=1.0)
+
+    class Widget(Recorder):
+        def _repr_mimebundle_(self, **kwargs):
+            return {"text/plain": "trainmeter: pub", "application/vnd.jupyter.widget-view+json": {"model_id": "x"}}, {}
+
+    class Handle:
+        def __init__(self):
+            self.updates = []
+
+        def update(self, data, metadata=None, raw=False):
+            self.updates.append((data, metadata, raw))
+
+    pub = Publisher(m, Widget(clock), clock=clock)
+    pub.handles = [Handle(), Handle()]
+    _train(m, clock, pub, seconds=3, steps_per_s=40)
+    m.finish("completed")
+    pub.close()
+    pub.close()  # idempotent
+    for handle in pub.handles:
+        assert len(handle.updates) == 1
+        data, _, raw = handle.updates[0]
+        assert raw and "application/vnd.jupyter.widget-view+json" in data
+        assert "<svg" in data["text/html"] and "<script" not in data["text/html"]
+
+
+def test_attach_widget_displays_at_once_and_registers_the_live_publisher(run_root, monkeypatch):
+    pytest.importorskip("anywidget")
+    import IPython.display
+
+    from trainmeter.widget import publisher as publisher_module
+
+    shown = []
+
+    class Handle:
+        def update(self, data, metadata=None, raw=False):
+            shown.append(("update", data))
+
+    def fake_display(data, metadata=None, raw=False, display_id=None):
+        shown.append(("display", data))
+        return Handle() if display_id else None
+
+    monkeypatch.setattr(IPython.display, "display", fake_display)
+    m = make_monitor(make_options(run_dir=run_root, name="att", interval_s=0.1), text=False, probes=False)
+    pub = publisher_module.attach_widget(m)
+    try:
+        assert shown[0][0] == "display" and "application/vnd.jupyter.widget-view+json" in shown[0][1]
+        assert pub.running and publisher_module.live_publisher() is pub
+        m.start()
+        m.on_step(10, losses=[1.0])
+        m.finish("completed")
+    finally:
+        pub.close()
+    assert shown[-1][0] == "update" and "text/html" in shown[-1][1]
+    assert publisher_module.live_publisher() is pub and not pub.running
+
+
+def test_in_a_real_kernel_thread_messages_reach_the_cell_and_hello_is_answered_in_a_subshell(tmp_path):
+    """ipykernel end to end: comm messages from the publisher thread carry the cell's parent header and
+    arrive while the cell runs; a front-end ``hello`` sent to a subshell is answered before the cell ends;
+    the display gains ``text/html`` at the end."""
+    import queue
+
+    jupyter_client = pytest.importorskip("jupyter_client.manager")
+    pytest.importorskip("ipykernel")
+    pytest.importorskip("anywidget")
+    km, kc = jupyter_client.start_new_kernel(kernel_name="python3", cwd=str(tmp_path))
+    try:
+        kc.execute_interactive("%load_ext trainmeter", timeout=60)
+        kc.control_channel.send(kc.session.msg("create_subshell_request", {}))
+        subshell = kc.control_channel.get_msg(timeout=10)["content"].get("subshell_id")
+        cell = ("%%trainmeter --name kern --interval 0.2\nimport time, trainmeter as tm\n"
+                "for i in range(200):\n    tm.emit(train_loss=1.0 / (i + 1))\n    time.sleep(0.01)\n")
+        cell_id = kc.execute(cell)
+        log, comm_id, hello_at, t0 = [], None, None, time.monotonic()
+        while time.monotonic() - t0 < 60:
+            try:
+                msg = kc.iopub_channel.get_msg(timeout=0.05)
+            except queue.Empty:
+                msg = None
+            now = time.monotonic() - t0
+            if msg is not None:
+                kind, content = msg["msg_type"], msg["content"]
+                ours = msg["parent_header"].get("msg_id") == cell_id
+                if kind == "comm_open" and content["data"].get("state", {}).get("_model_name") == "AnyModel":
+                    comm_id = content["comm_id"]
+                elif kind == "comm_msg" and content.get("comm_id") == comm_id:
+                    data = content["data"]
+                    what = (data.get("content") or {}).get("kind") or ",".join(sorted(data.get("state") or {}))
+                    log.append((now, what or "history", ours))
+                elif kind in ("stream", "update_display_data"):
+                    log.append((now, kind, ours, content.get("data", {})))
+                elif kind == "status" and content["execution_state"] == "idle" and ours:
+                    break
+            if comm_id and hello_at is None and subshell and now > 0.5:
+                hello = kc.session.msg("comm_msg", {"comm_id": comm_id,
+                                                    "data": {"method": "custom", "content": {"kind": "hello"}}})
+                hello["header"]["subshell_id"] = subshell
+                kc.shell_channel.send(hello)
+                hello_at = now
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+    end_of_cell = next(t for t, kind, *_ in log if kind == "stream")
+    live = [entry for entry in log if entry[0] < end_of_cell and entry[1] in ("append", "snapshot", "state")]
+    assert len(live) >= 3 and all(ours for _, _, ours in live)
+    if subshell:
+        assert any(kind == "snapshot" and hello_at <= t < end_of_cell for t, kind, _ in live)
+    final = [entry for entry in log if entry[1] == "update_display_data"]
+    assert final and "text/html" in final[-1][3] and final[-1][2]

@@ -1,0 +1,152 @@
+from __future__ import annotations
+
+import importlib
+import json
+
+import pytest
+
+from trainmeter.core.clock import FakeClock
+from trainmeter.core.memory import MemoryReading
+from trainmeter.extensions import make_monitor
+from trainmeter.options import make_options
+from trainmeter.widget.frame import decode_frame
+
+# the package's lazy ``display`` attribute is the function; the module is reached by name
+display_module = importlib.import_module("trainmeter.widget.show")
+
+
+
+
+def _saved_run(run_root, *, steps=50, finish=True):
+    clock = FakeClock(0.0)
+    m = make_monitor(make_options(run_dir=run_root, name="saved", interval_s=1.0, budget_steps=100), clock=clock,
+                text=False, probes=False)
+    m.start()
+    m._memory_probe.sample = lambda: MemoryReading(rss_bytes=1_500_000_000, rss_peak_bytes=1_600_000_000)
+    for i in range(steps):
+        clock.advance(0.1)
+        m.on_step(64, losses=[4.0 - i * 0.01])
+        if i % 10 == 0:
+            m.record({"val_loss": 3.5 - i * 0.01})
+    if finish:
+        m.finish("completed")
+    return m
+
+
+class ZMQInteractiveShell:
+    pass
+
+
+def _notebook(monkeypatch):
+    import IPython.display
+
+    shown = []
+
+    def fake_display(data, metadata=None, raw=False, display_id=None):
+        shown.append(data)
+
+    monkeypatch.setattr(display_module, "_shell", lambda: ZMQInteractiveShell())
+    monkeypatch.setattr(IPython.display, "display", fake_display)
+    return shown
+
+
+def test_replay_builds_state_and_a_decimated_history_from_the_saved_run(run_root):
+    m = _saved_run(run_root)
+    state, columns, frame = display_module.replay(m.run_dir)
+    assert state["name"] == "saved" and state["status"] == "completed" and state["run_dir"] == str(m.run_dir)
+    names = {c.name: c for c in columns}
+    assert list(names["train_loss"].xs) == [float(s) for s in range(1, 51)]
+    assert names["train_loss"].ys[0] == 4.0 and names["val_loss"].x_kind == "step"
+    assert names["train_tokens_per_s"].x_kind == "time" and len(names["rss_bytes"].xs) == m.reports
+    decoded = decode_frame(frame)
+    assert [s.name for s in decoded.series] == [c.name for c in columns]
+    json.dumps(state, allow_nan=False)
+
+
+def test_replay_decimates_long_runs_and_honours_time_series_records(tmp_path):
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    n = 100_000
+    lines = [{"kind": "start", "name": "long", "options": {"interval_s": 10}},
+             {"kind": "series", "name": "train_loss", "step": list(range(n)), "t_us": [0] * n,
+              "value": [float(i % 97) for i in range(n)]},
+             {"kind": "series", "name": "gpu0.util", "x": "time", "step": [1, 1], "t_us": [500000, 1500000],
+              "value": [0.2, None]}]
+    (run_dir / "events.jsonl").write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+    state, columns, _ = display_module.replay(run_dir)
+    by_name = {c.name: c for c in columns}
+    assert len(by_name["train_loss"].xs) <= 2000 and max(by_name["train_loss"].ys) == 96.0
+    assert by_name["gpu0.util"].x_kind == "time" and list(by_name["gpu0.util"].xs) == [0.5, 1.5]
+    assert state["status"] == "interrupted" and any("no passport" in w for w in state["warnings"])
+
+
+def test_display_of_a_saved_run_outside_ipython_prints_the_summary(run_root, capsys, monkeypatch):
+    monkeypatch.setattr(display_module, "_shell", lambda: None)
+    m = _saved_run(run_root)
+    capsys.readouterr()
+    assert display_module.display(m.run_dir) is None
+    out = capsys.readouterr().out
+    assert out.startswith("trainmeter: saved [completed] [step 50]") and str(m.run_dir) in out
+
+
+def test_display_of_a_missing_path_names_it(tmp_path):
+    with pytest.raises(FileNotFoundError, match="nowhere"):
+        display_module.display(tmp_path / "nowhere")
+
+
+def test_display_of_a_saved_run_in_a_notebook_shows_widget_and_static_html(run_root, monkeypatch):
+    pytest.importorskip("anywidget")
+    shown = _notebook(monkeypatch)
+    m = _saved_run(run_root)
+    display_module.display(m.run_dir)
+    assert len(shown) == 1
+    data = shown[0]
+    assert "application/vnd.jupyter.widget-view+json" in data
+    assert "<svg" in data["text/html"] and data["text/plain"].startswith("trainmeter: saved [completed]")
+
+
+def test_display_without_a_run_says_how_to_replay(monkeypatch, capsys):
+    monkeypatch.setattr(display_module, "_shell", lambda: None)
+    import trainmeter.widget.publisher as publisher_module
+
+    monkeypatch.setattr(publisher_module, "live_publisher", lambda: None)
+    display_module.display()
+    assert "tm.display(path)" in capsys.readouterr().out
+
+
+def test_display_without_argument_outside_notebook_prints_the_live_runs_line(run_root, monkeypatch, capsys):
+    monkeypatch.setattr(display_module, "_shell", lambda: None)
+    import trainmeter.widget.publisher as publisher_module
+
+    monkeypatch.setattr(publisher_module, "live_publisher", lambda: None)
+    _saved_run(run_root, finish=False)
+    display_module.display()
+    assert capsys.readouterr().out.startswith("trainmeter: saved [running] [step")
+
+
+def test_display_without_argument_adds_a_view_of_the_live_widget(monkeypatch):
+    shown = _notebook(monkeypatch)
+    import trainmeter.widget.publisher as publisher_module
+
+    class Live:
+        running = True
+        views = 0
+
+        def show(self):
+            self.views += 1
+
+    live = Live()
+    monkeypatch.setattr(publisher_module, "live_publisher", lambda: live)
+    display_module.display()
+    assert live.views == 1 and shown == []
+
+
+def test_tm_display_stays_callable_after_the_module_was_imported(monkeypatch, capsys):
+    import trainmeter as tm
+
+    monkeypatch.setattr(display_module, "_shell", lambda: None)
+    import trainmeter.widget.publisher as publisher_module
+
+    monkeypatch.setattr(publisher_module, "live_publisher", lambda: None)
+    tm.display()
+    assert "no run in progress" in capsys.readouterr().out

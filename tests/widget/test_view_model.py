@@ -1,0 +1,182 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from trainmeter.core.clock import FakeClock
+from trainmeter.core.memory import MemoryReading
+from trainmeter.core.monitor import MonitorWarning
+from trainmeter.core.throughput import interval_summary, session_summary
+from trainmeter.extensions import make_monitor
+from trainmeter.options import make_options
+from trainmeter.record.runs import load
+from trainmeter.widget.view_model import (
+    build_state,
+    facts_from_monitor,
+    facts_from_run,
+    progress,
+    report_points,
+    report_points_from_record,
+    summary_text,
+)
+
+
+class _Ext:
+    name = "demo"
+
+    def start(self, monitor):
+        pass
+
+    def stop(self):
+        pass
+
+    def panels(self):
+        return [{"id": "mfu", "title": "MFU", "rows": [{"label": "mfu", "value": 0.4, "unit": "fraction"}]}]
+
+    def charts(self):
+        return [{"id": "gpu", "title": "GPU", "x": "time", "unit": "fraction", "series": ["gpu0.util"]}]
+
+    def warnings(self):
+        return ["demo warning"]
+
+
+class _BrokenExt(_Ext):
+    def panels(self):
+        raise RuntimeError("boom")
+
+
+def _run(run_root, clock, *, steps=6, extensions=None, **opts):
+    m = make_monitor(make_options(run_dir=run_root, interval_s=2.0, name="vm", **opts), clock=clock, text=False,
+                probes=False, extensions=extensions)
+    m.start()
+    m._memory_probe.sample = lambda: MemoryReading(rss_bytes=2_000_000_000, rss_peak_bytes=2_500_000_000)
+    for i in range(steps):
+        clock.advance(1.0)
+        m.on_step(100, losses=[3.0 - 0.1 * i])
+        m.record({"lr": 0.1})
+    return m
+
+
+def _tile(state, tile_id):
+    return next(t for t in state["tiles"] if t["id"] == tile_id)
+
+
+def test_live_state_reads_every_number_from_the_monitor(run_root):
+    clock = FakeClock(10.0)
+    m = _run(run_root, clock, budget_steps=20)
+    state = build_state(facts_from_monitor(m))
+    assert state["name"] == "vm" and state["status"] == "running" and state["run_dir"] == str(m.run_dir)
+    assert state["elapsed_s"] == pytest.approx(m.elapsed_s(), abs=0.05)
+    assert state["text_line"] == m.text_line and state["text_line"].startswith("[step")
+    assert _tile(state, "step")["value"] == 6 and _tile(state, "tokens")["value"] == 600
+    rate = _tile(state, "throughput")
+    assert rate["value"] == m.interval.train_tokens_per_s
+    assert rate["unit"] == "tokens/s" and "session" in rate["sub"]
+    assert rate["derivation"]["formula"] == "window_tokens / window_train_s"
+    assert {i["name"] for i in rate["derivation"]["inputs"]} == {"window_tokens", "window_train_s"}
+    assert _tile(state, "loss")["value"] == pytest.approx(2.5)
+    assert _tile(state, "rss")["value"] == 2_000_000_000 and "2.33 GiB" in _tile(state, "rss")["sub"]
+    assert state["phases_s"]["train"] > 0
+    json.dumps(state, allow_nan=False)
+
+
+def test_progress_uses_the_training_only_pace():
+    p = progress(steps=25, tokens=0, budget_steps=100, budget_tokens=None, seconds_per_step=0.5,
+                 train_tokens_per_s=None)
+    assert p == {"fraction": 0.25, "eta_s": 37.5, "pace": "training-only", "label": "25 / 100 steps"}
+    p = progress(steps=1, tokens=5_000, budget_steps=None, budget_tokens=20_000, seconds_per_step=None,
+                 train_tokens_per_s=1_000.0)
+    assert p["fraction"] == 0.25 and p["eta_s"] == 15.0 and "tokens" in p["label"]
+    assert progress(steps=1, tokens=1, budget_steps=None, budget_tokens=None, seconds_per_step=1.0,
+                    train_tokens_per_s=1.0) is None
+    done = progress(steps=120, tokens=0, budget_steps=100, budget_tokens=None, seconds_per_step=None,
+                    train_tokens_per_s=None)
+    assert done["fraction"] == 1.0 and done["eta_s"] is None
+
+
+def test_state_progress_comes_from_the_budget_and_the_last_window(run_root):
+    clock = FakeClock(0.0)
+    m = _run(run_root, clock, budget_steps=20)
+    state = build_state(facts_from_monitor(m))
+    assert state["progress"]["fraction"] == pytest.approx(6 / 20)
+    assert state["progress"]["eta_s"] == pytest.approx(14 * m.interval.seconds_per_step)
+    m.finish("completed")
+    assert build_state(facts_from_monitor(_run(run_root, FakeClock(0.0), steps=2)))["progress"] is None
+
+
+def test_charts_put_losses_together_and_other_series_alone(run_root):
+    m = _run(run_root, FakeClock(0.0))
+    m.record({"val_loss": 2.0, "aux_loss": 0.1})
+    charts = build_state(facts_from_monitor(m))["charts"]
+    by_id = {c["id"]: c for c in charts}
+    assert by_id["loss"]["series"][:2] == ["train_loss", "val_loss"] and "aux_loss" in by_id["loss"]["series"]
+    assert by_id["series:lr"]["series"] == ["lr"] and by_id["series:lr"]["x"] == "step"
+    assert by_id["throughput"] == {"id": "throughput", "title": "throughput (tokens/s)", "x": "time",
+                                   "unit": "tokens/s", "series": ["train_tokens_per_s", "session_tokens_per_s"]}
+    assert by_id["memory"]["series"] == ["rss_bytes", "cuda_allocated_bytes"] and by_id["memory"]["unit"] == "bytes"
+
+
+def test_extension_panels_charts_and_warnings_are_included_and_faults_are_skipped(run_root):
+    m = _run(run_root, FakeClock(0.0), extensions=[_Ext(), _BrokenExt()])
+    with pytest.warns(MonitorWarning):
+        m.warn_once("x", "monitor warning")
+    state = build_state(facts_from_monitor(m))
+    assert [p["id"] for p in state["panels"]] == ["mfu"]
+    assert state["charts"][-1]["id"] == "gpu"
+    assert "monitor warning" in state["warnings"] and state["warnings"].count("demo warning") == 2
+
+
+def test_missing_readings_are_null_with_what_would_enable_them(run_root):
+    m = make_monitor(make_options(run_dir=run_root, name="empty"), clock=FakeClock(0.0), text=False, probes=False)
+    state = build_state(facts_from_monitor(m))
+    assert state["status"] == "starting" and state["run_dir"] is None
+    assert _tile(state, "throughput")["value"] is None and "first report" in _tile(state, "throughput")["missing"]
+    assert _tile(state, "loss")["value"] is None and "tm.emit" in _tile(state, "loss")["missing"]
+    assert _tile(state, "rss")["value"] is None
+
+
+def test_cuda_tile_appears_only_with_cuda_readings(run_root):
+    m = _run(run_root, FakeClock(0.0))
+    m.memory = MemoryReading(rss_bytes=1, rss_peak_bytes=1, cuda={"allocated_bytes": 3e9, "device_total_bytes": 80e9})
+    tiles = build_state(facts_from_monitor(m))["tiles"]
+    cuda = next(t for t in tiles if t["id"] == "cuda_memory")
+    assert cuda["value"] == 3e9 and "74.51 GiB" in cuda["sub"]
+
+
+def test_finished_run_shows_whole_run_rate_and_replay_matches_it(run_root):
+    clock = FakeClock(0.0)
+    m = _run(run_root, clock, budget_steps=10)
+    m.finish("completed")
+    live = build_state(facts_from_monitor(m))
+    run = load(m.run_dir)
+    replay = build_state(facts_from_run(run.passport, run.events(), run_dir=str(run.dir)))
+    assert live["status"] == replay["status"] == "completed"
+    assert _tile(live, "throughput")["value"] == run.passport["throughput"]["train_tokens_per_s"]
+    assert _tile(replay, "throughput")["value"] == run.passport["throughput"]["train_tokens_per_s"]
+    assert _tile(live, "throughput")["derivation"]["formula"] == "tokens / train_s"
+    for key in ("step", "tokens", "loss", "rss"):
+        assert _tile(live, key)["value"] == _tile(replay, key)["value"]
+    assert live["elapsed_s"] == replay["elapsed_s"] == round(run.passport["elapsed_s"], 1)
+    assert replay["progress"]["fraction"] == pytest.approx(0.6) and replay["progress"]["eta_s"] is None
+    assert "series:lr" in {c["id"] for c in replay["charts"]}
+    assert summary_text(replay).startswith("trainmeter: vm [completed] [step 6]")
+
+
+def test_replay_without_a_passport_uses_the_last_report_and_says_so(run_root):
+    m = _run(run_root, FakeClock(0.0))
+    events = load(m.run_dir).events()
+    state = build_state(facts_from_run({}, events, run_dir=str(m.run_dir)))
+    assert state["status"] == "interrupted"
+    assert _tile(state, "step")["value"] == events[-1]["step"]
+    assert any("no passport" in w for w in state["warnings"])
+
+
+def test_report_points_skip_missing_readings():
+    interval = interval_summary(tokens=100, steps=1, train_s=0.5)
+    session = session_summary(tokens=100, elapsed_s=2.0)
+    points = report_points(interval, session, MemoryReading(rss_bytes=None, rss_peak_bytes=None))
+    assert points == {"train_tokens_per_s": 200.0, "session_tokens_per_s": 50.0}
+    t_s, values = report_points_from_record({"elapsed_s": 4.0, "throughput": {"train_tokens_per_s": 9.0},
+                                             "memory": {"rss_bytes": 5, "cuda": {"allocated_bytes": 7}}})
+    assert t_s == 4.0 and values == {"train_tokens_per_s": 9.0, "rss_bytes": 5.0, "cuda_allocated_bytes": 7.0}
