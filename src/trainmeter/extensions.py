@@ -26,6 +26,9 @@ def default_extensions(options: MonitorOptions) -> list[Any]:
     from trainmeter.timesplit.extension import TimeSplit
 
     out += [TimeSplit(), NodeSampler(), Taps(enabled=options.tap)]
+    from trainmeter.optim.extension import OptimExtension
+
+    out.append(OptimExtension())
     return out
 
 

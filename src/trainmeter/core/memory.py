@@ -1,4 +1,4 @@
-"""Memory at sampling points (seed 002): process RSS and, on CUDA, allocator figures.
+"""Memory at sampling points (seed 002): process RSS and, on CUDA, allocator figures, and utilization.
 
 RSS comes from psutil (``None`` without it); the highest RSS is the highest
 *seen at sampling points*, not a true continuous peak. CUDA figures come from
@@ -21,11 +21,16 @@ class MemoryReading:
         rss_bytes: Resident set size of this process.
         rss_peak_bytes: Highest RSS seen at sampling points so far.
         cuda: Allocator fields from :func:`trainmeter.gpu.cuda_memory`, or ``None``.
+        host_total_bytes: Physical memory of the host (psutil), or ``None``.
+        utilization: Seed 002's memory utilization (0-1): on CUDA the interval's peak allocated
+            bytes / device total; without CUDA, RSS / host total. ``None`` when an input is missing.
     """
 
     rss_bytes: int | None
     rss_peak_bytes: int | None
     cuda: dict[str, Any] | None = None
+    host_total_bytes: int | None = None
+    utilization: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-ready dict."""
@@ -45,6 +50,13 @@ class MemoryProbe:
         except Exception:  # psutil missing or unusable: RSS is None
             self._process = None
         self.rss_peak_bytes: int | None = None
+        self.host_total_bytes: int | None = None
+        try:
+            import psutil
+
+            self.host_total_bytes = int(psutil.virtual_memory().total)
+        except Exception:
+            self.host_total_bytes = None
         self._cuda: Any = None
         try:
             monitor = cuda_memory() if cuda_memory is not None else None
@@ -68,4 +80,23 @@ class MemoryProbe:
                 cuda = self._cuda.sample_interval()
             except Exception:
                 cuda = None
-        return MemoryReading(rss_bytes=rss, rss_peak_bytes=self.rss_peak_bytes, cuda=cuda)
+        return MemoryReading(rss_bytes=rss, rss_peak_bytes=self.rss_peak_bytes, cuda=cuda,
+                             host_total_bytes=self.host_total_bytes,
+                             utilization=utilization(cuda, rss, self.host_total_bytes))
+
+
+def utilization(cuda: dict[str, Any] | None, rss_bytes: int | None, host_total_bytes: int | None) -> float | None:
+    """Seed 002's ``mem_utilization`` (0-1): peak allocated / device total on CUDA, else RSS / host total.
+
+    Examples:
+        >>> utilization({"peak_allocated_bytes": 40, "device_total_bytes": 80}, 5, 100)
+        0.5
+        >>> utilization(None, 25, 100)
+        0.25
+        >>> utilization(None, 25, None) is None
+        True
+    """
+    if cuda and cuda.get("allocated_bytes") is not None:
+        peak, total = cuda.get("peak_allocated_bytes"), cuda.get("device_total_bytes")
+        return peak / total if peak is not None and total else None
+    return rss_bytes / host_total_bytes if rss_bytes is not None and host_total_bytes else None

@@ -121,6 +121,7 @@ class Monitor:
         self._finished = False
         self._at_step: int | None = None
         self._at_step_fn: Callable[[], None] | None = None
+        self.step_hook: Callable[[], None] | None = None  # one extension's, called in on_step before the report check
         self._warned: set[str] = set()
         self._series_lock = threading.Lock()
         self._said_warnings: set[str] = set()
@@ -238,6 +239,8 @@ class Monitor:
             self._poll_scalars(t_s)
         if self.steps == self._at_step and self._at_step_fn is not None:
             self._guard("at-step", self._at_step_fn)
+        if self.step_hook is not None:
+            self.step_hook()  # must not raise (the optimizer wing's records this step's lr and grad_norm)
         if now - self._last_report_s >= self._interval_s:
             self._maybe_report()
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from trainmeter.core.series import Series
 from trainmeter.record.runlog import RunLog
-from trainmeter.record.textline import format_line
+from trainmeter.record.textline import format_line, seed_values
 from trainmeter.record.view import RunView
 from trainmeter.sizes import format_count
 
@@ -47,23 +47,37 @@ def write_interval(m: RunView, log: RunLog, cursors: dict[str, int], elapsed_s: 
 
 
 def format_text(m: RunView) -> str:
-    """The text line of the last report (seed 002's format)."""
+    """The text line of the last report (seed 002's format and order).
+
+    ``mem`` is the interval's peak CUDA allocated bytes / device total (seed 002's
+    utilization numerator), or RSS / host memory total without CUDA. ``lr`` and
+    ``grad_norm`` fall back to the frameworks' logged names (``SERIES_ALIASES``).
+    An extension's ``text_fields`` ``mfu`` and ``loss_ema`` (floats) go to their
+    seed 002 places; its other fields follow.
+    """
     interval = m.interval
     mem = None
     total = None
     if m.memory is not None:
         cuda = m.memory.cuda or {}
-        mem = cuda.get("allocated_bytes") if cuda else m.memory.rss_bytes
-        total = cuda.get("device_total_bytes") if cuda else None
+        if cuda.get("allocated_bytes") is not None:
+            peak = cuda.get("peak_allocated_bytes")
+            mem = peak if peak is not None else cuda.get("allocated_bytes")
+            total = cuda.get("device_total_bytes")
+        else:
+            mem = m.memory.rss_bytes
+            total = getattr(m.memory, "host_total_bytes", None)
     unit = "tok" if m.token_unit == "tokens" else "samples"
     mfu = None
+    loss_ema = None
     extra: dict[str, str] = {}
     for ext in m.extensions:
         if hasattr(ext, "text_fields"):
-            fields = m._guard(f"text-{ext.name}", ext.text_fields) or {}
+            fields = dict(m._guard(f"text-{ext.name}", ext.text_fields) or {})
             mfu = fields.pop("mfu", mfu)
+            loss_ema = fields.pop("loss_ema", loss_ema)
             extra.update(fields)
-    return format_line(m.steps, series=latest_values(m),
+    return format_line(m.steps, series=seed_values(latest_values(m)), loss_ema=loss_ema,
                        tokens_per_s=interval.train_tokens_per_s if interval else None,
                        token_unit=unit, mfu=mfu, mem_used_bytes=mem, mem_total_bytes=total, extra=extra)
 

@@ -6,6 +6,31 @@ from collections.abc import Mapping
 
 from trainmeter.sizes import format_count
 
+LOSS_NAME = "train_loss"
+SEED_ORDER = (LOSS_NAME, "lr", "grad_norm")  # then tok/s, mfu, mem, then other series and extras
+# What frameworks log under other names, recorded by the taps: used when trainmeter's own series is absent.
+SERIES_ALIASES: dict[str, tuple[str, ...]] = {
+    "lr": ("learning_rate",),  # Hugging Face Trainer.log
+    "grad_norm": ("grad_2.0_norm_total",),  # Lightning: self.log_dict(grad_norm(self, norm_type=2))
+}
+
+
+def seed_values(latest: Mapping[str, float | None]) -> dict[str, float | None]:
+    """Latest values with seed 002's names filled from their aliases; aliases and ``lr/<group>`` dropped.
+
+    Examples:
+        >>> seed_values({"train_loss": 2.0, "learning_rate": 1e-3, "epoch": 0.5})
+        {'train_loss': 2.0, 'epoch': 0.5, 'lr': 0.001}
+    """
+    out = {name: value for name, value in latest.items()
+           if not name.startswith("lr/") and not any(name in names for names in SERIES_ALIASES.values())}
+    for name, aliases in SERIES_ALIASES.items():
+        if out.get(name) is None:
+            value = next((latest[a] for a in aliases if latest.get(a) is not None), None)
+            if value is not None:
+                out[name] = value
+    return out
+
 
 def _num(value: float) -> str:
     if value == 0:
@@ -15,10 +40,16 @@ def _num(value: float) -> str:
     return f"{value:.3g}" if abs(value) < 10 else f"{value:.4g}"
 
 
+def _gib(value_bytes: float, whole: bool = False) -> str:
+    gib = value_bytes / 2**30
+    return f"{gib:.0f}" if whole and gib >= 10 else f"{gib:.1f}"
+
+
 def format_line(
     step: int,
     *,
     series: Mapping[str, float | None],
+    loss_ema: float | None = None,
     tokens_per_s: float | None = None,
     token_unit: str = "tok",
     mfu: float | None = None,
@@ -26,11 +57,13 @@ def format_line(
     mem_total_bytes: int | None = None,
     extra: Mapping[str, str] | None = None,
 ) -> str:
-    """Return ``[step N] loss=2.34 | lr=3.00e-04 | tok/s=125k | mfu=52.3% | mem=71.2/80.0GiB``.
+    """Return ``[step N] loss=2.34 (ema 2.41) | lr=3.00e-04 | grad_norm=1.2 | tok/s=125k | mfu=52.3% | mem=71.2/80GiB``.
 
-    Memory is in binary units (GiB = 2**30 bytes), as nvidia-smi and the widget show it.
-
-    Absent fields (``None``) are left out. ``train_loss`` is shown as ``loss``.
+    Seed 002's order: ``loss`` (``train_loss``, with its smoothed value beside
+    it), ``lr`` (always ``.2e``), ``grad_norm``, ``tok/s``, ``mfu``, ``mem``;
+    then the other series in ``series`` and ``extra``. Memory is in binary units
+    (GiB = 2**30 bytes, as nvidia-smi and the widget show it; the total whole
+    from 10 GiB). Absent fields (``None``) are left out.
 
     Examples:
         >>> format_line(1000, series={"train_loss": 2.34, "lr": 3e-4}, tokens_per_s=125_000, mfu=0.523)
@@ -38,18 +71,25 @@ def format_line(
     """
     parts = [f"[step {step}]"]
     fields: list[str] = []
-    for name, value in series.items():
-        if value is None:
-            continue
-        label = "loss" if name == "train_loss" else name
-        fields.append(f"{label}={_num(float(value))}")
+    loss = series.get(LOSS_NAME)
+    if loss is not None:
+        fields.append(f"loss={_num(float(loss))}" + (f" (ema {_num(float(loss_ema))})" if loss_ema is not None else ""))
+    lr = series.get("lr")
+    if lr is not None:
+        fields.append(f"lr={float(lr):.2e}")
+    grad_norm = series.get("grad_norm")
+    if grad_norm is not None:
+        fields.append(f"grad_norm={_num(float(grad_norm))}")
     if tokens_per_s is not None:
         fields.append(f"{token_unit}/s={format_count(tokens_per_s)}")
     if mfu is not None:
         fields.append(f"mfu={mfu * 100:.1f}%")
     if mem_used_bytes is not None:
-        used = mem_used_bytes / 2**30
-        fields.append(f"mem={used:.1f}/{mem_total_bytes / 2**30:.1f}GiB" if mem_total_bytes else f"mem={used:.1f}GiB")
+        fields.append(f"mem={_gib(mem_used_bytes)}/{_gib(mem_total_bytes, whole=True)}GiB" if mem_total_bytes
+                      else f"mem={_gib(mem_used_bytes)}GiB")
+    for name, value in series.items():
+        if value is not None and name not in SEED_ORDER:
+            fields.append(f"{name}={_num(float(value))}")
     for key, text in (extra or {}).items():
         fields.append(f"{key}={text}")
     if fields:

@@ -1,0 +1,292 @@
+"""The optimizer extension: ``lr`` and ``grad_norm`` series, the smoothed loss, rank-0 text.
+
+**Learning rate.** A global optimizer step pre-hook reads the primary
+optimizer's ``param_groups`` (the first optimizer that steps, as the probes
+choose it) just before its step: the rate the step uses. Series ``lr`` and, when
+the groups differ, ``lr/<group>`` (:mod:`trainmeter.optim.lr`). The values are
+recorded from ``monitor.step_hook``, once the core has counted the step and
+before its report check, so a report's text line shows this step's values. A
+manual change of ``group["lr"]`` is seen at the next read like a scheduler's.
+
+**Gradient norm.** The value the loop's ``clip_grad_norm_`` returned before this
+step (:mod:`trainmeter.optim.grad_norm`), recorded as ``grad_norm`` at this step
+through ``monitor.record`` (a CUDA tensor is copied without a sync, like the loss).
+Missing, with its reason, when the loop does not clip by norm. A step skipped by
+``GradScaler`` (inf/NaN gradients) calls no ``optimizer.step`` and records nothing.
+
+**Sampling.** Every step while the loop runs at most ``max_points_per_s`` steps
+per second (100); above, every k-th step, k = ceil(steps/s / 100), set at each
+report from the last window's training-only rate. Costs are measured in
+``benchmarks/optim_step_hook.py``.
+
+**Smoothed loss.** At each report the new points of ``train_loss`` (every step)
+are folded into a bias-corrected EMA (:mod:`trainmeter.optim.smoothing`), shown
+beside the raw loss on the text line.
+
+**Ranks.** When ``RANK`` is set and not 0, the text line is not printed (the
+widget and the run log keep it): seed 002 prints from rank 0 only.
+
+Thread safety: hooks and reports on the training thread; ``panels``/``charts``
+read series statistics only (publisher thread).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+import weakref
+from typing import TYPE_CHECKING, Any
+
+from trainmeter.optim.grad_norm import GRAD_NORM_SERIES, ClipTap
+from trainmeter.optim.lr import LR_SERIES, read_lrs
+from trainmeter.optim.smoothing import EMA_BETA, LossEma
+
+if TYPE_CHECKING:
+    from trainmeter.core.monitor import Monitor
+
+MAX_POINTS_PER_S = 100.0
+LOSS_SERIES = "train_loss"
+# Names the taps record from frameworks' own logs, read when trainmeter's own series is absent.
+LR_ALIASES = ("learning_rate",)  # Hugging Face Trainer.log
+GRAD_NORM_ALIASES = ("grad_2.0_norm_total", "grad_norm_total")  # Lightning's utilities.grad_norm(self, 2)
+
+
+def rank_from_env(environ: Any = None) -> int | None:
+    """The process rank from ``RANK`` (torchrun, accelerate, Lightning), or ``None`` when unset or not a number."""
+    value = (os.environ if environ is None else environ).get("RANK")
+    try:
+        return int(value) if value not in (None, "") else None
+    except ValueError:
+        return None
+
+
+class OptimExtension:
+    """Learning rate, gradient norm and smoothed loss of one run (extension ``"optim"``).
+
+    Args:
+        max_points_per_s: Above this step rate, ``lr`` and ``grad_norm`` are sampled every k-th step.
+        ema_beta: Weight of the loss EMA (``docs/spec.md``).
+        environ: Environment read for ``RANK`` (tests pass their own).
+    """
+
+    name = "optim"
+
+    def __init__(self, *, max_points_per_s: float = MAX_POINTS_PER_S, ema_beta: float = EMA_BETA,
+                 environ: Any = None) -> None:
+        self._m: Monitor | None = None
+        self._max_points_per_s = max_points_per_s
+        self._environ = environ
+        self.rank: int | None = None
+        self.ema = LossEma(ema_beta)
+        self.clip = ClipTap()
+        self.wrapped: list[str] = []
+        self.stride = 1
+        self._countdown = 1
+        self._primary: weakref.ReferenceType[Any] | None = None
+        self.optimizer_class: str | None = None
+        self.groups = 0
+        self._handle: Any = None
+        self._pending: dict[str, Any] | None = None
+        self._cursor: dict[str, int] | None = None
+        self.reason: str | None = None
+
+    # -- lifecycle -----------------------------------------------------------------
+    def start(self, monitor: Monitor) -> None:
+        """Install the step post-hook and the clip wrappers; read ``RANK``."""
+        self._m = monitor
+        self.rank = rank_from_env(self._environ)
+        if self.rank not in (None, 0):
+            monitor.text = False
+        self._cursor = monitor.add_reader()
+        torch = sys.modules.get("torch")
+        if torch is None:
+            self.reason = "torch is not imported"
+            return
+        from torch.optim.optimizer import register_optimizer_step_pre_hook
+
+        self._handle = register_optimizer_step_pre_hook(self._before_step)
+        monitor.step_hook = self._after_count
+        try:
+            self.wrapped = self.clip.install(torch)
+        except Exception as exc:
+            self.clip.remove()
+            monitor.warn_once("optim-clip", f"gradient norm capture disabled: {exc!r}")
+
+    def stop(self) -> None:
+        """Remove the hook and the wrappers. Idempotent."""
+        handle, self._handle = self._handle, None
+        if self._m is not None and self._m.step_hook == self._after_count:
+            self._m.step_hook = None
+        self._pending = None
+        if handle is not None:
+            try:
+                handle.remove()
+            except Exception:
+                pass
+        self.clip.remove()
+
+    # -- per step ------------------------------------------------------------------
+    def _before_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        """Global step pre-hook: read the rate this step uses and the norm clipped before it."""
+        try:
+            primary = self._primary
+            if primary is None:
+                self._primary = weakref.ref(optimizer)
+                self.optimizer_class = type(optimizer).__name__
+            elif primary() is not optimizer:
+                return
+            self._countdown -= 1
+            if self._countdown > 0:
+                self.clip.pending = None
+                return
+            self._countdown = self.stride
+            groups = optimizer.param_groups
+            values = read_lrs(groups)
+            self.groups = len(groups)
+            norm = self.clip.take()
+            if norm is not None:
+                values[GRAD_NORM_SERIES] = norm
+            self._pending = values
+        except Exception as exc:
+            self._disable(exc)
+
+    def _after_count(self) -> None:
+        """``monitor.step_hook``: record this step's values once the step is counted, before the report."""
+        values = self._pending
+        if values is None:
+            return
+        self._pending = None
+        try:
+            self._m.record(values)  # type: ignore[union-attr]
+        except Exception as exc:
+            self._disable(exc)
+
+    def _disable(self, exc: BaseException) -> None:
+        self.stop()
+        if self._m is not None:
+            self._m.warn_once("optim-step", f"learning rate and gradient norm capture disabled: {exc!r}")
+
+    # -- reports ---------------------------------------------------------------------
+    def interval_fields(self) -> dict[str, Any]:
+        """Run-log ``interval["optim"]``: the smoothed loss and the sampling stride (training thread).
+
+        Also folds the new ``train_loss`` points into the EMA and sets the stride
+        from the last window's step rate.
+        """
+        m = self._m
+        if m is None:
+            return {}
+        series = m.series.get(LOSS_SERIES)
+        if series is not None and self._cursor is not None:
+            end, _, _, values = series.read(self._cursor.get(LOSS_SERIES, 0))
+            self._cursor[LOSS_SERIES] = end
+            self.ema.update(values)
+        interval = m.interval
+        if interval is not None and interval.steps and interval.train_s > 0:
+            rate = interval.steps / interval.train_s
+            stride = max(1, math.ceil(rate / self._max_points_per_s))
+            if stride != self.stride:
+                self.stride = self._countdown = stride
+        return {"loss_ema": self.ema.value, "sample_every_steps": self.stride,
+                "grad_norm_missing": self.grad_norm_missing()}
+
+    def text_fields(self) -> dict[str, Any]:
+        """``loss_ema`` (a float; placed beside ``loss``)."""
+        return {"loss_ema": self.ema.value} if self.ema.value is not None else {}
+
+    def grad_norm_missing(self) -> str | None:
+        """Why ``grad_norm`` is absent, or ``None`` when it is recorded (or logged by the framework)."""
+        m = self._m
+        if m is not None and any(name in m.series for name in (GRAD_NORM_SERIES, *GRAD_NORM_ALIASES)):
+            return None
+        if self.reason is not None:
+            return self.reason
+        return self.clip.missing_reason()
+
+    def _lr_names(self) -> list[str]:
+        m = self._m
+        names = list(m.series) if m is not None else []
+        return [n for n in names if n == LR_SERIES or n.startswith(LR_SERIES + "/")]
+
+    def passport_section(self) -> dict[str, Any]:
+        """``passport.json["optim"]``: sources, sampling, the missing reasons and the smoothed loss."""
+        m = self._m
+        series = m.series if m is not None else {}
+        lr_names = self._lr_names()
+        grad_source = None
+        if self.clip.norm_calls:
+            grad_source = "return value of the loop's clip_grad_norm_"
+        elif any(name in series for name in (GRAD_NORM_SERIES, *GRAD_NORM_ALIASES)):
+            grad_source = "logged by the training framework (taps)"
+        return {
+            "lr": {"series": lr_names,
+                   "source": f"param_groups of the primary optimizer ({self.optimizer_class}) at its step"
+                   if self.optimizer_class else None,
+                   "groups": self.groups,
+                   "missing": None if lr_names else (self.reason or "no optimizer step was seen")},
+            "grad_norm": {"series": GRAD_NORM_SERIES if GRAD_NORM_SERIES in series else None,
+                          "source": grad_source, "clip_norm_calls": self.clip.norm_calls,
+                          "clip_value_calls": self.clip.value_calls, "missing": self.grad_norm_missing(),
+                          "patched": list(self.wrapped)},
+            "sample_every_steps": self.stride,
+            "max_points_per_s": self._max_points_per_s,
+            "loss_ema": {"value": self.ema.value, "beta": self.ema.beta, "steps": self.ema.count},
+            "rank": self.rank,
+        }
+
+    # -- widget ------------------------------------------------------------------------
+    def charts(self) -> list[dict[str, Any]]:
+        """Learning rate (log axis while every value is positive) and gradient norm, against the step."""
+        m = self._m
+        if m is None:
+            return []
+        out: list[dict[str, Any]] = []
+        lr_names = self._lr_names()
+        if lr_names:
+            out.append({"id": "lr", "title": "learning rate", "x": "step", "unit": "", "series": lr_names,
+                        "log_y": _positive(m, lr_names)})
+        if GRAD_NORM_SERIES in m.series:
+            out.append({"id": "grad_norm", "title": "gradient norm", "x": "step", "unit": "",
+                        "series": [GRAD_NORM_SERIES], "log_y": _positive(m, [GRAD_NORM_SERIES])})
+        return out
+
+    def panels(self) -> list[dict[str, Any]]:
+        """An "Optimizer" panel: latest lr and grad_norm, or which input would enable them."""
+        m = self._m
+        if m is None:
+            return []
+        lr = _last(m, LR_SERIES, LR_ALIASES)
+        grad = _last(m, GRAD_NORM_SERIES, GRAD_NORM_ALIASES)
+        every = f"every {self.stride} steps" if self.stride > 1 else "every step"
+        rows = [
+            {"label": "learning rate", "value": lr, "unit": "", "provenance": "detected",
+             "note": f"param_groups at the optimizer's step, {every}" if lr is not None
+             else (self.reason or "no optimizer step yet")},
+            {"label": "gradient norm", "value": grad, "unit": "", "provenance": "measured",
+             "note": f"returned by the loop's clip_grad_norm_, {every}" if grad is not None
+             else self.grad_norm_missing()},
+        ]
+        ema = self.ema.value
+        if ema is not None:
+            rows.append({"label": "loss (EMA)", "value": ema, "unit": "", "provenance": "measured",
+                         "note": f"bias-corrected EMA of train_loss, beta {self.ema.beta}"})
+        return [{"id": "optim", "title": "Optimizer", "rows": rows,
+                 "note": "read from what the loop computes; trainmeter adds no device work"}]
+
+
+def _positive(m: Any, names: list[str]) -> bool:
+    for name in names:
+        series = m.series.get(name)
+        low = series.stats().min if series is not None else None
+        if low is None or low <= 0:
+            return False
+    return True
+
+
+def _last(m: Any, name: str, aliases: tuple[str, ...]) -> float | None:
+    for candidate in (name, *aliases):
+        series = m.series.get(candidate)
+        if series is not None and series.stats().last is not None:
+            return series.stats().last
+    return None

@@ -1,0 +1,129 @@
+"""The gradient norm the loop already computes: the return value of its clipping call.
+
+For one run, ``torch.nn.utils.clip_grad_norm_`` (and the same function in
+``torch.nn.utils.clip_grad``) is wrapped: the wrapper calls the original with the
+same arguments, lets its exception through unchanged and returns its value; it
+only keeps a reference to the returned 0-d tensor. ``clip_grad_value_`` is wrapped
+to note that the loop clips by value, which computes no norm. FSDP's
+``FullyShardedDataParallel.clip_grad_norm_`` is wrapped too when
+``torch.distributed.fsdp`` is already imported (nothing is imported here).
+
+Hugging Face ``Trainer`` (through ``Accelerator.clip_grad_norm_``) and Lightning
+(``gradient_clip_val``, through its precision plugin) call
+``torch.nn.utils.clip_grad_norm_`` by attribute, so their norms arrive here. A
+loop that bound the function before the run (``from torch.nn.utils import
+clip_grad_norm_`` in an earlier cell) is not seen.
+
+trainmeter never computes a norm itself (that would add device work). Training
+thread only (the :class:`~trainmeter.core.patches.Gate` skips other threads).
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from typing import Any
+
+from trainmeter.core.patches import Gate, Patches
+
+GRAD_NORM_SERIES = "grad_norm"
+REASON_NO_CLIP = ("the loop did not call torch.nn.utils.clip_grad_norm_ (clip by norm to record it; "
+                  "trainmeter never computes the norm itself: that would add device work)")
+REASON_BY_VALUE = "the loop clips by value (clip_grad_value_), which computes no norm"
+REASON_NOT_PLAIN = "a norm that is not a plain tensor or float (a DTensor?) is not read"
+
+
+class ClipTap:
+    """Keeps the latest gradient norm returned by the loop's clipping call.
+
+    Attributes:
+        pending: The norm returned since the last optimizer step (a 0-d tensor or float), or ``None``.
+        norm_calls: Clip-by-norm calls seen.
+        value_calls: Clip-by-value calls seen.
+        skipped: Returned norms not kept (not a plain tensor or float).
+    """
+
+    def __init__(self) -> None:
+        self.pending: Any = None
+        self.norm_calls = 0
+        self.value_calls = 0
+        self.skipped = 0
+        self._gate = Gate()
+        self._patches = Patches()
+        self._tensor_type: Any = None
+
+    def install(self, torch: Any) -> list[str]:
+        """Wrap the clipping functions of ``torch``; return what was wrapped."""
+        self._tensor_type = torch.Tensor
+        self._gate.open()
+        wrapped: list[str] = []
+        clip_module = getattr(torch.nn.utils, "clip_grad", None)
+        for owner, label in ((clip_module, "torch.nn.utils.clip_grad"), (torch.nn.utils, "torch.nn.utils")):
+            if owner is None:
+                continue
+            if self._patches.wrap(owner, "clip_grad_norm_", self._wrap_norm):
+                wrapped.append(f"{label}.clip_grad_norm_")
+            if self._patches.wrap(owner, "clip_grad_value_", self._wrap_value):
+                wrapped.append(f"{label}.clip_grad_value_")
+        fsdp = sys.modules.get("torch.distributed.fsdp")
+        fsdp_class = getattr(fsdp, "FullyShardedDataParallel", None)
+        if isinstance(fsdp_class, type) and self._patches.wrap(fsdp_class, "clip_grad_norm_", self._wrap_norm):
+            wrapped.append("torch.distributed.fsdp.FullyShardedDataParallel.clip_grad_norm_")
+        return wrapped
+
+    def remove(self) -> None:
+        """Put the originals back (where our wrapper is still in place). Idempotent."""
+        self._gate.close()
+        self._patches.restore_all()
+        self.pending = None
+
+    def take(self) -> Any:
+        """Return and clear the pending norm."""
+        norm, self.pending = self.pending, None
+        return norm
+
+    def _keep(self, result: Any) -> None:
+        if type(result) is self._tensor_type or type(result) is float:
+            self.pending = result
+        else:
+            self.skipped += 1
+
+    def _wrap_norm(self, original: Any) -> Any:
+        tap = self
+        gate = self._gate
+
+        @functools.wraps(original)
+        def clip_grad_norm_(*args: Any, **kwargs: Any) -> Any:
+            result = original(*args, **kwargs)
+            if gate.here():
+                try:
+                    tap.norm_calls += 1
+                    tap._keep(result)  # the outermost call (FSDP's, accelerate's) returns last and wins
+                except Exception:
+                    pass
+            return result
+
+        return clip_grad_norm_
+
+    def _wrap_value(self, original: Any) -> Any:
+        tap = self
+        gate = self._gate
+
+        @functools.wraps(original)
+        def clip_grad_value_(*args: Any, **kwargs: Any) -> Any:
+            result = original(*args, **kwargs)
+            if gate.here():
+                tap.value_calls += 1
+            return result
+
+        return clip_grad_value_
+
+    def missing_reason(self) -> str | None:
+        """Why no norm was recorded, or ``None`` when one was."""
+        if self.norm_calls and self.skipped < self.norm_calls:
+            return None
+        if self.norm_calls:
+            return REASON_NOT_PLAIN
+        if self.value_calls:
+            return REASON_BY_VALUE
+        return REASON_NO_CLIP

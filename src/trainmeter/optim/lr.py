@@ -1,0 +1,46 @@
+"""The learning rate of an optimizer, read from its ``param_groups``.
+
+A plain dict read: no device work. Seed 002's ``lr`` is the first group's rate;
+when the groups' rates differ, each group also gets ``lr/<group>`` (the group's
+``name`` when it has one, else its index). Read at the optimizer's step post-hook,
+so the value is the rate that step used (a scheduler's ``step()`` after it sets
+the rate of the next step).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+LR_SERIES = "lr"
+
+
+def group_label(group: Any, index: int) -> str:
+    """``name`` of a param group when it is a non-empty string, else its index."""
+    name = group.get("name") if hasattr(group, "get") else None
+    return name if isinstance(name, str) and name else str(index)
+
+
+def read_lrs(param_groups: Sequence[Any]) -> dict[str, Any]:
+    """Return ``{"lr": first group's rate}``, plus ``{"lr/<group>": rate}`` per group when they differ.
+
+    Rates are returned as stored (a float, or a tensor for a tensor ``lr``: the
+    caller reads tensors without a sync). Tensor rates are never compared (that
+    would read a CUDA tensor): groups with a tensor rate are always listed.
+
+    Examples:
+        >>> read_lrs([{"lr": 0.1}, {"lr": 0.1}])
+        {'lr': 0.1}
+        >>> read_lrs([{"lr": 0.1}, {"lr": 0.01, "name": "head"}])
+        {'lr': 0.1, 'lr/0': 0.1, 'lr/head': 0.01}
+    """
+    first = param_groups[0]["lr"]
+    out: dict[str, Any] = {LR_SERIES: first}
+    if len(param_groups) == 1:
+        return out
+    rates = [group["lr"] for group in param_groups]
+    if all(type(rate) in (float, int) for rate in rates) and all(rate == first for rate in rates):
+        return out
+    for index, (group, rate) in enumerate(zip(param_groups, rates)):
+        out[f"{LR_SERIES}/{group_label(group, index)}"] = rate
+    return out

@@ -1,0 +1,49 @@
+"""The smoothed loss beside the raw one: an exponential moving average over steps, bias-corrected.
+
+``ema_t = beta * ema_{t-1} + (1 - beta) * loss_t`` from ``ema_0 = 0``, shown as
+``ema_t / (1 - beta**t)`` (Adam's bias correction, so the first values are not
+pulled towards 0). ``beta = 0.98``: the last ~50 steps weigh most (weights sum to
+1 - 0.98**50 = 64% over the last 50). Non-finite losses are skipped (one NaN would
+otherwise poison every later value). Not thread-safe: one writer.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+EMA_BETA = 0.98
+
+
+class LossEma:
+    """Bias-corrected EMA of per-step losses.
+
+    Args:
+        beta: Weight of the previous average, in ``[0, 1)``.
+
+    Raises:
+        ValueError: When ``beta`` is outside ``[0, 1)``.
+    """
+
+    def __init__(self, beta: float = EMA_BETA) -> None:
+        if not 0.0 <= beta < 1.0:
+            raise ValueError(f"EMA beta must be in [0, 1), got {beta!r}")
+        self.beta = beta
+        self._avg = 0.0
+        self.count = 0
+
+    def update(self, losses: Iterable[float]) -> None:
+        """Fold in losses in step order (non-finite ones skipped)."""
+        beta, avg, n = self.beta, self._avg, self.count
+        for loss in losses:
+            if math.isfinite(loss):
+                avg = beta * avg + (1.0 - beta) * loss
+                n += 1
+        self._avg, self.count = avg, n
+
+    @property
+    def value(self) -> float | None:
+        """The bias-corrected average, or ``None`` before the first finite loss."""
+        if self.count == 0:
+            return None
+        return self._avg / (1.0 - self.beta**self.count)

@@ -1,0 +1,217 @@
+"""The optimizer extension on real torch loops: lr at each step, the returned grad norm, reasons, sampling, ranks."""
+
+from __future__ import annotations
+
+import copy
+import io
+import json
+import pickle
+
+import pytest
+import torch
+import torch.nn as nn
+
+from trainmeter.core.clock import FakeClock
+from trainmeter.extensions import make_monitor
+from trainmeter.optim.extension import OptimExtension, rank_from_env
+from trainmeter.optim.grad_norm import REASON_BY_VALUE, REASON_NO_CLIP
+from trainmeter.options import make_options
+from trainmeter.record.runlog import read_events
+
+
+def _monitor(run_root, ext, **kwargs):
+    kwargs.setdefault("text", False)
+    return make_monitor(make_options(run_dir=run_root, interval_s=3600, name="optim"), extensions=[ext], **kwargs)
+
+
+def _points(m, name):
+    """(step, value) of series ``name`` as written to the run log."""
+    out = []
+    for event in read_events(m.run_dir / "events.jsonl"):
+        if event["kind"] == "series" and event["name"] == name:
+            out += list(zip(event["step"], event["value"]))
+    return out
+
+
+def _loop(steps=12, clip="norm", groups=None, seed=0, tick=None):
+    """AdamW + cosine schedule; returns (expected lr per step, returned norm per step)."""
+    torch.manual_seed(seed)
+    model = nn.Sequential(nn.Linear(6, 8), nn.Linear(8, 3))
+    params = groups(model) if groups else model.parameters()
+    opt = torch.optim.AdamW(params, lr=1e-3)
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=steps)
+    lrs, norms = [], []
+    for _ in range(steps):
+        if tick is not None:
+            tick()
+        loss = model(torch.randn(4, 6)).pow(2).mean()
+        loss.backward()
+        if clip == "norm":
+            norms.append(float(torch.nn.utils.clip_grad_norm_(model.parameters(), 0.5)))
+        elif clip == "value":
+            torch.nn.utils.clip_grad_value_(model.parameters(), 0.1)
+        lrs.append(sched.get_last_lr())  # the rate this step uses
+        opt.step()
+        sched.step()  # sets the next step's rate
+        opt.zero_grad()
+    return lrs, norms
+
+
+def test_lr_is_the_schedulers_rate_at_each_step_and_grad_norm_the_returned_norm(run_root):
+    ext = OptimExtension(environ={})
+    m = _monitor(run_root, ext).start()
+    lrs, norms = _loop()
+    m.finish("completed")
+    assert _points(m, "lr") == [(i + 1, pytest.approx(lr[0], rel=1e-12)) for i, lr in enumerate(lrs)]
+    assert _points(m, "grad_norm") == [(i + 1, pytest.approx(n, rel=1e-7)) for i, n in enumerate(norms)]
+    passport = json.loads((m.run_dir / "passport.json").read_text())
+    assert passport["series"]["lr"]["count"] == 12 and passport["series"]["grad_norm"]["count"] == 12
+    assert passport["optim"]["grad_norm"]["missing"] is None
+    assert passport["optim"]["lr"]["source"].startswith("param_groups of the primary optimizer (AdamW)")
+
+
+def test_clip_functions_are_restored_and_still_return_the_norm(run_root):
+    originals = (torch.nn.utils.clip_grad_norm_, torch.nn.utils.clip_grad.clip_grad_norm_,
+                 torch.nn.utils.clip_grad_value_)
+    m = _monitor(run_root, OptimExtension(environ={})).start()
+    assert torch.nn.utils.clip_grad_norm_ is not originals[0]
+    p = nn.Parameter(torch.ones(4))
+    p.grad = torch.full((4,), 3.0)
+    assert float(torch.nn.utils.clip_grad_norm_([p], 1.0)) == pytest.approx(6.0)
+    m.finish("completed")
+    assert (torch.nn.utils.clip_grad_norm_, torch.nn.utils.clip_grad.clip_grad_norm_,
+            torch.nn.utils.clip_grad_value_) == originals
+
+
+def test_a_raising_clip_call_raises_the_same_exception(run_root):
+    m = _monitor(run_root, OptimExtension(environ={})).start()
+    p = nn.Parameter(torch.ones(2))
+    p.grad = torch.ones(2)
+    with pytest.raises(RuntimeError, match="non-finite"):
+        torch.nn.utils.clip_grad_norm_([p], 1.0, norm_type=float("nan"), error_if_nonfinite=True)
+    m.finish("completed")
+
+
+def test_loop_without_clipping_has_no_grad_norm_and_says_why(run_root):
+    ext = OptimExtension(environ={})
+    m = _monitor(run_root, ext).start()
+    _loop(steps=3, clip=None)
+    rows = {r["label"]: r for r in ext.panels()[0]["rows"]}
+    m.finish("completed")
+    assert _points(m, "grad_norm") == []
+    assert len(_points(m, "lr")) == 3
+    assert rows["gradient norm"]["value"] is None and rows["gradient norm"]["note"] == REASON_NO_CLIP
+    passport = json.loads((m.run_dir / "passport.json").read_text())
+    assert passport["optim"]["grad_norm"]["missing"] == REASON_NO_CLIP
+    assert "grad_norm" not in passport["series"]
+
+
+def test_clipping_by_value_says_it_computes_no_norm(run_root):
+    ext = OptimExtension(environ={})
+    m = _monitor(run_root, ext).start()
+    _loop(steps=2, clip="value")
+    m.finish("completed")
+    assert ext.grad_norm_missing() == REASON_BY_VALUE
+
+
+def test_groups_with_different_rates_get_their_own_series(run_root):
+    def groups(model):
+        return [{"params": model[0].parameters(), "name": "body"}, {"params": model[1].parameters(), "lr": 1e-2}]
+
+    m = _monitor(run_root, OptimExtension(environ={})).start()
+    lrs, _ = _loop(steps=3, groups=groups)
+    m.finish("completed")
+    assert [v for _, v in _points(m, "lr/body")] == pytest.approx([lr[0] for lr in lrs])
+    assert [v for _, v in _points(m, "lr/1")] == pytest.approx([lr[1] for lr in lrs])
+    assert [v for _, v in _points(m, "lr")] == pytest.approx([lr[0] for lr in lrs])
+
+
+def test_a_manual_rate_change_is_recorded_at_the_step_that_uses_it(run_root):
+    m = _monitor(run_root, OptimExtension(environ={})).start()
+    p = nn.Parameter(torch.ones(2))
+    opt = torch.optim.SGD([p], lr=0.1)
+    for lr in (0.1, 0.5, 0.5):
+        opt.param_groups[0]["lr"] = lr
+        p.grad = torch.ones(2)
+        opt.step()
+    m.finish("completed")
+    assert _points(m, "lr") == [(1, 0.1), (2, 0.5), (3, 0.5)]
+
+
+def test_only_the_primary_optimizer_is_read(run_root):
+    m = _monitor(run_root, OptimExtension(environ={})).start()
+    a, b = nn.Parameter(torch.ones(1)), nn.Parameter(torch.ones(1))
+    opt_a, opt_b = torch.optim.SGD([a], lr=0.1), torch.optim.SGD([b], lr=0.9)
+    for _ in range(2):
+        a.grad, b.grad = torch.ones(1), torch.ones(1)
+        opt_a.step()
+        opt_b.step()
+    m.finish("completed")
+    assert [v for _, v in _points(m, "lr")] == [0.1, 0.1]
+
+
+def test_their_optimizer_copies_and_pickles_without_our_hook(run_root):
+    m = _monitor(run_root, OptimExtension(environ={})).start()
+    p = nn.Parameter(torch.ones(2))
+    opt = torch.optim.SGD([p], lr=0.1)
+    p.grad = torch.ones(2)
+    opt.step()
+    assert b"trainmeter" not in pickle.dumps(opt)
+    copy.deepcopy(opt)
+    m.finish("completed")
+
+
+def test_a_high_step_rate_is_sampled_every_kth_step(run_root):
+    clock = FakeClock(100.0)
+    ext = OptimExtension(environ={}, max_points_per_s=100.0)
+    m = make_monitor(make_options(run_dir=run_root, interval_s=1.0, name="fast"), clock=clock, text=False,
+                     extensions=[ext]).start()
+    p = nn.Parameter(torch.ones(2))
+    opt = torch.optim.SGD([p], lr=0.1)
+    for _ in range(1000 + 40):  # 1000 steps/s on the injected clock: the first report sets k = 10
+        clock.advance(0.001)
+        p.grad = torch.ones(2)
+        opt.step()
+    m.finish("completed")
+    steps = [s for s, _ in _points(m, "lr")]
+    assert ext.stride == 10
+    first_report = next(e["step"] for e in read_events(m.run_dir / "events.jsonl") if e["kind"] == "interval")
+    assert steps[:first_report] == list(range(1, first_report + 1))
+    assert all(b - a == 10 for a, b in zip(steps[first_report - 1:], steps[first_report:]))
+    assert json.loads((m.run_dir / "passport.json").read_text())["optim"]["sample_every_steps"] == 10
+
+
+def test_smoothed_loss_is_beside_the_raw_loss_on_the_text_line(run_root):
+    out, clock = io.StringIO(), FakeClock(100.0)
+    ext = OptimExtension(environ={"RANK": "0"})
+    m = make_monitor(make_options(run_dir=run_root, interval_s=1.0, name="line"), text=True, out=out, clock=clock,
+                     extensions=[ext]).start()
+    _loop(steps=3, tick=lambda: clock.advance(1.0))
+    m.finish("completed")
+    first = out.getvalue().splitlines()[0]
+    assert first.startswith("[step 1] loss=") and " (ema " in first and " | lr=1.00e-03 | grad_norm=" in first
+    assert ext.ema.count == 3
+
+
+def test_only_rank_zero_prints_the_line(run_root):
+    out, clock = io.StringIO(), FakeClock(100.0)
+    m = make_monitor(make_options(run_dir=run_root, interval_s=1.0, name="rank1"), text=True, out=out, clock=clock,
+                     extensions=[OptimExtension(environ={"RANK": "1"})]).start()
+    _loop(steps=2, tick=lambda: clock.advance(1.0))
+    m.finish("completed")
+    assert "[step" not in out.getvalue() and m.text_line.startswith("[step 2]")
+
+
+def test_rank_is_read_from_the_environment():
+    assert rank_from_env({"RANK": "3"}) == 3
+    assert rank_from_env({}) is None and rank_from_env({"RANK": "x"}) is None
+
+
+def test_charts_draw_lr_on_a_log_axis_while_it_is_positive(run_root):
+    ext = OptimExtension(environ={})
+    m = _monitor(run_root, ext).start()
+    _loop(steps=2)
+    charts = {c["id"]: c for c in ext.charts()}
+    m.finish("completed")
+    assert charts["lr"]["series"] == ["lr"] and charts["lr"]["log_y"] is True and charts["lr"]["x"] == "step"
+    assert charts["grad_norm"]["series"] == ["grad_norm"]
