@@ -1,16 +1,19 @@
 """The optimizer extension: ``lr`` and ``grad_norm`` series, the smoothed loss, rank-0 text.
 
-**Learning rate.** A global optimizer step pre-hook reads the primary
-optimizer's ``param_groups`` (the first optimizer that steps, as the probes
-choose it) just before its step: the rate the step uses. Series ``lr`` and, when
-the groups differ, ``lr/<group>`` (:mod:`trainmeter.optim.lr`). The values are
-recorded from ``monitor.step_hook``, once the core has counted the step and
-before its report check, so a report's text line shows this step's values. A
-manual change of ``group["lr"]`` is seen at the next read like a scheduler's.
+**Learning rate.** ``monitor.step_hook`` is called by the core right after it
+counts a step of the primary optimizer (inside that optimizer's step
+post-hooks, before its report check and before a scheduler's ``step()``): it
+reads the optimizer's ``param_groups``, so the rate is the one the step used.
+The optimizer is known from a global step pre-hook that stays only until the
+first counted step. Series ``lr`` and, when the groups differ, ``lr/<group>``
+(:mod:`trainmeter.optim.lr`). A manual change of ``group["lr"]`` is seen at the
+next read like a scheduler's.
 
-**Gradient norm.** The value the loop's ``clip_grad_norm_`` returned before this
-step (:mod:`trainmeter.optim.grad_norm`), recorded as ``grad_norm`` at this step
-through ``monitor.record`` (a CUDA tensor is copied without a sync, like the loss).
+**Gradient norm.** The value the loop's ``clip_grad_norm_`` returned since the
+previous step (before ``optimizer.step()``, or inside its closure as Lightning
+does; :mod:`trainmeter.optim.grad_norm`), recorded as ``grad_norm`` at this step
+from the same ``step_hook`` through ``monitor.record`` (a CUDA tensor is copied
+without a sync, like the loss).
 Missing, with its reason, when the loop does not clip by norm. A step skipped by
 ``GradScaler`` (inf/NaN gradients) calls no ``optimizer.step`` and records nothing.
 
@@ -87,7 +90,7 @@ class OptimExtension:
         self.optimizer_class: str | None = None
         self.groups = 0
         self._handle: Any = None
-        self._pending: dict[str, Any] | None = None
+        self._current: weakref.ReferenceType[Any] | None = None
         self._cursor: dict[str, int] | None = None
         self.reason: str | None = None
 
@@ -118,7 +121,6 @@ class OptimExtension:
         handle, self._handle = self._handle, None
         if self._m is not None and self._m.step_hook == self._after_count:
             self._m.step_hook = None
-        self._pending = None
         if handle is not None:
             try:
                 handle.remove()
@@ -128,39 +130,47 @@ class OptimExtension:
 
     # -- per step ------------------------------------------------------------------
     def _before_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
-        """Global step pre-hook: read the rate this step uses and the norm clipped before it."""
+        """Global step pre-hook until the first counted step: the optimizer whose step is running."""
         try:
-            primary = self._primary
-            if primary is None:
-                self._primary = weakref.ref(optimizer)
-                self.optimizer_class = type(optimizer).__name__
-            elif primary() is not optimizer:
-                return
+            self._current = weakref.ref(optimizer)
+        except Exception as exc:
+            self._disable(exc)
+
+    def _after_count(self) -> None:
+        """``monitor.step_hook``: the primary optimizer's step was counted; record its rate and norm.
+
+        Runs inside the optimizer's step post-hooks: after the step (and after a
+        closure's clip call, Lightning's pattern), before the scheduler's ``step()``.
+        """
+        try:
+            if self._primary is None:
+                self._adopt_primary()
             self._countdown -= 1
             if self._countdown > 0:
                 self.clip.pending = None
                 return
             self._countdown = self.stride
+            optimizer = self._primary() if self._primary is not None else None
+            if optimizer is None:
+                return
             groups = optimizer.param_groups
             values = read_lrs(groups)
             self.groups = len(groups)
             norm = self.clip.take()
             if norm is not None:
                 values[GRAD_NORM_SERIES] = norm
-            self._pending = values
-        except Exception as exc:
-            self._disable(exc)
-
-    def _after_count(self) -> None:
-        """``monitor.step_hook``: record this step's values once the step is counted, before the report."""
-        values = self._pending
-        if values is None:
-            return
-        self._pending = None
-        try:
             self._m.record(values)  # type: ignore[union-attr]
         except Exception as exc:
             self._disable(exc)
+
+    def _adopt_primary(self) -> None:
+        """The optimizer whose step the core just counted is the primary; the pre-hook is no longer needed."""
+        self._primary = self._current
+        optimizer = self._primary() if self._primary is not None else None
+        self.optimizer_class = type(optimizer).__name__ if optimizer is not None else None
+        handle, self._handle = self._handle, None
+        if handle is not None:
+            handle.remove()
 
     def _disable(self, exc: BaseException) -> None:
         self.stop()
