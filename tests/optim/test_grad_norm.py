@@ -1,0 +1,70 @@
+"""The clip tap: keeps what the loop's clip call returned, says why there is no norm, restores torch."""
+
+import threading
+
+import pytest
+import torch
+import torch.nn as nn
+
+from trainmeter.optim.grad_norm import REASON_BY_VALUE, REASON_NO_CLIP, REASON_NOT_PLAIN, ClipTap
+
+
+def _param(grad=3.0):
+    p = nn.Parameter(torch.ones(4))
+    p.grad = torch.full((4,), grad)
+    return p
+
+
+def test_the_returned_norm_is_kept_unchanged_and_taken_once():
+    tap = ClipTap()
+    tap.install(torch)
+    try:
+        returned = torch.nn.utils.clip_grad_norm_([_param()], 1.0)
+        assert tap.pending is returned and float(returned) == pytest.approx(6.0)
+        assert tap.take() is returned and tap.take() is None
+        assert tap.missing_reason() is None
+    finally:
+        tap.remove()
+
+
+def test_reasons_when_there_is_no_norm():
+    tap = ClipTap()
+    assert tap.missing_reason() == REASON_NO_CLIP
+    tap.install(torch)
+    try:
+        torch.nn.utils.clip_grad_value_([_param()], 0.5)
+        assert tap.missing_reason() == REASON_BY_VALUE
+    finally:
+        tap.remove()
+
+
+def test_a_norm_that_is_not_a_plain_tensor_or_float_is_not_read():
+    tap = ClipTap()
+    tap._tensor_type = torch.Tensor
+    tap.norm_calls = 1
+    tap._keep(object())
+    assert tap.pending is None and tap.missing_reason() == REASON_NOT_PLAIN
+
+
+def test_calls_from_another_thread_are_not_kept():
+    tap = ClipTap()
+    tap.install(torch)
+    try:
+        worker = threading.Thread(target=lambda: torch.nn.utils.clip_grad_norm_([_param()], 1.0))
+        worker.start()
+        worker.join()
+        assert tap.pending is None and tap.norm_calls == 0
+    finally:
+        tap.remove()
+
+
+def test_remove_restores_torch_and_is_idempotent():
+    before = (torch.nn.utils.clip_grad_norm_, torch.nn.utils.clip_grad.clip_grad_norm_,
+              torch.nn.utils.clip_grad_value_, torch.nn.utils.clip_grad.clip_grad_value_)
+    tap = ClipTap()
+    wrapped = tap.install(torch)
+    assert "torch.nn.utils.clip_grad_norm_" in wrapped
+    tap.remove()
+    tap.remove()
+    assert (torch.nn.utils.clip_grad_norm_, torch.nn.utils.clip_grad.clip_grad_norm_,
+            torch.nn.utils.clip_grad_value_, torch.nn.utils.clip_grad.clip_grad_value_) == before

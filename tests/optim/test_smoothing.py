@@ -1,0 +1,35 @@
+"""The smoothed loss: bias-corrected EMA, non-finite losses skipped, beta checked."""
+
+import math
+
+import pytest
+
+from trainmeter.optim.smoothing import EMA_BETA, LossEma
+
+
+def test_a_constant_loss_smooths_to_itself_from_the_first_step():
+    ema = LossEma()
+    ema.update([2.0])
+    assert ema.value == pytest.approx(2.0)
+    ema.update([2.0] * 10)
+    assert ema.value == pytest.approx(2.0)
+
+
+def test_the_average_follows_the_stated_recurrence():
+    ema = LossEma(0.5)
+    ema.update([4.0, 2.0])
+    # raw: 0.5*0 + 0.5*4 = 2; 0.5*2 + 0.5*2 = 2; corrected by 1 - 0.5**2 = 0.75
+    assert ema.value == pytest.approx(2.0 / 0.75)
+
+
+def test_non_finite_losses_are_skipped():
+    ema = LossEma()
+    ema.update([1.0, math.nan, math.inf, 1.0])
+    assert ema.count == 2 and ema.value == pytest.approx(1.0)
+
+
+def test_no_value_before_the_first_loss_and_bad_beta_is_refused():
+    assert LossEma().value is None
+    assert EMA_BETA == 0.98
+    with pytest.raises(ValueError, match=r"EMA beta must be in \[0, 1\), got 1.0"):
+        LossEma(1.0)
