@@ -215,3 +215,15 @@ def test_charts_draw_lr_on_a_log_axis_while_it_is_positive(run_root):
     m.finish("completed")
     assert charts["lr"]["series"] == ["lr"] and charts["lr"]["log_y"] is True and charts["lr"]["x"] == "step"
     assert charts["grad_norm"]["series"] == ["grad_norm"]
+
+
+def test_the_widget_draws_lr_once_on_its_log_axis(run_root):
+    from trainmeter.widget.view_model import build_state, facts_from_monitor
+
+    ext = OptimExtension(environ={})
+    m = _monitor(run_root, ext).start()
+    _loop(steps=2)
+    charts = {c["id"]: c for c in build_state(facts_from_monitor(m))["charts"]}
+    m.finish("completed")
+    assert charts["lr"]["log_y"] is True and "series:lr" not in charts and "series:grad_norm" not in charts
+    assert charts["grad_norm"]["series"] == ["grad_norm"]

@@ -316,7 +316,8 @@ def charts(f: RunFacts) -> list[dict[str, Any]]:
     losses = list(LOSS_NAMES) + [n for n in f.step_series if "loss" in n and n not in LOSS_NAMES]
     out: list[dict[str, Any]] = [{"id": "loss", "title": "loss", "x": "step", "unit": "", "series": losses,
                                   "log_y": f.loss_min is not None and f.loss_min > 0}]  # early spikes stay readable
-    others = [n for n in f.step_series if "loss" not in n]
+    drawn = {n for c in f.extra_charts if isinstance(c, dict) for n in (c.get("series") or ())}  # lr on its log axis
+    others = [n for n in f.step_series if "loss" not in n and n not in drawn]
     for name in others[:MAX_SERIES_CHARTS]:
         out.append({"id": f"series:{name}", "title": name, "x": "step", "unit": "", "series": [name]})
     if others[MAX_SERIES_CHARTS:]:
