@@ -29,7 +29,7 @@ def _points(m, name):
     out = []
     for event in read_events(m.run_dir / "events.jsonl"):
         if event["kind"] == "series" and event["name"] == name:
-            out += list(zip(event["step"], event["value"]))
+            out += list(zip(event["step"], event["value"], strict=True))
     return out
 
 
@@ -177,7 +177,7 @@ def test_a_high_step_rate_is_sampled_every_kth_step(run_root):
     assert ext.stride == 10
     first_report = next(e["step"] for e in read_events(m.run_dir / "events.jsonl") if e["kind"] == "interval")
     assert steps[:first_report] == list(range(1, first_report + 1))
-    assert all(b - a == 10 for a, b in zip(steps[first_report - 1:], steps[first_report:]))
+    assert all(b - a == 10 for a, b in zip(steps[first_report - 1:-1], steps[first_report:], strict=True))
     assert json.loads((m.run_dir / "passport.json").read_text())["optim"]["sample_every_steps"] == 10
 
 
@@ -227,3 +227,20 @@ def test_the_widget_draws_lr_once_on_its_log_axis(run_root):
     m.finish("completed")
     assert charts["lr"]["log_y"] is True and "series:lr" not in charts and "series:grad_norm" not in charts
     assert charts["grad_norm"]["series"] == ["grad_norm"]
+
+
+def test_a_new_optimizer_is_adopted_once_the_first_is_gone(run_root):
+    import gc
+
+    m = _monitor(run_root, OptimExtension(environ={})).start()
+    p = nn.Parameter(torch.ones(2))
+    opt = torch.optim.SGD([p], lr=0.1)
+    p.grad = torch.ones(2)
+    opt.step()
+    del opt
+    gc.collect()
+    opt = torch.optim.SGD([p], lr=0.7)
+    for _ in range(3):
+        opt.step()
+    m.finish("completed")
+    assert _points(m, "lr") == [(1, 0.1), (3, 0.7), (4, 0.7)]

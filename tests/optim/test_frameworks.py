@@ -19,7 +19,7 @@ def _points(m, name):
     out = []
     for event in read_events(m.run_dir / "events.jsonl"):
         if event["kind"] == "series" and event["name"] == name:
-            out += list(zip(event["step"], event["value"]))
+            out += list(zip(event["step"], event["value"], strict=True))
     return out
 
 

@@ -91,7 +91,7 @@ class OptimExtension:
         self.groups = 0
         self._handle: Any = None
         self._current: weakref.ReferenceType[Any] | None = None
-        self._cursor: dict[str, int] | None = None
+        self._loss_pos = 0
         self.reason: str | None = None
 
     # -- lifecycle -----------------------------------------------------------------
@@ -101,14 +101,11 @@ class OptimExtension:
         self.rank = rank_from_env(self._environ)
         if self.rank not in (None, 0):
             monitor.text = False
-        self._cursor = monitor.add_reader()
         torch = sys.modules.get("torch")
         if torch is None:
             self.reason = "torch is not imported"
             return
-        from torch.optim.optimizer import register_optimizer_step_pre_hook
-
-        self._handle = register_optimizer_step_pre_hook(self._before_step)
+        self._watch_steps()
         monitor.step_hook = self._after_count
         try:
             self.wrapped = self.clip.install(torch)
@@ -129,6 +126,11 @@ class OptimExtension:
         self.clip.remove()
 
     # -- per step ------------------------------------------------------------------
+    def _watch_steps(self) -> None:
+        from torch.optim.optimizer import register_optimizer_step_pre_hook
+
+        self._handle = register_optimizer_step_pre_hook(self._before_step)
+
     def _before_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         """Global step pre-hook until the first counted step: the optimizer whose step is running."""
         try:
@@ -151,7 +153,10 @@ class OptimExtension:
                 return
             self._countdown = self.stride
             optimizer = self._primary() if self._primary is not None else None
-            if optimizer is None:
+            if optimizer is None:  # collected: adopt the next one (from its second counted step)
+                self._primary = self._current = None
+                if self._handle is None:
+                    self._watch_steps()
                 return
             groups = optimizer.param_groups
             values = read_lrs(groups)
@@ -167,6 +172,8 @@ class OptimExtension:
         """The optimizer whose step the core just counted is the primary; the pre-hook is no longer needed."""
         self._primary = self._current
         optimizer = self._primary() if self._primary is not None else None
+        if optimizer is None:
+            return
         self.optimizer_class = type(optimizer).__name__ if optimizer is not None else None
         handle, self._handle = self._handle, None
         if handle is not None:
@@ -188,9 +195,9 @@ class OptimExtension:
         if m is None:
             return {}
         series = m.series.get(LOSS_SERIES)
-        if series is not None and self._cursor is not None:
-            end, _, _, values = series.read(self._cursor.get(LOSS_SERIES, 0))
-            self._cursor[LOSS_SERIES] = end
+        if series is not None:
+            # not a registered reader: the core trims only after this report's writes, so no point is missed
+            self._loss_pos, _, _, values = series.read(self._loss_pos)
             self.ema.update(values)
         interval = m.interval
         if interval is not None and interval.steps and interval.train_s > 0:

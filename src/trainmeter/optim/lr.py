@@ -41,6 +41,6 @@ def read_lrs(param_groups: Sequence[Any]) -> dict[str, Any]:
     rates = [group["lr"] for group in param_groups]
     if all(type(rate) in (float, int) for rate in rates) and all(rate == first for rate in rates):
         return out
-    for index, (group, rate) in enumerate(zip(param_groups, rates)):
+    for index, (group, rate) in enumerate(zip(param_groups, rates, strict=True)):
         out[f"{LR_SERIES}/{group_label(group, index)}"] = rate
     return out
