@@ -161,6 +161,7 @@ def test_their_optimizer_copies_and_pickles_without_our_hook(run_root):
     m.finish("completed")
 
 
+@pytest.mark.filterwarnings("ignore::trainmeter.core.monitor.MonitorWarning")  # no model: tokens not counted
 def test_a_high_step_rate_is_sampled_every_kth_step(run_root):
     clock = FakeClock(100.0)
     ext = OptimExtension(environ={}, max_points_per_s=100.0)

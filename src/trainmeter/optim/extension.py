@@ -96,7 +96,7 @@ class OptimExtension:
 
     # -- lifecycle -----------------------------------------------------------------
     def start(self, monitor: Monitor) -> None:
-        """Install the step post-hook and the clip wrappers; read ``RANK``."""
+        """Install the step pre-hook, ``monitor.step_hook`` and the clip wrappers; read ``RANK``."""
         self._m = monitor
         self.rank = rank_from_env(self._environ)
         if self.rank not in (None, 0):
@@ -135,8 +135,10 @@ class OptimExtension:
         """Global step pre-hook until the first counted step: the optimizer whose step is running."""
         try:
             self._current = weakref.ref(optimizer)
-        except Exception as exc:
-            self._disable(exc)
+        except Exception as exc:  # no stop() here: removing a hook while torch iterates them would raise
+            self._current = None
+            if self._m is not None:
+                self._m.warn_once("optim-pre-step", f"optimizer not identified: {exc!r}")
 
     def _after_count(self) -> None:
         """``monitor.step_hook``: the primary optimizer's step was counted; record its rate and norm.
@@ -169,12 +171,15 @@ class OptimExtension:
             self._disable(exc)
 
     def _adopt_primary(self) -> None:
-        """The optimizer whose step the core just counted is the primary; the pre-hook is no longer needed."""
+        """The optimizer whose step the core just counted is the primary; the pre-hook is no longer needed.
+
+        Called from the step post-hooks (the core counts a step there), so removing a pre-hook is safe.
+        """
         self._primary = self._current
         optimizer = self._primary() if self._primary is not None else None
         if optimizer is None:
             return
-        self.optimizer_class = type(optimizer).__name__ if optimizer is not None else None
+        self.optimizer_class = type(optimizer).__name__
         handle, self._handle = self._handle, None
         if handle is not None:
             handle.remove()
