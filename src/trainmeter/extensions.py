@@ -21,6 +21,9 @@ def default_extensions(options: MonitorOptions) -> list[Any]:
     from trainmeter.gpu.extension import GpuExtension
 
     out.append(GpuExtension())
+    from trainmeter.energy.extension import EnergyExtension
+
+    out.append(EnergyExtension())  # after gpu: it reads the devices the GPU extension selected
     from trainmeter.host.extension import NodeSampler
     from trainmeter.taps.extension import Taps
     from trainmeter.timesplit.extension import TimeSplit
