@@ -29,6 +29,9 @@ def default_extensions(options: MonitorOptions) -> list[Any]:
     from trainmeter.timesplit.extension import TimeSplit
 
     out += [TimeSplit(), NodeSampler(), Taps(enabled=options.tap)]
+    from trainmeter.verdicts.extension import Verdicts
+
+    out.append(Verdicts())  # last: it reads what the others recorded in the same report
     return out
 
 
