@@ -29,8 +29,10 @@ def default_extensions(options: MonitorOptions) -> list[Any]:
     from trainmeter.timesplit.extension import TimeSplit
 
     out += [TimeSplit(), NodeSampler(), Taps(enabled=options.tap)]
+    from trainmeter.comparison.extension import CurvesRecorder
     from trainmeter.verdicts.extension import Verdicts
 
+    out.append(CurvesRecorder())  # curves.json, so tm.compare need not re-read the run log
     out.append(Verdicts())  # last: it reads what the others recorded in the same report
     return out
 
