@@ -8,7 +8,7 @@ from pathlib import Path
 import trainmeter
 
 PKG = Path(trainmeter.__file__).parent
-WINGS = ("comparison", "compute", "energy", "gpu", "host", "record", "taps", "timesplit", "verdicts", "widget")
+WINGS = ("comparison", "compute", "energy", "gpu", "host", "overhead", "record", "taps", "timesplit", "verdicts", "widget")
 
 
 def _imports(path: Path) -> set[str]:
@@ -45,7 +45,7 @@ def test_record_never_imports_the_monitor():
 
 
 def test_every_extension_wing_has_an_extension_module_with_start_and_stop():
-    for wing in ("comparison", "compute", "energy", "gpu", "host", "taps", "timesplit", "verdicts"):
+    for wing in ("comparison", "compute", "energy", "gpu", "host", "overhead", "taps", "timesplit", "verdicts"):
         tree = ast.parse((PKG / wing / "extension.py").read_text(encoding="utf-8"))
         classes = [n for n in tree.body if isinstance(n, ast.ClassDef)]
         methods = {f.name for c in classes for f in c.body if isinstance(f, ast.FunctionDef)}

@@ -14,7 +14,9 @@ from trainmeter.options import MonitorOptions
 
 def default_extensions(options: MonitorOptions) -> list[Any]:
     """Return the sources and sinks a run gets besides the core (never raises)."""
-    out: list[Any] = []
+    from trainmeter.overhead.extension import Overhead
+
+    out: list[Any] = [Overhead()]  # first: at stop, the other wings' threads still run
     from trainmeter.compute.extension import ComputeExtension
 
     out.append(ComputeExtension())
