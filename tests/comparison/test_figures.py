@@ -118,3 +118,34 @@ def test_no_saved_runs_gives_a_box_saying_so(tmp_path) -> None:
 
 def test_compare_is_a_lazy_name_of_the_package(three_runs) -> None:
     assert tm.compare is compare and runs(three_runs[0])
+
+
+def test_flops_axis_and_mfu_use_the_runs_convention(tmp_path) -> None:
+    from trainmeter.comparison.extension import CurvesRecorder
+    from trainmeter.core.provenance import Derivation
+
+    class Compute:
+        name = "compute"
+        derived = {"mfu[hf]": Derivation(name="mfu[hf]", formula="", value=0.4, unit="fraction")}
+
+        def start(self, m) -> None: ...
+
+        def stop(self) -> None: ...
+
+        def passport_section(self):
+            return {"convention": "hf", "flops_per_token": {"hf": 1e9}, "mfu": {"hf": 0.4}}
+
+    clock = FakeClock()
+    m = make_monitor(make_options(name="conv", run_dir=tmp_path, interval_s=5, convention="hf"), clock=clock,
+                     text=False, probes=False, extensions=[Compute(), CurvesRecorder()]).start()
+    for step in range(1, 101):
+        clock.advance(1.0)
+        m.record({"train_loss": 1.0}, step=step)
+        m.on_step(10)
+    m.finish("completed")
+    box = compare(load(m.run_dir), x="flops", y=("train_loss", "mfu"))
+    loss, mfu = box.figures
+    assert loss.axes[0].label == "training FLOPs (hf convention)"
+    assert float(loss.marks[0].x.max()) == pytest.approx(100 * 10 * 1e9, rel=1e-3)
+    assert mfu.axes[1].label == "MFU (hf, 0-1)" and mfu.marks[0].y.tolist() == pytest.approx([0.4] * len(mfu.marks[0].y))
+    assert box.rows[0]["mfu"] == 0.4 and box.rows[0]["convention"] == "hf"

@@ -118,7 +118,8 @@ def make_line(name: str, passport: dict[str, Any], doc: dict[str, Any], x: str, 
             values = reports.get("tokens_per_s") or []
         keep = [i for i, v in enumerate(values) if v is not None]
         if not keep:
-            return Line(run=name, x=[], y=[], missing=f"no {y} recorded")
+            why = (passport.get("compute") or {}).get("mfu_missing") if y == "mfu" else None
+            return Line(run=name, x=[], y=[], missing=f"no {y} recorded" + (f" ({why})" if why else ""))
         col = {"step": "step", "time": "elapsed_s", "tokens": "tokens", "flops": "tokens"}[x]
         xs = [float(reports[col][i]) * (fpt if x == "flops" else 1.0) for i in keep]  # type: ignore[operator]
         ys = [float(values[i]) for i in keep]

@@ -32,7 +32,8 @@ def _ratio(name: str, formula: str, energy: Input, denom: Input, unit: str, scal
     if missing is None and energy.value is not None and denom.value:
         value = float(energy.value) / (float(denom.value) / scale)  # type: ignore[arg-type]
     if value is None and missing is None:
-        missing = f"needs {energy.name} and a non-zero {denom.name}"
+        missing = ("no energy reading (energy.missing says why)" if energy.value is None
+                   else f"needs a non-zero {denom.name}")
     return Derivation(name=name, formula=formula, value=value, unit=unit, inputs=(energy, denom),
                       missing=None if value is not None else missing)
 
