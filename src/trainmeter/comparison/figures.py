@@ -60,10 +60,10 @@ def _figure(title: str, lines: list[Line], colors: dict[str, str], xlab: str, yl
     missing = [f"{ln.run}: {ln.missing}" for ln in lines if ln.missing is not None]
     if missing:
         title = f"{title} (no line for {'; '.join(missing)})"
-    axes = [bq.Axis(scale=xs, label=xlab), bq.Axis(scale=ys, side="left", label=ylab)]
+    axes = [bq.Axis(scale=xs, label=xlab), bq.Axis(scale=ys, side="left", label=ylab, label_offset="62px")]
     fig = bq.Figure(marks=marks, axes=axes, title=title, legend_location="top-right",
-                    layout={"width": "560px", "height": "320px"},
-                    fig_margin={"top": 40, "bottom": 45, "left": 65, "right": 10})
+                    layout={"width": "560px", "min_width": "560px", "height": "320px"},
+                    fig_margin={"top": 40, "bottom": 45, "left": 80, "right": 10})
     return fig
 
 
@@ -112,8 +112,9 @@ def compare(runs: Any = None, x: str = "tokens",
         lines = [make_line(n, p, d, x, yk, convention, per_line) for n, p, d in zip(names, passports, docs, strict=True)]
         figures.append(_figure(f"{yk} vs {x}", lines, colors, x_label(x, unit, conv_text), y_label(yk, unit, conv_text)))
     rows = table_rows(names, passports)
-    table = w.HTML(table_html(rows))
-    box = w.HBox([w.VBox(figures), table])
+    table = w.HTML(table_html(rows), layout=w.Layout(flex="1 1 320px", overflow="auto"))
+    plots = w.VBox(figures, layout=w.Layout(flex="0 0 auto", width="580px"))
+    box = w.HBox([plots, table], layout=w.Layout(flex_flow="row wrap", align_items="flex-start"))
     box.add_class("tm-compare")
     box.figures, box.rows = figures, rows
     return box

@@ -75,14 +75,14 @@ def table_html(rows: list[dict[str, Any]]) -> str:
     head = ("run", "status", "steps", "tokens", "final loss", "best loss", "tokens/s", "MFU", "J/token", "goodput",
             "differs from the first run")
     out = ['<table class="tm-compare-table" style="border-collapse:collapse;font-size:12px">',
-           "<tr>" + "".join(f'<th style="text-align:left;padding:2px 6px">{h}</th>' for h in head) + "</tr>"]
+           "<tr>" + "".join(f'<th style="text-align:left;padding:2px 6px;white-space:nowrap">{h}</th>' for h in head) + "</tr>"]
     for r in rows:
         mfu = _fmt(r["mfu"], "pct") + (f" ({r['convention']})" if r["mfu"] is not None else "")
         differs = "; ".join(f"{k.split('.', 1)[1]}={v}" for k, v in r["differs"].items()) or "-"
         cells = (r["run"], r["status"], _fmt(r["steps"], "count"), _fmt(r["tokens"], "count"), _fmt(r["final_loss"]),
                  _fmt(r["best_loss"]), _fmt(r["tokens_per_s"], "count"), mfu, _fmt(r["j_per_token"]),
                  _fmt(r["goodput"], "pct"), differs)
-        out.append("<tr>" + "".join(f'<td style="padding:2px 6px">{html.escape(str(c))}</td>' for c in cells)
+        out.append("<tr>" + "".join(f'<td style="padding:2px 6px;white-space:nowrap">{html.escape(str(c))}</td>' for c in cells)
                    + "</tr>")
     out.append("</table>")
     return "\n".join(out)
