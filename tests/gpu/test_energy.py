@@ -7,10 +7,21 @@ from typing import Any
 import pynvml
 import pytest
 
-from tests.gpu.test_nvml import FakeLib, _index, _open, fakelib  # noqa: F401 - fixture
+from tests.gpu.test_nvml import FakeLib, _device, _index, _open
 from trainmeter.core.clock import FakeClock
 from trainmeter.gpu.energy import SOURCE_COUNTER, SOURCE_POWER, from_counter, from_power, read_counters
 from trainmeter.gpu.fake import ENERGY_AT_START_MJ, GEMM, IDLE, FakeNvml, Phase
+
+
+@pytest.fixture
+def lib(monkeypatch: pytest.MonkeyPatch) -> FakeLib:
+    """tests/gpu/test_nvml.py's fake libnvidia-ml behind the real pynvml bindings."""
+    fake = FakeLib(FakeClock(100.0), [_device("NVIDIA H100 80GB HBM3", gpm=True),
+                                      _device("NVIDIA A100-SXM4-40GB", gpm=False)])
+    monkeypatch.setattr(pynvml, "nvmlLib", fake.ns)
+    monkeypatch.setattr(pynvml, "_nvmlGetFunctionPointer_cache", {})
+    monkeypatch.setattr(pynvml, "_nvmlLib_refcount", 0)
+    return fake
 
 
 def _energy_symbol(lib: FakeLib, mj_by_device: dict[int, int]) -> None:
@@ -22,28 +33,28 @@ def _energy_symbol(lib: FakeLib, mj_by_device: dict[int, int]) -> None:
     pynvml._nvmlGetFunctionPointer_cache.pop("nvmlDeviceGetTotalEnergyConsumption", None)
 
 
-def test_nvml_backend_reads_the_energy_counter_in_millijoules(fakelib: FakeLib) -> None:
-    _energy_symbol(fakelib, {0: 123_456_789, 1: 42})
-    backend = _open(fakelib)
+def test_nvml_backend_reads_the_energy_counter_in_millijoules(lib: FakeLib) -> None:
+    _energy_symbol(lib, {0: 123_456_789, 1: 42})
+    backend = _open(lib)
     assert backend.total_energy_mj(0) == (123_456_789.0, None)
     assert read_counters(backend, (0, 1)) == {0: (123_456_789.0, None), 1: (42.0, None)}
 
 
-def test_nvml_backend_without_the_symbol_says_the_driver_is_too_old(fakelib: FakeLib) -> None:
-    backend = _open(fakelib)
+def test_nvml_backend_without_the_symbol_says_the_driver_is_too_old(lib: FakeLib) -> None:
+    backend = _open(lib)
     value, reason = backend.total_energy_mj(0)
     assert value is None and reason == "total energy counter: the NVIDIA driver is too old (function not found)"
 
 
-def test_nvml_backend_unsupported_counter_is_a_reason_and_not_retried(fakelib: FakeLib) -> None:
+def test_nvml_backend_unsupported_counter_is_a_reason_and_not_retried(lib: FakeLib) -> None:
     calls = []
 
     def unsupported(h: Any, ref: Any) -> int:
         calls.append(h)
         return pynvml.NVML_ERROR_NOT_SUPPORTED
 
-    fakelib.ns.nvmlDeviceGetTotalEnergyConsumption = unsupported
-    backend = _open(fakelib)
+    lib.ns.nvmlDeviceGetTotalEnergyConsumption = unsupported
+    backend = _open(lib)
     assert backend.total_energy_mj(1) == (None, "total energy counter: not supported on this device")
     assert backend.total_energy_mj(1)[0] is None and len(calls) == 1
     backend.close()
