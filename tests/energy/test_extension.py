@@ -204,3 +204,15 @@ def test_cpu_only_run_without_rapl_says_so(tmp_path) -> None:
     _, p = _run(tmp_path, clock, None, EnergyExtension(powercap_root=tmp_path / "nope"), steps=3)
     e = p["energy"]
     assert e["joules"] is None and "CPU: no RAPL here" in e["missing"]
+
+
+def test_tile_of_a_sample_counting_run_says_j_per_sample_even_when_energy_is_missing() -> None:
+    from trainmeter.energy.summary import energy_section, energy_tile
+
+    section, derivations = energy_section(
+        devices=[], gpu_missing="no GPU", rapl_j=None, rapl_missing="no RAPL", window_s=10.0, tokens=100,
+        token_unit="samples", flops_spent=None, convention=None, flops_missing=None, grid_gco2_per_kwh=None,
+        grid_source=None)
+    tile = energy_tile(section, derivations[1])
+    assert tile["label"] == "Energy (J/sample)" and tile["value"] is None and "no RAPL" in tile["missing"]
+    assert section["j_per_token"] is None and section["per"] == "sample"

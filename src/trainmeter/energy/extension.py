@@ -184,6 +184,6 @@ class EnergyExtension:
         section = self._section
         if not section:
             return []
-        chosen = "j_per_sample" if section.get("j_per_token") is None and section.get("j_per_sample") else "j_per_token"
+        chosen = "j_per_sample" if section.get("per") == "sample" else "j_per_token"
         derivation = next((d for d in self._derivations if d.name == chosen), None)
         return [energy_tile(section, derivation)]

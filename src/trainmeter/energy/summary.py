@@ -105,6 +105,7 @@ def energy_section(*, devices: Sequence[DeviceEnergy], gpu_missing: str | None, 
             {"cpu": joules / window_s} if joules is not None and window_s > 0 else {}),
         "devices": [d.to_dict() for d in devices],
         "cpu_rapl": {"joules": rapl_j, "missing": rapl_missing},
+        "per": "token" if token_unit == "tokens" else "sample",
         "j_per_token": j_tok.value,
         "j_per_sample": j_sample.value,
         "j_per_pflop": {"value": j_pflop.value, "convention": convention, "missing": j_pflop.missing},
@@ -142,7 +143,7 @@ def card_line(section: dict[str, Any]) -> str:
 
 def energy_tile(section: dict[str, Any], derivation: Derivation | None) -> dict[str, Any]:
     """The widget's energy tile (docs/protocol.md tile), J per token (or per sample)."""
-    per_sample = section.get("j_per_token") is None and section.get("j_per_sample") is not None
+    per_sample = section.get("per") == "sample"
     value = section.get("j_per_sample") if per_sample else section.get("j_per_token")
     unit_word = "J/sample" if per_sample else "J/token"
     tile: dict[str, Any] = {"id": "energy", "label": f"Energy ({unit_word})", "value": value, "unit": "",
