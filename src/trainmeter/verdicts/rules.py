@@ -8,7 +8,7 @@ Thresholds (docs/spec.md, "Verdicts"):
 
 - ``loss_nonfinite``: a loss point that is NaN or +-inf.
 - ``loss_spike``: robust z = (loss - median) / (1.4826 * MAD) over the previous
-  :data:`SPIKE_WINDOW` finite losses, above :data:`SPIKE_Z` on :data:`CONSECUTIVE` points in a row
+  :data:`SPIKE_WINDOW` finite losses (refreshed every :data:`REF_EVERY` points), above :data:`SPIKE_Z` on :data:`CONSECUTIVE` points in a row
   (tested once the window holds :data:`SPIKE_MIN_POINTS`).
 - ``throughput_drop``: a report's training-only tokens/s below (1 - :data:`DROP_FRACTION`) times
   the median of the run's reports so far (at least :data:`MIN_REPORTS` of them).
@@ -37,6 +37,9 @@ CONSECUTIVE = 3
 SPIKE_WINDOW = 100
 SPIKE_MIN_POINTS = 50
 SPIKE_Z = 8.0
+REF_EVERY = 32
+"""Points between refreshes of the spike reference (median and MAD of the window): a window of 100
+moves little in 32 points, and sorting it for every point would cost tens of microseconds each."""
 DROP_FRACTION = 0.20
 MIN_REPORTS = 5
 MEDIAN_HISTORY = 2048
@@ -150,6 +153,7 @@ class VerdictEngine:
         self._losses: deque[float] = deque(maxlen=SPIKE_WINDOW)
         self._spike = _Streak()
         self._spike_ref = (0.0, 0.0)
+        self._since_ref = REF_EVERY
         self._tps: deque[float] = deque(maxlen=MEDIAN_HISTORY)
         self._drop = _Streak()
         self._mem: deque[tuple[int, float]] = deque(maxlen=CREEP_REPORTS)
@@ -177,7 +181,9 @@ class VerdictEngine:
         if self.fired("loss_spike") or len(self._losses) < SPIKE_MIN_POINTS:
             self._losses.append(value)
             return
-        if self._spike.n == 0:  # reference frozen while a streak runs, so the spike cannot lift it
+        self._since_ref += 1
+        if self._spike.n == 0 and self._since_ref >= REF_EVERY:  # frozen during a streak: a spike cannot lift it
+            self._since_ref = 0
             window = list(self._losses)
             median = _median(window)
             mad = _median([abs(x - median) for x in window])
