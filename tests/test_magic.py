@@ -90,3 +90,14 @@ def test_line_magic_doctor_prints_one_line_per_check(ip, capsys):
     ip.run_line_magic("trainmeter", "doctor")
     out = capsys.readouterr().out
     assert "NVML" in out and "psutil" in out and len(out.strip().splitlines()) >= 5
+
+
+def test_grid_flags_parse_and_a_bad_value_is_a_usage_error() -> None:
+    from IPython.core.error import UsageError
+
+    from trainmeter.magic import parse_flags
+
+    o = parse_flags("--grid-gco2-per-kwh 120 --grid-source 'grid operator 2025'")
+    assert o.grid_gco2_per_kwh == 120.0 and o.grid_source == "grid operator 2025"
+    with pytest.raises(UsageError, match="--grid-gco2-per-kwh"):
+        parse_flags("--grid-gco2-per-kwh lots --grid-source x")

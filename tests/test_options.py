@@ -1,3 +1,4 @@
+import re
 from pathlib import Path
 
 import pytest
@@ -44,3 +45,25 @@ def test_options_to_dict_is_json_ready():
     import json
 
     assert json.loads(json.dumps(make_options(run_dir="/tmp/x").to_dict()))["run_root"] == "/tmp/x"
+
+
+def test_grid_intensity_is_recorded_as_declared_with_its_source() -> None:
+    o = make_options(grid_gco2_per_kwh="350", grid_source=" utility 2024 report ")
+    assert o.grid_gco2_per_kwh == 350.0 and o.grid_source == "utility 2024 report"
+    assert make_options().grid_gco2_per_kwh is None
+
+
+@pytest.mark.parametrize(
+    ("value", "source", "needle"),
+    [
+        ("abc", "x", "invalid value 'abc' for --grid-gco2-per-kwh"),
+        ("-1", "x", "between 0 and 2000"),
+        ("400000", "x", "between 0 and 2000"),
+        ("350", None, "needs --grid-source"),
+        ("350", "  ", "needs --grid-source"),
+        (None, "x", "--grid-source was given without --grid-gco2-per-kwh"),
+    ],
+)
+def test_bad_grid_flags_name_the_value_and_what_is_valid(value, source, needle) -> None:
+    with pytest.raises(ValueError, match=re.escape(needle)):
+        make_options(grid_gco2_per_kwh=value, grid_source=source)

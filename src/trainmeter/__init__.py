@@ -16,6 +16,7 @@ from trainmeter.record.runs import Run, load, runs
 __all__ = [
     "Run",
     "__version__",
+    "compare",
     "display",
     "doctor",
     "emit",
@@ -33,6 +34,7 @@ _LAZY = {
     "peak_flops": ("trainmeter.compute.peaks", "peak_flops"),
     "doctor": ("trainmeter.checkup", "doctor"),
     "display": ("trainmeter.widget.show", "display"),
+    "compare": ("trainmeter.comparison.figures", "compare"),
     "TrainmeterWidget": ("trainmeter.widget.widget", "TrainmeterWidget"),
 }
 

@@ -14,13 +14,18 @@ from trainmeter.options import MonitorOptions
 
 def default_extensions(options: MonitorOptions) -> list[Any]:
     """Return the sources and sinks a run gets besides the core (never raises)."""
-    out: list[Any] = []
+    from trainmeter.overhead.extension import Overhead
+
+    out: list[Any] = [Overhead()]  # first: at stop, the other wings' threads still run
     from trainmeter.compute.extension import ComputeExtension
 
     out.append(ComputeExtension())
     from trainmeter.gpu.extension import GpuExtension
 
     out.append(GpuExtension())
+    from trainmeter.energy.extension import EnergyExtension
+
+    out.append(EnergyExtension())  # after gpu: it reads the devices the GPU extension selected
     from trainmeter.host.extension import NodeSampler
     from trainmeter.taps.extension import Taps
     from trainmeter.timesplit.extension import TimeSplit
@@ -29,6 +34,11 @@ def default_extensions(options: MonitorOptions) -> list[Any]:
     from trainmeter.optim.extension import OptimExtension
 
     out.append(OptimExtension())
+    from trainmeter.comparison.extension import CurvesRecorder
+    from trainmeter.verdicts.extension import Verdicts
+
+    out.append(CurvesRecorder())  # curves.json, so tm.compare need not re-read the run log
+    out.append(Verdicts())  # last: it reads what the others recorded in the same report
     return out
 
 

@@ -46,6 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--gpus")
     p.add_argument("--memory-snapshot-step")
     p.add_argument("--no-tap", action="store_true")
+    p.add_argument("--grid-gco2-per-kwh")
+    p.add_argument("--grid-source")
     return p
 
 

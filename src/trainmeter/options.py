@@ -40,6 +40,9 @@ class MonitorOptions:
         gpus: GPU selection (``"all"``, ``"0,1"``, ``"GPU-<uuid>,..."``) or ``None`` for the default.
         memory_snapshot_step: Step at which to write a CUDA memory snapshot, or ``None``.
         tap: Whether to pick up series from loggers the loop already uses.
+        grid_gco2_per_kwh: Declared grid carbon intensity, gCO2 per kWh, or ``None`` (no
+            carbon figure is shown without one; none is ever guessed).
+        grid_source: Where the declared grid intensity comes from (required with it).
     """
 
     name: str = "run"
@@ -59,6 +62,8 @@ class MonitorOptions:
     gpus: str | None = None
     memory_snapshot_step: int | None = None
     tap: bool = True
+    grid_gco2_per_kwh: float | None = None
+    grid_source: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-ready dict of the options."""
@@ -106,6 +111,8 @@ def make_options(
     gpus: str | None = None,
     memory_snapshot_step: Any = None,
     tap: bool = True,
+    grid_gco2_per_kwh: Any = None,
+    grid_source: str | None = None,
 ) -> MonitorOptions:
     """Validate user input and build :class:`MonitorOptions`.
 
@@ -136,6 +143,7 @@ def make_options(
     peak = _peak(peak_tflops, peak_source)
     conv = _convention(convention)
     gpu_spec = _gpus(gpus)
+    grid = _grid(grid_gco2_per_kwh, grid_source)
     return MonitorOptions(
         name=name,
         budget_tokens=_count(budget_tokens, "--budget-tokens"),
@@ -154,6 +162,8 @@ def make_options(
         gpus=gpu_spec,
         memory_snapshot_step=_positive_int(memory_snapshot_step, "--memory-snapshot-step"),
         tap=bool(tap),
+        grid_gco2_per_kwh=grid,
+        grid_source=str(grid_source).strip() if grid is not None else None,
     )
 
 
@@ -171,6 +181,29 @@ def _peak(peak_tflops: Any, peak_source: str | None) -> float | None:
     if not peak_source or not str(peak_source).strip():
         raise ValueError(f"--peak-tflops {peak_tflops} needs --peak-source TEXT saying where the peak comes from (a datasheet, a measurement)")
     return peak
+
+
+MAX_GRID_GCO2_PER_KWH = 2000.0
+"""Above any grid's intensity (coal is ~1000 gCO2/kWh): a larger value is a unit slip (g/MWh?)."""
+
+
+def _grid(gco2_per_kwh: Any, source: str | None) -> float | None:
+    if gco2_per_kwh is None:
+        if source is not None:
+            raise ValueError("--grid-source was given without --grid-gco2-per-kwh: give both, e.g. "
+                             "--grid-gco2-per-kwh 350 --grid-source 'utility 2024 report'")
+        return None
+    try:
+        value = float(gco2_per_kwh)
+    except (TypeError, ValueError):
+        value = math.nan
+    if not math.isfinite(value) or not 0 <= value <= MAX_GRID_GCO2_PER_KWH:
+        raise ValueError(f"invalid value {gco2_per_kwh!r} for --grid-gco2-per-kwh: expected grams CO2 per kWh "
+                         f"between 0 and {MAX_GRID_GCO2_PER_KWH:g}, e.g. 350")
+    if not source or not str(source).strip():
+        raise ValueError(f"--grid-gco2-per-kwh {gco2_per_kwh} needs --grid-source TEXT saying where the "
+                         "intensity comes from (a utility report, a grid operator's figure)")
+    return value
 
 
 def _convention(convention: str | None) -> str | None:

@@ -50,6 +50,10 @@ REASON_PROCESS_NOT_LISTED = (
 )
 
 
+REASON_ENERGY_WHAT = "total energy counter"
+"""The name NVML's ``nvmlDeviceGetTotalEnergyConsumption`` goes by in reason texts."""
+
+
 def reason_not_supported(what: str) -> str:
     """Reason text for a reading the device does not support."""
     return f"{what}: not supported on this device"
@@ -251,6 +255,21 @@ class GpuBackend(Protocol):
 
     def close(self) -> None:
         """Release resources (GPM buffers, NVML refcount). Idempotent; never raises."""
+        ...
+
+
+class EnergyCounter(Protocol):
+    """A backend that can read a device's cumulative energy counter (optional seam).
+
+    :class:`~trainmeter.gpu.nvml.NvmlBackend` and :class:`~trainmeter.gpu.fake.FakeNvml`
+    implement it; callers check with ``getattr(backend, "total_energy_mj", None)``.
+    """
+
+    def total_energy_mj(self, index: int) -> tuple[float | None, str | None]:
+        """Energy device ``index`` used since the driver loaded, millijoules.
+
+        Returns ``(value, None)`` or ``(None, reason)``; never raises.
+        """
         ...
 
 

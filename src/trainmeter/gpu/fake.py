@@ -10,6 +10,8 @@
 - GPM is modelled as the real thing is: each sample snapshots the integral of the levels
   and the values are (I(t2) - I(t1)) / (t2 - t1), so they are interval averages; the first
   sample only primes the pair; a second sample within 100 ms repeats the previous values.
+- A cumulative energy counter (:meth:`FakeNvml.total_energy_mj`): the integral of the
+  timeline's power, in mJ, so a test can pin joules from the levels it scripted.
 - Error injection with :meth:`FakeNvml.inject`: NotSupported / NoPermission on a field or on
   GPM, a device that cannot be opened, the GPU lost mid-run, slow calls; and
   :func:`open_fake` for init failures (library missing, driver not loaded, no devices).
@@ -28,6 +30,7 @@ from trainmeter.core.clock import Clock
 from trainmeter.gpu.backend import (
     GPM_FIELDS,
     REASON_DRIVER_NOT_LOADED,
+    REASON_ENERGY_WHAT,
     REASON_GPM_FIRST_SAMPLE,
     REASON_GPM_NO_PERMISSION,
     REASON_GPM_NOT_SUPPORTED,
@@ -69,6 +72,8 @@ __all__ = [
 ]
 
 GPM_MIN_INTERVAL_S = 0.1
+ENERGY_AT_START_MJ = 5.0e9
+"""The fake energy counter's reading when the fake is built (energy since "driver load"), mJ."""
 _ERROR_KINDS = ("not_supported", "no_permission", "gpu_lost", "slow", "unopenable")
 
 
@@ -231,6 +236,29 @@ class FakeNvml:
                 raise GpuUnavailableError(REASON_GPU_LOST, fatal=True)
             return self._build(dev, now_s, active)
 
+    def total_energy_mj(self, index: int) -> tuple[float | None, str | None]:
+        """The scripted energy counter: :data:`ENERGY_AT_START_MJ` plus the integral of the
+        timeline's ``power_w`` from construction to now, millijoules; never raises.
+
+        A ``not_supported`` / ``no_permission`` fault on field ``"total_energy_mj"`` makes
+        it ``(None, reason)``, as an NVML without the counter does.
+        """
+        dev = self._devices[index]
+        with self._lock:
+            dev.calls += 1
+            now_s = self._clock()
+            active = [f for f in dev.faults if self._active(f, dev, now_s)]
+            if self.closed:
+                return None, "the fake NVML backend is closed"
+            if dev.lost or any(f.kind in ("gpu_lost", "unopenable") for f in active):
+                return None, REASON_GPU_LOST
+            for fault in active:
+                if fault.field == "total_energy_mj" and fault.kind == "not_supported":
+                    return None, reason_not_supported(REASON_ENERGY_WHAT)
+                if fault.field == "total_energy_mj" and fault.kind == "no_permission":
+                    return None, reason_no_permission(REASON_ENERGY_WHAT)
+            return ENERGY_AT_START_MJ + 1000.0 * self._power_integral_j(dev, now_s), None
+
     def close(self) -> None:
         """Mark the backend closed; later samples raise a fatal error."""
         with self._lock:
@@ -264,6 +292,18 @@ class FakeNvml:
             if remaining <= 0:
                 break
         return sums
+
+    def _power_integral_j(self, dev: _FakeDevice, now_s: float) -> float:
+        """Integral of ``power_w`` from the start to ``now_s``, joules."""
+        total_j = 0.0
+        remaining = max(now_s - self._start_s, 0.0)
+        for i, phase in enumerate(dev.phases):
+            span = remaining if i == len(dev.phases) - 1 else min(remaining, phase.duration_s)
+            total_j += phase.levels.power_w * span
+            remaining -= span
+            if remaining <= 0:
+                break
+        return total_j
 
     def _gpm(self, dev: _FakeDevice, now_s: float) -> tuple[dict[str, float], dict[str, str], float | None]:
         p = dev.profile

@@ -24,6 +24,7 @@ from typing import Any
 from trainmeter.core.clock import Clock, MonotonicClock
 from trainmeter.gpu.backend import (
     REASON_DRIVER_NOT_LOADED,
+    REASON_ENERGY_WHAT,
     REASON_GPM_DRIVER_TOO_OLD,
     REASON_GPM_NO_PERMISSION,
     REASON_GPM_NOT_SUPPORTED,
@@ -171,6 +172,23 @@ class NvmlBackend:
             raise GpuUnavailableError(dev.lost_reason, fatal=True)
         with dev.lock:
             return self._sample_locked(dev)
+
+    def total_energy_mj(self, index: int) -> tuple[float | None, str | None]:
+        """Energy device ``index`` used since the driver loaded, millijoules; never raises.
+
+        ``nvmlDeviceGetTotalEnergyConsumption`` (Volta and newer). Returns ``(value, None)``
+        or ``(None, reason)``; an unsupported counter's reason is cached like any query.
+        """
+        dev = self._devices[index]
+        if self._closed or dev.handle is None:
+            return None, dev.info.reason or "the NVML backend is closed"
+        try:
+            with dev.lock:
+                value, why = self._query(dev, "energy", REASON_ENERGY_WHAT,
+                                         (self._nv.nvmlDeviceGetTotalEnergyConsumption, dev.handle))
+        except GpuUnavailableError as exc:
+            return None, exc.reason
+        return (None, why) if value is None else (float(value), None)
 
     def close(self) -> None:
         """Free GPM buffers and release NVML (``nvmlShutdown``). Idempotent; never raises."""

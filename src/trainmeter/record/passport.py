@@ -132,6 +132,12 @@ def render_markdown(p: dict[str, Any]) -> str:
     compute = p.get("compute")
     if isinstance(compute, dict) and compute.get("markdown"):
         lines += ["", compute["markdown"]]
+    energy = p.get("energy")  # the energy wing's line on the compute card
+    if isinstance(energy, dict) and energy.get("markdown"):
+        lines.append(energy["markdown"])
+    for verdict in p.get("verdicts") or []:  # the verdicts wing: one sentence each
+        if isinstance(verdict, dict) and verdict.get("sentence"):
+            lines.append(f"- Verdict: {verdict['sentence']}")
     env = p.get("environment") or {}
     lines += ["", f"Environment: Python {env.get('python')}, torch {env.get('torch')}, {env.get('cpu')}",
               "", f"_Recorded by trainmeter {env.get('trainmeter')}; full record in passport.json._", ""]

@@ -38,6 +38,24 @@ class Run:
         """The run log's records."""
         return read_events(self.dir / "events.jsonl")
 
+    def to_pandas(self) -> Any:
+        """Series, steps and intervals as tidy DataFrames (``.series``, ``.steps``, ``.intervals``); needs pandas."""
+        from trainmeter.record.export import to_pandas
+
+        return to_pandas(self.dir)
+
+    def export_tensorboard(self, logdir: str | Path) -> Path:
+        """Write this run as a TensorBoard event file under ``logdir``; returns its path. Needs tensorboard."""
+        from trainmeter.record.export import export_tensorboard
+
+        return export_tensorboard(self.dir, self.passport, logdir)
+
+    def export_wandb(self, project: str, mode: str = "offline", **kwargs: Any) -> Any:
+        """Log this run to W&B (offline by default: nothing is sent); returns the finished run. Needs wandb."""
+        from trainmeter.record.export import export_wandb
+
+        return export_wandb(self.dir, self.passport, project=project, mode=mode, **kwargs)
+
     def __repr__(self) -> str:
         return f"Run({self.name!r}, status={self.status!r}, dir={str(self.dir)!r})"
 

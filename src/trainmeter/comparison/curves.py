@@ -1,0 +1,138 @@
+"""A run's curves, bounded: decimated losses and one row per report, saved as ``curves.json``.
+
+:class:`Curves` holds, however long the run:
+
+- each loss series (``train_loss``, ``val_loss``) against the step, min/max-decimated to
+  :data:`SERIES_BUDGET_POINTS` (:class:`~trainmeter.widget.decimate.Decimator`, so the global
+  minimum and maximum and any NaN gap survive);
+- one row per report: ``step``, ``tokens``, ``elapsed_s``, training-only ``tokens_per_s`` and
+  ``mfu`` per FLOPs convention, thinned to every other row (the latest kept) when over
+  :data:`MAX_REPORTS`.
+
+A loss point's tokens and seconds are interpolated from the report rows by step (tokens and
+time are monotone in the step), so one decimated column serves every x axis.
+
+Filled live by :class:`~trainmeter.comparison.extension.CurvesRecorder` (written at the run's
+end), or offline from ``events.jsonl`` for runs without ``curves.json`` (:func:`curves_from_events`).
+Not thread-safe: one thread fills it.
+"""
+
+from __future__ import annotations
+
+import json
+from bisect import bisect_left
+from pathlib import Path
+from typing import Any
+
+from trainmeter.widget.decimate import Decimator
+
+CURVES_FILE = "curves.json"
+CURVES_SCHEMA_VERSION = 1
+SERIES_BUDGET_POINTS = 2000
+MAX_REPORTS = 4096
+LOSS_SERIES = ("train_loss", "val_loss")
+REPORT_COLUMNS = ("step", "tokens", "elapsed_s", "tokens_per_s")
+
+
+class Curves:
+    """Bounded curves of one run (see the module docstring)."""
+
+    def __init__(self, budget_points: int = SERIES_BUDGET_POINTS, max_reports: int = MAX_REPORTS) -> None:
+        self._budget = budget_points
+        self._max_reports = max_reports
+        self.series: dict[str, Decimator] = {}
+        self.reports: dict[str, list[float | None]] = {c: [] for c in REPORT_COLUMNS}
+        self.mfu: dict[str, list[float | None]] = {}
+
+    def add_series(self, name: str, steps: list[int] | list[float], values: list[float]) -> None:
+        """Points of a loss series (steps non-decreasing)."""
+        if not steps:
+            return
+        d = self.series.get(name)
+        if d is None:
+            d = self.series[name] = Decimator(name, "step", budget_points=self._budget)
+        d.extend([float(s) for s in steps], values)
+
+    def add_report(self, *, step: int, tokens: int, elapsed_s: float, tokens_per_s: float | None,
+                   mfu: dict[str, float | None] | None = None) -> None:
+        """One report's row."""
+        n = len(self.reports["step"])
+        for key, value in (("step", step), ("tokens", tokens), ("elapsed_s", elapsed_s),
+                           ("tokens_per_s", tokens_per_s)):
+            self.reports[key].append(value)
+        for conv, value in (mfu or {}).items():
+            self.mfu.setdefault(conv, [None] * n).append(value)
+        for column in self.mfu.values():
+            if len(column) < n + 1:
+                column.append(None)
+        if n + 1 > self._max_reports:  # keep every other row, the latest included
+            first = n % 2
+            for key in self.reports:
+                self.reports[key] = self.reports[key][first::2]
+            for conv in self.mfu:
+                self.mfu[conv] = self.mfu[conv][first::2]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``curves.json`` document."""
+        series = {}
+        for name, d in self.series.items():
+            xs, ys = d.columns(include_open=True)
+            series[name] = {"step": [int(x) for x in xs], "value": ys, "count": d.count}
+        return {"schema_version": CURVES_SCHEMA_VERSION, "series": series, "reports": dict(self.reports),
+                "mfu": dict(self.mfu)}
+
+
+def write_curves(run_dir: Path, doc: dict[str, Any]) -> Path:
+    """Write ``curves.json`` atomically (non-finite floats as null); return its path."""
+    from trainmeter.record.runlog import clean
+
+    path = run_dir / CURVES_FILE
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(clean(doc), separators=(",", ":")), encoding="utf-8")
+    tmp.replace(path)
+    return path
+
+
+def curves_from_events(path: Path) -> dict[str, Any]:
+    """Build the curves document from an ``events.jsonl`` (old or unfinished runs).
+
+    Lines of kind ``steps`` (every step's tokens, the bulk of the file) are skipped unparsed.
+    """
+    curves = Curves()
+    with path.open(encoding="utf-8") as f:
+        for line in f:
+            if '"kind":"steps"' in line[:60]:
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            kind = rec.get("kind")
+            if kind == "series" and rec.get("name") in LOSS_SERIES:
+                values = [float("nan") if v is None else v for v in rec.get("value", [])]
+                curves.add_series(rec["name"], rec.get("step", []), values)
+            elif kind == "interval":
+                tp = rec.get("throughput") or {}
+                compute = rec.get("compute") or {}
+                mfu = {k[4:-1]: v for k, v in compute.items() if k.startswith("mfu[")}
+                curves.add_report(step=rec.get("step", 0), tokens=rec.get("tokens", 0),
+                                  elapsed_s=rec.get("elapsed_s", 0.0), tokens_per_s=tp.get("train_tokens_per_s"),
+                                  mfu=mfu)
+    return curves.to_dict()
+
+
+def interpolate(xs: list[float], table_x: list[float], table_y: list[float]) -> list[float]:
+    """Piecewise-linear ``table_y`` at each of ``xs`` (``table_x`` increasing; clamped at the ends)."""
+    out = []
+    n = len(table_x)
+    for x in xs:
+        i = bisect_left(table_x, x)
+        if i <= 0:
+            out.append(table_y[0])
+        elif i >= n:
+            out.append(table_y[-1])
+        else:
+            x0, x1 = table_x[i - 1], table_x[i]
+            y0, y1 = table_y[i - 1], table_y[i]
+            out.append(y0 if x1 == x0 else y0 + (y1 - y0) * (x - x0) / (x1 - x0))
+    return out

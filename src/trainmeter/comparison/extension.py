@@ -1,0 +1,69 @@
+"""The curves recorder (name ``curves``): keeps a run's bounded curves and writes ``curves.json``.
+
+So that :func:`trainmeter.compare` draws twenty long runs in well under a second, each run
+saves its own decimated curves (:mod:`trainmeter.comparison.curves`) next to its passport
+instead of making the comparison re-read every step from ``events.jsonl``. At each report it
+reads the new loss points through a series cursor (like the run log) and the report's
+tokens, seconds, training-only tokens/s and MFU per convention (from the compute extension).
+
+Thread safety: training thread only (reports and the passport).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from trainmeter.comparison.curves import CURVES_FILE, LOSS_SERIES, Curves, write_curves
+
+if TYPE_CHECKING:
+    from trainmeter.core.monitor import Monitor
+
+
+class CurvesRecorder:
+    """Bounded curves for run comparison (name ``curves``)."""
+
+    name = "curves"
+
+    def __init__(self) -> None:
+        self.curves = Curves()
+        self._m: Monitor | None = None
+        self._cursor: dict[str, int] | None = None
+
+    def start(self, monitor: Monitor) -> None:
+        """Register as a series reader."""
+        self._m = monitor
+        self._cursor = monitor.add_reader()
+
+    def stop(self) -> None:
+        """Nothing to release (the final report feeds the last points)."""
+
+    def interval_fields(self) -> dict[str, Any]:
+        """Feed this report's points and row; nothing goes to the run log."""
+        m, cursor = self._m, self._cursor
+        if m is None or cursor is None:
+            return {}
+        for name, series in list(m.series.items()):
+            if name in LOSS_SERIES:
+                end, steps, _, values = series.read(cursor.get(name, 0))
+                self.curves.add_series(name, steps, values)
+                cursor[name] = end
+            else:
+                cursor[name] = series.end
+        cursor[m.step_series.name] = m.step_series.end
+        compute = next((e for e in m.extensions if getattr(e, "name", "") == "compute"), None)
+        derived = getattr(compute, "derived", None) or {}
+        mfu = {name[4:-1]: d.value for name, d in derived.items() if name.startswith("mfu[")}
+        interval = m.interval
+        self.curves.add_report(step=m.steps, tokens=m.tokens, elapsed_s=m.elapsed_s(),
+                               tokens_per_s=interval.train_tokens_per_s if interval else None, mfu=mfu)
+        return {}
+
+    def passport_section(self) -> dict[str, Any]:
+        """Write ``curves.json``; the passport's ``curves`` names it and its size."""
+        m = self._m
+        if m is None or m.run_dir is None:
+            return {"file": None}
+        doc = self.curves.to_dict()
+        write_curves(m.run_dir, doc)
+        return {"file": CURVES_FILE, "reports": len(doc["reports"]["step"]),
+                "points": {name: len(s["step"]) for name, s in doc["series"].items()}}

@@ -1,0 +1,128 @@
+"""Lines to compare: one run's curve for one y against one x, decimated to a point budget.
+
+x: ``step``; ``tokens`` (or samples, as counted); ``time`` (session seconds); ``flops``
+(tokens x FLOPs per token under a named convention, from the passport's ``compute``).
+y: ``train_loss``, ``val_loss`` (the decimated loss columns), ``tokens_per_s`` (training-only,
+one point per report), ``mfu`` (per report, under the convention).
+
+Pure functions over a run's passport and curves document; no plotting library.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from trainmeter.comparison.curves import CURVES_FILE, curves_from_events, interpolate, write_curves
+from trainmeter.widget.decimate import decimate
+
+X_KINDS = ("tokens", "flops", "time", "step")
+Y_KINDS = ("train_loss", "val_loss", "tokens_per_s", "mfu")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Line:
+    """One run's line (or why it has none).
+
+    Attributes:
+        run: Run name (the legend label).
+        x: x values; ``y``: y values (same length; NaN is a gap).
+        missing: Why this run has no line for this figure, else ``None``.
+    """
+
+    run: str
+    x: list[float]
+    y: list[float]
+    missing: str | None = None
+
+
+def load_curves(run: Any) -> dict[str, Any]:
+    """A run's curves document: ``curves.json``, else built from ``events.jsonl`` (and cached for finished runs)."""
+    path = run.dir / CURVES_FILE
+    events = run.dir / "events.jsonl"
+    if path.exists():
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+            stale = doc.get("events_bytes") is not None and events.exists() and \
+                events.stat().st_size != doc["events_bytes"]
+            if not stale:
+                return doc
+        except (OSError, ValueError):
+            pass
+    if not events.exists():
+        return {"series": {}, "reports": {"step": [], "tokens": [], "elapsed_s": [], "tokens_per_s": []}, "mfu": {}}
+    doc = curves_from_events(events)
+    if run.passport.get("status"):  # finished: cache it (keyed on the log's size)
+        doc["events_bytes"] = events.stat().st_size
+        try:
+            write_curves(run.dir, doc)
+        except OSError:
+            pass
+    return doc
+
+
+def convention_of(passport: dict[str, Any], convention: str | None) -> str | None:
+    """The FLOPs convention to use: the one asked for, else the run's own."""
+    return convention or (passport.get("compute") or {}).get("convention")
+
+
+def x_label(x: str, unit: str, convention: str | None) -> str:
+    """Axis label naming the unit (and the FLOPs convention)."""
+    return {"tokens": f"{unit} trained", "step": "optimizer step", "time": "session time (s)",
+            "flops": f"training FLOPs ({convention or 'no convention'} convention)"}[x]
+
+
+def y_label(y: str, unit: str, convention: str | None) -> str:
+    """Axis label naming the unit (and the MFU convention)."""
+    return {"train_loss": "train_loss", "val_loss": "val_loss", "tokens_per_s": f"training-only {unit}/s",
+            "mfu": f"MFU ({convention or 'no convention'}, 0-1)"}[y]
+
+
+def _to_x(x: str, steps: list[float], reports: dict[str, list[Any]], fpt: float | None) -> list[float]:
+    if x == "step":
+        return list(steps)
+    table_s = [0.0] + [float(s) for s in reports["step"]]
+    if x == "time":
+        return interpolate(steps, table_s, [0.0] + [float(v) for v in reports["elapsed_s"]])
+    tokens = interpolate(steps, table_s, [0.0] + [float(v) for v in reports["tokens"]])
+    return tokens if x == "tokens" else [t * fpt for t in tokens]  # type: ignore[operator]
+
+
+def make_line(name: str, passport: dict[str, Any], doc: dict[str, Any], x: str, y: str,
+              convention: str | None, budget_points: int) -> Line:
+    """The line of run ``name`` for ``y`` against ``x``, at most ``budget_points`` points."""
+    conv = convention_of(passport, convention)
+    fpt = None
+    if x == "flops":
+        fpt = ((passport.get("compute") or {}).get("flops_per_token") or {}).get(conv) if conv else None
+        if fpt is None:
+            why = "no FLOPs convention named" if conv is None else f"no FLOPs per token under {conv}"
+            return Line(run=name, x=[], y=[], missing=why)
+    reports = doc.get("reports") or {}
+    if y in ("train_loss", "val_loss"):
+        s = (doc.get("series") or {}).get(y)
+        if not s or not s.get("step"):
+            return Line(run=name, x=[], y=[], missing=f"no {y} recorded")
+        if x != "step" and not reports.get("step"):
+            return Line(run=name, x=[], y=[], missing="no report rows to place the points on this axis")
+        steps = [float(v) for v in s["step"]]
+        ys = [float("nan") if v is None else float(v) for v in s["value"]]
+        xs = _to_x(x, steps, reports, fpt)
+    else:
+        if y == "mfu":
+            if conv is None:
+                return Line(run=name, x=[], y=[], missing="MFU needs a named convention")
+            values = (doc.get("mfu") or {}).get(conv) or []
+        else:
+            values = reports.get("tokens_per_s") or []
+        keep = [i for i, v in enumerate(values) if v is not None]
+        if not keep:
+            why = (passport.get("compute") or {}).get("mfu_missing") if y == "mfu" else None
+            return Line(run=name, x=[], y=[], missing=f"no {y} recorded" + (f" ({why})" if why else ""))
+        col = {"step": "step", "time": "elapsed_s", "tokens": "tokens", "flops": "tokens"}[x]
+        xs = [float(reports[col][i]) * (fpt if x == "flops" else 1.0) for i in keep]  # type: ignore[operator]
+        ys = [float(values[i]) for i in keep]
+    if len(xs) > budget_points:
+        xs, ys = decimate(xs, ys, budget_points)
+    return Line(run=name, x=xs, y=ys)

@@ -1,0 +1,189 @@
+"""The energy extension (name ``energy``): joules per token, per sample and per PFLOP.
+
+Why a wing of its own rather than part of ``gpu/``: it joins three wings' numbers (the GPU
+devices and their power samples, the compute wing's FLOPs spent, RAPL on the CPU) and it
+must outlive the GPU sampler, which closes its NVML handle at ``stop``. So it opens its own
+NVML handle (NVML counts ``nvmlInit`` calls; the two handles do not interfere) for the
+devices the GPU extension selected and reads their cumulative energy counters at the
+session's start and end, and at each report for the live tile. Where a device has no
+counter, its energy is the GPU sampler's mean power over its window times the window
+(:mod:`trainmeter.gpu.energy`). With no GPU, the CPU's RAPL package counters are used where
+readable. Formulas: :mod:`trainmeter.energy.summary` and docs/spec.md ("Energy").
+
+The window is the session: from the monitor's start to its stop (eval and checkpoint energy
+counts against the tokens trained, as the session's goodput does).
+
+Thread safety: ``start``/``stop``/``interval_fields``/``passport_section`` run on the
+training thread; ``tiles`` (publisher thread) reads one immutable dict reference.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from trainmeter.energy.rapl import POWERCAP_ROOT, RaplReading, rapl_joules, read_rapl
+from trainmeter.energy.summary import energy_section, energy_tile
+from trainmeter.gpu.energy import DeviceEnergy, from_counter, from_power, read_counters
+
+if TYPE_CHECKING:
+    from trainmeter.core.monitor import Monitor
+    from trainmeter.core.provenance import Derivation
+
+
+class EnergyExtension:
+    """Energy over the session (name ``energy``).
+
+    Args:
+        open_backend: ``open_backend(clock=...) -> GpuBackendResult`` (tests pass a fake);
+            default :func:`trainmeter.gpu.nvml.open_nvml`.
+        powercap_root: Where RAPL lives (tests pass a folder of fake files).
+    """
+
+    name = "energy"
+
+    def __init__(self, open_backend: Any = None, powercap_root: Path = POWERCAP_ROOT) -> None:
+        self._open_backend = open_backend
+        self._powercap_root = Path(powercap_root)
+        self._m: Monitor | None = None
+        self._backend: Any = None
+        self._t0_s = 0.0
+        self._t1_s: float | None = None
+        self._indices: tuple[int, ...] = ()
+        self._names: dict[int, str] = {}
+        self._gpu_missing: str | None = None
+        self._start_mj: dict[int, tuple[float | None, str | None]] = {}
+        self._end_mj: dict[int, tuple[float | None, str | None]] = {}
+        self._rapl_start: RaplReading | None = None
+        self._rapl_end: RaplReading | None = None
+        self._section: dict[str, Any] = {}
+        self._derivations: list[Derivation] = []
+
+    # -- lifecycle ----------------------------------------------------------------------
+    def start(self, monitor: Monitor) -> None:
+        """Read every counter once: the session's starting point."""
+        self._m = monitor
+        self._t0_s = monitor.clock()
+        sampler = getattr(self._ext("gpu"), "sampler", None)
+        self._indices = tuple(getattr(sampler, "indices", ()) or ())
+        devices = getattr(sampler, "devices", None) or {}
+        self._names = {i: str(getattr(devices.get(i), "name", "") or "") for i in self._indices}
+        if self._indices:
+            opener = self._open_backend
+            if opener is None:
+                from trainmeter.gpu.nvml import open_nvml
+
+                opener = open_nvml
+            result = opener(clock=monitor.clock)
+            self._backend = result.backend
+            if self._backend is None:
+                reason = result.reason or "NVML did not open"
+                self._start_mj = dict.fromkeys(self._indices, (None, reason))
+            else:
+                self._start_mj = read_counters(self._backend, self._indices)
+        else:
+            self._gpu_missing = (getattr(sampler, "unavailable_reason", None)
+                                 or ("the GPU extension is off" if sampler is None else "no GPU selected"))
+            self._rapl_start = read_rapl(self._powercap_root)
+
+    def stop(self) -> None:
+        """Read every counter at the end and release the NVML handle (idempotent)."""
+        m = self._m
+        if m is None or self._t1_s is not None:
+            return
+        self._t1_s = m.clock()
+        if self._backend is not None:
+            self._end_mj = read_counters(self._backend, self._indices)
+            backend, self._backend = self._backend, None
+            try:
+                backend.close()
+            except Exception:  # noqa: BLE001, S110 - closing never raises into the run
+                pass
+        if self._rapl_start is not None:
+            self._rapl_end = read_rapl(self._powercap_root)
+
+    # -- figures --------------------------------------------------------------------------
+    def _ext(self, name: str) -> Any:
+        m = self._m
+        return next((e for e in (m.extensions if m else []) if getattr(e, "name", "") == name), None)
+
+    def _devices(self, now_s: float, end: dict[int, tuple[float | None, str | None]]) -> list[DeviceEnergy]:
+        window_s = now_s - self._t0_s
+        sampler = getattr(self._ext("gpu"), "sampler", None)
+        averages: dict[int, Any] = {}
+        if sampler is not None:
+            try:
+                averages = sampler.window_averages()
+            except Exception:  # noqa: BLE001
+                averages = {}
+        out = []
+        for index in self._indices:
+            name = self._names.get(index, "")
+            first, why_first = self._start_mj.get(index, (None, "not read at the start"))
+            last, why_last = end.get(index, (None, "not read at the end"))
+            if first is not None and last is not None:
+                out.append(from_counter(index, name, first, last, window_s))
+                continue
+            avg = averages.get(index)
+            out.append(from_power(index, name, getattr(avg, "power_w", None) if avg is not None else None,
+                                  int(getattr(avg, "n_samples", 0) or 0), window_s, why_first or why_last))
+        return out
+
+    def _build(self, now_s: float, end: dict[int, tuple[float | None, str | None]],
+               rapl_end: RaplReading | None) -> None:
+        m = self._m
+        assert m is not None
+        rapl_j, rapl_missing = None, None
+        if self._rapl_start is not None:
+            rapl_j, rapl_missing = (rapl_joules(self._rapl_start, rapl_end) if rapl_end is not None
+                                    else (None, "RAPL is read at the end of the run"))
+        else:
+            rapl_missing = "not read: GPU energy is used"
+        conv = m.options.convention
+        spent = getattr(self._ext("compute"), "derived", {}).get(f"flops_spent[{conv}]") if conv else None
+        o = m.options
+        section, derivations = energy_section(
+            devices=self._devices(now_s, end), gpu_missing=self._gpu_missing, rapl_j=rapl_j,
+            rapl_missing=rapl_missing, window_s=now_s - self._t0_s, tokens=m.tokens, token_unit=m.token_unit,
+            flops_spent=getattr(spent, "value", None), convention=conv,
+            flops_missing=getattr(spent, "missing", None),
+            grid_gco2_per_kwh=getattr(o, "grid_gco2_per_kwh", None), grid_source=getattr(o, "grid_source", None))
+        self._derivations = derivations
+        self._section = section
+
+    def interval_fields(self) -> dict[str, Any]:
+        """Energy so far (live tile and run log): joules, J/token, source."""
+        m = self._m
+        if m is None:
+            return {}
+        if self._t1_s is None:
+            now_s = m.clock()
+            end = read_counters(self._backend, self._indices) if self._backend is not None else {}
+            rapl_end = read_rapl(self._powercap_root) if self._rapl_start is not None else None
+        else:
+            now_s, end, rapl_end = self._t1_s, self._end_mj, self._rapl_end
+        self._build(now_s, end, rapl_end)
+        s = self._section
+        return {"joules": s.get("joules"), "j_per_token": s.get("j_per_token"),
+                "j_per_sample": s.get("j_per_sample"), "source": s.get("source")}
+
+    def passport_section(self) -> dict[str, Any]:
+        """The passport's ``energy`` section (docs/spec.md, "Energy")."""
+        m = self._m
+        if m is None:
+            return {"source": None, "missing": "the energy extension did not start"}
+        self._build(self._t1_s if self._t1_s is not None else m.clock(), self._end_mj, self._rapl_end)
+        return dict(self._section)
+
+    def derivations(self) -> list[Derivation]:
+        """J/token, J/sample, J/PFLOP (and gCO2 when a grid intensity is declared)."""
+        return list(self._derivations)
+
+    def tiles(self) -> list[dict[str, Any]]:
+        """The energy tile (publisher thread; reads one dict reference)."""
+        section = self._section
+        if not section:
+            return []
+        chosen = "j_per_sample" if section.get("per") == "sample" else "j_per_token"
+        derivation = next((d for d in self._derivations if d.name == chosen), None)
+        return [energy_tile(section, derivation)]

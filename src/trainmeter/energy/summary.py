@@ -1,0 +1,160 @@
+"""Energy figures of a run: J per token / sample / PFLOP, kWh, declared carbon; tile and card line.
+
+Inputs are readings already taken (:class:`~trainmeter.gpu.energy.DeviceEnergy` per GPU, or
+RAPL joules on the CPU); every figure is a :class:`~trainmeter.core.provenance.Derivation`.
+Formulas (docs/spec.md, "Energy"):
+
+- ``energy_j = sum over devices of joules`` (GPU) or RAPL package joules (CPU only)
+- ``kwh = energy_j / 3.6e6``
+- ``j_per_token = energy_j / tokens``; ``j_per_sample = energy_j / samples`` (whichever the
+  batch counts; the other is missing)
+- ``j_per_pflop = energy_j / (flops_spent[convention] / 1e15)`` (named convention only)
+- ``gco2 = kwh * grid_gco2_per_kwh`` only with a declared grid intensity
+
+Pure functions; thread safety: none needed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from trainmeter.core.provenance import Derivation, Input
+from trainmeter.gpu.energy import SOURCE_POWER, DeviceEnergy
+
+SOURCE_RAPL = "rapl"
+J_PER_KWH = 3.6e6
+
+
+def _ratio(name: str, formula: str, energy: Input, denom: Input, unit: str, scale: float = 1.0,
+           missing: str | None = None) -> Derivation:
+    value = None
+    if missing is None and energy.value is not None and denom.value:
+        value = float(energy.value) / (float(denom.value) / scale)  # type: ignore[arg-type]
+    if value is None and missing is None:
+        missing = ("no energy reading (energy.missing says why)" if energy.value is None
+                   else f"needs a non-zero {denom.name}")
+    return Derivation(name=name, formula=formula, value=value, unit=unit, inputs=(energy, denom),
+                      missing=None if value is not None else missing)
+
+
+def energy_section(*, devices: Sequence[DeviceEnergy], gpu_missing: str | None, rapl_j: float | None,
+                   rapl_missing: str | None, window_s: float, tokens: int, token_unit: str,
+                   flops_spent: float | None, convention: str | None, flops_missing: str | None,
+                   grid_gco2_per_kwh: float | None, grid_source: str | None) -> tuple[dict[str, Any], list[Derivation]]:
+    """The passport's ``energy`` section and its derivations (see the module docstring)."""
+    measured = [d for d in devices if d.joules is not None]
+    if measured:
+        joules: float | None = sum(d.joules for d in measured)  # type: ignore[misc]
+        source: str | None = SOURCE_POWER if any(d.source == SOURCE_POWER for d in measured) else measured[0].source
+        partial = [d for d in devices if d.joules is None]
+        missing = (None if not partial else
+                   "; ".join(f"GPU {d.index}: {d.missing}" for d in partial) + " (not in the total)")
+        energy_src = ", ".join(f"GPU {d.index} {d.source}" for d in measured)
+    elif rapl_j is not None and not devices:
+        joules, source, missing, energy_src = rapl_j, SOURCE_RAPL, None, "RAPL package domains"
+    else:
+        joules, source = None, None
+        reasons = [f"GPU {d.index}: {d.missing}" for d in devices] or [gpu_missing or "no GPU sampled"]
+        if not devices:
+            reasons.append(f"CPU: {rapl_missing}")
+        missing = "; ".join(r for r in reasons if r)
+        energy_src = ""
+    energy_in = Input(name="energy_j", value=joules, unit="J", provenance="measured", source=energy_src)
+    tokens_in = Input(name="tokens", value=tokens, unit="1", provenance="counted", source="root module batches")
+    unit_missing = None
+    if token_unit == "tokens":
+        j_tok = _ratio("j_per_token", "energy_j / tokens", energy_in, tokens_in, "J/token")
+        j_sample = Derivation(name="j_per_sample", formula="energy_j / samples", value=None, unit="J/sample",
+                              missing="the batch counts tokens here; samples are not counted")
+    else:
+        samples_in = Input(name="samples", value=tokens, unit="1", provenance="counted", source="batch dim 0")
+        j_sample = _ratio("j_per_sample", "energy_j / samples", energy_in, samples_in, "J/sample")
+        unit_missing = "the batch has no token ids (a 2-D integer tensor); only samples are counted"
+        j_tok = Derivation(name="j_per_token", formula="energy_j / tokens", value=None, unit="J/token",
+                           missing=unit_missing)
+    flops_in = Input(name="flops_spent", value=flops_spent, unit="FLOP", provenance="counted",
+                     source=f"compute: flops_spent[{convention}]" if convention else "compute")
+    pflop_missing = None
+    if convention is None:
+        pflop_missing = "J/PFLOP needs a named FLOPs convention: pass --convention"
+    elif flops_spent is None:
+        pflop_missing = flops_missing or "FLOPs spent are not known yet"
+    j_pflop = _ratio(f"j_per_pflop[{convention}]" if convention else "j_per_pflop",
+                     "energy_j / (flops_spent / 1e15)", energy_in, flops_in, "J/PFLOP", scale=1e15,
+                     missing=pflop_missing)
+    kwh = None if joules is None else joules / J_PER_KWH
+    derivations = [j_tok, j_sample, j_pflop]
+    carbon: dict[str, Any] | None = None
+    if grid_gco2_per_kwh is not None:
+        grid_in = Input(name="grid_gco2_per_kwh", value=grid_gco2_per_kwh, unit="gCO2/kWh", provenance="declared",
+                        source=grid_source or "")
+        kwh_in = Input(name="kwh", value=kwh, unit="kWh", provenance="measured", source="energy_j / 3.6e6")
+        gco2 = None if kwh is None else kwh * grid_gco2_per_kwh
+        derivations.append(Derivation(name="gco2", formula="kwh * grid_gco2_per_kwh", value=gco2, unit="gCO2",
+                                      inputs=(kwh_in, grid_in), missing=None if gco2 is not None else missing))
+        carbon = {"gco2": gco2, "grid_gco2_per_kwh": grid_gco2_per_kwh, "grid_source": grid_source,
+                  "provenance": "declared"}
+    section: dict[str, Any] = {
+        "source": source if joules is not None else None,
+        "missing": missing,
+        "window_s": window_s,
+        "joules": joules,
+        "kwh": kwh,
+        "avg_watts": {str(d.index): d.avg_watts for d in devices} if devices else (
+            {"cpu": joules / window_s} if joules is not None and window_s > 0 else {}),
+        "devices": [d.to_dict() for d in devices],
+        "cpu_rapl": {"joules": rapl_j, "missing": rapl_missing},
+        "per": "token" if token_unit == "tokens" else "sample",
+        "j_per_token": j_tok.value,
+        "j_per_sample": j_sample.value,
+        "j_per_pflop": {"value": j_pflop.value, "convention": convention, "missing": j_pflop.missing},
+        "carbon": carbon,
+    }
+    section["markdown"] = card_line(section)
+    return section, derivations
+
+
+def _num(value: float | None, fmt: str) -> str:
+    return "-" if value is None else format(value, fmt)
+
+
+def card_line(section: dict[str, Any]) -> str:
+    """The passport.md compute-card line for energy."""
+    if section.get("joules") is None:
+        return f"- Energy: not measured ({section.get('missing')})"
+    parts = [f"{section['kwh']:.4g} kWh ({section['joules']:.4g} J, {section['source']})"]
+    if section.get("j_per_token") is not None:
+        parts.append(f"{section['j_per_token']:.4g} J/token")
+    if section.get("j_per_sample") is not None:
+        parts.append(f"{section['j_per_sample']:.4g} J/sample")
+    pflop = section.get("j_per_pflop") or {}
+    if pflop.get("value") is not None:
+        parts.append(f"{pflop['value']:.4g} J/PFLOP ({pflop['convention']})")
+    watts = [w for w in (section.get("avg_watts") or {}).values() if w is not None]
+    if watts:
+        parts.append(f"avg {sum(watts) / len(watts):.0f} W per device")
+    carbon = section.get("carbon")
+    if carbon and carbon.get("gco2") is not None:
+        parts.append(f"{carbon['gco2']:.4g} gCO2 at a declared {carbon['grid_gco2_per_kwh']:g} gCO2/kWh "
+                     f"({carbon['grid_source']})")
+    return "- Energy: " + "; ".join(parts)
+
+
+def energy_tile(section: dict[str, Any], derivation: Derivation | None) -> dict[str, Any]:
+    """The widget's energy tile (docs/protocol.md tile), J per token (or per sample)."""
+    per_sample = section.get("per") == "sample"
+    value = section.get("j_per_sample") if per_sample else section.get("j_per_token")
+    unit_word = "J/sample" if per_sample else "J/token"
+    tile: dict[str, Any] = {"id": "energy", "label": f"Energy ({unit_word})", "value": value, "unit": "",
+                            "provenance": "measured",
+                            "derivation": derivation.to_dict() if derivation is not None else None}
+    if value is not None:
+        tile["text"] = f"{value:.3g} {unit_word}"
+        watts = [w for w in (section.get("avg_watts") or {}).values() if w is not None]
+        tile["sub"] = (f"{_num(section.get('kwh'), '.3g')} kWh; "
+                       + (f"{sum(watts) / len(watts):.0f} W avg/device; " if watts else "")
+                       + str(section.get("source")))
+    else:
+        tile["missing"] = section.get("missing") or "energy per token needs an energy reading and tokens"
+    return tile

@@ -1,0 +1,170 @@
+"""The monitor's own cost (name ``overhead``): the number to quote when asked whether monitoring slowed the run.
+
+- ``on_step_us``: wall microseconds of the monitor's per-step bookkeeping (``Monitor.on_step``),
+  timed on 1 step in :data:`SAMPLE_EVERY` (never every step), steps that ran a report left out
+  (reports are counted in ``reporting_s``). The torch hooks' own Python frames around it are
+  not included.
+- ``reporting_s`` / ``reporting_share``: the ``reporting`` phase (reports, text line, run log on
+  the training thread) and its share of the session.
+- ``threads``: CPU seconds of trainmeter's own threads (names starting ``trainmeter-``: GPU
+  samplers, node sampler, widget publisher), read with psutil per thread id at each report and
+  at the end, and their share of one core over the session's wall time.
+- ``browser_bytes`` / ``browser_bytes_per_s``: bytes the live widget's publisher sent (none
+  without a widget); ``run_log_bytes`` / ``run_log_bytes_per_s``: size of ``events.jsonl``.
+
+Placed first among the extensions so that at ``stop`` the other wings' threads still run.
+Thread safety: training thread only, except ``panels`` which reads one dict reference.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from trainmeter.core.monitor import Monitor
+
+SAMPLE_EVERY = 64
+THREAD_PREFIX = "trainmeter"
+
+
+class Overhead:
+    """Measures what monitoring costs (name ``overhead``).
+
+    Args:
+        perf_counter: Wall clock for the sampled timings (tests inject one).
+    """
+
+    name = "overhead"
+
+    def __init__(self, perf_counter: Any = None) -> None:
+        self._now = perf_counter or time.perf_counter
+        self._m: Monitor | None = None
+        self._calls = 0
+        self._timed = 0
+        self._timed_s = 0.0
+        self._t0 = 0.0
+        self._t1: float | None = None
+        self._thread_cpu: dict[int, tuple[str, float]] = {}
+        self._process: Any = None
+        self._figures: dict[str, Any] = {}
+
+    def start(self, monitor: Monitor) -> None:
+        """Wrap the monitor's ``on_step`` with a sampled timer (removed at ``stop``)."""
+        self._m = monitor
+        self._t0 = self._now()
+        try:
+            import psutil
+
+            self._process = psutil.Process()
+        except Exception:  # noqa: BLE001 - no psutil: no per-thread CPU
+            self._process = None
+        original = monitor.on_step
+
+        def on_step(tokens: int, losses: list[float] | None = None) -> None:
+            self._calls += 1
+            if self._calls % SAMPLE_EVERY:
+                return original(tokens, losses)
+            reports = monitor.reports
+            t0 = self._now()
+            original(tokens, losses)
+            if monitor.reports == reports:
+                self._timed_s += self._now() - t0
+                self._timed += 1
+            return None
+
+        monitor.on_step = on_step  # type: ignore[method-assign]  # an instance attribute over the method
+
+    def stop(self) -> None:
+        """Read the threads once more (they still run) and unwrap ``on_step``."""
+        m = self._m
+        if m is None or self._t1 is not None:
+            return
+        self._read_threads()
+        self._t1 = self._now()
+        vars(m).pop("on_step", None)
+
+    def _read_threads(self) -> None:
+        if self._process is None:
+            return
+        names = {t.native_id: t.name for t in threading.enumerate() if t.name.startswith(THREAD_PREFIX)}
+        try:
+            rows = self._process.threads()
+        except Exception:  # noqa: BLE001
+            return
+        for row in rows:
+            if row.id in names:
+                self._thread_cpu[row.id] = (names[row.id], row.user_time + row.system_time)
+
+    def _wall_s(self) -> float:
+        return (self._t1 if self._t1 is not None else self._now()) - self._t0
+
+    def figures(self) -> dict[str, Any]:
+        """The overhead figures now (the passport section's content)."""
+        m = self._m
+        wall_s = self._wall_s()
+        cpu_s = sum(c for _, c in self._thread_cpu.values())
+        reporting_s = m.phases.totals_s.get("reporting", 0.0) if m is not None else 0.0
+        elapsed_s = m.elapsed_s() if m is not None else 0.0
+        browser = self._browser_bytes()
+        log_bytes = None
+        if m is not None and m.run_dir is not None:
+            try:
+                log_bytes = (m.run_dir / "events.jsonl").stat().st_size
+            except OSError:
+                log_bytes = None
+        return {
+            "on_step_us": self._timed_s / self._timed * 1e6 if self._timed else None,
+            "on_step_samples": self._timed, "sample_every": SAMPLE_EVERY,
+            "reporting_s": reporting_s, "reporting_share": reporting_s / elapsed_s if elapsed_s > 0 else None,
+            "threads": {"cpu_s": cpu_s if self._process is not None else None,
+                        "share_of_one_core": cpu_s / wall_s if self._process is not None and wall_s > 0 else None,
+                        "names": sorted({n for n, _ in self._thread_cpu.values()})},
+            "browser_bytes": browser, "browser_bytes_per_s": browser / wall_s if browser is not None and wall_s > 0
+            else None,
+            "run_log_bytes": log_bytes,
+            "run_log_bytes_per_s": log_bytes / wall_s if log_bytes is not None and wall_s > 0 else None,
+            "wall_s": wall_s,
+        }
+
+    def _browser_bytes(self) -> int | None:
+        import sys
+
+        publisher_mod = sys.modules.get("trainmeter.widget.publisher")
+        if publisher_mod is None:
+            return None
+        publisher = publisher_mod.live_publisher()
+        if publisher is None or getattr(publisher, "monitor", None) is not self._m:
+            return None
+        return int(publisher.bytes_sent)
+
+    def interval_fields(self) -> dict[str, Any]:
+        """The figures so far (run log, panel)."""
+        self._read_threads()
+        self._figures = self.figures()
+        return dict(self._figures)
+
+    def panels(self) -> list[dict[str, Any]]:
+        """A "Monitoring cost" panel (publisher thread; reads one dict reference)."""
+        f = self._figures
+        if not f:
+            return []
+        threads = f.get("threads") or {}
+        rows = [
+            {"label": f"on_step (us, 1 in {SAMPLE_EVERY} steps)", "value": f.get("on_step_us"), "unit": "",
+             "provenance": "measured"},
+            {"label": "reporting share of session", "value": f.get("reporting_share"), "unit": "fraction",
+             "provenance": "measured"},
+            {"label": "trainmeter threads (share of one core)", "value": threads.get("share_of_one_core"),
+             "unit": "fraction", "provenance": "measured"},
+            {"label": "to the browser (bytes/s)", "value": f.get("browser_bytes_per_s"), "unit": "",
+             "provenance": "counted", "note": None if f.get("browser_bytes") is not None else "no live widget"},
+            {"label": "run log", "value": f.get("run_log_bytes"), "unit": "bytes", "provenance": "counted"},
+        ]
+        return [{"id": "overhead", "title": "Monitoring cost", "rows": rows}]
+
+    def passport_section(self) -> dict[str, Any]:
+        """The passport's ``overhead`` section (docs/spec.md, "The monitor's own cost")."""
+        self._figures = self.figures()
+        return dict(self._figures)

@@ -1,0 +1,197 @@
+"""Data out: a saved run as pandas DataFrames, TensorBoard event files, or an offline W&B run.
+
+Everything is read from the run folder (``events.jsonl`` at full resolution, ``passport.json``);
+nothing leaves the machine (W&B defaults to ``mode="offline"``). pandas, tensorboard and
+wandb are imported inside the function that needs them (optional extras).
+
+Frames (``RunFrames``), all tidy (one row per observation):
+
+- ``series``: ``name`` (category), ``x_kind`` (category), ``step`` (int64), ``t_s`` (float64,
+  seconds since the run began), ``value`` (float64; NaN where the log has null);
+- ``steps``: ``step`` (int64), ``t_s`` (float64), ``tokens`` (int64 tokens or samples in that step);
+- ``intervals``: one row per report: ``step``, ``tokens``, ``elapsed_s`` and every nested field
+  flattened with ``.`` (``throughput.train_tokens_per_s``, ``phases_s.train``, ``compute.mfu[hf]``, ...).
+
+TensorBoard tags: each series by its name, ``tokens_per_step``, and per report
+``throughput/<field>``, ``phases_s/<phase>``, ``compute/<figure>``, ``energy/<figure>``; wall
+times are the run's start plus ``t_s``. Pure readers and writers; no thread of their own.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from trainmeter.record.runlog import read_events
+
+INTERVAL_TAGS = ("throughput", "phases_s", "compute", "energy")
+"""Interval fields exported per report (numbers only) to TensorBoard and W&B."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunFrames:
+    """A run's tidy DataFrames (see the module docstring)."""
+
+    series: Any
+    steps: Any
+    intervals: Any
+
+
+def _columns(events: list[dict[str, Any]]) -> tuple[dict[str, list[Any]], dict[str, list[Any]], list[dict[str, Any]]]:
+    series: dict[str, list[Any]] = {"name": [], "x_kind": [], "step": [], "t_s": [], "value": []}
+    steps: dict[str, list[Any]] = {"step": [], "t_s": [], "tokens": []}
+    intervals: list[dict[str, Any]] = []
+    for rec in events:
+        kind = rec.get("kind")
+        if kind == "series":
+            n = len(rec.get("step", []))
+            series["name"] += [rec.get("name")] * n
+            series["x_kind"] += [rec.get("x", "step")] * n
+            series["step"] += rec.get("step", [])
+            series["t_s"] += [t / 1e6 for t in rec.get("t_us", [0] * n)]
+            series["value"] += [math.nan if v is None else v for v in rec.get("value", [])]
+        elif kind == "steps":
+            steps["step"] += rec.get("step", [])
+            steps["t_s"] += [t / 1e6 for t in rec.get("t_us", [])]
+            steps["tokens"] += rec.get("value", [])
+        elif kind == "interval":
+            intervals.append({k: v for k, v in rec.items() if k not in ("schema_version", "kind")})
+    return series, steps, intervals
+
+
+def to_pandas(run_dir: Path) -> RunFrames:
+    """The run's series, steps and intervals as tidy DataFrames (pandas imported here).
+
+    Raises:
+        ImportError: pandas is not installed (``pip install trainmeter[figures]``).
+    """
+    try:
+        import pandas as pd
+    except ImportError as exc:
+        raise ImportError("Run.to_pandas needs pandas: pip install 'trainmeter[figures]' (or pandas)") from exc
+    series, steps, intervals = _columns(read_events(run_dir / "events.jsonl"))
+    s = pd.DataFrame({
+        "name": pd.Categorical(series["name"]), "x_kind": pd.Categorical(series["x_kind"]),
+        "step": pd.array(series["step"], dtype="int64"), "t_s": pd.array(series["t_s"], dtype="float64"),
+        "value": pd.array(series["value"], dtype="float64"),
+    })
+    st = pd.DataFrame({"step": pd.array(steps["step"], dtype="int64"), "t_s": pd.array(steps["t_s"], dtype="float64"),
+                       "tokens": pd.array(steps["tokens"], dtype="int64")})
+    iv = pd.json_normalize(intervals, sep=".") if intervals else pd.DataFrame({"step": pd.array([], dtype="int64")})
+    return RunFrames(series=s, steps=st, intervals=iv)
+
+
+def _start_wall_s(passport: dict[str, Any], events: list[dict[str, Any]]) -> float:
+    started = passport.get("started_at") or next((e.get("started_at") for e in events if e.get("kind") == "start"),
+                                                 None)
+    try:
+        return datetime.fromisoformat(started).timestamp() if started else time.time()
+    except ValueError:
+        return time.time()
+
+
+def _numbers(prefix: str, value: Any, out: dict[str, float]) -> None:
+    if isinstance(value, dict):
+        for k, v in value.items():
+            _numbers(f"{prefix}/{k}", v, out)
+    elif isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        out[prefix] = float(value)
+
+
+def report_scalars(rec: dict[str, Any]) -> dict[str, float]:
+    """The numeric fields of one interval record under :data:`INTERVAL_TAGS`, as ``tag: value``."""
+    out: dict[str, float] = {}
+    for key in INTERVAL_TAGS:
+        if key in rec:
+            _numbers(key, rec[key], out)
+    return out
+
+
+def export_tensorboard(run_dir: Path, passport: dict[str, Any], logdir: str | Path) -> Path:
+    """Write the run as a TensorBoard event file under ``logdir``; return its path.
+
+    Raises:
+        ImportError: tensorboard is not installed.
+    """
+    try:
+        from tensorboard.compat.proto.event_pb2 import Event
+        from tensorboard.compat.proto.summary_pb2 import Summary
+        from tensorboard.summary.writer.record_writer import RecordWriter
+    except ImportError as exc:
+        raise ImportError("Run.export_tensorboard needs tensorboard: pip install tensorboard") from exc
+    events = read_events(run_dir / "events.jsonl")
+    t0 = _start_wall_s(passport, events)
+    out_dir = Path(logdir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    name = str(passport.get("name") or run_dir.name)
+    path = out_dir / f"events.out.tfevents.{int(t0):010d}.trainmeter.{name}"
+    writer = RecordWriter(path.open("wb"))
+
+    def put(tag: str, step: int, t_s: float, value: float) -> None:
+        summary = Summary(value=[Summary.Value(tag=tag, simple_value=value)])
+        writer.write(Event(wall_time=t0 + t_s, step=int(step), summary=summary).SerializeToString())
+
+    try:
+        writer.write(Event(wall_time=t0, file_version="brain.Event:2").SerializeToString())
+        for rec in events:
+            kind = rec.get("kind")
+            if kind in ("series", "steps"):
+                tag = rec.get("name", "tokens_per_step")
+                for step, t_us, value in zip(rec.get("step", []), rec.get("t_us", []), rec.get("value", []),
+                                             strict=False):
+                    if value is not None:
+                        put(tag, step, t_us / 1e6, float(value))
+            elif kind == "interval":
+                for tag, value in report_scalars(rec).items():
+                    put(tag, rec.get("step", 0), float(rec.get("elapsed_s", 0.0)), value)
+    finally:
+        writer.close()
+    return path
+
+
+def export_wandb(run_dir: Path, passport: dict[str, Any], *, project: str, mode: str = "offline",
+                 wandb_dir: str | Path | None = None) -> Any:
+    """Log the run to a W&B run (``mode="offline"`` by default: nothing is sent); return the finished run.
+
+    Series points are logged per step (points of one step together), report figures at their
+    step, the passport's headline numbers as the summary and its options as the config.
+
+    Raises:
+        ImportError: wandb is not installed.
+        ValueError: ``mode`` is not ``offline``, ``online`` or ``disabled``.
+    """
+    if mode not in ("offline", "online", "disabled"):
+        raise ValueError(f"invalid mode {mode!r} for export_wandb: valid are offline, online, disabled")
+    try:
+        import wandb
+    except ImportError as exc:
+        raise ImportError("Run.export_wandb needs wandb: pip install wandb") from exc
+    events = read_events(run_dir / "events.jsonl")
+    by_step: dict[int, dict[str, float]] = {}
+    for rec in events:
+        kind = rec.get("kind")
+        if kind == "series" and rec.get("x", "step") == "step":
+            for step, value in zip(rec.get("step", []), rec.get("value", []), strict=False):
+                if value is not None:
+                    by_step.setdefault(int(step), {})[rec["name"]] = float(value)
+        elif kind == "interval":
+            by_step.setdefault(int(rec.get("step", 0)), {}).update(report_scalars(rec))
+    name = str(passport.get("name") or run_dir.name)
+    run = wandb.init(project=project, name=name, mode=mode, dir=str(wandb_dir or run_dir),
+                     config={"trainmeter": passport.get("options") or {}}, reinit=True)
+    try:
+        for step in sorted(by_step):
+            run.log(by_step[step], step=step)
+        summary = {k: passport.get(k) for k in ("status", "steps", "tokens", "goodput", "elapsed_s")}
+        summary.update({f"throughput/{k}": v for k, v in (passport.get("throughput") or {}).items()})
+        energy = passport.get("energy") or {}
+        summary.update({f"energy/{k}": energy.get(k) for k in ("joules", "kwh", "j_per_token") if k in energy})
+        run.summary.update({k: v for k, v in summary.items() if v is not None})
+    finally:
+        run.finish()
+    return run
+

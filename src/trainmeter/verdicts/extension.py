@@ -1,0 +1,91 @@
+"""The verdicts extension (name ``verdicts``): what is wrong with the run, one sentence each.
+
+At each report it feeds :class:`~trainmeter.verdicts.rules.VerdictEngine` from numbers the run
+already has: the new points of ``train_loss`` (read from a series cursor, like the run log),
+the report window's training-only tokens/s, the memory reading (allocator, else RSS), the
+phase totals, and the GPU extension's latest GPU-Util / SM / tensor activity. Nothing is
+measured anew. Verdicts appear in the widget's and text line's warnings (the monitor says
+each once) and in the passport's ``verdicts`` list.
+
+Thread safety: fed on the training thread inside reports; ``warnings`` reads the engine's
+immutable tuple from any thread.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from trainmeter.verdicts.rules import ReportPoint, VerdictEngine
+
+if TYPE_CHECKING:
+    from trainmeter.core.monitor import Monitor
+
+LOSS_NAMES = ("train_loss",)
+_GPU_FIELDS = ("util_gpu", "sm_activity", "tensor_activity")
+
+
+class Verdicts:
+    """Verdicts on the run (name ``verdicts``); place it after the extensions it reads."""
+
+    name = "verdicts"
+
+    def __init__(self) -> None:
+        self.engine = VerdictEngine()
+        self._m: Monitor | None = None
+        self._cursor: dict[str, int] | None = None
+
+    def start(self, monitor: Monitor) -> None:
+        """Register as a series reader (so loss points wait for us before they are trimmed)."""
+        self._m = monitor
+        self._cursor = monitor.add_reader()
+
+    def stop(self) -> None:
+        """Nothing to release (the final report feeds the last numbers)."""
+
+    def _feed_losses(self) -> None:
+        m, cursor = self._m, self._cursor
+        if m is None or cursor is None:
+            return
+        for name, series in list(m.series.items()):
+            if name in LOSS_NAMES:
+                end, steps, _, values = series.read(cursor.get(name, 0))
+                for step, value in zip(steps, values, strict=False):
+                    self.engine.add_loss(step, value, name)
+                cursor[name] = end
+            else:
+                cursor[name] = series.end  # not read: never hold back trimming
+        cursor[m.step_series.name] = m.step_series.end
+
+    def _gpus(self) -> dict[int, dict[str, float | None]]:
+        m = self._m
+        gpu = next((e for e in (m.extensions if m else []) if getattr(e, "name", "") == "gpu"), None)
+        sampler = getattr(gpu, "sampler", None)
+        if sampler is None:
+            return {}
+        return {i: {f: getattr(s, f, None) for f in _GPU_FIELDS} for i, s in sampler.latest().items()}
+
+    def interval_fields(self) -> dict[str, Any]:
+        """Feed this report's numbers; the run log gets the verdicts so far."""
+        m = self._m
+        if m is None:
+            return {}
+        self._feed_losses()
+        mem, source = None, "allocator"
+        if m.memory is not None:
+            cuda = m.memory.cuda or {}
+            mem = cuda.get("allocated_bytes")
+            if mem is None:
+                mem, source = m.memory.rss_bytes, "RSS"
+        interval = m.interval
+        self.engine.add_report(ReportPoint(
+            step=m.steps, elapsed_s=m.elapsed_s(), tokens_per_s=interval.train_tokens_per_s if interval else None,
+            mem_bytes=mem, mem_source=source, phases_s=dict(m.phases.totals_s), gpus=self._gpus()))
+        return {"fired": [v.to_dict() for v in self.engine.verdicts]}
+
+    def warnings(self) -> list[str]:
+        """One sentence per verdict (the monitor prints each once on the text line)."""
+        return [v.sentence for v in self.engine.verdicts]
+
+    def passport_section(self) -> list[dict[str, Any]]:  # a list, not a dict: the passport's ``verdicts``
+        """The passport's ``verdicts``: ``[{kind, step, sentence}]`` in the order they fired."""
+        return [v.to_dict() for v in self.engine.verdicts]

@@ -1,0 +1,280 @@
+"""Verdicts on a run: one sentence each, with the step where the trouble began.
+
+:class:`VerdictEngine` is fed the numbers a run already records (loss points, and one
+:class:`ReportPoint` per report) and keeps bounded state. Each kind fires at most once, and
+no statistical kind fires on one sample: each needs its condition to hold on
+:data:`CONSECUTIVE` points in a row (a non-finite loss is not noise and fires at once).
+Thresholds (docs/spec.md, "Verdicts"):
+
+- ``loss_nonfinite``: a loss point that is NaN or +-inf.
+- ``loss_spike``: robust z = (loss - median) / (1.4826 * MAD) over the previous
+  :data:`SPIKE_WINDOW` finite losses (refreshed every :data:`REF_EVERY` points), above :data:`SPIKE_Z` on :data:`CONSECUTIVE` points in a row
+  (tested once the window holds :data:`SPIKE_MIN_POINTS`).
+- ``throughput_drop``: a report's training-only tokens/s below (1 - :data:`DROP_FRACTION`) times
+  the median of the run's reports so far (at least :data:`MIN_REPORTS` of them).
+- ``memory_creep``: allocator (or RSS) bytes higher at each of the last :data:`CREEP_REPORTS`
+  reports than at the one before, rising by at least :data:`CREEP_MIN_RISE` of the first, with a
+  least-squares line fitting them with R^2 >= :data:`CREEP_R2` (reports before
+  :data:`WARMUP_REPORTS` are warm-up and skipped).
+- ``data_starved``: data waits above :data:`DATA_WAIT_FRACTION` of a report window's time.
+- ``eval_heavy`` / ``checkpoint_heavy``: eval (checkpoint) seconds above
+  :data:`PHASE_FRACTION` of the session so far.
+- ``gpu_util_misleading``: GPU-Util >= :data:`UTIL_HIGH` with SM activity below
+  :data:`SM_LOW`, or with tensor activity below :data:`TENSOR_LOW` (the ladder's rungs).
+
+Thread safety: feed from one thread; :attr:`VerdictEngine.verdicts` is replaced (never mutated)
+so other threads may read it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+CONSECUTIVE = 3
+SPIKE_WINDOW = 100
+SPIKE_MIN_POINTS = 50
+SPIKE_Z = 8.0
+REF_EVERY = 32
+"""Points between refreshes of the spike reference (median and MAD of the window): a window of 100
+moves little in 32 points, and sorting it for every point would cost tens of microseconds each."""
+DROP_FRACTION = 0.20
+MIN_REPORTS = 5
+MEDIAN_HISTORY = 2048
+CREEP_REPORTS = 10
+CREEP_MIN_RISE = 0.02
+CREEP_R2 = 0.9
+WARMUP_REPORTS = 2
+DATA_WAIT_FRACTION = 0.20
+PHASE_FRACTION = 0.15
+UTIL_HIGH = 0.9
+SM_LOW = 0.5
+TENSOR_LOW = 0.05
+MAD_TO_SIGMA = 1.4826
+SIGMA_FLOOR = 1e-3
+"""The robust sigma is at least this fraction of the median (a flat loss has MAD 0)."""
+
+KINDS = ("loss_nonfinite", "loss_spike", "throughput_drop", "memory_creep", "data_starved", "eval_heavy",
+         "checkpoint_heavy", "gpu_util_misleading")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Verdict:
+    """One finding.
+
+    Attributes:
+        kind: One of :data:`KINDS`.
+        step: Optimizer step where it began.
+        sentence: What is wrong, in one sentence, with the numbers and the threshold.
+    """
+
+    kind: str
+    step: int
+    sentence: str
+
+    def to_dict(self) -> dict[str, object]:
+        """The passport's ``verdicts`` entry."""
+        return {"kind": self.kind, "step": self.step, "sentence": self.sentence}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReportPoint:
+    """What one report knows (units in the names; ``None`` where unmeasured).
+
+    Attributes:
+        step: Optimizer steps so far.
+        elapsed_s: Session seconds so far.
+        tokens_per_s: Training-only tokens/s over the report window.
+        mem_bytes: CUDA allocator bytes allocated, or RSS without CUDA.
+        mem_source: ``"allocator"`` or ``"RSS"``.
+        phases_s: Cumulative seconds per phase (``train``, ``data_wait``, ``eval``, ...).
+        gpus: Per device index: ``{"util_gpu", "sm_activity", "tensor_activity"}`` fractions.
+    """
+
+    step: int
+    elapsed_s: float
+    tokens_per_s: float | None = None
+    mem_bytes: float | None = None
+    mem_source: str = "allocator"
+    phases_s: Mapping[str, float] = field(default_factory=dict)
+    gpus: Mapping[int, Mapping[str, float | None]] = field(default_factory=dict)
+
+
+def _median(values: list[float]) -> float:
+    s = sorted(values)
+    n = len(s)
+    return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
+
+
+def _r2(ys: list[float]) -> float:
+    """R^2 of the least-squares line through ``(i, ys[i])``."""
+    n = len(ys)
+    mx, my = (n - 1) / 2, sum(ys) / n
+    sxx = sum((i - mx) ** 2 for i in range(n))
+    sxy = sum((i - mx) * (y - my) for i, y in enumerate(ys))
+    syy = sum((y - my) ** 2 for y in ys)
+    if syy == 0 or sxx == 0:
+        return 0.0
+    return (sxy * sxy) / (sxx * syy)
+
+
+def _pct(x: float) -> str:
+    return f"{x * 100:.0f}%"
+
+
+class _Streak:
+    """Consecutive points meeting a condition; remembers where the streak began."""
+
+    __slots__ = ("n", "first_step", "first_value")
+
+    def __init__(self) -> None:
+        self.n = 0
+        self.first_step = 0
+        self.first_value = 0.0
+
+    def hit(self, ok: bool, step: int, value: float = 0.0) -> bool:
+        """Count one point; True when the streak reaches :data:`CONSECUTIVE`."""
+        if not ok:
+            self.n = 0
+            return False
+        if self.n == 0:
+            self.first_step, self.first_value = step, value
+        self.n += 1
+        return self.n >= CONSECUTIVE
+
+
+class VerdictEngine:
+    """Streams a run's numbers into verdicts; see the module docstring."""
+
+    def __init__(self) -> None:
+        self.verdicts: tuple[Verdict, ...] = ()
+        self._losses: deque[float] = deque(maxlen=SPIKE_WINDOW)
+        self._spike = _Streak()
+        self._spike_ref = (0.0, 0.0)
+        self._since_ref = REF_EVERY
+        self._tps: deque[float] = deque(maxlen=MEDIAN_HISTORY)
+        self._drop = _Streak()
+        self._mem: deque[tuple[int, float]] = deque(maxlen=CREEP_REPORTS)
+        self._reports = 0
+        self._prev: ReportPoint | None = None
+        self._starved = _Streak()
+        self._phase = {"eval": _Streak(), "checkpoint": _Streak()}
+        self._gpu: dict[int, _Streak] = {}
+
+    def fired(self, kind: str) -> bool:
+        """Whether ``kind`` has fired."""
+        return any(v.kind == kind for v in self.verdicts)
+
+    def _fire(self, kind: str, step: int, sentence: str) -> None:
+        if not self.fired(kind):
+            self.verdicts = (*self.verdicts, Verdict(kind=kind, step=step, sentence=sentence))
+
+    # -- loss points --------------------------------------------------------------------
+    def add_loss(self, step: int, value: float, name: str = "train_loss") -> None:
+        """One loss point (training thread, at reports)."""
+        if not math.isfinite(value):
+            self._fire("loss_nonfinite", step, f"{name} became {value} at step {step}: training has diverged "
+                       "(check the learning rate, loss scaling and the inputs of that step).")
+            return
+        if self.fired("loss_spike") or len(self._losses) < SPIKE_MIN_POINTS:
+            self._losses.append(value)
+            return
+        self._since_ref += 1
+        if self._spike.n == 0 and self._since_ref >= REF_EVERY:  # frozen during a streak: a spike cannot lift it
+            self._since_ref = 0
+            window = list(self._losses)
+            median = _median(window)
+            mad = _median([abs(x - median) for x in window])
+            self._spike_ref = (median, max(MAD_TO_SIGMA * mad, SIGMA_FLOOR * abs(median), 1e-12))
+        median, sigma = self._spike_ref
+        z = (value - median) / sigma
+        if self._spike.hit(z > SPIKE_Z, step, value):
+            self._fire("loss_spike", self._spike.first_step,
+                       f"{name} spiked at step {self._spike.first_step}: {self._spike.first_value:.4g} against a "
+                       f"median of {median:.4g} over the previous {len(self._losses)} points (robust z > {SPIKE_Z:g} "
+                       f"on {CONSECUTIVE} points in a row).")
+        if self._spike.n == 0:
+            self._losses.append(value)
+
+    # -- reports --------------------------------------------------------------------------
+    def add_report(self, r: ReportPoint) -> None:
+        """One report's numbers (training thread)."""
+        self._reports += 1
+        self._throughput(r)
+        self._memory(r)
+        self._data_wait(r)
+        self._phases(r)
+        self._gpus(r)
+        self._prev = r
+
+    def _throughput(self, r: ReportPoint) -> None:
+        tps = r.tokens_per_s
+        if tps is None or not math.isfinite(tps) or tps <= 0:
+            return
+        if len(self._tps) >= MIN_REPORTS:
+            median = _median(list(self._tps))
+            if self._drop.hit(tps < (1 - DROP_FRACTION) * median, r.step, tps) and not self.fired("throughput_drop"):
+                self._fire("throughput_drop", self._drop.first_step,
+                           f"throughput dropped at step {self._drop.first_step}: {self._drop.first_value:,.0f} "
+                           f"tokens/s against the run's median of {median:,.0f} (more than "
+                           f"{_pct(DROP_FRACTION)} lower on {CONSECUTIVE} reports in a row).")
+        self._tps.append(tps)
+
+    def _memory(self, r: ReportPoint) -> None:
+        if self._reports <= WARMUP_REPORTS or r.mem_bytes is None:
+            return
+        self._mem.append((r.step, float(r.mem_bytes)))
+        if len(self._mem) < CREEP_REPORTS or self.fired("memory_creep"):
+            return
+        ys = [m for _, m in self._mem]
+        rising = all(b > a for a, b in zip(ys, ys[1:], strict=False))
+        if rising and ys[0] > 0 and (ys[-1] - ys[0]) / ys[0] >= CREEP_MIN_RISE and _r2(ys) >= CREEP_R2:
+            per = (ys[-1] - ys[0]) / (len(ys) - 1)
+            self._fire("memory_creep", self._mem[0][0],
+                       f"memory ({r.mem_source}) has risen at every one of the last {CREEP_REPORTS} reports since "
+                       f"step {self._mem[0][0]}, about {per / 2**20:,.1f} MiB per report, from "
+                       f"{ys[0] / 2**30:.2f} to {ys[-1] / 2**30:.2f} GiB: something is being kept (a tensor with "
+                       "its graph, a growing list).")
+
+    def _data_wait(self, r: ReportPoint) -> None:
+        prev = self._prev
+        if prev is None:
+            return
+        span = r.elapsed_s - prev.elapsed_s
+        waited = r.phases_s.get("data_wait", 0.0) - prev.phases_s.get("data_wait", 0.0)
+        if span <= 0:
+            return
+        share = waited / span
+        if self._starved.hit(share > DATA_WAIT_FRACTION, r.step, share):
+            self._fire("data_starved", self._starved.first_step,
+                       f"the model waits for data since step {self._starved.first_step}: "
+                       f"{_pct(self._starved.first_value)} of the time goes to data waits (above "
+                       f"{_pct(DATA_WAIT_FRACTION)} on {CONSECUTIVE} reports in a row); more DataLoader workers, "
+                       "pinned memory or prefetching would help.")
+
+    def _phases(self, r: ReportPoint) -> None:
+        if r.elapsed_s <= 0:
+            return
+        for phase, streak in self._phase.items():
+            share = r.phases_s.get(phase, 0.0) / r.elapsed_s
+            if streak.hit(share > PHASE_FRACTION, r.step, share):
+                self._fire(f"{phase}_heavy", streak.first_step,
+                           f"{phase} takes {_pct(share)} of the session (above {_pct(PHASE_FRACTION)} since step "
+                           f"{streak.first_step}): run it less often or on fewer batches.")
+
+    def _gpus(self, r: ReportPoint) -> None:
+        for index, g in r.gpus.items():
+            util, sm, tensor = g.get("util_gpu"), g.get("sm_activity"), g.get("tensor_activity")
+            low_sm = util is not None and sm is not None and util >= UTIL_HIGH and sm < SM_LOW
+            low_tensor = (util is not None and tensor is not None and sm is not None and util >= UTIL_HIGH
+                          and sm >= SM_LOW and tensor < TENSOR_LOW)
+            streak = self._gpu.setdefault(index, _Streak())
+            if streak.hit(low_sm or low_tensor, r.step, sm if low_sm else (tensor or 0.0)):
+                what = (f"SM activity is {_pct(sm or 0.0)} (below {_pct(SM_LOW)}): kernels are too small or the "
+                        "GPU waits between them" if low_sm else
+                        f"tensor activity is {_pct(tensor or 0.0)} (below {_pct(TENSOR_LOW)}): the math is not on "
+                        "tensor cores (fp32 without TF32/AMP?)")
+                self._fire("gpu_util_misleading", streak.first_step,
+                           f"GPU {index} reads GPU-Util {_pct(util or 0.0)} since step {streak.first_step}, but {what}.")

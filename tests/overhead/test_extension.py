@@ -1,0 +1,70 @@
+"""The monitor's own cost: sampled on_step timing, reporting share, trainmeter threads' CPU, run-log bytes."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import pytest
+
+from trainmeter.core.clock import FakeClock
+from trainmeter.extensions import default_extensions, make_monitor
+from trainmeter.options import make_options
+from trainmeter.overhead.extension import SAMPLE_EVERY, Overhead
+
+
+class Ticks:
+    """A perf counter that moves 5 us per read."""
+
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        self.t += 5e-6
+        return self.t
+
+
+def test_on_step_is_timed_on_one_step_in_sample_every_and_unwrapped_at_the_end(tmp_path) -> None:
+    clock = FakeClock()
+    ext = Overhead(perf_counter=Ticks())
+    m = make_monitor(make_options(run_dir=tmp_path, interval_s=3600), clock=clock, text=False, probes=False,
+                     extensions=[ext]).start()
+    assert "on_step" in vars(m)
+    for _ in range(10 * SAMPLE_EVERY):
+        clock.advance(0.01)
+        m.on_step(8)
+    assert m.steps == 10 * SAMPLE_EVERY and m.tokens == 80 * SAMPLE_EVERY  # the wrapper changes nothing
+    m.finish("completed")
+    assert "on_step" not in vars(m)
+    p = json.loads((m.run_dir / "passport.json").read_text())["overhead"]
+    assert p["on_step_samples"] == 10 and p["sample_every"] == SAMPLE_EVERY
+    assert p["on_step_us"] == pytest.approx(5.0)  # one tick between the two reads of each timed step
+    assert p["run_log_bytes"] > 0 and p["browser_bytes"] is None
+    assert p["reporting_share"] is not None
+
+
+def test_trainmeter_threads_cpu_is_read_per_thread(tmp_path) -> None:
+    stop = threading.Event()
+
+    def spin() -> None:
+        x = 0
+        while not stop.is_set():
+            x += 1
+
+    t = threading.Thread(target=spin, name="trainmeter-test-spin", daemon=True)
+    t.start()
+    ext = Overhead()
+    m = make_monitor(make_options(run_dir=tmp_path, interval_s=3600), clock=FakeClock(), text=False, probes=False,
+                     extensions=[ext]).start()
+    for _ in range(3):
+        m.on_step(1)
+    stop.wait(0.2)
+    m.finish("completed")
+    stop.set()
+    t.join()
+    threads = json.loads((m.run_dir / "passport.json").read_text())["overhead"]["threads"]
+    assert "trainmeter-test-spin" in threads["names"] and threads["cpu_s"] > 0
+
+
+def test_overhead_is_first_among_the_default_extensions() -> None:
+    assert default_extensions(make_options())[0].name == "overhead"
