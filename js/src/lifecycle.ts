@@ -5,6 +5,7 @@
 
 import type { AnyModel } from "@anywidget/types";
 import { decodeFrame, type Frame, isKernelMessage, readFrameHeader, type Traits } from "./protocol";
+import { watchMounts } from "./mount";
 import { SeriesStore } from "./store";
 import { createView, type View } from "./view";
 
@@ -105,7 +106,10 @@ export function initialize({ model }: { model: Model }): () => void {
   } catch (err) {
     warnOnce("hello not sent", err);
   }
+  // the static dashboard the kernel shows after a run (and for tm.display) is replaced by a live one
+  const stopMounts = watchMounts(model.get("store_key"), (el) => render({ model, el }));
   return () => {
+    stopMounts();
     model.off("msg:custom", onMessage);
     model.off("change:history", onHistory);
   };

@@ -292,12 +292,20 @@ def save_notebook(page: Any, server: JupyterServer, nb_name: str, saved: Any, ti
     raise TimeoutError(f"{nb_name} was not saved with the expected outputs in {timeout_s:.0f} s")
 
 
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+
+
+def _html_text(output: dict[str, Any]) -> str:
+    html = (output.get("data") or {}).get("text/html") or ""
+    return "".join(html) if isinstance(html, list) else str(html)
+
+
 def widget_outputs(nb: dict[str, Any]) -> list[dict[str, Any]]:
-    """The saved outputs that hold a widget view (the dashboard)."""
+    """The saved outputs that hold the dashboard: a widget view, or the static dashboard that replaces it."""
     out = []
     for cell in nb.get("cells", []):
         for output in cell.get("outputs", []) or []:
-            if "application/vnd.jupyter.widget-view+json" in (output.get("data") or {}):
+            if WIDGET_VIEW in (output.get("data") or {}) or "trainmeter-snapshot" in _html_text(output):
                 out.append(output)
     return out
 

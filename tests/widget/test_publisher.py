@@ -280,11 +280,13 @@ def test_a_broken_widget_disables_the_publisher_without_raising(run_root):
     pub.close()
 
 
-def test_close_adds_the_static_html_to_every_display_handle(run_root):
+def test_close_replaces_every_display_by_the_static_dashboard_without_a_widget_view(run_root):
     clock = FakeClock(0.0)
     m = _monitor(run_root, clock, interval_s=1.0)
 
     class Widget(Recorder):
+        store_key = "k123"
+
         def _repr_mimebundle_(self, **kwargs):
             return {"text/plain": "trainmeter: pub", "application/vnd.jupyter.widget-view+json": {"model_id": "x"}}, {}
 
@@ -304,8 +306,11 @@ def test_close_adds_the_static_html_to_every_display_handle(run_root):
     for handle in pub.handles:
         assert len(handle.updates) == 1
         data, _, raw = handle.updates[0]
-        assert raw and "application/vnd.jupyter.widget-view+json" in data
-        assert "<svg" in data["text/html"] and "<script" not in data["text/html"]
+        # a saved notebook must not point at a widget model that is gone when it is reopened
+        assert raw and "application/vnd.jupyter.widget-view+json" not in data
+        html = data["text/html"]
+        assert "data:image/svg+xml;base64," in html and "<svg" not in html and "<script" not in html
+        assert 'data-tm-mount="k123"' in html and "completed" in data["text/plain"]
 
 
 def test_attach_widget_displays_at_once_and_registers_the_live_publisher(run_root, monkeypatch):

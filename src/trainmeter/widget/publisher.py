@@ -10,8 +10,9 @@ message (``append``, or ``snapshot`` after a ``hello`` or, at most every 2 s, af
 re-bucket: until then the view draws the finer old points and the coarser new ones), the
 ``state`` traitlet when it changed (at most every 0.5 s), and the ``history``
 traitlet every 5 s. A sliding one-second window caps it all at 20 messages/s.
-``close()`` at the cell's end sends the final state and history and adds a static
-HTML snapshot to the display. Nothing here raises into the user's code.
+``close()`` at the cell's end sends the final state and history and replaces the
+displayed widget view by the static dashboard (tables and chart images) that the
+live front end re-mounts, so the saved notebook reads anywhere. Nothing here raises into the user's code.
 
 Output routing: the thread runs inside a copy of the cell's ``contextvars``
 context, so ipykernel 7 (which keeps the parent header in context variables)
@@ -314,15 +315,22 @@ class Publisher:
                     _LIVE = None
 
     def _finish_displays(self, state: dict[str, Any]) -> None:
+        """Replace every live view by the static dashboard, which the live front end re-mounts.
+
+        The final bundle has no widget-view mimetype: a notebook saved from here on
+        reopens without a kernel and without "model not found" (JupyterLab prefers
+        the widget view whenever it is in the bundle, and shows that error when its
+        model is gone). While this kernel lives, the widget's front end draws the
+        interactive dashboard in place of the HTML (``data-tm-mount``).
+        """
         if not self.handles:
             return
-        from trainmeter.widget.snapshot import render_snapshot
+        from trainmeter.widget.snapshot import snapshot_bundle
 
-        html = render_snapshot(state, self.series_columns(include_open=True, max_points=None))
-        data, metadata = _bundle(self.widget)
-        data = {**data, "text/html": html}
+        data = snapshot_bundle(state, self.series_columns(include_open=True, max_points=None),
+                               mount_key=getattr(self.widget, "store_key", None))
         for handle in self.handles:
-            handle.update(data, metadata=metadata, raw=True)
+            handle.update(data, raw=True)
 
 
 def _bundle(widget: Any) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -1,17 +1,20 @@
 """``tm.display()``: show the live run's dashboard again, or replay a saved run.
 
 - ``display()``: another view of the live run's widget (the same model, fed by
-  the same publisher; it gets the HTML snapshot too at the end). With no widget
-  run in this kernel it says so.
-- ``display(run_or_path)``: a widget built from the saved record (state from the
-  passport, history decimated from ``events.jsonl``) plus its static HTML
-  snapshot, so it also reads without a kernel.
+  the same publisher; it becomes the static dashboard at the end). After the run,
+  the static dashboard, re-mounted live. With no widget run in this kernel it says so.
+- ``display(run_or_path)``: the static dashboard of a saved run (state from the
+  passport, history decimated from ``events.jsonl``) plus a widget model whose
+  front end draws the interactive dashboard in its place while the kernel lives.
+  No widget-view output is ever saved for a finished run, so the notebook reads
+  without a kernel and without "model not found".
 - Outside IPython (a script, a terminal) it prints the text summary instead.
 """
 
 from __future__ import annotations
 
 import sys
+from collections import deque
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +30,9 @@ from trainmeter.widget.view_model import (
 )
 
 REPLAY_POINTS_TOTAL = 6000
+MAX_REPLAYS_KEPT = 16
+# replay widgets stay referenced (their front end draws into the static HTML's mount point)
+_REPLAYS: deque[Any] = deque(maxlen=MAX_REPLAYS_KEPT)
 
 
 def _shell() -> Any:
@@ -113,13 +119,12 @@ def display(run_or_path: Run | str | Path | None = None) -> None:
         return
     from IPython.display import display as ipy_display
 
-    from trainmeter.widget.snapshot import render_snapshot
+    from trainmeter.widget.snapshot import snapshot_bundle
     from trainmeter.widget.widget import TrainmeterWidget
 
     widget = TrainmeterWidget(state=state, history=frame)
-    data, metadata = _bundle(widget)
-    data["text/html"] = render_snapshot(state, columns)
-    ipy_display(data, metadata=metadata, raw=True)
+    _REPLAYS.append(widget)
+    ipy_display(snapshot_bundle(state, columns, mount_key=widget.store_key), raw=True)
 
 
 def _display_live(shell: Any) -> None:
@@ -133,15 +138,13 @@ def _display_live(shell: Any) -> None:
     if publisher is not None and _can_show_widgets(shell):
         if publisher.running:
             publisher.show()
-        else:  # finished: a new view of the same model, with the static snapshot
+        else:  # finished: the static dashboard, re-mounted live by the model's front end
             from IPython.display import display as ipy_display
 
-            from trainmeter.widget.snapshot import render_snapshot
+            from trainmeter.widget.snapshot import snapshot_bundle
 
-            data, metadata = _bundle(publisher.widget)
-            data["text/html"] = render_snapshot(publisher.widget.state,
-                                                publisher.series_columns(include_open=True))
-            ipy_display(data, metadata=metadata, raw=True)
+            ipy_display(snapshot_bundle(publisher.widget.state, publisher.series_columns(include_open=True),
+                                        mount_key=publisher.widget.store_key), raw=True)
         return
     monitor = active()
     if monitor is not None:

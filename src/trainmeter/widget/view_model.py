@@ -64,6 +64,7 @@ class RunFacts:
     extra_charts: tuple[dict[str, Any], ...] = ()
     extra_tiles: tuple[dict[str, Any], ...] = ()
     progress_bar: dict[str, Any] | None = None
+    error: str | None = None
 
 
 # -- report series -------------------------------------------------------------------------
@@ -165,6 +166,7 @@ def facts_from_monitor(monitor: Any) -> RunFacts:
         step_series=tuple(n for n, s in series.items() if s.x_kind == "step"),
         warnings=tuple(list(monitor.warnings) + ext_warnings), panels=tuple(panels), extra_charts=tuple(charts),
         extra_tiles=tuple(extra_tiles), progress_bar=_progress_from_extensions(monitor),
+        error=getattr(monitor, "error", None),
     )
 
 
@@ -217,7 +219,7 @@ def facts_from_run(passport: dict[str, Any], events: list[dict[str, Any]], run_d
         train_s=float(phases_s.get("train", 0.0)), rss_bytes=mem.get("rss_bytes"),
         rss_peak_bytes=mem.get("rss_peak_bytes"), cuda=mem.get("cuda"), phases_s=phases_s,
         loss_last=loss_last, loss_min=loss_min, step_series=tuple(step_names), warnings=tuple(warnings),
-        extra_tiles=extra_tiles, progress_bar=bar,
+        extra_tiles=extra_tiles, progress_bar=bar, error=passport.get("error"),
     )
 
 
@@ -335,12 +337,15 @@ def charts(f: RunFacts) -> list[dict[str, Any]]:
 def build_state(f: RunFacts) -> dict[str, Any]:
     """Return the ``state`` traitlet value (JSON-safe: non-finite floats become null)."""
     rate = f.train_tokens_per_s
+    bar = f.progress_bar or progress(
+        steps=f.steps, tokens=f.tokens, budget_steps=f.budget_steps, budget_tokens=f.budget_tokens,
+        seconds_per_step=f.seconds_per_step, train_tokens_per_s=rate, token_unit=f.token_unit, live=f.live)
+    if bar is not None and f.status not in LIVE_STATUSES:
+        bar = {**bar, "eta_s": None}  # a finished run has no ETA, whoever built the bar
     state = {
         "name": f.name, "status": f.status, "elapsed_s": round(f.elapsed_s, 1), "run_dir": f.run_dir,
-        "text_line": f.text_line,
-        "progress": f.progress_bar or progress(
-            steps=f.steps, tokens=f.tokens, budget_steps=f.budget_steps, budget_tokens=f.budget_tokens,
-            seconds_per_step=f.seconds_per_step, train_tokens_per_s=rate, token_unit=f.token_unit, live=f.live),
+        "text_line": f.text_line, "step": f.steps, "error": f.error,
+        "progress": bar,
         "tiles": tiles(f) + [t for t in f.extra_tiles if isinstance(t, dict)],
         "phases_s": {k: round(float(v), 3) for k, v in f.phases_s.items()},
         "charts": charts(f),
