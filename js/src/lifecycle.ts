@@ -4,8 +4,8 @@
 // export makes anywidget take its legacy path and skip `initialize`.
 
 import type { AnyModel } from "@anywidget/types";
-import { decodeFrame, type Frame, isKernelMessage, readFrameHeader, type Traits } from "./protocol";
 import { watchMounts } from "./mount";
+import { decodeFrame, type Frame, isKernelMessage, readFrameHeader, type Traits } from "./protocol";
 import { SeriesStore } from "./store";
 import { createView, type View } from "./view";
 
@@ -118,7 +118,8 @@ export function initialize({ model }: { model: Model }): () => void {
 export function render({ model, el }: { model: Model; el: HTMLElement }): () => void {
   const store = storeFor(model);
   syncHistory(model, store);
-  const view: View = createView(store);
+  const key = model.get("store_key");
+  const view: View = createView(store, { key: typeof key === "string" ? key : undefined });
   el.append(view.root);
   const onState = (): void => view.update(model.get("state"));
   const onHistory = (): void => {

@@ -48,7 +48,8 @@ function updateTile(view: TileView, tile: Tile): void {
   view.tile = tile;
   setText(view.labelText, tile.label);
   setText(view.badge, tile.provenance ?? "");
-  view.badge.hidden = !tile.provenance;
+  // a badge qualifies a value: none on a missing one
+  view.badge.hidden = !tile.provenance || (tile.value == null && !tile.text);
   view.badge.dataset.provenance = tile.provenance ?? "";
   const text = tileText(tile);
   setText(view.value, text);

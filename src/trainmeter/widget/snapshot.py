@@ -44,6 +44,7 @@ CHART_POINTS = 240
 CHART_W, CHART_H = 360, 170
 PAD_L, PAD_R, PAD_T, PAD_B = 52, 10, 8, 30
 MAX_CHARTS = 6
+MAIN_CHARTS = ("loss", "throughput")  # the first screen; the rest fold (js/src/view.ts MAIN_CHARTS)
 MARKER_MAX_POINTS = 40
 COLORS = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#b07aa1", "#76b7b2")
 INK = "#888888"  # reads on light and dark backgrounds (an <img> cannot see the page's CSS)
@@ -102,11 +103,11 @@ def _header(state: dict[str, Any]) -> str:
         bar = (f'<div style="height:6px;background:{GRID};border-radius:3px;overflow:hidden;margin-top:3px">'
                f'<div style="width:{pct:.1f}%;height:6px;background:{COLORS[0]}"></div></div>')
     return (f'<table style="border-collapse:collapse;width:100%"><tr>'
-            f'<td style="padding:2px 8px 2px 0;white-space:nowrap"><b style="font-size:14px">'
+            f'<td style="text-align:left;padding:2px 8px 2px 0;white-space:nowrap"><b style="font-size:14px">'
             f'{_esc(state.get("name", "run"))}</b></td>'
             f'<td data-tm="status" style="padding:2px 8px;color:{color};font-weight:600">{_esc(status)}</td>'
-            f'<td style="padding:2px 8px;color:{MUTED}">{_esc(format_duration(state.get("elapsed_s") or 0.0))}</td>'
-            f'<td style="padding:2px 0 2px 8px;width:60%">{_esc(progress_text(state))}{bar}</td>'
+            f'<td style="text-align:left;padding:2px 8px;color:{MUTED}">{_esc(format_duration(state.get("elapsed_s") or 0.0))}</td>'
+            f'<td style="text-align:left;padding:2px 0 2px 8px;width:60%">{_esc(progress_text(state))}{bar}</td>'
             f"</tr></table>")
 
 
@@ -120,10 +121,10 @@ def _tiles(tiles: Sequence[dict[str, Any]], per_row: int = 4) -> str:
         labels = "".join(f'<th style="text-align:left;font-weight:400;font-size:11px;color:{MUTED};'
                          f'padding:4px 12px 0 0">{_esc(t.get("label", ""))}</th>' for t in chunk)
         values = "".join(
-            f'<td style="font-size:16px;font-weight:600;padding:0 12px 0 0;white-space:nowrap"'
+            f'<td style="text-align:left;font-size:16px;font-weight:600;padding:0 12px 0 0;white-space:nowrap"'
             + (' data-tm="step"' if t.get("id") == "step" else "") + f">{_esc(format_tile(t))}</td>"
             for t in chunk)
-        subs = "".join(f'<td style="font-size:11px;color:{MUTED};padding:0 12px 2px 0">{_esc(_tile_note(t))}</td>'
+        subs = "".join(f'<td style="text-align:left;font-size:11px;color:{MUTED};padding:0 12px 2px 0">{_esc(_tile_note(t))}</td>'
                        for t in chunk)
         rows.append(f"<tr>{labels}</tr><tr>{values}</tr><tr>{subs}</tr>")
     return f'<table style="border-collapse:collapse;margin:4px 0">{"".join(rows)}</table>'
@@ -154,7 +155,8 @@ def chart_svg(spec: dict[str, Any], series: dict[str, tuple[str, Sequence[float]
     y0, y1 = min(p[1] for p in finite), max(p[1] for p in finite)
     if x1 == x0:
         x0, x1 = x0 - 1, x1 + 1
-    if y1 == y0:
+    if y1 - y0 <= 1e-9 * max(abs(y0), abs(y1)):  # flat (to rounding): centre it in a readable span
+        y0 = y1 = (y0 + y1) / 2
         y0, y1 = (y0 / 2, y1 * 2) if log_y else (y0 - 0.5 * (abs(y0) or 1), y1 + 0.5 * (abs(y1) or 1))
     pad = (math.log10(y1) - math.log10(y0)) * 0.05 if log_y else (y1 - y0) * 0.05
     if log_y:
@@ -181,7 +183,7 @@ def chart_svg(spec: dict[str, Any], series: dict[str, tuple[str, Sequence[float]
                      f'<text x="{PAD_L - 4}" y="{y + 3.5:.1f}" text-anchor="end">{_esc(label)}</text>')
     x_time = spec.get("x") == "time"
     long_time = x_time and x1 >= 60
-    for t in linear_ticks(x0, x1, max_ticks=5):
+    for t in linear_ticks(x0, x1):
         x = sx(t)
         label = (format_duration(t) if long_time else format_seconds(t)) if x_time else format_axis(t, "count")
         parts.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{PAD_T}" y2="{PAD_T + h}" stroke="{GRID}"/>'
@@ -207,6 +209,13 @@ def chart_svg(spec: dict[str, Any], series: dict[str, tuple[str, Sequence[float]
             f'fill="{INK}">' + "".join(parts) + "</svg>")
 
 
+def _chart_table(cells: list[str]) -> str:
+    if not cells:
+        return ""
+    rows = "".join(f"<tr>{''.join(cells[i:i + 2])}</tr>" for i in range(0, len(cells), 2))
+    return f'<table style="border-collapse:collapse">{rows}</table>'
+
+
 def _chart(spec: dict[str, Any], series: dict[str, tuple[str, Sequence[float], Sequence[float]]]) -> str | None:
     svg = chart_svg(spec, series)
     if svg is None:
@@ -216,7 +225,7 @@ def _chart(spec: dict[str, Any], series: dict[str, tuple[str, Sequence[float], S
                              for i, n in enumerate(names))
     uri = "data:image/svg+xml;base64," + base64.b64encode(svg.encode("utf-8")).decode("ascii")
     title = _esc(spec.get("title", ""))
-    return (f'<td style="vertical-align:top;padding:4px 8px 4px 0">'
+    return (f'<td style="text-align:left;vertical-align:top;padding:4px 8px 4px 0">'
             f'<div style="font-size:12px;font-weight:600">{title}</div>'
             f'<img src="{uri}" alt="{title} chart" width="{CHART_W}" height="{CHART_H}" '
             f'data-tm-chart="{_esc(spec.get("id", ""))}">'
@@ -229,7 +238,7 @@ def _phases(phases_s: dict[str, float]) -> str:
     total = sum(v for _, v in entries)
     if total <= 0:
         return ""
-    rows = "".join(f'<tr><td style="padding:0 12px 0 0">{_esc(name)}</td>'
+    rows = "".join(f'<tr><td style="text-align:left;padding:0 12px 0 0">{_esc(name)}</td>'
                    f'<td style="padding:0 12px 0 0;text-align:right">{_esc(format_seconds(v))}</td>'
                    f'<td style="text-align:right">{_esc(format_percent(v / total))}</td></tr>' for name, v in entries)
     return _section("Where the time went", f'<table style="border-collapse:collapse">{rows}</table>')
@@ -240,9 +249,9 @@ def _panel(panel: dict[str, Any]) -> str:
     if not rows:
         return ""
     body = "".join(
-        f'<tr><td style="color:{MUTED};padding:0 12px 0 0">{_esc(r.get("label", ""))}</td>'
-        f'<td style="padding:0 12px 0 0">{_esc(_row_value(r))}</td>'
-        f'<td style="color:{MUTED}">{_esc(r.get("note") or "")}</td></tr>' for r in rows)
+        f'<tr><td style="text-align:left;color:{MUTED};padding:0 12px 0 0">{_esc(r.get("label", ""))}</td>'
+        f'<td style="text-align:left;padding:0 12px 0 0">{_esc(_row_value(r))}</td>'
+        f'<td style="text-align:left;color:{MUTED}">{_esc(r.get("note") or "")}</td></tr>' for r in rows)
     return _section(str(panel.get("title", "")), f'<table style="border-collapse:collapse">{body}</table>')
 
 
@@ -271,8 +280,11 @@ def render_snapshot(state: dict[str, Any], series: Sequence[Any], *, mount_key: 
             end draws the live dashboard in place of this HTML.
     """
     by_name = {s.name: (s.x_kind, s.xs, s.ys) for s in series}
-    charts = [c for c in (_chart(spec, by_name) for spec in state.get("charts") or []) if c][:MAX_CHARTS]
-    chart_rows = "".join(f"<tr>{''.join(charts[i:i + 2])}</tr>" for i in range(0, len(charts), 2))
+    specs = state.get("charts") or []
+    main = [c for c in (_chart(s, by_name) for s in specs if s.get("id") in MAIN_CHARTS) if c]
+    more = [c for c in (_chart(s, by_name) for s in specs if s.get("id") not in MAIN_CHARTS) if c][:MAX_CHARTS]
+    chart_rows = _chart_table(main)
+    more_charts = _section(f"More charts ({len(more)})", _chart_table(more)) if more else ""
     panels = "".join(_panel(p) for p in state.get("panels") or [])
     warnings = "".join(f'<div style="color:#b35c00;font-size:12px">&#9888; {_esc(w)}</div>'
                        for w in state.get("warnings") or [])
@@ -282,8 +294,7 @@ def render_snapshot(state: dict[str, Any], series: Sequence[Any], *, mount_key: 
     mount = f' data-tm-mount="{_esc(mount_key)}"' if mount_key else ""
     return (f'<div class="trainmeter-snapshot"{mount} style="font-family:{FONT};color:{FG};font-size:13px;'
             f'line-height:1.35;max-width:980px">{_header(state)}{_tiles(state.get("tiles") or [])}'
-            + (f'<table style="border-collapse:collapse">{chart_rows}</table>' if chart_rows else "")
-            + f'{_phases(state.get("phases_s") or {})}{panels}{warnings}{foot}</div>')
+            + chart_rows + more_charts + f'{_phases(state.get("phases_s") or {})}{panels}{warnings}{foot}</div>')
 
 
 def snapshot_bundle(state: dict[str, Any], series: Sequence[Any], *, mount_key: str | None = None) -> dict[str, Any]:

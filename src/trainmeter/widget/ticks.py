@@ -51,18 +51,14 @@ def linear_ticks(lo: float, hi: float, *, max_ticks: int = MAX_TICKS) -> list[fl
     for power in range(top - 2, top + 2):
         for rank, mult in enumerate((1.0, 2.0, 5.0, 2.5)):
             ticks = _ticks_with_step(lo, hi, mult * 10.0 ** power)
-            if not MIN_TICKS <= len(ticks) <= max_ticks:
+            if not 2 <= len(ticks) <= max_ticks:
                 continue
-            score = abs(len(ticks) - 5) + (1.5 if rank == 3 else 0.0)
+            # 4..max_ticks labels first (5 best), then as many as fit; 2.5 steps only when they help
+            short = MIN_TICKS - len(ticks) if len(ticks) < MIN_TICKS else 0
+            score = 10 * short + abs(len(ticks) - 5) + (1.5 if rank == 3 else 0.0)
             if best is None or score < best[0]:
                 best = (score, ticks)
-    if best is not None:
-        return best[1]
-    for power in range(top + 1, top - 3, -1):  # too narrow for 4 round values: the most that fit
-        ticks = _ticks_with_step(lo, hi, 10.0 ** power)
-        if len(ticks) >= 2:
-            return ticks[:max_ticks]
-    return [lo, hi]
+    return best[1] if best is not None else [lo, hi]
 
 
 def log_ticks(lo: float, hi: float, *, max_ticks: int = MAX_TICKS) -> list[float]:
