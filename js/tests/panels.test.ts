@@ -201,7 +201,7 @@ describe("phase bar, panels, warnings", () => {
 
   it("says how a finished run ended instead of an ETA", () => {
     const header = buildHeader();
-    const progress = { fraction: 0.3, eta_s: 29, pace: "training-only", label: "300 / 1k steps" };
+    const progress = { fraction: 0.3, eta_s: 29, pace: "training-only" as const, label: "300 / 1k steps" };
     header.update(state({ status: "failed", step: 300, error: "ValueError: bad", progress }));
     expect(header.el.textContent).toContain("failed at step 300: ValueError: bad");
     expect(header.el.textContent).not.toContain("ETA");
