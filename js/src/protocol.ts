@@ -151,7 +151,7 @@ export interface Tile {
 export interface Progress {
   fraction: number;
   eta_s: number | null;
-  pace: "training-only" | "session";
+  pace: "training-only" | "session" | "recent";
   label: string;
 }
 
