@@ -25,6 +25,6 @@ def test_parse_size_rejects_bad_values_naming_value_and_flag(bad):
 
 def test_format_count_is_compact():
     assert format_count(125_000) == "125k"
-    assert format_count(1_234_567) == "1.23M"
+    assert format_count(1_234_567) == "1.2M"  # the widget's text (trainmeter.units)
     assert format_count(None) == "-"
     assert format_count(12) == "12"

@@ -210,6 +210,8 @@ export function chartOptions(
         ...axis((_u, splits) => yLabels(splits, spec)),
         size: yAxisSize,
         splits: (_u, _i, min, max) => (logY ? logTicks(min, max) : linearTicks(min, max)),
+        // uPlot's log axes blank every label but powers of ten: ours are all chosen to be read
+        filter: (_u, splits) => splits,
       },
     ],
     series: [{ label: spec.x, value: (_u, v) => (v == null ? MISSING : xLabel(spec, v)) }, ...series],

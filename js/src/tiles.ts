@@ -57,7 +57,9 @@ function updateTile(view: TileView, tile: Tile): void {
   else delete view.value.dataset.value;
   const missing = tile.value == null && !tile.text;
   view.root.classList.toggle("tm-tile--missing", missing);
-  setText(view.sub, missing ? (tile.missing ?? "") : (tile.sub ?? ""));
+  const subText = missing ? (tile.missing ?? "") : (tile.sub ?? "");
+  setText(view.sub, subText);
+  view.sub.title = subText; // clamped to two lines: the whole text on hover
   const derivable = Boolean(tile.derivation);
   view.root.classList.toggle("tm-tile--derivable", derivable);
   if (derivable) {

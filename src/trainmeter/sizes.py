@@ -53,17 +53,17 @@ def parse_size(text: str | int | float, *, flag: str, integer: bool = True) -> f
 def format_count(value: float | None) -> str:
     """Format a count compactly (``125k``, ``1.2M``, ``2.0B``); ``-`` for ``None``.
 
+    The same text as the widget's tiles (:func:`trainmeter.units.format_count`), so
+    the text line, passport.md and ``%trainmeter runs`` read like the dashboard.
+
     Examples:
         >>> format_count(125_000)
         '125k'
         >>> format_count(2_000_000_000)
-        '2.00B'
+        '2.0B'
     """
     if value is None:
         return "-"
-    v = float(value)
-    for div, suffix in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k")):
-        if abs(v) >= div:
-            q = v / div
-            return f"{q:.0f}{suffix}" if q >= 100 else f"{q:.3g}{suffix}" if q >= 10 else f"{q:.2f}{suffix}"
-    return f"{v:.0f}" if v == int(v) else f"{v:.3g}"
+    from trainmeter.units import format_count as shared
+
+    return shared(value)

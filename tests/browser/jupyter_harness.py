@@ -55,8 +55,13 @@ READ_PAGE_JS = """
   const roots = [...panel.querySelectorAll('.trainmeter:not(.trainmeter-snapshot)')];
   const root = roots[roots.length - 1] || null;
   const out = {t_ms: Date.now(), prompts, widgets: roots.length, step: null, step_text: null,
-               status: null, points: {}};
+               status: null, points: {}, tiles: {}, height: 0, top_charts: []};
   if (!root) return out;
+  for (const tile of root.querySelectorAll('[data-tm-tile]')) {
+    out.tiles[tile.dataset.tmTile] = (tile.querySelector('.tm-tile-value')?.textContent || '').trim();
+  }
+  out.height = root.getBoundingClientRect().height;
+  out.top_charts = [...root.querySelectorAll(':scope > .tm-charts [data-tm-chart]')].map((c) => c.dataset.tmChart);
   const step = root.querySelector('[data-tm="step"]');
   if (step) {
     out.step_text = step.textContent;

@@ -51,7 +51,7 @@ opt = torch.optim.SGD(model.parameters(), lr=0.05)
 x, y = torch.randn(64, 32), torch.randint(0, 10, (64,))
 print("ready")"""
 TRAIN_CELL = """\
-%%trainmeter --name browser-{kind} --interval 1
+%%trainmeter --name browser-{kind} --interval 10
 t_end = time.perf_counter() + {train_s}
 step = 0
 while time.perf_counter() < t_end:
@@ -182,6 +182,29 @@ def test_loss_chart_streams_between_history_updates(live_run: LiveRun) -> None:
         f"the loss chart stood still for {longest_still_ms} ms while the cell ran: custom-message appends are "
         f"not reaching the view (only the {HISTORY_EVERY_S} s history traitlet is); "
         f"points per read: {[s['points'].get('loss', 0) for s in live]}")
+
+
+def test_rate_tile_refreshes_about_every_second_with_a_ten_second_interval(live_run: LiveRun) -> None:
+    # --interval 10: reports come every 10 s; the rate tile must move from the step series anyway
+    live = [s for s in live_run.running() if s["tiles"].get("throughput") not in (None, "", "—")]
+    assert len(live) >= 8, f"the rate tile showed no value while the cell ran: {live_run.running()[-3:]}"
+    changed = [b["t_ms"] for a, b in zip(live, live[1:], strict=False)
+               if b["tiles"]["throughput"] != a["tiles"]["throughput"] or b["tiles"]["step"] != a["tiles"]["step"]]
+    marks = [live[0]["t_ms"], *changed, live[-1]["t_ms"]]
+    longest_ms = max(b - a for a, b in zip(marks, marks[1:], strict=False))
+    rate_changes = sum(1 for a, b in zip(live, live[1:], strict=False)
+                       if b["tiles"]["throughput"] != a["tiles"]["throughput"])
+    assert longest_ms <= 1500 + SAMPLE_EVERY_MS, f"tiles stood still for {longest_ms} ms"
+    assert rate_changes >= len(live) // 4, f"rate tile changed {rate_changes} times in {len(live)} reads"
+
+
+def test_header_and_first_charts_fit_in_the_first_screen(live_run: LiveRun) -> None:
+    live = [s for s in live_run.running() if s["top_charts"]]
+    assert live, "no reads with charts"
+    last = live[-1]
+    assert last["top_charts"] == ["loss", "throughput"], last["top_charts"]
+    # header, tiles, the two charts and the folded sections: under the 900 px of a 1280x900 screen
+    assert last["height"] <= 900, f"the dashboard is {last['height']:.0f} px tall"
 
 
 def test_status_reads_completed_after_the_cell_ends(live_run: LiveRun) -> None:

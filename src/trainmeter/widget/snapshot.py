@@ -269,6 +269,13 @@ def _section(title: str, body: str) -> str:
             f"{body}</details>")
 
 
+def _href(path: str) -> str:
+    """A link JupyterLab opens as a file: relative paths resolve against the notebook's folder."""
+    from urllib.parse import quote
+
+    return quote(str(path).replace("\\", "/"), safe="/.-_~")
+
+
 def render_snapshot(state: dict[str, Any], series: Sequence[Any], *, mount_key: str | None = None) -> str:
     """Return the static HTML dashboard of a run.
 
@@ -290,7 +297,8 @@ def render_snapshot(state: dict[str, Any], series: Sequence[Any], *, mount_key: 
                        for w in state.get("warnings") or [])
     run_dir = state.get("run_dir")
     foot = (f'<div style="font-size:11px;color:{MUTED}">static view of the run'
-            + (f"; full record in {_esc(run_dir)}" if run_dir else "") + "</div>")
+            + (f'; full record in <a href="{_esc(_href(run_dir))}">{_esc(run_dir)}</a> '
+               f'(<a href="{_esc(_href(run_dir))}/passport.md">passport.md</a>)' if run_dir else "") + "</div>")
     mount = f' data-tm-mount="{_esc(mount_key)}"' if mount_key else ""
     return (f'<div class="trainmeter-snapshot"{mount} style="font-family:{FONT};color:{FG};font-size:13px;'
             f'line-height:1.35;max-width:980px">{_header(state)}{_tiles(state.get("tiles") or [])}'
