@@ -92,19 +92,25 @@ export function buildPhaseBar(key?: string): Component {
   el.dataset.tmPanel = "phases";
   const bar = h("div", "tm-phasebar");
   const legend = h("ul", "tm-phase-legend");
-  section.body.append(bar, legend);
+  const detail = h("div", "tm-phase-detail");
+  section.body.append(bar, legend, detail);
+  let lastDetail = "";
   return {
     el,
     update(state) {
       const entries = Object.entries(state.phases_s ?? {}).filter(([, s]) => Number.isFinite(s) && s > 0);
       const total = entries.reduce((acc, [, s]) => acc + s, 0);
       el.hidden = total <= 0;
+      // the time-split extension's table joins the bar: one "where the time goes" section, not two
+      const merged = (state.panels ?? []).find((p) => p.id === "time");
+      const key = JSON.stringify(merged ?? null);
+      if (key !== lastDetail) {
+        lastDetail = key;
+        detail.replaceChildren(...(merged ? panelBody(merged) : []));
+      }
+      const title = merged ? merged.title : "Where the time went";
       const top = [...entries].sort((a, b) => b[1] - a[1])[0];
-      section.setTitle(
-        top && total > 0
-          ? `Where the time went — ${top[0]} ${formatPercent(top[1] / total)}`
-          : "Where the time went",
-      );
+      section.setTitle(top && total > 0 ? `${title} — ${top[0]} ${formatPercent(top[1] / total)}` : title);
       bar.replaceChildren();
       legend.replaceChildren();
       entries.forEach(([name, seconds], i) => {
@@ -141,12 +147,10 @@ function absentLine(panel: PanelSpec): HTMLElement {
   return el;
 }
 
-function renderPanel(panel: PanelSpec, key: string | undefined): HTMLElement {
-  if (isAbsent(panel)) return absentLine(panel);
-  const section = createSection(`panel:${panel.id}`, panel.title, key);
-  const el = section.el;
-  el.classList.add("tm-kv");
-  el.dataset.tmPanel = panel.id;
+/** The panels shown inside another section, not on their own (the time split joins the phase bar). */
+export const MERGED_PANELS = new Set(["time"]);
+
+function panelBody(panel: PanelSpec): HTMLElement[] {
   const table = h("table", "tm-kv-table");
   for (const row of panel.rows) {
     const tr = h("tr");
@@ -169,8 +173,16 @@ function renderPanel(panel: PanelSpec, key: string | undefined): HTMLElement {
     tr.append(h("th", "", row.label), valueCell, meta);
     table.append(tr);
   }
-  section.body.append(table);
-  if (panel.note) section.body.append(h("div", "tm-note", panel.note));
+  return panel.note ? [table, h("div", "tm-note", panel.note)] : [table];
+}
+
+function renderPanel(panel: PanelSpec, key: string | undefined): HTMLElement {
+  if (isAbsent(panel)) return absentLine(panel);
+  const section = createSection(`panel:${panel.id}`, panel.title, key);
+  const el = section.el;
+  el.classList.add("tm-kv");
+  el.dataset.tmPanel = panel.id;
+  section.body.append(...panelBody(panel));
   return el;
 }
 
@@ -180,7 +192,7 @@ export function buildPanels(key?: string): Component {
   return {
     el,
     update(state) {
-      const panels = state.panels ?? [];
+      const panels = (state.panels ?? []).filter((p) => !MERGED_PANELS.has(p.id));
       const spec = JSON.stringify(panels);
       if (spec === last) return;
       last = spec;

@@ -183,16 +183,14 @@ describe("log-scale labels", () => {
     const { chartOptions } = await import("../src/charts");
     const spec = { id: "loss", title: "loss", x: "step" as const, unit: "", series: ["l"], log_y: true };
     const opts = chartOptions(spec, ["l"], document.createElement("div"), 400, { logY: true, smoothing: 0 });
-    const range = (opts.scales?.y?.range as unknown as (u: unknown, a: number, b: number) => number[])(
-      null,
-      1.2,
-      4.06,
-    );
+    type RangeFn = (u: unknown, a: number, b: number) => number[];
+    type SplitsFn = (u: unknown, i: number, a: number, b: number) => number[];
+    const rangeFn = opts.scales?.y?.range as unknown as RangeFn;
+    const range = rangeFn(null, 1.2, 4.06);
     expect(range[0]).toBeGreaterThan(1);
     expect(range[1]).toBeLessThan(5);
-    const splits = (
-      opts.axes?.[1]?.splits as unknown as (u: unknown, i: number, a: number, b: number) => number[]
-    )(null, 1, range[0] ?? 0, range[1] ?? 0);
+    const splitsFn = (opts.axes ?? [])[1]?.splits as unknown as SplitsFn;
+    const splits = splitsFn(null, 1, range[0] ?? 0, range[1] ?? 0);
     expect(splits.length).toBeGreaterThanOrEqual(4);
   });
 

@@ -230,3 +230,20 @@ describe("phase bar, panels, warnings", () => {
     expect(warnings.el.hidden).toBe(true);
   });
 });
+
+describe("the time split", () => {
+  it("joins the time-split panel to the phase bar: one section, and no separate panel", () => {
+    const time = {
+      id: "time",
+      title: "Where the time goes",
+      rows: [{ label: "train", value: 0.9, unit: "fraction" }],
+    };
+    const bar = buildPhaseBar();
+    bar.update(state({ phases_s: { train: 9, eval: 1 }, panels: [time] }));
+    expect(bar.el.textContent).toContain("Where the time goes — train 90.0%");
+    expect(bar.el.querySelector(".tm-kv-table")?.textContent).toContain("90.0%");
+    const panels = buildPanels();
+    panels.update(state({ panels: [time] }));
+    expect(panels.el.querySelector('[data-tm-panel="time"]')).toBeNull();
+  });
+});

@@ -146,3 +146,13 @@ def test_format_tile_uses_the_shared_unit_formatters():
     assert format_tile({"id": "rss", "value": 3.5e9, "unit": "bytes"}) == "3.3 GiB"
     assert format_tile({"id": "x", "value": None, "unit": "bytes"}) == "—"
     assert format_tile({"id": "x", "value": 1, "unit": "", "text": "n/a"}) == "n/a"
+
+
+def test_absent_hardware_is_one_line_and_the_time_split_is_one_section():
+    panels = [{"id": "gpu", "title": "GPU", "rows": [{"label": "util", "value": None, "unit": ""}],
+               "note": "no NVIDIA GPU visible"},
+              {"id": "time", "title": "Where the time goes", "rows": [{"label": "train", "value": 0.9,
+                                                                        "unit": "fraction"}]}]
+    html = render_snapshot(_state(panels=panels), _series())
+    assert "<b" in html and "GPU</b> — no NVIDIA GPU visible" in html
+    assert html.count("Where the time go") == 1 and "90.0%" in html

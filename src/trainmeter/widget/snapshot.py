@@ -44,6 +44,7 @@ CHART_POINTS = 240
 CHART_W, CHART_H = 360, 170
 PAD_L, PAD_R, PAD_T, PAD_B = 52, 10, 8, 30
 MAX_CHARTS = 6
+MERGED_PANELS = ("time",)  # shown as the time section, not beside it (js/src/panels.ts MERGED_PANELS)
 MAIN_CHARTS = ("loss", "throughput")  # the first screen; the rest fold (js/src/view.ts MAIN_CHARTS)
 MARKER_MAX_POINTS = 40
 COLORS = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#b07aa1", "#76b7b2")
@@ -233,7 +234,10 @@ def _chart(spec: dict[str, Any], series: dict[str, tuple[str, Sequence[float], S
 
 
 # -- sections ----------------------------------------------------------------------------------
-def _phases(phases_s: dict[str, float]) -> str:
+def _phases(phases_s: dict[str, float], panels: Sequence[dict[str, Any]]) -> str:
+    merged = next((p for p in panels if p.get("id") in MERGED_PANELS), None)
+    if merged is not None:  # the time-split extension's table says it all: one section, not two
+        return _panel(merged)
     entries = [(k, float(v)) for k, v in phases_s.items() if v and float(v) > 0]
     total = sum(v for _, v in entries)
     if total <= 0:
@@ -246,8 +250,10 @@ def _phases(phases_s: dict[str, float]) -> str:
 
 def _panel(panel: dict[str, Any]) -> str:
     rows = panel.get("rows") or []
-    if not rows:
-        return ""
+    if all(r.get("value") is None for r in rows):  # hardware absent here: one line, not a box
+        why = panel.get("note") or next((r["note"] for r in rows if r.get("note")), "nothing to show on this machine")
+        return (f'<div style="margin:4px 0;color:{MUTED}"><b style="color:{FG}">{_esc(panel.get("title", ""))}</b>'
+                f" — {_esc(why)}</div>")
     body = "".join(
         f'<tr><td style="text-align:left;color:{MUTED};padding:0 12px 0 0">{_esc(r.get("label", ""))}</td>'
         f'<td style="text-align:left;padding:0 12px 0 0">{_esc(_row_value(r))}</td>'
@@ -292,7 +298,8 @@ def render_snapshot(state: dict[str, Any], series: Sequence[Any], *, mount_key: 
     more = [c for c in (_chart(s, by_name) for s in specs if s.get("id") not in MAIN_CHARTS) if c][:MAX_CHARTS]
     chart_rows = _chart_table(main)
     more_charts = _section(f"More charts ({len(more)})", _chart_table(more)) if more else ""
-    panels = "".join(_panel(p) for p in state.get("panels") or [])
+    panel_specs = state.get("panels") or []
+    panels = "".join(_panel(p) for p in panel_specs if p.get("id") not in MERGED_PANELS)
     warnings = "".join(f'<div style="color:#b35c00;font-size:12px">&#9888; {_esc(w)}</div>'
                        for w in state.get("warnings") or [])
     run_dir = state.get("run_dir")
@@ -302,7 +309,7 @@ def render_snapshot(state: dict[str, Any], series: Sequence[Any], *, mount_key: 
     mount = f' data-tm-mount="{_esc(mount_key)}"' if mount_key else ""
     return (f'<div class="trainmeter-snapshot"{mount} style="font-family:{FONT};color:{FG};font-size:13px;'
             f'line-height:1.35;max-width:980px">{_header(state)}{_tiles(state.get("tiles") or [])}'
-            + chart_rows + more_charts + f'{_phases(state.get("phases_s") or {})}{panels}{warnings}{foot}</div>')
+            + chart_rows + more_charts + f'{_phases(state.get("phases_s") or {}, panel_specs)}{panels}{warnings}{foot}</div>')
 
 
 def snapshot_bundle(state: dict[str, Any], series: Sequence[Any], *, mount_key: str | None = None) -> dict[str, Any]:
