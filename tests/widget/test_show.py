@@ -154,3 +154,17 @@ def test_tm_display_stays_callable_after_the_module_was_imported(monkeypatch, ca
     monkeypatch.setattr(publisher_module, "live_publisher", lambda: None)
     tm.display()
     assert "no run in progress" in capsys.readouterr().out
+
+
+def test_replays_past_the_cap_are_closed_so_memory_stays_bounded(monkeypatch):
+    closed = []
+
+    class W:
+        def close(self):
+            closed.append(self)
+
+    monkeypatch.setattr(display_module, "_REPLAYS", display_module.deque(maxlen=2))
+    ws = [W(), W(), W()]
+    for w in ws:
+        display_module._keep(w)
+    assert closed == [ws[0]] and list(display_module._REPLAYS) == ws[1:]

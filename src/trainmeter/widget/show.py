@@ -123,8 +123,18 @@ def display(run_or_path: Run | str | Path | None = None) -> None:
     from trainmeter.widget.widget import TrainmeterWidget
 
     widget = TrainmeterWidget(state=state, history=frame)
-    _REPLAYS.append(widget)
+    _keep(widget)
     ipy_display(snapshot_bundle(state, columns, mount_key=widget.store_key), raw=True)
+
+
+def _keep(widget: Any) -> None:
+    """Keep a replay's model alive for its mount; the oldest past MAX_REPLAYS_KEPT is closed (its static view stays)."""
+    if len(_REPLAYS) == _REPLAYS.maxlen:
+        try:
+            _REPLAYS[0].close()
+        except Exception:
+            pass
+    _REPLAYS.append(widget)
 
 
 def _display_live(shell: Any) -> None:
