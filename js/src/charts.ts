@@ -174,7 +174,7 @@ export function chartOptions(
         width: 1,
         spanGaps: false,
         value,
-        points: { show: sparse, size: 5 },
+        points: { show: sparse, size: 5, fill: `${colour}55`, stroke: `${colour}55` },
       });
     }
     series.push({

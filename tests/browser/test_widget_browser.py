@@ -80,11 +80,57 @@ class LiveRun:
     saved: dict[str, Any] | None = None
     saved_bytes: int = 0
     cell_s: float = 0.0
+    layouts: dict[int, dict[str, Any]] = field(default_factory=dict)
 
     def running(self) -> list[dict[str, Any]]:
         """Reads taken while the training cell's prompt said ``[*]:`` and the widget showed a step."""
         return [s for s in self.samples if len(s["prompts"]) > 1 and s["prompts"][1].startswith("[*]")
                 and s["widgets"] > 0 and s["step"] is not None]
+
+
+LAYOUT_JS = """
+() => {
+  const panel = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden)');
+  const roots = panel ? [...panel.querySelectorAll('.trainmeter:not(.trainmeter-snapshot)')] : [];
+  const root = roots[roots.length - 1];
+  if (!root) return null;
+  const clipped = [...root.querySelectorAll(
+      '.tm-header > *, .tm-progress-text, .tm-tile-value, .tm-tile-label-text, .tm-section-title')]
+    .filter((e) => !e.closest('[hidden]') && e.scrollWidth > e.clientWidth + 1)
+    .map((e) => e.className + ': ' + e.textContent);
+  const track = root.querySelector('.tm-progress-track');
+  const progress = root.querySelector('.tm-progress');
+  return {width: root.clientWidth, height: root.getBoundingClientRect().height,
+          overflow: root.scrollWidth - root.clientWidth, clipped,
+          track_px: track && progress && !progress.hidden ? track.getBoundingClientRect().width : null};
+}
+"""
+
+
+def _layouts(page: Any, kind: str) -> dict[int, dict[str, Any]]:
+    """The finished dashboard at 600, 700 and 1900 px wide (sidebar closed), plus dark theme; screenshots."""
+    out: dict[int, dict[str, Any]] = {}
+    if kind == "lab":
+        page.keyboard.press("Escape")
+        page.keyboard.press("Control+b")  # the file browser would take 270 px of a narrow window
+    for width in (600, 700, 1900):
+        page.set_viewport_size({"width": width, "height": 900})
+        page.wait_for_timeout(800)
+        out[width] = page.evaluate(LAYOUT_JS) or {}
+        screenshot(page, f"{kind}-w{width}")
+    page.set_viewport_size(VIEWPORT)
+    if kind == "lab":
+        try:  # dark theme through the Settings menu
+            page.get_by_role("menuitem", name="Settings").click()
+            page.get_by_text("Theme", exact=True).hover()
+            page.get_by_text("JupyterLab Dark", exact=True).click()
+            page.wait_for_timeout(1500)
+            screenshot(page, f"{kind}-dark")
+        except Exception:
+            pass
+        page.keyboard.press("Control+b")
+    page.wait_for_timeout(500)
+    return out
 
 
 def _train_prompt_done(sample: dict[str, Any] | None) -> bool:
@@ -136,6 +182,7 @@ def live_run(request: pytest.FixtureRequest, servers: Any, browser: Any, noteboo
             if sample is not None:
                 run.samples.append(sample)
         screenshot(page, f"{kind}-4-finished")
+        run.layouts = _layouts(page, kind)
         run.saved = save_notebook(page, server, nb_name, _saved_with_snapshot)
         run.saved_bytes = (notebook_root / nb_name).stat().st_size
         browser_figures[f"{kind}.saved_notebook_bytes"] = run.saved_bytes
@@ -205,6 +252,13 @@ def test_header_and_first_charts_fit_in_the_first_screen(live_run: LiveRun) -> N
     assert last["top_charts"] == ["loss", "throughput"], last["top_charts"]
     # header, tiles, the two charts and the folded sections: under the 900 px of a 1280x900 screen
     assert last["height"] <= 900, f"the dashboard is {last['height']:.0f} px tall"
+
+
+def test_narrow_and_wide_layouts_clip_no_text(live_run: LiveRun) -> None:
+    for width, layout in live_run.layouts.items():
+        assert layout, f"no dashboard at {width} px"
+        assert layout["overflow"] <= 1, f"{width} px: the dashboard overflows by {layout['overflow']} px"
+        assert not layout["clipped"], f"{width} px: clipped text {layout['clipped']}"
 
 
 def test_status_reads_completed_after_the_cell_ends(live_run: LiveRun) -> None:
