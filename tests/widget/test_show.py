@@ -168,3 +168,22 @@ def test_replays_past_the_cap_are_closed_so_memory_stays_bounded(monkeypatch):
     for w in ws:
         display_module._keep(w)
     assert closed == [ws[0]] and list(display_module._REPLAYS) == ws[1:]
+
+
+def test_replay_adds_the_panels_charts_and_tiles_the_live_view_had(run_root):
+    from trainmeter.widget.publisher import save_dashboard
+
+    m = _saved_run(run_root)
+    live = {"tiles": [{"id": "step", "label": "step", "value": 1}, {"id": "mfu", "label": "MFU", "value": 0.4}],
+            "charts": [{"id": "node_cpu", "title": "Node CPU", "x": "time", "unit": "fraction", "series": ["node.cpu"]}],
+            "panels": [{"id": "node", "title": "Node", "rows": [{"label": "cpus", "value": 4, "unit": ""}]}]}
+    save_dashboard(m.run_dir, live)
+    state, _, _ = display_module.replay(m.run_dir)
+    assert [t["id"] for t in state["tiles"]].count("step") == 1 and "mfu" in [t["id"] for t in state["tiles"]]
+    assert "node_cpu" in [c["id"] for c in state["charts"]] and [p["id"] for p in state["panels"]] == ["node"]
+
+
+def test_replay_without_a_saved_dashboard_is_the_passport_view(run_root):
+    m = _saved_run(run_root)
+    state, _, _ = display_module.replay(m.run_dir)
+    assert state["panels"] == [] and state["status"] == "completed"

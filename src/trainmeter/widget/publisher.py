@@ -319,6 +319,7 @@ class Publisher:
             self._feed()
             state = build_state(facts_from_monitor(self.monitor))
             self._set_state(state)
+            save_dashboard(getattr(self.monitor, "run_dir", None), state)
             self._set_history(self._full_frame(include_open=True))
             attach = getattr(self.widget, "attach", None)
             if attach is not None:
@@ -351,6 +352,25 @@ class Publisher:
                                mount_key=getattr(self.widget, "store_key", None))
         for handle in self.handles:
             handle.update(data, raw=True)
+
+
+DASHBOARD_FILE = "dashboard.json"
+
+
+def save_dashboard(run_dir: Any, state: dict[str, Any]) -> None:
+    """Write the final ``state`` to ``run_dir/dashboard.json``, so ``tm.display(run)`` replays every panel.
+
+    The extensions' panels, charts and tiles (node, GPU, time split, compute) are
+    built live and are not all in the passport. A few KB; a failure only loses the replay's extras.
+    """
+    if run_dir is None:
+        return
+    try:
+        from pathlib import Path
+
+        (Path(run_dir) / DASHBOARD_FILE).write_text(json.dumps(state, separators=(",", ":")), encoding="utf-8")
+    except Exception:
+        pass
 
 
 def _bundle(widget: Any) -> tuple[dict[str, Any], dict[str, Any]]:

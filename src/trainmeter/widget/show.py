@@ -93,9 +93,34 @@ def replay(run_or_path: Run | str | Path) -> tuple[dict[str, Any], list[SeriesCo
     """
     run = run_or_path if isinstance(run_or_path, Run) else load(run_or_path)
     events = run.events() if (run.dir / "events.jsonl").exists() else []
-    state = build_state(facts_from_run(run.passport, events, run_dir=str(run.dir)))
+    state = with_live_extras(build_state(facts_from_run(run.passport, events, run_dir=str(run.dir))),
+                             _saved_dashboard(run.dir))
     columns = replay_columns(events)
     return state, columns, encode_frame(1, columns)
+
+
+def _saved_dashboard(run_dir: Path) -> dict[str, Any] | None:
+    import json
+
+    from trainmeter.widget.publisher import DASHBOARD_FILE
+
+    try:
+        saved = json.loads((run_dir / DASHBOARD_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return saved if isinstance(saved, dict) else None
+
+
+def with_live_extras(state: dict[str, Any], saved: dict[str, Any] | None) -> dict[str, Any]:
+    """Add what the live view had and the passport lacks: panels, charts and tiles (by id) of ``dashboard.json``."""
+    if not saved:
+        return state
+    out = dict(state)
+    for key in ("tiles", "charts", "panels"):
+        have = {item.get("id") for item in out.get(key) or [] if isinstance(item, dict)}
+        extra = [item for item in saved.get(key) or [] if isinstance(item, dict) and item.get("id") not in have]
+        out[key] = list(out.get(key) or []) + extra
+    return out
 
 
 def display(run_or_path: Run | str | Path | None = None) -> None:
