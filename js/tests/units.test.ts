@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { formatValue, MISSING } from "../src/format";
 
-// The same table as tests/test_units.py (trainmeter.units): tiles, popovers and the
+// The same table as tests/test_sizes.py (trainmeter.sizes): tiles, popovers and the
 // static snapshot must print one text per value and unit.
 const CASES: [number | null, string, string][] = [
   [950, "count", "950"],

@@ -21,6 +21,7 @@ import pytest
 
 from tests.browser.jupyter_harness import (
     VIEWPORT,
+    WIDGET_VIEW,
     JupyterServer,
     open_notebook,
     read_page,
@@ -28,7 +29,6 @@ from tests.browser.jupyter_harness import (
     save_notebook,
     screenshot,
     wait_until_ready,
-    WIDGET_VIEW,
     widget_outputs,
     write_notebook,
 )

@@ -27,7 +27,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from trainmeter.units import (
+from trainmeter.sizes import (
     MISSING,
     axis_labels,
     format_axis,
@@ -122,7 +122,7 @@ def _tiles(tiles: Sequence[dict[str, Any]], per_row: int = 4) -> str:
         labels = "".join(f'<th style="text-align:left;font-weight:400;font-size:11px;color:{MUTED};'
                          f'padding:4px 12px 0 0">{_esc(t.get("label", ""))}</th>' for t in chunk)
         values = "".join(
-            f'<td style="text-align:left;font-size:16px;font-weight:600;padding:0 12px 0 0;white-space:nowrap"'
+            '<td style="text-align:left;font-size:16px;font-weight:600;padding:0 12px 0 0;white-space:nowrap"'
             + (' data-tm="step"' if t.get("id") == "step" else "") + f">{_esc(format_tile(t))}</td>"
             for t in chunk)
         subs = "".join(f'<td style="text-align:left;font-size:11px;color:{MUTED};padding:0 12px 2px 0">{_esc(_tile_note(t))}</td>'
@@ -133,7 +133,7 @@ def _tiles(tiles: Sequence[dict[str, Any]], per_row: int = 4) -> str:
 
 def _tile_note(tile: dict[str, Any]) -> str:
     if tile.get("value") is None and not tile.get("text"):
-        return f"needs {tile['missing']}" if tile.get("missing") else ""
+        return str(tile.get("missing") or "")  # the reason, or the input that would enable it, as the live tile says
     return str(tile.get("sub") or "")
 
 

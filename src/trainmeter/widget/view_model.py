@@ -18,7 +18,7 @@ from typing import Any
 from trainmeter.core.provenance import Derivation, Input
 from trainmeter.record.runlog import clean
 from trainmeter.record.textline import format_line
-from trainmeter.units import format_bytes, format_count
+from trainmeter.sizes import format_bytes, format_count
 
 REPORT_SERIES: tuple[str, ...] = ("train_tokens_per_s", "session_tokens_per_s", "rss_bytes", "cuda_allocated_bytes")
 LOSS_NAMES: tuple[str, ...] = ("train_loss", "val_loss")
