@@ -304,6 +304,7 @@ export function createChartPanel(spec: ChartSpec, store: SeriesStore, scheduler:
     try {
       if (!canvasSupported()) throw new Error("no 2D canvas");
       chart = new uPlot(chartOptions(current, names, el, width(), view, data), data, plot);
+      hideRawLegend(chart);
     } catch (err) {
       failed = true;
       empty.hidden = false;
@@ -347,6 +348,15 @@ export function createChartPanel(spec: ChartSpec, store: SeriesStore, scheduler:
       chart = null;
     },
   };
+}
+
+/** The faint raw lines under an EMA keep their colour but leave the legend to the smoothed ones. */
+export function hideRawLegend(chart: uPlot): void {
+  const rows = chart.root.querySelectorAll<HTMLElement>(".u-legend .u-series");
+  chart.series.forEach((series, i) => {
+    const row = rows[i];
+    if (row && typeof series.label === "string" && series.label.endsWith(" (raw)")) row.hidden = true;
+  });
 }
 
 /** Call `onChange` when the host switches light/dark (JupyterLab, Notebook 7, VS Code). */
