@@ -15,6 +15,18 @@ import {
 import { PALETTE } from "./panels";
 import type { ChartSpec } from "./protocol";
 import type { SeriesStore } from "./store";
+import { ema, linearTicks, logTicks } from "./ticks";
+
+/** Series with at most this many points get a marker on every point (a lone val_loss is visible). */
+export const MARKER_MAX_POINTS = 40;
+/** TensorBoard's default smoothing weight for step charts. */
+export const DEFAULT_SMOOTHING = 0.6;
+
+export interface ChartView {
+  logY: boolean;
+  /** EMA weight in [0, 1); 0 draws the raw series only. */
+  smoothing: number;
+}
 
 export type RequestFrame = (cb: () => void) => number;
 export type CancelFrame = (handle: number) => void;
@@ -87,6 +99,24 @@ export function buildChartData(spec: ChartSpec, store: SeriesStore): ChartData {
   return { names, data, points };
 }
 
+/** Per series: the raw line (faint) then its EMA, when smoothing is on. */
+export function smoothData(chart: ChartData, weight: number): ChartData {
+  if (!(weight > 0) || chart.names.length === 0) return chart;
+  const [xs, ...ys] = chart.data;
+  const out: uPlot.AlignedData = [xs as number[]];
+  for (const col of ys) {
+    out.push(col as (number | null)[]);
+    out.push(ema(col as (number | null)[], weight));
+  }
+  return { names: chart.names, data: out, points: chart.points };
+}
+
+function finiteCount(col: ArrayLike<number | null | undefined>): number {
+  let n = 0;
+  for (let i = 0; i < col.length; i++) if (Number.isFinite(col[i] as number)) n++;
+  return n;
+}
+
 let warnedChartFailure = false;
 
 /** Whether this page can draw on a 2D canvas (uPlot needs one; some test DOMs lack it). */
@@ -119,6 +149,8 @@ export function chartOptions(
   names: string[],
   el: HTMLElement,
   width: number,
+  view: ChartView = { logY: Boolean(spec.log_y), smoothing: 0 },
+  data?: uPlot.AlignedData,
 ): uPlot.Options {
   const fg = cssVar(el, "--tm-fg-muted", "#6e7781");
   const grid = cssVar(el, "--tm-grid", "rgba(128,128,128,0.2)");
@@ -128,24 +160,61 @@ export function chartOptions(
     ticks: { stroke: grid, width: 1 },
     values,
   });
+  const smooth = view.smoothing > 0;
+  const series: uPlot.Series[] = [];
+  names.forEach((name, i) => {
+    const colour = PALETTE[i % PALETTE.length] ?? "#4e79a7";
+    const col = data?.[1 + (smooth ? 2 * i : i)];
+    const sparse = col != null && finiteCount(col) <= MARKER_MAX_POINTS;
+    const value = (_u: uPlot, v: number | null) => (v == null ? MISSING : formatValue(v, spec.unit));
+    if (smooth) {
+      series.push({
+        label: `${name} (raw)`,
+        stroke: `${colour}55`,
+        width: 1,
+        spanGaps: false,
+        value,
+        points: { show: sparse, size: 5, fill: `${colour}55`, stroke: `${colour}55` },
+      });
+    }
+    series.push({
+      label: smooth ? `${name} (EMA ${view.smoothing.toFixed(2)})` : name,
+      stroke: colour,
+      width: 1.5,
+      spanGaps: false,
+      value,
+      points: { show: sparse, size: 6, fill: colour },
+    });
+  });
+  const logY = view.logY;
   return {
     width,
     height: CHART_HEIGHT_PX,
-    scales: { x: { time: false }, y: { distr: spec.log_y ? 3 : 1 } },
+    scales: {
+      x: { time: false },
+      y: logY
+        ? {
+            distr: 3,
+            // the data's own range (uPlot snaps a log range out to whole decades)
+            range: (_u, min, max) => (min > 0 && max > 0 ? [min / 1.08, max * 1.08] : [0.1, 1]),
+          }
+        : { distr: 1 },
+    },
     axes: [
-      { ...axis((_u, splits) => xTicks(spec, splits)), space: spec.x === "time" ? 80 : 60 },
-      { ...axis((_u, splits) => yLabels(splits, spec)), size: yAxisSize },
+      {
+        ...axis((_u, splits) => xTicks(spec, splits)),
+        space: spec.x === "time" ? 80 : 60,
+        splits: (_u, _i, min, max) => linearTicks(min, max, spec.x === "time" ? 5 : 6),
+      },
+      {
+        ...axis((_u, splits) => yLabels(splits, spec)),
+        size: yAxisSize,
+        splits: (_u, _i, min, max) => (logY ? logTicks(min, max) : linearTicks(min, max)),
+        // uPlot's log axes blank every label but powers of ten: ours are all chosen to be read
+        filter: (_u, splits) => splits,
+      },
     ],
-    series: [
-      { label: spec.x, value: (_u, v) => (v == null ? MISSING : xLabel(spec, v)) },
-      ...names.map((name, i) => ({
-        label: name,
-        stroke: PALETTE[i % PALETTE.length] ?? "#4e79a7",
-        width: 1.5,
-        spanGaps: false,
-        value: (_u: uPlot, v: number | null) => (v == null ? MISSING : formatValue(v, spec.unit)),
-      })),
-    ],
+    series: [{ label: spec.x, value: (_u, v) => (v == null ? MISSING : xLabel(spec, v)) }, ...series],
     cursor: { drag: { x: true, y: false } },
     legend: { show: true },
   };
@@ -166,7 +235,44 @@ export function createChartPanel(spec: ChartSpec, store: SeriesStore, scheduler:
   const el = h("div", "tm-panel tm-chart");
   el.dataset.tmChart = spec.id;
   el.dataset.tmPoints = "0";
-  const title = h("h3", "tm-panel-title", spec.title);
+  const title = h("h3", "tm-panel-title");
+  const titleText = h("span", "", spec.title);
+  title.append(titleText);
+  const view: ChartView = {
+    logY: Boolean(spec.log_y),
+    smoothing: spec.x === "step" ? DEFAULT_SMOOTHING : 0,
+  };
+  const tools = h("div", "tm-chart-tools");
+  const logLabel = h("label", "tm-tool");
+  const logBox = document.createElement("input");
+  logBox.type = "checkbox";
+  logBox.checked = view.logY;
+  logBox.dataset.tm = "log-y";
+  logLabel.append(logBox, document.createTextNode(" log y"));
+  logBox.addEventListener("change", () => {
+    view.logY = logBox.checked;
+    invalidate();
+  });
+  tools.append(logLabel);
+  if (spec.x === "step") {
+    const smoothLabel = h("label", "tm-tool");
+    const slider = document.createElement("input");
+    slider.type = "range";
+    slider.min = "0";
+    slider.max = "0.99";
+    slider.step = "0.01";
+    slider.value = String(view.smoothing);
+    slider.dataset.tm = "smoothing";
+    const weight = h("span", "tm-mono", view.smoothing.toFixed(2));
+    smoothLabel.append(document.createTextNode("smoothing "), slider, document.createTextNode(" "), weight);
+    slider.addEventListener("input", () => {
+      view.smoothing = Math.min(0.99, Math.max(0, Number(slider.value) || 0));
+      weight.textContent = view.smoothing.toFixed(2);
+      invalidate();
+    });
+    tools.append(smoothLabel);
+  }
+  title.prepend(tools);
   const plot = h("div", "tm-chart-plot");
   const empty = h("div", "tm-chart-empty", "waiting for data");
   el.append(title, plot, empty);
@@ -179,10 +285,12 @@ export function createChartPanel(spec: ChartSpec, store: SeriesStore, scheduler:
   const width = (): number => plot.clientWidth || el.clientWidth || FALLBACK_WIDTH_PX;
 
   const redraw = (): void => {
-    const { names, data, points } = buildChartData(current, store);
+    const raw = buildChartData(current, store);
+    const { names, data, points } = smoothData(raw, view.smoothing);
     el.dataset.tmPoints = String(points);
     empty.hidden = names.length > 0;
-    const key = JSON.stringify([current.x, current.unit, current.log_y ?? false, names]);
+    const sparse = raw.data.slice(1).map((col) => finiteCount(col as (number | null)[]) <= MARKER_MAX_POINTS);
+    const key = JSON.stringify([current.x, current.unit, view.logY, view.smoothing > 0, names, sparse]);
     if (names.length === 0 || key !== chartKey) {
       chart?.destroy();
       chart = null;
@@ -195,7 +303,8 @@ export function createChartPanel(spec: ChartSpec, store: SeriesStore, scheduler:
     }
     try {
       if (!canvasSupported()) throw new Error("no 2D canvas");
-      chart = new uPlot(chartOptions(current, names, el, width()), data, plot);
+      chart = new uPlot(chartOptions(current, names, el, width(), view, data), data, plot);
+      hideRawLegend(chart);
     } catch (err) {
       failed = true;
       empty.hidden = false;
@@ -218,8 +327,12 @@ export function createChartPanel(spec: ChartSpec, store: SeriesStore, scheduler:
   return {
     el,
     setSpec(next) {
+      if (Boolean(next.log_y) !== Boolean(current.log_y)) {
+        view.logY = Boolean(next.log_y);
+        logBox.checked = view.logY;
+      }
       current = next;
-      title.textContent = next.title;
+      titleText.textContent = next.title;
       invalidate();
     },
     invalidate,
@@ -235,6 +348,15 @@ export function createChartPanel(spec: ChartSpec, store: SeriesStore, scheduler:
       chart = null;
     },
   };
+}
+
+/** The faint raw lines under an EMA keep their colour but leave the legend to the smoothed ones. */
+export function hideRawLegend(chart: uPlot): void {
+  const rows = chart.root.querySelectorAll<HTMLElement>(".u-legend .u-series");
+  chart.series.forEach((series, i) => {
+    const row = rows[i];
+    if (row && typeof series.label === "string" && series.label.endsWith(" (raw)")) row.hidden = true;
+  });
 }
 
 /** Call `onChange` when the host switches light/dark (JupyterLab, Notebook 7, VS Code). */
@@ -255,14 +377,28 @@ export function yAxisSize(_u: unknown, values: string[] | null): number {
   return Math.max(40, 18 + 8 * longest);
 }
 
-/** Y tick labels; on a log scale only powers of ten are labelled (the minor ticks stay unlabelled). */
+/** Y tick labels (every split is a labelled tick: see ticks.ts); close ticks gain digits. */
 export function yLabels(splits: number[], spec: Pick<ChartSpec, "unit" | "log_y">): string[] {
-  const labels = splits.map((v) => {
-    if (spec.log_y && v > 0 && Math.abs(Math.log10(v) - Math.round(Math.log10(v))) > 1e-9) return "";
-    return formatAxis(v, spec.unit);
-  });
-  const shown = labels.filter((l) => l !== "");
-  if (new Set(shown).size === shown.length || spec.unit !== "bytes") return labels;
+  const labels = splits.map((v) => formatAxis(v, spec.unit));
+  if (new Set(labels).size === labels.length) return labels;
+  if (spec.unit !== "bytes") {
+    const top = Math.max(...splits.map(Math.abs));
+    const [div, suffix] =
+      top >= 1e12
+        ? [1e12, "T"]
+        : top >= 1e9
+          ? [1e9, "B"]
+          : top >= 1e6
+            ? [1e6, "M"]
+            : top >= 1e3
+              ? [1e3, "k"]
+              : [1, ""];
+    for (let d = 1; d < 8; d++) {
+      const more = splits.map((v) => `${(v / div).toFixed(d)}${suffix}`);
+      if (new Set(more).size === more.length) return more;
+    }
+    return labels;
+  }
   // close ticks rounded to the same text (1.3 GiB three times): one more digit, in the largest tick's unit
   const top = Math.max(...splits.map(Math.abs));
   const [div, unit] =

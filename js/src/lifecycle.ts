@@ -4,6 +4,7 @@
 // export makes anywidget take its legacy path and skip `initialize`.
 
 import type { AnyModel } from "@anywidget/types";
+import { watchMounts } from "./mount";
 import { decodeFrame, type Frame, isKernelMessage, readFrameHeader, type Traits } from "./protocol";
 import { SeriesStore } from "./store";
 import { createView, type View } from "./view";
@@ -105,7 +106,10 @@ export function initialize({ model }: { model: Model }): () => void {
   } catch (err) {
     warnOnce("hello not sent", err);
   }
+  // the static dashboard the kernel shows after a run (and for tm.display) is replaced by a live one
+  const stopMounts = watchMounts(model.get("store_key"), (el) => render({ model, el }));
   return () => {
+    stopMounts();
     model.off("msg:custom", onMessage);
     model.off("change:history", onHistory);
   };
@@ -114,7 +118,8 @@ export function initialize({ model }: { model: Model }): () => void {
 export function render({ model, el }: { model: Model; el: HTMLElement }): () => void {
   const store = storeFor(model);
   syncHistory(model, store);
-  const view: View = createView(store);
+  const key = model.get("store_key");
+  const view: View = createView(store, { key: typeof key === "string" ? key : undefined });
   el.append(view.root);
   const onState = (): void => view.update(model.get("state"));
   const onHistory = (): void => {

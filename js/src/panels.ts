@@ -3,8 +3,9 @@
 // data-tm="status") persist across updates.
 
 import { type Component, h, setText } from "./dom";
-import { formatDuration, formatPercent, formatSeconds, formatValue, MISSING } from "./format";
-import type { PanelSpec } from "./protocol";
+import { formatDuration, formatInteger, formatPercent, formatSeconds, formatValue, MISSING } from "./format";
+import type { PanelSpec, WidgetState } from "./protocol";
+import { createSection } from "./sections";
 
 export type { Component } from "./dom";
 export { buildTiles, renderDerivation, tileText } from "./tiles";
@@ -32,6 +33,16 @@ const PHASE_COLOURS: Record<string, string> = {
 
 // ---- header ----
 
+/** How a finished run ended ("finished in 0:01:02", "failed at step 300: ValueError: ..."); "" while live. */
+export function endText(state: WidgetState): string {
+  const took = formatDuration(state.elapsed_s ?? 0);
+  const step = state.step == null ? MISSING : formatInteger(state.step);
+  if (state.status === "completed") return `finished in ${took}`;
+  if (state.status === "failed") return `failed at step ${step}${state.error ? `: ${state.error}` : ""}`;
+  if (state.status === "interrupted") return `interrupted at step ${step} after ${took}`;
+  return "";
+}
+
 export function buildHeader(): Component {
   const el = h("div", "tm-header");
   const name = h("span", "tm-name");
@@ -45,7 +56,8 @@ export function buildHeader(): Component {
   track.append(fill);
   const progressText = h("span", "tm-progress-text");
   progress.append(track, progressText);
-  el.append(name, status, elapsed, progress);
+  const outcome = h("span", "tm-outcome");
+  el.append(name, status, elapsed, outcome, progress);
   return {
     el,
     update(state) {
@@ -54,6 +66,8 @@ export function buildHeader(): Component {
       status.dataset.status = state.status ?? "";
       setText(elapsed, state.elapsed_s == null ? "" : formatDuration(state.elapsed_s));
       const p = state.progress;
+      setText(outcome, p ? "" : endText(state));
+      outcome.hidden = !!p || !endText(state);
       progress.hidden = !p;
       if (!p) return;
       const fraction = Math.min(1, Math.max(0, Number(p.fraction) || 0));
@@ -61,7 +75,9 @@ export function buildHeader(): Component {
       track.setAttribute("aria-valuenow", String(Math.round(fraction * 100)));
       const parts = [formatPercent(fraction)];
       if (p.label) parts.push(p.label);
-      if (p.eta_s != null) parts.push(`ETA ${formatDuration(p.eta_s)} (${p.pace} pace)`);
+      const end = endText(state);
+      if (end) parts.push(end);
+      else if (p.eta_s != null) parts.push(`ETA ${formatDuration(p.eta_s)} (${p.pace} pace)`);
       setText(progressText, parts.join(" · "));
     },
   };
@@ -69,19 +85,32 @@ export function buildHeader(): Component {
 
 // ---- phase bar ----
 
-export function buildPhaseBar(): Component {
-  const el = h("div", "tm-panel tm-phases");
+export function buildPhaseBar(key?: string): Component {
+  const section = createSection("phases", "Where the time went", key);
+  const el = section.el;
+  el.classList.add("tm-phases");
   el.dataset.tmPanel = "phases";
-  const title = h("h3", "tm-panel-title", "Where the time went");
   const bar = h("div", "tm-phasebar");
   const legend = h("ul", "tm-phase-legend");
-  el.append(title, bar, legend);
+  const detail = h("div", "tm-phase-detail");
+  section.body.append(bar, legend, detail);
+  let lastDetail = "";
   return {
     el,
     update(state) {
       const entries = Object.entries(state.phases_s ?? {}).filter(([, s]) => Number.isFinite(s) && s > 0);
       const total = entries.reduce((acc, [, s]) => acc + s, 0);
       el.hidden = total <= 0;
+      // the time-split extension's table joins the bar: one "where the time goes" section, not two
+      const merged = (state.panels ?? []).find((p) => p.id === "time");
+      const key = JSON.stringify(merged ?? null);
+      if (key !== lastDetail) {
+        lastDetail = key;
+        detail.replaceChildren(...(merged ? panelBody(merged) : []));
+      }
+      const title = merged ? merged.title : "Where the time went";
+      const top = [...entries].sort((a, b) => b[1] - a[1])[0];
+      section.setTitle(top && total > 0 ? `${title} — ${top[0]} ${formatPercent(top[1] / total)}` : title);
       bar.replaceChildren();
       legend.replaceChildren();
       entries.forEach(([name, seconds], i) => {
@@ -105,10 +134,23 @@ export function buildPhaseBar(): Component {
 
 // ---- generic key/value panels ----
 
-function renderPanel(panel: PanelSpec): HTMLElement {
-  const el = h("div", "tm-panel tm-kv");
+/** A panel with no value at all (hardware absent here) is one line, not a box. */
+export function isAbsent(panel: PanelSpec): boolean {
+  return panel.rows.length === 0 || panel.rows.every((r) => r.value == null);
+}
+
+function absentLine(panel: PanelSpec): HTMLElement {
+  const el = h("div", "tm-panel-line");
   el.dataset.tmPanel = panel.id;
-  el.append(h("h3", "tm-panel-title", panel.title));
+  const why = panel.note ?? panel.rows.find((r) => r.note)?.note ?? "nothing to show on this machine";
+  el.append(h("strong", "", panel.title), document.createTextNode(` — ${why}`));
+  return el;
+}
+
+/** The panels shown inside another section, not on their own (the time split joins the phase bar). */
+export const MERGED_PANELS = new Set(["time"]);
+
+function panelBody(panel: PanelSpec): HTMLElement[] {
   const table = h("table", "tm-kv-table");
   for (const row of panel.rows) {
     const tr = h("tr");
@@ -122,7 +164,7 @@ function renderPanel(panel: PanelSpec): HTMLElement {
             : row.value;
     const valueCell = h("td", "tm-kv-value", value);
     const meta = h("td", "tm-kv-meta");
-    if (row.provenance) {
+    if (row.provenance && row.value != null) {
       const badge = h("span", "tm-badge", row.provenance);
       badge.dataset.provenance = row.provenance;
       meta.append(badge);
@@ -131,22 +173,31 @@ function renderPanel(panel: PanelSpec): HTMLElement {
     tr.append(h("th", "", row.label), valueCell, meta);
     table.append(tr);
   }
-  el.append(table);
-  if (panel.note) el.append(h("div", "tm-note", panel.note));
+  return panel.note ? [table, h("div", "tm-note", panel.note)] : [table];
+}
+
+function renderPanel(panel: PanelSpec, key: string | undefined): HTMLElement {
+  if (isAbsent(panel)) return absentLine(panel);
+  const section = createSection(`panel:${panel.id}`, panel.title, key);
+  const el = section.el;
+  el.classList.add("tm-kv");
+  el.dataset.tmPanel = panel.id;
+  section.body.append(...panelBody(panel));
   return el;
 }
 
-export function buildPanels(): Component {
+export function buildPanels(key?: string): Component {
   const el = h("div", "tm-panels");
   let last = "";
   return {
     el,
     update(state) {
-      const panels = state.panels ?? [];
-      const key = JSON.stringify(panels);
-      if (key === last) return;
-      last = key;
-      el.replaceChildren(...panels.map(renderPanel));
+      const panels = (state.panels ?? []).filter((p) => !MERGED_PANELS.has(p.id));
+      const spec = JSON.stringify(panels);
+      if (spec === last) return;
+      last = spec;
+      // the folds are kept in localStorage, so rebuilding keeps which ones are open
+      el.replaceChildren(...panels.map((p) => renderPanel(p, key)));
       el.hidden = panels.length === 0;
     },
   };

@@ -151,7 +151,7 @@ export interface Tile {
 export interface Progress {
   fraction: number;
   eta_s: number | null;
-  pace: "training-only" | "session";
+  pace: "training-only" | "session" | "recent";
   label: string;
 }
 
@@ -191,6 +191,10 @@ export interface WidgetState {
   charts?: ChartSpec[];
   panels?: PanelSpec[];
   warnings?: string[];
+  /** Optimizer steps so far (the header's "failed at step N"). */
+  step?: number;
+  /** `Type: message` of the exception that ended a failed run. */
+  error?: string | null;
 }
 
 /** The traitlets the front end reads (`model.get`). */

@@ -48,7 +48,8 @@ function updateTile(view: TileView, tile: Tile): void {
   view.tile = tile;
   setText(view.labelText, tile.label);
   setText(view.badge, tile.provenance ?? "");
-  view.badge.hidden = !tile.provenance;
+  // a badge qualifies a value: none on a missing one
+  view.badge.hidden = !tile.provenance || (tile.value == null && !tile.text);
   view.badge.dataset.provenance = tile.provenance ?? "";
   const text = tileText(tile);
   setText(view.value, text);
@@ -56,7 +57,9 @@ function updateTile(view: TileView, tile: Tile): void {
   else delete view.value.dataset.value;
   const missing = tile.value == null && !tile.text;
   view.root.classList.toggle("tm-tile--missing", missing);
-  setText(view.sub, missing ? (tile.missing ?? "") : (tile.sub ?? ""));
+  const subText = missing ? (tile.missing ?? "") : (tile.sub ?? "");
+  setText(view.sub, subText);
+  view.sub.title = subText; // clamped to two lines: the whole text on hover
   const derivable = Boolean(tile.derivation);
   view.root.classList.toggle("tm-tile--derivable", derivable);
   if (derivable) {

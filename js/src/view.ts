@@ -5,7 +5,11 @@ import { type ChartPanel, createChartPanel, FrameScheduler, watchTheme } from ".
 import { type Component, h, setText } from "./dom";
 import { buildHeader, buildPanels, buildPhaseBar, buildTiles, buildWarnings } from "./panels";
 import type { ChartSpec, WidgetState } from "./protocol";
+import { createSection } from "./sections";
 import type { SeriesStore } from "./store";
+
+/** Charts on the first screen; the others fold into "More charts". */
+export const MAIN_CHARTS = new Set(["loss", "throughput"]);
 
 export interface View {
   root: HTMLElement;
@@ -17,6 +21,8 @@ export interface View {
 
 export interface ViewOptions {
   scheduler?: FrameScheduler;
+  /** The widget's store_key: which sections are open is remembered under it. */
+  key?: string;
 }
 
 export function createView(store: SeriesStore, options: ViewOptions = {}): View {
@@ -25,12 +31,15 @@ export function createView(store: SeriesStore, options: ViewOptions = {}): View 
   const header = buildHeader();
   const tiles = buildTiles();
   const chartGrid = h("div", "tm-charts");
-  const phases = buildPhaseBar();
-  const panels = buildPanels();
+  const more = createSection("charts", "More charts", options.key);
+  const moreGrid = h("div", "tm-charts");
+  more.body.append(moreGrid);
+  const phases = buildPhaseBar(options.key);
+  const panels = buildPanels(options.key);
   const warnings = buildWarnings();
   const footer = h("div", "tm-footer");
   const components: Component[] = [header, tiles, phases, panels, warnings];
-  root.append(header.el, tiles.el, chartGrid, phases.el, panels.el, warnings.el, footer);
+  root.append(header.el, tiles.el, warnings.el, chartGrid, more.el, phases.el, panels.el, footer);
 
   const charts = new Map<string, { spec: string; panel: ChartPanel }>();
 
@@ -46,7 +55,8 @@ export function createView(store: SeriesStore, options: ViewOptions = {}): View 
         entry.spec = key;
         entry.panel.setSpec(spec);
       }
-      chartGrid.append(entry.panel.el); // re-append keeps the state's order
+      // re-append keeps the state's order
+      (MAIN_CHARTS.has(spec.id) ? chartGrid : moreGrid).append(entry.panel.el);
       seen.add(spec.id);
     }
     for (const [id, entry] of charts) {
@@ -56,7 +66,10 @@ export function createView(store: SeriesStore, options: ViewOptions = {}): View 
         charts.delete(id);
       }
     }
-    chartGrid.hidden = charts.size === 0;
+    chartGrid.hidden = chartGrid.childElementCount === 0;
+    const extra = moreGrid.childElementCount;
+    more.el.hidden = extra === 0;
+    more.setTitle(`More charts (${extra})`);
   };
 
   const stopTheme = watchTheme(() => {

@@ -173,12 +173,45 @@ describe("y axis", () => {
 });
 
 describe("log-scale labels", () => {
-  it("labels only powers of ten", async () => {
+  it("labels every tick the log splits chose (no unlabelled minor ticks striking through)", async () => {
     const { yLabels } = await import("../src/charts");
-    const labels = yLabels([0.001, 0.002, 0.01, 0.05, 0.1, 1], { unit: "", log_y: true });
-    expect(labels[1]).toBe("");
-    expect(labels[3]).toBe("");
-    expect(labels.filter((l) => l !== "").length).toBe(4);
+    const labels = yLabels([2, 3, 4, 5, 6, 8], { unit: "", log_y: true });
+    expect(labels).toEqual(["2", "3", "4", "5", "6", "8"]);
+  });
+
+  it("uses the data's own range and the shared splits on a log axis", async () => {
+    const { chartOptions } = await import("../src/charts");
+    const spec = { id: "loss", title: "loss", x: "step" as const, unit: "", series: ["l"], log_y: true };
+    const opts = chartOptions(spec, ["l"], document.createElement("div"), 400, { logY: true, smoothing: 0 });
+    type RangeFn = (u: unknown, a: number, b: number) => number[];
+    type SplitsFn = (u: unknown, i: number, a: number, b: number) => number[];
+    const rangeFn = opts.scales?.y?.range as unknown as RangeFn;
+    const range = rangeFn(null, 1.2, 4.06);
+    expect(range[0]).toBeGreaterThan(1);
+    expect(range[1]).toBeLessThan(5);
+    const splitsFn = (opts.axes ?? [])[1]?.splits as unknown as SplitsFn;
+    const splits = splitsFn(null, 1, range[0] ?? 0, range[1] ?? 0);
+    expect(splits.length).toBeGreaterThanOrEqual(4);
+  });
+
+  it("puts a marker on every point of a sparse series (a lone val_loss shows)", async () => {
+    const { chartOptions } = await import("../src/charts");
+    const spec = { id: "loss", title: "loss", x: "step" as const, unit: "", series: ["t", "v"] };
+    const data: [number[], (number | null)[], (number | null)[]] = [
+      Array.from({ length: 100 }, (_, i) => i),
+      Array.from({ length: 100 }, () => 1),
+      Array.from({ length: 100 }, (_, i) => (i === 50 ? 0.9 : null)),
+    ];
+    const opts = chartOptions(
+      spec,
+      ["t", "v"],
+      document.createElement("div"),
+      400,
+      { logY: false, smoothing: 0 },
+      data,
+    );
+    expect(opts.series[1]?.points?.show).toBe(false);
+    expect(opts.series[2]?.points?.show).toBe(true);
   });
 });
 

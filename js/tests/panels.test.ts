@@ -171,11 +171,54 @@ describe("phase bar, panels, warnings", () => {
       }),
     );
     const panel = panels.el.querySelector('[data-tm-panel="gpu"]') as HTMLElement;
-    expect(panel.querySelector("h3")?.textContent).toBe("GPU");
+    expect(panel.tagName).toBe("DETAILS"); // folded until the user opens it
+    expect(panel.querySelector("summary")?.textContent).toBe("GPU");
     const cells = [...panel.querySelectorAll(".tm-kv-value")].map((c) => c.textContent);
     expect(cells).toEqual(["8.0 GiB", "A100", "—"]);
     expect(panel.textContent).toContain("not supported");
     expect(panel.textContent).toContain("measured");
+  });
+
+  it("shows a panel with no value as one line saying why, with no badge", () => {
+    const panels = buildPanels();
+    panels.update(
+      state({
+        panels: [
+          {
+            id: "gpu",
+            title: "GPU",
+            rows: [{ label: "util", value: null, unit: "", provenance: "measured" }],
+            note: "no NVIDIA GPU visible (install nvidia-ml-py on a GPU machine)",
+          },
+        ],
+      }),
+    );
+    const line = panels.el.querySelector('[data-tm-panel="gpu"]') as HTMLElement;
+    expect(line.tagName).toBe("DIV");
+    expect(line.textContent).toBe("GPU — no NVIDIA GPU visible (install nvidia-ml-py on a GPU machine)");
+    expect(line.querySelector(".tm-badge")).toBeNull();
+  });
+
+  it("says how a finished run ended instead of an ETA", () => {
+    const header = buildHeader();
+    const progress = { fraction: 0.3, eta_s: 29, pace: "training-only" as const, label: "300 / 1k steps" };
+    header.update(state({ status: "failed", step: 300, error: "ValueError: bad", progress }));
+    expect(header.el.textContent).toContain("failed at step 300: ValueError: bad");
+    expect(header.el.textContent).not.toContain("ETA");
+    header.update(state({ status: "completed", elapsed_s: 62, progress }));
+    expect(header.el.textContent).toContain("finished in 0:01:02");
+  });
+
+  it("remembers which sections are open per widget", () => {
+    localStorage.clear();
+    const first = buildPhaseBar("w1");
+    first.update(state({ phases_s: { train: 3 } }));
+    const details = first.el as HTMLDetailsElement;
+    expect(details.open).toBe(false);
+    details.open = true;
+    details.dispatchEvent(new Event("toggle"));
+    expect((buildPhaseBar("w1").el as HTMLDetailsElement).open).toBe(true);
+    expect((buildPhaseBar("w2").el as HTMLDetailsElement).open).toBe(false);
   });
 
   it("lists warnings and hides when there are none", () => {
@@ -185,5 +228,22 @@ describe("phase bar, panels, warnings", () => {
     expect(warnings.el.hidden).toBe(false);
     warnings.update(state({ warnings: [] }));
     expect(warnings.el.hidden).toBe(true);
+  });
+});
+
+describe("the time split", () => {
+  it("joins the time-split panel to the phase bar: one section, and no separate panel", () => {
+    const time = {
+      id: "time",
+      title: "Where the time goes",
+      rows: [{ label: "train", value: 0.9, unit: "fraction" }],
+    };
+    const bar = buildPhaseBar();
+    bar.update(state({ phases_s: { train: 9, eval: 1 }, panels: [time] }));
+    expect(bar.el.textContent).toContain("Where the time goes — train 90.0%");
+    expect(bar.el.querySelector(".tm-kv-table")?.textContent).toContain("90.0%");
+    const panels = buildPanels();
+    panels.update(state({ panels: [time] }));
+    expect(panels.el.querySelector('[data-tm-panel="time"]')).toBeNull();
   });
 });

@@ -55,8 +55,13 @@ READ_PAGE_JS = """
   const roots = [...panel.querySelectorAll('.trainmeter:not(.trainmeter-snapshot)')];
   const root = roots[roots.length - 1] || null;
   const out = {t_ms: Date.now(), prompts, widgets: roots.length, step: null, step_text: null,
-               status: null, points: {}};
+               status: null, points: {}, tiles: {}, height: 0, top_charts: []};
   if (!root) return out;
+  for (const tile of root.querySelectorAll('[data-tm-tile]')) {
+    out.tiles[tile.dataset.tmTile] = (tile.querySelector('.tm-tile-value')?.textContent || '').trim();
+  }
+  out.height = root.getBoundingClientRect().height;
+  out.top_charts = [...root.querySelectorAll(':scope > .tm-charts [data-tm-chart]')].map((c) => c.dataset.tmChart);
   const step = root.querySelector('[data-tm="step"]');
   if (step) {
     out.step_text = step.textContent;
@@ -292,12 +297,20 @@ def save_notebook(page: Any, server: JupyterServer, nb_name: str, saved: Any, ti
     raise TimeoutError(f"{nb_name} was not saved with the expected outputs in {timeout_s:.0f} s")
 
 
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+
+
+def _html_text(output: dict[str, Any]) -> str:
+    html = (output.get("data") or {}).get("text/html") or ""
+    return "".join(html) if isinstance(html, list) else str(html)
+
+
 def widget_outputs(nb: dict[str, Any]) -> list[dict[str, Any]]:
-    """The saved outputs that hold a widget view (the dashboard)."""
+    """The saved outputs that hold the dashboard: a widget view, or the static dashboard that replaces it."""
     out = []
     for cell in nb.get("cells", []):
         for output in cell.get("outputs", []) or []:
-            if "application/vnd.jupyter.widget-view+json" in (output.get("data") or {}):
+            if WIDGET_VIEW in (output.get("data") or {}) or "trainmeter-snapshot" in _html_text(output):
                 out.append(output)
     return out
 

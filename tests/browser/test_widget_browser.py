@@ -9,6 +9,7 @@ every 0.5 s (step, status, chart point counts); then the notebook is saved
 
 from __future__ import annotations
 
+import json
 import re
 import time
 import urllib.parse
@@ -20,6 +21,7 @@ import pytest
 
 from tests.browser.jupyter_harness import (
     VIEWPORT,
+    WIDGET_VIEW,
     JupyterServer,
     open_notebook,
     read_page,
@@ -49,7 +51,7 @@ opt = torch.optim.SGD(model.parameters(), lr=0.05)
 x, y = torch.randn(64, 32), torch.randint(0, 10, (64,))
 print("ready")"""
 TRAIN_CELL = """\
-%%trainmeter --name browser-{kind} --interval 1
+%%trainmeter --name browser-{kind} --interval 10
 t_end = time.perf_counter() + {train_s}
 step = 0
 while time.perf_counter() < t_end:
@@ -78,11 +80,57 @@ class LiveRun:
     saved: dict[str, Any] | None = None
     saved_bytes: int = 0
     cell_s: float = 0.0
+    layouts: dict[int, dict[str, Any]] = field(default_factory=dict)
 
     def running(self) -> list[dict[str, Any]]:
         """Reads taken while the training cell's prompt said ``[*]:`` and the widget showed a step."""
         return [s for s in self.samples if len(s["prompts"]) > 1 and s["prompts"][1].startswith("[*]")
                 and s["widgets"] > 0 and s["step"] is not None]
+
+
+LAYOUT_JS = """
+() => {
+  const panel = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden)');
+  const roots = panel ? [...panel.querySelectorAll('.trainmeter:not(.trainmeter-snapshot)')] : [];
+  const root = roots[roots.length - 1];
+  if (!root) return null;
+  const clipped = [...root.querySelectorAll(
+      '.tm-header > *, .tm-progress-text, .tm-tile-value, .tm-tile-label-text, .tm-section-title')]
+    .filter((e) => !e.closest('[hidden]') && e.scrollWidth > e.clientWidth + 1)
+    .map((e) => e.className + ': ' + e.textContent);
+  const track = root.querySelector('.tm-progress-track');
+  const progress = root.querySelector('.tm-progress');
+  return {width: root.clientWidth, height: root.getBoundingClientRect().height,
+          overflow: root.scrollWidth - root.clientWidth, clipped,
+          track_px: track && progress && !progress.hidden ? track.getBoundingClientRect().width : null};
+}
+"""
+
+
+def _layouts(page: Any, kind: str) -> dict[int, dict[str, Any]]:
+    """The finished dashboard at 600, 700 and 1900 px wide (sidebar closed), plus dark theme; screenshots."""
+    out: dict[int, dict[str, Any]] = {}
+    if kind == "lab":
+        page.keyboard.press("Escape")
+        page.keyboard.press("Control+b")  # the file browser would take 270 px of a narrow window
+    for width in (600, 700, 1900):
+        page.set_viewport_size({"width": width, "height": 900})
+        page.wait_for_timeout(800)
+        out[width] = page.evaluate(LAYOUT_JS) or {}
+        screenshot(page, f"{kind}-w{width}")
+    page.set_viewport_size(VIEWPORT)
+    if kind == "lab":
+        try:  # dark theme through the Settings menu
+            page.get_by_role("menuitem", name="Settings").click()
+            page.get_by_text("Theme", exact=True).hover()
+            page.get_by_text("JupyterLab Dark", exact=True).click()
+            page.wait_for_timeout(1500)
+            screenshot(page, f"{kind}-dark")
+        except Exception:
+            pass
+        page.keyboard.press("Control+b")
+    page.wait_for_timeout(500)
+    return out
 
 
 def _train_prompt_done(sample: dict[str, Any] | None) -> bool:
@@ -134,6 +182,7 @@ def live_run(request: pytest.FixtureRequest, servers: Any, browser: Any, noteboo
             if sample is not None:
                 run.samples.append(sample)
         screenshot(page, f"{kind}-4-finished")
+        run.layouts = _layouts(page, kind)
         run.saved = save_notebook(page, server, nb_name, _saved_with_snapshot)
         run.saved_bytes = (notebook_root / nb_name).stat().st_size
         browser_figures[f"{kind}.saved_notebook_bytes"] = run.saved_bytes
@@ -182,6 +231,36 @@ def test_loss_chart_streams_between_history_updates(live_run: LiveRun) -> None:
         f"points per read: {[s['points'].get('loss', 0) for s in live]}")
 
 
+def test_rate_tile_refreshes_about_every_second_with_a_ten_second_interval(live_run: LiveRun) -> None:
+    # --interval 10: reports come every 10 s; the rate tile must move from the step series anyway
+    live = [s for s in live_run.running() if s["tiles"].get("throughput") not in (None, "", "—")]
+    assert len(live) >= 8, f"the rate tile showed no value while the cell ran: {live_run.running()[-3:]}"
+    changed = [b["t_ms"] for a, b in zip(live, live[1:], strict=False)
+               if b["tiles"]["throughput"] != a["tiles"]["throughput"] or b["tiles"]["step"] != a["tiles"]["step"]]
+    marks = [live[0]["t_ms"], *changed, live[-1]["t_ms"]]
+    longest_ms = max(b - a for a, b in zip(marks, marks[1:], strict=False))
+    rate_changes = sum(1 for a, b in zip(live, live[1:], strict=False)
+                       if b["tiles"]["throughput"] != a["tiles"]["throughput"])
+    assert longest_ms <= 1500 + SAMPLE_EVERY_MS, f"tiles stood still for {longest_ms} ms"
+    assert rate_changes >= len(live) // 4, f"rate tile changed {rate_changes} times in {len(live)} reads"
+
+
+def test_header_and_first_charts_fit_in_the_first_screen(live_run: LiveRun) -> None:
+    live = [s for s in live_run.running() if s["top_charts"]]
+    assert live, "no reads with charts"
+    last = live[-1]
+    assert last["top_charts"] == ["loss", "throughput"], last["top_charts"]
+    # header, tiles, the two charts and the folded sections: under the 900 px of a 1280x900 screen
+    assert last["height"] <= 900, f"the dashboard is {last['height']:.0f} px tall"
+
+
+def test_narrow_and_wide_layouts_clip_no_text(live_run: LiveRun) -> None:
+    for width, layout in live_run.layouts.items():
+        assert layout, f"no dashboard at {width} px"
+        assert layout["overflow"] <= 1, f"{width} px: the dashboard overflows by {layout['overflow']} px"
+        assert not layout["clipped"], f"{width} px: clipped text {layout['clipped']}"
+
+
 def test_status_reads_completed_after_the_cell_ends(live_run: LiveRun) -> None:
     last = live_run.samples[-1]
     assert _train_prompt_done(last), last["prompts"]
@@ -190,12 +269,13 @@ def test_status_reads_completed_after_the_cell_ends(live_run: LiveRun) -> None:
     assert last["points"].get("loss", 0) > 0
 
 
-def test_saved_notebook_holds_the_static_html_snapshot(live_run: LiveRun) -> None:
+def test_saved_notebook_holds_the_static_dashboard_and_no_widget_view(live_run: LiveRun) -> None:
     outputs = widget_outputs(live_run.saved or {})
     assert len(outputs) == 1, f"expected one dashboard output, got {len(outputs)}"
+    assert WIDGET_VIEW not in outputs[0]["data"], "a saved widget view shows 'model not found' on reopen"
     html = outputs[0]["data"][HTML]
     html = "".join(html) if isinstance(html, list) else html
-    assert "<svg" in html and "trainmeter-snapshot" in html
+    assert "data:image/svg+xml;base64," in html and "trainmeter-snapshot" in html and "<svg" not in html
     assert "<script" not in html.lower()
     assert 'data-tm="status"' in html and "completed" in html
     assert live_run.saved_bytes < 300_000, f"saved notebook is {live_run.saved_bytes} bytes"
@@ -221,3 +301,70 @@ def test_reload_after_save_restores_the_history(live_run: LiveRun) -> None:
     assert after["points"]["loss"] > 0
     assert after["status"] == "completed"
     assert after["step"] == final["step"]
+
+
+# -- reopen anywhere -----------------------------------------------------------------------------
+READ_STATIC_JS = """
+() => {
+  const panel = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden)');
+  if (!panel) return null;
+  const outputs = panel.querySelector('.jp-Cell.jp-CodeCell:nth-of-type(2) .jp-OutputArea') || panel;
+  const snap = panel.querySelector('.trainmeter-snapshot');
+  const imgs = snap ? [...snap.querySelectorAll('img')] : [];
+  return {text: panel.innerText, snapshot: !!snap,
+          images: imgs.length, drawn: imgs.filter((i) => i.complete && i.naturalWidth > 0).length,
+          cells: snap ? snap.querySelectorAll('td').length : 0,
+          live: panel.querySelectorAll('.trainmeter:not(.trainmeter-snapshot)').length,
+          outputs: outputs.innerText.length};
+}
+"""
+
+
+def _stop_kernel(server: Any, nb_name: str) -> None:
+    kernel = server.kernel_of(nb_name)
+    for session in server.api("/api/sessions") or []:
+        if kernel and session.get("kernel", {}).get("id") == kernel.get("id"):
+            server.api(f"/api/sessions/{urllib.parse.quote(session['id'])}", method="DELETE")
+
+
+def _reopen(live_run: LiveRun, browser: Any, nb_name: str, shot: str) -> dict[str, Any]:
+    context = browser.new_context(viewport=VIEWPORT)
+    page = context.new_page()
+    page.set_default_timeout(30_000)
+    try:
+        open_notebook(page, live_run.server, nb_name)
+        page.wait_for_function(
+            """() => [...document.querySelectorAll('.jp-NotebookPanel:not(.lm-mod-hidden) .trainmeter-snapshot img')]
+                   .some((i) => i.complete && i.naturalWidth > 0)""", timeout=30_000, polling=250)
+        page.wait_for_timeout(2500)  # the widget manager reports a missing model about 2 s after restoring
+        seen = page.evaluate(READ_STATIC_JS)
+        page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .trainmeter-snapshot").first.scroll_into_view_if_needed()
+        screenshot(page, shot)
+        return seen
+    finally:
+        context.close()
+        _stop_kernel(live_run.server, nb_name)
+
+
+def test_reopened_trusted_with_a_fresh_kernel_shows_the_dashboard_and_no_error(live_run: LiveRun, browser: Any
+                                                                                ) -> None:
+    live_run.page.context.close()  # the live session ends: its kernel and its widget models are gone
+    _stop_kernel(live_run.server, live_run.nb_name)
+    seen = _reopen(live_run, browser, live_run.nb_name, f"{live_run.kind}-6-reopened-trusted")
+    assert "model not found" not in seen["text"] and "Error displaying widget" not in seen["text"], seen["text"]
+    assert seen["snapshot"] and seen["images"] >= 2 and seen["drawn"] == seen["images"], seen
+    assert "completed" in seen["text"] and "finished in" in seen["text"]
+
+
+def test_reopened_untrusted_copy_shows_the_charts_and_readable_text(live_run: LiveRun, browser: Any,
+                                                                     notebook_root: Path) -> None:
+    import nbformat
+
+    nb = nbformat.reads(json.dumps(live_run.saved), as_version=4)
+    nb.metadata["copied"] = True  # a different signature: JupyterLab opens it untrusted
+    name = f"untrusted-{live_run.kind}.ipynb"
+    nbformat.write(nb, str(notebook_root / name))
+    seen = _reopen(live_run, browser, name, f"{live_run.kind}-7-reopened-untrusted")
+    assert "model not found" not in seen["text"], seen["text"]
+    assert seen["snapshot"] and seen["images"] >= 2 and seen["drawn"] == seen["images"], seen
+    assert seen["cells"] >= 8, "tile values must sit in table cells (they ran together without CSS)"

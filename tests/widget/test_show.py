@@ -94,15 +94,19 @@ def test_display_of_a_missing_path_names_it(tmp_path):
         display_module.display(tmp_path / "nowhere")
 
 
-def test_display_of_a_saved_run_in_a_notebook_shows_widget_and_static_html(run_root, monkeypatch):
+def test_display_of_a_saved_run_shows_the_static_dashboard_that_the_live_model_mounts_into(run_root, monkeypatch):
     pytest.importorskip("anywidget")
     shown = _notebook(monkeypatch)
     m = _saved_run(run_root)
     display_module.display(m.run_dir)
     assert len(shown) == 1
     data = shown[0]
-    assert "application/vnd.jupyter.widget-view+json" in data
-    assert "<svg" in data["text/html"] and data["text/plain"].startswith("trainmeter: saved [completed]")
+    # no widget view: a saved notebook would show "model not found" once the kernel is gone
+    assert "application/vnd.jupyter.widget-view+json" not in data
+    widget = display_module._REPLAYS[-1]
+    assert f'data-tm-mount="{widget.store_key}"' in data["text/html"]
+    assert "data:image/svg+xml;base64," in data["text/html"]
+    assert data["text/plain"].startswith("trainmeter: saved [completed]")
 
 
 def test_display_without_a_run_says_how_to_replay(monkeypatch, capsys):
@@ -150,3 +154,36 @@ def test_tm_display_stays_callable_after_the_module_was_imported(monkeypatch, ca
     monkeypatch.setattr(publisher_module, "live_publisher", lambda: None)
     tm.display()
     assert "no run in progress" in capsys.readouterr().out
+
+
+def test_replays_past_the_cap_are_closed_so_memory_stays_bounded(monkeypatch):
+    closed = []
+
+    class W:
+        def close(self):
+            closed.append(self)
+
+    monkeypatch.setattr(display_module, "_REPLAYS", display_module.deque(maxlen=2))
+    ws = [W(), W(), W()]
+    for w in ws:
+        display_module._keep(w)
+    assert closed == [ws[0]] and list(display_module._REPLAYS) == ws[1:]
+
+
+def test_replay_adds_the_panels_charts_and_tiles_the_live_view_had(run_root):
+    from trainmeter.widget.publisher import save_dashboard
+
+    m = _saved_run(run_root)
+    live = {"tiles": [{"id": "step", "label": "step", "value": 1}, {"id": "mfu", "label": "MFU", "value": 0.4}],
+            "charts": [{"id": "node_cpu", "title": "Node CPU", "x": "time", "unit": "fraction", "series": ["node.cpu"]}],
+            "panels": [{"id": "node", "title": "Node", "rows": [{"label": "cpus", "value": 4, "unit": ""}]}]}
+    save_dashboard(m.run_dir, live)
+    state, _, _ = display_module.replay(m.run_dir)
+    assert [t["id"] for t in state["tiles"]].count("step") == 1 and "mfu" in [t["id"] for t in state["tiles"]]
+    assert "node_cpu" in [c["id"] for c in state["charts"]] and [p["id"] for p in state["panels"]] == ["node"]
+
+
+def test_replay_without_a_saved_dashboard_is_the_passport_view(run_root):
+    m = _saved_run(run_root)
+    state, _, _ = display_module.replay(m.run_dir)
+    assert state["panels"] == [] and state["status"] == "completed"

@@ -1,17 +1,18 @@
 from __future__ import annotations
 
+import base64
 import math
 import re
 from html.parser import HTMLParser
 
 from trainmeter.widget.frame import SeriesColumns
-from trainmeter.widget.snapshot import format_value, render_snapshot
+from trainmeter.widget.snapshot import chart_svg, format_tile, progress_text, render_snapshot, snapshot_bundle
 
 
 def _state(**extra):
     state = {
         "name": "gpt-small", "status": "completed", "elapsed_s": 754.2, "run_dir": ".trainmeter/runs/x",
-        "text_line": "[step 5000] loss=2.1",
+        "text_line": "[step 5000] loss=2.1", "step": 5000,
         "progress": {"fraction": 0.5, "eta_s": None, "pace": "training-only", "label": "5k / 10k steps"},
         "tiles": [
             {"id": "step", "label": "step", "value": 5000, "unit": "count"},
@@ -22,7 +23,8 @@ def _state(**extra):
         ],
         "phases_s": {"train": 600.0, "eval": 100.0, "checkpoint": 0.0, "reporting": 4.0},
         "charts": [
-            {"id": "loss", "title": "loss", "x": "step", "unit": "", "series": ["train_loss", "val_loss"]},
+            {"id": "loss", "title": "loss", "x": "step", "unit": "", "series": ["train_loss", "val_loss"],
+             "log_y": True},
             {"id": "throughput", "title": "throughput", "x": "time", "unit": "tokens/s",
              "series": ["train_tokens_per_s", "session_tokens_per_s"]},
             {"id": "memory", "title": "memory", "x": "time", "unit": "bytes", "series": ["rss_bytes"]},
@@ -42,7 +44,7 @@ def _series(n=2000):
     times = [i * 0.3 for i in range(200)]
     return [
         SeriesColumns(name="train_loss", x_kind="step", xs=xs, ys=loss),
-        SeriesColumns(name="val_loss", x_kind="step", xs=xs[::100], ys=loss[::100]),
+        SeriesColumns(name="val_loss", x_kind="step", xs=[400.0], ys=[1.5]),
         SeriesColumns(name="train_tokens_per_s", x_kind="time", xs=times, ys=[1.2e5] * 200),
         SeriesColumns(name="session_tokens_per_s", x_kind="time", xs=times, ys=[9.8e4] * 200),
         SeriesColumns(name="rss_bytes", x_kind="time", xs=times, ys=[2e9 + i * 1e6 for i in range(200)]),
@@ -52,25 +54,37 @@ def _series(n=2000):
 class _Tags(HTMLParser):
     def __init__(self):
         super().__init__()
-        self.tags, self.open = [], []
+        self.tags = []
 
     def handle_starttag(self, tag, attrs):
         self.tags.append((tag, dict(attrs)))
 
 
-def test_snapshot_has_tiles_charts_and_no_javascript_and_is_small():
-    html = render_snapshot(_state(), _series())
+def _images(html):
+    parser = _Tags()
+    parser.feed(html)
+    return [base64.b64decode(a["src"].split(",", 1)[1]).decode() for t, a in parser.tags
+            if t == "img" and a["src"].startswith("data:image/svg+xml;base64,")]
+
+
+def test_snapshot_is_tables_and_chart_images_without_javascript_or_inline_svg():
+    html = render_snapshot(_state(), _series(), mount_key="abc")
     parser = _Tags()
     parser.feed(html)
     tags = [t for t, _ in parser.tags]
-    assert "script" not in tags and "style" not in tags and not re.search(r"\son\w+=", html)
-    assert tags.count("svg") == 3  # the chart with no data is left out
-    assert len(html.encode()) < 30_000
-    assert "trainmeter" in parser.tags[0][1]["class"]
-    step = next(a for t, a in parser.tags if a.get("data-tm") == "step")
-    assert step is not None and ">5,000<" in html
-    assert 'data-tm="status"' in html and "completed" in html
-    assert "125k/s" in html and "2.33 GiB" in html and "needs a loss" in html and "41.0%" in html
+    assert "script" not in tags and "style" not in tags and "svg" not in tags and not re.search(r"\son\w+=", html)
+    assert len(_images(html)) == 3  # the chart with no data is left out
+    assert tags.count("table") >= 3  # header, tiles, charts: text stays laid out without CSS
+    assert len(html.encode()) < 60_000
+    assert parser.tags[0][1]["class"] == "trainmeter-snapshot" and parser.tags[0][1]["data-tm-mount"] == "abc"
+    assert ">5,000<" in html and 'data-tm="status"' in html and "finished in 0:12:34" in html
+    assert "125k tok/s" in html and "2.3 GiB" in html and "a loss" in html and "41.0%" in html
+
+
+def test_tile_values_sit_in_their_own_cells_so_they_never_run_together():
+    html = render_snapshot(_state(), _series())
+    cells = re.findall(r"<td[^>]*>([^<]*)</td>", html)
+    assert "5,000" in cells and "125k tok/s" in cells and "2.3 GiB" in cells
 
 
 def test_user_text_is_escaped():
@@ -78,25 +92,67 @@ def test_user_text_is_escaped():
     assert "<script>" not in html and "&lt;script&gt;" in html and "MFU &lt;b&gt;" in html
 
 
-def test_gaps_split_the_line_and_charts_keep_a_few_hundred_points():
-    html = render_snapshot(_state(), _series(50_000))
-    loss_svg = html[html.index("<svg"):html.index("</svg>")]
+def test_charts_keep_a_few_hundred_points():
+    loss_svg = _images(render_snapshot(_state(), _series(50_000)))[0]
     polylines = re.findall(r'points="([^"]*)"', loss_svg)
-    assert len(polylines) >= 3  # train_loss split at the NaN, plus val_loss
     assert sum(len(p.split()) for p in polylines) <= 2 * 240 + 2
+
+
+def test_gaps_split_the_line():
+    ys = [3.0, 2.5, 2.0, math.nan, 1.8, 1.7, 1.6] * 10
+    svg = chart_svg({"id": "l", "x": "step", "unit": "", "series": ["l"]}, {"l": ("step", list(range(70)), ys)})
+    assert len(re.findall(r"<polyline", svg)) == 11  # ten gaps
+
+
+def test_a_single_val_loss_point_gets_a_marker():
+    loss_svg = _images(render_snapshot(_state(), _series()))[0]
+    assert loss_svg.count("<circle") == 1
+
+
+def test_log_axis_labels_fall_inside_the_data():
+    series = {"train_loss": ("step", [1.0, 2.0, 3.0, 4.0], [4.06, 3.0, 2.0, 1.2])}
+    svg = chart_svg({"id": "loss", "x": "step", "unit": "", "series": ["train_loss"], "log_y": True}, series)
+    labels = re.findall(r'text-anchor="end">([^<]+)</text>', svg)
+    numeric = [float(x) for x in labels if re.fullmatch(r"[0-9.]+", x)]
+    assert 4 <= len(numeric) <= 6 and all(1.2 <= v <= 4.06 for v in numeric), labels
+
+
+def test_a_flat_series_gets_distinct_ticks():
+    svg = chart_svg({"id": "t", "x": "time", "unit": "tokens/s", "series": ["r"]}, {"r": ("time", [1.0], [49_100.0])})
+    labels = re.findall(r'text-anchor="end">([^<]+)</text>', svg)[:-1]
+    assert len(labels) == len(set(labels)) >= 4, labels
+
+
+def test_finished_runs_state_how_they_ended_and_never_an_eta():
+    eta = {"fraction": 0.4, "eta_s": 29.0, "pace": "training-only", "label": "4 / 10 steps"}
+    assert "finished in 0:00:28" in progress_text({"status": "completed", "elapsed_s": 28, "progress": eta})
+    failed = progress_text({"status": "failed", "step": 300, "error": "ValueError: bad", "elapsed_s": 5})
+    assert failed == "failed at step 300: ValueError: bad after 0:00:05"
+    assert "ETA 0:00:29" in progress_text({"status": "running", "elapsed_s": 3, "progress": eta})
 
 
 def test_snapshot_without_series_or_progress_still_renders():
     html = render_snapshot({"name": "r", "status": "failed", "tiles": [], "charts": []}, [])
-    assert "failed" in html and "<svg" not in html
+    assert "failed" in html and "<img" not in html
 
 
-def test_format_value_units():
-    assert format_value(None, "bytes") == "-"
-    assert format_value(3.5e9, "bytes") == "3.26 GiB"
-    assert format_value(0.523, "fraction") == "52.3%"
-    assert format_value(90.0, "s") == "1.5 min"
-    assert format_value(1234567, "count") == "1.23M"
-    assert format_value(5000, "count") == "5,000"
-    assert format_value(math.nan, "") == "-"
-    assert format_value("n/a", "") == "n/a"
+def test_bundle_has_no_widget_view():
+    bundle = snapshot_bundle(_state(), _series(), mount_key="k")
+    assert set(bundle) == {"text/html", "text/plain"}
+
+
+def test_format_tile_uses_the_shared_unit_formatters():
+    assert format_tile({"id": "step", "value": 5000, "unit": "count"}) == "5,000"
+    assert format_tile({"id": "rss", "value": 3.5e9, "unit": "bytes"}) == "3.3 GiB"
+    assert format_tile({"id": "x", "value": None, "unit": "bytes"}) == "—"
+    assert format_tile({"id": "x", "value": 1, "unit": "", "text": "n/a"}) == "n/a"
+
+
+def test_absent_hardware_is_one_line_and_the_time_split_is_one_section():
+    panels = [{"id": "gpu", "title": "GPU", "rows": [{"label": "util", "value": None, "unit": ""}],
+               "note": "no NVIDIA GPU visible"},
+              {"id": "time", "title": "Where the time goes", "rows": [{"label": "train", "value": 0.9,
+                                                                        "unit": "fraction"}]}]
+    html = render_snapshot(_state(panels=panels), _series())
+    assert "<b" in html and "GPU</b> — no NVIDIA GPU visible" in html
+    assert html.count("Where the time go") == 1 and "90.0%" in html

@@ -76,7 +76,7 @@ def test_live_state_reads_every_number_from_the_monitor(run_root):
     assert rate["derivation"]["formula"] == "window_tokens / window_train_s"
     assert {i["name"] for i in rate["derivation"]["inputs"]} == {"window_tokens", "window_train_s"}
     assert _tile(state, "loss")["value"] == pytest.approx(2.5)
-    assert _tile(state, "rss")["value"] == 2_000_000_000 and "2.33 GiB" in _tile(state, "rss")["sub"]
+    assert _tile(state, "rss")["value"] == 2_000_000_000 and "2.3 GiB" in _tile(state, "rss")["sub"]
     assert state["phases_s"]["train"] > 0
     json.dumps(state, allow_nan=False)
 
@@ -113,7 +113,7 @@ def test_charts_put_losses_together_and_other_series_alone(run_root):
     assert by_id["loss"]["series"][:2] == ["train_loss", "val_loss"] and "aux_loss" in by_id["loss"]["series"]
     assert by_id["series:lr"]["series"] == ["lr"] and by_id["series:lr"]["x"] == "step"
     assert by_id["throughput"] == {"id": "throughput", "title": "throughput (tokens/s)", "x": "time",
-                                   "unit": "tokens/s", "series": ["train_tokens_per_s", "session_tokens_per_s"]}
+                                   "unit": "tokens/s", "series": ["recent_tokens_per_s", "train_tokens_per_s"]}
     assert by_id["memory"]["series"] == ["rss_bytes", "cuda_allocated_bytes"] and by_id["memory"]["unit"] == "bytes"
 
 
@@ -141,7 +141,7 @@ def test_cuda_tile_appears_only_with_cuda_readings(run_root):
     m.memory = MemoryReading(rss_bytes=1, rss_peak_bytes=1, cuda={"allocated_bytes": 3e9, "device_total_bytes": 80e9})
     tiles = build_state(facts_from_monitor(m))["tiles"]
     cuda = next(t for t in tiles if t["id"] == "cuda_memory")
-    assert cuda["value"] == 3e9 and "74.51 GiB" in cuda["sub"]
+    assert cuda["value"] == 3e9 and "74.5 GiB" in cuda["sub"]
 
 
 def test_finished_run_shows_whole_run_rate_and_replay_matches_it(run_root):
@@ -180,3 +180,27 @@ def test_report_points_skip_missing_readings():
     t_s, values = report_points_from_record({"elapsed_s": 4.0, "throughput": {"train_tokens_per_s": 9.0},
                                              "memory": {"rss_bytes": 5, "cuda": {"allocated_bytes": 7}}})
     assert t_s == 4.0 and values == {"train_tokens_per_s": 9.0, "rss_bytes": 5.0, "cuda_allocated_bytes": 7.0}
+
+
+def test_live_rate_tile_and_eta_follow_the_recent_figures_between_reports(run_root):
+    from trainmeter.widget.live_rate import RecentFigures
+
+    m = _run(run_root, FakeClock(0.0))
+    m.status = "running"
+    recent = RecentFigures(tokens_per_s=1234.0, steps_per_s=5.0, window_tokens=12340, window_steps=50,
+                           window_s=10.0, t_s=12.0, rss_bytes=123 * 2**20)
+    state = build_state(facts_from_monitor(m, recent=recent))
+    rate = _tile(state, "throughput")
+    assert rate["value"] == 1234.0 and rate["label"] == "rate (last 10 s)"
+    assert rate["derivation"]["formula"] == "window_tokens / window_s"
+    assert _tile(state, "rss")["value"] == 123 * 2**20
+
+
+def test_finished_runs_have_no_eta_even_from_an_extension_bar(run_root):
+    m = _run(run_root, FakeClock(0.0))
+    f = facts_from_monitor(m)
+    bar = {"fraction": 0.5, "eta_s": 29.0, "pace": "training-only", "label": "x"}
+    from dataclasses import replace
+
+    state = build_state(replace(f, status="failed", progress_bar=bar))
+    assert state["progress"]["eta_s"] is None

@@ -10,8 +10,9 @@ message (``append``, or ``snapshot`` after a ``hello`` or, at most every 2 s, af
 re-bucket: until then the view draws the finer old points and the coarser new ones), the
 ``state`` traitlet when it changed (at most every 0.5 s), and the ``history``
 traitlet every 5 s. A sliding one-second window caps it all at 20 messages/s.
-``close()`` at the cell's end sends the final state and history and adds a static
-HTML snapshot to the display. Nothing here raises into the user's code.
+``close()`` at the cell's end sends the final state and history and replaces the
+displayed widget view by the static dashboard (tables and chart images) that the
+live front end re-mounts, so the saved notebook reads anywhere. Nothing here raises into the user's code.
 
 Output routing: the thread runs inside a copy of the cell's ``contextvars``
 context, so ipykernel 7 (which keeps the parent header in context variables)
@@ -30,7 +31,8 @@ from typing import Any, Protocol
 
 from trainmeter.widget.decimate import DEFAULT_BUDGET_POINTS, Decimator, share_budget
 from trainmeter.widget.frame import SeriesColumns, encode_frame
-from trainmeter.widget.view_model import build_state, facts_from_monitor, report_points
+from trainmeter.widget.live_rate import RecentFigures, RecentRate, RssReader
+from trainmeter.widget.view_model import RECENT_SERIES, build_state, facts_from_monitor, report_points
 
 TICK_S = 0.25
 STATE_INTERVAL_S = 0.5
@@ -38,6 +40,7 @@ HISTORY_INTERVAL_S = 5.0
 REBUCKET_SNAPSHOT_INTERVAL_S = 2.0
 MAX_MESSAGES_PER_S = 20
 HISTORY_POINTS_TOTAL = 6000
+LIVE_INTERVAL_S = 1.0  # recent rate, RSS and their chart point: once a second, whatever --interval is
 MAX_FAILURES = 3
 _FAR = 1 << 62
 
@@ -124,6 +127,10 @@ class Publisher:
         self._thread: threading.Thread | None = None
         self._failures = 0
         self._closed = False
+        self.recent: RecentFigures | None = None
+        self._recent = RecentRate()
+        self._rss = RssReader()
+        self._last_live_s = -math.inf
 
     # -- thread ------------------------------------------------------------------------------
     @property
@@ -173,6 +180,10 @@ class Publisher:
         sent = 0
         if self._feed():
             self._history_dirty = True
+        if now - self._last_live_s >= LIVE_INTERVAL_S:
+            self._last_live_s = now
+            if self._sample_recent():
+                self._history_dirty = True
         if self._history_dirty and now - self._last_history_s >= self.history_interval_s:
             if self._budget.allow(now):
                 self._set_history(self._full_frame(include_open=False))
@@ -194,7 +205,7 @@ class Publisher:
             self._send({"kind": "append", "seq": self._seq}, frame)
             sent += 1
         if now - self._last_state_s >= self.state_interval_s:
-            state = build_state(facts_from_monitor(self.monitor))
+            state = build_state(facts_from_monitor(self.monitor, recent=self.recent))
             if state != self._last_state and self._budget.allow(now):
                 self._set_state(state)
                 self._last_state_s = now
@@ -212,7 +223,9 @@ class Publisher:
                 xs = steps if series.x_kind == "step" else times
                 fresh |= self._extend(name, series.x_kind, xs, values)
         step_series = m.step_series
-        self._cursor[step_series.name] = step_series.end  # not drawn: let the monitor trim it
+        end, _steps, times, tokens = step_series.read(self._cursor.get(step_series.name, 0))
+        self._cursor[step_series.name] = end  # not drawn: read for the recent rate, then let the monitor trim it
+        self._recent.extend(times, tokens)
         reports = m.reports
         if reports != self._reports_seen:
             self._reports_seen = reports
@@ -222,6 +235,14 @@ class Publisher:
                 if name not in m.series:
                     fresh |= self._extend(name, "time", [t_s], [value])
         return fresh
+
+    def _sample_recent(self) -> bool:
+        """Take the once-a-second figures (recent rate, RSS); returns whether a chart point was added."""
+        previous = self.recent
+        self.recent = self._recent.figures(rss_bytes=self._rss.read())
+        if self.recent is None or (previous is not None and self.recent.t_s <= previous.t_s):
+            return False
+        return self._extend(RECENT_SERIES, "time", [self.recent.t_s], [self.recent.tokens_per_s])
 
     def _extend(self, name: str, x_kind: str, xs: list[Any], ys: list[float]) -> bool:
         d = self.decimators.get(name)
@@ -298,6 +319,7 @@ class Publisher:
             self._feed()
             state = build_state(facts_from_monitor(self.monitor))
             self._set_state(state)
+            save_dashboard(getattr(self.monitor, "run_dir", None), state)
             self._set_history(self._full_frame(include_open=True))
             attach = getattr(self.widget, "attach", None)
             if attach is not None:
@@ -314,15 +336,41 @@ class Publisher:
                     _LIVE = None
 
     def _finish_displays(self, state: dict[str, Any]) -> None:
+        """Replace every live view by the static dashboard, which the live front end re-mounts.
+
+        The final bundle has no widget-view mimetype: a notebook saved from here on
+        reopens without a kernel and without "model not found" (JupyterLab prefers
+        the widget view whenever it is in the bundle, and shows that error when its
+        model is gone). While this kernel lives, the widget's front end draws the
+        interactive dashboard in place of the HTML (``data-tm-mount``).
+        """
         if not self.handles:
             return
-        from trainmeter.widget.snapshot import render_snapshot
+        from trainmeter.widget.snapshot import snapshot_bundle
 
-        html = render_snapshot(state, self.series_columns(include_open=True, max_points=None))
-        data, metadata = _bundle(self.widget)
-        data = {**data, "text/html": html}
+        data = snapshot_bundle(state, self.series_columns(include_open=True, max_points=None),
+                               mount_key=getattr(self.widget, "store_key", None))
         for handle in self.handles:
-            handle.update(data, metadata=metadata, raw=True)
+            handle.update(data, raw=True)
+
+
+DASHBOARD_FILE = "dashboard.json"
+
+
+def save_dashboard(run_dir: Any, state: dict[str, Any]) -> None:
+    """Write the final ``state`` to ``run_dir/dashboard.json``, so ``tm.display(run)`` replays every panel.
+
+    The extensions' panels, charts and tiles (node, GPU, time split, compute) are
+    built live and are not all in the passport. A few KB; a failure only loses the replay's extras.
+    """
+    if run_dir is None:
+        return
+    try:
+        from pathlib import Path
+
+        (Path(run_dir) / DASHBOARD_FILE).write_text(json.dumps(state, separators=(",", ":")), encoding="utf-8")
+    except Exception:
+        pass
 
 
 def _bundle(widget: Any) -> tuple[dict[str, Any], dict[str, Any]]:

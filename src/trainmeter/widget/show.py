@@ -1,17 +1,20 @@
 """``tm.display()``: show the live run's dashboard again, or replay a saved run.
 
 - ``display()``: another view of the live run's widget (the same model, fed by
-  the same publisher; it gets the HTML snapshot too at the end). With no widget
-  run in this kernel it says so.
-- ``display(run_or_path)``: a widget built from the saved record (state from the
-  passport, history decimated from ``events.jsonl``) plus its static HTML
-  snapshot, so it also reads without a kernel.
+  the same publisher; it becomes the static dashboard at the end). After the run,
+  the static dashboard, re-mounted live. With no widget run in this kernel it says so.
+- ``display(run_or_path)``: the static dashboard of a saved run (state from the
+  passport, history decimated from ``events.jsonl``) plus a widget model whose
+  front end draws the interactive dashboard in its place while the kernel lives.
+  No widget-view output is ever saved for a finished run, so the notebook reads
+  without a kernel and without "model not found".
 - Outside IPython (a script, a terminal) it prints the text summary instead.
 """
 
 from __future__ import annotations
 
 import sys
+from collections import deque
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +30,9 @@ from trainmeter.widget.view_model import (
 )
 
 REPLAY_POINTS_TOTAL = 6000
+MAX_REPLAYS_KEPT = 16
+# replay widgets stay referenced (their front end draws into the static HTML's mount point)
+_REPLAYS: deque[Any] = deque(maxlen=MAX_REPLAYS_KEPT)
 
 
 def _shell() -> Any:
@@ -87,9 +93,34 @@ def replay(run_or_path: Run | str | Path) -> tuple[dict[str, Any], list[SeriesCo
     """
     run = run_or_path if isinstance(run_or_path, Run) else load(run_or_path)
     events = run.events() if (run.dir / "events.jsonl").exists() else []
-    state = build_state(facts_from_run(run.passport, events, run_dir=str(run.dir)))
+    state = with_live_extras(build_state(facts_from_run(run.passport, events, run_dir=str(run.dir))),
+                             _saved_dashboard(run.dir))
     columns = replay_columns(events)
     return state, columns, encode_frame(1, columns)
+
+
+def _saved_dashboard(run_dir: Path) -> dict[str, Any] | None:
+    import json
+
+    from trainmeter.widget.publisher import DASHBOARD_FILE
+
+    try:
+        saved = json.loads((run_dir / DASHBOARD_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return saved if isinstance(saved, dict) else None
+
+
+def with_live_extras(state: dict[str, Any], saved: dict[str, Any] | None) -> dict[str, Any]:
+    """Add what the live view had and the passport lacks: panels, charts and tiles (by id) of ``dashboard.json``."""
+    if not saved:
+        return state
+    out = dict(state)
+    for key in ("tiles", "charts", "panels"):
+        have = {item.get("id") for item in out.get(key) or [] if isinstance(item, dict)}
+        extra = [item for item in saved.get(key) or [] if isinstance(item, dict) and item.get("id") not in have]
+        out[key] = list(out.get(key) or []) + extra
+    return out
 
 
 def display(run_or_path: Run | str | Path | None = None) -> None:
@@ -113,13 +144,22 @@ def display(run_or_path: Run | str | Path | None = None) -> None:
         return
     from IPython.display import display as ipy_display
 
-    from trainmeter.widget.snapshot import render_snapshot
+    from trainmeter.widget.snapshot import snapshot_bundle
     from trainmeter.widget.widget import TrainmeterWidget
 
     widget = TrainmeterWidget(state=state, history=frame)
-    data, metadata = _bundle(widget)
-    data["text/html"] = render_snapshot(state, columns)
-    ipy_display(data, metadata=metadata, raw=True)
+    _keep(widget)
+    ipy_display(snapshot_bundle(state, columns, mount_key=widget.store_key), raw=True)
+
+
+def _keep(widget: Any) -> None:
+    """Keep a replay's model alive for its mount; the oldest past MAX_REPLAYS_KEPT is closed (its static view stays)."""
+    if len(_REPLAYS) == _REPLAYS.maxlen:
+        try:
+            _REPLAYS[0].close()
+        except Exception:
+            pass
+    _REPLAYS.append(widget)
 
 
 def _display_live(shell: Any) -> None:
@@ -133,15 +173,13 @@ def _display_live(shell: Any) -> None:
     if publisher is not None and _can_show_widgets(shell):
         if publisher.running:
             publisher.show()
-        else:  # finished: a new view of the same model, with the static snapshot
+        else:  # finished: the static dashboard, re-mounted live by the model's front end
             from IPython.display import display as ipy_display
 
-            from trainmeter.widget.snapshot import render_snapshot
+            from trainmeter.widget.snapshot import snapshot_bundle
 
-            data, metadata = _bundle(publisher.widget)
-            data["text/html"] = render_snapshot(publisher.widget.state,
-                                                publisher.series_columns(include_open=True))
-            ipy_display(data, metadata=metadata, raw=True)
+            ipy_display(snapshot_bundle(publisher.widget.state, publisher.series_columns(include_open=True),
+                                        mount_key=publisher.widget.store_key), raw=True)
         return
     monitor = active()
     if monitor is not None:

@@ -1,190 +1,323 @@
-"""The static end-of-run snapshot: tiles and inline-SVG line charts, no JavaScript.
+"""The static dashboard: tables and chart images, no JavaScript, readable anywhere.
 
-Added as ``text/html`` to the widget's output at the cell's end, so a saved
-notebook opened without a kernel, an HTML export or a site that renders
-notebooks still shows the result. Styles are inline attributes (no ``<style>``
-block, which some renderers strip) and follow the host's CSS variables with
-fallbacks. Charts are re-decimated to a few hundred points, so the snapshot
-stays small (well under 30 KB for a typical run). Pure functions of the state
-dict and the series columns.
+The cell's output at the end of a run (and every ``tm.display``) is this HTML,
+not a widget view: a saved notebook then reads the same in JupyterLab (trusted or
+not), Notebook 7, ``jupyter nbconvert --to html`` and sanitizing viewers, with no
+kernel and no "model not found". While the kernel lives, the widget's front end
+finds the ``data-tm-mount`` key of this HTML and draws the live dashboard in its
+place (js/src/mount.ts); everywhere else this is what shows.
+
+What survives a sanitizer:
+- text sits in ``<table>`` cells, so it stays laid out when CSS is stripped;
+- charts are self-contained SVG documents in ``<img src="data:image/svg+xml;base64,...">``
+  (no inline ``<svg>``, which sanitizers drop), with explicit colours that read
+  on light and dark backgrounds, 4-6 labelled ticks (:mod:`trainmeter.widget.ticks`)
+  and markers on sparse series;
+- styles are inline attributes with fallbacks (a ``<style>`` block is often removed).
+
+Charts are re-decimated to a few hundred points (a typical run's snapshot is
+well under 60 KB). Pure functions of the state dict and the series columns.
 """
 
 from __future__ import annotations
 
+import base64
 import html
 import math
 from collections.abc import Sequence
 from typing import Any
 
-from trainmeter.sizes import format_count
+from trainmeter.sizes import (
+    MISSING,
+    axis_labels,
+    format_axis,
+    format_duration,
+    format_integer,
+    format_percent,
+    format_seconds,
+    format_value,
+)
 from trainmeter.widget.decimate import decimate
+from trainmeter.widget.ticks import linear_ticks, log_ticks
 
 CHART_POINTS = 240
-CHART_W, CHART_H = 300, 120
-PAD_L, PAD_R, PAD_T, PAD_B = 46, 6, 6, 16
+CHART_W, CHART_H = 360, 170
+PAD_L, PAD_R, PAD_T, PAD_B = 52, 10, 8, 30
 MAX_CHARTS = 6
-COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b")
-FG = "var(--jp-ui-font-color1, #222)"
-MUTED = "var(--jp-ui-font-color2, #666)"
-BORDER = "var(--jp-border-color2, #ddd)"
+MERGED_PANELS = ("time",)  # shown as the time section, not beside it (js/src/panels.ts MERGED_PANELS)
+MAIN_CHARTS = ("loss", "throughput")  # the first screen; the rest fold (js/src/view.ts MAIN_CHARTS)
+MARKER_MAX_POINTS = 40
+COLORS = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#b07aa1", "#76b7b2")
+INK = "#888888"  # reads on light and dark backgrounds (an <img> cannot see the page's CSS)
+GRID = "#88888840"
+FG = "var(--jp-ui-font-color1, inherit)"
+MUTED = "var(--jp-ui-font-color2, #777)"
+BORDER = "var(--jp-border-color2, #ccc)"
 FONT = "var(--jp-ui-font-family, system-ui, -apple-system, 'Segoe UI', sans-serif)"
+FINAL_STATUSES = ("completed", "failed", "interrupted")
 
 
-def format_value(value: Any, unit: str) -> str:
-    """A tile value as text in its unit (``-`` when missing)."""
-    if value is None:
-        return "-"
-    if isinstance(value, str):
-        return value
-    v = float(value)
-    if not math.isfinite(v):
-        return "-"
-    if unit == "bytes":
-        return f"{v / 2**30:.2f} GiB" if abs(v) >= 2**27 else f"{v / 2**20:.1f} MiB"
-    if unit == "fraction":
-        return f"{v * 100:.1f}%"
-    if unit == "s":
-        return _duration(v)
-    if unit in ("tokens/s", "flop/s"):
-        return f"{format_count(v)}/s"
-    if unit in ("count", "tokens", "flop"):
-        return f"{v:,.0f}" if abs(v) < 1e5 and v == int(v) else format_count(v)
-    return f"{v:.4g}"
-
-
-def _duration(seconds: float) -> str:
-    if seconds >= 3600:
-        return f"{seconds / 3600:.2f} h"
-    if seconds >= 60:
-        return f"{seconds / 60:.1f} min"
-    return f"{seconds:.1f} s"
+def format_tile(tile: dict[str, Any]) -> str:
+    """A tile's value as text (the same text the live tile shows)."""
+    if tile.get("text"):
+        return str(tile["text"])
+    if tile.get("value") is None:
+        return MISSING
+    if tile.get("id") == "step":
+        return format_integer(tile["value"])
+    return format_value(tile["value"], str(tile.get("unit", "")))
 
 
 def _esc(text: Any) -> str:
     return html.escape(str(text), quote=True)
 
 
-def _tile(tile: dict[str, Any]) -> str:
-    value = tile.get("text") or format_value(tile.get("value"), str(tile.get("unit", "")))
-    data_tm = ' data-tm="step"' if tile.get("id") == "step" else ""
-    sub = tile.get("sub") or (tile.get("missing") and f"needs {tile['missing']}") or ""
-    return (f'<div style="border:1px solid {BORDER};border-radius:4px;padding:4px 8px;min-width:110px">'
-            f'<div style="font-size:11px;color:{MUTED}">{_esc(tile.get("label", ""))}</div>'
-            f'<div style="font-size:16px;font-weight:600"{data_tm}>{_esc(value)}</div>'
-            + (f'<div style="font-size:11px;color:{MUTED}">{_esc(sub)}</div>' if sub else "") + "</div>")
+# -- header ----------------------------------------------------------------------------------
+def progress_text(state: dict[str, Any]) -> str:
+    """The header's progress words: ETA while live, "finished in" / "failed at step N" after."""
+    status = str(state.get("status", ""))
+    elapsed = format_duration(state.get("elapsed_s") or 0.0)
+    p = state.get("progress") or {}
+    parts = []
+    if p:
+        parts.append(f"{format_percent(p.get('fraction'))} · {p.get('label', '')}".rstrip(" ·"))
+    if status == "completed":
+        parts.append(f"finished in {elapsed}")
+    elif status == "failed":
+        err = state.get("error")
+        parts.append(f"failed at step {format_integer(state.get('step'))}" + (f": {err}" if err else "")
+                     + f" after {elapsed}")
+    elif status == "interrupted":
+        parts.append(f"interrupted at step {format_integer(state.get('step'))} after {elapsed}")
+    elif p.get("eta_s") is not None:
+        parts.append(f"ETA {format_duration(p['eta_s'])} ({p.get('pace', 'training-only')} pace)")
+    return " · ".join(x for x in parts if x)
 
 
-def _fmt_axis(v: float, unit: str) -> str:
-    if unit == "bytes":
-        return f"{v / 1e9:.2g}G"
-    if unit in ("tokens/s", "count", "tokens", "flop", "flop/s"):
-        return format_count(v)
-    return f"{v:.3g}"
+def _header(state: dict[str, Any]) -> str:
+    status = str(state.get("status", ""))
+    color = {"completed": "#1a7f37", "failed": "#cf222e", "interrupted": "#9a6700"}.get(status, MUTED)
+    p = state.get("progress") or {}
+    bar = ""
+    if p:
+        pct = max(0.0, min(1.0, float(p.get("fraction") or 0.0))) * 100
+        bar = (f'<div style="height:6px;background:{GRID};border-radius:3px;overflow:hidden;margin-top:3px">'
+               f'<div style="width:{pct:.1f}%;height:6px;background:{COLORS[0]}"></div></div>')
+    return (f'<table style="border-collapse:collapse;width:100%"><tr>'
+            f'<td style="text-align:left;padding:2px 8px 2px 0;white-space:nowrap"><b style="font-size:14px">'
+            f'{_esc(state.get("name", "run"))}</b></td>'
+            f'<td data-tm="status" style="padding:2px 8px;color:{color};font-weight:600">{_esc(status)}</td>'
+            f'<td style="text-align:left;padding:2px 8px;color:{MUTED}">{_esc(format_duration(state.get("elapsed_s") or 0.0))}</td>'
+            f'<td style="text-align:left;padding:2px 0 2px 8px;width:60%">{_esc(progress_text(state))}{bar}</td>'
+            f"</tr></table>")
 
 
-def _chart(spec: dict[str, Any], series: dict[str, tuple[str, Sequence[float], Sequence[float]]]) -> str | None:
+# -- tiles -------------------------------------------------------------------------------------
+def _tiles(tiles: Sequence[dict[str, Any]], per_row: int = 4) -> str:
+    if not tiles:
+        return ""
+    rows = []
+    for i in range(0, len(tiles), per_row):
+        chunk = tiles[i:i + per_row]
+        labels = "".join(f'<th style="text-align:left;font-weight:400;font-size:11px;color:{MUTED};'
+                         f'padding:4px 12px 0 0">{_esc(t.get("label", ""))}</th>' for t in chunk)
+        values = "".join(
+            '<td style="text-align:left;font-size:16px;font-weight:600;padding:0 12px 0 0;white-space:nowrap"'
+            + (' data-tm="step"' if t.get("id") == "step" else "") + f">{_esc(format_tile(t))}</td>"
+            for t in chunk)
+        subs = "".join(f'<td style="text-align:left;font-size:11px;color:{MUTED};padding:0 12px 2px 0">{_esc(_tile_note(t))}</td>'
+                       for t in chunk)
+        rows.append(f"<tr>{labels}</tr><tr>{values}</tr><tr>{subs}</tr>")
+    return f'<table style="border-collapse:collapse;margin:4px 0">{"".join(rows)}</table>'
+
+
+def _tile_note(tile: dict[str, Any]) -> str:
+    if tile.get("value") is None and not tile.get("text"):
+        return str(tile.get("missing") or "")  # the reason, or the input that would enable it, as the live tile says
+    return str(tile.get("sub") or "")
+
+
+# -- charts ------------------------------------------------------------------------------------
+def chart_svg(spec: dict[str, Any], series: dict[str, tuple[str, Sequence[float], Sequence[float]]]) -> str | None:
+    """A standalone SVG document for one chart spec, or ``None`` without data."""
     lines = []
     for name in spec.get("series", []):
         entry = series.get(name)
         if entry is None or not len(entry[1]):
             continue
         xs, ys = decimate(entry[1], entry[2], CHART_POINTS)
-        lines.append((name, xs, ys))
-    finite = [(x, y) for _, xs, ys in lines for x, y in zip(xs, ys, strict=True) if math.isfinite(y)]
+        lines.append((name, list(xs), list(ys)))
+    log_y = bool(spec.get("log_y"))
+    finite = [(x, y) for _, xs, ys in lines for x, y in zip(xs, ys, strict=True)
+              if math.isfinite(y) and (y > 0 or not log_y)]
     if not finite:
         return None
     x0, x1 = min(p[0] for p in finite), max(p[0] for p in finite)
     y0, y1 = min(p[1] for p in finite), max(p[1] for p in finite)
     if x1 == x0:
-        x1 = x0 + 1
-    if y1 == y0:
-        y0, y1 = y0 - 0.5 * (abs(y0) or 1), y1 + 0.5 * (abs(y1) or 1)
+        x0, x1 = x0 - 1, x1 + 1
+    if y1 - y0 <= 1e-9 * max(abs(y0), abs(y1)):  # flat (to rounding): centre it in a readable span
+        y0 = y1 = (y0 + y1) / 2
+        y0, y1 = (y0 / 2, y1 * 2) if log_y else (y0 - 0.5 * (abs(y0) or 1), y1 + 0.5 * (abs(y1) or 1))
+    pad = (math.log10(y1) - math.log10(y0)) * 0.05 if log_y else (y1 - y0) * 0.05
+    if log_y:
+        y0, y1 = 10 ** (math.log10(y0) - pad), 10 ** (math.log10(y1) + pad)
+    else:
+        y0, y1 = y0 - pad, y1 + pad
     w, h = CHART_W - PAD_L - PAD_R, CHART_H - PAD_T - PAD_B
 
     def sx(x: float) -> float:
         return PAD_L + (x - x0) / (x1 - x0) * w
 
+    def fy(y: float) -> float:
+        return (math.log10(y) - math.log10(y0)) / (math.log10(y1) - math.log10(y0)) if log_y else (y - y0) / (y1 - y0)
+
     def sy(y: float) -> float:
-        return PAD_T + (1 - (y - y0) / (y1 - y0)) * h
+        return PAD_T + (1 - fy(y)) * h
 
     unit = str(spec.get("unit", ""))
-    parts = [f'<rect x="{PAD_L}" y="{PAD_T}" width="{w}" height="{h}" fill="none" stroke="#8884"/>',
-             f'<text x="{PAD_L - 3}" y="{PAD_T + 9}" text-anchor="end">{_esc(_fmt_axis(y1, unit))}</text>',
-             f'<text x="{PAD_L - 3}" y="{PAD_T + h}" text-anchor="end">{_esc(_fmt_axis(y0, unit))}</text>',
-             f'<text x="{PAD_L}" y="{CHART_H - 3}">{_esc(_fmt_axis(x0, ""))}</text>',
-             f'<text x="{PAD_L + w}" y="{CHART_H - 3}" text-anchor="end">{_esc(_fmt_axis(x1, ""))} '
-             f'{"step" if spec.get("x") == "step" else "s"}</text>']
-    legend = []
-    for i, (name, xs, ys) in enumerate(lines):
+    parts = [f'<rect x="{PAD_L}" y="{PAD_T}" width="{w}" height="{h}" fill="none" stroke="{GRID}"/>']
+    y_ticks = log_ticks(y0, y1) if log_y else linear_ticks(y0, y1)
+    for t, label in zip(y_ticks, axis_labels(y_ticks, unit), strict=True):
+        y = sy(t)
+        parts.append(f'<line x1="{PAD_L}" x2="{PAD_L + w}" y1="{y:.1f}" y2="{y:.1f}" stroke="{GRID}"/>'
+                     f'<text x="{PAD_L - 4}" y="{y + 3.5:.1f}" text-anchor="end">{_esc(label)}</text>')
+    x_time = spec.get("x") == "time"
+    long_time = x_time and x1 >= 60
+    for t in linear_ticks(x0, x1):
+        x = sx(t)
+        label = (format_duration(t) if long_time else format_seconds(t)) if x_time else format_axis(t, "count")
+        parts.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{PAD_T}" y2="{PAD_T + h}" stroke="{GRID}"/>'
+                     f'<text x="{x:.1f}" y="{PAD_T + h + 12}" text-anchor="middle">{_esc(label)}</text>')
+    parts.append(f'<text x="{PAD_L + w}" y="{CHART_H - 3}" text-anchor="end">'
+                 f'{"time" if x_time else "step"}{" (log y)" if log_y else ""}</text>')
+    for i, (_name, xs, ys) in enumerate(lines):
         color = COLORS[i % len(COLORS)]
+        pts = [(x, y) for x, y in zip(xs, ys, strict=True) if math.isfinite(y) and (y > 0 or not log_y)]
         segments: list[list[str]] = [[]]
         for x, y in zip(xs, ys, strict=True):
-            if math.isfinite(y):
+            if math.isfinite(y) and (y > 0 or not log_y):
                 segments[-1].append(f"{sx(x):.1f},{sy(y):.1f}")
             elif segments[-1]:
                 segments.append([])
         for seg in segments:
-            if seg:
-                parts.append(f'<polyline fill="none" stroke="{color}" stroke-width="1.3" points="{" ".join(seg)}"/>')
-        legend.append(f'<span style="color:{color}">&#9632;</span> {_esc(name)}')
-    svg = (f'<svg xmlns="http://www.w3.org/2000/svg" width="{CHART_W}" height="{CHART_H}" '
-           f'viewBox="0 0 {CHART_W} {CHART_H}" style="font-size:9px;fill:{MUTED}">' + "".join(parts) + "</svg>")
-    return (f'<div style="border:1px solid {BORDER};border-radius:4px;padding:4px">'
-            f'<div style="font-size:12px;font-weight:600">{_esc(spec.get("title", ""))}</div>{svg}'
-            f'<div style="font-size:11px;color:{MUTED}">{" &nbsp; ".join(legend)}</div></div>')
+            if len(seg) > 1:
+                parts.append(f'<polyline fill="none" stroke="{color}" stroke-width="1.5" points="{" ".join(seg)}"/>')
+        if len(pts) <= MARKER_MAX_POINTS:
+            parts.extend(f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="2.5" fill="{color}"/>' for x, y in pts)
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{CHART_W}" height="{CHART_H}" '
+            f'viewBox="0 0 {CHART_W} {CHART_H}" font-family="system-ui, sans-serif" font-size="10" '
+            f'fill="{INK}">' + "".join(parts) + "</svg>")
 
 
-def _phase_bar(phases_s: dict[str, float]) -> str:
-    total = sum(v for v in phases_s.values() if v and v > 0)
+def _chart_table(cells: list[str]) -> str:
+    if not cells:
+        return ""
+    rows = "".join(f"<tr>{''.join(cells[i:i + 2])}</tr>" for i in range(0, len(cells), 2))
+    return f'<table style="border-collapse:collapse">{rows}</table>'
+
+
+def _chart(spec: dict[str, Any], series: dict[str, tuple[str, Sequence[float], Sequence[float]]]) -> str | None:
+    svg = chart_svg(spec, series)
+    if svg is None:
+        return None
+    names = [n for n in spec.get("series", []) if n in series and len(series[n][1])]
+    legend = " &nbsp; ".join(f'<span style="color:{COLORS[i % len(COLORS)]}">&#9632;</span> {_esc(n)}'
+                             for i, n in enumerate(names))
+    uri = "data:image/svg+xml;base64," + base64.b64encode(svg.encode("utf-8")).decode("ascii")
+    title = _esc(spec.get("title", ""))
+    return (f'<td style="text-align:left;vertical-align:top;padding:4px 8px 4px 0">'
+            f'<div style="font-size:12px;font-weight:600">{title}</div>'
+            f'<img src="{uri}" alt="{title} chart" width="{CHART_W}" height="{CHART_H}" '
+            f'data-tm-chart="{_esc(spec.get("id", ""))}">'
+            f'<div style="font-size:11px;color:{MUTED}">{legend}</div></td>')
+
+
+# -- sections ----------------------------------------------------------------------------------
+def _phases(phases_s: dict[str, float], panels: Sequence[dict[str, Any]]) -> str:
+    merged = next((p for p in panels if p.get("id") in MERGED_PANELS), None)
+    if merged is not None:  # the time-split extension's table says it all: one section, not two
+        return _panel(merged)
+    entries = [(k, float(v)) for k, v in phases_s.items() if v and float(v) > 0]
+    total = sum(v for _, v in entries)
     if total <= 0:
         return ""
-    cells, labels = [], []
-    for i, (name, v) in enumerate((k, v) for k, v in phases_s.items() if v and v > 0):
-        color = COLORS[i % len(COLORS)]
-        cells.append(f'<div style="width:{100 * v / total:.2f}%;background:{color}" title="{_esc(name)}"></div>')
-        labels.append(f'<span style="color:{color}">&#9632;</span> {_esc(name)} {_esc(_duration(v))}')
-    return ('<div style="display:flex;height:8px;border-radius:3px;overflow:hidden;margin:6px 0 2px">'
-            + "".join(cells) + f'</div><div style="font-size:11px;color:{MUTED}">' + " &nbsp; ".join(labels)
-            + "</div>")
+    rows = "".join(f'<tr><td style="text-align:left;padding:0 12px 0 0">{_esc(name)}</td>'
+                   f'<td style="padding:0 12px 0 0;text-align:right">{_esc(format_seconds(v))}</td>'
+                   f'<td style="text-align:right">{_esc(format_percent(v / total))}</td></tr>' for name, v in entries)
+    return _section("Where the time went", f'<table style="border-collapse:collapse">{rows}</table>')
 
 
-def render_snapshot(state: dict[str, Any], series: Sequence[Any]) -> str:
-    """Return the static HTML snapshot of a run.
+def _panel(panel: dict[str, Any]) -> str:
+    rows = panel.get("rows") or []
+    if all(r.get("value") is None for r in rows):  # hardware absent here: one line, not a box
+        why = panel.get("note") or next((r["note"] for r in rows if r.get("note")), "nothing to show on this machine")
+        return (f'<div style="margin:4px 0;color:{MUTED}"><b style="color:{FG}">{_esc(panel.get("title", ""))}</b>'
+                f" — {_esc(why)}</div>")
+    body = "".join(
+        f'<tr><td style="text-align:left;color:{MUTED};padding:0 12px 0 0">{_esc(r.get("label", ""))}</td>'
+        f'<td style="text-align:left;padding:0 12px 0 0">{_esc(_row_value(r))}</td>'
+        f'<td style="text-align:left;color:{MUTED}">{_esc(r.get("note") or "")}</td></tr>' for r in rows)
+    return _section(str(panel.get("title", "")), f'<table style="border-collapse:collapse">{body}</table>')
+
+
+def _row_value(row: dict[str, Any]) -> str:
+    value, unit = row.get("value"), str(row.get("unit") or "")
+    if value is None:
+        return MISSING
+    if isinstance(value, str):
+        return f"{value} {unit}".strip() if unit else value
+    return format_value(value, unit)
+
+
+def _section(title: str, body: str) -> str:
+    return (f'<details style="margin:4px 0"><summary style="cursor:pointer;font-weight:600">{_esc(title)}</summary>'
+            f"{body}</details>")
+
+
+def _href(path: str) -> str:
+    """A link JupyterLab opens as a file: relative paths resolve against the notebook's folder."""
+    from urllib.parse import quote
+
+    return quote(str(path).replace("\\", "/"), safe="/.-_~")
+
+
+def render_snapshot(state: dict[str, Any], series: Sequence[Any], *, mount_key: str | None = None) -> str:
+    """Return the static HTML dashboard of a run.
 
     Args:
         state: The ``state`` dict (docs/protocol.md).
         series: Series columns (objects with ``name``, ``x_kind``, ``xs``, ``ys``, such as
             :class:`~trainmeter.widget.frame.SeriesColumns`).
+        mount_key: The widget's ``store_key``: while the kernel lives, the widget's front
+            end draws the live dashboard in place of this HTML.
     """
     by_name = {s.name: (s.x_kind, s.xs, s.ys) for s in series}
-    progress = state.get("progress")
-    head = (f'<div style="display:flex;gap:12px;align-items:baseline;flex-wrap:wrap">'
-            f'<b style="font-size:14px">{_esc(state.get("name", "run"))}</b>'
-            f'<span data-tm="status" style="color:{MUTED}">{_esc(state.get("status", ""))}</span>'
-            f'<span style="color:{MUTED}">{_esc(_duration(float(state.get("elapsed_s") or 0.0)))}</span>'
-            + (f'<span style="color:{MUTED}">{_esc(progress.get("label", ""))} '
-               f'({progress.get("fraction", 0) * 100:.0f}%)</span>' if progress else "") + "</div>")
-    tiles = "".join(_tile(t) for t in state.get("tiles") or [])
-    charts = [c for c in (_chart(spec, by_name) for spec in state.get("charts") or []) if c][:MAX_CHARTS]
-    panels = "".join(_panel(p) for p in state.get("panels") or [])
+    specs = state.get("charts") or []
+    main = [c for c in (_chart(s, by_name) for s in specs if s.get("id") in MAIN_CHARTS) if c]
+    more = [c for c in (_chart(s, by_name) for s in specs if s.get("id") not in MAIN_CHARTS) if c][:MAX_CHARTS]
+    chart_rows = _chart_table(main)
+    more_charts = _section(f"More charts ({len(more)})", _chart_table(more)) if more else ""
+    panel_specs = state.get("panels") or []
+    panels = "".join(_panel(p) for p in panel_specs if p.get("id") not in MERGED_PANELS)
     warnings = "".join(f'<div style="color:#b35c00;font-size:12px">&#9888; {_esc(w)}</div>'
                        for w in state.get("warnings") or [])
     run_dir = state.get("run_dir")
-    foot = (f'<div style="font-size:11px;color:{MUTED}">static snapshot at the end of the run'
-            + (f"; full record in {_esc(run_dir)}" if run_dir else "") + "</div>")
-    return (f'<div class="trainmeter trainmeter-snapshot" style="font-family:{FONT};color:{FG};font-size:13px;'
-            f'line-height:1.3;max-width:980px">{head}'
-            f'<div style="display:flex;flex-wrap:wrap;gap:6px;margin:6px 0">{tiles}</div>'
-            f'{_phase_bar(state.get("phases_s") or {})}'
-            f'<div style="display:flex;flex-wrap:wrap;gap:6px;margin:6px 0">{"".join(charts)}{panels}</div>'
-            f"{warnings}{foot}</div>")
+    foot = (f'<div style="font-size:11px;color:{MUTED}">static view of the run'
+            + (f'; full record in <a href="{_esc(_href(run_dir))}">{_esc(run_dir)}</a> '
+               f'(<a href="{_esc(_href(run_dir))}/passport.md">passport.md</a>)' if run_dir else "") + "</div>")
+    mount = f' data-tm-mount="{_esc(mount_key)}"' if mount_key else ""
+    return (f'<div class="trainmeter-snapshot"{mount} style="font-family:{FONT};color:{FG};font-size:13px;'
+            f'line-height:1.35;max-width:980px">{_header(state)}{_tiles(state.get("tiles") or [])}'
+            + chart_rows + more_charts + f'{_phases(state.get("phases_s") or {}, panel_specs)}{panels}{warnings}{foot}</div>')
 
 
-def _panel(panel: dict[str, Any]) -> str:
-    rows = "".join(
-        f'<tr><td style="color:{MUTED};padding-right:8px">{_esc(r.get("label", ""))}</td>'
-        f'<td>{_esc(format_value(r.get("value"), str(r.get("unit", ""))))}</td></tr>'
-        for r in panel.get("rows") or [])
-    return (f'<div style="border:1px solid {BORDER};border-radius:4px;padding:4px">'
-            f'<div style="font-size:12px;font-weight:600">{_esc(panel.get("title", ""))}</div>'
-            f'<table style="font-size:12px">{rows}</table></div>')
+def snapshot_bundle(state: dict[str, Any], series: Sequence[Any], *, mount_key: str | None = None) -> dict[str, Any]:
+    """The output bundle of a finished dashboard: ``text/html`` plus a ``text/plain`` summary line.
+
+    No ``application/vnd.jupyter.widget-view+json``: a saved notebook must not
+    reference a widget model that will not exist when it is reopened.
+    """
+    from trainmeter.widget.view_model import summary_text
+
+    return {"text/html": render_snapshot(state, series, mount_key=mount_key), "text/plain": summary_text(state)}

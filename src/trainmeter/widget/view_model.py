@@ -18,12 +18,13 @@ from typing import Any
 from trainmeter.core.provenance import Derivation, Input
 from trainmeter.record.runlog import clean
 from trainmeter.record.textline import format_line
-from trainmeter.sizes import format_count
+from trainmeter.sizes import format_bytes, format_count
 
 REPORT_SERIES: tuple[str, ...] = ("train_tokens_per_s", "session_tokens_per_s", "rss_bytes", "cuda_allocated_bytes")
 LOSS_NAMES: tuple[str, ...] = ("train_loss", "val_loss")
 MAX_SERIES_CHARTS = 8
 LIVE_STATUSES = ("starting", "running")
+RECENT_SERIES = "recent_tokens_per_s"  # the once-a-second sliding-window rate (widget/live_rate.py)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -64,6 +65,8 @@ class RunFacts:
     extra_charts: tuple[dict[str, Any], ...] = ()
     extra_tiles: tuple[dict[str, Any], ...] = ()
     progress_bar: dict[str, Any] | None = None
+    error: str | None = None
+    recent: Any = None  # RecentFigures of the last second while live (widget/live_rate.py), else None
 
 
 # -- report series -------------------------------------------------------------------------
@@ -122,8 +125,12 @@ def _progress_from_extensions(monitor: Any) -> dict[str, Any] | None:
     return None
 
 
-def facts_from_monitor(monitor: Any) -> RunFacts:
-    """Gather facts from a live (or just finished) monitor. Read-only; any thread."""
+def facts_from_monitor(monitor: Any, recent: Any = None) -> RunFacts:
+    """Gather facts from a live (or just finished) monitor. Read-only; any thread.
+
+    ``recent`` (:class:`~trainmeter.widget.live_rate.RecentFigures`, from the publisher
+    once a second) drives the live rate tile, the ETA and RSS between reports.
+    """
     opts = monitor.options
     live = monitor.status in LIVE_STATUSES
     interval, session, memory = monitor.interval, monitor.session, monitor.memory
@@ -148,6 +155,9 @@ def facts_from_monitor(monitor: Any) -> RunFacts:
             unit=monitor.token_unit)}
         train_rate, spp, session_rate = whole["train_tokens_per_s"], whole["seconds_per_step"], whole[
             "session_tokens_per_s"]
+    rss_bytes = memory.rss_bytes if memory else None
+    if live and recent is not None and recent.rss_bytes is not None:
+        rss_bytes = recent.rss_bytes
     return RunFacts(
         name=opts.name, status=monitor.status, elapsed_s=elapsed_s,
         run_dir=str(monitor.run_dir) if monitor.run_dir is not None else None,
@@ -158,13 +168,15 @@ def facts_from_monitor(monitor: Any) -> RunFacts:
         window_train_s=interval.train_s if interval else None,
         train_tokens_per_s=train_rate, seconds_per_step=spp, session_tokens_per_s=session_rate,
         train_s=float(phases_s.get("train", 0.0)),
-        rss_bytes=memory.rss_bytes if memory else None,
-        rss_peak_bytes=memory.rss_peak_bytes if memory else None,
+        rss_bytes=rss_bytes,
+        rss_peak_bytes=max(x for x in (memory.rss_peak_bytes if memory else None, rss_bytes, 0) if x is not None)
+        or None,
         cuda=memory.cuda if memory else None, phases_s=phases_s,
         loss_last=stats.last if stats else None, loss_min=stats.min if stats else None,
         step_series=tuple(n for n, s in series.items() if s.x_kind == "step"),
         warnings=tuple(list(monitor.warnings) + ext_warnings), panels=tuple(panels), extra_charts=tuple(charts),
         extra_tiles=tuple(extra_tiles), progress_bar=_progress_from_extensions(monitor),
+        error=getattr(monitor, "error", None), recent=recent if live else None,
     )
 
 
@@ -217,7 +229,7 @@ def facts_from_run(passport: dict[str, Any], events: list[dict[str, Any]], run_d
         train_s=float(phases_s.get("train", 0.0)), rss_bytes=mem.get("rss_bytes"),
         rss_peak_bytes=mem.get("rss_peak_bytes"), cuda=mem.get("cuda"), phases_s=phases_s,
         loss_last=loss_last, loss_min=loss_min, step_series=tuple(step_names), warnings=tuple(warnings),
-        extra_tiles=extra_tiles, progress_bar=bar,
+        extra_tiles=extra_tiles, progress_bar=bar, error=passport.get("error"),
     )
 
 
@@ -233,24 +245,26 @@ def _last_value(events: list[dict[str, Any]], name: str) -> float | None:
 # -- the state --------------------------------------------------------------------------------
 def progress(*, steps: int, tokens: int, budget_steps: int | None, budget_tokens: int | None,
              seconds_per_step: float | None, train_tokens_per_s: float | None, token_unit: str = "tokens",
-             live: bool = True) -> dict[str, Any] | None:
-    """The progress bar: fraction of the budget and the ETA at the training-only pace (s)."""
+             live: bool = True, recent: Any = None) -> dict[str, Any] | None:
+    """The progress bar: fraction of the budget and the ETA (s).
+
+    While live with ``recent`` figures, the ETA is at the recent wall-clock pace (it
+    moves every second and counts eval and data waits); otherwise at the
+    training-only pace of the last report.
+    """
+    pace = "recent" if recent is not None else "training-only"
     if budget_steps:
         done, budget, unit = steps, budget_steps, "steps"
-        rate = 1.0 / seconds_per_step if seconds_per_step else None
+        rate = recent.steps_per_s if recent is not None else (1.0 / seconds_per_step if seconds_per_step else None)
     elif budget_tokens:
         done, budget, unit = tokens, budget_tokens, token_unit
-        rate = train_tokens_per_s
+        rate = recent.tokens_per_s if recent is not None else train_tokens_per_s
     else:
         return None
     remaining = max(0, budget - done)
     eta_s = remaining / rate if (live and rate) else None
-    return {"fraction": min(1.0, done / budget), "eta_s": eta_s, "pace": "training-only",
+    return {"fraction": min(1.0, done / budget), "eta_s": eta_s, "pace": pace,
             "label": f"{format_count(done)} / {format_count(budget)} {unit}"}
-
-
-def _gb(n: float | None) -> str:
-    return "-" if n is None else f"{n / 2**30:.2f} GiB"
 
 
 def _rate_derivation(f: RunFacts) -> dict[str, Any]:
@@ -290,6 +304,20 @@ def tiles(f: RunFacts) -> list[dict[str, Any]]:
         "sub": f"session {format_count(f.session_tokens_per_s)} {short}/s", "derivation": _rate_derivation(f)}
     if f.train_tokens_per_s is None:
         rate["missing"] = f"the first report (every {f.interval_s:g} s) with training time"
+    if f.live and f.recent is not None:
+        r = f.recent
+        rate = {
+            "id": "throughput", "label": f"rate (last {r.window_s:.0f} s)", "value": r.tokens_per_s,
+            "unit": rate["unit"], "provenance": "measured",
+            "sub": (f"training-only {format_count(f.train_tokens_per_s)} {short}/s" if f.train_tokens_per_s
+                    else "wall clock, every phase"),
+            "derivation": Derivation(
+                name="recent_tokens_per_s", formula="window_tokens / window_s", value=r.tokens_per_s,
+                unit=f"{f.token_unit}/s",
+                inputs=(Input(name="window_tokens", value=r.window_tokens, unit=f.token_unit, provenance="counted",
+                              source=f"root module batches of the last {r.window_steps} steps"),
+                        Input(name="window_s", value=r.window_s, unit="s", provenance="measured",
+                              source="wall clock from the step before the window to the last step"))).to_dict()}
     out.append(rate)
     loss: dict[str, Any] = {"id": "loss", "label": "loss", "value": f.loss_last, "unit": "",
                             "sub": f"min {f.loss_min:.4g}" if f.loss_min is not None else "", "provenance": "measured"}
@@ -297,15 +325,16 @@ def tiles(f: RunFacts) -> list[dict[str, Any]]:
         loss["missing"] = "a loss: return it from the loss module, or tm.emit(train_loss=loss)"
     out.append(loss)
     rss: dict[str, Any] = {"id": "rss", "label": "memory (RSS)", "value": f.rss_bytes, "unit": "bytes",
-                           "sub": f"peak {_gb(f.rss_peak_bytes)} at reports" if f.rss_peak_bytes else "",
+                           "sub": f"peak {format_bytes(f.rss_peak_bytes)} sampled" if f.rss_peak_bytes else "",
                            "provenance": "measured"}
     if f.rss_bytes is None:
-        rss["missing"] = "psutil, and the first report" if f.live else "psutil"
+        rss["missing"] = "psutil (pip install psutil)"
     out.append(rss)
     cuda = f.cuda or {}
     if cuda.get("allocated_bytes") is not None:
         peak, total = cuda.get("peak_allocated_bytes") or cuda.get("max_allocated_bytes"), cuda.get("device_total_bytes")
-        sub = " · ".join(p for p in (f"peak {_gb(peak)}" if peak else "", f"of {_gb(total)}" if total else "") if p)
+        sub = " · ".join(p for p in (f"peak {format_bytes(peak)}" if peak else "",
+                                     f"of {format_bytes(total)}" if total else "") if p)
         out.append({"id": "cuda_memory", "label": "CUDA allocated", "value": cuda["allocated_bytes"],
                     "unit": "bytes", "sub": sub, "provenance": "measured"})
     return out
@@ -325,7 +354,7 @@ def charts(f: RunFacts) -> list[dict[str, Any]]:
                     "series": others[MAX_SERIES_CHARTS:]})
     out.append({"id": "throughput", "title": f"throughput ({f.token_unit}/s)", "x": "time",
                 "unit": "tokens/s" if f.token_unit == "tokens" else "samples/s",
-                "series": ["train_tokens_per_s", "session_tokens_per_s"]})
+                "series": [RECENT_SERIES, "train_tokens_per_s"]})
     out.append({"id": "memory", "title": "memory", "x": "time", "unit": "bytes",
                 "series": ["rss_bytes", "cuda_allocated_bytes"]})
     seen = {c["id"] for c in out}
@@ -336,12 +365,16 @@ def charts(f: RunFacts) -> list[dict[str, Any]]:
 def build_state(f: RunFacts) -> dict[str, Any]:
     """Return the ``state`` traitlet value (JSON-safe: non-finite floats become null)."""
     rate = f.train_tokens_per_s
+    bar = f.progress_bar or progress(
+        steps=f.steps, tokens=f.tokens, budget_steps=f.budget_steps, budget_tokens=f.budget_tokens,
+        seconds_per_step=f.seconds_per_step, train_tokens_per_s=rate, token_unit=f.token_unit, live=f.live,
+        recent=f.recent)
+    if bar is not None and f.status not in LIVE_STATUSES:
+        bar = {**bar, "eta_s": None}  # a finished run has no ETA, whoever built the bar
     state = {
         "name": f.name, "status": f.status, "elapsed_s": round(f.elapsed_s, 1), "run_dir": f.run_dir,
-        "text_line": f.text_line,
-        "progress": f.progress_bar or progress(
-            steps=f.steps, tokens=f.tokens, budget_steps=f.budget_steps, budget_tokens=f.budget_tokens,
-            seconds_per_step=f.seconds_per_step, train_tokens_per_s=rate, token_unit=f.token_unit, live=f.live),
+        "text_line": f.text_line, "step": f.steps, "error": f.error,
+        "progress": bar,
         "tiles": tiles(f) + [t for t in f.extra_tiles if isinstance(t, dict)],
         "phases_s": {k: round(float(v), 3) for k, v in f.phases_s.items()},
         "charts": charts(f),

@@ -1,0 +1,95 @@
+"""Axis ticks people can read: 4 to 6 labelled values inside the data, linear or log.
+
+Linear axes step by 1, 2 or 5 times a power of ten. Log axes label the 1-2-5
+sequence (denser inside one decade) of every decade the data covers, thinned to at most six; when the data
+spans less than a factor of about three (a loss between 2.1 and 2.6), they fall
+back to linear steps (also when the 1-2-3-4-5-6-8 sequence gives fewer than four
+labels), so several labels always fall inside the data. Pure functions;
+js/src/ticks.ts implements the same rules for the live charts.
+"""
+
+from __future__ import annotations
+
+import math
+
+MAX_TICKS = 6
+MIN_TICKS = 4
+# denser first: the first set that gives at most MAX_TICKS labels inside the data wins
+_LOG_MULTS = ((1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0), (1.0, 2.0, 4.0, 6.0, 8.0), (1.0, 2.0, 5.0), (1.0, 3.0), (1.0,))
+
+
+def _ticks_with_step(lo: float, hi: float, step: float) -> list[float]:
+    k = math.ceil(lo / step - 1e-9)
+    out = []
+    while k * step <= hi + step * 1e-9:
+        out.append(float(f"{k * step:.12g}"))
+        k += 1
+    return out
+
+
+def linear_ticks(lo: float, hi: float, *, max_ticks: int = MAX_TICKS) -> list[float]:
+    """Round values inside ``[lo, hi]``: 4 to ``max_ticks`` of them, 5 when possible.
+
+    Steps are 1, 2, 2.5 or 5 times a power of ten (2.5 only when nothing else fits).
+
+    Examples:
+        >>> linear_ticks(0, 1)
+        [0.0, 0.2, 0.4, 0.6, 0.8, 1.0]
+        >>> linear_ticks(2.13, 2.61)
+        [2.2, 2.3, 2.4, 2.5, 2.6]
+        >>> linear_ticks(1.1, 4.2)
+        [1.5, 2.0, 2.5, 3.0, 3.5, 4.0]
+    """
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        return []
+    if hi < lo:
+        lo, hi = hi, lo
+    if hi == lo:
+        return [lo]
+    top = math.floor(math.log10(hi - lo))
+    best: tuple[float, list[float]] | None = None
+    for power in range(top - 2, top + 2):
+        for rank, mult in enumerate((1.0, 2.0, 5.0, 2.5)):
+            ticks = _ticks_with_step(lo, hi, mult * 10.0 ** power)
+            if not 2 <= len(ticks) <= max_ticks:
+                continue
+            # 4..max_ticks labels first (5 best), then as many as fit; 2.5 steps only when they help
+            short = MIN_TICKS - len(ticks) if len(ticks) < MIN_TICKS else 0
+            score = 10 * short + abs(len(ticks) - 5) + (1.5 if rank == 3 else 0.0)
+            if best is None or score < best[0]:
+                best = (score, ticks)
+    return best[1] if best is not None else [lo, hi]
+
+
+def log_ticks(lo: float, hi: float, *, max_ticks: int = MAX_TICKS) -> list[float]:
+    """Labelled values for a log axis over ``[lo, hi]`` (both > 0).
+
+    Examples:
+        >>> log_ticks(0.05, 40)
+        [0.1, 0.3, 1.0, 3.0, 10.0, 30.0]
+        >>> log_ticks(1.2, 9.5)
+        [2.0, 3.0, 4.0, 5.0, 6.0, 8.0]
+        >>> log_ticks(2.13, 2.61)
+        [2.2, 2.3, 2.4, 2.5, 2.6]
+    """
+    if not (math.isfinite(lo) and math.isfinite(hi)) or lo <= 0 or hi <= 0:
+        return []
+    if hi < lo:
+        lo, hi = hi, lo
+    if hi / lo < 3.0:
+        return linear_ticks(lo, hi, max_ticks=max_ticks)
+    for i, mults in enumerate(_LOG_MULTS):
+        ticks = []
+        for e in range(math.floor(math.log10(lo)) - 1, math.ceil(math.log10(hi)) + 1):
+            for m in mults:
+                v = float(f"{m * 10.0 ** e:.12g}")
+                if lo * (1 - 1e-9) <= v <= hi * (1 + 1e-9):
+                    ticks.append(v)
+        if i == 0 and len(ticks) < MIN_TICKS:  # under a decade or so: round linear values read better
+            return linear_ticks(lo, hi, max_ticks=max_ticks)
+        if len(ticks) <= max_ticks and len(ticks) >= 2:
+            return ticks
+    # many decades: every k-th power of ten
+    e0, e1 = math.ceil(math.log10(lo)), math.floor(math.log10(hi))
+    stride = max(1, math.ceil((e1 - e0 + 1) / max_ticks))
+    return [float(f"{10.0 ** e:.12g}") for e in range(e0, e1 + 1, stride)]
