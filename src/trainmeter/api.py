@@ -92,10 +92,10 @@ def monitor(*, name: str | None = None, budget_tokens: Any = None, budget_steps:
 @contextmanager
 def run_monitored(m: Monitor, *, model: Any = None) -> Iterator[Monitor]:
     """Start ``m``, run the body, finish with the right status; re-raise unchanged."""
-    m.start()
-    if model is not None:
-        m.declare_model(model)
+    m.start()  # on Ctrl-C or an error inside, start finishes the run itself, then re-raises
     try:
+        if model is not None:
+            m.declare_model(model)
         yield m
     except KeyboardInterrupt as exc:
         m.finish("interrupted", exc)

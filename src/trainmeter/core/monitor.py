@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from trainmeter.core.clock import Clock, MonotonicClock
+from trainmeter.core.interrupts import HeldInterrupts, TerminateHandler
 from trainmeter.core.memory import MemoryProbe, MemoryReading
 from trainmeter.core.phases import PhaseClock, cuda_synchronize
 from trainmeter.core.scalars import ScalarReader
@@ -124,40 +125,64 @@ class Monitor:
         self._warned: set[str] = set()
         self._series_lock = threading.Lock()
         self._said_warnings: set[str] = set()
+        self._started: list[Any] = []  # 'record' and the extensions whose start was attempted
+        self._finish_done: set[str] = set()
+        self._terminate: TerminateHandler | None = None
 
     # -- lifecycle -----------------------------------------------------------------
     def start(self) -> Monitor:
         """Make the run folder, open the log, install probes, start the clocks.
 
+        Ctrl-C is held back until the run is fully started (or fully undone):
+        a Ctrl-C or any error during start finishes the run (slot freed,
+        patches and threads restored, passport written where a folder exists)
+        and is then re-raised.
+
         Raises:
             RuntimeError: When another run is being monitored in this process.
+            KeyboardInterrupt: When Ctrl-C arrived during start (after cleanup).
         """
         global _ACTIVE
-        with _ACTIVE_LOCK:
-            if _ACTIVE is not None:
-                raise RuntimeError(
-                    f"a run ({_ACTIVE.options.name!r}) is already being monitored in this process; "
-                    "finish it before starting another"
-                )
-            _ACTIVE = self
-        try:
-            now = datetime.now(timezone.utc)
-            self.started_at = now.isoformat(timespec="seconds")
-            if self._record is not None:
-                self.run_dir = self._record.open(self, self.started_at)
-            self._memory_probe = MemoryProbe(self._cuda_memory)
-        except BaseException:
+        with HeldInterrupts() as held:
             with _ACTIVE_LOCK:
-                _ACTIVE = None
-            raise
+                if _ACTIVE is not None:
+                    raise RuntimeError(
+                        f"a run ({_ACTIVE.options.name!r}) is already being monitored in this process; "
+                        "finish it before starting another"
+                    )
+                _ACTIVE = self
+            try:
+                self._start_parts()
+            except BaseException as exc:
+                status = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
+                self._finish_parts(status, exc)
+                raise
+            if held.pending:
+                self._finish_parts("interrupted", KeyboardInterrupt())
+        held.deliver()
+        return self
+
+    def _start_parts(self) -> None:
+        now = datetime.now(timezone.utc)
+        self.started_at = now.isoformat(timespec="seconds")
+        if self._record is not None:
+            self._started.append("record")
+            try:
+                self.run_dir = self._record.open(self, self.started_at)
+            except Exception as exc:  # an unwritable run folder: the run goes on in memory
+                self.warn_once("run-folder", f"run folder unavailable ({exc!r}): the record is kept in memory "
+                                             "and the passport written at the end if the folder can be made then")
+        self._memory_probe = MemoryProbe(self._cuda_memory)
+        self._terminate = TerminateHandler(self._on_terminate)
+        self._terminate.install()
         if self._want_probes:
             self._start_probes()
         for ext in self.extensions:
+            self._started.append(ext)
             self._guard(f"start-{getattr(ext, 'name', ext)}", ext.start, self)
         self._last_report_s = self._t0_s = self.phases.begin()
         self.status = "running"
         self.phases.resume_train()
-        return self
 
     def _start_probes(self) -> None:
         import importlib.util
@@ -167,36 +192,94 @@ class Monitor:
         from trainmeter.core.probes import TorchProbes
 
         probes = TorchProbes(self)
+        self._probes = probes  # set first: a Ctrl-C inside start() still gets them removed
         try:
             probes.start()
-            self._probes = probes
         except Exception as exc:
             self.warn_once("torch-probes", f"torch probes disabled: {exc!r}")
             probes.stop()
+            self._probes = None
 
     def finish(self, status: str, error: BaseException | None = None) -> None:
-        """End the run: final report, remove probes, write the passport. Never raises."""
+        """End the run: final report, remove probes, write the passport.
+
+        Each part runs once, in order, with Ctrl-C held back; the active-run
+        slot is freed and patches and threads restored whatever happens. A
+        Ctrl-C that arrived meanwhile is re-raised at the end, after cleanup.
+
+        Raises:
+            KeyboardInterrupt: Only a Ctrl-C the user pressed during finish.
+        """
+        raised = False
+        held: HeldInterrupts | None = None
+        for _ in range(3):  # a Ctrl-C before the handler was in place: finish again (parts run once)
+            try:
+                with HeldInterrupts() as held:
+                    raised = self._finish_parts(status, error) or raised
+                break
+            except KeyboardInterrupt:
+                raised = True
+        if held is not None:
+            held.deliver()  # a Ctrl-C held back meanwhile: the previous handler raises it
+        if raised:
+            raise KeyboardInterrupt
+
+    def _finish_parts(self, status: str, error: BaseException | None) -> bool:
+        """Run the parts of finish not yet done; returns whether a KeyboardInterrupt was raised in one."""
         global _ACTIVE
-        if self._finished:
-            return
-        self._finished = True
-        self.status = status
-        if error is not None:
-            self.error = f"{type(error).__name__}: {error}"
-        self.ended_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
-        if self._probes is not None:
-            self._guard("torch-probes-stop", self._probes.stop)
-        for ext in self.extensions:  # before the final report: spans they close are in its snapshot
-            self._guard(f"stop-{getattr(ext, 'name', ext)}", ext.stop)
-        self._guard("final-report", self._report, True)
-        self._guard("passport", self._write_passport)
-        if self._record is not None:
-            self._guard("log-close", self._record.close)
-        with _ACTIVE_LOCK:
-            if _ACTIVE is self:
-                _ACTIVE = None
-        if self._record is not None:
-            self._say(self._record.closing_line(self))
+        interrupted = False
+        done = self._finish_done
+        try:
+            if "status" not in done:
+                done.add("status")
+                self._finished = True
+                self.status = status
+                if error is not None:
+                    self.error = f"{type(error).__name__}: {error}"
+                self.ended_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+            parts: list[tuple[str, Callable[..., Any], tuple[Any, ...]]] = []
+            if self._probes is not None:
+                parts.append(("torch-probes-stop", self._probes.stop, ()))
+            # before the final report: spans they close are in its snapshot
+            parts += [(f"stop-{getattr(ext, 'name', ext)}", ext.stop, ())
+                      for ext in self._started if ext != "record"]
+            if self.phases.session_start_s is not None:
+                parts.append(("final-report", self._report, (True,)))
+            if "record" in self._started:
+                parts += [("passport", self._write_passport, ()), ("log-close", self._record.close, ())]
+            for key, fn, args in parts:
+                if key in done:
+                    continue
+                done.add(key)
+                for _attempt in range(2):  # a part cut by a Ctrl-C runs once more, so the record is whole
+                    try:
+                        fn(*args)
+                    except KeyboardInterrupt:
+                        interrupted = True
+                        continue
+                    except Exception as exc:
+                        self.warn_once(key, f"{key} failed and was disabled: {exc!r}")
+                    break
+        finally:
+            if self._terminate is not None:
+                self._terminate.remove()
+            with _ACTIVE_LOCK:
+                if _ACTIVE is self:
+                    _ACTIVE = None
+        if "closing" not in done and "record" in self._started:
+            done.add("closing")
+            try:
+                self._say(self._record.closing_line(self))
+            except Exception:
+                pass
+        return interrupted
+
+    def _on_terminate(self) -> None:
+        """SIGTERM: save the run as ``terminated`` (the handler then re-delivers the signal)."""
+        try:
+            self._finish_parts("terminated", None)
+        except BaseException:
+            pass
 
     # -- sources ---------------------------------------------------------------------
     def set_model(self, module: Any, token_unit: str) -> None:
@@ -333,12 +416,25 @@ class Monitor:
     # -- reports -----------------------------------------------------------------------
     def _maybe_report(self) -> None:
         if self._phase_depth == 0 and not self._finished:
-            self._guard("report", self._report, False)
+            with HeldInterrupts() as held:  # a Ctrl-C never cuts a report between a write and its cursor
+                self._guard("report", self._report, False)
+            held.deliver()
 
     def _report(self, final: bool) -> None:
         resume = self.phases.training and not final
         self.phases.pause_train()
         t0 = self.clock()
+        try:
+            self._report_body(final, t0)
+        finally:  # whatever failed, the timer advances and training resumes
+            try:
+                self.phases.finish_phase("reporting", t0)
+            finally:
+                self._last_report_s = self.clock()
+                if resume:
+                    self.phases.resume_train()
+
+    def _report_body(self, final: bool, t0: float) -> None:
         self.interval = interval_summary(tokens=self._window_tokens, steps=self._window_steps,
                                          train_s=self.phases.take_window_train_s())
         elapsed_s = self.phases.session_elapsed_s(t0)
@@ -355,19 +451,15 @@ class Monitor:
             if fields is not None:
                 extra[ext.name] = self._guard(f"fields-{ext.name}", fields)
         if self._record is not None:
-            self._record.write_interval(self, elapsed_s, phases_s, extra)
+            self._guard("run-log", self._record.write_interval, self, elapsed_s, phases_s, extra)
             self._trim()
-            self.text_line = self._record.text_line(self)
+            self.text_line = self._guard("text-line", self._record.text_line, self) or self.text_line
         if self.text and not final:
             self._say(self.text_line)
             for warning in self.extension_warnings():
                 if warning not in self._said_warnings:
                     self._said_warnings.add(warning)
                     self._say(f"trainmeter warning: {warning}")
-        self.phases.finish_phase("reporting", t0)
-        self._last_report_s = self.clock()
-        if resume:
-            self.phases.resume_train()
 
     def _trim(self) -> None:
         """Drop points every reader has seen; keep at most ``MAX_PENDING`` per series."""
