@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import ast
 import shlex
+from pathlib import Path
 from typing import Any
 
 from IPython.core.error import UsageError
@@ -46,6 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--gpus")
     p.add_argument("--memory-snapshot-step")
     p.add_argument("--no-tap", action="store_true")
+    p.add_argument("--max-series")
     return p
 
 
@@ -59,6 +61,13 @@ def parse_flags(line: str) -> MonitorOptions:
         argv = shlex.split(line)
     except ValueError as exc:
         raise UsageError(f"%%trainmeter: cannot parse flags {line!r}: {exc}") from None
+    seen: set[str] = set()
+    for word in argv:
+        flag = word.split("=", 1)[0]
+        if flag.startswith("--"):
+            if flag in seen:
+                raise UsageError(f"%%trainmeter: {flag} given more than once; give each flag at most once")
+            seen.add(flag)
     ns = build_parser().parse_args(argv)
     kwargs = vars(ns)
     widget = not kwargs.pop("no_widget")
@@ -87,12 +96,18 @@ class TrainmeterMagics(Magics):
         return run_cell(self.shell, cell, options)
 
     def _verb(self, line: str) -> Any:
-        words = shlex.split(line)
+        try:
+            words = shlex.split(line)
+        except ValueError as exc:
+            raise UsageError(f"%trainmeter: cannot parse {line!r}: {exc}") from None
         verb = words[0] if words else "help"
         if verb == "runs":
             from trainmeter.record.runs import format_runs, runs
 
-            root = words[2] if len(words) >= 3 and words[1] == "--dir" else None
+            rest = words[1:]
+            if rest and not (len(rest) == 2 and rest[0] == "--dir" and rest[1].strip()):
+                raise UsageError(f"%trainmeter runs: unexpected {' '.join(rest)!r}; usage: %trainmeter runs [--dir PATH]")
+            root = Path(rest[1]).expanduser() if rest else None
             print(format_runs(runs(root)))
             return None
         if verb == "doctor":

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import sys
+from collections import deque
 import threading
 import time
 import warnings
@@ -27,14 +28,21 @@ from trainmeter.core.memory import MemoryProbe, MemoryReading
 from trainmeter.core.phases import PhaseClock, cuda_synchronize
 from trainmeter.core.scalars import ScalarReader
 from trainmeter.core.series import Series
+from trainmeter.core.text import printable
 from trainmeter.core.sink import RecordSink
 from trainmeter.core.throughput import IntervalSummary, SessionSummary, interval_summary, session_summary
 
 _ACTIVE: Monitor | None = None
 _ACTIVE_LOCK = threading.Lock()
-_PHASE_NAME = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
+_PHASE_NAME = re.compile(r"[a-z][a-z0-9_]{0,31}\Z")
 LOSS_SERIES = "train_loss"
 MAX_PENDING = 100_000
+MAX_QUEUED = 100_000
+MAX_DROPPED_NAMES = 20
+MAX_WARNINGS = 100
+DEFAULT_MAX_SERIES = 256
+RESERVED_SERIES = ("tokens_per_step",)
+_RESERVED_NAME = re.compile(r"(node|gpu\d+)\.|__")
 
 
 class MonitorWarning(UserWarning):
@@ -101,6 +109,7 @@ class Monitor:
         self.ended_at: str | None = None
         self.error: str | None = None
         self.warnings: list[str] = []
+        self.warnings_suppressed = 0
         self.text_line = ""
         self.reports = 0
         self._window_tokens = 0
@@ -125,6 +134,13 @@ class Monitor:
         self._warned: set[str] = set()
         self._series_lock = threading.Lock()
         self._said_warnings: set[str] = set()
+        self._owner_ident = threading.get_ident()  # the recording thread (set again at start)
+        self._queued: deque[tuple[dict[str, Any], int]] = deque()
+        self.queue_dropped = 0
+        self._max_series = int(getattr(options, "max_series", DEFAULT_MAX_SERIES) or DEFAULT_MAX_SERIES)
+        self._user_series = 0
+        self.series_dropped = 0
+        self.series_dropped_names: list[str] = []
         self._started: list[Any] = []  # 'record' and the extensions whose start was attempted
         self._finish_done: set[str] = set()
         self._terminate: TerminateHandler | None = None
@@ -163,6 +179,7 @@ class Monitor:
         return self
 
     def _start_parts(self) -> None:
+        self._owner_ident = threading.get_ident()
         now = datetime.now(timezone.utc)
         self.started_at = now.isoformat(timespec="seconds")
         if self._record is not None:
@@ -319,33 +336,107 @@ class Monitor:
             self._series(LOSS_SERIES).append(self.steps, t_s, sum(losses) / len(losses))
         if self._scalars.queue:
             self._poll_scalars(t_s)
+        if self._queued:
+            self._drain_queue()
         if self.steps == self._at_step and self._at_step_fn is not None:
             self._guard("at-step", self._at_step_fn)
         if now - self._last_report_s >= self._interval_s:
             self._maybe_report()
 
     def record(self, series: dict[str, Any], step: int | None = None) -> None:
-        """Record named scalars at ``step`` (default: the current step) (``tm.emit``, taps)."""
+        """Record named scalars at ``step`` (default: the current step) (``tm.emit``, taps).
+
+        Each value is checked on its own: good ones are recorded, each bad one
+        (not a number, too big for a float, a ``__float__`` that raises, a
+        tensor with no sync-free read, a reserved or over-the-cap name) is left
+        out with one warning. Off the recording thread (the one that started
+        the run) values are queued and recorded at its next step or report
+        (at most ``MAX_QUEUED``; more are counted and dropped with a warning).
+        Any thread; never raises.
+        """
+        if threading.get_ident() != self._owner_ident:
+            self._enqueue(series, step)
+            return
+        if self._queued:
+            self._drain_queue()
         now = self._now()
         t_s = now - self._t0_s
         if step is None:
             step = self.steps
         for name, value in series.items():
-            if name == LOSS_SERIES:
-                self._user_loss = True
-            if type(value) is float:
-                number: float | None = value
-            else:
-                try:
-                    number = self._scalars.read(value, (name, step, t_s))
-                except TypeError as exc:
-                    self.warn_once(f"emit-{name}", f"tm.emit({name}=...) ignored: {exc}")
-                    continue
+            number = self._checked(name, value, (name, step, t_s))
             if number is not None:
                 series_ = self.series.get(name) or self._series(name)
                 series_.append(step, t_s, number)
         if now - self._last_report_s >= self._interval_s:
             self._maybe_report()
+
+    def _checked(self, name: Any, value: Any, key: Any) -> float | None:
+        """``value`` as a float to record under ``name``, or ``None`` (warned once per name and fault)."""
+        existing = self.series.get(name) if type(name) is str else None
+        if existing is None:
+            if not isinstance(name, str) or name in RESERVED_SERIES or _RESERVED_NAME.match(name):
+                self.warn_once(f"emit-reserved-{name}",
+                               f"tm.emit({printable(name)}=...) ignored: the name is reserved for trainmeter's own "
+                               "series (tokens_per_step, node.*, gpu<N>.*, __*)")
+                return None
+            if self._user_series >= self._max_series:
+                self._drop_series(name)
+                return None
+        elif existing.x_kind != "step":
+            self.warn_once(f"emit-reserved-{name}", f"tm.emit({printable(name)}=...) ignored: a background "
+                                                    "sampler owns that series")
+            return None
+        if type(value) is float:
+            number: float | None = value
+        else:
+            try:
+                if isinstance(value, (str, bytes)):
+                    raise TypeError(f"expected a float or a 0-d tensor, got {type(value).__name__}")
+                number = self._scalars.read(value, key)
+            except Exception as exc:  # TypeError, OverflowError, a __float__ that raises, ...
+                self.warn_once(f"emit-{name}", f"tm.emit({printable(name)}=...) ignored: {printable(exc)}")
+                return None
+            if number is None and getattr(value, "is_cpu", None) is False and not getattr(value, "is_cuda", False):
+                device = getattr(value, "device", "?")
+                self.warn_once(f"emit-{name}", f"tm.emit({printable(name)}=...) ignored: a tensor on {device} has "
+                                               "no sync-free read (pass a CPU or CUDA tensor or a float)")
+                return None
+        if name == LOSS_SERIES:
+            self._user_loss = True  # only a valid value turns off the captured loss
+        if existing is None:
+            self._user_series += 1
+        return number
+
+    def _drop_series(self, name: str) -> None:
+        self.series_dropped += 1
+        if len(self.series_dropped_names) < MAX_DROPPED_NAMES and name not in self.series_dropped_names:
+            self.series_dropped_names.append(printable(name)[:80])
+        self.warn_once("series-cap", f"more than {self._max_series} series (max_series): {printable(name)[:80]!s} "
+                                     "and later new names are not recorded; the passport lists them")
+
+    def _enqueue(self, series: dict[str, Any], step: int | None) -> None:
+        """Queue values emitted off the recording thread (any thread; bounded)."""
+        if len(self._queued) >= MAX_QUEUED:
+            self.queue_dropped += 1
+            self.warn_once("emit-queue", f"tm.emit from other threads: more than {MAX_QUEUED:,} values waiting for "
+                                         "the training thread; later ones are counted and dropped")
+            return
+        self._queued.append((dict(series), self.steps if step is None else step))
+
+    def _drain_queue(self) -> None:
+        """Record values queued by other threads, stamped now (recording thread only; no backwards times)."""
+        t_s = self._now() - self._t0_s
+        queued = self._queued
+        for _ in range(len(queued)):
+            try:
+                values, step = queued.popleft()
+            except IndexError:
+                break
+            for name, value in values.items():
+                number = self._checked(name, value, (name, step, t_s))
+                if number is not None:
+                    (self.series.get(name) or self._series(name)).append(step, t_s, number)
 
     def record_at(self, name: str, t_s: float, value: float, *, x_kind: str = "time") -> None:
         """Record one point of a series owned by a background sampler.
@@ -441,6 +532,8 @@ class Monitor:
         self.session = session_summary(tokens=self.tokens, elapsed_s=elapsed_s)
         phases_s = dict(self.phases.totals_s)
         self._window_tokens = self._window_steps = 0
+        if self._queued:
+            self._drain_queue()
         self._poll_scalars(elapsed_s)
         if self._memory_probe is not None:
             self.memory = self._guard("memory", self._memory_probe.sample)
@@ -487,15 +580,23 @@ class Monitor:
     # -- faults ------------------------------------------------------------------------
     def _say(self, line: str) -> None:
         try:
-            print(line, file=self.out or sys.stdout, flush=True)
+            print(printable(line), file=self.out or sys.stdout, flush=True)
         except Exception:
             pass
 
     def warn_once(self, key: str, message: str) -> None:
-        """Warn once per ``key`` for this run; the message is kept for the passport."""
+        """Warn once per ``key`` for this run; the message is kept for the passport. Any thread.
+
+        Control characters in ``message`` are escaped; after ``MAX_WARNINGS``
+        distinct warnings, later ones are only counted (``warnings_suppressed``).
+        """
         if key in self._warned:
             return
         self._warned.add(key)
+        if len(self.warnings) >= MAX_WARNINGS:
+            self.warnings_suppressed += 1
+            return
+        message = printable(message)
         self.warnings.append(message)
         try:
             warnings.warn(f"trainmeter: {message}", MonitorWarning, stacklevel=2)

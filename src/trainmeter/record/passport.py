@@ -71,6 +71,11 @@ def build_passport(m: RunView) -> dict[str, Any]:
         "environment": _environment(),
         "derivations": [d.to_dict() for d in derivations],
         "warnings": list(m.warnings),
+        "warnings_suppressed": getattr(m, "warnings_suppressed", 0),
+        "series_dropped": {"count": getattr(m, "series_dropped", 0),
+                           "names": list(getattr(m, "series_dropped_names", [])),
+                           "max_series": getattr(m.options, "max_series", None)},
+        "emits_dropped": getattr(m, "queue_dropped", 0),
     }
     for ext in m.extensions:
         section = getattr(ext, "passport_section", None)

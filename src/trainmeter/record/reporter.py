@@ -46,7 +46,7 @@ def write_interval(m: RunView, log: RunLog, cursors: dict[str, int], elapsed_s: 
         dropped += write_columns(log, cursors, "series", series)
     interval, session = m.interval, m.session
     log.write(
-        "interval", step=m.steps, tokens=m.tokens, elapsed_s=elapsed_s, phases_s=phases_s,
+        "interval", step=m.steps, tokens=m.tokens, token_unit=m.token_unit, elapsed_s=elapsed_s, phases_s=phases_s,
         throughput={
             "train_tokens_per_s": interval.train_tokens_per_s if interval else None,
             "seconds_per_step": interval.seconds_per_step if interval else None,

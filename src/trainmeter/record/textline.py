@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from trainmeter.core.text import printable
 from trainmeter.sizes import format_count
+
+MAX_TEXT_SERIES = 12  # a line stays a line; the widget and the run log have them all
 
 
 def _num(value: float) -> str:
@@ -38,11 +41,12 @@ def format_line(
     """
     parts = [f"[step {step}]"]
     fields: list[str] = []
-    for name, value in series.items():
-        if value is None:
-            continue
-        label = "loss" if name == "train_loss" else name
+    shown = [(name, value) for name, value in series.items() if value is not None]
+    for name, value in shown[:MAX_TEXT_SERIES]:
+        label = "loss" if name == "train_loss" else printable(name)[:40]
         fields.append(f"{label}={_num(float(value))}")
+    if len(shown) > MAX_TEXT_SERIES:
+        fields.append(f"+{len(shown) - MAX_TEXT_SERIES} more series")
     if tokens_per_s is not None:
         fields.append(f"{token_unit}/s={format_count(tokens_per_s)}")
     if mfu is not None:
@@ -51,7 +55,7 @@ def format_line(
         used = mem_used_bytes / 2**30
         fields.append(f"mem={used:.1f}/{mem_total_bytes / 2**30:.1f}GiB" if mem_total_bytes else f"mem={used:.1f}GiB")
     for key, text in (extra or {}).items():
-        fields.append(f"{key}={text}")
+        fields.append(f"{printable(key)}={printable(text)}")
     if fields:
         parts.append(" | ".join(fields))
     return " ".join(parts)
