@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import re
 import sys
-from collections import deque
 import threading
 import time
 import warnings
 import weakref
+from collections import deque
 from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
@@ -28,8 +28,8 @@ from trainmeter.core.memory import MemoryProbe, MemoryReading
 from trainmeter.core.phases import PhaseClock, cuda_synchronize
 from trainmeter.core.scalars import ScalarReader
 from trainmeter.core.series import Series
-from trainmeter.core.text import printable
 from trainmeter.core.sink import RecordSink
+from trainmeter.core.text import printable
 from trainmeter.core.throughput import IntervalSummary, SessionSummary, interval_summary, session_summary
 
 _ACTIVE: Monitor | None = None
