@@ -40,6 +40,8 @@ MAX_PENDING = 100_000
 MAX_QUEUED = 100_000
 MAX_DROPPED_NAMES = 20
 MAX_WARNINGS = 100
+PHASE_REPORT_AFTER_S = 60.0
+PHASE_REPORT_AFTER_INTERVALS = 10
 DEFAULT_MAX_SERIES = 256
 RESERVED_SERIES = ("tokens_per_step",)
 _RESERVED_NAME = re.compile(r"(node|gpu\d+)\.|__")
@@ -261,6 +263,7 @@ class Monitor:
             parts += [(f"stop-{getattr(ext, 'name', ext)}", ext.stop, ())
                       for ext in self._started if ext != "record"]
             if self.phases.session_start_s is not None:
+                parts.append(("open-phase", self._close_open_phase, ()))
                 parts.append(("final-report", self._report, (True,)))
             if "record" in self._started:
                 parts += [("passport", self._write_passport, ()), ("log-close", self._record.close, ())]
@@ -290,6 +293,12 @@ class Monitor:
             except Exception:
                 pass
         return interrupted
+
+    def _close_open_phase(self) -> None:
+        """Credit a ``tm.phase`` still open at the end (an exception or Ctrl-C inside it, or never exited)."""
+        if self._phase_depth:
+            self._phase_depth = 0
+            self.phases.finish_phase(self._phase_name, self._phase_started_s)
 
     def _on_terminate(self) -> None:
         """SIGTERM: save the run as ``terminated`` (the handler then re-delivers the signal)."""
@@ -481,8 +490,10 @@ class Monitor:
         self._phase_started_s = self.clock()
 
     def exit_phase(self) -> None:
-        """Credit the phase opened by :meth:`enter_phase` and resume training."""
-        self._phase_depth = max(0, self._phase_depth - 1)
+        """Credit the phase opened by :meth:`enter_phase` and resume training (no-op when none is open)."""
+        if self._phase_depth == 0:
+            return
+        self._phase_depth -= 1
         if self._phase_depth:
             return
         self.phases.finish_phase(self._phase_name, self._phase_started_s)
@@ -506,10 +517,24 @@ class Monitor:
 
     # -- reports -----------------------------------------------------------------------
     def _maybe_report(self) -> None:
-        if self._phase_depth == 0 and not self._finished:
-            with HeldInterrupts() as held:  # a Ctrl-C never cuts a report between a write and its cursor
-                self._guard("report", self._report, False)
-            held.deliver()
+        if self._finished:
+            return
+        if self._phase_depth:
+            # Reports wait for the phase to end (its time stays whole) unless it has been open for
+            # PHASE_REPORT_AFTER_INTERVALS intervals (a phase never exited, or a very long eval):
+            # then reports go on inside it and the phase is not credited with their time.
+            opened_s = self.clock() - self._phase_started_s
+            if opened_s < max(PHASE_REPORT_AFTER_S, PHASE_REPORT_AFTER_INTERVALS * self._interval_s):
+                return
+            self.warn_once(f"phase-open-{self._phase_name}",
+                           f"phase {self._phase_name!r} has been open for {opened_s:.0f} s: reports continue inside "
+                           "it (was its tm.phase block exited?)")
+        with HeldInterrupts() as held:  # a Ctrl-C never cuts a report between a write and its cursor
+            t0 = self.clock()
+            self._guard("report", self._report, False)
+            if self._phase_depth:
+                self._phase_started_s += self.clock() - t0  # the report's time is reporting's, not the phase's
+        held.deliver()
 
     def _report(self, final: bool) -> None:
         resume = self.phases.training and not final
