@@ -163,3 +163,13 @@ def test_the_run_folder_is_absolute_so_chdir_in_the_cell_does_not_lose_the_passp
     m.finish("completed")
     assert m.run_dir.is_absolute() and m.run_dir.parent == in_tmp / "relative-runs"
     assert (m.run_dir / "passport.json").exists()
+
+
+def test_a_cell_with_an_unwritable_dir_still_runs(ip, tmp_path, capsys):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    ip.user_ns["ran"] = False
+    with pytest.warns(monitor_module.MonitorWarning, match="cannot write the run folder"):
+        ip.run_cell_magic("trainmeter", f"--dir {blocker} --no-widget --name ro", "ran = True\n")
+    assert ip.user_ns["ran"] is True and active() is None
+    assert "passport NOT written" in capsys.readouterr().out
