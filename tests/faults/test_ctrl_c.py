@@ -132,3 +132,52 @@ def test_the_next_run_starts_after_an_interrupted_one(run_root, patch_points):
     _run(run_root / "a", InterruptingClock(3))
     m, raised = _run(run_root / "b", FakeClock(100.0))
     assert raised is None and m.status == "completed" and m.steps == 4
+
+
+def _absorb(fn) -> None:
+    """Run ``fn`` to the end, swallowing KeyboardInterrupts that land meanwhile (the test's own waits)."""
+    while True:
+        try:
+            fn()
+            return
+        except KeyboardInterrupt:
+            continue
+
+
+def test_real_sigints_at_random_moments_never_leave_the_slot_patches_or_threads(run_root, patch_points):
+    import random
+    import time
+
+    import torch.nn.functional as F
+
+    rng = random.Random(11)
+    main_id = threading.main_thread().ident
+    model, opt, batches = tiny_model_and_data()
+    # how long one monitored run takes here, so the signals spread over start, steps and finish
+    t0 = time.perf_counter()
+    _run(run_root / "timing", FakeClock(100.0))
+    span_s = time.perf_counter() - t0
+    interrupted = 0
+    for trial in range(25):
+        timer = threading.Timer(rng.uniform(0, span_s * 1.2), signal.pthread_kill, (main_id, signal.SIGINT))
+        m = None
+        try:
+            timer.start()
+            options = make_options(run_dir=run_root / str(trial), interval_s=1.0, name="sig", widget=False, tap=False)
+            m = make_monitor(options, clock=FakeClock(100.0), text=False, extensions=default_extensions(options))
+            with run_monitored(m):
+                for x, y in batches[:4]:
+                    m.clock.advance(0.6)
+                    loss = F.cross_entropy(model(x), y)
+                    opt.zero_grad()
+                    loss.backward()
+                    opt.step()
+            _absorb(timer.join)
+        except KeyboardInterrupt:
+            interrupted += 1
+        _absorb(timer.join)
+        _absorb(lambda: time.sleep(0.002))  # a signal already sent is handled here at the latest
+        assert_left_nothing(patch_points)
+        if m is not None and m.run_dir is not None and m.status != "running":
+            assert_passport_valid(m.run_dir)
+    assert interrupted > 0
