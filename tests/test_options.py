@@ -44,3 +44,15 @@ def test_options_to_dict_is_json_ready():
     import json
 
     assert json.loads(json.dumps(make_options(run_dir="/tmp/x").to_dict()))["run_root"] == "/tmp/x"
+
+
+def test_max_series_defaults_to_256_and_takes_a_bounded_whole_number():
+    import pytest
+
+    from trainmeter.options import make_options
+
+    assert make_options().max_series == 256
+    assert make_options(max_series="1000").max_series == 1000
+    for bad in (0, -1, "many", 10**9, True):
+        with pytest.raises(ValueError, match="--max-series"):
+            make_options(max_series=bad)

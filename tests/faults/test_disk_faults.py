@@ -88,11 +88,14 @@ def test_a_disk_full_mid_run_backs_off_keeps_phases_and_writes_everything_when_s
     assert "record incomplete" in capsys.readouterr().out
 
 
-def test_a_disk_full_to_the_end_says_no_passport_and_leaves_no_temporary_file(run_root, disk, capsys):
+@pytest.mark.parametrize("full_from", ["start", "step 1"])
+def test_a_disk_full_to_the_end_says_no_passport_and_leaves_no_temporary_file(run_root, disk, capsys, full_from):
     clock = FakeClock(100.0)
-    m = _monitor(run_root, clock).start()
-    disk.full = True
+    m = _monitor(run_root, clock)
     with pytest.warns(monitor_module.MonitorWarning):
+        disk.full = full_from == "start"
+        m.start()
+        disk.full = True
         _train(m, clock, 100)
         m.finish("completed")
     assert active() is None and m.steps == 100
@@ -100,6 +103,7 @@ def test_a_disk_full_to_the_end_says_no_passport_and_leaves_no_temporary_file(ru
     line = capsys.readouterr().out
     assert "passport NOT written" in line and "No space left" in line and "passport in" not in line
     assert all(json.loads(raw) for raw in (m.run_dir / "events.jsonl").read_text().splitlines())
+    assert disk.calls_while_full <= 2 * 8  # 50 s of reports every 1 s: back-off tries plus the final three
 
 
 def test_points_pending_while_the_disk_is_full_are_bounded_and_the_dropped_ones_counted(run_root, disk, monkeypatch):
