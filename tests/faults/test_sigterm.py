@@ -11,16 +11,18 @@ import textwrap
 import threading
 from pathlib import Path
 
+import pytest
+
 from trainmeter.core.clock import FakeClock
-from trainmeter.core.monitor import active
+from trainmeter.core.monitor import MonitorWarning, active
 from trainmeter.extensions import make_monitor
 from trainmeter.options import make_options
 
 
-def test_sigterm_saves_the_passport_then_calls_the_previous_handler_and_restores_it(run_root):
+def test_sigterm_with_a_program_handler_saves_a_passport_calls_it_and_the_run_goes_on(run_root):
     seen: list[int] = []
 
-    def previous(signum, frame):
+    def previous(signum, frame):  # a framework's graceful stop: sets a flag, the loop ends later
         seen.append(signum)
 
     old = signal.signal(signal.SIGTERM, previous)
@@ -28,11 +30,29 @@ def test_sigterm_saves_the_passport_then_calls_the_previous_handler_and_restores
         m = make_monitor(make_options(run_dir=run_root, name="term"), clock=FakeClock(), text=False,
                          probes=False, extensions=[]).start()
         m.on_step(10)
-        signal.raise_signal(signal.SIGTERM)
+        with pytest.warns(MonitorWarning, match="SIGTERM at step 1"):
+            signal.raise_signal(signal.SIGTERM)
         assert seen == [signal.SIGTERM]
-        assert active() is None
         assert json.loads((m.run_dir / "passport.json").read_text())["status"] == "terminated"
+        assert active() is m and m.status == "running"
+        m.on_step(10)
+        m.finish("completed")
+        passport = json.loads((m.run_dir / "passport.json").read_text())
+        assert passport["status"] == "completed" and passport["steps"] == 2
         assert signal.getsignal(signal.SIGTERM) is previous
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+def test_an_ignored_sigterm_stays_ignored(run_root):
+    old = signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    try:
+        m = make_monitor(make_options(run_dir=run_root, name="term"), clock=FakeClock(), text=False,
+                         probes=False, extensions=[]).start()
+        signal.raise_signal(signal.SIGTERM)
+        assert active() is m and not (m.run_dir / "passport.json").exists()
+        m.finish("completed")
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_IGN
     finally:
         signal.signal(signal.SIGTERM, old)
 

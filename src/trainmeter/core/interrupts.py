@@ -87,11 +87,18 @@ class HeldInterrupts:
 class TerminateHandler:
     """Save the run on SIGTERM, then behave as the previous handler would.
 
+    - Default action (the process ends): ``on_terminate(True)`` finishes the run,
+      then the signal is re-delivered with the default action.
+    - A Python handler (a framework's graceful stop): ``on_terminate(False)``
+      saves the passport as it stands, the handler runs, and the run goes on
+      (it is finished as usual when the program's own stop comes through).
+    - Ignored (``SIG_IGN``): nothing happens, as without trainmeter.
+
     Args:
-        on_terminate: Called once on the first SIGTERM (saves the run; must not raise).
+        on_terminate: Called with whether the process is about to end; must not raise.
     """
 
-    def __init__(self, on_terminate: Callable[[], None]) -> None:
+    def __init__(self, on_terminate: Callable[[bool], None]) -> None:
         self._on_terminate = on_terminate
         self._previous: Any = None
         self._installed = False
@@ -122,16 +129,17 @@ class TerminateHandler:
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         previous = self._previous
-        try:
-            self._on_terminate()
-        except BaseException:  # noqa: S110 - the signal's own behaviour must still happen
-            pass
-        self.remove()
         if previous is signal.SIG_IGN:
             return
-        if callable(previous):
+        ends = not callable(previous)
+        try:
+            self._on_terminate(ends)
+        except BaseException:  # noqa: S110 - the signal's own behaviour must still happen
+            pass
+        if not ends:
             previous(signum, frame)
             return
+        self.remove()
         # SIG_DFL (or a handler set from C): deliver again with the default action (ends the process)
         try:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)

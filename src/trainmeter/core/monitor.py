@@ -300,10 +300,22 @@ class Monitor:
             self._phase_depth = 0
             self.phases.finish_phase(self._phase_name, self._phase_started_s)
 
-    def _on_terminate(self) -> None:
-        """SIGTERM: save the run as ``terminated`` (the handler then re-delivers the signal)."""
+    def _on_terminate(self, ends_process: bool) -> None:
+        """SIGTERM: finish as ``terminated`` when the process is about to end; else save a passport and go on."""
         try:
-            self._finish_parts("terminated", None)
+            if ends_process:
+                self._finish_parts("terminated", None)
+                return
+            self.warn_once("sigterm", f"SIGTERM at step {self.steps}: the program's own handler ran and the run "
+                                      "went on; a passport was saved at that point")
+            if self._record is not None and "record" in self._started and not self._finished:
+                status, ended_at = self.status, self.ended_at
+                self.status = "terminated"
+                self.ended_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+                try:
+                    self._guard("passport", self._record.write_passport, self)
+                finally:
+                    self.status, self.ended_at = status, ended_at
         except BaseException:
             pass
 
@@ -372,7 +384,12 @@ class Monitor:
         t_s = now - self._t0_s
         if step is None:
             step = self.steps
+        known = self.series
         for name, value in series.items():
+            existing = known.get(name) if type(value) is float else None
+            if existing is not None and existing.x_kind == "step" and name != LOSS_SERIES:
+                existing.append(step, t_s, value)  # fast path: a float for a series already recorded
+                continue
             number = self._checked(name, value, (name, step, t_s))
             if number is not None:
                 series_ = self.series.get(name) or self._series(name)
