@@ -92,8 +92,8 @@ def monitor(*, name: str | None = None, budget_tokens: Any = None, budget_steps:
 @contextmanager
 def run_monitored(m: Monitor, *, model: Any = None) -> Iterator[Monitor]:
     """Start ``m``, run the body, finish with the right status; re-raise unchanged."""
-    m.start()  # on Ctrl-C or an error inside, start finishes the run itself, then re-raises
     try:
+        m.start()  # on Ctrl-C or an error inside, start finishes the run itself, then re-raises
         if model is not None:
             m.declare_model(model)
         yield m

@@ -140,12 +140,16 @@ def run_cell(shell: Any, cell: str, options: MonitorOptions) -> Any:
     show_widget = options.widget and _in_notebook(shell)
     from trainmeter.extensions import default_extensions, make_monitor
 
+    from trainmeter.core.interrupts import HeldInterrupts
+
     monitor = make_monitor(options, text=not show_widget, extensions=default_extensions(options))
-    sinks = []
-    if show_widget:
-        sinks = _widget_sinks(monitor)
+    sinks: list[Any] = []
     ns = shell.user_ns
     try:
+        if show_widget:
+            with HeldInterrupts() as held:  # the widget's thread is either started and closed below, or not
+                sinks = _widget_sinks(monitor)
+            held.deliver()
         with run_monitored(monitor):
             exec(body, ns)
             result = eval(tail, ns) if tail is not None else None
