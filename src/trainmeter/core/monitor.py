@@ -161,23 +161,26 @@ class Monitor:
             KeyboardInterrupt: When Ctrl-C arrived during start (after cleanup).
         """
         global _ACTIVE
-        with HeldInterrupts() as held:
-            with _ACTIVE_LOCK:
-                if _ACTIVE is not None:
-                    raise RuntimeError(
-                        f"a run ({_ACTIVE.options.name!r}) is already being monitored in this process; "
-                        "finish it before starting another"
-                    )
-                _ACTIVE = self
-            try:
-                self._start_parts()
-            except BaseException as exc:
-                status = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
-                self._finish_parts(status, exc)
-                raise
-            if held.pending:
-                self._finish_parts("interrupted", KeyboardInterrupt())
-        held.deliver()
+        held = HeldInterrupts()
+        try:
+            with held:
+                with _ACTIVE_LOCK:
+                    if _ACTIVE is not None:
+                        raise RuntimeError(
+                            f"a run ({_ACTIVE.options.name!r}) is already being monitored in this process; "
+                            "finish it before starting another"
+                        )
+                    _ACTIVE = self
+                try:
+                    self._start_parts()
+                except BaseException as exc:
+                    status = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
+                    self._finish_parts(status, exc)
+                    raise
+                if held.pending:
+                    self._finish_parts("interrupted", KeyboardInterrupt())
+        finally:
+            held.deliver()  # a Ctrl-C held back is never swallowed, whatever else happened
         return self
 
     def _start_parts(self) -> None:
@@ -546,12 +549,15 @@ class Monitor:
             self.warn_once(f"phase-open-{self._phase_name}",
                            f"phase {self._phase_name!r} has been open for {opened_s:.0f} s: reports continue inside "
                            "it (was its tm.phase block exited?)")
-        with HeldInterrupts() as held:  # a Ctrl-C never cuts a report between a write and its cursor
-            t0 = self.clock()
-            self._guard("report", self._report, False)
-            if self._phase_depth:
-                self._phase_started_s += self.clock() - t0  # the report's time is reporting's, not the phase's
-        held.deliver()
+        held = HeldInterrupts()
+        try:
+            with held:  # a Ctrl-C never cuts a report between a write and its cursor
+                t0 = self.clock()
+                self._guard("report", self._report, False)
+                if self._phase_depth:
+                    self._phase_started_s += self.clock() - t0  # the report's time is reporting's, not the phase's
+        finally:
+            held.deliver()
 
     def _report(self, final: bool) -> None:
         resume = self.phases.training and not final
