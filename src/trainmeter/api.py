@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from trainmeter.core import monitor as _monitor_module
@@ -29,6 +30,19 @@ def emit(**series: Any) -> None:
         m.record(series)
     except Exception as exc:
         m.warn_once("emit", f"tm.emit failed and was skipped: {exc!r}")
+
+
+def save() -> Path | None:
+    """Write the passport of the last run whose passport a disk fault kept in memory.
+
+    A full or read-only disk at the end of a run leaves its record in memory (the
+    closing line says so); once the disk accepts writes, this writes it (the next
+    monitored run also tries). Never raises.
+
+    Returns:
+        The run folder when the passport is written now, else ``None`` (none waiting, or the disk still refuses).
+    """
+    return _monitor_module.save_unsaved()
 
 
 @contextmanager

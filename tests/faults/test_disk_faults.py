@@ -177,3 +177,37 @@ def test_a_cell_with_an_unwritable_dir_still_runs(ip, tmp_path, capsys):
         ip.run_cell_magic("trainmeter", f"--dir {blocker} --no-widget --name ro", "ran = True\n")
     assert ip.user_ns["ran"] is True and active() is None
     assert "passport NOT written" in capsys.readouterr().out
+
+
+def test_a_passport_kept_in_memory_is_written_by_save_once_the_disk_accepts_it(run_root, disk, capsys):
+    import trainmeter as tm
+
+    clock = FakeClock(100.0)
+    m = _monitor(run_root, clock).start()
+    disk.full = True
+    with pytest.warns(monitor_module.MonitorWarning):
+        _train(m, clock, 30)
+        m.finish("completed")
+        assert tm.save() is None  # still full: the run stays waiting
+    assert not (m.run_dir / "passport.json").exists()
+    disk.full = False
+    assert tm.save() == m.run_dir
+    passport = json.loads((m.run_dir / "passport.json").read_text())
+    assert passport["steps"] == 30 and passport["status"] == "completed"
+    events = read_events(m.run_dir / "events.jsonl")
+    assert [e["kind"] for e in events].count("start") == 1
+    assert [s for e in events if e["kind"] == "steps" for s in e["step"]] == list(range(1, 31))
+    assert tm.save() is None  # nothing waiting any more
+
+
+def test_the_next_run_writes_a_waiting_passport_first(run_root, disk, capsys):
+    clock = FakeClock(100.0)
+    first = _monitor(run_root, clock).start()
+    disk.full = True
+    with pytest.warns(monitor_module.MonitorWarning):
+        _train(first, clock, 5)
+        first.finish("completed")
+    disk.full = False
+    second = _monitor(run_root, clock).start()
+    assert (first.run_dir / "passport.json").exists()
+    second.finish("completed")

@@ -33,6 +33,7 @@ from trainmeter.core.text import printable
 from trainmeter.core.throughput import IntervalSummary, SessionSummary, interval_summary, session_summary
 
 _ACTIVE: Monitor | None = None
+_UNSAVED: Monitor | None = None  # the last run whose passport could not be written (a full disk at its end)
 _ACTIVE_LOCK = threading.Lock()
 _PHASE_NAME = re.compile(r"[a-z][a-z0-9_]{0,31}\Z")
 LOSS_SERIES = "train_loss"
@@ -49,6 +50,25 @@ _RESERVED_NAME = re.compile(r"(node|gpu\d+)\.|__")
 
 class MonitorWarning(UserWarning):
     """A monitoring fault: trainmeter degrades and the run goes on."""
+
+
+def save_unsaved(say: Callable[[str], None] | None = None) -> Path | None:
+    """Write the passport of the last run whose passport could not be written; returns its folder.
+
+    ``None`` when no run is waiting or the disk still refuses (the run stays waiting).
+    Any thread; never raises.
+    """
+    global _UNSAVED
+    run = _UNSAVED
+    if run is None or not run.retry_passport():
+        return None
+    _UNSAVED = None
+    if say is not None and run._record is not None:
+        try:
+            say(run._record.closing_line(run))
+        except Exception:
+            pass
+    return run.run_dir
 
 
 def active() -> Monitor | None:
@@ -161,6 +181,7 @@ class Monitor:
             KeyboardInterrupt: When Ctrl-C arrived during start (after cleanup).
         """
         global _ACTIVE
+        save_unsaved(self._say)
         held = HeldInterrupts()
         try:
             with held:
@@ -291,11 +312,23 @@ class Monitor:
                     _ACTIVE = None
         if "closing" not in done and "record" in self._started:
             done.add("closing")
+            global _UNSAVED
+            if not getattr(self._record, "passport_written", True):
+                _UNSAVED = self  # kept (bounded: MAX_PENDING points per series) until tm.save() or the next run
             try:
                 self._say(self._record.closing_line(self))
             except Exception:
                 pass
         return interrupted
+
+    def retry_passport(self) -> bool:
+        """Write the passport again after a disk fault at the end; returns whether it is on disk now. Never raises."""
+        if self._record is None:
+            return True
+        with HeldInterrupts():
+            self._guard("passport-retry", self._record.write_passport, self)
+            self._guard("log-close", self._record.close)
+        return bool(getattr(self._record, "passport_written", True))
 
     def _close_open_phase(self) -> None:
         """Credit a ``tm.phase`` still open at the end (an exception or Ctrl-C inside it, or never exited)."""

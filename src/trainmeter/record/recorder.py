@@ -56,6 +56,7 @@ class RunRecorder:
         self.failed_writes = 0
         self.passport_path: Path | None = None
         self.passport_error: str | None = None
+        self._start_written = False
 
     # -- opening -----------------------------------------------------------------------
     def open(self, run: RunView, started_at: str) -> Path | None:
@@ -82,8 +83,10 @@ class RunRecorder:
                 run.run_dir = make_run_dir(self._root or Path("."), run.options.name,
                                            datetime.fromisoformat(self._started_at))
             self._log = RunLog(run.run_dir / "events.jsonl")
-            self._log.write("start", **self._start_fields)
-            self._log.flush()
+            if not self._start_written:
+                self._log.write("start", **self._start_fields)
+                self._log.flush()
+                self._start_written = True
             return True
         except OSError as exc:
             self._log = None
@@ -188,6 +191,7 @@ class RunRecorder:
             return
         try:
             self.passport_path = write_passport(run, self.record_section(run))
+            self.passport_error = None
         except OSError as exc:
             self.passport_error = _reason(exc)
             run.warn_once("passport-write", f"passport not written in {run.run_dir}: {self.passport_error}")
@@ -198,6 +202,11 @@ class RunRecorder:
             except OSError:
                 self._log.discard()
 
+    @property
+    def passport_written(self) -> bool:
+        """Whether the passport is on disk (``False`` after a disk fault at the end)."""
+        return self.passport_path is not None
+
     def closing_line(self, run: RunView) -> str:
         """One closing line: where the passport is, or why there is none; and whether the record is whole."""
         if self.passport_path is not None:
@@ -206,7 +215,8 @@ class RunRecorder:
                 saved += f" (record incomplete: {self.failed_writes} failed writes, see its 'record' section)"
         else:
             saved = (f"passport NOT written ({self.passport_error or 'no passport'}); "
-                     f"run folder {run.run_dir or self._root}")
+                     f"run folder {run.run_dir or self._root}; it is kept in memory and written by tm.save() "
+                     "or at the next monitored run once the disk accepts it")
         return summary_line(run, saved)
 
     def close(self) -> None:
