@@ -138,9 +138,8 @@ def run_cell(shell: Any, cell: str, options: MonitorOptions) -> Any:
     body = shell.compile(tree, filename, "exec")
     tail = shell.compile(last, filename, "eval") if last is not None else None
     show_widget = options.widget and _in_notebook(shell)
-    from trainmeter.extensions import default_extensions, make_monitor
-
     from trainmeter.core.interrupts import HeldInterrupts
+    from trainmeter.extensions import default_extensions, make_monitor
 
     monitor = make_monitor(options, text=not show_widget, extensions=default_extensions(options))
     sinks: list[Any] = []
