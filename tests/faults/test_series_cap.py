@@ -46,9 +46,10 @@ def test_the_cap_is_an_option(run_root):
     m.start()
     with pytest.warns(MonitorWarning, match="more than 3 series"):
         tm.emit(a=1.0, b=2.0, c=3.0, d=4.0)
-    tm.emit(a=5.0)  # an existing name still records
+    tm.emit(a=5.0, d=6.0)  # an existing name still records; a dropped one is counted once
     m.finish("completed")
     assert sorted(m.series) == ["a", "b", "c"] and m.series["a"].stats().count == 2
+    assert m.series_dropped == 1 and m.series_dropped_names == ["d"]
 
 
 def test_control_characters_in_names_are_escaped_in_the_text_line_and_warnings(run_root):

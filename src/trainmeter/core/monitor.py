@@ -163,6 +163,7 @@ class Monitor:
         self._user_series = 0
         self.series_dropped = 0
         self.series_dropped_names: list[str] = []
+        self._dropped_seen: set[str] = set()
         self._started: list[Any] = []  # 'record' and the extensions whose start was attempted
         self._finish_done: set[str] = set()
         self._terminate: TerminateHandler | None = None
@@ -471,8 +472,13 @@ class Monitor:
         return number
 
     def _drop_series(self, name: str) -> None:
+        """Count a name past the cap once (names, not emits; the set of names seen is itself capped)."""
+        if name in self._dropped_seen:
+            return
+        if len(self._dropped_seen) < MAX_QUEUED:
+            self._dropped_seen.add(name)
         self.series_dropped += 1
-        if len(self.series_dropped_names) < MAX_DROPPED_NAMES and name not in self.series_dropped_names:
+        if len(self.series_dropped_names) < MAX_DROPPED_NAMES:
             self.series_dropped_names.append(printable(name)[:80])
         self.warn_once("series-cap", f"more than {self._max_series} series (max_series): {printable(name)[:80]!s} "
                                      "and later new names are not recorded; the passport lists them")
