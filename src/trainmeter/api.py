@@ -18,7 +18,13 @@ def emit(**series: Any) -> None:
     """Record named scalars for the run in progress (no-op when none is).
 
     Values are floats or 0-d tensors; CUDA tensors are read without a device
-    sync (their value appears once the copy has completed). Never raises.
+    sync (their value appears once the copy has completed). Each value is
+    checked on its own: a bad one (a string, a number too big for a float, a
+    tensor on a device with no sync-free read, a reserved name such as
+    ``tokens_per_step``, a new name past ``max_series``) is left out with one
+    warning and the others are recorded. From a thread other than the one that
+    started the run, values are queued and recorded at the training thread's
+    next step. Never raises.
 
     Example:
         ``tm.emit(train_loss=loss, lr=sched.get_last_lr()[0])``
