@@ -29,7 +29,8 @@ def assert_left_nothing(before_patches: dict[str, object]) -> None:
 
     assert active() is None
     assert torch_patch_points() == before_patches
-    alive = [t.name for t in threading.enumerate() if t.name.startswith("trainmeter") and t.is_alive()]
+    alive = [t.name for t in threading.enumerate()
+             if t.name.startswith("trainmeter") and t.is_alive() and t not in _BEFORE]
     assert alive == []
 
 
@@ -43,7 +44,13 @@ def assert_passport_valid(run_dir: Path | None) -> dict | None:
     return passport
 
 
+_BEFORE: set[threading.Thread] = set()
+
+
 @pytest.fixture
 def patch_points():
+    """torch's patch points before the test; also notes threads left by earlier tests (not this one's)."""
     pytest.importorskip("torch")
+    _BEFORE.clear()
+    _BEFORE.update(threading.enumerate())
     return torch_patch_points()
