@@ -19,6 +19,9 @@ def _no_active_run_left():
     left = active()
     if left is not None:
         left.finish("completed")
+    from trainmeter.core import monitor as monitor_module
+
+    monitor_module._UNSAVED = None  # a passport a test's full disk kept in memory is not the next test's
 
 
 @pytest.fixture

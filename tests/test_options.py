@@ -67,3 +67,13 @@ def test_grid_intensity_is_recorded_as_declared_with_its_source() -> None:
 def test_bad_grid_flags_name_the_value_and_what_is_valid(value, source, needle) -> None:
     with pytest.raises(ValueError, match=re.escape(needle)):
         make_options(grid_gco2_per_kwh=value, grid_source=source)
+def test_max_series_defaults_to_256_and_takes_a_bounded_whole_number():
+    import pytest
+
+    from trainmeter.options import make_options
+
+    assert make_options().max_series == 256
+    assert make_options(max_series="1000").max_series == 1000
+    for bad in (0, -1, "many", 10**9, True):
+        with pytest.raises(ValueError, match="--max-series"):
+            make_options(max_series=bad)

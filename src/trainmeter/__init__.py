@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from trainmeter._version import __version__
-from trainmeter.api import emit, monitor, phase
+from trainmeter.api import emit, monitor, phase, save
 from trainmeter.record.runs import Run, load, runs
 
 __all__ = [
@@ -27,6 +27,7 @@ __all__ = [
     "peak_flops",
     "phase",
     "runs",
+    "save",
 ]
 
 _LAZY = {

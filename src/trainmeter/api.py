@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from trainmeter.core import monitor as _monitor_module
@@ -17,7 +18,13 @@ def emit(**series: Any) -> None:
     """Record named scalars for the run in progress (no-op when none is).
 
     Values are floats or 0-d tensors; CUDA tensors are read without a device
-    sync (their value appears once the copy has completed). Never raises.
+    sync (their value appears once the copy has completed). Each value is
+    checked on its own: a bad one (a string, a number too big for a float, a
+    tensor on a device with no sync-free read, a reserved name such as
+    ``tokens_per_step``, a new name past ``max_series``) is left out with one
+    warning and the others are recorded. From a thread other than the one that
+    started the run, values are queued and recorded at the training thread's
+    next step. Never raises.
 
     Example:
         ``tm.emit(train_loss=loss, lr=sched.get_last_lr()[0])``
@@ -29,6 +36,19 @@ def emit(**series: Any) -> None:
         m.record(series)
     except Exception as exc:
         m.warn_once("emit", f"tm.emit failed and was skipped: {exc!r}")
+
+
+def save() -> Path | None:
+    """Write the passport of the last run whose passport a disk fault kept in memory.
+
+    A full or read-only disk at the end of a run leaves its record in memory (the
+    closing line says so); once the disk accepts writes, this writes it (the next
+    monitored run also tries). Never raises.
+
+    Returns:
+        The run folder when the passport is written now, else ``None`` (none waiting, or the disk still refuses).
+    """
+    return _monitor_module.save_unsaved()
 
 
 @contextmanager
@@ -92,10 +112,10 @@ def monitor(*, name: str | None = None, budget_tokens: Any = None, budget_steps:
 @contextmanager
 def run_monitored(m: Monitor, *, model: Any = None) -> Iterator[Monitor]:
     """Start ``m``, run the body, finish with the right status; re-raise unchanged."""
-    m.start()
-    if model is not None:
-        m.declare_model(model)
     try:
+        m.start()  # on Ctrl-C or an error inside, start finishes the run itself, then re-raises
+        if model is not None:
+            m.declare_model(model)
         yield m
     except KeyboardInterrupt as exc:
         m.finish("interrupted", exc)

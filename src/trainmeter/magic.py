@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import ast
 import shlex
+from pathlib import Path
 from typing import Any
 
 from IPython.core.error import UsageError
@@ -48,6 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-tap", action="store_true")
     p.add_argument("--grid-gco2-per-kwh")
     p.add_argument("--grid-source")
+    p.add_argument("--max-series")
     return p
 
 
@@ -61,6 +63,13 @@ def parse_flags(line: str) -> MonitorOptions:
         argv = shlex.split(line)
     except ValueError as exc:
         raise UsageError(f"%%trainmeter: cannot parse flags {line!r}: {exc}") from None
+    seen: set[str] = set()
+    for word in argv:
+        flag = word.split("=", 1)[0]
+        if flag.startswith("--"):
+            if flag in seen:
+                raise UsageError(f"%%trainmeter: {flag} given more than once; give each flag at most once")
+            seen.add(flag)
     ns = build_parser().parse_args(argv)
     kwargs = vars(ns)
     widget = not kwargs.pop("no_widget")
@@ -89,12 +98,18 @@ class TrainmeterMagics(Magics):
         return run_cell(self.shell, cell, options)
 
     def _verb(self, line: str) -> Any:
-        words = shlex.split(line)
+        try:
+            words = shlex.split(line)
+        except ValueError as exc:
+            raise UsageError(f"%trainmeter: cannot parse {line!r}: {exc}") from None
         verb = words[0] if words else "help"
         if verb == "runs":
             from trainmeter.record.runs import format_runs, runs
 
-            root = words[2] if len(words) >= 3 and words[1] == "--dir" else None
+            rest = words[1:]
+            if rest and not (len(rest) == 2 and rest[0] == "--dir" and rest[1].strip()):
+                raise UsageError(f"%trainmeter runs: unexpected {' '.join(rest)!r}; usage: %trainmeter runs [--dir PATH]")
+            root = Path(rest[1]).expanduser() if rest else None
             print(format_runs(runs(root)))
             return None
         if verb == "doctor":
@@ -125,14 +140,17 @@ def run_cell(shell: Any, cell: str, options: MonitorOptions) -> Any:
     body = shell.compile(tree, filename, "exec")
     tail = shell.compile(last, filename, "eval") if last is not None else None
     show_widget = options.widget and _in_notebook(shell)
+    from trainmeter.core.interrupts import HeldInterrupts
     from trainmeter.extensions import default_extensions, make_monitor
 
     monitor = make_monitor(options, text=not show_widget, extensions=default_extensions(options))
-    sinks = []
-    if show_widget:
-        sinks = _widget_sinks(monitor)
+    sinks: list[Any] = []
     ns = shell.user_ns
     try:
+        if show_widget:
+            with HeldInterrupts() as held:  # the widget's thread is either started and closed below, or not
+                sinks = _widget_sinks(monitor)
+            held.deliver()
         with run_monitored(monitor):
             exec(body, ns)
             result = eval(tail, ns) if tail is not None else None

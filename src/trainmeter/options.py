@@ -15,7 +15,9 @@ from typing import Any
 from trainmeter.sizes import parse_size
 
 DEFAULT_RUN_ROOT = Path(".trainmeter") / "runs"
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,79}$")
+_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,79}\Z")
+MAX_PEAK_TFLOPS = 1e6  # 1 EFLOP/s per device: far above any chip, far below overflow
+MAX_SERIES_LIMIT = 100_000
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -43,6 +45,7 @@ class MonitorOptions:
         grid_gco2_per_kwh: Declared grid carbon intensity, gCO2 per kWh, or ``None`` (no
             carbon figure is shown without one; none is ever guessed).
         grid_source: Where the declared grid intensity comes from (required with it).
+        max_series: Most user series recorded (``tm.emit`` and taps); new names past it are dropped with a warning.
     """
 
     name: str = "run"
@@ -64,6 +67,7 @@ class MonitorOptions:
     tap: bool = True
     grid_gco2_per_kwh: float | None = None
     grid_source: str | None = None
+    max_series: int = 256
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-ready dict of the options."""
@@ -80,16 +84,29 @@ def _count(value: Any, flag: str) -> int | None:
     return int(parse_size(value, flag=flag, integer=True))
 
 
-def _positive_int(value: Any, flag: str) -> int | None:
+def _positive_int(value: Any, flag: str, upto: int | None = None) -> int | None:
     if value is None:
         return None
     try:
         number = int(str(value))
     except ValueError:
         number = -1
-    if number <= 0 or (isinstance(value, float) and value != number):
+    if number <= 0 or (isinstance(value, float) and value != number) or isinstance(value, bool):
         raise ValueError(f"invalid value {value!r} for {flag}: expected a positive whole number")
+    if upto is not None and number > upto:
+        raise ValueError(f"invalid value {value!r} for {flag}: expected a whole number from 1 to {upto:,}")
     return number
+
+
+def _run_root(run_dir: Any) -> Path:
+    """``--dir``: ``~`` expanded; an empty value is an error (it would write into the working directory)."""
+    if run_dir is None:
+        return DEFAULT_RUN_ROOT
+    if not isinstance(run_dir, (str, Path)) or not str(run_dir).strip():
+        raise ValueError(f"invalid value {run_dir!r} for --dir: expected a folder path, e.g. --dir runs")
+    if "\x00" in str(run_dir):
+        raise ValueError(f"invalid value {run_dir!r} for --dir: a path cannot hold a NUL character")
+    return Path(run_dir).expanduser()
 
 
 def make_options(
@@ -113,6 +130,7 @@ def make_options(
     tap: bool = True,
     grid_gco2_per_kwh: Any = None,
     grid_source: str | None = None,
+    max_series: Any = None,
 ) -> MonitorOptions:
     """Validate user input and build :class:`MonitorOptions`.
 
@@ -121,6 +139,9 @@ def make_options(
     """
     if name is None:
         name = "run"
+    for flag, value in (("widget", widget), ("tap", tap)):
+        if not isinstance(value, bool):
+            raise ValueError(f"invalid value {value!r} for {flag}: expected True or False")
     if not isinstance(name, str) or not _NAME_RE.match(name):
         raise ValueError(
             f"invalid run name {name!r}: use 1-80 letters, digits, '.', '_' or '-', starting with a letter or digit"
@@ -149,7 +170,7 @@ def make_options(
         budget_tokens=_count(budget_tokens, "--budget-tokens"),
         budget_steps=_count(budget_steps, "--budget-steps"),
         budget_flops=flops,
-        run_root=Path(run_dir) if run_dir is not None else DEFAULT_RUN_ROOT,
+        run_root=_run_root(run_dir),
         interval_s=interval,
         widget=bool(widget),
         convention=conv,
@@ -164,6 +185,7 @@ def make_options(
         tap=bool(tap),
         grid_gco2_per_kwh=grid,
         grid_source=str(grid_source).strip() if grid is not None else None,
+        max_series=_positive_int(max_series, "--max-series", upto=MAX_SERIES_LIMIT) or 256,
     )
 
 
@@ -176,8 +198,9 @@ def _peak(peak_tflops: Any, peak_source: str | None) -> float | None:
         peak = float(peak_tflops)
     except (TypeError, ValueError):
         peak = math.nan
-    if not math.isfinite(peak) or peak <= 0:
-        raise ValueError(f"invalid value {peak_tflops!r} for --peak-tflops: expected a positive dense TFLOP/s per device, e.g. 989")
+    if not math.isfinite(peak) or peak <= 0 or peak > MAX_PEAK_TFLOPS:
+        raise ValueError(f"invalid value {peak_tflops!r} for --peak-tflops: expected a positive dense TFLOP/s per "
+                         f"device up to {MAX_PEAK_TFLOPS:g}, e.g. 989")
     if not peak_source or not str(peak_source).strip():
         raise ValueError(f"--peak-tflops {peak_tflops} needs --peak-source TEXT saying where the peak comes from (a datasheet, a measurement)")
     return peak

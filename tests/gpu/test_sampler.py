@@ -234,3 +234,39 @@ def test_slow_call_on_one_device_does_not_delay_the_others() -> None:
         release.set()
         s.stop()
     assert _poll(lambda: s.status()[0].n_samples >= 1)
+
+
+def test_in_background_opens_samples_and_closes_on_its_own_threads() -> None:
+    clock = MonotonicClock()
+    fake = FakeNvml(["h100_sxm", "h100_sxm"], clock=clock)
+    threads: dict[str, threading.Thread] = {}
+
+    def open_backend(clock):
+        threads["open"] = threading.current_thread()
+        return open_fake(fake)
+
+    real_close = fake.close
+
+    def close():
+        threads["close"] = threading.current_thread()
+        real_close()
+
+    fake.close = close
+    s = GpuSampler.in_background("all", clock=clock, open_backend=open_backend, cuda_uuids=None, interval_s=0.1)
+    assert s.indices == () and s.unavailable_reason is not None  # nothing opened on the caller's thread
+    s.start()
+    assert _poll(lambda: len(s.latest()) == 2)
+    assert s.unavailable_reason is None and s.selection is not None
+    s.stop()
+    assert threads["open"] is not threading.current_thread() and threads["close"] is not threading.current_thread()
+    assert fake.closed and s.abandoned_reason is None
+
+
+def test_in_background_turns_a_gpus_value_naming_no_device_into_a_reason() -> None:
+    clock = MonotonicClock()
+    s = GpuSampler.in_background("5", clock=clock, open_backend=lambda clock: open_fake(FakeNvml(["h100_sxm"], clock=clock)),
+                                 cuda_uuids=None)
+    s.start()
+    assert _poll(lambda: s.unavailable_reason is not None and "GPU sampling off" in s.unavailable_reason)
+    s.stop()
+    assert s.indices == ()

@@ -21,3 +21,49 @@ def test_torn_last_line_is_skipped(tmp_path):
 
 def test_clean_keeps_finite_values():
     assert clean([1.0, (2, 3)]) == [1.0, [2, 3]]
+
+
+def test_a_failed_append_is_cut_back_to_whole_lines_and_the_next_one_lands_clean(tmp_path, monkeypatch):
+    import errno
+
+    import pytest
+
+    from trainmeter.record import runlog
+
+    log = RunLog(tmp_path / "events.jsonl")
+    log.write("start")
+    log.flush()
+    real = runlog._write_bytes
+
+    def short_then_full(fd, data):
+        real(fd, data[:5])
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(runlog, "_write_bytes", short_then_full)
+    log.write("interval", step=1)
+    with pytest.raises(OSError):
+        log.flush()
+    monkeypatch.setattr(runlog, "_write_bytes", real)
+    log.write("interval", step=2)
+    log.close()
+    assert [e["kind"] for e in read_events(tmp_path / "events.jsonl")] == ["start", "interval"]
+    assert len((tmp_path / "events.jsonl").read_text().splitlines()) == 2
+
+
+def test_write_file_atomic_leaves_the_old_file_and_no_temporary_on_failure(tmp_path, monkeypatch):
+    import errno
+
+    import pytest
+
+    from trainmeter.record import runlog
+
+    target = tmp_path / "passport.json"
+    runlog.write_file_atomic(target, "old")
+
+    def full(fd, data):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(runlog, "_write_bytes", full)
+    with pytest.raises(OSError):
+        runlog.write_file_atomic(target, "new")
+    assert target.read_text() == "old" and sorted(p.name for p in tmp_path.iterdir()) == ["passport.json"]

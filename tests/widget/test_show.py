@@ -77,7 +77,7 @@ def test_replay_decimates_long_runs_and_honours_time_series_records(tmp_path):
     by_name = {c.name: c for c in columns}
     assert len(by_name["train_loss"].xs) <= 2000 and max(by_name["train_loss"].ys) == 96.0
     assert by_name["gpu0.util"].x_kind == "time" and list(by_name["gpu0.util"].xs) == [0.5, 1.5]
-    assert state["status"] == "interrupted" and any("no passport" in w for w in state["warnings"])
+    assert state["status"] == "unfinished" and any("no passport" in w for w in state["warnings"])
 
 
 def test_display_of_a_saved_run_outside_ipython_prints_the_summary(run_root, capsys, monkeypatch):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from trainmeter.core.provenance import Derivation
+from trainmeter.core.text import markdown_text
 from trainmeter.sizes import format_count
 
 
@@ -102,7 +103,7 @@ def render_compute_markdown(s: dict[str, Any], derivations: list[Derivation]) ->
     peak = s["peak"]
     if peak:
         lines.append(f"- Peak: {peak['tflops']:g} TFLOP/s dense {peak['dtype']} ({peak['card']}; "
-                     f"{peak['provenance']}: {peak['source']})")
+                     f"{peak['provenance']}: {markdown_text(peak['source'])})")
     lines += ["", "<details><summary>Derivations</summary>", ""]
     for d in derivations:
         value = "not shown" if d.value is None else format_count(d.value) if d.unit != "fraction" else f"{d.value:.4f}"

@@ -19,8 +19,12 @@ class RecordSink(Protocol):
     ``trainmeter.record.view.RunView``).
     """
 
-    def open(self, run: Any, started_at: str) -> Path:
-        """Make the run folder, open the run log and write its ``start`` record; return the folder."""
+    def open(self, run: Any, started_at: str) -> Path | None:
+        """Make the run folder, open the run log and write its ``start`` record; return the folder.
+
+        ``None`` when the folder cannot be made now (warned; the run goes on in memory and the
+        sink may set ``run.run_dir`` later). Never raises for a disk fault.
+        """
         ...
 
     def write_interval(self, run: Any, elapsed_s: float, phases_s: dict[str, float],

@@ -41,7 +41,7 @@ class GpuExtension:
         kwargs: dict[str, Any] = {"clock": monitor.clock}
         if self._open_backend is not None:
             kwargs["open_backend"] = self._open_backend
-        self.sampler = GpuSampler.for_run(monitor.options.gpus, **kwargs)
+        self.sampler = GpuSampler.in_background(monitor.options.gpus, **kwargs)  # opens on its own thread
         self.sampler.begin_window(monitor.clock())
         self.sampler.start()
         if monitor.options.memory_snapshot_step is not None:

@@ -46,6 +46,7 @@ from trainmeter.gpu.backend import (
 from trainmeter.gpu.nvml_gpm import GpmPair, GpmResult, all_missing
 
 _NVML_CLOCK_SM = 1
+CLOSE_LOCK_TIMEOUT_S = 0.2
 _NVML_TEMPERATURE_GPU = 0
 _NVML_MEMORY_V2 = 0x02000028
 
@@ -191,14 +192,22 @@ class NvmlBackend:
         return (None, why) if value is None else (float(value), None)
 
     def close(self) -> None:
-        """Free GPM buffers and release NVML (``nvmlShutdown``). Idempotent; never raises."""
+        """Free GPM buffers and release NVML (``nvmlShutdown``). Idempotent; never raises.
+
+        Waits at most ``CLOSE_LOCK_TIMEOUT_S`` per device for a sample in progress.
+        Call it on the sampler's own thread (the training thread never does).
+        """
         with self._close_lock:
             if self._closed:
                 return
             self._closed = True
         for dev in self._devices:
-            with dev.lock:
-                self._free_gpm(dev)
+            # a sample stuck in a hung NVML call holds the lock: leave its GPM buffers rather than wait
+            if dev.lock.acquire(timeout=CLOSE_LOCK_TIMEOUT_S):
+                try:
+                    self._free_gpm(dev)
+                finally:
+                    dev.lock.release()
         _swallow(self._nv.nvmlShutdown)
 
     # --- the choke point ------------------------------------------------------------------

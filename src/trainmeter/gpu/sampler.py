@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -39,6 +40,8 @@ from trainmeter.gpu.backend import (
 from trainmeter.gpu.selection import GpuSelection, cuda_context_uuids, parse_gpus, select_gpus
 
 MIN_INTERVAL_S = 0.1
+STOP_DEADLINE_S = 0.5
+REASON_OPENING = "NVML is being opened on the sampler's thread"
 _MAX_ERROR_CHARS = 300
 
 
@@ -124,6 +127,9 @@ class GpuSampler:
         self._lock = threading.Lock()
         self._stop_event = threading.Event()
         self._threads: list[threading.Thread] = []
+        self._opener: Callable[[], GpuSampler] | None = None
+        self._owner: threading.Thread | None = None
+        self.abandoned_reason: str | None = None
         self._window_begin_s: float | None = None
         self._window_end_s: float | None = None
         chosen = tuple(indices) if backend is not None else ()
@@ -196,10 +202,41 @@ class GpuSampler:
             **kwargs,
         )
 
+    @classmethod
+    def in_background(cls, gpus: str | int | Sequence[int | str] | None = None, *, clock: Clock,
+                      **kwargs: Any) -> GpuSampler:
+        """A sampler that opens, samples and closes the backend only on its own threads.
+
+        Returns at once with no device; :meth:`start` starts an owner thread that
+        runs :meth:`for_run` (opening NVML, listing and selecting devices), then
+        the per-device threads; the owner closes the backend after :meth:`stop`.
+        Until the backend is open, ``unavailable_reason`` says so. A failure to
+        open (including a ``gpus`` value naming no device here) becomes the reason.
+
+        Args:
+            gpus: ``--gpus`` value, as for :meth:`for_run`.
+            clock: The run's clock.
+            **kwargs: Passed to :meth:`for_run`.
+        """
+        interval_s = kwargs.get("interval_s", 0.5)
+        sampler = cls(None, (), clock=clock, interval_s=interval_s, unavailable_reason=REASON_OPENING)
+        sampler._opener = lambda: cls.for_run(gpus, clock=clock, **kwargs)
+        return sampler
+
     # --- running -------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Start one daemon thread per device. Idempotent."""
+        """Start sampling in the background (the owner thread first when opening lazily). Idempotent."""
+        if self._opener is not None:
+            with self._lock:
+                if self._owner is not None or self._stop_event.is_set():
+                    return
+                self._owner = threading.Thread(target=self._own, name="trainmeter-gpu-open", daemon=True)
+            self._owner.start()
+            return
+        self._start_devices()
+
+    def _start_devices(self) -> None:
         with self._lock:
             if self._threads or self._stop_event.is_set():
                 return
@@ -211,14 +248,79 @@ class GpuSampler:
         for t in self._threads:
             t.start()
 
-    def stop(self, timeout_s: float = 1.0) -> None:
-        """Stop sampling now; join threads (a thread stuck in NVML is left, daemon)."""
-        self._stop_event.set()
-        for t in list(self._threads):
-            if t is not threading.current_thread():
-                t.join(timeout_s)
+    def _own(self) -> None:
+        """The owner thread: open, adopt, sample until stopped, then join and close."""
+        assert self._opener is not None
+        try:
+            opened = self._opener()
+        except Exception as exc:  # noqa: BLE001 - a bad --gpus for this machine, a broken driver
+            self.unavailable_reason = f"GPU sampling off: {type(exc).__name__}: {exc}"[:_MAX_ERROR_CHARS]
+            return
+        if self._stop_event.is_set():  # the run ended while NVML was opening
+            if opened._owns_backend and opened._backend is not None:
+                _safe(opened._backend.close, None)
+            self.unavailable_reason = "the run ended before NVML opened"
+            return
+        with self._lock:
+            self._backend = opened._backend
+            self._owns_backend = opened._owns_backend
+            self.devices = opened.devices
+            self.driver_version = opened.driver_version
+            self.selection = opened.selection
+            for st in opened._states.values():
+                st.window = Accumulator()
+            self._states = opened._states  # one assignment: readers see the old or the new map
+            self.unavailable_reason = opened.unavailable_reason
+        self._start_devices()
+        self._stop_event.wait()
+        self._join_devices(STOP_DEADLINE_S / 2)  # inside stop()'s own deadline
+        if any(t.is_alive() for t in self._threads):
+            self._abandon(STOP_DEADLINE_S / 2)
         if self._owns_backend and self._backend is not None:
             _safe(self._backend.close, None)
+
+    def _abandon(self, waited_s: float) -> None:
+        self.abandoned_reason = (f"GPU sampling did not stop within {waited_s:g} s (an NVML call hung); "
+                                 "its thread was left behind and the GPU readings end at its last sample")
+        with self._lock:
+            for st in self._states.values():
+                if st.active:
+                    st.active = False
+                    st.stopped_reason = self.abandoned_reason
+
+    def _join_devices(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        for t in list(self._threads):
+            if t is not threading.current_thread():
+                t.join(max(0.0, deadline - time.monotonic()))
+
+    def stop(self, timeout_s: float = STOP_DEADLINE_S) -> None:
+        """Stop sampling; wait at most ``timeout_s`` in all, then abandon what still runs.
+
+        Never blocks on the backend: closing happens on the owner thread (or on a
+        short-lived closer thread); a thread stuck in a hung NVML call is left
+        (a daemon) and ``abandoned_reason`` says so.
+        """
+        self._stop_event.set()
+        deadline = time.monotonic() + timeout_s
+        if self._opener is not None:
+            owner = self._owner
+            if owner is not None and owner is not threading.current_thread():
+                owner.join(timeout_s)
+                stuck = owner.is_alive()
+            else:
+                stuck = False
+        else:
+            self._join_devices(timeout_s)
+            closer = None
+            if self._owns_backend and self._backend is not None:
+                closer = threading.Thread(target=_safe, args=(self._backend.close, None),
+                                          name="trainmeter-gpu-close", daemon=True)
+                closer.start()
+                closer.join(max(0.0, deadline - time.monotonic()))
+            stuck = any(t.is_alive() for t in self._threads) or (closer is not None and closer.is_alive())
+        if stuck:
+            self._abandon(timeout_s)
 
     def step(self, now_s: float) -> int:
         """Sample, in this thread, every active device due at ``now_s``; returns how many."""

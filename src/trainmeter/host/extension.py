@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 DISK_FULL_FRACTION = 0.95
 SWAP_WARN_BYTES = 64 * 2**20
 MAX_ERRORS = 10
+STOP_DEADLINE_S = 0.5
 SERIES = {name: f"node.{name}" for name in ("cpu", "mem_used_bytes", "disk_read_bytes_per_s",
                                             "disk_write_bytes_per_s", "net_rx_bytes_per_s", "net_tx_bytes_per_s")}
 STAT_FIELDS = ("cpu", "cpu_core_peak", "load_1m", "mem_used_bytes", "mem_cached_bytes", "mem_available_bytes",
@@ -76,41 +77,59 @@ class NodeSampler:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._errors = 0
+        self.abandoned_reason: str | None = None
         self.latest: NodeSample | None = None
         self.samples = 0
         self._stats = {name: _Stat() for name in STAT_FIELDS}
 
     # -- lifecycle -----------------------------------------------------------------
     def start(self, monitor: Monitor) -> None:
-        """Take a baseline sample and start the thread (training thread)."""
+        """Start sampling (training thread; returns at once).
+
+        In the background (the default) psutil is imported and read only on the
+        sampler's thread, baseline included, so a slow or hung psutil never
+        delays the training; without it (tests) the baseline is read here.
+        """
         self._monitor = monitor
         self._run_dir = str(monitor.run_dir) if monitor.run_dir is not None else None
+        make = getattr(monitor, "_series", None)  # create our series on the training thread (see report)
+        if callable(make):
+            for series in SERIES.values():
+                make(series, "time")
+        if self._background:
+            self._thread = threading.Thread(target=self._run, name="trainmeter-node", daemon=True)
+            self._thread.start()
+        elif self._open():
+            self.step(monitor.clock())
+
+    def _open(self) -> bool:
         source = self._source
         if source is None:
             try:
                 import psutil
             except ImportError:
-                monitor.warn_once("node-psutil", "node metrics unavailable: psutil is not installed")
-                return
+                if self._monitor is not None:
+                    self._monitor.warn_once("node-psutil", "node metrics unavailable: psutil is not installed")
+                return False
             source = psutil
         self._reader = NodeReader(source, self._run_dir)
-        make = getattr(monitor, "_series", None)  # create our series on the training thread (see report)
-        if callable(make):
-            for series in SERIES.values():
-                make(series, "time")
-        self.step(monitor.clock())
-        if self._background:
-            self._thread = threading.Thread(target=self._run, name="trainmeter-node", daemon=True)
-            self._thread.start()
+        return True
 
-    def stop(self) -> None:
-        """Stop and join the thread. Idempotent."""
+    def stop(self, timeout_s: float = STOP_DEADLINE_S) -> None:
+        """Stop the thread; wait at most ``timeout_s``, then leave a thread stuck in psutil. Idempotent."""
         self._stop.set()
         thread, self._thread = self._thread, None
-        if thread is not None:
-            thread.join(timeout=10.0)
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout=timeout_s)
+            if thread.is_alive():
+                self.abandoned_reason = (f"node sampling did not stop within {timeout_s:g} s (a psutil call hung); "
+                                         "its thread was left behind")
 
     def _run(self) -> None:
+        monitor = self._monitor
+        if monitor is None or not self._open():
+            return
+        self.step(monitor.clock())  # the baseline
         deadline = self._wait_clock() + self.period_s
         while not self._stop.wait(max(0.0, deadline - self._wait_clock())):
             monitor = self._monitor
@@ -137,6 +156,9 @@ class NodeSampler:
             if monitor is not None:
                 monitor.warn_once("node-sample", f"node sampling fault: {exc!r}")
             return None
+        if monitor is not None and reader.failures:
+            for name, error in list(reader.failures.items()):
+                monitor.warn_once(f"node-{name}", f"node reading {name!r} unavailable from here on: {error}")
         with self._lock:
             self.latest = sample
             self.samples += 1
@@ -172,7 +194,7 @@ class NodeSampler:
             "run_dir": self._run_dir,
             "swap_growth_bytes": reader.swap_growth_bytes if reader else None,
             "swap_io_bytes": reader.swap_io_bytes if reader else None,
-            **stats, "warnings": self.warnings(),
+            **stats, "warnings": self.warnings(), "abandoned": self.abandoned_reason,
         }
 
     def warnings(self) -> list[str]:

@@ -140,6 +140,7 @@ class NodeReader:
         cpu_count: Cores seen in the last read.
         swap_growth_bytes: Largest rise of swap used since the first read.
         swap_io_bytes: Bytes swapped in plus out since the first read.
+        failures: Readings that raised (name -> error text); each is ``None`` from then on.
     """
 
     def __init__(self, source: NodeSource, run_dir: str | None) -> None:
@@ -152,6 +153,7 @@ class NodeReader:
         self._fans: tuple[tuple[str, float], ...] | None = None
         self._ticks = 0
         self._unsupported: set[str] = set()
+        self.failures: dict[str, str] = {}
         self.cpu_count: int | None = None
         self.swap_growth_bytes = 0
         self.swap_io_bytes = 0
@@ -161,8 +163,9 @@ class NodeReader:
             return None
         try:
             return read()
-        except Exception:
+        except Exception as exc:
             self._unsupported.add(name)  # unsupported here: None from now on
+            self.failures[name] = f"{type(exc).__name__}: {exc}"[:200]
             return None
 
     def read(self, now_s: float, t_s: float) -> NodeSample:

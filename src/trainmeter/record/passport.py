@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from trainmeter.core.provenance import Derivation, Input
+from trainmeter.core.text import markdown_text
 from trainmeter.core.throughput import ratio
-from trainmeter.record.runlog import clean
+from trainmeter.record.runlog import clean, write_file_atomic
 from trainmeter.record.view import RunView
 from trainmeter.sizes import format_count
 
@@ -70,6 +71,11 @@ def build_passport(m: RunView) -> dict[str, Any]:
         "environment": _environment(),
         "derivations": [d.to_dict() for d in derivations],
         "warnings": list(m.warnings),
+        "warnings_suppressed": getattr(m, "warnings_suppressed", 0),
+        "series_dropped": {"count": getattr(m, "series_dropped", 0),
+                           "names": list(getattr(m, "series_dropped_names", [])),
+                           "max_series": getattr(m.options, "max_series", None)},
+        "emits_dropped": getattr(m, "queue_dropped", 0),
     }
     for ext in m.extensions:
         section = getattr(ext, "passport_section", None)
@@ -104,9 +110,9 @@ def render_markdown(p: dict[str, Any]) -> str:
     unit = p.get("token_unit", "tokens")
     tp = p.get("throughput", {})
     lines = [
-        f"## Training run: {p['name']}",
+        f"## Training run: {markdown_text(p['name'])}",
         "",
-        f"- Status: **{p['status']}**" + (f" ({p['error']})" if p.get("error") else ""),
+        f"- Status: **{markdown_text(p['status'])}**" + (f" ({markdown_text(p['error'])})" if p.get("error") else ""),
         f"- Started {p.get('started_at')}, ended {p.get('ended_at')} (UTC); session {_fmt_s(p.get('elapsed_s'))}",
         f"- Steps: {p['steps']:,}; {unit}: {p['tokens']:,}",
     ]
@@ -139,18 +145,31 @@ def render_markdown(p: dict[str, Any]) -> str:
         if isinstance(verdict, dict) and verdict.get("sentence"):
             lines.append(f"- Verdict: {verdict['sentence']}")
     env = p.get("environment") or {}
-    lines += ["", f"Environment: Python {env.get('python')}, torch {env.get('torch')}, {env.get('cpu')}",
+    record = p.get("record") or {}
+    if record and not record.get("complete", True):
+        lines.append(f"- Record incomplete: {markdown_text(record.get('summary') or 'see passport.json record')}")
+    lines += ["", f"Environment: Python {markdown_text(env.get('python'))}, torch {markdown_text(env.get('torch'))}, "
+                  f"{markdown_text(env.get('cpu'))}",
               "", f"_Recorded by trainmeter {env.get('trainmeter')}; full record in passport.json._", ""]
     return "\n".join(lines)
 
 
-def write_passport(m: RunView) -> Path:
-    """Write ``passport.json`` and ``passport.md`` into the run folder; return the JSON path."""
+def write_passport(m: RunView, record: dict[str, Any] | None = None) -> Path:
+    """Write ``passport.json`` and ``passport.md`` into the run folder; return the JSON path.
+
+    Args:
+        m: The run.
+        record: The passport's ``record`` section (is the saved record complete, and where not).
+
+    Raises:
+        OSError: When a file cannot be written (no half-written or temporary file is left).
+    """
     assert m.run_dir is not None
-    passport = clean(build_passport(m))
+    passport = build_passport(m)
+    if record is not None:
+        passport["record"] = record
+    passport = clean(passport)
     path = m.run_dir / "passport.json"
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(passport, indent=2, sort_keys=False) + "\n", encoding="utf-8")
-    tmp.replace(path)
-    (m.run_dir / "passport.md").write_text(render_markdown(passport), encoding="utf-8")
+    write_file_atomic(path, json.dumps(passport, indent=2, sort_keys=False) + "\n")
+    write_file_atomic(m.run_dir / "passport.md", render_markdown(passport))
     return path

@@ -1,10 +1,19 @@
 """The record sink of a run: run folder, run log, text line, passport.
 
 Implements :class:`trainmeter.core.sink.RecordSink`. Training thread only.
+
+Disk faults never stop or slow the training: a failed write (a full disk, a
+read-only or vanished folder) is cut back to whole lines, the run's points stay
+in memory (the monitor keeps at most ``MAX_PENDING`` per series), writes are
+retried with back-off (never every step), and the gap is recorded: a ``gap``
+record in the log once writes work again and the passport's ``record`` section.
+A run folder that cannot be made at start is tried again at later reports and
+at the end; the closing line says where the passport is, or why there is none.
 """
 
 from __future__ import annotations
 
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -13,53 +22,208 @@ from trainmeter.record.runlog import RunLog
 from trainmeter.record.runs import make_run_dir
 from trainmeter.record.view import RunView
 
+RETRY_FIRST_S = 5.0
+RETRY_MAX_S = 120.0
+MAX_GAPS = 100
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.strerror:
+        return f"{type(exc).__name__}: {exc.strerror}" + (f" ({exc.filename})" if exc.filename else "")
+    return repr(exc)
+
 
 class RunRecorder:
-    """Writes ``<run root>/<UTC>-<name>/events.jsonl`` at each report and the passport at the end."""
+    """Writes ``<run root>/<UTC>-<name>/events.jsonl`` at each report and the passport at the end.
+
+    Attributes:
+        gaps: Closed spans where the record could not be written (``from_step``,
+            ``to_step``, ``failed_writes``, ``dropped_points``, ``error``).
+        passport_path: ``passport.json`` once written, else ``None``.
+        passport_error: Why the passport could not be written, else ``None``.
+    """
 
     def __init__(self) -> None:
         self._log: RunLog | None = None
         self._cursor: dict[str, int] = {}
+        self._root: Path | None = None
+        self._started_at = ""
+        self._start_fields: dict[str, Any] = {}
+        self._retry_at_s = 0.0
+        self._backoff_s = RETRY_FIRST_S
+        self._gap: dict[str, Any] | None = None
+        self.gaps: list[dict[str, Any]] = []
+        self.failed_writes = 0
+        self.passport_path: Path | None = None
+        self.passport_error: str | None = None
+        self._start_written = False
 
-    def open(self, run: RunView, started_at: str) -> Path:
-        """Make the run folder, open the run log, write ``start`` and register the log as a series reader."""
-        from datetime import datetime
+    # -- opening -----------------------------------------------------------------------
+    def open(self, run: RunView, started_at: str) -> Path | None:
+        """Make the run folder, open the run log, write ``start``; register the log as a series reader.
 
+        The run root is made absolute here (a later ``os.chdir`` in the cell
+        changes nothing). When the folder cannot be made or written, warns and
+        returns ``None``: the run goes on in memory and the folder is tried again later.
+        """
         from trainmeter.record.environment import describe_environment
 
-        now = datetime.fromisoformat(started_at)
-        run_dir = make_run_dir(Path(run.options.run_root), run.options.name, now)
-        self._log = RunLog(run_dir / "events.jsonl")
-        self._log.write("start", name=run.options.name, started_at=started_at,
-                        options=run.options.to_dict(), environment=describe_environment())
-        self._log.flush()
+        self._root = Path(run.options.run_root).expanduser().absolute()
+        self._started_at = started_at
+        self._start_fields = {"name": run.options.name, "started_at": started_at,
+                              "options": {**run.options.to_dict(), "run_root": str(self._root)},
+                              "environment": describe_environment()}
         self._cursor = run.add_reader()
-        return run_dir
+        self._try_open(run)
+        return run.run_dir
 
+    def _try_open(self, run: RunView) -> bool:
+        try:
+            if run.run_dir is None:
+                run.run_dir = make_run_dir(self._root or Path("."), run.options.name,
+                                           datetime.fromisoformat(self._started_at))
+            self._log = RunLog(run.run_dir / "events.jsonl")
+            if not self._start_written:
+                self._log.write("start", **self._start_fields)
+                self._log.flush()
+                self._start_written = True
+            return True
+        except OSError as exc:
+            self._log = None
+            self._failed(run, exc, "the run folder")
+            return False
+
+    # -- writing -----------------------------------------------------------------------
     def write_interval(self, run: RunView, elapsed_s: float, phases_s: dict[str, float],
                        extra: dict[str, Any]) -> None:
-        """Write the columns since the last report and one ``interval`` record, then flush."""
-        if self._log is not None:
-            write_interval(run, self._log, self._cursor, elapsed_s, phases_s, extra)
+        """Write the columns since the last report and one ``interval`` record, then flush.
+
+        After a failure nothing is tried before the back-off has passed; never raises ``OSError``.
+        """
+        if elapsed_s < self._retry_at_s:
+            return
+        self._write(run, lambda log, cursors: write_interval(run, log, cursors, elapsed_s, phases_s, extra))
+
+    def _write(self, run: RunView, body: Any) -> bool:
+        if self._log is None and not self._try_open(run):
+            return False
+        assert self._log is not None
+        cursors = dict(self._cursor)
+        dropped = self._dropped(run)
+        try:
+            if self._gap is not None:
+                self._gap.update(to_step=run.steps, dropped_points=self._gap["dropped_points"] + dropped)
+                self._log.write("gap", **self._gap)
+            body(self._log, cursors)
+            self._log.flush()
+        except OSError as exc:
+            self._log.discard()
+            self._failed(run, exc, "the run log")
+            return False
+        self._cursor.update(cursors)  # in place: the monitor trims by this map
+        if self._gap is not None:
+            if len(self.gaps) < MAX_GAPS:
+                self.gaps.append(self._gap)
+            self._gap = None
+        self._backoff_s = RETRY_FIRST_S
+        self._retry_at_s = 0.0
+        return True
+
+    def _dropped(self, run: RunView) -> int:
+        """Points trimmed from memory before the log could take them (the pending cap)."""
+        lost = 0
+        for series in (run.step_series, *run.series.values()):
+            kept_from = series.end - series.pending
+            lost += max(0, kept_from - self._cursor.get(series.name, 0))
+        return lost
+
+    def _failed(self, run: RunView, exc: BaseException, what: str) -> None:
+        self.failed_writes += 1
+        if self._gap is None:
+            self._gap = {"from_step": run.steps, "to_step": None, "failed_writes": 0, "dropped_points": 0,
+                         "error": _reason(exc)}
+        self._gap["failed_writes"] += 1
+        now_s = run.elapsed_s()
+        self._retry_at_s = now_s + self._backoff_s
+        self._backoff_s = min(RETRY_MAX_S, self._backoff_s * 2)
+        where = run.run_dir or self._root
+        run.warn_once("record-write",
+                      f"cannot write {what} in {where} ({_reason(exc)}) at step {run.steps}: training goes on; "
+                      f"the record is incomplete from there, its points are kept in memory and written when "
+                      f"writes succeed again (retried with back-off up to {RETRY_MAX_S:g} s)")
 
     def text_line(self, run: RunView) -> str:
         """The text line of the last report."""
         return format_text(run)
 
-    def closing_line(self, run: RunView) -> str:
-        """One closing line naming the run folder."""
-        return summary_line(run)
+    # -- the end -----------------------------------------------------------------------
+    def record_section(self, run: RunView) -> dict[str, Any]:
+        """The passport's ``record`` section: is the saved record complete, and where not."""
+        gaps = [*self.gaps, *([self._gap] if self._gap is not None else [])]
+        complete = not gaps and self.failed_writes == 0
+        summary = None
+        if not complete:
+            summary = (f"{self.failed_writes} failed writes; the run log misses points between steps "
+                       + ", ".join(f"{g['from_step']}-{g['to_step'] if g['to_step'] is not None else 'end'}"
+                                   for g in gaps[:5])
+                       + f" ({sum(g['dropped_points'] for g in gaps)} points dropped from memory); first error: "
+                       + (gaps[0]["error"] if gaps else "?"))
+        return {"complete": complete, "log": str(run.run_dir / "events.jsonl") if run.run_dir else None,
+                "failed_writes": self.failed_writes, "gaps": gaps, "summary": summary}
 
     def write_passport(self, run: RunView) -> None:
-        """passport.json + passport.md, then the log's ``end`` record."""
-        from trainmeter.record.passport import write_passport
+        """The points not yet written, passport.json + passport.md, then the log's ``end`` record.
 
-        if run.run_dir is not None:
-            write_passport(run)
+        Tried now whatever the back-off (the last chance); a failure is kept
+        for the closing line and the warnings, never raised.
+        """
+        from trainmeter.record.passport import write_passport
+        from trainmeter.record.reporter import write_columns
+
+        def catch_up(log: RunLog, cursors: dict[str, int]) -> None:
+            write_columns(log, cursors, "steps", run.step_series)
+            for series in list(run.series.values()):
+                write_columns(log, cursors, "series", series)
+
+        self._write(run, catch_up)
+        if run.run_dir is None:
+            self.passport_error = self._gap["error"] if self._gap else "no run folder"
+            return
+        try:
+            self.passport_path = write_passport(run, self.record_section(run))
+            self.passport_error = None
+        except OSError as exc:
+            self.passport_error = _reason(exc)
+            run.warn_once("passport-write", f"passport not written in {run.run_dir}: {self.passport_error}")
         if self._log is not None:
             self._log.write("end", status=run.status, ended_at=run.ended_at, error=run.error)
+            try:
+                self._log.flush()
+            except OSError:
+                self._log.discard()
+
+    @property
+    def passport_written(self) -> bool:
+        """Whether the passport is on disk (``False`` after a disk fault at the end)."""
+        return self.passport_path is not None
+
+    def closing_line(self, run: RunView) -> str:
+        """One closing line: where the passport is, or why there is none; and whether the record is whole."""
+        if self.passport_path is not None:
+            saved = f"passport in {run.run_dir}"
+            if self.failed_writes:
+                saved += f" (record incomplete: {self.failed_writes} failed writes, see its 'record' section)"
+        else:
+            saved = (f"passport NOT written ({self.passport_error or 'no passport'}); "
+                     f"run folder {run.run_dir or self._root}; it is kept in memory and written by tm.save() "
+                     "or at the next monitored run once the disk accepts it")
+        return summary_line(run, saved)
 
     def close(self) -> None:
-        """Close the run log."""
+        """Close the run log (idempotent; never raises ``OSError``)."""
         if self._log is not None:
-            self._log.close()
+            try:
+                self._log.close()
+            except OSError:
+                pass
+            self._log = None

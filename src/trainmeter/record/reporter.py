@@ -14,25 +14,39 @@ from trainmeter.record.view import RunView
 from trainmeter.sizes import format_count
 
 
-def write_columns(log: RunLog, cursors: dict[str, int], kind: str, series: Series) -> None:
-    """Append the points of ``series`` since its cursor as one ``kind`` record; advance the cursor."""
-    end, steps, times, values = series.read(cursors.get(series.name, 0))
+def write_columns(log: RunLog, cursors: dict[str, int], kind: str, series: Series) -> int:
+    """Append the points of ``series`` since its cursor as one ``kind`` record; advance the cursor.
+
+    Returns:
+        Points past the cursor that were trimmed before they could be written
+        (0 unless writes failed for long enough for the pending cap to drop some).
+    """
+    start = cursors.get(series.name, 0)
+    end, steps, times, values = series.read(start)
     if steps:
         # integer microseconds: encoding an int costs a fraction of a float's shortest repr
         t_us = [int(t * 1e6) for t in times]
         log.write(kind, name=series.name, x=series.x_kind, step=steps, t_us=t_us, value=values)
     cursors[series.name] = end
+    return max(0, end - start - len(steps))
 
 
 def write_interval(m: RunView, log: RunLog, cursors: dict[str, int], elapsed_s: float,
-                   phases_s: dict[str, float], extra: dict[str, Any]) -> None:
-    """Write the columns since the last report and one ``interval`` record, then flush."""
-    write_columns(log, cursors, "steps", m.step_series)
+                   phases_s: dict[str, float], extra: dict[str, Any]) -> int:
+    """Write the columns since the last report and one ``interval`` record, then flush.
+
+    Returns:
+        Points trimmed before they could be written (see :func:`write_columns`).
+
+    Raises:
+        OSError: When the log cannot be appended (``cursors`` then holds positions not written).
+    """
+    dropped = write_columns(log, cursors, "steps", m.step_series)
     for series in list(m.series.values()):
-        write_columns(log, cursors, "series", series)
+        dropped += write_columns(log, cursors, "series", series)
     interval, session = m.interval, m.session
     log.write(
-        "interval", step=m.steps, tokens=m.tokens, elapsed_s=elapsed_s, phases_s=phases_s,
+        "interval", step=m.steps, tokens=m.tokens, token_unit=m.token_unit, elapsed_s=elapsed_s, phases_s=phases_s,
         throughput={
             "train_tokens_per_s": interval.train_tokens_per_s if interval else None,
             "seconds_per_step": interval.seconds_per_step if interval else None,
@@ -44,6 +58,7 @@ def write_interval(m: RunView, log: RunLog, cursors: dict[str, int], elapsed_s: 
         memory=m.memory.to_dict() if m.memory else None, **extra,
     )
     log.flush()
+    return dropped
 
 
 def format_text(m: RunView) -> str:
@@ -82,13 +97,13 @@ def format_text(m: RunView) -> str:
                        token_unit=unit, mfu=mfu, mem_used_bytes=mem, mem_total_bytes=total, extra=extra)
 
 
-def summary_line(m: RunView) -> str:
-    """One closing line naming the run folder."""
+def summary_line(m: RunView, saved: str | None = None) -> str:
+    """One closing line saying where the record is (``saved``: default "passport in <run folder>")."""
     rate = m.session.session_tokens_per_s if m.session else None
     return (f"trainmeter: run {m.options.name!r} {m.status} after {m.steps} steps, "
             f"{format_count(m.tokens)} {m.token_unit}"
             + (f", {format_count(rate)} {m.token_unit}/s (session)" if rate else "")
-            + f"; passport in {m.run_dir}")
+            + f"; {saved if saved is not None else f'passport in {m.run_dir}'}")
 
 
 def latest_values(m: RunView, x_kind: str | None = "step") -> dict[str, float | None]:

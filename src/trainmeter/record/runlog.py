@@ -6,10 +6,12 @@ last interval. Written from the training thread only (not thread-safe).
 
 from __future__ import annotations
 
+import errno
 import json
 import math
+import os
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 SCHEMA_VERSION = 1
 
@@ -28,36 +30,118 @@ def clean(value: Any) -> Any:
 class RunLog:
     """Writes one JSON object per line to ``<run dir>/events.jsonl``.
 
+    Records are buffered and written by :meth:`flush` as one append. A failed
+    append (a full disk) is cut back to the last complete line, so the file
+    never holds a torn line, and the buffer is dropped: the caller keeps what
+    it needs to write again (the run's series stay in memory until written).
+
     Args:
         path: The file to append to (created with its folder).
+
+    Raises:
+        OSError: From the constructor when the file cannot be opened.
     """
 
     def __init__(self, path: Path) -> None:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
-        self._file: IO[str] | None = path.open("a", encoding="utf-8")
+        self._fd: int | None = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._size = os.fstat(self._fd).st_size
+        self._lines: list[str] = []
 
     def write(self, kind: str, **fields: Any) -> None:
-        """Append one record of ``kind`` (buffered until :meth:`flush`)."""
-        if self._file is None:
+        """Buffer one record of ``kind`` until :meth:`flush`."""
+        if self._fd is None:
             return
         record = {"schema_version": SCHEMA_VERSION, "kind": kind, **fields}
         try:  # fast path: the C encoder, refusing NaN and inf
             line = json.dumps(record, separators=(",", ":"), allow_nan=False)
         except ValueError:
             line = json.dumps(clean(record), separators=(",", ":"))
-        self._file.write(line + "\n")
+        self._lines.append(line)
 
     def flush(self) -> None:
-        """Flush buffered records to disk."""
-        if self._file is not None:
-            self._file.flush()
+        """Append the buffered records as whole lines.
+
+        Raises:
+            OSError: When the append fails; the file is cut back to its last
+                complete line and the buffered records are dropped.
+        """
+        if self._fd is None or not self._lines:
+            return
+        data = ("\n".join(self._lines) + "\n").encode("utf-8")
+        self._lines.clear()
+        written = 0
+        try:
+            while written < len(data):
+                n = _write_bytes(self._fd, data[written:])
+                if n <= 0:
+                    raise OSError(errno.ENOSPC, "no bytes written")
+                written += n
+        except OSError:
+            try:  # whatever reached the file, it ends at the last whole line again
+                os.ftruncate(self._fd, self._size)
+            except OSError:
+                pass
+            raise
+        self._size += written
+
+    def discard(self) -> None:
+        """Drop the buffered records."""
+        self._lines.clear()
 
     def close(self) -> None:
-        """Flush and close; later writes are ignored."""
-        if self._file is not None:
-            self._file.close()
-            self._file = None
+        """Flush and close; later writes are ignored.
+
+        Raises:
+            OSError: When the last flush fails (the file is closed anyway).
+        """
+        if self._fd is None:
+            return
+        try:
+            self.flush()
+        finally:
+            fd, self._fd = self._fd, None
+            self._lines.clear()
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+def _write_bytes(fd: int, data: bytes) -> int:
+    """``os.write``; the seam tests replace to fail like a full disk."""
+    return os.write(fd, data)
+
+
+def write_file_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file and a rename.
+
+    A failure (a full disk) leaves ``path`` as it was and no temporary file.
+
+    Raises:
+        OSError: When the file cannot be written.
+    """
+    tmp = path.with_name(path.name + ".tmp")
+    data = text.encode("utf-8")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            written = 0
+            while written < len(data):
+                n = _write_bytes(fd, data[written:])
+                if n <= 0:
+                    raise OSError(errno.ENOSPC, "no bytes written")
+                written += n
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except OSError:
+        try:
+            tmp.unlink()
+        except OSError:
+            pass
+        raise
 
 
 def read_events(path: Path) -> list[dict[str, Any]]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from trainmeter.core.text import printable
 from trainmeter.sizes import format_count
 
 LOSS_NAME = "train_loss"
@@ -30,6 +31,7 @@ def seed_values(latest: Mapping[str, float | None]) -> dict[str, float | None]:
             if value is not None:
                 out[name] = value
     return out
+MAX_TEXT_SERIES = 12  # a line stays a line; the widget and the run log have them all
 
 
 def _num(value: float) -> str:
@@ -87,11 +89,13 @@ def format_line(
     if mem_used_bytes is not None:
         fields.append(f"mem={_gib(mem_used_bytes)}/{_gib(mem_total_bytes, whole=True)}GiB" if mem_total_bytes
                       else f"mem={_gib(mem_used_bytes)}GiB")
-    for name, value in series.items():
-        if value is not None and name not in SEED_ORDER:
-            fields.append(f"{name}={_num(float(value))}")
+    others = [(name, value) for name, value in series.items() if value is not None and name not in SEED_ORDER]
+    for name, value in others[:MAX_TEXT_SERIES]:
+        fields.append(f"{printable(name)[:40]}={_num(float(value))}")
+    if len(others) > MAX_TEXT_SERIES:
+        fields.append(f"+{len(others) - MAX_TEXT_SERIES} more series")
     for key, text in (extra or {}).items():
-        fields.append(f"{key}={text}")
+        fields.append(f"{printable(key)}={printable(text)}")
     if fields:
         parts.append(" | ".join(fields))
     return " ".join(parts)

@@ -395,6 +395,10 @@ def attach_widget(monitor: Any) -> Publisher:
     global _LIVE, _LAST
     from trainmeter.widget.widget import TrainmeterWidget
 
+    with _REGISTRY_LOCK:
+        previous = _LAST
+    if previous is not None and previous._closed and previous is not _LIVE:
+        _close_comms(previous.widget)  # its saved output keeps the static snapshot; the kernel keeps no comm
     widget = TrainmeterWidget(state=build_state(facts_from_monitor(monitor)))
     publisher = Publisher(monitor, widget)
     widget.attach(publisher)
@@ -403,6 +407,17 @@ def attach_widget(monitor: Any) -> Publisher:
     with _REGISTRY_LOCK:
         _LIVE = _LAST = publisher
     return publisher
+
+
+def _close_comms(widget: Any) -> None:
+    """Close a finished widget's comms: its layout's and its own (ipywidgets keeps both open otherwise)."""
+    for w in (getattr(widget, "layout", None), widget):
+        close = getattr(w, "close", None)
+        if close is not None:
+            try:
+                close()
+            except Exception:
+                pass
 
 
 def live_publisher() -> Publisher | None:

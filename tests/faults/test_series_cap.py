@@ -1,0 +1,73 @@
+"""Item 7: the number of series is capped (a warning names the dropped) and names print escaped."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+
+import trainmeter.api as tm
+from trainmeter.core.clock import FakeClock
+from trainmeter.core.monitor import MonitorWarning
+from trainmeter.extensions import make_monitor
+from trainmeter.options import make_options
+from trainmeter.record.runs import format_runs, runs
+
+
+def _monitor(run_root, clock, **options):
+    out = io.StringIO()
+    m = make_monitor(make_options(run_dir=run_root, interval_s=1.0, name="cap", **options), clock=clock,
+                     text=True, probes=False, extensions=[], out=out)
+    return m, out
+
+
+def test_ten_thousand_names_keep_the_default_cap_and_the_passport_names_the_dropped(run_root):
+    clock = FakeClock(100.0)
+    m, out = _monitor(run_root, clock)
+    m.start()
+    with pytest.warns(MonitorWarning, match="more than 256 series") as caught:
+        for i in range(10_000):
+            tm.emit(**{f"s{i}": 1.0})
+            if i % 1000 == 0:
+                clock.advance(1.0)
+                m.on_step(1)
+        m.finish("completed")
+    assert len(m.series) == 256
+    assert sum("more than 256 series" in str(w.message) for w in caught) == 1
+    passport = json.loads((m.run_dir / "passport.json").read_text())
+    assert passport["series_dropped"]["count"] == 10_000 - 256
+    assert passport["series_dropped"]["names"][0] == "s256" and len(passport["series_dropped"]["names"]) == 20
+    assert max(len(line) for line in out.getvalue().splitlines()) < 600  # a text line stays a line
+
+
+def test_the_cap_is_an_option(run_root):
+    m, _ = _monitor(run_root, FakeClock(), max_series=3)
+    m.start()
+    with pytest.warns(MonitorWarning, match="more than 3 series"):
+        tm.emit(a=1.0, b=2.0, c=3.0, d=4.0)
+    tm.emit(a=5.0, d=6.0)  # an existing name still records; a dropped one is counted once
+    m.finish("completed")
+    assert sorted(m.series) == ["a", "b", "c"] and m.series["a"].stats().count == 2
+    assert m.series_dropped == 1 and m.series_dropped_names == ["d"]
+
+
+def test_control_characters_in_names_are_escaped_in_the_text_line_and_warnings(run_root):
+    clock = FakeClock(100.0)
+    m, out = _monitor(run_root, clock)
+    m.start()
+    tm.emit(**{"evil\n[step 999] loss=0.0\x1b[2J": 1.0})
+    clock.advance(1.0)
+    m.on_step(1)
+    m.finish("completed")
+    text = out.getvalue()
+    assert "\x1b" not in text and "\n[step 999]" not in text
+    assert "evil\\n[step 999] loss=0.0\\x1b[2J=1" in text
+
+
+def test_the_runs_table_escapes_control_characters(tmp_path):
+    run = tmp_path / "20260101T000000Z-x\x1b[31m"
+    run.mkdir()
+    (run / "passport.json").write_text(json.dumps({"name": "x", "status": "completed\n\x1b[2J", "steps": 1}))
+    table = format_runs(runs(tmp_path))
+    assert "\x1b" not in table and len(table.splitlines()) == 1
