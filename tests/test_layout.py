@@ -8,7 +8,7 @@ from pathlib import Path
 import trainmeter
 
 PKG = Path(trainmeter.__file__).parent
-WINGS = ("compute", "gpu", "host", "record", "taps", "timesplit", "widget")
+WINGS = ("compute", "gpu", "host", "ranks", "record", "taps", "timesplit", "widget")
 
 
 def _imports(path: Path) -> set[str]:
@@ -45,7 +45,7 @@ def test_record_never_imports_the_monitor():
 
 
 def test_every_extension_wing_has_an_extension_module_with_start_and_stop():
-    for wing in ("compute", "gpu", "host", "taps", "timesplit"):
+    for wing in ("compute", "gpu", "host", "ranks", "taps", "timesplit"):
         tree = ast.parse((PKG / wing / "extension.py").read_text(encoding="utf-8"))
         classes = [n for n in tree.body if isinstance(n, ast.ClassDef)]
         methods = {f.name for c in classes for f in c.body if isinstance(f, ast.FunctionDef)}

@@ -53,3 +53,16 @@ def load_ipython_extension(ipython: Any) -> None:
     from trainmeter.magic import load_ipython_extension as _load
 
     _load(ipython)
+
+
+def _arm_rank_autostart() -> None:
+    """A child of a monitored run records itself as a rank once it trains (trainmeter.ranks.autostart)."""
+    import os
+
+    if os.environ.get("TRAINMETER_RUN_DIR"):
+        from trainmeter.ranks.autostart import arm
+
+        arm()
+
+
+_arm_rank_autostart()

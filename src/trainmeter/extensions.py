@@ -26,6 +26,12 @@ def default_extensions(options: MonitorOptions) -> list[Any]:
     from trainmeter.timesplit.extension import TimeSplit
 
     out += [TimeSplit(), NodeSampler(), Taps(enabled=options.tap)]
+    from trainmeter.ranks.extension import RanksExtension
+    from trainmeter.ranks.identity import detect_identity
+
+    if detect_identity().local_rank not in (None, 0):  # node samplers run once per node: on local rank 0
+        out = [ext for ext in out if ext.name not in ("gpu", "node")]
+    out.append(RanksExtension())
     return out
 
 

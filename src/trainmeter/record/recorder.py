@@ -14,12 +14,23 @@ from trainmeter.record.runs import make_run_dir
 from trainmeter.record.view import RunView
 
 
+def _rank_seat(root: Path, name: str, now: Any) -> Any:
+    """This process's seat when it is a rank of a launch (trainmeter.ranks), else ``None``; never raises."""
+    try:
+        from trainmeter.ranks.seating import seat_for
+
+        return seat_for(root, name, now)
+    except Exception:
+        return None
+
+
 class RunRecorder:
     """Writes ``<run root>/<UTC>-<name>/events.jsonl`` at each report and the passport at the end."""
 
     def __init__(self) -> None:
         self._log: RunLog | None = None
         self._cursor: dict[str, int] = {}
+        self._seat: Any = None
 
     def open(self, run: RunView, started_at: str) -> Path:
         """Make the run folder, open the run log, write ``start`` and register the log as a series reader."""
@@ -28,10 +39,14 @@ class RunRecorder:
         from trainmeter.record.environment import describe_environment
 
         now = datetime.fromisoformat(started_at)
-        run_dir = make_run_dir(Path(run.options.run_root), run.options.name, now)
+        seat = _rank_seat(Path(run.options.run_root), run.options.name, now)
+        run_dir = seat.dir if seat is not None else make_run_dir(Path(run.options.run_root), run.options.name, now)
+        self._seat = seat
         self._log = RunLog(run_dir / "events.jsonl")
         self._log.write("start", name=run.options.name, started_at=started_at,
                         options=run.options.to_dict(), environment=describe_environment())
+        if seat is not None:  # one rank of a launch: say which, in its own log
+            self._log.write("rank", launch_dir=str(seat.launch_dir), **seat.identity.to_dict())
         self._log.flush()
         self._cursor = run.add_reader()
         return run_dir
@@ -58,6 +73,11 @@ class RunRecorder:
             write_passport(run)
         if self._log is not None:
             self._log.write("end", status=run.status, ended_at=run.ended_at, error=run.error)
+            self._log.flush()
+        if self._seat is not None:  # the last rank to finish merges the launch's passport
+            from trainmeter.ranks.merge import after_rank_finished
+
+            after_rank_finished(self._seat)
 
     def close(self) -> None:
         """Close the run log."""
