@@ -47,6 +47,7 @@ class RanksExtension:
         self._polled_s = 0.0
         self._panels: list[dict[str, Any]] = []
         self._section: dict[str, Any] | None = None
+        self._backend: str | None = None
 
     def start(self, monitor: Any) -> None:
         """Seated: time the steps. Otherwise export the run folder for children."""
@@ -75,6 +76,15 @@ class RanksExtension:
         except Exception as exc:
             timing.stop()
             monitor.warn_once("rank-timing", f"per-rank step timing disabled: {exc!r}")
+
+    def _backend_now(self) -> str | None:
+        """The ``torch.distributed`` backend, once seen initialised (it may be destroyed before the end)."""
+        if self._backend is None:
+            from trainmeter.ranks.identity import _dist_state
+
+            state = _dist_state(None)
+            self._backend = state[2] if state is not None else None
+        return self._backend
 
     def after_fork_in_child(self, monitor: Any) -> None:
         """In a forked child: the inherited parent role becomes a rank role (the export stays for the seat)."""
@@ -105,7 +115,7 @@ class RanksExtension:
         if self.role != "rank":
             return None
         seat = current_seat()
-        out: dict[str, Any] = {"rank": seat.identity.rank if seat else None}
+        out: dict[str, Any] = {"rank": seat.identity.rank if seat else None, "backend": self._backend_now()}
         if self._timing is not None:
             out["timing"] = self._timing.take_window()
         return out
@@ -116,6 +126,7 @@ class RanksExtension:
         if self.role == "rank":
             seat = current_seat()
             section: dict[str, Any] = {"role": "rank"}
+            section["backend"] = self._backend_now()
             if seat is not None:
                 section["identity"] = seat.identity.to_dict()
                 section["launch_dir"] = str(seat.launch_dir)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,7 +36,8 @@ class RankSummary:
         node: Host name.
         world_size: The world size it saw.
         backend: ``torch.distributed`` backend when it was initialised at seating.
-        status: ``completed``, ``failed``, ``interrupted``, or ``unfinished`` (no passport: killed or still running).
+        status: ``completed``, ``failed``, ``interrupted``, ``died`` (no end record and its process is gone,
+            seen from its own node), or ``unfinished`` (no passport: still running, or on another node).
         steps: Optimizer steps (its passport, else its last report).
         tokens: Tokens (same).
         elapsed_s: Session seconds (same).
@@ -95,6 +97,7 @@ def read_seat(seat_dir: Path) -> RankSummary:
             p = None
         if p is not None:
             section = p.get("distributed") or {}
+            base["backend"] = section.get("backend") or base["backend"]
             return RankSummary(
                 **base, status=str(p.get("status") or "unfinished"), steps=int(p.get("steps") or 0),
                 tokens=int(p.get("tokens") or 0), elapsed_s=p.get("elapsed_s"),
@@ -106,13 +109,30 @@ def read_seat(seat_dir: Path) -> RankSummary:
     interval = last.get("interval") or {}
     end = last.get("end") or {}
     fields = interval.get("distributed") or {}
+    base["backend"] = fields.get("backend") or base["backend"]
+    status = str(end.get("status") or "unfinished")
+    if status == "unfinished" and ident.get("node") == socket.gethostname() and not _alive(ident.get("pid")):
+        status = "died"  # its process is gone and it wrote no end: killed (SIGKILL, out of memory)
     return RankSummary(
-        **base, status=str(end.get("status") or "unfinished"), steps=int(interval.get("step") or 0),
+        **base, status=status, steps=int(interval.get("step") or 0),
         tokens=int(interval.get("tokens") or 0), elapsed_s=interval.get("elapsed_s"),
         seconds_per_step=(interval.get("throughput") or {}).get("seconds_per_step"),
         peak_memory_bytes=_peak_memory(interval.get("memory")),
         data_wait_s=(interval.get("phases_s") or {}).get("data_wait"), timing=dict(fields.get("timing") or {}),
         error=end.get("error"))
+
+
+def _alive(pid: Any) -> bool:
+    """Whether process ``pid`` exists on this node (``True`` when unknown)."""
+    if not isinstance(pid, int) or pid <= 0:
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
 
 
 def seats(launch_dir: Path) -> list[Path]:
@@ -158,7 +178,8 @@ def distributed_section(ranks: list[RankSummary], *, token_unit: str = "tokens")
         notes.append(f"ranks did not step together: steps range {min(steps)}-{max(steps)}; global_steps is the most")
     for r in ranks:
         if r.status != "completed":
-            notes.append(f"{r.seat} {r.status} at step {r.steps}" + (f" ({r.error})" if r.error else ""))
+            error = (r.error or "").strip().splitlines()
+            notes.append(f"{r.seat} {r.status} at step {r.steps}" + (f" ({error[0][:160]})" if error else ""))
     if missing:
         notes.append(f"no record from rank(s) {', '.join(map(str, missing))} of world size {world_size}")
     return {
@@ -185,7 +206,7 @@ def _key(r: RankSummary) -> int | str:
 def launch_status(ranks: list[RankSummary], world_size: int) -> str:
     """``completed`` when every rank of the world completed; else the first bad status, or ``running``."""
     statuses = [r.status for r in ranks]
-    for bad in ("failed", "interrupted", "terminated"):
+    for bad in ("failed", "died", "interrupted", "terminated"):
         if bad in statuses:
             return bad
     if len(ranks) >= world_size and all(s == "completed" for s in statuses):

@@ -5,6 +5,7 @@ Implements :class:`trainmeter.core.sink.RecordSink`. Training thread only.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +47,7 @@ class RunRecorder:
         self._log.write("start", name=run.options.name, started_at=started_at,
                         options=run.options.to_dict(), environment=describe_environment())
         if seat is not None:  # one rank of a launch: say which, in its own log
-            self._log.write("rank", launch_dir=str(seat.launch_dir), **seat.identity.to_dict())
+            self._log.write("rank", launch_dir=str(seat.launch_dir), pid=os.getpid(), **seat.identity.to_dict())
         self._log.flush()
         self._cursor = run.add_reader()
         return run_dir
