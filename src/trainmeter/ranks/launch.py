@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import threading
 import time
 from collections.abc import Mapping
 from datetime import datetime
@@ -86,7 +87,7 @@ def _read_claim(path: Path, wait_s: float) -> str | None:
 def _publish_claim(path: Path, folder: str) -> bool:
     """Atomically create ``path`` holding ``folder``; ``False`` if another rank did first."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     tmp.write_text(folder + "\n", encoding="utf-8")
     try:
         os.link(tmp, path)

@@ -1,0 +1,40 @@
+"""Two gloo DDP ranks under torchrun: one run folder, exact global steps and tokens, the slow rank named."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).parent / "scripts" / "ddp_train.py"
+SRC = Path(__file__).parents[2] / "src"
+STEPS, TOKENS_PER_RANK_STEP = 8, 4 * 8
+
+
+@pytest.mark.timeout(240)
+def test_two_gloo_ranks_under_torchrun_share_one_run_folder(tmp_path):
+    env = {**os.environ, "PYTHONPATH": f"{SRC}{os.pathsep}{os.environ.get('PYTHONPATH', '')}", "OMP_NUM_THREADS": "1"}
+    for key in ("TRAINMETER_RUN_DIR", "TRAINMETER_RUN_PARENT", "RANK", "WORLD_SIZE", "LOCAL_RANK"):
+        env.pop(key, None)
+    done = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", str(SCRIPT),
+         str(tmp_path), str(STEPS), "1", "0.03"], capture_output=True, text=True, env=env, timeout=220)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (run_dir,) = [p for p in tmp_path.iterdir() if not p.name.startswith(".")]  # one folder, no race suffix
+    assert sorted(p.name for p in run_dir.iterdir() if p.is_dir()) == ["rank-0", "rank-1"]
+    passport = json.loads((run_dir / "passport.json").read_text())
+    d = passport["distributed"]
+    assert (passport["status"], d["world_size"], d["nodes"], d["backend"]) == ("completed", 2, 1, "gloo")
+    assert (passport["steps"], passport["tokens"]) == (STEPS, 2 * STEPS * TOKENS_PER_RANK_STEP)
+    assert d["steps_together"] and [r["steps"] for r in d["ranks"]] == [STEPS, STEPS]
+    assert [r["tokens"] for r in d["ranks"]] == [STEPS * TOKENS_PER_RANK_STEP] * 2
+    # rank 1's loader sleeps twice as long; DDP makes step times equal, the time outside backward tells them apart
+    assert d["stragglers"]["figure"] == "outside_backward_s" and d["stragglers"]["straggler"] == 1
+    for k in (0, 1):
+        own = json.loads((run_dir / f"rank-{k}" / "passport.json").read_text())
+        assert own["distributed"]["identity"]["rank"] == k and own["distributed"]["identity"]["world_size"] == 2
+        assert own["distributed"]["identity"]["source"] == "torchrun"
