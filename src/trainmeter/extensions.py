@@ -28,8 +28,10 @@ def default_extensions(options: MonitorOptions) -> list[Any]:
     out += [TimeSplit(), NodeSampler(), Taps(enabled=options.tap)]
     from trainmeter.ranks.extension import RanksExtension
     from trainmeter.ranks.identity import detect_identity
+    from trainmeter.ranks.launch import inherited_run_dir
 
-    if detect_identity().local_rank not in (None, 0):  # node samplers run once per node: on local rank 0
+    # node samplers run once per node: on local rank 0, and not in a child whose monitored parent samples
+    if detect_identity().local_rank not in (None, 0) or inherited_run_dir() is not None:
         out = [ext for ext in out if ext.name not in ("gpu", "node")]
     out.append(RanksExtension())
     return out
