@@ -25,6 +25,7 @@ debug_launcher(training_function, num_processes=2)
 """
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_accelerate_fork_launch_from_a_cell_is_recorded_as_ranks_of_the_cell_run(ip, in_tmp, capfd):
     pytest.importorskip("accelerate")

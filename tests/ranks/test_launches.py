@@ -41,6 +41,7 @@ def parent_steps_in_log(run_dir: Path) -> list[int]:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(200)
 def test_forked_children_become_ranks_and_never_touch_the_parent_run(tmp_path):
     run_dir, passport, stdout = launch(tmp_path, "fork", 10)
@@ -56,6 +57,7 @@ def test_forked_children_become_ranks_and_never_touch_the_parent_run(tmp_path):
     assert any("training ran in 2 child process(es), recorded as ranks" in w for w in passport["warnings"])
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(200)
 def test_spawned_children_that_import_trainmeter_record_themselves_as_ranks(tmp_path):
     run_dir, passport, _ = launch(tmp_path, "spawn", 6)
@@ -66,6 +68,7 @@ def test_spawned_children_that_import_trainmeter_record_themselves_as_ranks(tmp_
     assert parent_steps_in_log(run_dir) == [1, 2, 3]
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(200)
 def test_a_killed_rank_is_shown_dead_with_its_last_step_and_a_slow_rank_is_named(tmp_path):
     _, passport, _ = launch(tmp_path, "process", 12, slow=1, sleep_s=0.03, kill_at=8)
@@ -77,3 +80,4 @@ def test_a_killed_rank_is_shown_dead_with_its_last_step_and_a_slow_rank_is_named
     assert not d["steps_together"]
     assert d["stragglers"]["straggler"] == 1
     assert d["stragglers"]["verdict"].startswith("rank 1 is ")
+    assert d["stragglers"]["windows"] >= 1 and d["stragglers"]["named_windows"].get("1", 0) >= 1

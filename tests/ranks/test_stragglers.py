@@ -49,3 +49,16 @@ def test_the_individual_score_compares_the_latest_window_with_the_rank_own_best(
 
 def test_one_rank_cannot_be_scored():
     assert score_ranks({0: timing(0.1)}) is None
+
+
+def test_repeated_offenders_are_counted_window_by_window():
+    from trainmeter.ranks.stragglers import repeated_offenders, with_repeats
+
+    def w(x):
+        return {"steps": 5, "step_s": 1.0, "outside_backward_s": x}
+
+    counts, compared = repeated_offenders({0: [w(0.1), w(0.1), w(0.3), {"steps": 0}], 1: [w(0.3), w(0.3), w(0.1)]})
+    assert (counts, compared) == ({1: 2, 0: 1}, 3)
+    report = with_repeats(score_ranks({0: timing(0.1), 1: timing(0.2)}), counts, compared)
+    assert report.verdict.endswith("(named in 2 of 3 report windows)")
+    assert report.to_dict()["named_windows"] == {"1": 2, "0": 1}

@@ -24,6 +24,7 @@ with tm.monitor(name="far", run_dir=sys.argv[1], interval_s=0.1):
 """
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_the_watch_shows_the_steps_of_a_run_another_process_writes_rising(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(SRC)}

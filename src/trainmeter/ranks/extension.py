@@ -144,7 +144,7 @@ class RanksExtension:
 
         ranks = read_launch(m.run_dir)
         if ranks:
-            section = {"role": "launch", **distributed_section(ranks, token_unit=m.token_unit)}
+            section = {"role": "launch", **distributed_section(ranks, token_unit=m.token_unit, launch_dir=m.run_dir)}
             m.warnings.append(
                 f"training ran in {len(ranks)} child process(es), recorded as ranks "
                 f"({', '.join(r.seat for r in ranks)}): global steps {section['global_steps']}, "

@@ -116,6 +116,29 @@ def last_records(path: Path, kinds: tuple[str, ...], max_bytes: int = MAX_READ_B
     return found
 
 
+def tail_records(path: Path, kind: str, max_bytes: int = 4 * 1024 * 1024) -> list[dict[str, Any]]:
+    """Every record of ``kind`` within the last ``max_bytes`` of ``path``, oldest first."""
+    try:
+        with path.open("rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            f.seek(max(0, size - max_bytes))
+            data = f.read(max_bytes)
+    except OSError:
+        return []
+    lines = data.split(b"\n")
+    if size > max_bytes:
+        lines = lines[1:]
+    needle = f'"kind":"{kind}"'.encode()
+    out = []
+    for line in lines:
+        if needle in line:
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                continue
+    return out
+
+
 @dataclass(slots=True)
 class SourceState:
     """What a follower knows of one log (the run's own, or one rank's).

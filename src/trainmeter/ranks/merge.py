@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from trainmeter.core.provenance import Derivation, Input
-from trainmeter.ranks.follow import SEAT_PREFIXES, head_records, last_records
-from trainmeter.ranks.stragglers import score_ranks
+from trainmeter.ranks.follow import SEAT_PREFIXES, head_records, last_records, tail_records
+from trainmeter.ranks.stragglers import repeated_offenders, score_ranks, with_repeats
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -149,8 +149,22 @@ def read_launch(launch_dir: Path) -> list[RankSummary]:
     return sorted(found, key=lambda s: (s.rank is None, s.rank if s.rank is not None else 0, s.seat))
 
 
-def distributed_section(ranks: list[RankSummary], *, token_unit: str = "tokens") -> dict[str, Any]:
-    """The passport's ``distributed`` section for a launch (merged figures with derivations)."""
+def window_history(seat_dir: Path) -> list[dict[str, Any]]:
+    """The rank's report windows (``distributed.timing.window`` of its interval records, last 4 MiB of its log)."""
+    out = []
+    for record in tail_records(seat_dir / "events.jsonl", "interval"):
+        window = ((record.get("distributed") or {}).get("timing") or {}).get("window")
+        if window:
+            out.append(window)
+    return out
+
+
+def distributed_section(ranks: list[RankSummary], *, token_unit: str = "tokens",
+                        launch_dir: Path | None = None) -> dict[str, Any]:
+    """The passport's ``distributed`` section for a launch (merged figures with derivations).
+
+    With ``launch_dir`` the straggler report also counts, window by window, how often each rank was named.
+    """
     worlds = [r.world_size for r in ranks if r.world_size]
     world_size = max(worlds) if worlds else len(ranks)
     nodes = sorted({r.node for r in ranks if r.node})
@@ -173,6 +187,9 @@ def distributed_section(ranks: list[RankSummary], *, token_unit: str = "tokens")
     report = score_ranks({_key(r): r.timing for r in ranks if r.timing},
                          {_key(r): r.data_wait_s / r.elapsed_s for r in ranks
                           if r.data_wait_s is not None and r.elapsed_s})
+    if report is not None and launch_dir is not None:
+        counts, compared = repeated_offenders({_key(r): window_history(launch_dir / r.seat) for r in ranks})
+        report = with_repeats(report, counts, compared)
     notes = []
     if not together:
         notes.append(f"ranks did not step together: steps range {min(steps)}-{max(steps)}; global_steps is the most")
@@ -219,7 +236,7 @@ def write_launch_passport(launch_dir: Path, name: str) -> dict[str, Any]:
     from trainmeter.record.runlog import clean
 
     ranks = read_launch(launch_dir)
-    section = distributed_section(ranks)
+    section = distributed_section(ranks, launch_dir=launch_dir)
     passports = [_load(launch_dir / r.seat / "passport.json") for r in ranks]
     starts = [p.get("started_at") for p in passports if p.get("started_at")]
     ends = [p.get("ended_at") for p in passports if p.get("ended_at")]

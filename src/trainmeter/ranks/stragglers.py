@@ -56,11 +56,14 @@ class StragglerReport:
     scores: tuple[RankScore, ...]
     straggler: int | str | None
     verdict: str
+    named_windows: dict[int | str, int] | None = None
+    windows: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (the passport's ``distributed.stragglers``)."""
         return {"figure": self.figure, "straggler": self.straggler, "verdict": self.verdict,
-                "slow_ratio": SLOW_RATIO, "scores": [s.to_dict() for s in self.scores]}
+                "slow_ratio": SLOW_RATIO, "scores": [s.to_dict() for s in self.scores],
+                "named_windows": {str(k): v for k, v in (self.named_windows or {}).items()}, "windows": self.windows}
 
 
 _FIGURES = {
@@ -113,3 +116,37 @@ def score_ranks(timings: dict[int | str, dict[str, Any]], data_wait_share: dict[
                else f"{slow.vs_median:.1f}x slower than the median")
     verdict = f"rank {slow.rank} is {against} in {what}: {advice}"
     return StragglerReport(figure=figure, scores=tuple(scores), straggler=slow.rank, verdict=verdict)
+
+
+def repeated_offenders(windows: dict[int | str, list[dict[str, Any]]]) -> tuple[dict[int | str, int], int]:
+    """How often each rank was named, report window by report window.
+
+    Args:
+        windows: Rank -> its report windows in order (``timing.window`` of each interval record:
+            ``steps``, ``step_s``, ``outside_backward_s``). The k-th windows of all ranks are compared
+            (ranks report on the same ``interval_s`` from about the same start).
+
+    Returns:
+        ``({rank: windows in which it was named}, windows compared)``; ranks never named are left out.
+    """
+    counts: dict[int | str, int] = {}
+    compared = 0
+    depth = max((len(w) for w in windows.values()), default=0)
+    for k in range(depth):
+        at_k = {rank: w[k] for rank, w in windows.items() if k < len(w) and w[k].get("steps")}
+        report = score_ranks(at_k)
+        if report is None:
+            continue
+        compared += 1
+        if report.straggler is not None:
+            counts[report.straggler] = counts.get(report.straggler, 0) + 1
+    return counts, compared
+
+
+def with_repeats(report: StragglerReport, counts: dict[int | str, int], compared: int) -> StragglerReport:
+    """``report`` with the repeated-offender counts, and the straggler's count in its verdict."""
+    verdict = report.verdict
+    if report.straggler is not None and compared:
+        verdict += f" (named in {counts.get(report.straggler, 0)} of {compared} report windows)"
+    return StragglerReport(figure=report.figure, scores=report.scores, straggler=report.straggler,
+                           verdict=verdict, named_windows=counts, windows=compared)
