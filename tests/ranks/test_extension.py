@@ -77,3 +77,19 @@ def test_a_forked_child_run_writes_nothing_to_the_parent_until_it_steps(run_root
     assert os.waitstatus_to_exitcode(status) == 0
     assert (m.run_dir / "events.jsonl").stat().st_size >= size
     assert [p.name for p in m.run_dir.iterdir() if p.is_dir()] == []  # the child never stepped: no seat
+
+
+def test_a_plain_run_after_a_rank_run_in_the_same_process_is_not_a_rank(run_root, monkeypatch):
+    from trainmeter.ranks.seating import current_seat, seat_for
+
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("MASTER_PORT", "29998")
+    from datetime import datetime, timezone
+
+    assert seat_for(run_root, "x", datetime.now(timezone.utc)) is not None
+    for key in ("RANK", "WORLD_SIZE", "MASTER_PORT", RUN_DIR_ENV):
+        monkeypatch.delenv(key, raising=False)
+    with tm.monitor(name="plain", run_dir=run_root) as m:
+        assert current_seat() is None and m.extensions[-1].role == "parent"
+    assert not m.run_dir.name.startswith("rank-")

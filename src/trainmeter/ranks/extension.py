@@ -122,7 +122,6 @@ class RanksExtension:
 
     def passport_section(self) -> dict[str, Any] | None:
         """Rank: identity and timing. Parent: the merged section of its seats, or a note on unseen children."""
-        m = self._monitor
         if self.role == "rank":
             seat = current_seat()
             section: dict[str, Any] = {"role": "rank"}
@@ -166,8 +165,8 @@ class RanksExtension:
         if now - self._polled_s < PANEL_POLL_S:
             return self._panels
         self._polled_s = now
-        from trainmeter.ranks.panel import ranks_panel
         from trainmeter.ranks.follow import RunFollower
+        from trainmeter.ranks.panel import ranks_panel
 
         if self._follower is None:
             self._follower = RunFollower(self._monitor.run_dir)

@@ -49,6 +49,7 @@ _SEAT_PID = 0
 def seat_for(root: Path, name: str, now: datetime) -> Seat | None:
     """Seat this process when it is a rank (a parent's child, or one rank of a launch); else ``None``."""
     global _SEAT, _SEAT_PID
+    _SEAT = None  # a new run: a seat of an earlier run in this process is not this one's
     identity = detect_identity()
     inherited = inherited_run_dir()
     parent_pid: int | None = None

@@ -3,7 +3,6 @@
 argv: run_root steps slow_rank(-1 for none) sleep_s
 """
 
-import os
 import sys
 import time
 

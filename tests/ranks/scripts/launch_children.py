@@ -15,6 +15,7 @@ import workers  # noqa: E402
 
 import trainmeter as tm  # noqa: E402
 
+
 def main() -> None:
     root, how, steps, slow, sleep_s, kill_at = (sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]),
                                                 float(sys.argv[5]), int(sys.argv[6]))
