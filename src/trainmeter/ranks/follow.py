@@ -156,6 +156,7 @@ class SourceState:
     seat: str
     rank: int | None = None
     node: str | None = None
+    pid: int | None = None
     steps: int = 0
     tokens: int = 0
     status: str = "running"
@@ -231,6 +232,7 @@ def apply_record(state: SourceState, record: dict[str, Any]) -> None:
     elif kind == "rank":
         state.rank = record.get("rank")
         state.node = record.get("node")
+        state.pid = record.get("pid")
     elif kind == "end":
         state.status = str(record.get("status") or "ended")
 

@@ -111,7 +111,7 @@ def read_seat(seat_dir: Path) -> RankSummary:
     fields = interval.get("distributed") or {}
     base["backend"] = fields.get("backend") or base["backend"]
     status = str(end.get("status") or "unfinished")
-    if status == "unfinished" and ident.get("node") == socket.gethostname() and not _alive(ident.get("pid")):
+    if status == "unfinished" and ident.get("node") == socket.gethostname() and not process_alive(ident.get("pid")):
         status = "died"  # its process is gone and it wrote no end: killed (SIGKILL, out of memory)
     return RankSummary(
         **base, status=status, steps=int(interval.get("step") or 0),
@@ -122,7 +122,7 @@ def read_seat(seat_dir: Path) -> RankSummary:
         error=end.get("error"))
 
 
-def _alive(pid: Any) -> bool:
+def process_alive(pid: Any) -> bool:
     """Whether process ``pid`` exists on this node (``True`` when unknown)."""
     if not isinstance(pid, int) or pid <= 0:
         return True

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import socket
 import time
 from typing import Any
 
 from trainmeter.ranks.follow import RunFollower
+from trainmeter.ranks.merge import process_alive
 from trainmeter.ranks.stragglers import score_ranks
 
 STALE_S = 60.0
@@ -27,7 +29,9 @@ def ranks_panel(follower: RunFollower, now_s: float | None = None) -> dict[str, 
         if timing:
             timings[key] = timing
         status = r.status
-        if status == "running" and r.updated_s and now - r.updated_s > STALE_S:
+        if status == "running" and r.node == socket.gethostname() and not process_alive(r.pid):
+            status = f"died at step {r.steps}"
+        elif status == "running" and r.updated_s and now - r.updated_s > STALE_S:
             status = f"silent for {now - r.updated_s:.0f} s"
         sps = (interval.get("throughput") or {}).get("seconds_per_step")
         rows.append({"label": f"rank {r.rank}" if r.rank is not None else r.seat, "value": r.steps, "unit": "steps",
