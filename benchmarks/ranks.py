@@ -37,9 +37,9 @@ import trainmeter as tm
 
 def make():
     torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(128, 256), nn.ReLU(), nn.Linear(256, 10))
+    model = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10))
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
-    x, y = torch.randn(64, 128), torch.randint(0, 10, (64,))
+    x, y = torch.randn(32, 64), torch.randint(0, 10, (32,))
     return model, opt, x, y
 
 
