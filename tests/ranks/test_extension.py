@@ -93,3 +93,16 @@ def test_a_plain_run_after_a_rank_run_in_the_same_process_is_not_a_rank(run_root
     with tm.monitor(name="plain", run_dir=run_root) as m:
         assert current_seat() is None and m.extensions[-1].role == "parent"
     assert not m.run_dir.name.startswith("rank-")
+
+
+def test_the_live_view_of_a_parent_shows_its_ranks_panel(run_root):
+    from trainmeter.widget.view_model import build_state, facts_from_monitor
+
+    with tm.monitor(name="parent", run_dir=run_root) as m:
+        seat = m.run_dir / "rank-0"
+        seat.mkdir()
+        (seat / "events.jsonl").write_text(json.dumps({"kind": "rank", "rank": 0, "node": "elsewhere"}) + "\n"
+                                           + json.dumps({"kind": "interval", "step": 12, "tokens": 48}) + "\n")
+        state = build_state(facts_from_monitor(m))
+    (panel,) = [p for p in state["panels"] if p["id"] == "ranks"]
+    assert panel["rows"][0]["label"] == "rank 0" and panel["rows"][0]["value"] == 12

@@ -81,3 +81,16 @@ def test_the_launch_passport_is_complete_only_when_every_rank_completed(tmp_path
     saved = json.loads((tmp_path / "passport.json").read_text())
     assert saved["distributed"]["global_tokens"] == 16
     assert "Global steps: 4" in (tmp_path / "passport.md").read_text()
+
+
+def test_a_launch_folder_is_listed_with_its_ranks_and_loads_without_a_log_of_its_own(tmp_path):
+    import trainmeter as tm
+    from trainmeter.record.runs import format_runs
+
+    launch = tmp_path / "20260101T000000Z-ddp"
+    seat(launch, 0, steps=4, tokens=8)
+    seat(launch, 1, steps=4, tokens=8)
+    write_launch_passport(launch, "ddp")
+    (run,) = tm.runs(tmp_path)
+    assert run.status == "completed" and run.events() == []
+    assert format_runs([run]).endswith("steps=4  tokens=16  ranks=2")

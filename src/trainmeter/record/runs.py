@@ -35,8 +35,9 @@ class Run:
         return str(self.passport.get("status") or "unfinished")
 
     def events(self) -> list[dict[str, Any]]:
-        """The run log's records."""
-        return read_events(self.dir / "events.jsonl")
+        """The run log's records (none for a launch folder whose ranks each keep their own log)."""
+        path = self.dir / "events.jsonl"
+        return read_events(path) if path.exists() else []
 
     def __repr__(self) -> str:
         return f"Run({self.name!r}, status={self.status!r}, dir={str(self.dir)!r})"
@@ -81,7 +82,9 @@ def format_runs(found: list[Run]) -> str:
     lines = []
     for run in found:
         p = run.passport
-        lines.append(f"{run.dir}  {run.status:<11} steps={p.get('steps', '-')}  tokens={p.get('tokens', '-')}")
+        ranks = (p.get("distributed") or {}).get("ranks_recorded")
+        lines.append(f"{run.dir}  {run.status:<11} steps={p.get('steps', '-')}  tokens={p.get('tokens', '-')}"
+                     + (f"  ranks={ranks}" if ranks else ""))
     return "\n".join(lines)
 
 
