@@ -189,8 +189,8 @@ def _rediscover(probes: Any) -> None:
 
 def _finish_child(status: str, error: BaseException | None = None) -> None:
     m = _child_monitor
-    if m is None or _child_pid != os.getpid():
-        return
+    if m is None or _child_pid != os.getpid() or m.steps == 0:
+        return  # a child that never stepped (a DataLoader worker) leaves no trace and does no work at exit
     m.finish(status, error)
 
 
