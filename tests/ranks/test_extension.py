@@ -106,3 +106,18 @@ def test_the_live_view_of_a_parent_shows_its_ranks_panel(run_root):
         state = build_state(facts_from_monitor(m))
     (panel,) = [p for p in state["panels"] if p["id"] == "ranks"]
     assert panel["rows"][0]["label"] == "rank 0" and panel["rows"][0]["value"] == 12
+
+
+def test_dataloader_workers_forked_during_a_run_leave_no_trace(run_root):
+    data = torch.utils.data.TensorDataset(torch.randn(32, 4))
+    loader = torch.utils.data.DataLoader(data, batch_size=8, num_workers=2, multiprocessing_context="fork")
+    model = torch.nn.Linear(4, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with tm.monitor(name="loader", run_dir=run_root, interval_s=0.1) as m:
+        for _ in range(2):
+            for (x,) in loader:
+                model(x).sum().backward()
+                opt.step()
+    assert m.steps == 8 and [p for p in m.run_dir.iterdir() if p.is_dir()] == []
+    passport = json.loads((m.run_dir / "passport.json").read_text())
+    assert passport["steps"] == 8 and "distributed" not in passport
