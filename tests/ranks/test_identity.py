@@ -68,3 +68,11 @@ def test_a_bad_number_is_ignored_rather_than_raised():
 def test_launch_key_is_none_without_anything_shared():
     assert launch_key({}, 2) is None
     assert launch_key({"MASTER_PORT": "1"}, 2) == "world=2;MASTER_PORT=1"
+
+
+def test_the_node_is_a_hash_label_never_the_host_name():
+    import socket
+
+    ident = detect_identity(TORCHRUN, dist=FakeDist(0, 1, up=False))
+    assert ident.node.startswith("node-") and len(ident.node) == 13
+    assert socket.gethostname() not in ident.node

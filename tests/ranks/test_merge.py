@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 
+from trainmeter.ranks.identity import this_node
 from trainmeter.ranks.merge import distributed_section, read_launch, read_seat, write_launch_passport
 
 
 def seat(root, k, *, steps, tokens, status="completed", timing=None, pid=None, passport=True):
     d = root / f"rank-{k}"
     d.mkdir(parents=True)
-    rank = {"kind": "rank", "rank": k, "local_rank": k, "world_size": 2, "node": socket.gethostname(),
+    rank = {"kind": "rank", "rank": k, "local_rank": k, "world_size": 2, "node": this_node(),
             "backend": None, "pid": pid}
     interval = {"kind": "interval", "step": steps, "tokens": tokens, "elapsed_s": 1.0,
                 "throughput": {"seconds_per_step": 0.1}, "phases_s": {"data_wait": 0.0},

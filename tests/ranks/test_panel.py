@@ -4,19 +4,19 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
 
 from trainmeter.ranks.follow import RunFollower
+from trainmeter.ranks.identity import this_node
 from trainmeter.ranks.panel import ranks_panel
 
 
 def write_seat(root, k, *, steps, outside, pid, end=None):
     d = root / f"rank-{k}"
     d.mkdir(parents=True)
-    records = [{"kind": "rank", "rank": k, "node": socket.gethostname(), "pid": pid},
+    records = [{"kind": "rank", "rank": k, "node": this_node(), "pid": pid},
                {"kind": "interval", "step": steps, "tokens": steps * 4, "throughput": {"seconds_per_step": 0.5},
                 "distributed": {"timing": {"outside_backward_s": outside, "window": {"outside_backward_s": outside}}}}]
     if end:

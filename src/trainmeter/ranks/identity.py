@@ -29,7 +29,7 @@ class RankIdentity:
         world_size: Processes in the launch (1 when single).
         local_world_size: Processes on this node, or ``None``.
         node_rank: Node index (``GROUP_RANK``, ``SLURM_NODEID``), or ``None``.
-        node: This machine's host name.
+        node: This machine, as ``node-<8 hex>`` (a hash of its host name: passports name no host).
         launch_key: Text every rank of one launch shares (run id, rendezvous
             address, Slurm job and step), or ``None``.
         backend: ``torch.distributed`` backend when initialised, else ``None``.
@@ -57,6 +57,13 @@ class RankIdentity:
         out = asdict(self)
         out["provenance"] = "detected" if self.source != "none" else "assumed"
         return out
+
+
+def this_node() -> str:
+    """This machine's label: ``node-`` and the first 8 hex digits of the SHA-1 of its host name."""
+    import hashlib
+
+    return "node-" + hashlib.sha1(socket.gethostname().encode()).hexdigest()[:8]
 
 
 def _int(environ: Mapping[str, str], key: str) -> int | None:
@@ -98,7 +105,7 @@ def detect_identity(environ: Mapping[str, str] | None = None, dist: Any = None) 
         is initialised (its rank is the one collectives use).
     """
     env = os.environ if environ is None else environ
-    node = socket.gethostname()
+    node = this_node()
     state = _dist_state(dist)
     rank = _int(env, "RANK")
     world = _int(env, "WORLD_SIZE")

@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from trainmeter.core.provenance import Derivation, Input
 from trainmeter.ranks.follow import SEAT_PREFIXES, head_records, last_records, tail_records
+from trainmeter.ranks.identity import this_node
 from trainmeter.ranks.stragglers import repeated_offenders, score_ranks, with_repeats
 
 
@@ -111,7 +111,7 @@ def read_seat(seat_dir: Path) -> RankSummary:
     fields = interval.get("distributed") or {}
     base["backend"] = fields.get("backend") or base["backend"]
     status = str(end.get("status") or "unfinished")
-    if status == "unfinished" and ident.get("node") == socket.gethostname() and not process_alive(ident.get("pid")):
+    if status == "unfinished" and ident.get("node") == this_node() and not process_alive(ident.get("pid")):
         status = "died"  # its process is gone and it wrote no end: killed (SIGKILL, out of memory)
     return RankSummary(
         **base, status=status, steps=int(interval.get("step") or 0),

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import socket
 import time
 from typing import Any
 
 from trainmeter.ranks.follow import RunFollower
+from trainmeter.ranks.identity import this_node
 from trainmeter.ranks.merge import process_alive
 from trainmeter.ranks.stragglers import score_ranks
 
@@ -29,7 +29,7 @@ def ranks_panel(follower: RunFollower, now_s: float | None = None) -> dict[str, 
         if timing:
             timings[key] = timing
         status = r.status
-        if status == "running" and r.node == socket.gethostname() and not process_alive(r.pid):
+        if status == "running" and r.node == this_node() and not process_alive(r.pid):
             status = f"died at step {r.steps}"
         elif status == "running" and r.updated_s and now - r.updated_s > STALE_S:
             status = f"silent for {now - r.updated_s:.0f} s"
