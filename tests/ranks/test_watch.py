@@ -84,3 +84,23 @@ def test_nothing_live_to_follow_is_a_clear_error(tmp_path):
         resolve(None, root=tmp_path)
     with pytest.raises(FileNotFoundError, match="no trainmeter run at"):
         resolve(tmp_path / "missing")
+
+
+def test_in_a_notebook_a_widget_is_shown_and_updated_until_the_run_ends(tmp_path):
+    pytest.importorskip("anywidget")
+    run_dir = tmp_path / "20260101T000000Z-nb"
+    run_dir.mkdir()
+    (run_dir / "events.jsonl").write_text('{"kind":"start","name":"nb","options":{"name":"nb"}}\n'
+                                          '{"kind":"interval","step":3,"tokens":30,"elapsed_s":1.0}\n')
+
+    class ZMQInteractiveShell:  # what follow() checks to decide a widget can be shown
+        pass
+
+    watch = follow(run_dir, shell=ZMQInteractiveShell(), poll_s=0.01)
+    assert watch.widget.state["status"] == "running"
+    with (run_dir / "events.jsonl").open("a") as f:
+        f.write('{"kind":"interval","step":9,"tokens":90,"elapsed_s":2.0}\n')
+    (run_dir / "passport.json").write_text('{"name":"nb","status":"completed","steps":9,"tokens":90}')
+    watch.thread.join(timeout=30)
+    assert not watch.thread.is_alive()
+    assert watch.widget.state["status"] == "completed" and watch.widget.history

@@ -80,9 +80,9 @@ class RanksExtension:
     def _backend_now(self) -> str | None:
         """The ``torch.distributed`` backend, once seen initialised (it may be destroyed before the end)."""
         if self._backend is None:
-            from trainmeter.ranks.identity import _dist_state
+            from trainmeter.ranks.identity import dist_state
 
-            state = _dist_state(None)
+            state = dist_state(None)
             self._backend = state[2] if state is not None else None
         return self._backend
 

@@ -76,7 +76,7 @@ def _int(environ: Mapping[str, str], key: str) -> int | None:
         return None
 
 
-def _dist_state(dist: Any) -> tuple[int, int, str | None] | None:
+def dist_state(dist: Any) -> tuple[int, int, str | None] | None:
     """``(rank, world_size, backend)`` from an initialised ``torch.distributed``, else ``None``."""
     if dist is None:
         mod = sys.modules.get("torch.distributed")
@@ -106,7 +106,7 @@ def detect_identity(environ: Mapping[str, str] | None = None, dist: Any = None) 
     """
     env = os.environ if environ is None else environ
     node = this_node()
-    state = _dist_state(dist)
+    state = dist_state(dist)
     rank = _int(env, "RANK")
     world = _int(env, "WORLD_SIZE")
     local_rank = _int(env, "LOCAL_RANK")

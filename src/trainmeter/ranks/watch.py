@@ -76,6 +76,8 @@ class RunWatch:
         self._budget = DEFAULT_BUDGET_POINTS
         self.passport: dict[str, Any] = {}
         self.polls = 0
+        self.widget: Any = None  # set by follow() in a notebook
+        self.thread: threading.Thread | None = None
 
     @property
     def bytes_read(self) -> int:
@@ -178,9 +180,10 @@ def follow(run_or_path: Any = None, *, poll_s: float = POLL_S, idle_s: float = I
 
         widget = TrainmeterWidget(state=state, history=watch.history())
         ipy_display(widget)
-        thread = threading.Thread(target=_update_widget, args=(watch, widget, poll_s, idle_s),
-                                  name="trainmeter-follow", daemon=True)
-        thread.start()
+        watch.widget = widget
+        watch.thread = threading.Thread(target=_update_widget, args=(watch, widget, poll_s, idle_s),
+                                        name="trainmeter-follow", daemon=True)
+        watch.thread.start()
         return watch
     _print_until_end(watch, state, poll_s, idle_s, out or sys.stdout)
     return watch
