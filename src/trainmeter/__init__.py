@@ -60,9 +60,12 @@ def _arm_rank_autostart() -> None:
     import os
 
     if os.environ.get("TRAINMETER_RUN_DIR"):
-        from trainmeter.ranks.autostart import arm
+        try:
+            from trainmeter.ranks.autostart import arm
 
-        arm()
+            arm()
+        except Exception:  # importing trainmeter never fails because of monitoring
+            pass
 
 
 _arm_rank_autostart()
