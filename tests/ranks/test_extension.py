@@ -44,6 +44,7 @@ def test_a_rank_takes_its_seat_times_its_steps_and_leaves_torch_as_found(run_roo
     with tm.monitor(name="ddp", run_dir=run_root, interval_s=0.1) as m:
         steps(4)
     assert m.run_dir.name == "rank-1" and m.run_dir.parent.parent == run_root
+    assert not m.text  # only rank 0 prints the text line
     assert torch.Tensor.backward is backward and dict(optimizer._global_optimizer_post_hooks) == hooks
     own = json.loads((m.run_dir / "passport.json").read_text())
     assert own["distributed"]["role"] == "rank" and own["distributed"]["identity"]["rank"] == 1

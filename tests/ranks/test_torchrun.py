@@ -15,7 +15,7 @@ SRC = Path(__file__).parents[2] / "src"
 STEPS, TOKENS_PER_RANK_STEP = 8, 4 * 8
 
 
-def torchrun(root: Path, *, keep_parent: bool = False) -> None:
+def torchrun(root: Path, *, keep_parent: bool = False) -> str:
     env = {**os.environ, "PYTHONPATH": f"{SRC}{os.pathsep}{os.environ.get('PYTHONPATH', '')}", "OMP_NUM_THREADS": "1"}
     for key in ("RANK", "WORLD_SIZE", "LOCAL_RANK") + (() if keep_parent else ("TRAINMETER_RUN_DIR", "TRAINMETER_RUN_PARENT")):
         env.pop(key, None)
@@ -23,12 +23,14 @@ def torchrun(root: Path, *, keep_parent: bool = False) -> None:
         [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", str(SCRIPT),
          str(root), str(STEPS), "1", "0.03"], capture_output=True, text=True, env=env, timeout=220)
     assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_two_gloo_ranks_under_torchrun_share_one_run_folder(tmp_path):
-    torchrun(tmp_path)
+    out = torchrun(tmp_path)
+    assert out.count("passport in ") == 2 and "rank-1" in out  # each rank's closing line
     (run_dir,) = [p for p in tmp_path.iterdir() if not p.name.startswith(".")]  # one folder, no race suffix
     assert sorted(p.name for p in run_dir.iterdir() if p.is_dir()) == ["rank-0", "rank-1"]
     passport = json.loads((run_dir / "passport.json").read_text())

@@ -69,6 +69,9 @@ class RanksExtension:
 
         self.role = "rank"
         self._monitor = monitor
+        seat = current_seat()
+        if seat is not None and seat.identity.rank not in (None, 0):
+            monitor.text = False  # one text line per launch (rank 0's); every rank's numbers are in its seat
         timing = StepTiming(monitor.probes)
         try:
             timing.start()
