@@ -122,3 +122,19 @@ def test_dataloader_workers_forked_during_a_run_leave_no_trace(run_root):
     assert m.steps == 8 and [p for p in m.run_dir.iterdir() if p.is_dir()] == []
     passport = json.loads((m.run_dir / "passport.json").read_text())
     assert passport["steps"] == 8 and "distributed" not in passport
+
+
+def test_spawned_children_that_record_nothing_are_named_in_the_parent_passport(run_root):
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("spawn")
+    with tm.monitor(name="parent", run_dir=run_root) as m:
+        child = ctx.Process(target=os.getpid)  # a child that imports nothing of ours and trains nothing
+        child.start()
+        child.join()
+    from multiprocessing import popen_spawn_posix
+
+    assert not hasattr(popen_spawn_posix.Popen._launch, "__wrapped__")  # the counting patch is gone
+    section = json.loads((m.run_dir / "passport.json").read_text())["distributed"]
+    assert section["children_spawned"] == 1 and section["role"] == "parent"
+    assert "1 child process(es) were started with the spawn method and 0 recorded as ranks" in section["note"]

@@ -66,6 +66,7 @@ def test_spawned_children_that_import_trainmeter_record_themselves_as_ranks(tmp_
     assert [(r["seat"], r["status"], r["steps"], r["tokens"]) for r in d["ranks"]] == [
         ("rank-0", "completed", 6, 5 * TOKENS_PER_STEP), ("rank-1", "completed", 6, 5 * TOKENS_PER_STEP)]
     assert parent_steps_in_log(run_dir) == [1, 2, 3]
+    assert d["children_spawned"] == 2 and not any("spawn method" in note for note in d["notes"])
 
 
 @pytest.mark.slow

@@ -18,6 +18,7 @@ Every call is guarded by the monitor; a fault disables this extension only.
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from typing import Any
@@ -48,6 +49,8 @@ class RanksExtension:
         self._panels: list[dict[str, Any]] = []
         self._section: dict[str, Any] | None = None
         self._backend: str | None = None
+        self._patches: Any = None
+        self.spawned = 0  # children started with the spawn method while this run was the parent
 
     def start(self, monitor: Any) -> None:
         """Seated: time the steps. Otherwise export the run folder for children."""
@@ -63,6 +66,30 @@ class RanksExtension:
         for key, value in values.items():
             self._saved_env[key] = os.environ.get(key)
             os.environ[key] = value
+        self._count_spawns()
+
+    def _count_spawns(self) -> None:
+        """Count ``spawn`` children (fresh interpreters: recorded only if they import trainmeter)."""
+        try:
+            from multiprocessing import popen_spawn_posix
+        except ImportError:  # not POSIX
+            return
+        from trainmeter.core.patches import Patches
+
+        ext = self
+
+        def make(launch: Any) -> Any:
+            @functools.wraps(launch)
+            def _launch(popen: Any, process_obj: Any) -> Any:
+                if os.getpid() == ext._pid:
+                    ext.spawned += 1
+                return launch(popen, process_obj)
+
+            return _launch
+
+        self._pid = os.getpid()
+        self._patches = Patches()
+        self._patches.wrap(popen_spawn_posix.Popen, "_launch", make)
 
     def _become_rank(self, monitor: Any) -> None:
         from trainmeter.ranks.timing import StepTiming
@@ -104,6 +131,8 @@ class RanksExtension:
         """Remove the timing hooks; restore the environment; a parent merges its seats (children ended)."""
         if self._timing is not None:
             self._timing.stop()
+        if self._patches is not None:
+            self._patches.restore_all()
         if self.role == "parent" and self._monitor is not None and self._section is None:
             self._section = self._merge(self._monitor)
         for key, value in self._saved_env.items():
@@ -145,19 +174,28 @@ class RanksExtension:
         from trainmeter.ranks.merge import distributed_section, read_launch
 
         ranks = read_launch(m.run_dir)
+        unseen = None
+        if self.spawned > len(ranks):
+            unseen = (f"{self.spawned} child process(es) were started with the spawn method and "
+                      f"{len(ranks)} recorded as ranks: a spawned child is recorded only when it imports trainmeter "
+                      "(import it in the module that defines its worker function)")
         if ranks:
-            section = {"role": "launch", **distributed_section(ranks, token_unit=m.token_unit, launch_dir=m.run_dir)}
+            section = {"role": "launch", **distributed_section(ranks, token_unit=m.token_unit, launch_dir=m.run_dir),
+                       "children_spawned": self.spawned}
             m.warnings.append(
                 f"training ran in {len(ranks)} child process(es), recorded as ranks "
                 f"({', '.join(r.seat for r in ranks)}): global steps {section['global_steps']}, "
                 f"global {m.token_unit} {section['global_tokens']} (passport 'distributed')")
+            if unseen:
+                m.warnings.append(unseen)
+                section["notes"].append(unseen)
             return section
         forks = fork.forks_seen()
-        if forks and m.steps == 0:
-            note = (f"{forks} process(es) were forked during the run and none recorded a step here; "
-                    "work they did is not in this run")
+        if (forks or self.spawned) and m.steps == 0:
+            note = unseen or (f"{forks} process(es) were forked during the run and none recorded a step here; "
+                              "work they did is not in this run")
             m.warnings.append(note)
-            return {"role": "parent", "children_forked": forks, "note": note}
+            return {"role": "parent", "children_forked": forks, "children_spawned": self.spawned, "note": note}
         return None
 
     def panels(self) -> list[dict[str, Any]]:
