@@ -56,3 +56,19 @@ def load_ipython_extension(ipython: Any) -> None:
     from trainmeter.magic import load_ipython_extension as _load
 
     _load(ipython)
+
+
+def _arm_rank_autostart() -> None:
+    """A child of a monitored run records itself as a rank once it trains (trainmeter.ranks.autostart)."""
+    import os
+
+    if os.environ.get("TRAINMETER_RUN_DIR"):
+        try:
+            from trainmeter.ranks.autostart import arm
+
+            arm()
+        except Exception:  # importing trainmeter never fails because of monitoring
+            pass
+
+
+_arm_rank_autostart()

@@ -31,6 +31,14 @@ def default_extensions(options: MonitorOptions) -> list[Any]:
     from trainmeter.timesplit.extension import TimeSplit
 
     out += [TimeSplit(), NodeSampler(), Taps(enabled=options.tap)]
+    from trainmeter.ranks.extension import RanksExtension
+    from trainmeter.ranks.identity import detect_identity
+    from trainmeter.ranks.launch import inherited_run_dir
+
+    # node samplers run once per node: on local rank 0, and not in a child whose monitored parent samples
+    if detect_identity().local_rank not in (None, 0) or inherited_run_dir() is not None:
+        out = [ext for ext in out if ext.name not in ("gpu", "node")]
+    out.append(RanksExtension())
     from trainmeter.optim.extension import OptimExtension
 
     out.append(OptimExtension())

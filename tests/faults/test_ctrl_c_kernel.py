@@ -85,7 +85,8 @@ def test_interrupt_kernel_presses_in_the_first_120_ms_never_wedge_the_kernel(tmp
         status, text = _run(kc, CELL.format(i="after", root=tmp_path / "runs"))
         assert status == "ok" and "completed after 300 steps" in text, text
         assert "KeyboardInterrupt" in statuses  # the presses did interrupt cells
-        assert set(statuses) <= {"KeyboardInterrupt", "ok"}  # and nothing else went wrong
+        # and nothing else went wrong ("aborted": the kernel dropped a request queued behind an interrupt, under load)
+        assert set(statuses) <= {"KeyboardInterrupt", "ok", "aborted"}
     finally:
         kc.stop_channels()
         km.shutdown_kernel(now=True)

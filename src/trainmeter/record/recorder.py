@@ -13,6 +13,7 @@ at the end; the closing line says where the passport is, or why there is none.
 
 from __future__ import annotations
 
+import os
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,16 @@ def _reason(exc: BaseException) -> str:
     if isinstance(exc, OSError) and exc.strerror:
         return f"{type(exc).__name__}: {exc.strerror}" + (f" ({exc.filename})" if exc.filename else "")
     return repr(exc)
+
+
+def _rank_seat(root: Path, name: str, now: Any) -> Any:
+    """This process's seat when it is a rank of a launch (trainmeter.ranks), else ``None``; never raises."""
+    try:
+        from trainmeter.ranks.seating import seat_for
+
+        return seat_for(root, name, now)
+    except Exception:
+        return None
 
 
 class RunRecorder:
@@ -57,6 +68,7 @@ class RunRecorder:
         self.passport_path: Path | None = None
         self.passport_error: str | None = None
         self._start_written = False
+        self._seat: Any = None
 
     # -- opening -----------------------------------------------------------------------
     def open(self, run: RunView, started_at: str) -> Path | None:
@@ -73,6 +85,7 @@ class RunRecorder:
         self._start_fields = {"name": run.options.name, "started_at": started_at,
                               "options": {**run.options.to_dict(), "run_root": str(self._root)},
                               "environment": describe_environment()}
+        self._seat = _rank_seat(self._root, run.options.name, datetime.fromisoformat(started_at))
         self._cursor = run.add_reader()
         self._try_open(run)
         return run.run_dir
@@ -80,11 +93,15 @@ class RunRecorder:
     def _try_open(self, run: RunView) -> bool:
         try:
             if run.run_dir is None:
-                run.run_dir = make_run_dir(self._root or Path("."), run.options.name,
-                                           datetime.fromisoformat(self._started_at))
+                run.run_dir = (self._seat.dir if self._seat is not None else
+                               make_run_dir(self._root or Path("."), run.options.name,
+                                            datetime.fromisoformat(self._started_at)))
             self._log = RunLog(run.run_dir / "events.jsonl")
             if not self._start_written:
                 self._log.write("start", **self._start_fields)
+                if self._seat is not None:  # one rank of a launch: say which, in its own log
+                    self._log.write("rank", launch_dir=str(self._seat.launch_dir), pid=os.getpid(),
+                                    **self._seat.identity.to_dict())
                 self._log.flush()
                 self._start_written = True
             return True
@@ -201,6 +218,14 @@ class RunRecorder:
                 self._log.flush()
             except OSError:
                 self._log.discard()
+
+        if self._seat is not None:  # the last rank to finish merges the launch's passport
+            try:
+                from trainmeter.ranks.merge import after_rank_finished
+
+                after_rank_finished(self._seat)
+            except Exception as exc:
+                run.warn_once("ranks-merge", f"merging the launch's passport failed: {exc!r}")
 
     @property
     def passport_written(self) -> bool:

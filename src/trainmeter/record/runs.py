@@ -43,8 +43,9 @@ class Run:
         return bool(self.passport) and "summarised_from" not in self.passport
 
     def events(self) -> list[dict[str, Any]]:
-        """The run log's records."""
-        return read_events(self.dir / "events.jsonl")
+        """The run log's records (none for a launch folder whose ranks each keep their own log)."""
+        path = self.dir / "events.jsonl"
+        return read_events(path) if path.exists() else []
 
     def to_pandas(self) -> Any:
         """Series, steps and intervals as tidy DataFrames (``.series``, ``.steps``, ``.intervals``); needs pandas."""
@@ -159,8 +160,9 @@ def format_runs(found: list[Run]) -> str:
         p = run.passport
         unit = "samples" if p.get("token_unit") == "samples" else "tokens"
         source = "" if run.has_passport else "  (from the run log)"
+        ranks = (p.get("distributed") or {}).get("ranks_recorded")
         lines.append(printable(f"{run.dir}  {run.status:<11} steps={p.get('steps', '-')}  "
-                               f"{unit}={p.get('tokens', '-')}{source}"))
+                               f"{unit}={p.get('tokens', '-')}" + (f"  ranks={ranks}" if ranks else "") + source))
     return "\n".join(lines)
 
 

@@ -123,18 +123,25 @@ def with_live_extras(state: dict[str, Any], saved: dict[str, Any] | None) -> dic
     return out
 
 
-def display(run_or_path: Run | str | Path | None = None) -> None:
+def display(run_or_path: Run | str | Path | None = None, *, follow: bool = False) -> None:
     """Show the live run's dashboard (no argument) or replay a saved run.
 
     Args:
         run_or_path: ``None`` for the run in progress (or the last one shown in this
             kernel); a :class:`~trainmeter.record.runs.Run`, a run folder, or its
             ``passport.json``/``events.jsonl`` to replay a saved run.
+        follow: Follow a run another process is writing until it ends
+            (``trainmeter.ranks.watch``); with no ``run_or_path``, the newest live run.
 
     Raises:
         FileNotFoundError: When ``run_or_path`` holds no run.
     """
     shell = _shell()
+    if follow:
+        from trainmeter.ranks.watch import follow as _follow
+
+        _follow(run_or_path, shell=shell)
+        return
     if run_or_path is None:
         _display_live(shell)
         return

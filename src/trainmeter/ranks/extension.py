@@ -1,0 +1,217 @@
+"""The ranks extension (``distributed``): one run across processes and nodes.
+
+Its role depends on the process:
+
+- **rank** (this run took a seat ``rank-<k>/`` in a launch's folder): times its
+  own steps (:mod:`trainmeter.ranks.timing`), writes them in each interval record
+  and its passport's ``distributed`` section with its identity;
+- **parent** (an ordinary run): exports ``TRAINMETER_RUN_DIR`` (its run folder)
+  and ``TRAINMETER_RUN_PARENT`` (its pid) while it runs, so children it launches
+  (fork, ``mp.spawn``, ``!torchrun``, ``subprocess``) become its ranks; follows the
+  seats live for the widget's panel; at the end merges them into its passport's
+  ``distributed`` section and says, in ``warnings``, that the work ran in child
+  processes;
+- a forked child switches from parent to rank (:mod:`trainmeter.ranks.fork`).
+
+Every call is guarded by the monitor; a fault disables this extension only.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import time
+from typing import Any
+
+from trainmeter.ranks import fork
+from trainmeter.ranks.launch import PARENT_ENV, RUN_DIR_ENV
+from trainmeter.ranks.seating import clear_seat, current_seat
+
+NAME_ENV = "TRAINMETER_RUN_NAME"
+INTERVAL_ENV = "TRAINMETER_RUN_INTERVAL_S"
+ROOT_ENV = "TRAINMETER_RUN_ROOT"
+EXPORTED = (RUN_DIR_ENV, PARENT_ENV, NAME_ENV, INTERVAL_ENV, ROOT_ENV)
+PANEL_POLL_S = 1.0
+
+
+class RanksExtension:
+    """Seats, rank timing, the parent's export and merge (see the module doc)."""
+
+    name = "distributed"
+
+    def __init__(self) -> None:
+        self._monitor: Any = None
+        self.role = "parent"
+        self._timing: Any = None
+        self._saved_env: dict[str, str | None] = {}
+        self._follower: Any = None
+        self._polled_s = 0.0
+        self._panels: list[dict[str, Any]] = []
+        self._section: dict[str, Any] | None = None
+        self._backend: str | None = None
+        self._patches: Any = None
+        self.spawned = 0  # children started with the spawn method while this run was the parent
+
+    def start(self, monitor: Any) -> None:
+        """Seated: time the steps. Otherwise export the run folder for children."""
+        self._monitor = monitor
+        fork.install()
+        if current_seat() is not None or getattr(monitor._record, "seated", None) is not None:
+            self._become_rank(monitor)
+            return
+        if monitor.run_dir is None:
+            return
+        values = {RUN_DIR_ENV: str(monitor.run_dir), PARENT_ENV: str(os.getpid()), NAME_ENV: monitor.options.name,
+                  INTERVAL_ENV: repr(float(monitor.options.interval_s)), ROOT_ENV: str(monitor.options.run_root)}
+        for key, value in values.items():
+            self._saved_env[key] = os.environ.get(key)
+            os.environ[key] = value
+        self._count_spawns()
+
+    def _count_spawns(self) -> None:
+        """Count ``spawn`` children (fresh interpreters: recorded only if they import trainmeter)."""
+        try:
+            from multiprocessing import popen_spawn_posix
+        except ImportError:  # not POSIX
+            return
+        from trainmeter.core.patches import Patches
+
+        ext = self
+
+        def make(launch: Any) -> Any:
+            @functools.wraps(launch)
+            def _launch(popen: Any, process_obj: Any) -> Any:
+                if os.getpid() == ext._pid:
+                    ext.spawned += 1
+                return launch(popen, process_obj)
+
+            return _launch
+
+        self._pid = os.getpid()
+        self._patches = Patches()
+        self._patches.wrap(popen_spawn_posix.Popen, "_launch", make)
+
+    def _become_rank(self, monitor: Any) -> None:
+        from trainmeter.ranks.timing import StepTiming
+
+        self.role = "rank"
+        self._monitor = monitor
+        seat = current_seat()
+        if seat is not None and seat.identity.rank not in (None, 0):
+            monitor.text = False  # one text line per launch (rank 0's); every rank's numbers are in its seat
+        timing = StepTiming(monitor.probes)
+        try:
+            timing.start()
+            self._timing = timing
+        except Exception as exc:
+            timing.stop()
+            monitor.warn_once("rank-timing", f"per-rank step timing disabled: {exc!r}")
+
+    def _backend_now(self) -> str | None:
+        """The ``torch.distributed`` backend, once seen initialised (it may be destroyed before the end)."""
+        if self._backend is None:
+            from trainmeter.ranks.identity import dist_state
+
+            state = dist_state(None)
+            self._backend = state[2] if state is not None else None
+        return self._backend
+
+    def after_fork_in_child(self, monitor: Any) -> None:
+        """In a forked child: the inherited parent role becomes a rank role (the export stays for the seat)."""
+        self._saved_env = {}
+        self._section = None
+        self._follower = None
+        self._panels = []
+        if self._timing is not None:
+            self._timing.stop()
+            self._timing = None
+        self._become_rank(monitor)
+
+    def stop(self) -> None:
+        """Remove the timing hooks; restore the environment; a parent merges its seats (children ended)."""
+        if self._timing is not None:
+            self._timing.stop()
+        if self._patches is not None:
+            self._patches.restore_all()
+        if self.role == "parent" and self._monitor is not None and self._section is None:
+            self._section = self._merge(self._monitor)
+        for key, value in self._saved_env.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        self._saved_env = {}
+
+    def interval_fields(self) -> dict[str, Any] | None:
+        """Rank: its identity and step timing of the window. Parent: nothing."""
+        if self.role != "rank":
+            return None
+        seat = current_seat()
+        out: dict[str, Any] = {"rank": seat.identity.rank if seat else None, "backend": self._backend_now()}
+        if self._timing is not None:
+            out["timing"] = self._timing.take_window()
+        return out
+
+    def passport_section(self) -> dict[str, Any] | None:
+        """Rank: identity and timing. Parent: the merged section of its seats, or a note on unseen children."""
+        if self.role == "rank":
+            seat = current_seat()
+            section: dict[str, Any] = {"role": "rank"}
+            section["backend"] = self._backend_now()
+            if seat is not None:
+                section["identity"] = seat.identity.to_dict()
+                section["launch_dir"] = str(seat.launch_dir)
+            if self._timing is not None:
+                section["timing"] = self._timing.summary()
+            clear_seat()
+            return section
+        return self._section
+
+    def _merge(self, m: Any) -> dict[str, Any] | None:
+        """The parent's section: its seats merged, or a note on forked children it did not see."""
+        if m.run_dir is None:
+            return None
+        from trainmeter.ranks.merge import distributed_section, read_launch
+
+        ranks = read_launch(m.run_dir)
+        unseen = None
+        if self.spawned > len(ranks):
+            unseen = (f"{self.spawned} child process(es) were started with the spawn method and "
+                      f"{len(ranks)} recorded as ranks: a spawned child is recorded only when it imports trainmeter "
+                      "(import it in the module that defines its worker function)")
+        if ranks:
+            section = {"role": "launch", **distributed_section(ranks, token_unit=m.token_unit, launch_dir=m.run_dir),
+                       "children_spawned": self.spawned}
+            m.warnings.append(
+                f"training ran in {len(ranks)} child process(es), recorded as ranks "
+                f"({', '.join(r.seat for r in ranks)}): global steps {section['global_steps']}, "
+                f"global {m.token_unit} {section['global_tokens']} (passport 'distributed')")
+            if unseen:
+                m.warnings.append(unseen)
+                section["notes"].append(unseen)
+            return section
+        forks = fork.forks_seen()
+        if (forks or self.spawned) and m.steps == 0:
+            note = unseen or (f"{forks} process(es) were forked during the run and none recorded a step here; "
+                              "work they did is not in this run")
+            m.warnings.append(note)
+            return {"role": "parent", "children_forked": forks, "children_spawned": self.spawned, "note": note}
+        return None
+
+    def panels(self) -> list[dict[str, Any]]:
+        """Parent: one row per rank (steps, status, seconds per step) and the straggler verdict. Throttled."""
+        if self.role != "parent" or self._monitor is None or self._monitor.run_dir is None:
+            return []
+        now = time.monotonic()
+        if now - self._polled_s < PANEL_POLL_S:
+            return self._panels
+        self._polled_s = now
+        from trainmeter.ranks.follow import RunFollower
+        from trainmeter.ranks.panel import ranks_panel
+
+        if self._follower is None:
+            self._follower = RunFollower(self._monitor.run_dir)
+        self._follower.poll()
+        panel = ranks_panel(self._follower)
+        self._panels = [panel] if panel is not None else []
+        return self._panels

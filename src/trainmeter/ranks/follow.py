@@ -1,0 +1,258 @@
+"""Follow a run that another process is writing: bounded tail reads of its ``events.jsonl`` files.
+
+A :class:`TailReader` remembers its offset in one file and reads at most
+``max_bytes`` per call; a torn last line (the writer is mid-line) waits in a
+buffer for its end, and a line longer than the bound is skipped whole. A
+:class:`RunFollower` follows a run folder: its own log and each rank's
+``rank-<k>/events.jsonl`` (seats appear while it follows), keeping per source
+the latest step, tokens, status and the rank's timing. Memory is bounded: only
+the last records of each kind are kept. Any one thread at a time (the widget
+publisher, or a cell's loop).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+MAX_READ_BYTES = 256 * 1024
+HEAD_BYTES = 64 * 1024
+SEAT_PREFIXES = ("rank-", "proc-")
+
+
+class TailReader:
+    """Reads the complete lines appended to ``path`` since the last call.
+
+    Args:
+        path: The JSON-lines file (may not exist yet).
+        max_bytes: Most bytes read per :meth:`read` call.
+    """
+
+    def __init__(self, path: Path, max_bytes: int = MAX_READ_BYTES) -> None:
+        self.path = path
+        self.max_bytes = max_bytes
+        self.offset = 0
+        self.bytes_read = 0
+        self._partial = b""
+        self._skipping = False
+
+    def read(self) -> list[dict[str, Any]]:
+        """Parse and return the complete records appended since the last call (never raises)."""
+        try:
+            with self.path.open("rb") as f:
+                size = os.fstat(f.fileno()).st_size
+                if size < self.offset:  # truncated or replaced: start over
+                    self.offset, self._partial, self._skipping = 0, b"", False
+                f.seek(self.offset)
+                chunk = f.read(self.max_bytes)
+        except OSError:
+            return []
+        self.offset += len(chunk)
+        self.bytes_read += len(chunk)
+        data = self._partial + chunk
+        lines = data.split(b"\n")
+        self._partial = lines.pop()
+        if len(self._partial) > self.max_bytes:  # one line longer than a read: skip it to its end
+            self._partial, self._skipping = b"", True
+        out = []
+        for i, line in enumerate(lines):
+            if self._skipping and i == 0:
+                self._skipping = False
+                continue
+            if not line.strip():
+                continue
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                continue
+        return out
+
+
+def head_records(path: Path, max_bytes: int = HEAD_BYTES) -> list[dict[str, Any]]:
+    """The complete records in the first ``max_bytes`` of ``path`` (``start``, ``rank``)."""
+    try:
+        with path.open("rb") as f:
+            data = f.read(max_bytes)
+    except OSError:
+        return []
+    out = []
+    for line in data.split(b"\n")[:-1]:
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            continue
+    return out
+
+
+def last_records(path: Path, kinds: tuple[str, ...], max_bytes: int = MAX_READ_BYTES) -> dict[str, dict[str, Any]]:
+    """The last record of each of ``kinds`` within the last ``max_bytes`` of ``path``."""
+    try:
+        with path.open("rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            f.seek(max(0, size - max_bytes))
+            data = f.read(max_bytes)
+    except OSError:
+        return {}
+    found: dict[str, dict[str, Any]] = {}
+    lines = data.split(b"\n")
+    if size > max_bytes:
+        lines = lines[1:]  # the first line was cut
+    for line in reversed(lines):
+        if len(found) == len(kinds):
+            break
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        kind = record.get("kind")
+        if kind in kinds and kind not in found:
+            found[kind] = record
+    return found
+
+
+def tail_records(path: Path, kind: str, max_bytes: int = 4 * 1024 * 1024) -> list[dict[str, Any]]:
+    """Every record of ``kind`` within the last ``max_bytes`` of ``path``, oldest first."""
+    try:
+        with path.open("rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            f.seek(max(0, size - max_bytes))
+            data = f.read(max_bytes)
+    except OSError:
+        return []
+    lines = data.split(b"\n")
+    if size > max_bytes:
+        lines = lines[1:]
+    needle = f'"kind":"{kind}"'.encode()
+    out = []
+    for line in lines:
+        if needle in line:
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                continue
+    return out
+
+
+@dataclass(slots=True)
+class SourceState:
+    """What a follower knows of one log (the run's own, or one rank's).
+
+    Attributes:
+        seat: ``""`` for the run's own log, else the seat folder name (``rank-1``).
+        rank: The rank from the log's ``rank`` record, or ``None``.
+        steps: Last step written (from the latest ``interval`` or ``steps`` record).
+        tokens: Tokens at the latest ``interval``.
+        status: ``running``, or the ``end`` record's status.
+        interval: The latest ``interval`` record.
+        updated_s: Wall-clock time (``time.time()``) the log last grew.
+    """
+
+    seat: str
+    rank: int | None = None
+    node: str | None = None
+    pid: int | None = None
+    steps: int = 0
+    tokens: int = 0
+    status: str = "running"
+    interval: dict[str, Any] = field(default_factory=dict)
+    updated_s: float = 0.0
+
+
+class RunFollower:
+    """Follows a run folder and its rank seats.
+
+    Args:
+        run_dir: The run folder.
+        max_bytes: Most bytes read per file per :meth:`poll`.
+    """
+
+    def __init__(self, run_dir: Path, max_bytes: int = MAX_READ_BYTES) -> None:
+        self.run_dir = Path(run_dir)
+        self.max_bytes = max_bytes
+        self._readers: dict[str, TailReader] = {}
+        self.sources: dict[str, SourceState] = {}
+
+    @property
+    def bytes_read(self) -> int:
+        """Bytes read so far over every file."""
+        return sum(r.bytes_read for r in self._readers.values())
+
+    def _discover(self) -> None:
+        if "" not in self._readers and (self.run_dir / "events.jsonl").exists():
+            self._add("", self.run_dir / "events.jsonl")
+        try:
+            children = list(os.scandir(self.run_dir))
+        except OSError:
+            return
+        for entry in children:
+            if entry.name.startswith(SEAT_PREFIXES) and entry.name not in self._readers and entry.is_dir():
+                path = Path(entry.path) / "events.jsonl"
+                if path.exists():
+                    self._add(entry.name, path)
+
+    def _add(self, seat: str, path: Path) -> None:
+        self._readers[seat] = TailReader(path, self.max_bytes)
+        self.sources[seat] = SourceState(seat=seat)
+
+    def poll(self) -> dict[str, SourceState]:
+        """Read what was appended since the last poll; return the state of every source."""
+        self._discover()
+        now = time.time()
+        for seat, reader in self._readers.items():
+            records = reader.read()
+            if records:
+                self.sources[seat].updated_s = now
+            for record in records:
+                apply_record(self.sources[seat], record)
+        return self.sources
+
+    def ranks(self) -> list[SourceState]:
+        """The seats' states, by rank."""
+        seats = [s for k, s in self.sources.items() if k]
+        return sorted(seats, key=lambda s: (s.rank is None, s.rank if s.rank is not None else 0, s.seat))
+
+
+def apply_record(state: SourceState, record: dict[str, Any]) -> None:
+    """Update ``state`` with one run-log record."""
+    kind = record.get("kind")
+    if kind == "interval":
+        state.interval = record
+        state.steps = int(record.get("step") or 0)
+        state.tokens = int(record.get("tokens") or 0)
+    elif kind == "steps":
+        steps = record.get("step") or []
+        if steps:
+            state.steps = max(state.steps, int(steps[-1]))
+    elif kind == "rank":
+        state.rank = record.get("rank")
+        state.node = record.get("node")
+        state.pid = record.get("pid")
+    elif kind == "end":
+        state.status = str(record.get("status") or "ended")
+
+
+def newest_live_run(root: Path, within_s: float = 120.0) -> Path | None:
+    """The run folder under ``root`` whose log (or a rank's) grew last, if it grew in the last ``within_s``."""
+    best: tuple[float, Path] | None = None
+    try:
+        folders = [p for p in Path(root).iterdir() if p.is_dir() and not p.name.startswith(".")]
+    except OSError:
+        return None
+    for folder in folders:
+        logs = [folder / "events.jsonl", *folder.glob("rank-*/events.jsonl"), *folder.glob("proc-*/events.jsonl")]
+        for log in logs:
+            try:
+                mtime = log.stat().st_mtime
+            except OSError:
+                continue
+            if best is None or mtime > best[0]:
+                best = (mtime, folder)
+    if best is None or time.time() - best[0] > within_s:
+        return None
+    return best[1]

@@ -1,0 +1,247 @@
+"""Fork safety: a forked child never writes to its parent's run; it becomes a rank of it.
+
+``os.register_at_fork`` handlers, installed once per process by the ranks
+extension:
+
+- **before** (forking thread): take the monitor's series locks (bounded waits),
+  so no sampler or publisher thread holds one across the fork;
+- **after, in the parent**: release them; count the fork;
+- **after, in the child**: re-home the inherited monitor. The inherited run log's
+  descriptor is pointed at ``/dev/null`` (a buffered line can never reach the
+  parent's ``events.jsonl``), the text line and closing line go nowhere, sampler
+  extensions whose threads did not survive the fork are dropped, counters and
+  series start from zero, and the record becomes a :class:`LazyRankRecorder`:
+  a child that steps takes its seat ``rank-<k>/`` in the parent's run folder at
+  its first report (its rank read then, after a launcher set ``RANK`` or
+  ``init_process_group`` ran); a child that never steps (a DataLoader worker)
+  writes nothing. The child's run is finished when the child ends: by a
+  ``multiprocessing`` finalizer (``Process``, ``torch.multiprocessing``,
+  accelerate's ``notebook_launcher``, which leave through ``os._exit``) or at
+  interpreter exit (a plain ``os.fork()`` child that returns normally).
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import sys
+import threading
+from datetime import datetime, timezone
+from typing import Any
+
+from trainmeter.core import monitor as monitor_module
+from trainmeter.core.phases import PhaseClock
+from trainmeter.core.scalars import ScalarReader
+from trainmeter.core.series import Series
+
+LOCK_WAIT_S = 0.5
+THREAD_EXTENSIONS = ("gpu", "node")  # their sampler threads do not survive a fork; one per node anyway
+
+_installed_pid = 0
+_held: list[Any] = []
+_forks = 0
+_child_monitor: Any = None
+_child_pid = 0
+
+
+def forks_seen() -> int:
+    """Forks made by this process while a run was monitored."""
+    return _forks
+
+
+def install() -> None:
+    """Register the fork handlers once per process (idempotent)."""
+    global _installed_pid
+    if _installed_pid:
+        return
+    _installed_pid = os.getpid()
+    os.register_at_fork(before=_before, after_in_parent=_after_in_parent, after_in_child=_after_in_child)
+    atexit.register(_at_exit)
+    try:
+        from multiprocessing import util
+
+        util.register_after_fork(_AFTER_FORK_KEY, _mp_after_fork)
+    except Exception:
+        pass
+
+
+class _Key:
+    """A long-lived object for ``multiprocessing.util.register_after_fork`` (weakly referenced there)."""
+
+
+_AFTER_FORK_KEY = _Key()
+
+
+def _locks(m: Any) -> list[Any]:
+    return [m._series_lock, *(s._lock for s in (m.step_series, *m.series.values()))]
+
+
+def _before() -> None:
+    m = monitor_module._ACTIVE
+    if m is None:
+        return
+    try:
+        for lock in _locks(m):
+            if lock.acquire(timeout=LOCK_WAIT_S):
+                _held.append(lock)
+    except Exception:
+        pass
+
+
+def _after_in_parent() -> None:
+    global _forks
+    while _held:
+        try:
+            _held.pop().release()
+        except Exception:
+            pass
+    if monitor_module._ACTIVE is not None:
+        _forks += 1
+
+
+def _after_in_child() -> None:
+    global _child_monitor, _child_pid, _forks
+    _held.clear()  # the child's copies are replaced below, never released
+    _forks = 0
+    monitor_module._ACTIVE_LOCK = threading.Lock()
+    m = monitor_module._ACTIVE
+    if m is None:
+        return
+    try:
+        rehome(m)
+        _child_monitor, _child_pid = m, os.getpid()
+    except Exception:
+        monitor_module._ACTIVE = None  # never let a half-moved run write anywhere
+
+
+def _silence_log(record: Any) -> None:
+    """Point the inherited run log's descriptor at /dev/null: its buffer can never reach the parent's file."""
+    log = getattr(record, "_log", None)
+    f = getattr(log, "_file", None)
+    if f is None:
+        return
+    null = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, f.fileno())
+    finally:
+        os.close(null)
+    log._file = None
+    _orphans.append(f)  # closed with the child; writes go to /dev/null
+
+
+_orphans: list[Any] = []
+
+
+def rehome(m: Any) -> None:
+    """Turn the monitor inherited by a forked child into this child's own, unseated rank run."""
+    from trainmeter.ranks.recorder import LazyRankRecorder
+    from trainmeter.record.recorder import RunRecorder
+
+    _silence_log(m._record)
+    m._record = LazyRankRecorder(RunRecorder())
+    m.run_dir = None
+    m.text = False
+    m.out = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 (lives as long as the child)
+    m._series_lock = threading.Lock()
+    m.series = {}
+    m.step_series = Series("tokens_per_step", "step")
+    m._readers = []
+    m.steps = m.tokens = m._window_tokens = m._window_steps = m.reports = 0
+    m.interval = m.session = m.memory = None
+    m.warnings, m._warned, m._said_warnings = [], set(), set()
+    m._scalars = ScalarReader()
+    m.status = "running"
+    m.started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    m.extensions = [e for e in m.extensions if getattr(e, "name", None) not in THREAD_EXTENSIONS]
+    training = m.phases.training
+    m.phases = PhaseClock(m.clock, m.phases._sync)
+    m._phase_depth = 0
+    m._last_report_s = m._t0_s = m.phases.begin()
+    if training:
+        m.phases.resume_train()
+    m.model_ref = None
+    probes = m._probes
+    if probes is not None:
+        _rediscover(probes)
+    for ext in m.extensions:
+        hook = getattr(ext, "after_fork_in_child", None)
+        if hook is not None:
+            m._guard(f"fork-{ext.name}", hook, m)
+
+
+def _rediscover(probes: Any) -> None:
+    """The child may train another model than the parent did: find its root and primary optimizer afresh."""
+    from torch.nn.modules import module as nn_module
+
+    probes._primary = None
+    probes._pending_tokens = 0
+    probes._pending_losses = []
+    probes._unwrap_forward()
+    probes._root = None
+    probes._candidates.clear()
+    probes.params = {}
+    probes.root_name = None
+    if not probes._discovery:
+        probes._discovery.append(nn_module.register_module_forward_pre_hook(probes._on_global_pre))
+        probes._discovery.append(nn_module.register_module_forward_hook(probes._on_global_post, with_kwargs=True,
+                                                                         always_call=True))
+
+
+def _finish_child(status: str, error: BaseException | None = None) -> None:
+    m = _child_monitor
+    if m is None or _child_pid != os.getpid() or m.steps == 0:
+        return  # a child that never stepped (a DataLoader worker) leaves no trace and does no work at exit
+    m.finish(status, error)
+
+
+def exit_status() -> tuple[str, BaseException | None]:
+    """The status of a process that is ending: ``completed``, ``failed`` or ``interrupted``.
+
+    Inside ``multiprocessing``'s bootstrap ``finally`` the exception on its way out
+    (``SystemExit(1)`` from ``torch.multiprocessing``'s wrapper, a user error) is
+    still visible through ``sys.exc_info()``.
+    """
+    exc = sys.exc_info()[1]
+    if exc is None:
+        return "completed", None
+    if isinstance(exc, SystemExit):
+        return ("completed", None) if exc.code in (0, None) else ("failed", exc)
+    if isinstance(exc, KeyboardInterrupt):
+        return "interrupted", exc
+    return "failed", exc
+
+
+def _mp_finalizer() -> None:
+    status, error = exit_status()
+    _finish_child(status, error)
+    from trainmeter.ranks import autostart
+
+    autostart.finish_from_exit(status, error)
+
+
+def _mp_after_fork(_key: Any = None) -> None:
+    """In a ``multiprocessing`` child (fork or spawn), after its finalizer registry was cleared."""
+    try:
+        from multiprocessing import util
+
+        util.Finalize(_AFTER_FORK_KEY, _mp_finalizer, exitpriority=100)
+    except Exception:
+        pass
+
+
+def _at_exit() -> None:
+    _finish_child("completed")
+
+
+def watch_exit() -> None:
+    """In a ``multiprocessing`` child whose bootstrap already ran: finish its runs from a finalizer."""
+    try:
+        import multiprocessing
+
+        if multiprocessing.parent_process() is None:
+            return
+        from multiprocessing import util
+
+        util.Finalize(_AFTER_FORK_KEY, _mp_finalizer, exitpriority=100)
+    except Exception:
+        pass

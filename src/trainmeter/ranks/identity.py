@@ -1,0 +1,149 @@
+"""Who this process is in a launch: rank, local rank, world size, node, launch key.
+
+Read from the standard environment that launchers set (torchrun / torchelastic:
+``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE``, ``LOCAL_WORLD_SIZE``, ``GROUP_RANK``,
+``TORCHELASTIC_RUN_ID``, ``MASTER_ADDR``/``MASTER_PORT``; accelerate's
+``notebook_launcher`` sets the same), Slurm's ``SLURM_PROCID``/``SLURM_NTASKS``
+when torchrun's are absent, or ``torch.distributed`` once it is initialised
+(``mp.spawn`` children that pass ``rank=`` to ``init_process_group``). Nothing
+here talks to other ranks. Pure reads; any thread.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RankIdentity:
+    """This process's place in a launch.
+
+    Attributes:
+        rank: Global rank (0-based), or ``None`` when not part of a launch.
+        local_rank: Rank on this node, or ``None``.
+        world_size: Processes in the launch (1 when single).
+        local_world_size: Processes on this node, or ``None``.
+        node_rank: Node index (``GROUP_RANK``, ``SLURM_NODEID``), or ``None``.
+        node: This machine, as ``node-<8 hex>`` (a hash of its host name: passports name no host).
+        launch_key: Text every rank of one launch shares (run id, rendezvous
+            address, Slurm job and step), or ``None``.
+        backend: ``torch.distributed`` backend when initialised, else ``None``.
+        source: Where rank and world size were read (``"torchrun"``, ``"env"``,
+            ``"slurm"``, ``"torch.distributed"``, ``"none"``); provenance ``detected``.
+    """
+
+    rank: int | None
+    local_rank: int | None
+    world_size: int
+    local_world_size: int | None
+    node_rank: int | None
+    node: str
+    launch_key: str | None
+    backend: str | None
+    source: str
+
+    @property
+    def distributed(self) -> bool:
+        """Whether this process is one rank of a launch with more than one."""
+        return self.rank is not None and self.world_size > 1
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict (the rank passport's ``rank`` section), with provenance."""
+        out = asdict(self)
+        out["provenance"] = "detected" if self.source != "none" else "assumed"
+        return out
+
+
+def this_node() -> str:
+    """This machine's label: ``node-`` and the first 8 hex digits of the SHA-1 of its host name."""
+    import hashlib
+
+    return "node-" + hashlib.sha1(socket.gethostname().encode()).hexdigest()[:8]
+
+
+def _int(environ: Mapping[str, str], key: str) -> int | None:
+    raw = environ.get(key)
+    if raw is None or raw.strip() == "":
+        return None
+    try:
+        return int(raw)
+    except ValueError:
+        return None
+
+
+def dist_state(dist: Any) -> tuple[int, int, str | None] | None:
+    """``(rank, world_size, backend)`` from an initialised ``torch.distributed``, else ``None``."""
+    if dist is None:
+        mod = sys.modules.get("torch.distributed")
+        if mod is None:
+            return None
+        dist = mod
+    try:
+        if not (dist.is_available() and dist.is_initialized()):
+            return None
+        backend = dist.get_backend()
+        return int(dist.get_rank()), int(dist.get_world_size()), str(backend) if backend else None
+    except Exception:
+        return None
+
+
+def detect_identity(environ: Mapping[str, str] | None = None, dist: Any = None) -> RankIdentity:
+    """Read this process's identity (never raises; never imports torch).
+
+    Args:
+        environ: Environment to read (``os.environ`` by default).
+        dist: A ``torch.distributed``-like module (tests); by default the
+            imported one, if any.
+
+    Returns:
+        The identity. ``torch.distributed`` wins over the environment when it
+        is initialised (its rank is the one collectives use).
+    """
+    env = os.environ if environ is None else environ
+    node = this_node()
+    state = dist_state(dist)
+    rank = _int(env, "RANK")
+    world = _int(env, "WORLD_SIZE")
+    local_rank = _int(env, "LOCAL_RANK")
+    local_world = _int(env, "LOCAL_WORLD_SIZE")
+    node_rank = _int(env, "GROUP_RANK")
+    source = "torchrun" if env.get("TORCHELASTIC_RUN_ID") else "env"
+    if rank is None and _int(env, "SLURM_PROCID") is not None:
+        rank, world = _int(env, "SLURM_PROCID"), _int(env, "SLURM_NTASKS")
+        local_rank = _int(env, "SLURM_LOCALID")
+        local_world = _int(env, "SLURM_NTASKS_PER_NODE")
+        node_rank = _int(env, "SLURM_NODEID")
+        source = "slurm"
+    backend = None
+    if state is not None:
+        rank, world, backend = state
+        source = "torch.distributed"
+    if rank is None or world is None or world < 1:
+        return RankIdentity(rank=None, local_rank=None, world_size=1, local_world_size=None, node_rank=None,
+                            node=node, launch_key=None, backend=backend, source="none")
+    if local_rank is None and local_world is not None and local_world > 0:
+        local_rank = rank % local_world
+    return RankIdentity(rank=rank, local_rank=local_rank, world_size=world, local_world_size=local_world,
+                        node_rank=node_rank, node=node, launch_key=launch_key(env, world), backend=backend,
+                        source=source)
+
+
+def launch_key(environ: Mapping[str, str], world_size: int) -> str | None:
+    """Text shared by every rank of one launch, or ``None`` when nothing identifies it.
+
+    torchrun's ``TORCHELASTIC_RUN_ID`` (a fresh UUID with ``--standalone``;
+    ``"none"`` by default otherwise), the rendezvous address, Slurm's job and
+    step ids. Two launches can share a key (``"none"`` on the same port, one
+    after the other): :mod:`trainmeter.ranks.launch` tells them apart by seats.
+    """
+    parts = [f"world={world_size}"]
+    for key in ("TORCHELASTIC_RUN_ID", "MASTER_ADDR", "MASTER_PORT", "SLURM_JOB_ID", "SLURM_STEP_ID"):
+        value = environ.get(key)
+        if value:
+            parts.append(f"{key}={value}")
+    return ";".join(parts) if len(parts) > 1 else None

@@ -1,0 +1,143 @@
+"""One run folder per launch, chosen without a race; one seat (``rank-<k>/``) per rank.
+
+Three ways a rank finds its launch's folder, in order:
+
+1. ``TRAINMETER_RUN_DIR`` in the environment: a monitored parent (a
+   ``%%trainmeter`` cell, a ``tm.monitor()`` block) exported its run folder before
+   it launched children (fork, ``mp.spawn``, ``!torchrun``, ``subprocess``); the
+   child is a rank of that run. ``TRAINMETER_RUN_PARENT`` holds the parent's pid
+   so the parent itself never mistakes its own export for a parent's.
+2. A launch key (:func:`trainmeter.ranks.identity.launch_key`): the first rank to
+   arrive makes ``<root>/<UTC>-<name>/`` and publishes its name in the claim file
+   ``<root>/.launches/<hash>-<generation>`` with an atomic ``link`` (fails if it
+   exists, also on NFS); every other rank reads the claim. A claim whose folder
+   already seats this rank is an earlier launch with the same key (torchrun's
+   default run id ``none`` on the same port): the rank moves to the next generation,
+   and so do its peers, because each sees the same seats.
+3. Neither: not a launch; the caller makes an ordinary run folder.
+
+Seats are made with ``mkdir`` (atomic): ``rank-<k>`` when the rank is known,
+``rank-<k>-<pid>`` if that seat is taken, ``proc-<pid>`` for a child with no rank.
+Called once per rank at start (or at its first report), never in the hot path.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+import time
+from collections.abc import Mapping
+from datetime import datetime
+from pathlib import Path
+
+from trainmeter.ranks.identity import RankIdentity
+
+RUN_DIR_ENV = "TRAINMETER_RUN_DIR"
+PARENT_ENV = "TRAINMETER_RUN_PARENT"
+CLAIMS = ".launches"
+MAX_GENERATIONS = 10_000
+CLAIM_WAIT_S = 5.0
+
+
+def inherited_run_dir(environ: Mapping[str, str] | None = None, pid: int | None = None) -> Path | None:
+    """The run folder a monitored parent handed to this process, or ``None``.
+
+    ``None`` in the parent itself (its pid is ``TRAINMETER_RUN_PARENT``) and when
+    the folder does not exist.
+    """
+    env = os.environ if environ is None else environ
+    raw = env.get(RUN_DIR_ENV)
+    if not raw:
+        return None
+    parent = env.get(PARENT_ENV)
+    if parent is not None and parent == str(os.getpid() if pid is None else pid):
+        return None
+    path = Path(raw)
+    return path if path.is_dir() else None
+
+
+def claim_name(name: str, key: str, generation: int) -> str:
+    """File name of a launch claim (hash of run name and launch key, plus generation)."""
+    digest = hashlib.sha1(f"{name}|{key}".encode()).hexdigest()[:16]
+    return f"{digest}-{generation}"
+
+
+def seat_name(identity: RankIdentity, pid: int | None = None) -> str:
+    """The seat folder's preferred name: ``rank-<k>`` or ``proc-<pid>`` without a rank."""
+    if identity.rank is None:
+        return f"proc-{os.getpid() if pid is None else pid}"
+    return f"rank-{identity.rank}"
+
+
+def _read_claim(path: Path, wait_s: float) -> str | None:
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            text = path.read_text(encoding="utf-8").strip()
+        except FileNotFoundError:
+            return None
+        if text:
+            return text
+        if time.monotonic() > deadline:  # a claim is written before it is linked: never empty
+            return None
+        time.sleep(0.01)
+
+
+def _publish_claim(path: Path, folder: str) -> bool:
+    """Atomically create ``path`` holding ``folder``; ``False`` if another rank did first."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    tmp.write_text(folder + "\n", encoding="utf-8")
+    try:
+        os.link(tmp, path)
+        return True
+    except FileExistsError:
+        return False
+    finally:
+        try:
+            tmp.unlink()
+        except OSError:
+            pass
+
+
+def launch_dir(root: Path, name: str, identity: RankIdentity, now: datetime) -> Path:
+    """The shared run folder of this rank's launch (made by whichever rank arrives first).
+
+    Raises:
+        ValueError: When ``identity`` has no launch key (not a launch).
+    """
+    from trainmeter.record.runs import make_run_dir
+
+    if identity.launch_key is None:
+        raise ValueError("not a launch: no rank environment (RANK/WORLD_SIZE, SLURM_PROCID) was found")
+    root.mkdir(parents=True, exist_ok=True)
+    seat = seat_name(identity)
+    for generation in range(MAX_GENERATIONS):
+        claim = root / CLAIMS / claim_name(name, identity.launch_key, generation)
+        folder = _read_claim(claim, CLAIM_WAIT_S)
+        if folder is None:
+            made = make_run_dir(root, name, now)
+            if _publish_claim(claim, made.name):
+                return made
+            made.rmdir()
+            folder = _read_claim(claim, CLAIM_WAIT_S)
+            if folder is None:
+                continue
+        target = root / folder
+        if target.is_dir() and not (target / seat).exists():
+            return target
+    raise RuntimeError(f"no free seat for {seat} under {root} after {MAX_GENERATIONS} launches with one key")
+
+
+def take_seat(run_dir: Path, identity: RankIdentity, pid: int | None = None) -> Path:
+    """Make and return this rank's folder inside ``run_dir`` (``rank-<k>``, or a unique fallback)."""
+    pid = os.getpid() if pid is None else pid
+    seat = run_dir / seat_name(identity, pid)
+    try:
+        seat.mkdir(parents=True)
+        return seat
+    except FileExistsError:
+        seat = run_dir / f"{seat.name}-{pid}"
+        seat.mkdir(parents=True, exist_ok=True)
+        return seat

@@ -1,0 +1,302 @@
+"""Merged figures of a launch: per-rank summaries, global steps and tokens, the ``distributed`` section.
+
+Read from the seats' files only (each rank's ``passport.json`` when it finished,
+else the tail of its ``events.jsonl``): nothing is asked of other ranks at run
+time. Who writes it:
+
+- a monitored parent (``%%trainmeter`` cell that launched the ranks) puts the
+  section into its own passport (the ranks extension's ``passport_section``);
+- without a parent (torchrun from a terminal), every rank rewrites the launch's
+  ``passport.json`` when it finishes, under an ``flock`` on ``.merge.lock``; each
+  writes its own passport first, so the last one to finish sees them all.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from trainmeter.core.provenance import Derivation, Input
+from trainmeter.ranks.follow import SEAT_PREFIXES, head_records, last_records, tail_records
+from trainmeter.ranks.identity import this_node
+from trainmeter.ranks.stragglers import repeated_offenders, score_ranks, with_repeats
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RankSummary:
+    """One seat of a launch, as its files say.
+
+    Attributes:
+        seat: Folder name (``rank-1``).
+        rank: Global rank, or ``None`` (a child with no rank).
+        local_rank: Rank on its node, or ``None``.
+        node: Host name.
+        world_size: The world size it saw.
+        backend: ``torch.distributed`` backend when it was initialised at seating.
+        status: ``completed``, ``failed``, ``interrupted``, ``died`` (no end record and its process is gone,
+            seen from its own node), or ``unfinished`` (no passport: still running, or on another node).
+        steps: Optimizer steps (its passport, else its last report).
+        tokens: Tokens (same).
+        elapsed_s: Session seconds (same).
+        seconds_per_step: Training seconds per step (passport), or ``None``.
+        peak_memory_bytes: CUDA max allocated, else the RSS peak at sampling points; ``None`` if neither.
+        data_wait_s: Seconds waiting for data, when timed.
+        timing: Its step timing (``trainmeter.ranks.timing.StepTiming.summary``), or empty.
+        error: Its error text, if it failed.
+    """
+
+    seat: str
+    rank: int | None
+    local_rank: int | None = None
+    node: str | None = None
+    world_size: int | None = None
+    backend: str | None = None
+    status: str = "unfinished"
+    steps: int = 0
+    tokens: int = 0
+    elapsed_s: float | None = None
+    seconds_per_step: float | None = None
+    peak_memory_bytes: int | None = None
+    data_wait_s: float | None = None
+    timing: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict (one entry of ``distributed.ranks``)."""
+        return asdict(self)
+
+
+def _peak_memory(memory: dict[str, Any] | None) -> int | None:
+    if not memory:
+        return None
+    cuda = memory.get("cuda") or {}
+    for key in ("max_allocated_bytes", "peak_allocated_bytes", "allocated_bytes"):
+        if cuda.get(key) is not None:
+            return int(cuda[key])
+    peak = memory.get("rss_peak_bytes")
+    return int(peak) if peak is not None else None
+
+
+def read_seat(seat_dir: Path) -> RankSummary:
+    """Summarise one seat from its passport, or from the tail of its log when it has none."""
+    ident: dict[str, Any] = {}
+    for record in head_records(seat_dir / "events.jsonl"):
+        if record.get("kind") == "rank":
+            ident = record
+            break
+    base = {"seat": seat_dir.name, "rank": ident.get("rank"), "local_rank": ident.get("local_rank"),
+            "node": ident.get("node"), "world_size": ident.get("world_size"), "backend": ident.get("backend")}
+    passport_path = seat_dir / "passport.json"
+    if passport_path.exists():
+        try:
+            p = json.loads(passport_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            p = None
+        if p is not None:
+            section = p.get("distributed") or {}
+            base["backend"] = section.get("backend") or base["backend"]
+            return RankSummary(
+                **base, status=str(p.get("status") or "unfinished"), steps=int(p.get("steps") or 0),
+                tokens=int(p.get("tokens") or 0), elapsed_s=p.get("elapsed_s"),
+                seconds_per_step=(p.get("throughput") or {}).get("seconds_per_step"),
+                peak_memory_bytes=_peak_memory(p.get("memory")),
+                data_wait_s=(p.get("phases_s") or {}).get("data_wait"), timing=dict(section.get("timing") or {}),
+                error=p.get("error"))
+    last = last_records(seat_dir / "events.jsonl", ("interval", "end"))
+    interval = last.get("interval") or {}
+    end = last.get("end") or {}
+    fields = interval.get("distributed") or {}
+    base["backend"] = fields.get("backend") or base["backend"]
+    status = str(end.get("status") or "unfinished")
+    if status == "unfinished" and ident.get("node") == this_node() and not process_alive(ident.get("pid")):
+        status = "died"  # its process is gone and it wrote no end: killed (SIGKILL, out of memory)
+    return RankSummary(
+        **base, status=status, steps=int(interval.get("step") or 0),
+        tokens=int(interval.get("tokens") or 0), elapsed_s=interval.get("elapsed_s"),
+        seconds_per_step=(interval.get("throughput") or {}).get("seconds_per_step"),
+        peak_memory_bytes=_peak_memory(interval.get("memory")),
+        data_wait_s=(interval.get("phases_s") or {}).get("data_wait"), timing=dict(fields.get("timing") or {}),
+        error=end.get("error"))
+
+
+def process_alive(pid: Any) -> bool:
+    """Whether process ``pid`` exists on this node (``True`` when unknown)."""
+    if not isinstance(pid, int) or pid <= 0:
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
+
+
+def seats(launch_dir: Path) -> list[Path]:
+    """The seat folders of a launch, by name."""
+    try:
+        return sorted(p for p in Path(launch_dir).iterdir() if p.is_dir() and p.name.startswith(SEAT_PREFIXES))
+    except OSError:
+        return []
+
+
+def read_launch(launch_dir: Path) -> list[RankSummary]:
+    """Every seat's summary, ordered by rank."""
+    found = [read_seat(p) for p in seats(launch_dir)]
+    return sorted(found, key=lambda s: (s.rank is None, s.rank if s.rank is not None else 0, s.seat))
+
+
+def window_history(seat_dir: Path) -> list[dict[str, Any]]:
+    """The rank's report windows (``distributed.timing.window`` of its interval records, last 4 MiB of its log)."""
+    out = []
+    for record in tail_records(seat_dir / "events.jsonl", "interval"):
+        window = ((record.get("distributed") or {}).get("timing") or {}).get("window")
+        if window:
+            out.append(window)
+    return out
+
+
+def distributed_section(ranks: list[RankSummary], *, token_unit: str = "tokens",
+                        launch_dir: Path | None = None) -> dict[str, Any]:
+    """The passport's ``distributed`` section for a launch (merged figures with derivations).
+
+    With ``launch_dir`` the straggler report also counts, window by window, how often each rank was named.
+    """
+    worlds = [r.world_size for r in ranks if r.world_size]
+    world_size = max(worlds) if worlds else len(ranks)
+    nodes = sorted({r.node for r in ranks if r.node})
+    backends = sorted({r.backend for r in ranks if r.backend})
+    steps = [r.steps for r in ranks]
+    together = len(set(steps)) <= 1
+    global_steps = max(steps) if steps else 0
+    global_tokens = sum(r.tokens for r in ranks)
+    step_inputs = tuple(Input(name=f"steps[{r.seat}]", value=r.steps, unit="1", provenance="counted",
+                              source=f"{r.seat}: optimizer step hook") for r in ranks)
+    token_inputs = tuple(Input(name=f"tokens[{r.seat}]", value=r.tokens, unit=token_unit, provenance="counted",
+                               source=f"{r.seat}: root module batches") for r in ranks)
+    derivations = [
+        Derivation(name="global_steps", formula="max over ranks of steps (ranks step together under DDP/FSDP)",
+                   value=global_steps, unit="1", inputs=step_inputs),
+        Derivation(name="global_tokens", formula="sum over ranks of tokens", value=global_tokens, unit=token_unit,
+                   inputs=token_inputs),
+    ]
+    missing = sorted(set(range(world_size)) - {r.rank for r in ranks if r.rank is not None})
+    report = score_ranks({_key(r): r.timing for r in ranks if r.timing},
+                         {_key(r): r.data_wait_s / r.elapsed_s for r in ranks
+                          if r.data_wait_s is not None and r.elapsed_s})
+    if report is not None and launch_dir is not None:
+        counts, compared = repeated_offenders({_key(r): window_history(launch_dir / r.seat) for r in ranks})
+        report = with_repeats(report, counts, compared)
+    notes = []
+    if not together:
+        notes.append(f"ranks did not step together: steps range {min(steps)}-{max(steps)}; global_steps is the most")
+    for r in ranks:
+        if r.status != "completed":
+            error = (r.error or "").strip().splitlines()
+            notes.append(f"{r.seat} {r.status} at step {r.steps}" + (f" ({error[0][:160]})" if error else ""))
+    if missing:
+        notes.append(f"no record from rank(s) {', '.join(map(str, missing))} of world size {world_size}")
+    return {
+        "world_size": world_size,
+        "ranks_recorded": len(ranks),
+        "nodes": len(nodes),
+        "node_names": nodes,
+        "backend": backends[0] if len(backends) == 1 else (backends or None),
+        "steps_together": together,
+        "global_steps": global_steps,
+        "global_tokens": global_tokens,
+        "token_unit": token_unit,
+        "ranks": [r.to_dict() for r in ranks],
+        "stragglers": report.to_dict() if report is not None else None,
+        "notes": notes,
+        "derivations": [d.to_dict() for d in derivations],
+    }
+
+
+def _key(r: RankSummary) -> int | str:
+    return r.rank if r.rank is not None else r.seat
+
+
+def launch_status(ranks: list[RankSummary], world_size: int) -> str:
+    """``completed`` when every rank of the world completed; else the first bad status, or ``running``."""
+    statuses = [r.status for r in ranks]
+    for bad in ("failed", "died", "interrupted", "terminated"):
+        if bad in statuses:
+            return bad
+    if len(ranks) >= world_size and all(s == "completed" for s in statuses):
+        return "completed"
+    return "unfinished"
+
+
+def write_launch_passport(launch_dir: Path, name: str) -> dict[str, Any]:
+    """Write ``passport.json``/``passport.md`` of a launch without a parent; return the passport."""
+    from trainmeter.record.runlog import clean
+
+    ranks = read_launch(launch_dir)
+    section = distributed_section(ranks, launch_dir=launch_dir)
+    passports = [_load(launch_dir / r.seat / "passport.json") for r in ranks]
+    starts = [p.get("started_at") for p in passports if p.get("started_at")]
+    ends = [p.get("ended_at") for p in passports if p.get("ended_at")]
+    passport = {
+        "schema_version": 1,
+        "name": name,
+        "status": launch_status(ranks, section["world_size"]),
+        "error": None,
+        "started_at": min(starts) if starts else None,
+        "ended_at": max(ends) if ends else None,
+        "steps": section["global_steps"],
+        "tokens": section["global_tokens"],
+        "token_unit": next((p.get("token_unit") for p in passports if p.get("token_unit")), "tokens"),
+        "distributed": section,
+        "derivations": list(section["derivations"]),
+        "warnings": list(section["notes"]),
+    }
+    path = launch_dir / "passport.json"
+    tmp = launch_dir / f".passport.{os.getpid()}.tmp"
+    tmp.write_text(json.dumps(clean(passport), indent=2) + "\n", encoding="utf-8")
+    tmp.replace(path)
+    (launch_dir / "passport.md").write_text(render_markdown(passport), encoding="utf-8")
+    return passport
+
+
+def _load(path: Path) -> dict[str, Any]:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
+def render_markdown(p: dict[str, Any]) -> str:
+    """A short ``passport.md`` of a launch."""
+    d = p["distributed"]
+    lines = [f"## Training run: {p['name']} ({d['world_size']} ranks on {d['nodes']} node(s))", "",
+             f"- Status: **{p['status']}**",
+             f"- Global steps: {d['global_steps']:,}; {d['token_unit']}: {d['global_tokens']:,} (sum over ranks)"]
+    if d.get("stragglers"):
+        lines.append(f"- Stragglers: {d['stragglers']['verdict']}")
+    lines += [f"- {note}" for note in d.get("notes") or []]
+    lines += ["", "_Recorded by trainmeter; full record in passport.json and rank-*/._", ""]
+    return "\n".join(lines)
+
+
+def after_rank_finished(seat: Any) -> None:
+    """Called by a rank's record after its passport: merge the launch's passport when no parent owns it."""
+    if seat.parent_pid is not None:
+        return
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: merge without the lock
+        fcntl = None  # type: ignore[assignment]
+    lock_path = seat.launch_dir / ".merge.lock"
+    with lock_path.open("a") as lock:
+        if fcntl is not None:
+            fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+        try:
+            name = _load(seat.dir / "passport.json").get("name") or seat.launch_dir.name
+            write_launch_passport(seat.launch_dir, str(name))
+        finally:
+            if fcntl is not None:
+                fcntl.flock(lock.fileno(), fcntl.LOCK_UN)

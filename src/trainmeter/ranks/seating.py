@@ -1,0 +1,74 @@
+"""Where a rank's record goes: its seat in the launch's run folder (the record wing's hook).
+
+:class:`~trainmeter.record.recorder.RunRecorder` asks :func:`seat_for` when it
+opens a run; a non-``None`` answer replaces the ordinary ``<root>/<UTC>-<name>/``.
+The seat of this process's run is kept here (one run per process) for the
+ranks extension and the merge. Training thread, once per run.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from trainmeter.ranks.identity import RankIdentity, detect_identity
+from trainmeter.ranks.launch import PARENT_ENV, inherited_run_dir, launch_dir, take_seat
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Seat:
+    """This process's place in a launch's run folder.
+
+    Attributes:
+        identity: Rank, world size, node, as detected when seated.
+        launch_dir: The launch's run folder (shared by every rank).
+        dir: This rank's folder inside it (``rank-<k>``).
+        parent_pid: Pid of the monitored parent that owns ``launch_dir``, or
+            ``None`` when the ranks own it (torchrun from a terminal).
+    """
+
+    identity: RankIdentity
+    launch_dir: Path
+    dir: Path
+    parent_pid: int | None
+
+
+_SEAT: Seat | None = None
+
+
+def current_seat() -> Seat | None:
+    """The seat of this process's run, or ``None`` when it is not a rank."""
+    return _SEAT if _SEAT is not None and _SEAT_PID == os.getpid() else None
+
+
+_SEAT_PID = 0
+
+
+def seat_for(root: Path, name: str, now: datetime) -> Seat | None:
+    """Seat this process when it is a rank (a parent's child, or one rank of a launch); else ``None``."""
+    global _SEAT, _SEAT_PID
+    _SEAT = None  # a new run: a seat of an earlier run in this process is not this one's
+    identity = detect_identity()
+    inherited = inherited_run_dir()
+    parent_pid: int | None = None
+    if inherited is not None:
+        base = inherited
+        try:
+            parent_pid = int(os.environ.get(PARENT_ENV, ""))
+        except ValueError:
+            parent_pid = None
+    elif identity.distributed:
+        base = launch_dir(root, name, identity, now)
+    else:
+        return None
+    seat = Seat(identity=identity, launch_dir=base, dir=take_seat(base, identity), parent_pid=parent_pid)
+    _SEAT, _SEAT_PID = seat, os.getpid()
+    return seat
+
+
+def clear_seat() -> None:
+    """Forget this process's seat (its run ended)."""
+    global _SEAT
+    _SEAT = None

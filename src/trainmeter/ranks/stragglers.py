@@ -1,0 +1,152 @@
+"""Stragglers: which rank is slow, by how much, against the others and against itself.
+
+Scores follow NVIDIA's straggler detector: a *relative* score compares a rank
+with the others (here: its seconds per step over the median rank's and over the
+fastest rank's), an *individual* score compares a rank with its own best (its
+latest window over its best window). The figure compared is the time outside
+backward when it was measured (it is each rank's own work; under DDP the
+all-reduce inside backward makes total step times equal), else the step time.
+Pure functions; any thread.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import asdict, dataclass
+from typing import Any
+
+SLOW_RATIO = 1.2  # a rank this much slower than the median is named
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RankScore:
+    """One rank's scores.
+
+    Attributes:
+        rank: The rank (or the seat name when it has none).
+        seconds_per_step: The compared figure, seconds per step.
+        vs_median: ``seconds_per_step / median over ranks`` (1.0 = typical; 1.9 = 1.9x slower).
+        vs_fastest: ``seconds_per_step / fastest rank's``.
+        vs_own_best: Latest window over its best window (``None`` without windows).
+    """
+
+    rank: int | str
+    seconds_per_step: float
+    vs_median: float
+    vs_fastest: float
+    vs_own_best: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict."""
+        return asdict(self)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StragglerReport:
+    """Scores of every timed rank and the verdict.
+
+    Attributes:
+        figure: What was compared (``outside_backward_s`` or ``step_s``).
+        scores: One per timed rank, slowest first.
+        straggler: The named rank, or ``None`` when none is ``SLOW_RATIO`` slower than the median.
+        verdict: One sentence for the UI and the passport.
+    """
+
+    figure: str
+    scores: tuple[RankScore, ...]
+    straggler: int | str | None
+    verdict: str
+    named_windows: dict[int | str, int] | None = None
+    windows: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict (the passport's ``distributed.stragglers``)."""
+        return {"figure": self.figure, "straggler": self.straggler, "verdict": self.verdict,
+                "slow_ratio": SLOW_RATIO, "scores": [s.to_dict() for s in self.scores],
+                "named_windows": {str(k): v for k, v in (self.named_windows or {}).items()}, "windows": self.windows}
+
+
+_FIGURES = {
+    "outside_backward_s": "work outside backward (data loading, forward, optimizer)",
+    "step_s": "step time",
+}
+
+
+def _latest(timing: dict[str, Any], figure: str) -> float | None:
+    window = timing.get("window") or {}
+    return window.get(figure) if window.get(figure) is not None else timing.get(figure)
+
+
+def score_ranks(timings: dict[int | str, dict[str, Any]], data_wait_share: dict[int | str, float] | None = None
+                ) -> StragglerReport | None:
+    """Score ranks from their timing summaries (``StepTiming.summary()``); ``None`` under two timed ranks.
+
+    Args:
+        timings: Rank -> timing summary (``step_s``, ``outside_backward_s``, ``window``, ``best_window_*``).
+        data_wait_share: Rank -> fraction of its session spent waiting for data, when known;
+            a straggler whose share is highest is told to check its loader.
+    """
+    figure = "outside_backward_s"
+    if sum(1 for t in timings.values() if t.get(figure) is not None) < 2:
+        figure = "step_s"
+    values = {r: t[figure] for r, t in timings.items() if t.get(figure) is not None}
+    if len(values) < 2:
+        return None
+    median = statistics.median(values.values())
+    fastest = min(values.values())
+    scores = []
+    for rank, value in values.items():
+        best = timings[rank].get(f"best_window_{figure}")
+        latest = _latest(timings[rank], figure)
+        own = latest / best if best and latest is not None and best > 0 else None
+        scores.append(RankScore(rank=rank, seconds_per_step=value,
+                                vs_median=value / median if median > 0 else 1.0,
+                                vs_fastest=value / fastest if fastest > 0 else 1.0, vs_own_best=own))
+    scores.sort(key=lambda s: s.seconds_per_step, reverse=True)
+    slow = scores[0]
+    what = _FIGURES[figure]
+    if slow.vs_median < SLOW_RATIO and slow.vs_fastest < SLOW_RATIO * SLOW_RATIO:
+        return StragglerReport(figure=figure, scores=tuple(scores), straggler=None,
+                               verdict=f"no straggler: every rank is within {SLOW_RATIO:.1f}x of the median in {what}")
+    advice = "check its host, its data loader and what else runs on its device"
+    shares = data_wait_share or {}
+    if shares.get(slow.rank) is not None and shares[slow.rank] == max(shares.values()) and shares[slow.rank] > 0.1:
+        what, advice = "data waits", "check its loader workers and storage"
+    against = (f"{slow.vs_fastest:.1f}x slower than the fastest rank" if len(scores) == 2
+               else f"{slow.vs_median:.1f}x slower than the median")
+    verdict = f"rank {slow.rank} is {against} in {what}: {advice}"
+    return StragglerReport(figure=figure, scores=tuple(scores), straggler=slow.rank, verdict=verdict)
+
+
+def repeated_offenders(windows: dict[int | str, list[dict[str, Any]]]) -> tuple[dict[int | str, int], int]:
+    """How often each rank was named, report window by report window.
+
+    Args:
+        windows: Rank -> its report windows in order (``timing.window`` of each interval record:
+            ``steps``, ``step_s``, ``outside_backward_s``). The k-th windows of all ranks are compared
+            (ranks report on the same ``interval_s`` from about the same start).
+
+    Returns:
+        ``({rank: windows in which it was named}, windows compared)``; ranks never named are left out.
+    """
+    counts: dict[int | str, int] = {}
+    compared = 0
+    depth = max((len(w) for w in windows.values()), default=0)
+    for k in range(depth):
+        at_k = {rank: w[k] for rank, w in windows.items() if k < len(w) and w[k].get("steps")}
+        report = score_ranks(at_k)
+        if report is None:
+            continue
+        compared += 1
+        if report.straggler is not None:
+            counts[report.straggler] = counts.get(report.straggler, 0) + 1
+    return counts, compared
+
+
+def with_repeats(report: StragglerReport, counts: dict[int | str, int], compared: int) -> StragglerReport:
+    """``report`` with the repeated-offender counts, and the straggler's count in its verdict."""
+    verdict = report.verdict
+    if report.straggler is not None and compared:
+        verdict += f" (named in {counts.get(report.straggler, 0)} of {compared} report windows)"
+    return StragglerReport(figure=report.figure, scores=report.scores, straggler=report.straggler,
+                           verdict=verdict, named_windows=counts, windows=compared)

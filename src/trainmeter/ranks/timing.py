@@ -1,0 +1,140 @@
+"""Per-rank step timing from this rank's own clock: step time, and the part spent outside backward.
+
+Under DDP every rank waits for the slowest in the gradient all-reduce, which
+runs inside ``loss.backward()``: step times come out equal on every rank and
+name nobody. The time *outside* backward (data loading, forward, optimizer,
+the user's own code) is each rank's own work; a straggler has more of it, the
+others spend the difference waiting inside backward. So two per-step figures:
+
+- ``step_s``: time between consecutive optimizer steps of the primary optimizer;
+- ``outside_backward_s``: ``step_s`` minus the seconds spent in ``Tensor.backward``
+  calls during that step.
+
+Hot path: one global optimizer post-hook (a clock read, a few additions) and a
+``Tensor.backward`` wrapper (two clock reads). No sync, no collective. The first
+step (warm-up, compilation) is not timed. Training thread only.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+import weakref
+from typing import Any
+
+
+class StepTiming:
+    """Installs the timing hooks for one run and sums them per report window.
+
+    Args:
+        probes: The run's torch probes (``monitor.probes``), so the
+            ``Tensor.backward`` patch underneath ours is restored in the right order.
+    """
+
+    def __init__(self, probes: Any = None) -> None:
+        self._probes = probes
+        self._torch: Any = None
+        self._handle: Any = None
+        self._base: Any = None
+        self._patched: Any = None
+        self._base_is_probes = False
+        self._primary: weakref.ReferenceType[Any] | None = None
+        self._last_s: float | None = None
+        self._backward_s = 0.0
+        self.steps = 0  # timed steps (the first is not)
+        self.step_s_sum = 0.0
+        self.outside_s_sum = 0.0
+        self._w_steps = 0
+        self._w_step_s = 0.0
+        self._w_outside_s = 0.0
+        self.best_window_outside_s: float | None = None
+        self.best_window_step_s: float | None = None
+        self.last_window: dict[str, Any] = {}
+
+    def start(self) -> None:
+        """Install the optimizer post-hook and the backward wrapper (imports torch)."""
+        import torch
+        from torch.optim.optimizer import register_optimizer_step_post_hook
+
+        self._torch = torch
+        self._handle = register_optimizer_step_post_hook(self._on_step)
+        base = torch.Tensor.backward
+        self._base = base
+        self._base_is_probes = self._probes is not None and base is getattr(self._probes, "_patched_backward", None)
+        timing = self
+
+        @functools.wraps(base)
+        def backward(tensor: Any, *args: Any, **kwargs: Any) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return base(tensor, *args, **kwargs)
+            finally:
+                timing._backward_s += time.perf_counter() - t0
+
+        self._patched = backward
+        torch.Tensor.backward = backward  # type: ignore[method-assign]
+
+    def stop(self) -> None:
+        """Remove the hook and the wrapper (idempotent); leave torch as it was before the run."""
+        if self._handle is not None:
+            try:
+                self._handle.remove()
+            except Exception:
+                pass
+            self._handle = None
+        torch = self._torch
+        if torch is not None and self._patched is not None:
+            if torch.Tensor.backward is self._patched:
+                restore = self._base
+                probes = self._probes
+                if self._base_is_probes and getattr(probes, "_patched_backward", None) is None:
+                    restore = getattr(probes, "_orig_backward", None) or self._base  # probes already left
+                torch.Tensor.backward = restore  # type: ignore[method-assign]
+            self._patched = None
+
+    def _on_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        primary = self._primary() if self._primary is not None else None
+        if primary is None:
+            self._primary = weakref.ref(optimizer)
+        elif primary is not optimizer:
+            return
+        now = time.perf_counter()
+        last, self._last_s = self._last_s, now
+        backward_s, self._backward_s = self._backward_s, 0.0
+        if last is None:
+            return
+        step_s = now - last
+        outside_s = max(0.0, step_s - backward_s)
+        self.steps += 1
+        self.step_s_sum += step_s
+        self.outside_s_sum += outside_s
+        self._w_steps += 1
+        self._w_step_s += step_s
+        self._w_outside_s += outside_s
+
+    def take_window(self) -> dict[str, Any]:
+        """The report window's means (seconds per step) and the run's so far; resets the window."""
+        n = self._w_steps
+        window: dict[str, Any] = {"steps": n, "step_s": None, "outside_backward_s": None}
+        if n:
+            window["step_s"] = self._w_step_s / n
+            window["outside_backward_s"] = self._w_outside_s / n
+            if self.best_window_outside_s is None or window["outside_backward_s"] < self.best_window_outside_s:
+                self.best_window_outside_s = window["outside_backward_s"]
+            if self.best_window_step_s is None or window["step_s"] < self.best_window_step_s:
+                self.best_window_step_s = window["step_s"]
+        self._w_steps, self._w_step_s, self._w_outside_s = 0, 0.0, 0.0
+        self.last_window = window
+        return self.summary(window)
+
+    def summary(self, window: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Run means, best window means, and ``window`` (the last one when omitted)."""
+        n = self.steps
+        return {
+            "timed_steps": n,
+            "step_s": self.step_s_sum / n if n else None,
+            "outside_backward_s": self.outside_s_sum / n if n else None,
+            "best_window_step_s": self.best_window_step_s,
+            "best_window_outside_backward_s": self.best_window_outside_s,
+            "window": dict(self.last_window if window is None else window),
+        }

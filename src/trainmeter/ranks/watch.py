@@ -1,0 +1,223 @@
+"""``tm.display(path_or_run, follow=True)``: watch a run that another process writes.
+
+A script started with ``nohup python train.py &``, ``torchrun`` from a terminal,
+a job on a node that shares the filesystem, or the ranks a cell launched. The
+watch reads the run's log (or, for a launch without a parent, its lowest rank's)
+with bounded tail reads (:mod:`trainmeter.ranks.follow`), keeps only what the
+dashboard needs (the ``start`` record, the latest ``interval``, the latest
+record of each series, decimated history), follows every rank's seat, and
+rebuilds the widget's state each poll. In a notebook a daemon thread updates the
+widget until the run ends (its passport appears) or it has been silent for
+``idle_s``; elsewhere :func:`follow` prints one line per poll, in the caller's
+thread, until then.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, TextIO
+
+from trainmeter.ranks.follow import MAX_READ_BYTES, RunFollower, TailReader, newest_live_run
+from trainmeter.ranks.panel import ranks_panel
+
+POLL_S = 1.0
+IDLE_S = 600.0
+
+
+def resolve(run_or_path: Any = None, root: Path | None = None) -> Path:
+    """The run folder to follow: the one given, or the newest live run under ``root``.
+
+    Raises:
+        FileNotFoundError: When nothing is given and no run under the root grew in the last two minutes,
+            or the given path holds no run.
+    """
+    from trainmeter.options import DEFAULT_RUN_ROOT
+
+    if run_or_path is None:
+        base = Path(root) if root is not None else DEFAULT_RUN_ROOT
+        found = newest_live_run(base)
+        if found is None:
+            raise FileNotFoundError(f"no live run under {str(base)!r} (none wrote in the last 2 minutes); "
+                                    "pass tm.display(path, follow=True) with a run folder")
+        return found
+    path = Path(getattr(run_or_path, "dir", run_or_path))
+    if path.is_file():
+        path = path.parent
+    if path.name.startswith(("rank-", "proc-")) and path.parent.is_dir():
+        path = path.parent  # a seat: follow its launch
+    if not path.is_dir():
+        raise FileNotFoundError(f"no trainmeter run at {str(run_or_path)!r}: expected a run folder")
+    return path
+
+
+class RunWatch:
+    """Incremental, bounded view of a run folder being written.
+
+    Args:
+        run_dir: The run folder.
+        max_bytes: Most bytes read per file per poll.
+    """
+
+    def __init__(self, run_dir: Path, max_bytes: int = MAX_READ_BYTES) -> None:
+        from trainmeter.widget.decimate import DEFAULT_BUDGET_POINTS
+
+        self.run_dir = Path(run_dir)
+        self.max_bytes = max_bytes
+        self.followers = RunFollower(self.run_dir, max_bytes)
+        self._primary: TailReader | None = None
+        self._start: dict[str, Any] = {}
+        self._interval: dict[str, Any] = {}
+        self._latest_series: dict[str, dict[str, Any]] = {}
+        self._decimators: dict[str, Any] = {}
+        self._budget = DEFAULT_BUDGET_POINTS
+        self.passport: dict[str, Any] = {}
+        self.polls = 0
+        self.widget: Any = None  # set by follow() in a notebook
+        self.thread: threading.Thread | None = None
+
+    @property
+    def bytes_read(self) -> int:
+        """Bytes read so far (the primary log and every seat's)."""
+        return self.followers.bytes_read + (self._primary.bytes_read if self._primary else 0)
+
+    def _primary_log(self) -> Path | None:
+        own = self.run_dir / "events.jsonl"
+        if own.exists():
+            return own
+        seats = sorted(self.run_dir.glob("rank-*/events.jsonl"), key=lambda p: (len(p.parent.name), p.parent.name))
+        return seats[0] if seats else None
+
+    def poll(self) -> dict[str, Any]:
+        """Read what was appended since the last poll; return the widget state."""
+        from trainmeter.widget.view_model import build_state, facts_from_run
+
+        self.polls += 1
+        if self._primary is None:
+            log = self._primary_log()
+            if log is not None:
+                self._primary = TailReader(log, self.max_bytes)
+        if self._primary is not None:
+            for record in self._primary.read():
+                self._take(record)
+        self.followers.poll()
+        if not self.passport and (self.run_dir / "passport.json").exists():
+            try:
+                self.passport = json.loads((self.run_dir / "passport.json").read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                self.passport = {}
+        events = [e for e in (self._start, *self._latest_series.values(), self._interval) if e]
+        facts = facts_from_run(self.passport, events, run_dir=str(self.run_dir))
+        state = build_state(facts)
+        if not self.passport:
+            state["status"] = "running"
+            state["warnings"] = [w for w in state.get("warnings", []) if "has no passport" not in w]
+        panel = ranks_panel(self.followers)
+        if panel is not None:
+            state["panels"] = [*state.get("panels", []), panel]
+        return state
+
+    def _take(self, record: dict[str, Any]) -> None:
+        kind = record.get("kind")
+        if kind == "start":
+            self._start = record
+        elif kind == "interval":
+            self._interval = record
+            from trainmeter.widget.view_model import report_points_from_record
+
+            t_s, values = report_points_from_record(record)
+            for name, value in values.items():
+                self._feed(name, "time", [t_s], [value])
+        elif kind == "series":
+            self._latest_series[str(record.get("name"))] = record
+            x_kind = record.get("x", "step")
+            xs = record.get("step") if x_kind == "step" else [t / 1e6 for t in record.get("t_us") or []]
+            if xs and record.get("value"):
+                self._feed(str(record["name"]), x_kind, xs, record["value"])
+
+    def _feed(self, name: str, x_kind: str, xs: list[Any], ys: list[Any]) -> None:
+        from trainmeter.widget.decimate import Decimator
+
+        d = self._decimators.get(name)
+        if d is None:
+            d = self._decimators[name] = Decimator(name, x_kind, budget_points=self._budget)
+        d.extend(xs, [float("nan") if y is None else y for y in ys])
+
+    def history(self) -> bytes:
+        """The decimated history as a widget frame."""
+        from trainmeter.widget.frame import SeriesColumns, encode_frame
+
+        columns = []
+        for d in self._decimators.values():
+            xs, ys = d.columns(include_open=True)
+            columns.append(SeriesColumns(name=d.name, x_kind=d.x_kind, xs=xs, ys=ys))  # type: ignore[arg-type]
+        return encode_frame(self.polls, columns)
+
+    def ended(self) -> bool:
+        """Whether the run wrote its passport (every rank of a launch merged, or the parent finished)."""
+        return bool(self.passport) and str(self.passport.get("status")) != "unfinished"
+
+
+def follow(run_or_path: Any = None, *, poll_s: float = POLL_S, idle_s: float = IDLE_S,
+           out: TextIO | None = None, shell: Any = None) -> RunWatch:
+    """Show a run another process writes, updating until it ends or falls silent for ``idle_s``.
+
+    Returns:
+        The watch (its last state from :meth:`RunWatch.poll`).
+
+    Raises:
+        FileNotFoundError: When there is no such run (see :func:`resolve`).
+    """
+    watch = RunWatch(resolve(run_or_path))
+    state = watch.poll()
+    if shell is not None and type(shell).__name__ == "ZMQInteractiveShell":
+        from IPython.display import display as ipy_display
+
+        from trainmeter.widget.widget import TrainmeterWidget
+
+        widget = TrainmeterWidget(state=state, history=watch.history())
+        ipy_display(widget)
+        watch.widget = widget
+        watch.thread = threading.Thread(target=_update_widget, args=(watch, widget, poll_s, idle_s),
+                                        name="trainmeter-follow", daemon=True)
+        watch.thread.start()
+        return watch
+    _print_until_end(watch, state, poll_s, idle_s, out or sys.stdout)
+    return watch
+
+
+def _quiet_for(watch: RunWatch, since_s: float) -> float:
+    updated = [s.updated_s for s in watch.followers.sources.values() if s.updated_s]
+    return time.time() - max([since_s, *updated])
+
+
+def _update_widget(watch: RunWatch, widget: Any, poll_s: float, idle_s: float) -> None:
+    begun = time.time()
+    while True:
+        time.sleep(poll_s)
+        try:
+            widget.state = watch.poll()
+            widget.history = watch.history()
+        except Exception:
+            return
+        if watch.ended() or _quiet_for(watch, begun) > idle_s:
+            return
+
+
+def _print_until_end(watch: RunWatch, state: dict[str, Any], poll_s: float, idle_s: float, out: TextIO) -> None:
+    from trainmeter.widget.view_model import summary_text
+
+    begun = time.time()
+    last = ""
+    while True:
+        line = summary_text(state)
+        if line != last:
+            print(line, file=out, flush=True)
+            last = line
+        if watch.ended() or _quiet_for(watch, begun) > idle_s:
+            return
+        time.sleep(poll_s)
+        state = watch.poll()

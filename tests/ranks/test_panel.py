@@ -1,0 +1,49 @@
+"""The live ranks panel: a row per rank, dead and silent ranks said so, the straggler verdict."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+from trainmeter.ranks.follow import RunFollower
+from trainmeter.ranks.identity import this_node
+from trainmeter.ranks.panel import ranks_panel
+
+
+def write_seat(root, k, *, steps, outside, pid, end=None):
+    d = root / f"rank-{k}"
+    d.mkdir(parents=True)
+    records = [{"kind": "rank", "rank": k, "node": this_node(), "pid": pid},
+               {"kind": "interval", "step": steps, "tokens": steps * 4, "throughput": {"seconds_per_step": 0.5},
+                "distributed": {"timing": {"outside_backward_s": outside, "window": {"outside_backward_s": outside}}}}]
+    if end:
+        records.append({"kind": "end", "status": end})
+    (d / "events.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+
+
+def test_rows_per_rank_with_status_and_the_verdict(tmp_path):
+    gone = int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                              text=True).stdout)
+    write_seat(tmp_path, 0, steps=10, outside=0.1, pid=os.getpid(), end="completed")
+    write_seat(tmp_path, 1, steps=7, outside=0.3, pid=gone)
+    write_seat(tmp_path, 2, steps=9, outside=0.1, pid=os.getpid())
+    follower = RunFollower(tmp_path)
+    follower.poll()
+    panel = ranks_panel(follower)
+    assert panel["title"] == "Ranks (3)"
+    rows = {row["label"]: row for row in panel["rows"]}
+    assert rows["rank 0"]["value"] == 10 and rows["rank 0"]["note"].startswith("completed")
+    assert rows["rank 1"]["note"].startswith("died at step 7")
+    assert rows["rank 2"]["note"].startswith("running; 0.5 s/step")
+    assert panel["note"].startswith("rank 1 is 3.0x slower than the median")
+    later = ranks_panel(follower, now_s=time.time() + 120)
+    assert {r["label"]: r for r in later["rows"]}["rank 2"]["note"].startswith("silent for")
+
+
+def test_no_rank_no_panel(tmp_path):
+    follower = RunFollower(tmp_path)
+    follower.poll()
+    assert ranks_panel(follower) is None
