@@ -376,6 +376,11 @@ class TorchProbes:
         self.example = None
         self._monitor.set_model(module, self._monitor.token_unit)
 
+    def is_candidate(self, module: Any) -> bool:
+        """Whether ``module`` is watched as a possible root (before the root is known). Any thread."""
+        candidate = self._candidates.get(id(module))
+        return candidate is not None and candidate.ref() is module
+
     def declare_root(self, module: Any) -> None:
         """Use ``module`` as the trained root (``tm.monitor(model=...)``)."""
         self._set_root(module)
