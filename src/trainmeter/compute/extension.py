@@ -49,14 +49,16 @@ class ComputeExtension:
     def stop(self) -> None:
         """Read the model if no report did yet (short runs)."""
         if self._m is not None and not self._ready:
-            self._prepare()
+            self._prepare(final=True)
 
     # -- one-time model read -------------------------------------------------------
-    def _prepare(self) -> None:
+    def _prepare(self, final: bool = False) -> None:
         m = self._m
         model = m.model_ref() if m is not None and m.model_ref is not None else None
         if m is None or model is None:
             return
+        if not final and getattr(m.probes, "example_pending", False):
+            return  # the first training batch is not kept yet: S and the counted FLOPs need it
         self._ready = True
         from trainmeter.compute.flops import flops_per_token, override_shape, shape_from_module
 

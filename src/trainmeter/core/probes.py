@@ -83,13 +83,15 @@ def _divided(grad_fn: Any) -> bool:
 
 
 class _Candidate:
-    __slots__ = ("ref", "tokens", "unit", "calls")
+    __slots__ = ("ref", "tokens", "unit", "calls", "example", "lightning")
 
     def __init__(self, module: Any) -> None:
         self.ref = weakref.ref(module)
         self.tokens = 0
         self.unit: str | None = None
         self.calls = 0
+        self.example: tuple[Any, Any, str | None] | None = None  # first batch seen (args, kwargs, autocast)
+        self.lightning = _is_lightning_module(module)
 
 
 class TorchProbes:
@@ -323,6 +325,8 @@ class TorchProbes:
             else:
                 self._candidate_calls = True
                 candidate.calls += 1
+                if candidate.example is None and not lightning and self._root is None:
+                    candidate.example = (args, dict(kwargs or {}), self._autocast())
                 if counted is not None:
                     candidate.tokens += counted[0]
                     candidate.unit = counted[1]
@@ -361,6 +365,11 @@ class TorchProbes:
             self._calls += candidate.calls
             if candidate.unit:
                 self._monitor.token_unit = candidate.unit
+            if candidate.example is not None:
+                self.example = candidate.example[:2]
+                self.autocast_dtype = candidate.example[2]
+        for other in self._candidates.values():
+            other.example = None
         return True
 
     def _set_root(self, module: Any) -> None:
@@ -374,6 +383,7 @@ class TorchProbes:
         self.params["root_total"] = sum(p.numel() for p in module.parameters())
         self.params["root_trainable"] = sum(p.numel() for p in module.parameters() if p.requires_grad)
         self.example = None
+        self.autocast_dtype = None
         self._monitor.set_model(module, self._monitor.token_unit)
 
     def is_candidate(self, module: Any) -> bool:
@@ -388,15 +398,24 @@ class TorchProbes:
     # -- per call ------------------------------------------------------------------
     def _capture_example(self, args: Any, kwargs: Any) -> None:
         """Keep one training batch (for the counted FLOPs) and the autocast dtype."""
-        torch = self._torch
         self.example = (args, dict(kwargs or {}))
+        self.autocast_dtype = self._autocast()
+
+    def _autocast(self) -> str | None:
+        torch = self._torch
         try:
             for device in ("cuda", "cpu"):
                 if torch.is_autocast_enabled(device):
-                    self.autocast_dtype = str(torch.get_autocast_dtype(device))
-                    break
+                    return str(torch.get_autocast_dtype(device))
         except Exception:
-            self.autocast_dtype = None
+            pass
+        return None
+
+    @property
+    def example_pending(self) -> bool:
+        """The root is known and a training batch of it will be kept at its next training call."""
+        candidate = self._candidates.get(self._root_id) if self._root is not None else None
+        return candidate is not None and not candidate.lightning and self.example is None
 
     def release_example(self) -> None:
         """Drop the kept batch (after the FLOP count).
