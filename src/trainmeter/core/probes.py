@@ -43,7 +43,7 @@ from types import ModuleType
 from typing import Any, Protocol
 
 from trainmeter.core.batch import count_batch
-from trainmeter.core.patches import Patches
+from trainmeter.core.patches import ORIGINAL_ATTR, Patches, PostImportHooks
 from trainmeter.core.scalars import StepLoss
 
 LOSS_SERIES = "train_loss"
@@ -112,6 +112,7 @@ class TorchProbes:
         self._monitor = monitor
         self._handles: list[Any] = []
         self._patches = Patches()
+        self._imports: PostImportHooks | None = None
         self._active = False
         self._torch: Any = None
         self._module_type: Any = None
@@ -165,6 +166,8 @@ class TorchProbes:
             self._patches.wrap(GradScaler, "scale", self._make_scale)
         except Exception:
             pass
+        self._imports = PostImportHooks({"torch._dynamo.eval_frame": self._patch_dynamo})
+        self._imports.install()
         self._guarded("probe-discovery", self._scan_existing, sys._getframe(1))
 
     def stop(self) -> None:
@@ -176,6 +179,9 @@ class TorchProbes:
             except Exception:
                 pass
         self._handles.clear()
+        if self._imports is not None:
+            self._imports.remove()
+            self._imports = None
         self._patches.restore_all()
         self._patched_classes.clear()
         self._candidates.clear()
@@ -281,6 +287,36 @@ class TorchProbes:
         if (cls, attr) not in self._patched_classes:
             self._patched_classes.add((cls, attr))
             self._patches.wrap(cls, attr, functools.partial(self._make_call, attr))
+
+    def _patch_dynamo(self, module: ModuleType) -> None:
+        """``torch.compile(model)`` during the run: count at the compiled wrapper, never inside Dynamo."""
+        owner = getattr(module, "OptimizedModule", None)
+        if self._active and isinstance(owner, type):
+            self._patches.wrap(owner, "__init__", self._make_compiled_init)
+
+    def _make_compiled_init(self, original: Any) -> Any:
+        probes = self
+
+        @functools.wraps(original)
+        def __init__(compiled: Any, mod: Any, *args: Any, **kwargs: Any) -> None:
+            if not probes._active or id(mod) not in probes._candidates:
+                return original(compiled, mod, *args, **kwargs)
+            # The wrapper binds ``mod.__call__`` for Dynamo to trace: let it bind torch's own, not ours.
+            cls = type(mod)
+            ours = vars(cls).get("__call__")
+            own = getattr(ours, ORIGINAL_ATTR, None)
+            try:
+                if own is not None:
+                    delattr(cls, "__call__")
+                    if cls.__call__ is not own:
+                        setattr(cls, "__call__", own)
+                original(compiled, mod, *args, **kwargs)
+            finally:
+                if own is not None:
+                    setattr(cls, "__call__", ours)
+            probes._guarded("probe-discovery", probes._watch, compiled)
+
+        return __init__
 
     def _make_call(self, attr: str, original: Any) -> Any:
         probes = self
