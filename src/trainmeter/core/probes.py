@@ -309,11 +309,11 @@ class TorchProbes:
                 if own is not None:
                     delattr(cls, "__call__")
                     if cls.__call__ is not own:
-                        setattr(cls, "__call__", own)
+                        cls.__call__ = own
                 original(compiled, mod, *args, **kwargs)
             finally:
                 if own is not None:
-                    setattr(cls, "__call__", ours)
+                    cls.__call__ = ours
             probes._guarded("probe-discovery", probes._watch, compiled)
 
         return __init__
