@@ -394,3 +394,61 @@ def test_a_gans_two_optimizers_keep_two_loss_series_and_the_sample_count_is_expl
     assert m.series["train_loss.optimizer2"].read(0)[3] == pytest.approx(g_losses, rel=1e-6)
     assert m.tokens == 4 * 16 and m.token_unit == "samples"  # real + generated samples, as said:
     assert "2 times per step" in m.series_info["tokens_per_step"]["note"]
+
+
+@pytest.mark.parametrize("when", ["before", "inside"])
+def test_a_compiled_model_counts_at_the_compiled_wrapper_with_no_extra_graph(run_root, when):
+    """Compiled in an earlier cell, or inside the monitored cell after its optimizer was built."""
+    from torch._dynamo.utils import counters
+
+    def train(model, opt, batches):
+        for x, y in batches:
+            loss = F.cross_entropy(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+
+    def graphs():
+        return {k: dict(v) for k, v in counters.items() if k in ("stats", "recompiles")}
+
+    def run():
+        raw, opt, batches = tiny_model_and_data()  # nn.Sequential: Dynamo guards on its class dict
+        if when == "before":
+            model = torch.compile(raw, backend="eager")
+        with tm.monitor(run_dir=run_root, interval_s=3600) as m:
+            if when == "inside":
+                model = torch.compile(raw, backend="eager")
+            train(model, opt, batches[:4])
+        return model, batches, m
+
+    results = []
+    for monitored in (False, True):
+        torch._dynamo.reset()
+        counters.clear()
+        if monitored:
+            model, batches, m = run()
+            assert m.steps == 4 and m.tokens == 4 * 24
+        else:
+            raw, opt, batches = tiny_model_and_data()
+            model = torch.compile(raw, backend="eager")
+            train(model, opt, batches[:4])
+        train(model, model._orig_mod and torch.optim.SGD(model.parameters(), lr=0.1), batches[4:6])  # after the run
+        results.append(graphs())
+    assert results[0] == results[1] and results[0]["stats"]["unique_graphs"] >= 1
+
+
+def test_a_ddp_wrapped_model_is_found_and_counted(run_root, tmp_path):
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    try:
+        raw, _, batches = tiny_model_and_data()
+        model = DistributedDataParallel(raw)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        with tm.monitor(run_dir=run_root, interval_s=3600) as m:
+            train_steps(model, opt, batches[:3])
+    finally:
+        dist.destroy_process_group()
+    assert m.steps == 3 and m.tokens == 3 * 24
+    assert m.probes.root_name == "DistributedDataParallel"

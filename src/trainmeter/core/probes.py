@@ -51,6 +51,8 @@ TOKENS_SERIES = "tokens_per_step"
 MAX_CANDIDATES = 64
 MAX_FRAMES = 48
 MAX_ATTRS = 256
+MAX_NAMES = 4096  # names looked at per namespace (a long notebook's user namespace)
+_PLAIN = (str, bytes, int, float, bool, type(None))
 DISCOVERY_STEPS = 20
 
 
@@ -75,6 +77,10 @@ class StepSink(Protocol):
 
 def _is_lightning_module(module: Any) -> bool:
     return any(cls.__name__ == "LightningModule" for cls in type(module).__mro__)
+
+
+def _is_compiled(module: Any) -> bool:
+    return type(module).__name__ == "OptimizedModule" and "_orig_mod" in getattr(module, "_modules", {})
 
 
 def _divided(grad_fn: Any) -> bool:
@@ -218,7 +224,9 @@ class TorchProbes:
         if main is not None:
             namespaces.append(vars(main))
         for namespace in namespaces:
-            for value in list(namespace.values())[:MAX_ATTRS]:
+            for value in list(namespace.values())[:MAX_NAMES]:
+                if type(value) in _PLAIN:
+                    continue
                 try:
                     add(value)
                     if type(value) in (list, tuple):
@@ -270,9 +278,16 @@ class TorchProbes:
         return trained
 
     def _watch_owners(self, optimizer: Any, modules: list[Any]) -> None:
-        """Watch the modules among ``modules`` that hold parameters of ``optimizer``."""
+        """Watch the modules among ``modules`` that hold parameters of ``optimizer``.
+
+        A module compiled with ``torch.compile`` is watched through its wrapper only:
+        Dynamo guards on the class of what it traces, so that class is never patched.
+        """
         trained = self._trained(optimizer)
+        compiled = {id(m._orig_mod) for m in modules if _is_compiled(m)}
         for module in modules:
+            if id(module) in compiled:
+                continue
             if len(self._candidates) >= MAX_CANDIDATES:
                 return
             if id(module) in self._candidates:
@@ -315,8 +330,26 @@ class TorchProbes:
                 if own is not None:
                     cls.__call__ = ours
             probes._guarded("probe-discovery", probes._watch, compiled)
+            probes._guarded("probe-discovery", probes._unwatch, mod)
 
         return __init__
+
+    def _unwatch(self, module: Any) -> None:
+        """Stop watching ``module``; put its class back when no other watched instance needs the patch."""
+        self._candidates.pop(id(module), None)
+        cls = type(module)
+        if (cls, "__call__") not in self._patched_classes:
+            return
+        if any(type(c.ref()) is cls for c in self._candidates.values()):
+            return
+        self._patched_classes.discard((cls, "__call__"))
+        ours = vars(cls).get("__call__")
+        own = getattr(ours, ORIGINAL_ATTR, None)
+        if own is None:
+            return
+        delattr(cls, "__call__")
+        if cls.__call__ is not own:
+            cls.__call__ = own
 
     def _make_call(self, attr: str, original: Any) -> Any:
         probes = self
