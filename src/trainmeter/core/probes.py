@@ -137,7 +137,7 @@ class TorchProbes:
         self._calls = 0
         self._max_calls = 0
         self._loss: StepLoss | None = None
-        self._scaled: tuple[Any, Any, Any] | None = None  # (weakref to scaled loss, scale tensor, inner grad_fn)
+        self._scaled: tuple[Any, Any, bool] | None = None  # (weakref to the scaled loss, scale tensor, divided)
         self._in_backward = False
         self._backward_on = False
         self._losses_info = {"steps": 0, "ambiguous": 0, "divided": 0, "scaled": 0, "max_parts": 0}
@@ -501,7 +501,7 @@ class TorchProbes:
             out = original(scaler, outputs, *args, **kwargs)
             if probes._active and out is not outputs and getattr(out, "ndim", None) == 0:
                 try:
-                    probes._scaled = (weakref.ref(out), scaler._scale, getattr(outputs, "grad_fn", None))
+                    probes._scaled = (weakref.ref(out), scaler._scale, _divided(getattr(outputs, "grad_fn", None)))
                 except Exception:
                     probes._scaled = None
             return out
@@ -537,9 +537,9 @@ class TorchProbes:
                 scaled = self._scaled
                 if scaled is not None and scaled[0]() is tensor:
                     self._scaled = None
-                    loss.add(self._monitor.scalar_reader, tensor.detach(), scaled[1], divided=_divided(scaled[2]))
+                    loss.add(self._monitor.scalar_reader, tensor, scaled[1], divided=scaled[2])
                 else:
-                    loss.add(self._monitor.scalar_reader, tensor.detach(), divided=_divided(tensor.grad_fn))
+                    loss.add(self._monitor.scalar_reader, tensor, divided=_divided(tensor.grad_fn))
             callback = self.on_training
             if callback is not None:
                 callback()
