@@ -452,3 +452,19 @@ def test_a_ddp_wrapped_model_is_found_and_counted(run_root, tmp_path):
         dist.destroy_process_group()
     assert m.steps == 3 and m.tokens == 3 * 24
     assert m.probes.root_name == "DistributedDataParallel"
+
+
+def test_objects_that_refuse_to_be_looked_at_do_not_stop_discovery(run_root):
+    class Hostile:
+        @property
+        def __class__(self):
+            raise RuntimeError("no")
+
+        def __getattribute__(self, name):
+            raise RuntimeError("no")
+
+    hostile = Hostile()  # noqa: F841 (a local the frame scan meets)
+    model, opt, batches = tiny_model_and_data()
+    with tm.monitor(run_dir=run_root, interval_s=3600) as m:
+        train_steps(model, opt, batches[:2])
+    assert m.tokens == 2 * 24 and m.warnings == []

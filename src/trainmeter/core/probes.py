@@ -79,6 +79,14 @@ def _is_lightning_module(module: Any) -> bool:
     return any(cls.__name__ == "LightningModule" for cls in type(module).__mro__)
 
 
+def _instance(value: Any, kind: Any) -> bool:
+    """``isinstance`` that never raises (a proxy whose ``__class__`` lookup fails is no match)."""
+    try:
+        return isinstance(value, kind)
+    except Exception:
+        return False
+
+
 def _is_compiled(module: Any) -> bool:
     return type(module).__name__ == "OptimizedModule" and "_orig_mod" in getattr(module, "_modules", {})
 
@@ -247,9 +255,9 @@ class TorchProbes:
     def _scan_existing(self, frame: Any) -> None:
         """At the start: optimizers already built (an earlier cell) name their modules."""
         objects = self._reachable(frame)
-        modules = [o for o in objects if isinstance(o, self._module_type)]
+        modules = [o for o in objects if _instance(o, self._module_type)]
         for optimizer in objects:
-            if isinstance(optimizer, self._optimizer_type):
+            if _instance(optimizer, self._optimizer_type):
                 self._watch_owners(optimizer, modules)
 
     def _make_optimizer_init(self, original: Any) -> Any:
@@ -266,7 +274,7 @@ class TorchProbes:
     def _on_optimizer_built(self, optimizer: Any, frame: Any) -> None:
         self._events += 1
         self._created[id(optimizer)] = (weakref.ref(optimizer), self._events)
-        modules = [o for o in self._reachable(frame) if isinstance(o, self._module_type)]
+        modules = [o for o in self._reachable(frame) if _instance(o, self._module_type)]
         self._watch_owners(optimizer, modules)
 
     @staticmethod
@@ -411,7 +419,7 @@ class TorchProbes:
         late = False
         if not called:  # the optimizer was not seen being built: look around the step's caller
             before = set(self._candidates)
-            self._watch_owners(optimizer, [o for o in self._reachable(frame) if isinstance(o, self._module_type)])
+            self._watch_owners(optimizer, [o for o in self._reachable(frame) if _instance(o, self._module_type)])
             called = [self._candidates[k] for k in self._candidates if k not in before]
             called = [c for c in called if c.ref() is not None]
             late = True
