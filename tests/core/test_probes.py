@@ -468,3 +468,15 @@ def test_objects_that_refuse_to_be_looked_at_do_not_stop_discovery(run_root):
     with tm.monitor(run_dir=run_root, interval_s=3600) as m:
         train_steps(model, opt, batches[:2])
     assert m.tokens == 2 * 24 and m.warnings == []
+
+
+def test_a_model_and_optimizer_from_an_earlier_notebook_cell_count_from_the_first_step(ip, run_root):
+    import json
+
+    ip.run_cell("from tests.conftest import tiny_model_and_data, train_steps\n"
+                "nb_model, nb_opt, nb_batches = tiny_model_and_data()")
+    ip.run_cell_magic("trainmeter", f"--dir {run_root}", "train_steps(nb_model, nb_opt, nb_batches[:3])")
+    (passport_path,) = run_root.glob("*/passport.json")
+    p = json.loads(passport_path.read_text())
+    assert p["steps"] == 3 and p["tokens"] == 3 * 24
+    assert "step 2" not in p["series_info"]["tokens_per_step"]["note"]

@@ -79,6 +79,17 @@ def _is_lightning_module(module: Any) -> bool:
     return any(cls.__name__ == "LightningModule" for cls in type(module).__mro__)
 
 
+def _notebook_namespace() -> dict[str, Any]:
+    """The IPython user namespace (the notebook's globals), or an empty dict."""
+    ipython = sys.modules.get("IPython")
+    try:
+        shell = ipython.get_ipython() if ipython is not None else None
+        namespace = getattr(shell, "user_ns", None)
+    except Exception:
+        return {}
+    return namespace if isinstance(namespace, dict) else {}
+
+
 def _instance(value: Any, kind: Any) -> bool:
     """``isinstance`` that never raises (a proxy whose ``__class__`` lookup fails is no match)."""
     try:
@@ -231,6 +242,7 @@ class TorchProbes:
         main = sys.modules.get("__main__")
         if main is not None:
             namespaces.append(vars(main))
+        namespaces.append(_notebook_namespace())
         for namespace in namespaces:
             for value in list(namespace.values())[:MAX_NAMES]:
                 if type(value) in _PLAIN:
