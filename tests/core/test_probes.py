@@ -437,6 +437,24 @@ def test_a_compiled_model_counts_at_the_compiled_wrapper_with_no_extra_graph(run
     assert results[0] == results[1] and results[0]["stats"]["unique_graphs"] >= 1
 
 
+def test_a_model_left_in_the_notebook_does_not_make_a_model_compiled_in_the_cell_recompile(ip, run_root):
+    """A leftover nn.Sequential with its optimizer in the user namespace: its class must stay unpatched."""
+    from torch._dynamo.utils import counters
+
+    ip.run_cell("from tests.conftest import tiny_model_and_data\n"
+                "left_model, left_opt, _ = tiny_model_and_data()")
+    torch._dynamo.reset()
+    counters.clear()
+    raw, opt, batches = tiny_model_and_data()
+    with tm.monitor(run_dir=run_root, interval_s=3600) as m:
+        model = torch.compile(raw, backend="eager")  # nn.Sequential: traced through its class dict
+        train_steps(model, opt, batches[:3])
+    assert m.steps == 3 and m.tokens == 3 * 24
+    train_steps(model, opt, batches[3:5])
+    assert counters["stats"]["unique_graphs"] == 1 and not counters["recompiles"]
+    assert "__call__" not in vars(nn.Sequential)
+
+
 def test_a_ddp_wrapped_model_is_found_and_counted(run_root, tmp_path):
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel

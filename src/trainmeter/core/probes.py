@@ -98,6 +98,11 @@ def _instance(value: Any, kind: Any) -> bool:
         return False
 
 
+def _torch_class(cls: type) -> bool:
+    """A torch building block (``nn.Sequential``, ``nn.Linear``): also used inside compiled models."""
+    return cls.__module__.startswith("torch.") and cls.__name__ != "OptimizedModule"
+
+
 def _is_compiled(module: Any) -> bool:
     return type(module).__name__ == "OptimizedModule" and "_orig_mod" in getattr(module, "_modules", {})
 
@@ -164,6 +169,8 @@ class TorchProbes:
         self._roots_found = 0
         self._candidate_calls = False
         self._gave_up = False
+        self._compiling = False  # something is or was compiled: torch's own classes are not patched
+        self._set_aside: set[int] = set()  # candidates unwatched for that reason
         self.on_training: Any = None
         self.params: dict[str, Any] = {}
         self.root_name: str | None = None
@@ -191,6 +198,7 @@ class TorchProbes:
             self._patches.wrap(GradScaler, "scale", self._make_scale)
         except Exception:
             pass
+        self._patches.wrap(torch, "compile", self._make_compile)
         self._imports = PostImportHooks({"torch._dynamo.eval_frame": self._patch_dynamo})
         self._imports.install()
         self._guarded("probe-discovery", self._scan_existing, sys._getframe(1))
@@ -210,6 +218,7 @@ class TorchProbes:
         self._patches.restore_all()
         self._patched_classes.clear()
         self._candidates.clear()
+        self._set_aside.clear()
         self._created.clear()
         self._scaled = None
         self._loss = None
@@ -271,6 +280,8 @@ class TorchProbes:
         for optimizer in objects:
             if _instance(optimizer, self._optimizer_type):
                 self._watch_owners(optimizer, modules)
+        if any(_is_compiled(c.ref()) for c in self._candidates.values()):
+            self._on_compiling()  # a compiled model is about to be trained
 
     def _make_optimizer_init(self, original: Any) -> Any:
         probes = self
@@ -297,7 +308,7 @@ class TorchProbes:
                 trained[id(p)] = p.numel()
         return trained
 
-    def _watch_owners(self, optimizer: Any, modules: list[Any]) -> None:
+    def _watch_owners(self, optimizer: Any, modules: list[Any], force: bool = False) -> None:
         """Watch the modules among ``modules`` that hold parameters of ``optimizer``.
 
         A module compiled with ``torch.compile`` is watched through its wrapper only:
@@ -313,15 +324,40 @@ class TorchProbes:
             if id(module) in self._candidates:
                 continue
             if any(id(p) in trained for p in module.parameters()):
-                self._watch(module)
+                self._watch(module, force)
 
-    def _watch(self, module: Any) -> None:
+    def _watch(self, module: Any, force: bool = False) -> None:
+        cls = type(module)
+        if self._compiling and not force and _torch_class(cls):
+            # Dynamo guards on the class dicts of what it traces: torch's own classes stay untouched,
+            # and a compiled wrapper made of this module is watched instead
+            self._set_aside.add(id(module))
+            return
         self._candidates[id(module)] = _Candidate(module)
         attr = "training_step" if _is_lightning_module(module) else "__call__"
-        cls = type(module)
         if (cls, attr) not in self._patched_classes:
             self._patched_classes.add((cls, attr))
             self._patches.wrap(cls, attr, functools.partial(self._make_call, attr))
+
+    def _make_compile(self, original: Any) -> Any:
+        probes = self
+
+        @functools.wraps(original)
+        def compile(*args: Any, **kwargs: Any) -> Any:  # noqa: A001 (torch.compile's own name)
+            if probes._active and not probes._compiling:
+                probes._guarded("probe-discovery", probes._on_compiling)
+            return original(*args, **kwargs)
+
+        return compile
+
+    def _on_compiling(self) -> None:
+        """Something is compiled in this run: take the wrappers off torch's own module classes."""
+        self._compiling = True
+        for candidate in list(self._candidates.values()):
+            module = candidate.ref()
+            if module is not None and _torch_class(type(module)):
+                self._set_aside.add(id(module))  # its compiled wrapper, if one is made now, is watched instead
+                self._unwatch(module)
 
     def _patch_dynamo(self, module: ModuleType) -> None:
         """``torch.compile(model)`` during the run: count at the compiled wrapper, never inside Dynamo."""
@@ -334,7 +370,10 @@ class TorchProbes:
 
         @functools.wraps(original)
         def __init__(compiled: Any, mod: Any, *args: Any, **kwargs: Any) -> None:
-            if not probes._active or id(mod) not in probes._candidates:
+            watched = probes._active and (id(mod) in probes._candidates or id(mod) in probes._set_aside)
+            if probes._active and not probes._compiling:
+                probes._guarded("probe-discovery", probes._on_compiling)
+            if not watched:
                 return original(compiled, mod, *args, **kwargs)
             # The wrapper binds ``mod.__call__`` for Dynamo to trace: let it bind torch's own, not ours.
             cls = type(mod)
@@ -431,7 +470,8 @@ class TorchProbes:
         late = False
         if not called:  # the optimizer was not seen being built: look around the step's caller
             before = set(self._candidates)
-            self._watch_owners(optimizer, [o for o in self._reachable(frame) if _instance(o, self._module_type)])
+            modules = [o for o in self._reachable(frame) if _instance(o, self._module_type)]
+            self._watch_owners(optimizer, modules, force=True)  # counting beats a possible recompile here
             called = [self._candidates[k] for k in self._candidates if k not in before]
             called = [c for c in called if c.ref() is not None]
             late = True
@@ -463,7 +503,7 @@ class TorchProbes:
 
     def _set_root(self, module: Any) -> None:
         if id(module) not in self._candidates:
-            self._watch(module)
+            self._watch(module, force=True)
         self._root = weakref.ref(module)
         self._root_id = id(module)
         self._roots_found += 1
