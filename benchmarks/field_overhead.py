@@ -130,7 +130,8 @@ def main() -> None:
                     bare.append(_timed(run, False, Path(runs)))
                     ours.append(_timed(run, True, Path(runs)))
             b, o = statistics.median(bare), statistics.median(ours)
-            print(f"{name:<12}{b:>10.3f}{o:>14.3f}{o / b:>8.3f}")
+            ratio = f"{o / b:>8.3f}" if b >= 1e-3 else f"{'-':>8}"  # nothing to divide by: o is the fixed cost
+            print(f"{name:<12}{b:>10.3f}{o:>14.3f}{ratio}", flush=True)
 
 
 if __name__ == "__main__":
