@@ -101,3 +101,32 @@ def test_replayed_run_shows_the_same_compute_tiles_and_progress(run_root):
     tile = next(t for t in state["tiles"] if t["id"] == "mfu")
     assert tile["value"] == pytest.approx(run.passport["compute"]["mfu"]["hf"])
     assert state["progress"]["fraction"] == pytest.approx(0.5) and state["progress"]["label"] == "20 / 40 steps"
+
+
+def test_a_first_step_longer_than_the_interval_still_counts_flops_from_a_dict_batch(run_root):
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    class DictLM(nn.Module):  # called as model(**batch), like a Hugging Face model
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(32, 8)
+            self.head = nn.Linear(8, 32)
+
+        def forward(self, input_ids, labels):
+            time.sleep(0.12)  # every step is longer than the report interval
+            logits = self.head(self.emb(input_ids))
+            return F.cross_entropy(logits.flatten(0, 1), labels.flatten())
+
+    model = DictLM()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with tm.monitor(run_dir=run_root, interval_s=0.1) as m:
+        for _ in range(3):
+            batch = {"input_ids": torch.randint(0, 32, (2, 5)), "labels": torch.randint(0, 32, (2, 5))}
+            loss = model(**batch)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    assert m.tokens == 3 * 10
+    c = _passport(m)["compute"]
+    assert c["counted_flops_per_token"] is not None

@@ -223,6 +223,44 @@ def test_lightning_logged_metrics_are_recorded(tmp_path, monkeypatch):
     assert not hasattr(_LoggerConnector.log_metrics, "__trainmeter_original__")
 
 
+def test_a_logged_train_loss_gets_its_librarys_name_and_never_joins_the_captured_series(tmp_path, monkeypatch):
+    name = "lightning.pytorch.trainer.connectors.logger_connector.logger_connector"
+    mod = types.ModuleType(name)
+
+    class _LoggerConnector:
+        def log_metrics(self, metrics, step=None):
+            return None
+
+    mod._LoggerConnector = _LoggerConnector
+    monkeypatch.setitem(sys.modules, name, mod)
+    m = _monitor(tmp_path, Taps()).start()
+    _LoggerConnector().log_metrics({"train_loss": 0.5, "lr": 0.1})
+    m.finish("completed")
+    assert "train_loss" not in m.series
+    assert _values(m, "lightning.train_loss") == [0.5] and _values(m, "lr") == [0.1]
+    assert m.series_info["lightning.train_loss"]["source"] == "logged through lightning (tap)"
+
+
+def test_the_trainers_end_of_run_summary_is_kept_as_summary_values_not_points(tmp_path, monkeypatch):
+    trainer_mod = types.ModuleType("transformers.trainer")
+
+    class Trainer:
+        def log(self, logs, start_time=None):
+            return None
+
+    trainer_mod.Trainer = Trainer
+    monkeypatch.setitem(sys.modules, "transformers.trainer", trainer_mod)
+    taps = Taps()
+    m = _monitor(tmp_path / "runs", taps).start()
+    Trainer().log({"loss": 2.0})
+    Trainer().log({"train_runtime": 12.5, "train_loss": 2.25, "epoch": 1.0, "total_flos": 3})
+    m.finish("completed")
+    assert _values(m, "loss") == [2.0] and "train_runtime" not in m.series and "epoch" not in m.series
+    assert "train_loss" not in m.series and "transformers.train_loss" not in m.series
+    summary = taps.passport_section()["summaries"]["transformers"]
+    assert summary == {"train_runtime": 12.5, "train_loss": 2.25, "epoch": 1.0, "total_flos": 3.0}
+
+
 @pytest.mark.heavy
 def test_real_mlflow_with_a_local_file_store_is_tapped(tmp_path, monkeypatch):
     mlflow = pytest.importorskip("mlflow")

@@ -15,7 +15,6 @@ from torch.utils.data import DataLoader, Dataset
 from torch.utils.data.dataloader import _BaseDataLoaderIter
 
 from trainmeter.core.clock import FakeClock
-from trainmeter.core.monitor import MonitorWarning
 from trainmeter.core.patches import PostImportHooks
 from trainmeter.extensions import make_monitor
 from trainmeter.options import make_options
@@ -166,27 +165,51 @@ def test_eval_and_checkpoint_are_credited_and_training_throughput_is_unchanged(t
     assert aux["goodput"] == pytest.approx(3.0 / (3.0 + 3.75 + 1.5))
 
 
-def test_eval_before_the_first_step_is_not_a_span_and_a_step_in_eval_mode_ends_one(tmp_path):
+def test_an_eval_span_ends_at_the_next_training_work_and_nothing_is_warned(tmp_path):
     clock = FakeClock()
     model = Clocked(clock, 0.1)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     x, y = torch.zeros(2, 6, dtype=torch.long), torch.zeros(2, dtype=torch.long)
     split = TimeSplit()
     m = _monitor(tmp_path, clock, split).start()
-    model.eval()  # root unknown yet
+    model.eval()  # before the first step: the model is a candidate (a sanity-check validation)
     clock.advance(1.0)
     model.train()
     _step(model, opt, x, y)
     model.eval()
     clock.advance(2.0)
-    with pytest.warns(MonitorWarning, match="optimizer step in eval mode"):
-        _step(model, opt, x, y)  # trains in eval mode: the span ends here
+    _step(model, opt, x, y)  # trains in eval mode: the span ends at the backward (after the 0.1 s forward)
+    model.eval()
+    clock.advance(3.0)
+    model.training = True  # as Lightning restores the mode: no .train() call
+    _step(model, opt, x, y)  # the training forward ends the span
     clock.advance(0.5)
     m.finish("completed")
     p = _passport(m)
-    assert p["phases_s"]["eval"] == pytest.approx(2.0 + 0.1)
-    assert split.eval_spans == 1
-    assert any("eval mode" in w for w in p["warnings"])
+    assert p["phases_s"]["eval"] == pytest.approx(1.0 + 2.0 + 0.1 + 3.0)
+    assert split.eval_spans == 3
+    assert p["warnings"] == []
+
+
+def test_a_checkpoint_saved_inside_an_eval_span_is_credited_to_checkpoint(tmp_path):
+    clock = FakeClock()
+    model = Clocked(clock, 0.1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    x, y = torch.zeros(2, 6, dtype=torch.long), torch.zeros(2, dtype=torch.long)
+    split = TimeSplit()
+    m = _monitor(tmp_path, clock, split).start()
+    for _ in range(2):
+        _step(model, opt, x, y)
+        model.eval()  # Hugging Face: evaluate(), then save, then train() at the next step
+        clock.advance(1.0)
+        torch.save({"delay": Delay(clock, 0.5)}, io.BytesIO())
+        clock.advance(0.25)  # the rest of the evaluation, after the save
+        model.train()
+    m.finish("completed")
+    p = _passport(m)
+    assert p["phases_s"]["checkpoint"] == pytest.approx(2 * 0.5)
+    assert p["phases_s"]["eval"] == pytest.approx(2 * 1.25)
+    assert split.eval_spans == 2 and split.checkpoint_saves == 2
 
 
 def test_data_waits_inside_an_eval_span_go_to_eval(tmp_path):

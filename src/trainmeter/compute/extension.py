@@ -35,6 +35,7 @@ class ComputeExtension:
         self.device_name: str | None = None
         self.dtype: str | None = None
         self._ready = False
+        self._stopped = False
         self.derived: dict[str, Derivation] = {}
 
     def start(self, monitor: Monitor) -> None:
@@ -47,16 +48,17 @@ class ComputeExtension:
             self.peak = parse_peak_args(o.peak_tflops, o.peak_source)
 
     def stop(self) -> None:
-        """Read the model if no report did yet (short runs)."""
-        if self._m is not None and not self._ready:
-            self._prepare()
+        """Mark the end: the final report reads the model if no report did yet (its cost is ``reporting``)."""
+        self._stopped = True
 
     # -- one-time model read -------------------------------------------------------
-    def _prepare(self) -> None:
+    def _prepare(self, final: bool = False) -> None:
         m = self._m
         model = m.model_ref() if m is not None and m.model_ref is not None else None
         if m is None or model is None:
             return
+        if not final and getattr(m.probes, "example_pending", False):
+            return  # the first training batch is not kept yet: S and the counted FLOPs need it
         self._ready = True
         from trainmeter.compute.flops import flops_per_token, override_shape, shape_from_module
 
@@ -242,7 +244,7 @@ class ComputeExtension:
     def interval_fields(self) -> dict[str, Any]:
         """FLOPs per token, MFU and progress for the run log's interval record."""
         if not self._ready:
-            self._prepare()
+            self._prepare(final=self._stopped)
         self._update()
         return {name: d.value for name, d in self.derived.items()}
 
@@ -250,6 +252,8 @@ class ComputeExtension:
         """The passport's ``compute`` section (see docs/spec.md)."""
         from trainmeter.compute.card import compute_section
 
+        if not self._ready and self._m is not None:
+            self._prepare(final=True)  # no final report (it failed): read the model now
         self._update(whole_run=True)  # the passport holds whole-run figures
         return compute_section(self)
 

@@ -26,7 +26,7 @@ from trainmeter.core.clock import Clock, MonotonicClock
 from trainmeter.core.interrupts import HeldInterrupts, TerminateHandler
 from trainmeter.core.memory import MemoryProbe, MemoryReading
 from trainmeter.core.phases import PhaseClock, cuda_synchronize
-from trainmeter.core.scalars import ScalarReader
+from trainmeter.core.scalars import ScalarReader, StepLoss
 from trainmeter.core.series import Series
 from trainmeter.core.sink import RecordSink
 from trainmeter.core.text import printable
@@ -37,6 +37,8 @@ _UNSAVED: Monitor | None = None  # the last run whose passport could not be writ
 _ACTIVE_LOCK = threading.Lock()
 _PHASE_NAME = re.compile(r"[a-z][a-z0-9_]{0,31}\Z")
 LOSS_SERIES = "train_loss"
+LATE_USER_LOSS = "train_loss.emitted"  # tm.emit(train_loss=...) that began after captured points
+MAX_PENDING_LOSSES = 4096
 MAX_PENDING = 100_000
 MAX_QUEUED = 100_000
 MAX_DROPPED_NAMES = 20
@@ -147,6 +149,10 @@ class Monitor:
         self._cuda_memory = cuda_memory
         self._readers: list[dict[str, int]] = []
         self._user_loss = False
+        self._late_user_loss = False
+        self._losses: deque[StepLoss] = deque()  # closed step losses not yet in their series, in step order
+        self._captured_points = 0
+        self.series_info: dict[str, dict[str, Any]] = {}  # series name -> its source and provenance
         self._probes: Any = None
         self._want_probes = probes
         self.extensions: list[Any] = list(extensions or [])
@@ -378,12 +384,23 @@ class Monitor:
         """The torch probes, or ``None`` without torch."""
         return self._probes
 
+    @property
+    def scalar_reader(self) -> ScalarReader:
+        """The reader of 0-d values (the probes read losses through it). Training thread."""
+        return self._scalars
+
     def read_scalar(self, value: Any, key: Any) -> float | None:
         """Read a float or 0-d tensor now, or defer it (CUDA) to a later poll."""
         return self._scalars.read(value, key)
 
-    def on_step(self, tokens: int, losses: list[float] | None = None) -> None:
-        """One optimizer step of the primary optimizer (training thread)."""
+    def on_step(self, tokens: int, loss: StepLoss | None = None, *, losses: list[float] | None = None) -> None:
+        """One optimizer step of the primary optimizer (training thread).
+
+        ``loss`` is the step's captured loss (the values passed to backward since the
+        previous optimizer step); it reaches its series once the next step (or the end)
+        has come, so a ``tm.emit(train_loss=...)`` made right after this step is seen first.
+        ``losses`` (floats, summed) is recorded at once: for sources that read values themselves.
+        """
         self.steps += 1
         self.tokens += tokens
         self._window_tokens += tokens
@@ -391,18 +408,46 @@ class Monitor:
         now = self._now()
         t_s = now - self._t0_s
         self.step_series.append(self.steps, t_s, tokens)
-        if losses and not self._user_loss:
-            self._series(LOSS_SERIES).append(self.steps, t_s, sum(losses) / len(losses))
         if self._scalars.queue:
             self._poll_scalars(t_s)
         if self._queued:
             self._drain_queue()
+        if self._losses:
+            self._flush_losses(self.steps)
+        if loss is not None:
+            self.add_loss(loss, t_s)
+        elif losses and not self._user_loss:
+            self._series(LOSS_SERIES).append(self.steps, t_s, float(sum(losses)))
+            self._captured_points += 1
         if self.steps == self._at_step and self._at_step_fn is not None:
             self._guard("at-step", self._at_step_fn)
         if self.step_hook is not None:
             self.step_hook()  # must not raise (the optimizer wing's records this step's lr and grad_norm)
         if now - self._last_report_s >= self._interval_s:
             self._maybe_report()
+
+    def add_loss(self, loss: StepLoss, t_s: float | None = None) -> None:
+        """Queue a closed step loss (at the current step) for its series (training thread)."""
+        loss.step = self.steps
+        loss.t_s = self._now() - self._t0_s if t_s is None else t_s
+        loss.closed = True
+        if len(self._losses) >= MAX_PENDING_LOSSES:
+            self._losses.popleft()  # its reads never completed: leave it out
+        self._losses.append(loss)
+
+    def _flush_losses(self, before_step: float) -> None:
+        """Append ready step losses of steps before ``before_step`` to their series, in order."""
+        losses = self._losses
+        while losses and losses[0].ready and losses[0].step < before_step:
+            loss = losses.popleft()
+            if loss.series == LOSS_SERIES and self._user_loss:
+                continue  # the cell emits its own train_loss: it is the headline
+            value = loss.value()
+            if value is not None:
+                self._series(loss.series).append(loss.step, loss.t_s, value)
+                if loss.series == LOSS_SERIES:
+                    self._captured_points += 1
+
 
     def record(self, series: dict[str, Any], step: int | None = None) -> None:
         """Record named scalars at ``step`` (default: the current step) (``tm.emit``, taps).
@@ -431,6 +476,8 @@ class Monitor:
                 existing.append(step, t_s, value)  # fast path: a float for a series already recorded
                 continue
             number = self._checked(name, value, (name, step, t_s))
+            if number is not None and name == LOSS_SERIES and not self._user_loss:
+                name = self._user_loss_name()  # the headline, or train_loss.emitted after captured points
             if number is not None:
                 series_ = self.series.get(name) or self._series(name)
                 series_.append(step, t_s, number)
@@ -468,8 +515,6 @@ class Monitor:
                 self.warn_once(f"emit-{name}", f"tm.emit({printable(name)}=...) ignored: a tensor on {device} has "
                                                "no sync-free read (pass a CPU or CUDA tensor or a float)")
                 return None
-        if name == LOSS_SERIES:
-            self._user_loss = True  # only a valid value turns off the captured loss
         if existing is None:
             self._user_series += 1
         return number
@@ -521,13 +566,28 @@ class Monitor:
         """Seconds since the session began (0 before). Any thread."""
         return self.phases.session_elapsed_s(self.clock())
 
+    def _user_loss_name(self) -> str:
+        """Where ``tm.emit(train_loss=...)`` goes: the headline, unless captured points are already there."""
+        if self._late_user_loss:
+            return LATE_USER_LOSS
+        if self._captured_points:
+            self._late_user_loss = True
+            self.series_info[LATE_USER_LOSS] = {
+                "provenance": "measured", "source": "tm.emit(train_loss=...)",
+                "note": f"emitted from step {self.steps} on, after the captured loss had points; "
+                        "train_loss keeps the captured loss so that one series holds one quantity"}
+            return LATE_USER_LOSS
+        self._user_loss = True
+        self.series_info[LOSS_SERIES] = {"provenance": "measured", "source": "tm.emit(train_loss=...)",
+                                         "note": "the cell's own loss; the loss passed to backward is not recorded"}
+        return LOSS_SERIES
+
     def _poll_scalars(self, t_s: float) -> None:
         for key, value in self._scalars.poll():
-            if key == "__loss__":
-                if not self._user_loss:
-                    self._series(LOSS_SERIES).append(self.steps, t_s, value)
+            name, step, at_s = key  # type: ignore[misc]
+            if type(name) is StepLoss:
+                name.resolve(step, at_s, value)  # (step loss, part index, field)
             else:
-                name, step, at_s = key  # type: ignore[misc]
                 self._series(name).append(step, at_s, value)
 
     def _series(self, name: str, x_kind: str = "step") -> Series:
@@ -625,6 +685,8 @@ class Monitor:
         if self._queued:
             self._drain_queue()
         self._poll_scalars(elapsed_s)
+        if self._losses:
+            self._flush_losses(float("inf") if final else self.steps)
         if self._memory_probe is not None:
             self.memory = self._guard("memory", self._memory_probe.sample)
         self.reports += 1

@@ -85,3 +85,85 @@ class ScalarReader:
         return len(self.queue)
 
 
+
+class StepLoss:
+    """The loss of one optimizer step, assembled from the values passed to backward.
+
+    Each backward call adds one micro-batch part ``value / scale`` (``scale`` is the
+    GradScaler scale that multiplied it, 1.0 when none did). The step's loss is the
+    sum of the parts: the loss whose gradient the step applied. Parts on CUDA are
+    read later through the :class:`ScalarReader` (keys ``(self, index, field)``);
+    the loss is ready once the step is closed and every part has been read.
+    Training thread only.
+
+    Attributes:
+        series: Name of the series the value goes to.
+        parts: ``[value, scale]`` per backward call (``None`` until read).
+        divided: Whether every part was divided by the loop (``DivBackward`` grad_fn).
+        scaled: Whether any part was unscaled by a GradScaler scale.
+        step: The optimizer step it belongs to (set when closed).
+        t_s: Seconds since the run began when the step closed.
+        closed: The step happened; no more parts.
+        broken: A part could not be read (the value is left out).
+    """
+
+    __slots__ = ("series", "parts", "divided", "scaled", "step", "t_s", "closed", "broken", "_missing")
+
+    def __init__(self, series: str) -> None:
+        self.series = series
+        self.parts: list[list[float | None]] = []
+        self.divided = True
+        self.scaled = False
+        self.step = 0
+        self.t_s = 0.0
+        self.closed = False
+        self.broken = False
+        self._missing = 0
+
+    def add(self, reader: ScalarReader, value: Any, scale: Any = None, *, divided: bool = False) -> None:
+        """Add one backward call's 0-d ``value`` (and the GradScaler ``scale`` tensor, if any)."""
+        index = len(self.parts)
+        part: list[float | None] = [None, 1.0]
+        self.parts.append(part)
+        self.divided = self.divided and divided
+        self._read(reader, value, index, 0)
+        if scale is not None:
+            self.scaled = True
+            part[1] = None
+            self._read(reader, scale, index, 1)
+
+    def _read(self, reader: ScalarReader, value: Any, index: int, field: int) -> None:
+        before = reader.pending
+        got = reader.read(value, (self, index, field))
+        if got is not None:
+            self.parts[index][field] = got
+        elif reader.pending > before:
+            self._missing += 1
+        else:
+            self.broken = True  # a device with no sync-free read: leave this step's loss out
+
+    def resolve(self, index: int, field: int, value: float) -> None:
+        """A deferred read of part ``index`` completed."""
+        self.parts[index][field] = value
+        self._missing -= 1
+
+    @property
+    def ready(self) -> bool:
+        """Closed, and every part read (or known unreadable)."""
+        return self.closed and (self._missing <= 0 or self.broken)
+
+    def value(self) -> float | None:
+        """``sum(value / scale)`` over the parts, or ``None`` when one is missing or a scale is 0."""
+        if self.broken or not self.parts:
+            return None
+        total = 0.0
+        for value, scale in self.parts:
+            if value is None or not scale:
+                return None
+            total += value / scale
+        return total
+
+    @property
+    def ambiguous(self) -> bool:
+        """Several backward calls without a division: they may be full micro-batch losses or parts of one."""
+        return len(self.parts) > 1 and not self.divided

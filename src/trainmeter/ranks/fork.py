@@ -171,20 +171,7 @@ def rehome(m: Any) -> None:
 
 def _rediscover(probes: Any) -> None:
     """The child may train another model than the parent did: find its root and primary optimizer afresh."""
-    from torch.nn.modules import module as nn_module
-
-    probes._primary = None
-    probes._pending_tokens = 0
-    probes._pending_losses = []
-    probes._unwrap_forward()
-    probes._root = None
-    probes._candidates.clear()
-    probes.params = {}
-    probes.root_name = None
-    if not probes._discovery:
-        probes._discovery.append(nn_module.register_module_forward_pre_hook(probes._on_global_pre))
-        probes._discovery.append(nn_module.register_module_forward_hook(probes._on_global_post, with_kwargs=True,
-                                                                         always_call=True))
+    probes.reset_discovery()
 
 
 def _finish_child(status: str, error: BaseException | None = None) -> None:

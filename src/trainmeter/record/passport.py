@@ -67,6 +67,7 @@ def build_passport(m: RunView) -> dict[str, Any]:
         "memory": memory,
         "params": dict(m.params),
         "series": {name: s.stats().to_dict() for name, s in sorted(m.series.items())},
+        "series_info": dict(getattr(m, "series_info", {})),
         "options": m.options.to_dict(),
         "environment": _environment(),
         "derivations": [d.to_dict() for d in derivations],

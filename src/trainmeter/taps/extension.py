@@ -20,6 +20,14 @@ tapped call is in progress (the Trainer's log going on to TensorBoard) is
 recorded once, by the outermost tap. Only calls on the training thread of the
 training process are recorded.
 
+Series names are the logged keys, except the names trainmeter measures itself
+(``train_loss``, ``tokens_per_step``): a Lightning ``self.log("train_loss")`` becomes
+``lightning.train_loss``, so one series never holds two quantities. Each tapped series
+gets a ``series_info`` entry naming the library. A run-level summary a framework logs
+once at the end (Hugging Face's ``train_runtime``, ``train_loss``, ...: a ``Trainer.log``
+call carrying ``train_runtime``) is kept as summary values in ``passport.json["taps"]``,
+not as points.
+
 The library's behaviour is unchanged: the wrapper calls the original with the
 same arguments, returns its value and lets its exception through unchanged;
 the scalars are recorded after the call returns, and a fault in the tap warns
@@ -42,6 +50,8 @@ if TYPE_CHECKING:
     from trainmeter.core.monitor import Monitor
 
 Extract = Callable[[tuple[Any, ...], dict[str, Any]], dict[str, Any]]
+OWN_SERIES = ("train_loss", "tokens_per_step")  # measured by trainmeter: a logged key of that name is prefixed
+SUMMARY_KEYS = {"transformers": "train_runtime"}  # a call carrying this key is the run's end summary
 
 
 def _arg(args: tuple[Any, ...], kwargs: dict[str, Any], index: int, name: str) -> Any:
@@ -172,6 +182,7 @@ class Taps:
         self.tapped: dict[str, int] = {}  # library -> calls recorded
         self.points: dict[str, int] = {}  # library -> scalars recorded
         self.patched: list[str] = []  # "module:owner.attr" patched during the run
+        self.summaries: dict[str, dict[str, float]] = {}  # library -> run-level summary values
 
     # -- lifecycle -----------------------------------------------------------------
     def start(self, monitor: Monitor) -> None:
@@ -256,6 +267,17 @@ class Taps:
         if monitor is None:
             return
         try:
+            summary_key = SUMMARY_KEYS.get(library)
+            if summary_key is not None and summary_key in values:
+                self.summaries.setdefault(library, {}).update(
+                    {k: float(v) for k, v in values.items() if isinstance(v, (int, float))})
+                self.tapped[library] = self.tapped.get(library, 0) + 1
+                return
+            values = {(f"{library}.{k}" if k in OWN_SERIES else k): v for k, v in values.items()}
+            info = monitor.series_info
+            for name in values:
+                if name not in info:
+                    info[name] = {"provenance": "measured", "source": f"logged through {library} (tap)"}
             monitor.record(values)
             self.tapped[library] = self.tapped.get(library, 0) + 1
             self.points[library] = self.points.get(library, 0) + len(values)
@@ -271,7 +293,8 @@ class Taps:
     def passport_section(self) -> dict[str, Any]:
         """``passport.json["taps"]``: which call sites were patched and what they recorded."""
         return {"enabled": self.enabled, "patched": sorted(set(self.patched)), "calls": dict(self.tapped),
-                "scalars": dict(self.points), "disabled": sorted(self._disabled)}
+                "scalars": dict(self.points), "disabled": sorted(self._disabled),
+                "summaries": {k: dict(v) for k, v in self.summaries.items()}}
 
     def interval_fields(self) -> dict[str, Any]:
         """Run-log ``interval["taps"]``: calls recorded so far per library."""

@@ -9,15 +9,23 @@ Extension ``"time"``. While the run is active (training thread only):
   wait inside an eval or checkpoint span stays with that span. Other iterators
   (generators, lists) are not timed: wrap them in ``tm.phase("data_wait")``.
 - **Eval**: ``torch.nn.Module.train`` is wrapped; ``root.eval()`` opens an
-  ``eval`` span and the next ``root.train()`` closes it, where root is the trained
-  module (``monitor.model_ref``, known after the first optimizer step; a DDP
-  ``.module`` or compiled ``._orig_mod`` counts as the root). An optimizer step
-  inside an open span closes it (a loop that trains in eval mode).
+  ``eval`` span, where root is the trained module (``monitor.model_ref``, known
+  after the first optimizer step; before it, a module the probes watch as a
+  candidate; a DDP ``.module`` or compiled ``._orig_mod`` counts as the root, and so
+  does a module containing it, as Lightning's ``trainer.model``). The span closes at
+  what the code does next, whatever set ``module.training`` (Lightning restores it
+  with ``module.training = mode``, not ``.train()``): ``root.train()``, a training
+  forward of the root (training mode, gradients on), a backward, or an optimizer
+  step, the latter two also for a loop that trains in eval mode. No warning: these
+  are frameworks' normal ways.
 - **Checkpoints**: ``torch.save`` (and ``torch.serialization.save``),
   ``safetensors.torch.save_file``/``save_model`` and
   ``transformers.modeling_utils.PreTrainedModel.save_pretrained`` become
   ``checkpoint`` spans; savers of libraries imported during the run are wrapped
-  right after their import (post-import hook); nothing is imported here.
+  right after their import (post-import hook); nothing is imported here. A save
+  inside an open eval span (Hugging Face saves right after ``evaluate()``, before
+  ``train()``; Lightning's ModelCheckpoint at the end of validation) is credited
+  to ``checkpoint``: the eval span pauses for it.
 
 Wrapped callables return the same value and raise the same exception as
 without trainmeter. Everything is removed at :meth:`TimeSplit.stop`.
@@ -62,6 +70,8 @@ class TimeSplit:
         self._in_next = False
         self._ckpt_depth = 0
         self._eval_open = False
+        self._train_depth = 0
+        self._ancestors: dict[int, tuple[weakref.ReferenceType[Any], int, bool]] = {}
         self.batches = 0
         self.loader_wait_s = 0.0
         self.max_wait_s: float | None = None
@@ -101,9 +111,7 @@ class TimeSplit:
 
     def stop(self) -> None:
         """Close an open eval span, remove every wrapper, hook and patch. Idempotent."""
-        if self._eval_open:
-            self._eval_open = False
-            self._exit()
+        self._close_eval()
         self._gate.close()
         if self._hooks is not None:
             self._hooks.remove()
@@ -175,45 +183,83 @@ class TimeSplit:
 
         @functools.wraps(original)
         def train(module: Any, *args: Any, **kwargs: Any) -> Any:
-            result = original(module, *args, **kwargs)
-            if split._gate.here():
-                split._on_train(module, bool(args[0] if args else kwargs.get("mode", True)))
+            if split._train_depth or not split._gate.here():  # children of a .train()/.eval() call
+                return original(module, *args, **kwargs)
+            split._train_depth += 1
+            try:
+                result = original(module, *args, **kwargs)
+            finally:
+                split._train_depth -= 1
+            split._on_train(module, bool(args[0] if args else kwargs.get("mode", True)))
             return result
 
         return train
 
-    def _is_root(self, module: Any) -> bool:
+    def _root(self) -> Any:
         monitor = self._monitor
         ref: weakref.ReferenceType[Any] | None = monitor.model_ref if monitor is not None else None
-        root = ref() if ref is not None else None
+        return ref() if ref is not None else None
+
+    def _is_root(self, module: Any) -> bool:
+        root = self._root()
         if root is None:
-            return False
+            probes = getattr(self._monitor, "probes", None)
+            return probes is not None and probes.is_candidate(module)
         if module is root:
             return True
         inner = vars(root).get("_modules", {})
-        return module is inner.get("module") or module is inner.get("_orig_mod")
+        if module is inner.get("module") or module is inner.get("_orig_mod"):
+            return True
+        return self._contains(module, root)
+
+    def _contains(self, module: Any, root: Any) -> bool:
+        """Whether ``module`` holds ``root`` (cached per module, so a per-step ``.train()`` stays cheap)."""
+        key = id(module)
+        cached = self._ancestors.get(key)
+        if cached is not None and cached[0]() is module and cached[1] == id(root):
+            return cached[2]
+        found = any(m is root for m in module.modules())
+        if len(self._ancestors) > 256:
+            self._ancestors.clear()
+        self._ancestors[key] = (weakref.ref(module), id(root), found)
+        return found
 
     def _on_train(self, module: Any, mode: bool) -> None:
         try:
-            if not self._is_root(module):
-                return
             if not mode and not self._eval_open:
-                if self._enter("eval"):
-                    self._eval_open = True
-                    self.eval_spans += 1
-            elif mode and self._eval_open:
-                self._eval_open = False
-                self._exit()
+                if self._is_root(module):
+                    self._open_eval()
+            elif mode and self._eval_open and self._is_root(module):
+                self._close_eval()
         except Exception as exc:
             self._warn("time-eval", f"eval spans disabled: {exc!r}")
 
+    def _open_eval(self) -> None:
+        if self._enter("eval"):
+            self._eval_open = True
+            self.eval_spans += 1
+            probes = getattr(self._monitor, "probes", None)
+            if probes is not None:
+                probes.on_training = self._on_training
+
+    def _on_training(self) -> None:
+        """The probes saw a training forward of the root or a backward: the eval span is over."""
+        if self._gate.here():
+            self._close_eval()
+
+    def _close_eval(self) -> None:
+        if not self._eval_open:
+            return
+        self._eval_open = False
+        probes = getattr(self._monitor, "probes", None)
+        if probes is not None and probes.on_training == self._on_training:
+            probes.on_training = None
+        if not self._ckpt_depth:  # during a save inside the span, the span is already paused
+            self._exit()
+
     def _on_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         if self._eval_open and self._gate.here():
-            self._eval_open = False
-            self._exit()
-            if self._monitor is not None:
-                self._monitor.warn_once("time-eval-step", "the model took an optimizer step in eval mode: "
-                                        "eval spans end at the next optimizer step")
+            self._close_eval()
 
     def _make_saver(self, original: Any) -> Any:
         split = self
@@ -222,6 +268,9 @@ class TimeSplit:
         def saver(*args: Any, **kwargs: Any) -> Any:
             if split._ckpt_depth or not split._gate.here():
                 return original(*args, **kwargs)
+            in_eval = split._eval_open
+            if in_eval:
+                split._exit()  # the eval span pauses: the save is checkpoint time
             entered = split._enter("checkpoint")
             split._ckpt_depth += 1
             try:
@@ -231,6 +280,8 @@ class TimeSplit:
                 if entered:
                     split.checkpoint_saves += 1
                     split._exit()
+                if in_eval and split._eval_open:
+                    split._enter("eval")  # the same span goes on
 
         return saver
 

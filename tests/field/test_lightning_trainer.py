@@ -1,0 +1,95 @@
+"""Lightning Trainer: validation, ModelCheckpoint on validation end, accumulation 2."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("lightning")
+
+import lightning as L  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+import trainmeter as tm  # noqa: E402
+from tests.field.conftest import Sleeper, logged, passport, printed_by_us, within  # noqa: E402
+
+STEPS, BATCH, ACCUM = 6, 4, 2
+VAL_SLEEP_S = 0.5  # per validation batch
+SAVE_SLEEP_S = 1.0  # per checkpoint
+
+
+class Regressor(L.LightningModule):
+    def __init__(self, sleeps: bool) -> None:
+        super().__init__()
+        self.net = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
+        self.sleeps = sleeps
+        self.micro_losses: list[float] = []
+        self.val_slept = 0.0
+        self.save_slept = 0.0
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        loss = F.mse_loss(self.net(x), y)
+        self.micro_losses.append(loss.item())
+        self.log("train_loss", loss)
+        return loss
+
+    def validation_step(self, batch, batch_idx):
+        if self.sleeps:
+            time.sleep(VAL_SLEEP_S)
+            self.val_slept += VAL_SLEEP_S
+        x, y = batch
+        self.log("val_loss", F.mse_loss(self.net(x), y))
+
+    def on_save_checkpoint(self, checkpoint):
+        if self.sleeps:  # pickled by torch.save: sleeps while the checkpoint is written
+            checkpoint["delay"] = Sleeper(SAVE_SLEEP_S)
+            self.save_slept += SAVE_SLEEP_S
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.05)
+
+
+def _loader(n: int, seed: int):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, 8, generator=g)
+    return torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, x.sum(1, keepdim=True)), batch_size=BATCH)
+
+
+def _fit(root, sleeps: bool):
+    from lightning.pytorch.callbacks import ModelCheckpoint
+
+    L.seed_everything(0, verbose=False)
+    module = Regressor(sleeps)
+    trainer = L.Trainer(
+        max_steps=STEPS, accumulate_grad_batches=ACCUM, val_check_interval=6, limit_val_batches=2,
+        num_sanity_val_steps=0, log_every_n_steps=1, accelerator="cpu", devices=1, logger=False,
+        enable_progress_bar=False, enable_model_summary=False, default_root_dir=str(root),
+        callbacks=[ModelCheckpoint(dirpath=str(root / "ckpt"), monitor="val_loss", save_top_k=-1)])
+    return module, trainer
+
+
+def test_lightning_steps_samples_loss_validation_checkpoint_and_nothing_printed(tmp_path, printed):
+    module, trainer = _fit(tmp_path / "bare", sleeps=False)
+    with printed() as bare:
+        trainer.fit(module, _loader(64, 0), _loader(8, 1))
+    module, trainer = _fit(tmp_path / "ours", sleeps=True)
+    with printed() as ours, tm.monitor(run_dir=tmp_path / "runs", interval_s=3600) as m:
+        m.add_reader()
+        trainer.fit(module, _loader(64, 0), _loader(8, 1))
+    p = passport(m)
+    assert m.steps == STEPS == trainer.global_step
+    assert m.tokens == STEPS * ACCUM * BATCH and m.token_unit == "samples"
+    # headline: the per-step loss, the mean of the micro-batch losses (Lightning divides each by 2)
+    truth = [sum(module.micro_losses[i:i + ACCUM]) / ACCUM for i in range(0, STEPS * ACCUM, ACCUM)]
+    assert [v for _, v in logged(m, "train_loss")] == pytest.approx(truth, rel=1e-5)
+    # the loss the module logs is its own series, never mixed into train_loss
+    assert logged(m, "lightning.train_loss") and "train_loss" not in p["taps"]["summaries"]
+    assert p["series_info"]["lightning.train_loss"]["source"] == "logged through lightning (tap)"
+    assert module.val_slept == 2 * 2 * VAL_SLEEP_S and module.save_slept == 2 * SAVE_SLEEP_S
+    assert within(p["phases_s"]["eval"], module.val_slept), p["phases_s"]
+    assert within(p["phases_s"]["checkpoint"], module.save_slept), p["phases_s"]
+    assert p["time"]["eval_spans"] == 2
+    assert printed_by_us(bare, ours) == [] and p["warnings"] == []
