@@ -225,15 +225,17 @@ class Monitor:
 
     def on_step(self, tokens: int, losses: list[float] | None = None) -> None:
         """One optimizer step of the primary optimizer (training thread)."""
-        self.steps += 1
+        # hot path (issue 12): counters, a clock read, appends; no Python call but Series.append
+        self.steps = steps = self.steps + 1
         self.tokens += tokens
         self._window_tokens += tokens
         self._window_steps += 1
         now = self._now()
         t_s = now - self._t0_s
-        self.step_series.append(self.steps, t_s, tokens)
+        self.step_series.append(steps, t_s, tokens)
         if losses and not self._user_loss:
-            self._series(LOSS_SERIES).append(self.steps, t_s, sum(losses) / len(losses))
+            loss = losses[0] if len(losses) == 1 else sum(losses) / len(losses)
+            (self.series.get(LOSS_SERIES) or self._series(LOSS_SERIES)).append(steps, t_s, loss)
         if self._scalars.queue:
             self._poll_scalars(t_s)
         if self.steps == self._at_step and self._at_step_fn is not None:

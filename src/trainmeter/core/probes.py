@@ -70,6 +70,9 @@ class TorchProbes:
         self.paused = False  # set while trainmeter itself runs the model (FLOP counting)
         self._forward_patch: tuple[Any, Any, Any] | None = None
         self.autocast_dtype: str | None = None
+        self._last_type: Any = None  # the last counted positional batch: type, shape, tokens
+        self._last_shape: Any = None
+        self._last_tokens = 0
 
     # -- lifecycle -----------------------------------------------------------------
     def start(self) -> None:
@@ -199,7 +202,11 @@ class TorchProbes:
         @functools.wraps(inner)
         def forward(*args: Any, **kwargs: Any) -> Any:
             if module.training and not probes.paused and torch.is_grad_enabled():
-                probes._on_root_call(args, kwargs)
+                # hot path: a batch shaped like the last counted one counts the same (one shape read)
+                if not kwargs and args and type(args[0]) is probes._last_type and args[0].shape == probes._last_shape:
+                    probes._pending_tokens += probes._last_tokens
+                else:
+                    probes._on_root_call(args, kwargs)
             return inner(*args, **kwargs)
 
         module.forward = forward
@@ -230,6 +237,13 @@ class TorchProbes:
         if counted is not None:
             self._pending_tokens += counted[0]
             self._monitor.token_unit = counted[1]
+        # remember a positional batch's shape: the forward wrapper counts the next ones like it
+        # without count_batch (exact: same tensor type, position and shape give the same count)
+        first = args[0] if args and not kwargs else None
+        if counted is not None and first is not None and hasattr(first, "is_floating_point"):
+            self._last_type, self._last_shape, self._last_tokens = type(first), first.shape, counted[0]
+        else:
+            self._last_type = self._last_shape = None
 
     def _capture_example(self, args: Any, kwargs: Any) -> None:
         """Keep one training batch (for the counted FLOPs) and the autocast dtype."""
@@ -255,6 +269,9 @@ class TorchProbes:
             return
         try:
             if tensor.ndim == 0:
+                if tensor.is_cpu:  # hot path: host memory, no device to wait for
+                    self._pending_losses.append(float(tensor.item()))
+                    return
                 value = self._monitor.read_scalar(tensor, "__loss__")
                 if value is not None:
                     self._pending_losses.append(value)
@@ -289,6 +306,9 @@ class TorchProbes:
                     )
                     self._end_discovery()
             tokens, self._pending_tokens = self._pending_tokens, 0
-            self._monitor.on_step(tokens, self.take_losses())
+            losses = self._pending_losses
+            if losses:
+                self._pending_losses = []
+            self._monitor.on_step(tokens, losses)
         except Exception as exc:
             self._monitor.warn_once("probe-step", f"step probe fault: {exc!r}")

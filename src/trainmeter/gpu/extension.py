@@ -9,11 +9,13 @@ no GPU the run goes on and the reason is shown and recorded.
 
 from __future__ import annotations
 
+import threading
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from trainmeter.core.monitor import Monitor
 
+OPEN_TIMEOUT_S = 10.0  # the longest stop() waits for NVML to open
 _SERIES = (("util_gpu", "util"), ("sm_activity", "sm_activity"), ("tensor_activity", "tensor_activity"))
 
 
@@ -22,28 +24,44 @@ class GpuExtension:
 
     Args:
         open_backend: Injected backend opener (tests); default opens NVML.
+        background: Open NVML in a short-lived thread (default) instead of in :meth:`start`.
+
+    Thread safety: the opener thread only sets ``sampler`` (under a lock); every
+    other method runs on the training thread or only reads.
     """
 
     name = "gpu"
 
-    def __init__(self, open_backend: Any = None) -> None:
+    def __init__(self, open_backend: Any = None, *, background: bool = True) -> None:
         self._open_backend = open_backend
+        self._background = background
+        self._opener: threading.Thread | None = None
+        self._open_error: Exception | None = None
+        self._lock = threading.Lock()
+        self._stopped = False
         self._m: Monitor | None = None
         self.sampler: Any = None
         self.ladders: dict[int, Any] = {}
         self._snapshot_done = False
 
     def start(self, monitor: Monitor) -> None:
-        """Open NVML and start sampling the selected devices."""
-        from trainmeter.gpu.sampler import GpuSampler
+        """Open NVML and start sampling the selected devices, off the training thread.
 
+        Importing the sampler and opening NVML (tens to hundreds of milliseconds on
+        a GPU host) run in a short-lived thread, so the first steps are not held
+        up; the training window begins now, at the run's start. ``background=False``
+        (tests) opens it here.
+        """
         self._m = monitor
-        kwargs: dict[str, Any] = {"clock": monitor.clock}
-        if self._open_backend is not None:
-            kwargs["open_backend"] = self._open_backend
-        self.sampler = GpuSampler.for_run(monitor.options.gpus, **kwargs)
-        self.sampler.begin_window(monitor.clock())
-        self.sampler.start()
+        began_s = monitor.clock()
+        if self._background:
+            self._opener = threading.Thread(target=self._open, args=(began_s,), name="trainmeter-gpu-open",
+                                            daemon=True)
+            self._opener.start()
+        else:
+            self._open(began_s)
+            if self._open_error is not None:
+                raise self._open_error
         if monitor.options.memory_snapshot_step is not None:
             from trainmeter.gpu.cuda_memory import start_memory_history
 
@@ -52,6 +70,38 @@ class GpuExtension:
                 monitor.warn_once("memory-snapshot", f"no memory snapshot: {reason}")
             else:
                 monitor.at_step(monitor.options.memory_snapshot_step, self._snapshot)
+
+    def _open(self, began_s: float) -> None:
+        """Build and start the sampler (opener thread, or the caller with ``background=False``)."""
+        try:
+            from trainmeter.gpu.sampler import GpuSampler
+
+            m = self._m
+            assert m is not None
+            kwargs: dict[str, Any] = {"clock": m.clock}
+            if self._open_backend is not None:
+                kwargs["open_backend"] = self._open_backend
+            sampler = GpuSampler.for_run(m.options.gpus, **kwargs)
+            sampler.begin_window(began_s)
+            with self._lock:
+                if self._stopped:  # the run ended while NVML was opening
+                    sampler.stop()
+                    return
+                sampler.start()
+                self.sampler = sampler
+        except Exception as exc:  # reported on the training thread (stop, or the next report)
+            self._open_error = exc
+
+    def _joined(self) -> None:
+        """Wait for the opener thread (training thread) and report its fault once."""
+        opener = self._opener
+        if opener is not None and opener is not threading.current_thread():
+            opener.join(timeout=OPEN_TIMEOUT_S)
+            if not opener.is_alive():
+                self._opener = None
+        error, self._open_error = self._open_error, None
+        if error is not None and self._m is not None:
+            self._m.warn_once("start-gpu", f"start-gpu failed and was disabled: {error!r}")
 
     def _snapshot(self) -> None:
         from trainmeter.gpu.cuda_memory import memory_snapshot, stop_memory_history
@@ -67,6 +117,9 @@ class GpuExtension:
 
     def stop(self) -> None:
         """End the training window, stop sampling (immediate) and build the final ladders."""
+        with self._lock:
+            self._stopped = True
+        self._joined()
         if self.sampler is None:
             return
         m = self._m
@@ -108,6 +161,8 @@ class GpuExtension:
 
     def interval_fields(self) -> dict[str, Any]:
         """Latest per-device readings and ladder sentences; records the rungs as series."""
+        if self._open_error is not None:
+            self._joined()
         if self.sampler is None:
             return {}
         m = self._m

@@ -82,26 +82,35 @@ class NodeSampler:
 
     # -- lifecycle -----------------------------------------------------------------
     def start(self, monitor: Monitor) -> None:
-        """Take a baseline sample and start the thread (training thread)."""
+        """Start the thread, which imports psutil and takes the baseline sample (issue 12: off the training thread).
+
+        With ``background=False`` the baseline is taken here.
+        """
         self._monitor = monitor
         self._run_dir = str(monitor.run_dir) if monitor.run_dir is not None else None
+        make = getattr(monitor, "_series", None)  # create our series on the training thread (see report)
+        if callable(make):
+            for series in SERIES.values():
+                make(series, "time")
+        if self._background:
+            self._thread = threading.Thread(target=self._run, name="trainmeter-node", daemon=True)
+            self._thread.start()
+        else:
+            self._open(monitor)
+
+    def _open(self, monitor: Monitor) -> bool:
+        """Make the reader and take the baseline sample; ``False`` without psutil."""
         source = self._source
         if source is None:
             try:
                 import psutil
             except ImportError:
                 monitor.warn_once("node-psutil", "node metrics unavailable: psutil is not installed")
-                return
+                return False
             source = psutil
         self._reader = NodeReader(source, self._run_dir)
-        make = getattr(monitor, "_series", None)  # create our series on the training thread (see report)
-        if callable(make):
-            for series in SERIES.values():
-                make(series, "time")
         self.step(monitor.clock())
-        if self._background:
-            self._thread = threading.Thread(target=self._run, name="trainmeter-node", daemon=True)
-            self._thread.start()
+        return True
 
     def stop(self) -> None:
         """Stop and join the thread. Idempotent."""
@@ -111,6 +120,9 @@ class NodeSampler:
             thread.join(timeout=10.0)
 
     def _run(self) -> None:
+        monitor = self._monitor
+        if monitor is None or self._stop.is_set() or not self._open(monitor):
+            return
         deadline = self._wait_clock() + self.period_s
         while not self._stop.wait(max(0.0, deadline - self._wait_clock())):
             monitor = self._monitor

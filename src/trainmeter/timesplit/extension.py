@@ -59,6 +59,7 @@ class TimeSplit:
         self._patches = Patches()
         self._hooks: PostImportHooks | None = None
         self._step_handle: Any = None
+        self._register_step_hook: Any = None
         self._in_next = False
         self._ckpt_depth = 0
         self._eval_open = False
@@ -92,7 +93,7 @@ class TimeSplit:
         if getattr(wrapped, "__trainmeter_original__", None) is getattr(torch, "save", None):
             self._patches.set(torch, "save", wrapped)
             self.patched.append("torch.save")
-        self._step_handle = register_optimizer_step_post_hook(self._on_step)
+        self._register_step_hook = register_optimizer_step_post_hook  # installed only while an eval span is open
         self._hooks = PostImportHooks({
             "safetensors.torch": self._patch_safetensors,
             "transformers.modeling_utils": self._patch_transformers,
@@ -108,13 +109,17 @@ class TimeSplit:
         if self._hooks is not None:
             self._hooks.remove()
             self._hooks = None
+        self._register_step_hook = None
+        self._remove_step_hook()
+        self._patches.restore_all()
+
+    def _remove_step_hook(self) -> None:
         if self._step_handle is not None:
             try:
                 self._step_handle.remove()
             except Exception:
                 pass
             self._step_handle = None
-        self._patches.restore_all()
 
     def _wrap(self, owner: Any, attr: str, make: Any, label: str) -> None:
         try:
@@ -201,8 +206,11 @@ class TimeSplit:
                 if self._enter("eval"):
                     self._eval_open = True
                     self.eval_spans += 1
+                    if self._step_handle is None and self._register_step_hook is not None:
+                        self._step_handle = self._register_step_hook(self._on_step)  # no per-step work otherwise
             elif mode and self._eval_open:
                 self._eval_open = False
+                self._remove_step_hook()
                 self._exit()
         except Exception as exc:
             self._warn("time-eval", f"eval spans disabled: {exc!r}")
@@ -210,6 +218,7 @@ class TimeSplit:
     def _on_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         if self._eval_open and self._gate.here():
             self._eval_open = False
+            self._remove_step_hook()
             self._exit()
             if self._monitor is not None:
                 self._monitor.warn_once("time-eval-step", "the model took an optimizer step in eval mode: "
