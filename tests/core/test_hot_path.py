@@ -127,3 +127,26 @@ def test_the_batch_shape_is_read_not_recounted_and_a_new_shape_is_counted_exactl
     # counted at the first batch and at each change of shape only
     changes = 1 + sum(1 for a, b in zip(shapes, shapes[1:]) if a != b)
     assert calls["count_batch"] <= changes + 1  # (+1: model discovery reads the first batch too)
+
+
+def test_start_leaves_psutil_nvml_and_the_platform_scan_to_other_threads(tmp_path):
+    """Run start-up on the training thread: no psutil read, no NVML open, no libc scan of the interpreter."""
+    seen: set[str] = set()
+
+    def profile(frame, event, arg):
+        if event == "call":
+            name = frame.f_code.co_filename
+            if "/psutil/" in name or name.endswith(("gpu/sampler.py", "gpu/nvml.py", "host/read.py")):
+                seen.add(f"{Path(name).name}:{frame.f_code.co_name}")
+            elif frame.f_code.co_name == "libc_ver":
+                seen.add("platform.libc_ver")
+
+    options = make_options(run_dir=tmp_path, interval_s=3600, widget=False)
+    m = make_monitor(options, extensions=default_extensions(options), text=False)
+    sys.setprofile(profile)
+    try:
+        m.start()
+    finally:
+        sys.setprofile(None)
+        m.finish("completed")
+    assert seen == set()

@@ -8,7 +8,14 @@ Installed for one monitored cell and removed at its end:
   in training mode and their batches; at the first step the one holding most
   of the optimizer's parameters becomes the root, its ``forward`` is wrapped
   for the run, and the global hooks are removed;
-- ``torch.Tensor.backward`` is wrapped to read a 0-d loss without a sync.
+- ``torch.Tensor.backward`` is wrapped to read a 0-d loss without a sync
+  (torch has no global hook that sees the tensor ``backward`` starts from).
+
+Per step in steady state the hot path is a handful of calls (issue 12,
+``tests/core/test_hot_path.py``): the root wrapper reads one shape and counts
+a positional batch shaped like the last counted one the same (exact: same
+type, position and shape), the loss of a CPU tensor is read directly, and
+the step hook hands one count and the losses to the monitor.
 
 Every callback is guarded: a fault warns once and disables that probe.
 Callbacks run on the training thread.

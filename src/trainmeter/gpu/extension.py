@@ -1,7 +1,8 @@
 """The GPU extension: the NVML sampler, the utilization ladder and allocator memory for a run.
 
 Starts :class:`~trainmeter.gpu.sampler.GpuSampler` (its own thread, 2 Hz) at
-the run's start; at each report it records the ladder's rungs as time series
+the run's start, opened off the training thread (importing the sampler and
+opening NVML take tens to hundreds of milliseconds); at each report it records the ladder's rungs as time series
 (``gpu<i>.util``, ``gpu<i>.sm_activity``, ``gpu<i>.tensor_activity``) and
 builds the ladder with the compute extension's MFU. With no NVML, no driver or
 no GPU the run goes on and the reason is shown and recorded.
@@ -117,9 +118,9 @@ class GpuExtension:
 
     def stop(self) -> None:
         """End the training window, stop sampling (immediate) and build the final ladders."""
+        self._joined()  # a run shorter than NVML's opening still gets its devices and window
         with self._lock:
-            self._stopped = True
-        self._joined()
+            self._stopped = True  # an opener still stuck after the timeout starts nothing
         if self.sampler is None:
             return
         m = self._m

@@ -82,7 +82,7 @@ class NodeSampler:
 
     # -- lifecycle -----------------------------------------------------------------
     def start(self, monitor: Monitor) -> None:
-        """Start the thread, which imports psutil and takes the baseline sample (issue 12: off the training thread).
+        """Start the thread; it imports psutil and takes the baseline sample, off the training thread.
 
         With ``background=False`` the baseline is taken here.
         """
