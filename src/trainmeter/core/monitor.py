@@ -25,7 +25,7 @@ from trainmeter.core.clock import Clock, MonotonicClock
 from trainmeter.core.memory import MemoryProbe, MemoryReading
 from trainmeter.core.phases import PhaseClock, cuda_synchronize
 from trainmeter.core.scalars import ScalarReader
-from trainmeter.core.series import Series
+from trainmeter.core.series import Series, StepSeries
 from trainmeter.core.sink import RecordSink
 from trainmeter.core.throughput import IntervalSummary, SessionSummary, interval_summary, session_summary
 
@@ -87,7 +87,7 @@ class Monitor:
         self.out = out
         self.text = text
         self.series: dict[str, Series] = {}
-        self.step_series = Series("tokens_per_step", "step")
+        self.step_series = StepSeries("tokens_per_step")
         self.steps = 0
         self.tokens = 0
         self.token_unit = "tokens"
@@ -225,14 +225,17 @@ class Monitor:
 
     def on_step(self, tokens: int, losses: list[float] | None = None) -> None:
         """One optimizer step of the primary optimizer (training thread)."""
-        # hot path (issue 12): counters, a clock read, appends; no Python call but Series.append
+        # hot path (issue 12): counters, a clock read, an append (and the loss's)
         self.steps = steps = self.steps + 1
         self.tokens += tokens
         self._window_tokens += tokens
         self._window_steps += 1
         now = self._now()
         t_s = now - self._t0_s
-        self.step_series.append(steps, t_s, tokens)
+        step_series = self.step_series
+        if tokens != step_series.tokens:  # a new tokens-per-step run: rare once the batch shape is steady
+            step_series.set_tokens(tokens)
+        step_series.times.append(t_s)
         if losses and not self._user_loss:
             loss = losses[0] if len(losses) == 1 else sum(losses) / len(losses)
             (self.series.get(LOSS_SERIES) or self._series(LOSS_SERIES)).append(steps, t_s, loss)

@@ -7,14 +7,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainmeter.core.series import Series
+from trainmeter.core.series import Series, StepSeries
 from trainmeter.record.runlog import RunLog
 from trainmeter.record.textline import format_line
 from trainmeter.record.view import RunView
 from trainmeter.sizes import format_count
 
 
-def write_columns(log: RunLog, cursors: dict[str, int], kind: str, series: Series) -> None:
+def write_columns(log: RunLog, cursors: dict[str, int], kind: str, series: Series | StepSeries) -> None:
     """Append the points of ``series`` since its cursor as one ``kind`` record; advance the cursor."""
     end, steps, times, values = series.read(cursors.get(series.name, 0))
     if steps:
