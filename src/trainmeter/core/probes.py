@@ -12,9 +12,9 @@ Installed for one monitored cell and removed at its end:
   (torch has no global hook that sees the tensor ``backward`` starts from).
 
 Per step in steady state the hot path is a handful of calls (issue 12,
-``tests/core/test_hot_path.py``): the root wrapper reads one shape and counts
-a positional batch shaped like the last counted one the same (exact: same
-type, position and shape), the loss of a CPU tensor is read directly, and
+``tests/core/test_hot_path.py``): the root wrapper reads one shape and dtype and
+counts a positional batch like the last counted one the same (exact: same
+type, position, shape and dtype), the loss of a CPU tensor is read directly, and
 the step hook hands one count and the losses to the monitor.
 
 Every callback is guarded: a fault warns once and disables that probe.
@@ -77,8 +77,9 @@ class TorchProbes:
         self.paused = False  # set while trainmeter itself runs the model (FLOP counting)
         self._forward_patch: tuple[Any, Any, Any] | None = None
         self.autocast_dtype: str | None = None
-        self._last_type: Any = None  # the last counted positional batch: type, shape, tokens
+        self._last_type: Any = None  # the last counted positional batch: type, shape, dtype, tokens
         self._last_shape: Any = None
+        self._last_dtype: Any = None
         self._last_tokens = 0
 
     # -- lifecycle -----------------------------------------------------------------
@@ -210,7 +211,9 @@ class TorchProbes:
         def forward(*args: Any, **kwargs: Any) -> Any:
             if module.training and not probes.paused and torch.is_grad_enabled():
                 # hot path: a batch shaped like the last counted one counts the same (one shape read)
-                if not kwargs and args and type(args[0]) is probes._last_type and args[0].shape == probes._last_shape:
+                first = args[0] if args and not kwargs else None
+                if (type(first) is probes._last_type and first.shape == probes._last_shape
+                        and first.dtype is probes._last_dtype):
                     probes._pending_tokens += probes._last_tokens
                 else:
                     probes._on_root_call(args, kwargs)
@@ -248,9 +251,10 @@ class TorchProbes:
         # without count_batch (exact: same tensor type, position and shape give the same count)
         first = args[0] if args and not kwargs else None
         if counted is not None and first is not None and hasattr(first, "is_floating_point"):
-            self._last_type, self._last_shape, self._last_tokens = type(first), first.shape, counted[0]
+            self._last_type, self._last_shape, self._last_dtype = type(first), first.shape, first.dtype
+            self._last_tokens = counted[0]
         else:
-            self._last_type = self._last_shape = None
+            self._last_type = self._last_shape = self._last_dtype = None
 
     def _capture_example(self, args: Any, kwargs: Any) -> None:
         """Keep one training batch (for the counted FLOPs) and the autocast dtype."""

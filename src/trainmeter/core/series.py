@@ -148,6 +148,10 @@ class StepSeries:
         self._min = tokens if self._min is None else min(self._min, tokens)
         self._max = tokens if self._max is None else max(self._max, tokens)
 
+    def append(self, step: int, t_s: float, value: int) -> None:
+        """:class:`Series`-style append (``step`` must be the next step)."""
+        self.add(t_s, value)
+
     def add(self, t_s: float, tokens: int) -> None:
         """Record the next step at ``t_s`` with ``tokens`` (what the hot path inlines)."""
         if tokens != self.tokens:
