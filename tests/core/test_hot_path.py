@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import collections
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -151,3 +152,33 @@ def test_start_leaves_psutil_nvml_and_the_platform_scan_to_other_threads(tmp_pat
         sys.setprofile(None)
         m.finish("completed")
     assert seen == set()
+
+
+def test_a_batch_whose_shape_cannot_be_read_after_a_counted_one_warns_and_never_raises(tmp_path):
+    from trainmeter.core.monitor import MonitorWarning
+
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 1)
+
+        def forward(self, x):
+            return self.lin(torch.ones(2, 4) if x.is_nested else x)
+
+    model = Model()
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # torch: "nested tensors are in prototype stage"
+        nested = torch.nested.nested_tensor([torch.ones(2, 4), torch.ones(3, 4)])
+    options = make_options(run_dir=tmp_path, interval_s=3600, widget=False)
+    m = make_monitor(options, extensions=[], text=False).start()
+    try:
+        with pytest.warns(MonitorWarning, match="token counting disabled"):
+            for x in [torch.ones(2, 4)] * 3 + [nested, torch.ones(2, 4)]:
+                loss = model(x).sum()
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+    finally:
+        m.finish("completed")
+    assert m.steps == 5 and m.tokens == 3 * 2

@@ -210,10 +210,14 @@ class TorchProbes:
         @functools.wraps(inner)
         def forward(*args: Any, **kwargs: Any) -> Any:
             if module.training and not probes.paused and torch.is_grad_enabled():
-                # hot path: a batch shaped like the last counted one counts the same (one shape read)
+                # hot path: a batch like the last counted one counts the same (one shape and dtype read)
                 first = args[0] if args and not kwargs else None
-                if (type(first) is probes._last_type and first.shape == probes._last_shape
-                        and first.dtype is probes._last_dtype):
+                try:
+                    same = (type(first) is probes._last_type and first.shape == probes._last_shape
+                            and first.dtype is probes._last_dtype)
+                except Exception:  # a tensor without a shape (a strided nested tensor): the guarded path says so
+                    same = False
+                if same:
                     probes._pending_tokens += probes._last_tokens
                 else:
                     probes._on_root_call(args, kwargs)
