@@ -1,124 +1,419 @@
-"""Per-step overhead of trainmeter on a tight CPU loop (issue 2).
+"""What a monitored run really pays, end to end (issue 12).
 
-A 2-layer MLP (32 -> 32 -> 10), batch 32, small SGD steps, single-threaded.
-Two measurements, both printed:
+The loop is the issue's tiny CPU loop: a 32-64-1 MLP, batch 32, MSE loss, SGD,
+one thread (``OMP_NUM_THREADS=1``, ``torch.set_num_threads(1)``), ~220 us and
+~880k instructions per step. Five measurements, each printed as a table:
 
-1. End to end, in-process: arms run in blocks of ``--block`` steps, in a shuffled
-   order each round so machine noise hits them alike:
-   ``bare`` and ``bare-control`` (no monitor; their difference is the noise floor),
-   ``monitored`` (inside ``tm.monitor``: step hook, root forward wrapper, loss
-   capture, and the default extensions), ``monitored+emit`` (plus
-   ``tm.emit(train_loss=loss)`` every step). Prints each arm's median
-   microseconds per step, its ratio to bare and the added microseconds.
-2. Per component, with ``timeit`` (best of repeats): the added cost of the root
-   forward wrapper, the loss capture, the optimizer-step hook and one emit call:
-   the code trainmeter adds to a step, without the step's own noise.
+a. ``wall``: end-to-end added wall time per step in steady state, as paired
+   alternations in one process. A round is: bare ``--block`` steps, then the
+   arm (start a run, ``--warmup`` steps inside it, ``--block`` measured steps,
+   finish), then bare ``--block`` steps; added = arm - mean(bare before, bare
+   after). Arms: ``control`` (bare/bare: the same round with no monitor; its
+   spread is the noise floor), ``core`` (no extensions) and ``all`` (the
+   default extensions). Rounds interleave the arms in a shuffled order;
+   medians of the paired differences are printed.
+b. ``callgrind``: instructions per step under valgrind callgrind (training
+   thread only, ``--separate-threads=yes``), as the slope between step 200 and
+   step 200 + ``--cg-steps``, for bare, the core alone, each extension alone
+   and all together, in one valgrind process. Also the start-up instructions
+   of each (the first start in the process is "cold": it pays the imports).
+   Reports are kept out of the slope (``interval_s`` 3600: under valgrind the
+   wall clock is ~50x slow, so reports would fall ~50x too often per step);
+   one report's instructions are printed separately.
+c. ``start``: the training thread's cost of entering ``tm.monitor`` (wall and
+   ``time.thread_time``), cold (first run in a fresh process) and warm.
+d. ``window``: the slowdown window after start: per-step times right after
+   ``tm.monitor`` is entered against the bare median measured just before;
+   the window ends at the last 50-step rolling median above 1.1x bare.
+e. ``threads``: CPU seconds of each thread of the process over a real run of
+   ``--threads-s`` seconds, from ``/proc/self/task/<tid>/schedstat``.
 
-Also checks that not one step is lost. Usage:
-``python benchmarks/overhead.py [--steps 20000] [--block 250]``.
+Timings on a shared machine are noisy: paired medians and instruction counts
+are the signal, single timings are not. Usage::
+
+    python benchmarks/overhead.py [all|wall|callgrind|start|window|threads] [--rounds 30] ...
 """
 
 from __future__ import annotations
 
 import argparse
+import glob
+import io
+import os
 import random
+import shutil
 import statistics
+import subprocess
+import sys
 import tempfile
+import threading
 import time
-import timeit
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
-import torch
-import torch.nn as nn
-import torch.nn.functional as F
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-import trainmeter as tm
+HERE = Path(__file__).resolve()
+EXTENSIONS = ("compute", "gpu", "time", "node", "taps")
+MARK = os.getppid  # callgrind dumps before each call (--dump-before=getppid)
 
 
-def make():
+def child_env() -> dict[str, str]:
+    """Environment for child processes: one thread, and compiled bytecode cached as an installed package has it
+    (``PYTHONDONTWRITEBYTECODE`` would make every cold start compile trainmeter's sources)."""
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env.setdefault("PYTHONPYCACHEPREFIX", str(Path(tempfile.gettempdir()) / "trainmeter-bench-pycache"))
+    return env
+
+
+# -- the loop ----------------------------------------------------------------------------
+def make_loop() -> Callable[[int], None]:
+    """The tiny loop; returns ``steps(n)`` that trains ``n`` steps."""
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    torch.set_num_threads(1)
     torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(32, 32), nn.ReLU(), nn.Linear(32, 10))
-    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
-    x, y = torch.randn(32, 32), torch.randint(0, 10, (32,))
-    return model, opt, x, y
+    model = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=1e-4)
+    x, y = torch.randn(32, 32), torch.randn(32, 1)
+    mse = F.mse_loss
+
+    def steps(n: int) -> None:
+        for _ in range(n):
+            loss = mse(model(x), y)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+
+    return steps
 
 
-def block(model, opt, x, y, steps: int, emit: bool) -> float:
+def timed(steps: Callable[[int], None], n: int) -> float:
+    """Seconds per step over ``n`` steps."""
     t0 = time.perf_counter()
-    for _ in range(steps):
-        loss = F.cross_entropy(model(x), y)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        if emit:
-            tm.emit(train_loss=loss)
-    return (time.perf_counter() - t0) / steps
+    steps(n)
+    return (time.perf_counter() - t0) / n
 
 
-def end_to_end(steps: int, block_steps: int, root: str) -> dict[str, list[float]]:
-    model, opt, x, y = make()
-    block(model, opt, x, y, 1000, False)  # warm-up
-    arms: dict[str, list[float]] = {"bare": [], "bare-control": [], "monitored": [], "monitored+emit": []}
-    rng = random.Random(0)
-    for _ in range(max(1, steps // block_steps)):
-        order = list(arms)
-        rng.shuffle(order)
-        for arm in order:
-            if arm.startswith("bare"):
-                arms[arm].append(block(model, opt, x, y, block_steps, False))
-                continue
-            with tm.monitor(run_dir=root, interval_s=5.0) as m:
-                block(model, opt, x, y, 5, False)  # first steps: root discovery
-                arms[arm].append(block(model, opt, x, y, block_steps, arm.endswith("emit")))
-            assert m.steps == block_steps + 5, m.steps  # not one step lost
-    return arms
-
-
-def components(root: str) -> dict[str, float]:
-    """Added microseconds per call of each piece trainmeter adds to a step (best of 7)."""
-    model, opt, x, y = make()
-    loss = F.cross_entropy(model(x), y)
-    n = 20000
-
-    def best(fn) -> float:
-        return min(timeit.repeat(fn, number=n, repeat=7)) / n * 1e6
-
-    inner = nn.Identity()
-    bare_forward = best(lambda: inner(x))
-    with tm.monitor(run_dir=root, interval_s=3600) as m:
-        block(model, opt, x, y, 3, False)
-        probes = m.probes
-        probes.declare_root(inner)
-        out = {"root forward wrapper": best(lambda: inner(x)) - bare_forward}
-        detached = loss.detach()
-        out["loss capture (Tensor.backward wrapper)"] = best(lambda: probes._on_backward(detached))
-        out["optimizer step hook"] = best(lambda: probes._on_step(opt, (), {}))
-        out["tm.emit(train_loss=tensor)"] = best(lambda: tm.emit(train_loss=detached))
-        out["tm.emit(train_loss=float)"] = best(lambda: tm.emit(train_loss=1.0))
+def per_step_times(steps: Callable[[int], None], n: int) -> list[float]:
+    """Wall seconds of each of ``n`` steps."""
+    out = []
+    clock = time.perf_counter
+    for _ in range(n):
+        t0 = clock()
+        steps(1)
+        out.append(clock() - t0)
     return out
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--steps", type=int, default=20000, help="steps per arm (>= 20000)")
-    ap.add_argument("--block", type=int, default=250)
-    args = ap.parse_args()
-    torch.set_num_threads(1)
+def build(arm: str, root: str, interval_s: float | None = None) -> Any:
+    """An unstarted monitor for ``arm``: ``core``, one extension's name, or ``all``."""
+    from trainmeter.extensions import default_extensions, make_monitor
+    from trainmeter.options import make_options
+
+    options = make_options(name=f"bench-{arm}", run_dir=root, interval_s=interval_s, widget=False)
+    exts = default_extensions(options)
+    if arm == "core":
+        exts = []
+    elif arm != "all":
+        exts = [e for e in exts if e.name == arm]
+        assert exts, arm
+    return make_monitor(options, extensions=exts, out=io.StringIO())
+
+
+# -- a. wall, paired ------------------------------------------------------------------------
+def bench_wall(rounds: int, block: int, warmup: int, arms: tuple[str, ...]) -> list[tuple[str, ...]]:
+    steps = make_loop()
+    steps(2000)
+    added: dict[str, list[float]] = {arm: [] for arm in arms}
+    base: dict[str, list[float]] = {arm: [] for arm in arms}
+    rng = random.Random(0)
     with tempfile.TemporaryDirectory() as root:
-        arms = end_to_end(args.steps, args.block, root)
-        parts = components(root)
-    med = {k: statistics.median(v) for k, v in arms.items()}
-    bare = med["bare"]
-    print(f"end to end: {len(arms['bare']) * args.block} steps per arm in blocks of {args.block}, shuffled rounds")
-    for name, value in med.items():
-        print(f"  {name:>15}: {value * 1e6:7.1f} us/step  ratio {value / bare:.4f}  "
-              f"added {(value - bare) * 1e6:+6.2f} us/step")
-    print(f"  noise floor (bare-control vs bare): {(med['bare-control'] - bare) * 1e6:+.2f} us/step")
-    print(f"  emit, end to end: {(med['monitored+emit'] - med['monitored']) * 1e6:+.2f} us per call")
-    print("per component (timeit, best of 7):")
-    for name, us in parts.items():
-        print(f"  {name:>40}: {us:6.2f} us")
-    per_step = sum(v for k, v in parts.items() if not k.startswith("tm.emit"))
-    print(f"  {'added per step (sum, without emit)':>40}: {per_step:6.2f} us")
+        for _ in range(rounds):
+            order = list(arms)
+            rng.shuffle(order)
+            for arm in order:
+                before = timed(steps, block)
+                if arm == "control":
+                    steps(warmup)
+                    during = timed(steps, block)
+                else:
+                    m = build(arm, root).start()
+                    steps(warmup)
+                    during = timed(steps, block)
+                    m.finish("completed")
+                    assert m.steps == warmup + block, (arm, m.steps)  # not one step lost
+                after = timed(steps, block)
+                bare = (before + after) / 2
+                added[arm].append(during - bare)
+                base[arm].append(bare)
+    rows = [("arm", "bare us/step", "added us/step (median)", "IQR", "ratio")]
+    for arm in arms:
+        d = sorted(added[arm])
+        q1, q3 = d[len(d) // 4], d[(3 * len(d)) // 4]
+        b = statistics.median(base[arm])
+        med = statistics.median(d)
+        rows.append((arm, f"{b * 1e6:.1f}", f"{med * 1e6:+.2f}", f"[{q1 * 1e6:+.1f}, {q3 * 1e6:+.1f}]",
+                     f"{(b + med) / b:.4f}"))
+    return rows
+
+
+# -- b. callgrind ------------------------------------------------------------------------------
+CG_ARMS = ("all", "core", *EXTENSIONS, "all-warm")
+
+
+def cg_child(cg_steps: int) -> None:
+    """Runs under valgrind: every segment ends with a MARK (a callgrind dump)."""
+    import trainmeter  # noqa: F401  (the user's import, before the loop)
+
+    steps = make_loop()
+    steps(50)
+    MARK()  # 1: imports and set-up (ignored)
+    steps(200)
+    MARK()  # 2: bare, steps 1-200 (ignored)
+    steps(cg_steps)
+    MARK()  # 3: bare slope
+    with tempfile.TemporaryDirectory() as root:
+        for arm in CG_ARMS:
+            m = build(arm.removesuffix("-warm"), root, interval_s=3600)
+            MARK()  # build (ignored: counted in start below)
+            m.start()
+            MARK()  # start
+            steps(200)
+            MARK()  # first 200 steps
+            steps(cg_steps)
+            MARK()  # slope
+            m._maybe_report()
+            MARK()  # one report
+            assert m.steps == 200 + cg_steps, (arm, m.steps)
+            m.finish("completed")
+            MARK()  # finish
+
+
+def _cg_parts(out_dir: str, pid: int) -> tuple[dict[int, int], dict[int, int]]:
+    """Instructions of the training thread per part, and of other threads over the whole run."""
+    main: dict[int, int] = {}
+    others: dict[int, int] = {}
+    for path in glob.glob(f"{out_dir}/cg.{pid}*"):
+        part = thread = summary = None
+        with open(path, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith("part:"):
+                    part = int(line.split()[1])
+                elif line.startswith("thread:"):
+                    thread = int(line.split()[1])
+                elif line.startswith("summary:"):
+                    summary = int(line.split()[1])
+                    break
+        if thread == 1:
+            main[part or 0] = summary or 0
+        elif thread is not None:
+            others[thread] = others.get(thread, 0) + (summary or 0)
+    return main, others
+
+
+def bench_callgrind(cg_steps: int) -> list[tuple[str, ...]]:
+    if shutil.which("valgrind") is None:
+        return [("callgrind", "valgrind not found (apt-get install -y valgrind)")]
+    out_dir = tempfile.mkdtemp(prefix="tm-cg-")
+    cmd = ["valgrind", "--tool=callgrind", "--separate-threads=yes", "--dump-instr=no", "--dump-before=getppid",
+           f"--callgrind-out-file={out_dir}/cg.%p", sys.executable, str(HERE), "_cg-child",
+           "--cg-steps", str(cg_steps)]
+    subprocess.run([sys.executable, str(HERE), "_start-child"], env=child_env(), capture_output=True)  # bytecode
+    proc = subprocess.run(cmd, env=child_env(), capture_output=True, text=True)
+    if proc.returncode != 0:
+        return [("callgrind", f"failed: {proc.stderr[-2000:]}")]
+    pid = int(next(Path(out_dir).glob("cg.*")).name.split(".")[1].split("-")[0])
+    parts, others = _cg_parts(out_dir, pid)
+    shutil.rmtree(out_dir, ignore_errors=True)
+    seq = [parts.get(i, 0) for i in range(1, max(parts) + 1)]
+    bare = seq[2] / cg_steps
+    rows = [("arm", "instr/step", "added/step", "added %", "start instr", "first 200 steps' excess", "report instr",
+             "finish instr")]
+    rows.append(("bare", f"{bare / 1e3:.1f}k", "", "", "", "", "", ""))
+    for i, arm in enumerate(CG_ARMS):
+        build_, start, first, slope, report, finish = seq[3 + 6 * i: 3 + 6 * i + 6]
+        per = slope / cg_steps
+        name = "all (cold: first start pays imports)" if arm == "all" else arm
+        rows.append((name, f"{per / 1e3:.1f}k", f"{(per - bare) / 1e3:+.2f}k", f"{(per - bare) / bare * 100:+.2f}%",
+                     f"{(build_ + start) / 1e6:.1f}M", f"{(first - 200 * per) / 1e6:+.2f}M", f"{report / 1e6:.2f}M",
+                     f"{finish / 1e6:.1f}M"))
+    rows.append(("other threads, whole process", f"{sum(others.values()) / 1e6:.1f}M instr", "", "", "", "", "", ""))
+    return rows
+
+
+# -- c. start ------------------------------------------------------------------------------------
+def start_child() -> None:
+    """Prints cold and warm start costs of ``tm.monitor`` (fresh process)."""
+    import trainmeter as tm
+
+    steps = make_loop()
+    steps(200)
+    with tempfile.TemporaryDirectory() as root:
+        for label in ("cold", "warm", "warm"):
+            w0, c0 = time.perf_counter(), time.thread_time()
+            cm = tm.monitor(name="bench", run_dir=root)
+            m = cm.__enter__()
+            w1, c1 = time.perf_counter(), time.thread_time()
+            steps(20)
+            cm.__exit__(None, None, None)
+            assert m.steps == 20
+            print(f"{label} {(w1 - w0) * 1e3:.2f} {(c1 - c0) * 1e3:.2f}", flush=True)
+
+
+def bench_start(repeats: int) -> list[tuple[str, ...]]:
+    cold_w, cold_c, warm_w, warm_c = [], [], [], []
+    subprocess.run([sys.executable, str(HERE), "_start-child"], env=child_env(), capture_output=True)  # bytecode
+    for _ in range(repeats):
+        out = subprocess.run([sys.executable, str(HERE), "_start-child"], env=child_env(), capture_output=True,
+                             text=True, check=True).stdout.split("\n")
+        for line in out:
+            if not line.strip() or line.split()[0] not in ("cold", "warm"):
+                continue
+            label, w, c = line.split()
+            (cold_w if label == "cold" else warm_w).append(float(w))
+            (cold_c if label == "cold" else warm_c).append(float(c))
+    return [("start of tm.monitor (all extensions)", "wall ms (median)", "training-thread CPU ms (median)"),
+            (f"cold (first run in a process), n={len(cold_w)}", f"{statistics.median(cold_w):.1f}",
+             f"{statistics.median(cold_c):.1f}"),
+            (f"warm (later runs), n={len(warm_w)}", f"{statistics.median(warm_w):.1f}",
+             f"{statistics.median(warm_c):.1f}")]
+
+
+# -- d. slowdown window ------------------------------------------------------------------------
+def _window(times: list[float], bare: float) -> tuple[float, float, float]:
+    """Last time (s) a 50-step rolling median exceeds 1.1x ``bare``; mean step in the first 0.1 s and 1 s."""
+    ends, t = [], 0.0
+    for dt in times:
+        t += dt
+        ends.append(t)
+    win, last_slow_s = 50, 0.0
+    for i in range(win, len(times) + 1):
+        if statistics.median(times[i - win:i]) > 1.1 * bare:
+            last_slow_s = ends[i - 1]
+    first_100ms = [dt for dt, e in zip(times, ends, strict=False) if e <= 0.1] or times[:1]
+    first_1s = [dt for dt, e in zip(times, ends, strict=False) if e <= 1.0]
+    return last_slow_s, statistics.mean(first_100ms), statistics.mean(first_1s)
+
+
+def window_child(seconds: float) -> None:
+    """Prints ``RESULT arm bare window first100ms first1s`` for a control (bare) arm and the monitored arm."""
+    import trainmeter as tm
+
+    steps = make_loop()
+    steps(2000)
+    with tempfile.TemporaryDirectory() as root:
+        for arm in ("control", "all"):
+            bare = statistics.median(per_step_times(steps, 2000))
+            n = int(seconds / bare)
+            if arm == "control":
+                times = per_step_times(steps, n)
+            else:
+                with tm.monitor(name="bench", run_dir=root):
+                    times = per_step_times(steps, n)
+            w, f100, f1 = _window(times, bare)
+            print(f"RESULT {arm} {bare * 1e6:.1f} {w:.3f} {f100 * 1e6:.1f} {f1 * 1e6:.1f}", flush=True)
+
+
+def bench_window(repeats: int, seconds: float) -> list[tuple[str, ...]]:
+    rows = [("fresh process", "arm", "bare us/step", "window s (last 50-step median > 1.1x bare)",
+             "mean us/step, first 0.1 s", "mean us/step, first 1 s")]
+    for i in range(repeats):
+        out = subprocess.run([sys.executable, str(HERE), "_window-child", "--window-s", str(seconds)],
+                             env=child_env(), capture_output=True, text=True, check=True).stdout.splitlines()
+        for line in out:
+            if line.startswith("RESULT "):
+                rows.append((str(i + 1), *line.split()[1:]))
+    return rows
+
+
+# -- e. background threads ------------------------------------------------------------------------
+def _thread_cpu_s() -> dict[int, float]:
+    out = {}
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/schedstat") as f:
+                out[int(tid)] = int(f.read().split()[0]) / 1e9
+        except (OSError, ValueError):
+            continue
+    return out
+
+
+def bench_threads(seconds: float) -> list[tuple[str, ...]]:
+    import trainmeter as tm
+
+    steps = make_loop()
+    steps(500)
+    with tempfile.TemporaryDirectory() as root:
+        before = _thread_cpu_s()
+        t0 = time.perf_counter()
+        with tm.monitor(name="bench", run_dir=root) as m:
+            names = {}
+            deadline = t0 + seconds
+            while time.perf_counter() < deadline:
+                steps(200)
+                for th in threading.enumerate():
+                    if th.native_id is not None:
+                        names[th.native_id] = th.name
+            after = _thread_cpu_s()
+        wall = time.perf_counter() - t0
+    main_tid = threading.main_thread().native_id
+    rows = [(f"thread ({wall:.1f} s run, {m.steps} steps)", "CPU s", "% of one core")]
+    for tid, cpu in sorted(after.items(), key=lambda kv: -(kv[1] - before.get(kv[0], 0.0))):
+        used = cpu - before.get(tid, 0.0)
+        if used <= 0 and tid != main_tid:
+            continue
+        name = "training (main)" if tid == main_tid else names.get(tid, f"native tid {tid} (torch/other)")
+        rows.append((name, f"{used:.3f}", f"{used / wall * 100:.2f}%"))
+    return rows
+
+
+# -- output ------------------------------------------------------------------------------------------
+def table(title: str, rows: list[tuple[str, ...]]) -> None:
+    print(f"\n{title}")
+    widths = [max(len(str(r[i])) for r in rows if i < len(r)) for i in range(max(len(r) for r in rows))]
+    for r in rows:
+        print("  " + "  ".join(str(c).ljust(widths[i]) for i, c in enumerate(r)).rstrip())
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("what", nargs="?", default="all",
+                    choices=("all", "wall", "callgrind", "start", "window", "threads",
+                             "_cg-child", "_start-child", "_window-child"))
+    ap.add_argument("--rounds", type=int, default=30, help="wall: rounds per arm")
+    ap.add_argument("--block", type=int, default=300, help="wall: measured steps per block")
+    ap.add_argument("--warmup", type=int, default=1500, help="wall: steps inside the run before measuring")
+    ap.add_argument("--cg-steps", type=int, default=1000, help="callgrind: steps in the slope")
+    ap.add_argument("--repeats", type=int, default=5, help="start/window: fresh processes")
+    ap.add_argument("--window-s", type=float, default=2.0, help="window: seconds of steps after start")
+    ap.add_argument("--threads-s", type=float, default=30.0, help="threads: seconds of the real run")
+    args = ap.parse_args()
+    if args.what == "_cg-child":
+        return cg_child(args.cg_steps)
+    if args.what == "_start-child":
+        return start_child()
+    if args.what == "_window-child":
+        return window_child(args.window_s)
+    print(f"trainmeter overhead, tiny loop (32-64-1 MLP, batch 32, OMP_NUM_THREADS=1), python {sys.version.split()[0]}")
+    if args.what in ("all", "wall"):
+        table(f"a. steady state, wall: paired rounds (bare {args.block} / run: {args.warmup} warm-up + {args.block} "
+              f"measured / bare {args.block}), {args.rounds} rounds per arm, shuffled",
+              bench_wall(args.rounds, args.block, args.warmup, ("control", "core", "all")))
+    if args.what in ("all", "callgrind"):
+        table(f"b. instructions (callgrind, training thread): slope over steps 200..{200 + args.cg_steps}",
+              bench_callgrind(args.cg_steps))
+    if args.what in ("all", "start"):
+        table("c. start cost on the training thread", bench_start(args.repeats))
+    if args.what in ("all", "window"):
+        table(f"d. slowdown window after start (all extensions, {args.window_s:g} s of steps)",
+              bench_window(args.repeats, args.window_s))
+    if args.what in ("all", "threads"):
+        table(f"e. threads' CPU over a real run (/proc schedstat, {args.threads_s:g} s)", bench_threads(args.threads_s))
 
 
 if __name__ == "__main__":

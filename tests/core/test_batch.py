@@ -25,3 +25,16 @@ def test_float_inputs_count_samples():
 def test_nested_dict_batch_and_no_tensor():
     assert count_batch(({"x": torch.zeros(3, 5, dtype=torch.long)},), None) == (15, "tokens")
     assert count_batch(("text", 3), None) is None
+
+
+def test_a_positional_batch_like_the_last_one_is_counted_the_same_and_a_changed_one_is_recounted():
+    import torch
+
+    ids = torch.zeros(4, 6, dtype=torch.long)
+    assert count_batch((ids,), {}) == (24, "tokens")
+    assert count_batch((torch.ones(4, 6, dtype=torch.long),), {}) == (24, "tokens")
+    assert count_batch((torch.zeros(4, 6),), {}) == (4, "samples")  # same shape, other dtype
+    assert count_batch((torch.zeros(2, 6, dtype=torch.long),), {}) == (12, "tokens")
+    assert count_batch((torch.zeros(4, 6, dtype=torch.bool),), {}) == (4, "samples")
+    assert count_batch((torch.zeros(4, 6, dtype=torch.long),), {"mask": torch.zeros(9, 9)}) == (9, "samples")
+    assert count_batch((torch.zeros(4, 6, dtype=torch.long),), {}) == (24, "tokens")

@@ -30,3 +30,31 @@ def test_stats_track_last_min_max_count_and_skip_non_finite():
         s.append(1, 0.0, v)
     st = s.stats()
     assert (st.last, st.min, st.max, st.count) == (2.0, 1.0, 3.0, 5)
+
+
+def test_step_series_reads_one_point_per_step_with_its_tokens_across_changes_and_trims():
+    from trainmeter.core.series import StepSeries
+
+    s = StepSeries("tokens_per_step")
+    tokens = [24, 24, 24, 10, 10, 24, 7]
+    for i, n in enumerate(tokens):
+        s.add(float(i), n)
+    assert s._runs == [(0, 24), (3, 10), (5, 24), (6, 7)]  # one run per change, not one entry per step
+    end, steps, times, values = s.read(0)
+    assert (end, steps, times, values) == (7, [1, 2, 3, 4, 5, 6, 7], [0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0], tokens)
+    assert s.read(4) == (7, [5, 6, 7], [4.0, 5.0, 6.0], [10, 24, 7])
+    s.trim(4)
+    assert s.pending == 3 and s.end == 7 and s._runs == [(3, 10), (5, 24), (6, 7)]
+    assert s.read(0) == (7, [5, 6, 7], [4.0, 5.0, 6.0], [10, 24, 7])  # trimmed points are skipped
+    s.add(7.0, 7)
+    assert s.read(7) == (8, [8], [7.0], [7])
+    stats = s.stats()
+    assert (stats.count, stats.last_step, stats.last, stats.min, stats.max) == (8, 8, 7, 7, 24)
+
+
+def test_series_stats_skip_nan_and_infinities():
+    s = Series("x")
+    for v in (float("nan"), 2.0, float("inf"), -1.0, float("-inf")):
+        s.append(1, 0.0, v)
+    stats = s.stats()
+    assert (stats.last, stats.min, stats.max, stats.count) == (-1.0, -1.0, 2.0, 5)

@@ -12,6 +12,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+_UNOPENED = object()
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MemoryReading:
@@ -42,13 +44,7 @@ class MemoryProbe:
 
     def __init__(self, cuda_memory: Callable[[], Any] | None = None) -> None:
         """``cuda_memory`` makes the allocator reader (``.available``, ``.sample_interval()``), or ``None``."""
-        self._process: Any = None
-        try:
-            import psutil
-
-            self._process = psutil.Process()
-        except Exception:  # psutil missing or unusable: RSS is None
-            self._process = None
+        self._process: Any = _UNOPENED  # psutil is imported at the first sample, not at the run's start
         self.rss_peak_bytes: int | None = None
         self.host_total_bytes: int | None = None
         try:
@@ -67,6 +63,13 @@ class MemoryProbe:
     def sample(self) -> MemoryReading:
         """Take one sample (and reset the CUDA per-interval peak)."""
         rss: int | None = None
+        if self._process is _UNOPENED:
+            try:
+                import psutil
+
+                self._process = psutil.Process()
+            except Exception:  # psutil missing or unusable: RSS is None
+                self._process = None
         if self._process is not None:
             try:
                 rss = int(self._process.memory_info().rss)

@@ -27,7 +27,7 @@ from trainmeter.core.interrupts import HeldInterrupts, TerminateHandler
 from trainmeter.core.memory import MemoryProbe, MemoryReading
 from trainmeter.core.phases import PhaseClock, cuda_synchronize
 from trainmeter.core.scalars import ScalarReader, StepLoss
-from trainmeter.core.series import Series
+from trainmeter.core.series import Series, StepSeries
 from trainmeter.core.sink import RecordSink
 from trainmeter.core.text import printable
 from trainmeter.core.throughput import IntervalSummary, SessionSummary, interval_summary, session_summary
@@ -120,7 +120,7 @@ class Monitor:
         self.out = out
         self.text = text
         self.series: dict[str, Series] = {}
-        self.step_series = Series("tokens_per_step", "step")
+        self.step_series = StepSeries("tokens_per_step")
         self.steps = 0
         self.tokens = 0
         self.token_unit = "tokens"
@@ -401,13 +401,17 @@ class Monitor:
         has come, so a ``tm.emit(train_loss=...)`` made right after this step is seen first.
         ``losses`` (floats, summed) is recorded at once: for sources that read values themselves.
         """
+        # hot path (issue 12): counters, a clock read, an append (and the loss's)
         self.steps += 1
         self.tokens += tokens
         self._window_tokens += tokens
         self._window_steps += 1
         now = self._now()
         t_s = now - self._t0_s
-        self.step_series.append(self.steps, t_s, tokens)
+        step_series = self.step_series
+        if tokens != step_series.tokens:  # a new tokens-per-step run: rare once the batch shape is steady
+            step_series.set_tokens(tokens)
+        step_series.times.append(t_s)
         if self._scalars.queue:
             self._poll_scalars(t_s)
         if self._queued:

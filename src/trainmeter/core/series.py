@@ -12,6 +12,8 @@ import math
 import threading
 from dataclasses import dataclass
 
+_INF = math.inf
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SeriesStats:
@@ -68,11 +70,13 @@ class Series:
         self._values.append(value)
         self._count += 1
         self._last_step = step
-        if value == value and value not in (math.inf, -math.inf):
+        if -_INF < value < _INF:  # finite (NaN compares false)
             self._last = value
-            if self._min is None or value < self._min:
+            low = self._min
+            if low is None or value < low:
                 self._min = value
-            if self._max is None or value > self._max:
+            high = self._max
+            if high is None or value > high:
                 self._max = value
 
     @property
@@ -109,3 +113,92 @@ class Series:
     def stats(self) -> SeriesStats:
         """Return the running statistics."""
         return SeriesStats(last=self._last, min=self._min, max=self._max, count=self._count, last_step=self._last_step)
+
+
+class StepSeries:
+    """Tokens per optimizer step, one point per step, at the cost of one list append per step.
+
+    Point ``i`` (absolute position) is step ``i + 1``: the writer calls :meth:`add` once per
+    step, in order. Only the times are stored per step; the tokens are kept as runs
+    (position, tokens), one per change, so a steady run adds nothing but the time.
+    Same reading interface as :class:`Series` (``read``, ``trim``, ``end``, ``pending``, ``stats``).
+
+    Thread safety: one writing thread (:meth:`set_tokens`, then ``times.append``);
+    ``read``/``trim`` from any thread.
+    """
+
+    __slots__ = ("name", "x_kind", "times", "_runs", "_base", "_lock", "tokens", "_min", "_max")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.x_kind = "step"
+        self.times: list[float] = []  # the writer appends here directly (the hot path)
+        self._runs: list[tuple[int, int]] = []  # (first absolute position, tokens), positions increasing
+        self._base = 0
+        self._lock = threading.Lock()
+        self.tokens: int | None = None  # tokens of the current run
+        self._min: int | None = None
+        self._max: int | None = None
+
+    def set_tokens(self, tokens: int) -> None:
+        """Start a run of ``tokens`` per step at the next point (before its time is appended)."""
+        self._runs.append((self._base + len(self.times), tokens))
+        self.tokens = tokens
+        self._min = tokens if self._min is None else min(self._min, tokens)
+        self._max = tokens if self._max is None else max(self._max, tokens)
+
+    def append(self, step: int, t_s: float, value: int) -> None:
+        """:class:`Series`-style append (``step`` must be the next step)."""
+        self.add(t_s, value)
+
+    def add(self, t_s: float, tokens: int) -> None:
+        """Record the next step at ``t_s`` with ``tokens`` (what the hot path inlines)."""
+        if tokens != self.tokens:
+            self.set_tokens(tokens)
+        self.times.append(t_s)
+
+    @property
+    def end(self) -> int:
+        """Absolute position just past the last complete point."""
+        return self._base + len(self.times)
+
+    def read(self, start: int) -> tuple[int, list[int], list[float], list[float]]:
+        """Return ``(end, steps, times_s, tokens)`` of the points from ``start`` on (any thread)."""
+        with self._lock:
+            n = len(self.times)
+            base = self._base
+            lo = max(0, start - base)
+            runs = list(self._runs)
+            times = self.times[lo:n]
+        first, last = base + lo, base + n
+        values: list[float] = []
+        for i, (at, tokens) in enumerate(runs):
+            until = runs[i + 1][0] if i + 1 < len(runs) else last
+            a, b = max(at, first), min(until, last)
+            if b > a:
+                values.extend([tokens] * (b - a))
+        return last, list(range(first + 1, last + 1)), times, values
+
+    def trim(self, upto: int) -> None:
+        """Drop points before absolute position ``upto`` (and the runs that ended before it)."""
+        with self._lock:
+            k = min(len(self.times), max(0, upto - self._base))
+            if not k:
+                return
+            del self.times[:k]
+            self._base += k
+            keep = 0
+            while keep + 1 < len(self._runs) and self._runs[keep + 1][0] <= self._base:
+                keep += 1
+            del self._runs[:keep]
+
+    @property
+    def pending(self) -> int:
+        """Points held in memory."""
+        return len(self.times)
+
+    def stats(self) -> SeriesStats:
+        """Running statistics of the tokens per step."""
+        count = self._base + len(self.times)
+        last = self._runs[-1][1] if self._runs and count else None
+        return SeriesStats(last=last, min=self._min, max=self._max, count=count, last_step=count or None)

@@ -32,7 +32,7 @@ from typing import Any
 from trainmeter.core import monitor as monitor_module
 from trainmeter.core.phases import PhaseClock
 from trainmeter.core.scalars import ScalarReader
-from trainmeter.core.series import Series
+from trainmeter.core.series import StepSeries
 
 LOCK_WAIT_S = 0.5
 THREAD_EXTENSIONS = ("gpu", "node")  # their sampler threads do not survive a fork; one per node anyway
@@ -144,7 +144,7 @@ def rehome(m: Any) -> None:
     m.out = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 (lives as long as the child)
     m._series_lock = threading.Lock()
     m.series = {}
-    m.step_series = Series("tokens_per_step", "step")
+    m.step_series = StepSeries("tokens_per_step")
     m._readers = []
     m.steps = m.tokens = m._window_tokens = m._window_steps = m.reports = 0
     m.interval = m.session = m.memory = None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import platform
 import sys
@@ -19,8 +20,43 @@ def _cpu_model() -> str | None:
     return platform.processor() or None
 
 
+def platform_name() -> str:
+    """``platform.platform()``, read without opening the interpreter binary where the C library says its version.
+
+    On Linux with glibc the name is built from ``os.uname()`` and ``CS_GNU_LIBC_VERSION``
+    (microseconds; ``platform.platform()`` scans the binary for the libc version:
+    tens of milliseconds). Elsewhere ``platform.platform()``.
+    """
+    try:
+        uname = os.uname()
+        libc = os.confstr("CS_GNU_LIBC_VERSION") or ""
+    except (AttributeError, ValueError, OSError):
+        return platform.platform()
+    name, _, version = libc.partition(" ")
+    if uname.sysname != "Linux" or name != "glibc" or not version:
+        return platform.platform()
+    return f"{uname.sysname}-{uname.release}-{uname.machine}-with-glibc{version}".replace(" ", "_")
+
+
+@functools.cache
+def _host() -> dict[str, Any]:
+    """Facts fixed for the life of the process, read once."""
+    from trainmeter._version import __version__
+
+    return {
+        "trainmeter": __version__,
+        "python": platform.python_version(),
+        "platform": platform_name(),
+        "cpu": _cpu_model(),
+        "cpu_count": os.cpu_count(),
+    }
+
+
 def describe_environment() -> dict[str, Any]:
-    """Return python, torch, platform and CPU facts (torch only if already imported)."""
+    """Return python, torch, platform and CPU facts (torch only if already imported).
+
+    The host facts are read once per process; the CUDA devices at each call. Any thread.
+    """
     torch = sys.modules.get("torch")
     torch_version = getattr(torch, "__version__", None) if torch is not None else None
     cuda_version = None
@@ -32,15 +68,14 @@ def describe_environment() -> dict[str, Any]:
                 cuda_devices = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
         except Exception:
             pass
-    from trainmeter._version import __version__
-
+    host = _host()
     return {
-        "trainmeter": __version__,
-        "python": platform.python_version(),
+        "trainmeter": host["trainmeter"],
+        "python": host["python"],
         "torch": str(torch_version) if torch_version is not None else None,
         "cuda": cuda_version,
         "cuda_devices": cuda_devices,
-        "platform": platform.platform(),
-        "cpu": _cpu_model(),
-        "cpu_count": os.cpu_count(),
+        "platform": host["platform"],
+        "cpu": host["cpu"],
+        "cpu_count": host["cpu_count"],
     }

@@ -7,14 +7,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainmeter.core.series import Series
+from trainmeter.core.series import Series, StepSeries
 from trainmeter.record.runlog import RunLog
 from trainmeter.record.textline import format_line, seed_values
 from trainmeter.record.view import RunView
 from trainmeter.sizes import format_count
 
 
-def write_columns(log: RunLog, cursors: dict[str, int], kind: str, series: Series) -> int:
+def write_columns(log: RunLog, cursors: dict[str, int], kind: str, series: Series | StepSeries) -> int:
     """Append the points of ``series`` since its cursor as one ``kind`` record; advance the cursor.
 
     Returns:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from trainmeter.core.memory import MemoryReading
-from trainmeter.core.series import Series
+from trainmeter.core.series import Series, StepSeries
 from trainmeter.core.throughput import IntervalSummary, SessionSummary
 
 
@@ -28,7 +28,7 @@ class RunView(Protocol):
     tokens: int
     token_unit: str
     series: dict[str, Series]
-    step_series: Series
+    step_series: Series | StepSeries
     interval: IntervalSummary | None
     session: SessionSummary | None
     memory: MemoryReading | None

@@ -1,0 +1,184 @@
+"""The hot path's cost as a count of calls, not a timing: what trainmeter runs per optimizer step.
+
+``sys.setprofile`` sees every Python call and every C call of the training
+thread. Over steps in steady state (after discovery, no report due) the calls
+into trainmeter code and the C calls trainmeter code makes are counted and
+divided by the steps: a deterministic figure, so a regression (a new frame, a
+lookup, an extension doing work per step) fails here instead of hiding in a
+noisy timing. The wall-time and instruction-count figures are in
+``benchmarks/overhead.py`` (``./dev bench``).
+"""
+
+from __future__ import annotations
+
+import collections
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+import trainmeter  # noqa: E402
+from trainmeter.extensions import default_extensions, make_monitor  # noqa: E402
+from trainmeter.options import make_options  # noqa: E402
+
+PACKAGE = str(Path(trainmeter.__file__).parent)
+STEPS = 50
+# Per step: the root forward wrapper, the Tensor.backward wrapper and its loss read, the step hook,
+# Monitor.on_step and Series.append for the loss (the step's time is a bare list append).
+MAX_PY_CALLS_PER_STEP = 6
+# Per step: is_grad_enabled, Tensor.item, perf_counter, len, dict.get, and 5 list appends
+# (the loss read, the step's time, the loss point's step, time and value).
+MAX_C_CALLS_PER_STEP = 10
+
+
+def _loop(kind: str):
+    torch.manual_seed(0)
+    if kind == "ids":
+        model = nn.Sequential(nn.Embedding(32, 8), nn.Flatten(), nn.Linear(8 * 6, 1))
+        x = torch.randint(0, 32, (4, 6))
+    else:
+        model = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 1))
+        x = torch.randn(32, 32)
+    y = torch.randn(x.shape[0], 1)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-4)
+
+    def steps(n: int) -> None:
+        for _ in range(n):
+            loss = F.mse_loss(model(x), y)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+
+    return steps
+
+
+def _calls_per_step(tmp_path: Path, kind: str, extensions: str) -> tuple[dict, dict, object]:
+    steps = _loop(kind)
+    options = make_options(run_dir=tmp_path, interval_s=3600, widget=False)
+    exts = default_extensions(options) if extensions == "all" else []
+    m = make_monitor(options, extensions=exts, text=False).start()
+    py: collections.Counter[str] = collections.Counter()
+    c: collections.Counter[str] = collections.Counter()
+
+    def profile(frame, event, arg):
+        if event == "call":
+            code = frame.f_code
+            if code.co_filename.startswith(PACKAGE):
+                py[f"{Path(code.co_filename).relative_to(PACKAGE)}:{code.co_name}"] += 1
+        elif event == "c_call" and frame.f_code.co_filename.startswith(PACKAGE):
+            c[getattr(arg, "__qualname__", repr(arg))] += 1
+
+    try:
+        steps(20)  # discovery and the first counted batches
+        sys.setprofile(profile)
+        try:
+            steps(STEPS)
+        finally:
+            sys.setprofile(None)
+    finally:
+        m.finish("completed")
+    return py, c, m
+
+
+@pytest.mark.parametrize("kind", ["ids", "floats"])
+@pytest.mark.parametrize("extensions", ["core", "all"])
+def test_a_step_in_steady_state_costs_a_fixed_handful_of_calls(tmp_path, kind, extensions):
+    py, c, m = _calls_per_step(tmp_path, kind, extensions)
+    per_step_py = sum(py.values()) / STEPS
+    per_step_c = sum(c.values()) / STEPS
+    assert m.steps == 20 + STEPS
+    assert per_step_py <= MAX_PY_CALLS_PER_STEP, dict(py)
+    assert per_step_c <= MAX_C_CALLS_PER_STEP, dict(c)
+
+
+def test_no_extension_runs_code_per_step(tmp_path):
+    py, _, _ = _calls_per_step(tmp_path, "ids", "all")
+    assert [name for name in py if not name.startswith("core/")] == []
+
+
+def test_the_batch_shape_is_read_not_recounted_and_a_new_shape_is_counted_exactly(tmp_path):
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Embedding(32, 8), nn.Linear(8, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=1e-4)
+    shapes = [(4, 6)] * 30 + [(4, 5)] + [(4, 6)] * 10 + [(2, 6), (8, 3)] * 5
+    calls = collections.Counter()
+
+    def profile(frame, event, arg):
+        if event == "call" and frame.f_code.co_name == "count_batch":
+            calls["count_batch"] += 1
+
+    options = make_options(run_dir=tmp_path, interval_s=3600, widget=False)
+    m = make_monitor(options, extensions=[], text=False).start()
+    sys.setprofile(profile)
+    try:
+        for shape in shapes:
+            loss = model(torch.randint(0, 32, shape)).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    finally:
+        sys.setprofile(None)
+        m.finish("completed")
+    assert m.tokens == sum(a * b for a, b in shapes)
+    assert m.step_series.stats().count == len(shapes)
+    # counted at the first batch and at each change of shape only
+    changes = 1 + sum(1 for a, b in zip(shapes, shapes[1:], strict=False) if a != b)
+    assert calls["count_batch"] <= changes + 1  # (+1: model discovery reads the first batch too)
+
+
+def test_start_leaves_psutil_nvml_and_the_platform_scan_to_other_threads(tmp_path):
+    """Run start-up on the training thread: no psutil read, no NVML open, no libc scan of the interpreter."""
+    seen: set[str] = set()
+
+    def profile(frame, event, arg):
+        if event == "call":
+            name = frame.f_code.co_filename
+            if "/psutil/" in name or name.endswith(("gpu/sampler.py", "gpu/nvml.py", "host/read.py")):
+                seen.add(f"{Path(name).name}:{frame.f_code.co_name}")
+            elif frame.f_code.co_name == "libc_ver":
+                seen.add("platform.libc_ver")
+
+    options = make_options(run_dir=tmp_path, interval_s=3600, widget=False)
+    m = make_monitor(options, extensions=default_extensions(options), text=False)
+    sys.setprofile(profile)
+    try:
+        m.start()
+    finally:
+        sys.setprofile(None)
+        m.finish("completed")
+    assert seen == set()
+
+
+def test_a_batch_whose_shape_cannot_be_read_after_a_counted_one_warns_and_never_raises(tmp_path):
+    from trainmeter.core.monitor import MonitorWarning
+
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 1)
+
+        def forward(self, x):
+            return self.lin(torch.ones(2, 4) if x.is_nested else x)
+
+    model = Model()
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # torch: "nested tensors are in prototype stage"
+        nested = torch.nested.nested_tensor([torch.ones(2, 4), torch.ones(3, 4)])
+    options = make_options(run_dir=tmp_path, interval_s=3600, widget=False)
+    m = make_monitor(options, extensions=[], text=False).start()
+    try:
+        with pytest.warns(MonitorWarning, match="token counting disabled"):
+            for x in [torch.ones(2, 4)] * 3 + [nested, torch.ones(2, 4)]:
+                loss = model(x).sum()
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+    finally:
+        m.finish("completed")
+    assert m.steps == 5 and m.tokens == 3 * 2
