@@ -130,4 +130,6 @@ def test_share_budget_lets_small_series_keep_every_point_and_splits_the_rest():
     assert caps == {"rss_bytes": 12, "val_loss": 40, "train_loss": 1474, "lr": 1474}
     assert sum(caps.values()) <= 3000
     assert share_budget({"a": 5000}, 6000, per_series=2000) == {"a": 2000}
-    assert share_budget({f"s{i}": 2000 for i in range(200)}, 6000)["s0"] == 64  # never below the floor
+    assert share_budget({f"s{i}": 2000 for i in range(20)}, 6000)["s0"] == 300
+    many = share_budget({f"s{i}": 2000 for i in range(200)}, 6000)  # the floor never passes the total
+    assert many["s0"] == 30 and sum(many.values()) <= 6000

@@ -403,3 +403,23 @@ def test_in_a_real_kernel_thread_messages_reach_the_cell_and_hello_is_answered_i
             hello_at, end_of_cell, [(round(t, 2), kind) for t, kind, _ in live])
     final = [entry for entry in log if entry[1] == "update_display_data"]
     assert final and "text/html" in final[-1][3] and final[-1][2]
+
+
+def test_the_history_of_the_maximum_series_count_stays_within_the_frame_budget(run_root):
+    """Issue 11 item 7: 256 full series (the default cap) share one history budget; no per-series floor breaks it."""
+    clock = FakeClock(0.0)
+    m = _monitor(run_root, clock, interval_s=1.0)
+    w = Recorder(clock)
+    pub = Publisher(m, w, clock=clock, state_interval_s=0.0, history_interval_s=0.0)
+    for step in range(2500):
+        m.on_step(128, losses=[1.0])
+        m.record({f"s{i}": float(step + i) for i in range(255)})
+        if step % 50 == 0:
+            clock.advance(0.5)
+            pub.tick()
+    clock.advance(6.0)
+    pub.tick()
+    history = [n for _, k, n in w.log if k == "history"]
+    assert len(m.series) == 256 and history
+    assert max(history) <= 96 * 1024, max(history)
+    assert sum(len(xs) for xs, _ in w.store.values()) <= 6000 + 2 * 256

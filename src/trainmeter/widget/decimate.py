@@ -262,7 +262,8 @@ def decimate(xs: Sequence[float], ys: Sequence[float], budget_points: int, *, x_
 def share_budget(needs: dict[str, int], total_points: int, per_series: int = DEFAULT_BUDGET_POINTS,
                  floor_points: int = 64) -> dict[str, int]:
     """Split ``total_points`` among series by water-filling: small series keep every point,
-    the rest share what is left equally (never more than ``per_series``, never under ``floor_points``).
+    the rest share what is left equally (never more than ``per_series``, never under ``floor_points``
+    unless that many series would pass ``total_points``: then ``total_points // len(needs)``, at least 2).
 
     Examples:
         >>> share_budget({"loss": 2000, "lr": 2000, "val": 40}, 3000)
@@ -271,6 +272,8 @@ def share_budget(needs: dict[str, int], total_points: int, per_series: int = DEF
     caps: dict[str, int] = {}
     remaining = total_points
     ordered = sorted(needs.items(), key=lambda kv: kv[1])
+    # the floor never lets the sum pass the total: with many series each keeps at least a min/max pair
+    floor_points = max(2, min(floor_points, total_points // max(1, len(ordered))))
     for i, (name, need) in enumerate(ordered):
         share = max(floor_points, remaining // (len(ordered) - i))
         caps[name] = min(need, share, per_series)

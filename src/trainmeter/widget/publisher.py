@@ -256,7 +256,9 @@ class Publisher:
     def series_columns(self, *, include_open: bool, max_points: int | None = None) -> list[SeriesColumns]:
         """Every series' decimated history (for frames and the HTML snapshot)."""
         decimators = list(self.decimators.values())
-        caps = share_budget({d.name: d.points for d in decimators}, self.history_points_total, self.budget_points)
+        # each series' JSON header entry (name, kind, length) costs about three points of 16 bytes: keep the frame in budget
+        total = max(2 * len(decimators), self.history_points_total - 3 * len(decimators))
+        caps = share_budget({d.name: d.points for d in decimators}, total, self.budget_points)
         out = []
         for d in decimators:
             xs, ys = d.columns(include_open=include_open, max_points=max_points or caps[d.name])
