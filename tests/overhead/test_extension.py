@@ -29,10 +29,13 @@ def test_on_step_is_timed_on_one_step_in_sample_every_and_unwrapped_at_the_end(t
     ext = Overhead(perf_counter=Ticks())
     m = make_monitor(make_options(run_dir=tmp_path, interval_s=3600), clock=clock, text=False, probes=False,
                      extensions=[ext]).start()
-    assert "on_step" in vars(m)
+    assert "on_step" not in vars(m)  # no wrapper on the steps that are not timed
+    wrapped = []
     for _ in range(10 * SAMPLE_EVERY):
         clock.advance(0.01)
+        wrapped.append("on_step" in vars(m))
         m.on_step(8)
+    assert [i + 1 for i, w in enumerate(wrapped) if w] == [k * SAMPLE_EVERY for k in range(1, 11)]
     assert m.steps == 10 * SAMPLE_EVERY and m.tokens == 80 * SAMPLE_EVERY  # the wrapper changes nothing
     m.finish("completed")
     assert "on_step" not in vars(m)

@@ -149,6 +149,9 @@ class Monitor:
         self._cuda_memory = cuda_memory
         self._readers: list[dict[str, int]] = []
         self._user_loss = False
+        self._held_step = 0  # a captured loss read on the host, waiting for the next step: step, time, value
+        self._held_t_s = 0.0
+        self._held_value = 0.0
         self._late_user_loss = False
         self._losses: deque[StepLoss] = deque()  # closed step losses not yet in their series, in step order
         self._captured_points = 0
@@ -158,7 +161,7 @@ class Monitor:
         self.extensions: list[Any] = list(extensions or [])
         self._finished = False
         self._at_step: int | None = None
-        self._at_step_fn: Callable[[], None] | None = None
+        self._at_steps: list[tuple[int, Callable[[], None]]] = []  # (step, callback) waiting; _at_step: the next
         self.step_hook: Callable[[], None] | None = None  # one extension's, called in on_step before the report check
         self._warned: set[str] = set()
         self._series_lock = threading.Lock()
@@ -393,15 +396,18 @@ class Monitor:
         """Read a float or 0-d tensor now, or defer it (CUDA) to a later poll."""
         return self._scalars.read(value, key)
 
-    def on_step(self, tokens: int, loss: StepLoss | None = None, *, losses: list[float] | None = None) -> None:
+    def on_step(self, tokens: int, loss: StepLoss | None = None, *, losses: list[float] | None = None,
+                loss_value: float | None = None) -> None:
         """One optimizer step of the primary optimizer (training thread).
 
         ``loss`` is the step's captured loss (the values passed to backward since the
         previous optimizer step); it reaches its series once the next step (or the end)
         has come, so a ``tm.emit(train_loss=...)`` made right after this step is seen first.
+        ``loss_value`` is the same for a captured loss already read (a CPU loss: the probes'
+        fast path), held in three attributes instead of a queued object, with the same timing.
         ``losses`` (floats, summed) is recorded at once: for sources that read values themselves.
         """
-        # hot path (issue 12): counters, a clock read, an append (and the loss's)
+        # hot path (issue 12): counters, a clock read, an append (and the previous step's loss)
         self.steps += 1
         self.tokens += tokens
         self._window_tokens += tokens
@@ -416,15 +422,29 @@ class Monitor:
             self._poll_scalars(t_s)
         if self._queued:
             self._drain_queue()
+        held = self._held_step
+        if held:  # the previous step's loss, read on the host: its step has passed (inline _flush_losses)
+            self._held_step = 0
+            if not self._user_loss:
+                series = self.series.get(LOSS_SERIES) or self._series(LOSS_SERIES)
+                series.append(held, self._held_t_s, self._held_value)
+                self._captured_points += 1
         if self._losses:
             self._flush_losses(self.steps)
-        if loss is not None:
+        if loss_value is not None:
+            if self._losses:  # keep the order behind losses still being read
+                self.add_loss(StepLoss.read(LOSS_SERIES, loss_value), t_s)
+            else:
+                self._held_step = self.steps
+                self._held_t_s = t_s
+                self._held_value = loss_value
+        elif loss is not None:
             self.add_loss(loss, t_s)
         elif losses and not self._user_loss:
             self._series(LOSS_SERIES).append(self.steps, t_s, float(sum(losses)))
             self._captured_points += 1
-        if self.steps == self._at_step and self._at_step_fn is not None:
-            self._guard("at-step", self._at_step_fn)
+        if self.steps == self._at_step:
+            self._run_at_step()
         if self.step_hook is not None:
             self.step_hook()  # must not raise (the optimizer wing's records this step's lr and grad_norm)
         if now - self._last_report_s >= self._interval_s:
@@ -441,6 +461,12 @@ class Monitor:
 
     def _flush_losses(self, before_step: float) -> None:
         """Append ready step losses of steps before ``before_step`` to their series, in order."""
+        held = self._held_step
+        if held and held < before_step:  # older than anything queued after it
+            self._held_step = 0
+            if not self._user_loss:
+                self._series(LOSS_SERIES).append(held, self._held_t_s, self._held_value)
+                self._captured_points += 1
         losses = self._losses
         while losses and losses[0].ready and losses[0].step < before_step:
             loss = losses.popleft()
@@ -632,8 +658,19 @@ class Monitor:
             self.phases.carve(phase, seconds)
 
     def at_step(self, step: int, fn: Callable[[], None]) -> None:
-        """Call ``fn`` on the training thread right after optimizer step ``step`` (one callback)."""
-        self._at_step, self._at_step_fn = step, fn
+        """Call ``fn`` on the training thread right after optimizer step ``step`` (once; a step already
+        counted never comes). Several callbacks may wait; the hot path compares one integer."""
+        if step <= self.steps:
+            return
+        self._at_steps.append((step, fn))
+        self._at_step = min(s for s, _ in self._at_steps)
+
+    def _run_at_step(self) -> None:
+        due = [fn for s, fn in self._at_steps if s == self.steps]
+        self._at_steps = [(s, fn) for s, fn in self._at_steps if s > self.steps]
+        self._at_step = min((s for s, _ in self._at_steps), default=None)
+        for fn in due:
+            self._guard("at-step", fn)
 
     def add_reader(self) -> dict[str, int]:
         """Register a series reader; returns its cursor map (name -> position)."""
@@ -689,7 +726,7 @@ class Monitor:
         if self._queued:
             self._drain_queue()
         self._poll_scalars(elapsed_s)
-        if self._losses:
+        if self._losses or self._held_step:
             self._flush_losses(float("inf") if final else self.steps)
         if self._memory_probe is not None:
             self.memory = self._guard("memory", self._memory_probe.sample)

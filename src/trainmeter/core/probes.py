@@ -131,8 +131,9 @@ class TorchProbes:
         monitor: The run they report to.
 
     Attributes:
-        on_training: Called (no arguments) at each training forward of the root and
-            each backward while set; the time split sets it while an eval span is open.
+        on_training: Called (no arguments) at each training forward of the root, each
+            backward and each optimizer step while set; the time split sets it while an
+            eval span is open (so it needs no optimizer hook of its own).
         paused: Set while trainmeter itself runs the model (FLOP counting).
     """
 
@@ -172,6 +173,17 @@ class TorchProbes:
         self._compiling = False  # something is or was compiled: torch's own classes are not patched
         self._set_aside: set[int] = set()  # candidates unwatched for that reason
         self.on_training: Any = None
+        # the last counted positional batch of the root (the call wrapper's fast path): type, shape, dtype, count
+        self._fast_calls = False
+        self._last_type: Any = None
+        self._last_shape: Any = None
+        self._last_dtype: Any = None
+        self._last_tokens = 0
+        # the step's loss while every part was a 0-d CPU tensor read at once (the backward fast path)
+        self._fast_parts = 0
+        self._fast_sum = 0.0
+        self._fast_divided = True  # every part after the first was divided (folded in from the second part on)
+        self._fast_kind: Any = None  # the first part's grad_fn class
         self.params: dict[str, Any] = {}
         self.root_name: str | None = None
         self.example: tuple[Any, Any] | None = None
@@ -222,6 +234,9 @@ class TorchProbes:
         self._created.clear()
         self._scaled = None
         self._loss = None
+        self._fast_parts = 0
+        self._fast_sum = 0.0
+        self._fast_divided = True
         self.on_training = None
         self._guarded("probe-info", self._write_info)
 
@@ -235,6 +250,9 @@ class TorchProbes:
         self._pending_tokens = 0
         self._calls = 0
         self._loss = None
+        self._fast_parts = 0
+        self._fast_sum = 0.0
+        self._fast_divided = True
         self._scaled = None
         self.params = {}
         self.root_name = None
@@ -432,17 +450,32 @@ class TorchProbes:
         probes = self
         torch = self._torch
         is_compiling = torch.compiler.is_compiling
+        is_grad_enabled = torch.is_grad_enabled
         candidates = self._candidates
         lightning = attr == "training_step"
 
         @functools.wraps(original)
         def call(module: Any, *args: Any, **kwargs: Any) -> Any:
-            if is_compiling() or id(module) not in candidates or not probes._active:
+            key = id(module)
+            if is_compiling() or key not in candidates or not probes._active:
                 return original(module, *args, **kwargs)
             if probes._depth:
                 return original(module, *args, **kwargs)
             probes._depth += 1
             try:
+                # hot path (issue 12): the root called with a positional batch like the last counted one
+                # counts the same (exact: same type, shape and dtype); anything else takes _on_call
+                if key == probes._root_id and args and not kwargs and probes._fast_calls:
+                    first = args[0]
+                    try:
+                        same = (type(first) is probes._last_type and first.shape == probes._last_shape
+                                and first.dtype is probes._last_dtype)
+                    except Exception:  # a tensor without a shape (a nested tensor): _on_call says so
+                        same = False
+                    if same and not probes.paused and probes.on_training is None and is_grad_enabled():
+                        probes._pending_tokens += probes._last_tokens
+                        probes._calls += 1
+                        return original(module, *args, **kwargs)
                 probes._on_call(module, args, kwargs, lightning)
                 return original(module, *args, **kwargs)
             finally:
@@ -464,6 +497,14 @@ class TorchProbes:
                 if counted is not None:
                     self._pending_tokens += counted[0]
                     self._monitor.token_unit = counted[1]
+                # remember a positional batch's shape: the call wrapper counts the next ones like it
+                first = args[0] if args and not kwargs else None
+                if not lightning and counted is not None and hasattr(first, "is_floating_point"):
+                    self._last_type, self._last_shape, self._last_dtype = type(first), first.shape, first.dtype
+                    self._last_tokens = counted[0]
+                    self._fast_calls = self.example is not None
+                else:
+                    self._fast_calls = False
                 self._calls += 1
                 callback = self.on_training
                 if callback is not None and (lightning or module.training):
@@ -524,6 +565,7 @@ class TorchProbes:
             self._watch(module, force=True)
         self._root = weakref.ref(module)
         self._root_id = id(module)
+        self._fast_calls = False
         self._roots_found += 1
         self.root_name = type(module).__name__
         self.params = {}
@@ -588,6 +630,7 @@ class TorchProbes:
 
     def _make_backward(self, original: Any) -> Any:
         probes = self
+        tensor_type = self._torch.Tensor
 
         @functools.wraps(original)
         def backward(tensors: Any, grad_tensors: Any = None, *args: Any, **kwargs: Any) -> Any:
@@ -596,7 +639,24 @@ class TorchProbes:
             probes._in_backward = True
             try:
                 if grad_tensors is None and not probes.paused:
-                    probes._on_backward(tensors)
+                    # hot path (issue 12): a 0-d CPU loss (host memory, no device to wait for), unscaled,
+                    # read at once and summed in place; anything else goes through a StepLoss
+                    if (type(tensors) is tensor_type and probes._loss is None and probes._scaled is None
+                            and probes.on_training is None and tensors.ndim == 0 and tensors.is_cpu):
+                        try:
+                            value = tensors.item()
+                            kind = type(tensors.grad_fn)  # the node's class: whether it divided, read if needed
+                            if probes._fast_parts:  # a second part: division matters (accumulation or not)
+                                probes._fast_division(kind)
+                            else:
+                                probes._fast_kind = kind
+                            probes._fast_sum += value
+                            probes._fast_parts += 1
+                        except Exception as exc:
+                            probes._monitor.warn_once("probe-loss", f"loss capture disabled: {exc!r}")
+                            probes._backward_on = False
+                    else:
+                        probes._on_backward(tensors)
                 return original(tensors, grad_tensors, *args, **kwargs)
             finally:
                 probes._in_backward = False
@@ -611,7 +671,7 @@ class TorchProbes:
                     continue
                 loss = self._loss
                 if loss is None:
-                    loss = self._loss = StepLoss(LOSS_SERIES)
+                    loss = self._loss = self._fast_loss()
                 scaled = self._scaled
                 if scaled is not None and scaled[0]() is tensor:
                     self._scaled = None
@@ -625,6 +685,33 @@ class TorchProbes:
             self._monitor.warn_once("probe-loss", f"loss capture disabled: {exc!r}")
             self._backward_on = False
             self._loss = None
+            self._fast_parts = 0
+            self._fast_sum = 0.0
+            self._fast_divided = True
+
+    def _fast_division(self, kind: Any) -> None:
+        """Fold the first part's and ``kind``'s division into ``_fast_divided`` (steps of several parts)."""
+        first = self._fast_kind
+        if first is not None:
+            self._fast_kind = None
+            self._fast_divided = self._fast_divided and first.__name__.startswith("DivBackward")
+        self._fast_divided = self._fast_divided and kind.__name__.startswith("DivBackward")
+
+    def _fast_loss(self) -> StepLoss:
+        """A StepLoss holding the parts read on the fast path so far (then reset)."""
+        loss = StepLoss(LOSS_SERIES)
+        parts = self._fast_parts
+        if parts:
+            # the sum as the first part and zeros for the others: the same value and the same part count
+            loss.parts.extend([[self._fast_sum, 1.0]] + [[0.0, 1.0] for _ in range(parts - 1)])
+            first, self._fast_kind = self._fast_kind, None
+            if first is not None:  # one part so far: its division not yet read
+                self._fast_divided = first.__name__.startswith("DivBackward")
+            loss.divided = self._fast_divided
+            self._fast_parts = 0
+            self._fast_sum = 0.0
+            self._fast_divided = True
+        return loss
 
     # -- per step ------------------------------------------------------------------
     def _is_newer(self, optimizer: Any) -> bool:
@@ -639,6 +726,9 @@ class TorchProbes:
         if not self._active:
             return
         try:
+            callback = self.on_training
+            if callback is not None:  # an optimizer step ends an open eval span (the time split)
+                callback()
             primary = self._primary() if self._primary is not None else None
             if primary is not optimizer:
                 if primary is not None and not self._is_newer(optimizer):
@@ -666,9 +756,29 @@ class TorchProbes:
                 for candidate in self._candidates.values():
                     candidate.tokens = candidate.calls = 0
             tokens, self._pending_tokens = self._pending_tokens, 0
-            self._max_calls = max(self._max_calls, self._calls)
+            if self._calls > self._max_calls:
+                self._max_calls = self._calls
             self._calls = 0
             loss, self._loss = self._loss, None
+            parts = self._fast_parts
+            if loss is None and parts:  # hot path: the loss was read at backward (inline _note)
+                info = self._losses_info
+                info["steps"] += 1
+                if parts > 1:
+                    if parts > info["max_parts"]:
+                        info["max_parts"] = parts
+                    if self._fast_divided:
+                        info["divided"] += 1
+                    else:
+                        info["ambiguous"] += 1
+                elif not info["max_parts"]:
+                    info["max_parts"] = 1
+                value = self._fast_sum
+                self._fast_parts = 0
+                self._fast_sum = 0.0
+                self._fast_divided = True
+                self._monitor.on_step(tokens, loss_value=value)
+                return
             if loss is not None:
                 self._note(loss)
             self._monitor.on_step(tokens, loss)
@@ -680,6 +790,8 @@ class TorchProbes:
         self._pending_tokens = 0
         self._calls = 0
         loss, self._loss = self._loss, None
+        if loss is None and self._fast_parts:
+            loss = self._fast_loss()
         if loss is not None:
             number = self._others.setdefault(id(optimizer), len(self._others) + 2)
             loss.series = f"{LOSS_SERIES}.optimizer{number}"

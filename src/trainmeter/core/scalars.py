@@ -120,6 +120,13 @@ class StepLoss:
         self.broken = False
         self._missing = 0
 
+    @classmethod
+    def read(cls, series: str, value: float) -> StepLoss:
+        """A step loss whose one part was already read on the host (ready once closed)."""
+        loss = cls(series)
+        loss.parts.append([value, 1.0])
+        return loss
+
     def add(self, reader: ScalarReader, value: Any, scale: Any = None, *, divided: bool = False) -> None:
         """Add one backward call's 0-d ``value`` (and the GradScaler ``scale`` tensor, if any)."""
         index = len(self.parts)

@@ -161,12 +161,21 @@ class OptimExtension:
                     self._watch_steps()
                 return
             groups = optimizer.param_groups
+            m = self._m
+            if len(groups) == 1 and self.clip.pending is None:
+                # hot path (issue 12): one group's float rate into its existing series, at the step's time
+                lr = groups[0]["lr"]
+                series = m.series.get(LR_SERIES) if type(lr) is float else None  # type: ignore[union-attr]
+                if series is not None:
+                    series.append(m.steps, m.step_series.times[-1], lr)  # type: ignore[union-attr]
+                    self.groups = 1
+                    return
             values = read_lrs(groups)
             self.groups = len(groups)
             norm = self.clip.take()
             if norm is not None:
                 values[GRAD_NORM_SERIES] = norm
-            self._m.record(values)  # type: ignore[union-attr]
+            m.record(values)  # type: ignore[union-attr]
         except Exception as exc:
             self._disable(exc)
 

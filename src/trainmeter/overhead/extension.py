@@ -51,7 +51,7 @@ class Overhead:
         self._figures: dict[str, Any] = {}
 
     def start(self, monitor: Monitor) -> None:
-        """Wrap the monitor's ``on_step`` with a sampled timer (removed at ``stop``)."""
+        """Time the monitor's ``on_step`` on 1 step in ``SAMPLE_EVERY`` (a wrapper put on for that step only)."""
         self._m = monitor
         self._t0 = self._now()
         try:
@@ -60,19 +60,31 @@ class Overhead:
             self._process = psutil.Process()
         except Exception:  # noqa: BLE001 - no psutil: no per-thread CPU
             self._process = None
-        original = monitor.on_step
+        monitor.at_step(SAMPLE_EVERY - 1, self._arm)
 
-        def on_step(tokens: int, losses: list[float] | None = None) -> None:
+    def _arm(self) -> None:
+        """Put the timed wrapper over ``on_step`` for the next step only (no code on the other steps).
+
+        Runs from ``Monitor.at_step`` after step ``k * SAMPLE_EVERY - 1``; the wrapper times step
+        ``k * SAMPLE_EVERY``, takes itself off and arms again ``SAMPLE_EVERY - 1`` steps later.
+        """
+        monitor = self._m
+        if monitor is None or self._t1 is not None:
+            return
+        original = monitor.on_step
+        now = self._now
+
+        def on_step(*args: Any, **kwargs: Any) -> None:
+            vars(monitor).pop("on_step", None)  # the plain method again from the next step
             self._calls += 1
-            if self._calls % SAMPLE_EVERY:
-                return original(tokens, losses)
             reports = monitor.reports
-            t0 = self._now()
-            original(tokens, losses)
+            t0 = now()
+            original(*args, **kwargs)
             if monitor.reports == reports:
-                self._timed_s += self._now() - t0
+                self._timed_s += now() - t0
                 self._timed += 1
-            return None
+            if self._t1 is None:
+                monitor.at_step(monitor.steps + SAMPLE_EVERY - 1, self._arm)
 
         monitor.on_step = on_step  # type: ignore[method-assign]  # an instance attribute over the method
 

@@ -66,7 +66,6 @@ class TimeSplit:
         self._gate = Gate()
         self._patches = Patches()
         self._hooks: PostImportHooks | None = None
-        self._step_handle: Any = None
         self._in_next = False
         self._ckpt_depth = 0
         self._eval_open = False
@@ -91,7 +90,6 @@ class TimeSplit:
         if "torch" not in sys.modules and importlib.util.find_spec("torch") is None:
             return
         import torch
-        from torch.optim.optimizer import register_optimizer_step_post_hook
         from torch.utils.data import dataloader
 
         self._gate.open()
@@ -102,7 +100,6 @@ class TimeSplit:
         if getattr(wrapped, "__trainmeter_original__", None) is getattr(torch, "save", None):
             self._patches.set(torch, "save", wrapped)
             self.patched.append("torch.save")
-        self._step_handle = register_optimizer_step_post_hook(self._on_step)
         self._hooks = PostImportHooks({
             "safetensors.torch": self._patch_safetensors,
             "transformers.modeling_utils": self._patch_transformers,
@@ -116,12 +113,6 @@ class TimeSplit:
         if self._hooks is not None:
             self._hooks.remove()
             self._hooks = None
-        if self._step_handle is not None:
-            try:
-                self._step_handle.remove()
-            except Exception:
-                pass
-            self._step_handle = None
         self._patches.restore_all()
 
     def _wrap(self, owner: Any, attr: str, make: Any, label: str) -> None:
@@ -256,10 +247,6 @@ class TimeSplit:
             probes.on_training = None
         if not self._ckpt_depth:  # during a save inside the span, the span is already paused
             self._exit()
-
-    def _on_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
-        if self._eval_open and self._gate.here():
-            self._close_eval()
 
     def _make_saver(self, original: Any) -> Any:
         split = self
