@@ -46,13 +46,7 @@ class MemoryProbe:
         """``cuda_memory`` makes the allocator reader (``.available``, ``.sample_interval()``), or ``None``."""
         self._process: Any = _UNOPENED  # psutil is imported at the first sample, not at the run's start
         self.rss_peak_bytes: int | None = None
-        self.host_total_bytes: int | None = None
-        try:
-            import psutil
-
-            self.host_total_bytes = int(psutil.virtual_memory().total)
-        except Exception:
-            self.host_total_bytes = None
+        self.host_total_bytes: int | None = None  # read with the first sample (psutil stays off the start)
         self._cuda: Any = None
         try:
             monitor = cuda_memory() if cuda_memory is not None else None
@@ -70,6 +64,12 @@ class MemoryProbe:
                 self._process = psutil.Process()
             except Exception:  # psutil missing or unusable: RSS is None
                 self._process = None
+            try:
+                import psutil
+
+                self.host_total_bytes = int(psutil.virtual_memory().total)
+            except Exception:
+                self.host_total_bytes = None
         if self._process is not None:
             try:
                 rss = int(self._process.memory_info().rss)

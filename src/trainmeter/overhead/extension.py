@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from trainmeter.core.monitor import Monitor
 
 SAMPLE_EVERY = 64
+_UNOPENED = object()
 THREAD_PREFIX = "trainmeter"
 
 
@@ -47,19 +48,14 @@ class Overhead:
         self._t0 = 0.0
         self._t1: float | None = None
         self._thread_cpu: dict[int, tuple[str, float]] = {}
-        self._process: Any = None
+        self._process: Any = _UNOPENED
         self._figures: dict[str, Any] = {}
 
     def start(self, monitor: Monitor) -> None:
         """Time the monitor's ``on_step`` on 1 step in ``SAMPLE_EVERY`` (a wrapper put on for that step only)."""
         self._m = monitor
         self._t0 = self._now()
-        try:
-            import psutil
-
-            self._process = psutil.Process()
-        except Exception:  # noqa: BLE001 - no psutil: no per-thread CPU
-            self._process = None
+        self._process = _UNOPENED  # psutil is opened at the first read (a report), not at the run's start
         monitor.at_step(SAMPLE_EVERY - 1, self._arm)
 
     def _arm(self) -> None:
@@ -98,6 +94,13 @@ class Overhead:
         vars(m).pop("on_step", None)
 
     def _read_threads(self) -> None:
+        if self._process is _UNOPENED:
+            try:
+                import psutil
+
+                self._process = psutil.Process()
+            except Exception:  # noqa: BLE001 - no psutil: no per-thread CPU
+                self._process = None
         if self._process is None:
             return
         names = {t.native_id: t.name for t in threading.enumerate() if t.name.startswith(THREAD_PREFIX)}
@@ -117,6 +120,7 @@ class Overhead:
         m = self._m
         wall_s = self._wall_s()
         cpu_s = sum(c for _, c in self._thread_cpu.values())
+        have_cpu = self._process is not None and self._process is not _UNOPENED
         reporting_s = m.phases.totals_s.get("reporting", 0.0) if m is not None else 0.0
         elapsed_s = m.elapsed_s() if m is not None else 0.0
         browser = self._browser_bytes()
@@ -130,8 +134,8 @@ class Overhead:
             "on_step_us": self._timed_s / self._timed * 1e6 if self._timed else None,
             "on_step_samples": self._timed, "sample_every": SAMPLE_EVERY,
             "reporting_s": reporting_s, "reporting_share": reporting_s / elapsed_s if elapsed_s > 0 else None,
-            "threads": {"cpu_s": cpu_s if self._process is not None else None,
-                        "share_of_one_core": cpu_s / wall_s if self._process is not None and wall_s > 0 else None,
+            "threads": {"cpu_s": cpu_s if have_cpu else None,
+                        "share_of_one_core": cpu_s / wall_s if have_cpu and wall_s > 0 else None,
                         "names": sorted({n for n, _ in self._thread_cpu.values()})},
             "browser_bytes": browser, "browser_bytes_per_s": browser / wall_s if browser is not None and wall_s > 0
             else None,
