@@ -1,4 +1,8 @@
-"""GPU extension start: NVML opens off the training thread; its faults and an early stop are handled."""
+"""GPU extension start: NVML opens on the sampler's own thread (``GpuSampler.in_background``, issue 11).
+
+Covered elsewhere: a hung open or a hung sample adds under a second to the cell and
+the reason is recorded (``tests/faults/test_hung_drivers.py``).
+"""
 
 from __future__ import annotations
 
@@ -11,7 +15,16 @@ from trainmeter.core.monitor import MonitorWarning
 from trainmeter.extensions import make_monitor
 from trainmeter.gpu.extension import GpuExtension
 from trainmeter.gpu.fake import FakeNvml, open_fake
+from trainmeter.gpu.sampler import REASON_OPENING
 from trainmeter.options import make_options
+
+
+@pytest.fixture
+def release():
+    """A slow NVML open waits on this; set at teardown so no thread outlives the test for long."""
+    event = threading.Event()
+    yield event
+    event.set()
 
 
 def _monitor(tmp_path, ext, **flags):
@@ -19,23 +32,34 @@ def _monitor(tmp_path, ext, **flags):
     return make_monitor(options, clock=FakeClock(5.0), text=False, probes=False, extensions=[ext])
 
 
-def test_start_returns_before_nvml_has_opened_and_the_window_begins_at_the_start(tmp_path):
-    release = threading.Event()
-    fake = FakeNvml(["h100_sxm"], clock=FakeClock(5.0))
-
-    def slow_open(clock):
+def _slow_open(release, fake, opened=None):
+    def open_backend(clock):
         release.wait(10.0)  # NVML taking its time
+        if opened is not None:
+            opened.append(threading.current_thread())
         return open_fake(fake)
 
-    ext = GpuExtension(open_backend=slow_open)
+    return open_backend
+
+
+def test_start_returns_before_nvml_has_opened_and_the_window_begins_at_the_start(tmp_path, release):
+    fake = FakeNvml(["h100_sxm"], clock=FakeClock(5.0))
+    opened: list[threading.Thread] = []
+    ext = GpuExtension(open_backend=_slow_open(release, fake, opened))
     m = _monitor(tmp_path, ext).start()
-    assert ext.sampler is None  # start() did not wait for the open
-    assert ext.interval_fields() == {}  # a report before the open completes has nothing yet
+    assert ext.sampler.indices == () and ext.sampler.unavailable_reason == REASON_OPENING  # start did not wait
+    assert "0" not in ext.interval_fields()  # a report before the open completes has no device yet
     release.set()
+    for _ in range(200):
+        if ext.sampler.indices:
+            break
+        threading.Event().wait(0.01)
+    assert ext.sampler.indices == (0,)
+    assert opened and opened[0] is not threading.current_thread()
     m.clock.advance(2.0)
     m.finish("completed")
-    assert ext.sampler is not None and ext.sampler.indices == (0,)
     assert ext.sampler._window_begin_s == 5.0  # the run's start, not the moment NVML answered
+    ext.sampler._owner.join(10.0)
     assert not any(t.name.startswith("trainmeter-gpu") for t in threading.enumerate())
 
 
@@ -45,35 +69,35 @@ def test_a_fault_while_opening_warns_once_on_the_training_thread_and_the_run_com
 
     ext = GpuExtension(open_backend=broken)
     m = _monitor(tmp_path, ext).start()
-    with pytest.warns(MonitorWarning, match="start-gpu failed and was disabled: RuntimeError"):
+    ext.sampler._owner.join(10.0)
+    with pytest.warns(MonitorWarning, match="GPU sampling off: RuntimeError: driver gone") as caught:
         m.finish("completed")
-    assert m.status == "completed" and ext.sampler is None
-    assert ext.passport_section() == {"available": False, "reason": "GPU sampling did not start"}
+    assert len([w for w in caught if "driver gone" in str(w.message)]) == 1  # report and stop: once
+    assert m.status == "completed" and ext.sampler.indices == ()
+    section = ext.passport_section()
+    assert section["available"] is False and "driver gone" in str(section)
 
 
-def test_a_run_that_ends_while_nvml_opens_starts_no_sampling_thread(tmp_path):
-    release = threading.Event()
+def test_a_run_that_ends_while_nvml_opens_starts_no_sampling_thread(tmp_path, release):
     fake = FakeNvml(["h100_sxm"], clock=FakeClock(5.0))
-
-    def slow_open(clock):
-        release.wait(10.0)
-        return open_fake(fake)
-
-    ext = GpuExtension(open_backend=slow_open)
+    ext = GpuExtension(open_backend=_slow_open(release, fake))
     m = _monitor(tmp_path, ext).start()
-    with ext._lock:
-        ext._stopped = True  # stop() has begun: the opener must not start sampling
+    m.finish("completed")  # stop() waits a bounded time for the opener, then leaves it
+    assert m.status == "completed"
     release.set()
-    ext._opener.join(10.0)
-    assert ext.sampler is None
-    m.finish("completed")
+    ext.sampler._owner.join(10.0)
+    assert not ext.sampler._owner.is_alive()
+    assert ext.sampler.unavailable_reason == "the run ended before NVML opened"
+    assert ext.sampler.indices == () and ext.sampler._threads == []
     assert not any(t.name == "trainmeter-gpu-0" for t in threading.enumerate())
 
 
-def test_without_background_a_bad_selection_is_reported_at_start(tmp_path):
+def test_a_bad_gpus_selection_is_reported_with_the_valid_values_and_the_run_completes(tmp_path):
     fake = FakeNvml(["h100_sxm"], clock=FakeClock(5.0))
-    ext = GpuExtension(open_backend=lambda clock: open_fake(fake), background=False)
-    with pytest.warns(MonitorWarning, match="start-gpu failed"):
-        m = _monitor(tmp_path, ext, gpus="3").start()
-    m.finish("completed")
-    assert ext.sampler is None
+    ext = GpuExtension(open_backend=lambda clock: open_fake(fake))
+    m = _monitor(tmp_path, ext, gpus="3").start()
+    ext.sampler._owner.join(10.0)
+    with pytest.warns(MonitorWarning, match="--gpus: there is no GPU 3"):
+        m.finish("completed")
+    assert m.status == "completed" and ext.sampler.indices == ()
+    assert "there is no GPU 3" in ext.sampler.unavailable_reason

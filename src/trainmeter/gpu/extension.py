@@ -72,6 +72,13 @@ class GpuExtension:
         m = self._m
         self.sampler.end_window(m.clock() if m is not None else 0.0)
         self.sampler.stop()
+        self._warn_open_error()
+
+    def _warn_open_error(self) -> None:
+        """Opening NVML raised on the sampler's thread: say so once, on the training thread."""
+        error = self.sampler.open_error if self.sampler is not None else None
+        if error and self._m is not None:
+            self._m.warn_once("gpu-open", f"{error} (the run goes on without GPU readings)")
 
     def _mfu(self, whole_run: bool) -> tuple[float | None, str | None]:
         """MFU under the chosen convention from the compute extension (whole-run at the end)."""
@@ -110,6 +117,7 @@ class GpuExtension:
         """Latest per-device readings and ladder sentences; records the rungs as series."""
         if self.sampler is None:
             return {}
+        self._warn_open_error()
         m = self._m
         latest = self.sampler.latest()
         out: dict[str, Any] = {}

@@ -130,6 +130,7 @@ class GpuSampler:
         self._opener: Callable[[], GpuSampler] | None = None
         self._owner: threading.Thread | None = None
         self.abandoned_reason: str | None = None
+        self.open_error: str | None = None  # opening in the background raised (in_background): why
         self._window_begin_s: float | None = None
         self._window_end_s: float | None = None
         chosen = tuple(indices) if backend is not None else ()
@@ -255,6 +256,7 @@ class GpuSampler:
             opened = self._opener()
         except Exception as exc:  # noqa: BLE001 - a bad --gpus for this machine, a broken driver
             self.unavailable_reason = f"GPU sampling off: {type(exc).__name__}: {exc}"[:_MAX_ERROR_CHARS]
+            self.open_error = self.unavailable_reason  # the run warns once (training thread)
             return
         if self._stop_event.is_set():  # the run ended while NVML was opening
             if opened._owns_backend and opened._backend is not None:
