@@ -498,3 +498,24 @@ def test_a_model_and_optimizer_from_an_earlier_notebook_cell_count_from_the_firs
     p = json.loads(passport_path.read_text())
     assert p["steps"] == 3 and p["tokens"] == 3 * 24
     assert "step 2" not in p["series_info"]["tokens_per_step"]["note"]
+
+
+def test_a_step_mixing_the_cpu_fast_path_and_the_general_path_keeps_every_part(run_root):
+    """A 0-d CPU loss read at once, then a backward the fast path does not take (a list): one summed loss."""
+    model = nn.Linear(4, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x = torch.randn(8, 4)
+    truth = []
+    with tm.monitor(run_dir=run_root, interval_s=3600) as m:
+        m.add_reader()  # keeps every point in memory for the asserts
+        for _ in range(3):
+            opt.zero_grad()
+            first = model(x).pow(2).mean() / 2
+            second = model(x).abs().mean() / 2
+            first.backward()
+            torch.autograd.backward([second])
+            truth.append(first.item() + second.item())
+            opt.step()
+    assert m.series["train_loss"].read(0)[3] == pytest.approx(truth, rel=1e-6)
+    info = m.series_info["train_loss"]
+    assert not info["ambiguous"] and "divided" in info["note"]  # both parts were divided

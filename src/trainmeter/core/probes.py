@@ -30,6 +30,13 @@ Several backward calls without a division are recorded as their sum and marked
 ``ambiguous`` in ``series_info``. Losses before the step of a non-primary
 optimizer go to ``train_loss.optimizerN``.
 
+Hot path (issue 12, ``tests/core/test_hot_path.py``): in steady state a step costs the
+root's ``__call__`` wrapper (a positional batch with the type, shape and dtype of the
+last counted one counts the same, without ``count_batch``), the ``backward`` wrapper (a
+0-d CPU loss, not scaled, is read with ``item()`` and summed in place: no
+:class:`StepLoss` object), the step hook and ``Monitor.on_step``. Anything else (a
+CUDA loss, a GradScaler, an open eval span, a new shape) takes the general path.
+
 Every callback is guarded: a fault warns once and disables that probe.
 Callbacks run on the training thread.
 """

@@ -17,7 +17,8 @@ Extension ``"time"``. While the run is active (training thread only):
   with ``module.training = mode``, not ``.train()``): ``root.train()``, a training
   forward of the root (training mode, gradients on), a backward, or an optimizer
   step, the latter two also for a loop that trains in eval mode. No warning: these
-  are frameworks' normal ways.
+  are frameworks' normal ways. All three come from the probes' ``on_training``
+  callback, set only while a span is open: the split has no per-step hook of its own.
 - **Checkpoints**: ``torch.save`` (and ``torch.serialization.save``),
   ``safetensors.torch.save_file``/``save_model`` and
   ``transformers.modeling_utils.PreTrainedModel.save_pretrained`` become
