@@ -88,20 +88,23 @@ def head_records(path: Path, max_bytes: int = HEAD_BYTES) -> list[dict[str, Any]
     return out
 
 
-def last_records(path: Path, kinds: tuple[str, ...], max_bytes: int = MAX_READ_BYTES) -> dict[str, dict[str, Any]]:
-    """The last record of each of ``kinds`` within the last ``max_bytes`` of ``path``."""
+def _tail_lines(path: Path, max_bytes: int) -> list[bytes]:
+    """The whole lines within the last ``max_bytes`` of ``path`` (none when it cannot be read)."""
     try:
         with path.open("rb") as f:
             size = os.fstat(f.fileno()).st_size
             f.seek(max(0, size - max_bytes))
             data = f.read(max_bytes)
     except OSError:
-        return {}
-    found: dict[str, dict[str, Any]] = {}
+        return []
     lines = data.split(b"\n")
-    if size > max_bytes:
-        lines = lines[1:]  # the first line was cut
-    for line in reversed(lines):
+    return lines[1:] if size > max_bytes else lines  # the first line was cut
+
+
+def last_records(path: Path, kinds: tuple[str, ...], max_bytes: int = MAX_READ_BYTES) -> dict[str, dict[str, Any]]:
+    """The last record of each of ``kinds`` within the last ``max_bytes`` of ``path``."""
+    found: dict[str, dict[str, Any]] = {}
+    for line in reversed(_tail_lines(path, max_bytes)):
         if len(found) == len(kinds):
             break
         if not line.strip():
@@ -118,19 +121,9 @@ def last_records(path: Path, kinds: tuple[str, ...], max_bytes: int = MAX_READ_B
 
 def tail_records(path: Path, kind: str, max_bytes: int = 4 * 1024 * 1024) -> list[dict[str, Any]]:
     """Every record of ``kind`` within the last ``max_bytes`` of ``path``, oldest first."""
-    try:
-        with path.open("rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            f.seek(max(0, size - max_bytes))
-            data = f.read(max_bytes)
-    except OSError:
-        return []
-    lines = data.split(b"\n")
-    if size > max_bytes:
-        lines = lines[1:]
     needle = f'"kind":"{kind}"'.encode()
     out = []
-    for line in lines:
+    for line in _tail_lines(path, max_bytes):
         if needle in line:
             try:
                 out.append(json.loads(line))
