@@ -216,3 +216,48 @@ def test_tile_of_a_sample_counting_run_says_j_per_sample_even_when_energy_is_mis
     tile = energy_tile(section, derivations[1])
     assert tile["label"] == "Energy (J/sample)" and tile["value"] is None and "no RAPL" in tile["missing"]
     assert section["j_per_token"] is None and section["per"] == "sample"
+
+
+def test_with_nvml_opened_in_the_background_the_counters_are_read_on_the_sampler_thread(tmp_path) -> None:
+    """The GPU extension opens NVML on its own thread (issue 11): energy takes the owner thread's counter reads."""
+    import threading
+    import time
+
+    from trainmeter.gpu.extension import GpuExtension
+
+    clock = FakeClock(0.0)
+    calls: list[str] = []
+
+    def opener(clock=clock):
+        calls.append(threading.current_thread().name)
+        return _opener(clock, ["h100_sxm"])(clock)
+
+    gpu = GpuExtension(open_backend=opener)
+    energy = EnergyExtension(powercap_root=tmp_path / "none")
+    m = make_monitor(make_options(run_dir=tmp_path, interval_s=3600), clock=clock, text=False, probes=False,
+                     extensions=[gpu, energy]).start()
+    deadline = time.monotonic() + 10
+    while gpu.sampler.energy_start is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    for _ in range(100):
+        clock.advance(1.0)
+        m.on_step(1000)
+    m.finish("completed")
+    e = json.loads((m.run_dir / "passport.json").read_text())["energy"]
+    assert calls and all(name != threading.current_thread().name for name in calls)  # never the training thread
+    # 100 s from the open: 10 s at 60 W + 90 s at 650 W = 59,100 J
+    assert e["source"] == "nvml_energy_counter"
+    assert e["joules"] == pytest.approx(59_100.0)
+    assert e["j_per_token"] == pytest.approx(59_100.0 / 100_000)
+
+
+def test_with_no_nvml_in_the_background_the_final_reason_is_the_open_failure(tmp_path) -> None:
+    from trainmeter.gpu.extension import GpuExtension
+
+    def opener(clock=None):
+        raise OSError("NVML library not found (libnvidia-ml.so.1)")
+
+    clock = FakeClock(0.0)
+    energy = EnergyExtension(powercap_root=tmp_path / "none")
+    _, p = _run(tmp_path, clock, GpuExtension(open_backend=opener), energy, steps=3)
+    assert "being opened" not in json.dumps(p["energy"])

@@ -47,6 +47,7 @@ class EnergyExtension:
         self._powercap_root = Path(powercap_root)
         self._m: Monitor | None = None
         self._backend: Any = None
+        self._sampler: Any = None  # the GPU extension's background sampler, when NVML opens on its thread
         self._t0_s = 0.0
         self._t1_s: float | None = None
         self._indices: tuple[int, ...] = ()
@@ -65,6 +66,11 @@ class EnergyExtension:
         self._m = monitor
         self._t0_s = monitor.clock()
         sampler = getattr(self._ext("gpu"), "sampler", None)
+        if getattr(sampler, "_opener", None) is not None:  # NVML opens on the sampler's own thread
+            self._sampler = sampler
+            self._gpu_missing = getattr(sampler, "unavailable_reason", None)
+            self._rapl_start = read_rapl(self._powercap_root)  # in case no GPU opens
+            return
         self._indices = tuple(getattr(sampler, "indices", ()) or ())
         devices = getattr(sampler, "devices", None) or {}
         self._names = {i: str(getattr(devices.get(i), "name", "") or "") for i in self._indices}
@@ -91,6 +97,14 @@ class EnergyExtension:
         m = self._m
         if m is None or self._t1_s is not None:
             return
+        if self._sampler is not None:  # after the GPU extension's stop: the owner read the end counters
+            self._adopt_sampler(final=True)
+            end_s = self._sampler.energy_end_s
+            self._t1_s = end_s if end_s is not None and self._sampler.energy_end is not None else m.clock()
+            self._end_mj = dict(self._sampler.energy_end or {})
+            if self._rapl_start is not None:
+                self._rapl_end = read_rapl(self._powercap_root)
+            return
         self._t1_s = m.clock()
         if self._backend is not None:
             self._end_mj = read_counters(self._backend, self._indices)
@@ -101,6 +115,28 @@ class EnergyExtension:
                 pass
         if self._rapl_start is not None:
             self._rapl_end = read_rapl(self._powercap_root)
+
+    def _adopt_sampler(self, *, final: bool = False) -> None:
+        """Take the devices and start counters the background GPU sampler read on its own thread."""
+        from trainmeter.gpu.sampler import REASON_OPENING
+
+        sampler = self._sampler
+        start = sampler.energy_start
+        if start is None:
+            if final or sampler.unavailable_reason != REASON_OPENING:
+                self._gpu_missing = sampler.unavailable_reason or "no GPU selected"
+            return
+        if self._indices or not start:
+            if not start:
+                self._gpu_missing = sampler.unavailable_reason or "no GPU selected"
+            return
+        self._indices = tuple(start)
+        devices = sampler.devices or {}
+        self._names = {i: str(getattr(devices.get(i), "name", "") or "") for i in self._indices}
+        self._start_mj = dict(start)
+        self._t0_s = sampler.energy_start_s if sampler.energy_start_s is not None else self._t0_s
+        self._gpu_missing = None
+        self._rapl_start = None  # GPU energy is used
 
     # -- figures --------------------------------------------------------------------------
     def _ext(self, name: str) -> Any:
@@ -156,6 +192,8 @@ class EnergyExtension:
         m = self._m
         if m is None:
             return {}
+        if self._sampler is not None and self._t1_s is None:
+            self._adopt_sampler()
         if self._t1_s is None:
             now_s = m.clock()
             end = read_counters(self._backend, self._indices) if self._backend is not None else {}

@@ -131,6 +131,12 @@ class GpuSampler:
         self._owner: threading.Thread | None = None
         self.abandoned_reason: str | None = None
         self.open_error: str | None = None  # opening in the background raised (in_background): why
+        # in_background: energy counters (mJ, or None and a reason) read by the owner thread at the open and at the
+        # end, with the clock's time; the energy wing reads them (the training thread never touches NVML)
+        self.energy_start: dict[int, tuple[float | None, str | None]] | None = None
+        self.energy_end: dict[int, tuple[float | None, str | None]] | None = None
+        self.energy_start_s: float | None = None
+        self.energy_end_s: float | None = None
         self._window_begin_s: float | None = None
         self._window_end_s: float | None = None
         chosen = tuple(indices) if backend is not None else ()
@@ -273,13 +279,26 @@ class GpuSampler:
                 st.window = Accumulator()
             self._states = opened._states  # one assignment: readers see the old or the new map
             self.unavailable_reason = opened.unavailable_reason
+        self._read_energy(end=False)
         self._start_devices()
         self._stop_event.wait()
         self._join_devices(STOP_DEADLINE_S / 2)  # inside stop()'s own deadline
         if any(t.is_alive() for t in self._threads):
             self._abandon(STOP_DEADLINE_S / 2)
+        else:
+            self._read_energy(end=True)
         if self._owns_backend and self._backend is not None:
             _safe(self._backend.close, None)
+
+    def _read_energy(self, *, end: bool) -> None:
+        """Read every device's energy counter on this (owner) thread: at the open and before the close."""
+        from trainmeter.gpu.energy import read_counters
+
+        readings = read_counters(self._backend, tuple(self._states))  # never raises
+        if end:
+            self.energy_end_s, self.energy_end = self._clock(), readings
+        else:
+            self.energy_start_s, self.energy_start = self._clock(), readings
 
     def _abandon(self, waited_s: float) -> None:
         self.abandoned_reason = (f"GPU sampling did not stop within {waited_s:g} s (an NVML call hung); "
