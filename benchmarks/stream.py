@@ -88,7 +88,7 @@ def run(steps: int, steps_per_s: float, root: Path) -> dict[str, Any]:
         for _ in range(min(per_tick, steps - m.steps)):
             clock.advance(dt)
             s = m.steps
-            m.on_step(1024, losses=[2.0 + math.exp(-s / 20000.0) + 0.05 * math.sin(s / 37.0)])
+            m.on_step(1024, loss_value=2.0 + math.exp(-s / 20000.0) + 0.05 * math.sin(s / 37.0))
             if s % 500 == 0:
                 m.record({"val_loss": 2.1 + math.exp(-s / 20000.0)})
         pub.tick()

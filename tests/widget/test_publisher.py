@@ -91,9 +91,9 @@ def _train(m, clock, pub, *, seconds, steps_per_s, tick_s=0.25, hello_every_tick
     for _ in range(int(seconds / tick_s)):
         for _ in range(per_tick):
             loss = loss_at(m.steps) if loss_at else 1.0 / (1 + m.steps)
-            m.on_step(128, losses=[loss])
+            m.on_step(128, loss_value=loss)
         clock.advance(tick_s)
-        m.on_step(128, losses=[0.5])
+        m.on_step(128, loss_value=0.5)
         if hello_every_tick:
             pub.request_snapshot()
         pub.tick()
@@ -248,7 +248,7 @@ def test_thread_publishes_during_the_run_and_stops_at_once(run_root):
     pub = Publisher(m, w, tick_s=0.01, state_interval_s=0.0, history_interval_s=0.05).start()
     deadline = time.perf_counter() + 0.4
     while time.perf_counter() < deadline:
-        m.on_step(10, losses=[1.0])
+        m.on_step(10, loss_value=1.0)
         time.sleep(0.001)
     assert pub.running and w.max_per_window() <= 20 and len(w.log) >= 5
     m.finish("completed")
@@ -271,7 +271,7 @@ def test_a_broken_widget_disables_the_publisher_without_raising(run_root):
     pub.start()
     with pytest.warns(MonitorWarning, match="live widget stopped"):
         for _ in range(200):
-            m.on_step(10, losses=[1.0])
+            m.on_step(10, loss_value=1.0)
             time.sleep(0.001)
             if not pub.running:
                 break
@@ -339,7 +339,7 @@ def test_attach_widget_displays_at_once_and_registers_the_live_publisher(run_roo
         assert shown[0][0] == "display" and "application/vnd.jupyter.widget-view+json" in shown[0][1]
         assert pub.running and publisher_module.live_publisher() is pub
         m.start()
-        m.on_step(10, losses=[1.0])
+        m.on_step(10, loss_value=1.0)
         m.finish("completed")
     finally:
         pub.close()
@@ -412,7 +412,7 @@ def test_the_history_of_the_maximum_series_count_stays_within_the_frame_budget(r
     w = Recorder(clock)
     pub = Publisher(m, w, clock=clock, state_interval_s=0.0, history_interval_s=0.0)
     for step in range(2500):
-        m.on_step(128, losses=[1.0])
+        m.on_step(128, loss_value=1.0)
         m.record({f"s{i}": float(step + i) for i in range(255)})
         if step % 50 == 0:
             clock.advance(0.5)

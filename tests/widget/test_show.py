@@ -25,7 +25,7 @@ def _saved_run(run_root, *, steps=50, finish=True):
     m._memory_probe.sample = lambda: MemoryReading(rss_bytes=1_500_000_000, rss_peak_bytes=1_600_000_000)
     for i in range(steps):
         clock.advance(0.1)
-        m.on_step(64, losses=[4.0 - i * 0.01])
+        m.on_step(64, loss_value=4.0 - i * 0.01)
         if i % 10 == 0:
             m.record({"val_loss": 3.5 - i * 0.01})
     if finish:

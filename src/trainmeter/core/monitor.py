@@ -396,8 +396,7 @@ class Monitor:
         """Read a float or 0-d tensor now, or defer it (CUDA) to a later poll."""
         return self._scalars.read(value, key)
 
-    def on_step(self, tokens: int, loss: StepLoss | None = None, *, losses: list[float] | None = None,
-                loss_value: float | None = None) -> None:
+    def on_step(self, tokens: int, loss: StepLoss | None = None, *, loss_value: float | None = None) -> None:
         """One optimizer step of the primary optimizer (training thread).
 
         ``loss`` is the step's captured loss (the values passed to backward since the
@@ -405,7 +404,6 @@ class Monitor:
         has come, so a ``tm.emit(train_loss=...)`` made right after this step is seen first.
         ``loss_value`` is the same for a captured loss already read (a CPU loss: the probes'
         fast path), held in three attributes instead of a queued object, with the same timing.
-        ``losses`` (floats, summed) is recorded at once: for sources that read values themselves.
         """
         # hot path (issue 12): counters, a clock read, an append (and the previous step's loss)
         self.steps += 1
@@ -440,9 +438,6 @@ class Monitor:
                 self._held_value = loss_value
         elif loss is not None:
             self.add_loss(loss, t_s)
-        elif losses and not self._user_loss:
-            self._series(LOSS_SERIES).append(self.steps, t_s, float(sum(losses)))
-            self._captured_points += 1
         if self.steps == self._at_step:
             self._run_at_step()
         if self.step_hook is not None:
@@ -477,7 +472,6 @@ class Monitor:
                 self._series(loss.series).append(loss.step, loss.t_s, value)
                 if loss.series == LOSS_SERIES:
                     self._captured_points += 1
-
 
     def record(self, series: dict[str, Any], step: int | None = None) -> None:
         """Record named scalars at ``step`` (default: the current step) (``tm.emit``, taps).
