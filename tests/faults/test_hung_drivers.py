@@ -90,8 +90,9 @@ def test_a_hung_sample_at_stop_is_abandoned_with_a_reason_and_close_never_runs_o
     ext = GpuExtension(open_backend=lambda clock: open_fake(fake))
 
     def until_a_call_hangs():
+        # two calls begun: the sampling thread's first sample and the owner's energy-counter read (both hang)
         deadline = time.monotonic() + 10
-        while fake._devices[0].calls == 0 and time.monotonic() < deadline:
+        while fake._devices[0].calls < 2 and time.monotonic() < deadline:
             time.sleep(0.01)
 
     assert _cell(run_root, [ext], steps=5, during=until_a_call_hangs) < 1.0

@@ -279,8 +279,8 @@ class GpuSampler:
                 st.window = Accumulator()
             self._states = opened._states  # one assignment: readers see the old or the new map
             self.unavailable_reason = opened.unavailable_reason
-        self._read_energy(end=False)
         self._start_devices()
+        self._read_energy(end=False)  # after the device threads start: a hung counter read delays no sampling
         self._stop_event.wait()
         self._join_devices(STOP_DEADLINE_S / 2)  # inside stop()'s own deadline
         if any(t.is_alive() for t in self._threads):
