@@ -114,7 +114,9 @@ def test_charts_put_losses_together_and_other_series_alone(run_root):
     assert by_id["loss"]["series"][:2] == ["train_loss", "val_loss"] and "aux_loss" in by_id["loss"]["series"]
     assert by_id["series:lr"]["series"] == ["lr"] and by_id["series:lr"]["x"] == "step"
     assert by_id["throughput"] == {"id": "throughput", "title": "throughput (tokens/s)", "x": "time",
-                                   "unit": "tokens/s", "series": ["recent_tokens_per_s", "train_tokens_per_s"]}
+                                   "unit": "tokens/s", "series": ["recent_tokens_per_s", "train_tokens_per_s"],
+                                   "labels": {"recent_tokens_per_s": "tokens/s (last 10 s, wall clock)",
+                                              "train_tokens_per_s": "tokens/s (training-only, per report)"}}
     assert by_id["memory"]["series"] == ["rss_bytes", "cuda_allocated_bytes"] and by_id["memory"]["unit"] == "bytes"
 
 

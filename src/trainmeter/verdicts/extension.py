@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from trainmeter.verdicts.markers import markers
 from trainmeter.verdicts.rules import ReportPoint, VerdictEngine
 
 if TYPE_CHECKING:
@@ -85,6 +86,10 @@ class Verdicts:
     def warnings(self) -> list[str]:
         """One sentence per verdict (the monitor prints each once on the text line)."""
         return [v.sentence for v in self.engine.verdicts]
+
+    def markers(self) -> list[dict[str, Any]]:
+        """Chart markers of the verdicts so far (:mod:`trainmeter.verdicts.markers`); any thread."""
+        return markers([v.to_dict() for v in self.engine.verdicts])
 
     def passport_section(self) -> list[dict[str, Any]]:  # a list, not a dict: the passport's ``verdicts``
         """The passport's ``verdicts``: ``[{kind, step, sentence}]`` in the order they fired."""

@@ -33,6 +33,7 @@ from trainmeter.widget.decimate import DEFAULT_BUDGET_POINTS, Decimator, share_b
 from trainmeter.widget.frame import SeriesColumns, encode_frame
 from trainmeter.widget.live_rate import RecentFigures, RecentRate, RssReader
 from trainmeter.widget.view_model import RECENT_SERIES, build_state, facts_from_monitor, report_points
+from trainmeter.widget.x_axis import AXIS_TIME, AXIS_TOKENS
 
 TICK_S = 0.25
 STATE_INTERVAL_S = 0.5
@@ -131,6 +132,8 @@ class Publisher:
         self._recent = RecentRate()
         self._rss = RssReader()
         self._last_live_s = -math.inf
+        self._tokens_total = 0
+        self.x_head: tuple[int, int, float] | None = None
 
     # -- thread ------------------------------------------------------------------------------
     @property
@@ -205,7 +208,7 @@ class Publisher:
             self._send({"kind": "append", "seq": self._seq}, frame)
             sent += 1
         if now - self._last_state_s >= self.state_interval_s:
-            state = build_state(facts_from_monitor(self.monitor, recent=self.recent))
+            state = build_state(facts_from_monitor(self.monitor, recent=self.recent, x_head=self.x_head))
             if state != self._last_state and self._budget.allow(now):
                 self._set_state(state)
                 self._last_state_s = now
@@ -223,9 +226,14 @@ class Publisher:
                 xs = steps if series.x_kind == "step" else times
                 fresh |= self._extend(name, series.x_kind, xs, values)
         step_series = m.step_series
-        end, _steps, times, tokens = step_series.read(self._cursor.get(step_series.name, 0))
+        end, steps, times, tokens = step_series.read(self._cursor.get(step_series.name, 0))
         self._cursor[step_series.name] = end  # not drawn: read for the recent rate, then let the monitor trim it
         self._recent.extend(times, tokens)
+        if steps and times:  # the x mappings: one point per tick, at the last step read (widget/x_axis.py)
+            self._tokens_total += int(sum(tokens))
+            self.x_head = (steps[-1], self._tokens_total, float(times[-1]))
+            self._extend(AXIS_TOKENS, "step", [steps[-1]], [float(self._tokens_total)])
+            self._extend(AXIS_TIME, "step", [steps[-1]], [float(times[-1])])
         reports = m.reports
         if reports != self._reports_seen:
             self._reports_seen = reports

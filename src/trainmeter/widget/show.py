@@ -21,6 +21,7 @@ from typing import Any
 from trainmeter.record.runs import Run, load
 from trainmeter.widget.decimate import DEFAULT_BUDGET_POINTS, Decimator, share_budget
 from trainmeter.widget.frame import SeriesColumns, encode_frame
+from trainmeter.widget.labels import label_charts
 from trainmeter.widget.view_model import (
     build_state,
     facts_from_monitor,
@@ -28,6 +29,7 @@ from trainmeter.widget.view_model import (
     report_points_from_record,
     summary_text,
 )
+from trainmeter.widget.x_axis import AXIS_TIME, AXIS_TOKENS
 
 REPLAY_POINTS_TOTAL = 6000
 MAX_REPLAYS_KEPT = 16
@@ -56,7 +58,8 @@ def replay_columns(events: list[dict[str, Any]], *, budget_points: int = DEFAULT
     """Decimated columns of every series of a saved run, plus the report series.
 
     Series records carry ``x`` (``step`` or ``time``; ``step`` when absent); report
-    series (throughput, memory) come from the ``interval`` records.
+    series (throughput, memory) and the x mappings (``axis:tokens``, ``axis:time_s``:
+    cumulative tokens and seconds at each report's step) come from the ``interval`` records.
     """
     decimators: dict[str, Decimator] = {}
 
@@ -66,6 +69,7 @@ def replay_columns(events: list[dict[str, Any]], *, budget_points: int = DEFAULT
             d = decimators[name] = Decimator(name, x_kind, budget_points=budget_points)
         d.extend(xs, [float("nan") if y is None else y for y in ys])
 
+    last_step = 0
     for e in events:
         kind = e.get("kind")
         if kind == "series":
@@ -77,6 +81,12 @@ def replay_columns(events: list[dict[str, Any]], *, budget_points: int = DEFAULT
             t_s, values = report_points_from_record(e)
             for name, value in values.items():
                 feed(name, "time", [t_s], [value])
+            step, tokens = e.get("step"), e.get("tokens")
+            if isinstance(step, int) and step > 0 and step > last_step:  # the x mappings (widget/x_axis.py)
+                last_step = step
+                feed(AXIS_TIME, "step", [step], [t_s])
+                if isinstance(tokens, int | float):
+                    feed(AXIS_TOKENS, "step", [step], [float(tokens)])
     caps = share_budget({name: d.points for name, d in decimators.items()}, points_total, budget_points)
     out = []
     for d in decimators.values():
@@ -120,6 +130,7 @@ def with_live_extras(state: dict[str, Any], saved: dict[str, Any] | None) -> dic
         have = {item.get("id") for item in out.get(key) or [] if isinstance(item, dict)}
         extra = [item for item in saved.get(key) or [] if isinstance(item, dict) and item.get("id") not in have]
         out[key] = list(out.get(key) or []) + extra
+    out["charts"] = label_charts(out.get("charts") or [])
     return out
 
 

@@ -38,7 +38,9 @@ from trainmeter.sizes import (
     format_value,
 )
 from trainmeter.widget.decimate import decimate
+from trainmeter.widget.labels import series_label
 from trainmeter.widget.ticks import linear_ticks, log_ticks
+from trainmeter.widget.x_axis import AXIS_TIME, interpolate
 
 CHART_POINTS = 240
 CHART_W, CHART_H = 360, 170
@@ -48,6 +50,7 @@ MERGED_PANELS = ("time",)  # shown as the time section, not beside it (js/src/pa
 MAIN_CHARTS = ("loss", "throughput")  # the first screen; the rest fold (js/src/view.ts MAIN_CHARTS)
 MARKER_MAX_POINTS = 40
 COLORS = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#b07aa1", "#76b7b2")
+MARKER_COLOR = "#d1242f"  # verdict markers (js/src/widget.css --tm-marker)
 INK = "#888888"  # reads on light and dark backgrounds (an <img> cannot see the page's CSS)
 GRID = "#88888840"
 FG = "var(--jp-ui-font-color1, inherit)"
@@ -138,8 +141,34 @@ def _tile_note(tile: dict[str, Any]) -> str:
 
 
 # -- charts ------------------------------------------------------------------------------------
-def chart_svg(spec: dict[str, Any], series: dict[str, tuple[str, Sequence[float], Sequence[float]]]) -> str | None:
-    """A standalone SVG document for one chart spec, or ``None`` without data."""
+def marker_xs(spec: dict[str, Any], markers: Sequence[dict[str, Any]],
+              series: dict[str, tuple[str, Sequence[float], Sequence[float]]]) -> list[tuple[float, dict[str, Any]]]:
+    """``(x, marker)`` of the verdict markers that belong on ``spec``, in its native x.
+
+    A step chart takes the marker's step; a time chart maps it through ``axis:time_s``
+    (seconds at each step, widget/x_axis.py); a marker that cannot be placed is left out.
+    """
+    out = []
+    for m in markers:
+        if m.get("chart") != spec.get("id") or not isinstance(m.get("step"), int | float):
+            continue
+        if spec.get("x") == "time":
+            mapping = series.get(AXIS_TIME)
+            x = interpolate(list(mapping[1]), list(mapping[2]), float(m["step"])) if mapping else None
+        else:
+            x = float(m["step"])
+        if x is not None:
+            out.append((x, m))
+    return out
+
+
+def chart_svg(spec: dict[str, Any], series: dict[str, tuple[str, Sequence[float], Sequence[float]]],
+              markers: Sequence[dict[str, Any]] = ()) -> str | None:
+    """A standalone SVG document for one chart spec, or ``None`` without data.
+
+    ``markers`` (``state["markers"]``): those for this chart are drawn as a dashed vertical
+    line at the step where the verdict began, with the marker's short label on top.
+    """
     lines = []
     for name in spec.get("series", []):
         entry = series.get(name)
@@ -152,7 +181,10 @@ def chart_svg(spec: dict[str, Any], series: dict[str, tuple[str, Sequence[float]
               if math.isfinite(y) and (y > 0 or not log_y)]
     if not finite:
         return None
+    placed = marker_xs(spec, markers, series)
     x0, x1 = min(p[0] for p in finite), max(p[0] for p in finite)
+    if placed:
+        x0, x1 = min(x0, *(x for x, _ in placed)), max(x1, *(x for x, _ in placed))
     y0, y1 = min(p[1] for p in finite), max(p[1] for p in finite)
     if x1 == x0:
         x0, x1 = x0 - 1, x1 + 1
@@ -190,7 +222,7 @@ def chart_svg(spec: dict[str, Any], series: dict[str, tuple[str, Sequence[float]
         parts.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{PAD_T}" y2="{PAD_T + h}" stroke="{GRID}"/>'
                      f'<text x="{x:.1f}" y="{PAD_T + h + 12}" text-anchor="middle">{_esc(label)}</text>')
     parts.append(f'<text x="{PAD_L + w}" y="{CHART_H - 3}" text-anchor="end">'
-                 f'{"time" if x_time else "step"}{" (log y)" if log_y else ""}</text>')
+                 f'{"time since start" if x_time else "step"}{" (log y)" if log_y else ""}</text>')
     for i, (_name, xs, ys) in enumerate(lines):
         color = COLORS[i % len(COLORS)]
         pts = [(x, y) for x, y in zip(xs, ys, strict=True) if math.isfinite(y) and (y > 0 or not log_y)]
@@ -205,6 +237,14 @@ def chart_svg(spec: dict[str, Any], series: dict[str, tuple[str, Sequence[float]
                 parts.append(f'<polyline fill="none" stroke="{color}" stroke-width="1.5" points="{" ".join(seg)}"/>')
         if len(pts) <= MARKER_MAX_POINTS:
             parts.extend(f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="2.5" fill="{color}"/>' for x, y in pts)
+    for x, m in placed:
+        px = sx(x)
+        anchor = "end" if px > PAD_L + w * 0.7 else "start"
+        parts.append(f'<line data-tm-marker="{_esc(m.get("kind", ""))}" x1="{px:.1f}" x2="{px:.1f}" y1="{PAD_T}" '
+                     f'y2="{PAD_T + h}" stroke="{MARKER_COLOR}" stroke-width="1.5" stroke-dasharray="4 3">'
+                     f'<title>{_esc(m.get("sentence", ""))}</title></line>'
+                     f'<text x="{px + (-3 if anchor == "end" else 3):.1f}" y="{PAD_T + 10}" text-anchor="{anchor}" '
+                     f'fill="{MARKER_COLOR}">{_esc(m.get("label", ""))}</text>')
     return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{CHART_W}" height="{CHART_H}" '
             f'viewBox="0 0 {CHART_W} {CHART_H}" font-family="system-ui, sans-serif" font-size="10" '
             f'fill="{INK}">' + "".join(parts) + "</svg>")
@@ -217,20 +257,25 @@ def _chart_table(cells: list[str]) -> str:
     return f'<table style="border-collapse:collapse">{rows}</table>'
 
 
-def _chart(spec: dict[str, Any], series: dict[str, tuple[str, Sequence[float], Sequence[float]]]) -> str | None:
-    svg = chart_svg(spec, series)
+def _chart(spec: dict[str, Any], series: dict[str, tuple[str, Sequence[float], Sequence[float]]],
+           markers: Sequence[dict[str, Any]] = ()) -> str | None:
+    svg = chart_svg(spec, series, markers)
     if svg is None:
         return None
     names = [n for n in spec.get("series", []) if n in series and len(series[n][1])]
-    legend = " &nbsp; ".join(f'<span style="color:{COLORS[i % len(COLORS)]}">&#9632;</span> {_esc(n)}'
-                             for i, n in enumerate(names))
+    labels = spec.get("labels") if isinstance(spec.get("labels"), dict) else {}
+    legend = " &nbsp; ".join(f'<span style="color:{COLORS[i % len(COLORS)]}">&#9632;</span> '
+                             f'{_esc(labels.get(n) or series_label(n))}' for i, n in enumerate(names))
+    notes = "".join(f'<div style="font-size:11px;color:{MARKER_COLOR}">&#9660; {_esc(m.get("label", ""))} at step '
+                    f'{_esc(format_integer(m.get("step")))}: {_esc(m.get("sentence", ""))}</div>'
+                    for _, m in marker_xs(spec, markers, series))
     uri = "data:image/svg+xml;base64," + base64.b64encode(svg.encode("utf-8")).decode("ascii")
     title = _esc(spec.get("title", ""))
     return (f'<td style="text-align:left;vertical-align:top;padding:4px 8px 4px 0">'
             f'<div style="font-size:12px;font-weight:600">{title}</div>'
             f'<img src="{uri}" alt="{title} chart" width="{CHART_W}" height="{CHART_H}" '
             f'data-tm-chart="{_esc(spec.get("id", ""))}">'
-            f'<div style="font-size:11px;color:{MUTED}">{legend}</div></td>')
+            f'<div style="font-size:11px;color:{MUTED}">{legend}</div>{notes}</td>')
 
 
 # -- sections ----------------------------------------------------------------------------------
@@ -294,8 +339,9 @@ def render_snapshot(state: dict[str, Any], series: Sequence[Any], *, mount_key: 
     """
     by_name = {s.name: (s.x_kind, s.xs, s.ys) for s in series}
     specs = state.get("charts") or []
-    main = [c for c in (_chart(s, by_name) for s in specs if s.get("id") in MAIN_CHARTS) if c]
-    more = [c for c in (_chart(s, by_name) for s in specs if s.get("id") not in MAIN_CHARTS) if c][:MAX_CHARTS]
+    marks = [m for m in state.get("markers") or [] if isinstance(m, dict)]
+    main = [c for c in (_chart(s, by_name, marks) for s in specs if s.get("id") in MAIN_CHARTS) if c]
+    more = [c for c in (_chart(s, by_name, marks) for s in specs if s.get("id") not in MAIN_CHARTS) if c][:MAX_CHARTS]
     chart_rows = _chart_table(main)
     more_charts = _section(f"More charts ({len(more)})", _chart_table(more)) if more else ""
     panel_specs = state.get("panels") or []

@@ -19,6 +19,9 @@ from trainmeter.core.provenance import Derivation, Input
 from trainmeter.record.runlog import clean
 from trainmeter.record.textline import format_line
 from trainmeter.sizes import format_bytes, format_count
+from trainmeter.verdicts.markers import markers as verdict_markers
+from trainmeter.widget.labels import label_charts
+from trainmeter.widget.x_axis import x_axis_state
 
 REPORT_SERIES: tuple[str, ...] = ("train_tokens_per_s", "session_tokens_per_s", "rss_bytes", "cuda_allocated_bytes")
 LOSS_NAMES: tuple[str, ...] = ("train_loss", "val_loss")
@@ -67,6 +70,8 @@ class RunFacts:
     progress_bar: dict[str, Any] | None = None
     error: str | None = None
     recent: Any = None  # RecentFigures of the last second while live (widget/live_rate.py), else None
+    markers: tuple[dict[str, Any], ...] = ()  # verdict markers (verdicts/markers.py)
+    x_head: tuple[int, int, float] | None = None  # (step, cumulative tokens, s) of the newest step while live
 
 
 # -- report series -------------------------------------------------------------------------
@@ -96,13 +101,15 @@ def report_points_from_record(record: dict[str, Any]) -> tuple[float, dict[str, 
 
 # -- gathering ---------------------------------------------------------------------------------
 def _extension_extras(monitor: Any) -> tuple[list[str], list[dict[str, Any]], list[dict[str, Any]],
-                                             list[dict[str, Any]]]:
+                                             list[dict[str, Any]], list[dict[str, Any]]]:
     warnings: list[str] = []
     panels: list[dict[str, Any]] = []
     charts: list[dict[str, Any]] = []
     extra_tiles: list[dict[str, Any]] = []
+    markers: list[dict[str, Any]] = []
     for ext in list(getattr(monitor, "extensions", ())):
-        for attr, out in (("warnings", warnings), ("panels", panels), ("charts", charts), ("tiles", extra_tiles)):
+        for attr, out in (("warnings", warnings), ("panels", panels), ("charts", charts), ("tiles", extra_tiles),
+                          ("markers", markers)):
             fn = getattr(ext, attr, None)
             if fn is None:
                 continue
@@ -111,7 +118,7 @@ def _extension_extras(monitor: Any) -> tuple[list[str], list[dict[str, Any]], li
                 out.extend(x for x in (got or []) if x is not None)
             except Exception:
                 continue  # an extension's fault must not stop the view; it warns on its own
-    return warnings, panels, charts, extra_tiles
+    return warnings, panels, charts, extra_tiles, markers
 
 
 def _progress_from_extensions(monitor: Any) -> dict[str, Any] | None:
@@ -125,11 +132,12 @@ def _progress_from_extensions(monitor: Any) -> dict[str, Any] | None:
     return None
 
 
-def facts_from_monitor(monitor: Any, recent: Any = None) -> RunFacts:
+def facts_from_monitor(monitor: Any, recent: Any = None, x_head: tuple[int, int, float] | None = None) -> RunFacts:
     """Gather facts from a live (or just finished) monitor. Read-only; any thread.
 
     ``recent`` (:class:`~trainmeter.widget.live_rate.RecentFigures`, from the publisher
-    once a second) drives the live rate tile, the ETA and RSS between reports.
+    once a second) drives the live rate tile, the ETA and RSS between reports; ``x_head``
+    (the publisher's newest step, cumulative tokens and seconds) is the x mappings' live end.
     """
     opts = monitor.options
     live = monitor.status in LIVE_STATUSES
@@ -142,7 +150,7 @@ def facts_from_monitor(monitor: Any, recent: Any = None) -> RunFacts:
     series = dict(monitor.series)
     loss = series.get("train_loss")
     stats = loss.stats() if loss is not None else None
-    ext_warnings, panels, charts, extra_tiles = _extension_extras(monitor)
+    ext_warnings, panels, charts, extra_tiles, markers = _extension_extras(monitor)
     steps, tokens = monitor.steps, monitor.tokens
     train_rate = interval.train_tokens_per_s if interval else None
     spp = interval.seconds_per_step if interval else None
@@ -176,7 +184,8 @@ def facts_from_monitor(monitor: Any, recent: Any = None) -> RunFacts:
         step_series=tuple(n for n, s in series.items() if s.x_kind == "step"),
         warnings=tuple(list(monitor.warnings) + ext_warnings), panels=tuple(panels), extra_charts=tuple(charts),
         extra_tiles=tuple(extra_tiles), progress_bar=_progress_from_extensions(monitor),
-        error=getattr(monitor, "error", None), recent=recent if live else None,
+        error=getattr(monitor, "error", None), recent=recent if live else None, markers=tuple(markers),
+        x_head=x_head if live else None,
     )
 
 
@@ -209,8 +218,12 @@ def facts_from_run(passport: dict[str, Any], events: list[dict[str, Any]], run_d
         loss_min = None
         warnings.append("this run has no passport: it did not finish (kernel killed?); figures are from its "
                         "last report")
+    verdicts = _saved_verdicts(passport, events)
+    warnings.extend(v["sentence"] for v in verdicts  # the live header showed them as warnings
+                    if isinstance(v, dict) and v.get("sentence") and v["sentence"] not in warnings)
     extra_tiles: tuple[dict[str, Any], ...] = ()
     bar = None
+    energy = _energy_tiles(passport)
     compute = passport.get("compute")
     if isinstance(compute, dict):
         from trainmeter.compute.card import compute_tiles, progress_bar
@@ -218,6 +231,7 @@ def facts_from_run(passport: dict[str, Any], events: list[dict[str, Any]], run_d
         derivations = {d["name"]: d for d in passport.get("derivations") or [] if isinstance(d, dict)}
         extra_tiles = tuple(compute_tiles(compute, derivations))
         bar = progress_bar(compute, derivations)
+    extra_tiles = extra_tiles + tuple(energy)
     unit_word = "tok" if unit == "tokens" else "samples"
     line = format_line(steps, series={"train_loss": loss_last}, tokens_per_s=train_rate, token_unit=unit_word)
     return RunFacts(
@@ -230,7 +244,45 @@ def facts_from_run(passport: dict[str, Any], events: list[dict[str, Any]], run_d
         rss_peak_bytes=mem.get("rss_peak_bytes"), cuda=mem.get("cuda"), phases_s=phases_s,
         loss_last=loss_last, loss_min=loss_min, step_series=tuple(step_names), warnings=tuple(warnings),
         extra_tiles=extra_tiles, progress_bar=bar, error=passport.get("error"),
+        markers=tuple(verdict_markers(verdicts)),
     )
+
+
+def _saved_verdicts(passport: dict[str, Any], events: list[dict[str, Any]]) -> list[Any]:
+    """The passport's ``verdicts``, else those of the last report that had any (a run without a passport)."""
+    if isinstance(passport.get("verdicts"), list):
+        return list(passport["verdicts"])
+    for e in reversed(events):
+        fired = (e.get("verdicts") or {}).get("fired") if e.get("kind") == "interval" else None
+        if isinstance(fired, list):
+            return fired
+    return []
+
+
+def _energy_tiles(passport: dict[str, Any]) -> list[dict[str, Any]]:
+    """The energy tile of a saved run, with its derivation, from the passport's ``energy`` section."""
+    section = passport.get("energy")
+    if not isinstance(section, dict) or not section:
+        return []
+    try:
+        from trainmeter.energy.summary import energy_tile
+
+        chosen = "j_per_sample" if section.get("per") == "sample" else "j_per_token"
+        saved = next((d for d in passport.get("derivations") or []
+                      if isinstance(d, dict) and d.get("name") == chosen), None)
+        return [energy_tile(section, _SavedDerivation(saved) if saved else None)]  # type: ignore[arg-type]
+    except Exception:
+        return []  # an odd passport loses the replay's energy tile, nothing else
+
+
+@dataclass(frozen=True, slots=True)
+class _SavedDerivation:
+    """A passport's derivation dict where a Derivation is expected (only ``to_dict`` is read)."""
+
+    saved: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.saved)
 
 
 def _last_value(events: list[dict[str, Any]], name: str) -> float | None:
@@ -377,9 +429,11 @@ def build_state(f: RunFacts) -> dict[str, Any]:
         "progress": bar,
         "tiles": tiles(f) + [t for t in f.extra_tiles if isinstance(t, dict)],
         "phases_s": {k: round(float(v), 3) for k, v in f.phases_s.items()},
-        "charts": charts(f),
+        "charts": label_charts(charts(f), f.token_unit),
         "panels": [p for p in f.panels if isinstance(p, dict)],
         "warnings": [str(w) for w in f.warnings],
+        "markers": verdict_markers(f.markers),
+        "x_axis": x_axis_state(tokens=f.tokens, token_unit=f.token_unit, head=f.x_head),
     }
     return clean(state)
 

@@ -1,0 +1,59 @@
+"""Chart markers for verdicts: where on which chart each trouble began.
+
+One marker per verdict, ``{kind, step, label, sentence, chart}``: ``label`` is a few words
+for the flag, ``sentence`` the verdict's own (shown on hover), ``chart`` the id of the
+dashboard chart whose curve shows the trouble:
+
+- ``loss``: a non-finite loss or a loss spike (the loss curve jumps there);
+- ``memory``: memory creep (the memory curve climbs from there);
+- ``throughput``: everything else (a throughput drop, data starvation, eval- or
+  checkpoint-heavy time, a misleading GPU-Util): each is a loss of training speed, and
+  the throughput curve is where it shows.
+
+A marker on the chart of the curve it explains, not all on the loss chart: a flag on the
+loss curve at a throughput drop would point at a loss that did nothing there.
+Pure functions of the verdict dicts (``Verdict.to_dict()`` or the passport's ``verdicts``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+MAX_MARKERS = 16
+"""Markers sent to the widget at most (each verdict kind fires once: 8 today)."""
+
+LABELS: dict[str, str] = {
+    "loss_nonfinite": "loss NaN/inf",
+    "loss_spike": "loss spike",
+    "throughput_drop": "throughput drop",
+    "memory_creep": "memory creep",
+    "data_starved": "data-starved",
+    "eval_heavy": "eval-heavy",
+    "checkpoint_heavy": "checkpoint-heavy",
+    "gpu_util_misleading": "GPU-Util misleading",
+}
+CHARTS: dict[str, str] = {"loss_nonfinite": "loss", "loss_spike": "loss", "memory_creep": "memory"}
+DEFAULT_CHART = "throughput"
+
+
+def marker(verdict: dict[str, Any]) -> dict[str, Any] | None:
+    """The marker of one verdict dict, or ``None`` when it has no step."""
+    step = verdict.get("step")
+    if not isinstance(step, int | float) or isinstance(step, bool):
+        return None
+    kind = str(verdict.get("kind") or "verdict")
+    return {"kind": kind, "step": int(step), "label": LABELS.get(kind, kind.replace("_", " ")),
+            "sentence": str(verdict.get("sentence") or ""), "chart": CHARTS.get(kind, DEFAULT_CHART)}
+
+
+def markers(verdicts: Iterable[Any]) -> list[dict[str, Any]]:
+    """Markers of ``verdicts`` in the order they fired, at most :data:`MAX_MARKERS`."""
+    out: list[dict[str, Any]] = []
+    for v in verdicts:
+        m = marker(v) if isinstance(v, dict) else None
+        if m is not None:
+            out.append(m)
+        if len(out) >= MAX_MARKERS:
+            break
+    return out

@@ -1,0 +1,78 @@
+"""Human labels for series names: what the legends, the static snapshot and the replay print.
+
+A series keeps its raw name on the wire (the store and the run log are keyed by it);
+each chart spec carries ``labels: {name: label}`` built here, with the unit in the label
+("tokens/s (last 10 s, wall clock)", "process RSS (bytes)"). Names no table knows are
+turned into words (``my_metric_bytes`` -> "my metric (bytes)"). Pure functions.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import Any
+
+_FIXED: dict[str, str] = {
+    "train_loss": "train loss",
+    "val_loss": "validation loss",
+    "eval_loss": "eval loss",
+    "rss_bytes": "process RSS (bytes)",
+    "cuda_allocated_bytes": "CUDA allocated (bytes)",
+    "lr": "learning rate",
+    "grad_norm": "gradient norm",
+    "time.goodput": "goodput: training share (%)",
+    "time.data_wait_share": "data-wait share (%)",
+    "node.cpu": "node CPU (%)",
+    "node.mem_used_bytes": "node memory used (bytes)",
+    "node.disk_read_bytes_per_s": "disk read (bytes/s)",
+    "node.disk_write_bytes_per_s": "disk write (bytes/s)",
+    "node.net_rx_bytes_per_s": "network received (bytes/s)",
+    "node.net_tx_bytes_per_s": "network sent (bytes/s)",
+}
+_RATES: dict[str, str] = {  # {u}: the run's token unit ("tokens" or "samples")
+    "recent_tokens_per_s": "{u}/s (last 10 s, wall clock)",
+    "train_tokens_per_s": "{u}/s (training-only, per report)",
+    "session_tokens_per_s": "{u}/s (session, per report)",
+}
+_GPU = {"util": "GPU-Util (%)", "sm_activity": "SM activity (%)", "tensor_activity": "tensor activity (%)"}
+_GPU_NAME = re.compile(r"^gpu(\d+)\.(\w+)$")
+_SUFFIXES = (("_bytes_per_s", "bytes/s"), ("_tokens_per_s", "tokens/s"), ("_samples_per_s", "samples/s"),
+             ("_per_s", "/s"), ("_bytes", "bytes"), ("_fraction", "%"), ("_s", "s"), ("_w", "W"), ("_c", "C"))
+
+
+def series_label(name: str, token_unit: str = "tokens") -> str:
+    """The human label of series ``name`` (with its unit where it has one)."""
+    if name in _FIXED:
+        return _FIXED[name]
+    if name in _RATES:
+        return _RATES[name].format(u="tokens" if token_unit == "tokens" else "samples")
+    gpu = _GPU_NAME.match(name)
+    if gpu and gpu.group(2) in _GPU:
+        return f"GPU {gpu.group(1)} {_GPU[gpu.group(2)]}"
+    if name.startswith("lr/"):
+        return f"learning rate, {name[3:]}"
+    base, unit = name, ""
+    for suffix, words in _SUFFIXES:
+        if name.endswith(suffix) and len(name) > len(suffix):
+            base, unit = name[: -len(suffix)], words
+            if unit == "/s":
+                return f"{_words(base)} per second"
+            break
+    text = _words(base)
+    return f"{text} ({unit})" if unit else text
+
+
+def _words(name: str) -> str:
+    return re.sub(r"[_.]+", " ", name).strip() or name
+
+
+def label_charts(charts: Iterable[Any], token_unit: str = "tokens") -> list[Any]:
+    """Chart specs with ``labels`` for every series (labels a spec already has are kept)."""
+    out: list[Any] = []
+    for spec in charts:
+        if isinstance(spec, dict):
+            have = spec.get("labels") if isinstance(spec.get("labels"), dict) else {}
+            spec = {**spec, "labels": {n: str(have.get(n) or series_label(str(n), token_unit))
+                                       for n in spec.get("series") or ()}}
+        out.append(spec)
+    return out
