@@ -13,9 +13,18 @@ import {
   MISSING,
 } from "./format";
 import { PALETTE } from "./panels";
-import type { ChartSpec } from "./protocol";
+import type { ChartSpec, Marker, XAxisState } from "./protocol";
 import type { SeriesStore } from "./store";
 import { ema, linearTicks, logTicks } from "./ticks";
+import { canConvert, convertX, remap, type XMapping, type XMode, xCaption } from "./xaxis";
+
+/** What every chart of a view shares: the chosen x, the step mappings, the verdict markers. */
+export interface ChartContext {
+  mode: XMode;
+  mapping: XMapping;
+  axis?: XAxisState | null;
+  markers: Marker[];
+}
 
 /** Series with at most this many points get a marker on every point (a lone val_loss is visible). */
 export const MARKER_MAX_POINTS = 40;
@@ -80,23 +89,51 @@ export interface ChartData {
   data: uPlot.AlignedData;
   /** Total points across the drawn series. */
   points: number;
+  /** The x the data is drawn against: the chosen mode, or the chart's own x without a mapping. */
+  x?: XMode;
+}
+
+/** The x a chart is drawn against under `ctx` (its own x when it cannot be mapped). */
+export function drawnX(spec: ChartSpec, ctx?: ChartContext): XMode {
+  return ctx && canConvert(spec.x, ctx.mode, ctx.mapping) ? ctx.mode : spec.x;
 }
 
 /** Build uPlot's aligned data for a chart; series with different xs are joined. */
-export function buildChartData(spec: ChartSpec, store: SeriesStore): ChartData {
+export function buildChartData(spec: ChartSpec, store: SeriesStore, ctx?: ChartContext): ChartData {
   const tables: uPlot.AlignedData[] = [];
   const names: string[] = [];
+  const x = drawnX(spec, ctx);
   let points = 0;
   for (const name of spec.series) {
     const s = store.get(name);
     if (!s || s.x !== spec.x || s.xs.length === 0) continue;
+    const mapped = ctx && x !== spec.x ? remap(s.xs, s.ys, spec.x, x, ctx.mapping) : s;
+    if (mapped.xs.length === 0) continue;
     names.push(name);
-    tables.push([s.xs, s.ys]);
-    points += s.xs.length;
+    tables.push([mapped.xs, mapped.ys]);
+    points += mapped.xs.length;
   }
-  if (tables.length === 0) return { names, data: [[]], points };
+  if (tables.length === 0) return { names, data: [[]], points, x };
   const data = tables.length === 1 ? (tables[0] as uPlot.AlignedData) : uPlot.join(tables);
-  return { names, data, points };
+  return { names, data, points, x };
+}
+
+/** The markers of `spec` placed on its drawn x (those the mapping cannot place are left out). */
+export function placeMarkers(spec: ChartSpec, ctx?: ChartContext): { x: number; marker: Marker }[] {
+  if (!ctx) return [];
+  const x = drawnX(spec, ctx);
+  const out: { x: number; marker: Marker }[] = [];
+  for (const marker of ctx.markers) {
+    if (marker.chart !== spec.id || !Number.isFinite(marker.step)) continue;
+    const at = convertX(marker.step, "step", x, ctx.mapping);
+    if (at != null && Number.isFinite(at)) out.push({ x: at, marker });
+  }
+  return out;
+}
+
+/** The series' legend label: Python's human label, else the raw name. */
+export function seriesLabel(spec: ChartSpec, name: string): string {
+  return spec.labels?.[name] ?? name;
 }
 
 /** Per series: the raw line (faint) then its EMA, when smoothing is on. */
@@ -108,7 +145,7 @@ export function smoothData(chart: ChartData, weight: number): ChartData {
     out.push(col as (number | null)[]);
     out.push(ema(col as (number | null)[], weight));
   }
-  return { names: chart.names, data: out, points: chart.points };
+  return { names: chart.names, data: out, points: chart.points, x: chart.x };
 }
 
 function finiteCount(col: ArrayLike<number | null | undefined>): number {
@@ -134,14 +171,15 @@ function cssVar(el: HTMLElement, name: string, fallback: string): string {
 }
 
 /** X tick labels; a time axis spanning a minute or more uses h:mm:ss for every tick. */
-function xTicks(spec: ChartSpec, splits: number[]): string[] {
-  if (spec.x !== "time") return splits.map((v) => formatCompact(v));
+function xTicks(x: XMode, splits: number[]): string[] {
+  if (x !== "time") return splits.map((v) => formatCompact(v));
   const long = splits.some((v) => Math.abs(v) >= 60);
   return splits.map((v) => (long ? formatDuration(v) : formatSeconds(v)));
 }
 
-function xLabel(spec: ChartSpec, v: number): string {
-  return spec.x === "time" ? formatSeconds(v) : formatInteger(v);
+function xLabel(x: XMode, v: number): string {
+  if (x === "time") return formatSeconds(v);
+  return x === "tokens" ? formatCompact(v) : formatInteger(Math.round(v));
 }
 
 export function chartOptions(
@@ -151,6 +189,7 @@ export function chartOptions(
   width: number,
   view: ChartView = { logY: Boolean(spec.log_y), smoothing: 0 },
   data?: uPlot.AlignedData,
+  x: XMode = spec.x,
 ): uPlot.Options {
   const fg = cssVar(el, "--tm-fg-muted", "#6e7781");
   const grid = cssVar(el, "--tm-grid", "rgba(128,128,128,0.2)");
@@ -167,9 +206,10 @@ export function chartOptions(
     const col = data?.[1 + (smooth ? 2 * i : i)];
     const sparse = col != null && finiteCount(col) <= MARKER_MAX_POINTS;
     const value = (_u: uPlot, v: number | null) => (v == null ? MISSING : formatValue(v, spec.unit));
+    const label = seriesLabel(spec, name);
     if (smooth) {
       series.push({
-        label: `${name} (raw)`,
+        label: `${label} (raw)`,
         stroke: `${colour}55`,
         width: 1,
         spanGaps: false,
@@ -178,7 +218,7 @@ export function chartOptions(
       });
     }
     series.push({
-      label: smooth ? `${name} (EMA ${view.smoothing.toFixed(2)})` : name,
+      label: smooth ? `${label} (EMA ${view.smoothing.toFixed(2)})` : label,
       stroke: colour,
       width: 1.5,
       spanGaps: false,
@@ -202,9 +242,9 @@ export function chartOptions(
     },
     axes: [
       {
-        ...axis((_u, splits) => xTicks(spec, splits)),
-        space: spec.x === "time" ? 80 : 60,
-        splits: (_u, _i, min, max) => linearTicks(min, max, spec.x === "time" ? 5 : 6),
+        ...axis((_u, splits) => xTicks(x, splits)),
+        space: x === "time" ? 80 : 60,
+        splits: (_u, _i, min, max) => linearTicks(min, max, x === "time" ? 5 : 6),
       },
       {
         ...axis((_u, splits) => yLabels(splits, spec)),
@@ -214,7 +254,7 @@ export function chartOptions(
         filter: (_u, splits) => splits,
       },
     ],
-    series: [{ label: spec.x, value: (_u, v) => (v == null ? MISSING : xLabel(spec, v)) }, ...series],
+    series: [{ label: x, value: (_u, v) => (v == null ? MISSING : xLabel(x, v)) }, ...series],
     cursor: { drag: { x: true, y: false } },
     legend: { show: true },
   };
@@ -230,7 +270,12 @@ export interface ChartPanel {
   destroy(): void;
 }
 
-export function createChartPanel(spec: ChartSpec, store: SeriesStore, scheduler: FrameScheduler): ChartPanel {
+export function createChartPanel(
+  spec: ChartSpec,
+  store: SeriesStore,
+  scheduler: FrameScheduler,
+  context?: () => ChartContext,
+): ChartPanel {
   let current = spec;
   const el = h("div", "tm-panel tm-chart");
   el.dataset.tmChart = spec.id;
@@ -275,7 +320,11 @@ export function createChartPanel(spec: ChartSpec, store: SeriesStore, scheduler:
   title.prepend(tools);
   const plot = h("div", "tm-chart-plot");
   const empty = h("div", "tm-chart-empty", "waiting for data");
-  el.append(title, plot, empty);
+  const caption = h("div", "tm-x-label");
+  caption.dataset.tm = "x-label";
+  el.append(title, plot, caption, empty);
+  let placed: { x: number; marker: Marker }[] = [];
+  const markerLayer = h("div", "tm-markers");
   let chart: uPlot | null = null;
   let chartKey = "";
   let failed = false;
@@ -284,13 +333,53 @@ export function createChartPanel(spec: ChartSpec, store: SeriesStore, scheduler:
 
   const width = (): number => plot.clientWidth || el.clientWidth || FALLBACK_WIDTH_PX;
 
+  const positionMarkers = (u: uPlot): void => {
+    if (markerLayer.parentElement !== u.over) u.over.append(markerLayer);
+    const want = placed.map((p) => `${p.marker.kind}@${p.x}`).join("|");
+    if (markerLayer.dataset.key !== want) {
+      markerLayer.dataset.key = want;
+      markerLayer.replaceChildren(
+        ...placed.map(({ marker }) => {
+          const m = h("div", "tm-marker");
+          m.dataset.tmMarker = marker.kind;
+          m.dataset.step = String(marker.step);
+          m.title = marker.sentence;
+          const flag = h("span", "tm-marker-flag", marker.label);
+          flag.title = marker.sentence;
+          m.append(flag);
+          return m;
+        }),
+      );
+    }
+    const width = u.over.clientWidth || u.bbox.width;
+    placed.forEach(({ x }, i) => {
+      const m = markerLayer.children[i] as HTMLElement | undefined;
+      if (!m) return;
+      const left = u.valToPos(x, "x");
+      const inside = Number.isFinite(left) && left >= -0.5 && left <= width + 0.5;
+      m.hidden = !inside;
+      m.style.left = `${left.toFixed(1)}px`;
+      m.classList.toggle("tm-marker-end", left > width * 0.7);
+    });
+  };
+
   const redraw = (): void => {
-    const raw = buildChartData(current, store);
+    const ctx = context?.();
+    const raw = buildChartData(current, store, ctx);
     const { names, data, points } = smoothData(raw, view.smoothing);
+    const x = raw.x ?? current.x;
+    placed = placeMarkers(current, ctx);
     el.dataset.tmPoints = String(points);
+    el.dataset.tmX = x;
+    el.dataset.tmMarkers = String(placed.length);
+    setCaption(
+      caption,
+      xCaption(x, ctx?.axis) + (ctx && x !== ctx.mode ? ` (no ${ctx.mode} mapping yet)` : ""),
+    );
     empty.hidden = names.length > 0;
     const sparse = raw.data.slice(1).map((col) => finiteCount(col as (number | null)[]) <= MARKER_MAX_POINTS);
-    const key = JSON.stringify([current.x, current.unit, view.logY, view.smoothing > 0, names, sparse]);
+    const labels = names.map((n) => seriesLabel(current, n));
+    const key = JSON.stringify([x, current.unit, view.logY, view.smoothing > 0, names, labels, sparse]);
     if (names.length === 0 || key !== chartKey) {
       chart?.destroy();
       chart = null;
@@ -299,12 +388,17 @@ export function createChartPanel(spec: ChartSpec, store: SeriesStore, scheduler:
     if (names.length === 0 || failed) return;
     if (chart) {
       chart.setData(data);
+      positionMarkers(chart);
       return;
     }
     try {
       if (!canvasSupported()) throw new Error("no 2D canvas");
-      chart = new uPlot(chartOptions(current, names, el, width(), view, data), data, plot);
+      const options = chartOptions(current, names, el, width(), view, data, x);
+      options.hooks = { ...options.hooks, draw: [(u: uPlot) => positionMarkers(u)] };
+      options.scales = { ...options.scales, x: { ...options.scales?.x, range: xRange } };
+      chart = new uPlot(options, data, plot);
       hideRawLegend(chart);
+      positionMarkers(chart);
     } catch (err) {
       failed = true;
       empty.hidden = false;
@@ -312,6 +406,17 @@ export function createChartPanel(spec: ChartSpec, store: SeriesStore, scheduler:
       if (!warnedChartFailure) console.warn("trainmeter: chart failed", err);
       warnedChartFailure = true;
     }
+  };
+
+  // the x range reaches a marker past the data (a NaN loss is a gap at the very end)
+  const xRange: uPlot.Range.Function = (_u, min, max) => {
+    let lo = min;
+    let hi = max;
+    for (const p of placed) {
+      lo = Math.min(lo, p.x);
+      hi = Math.max(hi, p.x);
+    }
+    return lo === hi ? [lo - 1, hi + 1] : [lo, hi];
   };
 
   const invalidate = (): void => scheduler.schedule(redrawKey, redraw);
@@ -348,6 +453,10 @@ export function createChartPanel(spec: ChartSpec, store: SeriesStore, scheduler:
       chart = null;
     },
   };
+}
+
+function setCaption(el: HTMLElement, text: string): void {
+  if (el.textContent !== text) el.textContent = text;
 }
 
 /** The faint raw lines under an EMA keep their colour but leave the legend to the smoothed ones. */

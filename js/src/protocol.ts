@@ -162,6 +162,28 @@ export interface ChartSpec {
   unit: string;
   series: string[];
   log_y?: boolean;
+  /** Human label (with its unit) of each series, keyed by series name: what the legend prints. */
+  labels?: Record<string, string>;
+}
+
+/** A verdict's marker: where on which chart a trouble began (verdicts/markers.py). */
+export interface Marker {
+  kind: string;
+  step: number;
+  label: string;
+  sentence: string;
+  /** Id of the chart it belongs on ("loss", "throughput", "memory"). */
+  chart: string;
+}
+
+/** What the x control needs besides the axis:* series (widget/x_axis.py). */
+export interface XAxisState {
+  tokens_label: string;
+  /** Why the tokens axis is off (no tokens counted); null when it is available. */
+  tokens_missing?: string | null;
+  time_label: string;
+  /** The newest step while live (the decimator has not sent it yet). */
+  head?: { step: number; tokens: number; t_s: number } | null;
 }
 
 export interface PanelRow {
@@ -195,6 +217,9 @@ export interface WidgetState {
   step?: number;
   /** `Type: message` of the exception that ended a failed run. */
   error?: string | null;
+  /** Verdict markers, at most 16. */
+  markers?: Marker[];
+  x_axis?: XAxisState | null;
 }
 
 /** The traitlets the front end reads (`model.get`). */

@@ -1,12 +1,21 @@
 // The dashboard layout of one view: header, tiles, chart grid, phase bar,
 // generic panels and warnings, all inside a root element of class `trainmeter`.
 
-import { type ChartPanel, createChartPanel, FrameScheduler, watchTheme } from "./charts";
+import { type ChartContext, type ChartPanel, createChartPanel, FrameScheduler, watchTheme } from "./charts";
 import { type Component, h, setText } from "./dom";
 import { buildHeader, buildPanels, buildPhaseBar, buildTiles, buildWarnings } from "./panels";
 import type { ChartSpec, WidgetState } from "./protocol";
 import { createSection } from "./sections";
 import type { SeriesStore } from "./store";
+import {
+  buildMapping,
+  rememberedMode,
+  rememberMode,
+  unavailable,
+  X_MODES,
+  type XMapping,
+  type XMode,
+} from "./xaxis";
 
 /** Charts on the first screen; the others fold into "More charts". */
 export const MAIN_CHARTS = new Set(["loss", "throughput"]);
@@ -31,6 +40,66 @@ export function createView(store: SeriesStore, options: ViewOptions = {}): View 
   const header = buildHeader();
   const tiles = buildTiles();
   const chartGrid = h("div", "tm-charts");
+  let state: WidgetState = { name: "", status: "starting" };
+  let mode: XMode = rememberedMode(options.key);
+  let mapping: XMapping | null = null;
+  let mappingVersion = -1;
+  let headKey = "";
+  const currentMapping = (): XMapping => {
+    const key = JSON.stringify(state.x_axis?.head ?? null);
+    if (!mapping || mappingVersion !== store.version || key !== headKey) {
+      mapping = buildMapping(store, state.x_axis?.head);
+      mappingVersion = store.version;
+      headKey = key;
+    }
+    return mapping;
+  };
+  const context = (): ChartContext => {
+    const m = currentMapping();
+    return {
+      mode: unavailable(mode, state.x_axis, m) && mode === "tokens" ? "step" : mode,
+      mapping: m,
+      axis: state.x_axis,
+      markers: state.markers ?? [],
+    };
+  };
+  const xControl = h("div", "tm-xaxis");
+  xControl.dataset.tm = "x-axis";
+  xControl.append(h("span", "tm-xaxis-title", "x axis"));
+  const xButtons = new Map<XMode, HTMLButtonElement>();
+  for (const m of X_MODES) {
+    const b = document.createElement("button");
+    b.type = "button";
+    b.className = "tm-xaxis-choice";
+    b.textContent = m;
+    b.dataset.tmX = m;
+    b.addEventListener("click", () => {
+      if (b.disabled || mode === m) return;
+      mode = m;
+      rememberMode(options.key, m);
+      syncXControl();
+      for (const { panel } of charts.values()) panel.invalidate();
+    });
+    xButtons.set(m, b);
+    xControl.append(b);
+  }
+  const syncXControl = (): void => {
+    const m = currentMapping();
+    const shown = context().mode;
+    for (const [choice, b] of xButtons) {
+      const why = unavailable(choice, state.x_axis, m);
+      // tokens is off with the reason while no token is counted; time waits for the first steps too
+      b.disabled = choice === "tokens" && why != null;
+      b.title =
+        why ??
+        (choice === "step"
+          ? "optimizer steps"
+          : choice === "tokens"
+            ? (state.x_axis?.tokens_label ?? "tokens")
+            : (state.x_axis?.time_label ?? "time"));
+      b.setAttribute("aria-pressed", String(choice === shown));
+    }
+  };
   const more = createSection("charts", "More charts", options.key);
   const moreGrid = h("div", "tm-charts");
   more.body.append(moreGrid);
@@ -39,7 +108,7 @@ export function createView(store: SeriesStore, options: ViewOptions = {}): View 
   const warnings = buildWarnings();
   const footer = h("div", "tm-footer");
   const components: Component[] = [header, tiles, phases, panels, warnings];
-  root.append(header.el, tiles.el, warnings.el, chartGrid, more.el, phases.el, panels.el, footer);
+  root.append(header.el, tiles.el, warnings.el, xControl, chartGrid, more.el, phases.el, panels.el, footer);
 
   const charts = new Map<string, { spec: string; panel: ChartPanel }>();
 
@@ -49,7 +118,7 @@ export function createView(store: SeriesStore, options: ViewOptions = {}): View 
       const key = JSON.stringify(spec);
       let entry = charts.get(spec.id);
       if (!entry) {
-        entry = { spec: key, panel: createChartPanel(spec, store, scheduler) };
+        entry = { spec: key, panel: createChartPanel(spec, store, scheduler, context) };
         charts.set(spec.id, entry);
       } else if (entry.spec !== key) {
         entry.spec = key;
@@ -67,6 +136,7 @@ export function createView(store: SeriesStore, options: ViewOptions = {}): View 
       }
     }
     chartGrid.hidden = chartGrid.childElementCount === 0;
+    xControl.hidden = charts.size === 0;
     const extra = moreGrid.childElementCount;
     more.el.hidden = extra === 0;
     more.setTitle(`More charts (${extra})`);
@@ -78,8 +148,11 @@ export function createView(store: SeriesStore, options: ViewOptions = {}): View 
 
   return {
     root,
-    update(state) {
-      const s: WidgetState = state ?? { name: "", status: "starting" };
+    update(next) {
+      const s: WidgetState = next ?? { name: "", status: "starting" };
+      const marks = JSON.stringify([s.markers ?? [], s.x_axis ?? null]);
+      const changed = marks !== JSON.stringify([state.markers ?? [], state.x_axis ?? null]);
+      state = s;
       root.dataset.status = s.status ?? "";
       for (const c of components) {
         try {
@@ -89,10 +162,13 @@ export function createView(store: SeriesStore, options: ViewOptions = {}): View 
         }
       }
       updateCharts(s.charts ?? []);
+      syncXControl();
+      if (changed) for (const { panel } of charts.values()) panel.invalidate();
       setText(footer, s.run_dir ? `run dir: ${s.run_dir}` : "");
       footer.hidden = !s.run_dir;
     },
     invalidateCharts() {
+      syncXControl();
       for (const { panel } of charts.values()) panel.invalidate();
     },
     destroy() {
