@@ -423,3 +423,21 @@ def test_the_history_of_the_maximum_series_count_stays_within_the_frame_budget(r
     assert len(m.series) == 256 and history
     assert max(history) <= 96 * 1024, max(history)
     assert sum(len(xs) for xs, _ in w.store.values()) <= 6000 + 2 * 256
+
+
+def test_the_x_mappings_reach_the_store_and_the_state_carries_the_newest_step(run_root):
+    clock = FakeClock(0.0)
+    m = _monitor(run_root, clock, interval_s=1.0)
+    w = Recorder(clock)
+    pub = Publisher(m, w, clock=clock)
+    _train(m, clock, pub, seconds=5, steps_per_s=40)
+    steps, tokens = w.store["axis:tokens"]
+    t_steps, times = w.store["axis:time_s"]
+    assert steps == t_steps and len(steps) >= 10
+    assert all(tok == 128 * step for step, tok in zip(steps, tokens, strict=True))  # 128 tokens every step
+    assert all(b > a for a, b in zip(times, times[1:], strict=False))
+    clock.advance(0.5)
+    pub.tick()  # the state goes at most every 0.5 s
+    head = w.state["x_axis"]["head"]
+    assert head == {"step": m.steps, "tokens": m.tokens, "t_s": times[-1]}
+    m.finish("completed")

@@ -187,3 +187,25 @@ def test_replay_without_a_saved_dashboard_is_the_passport_view(run_root):
     m = _saved_run(run_root)
     state, _, _ = display_module.replay(m.run_dir)
     assert state["panels"] == [] and state["status"] == "completed"
+
+
+def test_replay_has_the_x_mappings_the_verdict_markers_and_the_energy_tile(run_root):
+    m = _saved_run(run_root)
+    passport_path = m.run_dir / "passport.json"
+    passport = json.loads(passport_path.read_text())
+    passport["verdicts"] = [{"kind": "loss_spike", "step": 30, "sentence": "the loss spiked at step 30"}]
+    passport["energy"] = {"per": "token", "j_per_token": 0.25, "kwh": 0.001, "source": "NVML energy counter",
+                          "avg_watts": {"0": 300.0}}
+    passport.setdefault("derivations", []).append(
+        {"name": "j_per_token", "formula": "joules / tokens", "value": 0.25, "unit": "J/token", "inputs": []})
+    passport_path.write_text(json.dumps(passport))
+    state, columns, _ = display_module.replay(m.run_dir)
+    assert state["markers"] == [{"kind": "loss_spike", "step": 30, "label": "loss spike",
+                                 "sentence": "the loss spiked at step 30", "chart": "loss"}]
+    assert "the loss spiked at step 30" in state["warnings"]
+    energy = next(t for t in state["tiles"] if t["id"] == "energy")
+    assert energy["text"] == "0.25 J/token" and energy["derivation"]["formula"] == "joules / tokens"
+    by_name = {c.name: c for c in columns}
+    tokens, times = by_name["axis:tokens"], by_name["axis:time_s"]
+    assert tokens.xs == times.xs and tokens.ys[-1] == 64 * tokens.xs[-1]
+    assert all(b > a for a, b in zip(times.ys, times.ys[1:], strict=False))

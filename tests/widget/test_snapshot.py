@@ -156,3 +156,26 @@ def test_absent_hardware_is_one_line_and_the_time_split_is_one_section():
     html = render_snapshot(_state(panels=panels), _series())
     assert "<b" in html and "GPU</b> — no NVIDIA GPU visible" in html
     assert html.count("Where the time go") == 1 and "90.0%" in html
+
+
+def test_a_verdict_marker_is_a_dashed_line_on_its_chart_and_a_note_under_it():
+    from trainmeter.widget.x_axis import AXIS_TIME
+
+    marks = [{"kind": "loss_spike", "step": 1000, "label": "loss spike", "sentence": "loss 9x the median",
+              "chart": "loss"},
+             {"kind": "throughput_drop", "step": 100, "label": "throughput drop", "sentence": "slower",
+              "chart": "throughput"}]
+    series = _series() + [SeriesColumns(name=AXIS_TIME, x_kind="step", xs=[100.0, 200.0], ys=[30.0, 60.0])]
+    svg = chart_svg(_state()["charts"][0], {s.name: (s.x_kind, s.xs, s.ys) for s in series}, marks)
+    assert svg.count("data-tm-marker=") == 1 and 'data-tm-marker="loss_spike"' in svg and ">loss spike<" in svg
+    tp = chart_svg(_state()["charts"][1], {s.name: (s.x_kind, s.xs, s.ys) for s in series}, marks)
+    assert 'data-tm-marker="throughput_drop"' in tp  # step 100 placed at 30 s through axis:time_s
+    html = render_snapshot(_state(markers=marks), series)
+    assert "loss spike at step 1,000: loss 9x the median" in html
+
+
+def test_legends_print_the_human_labels():
+    state = _state()
+    state["charts"][0]["labels"] = {"train_loss": "train loss", "val_loss": "validation loss"}
+    html = render_snapshot(state, _series())
+    assert "validation loss" in html and "train_tokens_per_s" not in html and "tokens/s (training-only" in html

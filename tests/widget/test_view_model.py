@@ -207,3 +207,36 @@ def test_finished_runs_have_no_eta_even_from_an_extension_bar(run_root):
 
     state = build_state(replace(f, status="failed", progress_bar=bar))
     assert state["progress"]["eta_s"] is None
+
+
+def test_a_nan_loss_becomes_a_marker_on_the_loss_chart_with_its_step_and_sentence(run_root):
+    from trainmeter.verdicts.extension import Verdicts
+
+    clock = FakeClock(0.0)
+    m = _run(run_root, clock, steps=4, extensions=[Verdicts()])
+    clock.advance(1.0)
+    m.on_step(100, loss_value=float("nan"))
+    for _ in range(4):
+        clock.advance(1.0)
+        m.on_step(100, loss_value=2.0)
+    state = build_state(facts_from_monitor(m))
+    marker = next(mk for mk in state["markers"] if mk["kind"] == "loss_nonfinite")
+    assert marker["chart"] == "loss" and marker["step"] == 5 and marker["label"] == "loss NaN/inf"
+    assert marker["sentence"] in state["warnings"]
+
+
+def test_state_says_how_to_map_x_and_when_tokens_are_off(run_root):
+    m = _run(run_root, FakeClock(0.0))
+    live = build_state(facts_from_monitor(m, x_head=(6, 600, 6.0)))
+    assert live["x_axis"]["head"] == {"step": 6, "tokens": 600, "t_s": 6.0}
+    assert live["x_axis"]["tokens_missing"] is None
+    m.finish("completed")
+    no_tokens = _run(run_root, FakeClock(0.0), steps=0)
+    assert "no tokens counted" in build_state(facts_from_monitor(no_tokens))["x_axis"]["tokens_missing"]
+
+
+def test_every_chart_series_has_a_human_label(run_root):
+    m = _run(run_root, FakeClock(0.0), extensions=[_Ext()])
+    for chart in build_state(facts_from_monitor(m))["charts"]:
+        assert set(chart["labels"]) == set(chart["series"])
+        assert all("_" not in label for label in chart["labels"].values()), chart["labels"]
