@@ -433,11 +433,11 @@ def test_the_x_mappings_reach_the_store_and_the_state_carries_the_newest_step(ru
     _train(m, clock, pub, seconds=5, steps_per_s=40)
     steps, tokens = w.store["axis:tokens"]
     t_steps, times = w.store["axis:time_s"]
-    assert steps == t_steps and len(steps) >= 10
+    assert steps == t_steps and 4 <= len(steps) <= 6  # a point a second, not one per tick
     assert all(tok == 128 * step for step, tok in zip(steps, tokens, strict=True))  # 128 tokens every step
     assert all(b > a for a, b in zip(times, times[1:], strict=False))
     clock.advance(0.5)
     pub.tick()  # the state goes at most every 0.5 s
     head = w.state["x_axis"]["head"]
-    assert head == {"step": m.steps, "tokens": m.tokens, "t_s": times[-1]}
+    assert head["step"] == m.steps and head["tokens"] == m.tokens and head["t_s"] >= times[-1]
     m.finish("completed")

@@ -33,7 +33,7 @@ from trainmeter.widget.decimate import DEFAULT_BUDGET_POINTS, Decimator, share_b
 from trainmeter.widget.frame import SeriesColumns, encode_frame
 from trainmeter.widget.live_rate import RecentFigures, RecentRate, RssReader
 from trainmeter.widget.view_model import RECENT_SERIES, build_state, facts_from_monitor, report_points
-from trainmeter.widget.x_axis import AXIS_TIME, AXIS_TOKENS
+from trainmeter.widget.x_axis import AXIS_BUDGET_POINTS, AXIS_EVERY_S, AXIS_TIME, AXIS_TOKENS
 
 TICK_S = 0.25
 STATE_INTERVAL_S = 0.5
@@ -133,6 +133,7 @@ class Publisher:
         self._rss = RssReader()
         self._last_live_s = -math.inf
         self._tokens_total = 0
+        self._axis_t_s = -math.inf
         self.x_head: tuple[int, int, float] | None = None
 
     # -- thread ------------------------------------------------------------------------------
@@ -229,11 +230,13 @@ class Publisher:
         end, steps, times, tokens = step_series.read(self._cursor.get(step_series.name, 0))
         self._cursor[step_series.name] = end  # not drawn: read for the recent rate, then let the monitor trim it
         self._recent.extend(times, tokens)
-        if steps and times:  # the x mappings: one point per tick, at the last step read (widget/x_axis.py)
+        if steps and times:  # the x mappings (widget/x_axis.py): the head always, a point once a second
             self._tokens_total += int(sum(tokens))
             self.x_head = (steps[-1], self._tokens_total, float(times[-1]))
-            self._extend(AXIS_TOKENS, "step", [steps[-1]], [float(self._tokens_total)])
-            self._extend(AXIS_TIME, "step", [steps[-1]], [float(times[-1])])
+            if float(times[-1]) - self._axis_t_s >= AXIS_EVERY_S:
+                self._axis_t_s = float(times[-1])
+                self._extend(AXIS_TOKENS, "step", [steps[-1]], [float(self._tokens_total)], AXIS_BUDGET_POINTS)
+                self._extend(AXIS_TIME, "step", [steps[-1]], [float(times[-1])], AXIS_BUDGET_POINTS)
         reports = m.reports
         if reports != self._reports_seen:
             self._reports_seen = reports
@@ -252,10 +255,11 @@ class Publisher:
             return False
         return self._extend(RECENT_SERIES, "time", [self.recent.t_s], [self.recent.tokens_per_s])
 
-    def _extend(self, name: str, x_kind: str, xs: list[Any], ys: list[float]) -> bool:
+    def _extend(self, name: str, x_kind: str, xs: list[Any], ys: list[float], budget_points: int | None = None
+                ) -> bool:
         d = self.decimators.get(name)
         if d is None:
-            d = self.decimators[name] = Decimator(name, x_kind, budget_points=self.budget_points)
+            d = self.decimators[name] = Decimator(name, x_kind, budget_points=budget_points or self.budget_points)
         if d.extend(xs, ys):
             self._rebucketed = True
         return True

@@ -29,7 +29,7 @@ from trainmeter.widget.view_model import (
     report_points_from_record,
     summary_text,
 )
-from trainmeter.widget.x_axis import AXIS_TIME, AXIS_TOKENS
+from trainmeter.widget.x_axis import AXIS_BUDGET_POINTS, AXIS_SERIES, AXIS_TIME, AXIS_TOKENS
 
 REPLAY_POINTS_TOTAL = 6000
 MAX_REPLAYS_KEPT = 16
@@ -66,7 +66,8 @@ def replay_columns(events: list[dict[str, Any]], *, budget_points: int = DEFAULT
     def feed(name: str, x_kind: str, xs: list[Any], ys: list[Any]) -> None:
         d = decimators.get(name)
         if d is None:
-            d = decimators[name] = Decimator(name, x_kind, budget_points=budget_points)
+            budget = min(budget_points, AXIS_BUDGET_POINTS) if name in AXIS_SERIES else budget_points
+            d = decimators[name] = Decimator(name, x_kind, budget_points=budget)
         d.extend(xs, [float("nan") if y is None else y for y in ys])
 
     last_step = 0
