@@ -64,11 +64,19 @@ READ_JS = """(sel) => {
 
 
 def _shot(page: Any, name: str) -> None:
+    """Screenshot the live dashboard (re-located each try: a view re-created at the cell's end detaches)."""
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    widget = page.locator(LIVE).last
-    widget.scroll_into_view_if_needed(timeout=5_000)
-    page.wait_for_timeout(600)
-    widget.screenshot(path=str(ARTIFACTS / f"{name}.png"), timeout=10_000)
+    for attempt in range(3):
+        try:
+            widget = page.locator(LIVE).last
+            widget.scroll_into_view_if_needed(timeout=5_000)
+            page.wait_for_timeout(600)
+            widget.screenshot(path=str(ARTIFACTS / f"{name}.png"), timeout=10_000)
+            return
+        except Exception:
+            if attempt == 2:
+                raise
+            page.wait_for_timeout(1000)
 
 
 @pytest.fixture(scope="module")
@@ -91,6 +99,7 @@ def marked(servers: Any, browser: Any, notebook_root: Path) -> Any:
             if read and read["status"] == "completed" and read["marker"]:
                 break
         reads["step"] = read
+        print("read after the run:", read)
         page.keyboard.press("Escape")
         page.keyboard.press("Control+b")  # close the file browser: the dashboard gets the width
         _shot(page, "markers-step-light")
