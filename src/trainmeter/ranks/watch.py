@@ -73,6 +73,7 @@ class RunWatch:
         self._interval: dict[str, Any] = {}
         self._latest_series: dict[str, dict[str, Any]] = {}
         self._decimators: dict[str, Any] = {}
+        self._axis_step = 0  # last step of the x mappings fed
         self._budget = DEFAULT_BUDGET_POINTS
         self.passport: dict[str, Any] = {}
         self.polls = 0
@@ -131,6 +132,14 @@ class RunWatch:
             t_s, values = report_points_from_record(record)
             for name, value in values.items():
                 self._feed(name, "time", [t_s], [value])
+            from trainmeter.widget.x_axis import AXIS_TIME, AXIS_TOKENS, report_mapping
+
+            point = report_mapping(record, self._axis_step)  # the charts' step -> time/tokens mappings
+            if point is not None:
+                self._axis_step, at_s, tokens = point
+                self._feed(AXIS_TIME, "step", [self._axis_step], [at_s])
+                if tokens is not None:
+                    self._feed(AXIS_TOKENS, "step", [self._axis_step], [tokens])
         elif kind == "series":
             self._latest_series[str(record.get("name"))] = record
             x_kind = record.get("x", "step")

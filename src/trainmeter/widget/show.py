@@ -29,7 +29,7 @@ from trainmeter.widget.view_model import (
     report_points_from_record,
     summary_text,
 )
-from trainmeter.widget.x_axis import AXIS_BUDGET_POINTS, AXIS_SERIES, AXIS_TIME, AXIS_TOKENS
+from trainmeter.widget.x_axis import AXIS_BUDGET_POINTS, AXIS_SERIES, AXIS_TIME, AXIS_TOKENS, report_mapping
 
 REPLAY_POINTS_TOTAL = 6000
 MAX_REPLAYS_KEPT = 16
@@ -82,12 +82,12 @@ def replay_columns(events: list[dict[str, Any]], *, budget_points: int = DEFAULT
             t_s, values = report_points_from_record(e)
             for name, value in values.items():
                 feed(name, "time", [t_s], [value])
-            step, tokens = e.get("step"), e.get("tokens")
-            if isinstance(step, int) and step > 0 and step > last_step:  # the x mappings (widget/x_axis.py)
-                last_step = step
-                feed(AXIS_TIME, "step", [step], [t_s])
-                if isinstance(tokens, int | float):
-                    feed(AXIS_TOKENS, "step", [step], [float(tokens)])
+            point = report_mapping(e, last_step)  # the x mappings (widget/x_axis.py)
+            if point is not None:
+                last_step, at_s, tokens = point
+                feed(AXIS_TIME, "step", [last_step], [at_s])
+                if tokens is not None:
+                    feed(AXIS_TOKENS, "step", [last_step], [tokens])
     caps = share_budget({name: d.points for name, d in decimators.items()}, points_total, budget_points)
     out = []
     for d in decimators.values():

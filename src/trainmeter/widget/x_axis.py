@@ -59,3 +59,14 @@ def interpolate(xs: Sequence[float], ys: Sequence[float], x: float) -> float | N
         return float(py[i])
     x0, x1, y0, y1 = px[i - 1], px[i], py[i - 1], py[i]
     return float(y0 + (y1 - y0) * (x - x0) / (x1 - x0))
+
+
+def report_mapping(record: dict[str, Any], last_step: int) -> tuple[int, float, float | None] | None:
+    """``(step, seconds, tokens)`` of the x mappings from an ``interval`` record of events.jsonl.
+
+    ``None`` when the record adds no step past ``last_step`` (the mappings must increase).
+    """
+    step, tokens, t_s = record.get("step"), record.get("tokens"), record.get("elapsed_s")
+    if not isinstance(step, int) or step <= max(0, last_step) or not isinstance(t_s, int | float):
+        return None
+    return step, float(t_s), float(tokens) if isinstance(tokens, int | float) else None
