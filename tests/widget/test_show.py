@@ -209,3 +209,34 @@ def test_replay_has_the_x_mappings_the_verdict_markers_and_the_energy_tile(run_r
     tokens, times = by_name["axis:tokens"], by_name["axis:time_s"]
     assert tokens.xs == times.xs and tokens.ys[-1] == 64 * tokens.xs[-1]
     assert all(b > a for a, b in zip(times.ys, times.ys[1:], strict=False))
+
+
+def test_replay_shows_every_tile_chart_panel_and_marker_the_live_view_ended_with(run_root):
+    from tests.energy.test_extension import StubGpu, _opener
+    from trainmeter.energy.extension import EnergyExtension
+    from trainmeter.timesplit.extension import TimeSplit
+    from trainmeter.verdicts.extension import Verdicts
+    from trainmeter.widget.publisher import save_dashboard
+    from trainmeter.widget.view_model import build_state, facts_from_monitor
+
+    clock = FakeClock(0.0)
+    gpu = StubGpu(clock, ["h100_sxm"])
+    energy = EnergyExtension(open_backend=_opener(clock, ["h100_sxm"]), powercap_root=run_root / "none")
+    m = make_monitor(make_options(run_dir=run_root, name="full", interval_s=1.0), clock=clock, text=False,
+                     probes=False, extensions=[gpu, energy, TimeSplit(), Verdicts()]).start()
+    for i in range(120):
+        clock.advance(0.25)
+        gpu.sampler.step(clock())
+        m.on_step(64, loss_value=(50.0 if 80 <= i < 83 else 2.0 + 0.001 * (i % 5)))
+    m.finish("completed")
+    live = build_state(facts_from_monitor(m))
+    save_dashboard(m.run_dir, live)  # what the publisher writes at the cell's end
+    state, columns, _ = display_module.replay(m.run_dir)
+    for key in ("tiles", "charts", "panels"):
+        assert {x["id"] for x in live[key]} <= {x["id"] for x in state[key]}, key
+    assert [mk["kind"] for mk in live["markers"]] == ["loss_spike"] and state["markers"] == live["markers"]
+    assert live["markers"][0]["sentence"] in state["warnings"]
+    tile = {t["id"]: t for t in state["tiles"]}["energy"]
+    assert tile["text"].endswith("J/token") and tile["derivation"]["name"] == "j_per_token"
+    assert {"axis:tokens", "axis:time_s"} <= {c.name for c in columns}
+    assert all(set(c["labels"]) == set(c["series"]) for c in state["charts"])
