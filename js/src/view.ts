@@ -98,6 +98,7 @@ export function createView(store: SeriesStore, options: ViewOptions = {}): View 
             ? (state.x_axis?.tokens_label ?? "tokens")
             : (state.x_axis?.time_label ?? "time"));
       b.setAttribute("aria-pressed", String(choice === shown));
+      if (choice === "tokens") setText(b, (state.x_axis?.tokens_label ?? "tokens").split(" ")[0] ?? "tokens");
     }
   };
   const more = createSection("charts", "More charts", options.key);

@@ -5,7 +5,8 @@ already has: the new points of ``train_loss`` (read from a series cursor, like t
 the report window's training-only tokens/s, the memory reading (allocator, else RSS), the
 phase totals, and the GPU extension's latest GPU-Util / SM / tensor activity. Nothing is
 measured anew. Verdicts appear in the widget's and text line's warnings (the monitor says
-each once) and in the passport's ``verdicts`` list.
+each once), as chart markers at the step each began (:mod:`trainmeter.verdicts.markers`) and in
+the passport's ``verdicts`` list.
 
 Thread safety: fed on the training thread inside reports; ``warnings`` reads the engine's
 immutable tuple from any thread.
