@@ -107,6 +107,11 @@ def marked(servers: Any, browser: Any, notebook_root: Path) -> Any:
         page.wait_for_timeout(800)
         reads["tokens"] = page.evaluate(READ_JS, LIVE)
         _shot(page, "markers-tokens-light")
+        page.locator(LIVE).last.locator('[data-tm-x="time"]').click()
+        page.wait_for_timeout(800)
+        reads["time"] = page.evaluate(READ_JS, LIVE)
+        _shot(page, "markers-time-light")
+        page.locator(LIVE).last.locator('[data-tm-x="tokens"]').click()
         page.set_viewport_size({"width": 700, "height": 900})
         page.wait_for_timeout(800)
         _shot(page, "markers-tokens-w700")
@@ -146,6 +151,9 @@ def test_switching_the_x_axis_to_tokens_relabels_the_chart_and_keeps_the_marker(
     assert read["tokens_disabled"] is False
     assert read["x_drawn"] == "tokens" and read["x_label"].startswith("tokens"), read
     assert read["marker"] is not None and not read["marker"]["hidden"]
+    time_read = marked["time"]
+    assert time_read["x_drawn"] == "time" and time_read["x_label"].startswith("time since start"), time_read
+    assert time_read["marker"] is not None
 
 
 def test_legends_print_human_labels_never_raw_snake_case_names(marked: Any) -> None:
