@@ -99,7 +99,6 @@ def marked(servers: Any, browser: Any, notebook_root: Path) -> Any:
             if read and read["status"] == "completed" and read["marker"]:
                 break
         reads["step"] = read
-        print("read after the run:", read)
         page.keyboard.press("Escape")
         page.keyboard.press("Control+b")  # close the file browser: the dashboard gets the width
         _shot(page, "markers-step-light")
