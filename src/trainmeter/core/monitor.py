@@ -136,9 +136,9 @@ class Monitor:
         self.warnings_suppressed = 0
         self.text_line = ""
         self.reports = 0
-        self._window_tokens = 0
-        self._window_steps = 0
-        self._last_report_s = 0.0
+        self._window_start_tokens = 0  # tokens and steps when the report window began
+        self._window_start_steps = 0
+        self._last_report_s = 0.0  # sets _next_report_s
         self._phase_depth = 0
         self._phase_started_s = 0.0
         self._phase_name = ""
@@ -154,7 +154,7 @@ class Monitor:
         self._held_value = 0.0
         self._late_user_loss = False
         self._losses: deque[StepLoss] = deque()  # closed step losses not yet in their series, in step order
-        self._captured_points = 0
+        self._captured_series: Series | None = None  # train_loss once a captured loss is in it
         self.series_info: dict[str, dict[str, Any]] = {}  # series name -> its source and provenance
         self._probes: Any = None
         self._want_probes = probes
@@ -405,11 +405,9 @@ class Monitor:
         ``loss_value`` is the same for a captured loss already read (a CPU loss: the probes'
         fast path), held in three attributes instead of a queued object, with the same timing.
         """
-        # hot path (issue 12): counters, a clock read, an append (and the previous step's loss)
-        self.steps += 1
+        # hot path (issue 12): a counter, a clock read, an append (and the previous step's loss)
+        self.steps = steps = self.steps + 1
         self.tokens += tokens
-        self._window_tokens += tokens
-        self._window_steps += 1
         now = self._now()
         t_s = now - self._t0_s
         step_series = self.step_series
@@ -424,26 +422,38 @@ class Monitor:
         if held:  # the previous step's loss, read on the host: its step has passed (inline _flush_losses)
             self._held_step = 0
             if not self._user_loss:
-                series = self.series.get(LOSS_SERIES) or self._series(LOSS_SERIES)
-                series.append(held, self._held_t_s, self._held_value)
-                self._captured_points += 1
+                (self._captured_series or self._captured_loss_series()).append(held, self._held_t_s, self._held_value)
         if self._losses:
-            self._flush_losses(self.steps)
+            self._flush_losses(steps)
         if loss_value is not None:
             if self._losses:  # keep the order behind losses still being read
                 self.add_loss(StepLoss.read(LOSS_SERIES, loss_value), t_s)
             else:
-                self._held_step = self.steps
+                self._held_step = steps
                 self._held_t_s = t_s
                 self._held_value = loss_value
         elif loss is not None:
             self.add_loss(loss, t_s)
-        if self.steps == self._at_step:
+        if steps == self._at_step:
             self._run_at_step()
         if self.step_hook is not None:
             self.step_hook()  # must not raise (the optimizer wing's records this step's lr and grad_norm)
-        if now - self._last_report_s >= self._interval_s:
+        if now >= self._next_report_s:
             self._maybe_report()
+
+    @property
+    def _last_report_s(self) -> float:
+        """Clock seconds of the last report (training thread); setting it moves the next report's time."""
+        return self._next_report_s - self._interval_s
+
+    @_last_report_s.setter
+    def _last_report_s(self, value: float) -> None:
+        self._next_report_s = value + self._interval_s
+
+    def _captured_loss_series(self) -> Series:
+        """The train_loss series, remembered as holding captured points (training thread)."""
+        series = self._captured_series = self._series(LOSS_SERIES)
+        return series
 
     def add_loss(self, loss: StepLoss, t_s: float | None = None) -> None:
         """Queue a closed step loss (at the current step) for its series (training thread)."""
@@ -460,8 +470,7 @@ class Monitor:
         if held and held < before_step:  # older than anything queued after it
             self._held_step = 0
             if not self._user_loss:
-                self._series(LOSS_SERIES).append(held, self._held_t_s, self._held_value)
-                self._captured_points += 1
+                (self._captured_series or self._captured_loss_series()).append(held, self._held_t_s, self._held_value)
         losses = self._losses
         while losses and losses[0].ready and losses[0].step < before_step:
             loss = losses.popleft()
@@ -469,9 +478,9 @@ class Monitor:
                 continue  # the cell emits its own train_loss: it is the headline
             value = loss.value()
             if value is not None:
-                self._series(loss.series).append(loss.step, loss.t_s, value)
                 if loss.series == LOSS_SERIES:
-                    self._captured_points += 1
+                    self._captured_series or self._captured_loss_series()
+                self._series(loss.series).append(loss.step, loss.t_s, value)
 
     def record(self, series: dict[str, Any], step: int | None = None) -> None:
         """Record named scalars at ``step`` (default: the current step) (``tm.emit``, taps).
@@ -505,7 +514,7 @@ class Monitor:
             if number is not None:
                 series_ = self.series.get(name) or self._series(name)
                 series_.append(step, t_s, number)
-        if now - self._last_report_s >= self._interval_s:
+        if now >= self._next_report_s:
             self._maybe_report()
 
     def _checked(self, name: Any, value: Any, key: Any) -> float | None:
@@ -594,7 +603,7 @@ class Monitor:
         """Where ``tm.emit(train_loss=...)`` goes: the headline, unless captured points are already there."""
         if self._late_user_loss:
             return LATE_USER_LOSS
-        if self._captured_points:
+        if self._captured_series is not None:
             self._late_user_loss = True
             self.series_info[LATE_USER_LOSS] = {
                 "provenance": "measured", "source": "tm.emit(train_loss=...)",
@@ -711,12 +720,13 @@ class Monitor:
                     self.phases.resume_train()
 
     def _report_body(self, final: bool, t0: float) -> None:
-        self.interval = interval_summary(tokens=self._window_tokens, steps=self._window_steps,
+        self.interval = interval_summary(tokens=self.tokens - self._window_start_tokens,
+                                         steps=self.steps - self._window_start_steps,
                                          train_s=self.phases.take_window_train_s())
         elapsed_s = self.phases.session_elapsed_s(t0)
         self.session = session_summary(tokens=self.tokens, elapsed_s=elapsed_s)
         phases_s = dict(self.phases.totals_s)
-        self._window_tokens = self._window_steps = 0
+        self._window_start_tokens, self._window_start_steps = self.tokens, self.steps
         if self._queued:
             self._drain_queue()
         self._poll_scalars(elapsed_s)

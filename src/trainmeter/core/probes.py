@@ -179,7 +179,13 @@ class TorchProbes:
         self._gave_up = False
         self._compiling = False  # something is or was compiled: torch's own classes are not patched
         self._set_aside: set[int] = set()  # candidates unwatched for that reason
-        self.on_training: Any = None
+        self._on_training: Any = None
+        # the hot paths' flags, recomputed by _refresh_fast whenever one of their inputs changes:
+        # the root's id while its positional batches are counted like the last one (else 0),
+        # whether a 0-d CPU loss may be read at backward, and whether a step may take the short path
+        self._fast_root = 0
+        self._fast_backward = False
+        self._steady = False
         # the last counted positional batch of the root (the call wrapper's fast path): type, shape, dtype, count
         self._fast_calls = False
         self._last_type: Any = None
@@ -194,8 +200,37 @@ class TorchProbes:
         self.params: dict[str, Any] = {}
         self.root_name: str | None = None
         self.example: tuple[Any, Any] | None = None
-        self.paused = False
+        self._paused = False
         self.autocast_dtype: str | None = None
+
+    # -- the hot paths' flags ----------------------------------------------------------
+    @property
+    def paused(self) -> bool:
+        """Forward and backward calls are not counted (our own FLOP count; a probe fault). Training thread."""
+        return self._paused
+
+    @paused.setter
+    def paused(self, value: bool) -> None:
+        self._paused = value
+        self._refresh_fast()
+
+    @property
+    def on_training(self) -> Any:
+        """Called at each training forward, backward and step while set (an open eval span). Training thread."""
+        return self._on_training
+
+    @on_training.setter
+    def on_training(self, value: Any) -> None:
+        self._on_training = value
+        self._refresh_fast()
+
+    def _refresh_fast(self) -> None:
+        """Recompute the hot paths' flags from their inputs (after any of them changed)."""
+        plain = self._active and not self._paused and self._on_training is None
+        self._fast_root = self._root_id if plain and self._fast_calls else 0
+        self._fast_backward = plain and self._backward_on
+        if not plain or self._root is None:
+            self._steady = False
 
     # -- lifecycle -----------------------------------------------------------------
     def start(self) -> None:
@@ -210,6 +245,7 @@ class TorchProbes:
         self._handles.append(register_optimizer_step_post_hook(self._on_step))
         self._patches.wrap(torch.autograd, "backward", self._make_backward)
         self._backward_on = True
+        self._refresh_fast()
         self._patches.wrap(Optimizer, "__init__", self._make_optimizer_init)
         try:
             from torch.amp.grad_scaler import GradScaler
@@ -225,6 +261,7 @@ class TorchProbes:
     def stop(self) -> None:
         """Remove every hook and patch; write the loss and token provenance. Idempotent."""
         self._active = False
+        self._refresh_fast()
         for handle in self._handles:
             try:
                 handle.remove()
@@ -252,6 +289,8 @@ class TorchProbes:
         self._primary = None
         self._root = None
         self._root_id = 0
+        self._steady = False
+        self._refresh_fast()
         self._gave_up = False
         self._others.clear()
         self._pending_tokens = 0
@@ -463,26 +502,30 @@ class TorchProbes:
 
         @functools.wraps(original)
         def call(module: Any, *args: Any, **kwargs: Any) -> Any:
-            key = id(module)
-            if is_compiling() or key not in candidates or not probes._active:
+            if is_compiling():  # Dynamo traces a pass-through: no guard on our state, no extra graph
                 return original(module, *args, **kwargs)
-            if probes._depth:
+            key = id(module)
+            if key == probes._fast_root and args and not kwargs and not probes._depth:
+                # hot path (issue 12): the root called with a positional batch like the last counted one
+                # counts the same (exact: same type, shape and dtype); anything else takes _on_call
+                first = args[0]
+                try:
+                    same = (type(first) is probes._last_type and first.shape == probes._last_shape
+                            and first.dtype is probes._last_dtype)
+                except Exception:  # a tensor without a shape (a nested tensor): _on_call says so
+                    same = False
+                if same and is_grad_enabled():
+                    probes._pending_tokens += probes._last_tokens
+                    probes._calls += 1
+                    probes._depth = 1
+                    try:
+                        return original(module, *args)
+                    finally:
+                        probes._depth = 0
+            if key not in candidates or not probes._active or probes._depth:
                 return original(module, *args, **kwargs)
             probes._depth += 1
             try:
-                # hot path (issue 12): the root called with a positional batch like the last counted one
-                # counts the same (exact: same type, shape and dtype); anything else takes _on_call
-                if key == probes._root_id and args and not kwargs and probes._fast_calls:
-                    first = args[0]
-                    try:
-                        same = (type(first) is probes._last_type and first.shape == probes._last_shape
-                                and first.dtype is probes._last_dtype)
-                    except Exception:  # a tensor without a shape (a nested tensor): _on_call says so
-                        same = False
-                    if same and not probes.paused and probes.on_training is None and is_grad_enabled():
-                        probes._pending_tokens += probes._last_tokens
-                        probes._calls += 1
-                        return original(module, *args, **kwargs)
                 probes._on_call(module, args, kwargs, lightning)
                 return original(module, *args, **kwargs)
             finally:
@@ -491,7 +534,7 @@ class TorchProbes:
         return call
 
     def _on_call(self, module: Any, args: Any, kwargs: Any, lightning: bool) -> None:
-        if self.paused or not (lightning or self._torch.is_grad_enabled()):
+        if self._paused or not (lightning or self._torch.is_grad_enabled()):
             return
         candidate = self._candidates.get(id(module))
         if candidate is None or candidate.ref() is not module:
@@ -512,8 +555,9 @@ class TorchProbes:
                     self._fast_calls = self.example is not None
                 else:
                     self._fast_calls = False
+                self._refresh_fast()
                 self._calls += 1
-                callback = self.on_training
+                callback = self._on_training
                 if callback is not None and (lightning or module.training):
                     callback()
             else:
@@ -573,6 +617,8 @@ class TorchProbes:
         self._root = weakref.ref(module)
         self._root_id = id(module)
         self._fast_calls = False
+        self._steady = False
+        self._refresh_fast()
         self._roots_found += 1
         self.root_name = type(module).__name__
         self.params = {}
@@ -645,11 +691,11 @@ class TorchProbes:
                 return original(tensors, grad_tensors, *args, **kwargs)
             probes._in_backward = True
             try:
-                if grad_tensors is None and not probes.paused:
+                if grad_tensors is None and probes._fast_backward:
                     # hot path (issue 12): a 0-d CPU loss (host memory, no device to wait for), unscaled,
                     # read at once and summed in place; anything else goes through a StepLoss
                     if (type(tensors) is tensor_type and probes._loss is None and probes._scaled is None
-                            and probes.on_training is None and tensors.ndim == 0 and tensors.is_cpu):
+                            and tensors.ndim == 0 and tensors.is_cpu):
                         try:
                             value = tensors.item()
                             kind = type(tensors.grad_fn)  # the node's class: whether it divided, read if needed
@@ -662,8 +708,11 @@ class TorchProbes:
                         except Exception as exc:
                             probes._monitor.warn_once("probe-loss", f"loss capture disabled: {exc!r}")
                             probes._backward_on = False
+                            probes._refresh_fast()
                     else:
                         probes._on_backward(tensors)
+                elif grad_tensors is None and not probes._paused:
+                    probes._on_backward(tensors)
                 return original(tensors, grad_tensors, *args, **kwargs)
             finally:
                 probes._in_backward = False
@@ -685,12 +734,13 @@ class TorchProbes:
                     loss.add(self._monitor.scalar_reader, tensor, scaled[1], divided=scaled[2])
                 else:
                     loss.add(self._monitor.scalar_reader, tensor, divided=_divided(tensor.grad_fn))
-            callback = self.on_training
+            callback = self._on_training
             if callback is not None:
                 callback()
         except Exception as exc:
             self._monitor.warn_once("probe-loss", f"loss capture disabled: {exc!r}")
             self._backward_on = False
+            self._refresh_fast()
             self._loss = None
             self._fast_parts = 0
             self._fast_sum = 0.0
@@ -730,10 +780,26 @@ class TorchProbes:
         return created is not None and created[0]() is optimizer and created[1] > self._primary_last_event
 
     def _on_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        try:
+            if (self._steady and self._fast_parts == 1 and self._loss is None and not self._candidate_calls
+                    and self._primary() is optimizer):
+                # hot path (issue 12): the primary optimizer of a known root, one 0-d CPU loss read at backward
+                self._primary_last_event = self._events = self._events + 1
+                tokens, self._pending_tokens = self._pending_tokens, 0
+                calls, self._calls = self._calls, 0
+                if calls > self._max_calls:
+                    self._max_calls = calls
+                self._losses_info["steps"] += 1
+                value, self._fast_sum, self._fast_parts = self._fast_sum, 0.0, 0
+                self._monitor.on_step(tokens, loss_value=value)
+                return
+        except Exception as exc:
+            self._monitor.warn_once("probe-step", f"step probe fault: {exc!r}")
+            return
         if not self._active:
             return
         try:
-            callback = self.on_training
+            callback = self._on_training
             if callback is not None:  # an optimizer step ends an open eval span (the time split)
                 callback()
             primary = self._primary() if self._primary is not None else None
@@ -745,6 +811,8 @@ class TorchProbes:
                 self._others.pop(id(optimizer), None)
                 self._root = None
                 self._root_id = 0
+                self._steady = False
+                self._refresh_fast()
                 self._gave_up = False
             self._events += 1
             self._primary_last_event = self._events
@@ -762,6 +830,9 @@ class TorchProbes:
                 self._candidate_calls = False
                 for candidate in self._candidates.values():
                     candidate.tokens = candidate.calls = 0
+            # the next steps of this optimizer may take the short path (see _refresh_fast)
+            self._steady = (self._root is not None and "trained" in self.params and self._active
+                            and not self._paused and self._on_training is None)
             tokens, self._pending_tokens = self._pending_tokens, 0
             if self._calls > self._max_calls:
                 self._max_calls = self._calls

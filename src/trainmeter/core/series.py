@@ -47,7 +47,7 @@ class Series:
     """
 
     __slots__ = ("name", "x_kind", "_steps", "_times", "_values", "_base", "_lock",
-                 "_last", "_min", "_max", "_count", "_last_step")
+                 "_last", "_min", "_max", "_folded", "_last_step")
 
     def __init__(self, name: str, x_kind: str = "step") -> None:
         self.name = name
@@ -60,24 +60,34 @@ class Series:
         self._last: float | None = None
         self._min: float | None = None
         self._max: float | None = None
-        self._count = 0
+        self._folded = 0  # absolute position up to which the statistics are folded in
         self._last_step: int | None = None
 
     def append(self, step: int, t_s: float, value: float) -> None:
-        """Record one point. Cheap; call from the writing thread only."""
+        """Record one point. Cheap (three list appends; the statistics are folded in when read);
+        call from the writing thread only."""
         self._steps.append(step)
         self._times.append(t_s)
         self._values.append(value)
-        self._count += 1
-        self._last_step = step
-        if -_INF < value < _INF:  # finite (NaN compares false)
-            self._last = value
-            low = self._min
-            if low is None or value < low:
-                self._min = value
-            high = self._max
-            if high is None or value > high:
-                self._max = value
+
+    def _fold(self) -> None:
+        """Fold the points not yet seen into the running statistics (caller holds the lock)."""
+        values = self._values
+        n = len(values)  # values are appended last: points below n are complete
+        lo = self._folded - self._base
+        if lo >= n:
+            return
+        last, low, high = self._last, self._min, self._max
+        for value in values[lo:n]:
+            if -_INF < value < _INF:  # finite (NaN compares false)
+                last = value
+                if low is None or value < low:
+                    low = value
+                if high is None or value > high:
+                    high = value
+        self._last, self._min, self._max = last, low, high
+        self._last_step = self._steps[n - 1]
+        self._folded = self._base + n
 
     @property
     def end(self) -> int:
@@ -96,10 +106,11 @@ class Series:
             return (self._base + n, self._steps[lo:n], self._times[lo:n], self._values[lo:n])
 
     def trim(self, upto: int) -> None:
-        """Drop points before absolute position ``upto``. Safe from any thread."""
+        """Drop points before absolute position ``upto`` (their statistics are kept). Safe from any thread."""
         with self._lock:
             k = min(len(self._values), max(0, upto - self._base))
             if k:
+                self._fold()
                 del self._steps[:k]
                 del self._times[:k]
                 del self._values[:k]
@@ -111,8 +122,11 @@ class Series:
         return len(self._values)
 
     def stats(self) -> SeriesStats:
-        """Return the running statistics."""
-        return SeriesStats(last=self._last, min=self._min, max=self._max, count=self._count, last_step=self._last_step)
+        """Return the running statistics (folds in the points appended since the last call). Any thread."""
+        with self._lock:
+            self._fold()
+            return SeriesStats(last=self._last, min=self._min, max=self._max,
+                               count=self._base + len(self._values), last_step=self._last_step)
 
 
 class StepSeries:

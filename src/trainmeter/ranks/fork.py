@@ -144,9 +144,10 @@ def rehome(m: Any) -> None:
     m.out = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 (lives as long as the child)
     m._series_lock = threading.Lock()
     m.series = {}
+    m._captured_series = None
     m.step_series = StepSeries("tokens_per_step")
     m._readers = []
-    m.steps = m.tokens = m._window_tokens = m._window_steps = m.reports = 0
+    m.steps = m.tokens = m._window_start_tokens = m._window_start_steps = m.reports = 0
     m.interval = m.session = m.memory = None
     m.warnings, m._warned, m._said_warnings = [], set(), set()
     m._scalars = ScalarReader()
