@@ -21,8 +21,11 @@ def default_extensions(options: MonitorOptions) -> list[Any]:
 
     out.append(ComputeExtension())
     from trainmeter.gpu.extension import GpuExtension
+    from trainmeter.ranks.identity import detect_identity
 
-    out.append(GpuExtension())
+    identity = detect_identity()
+    # local rank 0 of a launch with several ranks per node samples every rank's device, not only its own
+    out.append(GpuExtension(node_wide=identity.distributed and (identity.local_world_size or 1) > 1))
     from trainmeter.energy.extension import EnergyExtension
 
     out.append(EnergyExtension())  # after gpu: it reads the devices the GPU extension selected
@@ -32,11 +35,10 @@ def default_extensions(options: MonitorOptions) -> list[Any]:
 
     out += [TimeSplit(), NodeSampler(), Taps(enabled=options.tap)]
     from trainmeter.ranks.extension import RanksExtension
-    from trainmeter.ranks.identity import detect_identity
     from trainmeter.ranks.launch import inherited_run_dir
 
     # node samplers run once per node: on local rank 0, and not in a child whose monitored parent samples
-    if detect_identity().local_rank not in (None, 0) or inherited_run_dir() is not None:
+    if identity.local_rank not in (None, 0) or inherited_run_dir() is not None:
         out = [ext for ext in out if ext.name not in ("gpu", "node")]
     out.append(RanksExtension())
     from trainmeter.optim.extension import OptimExtension

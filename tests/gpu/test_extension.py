@@ -101,3 +101,24 @@ def test_a_bad_gpus_selection_is_reported_with_the_valid_values_and_the_run_comp
         m.finish("completed")
     assert m.status == "completed" and ext.sampler.indices == ()
     assert "there is no GPU 3" in ext.sampler.unavailable_reason
+
+
+@pytest.mark.parametrize(("node_wide", "expected"), [(False, (0,)), (True, (0, 1))])
+def test_node_wide_sampling_reads_every_device_of_the_node_not_only_its_own(tmp_path, monkeypatch, node_wide,
+                                                                            expected):
+    from trainmeter.gpu import sampler as sampler_module
+    from trainmeter.gpu.fake import fake_uuid
+
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.setattr(sampler_module, "cuda_context_uuids", lambda: [fake_uuid(0)])  # this rank uses GPU 0
+    fake = FakeNvml(["h100_sxm", "h100_sxm"], clock=FakeClock(5.0))
+    ext = GpuExtension(open_backend=lambda clock: open_fake(fake), node_wide=node_wide)
+    m = _monitor(tmp_path, ext).start()
+    for _ in range(200):
+        if ext.sampler.indices:
+            break
+        threading.Event().wait(0.01)
+    assert ext.sampler.indices == expected
+    m.clock.advance(2.0)
+    m.finish("completed")
+    assert [d["uuid"] for d in ext.section["devices"]] == [fake_uuid(i) for i in expected]

@@ -22,12 +22,20 @@ class GpuExtension:
 
     Args:
         open_backend: Injected backend opener (tests); default opens NVML.
+        node_wide: Sample the node's devices (``CUDA_VISIBLE_DEVICES``, else every NVML device) rather than
+            this process's CUDA context's: set for local rank 0 of a launch with several ranks per node, which
+            samples for all of them (each rank's ladder is matched by its device's UUID).
+
+    Attributes:
+        section: The last ``gpu`` passport section built (read by the ranks wing for per-rank ladders).
     """
 
     name = "gpu"
 
-    def __init__(self, open_backend: Any = None) -> None:
+    def __init__(self, open_backend: Any = None, *, node_wide: bool = False) -> None:
         self._open_backend = open_backend
+        self._node_wide = node_wide
+        self.section: dict[str, Any] | None = None
         self._m: Monitor | None = None
         self.sampler: Any = None
         self.ladders: dict[int, Any] = {}
@@ -41,6 +49,8 @@ class GpuExtension:
         kwargs: dict[str, Any] = {"clock": monitor.clock}
         if self._open_backend is not None:
             kwargs["open_backend"] = self._open_backend
+        if self._node_wide:
+            kwargs["cuda_uuids"] = None  # not this process's devices: every device of the node's ranks
         self.sampler = GpuSampler.in_background(monitor.options.gpus, **kwargs)  # opens on its own thread
         self.sampler.begin_window(monitor.clock())
         self.sampler.start()
@@ -186,4 +196,5 @@ class GpuExtension:
         window = self.sampler.window_averages()
         readings = window if any(a.n_samples > 0 for a in window.values()) else self.sampler.averages()
         self.ladders = self._build(readings, whole_run=True)
-        return gpu_passport_from_sampler(self.sampler, ladders=self.ladders, peaks_used=peaks_used)
+        self.section = gpu_passport_from_sampler(self.sampler, ladders=self.ladders, peaks_used=peaks_used)
+        return self.section

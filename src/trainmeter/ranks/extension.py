@@ -51,6 +51,8 @@ class RanksExtension:
         self._backend: str | None = None
         self._patches: Any = None
         self.spawned = 0  # children started with the spawn method while this run was the parent
+        self._device: dict[str, Any] | None = None
+        self._ranks: list[Any] = []
 
     def start(self, monitor: Any) -> None:
         """Seated: time the steps. Otherwise export the run folder for children."""
@@ -150,7 +152,36 @@ class RanksExtension:
         out: dict[str, Any] = {"rank": seat.identity.rank if seat else None, "backend": self._backend_now()}
         if self._timing is not None:
             out["timing"] = self._timing.take_window()
+        out["device"] = self._device_now()
+        compute = self._compute_fields()
+        if compute:
+            out["compute"] = compute
         return out
+
+    def _device_now(self) -> dict[str, Any] | None:
+        """This rank's GPU; looked up at each report until torch names it (then kept)."""
+        if self._device is None or self._device.get("provenance") != "detected":
+            from trainmeter.ranks.device import rank_device
+
+            self._device = rank_device() or self._device
+        return self._device
+
+    def _compute_fields(self) -> dict[str, Any]:
+        """What the launch's MFU needs of this rank, from the compute extension: F by convention and its peak."""
+        m = self._monitor
+        ext = next((e for e in (m.extensions if m is not None else []) if getattr(e, "name", "") == "compute"), None)
+        if ext is None:
+            return {}
+        fpt = {conv: d.value for conv, d in (getattr(ext, "fpt", None) or {}).items()}
+        counted = getattr(ext, "counted", None)
+        if counted is not None:
+            fpt["counted"] = counted.value
+        peak = getattr(ext, "peak", None)
+        return {"convention": m.options.convention, "flops_per_token": fpt,
+                "peak_flops_per_s": peak.flops_per_s if peak is not None else None,
+                "peak_text": f"{peak.card} dense {peak.dtype}: {peak.source}" if peak is not None else "",
+                "peak_provenance": peak.provenance if peak is not None else None,
+                "peak_missing": getattr(ext, "peak_missing", None)}
 
     def passport_section(self) -> dict[str, Any] | None:
         """Rank: identity and timing. Parent: the merged section of its seats, or a note on unseen children."""
@@ -161,11 +192,28 @@ class RanksExtension:
             if seat is not None:
                 section["identity"] = seat.identity.to_dict()
                 section["launch_dir"] = str(seat.launch_dir)
+            section["device"] = self._device_now()
             if self._timing is not None:
                 section["timing"] = self._timing.summary()
             clear_seat()
             return section
+        if self._section is not None and self._ranks:
+            self._add_own_node_ladder()
         return self._section
+
+    def _add_own_node_ladder(self) -> None:
+        """A parent sampled its node: the ranks' ladders come from its own ``gpu`` section (built just before)."""
+        m = self._monitor
+        gpu = next((e for e in (m.extensions if m is not None else []) if getattr(e, "name", "") == "gpu"), None)
+        section = getattr(gpu, "section", None)
+        if not isinstance(section, dict) or self._section is None:
+            return
+        from trainmeter.ranks.identity import this_node
+        from trainmeter.ranks.rank_ladder import launch_ladders
+
+        gpus = {r.node: r.node_gpu for r in self._ranks if r.node and r.node_gpu}
+        gpus[this_node()] = section
+        self._section["gpu_ladder"] = launch_ladders(self._ranks, gpus)
 
     def _merge(self, m: Any) -> dict[str, Any] | None:
         """The parent's section: its seats merged, or a note on forked children it did not see."""
@@ -174,13 +222,15 @@ class RanksExtension:
         from trainmeter.ranks.merge import distributed_section, read_launch
 
         ranks = read_launch(m.run_dir)
+        self._ranks = ranks
         unseen = None
         if self.spawned > len(ranks):
             unseen = (f"{self.spawned} child process(es) were started with the spawn method and "
                       f"{len(ranks)} recorded as ranks: a spawned child is recorded only when it imports trainmeter "
                       "(import it in the module that defines its worker function)")
         if ranks:
-            section = {"role": "launch", **distributed_section(ranks, token_unit=m.token_unit, launch_dir=m.run_dir),
+            section = {"role": "launch", **distributed_section(ranks, token_unit=m.token_unit, launch_dir=m.run_dir,
+                                                               convention=m.options.convention),
                        "children_spawned": self.spawned}
             m.warnings.append(
                 f"training ran in {len(ranks)} child process(es), recorded as ranks "
@@ -197,6 +247,15 @@ class RanksExtension:
             m.warnings.append(note)
             return {"role": "parent", "children_forked": forks, "children_spawned": self.spawned, "note": note}
         return None
+
+    def tiles(self) -> list[dict[str, Any]]:
+        """Parent with ranks: the launch's MFU tile (devices = world size). Reads the last poll's state."""
+        if self.role != "parent" or self._follower is None:
+            return []
+        from trainmeter.ranks.panel import launch_mfu_tile
+
+        tile = launch_mfu_tile(self._follower.ranks())
+        return [tile] if tile is not None else []
 
     def panels(self) -> list[dict[str, Any]]:
         """Parent: one row per rank (steps, status, seconds per step) and the straggler verdict. Throttled."""

@@ -150,6 +150,7 @@ class SourceState:
     rank: int | None = None
     node: str | None = None
     pid: int | None = None
+    world_size: int | None = None
     steps: int = 0
     tokens: int = 0
     status: str = "running"
@@ -226,6 +227,7 @@ def apply_record(state: SourceState, record: dict[str, Any]) -> None:
         state.rank = record.get("rank")
         state.node = record.get("node")
         state.pid = record.get("pid")
+        state.world_size = record.get("world_size")
     elif kind == "end":
         state.status = str(record.get("status") or "ended")
 

@@ -22,6 +22,8 @@ from typing import Any
 from trainmeter.core.provenance import Derivation, Input
 from trainmeter.ranks.follow import SEAT_PREFIXES, head_records, last_records, tail_records
 from trainmeter.ranks.identity import this_node
+from trainmeter.ranks.launch_mfu import (RankCompute, launch_mfu_figures, rank_compute_from_interval,
+                                         rank_compute_from_passport)
 from trainmeter.ranks.stragglers import repeated_offenders, score_ranks, with_repeats
 
 
@@ -46,6 +48,10 @@ class RankSummary:
         data_wait_s: Seconds waiting for data, when timed.
         timing: Its step timing (``trainmeter.ranks.timing.StepTiming.summary``), or empty.
         error: Its error text, if it failed.
+        device: Its GPU (:func:`trainmeter.ranks.device.rank_device`), or ``None``.
+        mfu: Its own MFU (one device) under the convention, or ``None``; ``mfu_missing`` says why.
+        compute: Its compute inputs for the launch's MFU (not written in ``ranks[]``).
+        node_gpu: The ``gpu`` section of its passport when it sampled its node (not written in ``ranks[]``).
     """
 
     seat: str
@@ -63,10 +69,23 @@ class RankSummary:
     data_wait_s: float | None = None
     timing: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
+    device: dict[str, Any] | None = None
+    mfu: float | None = None
+    mfu_missing: str | None = None
+    compute: RankCompute | None = field(default=None, repr=False)
+    node_gpu: dict[str, Any] | None = field(default=None, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (one entry of ``distributed.ranks``)."""
-        return asdict(self)
+        out = asdict(self)
+        out.pop("compute", None)
+        out.pop("node_gpu", None)
+        return out
+
+    @property
+    def label(self) -> str:
+        """``rank 1``, or the seat name for a child with no rank."""
+        return f"rank {self.rank}" if self.rank is not None else self.seat
 
 
 def _peak_memory(memory: dict[str, Any] | None) -> int | None:
@@ -98,7 +117,15 @@ def read_seat(seat_dir: Path) -> RankSummary:
         if p is not None:
             section = p.get("distributed") or {}
             base["backend"] = section.get("backend") or base["backend"]
+            label = f"rank {base['rank']}" if base["rank"] is not None else seat_dir.name
+            compute = p.get("compute") or {}
+            own_mfu, own_missing = _own_mfu(compute.get("mfu") or {}, compute.get("convention"),
+                                            compute.get("mfu_missing"))
+            gpu = p.get("gpu")
             return RankSummary(
+                device=section.get("device") or ident.get("device"), mfu=own_mfu, mfu_missing=own_missing,
+                compute=rank_compute_from_passport(label, p),
+                node_gpu=gpu if isinstance(gpu, dict) and gpu.get("devices") else None,
                 **base, status=str(p.get("status") or "unfinished"), steps=int(p.get("steps") or 0),
                 tokens=int(p.get("tokens") or 0), elapsed_s=p.get("elapsed_s"),
                 seconds_per_step=(p.get("throughput") or {}).get("seconds_per_step"),
@@ -113,13 +140,24 @@ def read_seat(seat_dir: Path) -> RankSummary:
     status = str(end.get("status") or "unfinished")
     if status == "unfinished" and ident.get("node") == this_node() and not process_alive(ident.get("pid")):
         status = "died"  # its process is gone and it wrote no end: killed (SIGKILL, out of memory)
+    label = f"rank {base['rank']}" if base["rank"] is not None else seat_dir.name
     return RankSummary(
+        device=fields.get("device") or ident.get("device"), compute=rank_compute_from_interval(label, interval),
         **base, status=status, steps=int(interval.get("step") or 0),
         tokens=int(interval.get("tokens") or 0), elapsed_s=interval.get("elapsed_s"),
         seconds_per_step=(interval.get("throughput") or {}).get("seconds_per_step"),
         peak_memory_bytes=_peak_memory(interval.get("memory")),
         data_wait_s=(interval.get("phases_s") or {}).get("data_wait"), timing=dict(fields.get("timing") or {}),
         error=end.get("error"))
+
+
+def _own_mfu(mfu: dict[str, Any], convention: str | None, missing: str | None) -> tuple[float | None, str | None]:
+    """A rank's own MFU under its convention (else the ``hf`` one), and why it is missing."""
+    key = convention or "hf"
+    value = mfu.get(key)
+    if value is None:
+        return None, missing or (f"no MFU under {key}" if mfu else "no MFU recorded")
+    return float(value), None
 
 
 def process_alive(pid: Any) -> bool:
@@ -160,10 +198,14 @@ def window_history(seat_dir: Path) -> list[dict[str, Any]]:
 
 
 def distributed_section(ranks: list[RankSummary], *, token_unit: str = "tokens",
-                        launch_dir: Path | None = None) -> dict[str, Any]:
+                        launch_dir: Path | None = None, convention: str | None = None,
+                        node_gpus: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
     """The passport's ``distributed`` section for a launch (merged figures with derivations).
 
     With ``launch_dir`` the straggler report also counts, window by window, how often each rank was named.
+    ``convention`` names the FLOPs convention of the launch's MFU (default: the ranks' own, else every one);
+    ``node_gpus`` adds node samplers' ``gpu`` sections (node -> section) to those found in the ranks' passports
+    (the monitored parent passes its own).
     """
     worlds = [r.world_size for r in ranks if r.world_size]
     world_size = max(worlds) if worlds else len(ranks)
@@ -199,6 +241,17 @@ def distributed_section(ranks: list[RankSummary], *, token_unit: str = "tokens",
             notes.append(f"{r.seat} {r.status} at step {r.steps}" + (f" ({error[0][:160]})" if error else ""))
     if missing:
         notes.append(f"no record from rank(s) {', '.join(map(str, missing))} of world size {world_size}")
+    if convention is None:
+        convention = next((r.compute.convention for r in ranks if r.compute is not None and r.compute.convention),
+                          None)
+    mfu = launch_mfu_figures([r.compute or RankCompute(label=r.label, tokens=r.tokens) for r in ranks],
+                             world_size, convention, missing)
+    derivations += mfu.pop("derivations")
+    from trainmeter.ranks.rank_ladder import launch_ladders
+
+    gpus = {r.node: r.node_gpu for r in ranks if r.node and r.node_gpu}
+    gpus.update(node_gpus or {})
+    ladder = launch_ladders(ranks, gpus)
     return {
         "world_size": world_size,
         "ranks_recorded": len(ranks),
@@ -211,6 +264,8 @@ def distributed_section(ranks: list[RankSummary], *, token_unit: str = "tokens",
         "token_unit": token_unit,
         "ranks": [r.to_dict() for r in ranks],
         "stragglers": report.to_dict() if report is not None else None,
+        **mfu,
+        "gpu_ladder": ladder,
         "notes": notes,
         "derivations": [d.to_dict() for d in derivations],
     }
@@ -275,6 +330,14 @@ def render_markdown(p: dict[str, Any]) -> str:
     lines = [f"## Training run: {p['name']} ({d['world_size']} ranks on {d['nodes']} node(s))", "",
              f"- Status: **{p['status']}**",
              f"- Global steps: {d['global_steps']:,}; {d['token_unit']}: {d['global_tokens']:,} (sum over ranks)"]
+    mfu = {k: v for k, v in (d.get("mfu_session") or {}).items() if v is not None}
+    if mfu:
+        lines.append(f"- MFU over all {d['mfu_devices']} devices (wall clock): "
+                     + ", ".join(f"`{k}` {v * 100:.1f}%" for k, v in mfu.items()))
+    elif d.get("mfu_missing"):
+        lines.append(f"- MFU over all ranks not shown: {d['mfu_missing']}")
+    for row in (d.get("gpu_ladder") or {}).get("ranks") or []:
+        lines.append(f"- rank {row['rank']} on GPU {row['index']} ({row['uuid']}): {row['sentence']}")
     if d.get("stragglers"):
         lines.append(f"- Stragglers: {d['stragglers']['verdict']}")
     lines += [f"- {note}" for note in d.get("notes") or []]

@@ -37,6 +37,45 @@ def ranks_panel(follower: RunFollower, now_s: float | None = None) -> dict[str, 
         rows.append({"label": f"rank {r.rank}" if r.rank is not None else r.seat, "value": r.steps, "unit": "steps",
                      "provenance": "counted",
                      "note": f"{status}; {sps:.3g} s/step" if sps else status})
+    rows.append(launch_mfu_row(ranks))
     report = score_ranks(timings)
     note = report.verdict if report is not None else "straggler scores need two ranks with timed steps"
     return {"id": "ranks", "title": f"Ranks ({len(ranks)})", "rows": rows, "note": note}
+
+
+def launch_mfu_now(ranks: list[Any]) -> tuple[str, int, Any]:
+    """``(convention, world size, Derivation)``: the launch's MFU so far over the wall clock, devices = world size.
+
+    From each rank's latest interval record (its tokens, seconds, F and peak).
+    """
+    from trainmeter.ranks.launch_mfu import conventions, launch_mfu, rank_compute_from_interval
+
+    inputs = [rank_compute_from_interval(f"rank {r.rank}" if r.rank is not None else r.seat, r.interval or {})
+              for r in ranks]
+    world = max([int(r.world_size) for r in ranks if r.world_size] + [len(ranks)])
+    seen = {r.rank for r in ranks if r.rank is not None}
+    missing_ranks = sorted(set(range(world)) - seen)
+    convention = next((c.convention for c in inputs if c.convention), None)
+    conv = (conventions(inputs, convention) or ["hf"])[0]
+    return conv, world, launch_mfu(inputs, world, conv, pace="session", missing_ranks=missing_ranks)
+
+
+def launch_mfu_row(ranks: list[Any]) -> dict[str, Any]:
+    """The Ranks panel's MFU row (its note: the formula, or what is missing)."""
+    conv, world, d = launch_mfu_now(ranks)
+    return {"label": f"MFU, all ranks ({conv}, {world} devices)", "value": d.value, "unit": "fraction",
+            "provenance": "measured",
+            "note": d.missing if d.value is None else "F x global tokens / wall s / (devices x peak)"}
+
+
+def launch_mfu_tile(ranks: list[Any]) -> dict[str, Any] | None:
+    """The header tile of the launch's MFU (docs/protocol.md tile), or ``None`` before any rank reported."""
+    if not ranks:
+        return None
+    conv, world, d = launch_mfu_now(ranks)
+    tile: dict[str, Any] = {"id": "mfu_ranks", "label": f"MFU, all ranks ({conv})", "value": d.value,
+                            "unit": "fraction", "provenance": "measured", "derivation": d.to_dict(),
+                            "sub": f"{world} devices; wall clock"}
+    if d.value is None:
+        tile["missing"] = d.missing
+    return tile

@@ -12,6 +12,7 @@ import os
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from trainmeter.ranks.identity import RankIdentity, detect_identity
 from trainmeter.ranks.launch import PARENT_ENV, inherited_run_dir, launch_dir, take_seat
@@ -27,12 +28,15 @@ class Seat:
         dir: This rank's folder inside it (``rank-<k>``).
         parent_pid: Pid of the monitored parent that owns ``launch_dir``, or
             ``None`` when the ranks own it (torchrun from a terminal).
+        device: Its GPU as known when seated (:func:`trainmeter.ranks.device.rank_device`), or ``None``
+            (its reports say it once CUDA is initialised).
     """
 
     identity: RankIdentity
     launch_dir: Path
     dir: Path
     parent_pid: int | None
+    device: dict[str, Any] | None = None
 
 
 _SEAT: Seat | None = None
@@ -63,7 +67,10 @@ def seat_for(root: Path, name: str, now: datetime) -> Seat | None:
         base = launch_dir(root, name, identity, now)
     else:
         return None
-    seat = Seat(identity=identity, launch_dir=base, dir=take_seat(base, identity), parent_pid=parent_pid)
+    from trainmeter.ranks.device import rank_device
+
+    seat = Seat(identity=identity, launch_dir=base, dir=take_seat(base, identity), parent_pid=parent_pid,
+                device=rank_device())
     _SEAT, _SEAT_PID = seat, os.getpid()
     return seat
 

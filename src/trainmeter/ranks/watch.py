@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from trainmeter.ranks.follow import MAX_READ_BYTES, RunFollower, TailReader, newest_live_run
-from trainmeter.ranks.panel import ranks_panel
+from trainmeter.ranks.panel import launch_mfu_tile, ranks_panel
 
 POLL_S = 1.0
 IDLE_S = 600.0
@@ -119,6 +119,9 @@ class RunWatch:
         panel = ranks_panel(self.followers)
         if panel is not None:
             state["panels"] = [*state.get("panels", []), panel]
+        tile = launch_mfu_tile(self.followers.ranks())
+        if tile is not None and len(self.followers.ranks()) > 1:
+            state["tiles"] = [*state.get("tiles", []), tile]
         return state
 
     def _take(self, record: dict[str, Any]) -> None:

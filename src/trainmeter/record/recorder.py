@@ -101,7 +101,7 @@ class RunRecorder:
                 self._log.write("start", **self._start_fields)
                 if self._seat is not None:  # one rank of a launch: say which, in its own log
                     self._log.write("rank", launch_dir=str(self._seat.launch_dir), pid=os.getpid(),
-                                    **self._seat.identity.to_dict())
+                                    device=getattr(self._seat, "device", None), **self._seat.identity.to_dict())
                 self._log.flush()
                 self._start_written = True
             return True

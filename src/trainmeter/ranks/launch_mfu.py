@@ -1,0 +1,211 @@
+"""MFU of a whole launch: every rank's tokens over every rank's devices (devices = world size).
+
+A rank's own MFU (docs/spec.md section 5) divides by one device. The launch's
+figure divides the global tokens by the wall time and by the peaks of all the
+world's devices:
+
+    mfu.session[conv] = F x global_tokens / wall_s / (world_size x peak)   (every rank's peak equal)
+                      = F x global_tokens / wall_s / sum over ranks of peak (peaks differ)
+    mfu[conv]         = the same with train_s (training-only seconds) for wall_s
+
+``F`` is the FLOPs per token under the convention, the same on every rank (a
+rank reporting a different F, as a sharded model would, leaves it missing);
+``global_tokens`` the sum of the ranks' counted tokens; ``wall_s`` the longest
+rank's session seconds and ``train_s`` the longest rank's training seconds (the
+ranks run at the same time). Missing, with the reason, when a rank of the world
+has no record, no F or no peak: a peak is never guessed. Pure functions; any thread.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from trainmeter.core.provenance import Derivation, Input
+
+CONVENTION_ORDER = ("hf", "megatron", "titan", "nanochat", "embeddings", "counted")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RankCompute:
+    """What one rank's files say about its compute (its passport, else its latest interval record).
+
+    Attributes:
+        label: ``rank 1`` (or the seat name for a child with no rank).
+        tokens: Tokens it counted.
+        wall_s: Its session seconds, or ``None``.
+        train_s: Its seconds inside training steps, or ``None``.
+        flops_per_token: FLOP per token by convention (``counted`` included when counted).
+        peak_flops_per_s: Its device's dense peak in FLOP/s, or ``None``.
+        peak_text: Card, dtype and source of that peak.
+        peak_provenance: ``detected`` (table) or ``declared`` (``--peak-tflops``).
+        peak_missing: Why it has no peak (its own MFU's reason), when known.
+        convention: The FLOPs convention it was told (``--convention``), or ``None``.
+    """
+
+    label: str
+    tokens: int = 0
+    wall_s: float | None = None
+    train_s: float | None = None
+    flops_per_token: Mapping[str, float | None] = field(default_factory=dict)
+    peak_flops_per_s: float | None = None
+    peak_text: str = ""
+    peak_provenance: str = "detected"
+    peak_missing: str | None = None
+    convention: str | None = None
+
+
+def _finite(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        return None
+    return float(value)
+
+
+def rank_compute_from_passport(label: str, passport: Mapping[str, Any]) -> RankCompute:
+    """A rank's compute inputs from its ``passport.json``."""
+    compute = passport.get("compute") or {}
+    fpt = dict(compute.get("flops_per_token") or {})
+    if compute.get("counted_flops_per_token") is not None:
+        fpt["counted"] = compute["counted_flops_per_token"]
+    peak = compute.get("peak") or None
+    phases = passport.get("phases_s") or {}
+    return RankCompute(
+        label=label, tokens=int(passport.get("tokens") or 0), wall_s=_finite(passport.get("elapsed_s")),
+        train_s=_finite(phases.get("train")), flops_per_token=fpt,
+        peak_flops_per_s=_finite(peak.get("tflops")) * 1e12 if peak and _finite(peak.get("tflops")) else None,
+        peak_text=f"{peak.get('card')} dense {peak.get('dtype')}: {peak.get('source')}" if peak else "",
+        peak_provenance=str(peak.get("provenance") or "detected") if peak else "detected",
+        peak_missing=compute.get("mfu_missing"), convention=compute.get("convention"))
+
+
+def rank_compute_from_interval(label: str, interval: Mapping[str, Any]) -> RankCompute:
+    """A rank's compute inputs from its latest ``interval`` record (``distributed.compute``, written by the rank)."""
+    fields = ((interval.get("distributed") or {}).get("compute")) or {}
+    phases = interval.get("phases_s") or {}
+    return RankCompute(
+        label=label, tokens=int(interval.get("tokens") or 0), wall_s=_finite(interval.get("elapsed_s")),
+        train_s=_finite(phases.get("train")), flops_per_token=dict(fields.get("flops_per_token") or {}),
+        peak_flops_per_s=_finite(fields.get("peak_flops_per_s")), peak_text=str(fields.get("peak_text") or ""),
+        peak_provenance=str(fields.get("peak_provenance") or "detected"), peak_missing=fields.get("peak_missing"),
+        convention=fields.get("convention"))
+
+
+def conventions(ranks: Sequence[RankCompute], convention: str | None = None) -> list[str]:
+    """The conventions to report: the named one, else every convention some rank has, in the usual order."""
+    if convention is not None:
+        return [convention]
+    seen = {c for r in ranks for c in r.flops_per_token}
+    return [c for c in CONVENTION_ORDER if c in seen] + sorted(seen - set(CONVENTION_ORDER))
+
+
+def launch_mfu(ranks: Sequence[RankCompute], world_size: int, convention: str, *,
+               pace: str = "session", missing_ranks: Sequence[int] = ()) -> Derivation:
+    """The launch's MFU under ``convention`` over ``world_size`` devices.
+
+    Args:
+        ranks: Every recorded rank's compute inputs.
+        world_size: Ranks in the world (one device each).
+        convention: FLOPs convention (``hf``, ..., ``counted``).
+        pace: ``session`` (wall seconds) or ``training-only`` (seconds inside training steps).
+        missing_ranks: Ranks of the world with no record.
+
+    Returns:
+        A Derivation (unit ``fraction``) named ``distributed.mfu[conv]`` (training-only) or
+        ``distributed.mfu.session[conv]``; value ``None`` with ``missing`` naming what would enable it.
+    """
+    if pace not in ("session", "training-only"):
+        raise ValueError(f"unknown pace {pace!r}; valid: session, training-only")
+    name = f"distributed.mfu.session[{convention}]" if pace == "session" else f"distributed.mfu[{convention}]"
+    seconds_name = "wall_s" if pace == "session" else "train_s"
+    seconds = [getattr(r, seconds_name) for r in ranks]
+    fs = [_finite(r.flops_per_token.get(convention)) for r in ranks]
+    peaks = [r.peak_flops_per_s for r in ranks]
+    global_tokens = sum(r.tokens for r in ranks)
+    known_f = [f for f in fs if f is not None]
+    f_value = known_f[0] if known_f and len(known_f) == len(ranks) else None
+    long_s = max((s for s in seconds if s is not None), default=None)
+    f_in = Input(name="F", value=f_value, unit="FLOP/token", provenance="counted" if convention == "counted"
+                 else "detected", source=f"every rank's compute.flops_per_token[{convention}]")
+    tokens_in = Input(name="global_tokens", value=global_tokens, unit="tokens", provenance="counted",
+                      source=" + ".join(f"{r.label} {r.tokens}" for r in ranks) or "no rank")
+    s_in = Input(name=seconds_name, value=long_s, unit="s", provenance="measured",
+                 source=("the longest rank's session wall clock" if pace == "session"
+                         else "the longest rank's seconds inside training steps") + " (ranks run at once)")
+    devices_in = Input(name="devices", value=world_size, unit="1", provenance="detected",
+                       source="world size (one device per rank)")
+    equal = len(ranks) > 0 and all(p is not None for p in peaks) and len({round(p or 0, 3) for p in peaks}) == 1
+    if equal or not all(p is not None for p in peaks):
+        first = next((r for r in ranks if r.peak_flops_per_s is not None), None)
+        peak_inputs: tuple[Input, ...] = (Input(
+            name="peak", value=first.peak_flops_per_s if first and equal else None, unit="FLOP/s",
+            provenance=first.peak_provenance if first else "detected",  # type: ignore[arg-type]
+            source=first.peak_text if first else "no rank has a peak"),)
+        formula = f"F * global_tokens / {seconds_name} / (devices * peak)"
+        denominator = (world_size * first.peak_flops_per_s) if first and equal else None
+    else:
+        peak_inputs = tuple(Input(name=f"peak[{r.label}]", value=r.peak_flops_per_s, unit="FLOP/s",
+                                  provenance=r.peak_provenance, source=r.peak_text)  # type: ignore[arg-type]
+                            for r in ranks)
+        formula = f"F * global_tokens / {seconds_name} / (sum over ranks of peak)"
+        denominator = sum(p for p in peaks if p is not None)
+    inputs = (f_in, tokens_in, s_in, devices_in, *peak_inputs)
+    missing = _why_missing(ranks, world_size, convention, fs, peaks, long_s, pace, missing_ranks)
+    if missing is not None or f_value is None or long_s is None or not denominator:
+        return Derivation(name=name, formula=formula, value=None, unit="fraction", inputs=inputs,
+                          missing=missing or "an input is missing")
+    return Derivation(name=name, formula=formula, value=f_value * global_tokens / long_s / denominator,
+                      unit="fraction", inputs=inputs)
+
+
+def _why_missing(ranks: Sequence[RankCompute], world_size: int, convention: str, fs: list[float | None],
+                 peaks: list[float | None], long_s: float | None, pace: str,
+                 missing_ranks: Sequence[int]) -> str | None:
+    if not ranks:
+        return "no rank has a record yet"
+    if missing_ranks:
+        return (f"no record from rank(s) {', '.join(map(str, missing_ranks))} of world size {world_size}: "
+                "their tokens and devices are unknown")
+    if len(ranks) < world_size:
+        return f"{len(ranks)} of {world_size} ranks recorded: the others' tokens and devices are unknown"
+    no_f = [r.label for r, f in zip(ranks, fs) if f is None]
+    if no_f:
+        return (f"FLOPs per token ({convention}) unknown on {', '.join(no_f)}: it is read from the model at the "
+                "rank's first report after its first step")
+    known = [f for f in fs if f is not None]
+    if max(known) - min(known) > 1e-9 * max(known):
+        listed = ", ".join(f"{r.label} {f:.4g}" for r, f in zip(ranks, fs))
+        return (f"the ranks report different FLOPs per token ({convention}: {listed}); a sharded model (FSDP, "
+                "pipeline or tensor parallel) is counted per shard, so the whole model's F is not known")
+    no_peak = [(r.label, r.peak_missing) for r, p in zip(ranks, peaks) if p is None]
+    if no_peak:
+        label, why = no_peak[0]
+        names = ", ".join(label for label, _ in no_peak)
+        return (f"no dense peak for {names}" + (f" ({why})" if why else "")
+                + "; pass --peak-tflops X --peak-source TEXT to every rank to declare one")
+    if long_s is None:
+        return ("no rank has measured seconds yet" if pace == "session"
+                else "no rank has measured training-only seconds yet")
+    return None
+
+
+def launch_mfu_figures(ranks: Sequence[RankCompute], world_size: int, convention: str | None = None,
+                       missing_ranks: Sequence[int] = ()) -> dict[str, Any]:
+    """The ``distributed`` section's MFU keys and their derivations.
+
+    Returns:
+        ``{"mfu": {conv: value}, "mfu_session": {conv: value}, "mfu_devices": world_size,
+        "mfu_missing": reason or None, "mfu_convention": convention, "derivations": [Derivation, ...]}``.
+    """
+    derivations: list[Derivation] = []
+    mfu: dict[str, float | None] = {}
+    session: dict[str, float | None] = {}
+    for conv in conventions(ranks, convention) or ["hf"]:
+        train = launch_mfu(ranks, world_size, conv, pace="training-only", missing_ranks=missing_ranks)
+        wall = launch_mfu(ranks, world_size, conv, pace="session", missing_ranks=missing_ranks)
+        mfu[conv], session[conv] = train.value, wall.value
+        derivations += [train, wall]
+    missing = next((d.missing for d in derivations if d.missing), None)
+    return {"mfu": mfu, "mfu_session": session, "mfu_devices": world_size, "mfu_convention": convention,
+            "mfu_missing": missing, "derivations": derivations}

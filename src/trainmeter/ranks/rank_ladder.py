@@ -1,0 +1,99 @@
+"""The utilization ladder per rank and per node, matched by device UUID.
+
+The GPU sampler runs once per node (the monitored parent, else local rank 0) and
+samples every device of the node; its passport's ``gpu`` section holds each
+device's ladder (training-window means of GPU-Util, SM activity, tensor
+activity). Each rank records its own device (:mod:`trainmeter.ranks.device`);
+here each rank gets the rungs of *its* device, with its own MFU (one device) as
+the last rung, and the fall-off sentence is decided again on those rungs. A rank
+whose device only has an assumed NVML index is matched by index (said so); one
+with no device, or on a node whose sampler left no ladder, gets the reason. Pure; any thread.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+
+def _device_ladders(gpu: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Each sampled device of a node's ``gpu`` section: index, name, uuid, rungs, sentence."""
+    ladders = {int(entry["index"]): entry for entry in gpu.get("ladder") or [] if "index" in entry}
+    out = []
+    for dev in gpu.get("devices") or []:
+        entry = ladders.get(int(dev.get("index", -1)))
+        if entry is None:
+            continue
+        out.append({"index": dev.get("index"), "name": dev.get("name"), "uuid": dev.get("uuid"),
+                    "rungs": dict(entry.get("rungs") or {}), "dram_bw_util": entry.get("dram_bw_util"),
+                    "ofu": (entry.get("ofu") or {}).get("value"), "falloff": entry.get("falloff"),
+                    "sentence": entry.get("sentence")})
+    return out
+
+
+def _match(device: Mapping[str, Any] | None, ladders: Sequence[dict[str, Any]]) -> tuple[dict[str, Any] | None, str]:
+    if not device:
+        return None, "no device recorded for this rank (it has no CUDA context, or never reported)"
+    uuid = (device.get("uuid") or "").lower()
+    if uuid:
+        for entry in ladders:
+            if (entry.get("uuid") or "").lower() == uuid:
+                return entry, "matched by UUID"
+        return None, f"its device {device['uuid']} is not among the devices its node's sampler read"
+    index = device.get("nvml_index")
+    for entry in ladders:
+        if index is not None and entry.get("index") == index:
+            return entry, f"matched by NVML index {index} ({device.get('how')})"
+    return None, f"its device (NVML index {index}, assumed) is not among the devices its node's sampler read"
+
+
+def _rank_rungs(entry: Mapping[str, Any], mfu: float | None, mfu_missing: str | None) -> tuple[dict[str, Any],
+                                                                                              str | None, str]:
+    """The device's first three rungs with the rank's own MFU, and the fall-off decided again."""
+    from trainmeter.gpu.ladder import LABELS, Rung, diagnose
+
+    rungs = {k: dict(v) for k, v in (entry.get("rungs") or {}).items()}
+    rungs["mfu"] = {"value": mfu, "source": "this rank's MFU (its tokens, one device)", "provenance": "counted",
+                    "missing": None if mfu is not None else (mfu_missing or "this rank has no MFU")}
+    objects = []
+    for key in ("gpu_util", "sm_activity", "tensor_activity", "mfu"):
+        r = rungs.get(key) or {}
+        objects.append(Rung(key=key, label=LABELS.get(key, key), value=r.get("value"), source=r.get("source") or "",
+                            provenance=r.get("provenance") or "measured", missing=r.get("missing")))
+    falloff, sentence = diagnose(tuple(objects), ofu=entry.get("ofu"), dram_bw_util=entry.get("dram_bw_util"))
+    return rungs, falloff, sentence
+
+
+def launch_ladders(ranks: Sequence[Any], node_gpus: Mapping[str, Mapping[str, Any]]) -> dict[str, Any] | None:
+    """The ``distributed.gpu_ladder`` section, or ``None`` when no node's sampler left a ``gpu`` section.
+
+    Args:
+        ranks: :class:`~trainmeter.ranks.merge.RankSummary` items (``seat``, ``rank``, ``node``, ``device``,
+            ``mfu``, ``mfu_missing``).
+        node_gpus: Node label -> that node's sampler's passport ``gpu`` section.
+
+    Returns:
+        ``{"ranks": [...], "nodes": {node: [...]}, "missing": [...]}``: per rank its device and rungs
+        (GPU-Util -> SM -> tensor from its device, MFU its own), the fall-off sentence, how it was matched.
+    """
+    if not node_gpus:
+        return None
+    nodes = {node: _device_ladders(gpu) for node, gpu in node_gpus.items()}
+    missing = [f"{node}: {gpu.get('reason')}" for node, gpu in node_gpus.items()
+               if not gpu.get("available", True) and gpu.get("reason")]
+    rows = []
+    for r in ranks:
+        label = f"rank {r.rank}" if r.rank is not None else r.seat
+        ladders = nodes.get(r.node or "")
+        if ladders is None:
+            missing.append(f"{label}: no GPU sampler's record from its node {r.node}")
+            continue
+        entry, how = _match(r.device, ladders)
+        if entry is None:
+            missing.append(f"{label}: {how}")
+            continue
+        rungs, falloff, sentence = _rank_rungs(entry, r.mfu, r.mfu_missing)
+        rows.append({"seat": r.seat, "rank": r.rank, "node": r.node, "index": entry["index"],
+                     "uuid": entry.get("uuid"), "name": entry.get("name"), "matched": how, "rungs": rungs,
+                     "falloff": falloff, "sentence": sentence})
+    return {"ranks": rows, "nodes": nodes, "missing": missing}

@@ -1,0 +1,82 @@
+"""Each rank's ladder comes from its own device, found by UUID among the node sampler's devices."""
+
+from __future__ import annotations
+
+import json
+
+from trainmeter.core.clock import FakeClock
+from trainmeter.gpu.fake import GEMM, LYING_GPU_UTIL, FakeNvml, Phase, fake_uuid, open_fake
+from trainmeter.gpu.passport import gpu_passport_from_sampler
+from trainmeter.gpu.sampler import GpuSampler
+from trainmeter.ranks.identity import this_node
+from trainmeter.ranks.merge import distributed_section, read_launch
+
+
+def node_gpu_section() -> dict:
+    """The node sampler's gpu section: GPU 0 busy with GEMMs, GPU 1 with GPU-Util 100% but SM activity 5%."""
+    clock = FakeClock()
+    fake = FakeNvml(["h100_sxm", "h100_sxm"], clock=clock,
+                    timelines={0: (Phase(duration_s=1e9, levels=GEMM),),
+                               1: (Phase(duration_s=1e9, levels=LYING_GPU_UTIL),)})
+    sampler = GpuSampler.for_run(None, clock=clock, open_backend=lambda clock: open_fake(fake), cuda_uuids=None,
+                                 env={})
+    sampler.begin_window(0.0)
+    for _ in range(5):
+        sampler.step(clock())
+        clock.advance(0.5)
+    return json.loads(json.dumps(gpu_passport_from_sampler(sampler)))
+
+
+def seat(root, k, *, device, gpu=None, mfu=None):
+    d = root / f"rank-{k}"
+    d.mkdir(parents=True)
+    ident = {"kind": "rank", "rank": k, "local_rank": k, "world_size": 2, "node": this_node(), "pid": None}
+    (d / "events.jsonl").write_text(json.dumps({"kind": "start"}) + "\n" + json.dumps(ident) + "\n")
+    passport = {"name": "ddp", "status": "completed", "steps": 5, "tokens": 50, "elapsed_s": 1.0,
+                "compute": {"convention": "hf", "mfu": {"hf": mfu}, "mfu_missing": None if mfu else "no peak"},
+                "distributed": {"role": "rank", "backend": "nccl", "device": device}}
+    if gpu is not None:
+        passport["gpu"] = gpu
+    (d / "passport.json").write_text(json.dumps(passport))
+
+
+def uuid_device(index: int) -> dict:
+    return {"uuid": fake_uuid(index), "cuda_ordinal": 0, "nvml_index": None, "how": "test", "provenance": "detected"}
+
+
+def test_two_ranks_on_one_node_each_get_their_own_devices_ladder(tmp_path):
+    # rank 0 (the node sampler) trains on NVML device 1, rank 1 on device 0: matched by UUID, not by rank
+    seat(tmp_path, 0, device=uuid_device(1), gpu=node_gpu_section(), mfu=0.01)
+    seat(tmp_path, 1, device=uuid_device(0), mfu=0.45)
+    ladder = distributed_section(read_launch(tmp_path))["gpu_ladder"]
+    rows = {row["rank"]: row for row in ladder["ranks"]}
+    assert (rows[0]["index"], rows[0]["uuid"]) == (1, fake_uuid(1))
+    assert (rows[1]["index"], rows[1]["uuid"]) == (0, fake_uuid(0))
+    assert rows[0]["rungs"]["gpu_util"]["value"] == 1.0 and rows[0]["rungs"]["sm_activity"]["value"] < 0.1
+    assert rows[0]["falloff"] == "sm_activity" and "launch-bound" in rows[0]["sentence"]
+    assert rows[1]["rungs"]["sm_activity"]["value"] > 0.9 and rows[1]["rungs"]["tensor_activity"]["value"] > 0.5
+    assert rows[1]["rungs"]["mfu"]["value"] == 0.45 and rows[1]["falloff"] is None
+    assert rows[0]["matched"] == "matched by UUID" and ladder["missing"] == []
+    assert [d["uuid"] for d in ladder["nodes"][this_node()]] == [fake_uuid(0), fake_uuid(1)]
+
+
+def test_a_rank_without_a_device_or_with_an_unsampled_one_says_why(tmp_path):
+    seat(tmp_path, 0, device=uuid_device(0), gpu=node_gpu_section())
+    seat(tmp_path, 1, device={"uuid": "GPU-ffffffff-0000-4000-8000-000000000009", "nvml_index": None})
+    ladder = distributed_section(read_launch(tmp_path))["gpu_ladder"]
+    assert [row["rank"] for row in ladder["ranks"]] == [0]
+    assert ladder["missing"] == ["rank 1: its device GPU-ffffffff-0000-4000-8000-000000000009 is not among the "
+                                 "devices its node's sampler read"]
+
+
+def test_an_assumed_nvml_index_is_matched_by_index_and_says_so(tmp_path):
+    seat(tmp_path, 0, device=uuid_device(0), gpu=node_gpu_section())
+    seat(tmp_path, 1, device={"uuid": None, "nvml_index": 1, "how": "LOCAL_RANK as the CUDA ordinal",
+                              "provenance": "assumed"})
+    rows = {r["rank"]: r for r in distributed_section(read_launch(tmp_path))["gpu_ladder"]["ranks"]}
+    assert rows[1]["index"] == 1 and rows[1]["matched"].startswith("matched by NVML index 1")
+
+
+def test_no_node_sampler_record_means_no_ladder_section(tmp_path):
+    seat(tmp_path, 0, device=uuid_device(0))
+    assert distributed_section(read_launch(tmp_path))["gpu_ladder"] is None
