@@ -1,10 +1,10 @@
-"""A child of a monitored run monitors itself as a rank, once it trains, if it imports trainmeter.
+"""A child of a monitored run monitors itself as a rank, once it trains.
 
-``mp.spawn`` children and ``!torchrun`` workers start fresh interpreters: nothing
-of the parent's monitor survives, and nothing can be injected without a
-``sitecustomize`` (which trainmeter does not install). The parent exports
-``TRAINMETER_RUN_DIR``; when such a child imports trainmeter (the module that
-holds its worker function does), :func:`arm` registers one global optimizer
+``mp.spawn`` children, ``subprocess`` and ``!torchrun`` workers start fresh
+interpreters: nothing of the parent's monitor survives. The parent exports
+``TRAINMETER_RUN_DIR``; when such a child imports trainmeter (its code does, or
+``trainmeter-autostart.pth``, installed into site-packages with trainmeter, does
+it at interpreter start: :mod:`trainmeter.ranks.site_hook`), :func:`arm` registers one global optimizer
 step *pre*-hook (after ``torch.optim`` is imported). At the child's first
 optimizer step, if no run is monitored in it, a monitor starts there (its probes
 and timing hooks go into the *post*-hook table, so no table is changed while

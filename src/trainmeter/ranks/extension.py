@@ -226,8 +226,10 @@ class RanksExtension:
         unseen = None
         if self.spawned > len(ranks):
             unseen = (f"{self.spawned} child process(es) were started with the spawn method and "
-                      f"{len(ranks)} recorded as ranks: a spawned child is recorded only when it imports trainmeter "
-                      "(import it in the module that defines its worker function)")
+                      f"{len(ranks)} recorded as ranks: a spawned child is recorded when trainmeter's "
+                      "trainmeter-autostart.pth is installed in its environment (pip install trainmeter) or it "
+                      "imports trainmeter (import it in the module that defines its worker function); "
+                      "TRAINMETER_AUTOSTART=0 turns this off")
         if ranks:
             section = {"role": "launch", **distributed_section(ranks, token_unit=m.token_unit, launch_dir=m.run_dir,
                                                                convention=m.options.convention),
