@@ -138,3 +138,27 @@ def test_spawned_children_that_record_nothing_are_named_in_the_parent_passport(r
     section = json.loads((m.run_dir / "passport.json").read_text())["distributed"]
     assert section["children_spawned"] == 1 and section["role"] == "parent"
     assert "1 child process(es) were started with the spawn method and 0 recorded as ranks" in section["note"]
+
+
+def test_a_rank_writes_its_compute_inputs_and_device_for_the_launchs_mfu(run_root, monkeypatch):
+    for key in (RUN_DIR_ENV, PARENT_ENV, "LOCAL_RANK", "CUDA_VISIBLE_DEVICES"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("MASTER_PORT", "29997")
+    with tm.monitor(name="ddp", run_dir=run_root, interval_s=0.1, convention="hf", peak_tflops=100.0,
+                    peak_source="declared for the test") as m:
+        model = torch.nn.Sequential(torch.nn.Embedding(16, 8), torch.nn.Linear(8, 16))
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for _ in range(4):
+            model(torch.randint(0, 16, (2, 5))).sum().backward()
+            opt.step()
+    records = [json.loads(line) for line in (m.run_dir / "events.jsonl").read_text().splitlines()]
+    fields = [r["distributed"] for r in records if r["kind"] == "interval"][-1]
+    assert fields["device"] is None  # torch is imported and CUDA never initialised: no GPU, none created
+    compute = fields["compute"]
+    assert compute["convention"] == "hf" and compute["peak_flops_per_s"] == 100e12
+    assert compute["flops_per_token"]["hf"] > 0 and "declared for the test" in compute["peak_text"]
+    launch = json.loads((m.run_dir.parent / "passport.json").read_text())["distributed"]
+    assert launch["mfu_devices"] == 2 and launch["mfu_session"]["hf"] is None
+    assert launch["mfu_missing"].startswith("no record from rank(s) 1 of world size 2")

@@ -47,3 +47,45 @@ def test_no_rank_no_panel(tmp_path):
     follower = RunFollower(tmp_path)
     follower.poll()
     assert ranks_panel(follower) is None
+
+
+def write_compute_seat(root, k, *, world_size=2, peak=989e12):
+    d = root / f"rank-{k}"
+    d.mkdir(parents=True)
+    compute = {"convention": "hf", "flops_per_token": {"hf": 6.0e9}, "peak_flops_per_s": peak,
+               "peak_text": "H100 SXM dense bf16: datasheet", "peak_provenance": "detected",
+               "peak_missing": None if peak else "the model is on the CPU"}
+    records = [{"kind": "rank", "rank": k, "node": this_node(), "pid": os.getpid(), "world_size": world_size},
+               {"kind": "interval", "step": 40, "tokens": 40960, "elapsed_s": 10.0 + k, "phases_s": {"train": 9.0},
+                "distributed": {"compute": compute}}]
+    (d / "events.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+
+
+def test_the_panel_and_a_tile_show_mfu_over_every_ranks_device_live(tmp_path):
+    from trainmeter.ranks.panel import launch_mfu_tile
+
+    write_compute_seat(tmp_path, 0)
+    write_compute_seat(tmp_path, 1)
+    follower = RunFollower(tmp_path)
+    follower.poll()
+    row = ranks_panel(follower)["rows"][-1]
+    assert row["label"] == "MFU, all ranks (hf, 2 devices)"
+    assert abs(row["value"] - 6.0e9 * 81920 / 11.0 / (2 * 989e12)) < 1e-15
+    tile = launch_mfu_tile(follower.ranks())
+    assert tile["id"] == "mfu_ranks" and tile["value"] == row["value"]
+    assert tile["derivation"]["name"] == "distributed.mfu.session[hf]"
+
+
+def test_live_mfu_waits_for_every_rank_of_the_world_and_names_what_is_missing(tmp_path):
+    write_compute_seat(tmp_path, 0, world_size=3)
+    write_compute_seat(tmp_path, 1, world_size=3, peak=None)
+    follower = RunFollower(tmp_path)
+    follower.poll()
+    row = ranks_panel(follower)["rows"][-1]
+    assert row["value"] is None and row["note"].startswith("no record from rank(s) 2 of world size 3")
+    (tmp_path / "rank-2").mkdir()
+    write_compute_seat(tmp_path / "x", 2, world_size=3)
+    (tmp_path / "x" / "rank-2" / "events.jsonl").rename(tmp_path / "rank-2" / "events.jsonl")
+    follower.poll()
+    row = ranks_panel(follower)["rows"][-1]
+    assert row["value"] is None and "no dense peak for rank 1 (the model is on the CPU)" in row["note"]
