@@ -80,3 +80,22 @@ def test_an_assumed_nvml_index_is_matched_by_index_and_says_so(tmp_path):
 def test_no_node_sampler_record_means_no_ladder_section(tmp_path):
     seat(tmp_path, 0, device=uuid_device(0))
     assert distributed_section(read_launch(tmp_path))["gpu_ladder"] is None
+
+
+def test_a_monitored_parent_gives_its_ranks_the_ladders_of_its_own_node_sampler(tmp_path):
+    from types import SimpleNamespace
+
+    from trainmeter.ranks.extension import RanksExtension
+
+    seat(tmp_path, 0, device=uuid_device(0), mfu=0.3)
+    seat(tmp_path, 1, device=uuid_device(1), mfu=0.3)
+    gpu = SimpleNamespace(name="gpu", section=node_gpu_section())  # its passport section, built just before
+    parent = SimpleNamespace(run_dir=tmp_path, extensions=[gpu], token_unit="tokens", steps=0, warnings=[],
+                             options=SimpleNamespace(convention="hf"))
+    ext = RanksExtension()
+    ext._monitor = parent
+    ext._section = ext._merge(parent)
+    assert ext._section["gpu_ladder"] is None  # the ranks' passports hold no node sampler's section
+    rows = {r["rank"]: r for r in ext.passport_section()["gpu_ladder"]["ranks"]}
+    assert (rows[0]["uuid"], rows[1]["uuid"]) == (fake_uuid(0), fake_uuid(1))
+    assert rows[1]["falloff"] == "sm_activity" and rows[0]["falloff"] is None

@@ -234,10 +234,13 @@ class RanksExtension:
             section = {"role": "launch", **distributed_section(ranks, token_unit=m.token_unit, launch_dir=m.run_dir,
                                                                convention=m.options.convention),
                        "children_spawned": self.spawned}
+            mfu = {k: v for k, v in (section.get("mfu_session") or {}).items() if v is not None}
+            mfu_text = (", MFU over all " + f"{section['mfu_devices']} devices (wall clock) "
+                        + ", ".join(f"{k} {v * 100:.1f}%" for k, v in mfu.items())) if mfu else ""
             m.warnings.append(
                 f"training ran in {len(ranks)} child process(es), recorded as ranks "
                 f"({', '.join(r.seat for r in ranks)}): global steps {section['global_steps']}, "
-                f"global {m.token_unit} {section['global_tokens']} (passport 'distributed')")
+                f"global {m.token_unit} {section['global_tokens']}{mfu_text} (passport 'distributed')")
             if unseen:
                 m.warnings.append(unseen)
                 section["notes"].append(unseen)
