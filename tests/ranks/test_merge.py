@@ -94,3 +94,12 @@ def test_a_launch_folder_is_listed_with_its_ranks_and_loads_without_a_log_of_its
     (run,) = tm.runs(tmp_path)
     assert run.status == "completed" and run.events() == []
     assert format_runs([run]).endswith("steps=4  tokens=16  ranks=2")
+
+
+def test_children_with_no_rank_are_not_a_world_with_missing_ranks(tmp_path):
+    from trainmeter.ranks.merge import RankSummary
+
+    section = distributed_section([RankSummary(seat="proc-1", rank=None, world_size=1, steps=7, tokens=28,
+                                               status="completed")])
+    assert section["notes"] == [] and section["world_size"] == 1
+    assert not section["mfu_missing"].startswith("no record from rank")

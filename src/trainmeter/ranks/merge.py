@@ -225,7 +225,11 @@ def distributed_section(ranks: list[RankSummary], *, token_unit: str = "tokens",
         Derivation(name="global_tokens", formula="sum over ranks of tokens", value=global_tokens, unit=token_unit,
                    inputs=token_inputs),
     ]
-    missing = sorted(set(range(world_size)) - {r.rank for r in ranks if r.rank is not None})
+    ranked = {r.rank for r in ranks if r.rank is not None}
+    # children with no rank (proc-<pid>: a subprocess of a cell) are not a world: none of them is missing
+    missing = sorted(set(range(world_size)) - ranked) if ranked else []
+    if not ranked:
+        world_size = max(world_size, len(ranks))  # one device per child process
     report = score_ranks({_key(r): r.timing for r in ranks if r.timing},
                          {_key(r): r.data_wait_s / r.elapsed_s for r in ranks
                           if r.data_wait_s is not None and r.elapsed_s})
