@@ -113,7 +113,7 @@ def followed(servers: Any, browser: Any, notebook_root: Path) -> Any:
             page.wait_for_timeout(500)
             later = _read(page)
             if len(later) == 3 and all(b is not None and a is not None and b > a
-                                       for a, b in zip(first[:2], later[:2])):
+                                       for a, b in zip(first[:2], later[:2], strict=True)):
                 break
         mfu = page.evaluate(READ_MFU_JS)
         screenshot(page, "follow-lab")

@@ -169,16 +169,16 @@ def _why_missing(ranks: Sequence[RankCompute], world_size: int, convention: str,
                 "their tokens and devices are unknown")
     if len(ranks) < world_size:
         return f"{len(ranks)} of {world_size} ranks recorded: the others' tokens and devices are unknown"
-    no_f = [r.label for r, f in zip(ranks, fs) if f is None]
+    no_f = [r.label for r, f in zip(ranks, fs, strict=True) if f is None]
     if no_f:
         return (f"FLOPs per token ({convention}) unknown on {', '.join(no_f)}: it is read from the model at the "
                 "rank's first report after its first step")
     known = [f for f in fs if f is not None]
     if max(known) - min(known) > 1e-9 * max(known):
-        listed = ", ".join(f"{r.label} {f:.4g}" for r, f in zip(ranks, fs))
+        listed = ", ".join(f"{r.label} {f:.4g}" for r, f in zip(ranks, fs, strict=True))
         return (f"the ranks report different FLOPs per token ({convention}: {listed}); a sharded model (FSDP, "
                 "pipeline or tensor parallel) is counted per shard, so the whole model's F is not known")
-    no_peak = [(r.label, r.peak_missing) for r, p in zip(ranks, peaks) if p is None]
+    no_peak = [(r.label, r.peak_missing) for r, p in zip(ranks, peaks, strict=True) if p is None]
     if no_peak:
         label, why = no_peak[0]
         names = ", ".join(label for label, _ in no_peak)
