@@ -55,9 +55,10 @@ def write_compute_seat(root, k, *, world_size=2, peak=989e12):
     compute = {"convention": "hf", "flops_per_token": {"hf": 6.0e9}, "peak_flops_per_s": peak,
                "peak_text": "H100 SXM dense bf16: datasheet", "peak_provenance": "detected",
                "peak_missing": None if peak else "the model is on the CPU"}
+    device = {"uuid": f"GPU-fa4e0000-0000-4000-8000-{k:012d}", "provenance": "detected"}
     records = [{"kind": "rank", "rank": k, "node": this_node(), "pid": os.getpid(), "world_size": world_size},
                {"kind": "interval", "step": 40, "tokens": 40960, "elapsed_s": 10.0 + k, "phases_s": {"train": 9.0},
-                "distributed": {"compute": compute}}]
+                "distributed": {"compute": compute, "device": device}}]
     (d / "events.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
 
 
@@ -68,7 +69,9 @@ def test_the_panel_and_a_tile_show_mfu_over_every_ranks_device_live(tmp_path):
     write_compute_seat(tmp_path, 1)
     follower = RunFollower(tmp_path)
     follower.poll()
-    row = ranks_panel(follower)["rows"][-1]
+    rows = ranks_panel(follower)["rows"]
+    assert [r["note"] for r in rows[:2]] == [f"running; GPU-fa4e0000-0000-4000-8000-{k:012d}" for k in (0, 1)]
+    row = rows[-1]
     assert row["label"] == "MFU, all ranks (hf, 2 devices)"
     assert abs(row["value"] - 6.0e9 * 81920 / 11.0 / (2 * 989e12)) < 1e-15
     tile = launch_mfu_tile(follower.ranks())

@@ -182,8 +182,9 @@ def _why_missing(ranks: Sequence[RankCompute], world_size: int, convention: str,
     if no_peak:
         label, why = no_peak[0]
         names = ", ".join(label for label, _ in no_peak)
-        return (f"no dense peak for {names}" + (f" ({why})" if why else "")
-                + "; pass --peak-tflops X --peak-source TEXT to every rank to declare one")
+        text = f"no dense peak for {names}" + (f" ({why})" if why else "")
+        return text + ("; declare it on every rank" if why and "--peak-tflops" in why
+                       else "; pass --peak-tflops X --peak-source TEXT to every rank to declare one")
     if long_s is None:
         return ("no rank has measured seconds yet" if pace == "session"
                 else "no rank has measured training-only seconds yet")

@@ -34,9 +34,12 @@ def ranks_panel(follower: RunFollower, now_s: float | None = None) -> dict[str, 
         elif status == "running" and r.updated_s and now - r.updated_s > STALE_S:
             status = f"silent for {now - r.updated_s:.0f} s"
         sps = (interval.get("throughput") or {}).get("seconds_per_step")
+        note = f"{status}; {sps:.3g} s/step" if sps else status
+        device = fields.get("device") or {}
+        if device.get("uuid"):
+            note += f"; {device['uuid']}"  # its GPU (the merged passport has its ladder)
         rows.append({"label": f"rank {r.rank}" if r.rank is not None else r.seat, "value": r.steps, "unit": "steps",
-                     "provenance": "counted",
-                     "note": f"{status}; {sps:.3g} s/step" if sps else status})
+                     "provenance": "counted", "note": note})
     rows.append(launch_mfu_row(ranks))
     report = score_ranks(timings)
     note = report.verdict if report is not None else "straggler scores need two ranks with timed steps"
