@@ -138,6 +138,21 @@ describe("tiles", () => {
     tiles.update(state({ tiles: [{ ...mfuTile, derivation: null }] }));
     expect((tiles.el.querySelector('[data-tm="derivation"]') as HTMLElement).hidden).toBe(true);
   });
+
+  it("works out every derivation of a range tile, each with its provenance note", () => {
+    const base = mfuTile.derivation as NonNullable<Tile["derivation"]>;
+    const hf = { ...base, name: "mfu[hf]", provenance_note: "declared: the weakest of its inputs (F counted)" };
+    const titan = { ...base, name: "mfu[titan]", value: null, missing: "needs --layers N" };
+    const range: Tile = { ...mfuTile, text: "42.0%", derivation: hf, derivations: [hf, titan] };
+    const tiles = buildTiles();
+    tiles.update(state({ tiles: [range] }));
+    (tiles.el.querySelector('[data-tm-tile="mfu"]') as HTMLElement).click();
+    const popover = tiles.el.querySelector('[data-tm="derivation"]') as HTMLElement;
+    const names = [...popover.querySelectorAll(".tm-deriv-head strong")].map((e) => e.textContent);
+    expect(names).toEqual(["mfu[hf]", "mfu[titan]"]);
+    expect(popover.querySelector('[data-tm="provenance"]')?.textContent).toContain("the weakest of its inputs");
+    expect(popover.querySelector(".tm-deriv-missing")?.textContent).toBe("Missing: needs --layers N");
+  });
 });
 
 describe("phase bar, panels, warnings", () => {

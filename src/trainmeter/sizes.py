@@ -220,10 +220,12 @@ def format_value(value: Any, unit: str) -> str:
         return format_rate(value, "samples/s")
     if unit == "fraction":
         return format_percent(value)
-    if unit == "flop":
+    if unit in ("flop", "FLOP"):
         return format_flops(value)
-    if unit == "flop/s":
+    if unit in ("flop/s", "FLOP/s"):
         return format_flops(value, per_second=True)
+    if unit == "FLOP/token":  # a derivation's unit: the same FLOPs formatter, never "728B FLOP/token"
+        return format_flops(value) + "/token"
     if unit == "":
         return format_number(value)
     v = _num(value)

@@ -205,3 +205,23 @@ def test_finished_runs_have_no_eta_even_from_an_extension_bar(run_root):
 
     state = build_state(replace(f, status="failed", progress_bar=bar))
     assert state["progress"]["eta_s"] is None
+
+
+def test_badges_only_on_values_and_a_derived_badge_follows_its_inputs(run_root):
+    from trainmeter.widget.view_model import badge_tiles
+
+    m = make_monitor(make_options(run_dir=run_root, name="empty"), clock=FakeClock(0.0), text=False, probes=False)
+    state = build_state(facts_from_monitor(m))
+    for tile in state["tiles"]:
+        if tile["value"] is None and not tile.get("text"):
+            assert "provenance" not in tile and tile["missing"], tile["id"]
+    derived = {"id": "x", "label": "x", "value": 2.0, "unit": "", "provenance": "counted",
+               "derivation": {"name": "x", "formula": "a * b", "value": 2.0, "unit": "", "missing": None,
+                              "inputs": [{"name": "a", "value": 1.0, "unit": "", "provenance": "counted"},
+                                         {"name": "b", "value": 2.0, "unit": "", "provenance": "assumed"}]}}
+    (tile,) = badge_tiles([derived])
+    assert tile["provenance"] == "assumed" and tile["derivation"]["provenance"] == "assumed"
+    assert tile["derivation"]["provenance_note"] == "assumed: the weakest of its inputs (a counted, b assumed)"
+    (blank,) = badge_tiles([{**derived, "value": None, "missing": None,
+                             "derivation": {**derived["derivation"], "missing": "b: pass --b"}}])
+    assert "provenance" not in blank and blank["missing"] == "b: pass --b"
