@@ -141,7 +141,11 @@ describe("tiles", () => {
 
   it("works out every derivation of a range tile, each with its provenance note", () => {
     const base = mfuTile.derivation as NonNullable<Tile["derivation"]>;
-    const hf = { ...base, name: "mfu[hf]", provenance_note: "declared: the weakest of its inputs (F counted)" };
+    const hf = {
+      ...base,
+      name: "mfu[hf]",
+      provenance_note: "declared: the weakest of its inputs (F counted)",
+    };
     const titan = { ...base, name: "mfu[titan]", value: null, missing: "needs --layers N" };
     const range: Tile = { ...mfuTile, text: "42.0%", derivation: hf, derivations: [hf, titan] };
     const tiles = buildTiles();
@@ -150,7 +154,9 @@ describe("tiles", () => {
     const popover = tiles.el.querySelector('[data-tm="derivation"]') as HTMLElement;
     const names = [...popover.querySelectorAll(".tm-deriv-head strong")].map((e) => e.textContent);
     expect(names).toEqual(["mfu[hf]", "mfu[titan]"]);
-    expect(popover.querySelector('[data-tm="provenance"]')?.textContent).toContain("the weakest of its inputs");
+    expect(popover.querySelector('[data-tm="provenance"]')?.textContent).toContain(
+      "the weakest of its inputs",
+    );
     expect(popover.querySelector(".tm-deriv-missing")?.textContent).toBe("Missing: needs --layers N");
   });
 });

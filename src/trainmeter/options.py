@@ -147,7 +147,7 @@ def flags_help() -> str:
     lines = ["%%trainmeter [flags]: run the cell monitored. Flags (each at most once):"]
     heads = [f"{f.flag} {f.metavar}".rstrip() for f in FLAGS]
     width = max(len(h) for h in heads)
-    for head, f in zip(heads, FLAGS):
+    for head, f in zip(heads, FLAGS, strict=True):
         excl = [g.flag for g in FLAGS if f.group and g.group == f.group and g is not f]
         also = f"; not with {' or '.join(excl)}" if excl else ""
         lines.append(f"  {head.ljust(width)}  {f.help}{also} [default: {f.default}]")

@@ -225,3 +225,12 @@ def test_badges_only_on_values_and_a_derived_badge_follows_its_inputs(run_root):
     (blank,) = badge_tiles([{**derived, "value": None, "missing": None,
                              "derivation": {**derived["derivation"], "missing": "b: pass --b"}}])
     assert "provenance" not in blank and blank["missing"] == "b: pass --b"
+
+
+def test_run_paths_are_absolute_and_relative_to_the_notebook_folder_when_inside_it(tmp_path):
+    from trainmeter.widget.view_model import run_paths
+
+    assert run_paths(".trainmeter/runs/x", str(tmp_path)) == (str(tmp_path / ".trainmeter/runs/x"),
+                                                             ".trainmeter/runs/x")
+    assert run_paths(str(tmp_path / "r"), str(tmp_path / "nb"))[1] is None  # outside the notebook's folder
+    assert run_paths(None) == (None, None)

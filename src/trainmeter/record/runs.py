@@ -212,7 +212,7 @@ class RunsTable:
             return f"no saved runs under {printable(self.root)}"
         table = [RUN_COLUMNS] + [tuple(printable(c) for c in r.cells()) for r in self.rows]
         widths = [max(len(row[i]) for row in table) for i in range(len(RUN_COLUMNS))]
-        lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in table]
+        lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in table]
         lines += self._notes()
         return "\n".join(lines)
 

@@ -362,6 +362,22 @@ def charts(f: RunFacts) -> list[dict[str, Any]]:
     return out
 
 
+def run_paths(run_dir: str | None, cwd: str | None = None) -> tuple[str | None, str | None]:
+    """The run folder absolute, and relative to ``cwd`` (the kernel's folder: the notebook's) or ``None``.
+
+    The front end turns them into links the Jupyter server serves (js/src/runlinks.ts).
+    No filesystem access beyond the working folder's name.
+    """
+    if not run_dir:
+        return None, None
+    import os
+
+    base = cwd or os.getcwd()
+    path = os.path.abspath(os.path.join(base, run_dir))
+    rel = os.path.relpath(path, base)
+    return path, (None if rel == ".." or rel.startswith(".." + os.sep) else rel.replace(os.sep, "/"))
+
+
 def _badged_derivation(d: dict[str, Any]) -> dict[str, Any]:
     inputs = [i for i in d.get("inputs") or [] if isinstance(i, dict) and i.get("value") is not None]
     prov = weakest(i.get("provenance") for i in inputs)
@@ -409,8 +425,10 @@ def build_state(f: RunFacts) -> dict[str, Any]:
         recent=f.recent)
     if bar is not None and f.status not in LIVE_STATUSES:
         bar = {**bar, "eta_s": None}  # a finished run has no ETA, whoever built the bar
+    run_path, run_rel = run_paths(f.run_dir)
     state = {
         "name": f.name, "status": f.status, "elapsed_s": round(f.elapsed_s, 1), "run_dir": f.run_dir,
+        "run_path": run_path, "run_rel": run_rel,
         "text_line": f.text_line, "step": f.steps, "error": f.error,
         "progress": bar,
         "tiles": badge_tiles(tiles(f) + [t for t in f.extra_tiles if isinstance(t, dict)]),
