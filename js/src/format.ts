@@ -129,6 +129,7 @@ export function formatValue(value: number | null | undefined, unit: string): str
   switch (unit) {
     case "count":
     case "tokens":
+    case "1": // a derivation's dimensionless count (devices, params)
       return formatCount(value);
     case "bytes":
       return formatBytes(value);

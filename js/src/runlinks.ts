@@ -132,7 +132,7 @@ export function buildRunLinks(
 
   const render = (state: WidgetState, force = false): void => {
     lastState = state;
-    const runDir = state.run_dir ?? null;
+    const runDir = state.run_rel ?? state.run_dir ?? null; // shown relative to the notebook's folder
     el.hidden = !runDir;
     if (!runDir) return;
     const finished = !["starting", "running"].includes(state.status ?? "");

@@ -95,10 +95,13 @@ export function renderDerivation(into: HTMLElement, d: Derivation): void {
       const row = h("tr");
       row.dataset.input = inp.name;
       const value = typeof inp.value === "number" ? formatValue(inp.value, inp.unit) : (inp.value ?? MISSING);
-      const prov = h("span", "tm-badge", inp.provenance);
-      prov.dataset.provenance = inp.provenance;
       const provCell = h("td");
-      provCell.append(prov);
+      if (inp.value != null) {
+        // a badge qualifies a value: none on a missing input
+        const prov = h("span", "tm-badge", inp.provenance);
+        prov.dataset.provenance = inp.provenance;
+        provCell.append(prov);
+      }
       row.append(h("td", "tm-mono", inp.name), h("td", "", value), provCell, h("td", "", inp.source ?? ""));
       table.append(row);
     }

@@ -146,7 +146,8 @@ describe("tiles", () => {
       name: "mfu[hf]",
       provenance_note: "declared: the weakest of its inputs (F counted)",
     };
-    const titan = { ...base, name: "mfu[titan]", value: null, missing: "needs --layers N" };
+    const noF = { name: "F", value: null, unit: "FLOP/token", provenance: "assumed" };
+    const titan = { ...base, name: "mfu[titan]", value: null, inputs: [noF], missing: "needs --layers N" };
     const range: Tile = { ...mfuTile, text: "42.0%", derivation: hf, derivations: [hf, titan] };
     const tiles = buildTiles();
     tiles.update(state({ tiles: [range] }));
@@ -158,6 +159,9 @@ describe("tiles", () => {
       "the weakest of its inputs",
     );
     expect(popover.querySelector(".tm-deriv-missing")?.textContent).toBe("Missing: needs --layers N");
+    const missingInput = popover.querySelectorAll('[data-input="F"]')[0] as HTMLElement;
+    expect(missingInput.textContent).toContain("—");
+    expect(missingInput.querySelector(".tm-badge")).toBeNull(); // no badge on a missing value
   });
 });
 

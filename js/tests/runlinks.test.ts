@@ -76,7 +76,9 @@ describe("header links", () => {
   it("shows a hidden folder the server refuses as text with what would make it a link", async () => {
     const links = buildRunLinks(LAB, async () => false, "/base/lab");
     const hidden = "/home/me/work/.trainmeter/runs/20260101T000000Z-r";
-    links.update(state({ run_dir: ".trainmeter/runs/20260101T000000Z-r", run_path: hidden }));
+    links.update(
+      state({ run_dir: hidden, run_rel: ".trainmeter/runs/20260101T000000Z-r", run_path: hidden }),
+    );
     await tick();
     expect(links.el.querySelector("a")).toBeNull();
     expect(links.el.textContent).toContain(".trainmeter/runs/20260101T000000Z-r");

@@ -20,6 +20,7 @@ const CASES: [number | null, string, string][] = [
   [7.28e11, "FLOP", "728 GFLOP"],
   [3.12e14, "FLOP/s", "312 TFLOP/s"],
   [7.28e8, "FLOP/token", "728 MFLOP/token"],
+  [1, "1", "1"],
   [49_100, "tokens/s", "49.1k tok/s"],
   [4.5, "samples/s", "4.5 samples/s"],
   [90, "s", "0:01:30"],

@@ -208,7 +208,7 @@ def format_value(value: Any, unit: str) -> str:
         return value
     if _num(value) is None:
         return MISSING
-    if unit in ("count", "tokens"):
+    if unit in ("count", "tokens", "1"):  # "1": a derivation's dimensionless count (devices, params)
         return format_count(value)
     if unit == "bytes":
         return format_bytes(value)

@@ -160,7 +160,7 @@ def compute_tiles(section: dict[str, Any], derivations: dict[str, dict[str, Any]
         worked = [derivations[f"mfu[{c}]"] for c in mfu if c != "counted" and f"mfu[{c}]" in derivations]
         each = " · ".join(f"{c} {format_percent(v)}" for c, v in in_range.items())
         unknown = [c for c, v in mfu.items() if v is None and c != "counted"]
-        without = f"not shown: {', '.join(unknown)} (click for why)" if in_range and unknown else ""
+        without = f"not shown: {', '.join(unknown)}" if in_range and unknown else ""
         tile = {"id": "mfu", "label": "MFU (range over conventions)", "unit": "fraction", "value": lo,
                 "derivation": worked[0] if worked else None, "derivations": worked,
                 "sub": "; ".join(p for p in (each, without, "name one with --convention", peak_text) if p)}
