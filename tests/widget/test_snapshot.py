@@ -156,3 +156,10 @@ def test_absent_hardware_is_one_line_and_the_time_split_is_one_section():
     html = render_snapshot(_state(panels=panels), _series())
     assert "<b" in html and "GPU</b> — no NVIDIA GPU visible" in html
     assert html.count("Where the time go") == 1 and "90.0%" in html
+
+
+def test_the_footer_links_the_run_folder_relative_to_the_notebook_when_it_can():
+    state = {"name": "r", "status": "completed", "run_dir": "/abs/nb/runs/x y", "run_rel": "runs/x y"}
+    html = render_snapshot(state, [])
+    assert 'href="runs/x%20y/passport.md"' in html and "/abs/nb" not in html
+    assert 'href="/abs/nb/runs/x%20y"' in render_snapshot({**state, "run_rel": None}, [])
