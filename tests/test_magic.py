@@ -101,3 +101,52 @@ def test_grid_flags_parse_and_a_bad_value_is_a_usage_error() -> None:
     assert o.grid_gco2_per_kwh == 120.0 and o.grid_source == "grid operator 2025"
     with pytest.raises(UsageError, match="--grid-gco2-per-kwh"):
         parse_flags("--grid-gco2-per-kwh lots --grid-source x")
+
+
+def test_help_lists_every_flag_of_options_and_every_verb(ip, capsys):
+    from dataclasses import fields
+
+    from trainmeter.magic import VERBS
+    from trainmeter.options import FLAGS, MonitorOptions
+
+    ip.run_line_magic("trainmeter", "help")
+    out = capsys.readouterr().out
+    by_field = {f.field: f.flag for f in FLAGS}
+    for option in fields(MonitorOptions):
+        assert by_field[option.name] in out, option.name
+    for verb in VERBS:
+        assert f"%trainmeter {verb}" in out
+    assert "..." not in out and "--convention NAME" in out and "hf, megatron, titan" in out
+
+
+def test_the_parser_accepts_every_flag_help_lists():
+    from trainmeter.options import FLAGS
+
+    values = {"--convention": "hf", "--gpus": "all", "--dir": "runs", "--interval": "5", "--name": "x",
+              "--peak-source": "sheet", "--grid-source": "report"}
+    for f in FLAGS:
+        if f.group and f.flag != "--budget-tokens":
+            continue
+        line = f.flag if not f.metavar else f"{f.flag} {values.get(f.flag, '3')}"
+        if f.flag in ("--peak-source", "--peak-tflops"):
+            line = "--peak-tflops 900 --peak-source sheet"
+        if f.flag in ("--grid-source", "--grid-gco2-per-kwh"):
+            line = "--grid-gco2-per-kwh 300 --grid-source report"
+        parse_flags(line)
+
+
+def test_runs_verb_prints_a_table_newest_first_and_takes_last_n(ip, in_tmp, capsys):
+    _run(ip, "%%trainmeter --name first --no-widget\npass")
+    _run(ip, "%%trainmeter --name second --no-widget\npass")
+    capsys.readouterr()
+    ip.run_line_magic("trainmeter", "runs --last 1")
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].split()[:3] == ["started", "(UTC)", "name"]
+    assert "first" not in out[1] and ("second" in out[1])
+    assert out[2].startswith("+1 more")
+
+
+@pytest.mark.parametrize("line", ["runs --last 0", "runs --last x", "runs --dir", "runs --bogus", "help me"])
+def test_runs_and_help_reject_bad_arguments_naming_them(ip, line):
+    r = ip.run_cell(f"%trainmeter {line}")
+    assert r.error_in_exec is not None and "usage: %trainmeter" in str(r.error_in_exec)

@@ -77,3 +77,26 @@ def test_max_series_defaults_to_256_and_takes_a_bounded_whole_number():
     for bad in (0, -1, "many", 10**9, True):
         with pytest.raises(ValueError, match="--max-series"):
             make_options(max_series=bad)
+
+
+def test_every_option_has_exactly_one_flag_and_every_flag_feeds_make_options():
+    import inspect
+    from dataclasses import fields
+
+    from trainmeter.options import FLAGS, MonitorOptions
+
+    assert sorted(f.field for f in FLAGS) == sorted(f.name for f in fields(MonitorOptions))
+    params = set(inspect.signature(make_options).parameters)
+    assert {f.dest for f in FLAGS if f.metavar} <= params
+    assert {f.field for f in FLAGS if not f.metavar} <= params  # switches: --no-widget sets widget=False
+
+
+def test_flags_help_names_every_flag_with_its_default_and_is_never_truncated():
+    from trainmeter.options import FLAGS, flags_help
+
+    text = flags_help()
+    for f in FLAGS:
+        line = next(line for line in text.splitlines() if line.strip().startswith(f.flag + " ")
+                    or line.strip() == f.flag or line.strip().startswith(f.flag + "  "))
+        assert f.help in line and f"[default: {f.default}]" in line
+    assert "..." not in text

@@ -129,6 +129,7 @@ export function formatValue(value: number | null | undefined, unit: string): str
   switch (unit) {
     case "count":
     case "tokens":
+    case "1": // a derivation's dimensionless count (devices, params)
       return formatCount(value);
     case "bytes":
       return formatBytes(value);
@@ -141,9 +142,13 @@ export function formatValue(value: number | null | undefined, unit: string): str
     case "fraction":
       return formatPercent(value);
     case "flop":
+    case "FLOP":
       return formatFlops(value, false);
     case "flop/s":
+    case "FLOP/s":
       return formatFlops(value, true);
+    case "FLOP/token": // a derivation's unit: the same FLOPs formatter, never "728B FLOP/token"
+      return isNum(value) ? `${formatFlops(value, false)}/token` : MISSING;
     case "":
       return formatNumber(value);
     default:

@@ -134,6 +134,10 @@ export interface Derivation {
   unit: string;
   inputs: DerivationInput[];
   missing?: string | null;
+  /** On a tile's derivation: the weakest provenance of its inputs, the tile's badge. */
+  provenance?: string;
+  /** Why: "detected: the weakest of its inputs (F detected, tokens counted)". */
+  provenance_note?: string;
 }
 
 export interface Tile {
@@ -146,6 +150,8 @@ export interface Tile {
   provenance?: string;
   missing?: string;
   derivation?: Derivation | null;
+  /** Several worked out in the popover (the MFU range: one per convention); else `derivation`. */
+  derivations?: Derivation[];
 }
 
 export interface Progress {
@@ -206,6 +212,10 @@ export interface WidgetState {
   status: Status | string;
   elapsed_s?: number;
   run_dir?: string | null;
+  /** The run folder, absolute (the header's links). */
+  run_path?: string | null;
+  /** The run folder relative to the kernel's working folder (the notebook's), or null outside it. */
+  run_rel?: string | null;
   text_line?: string;
   progress?: Progress | null;
   tiles?: Tile[];

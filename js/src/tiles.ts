@@ -60,7 +60,7 @@ function updateTile(view: TileView, tile: Tile): void {
   const subText = missing ? (tile.missing ?? "") : (tile.sub ?? "");
   setText(view.sub, subText);
   view.sub.title = subText; // clamped to two lines: the whole text on hover
-  const derivable = Boolean(tile.derivation);
+  const derivable = tileDerivations(tile).length > 0;
   view.root.classList.toggle("tm-tile--derivable", derivable);
   if (derivable) {
     view.root.setAttribute("role", "button");
@@ -71,6 +71,12 @@ function updateTile(view: TileView, tile: Tile): void {
     view.root.removeAttribute("tabindex");
     view.root.removeAttribute("title");
   }
+}
+
+/** What a tile's popover works out: its `derivations`, else its one `derivation`. */
+export function tileDerivations(tile: Tile): Derivation[] {
+  if (tile.derivations && tile.derivations.length > 0) return tile.derivations;
+  return tile.derivation ? [tile.derivation] : [];
 }
 
 export function renderDerivation(into: HTMLElement, d: Derivation): void {
@@ -89,16 +95,24 @@ export function renderDerivation(into: HTMLElement, d: Derivation): void {
       const row = h("tr");
       row.dataset.input = inp.name;
       const value = typeof inp.value === "number" ? formatValue(inp.value, inp.unit) : (inp.value ?? MISSING);
-      const prov = h("span", "tm-badge", inp.provenance);
-      prov.dataset.provenance = inp.provenance;
       const provCell = h("td");
-      provCell.append(prov);
+      if (inp.value != null) {
+        // a badge qualifies a value: none on a missing input
+        const prov = h("span", "tm-badge", inp.provenance);
+        prov.dataset.provenance = inp.provenance;
+        provCell.append(prov);
+      }
       row.append(h("td", "tm-mono", inp.name), h("td", "", value), provCell, h("td", "", inp.source ?? ""));
       table.append(row);
     }
     into.append(table);
   }
   if (d.missing) into.append(h("div", "tm-deriv-missing", `Missing: ${d.missing}`));
+  else if (d.provenance_note) {
+    const note = h("div", "tm-deriv-provenance", `Provenance ${d.provenance_note}`);
+    note.dataset.tm = "provenance";
+    into.append(note);
+  }
 }
 
 export function buildTiles(): Component {
@@ -113,14 +127,19 @@ export function buildTiles(): Component {
 
   const showPopover = (): void => {
     const view = openId === null ? undefined : views.get(openId);
-    const d = view?.tile.derivation;
-    for (const v of views.values()) v.root.setAttribute("aria-expanded", String(v === view && !!d));
-    if (!view || !d) {
+    const ds = view ? tileDerivations(view.tile) : [];
+    for (const v of views.values()) v.root.setAttribute("aria-expanded", String(v === view && ds.length > 0));
+    if (!view || ds.length === 0) {
       openId = null;
       popover.hidden = true;
       return;
     }
-    renderDerivation(popover, d);
+    popover.replaceChildren();
+    for (const d of ds) {
+      const block = h("div", "tm-deriv");
+      renderDerivation(block, d);
+      popover.append(block);
+    }
     popover.dataset.tile = view.tile.id;
     popover.hidden = false;
   };

@@ -5,6 +5,7 @@ import { type ChartContext, type ChartPanel, createChartPanel, FrameScheduler, w
 import { type Component, h, setText } from "./dom";
 import { buildHeader, buildPanels, buildPhaseBar, buildTiles, buildWarnings } from "./panels";
 import type { ChartSpec, WidgetState } from "./protocol";
+import { buildRunLinks } from "./runlinks";
 import { createSection } from "./sections";
 import type { SeriesStore } from "./store";
 import {
@@ -107,9 +108,9 @@ export function createView(store: SeriesStore, options: ViewOptions = {}): View 
   const phases = buildPhaseBar(options.key);
   const panels = buildPanels(options.key);
   const warnings = buildWarnings();
-  const footer = h("div", "tm-footer");
-  const components: Component[] = [header, tiles, phases, panels, warnings];
-  root.append(header.el, tiles.el, warnings.el, xControl, chartGrid, more.el, phases.el, panels.el, footer);
+  const links = buildRunLinks(); // the run folder and passport.md, under the header
+  const components: Component[] = [header, links, tiles, phases, panels, warnings];
+  root.append(header.el, links.el, tiles.el, warnings.el, xControl, chartGrid, more.el, phases.el, panels.el);
 
   const charts = new Map<string, { spec: string; panel: ChartPanel }>();
 
@@ -165,8 +166,6 @@ export function createView(store: SeriesStore, options: ViewOptions = {}): View 
       updateCharts(s.charts ?? []);
       syncXControl();
       if (changed) for (const { panel } of charts.values()) panel.invalidate();
-      setText(footer, s.run_dir ? `run dir: ${s.run_dir}` : "");
-      footer.hidden = !s.run_dir;
     },
     invalidateCharts() {
       syncXControl();

@@ -138,6 +138,31 @@ describe("tiles", () => {
     tiles.update(state({ tiles: [{ ...mfuTile, derivation: null }] }));
     expect((tiles.el.querySelector('[data-tm="derivation"]') as HTMLElement).hidden).toBe(true);
   });
+
+  it("works out every derivation of a range tile, each with its provenance note", () => {
+    const base = mfuTile.derivation as NonNullable<Tile["derivation"]>;
+    const hf = {
+      ...base,
+      name: "mfu[hf]",
+      provenance_note: "declared: the weakest of its inputs (F counted)",
+    };
+    const noF = { name: "F", value: null, unit: "FLOP/token", provenance: "assumed" };
+    const titan = { ...base, name: "mfu[titan]", value: null, inputs: [noF], missing: "needs --layers N" };
+    const range: Tile = { ...mfuTile, text: "42.0%", derivation: hf, derivations: [hf, titan] };
+    const tiles = buildTiles();
+    tiles.update(state({ tiles: [range] }));
+    (tiles.el.querySelector('[data-tm-tile="mfu"]') as HTMLElement).click();
+    const popover = tiles.el.querySelector('[data-tm="derivation"]') as HTMLElement;
+    const names = [...popover.querySelectorAll(".tm-deriv-head strong")].map((e) => e.textContent);
+    expect(names).toEqual(["mfu[hf]", "mfu[titan]"]);
+    expect(popover.querySelector('[data-tm="provenance"]')?.textContent).toContain(
+      "the weakest of its inputs",
+    );
+    expect(popover.querySelector(".tm-deriv-missing")?.textContent).toBe("Missing: needs --layers N");
+    const missingInput = popover.querySelectorAll('[data-input="F"]')[0] as HTMLElement;
+    expect(missingInput.textContent).toContain("—");
+    expect(missingInput.querySelector(".tm-badge")).toBeNull(); // no badge on a missing value
+  });
 });
 
 describe("phase bar, panels, warnings", () => {

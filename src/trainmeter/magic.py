@@ -15,7 +15,8 @@ from typing import Any
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 
-from trainmeter.options import MonitorOptions, make_options
+from trainmeter.options import FLAGS, MonitorOptions, flags_help, make_options
+from trainmeter.record.runs import RUNS_SHOWN
 
 VERBS = ("runs", "doctor", "help")
 
@@ -27,30 +28,32 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The ``%%trainmeter`` flag parser."""
+    """The ``%%trainmeter`` flag parser, built from :data:`trainmeter.options.FLAGS`."""
     p = _Parser(prog="%%trainmeter", add_help=False, allow_abbrev=False)
-    p.add_argument("--name")
-    budget = p.add_mutually_exclusive_group()
-    budget.add_argument("--budget-tokens")
-    budget.add_argument("--budget-steps")
-    budget.add_argument("--budget-flops")
-    p.add_argument("--dir", dest="run_dir")
-    p.add_argument("--interval", dest="interval_s")
-    p.add_argument("--no-widget", action="store_true")
-    p.add_argument("--convention")
-    p.add_argument("--peak-tflops")
-    p.add_argument("--peak-source")
-    p.add_argument("--layers")
-    p.add_argument("--d-model")
-    p.add_argument("--seq-len")
-    p.add_argument("--vocab")
-    p.add_argument("--gpus")
-    p.add_argument("--memory-snapshot-step")
-    p.add_argument("--no-tap", action="store_true")
-    p.add_argument("--grid-gco2-per-kwh")
-    p.add_argument("--grid-source")
-    p.add_argument("--max-series")
+    groups: dict[str, Any] = {}
+    for f in FLAGS:
+        target = groups.setdefault(f.group, p.add_mutually_exclusive_group()) if f.group else p
+        if f.metavar:
+            target.add_argument(f.flag, dest=f.dest)
+        else:
+            target.add_argument(f.flag, dest=f.dest, action="store_true")
     return p
+
+
+VERB_HELP: tuple[tuple[str, str], ...] = (
+    ("%trainmeter runs [--dir PATH] [--last N | --all]",
+     f"saved runs, newest first (the last {RUNS_SHOWN} unless --last N or --all): started (UTC), name, status, "
+     "duration, steps, tokens, last loss, path; a run without a passport is read from its log"),
+    ("%trainmeter doctor", "what trainmeter can see on this machine (torch, CUDA, NVML, psutil, widget)"),
+    ("%trainmeter help", "this text"),
+)
+
+
+def help_text() -> str:
+    """``%trainmeter help``: every flag (from :data:`~trainmeter.options.FLAGS`) and every verb."""
+    width = max(len(usage) for usage, _ in VERB_HELP)
+    verbs = [f"  {usage.ljust(width)}  {what}" for usage, what in VERB_HELP]
+    return flags_help() + "\n\nVerbs (line magic):\n" + "\n".join(verbs)
 
 
 def parse_flags(line: str) -> MonitorOptions:
@@ -104,13 +107,13 @@ class TrainmeterMagics(Magics):
             raise UsageError(f"%trainmeter: cannot parse {line!r}: {exc}") from None
         verb = words[0] if words else "help"
         if verb == "runs":
-            from trainmeter.record.runs import format_runs, runs
+            table = _runs_table(words[1:])
+            if _in_notebook(self.shell):
+                from IPython.display import display
 
-            rest = words[1:]
-            if rest and not (len(rest) == 2 and rest[0] == "--dir" and rest[1].strip()):
-                raise UsageError(f"%trainmeter runs: unexpected {' '.join(rest)!r}; usage: %trainmeter runs [--dir PATH]")
-            root = Path(rest[1]).expanduser() if rest else None
-            print(format_runs(runs(root)))
+                display(table)  # an HTML table, with the text table as text/plain
+            else:
+                print(table.text())
             return None
         if verb == "doctor":
             from trainmeter.checkup import doctor, format_doctor
@@ -118,12 +121,37 @@ class TrainmeterMagics(Magics):
             print(format_doctor(doctor()))
             return None
         if verb == "help":
-            print("%%trainmeter [--name NAME] [--budget-tokens 20B | --budget-steps N | --budget-flops 1e21] "
-                  "[--dir PATH] [--interval SECONDS] [--no-widget] ...\n"
-                  "%trainmeter runs [--dir PATH]   list saved runs\n"
-                  "%trainmeter doctor              what trainmeter can see here")
+            if len(words) > 1:
+                raise UsageError(f"%trainmeter help: unexpected {' '.join(words[1:])!r}; usage: %trainmeter help")
+            print(help_text())
             return None
         raise UsageError(f"%trainmeter: unknown verb {verb!r}; valid verbs: {', '.join(VERBS)}")
+
+
+def _runs_table(rest: list[str]) -> Any:
+    from trainmeter.record.runs import runs_table
+
+    usage = "usage: %trainmeter runs [--dir PATH] [--last N | --all]"
+    root: Path | None = None
+    limit: int | None = RUNS_SHOWN
+    it = iter(rest)
+    for word in it:
+        if word == "--all":
+            limit = None
+        elif word in ("--dir", "--last"):
+            value = next(it, None)
+            if value is None or not value.strip():
+                raise UsageError(f"%trainmeter runs: {word} needs a value; {usage}")
+            if word == "--dir":
+                root = Path(value).expanduser()
+            elif not value.isdigit() or int(value) < 1:
+                raise UsageError(f"%trainmeter runs: invalid value {value!r} for --last: expected a positive "
+                                 f"whole number; {usage}")
+            else:
+                limit = int(value)
+        else:
+            raise UsageError(f"%trainmeter runs: unexpected {word!r}; {usage}")
+    return runs_table(root, limit)
 
 
 def run_cell(shell: Any, cell: str, options: MonitorOptions) -> Any:

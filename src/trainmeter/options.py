@@ -18,6 +18,8 @@ DEFAULT_RUN_ROOT = Path(".trainmeter") / "runs"
 _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,79}\Z")
 MAX_PEAK_TFLOPS = 1e6  # 1 EFLOP/s per device: far above any chip, far below overflow
 MAX_SERIES_LIMIT = 100_000
+MAX_GRID_GCO2_PER_KWH = 2000.0
+"""Above any grid's intensity (coal is ~1000 gCO2/kWh): a larger value is a unit slip (g/MWh?)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -76,6 +78,80 @@ class MonitorOptions:
             value = getattr(self, f.name)
             out[f.name] = str(value) if isinstance(value, Path) else value
         return out
+
+
+@dataclass(frozen=True, slots=True)
+class Flag:
+    """One ``%%trainmeter`` flag: the one source for the magic's parser and ``%trainmeter help``.
+
+    Attributes:
+        flag: The flag as typed (``--budget-tokens``).
+        field: The :class:`MonitorOptions` field it sets.
+        metavar: What follows the flag (``""`` for a switch).
+        help: What it does, with its valid values and units.
+        default: The default, in words.
+        group: Flags of one group are mutually exclusive (``"budget"``), or ``""``.
+    """
+
+    flag: str
+    field: str
+    metavar: str
+    help: str
+    default: str
+    group: str = ""
+
+    @property
+    def dest(self) -> str:
+        """The keyword of :func:`make_options` it feeds."""
+        return {"run_root": "run_dir", "widget": "no_widget", "tap": "no_tap"}.get(self.field, self.field)
+
+
+FLAGS: tuple[Flag, ...] = (
+    Flag("--name", "name", "NAME", "run name, in the run folder's name: 1-80 letters, digits, '.', '_' or '-'",
+         "run"),
+    Flag("--budget-tokens", "budget_tokens", "N", "planned training tokens, with K/M/B/T suffixes (20B, 1.5M); "
+         "gives progress, ETA and FLOPs required", "none", "budget"),
+    Flag("--budget-steps", "budget_steps", "N", "planned optimizer steps (1000, 1.5k)", "none", "budget"),
+    Flag("--budget-flops", "budget_flops", "X", "planned training FLOPs (1e21, 3.5T)", "none", "budget"),
+    Flag("--dir", "run_root", "PATH", "folder that holds run folders (~ expanded)", str(DEFAULT_RUN_ROOT)),
+    Flag("--interval", "interval_s", "SECONDS", "seconds between reports (run-log records, text lines), "
+         "0.1 to 86400", "10"),
+    Flag("--no-widget", "widget", "", "no live widget: print the text line instead", "widget shown in a notebook"),
+    Flag("--convention", "convention", "NAME", "FLOPs convention for MFU and FLOPs: hf, megatron, titan "
+         "(alias nanochat, torchtitan) or embeddings (alias all_params)", "none: the range over conventions"),
+    Flag("--peak-tflops", "peak_tflops", "X", "declared dense peak per device, TFLOP/s (e.g. 989); "
+         "needs --peak-source", "the cited table for a known GPU, else none (MFU not shown)"),
+    Flag("--peak-source", "peak_source", "TEXT", "where the declared peak comes from (a datasheet, a measurement)",
+         "none"),
+    Flag("--layers", "layers", "N", "number of layers (positive whole number), overriding detection", "detected"),
+    Flag("--d-model", "d_model", "D", "model width, overriding detection", "detected"),
+    Flag("--seq-len", "seq_len", "S", "sequence length, overriding detection", "detected"),
+    Flag("--vocab", "vocab", "V", "vocabulary size, overriding detection", "detected"),
+    Flag("--gpus", "gpus", "SPEC", "GPUs to sample: all, or a comma-separated list of indices (0,1) or UUIDs (GPU-<uuid>)",
+         "the GPUs the process's CUDA context uses, else CUDA_VISIBLE_DEVICES, else all"),
+    Flag("--memory-snapshot-step", "memory_snapshot_step", "N", "write a CUDA memory snapshot at this step",
+         "none"),
+    Flag("--no-tap", "tap", "", "do not pick up series from TensorBoard, W&B, MLflow, HF Trainer or Lightning",
+         "taps on"),
+    Flag("--max-series", "max_series", "N", f"most user series recorded (tm.emit and taps), 1 to "
+         f"{MAX_SERIES_LIMIT:,}; new names past it are dropped with a warning", "256"),
+    Flag("--grid-gco2-per-kwh", "grid_gco2_per_kwh", "X", "declared grid carbon intensity, gCO2 per kWh, "
+         f"0 to {MAX_GRID_GCO2_PER_KWH:g}, for a carbon figure; needs --grid-source", "none (no carbon figure)"),
+    Flag("--grid-source", "grid_source", "TEXT", "where the grid intensity comes from (a utility report)", "none"),
+)
+"""Every ``%%trainmeter`` flag, in help order (tests/test_options.py checks it covers every option)."""
+
+
+def flags_help() -> str:
+    """The ``%%trainmeter`` flags, one per line: flag, value, what it does (valid values, units), default."""
+    lines = ["%%trainmeter [flags]: run the cell monitored. Flags (each at most once):"]
+    heads = [f"{f.flag} {f.metavar}".rstrip() for f in FLAGS]
+    width = max(len(h) for h in heads)
+    for head, f in zip(heads, FLAGS, strict=True):
+        excl = [g.flag for g in FLAGS if f.group and g.group == f.group and g is not f]
+        also = f"; not with {' or '.join(excl)}" if excl else ""
+        lines.append(f"  {head.ljust(width)}  {f.help}{also} [default: {f.default}]")
+    return "\n".join(lines)
 
 
 def _count(value: Any, flag: str) -> int | None:
@@ -204,10 +280,6 @@ def _peak(peak_tflops: Any, peak_source: str | None) -> float | None:
     if not peak_source or not str(peak_source).strip():
         raise ValueError(f"--peak-tflops {peak_tflops} needs --peak-source TEXT saying where the peak comes from (a datasheet, a measurement)")
     return peak
-
-
-MAX_GRID_GCO2_PER_KWH = 2000.0
-"""Above any grid's intensity (coal is ~1000 gCO2/kWh): a larger value is a unit slip (g/MWh?)."""
 
 
 def _grid(gco2_per_kwh: Any, source: str | None) -> float | None:

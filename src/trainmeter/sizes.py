@@ -208,7 +208,7 @@ def format_value(value: Any, unit: str) -> str:
         return value
     if _num(value) is None:
         return MISSING
-    if unit in ("count", "tokens"):
+    if unit in ("count", "tokens", "1"):  # "1": a derivation's dimensionless count (devices, params)
         return format_count(value)
     if unit == "bytes":
         return format_bytes(value)
@@ -220,10 +220,12 @@ def format_value(value: Any, unit: str) -> str:
         return format_rate(value, "samples/s")
     if unit == "fraction":
         return format_percent(value)
-    if unit == "flop":
+    if unit in ("flop", "FLOP"):
         return format_flops(value)
-    if unit == "flop/s":
+    if unit in ("flop/s", "FLOP/s"):
         return format_flops(value, per_second=True)
+    if unit == "FLOP/token":  # a derivation's unit: the same FLOPs formatter, never "728B FLOP/token"
+        return format_flops(value) + "/token"
     if unit == "":
         return format_number(value)
     v = _num(value)

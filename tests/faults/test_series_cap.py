@@ -70,4 +70,4 @@ def test_the_runs_table_escapes_control_characters(tmp_path):
     run.mkdir()
     (run / "passport.json").write_text(json.dumps({"name": "x", "status": "completed\n\x1b[2J", "steps": 1}))
     table = format_runs(runs(tmp_path))
-    assert "\x1b" not in table and len(table.splitlines()) == 1
+    assert "\x1b" not in table and len(table.splitlines()) == 2  # the header and one row

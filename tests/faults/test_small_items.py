@@ -104,7 +104,8 @@ def test_a_killed_run_reads_unfinished_with_its_last_step_and_unit_everywhere(tm
     assert run.status == "unfinished" and not run.has_passport
     assert run.passport["steps"] == 158 and run.passport["token_unit"] == "samples"
     line = format_runs([run])
-    assert "steps=158" in line and "samples=632" in line and "unfinished" in line
+    row = line.splitlines()[1]
+    assert " 158 " in row and "632 samples" in row and "unfinished" in row
     state, _, _ = replay(run_dir)
     assert state["status"] == "unfinished"
     m._finish_done.update({"passport", "log-close", "closing"})

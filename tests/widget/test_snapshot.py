@@ -179,3 +179,10 @@ def test_legends_print_the_human_labels():
     state["charts"][0]["labels"] = {"train_loss": "train loss", "val_loss": "validation loss"}
     html = render_snapshot(state, _series())
     assert "validation loss" in html and "train_tokens_per_s" not in html and "tokens/s (training-only" in html
+
+
+def test_the_footer_links_the_run_folder_relative_to_the_notebook_when_it_can():
+    state = {"name": "r", "status": "completed", "run_dir": "/abs/nb/runs/x y", "run_rel": "runs/x y"}
+    html = render_snapshot(state, [])
+    assert 'href="runs/x%20y/passport.md"' in html and "/abs/nb" not in html
+    assert 'href="/abs/nb/runs/x%20y"' in render_snapshot({**state, "run_rel": None}, [])

@@ -240,3 +240,32 @@ def test_every_chart_series_has_a_human_label(run_root):
     for chart in build_state(facts_from_monitor(m))["charts"]:
         assert set(chart["labels"]) == set(chart["series"])
         assert all("_" not in label for label in chart["labels"].values()), chart["labels"]
+
+
+def test_badges_only_on_values_and_a_derived_badge_follows_its_inputs(run_root):
+    from trainmeter.widget.view_model import badge_tiles
+
+    m = make_monitor(make_options(run_dir=run_root, name="empty"), clock=FakeClock(0.0), text=False, probes=False)
+    state = build_state(facts_from_monitor(m))
+    for tile in state["tiles"]:
+        if tile["value"] is None and not tile.get("text"):
+            assert "provenance" not in tile and tile["missing"], tile["id"]
+    derived = {"id": "x", "label": "x", "value": 2.0, "unit": "", "provenance": "counted",
+               "derivation": {"name": "x", "formula": "a * b", "value": 2.0, "unit": "", "missing": None,
+                              "inputs": [{"name": "a", "value": 1.0, "unit": "", "provenance": "counted"},
+                                         {"name": "b", "value": 2.0, "unit": "", "provenance": "assumed"}]}}
+    (tile,) = badge_tiles([derived])
+    assert tile["provenance"] == "assumed" and tile["derivation"]["provenance"] == "assumed"
+    assert tile["derivation"]["provenance_note"] == "assumed: the weakest of its inputs (a counted, b assumed)"
+    (blank,) = badge_tiles([{**derived, "value": None, "missing": None,
+                             "derivation": {**derived["derivation"], "missing": "b: pass --b"}}])
+    assert "provenance" not in blank and blank["missing"] == "b: pass --b"
+
+
+def test_run_paths_are_absolute_and_relative_to_the_notebook_folder_when_inside_it(tmp_path):
+    from trainmeter.widget.view_model import run_paths
+
+    assert run_paths(".trainmeter/runs/x", str(tmp_path)) == (str(tmp_path / ".trainmeter/runs/x"),
+                                                             ".trainmeter/runs/x")
+    assert run_paths(str(tmp_path / "r"), str(tmp_path / "nb"))[1] is None  # outside the notebook's folder
+    assert run_paths(None) == (None, None)

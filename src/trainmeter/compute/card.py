@@ -6,7 +6,7 @@ from typing import Any, Protocol
 
 from trainmeter.core.provenance import Derivation
 from trainmeter.core.text import markdown_text
-from trainmeter.sizes import format_count
+from trainmeter.sizes import format_count, format_flops, format_percent, format_value
 
 
 class ComputeState(Protocol):
@@ -68,13 +68,23 @@ def compute_section(ext: ComputeState) -> dict[str, Any]:
     return section
 
 
-def _flops(value: float | None) -> str:
-    return "-" if value is None else f"{value:.3g}"
+def _flops(value: float | None, per: str = "") -> str:
+    return "-" if value is None else format_flops(value) + per
+
+
+def _derived_text(value: float, unit: str) -> str:
+    if unit == "fraction":
+        return f"{value:.4f}"
+    if unit in ("FLOP", "FLOP/s", "FLOP/token", "1"):
+        return format_value(value, unit) if unit != "1" else format_count(value)
+    return f"{format_count(value)} {unit}"
 
 
 def _input_text(i: Any) -> str:
     if i.value is None:
         return f"{i.name} missing"
+    if i.unit in ("FLOP", "FLOP/s", "FLOP/token") and isinstance(i.value, (int, float)):
+        return f"{i.name} = {format_value(i.value, i.unit)} ({i.provenance})"
     value = f"{i.value:.6g}" if isinstance(i.value, float) else str(i.value)
     unit = "" if i.unit in ("1", "") else f" {i.unit}"
     return f"{i.name} = {value}{unit} ({i.provenance})"
@@ -86,12 +96,12 @@ def render_compute_markdown(s: dict[str, Any], derivations: list[Derivation]) ->
     conv = s["convention"]
     lines = ["### Compute", "", f"- Hardware: {hw['devices']} x {hw['device']}" + (f", {hw['dtype']}" if hw["dtype"] else "")]
     if conv is not None:
-        lines.append(f"- FLOPs convention: `{conv}`; FLOPs per token {_flops(s['flops_per_token'].get(conv))}")
+        lines.append(f"- FLOPs convention: `{conv}`; FLOPs per token {_flops(s['flops_per_token'].get(conv), '/token')}")
     elif s["flops_per_token"]:
         lines.append("- FLOPs per token by convention: " + ", ".join(
-            f"`{k}` {_flops(v)}" for k, v in s["flops_per_token"].items()))
+            f"`{k}` {_flops(v, '/token')}" for k, v in s["flops_per_token"].items()))
     if s["counted_flops_per_token"] is not None:
-        lines.append(f"- Counted (FlopCounterMode, one step): {_flops(s['counted_flops_per_token'])} FLOPs per token")
+        lines.append(f"- Counted (FlopCounterMode, one step): {_flops(s['counted_flops_per_token'], '/token')}")
     spent = {k: v for k, v in s["flops_spent"].items() if v is not None}
     if spent:
         lines.append("- Total training FLOPs: " + ", ".join(f"`{k}` {_flops(v)}" for k, v in spent.items()))
@@ -106,8 +116,7 @@ def render_compute_markdown(s: dict[str, Any], derivations: list[Derivation]) ->
                      f"{peak['provenance']}: {markdown_text(peak['source'])})")
     lines += ["", "<details><summary>Derivations</summary>", ""]
     for d in derivations:
-        value = "not shown" if d.value is None else format_count(d.value) if d.unit != "fraction" else f"{d.value:.4f}"
-        value = value if d.value is None or d.unit in ("1", "fraction") else f"{value} {d.unit}"
+        value = "not shown" if d.value is None else _derived_text(d.value, d.unit)
         inputs = "; ".join(_input_text(i) for i in d.inputs)
         lines.append(f"- `{d.name}` = {d.formula} = {value} — {inputs}"
                      + (f" — missing: {d.missing}" if d.missing else ""))
@@ -116,45 +125,63 @@ def render_compute_markdown(s: dict[str, Any], derivations: list[Derivation]) ->
 
 
 def _pct(value: float | None) -> str:
-    return "-" if value is None else f"{value * 100:.1f}%"
+    return "-" if value is None else format_percent(value)
 
 
 def compute_tiles(section: dict[str, Any], derivations: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     """The MFU and FLOPs tiles (docs/protocol.md), from a ``compute`` section and derivations by name.
 
     Used live (from the extension) and in replay (from the passport), so both show the same.
+    With ``--convention C`` the MFU tile shows C's MFU and its popover works out C; the
+    range over conventions is its second line. With none, the tile shows the range and
+    its popover works out each convention in it (``derivations``). The badge is set by
+    :func:`trainmeter.widget.view_model.badge_tiles` from the derivations' inputs.
     """
     conv = section.get("convention")
     mfu = section.get("mfu") or {}
     peak = section.get("peak")
-    peak_text = f"peak {peak['tflops']:g} TFLOP/s {peak['dtype']} ({peak['card']}: {peak['source']})" if peak else ""
+    peak_text = (f"peak {format_flops(peak['tflops'] * 1e12, per_second=True)} {peak['dtype']} "
+                 f"({peak['card']}: {peak['source']})") if peak else ""
+    in_range = {k: v for k, v in mfu.items() if v is not None and k != "counted"}
+    lo, hi = (min(in_range.values()), max(in_range.values())) if in_range else (None, None)
+    range_text = "" if lo is None else format_percent(lo) if format_percent(lo) == format_percent(hi) else (
+        f"{format_percent(lo)}-{format_percent(hi)}")
     if conv is not None:
+        session = (section.get("mfu_session") or {}).get(conv)
+        counted = mfu.get("counted")
+        parts = [f"session {_pct(session)}" if session is not None else "",
+                 f"counted (FlopCounterMode) {_pct(counted)}" if counted is not None else "",
+                 f"range over conventions {range_text}" if len(in_range) > 1 else "", peak_text]
         tile: dict[str, Any] = {
             "id": "mfu", "label": f"MFU ({conv})", "value": mfu.get(conv), "unit": "fraction",
-            "provenance": "measured", "derivation": derivations.get(f"mfu[{conv}]"),
-            "sub": f"session {_pct((section.get('mfu_session') or {}).get(conv))}; {peak_text}".strip("; "),
+            "derivation": derivations.get(f"mfu[{conv}]"), "sub": "; ".join(p for p in parts if p),
         }
     else:
-        values = {k: v for k, v in mfu.items() if v is not None and k != "counted"}
-        tile = {"id": "mfu", "label": "MFU (range over conventions)", "unit": "fraction", "provenance": "measured",
-                "value": min(values.values()) if values else None,
-                "derivation": derivations.get("mfu[hf]"),
-                "sub": "hf to embeddings; name one with --convention" + (f"; {peak_text}" if peak_text else "")}
-        if values:
-            lo, hi = min(values.values()), max(values.values())
-            tile["text"] = f"{lo * 100:.1f}-{hi * 100:.1f}%"
+        worked = [derivations[f"mfu[{c}]"] for c in mfu if c != "counted" and f"mfu[{c}]" in derivations]
+        each = " · ".join(f"{c} {format_percent(v)}" for c, v in in_range.items())
+        unknown = [c for c, v in mfu.items() if v is None and c != "counted"]
+        without = f"not shown: {', '.join(unknown)}" if in_range and unknown else ""
+        tile = {"id": "mfu", "label": "MFU (range over conventions)", "unit": "fraction", "value": lo,
+                "derivation": worked[0] if worked else None, "derivations": worked,
+                "sub": "; ".join(p for p in (each, without, "name one with --convention", peak_text) if p)}
+        if in_range:
+            tile["text"] = range_text
     if tile["value"] is None:
         tile["missing"] = section.get("mfu_missing") or "MFU needs FLOPs per token and training-only tokens/s"
     key = conv or "hf"
     spent = (section.get("flops_spent") or {}).get(key)
     required = (section.get("flops_required") or {}).get(key)
+    spent_d = derivations.get(f"flops_spent[{key}]")
     flops: dict[str, Any] = {
-        "id": "flops", "label": f"FLOPs spent ({key})", "value": spent, "unit": "flop", "provenance": "counted",
-        "derivation": derivations.get(f"flops_spent[{key}]"),
-        "sub": f"of {_flops(required)} required" if required is not None else "no budget: FLOPs required unknown",
+        "id": "flops", "label": f"FLOPs spent ({key})", "value": spent, "unit": "flop", "derivation": spent_d,
+        "sub": (f"of {format_flops(required)} required" if required is not None
+                else "FLOPs required: give a budget (--budget-tokens N)"),
     }
     if spent is None:
-        flops["missing"] = "FLOPs per token: the model is read at the first report after its first step"
+        fpt = derivations.get(f"flops_per_token.{key}") or {}
+        why = fpt.get("missing") or (spent_d or {}).get("missing")
+        flops["missing"] = (f"FLOPs per token ({key}) unknown: {why}" if why else
+                            "FLOPs per token: the model is read at the first report after its first step")
     return [tile, flops]
 
 

@@ -66,3 +66,18 @@ class Derivation:
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-ready dict (the passport's ``derivations`` entry)."""
         return asdict(self)
+
+
+WEAKEST_FIRST: tuple[str, ...] = ("assumed", "declared", "detected", "measured", "counted")
+"""Provenances from the weakest to the strongest: a derived number is as good as its weakest input."""
+
+
+def weakest(provenances: Any) -> str | None:
+    """The weakest of ``provenances`` (by :data:`WEAKEST_FIRST`), or ``None`` when there is none.
+
+    Examples:
+        >>> weakest(["counted", "detected"])
+        'detected'
+    """
+    found = set(provenances)
+    return next((p for p in WEAKEST_FIRST if p in found), None)

@@ -1,8 +1,9 @@
-"""Saved runs: load one by path, list those under a run root."""
+"""Saved runs: load one by path, list those under a run root, and the ``%trainmeter runs`` table."""
 
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -11,6 +12,7 @@ from typing import Any
 from trainmeter.core.text import printable
 from trainmeter.options import DEFAULT_RUN_ROOT
 from trainmeter.record.runlog import read_events
+from trainmeter.sizes import format_count, format_duration, format_number
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -151,19 +153,217 @@ def runs(root: str | Path | None = None) -> list[Run]:
     return found
 
 
+RUNS_SHOWN = 20
+"""Runs ``%trainmeter runs`` lists by default (newest first); older ones are counted in a ``+N more`` line."""
+HEAD_BYTES = 64 * 1024
+TAIL_BYTES = 256 * 1024
+RUN_COLUMNS: tuple[str, ...] = ("started (UTC)", "name", "status", "duration", "steps", "tokens", "last loss", "path")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunRow:
+    """One row of the runs table, every cell already formatted (``-`` where unknown).
+
+    Attributes:
+        started: UTC start, ``YYYY-MM-DD HH:MM``.
+        name: Run name.
+        status: ``completed`` ... ``unfinished``; ``(N ranks)`` appended for a launch.
+        duration: Session length ``h:mm:ss`` (to the last report for a run without a passport).
+        steps: Optimizer steps (SI count).
+        tokens: Tokens (or samples) with :func:`~trainmeter.sizes.format_count`.
+        last_loss: Last ``train_loss``.
+        path: The run folder.
+        from_log: Whether the figures come from the run log (no passport).
+    """
+
+    started: str
+    name: str
+    status: str
+    duration: str
+    steps: str
+    tokens: str
+    last_loss: str
+    path: str
+    from_log: bool = False
+
+    def cells(self) -> tuple[str, ...]:
+        """The cells in :data:`RUN_COLUMNS` order."""
+        return (self.started, self.name, self.status, self.duration, self.steps, self.tokens, self.last_loss,
+                self.path)
+
+
+@dataclass(frozen=True, slots=True)
+class RunsTable:
+    """The runs table: an HTML table in a notebook (``_repr_html_``), plain text elsewhere.
+
+    Attributes:
+        rows: Newest first, at most the number asked for.
+        more: Older runs left out.
+        root: The run root listed.
+    """
+
+    rows: tuple[RunRow, ...]
+    more: int
+    root: str
+
+    def text(self) -> str:
+        """The plain-text table (aligned columns, control characters escaped)."""
+        if not self.rows:
+            return f"no saved runs under {printable(self.root)}"
+        table = [RUN_COLUMNS] + [tuple(printable(c) for c in r.cells()) for r in self.rows]
+        widths = [max(len(row[i]) for row in table) for i in range(len(RUN_COLUMNS))]
+        lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in table]
+        lines += self._notes()
+        return "\n".join(lines)
+
+    def _notes(self) -> list[str]:
+        notes = []
+        if self.more:
+            notes.append(f"+{self.more} more (older); %trainmeter runs --all lists every run")
+        if any(r.from_log for r in self.rows):
+            notes.append("* no passport: figures from the run log's last report")
+        return notes
+
+    def _repr_html_(self) -> str:
+        from html import escape
+
+        if not self.rows:
+            return f"<p>{escape(self.text())}</p>"
+        head = "".join(f'<th style="text-align:left">{escape(c)}</th>' for c in RUN_COLUMNS)
+        body = "".join(
+            "<tr>" + "".join(f'<td style="text-align:{"right" if i in (3, 4, 5, 6) else "left"}">'
+                             f'{escape(printable(c))}</td>' for i, c in enumerate(r.cells())) + "</tr>"
+            for r in self.rows)
+        notes = "".join(f"<div><small>{escape(n)}</small></div>" for n in self._notes())
+        return f'<table class="trainmeter-runs"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{notes}'
+
+    def __repr__(self) -> str:
+        return self.text()
+
+
+def runs_table(root: str | Path | None = None, limit: int | None = RUNS_SHOWN) -> RunsTable:
+    """The runs under ``root`` (default ``.trainmeter/runs``), newest first, at most ``limit`` (``None``: all).
+
+    Reads each listed run's passport, or, for a run without one (killed), the first
+    64 KiB and the last 256 KiB of its ``events.jsonl``: bounded whatever the log's size.
+    Runs past ``limit`` are only counted. A damaged folder is a row, never an error.
+    """
+    base = Path(root).expanduser() if root is not None else DEFAULT_RUN_ROOT
+    try:
+        children = [c for c in base.iterdir() if c.is_dir()
+                    and ((c / "events.jsonl").exists() or (c / "passport.json").exists())]
+    except OSError:
+        children = []
+    children.sort(key=lambda c: c.name, reverse=True)  # folders are named <UTC stamp>-<name>
+    shown = children if limit is None else children[:limit]
+    return RunsTable(rows=tuple(run_row(c) for c in shown), more=len(children) - len(shown), root=str(base))
+
+
+def run_row(folder: Path) -> RunRow:
+    """The table row of one run folder (never raises on a damaged folder)."""
+    passport: dict[str, Any] = {}
+    try:
+        loaded = json.loads((folder / "passport.json").read_text(encoding="utf-8"))
+        passport = loaded if isinstance(loaded, dict) else {}
+    except (OSError, ValueError, UnicodeDecodeError):
+        passport = {}
+    from_log = not passport
+    p = passport or log_tail_summary(folder / "events.jsonl")
+    loss = ((p.get("series") or {}).get("train_loss") or {}).get("last") if not from_log else p.get("last_loss")
+    unit = p.get("token_unit") or "tokens"
+    tokens = p.get("tokens")
+    ranks = (p.get("distributed") or {}).get("ranks_recorded")
+    status = str(p.get("status") or "unfinished") + (f" ({ranks} ranks)" if ranks else "") + (" *" if from_log else "")
+    return RunRow(
+        started=_started(p.get("started_at"), folder.name), name=str(p.get("name") or folder.name), status=status,
+        duration=format_duration(p.get("elapsed_s")) if _finite(p.get("elapsed_s")) else "-",
+        steps=format_count(p.get("steps")) if _finite(p.get("steps")) else "-",
+        tokens=(format_count(tokens) + ("" if unit == "tokens" else f" {unit}")) if _finite(tokens) else "-",
+        last_loss=format_number(loss) if _finite(loss) else "-", path=_shown_path(folder), from_log=from_log)
+
+
+def log_tail_summary(path: Path, head_bytes: int = HEAD_BYTES, tail_bytes: int = TAIL_BYTES) -> dict[str, Any]:
+    """Name, start, status and the last report's figures of a run log, from its head and tail only.
+
+    A torn last line (the process was killed mid-write) and a line cut by the tail
+    window are skipped. Keys as in a passport, plus ``last_loss``.
+    """
+    head, tail = _read_lines(path, head_bytes, tail_bytes)
+    start = next((r for r in head if r.get("kind") == "start"), {})
+    found: dict[str, dict[str, Any]] = {}
+    last_loss = None
+    for r in reversed(tail):
+        kind = r.get("kind")
+        if kind in ("interval", "end") and kind not in found:
+            found[kind] = r
+        if last_loss is None and kind == "series" and r.get("name") == "train_loss":
+            last_loss = next((v for v in reversed(r.get("value") or []) if _finite(v)), None)
+    last, end = found.get("interval", {}), found.get("end", {})
+    return {"name": start.get("name"), "started_at": start.get("started_at"),
+            "status": end.get("status") or "unfinished", "elapsed_s": last.get("elapsed_s"),
+            "steps": last.get("step"), "tokens": last.get("tokens"),
+            "token_unit": last.get("token_unit") or "tokens", "last_loss": last_loss}
+
+
+def _read_lines(path: Path, head_bytes: int, tail_bytes: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    try:
+        with path.open("rb") as f:
+            size = f.seek(0, 2)
+            f.seek(0)
+            head = f.read(head_bytes)
+            f.seek(max(0, size - tail_bytes))
+            tail = f.read(tail_bytes)
+    except OSError:
+        return [], []
+    tail_lines = tail.split(b"\n")
+    if size > tail_bytes:
+        tail_lines = tail_lines[1:]  # cut by the window
+    return _parse(head.split(b"\n")[:-1]), _parse(tail_lines)
+
+
+def _parse(lines: list[bytes]) -> list[dict[str, Any]]:
+    out = []
+    for line in lines:
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue  # a torn line
+        if isinstance(record, dict):
+            out.append(record)
+    return out
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _started(started_at: Any, folder_name: str) -> str:
+    when = None
+    if isinstance(started_at, str):
+        try:
+            when = datetime.fromisoformat(started_at)
+        except ValueError:
+            when = None
+    if when is None:
+        try:
+            when = datetime.strptime(folder_name[:16], "%Y%m%dT%H%M%SZ").replace(tzinfo=timezone.utc)
+        except ValueError:
+            return "-"
+    if when.tzinfo is not None:
+        when = when.astimezone(timezone.utc)
+    return when.strftime("%Y-%m-%d %H:%M")
+
+
+def _shown_path(folder: Path) -> str:
+    try:
+        return str(folder.resolve().relative_to(Path.cwd().resolve()))
+    except (ValueError, OSError):
+        return str(folder)
+
+
 def format_runs(found: list[Run]) -> str:
-    """One line per run: folder, status, steps, tokens (from the run log when there is no passport)."""
-    if not found:
-        return "no saved runs"
-    lines = []
-    for run in found:
-        p = run.passport
-        unit = "samples" if p.get("token_unit") == "samples" else "tokens"
-        source = "" if run.has_passport else "  (from the run log)"
-        ranks = (p.get("distributed") or {}).get("ranks_recorded")
-        lines.append(printable(f"{run.dir}  {run.status:<11} steps={p.get('steps', '-')}  "
-                               f"{unit}={p.get('tokens', '-')}" + (f"  ranks={ranks}" if ranks else "") + source))
-    return "\n".join(lines)
+    """The runs table (plain text) of already loaded runs, in the order given."""
+    return RunsTable(rows=tuple(run_row(r.dir) for r in found), more=0, root="").text() if found else "no saved runs"
 
 
 def make_run_dir(root: Path, name: str, now: datetime) -> Path:

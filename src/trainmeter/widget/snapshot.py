@@ -348,7 +348,7 @@ def render_snapshot(state: dict[str, Any], series: Sequence[Any], *, mount_key: 
     panels = "".join(_panel(p) for p in panel_specs if p.get("id") not in MERGED_PANELS)
     warnings = "".join(f'<div style="color:#b35c00;font-size:12px">&#9888; {_esc(w)}</div>'
                        for w in state.get("warnings") or [])
-    run_dir = state.get("run_dir")
+    run_dir = state.get("run_rel") or state.get("run_dir")  # relative: JupyterLab resolves it against the notebook
     foot = (f'<div style="font-size:11px;color:{MUTED}">static view of the run'
             + (f'; full record in <a href="{_esc(_href(run_dir))}">{_esc(run_dir)}</a> '
                f'(<a href="{_esc(_href(run_dir))}/passport.md">passport.md</a>)' if run_dir else "") + "</div>")

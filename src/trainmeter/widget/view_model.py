@@ -15,7 +15,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from trainmeter.core.provenance import Derivation, Input
+from trainmeter.core.provenance import Derivation, Input, weakest
 from trainmeter.record.runlog import clean
 from trainmeter.record.textline import format_line
 from trainmeter.sizes import format_bytes, format_count
@@ -414,6 +414,60 @@ def charts(f: RunFacts) -> list[dict[str, Any]]:
     return out
 
 
+def run_paths(run_dir: str | None, cwd: str | None = None) -> tuple[str | None, str | None]:
+    """The run folder absolute, and relative to ``cwd`` (the kernel's folder: the notebook's) or ``None``.
+
+    The front end turns them into links the Jupyter server serves (js/src/runlinks.ts).
+    No filesystem access beyond the working folder's name.
+    """
+    if not run_dir:
+        return None, None
+    import os
+
+    base = cwd or os.getcwd()
+    path = os.path.abspath(os.path.join(base, run_dir))
+    rel = os.path.relpath(path, base)
+    return path, (None if rel == ".." or rel.startswith(".." + os.sep) else rel.replace(os.sep, "/"))
+
+
+def _badged_derivation(d: dict[str, Any]) -> dict[str, Any]:
+    inputs = [i for i in d.get("inputs") or [] if isinstance(i, dict) and i.get("value") is not None]
+    prov = weakest(i.get("provenance") for i in inputs)
+    if prov is None:
+        return d
+    each = ", ".join(f"{i.get('name')} {i.get('provenance')}" for i in inputs)
+    return {**d, "provenance": prov, "provenance_note": f"{prov}: the weakest of its inputs ({each})"}
+
+
+def badge_tiles(tiles: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Badges only on values, and a derived value's badge follows its inputs.
+
+    A tile whose value is missing loses its badge and says why (``missing``: the reason
+    and the input that would enable it). A tile with derivations takes the weakest
+    provenance of their inputs (``assumed`` < ``declared`` < ``detected`` < ``measured``
+    < ``counted``), and each derivation says so (``provenance``, ``provenance_note``).
+    """
+    out = []
+    for tile in tiles:
+        t = dict(tile)
+        derivs = [d for d in (t.get("derivations") or [t.get("derivation")]) if isinstance(d, dict)]
+        if t.get("value") is None and not t.get("text"):
+            t.pop("provenance", None)
+            if not t.get("missing"):
+                t["missing"] = next((d["missing"] for d in derivs if d.get("missing")), "not measured yet")
+        elif derivs:
+            badged = [_badged_derivation(d) for d in derivs]
+            prov = weakest(d.get("provenance") for d in badged if d.get("provenance"))
+            if prov is not None:
+                t["provenance"] = prov
+            if t.get("derivation") is not None:
+                t["derivation"] = _badged_derivation(t["derivation"])
+            if t.get("derivations"):
+                t["derivations"] = badged
+        out.append(t)
+    return out
+
+
 def build_state(f: RunFacts) -> dict[str, Any]:
     """Return the ``state`` traitlet value (JSON-safe: non-finite floats become null)."""
     rate = f.train_tokens_per_s
@@ -423,11 +477,13 @@ def build_state(f: RunFacts) -> dict[str, Any]:
         recent=f.recent)
     if bar is not None and f.status not in LIVE_STATUSES:
         bar = {**bar, "eta_s": None}  # a finished run has no ETA, whoever built the bar
+    run_path, run_rel = run_paths(f.run_dir)
     state = {
         "name": f.name, "status": f.status, "elapsed_s": round(f.elapsed_s, 1), "run_dir": f.run_dir,
+        "run_path": run_path, "run_rel": run_rel,
         "text_line": f.text_line, "step": f.steps, "error": f.error,
         "progress": bar,
-        "tiles": tiles(f) + [t for t in f.extra_tiles if isinstance(t, dict)],
+        "tiles": badge_tiles(tiles(f) + [t for t in f.extra_tiles if isinstance(t, dict)]),
         "phases_s": {k: round(float(v), 3) for k, v in f.phases_s.items()},
         "charts": label_charts(charts(f), f.token_unit),
         "panels": [p for p in f.panels if isinstance(p, dict)],

@@ -1,0 +1,173 @@
+// The header's links to the run folder and its passport.md.
+//
+// A link is drawn only where it works: inside JupyterLab or Notebook 7 (their page
+// config names the server's root folder and base URL), for a run under that root,
+// after the server's contents API has answered that it serves the path. Jupyter
+// refuses hidden paths by default (`.trainmeter/`): then the path is shown as text
+// with what would make it a link. A link opens a new browser tab on the app's own
+// URL for the path (JupyterLab: `lab/tree/<path>`; Notebook 7: `tree/` for the folder,
+// `edit/` for passport.md). Not JupyterLab's command linker: since 4.5 it asks
+// "Run Command?" for a link outside a trusted boundary, which an output is not.
+// Elsewhere (VS Code, Colab, no page config) the path is plain text.
+
+import { type Component, h } from "./dom";
+import type { WidgetState } from "./protocol";
+
+export interface PageConfig {
+  baseUrl: string;
+  serverRoot: string | null;
+  token: string | null;
+}
+
+/** The Jupyter page config (`#jupyter-config-data`), or null outside Jupyter's own pages. */
+export function readPageConfig(doc: Document = document): PageConfig | null {
+  const el = doc.getElementById("jupyter-config-data");
+  if (!el?.textContent) return null;
+  try {
+    const data = JSON.parse(el.textContent) as Record<string, unknown>;
+    const baseUrl = typeof data.baseUrl === "string" ? data.baseUrl : "/";
+    const root = typeof data.serverRoot === "string" ? data.serverRoot : null;
+    const token = typeof data.token === "string" && data.token ? data.token : null;
+    return { baseUrl: baseUrl.endsWith("/") ? baseUrl : `${baseUrl}/`, serverRoot: root, token };
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * The run folder's path relative to the server's root, or null when it is not under it.
+ *
+ * `runPath` is absolute (POSIX or Windows); `runRel` is relative to the kernel's
+ * folder, which is the notebook's: Notebook 7's URL (`/notebooks/<path>`) names it
+ * when the page config has no `serverRoot`.
+ */
+export function serverPath(
+  runPath: string | null | undefined,
+  runRel: string | null | undefined,
+  config: PageConfig,
+  pathname = "",
+): string | null {
+  const norm = (p: string): string => p.replace(/\\/g, "/").replace(/\/+$/, "");
+  if (runPath && config.serverRoot) {
+    const root = norm(config.serverRoot.startsWith("~") ? "" : config.serverRoot);
+    const abs = norm(runPath);
+    if (root && abs.startsWith(`${root}/`)) return abs.slice(root.length + 1);
+  }
+  const nb = /\/notebooks\/(.+)$/.exec(pathname);
+  if (runRel && nb?.[1] && !runRel.startsWith("..") && !runRel.startsWith("/")) {
+    const parts = decodeURIComponent(nb[1]).split("/").slice(0, -1);
+    return [...parts, norm(runRel)].filter((p) => p && p !== ".").join("/");
+  }
+  return null;
+}
+
+export function isHidden(path: string): boolean {
+  return path.split("/").some((part) => part.startsWith(".") && part !== "." && part !== "..");
+}
+
+function encodePath(path: string): string {
+  return path.split("/").map(encodeURIComponent).join("/");
+}
+
+export const HIDDEN_HINT =
+  "Jupyter does not serve hidden folders: run with --dir runs, " +
+  "or start Jupyter with --ContentsManager.allow_hidden=True";
+
+type Probe = "ok" | "refused" | "pending";
+
+/** Whether the server serves `path` (a GET of its contents model, no content). */
+export type Prober = (path: string) => Promise<boolean>;
+
+export function contentsProber(config: PageConfig): Prober {
+  return async (path) => {
+    const headers: Record<string, string> = {};
+    if (config.token) headers.Authorization = `token ${config.token}`;
+    try {
+      const res = await fetch(`${config.baseUrl}api/contents/${encodePath(path)}?content=0`, {
+        headers,
+        credentials: "same-origin",
+      });
+      return res.ok;
+    } catch {
+      return false;
+    }
+  };
+}
+
+export function buildRunLinks(
+  config: PageConfig | null = readPageConfig(),
+  prober: Prober | null = config ? contentsProber(config) : null,
+  pathname: string = typeof location === "undefined" ? "" : location.pathname,
+): Component {
+  const el = h("div", "tm-runlinks");
+  el.dataset.tm = "runlinks";
+  const probes = new Map<string, Probe>();
+  let last = "";
+  let lastState: WidgetState | null = null;
+
+  const probe = (path: string): Probe => {
+    const known = probes.get(path);
+    if (known) return known;
+    probes.set(path, "pending");
+    if (!prober) return "pending";
+    void prober(path).then((ok) => {
+      probes.set(path, ok ? "ok" : "refused");
+      if (lastState) render(lastState, true);
+    });
+    return "pending";
+  };
+
+  const notebook7 = /\/notebooks\//.test(pathname);
+  const link = (text: string, path: string, kind: "folder" | "file"): HTMLAnchorElement => {
+    const a = h("a", "tm-runlink", text) as HTMLAnchorElement;
+    const base = config?.baseUrl ?? "/";
+    const route = notebook7 ? (kind === "folder" ? "tree/" : "edit/") : "lab/tree/";
+    a.href = `${base}${route}${encodePath(path)}`;
+    a.target = "_blank";
+    a.rel = "noopener";
+    a.title = `open ${path} in a new tab`;
+    a.dataset.tm = kind === "folder" ? "run-folder-link" : "passport-link";
+    return a;
+  };
+
+  const render = (state: WidgetState, force = false): void => {
+    lastState = state;
+    const runDir = state.run_rel ?? state.run_dir ?? null; // shown relative to the notebook's folder
+    el.hidden = !runDir;
+    if (!runDir) return;
+    const finished = !["starting", "running"].includes(state.status ?? "");
+    const path = config ? serverPath(state.run_path, state.run_rel, config, pathname) : null;
+    const folderState = path ? probe(path) : "refused";
+    const passport = path && finished ? `${path}/passport.md` : null;
+    const passportState = passport ? probe(passport) : "refused";
+    const key = JSON.stringify([runDir, path, folderState, passportState, finished]);
+    if (key === last && !force) return;
+    last = key;
+    const parts: Node[] = [document.createTextNode("run folder ")];
+    if (path && folderState === "ok" && config) {
+      parts.push(link(runDir, path, "folder"));
+    } else {
+      const code = h("code", "tm-mono", runDir);
+      code.title = state.run_path ?? runDir;
+      parts.push(code);
+    }
+    if (passport && passportState === "ok" && config) {
+      parts.push(document.createTextNode(" · "), link("passport.md", passport, "file"));
+    } else if (finished) {
+      parts.push(document.createTextNode(" · passport.md"));
+    }
+    if (path && folderState === "refused" && isHidden(path)) {
+      const hint = h("span", "tm-runlinks-hint", ` (not a link: ${HIDDEN_HINT})`);
+      hint.dataset.tm = "runlinks-hint";
+      parts.push(hint);
+    }
+    el.replaceChildren(...parts);
+  };
+
+  return {
+    el,
+    update(state) {
+      render(state);
+    },
+  };
+}

@@ -1,0 +1,97 @@
+"""The MFU and FLOPs tiles and the model-card markdown (compute/card.py)."""
+
+from __future__ import annotations
+
+from trainmeter.compute.card import compute_tiles, render_compute_markdown
+from trainmeter.compute.mfu import flops_spent, mfu
+from trainmeter.core.provenance import Derivation, Input
+from trainmeter.widget.view_model import badge_tiles
+
+PEAK = Input(name="peak", value=1e15, unit="FLOP/s", provenance="declared", source="sheet")
+PEAK_ROW = {"tflops": 1000.0, "card": "declared", "dtype": "bf16", "source": "sheet", "provenance": "declared"}
+
+
+def _fpt(conv: str, value: float | None, provenance: str = "detected") -> Derivation:
+    missing = None if value is not None else "needs --layers N --d-model D --seq-len S"
+    return Derivation(name=f"flops_per_token.{conv}", formula="6 * N", value=value, unit="FLOP/token",
+                      inputs=(Input(name="N", value=value and value / 6, unit="1", provenance=provenance),),
+                      missing=missing)
+
+
+def _figures(fpts: dict[str, Derivation], peak=PEAK, tokens=1_000_000):
+    derived = {}
+    for conv, f in fpts.items():
+        derived[f"mfu[{conv}]"] = mfu(f, 5000.0, 1, peak)
+        derived[f"flops_spent[{conv}]"] = flops_spent(f, tokens)
+    section = {"convention": None, "mfu": {c: derived[f"mfu[{c}]"].value for c in fpts},
+               "flops_spent": {c: derived[f"flops_spent[{c}]"].value for c in fpts}, "flops_required": {},
+               "peak": PEAK_ROW if peak is not None else None,
+               "mfu_missing": next((d.missing for n, d in derived.items() if n.startswith("mfu[") and d.missing),
+                                   None)}
+    by_name = {n: {**d.to_dict(), "name": n} for n, d in derived.items()}
+    by_name.update({f.name: f.to_dict() for f in fpts.values()})
+    return section, by_name
+
+
+def _tiles(section, derivations):
+    return {t["id"]: t for t in badge_tiles(compute_tiles(section, derivations))}
+
+
+def test_a_named_convention_shows_its_mfu_works_it_out_and_puts_counted_second():
+    section, derivs = _figures({"hf": _fpt("hf", 6e9), "counted": _fpt("counted", 5e9, "counted")})
+    section["convention"] = "hf"
+    tile = _tiles(section, derivs)["mfu"]
+    assert tile["label"] == "MFU (hf)" and tile["value"] == derivs["mfu[hf]"]["value"]
+    assert tile["derivation"]["name"] == "mfu[hf]" and "derivations" not in tile
+    assert "counted (FlopCounterMode) 2.5%" in tile["sub"] and "1.0 PFLOP/s bf16" in tile["sub"]
+
+
+def test_without_a_convention_the_tile_shows_the_range_and_the_popover_works_out_each_convention():
+    section, derivs = _figures({"hf": _fpt("hf", 6e9), "megatron": _fpt("megatron", 7.2e9),
+                                "titan": _fpt("titan", None), "counted": _fpt("counted", 5e9, "counted")})
+    tile = _tiles(section, derivs)["mfu"]
+    assert tile["label"] == "MFU (range over conventions)" and tile["text"] == "3.0%-3.6%"
+    assert [d["name"] for d in tile["derivations"]] == ["mfu[hf]", "mfu[megatron]", "mfu[titan]"]
+    assert "hf 3.0% · megatron 3.6%" in tile["sub"] and "not shown: titan" in tile["sub"]
+    assert tile["derivations"][2]["missing"].startswith("FLOPs per token unknown")
+
+
+def test_one_convention_with_a_value_is_one_percentage_not_a_range_of_one():
+    section, derivs = _figures({"hf": _fpt("hf", 6e9), "titan": _fpt("titan", None)})
+    assert _tiles(section, derivs)["mfu"]["text"] == "3.0%"
+
+
+def test_flops_spent_takes_the_weakest_provenance_of_its_inputs_and_says_so():
+    section, derivs = _figures({"hf": _fpt("hf", 6e9, "detected")})
+    flops = _tiles(section, derivs)["flops"]
+    assert flops["provenance"] == "detected"  # F detected x tokens counted: not "counted"
+    assert flops["derivation"]["provenance_note"] == "detected: the weakest of its inputs (F detected, tokens counted)"
+    section, derivs = _figures({"hf": _fpt("hf", 6e9, "counted")})
+    assert _tiles(section, derivs)["flops"]["provenance"] == "counted"
+
+
+def test_mfu_badge_is_the_declared_peak_when_that_is_the_weakest_input():
+    section, derivs = _figures({"hf": _fpt("hf", 6e9, "counted")})
+    assert _tiles(section, derivs)["mfu"]["provenance"] == "declared"
+
+
+def test_a_missing_value_has_no_badge_and_names_the_input_that_would_enable_it():
+    section, derivs = _figures({"hf": _fpt("hf", 6e9)}, peak=None)
+    tile = _tiles(section, derivs)["mfu"]
+    assert tile["value"] is None and "provenance" not in tile
+    assert "--peak-tflops X --peak-source TEXT" in tile["missing"]
+    section, derivs = _figures({"hf": _fpt("hf", None)})
+    flops = _tiles(section, derivs)["flops"]
+    assert "provenance" not in flops and "--layers N" in flops["missing"]
+
+
+def test_flops_use_the_one_flops_formatter_in_the_tile_and_the_card():
+    section, derivs = _figures({"hf": _fpt("hf", 7.28e8)})
+    section["flops_required"] = {"hf": 7.28e11}
+    assert _tiles(section, derivs)["flops"]["sub"] == "of 728 GFLOP required"
+    s = {"hardware": {"devices": 1, "device": "cpu", "dtype": None}, "convention": "hf",
+         "flops_per_token": {"hf": 7.28e8}, "counted_flops_per_token": 7.1e8, "flops_spent": {"hf": 7.28e14},
+         "mfu": {}, "mfu_missing": None, "peak": None}
+    md = render_compute_markdown(s, [flops_spent(_fpt("hf", 7.28e8), 1_000_000)])
+    assert "728 MFLOP/token" in md and "710 MFLOP/token" in md and "728 TFLOP" in md
+    assert "e+" not in md and "728B" not in md
