@@ -93,6 +93,8 @@ def monitor(*, name: str | None = None, budget_tokens: Any = None, budget_steps:
 
     Arguments match the ``%%trainmeter`` flags (``run_dir`` is ``--dir``);
     ``model`` names the trained module when discovery would not find it.
+    ``widget=True`` shows the live widget in a Jupyter or marimo notebook
+    (``trainmeter.widget.host``; elsewhere the text line prints as without it).
     KeyboardInterrupt gives status ``interrupted``, any other exception
     ``failed``; both propagate unchanged.
 
@@ -104,9 +106,26 @@ def monitor(*, name: str | None = None, budget_tokens: Any = None, budget_steps:
                            widget=widget, **flags)
     from trainmeter.extensions import default_extensions, make_monitor
 
-    m = make_monitor(options, extensions=default_extensions(options))
-    with run_monitored(m, model=model):
-        yield m
+    show_widget = False
+    if options.widget:
+        from trainmeter.widget.host import widget_host
+
+        show_widget = widget_host() is not None
+    m = make_monitor(options, text=not show_widget, extensions=default_extensions(options))
+    sinks: list[Any] = []
+    try:
+        if show_widget:
+            from trainmeter.core.interrupts import HeldInterrupts
+            from trainmeter.widget.host import widget_sinks
+
+            with HeldInterrupts() as held:  # the widget's thread is either started and closed below, or not
+                sinks = widget_sinks(m)
+            held.deliver()
+        with run_monitored(m, model=model):
+            yield m
+    finally:
+        for sink in sinks:
+            sink.close()
 
 
 @contextmanager

@@ -9,7 +9,7 @@ times a second the thread reads new points with its own cursor
 message (``append``, or ``snapshot`` after a ``hello`` or, at most every 2 s, after a
 re-bucket: until then the view draws the finer old points and the coarser new ones), the
 ``state`` traitlet when it changed (at most every 0.5 s), and the ``history``
-traitlet every 5 s. A sliding one-second window caps it all at 20 messages/s.
+traitlet every 5 s (2 s in marimo). A sliding one-second window caps it all at 20 messages/s.
 ``close()`` at the cell's end sends the final state and history and replaces the
 displayed widget view by the static dashboard (tables and chart images) that the
 live front end re-mounts, so the saved notebook reads anywhere. Nothing here raises into the user's code.
@@ -38,6 +38,7 @@ from trainmeter.widget.x_axis import AXIS_BUDGET_POINTS, AXIS_EVERY_S, AXIS_TIME
 TICK_S = 0.25
 STATE_INTERVAL_S = 0.5
 HISTORY_INTERVAL_S = 5.0
+MARIMO_HISTORY_INTERVAL_S = 2.0  # marimo answers no hello while the cell runs (Publisher.show)
 REBUCKET_SNAPSHOT_INTERVAL_S = 2.0
 MAX_MESSAGES_PER_S = 20
 HISTORY_POINTS_TOTAL = 6000
@@ -311,7 +312,19 @@ class Publisher:
 
     # -- display and the end -----------------------------------------------------------------------
     def show(self) -> Any:
-        """Display the widget (one more view) with a display handle; returns the handle."""
+        """Display the widget (one more view) with a display handle; returns the handle.
+
+        In marimo the widget object goes into the cell's output (no handle: it stays the live view), and
+        the ``history`` traitlet is sent every :data:`MARIMO_HISTORY_INTERVAL_S`: marimo's kernel reads
+        the front end's messages only between cells, so ``hello`` is not answered while the cell trains and
+        the history is the view's only catch-up for the appends it missed while its front end loaded.
+        """
+        from trainmeter.widget.host import in_marimo, show_in_marimo
+
+        if in_marimo():
+            self.history_interval_s = min(self.history_interval_s, MARIMO_HISTORY_INTERVAL_S)
+            show_in_marimo(self.widget)
+            return None
         from IPython.display import display
 
         data, metadata = _bundle(self.widget)
@@ -407,12 +420,15 @@ def attach_widget(monitor: Any) -> Publisher:
         ImportError: Without anywidget/IPython (the caller falls back to the text line).
     """
     global _LIVE, _LAST
+    from trainmeter.widget.host import in_marimo
     from trainmeter.widget.widget import TrainmeterWidget
 
     with _REGISTRY_LOCK:
         previous = _LAST
-    if previous is not None and previous._closed and previous is not _LIVE:
-        _close_comms(previous.widget)  # its saved output keeps the static snapshot; the kernel keeps no comm
+    if previous is not None and previous._closed and previous is not _LIVE and not in_marimo():
+        # its saved output keeps the static snapshot; the kernel keeps no comm (in marimo the finished
+        # widget is still another cell's live view)
+        _close_comms(previous.widget)
     widget = TrainmeterWidget(state=build_state(facts_from_monitor(monitor)))
     publisher = Publisher(monitor, widget)
     widget.attach(publisher)

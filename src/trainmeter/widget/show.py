@@ -8,7 +8,9 @@
   front end draws the interactive dashboard in its place while the kernel lives.
   No widget-view output is ever saved for a finished run, so the notebook reads
   without a kernel and without "model not found".
-- Outside IPython (a script, a terminal) it prints the text summary instead.
+- In marimo both show the widget object in the cell's output (marimo draws anywidgets itself;
+  ``trainmeter.widget.host``).
+- Outside IPython and marimo (a script, a terminal) it prints the text summary instead.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Any
 from trainmeter.record.runs import Run, load
 from trainmeter.widget.decimate import DEFAULT_BUDGET_POINTS, Decimator, share_budget
 from trainmeter.widget.frame import SeriesColumns, encode_frame
+from trainmeter.widget.host import in_marimo, show_in_marimo
 from trainmeter.widget.labels import label_charts
 from trainmeter.widget.view_model import (
     build_state,
@@ -158,6 +161,11 @@ def display(run_or_path: Run | str | Path | None = None, *, follow: bool = False
         _display_live(shell)
         return
     state, columns, frame = replay(run_or_path)
+    if in_marimo():  # marimo draws the widget object itself, from its history
+        from trainmeter.widget.widget import TrainmeterWidget
+
+        show_in_marimo(TrainmeterWidget(state=state, history=frame))
+        return
     if not _can_show_widgets(shell):
         print(summary_text(state))
         return
@@ -189,6 +197,9 @@ def _display_live(shell: Any) -> None:
         from trainmeter.widget.publisher import live_publisher
 
         publisher = live_publisher()
+    if publisher is not None and in_marimo():  # the same widget once more (it keeps its final state)
+        show_in_marimo(publisher.widget)
+        return
     if publisher is not None and _can_show_widgets(shell):
         if publisher.running:
             publisher.show()

@@ -1,0 +1,86 @@
+"""Where the widget is shown: a Jupyter kernel (JupyterLab, Notebook 7, JupyterHub) or a marimo notebook.
+
+Jupyter gets the widget as a display output (a widget-view mimebundle with a display handle that the
+publisher later replaces by the static dashboard). marimo renders an ``anywidget.AnyWidget`` placed in a
+cell's output with its own front end (``marimo._output.formatters.anywidget_formatters``: the object is
+wrapped in ``mo.ui.anywidget``); a raw widget-view mimebundle shows there as text. So in marimo the widget
+object itself is appended to the running cell's output (``marimo.output.append``), and stays the live view:
+marimo keeps no outputs in the notebook file, so there is no static dashboard to swap in.
+
+Detection is cheap: without ``marimo`` already imported (marimo's kernel imports it) nothing is imported.
+Call from the cell's thread (marimo's output belongs to the running cell).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import deque
+from typing import Any
+
+JUPYTER = "jupyter"
+MARIMO = "marimo"
+MAX_MARIMO_WIDGETS_KEPT = 16
+# marimo's output holds the widget's HTML, not the object: a widget no one references is collected and its
+# comm closed (the view goes blank). The last few shown stay referenced here.
+_SHOWN: deque[Any] = deque(maxlen=MAX_MARIMO_WIDGETS_KEPT)
+
+
+def in_marimo() -> bool:
+    """Whether this code runs in a marimo notebook's kernel (``marimo edit``, ``marimo run``, an export)."""
+    marimo = sys.modules.get("marimo")
+    if marimo is None:
+        return False
+    try:
+        return bool(marimo.running_in_notebook())
+    except Exception:
+        return False
+
+
+def _ipython_shell() -> Any:
+    if "IPython" not in sys.modules:
+        return None
+    try:
+        from IPython import get_ipython
+
+        return get_ipython()
+    except Exception:
+        return None
+
+
+def widget_host(shell: Any = None) -> str | None:
+    """``"marimo"``, ``"jupyter"`` (an IPython kernel with a front end), or ``None`` (a script, a terminal).
+
+    Args:
+        shell: The IPython shell when the caller has it; looked up otherwise.
+    """
+    if in_marimo():
+        return MARIMO
+    shell = shell if shell is not None else _ipython_shell()
+    if shell is not None and type(shell).__name__ == "ZMQInteractiveShell":
+        return JUPYTER
+    return None
+
+
+def show_in_marimo(widget: Any) -> None:
+    """Append ``widget`` to the running marimo cell's output and keep it referenced while it is shown."""
+    import marimo
+
+    _SHOWN.append(widget)
+    marimo.output.append(widget)
+
+
+def widget_sinks(monitor: Any) -> list[Any]:
+    """Show a live widget for ``monitor`` and start its publisher; ``[]`` (text line on) when that fails.
+
+    The returned sinks' ``close()`` must run when the run ends (whatever happened). Never raises.
+    """
+    try:
+        from trainmeter.widget.publisher import attach_widget
+    except ImportError:
+        return []
+    try:
+        return [attach_widget(monitor)]
+    except Exception as exc:
+        monitor.text = True
+        monitor.warn_once("widget", f"live widget unavailable, using the text line: {exc!r}")
+        return []
