@@ -28,7 +28,7 @@ from tests.browser.jupyter_harness import REPO, SERVER_START_TIMEOUT_S, JupyterS
 
 HUB_DIR = REPO / "tests" / "browser" / "hub"  # package.json + package-lock.json: `npm ci` installs the proxy here
 SERVICE_TOKEN = "trainmeter-hub-service-" + "0" * 16
-PASSWORD = "trainmeter-hub-password"
+PASSWORD = "any"  # the dummy authenticator takes any password
 SPAWN_TIMEOUT_S = 90
 # passed to the single-user servers (the spawner keeps only PATH, PYTHONPATH, LANG... of the hub's environment)
 FORWARDED_ENV = ("JUPYTER_CONFIG_DIR", "JUPYTER_DATA_DIR", "JUPYTER_RUNTIME_DIR", "JUPYTERLAB_SETTINGS_DIR",
@@ -82,7 +82,6 @@ def hub_config(root: Path, port: int, hub_port: int, env: dict[str, str]) -> str
         f"c.JupyterHub.pid_file = {str(root / 'jupyterhub.pid')!r}",
         "c.JupyterHub.cleanup_servers = True",
         "c.JupyterHub.authenticator_class = 'dummy'",
-        f"c.DummyAuthenticator.password = {PASSWORD!r}",
         "c.Authenticator.allow_all = True",
         "c.JupyterHub.spawner_class = 'simple'",
         f"c.SimpleLocalProcessSpawner.home_dir_template = {homes!r}",
@@ -95,7 +94,7 @@ def hub_config(root: Path, port: int, hub_port: int, env: dict[str, str]) -> str
         f"c.Spawner.environment = {spawner_env!r}",
         f"c.ConfigurableHTTPProxy.command = [{proxy_command()!r}]",
         f"c.ConfigurableHTTPProxy.pid_file = {str(root / 'proxy.pid')!r}",
-        "c.ConfigurableHTTPProxy.api_url = 'http://127.0.0.1:%d'" % free_port(),
+        f"c.ConfigurableHTTPProxy.api_url = 'http://127.0.0.1:{free_port()}'",
         f"c.JupyterHub.services = [{{'name': 'trainmeter-test', 'api_token': {SERVICE_TOKEN!r}}}]",
         "c.JupyterHub.load_roles = [{'name': 'trainmeter-test', 'services': ['trainmeter-test'],",
         "                            'scopes': ['admin:users', 'admin:servers', 'access:servers']}]",

@@ -114,3 +114,27 @@ def test_display_of_the_finished_live_run_in_marimo_shows_the_same_widget_again(
         pass
     show_module.display()
     assert len(shown) == 2 and shown[1] is shown[0]
+
+
+def test_monitor_with_widget_in_a_jupyter_kernel_displays_the_widget_then_the_static_dashboard(monkeypatch, run_root):
+    import IPython.display
+
+    monkeypatch.delitem(sys.modules, "marimo", raising=False)
+    monkeypatch.setattr(host, "_ipython_shell", lambda: ZMQInteractiveShell())
+    shown: list[dict] = []
+    updated: list[dict] = []
+
+    class Handle:
+        def update(self, data, raw=False):
+            updated.append(data)
+
+    def fake_display(data, metadata=None, raw=False, display_id=None):
+        shown.append(data)
+        return Handle()
+
+    monkeypatch.setattr(IPython.display, "display", fake_display)
+    with tm.monitor(name="lab", widget=True, run_dir=run_root) as m:
+        assert m.text is False
+    assert len(shown) == 1 and "application/vnd.jupyter.widget-view+json" in shown[0]
+    assert len(updated) == 1 and "trainmeter-snapshot" in updated[0]["text/html"]
+    assert "application/vnd.jupyter.widget-view+json" not in updated[0]
