@@ -51,7 +51,7 @@ model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 4))
 opt = torch.optim.SGD(model.parameters(), lr=0.05)
 x, y = torch.randn(32, 16), torch.randint(0, 4, (32,))"""
 TRAIN_CELL = f"""\
-%%trainmeter --name hub-run --interval 2
+%%trainmeter --name hub-run --interval 2 --dir runs
 t_end = time.perf_counter() + {TRAIN_S}
 while time.perf_counter() < t_end:
     loss = F.cross_entropy(model(x), y)
@@ -70,6 +70,8 @@ class HubRun:
     samples: list[dict[str, Any]] = field(default_factory=list)
     requests: list[tuple[int, str]] = field(default_factory=list)
     login_to_ready_s: float = 0.0
+    links: list[dict[str, str]] = field(default_factory=list)
+    link_status: dict[str, int] = field(default_factory=dict)
 
     def running(self) -> list[dict[str, Any]]:
         return [s for s in self.samples if len(s["prompts"]) > 1 and s["prompts"][1].startswith("[*]")
@@ -127,6 +129,11 @@ def hub_run(hub: JupyterHub, browser: Any, browser_figures: dict[str, Any]) -> I
                     and sample["points"].get("loss", 0) > 0):
                 break
         screenshot(page, "hub-3-finished")
+        # the static dashboard under the live view links the run's files: each link must open under the prefix
+        run.links = page.evaluate(
+            "() => [...document.querySelectorAll('.jp-NotebookPanel:not(.lm-mod-hidden) .trainmeter-snapshot a')]"
+            ".map((a) => ({text: a.textContent, href: a.href}))")
+        run.link_status = {link["href"]: page.request.get(link["href"]).status for link in run.links}
         browser_figures["hub.login_to_ready_s"] = round(run.login_to_ready_s, 1)
         browser_figures["hub.startup_s"] = round(hub.startup_s or 0.0, 1)
         yield run
@@ -172,4 +179,13 @@ def test_every_request_stays_under_the_hub_prefixes_and_succeeds(hub_run: HubRun
                  if urllib.parse.urlparse(url).scheme in ("http", "https")
                  and urllib.parse.urlparse(url).netloc != origin]
     assert not elsewhere, f"the page reached another host: {elsewhere}"
+
+
+def test_static_dashboard_links_to_the_run_files_open_under_the_users_prefix(hub_run: HubRun) -> None:
+    assert hub_run.links, "the finished cell's static dashboard has no link to the run's files"
+    for link in hub_run.links:
+        path = urllib.parse.urlparse(link["href"]).path
+        assert path.startswith(f"/user/{USER}/"), f"{link['text']!r} links outside the user's prefix: {link['href']}"
+    failed = {href: status for href, status in hub_run.link_status.items() if status != 200}
+    assert not failed, f"links to the run's files that do not open: {failed}"
 

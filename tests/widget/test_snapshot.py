@@ -185,4 +185,15 @@ def test_the_footer_links_the_run_folder_relative_to_the_notebook_when_it_can():
     state = {"name": "r", "status": "completed", "run_dir": "/abs/nb/runs/x y", "run_rel": "runs/x y"}
     html = render_snapshot(state, [])
     assert 'href="runs/x%20y/passport.md"' in html and "/abs/nb" not in html
-    assert 'href="/abs/nb/runs/x%20y"' in render_snapshot({**state, "run_rel": None}, [])
+
+
+def test_a_run_outside_the_notebook_folder_is_named_without_a_link_that_would_leave_the_base_url():
+    html = render_snapshot({"name": "r", "status": "completed", "run_dir": "/abs/elsewhere/x", "run_rel": None}, [])
+    assert "full record in /abs/elsewhere/x" in html
+    assert 'href="/abs' not in html  # an absolute path resolves against the server's root, not /user/<name>/
+
+
+def test_a_run_in_a_hidden_folder_gets_no_link_jupyter_would_refuse():
+    state = {"name": "r", "status": "completed", "run_dir": "/nb/.trainmeter/runs/x", "run_rel": ".trainmeter/runs/x"}
+    html = render_snapshot(state, [])
+    assert "full record in /nb/.trainmeter/runs/x" in html and "<a href" not in html

@@ -320,12 +320,27 @@ def _section(title: str, body: str) -> str:
             f"{body}</details>")
 
 
+def served_rel(run_rel: str | None) -> str | None:
+    """``run_rel`` (the run folder relative to the notebook's folder, ``state["run_rel"]``) when Jupyter serves it.
+
+    A relative link stays under the server's base URL (``/user/<name>/`` on a JupyterHub): JupyterLab resolves it
+    against the notebook. An absolute path would resolve against the server's root and leave the base URL, so a run
+    outside the notebook's folder gets no link; nor does one in a hidden folder (such as the default
+    ``.trainmeter/runs``): Jupyter serves no hidden files by default.
+    """
+    if not run_rel:
+        return None
+    parts = str(run_rel).replace("\\", "/").split("/")
+    if run_rel.startswith("/") or any(p == ".." or (p.startswith(".") and p != ".") for p in parts):
+        return None
+    return "/".join(parts)
+
+
 def _href(path: str) -> str:
-    """A link JupyterLab opens as a file: relative paths resolve against the notebook's folder."""
+    """A relative link's ``href`` (percent-encoded)."""
     from urllib.parse import quote
 
-    return quote(str(path).replace("\\", "/"), safe="/.-_~")
-
+    return quote(path, safe="/.-_~")
 
 def render_snapshot(state: dict[str, Any], series: Sequence[Any], *, mount_key: str | None = None) -> str:
     """Return the static HTML dashboard of a run.
@@ -348,10 +363,14 @@ def render_snapshot(state: dict[str, Any], series: Sequence[Any], *, mount_key: 
     panels = "".join(_panel(p) for p in panel_specs if p.get("id") not in MERGED_PANELS)
     warnings = "".join(f'<div style="color:#b35c00;font-size:12px">&#9888; {_esc(w)}</div>'
                        for w in state.get("warnings") or [])
-    run_dir = state.get("run_rel") or state.get("run_dir")  # relative: JupyterLab resolves it against the notebook
-    foot = (f'<div style="font-size:11px;color:{MUTED}">static view of the run'
-            + (f'; full record in <a href="{_esc(_href(run_dir))}">{_esc(run_dir)}</a> '
-               f'(<a href="{_esc(_href(run_dir))}/passport.md">passport.md</a>)' if run_dir else "") + "</div>")
+    run_dir = state.get("run_dir")
+    rel = served_rel(state.get("run_rel"))
+    if rel:
+        where = (f'; full record in <a href="{_esc(_href(rel))}">{_esc(rel)}</a> '
+                 f'(<a href="{_esc(_href(rel))}/passport.md">passport.md</a>)')
+    else:
+        where = f"; full record in {_esc(run_dir)}" if run_dir else ""
+    foot = f'<div style="font-size:11px;color:{MUTED}">static view of the run{where}</div>'
     mount = f' data-tm-mount="{_esc(mount_key)}"' if mount_key else ""
     return (f'<div class="trainmeter-snapshot"{mount} style="font-family:{FONT};color:{FG};font-size:13px;'
             f'line-height:1.35;max-width:980px">{_header(state)}{_tiles(state.get("tiles") or [])}'
