@@ -92,7 +92,10 @@ READ_WIDGETS_JS = """
     return {step: step && step.dataset.value != null ? Number(step.dataset.value) : null,
             status: (root.querySelector('[data-tm="status"]')?.textContent || '').trim(),
             name: (root.querySelector('.tm-name, [data-tm="name"]')?.textContent || '').trim(),
-            points, height: root.getBoundingClientRect().height};
+            points, height: root.getBoundingClientRect().height, width: root.clientWidth,
+            clipped: [...root.querySelectorAll('.tm-header > *, .tm-tile-value, .tm-tile-label-text')]
+              .filter((e) => !e.closest('[hidden]') && e.scrollWidth > e.clientWidth + 1)
+              .map((e) => e.className + ': ' + e.textContent)};
   })};
 }
 """
@@ -286,3 +289,9 @@ def test_page_reaches_no_other_host(marimo_run: MarimoRun) -> None:
     assert not elsewhere, f"the marimo page reached another host: {elsewhere}"
     failed = [(status, url) for status, url in marimo_run.requests if status >= 400]
     assert not failed, f"failed requests: {failed}"
+
+
+def test_tiles_clip_no_text_at_marimos_default_width(marimo_run: MarimoRun) -> None:
+    for widget in marimo_run.samples[-1]["widgets"]:
+        assert not widget["clipped"], f"clipped text at {widget['width']} px: {widget['clipped']}"
+
