@@ -129,11 +129,14 @@ def hub_run(hub: JupyterHub, browser: Any, browser_figures: dict[str, Any]) -> I
                     and sample["points"].get("loss", 0) > 0):
                 break
         screenshot(page, "hub-3-finished")
-        # the static dashboard under the live view links the run's files: each link must open under the prefix
+        # the live header and the static dashboard under it link the run's files: each must stay under the prefix
         run.links = page.evaluate(
-            "() => [...document.querySelectorAll('.jp-NotebookPanel:not(.lm-mod-hidden) .trainmeter-snapshot a')]"
-            ".map((a) => ({text: a.textContent, href: a.href}))")
-        run.link_status = {link["href"]: page.request.get(link["href"]).status for link in run.links}
+            "() => [...document.querySelectorAll('.jp-NotebookPanel:not(.lm-mod-hidden) .trainmeter a[href],"
+            " .jp-NotebookPanel:not(.lm-mod-hidden) .trainmeter-snapshot a[href]')]"
+            ".map((a) => ({text: a.textContent, href: a.href,"
+            " snapshot: !!a.closest('.trainmeter-snapshot')}))")
+        run.link_status = {link["href"]: page.request.get(link["href"]).status for link in run.links
+                           if link["href"].split("?")[0].endswith("passport.md")}
         browser_figures["hub.login_to_ready_s"] = round(run.login_to_ready_s, 1)
         browser_figures["hub.startup_s"] = round(hub.startup_s or 0.0, 1)
         yield run
@@ -181,11 +184,12 @@ def test_every_request_stays_under_the_hub_prefixes_and_succeeds(hub_run: HubRun
     assert not elsewhere, f"the page reached another host: {elsewhere}"
 
 
-def test_static_dashboard_links_to_the_run_files_open_under_the_users_prefix(hub_run: HubRun) -> None:
-    assert hub_run.links, "the finished cell's static dashboard has no link to the run's files"
+def test_links_to_the_run_files_stay_under_the_users_prefix_and_the_passport_opens(hub_run: HubRun) -> None:
+    assert any(link["snapshot"] for link in hub_run.links), f"the static dashboard links nothing: {hub_run.links}"
     for link in hub_run.links:
         path = urllib.parse.urlparse(link["href"]).path
         assert path.startswith(f"/user/{USER}/"), f"{link['text']!r} links outside the user's prefix: {link['href']}"
+    assert hub_run.link_status, f"no passport.md link: {hub_run.links}"
     failed = {href: status for href, status in hub_run.link_status.items() if status != 200}
-    assert not failed, f"links to the run's files that do not open: {failed}"
+    assert not failed, f"passport.md links that do not open: {failed}"
 
