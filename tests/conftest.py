@@ -22,6 +22,48 @@ def _no_active_run_left():
     from trainmeter.core import monitor as monitor_module
 
     monitor_module._UNSAVED = None  # a passport a test's full disk kept in memory is not the next test's
+    leaks = leaked_patches()
+    if leaks:
+        from trainmeter.core.patches import ORIGINAL_ATTR
+
+        for owner, attr in leaks:  # put torch back for the next test, then fail this one
+            own = getattr(getattr(owner, attr), ORIGINAL_ATTR)
+            if isinstance(owner, type):
+                delattr(owner, attr)
+                if getattr(owner, attr, None) is not own:
+                    setattr(owner, attr, own)
+            else:
+                setattr(owner, attr, own)
+        pytest.fail(f"a trainmeter patch was left in torch after the test (invariant 2): {leaks}")
+
+
+def leaked_patches() -> list[tuple[object, str]]:
+    """trainmeter wrappers still installed in torch (module classes, autograd, optimizers, compile)."""
+    import sys
+
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return []
+    from trainmeter.core.patches import ORIGINAL_ATTR
+
+    leaks: list[tuple[object, str]] = []
+    seen: set[type] = set()
+    stack = [torch.nn.Module]
+    while stack:
+        cls = stack.pop()
+        for sub in cls.__subclasses__():
+            if sub not in seen:
+                seen.add(sub)
+                stack.append(sub)
+        for attr in ("__call__", "training_step"):
+            if hasattr(vars(cls).get(attr), ORIGINAL_ATTR):
+                leaks.append((cls, attr))
+    owners = [(torch.autograd, "backward"), (torch, "compile"), (torch.optim.Optimizer, "__init__")]
+    scaler = sys.modules.get("torch.amp.grad_scaler")
+    if scaler is not None:
+        owners.append((scaler.GradScaler, "scale"))
+    leaks.extend((o, a) for o, a in owners if hasattr(getattr(o, a, None), ORIGINAL_ATTR))
+    return leaks
 
 
 @pytest.fixture

@@ -478,7 +478,10 @@ class TorchProbes:
     def _unwatch(self, module: Any) -> None:
         """Stop watching ``module``; put its class back when no other watched instance needs the patch."""
         self._candidates.pop(id(module), None)
-        cls = type(module)
+        self._unpatch_class(type(module))
+
+    def _unpatch_class(self, cls: type) -> None:
+        """Put ``cls.__call__`` back when no watched instance needs the patch."""
         if (cls, "__call__") not in self._patched_classes:
             return
         if any(type(c.ref()) is cls for c in self._candidates.values()):
@@ -609,7 +612,22 @@ class TorchProbes:
                 self.autocast_dtype = candidate.example[2]
         for other in self._candidates.values():
             other.example = None
+        self._drop_others()
         return True
+
+    def _drop_others(self) -> None:
+        """Stop watching every candidate but the root (issue 12): once the root is known, the other modules'
+        calls (an old model left in the notebook's namespace, a submodule held by a name) need no wrapper.
+        A model built later for a new optimizer is watched again when that optimizer is built. Not once
+        something is compiled: Dynamo guards on the class dicts it traced, and a class put back would recompile."""
+        if self._compiling:
+            return
+        root_id = self._root_id
+        for key in [k for k in self._candidates if k != root_id]:
+            del self._candidates[key]
+        for cls, attr in list(self._patched_classes):
+            if attr == "__call__":
+                self._unpatch_class(cls)
 
     def _set_root(self, module: Any) -> None:
         if id(module) not in self._candidates:
