@@ -25,6 +25,12 @@ c. ``start``: the training thread's cost of entering ``tm.monitor`` (wall and
 d. ``window``: the slowdown window after start: per-step times right after
    ``tm.monitor`` is entered against the bare median measured just before;
    the window ends at the last 50-step rolling median above 1.1x bare.
+f. ``gpt``: process-level paired runs on a tiny GPT (2 layers, d_model 128, 4 x 64
+   tokens, ~15 ms/step on one CPU thread; on CUDA when a GPU is there): each round runs
+   a fresh process per arm (``bare``, ``monitored``, and a second ``bare`` as the
+   control) in a shuffled order, each timing ``--gpt-steps`` steps after 20 warm-up
+   steps; printed: per-arm median ms/step and the median of the paired differences
+   (monitored - bare, and the control bare - bare), with their spread.
 e. ``threads``: CPU seconds of each thread of the process over a real run of
    ``--threads-s`` seconds, from ``/proc/self/task/<tid>/schedstat``.
 
@@ -372,6 +378,94 @@ def bench_threads(seconds: float) -> list[tuple[str, ...]]:
     return rows
 
 
+# -- f. tiny GPT, process level --------------------------------------------------------------------------
+def gpt_child(arm: str, n_steps: int) -> None:
+    """Prints ``RESULT <seconds per step>`` for ``n_steps`` timed steps of the tiny GPT (fresh process)."""
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    vocab, seq, width, batch = 512, 64, 128, 4
+
+    class TinyGPT(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.embed = nn.Embedding(vocab, width)
+            self.pos = nn.Parameter(torch.zeros(seq, width))
+            layer = nn.TransformerEncoderLayer(width, 4, 4 * width, dropout=0.0, batch_first=True, norm_first=True)
+            self.blocks = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+            self.head = nn.Linear(width, vocab)
+            self.register_buffer("mask", nn.Transformer.generate_square_subsequent_mask(seq), persistent=False)
+
+        def forward(self, idx: torch.Tensor) -> torch.Tensor:
+            return self.head(self.blocks(self.embed(idx) + self.pos, mask=self.mask, is_causal=True))
+
+    model = TinyGPT().to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-4)
+    data = torch.randint(0, vocab, (batch, seq + 1), device=device)
+    x, y = data[:, :-1], data[:, 1:]
+
+    def steps(n: int) -> None:
+        for _ in range(n):
+            loss = F.cross_entropy(model(x).flatten(0, 1), y.flatten())
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+
+    def sync() -> None:
+        if device == "cuda":
+            torch.cuda.synchronize()
+
+    def timed_steps() -> float:
+        steps(20)
+        sync()
+        t0 = time.perf_counter()
+        steps(n_steps)
+        sync()
+        return (time.perf_counter() - t0) / n_steps
+
+    if arm == "monitored":
+        import trainmeter as tm
+
+        with tempfile.TemporaryDirectory() as root, tm.monitor(name="bench-gpt", run_dir=root, widget=False):
+            per = timed_steps()
+    else:
+        per = timed_steps()
+    print(f"RESULT {per:.6f} {device}", flush=True)
+
+
+def bench_gpt(rounds: int, n_steps: int) -> list[tuple[str, ...]]:
+    arms = ("bare", "monitored", "bare-control")
+    times: dict[str, list[float]] = {a: [] for a in arms}
+    device = "?"
+    rng = random.Random(0)
+    for _ in range(rounds):
+        order = list(arms)
+        rng.shuffle(order)
+        for arm in order:
+            out = subprocess.run([sys.executable, str(HERE), "_gpt-child", "--gpt-arm", arm.split("-")[0],
+                                  "--gpt-steps", str(n_steps)], env=child_env(), capture_output=True, text=True,
+                                 check=True).stdout.split()
+            i = out.index("RESULT")
+            times[arm].append(float(out[i + 1]))
+            device = out[i + 2]
+    diff = [m - b for m, b in zip(times["monitored"], times["bare"], strict=True)]
+    ctrl = [c - b for c, b in zip(times["bare-control"], times["bare"], strict=True)]
+    bare = statistics.median(times["bare"])
+    rows = [(f"tiny GPT on {device}, {rounds} rounds x {n_steps} steps", "median ms/step", "paired diff ms/step",
+             "diff % of bare", "diff range ms/step")]
+    rows.append(("bare", f"{bare * 1e3:.3f}", "", "", ""))
+    for name, d in (("monitored - bare", diff), ("control: bare - bare", ctrl)):
+        rows.append((name, "", f"{statistics.median(d) * 1e3:+.3f}", f"{statistics.median(d) / bare * 100:+.2f}%",
+                     f"{min(d) * 1e3:+.3f} .. {max(d) * 1e3:+.3f}"))
+    rows.append(("verdict", "no measurable difference" if abs(statistics.median(diff)) <= max(abs(x) for x in ctrl)
+                 else "monitored differs by more than the control arm's largest swing", "", "", ""))
+    return rows
+
+
 # -- output ------------------------------------------------------------------------------------------
 def table(title: str, rows: list[tuple[str, ...]]) -> None:
     print(f"\n{title}")
@@ -384,7 +478,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("what", nargs="?", default="all",
                     choices=("all", "wall", "callgrind", "start", "window", "threads",
-                             "_cg-child", "_start-child", "_window-child"))
+                             "gpt", "_cg-child", "_start-child", "_window-child", "_gpt-child"))
     ap.add_argument("--rounds", type=int, default=30, help="wall: rounds per arm")
     ap.add_argument("--block", type=int, default=300, help="wall: measured steps per block")
     ap.add_argument("--warmup", type=int, default=1500, help="wall: steps inside the run before measuring")
@@ -392,7 +486,12 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=5, help="start/window: fresh processes")
     ap.add_argument("--window-s", type=float, default=2.0, help="window: seconds of steps after start")
     ap.add_argument("--threads-s", type=float, default=30.0, help="threads: seconds of the real run")
+    ap.add_argument("--gpt-steps", type=int, default=60, help="gpt: timed steps per process")
+    ap.add_argument("--gpt-rounds", type=int, default=10, help="gpt: paired process-level rounds")
+    ap.add_argument("--gpt-arm", default="bare", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.what == "_gpt-child":
+        return gpt_child(args.gpt_arm, args.gpt_steps)
     if args.what == "_cg-child":
         return cg_child(args.cg_steps)
     if args.what == "_start-child":
@@ -412,6 +511,8 @@ def main() -> None:
     if args.what in ("all", "window"):
         table(f"d. slowdown window after start (all extensions, {args.window_s:g} s of steps)",
               bench_window(args.repeats, args.window_s))
+    if args.what == "gpt":  # not in "all": minutes of fresh processes
+        table("f. tiny GPT, process-level paired runs", bench_gpt(args.gpt_rounds, args.gpt_steps))
     if args.what in ("all", "threads"):
         table(f"e. threads' CPU over a real run (/proc schedstat, {args.threads_s:g} s)", bench_threads(args.threads_s))
 
