@@ -197,6 +197,9 @@ def test_live_rate_tile_and_eta_follow_the_recent_figures_between_reports(run_ro
     assert rate["value"] == 1234.0 and rate["label"] == "rate (last 10 s)"
     assert rate["derivation"]["formula"] == "window_tokens / window_s"
     assert _tile(state, "rss")["value"] == 123 * 2**20
+    early = RecentFigures(tokens_per_s=1234.0, steps_per_s=5.0, window_tokens=300, window_s=0.4, window_steps=2,
+                          t_s=0.4, rss_bytes=None)
+    assert _tile(build_state(facts_from_monitor(m, recent=early)), "throughput")["label"] == "rate (first second)"
 
 
 def test_finished_runs_have_no_eta_even_from_an_extension_bar(run_root):

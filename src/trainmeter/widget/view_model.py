@@ -359,7 +359,7 @@ def tiles(f: RunFacts) -> list[dict[str, Any]]:
     if f.live and f.recent is not None:
         r = f.recent
         rate = {
-            "id": "throughput", "label": f"rate (last {r.window_s:.0f} s)", "value": r.tokens_per_s,
+            "id": "throughput", "label": f"rate (last {r.window_s:.0f} s)" if r.window_s >= 1 else "rate (first second)", "value": r.tokens_per_s,
             "unit": rate["unit"], "provenance": "measured",
             "sub": (f"training-only {format_count(f.train_tokens_per_s)} {short}/s" if f.train_tokens_per_s
                     else "wall clock, every phase"),
