@@ -177,7 +177,9 @@ def run_cell(shell: Any, cell: str, options: MonitorOptions) -> Any:
     try:
         if show_widget:
             with HeldInterrupts() as held:  # the widget's thread is either started and closed below, or not
-                sinks = _widget_sinks(monitor)
+                from trainmeter.widget.host import widget_sinks
+
+                sinks = widget_sinks(monitor)
             held.deliver()
         with run_monitored(monitor):
             exec(body, ns)
@@ -186,19 +188,6 @@ def run_cell(shell: Any, cell: str, options: MonitorOptions) -> Any:
         for sink in sinks:
             sink.close()
     return result
-
-
-def _widget_sinks(monitor: Any) -> list[Any]:
-    try:
-        from trainmeter.widget.publisher import attach_widget
-    except ImportError:
-        return []
-    try:
-        return [attach_widget(monitor)]
-    except Exception as exc:
-        monitor.text = True
-        monitor.warn_once("widget", f"live widget unavailable, using the text line: {exc!r}")
-        return []
 
 
 def load_ipython_extension(ipython: Any) -> None:

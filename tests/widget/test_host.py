@@ -92,7 +92,7 @@ def test_monitor_with_widget_in_marimo_shows_a_live_widget_and_finishes_it(monke
 
 def test_monitor_with_widget_in_a_script_prints_the_text_line_and_shows_nothing(monkeypatch, run_root):
     monkeypatch.delitem(sys.modules, "marimo", raising=False)
-    monkeypatch.setattr(host, "_ipython_shell", lambda: None)
+    monkeypatch.setattr(host, "ipython_shell", lambda: None)
     with tm.monitor(name="script", widget=True, run_dir=run_root) as m:
         assert m.text is True
         assert live_publisher() is None or not live_publisher().running
@@ -120,7 +120,7 @@ def test_monitor_with_widget_in_a_jupyter_kernel_displays_the_widget_then_the_st
     import IPython.display
 
     monkeypatch.delitem(sys.modules, "marimo", raising=False)
-    monkeypatch.setattr(host, "_ipython_shell", lambda: ZMQInteractiveShell())
+    monkeypatch.setattr(host, "ipython_shell", lambda: ZMQInteractiveShell())
     shown: list[dict] = []
     updated: list[dict] = []
 

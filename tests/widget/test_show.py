@@ -45,7 +45,7 @@ def _notebook(monkeypatch):
     def fake_display(data, metadata=None, raw=False, display_id=None):
         shown.append(data)
 
-    monkeypatch.setattr(display_module, "_shell", lambda: ZMQInteractiveShell())
+    monkeypatch.setattr(display_module, "ipython_shell", lambda: ZMQInteractiveShell())
     monkeypatch.setattr(IPython.display, "display", fake_display)
     return shown
 
@@ -81,7 +81,7 @@ def test_replay_decimates_long_runs_and_honours_time_series_records(tmp_path):
 
 
 def test_display_of_a_saved_run_outside_ipython_prints_the_summary(run_root, capsys, monkeypatch):
-    monkeypatch.setattr(display_module, "_shell", lambda: None)
+    monkeypatch.setattr(display_module, "ipython_shell", lambda: None)
     m = _saved_run(run_root)
     capsys.readouterr()
     assert display_module.display(m.run_dir) is None
@@ -110,7 +110,7 @@ def test_display_of_a_saved_run_shows_the_static_dashboard_that_the_live_model_m
 
 
 def test_display_without_a_run_says_how_to_replay(monkeypatch, capsys):
-    monkeypatch.setattr(display_module, "_shell", lambda: None)
+    monkeypatch.setattr(display_module, "ipython_shell", lambda: None)
     import trainmeter.widget.publisher as publisher_module
 
     monkeypatch.setattr(publisher_module, "live_publisher", lambda: None)
@@ -119,7 +119,7 @@ def test_display_without_a_run_says_how_to_replay(monkeypatch, capsys):
 
 
 def test_display_without_argument_outside_notebook_prints_the_live_runs_line(run_root, monkeypatch, capsys):
-    monkeypatch.setattr(display_module, "_shell", lambda: None)
+    monkeypatch.setattr(display_module, "ipython_shell", lambda: None)
     import trainmeter.widget.publisher as publisher_module
 
     monkeypatch.setattr(publisher_module, "live_publisher", lambda: None)
@@ -148,7 +148,7 @@ def test_display_without_argument_adds_a_view_of_the_live_widget(monkeypatch):
 def test_tm_display_stays_callable_after_the_module_was_imported(monkeypatch, capsys):
     import trainmeter as tm
 
-    monkeypatch.setattr(display_module, "_shell", lambda: None)
+    monkeypatch.setattr(display_module, "ipython_shell", lambda: None)
     import trainmeter.widget.publisher as publisher_module
 
     monkeypatch.setattr(publisher_module, "live_publisher", lambda: None)

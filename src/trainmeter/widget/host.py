@@ -36,7 +36,8 @@ def in_marimo() -> bool:
         return False
 
 
-def _ipython_shell() -> Any:
+def ipython_shell() -> Any:
+    """The running IPython shell, or ``None`` (without importing IPython when absent)."""
     if "IPython" not in sys.modules:
         return None
     try:
@@ -55,10 +56,13 @@ def widget_host(shell: Any = None) -> str | None:
     """
     if in_marimo():
         return MARIMO
-    shell = shell if shell is not None else _ipython_shell()
-    if shell is not None and type(shell).__name__ == "ZMQInteractiveShell":
-        return JUPYTER
-    return None
+    shell = shell if shell is not None else ipython_shell()
+    return JUPYTER if is_jupyter_shell(shell) else None
+
+
+def is_jupyter_shell(shell: Any) -> bool:
+    """Whether ``shell`` is an IPython kernel's (a front end draws widgets), not a terminal's."""
+    return shell is not None and type(shell).__name__ == "ZMQInteractiveShell"
 
 
 def show_in_marimo(widget: Any) -> None:

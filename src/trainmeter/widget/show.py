@@ -23,7 +23,7 @@ from typing import Any
 from trainmeter.record.runs import Run, load
 from trainmeter.widget.decimate import DEFAULT_BUDGET_POINTS, Decimator, share_budget
 from trainmeter.widget.frame import SeriesColumns, encode_frame
-from trainmeter.widget.host import in_marimo, show_in_marimo
+from trainmeter.widget.host import in_marimo, ipython_shell, is_jupyter_shell, show_in_marimo
 from trainmeter.widget.labels import label_charts
 from trainmeter.widget.view_model import (
     build_state,
@@ -38,22 +38,6 @@ REPLAY_POINTS_TOTAL = 6000
 MAX_REPLAYS_KEPT = 16
 # replay widgets stay referenced (their front end draws into the static HTML's mount point)
 _REPLAYS: deque[Any] = deque(maxlen=MAX_REPLAYS_KEPT)
-
-
-def _shell() -> Any:
-    """The running IPython shell, or ``None`` (without importing IPython when absent)."""
-    if "IPython" not in sys.modules:
-        return None
-    try:
-        from IPython import get_ipython
-
-        return get_ipython()
-    except Exception:
-        return None
-
-
-def _can_show_widgets(shell: Any) -> bool:
-    return shell is not None and type(shell).__name__ == "ZMQInteractiveShell"
 
 
 def replay_columns(events: list[dict[str, Any]], *, budget_points: int = DEFAULT_BUDGET_POINTS,
@@ -151,7 +135,7 @@ def display(run_or_path: Run | str | Path | None = None, *, follow: bool = False
     Raises:
         FileNotFoundError: When ``run_or_path`` holds no run.
     """
-    shell = _shell()
+    shell = ipython_shell()
     if follow:
         from trainmeter.ranks.watch import follow as _follow
 
@@ -166,7 +150,7 @@ def display(run_or_path: Run | str | Path | None = None, *, follow: bool = False
 
         show_in_marimo(TrainmeterWidget(state=state, history=frame))
         return
-    if not _can_show_widgets(shell):
+    if not is_jupyter_shell(shell):
         print(summary_text(state))
         return
     from IPython.display import display as ipy_display
@@ -200,7 +184,7 @@ def _display_live(shell: Any) -> None:
     if publisher is not None and in_marimo():  # the same widget once more (it keeps its final state)
         show_in_marimo(publisher.widget)
         return
-    if publisher is not None and _can_show_widgets(shell):
+    if publisher is not None and is_jupyter_shell(shell):
         if publisher.running:
             publisher.show()
         else:  # finished: the static dashboard, re-mounted live by the model's front end
