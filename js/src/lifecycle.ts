@@ -6,6 +6,7 @@
 import type { AnyModel } from "@anywidget/types";
 import { watchMounts } from "./mount";
 import { decodeFrame, type Frame, isKernelMessage, readFrameHeader, type Traits } from "./protocol";
+import { addViewIfMissing, isFinalMessage, notebookOf, type OutputRef, replaceViews } from "./reattach";
 import { SeriesStore } from "./store";
 import { createView, type View } from "./view";
 
@@ -95,7 +96,20 @@ export function handleMessage(
 export function initialize({ model }: { model: Model }): () => void {
   const store = storeFor(model);
   syncHistory(model, store);
-  const onMessage = (msg: unknown, buffers: DataView[]): void => handleMessage(store, msg, buffers);
+  let checkedView = false;
+  const onMessage = (msg: unknown, buffers: DataView[]): void => {
+    if (isFinalMessage(msg)) {
+      reattach(model, (nb, ref) => replaceViews(nb, ref?.model_id, msg.data));
+      return;
+    }
+    handleMessage(store, msg, buffers);
+    // the answer to hello comes after the cell's own display message: a page that ran the
+    // cell shows the view by now; a page reloaded during the run may not (reattach.ts)
+    if (!checkedView && isLive(model)) {
+      checkedView = true;
+      reattach(model, (nb, ref) => addViewIfMissing(nb, ref, "trainmeter: live dashboard"));
+    }
+  };
   const onHistory = (): void => {
     syncHistory(model, store);
   };
@@ -113,6 +127,24 @@ export function initialize({ model }: { model: Model }): () => void {
     model.off("msg:custom", onMessage);
     model.off("change:history", onHistory);
   };
+}
+
+function isLive(model: Model): boolean {
+  const status = (model.get("state") as { status?: string } | null)?.status;
+  return status === "running" || status === "starting";
+}
+
+function reattach(
+  model: Model,
+  act: (nb: NonNullable<ReturnType<typeof notebookOf>>, ref: OutputRef) => unknown,
+): void {
+  try {
+    const nb = notebookOf(model);
+    const ref = (model as unknown as { get(k: string): unknown }).get("output_ref") as OutputRef | null;
+    if (nb && ref) act(nb, ref);
+  } catch (err) {
+    warnOnce("the output of a reloaded page was not updated", err);
+  }
 }
 
 export function render({ model, el }: { model: Model; el: HTMLElement }): () => void {

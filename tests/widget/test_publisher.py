@@ -316,6 +316,48 @@ def test_close_replaces_every_display_by_the_static_dashboard_without_a_widget_v
     assert saved["status"] == "completed" and saved["tiles"]
 
 
+@pytest.mark.parametrize("restored", [True, False], ids=["page-restored-mid-run", "no-restore"])
+def test_close_sends_the_final_bundle_only_when_a_page_restored_during_the_run(run_root, restored):
+    clock = FakeClock(0.0)
+    m = _monitor(run_root, clock, interval_s=1.0)
+
+    class Widget(Recorder):
+        store_key = "k9"
+        sent: list = []
+
+        def send(self, content, buffers=None):
+            if content.get("kind") == "final":
+                self.sent.append(content)
+            else:
+                super().send(content, buffers)
+
+        def _repr_mimebundle_(self, **kwargs):
+            return {"text/plain": "t", "application/vnd.jupyter.widget-view+json": {"model_id": "x"}}, {}
+
+    class Router:
+        diverted = {"kernel_info_request": 2}
+
+    class Handle:
+        def update(self, data, metadata=None, raw=False):
+            self.data = data
+
+    widget = Widget(clock)
+    pub = Publisher(m, widget, clock=clock)
+    pub.restore_router = Router()
+    pub._restores_at_start = pub.restores_seen()
+    pub.handles = [Handle()]
+    _train(m, clock, pub, seconds=2, steps_per_s=40)
+    if restored:
+        Router.diverted = {"kernel_info_request": 3}  # a reloaded page's kernel_info, answered by the subshell
+    m.finish("completed")
+    pub.close()
+    if restored:
+        assert len(widget.sent) == 1 and widget.sent[0]["data"] == pub.handles[0].data
+        assert "application/vnd.jupyter.widget-view+json" not in widget.sent[0]["data"]
+    else:
+        assert widget.sent == []
+
+
 def test_attach_widget_displays_at_once_and_registers_the_live_publisher(run_root, monkeypatch):
     pytest.importorskip("anywidget")
     import IPython.display
@@ -338,6 +380,9 @@ def test_attach_widget_displays_at_once_and_registers_the_live_publisher(run_roo
     try:
         assert shown[0][0] == "display" and "application/vnd.jupyter.widget-view+json" in shown[0][1]
         assert pub.running and publisher_module.live_publisher() is pub
+        # outside a kernel: no cell id, no restore router (a reload keeps the old behaviour)
+        assert pub.widget.output_ref == {"model_id": pub.widget.model_id, "cell_id": None}
+        assert pub.restore_router is None
         m.start()
         m.on_step(10, loss_value=1.0)
         m.finish("completed")

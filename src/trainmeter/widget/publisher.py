@@ -136,6 +136,8 @@ class Publisher:
         self._tokens_total = 0
         self._axis_t_s = -math.inf
         self.x_head: tuple[int, int, float] | None = None
+        self.restore_router: Any = None  # widget/restore_route.py's router, when installed
+        self._restores_at_start = 0
 
     # -- thread ------------------------------------------------------------------------------
     @property
@@ -351,7 +353,9 @@ class Publisher:
             attach = getattr(self.widget, "attach", None)
             if attach is not None:
                 attach(None)  # from now on the widget answers hello from its history
-            self._finish_displays(state)
+            bundle = self._finish_displays(state)
+            if bundle is not None and self.restored_during_run():
+                self.widget.send({"kind": "final", "data": bundle})  # a reloaded page's output (reattach.ts)
         except Exception as exc:
             try:
                 self.monitor.warn_once("widget-close", f"the widget's final update failed: {exc!r}")
@@ -362,7 +366,16 @@ class Publisher:
                 if _LIVE is self:
                     _LIVE = None
 
-    def _finish_displays(self, state: dict[str, Any]) -> None:
+    def restored_during_run(self) -> bool:
+        """Whether a page restored this kernel's widgets while the run was live (widget/restore_route.py)."""
+        return self.restores_seen() > self._restores_at_start
+
+    def restores_seen(self) -> int:
+        """Restore requests the kernel's router diverted so far (0 without one)."""
+        router = self.restore_router
+        return 0 if router is None else int(router.diverted.get("kernel_info_request", 0))
+
+    def _finish_displays(self, state: dict[str, Any]) -> dict[str, Any] | None:
         """Replace every live view by the static dashboard, which the live front end re-mounts.
 
         The final bundle has no widget-view mimetype: a notebook saved from here on
@@ -372,13 +385,14 @@ class Publisher:
         interactive dashboard in place of the HTML (``data-tm-mount``).
         """
         if not self.handles:
-            return
+            return None
         from trainmeter.widget.snapshot import snapshot_bundle
 
         data = snapshot_bundle(state, self.series_columns(include_open=True, max_points=None),
                                mount_key=getattr(self.widget, "store_key", None))
         for handle in self.handles:
             handle.update(data, raw=True)
+        return data
 
 
 DASHBOARD_FILE = "dashboard.json"
@@ -432,11 +446,54 @@ def attach_widget(monitor: Any) -> Publisher:
     widget = TrainmeterWidget(state=build_state(facts_from_monitor(monitor)))
     publisher = Publisher(monitor, widget)
     widget.attach(publisher)
+    widget.output_ref = {"model_id": getattr(widget, "model_id", None), "cell_id": _cell_id()}
+    publisher.restore_router = _route_restores(widget)
+    publisher._restores_at_start = publisher.restores_seen()
     publisher.show()
     publisher.start()
     with _REGISTRY_LOCK:
         _LIVE = _LAST = publisher
     return publisher
+
+
+def _cell_id() -> str | None:
+    """JupyterLab's id of the running cell (``metadata.cellId`` of the execute request), else ``None``."""
+    try:
+        from IPython import get_ipython
+
+        kernel = getattr(get_ipython(), "kernel", None)
+        parent = kernel.get_parent("shell") if kernel is not None else None
+        cell_id = ((parent or {}).get("metadata") or {}).get("cellId")
+        return cell_id if isinstance(cell_id, str) and cell_id else None
+    except Exception:
+        return None
+
+
+def _live_running() -> bool:
+    with _REGISTRY_LOCK:
+        live = _LIVE
+    return live is not None and live.running
+
+
+def _route_restores(widget: Any) -> Any:
+    """Let a page reloaded during the run restore this widget (widget/restore_route.py); the router or ``None``.
+
+    Never raises.
+    """
+    try:
+        from IPython import get_ipython
+
+        from trainmeter.widget.restore_route import install
+
+        kernel = getattr(get_ipython(), "kernel", None)
+        if kernel is None:
+            return None
+        router = install(kernel, _live_running)
+        if router is not None:
+            router.add_comm(getattr(getattr(widget, "comm", None), "comm_id", None))
+        return router
+    except Exception:
+        return None
 
 
 def _close_comms(widget: Any) -> None:

@@ -114,6 +114,8 @@ class TrainmeterWidget(anywidget.AnyWidget):
     history = traitlets.Bytes(b"").tag(sync=True)
     schema_version = traitlets.Int(SCHEMA_VERSION).tag(sync=True)
     store_key = traitlets.Unicode().tag(sync=True)  # per-widget id: the front end's store key
+    # {"model_id", "cell_id"}: where a page reloaded during the run puts the view (js/src/reattach.ts)
+    output_ref = traitlets.Dict().tag(sync=True)
 
     def __init__(self, *, state: dict[str, Any] | None = None, history: bytes = b"", **kwargs: Any) -> None:
         kwargs.setdefault("store_key", uuid.uuid4().hex)

@@ -1,0 +1,119 @@
+// A page reloaded while the run's cell executes. The kernel answers the widget restore
+// during the cell (widget/restore_route.py), so this model exists again, but the page
+// holds no request for the running cell: the kernel's display messages for that cell
+// (the widget view, the static dashboard at the end) never reach its output area.
+// The front end does their job in the notebook model itself:
+// - after the first snapshot, if no output of the run's cell (the kernel sends the
+//   JupyterLab cell id in `output_ref`) shows this model, it adds the widget view;
+// - on `{"kind": "final", "data": bundle}` (sent at the run's end when a page restored
+//   during it), every output still showing this model's widget view becomes `bundle`,
+//   the static dashboard, so the notebook saved afterwards keeps it.
+// In the page that ran the cell both find nothing to do: its outputs already changed.
+// Needs @jupyter-widgets/jupyterlab-manager (JupyterLab 4, Notebook 7), whose manager
+// exposes the document context; elsewhere (VS Code, Colab) nothing happens.
+
+export const WIDGET_VIEW = "application/vnd.jupyter.widget-view+json";
+
+export interface OutputRef {
+  model_id?: string;
+  cell_id?: string | null;
+}
+
+interface OutputLike {
+  data?: Record<string, unknown>;
+}
+export interface OutputListLike {
+  length: number;
+  get(index: number): OutputLike;
+  set(index: number, value: Record<string, unknown>): void;
+  add(value: Record<string, unknown>): number;
+}
+interface CellLike {
+  id?: string;
+  trusted?: boolean;
+  outputs?: OutputListLike;
+}
+interface CellListLike {
+  length: number;
+  get(index: number): CellLike;
+}
+export interface NotebookLike {
+  cells: CellListLike;
+}
+
+/** The notebook model behind `model`'s widget manager (jupyterlab-manager), or null. */
+export function notebookOf(model: unknown): NotebookLike | null {
+  try {
+    const manager = (model as { widget_manager?: { context?: { model?: unknown } } }).widget_manager;
+    const nb = manager?.context?.model as NotebookLike | undefined;
+    return nb?.cells && typeof nb.cells.get === "function" ? nb : null;
+  } catch {
+    return null;
+  }
+}
+
+function cellsOf(nb: NotebookLike): CellLike[] {
+  const out: CellLike[] = [];
+  for (let i = 0; i < nb.cells.length; i++) out.push(nb.cells.get(i));
+  return out;
+}
+
+function showsModel(output: OutputLike, modelId: string): boolean {
+  const view = output.data?.[WIDGET_VIEW] as { model_id?: unknown } | undefined;
+  return !!view && view.model_id === modelId;
+}
+
+/** Every (outputs, index) whose output is a widget view of `modelId`. */
+export function viewsOf(nb: NotebookLike, modelId: string): Array<[OutputListLike, number]> {
+  const found: Array<[OutputListLike, number]> = [];
+  for (const cell of cellsOf(nb)) {
+    const outputs = cell.outputs;
+    if (!outputs || typeof outputs.get !== "function") continue;
+    for (let i = 0; i < outputs.length; i++) {
+      if (showsModel(outputs.get(i), modelId)) found.push([outputs, i]);
+    }
+  }
+  return found;
+}
+
+/**
+ * Add a widget view of `ref.model_id` to the cell `ref.cell_id` when no output of the
+ * notebook shows it. @returns whether a view was added.
+ */
+export function addViewIfMissing(nb: NotebookLike, ref: OutputRef | null | undefined, text: string): boolean {
+  const modelId = ref?.model_id;
+  const cellId = ref?.cell_id;
+  if (!modelId || !cellId || viewsOf(nb, modelId).length > 0) return false;
+  const cell = cellsOf(nb).find((c) => c.id === cellId);
+  if (!cell?.outputs || typeof cell.outputs.add !== "function") return false;
+  // JupyterLab trusts a cell when it runs it (CodeCell.execute); the page that ran this one did.
+  // An unsigned notebook reloads its cells untrusted, and an untrusted widget view shows only text/plain.
+  if (cell.trusted === false) cell.trusted = true;
+  cell.outputs.add({
+    output_type: "display_data",
+    data: { [WIDGET_VIEW]: { model_id: modelId, version_major: 2, version_minor: 1 }, "text/plain": text },
+    metadata: {},
+  });
+  return true;
+}
+
+/** Replace every widget view of `modelId` by `bundle` (the static dashboard). @returns how many. */
+export function replaceViews(nb: NotebookLike, modelId: string | undefined, bundle: unknown): number {
+  if (!modelId || typeof bundle !== "object" || bundle === null) return 0;
+  const views = viewsOf(nb, modelId);
+  for (const [outputs, index] of views) {
+    outputs.set(index, {
+      output_type: "display_data",
+      data: bundle as Record<string, unknown>,
+      metadata: {},
+    });
+  }
+  return views.length;
+}
+
+export function isFinalMessage(msg: unknown): msg is { kind: "final"; data: Record<string, unknown> } {
+  const m = msg as { kind?: unknown; data?: unknown } | null;
+  return (
+    typeof m === "object" && m !== null && m.kind === "final" && typeof m.data === "object" && m.data !== null
+  );
+}

@@ -1,0 +1,88 @@
+import { describe, expect, it } from "vitest";
+import {
+  addViewIfMissing,
+  isFinalMessage,
+  type NotebookLike,
+  notebookOf,
+  replaceViews,
+  viewsOf,
+  WIDGET_VIEW,
+} from "../src/reattach";
+
+type Output = { data?: Record<string, unknown> };
+
+function outputs(items: Output[]) {
+  return {
+    items,
+    get length() {
+      return items.length;
+    },
+    get: (i: number) => items[i] as Output,
+    set: (i: number, value: Record<string, unknown>) => {
+      items[i] = value as Output;
+    },
+    add: (value: Record<string, unknown>) => items.push(value as Output),
+  };
+}
+
+function notebook(cells: Array<{ id: string; outs: Output[] }>) {
+  const list = cells.map((c) => ({ id: c.id, trusted: false, outputs: outputs(c.outs) }));
+  const nb: NotebookLike = { cells: { length: list.length, get: (i: number) => list[i] as never } };
+  return { nb, list };
+}
+
+const view = (modelId: string): Output => ({
+  data: { [WIDGET_VIEW]: { model_id: modelId }, "text/plain": "x" },
+});
+
+describe("reattach", () => {
+  it("finds the notebook model through jupyterlab-manager's context, else null", () => {
+    const { nb } = notebook([]);
+    expect(notebookOf({ widget_manager: { context: { model: nb } } })).toBe(nb);
+    expect(notebookOf({ widget_manager: {} })).toBeNull();
+    expect(notebookOf({})).toBeNull();
+  });
+
+  it("adds the widget view to the run's cell when no output shows the model", () => {
+    const { nb, list } = notebook([
+      { id: "a", outs: [] },
+      { id: "run", outs: [] },
+    ]);
+    expect(addViewIfMissing(nb, { model_id: "m1", cell_id: "run" }, "line")).toBe(true);
+    expect(list[1]?.outputs.items).toHaveLength(1);
+    expect(viewsOf(nb, "m1")).toHaveLength(1);
+    expect(list[0]?.outputs.items).toHaveLength(0);
+    expect(list[1]?.trusted).toBe(true); // as the page that ran it had it
+    expect(list[0]?.trusted).toBe(false);
+  });
+
+  it("adds nothing when an output already shows the model (the page that ran the cell, or a saved one)", () => {
+    const { nb, list } = notebook([{ id: "run", outs: [view("m1")] }]);
+    expect(addViewIfMissing(nb, { model_id: "m1", cell_id: "run" }, "line")).toBe(false);
+    expect(list[0]?.outputs.items).toHaveLength(1);
+  });
+
+  it("adds nothing without a cell id or when the cell is gone", () => {
+    const { nb } = notebook([{ id: "other", outs: [] }]);
+    expect(addViewIfMissing(nb, { model_id: "m1", cell_id: null }, "line")).toBe(false);
+    expect(addViewIfMissing(nb, { model_id: "m1", cell_id: "run" }, "line")).toBe(false);
+  });
+
+  it("replaces every view of the model by the final bundle and leaves other outputs", () => {
+    const other = view("m2");
+    const { nb, list } = notebook([
+      { id: "run", outs: [{ data: { "text/plain": "log" } }, view("m1"), other] },
+    ]);
+    const bundle = { "text/html": "<div class='trainmeter-snapshot'></div>", "text/plain": "done" };
+    expect(replaceViews(nb, "m1", bundle)).toBe(1);
+    expect(list[0]?.outputs.items[1]).toEqual({ output_type: "display_data", data: bundle, metadata: {} });
+    expect(list[0]?.outputs.items[2]).toBe(other);
+    expect(replaceViews(nb, "m1", bundle)).toBe(0);
+  });
+
+  it("recognises only a final message with a bundle", () => {
+    expect(isFinalMessage({ kind: "final", data: { "text/plain": "x" } })).toBe(true);
+    expect(isFinalMessage({ kind: "final" })).toBe(false);
+    expect(isFinalMessage({ kind: "snapshot", seq: 1 })).toBe(false);
+  });
+});

@@ -1,0 +1,184 @@
+"""Answer a reloaded page's widget restore while a ``%%trainmeter`` cell blocks the main shell.
+
+A page reloaded during a run sends, all without a ``subshell_id`` (JupyterLab
+4.6 and Notebook 7.6 start a comm's subshell only after the kernel's
+``kernel_info_reply``, and send the restore's first messages before that):
+``kernel_info_request``, then ipywidgets' restore (``comm_open`` of target
+``jupyter.widget.control`` + ``request_states``; after a 4 s timeout
+``comm_info_request`` + one ``request_state`` per comm), then each model's own
+messages (our ``hello``). ipykernel queues them all for the main shell, which
+is running the training loop, so the page shows "Loading widget..." until the
+cell ends.
+
+ipykernel 7 receives every shell message on its shell-channel thread and
+forwards it to the main shell or to a subshell thread. :func:`install` wraps
+that forwarding: while :func:`~trainmeter.widget.publisher.live_publisher`
+runs, the messages above (and nothing else: not ``execute_request``, not
+other widgets' messages) go to one subshell thread of ours, which answers
+them with the kernel's own handlers at once. Read-only work on that thread:
+``kernel_info``, ``comm_info`` (a dict copy of the comms), ipywidgets'
+``get_state`` of every widget (trait reads), our ``hello`` (sets an Event).
+
+Private ipykernel 7 API (``shell_channel_thread``, ``shell_stream``,
+``SubshellManager._create_subshell``): without it (ipykernel 6, another
+kernel), :func:`install` returns ``False`` and a reload still waits for the
+cell's end. Any fault in the wrapper forwards the message unchanged.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+RESTORE_REQUESTS = frozenset({"kernel_info_request", "comm_info_request"})
+CONTROL_TARGET = "jupyter.widget.control"  # ipywidgets' restore comm (request_states)
+COMM_MESSAGES = frozenset({"comm_msg", "comm_close"})
+MAX_COMMS_KEPT = 256
+
+_LOCK = threading.Lock()
+
+
+class RestoreRouter:
+    """Decides which shell messages go to our subshell, and forwards them there.
+
+    ``decide`` is pure (tested without a kernel); ``on_recv`` runs on ipykernel's
+    shell-channel thread. ``comm_ids`` (our widgets' comms) may be added from any thread.
+
+    Args:
+        active: Whether a run is live now (the main shell is busy with it).
+        original: The kernel's ``shell_channel_thread_main`` (gets every other message).
+    """
+
+    def __init__(self, active: Callable[[], bool], original: Callable[[Any], Any] | None = None,
+                 kernel: Any = None) -> None:
+        self.active = active
+        self.original = original
+        self.kernel = kernel
+        self.comm_ids: set[str] = set()
+        self.control_comm_ids: set[str] = set()
+        self.diverted: dict[str, int] = {}
+        self.subshell_id: str | None = None
+
+    def add_comm(self, comm_id: str | None) -> None:
+        """Route this comm's front-end messages to the subshell while a run is live. Any thread."""
+        if comm_id:
+            with _LOCK:
+                if len(self.comm_ids) >= MAX_COMMS_KEPT:
+                    self.comm_ids.clear()
+                self.comm_ids.add(comm_id)
+
+    def decide(self, header: dict[str, Any], content: Callable[[], dict[str, Any]]) -> bool:
+        """Whether a message with ``header`` goes to our subshell (``content()`` unpacks it, lazily)."""
+        if header.get("subshell_id") or not self.active():
+            return False
+        msg_type = header.get("msg_type")
+        if msg_type in RESTORE_REQUESTS:
+            return True
+        if msg_type == "comm_open":
+            body = content()
+            if body.get("target_name") == CONTROL_TARGET and body.get("comm_id"):
+                with _LOCK:
+                    if len(self.control_comm_ids) >= MAX_COMMS_KEPT:
+                        self.control_comm_ids.clear()
+                    self.control_comm_ids.add(str(body["comm_id"]))
+                return True
+            return False
+        if msg_type in COMM_MESSAGES:
+            comm_id = content().get("comm_id")
+            with _LOCK:
+                return comm_id in self.comm_ids or comm_id in self.control_comm_ids
+        return False
+
+    async def on_recv(self, msg: list[Any]) -> None:
+        """The shell stream's callback: ours to the subshell, the rest to the kernel's router."""
+        try:
+            routed = self._route(msg)
+        except Exception:
+            routed = None
+        if routed is None:
+            await self.original(msg)  # type: ignore[misc]
+            return
+        socket, frames = routed
+        socket.send_multipart(frames, copy=False)
+
+    def _route(self, msg: list[Any]) -> tuple[Any, list[bytes]] | None:
+        """``(subshell socket, re-addressed frames)`` for a message to divert, else ``None``."""
+        kernel = self.kernel
+        session = kernel.session
+        if session is None:
+            return None
+        idents, rest = session.feed_identities(msg, copy=False)
+        parsed = session.deserialize(rest, content=False, copy=False)
+        header = parsed["header"]
+
+        def content() -> dict[str, Any]:
+            body = session.unpack(parsed["content"])
+            return body if isinstance(body, dict) else {}
+
+        if not self.decide(header, content):
+            return None
+        manager = kernel.shell_channel_thread.manager
+        if self.subshell_id is None or self.subshell_id not in manager.list_subshell():
+            self.subshell_id = manager._create_subshell()  # on the shell-channel thread, as ipykernel does
+        socket = manager.get_shell_channel_to_subshell_socket(self.subshell_id)
+        frames = readdress(session, idents, rest, self.subshell_id)
+        msg_type = str(header.get("msg_type"))
+        self.diverted[msg_type] = self.diverted.get(msg_type, 0) + 1
+        return socket, frames
+
+
+def _bytes(frame: Any) -> bytes:
+    return frame.bytes if hasattr(frame, "bytes") else bytes(frame)
+
+
+def readdress(session: Any, idents: list[Any], rest: list[Any], subshell_id: str) -> list[bytes]:
+    """The wire frames of a message with ``subshell_id`` in its header, signed again.
+
+    ipykernel's subshell checks that the header names it; the header is in the
+    HMAC, so the signature is recomputed with the session's key (``session.sign``).
+    ``rest`` is what follows the delimiter: signature, header, parent, metadata, content, buffers.
+    """
+    from jupyter_client.session import DELIM
+
+    header = session.unpack(_bytes(rest[1]))
+    header["subshell_id"] = subshell_id
+    body = [session.pack(header)] + [_bytes(f) for f in rest[2:5]]
+    return [_bytes(i) for i in idents] + [DELIM, session.sign(body)] + body + [_bytes(f) for f in rest[5:]]
+
+
+def kernel_router(kernel: Any) -> RestoreRouter | None:
+    """The router installed on ``kernel``, if any."""
+    return getattr(kernel, "_trainmeter_restore_router", None)
+
+
+def install(kernel: Any, active: Callable[[], bool]) -> RestoreRouter | None:
+    """Wrap ``kernel``'s shell-channel routing once (idempotent); ``None`` without ipykernel 7 subshells.
+
+    The stream's callback is replaced on the shell-channel thread's IO loop (that
+    thread owns the stream); messages already queued keep the old route.
+    """
+    existing = kernel_router(kernel)
+    if existing is not None:
+        existing.active = active
+        return existing
+    try:
+        if not getattr(kernel, "_supports_kernel_subshells", False):
+            return None
+        thread = kernel.shell_channel_thread
+        stream = kernel.shell_stream
+        original = kernel.shell_channel_thread_main
+        loop = thread.io_loop
+        manager = thread.manager  # created by now (the kernel started); fails loudly on an API change
+        for name in ("_create_subshell", "list_subshell", "get_shell_channel_to_subshell_socket"):
+            if not callable(getattr(manager, name, None)):
+                return None
+    except Exception:
+        return None
+    router = RestoreRouter(active, original, kernel)
+    try:
+        kernel._trainmeter_restore_router = router
+        loop.add_callback(lambda: stream.on_recv(router.on_recv, copy=False))
+    except Exception:
+        return None
+    return router
