@@ -212,7 +212,7 @@ export function chartOptions(
         label: `${label} (raw)`,
         stroke: `${colour}55`,
         width: 1,
-        spanGaps: false,
+        spanGaps: true, // aligned x: a sparse series (val_loss) is null between its points
         value,
         points: { show: sparse, size: 5, fill: `${colour}55`, stroke: `${colour}55` },
       });
@@ -221,7 +221,7 @@ export function chartOptions(
       label: smooth ? `${label} (EMA ${view.smoothing.toFixed(2)})` : label,
       stroke: colour,
       width: 1.5,
-      spanGaps: false,
+      spanGaps: true, // aligned x: a sparse series (val_loss) is null between its points
       value,
       points: { show: sparse, size: 6, fill: colour },
     });

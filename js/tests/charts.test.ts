@@ -213,6 +213,28 @@ describe("log-scale labels", () => {
     expect(opts.series[1]?.points?.show).toBe(false);
     expect(opts.series[2]?.points?.show).toBe(true);
   });
+
+  it("joins a series' points across the other series' steps (52 val_loss points among 20k steps draw a line)", async () => {
+    const { chartOptions } = await import("../src/charts");
+    const spec = { id: "loss", title: "loss", x: "step" as const, unit: "", series: ["t", "v"] };
+    const data: [number[], (number | null)[], (number | null)[]] = [
+      Array.from({ length: 1000 }, (_, i) => i),
+      Array.from({ length: 1000 }, () => 1),
+      Array.from({ length: 1000 }, (_, i) => (i % 19 === 0 ? 0.9 : null)),
+    ];
+    for (const smoothing of [0, 0.6]) {
+      const opts = chartOptions(
+        spec,
+        ["t", "v"],
+        document.createElement("div"),
+        400,
+        { logY: false, smoothing },
+        data,
+      );
+      expect(opts.series[opts.series.length - 1]?.points?.show).toBe(false); // 53 points: no markers
+      expect(opts.series.slice(1).every((s) => s.spanGaps === true)).toBe(true);
+    }
+  });
 });
 
 describe("close byte ticks", () => {
