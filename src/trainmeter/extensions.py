@@ -58,6 +58,16 @@ def _cuda_memory() -> Any:
     return CudaMemoryMonitor()
 
 
+def _save_dashboard(run: Any) -> None:
+    """Write the end-of-run view's state (``dashboard.json``) for every run, with a widget or not, so that
+    ``tm.display(run)`` replays the node, GPU, time-split and compute panels of a script's run too (a live
+    widget's publisher writes the same file again when it closes)."""
+    from trainmeter.widget.publisher import save_dashboard
+    from trainmeter.widget.view_model import build_state, facts_from_monitor
+
+    save_dashboard(run.run_dir, build_state(facts_from_monitor(run)))
+
+
 def make_monitor(options: MonitorOptions, **kwargs: Any) -> Monitor:
     """A :class:`Monitor` wired to the record wing (run folder, log, text line, passport).
 
@@ -68,6 +78,6 @@ def make_monitor(options: MonitorOptions, **kwargs: Any) -> Monitor:
     """
     from trainmeter.record.recorder import RunRecorder
 
-    kwargs.setdefault("record", RunRecorder())
+    kwargs.setdefault("record", RunRecorder(after_passport=_save_dashboard))
     kwargs.setdefault("cuda_memory", _cuda_memory)
     return Monitor(options, **kwargs)

@@ -240,3 +240,27 @@ def test_replay_shows_every_tile_chart_panel_and_marker_the_live_view_ended_with
     assert tile["text"].endswith("J/token") and tile["derivation"]["name"] == "j_per_token"
     assert {"axis:tokens", "axis:time_s"} <= {c.name for c in columns}
     assert all(set(c["labels"]) == set(c["series"]) for c in state["charts"])
+
+
+def test_a_script_run_without_a_widget_replays_its_panels_too(run_root):
+    from tests.energy.test_extension import StubGpu
+    from trainmeter.timesplit.extension import TimeSplit
+    from trainmeter.widget.publisher import DASHBOARD_FILE
+
+    clock = FakeClock(0.0)
+    gpu = StubGpu(clock, ["h100_sxm"])
+    m = make_monitor(make_options(run_dir=run_root, name="script", interval_s=1.0, widget=False), clock=clock,
+                     text=False, probes=False, extensions=[gpu, TimeSplit()]).start()
+    for i in range(40):
+        clock.advance(0.25)
+        gpu.sampler.step(clock())
+        m.on_step(64, loss_value=2.0 - 0.01 * i)
+    m.finish("completed")
+    assert (m.run_dir / DASHBOARD_FILE).is_file()  # written at the passport, no publisher involved
+    state, _, _ = display_module.replay(m.run_dir)
+    from trainmeter.widget.view_model import build_state, facts_from_monitor
+
+    ended = build_state(facts_from_monitor(m))  # what a live view would have ended with
+    assert ended["panels"], "the time split has a panel"
+    for key in ("tiles", "charts", "panels"):
+        assert {x["id"] for x in ended[key]} <= {x["id"] for x in state[key]}, key

@@ -14,6 +14,7 @@ at the end; the closing line says where the passport is, or why there is none.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -54,7 +55,8 @@ class RunRecorder:
         passport_error: Why the passport could not be written, else ``None``.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, after_passport: Callable[[RunView], None] | None = None) -> None:
+        self.after_passport = after_passport  # the wiring's: e.g. the replay's dashboard.json; must not raise
         self._log: RunLog | None = None
         self._cursor: dict[str, int] = {}
         self._root: Path | None = None
@@ -209,6 +211,11 @@ class RunRecorder:
         try:
             self.passport_path = write_passport(run, self.record_section(run))
             self.passport_error = None
+            if self.after_passport is not None:
+                try:
+                    self.after_passport(run)
+                except Exception as exc:
+                    run.warn_once("after-passport", f"the replay's dashboard file was not written: {exc!r}")
         except OSError as exc:
             self.passport_error = _reason(exc)
             run.warn_once("passport-write", f"passport not written in {run.run_dir}: {self.passport_error}")
