@@ -104,3 +104,22 @@ def test_in_a_notebook_a_widget_is_shown_and_updated_until_the_run_ends(tmp_path
     watch.thread.join(timeout=30)
     assert not watch.thread.is_alive()
     assert watch.widget.state["status"] == "completed" and watch.widget.history
+
+
+def test_a_launch_followed_without_a_parent_shows_the_tokens_of_every_rank(tmp_path):
+    import json
+
+    from trainmeter.ranks.identity import this_node
+
+    for k, (step, tokens) in enumerate([(40, 1280), (38, 1216)]):
+        seat = tmp_path / f"rank-{k}"
+        seat.mkdir()
+        records = [{"kind": "start", "name": "ddp", "token_unit": "tokens"},
+                   {"kind": "rank", "rank": k, "local_rank": k, "world_size": 2, "node": this_node(), "pid": None},
+                   {"kind": "interval", "step": step, "tokens": tokens, "t_s": 1.0}]
+        (seat / "events.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    state = RunWatch(tmp_path).poll()
+    tile = next(t for t in state["tiles"] if t["id"] == "tokens")
+    assert tile["value"] == 1280 + 1216 and tile["label"].endswith("all ranks")
+    assert tile["derivation"]["formula"].startswith("sum over ranks") and len(tile["derivation"]["inputs"]) == 2
+    assert [t["id"] for t in state["tiles"]].count("tokens") == 1

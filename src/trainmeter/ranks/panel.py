@@ -82,3 +82,23 @@ def launch_mfu_tile(ranks: list[Any]) -> dict[str, Any] | None:
     if d.value is None:
         tile["missing"] = d.missing
     return tile
+
+
+def launch_tokens_tile(ranks: list[Any], token_unit: str = "tokens") -> dict[str, Any] | None:
+    """The launch's tokens over every rank (the ``tokens`` tile of a launch followed without a parent).
+
+    Each rank's count is its own at its latest report (the same sum as the merged passport's
+    ``global_tokens``); ``None`` with fewer than two ranks.
+    """
+    if len(ranks) < 2:
+        return None
+    from trainmeter.core.provenance import Derivation, Input
+
+    total = sum(int(r.tokens) for r in ranks)
+    inputs = [Input(name=f"{r.seat}.tokens", value=int(r.tokens), unit=token_unit, provenance="counted")
+              for r in ranks]
+    d = Derivation(name="global_tokens", formula="sum over ranks of tokens (each at its latest report)",
+                   value=total, unit=token_unit, inputs=inputs)
+    return {"id": "tokens", "label": f"{token_unit}, all ranks", "value": total, "unit": token_unit,
+            "provenance": "counted", "derivation": d.to_dict(),
+            "sub": f"{len(ranks)} ranks; max step {max(int(r.steps) for r in ranks):,}"}

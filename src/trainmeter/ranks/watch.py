@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from trainmeter.ranks.follow import MAX_READ_BYTES, RunFollower, TailReader, newest_live_run
-from trainmeter.ranks.panel import launch_mfu_tile, ranks_panel
+from trainmeter.ranks.panel import launch_mfu_tile, launch_tokens_tile, ranks_panel
 
 POLL_S = 1.0
 IDLE_S = 600.0
@@ -119,9 +119,15 @@ class RunWatch:
         panel = ranks_panel(self.followers)
         if panel is not None:
             state["panels"] = [*state.get("panels", []), panel]
-        tile = launch_mfu_tile(self.followers.ranks())
-        if tile is not None and len(self.followers.ranks()) > 1:
+        ranks = self.followers.ranks()
+        tile = launch_mfu_tile(ranks)
+        if tile is not None and len(ranks) > 1:
             state["tiles"] = [*state.get("tiles", []), tile]
+        if not (self.run_dir / "events.jsonl").exists():  # no parent: the log read is one rank's, not the launch's
+            own = next((t for t in state.get("tiles", []) if t.get("id") == "tokens"), {})
+            total = launch_tokens_tile(ranks, str(own.get("label") or "tokens"))
+            if total is not None:
+                state["tiles"] = [total if t.get("id") == "tokens" else t for t in state.get("tiles", [])]
         return state
 
     def _take(self, record: dict[str, Any]) -> None:
