@@ -3,9 +3,27 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from typing import Any
 
 from trainmeter.widget.restore_route import CONTROL_TARGET, RestoreRouter, install
+
+
+def _run(coro: Any) -> None:
+    """Run ``coro`` to its end on a thread of its own (a test before may have left this thread's loop set)."""
+    errors: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            asyncio.run(coro)
+        except BaseException as exc:  # re-raised in the test's thread
+            errors.append(exc)
+
+    thread = threading.Thread(target=target)
+    thread.start()
+    thread.join(timeout=30)
+    if errors:
+        raise errors[0]
 
 
 def _router(active: bool = True) -> RestoreRouter:
@@ -121,7 +139,7 @@ def test_install_wraps_the_shell_stream_once_and_forwards_other_messages() -> No
     router = install(kernel, lambda: True)
     assert router is not None and install(kernel, lambda: True) is router
     assert Kernel.shell_stream.callback == router.on_recv
-    asyncio.run(router.on_recv(["frame"]))  # no session: unparsed, so forwarded unchanged
+    _run(router.on_recv(["frame"]))  # no session: unparsed, so forwarded unchanged
     assert forwarded == [["frame"]]
 
 
