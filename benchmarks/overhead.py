@@ -25,6 +25,9 @@ c. ``start``: the training thread's cost of entering ``tm.monitor`` (wall and
 d. ``window``: the slowdown window after start: per-step times right after
    ``tm.monitor`` is entered against the bare median measured just before;
    the window ends at the last 50-step rolling median above 1.1x bare.
+g. ``ops``: Python bytecode instructions per steady step, by function, counted with
+   ``sys.settrace`` opcode events over 100 steps, monitored (core alone) minus bare:
+   deterministic, and says which function the added cost belongs to.
 f. ``gpt``: process-level paired runs on a tiny GPT (2 layers, d_model 128, 4 x 64
    tokens, ~15 ms/step on one CPU thread; on CUDA when a GPU is there): each round runs
    a fresh process per arm (``bare``, ``monitored``, and a second ``bare`` as the
@@ -378,6 +381,47 @@ def bench_threads(seconds: float) -> list[tuple[str, ...]]:
     return rows
 
 
+# -- g. opcodes per step --------------------------------------------------------------------------------
+def bench_ops(arm: str = "core", n_steps: int = 100) -> list[tuple[str, ...]]:
+    import collections
+
+    steps = make_loop()
+    steps(50)
+    counts: collections.Counter[str] = collections.Counter()
+
+    def tracer(frame: Any, event: str, arg: Any) -> Any:
+        frame.f_trace_opcodes = True
+        if event == "opcode":
+            code = frame.f_code
+            where = code.co_filename.split("site-packages/")[-1].split("src/")[-1]
+            counts[f"{where}:{code.co_name}"] += 1
+        return tracer
+
+    def measure() -> dict[str, int]:
+        counts.clear()
+        sys.settrace(tracer)
+        try:
+            steps(n_steps)
+        finally:
+            sys.settrace(None)
+        return dict(counts)
+
+    bare = measure()
+    with tempfile.TemporaryDirectory() as root:
+        m = build(arm, root, interval_s=3600)
+        m.start()
+        steps(300)
+        monitored = measure()
+        m.finish("completed")
+    rows = [(f"function ({arm}, {n_steps} steps)", "added opcodes per step")]
+    diff = {k: (monitored.get(k, 0) - bare.get(k, 0)) / n_steps for k in set(bare) | set(monitored)}
+    for name, per in sorted(diff.items(), key=lambda kv: -kv[1]):
+        if abs(per) >= 0.5:
+            rows.append((name, f"{per:+.1f}"))
+    rows.append(("total", f"{sum(diff.values()):+.1f} (bare {sum(bare.values()) / n_steps:.0f} per step)"))
+    return rows
+
+
 # -- f. tiny GPT, process level --------------------------------------------------------------------------
 def gpt_child(arm: str, n_steps: int) -> None:
     """Prints ``RESULT <seconds per step>`` for ``n_steps`` timed steps of the tiny GPT (fresh process)."""
@@ -478,7 +522,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("what", nargs="?", default="all",
                     choices=("all", "wall", "callgrind", "start", "window", "threads",
-                             "gpt", "_cg-child", "_start-child", "_window-child", "_gpt-child"))
+                             "gpt", "ops", "_cg-child", "_start-child", "_window-child", "_gpt-child"))
     ap.add_argument("--rounds", type=int, default=30, help="wall: rounds per arm")
     ap.add_argument("--block", type=int, default=300, help="wall: measured steps per block")
     ap.add_argument("--warmup", type=int, default=1500, help="wall: steps inside the run before measuring")
@@ -511,6 +555,8 @@ def main() -> None:
     if args.what in ("all", "window"):
         table(f"d. slowdown window after start (all extensions, {args.window_s:g} s of steps)",
               bench_window(args.repeats, args.window_s))
+    if args.what in ("all", "ops"):
+        table("g. Python opcodes per steady step (sys.settrace opcode events), core alone", bench_ops())
     if args.what == "gpt":  # not in "all": minutes of fresh processes
         table("f. tiny GPT, process-level paired runs", bench_gpt(args.gpt_rounds, args.gpt_steps))
     if args.what in ("all", "threads"):
