@@ -206,6 +206,13 @@ class JupyterServer:
                 return session["kernel"]
         return None
 
+    def shut_down(self, nb_name: str) -> None:
+        """Close ``nb_name``'s session and its kernel (a test module's notebook, when it is done)."""
+        kernel = self.kernel_of(nb_name)
+        for session in self.api("/api/sessions") or []:
+            if kernel and session.get("kernel", {}).get("id") == kernel.get("id"):
+                self.api(f"/api/sessions/{urllib.parse.quote(session['id'])}", method="DELETE")
+
     def wait_kernel_idle(self, nb_name: str, timeout_s: float = KERNEL_IDLE_TIMEOUT_S) -> None:
         """Wait until ``nb_name``'s kernel is idle with a connected page (after opening it, before running).
 

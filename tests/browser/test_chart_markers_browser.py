@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import re
 import time
-import urllib.parse
 from pathlib import Path
 from typing import Any
 
@@ -131,10 +130,7 @@ def marked(servers: Any, browser: Any, notebook_root: Path) -> Any:
         yield reads
     finally:
         context.close()
-        kernel = server.kernel_of(nb_name)
-        for session in server.api("/api/sessions") or []:
-            if kernel and session.get("kernel", {}).get("id") == kernel.get("id"):
-                server.api(f"/api/sessions/{urllib.parse.quote(session['id'])}", method="DELETE")
+        server.shut_down(nb_name)
 
 
 def test_a_loss_spike_is_drawn_as_a_marker_on_the_loss_chart_with_its_sentence(marked: Any) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-import urllib.parse
 from pathlib import Path
 from typing import Any
 
@@ -72,10 +71,7 @@ def compared(servers: Any, browser: Any, notebook_root: Path) -> Any:
         yield read
     finally:
         context.close()
-        kernel = server.kernel_of(nb_name)
-        for session in server.api("/api/sessions") or []:
-            if kernel and session.get("kernel", {}).get("id") == kernel.get("id"):
-                server.api(f"/api/sessions/{urllib.parse.quote(session['id'])}", method="DELETE")
+        server.shut_down(nb_name)
 
 
 def test_compare_draws_one_line_per_run_with_the_run_names_in_the_legend(compared: Any) -> None:

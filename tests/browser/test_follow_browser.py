@@ -13,7 +13,6 @@ import contextlib
 import os
 import signal
 import time
-import urllib.parse
 from pathlib import Path
 from typing import Any
 
@@ -124,10 +123,7 @@ def followed(servers: Any, browser: Any, notebook_root: Path) -> Any:
         if pid_file.exists():
             with contextlib.suppress(ProcessLookupError, ValueError):
                 os.kill(int(pid_file.read_text()), signal.SIGTERM)
-        kernel = server.kernel_of(nb_name)
-        for session in server.api("/api/sessions") or []:
-            if kernel and session.get("kernel", {}).get("id") == kernel.get("id"):
-                server.api(f"/api/sessions/{urllib.parse.quote(session['id'])}", method="DELETE")
+        server.shut_down(nb_name)
 
 
 def test_following_a_path_shows_the_other_processs_step_count_rising(followed: Any) -> None:

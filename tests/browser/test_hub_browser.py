@@ -142,10 +142,7 @@ def hub_run(hub: JupyterHub, browser: Any, browser_figures: dict[str, Any]) -> I
         yield run
     finally:
         context.close()
-        kernel = hub.kernel_of(NB_NAME)
-        for session in hub.api("/api/sessions") or []:
-            if kernel and session.get("kernel", {}).get("id") == kernel.get("id"):
-                hub.api(f"/api/sessions/{urllib.parse.quote(session['id'])}", method="DELETE")
+        hub.shut_down(NB_NAME)
 
 
 def test_notebook_opens_in_jupyterlab_under_the_users_prefix(hub_run: HubRun) -> None:

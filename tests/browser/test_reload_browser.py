@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import time
-import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -153,10 +152,7 @@ def _run_and_reload(kind: str, saved_first: bool, server: JupyterServer, browser
         return run
     finally:
         context.close()
-        kernel = server.kernel_of(nb_name)
-        for session in server.api("/api/sessions") or []:
-            if kernel and session.get("kernel", {}).get("id") == kernel.get("id"):
-                server.api(f"/api/sessions/{urllib.parse.quote(session['id'])}", method="DELETE")
+        server.shut_down(nb_name)
 
 
 @pytest.fixture(scope="module", params=[("lab", True), ("lab", False), ("notebook", True), ("notebook", False)],

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import re
 import time
-import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -191,10 +190,7 @@ def live_run(request: pytest.FixtureRequest, servers: Any, browser: Any, noteboo
         yield run
     finally:
         context.close()
-        kernel = server.kernel_of(nb_name)
-        for session in server.api("/api/sessions") or []:
-            if kernel and session.get("kernel", {}).get("id") == kernel.get("id"):
-                server.api(f"/api/sessions/{urllib.parse.quote(session['id'])}", method="DELETE")
+        server.shut_down(nb_name)
 
 
 def test_step_and_loss_points_increase_while_the_cell_runs(live_run: LiveRun) -> None:
@@ -321,10 +317,7 @@ READ_STATIC_JS = """
 
 
 def _stop_kernel(server: Any, nb_name: str) -> None:
-    kernel = server.kernel_of(nb_name)
-    for session in server.api("/api/sessions") or []:
-        if kernel and session.get("kernel", {}).get("id") == kernel.get("id"):
-            server.api(f"/api/sessions/{urllib.parse.quote(session['id'])}", method="DELETE")
+    server.shut_down(nb_name)
 
 
 def _reopen(live_run: LiveRun, browser: Any, nb_name: str, shot: str) -> dict[str, Any]:

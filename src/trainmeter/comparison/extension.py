@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from trainmeter.comparison.curves import CURVES_FILE, LOSS_SERIES, Curves, write_curves
+from trainmeter.core.reader import SeriesReader
 
 if TYPE_CHECKING:
     from trainmeter.core.monitor import Monitor
@@ -27,29 +28,23 @@ class CurvesRecorder:
     def __init__(self) -> None:
         self.curves = Curves()
         self._m: Monitor | None = None
-        self._cursor: dict[str, int] | None = None
+        self._reader: SeriesReader | None = None
 
     def start(self, monitor: Monitor) -> None:
-        """Register as a series reader."""
+        """Register as a series reader (the loss series only)."""
         self._m = monitor
-        self._cursor = monitor.add_reader()
+        self._reader = SeriesReader(monitor, LOSS_SERIES)
 
     def stop(self) -> None:
         """Nothing to release (the final report feeds the last points)."""
 
     def interval_fields(self) -> dict[str, Any]:
         """Feed this report's points and row; nothing goes to the run log."""
-        m, cursor = self._m, self._cursor
-        if m is None or cursor is None:
+        m, reader = self._m, self._reader
+        if m is None or reader is None:
             return {}
-        for name, series in list(m.series.items()):
-            if name in LOSS_SERIES:
-                end, steps, _, values = series.read(cursor.get(name, 0))
-                self.curves.add_series(name, steps, values)
-                cursor[name] = end
-            else:
-                cursor[name] = series.end
-        cursor[m.step_series.name] = m.step_series.end
+        for name, steps, values in reader.new_points():
+            self.curves.add_series(name, steps, values)
         compute = next((e for e in m.extensions if getattr(e, "name", "") == "compute"), None)
         derived = getattr(compute, "derived", None) or {}
         mfu = {name[4:-1]: d.value for name, d in derived.items() if name.startswith("mfu[")}

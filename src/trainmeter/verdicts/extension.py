@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from trainmeter.core.reader import SeriesReader
 from trainmeter.verdicts.markers import markers
 from trainmeter.verdicts.rules import ReportPoint, VerdictEngine
 
@@ -34,29 +35,22 @@ class Verdicts:
     def __init__(self) -> None:
         self.engine = VerdictEngine()
         self._m: Monitor | None = None
-        self._cursor: dict[str, int] | None = None
+        self._reader: SeriesReader | None = None
 
     def start(self, monitor: Monitor) -> None:
         """Register as a series reader (so loss points wait for us before they are trimmed)."""
         self._m = monitor
-        self._cursor = monitor.add_reader()
+        self._reader = SeriesReader(monitor, LOSS_NAMES)
 
     def stop(self) -> None:
         """Nothing to release (the final report feeds the last numbers)."""
 
     def _feed_losses(self) -> None:
-        m, cursor = self._m, self._cursor
-        if m is None or cursor is None:
+        if self._reader is None:
             return
-        for name, series in list(m.series.items()):
-            if name in LOSS_NAMES:
-                end, steps, _, values = series.read(cursor.get(name, 0))
-                for step, value in zip(steps, values, strict=False):
-                    self.engine.add_loss(step, value, name)
-                cursor[name] = end
-            else:
-                cursor[name] = series.end  # not read: never hold back trimming
-        cursor[m.step_series.name] = m.step_series.end
+        for name, steps, values in self._reader.new_points():
+            for step, value in zip(steps, values, strict=False):
+                self.engine.add_loss(step, value, name)
 
     def _gpus(self) -> dict[int, dict[str, float | None]]:
         m = self._m
