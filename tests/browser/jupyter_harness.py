@@ -119,7 +119,32 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-class JupyterServer:
+class ServerProcess:
+    """A server started as a child process with its log in ``log_path`` (``proc`` set by ``start``)."""
+
+    proc: subprocess.Popen[bytes] | None = None
+    log_path: Path
+
+    def stop(self) -> None:
+        """SIGTERM (a Jupyter server shuts its kernels down), then kill after 15 s."""
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=5)
+
+    def log_tail(self, chars: int = 3000) -> str:
+        """The end of the server's log."""
+        try:
+            return self.log_path.read_text(errors="replace")[-chars:]
+        except OSError:
+            return ""
+
+
+class JupyterServer(ServerProcess):
     """One ``jupyter lab`` (kind ``lab``) or ``jupyter notebook`` (kind ``notebook``) server.
 
     Args:
@@ -164,24 +189,6 @@ class JupyterServer:
                 time.sleep(0.2)
         self.stop()
         raise RuntimeError(f"{module} did not answer in {SERVER_START_TIMEOUT_S:.0f} s:\n{self.log_tail()}")
-
-    def stop(self) -> None:
-        """SIGTERM (the server shuts its kernels down), then kill after 15 s."""
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(timeout=5)
-
-    def log_tail(self, chars: int = 3000) -> str:
-        """The end of the server's log."""
-        try:
-            return self.log_path.read_text(errors="replace")[-chars:]
-        except OSError:
-            return ""
 
     def api(self, path: str, method: str = "GET", timeout_s: float = 10.0) -> Any:
         """JSON from a REST call (the token is added)."""

@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from tests.browser.jupyter_harness import ARTIFACTS, SERVER_START_TIMEOUT_S, VIEWPORT, free_port
+from tests.browser.jupyter_harness import ARTIFACTS, SERVER_START_TIMEOUT_S, VIEWPORT, ServerProcess, free_port
 
 pytestmark = pytest.mark.browser
 
@@ -125,7 +125,7 @@ class MarimoRun:
                 if s["widgets"] and s["widgets"][0]["status"] == "running" and s["widgets"][0]["step"] is not None]
 
 
-class MarimoServer:
+class MarimoServer(ServerProcess):
     """``marimo edit NOTEBOOK --headless`` on 127.0.0.1, no token, in the isolated environment."""
 
     def __init__(self, notebook: Path, env: dict[str, str], log_path: Path) -> None:
@@ -154,22 +154,6 @@ class MarimoServer:
                 time.sleep(0.2)
         self.stop()
         raise RuntimeError(f"marimo did not answer in {SERVER_START_TIMEOUT_S:.0f} s:\n{self.log_tail()}")
-
-    def stop(self) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(timeout=5)
-
-    def log_tail(self, chars: int = 3000) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")[-chars:]
-        except OSError:
-            return ""
 
 
 def _shot(page: Any, name: str, index: int) -> None:
