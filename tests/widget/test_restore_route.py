@@ -214,3 +214,22 @@ def test_in_a_real_kernel_a_reloaded_pages_restore_is_answered_while_the_cell_ru
     for name in ("update_states", "snapshot"):
         assert got.get(name, float("inf")) < got["cell_end"], (name, got)
     assert got["execute"] > got["cell_reply"], got  # user code never runs beside the cell
+
+
+def test_with_no_run_live_every_message_is_forwarded_without_reading_it() -> None:
+    forwarded: list[Any] = []
+
+    async def original(msg: Any) -> None:
+        forwarded.append(msg)
+
+    reads: list[str] = []
+
+    class Kernel:
+        @property
+        def session(self) -> Any:  # what _route reads first to parse a message
+            reads.append("session")
+            return None
+
+    router = RestoreRouter(lambda: False, original, Kernel())
+    _run(router.on_recv(["frame"]))
+    assert forwarded == [["frame"]] and reads == [] and router.diverted == {}

@@ -93,7 +93,7 @@ class RestoreRouter:
     async def on_recv(self, msg: list[Any]) -> None:
         """The shell stream's callback: ours to the subshell, the rest to the kernel's router."""
         try:
-            routed = self._route(msg)
+            routed = self._route(msg) if self.active() else None  # no run live: not even the header is read
         except Exception:
             routed = None
         if routed is None:
