@@ -205,3 +205,41 @@ def test_a_batch_whose_shape_cannot_be_read_after_a_counted_one_warns_and_never_
     finally:
         m.finish("completed")
     assert m.steps == 5 and m.tokens == 3 * 2
+
+
+# Python bytecode instructions trainmeter's own frames run per steady step (core alone), counted with
+# sys.settrace opcode events (`python benchmarks/overhead.py ops` prints them by function): 379 on
+# CPython 3.11 after issue 12's second pass (from 521). Opcode counts are the interpreter's own, so the
+# bound holds for the CPython minor version it was measured on.
+MAX_OPCODES_PER_STEP = {(3, 11): 400}
+
+
+@pytest.mark.parametrize("kind", ["ids", "floats"])
+def test_a_steady_step_runs_a_bounded_number_of_trainmeter_opcodes(tmp_path, kind):
+    bound = MAX_OPCODES_PER_STEP.get(sys.version_info[:2])
+    if bound is None:
+        pytest.skip(f"the opcode bound was measured on CPython {list(MAX_OPCODES_PER_STEP)}")
+    steps = _loop(kind)
+    options = make_options(run_dir=tmp_path, interval_s=3600, widget=False)
+    m = make_monitor(options, extensions=[], text=False).start()
+    counts: collections.Counter[str] = collections.Counter()
+
+    def tracer(frame, event, arg):
+        if frame.f_code.co_filename.startswith(PACKAGE):
+            frame.f_trace_opcodes = True
+            if event == "opcode":
+                counts[frame.f_code.co_name] += 1
+            return tracer
+        return None  # torch's and the loop's frames: not traced line by line
+
+    try:
+        steps(20)
+        sys.settrace(tracer)
+        try:
+            steps(STEPS)
+        finally:
+            sys.settrace(None)
+    finally:
+        m.finish("completed")
+    per_step = sum(counts.values()) / STEPS
+    assert per_step <= bound, dict(counts)
