@@ -60,11 +60,14 @@ def _cuda_memory() -> Any:
 
 def _save_dashboard(run: Any) -> None:
     """Write the end-of-run view's state (``dashboard.json``) for every run, with a widget or not, so that
-    ``tm.display(run)`` replays the node, GPU, time-split and compute panels of a script's run too (a live
-    widget's publisher writes the same file again when it closes)."""
-    from trainmeter.widget.publisher import save_dashboard
+    ``tm.display(run)`` replays the node, GPU, time-split and compute panels of a script's run too; a run
+    whose live widget is still open leaves it to the publisher's close (with the live view's figures)."""
+    from trainmeter.widget.publisher import live_publisher, save_dashboard
     from trainmeter.widget.view_model import build_state, facts_from_monitor
 
+    publisher = live_publisher()
+    if publisher is not None and publisher.monitor is run and not publisher.closed:
+        return  # its close writes the file (with the live view's figures), once
     save_dashboard(run.run_dir, build_state(facts_from_monitor(run)))
 
 

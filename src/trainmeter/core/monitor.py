@@ -138,7 +138,7 @@ class Monitor:
         self.reports = 0
         self._window_start_tokens = 0  # tokens and steps when the report window began
         self._window_start_steps = 0
-        self._last_report_s = 0.0  # sets _next_report_s
+        self._next_report_s = self._interval_s  # clock seconds of the next report (training thread)
         self._phase_depth = 0
         self._phase_started_s = 0.0
         self._phase_name = ""
@@ -234,7 +234,8 @@ class Monitor:
         for ext in self.extensions:
             self._started.append(ext)
             self._guard(f"start-{getattr(ext, 'name', ext)}", ext.start, self)
-        self._last_report_s = self._t0_s = self.phases.begin()
+        self._t0_s = self.phases.begin()
+        self._next_report_s = self._t0_s + self._interval_s
         self.status = "running"
         self.phases.resume_train()
 
@@ -440,15 +441,6 @@ class Monitor:
             self.step_hook()  # must not raise (the optimizer wing's records this step's lr and grad_norm)
         if now >= self._next_report_s:
             self._maybe_report()
-
-    @property
-    def _last_report_s(self) -> float:
-        """Clock seconds of the last report (training thread); setting it moves the next report's time."""
-        return self._next_report_s - self._interval_s
-
-    @_last_report_s.setter
-    def _last_report_s(self, value: float) -> None:
-        self._next_report_s = value + self._interval_s
 
     def _captured_loss_series(self) -> Series:
         """The train_loss series, remembered as holding captured points (training thread)."""
@@ -715,7 +707,7 @@ class Monitor:
             try:
                 self.phases.finish_phase("reporting", t0)
             finally:
-                self._last_report_s = self.clock()
+                self._next_report_s = self.clock() + self._interval_s
                 if resume:
                     self.phases.resume_train()
 

@@ -278,9 +278,7 @@ class TorchProbes:
         self._created.clear()
         self._scaled = None
         self._loss = None
-        self._fast_parts = 0
-        self._fast_sum = 0.0
-        self._fast_divided = True
+        self._clear_fast_loss()
         self.on_training = None
         self._guarded("probe-info", self._write_info)
 
@@ -296,9 +294,7 @@ class TorchProbes:
         self._pending_tokens = 0
         self._calls = 0
         self._loss = None
-        self._fast_parts = 0
-        self._fast_sum = 0.0
-        self._fast_divided = True
+        self._clear_fast_loss()
         self._scaled = None
         self.params = {}
         self.root_name = None
@@ -760,9 +756,13 @@ class TorchProbes:
             self._backward_on = False
             self._refresh_fast()
             self._loss = None
-            self._fast_parts = 0
-            self._fast_sum = 0.0
-            self._fast_divided = True
+            self._clear_fast_loss()
+
+    def _clear_fast_loss(self) -> None:
+        """Forget the parts read on the backward fast path (a step closed, a fault, a stop)."""
+        self._fast_parts = 0
+        self._fast_sum = 0.0
+        self._fast_divided = True
 
     def _fast_division(self, kind: Any) -> None:
         """Fold the first part's and ``kind``'s division into ``_fast_divided`` (steps of several parts)."""
@@ -783,9 +783,7 @@ class TorchProbes:
             if first is not None:  # one part so far: its division not yet read
                 self._fast_divided = first.__name__.startswith("DivBackward")
             loss.divided = self._fast_divided
-            self._fast_parts = 0
-            self._fast_sum = 0.0
-            self._fast_divided = True
+            self._clear_fast_loss()
         return loss
 
     # -- per step ------------------------------------------------------------------
@@ -870,7 +868,7 @@ class TorchProbes:
                 elif not info["max_parts"]:
                     info["max_parts"] = 1
                 value = self._fast_sum
-                self._fast_parts = 0
+                self._fast_parts = 0  # inline _clear_fast_loss: a step of several parts (accumulation) comes here
                 self._fast_sum = 0.0
                 self._fast_divided = True
                 self._monitor.on_step(tokens, loss_value=value)

@@ -157,7 +157,8 @@ def rehome(m: Any) -> None:
     training = m.phases.training
     m.phases = PhaseClock(m.clock, m.phases._sync)
     m._phase_depth = 0
-    m._last_report_s = m._t0_s = m.phases.begin()
+    m._t0_s = m.phases.begin()
+    m._next_report_s = m._t0_s + m._interval_s
     if training:
         m.phases.resume_train()
     m.model_ref = None

@@ -335,6 +335,11 @@ class Publisher:
             self.handles.append(handle)
         return handle
 
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` ran (it writes the final state and ``dashboard.json``). Any thread."""
+        return self._closed
+
     def close(self) -> None:
         """Stop the thread; send the final state and history; add the HTML snapshot. Never raises."""
         global _LIVE
@@ -439,7 +444,7 @@ def attach_widget(monitor: Any) -> Publisher:
 
     with _REGISTRY_LOCK:
         previous = _LAST
-    if previous is not None and previous._closed and previous is not _LIVE and not in_marimo():
+    if previous is not None and previous.closed and previous is not _LIVE and not in_marimo():
         # its saved output keeps the static snapshot; the kernel keeps no comm (in marimo the finished
         # widget is still another cell's live view)
         _close_comms(previous.widget)
