@@ -519,3 +519,114 @@ def test_a_step_mixing_the_cpu_fast_path_and_the_general_path_keeps_every_part(r
     assert m.series["train_loss"].read(0)[3] == pytest.approx(truth, rel=1e-6)
     info = m.series_info["train_loss"]
     assert not info["ambiguous"] and "divided" in info["note"]  # both parts were divided
+
+
+def test_accumulation_that_starts_after_single_part_steps_reads_the_held_first_parts_division(run_root):
+    """Single-part steps read no grad_fn (issue 12); the first multi-part step reads it from the held first part."""
+    model, opt, batches = tiny_model_and_data()
+    with tm.monitor(run_dir=run_root, interval_s=3600) as m:
+        m.add_reader()  # keeps every point in memory for the asserts
+        single = _accumulate(model, opt, batches[:10], 1, divide=False)  # steady: the fast paths
+        divided = _accumulate(model, opt, batches[10:], 2, divide=True)  # then accumulation, each part / 2
+    assert m.series["train_loss"].read(0)[3] == pytest.approx(single + divided, rel=1e-6)
+    info = m.series_info["train_loss"]
+    assert not info["ambiguous"] and "divided" in info["note"]
+
+
+def test_accumulation_whose_first_part_alone_is_undivided_is_marked_ambiguous(run_root):
+    model, opt, batches = tiny_model_and_data()
+    with tm.monitor(run_dir=run_root, interval_s=3600) as m:
+        train_steps(model, opt, batches[:10])  # steady single-part steps first
+        opt.zero_grad()
+        (x1, y1), (x2, y2) = batches[10:12]
+        F.cross_entropy(model(x1), y1).backward()  # not divided
+        (F.cross_entropy(model(x2), y2) / 2).backward()  # divided
+        opt.step()
+    assert m.series_info["train_loss"]["ambiguous"] is True
+
+
+def test_the_loss_tensor_is_let_go_at_the_optimizer_step(run_root):
+    """The fast path holds the step's first loss tensor from its backward to the step, never longer."""
+    import weakref
+
+    model, opt, batches = tiny_model_and_data()
+    with tm.monitor(run_dir=run_root, interval_s=3600) as m:
+        train_steps(model, opt, batches[:10])  # steady state
+        x, y = batches[10]
+        loss = F.cross_entropy(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        held = weakref.ref(loss)
+        opt.step()
+        del loss
+        gc.collect()
+        assert held() is None
+    assert m.steps == 11
+
+
+@pytest.mark.filterwarnings("ignore:Using backward\\(\\) with create_graph=True")
+def test_backward_arguments_reach_torch_unchanged(run_root):
+    class Pair(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(torch.randn(3))
+            self.b = nn.Parameter(torch.randn(3))
+
+        def forward(self, x):
+            return (self.w * self.w * self.b * x).sum()
+
+    model = Pair()
+    w, b = model.w, model.b
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    x = torch.ones(3)
+    with tm.monitor(run_dir=run_root, interval_s=3600) as m:
+        for _ in range(25):  # into steady state
+            opt.zero_grad()
+            model(x).backward()
+            opt.step()
+        opt.zero_grad()
+        loss = model(x)
+        loss.backward(retain_graph=True, create_graph=True)
+        assert w.grad.grad_fn is not None  # create_graph reached torch
+        w.grad = b.grad = None
+        loss.backward(retain_graph=True, inputs=[b])  # the graph was retained; only b gets a gradient
+        assert w.grad is None and b.grad is not None
+        torch.autograd.backward(loss, None, None, False, None, [w])  # all six, positionally
+        assert w.grad is not None
+        opt.step()
+    assert m.steps == 26
+    assert m.tokens == 26 * 3  # one float batch of 3 samples per step
+
+
+def test_a_backward_with_parameters_other_than_torchs_is_wrapped_on_the_general_path(run_root):
+    from trainmeter.core.probes import _plain_backward
+
+    def newer(tensors, grad_tensors=None, retain_graph=None, create_graph=False, inputs=None, *, extra=1):
+        return ("called", tensors, grad_tensors, retain_graph, create_graph, inputs, extra)
+
+    assert _plain_backward(torch.autograd.backward.__wrapped__ if hasattr(torch.autograd.backward, "__wrapped__")
+                           else torch.autograd.backward)
+    assert not _plain_backward(newer)
+    with tm.monitor(run_dir=run_root, interval_s=3600) as m:
+        probes = m._probes
+        wrapper = probes._make_backward(newer)
+        loss = torch.tensor(2.5, requires_grad=True) * 2
+        assert wrapper(loss, None, True, inputs=[1], extra=3) == ("called", loss, None, True, False, [1], 3)
+        assert probes._loss is not None and probes._loss.parts  # captured on the general path
+        probes._loss = None
+        probes._refresh_fast()
+
+
+def test_a_root_called_twice_per_step_counts_both_batches_in_steady_state(run_root):
+    """A step with two root calls takes the general step path (the fast one expects one): both count."""
+    model, opt, batches = tiny_model_and_data()
+    with tm.monitor(run_dir=run_root, interval_s=3600) as m:
+        train_steps(model, opt, batches[:10])  # steady, one call per step
+        for (x1, y1), (x2, y2) in zip(batches[10::2], batches[11::2]):
+            loss = F.cross_entropy(model(x1), y1) + F.cross_entropy(model(x2), y2)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    assert m.steps == 15
+    assert m.tokens == 10 * 24 + 5 * 2 * 24
+    assert "up to 2 times per step" in m.series_info["tokens_per_step"]["note"]

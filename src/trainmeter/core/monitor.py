@@ -415,6 +415,47 @@ class Monitor:
         if tokens != step_series.tokens:  # a new tokens-per-step run: rare once the batch shape is steady
             step_series.set_tokens(tokens)
         step_series.times.append(t_s)
+        self._step_losses(steps, t_s, loss, loss_value)
+        if steps == self._at_step:
+            self._run_at_step()
+        if self.step_hook is not None:
+            self.step_hook()  # must not raise (the optimizer wing's records this step's lr and grad_norm)
+        if now >= self._next_report_s:
+            self._maybe_report()
+
+    def on_step_read(self, tokens: int, loss_value: float) -> None:
+        """:meth:`on_step` for a step whose loss was already read on the host (the probes' fast path).
+
+        The same effects as ``on_step(tokens, loss_value=loss_value)`` with fewer operations:
+        while nothing is queued and no loss of the user's is seen, the previous step's loss goes
+        to ``train_loss`` and this one is held (training thread).
+        """
+        self.steps = steps = self.steps + 1
+        self.tokens += tokens
+        now = self._now()
+        t_s = now - self._t0_s
+        step_series = self.step_series
+        if tokens != step_series.tokens:
+            step_series.set_tokens(tokens)
+        step_series.times.append(t_s)
+        if self._scalars.queue or self._queued or self._losses or self._user_loss:
+            self._step_losses(steps, t_s, None, loss_value)
+        else:
+            if self._held_step:  # the previous step's loss: its step has passed
+                (self._captured_series or self._captured_loss_series()).append(
+                    self._held_step, self._held_t_s, self._held_value)
+            self._held_step = steps
+            self._held_t_s = t_s
+            self._held_value = loss_value
+        if steps == self._at_step:
+            self._run_at_step()
+        if self.step_hook is not None:
+            self.step_hook()  # must not raise
+        if now >= self._next_report_s:
+            self._maybe_report()
+
+    def _step_losses(self, steps: int, t_s: float, loss: StepLoss | None, loss_value: float | None) -> None:
+        """Scalar reads, queued emits and the step losses due at step ``steps`` (training thread)."""
         if self._scalars.queue:
             self._poll_scalars(t_s)
         if self._queued:
@@ -435,12 +476,6 @@ class Monitor:
                 self._held_value = loss_value
         elif loss is not None:
             self.add_loss(loss, t_s)
-        if steps == self._at_step:
-            self._run_at_step()
-        if self.step_hook is not None:
-            self.step_hook()  # must not raise (the optimizer wing's records this step's lr and grad_norm)
-        if now >= self._next_report_s:
-            self._maybe_report()
 
     def _captured_loss_series(self) -> Series:
         """The train_loss series, remembered as holding captured points (training thread)."""

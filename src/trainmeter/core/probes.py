@@ -72,6 +72,8 @@ class StepSink(Protocol):
 
     def on_step(self, tokens: int, loss: StepLoss | None = None, *, loss_value: float | None = None) -> None: ...
 
+    def on_step_read(self, tokens: int, loss_value: float) -> None: ...
+
     def add_loss(self, loss: StepLoss, t_s: float | None = None) -> None: ...
 
     def set_model(self, module: Any, token_unit: str) -> None: ...
@@ -112,6 +114,21 @@ def _torch_class(cls: type) -> bool:
 
 def _is_compiled(module: Any) -> bool:
     return type(module).__name__ == "OptimizedModule" and "_orig_mod" in getattr(module, "_modules", {})
+
+
+_BACKWARD_PARAMETERS = ("tensors", "grad_tensors", "retain_graph", "create_graph", "grad_variables", "inputs")
+
+
+def _plain_backward(backward: Any) -> bool:
+    """Whether ``backward`` takes torch 2.x's parameters, in order, each positional or keyword."""
+    import inspect
+
+    try:
+        parameters = list(inspect.signature(backward).parameters.values())
+    except (TypeError, ValueError):
+        return False
+    return (tuple(p.name for p in parameters) == _BACKWARD_PARAMETERS
+            and all(p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD for p in parameters))
 
 
 def _divided(grad_fn: Any) -> bool:
@@ -196,7 +213,10 @@ class TorchProbes:
         self._fast_parts = 0
         self._fast_sum = 0.0
         self._fast_divided = True  # every part after the first was divided (folded in from the second part on)
-        self._fast_kind: Any = None  # the first part's grad_fn class
+        # the first part's loss tensor, held from its backward to the step (or the second part, which reads its
+        # grad_fn): a single-part step never reads a grad_fn
+        self._fast_first: Any = None
+        self._fast_steps = 0  # steps whose loss was read on the fast paths (added to _losses_info["steps"])
         self.params: dict[str, Any] = {}
         self.root_name: str | None = None
         self.example: tuple[Any, Any] | None = None
@@ -228,7 +248,7 @@ class TorchProbes:
         """Recompute the hot paths' flags from their inputs (after any of them changed)."""
         plain = self._active and not self._paused and self._on_training is None
         self._fast_root = self._root_id if plain and self._fast_calls else 0
-        self._fast_backward = plain and self._backward_on
+        self._fast_backward = plain and self._backward_on and self._loss is None and self._scaled is None
         if not plain or self._root is None:
             self._steady = False
 
@@ -302,6 +322,7 @@ class TorchProbes:
         for candidate in self._candidates.values():
             candidate.tokens = candidate.calls = 0
             candidate.example = None
+        self._refresh_fast()
 
     def _guarded(self, key: str, fn: Any, *args: Any) -> Any:
         try:
@@ -375,6 +396,7 @@ class TorchProbes:
     def _on_optimizer_built(self, optimizer: Any, frame: Any) -> None:
         self._events += 1
         self._created[id(optimizer)] = (weakref.ref(optimizer), self._events)
+        self._steady = False  # the primary's next step marks its event (see _is_newer) on the general path
         modules = [o for o in self._reachable(frame) if _instance(o, self._module_type)]
         self._watch_owners(optimizer, modules)
 
@@ -494,14 +516,18 @@ class TorchProbes:
     def _make_call(self, attr: str, original: Any) -> Any:
         probes = self
         torch = self._torch
-        is_compiling = torch.compiler.is_compiling
+        # torch.compiler.is_compiling() in one frame: Dynamo folds is_dynamo_compiling() to True when it traces
+        # the wrapper (so the flag is never read there); the flag is set while torch.export traces
+        is_dynamo_compiling = torch.compiler.is_dynamo_compiling
+        compiler = torch.compiler
         is_grad_enabled = torch.is_grad_enabled
         candidates = self._candidates
         lightning = attr == "training_step"
 
         @functools.wraps(original)
         def call(module: Any, *args: Any, **kwargs: Any) -> Any:
-            if is_compiling():  # Dynamo traces a pass-through: no guard on our state, no extra graph
+            if is_dynamo_compiling() or compiler._is_compiling_flag:  # a trace sees a pass-through: no guard
+                # on our state, no extra graph
                 return original(module, *args, **kwargs)
             key = id(module)
             if key == probes._fast_root and args and not kwargs and not probes._depth:
@@ -561,6 +587,7 @@ class TorchProbes:
                     callback()
             else:
                 self._candidate_calls = True
+                self._steady = False
                 candidate.calls += 1
                 if candidate.example is None and not lightning and self._root is None:
                     candidate.example = (args, dict(kwargs or {}), self._autocast())
@@ -689,6 +716,7 @@ class TorchProbes:
             if probes._active and out is not outputs and getattr(out, "ndim", None) == 0:
                 try:
                     probes._scaled = (weakref.ref(out), scaler._scale, _divided(getattr(outputs, "grad_fn", None)))
+                    probes._fast_backward = False
                 except Exception:
                     probes._scaled = None
             return out
@@ -696,8 +724,46 @@ class TorchProbes:
         return scale
 
     def _make_backward(self, original: Any) -> Any:
+        if not _plain_backward(original):
+            return self._make_any_backward(original)
         probes = self
         tensor_type = self._torch.Tensor
+
+        # torch.autograd.backward's own parameters, passed on positionally: no tuple or dict is built per call
+        @functools.wraps(original)
+        def backward(tensors: Any, grad_tensors: Any = None, retain_graph: Any = None, create_graph: bool = False,
+                     grad_variables: Any = None, inputs: Any = None) -> Any:
+            if probes._in_backward or not probes._backward_on:
+                return original(tensors, grad_tensors, retain_graph, create_graph, grad_variables, inputs)
+            probes._in_backward = True
+            try:
+                if grad_tensors is None:
+                    if (probes._fast_backward and type(tensors) is tensor_type and tensors.ndim == 0
+                            and tensors.is_cpu):
+                        # hot path (issue 12): a 0-d CPU loss (host memory, no device to wait for), unscaled,
+                        # read at once and summed in place; its grad_fn is read only if a second part comes
+                        try:
+                            value = tensors.item()
+                            if probes._fast_parts:  # a second part: division matters (accumulation or not)
+                                probes._fast_division(tensors)
+                                probes._fast_sum += value
+                            else:
+                                probes._fast_first = tensors  # held until the step (see _fast_division)
+                                probes._fast_sum = value
+                            probes._fast_parts += 1
+                        except Exception as exc:
+                            probes._backward_fault(exc)
+                    elif not probes._paused:
+                        probes._on_backward(tensors)
+                return original(tensors, grad_tensors, retain_graph, create_graph, grad_variables, inputs)
+            finally:
+                probes._in_backward = False
+
+        return backward
+
+    def _make_any_backward(self, original: Any) -> Any:
+        """The wrapper for a ``torch.autograd.backward`` whose parameters differ from torch 2.x's: general path."""
+        probes = self
 
         @functools.wraps(original)
         def backward(tensors: Any, grad_tensors: Any = None, *args: Any, **kwargs: Any) -> Any:
@@ -705,33 +771,21 @@ class TorchProbes:
                 return original(tensors, grad_tensors, *args, **kwargs)
             probes._in_backward = True
             try:
-                if grad_tensors is None and probes._fast_backward:
-                    # hot path (issue 12): a 0-d CPU loss (host memory, no device to wait for), unscaled,
-                    # read at once and summed in place; anything else goes through a StepLoss
-                    if (type(tensors) is tensor_type and probes._loss is None and probes._scaled is None
-                            and tensors.ndim == 0 and tensors.is_cpu):
-                        try:
-                            value = tensors.item()
-                            kind = type(tensors.grad_fn)  # the node's class: whether it divided, read if needed
-                            if probes._fast_parts:  # a second part: division matters (accumulation or not)
-                                probes._fast_division(kind)
-                            else:
-                                probes._fast_kind = kind
-                            probes._fast_sum += value
-                            probes._fast_parts += 1
-                        except Exception as exc:
-                            probes._monitor.warn_once("probe-loss", f"loss capture disabled: {exc!r}")
-                            probes._backward_on = False
-                            probes._refresh_fast()
-                    else:
-                        probes._on_backward(tensors)
-                elif grad_tensors is None and not probes._paused:
+                if grad_tensors is None and not probes._paused:
                     probes._on_backward(tensors)
                 return original(tensors, grad_tensors, *args, **kwargs)
             finally:
                 probes._in_backward = False
 
         return backward
+
+    def _backward_fault(self, exc: BaseException) -> None:
+        """Loss capture failed: warn once and stop capturing (training thread)."""
+        self._monitor.warn_once("probe-loss", f"loss capture disabled: {exc!r}")
+        self._backward_on = False
+        self._refresh_fast()
+        self._loss = None
+        self._clear_fast_loss()
 
     def _on_backward(self, tensors: Any) -> None:
         try:
@@ -742,6 +796,8 @@ class TorchProbes:
                 loss = self._loss
                 if loss is None:
                     loss = self._loss = self._fast_loss()
+                    self._fast_backward = False  # the step's loss is a StepLoss now (until the step)
+                    self._steady = False
                 scaled = self._scaled
                 if scaled is not None and scaled[0]() is tensor:
                     self._scaled = None
@@ -752,25 +808,22 @@ class TorchProbes:
             if callback is not None:
                 callback()
         except Exception as exc:
-            self._monitor.warn_once("probe-loss", f"loss capture disabled: {exc!r}")
-            self._backward_on = False
-            self._refresh_fast()
-            self._loss = None
-            self._clear_fast_loss()
+            self._backward_fault(exc)
 
     def _clear_fast_loss(self) -> None:
         """Forget the parts read on the backward fast path (a step closed, a fault, a stop)."""
         self._fast_parts = 0
         self._fast_sum = 0.0
         self._fast_divided = True
+        self._fast_first = None
 
-    def _fast_division(self, kind: Any) -> None:
-        """Fold the first part's and ``kind``'s division into ``_fast_divided`` (steps of several parts)."""
-        first = self._fast_kind
+    def _fast_division(self, tensor: Any) -> None:
+        """Fold the held first part's and ``tensor``'s division into ``_fast_divided`` (steps of several parts)."""
+        first = self._fast_first
         if first is not None:
-            self._fast_kind = None
-            self._fast_divided = self._fast_divided and first.__name__.startswith("DivBackward")
-        self._fast_divided = self._fast_divided and kind.__name__.startswith("DivBackward")
+            self._fast_first = None
+            self._fast_divided = self._fast_divided and _divided(first.grad_fn)
+        self._fast_divided = self._fast_divided and _divided(tensor.grad_fn)
 
     def _fast_loss(self) -> StepLoss:
         """A StepLoss holding the parts read on the fast path so far (then reset)."""
@@ -779,11 +832,11 @@ class TorchProbes:
         if parts:
             # the sum as the first part and zeros for the others: the same value and the same part count
             loss.parts.extend([[self._fast_sum, 1.0]] + [[0.0, 1.0] for _ in range(parts - 1)])
-            first, self._fast_kind = self._fast_kind, None
+            first = self._fast_first
             if first is not None:  # one part so far: its division not yet read
-                self._fast_divided = first.__name__.startswith("DivBackward")
+                self._fast_divided = _divided(first.grad_fn)
             loss.divided = self._fast_divided
-            self._clear_fast_loss()
+        self._clear_fast_loss()
         return loss
 
     # -- per step ------------------------------------------------------------------
@@ -797,17 +850,18 @@ class TorchProbes:
 
     def _on_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         try:
-            if (self._steady and self._fast_parts == 1 and self._loss is None and not self._candidate_calls
-                    and self._primary() is optimizer):
-                # hot path (issue 12): the primary optimizer of a known root, one 0-d CPU loss read at backward
-                self._primary_last_event = self._events = self._events + 1
-                tokens, self._pending_tokens = self._pending_tokens, 0
-                calls, self._calls = self._calls, 0
-                if calls > self._max_calls:
-                    self._max_calls = calls
-                self._losses_info["steps"] += 1
-                value, self._fast_sum, self._fast_parts = self._fast_sum, 0.0, 0
-                self._monitor.on_step(tokens, loss_value=value)
+            if self._steady and self._fast_parts == 1 and self._calls == 1 and self._primary() is optimizer:
+                # hot path (issue 12): the primary optimizer of a known root called once, one 0-d CPU loss read
+                # at backward; _steady is cleared by whatever needs the general path (a StepLoss, a candidate's
+                # call, a new optimizer, an eval span, a pause); one call leaves _max_calls as it is
+                tokens = self._pending_tokens
+                self._pending_tokens = 0
+                self._calls = 0
+                self._fast_steps += 1
+                value = self._fast_sum  # the one part (the next first part overwrites it)
+                self._fast_parts = 0
+                self._fast_first = None  # the loss tensor is the loop's again
+                self._monitor.on_step_read(tokens, value)
                 return
         except Exception as exc:
             self._monitor.warn_once("probe-step", f"step probe fault: {exc!r}")
@@ -854,6 +908,7 @@ class TorchProbes:
                 self._max_calls = self._calls
             self._calls = 0
             loss, self._loss = self._loss, None
+            self._refresh_fast()  # the loss may take the backward fast path again
             parts = self._fast_parts
             if loss is None and parts:  # hot path: the loss was read at backward (inline _note)
                 info = self._losses_info
@@ -871,6 +926,7 @@ class TorchProbes:
                 self._fast_parts = 0  # inline _clear_fast_loss: a step of several parts (accumulation) comes here
                 self._fast_sum = 0.0
                 self._fast_divided = True
+                self._fast_first = None
                 self._monitor.on_step(tokens, loss_value=value)
                 return
             if loss is not None:
@@ -884,6 +940,7 @@ class TorchProbes:
         self._pending_tokens = 0
         self._calls = 0
         loss, self._loss = self._loss, None
+        self._refresh_fast()
         if loss is None and self._fast_parts:
             loss = self._fast_loss()
         if loss is not None:
@@ -903,7 +960,8 @@ class TorchProbes:
     def _write_info(self) -> None:
         """``series_info`` entries for ``train_loss`` and ``tokens_per_step``."""
         info = self._monitor.series_info
-        n = self._losses_info
+        n = dict(self._losses_info)
+        n["steps"] += self._fast_steps
         if n["steps"] and LOSS_SERIES not in info:
             how = "the value passed to backward" if n["max_parts"] <= 1 else \
                 f"the sum of the values passed to backward between optimizer steps (up to {n['max_parts']})"

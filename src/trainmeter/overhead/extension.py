@@ -67,22 +67,29 @@ class Overhead:
         monitor = self._m
         if monitor is None or self._t1 is not None:
             return
-        original = monitor.on_step
         now = self._now
 
-        def on_step(*args: Any, **kwargs: Any) -> None:
-            vars(monitor).pop("on_step", None)  # the plain method again from the next step
-            self._calls += 1
-            reports = monitor.reports
-            t0 = now()
-            original(*args, **kwargs)
-            if monitor.reports == reports:
-                self._timed_s += now() - t0
-                self._timed += 1
-            if self._t1 is None:
-                monitor.at_step(monitor.steps + SAMPLE_EVERY - 1, self._arm)
+        def timed(name: str) -> Any:
+            original = getattr(monitor, name)
 
-        monitor.on_step = on_step  # type: ignore[method-assign]  # an instance attribute over the method
+            def step(*args: Any, **kwargs: Any) -> None:
+                vars(monitor).pop("on_step", None)  # the plain methods again from the next step
+                vars(monitor).pop("on_step_read", None)
+                self._calls += 1
+                reports = monitor.reports
+                t0 = now()
+                original(*args, **kwargs)
+                if monitor.reports == reports:
+                    self._timed_s += now() - t0
+                    self._timed += 1
+                if self._t1 is None:
+                    monitor.at_step(monitor.steps + SAMPLE_EVERY - 1, self._arm)
+
+            return step
+
+        # instance attributes over the methods: the probes call on_step_read on their fast path, on_step else
+        monitor.on_step = timed("on_step")  # type: ignore[method-assign]
+        monitor.on_step_read = timed("on_step_read")  # type: ignore[method-assign]
 
     def stop(self) -> None:
         """Read the threads once more (they still run) and unwrap ``on_step``."""
@@ -92,6 +99,7 @@ class Overhead:
         self._read_threads()
         self._t1 = self._now()
         vars(m).pop("on_step", None)
+        vars(m).pop("on_step_read", None)
 
     def _read_threads(self) -> None:
         if self._process is _UNOPENED:
