@@ -233,7 +233,9 @@ def bench_callgrind(cg_steps: int) -> list[tuple[str, ...]]:
            f"--callgrind-out-file={out_dir}/cg.%p", sys.executable, str(HERE), "_cg-child",
            "--cg-steps", str(cg_steps)]
     subprocess.run([sys.executable, str(HERE), "_start-child"], env=child_env(), capture_output=True)  # bytecode
-    proc = subprocess.run(cmd, env=child_env(), capture_output=True, text=True)
+    # a fixed hash seed: dict and set layouts (and so the instruction counts) repeat from run to run
+    # (two runs of the same tree gave the same count to the instruction; with random seeds they differ by ~1-3k)
+    proc = subprocess.run(cmd, env=dict(child_env(), PYTHONHASHSEED="0"), capture_output=True, text=True)
     if proc.returncode != 0:
         return [("callgrind", f"failed: {proc.stderr[-2000:]}")]
     pid = int(next(Path(out_dir).glob("cg.*")).name.split(".")[1].split("-")[0])

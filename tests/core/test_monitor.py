@@ -185,3 +185,26 @@ def test_extension_warnings_reach_the_text_line_once(run_root):
     text = out.getvalue()
     assert text.count("trainmeter warning: data waits are 35%") == 1
     assert text.count("[step ") == 3
+
+
+def test_the_step_hook_runs_every_step_until_it_asks_for_a_later_one(tmp_path):
+    from trainmeter.extensions import make_monitor
+    from trainmeter.options import make_options
+
+    m = make_monitor(make_options(run_dir=tmp_path, interval_s=3600, widget=False), extensions=[], text=False)
+    m.start()
+    seen = []
+
+    def hook():
+        seen.append(m.steps)
+        if m.steps >= 3:
+            m.next_step_hook_at(m.steps + 4)
+
+    m.step_hook = hook
+    for _ in range(12):
+        m.on_step(1)
+    m.step_hook = None
+    for _ in range(3):
+        m.on_step(1)
+    m.finish("completed")
+    assert seen == [1, 2, 3, 7, 11]

@@ -246,3 +246,50 @@ def test_a_new_optimizer_is_adopted_once_the_first_is_gone(run_root):
         opt.step()
     m.finish("completed")
     assert _points(m, "lr") == [(1, 0.1), (3, 0.7), (4, 0.7)]
+
+
+def test_a_norm_from_an_earlier_step_is_never_recorded_at_a_later_one(run_root):
+    """Sampled 1 step in 10, a loop clipping only on steps the sampling skips records no grad_norm there."""
+    clock = FakeClock(100.0)
+    ext = OptimExtension(environ={}, max_points_per_s=100.0)
+    m = make_monitor(make_options(run_dir=run_root, interval_s=1.0, name="stale"), clock=clock, text=False,
+                     extensions=[ext]).start()
+    torch.manual_seed(0)
+    model = nn.Linear(6, 3)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    returned = {}
+    for step in range(1, 1041):  # 1000 steps/s on the injected clock: the first report sets the stride to 10
+        clock.advance(0.001)
+        model(torch.randn(4, 6)).pow(2).mean().backward()
+        if step % 10 == 5:
+            returned[step] = float(torch.nn.utils.clip_grad_norm_(model.parameters(), 0.5))
+        opt.step()
+        opt.zero_grad()
+    m.finish("completed")
+    first_report = next(e["step"] for e in read_events(m.run_dir / "events.jsonl") if e["kind"] == "interval")
+    assert ext.stride == 10 and first_report % 10 != 5
+    points = _points(m, "grad_norm")
+    assert [s for s, _ in points] == [s for s in returned if s <= first_report]  # each at the step that clipped
+    assert [v for _, v in points] == pytest.approx([returned[s] for s, _ in points])
+
+
+def test_steps_the_sampling_skips_run_no_code_of_the_wing(run_root):
+    """At a sampled rate the core calls the hook only at the steps it asked for (Monitor.next_step_hook_at)."""
+    clock = FakeClock(100.0)
+    ext = OptimExtension(environ={}, max_points_per_s=100.0)
+    m = make_monitor(make_options(run_dir=run_root, interval_s=1.0, name="skip"), clock=clock, text=False,
+                     extensions=[ext]).start()
+    calls = []
+    hook = m.step_hook
+    m.step_hook = lambda: (calls.append(m.steps), hook())
+    p = nn.Parameter(torch.ones(2))
+    opt = torch.optim.SGD([p], lr=0.1)
+    for _ in range(1000 + 40):  # 1000 steps/s: the first report sets the stride to 10
+        clock.advance(0.001)
+        p.grad = torch.ones(2)
+        opt.step()
+    m.finish("completed")
+    first_report = next(e["step"] for e in read_events(m.run_dir / "events.jsonl") if e["kind"] == "interval")
+    after = [s for s in calls if s > first_report]
+    assert ext.stride == 10 and after and all(b - a == 10 for a, b in zip(after, after[1:], strict=False))
+    assert len(calls) == first_report + len(after)  # every step before the first report, then 1 in 10

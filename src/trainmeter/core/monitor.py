@@ -162,7 +162,8 @@ class Monitor:
         self._finished = False
         self._at_step: int | None = None
         self._at_steps: list[tuple[int, Callable[[], None]]] = []  # (step, callback) waiting; _at_step: the next
-        self.step_hook: Callable[[], None] | None = None  # one extension's, called in on_step before the report check
+        self._step_hook: Callable[[], None] | None = None  # one extension's (see step_hook)
+        self._hook_at = sys.maxsize  # the first step at which _step_hook is called next
         self._warned: set[str] = set()
         self._series_lock = threading.Lock()
         self._said_warnings: set[str] = set()
@@ -418,8 +419,8 @@ class Monitor:
         self._step_losses(steps, t_s, loss, loss_value)
         if steps == self._at_step:
             self._run_at_step()
-        if self.step_hook is not None:
-            self.step_hook()  # must not raise (the optimizer wing's records this step's lr and grad_norm)
+        if steps >= self._hook_at:
+            self._step_hook()  # type: ignore[misc]  # must not raise (the optimizer wing's lr and grad_norm)
         if now >= self._next_report_s:
             self._maybe_report()
 
@@ -449,8 +450,8 @@ class Monitor:
             self._held_value = loss_value
         if steps == self._at_step:
             self._run_at_step()
-        if self.step_hook is not None:
-            self.step_hook()  # must not raise
+        if steps >= self._hook_at:
+            self._step_hook()  # type: ignore[misc]  # must not raise
         if now >= self._next_report_s:
             self._maybe_report()
 
@@ -476,6 +477,25 @@ class Monitor:
                 self._held_value = loss_value
         elif loss is not None:
             self.add_loss(loss, t_s)
+
+    @property
+    def step_hook(self) -> Callable[[], None] | None:
+        """One extension's callable, run after a step is counted and before the report check (training thread).
+
+        Called at every counted step from when it is set, until :meth:`next_step_hook_at` moves its next
+        call further (so a sampling extension costs nothing on the steps it skips). Must not raise.
+        """
+        return self._step_hook
+
+    @step_hook.setter
+    def step_hook(self, fn: Callable[[], None] | None) -> None:
+        self._step_hook = fn
+        self._hook_at = 0 if fn is not None else sys.maxsize
+
+    def next_step_hook_at(self, step: int) -> None:
+        """Call the step hook next at the first counted step ``>= step`` (from the hook itself; training thread)."""
+        if self._step_hook is not None:
+            self._hook_at = step
 
     def _captured_loss_series(self) -> Series:
         """The train_loss series, remembered as holding captured points (training thread)."""

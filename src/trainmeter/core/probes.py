@@ -32,10 +32,12 @@ optimizer go to ``train_loss.optimizerN``.
 
 Hot path (issue 12, ``tests/core/test_hot_path.py``): in steady state a step costs the
 root's ``__call__`` wrapper (a positional batch with the type, shape and dtype of the
-last counted one counts the same, without ``count_batch``), the ``backward`` wrapper (a
-0-d CPU loss, not scaled, is read with ``item()`` and summed in place: no
-:class:`StepLoss` object), the step hook and ``Monitor.on_step``. Anything else (a
-CUDA loss, a GradScaler, an open eval span, a new shape) takes the general path.
+last counted one counts the same, without ``count_batch``), the ``backward`` wrapper (torch's
+own six parameters, so no tuple or dict per call; a 0-d CPU loss, not scaled, is read with
+``item()`` and kept in place: no :class:`StepLoss` object, and its ``grad_fn`` is read only
+when a second part comes before the step), the step hook and ``Monitor.on_step_read``. Anything
+else (a CUDA loss, a GradScaler, an open eval span, a new shape, a second call of the root in a
+step, a new optimizer) takes the general path.
 
 Every callback is guarded: a fault warns once and disables that probe.
 Callbacks run on the training thread.
@@ -544,6 +546,8 @@ class TorchProbes:
                     probes._calls += 1
                     probes._depth = 1
                     try:
+                        if len(args) == 1:  # model(x): a plain call, which CPython 3.11 runs without a C frame
+                            return original(module, first)
                         return original(module, *args)
                     finally:
                         probes._depth = 0

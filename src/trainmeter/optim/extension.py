@@ -19,8 +19,10 @@ Missing, with its reason, when the loop does not clip by norm. A step skipped by
 
 **Sampling.** Every step while the loop runs at most ``max_points_per_s`` steps
 per second (100); above, every k-th step, k = ceil(steps/s / 100), set at each
-report from the last window's training-only rate. Costs are measured in
-``benchmarks/optim_step_hook.py``.
+report from the last window's training-only rate. The hook tells the core the next
+step it wants (``Monitor.next_step_hook_at``), so the steps in between run no code
+of this wing (issue 12); a clipped norm is recorded only at the step that returned it.
+Costs are measured in ``benchmarks/optim_step_hook.py``.
 
 **Smoothed loss.** At each report the new points of ``train_loss`` (every step)
 are folded into a bias-corrected EMA (:mod:`trainmeter.optim.smoothing`), shown
@@ -85,7 +87,6 @@ class OptimExtension:
         self.clip = ClipTap()
         self.wrapped: list[str] = []
         self.stride = 1
-        self._countdown = 1
         self._primary: weakref.ReferenceType[Any] | None = None
         self.optimizer_class: str | None = None
         self.groups = 0
@@ -107,6 +108,7 @@ class OptimExtension:
             return
         self._watch_steps()
         monitor.step_hook = self._after_count
+        self.clip.counter = monitor
         try:
             self.wrapped = self.clip.install(torch)
         except Exception as exc:
@@ -149,11 +151,9 @@ class OptimExtension:
         try:
             if self._primary is None:
                 self._adopt_primary()
-            self._countdown -= 1
-            if self._countdown > 0:
-                self.clip.pending = None
-                return
-            self._countdown = self.stride
+            m = self._m
+            if self.stride > 1:
+                m.next_step_hook_at(m.steps + self.stride)  # type: ignore[union-attr]
             optimizer = self._primary() if self._primary is not None else None
             if optimizer is None:  # collected: adopt the next one (from its second counted step)
                 self._primary = self._current = None
@@ -161,8 +161,9 @@ class OptimExtension:
                     self._watch_steps()
                 return
             groups = optimizer.param_groups
-            m = self._m
-            if len(groups) == 1 and self.clip.pending is None:
+            clip = self.clip
+            norm = clip.take_at(m.steps) if clip.pending is not None else None  # type: ignore[union-attr]
+            if len(groups) == 1 and norm is None:
                 # hot path (issue 12): one group's float rate into its existing series, at the step's time
                 lr = groups[0]["lr"]
                 series = m.series.get(LR_SERIES) if type(lr) is float else None  # type: ignore[union-attr]
@@ -172,7 +173,6 @@ class OptimExtension:
                     return
             values = read_lrs(groups)
             self.groups = len(groups)
-            norm = self.clip.take()
             if norm is not None:
                 values[GRAD_NORM_SERIES] = norm
             m.record(values)  # type: ignore[union-attr]
@@ -218,7 +218,8 @@ class OptimExtension:
             rate = interval.steps / interval.train_s
             stride = max(1, math.ceil(rate / self._max_points_per_s))
             if stride != self.stride:
-                self.stride = self._countdown = stride
+                self.stride = stride
+                m.next_step_hook_at(m.steps + stride)
         return {"loss_ema": self.ema.value, "sample_every_steps": self.stride,
                 "grad_norm_missing": self.grad_norm_missing()}
 

@@ -37,7 +37,10 @@ class ClipTap:
     """Keeps the latest gradient norm returned by the loop's clipping call.
 
     Attributes:
-        pending: The norm returned since the last optimizer step (a 0-d tensor or float), or ``None``.
+        pending: The norm the last clip-by-norm call returned (a 0-d tensor or float), or ``None``.
+        pending_step: The run's counted steps when it was returned (``counter.steps``; -1 without a counter):
+            a norm of the step being computed was returned when one step fewer was counted.
+        counter: What counts the steps (the monitor: an object with ``steps``), or ``None``.
         norm_calls: Clip-by-norm calls seen.
         value_calls: Clip-by-value calls seen.
         skipped: Returned norms not kept (not a plain tensor or float).
@@ -45,6 +48,8 @@ class ClipTap:
 
     def __init__(self) -> None:
         self.pending: Any = None
+        self.pending_step = -1
+        self.counter: Any = None
         self.norm_calls = 0
         self.value_calls = 0
         self.skipped = 0
@@ -82,9 +87,21 @@ class ClipTap:
         norm, self.pending = self.pending, None
         return norm
 
+    def take_at(self, steps: int) -> Any:
+        """Return and clear the pending norm if it was returned while step ``steps`` was computed (``None`` else).
+
+        ``steps`` is the count with that step included (the step hook's view), so the norm's ``pending_step``
+        is ``steps - 1``: a norm left from an earlier step (a loop that clips now and then, a step the
+        sampling skipped) is dropped, never recorded at a later step.
+        """
+        norm, self.pending = self.pending, None
+        return norm if norm is not None and self.pending_step == steps - 1 else None
+
     def _keep(self, result: Any) -> None:
         if type(result) is self._tensor_type or type(result) is float:
             self.pending = result
+            counter = self.counter
+            self.pending_step = counter.steps if counter is not None else -1
         else:
             self.skipped += 1
 
