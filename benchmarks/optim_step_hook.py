@@ -4,7 +4,7 @@ Arms (best of ``--repeat`` timeit runs of ``--number`` calls, microseconds per c
 
 - ``on_step``: the core's ``Monitor.on_step`` with no step hook (the baseline);
 - ``on_step+hook (skipped)``: with the optim wing's hook on a step the sampling skips
-  (a loop above 100 steps/s: one call, a counter, one attribute store);
+  (a loop above 100 steps/s: the core compares the step with the hook's next step, nothing more);
 - ``on_step+hook (sampled)``: with the hook on a sampled step (every step below 100
   steps/s): a ``param_groups`` dict read, the pending norm, one ``monitor.record``;
 - ``clip_grad_norm_`` bare vs wrapped, on a 2-layer MLP's gradients.
@@ -46,13 +46,15 @@ def main() -> None:
         base = _best_us(lambda: m.on_step(0), a.number, a.repeat)
         ext._current = ext._primary = __import__("weakref").ref(opt)  # as after the first counted step
         m.step_hook = ext._after_count
-        ext.stride = ext._countdown = 10**12
+        m.next_step_hook_at(10**12)  # as on the steps a stride skips
         skipped = _best_us(lambda: m.on_step(0), a.number, a.repeat)
         ext.stride = 1
-        sampled = _best_us(lambda: (setattr(ext, "_countdown", 1), m.on_step(0)), a.number, a.repeat)
-        # a second, sampled arm with a pending norm (the clip wrapper's tensor)
+        m.next_step_hook_at(0)  # every step (a stride of 1 leaves the next step as it is)
+        sampled = _best_us(lambda: m.on_step(0), a.number, a.repeat)
+        # a second, sampled arm with a norm returned in the step (the clip wrapper's tensor)
         norm = torch.tensor(1.0)
-        sampled_norm = _best_us(lambda: (setattr(ext, "_countdown", 1), setattr(ext.clip, "pending", norm),
+        clip = ext.clip
+        sampled_norm = _best_us(lambda: (setattr(clip, "pending", norm), setattr(clip, "pending_step", m.steps),
                                          m.on_step(0)), a.number, a.repeat)
         wrapped = _best_us(lambda: torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0), a.number // 10, a.repeat)
         m.finish("completed")
