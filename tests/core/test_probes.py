@@ -669,7 +669,9 @@ def test_a_compiled_function_calling_the_watched_model_traces_a_pass_through_wit
         if monitored:
             with tm.monitor(run_dir=run_root, interval_s=3600, model=model) as m:
                 train()
-            assert m.steps == 30  # steps count; the batches, seen only by Dynamo, are not (a warning says so)
+            assert m.steps == 30  # steps count; the batches, seen only by Dynamo, are not, and the warning says why
+            assert len(m.warnings) == 1 and "model passed as model= (Net) was never seen called" in m.warnings[0]
+            assert "torch.compile'd function" in m.warnings[0]
         else:
             train()
         return losses, {k: dict(v) for k, v in counters.items() if k in ("stats", "recompiles")}

@@ -178,6 +178,7 @@ class TorchProbes:
         self._patched_classes: set[tuple[type, str]] = set()
         self._depth = 0  # nesting of watched calls (the outermost one counts)
         self._root: weakref.ReferenceType[Any] | None = None
+        self._declared: weakref.ReferenceType[Any] | None = None  # tm.monitor(model=...)
         self._root_id = 0
         self._primary: weakref.ReferenceType[Any] | None = None
         self._primary_last_event = 0
@@ -680,7 +681,20 @@ class TorchProbes:
 
     def declare_root(self, module: Any) -> None:
         """Use ``module`` as the trained root (``tm.monitor(model=...)``)."""
+        self._declared = weakref.ref(module)
         self._set_root(module)
+
+    def _no_root_message(self) -> str:
+        """The warning when no root was found after DISCOVERY_STEPS steps: what was missing, and what to do."""
+        declared = self._declared() if self._declared is not None else None
+        if declared is not None:
+            return (f"the model passed as model= ({type(declared).__name__}) was never seen called with gradients "
+                    "enabled: tokens are not counted (a model called only inside a torch.compile'd function is "
+                    "seen by Dynamo alone: compile the model itself, torch.compile(model), to have its batches "
+                    "counted)")
+        return ("no module holding the optimizer's parameters was seen called: tokens are not counted (pass the "
+                "model to tm.monitor(model=...); a model called only inside a torch.compile'd function is seen by "
+                "Dynamo alone: compile the model itself, torch.compile(model), to have its batches counted)")
 
     # -- per call ------------------------------------------------------------------
     def _capture_example(self, args: Any, kwargs: Any) -> None:
@@ -893,10 +907,7 @@ class TorchProbes:
             if self._root is None and not self._gave_up:
                 if not self._choose_root(optimizer, sys._getframe(1)) and self._monitor.steps + 1 >= DISCOVERY_STEPS:
                     self._gave_up = True
-                    self._monitor.warn_once(
-                        "probe-root",
-                        "no module holding the optimizer's parameters was found: tokens are not counted "
-                        "(pass the model to tm.monitor(model=...) or call tm.emit)")
+                    self._monitor.warn_once("probe-root", self._no_root_message())
             elif "trained" not in self.params:
                 trained = self._trained(optimizer)
                 self.params.update(trained=sum(trained.values()), optimizer_tensors=len(trained))
