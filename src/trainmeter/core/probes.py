@@ -942,7 +942,7 @@ class TorchProbes:
                 self._fast_sum = 0.0
                 self._fast_divided = True
                 self._fast_first = None
-                self._monitor.on_step(tokens, loss_value=value)
+                self._monitor.on_step_read(tokens, value)
                 return
             if loss is not None:
                 self._note(loss)
