@@ -7,7 +7,8 @@ import os
 import time
 from pathlib import Path
 
-from trainmeter.ranks.follow import RunFollower, TailReader, head_records, last_records, newest_live_run
+from trainmeter.ranks.follow import RunFollower, TailReader, newest_live_run
+from trainmeter.record.events import head, last_of_kinds
 
 
 def line(**record) -> str:
@@ -64,8 +65,8 @@ def test_head_and_last_records(tmp_path):
     path = tmp_path / "events.jsonl"
     path.write_text(line(kind="start") + line(kind="rank", rank=1) + "".join(
         line(kind="interval", step=i) for i in range(100)) + line(kind="end", status="completed"))
-    assert [r["kind"] for r in head_records(path, 60)] == ["start", "rank"]
-    last = last_records(path, ("interval", "end"), max_bytes=200)
+    assert [r["kind"] for r in head(path, max_bytes=60)] == ["start", "rank"]
+    last = last_of_kinds(path, ("interval", "end"), max_bytes=200)
     assert last["interval"]["step"] == 99 and last["end"]["status"] == "completed"
 
 

@@ -24,6 +24,7 @@ from bisect import bisect_left
 from pathlib import Path
 from typing import Any
 
+from trainmeter.record.events import iter_events
 from trainmeter.widget.decimate import Decimator
 
 CURVES_FILE = "curves.json"
@@ -96,28 +97,21 @@ def write_curves(run_dir: Path, doc: dict[str, Any]) -> Path:
 def curves_from_events(path: Path) -> dict[str, Any]:
     """Build the curves document from an ``events.jsonl`` (old or unfinished runs).
 
-    Lines of kind ``steps`` (every step's tokens, the bulk of the file) are skipped unparsed.
+    Only ``series`` and ``interval`` lines are parsed (``steps``, every step's tokens, is the bulk of the file).
     """
     curves = Curves()
-    with path.open(encoding="utf-8") as f:
-        for line in f:
-            if '"kind":"steps"' in line[:60]:
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            kind = rec.get("kind")
-            if kind == "series" and rec.get("name") in LOSS_SERIES:
-                values = [float("nan") if v is None else v for v in rec.get("value", [])]
-                curves.add_series(rec["name"], rec.get("step", []), values)
-            elif kind == "interval":
-                tp = rec.get("throughput") or {}
-                compute = rec.get("compute") or {}
-                mfu = {k[4:-1]: v for k, v in compute.items() if k.startswith("mfu[")}
-                curves.add_report(step=rec.get("step", 0), tokens=rec.get("tokens", 0),
-                                  elapsed_s=rec.get("elapsed_s", 0.0), tokens_per_s=tp.get("train_tokens_per_s"),
-                                  mfu=mfu)
+    for rec in iter_events(path, kinds=("series", "interval")):
+        kind = rec.get("kind")
+        if kind == "series" and rec.get("name") in LOSS_SERIES:
+            values = [float("nan") if v is None else v for v in rec.get("value", [])]
+            curves.add_series(rec["name"], rec.get("step", []), values)
+        elif kind == "interval":
+            tp = rec.get("throughput") or {}
+            compute = rec.get("compute") or {}
+            mfu = {k[4:-1]: v for k, v in compute.items() if k.startswith("mfu[")}
+            curves.add_report(step=rec.get("step", 0), tokens=rec.get("tokens", 0),
+                              elapsed_s=rec.get("elapsed_s", 0.0), tokens_per_s=tp.get("train_tokens_per_s"),
+                              mfu=mfu)
     return curves.to_dict()
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from trainmeter.comparison.curves import CURVES_FILE, curves_from_events, interpolate, write_curves
+from trainmeter.record.events import LOG_FILE
 from trainmeter.widget.decimate import decimate
 
 X_KINDS = ("tokens", "flops", "time", "step")
@@ -40,7 +41,7 @@ class Line:
 def load_curves(run: Any) -> dict[str, Any]:
     """A run's curves document: ``curves.json``, else built from ``events.jsonl`` (and cached for finished runs)."""
     path = run.dir / CURVES_FILE
-    events = run.dir / "events.jsonl"
+    events = run.dir / LOG_FILE
     if path.exists():
         try:
             doc = json.loads(path.read_text(encoding="utf-8"))

@@ -2,7 +2,8 @@
 
 A :class:`TailReader` remembers its offset in one file and reads at most
 ``max_bytes`` per call; a torn last line (the writer is mid-line) waits in a
-buffer for its end, and a line longer than the bound is skipped whole. A
+buffer for its end, and a line longer than the bound is skipped whole; each
+line is read by the run log's one rule (:func:`trainmeter.record.events.parse_line`). A
 :class:`RunFollower` follows a run folder: its own log and each rank's
 ``rank-<k>/events.jsonl`` (seats appear while it follows), keeping per source
 the latest step, tokens, status and the rank's timing. Memory is bounded: only
@@ -12,15 +13,15 @@ publisher, or a cell's loop).
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trainmeter.record.events import LOG_FILE, Record, parse_line
+
 MAX_READ_BYTES = 256 * 1024
-HEAD_BYTES = 64 * 1024
 SEAT_PREFIXES = ("rank-", "proc-")
 
 
@@ -40,7 +41,7 @@ class TailReader:
         self._partial = b""
         self._skipping = False
 
-    def read(self) -> list[dict[str, Any]]:
+    def read(self) -> list[Record]:
         """Parse and return the complete records appended since the last call (never raises)."""
         try:
             with self.path.open("rb") as f:
@@ -63,73 +64,10 @@ class TailReader:
             if self._skipping and i == 0:
                 self._skipping = False
                 continue
-            if not line.strip():
-                continue
-            try:
-                out.append(json.loads(line))
-            except ValueError:
-                continue
+            record = parse_line(line)
+            if record is not None:
+                out.append(record)
         return out
-
-
-def head_records(path: Path, max_bytes: int = HEAD_BYTES) -> list[dict[str, Any]]:
-    """The complete records in the first ``max_bytes`` of ``path`` (``start``, ``rank``)."""
-    try:
-        with path.open("rb") as f:
-            data = f.read(max_bytes)
-    except OSError:
-        return []
-    out = []
-    for line in data.split(b"\n")[:-1]:
-        try:
-            out.append(json.loads(line))
-        except ValueError:
-            continue
-    return out
-
-
-def _tail_lines(path: Path, max_bytes: int) -> list[bytes]:
-    """The whole lines within the last ``max_bytes`` of ``path`` (none when it cannot be read)."""
-    try:
-        with path.open("rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            f.seek(max(0, size - max_bytes))
-            data = f.read(max_bytes)
-    except OSError:
-        return []
-    lines = data.split(b"\n")
-    return lines[1:] if size > max_bytes else lines  # the first line was cut
-
-
-def last_records(path: Path, kinds: tuple[str, ...], max_bytes: int = MAX_READ_BYTES) -> dict[str, dict[str, Any]]:
-    """The last record of each of ``kinds`` within the last ``max_bytes`` of ``path``."""
-    found: dict[str, dict[str, Any]] = {}
-    for line in reversed(_tail_lines(path, max_bytes)):
-        if len(found) == len(kinds):
-            break
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        kind = record.get("kind")
-        if kind in kinds and kind not in found:
-            found[kind] = record
-    return found
-
-
-def tail_records(path: Path, kind: str, max_bytes: int = 4 * 1024 * 1024) -> list[dict[str, Any]]:
-    """Every record of ``kind`` within the last ``max_bytes`` of ``path``, oldest first."""
-    needle = f'"kind":"{kind}"'.encode()
-    out = []
-    for line in _tail_lines(path, max_bytes):
-        if needle in line:
-            try:
-                out.append(json.loads(line))
-            except ValueError:
-                continue
-    return out
 
 
 @dataclass(slots=True)
@@ -178,15 +116,15 @@ class RunFollower:
         return sum(r.bytes_read for r in self._readers.values())
 
     def _discover(self) -> None:
-        if "" not in self._readers and (self.run_dir / "events.jsonl").exists():
-            self._add("", self.run_dir / "events.jsonl")
+        if "" not in self._readers and (self.run_dir / LOG_FILE).exists():
+            self._add("", self.run_dir / LOG_FILE)
         try:
             children = list(os.scandir(self.run_dir))
         except OSError:
             return
         for entry in children:
             if entry.name.startswith(SEAT_PREFIXES) and entry.name not in self._readers and entry.is_dir():
-                path = Path(entry.path) / "events.jsonl"
+                path = Path(entry.path) / LOG_FILE
                 if path.exists():
                     self._add(entry.name, path)
 
@@ -212,7 +150,7 @@ class RunFollower:
         return sorted(seats, key=lambda s: (s.rank is None, s.rank if s.rank is not None else 0, s.seat))
 
 
-def apply_record(state: SourceState, record: dict[str, Any]) -> None:
+def apply_record(state: SourceState, record: Record) -> None:
     """Update ``state`` with one run-log record."""
     kind = record.get("kind")
     if kind == "interval":
@@ -240,7 +178,7 @@ def newest_live_run(root: Path, within_s: float = 120.0) -> Path | None:
     except OSError:
         return None
     for folder in folders:
-        logs = [folder / "events.jsonl", *folder.glob("rank-*/events.jsonl"), *folder.glob("proc-*/events.jsonl")]
+        logs = [folder / LOG_FILE, *(log for prefix in SEAT_PREFIXES for log in folder.glob(f"{prefix}*/{LOG_FILE}"))]
         for log in logs:
             try:
                 mtime = log.stat().st_mtime

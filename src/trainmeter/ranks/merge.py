@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from trainmeter.core.provenance import Derivation, Input
-from trainmeter.ranks.follow import SEAT_PREFIXES, head_records, last_records, tail_records
+from trainmeter.ranks.follow import SEAT_PREFIXES
 from trainmeter.ranks.identity import this_node
 from trainmeter.ranks.launch_mfu import (
     RankCompute,
@@ -29,6 +29,10 @@ from trainmeter.ranks.launch_mfu import (
     rank_compute_from_passport,
 )
 from trainmeter.ranks.stragglers import repeated_offenders, score_ranks, with_repeats
+from trainmeter.record.events import LOG_FILE, head, last_of_kinds, tail
+
+WINDOW_TAIL_BYTES = 4 * 1024 * 1024
+"""The tail of a rank's log read for its report windows (:func:`window_history`)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -106,10 +110,8 @@ def _peak_memory(memory: dict[str, Any] | None) -> int | None:
 def read_seat(seat_dir: Path) -> RankSummary:
     """Summarise one seat from its passport, or from the tail of its log when it has none."""
     ident: dict[str, Any] = {}
-    for record in head_records(seat_dir / "events.jsonl"):
-        if record.get("kind") == "rank":
-            ident = record
-            break
+    for record in head(seat_dir / LOG_FILE, 1, kinds=("rank",)):
+        ident = dict(record)
     base = {"seat": seat_dir.name, "rank": ident.get("rank"), "local_rank": ident.get("local_rank"),
             "node": ident.get("node"), "world_size": ident.get("world_size"), "backend": ident.get("backend")}
     passport_path = seat_dir / "passport.json"
@@ -136,7 +138,7 @@ def read_seat(seat_dir: Path) -> RankSummary:
                 peak_memory_bytes=_peak_memory(p.get("memory")),
                 data_wait_s=(p.get("phases_s") or {}).get("data_wait"), timing=dict(section.get("timing") or {}),
                 error=p.get("error"))
-    last = last_records(seat_dir / "events.jsonl", ("interval", "end"))
+    last = last_of_kinds(seat_dir / LOG_FILE, ("interval", "end"))
     interval = last.get("interval") or {}
     end = last.get("end") or {}
     fields = interval.get("distributed") or {}
@@ -194,7 +196,7 @@ def read_launch(launch_dir: Path) -> list[RankSummary]:
 def window_history(seat_dir: Path) -> list[dict[str, Any]]:
     """The rank's report windows (``distributed.timing.window`` of its interval records, last 4 MiB of its log)."""
     out = []
-    for record in tail_records(seat_dir / "events.jsonl", "interval"):
+    for record in tail(seat_dir / LOG_FILE, max_bytes=WINDOW_TAIL_BYTES, kinds=("interval",)):
         window = ((record.get("distributed") or {}).get("timing") or {}).get("window")
         if window:
             out.append(window)

@@ -23,6 +23,7 @@ from typing import Any, TextIO
 
 from trainmeter.ranks.follow import MAX_READ_BYTES, RunFollower, TailReader, newest_live_run
 from trainmeter.ranks.panel import launch_mfu_tile, launch_tokens_tile, ranks_panel
+from trainmeter.record.events import LOG_FILE, Record
 
 POLL_S = 1.0
 IDLE_S = 600.0
@@ -86,10 +87,10 @@ class RunWatch:
         return self.followers.bytes_read + (self._primary.bytes_read if self._primary else 0)
 
     def _primary_log(self) -> Path | None:
-        own = self.run_dir / "events.jsonl"
+        own = self.run_dir / LOG_FILE
         if own.exists():
             return own
-        seats = sorted(self.run_dir.glob("rank-*/events.jsonl"), key=lambda p: (len(p.parent.name), p.parent.name))
+        seats = sorted(self.run_dir.glob(f"rank-*/{LOG_FILE}"), key=lambda p: (len(p.parent.name), p.parent.name))
         return seats[0] if seats else None
 
     def poll(self) -> dict[str, Any]:
@@ -123,14 +124,14 @@ class RunWatch:
         tile = launch_mfu_tile(ranks)
         if tile is not None and len(ranks) > 1:
             state["tiles"] = [*state.get("tiles", []), tile]
-        if not (self.run_dir / "events.jsonl").exists():  # no parent: the log read is one rank's, not the launch's
+        if not (self.run_dir / LOG_FILE).exists():  # no parent: the log read is one rank's, not the launch's
             own = next((t for t in state.get("tiles", []) if t.get("id") == "tokens"), {})
             total = launch_tokens_tile(ranks, str(own.get("label") or "tokens"))
             if total is not None:
                 state["tiles"] = [total if t.get("id") == "tokens" else t for t in state.get("tiles", [])]
         return state
 
-    def _take(self, record: dict[str, Any]) -> None:
+    def _take(self, record: Record) -> None:
         kind = record.get("kind")
         if kind == "start":
             self._start = record

@@ -26,7 +26,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from trainmeter.record.runlog import read_events
+from trainmeter.record.events import LOG_FILE, Record, read_events
 
 INTERVAL_TAGS = ("throughput", "phases_s", "compute", "energy")
 """Interval fields exported per report (numbers only) to TensorBoard and W&B."""
@@ -41,7 +41,7 @@ class RunFrames:
     intervals: Any
 
 
-def _columns(events: list[dict[str, Any]]) -> tuple[dict[str, list[Any]], dict[str, list[Any]], list[dict[str, Any]]]:
+def _columns(events: list[Record]) -> tuple[dict[str, list[Any]], dict[str, list[Any]], list[dict[str, Any]]]:
     series: dict[str, list[Any]] = {"name": [], "x_kind": [], "step": [], "t_s": [], "value": []}
     steps: dict[str, list[Any]] = {"step": [], "t_s": [], "tokens": []}
     intervals: list[dict[str, Any]] = []
@@ -73,7 +73,7 @@ def to_pandas(run_dir: Path) -> RunFrames:
         import pandas as pd
     except ImportError as exc:
         raise ImportError("Run.to_pandas needs pandas: pip install 'trainmeter[figures]' (or pandas)") from exc
-    series, steps, intervals = _columns(read_events(run_dir / "events.jsonl"))
+    series, steps, intervals = _columns(read_events(run_dir / LOG_FILE))
     s = pd.DataFrame({
         "name": pd.Categorical(series["name"]), "x_kind": pd.Categorical(series["x_kind"]),
         "step": pd.array(series["step"], dtype="int64"), "t_s": pd.array(series["t_s"], dtype="float64"),
@@ -85,7 +85,7 @@ def to_pandas(run_dir: Path) -> RunFrames:
     return RunFrames(series=s, steps=st, intervals=iv)
 
 
-def _start_wall_s(passport: dict[str, Any], events: list[dict[str, Any]]) -> float:
+def _start_wall_s(passport: dict[str, Any], events: list[Record]) -> float:
     started = passport.get("started_at") or next((e.get("started_at") for e in events if e.get("kind") == "start"),
                                                  None)
     try:
@@ -123,7 +123,7 @@ def export_tensorboard(run_dir: Path, passport: dict[str, Any], logdir: str | Pa
         from tensorboard.summary.writer.record_writer import RecordWriter
     except ImportError as exc:
         raise ImportError("Run.export_tensorboard needs tensorboard: pip install tensorboard") from exc
-    events = read_events(run_dir / "events.jsonl")
+    events = read_events(run_dir / LOG_FILE)
     t0 = _start_wall_s(passport, events)
     out_dir = Path(logdir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -170,7 +170,7 @@ def export_wandb(run_dir: Path, passport: dict[str, Any], *, project: str, mode:
         import wandb
     except ImportError as exc:
         raise ImportError("Run.export_wandb needs wandb: pip install wandb") from exc
-    events = read_events(run_dir / "events.jsonl")
+    events = read_events(run_dir / LOG_FILE)
     by_step: dict[int, dict[str, float]] = {}
     for rec in events:
         kind = rec.get("kind")

@@ -19,6 +19,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from trainmeter.record.events import LOG_FILE, end_record, gap_record, rank_record, start_record
 from trainmeter.record.reporter import format_text, summary_line, write_interval
 from trainmeter.record.runlog import RunLog
 from trainmeter.record.runs import make_run_dir
@@ -98,12 +99,13 @@ class RunRecorder:
                 run.run_dir = (self._seat.dir if self._seat is not None else
                                make_run_dir(self._root or Path("."), run.options.name,
                                             datetime.fromisoformat(self._started_at)))
-            self._log = RunLog(run.run_dir / "events.jsonl")
+            self._log = RunLog(run.run_dir / LOG_FILE)
             if not self._start_written:
-                self._log.write("start", **self._start_fields)
+                self._log.append(start_record(**self._start_fields))
                 if self._seat is not None:  # one rank of a launch: say which, in its own log
-                    self._log.write("rank", launch_dir=str(self._seat.launch_dir), pid=os.getpid(),
-                                    device=getattr(self._seat, "device", None), **self._seat.identity.to_dict())
+                    self._log.append(rank_record(launch_dir=str(self._seat.launch_dir), pid=os.getpid(),
+                                                 device=getattr(self._seat, "device", None),
+                                                 identity=self._seat.identity.to_dict()))
                 self._log.flush()
                 self._start_written = True
             return True
@@ -132,7 +134,7 @@ class RunRecorder:
         try:
             if self._gap is not None:
                 self._gap.update(to_step=run.steps, dropped_points=self._gap["dropped_points"] + dropped)
-                self._log.write("gap", **self._gap)
+                self._log.append(gap_record(**self._gap))
             body(self._log, cursors)
             self._log.flush()
         except OSError as exc:
@@ -187,7 +189,7 @@ class RunRecorder:
                                    for g in gaps[:5])
                        + f" ({sum(g['dropped_points'] for g in gaps)} points dropped from memory); first error: "
                        + (gaps[0]["error"] if gaps else "?"))
-        return {"complete": complete, "log": str(run.run_dir / "events.jsonl") if run.run_dir else None,
+        return {"complete": complete, "log": str(run.run_dir / LOG_FILE) if run.run_dir else None,
                 "failed_writes": self.failed_writes, "gaps": gaps, "summary": summary}
 
     def write_passport(self, run: RunView) -> None:
@@ -220,7 +222,7 @@ class RunRecorder:
             self.passport_error = _reason(exc)
             run.warn_once("passport-write", f"passport not written in {run.run_dir}: {self.passport_error}")
         if self._log is not None:
-            self._log.write("end", status=run.status, ended_at=run.ended_at, error=run.error)
+            self._log.append(end_record(status=run.status, ended_at=run.ended_at, error=run.error))
             try:
                 self._log.flush()
             except OSError:

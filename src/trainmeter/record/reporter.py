@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from trainmeter.core.series import Series, StepSeries
+from trainmeter.record.events import columns_record, interval_record
 from trainmeter.record.runlog import RunLog
 from trainmeter.record.textline import format_line, seed_values
 from trainmeter.record.view import RunView
@@ -26,7 +27,8 @@ def write_columns(log: RunLog, cursors: dict[str, int], kind: str, series: Serie
     if steps:
         # integer microseconds: encoding an int costs a fraction of a float's shortest repr
         t_us = [int(t * 1e6) for t in times]
-        log.write(kind, name=series.name, x=series.x_kind, step=steps, t_us=t_us, value=values)
+        log.append(columns_record(kind, name=series.name, x=series.x_kind, step=steps, t_us=t_us,  # type: ignore[arg-type]
+                                  value=values))
     cursors[series.name] = end
     return max(0, end - start - len(steps))
 
@@ -45,8 +47,8 @@ def write_interval(m: RunView, log: RunLog, cursors: dict[str, int], elapsed_s: 
     for series in list(m.series.values()):
         dropped += write_columns(log, cursors, "series", series)
     interval, session = m.interval, m.session
-    log.write(
-        "interval", step=m.steps, tokens=m.tokens, token_unit=m.token_unit, elapsed_s=elapsed_s, phases_s=phases_s,
+    log.append(interval_record(
+        step=m.steps, tokens=m.tokens, token_unit=m.token_unit, elapsed_s=elapsed_s, phases_s=phases_s,
         throughput={
             "train_tokens_per_s": interval.train_tokens_per_s if interval else None,
             "seconds_per_step": interval.seconds_per_step if interval else None,
@@ -55,8 +57,8 @@ def write_interval(m: RunView, log: RunLog, cursors: dict[str, int], elapsed_s: 
             "window_steps": interval.steps if interval else 0,
             "window_train_s": interval.train_s if interval else 0.0,
         },
-        memory=m.memory.to_dict() if m.memory else None, **extra,
-    )
+        memory=m.memory.to_dict() if m.memory else None, sections=extra,
+    ))
     log.flush()
     return dropped
 

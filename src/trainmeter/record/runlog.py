@@ -1,7 +1,9 @@
-"""The run log: an append-only ``events.jsonl`` with ``schema_version`` on each line.
+"""The run log's writer: an append-only ``events.jsonl`` with ``schema_version`` on each line.
 
 Flushed at every report, so a killed kernel leaves a readable log up to the
-last interval. Written from the training thread only (not thread-safe).
+last interval. Written from the training thread only (not thread-safe). The
+records and their reader are :mod:`trainmeter.record.events` (``read_events``
+is re-exported here for existing callers).
 """
 
 from __future__ import annotations
@@ -13,7 +15,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-SCHEMA_VERSION = 1
+from trainmeter.record.events import SCHEMA_VERSION, Record, read_events
+
+__all__ = ["RunLog", "clean", "read_events", "write_file_atomic"]
 
 
 def clean(value: Any) -> Any:
@@ -50,10 +54,13 @@ class RunLog:
         self._lines: list[str] = []
 
     def write(self, kind: str, **fields: Any) -> None:
-        """Buffer one record of ``kind`` until :meth:`flush`."""
+        """Buffer one record of ``kind`` (``fields`` after ``schema_version`` and ``kind``) until :meth:`flush`."""
+        self.append({"schema_version": SCHEMA_VERSION, "kind": kind, **fields})  # type: ignore[arg-type]
+
+    def append(self, record: Record) -> None:
+        """Buffer one record (built by :mod:`trainmeter.record.events`) until :meth:`flush`."""
         if self._fd is None:
             return
-        record = {"schema_version": SCHEMA_VERSION, "kind": kind, **fields}
         try:  # fast path: the C encoder, refusing NaN and inf
             line = json.dumps(record, separators=(",", ":"), allow_nan=False)
         except ValueError:
@@ -142,15 +149,3 @@ def write_file_atomic(path: Path, text: str) -> None:
         except OSError:
             pass
         raise
-
-
-def read_events(path: Path) -> list[dict[str, Any]]:
-    """Return the records of an ``events.jsonl``; a torn last line is skipped."""
-    records = []
-    with path.open(encoding="utf-8") as f:
-        for line in f:
-            try:
-                records.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue
-    return records

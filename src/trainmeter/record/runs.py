@@ -11,7 +11,7 @@ from typing import Any
 
 from trainmeter.core.text import printable
 from trainmeter.options import DEFAULT_RUN_ROOT
-from trainmeter.record.runlog import read_events
+from trainmeter.record.events import HEAD_BYTES, LOG_FILE, TAIL_BYTES, ReadStats, Record, head, read_events, tail
 from trainmeter.sizes import format_count, format_duration, format_number
 
 
@@ -44,9 +44,9 @@ class Run:
         """Whether the figures come from a passport (else from the run log)."""
         return bool(self.passport) and "summarised_from" not in self.passport
 
-    def events(self) -> list[dict[str, Any]]:
+    def events(self) -> list[Record]:
         """The run log's records (none for a launch folder whose ranks each keep their own log)."""
-        path = self.dir / "events.jsonl"
+        path = self.dir / LOG_FILE
         return read_events(path) if path.exists() else []
 
     def to_pandas(self) -> Any:
@@ -83,7 +83,7 @@ def load(path: str | Path) -> Run:
     p = Path(path).expanduser()
     if p.is_file():
         p = p.parent
-    if not (p / "events.jsonl").exists() and not (p / "passport.json").exists():
+    if not (p / LOG_FILE).exists() and not (p / "passport.json").exists():
         raise FileNotFoundError(f"no trainmeter run at {str(path)!r}: expected a folder with events.jsonl or passport.json")
     problem = None
     if (p / "passport.json").exists():
@@ -94,14 +94,18 @@ def load(path: str | Path) -> Run:
             problem = "passport.json holds no passport"
         except (OSError, ValueError, UnicodeDecodeError) as exc:
             problem = f"passport.json unreadable ({type(exc).__name__}: {exc})"
-    return Run(dir=p, passport=summarise_log(p / "events.jsonl", problem))
+    return Run(dir=p, passport=summarise_log(p / LOG_FILE, problem))
 
 
 def summarise_log(path: Path, problem: str | None = None) -> dict[str, Any]:
-    """A passport-shaped summary of a run from its run log alone (a killed run)."""
+    """A passport-shaped summary of a run from its run log alone (a killed run).
+
+    What the log still holds is summarised; damaged lines in it are skipped and said in the warnings.
+    """
+    read = ReadStats()
     try:
-        events = read_events(path) if path.exists() else []
-    except (OSError, UnicodeDecodeError):
+        events = read_events(path, stats=read) if path.exists() else []
+    except OSError:
         events = []
     start = next((e for e in events if e.get("kind") == "start"), {})
     last = next((e for e in reversed(events) if e.get("kind") == "interval"), {})
@@ -123,6 +127,8 @@ def summarise_log(path: Path, problem: str | None = None) -> dict[str, Any]:
         st["count"] += len(e["value"])
         st["last_step"] = (e.get("step") or [None])[-1]
     why = problem or "no passport: the run did not finish (kernel killed?)"
+    damaged = ([f"its run log is damaged: {read.lines_skipped} unreadable lines skipped"]
+               if read.lines_skipped else [])
     return {
         "name": start.get("name"), "status": end.get("status") or "unfinished", "error": end.get("error"),
         "started_at": start.get("started_at"), "ended_at": end.get("ended_at"),
@@ -130,7 +136,7 @@ def summarise_log(path: Path, problem: str | None = None) -> dict[str, Any]:
         "tokens": last.get("tokens") or 0, "token_unit": last.get("token_unit") or "tokens",
         "phases_s": last.get("phases_s") or {}, "throughput": last.get("throughput") or {},
         "memory": last.get("memory") or {}, "series": stats, "options": start.get("options") or {},
-        "warnings": [f"{why}; figures are from its run log's last report"],
+        "warnings": [f"{why}; figures are from its run log's last report", *damaged],
         "summarised_from": "events.jsonl",
     }
 
@@ -146,7 +152,7 @@ def runs(root: str | Path | None = None) -> list[Run]:
     found = []
     for child in sorted(base.iterdir()):
         try:
-            if child.is_dir() and ((child / "events.jsonl").exists() or (child / "passport.json").exists()):
+            if child.is_dir() and ((child / LOG_FILE).exists() or (child / "passport.json").exists()):
                 found.append(load(child))
         except (OSError, ValueError):
             continue
@@ -155,8 +161,6 @@ def runs(root: str | Path | None = None) -> list[Run]:
 
 RUNS_SHOWN = 20
 """Runs ``%trainmeter runs`` lists by default (newest first); older ones are counted in a ``+N more`` line."""
-HEAD_BYTES = 64 * 1024
-TAIL_BYTES = 256 * 1024
 RUN_COLUMNS: tuple[str, ...] = ("started (UTC)", "name", "status", "duration", "steps", "tokens", "last loss", "path")
 
 
@@ -251,7 +255,7 @@ def runs_table(root: str | Path | None = None, limit: int | None = RUNS_SHOWN) -
     base = Path(root).expanduser() if root is not None else DEFAULT_RUN_ROOT
     try:
         children = [c for c in base.iterdir() if c.is_dir()
-                    and ((c / "events.jsonl").exists() or (c / "passport.json").exists())]
+                    and ((c / LOG_FILE).exists() or (c / "passport.json").exists())]
     except OSError:
         children = []
     children.sort(key=lambda c: c.name, reverse=True)  # folders are named <UTC stamp>-<name>
@@ -268,7 +272,7 @@ def run_row(folder: Path) -> RunRow:
     except (OSError, ValueError, UnicodeDecodeError):
         passport = {}
     from_log = not passport
-    p = passport or log_tail_summary(folder / "events.jsonl")
+    p = passport or log_tail_summary(folder / LOG_FILE)
     loss = ((p.get("series") or {}).get("train_loss") or {}).get("last") if not from_log else p.get("last_loss")
     unit = p.get("token_unit") or "tokens"
     tokens = p.get("tokens")
@@ -288,11 +292,10 @@ def log_tail_summary(path: Path, head_bytes: int = HEAD_BYTES, tail_bytes: int =
     A torn last line (the process was killed mid-write) and a line cut by the tail
     window are skipped. Keys as in a passport, plus ``last_loss``.
     """
-    head, tail = _read_lines(path, head_bytes, tail_bytes)
-    start = next((r for r in head if r.get("kind") == "start"), {})
+    start: dict[str, Any] = next(iter(head(path, 1, max_bytes=head_bytes, kinds=("start",))), {})  # type: ignore[arg-type]
     found: dict[str, dict[str, Any]] = {}
     last_loss = None
-    for r in reversed(tail):
+    for r in reversed(tail(path, max_bytes=tail_bytes)):
         kind = r.get("kind")
         if kind in ("interval", "end") and kind not in found:
             found[kind] = r
@@ -303,34 +306,6 @@ def log_tail_summary(path: Path, head_bytes: int = HEAD_BYTES, tail_bytes: int =
             "status": end.get("status") or "unfinished", "elapsed_s": last.get("elapsed_s"),
             "steps": last.get("step"), "tokens": last.get("tokens"),
             "token_unit": last.get("token_unit") or "tokens", "last_loss": last_loss}
-
-
-def _read_lines(path: Path, head_bytes: int, tail_bytes: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    try:
-        with path.open("rb") as f:
-            size = f.seek(0, 2)
-            f.seek(0)
-            head = f.read(head_bytes)
-            f.seek(max(0, size - tail_bytes))
-            tail = f.read(tail_bytes)
-    except OSError:
-        return [], []
-    tail_lines = tail.split(b"\n")
-    if size > tail_bytes:
-        tail_lines = tail_lines[1:]  # cut by the window
-    return _parse(head.split(b"\n")[:-1]), _parse(tail_lines)
-
-
-def _parse(lines: list[bytes]) -> list[dict[str, Any]]:
-    out = []
-    for line in lines:
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue  # a torn line
-        if isinstance(record, dict):
-            out.append(record)
-    return out
 
 
 def _finite(value: Any) -> bool:

@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import sys
 from collections import deque
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from trainmeter.record.events import Record
 from trainmeter.record.runs import Run, load
 from trainmeter.widget.decimate import DEFAULT_BUDGET_POINTS, Decimator, share_budget
 from trainmeter.widget.frame import SeriesColumns, encode_frame
@@ -40,7 +42,7 @@ MAX_REPLAYS_KEPT = 16
 _REPLAYS: deque[Any] = deque(maxlen=MAX_REPLAYS_KEPT)
 
 
-def replay_columns(events: list[dict[str, Any]], *, budget_points: int = DEFAULT_BUDGET_POINTS,
+def replay_columns(events: Sequence[Record], *, budget_points: int = DEFAULT_BUDGET_POINTS,
                    points_total: int = REPLAY_POINTS_TOTAL) -> list[SeriesColumns]:
     """Decimated columns of every series of a saved run, plus the report series.
 
@@ -90,7 +92,7 @@ def replay(run_or_path: Run | str | Path) -> tuple[dict[str, Any], list[SeriesCo
         FileNotFoundError: When the path holds no run.
     """
     run = run_or_path if isinstance(run_or_path, Run) else load(run_or_path)
-    events = run.events() if (run.dir / "events.jsonl").exists() else []
+    events = run.events()  # none for a folder without a log
     state = with_live_extras(build_state(facts_from_run(run.passport, events, run_dir=str(run.dir))),
                              _saved_dashboard(run.dir))
     columns = replay_columns(events)
@@ -203,9 +205,3 @@ def _display_live(shell: Any) -> None:
     else:
         print("trainmeter: no run in progress in this kernel; tm.display(path) replays a saved run "
               "(see tm.runs())")
-
-
-def _bundle(widget: Any) -> tuple[dict[str, Any], dict[str, Any]]:
-    bundle = widget._repr_mimebundle_()
-    data, metadata = bundle if isinstance(bundle, tuple) else (bundle, {})
-    return dict(data or {}), dict(metadata or {})

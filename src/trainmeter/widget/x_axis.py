@@ -20,7 +20,10 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from trainmeter.record.events import IntervalRecord
 
 AXIS_TOKENS = "axis:tokens"
 AXIS_TIME = "axis:time_s"
@@ -61,8 +64,8 @@ def interpolate(xs: Sequence[float], ys: Sequence[float], x: float) -> float | N
     return float(y0 + (y1 - y0) * (x - x0) / (x1 - x0))
 
 
-def report_mapping(record: dict[str, Any], last_step: int) -> tuple[int, float, float | None] | None:
-    """``(step, seconds, tokens)`` of the x mappings from an ``interval`` record of events.jsonl.
+def report_mapping(record: IntervalRecord, last_step: int) -> tuple[int, float, float | None] | None:
+    """``(step, seconds, tokens)`` of the x mappings from an ``interval`` record of the run log.
 
     ``None`` when the record adds no step past ``last_step`` (the mappings must increase).
     """

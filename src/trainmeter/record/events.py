@@ -1,0 +1,372 @@
+"""The run log's schema and reader: one TypedDict per record kind of ``events.jsonl`` and bounded reads.
+
+This module is the record wing's published view of the run log (docs/spec.md, "Saved runs"): the
+writer (:mod:`trainmeter.record.runlog`, :mod:`trainmeter.record.recorder`,
+:mod:`trainmeter.record.reporter`) builds its records with the constructors here, and every
+reader, in any wing, reads the log through :func:`iter_events`, :func:`head`, :func:`tail` or
+:class:`~trainmeter.record.events_follow.TailReader` and types what it gets with the records here.
+Other wings may import this module (and only this one) from the record wing.
+
+The one tolerance rule, for every reader: a line is a record when it decodes as UTF-8 and parses
+as a JSON object; any other line (torn by a kill mid-write, cut by a read window, damaged bytes) is
+skipped and counted in :class:`ReadStats`, never raised. A damaged log reads as the records it
+still holds. :func:`iter_events` raises ``OSError`` only when the file cannot be opened;
+:func:`head` and :func:`tail` read an unreadable file as empty.
+
+Pure functions and immutable constants; safe from any thread.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Collection, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, TypedDict, Union
+
+SCHEMA_VERSION = 1
+LOG_FILE = "events.jsonl"
+HEAD_BYTES = 64 * 1024
+TAIL_BYTES = 256 * 1024
+BLOCK_BYTES = 16 * 1024
+"""Bytes read per call by :func:`head` and :func:`tail` when they may stop early (``n`` records)."""
+
+Kind = Literal["start", "rank", "steps", "series", "interval", "gap", "end"]
+KINDS: tuple[str, ...] = ("start", "rank", "steps", "series", "interval", "gap", "end")
+
+
+class StartRecord(TypedDict):
+    """First record of a log: the run's name, start and options (``options.run_root`` absolute)."""
+
+    schema_version: int
+    kind: Literal["start"]
+    name: str
+    started_at: str
+    options: dict[str, Any]
+    environment: dict[str, Any]
+
+
+class RankRecord(TypedDict, total=False):
+    """Second record of a rank's log (a launch): where its launch is and which rank it is.
+
+    Keys past ``device`` are those of :meth:`trainmeter.ranks.identity.RankIdentity.to_dict`.
+    """
+
+    schema_version: int
+    kind: Literal["rank"]
+    launch_dir: str
+    pid: int
+    device: str | None
+    rank: int | None
+    local_rank: int | None
+    world_size: int
+    local_world_size: int | None
+    node_rank: int | None
+    node: str
+    launch_key: str | None
+    backend: str | None
+    source: str
+    provenance: str
+
+
+class ColumnsRecord(TypedDict):
+    """The points of one series since the last report: ``steps`` (tokens per step) or ``series``.
+
+    ``step[i]``, ``t_us[i]`` (session microseconds) and ``value[i]`` are one point; ``x`` says
+    which of step or time is the series' x axis; a non-finite value is ``None``.
+    """
+
+    schema_version: int
+    kind: Literal["steps", "series"]
+    name: str
+    x: Literal["step", "time"]
+    step: list[int]
+    t_us: list[int]
+    value: list[float | None]
+
+
+class Throughput(TypedDict):
+    """The ``throughput`` of an interval record (``None`` before the first measured window)."""
+
+    train_tokens_per_s: float | None
+    seconds_per_step: float | None
+    session_tokens_per_s: float | None
+    window_tokens: int
+    window_steps: int
+    window_train_s: float
+
+
+class _IntervalBase(TypedDict):
+    schema_version: int
+    kind: Literal["interval"]
+    step: int
+    tokens: int
+    token_unit: str
+    elapsed_s: float
+    phases_s: dict[str, float]
+    throughput: Throughput
+    memory: dict[str, Any] | None
+
+
+class IntervalRecord(_IntervalBase, total=False):
+    """One report: counters, phases, throughput, memory, then each wing's fields under its name.
+
+    The wing sections (``compute``, ``gpu``, ``distributed``, ``energy``, ...) are each extension's
+    ``interval_fields``; the keys listed here are those readers outside the wing look at.
+    """
+
+    compute: dict[str, Any]
+    distributed: dict[str, Any]
+    energy: dict[str, Any]
+    gpu: dict[str, Any]
+
+
+class GapRecord(TypedDict):
+    """A closed span the log could not be written (a full disk), written once writes work again."""
+
+    schema_version: int
+    kind: Literal["gap"]
+    from_step: int
+    to_step: int | None
+    failed_writes: int
+    dropped_points: int
+    error: str
+
+
+class EndRecord(TypedDict):
+    """Last record of a finished run."""
+
+    schema_version: int
+    kind: Literal["end"]
+    status: str
+    ended_at: str | None
+    error: str | None
+
+
+Record = Union[StartRecord, RankRecord, ColumnsRecord, IntervalRecord, GapRecord, EndRecord]
+
+
+# --- the writer's constructors (field order is the line's key order) ------------------------------
+
+def start_record(*, name: str, started_at: str, options: dict[str, Any], environment: dict[str, Any]) -> StartRecord:
+    """The ``start`` record."""
+    return {"schema_version": SCHEMA_VERSION, "kind": "start", "name": name, "started_at": started_at,
+            "options": options, "environment": environment}
+
+
+def rank_record(*, launch_dir: str, pid: int, device: str | None, identity: dict[str, Any]) -> RankRecord:
+    """The ``rank`` record of one rank's log (``identity``: ``RankIdentity.to_dict()``)."""
+    return {"schema_version": SCHEMA_VERSION, "kind": "rank", "launch_dir": launch_dir, "pid": pid,  # type: ignore[typeddict-item]
+            "device": device, **identity}
+
+
+def columns_record(kind: Literal["steps", "series"], *, name: str, x: str, step: list[int], t_us: list[int],
+                   value: list[Any]) -> ColumnsRecord:
+    """A ``steps`` or ``series`` record."""
+    return {"schema_version": SCHEMA_VERSION, "kind": kind, "name": name, "x": x,  # type: ignore[typeddict-item]
+            "step": step, "t_us": t_us, "value": value}
+
+
+def interval_record(*, step: int, tokens: int, token_unit: str, elapsed_s: float, phases_s: dict[str, float],
+                    throughput: Throughput, memory: dict[str, Any] | None,
+                    sections: dict[str, Any]) -> IntervalRecord:
+    """The ``interval`` record; ``sections`` are the wings' fields, by extension name."""
+    return {"schema_version": SCHEMA_VERSION, "kind": "interval", "step": step, "tokens": tokens,  # type: ignore[typeddict-item]
+            "token_unit": token_unit, "elapsed_s": elapsed_s, "phases_s": phases_s, "throughput": throughput,
+            "memory": memory, **sections}
+
+
+def gap_record(*, from_step: int, to_step: int | None, failed_writes: int, dropped_points: int,
+               error: str) -> GapRecord:
+    """The ``gap`` record."""
+    return {"schema_version": SCHEMA_VERSION, "kind": "gap", "from_step": from_step, "to_step": to_step,
+            "failed_writes": failed_writes, "dropped_points": dropped_points, "error": error}
+
+
+def end_record(*, status: str, ended_at: str | None, error: str | None) -> EndRecord:
+    """The ``end`` record."""
+    return {"schema_version": SCHEMA_VERSION, "kind": "end", "status": status, "ended_at": ended_at, "error": error}
+
+
+# --- the one tolerance rule ------------------------------------------------------------------------
+
+@dataclass(slots=True)
+class ReadStats:
+    """What a read took: bytes read from the file and lines that were not records (skipped).
+
+    Attributes:
+        bytes_read: Bytes read from the file, in all.
+        lines_skipped: Non-blank lines that were not a JSON object (damaged), the torn last line apart.
+        torn_last_line: The file ends in a line with no newline that is not a record (killed mid-write).
+    """
+
+    bytes_read: int = 0
+    lines_skipped: int = 0
+    torn_last_line: bool = False
+
+
+def parse_line(line: bytes | str, stats: ReadStats | None = None) -> Record | None:
+    """The record on one line, or ``None`` (blank, torn, damaged or not a JSON object; counted as skipped)."""
+    if not line.strip():
+        return None
+    try:
+        record = json.loads(line)
+    except ValueError:  # JSONDecodeError and UnicodeDecodeError
+        record = None
+    if isinstance(record, dict):
+        return record  # type: ignore[return-value]
+    if stats is not None:
+        stats.lines_skipped += 1
+    return None
+
+
+def _wanted(line: bytes, kinds: Collection[str] | None, needles: tuple[bytes, ...]) -> bool:
+    """Whether a line may hold one of ``kinds``: a cheap byte test before parsing (the kind is checked after)."""
+    return kinds is None or any(n in line for n in needles)
+
+
+def _needles(kinds: Collection[str] | None) -> tuple[bytes, ...]:
+    return tuple(f'"{k}"'.encode() for k in kinds) if kinds is not None else ()
+
+
+def _take(line: bytes, kinds: Collection[str] | None, needles: tuple[bytes, ...],
+          stats: ReadStats | None) -> Record | None:
+    if not _wanted(line, kinds, needles):
+        return None
+    record = parse_line(line, stats)
+    if record is None or (kinds is not None and record.get("kind") not in kinds):
+        return None
+    return record
+
+
+# --- readers ---------------------------------------------------------------------------------------
+
+def iter_events(path: Path, *, kinds: Collection[str] | None = None,
+                stats: ReadStats | None = None) -> Iterator[Record]:
+    """Every record of the log at ``path``, in order (``kinds``: only those; other lines are not parsed).
+
+    Raises:
+        OSError: When the file cannot be opened (a missing log is the caller's to say).
+    """
+    needles = _needles(kinds)
+    with Path(path).open("rb") as f:
+        for line in f:
+            torn = not line.endswith(b"\n")  # only the last line can be
+            if stats is not None:
+                stats.bytes_read += len(line)
+            record = _take(line, kinds, needles, None if torn else stats)
+            if torn and record is None and stats is not None and line.strip() and parse_line(line) is None:
+                stats.torn_last_line = True
+            if record is not None:
+                yield record
+
+
+def read_events(path: Path, *, kinds: Collection[str] | None = None,
+                stats: ReadStats | None = None) -> list[Record]:
+    """The records of the log at ``path`` as a list (see :func:`iter_events`).
+
+    Raises:
+        OSError: When the file cannot be opened.
+    """
+    return list(iter_events(path, kinds=kinds, stats=stats))
+
+
+def head(path: Path, n: int | None = None, *, max_bytes: int = HEAD_BYTES, kinds: Collection[str] | None = None,
+         stats: ReadStats | None = None) -> list[Record]:
+    """The records on the whole lines within the first ``max_bytes`` of ``path`` (at most ``n``; never raises).
+
+    The piece after the window's last newline is left out (a line the window cut, or a torn last
+    line). With ``n``, reading stops once ``n`` records (of ``kinds``) are found.
+    """
+    needles = _needles(kinds)
+    out: list[Record] = []
+    try:
+        with Path(path).open("rb") as f:
+            rest = b""
+            left = max_bytes
+            while left > 0:
+                chunk = f.read(left if n is None else min(left, BLOCK_BYTES))
+                if not chunk:
+                    break
+                left -= len(chunk)
+                if stats is not None:
+                    stats.bytes_read += len(chunk)
+                lines = (rest + chunk).split(b"\n")
+                rest = lines.pop()
+                for line in lines:
+                    record = _take(line, kinds, needles, stats)
+                    if record is not None:
+                        out.append(record)
+                        if n is not None and len(out) >= n:
+                            return out
+    except OSError:
+        return out
+    return out
+
+
+def _backwards(path: Path, max_bytes: int, kinds: Collection[str] | None, stats: ReadStats | None,
+               block_bytes: int | None) -> Iterator[Record]:
+    """The records within the last ``max_bytes`` of ``path``, newest first, read ``block_bytes`` at a time."""
+    needles = _needles(kinds)
+    try:
+        with Path(path).open("rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            low = max(0, size - max_bytes)
+            end = size
+            rest = b""
+            newest = True
+            while end > low:
+                start = low if block_bytes is None else max(low, end - block_bytes)
+                f.seek(start)
+                chunk = f.read(end - start)
+                if stats is not None:
+                    stats.bytes_read += len(chunk)
+                end = start
+                lines = (chunk + rest).split(b"\n")
+                rest = lines[0]  # may go on in the bytes before this block
+                for line in reversed(lines[1:]):
+                    torn, newest = newest, False  # the piece after the last newline: a torn last line if any
+                    record = _take(line, kinds, needles, None if torn else stats)
+                    if torn and record is None and stats is not None and line.strip() and parse_line(line) is None:
+                        stats.torn_last_line = True
+                    if record is not None:
+                        yield record
+            if low == 0:  # the file's first line, whole
+                record = _take(rest, kinds, needles, stats)
+                if record is not None:
+                    yield record
+    except OSError:
+        return
+
+
+def tail(path: Path, n: int | None = None, *, max_bytes: int = TAIL_BYTES, kinds: Collection[str] | None = None,
+         stats: ReadStats | None = None) -> list[Record]:
+    """The records on the whole lines within the last ``max_bytes`` of ``path``, oldest first (never raises).
+
+    When the file is longer than the window, the window's first line is left out (it may be cut).
+    With ``n``, only the last ``n`` records (of ``kinds``) are returned and reading (backwards,
+    :data:`BLOCK_BYTES` at a time) stops once they are found.
+    """
+    found: list[Record] = []
+    for record in _backwards(path, max_bytes, kinds, stats, None if n is None else BLOCK_BYTES):
+        found.append(record)
+        if n is not None and len(found) >= n:
+            break
+    return found[::-1]
+
+
+def last_of_kinds(path: Path, kinds: Collection[str], *, max_bytes: int = TAIL_BYTES,
+                  stats: ReadStats | None = None) -> dict[str, Record]:
+    """The last record of each of ``kinds`` within the last ``max_bytes`` of ``path`` (never raises).
+
+    Reads backwards :data:`BLOCK_BYTES` at a time and stops once each kind is found.
+    """
+    found: dict[str, Record] = {}
+    for record in _backwards(path, max_bytes, kinds, stats, BLOCK_BYTES):
+        kind = str(record.get("kind"))
+        if kind not in found:
+            found[kind] = record
+            if len(found) == len(kinds):
+                break
+    return found
