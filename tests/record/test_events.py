@@ -114,7 +114,8 @@ def test_a_torn_last_line_is_skipped_by_every_reader_and_said_apart_from_damage(
 
 def test_a_damaged_line_in_the_middle_is_skipped_and_counted_and_the_rest_read(tmp_path):
     path = tmp_path / "events.jsonl"
-    path.write_bytes(b'{"kind":"start"}\nnot json at all\n\xff\xfe garbage\n[1, 2]\n\n{"kind":"end","status":"completed"}\n')
+    path.write_bytes(b'{"kind":"start"}\nnot json at all\n\xff\xfe garbage\n[1, 2]\n\n'
+                     b'{"kind":"end","status":"completed"}\n')
     stats = ReadStats()
     assert [r["kind"] for r in read_events(path, stats=stats)] == ["start", "end"]
     assert stats.lines_skipped == 3 and not stats.torn_last_line
@@ -157,7 +158,8 @@ def test_kinds_filter_the_records_and_n_keeps_the_first_or_last(tmp_path):
     path = _lines(tmp_path / "events.jsonl", records)
     assert [r["kind"] for r in read_events(path, kinds=("interval", "end"))] == ["interval", "end"]
     assert head(path, 2, kinds=("steps",)) == [{"kind": "steps", "step": [0]}, {"kind": "steps", "step": [1]}]
-    assert tail(path, 2, kinds=("steps", "interval")) == [{"kind": "steps", "step": [4]}, {"kind": "interval", "step": 5}]
+    assert tail(path, 2, kinds=("steps", "interval")) == [{"kind": "steps", "step": [4]},
+                                                          {"kind": "interval", "step": 5}]
     assert [r["kind"] for r in tail(path, 3)] == ["interval", "series", "end"]
 
 

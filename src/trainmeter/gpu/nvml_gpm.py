@@ -1,7 +1,7 @@
 """GPM (Hopper+) for the NVML backend: two rotating samples per device.
 
-Used only by the NVML backend (:mod:`trainmeter.gpu.nvml_readings`), which passes in the ``pynvml`` module (this module
-imports nothing from it). A tick takes a new ``nvmlGpmSampleGet`` into the older of two
+Used only by the NVML backend (:mod:`trainmeter.gpu.nvml_readings`), which passes in the
+``pynvml`` module (this module imports nothing from it). A tick takes a new ``nvmlGpmSampleGet`` into the older of two
 buffers and asks ``nvmlGpmMetricsGet`` for the averages between the two; the first tick
 only primes the pair; a tick within 100 ms of the previous repeats the previous values.
 

@@ -20,70 +20,24 @@ Thread safety: every public method may be called from any thread (one lock).
 
 from __future__ import annotations
 
-import math
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from trainmeter.core.clock import Clock
 from trainmeter.gpu.averages import Accumulator, GpuAverages
-from trainmeter.gpu.backend import (
-    GpuBackend,
-    GpuBackendResult,
-    GpuDeviceInfo,
-    GpuSample,
-    GpuUnavailableError,
-)
-from trainmeter.gpu.selection import GpuSelection, cuda_context_uuids, parse_gpus, select_gpus
+from trainmeter.gpu.backend import GpuBackend, GpuBackendResult, GpuDeviceInfo, GpuSample, GpuUnavailableError
+from trainmeter.gpu.device_state import MAX_ERROR_CHARS, DeviceState, GpuDeviceStatus
+from trainmeter.gpu.device_state import next_due as _next_due
+from trainmeter.gpu.opening import open_for_run, safe
+from trainmeter.gpu.selection import GpuSelection, cuda_context_uuids
+
+__all__ = ["MIN_INTERVAL_S", "REASON_OPENING", "STOP_DEADLINE_S", "GpuAverages", "GpuDeviceStatus", "GpuSampler"]
 
 MIN_INTERVAL_S = 0.1
 STOP_DEADLINE_S = 0.5
 REASON_OPENING = "NVML is being opened on the sampler's thread"
-_MAX_ERROR_CHARS = 300
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class GpuDeviceStatus:
-    """Sampling health of one device.
-
-    Attributes:
-        index: NVML index.
-        active: Still being sampled.
-        n_samples: Successful samples.
-        n_errors: Failed sample calls.
-        last_error: Text of the latest failure, or ``None``.
-        stopped_reason: Why sampling stopped, or ``None`` while active.
-        last_call_s: Duration of the latest backend call, seconds.
-    """
-
-    index: int
-    active: bool
-    n_samples: int
-    n_errors: int
-    last_error: str | None
-    stopped_reason: str | None
-    last_call_s: float | None
-
-
-class _DeviceState:
-    """Mutable per-device state; guarded by the sampler's lock."""
-
-    def __init__(self, index: int, history_len: int) -> None:
-        self.index = index
-        self.active = True
-        self.latest: GpuSample | None = None
-        self.history: deque[GpuSample] = deque(maxlen=history_len)
-        self.all = Accumulator()
-        self.window = Accumulator()
-        self.next_due_s: float | None = None
-        self.n_errors = 0
-        self.n_consecutive_errors = 0
-        self.last_error: str | None = None
-        self.stopped_reason: str | None = None
-        self.last_call_s: float | None = None
 
 
 class GpuSampler:
@@ -140,13 +94,13 @@ class GpuSampler:
         self._window_begin_s: float | None = None
         self._window_end_s: float | None = None
         chosen = tuple(indices) if backend is not None else ()
-        self._states = {i: _DeviceState(i, history_len) for i in chosen}
+        self._states = {i: DeviceState(i, history_len) for i in chosen}
         self.devices: dict[int, GpuDeviceInfo] = {}
         self.driver_version: str | None = None
         if backend is not None:
-            self.driver_version = _safe(backend.driver_version, None)
+            self.driver_version = safe(backend.driver_version, None)
             for i in chosen:
-                self.devices[i] = _safe(
+                self.devices[i] = safe(
                     lambda i=i: backend.device_info(i), GpuDeviceInfo(index=i, name="", uuid="")
                 )
 
@@ -178,36 +132,12 @@ class GpuSampler:
         Raises:
             ValueError: A malformed ``gpus`` value or one naming no device here.
         """
-        spec = parse_gpus(gpus)
-        if open_backend is None:
-            from trainmeter.gpu.nvml import open_nvml
-
-            open_backend = open_nvml
-        result = open_backend(clock=clock)
-        backend = result.backend
-        if backend is None:
-            return cls(
-                None, (), clock=clock, interval_s=interval_s, unavailable_reason=result.reason, **kwargs
-            )
-        infos = [
-            _safe(lambda i=i: backend.device_info(i), GpuDeviceInfo(index=i, name="", uuid=""))
-            for i in range(backend.device_count())
-        ]
-        uuids = cuda_context_uuids() if cuda_uuids is True else (cuda_uuids or None)
-        try:
-            selection = select_gpus(spec, infos, cuda_uuids=uuids, env=env)
-        except ValueError:
-            backend.close()
-            raise
-        return cls(
-            backend,
-            selection.indices,
-            clock=clock,
-            interval_s=interval_s,
-            selection=selection,
-            owns_backend=True,
-            **kwargs,
-        )
+        uuids = (lambda: cuda_context_uuids()) if cuda_uuids is True else (cuda_uuids or None)
+        opened = open_for_run(gpus, clock=clock, open_backend=open_backend, cuda_uuids=uuids, env=env)
+        if opened.backend is None or opened.selection is None:
+            return cls(None, (), clock=clock, interval_s=interval_s, unavailable_reason=opened.reason, **kwargs)
+        return cls(opened.backend, opened.selection.indices, clock=clock, interval_s=interval_s,
+                   selection=opened.selection, owns_backend=True, **kwargs)
 
     @classmethod
     def in_background(cls, gpus: str | int | Sequence[int | str] | None = None, *, clock: Clock,
@@ -261,12 +191,12 @@ class GpuSampler:
         try:
             opened = self._opener()
         except Exception as exc:  # noqa: BLE001 - a bad --gpus for this machine, a broken driver
-            self.unavailable_reason = f"GPU sampling off: {type(exc).__name__}: {exc}"[:_MAX_ERROR_CHARS]
+            self.unavailable_reason = f"GPU sampling off: {type(exc).__name__}: {exc}"[:MAX_ERROR_CHARS]
             self.open_error = self.unavailable_reason  # the run warns once (training thread)
             return
         if self._stop_event.is_set():  # the run ended while NVML was opening
             if opened._owns_backend and opened._backend is not None:
-                _safe(opened._backend.close, None)
+                safe(opened._backend.close, None)
             self.unavailable_reason = "the run ended before NVML opened"
             return
         with self._lock:
@@ -288,7 +218,7 @@ class GpuSampler:
         else:
             self._read_energy(end=True)
         if self._owns_backend and self._backend is not None:
-            _safe(self._backend.close, None)
+            safe(self._backend.close, None)
 
     def _read_energy(self, *, end: bool) -> None:
         """Read every device's energy counter on this (owner) thread: at the open and before the close."""
@@ -335,7 +265,7 @@ class GpuSampler:
             self._join_devices(timeout_s)
             closer = None
             if self._owns_backend and self._backend is not None:
-                closer = threading.Thread(target=_safe, args=(self._backend.close, None),
+                closer = threading.Thread(target=safe, args=(self._backend.close, None),
                                           name="trainmeter-gpu-close", daemon=True)
                 closer.start()
                 closer.join(max(0.0, deadline - time.monotonic()))
@@ -400,31 +330,13 @@ class GpuSampler:
             return
         try:
             with self._lock:
-                st = self._states[index]
-                st.last_call_s = self._clock() - t0
-                st.latest = sample
-                st.history.append(sample)
-                st.all.add(sample)
-                st.n_consecutive_errors = 0
-                if self._in_window(sample.t_s):
-                    st.window.add(sample)
+                self._states[index].take(sample, self._clock() - t0, self._in_window(sample.t_s))
         except Exception as exc:  # noqa: BLE001
             self._record_error(index, f"bookkeeping failed: {exc!r}", fatal=False)
 
     def _record_error(self, index: int, text: str, *, fatal: bool, call_s: float | None = None) -> None:
         with self._lock:
-            st = self._states[index]
-            st.n_errors += 1
-            st.n_consecutive_errors += 1
-            st.last_error = text[:_MAX_ERROR_CHARS]
-            st.last_call_s = call_s if call_s is not None else st.last_call_s
-            if fatal or st.n_consecutive_errors >= self._max_errors:
-                st.active = False
-                st.stopped_reason = (
-                    st.last_error
-                    if fatal
-                    else f"{st.n_consecutive_errors} failures in a row; last: {st.last_error}"
-                )
+            self._states[index].fail(text, fatal=fatal, max_errors=self._max_errors, call_s=call_s)
 
     # --- window ----------------------------------------------------------------------------
 
@@ -450,13 +362,7 @@ class GpuSampler:
                 return
             prev_end_s, self._window_end_s = self._window_end_s, now_s
             for st in self._states.values():
-                for s in st.history:
-                    counted = s.t_s >= self._window_begin_s and (prev_end_s is None or s.t_s <= prev_end_s)
-                    if counted and s.t_s > now_s:
-                        st.window.add(s, sign=-1)
-                st.window.last_s = max(
-                    (s.t_s for s in st.history if self._in_window(s.t_s)), default=st.window.last_s
-                )
+                st.close_window(self._window_begin_s, prev_end_s, now_s)
 
     # --- reading ---------------------------------------------------------------------------
 
@@ -484,39 +390,9 @@ class GpuSampler:
     def status(self) -> dict[int, GpuDeviceStatus]:
         """Sampling health per device."""
         with self._lock:
-            return {
-                i: GpuDeviceStatus(
-                    index=i,
-                    active=st.active,
-                    n_samples=st.all.n,
-                    n_errors=st.n_errors,
-                    last_error=st.last_error,
-                    stopped_reason=st.stopped_reason,
-                    last_call_s=st.last_call_s,
-                )
-                for i, st in self._states.items()
-            }
+            return {i: st.status() for i, st in self._states.items()}
 
     @property
     def indices(self) -> tuple[int, ...]:
         """NVML indices being sampled."""
         return tuple(self._states)
-
-
-def _next_due(prev_due: float | None, now_s: float, interval_s: float, *, skip_only: bool = False) -> float:
-    """Next deadline on the ``interval_s`` grid strictly after ``now_s``."""
-    if prev_due is None:
-        return now_s + interval_s
-    due = prev_due if skip_only else prev_due + interval_s
-    if due <= now_s:
-        due += math.ceil((now_s - due) / interval_s + 1e-9) * interval_s
-        if due <= now_s:
-            due += interval_s
-    return due
-
-
-def _safe(fn: Callable[[], Any], default: Any) -> Any:
-    try:
-        return fn()
-    except Exception:  # noqa: BLE001
-        return default

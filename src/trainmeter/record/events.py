@@ -157,24 +157,27 @@ def start_record(*, name: str, started_at: str, options: dict[str, Any], environ
 
 def rank_record(*, launch_dir: str, pid: int, device: str | None, identity: dict[str, Any]) -> RankRecord:
     """The ``rank`` record of one rank's log (``identity``: ``RankIdentity.to_dict()``)."""
-    return {"schema_version": SCHEMA_VERSION, "kind": "rank", "launch_dir": launch_dir, "pid": pid,  # type: ignore[typeddict-item]
-            "device": device, **identity}
+    record = {"schema_version": SCHEMA_VERSION, "kind": "rank", "launch_dir": launch_dir, "pid": pid,
+              "device": device, **identity}
+    return record  # type: ignore[return-value]
 
 
-def columns_record(kind: Literal["steps", "series"], *, name: str, x: str, step: list[int], t_us: list[int],
+def columns_record(kind: str, *, name: str, x: str, step: list[int], t_us: list[int],
                    value: list[Any]) -> ColumnsRecord:
-    """A ``steps`` or ``series`` record."""
-    return {"schema_version": SCHEMA_VERSION, "kind": kind, "name": name, "x": x,  # type: ignore[typeddict-item]
-            "step": step, "t_us": t_us, "value": value}
+    """A ``steps`` or ``series`` record (``kind``); ``x`` is ``step`` or ``time``."""
+    record = {"schema_version": SCHEMA_VERSION, "kind": kind, "name": name, "x": x, "step": step, "t_us": t_us,
+              "value": value}
+    return record  # type: ignore[return-value]
 
 
 def interval_record(*, step: int, tokens: int, token_unit: str, elapsed_s: float, phases_s: dict[str, float],
                     throughput: Throughput, memory: dict[str, Any] | None,
                     sections: dict[str, Any]) -> IntervalRecord:
     """The ``interval`` record; ``sections`` are the wings' fields, by extension name."""
-    return {"schema_version": SCHEMA_VERSION, "kind": "interval", "step": step, "tokens": tokens,  # type: ignore[typeddict-item]
-            "token_unit": token_unit, "elapsed_s": elapsed_s, "phases_s": phases_s, "throughput": throughput,
-            "memory": memory, **sections}
+    record = {"schema_version": SCHEMA_VERSION, "kind": "interval", "step": step, "tokens": tokens,
+              "token_unit": token_unit, "elapsed_s": elapsed_s, "phases_s": phases_s, "throughput": throughput,
+              "memory": memory, **sections}
+    return record  # type: ignore[return-value]
 
 
 def gap_record(*, from_step: int, to_step: int | None, failed_writes: int, dropped_points: int,

@@ -27,8 +27,7 @@ def write_columns(log: RunLog, cursors: dict[str, int], kind: str, series: Serie
     if steps:
         # integer microseconds: encoding an int costs a fraction of a float's shortest repr
         t_us = [int(t * 1e6) for t in times]
-        log.append(columns_record(kind, name=series.name, x=series.x_kind, step=steps, t_us=t_us,  # type: ignore[arg-type]
-                                  value=values))
+        log.append(columns_record(kind, name=series.name, x=series.x_kind, step=steps, t_us=t_us, value=values))
     cursors[series.name] = end
     return max(0, end - start - len(steps))
 

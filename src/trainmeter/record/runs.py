@@ -292,7 +292,8 @@ def log_tail_summary(path: Path, head_bytes: int = HEAD_BYTES, tail_bytes: int =
     A torn last line (the process was killed mid-write) and a line cut by the tail
     window are skipped. Keys as in a passport, plus ``last_loss``.
     """
-    start: dict[str, Any] = next(iter(head(path, 1, max_bytes=head_bytes, kinds=("start",))), {})  # type: ignore[arg-type]
+    starts = head(path, 1, max_bytes=head_bytes, kinds=("start",))
+    start: dict[str, Any] = dict(starts[0]) if starts else {}
     found: dict[str, dict[str, Any]] = {}
     last_loss = None
     for r in reversed(tail(path, max_bytes=tail_bytes)):

@@ -1,0 +1,115 @@
+"""One sampled GPU's bookkeeping: latest sample, bounded history, running means, errors and its deadline grid.
+
+Owned by :class:`~trainmeter.gpu.sampler.GpuSampler`, which holds its lock around every
+method here (not thread-safe on its own).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass
+
+from trainmeter.gpu.averages import Accumulator
+from trainmeter.gpu.backend import GpuSample
+
+MAX_ERROR_CHARS = 300
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GpuDeviceStatus:
+    """Sampling health of one device.
+
+    Attributes:
+        index: NVML index.
+        active: Still being sampled.
+        n_samples: Successful samples.
+        n_errors: Failed sample calls.
+        last_error: Text of the latest failure, or ``None``.
+        stopped_reason: Why sampling stopped, or ``None`` while active.
+        last_call_s: Duration of the latest backend call, seconds.
+    """
+
+    index: int
+    active: bool
+    n_samples: int
+    n_errors: int
+    last_error: str | None
+    stopped_reason: str | None
+    last_call_s: float | None
+
+
+class DeviceState:
+    """Mutable per-device state; guarded by the sampler's lock."""
+
+    def __init__(self, index: int, history_len: int) -> None:
+        self.index = index
+        self.active = True
+        self.latest: GpuSample | None = None
+        self.history: deque[GpuSample] = deque(maxlen=history_len)
+        self.all = Accumulator()
+        self.window = Accumulator()
+        self.next_due_s: float | None = None
+        self.n_errors = 0
+        self.n_consecutive_errors = 0
+        self.last_error: str | None = None
+        self.stopped_reason: str | None = None
+        self.last_call_s: float | None = None
+
+    def take(self, sample: GpuSample, call_s: float, in_window: bool) -> None:
+        """Count one successful sample (and in the window when it falls in it)."""
+        self.last_call_s = call_s
+        self.latest = sample
+        self.history.append(sample)
+        self.all.add(sample)
+        self.n_consecutive_errors = 0
+        if in_window:
+            self.window.add(sample)
+
+    def fail(self, text: str, *, fatal: bool, max_errors: int, call_s: float | None) -> None:
+        """Count one failed sample; a fatal one or ``max_errors`` in a row stop the device."""
+        self.n_errors += 1
+        self.n_consecutive_errors += 1
+        self.last_error = text[:MAX_ERROR_CHARS]
+        self.last_call_s = call_s if call_s is not None else self.last_call_s
+        if fatal or self.n_consecutive_errors >= max_errors:
+            self.active = False
+            self.stopped_reason = (
+                self.last_error
+                if fatal
+                else f"{self.n_consecutive_errors} failures in a row; last: {self.last_error}"
+            )
+
+    def close_window(self, begin_s: float, prev_end_s: float | None, end_s: float) -> None:
+        """Close the window at ``end_s``: samples counted past it are taken back out while still in the history."""
+        for s in self.history:
+            counted = s.t_s >= begin_s and (prev_end_s is None or s.t_s <= prev_end_s)
+            if counted and s.t_s > end_s:
+                self.window.add(s, sign=-1)
+        self.window.last_s = max(
+            (s.t_s for s in self.history if begin_s <= s.t_s <= end_s), default=self.window.last_s
+        )
+
+    def status(self) -> GpuDeviceStatus:
+        """The device's sampling health."""
+        return GpuDeviceStatus(
+            index=self.index,
+            active=self.active,
+            n_samples=self.all.n,
+            n_errors=self.n_errors,
+            last_error=self.last_error,
+            stopped_reason=self.stopped_reason,
+            last_call_s=self.last_call_s,
+        )
+
+
+def next_due(prev_due: float | None, now_s: float, interval_s: float, *, skip_only: bool = False) -> float:
+    """Next deadline on the ``interval_s`` grid strictly after ``now_s``."""
+    if prev_due is None:
+        return now_s + interval_s
+    due = prev_due if skip_only else prev_due + interval_s
+    if due <= now_s:
+        due += math.ceil((now_s - due) / interval_s + 1e-9) * interval_s
+        if due <= now_s:
+            due += interval_s
+    return due
