@@ -1,11 +1,12 @@
 """The run log's schema and reader: one TypedDict per record kind of ``events.jsonl`` and bounded reads.
 
-This module is the record wing's published view of the run log (docs/spec.md, "Saved runs"): the
+This module is the record wing's published view of the run log (docs/spec.md section 6): the
 writer (:mod:`trainmeter.record.runlog`, :mod:`trainmeter.record.recorder`,
 :mod:`trainmeter.record.reporter`) builds its records with the constructors here, and every
-reader, in any wing, reads the log through :func:`iter_events`, :func:`head`, :func:`tail` or
-:class:`~trainmeter.record.events_follow.TailReader` and types what it gets with the records here.
-Other wings may import this module (and only this one) from the record wing.
+reader, in any wing, reads the log through :func:`iter_events`, :func:`head`, :func:`tail`,
+:func:`last_of_kinds` or :func:`parse_line` (the follower of a growing log,
+:class:`trainmeter.ranks.follow.TailReader`) and types what it gets with the records here. The
+record wing is a sink; other wings import it for the run log through this module.
 
 The one tolerance rule, for every reader: a line is a record when it decodes as UTF-8 and parses
 as a JSON object; any other line (torn by a kill mid-write, cut by a read window, damaged bytes) is
@@ -13,7 +14,7 @@ skipped and counted in :class:`ReadStats`, never raised. A damaged log reads as 
 still holds. :func:`iter_events` raises ``OSError`` only when the file cannot be opened;
 :func:`head` and :func:`tail` read an unreadable file as empty.
 
-Pure functions and immutable constants; safe from any thread.
+Pure functions over a file; a :class:`ReadStats` belongs to the one caller that passed it.
 """
 
 from __future__ import annotations
@@ -32,7 +33,6 @@ TAIL_BYTES = 256 * 1024
 BLOCK_BYTES = 16 * 1024
 """Bytes read per call by :func:`head` and :func:`tail` when they may stop early (``n`` records)."""
 
-Kind = Literal["start", "rank", "steps", "series", "interval", "gap", "end"]
 KINDS: tuple[str, ...] = ("start", "rank", "steps", "series", "interval", "gap", "end")
 
 
