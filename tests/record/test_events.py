@@ -129,6 +129,7 @@ def test_a_damaged_log_is_summarised_from_what_it_holds_and_marked(tmp_path):
         b'{"kind":"start","name":"broken"}\n\xff\xff\n{"kind":"interval","step":7,"tokens":70,"elapsed_s":3.0}\n')
     summary = summarise_log(folder / "events.jsonl")
     assert (summary["name"], summary["steps"], summary["status"]) == ("broken", 7, "unfinished")
+    assert [r["kind"] for r in load(folder).events()] == ["start", "interval"]  # replay reads it too
     assert any("damaged" in w and "1 unreadable" in w for w in summary["warnings"])
     good = tmp_path / "20260102T000000Z-good"
     good.mkdir()
