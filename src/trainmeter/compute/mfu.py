@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from typing import Literal
 
-from trainmeter.compute.peaks import PeakRow, normalize_dtype
+from trainmeter.compute.peaks import PeakRow, normalize_dtype, validate_peak
 from trainmeter.core.provenance import Derivation, Input, Provenance
 
 Quantity = int | float | Input | Derivation | None
@@ -24,8 +24,6 @@ PACES: tuple[str, ...] = ("training-only", "session")
 """``training-only``: tokens/s over time spent in training steps; ``session``: over the whole wall clock."""
 
 PEAK_FLAGS = "--peak-tflops X --peak-source TEXT"
-MAX_PEAK_TFLOPS = 1e5
-"""A declared peak above this many TFLOP/s per device is taken for a unit mistake (FLOP/s given)."""
 
 _WEAKEST_FIRST: tuple[Provenance, ...] = ("assumed", "declared", "detected", "measured", "counted")
 
@@ -311,7 +309,7 @@ def eta_s(
 
 
 def parse_peak_args(peak_tflops: object, peak_source: object, dtype: object = None) -> PeakRow | None:
-    """Validate ``--peak-tflops X --peak-source TEXT`` and return them as a declared :class:`PeakRow`.
+    """``--peak-tflops X --peak-source TEXT`` as a declared :class:`PeakRow`, checked by :func:`validate_peak`.
 
     Args:
         peak_tflops: Dense peak per device in TFLOP/s (number or numeric string), or ``None``.
@@ -322,33 +320,11 @@ def parse_peak_args(peak_tflops: object, peak_source: object, dtype: object = No
         ``None`` when neither is given, else a PeakRow with card ``"declared"`` and provenance ``declared``.
 
     Raises:
-        ValueError: A peak without a source (or the reverse), a peak that is not a
-            number, not finite, zero, negative or above 1e5 TFLOP/s; the message
-            names the value and what is valid.
+        ValueError: As :func:`trainmeter.compute.peaks.validate_peak` (the one check and limit).
     """
-    if peak_tflops is None and (peak_source is None or str(peak_source).strip() == ""):
+    value = validate_peak(peak_tflops, peak_source)
+    if value is None:
         return None
-    if peak_tflops is None:
-        raise ValueError(
-            f"--peak-source {peak_source!r} given without --peak-tflops; pass both, e.g. "
-            f"--peak-tflops 989.5 --peak-source 'H100 SXM datasheet, dense BF16'"
-        )
-    valid = f"a positive number of TFLOP/s per device, at most {MAX_PEAK_TFLOPS:g} (e.g. 989.5)"
-    if isinstance(peak_tflops, bool):
-        raise ValueError(f"--peak-tflops must be {valid}, got {peak_tflops!r}")
-    try:
-        value = float(peak_tflops)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        raise ValueError(f"--peak-tflops must be {valid}, got {peak_tflops!r}") from None
-    if not math.isfinite(value) or value <= 0:
-        raise ValueError(f"--peak-tflops must be {valid}, got {peak_tflops!r}")
-    if value > MAX_PEAK_TFLOPS:
-        raise ValueError(f"--peak-tflops must be {valid}, got {peak_tflops!r} (FLOP/s given instead of TFLOP/s?)")
-    if peak_source is None or str(peak_source).strip() == "":
-        raise ValueError(
-            f"--peak-tflops {peak_tflops!r} needs --peak-source TEXT saying where the figure comes from "
-            f"(a datasheet, a measured matmul); got {peak_source!r}"
-        )
     canonical = "any" if dtype is None else normalize_dtype(dtype)
     return PeakRow(
         card="declared", dtype=canonical, tflops=value, source=str(peak_source).strip(), provenance="declared"
