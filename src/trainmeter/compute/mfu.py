@@ -1,4 +1,4 @@
-"""MFU, FLOPs spent and required, progress and ETA: pure functions returning Derivations.
+"""MFU, FLOPs spent and required, and progress: pure functions returning Derivations (the ETA: compute/eta.py).
 
 Every quantity argument accepts a plain number, an :class:`~trainmeter.core.provenance.Input`
 (keeps its provenance), a :class:`~trainmeter.core.provenance.Derivation` (its value,
@@ -267,47 +267,6 @@ def progress(tokens_seen: Quantity, budget: Quantity) -> Derivation:
     return Derivation(
         name="progress", formula=formula, value=min(1.0, max(0.0, seen / total)), unit="fraction", inputs=inputs
     )
-
-
-def eta_s(
-    tokens_seen: Quantity, budget: Quantity, tokens_per_s: Quantity, *, pace: Pace = "training-only"
-) -> Derivation:
-    """Seconds left at the given pace: max(budget - seen, 0) / tokens/s.
-
-    Args:
-        tokens_seen: Tokens done so far.
-        budget: Budget in tokens (e.g. a :func:`budget_tokens` Derivation).
-        tokens_per_s: Current pace in tokens/s.
-        pace: Which pace ``tokens_per_s`` is (``training-only`` or ``session``);
-            recorded as an input named ``pace`` and in the name (``eta_s`` or ``eta_s.session``).
-    """
-    _pace_label(pace)
-    name = "eta_s" if pace == "training-only" else "eta_s.session"
-    inputs = (
-        as_input("tokens_seen", tokens_seen, "tokens", "counted"),
-        as_input("budget_tokens", budget, "tokens", "declared"),
-        as_input("tokens_per_s", tokens_per_s, "tokens/s", "measured", f"{pace} tokens/s"),
-        Input(
-            name="pace",
-            value=pace,
-            unit="",
-            provenance="assumed" if pace == "training-only" else "declared",
-            source="which tokens/s the ETA uses",
-        ),
-    )
-    seen, total, tps = (input_number(i) for i in inputs[:3])
-    formula = "max(budget_tokens - tokens_seen, 0) / tokens_per_s"
-    miss = None
-    if total is None or total <= 0:
-        miss = "no budget: pass --budget-tokens, --budget-steps or --budget-flops"
-    elif seen is None:
-        miss = "tokens seen unknown"
-    elif tps is None or tps <= 0:
-        miss = f"{pace} tokens/s not measured yet"
-    if miss is not None:
-        return Derivation(name=name, formula=formula, value=None, unit="s", inputs=inputs, missing=miss)
-    assert total is not None and seen is not None and tps is not None
-    return Derivation(name=name, formula=formula, value=max(total - seen, 0.0) / tps, unit="s", inputs=inputs)
 
 
 def parse_peak_args(peak_tflops: object, peak_source: object, dtype: object = None) -> PeakRow | None:
