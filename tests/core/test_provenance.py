@@ -16,7 +16,8 @@ from trainmeter.core.provenance import (
 
 
 def _d(*provenances: str) -> Derivation:
-    inputs = tuple(Input(name=f"x{i}", value=1.0, unit="1", provenance=p) for i, p in enumerate(provenances))  # type: ignore[arg-type]
+    inputs = tuple(Input(name=f"x{i}", value=1.0, unit="1", provenance=p)  # type: ignore[arg-type]
+                   for i, p in enumerate(provenances))
     return Derivation(name="d", formula="x0", value=1.0, unit="1", inputs=inputs)
 
 
