@@ -50,6 +50,7 @@ def _match(device: Mapping[str, Any] | None, ladders: Sequence[dict[str, Any]]) 
 def _rank_rungs(entry: Mapping[str, Any], mfu: float | None, mfu_missing: str | None) -> tuple[dict[str, Any],
                                                                                               str | None, str]:
     """The device's first three rungs with the rank's own MFU, and the fall-off decided again."""
+    from trainmeter.core.provenance import as_provenance
     from trainmeter.gpu.ladder import LABELS, Rung, diagnose
 
     rungs = {k: dict(v) for k, v in (entry.get("rungs") or {}).items()}
@@ -59,7 +60,7 @@ def _rank_rungs(entry: Mapping[str, Any], mfu: float | None, mfu_missing: str | 
     for key in ("gpu_util", "sm_activity", "tensor_activity", "mfu"):
         r = rungs.get(key) or {}
         objects.append(Rung(key=key, label=LABELS.get(key, key), value=r.get("value"), source=r.get("source") or "",
-                            provenance=r.get("provenance") or "measured", missing=r.get("missing")))
+                            provenance=as_provenance(r.get("provenance"), "measured"), missing=r.get("missing")))
     falloff, sentence = diagnose(tuple(objects), ofu=entry.get("ofu"), dram_bw_util=entry.get("dram_bw_util"))
     return rungs, falloff, sentence
 
