@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from trainmeter.core.provenance import Derivation, Input, Provenance, as_provenance, finite_number
+from trainmeter.core.provenance import Derivation, Input, Provenance, as_provenance, finite_number, weakest
 
 CONVENTION_ORDER = ("hf", "megatron", "titan", "nanochat", "embeddings", "counted")
 
@@ -42,6 +42,8 @@ class RankCompute:
         peak_provenance: ``detected`` (table) or ``declared`` (``--peak-tflops``).
         peak_missing: Why it has no peak (its own MFU's reason), when known.
         convention: The FLOPs convention it was told (``--convention``), or ``None``.
+        own_mfu_provenance: Its own MFU's provenance (the weakest of its passport's ``mfu[conv]`` inputs),
+            or ``None`` when its files do not say.
     """
 
     label: str
@@ -54,6 +56,7 @@ class RankCompute:
     peak_provenance: Provenance = "detected"
     peak_missing: str | None = None
     convention: str | None = None
+    own_mfu_provenance: Provenance | None = None
 
 
 def _finite(value: Any) -> float | None:
@@ -70,13 +73,18 @@ def rank_compute_from_passport(label: str, passport: Mapping[str, Any]) -> RankC
         fpt["counted"] = compute["counted_flops_per_token"]
     peak = compute.get("peak") or None
     phases = passport.get("phases_s") or {}
+    own_name = f"mfu[{compute.get('convention') or 'hf'}]"  # the rank's own MFU (ranks/merge.py picks the same)
+    own = next((d for d in passport.get("derivations") or [] if isinstance(d, dict) and d.get("name") == own_name),
+               None)
+    own_provenance = weakest(i.get("provenance") for i in (own or {}).get("inputs") or [] if isinstance(i, dict))
     return RankCompute(
         label=label, tokens=int(passport.get("tokens") or 0), wall_s=_finite(passport.get("elapsed_s")),
         train_s=_finite(phases.get("train")), flops_per_token=fpt,
         peak_flops_per_s=_finite(peak.get("tflops")) * 1e12 if peak and _finite(peak.get("tflops")) else None,
         peak_text=f"{peak.get('card')} dense {peak.get('dtype')}: {peak.get('source')}" if peak else "",
         peak_provenance=as_provenance(peak.get("provenance")) if peak else "detected",
-        peak_missing=compute.get("mfu_missing"), convention=compute.get("convention"))
+        peak_missing=compute.get("mfu_missing"), convention=compute.get("convention"),
+        own_mfu_provenance=as_provenance(own_provenance) if own_provenance else None)
 
 
 def rank_compute_from_interval(label: str, interval: Mapping[str, Any]) -> RankCompute:
