@@ -100,3 +100,20 @@ def test_flags_help_names_every_flag_with_its_default_and_is_never_truncated():
                     or line.strip() == f.flag or line.strip().startswith(f.flag + "  "))
         assert f.help in line and f"[default: {f.default}]" in line
     assert "..." not in text
+
+
+def test_a_peak_over_the_one_limit_is_refused_at_the_flag_naming_the_value_and_the_limit():
+    from trainmeter.compute.peaks import MAX_PEAK_TFLOPS
+
+    with pytest.raises(ValueError) as err:
+        make_options(peak_tflops=MAX_PEAK_TFLOPS * 2, peak_source="datasheet")
+    text = str(err.value)
+    assert "--peak-tflops" in text and repr(MAX_PEAK_TFLOPS * 2) in text and f"at most {MAX_PEAK_TFLOPS:g}" in text
+
+
+def test_every_peak_the_flag_accepts_the_compute_wing_accepts():
+    from trainmeter.compute.mfu import parse_peak_args
+
+    o = make_options(peak_tflops="5e5", peak_source="datasheet")
+    row = parse_peak_args(o.peak_tflops, o.peak_source)
+    assert row is not None and row.tflops == 5e5

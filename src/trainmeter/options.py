@@ -16,7 +16,6 @@ from trainmeter.sizes import parse_size
 
 DEFAULT_RUN_ROOT = Path(".trainmeter") / "runs"
 _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,79}\Z")
-MAX_PEAK_TFLOPS = 1e6  # 1 EFLOP/s per device: far above any chip, far below overflow
 MAX_SERIES_LIMIT = 100_000
 MAX_GRID_GCO2_PER_KWH = 2000.0
 """Above any grid's intensity (coal is ~1000 gCO2/kWh): a larger value is a unit slip (g/MWh?)."""
@@ -266,20 +265,10 @@ def make_options(
 
 
 def _peak(peak_tflops: Any, peak_source: str | None) -> float | None:
-    if peak_tflops is None:
-        if peak_source is not None:
-            raise ValueError("--peak-source was given without --peak-tflops: give both, e.g. --peak-tflops 989 --peak-source 'H100 SXM datasheet'")
-        return None
-    try:
-        peak = float(peak_tflops)
-    except (TypeError, ValueError):
-        peak = math.nan
-    if not math.isfinite(peak) or peak <= 0 or peak > MAX_PEAK_TFLOPS:
-        raise ValueError(f"invalid value {peak_tflops!r} for --peak-tflops: expected a positive dense TFLOP/s per "
-                         f"device up to {MAX_PEAK_TFLOPS:g}, e.g. 989")
-    if not peak_source or not str(peak_source).strip():
-        raise ValueError(f"--peak-tflops {peak_tflops} needs --peak-source TEXT saying where the peak comes from (a datasheet, a measurement)")
-    return peak
+    """The one peak check (compute/peaks.py), so a peak the flag accepts is one the compute wing uses."""
+    from trainmeter.compute.peaks import validate_peak
+
+    return validate_peak(peak_tflops, peak_source)
 
 
 def _grid(gco2_per_kwh: Any, source: str | None) -> float | None:

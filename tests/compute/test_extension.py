@@ -130,3 +130,11 @@ def test_a_first_step_longer_than_the_interval_still_counts_flops_from_a_dict_ba
     assert m.tokens == 3 * 10
     c = _passport(m)["compute"]
     assert c["counted_flops_per_token"] is not None
+
+
+def test_a_large_declared_peak_the_flag_accepts_gives_mfu(run_root):
+    model, opt, batches = tiny_model_and_data()
+    with tm.monitor(run_dir=run_root, convention="hf", peak_tflops=5e5, peak_source="test figure") as m:
+        train_steps(model, opt, batches)
+    c = _passport(m)["compute"]
+    assert c["peak"]["tflops"] == 5e5 and c["mfu"]["hf"] is not None and c["mfu"]["hf"] > 0

@@ -9,7 +9,6 @@ import pytest
 from trainmeter.compute.flops import ModelShape, flops_per_token
 from trainmeter.compute.mfu import (
     budget_tokens,
-    eta_s,
     flops_required,
     flops_spent,
     mfu,
@@ -104,17 +103,6 @@ def test_progress_is_a_clamped_fraction() -> None:
     assert progress(25e9, 20e9).value == 1.0
     missing = progress(5e9, None)
     assert missing.value is None and "--budget-tokens" in missing.missing
-
-
-def test_eta_uses_the_named_pace() -> None:
-    training = eta_s(5e9, 20e9, 100_000.0)
-    assert training.value == 150_000.0 and training.unit == "s" and training.name == "eta_s"
-    assert training.inputs[3].value == "training-only"
-    session = eta_s(5e9, budget_tokens(tokens=20e9), 50_000.0, pace="session")
-    assert session.name == "eta_s.session" and session.value == 300_000.0
-    assert session.inputs[3].value == "session"
-    assert eta_s(25e9, 20e9, 1.0).value == 0.0
-    assert "not measured" in eta_s(0, 20e9, None).missing
 
 
 def test_parse_peak_args_returns_declared_row() -> None:

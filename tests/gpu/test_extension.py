@@ -122,3 +122,40 @@ def test_node_wide_sampling_reads_every_device_of_the_node_not_only_its_own(tmp_
     m.clock.advance(2.0)
     m.finish("completed")
     assert [d["uuid"] for d in ext.section["devices"]] == [fake_uuid(i) for i in expected]
+
+
+class _Compute:
+    """The compute wing as far as the GPU wing reads it: its derived figures."""
+
+    name = "compute"
+    peak = None
+
+    def __init__(self):
+        from trainmeter.core.provenance import Derivation, Input
+
+        inputs = (Input(name="F", value=6e9, unit="FLOP/token", provenance="detected"),
+                  Input(name="tokens_per_s", value=1e4, unit="tokens/s", provenance="measured"),
+                  Input(name="peak", value=1e14, unit="FLOP/s", provenance="declared"))
+        self.derived = {"mfu[hf]": Derivation(name="mfu[hf]", formula="F * tokens_per_s / (devices * peak)",
+                                              value=0.6, unit="fraction", inputs=inputs)}
+
+    def start(self, monitor):
+        pass
+
+    def stop(self):
+        pass
+
+
+def test_the_ladders_mfu_rung_takes_the_weakest_provenance_of_the_mfu_derivation(tmp_path):
+    fake = FakeNvml(["h100_sxm"], clock=FakeClock(5.0))
+    ext = GpuExtension(open_backend=lambda clock: open_fake(fake))
+    m = make_monitor(make_options(run_dir=tmp_path, interval_s=3600, widget=False, convention="hf"),
+                     clock=FakeClock(5.0), text=False, probes=False, extensions=[_Compute(), ext]).start()
+    for _ in range(200):
+        if ext.sampler.indices:
+            break
+        threading.Event().wait(0.01)
+    m.clock.advance(2.0)
+    m.finish("completed")
+    rung = ext.section["ladder"][0]["rungs"]["mfu"]
+    assert rung["value"] == 0.6 and rung["provenance"] == "declared"  # a declared peak, not "counted"

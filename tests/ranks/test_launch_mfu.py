@@ -87,3 +87,13 @@ def test_the_merged_passport_holds_the_launch_mfu_with_its_derivation(tmp_path):
     passport = write_launch_passport(tmp_path, "ddp")
     assert "MFU over all 2 devices (wall clock): `hf` 0.2%" in (tmp_path / "passport.md").read_text()
     assert passport["distributed"]["mfu_session"] == section["mfu_session"]
+
+
+def test_a_launch_of_one_rank_gets_the_runs_own_figure_from_the_one_mfu_formula():
+    from trainmeter.compute.mfu import mfu
+
+    one = launch_mfu([rank(0, wall_s=2.0, tokens=1000)], 1, "hf")
+    run = mfu(F_HF, 1000 / 2.0, 1, 989e12, pace="session")
+    assert one.value == pytest.approx(run.value, rel=1e-12) and one.missing is None
+    no_peak = launch_mfu([rank(0, tflops=None)], 1, "hf")
+    assert no_peak.value is None and "--peak-tflops X --peak-source TEXT" in no_peak.missing

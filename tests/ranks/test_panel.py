@@ -79,6 +79,18 @@ def test_the_panel_and_a_tile_show_mfu_over_every_ranks_device_live(tmp_path):
     assert tile["derivation"]["name"] == "distributed.mfu.session[hf]"
 
 
+def test_the_launch_mfu_row_and_tile_badge_is_the_weakest_of_the_derivations_inputs(tmp_path):
+    from trainmeter.ranks.panel import launch_mfu_tile
+
+    write_compute_seat(tmp_path, 0)
+    write_compute_seat(tmp_path, 1)
+    follower = RunFollower(tmp_path)
+    follower.poll()
+    row = ranks_panel(follower)["rows"][-1]
+    tile = launch_mfu_tile(follower.ranks())
+    assert row["provenance"] == tile["provenance"] == "detected"  # F, devices and peak detected: not "measured"
+
+
 def test_live_mfu_waits_for_every_rank_of_the_world_and_names_what_is_missing(tmp_path):
     write_compute_seat(tmp_path, 0, world_size=3)
     write_compute_seat(tmp_path, 1, world_size=3, peak=None)

@@ -99,3 +99,15 @@ def test_a_monitored_parent_gives_its_ranks_the_ladders_of_its_own_node_sampler(
     rows = {r["rank"]: r for r in ext.passport_section()["gpu_ladder"]["ranks"]}
     assert (rows[0]["uuid"], rows[1]["uuid"]) == (fake_uuid(0), fake_uuid(1))
     assert rows[1]["falloff"] == "sm_activity" and rows[0]["falloff"] is None
+
+
+def test_a_ranks_own_mfu_rung_takes_the_weakest_provenance_of_its_passports_mfu_derivation(tmp_path):
+    seat(tmp_path, 0, device=uuid_device(0), gpu=node_gpu_section(), mfu=0.4)
+    passport_path = tmp_path / "rank-0" / "passport.json"
+    passport = json.loads(passport_path.read_text())
+    passport["derivations"] = [{"name": "mfu[hf]", "inputs": [{"name": "F", "provenance": "detected"},
+                                                             {"name": "tokens_per_s", "provenance": "measured"},
+                                                             {"name": "peak", "provenance": "declared"}]}]
+    passport_path.write_text(json.dumps(passport))
+    row = distributed_section(read_launch(tmp_path))["gpu_ladder"]["ranks"][0]
+    assert row["rungs"]["mfu"]["value"] == 0.4 and row["rungs"]["mfu"]["provenance"] == "declared"

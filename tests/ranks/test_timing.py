@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from trainmeter.ranks.timing import StepTiming
@@ -32,42 +33,23 @@ def test_steps_after_the_first_are_timed_and_backward_is_excluded():
     assert timing.take_window()["window"] == {"steps": 0, "step_s": None, "outside_backward_s": None}
 
 
-class Probes:
-    """The torch probes' backward patch, as far as StepTiming sees it."""
+@pytest.mark.parametrize("timing_first", [True, False])
+def test_torch_is_left_as_found_whether_the_probes_or_the_timing_stop_first(run_root, timing_first):
+    import trainmeter as tm
 
-    def __init__(self) -> None:
-        self._orig_backward = torch.Tensor.backward
-
-        def patched(tensor, *a, **k):
-            return self._orig_backward(tensor, *a, **k)
-
-        self._patched_backward = patched
-        torch.Tensor.backward = patched
-
-    def stop(self) -> None:
-        if torch.Tensor.backward is self._patched_backward:
-            torch.Tensor.backward = self._orig_backward
-        self._patched_backward = None
-
-
-def test_torch_backward_is_restored_when_the_probes_stop_first():
-    original = torch.Tensor.backward
-    probes = Probes()
-    timing = StepTiming(probes)
-    timing.start()
-    probes.stop()  # finds our wrapper on top and leaves it
+    tensor_backward, autograd_backward = torch.Tensor.backward, torch.autograd.backward
+    model = torch.nn.Linear(4, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    timing = StepTiming()
+    with tm.monitor(run_dir=run_root, widget=False) as m:  # the probes wrap torch.autograd.backward
+        assert torch.autograd.backward is not autograd_backward
+        timing.start()  # ours wraps Tensor.backward, which calls the probes' torch.autograd.backward
+        train(3, opt, model)
+        if timing_first:
+            timing.stop()
     timing.stop()
-    assert torch.Tensor.backward is original
-
-
-def test_torch_backward_is_restored_when_the_timing_stops_first():
-    original = torch.Tensor.backward
-    probes = Probes()
-    timing = StepTiming(probes)
-    timing.start()
-    timing.stop()
-    probes.stop()
-    assert torch.Tensor.backward is original
+    assert m.steps == 3 and timing.steps == 2  # both saw the steps
+    assert torch.Tensor.backward is tensor_backward and torch.autograd.backward is autograd_backward
 
 
 def test_no_optimizer_hook_is_left_behind():

@@ -202,6 +202,22 @@ def test_live_rate_tile_and_eta_follow_the_recent_figures_between_reports(run_ro
     assert _tile(build_state(facts_from_monitor(m, recent=early)), "throughput")["label"] == "rate (first second)"
 
 
+def test_the_live_eta_follows_the_recent_pace_labelled_so_when_the_compute_wing_builds_the_bar(run_root):
+    from trainmeter.widget.live_rate import RecentFigures
+
+    from trainmeter.compute.extension import ComputeExtension
+
+    # 6 of 20 steps, 1 s each (training-only pace 1 step/s); the compute wing builds the bar
+    m = _run(run_root, FakeClock(0.0), budget_steps=20, extensions=[ComputeExtension()])
+    m.status = "running"
+    recent = RecentFigures(tokens_per_s=50.0, steps_per_s=0.5, window_tokens=500, window_steps=5, window_s=10.0,
+                           t_s=6.0)
+    bar = build_state(facts_from_monitor(m, recent=recent))["progress"]
+    assert bar["pace"] == "recent" and bar["eta_s"] == pytest.approx(14 / 0.5)
+    between = build_state(facts_from_monitor(m))["progress"]  # no recent figures yet: the report's pace
+    assert between["pace"] == "training-only" and between["eta_s"] == pytest.approx(14 * m.interval.seconds_per_step)
+
+
 def test_finished_runs_have_no_eta_even_from_an_extension_bar(run_root):
     m = _run(run_root, FakeClock(0.0))
     f = facts_from_monitor(m)

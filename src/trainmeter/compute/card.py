@@ -186,7 +186,11 @@ def compute_tiles(section: dict[str, Any], derivations: dict[str, dict[str, Any]
 
 
 def progress_bar(section: dict[str, Any], derivations: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
-    """The header's progress bar from the ``progress`` and ``eta_s`` derivations, or ``None``."""
+    """The header's progress bar from the ``progress`` and ``eta_s`` derivations, or ``None``.
+
+    The ETA and its pace are the ``eta_s`` derivation's (compute/eta.py: recent when the run had one)."""
+    from trainmeter.compute.eta import pace_of
+
     prog = derivations.get("progress")
     if prog is None or prog.get("value") is None:
         return None
@@ -196,4 +200,4 @@ def progress_bar(section: dict[str, Any], derivations: dict[str, dict[str, Any]]
         label = f"{format_count(inputs.get('steps'))} / {format_count(inputs['budget_steps'])} steps"
     else:
         label = f"{format_count(inputs.get('tokens_seen'))} / {format_count(inputs.get('budget_tokens'))} tokens"
-    return {"fraction": prog["value"], "eta_s": eta.get("value"), "pace": "training-only", "label": label}
+    return {"fraction": prog["value"], "eta_s": eta.get("value"), "pace": pace_of(eta or None), "label": label}

@@ -161,7 +161,7 @@ class ComputeExtension:
             out[f"mfu.session[{conv}]"] = mfu(f, session_tps, 1, self.peak, pace="session",
                                               peak_missing=self.peak_missing)
             out[f"flops_spent[{conv}]"] = flops_spent(f, m.tokens)
-        out.update(self._budget(m.steps, m.tokens, train_tps, session_tps, per_conv))
+        out.update(self._budget(m.steps, m.tokens, train_tps, session_tps, per_conv, whole_run=whole_run))
         self.derived = {name: replace(d, name=name) for name, d in out.items()}
 
     def _view(self) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
@@ -177,8 +177,9 @@ class ComputeExtension:
 
         return compute_tiles(*self._view())
 
-    def progress_bar(self) -> dict[str, Any] | None:
-        """The header's progress bar, live: the current step and tokens at the last window's pace."""
+    def progress_bar(self, recent: Any = None) -> dict[str, Any] | None:
+        """The header's progress bar, live: the current step and tokens; the ETA by the one rule (compute/eta.py):
+        at the ``recent`` pace (the publisher's recent figures) when given, else at the last window's."""
         from trainmeter.compute.card import progress_bar
 
         m = self._m
@@ -186,7 +187,7 @@ class ComputeExtension:
             return None
         interval, session = m.interval, m.session
         figures = self._budget(m.steps, m.tokens, interval.train_tokens_per_s if interval else None,
-                               session.session_tokens_per_s if session else None, {})
+                               session.session_tokens_per_s if session else None, {}, recent=recent)
         return progress_bar({}, {name: d.to_dict() for name, d in figures.items()})
 
     def text_fields(self) -> dict[str, Any]:
@@ -202,9 +203,11 @@ class ComputeExtension:
         return out
 
     def _budget(self, steps: int, tokens: int, train_tps: float | None, session_tps: float | None,
-                per_conv: dict[str, Derivation]) -> dict[str, Derivation]:
-        """Progress, budget in tokens, ETA at both paces and FLOPs required (pure in its inputs)."""
-        from trainmeter.compute.mfu import budget_tokens, eta_s, flops_required, progress
+                per_conv: dict[str, Derivation], *, recent: Any = None,
+                whole_run: bool = False) -> dict[str, Derivation]:
+        """Progress, budget in tokens, ETA (the one rule) and the session ETA, FLOPs required (pure in its inputs)."""
+        from trainmeter.compute.eta import REPORT_WINDOW, WHOLE_RUN, Pace, eta, eta_s, recent_pace
+        from trainmeter.compute.mfu import budget_tokens, flops_required, progress
 
         m = self._m
         assert m is not None
@@ -232,8 +235,11 @@ class ComputeExtension:
             budget = None
         if budget is not None:
             out["budget_tokens"] = budget
-            out["eta_s"] = eta_s(tokens, budget, train_tps)
-            out["eta_s.session"] = eta_s(tokens, budget, session_tps, pace="session")
+            training = Pace(name="training-only", per_s=train_tps, window=WHOLE_RUN if whole_run else REPORT_WINDOW)
+            out["eta_s"] = eta(tokens, budget, recent=recent_pace(recent), training=training)
+            session = Pace(name="session", per_s=session_tps,
+                           window="the whole run's wall clock" if whole_run else "the session's wall clock so far")
+            out["eta_s.session"] = eta_s(tokens, budget, session)
             for conv, f in per_conv.items():
                 if o.budget_flops is not None:
                     out[f"flops_required[{conv}]"] = flops_required(f, flops=o.budget_flops)

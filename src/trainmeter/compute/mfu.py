@@ -1,4 +1,4 @@
-"""MFU, FLOPs spent and required, progress and ETA: pure functions returning Derivations.
+"""MFU, FLOPs spent and required, and progress: pure functions returning Derivations (the ETA: compute/eta.py).
 
 Every quantity argument accepts a plain number, an :class:`~trainmeter.core.provenance.Input`
 (keeps its provenance), a :class:`~trainmeter.core.provenance.Derivation` (its value,
@@ -10,63 +10,16 @@ paces and counts. Never imports torch. All functions are pure and thread-safe.
 
 from __future__ import annotations
 
-import math
 from typing import Literal
 
-from trainmeter.compute.peaks import PeakRow, normalize_dtype
-from trainmeter.core.provenance import Derivation, Input, Provenance
+from trainmeter.compute.peaks import PeakRow, normalize_dtype, validate_peak
+from trainmeter.core.provenance import Derivation, Input, Quantity, as_input, input_number
 
-Quantity = int | float | Input | Derivation | None
-"""A number, an Input, a Derivation, or None when missing."""
-
-Pace = Literal["training-only", "session"]
 PACES: tuple[str, ...] = ("training-only", "session")
 """``training-only``: tokens/s over time spent in training steps; ``session``: over the whole wall clock."""
+Pace = Literal["training-only", "session"]
 
 PEAK_FLAGS = "--peak-tflops X --peak-source TEXT"
-MAX_PEAK_TFLOPS = 1e5
-"""A declared peak above this many TFLOP/s per device is taken for a unit mistake (FLOP/s given)."""
-
-_WEAKEST_FIRST: tuple[Provenance, ...] = ("assumed", "declared", "detected", "measured", "counted")
-
-
-def _derived_provenance(derivation: Derivation) -> Provenance:
-    """The weakest provenance among a derivation's inputs (``detected`` when it has none)."""
-    found = {i.provenance for i in derivation.inputs}
-    for prov in _WEAKEST_FIRST:
-        if prov in found:
-            return prov
-    return "detected"
-
-
-def _input(symbol: str, quantity: Quantity, unit: str, provenance: Provenance, source: str = "") -> Input:
-    """Return ``quantity`` as an :class:`Input` named ``symbol``."""
-    if isinstance(quantity, Input):
-        return Input(
-            name=symbol,
-            value=quantity.value,
-            unit=quantity.unit or unit,
-            provenance=quantity.provenance,
-            source=quantity.source or source,
-        )
-    if isinstance(quantity, Derivation):
-        text = f"{quantity.name} = {quantity.formula}"
-        return Input(
-            name=symbol,
-            value=quantity.value,
-            unit=quantity.unit or unit,
-            provenance=_derived_provenance(quantity),
-            source=text,
-        )
-    return Input(name=symbol, value=quantity, unit=unit, provenance=provenance, source=source)
-
-
-def _number(inp: Input) -> float | None:
-    """The input's value as a finite float, or ``None``."""
-    value = inp.value
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value) if math.isfinite(value) else None
 
 
 def _pace_label(pace: str) -> str:
@@ -84,7 +37,7 @@ def mfu(
     pace: Pace = "training-only",
     peak_missing: str | None = None,
 ) -> Derivation:
-    """Model FLOPs utilization, a 0-1 fraction: F x tokens/s / (devices x peak).
+    """Model FLOPs utilization of one run, a 0-1 fraction: F x tokens/s / (devices x peak).
 
     Args:
         flops_per_token: F, FLOP per token (e.g. a ``flops_per_token.<convention>`` Derivation).
@@ -101,45 +54,92 @@ def mfu(
         the input (for a missing peak: ``--peak-tflops X --peak-source TEXT``).
     """
     _pace_label(pace)
-    name = "mfu" if pace == "training-only" else "mfu.session"
     if isinstance(peak_flops_per_s, PeakRow):
-        peak_in = Input(
-            name="peak",
-            value=peak_flops_per_s.flops_per_s,
-            unit="FLOP/s",
-            provenance=peak_flops_per_s.provenance,
-            source=f"{peak_flops_per_s.card} dense {peak_flops_per_s.dtype}: {peak_flops_per_s.source}",
-        )
+        peak_in = peak_input(peak_flops_per_s)
     else:
-        peak_in = _input("peak", peak_flops_per_s, "FLOP/s", "detected", "datasheet dense peak")
-    inputs = (
-        _input("F", flops_per_token, "FLOP/token", "detected"),
-        _input("tokens_per_s", tokens_per_s, "tokens/s", "measured", f"{pace} tokens/s"),
-        _input("devices", devices, "1", "detected"),
-        peak_in,
+        peak_in = as_input("peak", peak_flops_per_s, "FLOP/s", "detected", "datasheet dense peak")
+    return mfu_derivation(
+        name="mfu" if pace == "training-only" else "mfu.session",
+        flops_per_token=as_input("F", flops_per_token, "FLOP/token", "detected"),
+        rate=(as_input("tokens_per_s", tokens_per_s, "tokens/s", "measured", f"{pace} tokens/s"),),
+        devices=as_input("devices", devices, "1", "detected"),
+        peaks=(peak_in,),
+        pace=pace,
+        peak_missing=peak_missing,
     )
-    formula = "F * tokens_per_s / (devices * peak)"
-    f, tps, n, peak = (_number(i) for i in inputs)
-    missing = None
-    if peak is None or peak <= 0:
-        why = peak_missing or "no dense peak for this device and dtype"
-        missing = why if PEAK_FLAGS in why else f"{why}; pass {PEAK_FLAGS} to declare one"
-    elif f is None:
-        missing = "FLOPs per token unknown: pass the model, or declare --layers N --d-model D --seq-len S"
-    elif tps is None:
-        missing = f"{pace} tokens/s not measured yet"
-    elif n is None or n < 1:
-        missing = "number of devices unknown"
-    if missing is not None:
-        return Derivation(name=name, formula=formula, value=None, unit="fraction", inputs=inputs, missing=missing)
-    assert f is not None and tps is not None and n is not None and peak is not None
-    return Derivation(name=name, formula=formula, value=f * tps / (n * peak), unit="fraction", inputs=inputs)
+
+
+def peak_input(row: PeakRow, name: str = "peak") -> Input:
+    """A :class:`PeakRow` as the ``peak`` input of an MFU derivation (FLOP/s, its provenance and cited source)."""
+    return Input(name=name, value=row.flops_per_s, unit="FLOP/s", provenance=row.provenance,
+                 source=f"{row.card} dense {row.dtype}: {row.source}")
+
+
+def mfu_derivation(
+    *,
+    name: str,
+    flops_per_token: Input,
+    rate: tuple[Input] | tuple[Input, Input],
+    devices: Input,
+    peaks: tuple[Input, ...],
+    pace: str = "training-only",
+    peak_missing: str | None = None,
+    missing: str | None = None,
+) -> Derivation:
+    """The one MFU formula and its checks (docs/spec.md section 5), for a run and for a launch of ranks.
+
+    MFU = F x tokens/s / capacity, where tokens/s is one input (``tokens_per_s``) or two
+    (``tokens / seconds``), and the capacity is ``devices x peak`` (one peak: every device alike)
+    or the sum of one peak per device (peaks differ).
+
+    Args:
+        name: The derivation's name (``mfu``, ``distributed.mfu.session[hf]``...).
+        flops_per_token: The ``F`` input.
+        rate: ``(tokens_per_s,)`` or ``(tokens, seconds)``.
+        devices: How many devices the capacity spans.
+        peaks: One ``peak`` input (devices x peak), or one per device (summed).
+        pace: Which clock the rate is on (for the reason a rate is missing).
+        peak_missing: Why there is no peak, when known (the flags that declare one are added).
+        missing: A reason the caller already knows (a launch's missing rank): the value is ``None``.
+
+    Returns:
+        A Derivation in unit ``fraction``; value ``None`` with ``missing`` naming the input that would enable it.
+    """
+    per_rank = len(peaks) > 1
+    capacity = "sum over ranks of peak" if per_rank else "devices * peak"
+    formula = f"F * {' / '.join(i.name for i in rate)} / ({capacity})"
+    inputs = (flops_per_token, *rate, devices, *peaks)
+    f, n = input_number(flops_per_token), input_number(devices)
+    tokens = input_number(rate[0])
+    seconds = input_number(rate[1]) if len(rate) == 2 else 1.0
+    if seconds is None or seconds <= 0:
+        tokens = None  # a rate over no measured seconds is no rate
+    peak_values = [input_number(p) for p in peaks]
+    known = [p for p in peak_values if p is not None and p > 0]
+    denominator = None
+    if len(known) == len(peaks):
+        denominator = sum(known) if per_rank else (n or 0) * known[0]
+    if missing is None:
+        if denominator is None:
+            why = peak_missing or "no dense peak for this device and dtype"
+            missing = why if PEAK_FLAGS in why else f"{why}; pass {PEAK_FLAGS} to declare one"
+        elif f is None:
+            missing = "FLOPs per token unknown: pass the model, or declare --layers N --d-model D --seq-len S"
+        elif tokens is None:
+            missing = f"{pace} tokens/s not measured yet"
+        elif n is None or n < 1:
+            missing = "number of devices unknown"
+    if missing is not None or f is None or tokens is None or seconds is None or not denominator:
+        return Derivation(name=name, formula=formula, value=None, unit="fraction", inputs=inputs,
+                          missing=missing or "an input is missing")
+    value = f * tokens / denominator if len(rate) == 1 else f * tokens / seconds / denominator
+    return Derivation(name=name, formula=formula, value=value, unit="fraction", inputs=inputs)
 
 
 def flops_spent(flops_per_token: Quantity, tokens: Quantity) -> Derivation:
     """FLOPs spent so far: F x tokens seen (unit ``FLOP``); ``None`` value when either is missing."""
-    inputs = (_input("F", flops_per_token, "FLOP/token", "detected"), _input("tokens", tokens, "tokens", "counted"))
-    f, t = (_number(i) for i in inputs)
+    inputs = (as_input("F", flops_per_token, "FLOP/token", "detected"), as_input("tokens", tokens, "tokens", "counted"))
+    f, t = (input_number(i) for i in inputs)
     if f is None or t is None:
         miss = "FLOPs per token unknown" if f is None else "tokens seen unknown"
         return Derivation(
@@ -171,21 +171,21 @@ def budget_tokens(
             f"{', '.join(given) or 'none'}"
         )
     if tokens is not None:
-        inp = _input("budget_tokens", tokens, "tokens", "declared", "--budget-tokens")
+        inp = as_input("budget_tokens", tokens, "tokens", "declared", "--budget-tokens")
         return Derivation(
             name="budget_tokens",
             formula="budget_tokens",
-            value=_number(inp),
+            value=input_number(inp),
             unit="tokens",
             inputs=(inp,),
-            missing=None if _number(inp) is not None else "budget tokens not a number",
+            missing=None if input_number(inp) is not None else "budget tokens not a number",
         )
     if steps is not None:
         inputs = (
-            _input("budget_steps", steps, "steps", "declared", "--budget-steps"),
-            _input("tokens_per_step", tokens_per_step, "tokens/step", "counted"),
+            as_input("budget_steps", steps, "steps", "declared", "--budget-steps"),
+            as_input("tokens_per_step", tokens_per_step, "tokens/step", "counted"),
         )
-        s, tps = (_number(i) for i in inputs)
+        s, tps = (input_number(i) for i in inputs)
         value = None if s is None or tps is None else s * tps
         return Derivation(
             name="budget_tokens",
@@ -196,10 +196,10 @@ def budget_tokens(
             missing=None if value is not None else "tokens per step not counted yet",
         )
     inputs = (
-        _input("budget_flops", flops, "FLOP", "declared", "--budget-flops"),
-        _input("F", flops_per_token, "FLOP/token", "detected"),
+        as_input("budget_flops", flops, "FLOP", "declared", "--budget-flops"),
+        as_input("F", flops_per_token, "FLOP/token", "detected"),
     )
-    b, f = (_number(i) for i in inputs)
+    b, f = (input_number(i) for i in inputs)
     value = None if b is None or f is None or f <= 0 else b / f
     return Derivation(
         name="budget_tokens",
@@ -225,8 +225,8 @@ def flops_required(
         ValueError: None or more than one budget kind is given.
     """
     if flops is not None and tokens is None and steps is None:
-        inp = _input("budget_flops", flops, "FLOP", "declared", "--budget-flops")
-        value = _number(inp)
+        inp = as_input("budget_flops", flops, "FLOP", "declared", "--budget-flops")
+        value = input_number(inp)
         return Derivation(
             name="flops_required",
             formula="budget_flops",
@@ -237,10 +237,10 @@ def flops_required(
         )
     budget = budget_tokens(flops_per_token, tokens=tokens, steps=steps, tokens_per_step=tokens_per_step, flops=flops)
     inputs = (
-        _input("F", flops_per_token, "FLOP/token", "detected"),
-        _input("budget_tokens", budget, "tokens", "declared"),
+        as_input("F", flops_per_token, "FLOP/token", "detected"),
+        as_input("budget_tokens", budget, "tokens", "declared"),
     )
-    f, b = (_number(i) for i in inputs)
+    f, b = (input_number(i) for i in inputs)
     if f is None or b is None:
         miss = "FLOPs per token unknown" if f is None else (budget.missing or "budget tokens unknown")
         return Derivation(
@@ -252,10 +252,10 @@ def flops_required(
 def progress(tokens_seen: Quantity, budget: Quantity) -> Derivation:
     """Fraction of the budget done, clamped to 0..1: tokens_seen / budget_tokens."""
     inputs = (
-        _input("tokens_seen", tokens_seen, "tokens", "counted"),
-        _input("budget_tokens", budget, "tokens", "declared"),
+        as_input("tokens_seen", tokens_seen, "tokens", "counted"),
+        as_input("budget_tokens", budget, "tokens", "declared"),
     )
-    seen, total = (_number(i) for i in inputs)
+    seen, total = (input_number(i) for i in inputs)
     formula = "min(1, tokens_seen / budget_tokens)"
     if seen is None or total is None or total <= 0:
         miss = (
@@ -269,49 +269,8 @@ def progress(tokens_seen: Quantity, budget: Quantity) -> Derivation:
     )
 
 
-def eta_s(
-    tokens_seen: Quantity, budget: Quantity, tokens_per_s: Quantity, *, pace: Pace = "training-only"
-) -> Derivation:
-    """Seconds left at the given pace: max(budget - seen, 0) / tokens/s.
-
-    Args:
-        tokens_seen: Tokens done so far.
-        budget: Budget in tokens (e.g. a :func:`budget_tokens` Derivation).
-        tokens_per_s: Current pace in tokens/s.
-        pace: Which pace ``tokens_per_s`` is (``training-only`` or ``session``);
-            recorded as an input named ``pace`` and in the name (``eta_s`` or ``eta_s.session``).
-    """
-    _pace_label(pace)
-    name = "eta_s" if pace == "training-only" else "eta_s.session"
-    inputs = (
-        _input("tokens_seen", tokens_seen, "tokens", "counted"),
-        _input("budget_tokens", budget, "tokens", "declared"),
-        _input("tokens_per_s", tokens_per_s, "tokens/s", "measured", f"{pace} tokens/s"),
-        Input(
-            name="pace",
-            value=pace,
-            unit="",
-            provenance="assumed" if pace == "training-only" else "declared",
-            source="which tokens/s the ETA uses",
-        ),
-    )
-    seen, total, tps = (_number(i) for i in inputs[:3])
-    formula = "max(budget_tokens - tokens_seen, 0) / tokens_per_s"
-    miss = None
-    if total is None or total <= 0:
-        miss = "no budget: pass --budget-tokens, --budget-steps or --budget-flops"
-    elif seen is None:
-        miss = "tokens seen unknown"
-    elif tps is None or tps <= 0:
-        miss = f"{pace} tokens/s not measured yet"
-    if miss is not None:
-        return Derivation(name=name, formula=formula, value=None, unit="s", inputs=inputs, missing=miss)
-    assert total is not None and seen is not None and tps is not None
-    return Derivation(name=name, formula=formula, value=max(total - seen, 0.0) / tps, unit="s", inputs=inputs)
-
-
 def parse_peak_args(peak_tflops: object, peak_source: object, dtype: object = None) -> PeakRow | None:
-    """Validate ``--peak-tflops X --peak-source TEXT`` and return them as a declared :class:`PeakRow`.
+    """``--peak-tflops X --peak-source TEXT`` as a declared :class:`PeakRow`, checked by :func:`validate_peak`.
 
     Args:
         peak_tflops: Dense peak per device in TFLOP/s (number or numeric string), or ``None``.
@@ -322,33 +281,11 @@ def parse_peak_args(peak_tflops: object, peak_source: object, dtype: object = No
         ``None`` when neither is given, else a PeakRow with card ``"declared"`` and provenance ``declared``.
 
     Raises:
-        ValueError: A peak without a source (or the reverse), a peak that is not a
-            number, not finite, zero, negative or above 1e5 TFLOP/s; the message
-            names the value and what is valid.
+        ValueError: As :func:`trainmeter.compute.peaks.validate_peak` (the one check and limit).
     """
-    if peak_tflops is None and (peak_source is None or str(peak_source).strip() == ""):
+    value = validate_peak(peak_tflops, peak_source)
+    if value is None:
         return None
-    if peak_tflops is None:
-        raise ValueError(
-            f"--peak-source {peak_source!r} given without --peak-tflops; pass both, e.g. "
-            f"--peak-tflops 989.5 --peak-source 'H100 SXM datasheet, dense BF16'"
-        )
-    valid = f"a positive number of TFLOP/s per device, at most {MAX_PEAK_TFLOPS:g} (e.g. 989.5)"
-    if isinstance(peak_tflops, bool):
-        raise ValueError(f"--peak-tflops must be {valid}, got {peak_tflops!r}")
-    try:
-        value = float(peak_tflops)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        raise ValueError(f"--peak-tflops must be {valid}, got {peak_tflops!r}") from None
-    if not math.isfinite(value) or value <= 0:
-        raise ValueError(f"--peak-tflops must be {valid}, got {peak_tflops!r}")
-    if value > MAX_PEAK_TFLOPS:
-        raise ValueError(f"--peak-tflops must be {valid}, got {peak_tflops!r} (FLOP/s given instead of TFLOP/s?)")
-    if peak_source is None or str(peak_source).strip() == "":
-        raise ValueError(
-            f"--peak-tflops {peak_tflops!r} needs --peak-source TEXT saying where the figure comes from "
-            f"(a datasheet, a measured matmul); got {peak_source!r}"
-        )
     canonical = "any" if dtype is None else normalize_dtype(dtype)
     return PeakRow(
         card="declared", dtype=canonical, tflops=value, source=str(peak_source).strip(), provenance="declared"

@@ -11,10 +11,15 @@ no MFU, never a guess. Pure Python; never imports torch. Thread-safe.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
 from trainmeter.core.provenance import Provenance
+
+MAX_PEAK_TFLOPS = 1e6
+"""The one limit on a declared peak (docs/spec.md section 5): 1 EFLOP/s per device, far above any chip; a larger
+figure is taken for a unit slip (FLOP/s given for TFLOP/s). The flag check and the compute wing both use it."""
 
 DTYPES: tuple[str, ...] = ("bf16", "fp16", "tf32", "fp8")
 """dtypes with a peak column."""
@@ -301,6 +306,46 @@ def peak_flops(device_name: str, dtype: object = "bf16") -> PeakRow | None:
     if value is None:
         return None
     return PeakRow(card=row.card, dtype=canonical, tflops=value, source=row.source, provenance="detected")
+
+
+def validate_peak(peak_tflops: object, peak_source: object) -> float | None:
+    """The one check of ``--peak-tflops X --peak-source TEXT``: the peak in TFLOP/s, or ``None`` when neither is given.
+
+    Used by the flag check (:func:`trainmeter.options.make_options`) and the compute wing, so a peak the
+    flag accepts is one the wing divides by.
+
+    Args:
+        peak_tflops: Dense peak per device in TFLOP/s (number or numeric string), or ``None``.
+        peak_source: Where the figure comes from (free text, required with a peak), or ``None``.
+
+    Raises:
+        ValueError: A peak without a source (or the reverse), a peak that is not a number, not finite,
+            zero, negative or above :data:`MAX_PEAK_TFLOPS`; the message names the value and what is valid.
+    """
+    if peak_tflops is None and (peak_source is None or str(peak_source).strip() == ""):
+        return None
+    if peak_tflops is None:
+        raise ValueError(
+            f"--peak-source {peak_source!r} given without --peak-tflops; pass both, e.g. "
+            f"--peak-tflops 989.5 --peak-source 'H100 SXM datasheet, dense BF16'"
+        )
+    valid = f"a positive number of TFLOP/s per device, at most {MAX_PEAK_TFLOPS:g} (e.g. 989.5)"
+    if isinstance(peak_tflops, bool):
+        raise ValueError(f"--peak-tflops must be {valid}, got {peak_tflops!r}")
+    try:
+        value = float(peak_tflops)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise ValueError(f"--peak-tflops must be {valid}, got {peak_tflops!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError(f"--peak-tflops must be {valid}, got {peak_tflops!r}")
+    if value > MAX_PEAK_TFLOPS:
+        raise ValueError(f"--peak-tflops must be {valid}, got {peak_tflops!r} (FLOP/s given instead of TFLOP/s?)")
+    if peak_source is None or str(peak_source).strip() == "":
+        raise ValueError(
+            f"--peak-tflops {peak_tflops!r} needs --peak-source TEXT saying where the figure comes from "
+            f"(a datasheet, a measured matmul); got {peak_source!r}"
+        )
+    return value
 
 
 def why_no_peak(device_name: str | None, dtype: object = "bf16") -> str | None:

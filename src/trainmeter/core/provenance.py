@@ -1,12 +1,15 @@
-"""Provenance: where a number came from, and how a derived number was computed.
+"""Provenance: where a number came from, how a derived number was computed, and the one rule that combines them.
 
 Every number trainmeter shows is either an input with a provenance or a
 :class:`Derivation` whose inputs have one. A user can redo each derivation by
-hand from ``formula`` and ``inputs``.
+hand from ``formula`` and ``inputs``. A derived number is as good as its weakest
+input (:func:`weakest`, :func:`derived_provenance`); a label read back from a file
+is checked against the five (:func:`as_provenance`). Pure; any thread.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -81,3 +84,41 @@ def weakest(provenances: Any) -> str | None:
     """
     found = set(provenances)
     return next((p for p in WEAKEST_FIRST if p in found), None)
+
+
+def as_provenance(label: Any, default: Provenance = "detected") -> Provenance:
+    """``label`` when it is one of :data:`PROVENANCES` (a label read back from a passport), else ``default``."""
+    return label if label in PROVENANCES else default  # type: ignore[return-value]
+
+
+def derived_provenance(derivation: Derivation, default: Provenance = "detected") -> Provenance:
+    """The provenance of a derived number: the weakest of its inputs' (``default`` when it has none)."""
+    return as_provenance(weakest(i.provenance for i in derivation.inputs), default)
+
+
+Quantity = int | float | Input | Derivation | None
+"""A number, an Input, a Derivation (its value), or None when missing."""
+
+
+def as_input(symbol: str, quantity: Quantity, unit: str, provenance: Provenance, source: str = "") -> Input:
+    """``quantity`` as an :class:`Input` named ``symbol``: an Input keeps its provenance, a Derivation gets
+    :func:`derived_provenance` and its formula as source, a plain number gets ``provenance``."""
+    if isinstance(quantity, Input):
+        return Input(name=symbol, value=quantity.value, unit=quantity.unit or unit, provenance=quantity.provenance,
+                     source=quantity.source or source)
+    if isinstance(quantity, Derivation):
+        return Input(name=symbol, value=quantity.value, unit=quantity.unit or unit,
+                     provenance=derived_provenance(quantity), source=f"{quantity.name} = {quantity.formula}")
+    return Input(name=symbol, value=quantity, unit=unit, provenance=provenance, source=source)
+
+
+def finite_number(value: Any) -> float | None:
+    """``value`` as a finite float, or ``None`` (missing, text, a bool, NaN or infinite)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def input_number(inp: Input) -> float | None:
+    """The input's value as a finite float, or ``None`` (:func:`finite_number`)."""
+    return finite_number(inp.value)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from trainmeter.core.monitor import Monitor
+    from trainmeter.core.provenance import Provenance
 
 _SERIES = (("util_gpu", "util"), ("sm_activity", "sm_activity"), ("tensor_activity", "tensor_activity"))
 
@@ -90,29 +91,32 @@ class GpuExtension:
         if error and self._m is not None:
             self._m.warn_once("gpu-open", f"{error} (the run goes on without GPU readings)")
 
-    def _mfu(self, whole_run: bool) -> tuple[float | None, str | None]:
-        """MFU under the chosen convention from the compute extension (whole-run at the end)."""
+    def _mfu(self) -> tuple[float | None, str | None, Provenance]:
+        """MFU under the chosen convention from the compute extension, with its provenance by the one rule
+        (the weakest of its derivation's inputs)."""
+        from trainmeter.core.provenance import derived_provenance
+
         m = self._m
         ext = next((e for e in (m.extensions if m else []) if getattr(e, "name", "") == "compute"), None)
         if ext is None:
-            return None, "the compute extension is off"
+            return None, "the compute extension is off", "counted"
         conv = m.options.convention if m is not None else None
         key = f"mfu[{conv}]" if conv else None
         d = ext.derived.get(key) if key else None
         if d is None:
-            return None, "MFU needs a named convention (--convention) and a peak"
-        return d.value, d.missing
+            return None, "MFU needs a named convention (--convention) and a peak", "counted"
+        return d.value, d.missing, derived_provenance(d)
 
-    def _build(self, readings: dict[int, Any], whole_run: bool = False) -> dict[int, Any]:
+    def _build(self, readings: dict[int, Any]) -> dict[int, Any]:
         from trainmeter.gpu.dram_peaks import peak_dram_bandwidth
         from trainmeter.gpu.ladder import build_ladder
 
-        mfu, missing = self._mfu(whole_run)
+        mfu, missing, provenance = self._mfu()
         out = {}
         for index, reading in readings.items():
             name = self._device_name(index)
             peak = peak_dram_bandwidth(name) if name else None
-            out[index] = build_ladder(reading, mfu=mfu, mfu_missing=missing,
+            out[index] = build_ladder(reading, mfu=mfu, mfu_missing=missing, mfu_provenance=provenance,
                                       peak_dram_bytes_per_s=peak[0] if peak else None,
                                       peak_dram_source=peak[1] if peak else "")
         return out
@@ -195,6 +199,6 @@ class GpuExtension:
                                                 "source": peak.source}
         window = self.sampler.window_averages()
         readings = window if any(a.n_samples > 0 for a in window.values()) else self.sampler.averages()
-        self.ladders = self._build(readings, whole_run=True)
+        self.ladders = self._build(readings)
         self.section = gpu_passport_from_sampler(self.sampler, ladders=self.ladders, peaks_used=peaks_used)
         return self.section

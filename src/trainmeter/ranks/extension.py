@@ -101,7 +101,7 @@ class RanksExtension:
         seat = current_seat()
         if seat is not None and seat.identity.rank not in (None, 0):
             monitor.text = False  # one text line per launch (rank 0's); every rank's numbers are in its seat
-        timing = StepTiming(monitor.probes)
+        timing = StepTiming()
         try:
             timing.start()
             self._timing = timing

@@ -18,12 +18,11 @@ has no record, no F or no peak: a peak is never guessed. Pure functions; any thr
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from trainmeter.core.provenance import Derivation, Input
+from trainmeter.core.provenance import Derivation, Input, Provenance, as_provenance, finite_number, weakest
 
 CONVENTION_ORDER = ("hf", "megatron", "titan", "nanochat", "embeddings", "counted")
 
@@ -43,6 +42,8 @@ class RankCompute:
         peak_provenance: ``detected`` (table) or ``declared`` (``--peak-tflops``).
         peak_missing: Why it has no peak (its own MFU's reason), when known.
         convention: The FLOPs convention it was told (``--convention``), or ``None``.
+        own_mfu_provenance: Its own MFU's provenance (the weakest of its passport's ``mfu[conv]`` inputs),
+            or ``None`` when its files do not say.
     """
 
     label: str
@@ -52,15 +53,16 @@ class RankCompute:
     flops_per_token: Mapping[str, float | None] = field(default_factory=dict)
     peak_flops_per_s: float | None = None
     peak_text: str = ""
-    peak_provenance: str = "detected"
+    peak_provenance: Provenance = "detected"
     peak_missing: str | None = None
     convention: str | None = None
+    own_mfu_provenance: Provenance | None = None
 
 
 def _finite(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-        return None
-    return float(value)
+    """A positive finite number read from a rank's file, else ``None``."""
+    number = finite_number(value)
+    return number if number is not None and number > 0 else None
 
 
 def rank_compute_from_passport(label: str, passport: Mapping[str, Any]) -> RankCompute:
@@ -71,13 +73,18 @@ def rank_compute_from_passport(label: str, passport: Mapping[str, Any]) -> RankC
         fpt["counted"] = compute["counted_flops_per_token"]
     peak = compute.get("peak") or None
     phases = passport.get("phases_s") or {}
+    own_name = f"mfu[{compute.get('convention') or 'hf'}]"  # the rank's own MFU (ranks/merge.py picks the same)
+    own = next((d for d in passport.get("derivations") or [] if isinstance(d, dict) and d.get("name") == own_name),
+               None)
+    own_provenance = weakest(i.get("provenance") for i in (own or {}).get("inputs") or [] if isinstance(i, dict))
     return RankCompute(
         label=label, tokens=int(passport.get("tokens") or 0), wall_s=_finite(passport.get("elapsed_s")),
         train_s=_finite(phases.get("train")), flops_per_token=fpt,
         peak_flops_per_s=_finite(peak.get("tflops")) * 1e12 if peak and _finite(peak.get("tflops")) else None,
         peak_text=f"{peak.get('card')} dense {peak.get('dtype')}: {peak.get('source')}" if peak else "",
-        peak_provenance=str(peak.get("provenance") or "detected") if peak else "detected",
-        peak_missing=compute.get("mfu_missing"), convention=compute.get("convention"))
+        peak_provenance=as_provenance(peak.get("provenance")) if peak else "detected",
+        peak_missing=compute.get("mfu_missing"), convention=compute.get("convention"),
+        own_mfu_provenance=as_provenance(own_provenance) if own_provenance else None)
 
 
 def rank_compute_from_interval(label: str, interval: Mapping[str, Any]) -> RankCompute:
@@ -88,7 +95,7 @@ def rank_compute_from_interval(label: str, interval: Mapping[str, Any]) -> RankC
         label=label, tokens=int(interval.get("tokens") or 0), wall_s=_finite(interval.get("elapsed_s")),
         train_s=_finite(phases.get("train")), flops_per_token=dict(fields.get("flops_per_token") or {}),
         peak_flops_per_s=_finite(fields.get("peak_flops_per_s")), peak_text=str(fields.get("peak_text") or ""),
-        peak_provenance=str(fields.get("peak_provenance") or "detected"), peak_missing=fields.get("peak_missing"),
+        peak_provenance=as_provenance(fields.get("peak_provenance")), peak_missing=fields.get("peak_missing"),
         convention=fields.get("convention"))
 
 
@@ -102,7 +109,9 @@ def conventions(ranks: Sequence[RankCompute], convention: str | None = None) -> 
 
 def launch_mfu(ranks: Sequence[RankCompute], world_size: int, convention: str, *,
                pace: str = "session", missing_ranks: Sequence[int] = ()) -> Derivation:
-    """The launch's MFU under ``convention`` over ``world_size`` devices.
+    """The launch's MFU under ``convention`` over ``world_size`` devices, by the one MFU formula
+    (:func:`trainmeter.compute.mfu.mfu_derivation`); what is the launch's own: devices = world size,
+    the tokens summed over ranks, the longest rank's seconds, one peak per rank when they differ.
 
     Args:
         ranks: Every recorded rank's compute inputs.
@@ -115,6 +124,8 @@ def launch_mfu(ranks: Sequence[RankCompute], world_size: int, convention: str, *
         A Derivation (unit ``fraction``) named ``distributed.mfu[conv]`` (training-only) or
         ``distributed.mfu.session[conv]``; value ``None`` with ``missing`` naming what would enable it.
     """
+    from trainmeter.compute.mfu import mfu_derivation
+
     if pace not in ("session", "training-only"):
         raise ValueError(f"unknown pace {pace!r}; valid: session, training-only")
     name = f"distributed.mfu.session[{convention}]" if pace == "session" else f"distributed.mfu[{convention}]"
@@ -122,13 +133,12 @@ def launch_mfu(ranks: Sequence[RankCompute], world_size: int, convention: str, *
     seconds = [getattr(r, seconds_name) for r in ranks]
     fs = [_finite(r.flops_per_token.get(convention)) for r in ranks]
     peaks = [r.peak_flops_per_s for r in ranks]
-    global_tokens = sum(r.tokens for r in ranks)
     known_f = [f for f in fs if f is not None]
     f_value = known_f[0] if known_f and len(known_f) == len(ranks) else None
     long_s = max((s for s in seconds if s is not None), default=None)
     f_in = Input(name="F", value=f_value, unit="FLOP/token", provenance="counted" if convention == "counted"
                  else "detected", source=f"every rank's compute.flops_per_token[{convention}]")
-    tokens_in = Input(name="global_tokens", value=global_tokens, unit="tokens", provenance="counted",
+    tokens_in = Input(name="global_tokens", value=sum(r.tokens for r in ranks), unit="tokens", provenance="counted",
                       source=" + ".join(f"{r.label} {r.tokens}" for r in ranks) or "no rank")
     s_in = Input(name=seconds_name, value=long_s, unit="s", provenance="measured",
                  source=("the longest rank's session wall clock" if pace == "session"
@@ -140,23 +150,14 @@ def launch_mfu(ranks: Sequence[RankCompute], world_size: int, convention: str, *
         first = next((r for r in ranks if r.peak_flops_per_s is not None), None)
         peak_inputs: tuple[Input, ...] = (Input(
             name="peak", value=first.peak_flops_per_s if first and equal else None, unit="FLOP/s",
-            provenance=first.peak_provenance if first else "detected",  # type: ignore[arg-type]
+            provenance=as_provenance(first.peak_provenance if first else None),
             source=first.peak_text if first else "no rank has a peak"),)
-        formula = f"F * global_tokens / {seconds_name} / (devices * peak)"
-        denominator = (world_size * first.peak_flops_per_s) if first and equal else None
     else:
         peak_inputs = tuple(Input(name=f"peak[{r.label}]", value=r.peak_flops_per_s, unit="FLOP/s",
-                                  provenance=r.peak_provenance, source=r.peak_text)  # type: ignore[arg-type]
-                            for r in ranks)
-        formula = f"F * global_tokens / {seconds_name} / (sum over ranks of peak)"
-        denominator = sum(p for p in peaks if p is not None)
-    inputs = (f_in, tokens_in, s_in, devices_in, *peak_inputs)
+                                  provenance=as_provenance(r.peak_provenance), source=r.peak_text) for r in ranks)
     missing = _why_missing(ranks, world_size, convention, fs, peaks, long_s, pace, missing_ranks)
-    if missing is not None or f_value is None or long_s is None or not denominator:
-        return Derivation(name=name, formula=formula, value=None, unit="fraction", inputs=inputs,
-                          missing=missing or "an input is missing")
-    return Derivation(name=name, formula=formula, value=f_value * global_tokens / long_s / denominator,
-                      unit="fraction", inputs=inputs)
+    return mfu_derivation(name=name, flops_per_token=f_in, rate=(tokens_in, s_in), devices=devices_in,
+                          peaks=peak_inputs, pace=pace, missing=missing)
 
 
 def _why_missing(ranks: Sequence[RankCompute], world_size: int, convention: str, fs: list[float | None],

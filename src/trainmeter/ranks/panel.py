@@ -65,9 +65,11 @@ def launch_mfu_now(ranks: list[Any]) -> tuple[str, int, Any]:
 
 def launch_mfu_row(ranks: list[Any]) -> dict[str, Any]:
     """The Ranks panel's MFU row (its note: the formula, or what is missing)."""
+    from trainmeter.core.provenance import derived_provenance
+
     conv, world, d = launch_mfu_now(ranks)
     return {"label": f"MFU, all ranks ({conv}, {world} devices)", "value": d.value, "unit": "fraction",
-            "provenance": "measured",
+            "provenance": derived_provenance(d),
             "note": d.missing if d.value is None else "F x global tokens / wall s / (devices x peak)"}
 
 
@@ -75,9 +77,11 @@ def launch_mfu_tile(ranks: list[Any]) -> dict[str, Any] | None:
     """The header tile of the launch's MFU (docs/protocol.md tile), or ``None`` before any rank reported."""
     if not ranks:
         return None
+    from trainmeter.core.provenance import derived_provenance
+
     conv, world, d = launch_mfu_now(ranks)
     tile: dict[str, Any] = {"id": "mfu_ranks", "label": f"MFU, all ranks ({conv})", "value": d.value,
-                            "unit": "fraction", "provenance": "measured", "derivation": d.to_dict(),
+                            "unit": "fraction", "provenance": derived_provenance(d), "derivation": d.to_dict(),
                             "sub": f"{world} devices; wall clock"}
     if d.value is None:
         tile["missing"] = d.missing

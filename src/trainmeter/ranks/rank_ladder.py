@@ -47,19 +47,22 @@ def _match(device: Mapping[str, Any] | None, ladders: Sequence[dict[str, Any]]) 
     return None, f"its device (NVML index {index}, assumed) is not among the devices its node's sampler read"
 
 
-def _rank_rungs(entry: Mapping[str, Any], mfu: float | None, mfu_missing: str | None) -> tuple[dict[str, Any],
-                                                                                              str | None, str]:
-    """The device's first three rungs with the rank's own MFU, and the fall-off decided again."""
+def _rank_rungs(entry: Mapping[str, Any], mfu: float | None, mfu_missing: str | None,
+                mfu_provenance: str | None = None) -> tuple[dict[str, Any], str | None, str]:
+    """The device's first three rungs with the rank's own MFU (its provenance by the one rule, from its
+    passport's MFU derivation), and the fall-off decided again."""
+    from trainmeter.core.provenance import as_provenance
     from trainmeter.gpu.ladder import LABELS, Rung, diagnose
 
     rungs = {k: dict(v) for k, v in (entry.get("rungs") or {}).items()}
-    rungs["mfu"] = {"value": mfu, "source": "this rank's MFU (its tokens, one device)", "provenance": "counted",
+    rungs["mfu"] = {"value": mfu, "source": "this rank's MFU (its tokens, one device)",
+                    "provenance": as_provenance(mfu_provenance, "counted"),
                     "missing": None if mfu is not None else (mfu_missing or "this rank has no MFU")}
     objects = []
     for key in ("gpu_util", "sm_activity", "tensor_activity", "mfu"):
         r = rungs.get(key) or {}
         objects.append(Rung(key=key, label=LABELS.get(key, key), value=r.get("value"), source=r.get("source") or "",
-                            provenance=r.get("provenance") or "measured", missing=r.get("missing")))
+                            provenance=as_provenance(r.get("provenance"), "measured"), missing=r.get("missing")))
     falloff, sentence = diagnose(tuple(objects), ofu=entry.get("ofu"), dram_bw_util=entry.get("dram_bw_util"))
     return rungs, falloff, sentence
 
@@ -92,7 +95,8 @@ def launch_ladders(ranks: Sequence[Any], node_gpus: Mapping[str, Mapping[str, An
         if entry is None:
             missing.append(f"{label}: {how}")
             continue
-        rungs, falloff, sentence = _rank_rungs(entry, r.mfu, r.mfu_missing)
+        own = getattr(getattr(r, "compute", None), "own_mfu_provenance", None)
+        rungs, falloff, sentence = _rank_rungs(entry, r.mfu, r.mfu_missing, own)
         rows.append({"seat": r.seat, "rank": r.rank, "node": r.node, "index": entry["index"],
                      "uuid": entry.get("uuid"), "name": entry.get("name"), "matched": how, "rungs": rungs,
                      "falloff": falloff, "sentence": sentence})

@@ -26,18 +26,15 @@ from typing import Any
 class StepTiming:
     """Installs the timing hooks for one run and sums them per report window.
 
-    Args:
-        probes: The run's torch probes (``monitor.probes``), so the
-            ``Tensor.backward`` patch underneath ours is restored in the right order.
+    The torch probes wrap ``torch.autograd.backward`` (which ``Tensor.backward`` calls by name), not
+    ``Tensor.backward``: the two patches are on different functions, so either may be removed first.
     """
 
-    def __init__(self, probes: Any = None) -> None:
-        self._probes = probes
+    def __init__(self) -> None:
         self._torch: Any = None
         self._handle: Any = None
         self._base: Any = None
         self._patched: Any = None
-        self._base_is_probes = False
         self._primary: weakref.ReferenceType[Any] | None = None
         self._last_s: float | None = None
         self._backward_s = 0.0
@@ -60,7 +57,6 @@ class StepTiming:
         self._handle = register_optimizer_step_post_hook(self._on_step)
         base = torch.Tensor.backward
         self._base = base
-        self._base_is_probes = self._probes is not None and base is getattr(self._probes, "_patched_backward", None)
         timing = self
 
         @functools.wraps(base)
@@ -84,12 +80,8 @@ class StepTiming:
             self._handle = None
         torch = self._torch
         if torch is not None and self._patched is not None:
-            if torch.Tensor.backward is self._patched:
-                restore = self._base
-                probes = self._probes
-                if self._base_is_probes and getattr(probes, "_patched_backward", None) is None:
-                    restore = getattr(probes, "_orig_backward", None) or self._base  # probes already left
-                torch.Tensor.backward = restore  # type: ignore[method-assign]
+            if torch.Tensor.backward is self._patched:  # another wrapper on top of ours: leave both
+                torch.Tensor.backward = self._base  # type: ignore[method-assign]
             self._patched = None
 
     def _on_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:

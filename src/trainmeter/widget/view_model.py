@@ -121,12 +121,12 @@ def _extension_extras(monitor: Any) -> tuple[list[str], list[dict[str, Any]], li
     return warnings, panels, charts, extra_tiles, markers
 
 
-def _progress_from_extensions(monitor: Any) -> dict[str, Any] | None:
+def _progress_from_extensions(monitor: Any, recent: Any = None) -> dict[str, Any] | None:
     for ext in list(getattr(monitor, "extensions", ())):
         fn = getattr(ext, "progress_bar", None)
         if fn is not None:
             try:
-                return fn()
+                return fn(recent)  # the ETA's pace by the one rule (compute/eta.py)
             except Exception:
                 return None
     return None
@@ -183,7 +183,7 @@ def facts_from_monitor(monitor: Any, recent: Any = None, x_head: tuple[int, int,
         loss_last=stats.last if stats else None, loss_min=stats.min if stats else None,
         step_series=tuple(n for n, s in series.items() if s.x_kind == "step"),
         warnings=tuple(list(monitor.warnings) + ext_warnings), panels=tuple(panels), extra_charts=tuple(charts),
-        extra_tiles=tuple(extra_tiles), progress_bar=_progress_from_extensions(monitor),
+        extra_tiles=tuple(extra_tiles), progress_bar=_progress_from_extensions(monitor, recent if live else None),
         error=getattr(monitor, "error", None), recent=recent if live else None, markers=tuple(markers),
         x_head=x_head if live else None,
     )
@@ -298,25 +298,26 @@ def _last_value(events: list[dict[str, Any]], name: str) -> float | None:
 def progress(*, steps: int, tokens: int, budget_steps: int | None, budget_tokens: int | None,
              seconds_per_step: float | None, train_tokens_per_s: float | None, token_unit: str = "tokens",
              live: bool = True, recent: Any = None) -> dict[str, Any] | None:
-    """The progress bar: fraction of the budget and the ETA (s).
+    """The progress bar: fraction of the budget and the ETA (s) by the one rule (compute/eta.py).
 
     While live with ``recent`` figures, the ETA is at the recent wall-clock pace (it
     moves every second and counts eval and data waits); otherwise at the
     training-only pace of the last report.
     """
-    pace = "recent" if recent is not None else "training-only"
+    from trainmeter.compute.eta import REPORT_WINDOW, Pace, eta, pace_of, recent_pace
+
     if budget_steps:
-        done, budget, unit = steps, budget_steps, "steps"
-        rate = recent.steps_per_s if recent is not None else (1.0 / seconds_per_step if seconds_per_step else None)
+        done, budget, unit, label_unit = steps, budget_steps, "steps", "steps"
+        training = 1.0 / seconds_per_step if seconds_per_step else None
     elif budget_tokens:
-        done, budget, unit = tokens, budget_tokens, token_unit
-        rate = recent.tokens_per_s if recent is not None else train_tokens_per_s
+        done, budget, unit, label_unit = tokens, budget_tokens, "tokens", token_unit
+        training = train_tokens_per_s
     else:
         return None
-    remaining = max(0, budget - done)
-    eta_s = remaining / rate if (live and rate) else None
-    return {"fraction": min(1.0, done / budget), "eta_s": eta_s, "pace": pace,
-            "label": f"{format_count(done)} / {format_count(budget)} {unit}"}
+    d = eta(done, budget, recent=recent_pace(recent, unit),
+            training=Pace(name="training-only", per_s=training, window=REPORT_WINDOW), unit=unit)
+    return {"fraction": min(1.0, done / budget), "eta_s": d.value if live else None, "pace": pace_of(d),
+            "label": f"{format_count(done)} / {format_count(budget)} {label_unit}"}
 
 
 def _rate_derivation(f: RunFacts) -> dict[str, Any]:

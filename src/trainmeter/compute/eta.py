@@ -1,0 +1,118 @@
+"""The one ETA rule: seconds left at the recent pace when the run has one, else at the training-only pace.
+
+docs/spec.md section 5. The live progress bar (compute wing or, without it, the
+view model), the run log's ``eta_s`` and the passport's all come from
+:func:`eta`; its Derivation says which pace it used and over which window
+(the ``pace`` input and its ``source``). The session ETA (``eta_s.session``)
+is the same formula at the wall-clock pace. Pure functions; any thread; no clock
+is read here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from trainmeter.core.provenance import Derivation, Input, Quantity, as_input, finite_number, input_number
+
+PaceName = Literal["recent", "training-only", "session"]
+PACES: tuple[str, ...] = ("recent", "training-only", "session")
+"""``recent``: the last seconds of steps, wall clock; ``training-only``: time inside training steps;
+``session``: the whole wall clock."""
+
+REPORT_WINDOW = "the last report window's seconds inside training steps"
+WHOLE_RUN = "the whole run's seconds inside training steps"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Pace:
+    """One pace an ETA can be worked out at.
+
+    Attributes:
+        name: ``recent``, ``training-only`` or ``session``.
+        per_s: Tokens (or steps) per second; ``None`` when not measured yet.
+        window: Which seconds the pace is over, in words (shown in the derivation).
+    """
+
+    name: PaceName
+    per_s: float | None
+    window: str
+
+
+def recent_pace(recent: Any, unit: str = "tokens") -> Pace | None:
+    """The recent pace from the publisher's recent figures (``tokens_per_s``, ``steps_per_s``, ``window_s``).
+
+    Returns:
+        ``None`` when there are no recent figures (no widget, or before its first second).
+    """
+    if recent is None:
+        return None
+    per_s = getattr(recent, "steps_per_s" if unit == "steps" else "tokens_per_s", None)
+    window_s = getattr(recent, "window_s", None)
+    span = f"{window_s:.3g} s" if isinstance(window_s, (int, float)) else "seconds"
+    return Pace(name="recent", per_s=per_s, window=f"the last {span} of steps, wall clock (every phase counts)")
+
+
+def pick_pace(recent: Pace | None, training: Pace) -> Pace:
+    """The rule: the recent pace when the run has one (a measured rate above 0), else the training-only pace."""
+    rate = finite_number(recent.per_s) if recent is not None else None
+    return recent if recent is not None and rate is not None and rate > 0 else training
+
+
+def eta_s(done: Quantity, budget: Quantity, pace: Pace, *, unit: str = "tokens") -> Derivation:
+    """Seconds left at ``pace``: max(budget - done, 0) / pace.
+
+    Args:
+        done: Tokens (or steps) done so far.
+        budget: The budget in the same unit (e.g. a ``budget_tokens`` Derivation).
+        pace: The pace to divide by; named in the ``pace`` input with its window.
+        unit: ``tokens`` or ``steps``: the inputs' names (``tokens_seen``/``budget_tokens``/``tokens_per_s``
+            or ``steps``/``budget_steps``/``steps_per_s``).
+
+    Returns:
+        A Derivation named ``eta_s`` (``eta_s.session`` at the session pace) in seconds; value ``None`` with
+        ``missing`` when the budget, the count or the pace is missing.
+    """
+    if pace.name not in PACES:
+        raise ValueError(f"unknown pace {pace.name!r}; valid: {', '.join(PACES)}")
+    steps = unit == "steps"
+    seen_name, budget_name, rate_name = (("steps", "budget_steps", "steps_per_s") if steps
+                                         else ("tokens_seen", "budget_tokens", "tokens_per_s"))
+    inputs = (
+        as_input(seen_name, done, unit, "counted"),
+        as_input(budget_name, budget, unit, "declared"),
+        as_input(rate_name, pace.per_s, f"{unit}/s", "measured", f"{pace.name} {unit}/s over {pace.window}"),
+        Input(name="pace", value=pace.name, unit="", provenance="declared" if pace.name == "session" else "assumed",
+              source=f"which pace the ETA uses: {pace.window}"),
+    )
+    seen, total, rate = (input_number(i) for i in inputs[:3])
+    formula = f"max({budget_name} - {seen_name}, 0) / {rate_name}"
+    name = "eta_s.session" if pace.name == "session" else "eta_s"
+    miss = None
+    if total is None or total <= 0:
+        miss = "no budget: pass --budget-tokens, --budget-steps or --budget-flops"
+    elif seen is None:
+        miss = f"{unit} seen unknown"
+    elif rate is None or rate <= 0:
+        miss = f"{pace.name} {unit}/s not measured yet"
+    if miss is not None or total is None or seen is None or rate is None:
+        return Derivation(name=name, formula=formula, value=None, unit="s", inputs=inputs, missing=miss)
+    return Derivation(name=name, formula=formula, value=max(total - seen, 0.0) / rate, unit="s", inputs=inputs)
+
+
+def eta(done: Quantity, budget: Quantity, *, recent: Pace | None, training: Pace, unit: str = "tokens") -> Derivation:
+    """The one ETA: :func:`eta_s` at :func:`pick_pace` (recent when the run has one, else training-only)."""
+    return eta_s(done, budget, pick_pace(recent, training), unit=unit)
+
+
+def pace_of(derivation: Derivation | dict[str, Any] | None) -> str:
+    """The pace an ETA derivation (or its dict) used; ``training-only`` when it does not say."""
+    if derivation is None:
+        return "training-only"
+    inputs = derivation.get("inputs", ()) if isinstance(derivation, dict) else derivation.inputs
+    for i in inputs:
+        name = i.get("name") if isinstance(i, dict) else i.name
+        value = i.get("value") if isinstance(i, dict) else i.value
+        if name == "pace" and value in PACES:
+            return str(value)
+    return "training-only"
