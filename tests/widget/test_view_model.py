@@ -287,3 +287,14 @@ def test_the_loss_reads_the_same_in_the_text_line_and_on_the_tile(run_root):
     state = build_state(facts_from_monitor(m))
     tile = format_tile(_tile(state, "loss"))
     assert tile == "2.346" and state["text_line"].split(" | ")[0].endswith(f" loss={tile}")
+
+
+def test_a_progress_label_never_shows_the_same_count_twice_for_different_counts():
+    def label(**kw):
+        args = {"steps": 0, "tokens": 0, "budget_steps": None, "budget_tokens": None, "seconds_per_step": 1.0,
+                "train_tokens_per_s": 1.0, **kw}
+        return progress(**args)["label"]
+
+    assert label(steps=1_100, budget_steps=1_150) == "1,100 / 1,150 steps"
+    assert label(tokens=12_300, budget_tokens=12_345) == "12.30k / 12.35k tokens"
+    assert label(tokens=500_000, budget_tokens=2_000_000) == "500k / 2.0M tokens"
