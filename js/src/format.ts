@@ -120,7 +120,10 @@ export function formatCount(value: number | null | undefined): string {
 }
 
 /** Two counts on one scale (12.30k, 12.35k), with digits added where they would read the same. */
-export function formatCountPair(done: number | null | undefined, total: number | null | undefined): [string, string] {
+export function formatCountPair(
+  done: number | null | undefined,
+  total: number | null | undefined,
+): [string, string] {
   let a = formatCount(done);
   let b = formatCount(total);
   if (a !== b || !isNum(done) || !isNum(total) || done === total) return [a, b];

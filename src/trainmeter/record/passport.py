@@ -134,7 +134,8 @@ def render_markdown(p: dict[str, Any]) -> str:
     for name in ("train_loss", "val_loss"):
         if name in series and series[name].get("last") is not None:
             s = series[name]
-            lines.append(f"- {name}: last {format_number(s['last'])}, min {format_number(s['min'])} ({s['count']} points)")
+            lines.append(f"- {name}: last {format_number(s['last'])}, min {format_number(s['min'])} "
+                         f"({s['count']} points)")
     mem = p.get("memory") or {}
     if mem.get("rss_peak_bytes"):
         lines.append(f"- Host memory (RSS) peak at sampling points: {format_bytes(mem['rss_peak_bytes'])}")

@@ -64,7 +64,8 @@ def format_line(
     fields: list[str] = []
     loss = series.get(LOSS_NAME)
     if loss is not None:
-        fields.append(f"loss={format_number(loss)}" + (f" (ema {format_number(loss_ema)})" if loss_ema is not None else ""))
+        ema = f" (ema {format_number(loss_ema)})" if loss_ema is not None else ""
+        fields.append(f"loss={format_number(loss)}{ema}")
     lr = series.get("lr")
     if lr is not None:
         fields.append(f"lr={format_scientific(lr)}")
@@ -76,8 +77,8 @@ def format_line(
     if mfu is not None:
         fields.append(f"mfu={format_percent(mfu)}")
     if mem_used_bytes is not None:
-        fields.append(f"mem={format_gib(mem_used_bytes)}/{format_gib(mem_total_bytes, whole=True)}GiB" if mem_total_bytes
-                      else f"mem={format_gib(mem_used_bytes)}GiB")
+        total = f"/{format_gib(mem_total_bytes, whole=True)}" if mem_total_bytes else ""
+        fields.append(f"mem={format_gib(mem_used_bytes)}{total}GiB")
     others = [(name, value) for name, value in series.items() if value is not None and name not in SEED_ORDER]
     for name, value in others[:MAX_TEXT_SERIES]:
         fields.append(f"{printable(name)[:40]}={format_number(value)}")
