@@ -131,3 +131,13 @@ def test_real_doctor_on_this_machine_never_raises() -> None:
     checks = doctor()
     assert {"front end", "widget manager", "ipykernel", "torch", "NVML", "psutil"} <= {c.name for c in checks}
     assert len(format_doctor(checks).splitlines()) == len(checks)
+
+
+def test_a_gpu_line_prints_memory_and_utilisation_as_the_widget_does() -> None:
+    from trainmeter.sizes import format_bytes, format_percent
+
+    fake = FakeNvml(["h100_sxm"], clock=FakeClock())
+    info, sample = fake.device_info(0), fake.sample(0)
+    detail = _run(backend=fake)["GPU 0"].detail
+    assert f", {format_bytes(info.mem_total_bytes)};" in detail
+    assert f"GPU-Util {format_percent(sample.util_gpu)}," in detail

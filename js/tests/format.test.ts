@@ -1,81 +1,118 @@
+import { readFileSync } from "node:fs";
+import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import {
   formatAxis,
   formatBytes,
   formatCompact,
   formatCount,
+  formatCountPair,
   formatDuration,
   formatFlops,
+  formatGib,
   formatInteger,
+  formatJoules,
   formatNumber,
   formatPercent,
+  formatRate,
+  formatScientific,
   formatSeconds,
-  formatTokensPerSecond,
   formatValue,
+  formatWatts,
   MISSING,
+  pyFixed,
 } from "../src/format";
+import { tileText } from "../src/tiles";
+
+// tests/fixtures/format_cases.json is also read by tests/test_sizes.py: Python and the
+// widget print one text per value (docs/spec.md, "Number formats").
+type Value = number | null | string | (number | null)[];
+interface Case {
+  kind: string;
+  value: Value;
+  text: string;
+  unit?: string;
+  label?: string;
+  whole?: boolean;
+}
+
+const path = fileURLToPath(new URL("../../tests/fixtures/format_cases.json", import.meta.url));
+const CASES = JSON.parse(readFileSync(path, "utf-8")) as Case[];
+
+function num(v: Value): number | null {
+  if (typeof v === "string") return { nan: Number.NaN, inf: Infinity, "-inf": -Infinity }[v] ?? Number.NaN;
+  return v as number | null;
+}
+
+function format(c: Case): string {
+  const v = num(Array.isArray(c.value) ? 0 : c.value);
+  switch (c.kind) {
+    case "count":
+      return formatCount(v);
+    case "count_pair": {
+      const [a, b] = c.value as (number | null)[];
+      return formatCountPair(a, b).join(" / ");
+    }
+    case "integer":
+      return formatInteger(v);
+    case "number":
+      return formatNumber(v);
+    case "scientific":
+      return formatScientific(v);
+    case "rate":
+      return c.label === undefined ? formatRate(v) : formatRate(v, c.label);
+    case "bytes":
+      return formatBytes(v);
+    case "gib":
+      return formatGib(v, c.whole ?? false);
+    case "percent":
+      return formatPercent(v);
+    case "flops":
+      return formatFlops(v, false);
+    case "flops_per_s":
+      return formatFlops(v, true);
+    case "joules":
+      return formatJoules(v);
+    case "watts":
+      return formatWatts(v);
+    case "duration_s":
+      return formatDuration(v);
+    case "seconds":
+      return formatSeconds(v);
+    case "value":
+      return formatValue(v, c.unit ?? "");
+    default:
+      throw new Error(`unknown kind ${c.kind}`);
+  }
+}
+
+describe("the shared format cases", () => {
+  it("has cases of every kind", () => {
+    expect(CASES.length).toBeGreaterThanOrEqual(60);
+    expect(new Set(CASES.map((c) => c.kind)).size).toBe(16);
+  });
+
+  it.each(CASES.map((c) => [c.kind, JSON.stringify(c.value), c.unit ?? c.label ?? "", c] as const))(
+    "%s %s %s",
+    (_kind, _value, _unit, c) => {
+      expect(format(c)).toBe(c.text);
+    },
+  );
+});
 
 describe("format", () => {
-  it("prints SI counts", () => {
-    expect(formatCount(950)).toBe("950");
-    expect(formatCount(12_345)).toBe("12.3k");
-    expect(formatCount(125_000)).toBe("125k");
-    expect(formatCount(1_200_000)).toBe("1.2M");
-    expect(formatCount(2e9)).toBe("2.0B");
-    expect(formatCount(3.4e12)).toBe("3.4T");
+  it("rounds an exact tie to even, as Python does", () => {
+    expect(pyFixed(2.5, 0)).toBe("2");
+    expect(pyFixed(3.5, 0)).toBe("4");
+    expect(pyFixed(42.25, 1)).toBe("42.2");
+    expect(pyFixed(-0.5, 0)).toBe("-0");
+    expect(pyFixed(0.35, 1)).toBe("0.3"); // 0.35 is below the tie in binary
+    expect(pyFixed(1.005, 2)).toBe("1.00");
   });
 
-  it("moves up a unit when rounding reaches 1000", () => {
-    expect(formatCount(999_960)).toBe("1.0M");
-    expect(formatBytes(1024 * 1024 - 1)).toBe("1.0 MiB");
-  });
-
-  it("prints binary bytes", () => {
-    expect(formatBytes(512)).toBe("512 B");
-    expect(formatBytes(1536)).toBe("1.5 KiB");
-    expect(formatBytes(23.4 * 1024 ** 3)).toBe("23.4 GiB");
-    expect(formatBytes(80 * 1024 ** 3)).toBe("80.0 GiB");
-  });
-
-  it("prints fractions as percentages", () => {
-    expect(formatPercent(0.423)).toBe("42.3%");
-    expect(formatPercent(1)).toBe("100.0%");
-    expect(formatPercent(0)).toBe("0.0%");
-    expect(formatPercent(0.0004)).toBe("0.04%");
-  });
-
-  it("prints FLOP counts and rates", () => {
-    expect(formatFlops(312e12)).toBe("312 TFLOP/s");
-    expect(formatFlops(1.2e15, false)).toBe("1.2 PFLOP");
-    expect(formatFlops(989.5e12)).toBe("990 TFLOP/s");
-  });
-
-  it("prints durations as h:mm:ss", () => {
-    expect(formatDuration(0)).toBe("0:00:00");
-    expect(formatDuration(125)).toBe("0:02:05");
-    expect(formatDuration(3725)).toBe("1:02:05");
-    expect(formatDuration(97_380)).toBe("27:03:00");
-    expect(formatDuration(-5)).toBe("0:00:00");
-  });
-
-  it("prints short spans in seconds", () => {
-    expect(formatSeconds(0.35)).toBe("0.35 s");
-    expect(formatSeconds(12.54)).toBe("12.5 s");
-    expect(formatSeconds(90)).toBe("0:01:30");
-  });
-
-  it("prints tokens per second", () => {
-    expect(formatTokensPerSecond(850)).toBe("850 tok/s");
-    expect(formatTokensPerSecond(12_345)).toBe("12.3k tok/s");
-    expect(formatTokensPerSecond(42.25)).toBe("42.3 tok/s");
-  });
-
-  it("prints plain numbers with 4 significant figures", () => {
-    expect(formatNumber(2.34567)).toBe("2.346");
-    expect(formatNumber(0.012345)).toBe("0.01235");
-    expect(formatNumber(0.0000123)).toBe("1.23e-5");
-    expect(formatNumber(0)).toBe("0");
-    expect(formatInteger(1234567)).toBe("1,234,567");
+  it("shows the loss tile as the text line shows the loss", () => {
+    const line = CASES.find((c) => c.kind === "number" && c.value === 2.34567);
+    expect(tileText({ id: "loss", label: "loss", value: 2.34567, unit: "" })).toBe(line?.text);
   });
 
   it("shows a dash for missing or non-finite values", () => {
@@ -84,20 +121,6 @@ describe("format", () => {
       expect(f(undefined)).toBe(MISSING);
       expect(f(Number.NaN)).toBe(MISSING);
     }
-    expect(formatValue(null, "bytes")).toBe(MISSING);
-  });
-
-  it("dispatches on the protocol's units", () => {
-    expect(formatValue(125_000, "tokens")).toBe("125k");
-    expect(formatValue(42, "count")).toBe("42");
-    expect(formatValue(2 * 1024 ** 3, "bytes")).toBe("2.0 GiB");
-    expect(formatValue(0.5, "fraction")).toBe("50.0%");
-    expect(formatValue(3.5, "s")).toBe("3.5 s");
-    expect(formatValue(1500, "tokens/s")).toBe("1.5k tok/s");
-    expect(formatValue(1e15, "flop")).toBe("1.0 PFLOP");
-    expect(formatValue(2.5e14, "flop/s")).toBe("250 TFLOP/s");
-    expect(formatValue(2.3456, "")).toBe("2.346");
-    expect(formatValue(3, "W")).toBe("3 W");
   });
 
   it("prints compact axis labels", () => {
@@ -109,8 +132,5 @@ describe("format", () => {
     expect(formatCompact(500)).toBe("500");
     expect(formatAxis(3e14, "flop/s")).toBe("300T");
     expect(formatAxis(0.25, "")).toBe("0.25");
-  });
-  it("formats samples per second with its own label", () => {
-    expect(formatValue(1234, "samples/s")).toBe("1.2k samples/s");
   });
 });

@@ -27,6 +27,7 @@ from trainmeter.gpu.backend import (
     GpuBackend,
     GpuBackendResult,
 )
+from trainmeter.sizes import format_bytes, format_percent, format_watts
 
 _UNSET: Any = object()
 
@@ -266,12 +267,14 @@ def _device_checks(backend: GpuBackend) -> list[Check]:
                 )
             )
             continue
-        mem = "" if info.mem_total_bytes is None else f", {info.mem_total_bytes / 1024**3:.1f} GiB"
+        mem = "" if info.mem_total_bytes is None else f", {format_bytes(info.mem_total_bytes)}"
         detail = f"{info.name} ({info.uuid}){mem}"
         try:
             s = backend.sample(i)
-            util = "n/a" if s.util_gpu is None else f"{s.util_gpu * 100:.0f}%"
-            detail += f"; GPU-Util {util}, {_fmt(s.power_w, 'W')}, {_fmt(s.temperature_c, 'C')}"
+            util = "n/a" if s.util_gpu is None else format_percent(s.util_gpu)  # as the widget's GPU panel
+            power = "n/a W" if s.power_w is None else format_watts(s.power_w)
+            temp = "n/a C" if s.temperature_c is None else f"{s.temperature_c:.0f} C"
+            detail += f"; GPU-Util {util}, {power}, {temp}"
             checks.append(Check(name=f"GPU {i}", ok=True, detail=detail))
         except Exception as exc:  # noqa: BLE001
             checks.append(Check(name=f"GPU {i}", ok=False, detail=f"{detail}; reading it failed: {exc}"))
@@ -293,10 +296,6 @@ def _gpm_check(index: int, supported: bool, reason: str | None) -> Check:
     if reason == REASON_MIG:
         return Check(name=name, ok=None, detail=reason)
     return Check(name=name, ok=None, detail=f"{reason}; the ladder stops at GPU-Util (plus MFU)")
-
-
-def _fmt(value: float | None, unit: str) -> str:
-    return f"n/a {unit}" if value is None else f"{value:.0f} {unit}"
 
 
 def format_doctor(checks: Sequence[Check]) -> str:

@@ -1,17 +1,26 @@
-"""Sizes and units: parsing ``20B`` or ``1e21`` for budgets and flags, and one formatter per unit.
+"""Sizes and units: parsing ``20B`` or ``1e21`` for budgets and flags, and the one number formatter.
 
-The formatters are shared by the widget's tiles, popovers and static snapshot, the
-text line, passport.md and ``%trainmeter runs`` (and mirrored by js/src/format.ts):
+Every text sink prints numbers through these functions: the text line, passport.md,
+the widget's tiles and static snapshot, the compare table, ``%trainmeter runs`` and
+doctor; js/src/format.ts prints the same text for the widget (docs/spec.md, "Number
+formats"):
 
-- counts and tokens: SI with B for billions (``950``, ``12.3k``, ``125k``, ``1.2M``, ``20.0B``);
-- FLOPs: SI prefixes (``728 GFLOP``, ``312 TFLOP/s``);
+- counts (steps, tokens): whole ones below 10,000 exactly (``950``, ``1,150``), SI above
+  (``12.3k``, ``125k``, ``1.2M``, ``20.0B``); a pair (``done / total``) gains digits
+  rather than read the same;
+- scalars (loss, grad norm): 4 significant figures (``2.346``, ``1.23e-5``); learning
+  rates in exponent form (``3.00e-04``);
+- rates: ``850 tok/s``, ``42.2 tok/s``, ``49.1k tok/s``;
+- FLOPs and joules: SI prefixes (``728 GFLOP``, ``312 TFLOP/s``, ``59.1 kJ``);
 - bytes: binary (``512 B``, ``369 MiB``, ``21.9 GiB``);
-- shares (0-1 fractions): percentages (``42.3%``);
-- durations: ``h:mm:ss``, seconds below a minute (``0.35 s``, ``12.5 s``).
+- shares (0-1 fractions, MFU): percentages (``42.3%``);
+- time: a clock ``h:mm:ss`` for elapsed time and ETAs (``0:01:15``); spans in seconds
+  below a minute (``0.35 s``, ``12.5 s``), the clock from a minute up.
 
-A missing or non-finite value prints as :data:`MISSING` (``format_count(None)`` keeps
-the text line's ``-``). Pure functions, any thread. tests/test_sizes.py and
-js/tests/units.test.ts pin the same table of cases.
+A missing or non-finite value prints as :data:`MISSING`. Rounding is Python's (half to
+even on the binary value); the JS side reproduces it. tests/fixtures/format_cases.json
+holds the cases, read by tests/test_sizes.py and js/tests/format.test.ts. Pure
+functions, any thread.
 """
 
 from __future__ import annotations
@@ -66,6 +75,8 @@ def parse_size(text: str | int | float, *, flag: str, integer: bool = True) -> f
 
 
 MISSING = "—"
+COUNT_EXACT_BELOW = 10_000
+"""Whole counts below this print exactly (``1,150``, never ``1.1k``); from it up, SI (docs/spec.md, "Number formats")."""
 _SI_COUNT = ("", "k", "M", "B", "T")
 _SI_PREFIX = ("", "k", "M", "G", "T", "P", "E")
 _IEC = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
@@ -82,7 +93,8 @@ def _num(value: Any) -> float | None:
 
 
 def _mantissa(v: float) -> str:
-    return f"{v:.0f}" if abs(v) >= 100 else f"{v:.1f}"
+    text = f"{v:.1f}"
+    return f"{v:.0f}" if abs(float(text)) >= 100 else text  # 99.96 is "100", not "100.0"
 
 
 def _scaled(value: float, base: float, units: tuple[str, ...]) -> tuple[str, str]:
@@ -99,41 +111,59 @@ def _scaled(value: float, base: float, units: tuple[str, ...]) -> tuple[str, str
 
 
 def format_number(value: Any) -> str:
-    """A plain number, 4 significant figures (``2.346``, ``0.0123``, ``1.23e-05``, ``12.3k``)."""
+    """A scalar (loss, grad norm): 4 significant figures (``2.346``, ``0.0123``, ``1.23e-5``, ``12.3k``)."""
     v = _num(value)
     if v is None:
         return MISSING
-    a = abs(v)
-    if a == 0:
+    if v == 0:
         return "0"
-    if a >= 10_000:
-        return format_count(v)
-    if a < 1e-3:
+    if not 1e-3 <= abs(float(f"{v:.2e}")) < 1e15:  # exponent form outside 0.001 to 999T
         mantissa, exponent = f"{v:.2e}".split("e")
         return f"{mantissa}e{int(exponent)}"
-    return f"{float(f'{v:.4g}'):g}"
+    rounded = float(f"{v:.4g}")
+    if abs(rounded) >= 10_000:
+        text, unit = _scaled(v, 1000.0, _SI_COUNT)
+        return f"{text}{unit}"
+    return f"{rounded:g}"
+
+
+def format_scientific(value: Any) -> str:
+    """A learning rate: always 3 significant figures in exponent form (``3.00e-04``)."""
+    v = _num(value)
+    return MISSING if v is None else f"{v:.2e}"
 
 
 def format_count(value: Any) -> str:
-    """SI counts: ``950``, ``12.3k``, ``125k``, ``1.2M``, ``2.0B``; integers below 1000 exactly.
-
-    ``-`` for ``None`` (the text line's convention), :data:`MISSING` for other non-numbers.
+    """Counts (steps, tokens, parameters): whole ones below :data:`COUNT_EXACT_BELOW` exactly, SI above.
 
     Examples:
-        >>> format_count(125_000)
-        '125k'
-        >>> format_count(2_000_000_000)
-        '2.0B'
+        >>> format_count(1150), format_count(125_000), format_count(2_000_000_000)
+        ('1,150', '125k', '2.0B')
     """
-    if value is None:
-        return "-"
     v = _num(value)
     if v is None:
         return MISSING
+    if abs(v) < COUNT_EXACT_BELOW and v == int(v):
+        return f"{int(v):,}"
     if abs(v) < 1000:
-        return str(int(v)) if v == int(v) else format_number(v)
+        return format_number(v)
     text, unit = _scaled(v, 1000.0, _SI_COUNT)
     return f"{text}{unit}"
+
+
+def format_count_pair(done: Any, total: Any) -> tuple[str, str]:
+    """Two counts on one scale (``12.30k``, ``12.35k``), with digits added where they would read the same."""
+    a, b = format_count(done), format_count(total)
+    x, y = _num(done), _num(total)
+    if a != b or x is None or y is None or x == y:
+        return a, b
+    unit = b.lstrip("-0123456789.,")
+    div = 1000.0 ** _SI_COUNT.index(unit)
+    for decimals in (1, 2, 3):
+        a, b = f"{x / div:.{decimals}f}{unit}", f"{y / div:.{decimals}f}{unit}"
+        if a != b:
+            break
+    return a, b
 
 
 def format_integer(value: Any) -> str:
@@ -147,14 +177,23 @@ def format_bytes(value: Any) -> str:
     v = _num(value)
     if v is None:
         return MISSING
-    if abs(v) < 1024:
+    if abs(round(v)) < 1024:
         return f"{round(v)} B"
     text, unit = _scaled(v, 1024.0, _IEC)
     return f"{text} {unit}"
 
 
+def format_gib(value_bytes: Any, whole: bool = False) -> str:
+    """Bytes as a bare GiB number for the text line (``71.2``; whole from 10 GiB with ``whole``: ``80``)."""
+    v = _num(value_bytes)
+    if v is None:
+        return MISSING
+    gib = v / 2**30
+    return f"{gib:.0f}" if whole and gib >= 10 else f"{gib:.1f}"
+
+
 def format_percent(fraction: Any) -> str:
-    """A 0-1 share as a percentage: ``0.423`` -> ``42.3%``."""
+    """A 0-1 share (MFU, goodput) as a percentage: ``0.423`` -> ``42.3%``; two decimals below 0.1%."""
     v = _num(fraction)
     if v is None:
         return MISSING
@@ -171,8 +210,23 @@ def format_flops(value: Any, *, per_second: bool = False) -> str:
     return f"{text} {prefix}FLOP" + ("/s" if per_second else "")
 
 
+def format_joules(value: Any) -> str:
+    """Energy with SI prefixes: ``512 J``, ``59.1 kJ``, ``1.2 MJ``."""
+    v = _num(value)
+    if v is None:
+        return MISSING
+    text, prefix = _scaled(v, 1000.0, _SI_PREFIX)
+    return f"{text} {prefix}J"
+
+
+def format_watts(value: Any) -> str:
+    """Power in whole watts: ``312 W``."""
+    v = _num(value)
+    return MISSING if v is None else f"{v:.0f} W"
+
+
 def format_duration(seconds: Any) -> str:
-    """``h:mm:ss`` (``0:02:05``); negative durations clamp to 0."""
+    """A clock, ``h:mm:ss`` (``0:01:15``): elapsed time and ETAs everywhere; negative clamps to 0."""
     v = _num(seconds)
     if v is None:
         return MISSING
@@ -181,25 +235,30 @@ def format_duration(seconds: Any) -> str:
 
 
 def format_seconds(seconds: Any) -> str:
-    """Short spans in seconds (``0.35 s``, ``12.5 s``), ``h:mm:ss`` from a minute up."""
+    """A span (phase time, seconds per step): ``0.35 s``, ``12.5 s``, the clock from a minute up."""
     v = _num(seconds)
     if v is None:
         return MISSING
-    if abs(v) >= 60:
+    v = max(0.0, v)
+    if float(f"{v:.1f}") >= 60:
         return format_duration(v)
-    if abs(v) >= 10:
+    short = float(f"{v:.2g}")
+    if short >= 10:
         return f"{v:.1f} s"
-    return f"{float(f'{v:.2g}'):g} s"
+    if 0 < short < 1e-3:
+        return f"{format_number(v)} s"
+    return f"{short:g} s"
 
 
 def format_rate(value: Any, label: str = "tok/s") -> str:
-    """Per-second rates: ``850 tok/s``, ``12.3k tok/s``, ``4.5 samples/s``."""
+    """Per-second rates: ``850 tok/s``, ``42.2 tok/s``, ``12.3k tok/s``; the bare number when ``label`` is ``""``."""
     v = _num(value)
     if v is None:
         return MISSING
-    a = abs(v)
-    text = (f"{v:.0f}" if a >= 100 else f"{v:.1f}") if a < 1000 else format_count(v)
-    return f"{text} {label}"
+    text = _mantissa(v)
+    if abs(float(text)) >= 1000:
+        text = "".join(_scaled(v, 1000.0, _SI_COUNT))
+    return f"{text} {label}" if label else text
 
 
 def format_value(value: Any, unit: str) -> str:
@@ -226,10 +285,13 @@ def format_value(value: Any, unit: str) -> str:
         return format_flops(value, per_second=True)
     if unit == "FLOP/token":  # a derivation's unit: the same FLOPs formatter, never "728B FLOP/token"
         return format_flops(value) + "/token"
+    if unit == "J":
+        return format_joules(value)
+    if unit == "W":
+        return format_watts(value)
     if unit == "":
         return format_number(value)
-    v = _num(value)
-    return MISSING if v is None else f"{format_number(v)} {unit}"
+    return f"{format_number(value)} {unit}"
 
 
 def format_axis(value: float, unit: str) -> str:

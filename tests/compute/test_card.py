@@ -95,3 +95,14 @@ def test_flops_use_the_one_flops_formatter_in_the_tile_and_the_card():
     md = render_compute_markdown(s, [flops_spent(_fpt("hf", 7.28e8), 1_000_000)])
     assert "728 MFLOP/token" in md and "710 MFLOP/token" in md and "728 TFLOP" in md
     assert "e+" not in md and "728B" not in md
+
+
+def test_the_progress_label_shows_two_different_counts_differently():
+    from trainmeter.compute.card import progress_bar
+
+    prog = {"value": 1_100 / 1_150, "inputs": [{"name": "steps", "value": 1_100},
+                                               {"name": "budget_steps", "value": 1_150}]}
+    assert progress_bar({}, {"progress": prog})["label"] == "1,100 / 1,150 steps"
+    prog = {"value": 0.99, "inputs": [{"name": "tokens_seen", "value": 1_100_000},
+                                      {"name": "budget_tokens", "value": 1_150_000}]}
+    assert progress_bar({}, {"progress": prog})["label"] == "1.10M / 1.15M tokens"

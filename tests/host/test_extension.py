@@ -14,6 +14,7 @@ from trainmeter.core.clock import FakeClock
 from trainmeter.extensions import make_monitor
 from trainmeter.host.extension import SERIES, NodeSampler
 from trainmeter.host.read import NodeSample
+from trainmeter.sizes import format_bytes
 
 CpuTimes = namedtuple("CpuTimes", "user nice system idle iowait irq softirq steal guest guest_nice")
 GB = 10**9
@@ -128,6 +129,7 @@ def test_temperatures_and_fans_are_none_where_not_exposed(tmp_path):
     m.finish("completed")
     assert sample.temperatures_c is None and sample.temp_max_c is None and sample.fan_max_rpm is None
     assert rows["Hottest sensor"]["value"] is None and rows["Hottest sensor"]["note"] == "not exposed here"
+    assert rows["Memory used"]["note"] == f"of {format_bytes(sample.mem_total_bytes)}"  # as the value beside it
 
 
 def test_warns_when_the_run_folder_disk_is_over_95_percent_full(tmp_path):

@@ -20,3 +20,14 @@ def test_passport_json_has_documented_keys_and_markdown_is_readable(run_root):
     md = render_markdown(p)
     assert "Status: **completed**" in md and "val_loss: last 2.5" in md
     assert "host" not in json.dumps(p["environment"]).lower()
+
+
+def test_passport_md_shows_75_seconds_as_the_widget_does():
+    from trainmeter.widget.snapshot import progress_text
+
+    p = {"name": "clock", "status": "completed", "steps": 1150, "tokens": 2_000_000, "elapsed_s": 75.0,
+         "phases_s": {"train": 75.0}, "throughput": {"train_tokens_per_s": 850.4, "session_tokens_per_s": 49_100.0}}
+    md = render_markdown(p)
+    assert progress_text({"status": "completed", "elapsed_s": 75.0}) == "finished in 0:01:15"
+    assert "session 0:01:15" in md and "Time: train 0:01:15" in md
+    assert "Steps: 1,150; tokens: 2,000,000" in md and "850 tokens/s training-only, 49.1k tokens/s session" in md

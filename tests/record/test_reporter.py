@@ -41,3 +41,13 @@ def test_cpu_line_shows_rss_over_host_memory():
 def test_hugging_face_and_lightning_names_fill_lr_and_grad_norm():
     line = format_text(_run({"loss": 1.5, "learning_rate": 5e-5, "grad_2.0_norm_total": 0.25}))
     assert line == "[step 10] lr=5.00e-05 | grad_norm=0.25 | tok/s=125k | loss=1.5"
+
+
+def test_the_closing_line_prints_the_session_rate_as_a_rate():
+    from trainmeter.core.throughput import session_summary
+    from trainmeter.record.reporter import summary_line
+
+    run = SimpleNamespace(options=SimpleNamespace(name="r"), status="completed", steps=1_150, tokens=1_150_000,
+                          token_unit="tokens", run_dir="runs/r", session=session_summary(tokens=8_504, elapsed_s=10.0))
+    assert summary_line(run) == ("trainmeter: run 'r' completed after 1150 steps, 1.1M tokens, 850 tokens/s (session); "
+                                 "passport in runs/r")

@@ -40,7 +40,7 @@ def test_rows_are_newest_first_with_dated_utc_start_formatted_figures_and_path(t
     assert [r.name for r in table.rows] == ["new", "old"]
     row = table.rows[0]
     assert row.started == "2026-01-02 10:15" and row.status == "completed"
-    assert row.duration == "1:02:05" and row.steps == "1.5k" and row.tokens == "1.2M" and row.last_loss == "2.346"
+    assert row.duration == "1:02:05" and row.steps == "1,500" and row.tokens == "1.2M" and row.last_loss == "2.346"
     assert row.path.endswith("20260102T101500Z-new") and not row.from_log
 
 

@@ -17,7 +17,7 @@ def test_smoothed_loss_sits_beside_the_raw_one():
 def test_seed_order_holds_whatever_the_series_order_and_other_series_follow_mem():
     line = format_line(3, series={"val_loss": 2.5, "grad_norm": 0.5, "lr": 0.1, "train_loss": 2.0, "absent": None},
                        tokens_per_s=10, mem_used_bytes=2**30, mem_total_bytes=4 * 2**30)
-    assert line == "[step 3] loss=2 | lr=1.00e-01 | grad_norm=0.5 | tok/s=10 | mem=1.0/4.0GiB | val_loss=2.5"
+    assert line == "[step 3] loss=2 | lr=1.00e-01 | grad_norm=0.5 | tok/s=10.0 | mem=1.0/4.0GiB | val_loss=2.5"
 
 
 def test_step_only_line():

@@ -314,6 +314,7 @@ def test_panel_shares_and_per_report_series(tmp_path):
     assert rows["train"]["value"] == pytest.approx(0.6, abs=0.01)
     assert rows["data_wait"]["value"] == pytest.approx(0.4, abs=0.01)
     assert rows["data wait / step time"]["value"] == pytest.approx(0.4)
+    assert rows["train"]["note"] == "3 s" and rows["data_wait"]["note"] == "2 s"  # sizes.format_seconds
     m.finish("completed")
     assert m.series[DATA_WAIT_SERIES].stats().last == pytest.approx(0.4)
     assert 0.0 < m.series[GOODPUT_SERIES].stats().last <= 1.0

@@ -80,6 +80,7 @@ def test_throughput_drop_fires_against_the_runs_own_median() -> None:
     engine = clean_run(tps=lambda s, t: t * 0.7 if s >= 7_000 else t)
     assert kinds(engine) == {"throughput_drop": 7_000}
     assert "more than 20% lower" in engine.verdicts[0].sentence
+    assert "k tokens/s against the run's median of" in engine.verdicts[0].sentence  # as the rate tile prints it
 
 
 def test_one_slow_report_is_not_a_throughput_drop() -> None:

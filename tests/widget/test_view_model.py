@@ -288,3 +288,29 @@ def test_run_paths_are_absolute_and_relative_to_the_notebook_folder_when_inside_
                                                              ".trainmeter/runs/x")
     assert run_paths(str(tmp_path / "r"), str(tmp_path / "nb"))[1] is None  # outside the notebook's folder
     assert run_paths(None) == (None, None)
+
+
+def test_the_loss_reads_the_same_in_the_text_line_and_on_the_tile(run_root):
+    from trainmeter.widget.snapshot import format_tile
+
+    clock = FakeClock(0.0)
+    m = make_monitor(make_options(run_dir=run_root, interval_s=2.0, name="same"), clock=clock, text=False,
+                     probes=False, extensions=[])
+    m.start()
+    for _ in range(3):
+        clock.advance(1.0)
+        m.on_step(100, loss_value=2.34567)
+    state = build_state(facts_from_monitor(m))
+    tile = format_tile(_tile(state, "loss"))
+    assert tile == "2.346" and state["text_line"].split(" | ")[0].endswith(f" loss={tile}")
+
+
+def test_a_progress_label_never_shows_the_same_count_twice_for_different_counts():
+    def label(**kw):
+        args = {"steps": 0, "tokens": 0, "budget_steps": None, "budget_tokens": None, "seconds_per_step": 1.0,
+                "train_tokens_per_s": 1.0, **kw}
+        return progress(**args)["label"]
+
+    assert label(steps=1_100, budget_steps=1_150) == "1,100 / 1,150 steps"
+    assert label(tokens=12_300, budget_tokens=12_345) == "12.30k / 12.35k tokens"
+    assert label(tokens=500_000, budget_tokens=2_000_000) == "500k / 2.0M tokens"

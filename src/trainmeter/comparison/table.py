@@ -3,7 +3,8 @@
 Columns: status, steps, tokens, final and best ``train_loss``, whole-run training-only
 tokens/s, MFU (the run's convention), J/token, goodput, and the environment and option keys
 whose values differ from the first run. Every value comes from the passport; a missing one
-is ``-``. Pure functions; the HTML is escaped.
+is ``-``. Numbers print through :mod:`trainmeter.sizes` (docs/spec.md, "Number formats"),
+as the widget and passport.md print them. Pure functions; the HTML is escaped.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import html
 from typing import Any
 
-from trainmeter.sizes import format_count
+from trainmeter.sizes import format_count, format_number, format_percent, format_rate
 
 DIFF_IGNORED = ("options.name", "options.run_root")
 """Keys that differ by design and are not worth a mention."""
@@ -43,11 +44,13 @@ def _fmt(value: Any, kind: str = "") -> str:
     if value is None:
         return "-"
     if kind == "pct":
-        return f"{value * 100:.1f}%"
+        return format_percent(value)
     if kind == "count":
         return format_count(value)
-    if isinstance(value, float):
-        return f"{value:.4g}"
+    if kind == "rate":
+        return format_rate(value, "")
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return format_number(value)
     return str(value)
 
 
@@ -80,7 +83,7 @@ def table_html(rows: list[dict[str, Any]]) -> str:
         mfu = _fmt(r["mfu"], "pct") + (f" ({r['convention']})" if r["mfu"] is not None else "")
         differs = "; ".join(f"{k.split('.', 1)[1]}={v}" for k, v in r["differs"].items()) or "-"
         cells = (r["run"], r["status"], _fmt(r["steps"], "count"), _fmt(r["tokens"], "count"), _fmt(r["final_loss"]),
-                 _fmt(r["best_loss"]), _fmt(r["tokens_per_s"], "count"), mfu, _fmt(r["j_per_token"]),
+                 _fmt(r["best_loss"]), _fmt(r["tokens_per_s"], "rate"), mfu, _fmt(r["j_per_token"]),
                  _fmt(r["goodput"], "pct"), differs)
         out.append("<tr>" + "".join(f'<td style="padding:2px 6px;white-space:nowrap">{html.escape(str(c))}</td>' for c in cells)
                    + "</tr>")

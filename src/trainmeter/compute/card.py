@@ -6,7 +6,7 @@ from typing import Any, Protocol
 
 from trainmeter.core.provenance import Derivation
 from trainmeter.core.text import markdown_text
-from trainmeter.sizes import format_count, format_flops, format_percent, format_value
+from trainmeter.sizes import format_count, format_count_pair, format_flops, format_percent, format_value
 
 
 class ComputeState(Protocol):
@@ -107,7 +107,7 @@ def render_compute_markdown(s: dict[str, Any], derivations: list[Derivation]) ->
         lines.append("- Total training FLOPs: " + ", ".join(f"`{k}` {_flops(v)}" for k, v in spent.items()))
     mfu = {k: v for k, v in s["mfu"].items() if v is not None}
     if mfu:
-        lines.append("- MFU (training-only): " + ", ".join(f"`{k}` {v * 100:.1f}%" for k, v in mfu.items()))
+        lines.append("- MFU (training-only): " + ", ".join(f"`{k}` {format_percent(v)}" for k, v in mfu.items()))
     elif s["mfu_missing"]:
         lines.append(f"- MFU not shown: {s['mfu_missing']}")
     peak = s["peak"]
@@ -197,7 +197,7 @@ def progress_bar(section: dict[str, Any], derivations: dict[str, dict[str, Any]]
     eta = derivations.get("eta_s") or {}
     inputs = {i["name"]: i["value"] for i in prog.get("inputs", [])}
     if "budget_steps" in inputs:
-        label = f"{format_count(inputs.get('steps'))} / {format_count(inputs['budget_steps'])} steps"
+        label = " / ".join(format_count_pair(inputs.get("steps"), inputs["budget_steps"])) + " steps"
     else:
-        label = f"{format_count(inputs.get('tokens_seen'))} / {format_count(inputs.get('budget_tokens'))} tokens"
+        label = " / ".join(format_count_pair(inputs.get("tokens_seen"), inputs.get("budget_tokens"))) + " tokens"
     return {"fraction": prog["value"], "eta_s": eta.get("value"), "pace": pace_of(eta or None), "label": label}

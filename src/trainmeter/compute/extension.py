@@ -16,6 +16,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from trainmeter.core.provenance import Derivation, Input
+from trainmeter.sizes import format_percent
 
 if TYPE_CHECKING:
     from trainmeter.core.monitor import Monitor
@@ -199,7 +200,7 @@ class ComputeExtension:
             out["mfu"] = d.value
         prog = self.derived.get("progress")
         if prog is not None and prog.value is not None:
-            out["progress"] = f"{prog.value * 100:.1f}%"
+            out["progress"] = format_percent(prog.value)  # as the widget's progress bar
         return out
 
     def _budget(self, steps: int, tokens: int, train_tps: float | None, session_tps: float | None,

@@ -11,7 +11,8 @@ Formulas (docs/spec.md, "Energy"):
 - ``j_per_pflop = energy_j / (flops_spent[convention] / 1e15)`` (named convention only)
 - ``gco2 = kwh * grid_gco2_per_kwh`` only with a declared grid intensity
 
-Pure functions; thread safety: none needed.
+Numbers print through :mod:`trainmeter.sizes` (docs/spec.md, "Number formats"): the same
+text on the tile and the passport.md line. Pure functions; thread safety: none needed.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any
 
 from trainmeter.core.provenance import Derivation, Input
 from trainmeter.gpu.energy import SOURCE_POWER, DeviceEnergy
+from trainmeter.sizes import format_joules, format_number, format_watts
 
 SOURCE_RAPL = "rapl"
 J_PER_KWH = 3.6e6
@@ -115,29 +117,25 @@ def energy_section(*, devices: Sequence[DeviceEnergy], gpu_missing: str | None, 
     return section, derivations
 
 
-def _num(value: float | None, fmt: str) -> str:
-    return "-" if value is None else format(value, fmt)
-
-
 def card_line(section: dict[str, Any]) -> str:
     """The passport.md compute-card line for energy."""
     if section.get("joules") is None:
         return f"- Energy: not measured ({section.get('missing')})"
-    parts = [f"{section['kwh']:.4g} kWh ({section['joules']:.4g} J, {section['source']})"]
+    parts = [f"{format_number(section['kwh'])} kWh ({format_joules(section['joules'])}, {section['source']})"]
     if section.get("j_per_token") is not None:
-        parts.append(f"{section['j_per_token']:.4g} J/token")
+        parts.append(f"{format_number(section['j_per_token'])} J/token")
     if section.get("j_per_sample") is not None:
-        parts.append(f"{section['j_per_sample']:.4g} J/sample")
+        parts.append(f"{format_number(section['j_per_sample'])} J/sample")
     pflop = section.get("j_per_pflop") or {}
     if pflop.get("value") is not None:
-        parts.append(f"{pflop['value']:.4g} J/PFLOP ({pflop['convention']})")
+        parts.append(f"{format_number(pflop['value'])} J/PFLOP ({pflop['convention']})")
     watts = [w for w in (section.get("avg_watts") or {}).values() if w is not None]
     if watts:
-        parts.append(f"avg {sum(watts) / len(watts):.0f} W per device")
+        parts.append(f"avg {format_watts(sum(watts) / len(watts))} per device")
     carbon = section.get("carbon")
     if carbon and carbon.get("gco2") is not None:
-        parts.append(f"{carbon['gco2']:.4g} gCO2 at a declared {carbon['grid_gco2_per_kwh']:g} gCO2/kWh "
-                     f"({carbon['grid_source']})")
+        parts.append(f"{format_number(carbon['gco2'])} gCO2 at a declared "
+                     f"{format_number(carbon['grid_gco2_per_kwh'])} gCO2/kWh ({carbon['grid_source']})")
     return "- Energy: " + "; ".join(parts)
 
 
@@ -150,10 +148,10 @@ def energy_tile(section: dict[str, Any], derivation: Derivation | None) -> dict[
                             "provenance": "measured",
                             "derivation": derivation.to_dict() if derivation is not None else None}
     if value is not None:
-        tile["text"] = f"{value:.3g} {unit_word}"
+        tile["text"] = f"{format_number(value)} {unit_word}"
         watts = [w for w in (section.get("avg_watts") or {}).values() if w is not None]
-        tile["sub"] = (f"{_num(section.get('kwh'), '.3g')} kWh; "
-                       + (f"{sum(watts) / len(watts):.0f} W avg/device; " if watts else "")
+        tile["sub"] = (f"{format_number(section.get('kwh'))} kWh; "
+                       + (f"{format_watts(sum(watts) / len(watts))} avg/device; " if watts else "")
                        + str(section.get("source")))
     else:
         tile["missing"] = section.get("missing") or "energy per token needs an energy reading and tokens"

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from trainmeter.core.clock import Clock, MonotonicClock
 from trainmeter.host.read import NodeReader, NodeSample, NodeSource
+from trainmeter.sizes import format_bytes
 
 if TYPE_CHECKING:
     from trainmeter.core.monitor import Monitor
@@ -262,7 +263,7 @@ def _row(label: str, value: Any, unit: str, note: str | None = None) -> dict[str
 
 
 def _gb(value: float | None) -> str:
-    return "-" if value is None else f"{value / 2**30:.1f} GiB"
+    return "-" if value is None else format_bytes(value)  # as the row's value beside it
 
 
 def _per_s(value: float | None) -> str | None:

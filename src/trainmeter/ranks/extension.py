@@ -26,6 +26,7 @@ from typing import Any
 from trainmeter.ranks import fork
 from trainmeter.ranks.launch import PARENT_ENV, RUN_DIR_ENV
 from trainmeter.ranks.seating import clear_seat, current_seat
+from trainmeter.sizes import format_percent
 
 NAME_ENV = "TRAINMETER_RUN_NAME"
 INTERVAL_ENV = "TRAINMETER_RUN_INTERVAL_S"
@@ -236,7 +237,7 @@ class RanksExtension:
                        "children_spawned": self.spawned}
             mfu = {k: v for k, v in (section.get("mfu_session") or {}).items() if v is not None}
             mfu_text = (", MFU over all " + f"{section['mfu_devices']} devices (wall clock) "
-                        + ", ".join(f"{k} {v * 100:.1f}%" for k, v in mfu.items())) if mfu else ""
+                        + ", ".join(f"{k} {format_percent(v)}" for k, v in mfu.items())) if mfu else ""
             m.warnings.append(
                 f"training ran in {len(ranks)} child process(es), recorded as ranks "
                 f"({', '.join(r.seat for r in ranks)}): global steps {section['global_steps']}, "

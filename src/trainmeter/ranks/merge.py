@@ -30,6 +30,7 @@ from trainmeter.ranks.launch_mfu import (
 )
 from trainmeter.ranks.stragglers import repeated_offenders, score_ranks, with_repeats
 from trainmeter.record.events import LOG_FILE, head, last_of_kinds, tail
+from trainmeter.sizes import format_integer, format_percent
 
 WINDOW_TAIL_BYTES = 4 * 1024 * 1024
 """The tail of a rank's log read for its report windows (:func:`window_history`)."""
@@ -339,11 +340,12 @@ def render_markdown(p: dict[str, Any]) -> str:
     d = p["distributed"]
     lines = [f"## Training run: {p['name']} ({d['world_size']} ranks on {d['nodes']} node(s))", "",
              f"- Status: **{p['status']}**",
-             f"- Global steps: {d['global_steps']:,}; {d['token_unit']}: {d['global_tokens']:,} (sum over ranks)"]
+             f"- Global steps: {format_integer(d['global_steps'])}; {d['token_unit']}: "
+             f"{format_integer(d['global_tokens'])} (sum over ranks)"]
     mfu = {k: v for k, v in (d.get("mfu_session") or {}).items() if v is not None}
     if mfu:
         lines.append(f"- MFU over all {d['mfu_devices']} devices (wall clock): "
-                     + ", ".join(f"`{k}` {v * 100:.1f}%" for k, v in mfu.items()))
+                     + ", ".join(f"`{k}` {format_percent(v)}" for k, v in mfu.items()))
     elif d.get("mfu_missing"):
         lines.append(f"- MFU over all ranks not shown: {d['mfu_missing']}")
     for row in (d.get("gpu_ladder") or {}).get("ranks") or []:

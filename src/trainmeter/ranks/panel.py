@@ -9,6 +9,7 @@ from trainmeter.ranks.follow import RunFollower
 from trainmeter.ranks.identity import this_node
 from trainmeter.ranks.merge import process_alive
 from trainmeter.ranks.stragglers import score_ranks
+from trainmeter.sizes import format_seconds
 
 STALE_S = 60.0
 
@@ -34,7 +35,7 @@ def ranks_panel(follower: RunFollower, now_s: float | None = None) -> dict[str, 
         elif status == "running" and r.updated_s and now - r.updated_s > STALE_S:
             status = f"silent for {now - r.updated_s:.0f} s"
         sps = (interval.get("throughput") or {}).get("seconds_per_step")
-        note = f"{status}; {sps:.3g} s/step" if sps else status
+        note = f"{status}; {format_seconds(sps)}/step" if sps else status  # as the step tile
         device = fields.get("device") or {}
         if device.get("uuid"):
             note += f"; {device['uuid']}"  # its GPU (the merged passport has its ladder)

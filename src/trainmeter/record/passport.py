@@ -15,7 +15,15 @@ from trainmeter.core.text import markdown_text
 from trainmeter.core.throughput import ratio
 from trainmeter.record.runlog import clean, write_file_atomic
 from trainmeter.record.view import RunView
-from trainmeter.sizes import format_count
+from trainmeter.sizes import (
+    format_bytes,
+    format_duration,
+    format_integer,
+    format_number,
+    format_percent,
+    format_rate,
+    format_seconds,
+)
 
 PASSPORT_SCHEMA_VERSION = 1
 
@@ -96,46 +104,41 @@ def _environment() -> dict[str, Any]:
     return describe_environment()
 
 
-def _fmt_s(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    if seconds >= 3600:
-        return f"{seconds / 3600:.2f} h"
-    if seconds >= 60:
-        return f"{seconds / 60:.1f} min"
-    return f"{seconds:.1f} s"
-
-
 def render_markdown(p: dict[str, Any]) -> str:
-    """Return ``passport.md``: a short summary to paste into a model card."""
+    """Return ``passport.md``: a short summary to paste into a model card.
+
+    Numbers read as the widget shows them (:mod:`trainmeter.sizes`; docs/spec.md, "Number
+    formats"): the session as a clock, phase times as spans.
+    """
     unit = p.get("token_unit", "tokens")
     tp = p.get("throughput", {})
     lines = [
         f"## Training run: {markdown_text(p['name'])}",
         "",
         f"- Status: **{markdown_text(p['status'])}**" + (f" ({markdown_text(p['error'])})" if p.get("error") else ""),
-        f"- Started {p.get('started_at')}, ended {p.get('ended_at')} (UTC); session {_fmt_s(p.get('elapsed_s'))}",
-        f"- Steps: {p['steps']:,}; {unit}: {p['tokens']:,}",
+        f"- Started {p.get('started_at')}, ended {p.get('ended_at')} (UTC); session {format_duration(p.get('elapsed_s'))}",
+        f"- Steps: {format_integer(p['steps'])}; {unit}: {format_integer(p['tokens'])}",
     ]
     params = p.get("params") or {}
     if params.get("trained"):
-        lines.append(f"- Trained parameters: {params['trained']:,}")
-    lines.append(f"- Throughput: {format_count(tp.get('train_tokens_per_s'))} {unit}/s training-only, "
-                 f"{format_count(tp.get('session_tokens_per_s'))} {unit}/s session")
+        lines.append(f"- Trained parameters: {format_integer(params['trained'])}")
+    lines.append(f"- Throughput: {format_rate(tp.get('train_tokens_per_s'), f'{unit}/s')} training-only, "
+                 f"{format_rate(tp.get('session_tokens_per_s'), f'{unit}/s')} session")
     goodput = p.get("goodput")
     if goodput is not None:
-        lines.append(f"- Goodput (training time / session time): {goodput * 100:.1f}%")
+        lines.append(f"- Goodput (training time / session time): {format_percent(goodput)}")
     phases = {k: v for k, v in (p.get("phases_s") or {}).items() if v > 0}
     if phases:
-        lines.append("- Time: " + ", ".join(f"{k} {_fmt_s(v)}" for k, v in phases.items()))
+        lines.append("- Time: " + ", ".join(f"{k} {format_seconds(v)}" for k, v in phases.items()))
     series = p.get("series") or {}
     for name in ("train_loss", "val_loss"):
         if name in series and series[name].get("last") is not None:
             s = series[name]
-            lines.append(f"- {name}: last {s['last']:.4g}, min {s['min']:.4g} ({s['count']} points)")
+            lines.append(f"- {name}: last {format_number(s['last'])}, min {format_number(s['min'])} "
+                         f"({s['count']} points)")
     mem = p.get("memory") or {}
     if mem.get("rss_peak_bytes"):
-        lines.append(f"- Host memory (RSS) peak at sampling points: {mem['rss_peak_bytes'] / 2**30:.2f} GiB")
+        lines.append(f"- Host memory (RSS) peak at sampling points: {format_bytes(mem['rss_peak_bytes'])}")
     compute = p.get("compute")
     if isinstance(compute, dict) and compute.get("markdown"):
         lines += ["", compute["markdown"]]

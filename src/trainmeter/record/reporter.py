@@ -12,7 +12,7 @@ from trainmeter.record.events import columns_record, interval_record
 from trainmeter.record.runlog import RunLog
 from trainmeter.record.textline import format_line, seed_values
 from trainmeter.record.view import RunView
-from trainmeter.sizes import format_count
+from trainmeter.sizes import format_count, format_rate
 
 
 def write_columns(log: RunLog, cursors: dict[str, int], kind: str, series: Series | StepSeries) -> int:
@@ -103,7 +103,7 @@ def summary_line(m: RunView, saved: str | None = None) -> str:
     rate = m.session.session_tokens_per_s if m.session else None
     return (f"trainmeter: run {m.options.name!r} {m.status} after {m.steps} steps, "
             f"{format_count(m.tokens)} {m.token_unit}"
-            + (f", {format_count(rate)} {m.token_unit}/s (session)" if rate else "")
+            + (f", {format_rate(rate, f'{m.token_unit}/s')} (session)" if rate else "")
             + f"; {saved if saved is not None else f'passport in {m.run_dir}'}")
 
 

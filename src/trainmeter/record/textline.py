@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from trainmeter.core.text import printable
-from trainmeter.sizes import format_count
+from trainmeter.sizes import format_gib, format_number, format_percent, format_rate, format_scientific
 
 LOSS_NAME = "train_loss"
 SEED_ORDER = (LOSS_NAME, "lr", "grad_norm")  # then tok/s, mfu, mem, then other series and extras
@@ -34,19 +34,6 @@ def seed_values(latest: Mapping[str, float | None]) -> dict[str, float | None]:
 MAX_TEXT_SERIES = 12  # a line stays a line; the widget and the run log have them all
 
 
-def _num(value: float) -> str:
-    if value == 0:
-        return "0"
-    if abs(value) < 1e-2 or abs(value) >= 1e4:
-        return f"{value:.2e}"
-    return f"{value:.3g}" if abs(value) < 10 else f"{value:.4g}"
-
-
-def _gib(value_bytes: float, whole: bool = False) -> str:
-    gib = value_bytes / 2**30
-    return f"{gib:.0f}" if whole and gib >= 10 else f"{gib:.1f}"
-
-
 def format_line(
     step: int,
     *,
@@ -59,13 +46,15 @@ def format_line(
     mem_total_bytes: int | None = None,
     extra: Mapping[str, str] | None = None,
 ) -> str:
-    """Return ``[step N] loss=2.34 (ema 2.41) | lr=3.00e-04 | grad_norm=1.2 | tok/s=125k | mfu=52.3% | mem=71.2/80GiB``.
+    """Return ``[step N] loss=2.346 (ema 2.41) | lr=3.00e-04 | grad_norm=1.2 | tok/s=125k | mfu=52.3% | mem=71.2/80GiB``.
 
     Seed 002's order: ``loss`` (``train_loss``, with its smoothed value beside
     it), ``lr`` (always ``.2e``), ``grad_norm``, ``tok/s``, ``mfu``, ``mem``;
-    then the other series in ``series`` and ``extra``. Memory is in binary units
-    (GiB = 2**30 bytes, as nvidia-smi and the widget show it; the total whole
-    from 10 GiB). Absent fields (``None``) are left out.
+    then the other series in ``series`` and ``extra``. Numbers are printed by
+    :mod:`trainmeter.sizes`, as the widget prints them (docs/spec.md, "Number
+    formats"). Memory is in binary units (GiB = 2**30 bytes, as nvidia-smi and
+    the widget show it; the total whole from 10 GiB). Absent fields (``None``)
+    are left out.
 
     Examples:
         >>> format_line(1000, series={"train_loss": 2.34, "lr": 3e-4}, tokens_per_s=125_000, mfu=0.523)
@@ -75,23 +64,24 @@ def format_line(
     fields: list[str] = []
     loss = series.get(LOSS_NAME)
     if loss is not None:
-        fields.append(f"loss={_num(float(loss))}" + (f" (ema {_num(float(loss_ema))})" if loss_ema is not None else ""))
+        ema = f" (ema {format_number(loss_ema)})" if loss_ema is not None else ""
+        fields.append(f"loss={format_number(loss)}{ema}")
     lr = series.get("lr")
     if lr is not None:
-        fields.append(f"lr={float(lr):.2e}")
+        fields.append(f"lr={format_scientific(lr)}")
     grad_norm = series.get("grad_norm")
     if grad_norm is not None:
-        fields.append(f"grad_norm={_num(float(grad_norm))}")
+        fields.append(f"grad_norm={format_number(grad_norm)}")
     if tokens_per_s is not None:
-        fields.append(f"{token_unit}/s={format_count(tokens_per_s)}")
+        fields.append(f"{token_unit}/s={format_rate(tokens_per_s, '')}")
     if mfu is not None:
-        fields.append(f"mfu={mfu * 100:.1f}%")
+        fields.append(f"mfu={format_percent(mfu)}")
     if mem_used_bytes is not None:
-        fields.append(f"mem={_gib(mem_used_bytes)}/{_gib(mem_total_bytes, whole=True)}GiB" if mem_total_bytes
-                      else f"mem={_gib(mem_used_bytes)}GiB")
+        total = f"/{format_gib(mem_total_bytes, whole=True)}" if mem_total_bytes else ""
+        fields.append(f"mem={format_gib(mem_used_bytes)}{total}GiB")
     others = [(name, value) for name, value in series.items() if value is not None and name not in SEED_ORDER]
     for name, value in others[:MAX_TEXT_SERIES]:
-        fields.append(f"{printable(name)[:40]}={_num(float(value))}")
+        fields.append(f"{printable(name)[:40]}={format_number(value)}")
     if len(others) > MAX_TEXT_SERIES:
         fields.append(f"+{len(others) - MAX_TEXT_SERIES} more series")
     for key, text in (extra or {}).items():

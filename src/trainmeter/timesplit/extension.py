@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 from trainmeter.core.patches import Gate, Patches, PostImportHooks
 from trainmeter.core.provenance import Derivation, Input
 from trainmeter.core.throughput import ratio
+from trainmeter.sizes import format_seconds
 
 if TYPE_CHECKING:
     from trainmeter.core.monitor import Monitor
@@ -359,7 +360,7 @@ class TimeSplit:
         except Exception:  # a phase added while we read: show the last panel
             return self._last_panel
         rows = [{"label": phase, "value": ratio(seconds, session_s), "unit": "fraction", "provenance": "measured",
-                 "note": f"{seconds:.1f} s"}
+                 "note": format_seconds(seconds)}  # as passport.md's "Time:" line
                 for phase, seconds in totals.items() if seconds > 0 or phase in ("train", "data_wait")]
         share = self.data_wait_share(totals)
         rows.append({"label": "data wait / step time", "value": share, "unit": "fraction", "provenance": "measured",

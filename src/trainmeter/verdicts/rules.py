@@ -33,6 +33,8 @@ from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from trainmeter.sizes import format_bytes, format_number, format_rate
+
 CONSECUTIVE = 3
 SPIKE_WINDOW = 100
 SPIKE_MIN_POINTS = 50
@@ -192,8 +194,8 @@ class VerdictEngine:
         z = (value - median) / sigma
         if self._spike.hit(z > SPIKE_Z, step, value):
             self._fire("loss_spike", self._spike.first_step,
-                       f"{name} spiked at step {self._spike.first_step}: {self._spike.first_value:.4g} against a "
-                       f"median of {median:.4g} over the previous {len(self._losses)} points (robust z > {SPIKE_Z:g} "
+                       f"{name} spiked at step {self._spike.first_step}: {format_number(self._spike.first_value)} "
+                       f"against a median of {format_number(median)} over the previous {len(self._losses)} points (robust z > {SPIKE_Z:g} "
                        f"on {CONSECUTIVE} points in a row).")
         if self._spike.n == 0:
             self._losses.append(value)
@@ -217,8 +219,9 @@ class VerdictEngine:
             median = _median(list(self._tps))
             if self._drop.hit(tps < (1 - DROP_FRACTION) * median, r.step, tps) and not self.fired("throughput_drop"):
                 self._fire("throughput_drop", self._drop.first_step,
-                           f"throughput dropped at step {self._drop.first_step}: {self._drop.first_value:,.0f} "
-                           f"tokens/s against the run's median of {median:,.0f} (more than "
+                           f"throughput dropped at step {self._drop.first_step}: "
+                           f"{format_rate(self._drop.first_value, 'tokens/s')} against the run's median of "
+                           f"{format_rate(median, 'tokens/s')} (more than "
                            f"{_pct(DROP_FRACTION)} lower on {CONSECUTIVE} reports in a row).")
         self._tps.append(tps)
 
@@ -234,8 +237,8 @@ class VerdictEngine:
             per = (ys[-1] - ys[0]) / (len(ys) - 1)
             self._fire("memory_creep", self._mem[0][0],
                        f"memory ({r.mem_source}) has risen at every one of the last {CREEP_REPORTS} reports since "
-                       f"step {self._mem[0][0]}, about {per / 2**20:,.1f} MiB per report, from "
-                       f"{ys[0] / 2**30:.2f} to {ys[-1] / 2**30:.2f} GiB: something is being kept (a tensor with "
+                       f"step {self._mem[0][0]}, about {format_bytes(per)} per report, from "
+                       f"{format_bytes(ys[0])} to {format_bytes(ys[-1])}: something is being kept (a tensor with "
                        "its graph, a growing list).")
 
     def _data_wait(self, r: ReportPoint) -> None:

@@ -18,7 +18,14 @@ from typing import Any
 from trainmeter.core.provenance import Derivation, Input, weakest
 from trainmeter.record.runlog import clean
 from trainmeter.record.textline import format_line
-from trainmeter.sizes import format_bytes, format_count
+from trainmeter.sizes import (
+    format_bytes,
+    format_count,
+    format_count_pair,
+    format_number,
+    format_rate,
+    format_seconds,
+)
 from trainmeter.verdicts.markers import markers as verdict_markers
 from trainmeter.widget.labels import label_charts
 from trainmeter.widget.x_axis import x_axis_state
@@ -316,8 +323,9 @@ def progress(*, steps: int, tokens: int, budget_steps: int | None, budget_tokens
         return None
     d = eta(done, budget, recent=recent_pace(recent, unit),
             training=Pace(name="training-only", per_s=training, window=REPORT_WINDOW), unit=unit)
+    done_text, budget_text = format_count_pair(done, budget)  # 1,100 / 1,150 steps, never 1.1k / 1.1k
     return {"fraction": min(1.0, done / budget), "eta_s": d.value if live else None, "pace": pace_of(d),
-            "label": f"{format_count(done)} / {format_count(budget)} {label_unit}"}
+            "label": f"{done_text} / {budget_text} {label_unit}"}
 
 
 def _rate_derivation(f: RunFacts) -> dict[str, Any]:
@@ -343,7 +351,7 @@ def tiles(f: RunFacts) -> list[dict[str, Any]]:
     """The tiles: step, tokens, training-only vs session rate, loss, memory (RSS, CUDA)."""
     short = "tok" if f.token_unit == "tokens" else f.token_unit
     step_sub = f"of {format_count(f.budget_steps)}" if f.budget_steps else (
-        f"{f.seconds_per_step:.3g} s/step" if f.seconds_per_step else "")
+        f"{format_seconds(f.seconds_per_step)}/step" if f.seconds_per_step else "")
     out: list[dict[str, Any]] = [
         {"id": "step", "label": "step", "value": f.steps, "unit": "count", "sub": step_sub, "provenance": "counted"},
         {"id": "tokens", "label": f.token_unit, "value": f.tokens,
@@ -354,7 +362,7 @@ def tiles(f: RunFacts) -> list[dict[str, Any]]:
         "id": "throughput", "label": "training-only rate" + ("" if f.live else " (whole run)"),
         "value": f.train_tokens_per_s, "unit": "tokens/s" if f.token_unit == "tokens" else "samples/s",
         "provenance": "measured",
-        "sub": f"session {format_count(f.session_tokens_per_s)} {short}/s", "derivation": _rate_derivation(f)}
+        "sub": f"session {format_rate(f.session_tokens_per_s, f'{short}/s')}", "derivation": _rate_derivation(f)}
     if f.train_tokens_per_s is None:
         rate["missing"] = f"the first report (every {f.interval_s:g} s) with training time"
     if f.live and f.recent is not None:
@@ -362,7 +370,7 @@ def tiles(f: RunFacts) -> list[dict[str, Any]]:
         rate = {
             "id": "throughput", "label": f"rate (last {r.window_s:.0f} s)" if r.window_s >= 1 else "rate (first second)", "value": r.tokens_per_s,
             "unit": rate["unit"], "provenance": "measured",
-            "sub": (f"training-only {format_count(f.train_tokens_per_s)} {short}/s" if f.train_tokens_per_s
+            "sub": (f"training-only {format_rate(f.train_tokens_per_s, f'{short}/s')}" if f.train_tokens_per_s
                     else "wall clock, every phase"),
             "derivation": Derivation(
                 name="recent_tokens_per_s", formula="window_tokens / window_s", value=r.tokens_per_s,
@@ -373,7 +381,8 @@ def tiles(f: RunFacts) -> list[dict[str, Any]]:
                               source="wall clock from the step before the window to the last step"))).to_dict()}
     out.append(rate)
     loss: dict[str, Any] = {"id": "loss", "label": "loss", "value": f.loss_last, "unit": "",
-                            "sub": f"min {f.loss_min:.4g}" if f.loss_min is not None else "", "provenance": "measured"}
+                            "sub": f"min {format_number(f.loss_min)}" if f.loss_min is not None else "",
+                            "provenance": "measured"}
     if f.loss_last is None:
         loss["missing"] = "a loss: return it from the loss module, or tm.emit(train_loss=loss)"
     out.append(loss)
