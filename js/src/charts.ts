@@ -1,5 +1,8 @@
 // uPlot charts fed from the series store. Redraws are coalesced: however many
-// frames arrive, each chart redraws at most once per animation frame.
+// frames arrive, each chart redraws at most once per animation frame. Colours, the
+// tick rule and the dot threshold are the state's look (widget/look.py); a series the
+// spec names a smoothed twin for is drawn faint under it (the kernel computes the twin:
+// nothing is smoothed here).
 
 import uPlot from "uplot";
 import { h } from "./dom";
@@ -12,10 +15,9 @@ import {
   formatValue,
   MISSING,
 } from "./format";
-import { PALETTE } from "./panels";
-import type { ChartSpec, Marker, XAxisState } from "./protocol";
+import { type ChartSpec, FALLBACK_LOOK, type Look, type Marker, type XAxisState } from "./protocol";
 import type { SeriesStore } from "./store";
-import { ema, linearTicks, logTicks } from "./ticks";
+import { linearTicks, logTicks } from "./ticks";
 import { canConvert, convertX, remap, type XMapping, type XMode, xCaption } from "./xaxis";
 
 /** What every chart of a view shares: the chosen x, the step mappings, the verdict markers. */
@@ -24,17 +26,22 @@ export interface ChartContext {
   mapping: XMapping;
   axis?: XAxisState | null;
   markers: Marker[];
+  /** Palette, tick rule, dot threshold (the state's look). */
+  look?: Look;
 }
-
-/** Series with at most this many points get a marker on every point (a lone val_loss is visible). */
-export const MARKER_MAX_POINTS = 40;
-/** TensorBoard's default smoothing weight for step charts. */
-export const DEFAULT_SMOOTHING = 0.6;
 
 export interface ChartView {
   logY: boolean;
-  /** EMA weight in [0, 1); 0 draws the raw series only. */
-  smoothing: number;
+  /** Whether the smoothed twins the spec names are drawn (the raw series then faint under them). */
+  smoothed: boolean;
+}
+
+/** One drawn column: a plain series, a raw one under its twin, or the smoothed twin. */
+export interface ChartLine {
+  name: string;
+  /** Index of its colour in the palette: the raw series' place among the drawn ones. */
+  colour: number;
+  role: "line" | "raw" | "smoothed";
 }
 
 export type RequestFrame = (cb: () => void) => number;
@@ -84,10 +91,12 @@ export class FrameScheduler {
 }
 
 export interface ChartData {
-  /** Series drawn, in the spec's order (absent ones and other x kinds skipped). */
+  /** Series drawn, in the spec's order (absent ones and other x kinds skipped); twins not included. */
   names: string[];
+  /** One per data column after x: the drawn series and their smoothed twins. */
+  lines: ChartLine[];
   data: uPlot.AlignedData;
-  /** Total points across the drawn series. */
+  /** Total points across the drawn series (twins not counted). */
   points: number;
   /** The x the data is drawn against: the chosen mode, or the chart's own x without a mapping. */
   x?: XMode;
@@ -98,24 +107,50 @@ export function drawnX(spec: ChartSpec, ctx?: ChartContext): XMode {
   return ctx && canConvert(spec.x, ctx.mode, ctx.mapping) ? ctx.mode : spec.x;
 }
 
-/** Build uPlot's aligned data for a chart; series with different xs are joined. */
-export function buildChartData(spec: ChartSpec, store: SeriesStore, ctx?: ChartContext): ChartData {
+/**
+ * Build uPlot's aligned data for a chart; series with different xs are joined. With `smoothed`,
+ * a series whose twin (spec.smoothed) is in the store is followed by the twin's column.
+ */
+export function buildChartData(
+  spec: ChartSpec,
+  store: SeriesStore,
+  ctx?: ChartContext,
+  smoothed = true,
+): ChartData {
   const tables: uPlot.AlignedData[] = [];
   const names: string[] = [];
+  const lines: ChartLine[] = [];
   const x = drawnX(spec, ctx);
   let points = 0;
-  for (const name of spec.series) {
+  const column = (name: string): { xs: number[]; ys: (number | null)[] } | null => {
     const s = store.get(name);
-    if (!s || s.x !== spec.x || s.xs.length === 0) continue;
+    if (!s || s.x !== spec.x || s.xs.length === 0) return null;
     const mapped = ctx && x !== spec.x ? remap(s.xs, s.ys, spec.x, x, ctx.mapping) : s;
-    if (mapped.xs.length === 0) continue;
+    return mapped.xs.length === 0 ? null : mapped;
+  };
+  for (const name of spec.series) {
+    const raw = column(name);
+    if (!raw) continue;
+    const twinName = smoothed ? spec.smoothed?.[name] : undefined;
+    const twin = twinName ? column(twinName) : null;
+    const colour = names.length;
     names.push(name);
-    tables.push([mapped.xs, mapped.ys]);
-    points += mapped.xs.length;
+    tables.push([raw.xs, raw.ys]);
+    lines.push({ name, colour, role: twin ? "raw" : "line" });
+    points += raw.xs.length;
+    if (twin && twinName) {
+      tables.push([twin.xs, twin.ys]);
+      lines.push({ name: twinName, colour, role: "smoothed" });
+    }
   }
-  if (tables.length === 0) return { names, data: [[]], points, x };
+  if (tables.length === 0) return { names, lines, data: [[]], points, x };
   const data = tables.length === 1 ? (tables[0] as uPlot.AlignedData) : uPlot.join(tables);
-  return { names, data, points, x };
+  return { names, lines, data, points, x };
+}
+
+/** Plain lines for series names (one column each, no twins). */
+export function plainLines(names: string[]): ChartLine[] {
+  return names.map((name, colour) => ({ name, colour, role: "line" as const }));
 }
 
 /** The markers of `spec` placed on its drawn x (those the mapping cannot place are left out). */
@@ -134,18 +169,6 @@ export function placeMarkers(spec: ChartSpec, ctx?: ChartContext): { x: number; 
 /** The series' legend label: Python's human label, else the raw name. */
 export function seriesLabel(spec: ChartSpec, name: string): string {
   return spec.labels?.[name] ?? name;
-}
-
-/** Per series: the raw line (faint) then its EMA, when smoothing is on. */
-export function smoothData(chart: ChartData, weight: number): ChartData {
-  if (!(weight > 0) || chart.names.length === 0) return chart;
-  const [xs, ...ys] = chart.data;
-  const out: uPlot.AlignedData = [xs as number[]];
-  for (const col of ys) {
-    out.push(col as (number | null)[]);
-    out.push(ema(col as (number | null)[], weight));
-  }
-  return { names: chart.names, data: out, points: chart.points, x: chart.x };
 }
 
 function finiteCount(col: ArrayLike<number | null | undefined>): number {
@@ -184,12 +207,13 @@ function xLabel(x: XMode, v: number): string {
 
 export function chartOptions(
   spec: ChartSpec,
-  names: string[],
+  lines: ChartLine[],
   el: HTMLElement,
   width: number,
-  view: ChartView = { logY: Boolean(spec.log_y), smoothing: 0 },
+  view: ChartView = { logY: Boolean(spec.log_y), smoothed: true },
   data?: uPlot.AlignedData,
   x: XMode = spec.x,
+  look: Look = FALLBACK_LOOK,
 ): uPlot.Options {
   const fg = cssVar(el, "--tm-fg-muted", "#6e7781");
   const grid = cssVar(el, "--tm-grid", "rgba(128,128,128,0.2)");
@@ -199,26 +223,28 @@ export function chartOptions(
     ticks: { stroke: grid, width: 1 },
     values,
   });
-  const smooth = view.smoothing > 0;
+  const palette = look.palette.length > 0 ? look.palette : FALLBACK_LOOK.palette;
   const series: uPlot.Series[] = [];
-  names.forEach((name, i) => {
-    const colour = PALETTE[i % PALETTE.length] ?? "#4e79a7";
-    const col = data?.[1 + (smooth ? 2 * i : i)];
-    const sparse = col != null && finiteCount(col) <= MARKER_MAX_POINTS;
+  lines.forEach((line, i) => {
+    const colour = palette[line.colour % palette.length] ?? "#4e79a7";
+    const col = data?.[1 + i];
+    const sparse = col != null && finiteCount(col) <= look.marker_max_points;
     const value = (_u: uPlot, v: number | null) => (v == null ? MISSING : formatValue(v, spec.unit));
-    const label = seriesLabel(spec, name);
-    if (smooth) {
+    const label = seriesLabel(spec, line.name);
+    if (line.role === "raw") {
+      const faint = `${colour}${look.faint_alpha}`;
       series.push({
         label: `${label} (raw)`,
-        stroke: `${colour}55`,
+        stroke: faint,
         width: 1,
         spanGaps: true, // aligned x: a sparse series (val_loss) is null between its points
         value,
-        points: { show: sparse, size: 5, fill: `${colour}55`, stroke: `${colour}55` },
+        points: { show: sparse, size: 5, fill: faint, stroke: faint },
       });
+      return;
     }
     series.push({
-      label: smooth ? `${label} (EMA ${view.smoothing.toFixed(2)})` : label,
+      label,
       stroke: colour,
       width: 1.5,
       spanGaps: true, // aligned x: a sparse series (val_loss) is null between its points
@@ -226,6 +252,7 @@ export function chartOptions(
       points: { show: sparse, size: 6, fill: colour },
     });
   });
+  const rule = look.ticks;
   const logY = view.logY;
   return {
     width,
@@ -244,12 +271,13 @@ export function chartOptions(
       {
         ...axis((_u, splits) => xTicks(x, splits)),
         space: x === "time" ? 80 : 60,
-        splits: (_u, _i, min, max) => linearTicks(min, max, x === "time" ? 5 : 6),
+        splits: (_u, _i, min, max) => linearTicks(min, max, x === "time" ? 5 : rule.max_ticks, rule),
       },
       {
         ...axis((_u, splits) => yLabels(splits, spec)),
         size: yAxisSize,
-        splits: (_u, _i, min, max) => (logY ? logTicks(min, max) : linearTicks(min, max)),
+        splits: (_u, _i, min, max) =>
+          logY ? logTicks(min, max, undefined, rule) : linearTicks(min, max, undefined, rule),
         // uPlot's log axes blank every label but powers of ten: ours are all chosen to be read
         filter: (_u, splits) => splits,
       },
@@ -283,10 +311,7 @@ export function createChartPanel(
   const title = h("h3", "tm-panel-title");
   const titleText = h("span", "", spec.title);
   title.append(titleText);
-  const view: ChartView = {
-    logY: Boolean(spec.log_y),
-    smoothing: spec.x === "step" ? DEFAULT_SMOOTHING : 0,
-  };
+  const view: ChartView = { logY: Boolean(spec.log_y), smoothed: true };
   const tools = h("div", "tm-chart-tools");
   const logLabel = h("label", "tm-tool");
   const logBox = document.createElement("input");
@@ -299,24 +324,20 @@ export function createChartPanel(
     invalidate();
   });
   tools.append(logLabel);
-  if (spec.x === "step") {
-    const smoothLabel = h("label", "tm-tool");
-    const slider = document.createElement("input");
-    slider.type = "range";
-    slider.min = "0";
-    slider.max = "0.99";
-    slider.step = "0.01";
-    slider.value = String(view.smoothing);
-    slider.dataset.tm = "smoothing";
-    const weight = h("span", "tm-mono", view.smoothing.toFixed(2));
-    smoothLabel.append(document.createTextNode("smoothing "), slider, document.createTextNode(" "), weight);
-    slider.addEventListener("input", () => {
-      view.smoothing = Math.min(0.99, Math.max(0, Number(slider.value) || 0));
-      weight.textContent = view.smoothing.toFixed(2);
-      invalidate();
-    });
-    tools.append(smoothLabel);
-  }
+  // shows or hides the kernel's smoothed twins (nothing is computed here); only where the spec has some
+  const smoothLabel = h("label", "tm-tool");
+  const smoothBox = document.createElement("input");
+  smoothBox.type = "checkbox";
+  smoothBox.checked = view.smoothed;
+  smoothBox.dataset.tm = "smoothing";
+  smoothLabel.append(smoothBox, document.createTextNode(" smoothed"));
+  smoothBox.addEventListener("change", () => {
+    view.smoothed = smoothBox.checked;
+    invalidate();
+  });
+  const hasTwins = (s: ChartSpec): boolean => Object.keys(s.smoothed ?? {}).length > 0;
+  smoothLabel.hidden = !hasTwins(spec);
+  tools.append(smoothLabel);
   title.prepend(tools);
   const plot = h("div", "tm-chart-plot");
   const empty = h("div", "tm-chart-empty", "waiting for data");
@@ -365,9 +386,10 @@ export function createChartPanel(
 
   const redraw = (): void => {
     const ctx = context?.();
-    const raw = buildChartData(current, store, ctx);
-    const { names, data, points } = smoothData(raw, view.smoothing);
-    const x = raw.x ?? current.x;
+    const look = ctx?.look ?? FALLBACK_LOOK;
+    const built = buildChartData(current, store, ctx, view.smoothed);
+    const { names, lines, data, points } = built;
+    const x = built.x ?? current.x;
     placed = placeMarkers(current, ctx);
     el.dataset.tmPoints = String(points);
     el.dataset.tmX = x;
@@ -377,9 +399,11 @@ export function createChartPanel(
       xCaption(x, ctx?.axis) + (ctx && x !== ctx.mode ? ` (no ${ctx.mode} mapping yet)` : ""),
     );
     empty.hidden = names.length > 0;
-    const sparse = raw.data.slice(1).map((col) => finiteCount(col as (number | null)[]) <= MARKER_MAX_POINTS);
-    const labels = names.map((n) => seriesLabel(current, n));
-    const key = JSON.stringify([x, current.unit, view.logY, view.smoothing > 0, names, labels, sparse]);
+    const sparse = data
+      .slice(1)
+      .map((col) => finiteCount(col as (number | null)[]) <= look.marker_max_points);
+    const labels = lines.map((l) => seriesLabel(current, l.name));
+    const key = JSON.stringify([x, current.unit, view.logY, lines, labels, sparse, look]);
     if (names.length === 0 || key !== chartKey) {
       chart?.destroy();
       chart = null;
@@ -393,7 +417,7 @@ export function createChartPanel(
     }
     try {
       if (!canvasSupported()) throw new Error("no 2D canvas");
-      const options = chartOptions(current, names, el, width(), view, data, x);
+      const options = chartOptions(current, lines, el, width(), view, data, x, look);
       options.hooks = { ...options.hooks, draw: [(u: uPlot) => positionMarkers(u)] };
       options.scales = { ...options.scales, x: { ...options.scales?.x, range: xRange } };
       chart = new uPlot(options, data, plot);
@@ -438,6 +462,7 @@ export function createChartPanel(
       }
       current = next;
       titleText.textContent = next.title;
+      smoothLabel.hidden = !hasTwins(next);
       invalidate();
     },
     invalidate,

@@ -4,32 +4,11 @@
 
 import { type Component, h, setText } from "./dom";
 import { formatDuration, formatInteger, formatPercent, formatSeconds, formatValue, MISSING } from "./format";
-import type { PanelSpec, WidgetState } from "./protocol";
+import { lookOf, type PanelSpec, type WidgetState } from "./protocol";
 import { createSection } from "./sections";
 
 export type { Component } from "./dom";
 export { buildTiles, renderDerivation, tileText } from "./tiles";
-
-/** Categorical colours readable on light and dark backgrounds (charts and phases). */
-export const PALETTE = [
-  "#4e79a7",
-  "#f28e2b",
-  "#59a14f",
-  "#e15759",
-  "#b07aa1",
-  "#76b7b2",
-  "#edc948",
-  "#9c755f",
-] as const;
-
-const PHASE_COLOURS: Record<string, string> = {
-  train: "#4e79a7",
-  data_wait: "#f28e2b",
-  eval: "#59a14f",
-  checkpoint: "#b07aa1",
-  reporting: "#76b7b2",
-  profiling: "#edc948",
-};
 
 // ---- header ----
 
@@ -102,7 +81,8 @@ export function buildPhaseBar(key?: string): Component {
       const total = entries.reduce((acc, [, s]) => acc + s, 0);
       el.hidden = total <= 0;
       // the time-split extension's table joins the bar: one "where the time goes" section, not two
-      const merged = (state.panels ?? []).find((p) => p.id === "time");
+      const look = lookOf(state);
+      const merged = (state.panels ?? []).find((p) => look.merged_panels.includes(p.id));
       const key = JSON.stringify(merged ?? null);
       if (key !== lastDetail) {
         lastDetail = key;
@@ -114,7 +94,7 @@ export function buildPhaseBar(key?: string): Component {
       bar.replaceChildren();
       legend.replaceChildren();
       entries.forEach(([name, seconds], i) => {
-        const colour = PHASE_COLOURS[name] ?? PALETTE[i % PALETTE.length] ?? "#888";
+        const colour = look.phase_colours[name] ?? look.palette[i % look.palette.length] ?? "#888";
         const seg = h("span", "tm-phase");
         seg.dataset.phase = name;
         seg.style.flexGrow = String(seconds);
@@ -146,9 +126,6 @@ function absentLine(panel: PanelSpec): HTMLElement {
   el.append(h("strong", "", panel.title), document.createTextNode(` — ${why}`));
   return el;
 }
-
-/** The panels shown inside another section, not on their own (the time split joins the phase bar). */
-export const MERGED_PANELS = new Set(["time"]);
 
 function panelBody(panel: PanelSpec): HTMLElement[] {
   const table = h("table", "tm-kv-table");
@@ -192,7 +169,9 @@ export function buildPanels(key?: string): Component {
   return {
     el,
     update(state) {
-      const panels = (state.panels ?? []).filter((p) => !MERGED_PANELS.has(p.id));
+      // the panels shown inside another section (state.look.merged_panels) are not shown on their own
+      const merged = lookOf(state).merged_panels;
+      const panels = (state.panels ?? []).filter((p) => !merged.includes(p.id));
       const spec = JSON.stringify(panels);
       if (spec === last) return;
       last = spec;

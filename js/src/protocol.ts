@@ -1,5 +1,7 @@
 // Wire protocol v1 (docs/protocol.md): the frame decoder and the shapes of
-// the traitlets and custom messages. Mirrors src/trainmeter/frame.py.
+// the traitlets and custom messages. Mirrors src/trainmeter/widget/frame.py (frames) and
+// src/trainmeter/widget/protocol.py (the typed state and messages); the golden
+// tests/fixtures/state_v1.json is parsed into these types by js/tests/protocol.test.ts.
 
 export const FRAME_MAGIC = "TMF1";
 export const FRAME_VERSION = 1;
@@ -107,6 +109,8 @@ export function decodeFrame(buf: DataView | ArrayBuffer | ArrayBufferView): Fram
 // ---- custom messages (section 2) ----
 
 export type KernelMessage = { kind: "append"; seq: number } | { kind: "snapshot"; seq: number };
+/** Sent once at the run's end to a page restored during the run (reattach.ts): the static dashboard. */
+export type FinalMessage = { kind: "final"; data: Record<string, string> };
 export type FrontMessage = { kind: "hello" };
 
 export function isKernelMessage(msg: unknown): msg is KernelMessage {
@@ -116,7 +120,8 @@ export function isKernelMessage(msg: unknown): msg is KernelMessage {
 
 // ---- the `state` traitlet (section 1) ----
 
-export type Status = "starting" | "running" | "completed" | "interrupted" | "failed";
+/** `unfinished`: a replayed run with no end record. */
+export type Status = "starting" | "running" | "completed" | "interrupted" | "failed" | "unfinished";
 export type Unit = "" | "count" | "tokens" | "bytes" | "s" | "tokens/s" | "fraction" | "flop" | "flop/s";
 
 export interface DerivationInput {
@@ -170,6 +175,11 @@ export interface ChartSpec {
   log_y?: boolean;
   /** Human label (with its unit) of each series, keyed by series name: what the legend prints. */
   labels?: Record<string, string>;
+  /**
+   * Raw series -> its smoothed twin, computed by the kernel over every step (widget/smoothed.py):
+   * the raw line is drawn faint under the twin, in the raw series' colour. The front end smooths nothing.
+   */
+  smoothed?: Record<string, string>;
 }
 
 /** A verdict's marker: where on which chart a trouble began (verdicts/markers.py). */
@@ -207,6 +217,62 @@ export interface PanelSpec {
   note?: string;
 }
 
+/** The axis tick rule's numbers (widget/ticks.py; ticks.ts applies them). */
+export interface TickRule {
+  max_ticks: number;
+  min_ticks: number;
+  /** Steps times a power of ten, by preference; the last only when nothing else fits. */
+  linear_steps: number[];
+  /** Multipliers of each decade on a log axis, denser first. */
+  log_steps: number[][];
+}
+
+/** Palette, layout ids and tick rule: owned by Python (widget/look.py), sent in the state. */
+export interface Look {
+  palette: string[];
+  phase_colours: Record<string, string>;
+  /** Charts on the first screen; the others fold into "More charts". */
+  main_charts: string[];
+  /** Panels shown inside another section (the time split joins the phase bar). */
+  merged_panels: string[];
+  /** A series with at most this many points gets a dot on every point. */
+  marker_max_points: number;
+  /** Hex alpha of a raw line under its smoothed twin. */
+  faint_alpha: string;
+  ticks: TickRule;
+}
+
+/**
+ * The look for a state that has none (the empty state before the first one arrives).
+ * The same values as widget/look.py: js/tests/protocol.test.ts checks it against the golden state.
+ */
+export const FALLBACK_LOOK: Look = {
+  palette: ["#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#b07aa1", "#76b7b2", "#edc948", "#9c755f"],
+  phase_colours: {
+    train: "#4e79a7",
+    data_wait: "#f28e2b",
+    eval: "#59a14f",
+    checkpoint: "#b07aa1",
+    reporting: "#76b7b2",
+    profiling: "#edc948",
+  },
+  main_charts: ["loss", "throughput"],
+  merged_panels: ["time"],
+  marker_max_points: 40,
+  faint_alpha: "55",
+  ticks: {
+    max_ticks: 6,
+    min_ticks: 4,
+    linear_steps: [1, 2, 5, 2.5],
+    log_steps: [[1, 2, 3, 4, 5, 6, 8], [1, 2, 4, 6, 8], [1, 2, 5], [1, 3], [1]],
+  },
+};
+
+/** The state's look, else the fallback. */
+export function lookOf(state: { look?: Look | null } | null | undefined): Look {
+  return state?.look ?? FALLBACK_LOOK;
+}
+
 export interface WidgetState {
   name: string;
   status: Status | string;
@@ -230,6 +296,8 @@ export interface WidgetState {
   /** Verdict markers, at most 16. */
   markers?: Marker[];
   x_axis?: XAxisState | null;
+  /** Palette, layout ids and tick rule (widget/look.py). */
+  look?: Look | null;
 }
 
 /** The traitlets the front end reads (`model.get`). */
@@ -238,4 +306,5 @@ export interface Traits {
   history: DataView | ArrayBuffer | null;
   schema_version: number;
   store_key?: string;
+  output_ref?: { model_id: string | null; cell_id: string | null } | null;
 }

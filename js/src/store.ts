@@ -1,5 +1,7 @@
 // Per-model series store: every view of a model draws from the one store, so a
 // view created late (or re-created at the cell's end) still shows the whole history.
+// It keeps every point it is sent: the kernel's decimator (widget/decimate.py) owns
+// retention, and its snapshots replace the store whenever it re-buckets.
 
 import type { Frame, XKind } from "./protocol";
 
@@ -12,9 +14,6 @@ export interface StoredSeries {
 }
 
 export type Listener = () => void;
-
-/** Points kept per series before the oldest half is dropped. */
-export const DEFAULT_CAP_POINTS = 20_000;
 
 function toStored(name: string, x: XKind, xs: Float64Array, ys: Float64Array): StoredSeries {
   const out: StoredSeries = { name, x, xs: [], ys: [] };
@@ -42,15 +41,11 @@ export class SeriesStore {
   private readonly byName = new Map<string, StoredSeries>();
   private readonly listeners = new Set<Listener>();
 
-  constructor(readonly capPoints: number = DEFAULT_CAP_POINTS) {}
-
   /** Replace the whole store with a frame's series (a snapshot or the history traitlet). */
   replace(frame: Frame): void {
     this.byName.clear();
     for (const s of frame.series) {
-      const stored = toStored(s.name, s.x, s.xs, s.ys);
-      this.trim(stored);
-      this.byName.set(s.name, stored);
+      this.byName.set(s.name, toStored(s.name, s.x, s.xs, s.ys));
     }
     this.seq = frame.seq;
     this.changed();
@@ -66,14 +61,8 @@ export class SeriesStore {
     if (this.seq >= 0 && frame.seq > this.seq + 1) this.gaps += 1;
     for (const s of frame.series) {
       const stored = this.byName.get(s.name);
-      if (stored === undefined) {
-        const fresh = toStored(s.name, s.x, s.xs, s.ys);
-        this.trim(fresh);
-        this.byName.set(s.name, fresh);
-      } else {
-        pushPoints(stored, s.xs, s.ys);
-        this.trim(stored);
-      }
+      if (stored === undefined) this.byName.set(s.name, toStored(s.name, s.x, s.xs, s.ys));
+      else pushPoints(stored, s.xs, s.ys);
     }
     this.seq = frame.seq;
     this.changed();
@@ -103,14 +92,6 @@ export class SeriesStore {
     return () => {
       this.listeners.delete(fn);
     };
-  }
-
-  private trim(s: StoredSeries): void {
-    if (s.xs.length <= this.capPoints) return;
-    const keep = Math.max(1, Math.floor(this.capPoints / 2));
-    const drop = s.xs.length - keep;
-    s.xs.splice(0, drop);
-    s.ys.splice(0, drop);
   }
 
   private changed(): void {

@@ -1,9 +1,9 @@
 // Axis ticks people can read: 4 to 6 labelled values inside the data, linear or log.
-// The same rules as src/trainmeter/widget/ticks.py (the static snapshot's charts).
+// The rule is src/trainmeter/widget/ticks.py's; its numbers (label counts, the steps tried)
+// come in the state (`look.ticks`), and tests/fixtures/ticks_v1.json holds cases from the
+// Python functions that js/tests/ticks.test.ts checks these against.
 
-export const MAX_TICKS = 6;
-export const MIN_TICKS = 4;
-const LOG_MULTS = [[1, 2, 3, 4, 5, 6, 8], [1, 2, 4, 6, 8], [1, 2, 5], [1, 3], [1]] as const;
+import { FALLBACK_LOOK, type TickRule } from "./protocol";
 
 const round12 = (v: number): number => Number(v.toPrecision(12));
 
@@ -13,61 +13,58 @@ function withStep(lo: number, hi: number, step: number): number[] {
   return out;
 }
 
-export function linearTicks(lo: number, hi: number, maxTicks = MAX_TICKS): number[] {
+/** Round values inside [lo, hi]: min_ticks to `maxTicks` of them, 5 when possible. */
+export function linearTicks(
+  lo: number,
+  hi: number,
+  maxTicks?: number,
+  rule: TickRule = FALLBACK_LOOK.ticks,
+): number[] {
   if (!Number.isFinite(lo) || !Number.isFinite(hi)) return [];
   if (hi < lo) [lo, hi] = [hi, lo];
   if (hi === lo) return [lo];
+  const most = maxTicks ?? rule.max_ticks;
+  const last = rule.linear_steps.length - 1;
   const top = Math.floor(Math.log10(hi - lo));
   let best: { score: number; ticks: number[] } | null = null;
   for (let power = top - 2; power < top + 2; power++) {
-    [1, 2, 5, 2.5].forEach((mult, rank) => {
+    rule.linear_steps.forEach((mult, rank) => {
       const ticks = withStep(lo, hi, mult * 10 ** power);
-      if (ticks.length < 2 || ticks.length > maxTicks) return;
-      const short = ticks.length < MIN_TICKS ? MIN_TICKS - ticks.length : 0;
-      const score = 10 * short + Math.abs(ticks.length - 5) + (rank === 3 ? 1.5 : 0);
+      if (ticks.length < 2 || ticks.length > most) return;
+      const short = ticks.length < rule.min_ticks ? rule.min_ticks - ticks.length : 0;
+      const score = 10 * short + Math.abs(ticks.length - 5) + (rank === last ? 1.5 : 0);
       if (!best || score < best.score) best = { score, ticks };
     });
   }
   return (best as { ticks: number[] } | null)?.ticks ?? [lo, hi];
 }
 
-export function logTicks(lo: number, hi: number, maxTicks = MAX_TICKS): number[] {
+/** Labelled values for a log axis over [lo, hi] (both > 0); linear under a factor of 3. */
+export function logTicks(
+  lo: number,
+  hi: number,
+  maxTicks?: number,
+  rule: TickRule = FALLBACK_LOOK.ticks,
+): number[] {
   if (!Number.isFinite(lo) || !Number.isFinite(hi) || lo <= 0 || hi <= 0) return [];
   if (hi < lo) [lo, hi] = [hi, lo];
-  if (hi / lo < 3) return linearTicks(lo, hi, maxTicks);
-  for (let i = 0; i < LOG_MULTS.length; i++) {
+  const most = maxTicks ?? rule.max_ticks;
+  if (hi / lo < 3) return linearTicks(lo, hi, most, rule);
+  for (let i = 0; i < rule.log_steps.length; i++) {
     const ticks: number[] = [];
     for (let e = Math.floor(Math.log10(lo)) - 1; e <= Math.ceil(Math.log10(hi)); e++) {
-      for (const m of LOG_MULTS[i] ?? []) {
+      for (const m of rule.log_steps[i] ?? []) {
         const v = round12(m * 10 ** e);
         if (v >= lo * (1 - 1e-9) && v <= hi * (1 + 1e-9)) ticks.push(v);
       }
     }
-    if (i === 0 && ticks.length < MIN_TICKS) return linearTicks(lo, hi, maxTicks);
-    if (ticks.length >= 2 && ticks.length <= maxTicks) return ticks;
+    if (i === 0 && ticks.length < rule.min_ticks) return linearTicks(lo, hi, most, rule);
+    if (ticks.length >= 2 && ticks.length <= most) return ticks;
   }
   const e0 = Math.ceil(Math.log10(lo));
   const e1 = Math.floor(Math.log10(hi));
-  const stride = Math.max(1, Math.ceil((e1 - e0 + 1) / maxTicks));
+  const stride = Math.max(1, Math.ceil((e1 - e0 + 1) / most));
   const out: number[] = [];
   for (let e = e0; e <= e1; e += stride) out.push(round12(10 ** e));
-  return out;
-}
-
-/** TensorBoard's debiased exponential moving average; NaN gaps are kept. `weight` in [0, 1). */
-export function ema(ys: ArrayLike<number | null>, weight: number): (number | null)[] {
-  const out: (number | null)[] = new Array(ys.length);
-  let last = 0;
-  let n = 0;
-  for (let i = 0; i < ys.length; i++) {
-    const y = ys[i];
-    if (y == null || !Number.isFinite(y)) {
-      out[i] = null;
-      continue;
-    }
-    last = last * weight + (1 - weight) * y;
-    n += 1;
-    out[i] = weight > 0 ? last / (1 - weight ** n) : y;
-  }
   return out;
 }

@@ -4,7 +4,7 @@
 import { type ChartContext, type ChartPanel, createChartPanel, FrameScheduler, watchTheme } from "./charts";
 import { type Component, h, setText } from "./dom";
 import { buildHeader, buildPanels, buildPhaseBar, buildTiles, buildWarnings } from "./panels";
-import type { ChartSpec, WidgetState } from "./protocol";
+import { type ChartSpec, lookOf, type WidgetState } from "./protocol";
 import { buildRunLinks } from "./runlinks";
 import { createSection } from "./sections";
 import type { SeriesStore } from "./store";
@@ -17,9 +17,6 @@ import {
   type XMapping,
   type XMode,
 } from "./xaxis";
-
-/** Charts on the first screen; the others fold into "More charts". */
-export const MAIN_CHARTS = new Set(["loss", "throughput"]);
 
 export interface View {
   root: HTMLElement;
@@ -62,6 +59,7 @@ export function createView(store: SeriesStore, options: ViewOptions = {}): View 
       mapping: m,
       axis: state.x_axis,
       markers: state.markers ?? [],
+      look: lookOf(state),
     };
   };
   const xControl = h("div", "tm-xaxis");
@@ -116,6 +114,7 @@ export function createView(store: SeriesStore, options: ViewOptions = {}): View 
 
   const updateCharts = (specs: ChartSpec[]): void => {
     const seen = new Set<string>();
+    const main = lookOf(state).main_charts; // the first screen; the others fold into "More charts"
     for (const spec of specs) {
       const key = JSON.stringify(spec);
       let entry = charts.get(spec.id);
@@ -127,7 +126,7 @@ export function createView(store: SeriesStore, options: ViewOptions = {}): View 
         entry.panel.setSpec(spec);
       }
       // re-append keeps the state's order
-      (MAIN_CHARTS.has(spec.id) ? chartGrid : moreGrid).append(entry.panel.el);
+      (main.includes(spec.id) ? chartGrid : moreGrid).append(entry.panel.el);
       seen.add(spec.id);
     }
     for (const [id, entry] of charts) {

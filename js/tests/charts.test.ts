@@ -1,7 +1,7 @@
 // @vitest-environment happy-dom
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { buildChartData, createChartPanel, FrameScheduler } from "../src/charts";
-import type { ChartSpec } from "../src/protocol";
+import { buildChartData, chartOptions, createChartPanel, FrameScheduler, plainLines } from "../src/charts";
+import { type ChartSpec, FALLBACK_LOOK, type Look } from "../src/protocol";
 import { SeriesStore } from "../src/store";
 import { stubCanvas } from "./canvas-stub";
 import { frame } from "./helpers";
@@ -180,9 +180,11 @@ describe("log-scale labels", () => {
   });
 
   it("uses the data's own range and the shared splits on a log axis", async () => {
-    const { chartOptions } = await import("../src/charts");
     const spec = { id: "loss", title: "loss", x: "step" as const, unit: "", series: ["l"], log_y: true };
-    const opts = chartOptions(spec, ["l"], document.createElement("div"), 400, { logY: true, smoothing: 0 });
+    const opts = chartOptions(spec, plainLines(["l"]), document.createElement("div"), 400, {
+      logY: true,
+      smoothed: true,
+    });
     type RangeFn = (u: unknown, a: number, b: number) => number[];
     type SplitsFn = (u: unknown, i: number, a: number, b: number) => number[];
     const rangeFn = opts.scales?.y?.range as unknown as RangeFn;
@@ -195,7 +197,6 @@ describe("log-scale labels", () => {
   });
 
   it("puts a marker on every point of a sparse series (a lone val_loss shows)", async () => {
-    const { chartOptions } = await import("../src/charts");
     const spec = { id: "loss", title: "loss", x: "step" as const, unit: "", series: ["t", "v"] };
     const data: [number[], (number | null)[], (number | null)[]] = [
       Array.from({ length: 100 }, (_, i) => i),
@@ -204,10 +205,10 @@ describe("log-scale labels", () => {
     ];
     const opts = chartOptions(
       spec,
-      ["t", "v"],
+      plainLines(["t", "v"]),
       document.createElement("div"),
       400,
-      { logY: false, smoothing: 0 },
+      { logY: false, smoothed: true },
       data,
     );
     expect(opts.series[1]?.points?.show).toBe(false);
@@ -215,20 +216,19 @@ describe("log-scale labels", () => {
   });
 
   it("joins a series' points across the other series' steps (52 val_loss points among 20k steps draw a line)", async () => {
-    const { chartOptions } = await import("../src/charts");
     const spec = { id: "loss", title: "loss", x: "step" as const, unit: "", series: ["t", "v"] };
     const data: [number[], (number | null)[], (number | null)[]] = [
       Array.from({ length: 1000 }, (_, i) => i),
       Array.from({ length: 1000 }, () => 1),
       Array.from({ length: 1000 }, (_, i) => (i % 19 === 0 ? 0.9 : null)),
     ];
-    for (const smoothing of [0, 0.6]) {
+    for (const smoothed of [false, true]) {
       const opts = chartOptions(
         spec,
-        ["t", "v"],
+        plainLines(["t", "v"]),
         document.createElement("div"),
         400,
-        { logY: false, smoothing },
+        { logY: false, smoothed },
         data,
       );
       expect(opts.series[opts.series.length - 1]?.points?.show).toBe(false); // 53 points: no markers
@@ -244,5 +244,93 @@ describe("close byte ticks", () => {
     const labels = yLabels([1.3 * g, 1.32 * g, 1.34 * g], { unit: "bytes" });
     expect(new Set(labels).size).toBe(3);
     expect(labels[0]).toBe("1.30 GiB");
+  });
+});
+
+describe("smoothed twins (computed by the kernel, widget/smoothed.py)", () => {
+  const spec: ChartSpec = {
+    id: "loss",
+    title: "loss",
+    x: "step",
+    unit: "",
+    series: ["train_loss", "val_loss"],
+    smoothed: { train_loss: "train_loss.ema" },
+    labels: {
+      train_loss: "train loss",
+      "train_loss.ema": "train loss (EMA 0.98)",
+      val_loss: "validation loss",
+    },
+  };
+  const store = (): SeriesStore => {
+    const s = new SeriesStore();
+    s.replace(
+      frame(0, {
+        train_loss: { xs: [1, 2, 3, 4], ys: [4, 1, 4, 1] },
+        "train_loss.ema": { xs: [1, 2, 3, 4], ys: [4, 2.5, 3.01, 2.49] },
+        val_loss: { xs: [4], ys: [2] },
+      }),
+    );
+    return s;
+  };
+
+  it("draws the kernel's twin as sent, after its raw series and in its colour; val_loss gets none", () => {
+    const { names, lines, data, points } = buildChartData(spec, store());
+    expect(names).toEqual(["train_loss", "val_loss"]);
+    expect(lines).toEqual([
+      { name: "train_loss", colour: 0, role: "raw" },
+      { name: "train_loss.ema", colour: 0, role: "smoothed" },
+      { name: "val_loss", colour: 1, role: "line" },
+    ]);
+    expect(Array.from(data[2] ?? [])).toEqual([4, 2.5, 3.01, 2.49]); // not re-smoothed
+    expect(points).toBe(5);
+  });
+
+  it("draws the raw series faint under the twin, with the look's palette, and only the twin in the legend", () => {
+    const look: Look = { ...FALLBACK_LOOK, palette: ["#111111", "#222222"], faint_alpha: "40" };
+    const built = buildChartData(spec, store());
+    const opts = chartOptions(
+      spec,
+      built.lines,
+      document.createElement("div"),
+      400,
+      undefined,
+      built.data,
+      "step",
+      look,
+    );
+    const drawn = opts.series.slice(1).map((s) => [s.label, s.stroke, s.width]);
+    expect(drawn).toEqual([
+      ["train loss (raw)", "#11111140", 1],
+      ["train loss (EMA 0.98)", "#111111", 1.5],
+      ["validation loss", "#222222", 1.5],
+    ]);
+  });
+
+  it("without the twin in the store, or with the toggle off, the raw series is a plain line", () => {
+    const s = new SeriesStore();
+    s.replace(frame(0, { train_loss: { xs: [1, 2], ys: [2, 1] } }));
+    expect(buildChartData(spec, s).lines).toEqual([{ name: "train_loss", colour: 0, role: "line" }]);
+    expect(buildChartData(spec, store(), undefined, false).lines.map((l) => l.role)).toEqual([
+      "line",
+      "line",
+    ]);
+  });
+
+  it("offers the smoothing toggle only on a chart whose spec names twins, and the toggle hides them", () => {
+    const { scheduler, tick } = manualFrames();
+    const loss = createChartPanel(spec, store(), scheduler);
+    const lr = createChartPanel(
+      { id: "lr", title: "lr", x: "step", unit: "", series: ["lr"] },
+      store(),
+      scheduler,
+    );
+    tick();
+    const box = loss.el.querySelector<HTMLInputElement>('[data-tm="smoothing"]') as HTMLInputElement;
+    expect(box.type).toBe("checkbox");
+    expect(box.checked).toBe(true);
+    expect((box.parentElement as HTMLElement).hidden).toBe(false);
+    const other = lr.el.querySelector('[data-tm="smoothing"]') as HTMLElement;
+    expect((other.parentElement as HTMLElement).hidden).toBe(true);
+    expect(loss.el.querySelector('input[type="range"]')).toBeNull();
   });
 });

@@ -1,10 +1,30 @@
+// @vitest-environment happy-dom
 import { readFileSync } from "node:fs";
-import { fileURLToPath } from "node:url";
+import { fileURLToPath, URL as NodeURL } from "node:url";
 import { describe, expect, it } from "vitest";
-import { decodeFrame, FrameError, isKernelMessage, readFrameHeader, type XKind } from "../src/protocol";
-import { encodeFrame } from "./helpers";
+import goldenState from "../../tests/fixtures/state_v1.json";
+import {
+  type ChartSpec,
+  decodeFrame,
+  FALLBACK_LOOK,
+  FrameError,
+  isKernelMessage,
+  type Look,
+  type Marker,
+  type PanelSpec,
+  type Progress,
+  readFrameHeader,
+  type Tile,
+  type WidgetState,
+  type XAxisState,
+  type XKind,
+} from "../src/protocol";
+import { SeriesStore } from "../src/store";
+import { createView } from "../src/view";
+import { stubCanvas } from "./canvas-stub";
+import { encodeFrame, frame } from "./helpers";
 
-const fixtures = fileURLToPath(new URL("../../tests/fixtures/", import.meta.url));
+const fixtures = fileURLToPath(new NodeURL("../../tests/fixtures/", import.meta.url)); // happy-dom replaces URL
 
 interface GoldenSeries {
   name: string;
@@ -117,5 +137,157 @@ describe("isKernelMessage", () => {
     expect(isKernelMessage({ kind: "snapshot", seq: 0 })).toBe(true);
     expect(isKernelMessage({ kind: "hello" })).toBe(false);
     expect(isKernelMessage(null)).toBe(false);
+  });
+});
+
+// ---- the golden state shared with pytest (tests/fixtures/make_state_v1.py, a FakeClock run) ----
+
+/**
+ * A type as a JSON import sees it: string-literal unions widened to string, and a record's values
+ * possibly undefined (TS unions the objects of an array, giving each the others' keys as `?: undefined`).
+ */
+type Widen<T> = T extends string
+  ? string
+  : T extends number | boolean | null | undefined
+    ? T
+    : T extends (infer U)[]
+      ? Widen<U>[]
+      : { [K in keyof T]: Widen<T[K]> | (string extends K ? undefined : never) };
+
+// Compile time (npm run typecheck): the fixture has the TS types' shape, key by key.
+const typedGolden: Widen<WidgetState> = goldenState;
+
+/** Every key of each TS type, once: tsc fails when a type gains or loses a key these do not list. */
+const STATE_KEYS: Record<keyof WidgetState, true> = {
+  name: true,
+  status: true,
+  elapsed_s: true,
+  run_dir: true,
+  run_path: true,
+  run_rel: true,
+  text_line: true,
+  step: true,
+  error: true,
+  progress: true,
+  tiles: true,
+  phases_s: true,
+  charts: true,
+  panels: true,
+  warnings: true,
+  markers: true,
+  x_axis: true,
+  look: true,
+};
+const TILE_KEYS: Record<keyof Tile, true> = {
+  id: true,
+  label: true,
+  value: true,
+  unit: true,
+  text: true,
+  sub: true,
+  provenance: true,
+  missing: true,
+  derivation: true,
+  derivations: true,
+};
+const CHART_KEYS: Record<keyof ChartSpec, true> = {
+  id: true,
+  title: true,
+  x: true,
+  unit: true,
+  series: true,
+  log_y: true,
+  labels: true,
+  smoothed: true,
+};
+const PANEL_KEYS: Record<keyof PanelSpec, true> = { id: true, title: true, rows: true, note: true };
+const PROGRESS_KEYS: Record<keyof Progress, true> = { fraction: true, eta_s: true, pace: true, label: true };
+const MARKER_KEYS: Record<keyof Marker, true> = {
+  kind: true,
+  step: true,
+  label: true,
+  sentence: true,
+  chart: true,
+};
+const X_AXIS_KEYS: Record<keyof XAxisState, true> = {
+  tokens_label: true,
+  tokens_missing: true,
+  time_label: true,
+  head: true,
+};
+const LOOK_KEYS: Record<keyof Look, true> = {
+  palette: true,
+  phase_colours: true,
+  main_charts: true,
+  merged_panels: true,
+  marker_max_points: true,
+  faint_alpha: true,
+  ticks: true,
+};
+
+const keysWithin = (items: object[], known: object): string[] =>
+  items.flatMap((item) => Object.keys(item)).filter((k) => !(k in known));
+
+describe("golden state shared with pytest", () => {
+  const state = typedGolden as WidgetState;
+
+  it("holds every key of WidgetState and no key the TS types do not know", () => {
+    expect(Object.keys(goldenState).sort()).toEqual(Object.keys(STATE_KEYS).sort());
+    expect(keysWithin(state.tiles ?? [], TILE_KEYS)).toEqual([]);
+    expect(keysWithin(state.charts ?? [], CHART_KEYS)).toEqual([]);
+    expect(keysWithin(state.panels ?? [], PANEL_KEYS)).toEqual([]);
+    expect(keysWithin([state.progress ?? {}], PROGRESS_KEYS)).toEqual([]);
+    expect(keysWithin(state.markers ?? [], MARKER_KEYS)).toEqual([]);
+    expect(keysWithin([state.x_axis ?? {}], X_AXIS_KEYS)).toEqual([]);
+    expect(Object.keys(state.look ?? {}).sort()).toEqual(Object.keys(LOOK_KEYS).sort());
+    expect(state.status).toBe("running");
+    expect((state.charts ?? []).every((c) => c.x === "step" || c.x === "time")).toBe(true);
+  });
+
+  it("sends the look this front end falls back to (one palette, layout, tick rule: widget/look.py's)", () => {
+    expect(state.look).toEqual(FALLBACK_LOOK);
+  });
+
+  it("mounts a view that draws the loss with the kernel's smoothed twin and the look's layout", async () => {
+    const restore = stubCanvas();
+    try {
+      const store = new SeriesStore();
+      store.replace(
+        frame(1, {
+          train_loss: { xs: [1, 2, 3], ys: [2.5, 2.4, 2.45] },
+          "train_loss.ema": { xs: [1, 2, 3], ys: [2.5, 2.45, 2.45] },
+          val_loss: { xs: [3], ys: [2.3] },
+          recent_tokens_per_s: { xs: [1, 2], ys: [600, 640], x: "time" },
+        }),
+      );
+      const view = createView(store);
+      document.body.append(view.root);
+      view.update(state);
+      await new Promise((resolve) => requestAnimationFrame(() => resolve(null)));
+      await new Promise((resolve) => setTimeout(resolve, 0));
+      const root = view.root;
+      expect(root.querySelector('[data-tm="status"]')?.textContent).toBe("running");
+      const step = state.tiles?.find((t) => t.id === "step")?.value;
+      expect(root.querySelector('[data-tm-tile="step"] [data-value]')?.getAttribute("data-value")).toBe(
+        String(step),
+      );
+      const grid = root.querySelector(".tm-charts") as HTMLElement;
+      const main = [...grid.querySelectorAll<HTMLElement>(":scope > [data-tm-chart]")].map(
+        (e) => e.dataset.tmChart,
+      );
+      expect(main).toEqual(state.look?.main_charts);
+      const loss = root.querySelector<HTMLElement>('[data-tm-chart="loss"]') as HTMLElement;
+      expect(loss.dataset.tmPoints).toBe("4"); // train_loss and val_loss; the twin is not counted
+      expect(loss.querySelector(".u-legend")?.textContent).toContain("train loss (EMA 0.98)");
+      const toggle = loss.querySelector('[data-tm="smoothing"]') as HTMLElement;
+      expect((toggle.parentElement as HTMLElement).hidden).toBe(false);
+      expect(root.querySelector('.tm-panels [data-tm-panel="time"]')).toBeNull(); // merged into the phases
+      expect(
+        root.querySelector('.tm-phases [data-tm-panel="phases"], [data-tm-panel="phases"]'),
+      ).not.toBeNull();
+      view.destroy();
+    } finally {
+      restore();
+    }
   });
 });

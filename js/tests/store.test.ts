@@ -38,32 +38,22 @@ describe("SeriesStore", () => {
     expect(store.gaps).toBe(1);
   });
 
-  it("drops the oldest half of a series that passes the cap", () => {
-    const store = new SeriesStore(10);
-    const xs = Array.from({ length: 10 }, (_, i) => i);
-    store.append(frame(0, { a: { xs, ys: xs } }));
-    expect(store.size("a")).toBe(10);
-    store.append(frame(1, { a: { xs: [10], ys: [10] } }));
-    expect(store.get("a")?.xs).toEqual([6, 7, 8, 9, 10]);
-    expect(store.get("a")?.ys).toEqual([6, 7, 8, 9, 10]);
-  });
-
-  it("caps a snapshot larger than the cap", () => {
-    const store = new SeriesStore(100);
-    const xs = Array.from({ length: 1000 }, (_, i) => i);
-    store.replace(frame(0, { a: { xs, ys: xs } }));
-    expect(store.size("a")).toBe(50);
-    expect(store.get("a")?.xs.at(-1)).toBe(999);
-  });
-
-  it("stays bounded over a long stream of appends", () => {
-    const store = new SeriesStore(2000);
+  it("keeps every point it is sent: retention is the kernel decimator's, not the store's", () => {
+    const store = new SeriesStore();
     for (let seq = 0; seq < 500; seq++) {
       const xs = Array.from({ length: 50 }, (_, i) => seq * 50 + i);
       store.append(frame(seq, { a: { xs, ys: xs } }));
     }
-    expect(store.size("a")).toBeLessThanOrEqual(2000);
-    expect(store.get("a")?.xs.at(-1)).toBe(24_999);
+    expect(store.size("a")).toBe(25_000);
+    expect(store.get("a")?.xs[0]).toBe(0);
+    const big = Array.from({ length: 30_000 }, (_, i) => i);
+    store.replace(frame(500, { a: { xs: big, ys: big } }));
+    expect(store.size("a")).toBe(30_000);
+  });
+
+  it("has no retention policy of its own to configure", () => {
+    expect(SeriesStore.length).toBe(0);
+    expect(Object.keys(new SeriesStore())).not.toContain("capPoints");
   });
 
   it("notifies subscribers on every change until unsubscribed", () => {

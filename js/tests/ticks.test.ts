@@ -1,5 +1,10 @@
+import { readFileSync } from "node:fs";
+import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
-import { ema, linearTicks, logTicks } from "../src/ticks";
+import type { TickRule } from "../src/protocol";
+import { linearTicks, logTicks } from "../src/ticks";
+
+const fixtures = fileURLToPath(new URL("../../tests/fixtures/", import.meta.url));
 
 describe("ticks (the same cases as tests/widget/test_ticks.py)", () => {
   it("labels 4 to 6 round values inside the data", () => {
@@ -25,11 +30,25 @@ describe("ticks (the same cases as tests/widget/test_ticks.py)", () => {
     }
   });
 
-  it("smooths with a debiased EMA and keeps gaps", () => {
-    expect(ema([1, 1, 1], 0.9)).toEqual([1, 1, 1].map(() => expect.closeTo(1, 9)));
-    const s = ema([0, 10, null, 10], 0.5);
-    expect(s[2]).toBeNull();
-    expect(s[1]).toBeCloseTo((10 * 0.5) / 0.75, 9);
-    expect(ema([3, 4], 0)).toEqual([3, 4]);
+  it("gives every case of tests/fixtures/ticks_v1.json, as widget/ticks.py does, with the state's rule", () => {
+    const golden = JSON.parse(readFileSync(`${fixtures}state_v1.json`, "utf8"));
+    const rule = golden.look.ticks as TickRule;
+    const { cases } = JSON.parse(readFileSync(`${fixtures}ticks_v1.json`, "utf8"));
+    expect(cases.length).toBeGreaterThan(20);
+    for (const c of cases as { lo: number; hi: number; log: boolean; ticks: number[] }[]) {
+      const got = c.log ? logTicks(c.lo, c.hi, undefined, rule) : linearTicks(c.lo, c.hi, undefined, rule);
+      expect([c.lo, c.hi, c.log, got]).toEqual([c.lo, c.hi, c.log, c.ticks]);
+    }
+  });
+
+  it("follows the rule it is given (the numbers come from Python)", () => {
+    const rule: TickRule = { max_ticks: 3, min_ticks: 2, linear_steps: [5], log_steps: [[1]] };
+    expect(linearTicks(0, 1, undefined, rule)).toEqual([0, 0.5, 1]);
+    expect(logTicks(1, 500, undefined, rule)).toEqual([1, 10, 100]);
+  });
+
+  it("has no smoothing: the smoothed loss is a series the kernel sends", async () => {
+    const ticks = await import("../src/ticks");
+    expect(Object.keys(ticks).sort()).toEqual(["linearTicks", "logTicks"]);
   });
 });

@@ -33,3 +33,22 @@ def test_no_value_before_the_first_loss_and_bad_beta_is_refused():
     assert EMA_BETA == 0.98
     with pytest.raises(ValueError, match=r"EMA beta must be in \[0, 1\), got 1.0"):
         LossEma(1.0)
+
+
+def test_the_trace_gives_the_value_after_each_loss_and_a_gap_at_a_non_finite_one():
+    losses = [3.0, 2.5, math.nan, 2.0, 1.75]
+    traced = LossEma(0.9).trace(losses)
+    for i, loss in enumerate(losses):
+        ema = LossEma(0.9)
+        ema.update(losses[: i + 1])
+        if math.isfinite(loss):
+            assert traced[i] == pytest.approx(ema.value)
+        else:
+            assert math.isnan(traced[i])
+
+
+def test_a_trace_in_pieces_continues_where_the_last_one_ended():
+    whole = LossEma().trace([1.0, 4.0, 2.0, 3.0])
+    ema = LossEma()
+    pieces = ema.trace([1.0, 4.0]) + ema.trace([2.0, 3.0])
+    assert pieces == pytest.approx(whole) and ema.count == 4 and ema.value == pytest.approx(whole[-1])

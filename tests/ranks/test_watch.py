@@ -123,3 +123,17 @@ def test_a_launch_followed_without_a_parent_shows_the_tokens_of_every_rank(tmp_p
     assert tile["value"] == 1280 + 1216 and tile["label"].endswith("all ranks")
     assert tile["derivation"]["formula"].startswith("sum over ranks") and len(tile["derivation"]["inputs"]) == 2
     assert [t["id"] for t in state["tiles"]].count("tokens") == 1
+
+
+def test_a_followed_run_draws_the_smoothed_loss_folded_over_every_step_it_read(run_root):
+    from tests.widget.test_show import _saved_run
+    from trainmeter.optim.smoothing import LossEma
+    from trainmeter.widget.frame import decode_frame
+
+    m = _saved_run(run_root)
+    watch = RunWatch(m.run_dir)
+    watch.poll()
+    by_name = {s.name: s for s in decode_frame(watch.history()).series}
+    assert list(by_name["train_loss.ema"].xs) == list(by_name["train_loss"].xs)
+    assert list(by_name["train_loss.ema"].ys) == pytest.approx(LossEma().trace(list(by_name["train_loss"].ys)))
+    assert "val_loss.ema" not in by_name

@@ -486,3 +486,26 @@ def test_the_x_mappings_reach_the_store_and_the_state_carries_the_newest_step(ru
     head = w.state["x_axis"]["head"]
     assert head["step"] == m.steps and head["tokens"] == m.tokens and head["t_s"] >= times[-1]
     m.finish("completed")
+
+
+def test_the_smoothed_loss_is_the_text_lines_ema_over_every_step_at_every_drawn_point(run_root):
+    from trainmeter.optim.extension import OptimExtension
+    from trainmeter.optim.smoothing import LossEma
+
+    clock = FakeClock(0.0)
+    optim = OptimExtension()
+    m = make_monitor(make_options(run_dir=run_root, name="pub", interval_s=1.0), clock=clock, text=False,
+                     probes=False, extensions=[optim]).start()
+    pub = Publisher(m, Recorder(clock), clock=clock, budget_points=64)  # re-buckets many times
+    m.add_reader()  # a reader that never advances: the monitor keeps every point for this test to read
+    _train(m, clock, pub, seconds=6, steps_per_s=200, loss_at=lambda s: 2.0 + (0.5 if s % 3 else -0.7))
+    m.finish("completed")
+    pub.feed.read()
+    raw_xs, raw_ys = m.series["train_loss"].read(0)[1], m.series["train_loss"].read(0)[3]
+    every_step = dict(zip(raw_xs, LossEma().trace(raw_ys), strict=True))
+    xs, ys = pub.decimators["train_loss.ema"].columns()
+    assert len(every_step) > 1000 and 0 < len(xs) <= 200
+    assert all(y == pytest.approx(every_step[int(x)]) for x, y in zip(xs, ys, strict=True))
+    text_line_ema = optim.text_fields()["loss_ema"]  # the final report's, printed as "(ema ...)"
+    assert ys[-1] == pytest.approx(text_line_ema) and xs[-1] == raw_xs[-1]
+    assert "val_loss.ema" not in pub.decimators and "lr.ema" not in pub.decimators

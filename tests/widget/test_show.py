@@ -239,7 +239,7 @@ def test_replay_shows_every_tile_chart_panel_and_marker_the_live_view_ended_with
     tile = {t["id"]: t for t in state["tiles"]}["energy"]
     assert tile["text"].endswith("J/token") and tile["derivation"]["name"] == "j_per_token"
     assert {"axis:tokens", "axis:time_s"} <= {c.name for c in columns}
-    assert all(set(c["labels"]) == set(c["series"]) for c in state["charts"])
+    assert all(set(c["labels"]) == {*c["series"], *(c.get("smoothed") or {}).values()} for c in state["charts"])
 
 
 def test_a_script_run_without_a_widget_replays_its_panels_too(run_root):
@@ -264,3 +264,15 @@ def test_a_script_run_without_a_widget_replays_its_panels_too(run_root):
     assert ended["panels"], "the time split has a panel"
     for key in ("tiles", "charts", "panels"):
         assert {x["id"] for x in ended[key]} <= {x["id"] for x in state[key]}, key
+
+
+def test_a_replay_draws_the_smoothed_loss_folded_over_every_recorded_step(run_root):
+    from trainmeter.optim.smoothing import LossEma
+
+    m = _saved_run(run_root)
+    state, columns, _ = display_module.replay(m.run_dir)
+    by_name = {c.name: c for c in columns}
+    assert list(by_name["train_loss.ema"].xs) == list(by_name["train_loss"].xs)
+    assert list(by_name["train_loss.ema"].ys) == pytest.approx(LossEma().trace(by_name["train_loss"].ys))
+    assert "val_loss.ema" not in by_name
+    assert {c["id"]: c for c in state["charts"]}["loss"]["smoothed"] == {"train_loss": "train_loss.ema"}

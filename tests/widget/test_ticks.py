@@ -20,3 +20,20 @@ def test_log_ticks_label_inside_the_data_not_only_powers_of_ten():
 def test_degenerate_ranges():
     assert linear_ticks(3, 3) == [3]
     assert log_ticks(0, 5) == [] and linear_ticks(float("nan"), 1) == []
+
+
+def test_the_shared_tick_cases_are_what_the_rule_gives():
+    import json
+    from pathlib import Path
+
+    from tests.fixtures.make_ticks_v1 import cases
+
+    fixture = json.loads((Path(__file__).resolve().parents[1] / "fixtures" / "ticks_v1.json").read_text())
+    assert fixture["cases"] == cases() and len(fixture["cases"]) > 20  # js/tests/ticks.test.ts runs the same
+
+
+def test_the_rule_the_state_sends_is_the_one_these_functions_apply():
+    from trainmeter.widget.ticks import LINEAR_STEPS, MAX_TICKS, MIN_TICKS, TICK_RULE
+
+    assert TICK_RULE["max_ticks"] == MAX_TICKS == 6 and TICK_RULE["min_ticks"] == MIN_TICKS == 4
+    assert TICK_RULE["linear_steps"] == list(LINEAR_STEPS) and TICK_RULE["log_steps"][0] == [1, 2, 3, 4, 5, 6, 8]

@@ -257,8 +257,27 @@ def test_state_says_how_to_map_x_and_when_tokens_are_off(run_root):
 def test_every_chart_series_has_a_human_label(run_root):
     m = _run(run_root, FakeClock(0.0), extensions=[_Ext()])
     for chart in build_state(facts_from_monitor(m))["charts"]:
-        assert set(chart["labels"]) == set(chart["series"])
+        assert set(chart["labels"]) == {*chart["series"], *(chart.get("smoothed") or {}).values()}
         assert all("_" not in label for label in chart["labels"].values()), chart["labels"]
+
+
+def test_only_the_training_loss_gets_a_smoothed_twin_labelled_with_the_text_lines_ema_weight(run_root):
+    m = _run(run_root, FakeClock(0.0), extensions=[_Ext()])
+    m.record({"val_loss": 2.0})
+    charts = {c["id"]: c for c in build_state(facts_from_monitor(m))["charts"]}
+    assert charts["loss"]["smoothed"] == {"train_loss": "train_loss.ema"}
+    assert charts["loss"]["labels"]["train_loss.ema"] == "train loss (EMA 0.98)"
+    assert all("smoothed" not in c for i, c in charts.items() if i != "loss")  # never lr, val_loss, rates
+
+
+def test_the_state_carries_the_look_both_front_ends_draw_with(run_root):
+    from trainmeter.widget.look import MAIN_CHARTS, PALETTE
+    from trainmeter.widget.ticks import TICK_RULE
+
+    look = build_state(facts_from_monitor(_run(run_root, FakeClock(0.0))))["look"]
+    assert look["palette"] == list(PALETTE) and len(PALETTE) == 8 and PALETTE[0] == "#4e79a7"
+    assert look["main_charts"] == list(MAIN_CHARTS) == ["loss", "throughput"] and look["merged_panels"] == ["time"]
+    assert look["ticks"] == TICK_RULE and look["ticks"]["linear_steps"] == [1.0, 2.0, 5.0, 2.5]
 
 
 def test_badges_only_on_values_and_a_derived_badge_follows_its_inputs(run_root):

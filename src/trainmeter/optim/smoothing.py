@@ -4,7 +4,10 @@
 ``ema_t / (1 - beta**t)`` (Adam's bias correction, so the first values are not
 pulled towards 0). ``beta = 0.98``: the last ~50 steps weigh most (weights sum to
 1 - 0.98**50 = 64% over the last 50). Non-finite losses are skipped (one NaN would
-otherwise poison every later value). Not thread-safe: one writer.
+otherwise poison every later value). The text line shows :attr:`LossEma.value` at each
+report; the widget draws :meth:`LossEma.trace` of the same points (every step) as the series
+``train_loss.ema`` (widget/smoothed.py), so the chart's smoothed line passes through the text line's
+figure at each report step. Not thread-safe: one writer.
 """
 
 from __future__ import annotations
@@ -40,6 +43,24 @@ class LossEma:
                 avg = beta * avg + (1.0 - beta) * loss
                 n += 1
         self._avg, self.count = avg, n
+
+    def trace(self, losses: Iterable[float]) -> list[float]:
+        """Fold in losses in step order and return the bias-corrected average after each one.
+
+        A non-finite loss is skipped as in :meth:`update` and gets NaN in the result (a gap
+        on the chart, as the raw line has one there).
+        """
+        beta, avg, n = self.beta, self._avg, self.count
+        out: list[float] = []
+        for loss in losses:
+            if math.isfinite(loss):
+                avg = beta * avg + (1.0 - beta) * loss
+                n += 1
+                out.append(avg / (1.0 - beta**n))
+            else:
+                out.append(math.nan)
+        self._avg, self.count = avg, n
+        return out
 
     @property
     def value(self) -> float | None:

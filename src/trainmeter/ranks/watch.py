@@ -74,6 +74,7 @@ class RunWatch:
         self._interval: dict[str, Any] = {}
         self._latest_series: dict[str, dict[str, Any]] = {}
         self._decimators: dict[str, Any] = {}
+        self._smoother: Any = None  # the smoothed training loss (widget/smoothed.py), made on first use
         self._axis_step = 0  # last step of the x mappings fed
         self._budget = DEFAULT_BUDGET_POINTS
         self.passport: dict[str, Any] = {}
@@ -163,7 +164,23 @@ class RunWatch:
         d = self._decimators.get(name)
         if d is None:
             d = self._decimators[name] = Decimator(name, x_kind, budget_points=self._budget)
-        d.extend(xs, [float("nan") if y is None else y for y in ys])
+        values = [float("nan") if y is None else y for y in ys]
+        d.extend(xs, values)
+        if self._smoother is None:
+            from trainmeter.widget.smoothed import LossSmoother
+
+            self._smoother = LossSmoother()
+        twin = self._smoother.twin(name, values)
+        if twin is not None:
+            self._feed_twin(twin[0], x_kind, xs, twin[1])
+
+    def _feed_twin(self, name: str, x_kind: str, xs: list[Any], ys: list[float]) -> None:
+        from trainmeter.widget.decimate import Decimator
+
+        d = self._decimators.get(name)
+        if d is None:
+            d = self._decimators[name] = Decimator(name, x_kind, budget_points=self._budget)
+        d.extend(xs, ys)
 
     def history(self) -> bytes:
         """The decimated history as a widget frame."""

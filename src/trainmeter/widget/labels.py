@@ -12,6 +12,9 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from trainmeter.optim.smoothing import EMA_BETA
+from trainmeter.widget.smoothed import SMOOTHED, TWINS
+
 _FIXED: dict[str, str] = {
     "train_loss": "train loss",
     "val_loss": "validation loss",
@@ -42,6 +45,9 @@ _SUFFIXES = (("_bytes_per_s", "bytes/s"), ("_tokens_per_s", "tokens/s"), ("_samp
 
 def series_label(name: str, token_unit: str = "tokens") -> str:
     """The human label of series ``name`` (with its unit where it has one)."""
+    if name in TWINS:  # a smoothed twin (widget/smoothed.py): its raw series' label and the EMA's weight
+        raw = next(r for r, t in SMOOTHED.items() if t == name)
+        return f"{series_label(raw, token_unit)} (EMA {EMA_BETA:g})"
     if name in _FIXED:
         return _FIXED[name]
     if name in _RATES:
@@ -67,12 +73,13 @@ def _words(name: str) -> str:
 
 
 def label_charts(charts: Iterable[Any], token_unit: str = "tokens") -> list[Any]:
-    """Chart specs with ``labels`` for every series (labels a spec already has are kept)."""
+    """Chart specs with ``labels`` for every series and smoothed twin (labels a spec already has are kept)."""
     out: list[Any] = []
     for spec in charts:
         if isinstance(spec, dict):
             have = spec.get("labels") if isinstance(spec.get("labels"), dict) else {}
-            spec = {**spec, "labels": {n: str(have.get(n) or series_label(str(n), token_unit))
-                                       for n in spec.get("series") or ()}}
+            twins = spec.get("smoothed") if isinstance(spec.get("smoothed"), dict) else {}
+            names = [*(spec.get("series") or ()), *twins.values()]
+            spec = {**spec, "labels": {n: str(have.get(n) or series_label(str(n), token_unit)) for n in names}}
         out.append(spec)
     return out

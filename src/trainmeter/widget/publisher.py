@@ -1,11 +1,10 @@
 """The widget publisher: the one thread that writes to a live run's widget.
 
-``attach_widget(monitor)`` (called by ``%%trainmeter`` when the widget is shown)
+``attach_widget(monitor)`` (widget/attach.py, called by ``%%trainmeter`` when the widget is shown)
 displays a :class:`~trainmeter.widget.widget.TrainmeterWidget` at the top of the cell's
 output with a display handle and starts a :class:`Publisher` thread. About four
-times a second the thread reads new points with its own cursor
-(``monitor.add_reader()``; advancing it lets the monitor trim), feeds one
-:class:`~trainmeter.widget.decimate.Decimator` per series, and sends at most one frame
+times a second the thread reads new points (widget/feed.py: its own cursor, one
+:class:`~trainmeter.widget.decimate.Decimator` per series, the smoothed loss), and sends at most one frame
 message (``append``, or ``snapshot`` after a ``hello`` or, at most every 2 s, after a
 re-bucket: until then the view draws the finer old points and the coarser new ones), the
 ``state`` traitlet when it changed (at most every 0.5 s), and the ``history``
@@ -29,11 +28,11 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from trainmeter.widget.decimate import DEFAULT_BUDGET_POINTS, Decimator, share_budget
-from trainmeter.widget.frame import SeriesColumns, encode_frame
-from trainmeter.widget.live_rate import RecentFigures, RecentRate, RssReader
-from trainmeter.widget.view_model import RECENT_SERIES, build_state, facts_from_monitor, report_points
-from trainmeter.widget.x_axis import AXIS_BUDGET_POINTS, AXIS_EVERY_S, AXIS_TIME, AXIS_TOKENS
+from trainmeter.widget.decimate import DEFAULT_BUDGET_POINTS, Decimator
+from trainmeter.widget.feed import SeriesFeed
+from trainmeter.widget.frame import SeriesColumns
+from trainmeter.widget.live_rate import RecentFigures
+from trainmeter.widget.view_model import build_state, facts_from_monitor
 
 TICK_S = 0.25
 STATE_INTERVAL_S = 0.5
@@ -44,11 +43,7 @@ MAX_MESSAGES_PER_S = 20
 HISTORY_POINTS_TOTAL = 6000
 LIVE_INTERVAL_S = 1.0  # recent rate, RSS and their chart point: once a second, whatever --interval is
 MAX_FAILURES = 3
-_FAR = 1 << 62
 
-_LIVE: Publisher | None = None
-_LAST: Publisher | None = None
-_REGISTRY_LOCK = threading.Lock()
 
 
 class WidgetLike(Protocol):
@@ -108,17 +103,11 @@ class Publisher:
         self.tick_s = tick_s
         self.state_interval_s = state_interval_s
         self.history_interval_s = history_interval_s
-        self.budget_points = budget_points
-        self.history_points_total = history_points_total
+        self.feed = SeriesFeed(monitor, budget_points=budget_points, history_points_total=history_points_total)
         self.handles: list[Any] = []
         self.messages_sent = 0
         self.bytes_sent = 0
-        self.decimators: dict[str, Decimator] = {}
         self._budget = MessageBudget(max_messages_per_s)
-        self._cursor: dict[str, int] = monitor.add_reader()
-        self._seq = 0
-        self._reports_seen = 0
-        self._rebucketed = False
         self._history_dirty = False
         self._last_state: dict[str, Any] | None = None
         self._last_state_s = -math.inf
@@ -129,15 +118,28 @@ class Publisher:
         self._thread: threading.Thread | None = None
         self._failures = 0
         self._closed = False
-        self.recent: RecentFigures | None = None
-        self._recent = RecentRate()
-        self._rss = RssReader()
         self._last_live_s = -math.inf
-        self._tokens_total = 0
-        self._axis_t_s = -math.inf
-        self.x_head: tuple[int, int, float] | None = None
         self.restore_router: Any = None  # widget/restore_route.py's router, when installed
         self._restores_at_start = 0
+
+    @property
+    def decimators(self) -> dict[str, Decimator]:
+        """One decimator per series (widget/feed.py)."""
+        return self.feed.decimators
+
+    @property
+    def recent(self) -> RecentFigures | None:
+        """The once-a-second figures (recent rate, RSS), ``None`` before the first."""
+        return self.feed.recent
+
+    @property
+    def x_head(self) -> tuple[int, int, float] | None:
+        """``(step, cumulative tokens, s)`` of the newest step read."""
+        return self.feed.x_head
+
+    def series_columns(self, *, include_open: bool, max_points: int | None = None) -> list[SeriesColumns]:
+        """Every series' decimated history (for frames and the HTML snapshot)."""
+        return self.feed.series_columns(include_open=include_open, max_points=max_points)
 
     # -- thread ------------------------------------------------------------------------------
     @property
@@ -166,10 +168,7 @@ class Publisher:
 
     def _disable(self, exc: BaseException) -> None:
         self._stop.set()
-        for name in list(self._cursor):
-            self._cursor[name] = _FAR
-        for series in list(self.monitor.series):
-            self._cursor[series] = _FAR
+        self.feed.stop_reading()
         try:
             self.monitor.text = True
             self.monitor.warn_once("widget-publisher", f"live widget stopped updating: {exc!r}; text lines resume")
@@ -185,31 +184,31 @@ class Publisher:
         """Read new points and send what is due; returns the messages sent. Publisher thread."""
         now = self.clock() if now_s is None else now_s
         sent = 0
-        if self._feed():
+        if self.feed.read():
             self._history_dirty = True
         if now - self._last_live_s >= LIVE_INTERVAL_S:
             self._last_live_s = now
-            if self._sample_recent():
+            if self.feed.sample_recent():
                 self._history_dirty = True
         if self._history_dirty and now - self._last_history_s >= self.history_interval_s:
             if self._budget.allow(now):
-                self._set_history(self._full_frame(include_open=False))
+                self._set_history(self.feed.full_frame(include_open=False))
                 self._last_history_s = now
-                self._history_dirty = self._rebucketed = False
+                self._history_dirty = self.feed.rebucketed = False
                 self._snapshot.clear()  # the new history replaces every view's store
                 sent += 1
         elif self._snapshot.is_set() or (
-                self._rebucketed and now - self._last_snapshot_s >= REBUCKET_SNAPSHOT_INTERVAL_S):
+                self.feed.rebucketed and now - self._last_snapshot_s >= REBUCKET_SNAPSHOT_INTERVAL_S):
             if self._budget.allow(now):
                 self._snapshot.clear()
-                self._rebucketed = False
-                frame = self._full_frame(include_open=False)
-                self._send({"kind": "snapshot", "seq": self._seq}, frame)
+                self.feed.rebucketed = False
+                frame = self.feed.full_frame(include_open=False)
+                self._send({"kind": "snapshot", "seq": self.feed.seq}, frame)
                 self._last_snapshot_s = now
                 sent += 1
-        elif any(d.pending for d in self.decimators.values()) and self._budget.allow(now):
-            frame = self._append_frame()
-            self._send({"kind": "append", "seq": self._seq}, frame)
+        elif self.feed.pending and self._budget.allow(now):
+            frame = self.feed.append_frame()
+            self._send({"kind": "append", "seq": self.feed.seq}, frame)
             sent += 1
         if now - self._last_state_s >= self.state_interval_s:
             state = build_state(facts_from_monitor(self.monitor, recent=self.recent, x_head=self.x_head))
@@ -219,83 +218,7 @@ class Publisher:
                 sent += 1
         return sent
 
-    def _feed(self) -> bool:
-        """Move new points from the monitor into the decimators; returns whether any came."""
-        m = self.monitor
-        fresh = False
-        for name, series in list(m.series.items()):
-            end, steps, times, values = series.read(self._cursor.get(name, 0))
-            self._cursor[name] = end
-            if values:
-                xs = steps if series.x_kind == "step" else times
-                fresh |= self._extend(name, series.x_kind, xs, values)
-        step_series = m.step_series
-        end, steps, times, tokens = step_series.read(self._cursor.get(step_series.name, 0))
-        self._cursor[step_series.name] = end  # not drawn: read for the recent rate, then let the monitor trim it
-        self._recent.extend(times, tokens)
-        if steps and times:  # the x mappings (widget/x_axis.py): the head always, a point once a second
-            self._tokens_total += int(sum(tokens))
-            self.x_head = (steps[-1], self._tokens_total, float(times[-1]))
-            if float(times[-1]) - self._axis_t_s >= AXIS_EVERY_S:
-                self._axis_t_s = float(times[-1])
-                self._extend(AXIS_TOKENS, "step", [steps[-1]], [float(self._tokens_total)], AXIS_BUDGET_POINTS)
-                self._extend(AXIS_TIME, "step", [steps[-1]], [float(times[-1])], AXIS_BUDGET_POINTS)
-        reports = m.reports
-        if reports != self._reports_seen:
-            self._reports_seen = reports
-            session = m.session
-            t_s = session.elapsed_s if session is not None else m.elapsed_s()
-            for name, value in report_points(m.interval, session, m.memory).items():
-                if name not in m.series:
-                    fresh |= self._extend(name, "time", [t_s], [value])
-        return fresh
-
-    def _sample_recent(self) -> bool:
-        """Take the once-a-second figures (recent rate, RSS); returns whether a chart point was added."""
-        previous = self.recent
-        self.recent = self._recent.figures(rss_bytes=self._rss.read())
-        if self.recent is None or (previous is not None and self.recent.t_s <= previous.t_s):
-            return False
-        return self._extend(RECENT_SERIES, "time", [self.recent.t_s], [self.recent.tokens_per_s])
-
-    def _extend(self, name: str, x_kind: str, xs: list[Any], ys: list[float], budget_points: int | None = None
-                ) -> bool:
-        d = self.decimators.get(name)
-        if d is None:
-            d = self.decimators[name] = Decimator(name, x_kind, budget_points=budget_points or self.budget_points)
-        if d.extend(xs, ys):
-            self._rebucketed = True
-        return True
-
-    # -- frames and sends ------------------------------------------------------------------------
-    def series_columns(self, *, include_open: bool, max_points: int | None = None) -> list[SeriesColumns]:
-        """Every series' decimated history (for frames and the HTML snapshot)."""
-        decimators = list(self.decimators.values())
-        # each series' JSON header entry (name, kind, length) costs about three points of 16 bytes: keep the frame in budget
-        total = max(2 * len(decimators), self.history_points_total - 3 * len(decimators))
-        caps = share_budget({d.name: d.points for d in decimators}, total, self.budget_points)
-        out = []
-        for d in decimators:
-            xs, ys = d.columns(include_open=include_open, max_points=max_points or caps[d.name])
-            out.append(SeriesColumns(name=d.name, x_kind=d.x_kind, xs=xs, ys=ys))  # type: ignore[arg-type]
-        return out
-
-    def _full_frame(self, *, include_open: bool) -> bytes:
-        columns = self.series_columns(include_open=include_open)
-        for d in self.decimators.values():
-            d.mark_all_taken()
-        self._seq += 1
-        return encode_frame(self._seq, columns)
-
-    def _append_frame(self) -> bytes:
-        columns = []
-        for d in self.decimators.values():
-            if d.pending:
-                xs, ys = d.take_new()
-                columns.append(SeriesColumns(name=d.name, x_kind=d.x_kind, xs=xs, ys=ys))  # type: ignore[arg-type]
-        self._seq += 1
-        return encode_frame(self._seq, columns)
-
+    # -- sends -------------------------------------------------------------------------------------
     def _send(self, content: dict[str, Any], frame: bytes) -> None:
         self.widget.send(content, buffers=[frame])
         self.messages_sent += 1
@@ -342,7 +265,6 @@ class Publisher:
 
     def close(self) -> None:
         """Stop the thread; send the final state and history; add the HTML snapshot. Never raises."""
-        global _LIVE
         if self._closed:
             return
         self._closed = True
@@ -350,11 +272,11 @@ class Publisher:
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=10.0)
         try:
-            self._feed()
+            self.feed.read()
             state = build_state(facts_from_monitor(self.monitor))
             self._set_state(state)
             save_dashboard(getattr(self.monitor, "run_dir", None), state)
-            self._set_history(self._full_frame(include_open=True))
+            self._set_history(self.feed.full_frame(include_open=True))
             attach = getattr(self.widget, "attach", None)
             if attach is not None:
                 attach(None)  # from now on the widget answers hello from its history
@@ -367,9 +289,9 @@ class Publisher:
             except Exception:
                 pass
         finally:
-            with _REGISTRY_LOCK:
-                if _LIVE is self:
-                    _LIVE = None
+            from trainmeter.widget.attach import forget
+
+            forget(self)
 
     def restored_during_run(self) -> bool:
         """Whether a page restored this kernel's widgets while the run was live (widget/restore_route.py)."""
@@ -429,90 +351,10 @@ def _bundle(widget: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     return dict(data or {}), dict(metadata or {})
 
 
-def attach_widget(monitor: Any) -> Publisher:
-    """Show a live widget for ``monitor`` at the top of the cell's output and start its publisher.
+def __getattr__(name: str) -> Any:
+    """``attach_widget`` and ``live_publisher`` moved to widget/attach.py; old imports still find them."""
+    if name in ("attach_widget", "live_publisher"):
+        from trainmeter.widget import attach
 
-    Called by ``%%trainmeter`` before the cell's code runs; the returned sink's
-    ``close()`` must run at the cell's end (whatever happened).
-
-    Raises:
-        ImportError: Without anywidget/IPython (the caller falls back to the text line).
-    """
-    global _LIVE, _LAST
-    from trainmeter.widget.host import in_marimo
-    from trainmeter.widget.widget import TrainmeterWidget
-
-    with _REGISTRY_LOCK:
-        previous = _LAST
-    if previous is not None and previous.closed and previous is not _LIVE and not in_marimo():
-        # its saved output keeps the static snapshot; the kernel keeps no comm (in marimo the finished
-        # widget is still another cell's live view)
-        _close_comms(previous.widget)
-    widget = TrainmeterWidget(state=build_state(facts_from_monitor(monitor)))
-    publisher = Publisher(monitor, widget)
-    widget.attach(publisher)
-    widget.output_ref = {"model_id": getattr(widget, "model_id", None), "cell_id": _cell_id()}
-    publisher.restore_router = _route_restores(widget)
-    publisher._restores_at_start = publisher.restores_seen()
-    publisher.show()
-    publisher.start()
-    with _REGISTRY_LOCK:
-        _LIVE = _LAST = publisher
-    return publisher
-
-
-def _cell_id() -> str | None:
-    """JupyterLab's id of the running cell (``metadata.cellId`` of the execute request), else ``None``."""
-    try:
-        from IPython import get_ipython
-
-        kernel = getattr(get_ipython(), "kernel", None)
-        parent = kernel.get_parent("shell") if kernel is not None else None
-        cell_id = ((parent or {}).get("metadata") or {}).get("cellId")
-        return cell_id if isinstance(cell_id, str) and cell_id else None
-    except Exception:
-        return None
-
-
-def _live_running() -> bool:
-    with _REGISTRY_LOCK:
-        live = _LIVE
-    return live is not None and live.running
-
-
-def _route_restores(widget: Any) -> Any:
-    """Let a page reloaded during the run restore this widget (widget/restore_route.py); the router or ``None``.
-
-    Never raises.
-    """
-    try:
-        from IPython import get_ipython
-
-        from trainmeter.widget.restore_route import install
-
-        kernel = getattr(get_ipython(), "kernel", None)
-        if kernel is None:
-            return None
-        router = install(kernel, _live_running)
-        if router is not None:
-            router.add_comm(getattr(getattr(widget, "comm", None), "comm_id", None))
-        return router
-    except Exception:
-        return None
-
-
-def _close_comms(widget: Any) -> None:
-    """Close a finished widget's comms: its layout's and its own (ipywidgets keeps both open otherwise)."""
-    for w in (getattr(widget, "layout", None), widget):
-        close = getattr(w, "close", None)
-        if close is not None:
-            try:
-                close()
-            except Exception:
-                pass
-
-
-def live_publisher() -> Publisher | None:
-    """The publisher of the run in progress, else of the last widget run in this kernel."""
-    with _REGISTRY_LOCK:
-        return _LIVE or _LAST
+        return getattr(attach, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -27,6 +27,7 @@ from trainmeter.widget.decimate import DEFAULT_BUDGET_POINTS, Decimator, share_b
 from trainmeter.widget.frame import SeriesColumns, encode_frame
 from trainmeter.widget.host import in_marimo, ipython_shell, is_jupyter_shell, show_in_marimo
 from trainmeter.widget.labels import label_charts
+from trainmeter.widget.smoothed import LossSmoother
 from trainmeter.widget.view_model import (
     build_state,
     facts_from_monitor,
@@ -48,16 +49,22 @@ def replay_columns(events: Sequence[Record], *, budget_points: int = DEFAULT_BUD
 
     Series records carry ``x`` (``step`` or ``time``; ``step`` when absent); report
     series (throughput, memory) and the x mappings (``axis:tokens``, ``axis:time_s``:
-    cumulative tokens and seconds at each report's step) come from the ``interval`` records.
+    cumulative tokens and seconds at each report's step) come from the ``interval`` records; the
+    training loss's smoothed twin (widget/smoothed.py) is folded over every recorded step.
     """
     decimators: dict[str, Decimator] = {}
+    smoother = LossSmoother()  # the training loss's smoothed twin, folded over every recorded step
 
     def feed(name: str, x_kind: str, xs: list[Any], ys: list[Any]) -> None:
         d = decimators.get(name)
         if d is None:
             budget = min(budget_points, AXIS_BUDGET_POINTS) if name in AXIS_SERIES else budget_points
             d = decimators[name] = Decimator(name, x_kind, budget_points=budget)
-        d.extend(xs, [float("nan") if y is None else y for y in ys])
+        values = [float("nan") if y is None else y for y in ys]
+        d.extend(xs, values)
+        twin = smoother.twin(name, values)
+        if twin is not None:
+            feed(twin[0], x_kind, xs, twin[1])
 
     last_step = 0
     for e in events:

@@ -12,7 +12,8 @@ What survives a sanitizer:
 - charts are self-contained SVG documents in ``<img src="data:image/svg+xml;base64,...">``
   (no inline ``<svg>``, which sanitizers drop), with explicit colours that read
   on light and dark backgrounds, 4-6 labelled ticks (:mod:`trainmeter.widget.ticks`)
-  and markers on sparse series;
+  and markers on sparse series, in the live charts' palette and layout (widget/look.py), the
+  training loss faint under its smoothed twin (widget/smoothed.py) as the live chart draws it;
 - styles are inline attributes with fallbacks (a ``<style>`` block is often removed).
 
 Charts are re-decimated to a few hundred points (a typical run's snapshot is
@@ -39,6 +40,7 @@ from trainmeter.sizes import (
 )
 from trainmeter.widget.decimate import decimate
 from trainmeter.widget.labels import series_label
+from trainmeter.widget.look import FAINT_ALPHA, MAIN_CHARTS, MARKER_MAX_POINTS, MERGED_PANELS, PALETTE
 from trainmeter.widget.ticks import linear_ticks, log_ticks
 from trainmeter.widget.x_axis import AXIS_TIME, interpolate
 
@@ -46,10 +48,7 @@ CHART_POINTS = 240
 CHART_W, CHART_H = 360, 170
 PAD_L, PAD_R, PAD_T, PAD_B = 52, 10, 8, 30
 MAX_CHARTS = 6
-MERGED_PANELS = ("time",)  # shown as the time section, not beside it (js/src/panels.ts MERGED_PANELS)
-MAIN_CHARTS = ("loss", "throughput")  # the first screen; the rest fold (js/src/view.ts MAIN_CHARTS)
-MARKER_MAX_POINTS = 40
-COLORS = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#b07aa1", "#76b7b2")
+COLORS = PALETTE  # the live charts' colours, in the same order (widget/look.py)
 MARKER_COLOR = "#d1242f"  # verdict markers (js/src/widget.css --tm-marker)
 INK = "#888888"  # reads on light and dark backgrounds (an <img> cannot see the page's CSS)
 GRID = "#88888840"
@@ -169,15 +168,17 @@ def chart_svg(spec: dict[str, Any], series: dict[str, tuple[str, Sequence[float]
     ``markers`` (``state["markers"]``): those for this chart are drawn as a dashed vertical
     line at the step where the verdict began, with the marker's short label on top.
     """
-    lines = []
-    for name in spec.get("series", []):
-        entry = series.get(name)
-        if entry is None or not len(entry[1]):
-            continue
-        xs, ys = decimate(entry[1], entry[2], CHART_POINTS)
-        lines.append((name, list(xs), list(ys)))
+    lines = []  # (xs, ys, colour, faint): a raw series with a smoothed twin is drawn faint, the twin over it
+    twins = spec.get("smoothed") if isinstance(spec.get("smoothed"), dict) else {}
+    for i, name in enumerate(drawn_series(spec, series)):
+        twin = twins.get(name)
+        smoothed = twin is not None and len(series.get(twin, ("", ()))[1]) > 0
+        for drawn, faint in ((name, smoothed), (twin if smoothed else None, False)):
+            if drawn is not None:
+                xs, ys = decimate(series[drawn][1], series[drawn][2], CHART_POINTS)
+                lines.append((list(xs), list(ys), COLORS[i % len(COLORS)], faint))
     log_y = bool(spec.get("log_y"))
-    finite = [(x, y) for _, xs, ys in lines for x, y in zip(xs, ys, strict=True)
+    finite = [(x, y) for xs, ys, _, _ in lines for x, y in zip(xs, ys, strict=True)
               if math.isfinite(y) and (y > 0 or not log_y)]
     if not finite:
         return None
@@ -223,8 +224,8 @@ def chart_svg(spec: dict[str, Any], series: dict[str, tuple[str, Sequence[float]
                      f'<text x="{x:.1f}" y="{PAD_T + h + 12}" text-anchor="middle">{_esc(label)}</text>')
     parts.append(f'<text x="{PAD_L + w}" y="{CHART_H - 3}" text-anchor="end">'
                  f'{"time since start" if x_time else "step"}{" (log y)" if log_y else ""}</text>')
-    for i, (_name, xs, ys) in enumerate(lines):
-        color = COLORS[i % len(COLORS)]
+    for xs, ys, colour, faint in lines:
+        color = colour + FAINT_ALPHA if faint else colour
         pts = [(x, y) for x, y in zip(xs, ys, strict=True) if math.isfinite(y) and (y > 0 or not log_y)]
         segments: list[list[str]] = [[]]
         for x, y in zip(xs, ys, strict=True):
@@ -234,7 +235,8 @@ def chart_svg(spec: dict[str, Any], series: dict[str, tuple[str, Sequence[float]
                 segments.append([])
         for seg in segments:
             if len(seg) > 1:
-                parts.append(f'<polyline fill="none" stroke="{color}" stroke-width="1.5" points="{" ".join(seg)}"/>')
+                parts.append(f'<polyline fill="none" stroke="{color}" stroke-width="{1 if faint else 1.5}" '
+                             f'points="{" ".join(seg)}"/>')
         if len(pts) <= MARKER_MAX_POINTS:
             parts.extend(f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="2.5" fill="{color}"/>' for x, y in pts)
     for x, m in placed:
@@ -250,6 +252,11 @@ def chart_svg(spec: dict[str, Any], series: dict[str, tuple[str, Sequence[float]
             f'fill="{INK}">' + "".join(parts) + "</svg>")
 
 
+def drawn_series(spec: dict[str, Any], series: dict[str, tuple[str, Sequence[float], Sequence[float]]]) -> list[str]:
+    """The spec's series that have points, in its order (each takes the next palette colour, as live)."""
+    return [n for n in spec.get("series", []) if n in series and len(series[n][1])]
+
+
 def _chart_table(cells: list[str]) -> str:
     if not cells:
         return ""
@@ -262,8 +269,10 @@ def _chart(spec: dict[str, Any], series: dict[str, tuple[str, Sequence[float], S
     svg = chart_svg(spec, series, markers)
     if svg is None:
         return None
-    names = [n for n in spec.get("series", []) if n in series and len(series[n][1])]
     labels = spec.get("labels") if isinstance(spec.get("labels"), dict) else {}
+    twins = spec.get("smoothed") if isinstance(spec.get("smoothed"), dict) else {}
+    # a smoothed series is named by its twin (the solid line), as in the live legend
+    names = [twins[n] if twins.get(n) in series else n for n in drawn_series(spec, series)]
     legend = " &nbsp; ".join(f'<span style="color:{COLORS[i % len(COLORS)]}">&#9632;</span> '
                              f'{_esc(labels.get(n) or series_label(n))}' for i, n in enumerate(names))
     notes = "".join(f'<div style="font-size:11px;color:{MARKER_COLOR}">&#9660; {_esc(m.get("label", ""))} at step '

@@ -4,18 +4,27 @@ Linear axes step by 1, 2 or 5 times a power of ten. Log axes label the 1-2-5
 sequence (denser inside one decade) of every decade the data covers, thinned to at most six; when the data
 spans less than a factor of about three (a loss between 2.1 and 2.6), they fall
 back to linear steps (also when the 1-2-3-4-5-6-8 sequence gives fewer than four
-labels), so several labels always fall inside the data. Pure functions;
-js/src/ticks.ts implements the same rules for the live charts.
+labels), so several labels always fall inside the data. Pure functions.
+
+The rule's numbers (:data:`TICK_RULE`) go to the front end in ``state["look"]["ticks"]``
+(widget/look.py); js/src/ticks.ts implements the same steps with them for the live charts, and
+tests/fixtures/ticks_v1.json (cases from these functions) is checked by pytest and vitest alike.
 """
 
 from __future__ import annotations
 
 import math
 
+from trainmeter.widget.protocol import TickRule
+
 MAX_TICKS = 6
 MIN_TICKS = 4
+# linear steps times a power of ten, by preference; the last (2.5) only when nothing else fits
+LINEAR_STEPS = (1.0, 2.0, 5.0, 2.5)
 # denser first: the first set that gives at most MAX_TICKS labels inside the data wins
 _LOG_MULTS = ((1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0), (1.0, 2.0, 4.0, 6.0, 8.0), (1.0, 2.0, 5.0), (1.0, 3.0), (1.0,))
+TICK_RULE: TickRule = {"max_ticks": MAX_TICKS, "min_ticks": MIN_TICKS, "linear_steps": list(LINEAR_STEPS),
+                        "log_steps": [list(m) for m in _LOG_MULTS]}
 
 
 def _ticks_with_step(lo: float, hi: float, step: float) -> list[float]:
@@ -49,13 +58,13 @@ def linear_ticks(lo: float, hi: float, *, max_ticks: int = MAX_TICKS) -> list[fl
     top = math.floor(math.log10(hi - lo))
     best: tuple[float, list[float]] | None = None
     for power in range(top - 2, top + 2):
-        for rank, mult in enumerate((1.0, 2.0, 5.0, 2.5)):
+        for rank, mult in enumerate(LINEAR_STEPS):
             ticks = _ticks_with_step(lo, hi, mult * 10.0 ** power)
             if not 2 <= len(ticks) <= max_ticks:
                 continue
             # 4..max_ticks labels first (5 best), then as many as fit; 2.5 steps only when they help
             short = MIN_TICKS - len(ticks) if len(ticks) < MIN_TICKS else 0
-            score = 10 * short + abs(len(ticks) - 5) + (1.5 if rank == 3 else 0.0)
+            score = 10 * short + abs(len(ticks) - 5) + (1.5 if rank == len(LINEAR_STEPS) - 1 else 0.0)
             if best is None or score < best[0]:
                 best = (score, ticks)
     return best[1] if best is not None else [lo, hi]

@@ -1,23 +1,16 @@
-"""The widget's view model: the ``state`` dict of docs/protocol.md, from a live run or a saved one.
+"""The widget's view model: the ``state`` dict of docs/protocol.md (widget/protocol.py ``State``), from facts.
 
-Every number here is read from the monitor or the run record; the front end
-computes nothing. Two steps: gather :class:`RunFacts` (from a live
-:class:`~trainmeter.core.monitor.Monitor`, or from a saved run's passport and
-events), then :func:`build_state` (pure). Throughput and memory over time are
-the *report series*: one point per report, read from ``monitor.interval``,
-``monitor.session`` and ``monitor.memory`` (live) or from the ``interval``
-records of ``events.jsonl`` (replay), with x = session seconds at the report.
+:func:`build_state` is pure: it turns the :class:`~trainmeter.widget.facts.RunFacts` of a live run
+or a saved one (widget/facts.py) into the tiles, charts, progress bar and the rest of the state,
+with the look (palette, layout ids, tick rule: widget/look.py) the front ends draw with.
 """
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field
 from typing import Any
 
 from trainmeter.core.provenance import Derivation, Input, weakest
 from trainmeter.record.runlog import clean
-from trainmeter.record.textline import format_line
 from trainmeter.sizes import (
     format_bytes,
     format_count,
@@ -27,278 +20,23 @@ from trainmeter.sizes import (
     format_seconds,
 )
 from trainmeter.verdicts.markers import markers as verdict_markers
+from trainmeter.widget.facts import (  # noqa: F401  (re-exported: the view model's inputs)
+    LIVE_STATUSES,
+    REPORT_SERIES,
+    RunFacts,
+    facts_from_monitor,
+    facts_from_run,
+    report_points,
+    report_points_from_record,
+)
 from trainmeter.widget.labels import label_charts
+from trainmeter.widget.look import look
+from trainmeter.widget.smoothed import SMOOTHED
 from trainmeter.widget.x_axis import x_axis_state
 
-REPORT_SERIES: tuple[str, ...] = ("train_tokens_per_s", "session_tokens_per_s", "rss_bytes", "cuda_allocated_bytes")
 LOSS_NAMES: tuple[str, ...] = ("train_loss", "val_loss")
 MAX_SERIES_CHARTS = 8
-LIVE_STATUSES = ("starting", "running")
 RECENT_SERIES = "recent_tokens_per_s"  # the once-a-second sliding-window rate (widget/live_rate.py)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RunFacts:
-    """What the view shows, gathered from one source. Seconds, bytes, tokens as named.
-
-    ``live`` runs show the latest report window's training-only rate; finished runs
-    the whole run's (tokens / training seconds).
-    """
-
-    name: str
-    status: str
-    elapsed_s: float = 0.0
-    run_dir: str | None = None
-    text_line: str = ""
-    steps: int = 0
-    tokens: int = 0
-    token_unit: str = "tokens"
-    budget_steps: int | None = None
-    budget_tokens: int | None = None
-    interval_s: float = 10.0
-    live: bool = True
-    window_tokens: int | None = None
-    window_train_s: float | None = None
-    train_tokens_per_s: float | None = None
-    seconds_per_step: float | None = None
-    session_tokens_per_s: float | None = None
-    train_s: float = 0.0
-    rss_bytes: int | None = None
-    rss_peak_bytes: int | None = None
-    cuda: dict[str, Any] | None = None
-    phases_s: dict[str, float] = field(default_factory=dict)
-    loss_last: float | None = None
-    loss_min: float | None = None
-    step_series: tuple[str, ...] = ()
-    warnings: tuple[str, ...] = ()
-    panels: tuple[dict[str, Any], ...] = ()
-    extra_charts: tuple[dict[str, Any], ...] = ()
-    extra_tiles: tuple[dict[str, Any], ...] = ()
-    progress_bar: dict[str, Any] | None = None
-    error: str | None = None
-    recent: Any = None  # RecentFigures of the last second while live (widget/live_rate.py), else None
-    markers: tuple[dict[str, Any], ...] = ()  # verdict markers (verdicts/markers.py)
-    x_head: tuple[int, int, float] | None = None  # (step, cumulative tokens, s) of the newest step while live
-
-
-# -- report series -------------------------------------------------------------------------
-def report_points(interval: Any, session: Any, memory: Any) -> dict[str, float]:
-    """Values of the report series at one report (``None`` readings are left out)."""
-    values = {
-        "train_tokens_per_s": getattr(interval, "train_tokens_per_s", None),
-        "session_tokens_per_s": getattr(session, "session_tokens_per_s", None),
-        "rss_bytes": getattr(memory, "rss_bytes", None),
-        "cuda_allocated_bytes": ((getattr(memory, "cuda", None) or {}).get("allocated_bytes")),
-    }
-    return {k: float(v) for k, v in values.items() if v is not None}
-
-
-def report_points_from_record(record: dict[str, Any]) -> tuple[float, dict[str, float]]:
-    """``(t_s, values)`` of the report series from an ``interval`` record of events.jsonl."""
-    tp = record.get("throughput") or {}
-    mem = record.get("memory") or {}
-    values = {
-        "train_tokens_per_s": tp.get("train_tokens_per_s"),
-        "session_tokens_per_s": tp.get("session_tokens_per_s"),
-        "rss_bytes": mem.get("rss_bytes"),
-        "cuda_allocated_bytes": (mem.get("cuda") or {}).get("allocated_bytes"),
-    }
-    return float(record.get("elapsed_s") or 0.0), {k: float(v) for k, v in values.items() if v is not None}
-
-
-# -- gathering ---------------------------------------------------------------------------------
-def _extension_extras(monitor: Any) -> tuple[list[str], list[dict[str, Any]], list[dict[str, Any]],
-                                             list[dict[str, Any]], list[dict[str, Any]]]:
-    warnings: list[str] = []
-    panels: list[dict[str, Any]] = []
-    charts: list[dict[str, Any]] = []
-    extra_tiles: list[dict[str, Any]] = []
-    markers: list[dict[str, Any]] = []
-    for ext in list(getattr(monitor, "extensions", ())):
-        for attr, out in (("warnings", warnings), ("panels", panels), ("charts", charts), ("tiles", extra_tiles),
-                          ("markers", markers)):
-            fn = getattr(ext, attr, None)
-            if fn is None:
-                continue
-            try:
-                got = fn()
-                out.extend(x for x in (got or []) if x is not None)
-            except Exception:
-                continue  # an extension's fault must not stop the view; it warns on its own
-    return warnings, panels, charts, extra_tiles, markers
-
-
-def _progress_from_extensions(monitor: Any, recent: Any = None) -> dict[str, Any] | None:
-    for ext in list(getattr(monitor, "extensions", ())):
-        fn = getattr(ext, "progress_bar", None)
-        if fn is not None:
-            try:
-                return fn(recent)  # the ETA's pace by the one rule (compute/eta.py)
-            except Exception:
-                return None
-    return None
-
-
-def facts_from_monitor(monitor: Any, recent: Any = None, x_head: tuple[int, int, float] | None = None) -> RunFacts:
-    """Gather facts from a live (or just finished) monitor. Read-only; any thread.
-
-    ``recent`` (:class:`~trainmeter.widget.live_rate.RecentFigures`, from the publisher
-    once a second) drives the live rate tile, the ETA and RSS between reports; ``x_head``
-    (the publisher's newest step, cumulative tokens and seconds) is the x mappings' live end.
-    """
-    opts = monitor.options
-    live = monitor.status in LIVE_STATUSES
-    interval, session, memory = monitor.interval, monitor.session, monitor.memory
-    try:
-        phases_s = monitor.phases.totals_now() if live else dict(monitor.phases.totals_s)
-    except (RuntimeError, TypeError):  # the training thread changed the phases mid-read
-        phases_s = dict(monitor.phases.totals_s)
-    elapsed_s = monitor.elapsed_s() if live or session is None else session.elapsed_s
-    series = dict(monitor.series)
-    loss = series.get("train_loss")
-    stats = loss.stats() if loss is not None else None
-    ext_warnings, panels, charts, extra_tiles, markers = _extension_extras(monitor)
-    steps, tokens = monitor.steps, monitor.tokens
-    train_rate = interval.train_tokens_per_s if interval else None
-    spp = interval.seconds_per_step if interval else None
-    session_rate = session.session_tokens_per_s if session else None
-    if not live:  # whole-run figures, as the passport has them
-        from trainmeter.record.passport import throughput_derivations
-
-        whole = {d.name: d.value for d in throughput_derivations(
-            tokens=tokens, steps=steps, train_s=float(phases_s.get("train", 0.0)), elapsed_s=elapsed_s,
-            unit=monitor.token_unit)}
-        train_rate, spp, session_rate = whole["train_tokens_per_s"], whole["seconds_per_step"], whole[
-            "session_tokens_per_s"]
-    rss_bytes = memory.rss_bytes if memory else None
-    if live and recent is not None and recent.rss_bytes is not None:
-        rss_bytes = recent.rss_bytes
-    return RunFacts(
-        name=opts.name, status=monitor.status, elapsed_s=elapsed_s,
-        run_dir=str(monitor.run_dir) if monitor.run_dir is not None else None,
-        text_line=monitor.text_line or f"[step {steps}]", steps=steps, tokens=tokens,
-        token_unit=monitor.token_unit, budget_steps=opts.budget_steps, budget_tokens=opts.budget_tokens,
-        interval_s=opts.interval_s, live=live,
-        window_tokens=interval.tokens if interval else None,
-        window_train_s=interval.train_s if interval else None,
-        train_tokens_per_s=train_rate, seconds_per_step=spp, session_tokens_per_s=session_rate,
-        train_s=float(phases_s.get("train", 0.0)),
-        rss_bytes=rss_bytes,
-        rss_peak_bytes=max(x for x in (memory.rss_peak_bytes if memory else None, rss_bytes, 0) if x is not None)
-        or None,
-        cuda=memory.cuda if memory else None, phases_s=phases_s,
-        loss_last=stats.last if stats else None, loss_min=stats.min if stats else None,
-        step_series=tuple(n for n, s in series.items() if s.x_kind == "step"),
-        warnings=tuple(list(monitor.warnings) + ext_warnings), panels=tuple(panels), extra_charts=tuple(charts),
-        extra_tiles=tuple(extra_tiles), progress_bar=_progress_from_extensions(monitor, recent if live else None),
-        error=getattr(monitor, "error", None), recent=recent if live else None, markers=tuple(markers),
-        x_head=x_head if live else None,
-    )
-
-
-def facts_from_run(passport: dict[str, Any], events: list[dict[str, Any]], run_dir: str | None = None) -> RunFacts:
-    """Gather facts from a saved run (passport and events.jsonl records)."""
-    start = next((e for e in events if e.get("kind") == "start"), {})
-    last = next((e for e in reversed(events) if e.get("kind") == "interval"), {})
-    opts = passport.get("options") or start.get("options") or {}
-    step_names = list(dict.fromkeys(e["name"] for e in events
-                                    if e.get("kind") == "series" and e.get("x", "step") == "step"))
-    warnings = list(passport.get("warnings") or [])
-    if passport:
-        tp = passport.get("throughput") or {}
-        mem = passport.get("memory") or {}
-        loss = (passport.get("series") or {}).get("train_loss") or {}
-        status, phases_s = str(passport.get("status", "completed")), dict(passport.get("phases_s") or {})
-        steps, tokens = int(passport.get("steps") or 0), int(passport.get("tokens") or 0)
-        elapsed_s, unit = float(passport.get("elapsed_s") or 0.0), str(passport.get("token_unit", "tokens"))
-        train_rate, session_rate = tp.get("train_tokens_per_s"), tp.get("session_tokens_per_s")
-        spp, loss_last, loss_min = tp.get("seconds_per_step"), loss.get("last"), loss.get("min")
-    else:
-        tp = last.get("throughput") or {}
-        mem = last.get("memory") or {}
-        status, phases_s = "interrupted", dict(last.get("phases_s") or {})
-        steps, tokens = int(last.get("step") or 0), int(last.get("tokens") or 0)
-        elapsed_s, unit = float(last.get("elapsed_s") or 0.0), "tokens"
-        train_rate, session_rate, spp = tp.get("train_tokens_per_s"), tp.get("session_tokens_per_s"), tp.get(
-            "seconds_per_step")
-        loss_last = _last_value(events, "train_loss")
-        loss_min = None
-        warnings.append("this run has no passport: it did not finish (kernel killed?); figures are from its "
-                        "last report")
-    verdicts = _saved_verdicts(passport, events)
-    warnings.extend(v["sentence"] for v in verdicts  # the live header showed them as warnings
-                    if isinstance(v, dict) and v.get("sentence") and v["sentence"] not in warnings)
-    extra_tiles: tuple[dict[str, Any], ...] = ()
-    bar = None
-    energy = _energy_tiles(passport)
-    compute = passport.get("compute")
-    if isinstance(compute, dict):
-        from trainmeter.compute.card import compute_tiles, progress_bar
-
-        derivations = {d["name"]: d for d in passport.get("derivations") or [] if isinstance(d, dict)}
-        extra_tiles = tuple(compute_tiles(compute, derivations))
-        bar = progress_bar(compute, derivations)
-    extra_tiles = extra_tiles + tuple(energy)
-    unit_word = "tok" if unit == "tokens" else "samples"
-    line = format_line(steps, series={"train_loss": loss_last}, tokens_per_s=train_rate, token_unit=unit_word)
-    return RunFacts(
-        name=str(passport.get("name") or start.get("name") or "run"), status=status, elapsed_s=elapsed_s,
-        run_dir=run_dir, text_line=line, steps=steps, tokens=tokens, token_unit=unit,
-        budget_steps=opts.get("budget_steps"), budget_tokens=opts.get("budget_tokens"),
-        interval_s=float(opts.get("interval_s") or 10.0), live=False,
-        train_tokens_per_s=train_rate, seconds_per_step=spp, session_tokens_per_s=session_rate,
-        train_s=float(phases_s.get("train", 0.0)), rss_bytes=mem.get("rss_bytes"),
-        rss_peak_bytes=mem.get("rss_peak_bytes"), cuda=mem.get("cuda"), phases_s=phases_s,
-        loss_last=loss_last, loss_min=loss_min, step_series=tuple(step_names), warnings=tuple(warnings),
-        extra_tiles=extra_tiles, progress_bar=bar, error=passport.get("error"),
-        markers=tuple(verdict_markers(verdicts)),
-    )
-
-
-def _saved_verdicts(passport: dict[str, Any], events: list[dict[str, Any]]) -> list[Any]:
-    """The passport's ``verdicts``, else those of the last report that had any (a run without a passport)."""
-    if isinstance(passport.get("verdicts"), list):
-        return list(passport["verdicts"])
-    for e in reversed(events):
-        fired = (e.get("verdicts") or {}).get("fired") if e.get("kind") == "interval" else None
-        if isinstance(fired, list):
-            return fired
-    return []
-
-
-def _energy_tiles(passport: dict[str, Any]) -> list[dict[str, Any]]:
-    """The energy tile of a saved run, with its derivation, from the passport's ``energy`` section."""
-    section = passport.get("energy")
-    if not isinstance(section, dict) or not section:
-        return []
-    try:
-        from trainmeter.energy.summary import energy_tile
-
-        chosen = "j_per_sample" if section.get("per") == "sample" else "j_per_token"
-        saved = next((d for d in passport.get("derivations") or []
-                      if isinstance(d, dict) and d.get("name") == chosen), None)
-        return [energy_tile(section, _SavedDerivation(saved) if saved else None)]  # type: ignore[arg-type]
-    except Exception:
-        return []  # an odd passport loses the replay's energy tile, nothing else
-
-
-@dataclass(frozen=True, slots=True)
-class _SavedDerivation:
-    """A passport's derivation dict where a Derivation is expected (only ``to_dict`` is read)."""
-
-    saved: dict[str, Any]
-
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self.saved)
-
-
-def _last_value(events: list[dict[str, Any]], name: str) -> float | None:
-    for e in reversed(events):
-        if e.get("kind") == "series" and e.get("name") == name:
-            for v in reversed(e.get("value") or []):
-                if v is not None and math.isfinite(v):
-                    return float(v)
-    return None
 
 
 # -- the state --------------------------------------------------------------------------------
@@ -406,7 +144,8 @@ def charts(f: RunFacts) -> list[dict[str, Any]]:
     """Chart specs: loss (step), other step series, throughput and memory (time), then extensions'."""
     losses = list(LOSS_NAMES) + [n for n in f.step_series if "loss" in n and n not in LOSS_NAMES]
     out: list[dict[str, Any]] = [{"id": "loss", "title": "loss", "x": "step", "unit": "", "series": losses,
-                                  "log_y": f.loss_min is not None and f.loss_min > 0}]  # early spikes stay readable
+                                  "log_y": f.loss_min is not None and f.loss_min > 0,  # early spikes stay readable
+                                  "smoothed": {n: SMOOTHED[n] for n in losses if n in SMOOTHED}}]  # widget/smoothed.py
     drawn = {n for c in f.extra_charts if isinstance(c, dict) for n in (c.get("series") or ())}  # lr on its log axis
     others = [n for n in f.step_series if "loss" not in n and n not in drawn]
     for name in others[:MAX_SERIES_CHARTS]:
@@ -500,6 +239,7 @@ def build_state(f: RunFacts) -> dict[str, Any]:
         "warnings": [str(w) for w in f.warnings],
         "markers": verdict_markers(f.markers),
         "x_axis": x_axis_state(tokens=f.tokens, token_unit=f.token_unit, head=f.x_head),
+        "look": look(),
     }
     return clean(state)
 

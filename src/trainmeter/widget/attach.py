@@ -1,0 +1,116 @@
+"""Showing a run's live widget: ``attach_widget`` and the kernel's registry of publishers (live and last).
+
+``%%trainmeter`` calls :func:`attach_widget` before the cell's code runs: it builds the
+:class:`~trainmeter.widget.widget.TrainmeterWidget`, lets a page reloaded during the run restore
+it (widget/restore_route.py), shows it and starts its :class:`~trainmeter.widget.publisher.Publisher`.
+:func:`live_publisher` is the run in progress, else the last widget run (``tm.display()``).
+The registry is guarded by one lock; any thread.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from trainmeter.widget.publisher import Publisher
+from trainmeter.widget.view_model import build_state, facts_from_monitor
+
+_LIVE: Publisher | None = None
+_LAST: Publisher | None = None
+_REGISTRY_LOCK = threading.Lock()
+
+
+def forget(publisher: Publisher) -> None:
+    """Called by ``publisher.close()``: it is no longer the live one (it stays the last)."""
+    global _LIVE
+    with _REGISTRY_LOCK:
+        if _LIVE is publisher:
+            _LIVE = None
+
+def attach_widget(monitor: Any) -> Publisher:
+    """Show a live widget for ``monitor`` at the top of the cell's output and start its publisher.
+
+    Called by ``%%trainmeter`` before the cell's code runs; the returned sink's
+    ``close()`` must run at the cell's end (whatever happened).
+
+    Raises:
+        ImportError: Without anywidget/IPython (the caller falls back to the text line).
+    """
+    global _LIVE, _LAST
+    from trainmeter.widget.host import in_marimo
+    from trainmeter.widget.widget import TrainmeterWidget
+
+    with _REGISTRY_LOCK:
+        previous = _LAST
+    if previous is not None and previous.closed and previous is not _LIVE and not in_marimo():
+        # its saved output keeps the static snapshot; the kernel keeps no comm (in marimo the finished
+        # widget is still another cell's live view)
+        _close_comms(previous.widget)
+    widget = TrainmeterWidget(state=build_state(facts_from_monitor(monitor)))
+    publisher = Publisher(monitor, widget)
+    widget.attach(publisher)
+    widget.output_ref = {"model_id": getattr(widget, "model_id", None), "cell_id": _cell_id()}
+    publisher.restore_router = _route_restores(widget)
+    publisher._restores_at_start = publisher.restores_seen()
+    publisher.show()
+    publisher.start()
+    with _REGISTRY_LOCK:
+        _LIVE = _LAST = publisher
+    return publisher
+
+
+def _cell_id() -> str | None:
+    """JupyterLab's id of the running cell (``metadata.cellId`` of the execute request), else ``None``."""
+    try:
+        from IPython import get_ipython
+
+        kernel = getattr(get_ipython(), "kernel", None)
+        parent = kernel.get_parent("shell") if kernel is not None else None
+        cell_id = ((parent or {}).get("metadata") or {}).get("cellId")
+        return cell_id if isinstance(cell_id, str) and cell_id else None
+    except Exception:
+        return None
+
+
+def _live_running() -> bool:
+    with _REGISTRY_LOCK:
+        live = _LIVE
+    return live is not None and live.running
+
+
+def _route_restores(widget: Any) -> Any:
+    """Let a page reloaded during the run restore this widget (widget/restore_route.py); the router or ``None``.
+
+    Never raises.
+    """
+    try:
+        from IPython import get_ipython
+
+        from trainmeter.widget.restore_route import install
+
+        kernel = getattr(get_ipython(), "kernel", None)
+        if kernel is None:
+            return None
+        router = install(kernel, _live_running)
+        if router is not None:
+            router.add_comm(getattr(getattr(widget, "comm", None), "comm_id", None))
+        return router
+    except Exception:
+        return None
+
+
+def _close_comms(widget: Any) -> None:
+    """Close a finished widget's comms: its layout's and its own (ipywidgets keeps both open otherwise)."""
+    for w in (getattr(widget, "layout", None), widget):
+        close = getattr(w, "close", None)
+        if close is not None:
+            try:
+                close()
+            except Exception:
+                pass
+
+
+def live_publisher() -> Publisher | None:
+    """The publisher of the run in progress, else of the last widget run in this kernel."""
+    with _REGISTRY_LOCK:
+        return _LIVE or _LAST

@@ -1,0 +1,229 @@
+"""The widget's wire as types: the ``state`` traitlet, its tiles, charts, panels and look, and the custom messages.
+
+docs/protocol.md says what each field means; js/src/protocol.ts declares the same shapes for the
+front end. The golden state tests/fixtures/state_v1.json (tests/fixtures/make_state_v1.py, a
+FakeClock run) is checked against these types by pytest and parsed into the TS types by vitest.
+``total=False`` classes hold the keys a sender may leave out. Types only: nothing here runs.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, TypedDict
+
+# "unfinished": a replayed run that has no end record
+Status = Literal["starting", "running", "completed", "interrupted", "failed", "unfinished"]
+XKind = Literal["step", "time"]
+Pace = Literal["recent", "training-only", "session"]
+
+
+# -- derivations (core/provenance.py Derivation.to_dict) ---------------------------------------------
+class DerivationInput(TypedDict):
+    """One input of a derivation: its value, unit, provenance and where it was read."""
+
+    name: str
+    value: float | str | None
+    unit: str
+    provenance: str
+    source: str
+
+
+class _DerivationBase(TypedDict):
+    name: str
+    formula: str
+    value: float | None
+    unit: str
+    inputs: list[DerivationInput]
+    missing: str | None
+
+
+class Derivation(_DerivationBase, total=False):
+    """How a tile's value was worked out; on a tile, badged with its weakest input."""
+
+    provenance: str
+    provenance_note: str
+
+
+# -- tiles, progress, phases --------------------------------------------------------------------------
+class _TileBase(TypedDict):
+    id: str
+    label: str
+    value: float | None
+    unit: str
+
+
+class Tile(_TileBase, total=False):
+    """A headline number: ``value`` in ``unit``, or ``missing`` (what would enable it) when null."""
+
+    text: str
+    sub: str
+    provenance: str
+    missing: str
+    derivation: Derivation | None
+    derivations: list[Derivation]
+
+
+class Progress(TypedDict):
+    """The progress bar: fraction of the budget, the ETA (s, null once the run ended) and its pace."""
+
+    fraction: float
+    eta_s: float | None
+    pace: Pace
+    label: str
+
+
+# -- charts and markers -------------------------------------------------------------------------------
+class _ChartBase(TypedDict):
+    id: str
+    title: str
+    x: XKind
+    unit: str
+    series: list[str]
+
+
+class Chart(_ChartBase, total=False):
+    """One chart: its series in drawing order; ``smoothed`` maps a raw series to its smoothed twin."""
+
+    log_y: bool
+    labels: dict[str, str]
+    smoothed: dict[str, str]
+
+
+class Marker(TypedDict):
+    """A verdict drawn on chart ``chart`` at ``step`` (verdicts/markers.py)."""
+
+    kind: str
+    step: int
+    label: str
+    sentence: str
+    chart: str
+
+
+class XHead(TypedDict):
+    """The newest step while live: step, cumulative tokens, seconds since the start."""
+
+    step: int
+    tokens: int
+    t_s: float
+
+
+class XAxis(TypedDict):
+    """What the step | tokens | time control needs besides the ``axis:*`` series (widget/x_axis.py)."""
+
+    tokens_label: str
+    tokens_missing: str | None
+    time_label: str
+    head: XHead | None
+
+
+# -- panels -------------------------------------------------------------------------------------------
+class _PanelRowBase(TypedDict):
+    label: str
+    value: float | str | None
+    unit: str
+
+
+class PanelRow(_PanelRowBase, total=False):
+    """One row of a key/value panel."""
+
+    provenance: str
+    note: str | None
+
+
+class _PanelBase(TypedDict):
+    id: str
+    title: str
+    rows: list[PanelRow]
+
+
+class Panel(_PanelBase, total=False):
+    """A generic key/value panel (MFU, GPU, node, where the time goes)."""
+
+    note: str | None
+
+
+# -- the look (widget/look.py) ------------------------------------------------------------------------
+class TickRule(TypedDict):
+    """The axis tick rule's numbers (widget/ticks.py): label counts and the steps tried, by preference."""
+
+    max_ticks: int
+    min_ticks: int
+    linear_steps: list[float]
+    log_steps: list[list[float]]
+
+
+class Look(TypedDict):
+    """Palette, layout ids and tick rule: what the live charts and the snapshot draw with."""
+
+    palette: list[str]
+    phase_colours: dict[str, str]
+    main_charts: list[str]
+    merged_panels: list[str]
+    marker_max_points: int
+    faint_alpha: str
+    ticks: TickRule
+
+
+# -- the state ----------------------------------------------------------------------------------------
+class _StateBase(TypedDict):
+    name: str
+    status: Status
+
+
+class State(_StateBase, total=False):
+    """The ``state`` traitlet (widget/view_model.py ``build_state``); non-finite floats are sent as null."""
+
+    elapsed_s: float
+    run_dir: str | None
+    run_path: str | None
+    run_rel: str | None
+    text_line: str
+    step: int
+    error: str | None
+    progress: Progress | None
+    tiles: list[Tile]
+    phases_s: dict[str, float]
+    charts: list[Chart]
+    panels: list[Panel]
+    warnings: list[str]
+    markers: list[Marker]
+    x_axis: XAxis
+    look: Look
+
+
+class OutputRef(TypedDict):
+    """The ``output_ref`` traitlet: this model's id and JupyterLab's id of the running cell."""
+
+    model_id: str | None
+    cell_id: str | None
+
+
+# -- custom messages (docs/protocol.md section 2) -------------------------------------------------------
+class AppendMessage(TypedDict):
+    """Kernel -> front end, with one buffer: a frame of new points."""
+
+    kind: Literal["append"]
+    seq: int
+
+
+class SnapshotMessage(TypedDict):
+    """Kernel -> front end, with one buffer: a frame that replaces the store."""
+
+    kind: Literal["snapshot"]
+    seq: int
+
+
+class FinalMessage(TypedDict):
+    """Kernel -> front end, no buffer: the static dashboard bundle for a page restored during the run."""
+
+    kind: Literal["final"]
+    data: dict[str, str]
+
+
+class HelloMessage(TypedDict):
+    """Front end -> kernel: sent once per model from ``initialize()``."""
+
+    kind: Literal["hello"]
+
+
+KernelMessage = AppendMessage | SnapshotMessage | FinalMessage
+FrontMessage = HelloMessage
