@@ -1,0 +1,169 @@
+"""The wrappers trainmeter puts over torch: the watched class's call, ``autograd.backward``, ``GradScaler.scale``
+and ``Optimizer.__init__`` (docs/spec.md section 2; steady-step cost bounded by tests/core/test_hot_path.py)."""
+
+from __future__ import annotations
+
+import functools
+import sys
+import weakref
+from typing import Any
+
+from trainmeter.core.loss_capture import _divided
+
+_BACKWARD_PARAMETERS = ("tensors", "grad_tensors", "retain_graph", "create_graph", "grad_variables", "inputs")
+
+
+def _plain_backward(backward: Any) -> bool:
+    """Whether ``backward`` takes torch 2.x's parameters, in order, each positional or keyword."""
+    import inspect
+
+    try:
+        parameters = list(inspect.signature(backward).parameters.values())
+    except (TypeError, ValueError):
+        return False
+    return (tuple(p.name for p in parameters) == _BACKWARD_PARAMETERS
+            and all(p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD for p in parameters))
+
+
+
+
+class Wrappers:
+    """The wrapper factories (a part of :class:`~trainmeter.core.probes.TorchProbes`).
+
+    Each ``_make_*`` takes the original callable and returns its wrapper (``Patches.wrap``). Training thread.
+    """
+
+    _active: bool
+
+    def _make_optimizer_init(self, original: Any) -> Any:
+        probes = self
+
+        @functools.wraps(original)
+        def __init__(optimizer: Any, *args: Any, **kwargs: Any) -> None:
+            original(optimizer, *args, **kwargs)
+            if probes._active:
+                probes._guarded("probe-discovery", probes._on_optimizer_built, optimizer, sys._getframe(1))
+
+        return __init__
+
+
+    def _make_call(self, attr: str, original: Any) -> Any:
+        probes = self
+        torch = self._torch
+        # torch.compiler.is_compiling() in one frame: Dynamo folds is_dynamo_compiling() to True when it traces
+        # the wrapper (so the flag is never read there); the flag is set while torch.export traces
+        is_dynamo_compiling = torch.compiler.is_dynamo_compiling
+        compiler = torch.compiler
+        is_grad_enabled = torch.is_grad_enabled
+        candidates = self._candidates
+        lightning = attr == "training_step"
+
+        @functools.wraps(original)
+        def call(module: Any, *args: Any, **kwargs: Any) -> Any:
+            if is_dynamo_compiling() or compiler._is_compiling_flag:  # a trace sees a pass-through: no guard
+                # on our state, no extra graph
+                return original(module, *args, **kwargs)
+            key = id(module)
+            if key == probes._fast_root and args and not kwargs and not probes._depth:
+                # hot path (issue 12): the root called with a positional batch like the last counted one
+                # counts the same (exact: same type, shape and dtype); anything else takes _on_call
+                first = args[0]
+                try:
+                    same = (type(first) is probes._last_type and first.shape == probes._last_shape
+                            and first.dtype is probes._last_dtype)
+                except Exception:  # a tensor without a shape (a nested tensor): _on_call says so
+                    same = False
+                if same and is_grad_enabled():
+                    probes._pending_tokens += probes._last_tokens
+                    probes._calls += 1
+                    probes._depth = 1
+                    try:
+                        if len(args) == 1:  # model(x): a plain call, which CPython 3.11 runs without a C frame
+                            return original(module, first)
+                        return original(module, *args)
+                    finally:
+                        probes._depth = 0
+            if key not in candidates or not probes._active or probes._depth:
+                return original(module, *args, **kwargs)
+            probes._depth += 1
+            try:
+                probes._on_call(module, args, kwargs, lightning)
+                return original(module, *args, **kwargs)
+            finally:
+                probes._depth -= 1
+
+        return call
+
+
+    def _make_scale(self, original: Any) -> Any:
+        probes = self
+
+        @functools.wraps(original)
+        def scale(scaler: Any, outputs: Any, *args: Any, **kwargs: Any) -> Any:
+            out = original(scaler, outputs, *args, **kwargs)
+            if probes._active and out is not outputs and getattr(out, "ndim", None) == 0:
+                try:
+                    probes._scaled = (weakref.ref(out), scaler._scale, _divided(getattr(outputs, "grad_fn", None)))
+                    probes._fast_backward = False
+                except Exception:
+                    probes._scaled = None
+            return out
+
+        return scale
+
+    def _make_backward(self, original: Any) -> Any:
+        if not _plain_backward(original):
+            return self._make_any_backward(original)
+        probes = self
+        tensor_type = self._torch.Tensor
+
+        # torch.autograd.backward's own parameters, passed on positionally: no tuple or dict is built per call
+        @functools.wraps(original)
+        def backward(tensors: Any, grad_tensors: Any = None, retain_graph: Any = None, create_graph: bool = False,
+                     grad_variables: Any = None, inputs: Any = None) -> Any:
+            if probes._in_backward or not probes._backward_on:
+                return original(tensors, grad_tensors, retain_graph, create_graph, grad_variables, inputs)
+            probes._in_backward = True
+            try:
+                if grad_tensors is None:
+                    if (probes._fast_backward and type(tensors) is tensor_type and tensors.ndim == 0
+                            and tensors.is_cpu):
+                        # hot path (issue 12): a 0-d CPU loss (host memory, no device to wait for), unscaled,
+                        # read at once and summed in place; its grad_fn is read only if a second part comes
+                        try:
+                            value = tensors.item()
+                            if probes._fast_parts:  # a second part: division matters (accumulation or not)
+                                probes._fast_division(tensors)
+                                probes._fast_sum += value
+                            else:
+                                probes._fast_first = tensors  # held until the step (see _fast_division)
+                                probes._fast_sum = value
+                            probes._fast_parts += 1
+                        except Exception as exc:
+                            probes._backward_fault(exc)
+                    elif not probes._paused:
+                        probes._on_backward(tensors)
+                return original(tensors, grad_tensors, retain_graph, create_graph, grad_variables, inputs)
+            finally:
+                probes._in_backward = False
+
+        return backward
+
+    def _make_any_backward(self, original: Any) -> Any:
+        """The wrapper for a ``torch.autograd.backward`` whose parameters differ from torch 2.x's: general path."""
+        probes = self
+
+        @functools.wraps(original)
+        def backward(tensors: Any, grad_tensors: Any = None, *args: Any, **kwargs: Any) -> Any:
+            if probes._in_backward or not probes._backward_on:
+                return original(tensors, grad_tensors, *args, **kwargs)
+            probes._in_backward = True
+            try:
+                if grad_tensors is None and not probes._paused:
+                    probes._on_backward(tensors)
+                return original(tensors, grad_tensors, *args, **kwargs)
+            finally:
+                probes._in_backward = False
+
+        return backward
+
