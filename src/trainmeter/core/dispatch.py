@@ -19,6 +19,11 @@ from trainmeter.core.extension import ExtensionBase, Report, RequirementError, o
 _KEY = {"on_report": "fields", "text_fields": "text", "passport_section": "passport", "after_fork_in_child": "fork"}
 
 
+def _defines(ext: Any, event: str) -> bool:
+    """Whether ``ext`` has ``event`` of its own (not the no-op of :class:`ExtensionBase`)."""
+    return getattr(type(ext), event, None) is not getattr(ExtensionBase, event, None) or event in vars(ext)
+
+
 class Dispatcher:
     """The run's extensions in their computed order, and the events sent to them.
 
@@ -142,8 +147,13 @@ class Dispatcher:
             self._arm_steps()
 
     def report(self, report: Report) -> dict[str, Any]:
-        """Each extension's ``on_report`` fields that are not ``None``, by its name (the interval record)."""
-        return {ext.name: got for ext, got in self.each("on_report", report) if got is not None}
+        """Each extension's ``on_report`` fields by its name (the interval record; ``None`` after a fault).
+        An extension that keeps the base's no-op ``on_report`` has no entry."""
+        out: dict[str, Any] = {}
+        for ext in self.extensions:
+            if self._handler(ext, "on_report") is not None and _defines(ext, "on_report"):
+                out[ext.name] = self._call(ext, "on_report", report)
+        return out
 
     def text_fields(self) -> list[dict[str, Any]]:
         """Each extension's text-line fields, in order."""
@@ -168,7 +178,7 @@ class Dispatcher:
     def phase(self, name: str, edge: str, t_s: float) -> None:
         """``on_phase(name, edge, t_s)`` on each extension that watches phases (training thread)."""
         for ext in self.extensions:
-            if getattr(type(ext), "on_phase", ExtensionBase.on_phase) is not ExtensionBase.on_phase:
+            if _defines(ext, "on_phase"):
                 self._call(ext, "on_phase", name, edge, t_s)
 
     def watch_training(self, ext: Any) -> None:
@@ -199,31 +209,34 @@ class Dispatcher:
     def _arm_steps(self) -> None:
         """Hand the monitor the step callable: one extension's own ``on_step`` (no frame of ours), or the
         fan-out over several, or none."""
-        self._steppers = tuple(e for e in self._started if callable(self._handler(e, "on_step")))
+        self._steppers = tuple(e for e in self._started if id(e) not in self._dead
+                               and callable(self._handler(e, "on_step")))
         monitor = self._monitor
         if monitor is None:
             return
         if len(self._steppers) == 1:
-            monitor.set_step_hook(self._steppers[0].on_step)
+            monitor.set_step_hook(self._steppers[0].on_step, at=self._next_step.get(id(self._steppers[0]), 0))
         elif self._steppers:
-            self._next_step = {id(e): self._next_step.get(id(e), 0) for e in self._steppers}
-            monitor.set_step_hook(self._on_step_many)
+            monitor.set_step_hook(self._on_step_many, many=True, at=self._first_step())
         else:
             monitor.set_step_hook(None)
 
+    def _first_step(self) -> int:
+        return min((self._next_step.get(id(e), 0) for e in self._steppers), default=sys.maxsize)
+
     def schedule(self, ext: Any, step: int) -> int:
         """``ext``'s ``on_step`` runs next at the first counted step ``>= step``; returns the first step any
-        extension wants (several extensions with ``on_step``)."""
-        if ext is not None and id(ext) in self._next_step:
+        armed extension wants (``sys.maxsize``: none)."""
+        if ext is not None:
             self._next_step[id(ext)] = step
-        return min(self._next_step.values(), default=sys.maxsize)
+        return self._first_step()
 
     def _on_step_many(self) -> None:
         steps = self._monitor.steps
         for ext in self._steppers:
-            if steps >= self._next_step.get(id(ext), sys.maxsize):
+            if steps >= self._next_step.get(id(ext), 0):
                 self._call(ext, "on_step")
-        self._monitor.next_step_hook_at(self.schedule(None, 0), self)
+        self._monitor.next_step_hook_at(self._first_step())  # many: the monitor asks schedule() again
 
     def step_fault(self, exc: BaseException) -> None:
         """The single ``on_step`` the monitor called raised: warn once, disable it (training thread)."""

@@ -29,7 +29,7 @@ class Lifecycle:
     ended_at: str | None
     started_at: str | None
     run_dir: Any
-    extensions: list[Any]
+    dispatch: Any
 
     def start(self) -> Monitor:
         """Make the run folder, open the log, install probes, start the clocks.
@@ -84,9 +84,7 @@ class Lifecycle:
         self._terminate.install()
         if self._want_probes:
             self._start_probes()
-        for ext in self.extensions:
-            self._started.append(ext)
-            self._guard(f"start-{getattr(ext, 'name', ext)}", ext.start, self)
+        self.dispatch.start(self)  # each extension in order (a fault disables that extension)
         self._t0_s = self.phases.begin()
         self._next_report_s = self._t0_s + self._interval_s
         self.status = "running"
@@ -150,8 +148,7 @@ class Lifecycle:
             if self._probes is not None:
                 parts.append(("torch-probes-stop", self._probes.stop, ()))
             # before the final report: spans they close are in its snapshot
-            parts += [(f"stop-{getattr(ext, 'name', ext)}", ext.stop, ())
-                      for ext in self._started if ext != "record"]
+            parts += [(key, fn, ()) for key, fn in self.dispatch.stop_parts()]
             if self.phases.session_start_s is not None:
                 parts.append(("open-phase", self._close_open_phase, ()))
                 parts.append(("final-report", self._report, (True,)))

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from trainmeter.core.clock import Clock, MonotonicClock
+from trainmeter.core.dispatch import Dispatcher
 from trainmeter.core.emits import DEFAULT_MAX_SERIES, Emits
 from trainmeter.core.faults import Faults, MonitorWarning
 from trainmeter.core.interrupts import TerminateHandler
@@ -83,7 +84,7 @@ class Monitor(Lifecycle, Emits, LossOrder, Reports, Faults):
             CUDA is initialised, nothing otherwise.
         out: Where text lines go (``sys.stdout`` by default).
         text: Whether to print a text line each report.
-        extensions: Extra sources/sinks with ``start(monitor)``/``stop()``.
+        extensions: The wings (docs/contracts/EXTENSIONS.md), ordered by their ``requires``.
         record: The saved record (run folder, run log, text line, passport);
             ``None`` keeps the run in memory only. ``make_monitor`` passes one.
         cuda_memory: Factory of the CUDA allocator reader for memory samples
@@ -152,11 +153,12 @@ class Monitor(Lifecycle, Emits, LossOrder, Reports, Faults):
         self.series_info: dict[str, dict[str, Any]] = {}  # series name -> its source and provenance
         self._probes: Any = None
         self._want_probes = probes
-        self.extensions: list[Any] = list(extensions or [])
+        self.dispatch = Dispatcher(extensions or [], self.warn_once)  # the extensions' events, in order
         self._finished = False
         self._at_step: int | None = None
         self._at_steps: list[tuple[int, Callable[[], None]]] = []  # (step, callback) waiting; _at_step: the next
-        self._step_hook: Callable[[], None] | None = None  # one extension's (see step_hook)
+        self._step_hook: Callable[[], None] | None = None  # set by the dispatcher (see set_step_hook)
+        self._step_many = False  # _step_hook is the dispatcher's fan-out over several extensions
         self._hook_at = sys.maxsize  # the first step at which _step_hook is called next
         self._warned: set[str] = set()
         self._series_lock = threading.Lock()
@@ -169,7 +171,7 @@ class Monitor(Lifecycle, Emits, LossOrder, Reports, Faults):
         self.series_dropped = 0
         self.series_dropped_names: list[str] = []
         self._dropped_seen: set[str] = set()
-        self._started: list[Any] = []  # 'record' and the extensions whose start was attempted
+        self._started: list[Any] = []  # 'record' once its open was attempted (the extensions: the dispatcher)
         self._finish_done: set[str] = set()
         self._terminate: TerminateHandler | None = None
 
@@ -222,7 +224,10 @@ class Monitor(Lifecycle, Emits, LossOrder, Reports, Faults):
         if steps == self._at_step:
             self._run_at_step()
         if steps >= self._hook_at:
-            self._step_hook()  # type: ignore[misc]  # must not raise (the optimizer wing's lr and grad_norm)
+            try:
+                self._step_hook()  # type: ignore[misc]  # an extension's sampled on_step (the optimizer wing's)
+            except Exception as exc:
+                self.dispatch.step_fault(exc)
         if now >= self._next_report_s:
             self._maybe_report()
 
@@ -253,28 +258,40 @@ class Monitor(Lifecycle, Emits, LossOrder, Reports, Faults):
         if steps == self._at_step:
             self._run_at_step()
         if steps >= self._hook_at:
-            self._step_hook()  # type: ignore[misc]  # must not raise
+            try:
+                self._step_hook()  # type: ignore[misc]
+            except Exception as exc:
+                self.dispatch.step_fault(exc)
         if now >= self._next_report_s:
             self._maybe_report()
 
 
+    # -- extensions ----------------------------------------------------------------------
     @property
-    def step_hook(self) -> Callable[[], None] | None:
-        """One extension's callable, run after a step is counted and before the report check (training thread).
+    def extensions(self) -> tuple[Any, ...]:
+        """The run's extensions in their computed order (read-only; events go through :attr:`dispatch`)."""
+        return self.dispatch.extensions
 
-        Called at every counted step from when it is set, until :meth:`next_step_hook_at` moves its next
-        call further (so a sampling extension costs nothing on the steps it skips). Must not raise.
+    def extension(self, name: str) -> Any:
+        """The view the extension ``name`` publishes (``ComputeView``, ``GpuView``), or ``None``. Any thread."""
+        return self.dispatch.view(name)
+
+    def set_step_hook(self, fn: Callable[[], None] | None, *, many: bool = False, at: int = 0) -> None:
+        """The dispatcher's: call ``fn`` after each counted step from step ``at`` (``None``: no call).
+
+        ``fn`` is one extension's own ``on_step`` (no frame in between), or with ``many`` the
+        dispatcher's fan-out. A fault is handed to ``dispatch.step_fault``. Training thread.
         """
-        return self._step_hook
-
-    @step_hook.setter
-    def step_hook(self, fn: Callable[[], None] | None) -> None:
         self._step_hook = fn
-        self._hook_at = 0 if fn is not None else sys.maxsize
+        self._step_many = many
+        self._hook_at = at if fn is not None else sys.maxsize
 
-    def next_step_hook_at(self, step: int) -> None:
-        """Call the step hook next at the first counted step ``>= step`` (from the hook itself; training thread)."""
-        if self._step_hook is not None:
+    def next_step_hook_at(self, step: int, extension: Any = None) -> None:
+        """Call ``extension``'s ``on_step`` next at the first counted step ``>= step`` (so a sampling extension
+        costs one integer compare on the steps it skips). Training thread."""
+        if self._step_hook is None or self._step_many:
+            self._hook_at = self.dispatch.schedule(extension, step)
+        else:
             self._hook_at = step
 
 
@@ -291,6 +308,7 @@ class Monitor(Lifecycle, Emits, LossOrder, Reports, Faults):
         self._phase_resume = self.phases.training
         self.phases.pause_train()
         self._phase_started_s = self.clock()
+        self.dispatch.phase(name, "begin", self.phases.session_elapsed_s(self._phase_started_s))
 
     def exit_phase(self) -> None:
         """Credit the phase opened by :meth:`enter_phase` and resume training (no-op when none is open)."""
@@ -302,6 +320,7 @@ class Monitor(Lifecycle, Emits, LossOrder, Reports, Faults):
         self.phases.finish_phase(self._phase_name, self._phase_started_s)
         if self._phase_resume and not self._finished:
             self.phases.resume_train()
+        self.dispatch.phase(self._phase_name, "end", self.elapsed_s())
 
     def carve(self, phase: str, seconds: float) -> None:
         """Move host-measured ``seconds`` of training time to ``phase`` (no sync)."""

@@ -88,8 +88,9 @@ class TorchProbes(Discovery, CompileWatch, Wrappers, RootCalls, LossCapture, Opt
 
     Attributes:
         on_training: Called (no arguments) at each training forward of the root, each
-            backward and each optimizer step while set; the time split sets it while an
-            eval span is open (so it needs no optimizer hook of its own).
+            backward and each optimizer step while set; set only by the extensions' dispatcher
+            (``Dispatcher.watch_training``: the time split's open eval span), which turns it into
+            ``on_phase("train", "begin", t_s)``.
         paused: Set while trainmeter itself runs the model (FLOP counting).
     """
 

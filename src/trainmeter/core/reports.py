@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from trainmeter.core.extension import Report
 from trainmeter.core.interrupts import HeldInterrupts
 from trainmeter.core.throughput import interval_summary, session_summary
 
@@ -18,7 +19,7 @@ class Reports:
     Training thread, except :meth:`extension_warnings` (any thread).
     """
 
-    extensions: list[Any]
+    dispatch: Any  # trainmeter.core.dispatch.Dispatcher
 
     def _maybe_report(self) -> None:
         if self._finished:
@@ -73,11 +74,7 @@ class Reports:
         if self._memory_probe is not None:
             self.memory = self._guard("memory", self._memory_probe.sample)
         self.reports += 1
-        extra = {}
-        for ext in self.extensions:
-            fields = getattr(ext, "interval_fields", None)
-            if fields is not None:
-                extra[ext.name] = self._guard(f"fields-{ext.name}", fields)
+        extra = self.dispatch.report(Report(steps=self.steps, tokens=self.tokens, elapsed_s=elapsed_s, final=final))
         if self._record is not None:
             self._guard("run-log", self._record.write_interval, self, elapsed_s, phases_s, extra)
             self._trim()
@@ -103,12 +100,5 @@ class Reports:
 
     def extension_warnings(self) -> list[str]:
         """Extensions' current warnings (a starving loader, a full disk, swap). Any thread."""
-        out: list[str] = []
-        for ext in self.extensions:
-            if hasattr(ext, "warnings"):
-                try:
-                    out.extend(ext.warnings())
-                except Exception:
-                    continue
-        return out
+        return [str(w) for w in self.dispatch.collect("warnings")]
 

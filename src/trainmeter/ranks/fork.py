@@ -153,7 +153,7 @@ def rehome(m: Any) -> None:
     m._scalars = ScalarReader()
     m.status = "running"
     m.started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    m.extensions = [e for e in m.extensions if getattr(e, "name", None) not in THREAD_EXTENSIONS]
+    m.dispatch.drop(THREAD_EXTENSIONS)
     training = m.phases.training
     m.phases = PhaseClock(m.clock, m.phases._sync)
     m._phase_depth = 0
@@ -165,10 +165,7 @@ def rehome(m: Any) -> None:
     probes = m._probes
     if probes is not None:
         _rediscover(probes)
-    for ext in m.extensions:
-        hook = getattr(ext, "after_fork_in_child", None)
-        if hook is not None:
-            m._guard(f"fork-{ext.name}", hook, m)
+    m.dispatch.after_fork_in_child(m)
 
 
 def _rediscover(probes: Any) -> None:
