@@ -52,8 +52,20 @@ def test_the_no_op_base_conforms_to_the_protocol_and_its_events_do_nothing():
 
 
 def test_the_event_table_names_every_member_of_the_protocol_once():
-    members = {m for m in Extension.__protocol_attrs__} if hasattr(Extension, "__protocol_attrs__") else {
-        m for m in dir(Extension) if not m.startswith("_")} | {"name", "requires", "precedes", "on_step"}
+    members = set(Extension.__annotations__) | {
+        n for n, v in vars(Extension).items() if callable(v) and not n.startswith("_")}
     names = [e.name for e in EVENTS]
     assert len(names) == len(set(names))
     assert set(names) == members
+
+
+def test_the_contract_doc_shows_the_event_table_generated_from_the_protocol():
+    from pathlib import Path
+
+    from trainmeter.core.extension import events_table
+
+    doc = (Path(__file__).parents[2] / "docs" / "contracts" / "EXTENSIONS.md").read_text(encoding="utf-8")
+    shown = doc.split("<!-- events: generated -->\n", 1)[1].split("\n<!-- /events -->", 1)[0]
+    assert shown == events_table(), "regenerate the table: see docs/contracts/EXTENSIONS.md"
+    rows = {line.split("`")[1].split("(")[0].split(":")[0] for line in shown.splitlines()[2:]}
+    assert rows == {e.name for e in EVENTS}

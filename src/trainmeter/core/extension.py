@@ -63,7 +63,7 @@ EVENTS: tuple[Event, ...] = (
           "a fault here disables the whole extension (its stop still runs)", "training"),
     Event("view", "view() -> object | None", "by `monitor.extension(name)`: the small frozen view other wings "
           "read (`<wing>/view.py`)", "any"),
-    Event("on_step", "on_step: () -> None | None", "after a counted step of the primary optimizer, before the report "
+    Event("on_step", "on_step() -> None", "(`None` on the base) after a counted step of the primary optimizer, before the report "
           "check; at every step until it calls `monitor.next_step_hook_at(step, self)` (skipped steps cost one "
           "integer compare); only defined by wings that need it", "training (hot path)"),
     Event("on_phase", "on_phase(name, edge, t_s) -> None", "a `tm.phase`/span `name` began or ended "
@@ -82,7 +82,7 @@ EVENTS: tuple[Event, ...] = (
           "publisher: read-only"),
     Event("stop", "stop() -> None", "once at the end, in order, before the final report (idempotent; joins "
           "its threads, removes every hook and patch)", "training"),
-    Event("passport_section", "passport_section() -> dict | list | None", "once at the end: "
+    Event("passport_section", "passport_section() -> dict, list or None", "once at the end: "
           "`passport.json[name]` (None: no section)", "training"),
     Event("derivations", "derivations() -> list[Derivation]", "appended to the passport's `derivations`",
           "training"),
@@ -197,6 +197,13 @@ class ExtensionBase:
 
     def after_fork_in_child(self, monitor: Any) -> None:
         """Nothing to re-home."""
+
+
+def events_table() -> str:
+    """The contract's table as docs/contracts/EXTENSIONS.md shows it (markdown; checked by tests/core)."""
+    rows = ["| member | called | thread |", "| --- | --- | --- |"]
+    rows += [f"| `{e.signature}` | {e.called} | {e.thread} |".replace(" | None", " \\| None") for e in EVENTS]
+    return "\n".join(rows)
 
 
 class RequirementError(ValueError):
