@@ -2,9 +2,10 @@
 
 Policy (docs/contracts/EXTENSIONS.md): an event that raises warns once through
 ``warn_once`` (key ``<event>-<name>``, the message says it was disabled) and that
-event of that extension is not called again; a fault in ``start`` disables the whole
-extension except its ``stop`` (which releases whatever it did install). Nothing
-raises into the user's code. ``KeyboardInterrupt`` is never caught here.
+event of that extension is not called again; its other events go on (a wing whose
+``start`` failed still stops and says so in its passport section, as each wing
+handles a run it did not fully start). Nothing raises into the user's code.
+``KeyboardInterrupt`` is never caught here.
 """
 
 from __future__ import annotations
@@ -49,7 +50,6 @@ class Dispatcher:
         self.extensions: tuple[Any, ...] = tuple(ordered)
         self._warn = warn_once
         self._off: set[tuple[int, str]] = set()  # (id(extension), event) disabled by a fault
-        self._dead: set[int] = set()  # id(extension) whose start failed
         self._started: list[Any] = []
         self._monitor: Any = None
         self._steppers: tuple[Any, ...] = ()
@@ -59,10 +59,7 @@ class Dispatcher:
     # -- the policy ----------------------------------------------------------------------
     def _fault(self, ext: Any, event: str, exc: BaseException) -> None:
         key = f"{_KEY.get(event, event)}-{getattr(ext, 'name', ext)}"
-        if event == "start":
-            self._dead.add(id(ext))
-        else:
-            self._off.add((id(ext), event))
+        self._off.add((id(ext), event))
         if self._warn is not None:
             try:
                 self._warn(key, f"{key} failed and was disabled: {exc!r}")
@@ -70,7 +67,7 @@ class Dispatcher:
                 pass
 
     def _handler(self, ext: Any, event: str) -> Callable[..., Any] | None:
-        if id(ext) in self._dead and event != "stop" or (id(ext), event) in self._off:
+        if (id(ext), event) in self._off:
             return None
         return getattr(ext, event, None)
 
@@ -209,8 +206,7 @@ class Dispatcher:
     def _arm_steps(self) -> None:
         """Hand the monitor the step callable: one extension's own ``on_step`` (no frame of ours), or the
         fan-out over several, or none."""
-        self._steppers = tuple(e for e in self._started if id(e) not in self._dead
-                               and callable(self._handler(e, "on_step")))
+        self._steppers = tuple(e for e in self._started if callable(self._handler(e, "on_step")))
         monitor = self._monitor
         if monitor is None:
             return

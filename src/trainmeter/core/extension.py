@@ -59,8 +59,8 @@ EVENTS: tuple[Event, ...] = (
     Event("requires", "requires: tuple[str, ...]",
           "wings it reads (run before it when present; '*' = every other wing)", "-"),
     Event("precedes", "precedes: tuple[str, ...]", "wings that run after it when present ('*' = every other)", "-"),
-    Event("start", "start(monitor) -> None", "once, after the run folder exists, before the cell's code runs; "
-          "a fault here disables the whole extension (its stop still runs)", "training"),
+    Event("start", "start(monitor) -> None", "once, after the run folder exists, before the cell's code runs",
+          "training"),
     Event("view", "view() -> object | None", "by `monitor.extension(name)`: the small frozen view other wings "
           "read (`<wing>/view.py`)", "any"),
     Event("on_step", "on_step() -> None", "(`None` on the base) after a counted step of the primary optimizer, before the report "
