@@ -87,8 +87,8 @@ class Lifecycle:
         for ext in self.extensions:
             self._started.append(ext)
             self._guard(f"start-{getattr(ext, 'name', ext)}", ext.start, self)
-        self._t0_s = self.phases.begin()
-        self._next_report_s = self._t0_s + self._interval_s
+        self.hot.t0_s = self.phases.begin()
+        self.hot.next_report_s = self.hot.t0_s + self._interval_s
         self.status = "running"
         self.phases.resume_train()
 
@@ -207,7 +207,7 @@ class Lifecycle:
             if ends_process:
                 self._finish_parts("terminated", None)
                 return
-            self.warn_once("sigterm", f"SIGTERM at step {self.steps}: the program's own handler ran and the run "
+            self.warn_once("sigterm", f"SIGTERM at step {self.hot.steps}: the program's own handler ran and the run "
                                       "went on; a passport was saved at that point")
             if self._record is not None and "record" in self._started and not self._finished:
                 status, ended_at = self.status, self.ended_at
