@@ -233,7 +233,7 @@ class Discovery:
         return True
 
     def _drop_others(self) -> None:
-        """Stop watching every candidate but the root (docs/spec.md section 17): once the root is known, the other modules'
+        """Stop watching every candidate but the root (docs/spec.md section 20): once it is known, the other modules'
         calls (an old model left in the notebook's namespace, a submodule held by a name) need no wrapper.
         A model built later for a new optimizer is watched again when that optimizer is built. Not once
         something is compiled: Dynamo guards on the class dicts it traced, and a class put back would recompile."""

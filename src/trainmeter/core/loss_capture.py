@@ -1,4 +1,4 @@
-"""Loss capture: the values passed to backward between optimizer steps, summed and described (docs/spec.md section 2)."""
+"""Loss capture: the values passed to backward between optimizer steps, summed and described (docs/spec.md §2)."""
 
 from __future__ import annotations
 

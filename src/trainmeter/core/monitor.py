@@ -236,16 +236,15 @@ class Monitor(Lifecycle, Emits, LossOrder, Reports, Faults):
         ``loss_value`` is the same for a captured loss already read (a CPU loss: the probes'
         fast path), held in three attributes instead of a queued object, with the same timing.
         """
-        # hot path (docs/spec.md section 17): a counter, a clock read, an append (and the previous step's loss)
+        # hot path (docs/spec.md section 20): a counter, a clock read, an append (and the previous step's loss)
         hot = self.hot
         hot.steps = steps = hot.steps + 1
         hot.tokens += tokens
         now = hot.now()
         t_s = now - hot.t0_s
-        step_series = hot.step_series
-        if tokens != step_series.tokens:  # a new tokens-per-step run: rare once the batch shape is steady
-            step_series.set_tokens(tokens)
-        step_series.times.append(t_s)
+        if tokens != hot.step_series.tokens:  # a new tokens-per-step run: rare once the batch shape is steady
+            hot.step_series.set_tokens(tokens)
+        hot.step_series.times.append(t_s)
         self._step_losses(steps, t_s, loss, loss_value)
         if steps == hot.at_step:
             self._run_at_step()
@@ -266,15 +265,15 @@ class Monitor(Lifecycle, Emits, LossOrder, Reports, Faults):
         hot.tokens += tokens
         now = hot.now()
         t_s = now - hot.t0_s
-        step_series = hot.step_series
-        if tokens != step_series.tokens:
-            step_series.set_tokens(tokens)
-        step_series.times.append(t_s)
+        if tokens != hot.step_series.tokens:
+            hot.step_series.set_tokens(tokens)
+        hot.step_series.times.append(t_s)
         if hot.scalars.queue or hot.queued or hot.losses or hot.user_loss:
             self._step_losses(steps, t_s, None, loss_value)
         else:
             if hot.held_step:  # the previous step's loss: its step has passed
-                (hot.captured_series or self._captured_loss_series()).append(hot.held_step, hot.held_t_s, hot.held_value)
+                (hot.captured_series or self._captured_loss_series()).append(
+                    hot.held_step, hot.held_t_s, hot.held_value)
             hot.held_step = steps
             hot.held_t_s = t_s
             hot.held_value = loss_value

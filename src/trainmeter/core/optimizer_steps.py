@@ -79,7 +79,7 @@ class OptimizerSteps:
                 elif not info["max_parts"]:
                     info["max_parts"] = 1
                 value = self.hot.fast_sum
-                self.hot.fast_parts = 0  # inline hot.clear_fast_loss(): a step of several parts (accumulation) comes here
+                self.hot.fast_parts = 0  # inline clear_fast_loss: a step of several parts (accumulation) comes here
                 self.hot.fast_sum = 0.0
                 self.hot.fast_divided = True
                 self.hot.fast_first = None

@@ -30,7 +30,7 @@ Several backward calls without a division are recorded as their sum and marked
 ``ambiguous`` in ``series_info``. Losses before the step of a non-primary
 optimizer go to ``train_loss.optimizerN``.
 
-Hot path (docs/spec.md section 17, ``tests/core/test_hot_path.py``): in steady state a step costs the
+Hot path (docs/spec.md section 20, ``tests/core/test_hot_path.py``): in steady state a step costs the
 root's ``__call__`` wrapper (a positional batch with the type, shape and dtype of the
 last counted one counts the same, without ``count_batch``), the ``backward`` wrapper (torch's
 own six parameters, so no tuple or dict per call; a 0-d CPU loss, not scaled, is read with

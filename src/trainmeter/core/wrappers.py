@@ -1,5 +1,9 @@
-"""The wrappers trainmeter puts over torch: the watched class's call, ``autograd.backward``, ``GradScaler.scale``
-and ``Optimizer.__init__`` (docs/spec.md section 2; steady-step cost bounded by tests/core/test_hot_path.py)."""
+"""The wrappers put over torch: the watched call, ``autograd.backward``, ``GradScaler.scale``, the step hook.
+
+Also ``Optimizer.__init__`` (discovery). Loss semantics: docs/spec.md section 2; the steady step's cost
+(docs/spec.md section 20) is bounded by tests/core/test_hot_path.py. The hot ones close over the run's
+:class:`~trainmeter.core.hot_state.HotState`. Training thread.
+"""
 
 from __future__ import annotations
 
@@ -44,7 +48,7 @@ class Wrappers:
         def step_hook(optimizer: Any, args: Any, kwargs: Any) -> None:
             try:
                 if hot.steady and hot.fast_parts == 1 and hot.calls == 1 and probes._primary() is optimizer:
-                    # hot path (docs/spec.md section 17): the primary optimizer of a known root called once, one
+                    # hot path (docs/spec.md section 20): the primary optimizer of a known root called once, one
                     # 0-d CPU loss read at backward; hot.steady is cleared by whatever needs the general path (a
                     # StepLoss, a candidate's call, a new optimizer, an eval span, a pause); one call leaves
                     # _max_calls as it is
@@ -52,10 +56,11 @@ class Wrappers:
                     hot.pending_tokens = 0
                     hot.calls = 0
                     hot.fast_steps += 1
-                    value = hot.fast_sum  # the one part (the next first part overwrites it)
                     hot.fast_parts = 0
                     hot.fast_first = None  # the loss tensor is the loop's again
-                    monitor.on_step_read(tokens, value)  # looked up each step: the overhead wing times it
+                    # the one part's value (the next first part overwrites it); on_step_read is looked up at each
+                    # step: the overhead wing times it
+                    monitor.on_step_read(tokens, hot.fast_sum)
                     return
             except Exception as exc:
                 monitor.warn_once("probe-step", f"step probe fault: {exc!r}")
@@ -95,7 +100,7 @@ class Wrappers:
                 return original(module, *args, **kwargs)
             key = id(module)
             if key == hot.fast_root and args and not kwargs and not hot.depth:
-                # hot path (docs/spec.md section 17): the root called with a positional batch like the last counted one
+                # hot path (docs/spec.md section 20): the root called with a positional batch like the last counted one
                 # counts the same (exact: same type, shape and dtype); anything else takes _on_call
                 first = args[0]
                 try:
@@ -159,8 +164,8 @@ class Wrappers:
                 if grad_tensors is None:
                     if (hot.fast_backward and type(tensors) is tensor_type and tensors.ndim == 0
                             and tensors.is_cpu):
-                        # hot path (docs/spec.md section 17): a 0-d CPU loss (host memory, no device to wait for), unscaled,
-                        # read at once and summed in place; its grad_fn is read only if a second part comes
+                        # hot path (docs/spec.md section 20): a 0-d CPU loss (host memory, no device to wait
+                        # for), unscaled, read at once and summed in place; its grad_fn is read only if a second part comes
                         try:
                             value = tensors.item()
                             if hot.fast_parts:  # a second part: division matters (accumulation or not)
