@@ -119,7 +119,7 @@ class Stepper(ExtensionBase):
 def test_one_sampled_on_step_is_called_with_no_frame_of_the_dispatcher_between(tmp_path):
     one = Stepper("one", every=3)
     m = _monitor(tmp_path, one).start()
-    assert m._step_hook == one.on_step  # the wing's own bound method
+    assert m.hot.step_hook == one.on_step  # the wing's own bound method
     for _ in range(10):
         m.on_step(1)
     m.finish("completed")

@@ -127,7 +127,7 @@ class Discovery:
     def _on_optimizer_built(self, optimizer: Any, frame: Any) -> None:
         self._events += 1
         self._created[id(optimizer)] = (weakref.ref(optimizer), self._events)
-        self._steady = False  # the primary's next step marks its event (see _is_newer) on the general path
+        self.hot.steady = False  # the primary's next step marks its event (see _is_newer) on the general path
         modules = [o for o in self._reachable(frame) if _instance(o, self._module_type)]
         self._watch_owners(optimizer, modules)
 
@@ -220,8 +220,8 @@ class Discovery:
         if late:
             self._first_step_missed = self._monitor.steps == 0
         else:
-            self._pending_tokens += candidate.tokens
-            self._calls += candidate.calls
+            self.hot.pending_tokens += candidate.tokens
+            self.hot.calls += candidate.calls
             if candidate.unit:
                 self._monitor.token_unit = candidate.unit
             if candidate.example is not None:
@@ -233,7 +233,7 @@ class Discovery:
         return True
 
     def _drop_others(self) -> None:
-        """Stop watching every candidate but the root (issue 12): once the root is known, the other modules'
+        """Stop watching every candidate but the root (docs/spec.md section 20): once it is known, the other modules'
         calls (an old model left in the notebook's namespace, a submodule held by a name) need no wrapper.
         A model built later for a new optimizer is watched again when that optimizer is built. Not once
         something is compiled: Dynamo guards on the class dicts it traced, and a class put back would recompile."""
@@ -251,8 +251,8 @@ class Discovery:
             self._watch(module, force=True)
         self._root = weakref.ref(module)
         self._root_id = id(module)
-        self._fast_calls = False
-        self._steady = False
+        self.hot.fast_calls = False
+        self.hot.steady = False
         self._refresh_fast()
         self._roots_found += 1
         self.root_name = type(module).__name__

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import re
 import threading
-from collections import deque
 from typing import Any
 
+from trainmeter.core.hot_state import HotState
 from trainmeter.core.loss_order import LOSS_SERIES
 from trainmeter.core.scalars import StepLoss
 from trainmeter.core.series import Series
@@ -22,9 +22,8 @@ _RESERVED_NAME = re.compile(r"(node|gpu\d+)\.|__")
 class Emits:
     """``tm.emit``, samplers' points and the series registry (a part of :class:`~trainmeter.core.monitor.Monitor`)."""
 
-    steps: int
     series: dict[str, Series]
-    _queued: deque[tuple[dict[str, Any], int]]
+    hot: HotState  # the cross-thread queue, the step, the clock mark
 
     def record(self, series: dict[str, Any], step: int | None = None) -> None:
         """Record named scalars at ``step`` (default: the current step) (``tm.emit``, taps).
@@ -40,12 +39,13 @@ class Emits:
         if threading.get_ident() != self._owner_ident:
             self._enqueue(series, step)
             return
-        if self._queued:
+        hot = self.hot
+        if hot.queued:
             self._drain_queue()
-        now = self._now()
-        t_s = now - self._t0_s
+        now = hot.now()
+        t_s = now - hot.t0_s
         if step is None:
-            step = self.steps
+            step = hot.steps
         known = self.series
         for name, value in series.items():
             existing = known.get(name) if type(value) is float else None
@@ -53,12 +53,12 @@ class Emits:
                 existing.append(step, t_s, value)  # fast path: a float for a series already recorded
                 continue
             number = self._checked(name, value, (name, step, t_s))
-            if number is not None and name == LOSS_SERIES and not self._user_loss:
+            if number is not None and name == LOSS_SERIES and not hot.user_loss:
                 name = self._user_loss_name()  # the headline, or train_loss.emitted after captured points
             if number is not None:
                 series_ = self.series.get(name) or self._series(name)
                 series_.append(step, t_s, number)
-        if now >= self._next_report_s:
+        if now >= hot.next_report_s:
             self._maybe_report()
 
     def _checked(self, name: Any, value: Any, key: Any) -> float | None:
@@ -83,7 +83,7 @@ class Emits:
             try:
                 if isinstance(value, (str, bytes)):
                     raise TypeError(f"expected a float or a 0-d tensor, got {type(value).__name__}")
-                number = self._scalars.read(value, key)
+                number = self.hot.scalars.read(value, key)
             except Exception as exc:  # TypeError, OverflowError, a __float__ that raises, ...
                 self.warn_once(f"emit-{name}", f"tm.emit({printable(name)}=...) ignored: {printable(exc)}")
                 return None
@@ -110,17 +110,17 @@ class Emits:
 
     def _enqueue(self, series: dict[str, Any], step: int | None) -> None:
         """Queue values emitted off the recording thread (any thread; bounded)."""
-        if len(self._queued) >= MAX_QUEUED:
+        if len(self.hot.queued) >= MAX_QUEUED:
             self.queue_dropped += 1
             self.warn_once("emit-queue", f"tm.emit from other threads: more than {MAX_QUEUED:,} values waiting for "
                                          "the training thread; later ones are counted and dropped")
             return
-        self._queued.append((dict(series), self.steps if step is None else step))
+        self.hot.queued.append((dict(series), self.hot.steps if step is None else step))
 
     def _drain_queue(self) -> None:
         """Record values queued by other threads, stamped now (recording thread only; no backwards times)."""
-        t_s = self._now() - self._t0_s
-        queued = self._queued
+        t_s = self._now() - self.hot.t0_s
+        queued = self.hot.queued
         for _ in range(len(queued)):
             try:
                 values, step = queued.popleft()
@@ -137,11 +137,11 @@ class Emits:
         Each series must have a single writing thread; samplers use their own
         names (``gpu0.util``, ``node.cpu``). ``t_s`` is seconds since the run began.
         """
-        self._series(name, x_kind).append(self.steps, t_s, float(value))
+        self._series(name, x_kind).append(self.hot.steps, t_s, float(value))
 
 
     def _poll_scalars(self, t_s: float) -> None:
-        for key, value in self._scalars.poll():
+        for key, value in self.hot.scalars.poll():
             name, step, at_s = key  # type: ignore[misc]
             if type(name) is StepLoss:
                 name.resolve(step, at_s, value)  # (step loss, part index, field)

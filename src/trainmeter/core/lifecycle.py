@@ -84,9 +84,9 @@ class Lifecycle:
         self._terminate.install()
         if self._want_probes:
             self._start_probes()
-        self.dispatch.start(self)  # each extension in order (a fault disables that extension)
-        self._t0_s = self.phases.begin()
-        self._next_report_s = self._t0_s + self._interval_s
+        self.dispatch.start(self)  # each extension in order (a fault disables that event of that extension)
+        self.hot.t0_s = self.phases.begin()
+        self.hot.next_report_s = self.hot.t0_s + self._interval_s
         self.status = "running"
         self.phases.resume_train()
 
@@ -204,7 +204,7 @@ class Lifecycle:
             if ends_process:
                 self._finish_parts("terminated", None)
                 return
-            self.warn_once("sigterm", f"SIGTERM at step {self.steps}: the program's own handler ran and the run "
+            self.warn_once("sigterm", f"SIGTERM at step {self.hot.steps}: the program's own handler ran and the run "
                                       "went on; a passport was saved at that point")
             if self._record is not None and "record" in self._started and not self._finished:
                 status, ended_at = self.status, self.ended_at

@@ -1,4 +1,4 @@
-"""Loss capture: the values passed to backward between optimizer steps, summed and described (docs/spec.md section 2)."""
+"""Loss capture: the values passed to backward between optimizer steps, summed and described (docs/spec.md §2)."""
 
 from __future__ import annotations
 
@@ -25,10 +25,10 @@ class LossCapture:
     def _backward_fault(self, exc: BaseException) -> None:
         """Loss capture failed: warn once and stop capturing (training thread)."""
         self._monitor.warn_once("probe-loss", f"loss capture disabled: {exc!r}")
-        self._backward_on = False
+        self.hot.backward_on = False
         self._refresh_fast()
         self._loss = None
-        self._clear_fast_loss()
+        self.hot.clear_fast_loss()
 
     def _on_backward(self, tensors: Any) -> None:
         try:
@@ -39,8 +39,8 @@ class LossCapture:
                 loss = self._loss
                 if loss is None:
                     loss = self._loss = self._fast_loss()
-                    self._fast_backward = False  # the step's loss is a StepLoss now (until the step)
-                    self._steady = False
+                    self.hot.fast_backward = False  # the step's loss is a StepLoss now (until the step)
+                    self.hot.steady = False
                 scaled = self._scaled
                 if scaled is not None and scaled[0]() is tensor:
                     self._scaled = None
@@ -53,33 +53,26 @@ class LossCapture:
         except Exception as exc:
             self._backward_fault(exc)
 
-    def _clear_fast_loss(self) -> None:
-        """Forget the parts read on the backward fast path (a step closed, a fault, a stop)."""
-        self._fast_parts = 0
-        self._fast_sum = 0.0
-        self._fast_divided = True
-        self._fast_first = None
-
     def _fast_division(self, tensor: Any) -> None:
         """Fold the held first part's and ``tensor``'s division into ``_fast_divided`` (steps of several parts)."""
-        first = self._fast_first
+        first = self.hot.fast_first
         if first is not None:
-            self._fast_first = None
-            self._fast_divided = self._fast_divided and _divided(first.grad_fn)
-        self._fast_divided = self._fast_divided and _divided(tensor.grad_fn)
+            self.hot.fast_first = None
+            self.hot.fast_divided = self.hot.fast_divided and _divided(first.grad_fn)
+        self.hot.fast_divided = self.hot.fast_divided and _divided(tensor.grad_fn)
 
     def _fast_loss(self) -> StepLoss:
         """A StepLoss holding the parts read on the fast path so far (then reset)."""
         loss = StepLoss(LOSS_SERIES)
-        parts = self._fast_parts
+        parts = self.hot.fast_parts
         if parts:
             # the sum as the first part and zeros for the others: the same value and the same part count
-            loss.parts.extend([[self._fast_sum, 1.0]] + [[0.0, 1.0] for _ in range(parts - 1)])
-            first = self._fast_first
+            loss.parts.extend([[self.hot.fast_sum, 1.0]] + [[0.0, 1.0] for _ in range(parts - 1)])
+            first = self.hot.fast_first
             if first is not None:  # one part so far: its division not yet read
-                self._fast_divided = _divided(first.grad_fn)
-            loss.divided = self._fast_divided
-        self._clear_fast_loss()
+                self.hot.fast_divided = _divided(first.grad_fn)
+            loss.divided = self.hot.fast_divided
+        self.hot.clear_fast_loss()
         return loss
 
 
@@ -96,7 +89,7 @@ class LossCapture:
         """``series_info`` entries for ``train_loss`` and ``tokens_per_step``."""
         info = self._monitor.series_info
         n = dict(self._losses_info)
-        n["steps"] += self._fast_steps
+        n["steps"] += self.hot.fast_steps
         if n["steps"] and LOSS_SERIES not in info:
             how = "the value passed to backward" if n["max_parts"] <= 1 else \
                 f"the sum of the values passed to backward between optimizer steps (up to {n['max_parts']})"

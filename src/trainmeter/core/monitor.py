@@ -21,8 +21,8 @@ import sys
 import threading
 import time
 import weakref
-from collections import deque
 from collections.abc import Callable
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -30,6 +30,7 @@ from trainmeter.core.clock import Clock, MonotonicClock
 from trainmeter.core.dispatch import Dispatcher
 from trainmeter.core.emits import DEFAULT_MAX_SERIES, Emits
 from trainmeter.core.faults import Faults, MonitorWarning
+from trainmeter.core.hot_state import HotState
 from trainmeter.core.interrupts import TerminateHandler
 from trainmeter.core.lifecycle import Lifecycle
 from trainmeter.core.loss_order import LossOrder
@@ -109,73 +110,99 @@ class Monitor(Lifecycle, Emits, LossOrder, Reports, Faults):
         # hot path: read time.perf_counter directly (no Python frame) when the clock is the real one
         self._now: Callable[[], float] = time.perf_counter if isinstance(self.clock, MonotonicClock) else self.clock
         self._interval_s = options.interval_s
-        self._t0_s = 0.0
-        self.phases = PhaseClock(self.clock, synchronize or cuda_synchronize())
-        self.status = "starting"
+        self._synchronize = synchronize or cuda_synchronize()
+        # what a steady step touches: the probes' wrappers and the wings' step hooks read it (not the properties)
+        self.hot = HotState(self._now, self._interval_s)
         self.out = out
         self.text = text
-        self.series: dict[str, Series] = {}
-        self.step_series = StepSeries("tokens_per_step")
-        self.steps = 0
-        self.tokens = 0
         self.token_unit = "tokens"
-        self.model_ref: weakref.ReferenceType[Any] | None = None
-        self.interval: IntervalSummary | None = None
-        self.session: SessionSummary | None = None
-        self.memory: MemoryReading | None = None
         self.run_dir: Path | None = None
-        self.started_at: str | None = None
         self.ended_at: str | None = None
         self.error: str | None = None
-        self.warnings: list[str] = []
-        self.warnings_suppressed = 0
         self.text_line = ""
-        self.reports = 0
-        self._window_start_tokens = 0  # tokens and steps when the report window began
-        self._window_start_steps = 0
-        self._next_report_s = self._interval_s  # clock seconds of the next report (training thread)
-        self._phase_depth = 0
-        self._phase_started_s = 0.0
-        self._phase_name = ""
-        self._phase_resume = False
-        self._scalars = ScalarReader()
         self._memory_probe: MemoryProbe | None = None
         self._record = record
         self._cuda_memory = cuda_memory
-        self._readers: list[dict[str, int]] = []
-        self._user_loss = False
-        self._held_step = 0  # a captured loss read on the host, waiting for the next step: step, time, value
-        self._held_t_s = 0.0
-        self._held_value = 0.0
-        self._late_user_loss = False
-        self._losses: deque[StepLoss] = deque()  # closed step losses not yet in their series, in step order
-        self._captured_series: Series | None = None  # train_loss once a captured loss is in it
-        self.series_info: dict[str, dict[str, Any]] = {}  # series name -> its source and provenance
         self._probes: Any = None
         self._want_probes = probes
         self.dispatch = Dispatcher(extensions or [], self.warn_once)  # the extensions' events, in order
         self._finished = False
-        self._at_step: int | None = None
-        self._at_steps: list[tuple[int, Callable[[], None]]] = []  # (step, callback) waiting; _at_step: the next
-        self._step_hook: Callable[[], None] | None = None  # set by the dispatcher (see set_step_hook)
-        self._step_many = False  # _step_hook is the dispatcher's fan-out over several extensions
-        self._hook_at = sys.maxsize  # the first step at which _step_hook is called next
-        self._warned: set[str] = set()
-        self._series_lock = threading.Lock()
-        self._said_warnings: set[str] = set()
+        self._at_steps: list[tuple[int, Callable[[], None]]] = []  # (step, callback) waiting; hot.at_step: the next
+        self._step_many = False  # hot.step_hook is the dispatcher's fan-out over several extensions
         self._owner_ident = threading.get_ident()  # the recording thread (set again at start)
-        self._queued: deque[tuple[dict[str, Any], int]] = deque()
-        self.queue_dropped = 0
         self._max_series = int(getattr(options, "max_series", DEFAULT_MAX_SERIES) or DEFAULT_MAX_SERIES)
+        self._started: list[Any] = []  # 'record' once its open was attempted (the extensions: the dispatcher)
+        self._finish_done: set[str] = set()
+        self._terminate: TerminateHandler | None = None
+        self._new_run_state()
+
+    def _new_run_state(self) -> None:
+        """The run's own state, as at construction: set here only, so a forked child gets all of it afresh.
+
+        The hot part is :attr:`hot` (:meth:`HotState.new_run`, in place: the probes' wrappers close over it).
+        """
+        self.hot.new_run(0.0)
+        self.phases = PhaseClock(self.clock, self._synchronize)
+        self.status = "starting"
+        self.started_at: str | None = None
+        self.series: dict[str, Series] = {}
+        self.series_info: dict[str, dict[str, Any]] = {}  # series name -> its source and provenance
+        self._series_lock = threading.Lock()
+        self._readers: list[dict[str, int]] = []
+        self.model_ref: weakref.ReferenceType[Any] | None = None
+        self.interval: IntervalSummary | None = None
+        self.session: SessionSummary | None = None
+        self.memory: MemoryReading | None = None
+        self.reports = 0
+        self._window_start_tokens = 0  # tokens and steps when the report window began
+        self._window_start_steps = 0
+        self._phase_depth = 0
+        self._phase_started_s = 0.0
+        self._phase_name = ""
+        self._phase_resume = False
+        self._late_user_loss = False
+        self.warnings: list[str] = []
+        self.warnings_suppressed = 0
+        self._warned: set[str] = set()
+        self._said_warnings: set[str] = set()
+        self.queue_dropped = 0
         self._user_series = 0
         self.series_dropped = 0
         self.series_dropped_names: list[str] = []
         self._dropped_seen: set[str] = set()
-        self._started: list[Any] = []  # 'record' once its open was attempted (the extensions: the dispatcher)
-        self._finish_done: set[str] = set()
-        self._terminate: TerminateHandler | None = None
 
-    # -- lifecycle -----------------------------------------------------------------
+    def fresh_state_for_child(self) -> None:
+        """Give a forked child's inherited run state of its own: counters, series, held and pending losses,
+        queued emits, provenance, warnings and clocks start afresh, running from now (docs/spec.md section 19).
+
+        The configuration, the record, the extensions and the probes' patches stay. Training thread of the child.
+        """
+        training = self.phases.training
+        self._new_run_state()
+        self.status = "running"
+        self.started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        hot = self.hot
+        hot.t0_s = self.phases.begin()
+        hot.next_report_s = hot.t0_s + self._interval_s
+        if training:
+            self.phases.resume_train()
+
+    # -- the hot state, read by sinks and extensions -------------------------------------
+    @property
+    def steps(self) -> int:
+        """Optimizer steps of the primary optimizer counted so far. Any thread (a read)."""
+        return self.hot.steps
+
+    @property
+    def tokens(self) -> int:
+        """Tokens (or samples, see ``token_unit``) counted so far. Any thread (a read)."""
+        return self.hot.tokens
+
+    @property
+    def step_series(self) -> StepSeries:
+        """Tokens per step and the time of each step. Any thread (its reads take its lock)."""
+        return self.hot.step_series
+
     # -- sources ---------------------------------------------------------------------
     def set_model(self, module: Any, token_unit: str) -> None:
         """Record the trained root module (from the probes) and the token unit."""
@@ -200,7 +227,7 @@ class Monitor(Lifecycle, Emits, LossOrder, Reports, Faults):
     @property
     def scalar_reader(self) -> ScalarReader:
         """The reader of 0-d values (the probes read losses through it). Training thread."""
-        return self._scalars
+        return self.hot.scalars
 
     def on_step(self, tokens: int, loss: StepLoss | None = None, *, loss_value: float | None = None) -> None:
         """One optimizer step of the primary optimizer (training thread).
@@ -211,24 +238,24 @@ class Monitor(Lifecycle, Emits, LossOrder, Reports, Faults):
         ``loss_value`` is the same for a captured loss already read (a CPU loss: the probes'
         fast path), held in three attributes instead of a queued object, with the same timing.
         """
-        # hot path (issue 12): a counter, a clock read, an append (and the previous step's loss)
-        self.steps = steps = self.steps + 1
-        self.tokens += tokens
-        now = self._now()
-        t_s = now - self._t0_s
-        step_series = self.step_series
-        if tokens != step_series.tokens:  # a new tokens-per-step run: rare once the batch shape is steady
-            step_series.set_tokens(tokens)
-        step_series.times.append(t_s)
+        # hot path (docs/spec.md section 20): a counter, a clock read, an append (and the previous step's loss)
+        hot = self.hot
+        hot.steps = steps = hot.steps + 1
+        hot.tokens += tokens
+        now = hot.now()
+        t_s = now - hot.t0_s
+        if tokens != hot.step_series.tokens:  # a new tokens-per-step run: rare once the batch shape is steady
+            hot.step_series.set_tokens(tokens)
+        hot.step_series.times.append(t_s)
         self._step_losses(steps, t_s, loss, loss_value)
-        if steps == self._at_step:
+        if steps == hot.at_step:
             self._run_at_step()
-        if steps >= self._hook_at:
+        if steps >= hot.hook_at:
             try:
-                self._step_hook()  # type: ignore[misc]  # an extension's sampled on_step (the optimizer wing's)
+                hot.step_hook()  # type: ignore[misc]  # an extension's sampled on_step (the optimizer wing's)
             except Exception as exc:
                 self.dispatch.step_fault(exc)
-        if now >= self._next_report_s:
+        if now >= hot.next_report_s:
             self._maybe_report()
 
     def on_step_read(self, tokens: int, loss_value: float) -> None:
@@ -238,33 +265,32 @@ class Monitor(Lifecycle, Emits, LossOrder, Reports, Faults):
         while nothing is queued and no loss of the user's is seen, the previous step's loss goes
         to ``train_loss`` and this one is held (training thread).
         """
-        self.steps = steps = self.steps + 1
-        self.tokens += tokens
-        now = self._now()
-        t_s = now - self._t0_s
-        step_series = self.step_series
-        if tokens != step_series.tokens:
-            step_series.set_tokens(tokens)
-        step_series.times.append(t_s)
-        if self._scalars.queue or self._queued or self._losses or self._user_loss:
+        hot = self.hot
+        hot.steps = steps = hot.steps + 1
+        hot.tokens += tokens
+        now = hot.now()
+        t_s = now - hot.t0_s
+        if tokens != hot.step_series.tokens:
+            hot.step_series.set_tokens(tokens)
+        hot.step_series.times.append(t_s)
+        if hot.scalars.queue or hot.queued or hot.losses or hot.user_loss:
             self._step_losses(steps, t_s, None, loss_value)
         else:
-            if self._held_step:  # the previous step's loss: its step has passed
-                (self._captured_series or self._captured_loss_series()).append(
-                    self._held_step, self._held_t_s, self._held_value)
-            self._held_step = steps
-            self._held_t_s = t_s
-            self._held_value = loss_value
-        if steps == self._at_step:
+            if hot.held_step:  # the previous step's loss: its step has passed
+                (hot.captured_series or self._captured_loss_series()).append(
+                    hot.held_step, hot.held_t_s, hot.held_value)
+            hot.held_step = steps
+            hot.held_t_s = t_s
+            hot.held_value = loss_value
+        if steps == hot.at_step:
             self._run_at_step()
-        if steps >= self._hook_at:
+        if steps >= hot.hook_at:
             try:
-                self._step_hook()  # type: ignore[misc]
+                hot.step_hook()  # type: ignore[misc]
             except Exception as exc:
                 self.dispatch.step_fault(exc)
-        if now >= self._next_report_s:
+        if now >= hot.next_report_s:
             self._maybe_report()
-
 
     # -- extensions ----------------------------------------------------------------------
     @property
@@ -282,17 +308,18 @@ class Monitor(Lifecycle, Emits, LossOrder, Reports, Faults):
         ``fn`` is one extension's own ``on_step`` (no frame in between), or with ``many`` the
         dispatcher's fan-out. A fault is handed to ``dispatch.step_fault``. Training thread.
         """
-        self._step_hook = fn
+        hot = self.hot
+        hot.step_hook = fn
         self._step_many = many
-        self._hook_at = at if fn is not None else sys.maxsize
+        hot.hook_at = at if fn is not None else sys.maxsize
 
     def next_step_hook_at(self, step: int, extension: Any = None) -> None:
         """Call ``extension``'s ``on_step`` next at the first counted step ``>= step`` (so a sampling extension
         costs one integer compare on the steps it skips). Training thread."""
-        if self._step_hook is None or self._step_many:
-            self._hook_at = self.dispatch.schedule(extension, step)
+        if self.hot.step_hook is None or self._step_many:
+            self.hot.hook_at = self.dispatch.schedule(extension, step)
         else:
-            self._hook_at = step
+            self.hot.hook_at = step
 
 
     def elapsed_s(self) -> float:
@@ -330,15 +357,16 @@ class Monitor(Lifecycle, Emits, LossOrder, Reports, Faults):
     def at_step(self, step: int, fn: Callable[[], None]) -> None:
         """Call ``fn`` on the training thread right after optimizer step ``step`` (once; a step already
         counted never comes). Several callbacks may wait; the hot path compares one integer."""
-        if step <= self.steps:
+        if step <= self.hot.steps:
             return
         self._at_steps.append((step, fn))
-        self._at_step = min(s for s, _ in self._at_steps)
+        self.hot.at_step = min(s for s, _ in self._at_steps)
 
     def _run_at_step(self) -> None:
-        due = [fn for s, fn in self._at_steps if s == self.steps]
-        self._at_steps = [(s, fn) for s, fn in self._at_steps if s > self.steps]
-        self._at_step = min((s for s, _ in self._at_steps), default=None)
+        steps = self.hot.steps
+        due = [fn for s, fn in self._at_steps if s == steps]
+        self._at_steps = [(s, fn) for s, fn in self._at_steps if s > steps]
+        self.hot.at_step = min((s for s, _ in self._at_steps), default=None)
         for fn in due:
             self._guard("at-step", fn)
 

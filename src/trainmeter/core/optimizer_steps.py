@@ -24,23 +24,7 @@ class OptimizerSteps:
         return created is not None and created[0]() is optimizer and created[1] > self._primary_last_event
 
     def _on_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
-        try:
-            if self._steady and self._fast_parts == 1 and self._calls == 1 and self._primary() is optimizer:
-                # hot path (issue 12): the primary optimizer of a known root called once, one 0-d CPU loss read
-                # at backward; _steady is cleared by whatever needs the general path (a StepLoss, a candidate's
-                # call, a new optimizer, an eval span, a pause); one call leaves _max_calls as it is
-                tokens = self._pending_tokens
-                self._pending_tokens = 0
-                self._calls = 0
-                self._fast_steps += 1
-                value = self._fast_sum  # the one part (the next first part overwrites it)
-                self._fast_parts = 0
-                self._fast_first = None  # the loss tensor is the loop's again
-                self._monitor.on_step_read(tokens, value)
-                return
-        except Exception as exc:
-            self._monitor.warn_once("probe-step", f"step probe fault: {exc!r}")
-            return
+        """The general path of the step post-hook (:meth:`Wrappers._make_step_hook` takes the steady one)."""
         if not self._active:
             return
         try:
@@ -56,7 +40,7 @@ class OptimizerSteps:
                 self._others.pop(id(optimizer), None)
                 self._root = None
                 self._root_id = 0
-                self._steady = False
+                self.hot.steady = False
                 self._refresh_fast()
                 self._gave_up = False
             self._events += 1
@@ -73,32 +57,32 @@ class OptimizerSteps:
                 for candidate in self._candidates.values():
                     candidate.tokens = candidate.calls = 0
             # the next steps of this optimizer may take the short path (see _refresh_fast)
-            self._steady = (self._root is not None and "trained" in self.params and self._active
+            self.hot.steady = (self._root is not None and "trained" in self.params and self._active
                             and not self._paused and self._on_training is None)
-            tokens, self._pending_tokens = self._pending_tokens, 0
-            if self._calls > self._max_calls:
-                self._max_calls = self._calls
-            self._calls = 0
+            tokens, self.hot.pending_tokens = self.hot.pending_tokens, 0
+            if self.hot.calls > self._max_calls:
+                self._max_calls = self.hot.calls
+            self.hot.calls = 0
             loss, self._loss = self._loss, None
             self._refresh_fast()  # the loss may take the backward fast path again
-            parts = self._fast_parts
+            parts = self.hot.fast_parts
             if loss is None and parts:  # hot path: the loss was read at backward (inline _note)
                 info = self._losses_info
                 info["steps"] += 1
                 if parts > 1:
                     if parts > info["max_parts"]:
                         info["max_parts"] = parts
-                    if self._fast_divided:
+                    if self.hot.fast_divided:
                         info["divided"] += 1
                     else:
                         info["ambiguous"] += 1
                 elif not info["max_parts"]:
                     info["max_parts"] = 1
-                value = self._fast_sum
-                self._fast_parts = 0  # inline _clear_fast_loss: a step of several parts (accumulation) comes here
-                self._fast_sum = 0.0
-                self._fast_divided = True
-                self._fast_first = None
+                value = self.hot.fast_sum
+                self.hot.fast_parts = 0  # inline clear_fast_loss: a step of several parts (accumulation) comes here
+                self.hot.fast_sum = 0.0
+                self.hot.fast_divided = True
+                self.hot.fast_first = None
                 self._monitor.on_step_read(tokens, value)
                 return
             if loss is not None:
@@ -109,11 +93,11 @@ class OptimizerSteps:
 
     def _on_other_step(self, optimizer: Any) -> None:
         """A secondary optimizer stepped: what was computed since the last step was its work."""
-        self._pending_tokens = 0
-        self._calls = 0
+        self.hot.pending_tokens = 0
+        self.hot.calls = 0
         loss, self._loss = self._loss, None
         self._refresh_fast()
-        if loss is None and self._fast_parts:
+        if loss is None and self.hot.fast_parts:
             loss = self._fast_loss()
         if loss is not None:
             number = self._others.setdefault(id(optimizer), len(self._others) + 2)

@@ -30,14 +30,19 @@ Several backward calls without a division are recorded as their sum and marked
 ``ambiguous`` in ``series_info``. Losses before the step of a non-primary
 optimizer go to ``train_loss.optimizerN``.
 
-Hot path (issue 12, ``tests/core/test_hot_path.py``): in steady state a step costs the
+Hot path (docs/spec.md section 20, ``tests/core/test_hot_path.py``): in steady state a step costs the
 root's ``__call__`` wrapper (a positional batch with the type, shape and dtype of the
 last counted one counts the same, without ``count_batch``), the ``backward`` wrapper (torch's
 own six parameters, so no tuple or dict per call; a 0-d CPU loss, not scaled, is read with
 ``item()`` and kept in place: no :class:`StepLoss` object, and its ``grad_fn`` is read only
 when a second part comes before the step), the step hook and ``Monitor.on_step_read``. Anything
 else (a CUDA loss, a GradScaler, an open eval span, a new shape, a second call of the root in a
-step, a new optimizer) takes the general path.
+step, a new optimizer) takes the general path. What those wrappers read and write is the run's
+:class:`~trainmeter.core.hot_state.HotState`, which they close over.
+
+The parts, each in its module: :mod:`~trainmeter.core.discovery`, :mod:`~trainmeter.core.wrappers`,
+:mod:`~trainmeter.core.root_calls`, :mod:`~trainmeter.core.loss_capture`,
+:mod:`~trainmeter.core.optimizer_steps`, :mod:`~trainmeter.core.compile_watch`.
 
 Every callback is guarded: a fault warns once and disables that probe.
 Callbacks run on the training thread.
@@ -51,6 +56,7 @@ from typing import Any, Protocol
 
 from trainmeter.core.compile_watch import CompileWatch
 from trainmeter.core.discovery import Discovery, _Candidate
+from trainmeter.core.hot_state import HotState
 from trainmeter.core.loss_capture import LossCapture
 from trainmeter.core.optimizer_steps import OptimizerSteps
 from trainmeter.core.patches import Patches, PostImportHooks
@@ -63,6 +69,7 @@ class StepSink(Protocol):
     """What the probes call on the run (:class:`~trainmeter.core.monitor.Monitor`). Training thread."""
 
     steps: int
+    hot: HotState
     token_unit: str
     series_info: dict[str, dict[str, Any]]
 
@@ -98,6 +105,8 @@ class TorchProbes(Discovery, CompileWatch, Wrappers, RootCalls, LossCapture, Opt
 
     def __init__(self, monitor: StepSink) -> None:
         self._monitor = monitor
+        self.hot: HotState = monitor.hot  # the fast flags, the last batch signature, the step's loss parts
+        self.hot.new_probe_state()
         self._handles: list[Any] = []
         self._patches = Patches()
         self._imports: PostImportHooks | None = None
@@ -107,7 +116,6 @@ class TorchProbes(Discovery, CompileWatch, Wrappers, RootCalls, LossCapture, Opt
         self._optimizer_type: Any = None
         self._candidates: dict[int, _Candidate] = {}
         self._patched_classes: set[tuple[type, str]] = set()
-        self._depth = 0  # nesting of watched calls (the outermost one counts)
         self._root: weakref.ReferenceType[Any] | None = None
         self._declared: weakref.ReferenceType[Any] | None = None  # tm.monitor(model=...)
         self._root_id = 0
@@ -116,13 +124,9 @@ class TorchProbes(Discovery, CompileWatch, Wrappers, RootCalls, LossCapture, Opt
         self._events = 0
         self._created: dict[int, tuple[weakref.ReferenceType[Any], int]] = {}  # optimizer id -> (ref, event)
         self._others: dict[int, int] = {}  # non-primary optimizer id -> its number (2, 3, ...)
-        self._pending_tokens = 0
-        self._calls = 0
         self._max_calls = 0
         self._loss: StepLoss | None = None
         self._scaled: tuple[Any, Any, bool] | None = None  # (weakref to the scaled loss, scale tensor, divided)
-        self._in_backward = False
-        self._backward_on = False
         self._losses_info = {"steps": 0, "ambiguous": 0, "divided": 0, "scaled": 0, "max_parts": 0}
         self._first_step_missed = False
         self._roots_found = 0
@@ -131,26 +135,6 @@ class TorchProbes(Discovery, CompileWatch, Wrappers, RootCalls, LossCapture, Opt
         self._compiling = False  # something is or was compiled: torch's own classes are not patched
         self._set_aside: set[int] = set()  # candidates unwatched for that reason
         self._on_training: Any = None
-        # the hot paths' flags, recomputed by _refresh_fast whenever one of their inputs changes:
-        # the root's id while its positional batches are counted like the last one (else 0),
-        # whether a 0-d CPU loss may be read at backward, and whether a step may take the short path
-        self._fast_root = 0
-        self._fast_backward = False
-        self._steady = False
-        # the last counted positional batch of the root (the call wrapper's fast path): type, shape, dtype, count
-        self._fast_calls = False
-        self._last_type: Any = None
-        self._last_shape: Any = None
-        self._last_dtype: Any = None
-        self._last_tokens = 0
-        # the step's loss while every part was a 0-d CPU tensor read at once (the backward fast path)
-        self._fast_parts = 0
-        self._fast_sum = 0.0
-        self._fast_divided = True  # every part after the first was divided (folded in from the second part on)
-        # the first part's loss tensor, held from its backward to the step (or the second part, which reads its
-        # grad_fn): a single-part step never reads a grad_fn
-        self._fast_first: Any = None
-        self._fast_steps = 0  # steps whose loss was read on the fast paths (added to _losses_info["steps"])
         self.params: dict[str, Any] = {}
         self.root_name: str | None = None
         self.example: tuple[Any, Any] | None = None
@@ -181,10 +165,10 @@ class TorchProbes(Discovery, CompileWatch, Wrappers, RootCalls, LossCapture, Opt
     def _refresh_fast(self) -> None:
         """Recompute the hot paths' flags from their inputs (after any of them changed)."""
         plain = self._active and not self._paused and self._on_training is None
-        self._fast_root = self._root_id if plain and self._fast_calls else 0
-        self._fast_backward = plain and self._backward_on and self._loss is None and self._scaled is None
+        self.hot.fast_root = self._root_id if plain and self.hot.fast_calls else 0
+        self.hot.fast_backward = plain and self.hot.backward_on and self._loss is None and self._scaled is None
         if not plain or self._root is None:
-            self._steady = False
+            self.hot.steady = False
 
     # -- lifecycle -----------------------------------------------------------------
     def start(self) -> None:
@@ -196,9 +180,9 @@ class TorchProbes(Discovery, CompileWatch, Wrappers, RootCalls, LossCapture, Opt
         self._module_type = torch.nn.Module
         self._optimizer_type = Optimizer
         self._active = True
-        self._handles.append(register_optimizer_step_post_hook(self._on_step))
+        self._handles.append(register_optimizer_step_post_hook(self._make_step_hook()))
         self._patches.wrap(torch.autograd, "backward", self._make_backward)
-        self._backward_on = True
+        self.hot.backward_on = True
         self._refresh_fast()
         self._patches.wrap(Optimizer, "__init__", self._make_optimizer_init)
         try:
@@ -232,7 +216,7 @@ class TorchProbes(Discovery, CompileWatch, Wrappers, RootCalls, LossCapture, Opt
         self._created.clear()
         self._scaled = None
         self._loss = None
-        self._clear_fast_loss()
+        self.hot.clear_fast_loss()
         self.on_training = None
         self._guarded("probe-info", self._write_info)
 
@@ -241,14 +225,14 @@ class TorchProbes(Discovery, CompileWatch, Wrappers, RootCalls, LossCapture, Opt
         self._primary = None
         self._root = None
         self._root_id = 0
-        self._steady = False
+        self.hot.steady = False
         self._refresh_fast()
         self._gave_up = False
         self._others.clear()
-        self._pending_tokens = 0
-        self._calls = 0
+        self.hot.pending_tokens = 0
+        self.hot.calls = 0
         self._loss = None
-        self._clear_fast_loss()
+        self.hot.clear_fast_loss()
         self._scaled = None
         self.params = {}
         self.root_name = None

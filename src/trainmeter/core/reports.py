@@ -54,23 +54,23 @@ class Reports:
             try:
                 self.phases.finish_phase("reporting", t0)
             finally:
-                self._next_report_s = self.clock() + self._interval_s
+                self.hot.next_report_s = self.clock() + self._interval_s
                 if resume:
                     self.phases.resume_train()
 
     def _report_body(self, final: bool, t0: float) -> None:
-        self.interval = interval_summary(tokens=self.tokens - self._window_start_tokens,
-                                         steps=self.steps - self._window_start_steps,
+        self.interval = interval_summary(tokens=self.hot.tokens - self._window_start_tokens,
+                                         steps=self.hot.steps - self._window_start_steps,
                                          train_s=self.phases.take_window_train_s())
         elapsed_s = self.phases.session_elapsed_s(t0)
-        self.session = session_summary(tokens=self.tokens, elapsed_s=elapsed_s)
+        self.session = session_summary(tokens=self.hot.tokens, elapsed_s=elapsed_s)
         phases_s = dict(self.phases.totals_s)
-        self._window_start_tokens, self._window_start_steps = self.tokens, self.steps
-        if self._queued:
+        self._window_start_tokens, self._window_start_steps = self.hot.tokens, self.hot.steps
+        if self.hot.queued:
             self._drain_queue()
         self._poll_scalars(elapsed_s)
-        if self._losses or self._held_step:
-            self._flush_losses(float("inf") if final else self.steps)
+        if self.hot.losses or self.hot.held_step:
+            self._flush_losses(float("inf") if final else self.hot.steps)
         if self._memory_probe is not None:
             self.memory = self._guard("memory", self._memory_probe.sample)
         self.reports += 1
@@ -90,7 +90,7 @@ class Reports:
         """Drop points every reader has seen; keep at most ``MAX_PENDING`` per series."""
         if not self._readers:
             return
-        for series in (self.step_series, *self.series.values()):
+        for series in (self.hot.step_series, *self.series.values()):
             upto = min(cursor.get(series.name, 0) for cursor in self._readers)
             series.trim(max(upto, series.end - MAX_PENDING))
 

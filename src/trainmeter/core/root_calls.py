@@ -24,24 +24,24 @@ class RootCalls:
                 if self.example is None and not lightning:  # a training_step batch is no forward input
                     self._capture_example(args, kwargs)
                 if counted is not None:
-                    self._pending_tokens += counted[0]
+                    self.hot.pending_tokens += counted[0]
                     self._monitor.token_unit = counted[1]
                 # remember a positional batch's shape: the call wrapper counts the next ones like it
                 first = args[0] if args and not kwargs else None
                 if not lightning and counted is not None and hasattr(first, "is_floating_point"):
-                    self._last_type, self._last_shape, self._last_dtype = type(first), first.shape, first.dtype
-                    self._last_tokens = counted[0]
-                    self._fast_calls = self.example is not None
+                    self.hot.last_type, self.hot.last_shape, self.hot.last_dtype = type(first), first.shape, first.dtype
+                    self.hot.last_tokens = counted[0]
+                    self.hot.fast_calls = self.example is not None
                 else:
-                    self._fast_calls = False
+                    self.hot.fast_calls = False
                 self._refresh_fast()
-                self._calls += 1
+                self.hot.calls += 1
                 callback = self._on_training
                 if callback is not None and (lightning or module.training):
                     callback()
             else:
                 self._candidate_calls = True
-                self._steady = False
+                self.hot.steady = False
                 candidate.calls += 1
                 if candidate.example is None and not lightning and self._root is None:
                     candidate.example = (args, dict(kwargs or {}), self._autocast())

@@ -1,5 +1,9 @@
-"""The wrappers trainmeter puts over torch: the watched class's call, ``autograd.backward``, ``GradScaler.scale``
-and ``Optimizer.__init__`` (docs/spec.md section 2; steady-step cost bounded by tests/core/test_hot_path.py)."""
+"""The wrappers put over torch: the watched call, ``autograd.backward``, ``GradScaler.scale``, the step hook.
+
+Also ``Optimizer.__init__`` (discovery). Loss semantics: docs/spec.md section 2; the steady step's cost
+(docs/spec.md section 20) is bounded by tests/core/test_hot_path.py. The hot ones close over the run's
+:class:`~trainmeter.core.hot_state.HotState`. Training thread.
+"""
 
 from __future__ import annotations
 
@@ -35,6 +39,36 @@ class Wrappers:
 
     _active: bool
 
+    def _make_step_hook(self) -> Any:
+        """The optimizer step post-hook: a steady step inline, anything else through ``_on_step``."""
+        probes = self
+        hot = self.hot
+        monitor = self._monitor
+
+        def step_hook(optimizer: Any, args: Any, kwargs: Any) -> None:
+            try:
+                if hot.steady and hot.fast_parts == 1 and hot.calls == 1 and probes._primary() is optimizer:
+                    # hot path (docs/spec.md section 20): the primary optimizer of a known root called once, one
+                    # 0-d CPU loss read at backward; hot.steady is cleared by whatever needs the general path (a
+                    # StepLoss, a candidate's call, a new optimizer, an eval span, a pause); one call leaves
+                    # _max_calls as it is
+                    tokens = hot.pending_tokens
+                    hot.pending_tokens = 0
+                    hot.calls = 0
+                    hot.fast_steps += 1
+                    hot.fast_parts = 0
+                    hot.fast_first = None  # the loss tensor is the loop's again
+                    # the one part's value (the next first part overwrites it); on_step_read is looked up at each
+                    # step: the overhead wing times it
+                    monitor.on_step_read(tokens, hot.fast_sum)
+                    return
+            except Exception as exc:
+                monitor.warn_once("probe-step", f"step probe fault: {exc!r}")
+                return
+            probes._on_step(optimizer, args, kwargs)
+
+        return step_hook
+
     def _make_optimizer_init(self, original: Any) -> Any:
         probes = self
 
@@ -49,6 +83,7 @@ class Wrappers:
 
     def _make_call(self, attr: str, original: Any) -> Any:
         probes = self
+        hot = self.hot
         torch = self._torch
         # torch.compiler.is_compiling() in one frame: Dynamo folds is_dynamo_compiling() to True when it traces
         # the wrapper (so the flag is never read there); the flag is set while torch.export traces
@@ -64,39 +99,39 @@ class Wrappers:
                 # on our state, no extra graph
                 return original(module, *args, **kwargs)
             key = id(module)
-            if key == probes._fast_root and args and not kwargs and not probes._depth:
-                # hot path (issue 12): the root called with a positional batch like the last counted one
+            if key == hot.fast_root and args and not kwargs and not hot.depth:
+                # hot path (docs/spec.md section 20): the root called with a positional batch like the last counted one
                 # counts the same (exact: same type, shape and dtype); anything else takes _on_call
                 first = args[0]
                 try:
-                    same = (type(first) is probes._last_type and first.shape == probes._last_shape
-                            and first.dtype is probes._last_dtype)
+                    same = (type(first) is hot.last_type and first.shape == hot.last_shape
+                            and first.dtype is hot.last_dtype)
                 except Exception:  # a tensor without a shape (a nested tensor): _on_call says so
                     same = False
                 if same and is_grad_enabled():
-                    probes._pending_tokens += probes._last_tokens
-                    probes._calls += 1
-                    probes._depth = 1
+                    hot.pending_tokens += hot.last_tokens
+                    hot.calls += 1
+                    hot.depth = 1
                     try:
                         if len(args) == 1:  # model(x): a plain call, which CPython 3.11 runs without a C frame
                             return original(module, first)
                         return original(module, *args)
                     finally:
-                        probes._depth = 0
-            if key not in candidates or not probes._active or probes._depth:
+                        hot.depth = 0
+            if key not in candidates or not probes._active or hot.depth:
                 return original(module, *args, **kwargs)
-            probes._depth += 1
+            hot.depth += 1
             try:
                 probes._on_call(module, args, kwargs, lightning)
                 return original(module, *args, **kwargs)
             finally:
-                probes._depth -= 1
+                hot.depth -= 1
 
         return call
 
-
     def _make_scale(self, original: Any) -> Any:
         probes = self
+        hot = self.hot
 
         @functools.wraps(original)
         def scale(scaler: Any, outputs: Any, *args: Any, **kwargs: Any) -> Any:
@@ -104,7 +139,7 @@ class Wrappers:
             if probes._active and out is not outputs and getattr(out, "ndim", None) == 0:
                 try:
                     probes._scaled = (weakref.ref(out), scaler._scale, _divided(getattr(outputs, "grad_fn", None)))
-                    probes._fast_backward = False
+                    hot.fast_backward = False
                 except Exception:
                     probes._scaled = None
             return out
@@ -115,55 +150,57 @@ class Wrappers:
         if not _plain_backward(original):
             return self._make_any_backward(original)
         probes = self
+        hot = self.hot
         tensor_type = self._torch.Tensor
 
         # torch.autograd.backward's own parameters, passed on positionally: no tuple or dict is built per call
         @functools.wraps(original)
         def backward(tensors: Any, grad_tensors: Any = None, retain_graph: Any = None, create_graph: bool = False,
                      grad_variables: Any = None, inputs: Any = None) -> Any:
-            if probes._in_backward or not probes._backward_on:
+            if hot.in_backward or not hot.backward_on:
                 return original(tensors, grad_tensors, retain_graph, create_graph, grad_variables, inputs)
-            probes._in_backward = True
+            hot.in_backward = True
             try:
                 if grad_tensors is None:
-                    if (probes._fast_backward and type(tensors) is tensor_type and tensors.ndim == 0
+                    if (hot.fast_backward and type(tensors) is tensor_type and tensors.ndim == 0
                             and tensors.is_cpu):
-                        # hot path (issue 12): a 0-d CPU loss (host memory, no device to wait for), unscaled,
-                        # read at once and summed in place; its grad_fn is read only if a second part comes
+                        # hot path (docs/spec.md section 20): a 0-d CPU loss (host memory, no device to wait
+                        # for), unscaled, read at once and summed in place; its grad_fn is read only if a second part comes
                         try:
                             value = tensors.item()
-                            if probes._fast_parts:  # a second part: division matters (accumulation or not)
+                            if hot.fast_parts:  # a second part: division matters (accumulation or not)
                                 probes._fast_division(tensors)
-                                probes._fast_sum += value
+                                hot.fast_sum += value
                             else:
-                                probes._fast_first = tensors  # held until the step (see _fast_division)
-                                probes._fast_sum = value
-                            probes._fast_parts += 1
+                                hot.fast_first = tensors  # held until the step (see _fast_division)
+                                hot.fast_sum = value
+                            hot.fast_parts += 1
                         except Exception as exc:
                             probes._backward_fault(exc)
                     elif not probes._paused:
                         probes._on_backward(tensors)
                 return original(tensors, grad_tensors, retain_graph, create_graph, grad_variables, inputs)
             finally:
-                probes._in_backward = False
+                hot.in_backward = False
 
         return backward
 
     def _make_any_backward(self, original: Any) -> Any:
         """The wrapper for a ``torch.autograd.backward`` whose parameters differ from torch 2.x's: general path."""
         probes = self
+        hot = self.hot
 
         @functools.wraps(original)
         def backward(tensors: Any, grad_tensors: Any = None, *args: Any, **kwargs: Any) -> Any:
-            if probes._in_backward or not probes._backward_on:
+            if hot.in_backward or not hot.backward_on:
                 return original(tensors, grad_tensors, *args, **kwargs)
-            probes._in_backward = True
+            hot.in_backward = True
             try:
                 if grad_tensors is None and not probes._paused:
                     probes._on_backward(tensors)
                 return original(tensors, grad_tensors, *args, **kwargs)
             finally:
-                probes._in_backward = False
+                hot.in_backward = False
 
         return backward
 

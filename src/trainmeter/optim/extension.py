@@ -49,6 +49,7 @@ from trainmeter.optim.lr import LR_SERIES, read_lrs
 from trainmeter.optim.smoothing import EMA_BETA, LossEma
 
 if TYPE_CHECKING:
+    from trainmeter.core.hot_state import HotState
     from trainmeter.core.monitor import Monitor
 
 MAX_POINTS_PER_S = 100.0
@@ -81,6 +82,7 @@ class OptimExtension(ExtensionBase):
     def __init__(self, *, max_points_per_s: float = MAX_POINTS_PER_S, ema_beta: float = EMA_BETA,
                  environ: Any = None) -> None:
         self._m: Monitor | None = None
+        self._hot: HotState | None = None  # the run's step state (monitor.hot), read at each sampled step
         self._max_points_per_s = max_points_per_s
         self._environ = environ
         self.rank: int | None = None
@@ -100,6 +102,7 @@ class OptimExtension(ExtensionBase):
     def start(self, monitor: Monitor) -> None:
         """Install the step pre-hook and the clip wrappers; read ``RANK`` (the core calls :meth:`on_step`)."""
         self._m = monitor
+        self._hot = monitor.hot
         self.rank = rank_from_env(self._environ)
         if self.rank not in (None, 0):
             monitor.text = False
@@ -109,7 +112,7 @@ class OptimExtension(ExtensionBase):
             monitor.next_step_hook_at(sys.maxsize, self)  # no optimizer to read: the core never calls on_step
             return
         self._watch_steps()
-        self.clip.counter = monitor
+        self.clip.counter = monitor.hot
         try:
             self.wrapped = self.clip.install(torch)
         except Exception as exc:
@@ -151,8 +154,9 @@ class OptimExtension(ExtensionBase):
             if self._primary is None:
                 self._adopt_primary()
             m = self._m
+            hot = self._hot
             if self.stride > 1:
-                m.next_step_hook_at(m.steps + self.stride, self)  # type: ignore[union-attr]
+                m.next_step_hook_at(hot.steps + self.stride, self)  # type: ignore[union-attr]
             optimizer = self._primary() if self._primary is not None else None
             if optimizer is None:  # collected: adopt the next one (from its second counted step)
                 self._primary = self._current = None
@@ -161,13 +165,13 @@ class OptimExtension(ExtensionBase):
                 return
             groups = optimizer.param_groups
             clip = self.clip
-            norm = clip.take_at(m.steps) if clip.pending is not None else None  # type: ignore[union-attr]
+            norm = clip.take_at(hot.steps) if clip.pending is not None else None  # type: ignore[union-attr]
             if len(groups) == 1 and norm is None:
                 # hot path (issue 12): one group's float rate into its existing series, at the step's time
                 lr = groups[0]["lr"]
                 series = m.series.get(LR_SERIES) if type(lr) is float else None  # type: ignore[union-attr]
                 if series is not None:
-                    series.append(m.steps, m.step_series.times[-1], lr)  # type: ignore[union-attr]
+                    series.append(hot.steps, hot.step_series.times[-1], lr)  # type: ignore[union-attr]
                     self.groups = 1
                     return
             values = read_lrs(groups)

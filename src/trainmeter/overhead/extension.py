@@ -86,7 +86,7 @@ class Overhead(ExtensionBase):
                     self._timed_s += now() - t0
                     self._timed += 1
                 if self._t1 is None:
-                    monitor.at_step(monitor.steps + SAMPLE_EVERY - 1, self._arm)
+                    monitor.at_step(monitor.hot.steps + SAMPLE_EVERY - 1, self._arm)
 
             return step
 
