@@ -63,9 +63,9 @@ EVENTS: tuple[Event, ...] = (
           "training"),
     Event("view", "view() -> object | None", "by `monitor.extension(name)`: the small frozen view other wings "
           "read (`<wing>/view.py`)", "any"),
-    Event("on_step", "on_step() -> None", "(`None` on the base) after a counted step of the primary optimizer, before the report "
-          "check; at every step until it calls `monitor.next_step_hook_at(step, self)` (skipped steps cost one "
-          "integer compare); only defined by wings that need it", "training (hot path)"),
+    Event("on_step", "on_step() -> None", "(`None` on the base) after a counted step of the primary optimizer, "
+          "before the report check; at every step until it calls `monitor.next_step_hook_at(step, self)` "
+          "(skipped steps cost one integer compare); only defined by wings that need it", "training (hot path)"),
     Event("on_phase", "on_phase(name, edge, t_s) -> None", "a `tm.phase`/span `name` began or ended "
           "(`edge` 'begin'/'end', `t_s` seconds since the session began); ('train', 'begin') when training "
           "activity is seen while a wing asked with `dispatch.watch_training(self)`", "training"),

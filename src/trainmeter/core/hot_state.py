@@ -47,7 +47,7 @@ class HotState:
     def __init__(self, now: Callable[[], float], interval_s: float) -> None:
         self.now = now
         self.interval_s = interval_s
-        self.step_hook: Callable[[], None] | None = None  # an extension's on_step, set by the dispatcher (Monitor.set_step_hook)
+        self.step_hook: Callable[[], None] | None = None  # set by the dispatcher (Monitor.set_step_hook)
         self.at_step: int | None = None  # the next step with Monitor.at_step callbacks
         self.new_run(0.0)
         self.new_probe_state()
