@@ -185,7 +185,7 @@ class ComputeExtension(ExtensionBase):
 
         return compute_tiles(*self._view())
 
-    def progress_bar(self) -> dict[str, Any] | None:
+    def progress_bar(self, recent: Any = None) -> dict[str, Any] | None:
         """The header's progress bar, live: the current step and tokens at the last window's pace."""
         from trainmeter.compute.card import progress_bar
 

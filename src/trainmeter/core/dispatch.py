@@ -96,9 +96,9 @@ class Dispatcher:
             out.extend(x for x in (got or []) if x is not None)
         return out
 
-    def first(self, event: str) -> Any:
-        """The first non-``None`` result of ``event`` (``progress_bar``)."""
-        for _, got in self.each(event):
+    def first(self, event: str, *args: Any) -> Any:
+        """The first non-``None`` result of ``event(*args)`` (``progress_bar``)."""
+        for _, got in self.each(event, *args):
             if got is not None:
                 return got
         return None

@@ -78,8 +78,8 @@ EVENTS: tuple[Event, ...] = (
     Event("panels", "panels() -> list[dict]", "generic panels (docs/protocol.md)", "publisher: read-only"),
     Event("charts", "charts() -> list[dict]", "chart specs naming series it records", "publisher: read-only"),
     Event("markers", "markers() -> list[dict]", "chart markers", "publisher: read-only"),
-    Event("progress_bar", "progress_bar() -> dict | None", "the header's progress bar (the first non-None)",
-          "publisher: read-only"),
+    Event("progress_bar", "progress_bar(recent) -> dict | None", "the header's progress bar (the first non-None); "
+          "`recent`: the publisher's recent figures (the ETA's pace) or None", "publisher: read-only"),
     Event("stop", "stop() -> None", "once at the end, in order, before the final report (idempotent; joins "
           "its threads, removes every hook and patch)", "training"),
     Event("passport_section", "passport_section() -> dict, list or None", "once at the end: "
@@ -122,7 +122,7 @@ class Extension(Protocol):
 
     def markers(self) -> list[dict[str, Any]]: ...
 
-    def progress_bar(self) -> dict[str, Any] | None: ...
+    def progress_bar(self, recent: Any = None) -> dict[str, Any] | None: ...
 
     def stop(self) -> None: ...
 
@@ -180,7 +180,7 @@ class ExtensionBase:
         """No markers."""
         return []
 
-    def progress_bar(self) -> dict[str, Any] | None:
+    def progress_bar(self, recent: Any = None) -> dict[str, Any] | None:
         """No progress bar."""
         return None
 

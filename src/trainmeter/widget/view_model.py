@@ -107,8 +107,8 @@ def _extension_extras(monitor: Any) -> tuple[list[str], list[dict[str, Any]], li
             dispatch.collect("tiles"), dispatch.collect("markers"))
 
 
-def _progress_from_extensions(monitor: Any) -> dict[str, Any] | None:
-    return monitor.dispatch.first("progress_bar")
+def _progress_from_extensions(monitor: Any, recent: Any = None) -> dict[str, Any] | None:
+    return monitor.dispatch.first("progress_bar", recent)
 
 
 def facts_from_monitor(monitor: Any, recent: Any = None, x_head: tuple[int, int, float] | None = None) -> RunFacts:
@@ -162,7 +162,7 @@ def facts_from_monitor(monitor: Any, recent: Any = None, x_head: tuple[int, int,
         loss_last=stats.last if stats else None, loss_min=stats.min if stats else None,
         step_series=tuple(n for n, s in series.items() if s.x_kind == "step"),
         warnings=tuple(list(monitor.warnings) + ext_warnings), panels=tuple(panels), extra_charts=tuple(charts),
-        extra_tiles=tuple(extra_tiles), progress_bar=_progress_from_extensions(monitor),
+        extra_tiles=tuple(extra_tiles), progress_bar=_progress_from_extensions(monitor, recent if live else None),
         error=getattr(monitor, "error", None), recent=recent if live else None, markers=tuple(markers),
         x_head=x_head if live else None,
     )
