@@ -55,6 +55,7 @@ class Dispatcher:
         self._steppers: tuple[Any, ...] = ()
         self._next_step: dict[int, int] = {}
         self._watching: list[Any] = []
+        self._phase_watchers = tuple(e for e in self.extensions if _defines(e, "on_phase"))  # most runs: one
 
     # -- the policy ----------------------------------------------------------------------
     def _fault(self, ext: Any, event: str, exc: BaseException) -> None:
@@ -118,6 +119,7 @@ class Dispatcher:
         self.extensions = tuple(e for e in self.extensions if getattr(e, "name", None) not in names)
         self._started = [e for e in self._started if e in self.extensions]
         self._watching = [e for e in self._watching if e in self.extensions]
+        self._phase_watchers = tuple(e for e in self._phase_watchers if e in self.extensions)
         if self._monitor is not None:
             self._arm_steps()
 
@@ -174,9 +176,8 @@ class Dispatcher:
     # -- phases ------------------------------------------------------------------------
     def phase(self, name: str, edge: str, t_s: float) -> None:
         """``on_phase(name, edge, t_s)`` on each extension that watches phases (training thread)."""
-        for ext in self.extensions:
-            if _defines(ext, "on_phase"):
-                self._call(ext, "on_phase", name, edge, t_s)
+        for ext in self._phase_watchers:
+            self._call(ext, "on_phase", name, edge, t_s)
 
     def watch_training(self, ext: Any) -> None:
         """Send ``ext`` ``on_phase("train", "begin", t_s)`` at the next training forward, backward or optimizer
