@@ -210,6 +210,19 @@ class RequirementError(ValueError):
     """A ``requires``/``precedes`` that names no wing, or requirements that form a cycle."""
 
 
+def _named(name: str, i: int, index: Mapping[str, int], names: Sequence[str], known: Collection[str] | None,
+           attr: str, exclude: Collection[int]) -> list[int]:
+    """The positions ``name`` stands for in extension ``i``'s ``attr`` (``'*'``: every other, less ``exclude``)."""
+    if name == EVERY:
+        return [j for j in range(len(names)) if j != i and j not in exclude]
+    if name in index:
+        return [index[name]]
+    if known is not None and name not in known:
+        raise RequirementError(f"extension {names[i]!r} {attr} {name!r}, which is no known wing "
+                               f"(known: {', '.join(sorted(known))})")
+    return []  # a known wing absent from this run
+
+
 def order_extensions(extensions: Iterable[Any], known: Collection[str] | None = None) -> list[Any]:
     """The extensions in an order that honours every ``requires`` and ``precedes`` (stable: ties keep
     the given order).
@@ -236,19 +249,12 @@ def order_extensions(extensions: Iterable[Any], known: Collection[str] | None = 
     first = {i for i, e in enumerate(exts) if EVERY in wants(e, "precedes")}
     last = {i for i, e in enumerate(exts) if EVERY in wants(e, "requires")}
     for i, ext in enumerate(exts):
-        for attr in ("requires", "precedes"):
-            for name in wants(ext, attr):
-                if name == EVERY:
-                    others = [j for j in range(len(exts)) if j != i and j not in (last if attr == "requires"
-                                                                                   else first)]
-                    for j in others:
-                        (after[i] if attr == "requires" else after[j]).add(j if attr == "requires" else i)
-                elif name in index:
-                    j = index[name]
-                    (after[i] if attr == "requires" else after[j]).add(j if attr == "requires" else i)
-                elif known is not None and name not in known:
-                    raise RequirementError(f"extension {names[i]!r} {attr} {name!r}, which is no known wing "
-                                           f"(known: {', '.join(sorted(known))})")
+        for name in wants(ext, "requires"):  # name (or every other, but the other '*'-requirers) before i
+            for j in _named(name, i, index, names, known, "requires", exclude=last):
+                after[i].add(j)
+        for name in wants(ext, "precedes"):  # i before name (or every other, but the other '*'-precedes)
+            for j in _named(name, i, index, names, known, "precedes", exclude=first):
+                after[j].add(i)
     placed: list[int] = []
     done: set[int] = set()
     while len(placed) < len(exts):
