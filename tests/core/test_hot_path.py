@@ -153,7 +153,7 @@ def test_the_batch_shape_is_read_not_recounted_and_a_new_shape_is_counted_exactl
 def test_start_leaves_psutil_nvml_and_the_platform_scan_to_other_threads(tmp_path):
     """Run start-up on the training thread: no psutil read, no NVML open, no libc scan of the interpreter.
 
-    The GPU sampler object itself is built here (``GpuSampler.in_background``, issue 11) and opens
+    The GPU sampler object itself is built here (``GpuSampler.in_background``, docs/spec.md section 8) and opens
     NVML on its own thread: what must not run here is the NVML binding (``gpu/nvml*.py``).
     """
     seen: set[str] = set()
@@ -209,9 +209,10 @@ def test_a_batch_whose_shape_cannot_be_read_after_a_counted_one_warns_and_never_
 
 
 # Python bytecode instructions trainmeter's own frames run per steady step (core alone), counted with
-# sys.settrace opcode events (`python benchmarks/overhead.py ops` prints them by function): 328 on
-# CPython 3.11 after issue 12's third pass (379 after the second, 521 before). Opcode counts are the
-# interpreter's own, so the bound holds for the CPython minor version it was measured on.
+# sys.settrace opcode events (`python benchmarks/overhead.py ops` prints them by function): 334 on
+# CPython 3.11 with the step's state on one slotted core/hot_state.HotState (335 before it; docs/spec.md
+# section 20). Opcode counts are the interpreter's own, so the bound holds for the CPython minor version
+# it was measured on.
 MAX_OPCODES_PER_STEP = {(3, 11): 345}
 
 
