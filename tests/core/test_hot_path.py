@@ -37,7 +37,7 @@ MAX_PY_CALLS_PER_STEP = 5
 # step, time and value).
 MAX_C_CALLS_PER_STEP = 9
 # Per step with every default extension, on top of the core's: the optimizer wing reads the rate
-# at the step (issue 16; sampled to <= 100 points/s, here every step): its on_step and the lr
+# at the step (docs/spec.md section 2; sampled to <= 100 points/s, here every step): its on_step and the lr
 # Series.append (3 list appends, a len and a dict.get: the group count and the series). The
 # overhead wing times 1 step in 64 (its wrapper, Monitor.at_step re-arming it): amortized below.
 EXTENSION_PY_CALLS_PER_STEP = 2 + 0.25
