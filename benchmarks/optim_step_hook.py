@@ -1,4 +1,4 @@
-"""Per-step cost of the optimizer wing (docs/spec.md section 2): its sampled ``on_step`` and the clip wrapper, with ``timeit``.
+"""Per-step cost of the optimizer wing (docs/spec.md section 2): its sampled ``on_step``, the clip wrapper (``timeit``).
 
 Arms (best of ``--repeat`` timeit runs of ``--number`` calls, microseconds per call):
 
