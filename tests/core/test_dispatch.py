@@ -199,3 +199,27 @@ def test_a_view_is_asked_for_by_name_and_an_absent_wing_reads_none(tmp_path):
 
     m = _monitor(tmp_path, Published())
     assert m.extension("source") == ("figures", 42) and m.extension("nothing") is None
+
+
+def test_a_faulting_view_reads_as_absent_and_warns_once(tmp_path):
+    class Broken(ExtensionBase):
+        name = "source"
+
+        def view(self):
+            raise KeyError("figures")
+
+    m = _monitor(tmp_path, Broken())
+    with pytest.warns(MonitorWarning, match="view-source failed and was disabled"):
+        assert m.extension("source") is None
+    assert m.extension("source") is None
+
+
+def test_dropped_extensions_get_no_more_events_and_their_on_step_is_disarmed(tmp_path):
+    sampler, keeper = Stepper("gpu", every=1), Stepper("optim", every=1)
+    m = _monitor(tmp_path, sampler, keeper).start()
+    m.on_step(1)
+    m.dispatch.drop({"gpu"})  # as in a forked child: the sampler wings' threads did not survive
+    m.on_step(1)
+    m.finish("completed")
+    assert [e.name for e in m.extensions] == ["optim"]
+    assert sampler.seen == [1] and keeper.seen == [1, 2] and m.hot.step_hook is None
