@@ -1,4 +1,4 @@
-"""Per-step cost of the optimizer wing (issue 16): ``monitor.step_hook`` and the clip wrapper, with ``timeit``.
+"""Per-step cost of the optimizer wing (docs/spec.md section 2): its sampled ``on_step``, the clip wrapper (``timeit``).
 
 Arms (best of ``--repeat`` timeit runs of ``--number`` calls, microseconds per call):
 
@@ -42,14 +42,14 @@ def main() -> None:
         ext = OptimExtension(environ={})
         m = make_monitor(make_options(run_dir=root, interval_s=86400, name="bench"), text=False, probes=False,
                          extensions=[ext]).start()
-        m.step_hook = None
+        m.set_step_hook(None)
         base = _best_us(lambda: m.on_step(0), a.number, a.repeat)
         ext._current = ext._primary = __import__("weakref").ref(opt)  # as after the first counted step
-        m.step_hook = ext._after_count
-        m.next_step_hook_at(10**12)  # as on the steps a stride skips
+        m.set_step_hook(ext.on_step)  # as the dispatcher arms it (the wing's own method, no frame between)
+        m.next_step_hook_at(10**12, ext)  # as on the steps a stride skips
         skipped = _best_us(lambda: m.on_step(0), a.number, a.repeat)
         ext.stride = 1
-        m.next_step_hook_at(0)  # every step (a stride of 1 leaves the next step as it is)
+        m.next_step_hook_at(0, ext)  # every step (a stride of 1 leaves the next step as it is)
         sampled = _best_us(lambda: m.on_step(0), a.number, a.repeat)
         # a second, sampled arm with a norm returned in the step (the clip wrapper's tensor)
         norm = torch.tensor(1.0)

@@ -58,3 +58,164 @@ def test_no_module_is_left_at_the_top_besides_the_face_and_the_wiring():
     top = {p.stem for p in PKG.glob("*.py")}
     assert top == {"__init__", "_version", "api", "magic", "options", "sizes", "extensions", "checkup"}
     assert {p.name for p in PKG.iterdir() if p.is_dir() and (p / "__init__.py").exists()} == {"core", *WINGS}
+
+
+# -- the extension contract (docs/contracts/EXTENSIONS.md) ------------------------------------------------------
+def _wing_of(path: Path) -> str:
+    return path.relative_to(PKG).parts[0]
+
+
+def _wing_modules(wing: str) -> list[Path]:
+    return sorted((PKG / wing).glob("*.py"))
+
+
+def _private_names(paths: list[Path]) -> set[str]:
+    """Private names a set of modules owns: ``self._x``/``cls._x`` attributes and ``_x`` functions, classes, globals."""
+    out: set[str] = set()
+    for path in paths:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                    and node.value.id in ("self", "cls") and node.attr.startswith("_")):
+                out.add(node.attr)
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name.startswith("_"):
+                out.add(node.name)
+            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store) and node.id.startswith("_"):
+                out.add(node.id)
+    return out
+
+
+def _private_reads(source: str) -> list[tuple[int, str]]:
+    """``(line, name)`` of private attributes read on objects other than ``self``/``cls`` (``x._y``, and
+    ``getattr``/``hasattr``/``setattr`` with a constant ``"_y"``); dunders left out."""
+    out = []
+    for node in ast.walk(ast.parse(source)):
+        if (isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__")
+                and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))):
+            out.append((node.lineno, node.attr))
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+              and node.func.id in ("getattr", "hasattr", "setattr") and len(node.args) > 1
+              and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str)
+              and node.args[1].value.startswith("_") and not node.args[1].value.startswith("__")):
+            out.append((node.lineno, node.args[1].value))
+    return out
+
+
+# A forked child takes over the record wing's inherited run log (docs/spec.md section 19); it goes behind a
+# method of the record wing's own when the fork's re-homing is rebuilt.
+PRIVATE_READS_ALLOWED = {"ranks/fork.py": {"_log", "_fd", "_file"}}
+
+
+def _cross_wing_private_reads() -> set[str]:
+    owners = {wing: _private_names(_wing_modules(wing)) for wing in WINGS}
+    core = _private_names(sorted((PKG / "core").glob("*.py")))  # the core's privates: a collision is not a wing's
+    offenders = set()
+    for wing in WINGS:
+        others = {name: other for other in WINGS if other != wing for name in owners[other]}
+        for path in _wing_modules(wing):
+            allowed = PRIVATE_READS_ALLOWED.get(str(path.relative_to(PKG)), set())
+            for line, name in _private_reads(path.read_text(encoding="utf-8")):
+                if name in others and name not in owners[wing] and name not in core and name not in allowed:
+                    offenders.add(f"{path.relative_to(PKG)}:{line} reads {others[name]}'s {name}")
+    return offenders
+
+
+def test_the_private_read_check_sees_attribute_and_getattr_reads():
+    source = "def f(m, s):\n    return m.extension('gpu')._sampler, getattr(s, '_opener', None), self._own\n"
+    assert _private_reads(source) == [(2, "_sampler"), (2, "_opener")]
+
+
+def test_no_wing_reads_another_wings_private_attribute():
+    assert _cross_wing_private_reads() == set()
+
+
+def _attribute_uses(path: Path, attr: str) -> list[int]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return [n.lineno for n in ast.walk(tree) if isinstance(n, ast.Attribute) and n.attr == attr]
+
+
+def test_no_fan_out_over_the_extensions_outside_the_dispatcher():
+    """Only core/dispatch.py goes over the extensions (monitor.py exposes the tuple as a read-only property)."""
+    offenders = {f"{path.relative_to(PKG)}:{line}" for path in PKG.rglob("*.py")
+                 if str(path.relative_to(PKG)) not in ("core/dispatch.py", "core/monitor.py")
+                 for line in _attribute_uses(path, "extensions")}
+    assert offenders == set()
+
+
+def test_wings_find_each_other_only_through_published_views():
+    """``monitor.extension(name)`` hands out a view; the dispatcher's ``find`` (the object itself) is the wiring's."""
+    offenders = {f"{path.relative_to(PKG)}:{line}" for wing in WINGS for path in _wing_modules(wing)
+                 for line in _attribute_uses(path, "find")
+                 if "dispatch.find" in path.read_text(encoding="utf-8").splitlines()[line - 1]}
+    assert offenders == set()
+
+
+# Modules a wing offers the others besides its view (``<wing>/view.py``): pure functions, saved-run readers and
+# shared drawing, holding no run state of that wing. Never an ``extension`` module.
+PUBLISHED = {
+    "record": {"runs", "runlog", "events", "recorder", "textline", "passport"},  # saved runs, the log, the sinks
+    "widget": {"decimate", "view_model", "frame", "widget", "x_axis", "smoothed"},  # the follower's dashboard (ranks/watch.py)
+    "gpu": {"energy", "nvml", "ladder"},  # energy's counter reads (docs/architecture.md: the energy wing's), the ladder
+    "ranks": {"seating", "merge", "watch"},  # a rank's seat, the merged section, tm.display(follow=True)
+    "compute": {"card", "mfu", "eta"},  # the compute tiles from a passport; the one MFU and ETA rules (docs/spec.md section 5)
+    "optim": {"smoothing"},  # the one loss EMA: the text line's, the chart's smoothed twin
+    "energy": {"summary"},  # the energy tile, likewise
+    "verdicts": {"markers"},  # chart markers from saved verdicts
+}
+
+
+def _cross_wing_imports() -> set[tuple[str, str]]:
+    out = set()
+    for wing in WINGS:
+        for path in _wing_modules(wing):
+            for mod in _imports(path):
+                parts = mod.split(".")
+                if parts[0] == "trainmeter" and len(parts) > 2 and parts[1] in WINGS and parts[1] != wing:
+                    out.add((str(path.relative_to(PKG)), mod))
+    return out
+
+
+def test_wings_import_each_other_only_through_views_and_published_modules():
+    offenders = {f"{where} -> {mod}" for where, mod in _cross_wing_imports()
+                 if mod.split(".")[2] != "view" and mod.split(".")[2] not in PUBLISHED.get(mod.split(".")[1], ())}
+    assert offenders == set()
+    assert not any(mod.endswith(".extension") for _, mod in _cross_wing_imports())
+
+
+def _extension_classes() -> list[type]:
+    import importlib
+
+    out = []
+    for wing in WINGS:
+        if (PKG / wing / "extension.py").exists():
+            module = importlib.import_module(f"trainmeter.{wing}.extension")
+            out += [c for c in vars(module).values() if isinstance(c, type) and c.__module__ == module.__name__
+                    and isinstance(vars(c).get("name"), str) and callable(getattr(c, "start", None))]
+    return out
+
+
+def test_every_extension_class_conforms_to_the_protocol():
+    import inspect
+
+    from trainmeter.core.extension import EVENTS, Extension, ExtensionBase
+
+    classes = _extension_classes()
+    assert len(classes) >= 11
+    protocol = {e.name for e in EVENTS}
+    for cls in classes:
+        assert issubclass(cls, ExtensionBase), cls
+        assert not hasattr(cls, "interval_fields"), f"{cls.__name__}: interval_fields is on_report(report) now"
+        for member in protocol:
+            mine = getattr(cls, member)
+            theirs = getattr(Extension, member, None)
+            if not callable(mine) or not callable(theirs) or member == "on_step":
+                continue
+            wanted = len(inspect.signature(theirs).parameters) - 1  # without self
+            try:
+                inspect.signature(mine).bind(None, *range(wanted))  # the core's call binds
+            except TypeError:
+                raise AssertionError(f"{cls.__name__}.{member}{inspect.signature(mine)} does not take the "
+                                     f"contract's {wanted} argument(s)") from None
+        on_step = getattr(cls, "on_step")
+        assert on_step is None or len(inspect.signature(on_step).parameters) == 1, cls
+        for attr in ("requires", "precedes"):
+            assert isinstance(getattr(cls, attr), tuple), (cls, attr)

@@ -8,48 +8,45 @@ from __future__ import annotations
 
 from typing import Any
 
+from trainmeter.core.extension import order_extensions
 from trainmeter.core.monitor import Monitor
 from trainmeter.options import MonitorOptions
 
 
+# Every wing name a requirement may name (a name missing from a run, a rank's gpu and node, is allowed).
+WING_NAMES = ("overhead", "compute", "gpu", "energy", "time", "node", "taps", "distributed", "optim", "curves",
+              "verdicts")
+
+
 def default_extensions(options: MonitorOptions) -> list[Any]:
-    """Return the sources and sinks a run gets besides the core (never raises)."""
-    from trainmeter.overhead.extension import Overhead
-
-    out: list[Any] = [Overhead()]  # first: at stop, the other wings' threads still run
+    """Return the sources and sinks a run gets besides the core, in the order their ``requires`` and
+    ``precedes`` give (docs/contracts/EXTENSIONS.md; ties keep the order listed here). Never raises at
+    run time: a wrong requirement fails tests/test_extensions.py.
+    """
+    from trainmeter.comparison.extension import CurvesRecorder
     from trainmeter.compute.extension import ComputeExtension
-
-    out.append(ComputeExtension())
+    from trainmeter.energy.extension import EnergyExtension
     from trainmeter.gpu.extension import GpuExtension
+    from trainmeter.host.extension import NodeSampler
+    from trainmeter.optim.extension import OptimExtension
+    from trainmeter.overhead.extension import Overhead
+    from trainmeter.ranks.extension import RanksExtension
     from trainmeter.ranks.identity import detect_identity
+    from trainmeter.ranks.launch import inherited_run_dir
+    from trainmeter.taps.extension import Taps
+    from trainmeter.timesplit.extension import TimeSplit
+    from trainmeter.verdicts.extension import Verdicts
 
     identity = detect_identity()
     # local rank 0 of a launch with several ranks per node samples every rank's device, not only its own
-    out.append(GpuExtension(node_wide=identity.distributed and (identity.local_world_size or 1) > 1))
-    from trainmeter.energy.extension import EnergyExtension
-
-    out.append(EnergyExtension())  # after gpu: it reads the devices the GPU extension selected
-    from trainmeter.host.extension import NodeSampler
-    from trainmeter.taps.extension import Taps
-    from trainmeter.timesplit.extension import TimeSplit
-
-    out += [TimeSplit(), NodeSampler(), Taps(enabled=options.tap)]
-    from trainmeter.ranks.extension import RanksExtension
-    from trainmeter.ranks.launch import inherited_run_dir
-
+    gpu = GpuExtension(node_wide=identity.distributed and (identity.local_world_size or 1) > 1)
+    out: list[Any] = [Overhead(), ComputeExtension(), gpu, EnergyExtension(), TimeSplit(), NodeSampler(),
+                      Taps(enabled=options.tap), RanksExtension(), OptimExtension(),
+                      CurvesRecorder(), Verdicts()]  # curves: curves.json, so tm.compare need not re-read the log
     # node samplers run once per node: on local rank 0, and not in a child whose monitored parent samples
     if identity.local_rank not in (None, 0) or inherited_run_dir() is not None:
         out = [ext for ext in out if ext.name not in ("gpu", "node")]
-    out.append(RanksExtension())
-    from trainmeter.optim.extension import OptimExtension
-
-    out.append(OptimExtension())
-    from trainmeter.comparison.extension import CurvesRecorder
-    from trainmeter.verdicts.extension import Verdicts
-
-    out.append(CurvesRecorder())  # curves.json, so tm.compare need not re-read the run log
-    out.append(Verdicts())  # last: it reads what the others recorded in the same report
-    return out
+    return order_extensions(out, known=WING_NAMES)
 
 
 def _cuda_memory() -> Any:

@@ -135,6 +135,11 @@ def test_flops_axis_and_mfu_use_the_runs_convention(tmp_path) -> None:
         def passport_section(self):
             return {"convention": "hf", "flops_per_token": {"hf": 1e9}, "mfu": {"hf": 0.4}}
 
+        def view(self):
+            from trainmeter.compute.view import ComputeView
+
+            return ComputeView(convention="hf", derived=self.derived)
+
     clock = FakeClock()
     m = make_monitor(make_options(name="conv", run_dir=tmp_path, interval_s=5, convention="hf"), clock=clock,
                      text=False, probes=False, extensions=[Compute(), CurvesRecorder()]).start()

@@ -37,14 +37,14 @@ MAX_PY_CALLS_PER_STEP = 5
 # step, time and value).
 MAX_C_CALLS_PER_STEP = 9
 # Per step with every default extension, on top of the core's: the optimizer wing reads the rate
-# at the step (issue 16; sampled to <= 100 points/s, here every step): its step_hook and the lr
+# at the step (docs/spec.md section 2; sampled to <= 100 points/s, here every step): its on_step and the lr
 # Series.append (3 list appends, a len and a dict.get: the group count and the series). The
 # overhead wing times 1 step in 64 (its wrapper, Monitor.at_step re-arming it): amortized below.
 EXTENSION_PY_CALLS_PER_STEP = 2 + 0.25
 EXTENSION_C_CALLS_PER_STEP = 5 + 0.25
 # The only extension code that runs on steady-state steps, and at most how often (calls per step).
 EXTENSION_CALLS_PER_STEP = {
-    "optim/extension.py:_after_count": 1.0,
+    "optim/extension.py:on_step": 1.0,
     "overhead/extension.py:step": 1 / 64,  # the timed step (on_step or on_step_read)
     "overhead/extension.py:timed": 2 / 64,  # its two wrappers made when armed
     "overhead/extension.py:_arm": 1 / 64,
@@ -153,7 +153,7 @@ def test_the_batch_shape_is_read_not_recounted_and_a_new_shape_is_counted_exactl
 def test_start_leaves_psutil_nvml_and_the_platform_scan_to_other_threads(tmp_path):
     """Run start-up on the training thread: no psutil read, no NVML open, no libc scan of the interpreter.
 
-    The GPU sampler object itself is built here (``GpuSampler.in_background``, issue 11) and opens
+    The GPU sampler object itself is built here (``GpuSampler.in_background``, docs/spec.md section 8) and opens
     NVML on its own thread: what must not run here is the NVML binding (``gpu/nvml*.py``).
     """
     seen: set[str] = set()
@@ -209,9 +209,10 @@ def test_a_batch_whose_shape_cannot_be_read_after_a_counted_one_warns_and_never_
 
 
 # Python bytecode instructions trainmeter's own frames run per steady step (core alone), counted with
-# sys.settrace opcode events (`python benchmarks/overhead.py ops` prints them by function): 328 on
-# CPython 3.11 after issue 12's third pass (379 after the second, 521 before). Opcode counts are the
-# interpreter's own, so the bound holds for the CPython minor version it was measured on.
+# sys.settrace opcode events (`python benchmarks/overhead.py ops` prints them by function): 334 on
+# CPython 3.11 with the step's state on one slotted core/hot_state.HotState (335 before it; docs/spec.md
+# section 20). Opcode counts are the interpreter's own, so the bound holds for the CPython minor version
+# it was measured on.
 MAX_OPCODES_PER_STEP = {(3, 11): 345}
 
 

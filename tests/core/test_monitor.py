@@ -187,24 +187,29 @@ def test_extension_warnings_reach_the_text_line_once(run_root):
     assert text.count("[step ") == 3
 
 
-def test_the_step_hook_runs_every_step_until_it_asks_for_a_later_one(tmp_path):
+def test_an_extensions_on_step_runs_every_step_until_it_asks_for_a_later_one(tmp_path):
+    from trainmeter.core.extension import ExtensionBase
     from trainmeter.extensions import make_monitor
     from trainmeter.options import make_options
 
-    m = make_monitor(make_options(run_dir=tmp_path, interval_s=3600, widget=False), extensions=[], text=False)
-    m.start()
     seen = []
 
-    def hook():
-        seen.append(m.steps)
-        if m.steps >= 3:
-            m.next_step_hook_at(m.steps + 4)
+    class Sampled(ExtensionBase):
+        name = "sampled"
 
-    m.step_hook = hook
+        def start(self, monitor):
+            self.m = monitor
+
+        def on_step(self):
+            seen.append(self.m.steps)
+            if self.m.steps >= 3:
+                self.m.next_step_hook_at(self.m.steps + 4, self)
+
+    m = make_monitor(make_options(run_dir=tmp_path, interval_s=3600, widget=False), extensions=[Sampled()],
+                     text=False)
+    m.start()
     for _ in range(12):
         m.on_step(1)
-    m.step_hook = None
-    for _ in range(3):
-        m.on_step(1)
     m.finish("completed")
+    m.on_step(1)  # after its stop: not called
     assert seen == [1, 2, 3, 7, 11]

@@ -599,7 +599,7 @@ def test_backward_arguments_reach_torch_unchanged(run_root):
 
 
 def test_a_backward_with_parameters_other_than_torchs_is_wrapped_on_the_general_path(run_root):
-    from trainmeter.core.probes import _plain_backward
+    from trainmeter.core.wrappers import _plain_backward
 
     def newer(tensors, grad_tensors=None, retain_graph=None, create_graph=False, inputs=None, *, extra=1):
         return ("called", tensors, grad_tensors, retain_graph, create_graph, inputs, extra)

@@ -87,7 +87,7 @@ def test_deferred_step_losses_reach_the_series_in_step_order_after_the_next_step
 
     m = Monitor(make_options(run_dir=None, interval_s=3600), text=False, probes=False)
     reader = DeferringReader()
-    m._scalars = reader
+    m.hot.scalars = reader
     for i in range(3):
         loss = StepLoss("train_loss")
         loss.add(reader, float(i))

@@ -12,13 +12,14 @@ from trainmeter.energy.rapl import rapl_joules, read_rapl
 from trainmeter.extensions import make_monitor
 from trainmeter.gpu.fake import GEMM, IDLE, FakeNvml, Phase, open_fake
 from trainmeter.gpu.sampler import GpuSampler
+from trainmeter.gpu.view import GpuView
 from trainmeter.options import make_options
 
 TIMELINE = (Phase(duration_s=10.0, levels=IDLE), Phase(duration_s=1e9, levels=GEMM))  # 60 W, then 650 W
 
 
 class StubGpu:
-    """The GPU extension's face the energy wing reads: ``name`` and a (thread-less) sampler."""
+    """The GPU extension's face the energy wing reads: ``name`` and the view of a (thread-less) sampler."""
 
     name = "gpu"
 
@@ -30,6 +31,9 @@ class StubGpu:
 
     def start(self, monitor) -> None:
         self.sampler.begin_window(monitor.clock())
+
+    def view(self) -> GpuView:
+        return GpuView(readings=self.sampler)
 
     def stop(self) -> None:
         self.sampler.end_window(self.sampler._clock())
@@ -124,6 +128,11 @@ def test_per_pflop_uses_the_named_convention_and_carbon_only_when_declared(tmp_p
 
         def stop(self) -> None: ...
 
+        def view(self):
+            from trainmeter.compute.view import ComputeView
+
+            return ComputeView(convention="megatron", derived=self.derived)
+
     gpu = StubGpu(clock, ["h100_sxm"])
     energy = EnergyExtension(open_backend=_opener(clock, ["h100_sxm"]), powercap_root=tmp_path / "none")
     m = make_monitor(make_options(run_dir=tmp_path, interval_s=3600, convention="megatron", grid_gco2_per_kwh=400,
@@ -149,7 +158,7 @@ def test_live_tile_shows_j_per_token_so_far_with_its_derivation(tmp_path) -> Non
     for _ in range(20):
         clock.advance(1.0)
         m.on_step(100)
-    fields = energy.interval_fields()
+    fields = energy.on_report(None)
     (tile,) = energy.tiles()
     assert fields["joules"] == pytest.approx(10 * 60.0 + 10 * 650.0)
     assert tile["value"] == pytest.approx(7100.0 / 2000) and tile["text"] == "3.55 J/token"

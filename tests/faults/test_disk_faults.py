@@ -15,6 +15,7 @@ import sys
 import pytest
 
 from trainmeter.core import monitor as monitor_module
+from trainmeter.core import reports as reports_module
 from trainmeter.core.clock import FakeClock
 from trainmeter.core.monitor import active
 from trainmeter.extensions import make_monitor
@@ -107,7 +108,7 @@ def test_a_disk_full_to_the_end_says_no_passport_and_leaves_no_temporary_file(ru
 
 
 def test_points_pending_while_the_disk_is_full_are_bounded_and_the_dropped_ones_counted(run_root, disk, monkeypatch):
-    monkeypatch.setattr(monitor_module, "MAX_PENDING", 20)
+    monkeypatch.setattr(reports_module, "MAX_PENDING", 20)
     clock = FakeClock(100.0)
     m = _monitor(run_root, clock).start()
     with pytest.warns(monitor_module.MonitorWarning):

@@ -8,6 +8,7 @@ import threading
 import pytest
 
 import trainmeter.api as tm
+from trainmeter.core import emits as emits_module
 from trainmeter.core import monitor as monitor_module
 from trainmeter.core.clock import FakeClock
 from trainmeter.extensions import make_monitor
@@ -64,7 +65,7 @@ def test_eight_threads_emitting_while_training_record_every_value_once_in_time_o
 
 
 def test_a_flood_from_other_threads_is_bounded_counted_and_warned(run_root, monkeypatch):
-    monkeypatch.setattr(monitor_module, "MAX_QUEUED", 10)
+    monkeypatch.setattr(emits_module, "MAX_QUEUED", 10)
     m = make_monitor(make_options(run_dir=run_root, name="flood"), clock=FakeClock(), text=False, probes=False,
                      extensions=[]).start()
     t = threading.Thread(target=lambda: [tm.emit(x=float(i)) for i in range(25)])

@@ -48,7 +48,7 @@ def test_start_returns_before_nvml_has_opened_and_the_window_begins_at_the_start
     ext = GpuExtension(open_backend=_slow_open(release, fake, opened))
     m = _monitor(tmp_path, ext).start()
     assert ext.sampler.indices == () and ext.sampler.unavailable_reason == REASON_OPENING  # start did not wait
-    assert "0" not in ext.interval_fields()  # a report before the open completes has no device yet
+    assert "0" not in ext.on_report(None)  # a report before the open completes has no device yet
     release.set()
     for _ in range(200):
         if ext.sampler.indices:
@@ -141,6 +141,11 @@ class _Compute:
 
     def start(self, monitor):
         pass
+
+    def view(self):
+        from trainmeter.compute.view import ComputeView
+
+        return ComputeView(convention="hf", derived=self.derived)
 
     def stop(self):
         pass

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 
 import torch
 
@@ -78,6 +79,38 @@ def test_a_forked_child_run_writes_nothing_to_the_parent_until_it_steps(run_root
     assert os.waitstatus_to_exitcode(status) == 0
     assert (m.run_dir / "events.jsonl").stat().st_size >= size
     assert [p.name for p in m.run_dir.iterdir() if p.is_dir()] == []  # the child never stepped: no seat
+
+
+def test_a_forked_child_starts_with_no_held_loss_pending_loss_queued_emit_or_series_info(run_root, tmp_path):
+    from trainmeter.core.scalars import StepLoss
+
+    with tm.monitor(name="parent", run_dir=run_root) as m:
+        steps(5)  # the loss of step 5 is held until step 6
+        tm.emit(train_loss=2.0)  # series_info: the cell's own loss
+        m.add_loss(StepLoss.read("train_loss.optimizer2", 3.0))  # a pending loss, flushed at the next step
+        emitter = threading.Thread(target=lambda: tm.emit(from_thread=1.0))  # queued for the training thread
+        emitter.start()
+        emitter.join()
+        seen = tmp_path / "child.json"
+        pid = os.fork()
+        if pid == 0:  # the child: train two steps of its own, then say what its run holds (past the parent's step 5)
+            try:
+                info = dict(m.series_info)
+                steps(7)
+                loss = m.series.get("train_loss")
+                seen.write_text(json.dumps({
+                    "series_info": sorted(info),
+                    "series": sorted(m.series),
+                    "loss_steps": loss.read(0)[1] if loss is not None else [],
+                }))
+            finally:
+                os._exit(0)
+        _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    child = json.loads(seen.read_text())
+    assert child["series_info"] == [], child
+    assert "train_loss.optimizer2" not in child["series"] and "from_thread" not in child["series"]
+    assert child["loss_steps"] == [1, 2, 3, 4, 5, 6]  # the child's own steps (step 7's is held): none of the parent's
 
 
 def test_a_plain_run_after_a_rank_run_in_the_same_process_is_not_a_rank(run_root, monkeypatch):

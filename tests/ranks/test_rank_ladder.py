@@ -89,9 +89,11 @@ def test_a_monitored_parent_gives_its_ranks_the_ladders_of_its_own_node_sampler(
 
     seat(tmp_path, 0, device=uuid_device(0), mfu=0.3)
     seat(tmp_path, 1, device=uuid_device(1), mfu=0.3)
-    gpu = SimpleNamespace(name="gpu", section=node_gpu_section())  # its passport section, built just before
-    parent = SimpleNamespace(run_dir=tmp_path, extensions=[gpu], token_unit="tokens", steps=0, warnings=[],
-                             options=SimpleNamespace(convention="hf"))
+    from trainmeter.gpu.view import GpuView
+
+    gpu = GpuView(section=node_gpu_section())  # the GPU wing's view: its passport section, built just before
+    parent = SimpleNamespace(run_dir=tmp_path, extension={"gpu": gpu}.get, token_unit="tokens", steps=0,
+                             warnings=[], options=SimpleNamespace(convention="hf"))
     ext = RanksExtension()
     ext._monitor = parent
     ext._section = ext._merge(parent)

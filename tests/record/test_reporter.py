@@ -2,6 +2,7 @@
 
 from types import SimpleNamespace
 
+from trainmeter.core.dispatch import Dispatcher
 from trainmeter.core.memory import MemoryReading
 from trainmeter.core.series import Series
 from trainmeter.core.throughput import interval_summary
@@ -13,9 +14,9 @@ def _run(series, memory=None, extensions=()):
     for name, value in series.items():
         store[name] = Series(name)
         store[name].append(10, 1.0, value)
-    return SimpleNamespace(steps=10, token_unit="tokens", series=store, memory=memory, extensions=list(extensions),
-                           interval=interval_summary(tokens=125_000, steps=10, train_s=1.0),
-                           _guard=lambda key, fn, *a: fn(*a))
+    return SimpleNamespace(steps=10, token_unit="tokens", series=store, memory=memory,
+                           dispatch=Dispatcher(extensions),
+                           interval=interval_summary(tokens=125_000, steps=10, train_s=1.0))
 
 
 class _Ext:

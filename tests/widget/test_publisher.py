@@ -7,6 +7,7 @@ import time
 import pytest
 
 from trainmeter.core.clock import FakeClock
+from trainmeter.core.dispatch import Dispatcher
 from trainmeter.core.memory import MemoryReading
 from trainmeter.core.monitor import MonitorWarning
 from trainmeter.extensions import make_monitor
@@ -196,7 +197,7 @@ class SyntheticMonitor:
         self.steps = self.tokens = self.reports = 0
         self.interval = self.session = None
         self.memory = MemoryReading(rss_bytes=10**9, rss_peak_bytes=10**9)
-        self.warnings, self.extensions, self.text = [], [], False
+        self.warnings, self.dispatch, self.text = [], Dispatcher(), False
         self._last_report_s = clock()
 
     def add_reader(self):

@@ -14,16 +14,18 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from trainmeter.comparison.curves import CURVES_FILE, LOSS_SERIES, Curves, write_curves
+from trainmeter.core.extension import ExtensionBase, Report
 from trainmeter.core.reader import SeriesReader
 
 if TYPE_CHECKING:
     from trainmeter.core.monitor import Monitor
 
 
-class CurvesRecorder:
+class CurvesRecorder(ExtensionBase):
     """Bounded curves for run comparison (name ``curves``)."""
 
     name = "curves"
+    requires = ("compute",)  # each report's row holds compute's MFU of the same report
 
     def __init__(self) -> None:
         self.curves = Curves()
@@ -38,16 +40,15 @@ class CurvesRecorder:
     def stop(self) -> None:
         """Nothing to release (the final report feeds the last points)."""
 
-    def interval_fields(self) -> dict[str, Any]:
+    def on_report(self, report: Report) -> dict[str, Any]:
         """Feed this report's points and row; nothing goes to the run log."""
         m, reader = self._m, self._reader
         if m is None or reader is None:
             return {}
         for name, steps, values in reader.new_points():
             self.curves.add_series(name, steps, values)
-        compute = next((e for e in m.extensions if getattr(e, "name", "") == "compute"), None)
-        derived = getattr(compute, "derived", None) or {}
-        mfu = {name[4:-1]: d.value for name, d in derived.items() if name.startswith("mfu[")}
+        compute = m.extension("compute")
+        mfu = compute.mfu_by_convention() if compute is not None else {}
         interval = m.interval
         self.curves.add_report(step=m.steps, tokens=m.tokens, elapsed_s=m.elapsed_s(),
                                tokens_per_s=interval.train_tokens_per_s if interval else None, mfu=mfu)

@@ -15,6 +15,8 @@ import sys
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from trainmeter.compute.view import ComputeView
+from trainmeter.core.extension import ExtensionBase, Report
 from trainmeter.core.provenance import Derivation, Input
 from trainmeter.sizes import format_percent
 
@@ -22,8 +24,8 @@ if TYPE_CHECKING:
     from trainmeter.core.monitor import Monitor
 
 
-class ComputeExtension:
-    """FLOPs and MFU for one run (name ``compute``)."""
+class ComputeExtension(ExtensionBase):
+    """FLOPs and MFU for one run (name ``compute``; publishes :class:`~trainmeter.compute.view.ComputeView`)."""
 
     name = "compute"
 
@@ -51,6 +53,12 @@ class ComputeExtension:
     def stop(self) -> None:
         """Mark the end: the final report reads the model if no report did yet (its cost is ``reporting``)."""
         self._stopped = True
+
+    def view(self) -> ComputeView:
+        """The figures other wings read (MFU, FLOPs spent, FLOP/token, the peak); any thread."""
+        conv = self._m.options.convention if self._m is not None else None
+        return ComputeView(convention=conv, flops_per_token=self.fpt, counted=self.counted, peak=self.peak,
+                           peak_missing=self.peak_missing, derived=self.derived)
 
     # -- one-time model read -------------------------------------------------------
     def _prepare(self, final: bool = False) -> None:
@@ -248,7 +256,7 @@ class ComputeExtension:
                     out[f"flops_required[{conv}]"] = flops_required(f, tokens=budget)
         return out
 
-    def interval_fields(self) -> dict[str, Any]:
+    def on_report(self, report: Report) -> dict[str, Any]:
         """FLOPs per token, MFU and progress for the run log's interval record."""
         if not self._ready:
             self._prepare(final=self._stopped)

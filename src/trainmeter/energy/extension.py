@@ -13,7 +13,7 @@ readable. Formulas: :mod:`trainmeter.energy.summary` and docs/spec.md ("Energy")
 The window is the session: from the monitor's start to its stop (eval and checkpoint energy
 counts against the tokens trained, as the session's goodput does).
 
-Thread safety: ``start``/``stop``/``interval_fields``/``passport_section`` run on the
+Thread safety: ``start``/``stop``/``on_report``/``passport_section`` run on the
 training thread; ``tiles`` (publisher thread) reads one immutable dict reference.
 """
 
@@ -22,16 +22,19 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from trainmeter.core.extension import ExtensionBase, Report
 from trainmeter.energy.rapl import POWERCAP_ROOT, RaplReading, rapl_joules, read_rapl
 from trainmeter.energy.summary import energy_section, energy_tile
 from trainmeter.gpu.energy import DeviceEnergy, from_counter, from_power, read_counters
 
 if TYPE_CHECKING:
+    from trainmeter.compute.view import ComputeView
     from trainmeter.core.monitor import Monitor
     from trainmeter.core.provenance import Derivation
+    from trainmeter.gpu.view import GpuView
 
 
-class EnergyExtension:
+class EnergyExtension(ExtensionBase):
     """Energy over the session (name ``energy``).
 
     Args:
@@ -41,6 +44,9 @@ class EnergyExtension:
     """
 
     name = "energy"
+    # after gpu: it reads the devices the GPU wing selected, and its end counters after the GPU wing's stop;
+    # after compute: J/PFLOP divides by the FLOPs spent of the same report
+    requires = ("gpu", "compute")
 
     def __init__(self, open_backend: Any = None, powercap_root: Path = POWERCAP_ROOT) -> None:
         self._open_backend = open_backend
@@ -48,6 +54,7 @@ class EnergyExtension:
         self._m: Monitor | None = None
         self._backend: Any = None
         self._sampler: Any = None  # the GPU extension's background sampler, when NVML opens on its thread
+        self._gpu_view: GpuView | None = None
         self._t0_s = 0.0
         self._t1_s: float | None = None
         self._indices: tuple[int, ...] = ()
@@ -65,9 +72,10 @@ class EnergyExtension:
         """Read every counter once: the session's starting point."""
         self._m = monitor
         self._t0_s = monitor.clock()
-        sampler = getattr(self._ext("gpu"), "sampler", None)
-        if getattr(sampler, "_opener", None) is not None:  # NVML opens on the sampler's own thread
-            self._sampler = sampler
+        gpu = self._gpu()
+        sampler = gpu.readings if gpu is not None else None
+        if sampler is not None and gpu.opens_in_background:  # NVML opens on the sampler's own thread
+            self._sampler, self._gpu_view = sampler, gpu
             self._gpu_missing = getattr(sampler, "unavailable_reason", None)
             self._rapl_start = read_rapl(self._powercap_root)  # in case no GPU opens
             return
@@ -118,12 +126,10 @@ class EnergyExtension:
 
     def _adopt_sampler(self, *, final: bool = False) -> None:
         """Take the devices and start counters the background GPU sampler read on its own thread."""
-        from trainmeter.gpu.sampler import REASON_OPENING
-
         sampler = self._sampler
         start = sampler.energy_start
         if start is None:
-            if final or sampler.unavailable_reason != REASON_OPENING:
+            if final or self._gpu_view is None or not self._gpu_view.opening():
                 self._gpu_missing = sampler.unavailable_reason or "no GPU selected"
             return
         if self._indices or not start:
@@ -139,14 +145,17 @@ class EnergyExtension:
         self._rapl_start = None  # GPU energy is used
 
     # -- figures --------------------------------------------------------------------------
-    def _ext(self, name: str) -> Any:
-        m = self._m
-        return next((e for e in (m.extensions if m else []) if getattr(e, "name", "") == name), None)
+    def _gpu(self) -> GpuView | None:
+        return self._m.extension("gpu") if self._m is not None else None
+
+    def _compute(self) -> ComputeView | None:
+        return self._m.extension("compute") if self._m is not None else None
 
     def _devices(self, now_s: float, end: dict[int, tuple[float | None, str | None]]) -> list[DeviceEnergy]:
         window_s = now_s - self._t0_s
-        sampler = getattr(self._ext("gpu"), "sampler", None)
-        averages: dict[int, Any] = {}
+        gpu = self._gpu()
+        sampler = gpu.readings if gpu is not None else None
+        averages: Any = {}
         if sampler is not None:
             try:
                 averages = sampler.window_averages()
@@ -176,7 +185,8 @@ class EnergyExtension:
         else:
             rapl_missing = "not read: GPU energy is used"
         conv = m.options.convention
-        spent = getattr(self._ext("compute"), "derived", {}).get(f"flops_spent[{conv}]") if conv else None
+        compute = self._compute()
+        spent = compute.flops_spent(conv) if compute is not None and conv else None
         o = m.options
         section, derivations = energy_section(
             devices=self._devices(now_s, end), gpu_missing=self._gpu_missing, rapl_j=rapl_j,
@@ -187,7 +197,7 @@ class EnergyExtension:
         self._derivations = derivations
         self._section = section
 
-    def interval_fields(self) -> dict[str, Any]:
+    def on_report(self, report: Report) -> dict[str, Any]:
         """Energy so far (live tile and run log): joules, J/token, source."""
         m = self._m
         if m is None:

@@ -11,15 +11,19 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from trainmeter.core.extension import ExtensionBase, Report
+from trainmeter.gpu.view import GpuView
+
 if TYPE_CHECKING:
+    from trainmeter.compute.view import ComputeView
     from trainmeter.core.monitor import Monitor
     from trainmeter.core.provenance import Provenance
 
 _SERIES = (("util_gpu", "util"), ("sm_activity", "sm_activity"), ("tensor_activity", "tensor_activity"))
 
 
-class GpuExtension:
-    """NVML/GPM sampling and the ladder (name ``gpu``).
+class GpuExtension(ExtensionBase):
+    """NVML/GPM sampling and the ladder (name ``gpu``; publishes :class:`~trainmeter.gpu.view.GpuView`).
 
     Args:
         open_backend: Injected backend opener (tests); default opens NVML.
@@ -28,10 +32,11 @@ class GpuExtension:
             samples for all of them (each rank's ladder is matched by its device's UUID).
 
     Attributes:
-        section: The last ``gpu`` passport section built (read by the ranks wing for per-rank ladders).
+        section: The last ``gpu`` passport section built (published in the view: the ranks wing's per-rank ladders).
     """
 
     name = "gpu"
+    requires = ("compute",)  # the ladder's MFU rung and the passport's peak: compute's figures of the same report
 
     def __init__(self, open_backend: Any = None, *, node_wide: bool = False) -> None:
         self._open_backend = open_backend
@@ -63,6 +68,13 @@ class GpuExtension:
                 monitor.warn_once("memory-snapshot", f"no memory snapshot: {reason}")
             else:
                 monitor.at_step(monitor.options.memory_snapshot_step, self._snapshot)
+
+    def view(self) -> GpuView:
+        """The sampler's readings and the last passport section (any thread)."""
+        return GpuView(readings=self.sampler, opens_in_background=self.sampler is not None, section=self.section)
+
+    def _compute(self) -> ComputeView | None:
+        return self._m.extension("compute") if self._m is not None else None
 
     def _snapshot(self) -> None:
         from trainmeter.gpu.cuda_memory import memory_snapshot, stop_memory_history
@@ -96,13 +108,10 @@ class GpuExtension:
         (the weakest of its derivation's inputs)."""
         from trainmeter.core.provenance import derived_provenance
 
-        m = self._m
-        ext = next((e for e in (m.extensions if m else []) if getattr(e, "name", "") == "compute"), None)
-        if ext is None:
+        compute = self._compute()
+        if compute is None:
             return None, "the compute extension is off", "counted"
-        conv = m.options.convention if m is not None else None
-        key = f"mfu[{conv}]" if conv else None
-        d = ext.derived.get(key) if key else None
+        d = compute.mfu()
         if d is None:
             return None, "MFU needs a named convention (--convention) and a peak", "counted"
         return d.value, d.missing, derived_provenance(d)
@@ -127,7 +136,7 @@ class GpuExtension:
                 return getattr(dev, "name", None)
         return None
 
-    def interval_fields(self) -> dict[str, Any]:
+    def on_report(self, report: Report) -> dict[str, Any]:
         """Latest per-device readings and ladder sentences; records the rungs as series."""
         if self.sampler is None:
             return {}
@@ -192,9 +201,8 @@ class GpuExtension:
 
         if self.sampler is None:
             return {"available": False, "reason": "GPU sampling did not start"}
-        compute = next((e for e in (self._m.extensions if self._m else []) if getattr(e, "name", "") == "compute"),
-                       None)
-        peak = getattr(compute, "peak", None)
+        compute = self._compute()
+        peak = compute.peak if compute is not None else None
         peaks_used = None if peak is None else {"tflops": peak.tflops, "card": peak.card, "dtype": peak.dtype,
                                                 "source": peak.source}
         window = self.sampler.window_averages()

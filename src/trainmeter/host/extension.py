@@ -19,6 +19,7 @@ from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
 from trainmeter.core.clock import Clock, MonotonicClock
+from trainmeter.core.extension import ExtensionBase, Report
 from trainmeter.host.read import NodeReader, NodeSample, NodeSource
 from trainmeter.sizes import format_bytes
 
@@ -53,7 +54,7 @@ class _Stat:
         return {"mean": self.total / self.count if self.count else None, "peak": self.peak}
 
 
-class NodeSampler:
+class NodeSampler(ExtensionBase):
     """Samples the node in the background (extension ``"node"``).
 
     Args:
@@ -173,7 +174,7 @@ class NodeSampler:
         return sample
 
     # -- sinks ---------------------------------------------------------------------
-    def interval_fields(self) -> dict[str, Any]:
+    def on_report(self, report: Report) -> dict[str, Any]:
         """Run-log ``interval["node"]``: the latest sample (scalars only)."""
         sample = self.latest
         if sample is None:

@@ -1,6 +1,6 @@
 """The optimizer extension: ``lr`` and ``grad_norm`` series, the smoothed loss, rank-0 text.
 
-**Learning rate.** ``monitor.step_hook`` is called by the core right after it
+**Learning rate.** ``on_step`` is called by the core right after it
 counts a step of the primary optimizer (inside that optimizer's step
 post-hooks, before its report check and before a scheduler's ``step()``): it
 reads the optimizer's ``param_groups``, so the rate is the one the step used.
@@ -12,7 +12,7 @@ next read like a scheduler's.
 **Gradient norm.** The value the loop's ``clip_grad_norm_`` returned since the
 previous step (before ``optimizer.step()``, or inside its closure as Lightning
 does; :mod:`trainmeter.optim.grad_norm`), recorded as ``grad_norm`` at this step
-from the same ``step_hook`` through ``monitor.record`` (a CUDA tensor is copied
+from the same ``on_step`` through ``monitor.record`` (a CUDA tensor is copied
 without a sync, like the loss).
 Missing, with its reason, when the loop does not clip by norm. A step skipped by
 ``GradScaler`` (inf/NaN gradients) calls no ``optimizer.step`` and records nothing.
@@ -43,11 +43,13 @@ import sys
 import weakref
 from typing import TYPE_CHECKING, Any
 
+from trainmeter.core.extension import ExtensionBase, Report
 from trainmeter.optim.grad_norm import GRAD_NORM_SERIES, ClipTap
 from trainmeter.optim.lr import LR_SERIES, read_lrs
 from trainmeter.optim.smoothing import EMA_BETA, LossEma
 
 if TYPE_CHECKING:
+    from trainmeter.core.hot_state import HotState
     from trainmeter.core.monitor import Monitor
 
 MAX_POINTS_PER_S = 100.0
@@ -66,7 +68,7 @@ def rank_from_env(environ: Any = None) -> int | None:
         return None
 
 
-class OptimExtension:
+class OptimExtension(ExtensionBase):
     """Learning rate, gradient norm and smoothed loss of one run (extension ``"optim"``).
 
     Args:
@@ -80,6 +82,7 @@ class OptimExtension:
     def __init__(self, *, max_points_per_s: float = MAX_POINTS_PER_S, ema_beta: float = EMA_BETA,
                  environ: Any = None) -> None:
         self._m: Monitor | None = None
+        self._hot: HotState | None = None  # the run's step state (monitor.hot), read at each sampled step
         self._max_points_per_s = max_points_per_s
         self._environ = environ
         self.rank: int | None = None
@@ -97,18 +100,19 @@ class OptimExtension:
 
     # -- lifecycle -----------------------------------------------------------------
     def start(self, monitor: Monitor) -> None:
-        """Install the step pre-hook, ``monitor.step_hook`` and the clip wrappers; read ``RANK``."""
+        """Install the step pre-hook and the clip wrappers; read ``RANK`` (the core calls :meth:`on_step`)."""
         self._m = monitor
+        self._hot = monitor.hot
         self.rank = rank_from_env(self._environ)
         if self.rank not in (None, 0):
             monitor.text = False
         torch = sys.modules.get("torch")
         if torch is None:
             self.reason = "torch is not imported"
+            monitor.next_step_hook_at(sys.maxsize, self)  # no optimizer to read: the core never calls on_step
             return
         self._watch_steps()
-        monitor.step_hook = self._after_count
-        self.clip.counter = monitor
+        self.clip.counter = monitor.hot
         try:
             self.wrapped = self.clip.install(torch)
         except Exception as exc:
@@ -116,10 +120,8 @@ class OptimExtension:
             monitor.warn_once("optim-clip", f"gradient norm capture disabled: {exc!r}")
 
     def stop(self) -> None:
-        """Remove the hook and the wrappers. Idempotent."""
+        """Remove the hook and the wrappers (the core calls no :meth:`on_step` after it). Idempotent."""
         handle, self._handle = self._handle, None
-        if self._m is not None and self._m.step_hook == self._after_count:
-            self._m.step_hook = None
         if handle is not None:
             try:
                 handle.remove()
@@ -142,8 +144,8 @@ class OptimExtension:
             if self._m is not None:
                 self._m.warn_once("optim-pre-step", f"optimizer not identified: {exc!r}")
 
-    def _after_count(self) -> None:
-        """``monitor.step_hook``: the primary optimizer's step was counted; record its rate and norm.
+    def on_step(self) -> None:  # type: ignore[override]
+        """The primary optimizer's step was counted (the core's sampled ``on_step``); record its rate and norm.
 
         Runs inside the optimizer's step post-hooks: after the step (and after a
         closure's clip call, Lightning's pattern), before the scheduler's ``step()``.
@@ -152,8 +154,9 @@ class OptimExtension:
             if self._primary is None:
                 self._adopt_primary()
             m = self._m
+            hot = self._hot
             if self.stride > 1:
-                m.next_step_hook_at(m.steps + self.stride)  # type: ignore[union-attr]
+                m.next_step_hook_at(hot.steps + self.stride, self)  # type: ignore[union-attr]
             optimizer = self._primary() if self._primary is not None else None
             if optimizer is None:  # collected: adopt the next one (from its second counted step)
                 self._primary = self._current = None
@@ -162,13 +165,13 @@ class OptimExtension:
                 return
             groups = optimizer.param_groups
             clip = self.clip
-            norm = clip.take_at(m.steps) if clip.pending is not None else None  # type: ignore[union-attr]
+            norm = clip.take_at(hot.steps) if clip.pending is not None else None  # type: ignore[union-attr]
             if len(groups) == 1 and norm is None:
                 # hot path (issue 12): one group's float rate into its existing series, at the step's time
                 lr = groups[0]["lr"]
                 series = m.series.get(LR_SERIES) if type(lr) is float else None  # type: ignore[union-attr]
                 if series is not None:
-                    series.append(m.steps, m.step_series.times[-1], lr)  # type: ignore[union-attr]
+                    series.append(hot.steps, hot.step_series.times[-1], lr)  # type: ignore[union-attr]
                     self.groups = 1
                     return
             values = read_lrs(groups)
@@ -196,10 +199,11 @@ class OptimExtension:
     def _disable(self, exc: BaseException) -> None:
         self.stop()
         if self._m is not None:
+            self._m.next_step_hook_at(sys.maxsize, self)  # no more on_step calls
             self._m.warn_once("optim-step", f"learning rate and gradient norm capture disabled: {exc!r}")
 
     # -- reports ---------------------------------------------------------------------
-    def interval_fields(self) -> dict[str, Any]:
+    def on_report(self, report: Report) -> dict[str, Any]:
         """Run-log ``interval["optim"]``: the smoothed loss and the sampling stride (training thread).
 
         Also folds the new ``train_loss`` points into the EMA and sets the stride
@@ -219,7 +223,7 @@ class OptimExtension:
             stride = max(1, math.ceil(rate / self._max_points_per_s))
             if stride != self.stride:
                 self.stride = stride
-                m.next_step_hook_at(m.steps + stride)
+                m.next_step_hook_at(m.steps + stride, self)
         return {"loss_ema": self.ema.value, "sample_every_steps": self.stride,
                 "grad_norm_missing": self.grad_norm_missing()}
 

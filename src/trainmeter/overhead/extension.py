@@ -12,7 +12,7 @@
 - ``browser_bytes`` / ``browser_bytes_per_s``: bytes the live widget's publisher sent (none
   without a widget); ``run_log_bytes`` / ``run_log_bytes_per_s``: size of ``events.jsonl``.
 
-Placed first among the extensions so that at ``stop`` the other wings' threads still run.
+Placed first among the extensions (``precedes = ("*",)``) so that at ``stop`` the other wings' threads still run.
 Thread safety: training thread only, except ``panels`` which reads one dict reference.
 """
 
@@ -22,6 +22,8 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
+from trainmeter.core.extension import ExtensionBase, Report
+
 if TYPE_CHECKING:
     from trainmeter.core.monitor import Monitor
 
@@ -30,7 +32,7 @@ _UNOPENED = object()
 THREAD_PREFIX = "trainmeter"
 
 
-class Overhead:
+class Overhead(ExtensionBase):
     """Measures what monitoring costs (name ``overhead``).
 
     Args:
@@ -38,6 +40,7 @@ class Overhead:
     """
 
     name = "overhead"
+    precedes = ("*",)  # first: at stop, the other wings' threads still run (their CPU is read once more)
 
     def __init__(self, perf_counter: Any = None) -> None:
         self._now = perf_counter or time.perf_counter
@@ -83,7 +86,7 @@ class Overhead:
                     self._timed_s += now() - t0
                     self._timed += 1
                 if self._t1 is None:
-                    monitor.at_step(monitor.steps + SAMPLE_EVERY - 1, self._arm)
+                    monitor.at_step(monitor.hot.steps + SAMPLE_EVERY - 1, self._arm)
 
             return step
 
@@ -163,7 +166,7 @@ class Overhead:
             return None
         return int(publisher.bytes_sent)
 
-    def interval_fields(self) -> dict[str, Any]:
+    def on_report(self, report: Report) -> dict[str, Any]:
         """The figures so far (run log, panel)."""
         self._read_threads()
         self._figures = self.figures()

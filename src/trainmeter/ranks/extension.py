@@ -21,12 +21,17 @@ from __future__ import annotations
 import functools
 import os
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from trainmeter.core.extension import ExtensionBase, Report
 from trainmeter.ranks import fork
 from trainmeter.ranks.launch import PARENT_ENV, RUN_DIR_ENV
 from trainmeter.ranks.seating import clear_seat, current_seat
 from trainmeter.sizes import format_percent
+
+if TYPE_CHECKING:
+    from trainmeter.compute.view import ComputeView
+    from trainmeter.gpu.view import GpuView
 
 NAME_ENV = "TRAINMETER_RUN_NAME"
 INTERVAL_ENV = "TRAINMETER_RUN_INTERVAL_S"
@@ -35,10 +40,12 @@ EXPORTED = (RUN_DIR_ENV, PARENT_ENV, NAME_ENV, INTERVAL_ENV, ROOT_ENV)
 PANEL_POLL_S = 1.0
 
 
-class RanksExtension:
+class RanksExtension(ExtensionBase):
     """Seats, rank timing, the parent's export and merge (see the module doc)."""
 
     name = "distributed"
+    # compute: a rank's F and peak for the launch's MFU; gpu: a parent's own ladder section, built just before
+    requires = ("compute", "gpu")
 
     def __init__(self) -> None:
         self._monitor: Any = None
@@ -145,7 +152,7 @@ class RanksExtension:
                 os.environ[key] = value
         self._saved_env = {}
 
-    def interval_fields(self) -> dict[str, Any] | None:
+    def on_report(self, report: Report) -> dict[str, Any] | None:
         """Rank: its identity and step timing of the window. Parent: nothing."""
         if self.role != "rank":
             return None
@@ -170,19 +177,18 @@ class RanksExtension:
     def _compute_fields(self) -> dict[str, Any]:
         """What the launch's MFU needs of this rank, from the compute extension: F by convention and its peak."""
         m = self._monitor
-        ext = next((e for e in (m.extensions if m is not None else []) if getattr(e, "name", "") == "compute"), None)
+        ext: ComputeView | None = m.extension("compute") if m is not None else None
         if ext is None:
             return {}
-        fpt = {conv: d.value for conv, d in (getattr(ext, "fpt", None) or {}).items()}
-        counted = getattr(ext, "counted", None)
-        if counted is not None:
-            fpt["counted"] = counted.value
-        peak = getattr(ext, "peak", None)
+        fpt = {conv: d.value for conv, d in ext.flops_per_token.items()}
+        if ext.counted is not None:
+            fpt["counted"] = ext.counted.value
+        peak = ext.peak
         return {"convention": m.options.convention, "flops_per_token": fpt,
                 "peak_flops_per_s": peak.flops_per_s if peak is not None else None,
                 "peak_text": f"{peak.card} dense {peak.dtype}: {peak.source}" if peak is not None else "",
                 "peak_provenance": peak.provenance if peak is not None else None,
-                "peak_missing": getattr(ext, "peak_missing", None)}
+                "peak_missing": ext.peak_missing}
 
     def passport_section(self) -> dict[str, Any] | None:
         """Rank: identity and timing. Parent: the merged section of its seats, or a note on unseen children."""
@@ -205,8 +211,8 @@ class RanksExtension:
     def _add_own_node_ladder(self) -> None:
         """A parent sampled its node: the ranks' ladders come from its own ``gpu`` section (built just before)."""
         m = self._monitor
-        gpu = next((e for e in (m.extensions if m is not None else []) if getattr(e, "name", "") == "gpu"), None)
-        section = getattr(gpu, "section", None)
+        gpu: GpuView | None = m.extension("gpu") if m is not None else None
+        section = gpu.section if gpu is not None else None
         if not isinstance(section, dict) or self._section is None:
             return
         from trainmeter.ranks.identity import this_node

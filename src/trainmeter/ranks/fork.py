@@ -26,13 +26,9 @@ import atexit
 import os
 import sys
 import threading
-from datetime import datetime, timezone
 from typing import Any
 
 from trainmeter.core import monitor as monitor_module
-from trainmeter.core.phases import PhaseClock
-from trainmeter.core.scalars import ScalarReader
-from trainmeter.core.series import StepSeries
 
 LOCK_WAIT_S = 0.5
 THREAD_EXTENSIONS = ("gpu", "node")  # their sampler threads do not survive a fork; one per node anyway
@@ -142,33 +138,12 @@ def rehome(m: Any) -> None:
     m.run_dir = None
     m.text = False
     m.out = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 (lives as long as the child)
-    m._series_lock = threading.Lock()
-    m.series = {}
-    m._captured_series = None
-    m.step_series = StepSeries("tokens_per_step")
-    m._readers = []
-    m.steps = m.tokens = m._window_start_tokens = m._window_start_steps = m.reports = 0
-    m.interval = m.session = m.memory = None
-    m.warnings, m._warned, m._said_warnings = [], set(), set()
-    m._scalars = ScalarReader()
-    m.status = "running"
-    m.started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    m.extensions = [e for e in m.extensions if getattr(e, "name", None) not in THREAD_EXTENSIONS]
-    training = m.phases.training
-    m.phases = PhaseClock(m.clock, m.phases._sync)
-    m._phase_depth = 0
-    m._t0_s = m.phases.begin()
-    m._next_report_s = m._t0_s + m._interval_s
-    if training:
-        m.phases.resume_train()
-    m.model_ref = None
+    m.dispatch.drop(THREAD_EXTENSIONS)
+    m.fresh_state_for_child()  # counters, series, held and pending losses, queued emits, provenance, clocks
     probes = m._probes
     if probes is not None:
         _rediscover(probes)
-    for ext in m.extensions:
-        hook = getattr(ext, "after_fork_in_child", None)
-        if hook is not None:
-            m._guard(f"fork-{ext.name}", hook, m)
+    m.dispatch.after_fork_in_child(m)
 
 
 def _rediscover(probes: Any) -> None:

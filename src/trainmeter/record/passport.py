@@ -86,15 +86,7 @@ def build_passport(m: RunView) -> dict[str, Any]:
                            "max_series": getattr(m.options, "max_series", None)},
         "emits_dropped": getattr(m, "queue_dropped", 0),
     }
-    for ext in m.extensions:
-        section = getattr(ext, "passport_section", None)
-        if section is not None:
-            value = m._guard(f"passport-{ext.name}", section)
-            if value is not None:
-                passport[ext.name] = value
-        more = getattr(ext, "derivations", None)
-        if more is not None:
-            passport["derivations"].extend(d.to_dict() for d in (m._guard(f"derivations-{ext.name}", more) or []))
+    m.dispatch.passport(passport)  # each extension's section under its name, and its derivations
     return passport
 
 

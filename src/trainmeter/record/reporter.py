@@ -87,12 +87,10 @@ def format_text(m: RunView) -> str:
     mfu = None
     loss_ema = None
     extra: dict[str, str] = {}
-    for ext in m.extensions:
-        if hasattr(ext, "text_fields"):
-            fields = dict(m._guard(f"text-{ext.name}", ext.text_fields) or {})
-            mfu = fields.pop("mfu", mfu)
-            loss_ema = fields.pop("loss_ema", loss_ema)
-            extra.update(fields)
+    for fields in m.dispatch.text_fields():
+        mfu = fields.pop("mfu", mfu)
+        loss_ema = fields.pop("loss_ema", loss_ema)
+        extra.update(fields)
     return format_line(m.steps, series=seed_values(latest_values(m)), loss_ema=loss_ema,
                        tokens_per_s=interval.train_tokens_per_s if interval else None,
                        token_unit=unit, mfu=mfu, mem_used_bytes=mem, mem_total_bytes=total, extra=extra)

@@ -6,10 +6,10 @@ the training thread at reports and at the end of the run.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
+from trainmeter.core.dispatch import Dispatcher
 from trainmeter.core.memory import MemoryReading
 from trainmeter.core.series import Series, StepSeries
 from trainmeter.core.throughput import IntervalSummary, SessionSummary
@@ -33,7 +33,7 @@ class RunView(Protocol):
     session: SessionSummary | None
     memory: MemoryReading | None
     warnings: list[str]
-    extensions: list[Any]
+    dispatch: Dispatcher  # the extensions' events (text fields, passport sections)
     phases: Any
 
     @property
@@ -42,7 +42,5 @@ class RunView(Protocol):
     def elapsed_s(self) -> float: ...
 
     def add_reader(self) -> dict[str, int]: ...
-
-    def _guard(self, key: str, fn: Callable[..., Any], *args: Any) -> Any: ...
 
     def warn_once(self, key: str, message: str) -> None: ...

@@ -45,6 +45,7 @@ from types import MethodType, ModuleType
 from typing import TYPE_CHECKING, Any
 
 from trainmeter.core.patches import Gate, Patches, PostImportHooks
+from trainmeter.core.extension import ExtensionBase, Report
 
 if TYPE_CHECKING:
     from trainmeter.core.monitor import Monitor
@@ -155,7 +156,7 @@ TARGETS: tuple[TapTarget, ...] = (
 )
 
 
-class Taps:
+class Taps(ExtensionBase):
     """The logger taps of one run (extension ``"taps"``).
 
     Args:
@@ -296,7 +297,7 @@ class Taps:
                 "scalars": dict(self.points), "disabled": sorted(self._disabled),
                 "summaries": {k: dict(v) for k, v in self.summaries.items()}}
 
-    def interval_fields(self) -> dict[str, Any]:
+    def on_report(self, report: Report) -> dict[str, Any]:
         """Run-log ``interval["taps"]``: calls recorded so far per library."""
         return {"calls": dict(self.tapped)}
 

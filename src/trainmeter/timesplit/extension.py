@@ -17,8 +17,9 @@ Extension ``"time"``. While the run is active (training thread only):
   with ``module.training = mode``, not ``.train()``): ``root.train()``, a training
   forward of the root (training mode, gradients on), a backward, or an optimizer
   step, the latter two also for a loop that trains in eval mode. No warning: these
-  are frameworks' normal ways. All three come from the probes' ``on_training``
-  callback, set only while a span is open: the split has no per-step hook of its own.
+  are frameworks' normal ways. All three come as ``on_phase("train", "begin", t_s)``, which the
+  core sends only while a span is open (``dispatch.watch_training``): the split has no per-step
+  hook of its own.
 - **Checkpoints**: ``torch.save`` (and ``torch.serialization.save``),
   ``safetensors.torch.save_file``/``save_model`` and
   ``transformers.modeling_utils.PreTrainedModel.save_pretrained`` become
@@ -40,6 +41,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from trainmeter.core.patches import Gate, Patches, PostImportHooks
+from trainmeter.core.extension import ExtensionBase, Report
 from trainmeter.core.provenance import Derivation, Input
 from trainmeter.core.throughput import ratio
 from trainmeter.sizes import format_seconds
@@ -53,7 +55,7 @@ GOODPUT_SERIES = "time.goodput"
 DATA_WAIT_SERIES = "time.data_wait_share"
 
 
-class TimeSplit:
+class TimeSplit(ExtensionBase):
     """Data-wait, eval and checkpoint probes of one run (extension ``"time"``).
 
     Thread safety: wrappers act on the training thread of the training process
@@ -231,22 +233,21 @@ class TimeSplit:
         if self._enter("eval"):
             self._eval_open = True
             self.eval_spans += 1
-            probes = getattr(self._monitor, "probes", None)
-            if probes is not None:
-                probes.on_training = self._on_training
+            if self._monitor is not None:
+                self._monitor.dispatch.watch_training(self)
 
-    def _on_training(self) -> None:
-        """The probes saw a training forward of the root or a backward: the eval span is over."""
-        if self._gate.here():
+    def on_phase(self, name: str, edge: str, t_s: float) -> None:
+        """Training activity (a training forward of the root, a backward, an optimizer step) while the
+        eval span is open: the span is over."""
+        if name == "train" and edge == "begin" and self._eval_open and self._gate.here():
             self._close_eval()
 
     def _close_eval(self) -> None:
         if not self._eval_open:
             return
         self._eval_open = False
-        probes = getattr(self._monitor, "probes", None)
-        if probes is not None and probes.on_training == self._on_training:
-            probes.on_training = None
+        if self._monitor is not None:
+            self._monitor.dispatch.unwatch_training(self)
         if not self._ckpt_depth:  # during a save inside the span, the span is already paused
             self._exit()
 
@@ -304,7 +305,7 @@ class TimeSplit:
         wait_s = totals_s.get("data_wait", 0.0)
         return ratio(wait_s, train_s + wait_s)
 
-    def interval_fields(self) -> dict[str, Any]:
+    def on_report(self, report: Report) -> dict[str, Any]:
         """Run-log ``interval["time"]``: this window's waits; records the per-window share series."""
         monitor = self._monitor
         if monitor is None:

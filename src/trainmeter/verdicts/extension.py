@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from trainmeter.core.extension import ExtensionBase, Report
 from trainmeter.core.reader import SeriesReader
 from trainmeter.verdicts.markers import markers
 from trainmeter.verdicts.rules import ReportPoint, VerdictEngine
@@ -27,10 +28,11 @@ LOSS_NAMES = ("train_loss",)
 _GPU_FIELDS = ("util_gpu", "sm_activity", "tensor_activity")
 
 
-class Verdicts:
-    """Verdicts on the run (name ``verdicts``); place it after the extensions it reads."""
+class Verdicts(ExtensionBase):
+    """Verdicts on the run (name ``verdicts``): it runs after every other wing."""
 
     name = "verdicts"
+    requires = ("*",)  # last: it reads what the others recorded in the same report (the GPU's readings)
 
     def __init__(self) -> None:
         self.engine = VerdictEngine()
@@ -53,14 +55,13 @@ class Verdicts:
                 self.engine.add_loss(step, value, name)
 
     def _gpus(self) -> dict[int, dict[str, float | None]]:
-        m = self._m
-        gpu = next((e for e in (m.extensions if m else []) if getattr(e, "name", "") == "gpu"), None)
-        sampler = getattr(gpu, "sampler", None)
+        gpu = self._m.extension("gpu") if self._m is not None else None
+        sampler = gpu.readings if gpu is not None else None
         if sampler is None:
             return {}
         return {i: {f: getattr(s, f, None) for f in _GPU_FIELDS} for i, s in sampler.latest().items()}
 
-    def interval_fields(self) -> dict[str, Any]:
+    def on_report(self, report: Report) -> dict[str, Any]:
         """Feed this report's numbers; the run log gets the verdicts so far."""
         m = self._m
         if m is None:

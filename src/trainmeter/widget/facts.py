@@ -94,34 +94,13 @@ def report_points_from_record(record: dict[str, Any]) -> tuple[float, dict[str, 
 # -- gathering ---------------------------------------------------------------------------------
 def _extension_extras(monitor: Any) -> tuple[list[str], list[dict[str, Any]], list[dict[str, Any]],
                                              list[dict[str, Any]], list[dict[str, Any]]]:
-    warnings: list[str] = []
-    panels: list[dict[str, Any]] = []
-    charts: list[dict[str, Any]] = []
-    extra_tiles: list[dict[str, Any]] = []
-    markers: list[dict[str, Any]] = []
-    for ext in list(getattr(monitor, "extensions", ())):
-        for attr, out in (("warnings", warnings), ("panels", panels), ("charts", charts), ("tiles", extra_tiles),
-                          ("markers", markers)):
-            fn = getattr(ext, attr, None)
-            if fn is None:
-                continue
-            try:
-                got = fn()
-                out.extend(x for x in (got or []) if x is not None)
-            except Exception:
-                continue  # an extension's fault must not stop the view; it warns on its own
-    return warnings, panels, charts, extra_tiles, markers
+    dispatch = monitor.dispatch  # a fault warns once and disables that event (core/dispatch.py)
+    return (dispatch.collect("warnings"), dispatch.collect("panels"), dispatch.collect("charts"),
+            dispatch.collect("tiles"), dispatch.collect("markers"))
 
 
 def _progress_from_extensions(monitor: Any, recent: Any = None) -> dict[str, Any] | None:
-    for ext in list(getattr(monitor, "extensions", ())):
-        fn = getattr(ext, "progress_bar", None)
-        if fn is not None:
-            try:
-                return fn(recent)  # the ETA's pace by the one rule (compute/eta.py)
-            except Exception:
-                return None
-    return None
+    return monitor.dispatch.first("progress_bar", recent)
 
 
 def facts_from_monitor(monitor: Any, recent: Any = None, x_head: tuple[int, int, float] | None = None) -> RunFacts:

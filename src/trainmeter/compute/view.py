@@ -1,0 +1,47 @@
+"""What the compute wing publishes to the others: a frozen view of its figures (``monitor.extension("compute")``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from trainmeter.compute.peaks import PeakRow
+    from trainmeter.core.provenance import Derivation
+
+
+@dataclass(frozen=True)
+class ComputeView:
+    """The compute wing's figures at the time of asking (any thread; the mappings are never changed in place).
+
+    Attributes:
+        convention: The chosen FLOPs convention (``--convention``), or ``None``.
+        flops_per_token: FLOP/token by convention (analytic).
+        counted: FLOP/token counted on one step, or ``None`` before the count.
+        peak: The dense peak divided by (detected or declared), or ``None``.
+        peak_missing: Why there is no peak, when known.
+        derived: Every derived figure by name (``mfu[<conv>]``, ``mfu.session[<conv>]``,
+            ``flops_spent[<conv>]``, ``progress``, ``eta_s``, ...) as of the last report.
+    """
+
+    convention: str | None = None
+    flops_per_token: Mapping[str, Derivation] = field(default_factory=dict)
+    counted: Derivation | None = None
+    peak: PeakRow | None = None
+    peak_missing: str | None = None
+    derived: Mapping[str, Derivation] = field(default_factory=dict)
+
+    def mfu(self, convention: str | None = None) -> Derivation | None:
+        """Training-only MFU under ``convention`` (default: the chosen one), or ``None`` when not derived."""
+        conv = convention or self.convention
+        return self.derived.get(f"mfu[{conv}]") if conv else None
+
+    def flops_spent(self, convention: str | None = None) -> Derivation | None:
+        """FLOPs spent so far under ``convention`` (default: the chosen one), or ``None``."""
+        conv = convention or self.convention
+        return self.derived.get(f"flops_spent[{conv}]") if conv else None
+
+    def mfu_by_convention(self) -> dict[str, float | None]:
+        """Training-only MFU (0-1) of every convention derived (``counted`` included)."""
+        return {name[4:-1]: d.value for name, d in self.derived.items() if name.startswith("mfu[")}

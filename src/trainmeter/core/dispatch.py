@@ -1,0 +1,242 @@
+"""The one place the core calls its extensions: each event over them in order, with one error policy.
+
+Policy (docs/contracts/EXTENSIONS.md): an event that raises warns once through
+``warn_once`` (key ``<event>-<name>``, the message says it was disabled) and that
+event of that extension is not called again; its other events go on (a wing whose
+``start`` failed still stops and says so in its passport section, as each wing
+handles a run it did not fully start). Nothing raises into the user's code.
+``KeyboardInterrupt`` is never caught here.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Collection, Iterable
+from typing import Any
+
+from trainmeter.core.extension import ExtensionBase, Report, RequirementError, order_extensions
+
+# warning keys as the run has always named them (tests and passports read them)
+_KEY = {"on_report": "fields", "text_fields": "text", "passport_section": "passport", "after_fork_in_child": "fork"}
+
+
+def _defines(ext: Any, event: str) -> bool:
+    """Whether ``ext`` has ``event`` of its own (not the no-op of :class:`ExtensionBase`)."""
+    return getattr(type(ext), event, None) is not getattr(ExtensionBase, event, None) or event in vars(ext)
+
+
+class Dispatcher:
+    """The run's extensions in their computed order, and the events sent to them.
+
+    Args:
+        extensions: The run's extensions (ordered here by ``requires``/``precedes``).
+        warn_once: ``warn_once(key, message)`` of the run (any thread).
+        known: Every wing name a requirement may name (see
+            :func:`~trainmeter.core.extension.order_extensions`); ``None`` allows absent names.
+
+    Thread safety: ``start``, ``stop``, reports, phases and steps on the training thread; the
+    widget's events (``tiles``, ``panels``, ...) and ``view`` from any thread (they only read
+    the tuple of extensions and add to the sets of disabled events).
+    """
+
+    def __init__(self, extensions: Iterable[Any] = (), warn_once: Callable[[str, str], None] | None = None,
+                 known: Collection[str] | None = None) -> None:
+        given = list(extensions)
+        self.order_error: str | None = None
+        try:
+            ordered = order_extensions(given, known)
+        except RequirementError as exc:  # at run time: degrade to the given order, said once at start
+            ordered, self.order_error = given, f"{exc}: the extensions run in the order given"
+        self.extensions: tuple[Any, ...] = tuple(ordered)
+        self._warn = warn_once
+        self._off: set[tuple[int, str]] = set()  # (id(extension), event) disabled by a fault
+        self._started: list[Any] = []
+        self._monitor: Any = None
+        self._steppers: tuple[Any, ...] = ()
+        self._next_step: dict[int, int] = {}
+        self._watching: list[Any] = []
+        self._phase_watchers = tuple(e for e in self.extensions if _defines(e, "on_phase"))  # most runs: one
+
+    # -- the policy ----------------------------------------------------------------------
+    def _fault(self, ext: Any, event: str, exc: BaseException) -> None:
+        key = f"{_KEY.get(event, event)}-{getattr(ext, 'name', ext)}"
+        self._off.add((id(ext), event))
+        if self._warn is not None:
+            try:
+                self._warn(key, f"{key} failed and was disabled: {exc!r}")
+            except Exception:
+                pass
+
+    def _handler(self, ext: Any, event: str) -> Callable[..., Any] | None:
+        if (id(ext), event) in self._off:
+            return None
+        return getattr(ext, event, None)
+
+    def _call(self, ext: Any, event: str, *args: Any) -> Any:
+        fn = self._handler(ext, event)
+        if fn is None:
+            return None
+        try:
+            return fn(*args)
+        except Exception as exc:
+            self._fault(ext, event, exc)
+            return None
+
+    def each(self, event: str, *args: Any) -> list[tuple[Any, Any]]:
+        """``(extension, result)`` of ``event(*args)`` for every extension that has it, in order."""
+        out = []
+        for ext in self.extensions:
+            if self._handler(ext, event) is not None:
+                out.append((ext, self._call(ext, event, *args)))
+        return out
+
+    def collect(self, event: str) -> list[Any]:
+        """The items of every extension's list-valued ``event`` (``warnings``, ``tiles``, ...), in order."""
+        out: list[Any] = []
+        for _, got in self.each(event):
+            out.extend(x for x in (got or []) if x is not None)
+        return out
+
+    def first(self, event: str, *args: Any) -> Any:
+        """The first non-``None`` result of ``event(*args)`` (``progress_bar``)."""
+        for _, got in self.each(event, *args):
+            if got is not None:
+                return got
+        return None
+
+    # -- lookups ---------------------------------------------------------------------------
+    def find(self, name: str) -> Any:
+        """The extension called ``name``, or ``None`` (for the wiring and tests; wings use :meth:`view`)."""
+        return next((e for e in self.extensions if getattr(e, "name", None) == name), None)
+
+    def view(self, name: str) -> Any:
+        """The view the extension ``name`` publishes now, or ``None`` (absent, no view, or its fault)."""
+        ext = self.find(name)
+        return self._call(ext, "view") if ext is not None else None
+
+    def drop(self, names: Collection[str]) -> None:
+        """Leave the extensions called ``names`` out from now on (a forked child's sampler wings)."""
+        self.extensions = tuple(e for e in self.extensions if getattr(e, "name", None) not in names)
+        self._started = [e for e in self._started if e in self.extensions]
+        self._watching = [e for e in self._watching if e in self.extensions]
+        self._phase_watchers = tuple(e for e in self._phase_watchers if e in self.extensions)
+        if self._monitor is not None:
+            self._arm_steps()
+
+    # -- lifecycle ---------------------------------------------------------------------
+    def start(self, monitor: Any) -> None:
+        """``start(monitor)`` on each extension in order; then the step schedule is armed."""
+        self._monitor = monitor
+        if self.order_error and self._warn is not None:
+            self._warn("extension-order", self.order_error)
+        for ext in self.extensions:
+            self._started.append(ext)
+            self._call(ext, "start", monitor)
+        self._arm_steps()
+
+    def stop_parts(self) -> list[tuple[str, Callable[[], None]]]:
+        """``(key, stop)`` of each started extension, in order, for the monitor's part runner (each guarded)."""
+        return [(f"stop-{getattr(ext, 'name', ext)}", lambda ext=ext: self._stop(ext)) for ext in self._started]
+
+    def _stop(self, ext: Any) -> None:
+        self._call(ext, "stop")
+        if ext in self._steppers or ext in self._watching:
+            self._off.add((id(ext), "on_step"))
+            self.unwatch_training(ext)
+            self._arm_steps()
+
+    def report(self, report: Report) -> dict[str, Any]:
+        """Each extension's ``on_report`` fields by its name (the interval record; ``None`` after a fault).
+        An extension that keeps the base's no-op ``on_report`` has no entry."""
+        out: dict[str, Any] = {}
+        for ext in self.extensions:
+            if self._handler(ext, "on_report") is not None and _defines(ext, "on_report"):
+                out[ext.name] = self._call(ext, "on_report", report)
+        return out
+
+    def text_fields(self) -> list[dict[str, Any]]:
+        """Each extension's text-line fields, in order."""
+        return [dict(got) for _, got in self.each("text_fields") if got]
+
+    def passport(self, passport: dict[str, Any]) -> None:
+        """Add each extension's section (under its name) and derivations to ``passport``."""
+        for ext in self.extensions:
+            section = self._call(ext, "passport_section")
+            if section is not None:
+                passport[ext.name] = section
+            more = self._call(ext, "derivations")
+            passport.setdefault("derivations", []).extend(d.to_dict() for d in (more or []))
+
+    def after_fork_in_child(self, monitor: Any) -> None:
+        """``after_fork_in_child(monitor)`` on each extension (the forked child's thread)."""
+        self._monitor = monitor
+        self.each("after_fork_in_child", monitor)
+        self._arm_steps()
+
+    # -- phases ------------------------------------------------------------------------
+    def phase(self, name: str, edge: str, t_s: float) -> None:
+        """``on_phase(name, edge, t_s)`` on each extension that watches phases (training thread)."""
+        for ext in self._phase_watchers:
+            self._call(ext, "on_phase", name, edge, t_s)
+
+    def watch_training(self, ext: Any) -> None:
+        """Send ``ext`` ``on_phase("train", "begin", t_s)`` at the next training forward, backward or optimizer
+        step the probes see (until :meth:`unwatch_training`); costs the probes' fast path while set."""
+        if ext not in self._watching:
+            self._watching.append(ext)
+        self._set_probe_slot()
+
+    def unwatch_training(self, ext: Any) -> None:
+        """Stop sending ``ext`` training activity."""
+        if ext in self._watching:
+            self._watching.remove(ext)
+            self._set_probe_slot()
+
+    def _set_probe_slot(self) -> None:
+        probes = getattr(self._monitor, "probes", None)
+        if probes is not None:
+            probes.on_training = self._training_seen if self._watching else None
+
+    def _training_seen(self) -> None:
+        monitor = self._monitor
+        t_s = monitor.elapsed_s() if monitor is not None else 0.0
+        for ext in list(self._watching):
+            self._call(ext, "on_phase", "train", "begin", t_s)
+
+    # -- steps (the hot path) --------------------------------------------------------------
+    def _arm_steps(self) -> None:
+        """Hand the monitor the step callable: one extension's own ``on_step`` (no frame of ours), or the
+        fan-out over several, or none."""
+        self._steppers = tuple(e for e in self._started if callable(self._handler(e, "on_step")))
+        monitor = self._monitor
+        if monitor is None:
+            return
+        if len(self._steppers) == 1:
+            monitor.set_step_hook(self._steppers[0].on_step, at=self._next_step.get(id(self._steppers[0]), 0))
+        elif self._steppers:
+            monitor.set_step_hook(self._on_step_many, many=True, at=self._first_step())
+        else:
+            monitor.set_step_hook(None)
+
+    def _first_step(self) -> int:
+        return min((self._next_step.get(id(e), 0) for e in self._steppers), default=sys.maxsize)
+
+    def schedule(self, ext: Any, step: int) -> int:
+        """``ext``'s ``on_step`` runs next at the first counted step ``>= step``; returns the first step any
+        armed extension wants (``sys.maxsize``: none)."""
+        if ext is not None:
+            self._next_step[id(ext)] = step
+        return self._first_step()
+
+    def _on_step_many(self) -> None:
+        steps = self._monitor.steps
+        for ext in self._steppers:
+            if steps >= self._next_step.get(id(ext), 0):
+                self._call(ext, "on_step")
+        self._monitor.next_step_hook_at(self._first_step())  # many: the monitor asks schedule() again
+
+    def step_fault(self, exc: BaseException) -> None:
+        """The single ``on_step`` the monitor called raised: warn once, disable it (training thread)."""
+        if self._steppers:
+            self._fault(self._steppers[0], "on_step", exc)
+            self._arm_steps()

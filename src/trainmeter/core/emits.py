@@ -1,0 +1,161 @@
+"""Emitted values: checked one by one, recorded on the training thread, queued (bounded) from others."""
+
+from __future__ import annotations
+
+import re
+import threading
+from typing import Any
+
+from trainmeter.core.hot_state import HotState
+from trainmeter.core.loss_order import LOSS_SERIES
+from trainmeter.core.scalars import StepLoss
+from trainmeter.core.series import Series
+from trainmeter.core.text import printable
+
+MAX_QUEUED = 100_000
+MAX_DROPPED_NAMES = 20
+DEFAULT_MAX_SERIES = 256
+RESERVED_SERIES = ("tokens_per_step",)
+_RESERVED_NAME = re.compile(r"(node|gpu\d+)\.|__")
+
+
+class Emits:
+    """``tm.emit``, samplers' points and the series registry (a part of :class:`~trainmeter.core.monitor.Monitor`)."""
+
+    series: dict[str, Series]
+    hot: HotState  # the cross-thread queue, the step, the clock mark
+
+    def record(self, series: dict[str, Any], step: int | None = None) -> None:
+        """Record named scalars at ``step`` (default: the current step) (``tm.emit``, taps).
+
+        Each value is checked on its own: good ones are recorded, each bad one
+        (not a number, too big for a float, a ``__float__`` that raises, a
+        tensor with no sync-free read, a reserved or over-the-cap name) is left
+        out with one warning. Off the recording thread (the one that started
+        the run) values are queued and recorded at its next step or report
+        (at most ``MAX_QUEUED``; more are counted and dropped with a warning).
+        Any thread; never raises.
+        """
+        if threading.get_ident() != self._owner_ident:
+            self._enqueue(series, step)
+            return
+        hot = self.hot
+        if hot.queued:
+            self._drain_queue()
+        now = hot.now()
+        t_s = now - hot.t0_s
+        if step is None:
+            step = hot.steps
+        known = self.series
+        for name, value in series.items():
+            existing = known.get(name) if type(value) is float else None
+            if existing is not None and existing.x_kind == "step" and name != LOSS_SERIES:
+                existing.append(step, t_s, value)  # fast path: a float for a series already recorded
+                continue
+            number = self._checked(name, value, (name, step, t_s))
+            if number is not None and name == LOSS_SERIES and not hot.user_loss:
+                name = self._user_loss_name()  # the headline, or train_loss.emitted after captured points
+            if number is not None:
+                series_ = self.series.get(name) or self._series(name)
+                series_.append(step, t_s, number)
+        if now >= hot.next_report_s:
+            self._maybe_report()
+
+    def _checked(self, name: Any, value: Any, key: Any) -> float | None:
+        """``value`` as a float to record under ``name``, or ``None`` (warned once per name and fault)."""
+        existing = self.series.get(name) if type(name) is str else None
+        if existing is None:
+            if not isinstance(name, str) or name in RESERVED_SERIES or _RESERVED_NAME.match(name):
+                self.warn_once(f"emit-reserved-{name}",
+                               f"tm.emit({printable(name)}=...) ignored: the name is reserved for trainmeter's own "
+                               "series (tokens_per_step, node.*, gpu<N>.*, __*)")
+                return None
+            if self._user_series >= self._max_series:
+                self._drop_series(name)
+                return None
+        elif existing.x_kind != "step":
+            self.warn_once(f"emit-reserved-{name}", f"tm.emit({printable(name)}=...) ignored: a background "
+                                                    "sampler owns that series")
+            return None
+        if type(value) is float:
+            number: float | None = value
+        else:
+            try:
+                if isinstance(value, (str, bytes)):
+                    raise TypeError(f"expected a float or a 0-d tensor, got {type(value).__name__}")
+                number = self.hot.scalars.read(value, key)
+            except Exception as exc:  # TypeError, OverflowError, a __float__ that raises, ...
+                self.warn_once(f"emit-{name}", f"tm.emit({printable(name)}=...) ignored: {printable(exc)}")
+                return None
+            if number is None and getattr(value, "is_cpu", None) is False and not getattr(value, "is_cuda", False):
+                device = getattr(value, "device", "?")
+                self.warn_once(f"emit-{name}", f"tm.emit({printable(name)}=...) ignored: a tensor on {device} has "
+                                               "no sync-free read (pass a CPU or CUDA tensor or a float)")
+                return None
+        if existing is None:
+            self._user_series += 1
+        return number
+
+    def _drop_series(self, name: str) -> None:
+        """Count a name past the cap once (names, not emits; the set of names seen is itself capped)."""
+        if name in self._dropped_seen:
+            return
+        if len(self._dropped_seen) < MAX_QUEUED:
+            self._dropped_seen.add(name)
+        self.series_dropped += 1
+        if len(self.series_dropped_names) < MAX_DROPPED_NAMES:
+            self.series_dropped_names.append(printable(name)[:80])
+        self.warn_once("series-cap", f"more than {self._max_series} series (max_series): {printable(name)[:80]!s} "
+                                     "and later new names are not recorded; the passport lists them")
+
+    def _enqueue(self, series: dict[str, Any], step: int | None) -> None:
+        """Queue values emitted off the recording thread (any thread; bounded)."""
+        if len(self.hot.queued) >= MAX_QUEUED:
+            self.queue_dropped += 1
+            self.warn_once("emit-queue", f"tm.emit from other threads: more than {MAX_QUEUED:,} values waiting for "
+                                         "the training thread; later ones are counted and dropped")
+            return
+        self.hot.queued.append((dict(series), self.hot.steps if step is None else step))
+
+    def _drain_queue(self) -> None:
+        """Record values queued by other threads, stamped now (recording thread only; no backwards times)."""
+        t_s = self._now() - self.hot.t0_s
+        queued = self.hot.queued
+        for _ in range(len(queued)):
+            try:
+                values, step = queued.popleft()
+            except IndexError:
+                break
+            for name, value in values.items():
+                number = self._checked(name, value, (name, step, t_s))
+                if number is not None:
+                    (self.series.get(name) or self._series(name)).append(step, t_s, number)
+
+    def record_at(self, name: str, t_s: float, value: float, *, x_kind: str = "time") -> None:
+        """Record one point of a series owned by a background sampler.
+
+        Each series must have a single writing thread; samplers use their own
+        names (``gpu0.util``, ``node.cpu``). ``t_s`` is seconds since the run began.
+        """
+        self._series(name, x_kind).append(self.hot.steps, t_s, float(value))
+
+
+    def _poll_scalars(self, t_s: float) -> None:
+        for key, value in self.hot.scalars.poll():
+            name, step, at_s = key  # type: ignore[misc]
+            if type(name) is StepLoss:
+                name.resolve(step, at_s, value)  # (step loss, part index, field)
+            else:
+                self._series(name).append(step, at_s, value)
+
+    def _series(self, name: str, x_kind: str = "step") -> Series:
+        series = self.series.get(name)
+        if series is None:
+            with self._series_lock:  # samplers create series from their own threads
+                series = self.series.get(name)
+                if series is None:
+                    grown = dict(self.series)
+                    series = grown[name] = Series(name, x_kind)
+                    self.series = grown  # readers iterate a dict that never changes size
+        return series
+

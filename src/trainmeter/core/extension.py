@@ -1,0 +1,267 @@
+"""The extension contract: the events the core sends a wing, their order from ``requires``, and a no-op base.
+
+A wing (``trainmeter/<wing>/extension.py``) is an object with a ``name`` and the events of
+:class:`Extension`; it need not subclass :class:`ExtensionBase`, but a member it defines must
+have the signature given here (tests/test_layout.py checks every wing's class). The core calls
+the events only through :class:`trainmeter.core.dispatch.Dispatcher` (one error policy: a
+fault warns once and disables that event of that extension; docs/contracts/EXTENSIONS.md).
+
+The order of a run's extensions is computed from ``requires`` and ``precedes``
+(:func:`order_extensions`): a wing that reads another (through the view it publishes with
+``view()``, asked for with ``monitor.extension(name)``) requires it, so the other's report
+fields, stop and passport section come first. ``"*"`` names every other wing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from trainmeter.core.provenance import Derivation
+
+Edge = Literal["begin", "end"]
+EVERY = "*"
+
+
+@dataclass(frozen=True)
+class Report:
+    """What a report hands each extension's ``on_report`` (training thread).
+
+    Attributes:
+        steps: Optimizer steps counted so far.
+        tokens: Tokens (or samples) counted so far.
+        elapsed_s: Seconds since the session began.
+        final: Whether this is the run's last report (after every ``stop``).
+    """
+
+    steps: int
+    tokens: int
+    elapsed_s: float
+    final: bool
+
+
+@dataclass(frozen=True)
+class Event:
+    """One row of the contract: a member of :class:`Extension`, when the core calls it and from which thread."""
+
+    name: str
+    signature: str
+    called: str
+    thread: str
+
+
+# The contract's rows, in the order a run meets them; docs/contracts/EXTENSIONS.md is checked against
+# them and against the Protocol's members (tests/core/test_extension.py).
+EVENTS: tuple[Event, ...] = (
+    Event("name", "name: str", "key of its passport section, interval fields and warnings", "-"),
+    Event("requires", "requires: tuple[str, ...]",
+          "wings it reads (run before it when present; '*' = every other wing)", "-"),
+    Event("precedes", "precedes: tuple[str, ...]", "wings that run after it when present ('*' = every other)", "-"),
+    Event("start", "start(monitor) -> None", "once, after the run folder exists, before the cell's code runs",
+          "training"),
+    Event("view", "view() -> object | None", "by `monitor.extension(name)`: the small frozen view other wings "
+          "read (`<wing>/view.py`)", "any"),
+    Event("on_step", "on_step() -> None", "(`None` on the base) after a counted step of the primary optimizer, "
+          "before the report check; at every step until it calls `monitor.next_step_hook_at(step, self)` "
+          "(skipped steps cost one integer compare); only defined by wings that need it", "training (hot path)"),
+    Event("on_phase", "on_phase(name, edge, t_s) -> None", "a `tm.phase`/span `name` began or ended "
+          "(`edge` 'begin'/'end', `t_s` seconds since the session began); ('train', 'begin') when training "
+          "activity is seen while a wing asked with `dispatch.watch_training(self)`", "training"),
+    Event("on_report", "on_report(report) -> dict | None", "at each report (`Report`); a dict becomes the "
+          "run log's `interval[name]`", "training"),
+    Event("text_fields", "text_fields() -> dict", "extra `key=value` fields of the text line (`mfu` and "
+          "`loss_ema` have fixed places)", "training"),
+    Event("warnings", "warnings() -> list[str]", "current warnings for the widget and text line", "any"),
+    Event("tiles", "tiles() -> list[dict]", "extra tiles (docs/protocol.md)", "publisher: read-only"),
+    Event("panels", "panels() -> list[dict]", "generic panels (docs/protocol.md)", "publisher: read-only"),
+    Event("charts", "charts() -> list[dict]", "chart specs naming series it records", "publisher: read-only"),
+    Event("markers", "markers() -> list[dict]", "chart markers", "publisher: read-only"),
+    Event("progress_bar", "progress_bar(recent) -> dict | None", "the header's progress bar (the first non-None); "
+          "`recent`: the publisher's recent figures (the ETA's pace) or None", "publisher: read-only"),
+    Event("stop", "stop() -> None", "once at the end, in order, before the final report (idempotent; joins "
+          "its threads, removes every hook and patch)", "training"),
+    Event("passport_section", "passport_section() -> dict, list or None", "once at the end: "
+          "`passport.json[name]` (None: no section)", "training"),
+    Event("derivations", "derivations() -> list[Derivation]", "appended to the passport's `derivations`",
+          "training"),
+    Event("after_fork_in_child", "after_fork_in_child(monitor) -> None", "in a forked child, after the ranks "
+          "wing re-homed the inherited run (docs/spec.md section 19)", "the child's forking thread"),
+)
+
+
+@runtime_checkable
+class Extension(Protocol):
+    """A wing as the core sees it. Members beyond ``name``, ``start`` and ``stop`` are optional
+    (:class:`ExtensionBase` gives no-op ones); see :data:`EVENTS` for when each is called."""
+
+    name: str
+    requires: tuple[str, ...]
+    precedes: tuple[str, ...]
+
+    def start(self, monitor: Any) -> None: ...
+
+    def view(self) -> object | None: ...
+
+    on_step: Callable[[], None] | None
+
+    def on_phase(self, name: str, edge: Edge, t_s: float) -> None: ...
+
+    def on_report(self, report: Report) -> Mapping[str, Any] | None: ...
+
+    def text_fields(self) -> Mapping[str, Any]: ...
+
+    def warnings(self) -> list[str]: ...
+
+    def tiles(self) -> list[dict[str, Any]]: ...
+
+    def panels(self) -> list[dict[str, Any]]: ...
+
+    def charts(self) -> list[dict[str, Any]]: ...
+
+    def markers(self) -> list[dict[str, Any]]: ...
+
+    def progress_bar(self, recent: Any = None) -> dict[str, Any] | None: ...
+
+    def stop(self) -> None: ...
+
+    def passport_section(self) -> Any: ...
+
+    def derivations(self) -> list[Derivation]: ...
+
+    def after_fork_in_child(self, monitor: Any) -> None: ...
+
+
+class ExtensionBase:
+    """No-op events: subclass and define what the wing needs. ``on_step`` is ``None`` here: the core
+    calls it on the hot path only for wings that define it as a method."""
+
+    name = "extension"
+    requires: tuple[str, ...] = ()
+    precedes: tuple[str, ...] = ()
+    on_step: Callable[[], None] | None = None
+
+    def start(self, monitor: Any) -> None:
+        """Nothing to start."""
+
+    def view(self) -> object | None:
+        """No published view."""
+        return None
+
+    def on_phase(self, name: str, edge: Edge, t_s: float) -> None:
+        """Phases are not watched."""
+
+    def on_report(self, report: Report) -> Mapping[str, Any] | None:
+        """No interval fields."""
+        return None
+
+    def text_fields(self) -> Mapping[str, Any]:
+        """No text-line fields."""
+        return {}
+
+    def warnings(self) -> list[str]:
+        """No warnings."""
+        return []
+
+    def tiles(self) -> list[dict[str, Any]]:
+        """No tiles."""
+        return []
+
+    def panels(self) -> list[dict[str, Any]]:
+        """No panels."""
+        return []
+
+    def charts(self) -> list[dict[str, Any]]:
+        """No charts."""
+        return []
+
+    def markers(self) -> list[dict[str, Any]]:
+        """No markers."""
+        return []
+
+    def progress_bar(self, recent: Any = None) -> dict[str, Any] | None:
+        """No progress bar."""
+        return None
+
+    def stop(self) -> None:
+        """Nothing to release."""
+
+    def passport_section(self) -> Any:
+        """No passport section."""
+        return None
+
+    def derivations(self) -> list[Derivation]:
+        """No derivations."""
+        return []
+
+    def after_fork_in_child(self, monitor: Any) -> None:
+        """Nothing to re-home."""
+
+
+def events_table() -> str:
+    """The contract's table as docs/contracts/EXTENSIONS.md shows it (markdown; checked by tests/core)."""
+    rows = ["| member | called | thread |", "| --- | --- | --- |"]
+    rows += [f"| `{e.signature}` | {e.called} | {e.thread} |".replace(" | None", " \\| None") for e in EVENTS]
+    return "\n".join(rows)
+
+
+class RequirementError(ValueError):
+    """A ``requires``/``precedes`` that names no wing, or requirements that form a cycle."""
+
+
+def _named(name: str, i: int, index: Mapping[str, int], names: Sequence[str], known: Collection[str] | None,
+           attr: str, exclude: Collection[int]) -> list[int]:
+    """The positions ``name`` stands for in extension ``i``'s ``attr`` (``'*'``: every other, less ``exclude``)."""
+    if name == EVERY:
+        return [j for j in range(len(names)) if j != i and j not in exclude]
+    if name in index:
+        return [index[name]]
+    if known is not None and name not in known:
+        raise RequirementError(f"extension {names[i]!r} {attr} {name!r}, which is no known wing "
+                               f"(known: {', '.join(sorted(known))})")
+    return []  # a known wing absent from this run
+
+
+def order_extensions(extensions: Iterable[Any], known: Collection[str] | None = None) -> list[Any]:
+    """The extensions in an order that honours every ``requires`` and ``precedes`` (stable: ties keep
+    the given order).
+
+    Args:
+        extensions: The run's extensions (any objects with a ``name``).
+        known: Every wing name that may be asked for. A requirement on a name not in the run
+            is an error only when it is not in ``known`` either (``None``: absent names are
+            allowed; the wing reads ``None`` from ``monitor.extension``).
+
+    Raises:
+        RequirementError: A requirement names an unknown wing, or the requirements form a cycle
+            (the message names the wings on it).
+    """
+    exts: Sequence[Any] = list(extensions)
+    names = [str(getattr(e, "name", e)) for e in exts]
+    index = {n: i for i, n in enumerate(names)}
+    after: list[set[int]] = [set() for _ in exts]  # after[i]: the extensions that must come before i
+
+    def wants(ext: Any, attr: str) -> tuple[str, ...]:
+        value = getattr(ext, attr, ())
+        return tuple(value) if isinstance(value, (tuple, list)) else ()
+
+    first = {i for i, e in enumerate(exts) if EVERY in wants(e, "precedes")}
+    last = {i for i, e in enumerate(exts) if EVERY in wants(e, "requires")}
+    for i, ext in enumerate(exts):
+        for name in wants(ext, "requires"):  # name (or every other, but the other '*'-requirers) before i
+            for j in _named(name, i, index, names, known, "requires", exclude=last):
+                after[i].add(j)
+        for name in wants(ext, "precedes"):  # i before name (or every other, but the other '*'-precedes)
+            for j in _named(name, i, index, names, known, "precedes", exclude=first):
+                after[j].add(i)
+    placed: list[int] = []
+    done: set[int] = set()
+    while len(placed) < len(exts):
+        ready = next((i for i in range(len(exts)) if i not in done and after[i] <= done), None)
+        if ready is None:
+            stuck = [names[i] for i in range(len(exts)) if i not in done]
+            raise RequirementError(f"the requirements of {', '.join(stuck)} form a cycle")
+        placed.append(ready)
+        done.add(ready)
+    return [exts[i] for i in placed]

@@ -1,0 +1,95 @@
+"""Loss ordering: a step's loss reaches its series after the next step, behind losses still being read."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trainmeter.core.hot_state import HotState
+from trainmeter.core.scalars import StepLoss
+from trainmeter.core.series import Series
+
+LOSS_SERIES = "train_loss"
+LATE_USER_LOSS = "train_loss.emitted"  # tm.emit(train_loss=...) that began after captured points
+MAX_PENDING_LOSSES = 4096
+
+
+class LossOrder:
+    """The held and pending step losses (a part of :class:`~trainmeter.core.monitor.Monitor`). Training thread."""
+
+    series_info: dict[str, dict[str, Any]]
+    hot: HotState  # the held loss, the pending losses, the captured series
+
+    def _step_losses(self, steps: int, t_s: float, loss: StepLoss | None, loss_value: float | None) -> None:
+        """Scalar reads, queued emits and the step losses due at step ``steps`` (training thread)."""
+        hot = self.hot
+        if hot.scalars.queue:
+            self._poll_scalars(t_s)
+        if hot.queued:
+            self._drain_queue()
+        held = hot.held_step
+        if held:  # the previous step's loss, read on the host: its step has passed (inline _flush_losses)
+            hot.held_step = 0
+            if not hot.user_loss:
+                (hot.captured_series or self._captured_loss_series()).append(held, hot.held_t_s, hot.held_value)
+        if hot.losses:
+            self._flush_losses(steps)
+        if loss_value is not None:
+            if hot.losses:  # keep the order behind losses still being read
+                self.add_loss(StepLoss.read(LOSS_SERIES, loss_value), t_s)
+            else:
+                hot.held_step = steps
+                hot.held_t_s = t_s
+                hot.held_value = loss_value
+        elif loss is not None:
+            self.add_loss(loss, t_s)
+
+    def _captured_loss_series(self) -> Series:
+        """The train_loss series, remembered as holding captured points (training thread)."""
+        series = self.hot.captured_series = self._series(LOSS_SERIES)
+        return series
+
+    def add_loss(self, loss: StepLoss, t_s: float | None = None) -> None:
+        """Queue a closed step loss (at the current step) for its series (training thread)."""
+        hot = self.hot
+        loss.step = hot.steps
+        loss.t_s = hot.now() - hot.t0_s if t_s is None else t_s
+        loss.closed = True
+        if len(hot.losses) >= MAX_PENDING_LOSSES:
+            hot.losses.popleft()  # its reads never completed: leave it out
+        hot.losses.append(loss)
+
+    def _flush_losses(self, before_step: float) -> None:
+        """Append ready step losses of steps before ``before_step`` to their series, in order."""
+        hot = self.hot
+        held = hot.held_step
+        if held and held < before_step:  # older than anything queued after it
+            hot.held_step = 0
+            if not hot.user_loss:
+                (hot.captured_series or self._captured_loss_series()).append(held, hot.held_t_s, hot.held_value)
+        losses = hot.losses
+        while losses and losses[0].ready and losses[0].step < before_step:
+            loss = losses.popleft()
+            if loss.series == LOSS_SERIES and hot.user_loss:
+                continue  # the cell emits its own train_loss: it is the headline
+            value = loss.value()
+            if value is not None:
+                if loss.series == LOSS_SERIES:
+                    hot.captured_series or self._captured_loss_series()
+                self._series(loss.series).append(loss.step, loss.t_s, value)
+
+    def _user_loss_name(self) -> str:
+        """Where ``tm.emit(train_loss=...)`` goes: the headline, unless captured points are already there."""
+        if self._late_user_loss:
+            return LATE_USER_LOSS
+        if self.hot.captured_series is not None:
+            self._late_user_loss = True
+            self.series_info[LATE_USER_LOSS] = {
+                "provenance": "measured", "source": "tm.emit(train_loss=...)",
+                "note": f"emitted from step {self.hot.steps} on, after the captured loss had points; "
+                        "train_loss keeps the captured loss so that one series holds one quantity"}
+            return LATE_USER_LOSS
+        self.hot.user_loss = True
+        self.series_info[LOSS_SERIES] = {"provenance": "measured", "source": "tm.emit(train_loss=...)",
+                                         "note": "the cell's own loss; the loss passed to backward is not recorded"}
+        return LOSS_SERIES
+

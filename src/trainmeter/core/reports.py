@@ -1,0 +1,104 @@
+"""Reports: at step or emit boundaries once ``interval_s`` has passed, a snapshot is summarised and written."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trainmeter.core.extension import Report
+from trainmeter.core.interrupts import HeldInterrupts
+from trainmeter.core.throughput import interval_summary, session_summary
+
+MAX_PENDING = 100_000
+PHASE_REPORT_AFTER_S = 60.0
+PHASE_REPORT_AFTER_INTERVALS = 10
+
+
+class Reports:
+    """The report of one interval and the final one (a part of :class:`~trainmeter.core.monitor.Monitor`).
+
+    Training thread, except :meth:`extension_warnings` (any thread).
+    """
+
+    dispatch: Any  # trainmeter.core.dispatch.Dispatcher
+
+    def _maybe_report(self) -> None:
+        if self._finished:
+            return
+        if self._phase_depth:
+            # Reports wait for the phase to end (its time stays whole) unless it has been open for
+            # PHASE_REPORT_AFTER_INTERVALS intervals (a phase never exited, or a very long eval):
+            # then reports go on inside it and the phase is not credited with their time.
+            opened_s = self.clock() - self._phase_started_s
+            if opened_s < max(PHASE_REPORT_AFTER_S, PHASE_REPORT_AFTER_INTERVALS * self._interval_s):
+                return
+            self.warn_once(f"phase-open-{self._phase_name}",
+                           f"phase {self._phase_name!r} has been open for {opened_s:.0f} s: reports continue inside "
+                           "it (was its tm.phase block exited?)")
+        held = HeldInterrupts()
+        try:
+            with held:  # a Ctrl-C never cuts a report between a write and its cursor
+                t0 = self.clock()
+                self._guard("report", self._report, False)
+                if self._phase_depth:
+                    self._phase_started_s += self.clock() - t0  # the report's time is reporting's, not the phase's
+        finally:
+            held.deliver()
+
+    def _report(self, final: bool) -> None:
+        resume = self.phases.training and not final
+        self.phases.pause_train()
+        t0 = self.clock()
+        try:
+            self._report_body(final, t0)
+        finally:  # whatever failed, the timer advances and training resumes
+            try:
+                self.phases.finish_phase("reporting", t0)
+            finally:
+                self.hot.next_report_s = self.clock() + self._interval_s
+                if resume:
+                    self.phases.resume_train()
+
+    def _report_body(self, final: bool, t0: float) -> None:
+        self.interval = interval_summary(tokens=self.hot.tokens - self._window_start_tokens,
+                                         steps=self.hot.steps - self._window_start_steps,
+                                         train_s=self.phases.take_window_train_s())
+        elapsed_s = self.phases.session_elapsed_s(t0)
+        self.session = session_summary(tokens=self.hot.tokens, elapsed_s=elapsed_s)
+        phases_s = dict(self.phases.totals_s)
+        self._window_start_tokens, self._window_start_steps = self.hot.tokens, self.hot.steps
+        if self.hot.queued:
+            self._drain_queue()
+        self._poll_scalars(elapsed_s)
+        if self.hot.losses or self.hot.held_step:
+            self._flush_losses(float("inf") if final else self.hot.steps)
+        if self._memory_probe is not None:
+            self.memory = self._guard("memory", self._memory_probe.sample)
+        self.reports += 1
+        extra = self.dispatch.report(Report(steps=self.steps, tokens=self.tokens, elapsed_s=elapsed_s, final=final))
+        if self._record is not None:
+            self._guard("run-log", self._record.write_interval, self, elapsed_s, phases_s, extra)
+            self._trim()
+            self.text_line = self._guard("text-line", self._record.text_line, self) or self.text_line
+        if self.text and not final:
+            self._say(self.text_line)
+            for warning in self.extension_warnings():
+                if warning not in self._said_warnings:
+                    self._said_warnings.add(warning)
+                    self._say(f"trainmeter warning: {warning}")
+
+    def _trim(self) -> None:
+        """Drop points every reader has seen; keep at most ``MAX_PENDING`` per series."""
+        if not self._readers:
+            return
+        for series in (self.hot.step_series, *self.series.values()):
+            upto = min(cursor.get(series.name, 0) for cursor in self._readers)
+            series.trim(max(upto, series.end - MAX_PENDING))
+
+    def _write_passport(self) -> None:
+        if self._record is not None:
+            self._record.write_passport(self)
+
+    def extension_warnings(self) -> list[str]:
+        """Extensions' current warnings (a starving loader, a full disk, swap). Any thread."""
+        return [str(w) for w in self.dispatch.collect("warnings")]
+

@@ -1,0 +1,206 @@
+"""The wrappers put over torch: the watched call, ``autograd.backward``, ``GradScaler.scale``, the step hook.
+
+Also ``Optimizer.__init__`` (discovery). Loss semantics: docs/spec.md section 2; the steady step's cost
+(docs/spec.md section 20) is bounded by tests/core/test_hot_path.py. The hot ones close over the run's
+:class:`~trainmeter.core.hot_state.HotState`. Training thread.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+import weakref
+from typing import Any
+
+from trainmeter.core.loss_capture import _divided
+
+_BACKWARD_PARAMETERS = ("tensors", "grad_tensors", "retain_graph", "create_graph", "grad_variables", "inputs")
+
+
+def _plain_backward(backward: Any) -> bool:
+    """Whether ``backward`` takes torch 2.x's parameters, in order, each positional or keyword."""
+    import inspect
+
+    try:
+        parameters = list(inspect.signature(backward).parameters.values())
+    except (TypeError, ValueError):
+        return False
+    return (tuple(p.name for p in parameters) == _BACKWARD_PARAMETERS
+            and all(p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD for p in parameters))
+
+
+
+
+class Wrappers:
+    """The wrapper factories (a part of :class:`~trainmeter.core.probes.TorchProbes`).
+
+    Each ``_make_*`` takes the original callable and returns its wrapper (``Patches.wrap``). Training thread.
+    """
+
+    _active: bool
+
+    def _make_step_hook(self) -> Any:
+        """The optimizer step post-hook: a steady step inline, anything else through ``_on_step``."""
+        probes = self
+        hot = self.hot
+        monitor = self._monitor
+
+        def step_hook(optimizer: Any, args: Any, kwargs: Any) -> None:
+            try:
+                if hot.steady and hot.fast_parts == 1 and hot.calls == 1 and probes._primary() is optimizer:
+                    # hot path (docs/spec.md section 20): the primary optimizer of a known root called once, one
+                    # 0-d CPU loss read at backward; hot.steady is cleared by whatever needs the general path (a
+                    # StepLoss, a candidate's call, a new optimizer, an eval span, a pause); one call leaves
+                    # _max_calls as it is
+                    tokens = hot.pending_tokens
+                    hot.pending_tokens = 0
+                    hot.calls = 0
+                    hot.fast_steps += 1
+                    hot.fast_parts = 0
+                    hot.fast_first = None  # the loss tensor is the loop's again
+                    # the one part's value (the next first part overwrites it); on_step_read is looked up at each
+                    # step: the overhead wing times it
+                    monitor.on_step_read(tokens, hot.fast_sum)
+                    return
+            except Exception as exc:
+                monitor.warn_once("probe-step", f"step probe fault: {exc!r}")
+                return
+            probes._on_step(optimizer, args, kwargs)
+
+        return step_hook
+
+    def _make_optimizer_init(self, original: Any) -> Any:
+        probes = self
+
+        @functools.wraps(original)
+        def __init__(optimizer: Any, *args: Any, **kwargs: Any) -> None:
+            original(optimizer, *args, **kwargs)
+            if probes._active:
+                probes._guarded("probe-discovery", probes._on_optimizer_built, optimizer, sys._getframe(1))
+
+        return __init__
+
+
+    def _make_call(self, attr: str, original: Any) -> Any:
+        probes = self
+        hot = self.hot
+        torch = self._torch
+        # torch.compiler.is_compiling() in one frame: Dynamo folds is_dynamo_compiling() to True when it traces
+        # the wrapper (so the flag is never read there); the flag is set while torch.export traces
+        is_dynamo_compiling = torch.compiler.is_dynamo_compiling
+        compiler = torch.compiler
+        is_grad_enabled = torch.is_grad_enabled
+        candidates = self._candidates
+        lightning = attr == "training_step"
+
+        @functools.wraps(original)
+        def call(module: Any, *args: Any, **kwargs: Any) -> Any:
+            if is_dynamo_compiling() or compiler._is_compiling_flag:  # a trace sees a pass-through: no guard
+                # on our state, no extra graph
+                return original(module, *args, **kwargs)
+            key = id(module)
+            if key == hot.fast_root and args and not kwargs and not hot.depth:
+                # hot path (docs/spec.md section 20): the root called with a positional batch like the last counted one
+                # counts the same (exact: same type, shape and dtype); anything else takes _on_call
+                first = args[0]
+                try:
+                    same = (type(first) is hot.last_type and first.shape == hot.last_shape
+                            and first.dtype is hot.last_dtype)
+                except Exception:  # a tensor without a shape (a nested tensor): _on_call says so
+                    same = False
+                if same and is_grad_enabled():
+                    hot.pending_tokens += hot.last_tokens
+                    hot.calls += 1
+                    hot.depth = 1
+                    try:
+                        if len(args) == 1:  # model(x): a plain call, which CPython 3.11 runs without a C frame
+                            return original(module, first)
+                        return original(module, *args)
+                    finally:
+                        hot.depth = 0
+            if key not in candidates or not probes._active or hot.depth:
+                return original(module, *args, **kwargs)
+            hot.depth += 1
+            try:
+                probes._on_call(module, args, kwargs, lightning)
+                return original(module, *args, **kwargs)
+            finally:
+                hot.depth -= 1
+
+        return call
+
+    def _make_scale(self, original: Any) -> Any:
+        probes = self
+        hot = self.hot
+
+        @functools.wraps(original)
+        def scale(scaler: Any, outputs: Any, *args: Any, **kwargs: Any) -> Any:
+            out = original(scaler, outputs, *args, **kwargs)
+            if probes._active and out is not outputs and getattr(out, "ndim", None) == 0:
+                try:
+                    probes._scaled = (weakref.ref(out), scaler._scale, _divided(getattr(outputs, "grad_fn", None)))
+                    hot.fast_backward = False
+                except Exception:
+                    probes._scaled = None
+            return out
+
+        return scale
+
+    def _make_backward(self, original: Any) -> Any:
+        if not _plain_backward(original):
+            return self._make_any_backward(original)
+        probes = self
+        hot = self.hot
+        tensor_type = self._torch.Tensor
+
+        # torch.autograd.backward's own parameters, passed on positionally: no tuple or dict is built per call
+        @functools.wraps(original)
+        def backward(tensors: Any, grad_tensors: Any = None, retain_graph: Any = None, create_graph: bool = False,
+                     grad_variables: Any = None, inputs: Any = None) -> Any:
+            if hot.in_backward or not hot.backward_on:
+                return original(tensors, grad_tensors, retain_graph, create_graph, grad_variables, inputs)
+            hot.in_backward = True
+            try:
+                if grad_tensors is None:
+                    if (hot.fast_backward and type(tensors) is tensor_type and tensors.ndim == 0
+                            and tensors.is_cpu):
+                        # hot path (docs/spec.md section 20): a 0-d CPU loss (host memory, no device to wait
+                        # for), unscaled, read at once and summed in place; its grad_fn is read only if a second part comes
+                        try:
+                            value = tensors.item()
+                            if hot.fast_parts:  # a second part: division matters (accumulation or not)
+                                probes._fast_division(tensors)
+                                hot.fast_sum += value
+                            else:
+                                hot.fast_first = tensors  # held until the step (see _fast_division)
+                                hot.fast_sum = value
+                            hot.fast_parts += 1
+                        except Exception as exc:
+                            probes._backward_fault(exc)
+                    elif not probes._paused:
+                        probes._on_backward(tensors)
+                return original(tensors, grad_tensors, retain_graph, create_graph, grad_variables, inputs)
+            finally:
+                hot.in_backward = False
+
+        return backward
+
+    def _make_any_backward(self, original: Any) -> Any:
+        """The wrapper for a ``torch.autograd.backward`` whose parameters differ from torch 2.x's: general path."""
+        probes = self
+        hot = self.hot
+
+        @functools.wraps(original)
+        def backward(tensors: Any, grad_tensors: Any = None, *args: Any, **kwargs: Any) -> Any:
+            if hot.in_backward or not hot.backward_on:
+                return original(tensors, grad_tensors, *args, **kwargs)
+            hot.in_backward = True
+            try:
+                if grad_tensors is None and not probes._paused:
+                    probes._on_backward(tensors)
+                return original(tensors, grad_tensors, *args, **kwargs)
+            finally:
+                hot.in_backward = False
+
+        return backward
+

@@ -1,0 +1,47 @@
+"""The wrappers: a steady step goes straight to the monitor, looked up at each step; backward reaches torch."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from trainmeter.extensions import make_monitor  # noqa: E402
+from trainmeter.options import make_options  # noqa: E402
+
+
+def test_the_step_hook_looks_up_on_step_read_at_each_step_so_a_timing_wrapper_is_seen(tmp_path):
+    model = torch.nn.Linear(3, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.0)
+    m = make_monitor(make_options(run_dir=tmp_path, interval_s=3600, widget=False), text=False,
+                     extensions=[]).start()
+    seen = []
+    try:
+        for step in range(25):
+            if step == 20:  # steady by now: the next step takes the short path
+                plain = m.on_step_read
+
+                def timed(tokens, value):
+                    seen.append(value)
+                    vars(m).pop("on_step_read")
+                    plain(tokens, value)
+
+                m.on_step_read = timed
+            model(torch.ones(2, 3)).pow(2).mean().backward()
+            opt.step()
+    finally:
+        m.finish("completed")
+    expected = model(torch.ones(2, 3)).pow(2).mean().item()  # lr 0: every step's loss
+    assert m.steps == 25 and seen == [pytest.approx(expected)]
+    assert m.hot.steady is False  # stopped: the short path is off until the next run
+
+
+def test_a_backward_reaches_torch_with_its_gradient_and_leaves_no_flag_set(tmp_path):
+    w = torch.ones(2, requires_grad=True)
+    m = make_monitor(make_options(run_dir=tmp_path, interval_s=3600, widget=False), text=False,
+                     extensions=[]).start()
+    try:
+        (w * 2).sum().backward()
+        assert not m.hot.in_backward and torch.equal(w.grad, torch.full((2,), 2.0))
+    finally:
+        m.finish("completed")
