@@ -51,6 +51,7 @@ import weakref
 from types import ModuleType
 from typing import Any, Protocol
 
+from trainmeter.core import host_patches
 from trainmeter.core.batch import count_batch
 from trainmeter.core.patches import ORIGINAL_ATTR, Patches, PostImportHooks
 from trainmeter.core.scalars import StepLoss
@@ -170,6 +171,7 @@ class TorchProbes:
         self._handles: list[Any] = []
         self._patches = Patches()
         self._imports: PostImportHooks | None = None
+        self._call_wrapper_on = True  # TRAINMETER_DISABLE=call-wrapper (core/host_patches.py), read at start
         self._active = False
         self._torch: Any = None
         self._module_type: Any = None
@@ -265,20 +267,27 @@ class TorchProbes:
         self._module_type = torch.nn.Module
         self._optimizer_type = Optimizer
         self._active = True
-        self._handles.append(register_optimizer_step_post_hook(self._on_step))
-        self._patches.wrap(torch.autograd, "backward", self._make_backward)
-        self._backward_on = True
+        allow, warn = host_patches.allow, self._monitor.warn_once  # each host patch checked once, here
+        if allow("step-hooks", warn):
+            self._handles.append(register_optimizer_step_post_hook(self._on_step))
+        if allow("backward", warn):
+            self._patches.wrap(torch.autograd, "backward", self._make_backward)
+            self._backward_on = True
         self._refresh_fast()
-        self._patches.wrap(Optimizer, "__init__", self._make_optimizer_init)
+        if allow("optimizer-init", warn):
+            self._patches.wrap(Optimizer, "__init__", self._make_optimizer_init)
         try:
             from torch.amp.grad_scaler import GradScaler
 
-            self._patches.wrap(GradScaler, "scale", self._make_scale)
+            if allow("grad-scaler", warn):
+                self._patches.wrap(GradScaler, "scale", self._make_scale)
         except Exception:
             pass
-        self._patches.wrap(torch, "compile", self._make_compile)
-        self._imports = PostImportHooks({"torch._dynamo.eval_frame": self._patch_dynamo})
-        self._imports.install()
+        self._call_wrapper_on = allow("call-wrapper", warn)
+        if allow("compile-watch", warn):
+            self._patches.wrap(torch, "compile", self._make_compile)
+            self._imports = PostImportHooks({"torch._dynamo.eval_frame": self._patch_dynamo})
+            self._imports.install()
         self._guarded("probe-discovery", self._scan_existing, sys._getframe(1))
 
     def stop(self) -> None:
@@ -438,7 +447,7 @@ class TorchProbes:
             return
         self._candidates[id(module)] = _Candidate(module)
         attr = "training_step" if _is_lightning_module(module) else "__call__"
-        if (cls, attr) not in self._patched_classes:
+        if (cls, attr) not in self._patched_classes and self._call_wrapper_on:
             self._patched_classes.add((cls, attr))
             self._patches.wrap(cls, attr, functools.partial(self._make_call, attr))
 
@@ -520,9 +529,10 @@ class TorchProbes:
         probes = self
         torch = self._torch
         # torch.compiler.is_compiling() in one frame: Dynamo folds is_dynamo_compiling() to True when it traces
-        # the wrapper (so the flag is never read there); the flag is set while torch.export traces
+        # the wrapper (so the flag is never read there); the flag is set while torch.export traces. Where torch
+        # has no such flag, the public check stands in, resolved here and never on the call (core/host_patches.py)
         is_dynamo_compiling = torch.compiler.is_dynamo_compiling
-        compiler = torch.compiler
+        compiler = host_patches.compile_flag_owner(torch.compiler, probes._monitor.warn_once)
         is_grad_enabled = torch.is_grad_enabled
         candidates = self._candidates
         lightning = attr == "training_step"
