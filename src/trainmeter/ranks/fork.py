@@ -7,8 +7,8 @@ extension:
   so no sampler or publisher thread holds one across the fork;
 - **after, in the parent**: release them; count the fork;
 - **after, in the child**: re-home the inherited monitor. The inherited run log's
-  descriptor is pointed at ``/dev/null`` (a buffered line can never reach the
-  parent's ``events.jsonl``), the text line and closing line go nowhere, sampler
+  descriptor is closed and its buffer dropped (a buffered line can never reach the
+  parent's ``events.jsonl``, and the child holds no descriptor of it), the text line and closing line go nowhere, sampler
   extensions whose threads did not survive the fork are dropped, counters and
   series start from zero, and the record becomes a :class:`LazyRankRecorder`:
   a child that steps takes its seat ``rank-<k>/`` in the parent's run folder at
@@ -115,21 +115,23 @@ def _after_in_child() -> None:
 
 
 def _silence_log(record: Any) -> None:
-    """Point the inherited run log's descriptor at /dev/null: its buffer can never reach the parent's file."""
+    """Close the child's copy of the run log's descriptor and drop its buffer: nothing reaches the parent's file.
+
+    ``RunLog`` writes nothing once its descriptor is ``None`` (record/runlog.py).
+    """
     log = getattr(record, "_log", None)
-    f = getattr(log, "_file", None)
-    if f is None:
+    fd = getattr(log, "_fd", None)
+    if not isinstance(fd, int):
         return
-    null = os.open(os.devnull, os.O_WRONLY)
+    log._fd = None
     try:
-        os.dup2(null, f.fileno())
-    finally:
-        os.close(null)
-    log._file = None
-    _orphans.append(f)  # closed with the child; writes go to /dev/null
-
-
-_orphans: list[Any] = []
+        log.discard()
+    except Exception:  # noqa: BLE001
+        pass
+    try:
+        os.close(fd)
+    except OSError:
+        pass
 
 
 def rehome(m: Any) -> None:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextvars
 import json
 import math
+import os
 import threading
 from collections import deque
 from collections.abc import Callable
@@ -49,6 +50,16 @@ _FAR = 1 << 62
 _LIVE: Publisher | None = None
 _LAST: Publisher | None = None
 _REGISTRY_LOCK = threading.Lock()
+
+
+def _fresh_lock_in_child() -> None:
+    """A forked child gets a lock of its own: a thread may have held the parent's at the fork (docs/spec.md)."""
+    global _REGISTRY_LOCK
+    _REGISTRY_LOCK = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_fresh_lock_in_child)
 
 
 class WidgetLike(Protocol):
@@ -370,6 +381,12 @@ class Publisher:
             with _REGISTRY_LOCK:
                 if _LIVE is self:
                     _LIVE = None
+            uninstall = getattr(self.restore_router, "uninstall", None)  # no run live: the kernel's own routing
+            if uninstall is not None:
+                try:
+                    uninstall()
+                except Exception:
+                    pass
 
     def restored_during_run(self) -> bool:
         """Whether a page restored this kernel's widgets while the run was live (widget/restore_route.py)."""
