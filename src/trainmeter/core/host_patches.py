@@ -76,7 +76,8 @@ PATCHES: tuple[HostPatch, ...] = (
               sites=("core/probes.py:Optimizer.__init__",), private=("torch.optim.Optimizer.__init__",)),
     HostPatch(key="call-wrapper", touches="the watched model classes' __call__ (a LightningModule's training_step): "
               "batches and tokens", uninstall="the class attribute is deleted (or restored) when the model is "
-              "unwatched and at the run's end", sites=("core/probes.py:cls.attr", "core/probes.py:cls.__call__"), private=(COMPILE_FLAG,),
+              "unwatched and at the run's end", sites=("core/probes.py:cls.attr", "core/probes.py:cls.__call__"),
+              private=(COMPILE_FLAG,),
               fallback="torch.compiler.is_compiling() is read instead"),
     HostPatch(key="backward", touches="torch.autograd.backward (also behind Tensor.backward): the loss without a "
               "sync", uninstall="the original is put back at the run's end",
@@ -110,7 +111,8 @@ PATCHES: tuple[HostPatch, ...] = (
               sites=("core/patches.py:sys.meta_path", "core/patches.py:module.__loader__",
                      "core/patches.py:module.__spec__.loader")),
     HostPatch(key="signals", touches="SIGINT (held back while the run starts and finishes) and SIGTERM (saves the "
-              "run) handlers", uninstall="the previous handler is put back", sites=("core/interrupts.py:signal.signal",)),
+              "run) handlers", uninstall="the previous handler is put back",
+              sites=("core/interrupts.py:signal.signal",)),
     HostPatch(key="fork", touches="os.register_at_fork and multiprocessing's after-fork registry (a forked child "
               "becomes a rank; our locks are not held across a fork)",
               uninstall="cannot be unregistered: the handlers do nothing while no run is active",

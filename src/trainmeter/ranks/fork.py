@@ -4,13 +4,16 @@
 extension:
 
 - **before** (forking thread): take the monitor's series locks (bounded waits),
-  so no sampler or publisher thread holds one across the fork;
+  so no sampler or publisher thread holds one across the fork (module locks a
+  thread may hold are made afresh in the child by their own modules' handlers;
+  the modules our threads import are imported before they start: docs/spec.md
+  section 19, fork safety);
 - **after, in the parent**: release them; count the fork;
 - **after, in the child**: re-home the inherited monitor. The inherited run log's
   descriptor is closed and its buffer dropped (a buffered line can never reach the
-  parent's ``events.jsonl``, and the child holds no descriptor of it), the text line and closing line go nowhere, sampler
-  extensions whose threads did not survive the fork are dropped, counters and
-  series start from zero, and the record becomes a :class:`LazyRankRecorder`:
+  parent's ``events.jsonl``, and the child holds no descriptor of it), the text
+  line and closing line go nowhere, sampler extensions whose threads did not
+  survive the fork are dropped, counters and series start from zero, and the record becomes a :class:`LazyRankRecorder`:
   a child that steps takes its seat ``rank-<k>/`` in the parent's run folder at
   its first report (its rank read then, after a launcher set ``RANK`` or
   ``init_process_group`` ran); a child that never steps (a DataLoader worker)
