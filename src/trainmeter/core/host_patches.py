@@ -219,7 +219,7 @@ def refused(key: str) -> str | None:
 
 
 def check(key: str, modules: Mapping[str, Any] | None = None) -> PatchCheck:
-    """Look up the entry's private names (never imports a module that is not imported yet)."""
+    """Look up the entry's private names now (a private module not imported yet is left for later)."""
     modules = sys.modules if modules is None else modules
     missing: list[str] = []
     unchecked: list[str] = []
