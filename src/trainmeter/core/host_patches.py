@@ -113,8 +113,8 @@ PATCHES: tuple[HostPatch, ...] = (
     HostPatch(key="signals", touches="SIGINT (held back while the run starts and finishes) and SIGTERM (saves the "
               "run) handlers", uninstall="the previous handler is put back",
               sites=("core/interrupts.py:signal.signal",)),
-    HostPatch(key="fork", touches="os.register_at_fork and multiprocessing's after-fork registry (a forked child "
-              "becomes a rank; our locks are not held across a fork)",
+    HostPatch(key="fork", touches="os.register_at_fork, multiprocessing's after-fork registry and an atexit "
+              "handler (a forked child becomes a rank and finishes its run; our locks are not held across a fork)",
               uninstall="cannot be unregistered: the handlers do nothing while no run is active",
               sites=("ranks/fork.py:register_at_fork", "ranks/fork.py:register_after_fork",
                      "widget/publisher.py:register_at_fork", "widget/restore_route.py:register_at_fork"),
