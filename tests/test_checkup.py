@@ -141,3 +141,32 @@ def test_a_gpu_line_prints_memory_and_utilisation_as_the_widget_does() -> None:
     detail = _run(backend=fake)["GPU 0"].detail
     assert f", {format_bytes(info.mem_total_bytes)};" in detail
     assert f"GPU-Util {format_percent(sample.util_gpu)}," in detail
+
+
+def test_every_host_patch_is_listed_with_what_it_touches_its_switch_and_its_check() -> None:
+    from trainmeter.core.host_patches import PATCHES
+
+    checks = _run(env={"TRAINMETER_DISABLE": "reload"}, modules={})
+    for patch in PATCHES:
+        line = checks[f"patch {patch.key}"]
+        assert patch.touches in line.detail and "check: " in line.detail
+    reload = checks["patch reload"]
+    assert reload.ok is None and "switched off by TRAINMETER_DISABLE" in reload.detail and "reload" in reload.fix
+    assert checks["patch taps"].ok and "enabled" in checks["patch taps"].detail
+    assert "TRAINMETER_DISABLE" not in checks  # every key was known
+
+
+def test_a_host_patch_whose_private_name_is_missing_is_shown_refused_or_on_its_fallback() -> None:
+    fake_torch = SimpleNamespace(amp=SimpleNamespace(grad_scaler=SimpleNamespace(GradScaler=type("GradScaler", (), {}))),
+                                 compiler=SimpleNamespace())
+    checks = _run(modules={"torch": fake_torch})
+    scaler = checks["patch grad-scaler"]
+    assert scaler.ok is False and "refused" in scaler.detail and "GradScaler.scale not found" in scaler.detail
+    call = checks["patch call-wrapper"]
+    assert call.ok is True and "torch.compiler.is_compiling() is read instead" in call.detail
+
+
+def test_unknown_kill_switch_keys_are_named_with_the_valid_ones() -> None:
+    c = _run(env={"TRAINMETER_DISABLE": "reload,relaod"})["TRAINMETER_DISABLE"]
+    assert c.ok is False and "relaod" in c.detail
+    assert c.fix is not None and "autostart" in c.fix and "reload" in c.fix

@@ -9,10 +9,17 @@
 //   during it), every output still showing this model's widget view becomes `bundle`,
 //   the static dashboard, so the notebook saved afterwards keeps it.
 // In the page that ran the cell both find nothing to do: its outputs already changed.
+// A cell's trust is the user's decision: nothing here writes it. In an untrusted cell (an
+// unsigned notebook reloads its cells untrusted) JupyterLab draws only the added view's
+// text/plain, which then says how to see the live view; the final static dashboard
+// shows either way (docs/protocol.md section 4).
 // Needs @jupyter-widgets/jupyterlab-manager (JupyterLab 4, Notebook 7), whose manager
 // exposes the document context; elsewhere (VS Code, Colab) nothing happens.
 
 export const WIDGET_VIEW = "application/vnd.jupyter.widget-view+json";
+export const UNTRUSTED_NOTE =
+  " (live view hidden: this notebook is not trusted. Trust it to see the live view, or wait for the" +
+  " cell's end: the static dashboard shows then)";
 
 export interface OutputRef {
   model_id?: string;
@@ -30,7 +37,7 @@ export interface OutputListLike {
 }
 interface CellLike {
   id?: string;
-  trusted?: boolean;
+  readonly trusted?: boolean;
   outputs?: OutputListLike;
 }
 interface CellListLike {
@@ -86,12 +93,11 @@ export function addViewIfMissing(nb: NotebookLike, ref: OutputRef | null | undef
   if (!modelId || !cellId || viewsOf(nb, modelId).length > 0) return false;
   const cell = cellsOf(nb).find((c) => c.id === cellId);
   if (!cell?.outputs || typeof cell.outputs.add !== "function") return false;
-  // JupyterLab trusts a cell when it runs it (CodeCell.execute); the page that ran this one did.
-  // An unsigned notebook reloads its cells untrusted, and an untrusted widget view shows only text/plain.
-  if (cell.trusted === false) cell.trusted = true;
+  // An untrusted cell draws a widget view as its text/plain only: that text says so (never change the trust).
+  const plain = cell.trusted === false ? text + UNTRUSTED_NOTE : text;
   cell.outputs.add({
     output_type: "display_data",
-    data: { [WIDGET_VIEW]: { model_id: modelId, version_major: 2, version_minor: 1 }, "text/plain": text },
+    data: { [WIDGET_VIEW]: { model_id: modelId, version_major: 2, version_minor: 1 }, "text/plain": plain },
     metadata: {},
   });
   return true;

@@ -5,6 +5,7 @@ import {
   type NotebookLike,
   notebookOf,
   replaceViews,
+  UNTRUSTED_NOTE,
   viewsOf,
   WIDGET_VIEW,
 } from "../src/reattach";
@@ -25,10 +26,23 @@ function outputs(items: Output[]) {
   };
 }
 
-function notebook(cells: Array<{ id: string; outs: Output[] }>) {
-  const list = cells.map((c) => ({ id: c.id, trusted: false, outputs: outputs(c.outs) }));
+function notebook(cells: Array<{ id: string; outs: Output[] }>, trusted = false) {
+  const writes: unknown[] = [];
+  const list = cells.map((c) => {
+    const cell = { id: c.id, outputs: outputs(c.outs) } as {
+      id: string;
+      trusted: boolean;
+      outputs: ReturnType<typeof outputs>;
+    };
+    Object.defineProperty(cell, "trusted", {
+      get: () => trusted,
+      set: (value: unknown) => writes.push(value), // the user's decision: must never be written
+      enumerable: true,
+    });
+    return cell;
+  });
   const nb: NotebookLike = { cells: { length: list.length, get: (i: number) => list[i] as never } };
-  return { nb, list };
+  return { nb, list, writes };
 }
 
 const view = (modelId: string): Output => ({
@@ -52,8 +66,18 @@ describe("reattach", () => {
     expect(list[1]?.outputs.items).toHaveLength(1);
     expect(viewsOf(nb, "m1")).toHaveLength(1);
     expect(list[0]?.outputs.items).toHaveLength(0);
-    expect(list[1]?.trusted).toBe(true); // as the page that ran it had it
+  });
+
+  it("never writes a cell's trust; an untrusted cell's view says how to see it", () => {
+    const { nb, list, writes } = notebook([{ id: "run", outs: [] }]);
+    expect(addViewIfMissing(nb, { model_id: "m1", cell_id: "run" }, "line")).toBe(true);
+    expect(writes).toEqual([]);
     expect(list[0]?.trusted).toBe(false);
+    expect(list[0]?.outputs.items[0]?.data?.["text/plain"]).toBe(`line${UNTRUSTED_NOTE}`);
+    const trusted = notebook([{ id: "run", outs: [] }], true);
+    expect(addViewIfMissing(trusted.nb, { model_id: "m1", cell_id: "run" }, "line")).toBe(true);
+    expect(trusted.writes).toEqual([]);
+    expect(trusted.list[0]?.outputs.items[0]?.data?.["text/plain"]).toBe("line");
   });
 
   it("adds nothing when an output already shows the model (the page that ran the cell, or a saved one)", () => {

@@ -1,7 +1,8 @@
 """``tm.doctor()``: what trainmeter can see here, and why not.
 
 One :class:`Check` per line: front end, widget manager, ipykernel and background-thread
-output routing, torch and CUDA, NVML and GPM per device, psutil. ``ok`` is ``True``
+output routing, torch and CUDA, NVML and GPM per device, psutil, and every host patch
+(core/host_patches.py: what it touches, switched on or off, its private names looked up). ``ok`` is ``True``
 (works), ``False`` (should work here but does not; ``fix`` says how) or ``None`` (does
 not apply here, e.g. GPM on a pre-Hopper GPU or NVML on a CPU-only machine).
 
@@ -125,6 +126,27 @@ def doctor(
             fix="pip install psutil",
         )
     )
+    checks.extend(_host_patch_checks(env, modules))
+    return checks
+
+
+def _host_patch_checks(env: Any, modules: Any) -> list[Check]:
+    """One line per host patch, and one for unknown ``TRAINMETER_DISABLE`` keys."""
+    from trainmeter.core import host_patches
+
+    checks: list[Check] = []
+    unknown = host_patches.unknown_keys(env)
+    if unknown:
+        checks.append(Check(name=host_patches.DISABLE_ENV, ok=False,
+                            detail=f"unknown key(s): {', '.join(unknown)}",
+                            fix=f"use the valid keys: {', '.join(host_patches.KEYS)}"))
+    for patch, on, why, result in host_patches.report(env, modules):
+        refused = on and result.ok is False and patch.fallback is None
+        detail = f"{patch.touches}; {'refused' if refused else why}; check: {result.detail}"
+        if on and result.ok is False and patch.fallback is not None:
+            detail += f" ({patch.fallback})"
+        checks.append(Check(name=f"patch {patch.key}", ok=None if not on else not refused, detail=detail,
+                            fix=f"remove {patch.key} from {host_patches.DISABLE_ENV}" if not on else None))
     return checks
 
 

@@ -9,7 +9,11 @@ the reloaded page's output holds the static dashboard (the front end replaces
 the widget view with the bundle the kernel sends at the end: the reloaded page
 never gets the cell's display update), and the notebook saved from it keeps it.
 A second run reloads without saving first: the front end adds the live view to
-the running cell itself (the kernel tells it the cell id).
+the running cell itself (the kernel tells it the cell id). Each notebook is signed
+before it is opened, as one the user saved is; a third, unsigned one reloads
+untrusted: the front end never changes a cell's trust, so there the added view
+shows its text (which says the live view is hidden until the notebook is trusted)
+and the static dashboard replaces it at the end (docs/protocol.md section 4).
 """
 
 from __future__ import annotations
@@ -58,6 +62,8 @@ class ReloadRun:
     after: list[tuple[float, dict[str, Any]]] = field(default_factory=list)
     reload_at_s: float = 0.0
     saved: dict[str, Any] | None = None
+    trusted: bool = True
+    note_seen_running: bool = False  # the untrusted view's text, while the cell still ran
 
     def first_after(self, ok: Any) -> tuple[float, dict[str, Any]] | None:
         """The first read after the reload (seconds since the reload, read) for which ``ok(read)``."""
@@ -82,12 +88,27 @@ def _has_snapshot(nb: dict[str, Any]) -> bool:
                               for o in outs)
 
 
+NOTE_JS = """() => [...document.querySelectorAll('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-OutputArea-output')]
+  .some((e) => (e.textContent || '').includes('this notebook is not trusted'))"""
+
+
+def _sign(path: Path, server: JupyterServer) -> None:
+    """Sign the notebook with the server's notary (its data dir), as saving it in the page would."""
+    import nbformat
+    from nbformat.sign import NotebookNotary
+
+    nb = nbformat.read(str(path), as_version=4)
+    NotebookNotary(data_dir=server.env["JUPYTER_DATA_DIR"]).sign(nb)
+
+
 def _run_and_reload(kind: str, saved_first: bool, server: JupyterServer, browser: Any, notebook_root: Path,
-                    figures: dict[str, Any]) -> ReloadRun:
-    tag = f"{kind}-{'saved' if saved_first else 'unsaved'}"
+                    figures: dict[str, Any], trusted: bool = True) -> ReloadRun:
+    tag = f"{kind}-{'saved' if saved_first else 'unsaved'}{'' if trusted else '-untrusted'}"
     nb_name = f"reload-{tag}.ipynb"
     write_notebook(notebook_root / nb_name, [SETUP_CELL, TRAIN_CELL.format(kind=kind, train_s=TRAIN_S)])
-    run = ReloadRun(kind=kind, saved_first=saved_first, server=server, nb_name=nb_name)
+    if trusted:
+        _sign(notebook_root / nb_name, server)
+    run = ReloadRun(kind=kind, saved_first=saved_first, server=server, nb_name=nb_name, trusted=trusted)
     context = browser.new_context(viewport=VIEWPORT)
     page = context.new_page()
     page.set_default_timeout(30_000)
@@ -120,6 +141,8 @@ def _run_and_reload(kind: str, saved_first: bool, server: JupyterServer, browser
             if sample is None:
                 continue
             run.after.append((time.monotonic() - t_reload, sample))
+            if not trusted and not run.note_seen_running and sample["status"] not in ("completed", "failed"):
+                run.note_seen_running = bool(page.evaluate(NOTE_JS))  # replaced by the dashboard at the end
             if not shot and _redrawn(run, sample):
                 shot = bool(screenshot(page, f"reload-{tag}-2-redrawn"))
             if not shot and not mid_shot and time.monotonic() - t_reload > 12:
@@ -155,12 +178,14 @@ def _run_and_reload(kind: str, saved_first: bool, server: JupyterServer, browser
         server.shut_down(nb_name)
 
 
-@pytest.fixture(scope="module", params=[("lab", True), ("lab", False), ("notebook", True), ("notebook", False)],
-                ids=["lab-saved", "lab-unsaved", "notebook-saved", "notebook-unsaved"])
+@pytest.fixture(scope="module", params=[("lab", True, True), ("lab", False, True), ("notebook", True, True),
+                                        ("notebook", False, True), ("lab", False, False)],
+                ids=["lab-saved", "lab-unsaved", "notebook-saved", "notebook-unsaved", "lab-unsaved-untrusted"])
 def reload_run(request: pytest.FixtureRequest, servers: Any, browser: Any, notebook_root: Path,
                browser_figures: dict[str, Any]) -> ReloadRun:
-    kind, saved_first = request.param
-    return _run_and_reload(kind, saved_first, servers.get(kind), browser, notebook_root, browser_figures)
+    kind, saved_first, trusted = request.param
+    return _run_and_reload(kind, saved_first, servers.get(kind), browser, notebook_root, browser_figures,
+                           trusted=trusted)
 
 
 def _redrawn(run: ReloadRun, sample: dict[str, Any]) -> bool:
@@ -171,6 +196,10 @@ def _redrawn(run: ReloadRun, sample: dict[str, Any]) -> bool:
 def test_reload_while_running_redraws_history(reload_run: ReloadRun) -> None:
     run = reload_run
     assert run.before is not None and _shows_step(run.before) and _loss_points(run.before) > 0
+    if not run.trusted:  # the cell's trust is the user's: the live view stays hidden and says why
+        assert run.note_seen_running, "the untrusted reloaded cell never said why its live view is hidden"
+        assert run.first_after(lambda s: s["widgets"] > 0 and s["status"] == "running") is None
+        return
     redrawn = run.first_after(lambda s: _redrawn(run, s))
     assert redrawn is not None, f"history never redrawn after the reload: {run.after[-1:]}"
     t_s, sample = redrawn

@@ -6,7 +6,7 @@ import asyncio
 import threading
 from typing import Any
 
-from trainmeter.widget.restore_route import CONTROL_TARGET, RestoreRouter, install
+from trainmeter.widget.restore_route import CONTROL_TARGET, RestoreRouter, install, kernel_router
 
 
 def _run(coro: Any) -> None:
@@ -233,3 +233,95 @@ def test_with_no_run_live_every_message_is_forwarded_without_reading_it() -> Non
     router = RestoreRouter(lambda: False, original, Kernel())
     _run(router.on_recv(["frame"]))
     assert forwarded == [["frame"]] and reads == [] and router.diverted == {}
+
+
+def _fake_kernel() -> Any:
+    """A kernel with ipykernel 7's shell-channel thread, stream and subshell manager (calls recorded)."""
+
+    async def original(msg: Any) -> None:
+        pass
+
+    class Stream:
+        callback: Any = None
+
+        def on_recv(self, callback: Any, copy: bool = True) -> None:
+            self.callback = callback
+
+    class Loop:
+        def add_callback(self, fn: Any) -> None:
+            fn()
+
+    class Manager:
+        deleted: list[str] = []
+
+        def _create_subshell(self) -> str:
+            return "s1"
+
+        def _delete_subshell(self, subshell_id: str) -> None:
+            self.deleted.append(subshell_id)
+
+        def list_subshell(self) -> list[str]:
+            return []
+
+        def get_shell_channel_to_subshell_socket(self, subshell_id: str) -> Any:
+            return None
+
+    class Thread:
+        io_loop = Loop()
+        manager = Manager()
+
+    class Kernel:
+        _supports_kernel_subshells = True
+        shell_channel_thread = Thread()
+        shell_stream = Stream()
+        session = None
+        shell_channel_thread_main = staticmethod(original)
+
+    return Kernel()
+
+
+def test_uninstall_gives_the_kernel_its_own_routing_back_and_deletes_our_subshell() -> None:
+    kernel = _fake_kernel()
+    router = install(kernel, lambda: True)
+    assert router is not None and kernel.shell_stream.callback == router.on_recv
+    router.subshell_id = "s1"  # created by a diverted restore
+    assert router.uninstall()
+    assert kernel.shell_stream.callback is kernel.shell_channel_thread_main
+    assert kernel_router(kernel) is None and kernel.shell_channel_thread.manager.deleted == ["s1"]
+    assert not router.uninstall()  # idempotent
+    again = install(kernel, lambda: True)  # the next run installs afresh
+    assert again is not None and again is not router and kernel.shell_stream.callback == again.on_recv
+    again.uninstall()
+
+
+def test_the_widgets_close_at_the_runs_end_uninstalls_the_router(run_root: Any) -> None:
+    from trainmeter.core.clock import FakeClock
+    from trainmeter.extensions import make_monitor
+    from trainmeter.options import make_options
+    from trainmeter.widget.publisher import Publisher
+
+    class Widget:
+        state: Any = None
+        history: Any = b""
+
+        def send(self, content: Any, buffers: Any = None) -> None:
+            pass
+
+    kernel = _fake_kernel()
+    router = install(kernel, lambda: True)
+    clock = FakeClock(0.0)
+    m = make_monitor(make_options(run_dir=run_root, name="rr"), clock=clock, text=False, probes=False)
+    m.start()
+    pub = Publisher(m, Widget(), clock=clock)
+    pub.restore_router = router
+    m.on_step(8, loss_value=1.0)
+    m.finish("completed")
+    pub.close()
+    assert kernel_router(kernel) is None and kernel.shell_stream.callback is kernel.shell_channel_thread_main
+    assert pub.restores_seen() == 0  # the router's counts stay readable
+
+
+def test_switched_off_the_kernel_is_left_alone(monkeypatch: Any) -> None:
+    monkeypatch.setenv("TRAINMETER_DISABLE", "reload")
+    kernel = _fake_kernel()
+    assert install(kernel, lambda: True) is None and kernel.shell_stream.callback is None

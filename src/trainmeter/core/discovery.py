@@ -166,7 +166,7 @@ class Discovery:
             return
         self._candidates[id(module)] = _Candidate(module)
         attr = "training_step" if _is_lightning_module(module) else "__call__"
-        if (cls, attr) not in self._patched_classes:
+        if (cls, attr) not in self._patched_classes and self._call_wrapper_on:
             self._patched_classes.add((cls, attr))
             self._patches.wrap(cls, attr, functools.partial(self._make_call, attr))
 

@@ -22,6 +22,8 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
+from trainmeter.core import host_patches
+
 
 def _in_main_thread() -> bool:
     return threading.current_thread() is threading.main_thread()
@@ -43,7 +45,7 @@ class HeldInterrupts:
         self._installed = False
 
     def __enter__(self) -> HeldInterrupts:
-        if _in_main_thread():
+        if _in_main_thread() and host_patches.enabled("signals"):
             try:
                 previous = signal.getsignal(signal.SIGINT)
                 signal.signal(signal.SIGINT, self._hold)
@@ -105,7 +107,7 @@ class TerminateHandler:
 
     def install(self) -> bool:
         """Install in the main thread; returns whether it was installed."""
-        if not _in_main_thread():
+        if not _in_main_thread() or not host_patches.enabled("signals"):
             return False
         try:
             previous = signal.getsignal(signal.SIGTERM)

@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
+from trainmeter.core import host_patches
+
 _MISSING = object()
 ORIGINAL_ATTR = "__trainmeter_original__"
 
@@ -177,7 +179,7 @@ class PostImportHooks:
                     callback(module)
                 except Exception:
                     pass
-        if not self._installed:
+        if not self._installed and host_patches.enabled("import-hooks"):  # TRAINMETER_DISABLE=import-hooks
             sys.meta_path.insert(0, self)  # type: ignore[arg-type]
             self._installed = True
 

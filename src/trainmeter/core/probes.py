@@ -54,6 +54,7 @@ import sys
 import weakref
 from typing import Any, Protocol
 
+from trainmeter.core import host_patches
 from trainmeter.core.compile_watch import CompileWatch
 from trainmeter.core.discovery import Discovery, _Candidate
 from trainmeter.core.hot_state import HotState
@@ -109,6 +110,7 @@ class TorchProbes(Discovery, CompileWatch, Wrappers, RootCalls, LossCapture, Opt
         self.hot.new_probe_state()
         self._handles: list[Any] = []
         self._patches = Patches()
+        self._call_wrapper_on = True  # TRAINMETER_DISABLE=call-wrapper (core/host_patches.py), read at start
         self._imports: PostImportHooks | None = None
         self._active = False
         self._torch: Any = None
@@ -180,20 +182,27 @@ class TorchProbes(Discovery, CompileWatch, Wrappers, RootCalls, LossCapture, Opt
         self._module_type = torch.nn.Module
         self._optimizer_type = Optimizer
         self._active = True
-        self._handles.append(register_optimizer_step_post_hook(self._make_step_hook()))
-        self._patches.wrap(torch.autograd, "backward", self._make_backward)
-        self.hot.backward_on = True
+        allow, warn = host_patches.allow, self._monitor.warn_once  # each host patch checked once, here
+        if allow("step-hooks", warn):
+            self._handles.append(register_optimizer_step_post_hook(self._make_step_hook()))
+        if allow("backward", warn):
+            self._patches.wrap(torch.autograd, "backward", self._make_backward)
+            self.hot.backward_on = True
         self._refresh_fast()
-        self._patches.wrap(Optimizer, "__init__", self._make_optimizer_init)
+        if allow("optimizer-init", warn):
+            self._patches.wrap(Optimizer, "__init__", self._make_optimizer_init)
         try:
             from torch.amp.grad_scaler import GradScaler
 
-            self._patches.wrap(GradScaler, "scale", self._make_scale)
+            if allow("grad-scaler", warn):
+                self._patches.wrap(GradScaler, "scale", self._make_scale)
         except Exception:
             pass
-        self._patches.wrap(torch, "compile", self._make_compile)
-        self._imports = PostImportHooks({"torch._dynamo.eval_frame": self._patch_dynamo})
-        self._imports.install()
+        self._call_wrapper_on = allow("call-wrapper", warn)
+        if allow("compile-watch", warn):
+            self._patches.wrap(torch, "compile", self._make_compile)
+            self._imports = PostImportHooks({"torch._dynamo.eval_frame": self._patch_dynamo})
+            self._imports.install()
         self._guarded("probe-discovery", self._scan_existing, sys._getframe(1))
 
     def stop(self) -> None:

@@ -12,6 +12,7 @@ import sys
 import weakref
 from typing import Any
 
+from trainmeter.core import host_patches
 from trainmeter.core.loss_capture import _divided
 
 _BACKWARD_PARAMETERS = ("tensors", "grad_tensors", "retain_graph", "create_graph", "grad_variables", "inputs")
@@ -86,9 +87,10 @@ class Wrappers:
         hot = self.hot
         torch = self._torch
         # torch.compiler.is_compiling() in one frame: Dynamo folds is_dynamo_compiling() to True when it traces
-        # the wrapper (so the flag is never read there); the flag is set while torch.export traces
+        # the wrapper (so the flag is never read there); the flag is set while torch.export traces. Where torch
+        # has no such flag, the public check stands in, resolved here and never on the call (core/host_patches.py)
         is_dynamo_compiling = torch.compiler.is_dynamo_compiling
-        compiler = torch.compiler
+        compiler = host_patches.compile_flag_owner(torch.compiler, probes._monitor.warn_once)
         is_grad_enabled = torch.is_grad_enabled
         candidates = self._candidates
         lightning = attr == "training_step"

@@ -20,6 +20,19 @@ if TYPE_CHECKING:
     from trainmeter.core.provenance import Provenance
 
 _SERIES = (("util_gpu", "util"), ("sm_activity", "sm_activity"), ("tensor_activity", "tensor_activity"))
+# imported on the training thread before the sampler's threads start (they import them otherwise): a fork while
+# one of them imports would leave the child an import lock held by a thread it does not have (docs/spec.md)
+_THREAD_MODULES = ("trainmeter.gpu.nvml", "trainmeter.gpu.energy", "pynvml")
+
+
+def _import_before_threads() -> None:
+    import importlib
+
+    for name in _THREAD_MODULES:
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - no pynvml: the sampler says so
+            pass
 
 
 class GpuExtension(ExtensionBase):
@@ -57,6 +70,7 @@ class GpuExtension(ExtensionBase):
             kwargs["open_backend"] = self._open_backend
         if self._node_wide:
             kwargs["cuda_uuids"] = None  # not this process's devices: every device of the node's ranks
+        _import_before_threads()
         self.sampler = GpuSampler.in_background(monitor.options.gpus, **kwargs)  # opens on its own thread
         self.sampler.begin_window(monitor.clock())
         self.sampler.start()

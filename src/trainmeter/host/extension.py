@@ -88,9 +88,12 @@ class NodeSampler(ExtensionBase):
     def start(self, monitor: Monitor) -> None:
         """Start sampling (training thread; returns at once).
 
-        In the background (the default) psutil is imported and read only on the
-        sampler's thread, baseline included, so a slow or hung psutil never
-        delays the training; without it (tests) the baseline is read here.
+        In the background (the default) psutil is read only on the sampler's
+        thread, baseline included, so a slow or hung psutil call never delays the
+        training; without it (tests) the baseline is read here. psutil is
+        *imported* here, on the training thread, before the thread starts: a fork
+        while the sampler's thread imported it would leave the child an import
+        lock held by a thread it does not have (docs/spec.md, fork safety).
         """
         self._monitor = monitor
         self._run_dir = str(monitor.run_dir) if monitor.run_dir is not None else None
@@ -99,6 +102,11 @@ class NodeSampler(ExtensionBase):
             for series in SERIES.values():
                 make(series, "time")
         if self._background:
+            if self._source is None:
+                try:
+                    import psutil  # noqa: F401
+                except ImportError:
+                    pass
             self._thread = threading.Thread(target=self._run, name="trainmeter-node", daemon=True)
             self._thread.start()
         elif self._open():

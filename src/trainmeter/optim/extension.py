@@ -43,6 +43,7 @@ import sys
 import weakref
 from typing import TYPE_CHECKING, Any
 
+from trainmeter.core import host_patches
 from trainmeter.core.extension import ExtensionBase, Report
 from trainmeter.optim.grad_norm import GRAD_NORM_SERIES, ClipTap
 from trainmeter.optim.lr import LR_SERIES, read_lrs
@@ -114,7 +115,7 @@ class OptimExtension(ExtensionBase):
         self._watch_steps()
         self.clip.counter = monitor.hot
         try:
-            self.wrapped = self.clip.install(torch)
+            self.wrapped = self.clip.install(torch) if host_patches.allow("clip-grad", monitor.warn_once) else []
         except Exception as exc:
             self.clip.remove()
             monitor.warn_once("optim-clip", f"gradient norm capture disabled: {exc!r}")
@@ -133,6 +134,8 @@ class OptimExtension(ExtensionBase):
     def _watch_steps(self) -> None:
         from torch.optim.optimizer import register_optimizer_step_pre_hook
 
+        if not host_patches.allow("step-hooks", getattr(self._m, "warn_once", None)):
+            return
         self._handle = register_optimizer_step_pre_hook(self._before_step)
 
     def _before_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:

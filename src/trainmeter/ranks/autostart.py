@@ -24,6 +24,7 @@ import os
 import sys
 from typing import Any
 
+from trainmeter.core import host_patches
 from trainmeter.ranks.launch import RUN_DIR_ENV, inherited_run_dir
 
 AUTOSTART_ENV = "TRAINMETER_AUTOSTART"
@@ -43,6 +44,8 @@ def arm() -> None:
     if _armed or not os.environ.get(RUN_DIR_ENV) or os.environ.get(AUTOSTART_ENV, "1") == "0":
         return
     try:
+        if not host_patches.enabled("autostart"):  # TRAINMETER_DISABLE=autostart (core/host_patches.py)
+            return
         if inherited_run_dir() is None:
             return
         _armed = True

@@ -23,6 +23,7 @@ import os
 import time
 from typing import TYPE_CHECKING, Any
 
+from trainmeter.core import host_patches
 from trainmeter.core.extension import ExtensionBase, Report
 from trainmeter.ranks import fork
 from trainmeter.ranks.launch import PARENT_ENV, RUN_DIR_ENV
@@ -65,7 +66,8 @@ class RanksExtension(ExtensionBase):
     def start(self, monitor: Any) -> None:
         """Seated: time the steps. Otherwise export the run folder for children."""
         self._monitor = monitor
-        fork.install()
+        if host_patches.allow("fork", monitor.warn_once):
+            fork.install()
         if current_seat() is not None or getattr(monitor._record, "seated", None) is not None:
             self._become_rank(monitor)
             return
@@ -86,6 +88,8 @@ class RanksExtension(ExtensionBase):
             return
         from trainmeter.core.patches import Patches
 
+        if not host_patches.allow("spawn-count", self._monitor.warn_once):
+            return
         ext = self
 
         def make(launch: Any) -> Any:
@@ -109,6 +113,8 @@ class RanksExtension(ExtensionBase):
         seat = current_seat()
         if seat is not None and seat.identity.rank not in (None, 0):
             monitor.text = False  # one text line per launch (rank 0's); every rank's numbers are in its seat
+        if not host_patches.allow("rank-timing", monitor.warn_once):
+            return
         timing = StepTiming()
         try:
             timing.start()

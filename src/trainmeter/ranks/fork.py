@@ -4,13 +4,16 @@
 extension:
 
 - **before** (forking thread): take the monitor's series locks (bounded waits),
-  so no sampler or publisher thread holds one across the fork;
+  so no sampler or publisher thread holds one across the fork (module locks a
+  thread may hold are made afresh in the child by their own modules' handlers;
+  the modules our threads import are imported before they start: docs/spec.md
+  section 19, fork safety);
 - **after, in the parent**: release them; count the fork;
 - **after, in the child**: re-home the inherited monitor. The inherited run log's
-  descriptor is pointed at ``/dev/null`` (a buffered line can never reach the
-  parent's ``events.jsonl``), the text line and closing line go nowhere, sampler
-  extensions whose threads did not survive the fork are dropped, counters and
-  series start from zero, and the record becomes a :class:`LazyRankRecorder`:
+  descriptor is closed and its buffer dropped (a buffered line can never reach the
+  parent's ``events.jsonl``, and the child holds no descriptor of it), the text
+  line and closing line go nowhere, sampler extensions whose threads did not
+  survive the fork are dropped, counters and series start from zero, and the record becomes a :class:`LazyRankRecorder`:
   a child that steps takes its seat ``rank-<k>/`` in the parent's run folder at
   its first report (its rank read then, after a launcher set ``RANK`` or
   ``init_process_group`` ran); a child that never steps (a DataLoader worker)
@@ -111,21 +114,23 @@ def _after_in_child() -> None:
 
 
 def _silence_log(record: Any) -> None:
-    """Point the inherited run log's descriptor at /dev/null: its buffer can never reach the parent's file."""
+    """Close the child's copy of the run log's descriptor and drop its buffer: nothing reaches the parent's file.
+
+    ``RunLog`` writes nothing once its descriptor is ``None`` (record/runlog.py).
+    """
     log = getattr(record, "_log", None)
-    f = getattr(log, "_file", None)
-    if f is None:
+    fd = getattr(log, "_fd", None)
+    if not isinstance(fd, int):
         return
-    null = os.open(os.devnull, os.O_WRONLY)
+    log._fd = None
     try:
-        os.dup2(null, f.fileno())
-    finally:
-        os.close(null)
-    log._file = None
-    _orphans.append(f)  # closed with the child; writes go to /dev/null
-
-
-_orphans: list[Any] = []
+        log.discard()
+    except Exception:  # noqa: BLE001
+        pass
+    try:
+        os.close(fd)
+    except OSError:
+        pass
 
 
 def rehome(m: Any) -> None:

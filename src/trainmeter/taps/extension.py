@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from types import MethodType, ModuleType
 from typing import TYPE_CHECKING, Any
 
+from trainmeter.core import host_patches
 from trainmeter.core.patches import Gate, Patches, PostImportHooks
 from trainmeter.core.extension import ExtensionBase, Report
 
@@ -189,7 +190,7 @@ class Taps(ExtensionBase):
     def start(self, monitor: Monitor) -> None:
         """Patch libraries already imported and watch for the others."""
         self._monitor = monitor
-        if not self.enabled:
+        if not self.enabled or not host_patches.allow("taps", monitor.warn_once):
             return
         self._gate.open()
         by_module: dict[str, list[TapTarget]] = {}

@@ -40,6 +40,7 @@ import weakref
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from trainmeter.core import host_patches
 from trainmeter.core.patches import Gate, Patches, PostImportHooks
 from trainmeter.core.extension import ExtensionBase, Report
 from trainmeter.core.provenance import Derivation, Input
@@ -96,6 +97,8 @@ class TimeSplit(ExtensionBase):
         import torch
         from torch.utils.data import dataloader
 
+        if not host_patches.allow("time-split", self._warn):
+            return
         self._gate.open()
         self._wrap(dataloader._BaseDataLoaderIter, "__next__", self._make_next, "DataLoader iterator __next__")
         self._wrap(torch.nn.Module, "train", self._make_train, "torch.nn.Module.train")

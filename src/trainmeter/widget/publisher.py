@@ -292,6 +292,12 @@ class Publisher:
             from trainmeter.widget.attach import forget
 
             forget(self)
+            uninstall = getattr(self.restore_router, "uninstall", None)  # no run live: the kernel's own routing
+            if uninstall is not None:
+                try:
+                    uninstall()
+                except Exception:
+                    pass
 
     def restored_during_run(self) -> bool:
         """Whether a page restored this kernel's widgets while the run was live (widget/restore_route.py)."""

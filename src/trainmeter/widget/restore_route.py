@@ -22,14 +22,21 @@ them with the kernel's own handlers at once. Read-only work on that thread:
 Private ipykernel 7 API (``shell_channel_thread``, ``shell_stream``,
 ``SubshellManager._create_subshell``): without it (ipykernel 6, another
 kernel), :func:`install` returns ``False`` and a reload still waits for the
-cell's end. Any fault in the wrapper forwards the message unchanged.
+cell's end. Any fault in the wrapper forwards the message unchanged. Listed
+as the ``reload`` host patch (core/host_patches.py; ``TRAINMETER_DISABLE=reload``
+leaves the kernel alone). :meth:`RestoreRouter.uninstall`, called when the
+widget closes at the run's end, gives the kernel its own callback back and
+deletes our subshell.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable
 from typing import Any
+
+from trainmeter.core import host_patches
 
 RESTORE_REQUESTS = frozenset({"kernel_info_request", "comm_info_request"})
 CONTROL_TARGET = "jupyter.widget.control"  # ipywidgets' restore comm (request_states)
@@ -37,6 +44,16 @@ COMM_MESSAGES = frozenset({"comm_msg", "comm_close"})
 MAX_COMMS_KEPT = 256
 
 _LOCK = threading.Lock()
+
+
+def _fresh_lock_in_child() -> None:
+    """A forked child gets a lock of its own: the shell-channel thread may have held it at the fork."""
+    global _LOCK
+    _LOCK = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_fresh_lock_in_child)
 
 
 class RestoreRouter:
@@ -59,6 +76,41 @@ class RestoreRouter:
         self.control_comm_ids: set[str] = set()
         self.diverted: dict[str, int] = {}
         self.subshell_id: str | None = None
+        self.stream: Any = None  # the shell stream whose callback install replaced
+        self.loop: Any = None  # the shell-channel thread's IO loop (owns the stream)
+
+    def uninstall(self) -> bool:
+        """Give the kernel its own shell routing back and delete our subshell; whether it was installed.
+
+        Idempotent, never raises, any thread: the swap runs on the shell-channel
+        thread's loop, as the install did. A restore already diverted is still answered.
+        """
+        kernel, stream, loop = self.kernel, self.stream, self.loop
+        if kernel is None or kernel_router(kernel) is not self:
+            return False
+        try:
+            del kernel._trainmeter_restore_router
+        except Exception:  # noqa: BLE001
+            pass
+        self.stream = self.loop = None
+
+        def restore() -> None:
+            try:
+                stream.on_recv(self.original, copy=False)
+            except Exception:  # noqa: BLE001
+                pass
+            subshell_id, self.subshell_id = self.subshell_id, None
+            if subshell_id is not None:
+                try:
+                    kernel.shell_channel_thread.manager._delete_subshell(subshell_id)
+                except Exception:  # noqa: BLE001 - already gone
+                    pass
+
+        try:
+            loop.add_callback(restore)
+        except Exception:  # noqa: BLE001
+            return False
+        return True
 
     def add_comm(self, comm_id: str | None) -> None:
         """Route this comm's front-end messages to the subshell while a run is live. Any thread."""
@@ -162,6 +214,8 @@ def install(kernel: Any, active: Callable[[], bool]) -> RestoreRouter | None:
     if existing is not None:
         existing.active = active
         return existing
+    if not host_patches.allow("reload"):  # switched off, or ipykernel without the names it relies on
+        return None
     try:
         if not getattr(kernel, "_supports_kernel_subshells", False):
             return None
@@ -176,6 +230,7 @@ def install(kernel: Any, active: Callable[[], bool]) -> RestoreRouter | None:
     except Exception:
         return None
     router = RestoreRouter(active, original, kernel)
+    router.stream, router.loop = stream, loop
     try:
         kernel._trainmeter_restore_router = router
         loop.add_callback(lambda: stream.on_recv(router.on_recv, copy=False))

@@ -1,0 +1,324 @@
+"""Every place trainmeter patches or hooks code it does not own: the list, its checks and its kill switch.
+
+Each :class:`HostPatch` names one trick (``key``), what it touches, the private
+names it relies on, how it is undone and where in the code it is installed
+(``sites``, checked against the source by tests/core/test_host_patches.py, so a
+new patch cannot land unlisted). The core imports no wing: the table names the
+wings' patches by key, and each installer asks :func:`allow` before it installs
+its own. ``TRAINMETER_DISABLE=reload,autostart,...`` (comma-separated keys)
+switches entries off; an unknown key is named in a warning that lists the valid
+ones. ``tm.doctor()`` lists every entry with :func:`report` (docs/spec.md section 18, host patches).
+
+Install-time only: :func:`allow` checks the private names when the patch is
+installed and refuses that one entry with a ``warn_once`` when one is missing;
+nothing here runs at call time. Thread safety: pure reads of ``os.environ`` and
+``sys.modules``; the record of refusals is a dict written by installers (GIL-atomic).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import sys
+import warnings
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+DISABLE_ENV = "TRAINMETER_DISABLE"
+COMPILE_FLAG = "torch.compiler._is_compiling_flag"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HostPatch:
+    """One patch or hook of something trainmeter does not own.
+
+    Attributes:
+        key: Name and kill-switch key (``TRAINMETER_DISABLE=<key>``).
+        touches: What it patches or hooks, in words.
+        private: Private (or version-dependent) names it relies on, dotted from a module.
+        fallback: What is done instead when a private name is missing; ``None``: the entry is refused.
+        uninstall: How it is undone.
+        sites: ``<file under src/trainmeter>:<site>`` where the code installs it.
+    """
+
+    key: str
+    touches: str
+    uninstall: str
+    sites: tuple[str, ...]
+    private: tuple[str, ...] = ()
+    fallback: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PatchCheck:
+    """An entry's private names, looked up now.
+
+    Attributes:
+        ok: ``True`` (all found), ``False`` (one is missing) or ``None`` (its module is not imported here).
+        detail: What was found.
+    """
+
+    ok: bool | None
+    detail: str
+
+
+PATCHES: tuple[HostPatch, ...] = (
+    HostPatch(key="step-hooks", touches="torch.optim's global optimizer step hooks (the probes' step count, the "
+              "optimizer wing's learning-rate read)", uninstall="each hook's handle is removed at the run's end",
+              sites=("core/probes.py:register_optimizer_step_post_hook",
+                     "optim/extension.py:register_optimizer_step_pre_hook"),
+              private=("torch.optim.optimizer.register_optimizer_step_post_hook",
+                       "torch.optim.optimizer.register_optimizer_step_pre_hook")),
+    HostPatch(key="optimizer-init", touches="torch.optim.Optimizer.__init__ (an optimizer built in the run is "
+              "seen, to find the trained model)", uninstall="the original is put back at the run's end",
+              sites=("core/probes.py:Optimizer.__init__",), private=("torch.optim.Optimizer.__init__",)),
+    HostPatch(key="call-wrapper", touches="the watched model classes' __call__ (a LightningModule's training_step): "
+              "batches and tokens", uninstall="the class attribute is deleted (or restored) when the model is "
+              "unwatched and at the run's end", sites=("core/discovery.py:cls.attr", "core/discovery.py:cls.__call__",
+                                                         "core/compile_watch.py:cls.__call__"),
+              private=(COMPILE_FLAG,),
+              fallback="torch.compiler.is_compiling() is read instead"),
+    HostPatch(key="backward", touches="torch.autograd.backward (also behind Tensor.backward): the loss without a "
+              "sync", uninstall="the original is put back at the run's end",
+              sites=("core/probes.py:torch.autograd.backward",), private=("torch.autograd.backward",)),
+    HostPatch(key="grad-scaler", touches="torch.amp.GradScaler.scale: the scale that multiplied the loss",
+              uninstall="the original is put back at the run's end", sites=("core/probes.py:GradScaler.scale",),
+              private=("torch.amp.grad_scaler.GradScaler.scale",)),
+    HostPatch(key="compile-watch", touches="torch.compile and torch._dynamo's OptimizedModule.__init__ (a model "
+              "compiled in the run is counted at its compiled wrapper)",
+              uninstall="the originals are put back at the run's end",
+              sites=("core/probes.py:torch.compile", "core/compile_watch.py:owner.__init__"),
+              private=("torch._dynamo.eval_frame.OptimizedModule",)),
+    HostPatch(key="clip-grad", touches="torch.nn.utils.clip_grad_norm_/clip_grad_value_ and FSDP's clip_grad_norm_ "
+              "(the gradient norm the loop computed)", uninstall="the originals are put back at the run's end",
+              sites=("optim/grad_norm.py:owner.clip_grad_norm_", "optim/grad_norm.py:owner.clip_grad_value_",
+                     "optim/grad_norm.py:fsdp_class.clip_grad_norm_"),
+              private=("torch.nn.utils.clip_grad.clip_grad_norm_",),
+              fallback="torch.nn.utils.clip_grad_norm_ is wrapped alone"),
+    HostPatch(key="time-split", touches="the DataLoader iterator's __next__, torch.nn.Module.train, torch.save, "
+              "safetensors and transformers savers (data waits, eval and checkpoint spans)",
+              uninstall="the originals are put back at the run's end",
+              sites=("timesplit/extension.py:owner.attr", "timesplit/extension.py:torch.save"),
+              private=("torch.utils.data.dataloader._BaseDataLoaderIter.__next__",)),
+    HostPatch(key="taps", touches="logging calls of W&B, TensorBoard, MLflow, HF Trainer and Lightning (read as "
+              "series)", uninstall="the originals are put back at the run's end",
+              sites=("taps/extension.py:owner.target.attr", "taps/extension.py:wandb.log"),
+              private=("lightning.pytorch.trainer.connectors.logger_connector.logger_connector._LoggerConnector",),
+              fallback="a library whose logging class is missing is not tapped"),
+    HostPatch(key="import-hooks", touches="sys.meta_path: a finder that patches a library imported during the run "
+              "(compile-watch, time-split, taps, autostart)", uninstall="the finder is removed at the run's end",
+              sites=("core/patches.py:sys.meta_path", "core/patches.py:module.__loader__",
+                     "core/patches.py:module.__spec__.loader")),
+    HostPatch(key="signals", touches="SIGINT (held back while the run starts and finishes) and SIGTERM (saves the "
+              "run) handlers", uninstall="the previous handler is put back",
+              sites=("core/interrupts.py:signal.signal",)),
+    HostPatch(key="fork", touches="os.register_at_fork, multiprocessing's after-fork registry and an atexit "
+              "handler (a forked child becomes a rank and finishes its run; our locks are not held across a fork)",
+              uninstall="cannot be unregistered: the handlers do nothing while no run is active",
+              sites=("ranks/fork.py:register_at_fork", "ranks/fork.py:register_after_fork",
+                     "widget/attach.py:register_at_fork", "widget/restore_route.py:register_at_fork"),
+              private=("multiprocessing.util.register_after_fork",)),
+    HostPatch(key="rank-timing", touches="torch.Tensor.backward and a global optimizer step post-hook, in a rank "
+              "(per-rank step timing)", uninstall="the hook is removed and Tensor.backward put back at the run's end",
+              sites=("ranks/timing.py:register_optimizer_step_post_hook", "ranks/timing.py:torch.Tensor.backward")),
+    HostPatch(key="spawn-count", touches="multiprocessing.popen_spawn_posix.Popen._launch (spawned children are "
+              "counted)", uninstall="the original is put back at the run's end",
+              sites=("ranks/extension.py:popen_spawn_posix.Popen._launch",),
+              private=("multiprocessing.popen_spawn_posix.Popen._launch",)),
+    HostPatch(key="autostart", touches="src/trainmeter-autostart.pth (imports ranks/site_hook.py at interpreter start "
+              "in a child of a monitored run) and, there, a global optimizer step pre-hook",
+              uninstall="the hook removes itself at the first step; the .pth does nothing without TRAINMETER_RUN_DIR "
+              "(pip uninstall removes it)",
+              sites=("ranks/autostart.py:register_optimizer_step_pre_hook", "../trainmeter-autostart.pth:pth")),
+    HostPatch(key="reload", touches="ipykernel 7's shell-channel routing and one comm subshell (a page reloaded "
+              "mid-cell restores its widget), and the notebook model's outputs in JS (js/src/reattach.ts)",
+              uninstall="the kernel's own callback is put back at the widget's close",
+              sites=("widget/restore_route.py:on_recv", "widget/restore_route.py:kernel._trainmeter_restore_router",
+                     "../../js/src/reattach.ts:outputs"),
+              private=("ipykernel.kernelbase.Kernel.shell_channel_thread_main",
+                       "ipykernel.subshell_manager.SubshellManager._create_subshell")),
+)
+KEYS: tuple[str, ...] = tuple(p.key for p in PATCHES)
+_BY_KEY = {p.key: p for p in PATCHES}
+_refused: dict[str, str] = {}  # key -> why the last install refused it (doctor)
+_said_unknown: set[str] = set()
+
+
+def entry(key: str) -> HostPatch:
+    """The entry named ``key`` (``KeyError`` for an unlisted one: a programming error)."""
+    return _BY_KEY[key]
+
+
+def unknown_keys(env: Mapping[str, str] | None = None) -> tuple[str, ...]:
+    """The keys of ``TRAINMETER_DISABLE`` that name no entry."""
+    raw = (os.environ if env is None else env).get(DISABLE_ENV, "")
+    return tuple(k for k in _split(raw) if k not in _BY_KEY)
+
+
+def disabled(env: Mapping[str, str] | None = None) -> frozenset[str]:
+    """The keys switched off by ``TRAINMETER_DISABLE``; an unknown key is named in a warning (once per value)."""
+    raw = (os.environ if env is None else env).get(DISABLE_ENV, "")
+    keys = _split(raw)
+    unknown = [k for k in keys if k not in _BY_KEY]
+    if unknown and raw not in _said_unknown:
+        _said_unknown.add(raw)
+        warnings.warn(unknown_message(unknown), RuntimeWarning, stacklevel=2)
+    return frozenset(k for k in keys if k in _BY_KEY)
+
+
+def unknown_message(unknown: Any) -> str:
+    """The warning for unknown ``TRAINMETER_DISABLE`` keys, naming the valid ones."""
+    names = ", ".join(repr(k) for k in unknown)
+    return f"trainmeter: {DISABLE_ENV} names unknown key(s) {names}; the valid keys are: {', '.join(KEYS)}"
+
+
+def _split(raw: str) -> list[str]:
+    return [k.strip().lower() for k in raw.split(",") if k.strip()]
+
+
+def enabled(key: str, env: Mapping[str, str] | None = None) -> bool:
+    """Whether ``key`` is not switched off by ``TRAINMETER_DISABLE``."""
+    entry(key)
+    return key not in disabled(env)
+
+
+def allow(key: str, warn: Callable[[str, str], None] | None = None) -> bool:
+    """Whether the entry ``key`` may be installed now. Call at install time, never on a call path.
+
+    ``False`` when it is switched off, or when one of its private names is missing
+    and it has no fallback: then ``warn(key, message)`` says why (``warn_once``).
+    """
+    if not enabled(key):
+        _refused[key] = f"switched off by {DISABLE_ENV}"
+        return False
+    result = check(key)
+    patch = entry(key)
+    if result.ok is False and patch.fallback is None:
+        _refused[key] = result.detail
+        _say(warn, key, f"{key} is not installed: {result.detail}")
+        return False
+    _refused.pop(key, None)
+    if result.ok is False:
+        _say(warn, key, f"{key}: {result.detail}; {patch.fallback}")
+    return True
+
+
+def _say(warn: Callable[[str, str], None] | None, key: str, message: str) -> None:
+    if warn is None:
+        return
+    try:
+        warn(f"host-patch-{key}", message)
+    except Exception:  # noqa: BLE001 - a warning never raises into an install
+        pass
+
+
+def refused(key: str) -> str | None:
+    """Why the last install in this process refused ``key``, else ``None``."""
+    return _refused.get(key)
+
+
+def check(key: str, modules: Mapping[str, Any] | None = None) -> PatchCheck:
+    """Look up the entry's private names now (a private module not imported yet is left for later)."""
+    modules = sys.modules if modules is None else modules
+    missing: list[str] = []
+    unchecked: list[str] = []
+    for dotted in entry(key).private:
+        found = resolve(dotted, modules)
+        if found is None:
+            unchecked.append(dotted)
+        elif not found:
+            missing.append(dotted)
+    if missing:
+        return PatchCheck(ok=False, detail=f"{', '.join(missing)} not found in this version")
+    if unchecked and len(unchecked) == len(entry(key).private):
+        return PatchCheck(ok=None, detail="checked when its library is imported")
+    if not entry(key).private:
+        return PatchCheck(ok=True, detail="public API only")
+    return PatchCheck(ok=True, detail="its private names are present")
+
+
+def resolve(dotted: str, modules: Mapping[str, Any] | None = None) -> bool | None:
+    """Whether ``dotted`` exists; ``None`` when its library (or a private submodule on the way) is not imported.
+
+    A public submodule of an imported package is imported here (``multiprocessing.popen_spawn_posix``);
+    a private one (``torch._dynamo``) never: it is checked when the code imports it.
+    """
+    real = modules is None or modules is sys.modules
+    modules = sys.modules if modules is None else modules
+    parts = dotted.split(".")
+    obj = modules.get(parts[0])
+    if obj is None:
+        return None
+    name = parts[0]
+    for attr in parts[1:]:
+        name = f"{name}.{attr}"
+        if name in modules:
+            obj = modules[name]
+            continue
+        if real and hasattr(obj, "__path__") and _is_submodule(name):
+            if attr.startswith("_"):
+                return None
+            try:
+                obj = importlib.import_module(name)
+            except Exception:  # noqa: BLE001 - a submodule that fails to import: its names are missing
+                return False
+            continue
+        try:
+            obj = getattr(obj, attr)
+        except Exception:  # noqa: BLE001 - AttributeError, or a lazy attribute that fails
+            return False
+    return True
+
+
+def _is_submodule(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except Exception:  # noqa: BLE001
+        return False
+
+
+class _PublicCompileFlag:
+    """Stands in for ``torch.compiler`` where ``_is_compiling_flag`` is gone: reads the public check."""
+
+    __slots__ = ("_is_compiling",)
+
+    def __init__(self, is_compiling: Callable[[], bool]) -> None:
+        self._is_compiling = is_compiling
+
+    @property
+    def _is_compiling_flag(self) -> bool:
+        return bool(self._is_compiling())
+
+
+def compile_flag_owner(compiler: Any, warn: Callable[[str, str], None] | None = None) -> Any:
+    """What the call wrapper reads ``_is_compiling_flag`` from, resolved once at install time.
+
+    ``torch.compiler`` itself while it has the private flag (a module attribute read per
+    call); else an object whose ``_is_compiling_flag`` calls the public
+    ``torch.compiler.is_compiling()``, said once through ``warn`` and in the doctor.
+    """
+    if hasattr(compiler, "_is_compiling_flag"):
+        _refused.pop("call-wrapper", None)
+        return compiler
+    public = getattr(compiler, "is_compiling", None)
+    detail = f"{COMPILE_FLAG} not found in this version; {entry('call-wrapper').fallback}"
+    _refused["call-wrapper"] = detail
+    _say(warn, "call-wrapper", f"call-wrapper: {detail}")
+    return _PublicCompileFlag(public if callable(public) else (lambda: False))
+
+
+def report(env: Mapping[str, str] | None = None,
+           modules: Mapping[str, Any] | None = None) -> list[tuple[HostPatch, bool, str, PatchCheck]]:
+    """``(entry, enabled, why, check)`` for every entry, for the doctor."""
+    off = {k for k in _split((os.environ if env is None else env).get(DISABLE_ENV, "")) if k in _BY_KEY}
+    rows = []
+    for patch in PATCHES:
+        on = patch.key not in off
+        why = "enabled" if on else f"switched off by {DISABLE_ENV}"
+        last = _refused.get(patch.key)
+        if on and last is not None:
+            why = f"enabled; the last install said: {last}"
+        rows.append((patch, on, why, check(patch.key, modules)))
+    return rows
