@@ -9,6 +9,10 @@ import pytest
 
 from trainmeter.core.clock import FakeClock
 
+# One intra-op thread for the tiny models here (kernels, ranks and notebooks started by tests inherit it): with
+# torch's default of one per core, each op waits on a thread the busy machine has descheduled (a 4,000-step loop
+# took 207 s beside other work, 11 s with one thread)
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 @pytest.fixture(autouse=True)
 def _no_active_run_left():
