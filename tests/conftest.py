@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 
 import pytest
 
 from trainmeter.core.clock import FakeClock
 
+# One intra-op thread for the tiny models here (kernels, ranks and notebooks started by tests inherit it): with
+# torch's default of one per core, each op waits on a thread the busy machine has descheduled (a 4,000-step loop
+# took 207 s beside other work, 11 s with one thread)
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:  # started in the background (`cmd &`): the Ctrl-C tests
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # need Python's own handler, as in a terminal
 
 @pytest.fixture(autouse=True)
 def _no_active_run_left():

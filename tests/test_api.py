@@ -42,6 +42,49 @@ def test_keyboard_interrupt_propagates_and_run_is_interrupted(run_root):
     assert active() is None
 
 
+def test_a_ctrl_c_between_the_start_and_the_body_leaves_no_run_active(run_root):
+    # A real Ctrl-C is raised where Python checks for signals (a function's entry, a C call's return): raise
+    # one at each such point from the moment the start lets Ctrl-C through again until the body runs, and
+    # keep its traceback as IPython does (sys.last_traceback), which keeps the context's frames alive
+    import sys
+
+    from trainmeter.core.interrupts import HeldInterrupts
+    from trainmeter.core.monitor import Monitor
+
+    def body():
+        pass
+
+    n, kept = 0, []
+    while True:
+        n += 1
+        seen = {"started": False, "points": 0}
+
+        def profile(frame, event, arg, n=n, seen=seen):
+            if (event == "return" and frame.f_code is HeldInterrupts.__exit__.__code__
+                    and frame.f_back.f_code is Monitor.start.__code__):
+                seen["started"] = True
+            elif seen["started"] and event == "call" and frame.f_code is body.__code__:
+                sys.setprofile(None)
+            elif seen["started"] and event in ("call", "c_return"):
+                seen["points"] += 1
+                if seen["points"] == n:
+                    sys.setprofile(None)
+                    raise KeyboardInterrupt
+
+        sys.setprofile(profile)
+        try:
+            with tm.monitor(run_dir=run_root, interval_s=3600):
+                body()
+        except KeyboardInterrupt as exc:
+            kept.append(exc.__traceback__)
+            assert active() is None, f"a Ctrl-C at point {n} after the start left the run active"
+        finally:
+            sys.setprofile(None)
+        if seen["points"] < n:
+            break  # the body ran: every point in between was tried
+    assert n > 1 and len(kept) == n - 1
+
+
 def test_bad_option_raises_before_a_run_folder_exists(run_root):
     with pytest.raises(ValueError, match="--interval"):
         with tm.monitor(run_dir=run_root, interval_s=-1):

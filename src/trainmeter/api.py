@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, ContextDecorator, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -85,10 +85,9 @@ def phase(name: str) -> Iterator[None]:
                 m.warn_once("phase", f"tm.phase failed: {exc!r}")
 
 
-@contextmanager
 def monitor(*, name: str | None = None, budget_tokens: Any = None, budget_steps: Any = None,
             budget_flops: Any = None, run_dir: Any = None, interval_s: Any = None, widget: bool = False,
-            model: Any = None, **flags: Any) -> Iterator[Monitor]:
+            model: Any = None, **flags: Any) -> AbstractContextManager[Monitor]:
     """Monitor the enclosed training code; the passport is written on exit.
 
     Arguments match the ``%%trainmeter`` flags (``run_dir`` is ``--dir``);
@@ -104,43 +103,95 @@ def monitor(*, name: str | None = None, budget_tokens: Any = None, budget_steps:
     options = make_options(name=name, budget_tokens=budget_tokens, budget_steps=budget_steps,
                            budget_flops=budget_flops, run_dir=run_dir, interval_s=interval_s,
                            widget=widget, **flags)
-    from trainmeter.extensions import default_extensions, make_monitor
+    return _Monitor(options, model)
 
-    show_widget = False
-    if options.widget:
-        from trainmeter.widget.host import widget_host
 
-        show_widget = widget_host() is not None
-    m = make_monitor(options, text=not show_widget, extensions=default_extensions(options))
-    sinks: list[Any] = []
-    try:
-        if show_widget:
-            from trainmeter.core.interrupts import HeldInterrupts
-            from trainmeter.widget.host import widget_sinks
+class _Monitor(ContextDecorator):
+    """``monitor``'s context: a new run (and widget) per entry. Not re-entrant; training thread."""
 
-            with HeldInterrupts() as held:  # the widget's thread is either started and closed below, or not
-                sinks = widget_sinks(m)
-            held.deliver()
-        with run_monitored(m, model=model):
-            yield m
-    finally:
+    def __init__(self, options: Any, model: Any) -> None:
+        self._options = options
+        self._model = model
+        self._sinks: list[Any] = []
+        self._run: _Monitored | None = None
+
+    def __enter__(self) -> Monitor:
+        from trainmeter.extensions import default_extensions, make_monitor
+
+        options = self._options
+        show_widget = False
+        if options.widget:
+            from trainmeter.widget.host import widget_host
+
+            show_widget = widget_host() is not None
+        m = make_monitor(options, text=not show_widget, extensions=default_extensions(options))
+        self._sinks = []
+        try:
+            if show_widget:
+                from trainmeter.core.interrupts import HeldInterrupts
+                from trainmeter.widget.host import widget_sinks
+
+                with HeldInterrupts() as held:  # the widget's thread is either started and closed below, or not
+                    self._sinks = widget_sinks(m)
+                held.deliver()
+            self._run = _Monitored(m, self._model)
+            return self._run.__enter__()
+        except BaseException:
+            self._close_sinks()
+            raise
+
+    def __exit__(self, *exc: Any) -> bool:
+        try:
+            return self._run.__exit__(*exc) if self._run is not None else False
+        finally:
+            self._run = None
+            self._close_sinks()
+
+    def _close_sinks(self) -> None:
+        sinks, self._sinks = self._sinks, []
         for sink in sinks:
             sink.close()
 
 
-@contextmanager
-def run_monitored(m: Monitor, *, model: Any = None) -> Iterator[Monitor]:
+def run_monitored(m: Monitor, *, model: Any = None) -> AbstractContextManager[Monitor]:
     """Start ``m``, run the body, finish with the right status; re-raise unchanged."""
-    try:
-        m.start()  # on Ctrl-C or an error inside, start finishes the run itself, then re-raises
-        if model is not None:
-            m.declare_model(model)
-        yield m
-    except KeyboardInterrupt as exc:
-        m.finish("interrupted", exc)
-        raise
-    except BaseException as exc:
-        m.finish("failed", exc)
-        raise
-    else:
-        m.finish("completed")
+    return _Monitored(m, model)
+
+
+class _Monitored:
+    """Start on entry, finish with the body's status on exit. Training thread.
+
+    A class, not a generator: a Ctrl-C that lands as a generator's ``__enter__``
+    returns (at its ``next()`` call) escapes before the ``with`` statement holds
+    ``__exit__``, and the started run would stay active for as long as the
+    traceback lives (IPython keeps the last one). Here every point after the
+    start is inside ``__enter__``'s ``try`` or inside the ``with`` block.
+    """
+
+    __slots__ = ("_m", "_model")
+
+    def __init__(self, m: Monitor, model: Any) -> None:
+        self._m = m
+        self._model = model
+
+    def __enter__(self) -> Monitor:
+        m = self._m
+        try:
+            m.start()  # on Ctrl-C or an error inside, start finishes the run itself, then re-raises
+            if self._model is not None:
+                m.declare_model(self._model)
+        except BaseException as exc:
+            _finish(m, exc)
+            raise
+        return m
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
+        if exc is None:
+            self._m.finish("completed")
+        else:
+            _finish(self._m, exc)
+        return False
+
+
+def _finish(m: Monitor, exc: BaseException) -> None:
+    m.finish("interrupted" if isinstance(exc, KeyboardInterrupt) else "failed", exc)

@@ -57,6 +57,17 @@ def _run(kc, code: str, timeout: float = 60) -> tuple[str, str]:
     return content["status"], "".join(out)
 
 
+def _check(kc, deadline_s: float = 60) -> tuple[str, str]:
+    """Run ``check()``; again while the kernel aborts it (ipykernel drops the requests that arrive in the
+    moment after a cell's error, which a busy machine stretches)."""
+    deadline = time.monotonic() + deadline_s
+    status, text = _run(kc, "print(check())")
+    while status == "aborted" and time.monotonic() < deadline:
+        time.sleep(0.1)
+        status, text = _run(kc, "print(check())")
+    return status, text
+
+
 def test_interrupt_kernel_presses_in_the_first_120_ms_never_wedge_the_kernel(tmp_path):
     jupyter_client = pytest.importorskip("jupyter_client.manager")
     pytest.importorskip("ipykernel")
@@ -80,8 +91,8 @@ def test_interrupt_kernel_presses_in_the_first_120_ms_never_wedge_the_kernel(tmp
                 if reply["parent_header"].get("msg_id") == msg_id:
                     statuses.append(reply["content"].get("ename") or reply["content"]["status"])
                     break
-            status, text = _run(kc, "print(check())")
-            assert status == "ok" and "CHECK ok" in text, f"press {i}: {text}"
+            status, text = _check(kc)
+            assert status == "ok" and "CHECK ok" in text, f"press {i}: {status} {statuses} {text}"
         status, text = _run(kc, CELL.format(i="after", root=tmp_path / "runs"))
         assert status == "ok" and "completed after 300 steps" in text, text
         assert "KeyboardInterrupt" in statuses  # the presses did interrupt cells

@@ -32,8 +32,10 @@ def release():
     event.set()
 
 
-def _cell(run_root, extensions, steps=20, during=None) -> float:
-    """Run a monitored 'cell' of ``steps`` steps; return its wall seconds from start to finish, less ``during``."""
+def _cell(run_root, extensions, steps=20, during=None, *, baseline=True) -> float:
+    """Run a monitored 'cell' of ``steps`` steps; return the wall seconds ``extensions`` add to it from start to
+    finish (less ``during``): the same cell without them is timed first (a busy machine slows both alike)."""
+    base_s = _cell(run_root, [], steps, baseline=False) if baseline else 0.0
     m = make_monitor(make_options(run_dir=run_root, name="hung", interval_s=0.1), text=False, probes=False,
                      extensions=extensions)
     t0 = time.perf_counter()
@@ -46,7 +48,7 @@ def _cell(run_root, extensions, steps=20, during=None) -> float:
         during()
         waited_s = time.perf_counter() - w0
     m.finish("completed")
-    return time.perf_counter() - t0 - waited_s
+    return time.perf_counter() - t0 - waited_s - base_s
 
 
 @pytest.mark.parametrize("delay_s", [5.0, 30.0])

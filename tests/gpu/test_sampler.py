@@ -216,7 +216,7 @@ def test_threads_sample_in_background_and_stop_is_immediate() -> None:
     assert _poll(lambda: all(st.n_samples >= 1 for st in s.status().values()))
     t0 = time.perf_counter()
     s.stop()
-    assert time.perf_counter() - t0 < 0.2
+    assert time.perf_counter() - t0 < 0.5  # not a sampling period (1 s) waited out, even on a busy machine
     assert not any(t.is_alive() for t in s._threads)
 
 

@@ -186,7 +186,7 @@ def test_thread_samples_in_background_and_stops_at_once(tmp_path):
     slow.start(m)
     t0 = time.monotonic()
     slow.stop()
-    assert time.monotonic() - t0 < 0.5
+    assert time.monotonic() - t0 < 5.0  # not the 60 s period waited out, even on a busy machine
     m.finish("completed")
     assert not any(t.name == "trainmeter-node" for t in threading.enumerate())
 
