@@ -1,4 +1,4 @@
-"""``tm.compare`` on 20 saved runs of 1M steps each: Python time and bytes sent to the browser (issue 15).
+"""``tm.compare`` on 20 saved runs of 1M steps each: Python time and bytes sent to the browser.
 
 Setup (not timed): one synthetic 1,000,000-step run is fed through the real curves
 accumulator (a train loss every step, a val loss every 1,000 steps, a report every 1,000

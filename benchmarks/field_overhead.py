@@ -1,4 +1,4 @@
-"""Monitored / bare wall time on the stacks of tests/field/ (issue 10), alternating runs.
+"""Monitored / bare wall time on the stacks of tests/field/, alternating runs.
 
 Each stack is trained the way its field test does it (tiny models built from configs,
 no sleeps injected), ``--pairs`` times bare and monitored in alternation (bare first,

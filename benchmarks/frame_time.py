@@ -1,4 +1,4 @@
-"""The browser's frame time with a full history loaded: Chromium, JupyterLab 4, a 1M-step run (issue 3).
+"""The browser's frame time with a full history loaded: Chromium, JupyterLab 4, a 1M-step run.
 
 A synthetic run of ``--steps`` steps (default 1,000,000: a train loss every step,
 a validation loss every 1,000 steps, a report every 1,000 steps) is written as a

@@ -1,4 +1,4 @@
-"""GPU check for issue 5 (run on a lent GPU machine only): the ladder on two known loads.
+"""GPU check (run on a lent GPU machine only): the ladder on two known loads.
 
     python benchmarks/gpu_ladder_check.py [--seconds 8] [--out DIR]
 

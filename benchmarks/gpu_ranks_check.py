@@ -1,4 +1,4 @@
-"""2-GPU check for issue 13 (run on a lent machine with two GPUs): one DDP launch on NCCL, recorded as one run.
+"""2-GPU check (run on a lent machine with two GPUs): one DDP launch on NCCL, recorded as one run.
 
     python benchmarks/gpu_ranks_check.py [--steps 40] [--out DIR]
 

@@ -1,4 +1,4 @@
-"""What a monitored run really pays, end to end (issue 12).
+"""What a monitored run really pays, end to end.
 
 The loop is the issue's tiny CPU loop: a 32-64-1 MLP, batch 32, MSE loss, SGD,
 one thread (``OMP_NUM_THREADS=1``, ``torch.set_num_threads(1)``), ~220 us and

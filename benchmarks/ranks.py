@@ -1,4 +1,4 @@
-"""Per-rank cost of the rank writer, against a single-process run, at about 1,000 steps/s (issue 13).
+"""Per-rank cost of the rank writer, against a single-process run, at about 1,000 steps/s.
 
 A small MLP on CPU, one thread, sized so a bare step takes about 1 ms. Arms, each
 run inside its own ``tm.monitor`` block in a shuffled order every round (so machine

@@ -1,4 +1,4 @@
-"""Bytes sent to the browser by the widget publisher for synthetic runs (issue 3).
+"""Bytes sent to the browser by the widget publisher for synthetic runs.
 
 A real :class:`~trainmeter.core.monitor.Monitor` on a fake clock (no sleeping) trains
 N steps with a loss every step and a validation loss every 500 steps; the

@@ -219,3 +219,29 @@ def test_every_extension_class_conforms_to_the_protocol():
         assert on_step is None or len(inspect.signature(on_step).parameters) == 1, cls
         for attr in ("requires", "precedes"):
             assert isinstance(getattr(cls, attr), tuple), (cls, attr)
+
+
+def _modules() -> list[Path]:
+    return sorted(p for p in PKG.rglob("*.py") if "__pycache__" not in p.parts)
+
+
+def test_no_module_is_over_400_lines():
+    assert {str(p.relative_to(PKG)): n for p in _modules() if (n := len(p.read_text().splitlines())) > 400} == {}
+
+
+def test_every_module_opens_with_a_docstring_whose_first_line_says_what_it_owns():
+    offenders = []
+    for path in _modules():
+        doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8")))
+        if not doc or not doc.splitlines()[0].strip():
+            offenders.append(str(path.relative_to(PKG)))
+    assert offenders == []
+
+
+def test_comments_cite_the_spec_never_issues_seeds_or_paths_outside_the_repository():
+    import re
+
+    outside = re.compile(r"\bissue \d+|\bseed 0\d\d|shared/reference|shared/seeds|/work/", re.IGNORECASE)
+    offenders = [f"{path.relative_to(PKG)}:{n}" for path in _modules()
+                 for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if outside.search(line)]
+    assert offenders == []

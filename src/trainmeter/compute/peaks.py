@@ -1,7 +1,7 @@
 """Dense tensor-core peaks per card and dtype, each with its cited source.
 
-Figures come from the team's notes ``shared/reference/nvml-gpm.md`` section 4,
-which cites NVIDIA datasheets and whitepapers. Where NVIDIA quotes only the
+Each figure cites an NVIDIA datasheet or whitepaper in its row (docs/spec.md
+section 5 lists the table's sources). Where NVIDIA quotes only the
 2:4-sparse figure, the dense peak is that figure / 2 (the datasheets' own
 footnote: "specifications one-half lower without sparsity"). GeForce cards use
 the FP32-accumulate rate (what PyTorch's bf16/fp16 GEMMs run at), half the

@@ -1,4 +1,4 @@
-"""Memory at sampling points (seed 002): process RSS and, on CUDA, allocator figures, and utilization.
+"""Memory at sampling points (docs/spec.md section 4): process RSS and, on CUDA, allocator figures, and utilization.
 
 RSS comes from psutil (``None`` without it); the highest RSS is the highest
 *seen at sampling points*, not a true continuous peak. CUDA figures come from
@@ -24,7 +24,7 @@ class MemoryReading:
         rss_peak_bytes: Highest RSS seen at sampling points so far.
         cuda: Allocator fields from :func:`trainmeter.gpu.cuda_memory`, or ``None``.
         host_total_bytes: Physical memory of the host (psutil), or ``None``.
-        utilization: Seed 002's memory utilization (0-1): on CUDA the interval's peak allocated
+        utilization: The memory utilization of docs/spec.md section 4 (0-1): on CUDA the interval's peak allocated
             bytes / device total; without CUDA, RSS / host total. ``None`` when an input is missing.
     """
 
@@ -89,7 +89,7 @@ class MemoryProbe:
 
 
 def utilization(cuda: dict[str, Any] | None, rss_bytes: int | None, host_total_bytes: int | None) -> float | None:
-    """Seed 002's ``mem_utilization`` (0-1): peak allocated / device total on CUDA, else RSS / host total.
+    """``mem_utilization`` (0-1, docs/spec.md section 4): peak allocated / device total on CUDA, else RSS / host total.
 
     Examples:
         >>> utilization({"peak_allocated_bytes": 40, "device_total_bytes": 80}, 5, 100)

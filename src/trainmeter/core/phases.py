@@ -1,4 +1,4 @@
-"""Phase clocks: training time versus everything else (seed 000 semantics).
+"""Phase clocks: training time versus everything else (docs/spec.md section 3).
 
 A session begins once; training time is accumulated in segments between
 ``resume_train`` and ``pause_train``; auxiliary phases (eval, checkpoint,

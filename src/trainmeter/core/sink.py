@@ -33,7 +33,7 @@ class RecordSink(Protocol):
         ...
 
     def text_line(self, run: Any) -> str:
-        """The text line of the last report (seed 002's format)."""
+        """The text line of the last report (docs/spec.md section 7)."""
         ...
 
     def closing_line(self, run: Any) -> str:

@@ -1,4 +1,4 @@
-"""Throughput summaries: pure functions of counts and seconds (seed 000).
+"""Throughput summaries: pure functions of counts and seconds (docs/spec.md section 3).
 
 Training-only figures divide by training seconds; session figures divide by
 session elapsed seconds, which also hold eval, checkpoint, data waits and

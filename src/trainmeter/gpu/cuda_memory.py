@@ -2,7 +2,7 @@
 
 Reads ``torch.cuda.memory_stats`` (host-side allocator counters: no device sync) and resets
 the peak after each read, so each reading's peak covers one interval (the KempnerForge
-pattern from seed 002). Headroom is device total minus the interval's peak reserved bytes.
+pattern, docs/spec.md section 4). Headroom is device total minus the interval's peak reserved bytes.
 Without torch or CUDA every field is ``None`` and ``reason`` says why; nothing raises.
 
 Snapshots for https://pytorch.org/memory_viz: :func:`start_memory_history` early in the

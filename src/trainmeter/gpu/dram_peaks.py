@@ -1,8 +1,8 @@
 """Datasheet peak DRAM bandwidth per GPU model, matched on the NVML product name.
 
-Figures (decimal GB/s) are the ones collected in ``shared/reference/nvml-gpm.md`` section 4
-(NVIDIA datasheets). Rules are tried in order, most specific first (``gh200`` before
-``h200``, ``l40s`` before ``l4``, ``h100 nvl`` before ``h100``), on the lower-cased name;
+Figures (decimal GB/s) are NVIDIA's datasheet figures (docs/spec.md section 8).
+Rules are tried in order, most specific first (``gh200`` before ``h200``, ``l40s`` before
+``l4``, ``h100 nvl`` before ``h100``), on the lower-cased name;
 a name that matches nothing gets ``None`` (never a guess). Pure; thread-safe.
 """
 

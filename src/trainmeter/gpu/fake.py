@@ -145,7 +145,7 @@ class FakeNvml:
 
     @classmethod
     def lying_gpu_util(cls, *, clock: Clock, devices: Sequence[str] = ("h100_sxm",)) -> FakeNvml:
-        """Devices reading GPU-Util 100% with SM activity 5% (the seed 003 fixture)."""
+        """Devices reading GPU-Util 100% with SM activity 5% (docs/spec.md section 8's misleading GPU-Util)."""
         return cls(devices, clock=clock, default_timeline=(Phase(duration_s=1e9, levels=LYING_GPU_UTIL),))
 
     # --- error injection -------------------------------------------------------------------

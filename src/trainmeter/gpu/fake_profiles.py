@@ -3,7 +3,7 @@
 Profiles carry static facts (name, memory, power limit, max SM clock, GPM, MIG). A device
 follows a timeline of :class:`Phase` objects, each holding :class:`Levels` (fractions 0-1,
 bytes, bytes/s, W, MHz, C). Presets: :data:`IDLE`, :data:`GEMM`, :data:`LYING_GPU_UTIL`
-(GPU-Util 100% with SM activity 5%, seed 003) and :data:`DATALOADER_STALL`. Immutable.
+(GPU-Util 100% with SM activity 5%, docs/spec.md section 8) and :data:`DATALOADER_STALL`. Immutable.
 """
 
 from __future__ import annotations
@@ -133,7 +133,7 @@ LYING_GPU_UTIL = Levels(
     process_mem_bytes=None,
     throttle_reasons=(),
 )
-"""GPU-Util 100% with SM activity 5%: one tiny kernel always running (seed 003)."""
+"""GPU-Util 100% with SM activity 5%: one tiny kernel always running (docs/spec.md section 8)."""
 DATALOADER_STALL = Levels(
     util_gpu=0.4,
     sm_activity=0.36,

@@ -1,1 +1,1 @@
-"""The optimizer wing: learning rate, gradient norm and the smoothed loss of the step record (seed 002)."""
+"""The optimizer wing: learning rate, gradient norm and the smoothed loss of the step record (docs/spec.md section 7)."""

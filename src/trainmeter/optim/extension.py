@@ -21,7 +21,7 @@ Missing, with its reason, when the loop does not clip by norm. A step skipped by
 per second (100); above, every k-th step, k = ceil(steps/s / 100), set at each
 report from the last window's training-only rate. The hook tells the core the next
 step it wants (``Monitor.next_step_hook_at``), so the steps in between run no code
-of this wing (issue 12); a clipped norm is recorded only at the step that returned it.
+of this wing (docs/spec.md section 17); a clipped norm is recorded only at the step that returned it.
 Costs are measured in ``benchmarks/optim_step_hook.py``.
 
 **Smoothed loss.** At each report the new points of ``train_loss`` (every step)
@@ -29,7 +29,7 @@ are folded into a bias-corrected EMA (:mod:`trainmeter.optim.smoothing`), shown
 beside the raw loss on the text line.
 
 **Ranks.** When ``RANK`` is set and not 0, the text line is not printed (the
-widget and the run log keep it): seed 002 prints from rank 0 only.
+widget and the run log keep it): one text line per launch (docs/spec.md section 19).
 
 Thread safety: hooks and reports on the training thread; ``panels``/``charts``
 read series statistics only (publisher thread).
@@ -170,7 +170,7 @@ class OptimExtension(ExtensionBase):
             clip = self.clip
             norm = clip.take_at(hot.steps) if clip.pending is not None else None  # type: ignore[union-attr]
             if len(groups) == 1 and norm is None:
-                # hot path (issue 12): one group's float rate into its existing series, at the step's time
+                # hot path (docs/spec.md section 17): one group's float rate into its existing series, at the step's time
                 lr = groups[0]["lr"]
                 series = m.series.get(LR_SERIES) if type(lr) is float else None  # type: ignore[union-attr]
                 if series is not None:

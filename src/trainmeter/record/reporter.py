@@ -63,13 +63,13 @@ def write_interval(m: RunView, log: RunLog, cursors: dict[str, int], elapsed_s: 
 
 
 def format_text(m: RunView) -> str:
-    """The text line of the last report (seed 002's format and order).
+    """The text line of the last report (docs/spec.md section 7: format and order).
 
-    ``mem`` is the interval's peak CUDA allocated bytes / device total (seed 002's
+    ``mem`` is the interval's peak CUDA allocated bytes / device total (docs/spec.md section 7's
     utilization numerator), or RSS / host memory total without CUDA. ``lr`` and
     ``grad_norm`` fall back to the frameworks' logged names (``SERIES_ALIASES``).
     An extension's ``text_fields`` ``mfu`` and ``loss_ema`` (floats) go to their
-    seed 002 places; its other fields follow.
+    docs/spec.md section 7 places; its other fields follow.
     """
     interval = m.interval
     mem = None

@@ -1,4 +1,4 @@
-"""The text sink: one line per report in seed 002's format, and the closing line."""
+"""The text sink: one line per report in docs/spec.md section 7's format, and the closing line."""
 
 from __future__ import annotations
 
@@ -17,7 +17,9 @@ SERIES_ALIASES: dict[str, tuple[str, ...]] = {
 
 
 def seed_values(latest: Mapping[str, float | None]) -> dict[str, float | None]:
-    """Latest values with seed 002's names filled from their aliases; aliases and ``lr/<group>`` dropped.
+    """Latest values with the step line's names (docs/spec.md section 7) filled from their aliases.
+
+    Aliases and ``lr/<group>`` are dropped.
 
     Examples:
         >>> seed_values({"train_loss": 2.0, "learning_rate": 1e-3, "epoch": 0.5})
@@ -48,7 +50,7 @@ def format_line(
 ) -> str:
     """Return ``[step N] loss=2.346 (ema 2.41) | lr=3.00e-04 | grad_norm=1.2 | tok/s=125k | mfu=52.3% | mem=71.2/80GiB``.
 
-    Seed 002's order: ``loss`` (``train_loss``, with its smoothed value beside
+    The order (docs/spec.md section 7): ``loss`` (``train_loss``, with its smoothed value beside
     it), ``lr`` (always ``.2e``), ``grad_norm``, ``tok/s``, ``mfu``, ``mem``;
     then the other series in ``series`` and ``extra``. Numbers are printed by
     :mod:`trainmeter.sizes`, as the widget prints them (docs/spec.md, "Number

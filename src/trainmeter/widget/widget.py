@@ -77,8 +77,8 @@ def allow_subshell_replies(widget: Any) -> bool:
 
     ipykernel >= 7 routes replies to the shell that sent the comm's last message,
     which is the blocked main shell while a cell trains; dropping that routing lets
-    JupyterLab's per-comm-target subshell handle ``hello`` at once (see
-    /work/shared/reference/browser-probe.md). A private hook: without it, nothing changes.
+    JupyterLab's per-comm-target subshell handle ``hello`` at once (docs/protocol.md
+    section 4). A private hook: without it, nothing changes.
     Returns whether the override was installed.
     """
     comm = getattr(widget, "comm", None)
