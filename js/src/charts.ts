@@ -1,56 +1,22 @@
-// uPlot charts fed from the series store. Redraws are coalesced: however many
-// frames arrive, each chart redraws at most once per animation frame. Colours, the
-// tick rule and the dot threshold are the state's look (widget/look.py); a series the
-// spec names a smoothed twin for is drawn faint under it (the kernel computes the twin:
-// nothing is smoothed here).
+// Chart panels: the DOM, controls and markers around each uPlot, redrawn at most once per frame.
 
 import uPlot from "uplot";
+import { buildChartData, type ChartContext, finiteCount, placeMarkers, seriesLabel } from "./chartdata";
+import { CHART_HEIGHT_PX, type ChartView, chartOptions } from "./chartoptions";
 import { h } from "./dom";
-import {
-  formatAxis,
-  formatCompact,
-  formatDuration,
-  formatInteger,
-  formatSeconds,
-  formatValue,
-  MISSING,
-} from "./format";
-import { type ChartSpec, FALLBACK_LOOK, type Look, type Marker, type XAxisState } from "./protocol";
+import { type ChartSpec, FALLBACK_LOOK, type Marker } from "./protocol";
 import type { SeriesStore } from "./store";
-import { linearTicks, logTicks } from "./ticks";
-import { canConvert, convertX, remap, type XMapping, type XMode, xCaption } from "./xaxis";
-
-/** What every chart of a view shares: the chosen x, the step mappings, the verdict markers. */
-export interface ChartContext {
-  mode: XMode;
-  mapping: XMapping;
-  axis?: XAxisState | null;
-  markers: Marker[];
-  /** Palette, tick rule, dot threshold (the state's look). */
-  look?: Look;
-}
-
-export interface ChartView {
-  logY: boolean;
-  /** Whether the smoothed twins the spec names are drawn (the raw series then faint under them). */
-  smoothed: boolean;
-}
-
-/** One drawn column: a plain series, a raw one under its twin, or the smoothed twin. */
-export interface ChartLine {
-  name: string;
-  /** Index of its colour in the palette: the raw series' place among the drawn ones. */
-  colour: number;
-  role: "line" | "raw" | "smoothed";
-}
+import { xCaption } from "./xaxis";
 
 export type RequestFrame = (cb: () => void) => number;
 export type CancelFrame = (handle: number) => void;
 
-const CHART_HEIGHT_PX = 180;
 const FALLBACK_WIDTH_PX = 400;
 
-/** Runs each keyed job at most once per animation frame (later calls replace earlier ones). */
+/**
+ * Runs each keyed job at most once per animation frame (later calls replace earlier ones), so
+ * however many frames arrive, each chart redraws at most once per animation frame.
+ */
 export class FrameScheduler {
   private readonly pending = new Map<unknown, () => void>();
   private handle: number | null = null;
@@ -90,93 +56,6 @@ export class FrameScheduler {
   }
 }
 
-export interface ChartData {
-  /** Series drawn, in the spec's order (absent ones and other x kinds skipped); twins not included. */
-  names: string[];
-  /** One per data column after x: the drawn series and their smoothed twins. */
-  lines: ChartLine[];
-  data: uPlot.AlignedData;
-  /** Total points across the drawn series (twins not counted). */
-  points: number;
-  /** The x the data is drawn against: the chosen mode, or the chart's own x without a mapping. */
-  x?: XMode;
-}
-
-/** The x a chart is drawn against under `ctx` (its own x when it cannot be mapped). */
-export function drawnX(spec: ChartSpec, ctx?: ChartContext): XMode {
-  return ctx && canConvert(spec.x, ctx.mode, ctx.mapping) ? ctx.mode : spec.x;
-}
-
-/**
- * Build uPlot's aligned data for a chart; series with different xs are joined. With `smoothed`,
- * a series whose twin (spec.smoothed) is in the store is followed by the twin's column.
- */
-export function buildChartData(
-  spec: ChartSpec,
-  store: SeriesStore,
-  ctx?: ChartContext,
-  smoothed = true,
-): ChartData {
-  const tables: uPlot.AlignedData[] = [];
-  const names: string[] = [];
-  const lines: ChartLine[] = [];
-  const x = drawnX(spec, ctx);
-  let points = 0;
-  const column = (name: string): { xs: number[]; ys: (number | null)[] } | null => {
-    const s = store.get(name);
-    if (!s || s.x !== spec.x || s.xs.length === 0) return null;
-    const mapped = ctx && x !== spec.x ? remap(s.xs, s.ys, spec.x, x, ctx.mapping) : s;
-    return mapped.xs.length === 0 ? null : mapped;
-  };
-  for (const name of spec.series) {
-    const raw = column(name);
-    if (!raw) continue;
-    const twinName = smoothed ? spec.smoothed?.[name] : undefined;
-    const twin = twinName ? column(twinName) : null;
-    const colour = names.length;
-    names.push(name);
-    tables.push([raw.xs, raw.ys]);
-    lines.push({ name, colour, role: twin ? "raw" : "line" });
-    points += raw.xs.length;
-    if (twin && twinName) {
-      tables.push([twin.xs, twin.ys]);
-      lines.push({ name: twinName, colour, role: "smoothed" });
-    }
-  }
-  if (tables.length === 0) return { names, lines, data: [[]], points, x };
-  const data = tables.length === 1 ? (tables[0] as uPlot.AlignedData) : uPlot.join(tables);
-  return { names, lines, data, points, x };
-}
-
-/** Plain lines for series names (one column each, no twins). */
-export function plainLines(names: string[]): ChartLine[] {
-  return names.map((name, colour) => ({ name, colour, role: "line" as const }));
-}
-
-/** The markers of `spec` placed on its drawn x (those the mapping cannot place are left out). */
-export function placeMarkers(spec: ChartSpec, ctx?: ChartContext): { x: number; marker: Marker }[] {
-  if (!ctx) return [];
-  const x = drawnX(spec, ctx);
-  const out: { x: number; marker: Marker }[] = [];
-  for (const marker of ctx.markers) {
-    if (marker.chart !== spec.id || !Number.isFinite(marker.step)) continue;
-    const at = convertX(marker.step, "step", x, ctx.mapping);
-    if (at != null && Number.isFinite(at)) out.push({ x: at, marker });
-  }
-  return out;
-}
-
-/** The series' legend label: Python's human label, else the raw name. */
-export function seriesLabel(spec: ChartSpec, name: string): string {
-  return spec.labels?.[name] ?? name;
-}
-
-function finiteCount(col: ArrayLike<number | null | undefined>): number {
-  let n = 0;
-  for (let i = 0; i < col.length; i++) if (Number.isFinite(col[i] as number)) n++;
-  return n;
-}
-
 let warnedChartFailure = false;
 
 /** Whether this page can draw on a 2D canvas (uPlot needs one; some test DOMs lack it). */
@@ -186,106 +65,6 @@ export function canvasSupported(): boolean {
   } catch {
     return false;
   }
-}
-
-function cssVar(el: HTMLElement, name: string, fallback: string): string {
-  const value = getComputedStyle(el).getPropertyValue(name).trim();
-  return value || fallback;
-}
-
-/** X tick labels; a time axis spanning a minute or more uses h:mm:ss for every tick. */
-function xTicks(x: XMode, splits: number[]): string[] {
-  if (x !== "time") return splits.map((v) => formatCompact(v));
-  const long = splits.some((v) => Math.abs(v) >= 60);
-  return splits.map((v) => (long ? formatDuration(v) : formatSeconds(v)));
-}
-
-function xLabel(x: XMode, v: number): string {
-  if (x === "time") return formatSeconds(v);
-  return x === "tokens" ? formatCompact(v) : formatInteger(Math.round(v));
-}
-
-export function chartOptions(
-  spec: ChartSpec,
-  lines: ChartLine[],
-  el: HTMLElement,
-  width: number,
-  view: ChartView = { logY: Boolean(spec.log_y), smoothed: true },
-  data?: uPlot.AlignedData,
-  x: XMode = spec.x,
-  look: Look = FALLBACK_LOOK,
-): uPlot.Options {
-  const fg = cssVar(el, "--tm-fg-muted", "#6e7781");
-  const grid = cssVar(el, "--tm-grid", "rgba(128,128,128,0.2)");
-  const axis = (values: (u: uPlot, splits: number[]) => string[]): uPlot.Axis => ({
-    stroke: fg,
-    grid: { stroke: grid, width: 1 },
-    ticks: { stroke: grid, width: 1 },
-    values,
-  });
-  const palette = look.palette.length > 0 ? look.palette : FALLBACK_LOOK.palette;
-  const series: uPlot.Series[] = [];
-  lines.forEach((line, i) => {
-    const colour = palette[line.colour % palette.length] ?? "#4e79a7";
-    const col = data?.[1 + i];
-    const sparse = col != null && finiteCount(col) <= look.marker_max_points;
-    const value = (_u: uPlot, v: number | null) => (v == null ? MISSING : formatValue(v, spec.unit));
-    const label = seriesLabel(spec, line.name);
-    if (line.role === "raw") {
-      const faint = `${colour}${look.faint_alpha}`;
-      series.push({
-        label: `${label} (raw)`,
-        stroke: faint,
-        width: 1,
-        spanGaps: true, // aligned x: a sparse series (val_loss) is null between its points
-        value,
-        points: { show: sparse, size: 5, fill: faint, stroke: faint },
-      });
-      return;
-    }
-    series.push({
-      label,
-      stroke: colour,
-      width: 1.5,
-      spanGaps: true, // aligned x: a sparse series (val_loss) is null between its points
-      value,
-      points: { show: sparse, size: 6, fill: colour },
-    });
-  });
-  const rule = look.ticks;
-  const logY = view.logY;
-  return {
-    width,
-    height: CHART_HEIGHT_PX,
-    scales: {
-      x: { time: false },
-      y: logY
-        ? {
-            distr: 3,
-            // the data's own range (uPlot snaps a log range out to whole decades)
-            range: (_u, min, max) => (min > 0 && max > 0 ? [min / 1.08, max * 1.08] : [0.1, 1]),
-          }
-        : { distr: 1 },
-    },
-    axes: [
-      {
-        ...axis((_u, splits) => xTicks(x, splits)),
-        space: x === "time" ? 80 : 60,
-        splits: (_u, _i, min, max) => linearTicks(min, max, x === "time" ? 5 : rule.max_ticks, rule),
-      },
-      {
-        ...axis((_u, splits) => yLabels(splits, spec)),
-        size: yAxisSize,
-        splits: (_u, _i, min, max) =>
-          logY ? logTicks(min, max, undefined, rule) : linearTicks(min, max, undefined, rule),
-        // uPlot's log axes blank every label but powers of ten: ours are all chosen to be read
-        filter: (_u, splits) => splits,
-      },
-    ],
-    series: [{ label: x, value: (_u, v) => (v == null ? MISSING : xLabel(x, v)) }, ...series],
-    cursor: { drag: { x: true, y: false } },
-    legend: { show: true },
-  };
 }
 
 export interface ChartPanel {
@@ -502,40 +281,4 @@ export function watchTheme(onChange: () => void): () => void {
     attributeFilter: ["class", "data-jp-theme-light", "data-jp-theme-name", "data-vscode-theme-kind"],
   });
   return () => observer.disconnect();
-}
-
-/** Y-axis width from its longest tick label (7 px per character plus the tick), never clipped. */
-export function yAxisSize(_u: unknown, values: string[] | null): number {
-  if (!values || values.length === 0) return 50;
-  const longest = Math.max(...values.map((v) => String(v).length));
-  return Math.max(40, 18 + 8 * longest);
-}
-
-/** Y tick labels (every split is a labelled tick: see ticks.ts); close ticks gain digits. */
-export function yLabels(splits: number[], spec: Pick<ChartSpec, "unit" | "log_y">): string[] {
-  const labels = splits.map((v) => formatAxis(v, spec.unit));
-  if (new Set(labels).size === labels.length) return labels;
-  if (spec.unit !== "bytes") {
-    const top = Math.max(...splits.map(Math.abs));
-    const [div, suffix] =
-      top >= 1e12
-        ? [1e12, "T"]
-        : top >= 1e9
-          ? [1e9, "B"]
-          : top >= 1e6
-            ? [1e6, "M"]
-            : top >= 1e3
-              ? [1e3, "k"]
-              : [1, ""];
-    for (let d = 1; d < 8; d++) {
-      const more = splits.map((v) => `${(v / div).toFixed(d)}${suffix}`);
-      if (new Set(more).size === more.length) return more;
-    }
-    return labels;
-  }
-  // close ticks rounded to the same text (1.3 GiB three times): one more digit, in the largest tick's unit
-  const top = Math.max(...splits.map(Math.abs));
-  const [div, unit] =
-    top >= 2 ** 30 ? [2 ** 30, "GiB"] : top >= 2 ** 20 ? [2 ** 20, "MiB"] : [2 ** 10, "KiB"];
-  return splits.map((v, i) => (labels[i] === "" ? "" : `${(v / div).toFixed(2)} ${unit}`));
 }

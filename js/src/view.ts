@@ -1,7 +1,8 @@
 // The dashboard layout of one view: header, tiles, chart grid, phase bar,
 // generic panels and warnings, all inside a root element of class `trainmeter`.
 
-import { type ChartContext, type ChartPanel, createChartPanel, FrameScheduler, watchTheme } from "./charts";
+import type { ChartContext } from "./chartdata";
+import { type ChartPanel, createChartPanel, FrameScheduler, watchTheme } from "./charts";
 import { type Component, h, setText } from "./dom";
 import { buildHeader, buildPanels, buildPhaseBar, buildTiles, buildWarnings } from "./panels";
 import { type ChartSpec, lookOf, type WidgetState } from "./protocol";

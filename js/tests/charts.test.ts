@@ -1,6 +1,8 @@
 // @vitest-environment happy-dom
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { buildChartData, chartOptions, createChartPanel, FrameScheduler, plainLines } from "../src/charts";
+import { buildChartData, plainLines } from "../src/chartdata";
+import { chartOptions } from "../src/chartoptions";
+import { createChartPanel, FrameScheduler } from "../src/charts";
 import { type ChartSpec, FALLBACK_LOOK, type Look } from "../src/protocol";
 import { SeriesStore } from "../src/store";
 import { stubCanvas } from "./canvas-stub";
@@ -165,7 +167,7 @@ describe("chart panel", () => {
 
 describe("y axis", () => {
   it("grows with its longest label so labels are not clipped", async () => {
-    const { yAxisSize } = await import("../src/charts");
+    const { yAxisSize } = await import("../src/chartoptions");
     expect(yAxisSize(null, ["335 MiB", "97.7 KiB"])).toBe(18 + 8 * 8);
     expect(yAxisSize(null, ["1", "2"])).toBe(40);
     expect(yAxisSize(null, null)).toBe(50);
@@ -174,7 +176,7 @@ describe("y axis", () => {
 
 describe("log-scale labels", () => {
   it("labels every tick the log splits chose (no unlabelled minor ticks striking through)", async () => {
-    const { yLabels } = await import("../src/charts");
+    const { yLabels } = await import("../src/chartoptions");
     const labels = yLabels([2, 3, 4, 5, 6, 8], { unit: "", log_y: true });
     expect(labels).toEqual(["2", "3", "4", "5", "6", "8"]);
   });
@@ -239,7 +241,7 @@ describe("log-scale labels", () => {
 
 describe("close byte ticks", () => {
   it("gain a digit instead of repeating the same label", async () => {
-    const { yLabels } = await import("../src/charts");
+    const { yLabels } = await import("../src/chartoptions");
     const g = 2 ** 30;
     const labels = yLabels([1.3 * g, 1.32 * g, 1.34 * g], { unit: "bytes" });
     expect(new Set(labels).size).toBe(3);

@@ -1,12 +1,7 @@
 // @vitest-environment happy-dom
 import { afterEach, describe, expect, it } from "vitest";
-import {
-  buildChartData,
-  type ChartContext,
-  createChartPanel,
-  FrameScheduler,
-  placeMarkers,
-} from "../src/charts";
+import { buildChartData, type ChartContext, placeMarkers } from "../src/chartdata";
+import { createChartPanel, FrameScheduler } from "../src/charts";
 import type { ChartSpec, Marker } from "../src/protocol";
 import { SeriesStore } from "../src/store";
 import { createView } from "../src/view";

@@ -1,0 +1,165 @@
+// uPlot options for one chart: its series' look, scales, axes and their tick labels.
+
+import type uPlot from "uplot";
+import { type ChartLine, finiteCount, seriesLabel } from "./chartdata";
+import {
+  formatAxis,
+  formatCompact,
+  formatDuration,
+  formatInteger,
+  formatSeconds,
+  formatValue,
+  MISSING,
+} from "./format";
+import { type ChartSpec, FALLBACK_LOOK, type Look } from "./protocol";
+import { linearTicks, logTicks } from "./ticks";
+import type { XMode } from "./xaxis";
+
+export interface ChartView {
+  logY: boolean;
+  /** Whether the smoothed twins the spec names are drawn (the raw series then faint under them). */
+  smoothed: boolean;
+}
+
+export const CHART_HEIGHT_PX = 180;
+
+function cssVar(el: HTMLElement, name: string, fallback: string): string {
+  const value = getComputedStyle(el).getPropertyValue(name).trim();
+  return value || fallback;
+}
+
+/** X tick labels; a time axis spanning a minute or more uses h:mm:ss for every tick. */
+function xTicks(x: XMode, splits: number[]): string[] {
+  if (x !== "time") return splits.map((v) => formatCompact(v));
+  const long = splits.some((v) => Math.abs(v) >= 60);
+  return splits.map((v) => (long ? formatDuration(v) : formatSeconds(v)));
+}
+
+function xLabel(x: XMode, v: number): string {
+  if (x === "time") return formatSeconds(v);
+  return x === "tokens" ? formatCompact(v) : formatInteger(Math.round(v));
+}
+
+/**
+ * uPlot's options for `lines`. Colours, the tick rule and the dot threshold are the state's look
+ * (widget/look.py); a raw series under its smoothed twin is drawn faint (the kernel computes the
+ * twin: nothing is smoothed here).
+ */
+export function chartOptions(
+  spec: ChartSpec,
+  lines: ChartLine[],
+  el: HTMLElement,
+  width: number,
+  view: ChartView = { logY: Boolean(spec.log_y), smoothed: true },
+  data?: uPlot.AlignedData,
+  x: XMode = spec.x,
+  look: Look = FALLBACK_LOOK,
+): uPlot.Options {
+  const fg = cssVar(el, "--tm-fg-muted", "#6e7781");
+  const grid = cssVar(el, "--tm-grid", "rgba(128,128,128,0.2)");
+  const axis = (values: (u: uPlot, splits: number[]) => string[]): uPlot.Axis => ({
+    stroke: fg,
+    grid: { stroke: grid, width: 1 },
+    ticks: { stroke: grid, width: 1 },
+    values,
+  });
+  const palette = look.palette.length > 0 ? look.palette : FALLBACK_LOOK.palette;
+  const series: uPlot.Series[] = [];
+  lines.forEach((line, i) => {
+    const colour = palette[line.colour % palette.length] ?? "#4e79a7";
+    const col = data?.[1 + i];
+    const sparse = col != null && finiteCount(col) <= look.marker_max_points;
+    const value = (_u: uPlot, v: number | null) => (v == null ? MISSING : formatValue(v, spec.unit));
+    const label = seriesLabel(spec, line.name);
+    if (line.role === "raw") {
+      const faint = `${colour}${look.faint_alpha}`;
+      series.push({
+        label: `${label} (raw)`,
+        stroke: faint,
+        width: 1,
+        spanGaps: true, // aligned x: a sparse series (val_loss) is null between its points
+        value,
+        points: { show: sparse, size: 5, fill: faint, stroke: faint },
+      });
+      return;
+    }
+    series.push({
+      label,
+      stroke: colour,
+      width: 1.5,
+      spanGaps: true, // aligned x: a sparse series (val_loss) is null between its points
+      value,
+      points: { show: sparse, size: 6, fill: colour },
+    });
+  });
+  const rule = look.ticks;
+  const logY = view.logY;
+  return {
+    width,
+    height: CHART_HEIGHT_PX,
+    scales: {
+      x: { time: false },
+      y: logY
+        ? {
+            distr: 3,
+            // the data's own range (uPlot snaps a log range out to whole decades)
+            range: (_u, min, max) => (min > 0 && max > 0 ? [min / 1.08, max * 1.08] : [0.1, 1]),
+          }
+        : { distr: 1 },
+    },
+    axes: [
+      {
+        ...axis((_u, splits) => xTicks(x, splits)),
+        space: x === "time" ? 80 : 60,
+        splits: (_u, _i, min, max) => linearTicks(min, max, x === "time" ? 5 : rule.max_ticks, rule),
+      },
+      {
+        ...axis((_u, splits) => yLabels(splits, spec)),
+        size: yAxisSize,
+        splits: (_u, _i, min, max) =>
+          logY ? logTicks(min, max, undefined, rule) : linearTicks(min, max, undefined, rule),
+        // uPlot's log axes blank every label but powers of ten: ours are all chosen to be read
+        filter: (_u, splits) => splits,
+      },
+    ],
+    series: [{ label: x, value: (_u, v) => (v == null ? MISSING : xLabel(x, v)) }, ...series],
+    cursor: { drag: { x: true, y: false } },
+    legend: { show: true },
+  };
+}
+
+/** Y-axis width from its longest tick label (7 px per character plus the tick), never clipped. */
+export function yAxisSize(_u: unknown, values: string[] | null): number {
+  if (!values || values.length === 0) return 50;
+  const longest = Math.max(...values.map((v) => String(v).length));
+  return Math.max(40, 18 + 8 * longest);
+}
+
+/** Y tick labels (every split is a labelled tick: see ticks.ts); close ticks gain digits. */
+export function yLabels(splits: number[], spec: Pick<ChartSpec, "unit" | "log_y">): string[] {
+  const labels = splits.map((v) => formatAxis(v, spec.unit));
+  if (new Set(labels).size === labels.length) return labels;
+  if (spec.unit !== "bytes") {
+    const top = Math.max(...splits.map(Math.abs));
+    const [div, suffix] =
+      top >= 1e12
+        ? [1e12, "T"]
+        : top >= 1e9
+          ? [1e9, "B"]
+          : top >= 1e6
+            ? [1e6, "M"]
+            : top >= 1e3
+              ? [1e3, "k"]
+              : [1, ""];
+    for (let d = 1; d < 8; d++) {
+      const more = splits.map((v) => `${(v / div).toFixed(d)}${suffix}`);
+      if (new Set(more).size === more.length) return more;
+    }
+    return labels;
+  }
+  // close ticks rounded to the same text (1.3 GiB three times): one more digit, in the largest tick's unit
+  const top = Math.max(...splits.map(Math.abs));
+  const [div, unit] =
+    top >= 2 ** 30 ? [2 ** 30, "GiB"] : top >= 2 ** 20 ? [2 ** 20, "MiB"] : [2 ** 10, "KiB"];
+  return splits.map((v, i) => (labels[i] === "" ? "" : `${(v / div).toFixed(2)} ${unit}`));
+}
