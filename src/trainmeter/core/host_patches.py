@@ -118,7 +118,7 @@ PATCHES: tuple[HostPatch, ...] = (
               "handler (a forked child becomes a rank and finishes its run; our locks are not held across a fork)",
               uninstall="cannot be unregistered: the handlers do nothing while no run is active",
               sites=("ranks/fork.py:register_at_fork", "ranks/fork.py:register_after_fork",
-                     "widget/attach.py:register_at_fork", "widget/restore_route.py:register_at_fork"),
+                     "core/fork_locks.py:register_at_fork"),
               private=("multiprocessing.util.register_after_fork",)),
     HostPatch(key="rank-timing", touches="torch.Tensor.backward and a global optimizer step post-hook, in a rank "
               "(per-rank step timing)", uninstall="the hook is removed and Tensor.backward put back at the run's end",

@@ -9,10 +9,10 @@ The registry is guarded by one lock; any thread.
 
 from __future__ import annotations
 
-import os
 import threading
 from typing import Any
 
+from trainmeter.core.fork_locks import fresh_in_child
 from trainmeter.widget.publisher import Publisher
 from trainmeter.widget.view_model import build_state, facts_from_monitor
 
@@ -20,15 +20,7 @@ _LIVE: Publisher | None = None
 _LAST: Publisher | None = None
 _REGISTRY_LOCK = threading.Lock()
 
-
-def _fresh_lock_in_child() -> None:
-    """A forked child gets a lock of its own: a thread may have held the parent's at the fork (docs/spec.md)."""
-    global _REGISTRY_LOCK
-    _REGISTRY_LOCK = threading.Lock()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_fresh_lock_in_child)
+fresh_in_child(globals(), "_REGISTRY_LOCK")  # a forked child makes its own (core/fork_locks.py)
 
 
 def forget(publisher: Publisher) -> None:

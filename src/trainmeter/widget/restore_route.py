@@ -31,12 +31,12 @@ deletes our subshell.
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Callable
 from typing import Any
 
 from trainmeter.core import host_patches
+from trainmeter.core.fork_locks import fresh_in_child
 
 RESTORE_REQUESTS = frozenset({"kernel_info_request", "comm_info_request"})
 CONTROL_TARGET = "jupyter.widget.control"  # ipywidgets' restore comm (request_states)
@@ -45,15 +45,7 @@ MAX_COMMS_KEPT = 256
 
 _LOCK = threading.Lock()
 
-
-def _fresh_lock_in_child() -> None:
-    """A forked child gets a lock of its own: the shell-channel thread may have held it at the fork."""
-    global _LOCK
-    _LOCK = threading.Lock()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_fresh_lock_in_child)
+fresh_in_child(globals(), "_LOCK")  # a forked child makes its own (core/fork_locks.py)
 
 
 class RestoreRouter:

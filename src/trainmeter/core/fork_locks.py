@@ -1,0 +1,20 @@
+"""Locks of ours that a forked child makes afresh: a thread of ours may hold one at the fork (docs/spec.md section 19)."""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any
+
+
+def fresh_in_child(namespace: dict[str, Any], name: str) -> None:
+    """Replace ``namespace[name]`` by a new :class:`threading.Lock` in every forked child.
+
+    Args:
+        namespace: The owning module's ``globals()``; callers read the lock through it at each use.
+        name: The global holding the lock.
+
+    Registered once per call at import time; does nothing where ``os.register_at_fork`` is missing.
+    """
+    if hasattr(os, "register_at_fork"):
+        os.register_at_fork(after_in_child=lambda: namespace.__setitem__(name, threading.Lock()))
