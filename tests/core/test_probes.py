@@ -123,6 +123,7 @@ def test_everything_is_removed_after_the_run_even_on_error(run_root):
     assert "__call__" not in vars(type(model))
 
 
+@pytest.mark.slow
 def test_a_hundred_monitored_runs_leave_no_hook_thread_or_growing_memory(run_root):
     model, opt, batches = tiny_model_and_data()
     before = _hook_counts()

@@ -68,6 +68,7 @@ def _check(kc, deadline_s: float = 60) -> tuple[str, str]:
     return status, text
 
 
+@pytest.mark.slow
 def test_interrupt_kernel_presses_in_the_first_120_ms_never_wedge_the_kernel(tmp_path):
     jupyter_client = pytest.importorskip("jupyter_client.manager")
     pytest.importorskip("ipykernel")

@@ -71,6 +71,7 @@ def _fit(root, sleeps: bool):
     return module, trainer
 
 
+@pytest.mark.slow
 def test_lightning_steps_samples_loss_validation_checkpoint_and_nothing_printed(tmp_path, printed):
     module, trainer = _fit(tmp_path / "bare", sleeps=False)
     with printed() as bare:

@@ -56,6 +56,7 @@ def _trainer(out_dir, sleeps: bool):
     return trainer, slept
 
 
+@pytest.mark.slow
 def test_hf_trainer_steps_tokens_loss_eval_checkpoint_and_nothing_printed(tmp_path, printed):
     bare_trainer, _ = _trainer(tmp_path / "bare", sleeps=False)
     with printed() as bare:

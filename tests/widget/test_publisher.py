@@ -393,6 +393,7 @@ def test_attach_widget_displays_at_once_and_registers_the_live_publisher(run_roo
     assert publisher_module.live_publisher() is pub and not pub.running
 
 
+@pytest.mark.slow
 def test_in_a_real_kernel_thread_messages_reach_the_cell_and_hello_is_answered_in_a_subshell(tmp_path):
     """ipykernel end to end: comm messages from the publisher thread carry the cell's parent header and
     arrive while the cell runs; a front-end ``hello`` sent to a subshell is answered before the cell ends;
@@ -451,6 +452,7 @@ def test_in_a_real_kernel_thread_messages_reach_the_cell_and_hello_is_answered_i
     assert final and "text/html" in final[-1][3] and final[-1][2]
 
 
+@pytest.mark.slow
 def test_the_history_of_the_maximum_series_count_stays_within_the_frame_budget(run_root):
     """Issue 11 item 7: 256 full series (the default cap) share one history budget; no per-series floor breaks it."""
     clock = FakeClock(0.0)
