@@ -38,7 +38,7 @@ def test_executed_quickstart_is_small_and_holds_the_html_snapshot(tmp_path: Path
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     nb, size_bytes = _execute(tmp_path, monkeypatch, steps=500)
     assert size_bytes < MAX_BYTES, f"executed quickstart is {size_bytes} bytes"
-    # at the cell's end the widget view becomes the static dashboard (issue 14: no "model not found" on reopen)
+    # at the cell's end the widget view becomes the static dashboard (no "model not found" on reopen: docs/protocol.md)
     dashboards = [o for c in nb["cells"] for o in c.get("outputs", [])
                   if "trainmeter-snapshot" in "".join(o.get("data", {}).get("text/html") or [])]
     assert len(dashboards) == 1 and WIDGET_VIEW not in dashboards[0]["data"]

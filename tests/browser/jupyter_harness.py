@@ -1,6 +1,6 @@
 """Jupyter servers, a headless chromium and page helpers for the real-browser tests and benchmarks.
 
-Follows the recipe proven in /work/shared/reference/browser-probe.md: servers on
+Follows one recipe: servers on
 127.0.0.1 with a token and an isolated HOME / JUPYTER_CONFIG_DIR / JUPYTER_DATA_DIR,
 quiet JupyterLab settings (no news toast, no update check, read-only extension
 manager), Debian's chromium driven by Playwright (never ``playwright install``),

@@ -1,4 +1,4 @@
-"""Memory utilization (seed 002): peak allocated / device total on CUDA, RSS / host total on the CPU."""
+"""Memory utilization (docs/spec.md section 4): peak allocated / device total on CUDA, RSS / host total on the CPU."""
 
 from trainmeter.core.memory import MemoryProbe, utilization
 

@@ -531,7 +531,7 @@ def test_a_step_mixing_the_cpu_fast_path_and_the_general_path_keeps_every_part(r
 
 
 def test_accumulation_that_starts_after_single_part_steps_reads_the_held_first_parts_division(run_root):
-    """Single-part steps read no grad_fn (issue 12); the first multi-part step reads it from the held first part."""
+    """Single-part steps read no grad_fn (spec section 17); the first multi-part step reads the held first part."""
     model, opt, batches = tiny_model_and_data()
     with tm.monitor(run_dir=run_root, interval_s=3600) as m:
         m.add_reader()  # keeps every point in memory for the asserts

@@ -228,7 +228,7 @@ def test_tile_of_a_sample_counting_run_says_j_per_sample_even_when_energy_is_mis
 
 
 def test_with_nvml_opened_in_the_background_the_counters_are_read_on_the_sampler_thread(tmp_path) -> None:
-    """The GPU extension opens NVML on its own thread (issue 11): energy takes the owner thread's counter reads."""
+    """NVML opens on the GPU extension's own thread (docs/spec.md section 8): energy takes its counter reads."""
     import threading
     import time
 

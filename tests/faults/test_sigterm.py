@@ -1,4 +1,4 @@
-"""Issue 10's SIGTERM item: the passport is written (status ``terminated``) and the signal still does its job."""
+"""SIGTERM (docs/spec.md section 18): the passport is written (``terminated``) and the signal still does its job."""
 
 from __future__ import annotations
 

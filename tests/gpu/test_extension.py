@@ -1,4 +1,4 @@
-"""GPU extension start: NVML opens on the sampler's own thread (``GpuSampler.in_background``, issue 11).
+"""GPU extension start: NVML opens on the sampler's own thread (``GpuSampler.in_background``, docs/spec.md section 8).
 
 Covered elsewhere: a hung open or a hung sample adds under a second to the cell and
 the reason is recorded (``tests/faults/test_hung_drivers.py``).

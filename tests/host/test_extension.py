@@ -168,7 +168,7 @@ def test_a_failing_reading_gives_none_warns_once_each_and_the_rest_still_samples
     m.finish("completed")
     assert sample.mem_used_bytes is None and sample.cpu is None
     assert sample.disk_read_bytes_per_s == pytest.approx(1000)
-    # each failing reading is said once (issue 11 item 12: psutil failures were silent)
+    # each failing reading is said once (psutil failures were once silent)
     assert sorted(w.split("'")[1] for w in m.warnings) == ["cpu", "mem"]
 
 

@@ -1,4 +1,4 @@
-"""format_text: seed 002's step line from a run (memory, framework aliases, extension fields)."""
+"""format_text: docs/spec.md section 7's step line from a run (memory, framework aliases, extension fields)."""
 
 from types import SimpleNamespace
 

@@ -1,4 +1,4 @@
-"""The text line: seed 002's fields, order and units; the smoothed loss beside the raw one; aliases."""
+"""The text line: docs/spec.md section 7's fields, order and units; the smoothed loss beside the raw one; aliases."""
 
 from trainmeter.record.textline import format_line, seed_values
 

@@ -454,7 +454,7 @@ def test_in_a_real_kernel_thread_messages_reach_the_cell_and_hello_is_answered_i
 
 @pytest.mark.slow
 def test_the_history_of_the_maximum_series_count_stays_within_the_frame_budget(run_root):
-    """Issue 11 item 7: 256 full series (the default cap) share one history budget; no per-series floor breaks it."""
+    """256 full series (the default cap) share one history budget; no per-series floor breaks it."""
     clock = FakeClock(0.0)
     m = _monitor(run_root, clock, interval_s=1.0)
     w = Recorder(clock)
