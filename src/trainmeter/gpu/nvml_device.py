@@ -93,6 +93,12 @@ def query(nv: Any, dev: NvmlDevice, key: str, what: str, *calls: tuple[Any, ...]
     return None, reason
 
 
+def query_memory(nv: Any, dev: NvmlDevice, handle: Any) -> tuple[Any, str | None]:
+    """The device's memory info (v2 where the driver has it, else v1) and why it is missing, through :func:`query`."""
+    return query(nv, dev, "memory", "memory", (nv.nvmlDeviceGetMemoryInfo, handle, NVML_MEMORY_V2),
+                 (nv.nvmlDeviceGetMemoryInfo, handle))
+
+
 def open_device(nv: Any, index: int) -> NvmlDevice:
     """Open NVML device ``index`` and read its static facts (a device NVML refuses keeps the reason)."""
     dev = NvmlDevice(index)
@@ -103,14 +109,7 @@ def open_device(nv: Any, index: int) -> NvmlDevice:
     dev.handle = handle
     name, _ = query(nv, dev, "name", "name", (nv.nvmlDeviceGetName, handle))
     uuid, _ = query(nv, dev, "uuid", "UUID", (nv.nvmlDeviceGetUUID, handle))
-    mem, _ = query(
-        nv,
-        dev,
-        "memory",
-        "memory",
-        (nv.nvmlDeviceGetMemoryInfo, handle, NVML_MEMORY_V2),
-        (nv.nvmlDeviceGetMemoryInfo, handle),
-    )
+    mem, _ = query_memory(nv, dev, handle)
     pci, _ = query(nv, dev, "pci", "PCI info", (nv.nvmlDeviceGetPciInfo, handle))
     mig, _ = query(nv, dev, "mig", "MIG mode", (nv.nvmlDeviceGetMigMode, handle))
     mig_enabled = None if mig is None else bool(mig[0])

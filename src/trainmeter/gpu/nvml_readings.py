@@ -21,7 +21,7 @@ from trainmeter.gpu.backend import (
     GpuUnavailableError,
     throttle_reason_names,
 )
-from trainmeter.gpu.nvml_device import NVML_MEMORY_V2, NvmlDevice, query
+from trainmeter.gpu.nvml_device import NvmlDevice, query, query_memory
 from trainmeter.gpu.nvml_gpm import GpmPair, GpmResult, all_missing
 
 NVML_CLOCK_SM = 1
@@ -48,14 +48,7 @@ def sample_device(nv: Any, dev: NvmlDevice, now_s: float, pids: Collection[int])
     if util is None and dev.info.mig_enabled:
         why = REASON_MIG
     put("util_gpu", None if util is None else util.gpu / 100.0, why)
-    mem, why = query(
-        nv,
-        dev,
-        "memory",
-        "memory",
-        (nv.nvmlDeviceGetMemoryInfo, h, NVML_MEMORY_V2),
-        (nv.nvmlDeviceGetMemoryInfo, h),
-    )
+    mem, why = query_memory(nv, dev, h)
     put("mem_used_bytes", None if mem is None else int(mem.used), why)
     put("mem_total_bytes", None if mem is None else int(mem.total), why)
     power, why = query(nv, dev, "power", "power draw", (nv.nvmlDeviceGetPowerUsage, h))
