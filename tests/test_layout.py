@@ -102,7 +102,7 @@ def _private_reads(source: str) -> list[tuple[int, str]]:
 
 # A forked child takes over the record wing's inherited run log (docs/spec.md section 19); it goes behind a
 # method of the record wing's own when the fork's re-homing is rebuilt.
-PRIVATE_READS_ALLOWED = {"ranks/fork.py": {"_log", "_fd", "_file"}}
+PRIVATE_READS_ALLOWED: dict[str, set[str]] = {}
 
 
 def _cross_wing_private_reads() -> set[str]:
@@ -244,4 +244,13 @@ def test_comments_cite_the_spec_never_issues_seeds_or_paths_outside_the_reposito
     outside = re.compile(r"\bissue \d+|\bseed 0\d\d|shared/reference|shared/seeds|/work/", re.IGNORECASE)
     offenders = [f"{path.relative_to(PKG)}:{n}" for path in _modules()
                  for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if outside.search(line)]
+    assert offenders == []
+
+
+def test_no_wing_reads_a_private_attribute_of_the_monitor():
+    import re
+
+    reads = re.compile(r"\b(?:monitor|m|self\._m|run)\._[a-z]\w*")
+    offenders = [f"{path.relative_to(PKG)}:{n}" for wing in WINGS for path in _wing_modules(wing)
+                 for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if reads.search(line)]
     assert offenders == []

@@ -67,3 +67,21 @@ def test_write_file_atomic_leaves_the_old_file_and_no_temporary_on_failure(tmp_p
     with pytest.raises(OSError):
         runlog.write_file_atomic(target, "new")
     assert target.read_text() == "old" and sorted(p.name for p in tmp_path.iterdir()) == ["passport.json"]
+
+
+def test_an_abandoned_log_closes_its_descriptor_and_writes_nothing_more(tmp_path):
+    import os as _os
+
+    import pytest
+
+    log = RunLog(tmp_path / "events.jsonl")
+    log.write("start", name="x")
+    log.flush()
+    fd = log._fd
+    log.write("interval", step=1)
+    log.abandon()
+    log.write("interval", step=2)
+    log.flush()
+    with pytest.raises(OSError):
+        _os.fstat(fd)
+    assert (tmp_path / "events.jsonl").read_text().count("\n") == 1

@@ -225,6 +225,19 @@ class Monitor(Lifecycle, Emits, LossOrder, Reports, Faults):
         return self._probes
 
     @property
+    def record_sink(self) -> Any:
+        """The run's record sink (``core.sink.RecordSink``), or ``None`` for a run kept in memory."""
+        return self._record
+
+    def replace_record_sink(self, sink: Any) -> None:
+        """Record to ``sink`` from now on (a forked child's own rank record, docs/spec.md section 19)."""
+        self._record = sink
+
+    def locks(self) -> list[Any]:
+        """The run's own locks (the series registry's, each series'), held around a fork (docs/spec.md section 19)."""
+        return [self._series_lock, *(s.lock for s in (self.step_series, *self.series.values()))]
+
+    @property
     def scalar_reader(self) -> ScalarReader:
         """The reader of 0-d values (the probes read losses through it). Training thread."""
         return self.hot.scalars

@@ -63,6 +63,11 @@ class Series:
         self._folded = 0  # absolute position up to which the statistics are folded in
         self._last_step: int | None = None
 
+    @property
+    def lock(self) -> threading.Lock:
+        """The lock its readers and trims take (held around a fork: ``Monitor.locks``)."""
+        return self._lock
+
     def append(self, step: int, t_s: float, value: float) -> None:
         """Record one point. Cheap (three list appends; the statistics are folded in when read);
         call from the writing thread only."""
@@ -153,6 +158,11 @@ class StepSeries:
         self.tokens: int | None = None  # tokens of the current run
         self._min: int | None = None
         self._max: int | None = None
+
+    @property
+    def lock(self) -> threading.Lock:
+        """The lock its readers and trims take (held around a fork: ``Monitor.locks``)."""
+        return self._lock
 
     def set_tokens(self, tokens: int) -> None:
         """Start a run of ``tokens`` per step at the next point (before its time is appended)."""

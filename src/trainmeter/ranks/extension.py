@@ -68,7 +68,7 @@ class RanksExtension(ExtensionBase):
         self._monitor = monitor
         if host_patches.allow("fork", monitor.warn_once):
             fork.install()
-        if current_seat() is not None or getattr(monitor._record, "seated", None) is not None:
+        if current_seat() is not None or getattr(monitor.record_sink, "seated", None) is not None:
             self._become_rank(monitor)
             return
         if monitor.run_dir is None:

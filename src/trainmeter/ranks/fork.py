@@ -72,7 +72,7 @@ _AFTER_FORK_KEY = _Key()
 
 
 def _locks(m: Any) -> list[Any]:
-    return [m._series_lock, *(s._lock for s in (m.step_series, *m.series.values()))]
+    return m.locks()
 
 
 def _before() -> None:
@@ -113,39 +113,25 @@ def _after_in_child() -> None:
         monitor_module._ACTIVE = None  # never let a half-moved run write anywhere
 
 
-def _silence_log(record: Any) -> None:
-    """Close the child's copy of the run log's descriptor and drop its buffer: nothing reaches the parent's file.
-
-    ``RunLog`` writes nothing once its descriptor is ``None`` (record/runlog.py).
-    """
-    log = getattr(record, "_log", None)
-    fd = getattr(log, "_fd", None)
-    if not isinstance(fd, int):
-        return
-    log._fd = None
-    try:
-        log.discard()
-    except Exception:  # noqa: BLE001
-        pass
-    try:
-        os.close(fd)
-    except OSError:
-        pass
-
-
 def rehome(m: Any) -> None:
     """Turn the monitor inherited by a forked child into this child's own, unseated rank run."""
     from trainmeter.ranks.recorder import LazyRankRecorder
     from trainmeter.record.recorder import RunRecorder
 
-    _silence_log(m._record)
-    m._record = LazyRankRecorder(RunRecorder())
+    inherited = m.record_sink
+    abandon = getattr(inherited, "abandon_in_child", None)  # the parent's events.jsonl: closed, never written
+    if abandon is not None:
+        try:
+            abandon()
+        except Exception:  # noqa: BLE001 (the child runs on without its parent's log either way)
+            pass
+    m.replace_record_sink(LazyRankRecorder(RunRecorder()))
     m.run_dir = None
     m.text = False
     m.out = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 (lives as long as the child)
     m.dispatch.drop(THREAD_EXTENSIONS)
     m.fresh_state_for_child()  # counters, series, held and pending losses, queued emits, provenance, clocks
-    probes = m._probes
+    probes = m.probes
     if probes is not None:
         _rediscover(probes)
     m.dispatch.after_fork_in_child(m)

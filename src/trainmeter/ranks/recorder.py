@@ -57,6 +57,10 @@ class LazyRankRecorder:
         if self._seat(run):
             self._inner.write_passport(run)
 
+    def abandon_in_child(self) -> None:
+        """In a forked child: let go of the parent's run log without writing to it."""
+        self._inner.abandon_in_child()
+
     def close(self) -> None:
         """Close the run log, if opened."""
         if self._open:

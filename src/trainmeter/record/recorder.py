@@ -253,6 +253,12 @@ class RunRecorder:
                      "or at the next monitored run once the disk accepts it")
         return summary_line(run, saved)
 
+    def abandon_in_child(self) -> None:
+        """In a forked child: let go of the parent's run log without writing to it (docs/spec.md section 19)."""
+        if self._log is not None:
+            self._log.abandon()
+            self._log = None
+
     def close(self) -> None:
         """Close the run log (idempotent; never raises ``OSError``)."""
         if self._log is not None:

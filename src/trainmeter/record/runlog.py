@@ -97,6 +97,16 @@ class RunLog:
         """Drop the buffered records."""
         self._lines.clear()
 
+    def abandon(self) -> None:
+        """In a forked child: close this process's copy of the descriptor, writing nothing; later writes are ignored."""
+        fd, self._fd = self._fd, None
+        self._lines.clear()
+        if fd is not None:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
     def close(self) -> None:
         """Flush and close; later writes are ignored.
 
