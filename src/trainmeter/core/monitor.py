@@ -334,7 +334,6 @@ class Monitor(Lifecycle, Emits, LossOrder, Reports, Faults):
         else:
             self.hot.hook_at = step
 
-
     def elapsed_s(self) -> float:
         """Seconds since the session began (0 before). Any thread."""
         return self.phases.session_elapsed_s(self.clock())

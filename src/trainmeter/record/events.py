@@ -113,7 +113,7 @@ class IntervalRecord(_IntervalBase, total=False):
     """One report: counters, phases, throughput, memory, then each wing's fields under its name.
 
     The wing sections (``compute``, ``gpu``, ``distributed``, ``energy``, ...) are each extension's
-    ``interval_fields``; the keys listed here are those readers outside the wing look at.
+    ``on_report`` fields; the keys listed here are those readers outside the wing look at.
     """
 
     compute: dict[str, Any]
