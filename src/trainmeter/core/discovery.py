@@ -218,7 +218,7 @@ class Discovery:
         self._set_root(module)
         self.params.update(trained=sum(trained.values()), optimizer_tensors=len(trained))
         if late:
-            self._first_step_missed = self._monitor.steps == 0
+            self._first_step_missed = self.hot.steps == 0
         else:
             self.hot.pending_tokens += candidate.tokens
             self.hot.calls += candidate.calls
@@ -232,19 +232,41 @@ class Discovery:
         self._drop_others()
         return True
 
-    def _drop_others(self) -> None:
+    def _drop_others(self, final: bool = False) -> None:
         """Stop watching every candidate but the root (docs/spec.md section 20): once it is known, the other modules'
         calls (an old model left in the notebook's namespace, a submodule held by a name) need no wrapper.
         A model built later for a new optimizer is watched again when that optimizer is built. Not once
         something is compiled: Dynamo guards on the class dicts it traced, and a class put back would recompile."""
-        if self._compiling:
+        if self._compiling or self._threaded:  # several threads: the other lanes' models stay watched
             return
         root_id = self._root_id
-        for key in [k for k in self._candidates if k != root_id]:
+        kept = self._other_optimizers_modules() if not final else set()
+        for key in [k for k in self._candidates if k != root_id and k not in kept]:
             del self._candidates[key]
+        if kept:  # models of optimizers another thread may step (docs/spec.md section 2, "Threads"): for a while
+            self._monitor.at_step(self.hot.steps + DISCOVERY_STEPS, lambda: self._drop_others(final=True))
         for cls, attr in list(self._patched_classes):
             if attr == "__call__":
                 self._unpatch_class(cls)
+
+    def _other_optimizers_modules(self) -> set[int]:
+        """Candidates holding parameters of another optimizer built in the run and none of the primary's."""
+        primary = self._primary() if self._primary is not None else None
+        mine = self._trained(primary) if primary is not None else {}
+        others: set[int] = set()
+        for ref, _ in self._created.values():
+            optimizer = ref()
+            if optimizer is not None and optimizer is not primary:
+                others.update(self._trained(optimizer))
+        kept: set[int] = set()
+        for key, candidate in self._candidates.items():
+            module = candidate.ref()
+            if key == self._root_id or module is None or not others:
+                continue
+            ids = [id(p) for p in module.parameters()]
+            if any(i in others for i in ids) and not any(i in mine for i in ids):
+                kept.add(key)
+        return kept
 
     def _set_root(self, module: Any) -> None:
         if id(module) not in self._candidates:

@@ -25,12 +25,16 @@ class LossCapture:
     def _backward_fault(self, exc: BaseException) -> None:
         """Loss capture failed: warn once and stop capturing (training thread)."""
         self._monitor.warn_once("probe-loss", f"loss capture disabled: {exc!r}")
-        self.hot.backward_on = False
+        self.hot.backward_on = self._capture_on = False
         self._refresh_fast()
         self._loss = None
         self.hot.clear_fast_loss()
 
     def _on_backward(self, tensors: Any) -> None:
+        lane = self._thread_lane()  # another training thread than lane 1's (core/lane_probes.py)
+        if lane is not None:
+            self._lane_backward(lane, tensors)
+            return
         try:
             items = tensors if isinstance(tensors, (tuple, list)) else (tensors,)
             for tensor in items:

@@ -32,6 +32,7 @@ from trainmeter.core.emits import DEFAULT_MAX_SERIES, Emits
 from trainmeter.core.faults import Faults, MonitorWarning
 from trainmeter.core.hot_state import HotState
 from trainmeter.core.interrupts import TerminateHandler
+from trainmeter.core.lane_steps import LaneSteps
 from trainmeter.core.lifecycle import Lifecycle
 from trainmeter.core.loss_order import LossOrder
 from trainmeter.core.memory import MemoryProbe, MemoryReading
@@ -74,7 +75,7 @@ def active() -> Monitor | None:
     return _ACTIVE
 
 
-class Monitor(Lifecycle, Emits, LossOrder, Reports, Faults):
+class Monitor(Lifecycle, Emits, LossOrder, Reports, LaneSteps, Faults):
     """One monitored run.
 
     Args:
@@ -142,6 +143,8 @@ class Monitor(Lifecycle, Emits, LossOrder, Reports, Faults):
         The hot part is :attr:`hot` (:meth:`HotState.new_run`, in place: the probes' wrappers close over it).
         """
         self.hot.new_run(0.0)
+        self._new_lanes()
+        self._report_lock = threading.Lock()  # one reporting thread at a time, never waited for (core/reports.py)
         self.phases = PhaseClock(self.clock, self._synchronize)
         self.status = "starting"
         self.started_at: str | None = None
@@ -190,13 +193,14 @@ class Monitor(Lifecycle, Emits, LossOrder, Reports, Faults):
     # -- the hot state, read by sinks and extensions -------------------------------------
     @property
     def steps(self) -> int:
-        """Optimizer steps of the primary optimizer counted so far. Any thread (a read)."""
-        return self.hot.steps
+        """Optimizer steps counted so far: lane 1's primary optimizer's plus every other training thread's lane
+        (docs/spec.md section 2, "Threads"). Any thread (a read)."""
+        return self.hot.steps + self.lanes_steps() if self.lanes else self.hot.steps
 
     @property
     def tokens(self) -> int:
-        """Tokens (or samples, see ``token_unit``) counted so far. Any thread (a read)."""
-        return self.hot.tokens
+        """Tokens (or samples, see ``token_unit``) counted so far, summed over the lanes. Any thread (a read)."""
+        return self.hot.tokens + self.lanes_tokens() if self.lanes else self.hot.tokens
 
     @property
     def step_series(self) -> StepSeries:

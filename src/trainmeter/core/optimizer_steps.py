@@ -28,6 +28,10 @@ class OptimizerSteps:
         if not self._active:
             return
         try:
+            lane = self._thread_lane()  # another training thread than lane 1's (core/lane_probes.py)
+            if lane is not None:
+                self._lane_step(lane, optimizer)
+                return
             callback = self._on_training
             if callback is not None:  # an optimizer step ends an open eval span (the time split)
                 callback()
@@ -46,7 +50,7 @@ class OptimizerSteps:
             self._events += 1
             self._primary_last_event = self._events
             if self._root is None and not self._gave_up:
-                if not self._choose_root(optimizer, sys._getframe(1)) and self._monitor.steps + 1 >= DISCOVERY_STEPS:
+                if not self._choose_root(optimizer, sys._getframe(1)) and self.hot.steps + 1 >= DISCOVERY_STEPS:
                     self._gave_up = True
                     self._monitor.warn_once("probe-root", self._no_root_message())
             elif "trained" not in self.params:

@@ -51,6 +51,7 @@ Callbacks run on the training thread.
 from __future__ import annotations
 
 import sys
+import threading
 import weakref
 from typing import Any, Protocol
 
@@ -58,6 +59,8 @@ from trainmeter.core import host_patches
 from trainmeter.core.compile_watch import CompileWatch
 from trainmeter.core.discovery import Discovery, _Candidate
 from trainmeter.core.hot_state import HotState
+from trainmeter.core.lane_probes import LaneProbes
+from trainmeter.core.lanes import Lane
 from trainmeter.core.loss_capture import LossCapture
 from trainmeter.core.optimizer_steps import OptimizerSteps
 from trainmeter.core.patches import Patches, PostImportHooks
@@ -80,6 +83,14 @@ class StepSink(Protocol):
 
     def add_loss(self, loss: StepLoss, t_s: float | None = None) -> None: ...
 
+    def add_lane(self, lane: Lane) -> None: ...
+
+    def on_lane_step(self, lane: Lane, tokens: int, loss: StepLoss | None) -> None: ...
+
+    def on_lane_loss(self, lane: Lane, loss: StepLoss) -> None: ...
+
+    def at_step(self, step: int, fn: Any) -> None: ...
+
     def set_model(self, module: Any, token_unit: str) -> None: ...
 
     def warn_once(self, key: str, message: str) -> None: ...
@@ -88,7 +99,7 @@ class StepSink(Protocol):
     def scalar_reader(self) -> Any: ...
 
 
-class TorchProbes(Discovery, CompileWatch, Wrappers, RootCalls, LossCapture, OptimizerSteps):
+class TorchProbes(Discovery, CompileWatch, Wrappers, RootCalls, LossCapture, OptimizerSteps, LaneProbes):
     """The in-process torch hooks of one run.
 
     Args:
@@ -141,7 +152,15 @@ class TorchProbes(Discovery, CompileWatch, Wrappers, RootCalls, LossCapture, Opt
         self.root_name: str | None = None
         self.example: tuple[Any, Any] | None = None
         self._paused = False
+        self._paused_ident = 0  # the thread that paused (our FLOP count runs there)
         self.autocast_dtype: str | None = None
+        # training threads (core/lane_probes.py): lane 1's thread, the others' lanes, threaded mode
+        self._hot_ident = 0
+        self._hot_thread = ""
+        self._threads: dict[int, Lane] = {}
+        self._threaded = False
+        self._lanes_lock = threading.Lock()
+        self._capture_on = False  # loss capture installed and not disabled by a fault
 
     # -- the hot paths' flags ----------------------------------------------------------
     @property
@@ -152,6 +171,7 @@ class TorchProbes(Discovery, CompileWatch, Wrappers, RootCalls, LossCapture, Opt
     @paused.setter
     def paused(self, value: bool) -> None:
         self._paused = value
+        self._paused_ident = threading.get_ident()
         self._refresh_fast()
 
     @property
@@ -166,9 +186,12 @@ class TorchProbes(Discovery, CompileWatch, Wrappers, RootCalls, LossCapture, Opt
 
     def _refresh_fast(self) -> None:
         """Recompute the hot paths' flags from their inputs (after any of them changed)."""
-        plain = self._active and not self._paused and self._on_training is None
+        # a second training thread switches the fast paths off for the run (core/lane_probes.py); the first
+        # backward waits for lane 1's thread to be known
+        plain = self._active and not self._paused and self._on_training is None and not self._threaded
         self.hot.fast_root = self._root_id if plain and self.hot.fast_calls else 0
-        self.hot.fast_backward = plain and self.hot.backward_on and self._loss is None and self._scaled is None
+        self.hot.fast_backward = (plain and self.hot.backward_on and self._loss is None and self._scaled is None
+                                  and self._hot_ident != 0)
         if not plain or self._root is None:
             self.hot.steady = False
 
@@ -187,7 +210,7 @@ class TorchProbes(Discovery, CompileWatch, Wrappers, RootCalls, LossCapture, Opt
             self._handles.append(register_optimizer_step_post_hook(self._make_step_hook()))
         if allow("backward", warn):
             self._patches.wrap(torch.autograd, "backward", self._make_backward)
-            self.hot.backward_on = True
+            self.hot.backward_on = self._capture_on = True
         self._refresh_fast()
         if allow("optimizer-init", warn):
             self._patches.wrap(Optimizer, "__init__", self._make_optimizer_init)
@@ -238,6 +261,11 @@ class TorchProbes(Discovery, CompileWatch, Wrappers, RootCalls, LossCapture, Opt
         self._refresh_fast()
         self._gave_up = False
         self._others.clear()
+        self._lanes_lock = threading.Lock()  # the child's threads are not the parent's (nor its lock's holder)
+        self._threads = {}
+        self._hot_ident = 0
+        self._threaded = False
+        self.hot.backward_on = self._capture_on
         self.hot.pending_tokens = 0
         self.hot.calls = 0
         self._loss = None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from trainmeter.core.extension import Report
@@ -22,8 +23,17 @@ class Reports:
     dispatch: Any  # trainmeter.core.dispatch.Dispatcher
 
     def _maybe_report(self) -> None:
-        if self._finished:
+        """Report if the interval has passed, on whichever training thread got here first (docs/spec.md section 3):
+        never waits; a thread that finds another reporting goes on."""
+        if self._finished or not self._report_lock.acquire(blocking=False):
             return
+        try:
+            if self.hot.now() >= self.hot.next_report_s:
+                self._maybe_report_held()
+        finally:
+            self._report_lock.release()
+
+    def _maybe_report_held(self) -> None:
         if self._phase_depth:
             # Reports wait for the phase to end (its time stays whole) unless it has been open for
             # PHASE_REPORT_AFTER_INTERVALS intervals (a phase never exited, or a very long eval):
@@ -59,18 +69,25 @@ class Reports:
                     self.phases.resume_train()
 
     def _report_body(self, final: bool, t0: float) -> None:
-        self.interval = interval_summary(tokens=self.hot.tokens - self._window_start_tokens,
-                                         steps=self.hot.steps - self._window_start_steps,
+        steps, tokens = self.steps, self.tokens  # summed over the lanes
+        self.interval = interval_summary(tokens=tokens - self._window_start_tokens,
+                                         steps=steps - self._window_start_steps,
                                          train_s=self.phases.take_window_train_s())
         elapsed_s = self.phases.session_elapsed_s(t0)
-        self.session = session_summary(tokens=self.hot.tokens, elapsed_s=elapsed_s)
+        self.session = session_summary(tokens=tokens, elapsed_s=elapsed_s)
         phases_s = dict(self.phases.totals_s)
-        self._window_start_tokens, self._window_start_steps = self.hot.tokens, self.hot.steps
-        if self.hot.queued:
-            self._drain_queue()
-        self._poll_scalars(elapsed_s)
-        if self.hot.losses or self.hot.held_step:
-            self._flush_losses(float("inf") if final else self.hot.steps)
+        self._window_start_tokens, self._window_start_steps = tokens, steps
+        # lane 1's queues and held losses are its thread's: another lane's thread reporting leaves them to it
+        if final or not self.lanes or threading.get_ident() == self._lane1_ident():
+            if self.hot.queued:
+                self._drain_queue()
+            self._poll_scalars(elapsed_s)
+            if self.hot.losses or self.hot.held_step:
+                self._flush_losses(float("inf") if final else self.hot.steps)
+        if final:
+            for lane in list(self.lanes):
+                self._guard("lane-losses", self._flush_lane, lane)
+        self._note_lane1_times()
         if self._memory_probe is not None:
             self.memory = self._guard("memory", self._memory_probe.sample)
         self.reports += 1
@@ -85,6 +102,11 @@ class Reports:
                 if warning not in self._said_warnings:
                     self._said_warnings.add(warning)
                     self._say(f"trainmeter warning: {warning}")
+
+    def _lane1_ident(self) -> int:
+        """The thread of lane 1 (the probes' first training thread, else the thread that started the run)."""
+        ident = getattr(self.probes, "hot_ident", 0) if self.probes is not None else 0
+        return ident or self._owner_ident
 
     def _trim(self) -> None:
         """Drop points every reader has seen; keep at most ``MAX_PENDING`` per series."""

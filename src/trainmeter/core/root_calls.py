@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from trainmeter.core.batch import count_batch
@@ -13,7 +14,9 @@ class RootCalls:
     example: tuple[Any, Any] | None
 
     def _on_call(self, module: Any, args: Any, kwargs: Any, lightning: bool) -> None:
-        if self._paused or not (lightning or self._torch.is_grad_enabled()):
+        if self._paused and (not self._threaded or self._paused_ident == threading.get_ident()):
+            return  # our own FLOP count runs in this thread (another thread's training goes on)
+        if not (lightning or self._torch.is_grad_enabled()):
             return
         candidate = self._candidates.get(id(module))
         if candidate is None or candidate.ref() is not module:

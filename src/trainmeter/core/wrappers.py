@@ -120,7 +120,12 @@ class Wrappers:
                         return original(module, *args)
                     finally:
                         hot.depth = 0
-            if key not in candidates or not probes._active or hot.depth:
+            if key not in candidates or not probes._active:
+                return original(module, *args, **kwargs)
+            if probes._threaded or ((lightning or is_grad_enabled()) and probes._thread_lane() is not None):
+                # several training threads: per-thread nesting and counts (core/lane_probes.py)
+                return probes._lane_call(original, module, args, kwargs, lightning)
+            if hot.depth:
                 return original(module, *args, **kwargs)
             hot.depth += 1
             try:
@@ -159,8 +164,9 @@ class Wrappers:
         @functools.wraps(original)
         def backward(tensors: Any, grad_tensors: Any = None, retain_graph: Any = None, create_graph: bool = False,
                      grad_variables: Any = None, inputs: Any = None) -> Any:
-            if hot.in_backward or not hot.backward_on:
-                return original(tensors, grad_tensors, retain_graph, create_graph, grad_variables, inputs)
+            if hot.in_backward or not hot.backward_on:  # nested, capture off, or several training threads
+                return probes._backward_aside(original, tensors, grad_tensors, retain_graph, create_graph,
+                                              grad_variables, inputs)
             hot.in_backward = True
             try:
                 if grad_tensors is None:
@@ -195,7 +201,9 @@ class Wrappers:
         @functools.wraps(original)
         def backward(tensors: Any, grad_tensors: Any = None, *args: Any, **kwargs: Any) -> Any:
             if hot.in_backward or not hot.backward_on:
-                return original(tensors, grad_tensors, *args, **kwargs)
+                if kwargs:
+                    return original(tensors, grad_tensors, *args, **kwargs)
+                return probes._backward_aside(original, tensors, grad_tensors, *args)
             hot.in_backward = True
             try:
                 if grad_tensors is None and not probes._paused:
