@@ -119,6 +119,8 @@ class Discovery:
         modules = [o for o in objects if _instance(o, self._module_type)]
         for optimizer in objects:
             if _instance(optimizer, self._optimizer_type):
+                # known, never newer than the primary (event 0): another thread may step it (_drop_others)
+                self._created.setdefault(id(optimizer), (weakref.ref(optimizer), 0))
                 self._watch_owners(optimizer, modules)
         if any(_is_compiled(c.ref()) for c in self._candidates.values()):
             self._on_compiling()  # a compiled model is about to be trained

@@ -85,6 +85,7 @@ def build_passport(m: RunView) -> dict[str, Any]:
                            "names": list(getattr(m, "series_dropped_names", [])),
                            "max_series": getattr(m.options, "max_series", None)},
         "emits_dropped": getattr(m, "queue_dropped", 0),
+        "lanes": [lane.to_dict() for lane in m.lane_records()] if hasattr(m, "lane_records") else [],
     }
     m.dispatch.passport(passport)  # each extension's section under its name, and its derivations
     return passport
@@ -111,6 +112,7 @@ def render_markdown(p: dict[str, Any]) -> str:
         f"- Started {p.get('started_at')}, ended {p.get('ended_at')} (UTC); session {format_duration(p.get('elapsed_s'))}",
         f"- Steps: {format_integer(p['steps'])}; {unit}: {format_integer(p['tokens'])}",
     ]
+    lines += _lanes_table(p.get("lanes"), unit)
     params = p.get("params") or {}
     if params.get("trained"):
         lines.append(f"- Trained parameters: {format_integer(params['trained'])}")
@@ -148,6 +150,24 @@ def render_markdown(p: dict[str, Any]) -> str:
                   f"{markdown_text(env.get('cpu'))}",
               "", f"_Recorded by trainmeter {env.get('trainmeter')}; full record in passport.json._", ""]
     return "\n".join(lines)
+
+
+def _lanes_table(lanes: Any, unit: str) -> list[str]:
+    """A short table of the lanes when several threads trained (docs/spec.md section 2, "Threads")."""
+    if not isinstance(lanes, list) or len(lanes) < 2:
+        return []
+    rows = ["", "| lane | thread | model | optimizer | steps | " + markdown_text(unit) + " | s/step | loss series |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for lane in lanes:
+        if not isinstance(lane, dict):
+            continue
+        step_s = lane.get("step_s")
+        rows.append("| " + " | ".join([
+            str(lane.get("lane")), markdown_text(lane.get("thread")), markdown_text(lane.get("model") or "-"),
+            markdown_text(lane.get("optimizer") or "-"), format_integer(lane.get("steps")),
+            format_integer(lane.get("tokens")), format_seconds(step_s) if isinstance(step_s, float) else "-",
+            markdown_text(lane.get("loss_series"))]) + " |")
+    return rows + [""]
 
 
 def write_passport(m: RunView, record: dict[str, Any] | None = None) -> Path:
