@@ -23,8 +23,8 @@ def emit(**series: Any) -> None:
     tensor on a device with no sync-free read, a reserved name such as
     ``tokens_per_step``, a new name past ``max_series``) is left out with one
     warning and the others are recorded. From a thread other than the one that
-    started the run, values are queued and recorded at the training thread's
-    next step. Never raises.
+    started the run, values are queued and recorded by trainmeter's own
+    folding thread (docs/spec.md section 18), never by the training thread. Never raises.
 
     Example:
         ``tm.emit(train_loss=loss, lr=sched.get_last_lr()[0])``

@@ -1,4 +1,4 @@
-"""Emitted values: checked one by one, recorded on the training thread, queued (bounded) from others."""
+"""Emitted values: checked one by one, recorded on the recording thread; from others see core/side_emits.py."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from trainmeter.core.hot_state import HotState
 from trainmeter.core.loss_order import LOSS_SERIES
 from trainmeter.core.scalars import StepLoss
 from trainmeter.core.series import Series
+from trainmeter.core.side_emits import MAX_QUEUED
 from trainmeter.core.text import printable
 
-MAX_QUEUED = 100_000
 MAX_DROPPED_NAMES = 20
 DEFAULT_MAX_SERIES = 256
 RESERVED_SERIES = ("tokens_per_step",)
@@ -32,36 +32,46 @@ class Emits:
         (not a number, too big for a float, a ``__float__`` that raises, a
         tensor with no sync-free read, a reserved or over-the-cap name) is left
         out with one warning. Off the recording thread (the one that started
-        the run) values are queued and recorded at its next step or report
-        (at most ``MAX_QUEUED``; more are counted and dropped with a warning).
-        Any thread; never raises.
+        the run) values are queued in O(1) and recorded by trainmeter's folding
+        thread (core/side_emits.py; at most ``MAX_QUEUED`` waiting, more are
+        counted and dropped with a warning). Any thread; never raises.
         """
         if threading.get_ident() != self._owner_ident:
             self._enqueue(series, step)
             return
         hot = self.hot
-        if hot.queued:
-            self._drain_queue()
         now = hot.now()
         t_s = now - hot.t0_s
         if step is None:
             step = hot.steps
         known = self.series
+        side = self._side_names  # series the folding thread writes: this thread's values for them go there too
         for name, value in series.items():
             existing = known.get(name) if type(value) is float else None
-            if existing is not None and existing.x_kind == "step" and name != LOSS_SERIES:
+            if existing is not None and existing.x_kind == "step" and name != LOSS_SERIES and name not in side:
                 existing.append(step, t_s, value)  # fast path: a float for a series already recorded
+                continue
+            if name in side:
+                self._enqueue({name: value}, step)
                 continue
             number = self._checked(name, value, (name, step, t_s))
             if number is not None and name == LOSS_SERIES and not hot.user_loss:
                 name = self._user_loss_name()  # the headline, or train_loss.emitted after captured points
             if number is not None:
-                series_ = self.series.get(name) or self._series(name)
-                series_.append(step, t_s, number)
+                with self._series_lock:  # the folding thread may be taking this name now: one of us creates it
+                    taken = name in side
+                    if not taken and name not in self.series:
+                        grown = dict(self.series)
+                        grown[name] = Series(name)
+                        self.series = grown  # readers iterate a dict that never changes size
+                if taken:
+                    self._enqueue({name: number}, step)
+                    continue
+                self.series[name].append(step, t_s, number)
         if now >= hot.next_report_s:
             self._maybe_report()
 
-    def _checked(self, name: Any, value: Any, key: Any) -> float | None:
+    def _checked(self, name: Any, value: Any, key: Any, reader: Any = None) -> float | None:
         """``value`` as a float to record under ``name``, or ``None`` (warned once per name and fault)."""
         existing = self.series.get(name) if type(name) is str else None
         if existing is None:
@@ -83,7 +93,7 @@ class Emits:
             try:
                 if isinstance(value, (str, bytes)):
                     raise TypeError(f"expected a float or a 0-d tensor, got {type(value).__name__}")
-                number = self.hot.scalars.read(value, key)
+                number = (reader or self.hot.scalars).read(value, key)
             except Exception as exc:  # TypeError, OverflowError, a __float__ that raises, ...
                 self.warn_once(f"emit-{name}", f"tm.emit({printable(name)}=...) ignored: {printable(exc)}")
                 return None
@@ -107,29 +117,6 @@ class Emits:
             self.series_dropped_names.append(printable(name)[:80])
         self.warn_once("series-cap", f"more than {self._max_series} series (max_series): {printable(name)[:80]!s} "
                                      "and later new names are not recorded; the passport lists them")
-
-    def _enqueue(self, series: dict[str, Any], step: int | None) -> None:
-        """Queue values emitted off the recording thread (any thread; bounded)."""
-        if len(self.hot.queued) >= MAX_QUEUED:
-            self.queue_dropped += 1
-            self.warn_once("emit-queue", f"tm.emit from other threads: more than {MAX_QUEUED:,} values waiting for "
-                                         "the training thread; later ones are counted and dropped")
-            return
-        self.hot.queued.append((dict(series), self.hot.steps if step is None else step))
-
-    def _drain_queue(self) -> None:
-        """Record values queued by other threads, stamped now (recording thread only; no backwards times)."""
-        t_s = self._now() - self.hot.t0_s
-        queued = self.hot.queued
-        for _ in range(len(queued)):
-            try:
-                values, step = queued.popleft()
-            except IndexError:
-                break
-            for name, value in values.items():
-                number = self._checked(name, value, (name, step, t_s))
-                if number is not None:
-                    (self.series.get(name) or self._series(name)).append(step, t_s, number)
 
     def record_at(self, name: str, t_s: float, value: float, *, x_kind: str = "time") -> None:
         """Record one point of a series owned by a background sampler.

@@ -20,12 +20,10 @@ class LossOrder:
     hot: HotState  # the held loss, the pending losses, the captured series
 
     def _step_losses(self, steps: int, t_s: float, loss: StepLoss | None, loss_value: float | None) -> None:
-        """Scalar reads, queued emits and the step losses due at step ``steps`` (training thread)."""
+        """Scalar reads and the step losses due at step ``steps`` (training thread)."""
         hot = self.hot
         if hot.scalars.queue:
             self._poll_scalars(t_s)
-        if hot.queued:
-            self._drain_queue()
         held = hot.held_step
         if held:  # the previous step's loss, read on the host: its step has passed (inline _flush_losses)
             hot.held_step = 0

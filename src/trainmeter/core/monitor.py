@@ -40,6 +40,7 @@ from trainmeter.core.phases import PhaseClock, cuda_synchronize
 from trainmeter.core.reports import Reports
 from trainmeter.core.scalars import ScalarReader, StepLoss
 from trainmeter.core.series import Series, StepSeries
+from trainmeter.core.side_emits import SideEmits
 from trainmeter.core.sink import RecordSink
 from trainmeter.core.throughput import IntervalSummary, SessionSummary
 
@@ -75,7 +76,7 @@ def active() -> Monitor | None:
     return _ACTIVE
 
 
-class Monitor(Lifecycle, Emits, LossOrder, Reports, LaneSteps, Faults):
+class Monitor(Lifecycle, Emits, SideEmits, LossOrder, Reports, LaneSteps, Faults):
     """One monitored run.
 
     Args:
@@ -168,7 +169,7 @@ class Monitor(Lifecycle, Emits, LossOrder, Reports, LaneSteps, Faults):
         self.warnings_suppressed = 0
         self._warned: set[str] = set()
         self._said_warnings: set[str] = set()
-        self.queue_dropped = 0
+        self._new_side_emits()  # the folding thread and its counts (queue_dropped)
         self._user_series = 0
         self.series_dropped = 0
         self.series_dropped_names: list[str] = []
@@ -279,7 +280,7 @@ class Monitor(Lifecycle, Emits, LossOrder, Reports, LaneSteps, Faults):
         """:meth:`on_step` for a step whose loss was already read on the host (the probes' fast path).
 
         The same effects as ``on_step(tokens, loss_value=loss_value)`` with fewer operations:
-        while nothing is queued and no loss of the user's is seen, the previous step's loss goes
+        while no read is pending and no loss of the user's is seen, the previous step's loss goes
         to ``train_loss`` and this one is held (training thread).
         """
         hot = self.hot
@@ -290,7 +291,7 @@ class Monitor(Lifecycle, Emits, LossOrder, Reports, LaneSteps, Faults):
         if tokens != hot.step_series.tokens:
             hot.step_series.set_tokens(tokens)
         hot.step_series.times.append(t_s)
-        if hot.scalars.queue or hot.queued or hot.losses or hot.user_loss:
+        if hot.scalars.queue or hot.losses or hot.user_loss:
             self._step_losses(steps, t_s, None, loss_value)
         else:
             if hot.held_step:  # the previous step's loss: its step has passed

@@ -7,6 +7,7 @@ from typing import Any
 
 from trainmeter.core.extension import Report
 from trainmeter.core.interrupts import HeldInterrupts
+from trainmeter.core.side_emits import OWNER_DRAIN
 from trainmeter.core.throughput import interval_summary, session_summary
 
 MAX_PENDING = 100_000
@@ -78,9 +79,11 @@ class Reports:
         phases_s = dict(self.phases.totals_s)
         self._window_start_tokens, self._window_start_steps = tokens, steps
         # lane 1's queues and held losses are its thread's: another lane's thread reporting leaves them to it
+        if final:
+            self._drain_queue()  # what other threads emitted and the folding thread has not yet recorded
+        elif self._to_owner and threading.get_ident() == self._owner_ident:
+            self._drain_owner(OWNER_DRAIN)
         if final or not self.lanes or threading.get_ident() == self._lane1_ident():
-            if self.hot.queued:
-                self._drain_queue()
             self._poll_scalars(elapsed_s)
             if self.hot.losses or self.hot.held_step:
                 self._flush_losses(float("inf") if final else self.hot.steps)
