@@ -81,8 +81,9 @@ def test_a_flood_from_other_threads_is_bounded_counted_and_warned(run_root, monk
     assert json.loads((m.run_dir / "passport.json").read_text())["emits_dropped"] == 15
 
 
-STEP_RATE_BOUND = 0.5  # training's steps with a side thread emitting flat out / with one spinning as hard
-WINDOW_S = 1.0
+STEP_RATE_BOUND = 0.4  # training's steps with a side thread emitting flat out / with one spinning as hard
+WINDOW_S = 0.4
+WINDOWS = 3  # alternating windows of each, summed: the machine's load shifts both alike
 
 
 def _steps_in_window(run_root, side) -> tuple[int, object]:
@@ -120,8 +121,11 @@ def test_a_side_thread_emitting_flat_out_leaves_training_its_step_rate(run_root)
             tm.emit(x=float(i))
             i += 1
 
-    spinning, _ = _steps_in_window(run_root, spin)
-    emitting, m = _steps_in_window(run_root, emit)
+    spinning = emitting = 0
+    for _ in range(WINDOWS):
+        spinning += _steps_in_window(run_root, spin)[0]
+        steps, m = _steps_in_window(run_root, emit)
+        emitting += steps
     print(f"steps with a side thread emitting: {emitting}, spinning: {spinning}")
     assert emitting >= STEP_RATE_BOUND * spinning, (emitting, spinning)
     assert m.series["x"].stats().count + m.queue_dropped > 0  # it did emit: recorded or counted as dropped

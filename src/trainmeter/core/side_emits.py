@@ -20,7 +20,7 @@ from trainmeter.core.scalars import ScalarReader
 
 MAX_QUEUED = 100_000
 FOLD_WAKE_S = 0.05
-FOLD_PER_WAKE = 2_000
+FOLD_PER_WAKE = 1_000
 OWNER_DRAIN = 10_000
 STOP_WAIT_S = 0.5
 
