@@ -121,9 +121,11 @@ class ComputeExtension(ExtensionBase):
             self.dtype = normalize_dtype(dtype) if dtype else None
         except ValueError:
             self.dtype = None
+        memory_bytes = None
         if param is not None and param.device.type == "cuda":
             torch = sys.modules["torch"]
             self.device_name = torch.cuda.get_device_name(param.device)
+            memory_bytes = getattr(torch.cuda.get_device_properties(param.device), "total_memory", None)
         if self.peak is not None:
             return  # declared
         if self.device_name is None:
@@ -133,9 +135,9 @@ class ComputeExtension(ExtensionBase):
         if self.dtype is None:
             self.peak_missing = f"dtype {dtype} has no tensor-core peak; pass --peak-tflops X --peak-source TEXT"
             return
-        self.peak = peak_flops(self.device_name, self.dtype)
+        self.peak = peak_flops(self.device_name, self.dtype, memory_bytes=memory_bytes)
         if self.peak is None:
-            self.peak_missing = why_no_peak(self.device_name, self.dtype)
+            self.peak_missing = why_no_peak(self.device_name, self.dtype, memory_bytes=memory_bytes)
 
     # -- per report ----------------------------------------------------------------------
     def _chosen(self) -> Derivation | None:
