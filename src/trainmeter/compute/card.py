@@ -64,8 +64,20 @@ def compute_section(ext: ComputeState) -> dict[str, Any]:
         "progress": derived["progress"].value if "progress" in derived else None,
         "eta_s": derived["eta_s"].value if "eta_s" in derived else None,
     }
+    section.update(_achievable(ext, derived))
     section["markdown"] = render_compute_markdown(section, all_derivations(ext))
     return section
+
+
+def _achievable(ext: Any, derived: dict[str, Derivation]) -> dict[str, Any]:
+    """``of_achievable`` (model FLOP/s over the ``tm.calibrate()`` ceiling) beside ``mfu`` (over the datasheet peak)."""
+    ceiling = ext.ceiling() if hasattr(ext, "ceiling") else None
+    return {
+        "of_achievable": _values(derived, "of_achievable"),
+        "ceiling": ceiling.to_dict() if ceiling is not None else None,
+        "of_achievable_missing": None if ceiling is not None else
+        "no measured ceiling for this device and dtype: call tm.calibrate() (before or during the run)",
+    }
 
 
 def _flops(value: float | None, per: str = "") -> str:
