@@ -58,6 +58,7 @@ class GpuExtension(ExtensionBase):
         self._m: Monitor | None = None
         self.sampler: Any = None
         self.ladders: dict[int, Any] = {}
+        self.crosschecks: dict[int, Any] = {}
         self._snapshot_done = False
 
     def start(self, monitor: Monitor) -> None:
@@ -142,7 +143,22 @@ class GpuExtension(ExtensionBase):
             out[index] = build_ladder(reading, mfu=mfu, mfu_missing=missing, mfu_provenance=provenance,
                                       peak_dram_bytes_per_s=peak[0] if peak else None,
                                       peak_dram_source=peak[1] if peak else "")
+        self.crosschecks = {index: self._cross_check(ladder, readings[index], mfu) for index, ladder in out.items()}
         return out
+
+    def _cross_check(self, ladder: Any, reading: Any, mfu: float | None) -> Any:
+        """Formula MFU vs the tensor pipes for one device (gpu/crosscheck.py)."""
+        from trainmeter.gpu.crosscheck import cross_check
+
+        compute = self._compute()
+        peak = compute.peak if compute is not None else None
+        counted = compute.mfu("counted") if compute is not None else None
+        m = self._m
+        return cross_check(ladder.ofu, tensor_activity=getattr(reading, "tensor_activity", None),
+                           peak_flops_per_s=peak.flops_per_s if peak is not None else None,
+                           peak_source=f"{peak.card} dense {peak.dtype}: {peak.source}" if peak is not None else "",
+                           formula_mfu=mfu, counted_mfu=counted.value if counted is not None else None,
+                           tokens_are_samples=getattr(m, "token_unit", "tokens") == "samples")
 
     def _device_name(self, index: int) -> str | None:
         for dev in getattr(self.sampler, "devices", ()) or ():
@@ -172,6 +188,7 @@ class GpuExtension(ExtensionBase):
         self.ladders = self._build(latest)
         for index, ladder in self.ladders.items():
             out[str(index)]["ladder"] = ladder.sentence
+            out[str(index)]["crosscheck"] = self.crosschecks[index].sentence
         if not latest and self.sampler.unavailable_reason:
             out["unavailable"] = self.sampler.unavailable_reason
         return out
@@ -187,8 +204,10 @@ class GpuExtension(ExtensionBase):
             return [{"id": "gpu", "title": "GPU", "rows": [], "note": reason}]
         panels = []
         for index, ladder in sorted(self.ladders.items()):
+            check = self.crosschecks.get(index)
+            note = ladder.sentence if check is None else f"{ladder.sentence} {check.sentence}"
             panels.append({"id": f"ladder{index}", "title": f"Utilization ladder, GPU {index}",
-                           "rows": ladder_panel_rows(ladder), "note": ladder.sentence})
+                           "rows": ladder_panel_rows(ladder), "note": note})
         for index, sample in sorted(self.sampler.latest().items()):
             rows = [
                 {"label": "GPU-Util", "value": sample.util_gpu, "unit": "fraction", "provenance": "measured"},
@@ -223,4 +242,5 @@ class GpuExtension(ExtensionBase):
         readings = window if any(a.n_samples > 0 for a in window.values()) else self.sampler.averages()
         self.ladders = self._build(readings)
         self.section = gpu_passport_from_sampler(self.sampler, ladders=self.ladders, peaks_used=peaks_used)
+        self.section["crosscheck"] = {str(i): c.to_dict() for i, c in sorted(self.crosschecks.items())}
         return self.section
