@@ -3,8 +3,8 @@
 Profiles carry static facts (name, memory, power limit, max SM clock, GPM, MIG). A device
 follows a timeline of :class:`Phase` objects, each holding :class:`Levels` (fractions 0-1,
 bytes, bytes/s, W, MHz, C). Presets: :data:`IDLE`, :data:`GEMM`, :data:`LYING_GPU_UTIL`
-(GPU-Util 100% with SM activity 5%, docs/spec.md section 8) and :data:`DATALOADER_STALL`; :data:`CROSSCHECK_CASES`
-script the formula-vs-hardware causes. Immutable.
+(GPU-Util 100% with SM activity 5%, docs/spec.md section 8) and :data:`DATALOADER_STALL`; :data:`FAULTED_COUNTERS` (profiling counters at 0 under GPU-Util 100%
+after a fault); :data:`CROSSCHECK_CASES` script the formula-vs-hardware causes. Immutable.
 """
 
 from __future__ import annotations
@@ -150,6 +150,16 @@ DATALOADER_STALL = Levels(
     throttle_reasons=(),
 )
 """The GPU waits on input more than half the time."""
+FAULTED_COUNTERS = Levels(
+    util_gpu=1.0,
+    power_w=300.0,
+    sm_clock_mhz=1980.0,
+    temperature_c=60.0,
+    mem_used_bytes=60 * GIB,
+    process_mem_bytes=58 * GIB,
+    throttle_reasons=(),
+)
+"""After a GPU fault (Xid), as DCGM documents: GPU-Util 100% while every profiling counter reads 0."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
