@@ -14,6 +14,7 @@ from trainmeter.compute.peaks import (
     match_card,
     normalize_dtype,
     peak_flops,
+    peaks_markdown,
     table_rows,
     why_no_peak,
 )
@@ -264,3 +265,14 @@ def test_a10g_row_says_its_figure_is_approximate() -> None:
     row = peak_flops("NVIDIA A10G")
     assert row is not None and "approximate" in row.source
     assert peak_flops("NVIDIA A10G", "tf32") is None
+
+
+def test_docs_peaks_lists_every_row_with_its_source_and_every_card_left_out():
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "peaks.md").read_text()
+    assert text == peaks_markdown()
+    for row in TABLE:
+        assert f"| {row.card} |" in text and row.source in text, row.card
+    for card, why in LEFT_OUT:
+        assert f"**{card}**: {why}." in text
