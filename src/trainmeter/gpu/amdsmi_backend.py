@@ -35,6 +35,8 @@ REASON_AMD_NO_THROTTLE = "throttle reasons: not read through amdsmi"
 REASON_AMD_NO_PROCESS_MEM = "this process's GPU memory: not read through amdsmi"
 REASON_AMD_NO_DEVICES = "amdsmi sees no AMD GPU on this machine"
 _MIB = 1024 * 1024
+LADDER_SOURCES = {"gpu_util": "amdsmi gfx_activity (share of time the GFX engine was busy)"}
+"""The ladder's source text for the rungs amdsmi gives (:func:`trainmeter.gpu.ladder.build_ladder`)."""
 
 
 def open_amdsmi(*, clock: Clock | None = None, module: Any = None) -> GpuBackendResult:

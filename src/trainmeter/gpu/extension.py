@@ -142,7 +142,7 @@ class GpuExtension(ExtensionBase):
             peak = peak_dram_bandwidth(name) if name else None
             out[index] = build_ladder(reading, mfu=mfu, mfu_missing=missing, mfu_provenance=provenance,
                                       peak_dram_bytes_per_s=peak[0] if peak else None,
-                                      peak_dram_source=peak[1] if peak else "")
+                                      peak_dram_source=peak[1] if peak else "", sources=self._sources(index))
         self.crosschecks = {index: self._cross_check(ladder, readings[index], mfu) for index, ladder in out.items()}
         return out
 
@@ -160,11 +160,20 @@ class GpuExtension(ExtensionBase):
                            formula_mfu=mfu, counted_mfu=counted.value if counted is not None else None,
                            tokens_are_samples=getattr(m, "token_unit", "tokens") == "samples")
 
+    def _device(self, index: int) -> Any:
+        """The sampler's :class:`~trainmeter.gpu.backend.GpuDeviceInfo` for ``index`` (devices map index to info)."""
+        devices = getattr(self.sampler, "devices", None) or {}
+        return devices.get(index) if isinstance(devices, dict) else None
+
+    def _sources(self, index: int) -> dict[str, str] | None:
+        """The ladder's source texts for a device another backend than NVML reads (amdsmi), else ``None``."""
+        from trainmeter.gpu.amdsmi_backend import LADDER_SOURCES, REASON_AMD_NO_ACTIVITY
+
+        dev = self._device(index)
+        return LADDER_SOURCES if getattr(dev, "gpm_reason", None) == REASON_AMD_NO_ACTIVITY else None
+
     def _device_name(self, index: int) -> str | None:
-        for dev in getattr(self.sampler, "devices", ()) or ():
-            if getattr(dev, "index", None) == index:
-                return getattr(dev, "name", None)
-        return None
+        return getattr(self._device(index), "name", None) or None
 
     def on_report(self, report: Report) -> dict[str, Any]:
         """Latest per-device readings and ladder sentences; records the rungs as series."""
