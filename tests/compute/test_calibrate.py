@@ -115,6 +115,8 @@ def test_a_cpu_run_after_calibrate_shows_of_achievable_as_measured_beside_absent
     d = {x["name"]: x for x in p["derivations"]}["of_achievable[hf]"]
     inputs = {i["name"]: i for i in d["inputs"]}
     assert inputs["ceiling"]["provenance"] == "measured" and "tm.calibrate()" in inputs["ceiling"]["source"]
+    md = (m.run_dir / "passport.md").read_text()
+    assert "Of achievable (over the measured ceiling): `hf`" in md and "measured by tm.calibrate()" in md
 
 
 def test_calibrate_inside_a_run_is_credited_to_profiling(run_root):

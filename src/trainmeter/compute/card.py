@@ -126,6 +126,14 @@ def render_compute_markdown(s: dict[str, Any], derivations: list[Derivation]) ->
     if peak:
         lines.append(f"- Peak: {peak['tflops']:g} TFLOP/s dense {peak['dtype']} ({peak['card']}; "
                      f"{peak['provenance']}: {markdown_text(peak['source'])})")
+    achievable = {k: v for k, v in (s.get("of_achievable") or {}).items() if v is not None}
+    ceiling = s.get("ceiling")
+    if achievable and ceiling:
+        lines.append("- Of achievable (over the measured ceiling): " + ", ".join(
+            f"`{k}` {format_percent(v)}" for k, v in achievable.items())
+            + f"; ceiling {ceiling['flops_per_s'] / 1e12:.3g} TFLOP/s {ceiling['dtype']}, measured by tm.calibrate() "
+              f"({ceiling['repeats']} x {'x'.join(str(n) for n in ceiling['shape'])} matmuls in "
+              f"{ceiling['seconds']:.3g} s on {markdown_text(ceiling['device_name'])})")
     lines += ["", "<details><summary>Derivations</summary>", ""]
     for d in derivations:
         value = "not shown" if d.value is None else _derived_text(d.value, d.unit)
