@@ -125,6 +125,12 @@ TABLE: tuple[CardRow, ...] = (
     _row("A40", r"\ba40\b", _q(149.7, 149.7, 74.8, None),
          f"NVIDIA A40 datasheet: 149.7 BF16 (FP32 accumulate) and FP16, 74.8 TF32, {_D} (starred figures are "
          f"with sparsity); no FP8", sparse=False),
+    _row("A16 (one GPU)", r"\ba16\b", _q(None, 17.9, 9.0, None),
+         f"NVIDIA A16 datasheet (as reproduced by panchaea.com), per GPU of the four on the board: 17.9 FP16 "
+         f"tensor, 9 TF32, {_D} (35.9 / 18 with sparsity); BF16 not listed there; no FP8", sparse=False),
+    _row("A2", r"\ba2\b", _q(18.13, 18.13, 9.06, None),
+         f"secondary: no NVIDIA A2 figure in the sources found; hmc-tech.com's spec table gives 18.13 BF16 and "
+         f"FP16 tensor (FP32 accumulate), 9.06 TF32, {_D}; no FP8", sparse=False, secondary=True),
     _row("A10G", r"\ba10g\b", _q(70.0, 70.0, None, None),
          "secondary: no NVIDIA datasheet (AWS-only SKU); ~70 BF16/FP16 tensor per Baseten 'A10 vs A10G' and the "
          "nanochat table, approximate; TF32 not published; no FP8", sparse=False, secondary=True),
@@ -172,6 +178,10 @@ TABLE: tuple[CardRow, ...] = (
          f"secondary: ctc.archdevil.net's Ada table (not checked against the Ada whitepaper) gives 58 "
          f"BF16/FP16, {_D}; {_GEFORCE}; TF32 and FP8 not given", sparse=False, secondary=True,
          exclude=r"\bti\b|\bsuper\b|laptop|mobile|max-?q"),
+    _row("GeForce RTX 3070 Ti", r"\brtx 3070 ti\b", _q(43.5, None, None, None),
+         f"NVIDIA RTX Blackwell GPU Architecture whitepaper, Appendix B, Table 5: 43.5 BF16 tensor with FP32 "
+         f"accumulate, {_D} (87 with sparsity); {_GEFORCE}; other dtypes not in the sources found", sparse=False,
+         exclude=r"laptop|mobile"),
     _row("GeForce RTX 3090", r"\brtx 3090\b", _q(71.0, 71.0, 35.6, None),
          f"NVIDIA GA102 whitepaper: 71 BF16/FP16 (142 with FP16 accumulate), 35.6 TF32, {_D}; {_GEFORCE}; no FP8",
          sparse=False, exclude=r"\b3090 ?ti\b|laptop|mobile"),
