@@ -104,3 +104,18 @@ def test_the_gpu_wing_shows_the_verdict_on_the_ladder_panel_and_in_the_passport(
     ext.sampler = SimpleNamespace(unavailable_reason=None, indices=(0,), latest=lambda: {}, devices=())
     note = next(p for p in ext.panels() if p["id"] == "ladder0")["note"]
     assert ladders[0].sentence in note and CAUSE_OUTSIDE in note
+
+
+def test_an_unjudged_check_stays_out_of_the_ladder_panel_note(monkeypatch):
+    from trainmeter.gpu.fake_profiles import GEMM
+
+    sample = _sample(GEMM)
+    view = SimpleNamespace(peak=None, mfu=lambda conv=None: None)
+    ext = GpuExtension()
+    monkeypatch.setattr(ext, "_compute", lambda: view)
+    ext._m = SimpleNamespace(token_unit="tokens")
+    ext.ladders = ext._build({0: sample})
+    ext.sampler = SimpleNamespace(unavailable_reason=None, indices=(0,), latest=lambda: {}, devices={})
+    note = next(p for p in ext.panels() if p["id"] == "ladder0")["note"]
+    assert note == ext.ladders[0].sentence
+    assert "not judged" in ext.crosschecks[0].sentence

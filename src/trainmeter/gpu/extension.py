@@ -214,7 +214,8 @@ class GpuExtension(ExtensionBase):
         panels = []
         for index, ladder in sorted(self.ladders.items()):
             check = self.crosschecks.get(index)
-            note = ladder.sentence if check is None else f"{ladder.sentence} {check.sentence}"
+            judged = check is not None and check.verdict is not None  # an unjudged one is in the passport only
+            note = f"{ladder.sentence} {check.sentence}" if judged else ladder.sentence
             panels.append({"id": f"ladder{index}", "title": f"Utilization ladder, GPU {index}",
                            "rows": ladder_panel_rows(ladder), "note": note})
         for index, sample in sorted(self.sampler.latest().items()):
