@@ -137,7 +137,8 @@ class ComputeExtension(ExtensionBase):
             return  # declared
         if self.device_name is None:
             self.peak_missing = ("the model is on the CPU: there is no dense datasheet peak to divide by; "
-                                 "pass --peak-tflops X --peak-source TEXT to declare one")
+                                 "pass --peak-tflops X --peak-source TEXT to declare one (or call tm.calibrate() "
+                                 "for a measured of-achievable)")
             return
         if self.dtype is None:
             self.peak_missing = f"dtype {dtype} has no tensor-core peak; pass --peak-tflops X --peak-source TEXT"
