@@ -119,3 +119,14 @@ def test_an_unjudged_check_stays_out_of_the_ladder_panel_note(monkeypatch):
     note = next(p for p in ext.panels() if p["id"] == "ladder0")["note"]
     assert note == ext.ladders[0].sentence
     assert "not judged" in ext.crosschecks[0].sentence
+
+
+def test_a_judged_verdict_is_a_line_of_passport_md():
+    from trainmeter.record.passport import render_markdown
+
+    check = _check("outside_tensor_cores").to_dict()
+    p = {"name": "r", "status": "completed", "steps": 1, "tokens": 1, "gpu": {"crosscheck": {"0": check}}}
+    md = render_markdown(p)
+    assert "- GPU 0, formula vs hardware: Formula MFU 30% vs tensor pipes (OFU) 5%" in md
+    unjudged = {**check, "verdict": None}
+    assert "formula vs hardware" not in render_markdown({**p, "gpu": {"crosscheck": {"0": unjudged}}})
