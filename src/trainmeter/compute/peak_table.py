@@ -101,7 +101,7 @@ TABLE: tuple[CardRow, ...] = (
          f"(github.com/deepseek-ai/FlashMLA/issues/75) gives 1979 BF16/FP16 sparse, 989 dense for H800 SXM5, "
          f"{_SP}; TF32 and FP8 not given", sparse=True, secondary=True),
     _row("H20", r"(?<![a-z0-9])h20\b", _q(148.0, 148.0, 74.0, None),
-         f"secondary: NVIDIA publishes no H20 datasheet; press copies of its spec (zangshuxian.com, "
+         f"secondary: no NVIDIA H20 datasheet in the sources found; press copies of its spec (zangshuxian.com, "
          f"willitrunai.com) give 148 FP16 dense, 74 TF32; BF16 at the FP16 rate as on every Hopper part; "
          f"FP8 not given", sparse=False, secondary=True),
     # -- NVIDIA Ada / Ampere / Pascal / Volta / Turing datacenter --------------------------------------------------
