@@ -170,3 +170,63 @@ def test_unknown_kill_switch_keys_are_named_with_the_valid_ones() -> None:
     c = _run(env={"TRAINMETER_DISABLE": "reload,relaod"})["TRAINMETER_DISABLE"]
     assert c.ok is False and "relaod" in c.detail
     assert c.fix is not None and "autostart" in c.fix and "reload" in c.fix
+
+
+def test_doctor_says_which_gpu_backend_is_in_use() -> None:
+    from trainmeter.gpu.amdsmi_backend import open_amdsmi
+    from trainmeter.gpu.amdsmi_fake import FakeAmdSmi
+
+    nvidia = _run(backend=FakeNvml(["h100_sxm"], clock=FakeClock()))
+    assert nvidia["GPU backend"].ok and "FakeNvml" in nvidia["GPU backend"].detail
+    amd = _run(backend=open_amdsmi(module=FakeAmdSmi()).backend)
+    assert amd["GPU backend"].detail == "amdsmi (ROCm) is in use"
+    assert amd["amdsmi"].ok and "1 GPU(s)" in amd["amdsmi"].detail
+    assert "MI300X" in amd["GPU 0"].detail and "GFX activity 87.0%" in amd["GPU 0"].detail
+    assert amd["counters GPU 0"].ok is None and "matrix core" in amd["counters GPU 0"].detail
+
+
+def test_nvml_backend_is_named_nvml() -> None:
+    from trainmeter.gpu.backends import backend_name
+    from trainmeter.gpu.nvml import NvmlBackend
+
+    assert backend_name(NvmlBackend.__new__(NvmlBackend)) == "NVML (nvidia-ml-py)"
+
+
+class _Kernel:
+    kernel_info = {"supported_features": ["kernel subshells"]}
+
+
+def test_ipykernel_7_kernel_subshells_are_reported_and_advertised() -> None:
+    shell = ZMQInteractiveShell()
+    shell.kernel = _Kernel()
+    checks = _run(ipython=shell, lab_settings=[])
+    assert checks["kernel subshells"].ok and "advertises them" in checks["kernel subshells"].detail
+    old = _run(version_of={**VERSIONS, "ipykernel": "6.29.5"}.get, lab_settings=[])["kernel subshells"]
+    assert old.ok is False and old.fix == "pip install 'ipykernel>=7', then restart the kernel"
+
+
+def test_jupyterlab_comms_over_subshells_setting_is_read_from_the_settings_files(tmp_path) -> None:
+    versions = {**VERSIONS, "jupyterlab": "4.5.1"}.get
+    unset = _run(version_of=versions, lab_settings=[str(tmp_path / "missing.json")])["comms over subshells"]
+    assert unset.ok and "default applies" in unset.detail and "19719" in unset.detail
+    settings = tmp_path / "tracker.jupyterlab-settings"
+    settings.write_text('{\n  // comment\n  "commsOverSubshells": "disabled"\n}\n')
+    off = _run(version_of=versions, lab_settings=[str(settings)])["comms over subshells"]
+    assert off.ok is False and "'disabled'" in off.detail and "perCommTarget" in off.fix
+    settings.write_text('{"commsOverSubshells": "perComm"}')
+    on = _run(version_of=versions, lab_settings=[str(settings)])["comms over subshells"]
+    assert on.ok and "'perComm'" in on.detail
+
+
+def test_comms_over_subshells_not_applicable_without_jupyterlab_or_before_4_4() -> None:
+    assert _run(lab_settings=[])["comms over subshells"].ok is None
+    old = _run(version_of={**VERSIONS, "jupyterlab": "4.3.8"}.get, lab_settings=[])["comms over subshells"]
+    assert old.ok is None and "predates" in old.detail
+
+
+def test_settings_directory_is_searched_by_default(tmp_path) -> None:
+    folder = tmp_path / "@jupyterlab" / "notebook-extension"
+    folder.mkdir(parents=True)
+    (folder / "tracker.jupyterlab-settings").write_text('{"commsOverSubshells": "disabled"}')
+    checks = _run(version_of={**VERSIONS, "jupyterlab": "4.5.1"}.get, env={"JUPYTERLAB_SETTINGS_DIR": str(tmp_path)})
+    assert checks["comms over subshells"].ok is False

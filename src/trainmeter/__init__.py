@@ -10,12 +10,13 @@ from __future__ import annotations
 from typing import Any
 
 from trainmeter._version import __version__
-from trainmeter.api import emit, monitor, phase, save
+from trainmeter.api import calibrate, emit, monitor, phase, save
 from trainmeter.record.runs import Run, load, runs
 
 __all__ = [
     "Run",
     "__version__",
+    "calibrate",
     "compare",
     "display",
     "doctor",

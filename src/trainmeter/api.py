@@ -1,4 +1,4 @@
-"""The public API for scripts and notebooks: ``monitor``, ``emit``, ``phase``."""
+"""The public API for scripts and notebooks: ``monitor``, ``emit``, ``phase``, ``calibrate``."""
 
 from __future__ import annotations
 
@@ -49,6 +49,31 @@ def save() -> Path | None:
         The run folder when the passport is written now, else ``None`` (none waiting, or the disk still refuses).
     """
     return _monitor_module.save_unsaved()
+
+
+def calibrate(dtypes: Any = None, *, device: Any = None, size: int | None = None, min_seconds: float = 0.25) -> Any:
+    """Measure this device's dense-matmul ceiling per dtype, so MFU has a measured "of achievable" beside it.
+
+    Runs a short square matmul per dtype (default: bf16, fp16, tf32 on CUDA; fp32, bf16 on the CPU) on
+    ``device`` (default: the current CUDA device, else the CPU) for about ``min_seconds`` each, and records
+    the achieved FLOP/s with its shape and duration (provenance ``measured``). Only when called: it
+    allocates two matrices per dtype then and frees them before returning. Inside a run its time is
+    credited to the ``profiling`` phase; the run's passport then shows ``of_achievable`` beside ``mfu``
+    (and on the CPU, where there is no datasheet peak, ``of_achievable`` alone). Before a run, the next
+    run on the same device uses it.
+
+    Returns:
+        A :class:`trainmeter.compute.calibrate.Calibration` (``.ceilings`` by dtype, ``.skipped`` with reasons).
+
+    Raises:
+        ValueError: An unknown dtype, or a size or duration out of range (the message says what is valid).
+    """
+    from trainmeter.compute.calibrate import calibrate as measure
+
+    if _monitor_module._ACTIVE is None:
+        return measure(dtypes, device=device, size=size, min_seconds=min_seconds)
+    with phase("profiling"):
+        return measure(dtypes, device=device, size=size, min_seconds=min_seconds)
 
 
 @contextmanager

@@ -1,7 +1,9 @@
 """``tm.doctor()``: what trainmeter can see here, and why not.
 
 One :class:`Check` per line: front end, widget manager, ipykernel and background-thread
-output routing, torch and CUDA, NVML and GPM per device, psutil, and every host patch
+output routing, kernel subshells and JupyterLab's comms-over-subshells setting (the widget's reload
+path depends on them), torch and CUDA, the GPU backend in use (NVML or amdsmi) and its counters per
+device, psutil, and every host patch
 (core/host_patches.py: what it touches, switched on or off, its private names looked up). ``ok`` is ``True``
 (works), ``False`` (should work here but does not; ``fix`` says how) or ``None`` (does
 not apply here, e.g. GPM on a pre-Hopper GPU or NVML on a CPU-only machine).
@@ -90,6 +92,7 @@ def doctor(
     torch_module: Any = _UNSET,
     modules: Any = None,
     env: Any = None,
+    lab_settings: Sequence[str] | None = None,
 ) -> list[Check]:
     """Run every check; never raises.
 
@@ -102,6 +105,8 @@ def doctor(
         torch_module: ``torch`` or ``None``; default: imported if installed.
         modules: ``sys.modules`` (tests).
         env: ``os.environ`` (tests).
+        lab_settings: JupyterLab settings files to look in for ``commsOverSubshells``; default the user
+            settings directory and this environment's ``overrides.json``.
     """
     modules = sys.modules if modules is None else modules
     env = os.environ if env is None else env
@@ -111,6 +116,7 @@ def doctor(
     checks.append(_front_end(shell, colab, env))
     checks.append(_widgets(version_of, colab, shell))
     checks.append(_ipykernel(version_of, shell))
+    checks.extend(_subshell_checks(version_of, shell, env, lab_settings))
     torch = _import_torch() if torch_module is _UNSET else torch_module
     torch_checks, cuda_count = _torch_checks(torch)
     checks.extend(torch_checks)
@@ -199,6 +205,15 @@ def _ipykernel(version_of: Callable[[str], str | None], shell: Any) -> Check:
     return Check(name="ipykernel", ok=True, detail=detail)
 
 
+def _subshell_checks(version_of: Callable[[str], str | None], shell: Any, env: Any,
+                     lab_settings: Sequence[str] | None) -> list[Check]:
+    """ipykernel 7 kernel subshells and JupyterLab's ``commsOverSubshells`` (widget/subshells.py)."""
+    from trainmeter.widget.subshells import subshell_findings
+
+    return [Check(name=f.name, ok=f.ok, detail=f.detail, fix=f.fix)
+            for f in subshell_findings(version_of, shell, env, lab_settings)]
+
+
 def _torch_checks(torch: Any) -> tuple[list[Check], int | None]:
     if torch is None:
         return [Check(name="torch", ok=False, detail="torch is not installed", fix="pip install torch")], None
@@ -238,9 +253,9 @@ def _gpu_checks(
     reason = None
     if backend is None:
         if open_backend is None:
-            from trainmeter.gpu.nvml import open_nvml
+            from trainmeter.gpu.backends import open_gpu_backend
 
-            open_backend = open_nvml
+            open_backend = open_gpu_backend
         try:
             result = open_backend()
         except Exception as exc:  # noqa: BLE001
@@ -275,8 +290,13 @@ def _nvml_missing(reason: str, cuda_count: int | None) -> Check:
 
 
 def _device_checks(backend: GpuBackend) -> list[Check]:
+    from trainmeter.gpu.backends import backend_name
+
     count = backend.device_count()
-    checks = [Check(name="NVML", ok=True, detail=f"driver {backend.driver_version() or '?'}, {count} GPU(s)")]
+    amd = getattr(backend, "name", None) == "amdsmi"
+    checks = [Check(name="GPU backend", ok=True, detail=f"{backend_name(backend)} is in use"),
+              Check(name="amdsmi" if amd else "NVML", ok=True,
+                    detail=f"driver {backend.driver_version() or '?'}, {count} GPU(s)")]
     for i in range(count):
         info = backend.device_info(i)
         if info.reason:
@@ -296,11 +316,12 @@ def _device_checks(backend: GpuBackend) -> list[Check]:
             util = "n/a" if s.util_gpu is None else format_percent(s.util_gpu)  # as the widget's GPU panel
             power = "n/a W" if s.power_w is None else format_watts(s.power_w)
             temp = "n/a C" if s.temperature_c is None else f"{s.temperature_c:.0f} C"
-            detail += f"; GPU-Util {util}, {power}, {temp}"
+            detail += f"; {'GFX activity' if amd else 'GPU-Util'} {util}, {power}, {temp}"
             checks.append(Check(name=f"GPU {i}", ok=True, detail=detail))
         except Exception as exc:  # noqa: BLE001
             checks.append(Check(name=f"GPU {i}", ok=False, detail=f"{detail}; reading it failed: {exc}"))
-        checks.append(_gpm_check(i, info.gpm_supported, info.gpm_reason))
+        checks.append(_gpm_check(i, info.gpm_supported, info.gpm_reason) if not amd else
+                      Check(name=f"counters GPU {i}", ok=None, detail=info.gpm_reason or "not read"))
     return checks
 
 

@@ -3,43 +3,186 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import pytest
 
-from trainmeter.compute.peaks import DTYPES, PeakRow, normalize_dtype, peak_flops, table_rows, why_no_peak
+from trainmeter.compute.peak_table import LEFT_OUT, TABLE
+from trainmeter.compute.peaks import (
+    DTYPES,
+    PeakRow,
+    match_card,
+    normalize_dtype,
+    peak_flops,
+    peaks_markdown,
+    table_rows,
+    why_no_peak,
+)
 
-# (NVML name, card matched, dense BF16 TFLOP/s or None, dense FP16 TFLOP/s)
-NAMES = [
-    ("NVIDIA H100 80GB HBM3", "H100 SXM", 989.5, 989.5),
-    ("NVIDIA H100 PCIe", "H100 PCIe", 756.5, 756.5),
-    ("NVIDIA H100 NVL", "H100 NVL", 835.5, 835.5),
-    ("NVIDIA H200", "H200 SXM", 989.5, 989.5),
-    ("NVIDIA H200 NVL", "H200 NVL", 835.5, 835.5),
-    ("NVIDIA GH200 480GB", "GH200", 989.5, 989.5),
-    ("NVIDIA B200", "B200", 2250.0, 2250.0),
-    ("NVIDIA GB200", "GB200", 2500.0, 2500.0),
-    ("NVIDIA L40S", "L40S", 362.0, 362.0),
-    ("NVIDIA L4", "L4", 121.0, 121.0),
-    ("NVIDIA A100-SXM4-80GB", "A100 SXM4 80GB", 312.0, 312.0),
-    ("NVIDIA A100-SXM4-40GB", "A100 SXM4 40GB", 312.0, 312.0),
-    ("NVIDIA A100-PCIE-40GB", "A100 PCIe 40GB", 312.0, 312.0),
-    ("NVIDIA A100 80GB PCIe", "A100 PCIe 80GB", 312.0, 312.0),
-    ("NVIDIA A10G", "A10G", 70.0, 70.0),
-    ("Tesla T4", "T4", None, 65.0),
-    ("Tesla V100-SXM2-16GB", "V100 SXM2", None, 125.0),
-    ("NVIDIA GeForce RTX 4090", "GeForce RTX 4090", 165.2, 165.2),
-    ("NVIDIA GeForce RTX 3090", "GeForce RTX 3090", 71.0, 71.0),
-]
+# Real device-name strings (NVML, torch.cuda under CUDA, torch.cuda under ROCm) -> the card they must match.
+REAL_NAMES = {
+    "NVIDIA GB300": "GB300",
+    "NVIDIA GB200": "GB200",
+    "NVIDIA B300 SXM6 AC": "B300",
+    "NVIDIA B200": "B200",
+    "NVIDIA B100": "B100",
+    "NVIDIA GH200 480GB": "GH200",
+    "NVIDIA GH200 144G HBM3e": "GH200",
+    "NVIDIA H200 NVL": "H200 NVL",
+    "NVIDIA H200": "H200 SXM",
+    "NVIDIA H100 NVL": "H100 NVL",
+    "NVIDIA H100 PCIe": "H100 PCIe",
+    "NVIDIA H100 80GB HBM3": "H100 SXM",
+    "NVIDIA H800 80GB HBM3": "H800 SXM",
+    "NVIDIA H20": "H20",
+    "NVIDIA L40S": "L40S",
+    "NVIDIA L40": "L40",
+    "NVIDIA L4": "L4",
+    "NVIDIA A800-SXM4-80GB": "A800",
+    "NVIDIA A800 80GB PCIe": "A800",
+    "NVIDIA A100-SXM4-80GB": "A100 SXM4 80GB",
+    "NVIDIA A100-SXM4-40GB": "A100 SXM4 40GB",
+    "A100-SXM4-40GB": "A100 SXM4 40GB",
+    "NVIDIA A100-PCIE-40GB": "A100 PCIe 40GB",
+    "NVIDIA A100 80GB PCIe": "A100 PCIe 80GB",
+    "NVIDIA A100-SXM-64GB": "A100",
+    "NVIDIA A40": "A40",
+    "NVIDIA A16": "A16 (one GPU)",
+    "NVIDIA A2": "A2",
+    "NVIDIA GeForce RTX 3070 Ti": "GeForce RTX 3070 Ti",
+    "NVIDIA A10G": "A10G",
+    "NVIDIA A10": "A10",
+    "Tesla T4": "T4",
+    "Tesla V100S-PCIE-32GB": "V100S PCIe",
+    "Tesla V100-PCIE-16GB": "V100 PCIe",
+    "Tesla V100-PCIE-32GB": "V100 PCIe",
+    "Tesla V100-SXM2-16GB": "V100 SXM2",
+    "Tesla V100-SXM2-32GB": "V100 SXM2",
+    "Tesla P100-PCIE-16GB": "P100 PCIe",
+    "Tesla P100-PCIE-12GB": "P100 PCIe",
+    "Tesla P100-SXM2-16GB": "P100 SXM2",
+    "NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition": "RTX PRO 6000 Blackwell Max-Q",
+    "NVIDIA RTX PRO 6000 Blackwell Workstation Edition": "RTX PRO 6000 Blackwell Workstation",
+    "NVIDIA RTX A6000": "RTX A6000",
+    "NVIDIA GeForce RTX 5090": "GeForce RTX 5090",
+    "NVIDIA GeForce RTX 4090": "GeForce RTX 4090",
+    "NVIDIA GeForce RTX 4080": "GeForce RTX 4080",
+    "NVIDIA GeForce RTX 4070": "GeForce RTX 4070",
+    "NVIDIA GeForce RTX 3090": "GeForce RTX 3090",
+    "GeForce RTX 3090": "GeForce RTX 3090",
+    "AMD Instinct MI355X": "MI355X",
+    "AMD Instinct MI350X": "MI350X",
+    "AMD Instinct MI325X": "MI325X",
+    "AMD Instinct MI300X": "MI300X",
+    "AMD Instinct MI300X VF": "MI300X",
+    "AMD Instinct MI250X": "MI250X (one GCD)",
+    "AMD Instinct MI250": "MI250 (one GCD)",
+}
 
 
-@pytest.mark.parametrize(("name", "card", "bf16", "fp16"), NAMES, ids=[n[0] for n in NAMES])
-def test_real_nvml_names_match_their_card_and_dense_peak(name: str, card: str, bf16: float | None, fp16: float) -> None:
-    row = peak_flops(name, "fp16")
-    assert row is not None
-    assert (row.card, row.dtype, row.tflops, row.provenance) == (card, "fp16", fp16, "detected")
-    assert "nvml-gpm.md" in row.source
-    bf = peak_flops(name)
-    assert (bf.tflops if bf else None) == bf16
+def _rows_matching(name: str) -> list[str]:
+    normalized = " ".join(name.lower().replace("_", " ").split())
+    return [r.card for r in TABLE if re.search(r.pattern, normalized)
+            and not (r.exclude and re.search(r.exclude, normalized))]
+
+
+@pytest.mark.parametrize(("name", "card"), sorted(REAL_NAMES.items()), ids=sorted(REAL_NAMES))
+def test_every_real_device_name_matches_exactly_one_row(name: str, card: str) -> None:
+    assert _rows_matching(name) == [card]
+    assert match_card(name) == card
+
+
+def test_every_row_is_matched_by_some_real_device_name() -> None:
+    assert {r.card for r in TABLE} == set(REAL_NAMES.values())
+
+
+@pytest.mark.parametrize("row", TABLE, ids=[r.card for r in TABLE])
+def test_every_row_cites_a_source_and_never_divides_by_a_sparse_figure(row) -> None:
+    assert row.source.strip()
+    assert set(row.quoted) == set(DTYPES)
+    if row.secondary:
+        assert row.source.startswith("secondary:"), row.card
+    else:
+        assert re.search(r"\b(NVIDIA|AMD)\b.*(datasheet|whitepaper|page|specifications)", row.source), row.card
+    stated_sparse = "quoted with sparsity" in row.source
+    assert stated_sparse == row.sparse_quoted, row.card
+    for dtype, quoted in row.quoted.items():
+        dense = row.peaks[dtype]
+        if quoted is None:
+            assert dense is None
+            continue
+        assert quoted > 0
+        assert dense == (quoted / 2 if row.sparse_quoted else quoted), (row.card, dtype)
+        row_peak = peak_flops(next(n for n, c in REAL_NAMES.items() if c == row.card), dtype)
+        assert row_peak is not None and row_peak.tflops == dense
+
+
+@pytest.mark.parametrize(
+    ("name", "card", "bf16", "fp16"),
+    [
+        ("NVIDIA H100 80GB HBM3", "H100 SXM", 989.5, 989.5),
+        ("NVIDIA B300 SXM6 AC", "B300", 2250.0, 2250.0),
+        ("NVIDIA GB300", "GB300", 2500.0, 2500.0),
+        ("AMD Instinct MI300X", "MI300X", 1307.4, 1307.4),
+        ("AMD Instinct MI355X", "MI355X", 2500.0, None),
+        ("AMD Instinct MI350X", "MI350X", 2300.0, None),
+        ("AMD Instinct MI250X", "MI250X (one GCD)", 191.5, 191.5),
+        ("NVIDIA L40", "L40", 181.05, 181.05),
+        ("NVIDIA A40", "A40", 149.7, 149.7),
+        ("NVIDIA RTX A6000", "RTX A6000", 154.85, 154.85),
+        ("NVIDIA RTX PRO 6000 Blackwell Workstation Edition", "RTX PRO 6000 Blackwell Workstation", 503.8, None),
+        ("NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition", "RTX PRO 6000 Blackwell Max-Q", 438.9, None),
+        ("Tesla P100-PCIE-16GB", "P100 PCIe", None, 18.7),
+        ("NVIDIA H20", "H20", 148.0, 148.0),
+    ],
+)
+def test_new_cards_give_their_cited_dense_peak(name: str, card: str, bf16: float | None, fp16: float | None) -> None:
+    for dtype, want in (("bf16", bf16), ("fp16", fp16)):
+        row = peak_flops(name, dtype)
+        assert (row.tflops if row else None) == want, dtype
+        if row is not None:
+            assert row.card == card and row.provenance == "detected"
+
+
+def test_gb300_is_not_taken_for_b300_nor_gb200_for_b200() -> None:
+    assert match_card("NVIDIA GB300") == "GB300"
+    assert match_card("NVIDIA B300 SXM6 AC") == "B300"
+    assert match_card("NVIDIA GB200") == "GB200"
+
+
+def test_rtx_pro_6000_variants_differ_and_the_server_edition_is_left_out_saying_so() -> None:
+    assert peak_flops("NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition").tflops == 438.9
+    assert peak_flops("NVIDIA RTX PRO 6000 Blackwell Workstation Edition").tflops == 503.8
+    assert peak_flops("NVIDIA RTX PRO 6000 Blackwell Server Edition") is None
+    assert "no datasheet peak" in why_no_peak("NVIDIA RTX PRO 6000 Blackwell Server Edition")
+
+
+def test_an_ambiguous_name_is_settled_by_pci_device_id_or_memory_size() -> None:
+    assert peak_flops("NVIDIA H100") is None
+    by_pci = peak_flops("NVIDIA H100", pci_device_id=(0x2330 << 16) | 0x10DE)
+    assert by_pci is not None and by_pci.card == "H100 SXM"
+    by_mem = peak_flops("NVIDIA H100", memory_bytes=94 * 10**9)
+    assert by_mem is not None and by_mem.card == "H100 NVL"
+    assert peak_flops("NVIDIA H100", memory_bytes=80 * 10**9) is None
+    assert "SXM, PCIe or NVL" in why_no_peak("NVIDIA H100", memory_bytes=80 * 10**9)
+
+
+def test_rocm_mi250x_slash_mi250_name_is_ambiguous() -> None:
+    assert peak_flops("AMD Instinct MI250X/MI250") is None
+    assert "MI250X or MI250" in why_no_peak("AMD Instinct MI250X/MI250")
+
+
+def test_a_missing_dtype_names_the_rows_source() -> None:
+    reason = why_no_peak("AMD Instinct MI355X", "fp8")
+    assert "MI355X has no dense fp8" in reason and "AMD Instinct MI355X product page" in reason
+
+
+def test_cards_left_out_are_listed_with_a_reason() -> None:
+    left = dict(LEFT_OUT)
+    for card in ("A30", "RTX 6000 Ada Generation", "RTX PRO 6000 Blackwell Server Edition", "GeForce RTX 5080"):
+        assert left[card]
+    for name in ("NVIDIA A30", "NVIDIA RTX 6000 Ada Generation", "NVIDIA GeForce RTX 5080"):
+        assert peak_flops(name) is None
 
 
 def test_t4_has_no_bf16_and_says_so() -> None:
@@ -70,12 +213,13 @@ def test_most_specific_row_wins(name: str, card: str) -> None:
 @pytest.mark.parametrize(
     "name",
     [
-        "NVIDIA L40",
+        "NVIDIA A30",
         "NVIDIA GeForce RTX 3090 Ti",
         "NVIDIA GeForce RTX 4090 D",
         "NVIDIA GeForce RTX 4090 Laptop GPU",
         "NVIDIA H800",
-        "AMD Instinct MI300X",
+        "NVIDIA GeForce RTX 4080 SUPER",
+        "AMD Instinct MI300A",
         "cpu",
         "",
     ],
@@ -120,16 +264,18 @@ def test_peak_row_is_frozen_and_converts_to_flop_per_s() -> None:
         row.tflops = 1.0  # type: ignore[misc]
 
 
-def test_every_row_cites_a_source_and_has_positive_peaks() -> None:
-    rows = table_rows()
-    assert len(rows) >= 20
-    for card, _pattern, peaks, source in rows:
-        assert source and "nvml-gpm.md" in source, card
-        assert set(peaks) == set(DTYPES)
-        assert all(v is None or v > 0 for v in peaks.values()), card
-
-
 def test_a10g_row_says_its_figure_is_approximate() -> None:
     row = peak_flops("NVIDIA A10G")
     assert row is not None and "approximate" in row.source
     assert peak_flops("NVIDIA A10G", "tf32") is None
+
+
+def test_docs_peaks_lists_every_row_with_its_source_and_every_card_left_out():
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "peaks.md").read_text()
+    assert text == peaks_markdown()
+    for row in TABLE:
+        assert f"| {row.card} |" in text and row.source in text, row.card
+    for card, why in LEFT_OUT:
+        assert f"**{card}**: {why}." in text

@@ -164,3 +164,27 @@ def test_the_ladders_mfu_rung_takes_the_weakest_provenance_of_the_mfu_derivation
     m.finish("completed")
     rung = ext.section["ladder"][0]["rungs"]["mfu"]
     assert rung["value"] == 0.6 and rung["provenance"] == "declared"  # a declared peak, not "counted"
+
+
+def test_the_ladder_knows_each_device_by_its_index_for_the_dram_peak_and_the_backend_sources():
+    from types import SimpleNamespace
+
+    from trainmeter.gpu.amdsmi_backend import LADDER_SOURCES, open_amdsmi
+    from trainmeter.gpu.amdsmi_fake import FakeAmdSmi
+    from trainmeter.gpu.sampler import GpuSampler
+
+    clock = FakeClock()
+    ext = GpuExtension()
+    ext.sampler = GpuSampler(FakeNvml(["h100_sxm"], clock=clock), (0,), clock=clock)
+    assert ext._device_name(0) == "NVIDIA H100 80GB HBM3"  # devices map index -> info
+    ext.sampler.step(clock())
+    clock.advance(1.0)
+    ext.sampler.step(clock())
+    ext._m = SimpleNamespace(token_unit="tokens", extension=lambda name: None)
+    ladder = ext._build(ext.sampler.latest())[0]
+    assert ladder.arithmetic_intensity.inputs[2].value is not None  # the H100's DRAM peak was found
+    amd = GpuSampler(open_amdsmi(clock=clock, module=FakeAmdSmi()).backend, (0,), clock=clock)
+    amd.step(clock())
+    ext.sampler = amd
+    ladder = ext._build(amd.latest())[0]
+    assert ladder.rung("gpu_util").source == LADDER_SOURCES["gpu_util"]

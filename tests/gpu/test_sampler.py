@@ -270,3 +270,83 @@ def test_in_background_turns_a_gpus_value_naming_no_device_into_a_reason() -> No
     assert _poll(lambda: s.unavailable_reason is not None and "GPU sampling off" in s.unavailable_reason)
     s.stop()
     assert s.indices == ()
+
+
+# --- what DCGM documents: each a scripted fake and a stated reading, never a silent zero -------------------
+
+
+def test_counters_stuck_at_zero_after_a_fault_are_not_averaged_and_say_why() -> None:
+    from trainmeter.gpu.fake_profiles import FAULTED_COUNTERS
+    from trainmeter.gpu.sanity import REASON_COUNTERS_STUCK
+
+    clock = FakeClock()
+    fake = FakeNvml(["h100_sxm"], clock=clock, default_timeline=(
+        Phase(duration_s=2.0, levels=GEMM), Phase(duration_s=1e9, levels=FAULTED_COUNTERS)))
+    s = _sampler(fake, clock)
+    for _ in range(10):
+        s.step(clock())
+        clock.advance(0.5)
+    assert s.latest()[0].tensor_activity is None
+    assert s.latest()[0].unavailable_reason("tensor_activity") == REASON_COUNTERS_STUCK
+    avg = s.averages()[0]
+    assert avg.tensor_activity is not None and avg.tensor_activity > 0.5  # the GEMM samples only, no zeros
+
+
+def test_gpm_permission_lost_mid_run_is_said_and_earlier_values_stand() -> None:
+    from trainmeter.gpu.backend import REASON_GPM_NO_PERMISSION
+
+    clock = FakeClock()
+    fake = FakeNvml(["h100_sxm"], clock=clock)
+    fake.inject(0, "no_permission", field="gpm", from_s=2.0)
+    s = _sampler(fake, clock)
+    for _ in range(8):
+        s.step(clock())
+        clock.advance(0.5)
+    latest = s.latest()[0]
+    assert latest.sm_activity is None and latest.unavailable_reason("sm_activity") == REASON_GPM_NO_PERMISSION
+    assert latest.util_gpu == GEMM.util_gpu  # NVML's non-GPM readings go on
+    assert s.averages()[0].sm_activity == pytest.approx(GEMM.sm_activity)  # no zeros averaged in
+    assert s.status()[0].active
+
+
+def test_a_gpu_off_the_bus_is_stated_in_the_passport_not_read_as_zero() -> None:
+    from trainmeter.gpu.passport import gpu_passport_from_sampler
+
+    clock = FakeClock()
+    fake = FakeNvml(["h100_sxm"], clock=clock)
+    fake.inject(0, "gpu_lost", from_s=1.5)
+    s = _sampler(fake, clock)
+    for _ in range(6):
+        s.step(clock())
+        clock.advance(0.5)
+    section = gpu_passport_from_sampler(s)
+    text = str(section)
+    assert REASON_GPU_LOST in text
+
+
+def test_mig_instances_say_gpu_util_and_gpm_are_unavailable() -> None:
+    from trainmeter.gpu.backend import REASON_MIG
+    from trainmeter.gpu.ladder import build_ladder
+
+    clock = FakeClock()
+    fake = FakeNvml(["h100_mig"], clock=clock)
+    s = _sampler(fake, clock)
+    for _ in range(4):
+        s.step(clock())
+        clock.advance(0.5)
+    latest = s.latest()[0]
+    assert latest.util_gpu is None and latest.unavailable_reason("util_gpu") == REASON_MIG
+    assert latest.tensor_activity is None and latest.unavailable_reason("tensor_activity") == REASON_MIG
+    ladder = build_ladder(latest)
+    assert "MIG" in ladder.sentence and ladder.rung("tensor_activity").missing == REASON_MIG
+
+
+@pytest.mark.parametrize("by", ["index", "uuid"])
+def test_cuda_visible_devices_by_index_or_uuid_picks_the_right_nvml_device(by) -> None:
+    clock = FakeClock()
+    fake = FakeNvml(["h100_sxm", "h200", "a100"], clock=clock)
+    value = "2" if by == "index" else fake.device_info(2).uuid
+    s = GpuSampler.for_run(None, clock=clock, open_backend=lambda clock: open_fake(fake), cuda_uuids=None,
+                           env={"CUDA_VISIBLE_DEVICES": value, "CUDA_DEVICE_ORDER": "PCI_BUS_ID"})
+    assert s.indices == (2,) and s.devices[2].name == "NVIDIA A100-SXM4-40GB"
+    assert s.selection.provenance == "detected"

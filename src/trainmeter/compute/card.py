@@ -64,8 +64,20 @@ def compute_section(ext: ComputeState) -> dict[str, Any]:
         "progress": derived["progress"].value if "progress" in derived else None,
         "eta_s": derived["eta_s"].value if "eta_s" in derived else None,
     }
+    section.update(_achievable(ext, derived))
     section["markdown"] = render_compute_markdown(section, all_derivations(ext))
     return section
+
+
+def _achievable(ext: Any, derived: dict[str, Derivation]) -> dict[str, Any]:
+    """``of_achievable`` (model FLOP/s over the ``tm.calibrate()`` ceiling) beside ``mfu`` (over the datasheet peak)."""
+    ceiling = ext.ceiling() if hasattr(ext, "ceiling") else None
+    return {
+        "of_achievable": _values(derived, "of_achievable"),
+        "ceiling": ceiling.to_dict() if ceiling is not None else None,
+        "of_achievable_missing": None if ceiling is not None else
+        "no measured ceiling for this device and dtype: call tm.calibrate() (before or during the run)",
+    }
 
 
 def _flops(value: float | None, per: str = "") -> str:
@@ -114,6 +126,14 @@ def render_compute_markdown(s: dict[str, Any], derivations: list[Derivation]) ->
     if peak:
         lines.append(f"- Peak: {peak['tflops']:g} TFLOP/s dense {peak['dtype']} ({peak['card']}; "
                      f"{peak['provenance']}: {markdown_text(peak['source'])})")
+    achievable = {k: v for k, v in (s.get("of_achievable") or {}).items() if v is not None}
+    ceiling = s.get("ceiling")
+    if achievable and ceiling:
+        lines.append("- Of achievable (over the measured ceiling): " + ", ".join(
+            f"`{k}` {format_percent(v)}" for k, v in achievable.items())
+            + f"; ceiling {ceiling['flops_per_s'] / 1e12:.3g} TFLOP/s {ceiling['dtype']}, measured by tm.calibrate() "
+              f"({ceiling['repeats']} x {'x'.join(str(n) for n in ceiling['shape'])} matmuls in "
+              f"{ceiling['seconds']:.3g} s on {markdown_text(ceiling['device_name'])})")
     lines += ["", "<details><summary>Derivations</summary>", ""]
     for d in derivations:
         value = "not shown" if d.value is None else _derived_text(d.value, d.unit)

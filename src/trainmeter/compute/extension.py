@@ -37,6 +37,7 @@ class ComputeExtension(ExtensionBase):
         self.peak_missing: str | None = None
         self.device_name: str | None = None
         self.dtype: str | None = None
+        self.run_dtype: str | None = None
         self._ready = False
         self._stopped = False
         self.derived: dict[str, Derivation] = {}
@@ -121,21 +122,30 @@ class ComputeExtension(ExtensionBase):
             self.dtype = normalize_dtype(dtype) if dtype else None
         except ValueError:
             self.dtype = None
-        if param is not None and param.device.type == "cuda":
+        memory_bytes = None
+        on_cuda = param is not None and param.device.type == "cuda"
+        tf32 = False
+        if on_cuda:
             torch = sys.modules["torch"]
             self.device_name = torch.cuda.get_device_name(param.device)
+            memory_bytes = getattr(torch.cuda.get_device_properties(param.device), "total_memory", None)
+            tf32 = bool(torch.backends.cuda.matmul.allow_tf32)
+        from trainmeter.compute.calibrate import run_dtype
+
+        self.run_dtype = run_dtype(dtype, on_cuda, tf32)
         if self.peak is not None:
             return  # declared
         if self.device_name is None:
             self.peak_missing = ("the model is on the CPU: there is no dense datasheet peak to divide by; "
-                                 "pass --peak-tflops X --peak-source TEXT to declare one")
+                                 "pass --peak-tflops X --peak-source TEXT to declare one (or call tm.calibrate() "
+                                 "for a measured of-achievable)")
             return
         if self.dtype is None:
             self.peak_missing = f"dtype {dtype} has no tensor-core peak; pass --peak-tflops X --peak-source TEXT"
             return
-        self.peak = peak_flops(self.device_name, self.dtype)
+        self.peak = peak_flops(self.device_name, self.dtype, memory_bytes=memory_bytes)
         if self.peak is None:
-            self.peak_missing = why_no_peak(self.device_name, self.dtype)
+            self.peak_missing = why_no_peak(self.device_name, self.dtype, memory_bytes=memory_bytes)
 
     # -- per report ----------------------------------------------------------------------
     def _chosen(self) -> Derivation | None:
@@ -170,8 +180,34 @@ class ComputeExtension(ExtensionBase):
             out[f"mfu.session[{conv}]"] = mfu(f, session_tps, 1, self.peak, pace="session",
                                               peak_missing=self.peak_missing)
             out[f"flops_spent[{conv}]"] = flops_spent(f, m.tokens)
+        out.update(self._of_achievable(per_conv, train_tps))
         out.update(self._budget(m.steps, m.tokens, train_tps, session_tps, per_conv, whole_run=whole_run))
         self.derived = {name: replace(d, name=name) for name, d in out.items()}
+
+    def ceiling(self) -> Any:
+        """The measured ceiling (:class:`~trainmeter.compute.calibrate.Ceiling`) for this run's device and dtype,
+        from the last ``tm.calibrate()``, or ``None``; any thread."""
+        from trainmeter.compute.calibrate import last_calibration
+
+        cal = last_calibration()
+        c = cal.ceiling(self.run_dtype) if cal is not None else None
+        if c is None or c.device_name != (self.device_name or "cpu"):
+            return None
+        return c
+
+    def _of_achievable(self, per_conv: dict[str, Derivation], train_tps: float | None) -> dict[str, Derivation]:
+        """``of_achievable[conv]``: model FLOP/s over the measured ceiling (only once ``tm.calibrate()`` ran)."""
+        c = self.ceiling()
+        if c is None:
+            return {}
+        from trainmeter.compute.mfu import mfu_derivation
+        from trainmeter.core.provenance import as_input
+
+        ceiling = Input(name="ceiling", value=c.flops_per_s, unit="FLOP/s", provenance="measured", source=c.source)
+        return {f"of_achievable[{conv}]": mfu_derivation(
+            name="of_achievable", flops_per_token=as_input("F", f, "FLOP/token", "detected"),
+            rate=(as_input("tokens_per_s", train_tps, "tokens/s", "measured", "training-only tokens/s"),),
+            devices=as_input("devices", 1, "1", "detected"), peaks=(ceiling,)) for conv, f in per_conv.items()}
 
     def _view(self) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
         from trainmeter.compute.card import compute_section

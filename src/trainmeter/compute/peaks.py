@@ -1,11 +1,11 @@
-"""Dense tensor-core peaks per card and dtype, each with its cited source.
+"""Dense tensor-core peaks per card and dtype, each with its cited source: matching a device to its row.
 
-Each figure cites an NVIDIA datasheet or whitepaper in its row (docs/spec.md
-section 5 lists the table's sources). Where NVIDIA quotes only the
-2:4-sparse figure, the dense peak is that figure / 2 (the datasheets' own
-footnote: "specifications one-half lower without sparsity"). GeForce cards use
-the FP32-accumulate rate (what PyTorch's bf16/fp16 GEMMs run at), half the
-FP16-accumulate headline. A card or dtype the notes lack has no row: no peak,
+The rows live in :mod:`trainmeter.compute.peak_table` (each cites the vendor's datasheet or whitepaper, or a
+labelled secondary page where the vendor publishes none; docs/spec.md section 5 lists them). Where the source
+quotes only the 2:4-sparse figure, the dense peak is that figure / 2. GeForce cards use the FP32-accumulate
+rate (what PyTorch's bf16/fp16 GEMMs run at). A device is matched by its NVML / torch name (CUDA and ROCm),
+most specific row first; a name that does not say its variant is settled by PCI device id or memory size when
+the caller has them, else it gets no peak and the reason says so. A card or dtype the table lacks has no peak,
 no MFU, never a guess. Pure Python; never imports torch. Thread-safe.
 """
 
@@ -15,6 +15,7 @@ import math
 import re
 from dataclasses import dataclass
 
+from trainmeter.compute.peak_table import AMBIGUOUS, BY_MEMORY_GB, BY_PCI_DEVICE_ID, LEFT_OUT, TABLE, CardRow
 from trainmeter.core.provenance import Provenance
 
 MAX_PEAK_TFLOPS = 1e6
@@ -67,192 +68,6 @@ class PeakRow:
         return self.tflops * 1e12
 
 
-_REF = "nvml-gpm.md §4"
-_S = "sparse figure / 2"
-
-
-@dataclass(frozen=True, slots=True)
-class _Card:
-    """One table row: pattern, optional exclusion, peaks by dtype (``None``: dtype not supported), source."""
-
-    pattern: str
-    exclude: str | None
-    card: str
-    peaks: dict[str, float | None]
-    source: str
-
-
-def _peaks(bf16: float | None, fp16: float | None, tf32: float | None, fp8: float | None) -> dict[str, float | None]:
-    return {"bf16": bf16, "fp16": fp16, "tf32": tf32, "fp8": fp8}
-
-
-_H100_SXM = _peaks(989.5, 989.5, 494.5, 1979.0)
-_H100_NVL = _peaks(835.5, 835.5, 417.5, 1670.5)
-_A100 = _peaks(312.0, 312.0, 156.0, None)
-_A100_SRC = f"NVIDIA A100 datasheet: 312 BF16/FP16, 156 TF32 dense (quoted directly); no FP8 ({_REF})"
-
-# Most specific first: the first matching pattern wins. Patterns run on the lower-cased name.
-_TABLE: tuple[_Card, ...] = (
-    _Card(
-        r"\bgb200\b",
-        None,
-        "GB200",
-        _peaks(2500.0, 2500.0, 1250.0, 5000.0),
-        f"NVIDIA GB200 NVL72 page, per-GPU column: 5000 BF16/FP16, 2500 TF32, 10000 FP8 with sparsity; {_S} ({_REF})",
-    ),
-    _Card(
-        r"(?<![a-z0-9])b200\b",
-        None,
-        "B200",
-        _peaks(2250.0, 2250.0, 1100.0, 4500.0),
-        f"NVIDIA HGX/DGX B200 pages: 4500 BF16/FP16, 2200 TF32, 9000 FP8 with sparsity; {_S} ({_REF})",
-    ),
-    _Card(
-        r"(?<![a-z0-9])b100\b",
-        None,
-        "B100",
-        _peaks(1750.0, 1750.0, 875.0, 3500.0),
-        f"NVIDIA Blackwell launch datasheet (HGX B100 / 8): 3500 BF16/FP16, 1750 TF32, 7000 FP8 with sparsity; "
-        f"{_S} ({_REF})",
-    ),
-    _Card(
-        r"\bgh200\b",
-        None,
-        "GH200",
-        _H100_SXM,
-        f"NVIDIA GH200 page: 1979 BF16/FP16, 989 TF32, 3958 FP8 with sparsity (H100 SXM compute); {_S} ({_REF})",
-    ),
-    _Card(
-        r"(?<![a-z0-9])h200\b.*\bnvl\b",
-        None,
-        "H200 NVL",
-        _H100_NVL,
-        f"NVIDIA H200 page, H200 NVL: 1671 BF16/FP16, 835 TF32, 3341 FP8 with sparsity; {_S} ({_REF})",
-    ),
-    _Card(
-        r"(?<![a-z0-9])h200\b",
-        None,
-        "H200 SXM",
-        _H100_SXM,
-        f"NVIDIA H200 page, H200 SXM: 1979 BF16/FP16, 989 TF32, 3958 FP8 with sparsity; {_S} ({_REF})",
-    ),
-    _Card(
-        r"(?<![a-z0-9])h100\b.*\bnvl\b",
-        None,
-        "H100 NVL",
-        _H100_NVL,
-        f"NVIDIA H100 page, H100 NVL per GPU: 1671 BF16/FP16, 835 TF32, 3341 FP8 with sparsity; {_S} "
-        f"(the 2023 datasheet quoted the 2-GPU pair) ({_REF})",
-    ),
-    _Card(
-        r"(?<![a-z0-9])h100\b.*\bpcie\b",
-        None,
-        "H100 PCIe",
-        _peaks(756.5, 756.5, 378.0, 1513.0),
-        f"NVIDIA H100 datasheet, H100 PCIe: 1513 BF16/FP16, 756 TF32, 3026 FP8 with sparsity; {_S} ({_REF})",
-    ),
-    _Card(
-        r"(?<![a-z0-9])h100\b.*\b(sxm|hbm3)",
-        None,
-        "H100 SXM",
-        _H100_SXM,
-        f"NVIDIA H100 datasheet, H100 SXM: 1979 BF16/FP16, 989 TF32, 3958 FP8 with sparsity; {_S} ({_REF})",
-    ),
-    _Card(
-        r"\bl40s\b",
-        None,
-        "L40S",
-        _peaks(362.0, 362.0, 183.0, 733.0),
-        f"NVIDIA L40S datasheet: 362 BF16/FP16, 183 TF32, 733 FP8 dense (quoted directly) ({_REF})",
-    ),
-    _Card(
-        r"\bl4\b",
-        None,
-        "L4",
-        _peaks(121.0, 121.0, 60.0, 242.5),
-        f"NVIDIA L4 datasheet: 242 BF16/FP16, 120 TF32, 485 FP8 with sparsity; {_S} ({_REF})",
-    ),
-    _Card(r"\ba100\b.*\bsxm4?\b.*\b80gb\b", None, "A100 SXM4 80GB", _A100, _A100_SRC),
-    _Card(r"\ba100\b.*\bsxm4?\b.*\b40gb\b", None, "A100 SXM4 40GB", _A100, _A100_SRC),
-    _Card(r"\ba100\b.*\bpcie\b.*\b40gb\b", None, "A100 PCIe 40GB", _A100, _A100_SRC),
-    _Card(r"\ba100\b.*\b80gb\b.*\bpcie\b", None, "A100 PCIe 80GB", _A100, _A100_SRC),
-    _Card(r"\ba100\b", None, "A100", _A100, _A100_SRC + "; variant not recognised, all A100 variants share these"),
-    _Card(
-        r"\ba10g\b",
-        None,
-        "A10G",
-        _peaks(70.0, 70.0, None, None),
-        f"no NVIDIA datasheet (AWS-only SKU): ~70 BF16/FP16 tensor per Baseten 'A10 vs A10G' and the nanochat "
-        f"table, approximate; TF32 not published; no FP8 ({_REF})",
-    ),
-    _Card(
-        r"\ba10\b",
-        None,
-        "A10",
-        _peaks(125.0, 125.0, 62.5, None),
-        f"NVIDIA A10 datasheet: 250 BF16/FP16, 125 TF32 with sparsity, 125 / 62.5 dense; no FP8 ({_REF})",
-    ),
-    _Card(
-        r"\bt4\b",
-        None,
-        "T4",
-        _peaks(None, 65.0, None, None),
-        f"NVIDIA T4 datasheet: 65 FP16/FP32 mixed dense; Turing has no BF16, TF32 or FP8 ({_REF})",
-    ),
-    _Card(
-        r"\bv100s\b",
-        None,
-        "V100S PCIe",
-        _peaks(None, 130.0, None, None),
-        f"NVIDIA V100 datasheet: V100S 130 FP16 tensor dense; Volta has no BF16, TF32 or FP8 ({_REF})",
-    ),
-    _Card(
-        r"\bv100\b.*\bpcie\b",
-        None,
-        "V100 PCIe",
-        _peaks(None, 112.0, None, None),
-        f"NVIDIA V100 datasheet: PCIe 112 FP16 tensor dense; Volta has no BF16, TF32 or FP8 ({_REF})",
-    ),
-    _Card(
-        r"\bv100\b.*\bsxm2?\b",
-        None,
-        "V100 SXM2",
-        _peaks(None, 125.0, None, None),
-        f"NVIDIA V100 datasheet: SXM2 125 FP16 tensor dense; Volta has no BF16, TF32 or FP8 ({_REF})",
-    ),
-    _Card(
-        r"\brtx 5090\b",
-        r"\b5090 ?d\b|laptop|mobile",
-        "GeForce RTX 5090",
-        _peaks(209.5, 209.5, 104.8, None),
-        f"RTX Blackwell whitepaper / spec copies: 209.5 BF16/FP16 dense with FP32 accumulate, 104.8 TF32; "
-        f"FP8 with FP32 accumulate not confirmed in the notes, so none ({_REF})",
-    ),
-    _Card(
-        r"\brtx 4090\b",
-        r"\b4090 ?d\b|laptop|mobile",
-        "GeForce RTX 4090",
-        _peaks(165.2, 165.2, 82.6, 330.3),
-        f"NVIDIA Ada whitepaper: 165.2 BF16/FP16 and 330.3 FP8 dense with FP32 accumulate (half the FP16-accumulate "
-        f"rate), 82.6 TF32 ({_REF})",
-    ),
-    _Card(
-        r"\brtx 3090\b",
-        r"\b3090 ?ti\b|laptop|mobile",
-        "GeForce RTX 3090",
-        _peaks(71.0, 71.0, 35.6, None),
-        f"NVIDIA GA102 whitepaper: 71 BF16/FP16 dense with FP32 accumulate (142 with FP16 accumulate), "
-        f"35.6 TF32; no FP8 ({_REF})",
-    ),
-)
-
-_AMBIGUOUS: tuple[tuple[str, str], ...] = (
-    (r"(?<![a-z0-9])h100\b", "H100 SXM, PCIe or NVL"),
-    (r"\bv100\b", "V100 SXM2 or PCIe"),
-)
-"""Names that match a card family but not a variant: no peak, and the reason says so."""
-
-
 def normalize_dtype(dtype: object) -> str:
     """Return the canonical dtype name (``bf16``, ``fp16``, ``tf32``, ``fp8``) for a name or torch dtype.
 
@@ -274,21 +89,62 @@ def normalize_dtype(dtype: object) -> str:
     )
 
 
-def _find(device_name: str) -> _Card | None:
-    """Return the first table row whose pattern matches ``device_name`` (and whose exclusion does not)."""
-    name = " ".join(str(device_name).lower().replace("_", " ").split())
-    for row in _TABLE:
+def _normalize(device_name: object) -> str:
+    return " ".join(str(device_name).lower().replace("_", " ").split())
+
+
+def _by_name(name: str) -> CardRow | None:
+    for row in TABLE:
         if re.search(row.pattern, name) and not (row.exclude and re.search(row.exclude, name)):
             return row
     return None
 
 
-def peak_flops(device_name: str, dtype: object = "bf16") -> PeakRow | None:
+def _row_named(card: str) -> CardRow:
+    return next(r for r in TABLE if r.card == card)
+
+
+def _find(device_name: object, pci_device_id: int | None = None, memory_bytes: float | None = None) -> CardRow | None:
+    """The matching row: by name first; a name matching only a family is settled by PCI device id or memory."""
+    name = _normalize(device_name)
+    row = _by_name(name)
+    if row is not None:
+        return row
+    if pci_device_id is not None:
+        device = int(pci_device_id) >> 16 if int(pci_device_id) > 0xFFFF else int(pci_device_id)
+        card = BY_PCI_DEVICE_ID.get(device)
+        if card is not None:
+            return _row_named(card)
+    if memory_bytes:
+        gb = float(memory_bytes) / 1e9
+        for pattern, low, high, card in BY_MEMORY_GB:
+            if re.search(pattern, name) and low <= gb <= high:
+                return _row_named(card)
+    return None
+
+
+def match_card(device_name: object, *, pci_device_id: int | None = None,
+               memory_bytes: float | None = None) -> str | None:
+    """The card a device name (and, where the name is ambiguous, its PCI device id or memory) matches, or ``None``.
+
+    Args:
+        device_name: NVML or torch device name (CUDA or ROCm), e.g. ``"AMD Instinct MI300X"``.
+        pci_device_id: NVML ``pciDeviceId`` (device id << 16 | vendor) or the bare 16-bit device id.
+        memory_bytes: Total device memory in bytes.
+    """
+    row = _find(device_name, pci_device_id, memory_bytes)
+    return row.card if row is not None else None
+
+
+def peak_flops(device_name: str, dtype: object = "bf16", *, pci_device_id: int | None = None,
+               memory_bytes: float | None = None) -> PeakRow | None:
     """Return the dense peak of ``device_name`` for ``dtype``, or ``None``.
 
     Args:
         device_name: The NVML / CUDA device name, e.g. ``"NVIDIA H100 80GB HBM3"``.
         dtype: ``bf16``, ``fp16``, ``tf32``, ``fp8`` or a torch dtype (or its name).
+        pci_device_id: NVML ``pciDeviceId``, used only when the name does not say its variant.
+        memory_bytes: Total device memory in bytes, used only when the name does not say its variant.
 
     Returns:
         The matched :class:`PeakRow`, or ``None`` for an unknown card (or a name
@@ -299,7 +155,7 @@ def peak_flops(device_name: str, dtype: object = "bf16") -> PeakRow | None:
         ValueError: ``dtype`` is not a known dtype name.
     """
     canonical = normalize_dtype(dtype)
-    row = _find(device_name)
+    row = _find(device_name, pci_device_id, memory_bytes)
     if row is None:
         return None
     value = row.peaks.get(canonical)
@@ -348,7 +204,8 @@ def validate_peak(peak_tflops: object, peak_source: object) -> float | None:
     return value
 
 
-def why_no_peak(device_name: str | None, dtype: object = "bf16") -> str | None:
+def why_no_peak(device_name: str | None, dtype: object = "bf16", *, pci_device_id: int | None = None,
+                memory_bytes: float | None = None) -> str | None:
     """Return why :func:`peak_flops` gives no peak (text for the UI), or ``None`` when it gives one.
 
     The text ends with the flags that enable MFU anyway.
@@ -360,18 +217,58 @@ def why_no_peak(device_name: str | None, dtype: object = "bf16") -> str | None:
         canonical = normalize_dtype(dtype)
     except ValueError as exc:
         return f"{exc}; {enable}"
-    row = _find(device_name)
+    row = _find(device_name, pci_device_id, memory_bytes)
     if row is None:
-        name = " ".join(str(device_name).lower().split())
-        for pattern, variants in _AMBIGUOUS:
+        name = _normalize(device_name)
+        for pattern, variants in AMBIGUOUS:
             if re.search(pattern, name):
                 return f"{device_name!r} does not say which variant it is ({variants}), whose peaks differ; {enable}"
         return f"no datasheet peak for {device_name!r} in trainmeter's table; {enable}"
     if row.peaks.get(canonical) is None:
-        return f"{row.card} has no dense {canonical} tensor peak in trainmeter's table; {enable}"
+        return (f"{row.card} has no dense {canonical} tensor peak in trainmeter's table (its source: "
+                f"{row.source}); {enable}")
     return None
 
 
 def table_rows() -> tuple[tuple[str, str, dict[str, float | None], str], ...]:
-    """Return the table as (card, pattern, peaks by dtype, source) rows, most specific first (for docs)."""
-    return tuple((r.card, r.pattern, dict(r.peaks), r.source) for r in _TABLE)
+    """Return the table as (card, pattern, dense peaks by dtype, source) rows, most specific first (for docs)."""
+    return tuple((r.card, r.pattern, dict(r.peaks), r.source) for r in TABLE)
+
+
+_DOC_HEAD = """# Dense peaks: the table and its sources
+
+Generated from `trainmeter.compute.peak_table` by `trainmeter.compute.peaks.peaks_markdown()` (regenerate with
+`python -c "from trainmeter.compute.peaks import peaks_markdown; open('docs/peaks.md', 'w').write(peaks_markdown())"`;
+tests/compute/test_peaks.py checks the two agree). The table MFU divides by (docs/spec.md section 5), TFLOP/s per
+device, **dense**. Each row keeps the figures as its source quotes them; where the source quotes only 2:4-sparse
+figures ("with sparsity") the dense peak is that / 2, and no sparse figure is ever divided by. "-": the card's
+tensor cores lack the dtype, or no source found gives it (the source column says which). A *secondary* source is
+used only where the vendor publishes none, and is labelled so. Caveats kept from the sources: Blackwell datasheets
+quote the peak at a clock below the deployed boost (MFU against it can read a little high); GeForce rows are the
+rate with FP32 accumulate (PyTorch's bf16/fp16 GEMMs), half the FP16-accumulate headline; MI250/MI250X are per
+GCD, since ROCm shows each GCD as a device; P100 has no tensor cores and its FP16 figure is the packed-FP16 rate.
+`tm.calibrate()` measures the achievable ceiling on the device itself.
+"""
+
+
+def peaks_markdown() -> str:
+    """docs/peaks.md: the matching rules, every row with its dense peaks and source, and the cards left out."""
+    def cell(v: float | None) -> str:
+        return "-" if v is None else f"{v:g}"
+
+    lines = [_DOC_HEAD, "Matching: the NVML / torch name (CUDA or ROCm), lower-cased, most specific row first, each "
+             "real name matching exactly one row. A name that says only its family gets no peak unless the PCI "
+             "device id or the memory size settles it: "
+             + ", ".join(f"PCI 0x{k:04x} -> {v}" for k, v in BY_PCI_DEVICE_ID.items()) + "; "
+             + ", ".join(f"`{p}` with {lo:g}-{hi:g} GB -> {c}" for p, lo, hi, c in BY_MEMORY_GB)
+             + ". Ambiguous without them: " + "; ".join(v for _, v in AMBIGUOUS) + ".", "",
+             "| card | BF16 | FP16 | TF32 | FP8 | source |", "|---|---|---|---|---|---|"]
+    for r in TABLE:
+        p = r.peaks
+        lines.append(f"| {r.card} | {cell(p['bf16'])} | {cell(p['fp16'])} | {cell(p['tf32'])} | {cell(p['fp8'])} "
+                     f"| {r.source} |")
+    lines += ["", "## Cards left out", "",
+              "No peak, so no MFU unless declared with `--peak-tflops X --peak-source TEXT` (or measured with "
+              "`tm.calibrate()`):", ""]
+    lines += [f"- **{card}**: {why}." for card, why in LEFT_OUT]
+    return "\n".join(lines) + "\n"

@@ -149,7 +149,9 @@ class GpuSample:
     Attributes:
         index: NVML index of the device.
         t_s: Backend clock reading (seconds) when the sample was taken.
-        util_gpu: NVML GPU-Util: fraction of time at least one kernel ran.
+        util_gpu: NVML GPU-Util: fraction of time at least one kernel ran (amdsmi: GFX engine activity).
+        mem_activity: Fraction of time device memory was read or written (NVML utilization.memory; amdsmi
+            memory-controller activity ``umc_activity``); not a bandwidth fraction.
         mem_used_bytes: Device memory in use (all processes), bytes.
         mem_total_bytes: Device memory total, bytes.
         power_w: Board power draw, watts.
@@ -176,6 +178,7 @@ class GpuSample:
     index: int
     t_s: float
     util_gpu: float | None = None
+    mem_activity: float | None = None
     mem_used_bytes: int | None = None
     mem_total_bytes: int | None = None
     power_w: float | None = None

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from trainmeter.gpu.averages import Accumulator
 from trainmeter.gpu.backend import GpuSample
+from trainmeter.gpu.sanity import screen
 
 MAX_ERROR_CHARS = 300
 
@@ -57,7 +58,8 @@ class DeviceState:
         self.last_call_s: float | None = None
 
     def take(self, sample: GpuSample, call_s: float, in_window: bool) -> None:
-        """Count one successful sample (and in the window when it falls in it)."""
+        """Count one successful sample (and in the window when it falls in it), screened (gpu/sanity.py) first."""
+        sample = screen(sample, self.latest)
         self.last_call_s = call_s
         self.latest = sample
         self.history.append(sample)

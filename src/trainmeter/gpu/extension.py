@@ -58,6 +58,7 @@ class GpuExtension(ExtensionBase):
         self._m: Monitor | None = None
         self.sampler: Any = None
         self.ladders: dict[int, Any] = {}
+        self.crosschecks: dict[int, Any] = {}
         self._snapshot_done = False
 
     def start(self, monitor: Monitor) -> None:
@@ -141,14 +142,38 @@ class GpuExtension(ExtensionBase):
             peak = peak_dram_bandwidth(name) if name else None
             out[index] = build_ladder(reading, mfu=mfu, mfu_missing=missing, mfu_provenance=provenance,
                                       peak_dram_bytes_per_s=peak[0] if peak else None,
-                                      peak_dram_source=peak[1] if peak else "")
+                                      peak_dram_source=peak[1] if peak else "", sources=self._sources(index))
+        self.crosschecks = {index: self._cross_check(ladder, readings[index], mfu) for index, ladder in out.items()}
         return out
 
+    def _cross_check(self, ladder: Any, reading: Any, mfu: float | None) -> Any:
+        """Formula MFU vs the tensor pipes for one device (gpu/crosscheck.py)."""
+        from trainmeter.gpu.crosscheck import cross_check
+
+        compute = self._compute()
+        peak = compute.peak if compute is not None else None
+        counted = compute.mfu("counted") if compute is not None else None
+        m = self._m
+        return cross_check(ladder.ofu, tensor_activity=getattr(reading, "tensor_activity", None),
+                           peak_flops_per_s=peak.flops_per_s if peak is not None else None,
+                           peak_source=f"{peak.card} dense {peak.dtype}: {peak.source}" if peak is not None else "",
+                           formula_mfu=mfu, counted_mfu=counted.value if counted is not None else None,
+                           tokens_are_samples=getattr(m, "token_unit", "tokens") == "samples")
+
+    def _device(self, index: int) -> Any:
+        """The sampler's :class:`~trainmeter.gpu.backend.GpuDeviceInfo` for ``index`` (devices map index to info)."""
+        devices = getattr(self.sampler, "devices", None) or {}
+        return devices.get(index) if isinstance(devices, dict) else None
+
+    def _sources(self, index: int) -> dict[str, str] | None:
+        """The ladder's source texts for a device another backend than NVML reads (amdsmi), else ``None``."""
+        from trainmeter.gpu.amdsmi_backend import LADDER_SOURCES, REASON_AMD_NO_ACTIVITY
+
+        dev = self._device(index)
+        return LADDER_SOURCES if getattr(dev, "gpm_reason", None) == REASON_AMD_NO_ACTIVITY else None
+
     def _device_name(self, index: int) -> str | None:
-        for dev in getattr(self.sampler, "devices", ()) or ():
-            if getattr(dev, "index", None) == index:
-                return getattr(dev, "name", None)
-        return None
+        return getattr(self._device(index), "name", None) or None
 
     def on_report(self, report: Report) -> dict[str, Any]:
         """Latest per-device readings and ladder sentences; records the rungs as series."""
@@ -172,6 +197,7 @@ class GpuExtension(ExtensionBase):
         self.ladders = self._build(latest)
         for index, ladder in self.ladders.items():
             out[str(index)]["ladder"] = ladder.sentence
+            out[str(index)]["crosscheck"] = self.crosschecks[index].sentence
         if not latest and self.sampler.unavailable_reason:
             out["unavailable"] = self.sampler.unavailable_reason
         return out
@@ -187,8 +213,11 @@ class GpuExtension(ExtensionBase):
             return [{"id": "gpu", "title": "GPU", "rows": [], "note": reason}]
         panels = []
         for index, ladder in sorted(self.ladders.items()):
+            check = self.crosschecks.get(index)
+            judged = check is not None and check.verdict is not None  # an unjudged one is in the passport only
+            note = f"{ladder.sentence} {check.sentence}" if judged else ladder.sentence
             panels.append({"id": f"ladder{index}", "title": f"Utilization ladder, GPU {index}",
-                           "rows": ladder_panel_rows(ladder), "note": ladder.sentence})
+                           "rows": ladder_panel_rows(ladder), "note": note})
         for index, sample in sorted(self.sampler.latest().items()):
             rows = [
                 {"label": "GPU-Util", "value": sample.util_gpu, "unit": "fraction", "provenance": "measured"},
@@ -223,4 +252,5 @@ class GpuExtension(ExtensionBase):
         readings = window if any(a.n_samples > 0 for a in window.values()) else self.sampler.averages()
         self.ladders = self._build(readings)
         self.section = gpu_passport_from_sampler(self.sampler, ladders=self.ladders, peaks_used=peaks_used)
+        self.section["crosscheck"] = {str(i): c.to_dict() for i, c in sorted(self.crosschecks.items())}
         return self.section

@@ -3,7 +3,8 @@
 Profiles carry static facts (name, memory, power limit, max SM clock, GPM, MIG). A device
 follows a timeline of :class:`Phase` objects, each holding :class:`Levels` (fractions 0-1,
 bytes, bytes/s, W, MHz, C). Presets: :data:`IDLE`, :data:`GEMM`, :data:`LYING_GPU_UTIL`
-(GPU-Util 100% with SM activity 5%, docs/spec.md section 8) and :data:`DATALOADER_STALL`. Immutable.
+(GPU-Util 100% with SM activity 5%, docs/spec.md section 8) and :data:`DATALOADER_STALL`; :data:`FAULTED_COUNTERS` (profiling counters at 0 under GPU-Util 100%
+after a fault); :data:`CROSSCHECK_CASES` script the formula-vs-hardware causes. Immutable.
 """
 
 from __future__ import annotations
@@ -149,3 +150,46 @@ DATALOADER_STALL = Levels(
     throttle_reasons=(),
 )
 """The GPU waits on input more than half the time."""
+FAULTED_COUNTERS = Levels(
+    util_gpu=1.0,
+    power_w=300.0,
+    sm_clock_mhz=1980.0,
+    temperature_c=60.0,
+    mem_used_bytes=60 * GIB,
+    process_mem_bytes=58 * GIB,
+    throttle_reasons=(),
+)
+"""After a GPU fault (Xid), as DCGM documents: GPU-Util 100% while every profiling counter reads 0."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CrossCheckCase:
+    """A scripted formula-vs-hardware scenario: the GPU's levels and what the compute wing would report.
+
+    Attributes:
+        levels: The device's levels (SM clock at its max, so OFU = tensor activity).
+        formula_mfu: MFU under the chosen convention the scenario implies.
+        counted_mfu: MFU under the counted FLOPs, or ``None`` when not counted.
+        tokens_are_samples: The run counts samples, not tokens.
+    """
+
+    levels: Levels
+    formula_mfu: float
+    counted_mfu: float | None = None
+    tokens_are_samples: bool = False
+
+
+def _tensor(activity: float) -> Levels:
+    return Levels(util_gpu=1.0, sm_activity=0.9, sm_occupancy=0.4, tensor_activity=activity,
+                  hmma_activity=activity, dram_bw_util=0.3, power_w=600.0, sm_clock_mhz=1980.0,
+                  temperature_c=70.0, mem_used_bytes=60 * GIB, process_mem_bytes=58 * GIB, throttle_reasons=())
+
+
+CROSSCHECK_CASES: dict[str, CrossCheckCase] = {
+    "agree": CrossCheckCase(levels=_tensor(0.45), formula_mfu=0.40, counted_mfu=0.42),
+    "attention_or_s_wrong": CrossCheckCase(levels=_tensor(0.45), formula_mfu=0.15, counted_mfu=0.42),
+    "wrong_peak_or_dtype": CrossCheckCase(levels=_tensor(0.60), formula_mfu=0.25, counted_mfu=0.26),
+    "outside_tensor_cores": CrossCheckCase(levels=_tensor(0.05), formula_mfu=0.30, counted_mfu=0.31),
+    "counted_in_samples": CrossCheckCase(levels=_tensor(0.50), formula_mfu=0.50 / 512, tokens_are_samples=True),
+}
+"""Fake-NVML profiles for each cause the cross-check names (gpu/crosscheck.py), and one where they agree."""

@@ -169,6 +169,7 @@ def build_ladder(
     flop_provenance: Provenance = "counted",
     peak_dram_bytes_per_s: float | None = None,
     peak_dram_source: str = "",
+    sources: dict[str, str] | None = None,
 ) -> Ladder:
     """Build the ladder from GPU readings and (optionally) MFU.
 
@@ -183,6 +184,7 @@ def build_ladder(
         flop_provenance: Provenance of ``flop_per_s``.
         peak_dram_bytes_per_s: Datasheet DRAM bandwidth (see ``dram_peaks``).
         peak_dram_source: Text naming that datasheet figure.
+        sources: Per-rung source texts overriding :data:`SOURCES` (another backend's, e.g. amdsmi's).
     """
 
     def measured(key: str) -> Rung:
@@ -192,7 +194,7 @@ def build_ladder(
             key=key,
             label=LABELS.get(key, "DRAM bandwidth"),
             value=value,
-            source=SOURCES[key],
+            source={**SOURCES, **(sources or {})}[key],
             provenance="measured",
             missing=None if value is not None else (g.unavailable_reason(name) or "not read"),
         )

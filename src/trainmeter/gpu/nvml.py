@@ -103,6 +103,8 @@ class NvmlBackend:
         pids: Processes whose GPU memory counts as this process's.
     """
 
+    name = "nvml"
+
     def __init__(self, nv: Any, *, clock: Clock, pids: Iterable[int] | None = None) -> None:
         self._nv = nv
         self._clock = clock

@@ -48,6 +48,7 @@ def sample_device(nv: Any, dev: NvmlDevice, now_s: float, pids: Collection[int])
     if util is None and dev.info.mig_enabled:
         why = REASON_MIG
     put("util_gpu", None if util is None else util.gpu / 100.0, why)
+    put("mem_activity", None if util is None else util.memory / 100.0, why)
     mem, why = query_memory(nv, dev, h)
     put("mem_used_bytes", None if mem is None else int(mem.used), why)
     put("mem_total_bytes", None if mem is None else int(mem.total), why)

@@ -48,9 +48,9 @@ def open_for_run(
     """
     spec = parse_gpus(gpus)
     if open_backend is None:
-        from trainmeter.gpu.nvml import open_nvml
+        from trainmeter.gpu.backends import open_gpu_backend
 
-        open_backend = open_nvml
+        open_backend = open_gpu_backend
     result = open_backend(clock=clock)
     backend = result.backend
     if backend is None:

@@ -142,6 +142,10 @@ def render_markdown(p: dict[str, Any]) -> str:
     for verdict in p.get("verdicts") or []:  # the verdicts wing: one sentence each
         if isinstance(verdict, dict) and verdict.get("sentence"):
             lines.append(f"- Verdict: {verdict['sentence']}")
+    gpu = p.get("gpu") if isinstance(p.get("gpu"), dict) else {}
+    for index, check in sorted((gpu.get("crosscheck") or {}).items()):  # docs/spec.md section 8
+        if isinstance(check, dict) and check.get("verdict"):
+            lines.append(f"- GPU {index}, formula vs hardware: {markdown_text(check['sentence'])}")
     env = p.get("environment") or {}
     record = p.get("record") or {}
     if record and not record.get("complete", True):

@@ -1,0 +1,217 @@
+"""The measured matmul ceiling: ``tm.calibrate()`` times a short dense matmul per dtype on the run's device.
+
+Explicit only: nothing here runs unless the user calls :func:`calibrate` (it allocates its matrices then, on the
+device it measures, and frees them before returning; never in a step). Each dtype's result is a
+:class:`Ceiling` with its shape, repeats and duration, provenance ``measured``; the compute wing divides the
+run's model FLOP/s by it for "of achievable" beside MFU against the datasheet peak (docs/spec.md section 5).
+The last calibration is kept (one per process, behind a lock) so one taken before a run serves the run.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+CALIBRATION_DTYPES: tuple[str, ...] = ("fp32", "tf32", "bf16", "fp16")
+"""dtypes a calibration can time (``tf32``: float32 inputs with TF32 tensor-core matmuls allowed, CUDA only)."""
+
+_TORCH_DTYPE = {"fp32": "float32", "tf32": "float32", "bf16": "bfloat16", "fp16": "float16"}
+_LOCK = threading.Lock()
+_LAST: Calibration | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Ceiling:
+    """One dtype's measured dense-matmul rate.
+
+    Attributes:
+        device: The device measured, e.g. ``"cpu"`` or ``"cuda:0"``.
+        device_name: Its name (``torch.cuda.get_device_name``), or ``"cpu"``.
+        dtype: ``fp32``, ``tf32``, ``bf16`` or ``fp16``.
+        shape: ``(m, n, k)`` of each matmul.
+        repeats: Matmuls timed.
+        seconds: Wall seconds the timed matmuls took (after a synchronize on CUDA).
+        flops_per_s: Achieved FLOP/s: 2 x m x n x k x repeats / seconds.
+    """
+
+    device: str
+    device_name: str
+    dtype: str
+    shape: tuple[int, int, int]
+    repeats: int
+    seconds: float
+    flops_per_s: float
+
+    @property
+    def source(self) -> str:
+        """How the figure was measured, for a derivation's input."""
+        m, n, k = self.shape
+        return (f"tm.calibrate() on {self.device_name} ({self.device}): {self.repeats} dense {self.dtype} matmuls "
+                f"{m}x{k} @ {k}x{n} in {self.seconds:.3g} s")
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form for the passport."""
+        return {"device": self.device, "device_name": self.device_name, "dtype": self.dtype,
+                "shape": list(self.shape), "repeats": self.repeats, "seconds": self.seconds,
+                "flops_per_s": self.flops_per_s, "provenance": "measured"}
+
+
+@dataclass(frozen=True, slots=True)
+class Calibration:
+    """The ceilings one :func:`calibrate` call measured, by dtype, and the dtypes it could not time (and why)."""
+
+    ceilings: dict[str, Ceiling]
+    skipped: dict[str, str]
+
+    def ceiling(self, dtype: str | None) -> Ceiling | None:
+        """The ceiling for ``dtype``, or ``None``."""
+        return self.ceilings.get(dtype) if dtype else None
+
+
+def achieved_flops_per_s(shape: tuple[int, int, int], repeats: int, seconds: float) -> float | None:
+    """2 x m x n x k x repeats / seconds, or ``None`` for a duration that is not positive."""
+    m, n, k = shape
+    if seconds <= 0 or repeats <= 0:
+        return None
+    return 2.0 * m * n * k * repeats / seconds
+
+
+def time_matmuls(run_once: Callable[[], Any], sync: Callable[[], Any], *, clock: Callable[[], float],
+                 min_seconds: float, max_repeats: int) -> tuple[int, float]:
+    """Run ``run_once`` until ``min_seconds`` have passed on ``clock`` (at most ``max_repeats``); (repeats, seconds).
+
+    One untimed call first (kernel selection, allocation); ``sync`` runs before each clock read.
+    """
+    run_once()
+    sync()
+    start = clock()
+    repeats = 0
+    elapsed = 0.0
+    while repeats < max_repeats:
+        run_once()
+        repeats += 1
+        if repeats & (repeats - 1) == 0 or repeats == max_repeats:  # check the clock at 1, 2, 4, 8... repeats
+            sync()
+            elapsed = clock() - start
+            if elapsed >= min_seconds:
+                break
+    sync()
+    return repeats, clock() - start
+
+
+def _resolve_device(torch: Any, device: Any) -> Any:
+    if device is not None:
+        return torch.device(device)
+    return torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu")
+
+
+def _measure_one(torch: Any, device: Any, dtype: str, size: int, *, clock: Callable[[], float],
+                 min_seconds: float, max_repeats: int) -> Ceiling:
+    on_cuda = device.type == "cuda"
+    sync = (lambda: torch.cuda.synchronize(device)) if on_cuda else (lambda: None)
+    a = torch.randn(size, size, device=device, dtype=getattr(torch, _TORCH_DTYPE[dtype]))
+    b = torch.randn(size, size, device=device, dtype=a.dtype)
+    out = torch.empty(size, size, device=device, dtype=a.dtype)
+    allow = torch.backends.cuda.matmul.allow_tf32 if on_cuda else None
+    try:
+        if on_cuda:
+            torch.backends.cuda.matmul.allow_tf32 = dtype == "tf32"
+        with torch.no_grad():
+            repeats, seconds = time_matmuls(lambda: torch.mm(a, b, out=out), sync, clock=clock,
+                                            min_seconds=min_seconds, max_repeats=max_repeats)
+    finally:
+        if on_cuda:
+            torch.backends.cuda.matmul.allow_tf32 = allow
+        del a, b, out
+    rate = achieved_flops_per_s((size, size, size), repeats, seconds)
+    if rate is None:
+        raise RuntimeError(f"the clock did not advance over {repeats} matmuls")
+    name = torch.cuda.get_device_name(device) if on_cuda else "cpu"
+    return Ceiling(device=str(device), device_name=name, dtype=dtype, shape=(size, size, size), repeats=repeats,
+                   seconds=seconds, flops_per_s=rate)
+
+
+def calibrate(dtypes: Iterable[str] | None = None, *, device: Any = None, size: int | None = None,
+              min_seconds: float = 0.25, max_repeats: int = 1000,
+              clock: Callable[[], float] = time.perf_counter) -> Calibration:
+    """Measure the dense-matmul ceiling per dtype on ``device`` (default: the current CUDA device, else the CPU).
+
+    Args:
+        dtypes: Among :data:`CALIBRATION_DTYPES`; default ``bf16, fp16, tf32`` on CUDA, ``fp32, bf16`` on the CPU.
+        device: A torch device or its name.
+        size: Square matrix side; default 8192 on CUDA, 1024 on the CPU.
+        min_seconds: Time each dtype for at least this long (the clock is read at 1, 2, 4... repeats).
+        max_repeats: At most this many timed matmuls per dtype.
+        clock: Seconds clock (tests pass a fake one).
+
+    Returns:
+        The :class:`Calibration`; also kept as the last one, which the next (or current) run reads.
+
+    Raises:
+        ValueError: An unknown dtype (the message lists the valid ones), or a size or duration out of range.
+        RuntimeError: torch is not installed.
+    """
+    torch = sys.modules.get("torch")
+    if torch is None:
+        try:
+            import torch  # the user asked for a measurement: torch is needed now
+        except ImportError as exc:
+            raise RuntimeError("tm.calibrate() needs torch installed") from exc
+    dev = _resolve_device(torch, device)
+    wanted = tuple(dtypes) if dtypes is not None else (("bf16", "fp16", "tf32") if dev.type == "cuda"
+                                                        else ("fp32", "bf16"))
+    bad = [d for d in wanted if d not in CALIBRATION_DTYPES]
+    if bad:
+        raise ValueError(f"unknown calibration dtype {bad[0]!r}; valid: {', '.join(CALIBRATION_DTYPES)}")
+    side = size if size is not None else (8192 if dev.type == "cuda" else 1024)
+    if isinstance(side, bool) or not isinstance(side, int) or not 16 <= side <= 65536:
+        raise ValueError(f"size must be an int from 16 to 65536, got {size!r}")
+    if not 0 < min_seconds <= 60:
+        raise ValueError(f"min_seconds must be in (0, 60], got {min_seconds!r}")
+    ceilings: dict[str, Ceiling] = {}
+    skipped: dict[str, str] = {}
+    for dtype in wanted:
+        if dtype == "tf32" and dev.type != "cuda":
+            skipped[dtype] = "TF32 is a CUDA tensor-core mode; the CPU has none"
+            continue
+        try:
+            ceilings[dtype] = _measure_one(torch, dev, dtype, side, clock=clock, min_seconds=min_seconds,
+                                           max_repeats=max_repeats)
+        except Exception as exc:  # a dtype the device cannot multiply: said, not raised
+            skipped[dtype] = f"{type(exc).__name__}: {exc}"
+    result = Calibration(ceilings=ceilings, skipped=skipped)
+    global _LAST
+    with _LOCK:
+        _LAST = result
+    return result
+
+
+def last_calibration() -> Calibration | None:
+    """The last :func:`calibrate` result in this process, or ``None``; any thread."""
+    with _LOCK:
+        return _LAST
+
+
+def forget_calibration() -> None:
+    """Drop the kept calibration (tests; a new device)."""
+    global _LAST
+    with _LOCK:
+        _LAST = None
+
+
+def run_dtype(param_dtype: str | None, on_cuda: bool, tf32_allowed: bool) -> str | None:
+    """The calibration dtype a run's matmuls use: its autocast/param dtype, float32 as ``tf32`` when allowed on CUDA."""
+    if param_dtype is None:
+        return None
+    key = str(param_dtype).replace("torch.", "")
+    if key in ("bfloat16", "bf16"):
+        return "bf16"
+    if key in ("float16", "half", "fp16"):
+        return "fp16"
+    if key in ("float32", "float", "fp32"):
+        return "tf32" if on_cuda and tf32_allowed else "fp32"
+    return None

@@ -1,0 +1,238 @@
+"""The AMD GPU backend: ``amdsmi`` (ROCm's SMI library) behind the same :class:`~trainmeter.gpu.backend.GpuBackend`.
+
+``amdsmi`` is imported only inside :func:`open_amdsmi`, so nothing else pays for it. What AMD exposes maps onto
+:class:`~trainmeter.gpu.backend.GpuSample`: GFX engine activity (``gfx_activity``, share of time the graphics/
+compute engine was busy: the GPU-Util rung), memory-controller activity (``umc_activity`` -> ``mem_activity``),
+socket power and the power limit, VRAM used and total, the GFX clock and its maximum, the hotspot (else edge)
+temperature, and the energy accumulator. What it does not expose through ``amdsmi`` is ``None`` with a reason
+that says so: SM, tensor-pipe and DRAM-bandwidth activity (no GPM counterpart; rocprofiler counters only), the
+throttle reasons and this process's memory. A reading the GPU reports as ``"N/A"`` or that raises is ``None``
+with the reason; a device-level failure raises :class:`GpuUnavailableError`. Thread-safe (amdsmi calls are).
+"""
+
+from __future__ import annotations
+
+import importlib
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from trainmeter.core.clock import Clock, MonotonicClock
+from trainmeter.gpu.backend import (
+    GPM_FIELDS,
+    GpuBackendResult,
+    GpuDeviceInfo,
+    GpuSample,
+    GpuUnavailableError,
+)
+
+BACKEND_NAME = "amdsmi"
+REASON_AMDSMI_MISSING = ("the amdsmi package (ROCm's Python SMI bindings) is not installed; install the one "
+                         "that ships with ROCm (pip install amdsmi matching the ROCm version)")
+REASON_AMD_NO_ACTIVITY = ("AMD does not expose SM, tensor-pipe (matrix core) or DRAM-bandwidth activity through "
+                          "amdsmi (only rocprofiler counters have them); the ladder stops at GFX activity (plus MFU)")
+REASON_AMD_NO_THROTTLE = "throttle reasons: not read through amdsmi"
+REASON_AMD_NO_PROCESS_MEM = "this process's GPU memory: not read through amdsmi"
+REASON_AMD_NO_DEVICES = "amdsmi sees no AMD GPU on this machine"
+_MIB = 1024 * 1024
+LADDER_SOURCES = {"gpu_util": "amdsmi gfx_activity (share of time the GFX engine was busy)"}
+"""The ladder's source text for the rungs amdsmi gives (:func:`trainmeter.gpu.ladder.build_ladder`)."""
+
+
+def open_amdsmi(*, clock: Clock | None = None, module: Any = None) -> GpuBackendResult:
+    """Open amdsmi; never raises.
+
+    Args:
+        clock: Clock for sample timestamps (default monotonic).
+        module: An ``amdsmi``-compatible module (tests: :class:`trainmeter.gpu.amdsmi_fake.FakeAmdSmi`).
+
+    Returns:
+        A result holding an :class:`AmdSmiBackend`, or ``backend=None`` and the reason.
+    """
+    lib = module
+    if lib is None:
+        try:
+            lib = importlib.import_module("amdsmi")
+        except ImportError:
+            return GpuBackendResult(backend=None, reason=REASON_AMDSMI_MISSING)
+    try:
+        flags = getattr(getattr(lib, "AmdSmiInitFlags", None), "INIT_AMD_GPUS", None)
+        lib.amdsmi_init(flags) if flags is not None else lib.amdsmi_init()
+    except Exception as exc:  # noqa: BLE001 - every init failure becomes a reason
+        return GpuBackendResult(backend=None, reason=f"amdsmi could not start: {type(exc).__name__}: {exc}")
+    try:
+        backend = AmdSmiBackend(lib, clock=clock or MonotonicClock())
+    except Exception as exc:  # noqa: BLE001
+        _swallow(lib.amdsmi_shut_down)
+        return GpuBackendResult(backend=None, reason=f"amdsmi started but listing GPUs failed: {exc}")
+    if backend.device_count() == 0:
+        backend.close()
+        return GpuBackendResult(backend=None, reason=REASON_AMD_NO_DEVICES)
+    return GpuBackendResult(backend=backend)
+
+
+def _swallow(fn: Callable[..., Any], *args: Any) -> None:
+    try:
+        fn(*args)
+    except Exception:  # noqa: BLE001, S110 - cleanup must never raise
+        pass
+
+
+def _number(value: Any) -> float | None:
+    """A reported figure as a float, or ``None`` for ``"N/A"`` and the like."""
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, dict):
+        value = value.get("value")
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        return None
+    return out if out == out else None
+
+
+class AmdSmiBackend:
+    """:class:`~trainmeter.gpu.backend.GpuBackend` over ``amdsmi``; use :func:`open_amdsmi`."""
+
+    name = BACKEND_NAME
+
+    def __init__(self, lib: Any, *, clock: Clock) -> None:
+        self._lib = lib
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._closed = False
+        self._handles = list(lib.amdsmi_get_processor_handles())
+
+    def device_count(self) -> int:
+        """Number of AMD GPUs amdsmi lists."""
+        return len(self._handles)
+
+    def driver_version(self) -> str | None:
+        """The amdgpu driver version, or ``None``."""
+        if not self._handles:
+            return None
+        try:
+            info = self._lib.amdsmi_get_gpu_driver_info(self._handles[0])
+        except Exception:  # noqa: BLE001
+            return None
+        version = info.get("driver_version") if isinstance(info, dict) else None
+        return str(version) if version else None
+
+    def _call(self, what: str, fn: str, *args: Any) -> tuple[Any, str | None]:
+        try:
+            return getattr(self._lib, fn)(*args), None
+        except Exception as exc:  # noqa: BLE001 - a field failing is a reason, never a raise
+            return None, f"{what}: amdsmi {fn} failed ({type(exc).__name__}: {exc})"
+
+    def device_info(self, index: int) -> GpuDeviceInfo:
+        """Name (ASIC market name, as torch shows it under ROCm), UUID, VRAM; never raises."""
+        h = self._handles[index]
+        asic, why = self._call("name", "amdsmi_get_gpu_asic_info", h)
+        if asic is None:
+            return GpuDeviceInfo(index=index, name="", uuid="", reason=why)
+        name = str(asic.get("market_name") or "")
+        uuid, _ = self._call("uuid", "amdsmi_get_gpu_device_uuid", h)
+        vram, _ = self._call("memory", "amdsmi_get_gpu_vram_usage", h)
+        total = _number(vram.get("vram_total")) if isinstance(vram, dict) else None
+        bdf, _ = self._call("pci", "amdsmi_get_gpu_device_bdf", h)
+        return GpuDeviceInfo(index=index, name=name, uuid=str(uuid or ""),
+                             mem_total_bytes=int(total * _MIB) if total is not None else None,
+                             mig_enabled=None, gpm_supported=False, gpm_reason=REASON_AMD_NO_ACTIVITY,
+                             pci_bus_id=str(bdf) if bdf else None)
+
+    def sample(self, index: int) -> GpuSample:
+        """Read device ``index`` now (fields AMD lacks are ``None`` with the reason).
+
+        Raises:
+            GpuUnavailableError: The backend is closed, or the GPU answers nothing at all (fatal).
+        """
+        with self._lock:
+            if self._closed:
+                raise GpuUnavailableError("the amdsmi backend is closed", fatal=True)
+        h = self._handles[index]
+        values: dict[str, Any] = {}
+        missing: dict[str, str] = dict.fromkeys(GPM_FIELDS, REASON_AMD_NO_ACTIVITY)
+        missing["throttle_reasons"] = REASON_AMD_NO_THROTTLE
+        missing["process_mem_bytes"] = REASON_AMD_NO_PROCESS_MEM
+        answered = False
+
+        def put(field: str, raw: Any, scale: float, what: str) -> None:
+            value = _number(raw)
+            if value is None:
+                missing[field] = f"{what}: not reported by this GPU (N/A)"
+            else:
+                values[field] = value * scale
+
+        activity, why = self._call("GFX activity", "amdsmi_get_gpu_activity", h)
+        if isinstance(activity, dict):
+            answered = True
+            put("util_gpu", activity.get("gfx_activity"), 0.01, "GFX activity")
+            put("mem_activity", activity.get("umc_activity"), 0.01, "memory (UMC) activity")
+        else:
+            missing["util_gpu"] = missing["mem_activity"] = why or "GFX activity: not read"
+        power, why = self._call("power", "amdsmi_get_power_info", h)
+        if isinstance(power, dict):
+            answered = True
+            current = power.get("current_socket_power")
+            put("power_w", current if _number(current) else power.get("average_socket_power"), 1.0, "power")
+            put("power_limit_w", power.get("power_limit"), 1.0, "power limit")
+        else:
+            missing["power_w"] = missing["power_limit_w"] = why or "power: not read"
+        vram, why = self._call("memory", "amdsmi_get_gpu_vram_usage", h)
+        if isinstance(vram, dict):
+            answered = True
+            put("mem_used_bytes", vram.get("vram_used"), _MIB, "VRAM used")
+            put("mem_total_bytes", vram.get("vram_total"), _MIB, "VRAM total")
+        else:
+            missing["mem_used_bytes"] = missing["mem_total_bytes"] = why or "memory: not read"
+        clock_type = getattr(getattr(self._lib, "AmdSmiClkType", None), "GFX", "GFX")
+        clk, why = self._call("GFX clock", "amdsmi_get_clock_info", h, clock_type)
+        if isinstance(clk, dict):
+            answered = True
+            put("sm_clock_mhz", clk.get("clk"), 1.0, "GFX clock")
+            put("sm_clock_max_mhz", clk.get("max_clk"), 1.0, "GFX clock maximum")
+        else:
+            missing["sm_clock_mhz"] = missing["sm_clock_max_mhz"] = why or "GFX clock: not read"
+        temp = self._temperature(h)
+        if temp[0] is not None:
+            answered = True
+            values["temperature_c"] = temp[0]
+        else:
+            missing["temperature_c"] = temp[1] or "temperature: not read"
+        if not answered:
+            raise GpuUnavailableError(f"the AMD GPU {index} answered no amdsmi query: {why}", fatal=False)
+        for key in ("mem_used_bytes", "mem_total_bytes"):
+            if key in values:
+                values[key] = int(values[key])
+        unavailable = tuple((k, v) for k, v in missing.items() if k not in values)
+        return GpuSample(index=index, t_s=self._clock(), unavailable=unavailable, **values)
+
+    def _temperature(self, h: Any) -> tuple[float | None, str | None]:
+        types = getattr(self._lib, "AmdSmiTemperatureType", None)
+        metric = getattr(getattr(self._lib, "AmdSmiTemperatureMetric", None), "CURRENT", "CURRENT")
+        reason = None
+        for sensor in ("HOTSPOT", "EDGE"):
+            value, reason = self._call("temperature", "amdsmi_get_temp_metric", h,
+                                       getattr(types, sensor, sensor), metric)
+            if _number(value) is not None:
+                return _number(value), None
+        return None, reason or "temperature: not reported by this GPU (N/A)"
+
+    def total_energy_mj(self, index: int) -> tuple[float | None, str | None]:
+        """The energy accumulator x its resolution (microjoules), in mJ; never raises."""
+        info, why = self._call("energy counter", "amdsmi_get_energy_count", self._handles[index])
+        if not isinstance(info, dict):
+            return None, why or "energy counter: not read"
+        ticks = _number(info.get("energy_accumulator", info.get("power")))
+        resolution_uj = _number(info.get("counter_resolution"))
+        if ticks is None or resolution_uj is None:
+            return None, "energy counter: not reported by this GPU (N/A)"
+        return ticks * resolution_uj / 1000.0, None
+
+    def close(self) -> None:
+        """Shut amdsmi down once; never raises."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        _swallow(self._lib.amdsmi_shut_down)
