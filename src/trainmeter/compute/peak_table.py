@@ -170,14 +170,6 @@ TABLE: tuple[CardRow, ...] = (
     _row("GeForce RTX 4090", r"\brtx 4090\b", _q(165.2, 165.2, 82.6, 330.3),
          f"NVIDIA Ada whitepaper: 165.2 BF16/FP16 and 330.3 FP8, 82.6 TF32, {_D}; {_GEFORCE}", sparse=False,
          exclude=r"\b4090 ?d\b|laptop|mobile"),
-    _row("GeForce RTX 4080", r"\brtx 4080\b", _q(97.4, 97.4, None, None),
-         f"secondary: ctc.archdevil.net's Ada table (not checked against the Ada whitepaper) gives 97.4 "
-         f"BF16/FP16, {_D}; {_GEFORCE}; TF32 and FP8 not given", sparse=False, secondary=True,
-         exclude=r"\bsuper\b|laptop|mobile|max-?q"),
-    _row("GeForce RTX 4070", r"\brtx 4070\b", _q(58.0, 58.0, None, None),
-         f"secondary: ctc.archdevil.net's Ada table (not checked against the Ada whitepaper) gives 58 "
-         f"BF16/FP16, {_D}; {_GEFORCE}; TF32 and FP8 not given", sparse=False, secondary=True,
-         exclude=r"\bti\b|\bsuper\b|laptop|mobile|max-?q"),
     _row("GeForce RTX 3070 Ti", r"\brtx 3070 ti\b", _q(43.5, None, None, None),
          f"NVIDIA RTX Blackwell GPU Architecture whitepaper, Appendix B, Table 5: 43.5 BF16 tensor with FP32 "
          f"accumulate, {_D} (87 with sparsity); {_GEFORCE}; other dtypes not in the sources found", sparse=False,
@@ -229,6 +221,8 @@ LEFT_OUT: tuple[tuple[str, str], ...] = (
     ("RTX PRO 6000 Blackwell Server Edition", "the architecture whitepaper's Table 4 figures found cover the "
      "Workstation and Max-Q editions only"),
     ("GeForce RTX 5080", "only its FP4 'AI TOPS' figure (1801, with sparsity) was found"),
+    ("GeForce RTX 4080, 4070", "only a secondary table that could not be checked against NVIDIA's Ada whitepaper; "
+     "a peak that is not sourced is not shown"),
     ("GeForce RTX 4080 SUPER, 4070 Ti, 4070 SUPER, 4090 D, laptop parts", "not in the sources found; they differ "
      "from the base cards"),
     ("H800 PCIe / H800 NVL", "no figure in the sources found"),
