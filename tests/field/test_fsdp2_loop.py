@@ -1,0 +1,84 @@
+"""FSDP2 (``fully_shard``) on one gloo process: the counted FLOPs pass runs on a meta copy and the run trains on."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+torch = pytest.importorskip("torch")
+dist = pytest.importorskip("torch.distributed")
+if not dist.is_available() or not dist.is_gloo_available():
+    pytest.skip("torch.distributed with gloo is not available in this build", allow_module_level=True)
+fsdp = pytest.importorskip("torch.distributed.fsdp")
+if not hasattr(fsdp, "fully_shard"):
+    pytest.skip("this torch has no FSDP2 fully_shard", allow_module_level=True)
+
+import torch.nn.functional as F  # noqa: E402
+from torch import nn  # noqa: E402
+
+import trainmeter as tm  # noqa: E402
+from tests.field.conftest import passport, printed_by_us  # noqa: E402
+
+STEPS, BATCH, SEQ, VOCAB, WIDTH = 12, 2, 8, 50, 16
+
+
+class TinyLM(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.emb = nn.Embedding(VOCAB, WIDTH)
+        self.blocks = nn.ModuleList(nn.Linear(WIDTH, WIDTH) for _ in range(2))
+        self.head = nn.Linear(WIDTH, VOCAB)
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        h = self.emb(idx)
+        for block in self.blocks:
+            h = torch.relu(block(h)) + 0.0
+        return self.head(h) + 0.0
+
+
+@pytest.fixture(scope="module")
+def gloo(tmp_path_factory):
+    if dist.is_initialized():
+        pytest.skip("a process group is already initialized in this process")
+    store = tmp_path_factory.mktemp("gloo") / "store"
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=0, world_size=1)
+    yield
+    dist.destroy_process_group()
+
+
+def _train(pause_at: int | None = None) -> list[float]:
+    torch.manual_seed(0)
+    model = TinyLM()
+    for block in model.blocks:
+        fsdp.fully_shard(block)
+    fsdp.fully_shard(model)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    g = torch.Generator().manual_seed(1)
+    losses = []
+    for step in range(STEPS):
+        x = torch.randint(0, VOCAB, (BATCH, SEQ), generator=g)
+        loss = F.cross_entropy(model(x).flatten(0, 1), x.flatten())
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        losses.append(float(loss.detach()))
+        if step == pause_at:
+            time.sleep(0.15)  # past interval_s: the next step reports, and the compute wing counts mid-run
+    return losses
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_fsdp2_trains_the_same_steps_and_losses_bare_and_monitored(gloo, tmp_path, printed):
+    with printed() as bare:
+        truth = _train(pause_at=2)
+    with printed() as ours, tm.monitor(run_dir=tmp_path / "runs", interval_s=0.1) as m:
+        losses = _train(pause_at=2)
+    assert losses == truth and len(losses) == STEPS
+    assert m.steps == STEPS and m.tokens == STEPS * BATCH * SEQ
+    counted = passport(m)["compute"]
+    linear_weights = 2 * WIDTH * WIDTH + WIDTH * VOCAB
+    assert counted["counted_flops_per_token"] == 6 * linear_weights, counted["counted_missing"]
+    derivation = {d["name"]: d for d in passport(m)["derivations"]}["flops_per_token.counted"]
+    assert "meta copy" in derivation["inputs"][0]["source"]
+    assert [line for line in printed_by_us(bare, ours) if not line.startswith("[step ")] == []  # its report lines
