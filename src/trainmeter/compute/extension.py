@@ -2,8 +2,10 @@
 
 Reads the trained model once it is known (after the first optimizer step): its
 shape (config or introspection, overridden by declared flags), the sequence
-length from the batch, one step counted with FlopCounterMode on the meta
-device, and the dense peak for the device and dtype. Every figure is a
+length from the batch, one step counted with FlopCounterMode on a meta copy of
+the model (never the live module), and the dense peak for the device and dtype.
+The conventions describe transformer language models and are withheld, with the
+reason, for a run counted in samples (docs/spec.md section 5, "Units"). Every figure is a
 :class:`~trainmeter.core.provenance.Derivation`; a figure whose input is missing has
 ``value`` None and says which input would enable it. Runs on the training
 thread inside reports (its one-time count is credited to ``reporting``).
@@ -37,6 +39,8 @@ class ComputeExtension(ExtensionBase):
         self.peak_missing: str | None = None
         self.device_name: str | None = None
         self.dtype: str | None = None
+        self.conventions_missing: str | None = None
+        self.params: dict[str, int] | None = None
         self._ready = False
         self._stopped = False
         self.derived: dict[str, Derivation] = {}
@@ -57,8 +61,10 @@ class ComputeExtension(ExtensionBase):
     def view(self) -> ComputeView:
         """The figures other wings read (MFU, FLOPs spent, FLOP/token, the peak); any thread."""
         conv = self._m.options.convention if self._m is not None else None
+        unit = self._m.token_unit if self._m is not None else "tokens"
         return ComputeView(convention=conv, flops_per_token=self.fpt, counted=self.counted, peak=self.peak,
-                           peak_missing=self.peak_missing, derived=self.derived)
+                           peak_missing=self.peak_missing, derived=self.derived, unit=unit,
+                           conventions_missing=self.conventions_missing)
 
     # -- one-time model read -------------------------------------------------------
     def _prepare(self, final: bool = False) -> None:
@@ -74,12 +80,18 @@ class ComputeExtension(ExtensionBase):
         o = m.options
         probes = m.probes
         shape = shape_from_module(model)
+        self.params = _params(shape)
         seq = self._seq_len(probes)
         if seq is not None and o.seq_len is None:
             shape = shape.with_value("seq_len", seq, "detected", "batch shape (dim 1 of the token ids)")
         shape = override_shape(shape, layers=o.layers, d_model=o.d_model, seq_len=o.seq_len, vocab=o.vocab)
-        result = flops_per_token(shape, o.convention)
-        self.fpt = {o.convention: result} if isinstance(result, Derivation) and o.convention else dict(result)
+        self.conventions_missing = _not_a_language_model(m.token_unit, shape)
+        if self.conventions_missing is not None:
+            self.fpt = {} if o.convention is None else {o.convention: _withheld(o.convention,
+                                                                               self.conventions_missing)}
+        else:
+            result = flops_per_token(shape, o.convention)
+            self.fpt = {o.convention: result} if isinstance(result, Derivation) and o.convention else dict(result)
         self._count(model, probes)
         self._detect_device(model, probes)
 
@@ -165,11 +177,12 @@ class ComputeExtension(ExtensionBase):
         per_conv = dict(self.fpt)
         if self.counted is not None:
             per_conv["counted"] = self.counted
+        unit = m.token_unit
         for conv, f in per_conv.items():
-            out[f"mfu[{conv}]"] = mfu(f, train_tps, 1, self.peak, peak_missing=self.peak_missing)
+            out[f"mfu[{conv}]"] = mfu(f, train_tps, 1, self.peak, peak_missing=self.peak_missing, unit=unit)
             out[f"mfu.session[{conv}]"] = mfu(f, session_tps, 1, self.peak, pace="session",
-                                              peak_missing=self.peak_missing)
-            out[f"flops_spent[{conv}]"] = flops_spent(f, m.tokens)
+                                              peak_missing=self.peak_missing, unit=unit)
+            out[f"flops_spent[{conv}]"] = flops_spent(f, m.tokens, unit=unit)
         out.update(self._budget(m.steps, m.tokens, train_tps, session_tps, per_conv, whole_run=whole_run))
         self.derived = {name: replace(d, name=name) for name, d in out.items()}
 
@@ -277,3 +290,32 @@ class ComputeExtension(ExtensionBase):
         from trainmeter.compute.card import all_derivations
 
         return all_derivations(self)
+
+
+def _params(shape: Any) -> dict[str, int] | None:
+    """Total, trained and frozen parameters of the model (docs/spec.md section 5, "Frozen weights")."""
+    total = shape.n_params
+    if total is None:
+        return None
+    trained = shape.n_trained_params if shape.n_trained_params is not None else total
+    return {"total": int(total), "trained": int(trained), "frozen": int(total - trained)}
+
+
+def _not_a_language_model(unit: str, shape: Any) -> str | None:
+    """Why the FLOPs conventions do not apply (docs/spec.md section 5, "Units"), or ``None`` when they do."""
+    if unit != "tokens":
+        return ("the FLOPs conventions apply to transformer language models; this run is counted in samples "
+                "(its batch has no token ids): FLOPs per sample come from the counted pass")
+    if shape.vocab is None:
+        return ("the FLOPs conventions apply to transformer language models; this model has no token embedding "
+                "table (nn.Embedding) or config vocab: FLOPs per token come from the counted pass")
+    return None
+
+
+def _withheld(convention: str, reason: str) -> Derivation:
+    """The chosen convention, withheld for a model it does not describe."""
+    from trainmeter.compute.flops import FORMULAS, validate_convention
+
+    canonical = validate_convention(convention)
+    return Derivation(name=f"flops_per_token.{canonical}", formula=FORMULAS[canonical], value=None,
+                      unit="FLOP/token", inputs=(), missing=reason)
