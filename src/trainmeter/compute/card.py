@@ -87,7 +87,7 @@ def _flops(value: float | None, per: str = "") -> str:
 def _derived_text(value: float, unit: str) -> str:
     if unit == "fraction":
         return f"{value:.4f}"
-    if unit in ("FLOP", "FLOP/s", "FLOP/token", "1"):
+    if unit in ("FLOP", "FLOP/s", "FLOP/token", "FLOP/sample", "1"):
         return format_value(value, unit) if unit != "1" else format_count(value)
     return f"{format_count(value)} {unit}"
 
@@ -95,7 +95,7 @@ def _derived_text(value: float, unit: str) -> str:
 def _input_text(i: Any) -> str:
     if i.value is None:
         return f"{i.name} missing"
-    if i.unit in ("FLOP", "FLOP/s", "FLOP/token") and isinstance(i.value, (int, float)):
+    if i.unit in ("FLOP", "FLOP/s", "FLOP/token", "FLOP/sample") and isinstance(i.value, (int, float)):
         return f"{i.name} = {format_value(i.value, i.unit)} ({i.provenance})"
     value = f"{i.value:.6g}" if isinstance(i.value, float) else str(i.value)
     unit = "" if i.unit in ("1", "") else f" {i.unit}"
