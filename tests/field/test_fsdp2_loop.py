@@ -1,4 +1,5 @@
-"""FSDP2 (``fully_shard``) on one gloo process: the counted FLOPs pass runs on a meta copy and the run trains on."""
+"""FSDP2 (``fully_shard``) on one gloo process: the counted FLOPs pass runs on a meta copy, the run trains on, and
+the DTensor gradient norm the loop's clipping returns is recorded."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ import torch.nn.functional as F  # noqa: E402
 from torch import nn  # noqa: E402
 
 import trainmeter as tm  # noqa: E402
-from tests.field.conftest import passport, printed_by_us  # noqa: E402
+from tests.field.conftest import logged, passport, printed_by_us  # noqa: E402
 
 STEPS, BATCH, SEQ, VOCAB, WIDTH = 12, 2, 8, 50, 16
 
@@ -60,6 +61,7 @@ def _train(pause_at: int | None = None) -> list[float]:
         x = torch.randint(0, VOCAB, (BATCH, SEQ), generator=g)
         loss = F.cross_entropy(model(x).flatten(0, 1), x.flatten())
         loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)  # FSDP2: returns a replicated DTensor
         opt.step()
         opt.zero_grad()
         losses.append(float(loss.detach()))
@@ -76,6 +78,8 @@ def test_fsdp2_trains_the_same_steps_and_losses_bare_and_monitored(gloo, tmp_pat
         losses = _train(pause_at=2)
     assert losses == truth and len(losses) == STEPS
     assert m.steps == STEPS and m.tokens == STEPS * BATCH * SEQ
+    norms = logged(m, "grad_norm")
+    assert [step for step, _ in norms] == list(range(1, STEPS + 1)) and all(v > 0 for _, v in norms)
     counted = passport(m)["compute"]
     linear_weights = 2 * WIDTH * WIDTH + WIDTH * VOCAB
     assert counted["counted_flops_per_token"] == 6 * linear_weights, counted["counted_missing"]
