@@ -41,6 +41,10 @@ class ComputeExtension(ExtensionBase):
         self.dtype: str | None = None
         self.conventions_missing: str | None = None
         self.params: dict[str, int] | None = None
+        self._shape: Any = None  # the model's shape as read (S refreshed at reports)
+        self._packed: Any = None  # the example's packing read (compute/seq_len.py), until read
+        self._seq_fixed = False  # S came from packed sequences: the batch shapes do not give it
+        self._seq_used: Any = None
         self._ready = False
         self._stopped = False
         self.derived: dict[str, Derivation] = {}
@@ -75,7 +79,7 @@ class ComputeExtension(ExtensionBase):
         if not final and getattr(m.probes, "example_pending", False):
             return  # the first training batch is not kept yet: S and the counted FLOPs need it
         self._ready = True
-        from trainmeter.compute.flops import flops_per_token, override_shape, shape_from_module
+        from trainmeter.compute.flops import override_shape, shape_from_module
 
         o = m.options
         probes = m.probes
@@ -84,16 +88,50 @@ class ComputeExtension(ExtensionBase):
         seq = self._seq_len(probes)
         if seq is not None and o.seq_len is None:
             shape = shape.with_value("seq_len", seq, "detected", "batch shape (dim 1 of the token ids)")
-        shape = override_shape(shape, layers=o.layers, d_model=o.d_model, seq_len=o.seq_len, vocab=o.vocab)
-        self.conventions_missing = _not_a_language_model(m.token_unit, shape)
-        if self.conventions_missing is not None:
-            self.fpt = {} if o.convention is None else {o.convention: _withheld(o.convention,
-                                                                               self.conventions_missing)}
-        else:
-            result = flops_per_token(shape, o.convention)
-            self.fpt = {o.convention: result} if isinstance(result, Derivation) and o.convention else dict(result)
+        self._shape = override_shape(shape, layers=o.layers, d_model=o.d_model, seq_len=o.seq_len, vocab=o.vocab)
+        self.conventions_missing = _not_a_language_model(m.token_unit, self._shape)
+        if o.seq_len is None and self.conventions_missing is None:
+            from trainmeter.compute.seq_len import packed_read
+
+            self._packed = packed_read(getattr(probes, "example", None))
+        self._refresh_seq(force=True)
         self._count(model, probes)
         self._detect_device(model, probes)
+
+    def _refresh_seq(self, force: bool = False) -> None:
+        """Set S (packed sequences, else the run's token-weighted mean) and recompute the conventions on a change."""
+        m, shape = self._m, self._shape
+        if m is None or shape is None:
+            return
+        o = m.options
+        if self.conventions_missing is not None:
+            if force:
+                self.fpt = {} if o.convention is None else {o.convention: _withheld(o.convention,
+                                                                                   self.conventions_missing)}
+            return
+        if o.seq_len is None:
+            packed = self._packed.result() if self._packed is not None else None
+            if packed is False:  # the device copy of position_ids runs: S waits for it
+                shape = shape.with_value("seq_len", None, "assumed", "")
+            elif packed is not None:
+                self._packed = None  # read once
+                self._shape = shape = shape.with_value(
+                    "seq_len", packed[0], "detected",
+                    f"packed batch: token-weighted length of its {packed[1]} sequences (sum l^2 / sum l)")
+                self._seq_fixed = True
+            elif not self._seq_fixed:
+                weighted = getattr(getattr(m.probes, "seq_weights", None), "mean", lambda _t: None)(m.tokens)
+                if weighted is not None:
+                    shape = shape.with_value("seq_len", weighted[0], "detected",
+                                             f"token-weighted over the run's {weighted[1]} tokens (dim 1 of "
+                                             "the token ids)")
+        if not force and shape.seq_len == self._seq_used:
+            return
+        from trainmeter.compute.flops import flops_per_token
+
+        self._seq_used = shape.seq_len
+        result = flops_per_token(shape, o.convention)
+        self.fpt = {o.convention: result} if isinstance(result, Derivation) and o.convention else dict(result)
 
     @staticmethod
     def _seq_len(probes: Any) -> int | None:
@@ -273,6 +311,8 @@ class ComputeExtension(ExtensionBase):
         """FLOPs per token, MFU and progress for the run log's interval record."""
         if not self._ready:
             self._prepare(final=self._stopped)
+        else:
+            self._refresh_seq()
         self._update()
         return {name: d.value for name, d in self.derived.items()}
 
@@ -282,6 +322,7 @@ class ComputeExtension(ExtensionBase):
 
         if not self._ready and self._m is not None:
             self._prepare(final=True)  # no final report (it failed): read the model now
+        self._refresh_seq()
         self._update(whole_run=True)  # the passport holds whole-run figures
         return compute_section(self)
 

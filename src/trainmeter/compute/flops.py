@@ -187,7 +187,9 @@ def _derive(shape: ModelShape, convention: str) -> Derivation:
             inputs=tuple(inputs),
             missing=_missing_text(shape, missing),
         )
-    values: dict[str, int] = {i.name: int(i.value) for i in inputs}  # type: ignore[arg-type]
+    # S may be a token-weighted mean (a float); counts are whole
+    values: dict[str, Any] = {i.name: float(i.value) if i.name == "S" else int(i.value)  # type: ignore[arg-type]
+                              for i in inputs}
     n = values[n_symbol]
     if not frozen:
         dense = 6 * n if convention == "embeddings" else 6 * (n - values["E"])

@@ -77,3 +77,17 @@ def _count(tensor: Any) -> tuple[int, str] | None:
             return int(shape[0]) * int(shape[1]), "tokens"
         return int(shape[0]), "tokens"
     return int(shape[0]), "samples"
+
+
+def seq_of(args: tuple[Any, ...], kwargs: Mapping[str, Any] | None, counted: tuple[int, str]) -> int:
+    """S of a batch :func:`count_batch` counted as ``counted``: dim 1 of 2-D token ids, else 0 (shapes only).
+
+    A positional batch reads the shape of its first argument (the one counted); a keyword batch finds the
+    token tensor again (the slow path only).
+    """
+    if counted[1] != "tokens":
+        return 0
+    first = args[0] if args and not kwargs else None
+    tensor = first if hasattr(first, "shape") else _first_tensor(kwargs) if kwargs else _first_tensor(args)
+    shape = getattr(tensor, "shape", ())
+    return int(shape[1]) if len(shape) >= 2 else 0

@@ -63,6 +63,7 @@ from trainmeter.core.optimizer_steps import OptimizerSteps
 from trainmeter.core.patches import Patches, PostImportHooks
 from trainmeter.core.root_calls import RootCalls
 from trainmeter.core.scalars import StepLoss
+from trainmeter.core.seq_weights import TokenWeightedSeq
 from trainmeter.core.wrappers import Wrappers
 
 
@@ -140,6 +141,7 @@ class TorchProbes(Discovery, CompileWatch, Wrappers, RootCalls, LossCapture, Opt
         self.params: dict[str, Any] = {}
         self.root_name: str | None = None
         self.example: tuple[Any, Any] | None = None
+        self.seq_weights = TokenWeightedSeq()  # the run's token-weighted S (docs/spec.md section 5, "S")
         self._paused = False
         self.autocast_dtype: str | None = None
 
@@ -246,6 +248,7 @@ class TorchProbes(Discovery, CompileWatch, Wrappers, RootCalls, LossCapture, Opt
         self.params = {}
         self.root_name = None
         self.example = None
+        self.seq_weights = TokenWeightedSeq()
         for candidate in self._candidates.values():
             candidate.tokens = candidate.calls = 0
             candidate.example = None

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainmeter.core.batch import count_batch
+from trainmeter.core.batch import count_batch, seq_of
+from trainmeter.core.seq_weights import TokenWeightedSeq
 
 
 class RootCalls:
     """Per call of a watched module (a part of :class:`~trainmeter.core.probes.TorchProbes`). Training thread."""
 
     example: tuple[Any, Any] | None
+    seq_weights: TokenWeightedSeq
 
     def _on_call(self, module: Any, args: Any, kwargs: Any, lightning: bool) -> None:
         if self._paused or not (lightning or self._torch.is_grad_enabled()):
@@ -24,6 +26,7 @@ class RootCalls:
                 if self.example is None and not lightning:  # a training_step batch is no forward input
                     self._capture_example(args, kwargs)
                 if counted is not None:
+                    self.seq_weights.at(self.hot.tokens + self.hot.pending_tokens, seq_of(args, kwargs, counted))
                     self.hot.pending_tokens += counted[0]
                     self._monitor.token_unit = counted[1]
                 # remember a positional batch's shape: the call wrapper counts the next ones like it
