@@ -86,3 +86,70 @@ def test_fsdp2_trains_the_same_steps_and_losses_bare_and_monitored(gloo, tmp_pat
     derivation = {d["name"]: d for d in passport(m)["derivations"]}["flops_per_token.counted"]
     assert "meta copy" in derivation["inputs"][0]["source"]
     assert [line for line in printed_by_us(bare, ours) if not line.startswith("[step ")] == []  # its report lines
+
+
+RANK_SCRIPT = '''
+import json, os, sys, warnings
+warnings.filterwarnings("ignore")
+import torch, torch.distributed as dist, torch.nn.functional as F
+from torch.distributed.fsdp import fully_shard
+sys.path.insert(0, os.environ["TM_TEST_ROOT"])
+import trainmeter as tm
+from tests.field.test_fsdp2_loop import TinyLM, STEPS, BATCH, SEQ, VOCAB
+
+def train():
+    torch.manual_seed(0)
+    model = TinyLM()
+    for block in model.blocks:
+        fully_shard(block)
+    fully_shard(model)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    g = torch.Generator().manual_seed(1 + dist.get_rank())
+    losses = []
+    for _ in range(STEPS):
+        x = torch.randint(0, VOCAB, (BATCH, SEQ), generator=g)
+        loss = F.cross_entropy(model(x).flatten(0, 1), x.flatten())
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        losses.append(float(loss.detach()))
+    return losses
+
+dist.init_process_group("gloo")
+bare = train()
+with tm.monitor(run_dir=os.environ["TM_RUNS"], interval_s=0.1) as m:
+    ours = train()
+out = {"bare": bare, "ours": ours, "steps": m.steps, "tokens": m.tokens,
+       "counted": json.load(open(os.path.join(m.run_dir, "passport.json")))["compute"]["counted_flops_per_token"]}
+with open(os.path.join(os.environ["TM_OUT"], f"rank{dist.get_rank()}.json"), "w") as f:
+    json.dump(out, f)
+dist.destroy_process_group()
+'''
+
+
+@pytest.mark.slow
+def test_two_gloo_ranks_under_torchrun_train_the_same_losses_bare_and_monitored(tmp_path):
+    import json
+    import os
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    torchrun = shutil.which("torchrun") or str(Path(sys.executable).with_name("torchrun"))
+    if not Path(torchrun).exists():
+        pytest.skip("torchrun is not installed beside this Python")
+    script = tmp_path / "rank.py"
+    script.write_text(RANK_SCRIPT)
+    root = Path(__file__).parents[2]
+    env = {**os.environ, "TM_TEST_ROOT": str(root), "TM_RUNS": str(tmp_path / "runs"), "TM_OUT": str(tmp_path),
+           "PYTHONPATH": os.pathsep.join([str(root / "src"), str(root), os.environ.get("PYTHONPATH", "")]),
+           "OMP_NUM_THREADS": "1"}
+    done = subprocess.run([torchrun, "--standalone", "--nproc_per_node", "2", str(script)], env=env,
+                          capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-3000:]
+    for rank in (0, 1):
+        out = json.loads((tmp_path / f"rank{rank}.json").read_text())
+        assert out["ours"] == out["bare"] and len(out["ours"]) == STEPS
+        assert out["steps"] == STEPS and out["tokens"] == STEPS * BATCH * SEQ
+        assert out["counted"] == 6 * (2 * WIDTH * WIDTH + WIDTH * VOCAB)
