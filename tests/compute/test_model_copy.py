@@ -58,7 +58,9 @@ def test_meta_copy_shares_no_tensor_and_keeps_ties_and_requires_grad() -> None:
     model = Net()
     model.head.weight = model.emb.weight if model.head.weight.shape == model.emb.weight.shape else model.head.weight
     model.emb.weight.requires_grad_(False)
+    model.tables = {"rotary": [torch.ones(4), (torch.zeros(2),)]}  # tensors nested in a plain attribute
     clone, how, why = model_copy(model)
+    assert clone.tables["rotary"][0].device.type == "meta" and clone.tables["rotary"][1][0].device.type == "meta"
     assert why is None and how == "meta copy" and clone is not model
     assert all(p.device.type == "meta" for p in clone.parameters())
     assert all(b.device.type == "meta" for b in clone.buffers()) and clone.cache.device.type == "meta"

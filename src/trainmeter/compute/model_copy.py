@@ -82,14 +82,23 @@ def _memo(root: Any, torch: Any, real: bool) -> dict[int, Any]:
                         memo[id(t)] = _tensor_copy(t, torch, real)
             elif key.startswith(_COMPOSABLE_KEY) or ("hooks" in key and isinstance(value, dict)):
                 memo[id(value)] = type(value)() if isinstance(value, OrderedDict) else {}
-            elif isinstance(value, torch.Tensor) and id(value) not in memo:
-                memo[id(value)] = _tensor_copy(value, torch, real)
-            elif isinstance(value, (list, tuple, dict)):
-                items = value.values() if isinstance(value, dict) else value
-                for item in items:
-                    if isinstance(item, torch.Tensor) and id(item) not in memo:
-                        memo[id(item)] = _tensor_copy(item, torch, real)
+            elif not isinstance(value, torch.nn.Module):
+                _scan(value, memo, torch, real, 0)
     return memo
+
+
+def _scan(value: Any, memo: dict[int, Any], torch: Any, real: bool, depth: int) -> None:
+    """Map the tensors in an attribute (inside lists, tuples and dicts, 4 levels deep) to new ones in ``memo``.
+
+    A tensor held in an attribute (a cache of rotary tables, a mask) is copied like a buffer, never its data:
+    the deep copy of the rest then allocates nothing on a device.
+    """
+    if isinstance(value, torch.Tensor):
+        if id(value) not in memo:
+            memo[id(value)] = _tensor_copy(value, torch, real)
+    elif depth < 4 and isinstance(value, (list, tuple, dict)):
+        for item in value.values() if isinstance(value, dict) else value:
+            _scan(item, memo, torch, real, depth + 1)
 
 
 def _clone_module(module: Any, memo: dict[int, Any], module_type: type) -> Any:
