@@ -34,3 +34,19 @@ def test_unpacked_position_ids_and_batches_without_them_are_not_packing() -> Non
     assert packed_read(((), {"position_ids": plain})).result() is None
     assert packed_read(((torch.zeros(2, 8, dtype=torch.long),), {})) is None
     assert packed_read(None) is None
+
+
+def test_a_device_read_is_pending_until_its_copy_is_done_and_never_waits() -> None:
+    positions = torch.tensor([[0, 1, 2, 0, 1]])
+    read = packed_read(((), {"position_ids": positions}))
+
+    class Event:
+        done = False
+
+        def query(self) -> bool:
+            return self.done
+
+    read._event = Event()  # stands for the CUDA event recorded after the non-blocking copy
+    assert read.result() is False
+    read._event.done = True
+    assert read.result() == ((9 + 4) / 5, 2)

@@ -60,14 +60,13 @@ class PackedRead:
         self._values: Any = None
         self._event: Any = None
         self.rows = int(tensor.shape[0]) if tensor.dim() > 1 else 1
-        if tensor.device.type == "cpu":
-            self._values = tensor.detach()
+        if tensor.device.type == "cuda":
+            pinned = torch.empty(tuple(tensor.shape), dtype=tensor.dtype, pin_memory=True)  # host memory
+            self._values = pinned.copy_(tensor.detach(), non_blocking=True)
+            self._event = torch.cuda.Event()
+            self._event.record()  # on the stream of the copy: query() says when it is done, with no sync
         else:
-            self._values = tensor.detach().to("cpu", non_blocking=True)
-            event = torch.cuda.Event() if tensor.device.type == "cuda" else None
-            if event is not None:
-                event.record()
-            self._event = event
+            self._values = tensor.detach().to("cpu")  # the CPU (no copy) or another backend (rare)
 
     def result(self) -> tuple[float, int] | None | bool:
         """``(token-weighted S, sequences)`` when read; ``False`` while the copy runs; ``None``: not packed."""
