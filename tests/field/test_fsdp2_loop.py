@@ -88,6 +88,30 @@ def test_fsdp2_trains_the_same_steps_and_losses_bare_and_monitored(gloo, tmp_pat
     assert [line for line in printed_by_us(bare, ours) if not line.startswith("[step ")] == []  # its report lines
 
 
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_the_counted_pass_leaves_a_sharded_module_as_it_was(gloo):
+    from trainmeter.compute.flop_count import counted_flops_per_token
+
+    torch.manual_seed(0)
+    model = TinyLM()
+    for block in model.blocks:
+        fsdp.fully_shard(block)
+    fsdp.fully_shard(model)
+    x = torch.randint(0, VOCAB, (BATCH, SEQ))
+
+    def snapshot():
+        hooks = [(type(m), len(m._forward_pre_hooks), len(m._forward_hooks)) for m in model.modules()]
+        return hooks, [id(p) for p in model.parameters()], {k: v.to_local().clone() for k, v in
+                                                           model.state_dict().items()}
+
+    before = snapshot()
+    counted = counted_flops_per_token(model, (x,))
+    after = snapshot()
+    assert counted.method == "meta" and counted.copy == "meta copy"
+    assert before[:2] == after[:2] and all(torch.equal(before[2][k], after[2][k]) for k in before[2])
+    model(x).sum().backward()  # the user's next step runs (it raised "mixed torch.Tensor and DTensor")
+
+
 RANK_SCRIPT = '''
 import json, os, sys, warnings
 warnings.filterwarnings("ignore")
