@@ -8,7 +8,7 @@ import weakref
 from types import ModuleType
 from typing import Any
 
-from trainmeter.core.batch import seq_of
+from trainmeter.core.batch import batch_seq
 from trainmeter.core.patches import ORIGINAL_ATTR
 
 MAX_CANDIDATES = 64
@@ -224,7 +224,7 @@ class Discovery:
         else:
             if candidate.example is not None and candidate.unit == "tokens":  # S of the first step: its first batch's
                 self.seq_weights.at(self.hot.tokens + self.hot.pending_tokens,
-                                    seq_of(candidate.example[0], candidate.example[1], (0, "tokens")))
+                                    batch_seq(candidate.example[0], candidate.example[1]))
             self.hot.pending_tokens += candidate.tokens
             self.hot.calls += candidate.calls
             if candidate.unit:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainmeter.core.batch import count_batch, seq_of
+from trainmeter.core.batch import count_batch, last_seq
 from trainmeter.core.seq_weights import TokenWeightedSeq
 
 
@@ -26,7 +26,7 @@ class RootCalls:
                 if self.example is None and not lightning:  # a training_step batch is no forward input
                     self._capture_example(args, kwargs)
                 if counted is not None:
-                    self.seq_weights.at(self.hot.tokens + self.hot.pending_tokens, seq_of(args, kwargs, counted))
+                    self.seq_weights.at(self.hot.tokens + self.hot.pending_tokens, last_seq())
                     self.hot.pending_tokens += counted[0]
                     self._monitor.token_unit = counted[1]
                 # remember a positional batch's shape: the call wrapper counts the next ones like it
