@@ -385,3 +385,14 @@ def test_importing_pure_modules_does_not_import_torch() -> None:
         env={"PYTHONPATH": str(__import__("pathlib").Path(__file__).parents[2] / "src")},
     )
     assert out.stdout.strip() == "False"
+
+
+def test_a_frozen_mixture_of_experts_scales_the_trained_and_backward_counts_to_the_active_share() -> None:
+    shape = ModelShape(n_params=1000, n_active_params=400, n_embedding_params=100, moe_experts=8, moe_top_k=2,
+                       n_trained_params=200, n_trained_embedding_params=0, n_backward_params=500,
+                       n_backward_embedding_params=0)
+    d = flops_per_token(shape, "hf")
+    inputs = {i.name: i for i in d.inputs}
+    assert d.formula.startswith("2 * (N_active - E) + 2 * (N_b - E_b)")
+    assert inputs["N_t"].value == 80 and inputs["N_b"].value == 200 and inputs["N_t"].provenance == "assumed"
+    assert d.value == 2 * (400 - 100) + 2 * 200 + 2 * 80
