@@ -35,7 +35,7 @@ class TokenWeightedSeq:
     def mean(self, tokens: int) -> tuple[float, int] | None:
         """``(token-weighted S, tokens it is over)`` with ``tokens`` counted so far, or ``None`` (no S seen)."""
         weighted, with_seq = self.weighted, self.with_seq
-        if self.seq:
+        if self.seq and tokens > self.mark:  # (tokens still pending at the read are left out)
             weighted += (tokens - self.mark) * self.seq
             with_seq += tokens - self.mark
         return (weighted / with_seq, with_seq) if with_seq > 0 else None
