@@ -3,8 +3,8 @@
 The counted pass (:mod:`trainmeter.compute.flop_count`) runs a forward and backward; it must never run on the
 user's module (docs/spec.md section 5, "The counted pass"). :func:`model_copy` builds a separate module tree:
 
-- A copy of every module (a new object of its class, its attributes through ``copy.deepcopy``) with a prepared memo: every parameter, buffer and tensor attribute maps to a new
-  tensor of the same shape, dtype and ``requires_grad`` on the meta device (or, for the CPU's real pass, a detached
+- A copy of every module (a new object of its class, its attributes through ``copy.deepcopy``) with a prepared
+  memo: every parameter, buffer and tensor attribute maps to a new tensor of the same shape, dtype and ``requires_grad`` on the meta device (or, for the CPU's real pass, a detached
   clone), so no data is copied and nothing is allocated on a device; every hook dictionary maps to an empty one
   (the user's hooks never run on the copy, and their closures are not copied); the composable-API state FSDP2 keeps
   on a module (its process group, its parameter groups) maps to an empty dictionary.
