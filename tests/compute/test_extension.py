@@ -195,3 +195,25 @@ def test_s_is_token_weighted_over_the_whole_run_not_taken_from_the_first_batch(r
     assert s["value"] == pytest.approx(sum(4 * n * n for n in seqs) / sum(4 * n for n in seqs))
     assert "token-weighted over the run" in s["source"]
     assert m.tokens == sum(4 * n for n in seqs)
+
+
+def test_while_a_packed_batch_is_read_from_the_device_the_attention_conventions_say_s_waits(run_root):
+    from trainmeter.compute.extension import ComputeExtension
+
+    class Pending:
+        def result(self):
+            return False  # the non-blocking copy has not finished
+
+    lengths = [4, 4]
+    positions = torch.cat([torch.arange(n) for n in lengths]).unsqueeze(0)
+    batches = [{"input_ids": torch.randint(0, 32, (1, 8)), "position_ids": positions} for _ in range(2)]
+    model = _PackedLM()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with tm.monitor(run_dir=run_root, interval_s=3600) as m:
+        _train_lm(model, opt, batches)
+        ext = next(e for e in m.dispatch.extensions if isinstance(e, ComputeExtension))
+        ext._prepare()
+        ext._packed = Pending()
+        ext._refresh_seq(force=True)
+        assert ext.fpt["hf"].value is not None
+        assert ext.fpt["megatron"].value is None and "S waits" in ext.fpt["megatron"].missing

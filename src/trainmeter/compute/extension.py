@@ -131,7 +131,11 @@ class ComputeExtension(ExtensionBase):
 
         self._seq_used = shape.seq_len
         result = flops_per_token(shape, o.convention)
-        self.fpt = {o.convention: result} if isinstance(result, Derivation) and o.convention else dict(result)
+        fpt = {o.convention: result} if isinstance(result, Derivation) and o.convention else dict(result)
+        if shape.seq_len is None and self._packed is not None:  # waiting for the device copy, never for a sync
+            why = "S waits for the packed batch's sequence lengths, copied from the device (read at a later report)"
+            fpt = {c: d if d.value is not None else replace(d, missing=why) for c, d in fpt.items()}
+        self.fpt = fpt
 
     @staticmethod
     def _seq_len(probes: Any) -> int | None:
