@@ -255,6 +255,8 @@ export function formatValue(value: number | null | undefined, unit: string): str
       return formatFlops(value, true);
     case "FLOP/token": // a derivation's unit: the same FLOPs formatter, never "728B FLOP/token"
       return isNum(value) ? `${formatFlops(value, false)}/token` : MISSING;
+    case "FLOP/sample": // a run counted in samples (images, tabular, audio)
+      return isNum(value) ? `${formatFlops(value, false)}/sample` : MISSING;
     case "J":
       return formatJoules(value);
     case "W":

@@ -283,8 +283,8 @@ def format_value(value: Any, unit: str) -> str:
         return format_flops(value)
     if unit in ("flop/s", "FLOP/s"):
         return format_flops(value, per_second=True)
-    if unit == "FLOP/token":  # a derivation's unit: the same FLOPs formatter, never "728B FLOP/token"
-        return format_flops(value) + "/token"
+    if unit in ("FLOP/token", "FLOP/sample"):  # a derivation's unit: the FLOPs formatter, never "728B FLOP/token"
+        return format_flops(value) + unit[4:]
     if unit == "J":
         return format_joules(value)
     if unit == "W":

@@ -106,3 +106,23 @@ def test_the_progress_label_shows_two_different_counts_differently():
     prog = {"value": 0.99, "inputs": [{"name": "tokens_seen", "value": 1_100_000},
                                       {"name": "budget_tokens", "value": 1_150_000}]}
     assert progress_bar({}, {"progress": prog})["label"] == "1.10M / 1.15M tokens"
+
+
+def test_a_run_in_samples_shows_the_counted_mfu_and_says_why_the_conventions_are_withheld():
+    section, derivs = _figures({"counted": _fpt("counted", 5e9, "counted")})
+    section.update(unit="samples", conventions_missing="the FLOPs conventions apply to transformer language models")
+    tiles = _tiles(section, derivs)
+    assert tiles["mfu"]["label"] == "MFU (counted)" and tiles["mfu"]["value"] == derivs["mfu[counted]"]["value"]
+    assert "FLOPs conventions not shown: the FLOPs conventions apply" in tiles["mfu"]["sub"]
+    assert tiles["flops"]["label"] == "FLOPs spent (counted)" and tiles["flops"]["value"] is not None
+
+
+def test_markdown_states_total_trained_and_frozen_parameters_and_the_unit():
+    section = {"hardware": {"devices": 1, "device": "cpu", "dtype": None}, "convention": None, "unit": "samples",
+               "parameters": {"total": 26144, "trained": 896, "frozen": 25248},
+               "conventions_missing": "not a language model", "flops_per_token": {},
+               "counted_flops_per_token": 2.5e6, "flops_spent": {}, "mfu": {}, "mfu_missing": None, "peak": None}
+    md = render_compute_markdown(section, [])
+    assert "- Parameters: 26,144 total; 896 trained; 25,248 frozen" in md
+    assert "Counted (FlopCounterMode, one step): 2.5 MFLOP/sample" in md
+    assert "FLOPs conventions not shown: not a language model" in md

@@ -138,3 +138,82 @@ def test_a_large_declared_peak_the_flag_accepts_gives_mfu(run_root):
         train_steps(model, opt, batches)
     c = _passport(m)["compute"]
     assert c["peak"]["tflops"] == 5e5 and c["mfu"]["hf"] is not None and c["mfu"]["hf"] > 0
+
+
+class _PackedLM(torch.nn.Module):
+    """A Hugging Face style LM taking position_ids (padding-free packing passes resets there)."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = torch.nn.Embedding(32, 8)
+        self.pos = torch.nn.Embedding(64, 8)
+        self.blocks = torch.nn.ModuleList(torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU())
+                                          for _ in range(2))
+        self.head = torch.nn.Linear(8, 32)
+
+    def forward(self, input_ids, position_ids=None):
+        h = self.emb(input_ids) + (self.pos(position_ids) if position_ids is not None else 0)
+        for block in self.blocks:
+            h = block(h)
+        return torch.nn.functional.cross_entropy(self.head(h).flatten(0, 1), input_ids.flatten())
+
+
+def _train_lm(model, opt, batches):
+    for batch in batches:
+        opt.zero_grad()
+        model(**batch).backward()
+        opt.step()
+
+
+def _s_input(m, convention="megatron"):
+    d = {x["name"]: x for x in _passport(m)["derivations"]}[f"flops_per_token.{convention}"]
+    return {i["name"]: i for i in d["inputs"]}["S"]
+
+
+def test_s_under_padding_free_packing_is_the_token_weighted_length_of_the_packed_sequences(run_root):
+    lengths = [64, 40, 64, 23, 64]  # one row of 255 tokens, no sequence longer than 64
+    positions = torch.cat([torch.arange(n) for n in lengths]).unsqueeze(0)
+    batches = [{"input_ids": torch.randint(0, 32, (1, 255)), "position_ids": positions} for _ in range(3)]
+    model = _PackedLM()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with tm.monitor(run_dir=run_root, convention="megatron") as m:
+        _train_lm(model, opt, batches)
+    s = _s_input(m)
+    assert s["value"] == pytest.approx(sum(n * n for n in lengths) / 255) and s["value"] < 64
+    assert "packed batch" in s["source"] and s["provenance"] == "detected"
+
+
+def test_s_is_token_weighted_over_the_whole_run_not_taken_from_the_first_batch(run_root):
+    g = torch.Generator().manual_seed(0)
+    seqs = [24, 24, 40, 40, 40, 8]  # length-bucketed batches of 4 sequences
+    batches = [{"input_ids": torch.randint(0, 32, (4, n), generator=g)} for n in seqs]
+    model = _PackedLM()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with tm.monitor(run_dir=run_root, convention="titan") as m:
+        _train_lm(model, opt, batches)
+    s = _s_input(m, "titan")
+    assert s["value"] == pytest.approx(sum(4 * n * n for n in seqs) / sum(4 * n for n in seqs))
+    assert "token-weighted over the run" in s["source"]
+    assert m.tokens == sum(4 * n for n in seqs)
+
+
+def test_while_a_packed_batch_is_read_from_the_device_the_attention_conventions_say_s_waits(run_root):
+    from trainmeter.compute.extension import ComputeExtension
+
+    class Pending:
+        def result(self):
+            return False  # the non-blocking copy has not finished
+
+    lengths = [4, 4]
+    positions = torch.cat([torch.arange(n) for n in lengths]).unsqueeze(0)
+    batches = [{"input_ids": torch.randint(0, 32, (1, 8)), "position_ids": positions} for _ in range(2)]
+    model = _PackedLM()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with tm.monitor(run_dir=run_root, interval_s=3600) as m:
+        _train_lm(model, opt, batches)
+        ext = next(e for e in m.dispatch.extensions if isinstance(e, ComputeExtension))
+        ext._prepare()
+        ext._packed = Pending()
+        ext._refresh_seq(force=True)
+        assert ext.fpt["hf"].value is not None
+        assert ext.fpt["megatron"].value is None and "S waits" in ext.fpt["megatron"].missing

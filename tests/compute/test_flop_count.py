@@ -163,17 +163,19 @@ def test_tokens_come_from_input_ids_and_loss_attribute_is_used() -> None:
     assert result.by_operator.keys() <= {"aten.mm", "aten.addmm", "aten.bmm"}
 
 
-def test_float_only_inputs_need_explicit_tokens() -> None:
+def test_float_only_inputs_are_counted_per_sample() -> None:
     model = nn.Linear(D, D, bias=False)
     x = torch.zeros(5, D, requires_grad=False)
-    unknown = counted_flops_per_token(model, x)
-    assert unknown.flops_per_token is None and unknown.total_flops is not None
-    assert "tokens=" in unknown.reason
-    known = counted_flops_per_token(model, x, tokens=5)
+    per_sample = counted_flops_per_token(model, x)
     # input has no grad: backward computes only the weight gradient (2 x D x D per row), forward 2 x D x D.
+    assert per_sample.unit == "samples" and per_sample.count == 5 and per_sample.reason is None
+    assert per_sample.flops_per_sample == 4 * D * D and per_sample.flops_per_token is None
+    derivation = per_sample.derivation()
+    assert derivation.unit == "FLOP/sample" and derivation.value == 4 * D * D and derivation.formula == "C / B"
+    known = counted_flops_per_token(model, x, tokens=5)
     assert known.flops_per_token == 4 * D * D
     assert known.derivation().name == "flops_per_token.counted"
-    assert known.derivation().value == known.flops_per_token
+    assert known.derivation().unit == "FLOP/token"
 
 
 def test_unknown_method_is_reported_not_raised() -> None:

@@ -12,6 +12,7 @@ from torch import nn
 
 from trainmeter.compute.flops import (
     CONVENTIONS,
+    FORMULAS,
     ModelShape,
     flops_per_token,
     flops_range,
@@ -330,13 +331,45 @@ def test_module_config_attribute_wins_for_structure_and_counts_stay_counted() ->
     assert shape.n_params == PIN_N and shape.source_of("n_params").provenance == "counted"
 
 
-def test_frozen_parameters_are_not_in_n() -> None:
+def test_frozen_parameters_stay_in_n_and_enter_only_the_weight_gradient_term() -> None:
     model = GPT(16, 8, 4, 2, 2)
+    total = sum(p.numel() for p in model.parameters())
+    full = flops_per_token(shape_from_module(model), "hf")
     for p in model.wte.parameters():
         p.requires_grad_(False)
     shape = shape_from_module(model)
-    assert shape.n_embedding_params == 8 * 4
-    assert shape.n_params == sum(p.numel() for p in model.parameters()) - 16 * 4
+    assert shape.n_params == total and shape.n_embedding_params == 16 * 4 + 8 * 4
+    assert shape.n_trained_params == total - 16 * 4 and shape.n_trained_embedding_params == 8 * 4
+    assert shape.frozen and shape.source_of("n_trained_params").provenance == "counted"
+    frozen = flops_per_token(shape, "hf")
+    assert frozen.formula == "2 * (N - E) + 2 * (N_b - E_b) + 2 * (N_t - E_t)"
+    # the frozen table is a lookup: no matmul, so the figure equals full training's
+    assert frozen.value == full.value == 6 * (total - 16 * 4 - 8 * 4)
+
+
+def test_a_frozen_backbone_with_a_trained_head_counts_weight_gradients_of_the_head_only() -> None:
+    model = GPT(16, 8, 4, 2, 2)
+    for p in model.parameters():
+        p.requires_grad_(False)
+    model.lm_head.weight.requires_grad_(True)
+    shape = shape_from_module(model)
+    head = model.lm_head.weight.numel()
+    n, e = shape.n_params, shape.n_embedding_params
+    # the head is the first trained module: no module after it, so no activation gradient at all
+    assert (shape.n_trained_params, shape.n_backward_params, shape.backward_layers) == (head, 0, 0)
+    hf = flops_per_token(shape, "hf")
+    assert hf.value == 2 * (n - e) + 2 * head
+    titan = flops_per_token(shape, "titan", seq_len=8)
+    assert titan.value == hf.value + 4 * 2 * 4 * 8  # forward attention only: 4 L d S, no layer on the backward path
+    names = {i.name for i in titan.inputs}
+    assert {"N", "E", "N_b", "E_b", "N_t", "E_t", "L", "L_b", "d", "S"} <= names
+
+
+def test_full_training_keeps_the_six_n_formulas() -> None:
+    shape = shape_from_module(GPT(16, 8, 4, 2, 2))
+    assert not shape.frozen and shape.n_trained_params is None
+    for convention, formula in FORMULAS.items():
+        assert flops_per_token(shape, convention, seq_len=8).formula == formula
 
 
 def test_importing_pure_modules_does_not_import_torch() -> None:
@@ -352,3 +385,14 @@ def test_importing_pure_modules_does_not_import_torch() -> None:
         env={"PYTHONPATH": str(__import__("pathlib").Path(__file__).parents[2] / "src")},
     )
     assert out.stdout.strip() == "False"
+
+
+def test_a_frozen_mixture_of_experts_scales_the_trained_and_backward_counts_to_the_active_share() -> None:
+    shape = ModelShape(n_params=1000, n_active_params=400, n_embedding_params=100, moe_experts=8, moe_top_k=2,
+                       n_trained_params=200, n_trained_embedding_params=0, n_backward_params=500,
+                       n_backward_embedding_params=0)
+    d = flops_per_token(shape, "hf")
+    inputs = {i.name: i for i in d.inputs}
+    assert d.formula.startswith("2 * (N_active - E) + 2 * (N_b - E_b)")
+    assert inputs["N_t"].value == 80 and inputs["N_b"].value == 200 and inputs["N_t"].provenance == "assumed"
+    assert d.value == 2 * (400 - 100) + 2 * 200 + 2 * 80

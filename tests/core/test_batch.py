@@ -38,3 +38,18 @@ def test_a_positional_batch_like_the_last_one_is_counted_the_same_and_a_changed_
     assert count_batch((torch.zeros(4, 6, dtype=torch.bool),), {}) == (4, "samples")
     assert count_batch((torch.zeros(4, 6, dtype=torch.long),), {"mask": torch.zeros(9, 9)}) == (9, "samples")
     assert count_batch((torch.zeros(4, 6, dtype=torch.long),), {}) == (24, "tokens")
+
+
+def test_the_last_counted_batch_s_is_dim_1_of_its_token_ids_and_0_without_one():
+    from trainmeter.core.batch import batch_seq, last_seq
+
+    count_batch((torch.zeros(4, 24, dtype=torch.long),), None)
+    assert last_seq() == 24
+    count_batch((torch.zeros(4, 24, dtype=torch.long),), None)  # the cached positional path says it too
+    assert last_seq() == 24
+    count_batch((), {"input_ids": torch.zeros(2, 40, dtype=torch.long)})
+    assert last_seq() == 40
+    count_batch((torch.zeros(4, 3, 8, 8),), None)  # images: samples, no S
+    assert last_seq() == 0
+    assert batch_seq((), {"input_ids": torch.zeros(2, 7, dtype=torch.long)}) == 7
+    assert batch_seq((torch.zeros(9, dtype=torch.long),), None) == 0

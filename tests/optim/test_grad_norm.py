@@ -46,6 +46,39 @@ def test_a_norm_that_is_not_a_plain_tensor_or_float_is_not_read():
     assert tap.pending is None and tap.missing_reason() == REASON_NOT_PLAIN
 
 
+class Replicate:
+    pass
+
+
+class Partial:
+    pass
+
+
+class DTensor:
+    """Stands for torch.distributed.tensor.DTensor: a norm with placements and a local tensor."""
+
+    def __init__(self, placements):
+        self.placements = placements
+        self.local = torch.tensor(5.0)
+
+    def to_local(self):
+        return self.local
+
+
+def test_a_replicated_dtensor_norm_is_read_through_its_local_tensor_and_a_partial_one_is_not():
+    tap = ClipTap()
+    tap._tensor_type = torch.Tensor
+    tap.norm_calls = 1
+    replicated = DTensor((Replicate(),))
+    tap._keep(replicated)
+    assert tap.pending is replicated.local and tap.missing_reason() is None
+    tap = ClipTap()
+    tap._tensor_type = torch.Tensor
+    tap.norm_calls = 1
+    tap._keep(DTensor((Partial(),)))
+    assert tap.pending is None and tap.missing_reason() == REASON_NOT_PLAIN and "collective" in REASON_NOT_PLAIN
+
+
 def test_calls_from_another_thread_are_not_kept():
     tap = ClipTap()
     tap.install(torch)

@@ -215,3 +215,27 @@ def run_dtype(param_dtype: str | None, on_cuda: bool, tf32_allowed: bool) -> str
     if key in ("float32", "float", "fp32"):
         return "tf32" if on_cuda and tf32_allowed else "fp32"
     return None
+
+
+def of_achievable(flops_per_unit: Any, units_per_s: float | None, ceiling: Ceiling, *,
+                  unit: str = "tokens") -> Any:
+    """Model FLOP/s over the measured ceiling (docs/spec.md section 5): MFU's rule with the ceiling as the peak.
+
+    Args:
+        flops_per_unit: F (a Derivation or number), FLOP per token or per sample (``unit``).
+        units_per_s: Training-only tokens (or samples) per second; ``None`` when not measured yet.
+        ceiling: The measured ceiling of this device and dtype.
+        unit: ``tokens`` or ``samples``.
+
+    Returns:
+        A Derivation named ``of_achievable`` (unit ``fraction``). Pure; any thread.
+    """
+    from trainmeter.compute.mfu import mfu_derivation
+    from trainmeter.core.provenance import Input, as_input
+
+    peak = Input(name="ceiling", value=ceiling.flops_per_s, unit="FLOP/s", provenance="measured",
+                 source=ceiling.source)
+    return mfu_derivation(
+        name="of_achievable", flops_per_token=as_input("F", flops_per_unit, f"FLOP/{unit[:-1]}", "detected"),
+        rate=(as_input("tokens_per_s", units_per_s, f"{unit}/s", "measured", f"training-only {unit}/s"),),
+        devices=as_input("devices", 1, "1", "detected"), peaks=(peak,))

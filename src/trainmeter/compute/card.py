@@ -6,7 +6,14 @@ from typing import Any, Protocol
 
 from trainmeter.core.provenance import Derivation
 from trainmeter.core.text import markdown_text
-from trainmeter.sizes import format_count, format_count_pair, format_flops, format_percent, format_value
+from trainmeter.sizes import (
+    format_count,
+    format_count_pair,
+    format_flops,
+    format_integer,
+    format_percent,
+    format_value,
+)
 
 
 class ComputeState(Protocol):
@@ -19,6 +26,8 @@ class ComputeState(Protocol):
     peak: Any
     device_name: str | None
     dtype: str | None
+    conventions_missing: str | None
+    params: dict[str, int] | None
 
 
 def _values(derived: dict[str, Derivation], prefix: str) -> dict[str, float | None]:
@@ -49,6 +58,9 @@ def compute_section(ext: ComputeState) -> dict[str, Any]:
     mfu = _values(derived, "mfu")
     section: dict[str, Any] = {
         "hardware": {"device": ext.device_name or "cpu", "devices": 1, "dtype": ext.dtype},
+        "unit": getattr(m, "token_unit", "tokens") if m is not None else "tokens",
+        "parameters": getattr(ext, "params", None),
+        "conventions_missing": getattr(ext, "conventions_missing", None),
         "convention": convention,
         "flops_per_token": fpt,
         "flops_per_token_range": [min(values), max(values)] if values and convention is None else None,
@@ -87,7 +99,7 @@ def _flops(value: float | None, per: str = "") -> str:
 def _derived_text(value: float, unit: str) -> str:
     if unit == "fraction":
         return f"{value:.4f}"
-    if unit in ("FLOP", "FLOP/s", "FLOP/token", "1"):
+    if unit in ("FLOP", "FLOP/s", "FLOP/token", "FLOP/sample", "1"):
         return format_value(value, unit) if unit != "1" else format_count(value)
     return f"{format_count(value)} {unit}"
 
@@ -95,25 +107,37 @@ def _derived_text(value: float, unit: str) -> str:
 def _input_text(i: Any) -> str:
     if i.value is None:
         return f"{i.name} missing"
-    if i.unit in ("FLOP", "FLOP/s", "FLOP/token") and isinstance(i.value, (int, float)):
+    if i.unit in ("FLOP", "FLOP/s", "FLOP/token", "FLOP/sample") and isinstance(i.value, (int, float)):
         return f"{i.name} = {format_value(i.value, i.unit)} ({i.provenance})"
     value = f"{i.value:.6g}" if isinstance(i.value, float) else str(i.value)
     unit = "" if i.unit in ("1", "") else f" {i.unit}"
     return f"{i.name} = {value}{unit} ({i.provenance})"
 
 
+def _per(section: dict[str, Any]) -> str:
+    """``token`` or ``sample``: what FLOPs are per in this section."""
+    return "sample" if section.get("unit") == "samples" else "token"
+
+
 def render_compute_markdown(s: dict[str, Any], derivations: list[Derivation]) -> str:
     """A compute section that pastes into a Hugging Face model card."""
     hw = s["hardware"]
     conv = s["convention"]
+    per = _per(s)
     lines = ["### Compute", "", f"- Hardware: {hw['devices']} x {hw['device']}" + (f", {hw['dtype']}" if hw["dtype"] else "")]
-    if conv is not None:
+    params = s.get("parameters")
+    if params:
+        lines.append(f"- Parameters: {format_integer(params['total'])} total; {format_integer(params['trained'])} "
+                     f"trained; {format_integer(params['frozen'])} frozen")
+    if s.get("conventions_missing"):
+        lines.append(f"- FLOPs conventions not shown: {markdown_text(s['conventions_missing'])}")
+    if conv is not None and conv in s["flops_per_token"] and not s.get("conventions_missing"):
         lines.append(f"- FLOPs convention: `{conv}`; FLOPs per token {_flops(s['flops_per_token'].get(conv), '/token')}")
-    elif s["flops_per_token"]:
+    elif s["flops_per_token"] and not s.get("conventions_missing"):
         lines.append("- FLOPs per token by convention: " + ", ".join(
             f"`{k}` {_flops(v, '/token')}" for k, v in s["flops_per_token"].items()))
     if s["counted_flops_per_token"] is not None:
-        lines.append(f"- Counted (FlopCounterMode, one step): {_flops(s['counted_flops_per_token'], '/token')}")
+        lines.append(f"- Counted (FlopCounterMode, one step): {_flops(s['counted_flops_per_token'], '/' + per)}")
     spent = {k: v for k, v in s["flops_spent"].items() if v is not None}
     if spent:
         lines.append("- Total training FLOPs: " + ", ".join(f"`{k}` {_flops(v)}" for k, v in spent.items()))
@@ -157,7 +181,9 @@ def compute_tiles(section: dict[str, Any], derivations: dict[str, dict[str, Any]
     its popover works out each convention in it (``derivations``). The badge is set by
     :func:`trainmeter.widget.view_model.badge_tiles` from the derivations' inputs.
     """
-    conv = section.get("convention")
+    withheld = section.get("conventions_missing")
+    conv = "counted" if withheld else section.get("convention")  # not a language model: the counted pass only
+    per = _per(section)
     mfu = section.get("mfu") or {}
     peak = section.get("peak")
     peak_text = (f"peak {format_flops(peak['tflops'] * 1e12, per_second=True)} {peak['dtype']} "
@@ -170,7 +196,8 @@ def compute_tiles(section: dict[str, Any], derivations: dict[str, dict[str, Any]
         session = (section.get("mfu_session") or {}).get(conv)
         counted = mfu.get("counted")
         parts = [f"session {_pct(session)}" if session is not None else "",
-                 f"counted (FlopCounterMode) {_pct(counted)}" if counted is not None else "",
+                 f"counted (FlopCounterMode) {_pct(counted)}" if counted is not None and not withheld else "",
+                 f"FLOPs conventions not shown: {withheld}" if withheld else "",
                  f"range over conventions {range_text}" if len(in_range) > 1 else "", peak_text]
         tile: dict[str, Any] = {
             "id": "mfu", "label": f"MFU ({conv})", "value": mfu.get(conv), "unit": "fraction",
@@ -187,7 +214,9 @@ def compute_tiles(section: dict[str, Any], derivations: dict[str, dict[str, Any]
         if in_range:
             tile["text"] = range_text
     if tile["value"] is None:
-        tile["missing"] = section.get("mfu_missing") or "MFU needs FLOPs per token and training-only tokens/s"
+        no_count = withheld and section.get("counted_flops_per_token") is None
+        tile["missing"] = ((section.get("counted_missing") if no_count else section.get("mfu_missing"))
+                           or f"MFU needs FLOPs per {per} and training-only {per}s/s")
     key = conv or "hf"
     spent = (section.get("flops_spent") or {}).get(key)
     required = (section.get("flops_required") or {}).get(key)
@@ -200,8 +229,8 @@ def compute_tiles(section: dict[str, Any], derivations: dict[str, dict[str, Any]
     if spent is None:
         fpt = derivations.get(f"flops_per_token.{key}") or {}
         why = fpt.get("missing") or (spent_d or {}).get("missing")
-        flops["missing"] = (f"FLOPs per token ({key}) unknown: {why}" if why else
-                            "FLOPs per token: the model is read at the first report after its first step")
+        flops["missing"] = (f"FLOPs per {per} ({key}) unknown: {why}" if why else
+                            f"FLOPs per {per}: the model is read at the first report after its first step")
     return [tile, flops]
 
 

@@ -2,8 +2,10 @@
 
 Reads the trained model once it is known (after the first optimizer step): its
 shape (config or introspection, overridden by declared flags), the sequence
-length from the batch, one step counted with FlopCounterMode on the meta
-device, and the dense peak for the device and dtype. Every figure is a
+length from the batch, one step counted with FlopCounterMode on a meta copy of
+the model (never the live module), and the dense peak for the device and dtype.
+The conventions describe transformer language models and are withheld, with the
+reason, for a run counted in samples (docs/spec.md section 5, "Units"). Every figure is a
 :class:`~trainmeter.core.provenance.Derivation`; a figure whose input is missing has
 ``value`` None and says which input would enable it. Runs on the training
 thread inside reports (its one-time count is credited to ``reporting``).
@@ -38,6 +40,12 @@ class ComputeExtension(ExtensionBase):
         self.device_name: str | None = None
         self.dtype: str | None = None
         self.run_dtype: str | None = None
+        self.conventions_missing: str | None = None
+        self.params: dict[str, int] | None = None
+        self._shape: Any = None  # the model's shape as read (S refreshed at reports)
+        self._packed: Any = None  # the example's packing read (compute/seq_len.py), until read
+        self._seq_fixed = False  # S came from packed sequences: the batch shapes do not give it
+        self._seq_used: Any = None
         self._ready = False
         self._stopped = False
         self.derived: dict[str, Derivation] = {}
@@ -58,8 +66,10 @@ class ComputeExtension(ExtensionBase):
     def view(self) -> ComputeView:
         """The figures other wings read (MFU, FLOPs spent, FLOP/token, the peak); any thread."""
         conv = self._m.options.convention if self._m is not None else None
+        unit = self._m.token_unit if self._m is not None else "tokens"
         return ComputeView(convention=conv, flops_per_token=self.fpt, counted=self.counted, peak=self.peak,
-                           peak_missing=self.peak_missing, derived=self.derived)
+                           peak_missing=self.peak_missing, derived=self.derived, unit=unit,
+                           conventions_missing=self.conventions_missing)
 
     # -- one-time model read -------------------------------------------------------
     def _prepare(self, final: bool = False) -> None:
@@ -70,19 +80,63 @@ class ComputeExtension(ExtensionBase):
         if not final and getattr(m.probes, "example_pending", False):
             return  # the first training batch is not kept yet: S and the counted FLOPs need it
         self._ready = True
-        from trainmeter.compute.flops import flops_per_token, override_shape, shape_from_module
+        from trainmeter.compute.flops import override_shape, shape_from_module
 
         o = m.options
         probes = m.probes
         shape = shape_from_module(model)
+        self.params = _params(shape)
         seq = self._seq_len(probes)
         if seq is not None and o.seq_len is None:
             shape = shape.with_value("seq_len", seq, "detected", "batch shape (dim 1 of the token ids)")
-        shape = override_shape(shape, layers=o.layers, d_model=o.d_model, seq_len=o.seq_len, vocab=o.vocab)
-        result = flops_per_token(shape, o.convention)
-        self.fpt = {o.convention: result} if isinstance(result, Derivation) and o.convention else dict(result)
+        self._shape = override_shape(shape, layers=o.layers, d_model=o.d_model, seq_len=o.seq_len, vocab=o.vocab)
+        self.conventions_missing = _not_a_language_model(m.token_unit, self._shape)
+        if o.seq_len is None and self.conventions_missing is None:
+            from trainmeter.compute.seq_len import packed_read
+
+            self._packed = packed_read(getattr(probes, "example", None))
+        self._refresh_seq(force=True)
         self._count(model, probes)
         self._detect_device(model, probes)
+
+    def _refresh_seq(self, force: bool = False) -> None:
+        """Set S (packed sequences, else the run's token-weighted mean) and recompute the conventions on a change."""
+        m, shape = self._m, self._shape
+        if m is None or shape is None:
+            return
+        o = m.options
+        if self.conventions_missing is not None:
+            if force:
+                self.fpt = {} if o.convention is None else {o.convention: _withheld(o.convention,
+                                                                                   self.conventions_missing)}
+            return
+        if o.seq_len is None:
+            packed = self._packed.result() if self._packed is not None else None
+            if packed is False:  # the device copy of position_ids runs: S waits for it
+                shape = shape.with_value("seq_len", None, "assumed", "")
+            elif packed is not None:
+                self._packed = None  # read once
+                self._shape = shape = shape.with_value(
+                    "seq_len", packed[0], "detected",
+                    f"packed batch: token-weighted length of its {packed[1]} sequences (sum l^2 / sum l)")
+                self._seq_fixed = True
+            elif not self._seq_fixed:
+                weighted = getattr(getattr(m.probes, "seq_weights", None), "mean", lambda _t: None)(m.tokens)
+                if weighted is not None:
+                    shape = shape.with_value("seq_len", weighted[0], "detected",
+                                             f"token-weighted over the run's {weighted[1]} tokens (dim 1 of "
+                                             "the token ids)")
+        if not force and shape.seq_len == self._seq_used:
+            return
+        from trainmeter.compute.flops import flops_per_token
+
+        self._seq_used = shape.seq_len
+        result = flops_per_token(shape, o.convention)
+        fpt = {o.convention: result} if isinstance(result, Derivation) and o.convention else dict(result)
+        if shape.seq_len is None and self._packed is not None:  # waiting for the device copy, never for a sync
+            why = "S waits for the packed batch's sequence lengths, copied from the device (read at a later report)"
+            fpt = {c: d if d.value is not None else replace(d, missing=why) for c, d in fpt.items()}
+        self.fpt = fpt
 
     @staticmethod
     def _seq_len(probes: Any) -> int | None:
@@ -175,11 +229,12 @@ class ComputeExtension(ExtensionBase):
         per_conv = dict(self.fpt)
         if self.counted is not None:
             per_conv["counted"] = self.counted
+        unit = m.token_unit
         for conv, f in per_conv.items():
-            out[f"mfu[{conv}]"] = mfu(f, train_tps, 1, self.peak, peak_missing=self.peak_missing)
+            out[f"mfu[{conv}]"] = mfu(f, train_tps, 1, self.peak, peak_missing=self.peak_missing, unit=unit)
             out[f"mfu.session[{conv}]"] = mfu(f, session_tps, 1, self.peak, pace="session",
-                                              peak_missing=self.peak_missing)
-            out[f"flops_spent[{conv}]"] = flops_spent(f, m.tokens)
+                                              peak_missing=self.peak_missing, unit=unit)
+            out[f"flops_spent[{conv}]"] = flops_spent(f, m.tokens, unit=unit)
         out.update(self._of_achievable(per_conv, train_tps))
         out.update(self._budget(m.steps, m.tokens, train_tps, session_tps, per_conv, whole_run=whole_run))
         self.derived = {name: replace(d, name=name) for name, d in out.items()}
@@ -197,17 +252,12 @@ class ComputeExtension(ExtensionBase):
 
     def _of_achievable(self, per_conv: dict[str, Derivation], train_tps: float | None) -> dict[str, Derivation]:
         """``of_achievable[conv]``: model FLOP/s over the measured ceiling (only once ``tm.calibrate()`` ran)."""
-        c = self.ceiling()
-        if c is None:
-            return {}
-        from trainmeter.compute.mfu import mfu_derivation
-        from trainmeter.core.provenance import as_input
+        from trainmeter.compute.calibrate import of_achievable
 
-        ceiling = Input(name="ceiling", value=c.flops_per_s, unit="FLOP/s", provenance="measured", source=c.source)
-        return {f"of_achievable[{conv}]": mfu_derivation(
-            name="of_achievable", flops_per_token=as_input("F", f, "FLOP/token", "detected"),
-            rate=(as_input("tokens_per_s", train_tps, "tokens/s", "measured", "training-only tokens/s"),),
-            devices=as_input("devices", 1, "1", "detected"), peaks=(ceiling,)) for conv, f in per_conv.items()}
+        c = self.ceiling()
+        unit = self._m.token_unit if self._m is not None else "tokens"
+        return {} if c is None else {f"of_achievable[{conv}]": of_achievable(f, train_tps, c, unit=unit)
+                                     for conv, f in per_conv.items()}
 
     def _view(self) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
         from trainmeter.compute.card import compute_section
@@ -296,6 +346,8 @@ class ComputeExtension(ExtensionBase):
         """FLOPs per token, MFU and progress for the run log's interval record."""
         if not self._ready:
             self._prepare(final=self._stopped)
+        else:
+            self._refresh_seq()
         self._update()
         return {name: d.value for name, d in self.derived.items()}
 
@@ -305,6 +357,7 @@ class ComputeExtension(ExtensionBase):
 
         if not self._ready and self._m is not None:
             self._prepare(final=True)  # no final report (it failed): read the model now
+        self._refresh_seq()
         self._update(whole_run=True)  # the passport holds whole-run figures
         return compute_section(self)
 
@@ -313,3 +366,32 @@ class ComputeExtension(ExtensionBase):
         from trainmeter.compute.card import all_derivations
 
         return all_derivations(self)
+
+
+def _params(shape: Any) -> dict[str, int] | None:
+    """Total, trained and frozen parameters of the model (docs/spec.md section 5, "Frozen weights")."""
+    total = shape.n_params
+    if total is None:
+        return None
+    trained = shape.n_trained_params if shape.n_trained_params is not None else total
+    return {"total": int(total), "trained": int(trained), "frozen": int(total - trained)}
+
+
+def _not_a_language_model(unit: str, shape: Any) -> str | None:
+    """Why the FLOPs conventions do not apply (docs/spec.md section 5, "Units"), or ``None`` when they do."""
+    if unit != "tokens":
+        return ("the FLOPs conventions apply to transformer language models; this run is counted in samples "
+                "(its batch has no token ids): FLOPs per sample come from the counted pass")
+    if shape.vocab is None:
+        return ("the FLOPs conventions apply to transformer language models; this model has no token embedding "
+                "table (nn.Embedding) or config vocab: FLOPs per token come from the counted pass")
+    return None
+
+
+def _withheld(convention: str, reason: str) -> Derivation:
+    """The chosen convention, withheld for a model it does not describe."""
+    from trainmeter.compute.flops import FORMULAS, validate_convention
+
+    canonical = validate_convention(convention)
+    return Derivation(name=f"flops_per_token.{canonical}", formula=FORMULAS[canonical], value=None,
+                      unit="FLOP/token", inputs=(), missing=reason)

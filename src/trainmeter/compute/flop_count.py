@@ -17,18 +17,18 @@ What it counts, and where it differs from the analytic conventions of
 - A mixture-of-experts model counts the experts the example batch was routed
   to; on the meta device routing is not real, so the count may differ.
 
-The count runs through ``torch.func.functional_call``: first (``method="meta"``
-or ``"auto"``) with meta copies of parameters, buffers and inputs, which
-allocates nothing and leaves the model untouched; then (``"real"``, or
-``"auto"`` after a meta failure) with the real parameters and inputs, using
-``torch.autograd.grad`` so no ``.grad`` is written, cloned buffers so running
-statistics do not move, and a forked RNG so dropout does not shift the
-training's random stream. The real path costs one extra step of compute and
-activation memory. Module hooks still run during either pass.
+The count never runs on the user's module: it runs on a copy
+(:mod:`trainmeter.compute.model_copy`): first (``method="meta"`` or ``"auto"``) a
+copy on the meta device with meta inputs, which allocates nothing; then
+(``"real"``, or ``"auto"`` after a meta failure, CPU models only) a copy with
+cloned parameters and inputs, under a forked RNG so dropout does not shift the
+training's random stream. The user's hooks are not copied and do not run. A
+sharded model (FSDP2, DTensor) is copied on the meta device or rebuilt from its
+config; failing both, the pass is skipped with the reason. FLOPs per token
+when the batch has token ids, per sample otherwise (docs/spec.md section 5, "Units").
 
-Thread safety: ``functional_call`` swaps the module's parameters for the
-duration of the call, so call this on the training thread, between steps.
-Never raises: a failure gives ``flops_per_token=None`` and a ``reason``.
+Thread safety: reads the model (shapes and attributes); call on the training
+thread between steps. Never raises: a failure gives ``flops_per_unit=None`` and a ``reason``.
 """
 
 from __future__ import annotations
@@ -48,49 +48,70 @@ NOTE = (
 )
 
 
+Unit = Literal["tokens", "samples"]
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CountedFlops:
     """Result of one counted step.
 
     Attributes:
-        flops_per_token: Counted FLOP per token, or ``None`` (see ``reason``).
+        flops_per_unit: Counted FLOP per token (``unit`` "tokens") or per sample ("samples"), or ``None``
+            (see ``reason``).
+        unit: What the example batch is counted in: ``"tokens"`` (integer token ids) or ``"samples"``
+            (dim 0 of a float batch: images, features, audio).
+        count: Tokens or samples in the example batch, or ``None`` when unknown.
         total_flops: FLOPs counted for the whole step (forward plus backward), or ``None``.
-        tokens: Tokens in the example batch, or ``None`` when unknown.
         method: ``"meta"`` or ``"real"``: which pass produced the count.
+        copy: How the counted model was built ("meta copy", "real copy", "rebuilt from its config ...").
         reason: Why there is no count, or what failed before the pass that worked.
         by_operator: Counted FLOPs per aten operator (``"aten.mm"`` -> FLOP).
         note: What the counted figure means (for the UI).
     """
 
-    flops_per_token: float | None
+    flops_per_unit: float | None
+    unit: Unit = "tokens"
+    count: int | None = None
     total_flops: int | None = None
-    tokens: int | None = None
     method: Literal["meta", "real"] | None = None
+    copy: str | None = None
     reason: str | None = None
     by_operator: Mapping[str, int] = field(default_factory=dict, hash=False)
     note: str = NOTE
 
+    @property
+    def flops_per_token(self) -> float | None:
+        """FLOP per token when the batch is counted in tokens, else ``None``."""
+        return self.flops_per_unit if self.unit == "tokens" else None
+
+    @property
+    def flops_per_sample(self) -> float | None:
+        """FLOP per sample when the batch is counted in samples, else ``None``."""
+        return self.flops_per_unit if self.unit == "samples" else None
+
+    @property
+    def tokens(self) -> int | None:
+        """Tokens in the example batch (``None`` when it is counted in samples)."""
+        return self.count if self.unit == "tokens" else None
+
     def derivation(self) -> Derivation:
-        """Return the count as a Derivation named ``flops_per_token.counted`` (FLOP/token)."""
+        """The count as a Derivation named ``flops_per_token.counted`` (unit FLOP/token or FLOP/sample)."""
+        word = "token" if self.unit == "tokens" else "sample"
+        how = f"{self.method or 'failed'} pass" + (f" on a {self.copy}" if self.copy and "copy" in self.copy else
+                                                    f", {self.copy}" if self.copy else "")
         inputs = (
-            Input(
-                name="C",
-                value=self.total_flops,
-                unit="FLOP",
-                provenance="counted",
-                source=f"FlopCounterMode, one forward+backward ({self.method or 'failed'} pass)",
-            ),
-            Input(
-                name="T", value=self.tokens, unit="tokens", provenance="counted", source="tokens in the example batch"
-            ),
+            Input(name="C", value=self.total_flops, unit="FLOP", provenance="counted",
+                  source=f"FlopCounterMode, one forward+backward ({how})"),
+            Input(name="T" if self.unit == "tokens" else "B", value=self.count, unit=self.unit, provenance="counted",
+                  source=f"{self.unit} in the example batch"),
         )
         return Derivation(
             name="flops_per_token.counted",
-            formula="C / T",
-            value=self.flops_per_token,
-            unit="FLOP/token",
+            formula="C / T" if self.unit == "tokens" else "C / B",
+            value=self.flops_per_unit,
+            unit=f"FLOP/{word}",
             inputs=inputs,
-            missing=None if self.flops_per_token is not None else f"counted FLOPs unavailable: {self.reason}",
+            missing=None if self.flops_per_unit is not None else f"counted FLOPs unavailable: {self.reason}",
         )
 
 
@@ -106,19 +127,12 @@ def _map_tensors(obj: Any, fn: Callable[[Any], Any], torch: Any) -> Any:
     return obj
 
 
-def _tokens(args: tuple[Any, ...], kwargs: Mapping[str, Any], torch: Any) -> int | None:
-    """Tokens of the batch: ``input_ids`` if given, else the first integer tensor with at least one dimension."""
-    candidates = [kwargs.get("input_ids"), *args, *kwargs.values()]
-    for obj in candidates:
-        if (
-            isinstance(obj, torch.Tensor)
-            and obj.dim() >= 1
-            and not obj.is_floating_point()
-            and not obj.is_complex()
-            and obj.dtype != torch.bool
-        ):
-            return int(obj.numel())
-    return None
+def _batch_count(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> tuple[int, Unit] | None:
+    """Tokens or samples of the batch, read as the run counts them (:func:`trainmeter.core.batch.count_batch`)."""
+    from trainmeter.core.batch import count_batch
+
+    counted = count_batch(args, kwargs)
+    return None if counted is None else (counted[0], counted[1])  # type: ignore[return-value]
 
 
 def _scalar(out: Any, torch: Any) -> Any:
@@ -139,40 +153,42 @@ def _scalar(out: Any, torch: Any) -> Any:
 
 def _one_pass(
     model: Any, args: tuple[Any, ...], kwargs: dict[str, Any], loss_fn: Callable[[Any], Any] | None, meta: bool
-) -> tuple[int, dict[str, int]]:
-    """Run one forward+backward under FlopCounterMode; return (total FLOPs, FLOPs by operator)."""
+) -> tuple[int, dict[str, int], str]:
+    """Run one forward+backward of a copy of ``model`` under FlopCounterMode; (total, by operator, how copied)."""
     import torch
-    from torch.func import functional_call
     from torch.utils.flop_counter import FlopCounterMode
 
-    root = getattr(model, "_orig_mod", model)
-    params = dict(root.named_parameters())
-    buffers = dict(root.named_buffers())
+    from trainmeter.compute.model_copy import model_copy
+
+    clone, how, why = model_copy(model, real=not meta)
+    if clone is None:
+        raise _NoCopy(why or "the model could not be copied")
     if meta:
-        to_meta = lambda t: torch.empty_like(t, device="meta")  # noqa: E731
-        p_map = {k: to_meta(v.detach()).requires_grad_(v.requires_grad) for k, v in params.items()}
-        b_map = {k: to_meta(v) for k, v in buffers.items()}
-        args = _map_tensors(args, lambda t: to_meta(t.detach()), torch)
-        kwargs = _map_tensors(kwargs, lambda t: to_meta(t.detach()), torch)
+        to_meta = lambda t: torch.empty(tuple(t.shape), dtype=t.dtype, device="meta")  # noqa: E731
+        args = _map_tensors(args, to_meta, torch)
+        kwargs = _map_tensors(kwargs, to_meta, torch)
     else:
-        p_map = dict(params)
-        b_map = {k: v.clone() for k, v in buffers.items()}
-    cuda = sorted({t.device.index or 0 for t in [*params.values(), *buffers.values()] if t.device.type == "cuda"})
+        args = _map_tensors(args, lambda t: t.detach().clone(), torch)
+        kwargs = _map_tensors(kwargs, lambda t: t.detach().clone(), torch)
     counter = FlopCounterMode(display=False)
     with contextlib.ExitStack() as stack:
-        stack.enter_context(torch.random.fork_rng(devices=cuda))
+        stack.enter_context(torch.random.fork_rng(devices=[]))
         set_stance = getattr(torch.compiler, "set_stance", None)
         if set_stance is not None:
             stack.enter_context(set_stance("force_eager"))
         stack.enter_context(torch.enable_grad())
         stack.enter_context(counter)
-        out = functional_call(root, {**p_map, **b_map}, args, kwargs, strict=False)
+        out = clone(*args, **kwargs)
         loss = loss_fn(out) if loss_fn is not None else _scalar(out, torch)
-        wrt = [p for p in p_map.values() if p.requires_grad]
+        wrt = [p for p in clone.parameters() if p.requires_grad]
         if wrt and loss.requires_grad:
             torch.autograd.grad(loss, wrt, allow_unused=True)
     by_op = {str(op): int(n) for op, n in counter.get_flop_counts().get("Global", {}).items()}
-    return int(counter.get_total_flops()), by_op
+    return int(counter.get_total_flops()), by_op, how
+
+
+class _NoCopy(Exception):
+    """No copy of the model could be made: the pass is skipped (the message says why)."""
 
 
 def counted_flops_per_token(
@@ -181,74 +197,68 @@ def counted_flops_per_token(
     example_kwargs: Mapping[str, Any] | None = None,
     *,
     tokens: int | None = None,
+    samples: int | None = None,
     loss_fn: Callable[[Any], Any] | None = None,
     method: Method = "auto",
 ) -> CountedFlops:
-    """Count one training step's FLOPs per token with ``torch.utils.flop_counter.FlopCounterMode``.
+    """Count one training step's FLOPs per token (or per sample) with ``torch.utils.flop_counter.FlopCounterMode``.
+
+    The pass runs on a copy of the model (:func:`trainmeter.compute.model_copy.model_copy`), never on ``model``.
 
     Args:
-        model: The ``torch.nn.Module`` (a ``torch.compile`` wrapper is read through ``_orig_mod``).
+        model: The ``torch.nn.Module`` (``torch.compile`` and DDP wrappers are read through).
         example_args: Positional inputs of one forward (a tuple, or a single tensor).
         example_kwargs: Keyword inputs of one forward.
-        tokens: Tokens in the example batch; default: ``input_ids`` or the first
-            integer tensor's element count (batch x sequence).
+        tokens: Tokens in the example batch; default: as the run counts them (integer token ids:
+            batch x sequence).
+        samples: Samples in the example batch (a model without token ids); default: dim 0 of its first
+            float tensor. Give at most one of ``tokens`` and ``samples``.
         loss_fn: Maps the model output to a scalar to differentiate; default:
             ``output.loss`` if present, else the sum of the (first) float output.
-        method: ``"meta"`` (allocate nothing), ``"real"`` (run on the real
-            tensors) or ``"auto"`` (meta, then real if meta fails).
+        method: ``"meta"`` (allocate nothing), ``"real"`` (a CPU copy with the real values)
+            or ``"auto"`` (meta, then real if meta fails).
 
     Returns:
         A :class:`CountedFlops`; never raises.
     """
     try:
-        import torch
-
         args = (
             example_args
             if isinstance(example_args, tuple)
             else (tuple(example_args) if isinstance(example_args, list) else (example_args,))
         )
         kwargs = dict(example_kwargs or {})
-        n_tokens = tokens if tokens is not None else _tokens(args, kwargs, torch)
         if method not in ("auto", "meta", "real"):
-            return CountedFlops(flops_per_token=None, reason=f"unknown method {method!r}; valid: auto, meta, real")
+            return CountedFlops(flops_per_unit=None, reason=f"unknown method {method!r}; valid: auto, meta, real")
+        unit: Unit = "tokens"
+        if tokens is not None:
+            count: int | None = tokens
+        elif samples is not None:
+            count, unit = samples, "samples"
+        else:
+            found = _batch_count(args, kwargs)
+            count, unit = (None, "tokens") if found is None else found
     except Exception as exc:  # noqa: BLE001 - never raise into training code
-        return CountedFlops(flops_per_token=None, reason=f"{type(exc).__name__}: {exc}")
+        return CountedFlops(flops_per_unit=None, reason=f"{type(exc).__name__}: {exc}")
     failures: list[str] = []
     passes = ["meta", "real"] if method == "auto" else [method]
     for kind in passes:
         try:
-            total, by_op = _one_pass(model, args, kwargs, loss_fn, meta=kind == "meta")
+            total, by_op, how = _one_pass(model, args, kwargs, loss_fn, meta=kind == "meta")
+        except _NoCopy as exc:
+            failures.append(f"{kind} pass skipped: {exc}")
+            continue
         except Exception as exc:  # noqa: BLE001 - never raise into training code
             failures.append(f"{kind} pass failed: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
             continue
-        reason = "; ".join(failures) or None
+        base = {"unit": unit, "count": count, "total_flops": total, "method": kind, "copy": how,
+                "by_operator": by_op}
         if total <= 0:
             why = "FlopCounterMode counted 0 FLOPs (no operator with a FLOP formula ran)"
-            return CountedFlops(
-                flops_per_token=None,
-                total_flops=total,
-                tokens=n_tokens,
-                method=kind,  # type: ignore[arg-type]
-                reason="; ".join([*failures, why]),
-                by_operator=by_op,
-            )
-        if not n_tokens:
-            why = "tokens in the example batch unknown: pass tokens="
-            return CountedFlops(
-                flops_per_token=None,
-                total_flops=total,
-                tokens=None,
-                method=kind,  # type: ignore[arg-type]
-                reason="; ".join([*failures, why]),
-                by_operator=by_op,
-            )
-        return CountedFlops(
-            flops_per_token=total / n_tokens,
-            total_flops=total,
-            tokens=n_tokens,
-            method=kind,
-            reason=reason,
-            by_operator=by_op,
-        )  # type: ignore[arg-type]
-    return CountedFlops(flops_per_token=None, tokens=n_tokens, reason="; ".join(failures))
+            return CountedFlops(flops_per_unit=None, reason="; ".join([*failures, why]), **base)  # type: ignore[arg-type]
+        if not count:
+            why = "the example batch holds no tensor to count tokens or samples from: pass tokens= or samples="
+            return CountedFlops(flops_per_unit=None, reason="; ".join([*failures, why]), **base)  # type: ignore[arg-type]
+        return CountedFlops(flops_per_unit=total / count, reason="; ".join(failures) or None,
+                            **base)  # type: ignore[arg-type]
+    return CountedFlops(flops_per_unit=None, unit=unit, count=count, reason="; ".join(failures))

@@ -1,9 +1,13 @@
 """Training FLOPs per token under named conventions, with the inputs' provenance.
 
-Symbols: N = trainable parameters (MoE: the active ones, top-k plus shared
-experts plus everything dense), E = input embedding tables used only as
-lookups (token table unless tied to the head, learned positions), L layers,
-d width, S sequence length. All figures are per token, forward plus backward.
+Symbols: N = parameters the forward passes through, trained or frozen (MoE:
+the active ones, top-k plus shared experts plus everything dense), E = input
+embedding tables used only as lookups (token table unless tied to the head,
+learned positions), L layers, d width, S sequence length. All figures are per
+token, forward plus backward. The table is full training; with frozen
+parameters each convention is split into forward (over N), activation
+gradients (over N_b, L_b: the backward's path) and weight gradients (over the
+trained N_t), :data:`FROZEN_FORMULAS`, equal to the table when all is trained.
 
 | convention | formula | attributed to |
 |---|---|---|
@@ -117,6 +121,32 @@ def _missing_text(shape: ModelShape, symbols: list[str]) -> str:
     return "; ".join(text)
 
 
+FROZEN_FORMULAS: dict[str, str] = {
+    "hf": "2 * (N - E) + 2 * (N_b - E_b) + 2 * (N_t - E_t)",
+    "megatron": "2 * (N - E) + 2 * (N_b - E_b) + 2 * (N_t - E_t) + 2 * L * d * S + 4 * L_b * d * S",
+    "titan": "2 * (N - E) + 2 * (N_b - E_b) + 2 * (N_t - E_t) + 4 * L * d * S + 8 * L_b * d * S",
+    "embeddings": "2 * N + 2 * N_b + 2 * N_t + 4 * L * d * S + 8 * L_b * d * S",
+}
+"""The conventions with frozen parameters: forward over N, activation gradients over the backward's path
+(N_b, L_b), weight gradients over the trained N_t (docs/spec.md section 5, "Frozen weights"); with every
+parameter trained they equal :data:`FORMULAS`."""
+
+
+def _frozen_inputs(shape: ModelShape, n_symbol: str, convention: str) -> list[Input]:
+    """The trained and backward-path inputs of a frozen model (MoE: scaled to the active share, assumed)."""
+    names = [("n_backward_params", "N_b"), ("n_trained_params", "N_t")]
+    if convention != "embeddings":
+        names = [("n_backward_params", "N_b"), ("n_backward_embedding_params", "E_b"),
+                 ("n_trained_params", "N_t"), ("n_trained_embedding_params", "E_t")]
+    inputs = [shape.as_input(field, symbol, "params") for field, symbol in names]
+    if shape.is_moe and n_symbol == "N_active" and shape.n_params and shape.n_active_params:
+        share = shape.n_active_params / shape.n_params
+        inputs = [i if i.value is None or i.name.startswith("E") else
+                  Input(name=i.name, value=int(round(i.value * share)), unit=i.unit, provenance="assumed",
+                        source=f"{i.source}, x {share:.4g} (the active share of N)") for i in inputs]
+    return inputs
+
+
 def _derive(shape: ModelShape, convention: str) -> Derivation:
     """Return the :class:`Derivation` of FLOPs per token for one canonical convention."""
     moe = shape.is_moe
@@ -125,10 +155,14 @@ def _derive(shape: ModelShape, convention: str) -> Derivation:
     if not moe and shape.n_params is None and shape.n_active_params is not None:
         n_field = "n_active_params"
     n_input = shape.as_input(n_field, n_symbol, "params")
-    formula = FORMULAS[convention].replace("N", n_symbol) if moe else FORMULAS[convention]
+    frozen = shape.frozen
+    table = FROZEN_FORMULAS if frozen else FORMULAS
+    formula = _symbol(table[convention], n_symbol) if moe else table[convention]
     inputs = [n_input]
     if convention != "embeddings":
         inputs.append(shape.as_input("n_embedding_params", "E", "params"))
+    if frozen:
+        inputs += _frozen_inputs(shape, n_symbol, convention)
     factor = _ATTENTION_FACTOR[convention]
     if factor:
         inputs += [
@@ -136,6 +170,12 @@ def _derive(shape: ModelShape, convention: str) -> Derivation:
             shape.as_input("d_model", "d", "1"),
             shape.as_input("seq_len", "S", "tokens"),
         ]
+        if frozen:
+            layers_b = shape.as_input("backward_layers", "L_b", "1")
+            if layers_b.value is None and shape.layers is not None:  # no repeated blocks read: all of L
+                layers_b = Input(name="L_b", value=shape.layers, unit="1", provenance="assumed",
+                                 source="no repeated blocks read: every layer on the backward's path")
+            inputs.append(layers_b)
     missing = [i.name for i in inputs if i.value is None]
     name = f"flops_per_token.{convention}"
     if missing:
@@ -147,13 +187,30 @@ def _derive(shape: ModelShape, convention: str) -> Derivation:
             inputs=tuple(inputs),
             missing=_missing_text(shape, missing),
         )
-    values: dict[str, int] = {i.name: int(i.value) for i in inputs}  # type: ignore[arg-type]
+    # S may be a token-weighted mean (a float); counts are whole
+    values: dict[str, Any] = {i.name: float(i.value) if i.name == "S" else int(i.value)  # type: ignore[arg-type]
+                              for i in inputs}
     n = values[n_symbol]
-    dense = 6 * n if convention == "embeddings" else 6 * (n - values["E"])
-    attention = factor * values["L"] * values["d"] * values["S"] if factor else 0
+    if not frozen:
+        dense = 6 * n if convention == "embeddings" else 6 * (n - values["E"])
+        attention = factor * values["L"] * values["d"] * values["S"] if factor else 0
+    else:
+        if convention == "embeddings":
+            dense = 2 * n + 2 * values["N_b"] + 2 * values["N_t"]
+        else:
+            dense = 2 * (n - values["E"]) + 2 * (values["N_b"] - values["E_b"]) + 2 * (values["N_t"] - values["E_t"])
+        third = factor // 3
+        attention = (third * values["L"] + 2 * third * values["L_b"]) * values["d"] * values["S"] if factor else 0
     return Derivation(
         name=name, formula=formula, value=float(dense + attention), unit="FLOP/token", inputs=tuple(inputs)
     )
+
+
+def _symbol(formula: str, n_symbol: str) -> str:
+    """``formula`` with the forward's N named ``n_symbol`` (N_b and N_t keep their names)."""
+    import re
+
+    return re.sub(r"\bN\b", n_symbol, formula)
 
 
 def flops_per_token(

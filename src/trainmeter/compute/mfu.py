@@ -36,6 +36,7 @@ def mfu(
     *,
     pace: Pace = "training-only",
     peak_missing: str | None = None,
+    unit: str = "tokens",
 ) -> Derivation:
     """Model FLOPs utilization of one run, a 0-1 fraction: F x tokens/s / (devices x peak).
 
@@ -48,6 +49,7 @@ def mfu(
             (its TFLOP/s, provenance and source are used); ``None`` when unknown.
         pace: Which tokens/s this is; the name is ``mfu`` or ``mfu.session``.
         peak_missing: Why there is no peak (e.g. from :func:`trainmeter.compute.peaks.why_no_peak`).
+        unit: What the run counts, ``tokens`` or ``samples`` (F is then FLOP/sample, the rate samples/s).
 
     Returns:
         A Derivation in unit ``fraction``; value ``None`` with ``missing`` naming
@@ -60,8 +62,8 @@ def mfu(
         peak_in = as_input("peak", peak_flops_per_s, "FLOP/s", "detected", "datasheet dense peak")
     return mfu_derivation(
         name="mfu" if pace == "training-only" else "mfu.session",
-        flops_per_token=as_input("F", flops_per_token, "FLOP/token", "detected"),
-        rate=(as_input("tokens_per_s", tokens_per_s, "tokens/s", "measured", f"{pace} tokens/s"),),
+        flops_per_token=as_input("F", flops_per_token, f"FLOP/{unit[:-1]}", "detected"),
+        rate=(as_input("tokens_per_s", tokens_per_s, f"{unit}/s", "measured", f"{pace} {unit}/s"),),
         devices=as_input("devices", devices, "1", "detected"),
         peaks=(peak_in,),
         pace=pace,
@@ -136,12 +138,13 @@ def mfu_derivation(
     return Derivation(name=name, formula=formula, value=value, unit="fraction", inputs=inputs)
 
 
-def flops_spent(flops_per_token: Quantity, tokens: Quantity) -> Derivation:
-    """FLOPs spent so far: F x tokens seen (unit ``FLOP``); ``None`` value when either is missing."""
-    inputs = (as_input("F", flops_per_token, "FLOP/token", "detected"), as_input("tokens", tokens, "tokens", "counted"))
+def flops_spent(flops_per_token: Quantity, tokens: Quantity, *, unit: str = "tokens") -> Derivation:
+    """FLOPs spent so far: F x tokens (or samples, ``unit``) seen (unit ``FLOP``); ``None`` when either is missing."""
+    inputs = (as_input("F", flops_per_token, f"FLOP/{unit[:-1]}", "detected"),
+              as_input("tokens", tokens, unit, "counted"))
     f, t = (input_number(i) for i in inputs)
     if f is None or t is None:
-        miss = "FLOPs per token unknown" if f is None else "tokens seen unknown"
+        miss = f"FLOPs per {unit[:-1]} unknown" if f is None else f"{unit} seen unknown"
         return Derivation(
             name="flops_spent", formula="F * tokens", value=None, unit="FLOP", inputs=inputs, missing=miss
         )

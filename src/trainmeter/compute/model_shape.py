@@ -47,7 +47,7 @@ class ModelShape:
         tied_embeddings: Whether the output head shares the token table.
         learned_positions: Rows of a learned absolute position table (0: none).
         seq_len: Training sequence length S, in tokens.
-        n_params: N, trainable parameters, each tensor counted once.
+        n_params: N, parameters the forward passes through (trained or frozen), each tensor counted once.
         n_embedding_params: E, parameters of input embedding tables used only
             as lookups (token table unless tied, learned positions).
         moe_experts: Routed experts per MoE layer (``None`` or 1: dense).
@@ -55,6 +55,14 @@ class ModelShape:
         moe_shared_experts: Always-active shared experts per MoE layer.
         n_active_params: Parameters a token passes through (MoE: top-k plus
             shared experts plus everything dense); equals ``n_params`` when dense.
+        n_trained_params: N_t, parameters that get a gradient (``requires_grad``); ``None``: not read
+            (every parameter is taken as trained).
+        n_trained_embedding_params: E_t, the trained part of E.
+        n_backward_params: N_b, parameters on the backward's path: those of the modules after the first
+            one holding a trained parameter (registration order), whose input gradients backward
+            computes; ``None``: not read (all of N).
+        n_backward_embedding_params: E_b, the lookup tables among them.
+        backward_layers: L_b, repeated blocks on the backward's path (``None``: not read, all of L).
         sources: Field name -> :class:`FieldSource`. Fields set without an
             entry are treated as declared by whoever built the shape.
     """
@@ -76,7 +84,18 @@ class ModelShape:
     moe_top_k: int | None = None
     moe_shared_experts: int | None = None
     n_active_params: int | None = None
+    n_trained_params: int | None = None
+    n_trained_embedding_params: int | None = None
+    n_backward_params: int | None = None
+    n_backward_embedding_params: int | None = None
+    backward_layers: int | None = None
     sources: Mapping[str, FieldSource] = field(default_factory=dict, hash=False)
+
+    @property
+    def frozen(self) -> bool:
+        """True when part of the model is known to be frozen (fewer trained parameters than N)."""
+        n = self.n_params
+        return n is not None and self.n_trained_params is not None and self.n_trained_params < n
 
     @property
     def is_moe(self) -> bool:

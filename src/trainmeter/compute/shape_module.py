@@ -23,13 +23,46 @@ def _is_composite(module: Any) -> bool:
 
 
 def _numel(params: Any) -> int:
-    """Sum of ``numel()`` of the trainable tensors in ``params``."""
-    return sum(int(p.numel()) for p in params if p.requires_grad)
+    """Sum of ``numel()`` of the tensors in ``params`` (trained or frozen)."""
+    return sum(int(p.numel()) for p in params)
 
 
-def _repeated_blocks(root: Any, nn: Any) -> tuple[str, int, str] | None:
-    """Return (path, count, class name) of the largest run of same-class composite blocks in a ModuleList/Sequential."""
-    best: tuple[int, str, int, str] | None = None
+def _frozen_split(root: Any, lookup_ids: set[int], blocks: list[Any]) -> dict[str, int]:
+    """N_t, E_t (trained), N_b, E_b (on the backward's path) and L_b, from ``requires_grad`` and module order.
+
+    The backward's path is every module after the first one (registration order) holding a trained
+    parameter: nothing before that one is trained, so its input carries no gradient; a tensor is on the path
+    when a module owning it comes later (docs/spec.md section 5, "Frozen weights").
+    """
+    order = [m for _, m in root.named_modules()]
+    first = next((i for i, m in enumerate(order) if any(p.requires_grad for p in m.parameters(recurse=False))),
+                 len(order))
+    after = {id(m) for m in order[first + 1:]}
+    out = {"n_trained_params": 0, "n_trained_embedding_params": 0, "n_backward_params": 0,
+           "n_backward_embedding_params": 0}
+    seen: set[int] = set()
+    for module in order:
+        for p in module.parameters(recurse=False):
+            if id(p) in seen:
+                continue
+            seen.add(id(p))
+            size = int(p.numel())
+            if p.requires_grad:
+                out["n_trained_params"] += size
+                out["n_trained_embedding_params"] += size if id(p) in lookup_ids else 0
+    for module in order[first + 1:]:
+        for p in module.parameters(recurse=False):
+            if id(p) in seen:
+                seen.discard(id(p))
+                out["n_backward_params"] += int(p.numel())
+                out["n_backward_embedding_params"] += int(p.numel()) if id(p) in lookup_ids else 0
+    out["backward_layers"] = sum(1 for b in blocks if any(id(m) in after for m in b.modules()))
+    return out
+
+
+def _repeated_blocks(root: Any, nn: Any) -> tuple[str, list[Any], str] | None:
+    """Return (path, blocks, class name) of the largest run of same-class composite blocks in a ModuleList/Sequential."""
+    best: tuple[int, str, list[Any], str] | None = None
     for path, module in root.named_modules():
         if not isinstance(module, (nn.ModuleList, nn.Sequential)) or path.split(".")[-1].endswith("experts"):
             continue
@@ -41,7 +74,7 @@ def _repeated_blocks(root: Any, nn: Any) -> tuple[str, int, str] | None:
                 continue
             size = sum(_numel(c.parameters()) for c in items)
             if best is None or size > best[0]:
-                best = (size, path or "<root>", len(items), cls.__name__)
+                best = (size, path or "<root>", items, cls.__name__)
     return None if best is None else (best[1], best[2], best[3])
 
 
@@ -85,7 +118,7 @@ def _experts(root: Any, nn: Any, top_k: int | None) -> tuple[int, int, int | Non
 def shape_from_module(module: Any) -> ModelShape:
     """Read a :class:`ModelShape` from a model.
 
-    N (trainable parameters, tied tensors once) and E (``nn.Embedding`` tables
+    N (every parameter the forward passes through, trained or frozen; tied tensors once) and E (``nn.Embedding`` tables
     used only as lookups; a table shared with the output head stays in N - E)
     are ``counted``. A ``.config`` attribute (Hugging Face style) gives the
     structural fields first (``detected``); the module fills what it lacks:
@@ -93,7 +126,8 @@ def shape_from_module(module: Any) -> ModelShape:
     ``Sequential``, d and V from the token table, heads from
     ``nn.MultiheadAttention`` or a ``num_heads``-style attribute, MoE experts
     from ``ModuleList``\\ s named ``*experts``. ``seq_len`` without a config is
-    the position table size, ``assumed``. Works on the meta device. Compiled
+    the position table size, ``assumed``. With frozen parameters, N_t, E_t, N_b, E_b and L_b are
+    ``counted`` (docs/spec.md section 5, "Frozen weights"). Works on the meta device. Compiled
     models are read through ``_orig_mod``.
 
     Not thread-safe with a concurrent change of the model's structure; reading
@@ -126,7 +160,7 @@ def shape_from_module(module: Any) -> ModelShape:
             tables.append((path, sub, lookup_only))
     e = sum(_numel([t.weight]) for _, t, lookup in tables if lookup)
     table_text = ", ".join(f"{p}{'' if lk else ' (tied)'}" for p, _, lk in tables) or "no nn.Embedding"
-    shape = shape.with_value("n_params", n, "counted", "trainable parameters of the module, each tensor once")
+    shape = shape.with_value("n_params", n, "counted", "parameters of the module (trained or frozen), each tensor once")
     shape = shape.with_value("n_embedding_params", e, "counted", f"lookup-only embedding tables: {table_text}")
 
     if tables:
@@ -154,8 +188,17 @@ def shape_from_module(module: Any) -> ModelShape:
             )
     blocks = _repeated_blocks(root, nn)
     if blocks is not None:
-        path, count, cls = blocks
-        shape = shape.with_value("layers", count, "detected", f"{path}: {count} x {cls}")
+        path, items, cls = blocks
+        shape = shape.with_value("layers", len(items), "detected", f"{path}: {len(items)} x {cls}")
+    lookup_ids = {id(t.weight) for _, t, lookup in tables if lookup}
+    split = _frozen_split(root, lookup_ids, blocks[1] if blocks is not None else [])
+    if split["n_trained_params"] < n:
+        for name, value in split.items():
+            if name == "backward_layers" and blocks is None:
+                continue
+            src = ("parameters with requires_grad" if "trained" in name else
+                   "modules after the first one holding a trained parameter (registration order)")
+            shape = shape.with_value(name, value, "counted", src)
     heads = _heads(root, nn)
     if heads is not None:
         shape = shape.with_value("heads", heads[0], "detected", heads[1])
@@ -171,7 +214,9 @@ def shape_from_module(module: Any) -> ModelShape:
 
     # The config wins for structural fields; the counts (N, E, active) stay counted.
     merged = from_config.merged_under(shape)
-    for name in ("n_params", "n_embedding_params", "n_active_params", "tied_embeddings"):
+    counts = ("n_params", "n_embedding_params", "n_active_params", "tied_embeddings", "n_trained_params",
+              "n_trained_embedding_params", "n_backward_params", "n_backward_embedding_params", "backward_layers")
+    for name in counts:
         found = shape.source_of(name)
         if found is not None:
             merged = merged.with_value(name, getattr(shape, name), found.provenance, found.source)

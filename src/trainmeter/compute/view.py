@@ -23,6 +23,10 @@ class ComputeView:
         peak_missing: Why there is no peak, when known.
         derived: Every derived figure by name (``mfu[<conv>]``, ``mfu.session[<conv>]``,
             ``flops_spent[<conv>]``, ``progress``, ``eta_s``, ...) as of the last report.
+        unit: What FLOPs are per and rates are in: ``tokens`` (token ids) or ``samples`` (images, tabular,
+            audio); ``counted`` is FLOP/token or FLOP/sample accordingly (docs/spec.md section 5, "Units").
+        conventions_missing: Why the analytic conventions are withheld (not a transformer language
+            model), or ``None`` when they apply.
     """
 
     convention: str | None = None
@@ -31,6 +35,13 @@ class ComputeView:
     peak: PeakRow | None = None
     peak_missing: str | None = None
     derived: Mapping[str, Derivation] = field(default_factory=dict)
+    unit: str = "tokens"
+    conventions_missing: str | None = None
+
+    @property
+    def per(self) -> str:
+        """The unit word after ``FLOP/`` and in rates: ``token`` or ``sample``."""
+        return "sample" if self.unit == "samples" else "token"
 
     def mfu(self, convention: str | None = None) -> Derivation | None:
         """Training-only MFU under ``convention`` (default: the chosen one), or ``None`` when not derived."""

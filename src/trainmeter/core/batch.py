@@ -7,6 +7,7 @@ from typing import Any
 
 _TOKEN_KEYS = ("input_ids", "idx", "tokens", "input", "x")
 _LAST: tuple[Any, Any, Any, Any] = (None, None, None, None)  # type, shape, dtype -> count of the last positional batch
+_SEQ = 0  # S (dim 1 of 2-D token ids; 0: none) of the batch count_batch counted last
 
 
 def _first_tensor(value: Any, depth: int = 0) -> Any:
@@ -47,12 +48,14 @@ def count_batch(args: tuple[Any, ...], kwargs: Mapping[str, Any] | None) -> tupl
     Returns:
         ``None`` when no tensor is found.
     """
-    global _LAST
+    global _LAST, _SEQ
     if args and not kwargs:
         first = args[0]
         last = _LAST
         if type(first) is last[0] and first.shape == last[1] and first.dtype is last[2]:
-            return last[3]
+            counted = last[3]
+            _SEQ = int(last[1][1]) if counted is not None and counted[1] == "tokens" and len(last[1]) >= 2 else 0
+            return counted
         if hasattr(first, "is_floating_point") and hasattr(first, "shape"):
             counted = _count(first)
             _LAST = (type(first), first.shape, first.dtype, counted)
@@ -69,11 +72,30 @@ def count_batch(args: tuple[Any, ...], kwargs: Mapping[str, Any] | None) -> tupl
 
 
 def _count(tensor: Any) -> tuple[int, str] | None:
+    global _SEQ
     shape = tensor.shape
+    _SEQ = 0
     if not shape:
         return None
     if not tensor.is_floating_point() and not tensor.is_complex() and str(tensor.dtype) != "torch.bool":
         if len(shape) >= 2:
+            _SEQ = int(shape[1])
             return int(shape[0]) * int(shape[1]), "tokens"
         return int(shape[0]), "tokens"
     return int(shape[0]), "samples"
+
+
+def last_seq() -> int:
+    """S of the batch :func:`count_batch` counted last: dim 1 of 2-D token ids, 0 for none (read with it)."""
+    return _SEQ
+
+
+
+def batch_seq(args: tuple[Any, ...], kwargs: Mapping[str, Any] | None) -> int:
+    """S of a batch found as :func:`count_batch` finds it (dim 1 of 2-D token ids, else 0), without counting it."""
+    tensor = _first_tensor(kwargs) if kwargs else None
+    if tensor is None and args:
+        tensor = args[0] if hasattr(args[0], "is_floating_point") else _first_tensor(args)
+    if tensor is None or tensor.is_floating_point() or tensor.is_complex() or str(tensor.dtype) == "torch.bool":
+        return 0
+    return int(tensor.shape[1]) if len(tensor.shape) >= 2 else 0

@@ -8,6 +8,7 @@ import weakref
 from types import ModuleType
 from typing import Any
 
+from trainmeter.core.batch import batch_seq
 from trainmeter.core.patches import ORIGINAL_ATTR
 
 MAX_CANDIDATES = 64
@@ -72,6 +73,7 @@ class Discovery:
 
     _candidates: dict[int, _Candidate]
     params: dict[str, Any]
+    seq_weights: Any
 
     def _reachable(self, frame: Any) -> list[Any]:
         """Objects one step from the calling frames: locals, their attributes and list items, ``__main__``."""
@@ -222,6 +224,9 @@ class Discovery:
         if late:
             self._first_step_missed = self.hot.steps == 0
         else:
+            if candidate.example is not None and candidate.unit == "tokens":  # S of the first step: its first batch's
+                self.seq_weights.at(self.hot.tokens + self.hot.pending_tokens,
+                                    batch_seq(candidate.example[0], candidate.example[1]))
             self.hot.pending_tokens += candidate.tokens
             self.hot.calls += candidate.calls
             if candidate.unit:

@@ -66,6 +66,7 @@ from trainmeter.core.optimizer_steps import OptimizerSteps
 from trainmeter.core.patches import Patches, PostImportHooks
 from trainmeter.core.root_calls import RootCalls
 from trainmeter.core.scalars import StepLoss
+from trainmeter.core.seq_weights import TokenWeightedSeq
 from trainmeter.core.wrappers import Wrappers
 
 
@@ -151,6 +152,7 @@ class TorchProbes(Discovery, CompileWatch, Wrappers, RootCalls, LossCapture, Opt
         self.params: dict[str, Any] = {}
         self.root_name: str | None = None
         self.example: tuple[Any, Any] | None = None
+        self.seq_weights = TokenWeightedSeq()  # the run's token-weighted S (docs/spec.md section 5, "S")
         self._paused = False
         self._paused_ident = 0  # the thread that paused (our FLOP count runs there)
         self.autocast_dtype: str | None = None
@@ -274,6 +276,7 @@ class TorchProbes(Discovery, CompileWatch, Wrappers, RootCalls, LossCapture, Opt
         self.params = {}
         self.root_name = None
         self.example = None
+        self.seq_weights = TokenWeightedSeq()
         for candidate in self._candidates.values():
             candidate.tokens = candidate.calls = 0
             candidate.example = None

@@ -5,13 +5,15 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from trainmeter.core.batch import count_batch
+from trainmeter.core.batch import count_batch, last_seq
+from trainmeter.core.seq_weights import TokenWeightedSeq
 
 
 class RootCalls:
     """Per call of a watched module (a part of :class:`~trainmeter.core.probes.TorchProbes`). Training thread."""
 
     example: tuple[Any, Any] | None
+    seq_weights: TokenWeightedSeq
 
     def _on_call(self, module: Any, args: Any, kwargs: Any, lightning: bool) -> None:
         if self._paused and (not self._threaded or self._paused_ident == threading.get_ident()):
@@ -27,6 +29,7 @@ class RootCalls:
                 if self.example is None and not lightning:  # a training_step batch is no forward input
                     self._capture_example(args, kwargs)
                 if counted is not None:
+                    self.seq_weights.at(self.hot.tokens + self.hot.pending_tokens, last_seq())
                     self.hot.pending_tokens += counted[0]
                     self._monitor.token_unit = counted[1]
                 # remember a positional batch's shape: the call wrapper counts the next ones like it

@@ -6,7 +6,9 @@ same arguments, lets its exception through unchanged and returns its value; it
 only keeps a reference to the returned 0-d tensor. ``clip_grad_value_`` is wrapped
 to note that the loop clips by value, which computes no norm. FSDP's
 ``FullyShardedDataParallel.clip_grad_norm_`` is wrapped too when
-``torch.distributed.fsdp`` is already imported (nothing is imported here).
+``torch.distributed.fsdp`` is already imported (nothing is imported here). FSDP2's
+norm (``fully_shard`` parameters: a DTensor replicated on every rank) is read through
+its local tensor, with no collective; a partial or sharded DTensor norm is not read.
 
 Hugging Face ``Trainer`` (through ``Accelerator.clip_grad_norm_``) and Lightning
 (``gradient_clip_val``, through its precision plugin) call
@@ -30,7 +32,23 @@ GRAD_NORM_SERIES = "grad_norm"
 REASON_NO_CLIP = ("the loop did not call torch.nn.utils.clip_grad_norm_ (clip by norm to record it; "
                   "trainmeter never computes the norm itself: that would add device work)")
 REASON_BY_VALUE = "the loop clips by value (clip_grad_value_), which computes no norm"
-REASON_NOT_PLAIN = "a norm that is not a plain tensor or float (a DTensor?) is not read"
+REASON_NOT_PLAIN = ("a norm that is not a plain tensor, a replicated DTensor or a float is not read (a sharded or "
+                    "partial DTensor norm would need a collective to read: trainmeter adds none)")
+
+
+def _replicated_local(norm: Any) -> Any:
+    """The local tensor of a DTensor norm replicated on every rank (FSDP2's ``clip_grad_norm_``), else ``None``.
+
+    A replicated DTensor holds the whole value on each rank: ``to_local()`` reads it with no collective and no
+    sync. A partial or sharded one would need ``full_tensor()`` (a collective): not read.
+    """
+    placements = getattr(norm, "placements", None)
+    to_local = getattr(norm, "to_local", None)
+    if placements is None or to_local is None or type(norm).__name__ != "DTensor":
+        return None
+    if not placements or not all(type(p).__name__ == "Replicate" for p in placements):
+        return None
+    return to_local()
 
 
 class ClipTap:
@@ -98,7 +116,9 @@ class ClipTap:
         return norm if norm is not None and self.pending_step == steps - 1 else None
 
     def _keep(self, result: Any) -> None:
-        if type(result) is self._tensor_type or type(result) is float:
+        if type(result) is not self._tensor_type and type(result) is not float:
+            result = _replicated_local(result)
+        if result is not None and (type(result) is self._tensor_type or type(result) is float):
             self.pending = result
             counter = self.counter
             self.pending_step = counter.steps if counter is not None else -1

@@ -1,0 +1,176 @@
+"""A copy of the user's model for the counted pass: on the meta device, never sharing or changing the live module.
+
+The counted pass (:mod:`trainmeter.compute.flop_count`) runs a forward and backward; it must never run on the
+user's module (docs/spec.md section 5, "The counted pass"). :func:`model_copy` builds a separate module tree:
+
+- A copy of every module (a new object of its class, its attributes through ``copy.deepcopy``) with a prepared
+  memo: every parameter, buffer and tensor attribute maps to a new tensor of the same shape, dtype and ``requires_grad`` on the meta device (or, for the CPU's real pass, a detached
+  clone), so no data is copied and nothing is allocated on a device; every hook dictionary maps to an empty one
+  (the user's hooks never run on the copy, and their closures are not copied); the composable-API state FSDP2 keeps
+  on a module (its process group, its parameter groups) maps to an empty dictionary.
+- A module that FSDP2 (``fully_shard``) turned into ``FSDP<Class>`` becomes a plain ``<Class>`` on the copy; its
+  DTensor parameters become meta tensors of their global shape. A model whose copy fails, and whose
+  Hugging Face style ``config`` can rebuild it under ``torch.device("meta")``, is rebuilt from the config.
+- Wrappers are read through: ``torch.compile``'s ``_orig_mod``, ``DistributedDataParallel``'s ``module``.
+
+Nothing of the live module is written: no attribute, hook, parameter, buffer, gradient or mode. Reads only
+(attributes and shapes). Call on the training thread between steps (the live module must not change mid-copy).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections import OrderedDict
+from typing import Any
+
+_WRAPPERS = ("DistributedDataParallel", "DataParallel")
+_COMPOSABLE_KEY = "__composable_api_state_key"
+
+
+def unwrap(model: Any) -> Any:
+    """The module whose forward does the work: through ``_orig_mod`` (compile) and ``.module`` (DDP, DP)."""
+    root = model
+    for _ in range(4):
+        inner = getattr(root, "_orig_mod", None)
+        if inner is None and type(root).__name__ in _WRAPPERS:
+            inner = getattr(root, "module", None)
+        if inner is None:
+            return root
+        root = inner
+    return root
+
+
+def is_sharded(root: Any) -> bool:
+    """True when a parameter is a DTensor or a module is FSDP-managed (FSDP2 ``fully_shard`` or FSDP1)."""
+    for module in root.modules():
+        names = {c.__name__ for c in type(module).__mro__}
+        if "FSDPModule" in names or "FullyShardedDataParallel" in names:
+            return True
+    return any(type(p).__name__ == "DTensor" or hasattr(p, "_local_tensor") for p in root.parameters())
+
+
+def _plain_class(module: Any) -> type:
+    """The user's class of ``module``: ``FSDP<Class>`` (FSDP2's dynamic subclass) read as ``<Class>``."""
+    cls = type(module)
+    if any(c.__name__ == "FSDPModule" for c in cls.__mro__):
+        for base in cls.__mro__[1:]:
+            if base.__name__ != "FSDPModule" and not any(b.__name__ == "FSDPModule" for b in base.__mro__):
+                return base
+    return cls
+
+
+def _tensor_copy(t: Any, torch: Any, real: bool) -> Any:
+    """A new tensor like ``t`` (same shape, dtype, ``requires_grad``): meta, or a detached clone for ``real``."""
+    grad = bool(t.requires_grad)
+    if real:
+        local = t.detach().clone()
+    else:
+        local = torch.empty(tuple(t.shape), dtype=t.dtype, device="meta")
+    if isinstance(t, torch.nn.Parameter):
+        return torch.nn.Parameter(local, requires_grad=grad)
+    return local.requires_grad_(grad) if grad and local.is_floating_point() else local
+
+
+def _memo(root: Any, torch: Any, real: bool) -> dict[int, Any]:
+    """The deepcopy memo: tensors to new tensors, hook dictionaries and FSDP2 state to empty ones."""
+    memo: dict[int, Any] = {}
+    for module in root.modules():
+        for key, value in vars(module).items():
+            if key in ("_parameters", "_buffers"):
+                for t in value.values():
+                    if t is not None and id(t) not in memo:
+                        memo[id(t)] = _tensor_copy(t, torch, real)
+            elif key.startswith(_COMPOSABLE_KEY) or ("hooks" in key and isinstance(value, dict)):
+                memo[id(value)] = type(value)() if isinstance(value, OrderedDict) else {}
+            elif not isinstance(value, torch.nn.Module):
+                _scan(value, memo, torch, real, 0)
+    return memo
+
+
+def _scan(value: Any, memo: dict[int, Any], torch: Any, real: bool, depth: int) -> None:
+    """Map the tensors in an attribute (inside lists, tuples and dicts, 4 levels deep) to new ones in ``memo``.
+
+    A tensor held in an attribute (a cache of rotary tables, a mask) is copied like a buffer, never its data:
+    the deep copy of the rest then allocates nothing on a device.
+    """
+    if isinstance(value, torch.Tensor):
+        if id(value) not in memo:
+            memo[id(value)] = _tensor_copy(value, torch, real)
+    elif depth < 4 and isinstance(value, (list, tuple, dict)):
+        for item in value.values() if isinstance(value, dict) else value:
+            _scan(item, memo, torch, real, depth + 1)
+
+
+def _clone_module(module: Any, memo: dict[int, Any], module_type: type) -> Any:
+    """A new module of ``module``'s plain class whose attributes are deep copies (through ``memo``).
+
+    Child modules are cloned the same way, so a class's own ``__deepcopy__`` (FSDP2 refuses one) and ``__new__``
+    (FSDP2's re-runs ``__init__``) are never called.
+    """
+    found = memo.get(id(module))
+    if found is not None:
+        return found
+    cls = _plain_class(module)
+    new = object.__new__(cls)
+    memo[id(module)] = new
+    state = new.__dict__
+    for key, value in vars(module).items():
+        if key == "_modules":
+            state[key] = {name: None if child is None else _clone_module(child, memo, module_type)
+                          for name, child in value.items()}
+        elif isinstance(value, module_type):
+            state[key] = _clone_module(value, memo, module_type)
+        else:
+            state[key] = copy.deepcopy(value, memo)
+    return new
+
+
+def _from_config(root: Any, torch: Any) -> Any:
+    """Rebuild ``root`` from its Hugging Face style ``config`` on the meta device, or raise."""
+    config = getattr(root, "config", None)
+    if config is None:
+        raise TypeError("it has no config to rebuild it from")
+    cls = _plain_class(root)
+    with torch.device("meta"):
+        build = getattr(cls, "_from_config", None)
+        rebuilt = build(config) if callable(build) else cls(config)
+    live = {name: p.requires_grad for name, p in root.named_parameters()}
+    for name, p in rebuilt.named_parameters():
+        p.requires_grad_(live.get(name, True))
+    rebuilt.train(root.training)
+    return rebuilt
+
+
+def model_copy(model: Any, *, real: bool = False) -> tuple[Any, str, str | None]:
+    """A copy of ``model`` for the counted pass.
+
+    Args:
+        model: The user's ``torch.nn.Module`` (any wrapper above is read through).
+        real: Clone the parameters' data (the CPU's real pass) instead of making meta tensors.
+
+    Returns:
+        ``(copy, how, None)`` with ``how`` "meta copy", "real copy" or "rebuilt from its config on the meta device";
+        or ``(None, "", reason)`` when no copy could be made (never raises).
+    """
+    try:
+        import torch
+
+        root = unwrap(model)
+        sharded = is_sharded(root)
+        if sharded and real:
+            return None, "", "the model is sharded (FSDP / DTensor parameters): only a meta copy is counted"
+        try:
+            memo = _memo(root, torch, real)
+            clone = _clone_module(root, memo, torch.nn.Module)
+            return clone, "real copy" if real else "meta copy", None
+        except Exception as exc:  # noqa: BLE001 - an uncopyable model is counted from its config or skipped
+            copy_error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        if real:
+            return None, "", f"the model could not be copied ({copy_error})"
+        try:
+            return _from_config(root, torch), "rebuilt from its config on the meta device", None
+        except Exception as exc:  # noqa: BLE001
+            why = f"{type(exc).__name__}: {exc}" if not isinstance(exc, TypeError) else str(exc)
+            return None, "", f"the model could not be copied ({copy_error}) and {why}"
+    except Exception as exc:  # noqa: BLE001 - never raise into training code
+        return None, "", f"the model could not be read: {type(exc).__name__}: {exc}"

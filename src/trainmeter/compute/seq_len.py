@@ -1,0 +1,95 @@
+"""The sequence length S the attention terms use: packed sequences, the run's token-weighted mean, the batch.
+
+Attention costs each token in proportion to the length of its own sequence, so S is token-weighted:
+``sum(l * l) / sum(l)`` over sequences of lengths ``l`` (docs/spec.md section 5, "S"):
+
+- Padding-free packing (one row of several sequences): the lengths come from the kept example batch's
+  ``cu_seqlens`` (boundaries) or ``position_ids`` (a new sequence where the position resets to 0), never
+  the flattened row length. The values are read once: at once on the CPU; from a device, through a
+  non-blocking copy whose completion is polled at later reports (no sync, nothing allocated on the device).
+- Otherwise, the run's token-weighted mean of dim 1 of the token ids (:class:`trainmeter.core.seq_weights.
+  TokenWeightedSeq`, kept by the probes), exact over every batch.
+
+Training thread (reports). Never raises: an unreadable batch gives ``None``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+PACKING_KEYS = ("cu_seqlens", "cu_seq_lens_q", "cu_seqlens_q", "position_ids")
+
+
+def weighted_length(lengths: list[int]) -> float | None:
+    """Token-weighted mean length: ``sum(l * l) / sum(l)`` over positive lengths, or ``None`` for none."""
+    kept = [n for n in lengths if n > 0]
+    total = sum(kept)
+    return sum(n * n for n in kept) / total if total else None
+
+
+def lengths_from(key: str, values: list[list[int]] | list[int]) -> list[int]:
+    """Sequence lengths from ``cu_seqlens``-style boundaries or ``position_ids`` rows (plain ints)."""
+    if key != "position_ids":
+        flat = [int(v) for v in values]  # type: ignore[arg-type]
+        return [b - a for a, b in zip(flat, flat[1:], strict=False)]
+    rows = values if values and isinstance(values[0], list) else [values]
+    out: list[int] = []
+    for row in rows:
+        length = 0
+        for position in row:  # type: ignore[union-attr]
+            if position == 0 and length:
+                out.append(length)
+                length = 0
+            length += 1
+        if length:
+            out.append(length)
+    return out
+
+
+class PackedRead:
+    """The example batch's packing tensor, read once (a device's through a non-blocking copy and an event).
+
+    Attributes:
+        key: Which keyword the lengths come from.
+        rows: Rows of the token ids (a packed batch has resets inside its rows).
+    """
+
+    def __init__(self, key: str, tensor: Any, torch: Any) -> None:
+        self.key = key
+        self._values: Any = None
+        self._event: Any = None
+        self.rows = int(tensor.shape[0]) if tensor.dim() > 1 else 1
+        if tensor.device.type == "cuda":
+            pinned = torch.empty(tuple(tensor.shape), dtype=tensor.dtype, pin_memory=True)  # host memory
+            self._values = pinned.copy_(tensor.detach(), non_blocking=True)
+            self._event = torch.cuda.Event()
+            self._event.record()  # on the stream of the copy: query() says when it is done, with no sync
+        else:
+            self._values = tensor.detach().to("cpu")  # the CPU (no copy) or another backend (rare)
+
+    def result(self) -> tuple[float, int] | None | bool:
+        """``(token-weighted S, sequences)`` when read; ``False`` while the copy runs; ``None``: not packed."""
+        if self._event is not None and not self._event.query():
+            return False
+        values = self._values.tolist()
+        lengths = lengths_from(self.key, values)
+        if self.key == "position_ids" and len(lengths) <= self.rows:
+            return None  # no reset inside a row: not packed, dim 1 is S
+        s = weighted_length(lengths)
+        return None if s is None else (s, len(lengths))
+
+
+def packed_read(example: Any) -> PackedRead | None:
+    """A read of the example's ``cu_seqlens`` / ``position_ids`` (an integer tensor), or ``None`` without one."""
+    try:
+        kwargs = example[1] if example and isinstance(example[1], Mapping) else {}
+        for key in PACKING_KEYS:
+            tensor = kwargs.get(key)
+            if tensor is not None and hasattr(tensor, "dtype") and not tensor.is_floating_point():
+                import torch
+
+                return PackedRead(key, tensor, torch)
+    except Exception:  # noqa: BLE001 - an unreadable batch has no packing S
+        return None
+    return None
