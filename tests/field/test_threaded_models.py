@@ -20,7 +20,6 @@ import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 import trainmeter.api as tm  # noqa: E402
-from trainmeter.compute.extension import ComputeExtension  # noqa: E402
 from trainmeter.record.runlog import read_events  # noqa: E402
 
 MODELS, STEPS, BATCH, REPEATS = 3, 60, 16, 10
@@ -60,8 +59,6 @@ def _run(run_root: Path) -> tuple[object, list[dict]]:
 
 @pytest.mark.slow
 def test_three_models_in_three_threads_are_counted_exactly_run_after_run(run_root, monkeypatch):
-    # the counted FLOPs pass runs on the live model (compute/): kept out of this count of steps and samples
-    monkeypatch.setattr(ComputeExtension, "_count", lambda self, model, probes: None)
     for _ in range(REPEATS):
         m, intervals = _run(run_root)
         passport = json.loads((Path(m.run_dir) / "passport.json").read_text())
