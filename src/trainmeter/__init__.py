@@ -10,12 +10,15 @@ from __future__ import annotations
 from typing import Any
 
 from trainmeter._version import __version__
-from trainmeter.api import emit, monitor, phase, save
+from trainmeter.api import checkpoint, emit, monitor, phase, save, stop
+from trainmeter.core.controls import StopTraining
 from trainmeter.record.runs import Run, load, runs
 
 __all__ = [
     "Run",
+    "StopTraining",
     "__version__",
+    "checkpoint",
     "compare",
     "display",
     "doctor",
@@ -28,6 +31,7 @@ __all__ = [
     "phase",
     "runs",
     "save",
+    "stop",
 ]
 
 _LAZY = {

@@ -1,4 +1,4 @@
-"""The public API for scripts and notebooks: ``monitor``, ``emit``, ``phase``."""
+"""The public API for scripts and notebooks: ``monitor``, ``emit``, ``phase``, ``stop``, ``checkpoint``."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from trainmeter.core import monitor as _monitor_module
+from trainmeter.core.controls import StopTraining
 from trainmeter.core.monitor import _PHASE_NAME, Monitor
 from trainmeter.options import make_options
 
@@ -49,6 +50,37 @@ def save() -> Path | None:
         The run folder when the passport is written now, else ``None`` (none waiting, or the disk still refuses).
     """
     return _monitor_module.save_unsaved()
+
+
+def stop() -> bool:
+    """Stop the run in progress after its next optimizer step (any thread; a watchdog, a callback).
+
+    A hand loop gets :class:`~trainmeter.core.controls.StopTraining` raised from that step's
+    hook once the step completed; a framework in use is asked to stop through its own mechanism,
+    so its own end runs. ``tm.monitor()`` and ``%%trainmeter`` end with status ``stopped``
+    (``stopped_by`` ``tm.stop``). Never raises.
+
+    Returns:
+        Whether a live run took the request.
+    """
+    m = _monitor_module._ACTIVE
+    return bool(m is not None and m.controls.request_stop("tm.stop"))
+
+
+def checkpoint() -> bool:
+    """Checkpoint the run in progress after its next optimizer step (any thread).
+
+    Through the framework's own saver when one is in use, else ``torch.save`` of the watched
+    model and the primary optimizer into ``<run>/checkpoints/step-<n>.pt``; timed as the
+    ``checkpoint`` phase and listed in passport.json ``checkpoints``. A save that is not safe
+    (a sharded model without a framework saver, a step inside a compiled region) is refused
+    with the reason, as a warning and in ``checkpoints_refused``. Never raises.
+
+    Returns:
+        Whether a live run took the request.
+    """
+    m = _monitor_module._ACTIVE
+    return bool(m is not None and m.controls.request_checkpoint("tm.checkpoint"))
 
 
 @contextmanager
@@ -95,7 +127,9 @@ def monitor(*, name: str | None = None, budget_tokens: Any = None, budget_steps:
     ``widget=True`` shows the live widget in a Jupyter or marimo notebook
     (``trainmeter.widget.host``; elsewhere the text line prints as without it).
     KeyboardInterrupt gives status ``interrupted``, any other exception
-    ``failed``; both propagate unchanged.
+    ``failed``; both propagate unchanged. ``tm.stop()``, the widget's Stop and a stopping
+    alert end the block after a completed step with status ``stopped`` (``StopTraining`` is
+    caught here; the code after the block runs).
 
     Raises:
         ValueError: For a bad option, before anything runs.
@@ -187,7 +221,10 @@ class _Monitored:
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
         if exc is None:
-            self._m.finish("completed")
+            self._m.finish(self._m.controls.end_status("completed"))  # a framework that took a stop ended itself
+        elif isinstance(exc, StopTraining):
+            self._m.finish("stopped")  # the closing line says who stopped it and when; no traceback
+            return True
         else:
             _finish(self._m, exc)
         return False

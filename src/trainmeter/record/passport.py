@@ -86,6 +86,9 @@ def build_passport(m: RunView) -> dict[str, Any]:
                            "max_series": getattr(m.options, "max_series", None)},
         "emits_dropped": getattr(m, "queue_dropped", 0),
     }
+    controls = getattr(m, "controls", None)  # stopped_by/stopped_at_step, checkpoints (core/controls.py)
+    if controls is not None:
+        passport.update(controls.passport_fields())
     m.dispatch.passport(passport)  # each extension's section under its name, and its derivations
     return passport
 
@@ -140,6 +143,16 @@ def render_markdown(p: dict[str, Any]) -> str:
     for verdict in p.get("verdicts") or []:  # the verdicts wing: one sentence each
         if isinstance(verdict, dict) and verdict.get("sentence"):
             lines.append(f"- Verdict: {verdict['sentence']}")
+    if p.get("stopped_by"):
+        lines.append(f"- Stopped by {markdown_text(p['stopped_by'])} after step {p.get('stopped_at_step')}")
+    for ckpt in p.get("checkpoints") or []:
+        if isinstance(ckpt, dict):
+            lines.append(f"- Checkpoint at step {ckpt.get('step')}: {markdown_text(ckpt.get('path'))} "
+                         f"({format_bytes(ckpt.get('bytes'))}, {format_seconds(ckpt.get('seconds'))}, "
+                         f"{markdown_text(ckpt.get('source'))})")
+    for alert in p.get("alerts") or []:  # the alerts wing: what fired and what it did
+        if isinstance(alert, dict) and alert.get("sentence"):
+            lines.append(f"- Alert: {markdown_text(alert['sentence'])}")
     env = p.get("environment") or {}
     record = p.get("record") or {}
     if record and not record.get("complete", True):
