@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from trainmeter._version import __version__
-from trainmeter.api import checkpoint, emit, monitor, phase, save, stop
+from trainmeter.api import alert, checkpoint, emit, monitor, phase, save, stop
 from trainmeter.core.controls import StopTraining
 from trainmeter.record.runs import Run, load, runs
 
@@ -18,6 +18,7 @@ __all__ = [
     "Run",
     "StopTraining",
     "__version__",
+    "alert",
     "checkpoint",
     "compare",
     "display",

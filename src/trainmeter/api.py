@@ -83,6 +83,29 @@ def checkpoint() -> bool:
     return bool(m is not None and m.controls.request_checkpoint("tm.checkpoint"))
 
 
+def alert(*rules: str) -> bool:
+    """Add alert rules to the run in progress (``tm.alert("val_loss>2.5:stop", "hang=120:notify")``).
+
+    The same rules as ``--alert`` (trainmeter/alerts/rules.py); checked from the alerts'
+    watchdog's next tick (within a second). Before a run, give them as ``tm.monitor(alert=...)``.
+
+    Returns:
+        Whether a live run took them (``False``: no run in progress).
+
+    Raises:
+        ValueError: For a bad rule, naming it and what is valid (nothing is added).
+    """
+    from trainmeter.alerts.rules import parse_rules
+
+    parsed = parse_rules(list(rules))
+    m = _monitor_module._ACTIVE
+    wing = m.dispatch.find("alerts") if m is not None else None
+    if wing is None:
+        return False
+    wing.add(parsed)
+    return True
+
+
 @contextmanager
 def phase(name: str) -> Iterator[None]:
     """Credit the enclosed span to phase ``name`` instead of training.
