@@ -241,6 +241,8 @@ def build_state(f: RunFacts) -> dict[str, Any]:
         "x_axis": x_axis_state(tokens=f.tokens, token_unit=f.token_unit, head=f.x_head),
         "look": look(),
     }
+    if f.controls is not None:
+        state["controls"] = f.controls
     return clean(state)
 
 
