@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 
 TOP_FRAMES = 8
 _STOPPING = ("stop", "checkpoint-stop")
+_CHARTS = {"nan": "loss", "spike": "loss", "series": "loss", "memory": "memory"}  # the chart a marker goes on
 
 
 def thread_frames(ident: int | None, limit: int = TOP_FRAMES) -> list[str]:
@@ -180,9 +181,10 @@ class Alerts(ExtensionBase):
         return [a["sentence"] for a in self.fired]
 
     def markers(self) -> list[dict[str, Any]]:
-        """A chart marker per fired alert, on the loss chart (any thread)."""
+        """A chart marker per fired alert: loss rules on the loss chart, memory on memory, the rest on
+        throughput (any thread)."""
         return [{"kind": "alert", "step": a["step"], "label": f"alert {a['rule']}", "sentence": a["sentence"],
-                 "chart": "loss"} for a in self.fired]
+                 "chart": _CHARTS.get(a["condition"], "throughput")} for a in self.fired]
 
     def passport_section(self) -> list[dict[str, Any]] | None:
         """The passport's ``alerts``: what fired, in order (``[]`` when rules were declared and none fired)."""
