@@ -182,8 +182,19 @@ export function buildControls(options: ControlsOptions = {}): ControlsComponent 
       state = c;
       runPath = config ? serverPath(s.run_path, s.run_rel, config, pathname) : null;
       renderAlerts(c?.alerts ?? []);
-      el.hidden = !c?.live;
-      if (!c?.live) return;
+      const done = !!c && !c.live && (c.stopped != null || c.checkpoints.length > 0);
+      el.hidden = !c?.live && !done;
+      stop.hidden = checkpoint.hidden = !c?.live;
+      if (!c?.live) {
+        // the finished run: who stopped it, and its last checkpoint
+        const last = c?.checkpoints[c.checkpoints.length - 1];
+        const parts = [
+          c?.stopped ? `stopped by ${c.stopped.by} after step ${c.stopped.step}` : "",
+          last ? `checkpoint saved: ${last.path}` : "",
+        ];
+        setText(note, parts.filter(Boolean).join(" · "));
+        return;
+      }
       const fileOk = c.path === "file" && !!writer && !!filePath();
       const messageOk = c.path === "message" && !!options.send;
       const why = messageOk || fileOk ? null : (c.reason ?? "the run cannot be reached from this page");
@@ -206,7 +217,7 @@ export function buildControls(options: ControlsOptions = {}): ControlsComponent 
           (refused && (!last || refused.step >= last.step)
             ? `checkpoint refused: ${refused.reason}`
             : last
-              ? `checkpoint ${last.path} (step ${last.step})`
+              ? `checkpoint saved: ${last.path}`
               : said));
       setText(note, text);
       note.dataset.disabled = why ? "true" : "false";

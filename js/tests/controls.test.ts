@@ -83,16 +83,19 @@ describe("the header's controls", () => {
     expect(typeof body.id).toBe("string");
   });
 
-  it("hides itself when the run is not live, and lists the last checkpoint", () => {
+  it("lists the last checkpoint, and once the run ended says who stopped it without buttons", () => {
     const c = buildControls({ send: () => {}, config: null, writer: null });
     c.update(state(controls({ live: false })));
     expect(c.el.hidden).toBe(true);
     const ckpt = { path: "checkpoints/step-8.pt", step: 8, bytes: 10, seconds: 0.1, source: "trainmeter" };
     c.update(state(controls({ checkpoints: [ckpt] })));
     expect(c.el.hidden).toBe(false);
-    expect(c.el.querySelector('[data-tm="control-note"]')?.textContent).toBe(
-      "checkpoint checkpoints/step-8.pt (step 8)",
-    );
+    const note = () => c.el.querySelector('[data-tm="control-note"]')?.textContent;
+    expect(note()).toBe("checkpoint saved: checkpoints/step-8.pt");
+    c.update(state(controls({ live: false, checkpoints: [ckpt], stopped: { by: "button", step: 9 } })));
+    expect(c.el.hidden).toBe(false);
+    expect(button(c.el, "stop").hidden && button(c.el, "checkpoint").hidden).toBe(true);
+    expect(note()).toBe("stopped by button after step 9 · checkpoint saved: checkpoints/step-8.pt");
   });
 
   it("shows each alert in the banner and notifies once for those that ask", () => {

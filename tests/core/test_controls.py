@@ -54,7 +54,7 @@ def test_tm_stop_ends_a_hand_loop_after_the_next_step_with_status_stopped(run_ro
     p = _passport(m)
     assert m.steps == 6 and after == []  # step 6 ran whole, then the loop ended
     assert p["status"] == "stopped" and p["stopped_by"] == "tm.stop" and p["stopped_at_step"] == 6
-    assert p["stopped_via"] == "StopTraining" and p["error"] is None
+    assert p["stopped_via"] == "StopTraining" and p["error"] is None and p["stop_requested_at_step"] == 5
     assert "Stopped by tm.stop after step 6" in (m.run_dir / "passport.md").read_text()
     assert active() is None
 

@@ -73,11 +73,13 @@ class CheckpointRecord:
 
 @dataclass(frozen=True)
 class StopRecord:
-    """Who stopped the run, after which step, and through what (``StopTraining`` or a framework's name)."""
+    """Who stopped the run, after which step, through what (``StopTraining`` or a framework's name), and the
+    step counted when the stop was asked (``None``: asked on the training thread, at the step itself)."""
 
     by: str
     step: int
     via: str
+    requested_at_step: int | None = None
 
 
 def _size_bytes(path: Path) -> int | None:
@@ -123,6 +125,7 @@ class Controls:
         self._armed = False
         self._hook: tuple[Callable[[], None] | None, int] = (None, sys.maxsize)  # the dispatcher's hook and step
         self._stop_by: str | None = None
+        self._stop_asked_at: int | None = None  # the step counted when the stop was asked
         self._checkpoint_by: str | None = None
         self.stopped: StopRecord | None = None
         self.checkpoints: tuple[CheckpointRecord, ...] = ()
@@ -140,7 +143,7 @@ class Controls:
             return False
         with self._lock:
             if self._stop_by is None:
-                self._stop_by = by
+                self._stop_by, self._stop_asked_at = by, self._m.steps
             self._arm()
         return True
 
@@ -181,6 +184,7 @@ class Controls:
         hot = self._m.hot
         with self._lock:
             stop_by, self._stop_by = self._stop_by, None
+            asked_at, self._stop_asked_at = self._stop_asked_at, None
             checkpoint_by, self._checkpoint_by = self._checkpoint_by, None
             self._armed = False
             fn, at = self._hook
@@ -193,9 +197,9 @@ class Controls:
                 fn()
         finally:
             if stop_by is not None:
-                self.stop_now(stop_by)
+                self.stop_now(stop_by, asked_at)
 
-    def stop_now(self, by: str) -> None:
+    def stop_now(self, by: str, requested_at_step: int | None = None) -> None:
         """Stop after the step just counted: through the framework's own stop, else raise :class:`StopTraining`.
 
         Training thread, at a step boundary (the step hook). Raises:
@@ -206,11 +210,12 @@ class Controls:
         if control is not None:
             try:
                 if control.request_stop():
-                    self.stopped = StopRecord(by=by, step=step, via=str(getattr(control, "name", "framework")))
+                    self.stopped = StopRecord(by=by, step=step, via=str(getattr(control, "name", "framework")),
+                                              requested_at_step=requested_at_step)
                     return
             except Exception as exc:
                 self._m.warn_once("control-stop", f"the framework's stop failed ({exc!r}); stopping the loop instead")
-        self.stopped = StopRecord(by=by, step=step, via="StopTraining")
+        self.stopped = StopRecord(by=by, step=step, via="StopTraining", requested_at_step=requested_at_step)
         raise StopTraining(by, step)
 
     def framework(self) -> Any:
@@ -301,7 +306,9 @@ class Controls:
         """passport.json's ``stopped_by``/``stopped_at_step`` (when stopped), ``checkpoints`` and refusals."""
         out: dict[str, Any] = {}
         if self.stopped is not None:
-            out.update(stopped_by=self.stopped.by, stopped_at_step=self.stopped.step, stopped_via=self.stopped.via)
+            s = self.stopped
+            out.update(stopped_by=s.by, stopped_at_step=s.step, stopped_via=s.via,
+                       stop_requested_at_step=s.requested_at_step)
         out["checkpoints"] = [c.to_dict() for c in self.checkpoints]
         if self.refused:
             out["checkpoints_refused"] = list(self.refused)
