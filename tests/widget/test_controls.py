@@ -52,14 +52,3 @@ def test_the_state_lists_what_is_pending_and_what_was_done(run):
     assert state["pending"] == {"stop": "button", "checkpoint": None}
     assert state["stopped"] is None and state["checkpoints"] == [] and state["alerts"] == []
 
-
-def test_an_alerts_sentence_shows_in_the_banner_not_again_among_the_warnings():
-    from trainmeter.widget.facts import RunFacts
-    from trainmeter.widget.view_model import build_state
-
-    alert = {"rule": "nan:stop", "action": "stop", "step": 3, "sentence": "alert nan:stop: the loss was nan",
-             "notify": True}
-    f = RunFacts(name="r", status="stopped", warnings=("alert nan:stop: the loss was nan", "a verdict"),
-                 controls={"alerts": [alert], "live": False})
-    state = build_state(f)
-    assert state["warnings"] == ["a verdict"] and state["controls"]["alerts"] == [alert]

@@ -109,8 +109,8 @@ class Alerts(ExtensionBase):
         """Training thread, after each counted step: the step's host-read loss not finite -> fire (may stop)."""
         hot = self._m.hot  # type: ignore[union-attr]
         if hot.held_step == hot.steps and not math.isfinite(hot.held_value):
-            self.fire(self._nan_stop, hot.steps, f"the loss was {hot.held_value} at step {hot.steps}",  # type: ignore[arg-type]
-                      on_training_thread=True)
+            rule: AlertRule = self._nan_stop  # type: ignore[assignment]  # on_step exists only with this rule
+            self.fire(rule, hot.steps, f"the loss was {hot.held_value} at step {hot.steps}", on_training_thread=True)
 
     def check(self) -> None:
         """The verdict, memory and series rules against the run now (the watchdog's tick; any thread)."""
