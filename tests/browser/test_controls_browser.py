@@ -1,14 +1,14 @@
 """The header's Stop and Checkpoint, and an alert that stops, in a real browser (JupyterLab 4, chromium).
 
-Three runs in JupyterLab on ipykernel 7:
+Runs on ipykernel 7:
 
-- the message path: a cell trains for up to 90 s; the test presses Checkpoint (a file appears in
+- the message path (JupyterLab 4 and Notebook 7): a cell trains for up to 90 s; the test presses Checkpoint (a file appears in
   the run's ``checkpoints/`` and the header names it), then Stop twice (the confirm): the cell ends
   within one step of the request, the passport says ``stopped`` by ``button``, and the cell's
   output is one line, no traceback;
-- ``--alert nan:stop`` with a NaN loss injected at step 300: the run ends at step 300, the alert is
+- ``--alert nan:stop`` (JupyterLab) with a NaN loss injected at step 300: the run ends at step 300, the alert is
   in the passport, in the banner and as a marker on the loss chart;
-- the control-file path: the same as the first with the kernel's subshell routing switched off
+- the control-file path (JupyterLab): the same as the first with the kernel's subshell routing switched off
   (``TRAINMETER_DISABLE=reload``, as on ipykernel 6): the buttons write ``<run>/control.json``
   through the contents API and the run's watchdog obeys it.
 
@@ -153,7 +153,8 @@ def _stop_and_checkpoint(page: Any, server: Any, root: Path, name: str, path_tit
     files = list((run / "checkpoints").glob("step-*.pt"))
     assert len(files) == 1 and files[0].name in read["note"]
     page.keyboard.press("Escape")
-    page.keyboard.press("Control+b")  # the file browser closed: the dashboard gets the width
+    if server.kind == "lab":
+        page.keyboard.press("Control+b")  # the file browser closed: the dashboard gets the width
     _shot(page, name, f"{shot}-checkpoint")
     stop = _widget(page, name).locator('[data-tm="control-stop"]')
     stop.click()
@@ -170,9 +171,9 @@ def _stop_and_checkpoint(page: Any, server: Any, root: Path, name: str, path_tit
             "ended": ended, "run": run}
 
 
-def _notebook(servers: Any, browser: Any, root: Path, nb_name: str, cells: list[str]) -> Any:
-    """Open ``nb_name`` with ``cells`` in JupyterLab and run them all; yields (page, server)."""
-    server = servers.get("lab")
+def _notebook(servers: Any, browser: Any, root: Path, nb_name: str, cells: list[str], kind: str = "lab") -> Any:
+    """Open ``nb_name`` with ``cells`` in JupyterLab (or Notebook 7) and run them all; yields (page, server)."""
+    server = servers.get(kind)
     write_notebook(root / nb_name, cells)
     context = browser.new_context(viewport=VIEWPORT)
     page = context.new_page()
@@ -186,12 +187,15 @@ def _notebook(servers: Any, browser: Any, root: Path, nb_name: str, cells: list[
         server.shut_down(nb_name)
 
 
-@pytest.fixture(scope="module")
-def message_path(servers: Any, browser: Any, notebook_root: Path) -> Any:
-    nb_name = "controls-lab.ipynb"
+@pytest.fixture(scope="module", params=["lab", "notebook"])
+def message_path(request: Any, servers: Any, browser: Any, notebook_root: Path) -> Any:
+    kind = request.param
+    nb_name = f"controls-{kind}.ipynb"
+    name = f"stopme-{kind}"
     for page, server in _notebook(servers, browser, notebook_root, nb_name,
-                                  [SETUP, LONG_RUN.format(name="stopme"), AFTER]):
-        out = _stop_and_checkpoint(page, server, notebook_root, "stopme", "through the widget's comm", "controls")
+                                  [SETUP, LONG_RUN.format(name=name), AFTER], kind):
+        shot = "controls" if kind == "lab" else "controls-nb7"
+        out = _stop_and_checkpoint(page, server, notebook_root, name, "through the widget's comm", shot)
         server.wait_kernel_idle(nb_name)
         page.wait_for_timeout(1000)
         out["outputs"] = page.evaluate(OUTPUTS_JS)
