@@ -60,6 +60,15 @@ for i in range(1, 3001):
     opt.step()
     time.sleep(0.004)"""
 AFTER = "print('loop_finished', loop_finished)"
+HIDDEN_RUN = """\
+%%trainmeter --name hidden --interval 1
+t_end = time.perf_counter() + 10
+while time.perf_counter() < t_end:
+    loss = F.cross_entropy(model(x), y)
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    opt.step()
+    time.sleep(0.004)"""
 LIVE = ".jp-NotebookPanel:not(.lm-mod-hidden) .trainmeter:not(.trainmeter-snapshot)"
 READ_JS = """([sel, name]) => {
   const roots = [...document.querySelectorAll(sel)].filter(
@@ -248,8 +257,22 @@ def test_a_nan_alert_stops_the_run_at_the_nan_step_and_shows_on_the_chart(nan_al
 def file_path(servers: Any, browser: Any, notebook_root: Path) -> Any:
     setup = 'import os\nos.environ["TRAINMETER_DISABLE"] = "reload"  # as on ipykernel 6: no subshell\n' + SETUP
     for page, server in _notebook(servers, browser, notebook_root, "controls-file.ipynb",
-                                  [setup, LONG_RUN.format(name="filestop")]):
-        yield _stop_and_checkpoint(page, server, notebook_root, "filestop", "control file", "controls-file")
+                                  [setup, HIDDEN_RUN, LONG_RUN.format(name="filestop")]):
+        # the default run folder (.trainmeter/runs) is hidden: the server does not serve it, so no path works
+        hidden = _wait(page, "hidden", lambda r: r["status"] == "running" and r["stop"] is not None, 60,
+                       "the hidden-folder run's controls")
+        page.keyboard.press("Escape")
+        page.keyboard.press("Control+b")
+        _shot(page, "hidden", "controls-disabled")
+        out = _stop_and_checkpoint(page, server, notebook_root, "filestop", "control file", "controls-file")
+        out["hidden"] = hidden
+        yield out
+
+
+def test_where_no_path_reaches_the_run_the_buttons_are_disabled_with_the_reason(file_path):
+    hidden = file_path["hidden"]
+    assert hidden["stop"]["disabled"] and hidden["checkpoint"]["disabled"]
+    assert "only between cells" in hidden["stop"]["title"] and "not served for a control file" in hidden["note"]
 
 
 def test_where_messages_wait_the_buttons_write_the_control_file_and_the_run_obeys(file_path):

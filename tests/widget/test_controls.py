@@ -39,6 +39,14 @@ def test_without_a_subshell_the_state_names_the_file_path_or_why_the_buttons_are
     assert state["live"] and state["run_id"] == run.run_dir.name
     # run_root is outside the working folder: not served, so neither path reaches the run
     assert state["path"] is None and wc.NO_MESSAGES in state["reason"] and wc.NO_FILE in state["reason"]
+    assert state["reason"].endswith("(outside the notebook's folder)")
+    hidden = run.run_dir.parent.parent / ".tm"
+    hidden.mkdir()
+    monkeypatch.chdir(hidden.parent)  # the run under a hidden folder of the notebook's: the server refuses it
+    monkeypatch.setattr(run, "run_dir", hidden / "runs" / run.run_dir.name)
+    assert wc.controls_state(run)["reason"].endswith("(a hidden folder: run with --dir runs)")
+    monkeypatch.undo()
+    monkeypatch.setattr(wc, "_message_path", lambda: (False, wc.NO_MESSAGES))
     monkeypatch.chdir(run.run_dir.parent.parent)  # the run folder is now under the notebook's folder
     state = wc.controls_state(run)
     assert state["path"] == "file" and state["control_file"].endswith(f"{run.run_dir.name}/control.json")

@@ -16,10 +16,10 @@ from typing import Any
 
 ACTIONS = ("stop", "checkpoint")
 MAX_LISTED = 16
-NO_MESSAGES = ("this kernel reads widget messages only between cells (ipykernel 6, or a host without kernel "
-               "subshells)")
+NO_MESSAGES = "this kernel reads widget messages only between cells (ipykernel 6, or no kernel subshells)"
 NO_MESSAGES_MARIMO = "marimo reads widget messages only between cells"
-NO_FILE = "the Jupyter server does not serve the run folder, so the control file cannot be written from here"
+NO_FILE = "the run folder is not served for a control file"
+NO_FILE_WHY = {"hidden": " (a hidden folder: run with --dir runs)", "outside": " (outside the notebook's folder)"}
 
 
 def run_id(monitor: Any) -> str | None:
@@ -68,11 +68,12 @@ def controls_state(monitor: Any) -> dict[str, Any] | None:
     live = bool(controls.live())
     messages, reason = _message_path() if live else (False, None)
     run_dir = getattr(monitor, "run_dir", None)
-    rel = served_rel(run_paths(str(run_dir))[1]) if run_dir is not None else None  # the folder the server serves
+    run_rel = run_paths(str(run_dir))[1] if run_dir is not None else None
+    rel = served_rel(run_rel)  # the folder as the server serves it, or None
     control_file = f"{rel}/control.json" if rel and run_id(monitor) else None
     path = "message" if messages else ("file" if control_file else None)
     if path is None and live and reason is not None:
-        reason = f"{reason}; {NO_FILE}"
+        reason = f"{reason}; {NO_FILE}{NO_FILE_WHY['hidden' if run_rel else 'outside']}"
     stop_by, checkpoint_by = controls.pending()
     stopped = controls.stopped
     alerts = getattr(monitor.extension("alerts"), "fired", ()) or ()
