@@ -211,3 +211,23 @@ def test_the_watchdog_thread_ends_with_the_run(run_root):
         assert any(t.name == "trainmeter-alerts" for t in threading.enumerate())
     assert not any(t.name == "trainmeter-alerts" for t in threading.enumerate())
     assert math.isfinite(_passport(m)["elapsed_s"])
+
+
+
+def test_a_device_loss_is_checked_when_its_value_arrives_after_its_step(run_root):
+    from trainmeter.core.controls import StopTraining
+    from trainmeter.core.series import Series
+
+    alerts = Alerts(["nan:stop"], watch_interval_s=3600)
+    m = _run(run_root, [alerts])
+    with tm.api.run_monitored(m):
+        series = Series("train_loss")
+        m.hot.captured_series, m.hot.held_step, m.hot.steps = series, 0, 9  # nothing held at this step
+        series.append(7, 0.0, 0.5)
+        alerts.on_step()  # a finite loss: nothing
+        series.append(8, 0.0, float("inf"))
+        with pytest.raises(StopTraining):
+            alerts.on_step()
+        raise StopTraining("alert:nan:stop", 9)  # what the step hook would have let through
+    (fired,) = _passport(m)["alerts"]
+    assert fired["step"] == 9 and "the loss was inf at step 8 (read at step 9)" in fired["sentence"]

@@ -5,7 +5,8 @@ Rules (:mod:`trainmeter.alerts.rules`) come from ``--alert`` / ``tm.monitor(aler
 
 - ``nan`` with an action that stops: at each step (this wing's ``on_step``, only defined when
   such a rule is declared), from the step's loss already read on the host, so the run ends at the
-  step whose loss was not finite; any ``nan`` rule also fires from the verdict.
+  step whose loss was not finite; a device loss is seen once its copy has completed (a step or two
+  later, said in the sentence); any ``nan`` rule also fires from the verdict.
 - the verdicts (``spike``, ``throughput``, ``starved``), ``memory`` and ``SERIES>X`` rules: once a
   second on the watchdog thread (:mod:`trainmeter.alerts.watchdog`), from the verdicts wing's view,
   the memory reading and the series' last values; a stop is a request honoured at the next step.
@@ -66,6 +67,7 @@ class Alerts(ExtensionBase):
         self._train_ident: int | None = None
         self._watchdog: Watchdog | None = None
         self._watch_interval_s = watch_interval_s
+        self._loss_pos = 0  # the per-step NaN check's position in the captured loss series (a device loss)
         self._nan_stop = next((r for r in self.rules if r.condition == "nan" and r.action in _STOPPING), None)
         if self._nan_stop is not None:  # a per-step check only where a rule asks for one (docs/spec.md)
             self.on_step = self._check_step_loss
@@ -108,9 +110,21 @@ class Alerts(ExtensionBase):
     def _check_step_loss(self) -> None:
         """Training thread, after each counted step: the step's host-read loss not finite -> fire (may stop)."""
         hot = self._m.hot  # type: ignore[union-attr]
-        if hot.held_step == hot.steps and not math.isfinite(hot.held_value):
-            rule: AlertRule = self._nan_stop  # type: ignore[assignment]  # on_step exists only with this rule
-            self.fire(rule, hot.steps, f"the loss was {hot.held_value} at step {hot.steps}", on_training_thread=True)
+        rule: AlertRule = self._nan_stop  # type: ignore[assignment]  # on_step exists only with this rule
+        if hot.held_step == hot.steps:  # the step's loss was read on the host (a CPU loss)
+            if not math.isfinite(hot.held_value):
+                self.fire(rule, hot.steps, f"the loss was {hot.held_value} at step {hot.steps}",
+                          on_training_thread=True)
+            return
+        series = hot.captured_series  # a device loss arrives once its copy completed: its new points
+        if series is None or series.end == self._loss_pos:
+            return
+        self._loss_pos, steps, _, values = series.read(self._loss_pos)
+        for step, value in zip(steps, values, strict=False):
+            if not math.isfinite(value):
+                self.fire(rule, hot.steps, f"the loss was {value} at step {step} (read at step {hot.steps})",
+                          on_training_thread=True)
+                return
 
     def check(self) -> None:
         """The verdict, memory and series rules against the run now (the watchdog's tick; any thread)."""
