@@ -176,3 +176,11 @@ after_loop = True
     (run,) = (in_tmp / ".trainmeter" / "runs").iterdir()
     p = json.loads((run / "passport.json").read_text())
     assert p["status"] == "stopped" and p["stopped_at_step"] == 40 and p["alerts"][0]["rule"] == "nan:stop"
+
+
+def test_a_bad_alert_rule_is_a_usage_error_naming_it_and_what_is_valid():
+    from IPython.core.error import UsageError
+
+    with pytest.raises(UsageError) as caught:
+        parse_flags("--alert nan:explode")
+    assert "invalid alert rule 'nan:explode'" in str(caught.value) and "checkpoint-stop" in str(caught.value)

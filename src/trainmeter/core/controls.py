@@ -6,7 +6,9 @@ optimizer step has completed and never inside one (docs/spec.md, "Controls and a
 costs the step path nothing while none is pending: it swaps the monitor's step hook for
 :meth:`Controls._on_step` and sets the hook's next step to 0, so the comparison the step already
 makes (``steps >= hot.hook_at``) calls it; the trampoline gives the dispatcher's hook back, acts,
-and calls that hook once (a sampling wing reschedules itself there).
+and calls that hook once (a sampling wing reschedules itself there). A wing that reschedules itself
+in the instant between the request and the next step moves that call to its own next sampled step,
+which is where the request is then honoured.
 
 A stop goes through the framework in use when there is one (the frameworks wing's published
 ``control``: ``request_stop()``, so the framework runs its own end); otherwise
