@@ -256,3 +256,41 @@ def test_a_request_without_any_wing_hook_leaves_the_step_path_as_it_was(run_root
         _step(model, opt, batches[1])
         assert m.hot.step_hook is None and m.hot.hook_at > 10**9
     assert len(m.controls.checkpoints) == 1
+
+
+def test_requests_from_another_thread_are_never_lost_with_every_default_wing(run_root):
+    """The request races the sampling wings' rescheduling of the step hook: each stop is still honoured."""
+    import random
+
+    from trainmeter.extensions import default_extensions
+
+    rng = random.Random(0)
+    for trial in range(12):
+        model, opt, batches = _setup(seed=trial)
+        options = make_options(run_dir=run_root, widget=False, interval_s=3600)
+        m = make_monitor(options, extensions=default_extensions(options), text=False)
+        delay_s = rng.uniform(0, 0.02)
+        asker = threading.Timer(delay_s, tm.stop)
+        with tm.api.run_monitored(m):
+            asker.start()
+            for i in range(200_000):
+                _step(model, opt, batches[i % len(batches)])
+        asker.join()
+        stopped = m.controls.stopped
+        assert m.status == "stopped" and stopped is not None and stopped.requested_at_step is not None
+        assert stopped.step >= stopped.requested_at_step and m.steps < 200_000
+
+
+def test_the_sampling_wing_keeps_recording_after_a_checkpoint(run_root):
+    from trainmeter.extensions import default_extensions
+
+    model, opt, batches = _setup()
+    options = make_options(run_dir=run_root, widget=False, interval_s=3600)
+    m = make_monitor(options, extensions=default_extensions(options), text=False)
+    with tm.api.run_monitored(m):
+        for i, batch in enumerate(batches):
+            _step(model, opt, batch)
+            if i == 9:
+                tm.checkpoint()
+    lr = m.series["lr"].stats()
+    assert [c.step for c in m.controls.checkpoints] == [11] and lr.last_step is not None and lr.last_step > 30
