@@ -294,3 +294,28 @@ def test_the_sampling_wing_keeps_recording_after_a_checkpoint(run_root):
                 tm.checkpoint()
     lr = m.series["lr"].stats()
     assert [c.step for c in m.controls.checkpoints] == [11] and lr.last_step is not None and lr.last_step > 30
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore::UserWarning")  # Dynamo's notes on the builtins the probes call
+def test_a_step_compiled_with_torch_compile_stops_and_checkpoints_at_its_boundary(run_root):
+    model, opt, batches = _setup()
+    x, y = batches[0]
+
+    @torch.compile(backend="eager")
+    def step():
+        loss = F.mse_loss(model(x), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        return loss
+
+    with tm.monitor(run_dir=run_root, model=model) as m:
+        for i in range(30):
+            step()
+            if i == 5:
+                tm.checkpoint()
+                tm.stop()
+    p = _passport(m)
+    assert p["status"] == "stopped" and p["stopped_at_step"] == 7
+    assert [c["path"] for c in p["checkpoints"]] == ["checkpoints/step-7.pt"]

@@ -283,7 +283,8 @@ class Controls:
                 return Path(written), str(getattr(control, "name", "framework"))
         model = m.model_ref() if m.model_ref is not None else None
         if model is None:
-            raise _Refused("no trained model is known yet (the first optimizer step names it)")
+            raise _Refused("no trained model is known (the first optimizer step names it; one called only inside a "
+                           "torch.compile'd function is not seen: pass tm.monitor(model=...))")
         if _sharded(model):
             raise _Refused("the model is sharded (DTensor parameters) and no framework saver is in use")
         import torch
