@@ -123,7 +123,7 @@ def test_the_parser_accepts_every_flag_help_lists():
     from trainmeter.options import FLAGS
 
     values = {"--convention": "hf", "--gpus": "all", "--dir": "runs", "--interval": "5", "--name": "x",
-              "--peak-source": "sheet", "--grid-source": "report"}
+              "--peak-source": "sheet", "--grid-source": "report", "--alert": "nan:stop"}
     for f in FLAGS:
         if f.group and f.flag != "--budget-tokens":
             continue
@@ -150,3 +150,37 @@ def test_runs_verb_prints_a_table_newest_first_and_takes_last_n(ip, in_tmp, caps
 def test_runs_and_help_reject_bad_arguments_naming_them(ip, line):
     r = ip.run_cell(f"%trainmeter {line}")
     assert r.error_in_exec is not None and "usage: %trainmeter" in str(r.error_in_exec)
+
+
+def test_an_alert_that_stops_ends_the_cell_with_one_line_and_no_traceback(ip, in_tmp, capsys):
+    import json
+
+    pytest.importorskip("torch")
+    cell = """%%trainmeter --name nanstop --no-widget --alert nan:stop
+import torch
+model = torch.nn.Linear(4, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+x, y = torch.randn(8, 4), torch.randn(8, 1)
+for i in range(1, 101):
+    loss = torch.nn.functional.mse_loss(model(x), y) * (float("nan") if i == 40 else 1.0)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+after_loop = True
+"""
+    r = _run(ip, cell)
+    out = capsys.readouterr()
+    assert r.error_in_exec is None and "after_loop" not in ip.user_ns
+    assert "Traceback" not in out.out + out.err and "StopTraining" not in out.out + out.err
+    assert "run 'nanstop' stopped by alert:nan:stop at step 40 after 40 steps" in out.out
+    (run,) = (in_tmp / ".trainmeter" / "runs").iterdir()
+    p = json.loads((run / "passport.json").read_text())
+    assert p["status"] == "stopped" and p["stopped_at_step"] == 40 and p["alerts"][0]["rule"] == "nan:stop"
+
+
+def test_a_bad_alert_rule_is_a_usage_error_naming_it_and_what_is_valid():
+    from IPython.core.error import UsageError
+
+    with pytest.raises(UsageError) as caught:
+        parse_flags("--alert nan:explode")
+    assert "invalid alert rule 'nan:explode'" in str(caught.value) and "checkpoint-stop" in str(caught.value)

@@ -151,7 +151,10 @@ export function render({ model, el }: { model: Model; el: HTMLElement }): () => 
   const store = storeFor(model);
   syncHistory(model, store);
   const key = model.get("store_key");
-  const view: View = createView(store, { key: typeof key === "string" ? key : undefined });
+  const view: View = createView(store, {
+    key: typeof key === "string" ? key : undefined,
+    send: (msg) => model.send(msg),
+  });
   el.append(view.root);
   const onState = (): void => view.update(model.get("state"));
   const onHistory = (): void => {

@@ -111,7 +111,10 @@ export function decodeFrame(buf: DataView | ArrayBuffer | ArrayBufferView): Fram
 export type KernelMessage = { kind: "append"; seq: number } | { kind: "snapshot"; seq: number };
 /** Sent once at the run's end to a page restored during the run (reattach.ts): the static dashboard. */
 export type FinalMessage = { kind: "final"; data: Record<string, string> };
-export type FrontMessage = { kind: "hello" };
+/** The Stop / Checkpoint buttons, for run `run_id` (widget/controls.py `obey`). */
+export type ControlMessage = { kind: "control"; action: ControlAction; run_id: string };
+export type ControlAction = "stop" | "checkpoint";
+export type FrontMessage = { kind: "hello" } | ControlMessage;
 
 export function isKernelMessage(msg: unknown): msg is KernelMessage {
   const m = msg as { kind?: unknown } | null;
@@ -121,7 +124,14 @@ export function isKernelMessage(msg: unknown): msg is KernelMessage {
 // ---- the `state` traitlet (section 1) ----
 
 /** `unfinished`: a replayed run with no end record. */
-export type Status = "starting" | "running" | "completed" | "interrupted" | "failed" | "unfinished";
+export type Status =
+  | "starting"
+  | "running"
+  | "completed"
+  | "interrupted"
+  | "failed"
+  | "stopped"
+  | "unfinished";
 export type Unit = "" | "count" | "tokens" | "bytes" | "s" | "tokens/s" | "fraction" | "flop" | "flop/s";
 
 export interface DerivationInput {
@@ -298,6 +308,40 @@ export interface WidgetState {
   x_axis?: XAxisState | null;
   /** Palette, layout ids and tick rule (widget/look.py). */
   look?: Look | null;
+  /** The header's Stop / Checkpoint and the alerts' banner (widget/controls.py). */
+  controls?: ControlsState | null;
+}
+
+/** One checkpoint written (passport.json `checkpoints`). */
+export interface CheckpointEntry {
+  path: string;
+  step: number;
+  bytes: number | null;
+  seconds: number | null;
+  source: string;
+}
+
+/** A fired alert; `notify`: tell the page (its title, a browser notification). */
+export interface AlertEntry {
+  rule: string;
+  action: string;
+  step: number;
+  sentence: string;
+  notify: boolean;
+}
+
+/** How the buttons reach the run: `message` (the widget's comm), `file` (the contents API) or null (disabled). */
+export interface ControlsState {
+  run_id: string | null;
+  live: boolean;
+  path: "message" | "file" | null;
+  reason: string | null;
+  control_file: string | null;
+  pending: { stop: string | null; checkpoint: string | null };
+  stopped: { by: string; step: number } | null;
+  checkpoints: CheckpointEntry[];
+  refused: { step: number; by: string; reason: string }[];
+  alerts: AlertEntry[];
 }
 
 /** The traitlets the front end reads (`model.get`). */

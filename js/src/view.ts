@@ -3,9 +3,10 @@
 
 import type { ChartContext } from "./chartdata";
 import { type ChartPanel, createChartPanel, FrameScheduler, watchTheme } from "./charts";
+import { buildControls } from "./controls";
 import { type Component, h, setText } from "./dom";
 import { buildHeader, buildPanels, buildPhaseBar, buildTiles, buildWarnings } from "./panels";
-import { type ChartSpec, lookOf, type WidgetState } from "./protocol";
+import { type ChartSpec, type ControlMessage, lookOf, type WidgetState } from "./protocol";
 import { buildRunLinks } from "./runlinks";
 import { createSection } from "./sections";
 import type { SeriesStore } from "./store";
@@ -31,6 +32,8 @@ export interface ViewOptions {
   scheduler?: FrameScheduler;
   /** The widget's store_key: which sections are open is remembered under it. */
   key?: string;
+  /** The widget's comm, for the header's Stop / Checkpoint (controls.ts). */
+  send?: (msg: ControlMessage) => void;
 }
 
 export function createView(store: SeriesStore, options: ViewOptions = {}): View {
@@ -108,8 +111,11 @@ export function createView(store: SeriesStore, options: ViewOptions = {}): View 
   const panels = buildPanels(options.key);
   const warnings = buildWarnings();
   const links = buildRunLinks(); // the run folder and passport.md, under the header
-  const components: Component[] = [header, links, tiles, phases, panels, warnings];
+  const controls = buildControls({ send: options.send }); // Stop / Checkpoint in the header, the alerts' banner
+  header.el.append(controls.el);
+  const components: Component[] = [header, controls, links, tiles, phases, panels, warnings];
   root.append(header.el, links.el, tiles.el, warnings.el, xControl, chartGrid, more.el, phases.el, panels.el);
+  header.el.after(controls.banner);
 
   const charts = new Map<string, { spec: string; panel: ChartPanel }>();
 

@@ -177,6 +177,7 @@ const STATE_KEYS: Record<keyof WidgetState, true> = {
   markers: true,
   x_axis: true,
   look: true,
+  controls: true,
 };
 const TILE_KEYS: Record<keyof Tile, true> = {
   id: true,

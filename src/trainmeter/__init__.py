@@ -10,13 +10,17 @@ from __future__ import annotations
 from typing import Any
 
 from trainmeter._version import __version__
-from trainmeter.api import calibrate, emit, monitor, phase, save
+from trainmeter.api import alert, calibrate, checkpoint, emit, monitor, phase, save, stop
+from trainmeter.core.controls import StopTraining
 from trainmeter.record.runs import Run, load, runs
 
 __all__ = [
     "Run",
+    "StopTraining",
     "__version__",
+    "alert",
     "calibrate",
+    "checkpoint",
     "compare",
     "display",
     "doctor",
@@ -29,6 +33,7 @@ __all__ = [
     "phase",
     "runs",
     "save",
+    "stop",
 ]
 
 _LAZY = {

@@ -1,4 +1,4 @@
-"""The public API for scripts and notebooks: ``monitor``, ``emit``, ``phase``, ``calibrate``."""
+"""The public API for scripts and notebooks: ``monitor``, ``emit``, ``phase``, ``calibrate``, ``stop``, ``checkpoint``, ``alert``."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from trainmeter.core import monitor as _monitor_module
+from trainmeter.core.controls import StopTraining
 from trainmeter.core.monitor import _PHASE_NAME, Monitor
 from trainmeter.options import make_options
 
@@ -74,6 +75,58 @@ def calibrate(dtypes: Any = None, *, device: Any = None, size: int | None = None
         return measure(dtypes, device=device, size=size, min_seconds=min_seconds)
     with phase("profiling"):
         return measure(dtypes, device=device, size=size, min_seconds=min_seconds)
+def stop() -> bool:
+    """Stop the run in progress after its next optimizer step (any thread; a watchdog, a callback).
+
+    A hand loop gets :class:`~trainmeter.core.controls.StopTraining` raised from that step's
+    hook once the step completed; a framework in use is asked to stop through its own mechanism,
+    so its own end runs. ``tm.monitor()`` and ``%%trainmeter`` end with status ``stopped``
+    (``stopped_by`` ``tm.stop``). Never raises.
+
+    Returns:
+        Whether a live run took the request.
+    """
+    m = _monitor_module._ACTIVE
+    return bool(m is not None and m.controls.request_stop("tm.stop"))
+
+
+def checkpoint() -> bool:
+    """Checkpoint the run in progress after its next optimizer step (any thread).
+
+    Through the framework's own saver when one is in use, else ``torch.save`` of the watched
+    model and the primary optimizer into ``<run>/checkpoints/step-<n>.pt``; timed as the
+    ``checkpoint`` phase and listed in passport.json ``checkpoints``. A save that is not safe
+    (a sharded model without a framework saver, a step inside a compiled region) is refused
+    with the reason, as a warning and in ``checkpoints_refused``. Never raises.
+
+    Returns:
+        Whether a live run took the request.
+    """
+    m = _monitor_module._ACTIVE
+    return bool(m is not None and m.controls.request_checkpoint("tm.checkpoint"))
+
+
+def alert(*rules: str) -> bool:
+    """Add alert rules to the run in progress (``tm.alert("val_loss>2.5:stop", "hang=120:notify")``).
+
+    The same rules as ``--alert`` (trainmeter/alerts/rules.py); checked from the alerts'
+    watchdog's next tick (within a second). Before a run, give them as ``tm.monitor(alert=...)``.
+
+    Returns:
+        Whether a live run took them (``False``: no run in progress).
+
+    Raises:
+        ValueError: For a bad rule, naming it and what is valid (nothing is added).
+    """
+    from trainmeter.alerts.rules import parse_rules
+
+    parsed = parse_rules(list(rules))
+    m = _monitor_module._ACTIVE
+    wing = m.dispatch.find("alerts") if m is not None else None
+    if wing is None:
+        return False
+    wing.add(parsed)
+    return True
 
 
 @contextmanager
@@ -120,7 +173,9 @@ def monitor(*, name: str | None = None, budget_tokens: Any = None, budget_steps:
     ``widget=True`` shows the live widget in a Jupyter or marimo notebook
     (``trainmeter.widget.host``; elsewhere the text line prints as without it).
     KeyboardInterrupt gives status ``interrupted``, any other exception
-    ``failed``; both propagate unchanged.
+    ``failed``; both propagate unchanged. ``tm.stop()``, the widget's Stop and a stopping
+    alert end the block after a completed step with status ``stopped`` (``StopTraining`` is
+    caught here; the code after the block runs).
 
     Raises:
         ValueError: For a bad option, before anything runs.
@@ -212,7 +267,10 @@ class _Monitored:
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
         if exc is None:
-            self._m.finish("completed")
+            self._m.finish(self._m.controls.end_status("completed"))  # a framework that took a stop ended itself
+        elif isinstance(exc, StopTraining):
+            self._m.finish("stopped")  # the closing line says who stopped it and when; no traceback
+            return True
         else:
             _finish(self._m, exc)
         return False

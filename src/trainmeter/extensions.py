@@ -15,7 +15,7 @@ from trainmeter.options import MonitorOptions
 
 # Every wing name a requirement may name (a name missing from a run, a rank's gpu and node, is allowed).
 WING_NAMES = ("overhead", "compute", "gpu", "energy", "time", "node", "taps", "distributed", "optim", "curves",
-              "verdicts")
+              "verdicts", "alerts")
 
 
 def default_extensions(options: MonitorOptions) -> list[Any]:
@@ -23,6 +23,7 @@ def default_extensions(options: MonitorOptions) -> list[Any]:
     ``precedes`` give (docs/contracts/EXTENSIONS.md; ties keep the order listed here). Never raises at
     run time: a wrong requirement fails tests/test_extensions.py.
     """
+    from trainmeter.alerts.extension import Alerts
     from trainmeter.comparison.extension import CurvesRecorder
     from trainmeter.compute.extension import ComputeExtension
     from trainmeter.energy.extension import EnergyExtension
@@ -42,7 +43,7 @@ def default_extensions(options: MonitorOptions) -> list[Any]:
     gpu = GpuExtension(node_wide=identity.distributed and (identity.local_world_size or 1) > 1)
     out: list[Any] = [Overhead(), ComputeExtension(), gpu, EnergyExtension(), TimeSplit(), NodeSampler(),
                       Taps(enabled=options.tap), RanksExtension(), OptimExtension(),
-                      CurvesRecorder(), Verdicts()]  # curves: curves.json, so tm.compare need not re-read the log
+                      CurvesRecorder(), Verdicts(), Alerts(options.alerts)]  # curves: curves.json, so tm.compare need not re-read the log
     # node samplers run once per node: on local rank 0, and not in a child whose monitored parent samples
     if identity.local_rank not in (None, 0) or inherited_run_dir() is not None:
         out = [ext for ext in out if ext.name not in ("gpu", "node")]

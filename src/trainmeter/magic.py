@@ -173,6 +173,7 @@ def run_cell(shell: Any, cell: str, options: MonitorOptions) -> Any:
 
     monitor = make_monitor(options, text=not show_widget, extensions=default_extensions(options))
     sinks: list[Any] = []
+    result = None  # a stopped run (StopTraining, caught by run_monitored) has no last value
     ns = shell.user_ns
     try:
         if show_widget:

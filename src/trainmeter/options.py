@@ -47,6 +47,7 @@ class MonitorOptions:
             carbon figure is shown without one; none is ever guessed).
         grid_source: Where the declared grid intensity comes from (required with it).
         max_series: Most user series recorded (``tm.emit`` and taps); new names past it are dropped with a warning.
+        alerts: Alert rules as written back (``("nan:stop", "hang=300:show")``; trainmeter/alerts/rules.py).
     """
 
     name: str = "run"
@@ -69,6 +70,7 @@ class MonitorOptions:
     grid_gco2_per_kwh: float | None = None
     grid_source: str | None = None
     max_series: int = 256
+    alerts: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-ready dict of the options."""
@@ -102,7 +104,8 @@ class Flag:
     @property
     def dest(self) -> str:
         """The keyword of :func:`make_options` it feeds."""
-        return {"run_root": "run_dir", "widget": "no_widget", "tap": "no_tap"}.get(self.field, self.field)
+        return {"run_root": "run_dir", "widget": "no_widget", "tap": "no_tap", "alerts": "alert"}.get(self.field,
+                                                                                                     self.field)
 
 
 FLAGS: tuple[Flag, ...] = (
@@ -137,6 +140,9 @@ FLAGS: tuple[Flag, ...] = (
     Flag("--grid-gco2-per-kwh", "grid_gco2_per_kwh", "X", "declared grid carbon intensity, gCO2 per kWh, "
          f"0 to {MAX_GRID_GCO2_PER_KWH:g}, for a carbon figure; needs --grid-source", "none (no carbon figure)"),
     Flag("--grid-source", "grid_source", "TEXT", "where the grid intensity comes from (a utility report)", "none"),
+    Flag("--alert", "alerts", "RULES", "alerts that act, CONDITION[:ACTION] joined by commas: conditions nan, spike, "
+         "throughput, starved, memory[=F], hang[=S], SERIES>X, SERIES<X; actions show, notify, stop, "
+         "checkpoint-stop (nan:stop,hang=120:notify)", "none"),
 )
 """Every ``%%trainmeter`` flag, in help order (tests/test_options.py checks it covers every option)."""
 
@@ -206,6 +212,7 @@ def make_options(
     grid_gco2_per_kwh: Any = None,
     grid_source: str | None = None,
     max_series: Any = None,
+    alert: Any = None,
 ) -> MonitorOptions:
     """Validate user input and build :class:`MonitorOptions`.
 
@@ -261,7 +268,15 @@ def make_options(
         grid_gco2_per_kwh=grid,
         grid_source=str(grid_source).strip() if grid is not None else None,
         max_series=_positive_int(max_series, "--max-series", upto=MAX_SERIES_LIMIT) or 256,
+        alerts=_alerts(alert),
     )
+
+
+def _alerts(alert: Any) -> tuple[str, ...]:
+    """``--alert``: each rule parsed (trainmeter/alerts/rules.py) and written back; a bad one names what is valid."""
+    from trainmeter.alerts.rules import parse_rules
+
+    return tuple(r.text for r in parse_rules(alert))
 
 
 def _peak(peak_tflops: Any, peak_source: str | None) -> float | None:

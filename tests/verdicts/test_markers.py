@@ -18,3 +18,10 @@ def test_markers_keep_the_sentence_skip_verdicts_without_a_step_and_are_bounded(
     assert got == [{"kind": "loss_spike", "step": 40, "label": "loss spike", "sentence": "loss jumped",
                     "chart": "loss"}]
     assert len(markers([{"kind": "loss_spike", "step": i} for i in range(100)])) == MAX_MARKERS
+
+
+def test_a_marker_that_names_its_own_label_and_chart_keeps_them():
+    from trainmeter.verdicts.markers import marker
+
+    got = marker({"kind": "alert", "step": 300, "label": "alert nan:stop", "sentence": "s", "chart": "loss"})
+    assert got == {"kind": "alert", "step": 300, "label": "alert nan:stop", "sentence": "s", "chart": "loss"}

@@ -222,3 +222,10 @@ def test_the_snapshot_has_the_live_charts_eight_colours_in_order():
 
     assert COLORS == PALETTE == ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#b07aa1", "#76b7b2", "#edc948",
                                  "#9c755f")
+
+
+def test_the_static_dashboard_says_who_stopped_the_run():
+    from trainmeter.widget.snapshot import progress_text
+
+    state = {"status": "stopped", "step": 448, "elapsed_s": 62, "controls": {"stopped": {"by": "button", "step": 448}}}
+    assert progress_text(state) == "stopped by button at step 448 after 0:01:02"

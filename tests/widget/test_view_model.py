@@ -333,3 +333,15 @@ def test_a_progress_label_never_shows_the_same_count_twice_for_different_counts(
     assert label(steps=1_100, budget_steps=1_150) == "1,100 / 1,150 steps"
     assert label(tokens=12_300, budget_tokens=12_345) == "12.30k / 12.35k tokens"
     assert label(tokens=500_000, budget_tokens=2_000_000) == "500k / 2.0M tokens"
+
+
+def test_an_alerts_sentence_shows_in_the_banner_not_again_among_the_warnings():
+    from trainmeter.widget.facts import RunFacts
+    from trainmeter.widget.view_model import build_state
+
+    alert = {"rule": "nan:stop", "action": "stop", "step": 3, "sentence": "alert nan:stop: the loss was nan",
+             "notify": True}
+    f = RunFacts(name="r", status="stopped", warnings=("alert nan:stop: the loss was nan", "a verdict"),
+                 controls={"alerts": [alert], "live": False})
+    state = build_state(f)
+    assert state["warnings"] == ["a verdict"] and state["controls"]["alerts"] == [alert]

@@ -17,7 +17,6 @@ registry), :mod:`~trainmeter.core.loss_order` (held and pending step losses),
 from __future__ import annotations
 
 import re
-import sys
 import threading
 import time
 import weakref
@@ -27,6 +26,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from trainmeter.core.clock import Clock, MonotonicClock
+from trainmeter.core.controls import Controls
 from trainmeter.core.dispatch import Dispatcher
 from trainmeter.core.emits import DEFAULT_MAX_SERIES, Emits
 from trainmeter.core.faults import Faults, MonitorWarning
@@ -127,6 +127,7 @@ class Monitor(Lifecycle, Emits, SideEmits, LossOrder, Reports, LaneSteps, Faults
         self._cuda_memory = cuda_memory
         self._probes: Any = None
         self._want_probes = probes
+        self.controls = Controls(self)  # stop/checkpoint requests, honoured at a step boundary (core/controls.py)
         self.dispatch = Dispatcher(extensions or [], self.warn_once)  # the extensions' events, in order
         self._finished = False
         self._at_steps: list[tuple[int, Callable[[], None]]] = []  # (step, callback) waiting; hot.at_step: the next
@@ -326,10 +327,8 @@ class Monitor(Lifecycle, Emits, SideEmits, LossOrder, Reports, LaneSteps, Faults
         ``fn`` is one extension's own ``on_step`` (no frame in between), or with ``many`` the
         dispatcher's fan-out. A fault is handed to ``dispatch.step_fault``. Training thread.
         """
-        hot = self.hot
-        hot.step_hook = fn
         self._step_many = many
-        hot.hook_at = at if fn is not None else sys.maxsize
+        self.controls.set_hook(fn, at)  # while a control request is pending, its trampoline calls fn after it
 
     def next_step_hook_at(self, step: int, extension: Any = None) -> None:
         """Call ``extension``'s ``on_step`` next at the first counted step ``>= step`` (so a sampling extension

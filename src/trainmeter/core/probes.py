@@ -177,6 +177,11 @@ class TorchProbes(Discovery, CompileWatch, Wrappers, RootCalls, LossCapture, Opt
         self._refresh_fast()
 
     @property
+    def primary_optimizer(self) -> Any:
+        """The primary optimizer (whose steps are counted), or ``None`` before its first step. Any thread."""
+        return self._primary() if self._primary is not None else None
+
+    @property
     def on_training(self) -> Any:
         """Called at each training forward, backward and step while set (an open eval span). Training thread."""
         return self._on_training

@@ -87,6 +87,9 @@ def build_passport(m: RunView) -> dict[str, Any]:
         "emits_dropped": getattr(m, "queue_dropped", 0),
         "lanes": [lane.to_dict() for lane in m.lane_records()] if hasattr(m, "lane_records") else [],
     }
+    controls = getattr(m, "controls", None)  # stopped_by/stopped_at_step, checkpoints (core/controls.py)
+    if controls is not None:
+        passport.update(controls.passport_fields())
     m.dispatch.passport(passport)  # each extension's section under its name, and its derivations
     return passport
 
@@ -146,6 +149,16 @@ def render_markdown(p: dict[str, Any]) -> str:
     for index, check in sorted((gpu.get("crosscheck") or {}).items()):  # docs/spec.md section 8
         if isinstance(check, dict) and check.get("verdict"):
             lines.append(f"- GPU {index}, formula vs hardware: {markdown_text(check['sentence'])}")
+    if p.get("stopped_by"):
+        lines.append(f"- Stopped by {markdown_text(p['stopped_by'])} after step {p.get('stopped_at_step')}")
+    for ckpt in p.get("checkpoints") or []:
+        if isinstance(ckpt, dict):
+            lines.append(f"- Checkpoint at step {ckpt.get('step')}: {markdown_text(ckpt.get('path'))} "
+                         f"({format_bytes(ckpt.get('bytes'))}, {format_seconds(ckpt.get('seconds'))}, "
+                         f"{markdown_text(ckpt.get('source'))})")
+    for alert in p.get("alerts") or []:  # the alerts wing: what fired and what it did
+        if isinstance(alert, dict) and alert.get("sentence"):
+            lines.append(f"- Alert: {markdown_text(alert['sentence'])}")
     env = p.get("environment") or {}
     record = p.get("record") or {}
     if record and not record.get("complete", True):

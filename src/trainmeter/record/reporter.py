@@ -99,7 +99,9 @@ def format_text(m: RunView) -> str:
 def summary_line(m: RunView, saved: str | None = None) -> str:
     """One closing line saying where the record is (``saved``: default "passport in <run folder>")."""
     rate = m.session.session_tokens_per_s if m.session else None
-    return (f"trainmeter: run {m.options.name!r} {m.status} after {m.steps} steps, "
+    stopped = getattr(getattr(m, "controls", None), "stopped", None)
+    status = f"{m.status} by {stopped.by} at step {stopped.step}" if stopped is not None else m.status
+    return (f"trainmeter: run {m.options.name!r} {status} after {m.steps} steps, "
             f"{format_count(m.tokens)} {m.token_unit}"
             + (f", {format_rate(rate, f'{m.token_unit}/s')} (session)" if rate else "")
             + f"; {saved if saved is not None else f'passport in {m.run_dir}'}")

@@ -20,6 +20,7 @@ from trainmeter.core.extension import ExtensionBase, Report
 from trainmeter.core.reader import SeriesReader
 from trainmeter.verdicts.markers import markers
 from trainmeter.verdicts.rules import ReportPoint, VerdictEngine
+from trainmeter.verdicts.view import VerdictsView
 
 if TYPE_CHECKING:
     from trainmeter.core.monitor import Monitor
@@ -78,6 +79,10 @@ class Verdicts(ExtensionBase):
             step=m.steps, elapsed_s=m.elapsed_s(), tokens_per_s=interval.train_tokens_per_s if interval else None,
             mem_bytes=mem, mem_source=source, phases_s=dict(m.phases.totals_s), gpus=self._gpus()))
         return {"fired": [v.to_dict() for v in self.engine.verdicts]}
+
+    def view(self) -> VerdictsView:
+        """The verdicts so far (the alerts wing reads them); any thread."""
+        return VerdictsView(verdicts=tuple(v.to_dict() for v in self.engine.verdicts))
 
     def warnings(self) -> list[str]:
         """One sentence per verdict (the monitor prints each once on the text line)."""

@@ -43,8 +43,10 @@ def marker(verdict: dict[str, Any]) -> dict[str, Any] | None:
     if not isinstance(step, int | float) or isinstance(step, bool):
         return None
     kind = str(verdict.get("kind") or "verdict")
-    return {"kind": kind, "step": int(step), "label": LABELS.get(kind, kind.replace("_", " ")),
-            "sentence": str(verdict.get("sentence") or ""), "chart": CHARTS.get(kind, DEFAULT_CHART)}
+    label = verdict.get("label") or LABELS.get(kind, kind.replace("_", " "))  # a marker's own label and chart
+    chart = verdict.get("chart") or CHARTS.get(kind, DEFAULT_CHART)  # win (an alert's: alerts/extension.py)
+    return {"kind": kind, "step": int(step), "label": str(label), "sentence": str(verdict.get("sentence") or ""),
+            "chart": str(chart)}
 
 
 def markers(verdicts: Iterable[Any]) -> list[dict[str, Any]]:

@@ -64,6 +64,7 @@ class RunFacts:
     recent: Any = None  # RecentFigures of the last second while live (widget/live_rate.py), else None
     markers: tuple[dict[str, Any], ...] = ()  # verdict markers (verdicts/markers.py)
     x_head: tuple[int, int, float] | None = None  # (step, cumulative tokens, s) of the newest step while live
+    controls: dict[str, Any] | None = None  # the buttons' path, pending requests, alerts (widget/controls.py)
 
 
 # -- report series -------------------------------------------------------------------------
@@ -156,8 +157,17 @@ def facts_from_monitor(monitor: Any, recent: Any = None, x_head: tuple[int, int,
         warnings=tuple(list(monitor.warnings) + ext_warnings), panels=tuple(panels), extra_charts=tuple(charts),
         extra_tiles=tuple(extra_tiles), progress_bar=_progress_from_extensions(monitor, recent if live else None),
         error=getattr(monitor, "error", None), recent=recent if live else None, markers=tuple(markers),
-        x_head=x_head if live else None,
+        x_head=x_head if live else None, controls=_controls(monitor),
     )
+
+
+def _controls(monitor: Any) -> dict[str, Any] | None:
+    from trainmeter.widget.controls import controls_state
+
+    try:
+        return controls_state(monitor)
+    except Exception:
+        return None
 
 
 def facts_from_run(passport: dict[str, Any], events: list[dict[str, Any]], run_dir: str | None = None) -> RunFacts:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Literal, TypedDict
 
 # "unfinished": a replayed run that has no end record
-Status = Literal["starting", "running", "completed", "interrupted", "failed", "unfinished"]
+Status = Literal["starting", "running", "completed", "interrupted", "failed", "stopped", "unfinished"]
 XKind = Literal["step", "time"]
 Pace = Literal["recent", "training-only", "session"]
 
@@ -163,6 +163,68 @@ class Look(TypedDict):
     ticks: TickRule
 
 
+# -- controls (widget/controls.py) -------------------------------------------------------------------
+class ControlsPending(TypedDict):
+    """Requests not yet honoured: who asked for a stop, a checkpoint (``None``: none)."""
+
+    stop: str | None
+    checkpoint: str | None
+
+
+class ControlsStopped(TypedDict):
+    """Who stopped the run and after which step."""
+
+    by: str
+    step: int
+
+
+class CheckpointEntry(TypedDict):
+    """One checkpoint written (passport.json ``checkpoints``)."""
+
+    path: str
+    step: int
+    bytes: int | None
+    seconds: float | None
+    source: str
+
+
+class RefusedCheckpoint(TypedDict):
+    """A checkpoint refused, and why."""
+
+    step: int
+    by: str
+    reason: str
+
+
+class AlertEntry(TypedDict):
+    """A fired alert: its rule, action, step and sentence; ``notify``: tell the page (title, notification)."""
+
+    rule: str
+    action: str
+    step: int
+    sentence: str
+    notify: bool
+
+
+class Controls(TypedDict):
+    """The header's Stop/Checkpoint buttons and the alerts' banner (docs/protocol.md, "Controls").
+
+    ``path``: ``message`` (the comm reaches the busy kernel), ``file`` (``control_file`` through the
+    contents API) or ``None`` (the buttons are disabled; ``reason`` says why).
+    """
+
+    run_id: str | None
+    live: bool
+    path: Literal["message", "file"] | None
+    reason: str | None
+    control_file: str | None
+    pending: ControlsPending
+    stopped: ControlsStopped | None
+    checkpoints: list[CheckpointEntry]
+    refused: list[RefusedCheckpoint]
+    alerts: list[AlertEntry]
+
+
 # -- the state ----------------------------------------------------------------------------------------
 class _StateBase(TypedDict):
     name: str
@@ -188,6 +250,7 @@ class State(_StateBase, total=False):
     markers: list[Marker]
     x_axis: XAxis
     look: Look
+    controls: Controls
 
 
 class OutputRef(TypedDict):
@@ -225,5 +288,13 @@ class HelloMessage(TypedDict):
     kind: Literal["hello"]
 
 
+class ControlMessage(TypedDict):
+    """Front end -> kernel: the Stop or Checkpoint button, for run ``run_id`` (obeyed only from this widget's comm)."""
+
+    kind: Literal["control"]
+    action: Literal["stop", "checkpoint"]
+    run_id: str
+
+
 KernelMessage = AppendMessage | SnapshotMessage | FinalMessage
-FrontMessage = HelloMessage
+FrontMessage = HelloMessage | ControlMessage

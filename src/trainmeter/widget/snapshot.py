@@ -89,8 +89,9 @@ def progress_text(state: dict[str, Any]) -> str:
         err = state.get("error")
         parts.append(f"failed at step {format_integer(state.get('step'))}" + (f": {err}" if err else "")
                      + f" after {elapsed}")
-    elif status == "interrupted":
-        parts.append(f"interrupted at step {format_integer(state.get('step'))} after {elapsed}")
+    elif status in ("interrupted", "stopped"):  # stopped: by a control or an alert (docs/spec.md section 21)
+        by = ((state.get("controls") or {}).get("stopped") or {}).get("by") if status == "stopped" else None
+        parts.append(f"{status}{f' by {by}' if by else ''} at step {format_integer(state.get('step'))} after {elapsed}")
     elif p.get("eta_s") is not None:
         parts.append(f"ETA {format_duration(p['eta_s'])} ({p.get('pace', 'training-only')} pace)")
     return " · ".join(x for x in parts if x)
@@ -98,7 +99,8 @@ def progress_text(state: dict[str, Any]) -> str:
 
 def _header(state: dict[str, Any]) -> str:
     status = str(state.get("status", ""))
-    color = {"completed": "#1a7f37", "failed": "#cf222e", "interrupted": "#9a6700"}.get(status, MUTED)
+    color = {"completed": "#1a7f37", "failed": "#cf222e", "interrupted": "#9a6700",
+             "stopped": "#9a6700"}.get(status, MUTED)
     p = state.get("progress") or {}
     bar = ""
     if p:

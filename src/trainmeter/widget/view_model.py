@@ -241,6 +241,10 @@ def build_state(f: RunFacts) -> dict[str, Any]:
         "x_axis": x_axis_state(tokens=f.tokens, token_unit=f.token_unit, head=f.x_head),
         "look": look(),
     }
+    if f.controls is not None:  # the alerts' sentences show in its banner, not again among the warnings
+        state["controls"] = f.controls
+        shown = {a.get("sentence") for a in f.controls.get("alerts") or []}
+        state["warnings"] = [w for w in state["warnings"] if w not in shown]
     return clean(state)
 
 

@@ -133,6 +133,10 @@ class TrainmeterWidget(anywidget.AnyWidget):
         try:
             if isinstance(content, dict) and content.get("kind") == "hello":
                 self.answer_hello()
+            elif isinstance(content, dict) and content.get("kind") == "control":  # stop/checkpoint (widget/controls.py)
+                from trainmeter.widget.controls import obey
+
+                obey(getattr(self._publisher, "monitor", None), content)
         except Exception:
             pass  # a front-end message must never break the kernel side
 

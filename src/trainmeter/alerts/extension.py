@@ -1,0 +1,208 @@
+"""The alerts extension (name ``alerts``): rules over what the run already detects, and what each does when it fires.
+
+Rules (:mod:`trainmeter.alerts.rules`) come from ``--alert`` / ``tm.monitor(alert=...)`` and
+``tm.alert(...)``. Where each is checked (docs/spec.md, "Controls and alerts"):
+
+- ``nan`` with an action that stops: at each step (this wing's ``on_step``, only defined when
+  such a rule is declared), from the step's loss already read on the host, so the run ends at the
+  step whose loss was not finite; a device loss is seen once its copy has completed (a step or two
+  later, said in the sentence); any ``nan`` rule also fires from the verdict.
+- the verdicts (``spike``, ``throughput``, ``starved``), ``memory`` and ``SERIES>X`` rules: once a
+  second on the watchdog thread (:mod:`trainmeter.alerts.watchdog`), from the verdicts wing's view,
+  the memory reading and the series' last values; a stop is a request honoured at the next step.
+- ``hang``: on the watchdog thread (the training thread is stuck), with the training thread's top
+  frames in the record.
+
+Each rule fires once. A fired alert is in the widget's ``controls.alerts`` (banner, notification),
+its warnings, a chart marker, and the passport's ``alerts`` list.
+
+Thread safety: ``fire`` may run on the training or the watchdog thread (a lock; the record is
+replaced, never mutated); the publisher reads ``fired`` from any thread.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import threading
+import traceback
+from typing import TYPE_CHECKING, Any
+
+from trainmeter.alerts.rules import VERDICT_CONDITIONS, AlertRule, parse_rules
+from trainmeter.alerts.view import AlertsView
+from trainmeter.alerts.watchdog import Watchdog
+from trainmeter.core.extension import ExtensionBase
+
+if TYPE_CHECKING:
+    from trainmeter.core.monitor import Monitor
+
+TOP_FRAMES = 8
+_STOPPING = ("stop", "checkpoint-stop")
+_CHARTS = {"nan": "loss", "spike": "loss", "series": "loss", "memory": "memory"}  # the chart a marker goes on
+
+
+def thread_frames(ident: int | None, limit: int = TOP_FRAMES) -> list[str]:
+    """The top ``limit`` frames of thread ``ident``, innermost last (``file:line in function``); ``[]`` if gone."""
+    frame = sys._current_frames().get(ident) if ident is not None else None
+    if frame is None:
+        return []
+    return [f"{f.filename}:{f.lineno} in {f.name}" for f in traceback.extract_stack(frame)[-limit:]]
+
+
+class Alerts(ExtensionBase):
+    """Alerts that act (name ``alerts``).
+
+    Args:
+        rules: Parsed rules (``MonitorOptions.alerts``, strings, parsed here).
+        watch_interval_s: Seconds between the watchdog's checks.
+    """
+
+    name = "alerts"
+
+    def __init__(self, rules: Any = (), watch_interval_s: float = 1.0) -> None:
+        self.rules: tuple[AlertRule, ...] = parse_rules(rules)
+        self.fired: tuple[dict[str, Any], ...] = ()
+        self._lock = threading.Lock()
+        self._m: Monitor | None = None
+        self._train_ident: int | None = None
+        self._watchdog: Watchdog | None = None
+        self._watch_interval_s = watch_interval_s
+        self._loss_pos = 0  # the per-step NaN check's position in the captured loss series (a device loss)
+        self._nan_stop = next((r for r in self.rules if r.condition == "nan" and r.action in _STOPPING), None)
+        if self._nan_stop is not None:  # a per-step check only where a rule asks for one (docs/spec.md)
+            self.on_step = self._check_step_loss
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def start(self, monitor: Monitor) -> None:
+        """Note the training thread; start the watchdog (hang rules, the other rules, the control file)."""
+        self._m = monitor
+        self._train_ident = threading.get_ident()
+        self._watchdog = Watchdog(monitor, self, interval_s=self._watch_interval_s)
+        self._watchdog.start()
+
+    def stop(self) -> None:
+        """Join the watchdog (idempotent)."""
+        if self._watchdog is not None:
+            self._watchdog.stop()
+
+    def tick(self, now_s: float) -> None:
+        """One watchdog check at clock time ``now_s`` (its thread calls it each second; tests call it)."""
+        if self._watchdog is not None:
+            self._watchdog.tick(now_s)
+
+    def add(self, rules: Any) -> tuple[AlertRule, ...]:
+        """Add rules during the run (``tm.alert``); checked from the watchdog's next tick. Any thread.
+
+        Raises:
+            ValueError: For a bad rule (nothing is added).
+        """
+        new = parse_rules(rules)
+        with self._lock:
+            self.rules = (*self.rules, *new)
+        return new
+
+    @property
+    def training_ident(self) -> int | None:
+        """The training thread's id (the thread that started the run)."""
+        return self._train_ident
+
+    # -- checks ------------------------------------------------------------------------------
+    def _check_step_loss(self) -> None:
+        """Training thread, after each counted step: the step's host-read loss not finite -> fire (may stop)."""
+        hot = self._m.hot  # type: ignore[union-attr]
+        rule: AlertRule = self._nan_stop  # type: ignore[assignment]  # on_step exists only with this rule
+        if hot.held_step == hot.steps:  # the step's loss was read on the host (a CPU loss)
+            if not math.isfinite(hot.held_value):
+                self.fire(rule, hot.steps, f"the loss was {hot.held_value} at step {hot.steps}",
+                          on_training_thread=True)
+            return
+        series = hot.captured_series  # a device loss arrives once its copy completed: its new points
+        if series is None or series.end == self._loss_pos:
+            return
+        self._loss_pos, steps, _, values = series.read(self._loss_pos)
+        for step, value in zip(steps, values, strict=False):
+            if not math.isfinite(value):
+                self.fire(rule, hot.steps, f"the loss was {value} at step {step} (read at step {hot.steps})",
+                          on_training_thread=True)
+                return
+
+    def check(self) -> None:
+        """The verdict, memory and series rules against the run now (the watchdog's tick; any thread)."""
+        m = self._m
+        if m is None:
+            return
+        verdicts = getattr(m.extension("verdicts"), "verdicts", ()) or ()
+        by_kind = {v.get("kind"): v for v in verdicts if isinstance(v, dict)}
+        for rule in self.rules:
+            if rule.condition in VERDICT_CONDITIONS:
+                v = by_kind.get(VERDICT_CONDITIONS[rule.condition])
+                if v is not None:
+                    self.fire(rule, int(v.get("step") or m.steps), str(v.get("sentence") or rule.condition))
+            elif rule.condition == "memory":
+                used = getattr(m.memory, "utilization", None)
+                if used is not None and rule.threshold is not None and used >= rule.threshold:
+                    self.fire(rule, m.steps, f"memory utilization {used:.0%} reached the alert's {rule.threshold:.0%}")
+            elif rule.condition == "series" and rule.series in m.series:
+                last = m.series[rule.series].stats().last
+                if last is not None and rule.threshold is not None and (
+                        last > rule.threshold if rule.above else last < rule.threshold):
+                    op = ">" if rule.above else "<"
+                    self.fire(rule, m.steps, f"{rule.series} = {last:.4g} {op} {rule.threshold:g}")
+
+    def hang_rules(self) -> list[AlertRule]:
+        """The ``hang`` rules not yet fired."""
+        done = {a["rule"] for a in self.fired}
+        return [r for r in self.rules if r.condition == "hang" and r.text not in done]
+
+    # -- firing -----------------------------------------------------------------------------
+    def fire(self, rule: AlertRule, step: int, what: str, *, on_training_thread: bool = False,
+             where: list[str] | None = None) -> None:
+        """Record ``rule`` as fired at ``step`` (once) and act. On the training thread a stop raises
+        ``StopTraining`` now (the step has completed); elsewhere it is a request for the next step."""
+        m = self._m
+        if m is None:
+            return
+        with self._lock:
+            if any(a["rule"] == rule.text for a in self.fired):
+                return
+            sentence = f"alert {rule.text}: {what}"
+            event: dict[str, Any] = {"rule": rule.text, "condition": rule.condition, "action": rule.action,
+                                     "step": int(step), "t_s": m.elapsed_s(), "sentence": sentence,
+                                     "notify": rule.action != "show"}
+            if where is not None:
+                event["where"] = where
+            self.fired = (*self.fired, event)
+        if rule.action not in _STOPPING:
+            return
+        by = f"alert:{rule.text}"
+        controls = m.controls
+        if on_training_thread:
+            if rule.action == "checkpoint-stop":
+                controls.checkpoint_now(by)
+            controls.stop_now(by)  # raises StopTraining unless a framework takes the stop
+        else:
+            if rule.action == "checkpoint-stop":
+                controls.request_checkpoint(by)
+            controls.request_stop(by)
+
+    # -- what others read -------------------------------------------------------------------
+    def view(self) -> AlertsView:
+        """The rules and what fired (any thread)."""
+        return AlertsView(rules=tuple(r.text for r in self.rules), fired=self.fired)
+
+    def warnings(self) -> list[str]:
+        """One sentence per fired alert."""
+        return [a["sentence"] for a in self.fired]
+
+    def markers(self) -> list[dict[str, Any]]:
+        """A chart marker per fired alert: loss rules on the loss chart, memory on memory, the rest on
+        throughput (any thread)."""
+        return [{"kind": "alert", "step": a["step"], "label": f"alert {a['rule']}", "sentence": a["sentence"],
+                 "chart": _CHARTS.get(a["condition"], "throughput")} for a in self.fired]
+
+    def passport_section(self) -> list[dict[str, Any]] | None:
+        """The passport's ``alerts``: what fired, in order (``[]`` when rules were declared and none fired)."""
+        if not self.rules and not self.fired:
+            return None
+        return [dict(a) for a in self.fired]
+

@@ -1,0 +1,125 @@
+"""Alert rules: what to watch and what to do when it fires, parsed from ``--alert`` and ``tm.alert`` (docs/spec.md).
+
+A rule is ``CONDITION[:ACTION]``; several are joined by commas (``nan:stop,hang=120:notify``).
+Conditions: ``nan`` (a NaN/inf loss), ``spike`` (a loss spike), ``throughput`` (a throughput drop),
+``memory[=F]`` (memory utilization at or above ``F``, 0-1, default 0.95), ``starved`` (data-starved),
+``hang[=S]`` (no optimizer step for ``S`` seconds, default 300), and ``SERIES>X`` / ``SERIES<X`` on
+any recorded series (``val_loss>2.5``). Actions: ``show`` (the default: a banner in the widget),
+``notify`` (the banner, a browser notification and the page title), ``stop`` (as the Stop button),
+``checkpoint-stop`` (checkpoint, then stop). Pure functions; any thread.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+VERDICT_CONDITIONS = {"nan": "loss_nonfinite", "spike": "loss_spike", "throughput": "throughput_drop",
+                      "starved": "data_starved"}
+"""Conditions that are a verdict of the verdicts wing (verdicts/rules.py ``KINDS``)."""
+CONDITIONS = (*VERDICT_CONDITIONS, "memory", "hang", "SERIES>X", "SERIES<X")
+ACTIONS = ("show", "notify", "stop", "checkpoint-stop")
+DEFAULT_HANG_S = 300.0
+MIN_HANG_S = 5.0
+DEFAULT_MEMORY_FRACTION = 0.95
+MAX_RULES = 32
+_SERIES = re.compile(r"([A-Za-z_][A-Za-z0-9_./-]{0,127})\s*([<>])\s*(\S+)\Z")
+_VALID = (f"conditions: {', '.join(CONDITIONS)} (memory=F with F in 0-1, hang=S seconds >= {MIN_HANG_S:g}); "
+          f"actions: {', '.join(ACTIONS)}; e.g. nan:stop,hang=120:notify,val_loss>2.5")
+
+
+@dataclass(frozen=True, slots=True)
+class AlertRule:
+    """One parsed rule.
+
+    Attributes:
+        condition: ``nan``, ``spike``, ``throughput``, ``starved``, ``memory``, ``hang`` or ``series``.
+        action: One of :data:`ACTIONS`.
+        threshold: ``memory``: the utilization (0-1); ``hang``: seconds; ``series``: the value.
+        series: The series name of a ``series`` rule, else ``None``.
+        above: A ``series`` rule fires above (``>``) the threshold, else below.
+        text: The rule as written back (``nan:stop``): its name in ``stopped_by`` (``alert:<text>``).
+    """
+
+    condition: str
+    action: str
+    threshold: float | None = None
+    series: str | None = None
+    above: bool = True
+    text: str = ""
+
+    def to_dict(self) -> dict[str, object]:
+        """The passport's form."""
+        return {"rule": self.text, "condition": self.condition, "action": self.action, "threshold": self.threshold,
+                "series": self.series}
+
+
+def _number(value: str, rule: str, what: str) -> float:
+    try:
+        number = float(value)
+    except ValueError:
+        number = math.nan
+    if not math.isfinite(number):
+        raise ValueError(f"invalid alert rule {rule!r}: {what} {value!r} is not a finite number; {_VALID}")
+    return number
+
+
+def parse_rule(text: str) -> AlertRule:
+    """Parse one ``CONDITION[:ACTION]`` rule.
+
+    Raises:
+        ValueError: Naming the bad rule and what is valid.
+    """
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError(f"invalid alert rule {text!r}: expected CONDITION[:ACTION]; {_VALID}")
+    rule = text.strip()
+    condition, sep, action = rule.rpartition(":")
+    if not sep:
+        condition, action = rule, "show"
+    condition, action = condition.strip(), action.strip().lower()
+    if action not in ACTIONS:
+        raise ValueError(f"invalid alert rule {rule!r}: unknown action {action!r}; {_VALID}")
+    name, eq, value = condition.partition("=")
+    key = name.strip().lower()
+    if key in VERDICT_CONDITIONS and not eq:
+        return AlertRule(key, action, text=f"{key}:{action}")
+    if key == "hang":
+        seconds = _number(value, rule, "hang seconds") if eq else DEFAULT_HANG_S
+        if seconds < MIN_HANG_S:
+            raise ValueError(f"invalid alert rule {rule!r}: hang={value} is under {MIN_HANG_S:g} seconds; {_VALID}")
+        return AlertRule("hang", action, seconds, text=f"hang={seconds:g}:{action}")
+    if key == "memory":
+        fraction = _number(value, rule, "memory fraction") if eq else DEFAULT_MEMORY_FRACTION
+        if not 0 < fraction <= 1:
+            raise ValueError(f"invalid alert rule {rule!r}: memory={value} is not a fraction in (0, 1]; {_VALID}")
+        return AlertRule("memory", action, fraction, text=f"memory={fraction:g}:{action}")
+    match = _SERIES.match(condition)
+    if match is not None:
+        series, op, value = match.groups()
+        threshold = _number(value, rule, "threshold")
+        return AlertRule("series", action, threshold, series=series, above=op == ">",
+                         text=f"{series}{op}{threshold:g}:{action}")
+    raise ValueError(f"invalid alert rule {rule!r}: unknown condition {condition!r}; {_VALID}")
+
+
+def parse_rules(value: str | Iterable[str] | None) -> tuple[AlertRule, ...]:
+    """Parse ``--alert`` (comma-separated) or a list of rules; ``()`` for ``None``.
+
+    Raises:
+        ValueError: For a bad rule, too many rules, or a condition given twice.
+    """
+    if value is None:
+        return ()
+    items = value.split(",") if isinstance(value, str) else list(value)
+    rules = tuple(item if isinstance(item, AlertRule) else parse_rule(item) for item in items)
+    if len(rules) > MAX_RULES:
+        raise ValueError(f"invalid --alert: {len(rules)} rules, at most {MAX_RULES}")
+    seen: set[tuple[str, str | None, bool]] = set()
+    for r in rules:
+        key = (r.condition, r.series, r.above)
+        if key in seen:
+            raise ValueError(f"invalid --alert: the condition of {r.text!r} is given twice; give each once")
+        seen.add(key)
+    return rules

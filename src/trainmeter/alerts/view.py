@@ -1,0 +1,19 @@
+"""The alerts wing's published view: the rules in force and the alerts that fired."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class AlertsView:
+    """What the widget and other wings read of the alerts wing (any thread).
+
+    Attributes:
+        rules: Each rule as written back (``nan:stop``).
+        fired: ``{rule, condition, action, step, t_s, sentence, notify[, where]}`` per fired alert, in order.
+    """
+
+    rules: tuple[str, ...]
+    fired: tuple[dict[str, Any], ...]

@@ -1,0 +1,136 @@
+"""The alerts' watchdog thread: once a second, the alert rules, the hang check and the run's control file.
+
+The training thread is never asked for anything here: a hang is seen because the step counter
+stopped moving (the training thread's top frames are read with ``sys._current_frames``), and the
+control file (``<run>/control.json``, written by the widget through the Jupyter server's contents
+API where its messages cannot reach a busy kernel; docs/protocol.md, "Controls") costs one
+``os.lstat`` a second, on this thread. A control there is obeyed only when it names this run's id
+(the run folder's name) and a known action, and only once per ``id``; nothing in it is executed.
+
+Thread safety: its own thread; ``tick`` (also called by tests with an explicit time) reads the
+monitor's published state and files, and makes requests through ``monitor.controls`` (thread-safe).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import threading
+from pathlib import Path
+from typing import Any
+
+CONTROL_FILE = "control.json"
+CONTROL_ACTIONS = ("stop", "checkpoint")
+MAX_CONTROL_BYTES = 4096
+MAX_IDS_KEPT = 256
+
+
+def read_control(path: Path, run_id: str) -> tuple[str, str] | None:
+    """``(action, id)`` of a valid control file for run ``run_id``, else ``None`` (missing, a link, too big,
+    not JSON, another run's, an unknown action). Never raises."""
+    try:
+        st = os.lstat(path)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_CONTROL_BYTES:
+            return None
+        with open(path, "rb") as f:
+            data = json.loads(f.read(MAX_CONTROL_BYTES).decode("utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or data.get("run_id") != run_id:
+        return None
+    action, ident = data.get("action"), data.get("id")
+    if action not in CONTROL_ACTIONS or not isinstance(ident, str | int) or isinstance(ident, bool):
+        return None
+    return str(action), str(ident)
+
+
+class Watchdog:
+    """One daemon thread per run (``trainmeter-alerts``).
+
+    Args:
+        monitor: The run (``steps``, ``clock``, ``phases``, ``run_dir``, ``controls``).
+        alerts: The alerts wing (``check``, ``hang_rules``, ``fire``; its training thread's id).
+        interval_s: Seconds between ticks.
+    """
+
+    def __init__(self, monitor: Any, alerts: Any, interval_s: float = 1.0) -> None:
+        self._m = monitor
+        self._alerts = alerts
+        self._interval_s = interval_s
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._last_steps = -1
+        self._last_change_s = 0.0
+        self._control_sig: tuple[int, int] | None = None
+        self._ids: list[str] = []
+
+    def start(self) -> None:
+        """Start the thread."""
+        self._last_change_s = self._m.clock()
+        self._thread = threading.Thread(target=self._run, name="trainmeter-alerts", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop and join the thread (idempotent)."""
+        self._stop.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=5)
+        self._thread = None
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval_s):
+            try:
+                self.tick(self._m.clock())
+            except Exception as exc:  # never raise on our thread; one warning
+                try:
+                    self._m.warn_once("alerts-watchdog", f"the alerts' watchdog failed and stopped: {exc!r}")
+                except Exception:
+                    pass
+                return
+
+    def tick(self, now_s: float) -> None:
+        """One check: the rules, the hang, the control file."""
+        self._alerts.check()
+        self._hang(now_s)
+        self._control()
+
+    def _hang(self, now_s: float) -> None:
+        m = self._m
+        steps = m.steps
+        if steps != self._last_steps or not m.phases.training:  # a step came, or eval/checkpoint time: no hang
+            self._last_steps, self._last_change_s = steps, now_s
+            return
+        quiet_s = now_s - self._last_change_s
+        for rule in self._alerts.hang_rules():
+            if rule.threshold is not None and quiet_s >= rule.threshold:
+                from trainmeter.alerts.extension import thread_frames
+
+                where = thread_frames(self._alerts.training_ident)
+                top = where[-1] if where else "its stack could not be read"
+                self._alerts.fire(rule, steps, f"no optimizer step for {quiet_s:.0f} s after step {steps}; "
+                                               f"the training thread is at {top}", where=where)
+
+    def _control(self) -> None:
+        run_dir = self._m.run_dir
+        if run_dir is None:
+            return
+        path = Path(run_dir) / CONTROL_FILE
+        try:
+            st = os.lstat(path)
+        except OSError:
+            return
+        sig = (st.st_mtime_ns, st.st_size)
+        if sig == self._control_sig:
+            return
+        self._control_sig = sig
+        got = read_control(path, Path(run_dir).name)
+        if got is None or got[1] in self._ids:
+            return
+        action, ident = got
+        self._ids = [*self._ids[-(MAX_IDS_KEPT - 1):], ident]
+        controls = self._m.controls
+        if action == "stop":
+            controls.request_stop("control-file")
+        else:
+            controls.request_checkpoint("control-file")

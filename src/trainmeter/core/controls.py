@@ -1,0 +1,322 @@
+"""Requests to act on a live run (stop after this step, checkpoint now), honoured at the next optimizer step boundary.
+
+Any thread asks (``tm.stop()``, ``tm.checkpoint()``, the widget's buttons on the kernel's
+subshell, the control file's watcher, an alert); the training thread acts, right after a counted
+optimizer step has completed and never inside one (docs/spec.md, "Controls and alerts"). A request
+costs the step path nothing while none is pending: it swaps the monitor's step hook for
+:meth:`Controls._on_step` and sets the hook's next step to 0, so the comparison the step already
+makes (``steps >= hot.hook_at``) calls it; the trampoline gives the dispatcher's hook back, acts,
+and calls that hook once (a sampling wing reschedules itself there). A wing that reschedules itself
+in the instant between the request and the next step moves that call to its own next sampled step,
+which is where the request is then honoured.
+
+A stop goes through the framework in use when there is one (the frameworks wing's published
+``control``: ``request_stop()``, so the framework runs its own end); otherwise
+:class:`StopTraining` is raised from the step hook. A checkpoint goes through the framework's
+saver, otherwise ``torch.save`` of the watched root and the primary optimizer into
+``<run>/checkpoints/step-<n>.pt``, timed as the ``checkpoint`` phase.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+STOP_SOURCES = ("button", "tm.stop", "control-file")
+"""Who may stop a run, besides ``alert:<rule>``."""
+
+
+class StopTraining(BaseException):
+    """Ends a hand loop after a completed optimizer step because a stop was asked.
+
+    A ``BaseException`` (like ``KeyboardInterrupt``), so a loop's ``except Exception:`` does not
+    swallow it; ``tm.monitor()`` and ``%%trainmeter`` catch it and end the run as ``stopped``.
+
+    Attributes:
+        by: Who asked (``button``, ``tm.stop``, ``control-file``, ``alert:<rule>``).
+        step: The optimizer step after which training stopped.
+    """
+
+    def __init__(self, by: str, step: int) -> None:
+        super().__init__(f"training stopped by {by} after step {step}")
+        self.by = by
+        self.step = step
+
+
+@dataclass(frozen=True)
+class CheckpointRecord:
+    """One checkpoint written during the run (passport.json ``checkpoints``, docs/spec.md).
+
+    Attributes:
+        path: Relative to the run folder, or as the framework wrote it when outside.
+        step: The optimizer step it holds.
+        bytes: Its size on disk (a folder: the sum of its files), ``None`` when unreadable.
+        seconds: Measured wall time of the save.
+        source: ``trainmeter`` (torch.save) or the framework's name.
+    """
+
+    path: str
+    step: int
+    bytes: int | None
+    seconds: float | None
+    source: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """The passport's form."""
+        return {"path": self.path, "step": self.step, "bytes": self.bytes, "seconds": self.seconds,
+                "source": self.source}
+
+
+@dataclass(frozen=True)
+class StopRecord:
+    """Who stopped the run, after which step, through what (``StopTraining`` or a framework's name), and the
+    step counted when the stop was asked (``None``: asked on the training thread, at the step itself)."""
+
+    by: str
+    step: int
+    via: str
+    requested_at_step: int | None = None
+
+
+def _size_bytes(path: Path) -> int | None:
+    try:
+        if path.is_dir():
+            return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+        return path.stat().st_size
+    except OSError:
+        return None
+
+
+def _compiling() -> bool:
+    torch = sys.modules.get("torch")
+    try:
+        return bool(torch is not None and torch.compiler.is_compiling())
+    except Exception:
+        return False
+
+
+def _sharded(model: Any) -> bool:
+    """Whether any parameter of ``model`` is a DTensor (FSDP2, tensor parallel)."""
+    try:
+        from torch.distributed.tensor import DTensor
+    except Exception:
+        return False
+    return any(isinstance(p, DTensor) for p in model.parameters())
+
+
+class Controls:
+    """The run's pending requests and what was done with them (a part of the monitor, ``monitor.controls``).
+
+    Args:
+        monitor: The run (its ``hot`` state, ``steps``, ``run_dir``, ``model_ref``, ``probes``,
+            ``extension``, ``enter_phase``/``exit_phase``, ``warn_once``).
+
+    Thread safety: ``request_*`` from any thread; ``_on_step``, ``stop_now`` and ``checkpoint_now``
+    on the training thread; the records are replaced, never mutated, so any thread may read them.
+    """
+
+    def __init__(self, monitor: Any) -> None:
+        self._m = monitor
+        self._lock = threading.Lock()
+        self._armed = False
+        self._hook: tuple[Callable[[], None] | None, int] = (None, sys.maxsize)  # the dispatcher's hook and step
+        self._stop_by: str | None = None
+        self._stop_asked_at: int | None = None  # the step counted when the stop was asked
+        self._checkpoint_by: str | None = None
+        self.stopped: StopRecord | None = None
+        self.checkpoints: tuple[CheckpointRecord, ...] = ()
+        self.refused: tuple[dict[str, Any], ...] = ()
+
+    # -- any thread ------------------------------------------------------------------------
+    def live(self) -> bool:
+        """Whether the run takes requests now (started and not finishing)."""
+        m = self._m
+        return m.status == "running" and not getattr(m, "_finished", False)
+
+    def request_stop(self, by: str) -> bool:
+        """Ask the training thread to stop after the next optimizer step; whether the run took it."""
+        if not self.live() or self.stopped is not None:
+            return False
+        with self._lock:
+            if self._stop_by is None:
+                self._stop_by, self._stop_asked_at = by, self._m.steps
+            self._arm()
+        return True
+
+    def request_checkpoint(self, by: str) -> bool:
+        """Ask the training thread to checkpoint after the next optimizer step; whether the run took it."""
+        if not self.live():
+            return False
+        with self._lock:
+            if self._checkpoint_by is None:
+                self._checkpoint_by = by
+            self._arm()
+        return True
+
+    def pending(self) -> tuple[str | None, str | None]:
+        """``(stop_by, checkpoint_by)`` not yet honoured."""
+        return self._stop_by, self._checkpoint_by
+
+    def _arm(self) -> None:  # under the lock
+        hot = self._m.hot
+        if not self._armed:
+            self._armed = True
+            hot.step_hook = self._on_step
+        hot.hook_at = 0  # the next counted step calls the trampoline
+
+    def set_hook(self, fn: Callable[[], None] | None, at: int) -> None:
+        """The dispatcher's step hook ``fn`` from step ``at`` (``Monitor.set_step_hook``): installed now, or
+        kept for the trampoline to give back while a request is pending. Training thread."""
+        with self._lock:
+            self._hook = (fn, at if fn is not None else sys.maxsize)
+            if not self._armed:
+                self._m.hot.step_hook, self._m.hot.hook_at = self._hook
+
+    # -- the training thread ---------------------------------------------------------------
+    def _on_step(self) -> None:
+        """The trampoline: give the hook back, checkpoint, call the hook, then stop (may raise StopTraining)."""
+        if _compiling():  # inside a compiled region: not a boundary we can act at; the next step will be
+            return
+        hot = self._m.hot
+        with self._lock:
+            stop_by, self._stop_by = self._stop_by, None
+            asked_at, self._stop_asked_at = self._stop_asked_at, None
+            checkpoint_by, self._checkpoint_by = self._checkpoint_by, None
+            self._armed = False
+            fn, at = self._hook
+            hot.step_hook = fn
+            hot.hook_at = at
+        try:
+            if checkpoint_by is not None:
+                self.checkpoint_now(checkpoint_by)
+            if fn is not None:
+                fn()
+        finally:
+            if stop_by is not None:
+                self.stop_now(stop_by, asked_at)
+
+    def stop_now(self, by: str, requested_at_step: int | None = None) -> None:
+        """Stop after the step just counted: through the framework's own stop, else raise :class:`StopTraining`.
+
+        Training thread, at a step boundary (the step hook). Raises:
+            StopTraining: When no framework took the stop.
+        """
+        step = self._m.steps
+        control = self.framework()
+        if control is not None:
+            try:
+                if control.request_stop():
+                    self.stopped = StopRecord(by=by, step=step, via=str(getattr(control, "name", "framework")),
+                                              requested_at_step=requested_at_step)
+                    return
+            except Exception as exc:
+                self._m.warn_once("control-stop", f"the framework's stop failed ({exc!r}); stopping the loop instead")
+        self.stopped = StopRecord(by=by, step=step, via="StopTraining", requested_at_step=requested_at_step)
+        raise StopTraining(by, step)
+
+    def framework(self) -> Any:
+        """The frameworks wing's ``FrameworkControl``, or ``None`` (no wing, no framework in use)."""
+        try:
+            return getattr(self._m.extension("frameworks"), "control", None)
+        except Exception:
+            return None
+
+    def checkpoint_now(self, by: str) -> CheckpointRecord | None:
+        """Save a checkpoint of the step just counted; its record, or ``None`` when refused or failed (said once).
+
+        Training thread, at a step boundary. Never raises.
+        """
+        m = self._m
+        step = m.steps
+        refusal = self._refusal()
+        if refusal is not None:
+            return self._refuse(step, by, refusal)
+        entered = False
+        try:
+            m.enter_phase("checkpoint")
+            entered = True
+            t0 = time.perf_counter()
+            path, source = self._save(step)
+            seconds = time.perf_counter() - t0
+        except _Refused as exc:
+            return self._refuse(step, by, str(exc))
+        except Exception as exc:
+            return self._refuse(step, by, f"the save failed: {exc!r}")
+        finally:
+            if entered:
+                m.exit_phase()
+        try:
+            rel = str(path.relative_to(m.run_dir))
+        except ValueError:
+            rel = str(path)
+        record = CheckpointRecord(path=rel, step=step, bytes=_size_bytes(path), seconds=seconds, source=source)
+        self.checkpoints = (*self.checkpoints, record)
+        return record
+
+    def _refusal(self) -> str | None:
+        m = self._m
+        if m.run_dir is None:
+            return "the run has no folder (its record is kept in memory)"
+        if _compiling():
+            return "the optimizer step runs inside a torch.compile region"
+        return None
+
+    def _refuse(self, step: int, by: str, reason: str) -> None:
+        self.refused = (*self.refused, {"step": step, "by": by, "reason": reason})
+        self._m.warn_once(f"checkpoint-refused-{len(self.refused)}", f"checkpoint at step {step} refused: {reason}")
+        return None
+
+    def _save(self, step: int) -> tuple[Path, str]:
+        m = self._m
+        folder = Path(m.run_dir) / "checkpoints"
+        control = self.framework()
+        if control is not None:
+            folder.mkdir(parents=True, exist_ok=True)
+            written = control.save_checkpoint(str(folder))
+            if written:
+                return Path(written), str(getattr(control, "name", "framework"))
+        model = m.model_ref() if m.model_ref is not None else None
+        if model is None:
+            raise _Refused("no trained model is known (the first optimizer step names it; one called only inside a "
+                           "torch.compile'd function is not seen: pass tm.monitor(model=...))")
+        if _sharded(model):
+            raise _Refused("the model is sharded (DTensor parameters) and no framework saver is in use")
+        import torch
+
+        probes = m.probes
+        optimizer = getattr(probes, "primary_optimizer", None) if probes is not None else None
+        payload = {"model": model.state_dict(), "optimizer": optimizer.state_dict() if optimizer is not None else None,
+                   "step": step}
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"step-{step}.pt"
+        tmp = path.with_name(path.name + ".tmp")
+        torch.save(payload, tmp)
+        os.replace(tmp, path)
+        return path, "trainmeter"
+
+    # -- the record ---------------------------------------------------------------------
+    def end_status(self, default: str) -> str:
+        """``stopped`` when a stop was honoured (a framework ended by its own loop), else ``default``."""
+        return "stopped" if self.stopped is not None else default
+
+    def passport_fields(self) -> dict[str, Any]:
+        """passport.json's ``stopped_by``/``stopped_at_step`` (when stopped), ``checkpoints`` and refusals."""
+        out: dict[str, Any] = {}
+        if self.stopped is not None:
+            s = self.stopped
+            out.update(stopped_by=s.by, stopped_at_step=s.step, stopped_via=s.via,
+                       stop_requested_at_step=s.requested_at_step)
+        out["checkpoints"] = [c.to_dict() for c in self.checkpoints]
+        if self.refused:
+            out["checkpoints_refused"] = list(self.refused)
+        return out
+
+
+class _Refused(Exception):
+    """A checkpoint that is not safe to take here; the message says why."""

@@ -1,0 +1,16 @@
+"""The verdicts wing's published view: the verdicts fired so far."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class VerdictsView:
+    """What other wings read of the verdicts (any thread).
+
+    Attributes:
+        verdicts: ``{kind, step, sentence}`` per verdict, in the order they fired.
+    """
+
+    verdicts: tuple[dict[str, object], ...]

@@ -1,0 +1,88 @@
+"""The widget's controls: the ``controls`` part of the state (buttons, alerts), and the front end's control messages.
+
+Two paths reach a live run (docs/protocol.md, "Controls"): a ``control`` message on the widget's
+own comm, answered on the kernel's subshell while the cell trains (ipykernel 7: the restore router
+of widget/restore_route.py diverts this widget's comm messages there), or, where messages wait for
+the cell's end (ipykernel 6, marimo), the control file ``<run>/control.json`` that the front end
+writes through the Jupyter server's contents API and the alerts' watchdog reads. A message is
+obeyed only from this widget's comm, only when it names this run's id (the run folder's name) and
+a known action; nothing in it is executed. Read-only on the run except the request; any thread.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+ACTIONS = ("stop", "checkpoint")
+MAX_LISTED = 16
+NO_MESSAGES = "this kernel reads widget messages only between cells (ipykernel 6, or no kernel subshells)"
+NO_MESSAGES_MARIMO = "marimo reads widget messages only between cells"
+NO_FILE = "the run folder is not served for a control file"
+NO_FILE_WHY = {"hidden": " (a hidden folder: run with --dir runs)", "outside": " (outside the notebook's folder)"}
+
+
+def run_id(monitor: Any) -> str | None:
+    """The id a control must name: the run folder's name (``None`` for a run kept in memory)."""
+    run_dir = getattr(monitor, "run_dir", None)
+    return Path(run_dir).name if run_dir is not None else None
+
+
+def obey(monitor: Any, content: Any) -> bool:
+    """Act on a front-end ``control`` message from this widget's comm; whether a live run took it. Never raises."""
+    try:
+        if not isinstance(content, dict) or content.get("kind") != "control" or monitor is None:
+            return False
+        ident = run_id(monitor)
+        action = content.get("action")
+        if ident is None or content.get("run_id") != ident or action not in ACTIONS:
+            return False
+        controls = monitor.controls
+        return bool(controls.request_stop("button") if action == "stop" else controls.request_checkpoint("button"))
+    except Exception:
+        return False
+
+
+def _message_path() -> tuple[bool, str | None]:
+    """Whether this widget's messages reach the kernel while a cell runs, and why not."""
+    try:
+        from trainmeter.widget.attach import live_publisher
+        from trainmeter.widget.host import in_marimo
+
+        publisher = live_publisher()
+        if publisher is not None and getattr(publisher, "restore_router", None) is not None:
+            return True, None
+        return False, NO_MESSAGES_MARIMO if in_marimo() else NO_MESSAGES
+    except Exception:
+        return False, NO_MESSAGES
+
+
+def controls_state(monitor: Any) -> dict[str, Any] | None:
+    """The state's ``controls`` (docs/protocol.md): which path the buttons take, what is pending, what was done."""
+    controls = getattr(monitor, "controls", None)
+    if controls is None:
+        return None
+    from trainmeter.widget.snapshot import served_rel
+    from trainmeter.widget.view_model import run_paths
+
+    live = bool(controls.live())
+    messages, reason = _message_path() if live else (False, None)
+    run_dir = getattr(monitor, "run_dir", None)
+    run_rel = run_paths(str(run_dir))[1] if run_dir is not None else None
+    rel = served_rel(run_rel)  # the folder as the server serves it, or None
+    control_file = f"{rel}/control.json" if rel and run_id(monitor) else None
+    path = "message" if messages else ("file" if control_file else None)
+    if path is None and live and reason is not None:
+        reason = f"{reason}; {NO_FILE}{NO_FILE_WHY['hidden' if run_rel else 'outside']}"
+    stop_by, checkpoint_by = controls.pending()
+    stopped = controls.stopped
+    alerts = getattr(monitor.extension("alerts"), "fired", ()) or ()
+    return {
+        "run_id": run_id(monitor), "live": live, "path": path, "reason": reason, "control_file": control_file,
+        "pending": {"stop": stop_by, "checkpoint": checkpoint_by},
+        "stopped": {"by": stopped.by, "step": stopped.step} if stopped is not None else None,
+        "checkpoints": [c.to_dict() for c in controls.checkpoints[-MAX_LISTED:]],
+        "refused": [dict(r) for r in controls.refused[-MAX_LISTED:]],
+        "alerts": [{k: a.get(k) for k in ("rule", "action", "step", "sentence", "notify")}
+                   for a in alerts[-MAX_LISTED:]],
+    }
