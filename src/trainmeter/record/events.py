@@ -9,7 +9,9 @@ reader, in any wing, reads the log through :func:`iter_events`, :func:`head`, :f
 record wing is a sink; other wings import it for the run log through this module.
 
 Every file is opened through :mod:`trainmeter.record.safe_read` (a FIFO, a device or a symlink out
-of the run folder is refused). The one tolerance rule, for every reader: a line is a record when it decodes as UTF-8 and parses
+of the run folder is refused).
+
+The one tolerance rule, for every reader: a line is a record when it decodes as UTF-8 and parses
 as a JSON object; any other line (torn by a kill mid-write, cut by a read window, damaged bytes) is
 skipped and counted in :class:`ReadStats`, never raised. A damaged log reads as the records it
 still holds. :func:`iter_events` raises ``OSError`` only when the file cannot be opened;

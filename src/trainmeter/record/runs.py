@@ -55,7 +55,7 @@ class Run:
 
     @property
     def status(self) -> str:
-        """``completed``, ``interrupted``, ``failed``, ``terminated``, ``unfinished`` without a passport, or ``damaged``."""
+        """``completed`` ... ``terminated``, ``unfinished`` without a passport, or ``damaged`` (see :attr:`damaged`)."""
         return str(self.passport.get("status") or "unfinished")
 
     @property

@@ -205,8 +205,9 @@ def log_tail_summary(path: Path, head_bytes: int = HEAD_BYTES, tail_bytes: int =
         kind = r.get("kind")
         if kind in ("interval", "end") and kind not in found:
             found[kind] = r
-        if last_loss is None and kind == "series" and r.get("name") == "train_loss" and isinstance(r.get("value"), list):
-            last_loss = next((v for v in reversed(r["value"]) if _finite(v)), None)
+        values = r.get("value")
+        if last_loss is None and kind == "series" and r.get("name") == "train_loss" and isinstance(values, list):
+            last_loss = next((v for v in reversed(values) if _finite(v)), None)
     last, end = found.get("interval", {}), found.get("end", {})
     return {"name": start.get("name"), "started_at": start.get("started_at"),
             "status": end.get("status") or "unfinished", "elapsed_s": last.get("elapsed_s"),

@@ -162,7 +162,8 @@ class _FactsRecords:
             elif kind == "series":
                 name = e.get("name")
                 if e.get("x", "step") == "step" and isinstance(name, str) and name not in self._names:
-                    self._names[name] = {"kind": "series", "name": name, "x": "step", "value": []}  # type: ignore[typeddict-item]
+                    stub = {"kind": "series", "name": name, "x": "step", "value": []}
+                    self._names[name] = stub  # type: ignore[assignment]
                 if name == "train_loss" and isinstance(e.get("value"), list) and any(
                         isinstance(v, (int, float)) and math.isfinite(v) for v in e["value"]):
                     self._loss = e
