@@ -84,13 +84,17 @@ class Curves:
 
 
 def write_curves(run_dir: Path, doc: dict[str, Any]) -> Path:
-    """Write ``curves.json`` atomically (non-finite floats as null); return its path."""
-    from trainmeter.record.runlog import clean
+    """Write ``curves.json`` atomically (non-finite floats as null); return its path.
+
+    A failure (a full disk) leaves no temporary file (docs/spec.md section 18).
+
+    Raises:
+        OSError: When the file cannot be written.
+    """
+    from trainmeter.record.runlog import clean, write_file_atomic
 
     path = run_dir / CURVES_FILE
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(clean(doc), separators=(",", ":")), encoding="utf-8")
-    tmp.replace(path)
+    write_file_atomic(path, json.dumps(clean(doc), separators=(",", ":")))
     return path
 
 

@@ -222,7 +222,7 @@ def parse_line(line: bytes | str, stats: ReadStats | None = None) -> Record | No
         return None
     try:
         record = json.loads(line)
-    except ValueError:  # JSONDecodeError and UnicodeDecodeError
+    except (ValueError, RecursionError):  # JSONDecodeError, UnicodeDecodeError, nested too deep
         record = None
     if isinstance(record, dict):
         return record  # type: ignore[return-value]

@@ -122,7 +122,9 @@ def read_bytes(path: str | Path, max_bytes: int, *, within: str | Path | None = 
                           "a reader takes; not read")
         if size > max_bytes:
             raise too_big
-        data = f.read(max_bytes + 1)  # it may have grown since fstat
+        data = f.read(size + 1)  # (read(n) allocates n bytes) it may have grown since fstat
+        while len(data) <= max_bytes and (more := f.read(min(READ_BLOCK_BYTES, max_bytes + 1 - len(data)))):
+            data += more
         if len(data) > max_bytes:
             raise too_big
         return data
