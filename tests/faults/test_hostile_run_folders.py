@@ -23,7 +23,6 @@ from trainmeter.core.clock import FakeClock
 from trainmeter.extensions import make_monitor
 from trainmeter.options import make_options
 from trainmeter.record.runs import runs_table, summarise_log
-from trainmeter.record.safe_read import Damaged, iter_lines, read_json
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs (POSIX)")
 
@@ -113,9 +112,9 @@ def test_runs_lists_the_good_run_and_marks_each_hostile_folder_damaged(hostile_r
         assert run.status == "damaged" and run.damaged, fault
     assert "FIFO" in by_dir[bad["fifo_passport"]].damaged
     assert "symlink out of its run folder" in by_dir[bad["zero_log"]].damaged
-    assert "1.00 GiB" in by_dir[bad["huge_passport"]].damaged or "GiB" in by_dir[bad["huge_passport"]].damaged
+    assert "is 1.0 GiB, over the 64.0 MiB" in by_dir[bad["huge_passport"]].damaged
     assert "nested too deep" in by_dir[bad["deep_passport"]].damaged
-    assert "'steps' holds str" in by_dir[bad["wrong_passport"]].damaged or "holds" in by_dir[bad["wrong_passport"]].damaged
+    assert "'name' holds int 5, expected a string" in by_dir[bad["wrong_passport"]].damaged
     # a log with one non-UTF-8 line keeps its other records: killed-run figures, the bad line said
     non_utf8 = by_dir[bad["non_utf8_log"]]
     assert non_utf8.passport["steps"] == 5 and any("1 unreadable lines" in w for w in non_utf8.passport["warnings"])
@@ -179,24 +178,6 @@ def test_compare_draws_the_good_run_beside_the_damaged_ones(hostile_root):
     assert good_line and len(good_line[0].x) == 5
 
 
-def test_a_log_line_longer_than_the_bound_is_skipped_without_being_held(tmp_path):
-    path = tmp_path / "events.jsonl"
-    with path.open("wb") as out:
-        out.write(b'{"kind": "start"}\n')
-        out.truncate(40 * 1024 * 1024)  # 40 MiB of NUL bytes, no newline
-    with path.open("ab") as out:
-        out.write(b'\n{"kind": "end", "status": "completed"}\n')
-    tracemalloc.start()
-    try:
-        with path.open("rb") as f:
-            lines = list(iter_lines(f, max_line_bytes=4 * 1024 * 1024))
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
-    assert [line for line, _ in lines] == [b'{"kind": "start"}\n', b"\x00", b'{"kind": "end", "status": "completed"}\n']
-    assert peak < 16 * 1024 * 1024
-
-
 def test_a_long_log_is_summarised_from_a_bounded_head_and_its_tail(tmp_path):
     path = tmp_path / "events.jsonl"
     lines = [json.dumps({"kind": "start", "name": "long", "started_at": "2026-01-01T00:00:00+00:00"})]
@@ -208,20 +189,3 @@ def test_a_long_log_is_summarised_from_a_bounded_head_and_its_tail(tmp_path):
     assert summary["steps"] == 20_000 and summary["tokens"] == 7 and summary["elapsed_s"] == 9.0
     assert any("series figures are from its first 64.0 KiB" in w for w in summary["warnings"])
     assert summary["series"]["train_loss"]["count"] < 20_000  # only the head's points
-
-
-@pytest.mark.parametrize(("content", "needle"), [
-    (b"\xff{}", "not UTF-8 (byte 0xff at offset 0)"),
-    (b'{"a": ', "not JSON"),
-    (b"[1]", "holds a JSON list, not an object"),
-    (b'{"steps": true}', "'steps' holds bool True, expected a number"),
-    (b"{" + b'"a":{' * 50_000 + b"}" * 50_001, "nested too deep"),
-])
-def test_read_json_names_the_damage(tmp_path, content, needle):
-    from trainmeter.record.safe_read import PASSPORT_TYPES
-
-    path = tmp_path / "passport.json"
-    path.write_bytes(content)
-    with pytest.raises(Damaged, match="passport.json") as caught:
-        read_json(path, types=PASSPORT_TYPES)
-    assert needle in str(caught.value).replace("a whole number or a number", "a number")

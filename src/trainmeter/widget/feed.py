@@ -5,7 +5,12 @@ cursor, ``monitor.add_reader()``: advancing it lets the monitor trim) into
 :class:`~trainmeter.widget.decimate.Decimator` s, adds the smoothed twin of the training loss
 (widget/smoothed.py, every step folded), the x mappings (widget/x_axis.py) and one point of each
 report series per report; :meth:`SeriesFeed.sample_recent` adds the once-a-second recent rate.
-The decimators own the retention: the front end keeps what it is sent. Publisher thread only.
+The decimators own the retention: the front end keeps what it is sent.
+
+Whatever ``--max-series`` is, a frame carries at most :data:`MAX_SERIES_SENT` series (docs/spec.md
+section 18, "bounds at any cap"): the x mappings and the recent rate, then those the state's
+charts draw (:func:`shown_series`, set by the publisher), then the oldest others; the rest stay
+decimated here (and whole in the run log). Publisher thread only.
 """
 
 from __future__ import annotations
@@ -18,9 +23,41 @@ from trainmeter.widget.frame import SeriesColumns, encode_frame
 from trainmeter.widget.live_rate import RecentFigures, RecentRate, RssReader
 from trainmeter.widget.smoothed import LossSmoother
 from trainmeter.widget.view_model import RECENT_SERIES, report_points
-from trainmeter.widget.x_axis import AXIS_BUDGET_POINTS, AXIS_EVERY_S, AXIS_TIME, AXIS_TOKENS
+from trainmeter.widget.x_axis import AXIS_BUDGET_POINTS, AXIS_EVERY_S, AXIS_SERIES, AXIS_TIME, AXIS_TOKENS
 
 _FAR = 1 << 62
+MAX_SERIES_SENT = 400
+"""Most series one frame carries (each costs a header entry and at least two points of the 96 KB history)."""
+
+
+def shown_series(state: dict[str, Any]) -> tuple[str, ...]:
+    """The series the state's charts draw (and their smoothed twins), in chart order."""
+    out: dict[str, None] = {}
+    for chart in state.get("charts") or ():
+        if not isinstance(chart, dict):
+            continue
+        for name in chart.get("series") or ():
+            out[str(name)] = None
+        for twin in (chart.get("smoothed") or {}).values():
+            out[str(twin)] = None
+    return tuple(out)
+
+
+def pick_sent(decimators: dict[str, Decimator], shown: tuple[str, ...] = (),
+              most: int = MAX_SERIES_SENT) -> list[Decimator]:
+    """The decimators a frame carries: all when at most ``most``; else the x mappings, ``shown``, then the oldest."""
+    if len(decimators) <= most:
+        return list(decimators.values())
+    picked: dict[str, Decimator] = {}
+    for name in (*AXIS_SERIES, RECENT_SERIES, *shown):
+        d = decimators.get(name)
+        if d is not None and len(picked) < most:
+            picked[name] = d
+    for name, d in decimators.items():
+        if len(picked) >= most:
+            break
+        picked.setdefault(name, d)
+    return list(picked.values())
 
 
 class SeriesFeed:
@@ -48,6 +85,8 @@ class SeriesFeed:
         self._tokens_total = 0
         self._axis_t_s = -math.inf
         self._smoother = LossSmoother()
+        self.shown: tuple[str, ...] = ()
+        """The series the last state's charts draw (:func:`shown_series`): sent first past the series cap."""
 
     def read(self) -> bool:
         """Move new points from the monitor into the decimators; returns whether any came."""
@@ -116,7 +155,7 @@ class SeriesFeed:
     # -- frames ----------------------------------------------------------------------------------
     def series_columns(self, *, include_open: bool, max_points: int | None = None) -> list[SeriesColumns]:
         """Every series' decimated history (for frames and the HTML snapshot)."""
-        decimators = list(self.decimators.values())
+        decimators = pick_sent(self.decimators, self.shown)
         # each series' JSON header entry (name, kind, length) costs about three points of 16 bytes:
         # keep the frame in budget
         total = max(2 * len(decimators), self.history_points_total - 3 * len(decimators))
@@ -138,9 +177,11 @@ class SeriesFeed:
     def append_frame(self) -> bytes:
         """A frame of the points no frame carried yet (``append``)."""
         columns = []
+        sent = {d.name for d in pick_sent(self.decimators, self.shown)}
         for d in self.decimators.values():
             if d.pending:
                 xs, ys = d.take_new()
-                columns.append(SeriesColumns(name=d.name, x_kind=d.x_kind, xs=xs, ys=ys))  # type: ignore[arg-type]
+                if d.name in sent:  # past the series cap the others stay here, decimated (module docstring)
+                    columns.append(SeriesColumns(name=d.name, x_kind=d.x_kind, xs=xs, ys=ys))  # type: ignore[arg-type]
         self.seq += 1
         return encode_frame(self.seq, columns)

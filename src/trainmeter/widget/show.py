@@ -28,11 +28,13 @@ from trainmeter.record.runs import REPLAY_MAX_BYTES, Run, damaged_passport, load
 from trainmeter.record.safe_read import DASHBOARD_TYPES, read_json
 from trainmeter.sizes import format_bytes
 from trainmeter.widget.decimate import DEFAULT_BUDGET_POINTS, Decimator, share_budget
+from trainmeter.widget.feed import pick_sent
 from trainmeter.widget.frame import SeriesColumns, encode_frame
 from trainmeter.widget.host import in_marimo, ipython_shell, is_jupyter_shell, show_in_marimo
 from trainmeter.widget.labels import label_charts
-from trainmeter.widget.smoothed import LossSmoother
+from trainmeter.widget.smoothed import SMOOTHED, LossSmoother
 from trainmeter.widget.view_model import (
+    LOSS_NAMES,
     build_state,
     facts_from_monitor,
     facts_from_run,
@@ -88,9 +90,10 @@ def replay_columns(events: Iterable[Record], *, budget_points: int = DEFAULT_BUD
                 feed(AXIS_TIME, "step", [last_step], [at_s])
                 if tokens is not None:
                     feed(AXIS_TOKENS, "step", [last_step], [tokens])
-    caps = share_budget({name: d.points for name, d in decimators.items()}, points_total, budget_points)
+    sent = pick_sent(decimators, (*LOSS_NAMES, *SMOOTHED.values()))  # at most MAX_SERIES_SENT, the losses first
+    caps = share_budget({d.name: d.points for d in sent}, points_total, budget_points)
     out = []
-    for d in decimators.values():
+    for d in sent:
         xs, ys = d.columns(include_open=True, max_points=caps[d.name])
         out.append(SeriesColumns(name=d.name, x_kind=d.x_kind, xs=xs, ys=ys))  # type: ignore[arg-type]
     return out
