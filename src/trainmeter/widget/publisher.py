@@ -343,7 +343,12 @@ def save_dashboard(run_dir: Any, state: dict[str, Any]) -> None:
     try:
         from pathlib import Path
 
-        (Path(run_dir) / DASHBOARD_FILE).write_text(json.dumps(state, separators=(",", ":")), encoding="utf-8")
+        from trainmeter.record.runlog import write_file_atomic
+
+        # no absolute path in the record (it can hold a user name; docs/spec.md section 18): a replay
+        # places the run from where it is read
+        kept = {k: v for k, v in state.items() if k not in ("run_dir", "run_path", "run_rel")}
+        write_file_atomic(Path(run_dir) / DASHBOARD_FILE, json.dumps(kept, separators=(",", ":")))
     except Exception:
         pass
 
