@@ -108,3 +108,29 @@ def test_at_the_highest_cap_the_widget_history_and_state_keep_their_budgets(run_
     m.finish("completed")
     state, columns, frame = replay(m.run_dir)
     assert len(columns) <= MAX_SERIES_SENT and len(frame) <= 96 * 1024 and len(json.dumps(state)) <= 500 * 1024
+
+
+@pytest.mark.slow
+def test_long_names_and_long_histories_keep_the_history_frame_in_budget(run_root):
+    """400 series of 80-character names, 1,500 steps each: the headers count against the 96 KB too."""
+    from tests.widget.test_publisher import Recorder
+    from trainmeter.widget.publisher import Publisher
+
+    clock = FakeClock(0.0)
+    m, _ = _monitor(run_root, clock, max_series=1000)
+    m.start()
+    w = Recorder(clock)
+    pub = Publisher(m, w, clock=clock, state_interval_s=0.0, history_interval_s=0.0)
+    names = [f"{i:04d}" + "x" * 76 for i in range(400)]
+    for step in range(1500):
+        m.on_step(128, loss_value=1.0)
+        tm.emit(**dict.fromkeys(names, float(step)))
+        if step % 100 == 0:
+            clock.advance(0.5)
+            pub.tick()
+    clock.advance(6.0)
+    pub.tick()
+    history = [n for _, k, n in w.log if k == "history"]
+    assert history and max(history) <= 96 * 1024, max(history)
+    assert "train_loss" in w.store
+    m.finish("completed")

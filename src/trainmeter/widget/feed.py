@@ -15,6 +15,7 @@ decimated here (and whole in the run log). Publisher thread only.
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any
 
@@ -43,21 +44,41 @@ def shown_series(state: dict[str, Any]) -> tuple[str, ...]:
     return tuple(out)
 
 
-def pick_sent(decimators: dict[str, Decimator], shown: tuple[str, ...] = (),
-              most: int = MAX_SERIES_SENT) -> list[Decimator]:
-    """The decimators a frame carries: all when at most ``most``; else the x mappings, ``shown``, then the oldest."""
-    if len(decimators) <= most:
+def header_points(name: str) -> int:
+    """What a series' JSON header entry (``{"name": ..., "x": ..., "n": ...}``) costs in a frame, in 16-byte points."""
+    return -(-(len(json.dumps(name)) + 32) // 16)
+
+
+def pick_sent(decimators: dict[str, Decimator], shown: tuple[str, ...] = (), most: int = MAX_SERIES_SENT,
+              points_total: int | None = None) -> list[Decimator]:
+    """The decimators a frame carries, in their own order.
+
+    All when they are at most ``most`` and their headers (with two points each) fit in half of
+    ``points_total``; else chosen in this order until one of those bounds: the x mappings and the
+    recent rate, ``shown``, then the oldest.
+    """
+    room = None if points_total is None else points_total // 2
+    cost = sum(header_points(n) + 2 for n in decimators) if room is not None and len(decimators) <= most else 0
+    if len(decimators) <= most and (room is None or cost <= room):
         return list(decimators.values())
-    picked: dict[str, Decimator] = {}
-    for name in (*AXIS_SERIES, RECENT_SERIES, *shown):
-        d = decimators.get(name)
-        if d is not None and len(picked) < most:
-            picked[name] = d
-    for name, d in decimators.items():
-        if len(picked) >= most:
+    picked: set[str] = set()
+    spent = 0
+    for name in (*AXIS_SERIES, RECENT_SERIES, *shown, *decimators):
+        if name in picked or name not in decimators:
+            continue
+        price = header_points(name) + 2
+        if len(picked) >= most or (room is not None and picked and spent + price > room):
             break
-        picked.setdefault(name, d)
-    return list(picked.values())
+        picked.add(name)
+        spent += price
+    return [d for name, d in decimators.items() if name in picked]
+
+
+def frame_caps(decimators: list[Decimator], points_total: int, per_series: int) -> dict[str, int]:
+    """Points per series so that the frame, headers included, holds at most ``points_total`` points."""
+    headers = sum(header_points(d.name) for d in decimators)
+    return share_budget({d.name: d.points for d in decimators}, max(2 * len(decimators), points_total - headers),
+                        per_series)
 
 
 class SeriesFeed:
@@ -155,11 +176,8 @@ class SeriesFeed:
     # -- frames ----------------------------------------------------------------------------------
     def series_columns(self, *, include_open: bool, max_points: int | None = None) -> list[SeriesColumns]:
         """Every series' decimated history (for frames and the HTML snapshot)."""
-        decimators = pick_sent(self.decimators, self.shown)
-        # each series' JSON header entry (name, kind, length) costs about three points of 16 bytes:
-        # keep the frame in budget
-        total = max(2 * len(decimators), self.history_points_total - 3 * len(decimators))
-        caps = share_budget({d.name: d.points for d in decimators}, total, self.budget_points)
+        decimators = pick_sent(self.decimators, self.shown, points_total=self.history_points_total)
+        caps = frame_caps(decimators, self.history_points_total, self.budget_points)  # headers included
         out = []
         for d in decimators:
             xs, ys = d.columns(include_open=include_open, max_points=max_points or caps[d.name])
@@ -177,7 +195,7 @@ class SeriesFeed:
     def append_frame(self) -> bytes:
         """A frame of the points no frame carried yet (``append``)."""
         columns = []
-        sent = {d.name for d in pick_sent(self.decimators, self.shown)}
+        sent = {d.name for d in pick_sent(self.decimators, self.shown, points_total=self.history_points_total)}
         for d in self.decimators.values():
             if d.pending:
                 xs, ys = d.take_new()

@@ -27,8 +27,8 @@ from trainmeter.record.events import LOG_FILE, ReadStats, Record, iter_events
 from trainmeter.record.runs import REPLAY_MAX_BYTES, Run, damaged_passport, load
 from trainmeter.record.safe_read import DASHBOARD_TYPES, read_json
 from trainmeter.sizes import format_bytes
-from trainmeter.widget.decimate import DEFAULT_BUDGET_POINTS, Decimator, share_budget
-from trainmeter.widget.feed import pick_sent
+from trainmeter.widget.decimate import DEFAULT_BUDGET_POINTS, Decimator
+from trainmeter.widget.feed import frame_caps, pick_sent
 from trainmeter.widget.frame import SeriesColumns, encode_frame
 from trainmeter.widget.host import in_marimo, ipython_shell, is_jupyter_shell, show_in_marimo
 from trainmeter.widget.labels import label_charts
@@ -90,8 +90,8 @@ def replay_columns(events: Iterable[Record], *, budget_points: int = DEFAULT_BUD
                 feed(AXIS_TIME, "step", [last_step], [at_s])
                 if tokens is not None:
                     feed(AXIS_TOKENS, "step", [last_step], [tokens])
-    sent = pick_sent(decimators, (*LOSS_NAMES, *SMOOTHED.values()))  # at most MAX_SERIES_SENT, the losses first
-    caps = share_budget({d.name: d.points for d in sent}, points_total, budget_points)
+    sent = pick_sent(decimators, (*LOSS_NAMES, *SMOOTHED.values()), points_total=points_total)  # the losses first
+    caps = frame_caps(sent, points_total, budget_points)  # headers included
     out = []
     for d in sent:
         xs, ys = d.columns(include_open=True, max_points=caps[d.name])
