@@ -73,6 +73,7 @@ def hostile_root(tmp_path: Path) -> tuple[Path, Path, dict[str, Path]]:
     (f / "passport.json").unlink()
     with (f / "events.jsonl").open("ab") as out:
         out.write(b'{"kind": "series", "name": "\xff\xfe", "x": "step", "step": [9], "t_us": [1], "value": [1]}\n')
+        out.write(b'{"kind": "series", "name": "\\ud800bad", "x": "step", "step": [9], "t_us": [1], "value": [1]}\n')
     f = bad["wrong_passport"] = _folder(root, "wrong_passport", good)
     (f / "passport.json").write_text(json.dumps({"name": 5, "status": ["x"], "steps": "many", "series": [1, 2]}))
     f = bad["wrong_dashboard"] = _folder(root, "wrong_dashboard", good)
@@ -117,7 +118,7 @@ def test_runs_lists_the_good_run_and_marks_each_hostile_folder_damaged(hostile_r
     assert "'name' holds int 5, expected a string" in by_dir[bad["wrong_passport"]].damaged
     # a log with one non-UTF-8 line keeps its other records: killed-run figures, the bad line said
     non_utf8 = by_dir[bad["non_utf8_log"]]
-    assert non_utf8.passport["steps"] == 5 and any("1 unreadable lines" in w for w in non_utf8.passport["warnings"])
+    assert non_utf8.passport["steps"] == 5 and any("2 unreadable lines" in w for w in non_utf8.passport["warnings"])
 
 
 @pytest.mark.timeout(60)

@@ -66,6 +66,7 @@ def test_a_log_line_longer_than_the_bound_is_skipped_without_being_held(tmp_path
     (b'{"a": ', "not JSON"),
     (b"[1]", "holds a JSON list, not an object"),
     (b'{"steps": true}', "'steps' holds bool True, expected a number"),
+    (b'{"name": "\\ud800x"}', "lone UTF-16 surrogate"),
     (b"{" + b'"a":{' * 50_000 + b"}" * 50_001, "nested too deep"),
 ])
 def test_read_json_names_the_damage(tmp_path, content, needle):

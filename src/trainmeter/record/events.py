@@ -12,10 +12,11 @@ Every file is opened through :mod:`trainmeter.record.safe_read` (a FIFO, a devic
 of the run folder is refused).
 
 The one tolerance rule, for every reader: a line is a record when it decodes as UTF-8 and parses
-as a JSON object; any other line (torn by a kill mid-write, cut by a read window, damaged bytes) is
-skipped and counted in :class:`ReadStats`, never raised. A damaged log reads as the records it
-still holds. :func:`iter_events` raises ``OSError`` only when the file cannot be opened;
-:func:`head` and :func:`tail` read an unreadable file as empty.
+as a JSON object holding only text a UTF-8 sink can write (no lone ``\\udXXX`` surrogate escape);
+any other line (torn by a kill mid-write, cut by a read window, damaged bytes) is skipped and
+counted in :class:`ReadStats`, never raised. A damaged log reads as the records it still holds.
+:func:`iter_events` raises ``OSError`` only when the file cannot be opened; :func:`head` and
+:func:`tail` read an unreadable file as empty.
 
 Pure functions over a file; a :class:`ReadStats` belongs to the one caller that passed it.
 """
@@ -29,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TypedDict, Union
 
-from trainmeter.record.safe_read import iter_lines, open_regular
+from trainmeter.record.safe_read import has_lone_surrogate, iter_lines, open_regular
 
 SCHEMA_VERSION = 1
 LOG_FILE = "events.jsonl"
@@ -224,7 +225,7 @@ def parse_line(line: bytes | str, stats: ReadStats | None = None) -> Record | No
         record = json.loads(line)
     except (ValueError, RecursionError):  # JSONDecodeError, UnicodeDecodeError, nested too deep
         record = None
-    if isinstance(record, dict):
+    if isinstance(record, dict) and not has_lone_surrogate(line, record):
         return record  # type: ignore[return-value]
     if stats is not None:
         stats.lines_skipped += 1

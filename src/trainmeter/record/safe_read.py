@@ -153,10 +153,27 @@ def read_json(path: str | Path, *, max_bytes: int = MAX_JSON_BYTES, within: str 
         raise Damaged(f"{name} is not JSON ({exc})") from None
     if not isinstance(doc, dict):
         raise Damaged(f"{name} holds a JSON {type(doc).__name__}, not an object")
+    if has_lone_surrogate(text, doc):
+        raise Damaged(f"{name} holds a lone UTF-16 surrogate escape (\\ud800-\\udfff): not text")
     problem = wrong_type(doc, types or {})
     if problem is not None:
         raise Damaged(f"{name}: {problem}")
     return doc
+
+
+def has_lone_surrogate(raw: str | bytes, doc: Any) -> bool:
+    """Whether ``doc``, parsed from ``raw``, holds a string no UTF-8 sink can write (a lone ``\\udXXX`` escape).
+
+    Only a document whose text holds a ``\\ud`` escape is walked (re-encoded), so the common case costs one search.
+    """
+    marks = (b"\\ud", b"\\uD") if isinstance(raw, bytes) else ("\\ud", "\\uD")
+    if not any(m in raw for m in marks):  # type: ignore[operator]
+        return False
+    try:
+        json.dumps(doc, ensure_ascii=False).encode("utf-8")
+    except (UnicodeEncodeError, ValueError, RecursionError):
+        return True
+    return False
 
 
 def wrong_type(doc: dict[str, Any], types: dict[str, tuple[type, ...]]) -> str | None:
