@@ -21,8 +21,8 @@ from trainmeter.widget.decimate import decimate
 
 X_KINDS = ("tokens", "flops", "time", "step")
 Y_KINDS = ("train_loss", "val_loss", "tokens_per_s", "mfu")
-EMPTY_CURVES: dict[str, Any] = {"series": {}, "reports": {"step": [], "tokens": [], "elapsed_s": [], "tokens_per_s": []},
-                                "mfu": {}}
+EMPTY_CURVES: dict[str, Any] = {
+    "series": {}, "reports": {"step": [], "tokens": [], "elapsed_s": [], "tokens_per_s": []}, "mfu": {}}
 """The curves of a run with none readable."""
 CURVES_TYPES: dict[str, tuple[type, ...]] = {"series": (dict,), "reports": (dict,), "mfu": (dict,),
                                              "events_bytes": (int,)}

@@ -37,7 +37,7 @@ from trainmeter.widget.x_axis import x_axis_state
 LOSS_NAMES: tuple[str, ...] = ("train_loss", "val_loss")
 MAX_SERIES_CHARTS = 8
 MAX_CHART_LINES = 24
-"""Most lines of the loss chart and of the "more series" chart, whatever ``--max-series`` is; the title counts the rest."""
+"""Most lines of the loss and the "more series" charts, whatever ``--max-series`` is; the title counts the rest."""
 RECENT_SERIES = "recent_tokens_per_s"  # the once-a-second sliding-window rate (widget/live_rate.py)
 
 
