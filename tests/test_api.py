@@ -139,3 +139,18 @@ def test_import_does_not_pull_heavy_modules():
     code = "import sys, trainmeter; print(sorted(m for m in ('torch','pynvml','IPython','numpy') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_an_emit_with_an_empty_name_is_dropped_with_one_warning(tmp_path):
+    from trainmeter.core.clock import FakeClock
+    from trainmeter.core.monitor import MonitorWarning
+    from trainmeter.extensions import make_monitor
+    from trainmeter.options import make_options
+
+    m = make_monitor(make_options(run_dir=tmp_path), clock=FakeClock(), text=False, probes=False,
+                     extensions=[]).start()
+    with pytest.warns(MonitorWarning, match="a series needs a name"):
+        tm.emit(**{"": 1.0, "ok": 2.0})
+    tm.emit(**{"": 3.0})
+    m.finish("completed")
+    assert "" not in m.series and m.series["ok"].stats().count == 1

@@ -152,7 +152,7 @@ def test_wings_find_each_other_only_through_published_views():
 # Modules a wing offers the others besides its view (``<wing>/view.py``): pure functions, saved-run readers and
 # shared drawing, holding no run state of that wing. Never an ``extension`` module.
 PUBLISHED = {
-    "record": {"runs", "runlog", "events", "recorder", "textline", "passport"},  # saved runs, the log, the sinks
+    "record": {"runs", "runlog", "events", "recorder", "textline", "passport", "safe_read"},  # saved runs, log, sinks
     "widget": {"decimate", "view_model", "frame", "widget", "x_axis", "smoothed"},  # the follower's dashboard (ranks/watch.py)
     "gpu": {"energy", "nvml", "ladder"},  # energy's counter reads (docs/architecture.md: the energy wing's), the ladder
     "ranks": {"seating", "merge", "watch"},  # a rank's seat, the merged section, tm.display(follow=True)

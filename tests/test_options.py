@@ -117,3 +117,68 @@ def test_every_peak_the_flag_accepts_the_compute_wing_accepts():
     o = make_options(peak_tflops="5e5", peak_source="datasheet")
     row = parse_peak_args(o.peak_tflops, o.peak_source)
     assert row is not None and row.tflops == 5e5
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "needle"),
+    [
+        ({"interval_s": True}, "invalid value True for --interval"),
+        ({"interval_s": "inf"}, "--interval"),
+        ({"interval_s": " 5"}, "--interval"),
+        ({"layers": 2**70}, "expected a whole number of layers, from 1 to 100,000"),
+        ({"layers": True}, "invalid value True for --layers"),
+        ({"d_model": 1.5}, "--d-model"),
+        ({"seq_len": "٣"}, "--seq-len"),  # a Unicode digit is not an ASCII one
+        ({"vocab": "+5"}, "invalid value '+5' for --vocab"),
+        ({"vocab": "5_000"}, "--vocab"),
+        ({"memory_snapshot_step": 10**13}, "--memory-snapshot-step"),
+        ({"max_series": False}, "--max-series"),
+        ({"gpus": "0,0"}, "0 named twice"),
+        ({"gpus": "0,GPU-8f1c2d3e-1111-2222-3333-444455556666,GPU-8F1C2D3E-1111-2222-3333-444455556666"},
+         "named twice"),
+        ({"gpus": " all"}, "remove the spaces around it"),
+        ({"gpus": "99999999999999999999"}, "is past 4095"),
+        ({"gpus": True}, "--gpus"),
+        ({"gpus": 1.5}, "--gpus"),
+        ({"budget_steps": 10**30}, "expected optimizer steps, from 1 to 1e12"),
+        ({"budget_tokens": "99999999999999999999999T"}, "expected tokens, from 1 to 1e18"),
+        ({"budget_tokens": " 2B"}, "remove the spaces"),
+        ({"budget_flops": "1e40"}, "expected FLOPs, from 1 to 1e32"),
+        ({"budget_steps": True}, "--budget-steps"),
+        ({"name": "a.."}, "cannot end with '.'"),
+        ({"name": "CON"}, "CON is a device name on Windows"),
+        ({"name": "lpt1.run"}, "LPT1 is a device name on Windows"),
+        ({"name": 5}, "invalid run name 5"),
+        ({"grid_gco2_per_kwh": True, "grid_source": "x"}, "--grid-gco2-per-kwh"),
+        ({"convention": 5}, "invalid value 5 for --convention: expected text"),
+        ({"peak_tflops": 100, "peak_source": 7}, "--peak-source"),
+    ],
+)
+def test_odd_values_are_refused_naming_the_value_and_the_valid_range(kwargs, needle):
+    with pytest.raises(ValueError) as err:
+        make_options(**kwargs)
+    assert needle in str(err.value)
+
+
+def test_values_inside_the_ranges_are_kept_in_their_canonical_form():
+    o = make_options(layers="12", d_model=768.0, vocab=50257, gpus="1, 0", budget_steps="1.5k", interval_s="0.5",
+                     name="CONV-run.v2", max_series=100_000)
+    assert (o.layers, o.d_model, o.vocab, o.gpus, o.budget_steps, o.interval_s) == (12, 768, 50257, "1,0", 1500, 0.5)
+    assert make_options(gpus="ALL").gpus == "all" and make_options(gpus=3).gpus == "3"
+
+
+def test_an_unknown_keyword_to_monitor_is_a_value_error_naming_the_valid_ones(tmp_path):
+    import trainmeter as tm
+
+    with pytest.raises(ValueError, match=r"unknown keyword 'budget' for tm.monitor: valid keywords are name, "
+                                         r"budget_tokens, .*max_series"):
+        tm.monitor(run_dir=tmp_path, budget=10)
+    assert not any(tmp_path.iterdir())  # nothing started, no folder
+
+
+def test_a_bad_flag_leaves_no_run_folder(tmp_path):
+    import trainmeter as tm
+
+    with pytest.raises(ValueError):
+        tm.monitor(run_dir=tmp_path / "runs", layers=2**70)
+    assert not (tmp_path / "runs").exists()

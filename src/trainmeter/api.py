@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, ContextDecorator, contextmanager
 from pathlib import Path
@@ -13,6 +14,12 @@ from trainmeter.core.monitor import _PHASE_NAME, Monitor
 from trainmeter.options import make_options
 
 RESERVED_PHASES = ("train",)
+MONITOR_KEYWORDS: tuple[str, ...] = ("name", "budget_tokens", "budget_steps", "budget_flops", "run_dir", "interval_s",
+                                     "widget", "model", *(k for k in inspect.signature(make_options).parameters
+                                                          if k not in ("name", "budget_tokens", "budget_steps",
+                                                                       "budget_flops", "run_dir", "interval_s",
+                                                                       "widget")))
+"""Every keyword :func:`monitor` takes (the ``%%trainmeter`` flags' options, and ``model``)."""
 
 
 def emit(**series: Any) -> None:
@@ -33,6 +40,9 @@ def emit(**series: Any) -> None:
     m = _monitor_module._ACTIVE
     if m is None:
         return
+    if "" in series:  # a series needs a name (docs/spec.md section 18)
+        series = {k: v for k, v in series.items() if k}
+        m.warn_once("emit-empty-name", "tm.emit(**{'': ...}) ignored: a series needs a name")
     try:
         m.record(series)
     except Exception as exc:
@@ -178,8 +188,12 @@ def monitor(*, name: str | None = None, budget_tokens: Any = None, budget_steps:
     caught here; the code after the block runs).
 
     Raises:
-        ValueError: For a bad option, before anything runs.
+        ValueError: For a bad option or an unknown keyword (naming the valid ones), before anything runs.
     """
+    unknown = sorted(set(flags) - set(MONITOR_KEYWORDS))
+    if unknown:
+        raise ValueError(f"unknown keyword {unknown[0]!r} for tm.monitor: valid keywords are "
+                         f"{', '.join(MONITOR_KEYWORDS)}")
     options = make_options(name=name, budget_tokens=budget_tokens, budget_steps=budget_steps,
                            budget_flops=budget_flops, run_dir=run_dir, interval_s=interval_s,
                            widget=widget, **flags)

@@ -30,6 +30,7 @@ from trainmeter.gpu.backend import (
     GpuBackend,
     GpuBackendResult,
 )
+from trainmeter.core.text import printable
 from trainmeter.sizes import format_bytes, format_percent, format_watts
 
 _UNSET: Any = object()
@@ -349,5 +350,5 @@ def format_doctor(checks: Sequence[Check]) -> str:
         line = f"[{marks[c.ok]}] {c.name}: {c.detail}"
         if c.fix:
             line += f"  (fix: {c.fix})"
-        lines.append(line)
+        lines.append(printable(line))  # a GPU name, a path, a peak source: text from outside (core/text.py)
     return "\n".join(lines)

@@ -1,7 +1,10 @@
 """Run options: one frozen record built from magic flags or ``tm.monitor`` keywords.
 
 Validation happens here, before anything runs and before a run folder exists
-(invariant 6: a bad flag never starts a half-run).
+(invariant 6: a bad flag never starts a half-run). One rule per kind of value: a whole
+number (:func:`_whole`: ASCII digits, no sign, a physical range), a size with a suffix
+(:func:`_count`, bounded), seconds, a switch (a bool, and only a bool is), a run name (valid
+on every OS), a device list (no duplicates, a bounded index). A bool is never a number.
 """
 
 from __future__ import annotations
@@ -16,7 +19,24 @@ from trainmeter.sizes import parse_size
 
 DEFAULT_RUN_ROOT = Path(".trainmeter") / "runs"
 _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,79}\Z")
+_WINDOWS_RESERVED = re.compile(r"(CON|PRN|AUX|NUL|COM[0-9]|LPT[0-9])(\..*)?\Z", re.IGNORECASE)
+_DIGITS = re.compile(r"[0-9]{1,40}\Z")
+_DECIMAL = re.compile(r"[0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?\Z")
 MAX_SERIES_LIMIT = 100_000
+MAX_GPU_INDEX = 4095
+"""Highest device index ``--gpus`` takes (no node holds more)."""
+RANGES: dict[str, tuple[int, int | float, str]] = {
+    "--layers": (1, 100_000, "layers"),
+    "--d-model": (1, 10_000_000, "model width"),
+    "--seq-len": (1, 1_000_000_000, "tokens per sequence"),
+    "--vocab": (1, 1_000_000_000, "vocabulary entries"),
+    "--memory-snapshot-step": (1, 10**12, "an optimizer step"),
+    "--max-series": (1, MAX_SERIES_LIMIT, "series"),
+    "--budget-steps": (1, 10**12, "optimizer steps"),
+    "--budget-tokens": (1, 10**18, "tokens"),
+    "--budget-flops": (1, 1e32, "FLOPs"),
+}
+"""The physical range of each whole-number and budget flag: ``(lowest, highest, what it counts)``."""
 MAX_GRID_GCO2_PER_KWH = 2000.0
 """Above any grid's intensity (coal is ~1000 gCO2/kWh): a larger value is a unit slip (g/MWh?)."""
 
@@ -159,24 +179,75 @@ def flags_help() -> str:
     return "\n".join(lines)
 
 
-def _count(value: Any, flag: str) -> int | None:
-    if value is None:
-        return None
-    return int(parse_size(value, flag=flag, integer=True))
+def _range_text(flag: str) -> str:
+    low, high, what = RANGES[flag]
+    top = f"{high:,}" if isinstance(high, int) and high < 10**7 else f"{high:.0e}".replace("e+", "e")
+    return f"{what}, from {low:,} to {top}"
 
 
-def _positive_int(value: Any, flag: str, upto: int | None = None) -> int | None:
+def _count(value: Any, flag: str, integer: bool = True) -> Any:
+    """A budget (``20B``, ``1.5k``, ``1e21``) within its range in :data:`RANGES`."""
     if value is None:
         return None
-    try:
-        number = int(str(value))
-    except ValueError:
-        number = -1
-    if number <= 0 or (isinstance(value, float) and value != number) or isinstance(value, bool):
-        raise ValueError(f"invalid value {value!r} for {flag}: expected a positive whole number")
-    if upto is not None and number > upto:
-        raise ValueError(f"invalid value {value!r} for {flag}: expected a whole number from 1 to {upto:,}")
+    if isinstance(value, str) and value != value.strip():
+        raise ValueError(f"invalid value {value!r} for {flag}: remove the spaces around it")
+    number = parse_size(value, flag=flag, integer=integer)
+    low, high, _ = RANGES[flag]
+    if not low <= number <= high:
+        raise ValueError(f"invalid value {value!r} for {flag}: expected {_range_text(flag)}")
+    return int(number) if integer else number
+
+
+def _whole(value: Any, flag: str) -> int | None:
+    """A whole number (an int, a whole float, or ASCII digits) within its range in :data:`RANGES`; never a bool."""
+    if value is None:
+        return None
+    number: int | None = None
+    if isinstance(value, int) and not isinstance(value, bool):
+        number = value
+    elif isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        number = int(value)
+    elif isinstance(value, str) and _DIGITS.match(value):
+        number = int(value)
+    low, high, _ = RANGES[flag]
+    if number is None or not low <= number <= high:
+        raise ValueError(f"invalid value {value!r} for {flag}: expected a whole number of {_range_text(flag)}")
     return number
+
+
+def _seconds(value: Any) -> float:
+    """``--interval``: seconds, 0.1 to 86400 (a number, or its decimal digits); never a bool."""
+    if value is None:
+        return 10.0
+    number = math.nan
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        number = float(value)
+    elif isinstance(value, str) and _DECIMAL.match(value):
+        number = float(value)
+    if not math.isfinite(number) or not 0.1 <= number <= 86400:
+        raise ValueError(f"invalid value {value!r} for --interval: expected seconds between 0.1 and 86400")
+    return number
+
+
+def _name(name: Any) -> str:
+    """The run name: 1-80 of ``[A-Za-z0-9._-]``, starting with a letter or digit, valid as a file name on every OS."""
+    if name is None:
+        return "run"
+    valid = "use 1-80 letters, digits, '.', '_' or '-', starting with a letter or digit"
+    if not isinstance(name, str) or not _NAME_RE.match(name):
+        raise ValueError(f"invalid run name {name!r}: {valid}")
+    if name.endswith("."):
+        raise ValueError(f"invalid run name {name!r}: it cannot end with '.' (Windows drops it); {valid}")
+    if _WINDOWS_RESERVED.match(name):
+        raise ValueError(f"invalid run name {name!r}: {name.split('.')[0].upper()} is a device name on Windows; "
+                         f"{valid}, other than CON, PRN, AUX, NUL, COM0-9 or LPT0-9")
+    return name
+
+
+def _text(value: Any, flag: str) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise ValueError(f"invalid value {value!r} for {flag}: expected text")
+    return value
 
 
 def _run_root(run_dir: Any) -> Path:
@@ -219,36 +290,21 @@ def make_options(
     Raises:
         ValueError: For any bad value, naming it and what is valid.
     """
-    if name is None:
-        name = "run"
     for flag, value in (("widget", widget), ("tap", tap)):
         if not isinstance(value, bool):
             raise ValueError(f"invalid value {value!r} for {flag}: expected True or False")
-    if not isinstance(name, str) or not _NAME_RE.match(name):
-        raise ValueError(
-            f"invalid run name {name!r}: use 1-80 letters, digits, '.', '_' or '-', starting with a letter or digit"
-        )
+    run_name = _name(name)
     budgets = [b for b in (budget_tokens, budget_steps, budget_flops) if b is not None]
     if len(budgets) > 1:
         raise ValueError("give at most one budget: --budget-tokens, --budget-steps or --budget-flops")
-    if interval_s is None:
-        interval = 10.0
-    else:
-        try:
-            interval = float(interval_s)
-        except (TypeError, ValueError):
-            interval = math.nan
-        if not math.isfinite(interval) or not 0.1 <= interval <= 86400:
-            raise ValueError(
-                f"invalid value {interval_s!r} for --interval: expected seconds between 0.1 and 86400"
-            )
-    flops = None if budget_flops is None else parse_size(budget_flops, flag="--budget-flops", integer=False)
-    peak = _peak(peak_tflops, peak_source)
-    conv = _convention(convention)
+    interval = _seconds(interval_s)
+    flops = _count(budget_flops, "--budget-flops", integer=False)
+    peak = _peak(peak_tflops, _text(peak_source, "--peak-source"))
+    conv = _convention(_text(convention, "--convention"))
     gpu_spec = _gpus(gpus)
-    grid = _grid(grid_gco2_per_kwh, grid_source)
+    grid = _grid(grid_gco2_per_kwh, _text(grid_source, "--grid-source"))
     return MonitorOptions(
-        name=name,
+        name=run_name,
         budget_tokens=_count(budget_tokens, "--budget-tokens"),
         budget_steps=_count(budget_steps, "--budget-steps"),
         budget_flops=flops,
@@ -258,16 +314,16 @@ def make_options(
         convention=conv,
         peak_tflops=peak,
         peak_source=peak_source,
-        layers=_positive_int(layers, "--layers"),
-        d_model=_positive_int(d_model, "--d-model"),
-        seq_len=_positive_int(seq_len, "--seq-len"),
-        vocab=_positive_int(vocab, "--vocab"),
+        layers=_whole(layers, "--layers"),
+        d_model=_whole(d_model, "--d-model"),
+        seq_len=_whole(seq_len, "--seq-len"),
+        vocab=_whole(vocab, "--vocab"),
         gpus=gpu_spec,
-        memory_snapshot_step=_positive_int(memory_snapshot_step, "--memory-snapshot-step"),
+        memory_snapshot_step=_whole(memory_snapshot_step, "--memory-snapshot-step"),
         tap=bool(tap),
         grid_gco2_per_kwh=grid,
         grid_source=str(grid_source).strip() if grid is not None else None,
-        max_series=_positive_int(max_series, "--max-series", upto=MAX_SERIES_LIMIT) or 256,
+        max_series=_whole(max_series, "--max-series") or 256,
         alerts=_alerts(alert),
     )
 
@@ -293,7 +349,7 @@ def _grid(gco2_per_kwh: Any, source: str | None) -> float | None:
                              "--grid-gco2-per-kwh 350 --grid-source 'utility 2024 report'")
         return None
     try:
-        value = float(gco2_per_kwh)
+        value = math.nan if isinstance(gco2_per_kwh, bool) else float(gco2_per_kwh)
     except (TypeError, ValueError):
         value = math.nan
     if not math.isfinite(value) or not 0 <= value <= MAX_GRID_GCO2_PER_KWH:
@@ -313,10 +369,31 @@ def _convention(convention: str | None) -> str | None:
     return validate_convention(convention)
 
 
-def _gpus(gpus: str | None) -> str | None:
+def _gpus(gpus: Any) -> str | None:
+    """``--gpus``: ``all`` or a list of device indices / UUIDs, each once, as its canonical text (``"0,1"``)."""
     if gpus is None:
         return None
-    from trainmeter.gpu.selection import parse_gpus
+    from trainmeter.gpu.selection import VALID_GPUS_TEXT, parse_gpus
 
-    parse_gpus(gpus)
-    return str(gpus)
+    if isinstance(gpus, str) and gpus != gpus.strip():
+        raise ValueError(f"invalid value {gpus!r} for --gpus: remove the spaces around it; {VALID_GPUS_TEXT}")
+    if not isinstance(gpus, (str, int, list, tuple)):
+        raise ValueError(f"invalid value {gpus!r} for --gpus: {VALID_GPUS_TEXT}")
+    spec = parse_gpus(gpus)
+    if spec is None or spec.all:
+        return "all"
+    given = gpus.split(",") if isinstance(gpus, str) else ([gpus] if isinstance(gpus, int) else list(gpus))
+    if len(spec.entries) < len(given):
+        twice = sorted({str(e) for e in spec.entries if [_gpu_key(g) for g in given].count(_gpu_key(e)) > 1})
+        raise ValueError(f"invalid value {gpus!r} for --gpus: {', '.join(twice) or 'a device'} named twice; "
+                         "name each device once")
+    big = [e for e in spec.entries if isinstance(e, int) and e > MAX_GPU_INDEX]
+    if big:
+        raise ValueError(f"invalid value {gpus!r} for --gpus: device index {big[0]} is past {MAX_GPU_INDEX}; "
+                         f"{VALID_GPUS_TEXT}")
+    return ",".join(str(e) for e in spec.entries)
+
+
+def _gpu_key(entry: Any) -> str:
+    text = str(entry).strip()
+    return str(int(text)) if text.isdigit() else text.lower()

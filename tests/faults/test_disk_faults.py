@@ -212,3 +212,46 @@ def test_the_next_run_writes_a_waiting_passport_first(run_root, disk, capsys):
     second = _monitor(run_root, clock).start()
     assert (first.run_dir / "passport.json").exists()
     second.finish("completed")
+
+
+def test_after_the_disk_recovers_the_record_summary_says_every_point_was_written(run_root, disk):
+    clock = FakeClock(100.0)
+    m = _monitor(run_root, clock).start()
+
+    def weather(step):
+        disk.full = 4 <= step < 80
+
+    with pytest.warns(monitor_module.MonitorWarning):
+        _train(m, clock, 120, weather)
+    m.finish("completed")
+    record = json.loads((m.run_dir / "passport.json").read_text())["record"]
+    assert record["points_complete"] is True and record["log"] == "events.jsonl"
+    assert "misses points" not in record["summary"] and "every point was written" in record["summary"]
+    assert "misses points" not in (m.run_dir / "passport.md").read_text()
+
+
+def test_a_full_disk_leaves_no_temporary_curves_or_dashboard_file(tmp_path, disk):
+    from trainmeter.comparison.curves import write_curves
+    from trainmeter.widget.publisher import save_dashboard
+
+    disk.full = True
+    with pytest.raises(OSError):
+        write_curves(tmp_path, {"series": {}, "reports": {}, "mfu": {}})
+    save_dashboard(tmp_path, {"name": "x"})  # never raises: the replay loses its extras
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_record_holds_no_absolute_path(run_root):
+    clock = FakeClock(100.0)
+    m = _monitor(run_root, clock).start()
+    _train(m, clock, 3)
+    m.finish("completed")
+    from trainmeter.widget.publisher import save_dashboard
+    from trainmeter.widget.view_model import build_state, facts_from_monitor
+
+    save_dashboard(m.run_dir, build_state(facts_from_monitor(m)))
+    root = str(run_root.resolve())
+    for name in ("passport.json", "events.jsonl", "dashboard.json", "passport.md"):
+        assert root not in (m.run_dir / name).read_text(), name
+    passport = json.loads((m.run_dir / "passport.json").read_text())
+    assert passport["options"]["run_root"] == ".." and passport["record"]["log"] == "events.jsonl"

@@ -83,8 +83,9 @@ def test_a_malformed_passport_never_breaks_runs_or_display(tmp_path, damage):
     bad_run = next(r for r in found if r.dir == bad)
     assert not bad_run.has_passport and "passport.json" in bad_run.passport["warnings"][0]
     assert "good" in format_runs(found) or str(good) in format_runs(found)
+    assert bad_run.damaged and bad_run.status == "damaged"
     state, _, _ = replay(bad)
-    assert state["status"] in {"completed", "unfinished"}
+    assert state["status"] == "unfinished" and any("damaged" in w for w in state["warnings"])
 
 
 def test_a_killed_run_reads_unfinished_with_its_last_step_and_unit_everywhere(tmp_path):

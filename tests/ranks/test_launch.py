@@ -68,3 +68,20 @@ def test_the_exporting_parent_does_not_see_its_own_run_as_inherited(tmp_path):
     assert inherited_run_dir(env) is None
     assert inherited_run_dir(env, pid=os.getpid() + 1) == tmp_path
     assert inherited_run_dir({RUN_DIR_ENV: str(tmp_path / "gone"), PARENT_ENV: "1"}) is None
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs (POSIX)")
+@pytest.mark.parametrize("claim", ["fifo", "../../outside", "/etc"])
+def test_a_hostile_claim_never_blocks_nor_seats_a_rank_outside_the_run_root(tmp_path, monkeypatch, claim):
+    import trainmeter.ranks.launch as launch
+    from trainmeter.ranks.launch import CLAIMS, claim_name
+
+    monkeypatch.setattr(launch, "CLAIM_WAIT_S", 0.05)
+    path = tmp_path / CLAIMS / claim_name("ddp", rank(0).launch_key, 0)
+    path.parent.mkdir()
+    if claim == "fifo":
+        os.mkfifo(path)
+    else:
+        path.write_text(claim + "\n")
+    got = launch_dir(tmp_path, "ddp", rank(0), NOW)
+    assert got.parent == tmp_path and got.name.endswith("-ddp")

@@ -15,7 +15,8 @@ REPORT_EVERY = 100
 STEPS = 10_000
 
 
-def clean_run(*, loss=None, tps=None, mem=None, data_wait=None, eval_s=None, sm=None, seed=0) -> VerdictEngine:
+def clean_run(*, loss=None, tps=None, mem=None, data_wait=None, eval_s=None, sm=None, seed=0,
+              token_unit="tokens") -> VerdictEngine:
     """A synthetic 10,000-step run (a report every 100 steps); each keyword overrides one pattern.
 
     ``loss(step, clean) -> value``, ``tps(step, clean)``, ``mem(step, clean)``, ``data_wait(step) -> share``,
@@ -41,7 +42,7 @@ def clean_run(*, loss=None, tps=None, mem=None, data_wait=None, eval_s=None, sm=
         m = 20 * GIB + rng.uniform(-10, 10) * MIB
         s = 0.9 + rng.uniform(-0.03, 0.03)
         engine.add_report(ReportPoint(
-            step=step, elapsed_s=elapsed, tokens_per_s=tps(step, t) if tps else t,
+            step=step, elapsed_s=elapsed, tokens_per_s=tps(step, t) if tps else t, token_unit=token_unit,
             mem_bytes=mem(step, m) if mem else m, phases_s=dict(phases),
             gpus={0: {"util_gpu": 0.98, "sm_activity": sm(step, s) if sm else s, "tensor_activity": 0.6}}))
     return engine
@@ -81,6 +82,12 @@ def test_throughput_drop_fires_against_the_runs_own_median() -> None:
     assert kinds(engine) == {"throughput_drop": 7_000}
     assert "more than 20% lower" in engine.verdicts[0].sentence
     assert "k tokens/s against the run's median of" in engine.verdicts[0].sentence  # as the rate tile prints it
+
+
+def test_a_throughput_drop_of_a_run_counted_in_samples_says_samples_per_s() -> None:
+    engine = clean_run(tps=lambda s, t: t * 0.7 if s >= 7_000 else t, token_unit="samples")
+    assert "k samples/s against the run's median of" in engine.verdicts[0].sentence
+    assert "tokens/s" not in engine.verdicts[0].sentence
 
 
 def test_one_slow_report_is_not_a_throughput_drop() -> None:

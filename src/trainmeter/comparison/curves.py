@@ -33,6 +33,8 @@ SERIES_BUDGET_POINTS = 2000
 MAX_REPORTS = 4096
 LOSS_SERIES = ("train_loss", "val_loss")
 REPORT_COLUMNS = ("step", "tokens", "elapsed_s", "tokens_per_s")
+MAX_LOG_BYTES = 512 * 1024 * 1024
+"""Bytes of a run log read to build its curves (a bound, whatever the log's size)."""
 
 
 class Curves:
@@ -84,23 +86,30 @@ class Curves:
 
 
 def write_curves(run_dir: Path, doc: dict[str, Any]) -> Path:
-    """Write ``curves.json`` atomically (non-finite floats as null); return its path."""
-    from trainmeter.record.runlog import clean
+    """Write ``curves.json`` atomically (non-finite floats as null); return its path.
+
+    A failure (a full disk) leaves no temporary file (docs/spec.md section 18).
+
+    Raises:
+        OSError: When the file cannot be written.
+    """
+    from trainmeter.record.runlog import clean, write_file_atomic
 
     path = run_dir / CURVES_FILE
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(clean(doc), separators=(",", ":")), encoding="utf-8")
-    tmp.replace(path)
+    write_file_atomic(path, json.dumps(clean(doc), separators=(",", ":")))
     return path
 
 
-def curves_from_events(path: Path) -> dict[str, Any]:
-    """Build the curves document from an ``events.jsonl`` (old or unfinished runs).
+def curves_from_events(path: Path, max_bytes: int = MAX_LOG_BYTES) -> dict[str, Any]:
+    """Build the curves document from an ``events.jsonl`` (old or unfinished runs), streaming its first ``max_bytes``.
 
     Only ``series`` and ``interval`` lines are parsed (``steps``, every step's tokens, is the bulk of the file).
+
+    Raises:
+        OSError: The log cannot be opened or is not a regular file (``safe_read.Damaged``).
     """
     curves = Curves()
-    for rec in iter_events(path, kinds=("series", "interval")):
+    for rec in iter_events(path, kinds=("series", "interval"), max_bytes=max_bytes):
         kind = rec.get("kind")
         if kind == "series" and rec.get("name") in LOSS_SERIES:
             values = [float("nan") if v is None else v for v in rec.get("value", [])]

@@ -15,7 +15,17 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from trainmeter.comparison.lines import X_KINDS, Y_KINDS, Line, convention_of, load_curves, make_line, x_label, y_label
+from trainmeter.comparison.lines import (
+    EMPTY_CURVES,
+    X_KINDS,
+    Y_KINDS,
+    Line,
+    convention_of,
+    load_curves,
+    make_line,
+    x_label,
+    y_label,
+)
 from trainmeter.comparison.table import table_html, table_rows
 
 DEFAULT_LAST_RUNS = 5
@@ -99,8 +109,11 @@ def compare(runs: Any = None, x: str = "tokens",
         box.figures, box.rows = [], []
         return box
     names = _unique([r.name for r in chosen])
-    passports = [r.passport for r in chosen]
-    docs = [load_curves(r) for r in chosen]
+    passports, docs = [], []
+    for n, r in zip(names, chosen, strict=True):
+        passport, doc = _readable(n, r)
+        passports.append(passport)
+        docs.append(doc)
     colors = {n: PALETTE[i % len(PALETTE)] for i, n in enumerate(names)}
     per_line = max(MIN_LINE_POINTS, min(MAX_LINE_POINTS, FIGURE_BUDGET_POINTS // len(chosen)))
     units = {p.get("token_unit", "tokens") for p in passports}
@@ -109,7 +122,7 @@ def compare(runs: Any = None, x: str = "tokens",
     conv_text = convs.pop() if len(convs) == 1 else "each run's own"
     figures = []
     for yk in ys:
-        lines = [make_line(n, p, d, x, yk, convention, per_line) for n, p, d in zip(names, passports, docs, strict=True)]
+        lines = [_line(n, p, d, x, yk, convention, per_line) for n, p, d in zip(names, passports, docs, strict=True)]
         figures.append(_figure(f"{yk} vs {x}", lines, colors, x_label(x, unit, conv_text), y_label(yk, unit, conv_text)))
     rows = table_rows(names, passports)
     table = w.HTML(table_html(rows), layout=w.Layout(flex="1 1 320px", overflow="auto"))
@@ -118,6 +131,29 @@ def compare(runs: Any = None, x: str = "tokens",
     box.add_class("tm-compare")
     box.figures, box.rows = figures, rows
     return box
+
+
+def _readable(name: str, run: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A run's passport and curves, or (a damaged one) a stand-in saying why: one run never breaks the rest."""
+    from trainmeter.record.runs import damaged_passport
+
+    try:
+        doc = load_curves(run)
+        table_rows([name], [run.passport])  # the table reads what it needs of the passport
+        return run.passport, doc
+    except Exception as exc:
+        reason = f"{run.damaged or 'its passport or curves'} ({type(exc).__name__}: {exc})"
+        return damaged_passport(run.dir, reason), dict(EMPTY_CURVES)
+
+
+def _line(name: str, passport: dict[str, Any], doc: dict[str, Any], x: str, y: str, convention: str | None,
+          budget_points: int) -> Line:
+    if passport.get("damaged") and passport.get("summarised_from") == "nothing":
+        return Line(run=name, x=[], y=[], missing=f"damaged: {passport['damaged']}")
+    try:
+        return make_line(name, passport, doc, x, y, convention, budget_points)
+    except Exception as exc:  # curves of the wrong types
+        return Line(run=name, x=[], y=[], missing=f"damaged curves ({type(exc).__name__})")
 
 
 def _unique(names: Iterable[str]) -> list[str]:

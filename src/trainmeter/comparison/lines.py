@@ -10,16 +10,22 @@ Pure functions over a run's passport and curves document; no plotting library.
 
 from __future__ import annotations
 
-import json
+import os
 from dataclasses import dataclass
 from typing import Any
 
 from trainmeter.comparison.curves import CURVES_FILE, curves_from_events, interpolate, write_curves
 from trainmeter.record.events import LOG_FILE
+from trainmeter.record.safe_read import open_regular, read_json
 from trainmeter.widget.decimate import decimate
 
 X_KINDS = ("tokens", "flops", "time", "step")
 Y_KINDS = ("train_loss", "val_loss", "tokens_per_s", "mfu")
+EMPTY_CURVES: dict[str, Any] = {
+    "series": {}, "reports": {"step": [], "tokens": [], "elapsed_s": [], "tokens_per_s": []}, "mfu": {}}
+"""The curves of a run with none readable."""
+CURVES_TYPES: dict[str, tuple[type, ...]] = {"series": (dict,), "reports": (dict,), "mfu": (dict,),
+                                             "events_bytes": (int,)}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -39,28 +45,40 @@ class Line:
 
 
 def load_curves(run: Any) -> dict[str, Any]:
-    """A run's curves document: ``curves.json``, else built from ``events.jsonl`` (and cached for finished runs)."""
+    """A run's curves document: ``curves.json``, else built from ``events.jsonl`` (and cached for finished runs).
+
+    Both are read through :mod:`trainmeter.record.safe_read`: a damaged or refused file reads as no curves.
+    """
     path = run.dir / CURVES_FILE
     events = run.dir / LOG_FILE
-    if path.exists():
-        try:
-            doc = json.loads(path.read_text(encoding="utf-8"))
-            stale = doc.get("events_bytes") is not None and events.exists() and \
-                events.stat().st_size != doc["events_bytes"]
-            if not stale:
-                return doc
-        except (OSError, ValueError):
-            pass
-    if not events.exists():
-        return {"series": {}, "reports": {"step": [], "tokens": [], "elapsed_s": [], "tokens_per_s": []}, "mfu": {}}
-    doc = curves_from_events(events)
+    size = _regular_size(events)
+    try:
+        doc = read_json(path, types=CURVES_TYPES)
+        if doc.get("events_bytes") is None or size is None or size == doc["events_bytes"]:
+            return doc
+    except OSError:  # missing, or damaged (Damaged): built again from the log
+        pass
+    if size is None or run.damaged:
+        return dict(EMPTY_CURVES)
+    try:
+        doc = curves_from_events(events)
+    except OSError:
+        return dict(EMPTY_CURVES)
     if run.passport.get("status"):  # finished: cache it (keyed on the log's size)
-        doc["events_bytes"] = events.stat().st_size
+        doc["events_bytes"] = size
         try:
             write_curves(run.dir, doc)
         except OSError:
             pass
     return doc
+
+
+def _regular_size(path: Any) -> int | None:
+    try:
+        with open_regular(path) as f:
+            return os.fstat(f.fileno()).st_size
+    except OSError:  # missing, or not a regular file
+        return None
 
 
 def convention_of(passport: dict[str, Any], convention: str | None) -> str | None:

@@ -3,14 +3,21 @@
 Names and messages come from the user (series names, run names, exception
 messages, ``--peak-source``). Every text sink passes them through here, so a
 ``\\n`` cannot forge a line, an escape sequence never reaches the terminal and
-``<script>`` in a passport.md stays text when the Markdown becomes HTML.
+``<script>`` in a passport.md stays text when the Markdown becomes HTML. Invisible
+format characters (Unicode category Cf: the bidi controls U+202A-202E and U+2066-2069
+that reverse the rest of a terminal line, zero-width spaces and joiners, the BOM) are
+escaped too (``\\u202e``), so a name reads as what it holds (docs/spec.md section 18).
 """
 
 from __future__ import annotations
 
 import re
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_FORMAT = ("\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e\u200b-\u200f\u202a-\u202e"
+           "\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb\U000110bd\U000110cd\U00013430-\U0001343f"
+           "\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0001\U000e0020-\U000e007f")
+"""Every Unicode category Cf character (Unicode 15; tests/core/test_text.py checks against unicodedata)."""
+_CONTROL = re.compile(f"[\\x00-\\x1f\\x7f-\\x9f\\u2028\\u2029{_FORMAT}]")
 _MARKDOWN = re.compile(r"([\\`*_\[\]|~])")
 
 
@@ -19,11 +26,12 @@ def _escape_control(match: re.Match[str]) -> str:
     named = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}.get(ch)
     if named is not None:
         return named
-    return f"\\x{ord(ch):02x}" if ord(ch) < 0x100 else f"\\u{ord(ch):04x}"
+    code = ord(ch)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
 
 
 def printable(text: object) -> str:
-    """``text`` with control characters shown as escapes (``\\n``, ``\\x1b``), on one line."""
+    """``text`` with control and format characters shown as escapes (``\\n``, ``\\x1b``, ``\\u202e``), on one line."""
     s = str(text)
     return _CONTROL.sub(_escape_control, s) if _CONTROL.search(s) else s
 

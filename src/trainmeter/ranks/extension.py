@@ -204,7 +204,7 @@ class RanksExtension(ExtensionBase):
             section["backend"] = self._backend_now()
             if seat is not None:
                 section["identity"] = seat.identity.to_dict()
-                section["launch_dir"] = str(seat.launch_dir)
+                section["launch_dir"] = os.path.relpath(seat.launch_dir, seat.dir)  # relative: no user name
             section["device"] = self._device_now()
             if self._timing is not None:
                 section["timing"] = self._timing.summary()

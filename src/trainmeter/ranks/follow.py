@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from trainmeter.record.events import LOG_FILE, Record, parse_line
+from trainmeter.record.safe_read import open_regular
 
 MAX_READ_BYTES = 256 * 1024
 SEAT_PREFIXES = ("rank-", "proc-")
@@ -44,7 +45,7 @@ class TailReader:
     def read(self) -> list[Record]:
         """Parse and return the complete records appended since the last call (never raises)."""
         try:
-            with self.path.open("rb") as f:
+            with open_regular(self.path) as f:  # a FIFO or a device is never followed
                 size = os.fstat(f.fileno()).st_size
                 if size < self.offset:  # truncated or replaced: start over
                     self.offset, self._partial, self._skipping = 0, b"", False

@@ -32,12 +32,15 @@ from datetime import datetime
 from pathlib import Path
 
 from trainmeter.ranks.identity import RankIdentity
+from trainmeter.record.safe_read import read_bytes
 
 RUN_DIR_ENV = "TRAINMETER_RUN_DIR"
 PARENT_ENV = "TRAINMETER_RUN_PARENT"
 CLAIMS = ".launches"
 MAX_GENERATIONS = 10_000
 CLAIM_WAIT_S = 5.0
+CLAIM_MAX_BYTES = 4096
+"""A claim holds one folder name; a larger file is not one."""
 
 
 def inherited_run_dir(environ: Mapping[str, str] | None = None, pid: int | None = None) -> Path | None:
@@ -73,10 +76,14 @@ def seat_name(identity: RankIdentity, pid: int | None = None) -> str:
 def _read_claim(path: Path, wait_s: float) -> str | None:
     deadline = time.monotonic() + wait_s
     while True:
-        try:
-            text = path.read_text(encoding="utf-8").strip()
+        try:  # a regular file only (a FIFO would block), a few bytes (record/safe_read.py)
+            text = read_bytes(path, CLAIM_MAX_BYTES).decode("utf-8", "replace").strip()
         except FileNotFoundError:
             return None
+        except OSError:  # Damaged: not a claim this rank can use
+            text = ""
+        if text in (".", "..") or "/" in text or "\\" in text or "\x00" in text:
+            text = ""  # a claim names one folder of the run root, never a path out of it
         if text:
             return text
         if time.monotonic() > deadline:  # a claim is written before it is linked: never empty
@@ -88,8 +95,8 @@ def _publish_claim(path: Path, folder: str) -> bool:
     """Atomically create ``path`` holding ``folder``; ``False`` if another rank did first."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    tmp.write_text(folder + "\n", encoding="utf-8")
-    try:
+    try:  # the temporary file goes whatever fails (a full disk included)
+        tmp.write_text(folder + "\n", encoding="utf-8")
         os.link(tmp, path)
         return True
     except FileExistsError:

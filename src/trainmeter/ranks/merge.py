@@ -30,6 +30,7 @@ from trainmeter.ranks.launch_mfu import (
 )
 from trainmeter.ranks.stragglers import repeated_offenders, score_ranks, with_repeats
 from trainmeter.record.events import LOG_FILE, head, last_of_kinds, tail
+from trainmeter.record.safe_read import PASSPORT_TYPES, read_json
 from trainmeter.sizes import format_integer, format_percent
 
 WINDOW_TAIL_BYTES = 4 * 1024 * 1024
@@ -118,8 +119,8 @@ def read_seat(seat_dir: Path) -> RankSummary:
     passport_path = seat_dir / "passport.json"
     if passport_path.exists():
         try:
-            p = json.loads(passport_path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            p = read_json(passport_path, types=PASSPORT_TYPES)
+        except OSError:  # damaged (Damaged): summarised from its log, as a rank without one
             p = None
         if p is not None:
             section = p.get("distributed") or {}
@@ -321,17 +322,21 @@ def write_launch_passport(launch_dir: Path, name: str) -> dict[str, Any]:
         "warnings": list(section["notes"]),
     }
     path = launch_dir / "passport.json"
-    tmp = launch_dir / f".passport.{os.getpid()}.tmp"
-    tmp.write_text(json.dumps(clean(passport), indent=2) + "\n", encoding="utf-8")
-    tmp.replace(path)
+    tmp = launch_dir / f".passport.{os.getpid()}.tmp"  # one per writer: ranks may close at once
+    try:
+        tmp.write_text(json.dumps(clean(passport), indent=2) + "\n", encoding="utf-8")
+        tmp.replace(path)
+    except OSError:
+        tmp.unlink(missing_ok=True)  # no temporary file left on a failure (a full disk)
+        raise
     (launch_dir / "passport.md").write_text(render_markdown(passport), encoding="utf-8")
     return passport
 
 
 def _load(path: Path) -> dict[str, Any]:
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        return read_json(path, types=PASSPORT_TYPES)
+    except OSError:  # missing, or damaged (Damaged)
         return {}
 
 

@@ -14,7 +14,6 @@ thread, until then.
 
 from __future__ import annotations
 
-import json
 import sys
 import threading
 import time
@@ -24,6 +23,7 @@ from typing import Any, TextIO
 from trainmeter.ranks.follow import MAX_READ_BYTES, RunFollower, TailReader, newest_live_run
 from trainmeter.ranks.panel import launch_mfu_tile, launch_tokens_tile, ranks_panel
 from trainmeter.record.events import LOG_FILE, Record
+from trainmeter.record.safe_read import PASSPORT_TYPES, read_json
 
 POLL_S = 1.0
 IDLE_S = 600.0
@@ -109,8 +109,8 @@ class RunWatch:
         self.followers.poll()
         if not self.passport and (self.run_dir / "passport.json").exists():
             try:
-                self.passport = json.loads((self.run_dir / "passport.json").read_text(encoding="utf-8"))
-            except (OSError, ValueError):
+                self.passport = read_json(self.run_dir / "passport.json", types=PASSPORT_TYPES)
+            except OSError:  # missing, or damaged (Damaged): followed from the log
                 self.passport = {}
         events = [e for e in (self._start, *self._latest_series.values(), self._interval) if e]
         facts = facts_from_run(self.passport, events, run_dir=str(self.run_dir))

@@ -8,11 +8,15 @@ reader, in any wing, reads the log through :func:`iter_events`, :func:`head`, :f
 :class:`trainmeter.ranks.follow.TailReader`) and types what it gets with the records here. The
 record wing is a sink; other wings import it for the run log through this module.
 
+Every file is opened through :mod:`trainmeter.record.safe_read` (a FIFO, a device or a symlink out
+of the run folder is refused).
+
 The one tolerance rule, for every reader: a line is a record when it decodes as UTF-8 and parses
-as a JSON object; any other line (torn by a kill mid-write, cut by a read window, damaged bytes) is
-skipped and counted in :class:`ReadStats`, never raised. A damaged log reads as the records it
-still holds. :func:`iter_events` raises ``OSError`` only when the file cannot be opened;
-:func:`head` and :func:`tail` read an unreadable file as empty.
+as a JSON object holding only text a UTF-8 sink can write (no lone ``\\udXXX`` surrogate escape);
+any other line (torn by a kill mid-write, cut by a read window, damaged bytes) is skipped and
+counted in :class:`ReadStats`, never raised. A damaged log reads as the records it still holds.
+:func:`iter_events` raises ``OSError`` only when the file cannot be opened; :func:`head` and
+:func:`tail` read an unreadable file as empty.
 
 Pure functions over a file; a :class:`ReadStats` belongs to the one caller that passed it.
 """
@@ -25,6 +29,8 @@ from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TypedDict, Union
+
+from trainmeter.record.safe_read import has_lone_surrogate, iter_lines, open_regular
 
 SCHEMA_VERSION = 1
 LOG_FILE = "events.jsonl"
@@ -202,11 +208,13 @@ class ReadStats:
         bytes_read: Bytes read from the file, in all.
         lines_skipped: Non-blank lines that were not a JSON object (damaged), the torn last line apart.
         torn_last_line: The file ends in a line with no newline that is not a record (killed mid-write).
+        bytes_left_out: Bytes past the read's ``max_bytes`` bound, not read.
     """
 
     bytes_read: int = 0
     lines_skipped: int = 0
     torn_last_line: bool = False
+    bytes_left_out: int = 0
 
 
 def parse_line(line: bytes | str, stats: ReadStats | None = None) -> Record | None:
@@ -215,9 +223,9 @@ def parse_line(line: bytes | str, stats: ReadStats | None = None) -> Record | No
         return None
     try:
         record = json.loads(line)
-    except ValueError:  # JSONDecodeError and UnicodeDecodeError
+    except (ValueError, RecursionError):  # JSONDecodeError, UnicodeDecodeError, nested too deep
         record = None
-    if isinstance(record, dict):
+    if isinstance(record, dict) and not has_lone_surrogate(line, record):
         return record  # type: ignore[return-value]
     if stats is not None:
         stats.lines_skipped += 1
@@ -245,17 +253,24 @@ def _take(line: bytes, kinds: Collection[str] | None, needles: tuple[bytes, ...]
 
 # --- readers ---------------------------------------------------------------------------------------
 
-def iter_events(path: Path, *, kinds: Collection[str] | None = None,
-                stats: ReadStats | None = None) -> Iterator[Record]:
+def iter_events(path: Path, *, kinds: Collection[str] | None = None, stats: ReadStats | None = None,
+                max_bytes: int | None = None) -> Iterator[Record]:
     """Every record of the log at ``path``, in order (``kinds``: only those; other lines are not parsed).
 
+    Opened through :mod:`trainmeter.record.safe_read` (regular files only) and read a block at a
+    time, a line over its bound skipped as damaged; ``max_bytes`` stops the read there (the bytes
+    past it are counted in ``stats.bytes_left_out``).
+
     Raises:
-        OSError: When the file cannot be opened (a missing log is the caller's to say).
+        OSError: When the file cannot be opened (a missing log is the caller's to say), or is not a
+            regular file (:class:`~trainmeter.record.safe_read.Damaged`).
     """
     needles = _needles(kinds)
-    with Path(path).open("rb") as f:
-        for line in f:
-            torn = not line.endswith(b"\n")  # only the last line can be
+    with open_regular(path) as f:
+        if max_bytes is not None and stats is not None:
+            stats.bytes_left_out = max(0, os.fstat(f.fileno()).st_size - max_bytes)
+        for line, whole in iter_lines(f, max_bytes=max_bytes):
+            torn = not whole  # only the last line can be
             if stats is not None:
                 stats.bytes_read += len(line)
             record = _take(line, kinds, needles, None if torn else stats)
@@ -265,14 +280,14 @@ def iter_events(path: Path, *, kinds: Collection[str] | None = None,
                 yield record
 
 
-def read_events(path: Path, *, kinds: Collection[str] | None = None,
-                stats: ReadStats | None = None) -> list[Record]:
+def read_events(path: Path, *, kinds: Collection[str] | None = None, stats: ReadStats | None = None,
+                max_bytes: int | None = None) -> list[Record]:
     """The records of the log at ``path`` as a list (see :func:`iter_events`).
 
     Raises:
         OSError: When the file cannot be opened.
     """
-    return list(iter_events(path, kinds=kinds, stats=stats))
+    return list(iter_events(path, kinds=kinds, stats=stats, max_bytes=max_bytes))
 
 
 def head(path: Path, n: int | None = None, *, max_bytes: int = HEAD_BYTES, kinds: Collection[str] | None = None,
@@ -285,7 +300,7 @@ def head(path: Path, n: int | None = None, *, max_bytes: int = HEAD_BYTES, kinds
     needles = _needles(kinds)
     out: list[Record] = []
     try:
-        with Path(path).open("rb") as f:
+        with open_regular(path) as f:
             rest = b""
             left = max_bytes
             while left > 0:
@@ -313,7 +328,7 @@ def _backwards(path: Path, max_bytes: int, kinds: Collection[str] | None, stats:
     """The records within the last ``max_bytes`` of ``path``, newest first, read ``block_bytes`` at a time."""
     needles = _needles(kinds)
     try:
-        with Path(path).open("rb") as f:
+        with open_regular(path) as f:
             size = os.fstat(f.fileno()).st_size
             low = max(0, size - max_bytes)
             end = size

@@ -21,12 +21,13 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from trainmeter.record.events import LOG_FILE, Record, read_events
+from trainmeter.record.events import LOG_FILE, ReadStats, Record, iter_events, read_events
 
 INTERVAL_TAGS = ("throughput", "phases_s", "compute", "energy")
 """Interval fields exported per report (numbers only) to TensorBoard and W&B."""
@@ -39,28 +40,52 @@ class RunFrames:
     series: Any
     steps: Any
     intervals: Any
+    notes: tuple[str, ...] = ()
+    """What the frames leave out, in words: records of the wrong types, a damaged or refused log."""
 
 
-def _columns(events: list[Record]) -> tuple[dict[str, list[Any]], dict[str, list[Any]], list[dict[str, Any]]]:
+def _ints(value: Any, n: int | None = None) -> bool:
+    return isinstance(value, list) and (n is None or len(value) == n) and all(
+        isinstance(v, int) and not isinstance(v, bool) for v in value)
+
+
+def _values(value: Any, n: int) -> bool:
+    return isinstance(value, list) and len(value) == n and all(
+        v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)) for v in value)
+
+
+def _columns(events: Iterable[Record]) -> tuple[dict[str, list[Any]], dict[str, list[Any]], list[dict[str, Any]], int]:
+    """The frames' columns, and how many records were left out for holding the wrong types."""
     series: dict[str, list[Any]] = {"name": [], "x_kind": [], "step": [], "t_s": [], "value": []}
     steps: dict[str, list[Any]] = {"step": [], "t_s": [], "tokens": []}
     intervals: list[dict[str, Any]] = []
+    odd = 0
     for rec in events:
         kind = rec.get("kind")
-        if kind == "series":
-            n = len(rec.get("step", []))
-            series["name"] += [rec.get("name")] * n
-            series["x_kind"] += [rec.get("x", "step")] * n
-            series["step"] += rec.get("step", [])
-            series["t_s"] += [t / 1e6 for t in rec.get("t_us", [0] * n)]
-            series["value"] += [math.nan if v is None else v for v in rec.get("value", [])]
-        elif kind == "steps":
-            steps["step"] += rec.get("step", [])
-            steps["t_s"] += [t / 1e6 for t in rec.get("t_us", [])]
-            steps["tokens"] += rec.get("value", [])
+        if kind in ("series", "steps"):
+            step = rec.get("step", [])
+            n = len(step) if isinstance(step, list) else -1
+            t_us = rec.get("t_us", [0] * n if kind == "series" and n >= 0 else None)
+            values = rec.get("value", [])
+            if not (_ints(step) and _ints(t_us, n) and _values(values, n)) or (
+                    kind == "series" and not (isinstance(rec.get("name"), str) and isinstance(rec.get("x", ""), str))):
+                odd += 1
+                continue
+            if kind == "series":
+                series["name"] += [rec["name"]] * n
+                series["x_kind"] += [rec.get("x", "step")] * n
+                series["step"] += step
+                series["t_s"] += [t / 1e6 for t in t_us]
+                series["value"] += [math.nan if v is None else v for v in values]
+            elif all(isinstance(v, int) for v in values):
+                steps["step"] += step
+                steps["t_s"] += [t / 1e6 for t in t_us]
+                steps["tokens"] += values
+            else:
+                odd += 1
         elif kind == "interval":
             intervals.append({k: v for k, v in rec.items() if k not in ("schema_version", "kind")})
-    return series, steps, intervals
+    return series, steps, intervals, odd
 
 
 def to_pandas(run_dir: Path) -> RunFrames:
@@ -73,7 +98,19 @@ def to_pandas(run_dir: Path) -> RunFrames:
         import pandas as pd
     except ImportError as exc:
         raise ImportError("Run.to_pandas needs pandas: pip install 'trainmeter[figures]' (or pandas)") from exc
-    series, steps, intervals = _columns(read_events(run_dir / LOG_FILE))
+    read = ReadStats()
+    notes: list[str] = []
+    try:
+        series, steps, intervals, odd = _columns(iter_events(run_dir / LOG_FILE, stats=read))
+    except FileNotFoundError:
+        series, steps, intervals, odd = _columns(())
+    except OSError as exc:  # Damaged included: not a regular file
+        series, steps, intervals, odd = _columns(())
+        notes.append(f"damaged: {exc}")
+    if odd:
+        notes.append(f"{odd} records of the wrong types left out")
+    if read.lines_skipped:
+        notes.append(f"{read.lines_skipped} unreadable lines of the run log skipped")
     s = pd.DataFrame({
         "name": pd.Categorical(series["name"]), "x_kind": pd.Categorical(series["x_kind"]),
         "step": pd.array(series["step"], dtype="int64"), "t_s": pd.array(series["t_s"], dtype="float64"),
@@ -81,8 +118,14 @@ def to_pandas(run_dir: Path) -> RunFrames:
     })
     st = pd.DataFrame({"step": pd.array(steps["step"], dtype="int64"), "t_s": pd.array(steps["t_s"], dtype="float64"),
                        "tokens": pd.array(steps["tokens"], dtype="int64")})
-    iv = pd.json_normalize(intervals, sep=".") if intervals else pd.DataFrame({"step": pd.array([], dtype="int64")})
-    return RunFrames(series=s, steps=st, intervals=iv)
+    try:
+        iv = pd.json_normalize(intervals, sep=".") if intervals else None
+    except (ValueError, TypeError, RecursionError) as exc:
+        iv = None
+        notes.append(f"the report rows could not be flattened ({type(exc).__name__}); intervals left out")
+    if iv is None:
+        iv = pd.DataFrame({"step": pd.array([], dtype="int64")})
+    return RunFrames(series=s, steps=st, intervals=iv, notes=tuple(notes))
 
 
 def _start_wall_s(passport: dict[str, Any], events: list[Record]) -> float:

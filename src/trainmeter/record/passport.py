@@ -47,6 +47,15 @@ def throughput_derivations(*, tokens: int, steps: int, train_s: float, elapsed_s
     ]
 
 
+RUN_ROOT_RECORDED = ".."
+"""The run root as the record says it: the run folder's parent, relative (docs/spec.md section 18)."""
+
+
+def record_options(options: Any) -> dict[str, Any]:
+    """The options as the record keeps them: no absolute path (it can hold a user name), the run root relative."""
+    return {**options.to_dict(), "run_root": RUN_ROOT_RECORDED}
+
+
 def build_passport(m: RunView) -> dict[str, Any]:
     """Return the passport dict of a finished (or finishing) run."""
     phases_s = dict(m.phases.totals_s)
@@ -76,7 +85,7 @@ def build_passport(m: RunView) -> dict[str, Any]:
         "params": dict(m.params),
         "series": {name: s.stats().to_dict() for name, s in sorted(m.series.items())},
         "series_info": dict(getattr(m, "series_info", {})),
-        "options": m.options.to_dict(),
+        "options": record_options(m.options),
         "environment": _environment(),
         "derivations": [d.to_dict() for d in derivations],
         "warnings": list(m.warnings),

@@ -22,6 +22,7 @@ from typing import Any
 from trainmeter.record.events import LOG_FILE, end_record, gap_record, rank_record, start_record
 from trainmeter.record.reporter import format_text, summary_line, write_interval
 from trainmeter.record.runlog import RunLog
+from trainmeter.record.passport import record_options
 from trainmeter.record.runs import make_run_dir
 from trainmeter.record.view import RunView
 
@@ -86,7 +87,7 @@ class RunRecorder:
         self._root = Path(run.options.run_root).expanduser().absolute()
         self._started_at = started_at
         self._start_fields = {"name": run.options.name, "started_at": started_at,
-                              "options": {**run.options.to_dict(), "run_root": str(self._root)},
+                              "options": record_options(run.options),
                               "environment": describe_environment()}
         self._seat = _rank_seat(self._root, run.options.name, datetime.fromisoformat(started_at))
         self._cursor = run.add_reader()
@@ -103,7 +104,8 @@ class RunRecorder:
             if not self._start_written:
                 self._log.append(start_record(**self._start_fields))
                 if self._seat is not None:  # one rank of a launch: say which, in its own log
-                    self._log.append(rank_record(launch_dir=str(self._seat.launch_dir), pid=os.getpid(),
+                    launch_dir = os.path.relpath(self._seat.launch_dir, run.run_dir)  # relative: no user name
+                    self._log.append(rank_record(launch_dir=launch_dir, pid=os.getpid(),
                                                  device=getattr(self._seat, "device", None),
                                                  identity=self._seat.identity.to_dict()))
                 self._log.flush()
@@ -182,15 +184,22 @@ class RunRecorder:
         """The passport's ``record`` section: is the saved record complete, and where not."""
         gaps = [*self.gaps, *([self._gap] if self._gap is not None else [])]
         complete = not gaps and self.failed_writes == 0
+        dropped = sum(g["dropped_points"] for g in gaps)
+        # computed when the passport is written, so after a disk recovers it says what the log holds now
+        points_whole = self._gap is None and dropped == 0
+        spans = ", ".join(f"{g['from_step']}-{g['to_step'] if g['to_step'] is not None else 'end'}" for g in gaps[:5])
+        first = gaps[0]["error"] if gaps else "?"
         summary = None
-        if not complete:
-            summary = (f"{self.failed_writes} failed writes; the run log misses points between steps "
-                       + ", ".join(f"{g['from_step']}-{g['to_step'] if g['to_step'] is not None else 'end'}"
-                                   for g in gaps[:5])
-                       + f" ({sum(g['dropped_points'] for g in gaps)} points dropped from memory); first error: "
-                       + (gaps[0]["error"] if gaps else "?"))
-        return {"complete": complete, "log": str(run.run_dir / LOG_FILE) if run.run_dir else None,
-                "failed_writes": self.failed_writes, "gaps": gaps, "summary": summary}
+        if not complete and points_whole:
+            summary = (f"{self.failed_writes} failed writes between steps {spans}, recovered: every point was "
+                       "written once the disk accepted writes again; the reports of those steps are missing; "
+                       f"first error: {first}")
+        elif not complete:
+            summary = (f"{self.failed_writes} failed writes; the run log misses points between steps {spans} "
+                       f"({dropped} points dropped from memory); first error: {first}")
+        return {"complete": complete, "log": LOG_FILE if run.run_dir else None,  # relative to the run folder
+                "failed_writes": self.failed_writes, "gaps": gaps, "points_complete": points_whole,
+                "summary": summary}
 
     def write_passport(self, run: RunView) -> None:
         """The points not yet written, passport.json + passport.md, then the log's ``end`` record.

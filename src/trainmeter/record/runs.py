@@ -2,17 +2,36 @@
 
 from __future__ import annotations
 
-import json
-import math
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from trainmeter.core.text import printable
 from trainmeter.options import DEFAULT_RUN_ROOT
-from trainmeter.record.events import HEAD_BYTES, LOG_FILE, TAIL_BYTES, ReadStats, Record, head, read_events, tail
-from trainmeter.sizes import format_count, format_duration, format_number
+from trainmeter.record.events import LOG_FILE, ReadStats, Record, iter_events, last_of_kinds, read_events
+from trainmeter.record.runs_table import (  # the runs table, re-exported (``trainmeter.record.runs.runs_table``)
+    PASSPORT_FILE,
+    RUN_COLUMNS,
+    RUNS_SHOWN,
+    RunRow,
+    RunsTable,
+    _finite,
+    format_runs,
+    log_tail_summary,
+    run_folders,
+    run_row,
+    runs_table,
+)
+from trainmeter.record.safe_read import PASSPORT_TYPES, exists, read_json, wrong_type
+from trainmeter.sizes import format_bytes
+
+__all__ = ["RUNS_SHOWN", "RUN_COLUMNS", "Run", "RunRow", "RunsTable", "damaged_passport", "format_runs", "load",
+           "log_tail_summary", "make_run_dir", "run_row", "runs", "runs_table", "summarise_log"]
+
+SUMMARY_MAX_BYTES = 16 * 1024 * 1024
+"""Bytes of a run log a summary (:func:`load` of a run without a passport) reads in full; past it, its tail."""
+REPLAY_MAX_BYTES = 512 * 1024 * 1024
+"""Bytes of a run log :meth:`Run.events` reads (the rest is left out, and said)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -36,7 +55,7 @@ class Run:
 
     @property
     def status(self) -> str:
-        """``completed``, ``interrupted``, ``failed``, ``terminated``, or ``unfinished`` without a passport."""
+        """``completed`` ... ``terminated``, ``unfinished`` without a passport, or ``damaged`` (see :attr:`damaged`)."""
         return str(self.passport.get("status") or "unfinished")
 
     @property
@@ -44,10 +63,21 @@ class Run:
         """Whether the figures come from a passport (else from the run log)."""
         return bool(self.passport) and "summarised_from" not in self.passport
 
-    def events(self) -> list[Record]:
-        """The run log's records (none for a launch folder whose ranks each keep their own log)."""
-        path = self.dir / LOG_FILE
-        return read_events(path) if path.exists() else []
+    @property
+    def damaged(self) -> str | None:
+        """Why a file of this run folder could not be read (``None`` when none is damaged)."""
+        reason = self.passport.get("damaged")
+        return str(reason) if reason else None
+
+    def events(self, stats: ReadStats | None = None) -> list[Record]:
+        """The run log's records (none for a launch folder whose ranks each keep their own log, or a damaged log).
+
+        At most :data:`REPLAY_MAX_BYTES` of the log are read (``stats.bytes_left_out`` counts the rest).
+        """
+        try:
+            return read_events(self.dir / LOG_FILE, stats=stats, max_bytes=REPLAY_MAX_BYTES)
+        except OSError:  # missing, or not a regular file (Damaged)
+            return []
 
     def to_pandas(self) -> Any:
         """Series, steps and intervals as tidy DataFrames (``.series``, ``.steps``, ``.intervals``); needs pandas."""
@@ -74,272 +104,143 @@ class Run:
 def load(path: str | Path) -> Run:
     """Load a saved run from its folder, its ``passport.json`` or its ``events.jsonl``.
 
-    A run without a readable passport is summarised from its run log (last
-    report's step, tokens, unit, phases; each series' last, min, max).
+    A run without a readable passport is summarised from its run log (last report's step,
+    tokens, unit, phases; each series' last, min, max), reading at most :data:`SUMMARY_MAX_BYTES`
+    of it in full and its tail (the bound is said in the warnings). A file of the folder that is
+    not a regular file, too large, not UTF-8, not JSON or of the wrong types
+    (:mod:`trainmeter.record.safe_read`) makes the run ``damaged`` (``passport["damaged"]``
+    says why); the figures still readable are kept.
 
     Raises:
         FileNotFoundError: When ``path`` holds no run (names the path).
     """
     p = Path(path).expanduser()
-    if p.is_file():
+    if not p.is_dir() and exists(p):
         p = p.parent
-    if not (p / LOG_FILE).exists() and not (p / "passport.json").exists():
+    if not exists(p / LOG_FILE) and not exists(p / PASSPORT_FILE):
         raise FileNotFoundError(f"no trainmeter run at {str(path)!r}: expected a folder with events.jsonl or passport.json")
     problem = None
-    if (p / "passport.json").exists():
-        try:
-            passport = json.loads((p / "passport.json").read_text(encoding="utf-8"))
-            if isinstance(passport, dict) and passport:
-                return Run(dir=p, passport=passport)
-            problem = "passport.json holds no passport"
-        except (OSError, ValueError, UnicodeDecodeError) as exc:
-            problem = f"passport.json unreadable ({type(exc).__name__}: {exc})"
-    return Run(dir=p, passport=summarise_log(p / LOG_FILE, problem))
+    try:
+        passport = read_json(p / PASSPORT_FILE, types=PASSPORT_TYPES)
+        if passport:
+            return Run(dir=p, passport=passport)
+        problem = "passport.json holds no passport"
+    except FileNotFoundError:
+        pass
+    except OSError as exc:  # Damaged included
+        problem = str(exc)
+    try:
+        return Run(dir=p, passport=summarise_log(p / LOG_FILE, problem))
+    except Exception as exc:  # a log of odd records: the run is damaged, never the caller's error
+        return Run(dir=p, passport=damaged_passport(p, f"{problem or 'events.jsonl'}; its run log could not be "
+                                                       f"summarised ({type(exc).__name__}: {exc})"))
 
 
-def summarise_log(path: Path, problem: str | None = None) -> dict[str, Any]:
-    """A passport-shaped summary of a run from its run log alone (a killed run).
+def damaged_passport(folder: Path, reason: str) -> dict[str, Any]:
+    """The passport-shaped stand-in of a run folder nothing can be read from (status ``damaged``)."""
+    return {"name": folder.name, "status": "damaged", "damaged": reason, "steps": 0, "tokens": 0,
+            "warnings": [f"damaged: {reason}"], "summarised_from": "nothing"}
+
+
+def summarise_log(path: Path, problem: str | None = None, max_bytes: int | None = None) -> dict[str, Any]:
+    """A passport-shaped summary of a run from its run log alone (a killed run, or a damaged passport).
 
     What the log still holds is summarised; damaged lines in it are skipped and said in the warnings.
+    Series figures come from its first ``max_bytes`` (default :data:`SUMMARY_MAX_BYTES`), the last
+    report and end from its tail; a log past the bound says so in the warnings. ``problem`` (the
+    passport's damage) makes the status ``damaged``.
     """
+    bound = SUMMARY_MAX_BYTES if max_bytes is None else max_bytes
     read = ReadStats()
-    try:
-        events = read_events(path, stats=read) if path.exists() else []
-    except OSError:
-        events = []
-    start = next((e for e in events if e.get("kind") == "start"), {})
-    last = next((e for e in reversed(events) if e.get("kind") == "interval"), {})
-    end = next((e for e in reversed(events) if e.get("kind") == "end"), {})
+    start: dict[str, Any] = {}
+    last: dict[str, Any] = {}
+    end: dict[str, Any] = {}
     stats: dict[str, dict[str, Any]] = {}
-    last_step = last.get("step")
-    for e in events:
-        if e.get("kind") == "steps" and e.get("step"):
-            last_step = max(last_step or 0, max(e["step"]))
-        if e.get("kind") != "series" or e.get("x", "step") != "step" or not isinstance(e.get("value"), list):
-            continue
-        values = [v for v in e["value"] if isinstance(v, (int, float))]
-        if not values:
-            continue
-        st = stats.setdefault(str(e.get("name")), {"last": None, "min": None, "max": None, "count": 0, "last_step": None})
-        st["last"] = values[-1]
-        st["min"] = min(values) if st["min"] is None else min(st["min"], min(values))
-        st["max"] = max(values) if st["max"] is None else max(st["max"], max(values))
-        st["count"] += len(e["value"])
-        st["last_step"] = (e.get("step") or [None])[-1]
-    why = problem or "no passport: the run did not finish (kernel killed?)"
-    damaged = ([f"its run log is damaged: {read.lines_skipped} unreadable lines skipped"]
-               if read.lines_skipped else [])
-    return {
-        "name": start.get("name"), "status": end.get("status") or "unfinished", "error": end.get("error"),
-        "started_at": start.get("started_at"), "ended_at": end.get("ended_at"),
+    last_step = None
+    log_damage = None
+    try:
+        for e in iter_events(path, stats=read, max_bytes=bound):
+            kind = e.get("kind")
+            if kind == "start" and not start:
+                start = dict(e)
+            elif kind == "interval":
+                last = dict(e)
+            elif kind == "end":
+                end = dict(e)
+            elif kind == "steps" and isinstance(e.get("step"), list) and e["step"]:
+                last_step = max(last_step or 0, max(v for v in e["step"] if _finite(v)) if any(
+                    _finite(v) for v in e["step"]) else 0)
+            elif kind == "series":
+                _add_series(stats, e)
+    except FileNotFoundError:
+        pass
+    except OSError as exc:  # Damaged included
+        log_damage = str(exc)
+    if read.bytes_left_out:
+        tail_found = last_of_kinds(path, ("interval", "end"))
+        last = dict(tail_found.get("interval") or last)
+        end = dict(tail_found.get("end") or end)
+    if _finite(last.get("step")):
+        last_step = max(last_step or 0, last["step"])
+    damage = "; ".join(d for d in (problem, log_damage) if d) or None
+    why = f"damaged: {problem}" if problem else "no passport: the run did not finish (kernel killed?)"
+    notes = [f"{why}; figures are from its run log's last report"]
+    if read.lines_skipped:
+        notes.append(f"its run log is damaged: {read.lines_skipped} unreadable lines skipped")
+    if read.bytes_left_out:
+        notes.append(f"its run log is {format_bytes(bound + read.bytes_left_out)}: series figures are from its "
+                     f"first {format_bytes(bound)}, counters from its last report")
+    if log_damage:
+        notes.append(f"damaged: {log_damage}")
+    out = {
+        "name": start.get("name"), "status": "damaged" if damage else (end.get("status") or "unfinished"),
+        "error": end.get("error"), "started_at": start.get("started_at"), "ended_at": end.get("ended_at"),
         "elapsed_s": last.get("elapsed_s"), "steps": last_step if last_step is not None else 0,
         "tokens": last.get("tokens") or 0, "token_unit": last.get("token_unit") or "tokens",
         "phases_s": last.get("phases_s") or {}, "throughput": last.get("throughput") or {},
         "memory": last.get("memory") or {}, "series": stats, "options": start.get("options") or {},
-        "warnings": [f"{why}; figures are from its run log's last report", *damaged],
-        "summarised_from": "events.jsonl",
+        "warnings": notes, "summarised_from": "events.jsonl",
     }
+    bad = wrong_type(out, PASSPORT_TYPES)
+    if bad is not None:  # a log record of the wrong types: keep the counters out
+        damage = "; ".join(d for d in (damage, f"events.jsonl: {bad}") if d)
+        out.update(status="damaged", elapsed_s=None, steps=0, tokens=0, token_unit="tokens", phases_s={},
+                   throughput={}, memory={}, options={}, name=out["name"] if isinstance(out["name"], str) else None,
+                   started_at=None, ended_at=None, error=None)
+    if damage:
+        out["damaged"] = damage
+    return out
+
+
+def _add_series(stats: dict[str, dict[str, Any]], e: Record) -> None:
+    """Fold one ``series`` record into the per-series last/min/max (step series only)."""
+    if e.get("x", "step") != "step" or not isinstance(e.get("value"), list):
+        return
+    values = [v for v in e["value"] if _finite(v)]
+    if not values:
+        return
+    st = stats.setdefault(str(e.get("name")), {"last": None, "min": None, "max": None, "count": 0, "last_step": None})
+    st["last"] = values[-1]
+    st["min"] = min(values) if st["min"] is None else min(st["min"], min(values))
+    st["max"] = max(values) if st["max"] is None else max(st["max"], max(values))
+    st["count"] += len(e["value"])
+    steps = e.get("step")
+    st["last_step"] = steps[-1] if isinstance(steps, list) and steps else None
 
 
 def runs(root: str | Path | None = None) -> list[Run]:
     """Return saved runs under ``root`` (default ``.trainmeter/runs``), oldest first.
 
-    A damaged run folder is listed (summarised from what is readable), never an error.
+    A damaged run folder is listed (summarised from what is readable, status ``damaged``), never an error.
     """
     base = Path(root).expanduser() if root is not None else DEFAULT_RUN_ROOT
-    if not base.is_dir():
-        return []
     found = []
-    for child in sorted(base.iterdir()):
+    for child in run_folders(base):
         try:
-            if child.is_dir() and ((child / LOG_FILE).exists() or (child / "passport.json").exists()):
-                found.append(load(child))
-        except (OSError, ValueError):
-            continue
+            found.append(load(child))
+        except Exception as exc:  # never because of one folder
+            found.append(Run(dir=child, passport=damaged_passport(child, f"{type(exc).__name__}: {exc}")))
     return found
-
-
-RUNS_SHOWN = 20
-"""Runs ``%trainmeter runs`` lists by default (newest first); older ones are counted in a ``+N more`` line."""
-RUN_COLUMNS: tuple[str, ...] = ("started (UTC)", "name", "status", "duration", "steps", "tokens", "last loss", "path")
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RunRow:
-    """One row of the runs table, every cell already formatted (``-`` where unknown).
-
-    Attributes:
-        started: UTC start, ``YYYY-MM-DD HH:MM``.
-        name: Run name.
-        status: ``completed`` ... ``unfinished``; ``(N ranks)`` appended for a launch.
-        duration: Session length ``h:mm:ss`` (to the last report for a run without a passport).
-        steps: Optimizer steps (SI count).
-        tokens: Tokens (or samples) with :func:`~trainmeter.sizes.format_count`.
-        last_loss: Last ``train_loss``.
-        path: The run folder.
-        from_log: Whether the figures come from the run log (no passport).
-    """
-
-    started: str
-    name: str
-    status: str
-    duration: str
-    steps: str
-    tokens: str
-    last_loss: str
-    path: str
-    from_log: bool = False
-
-    def cells(self) -> tuple[str, ...]:
-        """The cells in :data:`RUN_COLUMNS` order."""
-        return (self.started, self.name, self.status, self.duration, self.steps, self.tokens, self.last_loss,
-                self.path)
-
-
-@dataclass(frozen=True, slots=True)
-class RunsTable:
-    """The runs table: an HTML table in a notebook (``_repr_html_``), plain text elsewhere.
-
-    Attributes:
-        rows: Newest first, at most the number asked for.
-        more: Older runs left out.
-        root: The run root listed.
-    """
-
-    rows: tuple[RunRow, ...]
-    more: int
-    root: str
-
-    def text(self) -> str:
-        """The plain-text table (aligned columns, control characters escaped)."""
-        if not self.rows:
-            return f"no saved runs under {printable(self.root)}"
-        table = [RUN_COLUMNS] + [tuple(printable(c) for c in r.cells()) for r in self.rows]
-        widths = [max(len(row[i]) for row in table) for i in range(len(RUN_COLUMNS))]
-        lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in table]
-        lines += self._notes()
-        return "\n".join(lines)
-
-    def _notes(self) -> list[str]:
-        notes = []
-        if self.more:
-            notes.append(f"+{self.more} more (older); %trainmeter runs --all lists every run")
-        if any(r.from_log for r in self.rows):
-            notes.append("* no passport: figures from the run log's last report")
-        return notes
-
-    def _repr_html_(self) -> str:
-        from html import escape
-
-        if not self.rows:
-            return f"<p>{escape(self.text())}</p>"
-        head = "".join(f'<th style="text-align:left">{escape(c)}</th>' for c in RUN_COLUMNS)
-        body = "".join(
-            "<tr>" + "".join(f'<td style="text-align:{"right" if i in (3, 4, 5, 6) else "left"}">'
-                             f'{escape(printable(c))}</td>' for i, c in enumerate(r.cells())) + "</tr>"
-            for r in self.rows)
-        notes = "".join(f"<div><small>{escape(n)}</small></div>" for n in self._notes())
-        return f'<table class="trainmeter-runs"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{notes}'
-
-    def __repr__(self) -> str:
-        return self.text()
-
-
-def runs_table(root: str | Path | None = None, limit: int | None = RUNS_SHOWN) -> RunsTable:
-    """The runs under ``root`` (default ``.trainmeter/runs``), newest first, at most ``limit`` (``None``: all).
-
-    Reads each listed run's passport, or, for a run without one (killed), the first
-    64 KiB and the last 256 KiB of its ``events.jsonl``: bounded whatever the log's size.
-    Runs past ``limit`` are only counted. A damaged folder is a row, never an error.
-    """
-    base = Path(root).expanduser() if root is not None else DEFAULT_RUN_ROOT
-    try:
-        children = [c for c in base.iterdir() if c.is_dir()
-                    and ((c / LOG_FILE).exists() or (c / "passport.json").exists())]
-    except OSError:
-        children = []
-    children.sort(key=lambda c: c.name, reverse=True)  # folders are named <UTC stamp>-<name>
-    shown = children if limit is None else children[:limit]
-    return RunsTable(rows=tuple(run_row(c) for c in shown), more=len(children) - len(shown), root=str(base))
-
-
-def run_row(folder: Path) -> RunRow:
-    """The table row of one run folder (never raises on a damaged folder)."""
-    passport: dict[str, Any] = {}
-    try:
-        loaded = json.loads((folder / "passport.json").read_text(encoding="utf-8"))
-        passport = loaded if isinstance(loaded, dict) else {}
-    except (OSError, ValueError, UnicodeDecodeError):
-        passport = {}
-    from_log = not passport
-    p = passport or log_tail_summary(folder / LOG_FILE)
-    loss = ((p.get("series") or {}).get("train_loss") or {}).get("last") if not from_log else p.get("last_loss")
-    unit = p.get("token_unit") or "tokens"
-    tokens = p.get("tokens")
-    ranks = (p.get("distributed") or {}).get("ranks_recorded")
-    status = str(p.get("status") or "unfinished") + (f" ({ranks} ranks)" if ranks else "") + (" *" if from_log else "")
-    return RunRow(
-        started=_started(p.get("started_at"), folder.name), name=str(p.get("name") or folder.name), status=status,
-        duration=format_duration(p.get("elapsed_s")) if _finite(p.get("elapsed_s")) else "-",
-        steps=format_count(p.get("steps")) if _finite(p.get("steps")) else "-",
-        tokens=(format_count(tokens) + ("" if unit == "tokens" else f" {unit}")) if _finite(tokens) else "-",
-        last_loss=format_number(loss) if _finite(loss) else "-", path=_shown_path(folder), from_log=from_log)
-
-
-def log_tail_summary(path: Path, head_bytes: int = HEAD_BYTES, tail_bytes: int = TAIL_BYTES) -> dict[str, Any]:
-    """Name, start, status and the last report's figures of a run log, from its head and tail only.
-
-    A torn last line (the process was killed mid-write) and a line cut by the tail
-    window are skipped. Keys as in a passport, plus ``last_loss``.
-    """
-    starts = head(path, 1, max_bytes=head_bytes, kinds=("start",))
-    start: dict[str, Any] = dict(starts[0]) if starts else {}
-    found: dict[str, dict[str, Any]] = {}
-    last_loss = None
-    for r in reversed(tail(path, max_bytes=tail_bytes)):
-        kind = r.get("kind")
-        if kind in ("interval", "end") and kind not in found:
-            found[kind] = r
-        if last_loss is None and kind == "series" and r.get("name") == "train_loss":
-            last_loss = next((v for v in reversed(r.get("value") or []) if _finite(v)), None)
-    last, end = found.get("interval", {}), found.get("end", {})
-    return {"name": start.get("name"), "started_at": start.get("started_at"),
-            "status": end.get("status") or "unfinished", "elapsed_s": last.get("elapsed_s"),
-            "steps": last.get("step"), "tokens": last.get("tokens"),
-            "token_unit": last.get("token_unit") or "tokens", "last_loss": last_loss}
-
-
-def _finite(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _started(started_at: Any, folder_name: str) -> str:
-    when = None
-    if isinstance(started_at, str):
-        try:
-            when = datetime.fromisoformat(started_at)
-        except ValueError:
-            when = None
-    if when is None:
-        try:
-            when = datetime.strptime(folder_name[:16], "%Y%m%dT%H%M%SZ").replace(tzinfo=timezone.utc)
-        except ValueError:
-            return "-"
-    if when.tzinfo is not None:
-        when = when.astimezone(timezone.utc)
-    return when.strftime("%Y-%m-%d %H:%M")
-
-
-def _shown_path(folder: Path) -> str:
-    try:
-        return str(folder.resolve().relative_to(Path.cwd().resolve()))
-    except (ValueError, OSError):
-        return str(folder)
-
-
-def format_runs(found: list[Run]) -> str:
-    """The runs table (plain text) of already loaded runs, in the order given."""
-    return RunsTable(rows=tuple(run_row(r.dir) for r in found), more=0, root="").text() if found else "no saved runs"
 
 
 def make_run_dir(root: Path, name: str, now: datetime) -> Path:

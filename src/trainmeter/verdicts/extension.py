@@ -77,7 +77,8 @@ class Verdicts(ExtensionBase):
         interval = m.interval
         self.engine.add_report(ReportPoint(
             step=m.steps, elapsed_s=m.elapsed_s(), tokens_per_s=interval.train_tokens_per_s if interval else None,
-            mem_bytes=mem, mem_source=source, phases_s=dict(m.phases.totals_s), gpus=self._gpus()))
+            token_unit=str(getattr(m, "token_unit", None) or "tokens"), mem_bytes=mem, mem_source=source,
+            phases_s=dict(m.phases.totals_s), gpus=self._gpus()))
         return {"fired": [v.to_dict() for v in self.engine.verdicts]}
 
     def view(self) -> VerdictsView:

@@ -88,7 +88,8 @@ class ReportPoint:
     Attributes:
         step: Optimizer steps so far.
         elapsed_s: Session seconds so far.
-        tokens_per_s: Training-only tokens/s over the report window.
+        tokens_per_s: Training-only tokens/s (or samples/s, see ``token_unit``) over the report window.
+        token_unit: What the run counts: ``tokens`` or ``samples`` (the sentences name it).
         mem_bytes: CUDA allocator bytes allocated, or RSS without CUDA.
         mem_source: ``"allocator"`` or ``"RSS"``.
         phases_s: Cumulative seconds per phase (``train``, ``data_wait``, ``eval``, ...).
@@ -98,6 +99,7 @@ class ReportPoint:
     step: int
     elapsed_s: float
     tokens_per_s: float | None = None
+    token_unit: str = "tokens"
     mem_bytes: float | None = None
     mem_source: str = "allocator"
     phases_s: Mapping[str, float] = field(default_factory=dict)
@@ -218,10 +220,11 @@ class VerdictEngine:
         if len(self._tps) >= MIN_REPORTS:
             median = _median(list(self._tps))
             if self._drop.hit(tps < (1 - DROP_FRACTION) * median, r.step, tps) and not self.fired("throughput_drop"):
+                rate = f"{r.token_unit}/s"
                 self._fire("throughput_drop", self._drop.first_step,
                            f"throughput dropped at step {self._drop.first_step}: "
-                           f"{format_rate(self._drop.first_value, 'tokens/s')} against the run's median of "
-                           f"{format_rate(median, 'tokens/s')} (more than "
+                           f"{format_rate(self._drop.first_value, rate)} against the run's median of "
+                           f"{format_rate(median, rate)} (more than "
                            f"{_pct(DROP_FRACTION)} lower on {CONSECUTIVE} reports in a row).")
         self._tps.append(tps)
 

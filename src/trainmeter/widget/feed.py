@@ -5,11 +5,17 @@ cursor, ``monitor.add_reader()``: advancing it lets the monitor trim) into
 :class:`~trainmeter.widget.decimate.Decimator` s, adds the smoothed twin of the training loss
 (widget/smoothed.py, every step folded), the x mappings (widget/x_axis.py) and one point of each
 report series per report; :meth:`SeriesFeed.sample_recent` adds the once-a-second recent rate.
-The decimators own the retention: the front end keeps what it is sent. Publisher thread only.
+The decimators own the retention: the front end keeps what it is sent.
+
+Whatever ``--max-series`` is, a frame carries at most :data:`MAX_SERIES_SENT` series (docs/spec.md
+section 18, "bounds at any cap"): the x mappings and the recent rate, then those the state's
+charts draw (:func:`shown_series`, set by the publisher), then the oldest others; the rest stay
+decimated here (and whole in the run log). Publisher thread only.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any
 
@@ -18,9 +24,61 @@ from trainmeter.widget.frame import SeriesColumns, encode_frame
 from trainmeter.widget.live_rate import RecentFigures, RecentRate, RssReader
 from trainmeter.widget.smoothed import LossSmoother
 from trainmeter.widget.view_model import RECENT_SERIES, report_points
-from trainmeter.widget.x_axis import AXIS_BUDGET_POINTS, AXIS_EVERY_S, AXIS_TIME, AXIS_TOKENS
+from trainmeter.widget.x_axis import AXIS_BUDGET_POINTS, AXIS_EVERY_S, AXIS_SERIES, AXIS_TIME, AXIS_TOKENS
 
 _FAR = 1 << 62
+MAX_SERIES_SENT = 400
+"""Most series one frame carries (each costs a header entry and at least two points of the 96 KB history)."""
+
+
+def shown_series(state: dict[str, Any]) -> tuple[str, ...]:
+    """The series the state's charts draw (and their smoothed twins), in chart order."""
+    out: dict[str, None] = {}
+    for chart in state.get("charts") or ():
+        if not isinstance(chart, dict):
+            continue
+        for name in chart.get("series") or ():
+            out[str(name)] = None
+        for twin in (chart.get("smoothed") or {}).values():
+            out[str(twin)] = None
+    return tuple(out)
+
+
+def header_points(name: str) -> int:
+    """What a series' JSON header entry (``{"name": ..., "x": ..., "n": ...}``) costs in a frame, in 16-byte points."""
+    return -(-(len(json.dumps(name)) + 32) // 16)
+
+
+def pick_sent(decimators: dict[str, Decimator], shown: tuple[str, ...] = (), most: int = MAX_SERIES_SENT,
+              points_total: int | None = None) -> list[Decimator]:
+    """The decimators a frame carries, in their own order.
+
+    All when they are at most ``most`` and their headers (with two points each) fit in half of
+    ``points_total``; else chosen in this order until one of those bounds: the x mappings and the
+    recent rate, ``shown``, then the oldest.
+    """
+    room = None if points_total is None else points_total // 2
+    cost = sum(header_points(n) + 2 for n in decimators) if room is not None and len(decimators) <= most else 0
+    if len(decimators) <= most and (room is None or cost <= room):
+        return list(decimators.values())
+    picked: set[str] = set()
+    spent = 0
+    for name in (*AXIS_SERIES, RECENT_SERIES, *shown, *decimators):
+        if name in picked or name not in decimators:
+            continue
+        price = header_points(name) + 2
+        if len(picked) >= most or (room is not None and picked and spent + price > room):
+            break
+        picked.add(name)
+        spent += price
+    return [d for name, d in decimators.items() if name in picked]
+
+
+def frame_caps(decimators: list[Decimator], points_total: int, per_series: int) -> dict[str, int]:
+    """Points per series so that the frame, headers included, holds at most ``points_total`` points."""
+    headers = sum(header_points(d.name) for d in decimators)
+    return share_budget({d.name: d.points for d in decimators}, max(2 * len(decimators), points_total - headers),
+                        per_series)
 
 
 class SeriesFeed:
@@ -48,6 +106,8 @@ class SeriesFeed:
         self._tokens_total = 0
         self._axis_t_s = -math.inf
         self._smoother = LossSmoother()
+        self.shown: tuple[str, ...] = ()
+        """The series the last state's charts draw (:func:`shown_series`): sent first past the series cap."""
 
     def read(self) -> bool:
         """Move new points from the monitor into the decimators; returns whether any came."""
@@ -116,11 +176,8 @@ class SeriesFeed:
     # -- frames ----------------------------------------------------------------------------------
     def series_columns(self, *, include_open: bool, max_points: int | None = None) -> list[SeriesColumns]:
         """Every series' decimated history (for frames and the HTML snapshot)."""
-        decimators = list(self.decimators.values())
-        # each series' JSON header entry (name, kind, length) costs about three points of 16 bytes:
-        # keep the frame in budget
-        total = max(2 * len(decimators), self.history_points_total - 3 * len(decimators))
-        caps = share_budget({d.name: d.points for d in decimators}, total, self.budget_points)
+        decimators = pick_sent(self.decimators, self.shown, points_total=self.history_points_total)
+        caps = frame_caps(decimators, self.history_points_total, self.budget_points)  # headers included
         out = []
         for d in decimators:
             xs, ys = d.columns(include_open=include_open, max_points=max_points or caps[d.name])
@@ -138,9 +195,11 @@ class SeriesFeed:
     def append_frame(self) -> bytes:
         """A frame of the points no frame carried yet (``append``)."""
         columns = []
+        sent = {d.name for d in pick_sent(self.decimators, self.shown, points_total=self.history_points_total)}
         for d in self.decimators.values():
             if d.pending:
                 xs, ys = d.take_new()
-                columns.append(SeriesColumns(name=d.name, x_kind=d.x_kind, xs=xs, ys=ys))  # type: ignore[arg-type]
+                if d.name in sent:  # past the series cap the others stay here, decimated (module docstring)
+                    columns.append(SeriesColumns(name=d.name, x_kind=d.x_kind, xs=xs, ys=ys))  # type: ignore[arg-type]
         self.seq += 1
         return encode_frame(self.seq, columns)

@@ -29,7 +29,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from trainmeter.widget.decimate import DEFAULT_BUDGET_POINTS, Decimator
-from trainmeter.widget.feed import SeriesFeed
+from trainmeter.widget.feed import SeriesFeed, shown_series
 from trainmeter.widget.frame import SeriesColumns
 from trainmeter.widget.live_rate import RecentFigures
 from trainmeter.widget.view_model import build_state, facts_from_monitor
@@ -227,6 +227,7 @@ class Publisher:
     def _set_state(self, state: dict[str, Any]) -> None:
         self.widget.state = state
         self._last_state = state
+        self.feed.shown = shown_series(state)  # past the series cap, frames carry what the charts draw
         self.messages_sent += 1
         self.bytes_sent += len(json.dumps(state))
 
@@ -342,7 +343,12 @@ def save_dashboard(run_dir: Any, state: dict[str, Any]) -> None:
     try:
         from pathlib import Path
 
-        (Path(run_dir) / DASHBOARD_FILE).write_text(json.dumps(state, separators=(",", ":")), encoding="utf-8")
+        from trainmeter.record.runlog import write_file_atomic
+
+        # no absolute path in the record (it can hold a user name; docs/spec.md section 18): a replay
+        # places the run from where it is read
+        kept = {k: v for k, v in state.items() if k not in ("run_dir", "run_path", "run_rel")}
+        write_file_atomic(Path(run_dir) / DASHBOARD_FILE, json.dumps(kept, separators=(",", ":")))
     except Exception:
         pass
 

@@ -15,20 +15,26 @@
 
 from __future__ import annotations
 
+import math
 import sys
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from trainmeter.record.events import Record
-from trainmeter.record.runs import Run, load
-from trainmeter.widget.decimate import DEFAULT_BUDGET_POINTS, Decimator, share_budget
+from trainmeter.core.text import printable
+from trainmeter.record.events import LOG_FILE, ReadStats, Record, iter_events
+from trainmeter.record.runs import REPLAY_MAX_BYTES, Run, damaged_passport, load
+from trainmeter.record.safe_read import DASHBOARD_TYPES, read_json
+from trainmeter.sizes import format_bytes
+from trainmeter.widget.decimate import DEFAULT_BUDGET_POINTS, Decimator
+from trainmeter.widget.feed import frame_caps, pick_sent
 from trainmeter.widget.frame import SeriesColumns, encode_frame
 from trainmeter.widget.host import in_marimo, ipython_shell, is_jupyter_shell, show_in_marimo
 from trainmeter.widget.labels import label_charts
-from trainmeter.widget.smoothed import LossSmoother
+from trainmeter.widget.smoothed import SMOOTHED, LossSmoother
 from trainmeter.widget.view_model import (
+    LOSS_NAMES,
     build_state,
     facts_from_monitor,
     facts_from_run,
@@ -43,7 +49,7 @@ MAX_REPLAYS_KEPT = 16
 _REPLAYS: deque[Any] = deque(maxlen=MAX_REPLAYS_KEPT)
 
 
-def replay_columns(events: Sequence[Record], *, budget_points: int = DEFAULT_BUDGET_POINTS,
+def replay_columns(events: Iterable[Record], *, budget_points: int = DEFAULT_BUDGET_POINTS,
                    points_total: int = REPLAY_POINTS_TOTAL) -> list[SeriesColumns]:
     """Decimated columns of every series of a saved run, plus the report series.
 
@@ -84,9 +90,10 @@ def replay_columns(events: Sequence[Record], *, budget_points: int = DEFAULT_BUD
                 feed(AXIS_TIME, "step", [last_step], [at_s])
                 if tokens is not None:
                     feed(AXIS_TOKENS, "step", [last_step], [tokens])
-    caps = share_budget({name: d.points for name, d in decimators.items()}, points_total, budget_points)
+    sent = pick_sent(decimators, (*LOSS_NAMES, *SMOOTHED.values()), points_total=points_total)  # the losses first
+    caps = frame_caps(sent, points_total, budget_points)  # headers included
     out = []
-    for d in decimators.values():
+    for d in sent:
         xs, ys = d.columns(include_open=True, max_points=caps[d.name])
         out.append(SeriesColumns(name=d.name, x_kind=d.x_kind, xs=xs, ys=ys))  # type: ignore[arg-type]
     return out
@@ -95,27 +102,95 @@ def replay_columns(events: Sequence[Record], *, budget_points: int = DEFAULT_BUD
 def replay(run_or_path: Run | str | Path) -> tuple[dict[str, Any], list[SeriesColumns], bytes]:
     """``(state, columns, history frame)`` of a saved run.
 
+    The run log is read once, streaming, at most ``REPLAY_MAX_BYTES`` of it
+    (:mod:`trainmeter.record.safe_read`); only the records the facts need are kept. A damaged
+    run (a file refused, records of the wrong types) replays as ``unfinished`` with the reason
+    among its warnings, never an error.
+
     Raises:
         FileNotFoundError: When the path holds no run.
     """
     run = run_or_path if isinstance(run_or_path, Run) else load(run_or_path)
-    events = run.events()  # none for a folder without a log
-    state = with_live_extras(build_state(facts_from_run(run.passport, events, run_dir=str(run.dir))),
-                             _saved_dashboard(run.dir))
-    columns = replay_columns(events)
+    read = ReadStats()
+    passport = dict(run.passport)
+    try:
+        kept = _FactsRecords()
+        columns = replay_columns(kept.watch(_log_records(run.dir, read)))
+        if read.bytes_left_out:
+            passport["warnings"] = [*list(passport.get("warnings") or []),
+                                    f"its run log is longer than {format_bytes(REPLAY_MAX_BYTES)}: the last "
+                                    f"{format_bytes(read.bytes_left_out)} are not replayed (Run.to_pandas reads all)"]
+        state = with_live_extras(build_state(facts_from_run(_shown(passport), kept.records, run_dir=str(run.dir))),
+                                 _saved_dashboard(run.dir))
+    except Exception as exc:  # records of the wrong types: the run shows as damaged
+        reason = f"its records could not be replayed ({type(exc).__name__}: {printable(exc)})"
+        state = build_state(facts_from_run(_shown(damaged_passport(run.dir, reason)), [], run_dir=str(run.dir)))
+        columns = []
     return state, columns, encode_frame(1, columns)
 
 
-def _saved_dashboard(run_dir: Path) -> dict[str, Any] | None:
-    import json
+def _log_records(run_dir: Path, stats: ReadStats) -> Iterator[Record]:
+    try:
+        yield from iter_events(run_dir / LOG_FILE, stats=stats, max_bytes=REPLAY_MAX_BYTES)
+    except OSError:  # missing, or not a regular file (Damaged: said by the run's passport)
+        return
 
+
+def _shown(passport: dict[str, Any]) -> dict[str, Any]:
+    """A damaged run's passport as the widget shows it: ``unfinished``, the reason first among the warnings."""
+    reason = passport.get("damaged")
+    if not reason:
+        return passport
+    warnings = [w for w in passport.get("warnings") or [] if isinstance(w, str)]
+    first = [] if any(str(reason) in w for w in warnings) else [f"damaged: {reason}"]
+    return {**passport, "status": "unfinished", "warnings": first + warnings}
+
+
+class _FactsRecords:
+    """The few records of a run log the saved-run facts read (start, last reports, step-series names, last loss)."""
+
+    def __init__(self) -> None:
+        self._start: Record | None = None
+        self._names: dict[str, Record] = {}
+        self._loss: Record | None = None
+        self._fired: Record | None = None
+        self._last: Record | None = None
+
+    def watch(self, events: Iterable[Record]) -> Iterator[Record]:
+        """Pass ``events`` through, keeping what :attr:`records` returns."""
+        for e in events:
+            kind = e.get("kind")
+            if kind == "start" and self._start is None:
+                self._start = e
+            elif kind == "series":
+                name = e.get("name")
+                if e.get("x", "step") == "step" and isinstance(name, str) and name not in self._names:
+                    stub = {"kind": "series", "name": name, "x": "step", "value": []}
+                    self._names[name] = stub  # type: ignore[assignment]
+                if name == "train_loss" and isinstance(e.get("value"), list) and any(
+                        isinstance(v, (int, float)) and math.isfinite(v) for v in e["value"]):
+                    self._loss = e
+            elif kind == "interval":
+                self._last = e
+                if isinstance((e.get("verdicts") or {}).get("fired"), list):
+                    self._fired = e
+            yield e
+
+    @property
+    def records(self) -> list[Record]:
+        """The kept records, in the log's order of what the facts look for."""
+        fired = self._fired if self._fired is not self._last else None
+        kept = [self._start, *self._names.values(), self._loss, fired, self._last]
+        return [r for r in kept if r is not None]
+
+
+def _saved_dashboard(run_dir: Path) -> dict[str, Any] | None:
     from trainmeter.widget.publisher import DASHBOARD_FILE
 
     try:
-        saved = json.loads((run_dir / DASHBOARD_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        return read_json(run_dir / DASHBOARD_FILE, types=DASHBOARD_TYPES)
+    except OSError:  # missing or damaged (Damaged): the replay shows the passport's view
         return None
-    return saved if isinstance(saved, dict) else None
 
 
 def with_live_extras(state: dict[str, Any], saved: dict[str, Any] | None) -> dict[str, Any]:

@@ -36,6 +36,8 @@ from trainmeter.widget.x_axis import x_axis_state
 
 LOSS_NAMES: tuple[str, ...] = ("train_loss", "val_loss")
 MAX_SERIES_CHARTS = 8
+MAX_CHART_LINES = 24
+"""Most lines of the loss and the "more series" charts, whatever ``--max-series`` is; the title counts the rest."""
 RECENT_SERIES = "recent_tokens_per_s"  # the once-a-second sliding-window rate (widget/live_rate.py)
 
 
@@ -143,7 +145,9 @@ def tiles(f: RunFacts) -> list[dict[str, Any]]:
 def charts(f: RunFacts) -> list[dict[str, Any]]:
     """Chart specs: loss (step), other step series, throughput and memory (time), then extensions'."""
     losses = list(LOSS_NAMES) + [n for n in f.step_series if "loss" in n and n not in LOSS_NAMES]
-    out: list[dict[str, Any]] = [{"id": "loss", "title": "loss", "x": "step", "unit": "", "series": losses,
+    loss_title = _capped_title("loss", len(losses))
+    losses = losses[:MAX_CHART_LINES]
+    out: list[dict[str, Any]] = [{"id": "loss", "title": loss_title, "x": "step", "unit": "", "series": losses,
                                   "log_y": f.loss_min is not None and f.loss_min > 0,  # early spikes stay readable
                                   "smoothed": {n: SMOOTHED[n] for n in losses if n in SMOOTHED}}]  # widget/smoothed.py
     drawn = {n for c in f.extra_charts if isinstance(c, dict) for n in (c.get("series") or ())}  # lr on its log axis
@@ -151,8 +155,9 @@ def charts(f: RunFacts) -> list[dict[str, Any]]:
     for name in others[:MAX_SERIES_CHARTS]:
         out.append({"id": f"series:{name}", "title": name, "x": "step", "unit": "", "series": [name]})
     if others[MAX_SERIES_CHARTS:]:
-        out.append({"id": "series:more", "title": "more series", "x": "step", "unit": "",
-                    "series": others[MAX_SERIES_CHARTS:]})
+        more = others[MAX_SERIES_CHARTS:]
+        out.append({"id": "series:more", "title": _capped_title("more series", len(more)), "x": "step", "unit": "",
+                    "series": more[:MAX_CHART_LINES]})
     out.append({"id": "throughput", "title": f"throughput ({f.token_unit}/s)", "x": "time",
                 "unit": "tokens/s" if f.token_unit == "tokens" else "samples/s",
                 "series": [RECENT_SERIES, "train_tokens_per_s"]})
@@ -161,6 +166,14 @@ def charts(f: RunFacts) -> list[dict[str, Any]]:
     seen = {c["id"] for c in out}
     out.extend(c for c in f.extra_charts if isinstance(c, dict) and c.get("id") not in seen)
     return out
+
+
+def _capped_title(title: str, lines: int) -> str:
+    """A chart's title, saying how many of its lines are left out and where they are (docs/spec.md section 18)."""
+    if lines <= MAX_CHART_LINES:
+        return title
+    return (f"{title} ({MAX_CHART_LINES} of {lines:,} drawn; every series is in the run log: "
+            "tm.load(path).to_pandas())")
 
 
 def run_paths(run_dir: str | None, cwd: str | None = None) -> tuple[str | None, str | None]:

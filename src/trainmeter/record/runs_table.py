@@ -1,0 +1,248 @@
+"""The ``%trainmeter runs`` table: one bounded row per run folder (passport, else the run log's head and tail).
+
+A damaged folder is a row whose status says ``damaged: <why>`` (:mod:`trainmeter.record.safe_read`),
+never an error. Pure functions over the run root; any thread.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from trainmeter.core.text import printable
+from trainmeter.options import DEFAULT_RUN_ROOT
+from trainmeter.record.events import HEAD_BYTES, LOG_FILE, TAIL_BYTES, head, tail
+from trainmeter.record.safe_read import PASSPORT_TYPES, exists, open_regular, read_json
+from trainmeter.sizes import format_count, format_duration, format_number
+
+PASSPORT_FILE = "passport.json"
+DAMAGE_SHOWN_CHARS = 72
+"""Characters of a damaged run's reason shown in its status cell."""
+
+
+def run_folders(base: Path) -> list[Path]:
+    """The folders under ``base`` holding a run log or a passport (anything by that name), by name."""
+    try:
+        children = sorted(base.iterdir()) if base.is_dir() else []
+    except OSError:
+        return []
+    out = []
+    for c in children:
+        try:
+            if c.is_dir() and (exists(c / LOG_FILE) or exists(c / PASSPORT_FILE)):
+                out.append(c)
+        except OSError:
+            continue
+    return out
+
+
+RUNS_SHOWN = 20
+"""Runs ``%trainmeter runs`` lists by default (newest first); older ones are counted in a ``+N more`` line."""
+RUN_COLUMNS: tuple[str, ...] = ("started (UTC)", "name", "status", "duration", "steps", "tokens", "last loss", "path")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunRow:
+    """One row of the runs table, every cell already formatted (``-`` where unknown).
+
+    Attributes:
+        started: UTC start, ``YYYY-MM-DD HH:MM``.
+        name: Run name.
+        status: ``completed`` ... ``unfinished``; ``(N ranks)`` appended for a launch.
+        duration: Session length ``h:mm:ss`` (to the last report for a run without a passport).
+        steps: Optimizer steps (SI count).
+        tokens: Tokens (or samples) with :func:`~trainmeter.sizes.format_count`.
+        last_loss: Last ``train_loss``.
+        path: The run folder.
+        from_log: Whether the figures come from the run log (no passport).
+    """
+
+    started: str
+    name: str
+    status: str
+    duration: str
+    steps: str
+    tokens: str
+    last_loss: str
+    path: str
+    from_log: bool = False
+
+    def cells(self) -> tuple[str, ...]:
+        """The cells in :data:`RUN_COLUMNS` order."""
+        return (self.started, self.name, self.status, self.duration, self.steps, self.tokens, self.last_loss,
+                self.path)
+
+
+@dataclass(frozen=True, slots=True)
+class RunsTable:
+    """The runs table: an HTML table in a notebook (``_repr_html_``), plain text elsewhere.
+
+    Attributes:
+        rows: Newest first, at most the number asked for.
+        more: Older runs left out.
+        root: The run root listed.
+    """
+
+    rows: tuple[RunRow, ...]
+    more: int
+    root: str
+
+    def text(self) -> str:
+        """The plain-text table (aligned columns, control characters escaped)."""
+        if not self.rows:
+            return f"no saved runs under {printable(self.root)}"
+        table = [RUN_COLUMNS] + [tuple(printable(c) for c in r.cells()) for r in self.rows]
+        widths = [max(len(row[i]) for row in table) for i in range(len(RUN_COLUMNS))]
+        lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in table]
+        lines += self._notes()
+        return "\n".join(lines)
+
+    def _notes(self) -> list[str]:
+        notes = []
+        if self.more:
+            notes.append(f"+{self.more} more (older); %trainmeter runs --all lists every run")
+        if any(r.from_log for r in self.rows):
+            notes.append("* no passport: figures from the run log's last report")
+        return notes
+
+    def _repr_html_(self) -> str:
+        from html import escape
+
+        if not self.rows:
+            return f"<p>{escape(self.text())}</p>"
+        head = "".join(f'<th style="text-align:left">{escape(c)}</th>' for c in RUN_COLUMNS)
+        body = "".join(
+            "<tr>" + "".join(f'<td style="text-align:{"right" if i in (3, 4, 5, 6) else "left"}">'
+                             f'{escape(printable(c))}</td>' for i, c in enumerate(r.cells())) + "</tr>"
+            for r in self.rows)
+        notes = "".join(f"<div><small>{escape(n)}</small></div>" for n in self._notes())
+        return f'<table class="trainmeter-runs"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{notes}'
+
+    def __repr__(self) -> str:
+        return self.text()
+
+
+def runs_table(root: str | Path | None = None, limit: int | None = RUNS_SHOWN) -> RunsTable:
+    """The runs under ``root`` (default ``.trainmeter/runs``), newest first, at most ``limit`` (``None``: all).
+
+    Reads each listed run's passport, or, for a run without one (killed), the first
+    64 KiB and the last 256 KiB of its ``events.jsonl``: bounded whatever the log's size.
+    Runs past ``limit`` are only counted. A damaged folder is a row, never an error.
+    """
+    base = Path(root).expanduser() if root is not None else DEFAULT_RUN_ROOT
+    children = run_folders(base)
+    children.sort(key=lambda c: c.name, reverse=True)  # folders are named <UTC stamp>-<name>
+    shown = children if limit is None else children[:limit]
+    return RunsTable(rows=tuple(run_row(c) for c in shown), more=len(children) - len(shown), root=str(base))
+
+
+def run_row(folder: Path) -> RunRow:
+    """The table row of one run folder (never raises on a damaged folder: its status says ``damaged: why``)."""
+    try:
+        return _run_row(folder)
+    except Exception as exc:
+        return _damaged_row(folder, f"{type(exc).__name__}: {exc}")
+
+
+def _damaged_row(folder: Path, reason: str) -> RunRow:
+    short = reason if len(reason) <= DAMAGE_SHOWN_CHARS else reason[: DAMAGE_SHOWN_CHARS - 3] + "..."
+    return RunRow(started=_started(None, folder.name), name=folder.name, status=f"damaged: {short}", duration="-",
+                  steps="-", tokens="-", last_loss="-", path=_shown_path(folder))
+
+
+def _run_row(folder: Path) -> RunRow:
+    passport: dict[str, Any] = {}
+    damage = None
+    try:
+        passport = read_json(folder / PASSPORT_FILE, types=PASSPORT_TYPES)
+    except FileNotFoundError:
+        passport = {}
+    except OSError as exc:  # Damaged included
+        damage = str(exc)
+    from_log = not passport
+    p = passport or log_tail_summary(folder / LOG_FILE)
+    if damage is None and from_log:
+        damage = p.get("damaged")
+    if damage is not None and not p.get("started_at") and not p.get("steps"):
+        return _damaged_row(folder, damage)
+    loss = ((p.get("series") or {}).get("train_loss") or {}).get("last") if not from_log else p.get("last_loss")
+    unit = p.get("token_unit") or "tokens"
+    tokens = p.get("tokens")
+    ranks = (p.get("distributed") or {}).get("ranks_recorded")
+    status = str(p.get("status") or "unfinished") + (f" ({ranks} ranks)" if ranks else "") + (" *" if from_log else "")
+    if damage is not None:
+        short = damage if len(damage) <= DAMAGE_SHOWN_CHARS else damage[: DAMAGE_SHOWN_CHARS - 3] + "..."
+        status = f"damaged: {short}"
+    return RunRow(
+        started=_started(p.get("started_at"), folder.name), name=str(p.get("name") or folder.name), status=status,
+        duration=format_duration(p.get("elapsed_s")) if _finite(p.get("elapsed_s")) else "-",
+        steps=format_count(p.get("steps")) if _finite(p.get("steps")) else "-",
+        tokens=(format_count(tokens) + ("" if unit == "tokens" else f" {unit}")) if _finite(tokens) else "-",
+        last_loss=format_number(loss) if _finite(loss) else "-", path=_shown_path(folder), from_log=from_log)
+
+
+def log_tail_summary(path: Path, head_bytes: int = HEAD_BYTES, tail_bytes: int = TAIL_BYTES) -> dict[str, Any]:
+    """Name, start, status and the last report's figures of a run log, from its head and tail only.
+
+    A torn last line (the process was killed mid-write) and a line cut by the tail
+    window are skipped. Keys as in a passport, plus ``last_loss``.
+    """
+    try:
+        with open_regular(path):
+            pass
+    except FileNotFoundError:
+        pass
+    except OSError as exc:  # Damaged included: head and tail would read it as empty
+        return {"status": "damaged", "damaged": str(exc), "token_unit": "tokens"}
+    starts = head(path, 1, max_bytes=head_bytes, kinds=("start",))
+    start: dict[str, Any] = dict(starts[0]) if starts else {}
+    found: dict[str, dict[str, Any]] = {}
+    last_loss = None
+    for r in reversed(tail(path, max_bytes=tail_bytes)):
+        kind = r.get("kind")
+        if kind in ("interval", "end") and kind not in found:
+            found[kind] = r
+        values = r.get("value")
+        if last_loss is None and kind == "series" and r.get("name") == "train_loss" and isinstance(values, list):
+            last_loss = next((v for v in reversed(values) if _finite(v)), None)
+    last, end = found.get("interval", {}), found.get("end", {})
+    return {"name": start.get("name"), "started_at": start.get("started_at"),
+            "status": end.get("status") or "unfinished", "elapsed_s": last.get("elapsed_s"),
+            "steps": last.get("step"), "tokens": last.get("tokens"),
+            "token_unit": last.get("token_unit") or "tokens", "last_loss": last_loss}
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _started(started_at: Any, folder_name: str) -> str:
+    when = None
+    if isinstance(started_at, str):
+        try:
+            when = datetime.fromisoformat(started_at)
+        except ValueError:
+            when = None
+    if when is None:
+        try:
+            when = datetime.strptime(folder_name[:16], "%Y%m%dT%H%M%SZ").replace(tzinfo=timezone.utc)
+        except ValueError:
+            return "-"
+    if when.tzinfo is not None:
+        when = when.astimezone(timezone.utc)
+    return when.strftime("%Y-%m-%d %H:%M")
+
+
+def _shown_path(folder: Path) -> str:
+    try:
+        return str(folder.resolve().relative_to(Path.cwd().resolve()))
+    except (ValueError, OSError):
+        return str(folder)
+
+
+def format_runs(found: list[Any]) -> str:
+    """The runs table (plain text) of already loaded runs (:class:`~trainmeter.record.runs.Run`), in the order given."""
+    return RunsTable(rows=tuple(run_row(r.dir) for r in found), more=0, root="").text() if found else "no saved runs"

@@ -1,0 +1,240 @@
+"""Reads of run-folder files that survive any folder: regular files only, inside the run folder, bounded.
+
+Every reader of a run folder (record/runs.py, record/events.py, record/export.py, widget/show.py,
+comparison/, ranks/) opens its files through here (docs/spec.md section 18, "hostile run folders"):
+
+- only a regular file is read: it is opened with ``O_NONBLOCK`` (a FIFO cannot block the open)
+  and checked with ``fstat`` (a FIFO, a device or a socket is refused); a symlink whose target
+  lies outside the folder the file is in is refused;
+- a JSON document (passport.json, dashboard.json, curves.json) larger than :data:`MAX_JSON_BYTES`
+  is refused without being read;
+- any failure (cannot open, not UTF-8, not JSON, nested too deep, not an object, a field of the
+  wrong type) is a :class:`Damaged` whose message names the file and why, for that file only.
+
+Pure functions; any thread.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+from collections.abc import Iterator
+from typing import Any, BinaryIO
+
+from trainmeter.sizes import format_bytes
+
+MAX_LINE_BYTES = 32 * 1024 * 1024
+"""Longest run-log line kept: a longer one (a log of NUL bytes, a damaged file) is skipped without being held."""
+READ_BLOCK_BYTES = 1024 * 1024
+MAX_JSON_BYTES = 64 * 1024 * 1024
+"""Largest passport.json, dashboard.json or curves.json read (a 100,000-series passport is ~15 MB)."""
+
+_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
+
+PASSPORT_TYPES: dict[str, tuple[type, ...]] = {
+    "name": (str,), "status": (str,), "error": (str,), "started_at": (str,), "ended_at": (str,),
+    "token_unit": (str,), "elapsed_s": (int, float), "steps": (int, float), "tokens": (int, float),
+    "series": (dict,), "options": (dict,), "throughput": (dict,), "memory": (dict,), "phases_s": (dict,),
+    "compute": (dict,), "energy": (dict,), "distributed": (dict,), "gpu": (dict,), "warnings": (list,),
+    "verdicts": (list,), "derivations": (list,),
+}
+"""The passport fields readers use, and their JSON types (``None`` is allowed for each: a missing reading)."""
+
+DASHBOARD_TYPES: dict[str, tuple[type, ...]] = {"tiles": (list,), "charts": (list,), "panels": (list,)}
+"""The dashboard.json fields a replay reads."""
+
+
+class Damaged(OSError):
+    """A run-folder file that cannot be read as what it should be; ``str()`` names the file and why."""
+
+
+def _kind(mode: int) -> str:
+    for test, word in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a folder")):
+        if test(mode):
+            return word
+    return "not a regular file"
+
+
+def _inside(path: Path, within: Path) -> bool:
+    real, root = os.path.realpath(path), os.path.realpath(within)
+    try:
+        return os.path.commonpath([real, root]) == root
+    except ValueError:  # other drives (Windows)
+        return False
+
+
+def open_regular(path: str | Path, *, within: str | Path | None = None) -> BinaryIO:
+    """Open ``path`` for binary reading if it is a regular file inside ``within`` (default: its own folder).
+
+    Raises:
+        FileNotFoundError: ``path`` does not exist.
+        Damaged: It is a FIFO, device, socket or folder, a symlink leaving ``within``, or cannot be opened.
+    """
+    p = Path(path)
+    if p.is_symlink() and not _inside(p, Path(within) if within is not None else p.parent):
+        raise Damaged(f"{p.name} is a symlink out of its run folder (to {os.path.realpath(p)}); not read")
+    try:
+        fd = os.open(p, _OPEN_FLAGS)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise Damaged(f"{p.name} cannot be opened ({exc.strerror or type(exc).__name__})") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise Damaged(f"{p.name} is {_kind(mode)}, not a regular file; not read")
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def is_regular(path: str | Path) -> bool:
+    """Whether ``path`` exists as a regular file (following a symlink; never opens, never raises)."""
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except (OSError, ValueError):
+        return False
+
+
+def exists(path: str | Path) -> bool:
+    """Whether anything (a file, a FIFO, a dangling symlink) is at ``path`` (never raises)."""
+    try:
+        os.lstat(path)
+        return True
+    except (OSError, ValueError):
+        return False
+
+
+def read_bytes(path: str | Path, max_bytes: int, *, within: str | Path | None = None) -> bytes:
+    """The whole of a regular file of at most ``max_bytes`` bytes.
+
+    Raises:
+        FileNotFoundError: ``path`` does not exist.
+        Damaged: See :func:`open_regular`; or the file is larger than ``max_bytes`` (not read).
+    """
+    with open_regular(path, within=within) as f:
+        size = os.fstat(f.fileno()).st_size
+        too_big = Damaged(f"{Path(path).name} is {format_bytes(size)}, over the {format_bytes(max_bytes)} "
+                          "a reader takes; not read")
+        if size > max_bytes:
+            raise too_big
+        data = f.read(size + 1)  # (read(n) allocates n bytes) it may have grown since fstat
+        while len(data) <= max_bytes and (more := f.read(min(READ_BLOCK_BYTES, max_bytes + 1 - len(data)))):
+            data += more
+        if len(data) > max_bytes:
+            raise too_big
+        return data
+
+
+def read_json(path: str | Path, *, max_bytes: int = MAX_JSON_BYTES, within: str | Path | None = None,
+              types: dict[str, tuple[type, ...]] | None = None) -> dict[str, Any]:
+    """The JSON object in a run-folder file, its ``types`` checked (see :data:`PASSPORT_TYPES`).
+
+    Raises:
+        FileNotFoundError: ``path`` does not exist.
+        Damaged: Not a regular file, too large, not UTF-8, not JSON, nested too deep, not an object,
+            or a field of the wrong type (the message names the file, the field and what it holds).
+    """
+    name = Path(path).name
+    data = read_bytes(path, max_bytes, within=within)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise Damaged(f"{name} is not UTF-8 (byte 0x{data[exc.start]:02x} at offset {exc.start})") from None
+    try:
+        doc = json.loads(text)
+    except RecursionError:
+        raise Damaged(f"{name} is nested too deep to read") from None
+    except ValueError as exc:
+        raise Damaged(f"{name} is not JSON ({exc})") from None
+    if not isinstance(doc, dict):
+        raise Damaged(f"{name} holds a JSON {type(doc).__name__}, not an object")
+    if has_lone_surrogate(text, doc):
+        raise Damaged(f"{name} holds a lone UTF-16 surrogate escape (\\ud800-\\udfff): not text")
+    problem = wrong_type(doc, types or {})
+    if problem is not None:
+        raise Damaged(f"{name}: {problem}")
+    return doc
+
+
+def has_lone_surrogate(raw: str | bytes, doc: Any) -> bool:
+    """Whether ``doc``, parsed from ``raw``, holds a string no UTF-8 sink can write (a lone ``\\udXXX`` escape).
+
+    Only a document whose text holds a ``\\ud`` escape is walked (re-encoded), so the common case costs one search.
+    """
+    marks = (b"\\ud", b"\\uD") if isinstance(raw, bytes) else ("\\ud", "\\uD")
+    if not any(m in raw for m in marks):  # type: ignore[operator]
+        return False
+    try:
+        json.dumps(doc, ensure_ascii=False).encode("utf-8")
+    except (UnicodeEncodeError, ValueError, RecursionError):
+        return True
+    return False
+
+
+def wrong_type(doc: dict[str, Any], types: dict[str, tuple[type, ...]]) -> str | None:
+    """The first field of ``doc`` whose value is not ``None`` nor of its type in ``types``, in words; else ``None``."""
+    for key, allowed in types.items():
+        value = doc.get(key)
+        if value is None:
+            continue
+        is_bool = isinstance(value, bool)
+        if (is_bool and bool not in allowed) or not isinstance(value, allowed):
+            want = " or ".join({"str": "a string", "int": "a whole number", "float": "a number", "dict": "an object",
+                                "list": "a list"}[t.__name__] for t in allowed)
+            return f"{key!r} holds {type(value).__name__} {_short(value)}, expected {want}"
+    return None
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def iter_lines(f: BinaryIO, *, max_bytes: int | None = None,
+               max_line_bytes: int = MAX_LINE_BYTES) -> Iterator[tuple[bytes, bool]]:
+    """``(line, complete)`` for each line of ``f``, read a block at a time; memory bounded by ``max_line_bytes``.
+
+    A line is yielded with its newline (``complete``); the piece after the last newline (a torn
+    last line) with ``complete`` False. A line longer than ``max_line_bytes`` is yielded as
+    ``b"\\x00"`` (not JSON: its reader counts it as damaged) without being held. Reading stops after
+    ``max_bytes`` (``None``: the whole file); the piece cut there is not yielded.
+    """
+    rest: list[bytes] = []
+    held = 0
+    skipping = False
+    left = max_bytes
+    while left is None or left > 0:
+        chunk = f.read(READ_BLOCK_BYTES if left is None else min(READ_BLOCK_BYTES, left))
+        if not chunk:
+            break
+        if left is not None:
+            left -= len(chunk)
+        pieces = chunk.split(b"\n")
+        last = pieces.pop()
+        for piece in pieces:
+            if skipping:
+                skipping = False
+                yield b"\x00", True
+            elif rest:
+                yield b"".join(rest) + piece + b"\n", True
+                rest, held = [], 0
+            else:
+                yield piece + b"\n", True
+        if skipping or not last:
+            continue
+        held += len(last)
+        if held > max_line_bytes:
+            rest, held, skipping = [], 0, True
+        else:
+            rest.append(last)
+    if left is not None and left <= 0:
+        return
+    if skipping:
+        yield b"\x00", False
+    elif rest:
+        yield b"".join(rest), False
