@@ -61,3 +61,21 @@ def test_a_sampler_point_goes_to_its_own_time_series(tmp_path):
         m.record({"node.cpu": 1.0})
     assert m.series["node.cpu"].x_kind == "time" and m.series["node.cpu"].read(0)[3] == [40.0]
     m.finish("completed")
+
+
+def test_many_new_names_in_one_emit_grow_the_registry_with_one_copy(tmp_path, monkeypatch):
+    import trainmeter.core.emits as emits
+
+    m = _started(tmp_path, max_series=5000)
+    sizes_seen: list[int] = []
+    real = emits.Series
+
+    def counting(*args, **kwargs):
+        sizes_seen.append(len(m.series))  # the published registry's size when each new series is made
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(emits, "Series", counting)
+    m.record({f"s{i}": float(i) for i in range(3000)})
+    assert len(sizes_seen) == 3000 and set(sizes_seen) == {sizes_seen[0]}  # one copy, not one per name
+    assert len(m.series) >= 3000 and m.series["s2999"].stats().count == 1
+    m.finish("completed")

@@ -46,6 +46,7 @@ class Emits:
             step = hot.steps
         known = self.series
         side = self._side_names  # series the folding thread writes: this thread's values for them go there too
+        fresh: list[tuple[str, float]] = []  # values of names without a series yet: created in one copy below
         for name, value in series.items():
             existing = known.get(name) if type(value) is float else None
             if existing is not None and existing.x_kind == "step" and name != LOSS_SERIES and name not in side:
@@ -58,18 +59,33 @@ class Emits:
             if number is not None and name == LOSS_SERIES and not hot.user_loss:
                 name = self._user_loss_name()  # the headline, or train_loss.emitted after captured points
             if number is not None:
-                with self._series_lock:  # the folding thread may be taking this name now: one of us creates it
-                    taken = name in side
-                    if not taken and name not in self.series:
-                        grown = dict(self.series)
-                        grown[name] = Series(name)
-                        self.series = grown  # readers iterate a dict that never changes size
-                if taken:
-                    self._enqueue({name: number}, step)
-                    continue
-                self.series[name].append(step, t_s, number)
+                fresh.append((name, number))
+        if fresh:
+            self._record_fresh(fresh, step, t_s)
         if now >= hot.next_report_s:
             self._maybe_report()
+
+    def _record_fresh(self, fresh: list[tuple[str, float]], step: int, t_s: float) -> None:
+        """Create the series of one ``record`` call's new names with one copy of the registry, then append.
+
+        Readers iterate a registry dict that never changes size, so a new name publishes a grown copy; one
+        copy per call (not per name) keeps ``tm.emit(**many_new_names)`` linear.
+        """
+        side = self._side_names
+        with self._series_lock:  # the folding thread may be taking a name now: one of us creates it
+            grown: dict[str, Series] | None = None
+            for name, _ in fresh:
+                if name not in side and name not in self.series and (grown is None or name not in grown):
+                    if grown is None:
+                        grown = dict(self.series)
+                    grown[name] = Series(name)
+            if grown is not None:
+                self.series = grown
+        for name, number in fresh:
+            if name in side:
+                self._enqueue({name: number}, step)
+            else:
+                self.series[name].append(step, t_s, number)
 
     def _checked(self, name: Any, value: Any, key: Any, reader: Any = None) -> float | None:
         """``value`` as a float to record under ``name``, or ``None`` (warned once per name and fault)."""
