@@ -80,7 +80,9 @@ class Lifecycle:
                 self.warn_once("run-folder", f"run folder unavailable ({exc!r}): the record is kept in memory "
                                              "and the passport written at the end if the folder can be made then")
         self._memory_probe = MemoryProbe(self._cuda_memory)
-        self._terminate = TerminateHandler(self._on_terminate)
+        self._terminate_lock = threading.Lock()
+        self._terminate = TerminateHandler(self._terminate_requested, self._terminate_save_now,
+                                           self._terminate_at_safe_point)
         self._terminate.install()
         if self._want_probes:
             self._start_probes()
@@ -197,6 +199,46 @@ class Lifecycle:
         if self._phase_depth:
             self._phase_depth = 0
             self.phases.finish_phase(self._phase_name, self._phase_started_s)
+
+    def _terminate_requested(self) -> None:
+        """A SIGTERM was noted (signal context or the watcher thread): the next step boundary is a safe point."""
+        self.hot.next_report_s = float("-inf")
+
+    def _terminate_at_safe_point(self) -> None:
+        """Act on a noted SIGTERM on the training thread, outside any handler (docs/spec.md section 18).
+
+        When the process is to end, the run is finished as ``terminated`` and the signal re-delivered
+        with its default action (the process ends here); else a passport is saved and the run goes on.
+        """
+        handler = self._terminate
+        if handler is None or not handler.pending or not self._terminate_lock.acquire(blocking=False):
+            return
+        try:
+            if handler.ends:
+                self._finish_parts("terminated", None)  # its end restores the handler and re-delivers the signal
+                handler.redeliver()
+            else:
+                handler.pending = False
+                self._on_terminate(False)
+        finally:
+            self._terminate_lock.release()
+
+    def _terminate_save_now(self) -> None:
+        """The watcher's save when no safe point came (a blocked main thread): the passport as the run stands.
+
+        A helper thread of ours, abandoned past its deadline; nothing here is undone, the process ends next.
+        """
+        if self._record is None or "record" not in self._started or self._finished:
+            return
+        if not self._terminate_lock.acquire(blocking=False):
+            return  # the training thread is finishing the run
+        try:
+            self.status = "terminated"
+            self.ended_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+            self._record.write_passport(self)
+            self._record.close()
+        finally:
+            self._terminate_lock.release()
 
     def _on_terminate(self, ends_process: bool) -> None:
         """SIGTERM: finish as ``terminated`` when the process is about to end; else save a passport and go on."""

@@ -22,6 +22,9 @@ class Reports:
     dispatch: Any  # trainmeter.core.dispatch.Dispatcher
 
     def _maybe_report(self) -> None:
+        terminate = self._terminate
+        if terminate is not None and terminate.pending:
+            self._terminate_at_safe_point()
         if self._finished:
             return
         if self._phase_depth:
