@@ -94,8 +94,9 @@ def monitor(*, name: str | None = None, budget_tokens: Any = None, budget_steps:
     ``model`` names the trained module when discovery would not find it.
     ``widget=True`` shows the live widget in a Jupyter or marimo notebook
     (``trainmeter.widget.host``; elsewhere the text line prints as without it).
-    KeyboardInterrupt gives status ``interrupted``, any other exception
-    ``failed``; both propagate unchanged.
+    KeyboardInterrupt gives status ``interrupted``; ``sys.exit(0)`` (or
+    ``sys.exit()``) ``completed``; any other exception (another exit code
+    included) ``failed``; all propagate unchanged.
 
     Raises:
         ValueError: For a bad option, before anything runs.
@@ -194,4 +195,6 @@ class _Monitored:
 
 
 def _finish(m: Monitor, exc: BaseException) -> None:
-    m.finish("interrupted" if isinstance(exc, KeyboardInterrupt) else "failed", exc)
+    from trainmeter.core.lifecycle import exit_status
+
+    m.finish(*exit_status(exc))

@@ -15,6 +15,28 @@ if TYPE_CHECKING:
     from trainmeter.core.monitor import Monitor
 
 
+def exit_status(exc: BaseException | None) -> tuple[str, BaseException | None]:
+    """The status of a monitored body that ended with ``exc`` (``None``: it returned), and the error to record.
+
+    ``SystemExit(0)``, ``SystemExit(None)`` (``sys.exit()``) and ``SystemExit(False)`` are a normal exit:
+    ``completed``. Other codes are ``failed`` (the code goes to the passport); KeyboardInterrupt is
+    ``interrupted``; any other exception ``failed``.
+
+    Examples:
+        >>> exit_status(SystemExit(0))
+        ('completed', None)
+        >>> exit_status(SystemExit(2))[0]
+        'failed'
+    """
+    if exc is None:
+        return "completed", None
+    if isinstance(exc, SystemExit):
+        return ("completed", None) if exc.code in (0, None) else ("failed", exc)
+    if isinstance(exc, KeyboardInterrupt):
+        return "interrupted", exc
+    return "failed", exc
+
+
 class Lifecycle:
     """Start, finish and SIGTERM of one run (a part of :class:`~trainmeter.core.monitor.Monitor`).
 
@@ -59,8 +81,7 @@ class Lifecycle:
                 try:
                     self._start_parts()
                 except BaseException as exc:
-                    status = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
-                    self._finish_parts(status, exc)
+                    self._finish_parts(*exit_status(exc))
                     raise
                 if held.pending:
                     self._finish_parts("interrupted", KeyboardInterrupt())
@@ -145,6 +166,9 @@ class Lifecycle:
                 self.status = status
                 if error is not None:
                     self.error = f"{type(error).__name__}: {error}"
+                if isinstance(error, SystemExit):
+                    code = error.code
+                    self.exit_code = code if isinstance(code, int) or code is None else str(code)[:200]
                 self.ended_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
             parts: list[tuple[str, Callable[..., Any], tuple[Any, ...]]] = []
             if self._probes is not None:

@@ -119,6 +119,7 @@ class Monitor(Lifecycle, Emits, LossOrder, Reports, Faults):
         self.run_dir: Path | None = None
         self.ended_at: str | None = None
         self.error: str | None = None
+        self.exit_code: int | str | None = None  # a failed run's SystemExit code
         self.text_line = ""
         self._memory_probe: MemoryProbe | None = None
         self._record = record

@@ -156,14 +156,9 @@ def exit_status() -> tuple[str, BaseException | None]:
     (``SystemExit(1)`` from ``torch.multiprocessing``'s wrapper, a user error) is
     still visible through ``sys.exc_info()``.
     """
-    exc = sys.exc_info()[1]
-    if exc is None:
-        return "completed", None
-    if isinstance(exc, SystemExit):
-        return ("completed", None) if exc.code in (0, None) else ("failed", exc)
-    if isinstance(exc, KeyboardInterrupt):
-        return "interrupted", exc
-    return "failed", exc
+    from trainmeter.core.lifecycle import exit_status as status_of
+
+    return status_of(sys.exc_info()[1])
 
 
 def _mp_finalizer() -> None:
