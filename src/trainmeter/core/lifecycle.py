@@ -100,7 +100,7 @@ class Lifecycle:
             except Exception as exc:  # an unwritable run folder: the run goes on in memory
                 self.warn_once("run-folder", f"run folder unavailable ({exc!r}): the record is kept in memory "
                                              "and the passport written at the end if the folder can be made then")
-        self._memory_probe = MemoryProbe(self._cuda_memory)
+        self._memory_probe = MemoryProbe(self._cuda_memory, lambda: self.process_memory)
         self._terminate_lock = threading.Lock()
         self._terminate = TerminateHandler(self._terminate_requested, self._terminate_save_now,
                                            self._terminate_at_safe_point)

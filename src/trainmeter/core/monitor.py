@@ -34,7 +34,7 @@ from trainmeter.core.hot_state import HotState
 from trainmeter.core.interrupts import TerminateHandler
 from trainmeter.core.lifecycle import Lifecycle
 from trainmeter.core.loss_order import LossOrder
-from trainmeter.core.memory import MemoryProbe, MemoryReading
+from trainmeter.core.memory import MemoryProbe, MemoryReading, ProcessMemory
 from trainmeter.core.phases import PhaseClock, cuda_synchronize
 from trainmeter.core.reports import Reports
 from trainmeter.core.scalars import ScalarReader, StepLoss
@@ -154,6 +154,7 @@ class Monitor(Lifecycle, Emits, LossOrder, Reports, Faults):
         self.interval: IntervalSummary | None = None
         self.session: SessionSummary | None = None
         self.memory: MemoryReading | None = None
+        self.process_memory = ProcessMemory()  # posted by the node sampler's thread (docs/spec.md section 18)
         self.reports = 0
         self._window_start_tokens = 0  # tokens and steps when the report window began
         self._window_start_steps = 0

@@ -169,6 +169,9 @@ class NodeSampler(ExtensionBase):
         if monitor is not None and reader.failures:
             for name, error in list(reader.failures.items()):
                 monitor.warn_once(f"node-{name}", f"node reading {name!r} unavailable from here on: {error}")
+        board = getattr(monitor, "process_memory", None)
+        if board is not None:  # the report's RSS (core.memory): read here, never on the training thread
+            board.post(sample.rss_bytes, sample.mem_total_bytes)
         with self._lock:
             self.latest = sample
             self.samples += 1
@@ -188,7 +191,7 @@ class NodeSampler(ExtensionBase):
         if sample is None:
             return {}
         return {f.name: getattr(sample, f.name) for f in fields(NodeSample)
-                if f.name not in ("cpu_per_core", "temperatures_c", "fans_rpm")}
+                if f.name not in ("cpu_per_core", "temperatures_c", "fans_rpm", "rss_bytes")}
 
     def passport_section(self) -> dict[str, Any]:
         """``passport.json["node"]``: mean and peak of each reading over the run."""
