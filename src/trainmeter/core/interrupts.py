@@ -23,7 +23,7 @@ import select
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from types import FrameType
 from typing import Any
 
@@ -94,6 +94,34 @@ class HeldInterrupts:
 SAFE_POINT_WAIT_S = 1.0
 SAVE_DEADLINE_S = 3.0
 _STOP = b"\x00"  # never a signal number: the watcher's stop byte
+
+
+def run_parts(parts: Iterable[tuple[str, Callable[[], Any]]], warn: Callable[[str, Exception], None], *,
+              needs_first: bool = False) -> bool:
+    """Run each part once, once more if a ``KeyboardInterrupt`` cut it; returns whether one came.
+
+    A part that raises another exception is reported to ``warn(key, exc)`` (its own faults ignored)
+    and the next parts still run, unless ``needs_first`` and the first part never completed.
+    """
+    interrupted = False
+    for index, (key, part) in enumerate(parts):
+        done = False
+        for _attempt in range(2):
+            try:
+                part()
+                done = True
+            except KeyboardInterrupt:
+                interrupted = True
+                continue
+            except Exception as exc:
+                try:
+                    warn(key, exc)
+                except Exception:  # noqa: S110 - a warning must not stop the parts
+                    pass
+            break
+        if index == 0 and needs_first and not done:
+            break
+    return interrupted
 
 
 class TerminateHandler:

@@ -28,6 +28,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from trainmeter.core.interrupts import HeldInterrupts, run_parts
 from trainmeter.widget.decimate import DEFAULT_BUDGET_POINTS, Decimator
 from trainmeter.widget.feed import SeriesFeed
 from trainmeter.widget.frame import SeriesColumns
@@ -264,30 +265,25 @@ class Publisher:
         return self._closed
 
     def close(self) -> None:
-        """Stop the thread; send the final state and history; add the HTML snapshot. Never raises."""
+        """Stop the thread; send the final state and history; add the HTML snapshot (docs/spec.md section 18).
+
+        Ctrl-C is held back meanwhile, and a part cut by a ``KeyboardInterrupt`` runs once more, so
+        the output always ends with the static dashboard; a fault in a part warns once.
+
+        Raises:
+            KeyboardInterrupt: Only for a Ctrl-C during the close, once the close is whole.
+        """
         if self._closed:
             return
-        self._closed = True
-        self._stop.set()
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(timeout=10.0)
+        held = HeldInterrupts()
+        interrupted = False
         try:
-            self.feed.read()
-            state = build_state(facts_from_monitor(self.monitor))
-            self._set_state(state)
-            save_dashboard(getattr(self.monitor, "run_dir", None), state)
-            self._set_history(self.feed.full_frame(include_open=True))
-            attach = getattr(self.widget, "attach", None)
-            if attach is not None:
-                attach(None)  # from now on the widget answers hello from its history
-            bundle = self._finish_displays(state)
-            if bundle is not None and self.restored_during_run():
-                self.widget.send({"kind": "final", "data": bundle})  # a reloaded page's output (reattach.ts)
-        except Exception as exc:
-            try:
-                self.monitor.warn_once("widget-close", f"the widget's final update failed: {exc!r}")
-            except Exception:
-                pass
+            with held:
+                self._closed = True
+                self._stop.set()
+                if self._thread is not None and self._thread is not threading.current_thread():
+                    self._thread.join(timeout=10.0)
+                interrupted = self._close_parts()
         finally:
             from trainmeter.widget.attach import forget
 
@@ -298,6 +294,32 @@ class Publisher:
                     uninstall()
                 except Exception:
                     pass
+        held.deliver()  # a Ctrl-C held back meanwhile: raised now, after the close
+        if interrupted:
+            raise KeyboardInterrupt
+
+    def _close_parts(self) -> bool:
+        """The close's sends, each once and once more after a ``KeyboardInterrupt``; returns whether one came."""
+        box: dict[str, Any] = {}
+
+        def final_state() -> None:
+            self.feed.read()
+            box["state"] = build_state(facts_from_monitor(self.monitor))
+            self._set_state(box["state"])
+
+        def displays() -> None:
+            bundle = self._finish_displays(box["state"])
+            if bundle is not None and self.restored_during_run():
+                self.widget.send({"kind": "final", "data": bundle})  # a reloaded page's output (reattach.ts)
+
+        attach = getattr(self.widget, "attach", None)  # called with None: hello is answered from the history
+        parts: tuple[tuple[str, Callable[[], Any]], ...] = (
+            ("state", final_state),
+            ("dashboard-file", lambda: save_dashboard(getattr(self.monitor, "run_dir", None), box["state"])),
+            ("history", lambda: self._set_history(self.feed.full_frame(include_open=True))),
+            ("attach", lambda: attach(None) if attach is not None else None), ("displays", displays))
+        return run_parts(parts, lambda key, exc: self.monitor.warn_once(
+            f"widget-close-{key}", f"the widget's final update failed: {exc!r}"), needs_first=True)
 
     def restored_during_run(self) -> bool:
         """Whether a page restored this kernel's widgets while the run was live (widget/restore_route.py)."""
