@@ -7,7 +7,8 @@ import threading
 
 import pytest
 
-from trainmeter.core.interrupts import HeldInterrupts, TerminateHandler
+from trainmeter.core.interrupts import HeldInterrupts, run_parts
+from trainmeter.core.terminate import TerminateHandler
 
 
 def test_a_sigint_while_held_is_remembered_then_raised_by_the_default_handler():
@@ -56,45 +57,18 @@ def test_off_the_main_thread_nothing_is_installed():
     assert box == [False, False]
 
 
-def test_the_terminate_handler_restores_the_previous_one_on_remove():
-    before = signal.getsignal(signal.SIGTERM)
-    t = TerminateHandler(lambda: None)
-    assert t.install() and signal.getsignal(signal.SIGTERM) is not before
-    t.remove()
-    t.remove()
-    assert signal.getsignal(signal.SIGTERM) is before
-
-
-def test_the_terminate_handler_only_notes_the_signal_and_calls_the_request():
+def test_run_parts_runs_a_part_cut_by_an_interrupt_once_more_and_reports_it():
     calls = []
-    seen = []
-    old = signal.signal(signal.SIGTERM, lambda signum, frame: seen.append(signum))
-    try:
-        t = TerminateHandler(lambda: calls.append("request"), wakeup=False)
-        assert t.install() and not t.ends
-        signal.raise_signal(signal.SIGTERM)
-        assert t.pending and calls == ["request"] and seen == [signal.SIGTERM]  # the program's handler ran at once
-        t.remove()
-    finally:
-        signal.signal(signal.SIGTERM, old)
 
+    def cut_once():
+        calls.append("cut")
+        if calls.count("cut") == 1:
+            raise KeyboardInterrupt
 
-def test_a_forked_child_gets_the_previous_sigterm_handler_and_wakeup_descriptor_back():
-    import os
+    def broken():
+        raise OSError("disk")
 
-    before = signal.getsignal(signal.SIGTERM)
-    t = TerminateHandler(lambda: None)
-    assert t.install() and t.ends
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: the default handler again, no descriptor of ours
-        ok = signal.getsignal(signal.SIGTERM) is before and signal.set_wakeup_fd(-1) == -1
-        os.write(w, b"1" if ok else b"0")
-        os._exit(0)
-    os.waitpid(pid, 0)
-    assert os.read(r, 1) == b"1"
-    os.close(r)
-    os.close(w)
-    t.remove()
-    assert signal.getsignal(signal.SIGTERM) is before and signal.set_wakeup_fd(-1) == -1
-    assert not any(th.name == "trainmeter-sigterm" for th in threading.enumerate())
+    warned = []
+    parts = [("a", cut_once), ("b", broken), ("c", lambda: calls.append("c"))]
+    assert run_parts(parts, lambda key, exc: warned.append(key)) is True
+    assert calls == ["cut", "cut", "c"] and warned == ["b"]

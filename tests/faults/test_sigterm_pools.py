@@ -134,3 +134,28 @@ def test_sigterm_ends_a_process_whose_main_thread_is_blocked_and_leaves_its_pass
     assert time.monotonic() - t0 < 10  # within the safe-point wait and the save's deadline
     (passport,) = (tmp_path / "runs").glob("*/passport.json")
     assert json.loads(passport.read_text())["status"] == "terminated"
+
+
+@pytest.mark.slow
+def test_a_sigterm_to_a_child_still_starting_ends_the_child_and_never_reaches_the_parent(tmp_path):
+    script = tmp_path / "early.py"
+    script.write_text(textwrap.dedent(f"""
+        import os, signal, sys, time
+        os.register_at_fork(after_in_child=lambda: os.kill(os.getpid(), signal.SIGTERM))  # before ours: mid-start
+        sys.path.insert(0, {SRC!r})
+        import trainmeter as tm
+        with tm.monitor(run_dir=sys.argv[1], name="early") as m:
+            pid = os.fork()
+            if pid == 0:
+                time.sleep(5)
+                os._exit(0)
+            code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+            time.sleep(1.5)  # past the watcher's wait: the parent saw no SIGTERM of its own
+            m.on_step(10)
+        print("child", code, "parent", m.status)
+    """), encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    proc = subprocess.run([sys.executable, str(script), str(tmp_path / "runs")], capture_output=True, text=True,
+                          timeout=60, env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert f"child {-signal.SIGTERM} parent completed" in proc.stdout

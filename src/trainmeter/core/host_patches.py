@@ -116,7 +116,8 @@ PATCHES: tuple[HostPatch, ...] = (
               "the signal wakeup descriptor when no one holds it, an atexit hook, and a fork handler that gives a "
               "forked child the previous SIGTERM handler back",
               uninstall="the previous handler and wakeup descriptor are put back at the run's end",
-              sites=("core/interrupts.py:signal.signal", "core/interrupts.py:register_at_fork")),
+              sites=("core/interrupts.py:signal.signal", "core/terminate.py:signal.signal",
+                     "core/terminate.py:register_at_fork")),
     HostPatch(key="fork", touches="os.register_at_fork, multiprocessing's after-fork registry and an atexit "
               "handler (a forked child becomes a rank and finishes its run; our locks are not held across a fork)",
               uninstall="cannot be unregistered: the handlers do nothing while no run is active",

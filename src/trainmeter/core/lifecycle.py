@@ -8,7 +8,9 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from trainmeter.core.interrupts import HeldInterrupts, TerminateHandler
+from trainmeter.core.heartbeat import Heartbeat
+from trainmeter.core.interrupts import HeldInterrupts
+from trainmeter.core.terminate import TerminateHandler
 from trainmeter.core.memory import MemoryProbe
 
 if TYPE_CHECKING:
@@ -112,6 +114,9 @@ class Lifecycle:
         self.hot.next_report_s = self.hot.t0_s + self._interval_s
         self.status = "running"
         self.phases.resume_train()
+        if self._record is not None or self.text:
+            self._heartbeat = Heartbeat(self, self._interval_s, self._say)
+            self._heartbeat.start()
 
     def _start_probes(self) -> None:
         import importlib.util
@@ -171,6 +176,8 @@ class Lifecycle:
                     self.exit_code = code if isinstance(code, int) or code is None else str(code)[:200]
                 self.ended_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
             parts: list[tuple[str, Callable[..., Any], tuple[Any, ...]]] = []
+            if self._heartbeat is not None:
+                parts.append(("heartbeat-stop", self._heartbeat.stop, ()))
             if self._probes is not None:
                 parts.append(("torch-probes-stop", self._probes.stop, ()))
             # before the final report: spans they close are in its snapshot

@@ -31,7 +31,7 @@ from trainmeter.core.dispatch import Dispatcher
 from trainmeter.core.emits import DEFAULT_MAX_SERIES, Emits
 from trainmeter.core.faults import Faults, MonitorWarning
 from trainmeter.core.hot_state import HotState
-from trainmeter.core.interrupts import TerminateHandler
+from trainmeter.core.terminate import TerminateHandler
 from trainmeter.core.lifecycle import Lifecycle
 from trainmeter.core.loss_order import LossOrder
 from trainmeter.core.memory import MemoryProbe, MemoryReading, ProcessMemory
@@ -135,6 +135,7 @@ class Monitor(Lifecycle, Emits, LossOrder, Reports, Faults):
         self._started: list[Any] = []  # 'record' once its open was attempted (the extensions: the dispatcher)
         self._finish_done: set[str] = set()
         self._terminate: TerminateHandler | None = None
+        self._heartbeat: Any = None  # core.heartbeat.Heartbeat while the run is live
         self._new_run_state()
 
     def _new_run_state(self) -> None:

@@ -134,6 +134,18 @@ class GapRecord(TypedDict):
     error: str
 
 
+class HeartbeatRecord(TypedDict):
+    """Written by a thread of ours when no report came for an interval: the step in progress and since when."""
+
+    schema_version: int
+    kind: Literal["heartbeat"]
+    step: int
+    steps_done: int
+    step_running_s: float
+    elapsed_s: float
+    since_report_s: float
+
+
 class EndRecord(TypedDict):
     """Last record of a finished run."""
 
@@ -144,7 +156,7 @@ class EndRecord(TypedDict):
     error: str | None
 
 
-Record = Union[StartRecord, RankRecord, ColumnsRecord, IntervalRecord, GapRecord, EndRecord]
+Record = Union[StartRecord, RankRecord, ColumnsRecord, IntervalRecord, GapRecord, HeartbeatRecord, EndRecord]
 
 
 # --- the writer's constructors (field order is the line's key order) ------------------------------
@@ -185,6 +197,13 @@ def gap_record(*, from_step: int, to_step: int | None, failed_writes: int, dropp
     """The ``gap`` record."""
     return {"schema_version": SCHEMA_VERSION, "kind": "gap", "from_step": from_step, "to_step": to_step,
             "failed_writes": failed_writes, "dropped_points": dropped_points, "error": error}
+
+
+def heartbeat_record(*, step: int, steps_done: int, step_running_s: float, elapsed_s: float,
+                     since_report_s: float) -> HeartbeatRecord:
+    """The ``heartbeat`` record (docs/spec.md section 18)."""
+    return {"schema_version": SCHEMA_VERSION, "kind": "heartbeat", "step": step, "steps_done": steps_done,
+            "step_running_s": step_running_s, "elapsed_s": elapsed_s, "since_report_s": since_report_s}
 
 
 def end_record(*, status: str, ended_at: str | None, error: str | None) -> EndRecord:
