@@ -105,6 +105,10 @@ BLOCKED = """
             mutex = ctypes.create_string_buffer(64)
             libc.pthread_mutex_lock(mutex)
             libc.pthread_mutex_lock(mutex)
+        elif sys.argv[2] == "sleep":  # no step comes, and an event loop took the wakeup descriptor away
+            import signal, time
+            signal.set_wakeup_fd(-1)
+            time.sleep(600)
         else:
             lock = threading.Lock()
             lock.acquire()
@@ -113,7 +117,7 @@ BLOCKED = """
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("where", ["c", "python"])
+@pytest.mark.parametrize("where", ["c", "python", "sleep"])
 def test_sigterm_ends_a_process_whose_main_thread_is_blocked_and_leaves_its_passport(tmp_path, where):
     script = tmp_path / "blocked.py"
     script.write_text(f"import sys\nsys.path.insert(0, {SRC!r})\nimport trainmeter as tm\n" + textwrap.dedent(BLOCKED),

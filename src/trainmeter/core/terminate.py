@@ -192,7 +192,7 @@ class TerminateHandler:
             previous(signum, frame)
             return
         fds = self._fds
-        if fds is not None and not self._wakeup_set:
+        if fds is not None:  # also with the wakeup descriptor: someone may have replaced it since (an event loop)
             try:
                 os.write(fds[1], bytes((signum,)))
             except OSError:
