@@ -118,6 +118,10 @@ PATCHES: tuple[HostPatch, ...] = (
               uninstall="the previous handler and wakeup descriptor are put back at the run's end",
               sites=("core/interrupts.py:signal.signal", "core/terminate.py:signal.signal",
                      "core/terminate.py:register_at_fork")),
+    HostPatch(key="close-retry", touches="IPython's post_run_cell event: a widget whose close at the cell's end was "
+              "cut before it completed is closed after the next cell (the static dashboard reaches its output)",
+              uninstall="the callback unregisters itself once no shown widget waits",
+              sites=("widget/close_retry.py:events.register",)),
     HostPatch(key="fork", touches="os.register_at_fork, multiprocessing's after-fork registry and an atexit "
               "handler (a forked child becomes a rank and finishes its run; our locks are not held across a fork)",
               uninstall="cannot be unregistered: the handlers do nothing while no run is active",

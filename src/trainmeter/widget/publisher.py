@@ -119,6 +119,7 @@ class Publisher:
         self._thread: threading.Thread | None = None
         self._failures = 0
         self._closed = False
+        self.closed_whole = False  # every part of the close ran (widget/close_retry.py retries one that did not)
         self._last_live_s = -math.inf
         self.restore_router: Any = None  # widget/restore_route.py's router, when installed
         self._restores_at_start = 0
@@ -257,6 +258,9 @@ class Publisher:
         handle = display(data, metadata=metadata, raw=True, display_id=True)
         if handle is not None:
             self.handles.append(handle)
+            from trainmeter.widget import close_retry
+
+            close_retry.watch(self)  # a close cut before it began is run after the next cell
         return handle
 
     @property
@@ -264,16 +268,17 @@ class Publisher:
         """Whether :meth:`close` ran (it writes the final state and ``dashboard.json``). Any thread."""
         return self._closed
 
-    def close(self) -> None:
+    def close(self, *, retry: bool = False) -> None:
         """Stop the thread; send the final state and history; add the HTML snapshot (docs/spec.md section 18).
 
         Ctrl-C is held back meanwhile, and a part cut by a ``KeyboardInterrupt`` runs once more, so
-        the output always ends with the static dashboard; a fault in a part warns once.
+        the output always ends with the static dashboard; a fault in a part warns once. ``retry``:
+        run the parts again when a close began but did not complete (the next cell's end).
 
         Raises:
             KeyboardInterrupt: Only for a Ctrl-C during the close, once the close is whole.
         """
-        if self._closed:
+        if self.closed_whole or (self._closed and not retry):
             return
         held = HeldInterrupts()
         interrupted = False
@@ -284,6 +289,7 @@ class Publisher:
                 if self._thread is not None and self._thread is not threading.current_thread():
                     self._thread.join(timeout=10.0)
                 interrupted = self._close_parts()
+                self.closed_whole = True
         finally:
             from trainmeter.widget.attach import forget
 
