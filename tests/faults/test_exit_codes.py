@@ -1,4 +1,4 @@
-"""``sys.exit`` inside ``tm.monitor``: code 0 and no code are ``completed``, others ``failed`` (docs/spec.md section 18)."""
+"""``sys.exit`` inside ``tm.monitor``: 0 and no code are ``completed``, others ``failed`` (docs/spec.md section 18)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""psutil is read on the node thread only: a slow or failing ``memory_info`` costs training nothing (docs/spec.md section 18)."""
+"""psutil on the node thread only: a slow or failing memory_info costs training nothing (docs/spec.md section 18)."""
 
 from __future__ import annotations
 

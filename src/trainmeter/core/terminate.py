@@ -64,7 +64,8 @@ class TerminateHandler:
     """
 
     def __init__(self, on_request: Callable[[], None], save_now: Callable[[], None] | None = None,
-                 at_exit: Callable[[], None] | None = None, *, wait_s: float = SAFE_POINT_WAIT_S, deadline_s: float = SAVE_DEADLINE_S, wakeup: bool = True) -> None:
+                 at_exit: Callable[[], None] | None = None, *, wait_s: float = SAFE_POINT_WAIT_S,
+                 deadline_s: float = SAVE_DEADLINE_S, wakeup: bool = True) -> None:
         self._on_request = on_request
         self._save_now = save_now
         self._at_exit = at_exit
@@ -119,13 +120,14 @@ class TerminateHandler:
         self._watcher.start()
 
     def remove(self) -> None:
-        """Restore the previous handler; a SIGTERM noted and not yet acted on is re-delivered. Idempotent."""
+        """Restore the previous handler; a SIGTERM noted and not yet acted on is re-delivered. Idempotent.
+
+        Main thread; elsewhere nothing changes (the watcher still acts on a SIGTERM).
+        """
         global _INSTALLED
+        if not self._installed or not _in_main_thread():
+            return
         self._done.set()
-        if not self._installed:
-            return
-        if not _in_main_thread():
-            return
         self._installed = False
         if _INSTALLED is self:
             _INSTALLED = None

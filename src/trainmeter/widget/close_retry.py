@@ -1,4 +1,4 @@
-"""The cell's end retried at the next cell: a publisher whose close never ran whole is closed then (docs/spec.md section 18).
+"""A close retried: a publisher whose close never ran whole is closed after the next cell (docs/spec.md section 18).
 
 A second Ctrl-C can land in the few instructions between a cell's end and its
 publisher's close (which holds Ctrl-C back once it runs), or the close can be
