@@ -12,6 +12,7 @@ from trainmeter.core.monitor import MonitorWarning
 from trainmeter.extensions import make_monitor
 from trainmeter.host.extension import NodeSampler
 from trainmeter.options import make_options
+from trainmeter.overhead.extension import Overhead
 
 psutil = pytest.importorskip("psutil")
 SLOW_S = 2.0
@@ -19,20 +20,22 @@ SLOW_S = 2.0
 
 def _monitor(run_root, clock):
     return make_monitor(make_options(run_dir=run_root, name="slow", interval_s=1), clock=clock, text=False,
-                        probes=False, extensions=[NodeSampler(period_s=0.05)])
+                        probes=False, extensions=[Overhead(), NodeSampler(period_s=0.05)])
 
 
 @pytest.mark.slow
 def test_a_two_second_memory_info_adds_nothing_to_training_reports(run_root, monkeypatch):
-    real = psutil.Process.memory_info
     calls = threading.Event()
 
-    def slow(self):
-        calls.set()
-        time.sleep(SLOW_S)
-        return real(self)
+    def slowly(real):
+        def slow(self):
+            calls.set()
+            time.sleep(SLOW_S)
+            return real(self)
+        return slow
 
-    monkeypatch.setattr(psutil.Process, "memory_info", slow)
+    monkeypatch.setattr(psutil.Process, "memory_info", slowly(psutil.Process.memory_info))
+    monkeypatch.setattr(psutil.Process, "threads", slowly(psutil.Process.threads))  # the overhead wing's reading
     clock = FakeClock()
     m = _monitor(run_root, clock).start()
     try:

@@ -16,16 +16,19 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 class ProcessMemory:
-    """The process RSS and host total last read by the node sampler (one tuple swapped whole). Any thread.
+    """What the node sampler last read of this process (each value swapped whole). Any thread.
 
     Attributes:
         latest: ``(rss_bytes, host_total_bytes)``, each ``None`` when unread or unavailable.
+        thread_cpu_s: CPU seconds (user + system) per native thread id, or ``None`` when unread
+            (the overhead wing's per-thread figures, docs/spec.md section 17).
     """
 
-    __slots__ = ("latest",)
+    __slots__ = ("latest", "thread_cpu_s")
 
     def __init__(self) -> None:
         self.latest: tuple[int | None, int | None] = (None, None)
+        self.thread_cpu_s: dict[int, float] | None = None
 
     def post(self, rss_bytes: int | None, host_total_bytes: int | None) -> None:
         """Post a reading (the node sampler's thread); a ``None`` keeps the last known host total."""

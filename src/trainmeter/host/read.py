@@ -238,6 +238,14 @@ class NodeReader:
         info = self._field("rss", process.memory_info)
         return _int(info, "rss") if info is not None else None
 
+    def read_threads(self) -> dict[int, float] | None:
+        """CPU seconds (user + system) per native thread id of this process, or ``None`` when unavailable."""
+        process = self._process
+        if process is None:
+            return None
+        rows = self._field("threads", process.threads)
+        return {int(r.id): float(r.user_time) + float(r.system_time) for r in rows} if rows is not None else None
+
     def _read_slow(self) -> None:
         src, run_dir = self._src, self._run_dir
         if run_dir is not None:
