@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 from trainmeter.core.heartbeat import Heartbeat
 from trainmeter.core.interrupts import HeldInterrupts
-from trainmeter.core.terminate import TerminateHandler
 from trainmeter.core.memory import MemoryProbe
+from trainmeter.core.terminate import TerminateHandler
 
 if TYPE_CHECKING:
     from trainmeter.core.monitor import Monitor

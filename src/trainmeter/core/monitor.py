@@ -31,7 +31,6 @@ from trainmeter.core.dispatch import Dispatcher
 from trainmeter.core.emits import DEFAULT_MAX_SERIES, Emits
 from trainmeter.core.faults import Faults, MonitorWarning
 from trainmeter.core.hot_state import HotState
-from trainmeter.core.terminate import TerminateHandler
 from trainmeter.core.lifecycle import Lifecycle
 from trainmeter.core.loss_order import LossOrder
 from trainmeter.core.memory import MemoryProbe, MemoryReading, ProcessMemory
@@ -40,6 +39,7 @@ from trainmeter.core.reports import Reports
 from trainmeter.core.scalars import ScalarReader, StepLoss
 from trainmeter.core.series import Series, StepSeries
 from trainmeter.core.sink import RecordSink
+from trainmeter.core.terminate import TerminateHandler
 from trainmeter.core.throughput import IntervalSummary, SessionSummary
 
 __all__ = ["Monitor", "MonitorWarning", "active", "save_unsaved"]
