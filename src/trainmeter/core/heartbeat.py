@@ -89,7 +89,8 @@ class Heartbeat:
             return None
         self._beat_s = now_s
         running_s = now_s - self._step_since_s
-        record = {"step": steps + 1, "steps_done": steps, "step_running_s": round(running_s, 3),
+        phase = m._phase_name if getattr(m, "_phase_depth", 0) else "train"  # a tm.phase open (eval) or training
+        record = {"step": steps + 1, "steps_done": steps, "step_running_s": round(running_s, 3), "phase": phase,
                   "elapsed_s": round(m.phases.session_elapsed_s(now_s), 3),
                   "since_report_s": round(now_s - self._report_s, 3)}
         write = getattr(m.record_sink, "write_heartbeat", None)
@@ -98,5 +99,6 @@ class Heartbeat:
         self.beats += 1
         if m.text and now_s - self._text_s >= self.text_every_s:
             self._text_s = now_s
-            self._say(f"trainmeter: step {steps + 1:,} running for {running_s:.0f} s")
+            where = "" if phase == "train" else f" (in {phase})"
+            self._say(f"trainmeter: step {steps + 1:,} running for {running_s:.0f} s{where}")
         return record

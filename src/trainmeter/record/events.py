@@ -142,6 +142,7 @@ class HeartbeatRecord(TypedDict):
     step: int
     steps_done: int
     step_running_s: float
+    phase: str
     elapsed_s: float
     since_report_s: float
 
@@ -199,11 +200,11 @@ def gap_record(*, from_step: int, to_step: int | None, failed_writes: int, dropp
             "failed_writes": failed_writes, "dropped_points": dropped_points, "error": error}
 
 
-def heartbeat_record(*, step: int, steps_done: int, step_running_s: float, elapsed_s: float,
+def heartbeat_record(*, step: int, steps_done: int, step_running_s: float, phase: str, elapsed_s: float,
                      since_report_s: float) -> HeartbeatRecord:
-    """The ``heartbeat`` record (docs/spec.md section 18)."""
+    """The ``heartbeat`` record (docs/spec.md section 18); ``phase``: the open ``tm.phase``, else ``train``."""
     return {"schema_version": SCHEMA_VERSION, "kind": "heartbeat", "step": step, "steps_done": steps_done,
-            "step_running_s": step_running_s, "elapsed_s": elapsed_s, "since_report_s": since_report_s}
+            "step_running_s": step_running_s, "phase": phase, "elapsed_s": elapsed_s, "since_report_s": since_report_s}
 
 
 def end_record(*, status: str, ended_at: str | None, error: str | None) -> EndRecord:
