@@ -182,10 +182,11 @@ def monitor(*, name: str | None = None, budget_tokens: Any = None, budget_steps:
     ``model`` names the trained module when discovery would not find it.
     ``widget=True`` shows the live widget in a Jupyter or marimo notebook
     (``trainmeter.widget.host``; elsewhere the text line prints as without it).
-    KeyboardInterrupt gives status ``interrupted``, any other exception
-    ``failed``; both propagate unchanged. ``tm.stop()``, the widget's Stop and a stopping
-    alert end the block after a completed step with status ``stopped`` (``StopTraining`` is
-    caught here; the code after the block runs).
+    KeyboardInterrupt gives status ``interrupted``; ``sys.exit(0)`` (or
+    ``sys.exit()``) ``completed``; any other exception (another exit code
+    included) ``failed``; all propagate unchanged. ``tm.stop()``, the widget's Stop and a
+    stopping alert end the block after a completed step with status ``stopped``
+    (``StopTraining`` is caught here; the code after the block runs).
 
     Raises:
         ValueError: For a bad option or an unknown keyword (naming the valid ones), before anything runs.
@@ -291,4 +292,6 @@ class _Monitored:
 
 
 def _finish(m: Monitor, exc: BaseException) -> None:
-    m.finish("interrupted" if isinstance(exc, KeyboardInterrupt) else "failed", exc)
+    from trainmeter.core.lifecycle import exit_status
+
+    m.finish(*exit_status(exc))

@@ -41,6 +41,8 @@ def code_sites() -> set[str]:
                     found.add(f"{rel}:{_name(node.args[0])}.{_name(node.args[1])}")
                 elif attr in HOOK_CALLS:
                     found.add(f"{rel}:{attr}")
+                elif attr == "register" and receiver.endswith("events"):
+                    found.add(f"{rel}:events.register")  # IPython's event callbacks
                 elif attr == "signal" and receiver == "signal":
                     found.add(f"{rel}:signal.signal")
                 elif attr in ("insert", "append", "remove") and receiver == "sys.meta_path":

@@ -7,7 +7,8 @@ import threading
 
 import pytest
 
-from trainmeter.core.interrupts import HeldInterrupts, TerminateHandler
+from trainmeter.core.interrupts import HeldInterrupts, run_parts
+from trainmeter.core.terminate import TerminateHandler
 
 
 def test_a_sigint_while_held_is_remembered_then_raised_by_the_default_handler():
@@ -47,7 +48,7 @@ def test_off_the_main_thread_nothing_is_installed():
     def body():
         with HeldInterrupts() as held:
             box.append(held._installed)
-        t = TerminateHandler(lambda ends: None)
+        t = TerminateHandler(lambda: None)
         box.append(t.install())
 
     th = threading.Thread(target=body)
@@ -56,10 +57,18 @@ def test_off_the_main_thread_nothing_is_installed():
     assert box == [False, False]
 
 
-def test_the_terminate_handler_restores_the_previous_one_on_remove():
-    before = signal.getsignal(signal.SIGTERM)
-    t = TerminateHandler(lambda ends: None)
-    assert t.install() and signal.getsignal(signal.SIGTERM) is not before
-    t.remove()
-    t.remove()
-    assert signal.getsignal(signal.SIGTERM) is before
+def test_run_parts_runs_a_part_cut_by_an_interrupt_once_more_and_reports_it():
+    calls = []
+
+    def cut_once():
+        calls.append("cut")
+        if calls.count("cut") == 1:
+            raise KeyboardInterrupt
+
+    def broken():
+        raise OSError("disk")
+
+    warned = []
+    parts = [("a", cut_once), ("b", broken), ("c", lambda: calls.append("c"))]
+    assert run_parts(parts, lambda key, exc: warned.append(key)) is True
+    assert calls == ["cut", "cut", "c"] and warned == ["b"]

@@ -30,15 +30,17 @@ def test_sigterm_with_a_program_handler_saves_a_passport_calls_it_and_the_run_go
         m = make_monitor(make_options(run_dir=run_root, name="term"), clock=FakeClock(), text=False,
                          probes=False, extensions=[]).start()
         m.on_step(10)
-        with pytest.warns(MonitorWarning, match="SIGTERM at step 1"):
-            signal.raise_signal(signal.SIGTERM)
-        assert seen == [signal.SIGTERM]
+        signal.raise_signal(signal.SIGTERM)
+        assert seen == [signal.SIGTERM]  # the program's handler ran at once; the handler itself saved nothing
+        assert not (m.run_dir / "passport.json").exists()
+        with pytest.warns(MonitorWarning, match="SIGTERM at step 2"):
+            m.on_step(10)  # the next step boundary is the safe point
         assert json.loads((m.run_dir / "passport.json").read_text())["status"] == "terminated"
         assert active() is m and m.status == "running"
         m.on_step(10)
         m.finish("completed")
         passport = json.loads((m.run_dir / "passport.json").read_text())
-        assert passport["status"] == "completed" and passport["steps"] == 2
+        assert passport["status"] == "completed" and passport["steps"] == 3
         assert signal.getsignal(signal.SIGTERM) is previous
     finally:
         signal.signal(signal.SIGTERM, old)
@@ -85,6 +87,8 @@ def test_a_process_killed_by_sigterm_dies_by_the_signal_and_leaves_its_passport(
         for _ in range(5):
             m.on_step(10)
         os.kill(os.getpid(), signal.SIGTERM)
+        for _ in range(1000):
+            m.on_step(10)
         print("still alive")
     """)
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
@@ -93,4 +97,4 @@ def test_a_process_killed_by_sigterm_dies_by_the_signal_and_leaves_its_passport(
     assert "still alive" not in proc.stdout
     (run,) = [p for p in tmp_path.iterdir() if p.is_dir()]
     passport = json.loads((run / "passport.json").read_text())
-    assert passport["status"] == "terminated" and passport["steps"] == 5
+    assert passport["status"] == "terminated" and passport["steps"] == 6  # ended at the next step boundary

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 
 import pytest
 
 from trainmeter.core.clock import FakeClock
 from trainmeter.extensions import default_extensions, make_monitor
+from trainmeter.host.extension import NodeSampler
 from trainmeter.options import make_options
 from trainmeter.overhead.extension import SAMPLE_EVERY, Overhead
 
@@ -58,10 +60,12 @@ def test_trainmeter_threads_cpu_is_read_per_thread(tmp_path) -> None:
     t.start()
     ext = Overhead()
     m = make_monitor(make_options(run_dir=tmp_path, interval_s=3600), clock=FakeClock(), text=False, probes=False,
-                     extensions=[ext]).start()
+                     extensions=[ext, NodeSampler(period_s=0.02)]).start()
     for _ in range(3):
         m.on_step(1)
-    stop.wait(0.2)
+    deadline = time.monotonic() + 20
+    while not (m.process_memory.thread_cpu_s or {}).get(t.native_id) and time.monotonic() < deadline:
+        time.sleep(0.02)  # the node thread reads the threads' CPU (never the training thread)
     m.finish("completed")
     stop.set()
     t.join()

@@ -111,9 +111,17 @@ PATCHES: tuple[HostPatch, ...] = (
               "(compile-watch, time-split, taps, autostart)", uninstall="the finder is removed at the run's end",
               sites=("core/patches.py:sys.meta_path", "core/patches.py:module.__loader__",
                      "core/patches.py:module.__spec__.loader")),
-    HostPatch(key="signals", touches="SIGINT (held back while the run starts and finishes) and SIGTERM (saves the "
-              "run) handlers", uninstall="the previous handler is put back",
-              sites=("core/interrupts.py:signal.signal",)),
+    HostPatch(key="signals", touches="SIGINT (held back while the run starts and finishes) and SIGTERM (noted; the "
+              "run saved at the next step boundary or by a watcher thread, then the signal re-delivered) handlers, "
+              "the signal wakeup descriptor when no one holds it, an atexit hook, and a fork handler that gives a "
+              "forked child the previous SIGTERM handler back",
+              uninstall="the previous handler and wakeup descriptor are put back at the run's end",
+              sites=("core/interrupts.py:signal.signal", "core/terminate.py:signal.signal",
+                     "core/terminate.py:register_at_fork")),
+    HostPatch(key="close-retry", touches="IPython's post_run_cell event: a widget whose close at the cell's end was "
+              "cut before it completed is closed after the next cell (the static dashboard reaches its output)",
+              uninstall="the callback unregisters itself once no shown widget waits",
+              sites=("widget/close_retry.py:events.register",)),
     HostPatch(key="fork", touches="os.register_at_fork, multiprocessing's after-fork registry and an atexit "
               "handler (a forked child becomes a rank and finishes its run; our locks are not held across a fork)",
               uninstall="cannot be unregistered: the handlers do nothing while no run is active",

@@ -1,4 +1,4 @@
-"""Signals around trainmeter's own state changes: Ctrl-C held back, SIGTERM saved.
+"""Signals around trainmeter's own state changes: Ctrl-C held back, parts of an end run whole.
 
 - :class:`HeldInterrupts` replaces the SIGINT handler (main thread only) by one
   that only remembers the signal, so starting or finishing a run (taking and
@@ -6,23 +6,25 @@
   joining threads, writing the passport) is never cut in half. On exit the
   previous handler is restored; :meth:`HeldInterrupts.deliver` then hands a
   held Ctrl-C to it (the default one raises ``KeyboardInterrupt``).
-- :class:`TerminateHandler` saves the run on SIGTERM, restores the previous
-  handler and re-delivers the signal, so the process still ends the way it
-  would have without trainmeter.
+- :func:`run_parts` runs the parts of an end (the publisher's close) once each,
+  once more after a ``KeyboardInterrupt``.
+- SIGTERM: :mod:`trainmeter.core.terminate` (re-exported here).
 
 Off the main thread, both do nothing (Python only runs handlers there).
 """
 
 from __future__ import annotations
 
-import os
 import signal
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from types import FrameType
 from typing import Any
 
 from trainmeter.core import host_patches
+from trainmeter.core.terminate import TerminateHandler
+
+__all__ = ["HeldInterrupts", "TerminateHandler", "run_parts"]
 
 
 def _in_main_thread() -> bool:
@@ -86,65 +88,29 @@ class HeldInterrupts:
         raise KeyboardInterrupt
 
 
-class TerminateHandler:
-    """Save the run on SIGTERM, then behave as the previous handler would.
+def run_parts(parts: Iterable[tuple[str, Callable[[], Any]]], warn: Callable[[str, Exception], None], *,
+              needs_first: bool = False) -> bool:
+    """Run each part once, once more if a ``KeyboardInterrupt`` cut it; returns whether one came.
 
-    - Default action (the process ends): ``on_terminate(True)`` finishes the run,
-      then the signal is re-delivered with the default action.
-    - A Python handler (a framework's graceful stop): ``on_terminate(False)``
-      saves the passport as it stands, the handler runs, and the run goes on
-      (it is finished as usual when the program's own stop comes through).
-    - Ignored (``SIG_IGN``): nothing happens, as without trainmeter.
-
-    Args:
-        on_terminate: Called with whether the process is about to end; must not raise.
+    A part that raises another exception is reported to ``warn(key, exc)`` (its own faults ignored)
+    and the next parts still run, unless ``needs_first`` and the first part never completed.
     """
-
-    def __init__(self, on_terminate: Callable[[bool], None]) -> None:
-        self._on_terminate = on_terminate
-        self._previous: Any = None
-        self._installed = False
-
-    def install(self) -> bool:
-        """Install in the main thread; returns whether it was installed."""
-        if not _in_main_thread() or not host_patches.enabled("signals"):
-            return False
-        try:
-            previous = signal.getsignal(signal.SIGTERM)
-            signal.signal(signal.SIGTERM, self._handle)
-        except (ValueError, OSError, TypeError, RuntimeError):
-            return False
-        self._previous = previous
-        self._installed = True
-        return True
-
-    def remove(self) -> None:
-        """Restore the previous handler if ours is still installed. Idempotent; main thread."""
-        if not self._installed or not _in_main_thread():
-            return
-        self._installed = False
-        try:
-            if signal.getsignal(signal.SIGTERM) == self._handle:
-                signal.signal(signal.SIGTERM, self._previous if self._previous is not None else signal.SIG_DFL)
-        except (ValueError, OSError, TypeError, RuntimeError):
-            pass
-
-    def _handle(self, signum: int, frame: FrameType | None) -> None:
-        previous = self._previous
-        if previous is signal.SIG_IGN:
-            return
-        ends = not callable(previous)
-        try:
-            self._on_terminate(ends)
-        except BaseException:  # noqa: S110 - the signal's own behaviour must still happen
-            pass
-        if not ends:
-            previous(signum, frame)
-            return
-        self.remove()
-        # SIG_DFL (or a handler set from C): deliver again with the default action (ends the process)
-        try:
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        except (ValueError, OSError):
-            pass
-        os.kill(os.getpid(), signal.SIGTERM)
+    interrupted = False
+    for index, (key, part) in enumerate(parts):
+        done = False
+        for _attempt in range(2):
+            try:
+                part()
+                done = True
+            except KeyboardInterrupt:
+                interrupted = True
+                continue
+            except Exception as exc:
+                try:
+                    warn(key, exc)
+                except Exception:  # noqa: S110 - a warning must not stop the parts
+                    pass
+            break
+        if index == 0 and needs_first and not done:
+            break
+    return interrupted

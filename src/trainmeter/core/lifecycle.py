@@ -8,11 +8,35 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from trainmeter.core.interrupts import HeldInterrupts, TerminateHandler
+from trainmeter.core.heartbeat import Heartbeat
+from trainmeter.core.interrupts import HeldInterrupts
 from trainmeter.core.memory import MemoryProbe
+from trainmeter.core.terminate import TerminateHandler
 
 if TYPE_CHECKING:
     from trainmeter.core.monitor import Monitor
+
+
+def exit_status(exc: BaseException | None) -> tuple[str, BaseException | None]:
+    """The status of a monitored body that ended with ``exc`` (``None``: it returned), and the error to record.
+
+    ``SystemExit(0)``, ``SystemExit(None)`` (``sys.exit()``) and ``SystemExit(False)`` are a normal exit:
+    ``completed``. Other codes are ``failed`` (the code goes to the passport); KeyboardInterrupt is
+    ``interrupted``; any other exception ``failed``.
+
+    Examples:
+        >>> exit_status(SystemExit(0))
+        ('completed', None)
+        >>> exit_status(SystemExit(2))[0]
+        'failed'
+    """
+    if exc is None:
+        return "completed", None
+    if isinstance(exc, SystemExit):
+        return ("completed", None) if exc.code in (0, None) else ("failed", exc)
+    if isinstance(exc, KeyboardInterrupt):
+        return "interrupted", exc
+    return "failed", exc
 
 
 class Lifecycle:
@@ -59,8 +83,7 @@ class Lifecycle:
                 try:
                     self._start_parts()
                 except BaseException as exc:
-                    status = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
-                    self._finish_parts(status, exc)
+                    self._finish_parts(*exit_status(exc))
                     raise
                 if held.pending:
                     self._finish_parts("interrupted", KeyboardInterrupt())
@@ -79,8 +102,10 @@ class Lifecycle:
             except Exception as exc:  # an unwritable run folder: the run goes on in memory
                 self.warn_once("run-folder", f"run folder unavailable ({exc!r}): the record is kept in memory "
                                              "and the passport written at the end if the folder can be made then")
-        self._memory_probe = MemoryProbe(self._cuda_memory)
-        self._terminate = TerminateHandler(self._on_terminate)
+        self._memory_probe = MemoryProbe(self._cuda_memory, lambda: self.process_memory)
+        self._terminate_lock = threading.Lock()
+        self._terminate = TerminateHandler(self._terminate_requested, self._terminate_save_now,
+                                           self._terminate_at_safe_point)
         self._terminate.install()
         if self._want_probes:
             self._start_probes()
@@ -89,6 +114,9 @@ class Lifecycle:
         self.hot.next_report_s = self.hot.t0_s + self._interval_s
         self.status = "running"
         self.phases.resume_train()
+        if self._record is not None or self.text:
+            self._heartbeat = Heartbeat(self, self._interval_s, self._say)
+            self._heartbeat.start()
 
     def _start_probes(self) -> None:
         import importlib.util
@@ -143,8 +171,13 @@ class Lifecycle:
                 self.status = status
                 if error is not None:
                     self.error = f"{type(error).__name__}: {error}"
+                if isinstance(error, SystemExit):
+                    code = error.code
+                    self.exit_code = code if isinstance(code, int) or code is None else str(code)[:200]
                 self.ended_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
             parts: list[tuple[str, Callable[..., Any], tuple[Any, ...]]] = []
+            if self._heartbeat is not None:
+                parts.append(("heartbeat-stop", self._heartbeat.stop, ()))
             if self._probes is not None:
                 parts.append(("torch-probes-stop", self._probes.stop, ()))
             # before the final report: spans they close are in its snapshot
@@ -197,6 +230,46 @@ class Lifecycle:
         if self._phase_depth:
             self._phase_depth = 0
             self.phases.finish_phase(self._phase_name, self._phase_started_s)
+
+    def _terminate_requested(self) -> None:
+        """A SIGTERM was noted (signal context or the watcher thread): the next step boundary is a safe point."""
+        self.hot.next_report_s = float("-inf")
+
+    def _terminate_at_safe_point(self) -> None:
+        """Act on a noted SIGTERM on the training thread, outside any handler (docs/spec.md section 18).
+
+        When the process is to end, the run is finished as ``terminated`` and the signal re-delivered
+        with its default action (the process ends here); else a passport is saved and the run goes on.
+        """
+        handler = self._terminate
+        if handler is None or not handler.pending or not self._terminate_lock.acquire(blocking=False):
+            return
+        try:
+            if handler.ends:
+                self._finish_parts("terminated", None)  # its end restores the handler and re-delivers the signal
+                handler.redeliver()
+            else:
+                handler.pending = False
+                self._on_terminate(False)
+        finally:
+            self._terminate_lock.release()
+
+    def _terminate_save_now(self) -> None:
+        """The watcher's save when no safe point came (a blocked main thread): the passport as the run stands.
+
+        A helper thread of ours, abandoned past its deadline; nothing here is undone, the process ends next.
+        """
+        if self._record is None or "record" not in self._started or self._finished:
+            return
+        if not self._terminate_lock.acquire(blocking=False):
+            return  # the training thread is finishing the run
+        try:
+            self.status = "terminated"
+            self.ended_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+            self._record.write_passport(self)
+            self._record.close()
+        finally:
+            self._terminate_lock.release()
 
     def _on_terminate(self, ends_process: bool) -> None:
         """SIGTERM: finish as ``terminated`` when the process is about to end; else save a passport and go on."""

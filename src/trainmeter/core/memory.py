@@ -1,9 +1,12 @@
 """Memory at sampling points (docs/spec.md section 4): process RSS and, on CUDA, allocator figures, and utilization.
 
-RSS comes from psutil (``None`` without it); the highest RSS is the highest
-*seen at sampling points*, not a true continuous peak. CUDA figures come from
+RSS and the host's memory are read by psutil on the node sampler's thread
+(docs/spec.md section 18: no psutil call on the training thread), which posts
+them to a :class:`ProcessMemory` board; a report reads the last posted values
+(``None`` until the first, or without the node sampler). The highest RSS is the
+highest *seen at sampling points*, not a true continuous peak. CUDA figures come from
 an injected allocator reader (``trainmeter.gpu.cuda_memory``; ``None`` without CUDA): peaks reset once at the
-start and the per-interval peak resets at each sample. Call from one thread.
+start and the per-interval peak resets at each sample. :class:`MemoryProbe`: call from one thread.
 """
 
 from __future__ import annotations
@@ -12,7 +15,24 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-_UNOPENED = object()
+class ProcessMemory:
+    """What the node sampler last read of this process (each value swapped whole). Any thread.
+
+    Attributes:
+        latest: ``(rss_bytes, host_total_bytes)``, each ``None`` when unread or unavailable.
+        thread_cpu_s: CPU seconds (user + system) per native thread id, or ``None`` when unread
+            (the overhead wing's per-thread figures, docs/spec.md section 17).
+    """
+
+    __slots__ = ("latest", "thread_cpu_s")
+
+    def __init__(self) -> None:
+        self.latest: tuple[int | None, int | None] = (None, None)
+        self.thread_cpu_s: dict[int, float] | None = None
+
+    def post(self, rss_bytes: int | None, host_total_bytes: int | None) -> None:
+        """Post a reading (the node sampler's thread); a ``None`` keeps the last known host total."""
+        self.latest = (rss_bytes, host_total_bytes if host_total_bytes is not None else self.latest[1])
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -40,13 +60,15 @@ class MemoryReading:
 
 
 class MemoryProbe:
-    """Samples RSS with psutil and CUDA allocator statistics when CUDA is in use."""
+    """Reads the last posted RSS and CUDA allocator statistics when CUDA is in use; never calls psutil."""
 
-    def __init__(self, cuda_memory: Callable[[], Any] | None = None) -> None:
-        """``cuda_memory`` makes the allocator reader (``.available``, ``.sample_interval()``), or ``None``."""
-        self._process: Any = _UNOPENED  # psutil is imported at the first sample, not at the run's start
+    def __init__(self, cuda_memory: Callable[[], Any] | None = None,
+                 process: Callable[[], ProcessMemory] | None = None) -> None:
+        """``cuda_memory`` makes the allocator reader (``.available``, ``.sample_interval()``), or ``None``;
+        ``process`` returns the board the node sampler posts RSS to (the run's current one; ``None``: no RSS)."""
+        self._board = process
         self.rss_peak_bytes: int | None = None
-        self.host_total_bytes: int | None = None  # read with the first sample (psutil stays off the start)
+        self.host_total_bytes: int | None = None
         self._cuda: Any = None
         try:
             monitor = cuda_memory() if cuda_memory is not None else None
@@ -57,24 +79,8 @@ class MemoryProbe:
     def sample(self) -> MemoryReading:
         """Take one sample (and reset the CUDA per-interval peak)."""
         rss: int | None = None
-        if self._process is _UNOPENED:
-            try:
-                import psutil
-
-                self._process = psutil.Process()
-            except Exception:  # psutil missing or unusable: RSS is None
-                self._process = None
-            try:
-                import psutil
-
-                self.host_total_bytes = int(psutil.virtual_memory().total)
-            except Exception:
-                self.host_total_bytes = None
-        if self._process is not None:
-            try:
-                rss = int(self._process.memory_info().rss)
-            except Exception:
-                rss = None
+        if self._board is not None:
+            rss, self.host_total_bytes = self._board().latest
         if rss is not None and (self.rss_peak_bytes is None or rss > self.rss_peak_bytes):
             self.rss_peak_bytes = rss
         cuda = None

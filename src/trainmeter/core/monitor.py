@@ -31,17 +31,17 @@ from trainmeter.core.dispatch import Dispatcher
 from trainmeter.core.emits import DEFAULT_MAX_SERIES, Emits
 from trainmeter.core.faults import Faults, MonitorWarning
 from trainmeter.core.hot_state import HotState
-from trainmeter.core.interrupts import TerminateHandler
 from trainmeter.core.lane_steps import LaneSteps
 from trainmeter.core.lifecycle import Lifecycle
 from trainmeter.core.loss_order import LossOrder
-from trainmeter.core.memory import MemoryProbe, MemoryReading
+from trainmeter.core.memory import MemoryProbe, MemoryReading, ProcessMemory
 from trainmeter.core.phases import PhaseClock, cuda_synchronize
 from trainmeter.core.reports import Reports
 from trainmeter.core.scalars import ScalarReader, StepLoss
 from trainmeter.core.series import Series, StepSeries
 from trainmeter.core.side_emits import SideEmits
 from trainmeter.core.sink import RecordSink
+from trainmeter.core.terminate import TerminateHandler
 from trainmeter.core.throughput import IntervalSummary, SessionSummary
 
 __all__ = ["Monitor", "MonitorWarning", "active", "save_unsaved"]
@@ -121,6 +121,7 @@ class Monitor(Lifecycle, Emits, SideEmits, LossOrder, Reports, LaneSteps, Faults
         self.run_dir: Path | None = None
         self.ended_at: str | None = None
         self.error: str | None = None
+        self.exit_code: int | str | None = None  # a failed run's SystemExit code
         self.text_line = ""
         self._memory_probe: MemoryProbe | None = None
         self._record = record
@@ -137,6 +138,7 @@ class Monitor(Lifecycle, Emits, SideEmits, LossOrder, Reports, LaneSteps, Faults
         self._started: list[Any] = []  # 'record' once its open was attempted (the extensions: the dispatcher)
         self._finish_done: set[str] = set()
         self._terminate: TerminateHandler | None = None
+        self._heartbeat: Any = None  # core.heartbeat.Heartbeat while the run is live
         self._new_run_state()
 
     def _new_run_state(self) -> None:
@@ -158,6 +160,7 @@ class Monitor(Lifecycle, Emits, SideEmits, LossOrder, Reports, LaneSteps, Faults
         self.interval: IntervalSummary | None = None
         self.session: SessionSummary | None = None
         self.memory: MemoryReading | None = None
+        self.process_memory = ProcessMemory()  # posted by the node sampler's thread (docs/spec.md section 18)
         self.reports = 0
         self._window_start_tokens = 0  # tokens and steps when the report window began
         self._window_start_steps = 0

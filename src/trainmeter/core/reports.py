@@ -25,7 +25,10 @@ class Reports:
 
     def _maybe_report(self) -> None:
         """Report if the interval has passed, on whichever training thread got here first (docs/spec.md section 3):
-        never waits; a thread that finds another reporting goes on."""
+        never waits; a thread that finds another reporting goes on. A noted SIGTERM finishes the run here first."""
+        terminate = self._terminate
+        if terminate is not None and terminate.pending:
+            self._terminate_at_safe_point()
         if self._finished or not self._report_lock.acquire(blocking=False):
             return
         try:

@@ -30,6 +30,7 @@ DISK_FULL_FRACTION = 0.95
 SWAP_WARN_BYTES = 64 * 2**20
 MAX_ERRORS = 10
 STOP_DEADLINE_S = 0.5
+THREADS_EVERY = 5  # samples between two reads of the process's threads' CPU
 SERIES = {name: f"node.{name}" for name in ("cpu", "mem_used_bytes", "disk_read_bytes_per_s",
                                             "disk_write_bytes_per_s", "net_rx_bytes_per_s", "net_tx_bytes_per_s")}
 STAT_FIELDS = ("cpu", "cpu_core_peak", "load_1m", "mem_used_bytes", "mem_cached_bytes", "mem_available_bytes",
@@ -169,6 +170,11 @@ class NodeSampler(ExtensionBase):
         if monitor is not None and reader.failures:
             for name, error in list(reader.failures.items()):
                 monitor.warn_once(f"node-{name}", f"node reading {name!r} unavailable from here on: {error}")
+        board = getattr(monitor, "process_memory", None)
+        if board is not None:  # the report's RSS (core.memory): read here, never on the training thread
+            board.post(sample.rss_bytes, sample.mem_total_bytes)
+            if self.samples % THREADS_EVERY == 0:
+                board.thread_cpu_s = reader.read_threads()  # the overhead wing's per-thread CPU
         with self._lock:
             self.latest = sample
             self.samples += 1
@@ -188,7 +194,7 @@ class NodeSampler(ExtensionBase):
         if sample is None:
             return {}
         return {f.name: getattr(sample, f.name) for f in fields(NodeSample)
-                if f.name not in ("cpu_per_core", "temperatures_c", "fans_rpm")}
+                if f.name not in ("cpu_per_core", "temperatures_c", "fans_rpm", "rss_bytes")}
 
     def passport_section(self) -> dict[str, Any]:
         """``passport.json["node"]``: mean and peak of each reading over the run."""

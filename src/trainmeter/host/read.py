@@ -12,6 +12,8 @@ Definitions:
 - ``run_fs_used_fraction``: ``used / (used + free)`` of ``disk_usage(run folder)``
   (as ``df``), read every 5th sample with the sensors.
 - temperatures (°C) and fans (RPM) where psutil exposes them, else ``None``.
+- ``rss_bytes``: this process's resident set (``Process().memory_info().rss``), read
+  here so no psutil call runs on the training thread (docs/spec.md section 18).
 
 Not thread-safe: one :class:`NodeReader` belongs to one sampling thread.
 """
@@ -54,6 +56,7 @@ class NodeSample:
         run_fs_*: The run folder's filesystem (fraction 0-1, bytes).
         temperatures_c: ``(sensor, °C)`` pairs; ``temp_max_c`` the hottest.
         fans_rpm: ``(fan, RPM)`` pairs; ``fan_max_rpm`` the fastest.
+        rss_bytes: This process's resident set size.
     """
 
     t_s: float
@@ -80,6 +83,7 @@ class NodeSample:
     temp_max_c: float | None = None
     fans_rpm: tuple[tuple[str, float], ...] | None = None
     fan_max_rpm: float | None = None
+    rss_bytes: int | None = None
 
 
 @dataclass(slots=True)
@@ -152,6 +156,7 @@ class NodeReader:
         self._temps: tuple[tuple[str, float], ...] | None = None
         self._fans: tuple[tuple[str, float], ...] | None = None
         self._ticks = 0
+        self._process: Any = None
         self._unsupported: set[str] = set()
         self.failures: dict[str, str] = {}
         self.cpu_count: int | None = None
@@ -209,6 +214,7 @@ class NodeReader:
                                   ("net", 0, "net_rx"), ("net", 1, "net_tx")):
                 a, b = getattr(prev, key), getattr(cur, key)
                 values[f"{label}_bytes_per_s"] = _rate(a[i] if a else None, b[i] if b else None, dt_s)
+        values["rss_bytes"] = self._rss()
         if self._ticks % SLOW_EVERY == 0:
             self._read_slow()
         self._ticks += 1
@@ -219,6 +225,26 @@ class NodeReader:
         self._track_swap(cur)
         self._prev = cur
         return NodeSample(t_s=t_s, **values)
+
+    def _rss(self) -> int | None:
+        make = getattr(self._src, "Process", None)
+        if make is None:
+            return None
+        if self._process is None:
+            self._process = self._field("rss", make)
+            if self._process is None:
+                return None
+        process = self._process
+        info = self._field("rss", process.memory_info)
+        return _int(info, "rss") if info is not None else None
+
+    def read_threads(self) -> dict[int, float] | None:
+        """CPU seconds (user + system) per native thread id of this process, or ``None`` when unavailable."""
+        process = self._process
+        if process is None:
+            return None
+        rows = self._field("threads", process.threads)
+        return {int(r.id): float(r.user_time) + float(r.system_time) for r in rows} if rows is not None else None
 
     def _read_slow(self) -> None:
         src, run_dir = self._src, self._run_dir

@@ -7,8 +7,9 @@
 - ``reporting_s`` / ``reporting_share``: the ``reporting`` phase (reports, text line, run log on
   the training thread) and its share of the session.
 - ``threads``: CPU seconds of trainmeter's own threads (names starting ``trainmeter-``: GPU
-  samplers, node sampler, widget publisher), read with psutil per thread id at each report and
-  at the end, and their share of one core over the session's wall time.
+  samplers, node sampler, widget publisher), per thread id as the node sampler last read them
+  (psutil on its thread, every 5 s: none on the training thread, docs/spec.md section 18) at each
+  report and at the end, and their share of one core over the session's wall time.
 - ``browser_bytes`` / ``browser_bytes_per_s``: bytes the live widget's publisher sent (none
   without a widget); ``run_log_bytes`` / ``run_log_bytes_per_s``: size of ``events.jsonl``.
 
@@ -28,7 +29,6 @@ if TYPE_CHECKING:
     from trainmeter.core.monitor import Monitor
 
 SAMPLE_EVERY = 64
-_UNOPENED = object()
 THREAD_PREFIX = "trainmeter"
 
 
@@ -51,14 +51,12 @@ class Overhead(ExtensionBase):
         self._t0 = 0.0
         self._t1: float | None = None
         self._thread_cpu: dict[int, tuple[str, float]] = {}
-        self._process: Any = _UNOPENED
         self._figures: dict[str, Any] = {}
 
     def start(self, monitor: Monitor) -> None:
         """Time the monitor's ``on_step`` on 1 step in ``SAMPLE_EVERY`` (a wrapper put on for that step only)."""
         self._m = monitor
         self._t0 = self._now()
-        self._process = _UNOPENED  # psutil is opened at the first read (a report), not at the run's start
         monitor.at_step(SAMPLE_EVERY - 1, self._arm)
 
     def _arm(self) -> None:
@@ -105,23 +103,14 @@ class Overhead(ExtensionBase):
         vars(m).pop("on_step_read", None)
 
     def _read_threads(self) -> None:
-        if self._process is _UNOPENED:
-            try:
-                import psutil
-
-                self._process = psutil.Process()
-            except Exception:  # noqa: BLE001 - no psutil: no per-thread CPU
-                self._process = None
-        if self._process is None:
+        board = getattr(self._m, "process_memory", None)
+        cpu_s = getattr(board, "thread_cpu_s", None)  # posted by the node sampler's thread
+        if not cpu_s:
             return
         names = {t.native_id: t.name for t in threading.enumerate() if t.name.startswith(THREAD_PREFIX)}
-        try:
-            rows = self._process.threads()
-        except Exception:  # noqa: BLE001
-            return
-        for row in rows:
-            if row.id in names:
-                self._thread_cpu[row.id] = (names[row.id], row.user_time + row.system_time)
+        for tid, seconds in cpu_s.items():
+            if tid in names:
+                self._thread_cpu[tid] = (names[tid], seconds)
 
     def _wall_s(self) -> float:
         return (self._t1 if self._t1 is not None else self._now()) - self._t0
@@ -131,7 +120,7 @@ class Overhead(ExtensionBase):
         m = self._m
         wall_s = self._wall_s()
         cpu_s = sum(c for _, c in self._thread_cpu.values())
-        have_cpu = self._process is not None and self._process is not _UNOPENED
+        have_cpu = bool(self._thread_cpu)
         reporting_s = m.phases.totals_s.get("reporting", 0.0) if m is not None else 0.0
         elapsed_s = m.elapsed_s() if m is not None else 0.0
         browser = self._browser_bytes()

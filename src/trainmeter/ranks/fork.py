@@ -17,7 +17,9 @@ extension:
   a child that steps takes its seat ``rank-<k>/`` in the parent's run folder at
   its first report (its rank read then, after a launcher set ``RANK`` or
   ``init_process_group`` ran); a child that never steps (a DataLoader worker)
-  writes nothing. The child's run is finished when the child ends: by a
+  writes nothing; a child that steps reports first after :data:`CHILD_FIRST_REPORT_S`, so
+  one that leaves by ``os._exit`` keeps every step but those of its last interval in its log
+  (its seat then reads ``died``: no end record). The child's run is finished when the child ends: by a
   ``multiprocessing`` finalizer (``Process``, ``torch.multiprocessing``,
   accelerate's ``notebook_launcher``, which leave through ``os._exit``) or at
   interpreter exit (a plain ``os.fork()`` child that returns normally).
@@ -34,6 +36,7 @@ from typing import Any
 from trainmeter.core import monitor as monitor_module
 
 LOCK_WAIT_S = 0.5
+CHILD_FIRST_REPORT_S = 1.0  # a child's first report (its seat, its steps on disk) comes this soon
 THREAD_EXTENSIONS = ("gpu", "node")  # their sampler threads do not survive a fork; one per node anyway
 
 _installed_pid = 0
@@ -131,6 +134,10 @@ def rehome(m: Any) -> None:
     m.out = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 (lives as long as the child)
     m.dispatch.drop(THREAD_EXTENSIONS)
     m.fresh_state_for_child()  # counters, series, held and pending losses, queued emits, provenance, clocks
+    # A child may end by os._exit (no finalizer, no passport): its log, flushed at each report, is its record,
+    # so the first report comes soon and os._exit loses at most the last interval (docs/spec.md section 19).
+    hot = m.hot
+    hot.next_report_s = min(hot.next_report_s, hot.t0_s + CHILD_FIRST_REPORT_S)
     probes = m.probes
     if probes is not None:
         _rediscover(probes)
@@ -156,14 +163,9 @@ def exit_status() -> tuple[str, BaseException | None]:
     (``SystemExit(1)`` from ``torch.multiprocessing``'s wrapper, a user error) is
     still visible through ``sys.exc_info()``.
     """
-    exc = sys.exc_info()[1]
-    if exc is None:
-        return "completed", None
-    if isinstance(exc, SystemExit):
-        return ("completed", None) if exc.code in (0, None) else ("failed", exc)
-    if isinstance(exc, KeyboardInterrupt):
-        return "interrupted", exc
-    return "failed", exc
+    from trainmeter.core.lifecycle import exit_status as status_of
+
+    return status_of(sys.exc_info()[1])
 
 
 def _mp_finalizer() -> None:

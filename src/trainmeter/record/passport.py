@@ -72,6 +72,7 @@ def build_passport(m: RunView) -> dict[str, Any]:
         "name": m.options.name,
         "status": m.status,
         "error": m.error,
+        "exit_code": getattr(m, "exit_code", None),
         "started_at": m.started_at,
         "ended_at": m.ended_at,
         "elapsed_s": elapsed_s,

@@ -19,7 +19,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from trainmeter.record.events import LOG_FILE, end_record, gap_record, rank_record, start_record
+from trainmeter.record.events import LOG_FILE, end_record, gap_record, heartbeat_record, rank_record, start_record
 from trainmeter.record.reporter import format_text, summary_line, write_interval
 from trainmeter.record.runlog import RunLog
 from trainmeter.record.passport import record_options
@@ -174,6 +174,12 @@ class RunRecorder:
                       f"cannot write {what} in {where} ({_reason(exc)}) at step {run.steps}: training goes on; "
                       f"the record is incomplete from there, its points are kept in memory and written when "
                       f"writes succeed again (retried with back-off up to {RETRY_MAX_S:g} s)")
+
+    def write_heartbeat(self, fields: dict[str, Any]) -> None:
+        """Append a ``heartbeat`` record now (the heartbeat's thread; one ``write``, no lock). Never raises."""
+        log = self._log
+        if log is not None:
+            log.write_now(heartbeat_record(**fields))
 
     def text_line(self, run: RunView) -> str:
         """The text line of the last report."""

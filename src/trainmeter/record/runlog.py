@@ -67,6 +67,21 @@ class RunLog:
             line = json.dumps(clean(record), separators=(",", ":"))
         self._lines.append(line)
 
+    def write_now(self, record: Record) -> bool:
+        """Append one record as one whole line with one ``write`` (any thread: no lock, no buffer).
+
+        For a thread of ours while the training thread may be mid-step (the heartbeat):
+        ``O_APPEND`` places the line after whatever is in the file. Returns whether it was written.
+        """
+        fd = self._fd
+        if fd is None:
+            return False
+        try:
+            data = (json.dumps(clean(record), separators=(",", ":")) + "\n").encode("utf-8")
+            return _write_bytes(fd, data) == len(data)
+        except (OSError, ValueError, TypeError):
+            return False
+
     def flush(self) -> None:
         """Append the buffered records as whole lines.
 
@@ -78,6 +93,10 @@ class RunLog:
             return
         data = ("\n".join(self._lines) + "\n").encode("utf-8")
         self._lines.clear()
+        try:  # the file's end now: a heartbeat line written by another thread counts (write_now)
+            self._size = os.fstat(self._fd).st_size
+        except OSError:
+            pass
         written = 0
         try:
             while written < len(data):

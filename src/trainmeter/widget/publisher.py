@@ -28,6 +28,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from trainmeter.core.interrupts import HeldInterrupts, run_parts
 from trainmeter.widget.decimate import DEFAULT_BUDGET_POINTS, Decimator
 from trainmeter.widget.feed import SeriesFeed, shown_series
 from trainmeter.widget.frame import SeriesColumns
@@ -118,6 +119,7 @@ class Publisher:
         self._thread: threading.Thread | None = None
         self._failures = 0
         self._closed = False
+        self.closed_whole = False  # every part of the close ran (widget/close_retry.py retries one that did not)
         self._last_live_s = -math.inf
         self.restore_router: Any = None  # widget/restore_route.py's router, when installed
         self._restores_at_start = 0
@@ -257,6 +259,9 @@ class Publisher:
         handle = display(data, metadata=metadata, raw=True, display_id=True)
         if handle is not None:
             self.handles.append(handle)
+            from trainmeter.widget import close_retry
+
+            close_retry.watch(self)  # a close cut before it began is run after the next cell
         return handle
 
     @property
@@ -264,31 +269,28 @@ class Publisher:
         """Whether :meth:`close` ran (it writes the final state and ``dashboard.json``). Any thread."""
         return self._closed
 
-    def close(self) -> None:
-        """Stop the thread; send the final state and history; add the HTML snapshot. Never raises."""
-        if self._closed:
+    def close(self, *, retry: bool = False) -> None:
+        """Stop the thread; send the final state and history; add the HTML snapshot (docs/spec.md section 18).
+
+        Ctrl-C is held back meanwhile, and a part cut by a ``KeyboardInterrupt`` runs once more, so
+        the output always ends with the static dashboard; a fault in a part warns once. ``retry``:
+        run the parts again when a close began but did not complete (the next cell's end).
+
+        Raises:
+            KeyboardInterrupt: Only for a Ctrl-C during the close, once the close is whole.
+        """
+        if self.closed_whole or (self._closed and not retry):
             return
-        self._closed = True
-        self._stop.set()
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(timeout=10.0)
+        held = HeldInterrupts()
+        interrupted = False
         try:
-            self.feed.read()
-            state = build_state(facts_from_monitor(self.monitor))
-            self._set_state(state)
-            save_dashboard(getattr(self.monitor, "run_dir", None), state)
-            self._set_history(self.feed.full_frame(include_open=True))
-            attach = getattr(self.widget, "attach", None)
-            if attach is not None:
-                attach(None)  # from now on the widget answers hello from its history
-            bundle = self._finish_displays(state)
-            if bundle is not None and self.restored_during_run():
-                self.widget.send({"kind": "final", "data": bundle})  # a reloaded page's output (reattach.ts)
-        except Exception as exc:
-            try:
-                self.monitor.warn_once("widget-close", f"the widget's final update failed: {exc!r}")
-            except Exception:
-                pass
+            with held:
+                self._closed = True
+                self._stop.set()
+                if self._thread is not None and self._thread is not threading.current_thread():
+                    self._thread.join(timeout=10.0)
+                interrupted = self._close_parts()
+                self.closed_whole = True
         finally:
             from trainmeter.widget.attach import forget
 
@@ -299,6 +301,32 @@ class Publisher:
                     uninstall()
                 except Exception:
                     pass
+        held.deliver()  # a Ctrl-C held back meanwhile: raised now, after the close
+        if interrupted:
+            raise KeyboardInterrupt
+
+    def _close_parts(self) -> bool:
+        """The close's sends, each once and once more after a ``KeyboardInterrupt``; returns whether one came."""
+        box: dict[str, Any] = {}
+
+        def final_state() -> None:
+            self.feed.read()
+            box["state"] = build_state(facts_from_monitor(self.monitor))
+            self._set_state(box["state"])
+
+        def displays() -> None:
+            bundle = self._finish_displays(box["state"])
+            if bundle is not None and self.restored_during_run():
+                self.widget.send({"kind": "final", "data": bundle})  # a reloaded page's output (reattach.ts)
+
+        attach = getattr(self.widget, "attach", None)  # called with None: hello is answered from the history
+        parts: tuple[tuple[str, Callable[[], Any]], ...] = (
+            ("state", final_state),
+            ("dashboard-file", lambda: save_dashboard(getattr(self.monitor, "run_dir", None), box["state"])),
+            ("history", lambda: self._set_history(self.feed.full_frame(include_open=True))),
+            ("attach", lambda: attach(None) if attach is not None else None), ("displays", displays))
+        return run_parts(parts, lambda key, exc: self.monitor.warn_once(
+            f"widget-close-{key}", f"the widget's final update failed: {exc!r}"), needs_first=True)
 
     def restored_during_run(self) -> bool:
         """Whether a page restored this kernel's widgets while the run was live (widget/restore_route.py)."""

@@ -1,0 +1,104 @@
+"""The heartbeat: a small run-log record and a bounded text line while a step runs long (docs/spec.md section 18).
+
+Reports happen on the training thread at step boundaries, so during one 60 s step
+nothing would be written. A thread of ours looks at the run once a tick (reading
+two counters: no lock the training thread holds, no call into the user's code) and,
+when no report came for an interval, appends one ``heartbeat`` record to the run
+log (the step it is in and since when) and, on the text sink, prints a line such as
+"step 41 running for 60 s" at most once per :data:`TEXT_EVERY_S`. A killed run's
+log then says where it was and since when.
+
+The step's start is the tick at which the step counter last moved (resolution: one
+tick); the hot path is not touched. Tests drive :meth:`Heartbeat.beat` with a
+``FakeClock`` instead of the thread.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+TICK_S = 1.0
+TEXT_EVERY_S = 30.0
+STOP_DEADLINE_S = 0.5
+
+
+class Heartbeat:
+    """Notes the step counter once a tick; writes a heartbeat when no report came for an interval.
+
+    Args:
+        monitor: The run (``hot.steps``, ``reports``, ``phases``, ``clock``, ``text``, ``record_sink``).
+        say: Prints one text line (the monitor's text sink).
+        interval_s: The run's report interval: at most one heartbeat per interval, and only after one
+            interval without a report.
+        tick_s: Seconds between the thread's looks (real time).
+        text_every_s: Seconds between two text lines at least.
+
+    Thread safety: :meth:`beat` runs on the heartbeat thread (or a test's); it only reads the run.
+    """
+
+    def __init__(self, monitor: Any, interval_s: float, say: Callable[[str], None], *, tick_s: float = TICK_S,
+                 text_every_s: float = TEXT_EVERY_S) -> None:
+        self._m = monitor
+        self._say = say
+        self.interval_s = interval_s
+        self.tick_s = min(tick_s, interval_s)
+        self.text_every_s = max(text_every_s, interval_s)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._steps = -1
+        self._step_since_s = 0.0
+        self._reports = -1
+        self._report_s = 0.0
+        self._beat_s = float("-inf")
+        self._text_s = float("-inf")
+        self.beats = 0
+
+    def start(self) -> None:
+        """Start the thread (training thread; returns at once)."""
+        self.beat(self._m.clock())
+        self._thread = threading.Thread(target=self._run, name="trainmeter-heartbeat", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop the thread; wait at most :data:`STOP_DEADLINE_S`. Idempotent."""
+        self._stop.set()
+        thread, self._thread = self._thread, None
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout=STOP_DEADLINE_S)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.tick_s):
+            try:
+                self.beat(self._m.clock())
+            except Exception:  # noqa: S112 - a heartbeat never stops the run; try again next tick
+                continue
+
+    def beat(self, now_s: float) -> dict[str, Any] | None:
+        """Look at the run at clock time ``now_s``; return the heartbeat written, if one was due."""
+        m = self._m
+        steps, reports = m.hot.steps, m.reports
+        if steps != self._steps:
+            self._steps, self._step_since_s = steps, now_s
+        if reports != self._reports:
+            self._reports, self._report_s = reports, now_s
+        if getattr(m, "_finished", False) or now_s - self._report_s < self.interval_s:
+            return None
+        if now_s - self._beat_s < self.interval_s:
+            return None
+        self._beat_s = now_s
+        running_s = now_s - self._step_since_s
+        phase = m._phase_name if getattr(m, "_phase_depth", 0) else "train"  # a tm.phase open (eval) or training
+        record = {"step": steps + 1, "steps_done": steps, "step_running_s": round(running_s, 3), "phase": phase,
+                  "elapsed_s": round(m.phases.session_elapsed_s(now_s), 3),
+                  "since_report_s": round(now_s - self._report_s, 3)}
+        write = getattr(m.record_sink, "write_heartbeat", None)
+        if write is not None:
+            write(record)
+        self.beats += 1
+        if m.text and now_s - self._text_s >= self.text_every_s:
+            self._text_s = now_s
+            where = "" if phase == "train" else f" (in {phase})"
+            self._say(f"trainmeter: step {steps + 1:,} running for {running_s:.0f} s{where}")
+        return record

@@ -1,0 +1,337 @@
+"""SIGTERM noted by a handler that does no work; the run saved outside it; then the signal's own action.
+
+The handler only notes the signal (docs/spec.md section 18): the run is saved at the
+next safe point (the training thread's next step boundary, or interpreter exit) or,
+past a deadline, by a watcher thread of ours, which also sees a SIGTERM that reaches
+a main thread blocked in C (through the signal wakeup descriptor); then the signal
+does what it would have done without trainmeter. A forked child never keeps our
+handler: SIGTERM is blocked across the fork and the child gets the previous handler
+back before it is unblocked. Off the main thread nothing is installed.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import select
+import signal
+import threading
+import time
+from collections.abc import Callable
+from types import FrameType
+from typing import Any
+
+from trainmeter.core import host_patches
+
+
+def _in_main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
+
+
+SAFE_POINT_WAIT_S = 1.0
+SAVE_DEADLINE_S = 3.0
+_STOP = b"\x00"  # never a signal number: the watcher's stop byte
+
+
+class TerminateHandler:
+    """SIGTERM noted, the run saved outside the handler, then the signal's own behaviour.
+
+    The handler only notes the signal (``pending``), calls ``on_request`` (attribute writes
+    that bring the training thread to its safe point) and, for a previous Python handler,
+    calls it. What follows depends on the handler that was in place:
+
+    - Default action (the process ends): the training thread finishes the run as
+      ``terminated`` at its next step boundary and calls :meth:`redeliver`. A watcher
+      thread of ours sees the signal even when the main thread is blocked in C (through
+      ``signal.set_wakeup_fd`` when no one else holds it); if no safe point came within
+      ``wait_s`` it calls ``save_now`` on a helper thread, waits at most ``deadline_s``,
+      and ends the process by the signal with its default action.
+    - A Python handler (a framework's graceful stop): it runs at once, in the handler;
+      the training thread saves a passport as the run stands at its next step boundary
+      and the run goes on.
+    - Ignored (``SIG_IGN``): nothing happens, as without trainmeter.
+
+    Args:
+        on_request: Called in the signal handler and on the watcher thread; attribute writes
+            only (no lock, no I/O), must not raise.
+        save_now: Writes what can be written of the run; called on a helper thread of ours
+            when no safe point came; may block (it is abandoned after ``deadline_s``).
+        at_exit: The safe point at interpreter exit (a program that reached its end before the
+            training thread's next step): main thread, no frame of the program's left.
+        wait_s: Seconds the watcher waits for the safe point.
+        deadline_s: Seconds the watcher waits for ``save_now``.
+        wakeup: Watch ``signal.set_wakeup_fd`` (tests of the handler alone pass ``False``).
+    """
+
+    def __init__(self, on_request: Callable[[], None], save_now: Callable[[], None] | None = None,
+                 at_exit: Callable[[], None] | None = None, *, wait_s: float = SAFE_POINT_WAIT_S,
+                 deadline_s: float = SAVE_DEADLINE_S, wakeup: bool = True) -> None:
+        self._on_request = on_request
+        self._save_now = save_now
+        self._at_exit = at_exit
+        self._wait_s = wait_s
+        self._deadline_s = deadline_s
+        self._wakeup = wakeup
+        self._previous: Any = None
+        self._installed = False
+        self.pending = False
+        self.ends = False
+        self._fds: tuple[int, int] | None = None
+        self._wakeup_set = False
+        self._watcher: threading.Thread | None = None
+        self._done = threading.Event()
+
+    def install(self) -> bool:
+        """Install in the main thread; returns whether it was installed."""
+        global _INSTALLED
+        if not _in_main_thread() or not host_patches.enabled("signals"):
+            return False
+        try:
+            previous = signal.getsignal(signal.SIGTERM)
+            signal.signal(signal.SIGTERM, self._handle)
+        except (ValueError, OSError, TypeError, RuntimeError):
+            return False
+        self._previous = previous
+        self.ends = previous is not signal.SIG_IGN and not callable(previous)
+        self._installed = True
+        _INSTALLED = self
+        _register_at_exit()
+        if self.ends:
+            self._start_watcher()
+        return True
+
+    def _start_watcher(self) -> None:
+        try:
+            r, w = os.pipe()
+            os.set_blocking(w, False)
+        except OSError:
+            return
+        self._fds = (r, w)
+        if self._wakeup:
+            try:
+                old = signal.set_wakeup_fd(w, warn_on_full_buffer=False)
+                if old == -1:
+                    self._wakeup_set = True
+                else:  # someone else's (an event loop): keep theirs; the Python handler tells the watcher
+                    signal.set_wakeup_fd(old)
+            except (ValueError, OSError):
+                pass
+        self._watcher = threading.Thread(target=self._watch, name="trainmeter-sigterm", daemon=True)
+        self._watcher.start()
+
+    def remove(self) -> None:
+        """Restore the previous handler; a SIGTERM noted and not yet acted on is re-delivered. Idempotent.
+
+        Main thread; elsewhere nothing changes (the watcher still acts on a SIGTERM).
+        """
+        global _INSTALLED
+        if not self._installed or not _in_main_thread():
+            return
+        self._done.set()
+        self._installed = False
+        if _INSTALLED is self:
+            _INSTALLED = None
+        self._restore_wakeup()
+        try:
+            if signal.getsignal(signal.SIGTERM) == self._handle:
+                signal.signal(signal.SIGTERM, self._previous if self._previous is not None else signal.SIG_DFL)
+        except (ValueError, OSError, TypeError, RuntimeError):
+            pass
+        self._stop_watcher()
+        if self.pending and self.ends:
+            self.redeliver()
+
+    def _restore_wakeup(self) -> None:
+        if self._wakeup_set and self._fds is not None:
+            self._wakeup_set = False
+            try:
+                current = signal.set_wakeup_fd(-1)
+                if current not in (-1, self._fds[1]):
+                    signal.set_wakeup_fd(current)  # replaced by someone since: theirs stays
+            except (ValueError, OSError):
+                pass
+
+    def _stop_watcher(self) -> None:
+        watcher, self._watcher = self._watcher, None
+        fds, self._fds = self._fds, None
+        if fds is None:
+            return
+        try:
+            os.write(fds[1], _STOP)
+        except OSError:
+            pass
+        if watcher is not None and watcher is not threading.current_thread():
+            watcher.join(timeout=1.0)
+        for fd in fds:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+    def redeliver(self) -> None:
+        """End the process by SIGTERM with its default action (main thread: at once; else through libc)."""
+        self.pending = False
+        if _in_main_thread():
+            try:
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
+                signal.raise_signal(signal.SIGTERM)
+                return
+            except (ValueError, OSError):
+                pass
+        _die_by_sigterm()
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        # signal context: attribute writes and an os.write only (docs/spec.md section 18)
+        previous = self._previous
+        if previous is signal.SIG_IGN:
+            return
+        self.pending = True
+        try:
+            self._on_request()
+        except BaseException:  # noqa: S110 - the signal's own behaviour must still happen
+            pass
+        if not self.ends:
+            previous(signum, frame)
+            return
+        fds = self._fds
+        if fds is not None:  # also with the wakeup descriptor: someone may have replaced it since (an event loop)
+            try:
+                os.write(fds[1], bytes((signum,)))
+            except OSError:
+                pass
+
+    def _watch(self) -> None:
+        fds = self._fds
+        if fds is None:
+            return
+        r = fds[0]
+        while True:
+            try:
+                select.select([r], [], [])
+                data = os.read(r, 512)
+            except OSError:
+                return
+            if not data or _STOP[0] in data:
+                return
+            if signal.SIGTERM in data:
+                break
+        self.pending = True
+        try:
+            self._on_request()
+        except Exception:  # noqa: S110
+            pass
+        if self._done.wait(self._wait_s):
+            return  # the training thread finished the run and re-delivered (or the run ended meanwhile)
+        save = self._save_now
+        if save is not None:
+            helper = threading.Thread(target=_quiet, args=(save,), name="trainmeter-sigterm-save", daemon=True)
+            helper.start()
+            helper.join(self._deadline_s)
+        if not self._done.is_set() or self.pending:
+            _die_by_sigterm()
+
+
+def _quiet(fn: Callable[[], None]) -> None:
+    try:
+        fn()
+    except BaseException:  # noqa: S110 - a helper thread of ours; the process ends next
+        pass
+
+
+def _die_by_sigterm() -> None:
+    """End the process by SIGTERM's default action from any thread (Python sets handlers in the main thread only)."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.signal.restype = ctypes.c_void_p
+        libc.signal.argtypes = (ctypes.c_int, ctypes.c_void_p)
+        libc.signal(int(signal.SIGTERM), None)  # SIG_DFL
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(1.0)
+    except Exception:  # noqa: S110
+        pass
+    os._exit(128 + int(signal.SIGTERM))
+
+
+_INSTALLED: TerminateHandler | None = None
+_AT_EXIT_REGISTERED = False
+
+
+def _register_at_exit() -> None:
+    global _AT_EXIT_REGISTERED
+    if not _AT_EXIT_REGISTERED:
+        _AT_EXIT_REGISTERED = True
+        atexit.register(_on_interpreter_exit)
+
+
+def _on_interpreter_exit() -> None:
+    """A SIGTERM noted but not yet acted on when the program ends: save at this safe point, then re-deliver."""
+    handler = _INSTALLED
+    if handler is None or not handler.pending or not handler.ends:
+        return
+    if handler._at_exit is not None:
+        _quiet(handler._at_exit)
+    if handler.pending:
+        handler.redeliver()
+
+
+_BLOCKED_AT_FORK = False
+
+
+def _block_at_fork() -> None:
+    """Before a fork: SIGTERM waits (blocked) until the child has its previous handler back.
+
+    A worker terminated right after it was forked (``Pool.terminate`` while it still starts) would else
+    run our handler, and write to our wakeup descriptor, which it shares with this process.
+    """
+    global _BLOCKED_AT_FORK
+    if _INSTALLED is None or not hasattr(signal, "pthread_sigmask"):
+        return
+    try:
+        _BLOCKED_AT_FORK = signal.SIGTERM not in signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    except (ValueError, OSError):
+        _BLOCKED_AT_FORK = False
+
+
+def _unblock_after_fork() -> None:
+    global _BLOCKED_AT_FORK
+    if _BLOCKED_AT_FORK:
+        _BLOCKED_AT_FORK = False
+        try:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})  # one that came meanwhile is delivered now
+        except (ValueError, OSError):
+            pass
+
+
+def _reset_in_child() -> None:
+    """A forked child never keeps our SIGTERM handler or wakeup descriptor: the previous ones come back."""
+    global _INSTALLED
+    handler, _INSTALLED = _INSTALLED, None
+    if handler is None:
+        _unblock_after_fork()
+        return
+    handler._installed = False
+    handler._watcher = None
+    handler.pending = False
+    try:
+        if handler._wakeup_set:
+            current = signal.set_wakeup_fd(-1)
+            if handler._fds is not None and current not in (-1, handler._fds[1]):
+                signal.set_wakeup_fd(current)
+        previous = handler._previous
+        signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
+    except (ValueError, OSError, TypeError, RuntimeError):
+        pass
+    handler._wakeup_set = False
+    fds, handler._fds = handler._fds, None
+    for fd in fds or ():
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    _unblock_after_fork()  # a SIGTERM sent meanwhile now has the previous (default) action
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=_block_at_fork, after_in_parent=_unblock_after_fork, after_in_child=_reset_in_child)

@@ -1,0 +1,66 @@
+"""A close retried: a publisher whose close never ran whole is closed after the next cell (docs/spec.md section 18).
+
+A second Ctrl-C can land in the few instructions between a cell's end and its
+publisher's close (which holds Ctrl-C back once it runs), or the close can be
+cut where nothing holds it. Each shown publisher is watched: after every cell
+(IPython's ``post_run_cell`` event, host patch ``close-retry``) a watched one
+whose run is over and whose close did not complete is closed, so the static
+dashboard reaches its output one cell later at worst. The callback unregisters
+itself once nothing is watched. Main thread (IPython's events).
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any
+
+from trainmeter.core import host_patches
+
+_LIVE_STATUSES = ("starting", "running")
+_WATCHED: weakref.WeakSet[Any] = weakref.WeakSet()
+_REGISTERED: list[Any] = []  # the shell whose events hold our callback
+
+
+def watch(publisher: Any) -> None:
+    """Close ``publisher`` after a later cell if its own close did not complete. Never raises."""
+    try:
+        if not host_patches.allow("close-retry"):
+            return
+        _WATCHED.add(publisher)
+        if _REGISTERED:
+            return
+        from IPython import get_ipython
+
+        shell = get_ipython()
+        if shell is None:
+            return
+        shell.events.register("post_run_cell", _after_cell)
+        _REGISTERED.append(shell)
+    except Exception:  # noqa: S110 - without IPython events the close simply is not retried
+        pass
+
+
+def _after_cell(result: Any = None) -> None:
+    for publisher in list(_WATCHED):
+        if publisher.closed_whole:
+            _WATCHED.discard(publisher)
+            continue
+        if getattr(publisher.monitor, "status", None) in _LIVE_STATUSES:
+            continue  # its run is still live (a run started by tm.monitor() across cells)
+        _WATCHED.discard(publisher)
+        try:
+            publisher.close(retry=True)
+        except BaseException:  # noqa: S110 - a Ctrl-C now is the user's for this cell, which has ended
+            pass
+    if not _WATCHED and _REGISTERED:
+        unregister()
+
+
+def unregister() -> None:
+    """Take our callback off the shell's events (idempotent)."""
+    while _REGISTERED:
+        shell = _REGISTERED.pop()
+        try:
+            shell.events.unregister("post_run_cell", _after_cell)
+        except Exception:  # noqa: S110 - already gone
+            pass

@@ -1,0 +1,70 @@
+"""A long step is not silent: heartbeat records and a bounded text line (docs/spec.md section 18)."""
+
+from __future__ import annotations
+
+import io
+import json
+
+from trainmeter.core.clock import FakeClock
+from trainmeter.core.heartbeat import Heartbeat
+from trainmeter.extensions import make_monitor
+from trainmeter.options import make_options
+from trainmeter.record.events import read_events
+
+
+def _monitor(run_root, clock, out):
+    m = make_monitor(make_options(run_dir=run_root, name="beat", interval_s=10), clock=clock, text=True, out=out,
+                     probes=False, extensions=[]).start()
+    m._heartbeat.stop()  # the test drives the beats on the fake clock instead of the thread
+    return m
+
+
+def test_a_sixty_second_step_leaves_heartbeats_that_say_which_step_and_since_when(run_root):
+    clock, out = FakeClock(), io.StringIO()
+    m = _monitor(run_root, clock, out)
+    beat = Heartbeat(m, 10.0, m._say)
+    for _ in range(40):
+        m.on_step(10)
+        clock.advance(1.0)
+        assert beat.beat(clock()) is None  # steps and reports come: nothing extra is written
+    for _ in range(60):  # step 41 runs for 60 s: no step boundary, no report
+        clock.advance(1.0)
+        beat.beat(clock())
+    log = m.run_dir / "events.jsonl"
+    beats = read_events(log, kinds=("heartbeat",))
+    assert 4 <= len(beats) <= 6  # one per interval once no report came for an interval
+    last = beats[-1]
+    assert last["step"] == 41 and last["steps_done"] == 40 and last["phase"] == "train"
+    assert 50 <= last["step_running_s"] <= 60 and last["since_report_s"] >= 50
+    lines = [line for line in out.getvalue().splitlines() if "running for" in line]
+    assert lines and len(lines) <= 2  # at most one line per 30 s
+    assert lines[0].startswith("trainmeter: step 41 running for ")
+    m.on_step(10)
+    m.finish("completed")
+    assert json.loads((m.run_dir / "passport.json").read_text())["steps"] == 41
+
+
+def test_the_heartbeat_thread_stops_with_the_run(run_root):
+    import threading
+
+    m = make_monitor(make_options(run_dir=run_root, name="beat"), text=False, probes=False, extensions=[]).start()
+    assert any(t.name == "trainmeter-heartbeat" for t in threading.enumerate())
+    m.finish("completed")
+    assert not any(t.name == "trainmeter-heartbeat" and t.is_alive() for t in threading.enumerate())
+
+
+def test_a_long_open_phase_is_named_in_the_heartbeat(run_root):
+    import trainmeter as tm
+
+    clock, out = FakeClock(), io.StringIO()
+    m = _monitor(run_root, clock, out)
+    beat = Heartbeat(m, 10.0, m._say)
+    m.on_step(10)
+    with tm.phase("eval"):
+        for _ in range(40):  # a 40 s eval: reports wait for the phase to end
+            clock.advance(1.0)
+            beat.beat(clock())
+    m.finish("completed")
+    (last, *_) = reversed(read_events(m.run_dir / "events.jsonl", kinds=("heartbeat",)))
+    assert last["phase"] == "eval" and last["step"] == 2
+    assert "step 2 running for " in out.getvalue() and "(in eval)" in out.getvalue()
