@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from trainmeter._version import __version__
-from trainmeter.api import emit, monitor, phase, save
+from trainmeter.api import emit, monitor, phase, save, step
 from trainmeter.record.runs import Run, load, runs
 
 __all__ = [
@@ -28,6 +28,7 @@ __all__ = [
     "phase",
     "runs",
     "save",
+    "step",
 ]
 
 _LAZY = {

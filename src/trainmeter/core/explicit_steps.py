@@ -1,0 +1,104 @@
+"""Steps no torch.optim hook sees: ``tm.step()`` and a framework's own step event, counted as optimizer steps.
+
+A framework whose optimizer is not a ``torch.optim.Optimizer`` (fastai's, Keras 3's on the torch
+backend) or a loop that says ``tm.step()`` itself reaches the probes through a :class:`Stepper`: a
+stand-in optimizer whose ``param_groups`` name the trained parameters, so the probes find the root
+from its calls, credit its batches and the losses passed to backward since the last step exactly as
+for a torch optimizer (docs/spec.md section 11). One stepper per source and model, kept for the run.
+
+:func:`steps_unknown` says whether backward calls were seen while no optimizer step ever came: the
+passport then says "steps unknown" instead of "completed after 0 steps" with a goodput.
+
+Thread safety: training thread (the thread that calls backward and steps).
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any
+
+UNSEEN_MESSAGE = ("backward was called but no optimizer step trainmeter knows came (an optimizer that is not "
+                  "torch.optim): steps, {unit} and the loss are not counted; call tm.step() after each update "
+                  "(or train through a framework trainmeter adapts: Hugging Face, Lightning, Keras, fastai, "
+                  "accelerate)")
+
+
+class Stepper:
+    """A stand-in optimizer for the probes: ``param_groups`` of the trained parameters, no ``step`` of its own.
+
+    Attributes:
+        source: Who steps it (``"tm.step"``, ``"keras"``, ``"fastai"``).
+        param_groups: ``[{"params": [...]}]``, the parameters the model trains (may be empty).
+    """
+
+    __slots__ = ("source", "param_groups", "__weakref__")
+
+    def __init__(self, source: str, params: list[Any]) -> None:
+        self.source = source
+        self.param_groups = [{"params": list(params)}]
+
+
+_STEPPERS: weakref.WeakKeyDictionary[Any, dict[tuple[str, int], Stepper]] = weakref.WeakKeyDictionary()
+
+
+def _trained_params(model: Any) -> list[Any]:
+    try:
+        return [p for p in model.parameters() if getattr(p, "requires_grad", False)]
+    except Exception:
+        return []
+
+
+def stepper(monitor: Any, source: str, model: Any = None) -> Stepper:
+    """The run's stepper for ``source`` and ``model``, made (and ``model`` watched as a candidate) once."""
+    steppers = _STEPPERS.setdefault(monitor, {})
+    key = (source, id(model) if model is not None else 0)
+    found = steppers.get(key)
+    if found is not None:
+        return found
+    found = steppers[key] = Stepper(source, _trained_params(model) if model is not None else [])
+    probes = monitor.probes
+    if probes is not None and model is not None:
+        # as at a torch optimizer's construction (core/discovery.py): the model becomes a candidate
+        probes._events += 1
+        probes._created[id(found)] = (weakref.ref(found), probes._events)
+        probes.hot.steady = False
+        probes._watch_owners(found, [model])
+    return found
+
+
+def explicit_step(monitor: Any, source: str = "tm.step", model: Any = None) -> None:
+    """Count one optimizer step of ``source`` (``model``: what it trains, to find the root and count its batches).
+
+    Without probes (no torch) the step is counted with no tokens. Never raises.
+    """
+    try:
+        probes = monitor.probes
+        if probes is None:
+            monitor.on_step(0)
+            return
+        if model is None and probes._declared is not None:
+            model = probes._declared()
+        probes._on_step(stepper(monitor, source, model), (), {})
+    except Exception as exc:
+        monitor.warn_once("explicit-step", f"tm.step() disabled: {exc!r}")
+
+
+def backward_seen(monitor: Any) -> bool:
+    """Whether a loss was passed to backward since the last counted step (or ever, with no step)."""
+    probes = monitor.probes
+    if probes is None:
+        return False
+    try:
+        return probes._loss is not None or bool(probes.hot.fast_parts) or bool(probes.unstepped_loss)
+    except Exception:
+        return False
+
+
+def steps_unknown(monitor: Any) -> bool:
+    """Backward calls were seen and no optimizer step was ever counted: the step count is unknown."""
+    return monitor.steps == 0 and backward_seen(monitor)
+
+
+def unseen_message(monitor: Any) -> str:
+    """The one warning for a loop whose updates trainmeter cannot see."""
+    return UNSEEN_MESSAGE.format(unit=getattr(monitor, "token_unit", "tokens") or "tokens")
