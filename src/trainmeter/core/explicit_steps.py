@@ -63,6 +63,8 @@ def stepper(monitor: Any, source: str, model: Any = None) -> Stepper:
         probes._created[id(found)] = (weakref.ref(found), probes._events)
         probes.hot.steady = False
         probes._watch_owners(found, [model])
+        if probes._primary is None:  # the first to step: no torch optimizer's root is dropped for it
+            probes._primary = weakref.ref(found)
     return found
 
 
@@ -85,7 +87,7 @@ def explicit_step(monitor: Any, source: str = "tm.step", model: Any = None) -> N
 
 def backward_seen(monitor: Any) -> bool:
     """Whether a loss was passed to backward since the last counted step (or ever, with no step)."""
-    probes = monitor.probes
+    probes = getattr(monitor, "probes", None)
     if probes is None:
         return False
     try:
@@ -96,7 +98,7 @@ def backward_seen(monitor: Any) -> bool:
 
 def steps_unknown(monitor: Any) -> bool:
     """Backward calls were seen and no optimizer step was ever counted: the step count is unknown."""
-    return monitor.steps == 0 and backward_seen(monitor)
+    return getattr(monitor, "steps", None) == 0 and backward_seen(monitor)
 
 
 def unseen_message(monitor: Any) -> str:

@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from trainmeter.core.explicit_steps import steps_unknown
 from trainmeter.core.provenance import Derivation, Input
 from trainmeter.core.text import markdown_text
 from trainmeter.core.throughput import ratio
@@ -87,6 +88,9 @@ def build_passport(m: RunView) -> dict[str, Any]:
         "emits_dropped": getattr(m, "queue_dropped", 0),
     }
     m.dispatch.passport(passport)  # each extension's section under its name, and its derivations
+    if steps_unknown(m):  # backward seen, no step it knows: no count, no goodput (docs/spec.md section 11)
+        passport["steps_unknown"] = True
+        passport["goodput"] = None
     return passport
 
 
@@ -109,7 +113,9 @@ def render_markdown(p: dict[str, Any]) -> str:
         "",
         f"- Status: **{markdown_text(p['status'])}**" + (f" ({markdown_text(p['error'])})" if p.get("error") else ""),
         f"- Started {p.get('started_at')}, ended {p.get('ended_at')} (UTC); session {format_duration(p.get('elapsed_s'))}",
-        f"- Steps: {format_integer(p['steps'])}; {unit}: {format_integer(p['tokens'])}",
+        f"- Steps: {format_integer(p['steps'])}; {unit}: {format_integer(p['tokens'])}" if not p.get("steps_unknown")
+        else f"- Steps: unknown (backward calls with no optimizer step trainmeter knows: call tm.step() after each "
+             f"update); {unit}: unknown",
     ]
     params = p.get("params") or {}
     if params.get("trained"):
@@ -123,7 +129,7 @@ def render_markdown(p: dict[str, Any]) -> str:
     if phases:
         lines.append("- Time: " + ", ".join(f"{k} {format_seconds(v)}" for k, v in phases.items()))
     series = p.get("series") or {}
-    for name in ("train_loss", "val_loss"):
+    for name in ("train_loss", "val_loss", "eval_loss"):
         if name in series and series[name].get("last") is not None:
             s = series[name]
             lines.append(f"- {name}: last {format_number(s['last'])}, min {format_number(s['min'])} "
