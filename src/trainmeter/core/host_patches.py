@@ -97,8 +97,9 @@ PATCHES: tuple[HostPatch, ...] = (
                      "optim/grad_norm.py:fsdp_class.clip_grad_norm_"),
               private=("torch.nn.utils.clip_grad.clip_grad_norm_",),
               fallback="torch.nn.utils.clip_grad_norm_ is wrapped alone"),
-    HostPatch(key="time-split", touches="the DataLoader iterator's __next__, torch.nn.Module.train, torch.save, "
-              "safetensors and transformers savers (data waits, eval and checkpoint spans)",
+    HostPatch(key="time-split", touches="the DataLoader iterator's __next__, torch.nn.Module.train, torch.save and "
+              "the checkpoint savers of safetensors, transformers, peft, accelerate, torch.distributed.checkpoint, "
+              "Lightning, Keras and fastai (timesplit/savers.py: data waits, eval and checkpoint spans)",
               uninstall="the originals are put back at the run's end",
               sites=("timesplit/extension.py:owner.attr", "timesplit/extension.py:torch.save"),
               private=("torch.utils.data.dataloader._BaseDataLoaderIter.__next__",)),

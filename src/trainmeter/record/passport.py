@@ -88,6 +88,9 @@ def build_passport(m: RunView) -> dict[str, Any]:
         "emits_dropped": getattr(m, "queue_dropped", 0),
     }
     m.dispatch.passport(passport)  # each extension's section under its name, and its derivations
+    time_section = passport.get("time")
+    if isinstance(time_section, dict) and "checkpoints" in time_section:  # one record per checkpoint, at the top
+        passport["checkpoints"] = time_section.pop("checkpoints")
     if steps_unknown(m):  # backward seen, no step it knows: no count, no goodput (docs/spec.md section 11)
         passport["steps_unknown"] = True
         passport["goodput"] = None
