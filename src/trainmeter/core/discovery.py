@@ -217,9 +217,9 @@ class Discovery:
         _, _, module, candidate = best
         self._set_root(module)
         self.params.update(trained=sum(trained.values()), optimizer_tensors=len(trained))
-        if late:
-            self._first_step_missed = self._monitor.steps == 0
-        else:
+        if late or self._monitor.steps == 1:  # found at step 2: step 1's batches came before (an autostarted rank)
+            self._first_step_missed = self._first_step_missed or self._monitor.steps <= 1
+        if not late:
             self.hot.pending_tokens += candidate.tokens
             self.hot.calls += candidate.calls
             if candidate.unit:

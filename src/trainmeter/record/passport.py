@@ -88,6 +88,8 @@ def build_passport(m: RunView) -> dict[str, Any]:
         "emits_dropped": getattr(m, "queue_dropped", 0),
     }
     m.dispatch.passport(passport)  # each extension's section under its name, and its derivations
+    if _launch(passport) and not m.steps:  # the parent trained nothing itself: its goodput is no figure
+        passport["goodput"] = None
     time_section = passport.get("time")
     if isinstance(time_section, dict) and "checkpoints" in time_section:  # one record per checkpoint, at the top
         passport["checkpoints"] = time_section.pop("checkpoints")
@@ -95,6 +97,25 @@ def build_passport(m: RunView) -> dict[str, Any]:
         passport["steps_unknown"] = True
         passport["goodput"] = None
     return passport
+
+
+def _launch(p: dict[str, Any]) -> dict[str, Any] | None:
+    """The ``distributed`` section of a parent whose ranks were recorded (its passport speaks for the launch)."""
+    section = p.get("distributed")
+    return section if isinstance(section, dict) and section.get("role") == "launch" else None
+
+
+def _steps_line(p: dict[str, Any], unit: str) -> str:
+    launch = _launch(p)
+    if launch is not None and not p.get("steps"):
+        return (f"- Steps: {format_integer(launch.get('global_steps'))} (global, over "
+                f"{format_integer(launch.get('ranks_recorded'))} rank(s) of world size "
+                f"{format_integer(launch.get('world_size'))}); {launch.get('token_unit') or unit}: "
+                f"{format_integer(launch.get('global_tokens'))} (sum over ranks)")
+    if p.get("steps_unknown"):
+        return (f"- Steps: unknown (backward calls with no optimizer step trainmeter knows: call tm.step() after "
+                f"each update); {unit}: unknown")
+    return f"- Steps: {format_integer(p['steps'])}; {unit}: {format_integer(p['tokens'])}"
 
 
 def _environment() -> dict[str, Any]:
@@ -116,10 +137,11 @@ def render_markdown(p: dict[str, Any]) -> str:
         "",
         f"- Status: **{markdown_text(p['status'])}**" + (f" ({markdown_text(p['error'])})" if p.get("error") else ""),
         f"- Started {p.get('started_at')}, ended {p.get('ended_at')} (UTC); session {format_duration(p.get('elapsed_s'))}",
-        f"- Steps: {format_integer(p['steps'])}; {unit}: {format_integer(p['tokens'])}" if not p.get("steps_unknown")
-        else f"- Steps: unknown (backward calls with no optimizer step trainmeter knows: call tm.step() after each "
-             f"update); {unit}: unknown",
+        _steps_line(p, unit),
     ]
+    launch = _launch(p)
+    if launch is not None:
+        lines += [f"- Launch: {markdown_text(note)}" for note in launch.get("notes") or []]
     params = p.get("params") or {}
     if params.get("trained"):
         lines.append(f"- Trained parameters: {format_integer(params['trained'])}")
