@@ -74,6 +74,7 @@ def test_hf_trainer_steps_tokens_loss_eval_checkpoint_and_nothing_printed(tmp_pa
     for step, value in hf_loss.items():
         assert ours_loss[step] == pytest.approx(value, rel=1e-4)
     assert p["series_info"]["train_loss"]["ambiguous"] is False
+    assert [s for s, _ in logged(m, "grad_norm")] == list(range(1, STEPS + 1))  # once per step, not twice
     assert "train_runtime" in p["taps"]["summaries"]["transformers"]
     assert not any(name in p["series"] for name in ("train_runtime", "transformers.train_loss"))
     assert within(p["phases_s"]["eval"], 2 * 2 * EVAL_SLEEP_S), p["phases_s"]
