@@ -10,12 +10,13 @@ pytest.importorskip("accelerate")
 import torch.nn.functional as F  # noqa: E402
 
 import trainmeter as tm  # noqa: E402
-from tests.field.conftest import logged, printed_by_us  # noqa: E402
+from tests.field.conftest import logged, passport, printed_by_us, within  # noqa: E402
 
 BATCHES, BATCH, ACCUM, SEQ = 8, 4, 2, 6
+SAVE_SLEEP_S = 0.8  # inside save_state (the model's state dict is read there)
 
 
-def _train():
+def _train(save_dir=None):
     from accelerate import Accelerator
 
     torch.manual_seed(0)
@@ -34,6 +35,11 @@ def _train():
             accelerator.backward(loss)
             opt.step()
             opt.zero_grad()
+    if save_dir is not None:  # accelerate binds torch.save and safetensors at its import: its own saver is wrapped
+        import time
+
+        accelerator.unwrap_model(model).register_state_dict_post_hook(lambda *a: time.sleep(SAVE_SLEEP_S))
+        accelerator.save_state(str(save_dir))
     return micro
 
 
@@ -48,3 +54,14 @@ def test_accelerate_accumulation_counts_real_steps_all_tokens_and_the_per_step_l
     assert [v for _, v in logged(m, "train_loss")] == pytest.approx(truth, rel=1e-5)
     assert m.series_info["train_loss"]["ambiguous"] is False
     assert printed_by_us(bare, ours) == [] and m.warnings == []
+
+
+def test_accelerate_save_state_is_one_checkpoint_timed_against_a_sleep_inside_it(tmp_path):
+    with tm.monitor(run_dir=tmp_path / "runs", interval_s=3600) as m:
+        _train(tmp_path / "state")
+    p = passport(m)
+    [record] = p["checkpoints"]
+    assert (record["source"], record["step"], record["path"]) == ("accelerate save_state", BATCHES // ACCUM,
+                                                                    str(tmp_path / "state"))
+    assert p["time"]["checkpoint_saves"] == 1 and record["bytes"] > 0
+    assert within(p["phases_s"]["checkpoint"], SAVE_SLEEP_S) and p["phases_s"]["eval"] == 0, p["phases_s"]
