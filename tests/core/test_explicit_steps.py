@@ -1,4 +1,4 @@
-"""Steps no torch.optim hook sees: ``tm.step()``, the stand-in stepper, and "steps unknown" (docs/spec.md section 11)."""
+"""Steps no torch.optim hook sees: ``tm.step()``, the stand-in stepper and "steps unknown" (docs/spec.md section 11)."""
 
 from __future__ import annotations
 

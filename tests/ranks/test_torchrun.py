@@ -68,7 +68,8 @@ def test_a_cell_that_runs_torchrun_speaks_for_the_launch_in_its_passport(tmp_pat
     each rank's record starts at its first step (the autostart), which the passport says."""
     import trainmeter as tm
 
-    env = {**os.environ, "PYTHONPATH": f"{SRC}{os.pathsep}{os.environ.get('PYTHONPATH', '')}", "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "PYTHONPATH": f"{SRC}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+           "OMP_NUM_THREADS": "1"}
     for key in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
         env.pop(key, None)
     with tm.monitor(name="cell", run_dir=tmp_path / "cell") as m:  # `!torchrun train.py` in a %%trainmeter cell

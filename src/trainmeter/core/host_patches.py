@@ -108,13 +108,15 @@ PATCHES: tuple[HostPatch, ...] = (
               sites=("taps/extension.py:owner.target.attr", "taps/extension.py:wandb.log"),
               private=("lightning.pytorch.trainer.connectors.logger_connector.logger_connector._LoggerConnector",),
               fallback="a library whose logging class is missing is not tapped"),
-    HostPatch(key="frameworks", touches="the fit/train entry points of Hugging Face Trainer, Lightning Trainer, Keras 3 "
-              "(torch backend), fastai Learner and accelerate's Accelerator.prepare: trainmeter's callback is added "
-              "to the framework's own list for that call (steps of optimizers outside torch.optim, stop and save)",
+    HostPatch(key="frameworks", touches="the fit/train entry points of Hugging Face Trainer, Lightning Trainer, "
+              "Keras 3 (torch backend), fastai Learner and accelerate's Accelerator.prepare: trainmeter's callback "
+              "is added to the framework's own list for that call (steps of optimizers outside torch.optim, stop "
+              "and save)",
               uninstall="the originals are put back at the run's end; each callback leaves with its fit",
               sites=("frameworks/extension.py:owner.site.attr",)),
     HostPatch(key="import-hooks", touches="sys.meta_path: a finder that patches a library imported during the run "
-              "(compile-watch, time-split, taps, frameworks, autostart)", uninstall="the finder is removed at the run's end",
+              "(compile-watch, time-split, taps, frameworks, autostart)",
+              uninstall="the finder is removed at the run's end",
               sites=("core/patches.py:sys.meta_path", "core/patches.py:module.__loader__",
                      "core/patches.py:module.__spec__.loader")),
     HostPatch(key="signals", touches="SIGINT (held back while the run starts and finishes) and SIGTERM (saves the "

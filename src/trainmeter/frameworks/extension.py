@@ -8,7 +8,7 @@ framework's own list (a new list: the user's is not changed) and before removing
 | framework | wrapped | steps from | control |
 | --- | --- | --- | --- |
 | Hugging Face / TRL | ``transformers.trainer.Trainer.train`` | torch.optim step hook | ``HfControl`` |
-| Lightning | ``lightning.pytorch`` / ``pytorch_lightning`` ``Trainer.fit`` | torch.optim step hook | ``LightningControl`` |
+| Lightning | ``Trainer.fit`` (``lightning.pytorch``, ``pytorch_lightning``) | torch.optim hook | ``LightningControl`` |
 | Keras 3 (torch) | ``keras.src.backend.torch.trainer.TorchTrainer.fit`` | its callback's batch end | ``KerasControl`` |
 | fastai | ``fastai.learner.Learner.fit`` | its callback's ``after_step`` (a fastai optimizer) | ``FastaiControl`` |
 | accelerate | ``accelerate.accelerator.Accelerator.prepare`` | torch.optim step hook | ``AccelerateControl`` |

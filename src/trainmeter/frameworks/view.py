@@ -1,4 +1,4 @@
-"""What the frameworks wing publishes: the control of the framework training now (``monitor.extension("frameworks")``)."""
+"""What the frameworks wing publishes: the control of the framework training now (``extension("frameworks")``)."""
 
 from __future__ import annotations
 
