@@ -88,3 +88,19 @@ def _passport(m):
 
 def _section(m):
     return _passport(m)["frameworks"]
+
+
+def test_a_step_count_that_differs_from_the_frameworks_own_is_said():
+    from types import SimpleNamespace
+
+    from trainmeter.frameworks.extension import FrameworksExtension
+
+    said: list[str] = []
+    wing = FrameworksExtension()
+    wing._monitor = SimpleNamespace(steps=5, warn_once=lambda key, message: said.append(message))
+    wing.fits = {"hf": 1}
+    wing._compare_steps("hf", 5)
+    assert said == []
+    wing._compare_steps("hf", 6)
+    assert said == ["hf counted 6 optimizer steps, trainmeter 5: the step series and rates follow trainmeter's "
+                    "count (passport frameworks.framework_steps)"]

@@ -233,9 +233,19 @@ class FrameworksExtension(ExtensionBase):
             steps = _framework_steps(site.framework, target)
             if steps is not None:
                 self.framework_steps[site.framework] = steps
+                self._compare_steps(site.framework, steps)
         except Exception as exc:
             self._warn(site.framework, f"{site.framework} adapter fault at the fit's end: {exc!r}")
         self._control = None
+
+    def _compare_steps(self, framework: str, steps: int) -> None:
+        """The framework's own count is the truth: a count of ours that differs after its one fit is said."""
+        monitor = self._monitor
+        if monitor is None or sum(self.fits.values()) != 1 or monitor.steps in (0, steps):
+            return
+        monitor.warn_once(f"framework-steps-{framework}",
+                          f"{framework} counted {steps} optimizer steps, trainmeter {monitor.steps}: the step "
+                          "series and rates follow trainmeter's count (passport frameworks.framework_steps)")
 
     # -- the callbacks' calls ------------------------------------------------------
     def framework_step(self, framework: str, model: Any) -> None:
