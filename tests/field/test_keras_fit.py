@@ -13,8 +13,8 @@ import trainmeter as tm  # noqa: E402
 from tests.field.conftest import logged, passport, printed_by_us, within  # noqa: E402
 
 ROWS, VALID, BATCH, EPOCHS = 48, 16, 8, 2
-EVAL_SLEEP_S = 0.4  # per eval batch: 2 batches per eval, 2 evals
-SAVE_SLEEP_S = 0.6  # inside each save (a layer's save_own_variables), one per epoch
+EVAL_SLEEP_S = 0.5  # per eval batch: 2 batches per eval, 2 evals
+SAVE_SLEEP_S = 0.8  # inside each save (a layer's save_own_variables), one per epoch
 
 
 @pytest.fixture
