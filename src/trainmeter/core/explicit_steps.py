@@ -85,6 +85,36 @@ def explicit_step(monitor: Any, source: str = "tm.step", model: Any = None) -> N
         monitor.warn_once("explicit-step", f"tm.step() disabled: {exc!r}")
 
 
+def pending_parts(monitor: Any) -> int:
+    """How many values were passed to backward since the last counted step (0 without probes)."""
+    probes = getattr(monitor, "probes", None)
+    if probes is None:
+        return 0
+    loss = probes._loss
+    return len(loss.parts) if loss is not None else int(probes.hot.fast_parts)
+
+
+def scale_pending(monitor: Any, factor: float) -> bool:
+    """Multiply the pending step's loss by ``factor`` (a framework's short accumulation step, docs/spec.md section 11).
+
+    Returns whether it was done: the parts must be on the host already (a CUDA part not yet read is left alone).
+    """
+    probes = getattr(monitor, "probes", None)
+    if probes is None:
+        return False
+    loss = probes._loss
+    if loss is None:
+        if not probes.hot.fast_parts:
+            return False
+        probes.hot.fast_sum *= factor
+        return True
+    if any(part[0] is None for part in loss.parts):
+        return False
+    for part in loss.parts:
+        part[0] *= factor
+    return True
+
+
 def backward_seen(monitor: Any) -> bool:
     """Whether a loss was passed to backward since the last counted step (or ever, with no step)."""
     probes = getattr(monitor, "probes", None)

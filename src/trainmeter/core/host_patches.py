@@ -109,9 +109,9 @@ PATCHES: tuple[HostPatch, ...] = (
               private=("lightning.pytorch.trainer.connectors.logger_connector.logger_connector._LoggerConnector",),
               fallback="a library whose logging class is missing is not tapped"),
     HostPatch(key="frameworks", touches="the fit/train entry points of Hugging Face Trainer, Lightning Trainer, "
-              "Keras 3 (torch backend), fastai Learner and accelerate's Accelerator.prepare: trainmeter's callback "
-              "is added to the framework's own list for that call (steps of optimizers outside torch.optim, stop "
-              "and save)",
+              "Keras 3 (torch backend), fastai Learner and accelerate's Accelerator.prepare/backward: trainmeter's "
+              "callback is added to the framework's own list for that call (steps of optimizers outside torch.optim, "
+              "stop and save; accelerate's short accumulation step)",
               uninstall="the originals are put back at the run's end; each callback leaves with its fit",
               sites=("frameworks/extension.py:owner.site.attr",)),
     HostPatch(key="import-hooks", touches="sys.meta_path: a finder that patches a library imported during the run "

@@ -11,13 +11,15 @@ framework's own list (a new list: the user's is not changed) and before removing
 | Lightning | ``Trainer.fit`` (``lightning.pytorch``, ``pytorch_lightning``) | torch.optim hook | ``LightningControl`` |
 | Keras 3 (torch) | ``keras.src.backend.torch.trainer.TorchTrainer.fit`` | its callback's batch end | ``KerasControl`` |
 | fastai | ``fastai.learner.Learner.fit`` | its callback's ``after_step`` (a fastai optimizer) | ``FastaiControl`` |
-| accelerate | ``accelerate.accelerator.Accelerator.prepare`` | torch.optim step hook | ``AccelerateControl`` |
+| accelerate | ``accelerate.accelerator.Accelerator.prepare``, ``backward`` | torch.optim hook | ``AccelerateControl`` |
 
 The model a Keras or fastai fit trains is watched as a candidate when the fit begins, so its
 batches are counted from the first step. The framework's own step count (``global_step``,
 ``iterations``, ``train_iter``) is kept at the fit's end for the passport, beside ours. A run
 whose backward calls came with no step trainmeter knows gets one warning, at the next report,
-saying how to count them (``tm.step()``).
+saying how to count them (``tm.step()``). accelerate's ``backward`` divides each micro-batch by
+``gradient_accumulation_steps`` k, also on a short last step of p < k micro-batches: that step's
+loss is multiplied by k / p after its last backward, so it is their mean like the full steps'.
 
 Thread safety: the wrappers act on the training thread of the training process only (a
 :class:`~trainmeter.core.patches.Gate`); :meth:`view` and ``control.request_stop`` from any thread.
@@ -73,6 +75,7 @@ SITES: tuple[FitSite, ...] = (
     FitSite(framework="fastai", module="fastai.learner", owner="Learner", attr="fit", callbacks_at=3,
             callbacks_name="cbs"),
     FitSite(framework="accelerate", module="accelerate.accelerator", owner="Accelerator", attr="prepare"),
+    FitSite(framework="accelerate", module="accelerate.accelerator", owner="Accelerator", attr="backward"),
 )
 CONTROLS = {"hf": control.HfControl, "lightning": control.LightningControl, "keras": control.KerasControl,
             "fastai": control.FastaiControl, "accelerate": control.AccelerateControl}
@@ -136,6 +139,7 @@ class FrameworksExtension(ExtensionBase):
         self.fits: dict[str, int] = {}
         self.framework_steps: dict[str, int] = {}
         self.explicit_steps: dict[str, int] = {}
+        self.short_steps = 0  # accelerate's short accumulation steps shown as their mean
         self.patched: list[str] = []
 
     # -- lifecycle -----------------------------------------------------------------
@@ -186,6 +190,11 @@ class FrameworksExtension(ExtensionBase):
 
         @functools.wraps(original)
         def fit(target: Any, *args: Any, **kwargs: Any) -> Any:
+            if site.attr == "backward":  # accelerate's: each micro-batch, divided by its accumulation count
+                result = original(target, *args, **kwargs)
+                if not wing._depth and wing._gate.here():
+                    wing._after_backward(target)
+                return result
             if wing._depth or not wing._gate.here():
                 return original(target, *args, **kwargs)
             try:
@@ -247,6 +256,21 @@ class FrameworksExtension(ExtensionBase):
                           f"{framework} counted {steps} optimizer steps, trainmeter {monitor.steps}: the step "
                           "series and rates follow trainmeter's count (passport frameworks.framework_steps)")
 
+    def _after_backward(self, accelerator: Any) -> None:
+        """A short last accumulation step: accelerate divided its p micro-batches by k, not p; shown as their mean."""
+        monitor = self._monitor
+        try:
+            k = int(getattr(accelerator, "gradient_accumulation_steps", 1) or 1)
+            if monitor is None or k <= 1 or not accelerator.sync_gradients:
+                return
+            if "DEEPSPEED" in str(getattr(accelerator, "distributed_type", "")):
+                return  # deepspeed scales in its own backward
+            parts = explicit_steps.pending_parts(monitor)
+            if 0 < parts < k and explicit_steps.scale_pending(monitor, k / parts):
+                self.short_steps += 1
+        except Exception as exc:
+            self._warn("accelerate", f"accelerate adapter's loss divisor disabled: {exc!r}")
+
     # -- the callbacks' calls ------------------------------------------------------
     def framework_step(self, framework: str, model: Any) -> None:
         """One optimizer step the framework made, invisible to torch's hooks (training thread)."""
@@ -283,7 +307,12 @@ class FrameworksExtension(ExtensionBase):
 
     def passport_section(self) -> dict[str, Any]:
         """``passport.json["frameworks"]``: fits seen, where steps came from, the framework's own step count."""
-        return {"fits": dict(self.fits), "framework": self._framework,
+        info = self._monitor.series_info.get("train_loss") if self._monitor is not None else None
+        if self.short_steps and isinstance(info, dict):
+            note = (f"{self.short_steps} short accumulation step(s) (fewer micro-batches than accelerate's "
+                    "gradient_accumulation_steps, each divided by it) shown as the mean of their micro-batch losses")
+            info["note"] = "; ".join(n for n in (info.get("note"), note) if n)
+        return {"short_accumulation_steps": self.short_steps,"fits": dict(self.fits), "framework": self._framework,
                 "steps_source": STEPS_SOURCE.get(self._framework or "", "torch.optim step hook"),
                 "framework_steps": dict(self.framework_steps), "explicit_steps": dict(self.explicit_steps),
                 "patched": sorted(set(self.patched))}
