@@ -118,8 +118,9 @@ def torch_save_path(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
 
 def describe(where: Any) -> str:
     """The record's ``path``: the path as given, or what a stream is (``<BytesIO>``)."""
-    if isinstance(where, (str, os.PathLike)):
-        return os.fspath(where) if not isinstance(where, bytes) else where.decode(errors="replace")
+    if isinstance(where, (str, bytes, os.PathLike)):
+        path = os.fspath(where)
+        return path.decode(errors="replace") if isinstance(path, bytes) else path
     if where is None:
         return "<unknown>"
     return f"<{type(where).__name__}>"
