@@ -104,3 +104,16 @@ def test_a_step_count_that_differs_from_the_frameworks_own_is_said():
     wing._compare_steps("hf", 6)
     assert said == ["hf counted 6 optimizer steps, trainmeter 5: the step series and rates follow trainmeter's "
                     "count (passport frameworks.framework_steps)"]
+
+
+def test_one_framework_is_switched_off_alone(run_root, monkeypatch):
+    pytest.importorskip("fastai")
+    from fastai.learner import Learner
+
+    from trainmeter.core import host_patches
+
+    monkeypatch.setenv("TRAINMETER_DISABLE", "framework-fastai")
+    original = Learner.fit
+    with tm.monitor(run_dir=run_root, interval_s=3600):
+        assert Learner.fit is original
+    assert {"framework-hf", "framework-lightning", "framework-keras", "framework-accelerate"} <= set(host_patches.KEYS)

@@ -114,6 +114,12 @@ PATCHES: tuple[HostPatch, ...] = (
               "stop and save; accelerate's short accumulation step)",
               uninstall="the originals are put back at the run's end; each callback leaves with its fit",
               sites=("frameworks/extension.py:owner.site.attr",)),
+    *(HostPatch(key=f"framework-{name}", touches=f"{what} only (one framework of the frameworks entry)",
+                uninstall="the original is put back at the run's end",
+                sites=("frameworks/extension.py:owner.site.attr",))
+      for name, what in (("hf", "transformers.Trainer.train"), ("lightning", "Lightning Trainer.fit"),
+                         ("keras", "Keras 3 TorchTrainer.fit"), ("fastai", "fastai Learner.fit"),
+                         ("accelerate", "accelerate Accelerator.prepare and backward"))),
     HostPatch(key="import-hooks", touches="sys.meta_path: a finder that patches a library imported during the run "
               "(compile-watch, time-split, taps, frameworks, autostart)",
               uninstall="the finder is removed at the run's end",

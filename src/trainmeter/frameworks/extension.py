@@ -177,7 +177,7 @@ class FrameworksExtension(ExtensionBase):
             return
         for site in sites:
             owner = getattr(module, site.owner, None)
-            if not isinstance(owner, type):
+            if not isinstance(owner, type) or not host_patches.allow(f"framework-{site.framework}", self._warn_key):
                 continue
             try:
                 if self._patches.wrap(owner, site.attr, functools.partial(self._make_fit, site)):
@@ -292,6 +292,10 @@ class FrameworksExtension(ExtensionBase):
         """Whether the control was asked to stop (the callback ends the fit its framework's way)."""
         held = self._control
         return held is not None and held.name == framework and bool(getattr(held, "stop_requested", False))
+
+    def _warn_key(self, key: str, message: str) -> None:
+        if self._monitor is not None:
+            self._monitor.warn_once(key, message)
 
     def _warn(self, framework: str, message: str) -> None:
         if self._monitor is not None:
