@@ -63,6 +63,9 @@ def test_fastai_fit_counts_steps_samples_and_loss_and_times_eval_and_checkpoints
     assert m.tokens == EPOCHS * ROWS and m.token_unit == "samples"
     assert p["frameworks"]["framework_steps"] == {"fastai": steps}
     assert [v for _, v in logged(m, "train_loss")] == pytest.approx(losses.losses, rel=1e-6)
+    valid = [row[1] for row in learn.recorder.values]  # [train_loss, valid_loss] per epoch
+    assert [v for _, v in logged(m, "valid_loss")] == pytest.approx(valid)
+    assert logged(m, "fastai.train_loss")  # its smoothed loss, apart from trainmeter's own
     assert within(p["phases_s"]["eval"], EPOCHS * (VALID // BATCH) * EVAL_SLEEP_S), p["phases_s"]
     # SaveModelCallback saves after validation: checkpoint time, not eval
     assert within(p["phases_s"]["checkpoint"], EPOCHS * SAVE_SLEEP_S), p["phases_s"]

@@ -73,6 +73,9 @@ def test_keras_fit_counts_steps_samples_and_loss_and_times_eval_and_checkpoints(
     for epoch in range(EPOCHS):
         mean = sum(ours_loss[epoch * steps_per_epoch:(epoch + 1) * steps_per_epoch]) / steps_per_epoch
         assert mean == pytest.approx(history["loss"][epoch], rel=1e-5)
+    # its epoch logs are series at the epoch's last step: the validation loss Keras computed
+    assert logged(m, "val_loss") == [(steps_per_epoch * (e + 1), v) for e, v in enumerate(history["val_loss"])]
+    assert p["series_info"]["val_loss"]["source"] == "logged by keras at each epoch's end"
     assert within(p["phases_s"]["eval"], EPOCHS * (VALID // BATCH) * EVAL_SLEEP_S), p["phases_s"]
     assert within(p["phases_s"]["checkpoint"], EPOCHS * SAVE_SLEEP_S), p["phases_s"]
     assert [(c["step"], c["source"]) for c in p["checkpoints"]] == [

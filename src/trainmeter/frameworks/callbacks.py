@@ -18,6 +18,8 @@ class StepListener(Protocol):
 
     def framework_fit(self, framework: str, target: Any) -> bool: ...
 
+    def framework_logs(self, framework: str, logs: Any) -> None: ...
+
     def stop_requested(self, framework: str) -> bool: ...
 
 
@@ -39,6 +41,9 @@ def keras_callback(listener: StepListener) -> Any:
 
             def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
                 self._listener.framework_step("keras", self.model)
+
+            def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
+                self._listener.framework_logs("keras", logs)
 
         cls = _CLASSES["keras"] = TrainmeterKerasCallback
     return cls(listener)
@@ -70,6 +75,12 @@ def fastai_callback(listener: StepListener) -> Any:
             def after_batch(self) -> None:
                 if self._listener.stop_requested("fastai"):
                     raise CancelFitException()
+
+            def after_epoch(self) -> None:  # the Recorder (order 50) has written the epoch's row
+                recorder = getattr(self.learn, "recorder", None)
+                names, row = getattr(recorder, "metric_names", None), getattr(recorder, "log", None)
+                if names is not None and row is not None:
+                    self._listener.framework_logs("fastai", dict(zip(list(names), list(row))))
 
         cls = _CLASSES["fastai"] = TrainmeterFastaiCallback
     return cls(listener)

@@ -79,6 +79,7 @@ SITES: tuple[FitSite, ...] = (
 )
 CONTROLS = {"hf": control.HfControl, "lightning": control.LightningControl, "keras": control.KerasControl,
             "fastai": control.FastaiControl, "accelerate": control.AccelerateControl}
+OWN_SERIES = ("train_loss", "tokens_per_step")  # measured by trainmeter: a logged name of these is prefixed
 STEPS_SOURCE = {"keras": "keras callback (on_train_batch_end)", "fastai": "fastai callback (after_step)"}
 
 
@@ -287,6 +288,27 @@ class FrameworksExtension(ExtensionBase):
         if counts and monitor is not None:
             explicit_steps.stepper(monitor, framework, target.model)  # the model watched from its first batch
         return counts
+
+    def framework_logs(self, framework: str, logs: Any) -> None:
+        """An epoch's logged figures (Keras' ``logs``, fastai's Recorder row) as series at this step (training thread).
+
+        Numbers only; ``epoch`` and ``time`` are left out, and a name trainmeter measures itself (``train_loss``)
+        is recorded as ``<framework>.<name>``.
+        """
+        monitor = self._monitor
+        if monitor is None or not self._gate.here() or not hasattr(logs, "items"):
+            return
+        try:
+            values = {(f"{framework}.{k}" if k in OWN_SERIES else str(k)): float(v) for k, v in logs.items()
+                      if k not in ("epoch", "time") and isinstance(v, (int, float)) and not isinstance(v, bool)}
+            info = monitor.series_info
+            for name in values:
+                info.setdefault(name, {"provenance": "measured",
+                                       "source": f"logged by {framework} at each epoch's end"})
+            if values:
+                monitor.record(values)
+        except Exception as exc:
+            self._warn(framework, f"{framework} logs not recorded: {exc!r}")
 
     def stop_requested(self, framework: str) -> bool:
         """Whether the control was asked to stop (the callback ends the fit its framework's way)."""

@@ -154,7 +154,7 @@ def render_markdown(p: dict[str, Any]) -> str:
     if phases:
         lines.append("- Time: " + ", ".join(f"{k} {format_seconds(v)}" for k, v in phases.items()))
     series = p.get("series") or {}
-    for name in ("train_loss", "val_loss", "eval_loss"):
+    for name in ("train_loss", "val_loss", "eval_loss", "valid_loss"):
         if name in series and series[name].get("last") is not None:
             s = series[name]
             lines.append(f"- {name}: last {format_number(s['last'])}, min {format_number(s['min'])} "
