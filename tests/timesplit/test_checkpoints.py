@@ -36,13 +36,16 @@ def test_accelerate_save_state_is_one_checkpoint_however_many_files_it_writes(ru
 
 def test_torch_distributed_checkpoint_save_is_a_checkpoint(run_root, tmp_path):
     dcp = pytest.importorskip("torch.distributed.checkpoint")
+    from tests.field.conftest import Sleeper, within
+
     model = torch.nn.Linear(4, 1)
-    with tm.monitor(run_dir=run_root, interval_s=3600) as m:
-        dcp.save({"model": model.state_dict()}, checkpoint_id=str(tmp_path / "dcp"))
+    with tm.monitor(run_dir=run_root, interval_s=3600) as m:  # the sleeper is pickled inside the save
+        dcp.save({"model": model.state_dict(), "extra": Sleeper(0.6)}, checkpoint_id=str(tmp_path / "dcp"))
     p = _passport(m)
     [record] = p["checkpoints"]
     assert record["source"] == "torch.distributed.checkpoint" and record["path"] == str(tmp_path / "dcp")
-    assert record["bytes"] > 0 and p["phases_s"]["checkpoint"] > 0
+    assert record["bytes"] > 0 and within(p["phases_s"]["checkpoint"], 0.6), p["phases_s"]
+    assert record["seconds"] == pytest.approx(p["phases_s"]["checkpoint"], rel=0.05)
 
 
 def test_two_top_level_torch_saves_are_two_checkpoints(run_root, tmp_path):
