@@ -20,6 +20,15 @@ def test_the_callback_joins_a_copy_of_the_users_list_positional_or_keyword():
     args, kwargs = _with_callback(KERAS, (1,), {"callbacks": ("a",)}, "ours")
     assert args == (1,) and kwargs == {"callbacks": ["a", "ours"]}
     assert _with_callback(KERAS, (), {}, "ours") == ((), {"callbacks": ["ours"]})
+    fastai = FitSite(framework="fastai", module="m", owner="C", attr="fit", callbacks_at=3, callbacks_name="cbs")
+
+    class Many:  # a list type of the framework's own (fastcore's L)
+        def __iter__(self):
+            return iter(["a", "b"])
+
+    assert _with_callback(fastai, (), {"cbs": Many()}, "ours") == ((), {"cbs": ["a", "b", "ours"]})
+    one = object()  # one callback
+    assert _with_callback(fastai, (), {"cbs": one}, "ours") == ((), {"cbs": [one, "ours"]})
 
 
 def _learner(opt_func=None):
@@ -117,3 +126,14 @@ def test_one_framework_is_switched_off_alone(run_root, monkeypatch):
     with tm.monitor(run_dir=run_root, interval_s=3600):
         assert Learner.fit is original
     assert {"framework-hf", "framework-lightning", "framework-keras", "framework-accelerate"} <= set(host_patches.KEYS)
+
+
+def test_fastai_fit_one_cycle_goes_through_the_adapted_fit(run_root):
+    pytest.importorskip("fastai")
+    import fastai.callback.schedule  # noqa: F401  (adds Learner.fit_one_cycle)
+
+    learn = _learner()
+    with tm.monitor(run_dir=run_root, interval_s=3600) as m:
+        with learn.no_logging():
+            learn.fit_one_cycle(1, 1e-2)
+    assert m.steps == 3 == learn.train_iter and m.tokens == 24

@@ -94,9 +94,11 @@ def _with_callback(site: FitSite, args: tuple[Any, ...], kwargs: dict[str, Any],
         merged: Any = [extra]
     elif isinstance(given, (list, tuple)):
         merged = [*given, extra]
-    elif hasattr(given, "append") and site.framework == "keras":  # a keras CallbackList: left as given
+    elif site.framework == "keras":  # a keras CallbackList (or anything else): left as given
         return args, kwargs
-    else:
+    elif hasattr(type(given), "__iter__") and not isinstance(given, (str, bytes)):  # fastai's L (fit_one_cycle)
+        merged = [*given, extra]
+    else:  # one callback
         merged = [given, extra]
     if len(args) > at:
         return (*args[:at], merged, *args[at + 1:]), kwargs
