@@ -170,3 +170,17 @@ def test_a_control_whose_framework_object_is_gone_says_so():
     del model
     with pytest.raises(RuntimeError, match="keras object this control drove is gone"):
         control.request_stop()
+
+
+def test_keras_train_on_batch_is_one_step_with_its_samples(tmp_path, monkeypatch):
+    monkeypatch.setenv("KERAS_BACKEND", "torch")
+    keras = pytest.importorskip("keras")
+    import numpy as np
+
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+    model.compile(optimizer="sgd", loss="mse")
+    x = np.random.RandomState(0).randn(8, 4).astype("float32")
+    with tm.monitor(run_dir=tmp_path / "runs", interval_s=3600) as m:
+        losses = [model.train_on_batch(x, x[:, :1]) for _ in range(3)]
+    assert m.steps == 3 == int(model.optimizer.iterations) and m.tokens == 24 and m.token_unit == "samples"
+    assert len(losses) == 3 and m.warnings == []

@@ -68,10 +68,12 @@ def stepper(monitor: Any, source: str, model: Any = None) -> Stepper:
     return found
 
 
-def explicit_step(monitor: Any, source: str = "tm.step", model: Any = None) -> None:
+def explicit_step(monitor: Any, source: str = "tm.step", model: Any = None, samples: int | None = None) -> None:
     """Count one optimizer step of ``source`` (``model``: what it trains, to find the root and count its batches).
 
-    Without probes (no torch) the step is counted with no tokens. Never raises.
+    ``samples``: the batch size the framework was given, used when the probes counted nothing this step
+    (a batch that reached the model as a NumPy array). Without probes (no torch) the step is counted with
+    no tokens. Never raises.
     """
     try:
         probes = monitor.probes
@@ -80,7 +82,11 @@ def explicit_step(monitor: Any, source: str = "tm.step", model: Any = None) -> N
             return
         if model is None and probes._declared is not None:
             model = probes._declared()
-        probes._on_step(stepper(monitor, source, model), (), {})
+        found = stepper(monitor, source, model)
+        if samples and not probes.hot.pending_tokens:
+            probes.hot.pending_tokens = int(samples)
+            monitor.token_unit = "samples"
+        probes._on_step(found, (), {})
     except Exception as exc:
         monitor.warn_once("explicit-step", f"tm.step() disabled: {exc!r}")
 

@@ -9,7 +9,8 @@ framework's own list (a new list: the user's is not changed) and before removing
 | --- | --- | --- | --- |
 | Hugging Face / TRL | ``transformers.trainer.Trainer.train`` | torch.optim step hook | ``HfControl`` |
 | Lightning | ``Trainer.fit`` (``lightning.pytorch``, ``pytorch_lightning``) | torch.optim hook | ``LightningControl`` |
-| Keras 3 (torch) | ``keras.src.backend.torch.trainer.TorchTrainer.fit`` | its callback's batch end | ``KerasControl`` |
+| Keras 3 (torch) | ``TorchTrainer.fit`` (``keras.src.backend.torch``) | its callback's batch end | ``KerasControl`` |
+| Keras 3 (torch) | ``TorchTrainer.train_on_batch`` | each call | |
 | fastai | ``fastai.learner.Learner.fit`` | its callback's ``after_step`` (a fastai optimizer) | ``FastaiControl`` |
 | accelerate | ``accelerate.accelerator.Accelerator.prepare``, ``backward`` | torch.optim hook | ``AccelerateControl`` |
 
@@ -72,6 +73,7 @@ SITES: tuple[FitSite, ...] = (
     FitSite(framework="lightning", module=f"pytorch_lightning.{_LT}", owner="Trainer", attr="fit"),
     FitSite(framework="keras", module="keras.src.backend.torch.trainer", owner="TorchTrainer", attr="fit",
             callbacks_at=5, callbacks_name="callbacks"),
+    FitSite(framework="keras", module="keras.src.backend.torch.trainer", owner="TorchTrainer", attr="train_on_batch"),
     FitSite(framework="fastai", module="fastai.learner", owner="Learner", attr="fit", callbacks_at=3,
             callbacks_name="cbs"),
     FitSite(framework="accelerate", module="accelerate.accelerator", owner="Accelerator", attr="prepare"),
@@ -200,6 +202,12 @@ class FrameworksExtension(ExtensionBase):
                 return result
             if wing._depth or not wing._gate.here():
                 return original(target, *args, **kwargs)
+            if site.attr == "train_on_batch":  # one optimizer step of keras' own, outside fit
+                if wing._monitor is not None:
+                    explicit_steps.stepper(wing._monitor, "keras", target)  # its batch counted from the first call
+                result = original(target, *args, **kwargs)
+                wing.framework_step("keras", target, _rows(args[0] if args else kwargs.get("x")))
+                return result
             try:
                 args, kwargs, extra = wing._begin(site, target, args, kwargs)
             except Exception as exc:
@@ -275,13 +283,13 @@ class FrameworksExtension(ExtensionBase):
             self._warn("accelerate", f"accelerate adapter's loss divisor disabled: {exc!r}")
 
     # -- the callbacks' calls ------------------------------------------------------
-    def framework_step(self, framework: str, model: Any) -> None:
+    def framework_step(self, framework: str, model: Any, samples: int | None = None) -> None:
         """One optimizer step the framework made, invisible to torch's hooks (training thread)."""
         monitor = self._monitor
         if monitor is None or not self._gate.here():
             return
         self.explicit_steps[framework] = self.explicit_steps.get(framework, 0) + 1
-        explicit_steps.explicit_step(monitor, framework, model)
+        explicit_steps.explicit_step(monitor, framework, model, samples)
 
     def framework_fit(self, framework: str, target: Any) -> bool:
         """A fastai fit begins (its optimizer made): whether its steps come from the callback (training thread)."""
@@ -344,6 +352,15 @@ class FrameworksExtension(ExtensionBase):
                 "steps_source": STEPS_SOURCE.get(self._framework or "", "torch.optim step hook"),
                 "framework_steps": dict(self.framework_steps), "explicit_steps": dict(self.explicit_steps),
                 "patched": sorted(set(self.patched))}
+
+
+def _rows(x: Any) -> int | None:
+    """Rows of a batch given as an array (``train_on_batch(x, y)``), or ``None``."""
+    try:
+        shape = getattr(x, "shape", None)
+        return int(shape[0]) if shape is not None and len(shape) >= 1 else None
+    except Exception:
+        return None
 
 
 def _torch_optimizer(opt: Any) -> bool:
