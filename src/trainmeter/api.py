@@ -45,7 +45,8 @@ def step(model: Any = None) -> None:
     are its loss, and the batches of ``model`` (the module being trained; found from the
     optimizer otherwise, or ``tm.monitor(model=...)``) its tokens or samples. Needed only where
     trainmeter warns that backward calls come with no optimizer step it knows (docs/spec.md
-    section 11); a ``torch.optim`` step is counted without it. No-op when no run is in progress.
+    section 11); a ``torch.optim`` step is counted without it, and ``tm.step()`` beside one is ignored
+    with one warning. No-op when no run is in progress.
     Never raises.
 
     Example:

@@ -104,3 +104,12 @@ def test_the_pending_steps_loss_is_scaled_in_place_before_its_step(run_root):
         assert pending_parts(m) == 1 and scale_pending(m, 2.0) is True
         opt.step()
     assert [v for _, v in logged(m, "train_loss")] == pytest.approx([loss.item() * 2])
+
+
+def test_tm_step_beside_a_torch_optimizer_is_ignored_with_one_warning(run_root):
+    model = torch.nn.Linear(4, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with tm.monitor(run_dir=run_root, interval_s=3600) as m:
+        losses = _train(model, opt, torch.randn(8, 4), 3, explicit=tm.step)
+    assert m.steps == 3 and [v for _, v in logged(m, "train_loss")] == pytest.approx(losses)
+    assert [w for w in m.warnings if w.startswith("tm.step() ignored")] and len(m.warnings) == 1

@@ -80,6 +80,11 @@ def explicit_step(monitor: Any, source: str = "tm.step", model: Any = None, samp
         if probes is None:
             monitor.on_step(0)
             return
+        primary = probes._primary() if probes._primary is not None else None
+        if source == "tm.step" and primary is not None and not isinstance(primary, Stepper):
+            monitor.warn_once("explicit-step-torch", f"tm.step() ignored: the steps of {type(primary).__name__} "
+                              "(torch.optim) are counted already; tm.step() is for updates no torch optimizer makes")
+            return
         if model is None and probes._declared is not None:
             model = probes._declared()
         found = stepper(monitor, source, model)
