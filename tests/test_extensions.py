@@ -15,8 +15,8 @@ def _names(exts) -> list[str]:
 
 def test_the_default_wings_come_in_the_order_their_requirements_give():
     names = _names(default_extensions(make_options()))
-    assert names == ["overhead", "compute", "gpu", "energy", "time", "node", "taps", "distributed", "optim",
-                     "curves", "alerts", "verdicts"]
+    assert names == ["overhead", "compute", "gpu", "energy", "time", "node", "taps", "frameworks", "distributed",
+                     "optim", "curves", "alerts", "verdicts"]
     assert set(names) == set(WING_NAMES)
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from trainmeter._version import __version__
-from trainmeter.api import alert, calibrate, checkpoint, emit, monitor, phase, save, stop
+from trainmeter.api import alert, calibrate, checkpoint, emit, monitor, phase, save, step, stop
 from trainmeter.core.controls import StopTraining
 from trainmeter.record.runs import Run, load, runs
 
@@ -33,6 +33,7 @@ __all__ = [
     "phase",
     "runs",
     "save",
+    "step",
     "stop",
 ]
 

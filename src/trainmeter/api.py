@@ -1,4 +1,4 @@
-"""The public API for scripts and notebooks: ``monitor``, ``emit``, ``phase``, ``calibrate``, ``stop``, ``checkpoint``, ``alert``."""
+"""The public API for scripts and notebooks: ``monitor``, ``emit``, ``phase``, ``step``, ``calibrate``, ``stop``, ``checkpoint``, ``alert``."""
 
 from __future__ import annotations
 
@@ -47,6 +47,28 @@ def emit(**series: Any) -> None:
         m.record(series)
     except Exception as exc:
         m.warn_once("emit", f"tm.emit failed and was skipped: {exc!r}")
+
+
+def step(model: Any = None) -> None:
+    """Count one optimizer step the run cannot see (an optimizer that is not ``torch.optim``).
+
+    Call it right after each update. The losses passed to backward since the previous step
+    are its loss, and the batches of ``model`` (the module being trained; found from the
+    optimizer otherwise, or ``tm.monitor(model=...)``) its tokens or samples. Needed only where
+    trainmeter warns that backward calls come with no optimizer step it knows (docs/spec.md
+    section 11); a ``torch.optim`` step is counted without it, and ``tm.step()`` beside one is ignored
+    with one warning. No-op when no run is in progress.
+    Never raises.
+
+    Example:
+        ``opt.apply(grads); tm.step(model)``
+    """
+    m = _monitor_module._ACTIVE
+    if m is None:
+        return
+    from trainmeter.core.explicit_steps import explicit_step
+
+    explicit_step(m, "tm.step", model)
 
 
 def save() -> Path | None:

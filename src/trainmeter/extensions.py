@@ -15,7 +15,7 @@ from trainmeter.options import MonitorOptions
 
 # Every wing name a requirement may name (a name missing from a run, a rank's gpu and node, is allowed).
 WING_NAMES = ("overhead", "compute", "gpu", "energy", "time", "node", "taps", "distributed", "optim", "curves",
-              "verdicts", "alerts")
+              "verdicts", "alerts", "frameworks")
 
 
 def default_extensions(options: MonitorOptions) -> list[Any]:
@@ -27,6 +27,7 @@ def default_extensions(options: MonitorOptions) -> list[Any]:
     from trainmeter.comparison.extension import CurvesRecorder
     from trainmeter.compute.extension import ComputeExtension
     from trainmeter.energy.extension import EnergyExtension
+    from trainmeter.frameworks.extension import FrameworksExtension
     from trainmeter.gpu.extension import GpuExtension
     from trainmeter.host.extension import NodeSampler
     from trainmeter.optim.extension import OptimExtension
@@ -42,7 +43,7 @@ def default_extensions(options: MonitorOptions) -> list[Any]:
     # local rank 0 of a launch with several ranks per node samples every rank's device, not only its own
     gpu = GpuExtension(node_wide=identity.distributed and (identity.local_world_size or 1) > 1)
     out: list[Any] = [Overhead(), ComputeExtension(), gpu, EnergyExtension(), TimeSplit(), NodeSampler(),
-                      Taps(enabled=options.tap), RanksExtension(), OptimExtension(),
+                      Taps(enabled=options.tap), FrameworksExtension(), RanksExtension(), OptimExtension(),
                       CurvesRecorder(), Verdicts(), Alerts(options.alerts)]  # curves: curves.json, so tm.compare need not re-read the log
     # node samplers run once per node: on local rank 0, and not in a child whose monitored parent samples
     if identity.local_rank not in (None, 0) or inherited_run_dir() is not None:

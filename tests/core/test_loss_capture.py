@@ -43,3 +43,20 @@ def test_divided_accumulation_is_the_per_step_loss_and_undivided_is_ambiguous(tm
     assert "up to 2" in divided["source"] and "per-step loss" in divided["note"] and not divided["ambiguous"]
     summed = _run(tmp_path / "b", 2, divide=False)
     assert summed["ambiguous"] is True and "ambiguous on 4 of 4 steps" in summed["note"]
+
+
+def test_the_tokens_note_under_plain_accumulation_speaks_of_micro_batches_not_a_gan(run_root):
+    import torch
+
+    import trainmeter as tm
+
+    model = torch.nn.Linear(4, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with tm.monitor(run_dir=run_root, interval_s=3600) as m:
+        for _ in range(3):
+            for _ in range(2):
+                (model(torch.randn(2, 4)).pow(2).mean() / 2).backward()
+            opt.step()
+            opt.zero_grad()
+    note = m.series_info["tokens_per_step"]["note"]
+    assert "2 micro-batches per step (gradient accumulation)" in note and "GAN" not in note

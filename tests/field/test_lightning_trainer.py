@@ -93,4 +93,29 @@ def test_lightning_steps_samples_loss_validation_checkpoint_and_nothing_printed(
     assert within(p["phases_s"]["eval"], module.val_slept), p["phases_s"]
     assert within(p["phases_s"]["checkpoint"], module.save_slept), p["phases_s"]
     assert p["time"]["eval_spans"] == 2
+    assert [(c["step"], c["source"]) for c in p["checkpoints"]] == [(3, "lightning save_checkpoint"),
+                                                                   (6, "lightning save_checkpoint")]
+    assert all(c["path"].endswith(".ckpt") and c["bytes"] > 0 for c in p["checkpoints"])
+    assert p["frameworks"]["framework_steps"] == {"lightning": STEPS}
     assert printed_by_us(bare, ours) == [] and p["warnings"] == []
+
+
+def test_lightning_bf16_mixed_precision_is_read_inside_its_training_step(tmp_path):
+    class Tiny(L.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.net = torch.nn.Linear(8, 1)
+
+        def training_step(self, batch, batch_idx):
+            x, y = batch
+            return F.mse_loss(self.net(x).float(), y)
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.05)
+
+    trainer = L.Trainer(max_steps=3, accelerator="cpu", precision="bf16-mixed", logger=False,
+                        enable_progress_bar=False, enable_model_summary=False, enable_checkpointing=False,
+                        default_root_dir=str(tmp_path))
+    with tm.monitor(run_dir=tmp_path / "runs", interval_s=3600) as m:
+        trainer.fit(Tiny(), _loader(32, 0))
+    assert m.steps == 3 and passport(m)["compute"]["hardware"]["dtype"] == "bf16"

@@ -74,11 +74,15 @@ def test_hf_trainer_steps_tokens_loss_eval_checkpoint_and_nothing_printed(tmp_pa
     for step, value in hf_loss.items():
         assert ours_loss[step] == pytest.approx(value, rel=1e-4)
     assert p["series_info"]["train_loss"]["ambiguous"] is False
+    assert [s for s, _ in logged(m, "grad_norm")] == list(range(1, STEPS + 1))  # once per step, not twice
     assert "train_runtime" in p["taps"]["summaries"]["transformers"]
     assert not any(name in p["series"] for name in ("train_runtime", "transformers.train_loss"))
     assert within(p["phases_s"]["eval"], 2 * 2 * EVAL_SLEEP_S), p["phases_s"]
     assert len(slept) == 2 and within(p["phases_s"]["checkpoint"], sum(slept)), p["phases_s"]
-    assert p["time"]["checkpoint_saves"] >= 2 and p["time"]["eval_spans"] == 2
+    assert p["time"]["checkpoint_saves"] == 2 and p["time"]["eval_spans"] == 2  # one per checkpoint, not per file
+    assert [(c["step"], c["source"]) for c in p["checkpoints"]] == [(3, "transformers Trainer checkpoint"),
+                                                                   (6, "transformers Trainer checkpoint")]
+    assert all(c["path"].endswith(f"checkpoint-{c['step']}") and c["bytes"] > 0 for c in p["checkpoints"])
     s_input = next(i for d in p["derivations"] if d["name"] == "flops_per_token.megatron" for i in d["inputs"]
                    if i["name"] == "S")
     assert s_input["value"] == SEQ and s_input["provenance"] == "detected"

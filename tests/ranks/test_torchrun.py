@@ -59,3 +59,36 @@ def test_torchrun_from_a_monitored_cell_seats_its_ranks_in_the_cell_run(tmp_path
     d = json.loads((m.run_dir / "passport.json").read_text())["distributed"]
     assert (d["role"], d["world_size"], d["backend"], d["global_steps"]) == ("launch", 2, "gloo", STEPS)
     assert d["global_tokens"] == 2 * STEPS * TOKENS_PER_RANK_STEP
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_a_cell_that_runs_torchrun_speaks_for_the_launch_in_its_passport(tmp_path):
+    """The parent trained nothing itself: its passport.md gives the launch's steps, tokens and ranks, no goodput;
+    each rank's record starts at its first step (the autostart), which the passport says."""
+    import trainmeter as tm
+
+    env = {**os.environ, "PYTHONPATH": f"{SRC}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+           "OMP_NUM_THREADS": "1"}
+    for key in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
+        env.pop(key, None)
+    with tm.monitor(name="cell", run_dir=tmp_path / "cell") as m:  # `!torchrun train.py` in a %%trainmeter cell
+        env.update({k: v for k, v in os.environ.items() if k.startswith("TRAINMETER_RUN")})
+        done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+                               str(SCRIPT.with_name("ddp_plain.py")), str(STEPS)], capture_output=True, text=True,
+                              env=env, timeout=220)
+    assert done.returncode == 0, done.stderr[-3000:]
+    p = json.loads((m.run_dir / "passport.json").read_text())
+    d = p["distributed"]
+    assert (d["role"], d["world_size"], d["global_steps"]) == ("launch", 2, STEPS)
+    assert p["goodput"] is None  # the parent's own 100% is no figure of the launch
+    md = (m.run_dir / "passport.md").read_text()
+    assert f"Steps: {STEPS} (global, over 2 rank(s) of world size 2); tokens: {d['global_tokens']}" in md
+    assert "Goodput" not in md
+    # step 1's batches came before each rank's record began: left out, and said so
+    assert d["global_tokens"] == 2 * (STEPS - 1) * TOKENS_PER_RANK_STEP
+    assert any("leave out the first step of rank 0, rank 1" in n for n in d["notes"])
+    assert "leave out the first step" in md
+    for k in (0, 1):
+        own = json.loads((m.run_dir / f"rank-{k}" / "passport.json").read_text())
+        assert "autostart" in own["series_info"]["tokens_per_step"]["first_step"]

@@ -31,3 +31,27 @@ def test_passport_md_shows_75_seconds_as_the_widget_does():
     assert progress_text({"status": "completed", "elapsed_s": 75.0}) == "finished in 0:01:15"
     assert "session 0:01:15" in md and "Time: train 0:01:15" in md
     assert "Steps: 1,150; tokens: 2,000,000" in md and "850 tokens/s training-only, 49.1k tokens/s session" in md
+
+
+def _md(**extra):
+    p = {"name": "r", "status": "completed", "steps": 0, "tokens": 0, "elapsed_s": 10.0, "goodput": 1.0,
+         "phases_s": {"train": 10.0}, "throughput": {}, **extra}
+    return render_markdown(p)
+
+
+def test_passport_md_shows_the_eval_loss_hugging_face_and_trl_log():
+    md = _md(series={"eval_loss": {"last": 1.25, "min": 1.0, "max": 2.0, "count": 2, "last_step": 6}})
+    assert "eval_loss: last 1.25, min 1 (2 points)" in md
+
+
+def test_a_launch_parents_passport_md_speaks_for_the_launch():
+    launch = {"role": "launch", "global_steps": 12, "global_tokens": 1536, "token_unit": "tokens", "world_size": 2,
+              "ranks_recorded": 2, "notes": ["rank-1 failed at step 3"]}
+    md = _md(distributed=launch, goodput=None)
+    assert "Steps: 12 (global, over 2 rank(s) of world size 2); tokens: 1,536 (sum over ranks)" in md
+    assert "Steps: 0" not in md and "Goodput" not in md and "Launch: rank-1 failed at step 3" in md
+
+
+def test_steps_unknown_is_said_instead_of_zero_steps():
+    md = _md(steps_unknown=True, goodput=None)
+    assert "Steps: unknown" in md and "tm.step()" in md and "Steps: 0" not in md

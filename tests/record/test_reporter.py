@@ -41,7 +41,7 @@ def test_cpu_line_shows_rss_over_host_memory():
 
 def test_hugging_face_and_lightning_names_fill_lr_and_grad_norm():
     line = format_text(_run({"loss": 1.5, "learning_rate": 5e-5, "grad_2.0_norm_total": 0.25}))
-    assert line == "[step 10] lr=5.00e-05 | grad_norm=0.25 | tok/s=125k | loss=1.5"
+    assert line == "[step 10] loss=1.5 | lr=5.00e-05 | grad_norm=0.25 | tok/s=125k"  # loss in its own place
 
 
 def test_the_closing_line_prints_the_session_rate_as_a_rate():

@@ -26,5 +26,10 @@ def test_step_only_line():
 
 def test_framework_names_fill_seed_names_only_when_trainmeters_own_are_absent():
     assert seed_values({"learning_rate": 1e-3, "grad_2.0_norm_total": 0.7, "loss": 1.0}) == {
-        "loss": 1.0, "lr": 1e-3, "grad_norm": 0.7}
+        "train_loss": 1.0, "lr": 1e-3, "grad_norm": 0.7}
     assert seed_values({"lr": 2e-3, "learning_rate": 1e-3, "lr/head": 1e-2}) == {"lr": 2e-3}
+
+
+def test_a_framework_logged_loss_beside_trainmeters_prints_loss_once():
+    line = format_line(3, series=seed_values({"train_loss": 2.0, "loss": 2.0, "epoch": 0.5}))
+    assert line == "[step 3] loss=2 | epoch=0.5" and line.count("loss=") == 1

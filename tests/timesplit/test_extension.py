@@ -280,7 +280,13 @@ def test_savers_return_and_raise_as_without_trainmeter_and_count_as_checkpoints(
     p = _passport(m)
     assert p["phases_s"]["checkpoint"] == pytest.approx(3 * 0.7)
     assert p["time"]["checkpoint_saves"] == 4
-    assert "PreTrainedModel.save_pretrained" in p["time"]["patched"]
+    assert "transformers.modeling_utils.PreTrainedModel.save_pretrained" in p["time"]["patched"]
+    # one record per outermost save, the failed ones too: where, when, how long, through what
+    assert [(r["path"], r["step"], r["source"]) for r in p["checkpoints"]] == [
+        ("a", 0, "safetensors"), ("b", 0, "transformers save_pretrained"), ("c", 0, "safetensors"),
+        (str(tmp_path / "missing" / "dir" / "x.pt"), 0, "torch.save")]
+    assert [r["seconds"] for r in p["checkpoints"]] == pytest.approx([0.7, 0.7, 0.7, 0.0])
+    assert all(r["bytes"] is None for r in p["checkpoints"])  # nothing on disk at those paths
 
 
 def test_every_patch_and_hook_is_removed_at_stop(tmp_path, fake_savers):

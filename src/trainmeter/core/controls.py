@@ -22,7 +22,6 @@ from __future__ import annotations
 import os
 import sys
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -132,6 +131,7 @@ class Controls:
         self.stopped: StopRecord | None = None
         self.checkpoints: tuple[CheckpointRecord, ...] = ()
         self.refused: tuple[dict[str, Any], ...] = ()
+        self.saving = False  # True while checkpoint_now saves: the time wing leaves that save's record to this one
 
     # -- any thread ------------------------------------------------------------------------
     def live(self) -> bool:
@@ -241,9 +241,13 @@ class Controls:
         try:
             m.enter_phase("checkpoint")
             entered = True
-            t0 = time.perf_counter()
-            path, source = self._save(step)
-            seconds = time.perf_counter() - t0
+            t0 = m.clock()
+            self.saving = True
+            try:
+                path, source = self._save(step)
+            finally:
+                self.saving = False
+            seconds = m.clock() - t0
         except _Refused as exc:
             return self._refuse(step, by, str(exc))
         except Exception as exc:

@@ -221,9 +221,9 @@ class Discovery:
         _, _, module, candidate = best
         self._set_root(module)
         self.params.update(trained=sum(trained.values()), optimizer_tensors=len(trained))
-        if late:
-            self._first_step_missed = self.hot.steps == 0
-        else:
+        if late or self.hot.steps == 1:  # found at step 2: step 1's batches came before (an autostarted rank)
+            self._first_step_missed = self._first_step_missed or self.hot.steps <= 1
+        if not late:
             if candidate.example is not None and candidate.unit == "tokens":  # S of the first step: its first batch's
                 self.seq_weights.at(self.hot.tokens + self.hot.pending_tokens,
                                     batch_seq(candidate.example[0], candidate.example[1]))

@@ -97,8 +97,9 @@ PATCHES: tuple[HostPatch, ...] = (
                      "optim/grad_norm.py:fsdp_class.clip_grad_norm_"),
               private=("torch.nn.utils.clip_grad.clip_grad_norm_",),
               fallback="torch.nn.utils.clip_grad_norm_ is wrapped alone"),
-    HostPatch(key="time-split", touches="the DataLoader iterator's __next__, torch.nn.Module.train, torch.save, "
-              "safetensors and transformers savers (data waits, eval and checkpoint spans)",
+    HostPatch(key="time-split", touches="the DataLoader iterator's __next__, torch.nn.Module.train, torch.save and "
+              "the checkpoint savers of safetensors, transformers, peft, accelerate, torch.distributed.checkpoint, "
+              "Lightning, Keras and fastai (timesplit/savers.py: data waits, eval and checkpoint spans)",
               uninstall="the originals are put back at the run's end",
               sites=("timesplit/extension.py:owner.attr", "timesplit/extension.py:torch.save"),
               private=("torch.utils.data.dataloader._BaseDataLoaderIter.__next__",)),
@@ -107,8 +108,21 @@ PATCHES: tuple[HostPatch, ...] = (
               sites=("taps/extension.py:owner.target.attr", "taps/extension.py:wandb.log"),
               private=("lightning.pytorch.trainer.connectors.logger_connector.logger_connector._LoggerConnector",),
               fallback="a library whose logging class is missing is not tapped"),
+    HostPatch(key="frameworks", touches="the fit/train entry points of Hugging Face Trainer, Lightning Trainer, "
+              "Keras 3 (torch backend), fastai Learner and accelerate's Accelerator.prepare/backward: trainmeter's "
+              "callback is added to the framework's own list for that call (steps of optimizers outside torch.optim, "
+              "stop and save; accelerate's short accumulation step)",
+              uninstall="the originals are put back at the run's end; each callback leaves with its fit",
+              sites=("frameworks/extension.py:owner.site.attr",)),
+    *(HostPatch(key=f"framework-{name}", touches=f"{what} only (one framework of the frameworks entry)",
+                uninstall="the original is put back at the run's end",
+                sites=("frameworks/extension.py:owner.site.attr",))
+      for name, what in (("hf", "transformers.Trainer.train"), ("lightning", "Lightning Trainer.fit"),
+                         ("keras", "Keras 3 TorchTrainer.fit"), ("fastai", "fastai Learner.fit"),
+                         ("accelerate", "accelerate Accelerator.prepare and backward"))),
     HostPatch(key="import-hooks", touches="sys.meta_path: a finder that patches a library imported during the run "
-              "(compile-watch, time-split, taps, autostart)", uninstall="the finder is removed at the run's end",
+              "(compile-watch, time-split, taps, frameworks, autostart)",
+              uninstall="the finder is removed at the run's end",
               sites=("core/patches.py:sys.meta_path", "core/patches.py:module.__loader__",
                      "core/patches.py:module.__spec__.loader")),
     HostPatch(key="signals", touches="SIGINT (held back while the run starts and finishes) and SIGTERM (noted; the "

@@ -117,7 +117,11 @@ class LossCapture:
                           "(not the primary optimizer, whose steps are counted)"})
         if self._roots_found:
             notes = []
-            if self._max_calls > 1:
+            if self._max_calls > 1 and n["max_parts"] >= self._max_calls and n["divided"] and not n["ambiguous"]:
+                # a divided backward per call: micro-batches of gradient accumulation
+                notes.append(f"up to {self._max_calls} micro-batches per step (gradient accumulation); each "
+                             "micro-batch counts")
+            elif self._max_calls > 1:
                 notes.append(f"the model was called up to {self._max_calls} times per step; each call's batch "
                              "counts (a GAN's discriminator on real and generated samples counts both)")
             if self._first_step_missed:

@@ -163,6 +163,7 @@ class TorchProbes(Discovery, CompileWatch, Wrappers, RootCalls, LossCapture, Opt
         self._threaded = False
         self._lanes_lock = threading.Lock()
         self._capture_on = False  # loss capture installed and not disabled by a fault
+        self.unstepped_loss = False  # at stop: a loss was passed to backward after the last step (or with none)
 
     # -- the hot paths' flags ----------------------------------------------------------
     @property
@@ -254,6 +255,7 @@ class TorchProbes(Discovery, CompileWatch, Wrappers, RootCalls, LossCapture, Opt
         self._set_aside.clear()
         self._created.clear()
         self._scaled = None
+        self.unstepped_loss = self.unstepped_loss or self._loss is not None or bool(self.hot.fast_parts)
         self._loss = None
         self.hot.clear_fast_loss()
         self.on_training = None

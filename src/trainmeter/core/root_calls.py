@@ -28,6 +28,8 @@ class RootCalls:
             if id(module) == self._root_id:
                 if self.example is None and not lightning:  # a training_step batch is no forward input
                     self._capture_example(args, kwargs)
+                elif lightning and self.autocast_dtype is None:  # its precision plugin's autocast is on here
+                    self.autocast_dtype = self._autocast()
                 if counted is not None:
                     self.seq_weights.at(self.hot.tokens + self.hot.pending_tokens, last_seq())
                     self.hot.pending_tokens += counted[0]

@@ -62,6 +62,7 @@ class RankSummary:
         mfu: Its own MFU (one device) under the convention, or ``None``; ``mfu_missing`` says why.
         compute: Its compute inputs for the launch's MFU (not written in ``ranks[]``).
         node_gpu: The ``gpu`` section of its passport when it sampled its node (not written in ``ranks[]``).
+        first_step_counted: ``False`` when its passport's ``series_info`` says its tokens count from step 2.
     """
 
     seat: str
@@ -82,6 +83,7 @@ class RankSummary:
     device: dict[str, Any] | None = None
     mfu: float | None = None
     mfu_missing: str | None = None
+    first_step_counted: bool = True
     compute: RankCompute | None = field(default=None, repr=False)
     node_gpu: dict[str, Any] | None = field(default=None, repr=False)
 
@@ -107,6 +109,14 @@ def _peak_memory(memory: dict[str, Any] | None) -> int | None:
             return int(cuda[key])
     peak = memory.get("rss_peak_bytes")
     return int(peak) if peak is not None else None
+
+
+FIRST_STEP_MISSED = "counted from step 2"  # the probes' tokens_per_step note (core/loss_capture.py)
+
+
+def _tokens_note(p: dict[str, Any]) -> str:
+    info = (p.get("series_info") or {}).get("tokens_per_step") or {}
+    return str(info.get("note") or "") if isinstance(info, dict) else ""
 
 
 def read_seat(seat_dir: Path) -> RankSummary:
@@ -139,7 +149,7 @@ def read_seat(seat_dir: Path) -> RankSummary:
                 seconds_per_step=(p.get("throughput") or {}).get("seconds_per_step"),
                 peak_memory_bytes=_peak_memory(p.get("memory")),
                 data_wait_s=(p.get("phases_s") or {}).get("data_wait"), timing=dict(section.get("timing") or {}),
-                error=p.get("error"))
+                error=p.get("error"), first_step_counted=FIRST_STEP_MISSED not in _tokens_note(p))
     last = last_of_kinds(seat_dir / LOG_FILE, ("interval", "end"))
     interval = last.get("interval") or {}
     end = last.get("end") or {}
@@ -253,6 +263,10 @@ def distributed_section(ranks: list[RankSummary], *, token_unit: str = "tokens",
             notes.append(f"{r.seat} {r.status} at step {r.steps}" + (f" ({error[0][:160]})" if error else ""))
     if missing:
         notes.append(f"no record from rank(s) {', '.join(map(str, missing))} of world size {world_size}")
+    late = [r.label for r in ranks if not r.first_step_counted]
+    if late:
+        notes.append(f"global {token_unit} leave out the first step of {', '.join(late)}: a rank's record starts "
+                     "at its first optimizer step (trainmeter's autostart), after that step's batches")
     if convention is None:
         convention = next((r.compute.convention for r in ranks if r.compute is not None and r.compute.convention),
                           None)

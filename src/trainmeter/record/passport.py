@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from trainmeter.core.explicit_steps import steps_unknown
 from trainmeter.core.provenance import Derivation, Input
 from trainmeter.core.text import markdown_text
 from trainmeter.core.throughput import ratio
@@ -101,7 +102,36 @@ def build_passport(m: RunView) -> dict[str, Any]:
     if controls is not None:
         passport.update(controls.passport_fields())
     m.dispatch.passport(passport)  # each extension's section under its name, and its derivations
+    if _launch(passport) and not m.steps:  # the parent trained nothing itself: its goodput is no figure
+        passport["goodput"] = None
+    time_section = passport.get("time")
+    if isinstance(time_section, dict) and "checkpoints" in time_section:  # one record per checkpoint, at the top
+        ours = passport.get("checkpoints") or []  # tm.checkpoint() and the widget's (core/controls.py)
+        passport["checkpoints"] = sorted([*time_section.pop("checkpoints"), *ours],
+                                         key=lambda c: c.get("step") or 0 if isinstance(c, dict) else 0)
+    if steps_unknown(m):  # backward seen, no step it knows: no count, no goodput (docs/spec.md section 11)
+        passport["steps_unknown"] = True
+        passport["goodput"] = None
     return passport
+
+
+def _launch(p: dict[str, Any]) -> dict[str, Any] | None:
+    """The ``distributed`` section of a parent whose ranks were recorded (its passport speaks for the launch)."""
+    section = p.get("distributed")
+    return section if isinstance(section, dict) and section.get("role") == "launch" else None
+
+
+def _steps_line(p: dict[str, Any], unit: str) -> str:
+    launch = _launch(p)
+    if launch is not None and not p.get("steps"):
+        return (f"- Steps: {format_integer(launch.get('global_steps'))} (global, over "
+                f"{format_integer(launch.get('ranks_recorded'))} rank(s) of world size "
+                f"{format_integer(launch.get('world_size'))}); {launch.get('token_unit') or unit}: "
+                f"{format_integer(launch.get('global_tokens'))} (sum over ranks)")
+    if p.get("steps_unknown"):
+        return (f"- Steps: unknown (backward calls with no optimizer step trainmeter knows: call tm.step() after "
+                f"each update); {unit}: unknown")
+    return f"- Steps: {format_integer(p['steps'])}; {unit}: {format_integer(p['tokens'])}"
 
 
 def _environment() -> dict[str, Any]:
@@ -123,9 +153,12 @@ def render_markdown(p: dict[str, Any]) -> str:
         "",
         f"- Status: **{markdown_text(p['status'])}**" + (f" ({markdown_text(p['error'])})" if p.get("error") else ""),
         f"- Started {p.get('started_at')}, ended {p.get('ended_at')} (UTC); session {format_duration(p.get('elapsed_s'))}",
-        f"- Steps: {format_integer(p['steps'])}; {unit}: {format_integer(p['tokens'])}",
+        _steps_line(p, unit),
     ]
     lines += _lanes_table(p.get("lanes"), unit)
+    launch = _launch(p)
+    if launch is not None:
+        lines += [f"- Launch: {markdown_text(note)}" for note in launch.get("notes") or []]
     params = p.get("params") or {}
     if params.get("trained"):
         lines.append(f"- Trained parameters: {format_integer(params['trained'])}")
@@ -138,7 +171,7 @@ def render_markdown(p: dict[str, Any]) -> str:
     if phases:
         lines.append("- Time: " + ", ".join(f"{k} {format_seconds(v)}" for k, v in phases.items()))
     series = p.get("series") or {}
-    for name in ("train_loss", "val_loss"):
+    for name in ("train_loss", "val_loss", "eval_loss", "valid_loss"):
         if name in series and series[name].get("last") is not None:
             s = series[name]
             lines.append(f"- {name}: last {format_number(s['last'])}, min {format_number(s['min'])} "

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from trainmeter.core.explicit_steps import steps_unknown
 from trainmeter.core.series import Series, StepSeries
 from trainmeter.record.events import columns_record, interval_record
 from trainmeter.record.runlog import RunLog
@@ -101,6 +102,10 @@ def summary_line(m: RunView, saved: str | None = None) -> str:
     rate = m.session.session_tokens_per_s if m.session else None
     stopped = getattr(getattr(m, "controls", None), "stopped", None)
     status = f"{m.status} by {stopped.by} at step {stopped.step}" if stopped is not None else m.status
+    if steps_unknown(m):
+        return (f"trainmeter: run {m.options.name!r} {status}, steps unknown (backward calls with no optimizer step "
+                f"trainmeter knows: call tm.step() after each update); "
+                f"{saved if saved is not None else f'passport in {m.run_dir}'}")
     return (f"trainmeter: run {m.options.name!r} {status} after {m.steps} steps, "
             f"{format_count(m.tokens)} {m.token_unit}"
             + (f", {format_rate(rate, f'{m.token_unit}/s')} (session)" if rate else "")

@@ -11,6 +11,7 @@ LOSS_NAME = "train_loss"
 SEED_ORDER = (LOSS_NAME, "lr", "grad_norm")  # then tok/s, mfu, mem, then other series and extras
 # What frameworks log under other names, recorded by the taps: used when trainmeter's own series is absent.
 SERIES_ALIASES: dict[str, tuple[str, ...]] = {
+    LOSS_NAME: ("loss",),  # Hugging Face Trainer.log: the line's loss= is one field
     "lr": ("learning_rate",),  # Hugging Face Trainer.log
     "grad_norm": ("grad_2.0_norm_total",),  # Lightning: self.log_dict(grad_norm(self, norm_type=2))
 }

@@ -22,7 +22,9 @@ training process are recorded.
 
 Series names are the logged keys, except the names trainmeter measures itself
 (``train_loss``, ``tokens_per_step``): a Lightning ``self.log("train_loss")`` becomes
-``lightning.train_loss``, so one series never holds two quantities. Each tapped series
+``lightning.train_loss``, so one series never holds two quantities. A logged ``grad_norm``
+(Hugging Face's) is left out while trainmeter records its own from the same ``clip_grad_norm_``,
+so the series has one point per step. Each tapped series
 gets a ``series_info`` entry naming the library. A run-level summary a framework logs
 once at the end (Hugging Face's ``train_runtime``, ``train_loss``, ...: a ``Trainer.log``
 call carrying ``train_runtime``) is kept as summary values in ``passport.json["taps"]``,
@@ -53,6 +55,7 @@ if TYPE_CHECKING:
 
 Extract = Callable[[tuple[Any, ...], dict[str, Any]], dict[str, Any]]
 OWN_SERIES = ("train_loss", "tokens_per_step")  # measured by trainmeter: a logged key of that name is prefixed
+MEASURED_TWICE = ("grad_norm",)  # also read by trainmeter from the same clip_grad_norm_: one point per step
 SUMMARY_KEYS = {"transformers": "train_runtime"}  # a call carrying this key is the run's end summary
 
 
@@ -275,7 +278,8 @@ class Taps(ExtensionBase):
                     {k: float(v) for k, v in values.items() if isinstance(v, (int, float))})
                 self.tapped[library] = self.tapped.get(library, 0) + 1
                 return
-            values = {(f"{library}.{k}" if k in OWN_SERIES else k): v for k, v in values.items()}
+            values = {(f"{library}.{k}" if k in OWN_SERIES else k): v for k, v in values.items()
+                      if not (k in MEASURED_TWICE and k in monitor.series)}
             info = monitor.series_info
             for name in values:
                 if name not in info:

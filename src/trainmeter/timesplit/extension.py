@@ -20,10 +20,12 @@ Extension ``"time"``. While the run is active (training thread only):
   are frameworks' normal ways. All three come as ``on_phase("train", "begin", t_s)``, which the
   core sends only while a span is open (``dispatch.watch_training``): the split has no per-step
   hook of its own.
-- **Checkpoints**: ``torch.save`` (and ``torch.serialization.save``),
-  ``safetensors.torch.save_file``/``save_model`` and
-  ``transformers.modeling_utils.PreTrainedModel.save_pretrained`` become
-  ``checkpoint`` spans; savers of libraries imported during the run are wrapped
+- **Checkpoints**: ``torch.save`` (and ``torch.serialization.save``) and the savers
+  of :mod:`~trainmeter.timesplit.savers` (safetensors, ``save_pretrained`` of
+  transformers and peft, the HF Trainer's checkpoint, accelerate's ``save_state``,
+  ``torch.distributed.checkpoint``, Lightning, Keras, fastai) become ``checkpoint``
+  spans, one per outermost save, each recorded in passport.json ``checkpoints``;
+  savers of libraries imported during the run are wrapped
   right after their import (post-import hook); nothing is imported here. A save
   inside an open eval span (Hugging Face saves right after ``evaluate()``, before
   ``train()``; Lightning's ModelCheckpoint at the end of validation) is credited
@@ -37,7 +39,6 @@ from __future__ import annotations
 
 import functools
 import weakref
-from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from trainmeter.core import host_patches
@@ -46,6 +47,8 @@ from trainmeter.core.extension import ExtensionBase, Report
 from trainmeter.core.provenance import Derivation, Input
 from trainmeter.core.throughput import ratio
 from trainmeter.sizes import format_seconds
+from trainmeter.timesplit import savers
+from trainmeter.timesplit.checkpoints import CheckpointSpans
 
 if TYPE_CHECKING:
     from trainmeter.core.monitor import Monitor
@@ -56,7 +59,7 @@ GOODPUT_SERIES = "time.goodput"
 DATA_WAIT_SERIES = "time.data_wait_share"
 
 
-class TimeSplit(ExtensionBase):
+class TimeSplit(CheckpointSpans, ExtensionBase):
     """Data-wait, eval and checkpoint probes of one run (extension ``"time"``).
 
     Thread safety: wrappers act on the training thread of the training process
@@ -81,6 +84,7 @@ class TimeSplit(ExtensionBase):
         self.max_wait_s: float | None = None
         self.eval_spans = 0
         self.checkpoint_saves = 0
+        self.checkpoints: list[dict[str, Any]] = []  # passport.json checkpoints (savers.record)
         self.patched: list[str] = []
         self._window = {"batches": 0, "totals": {}, "elapsed_s": 0.0}
         self._last_panel: list[dict[str, Any]] = []
@@ -102,15 +106,16 @@ class TimeSplit(ExtensionBase):
         self._gate.open()
         self._wrap(dataloader._BaseDataLoaderIter, "__next__", self._make_next, "DataLoader iterator __next__")
         self._wrap(torch.nn.Module, "train", self._make_train, "torch.nn.Module.train")
-        self._wrap(torch.serialization, "save", self._make_saver, "torch.serialization.save")
+        self._wrap(torch.serialization, "save", functools.partial(self._make_saver, None), "torch.serialization.save")
         wrapped = vars(torch.serialization).get("save")
         if getattr(wrapped, "__trainmeter_original__", None) is getattr(torch, "save", None):
             self._patches.set(torch, "save", wrapped)
             self.patched.append("torch.save")
-        self._hooks = PostImportHooks({
-            "safetensors.torch": self._patch_safetensors,
-            "transformers.modeling_utils": self._patch_transformers,
-        })
+        by_module: dict[str, list[savers.SaverSite]] = {}
+        for site in savers.SITES:
+            by_module.setdefault(site.module, []).append(site)
+        self._hooks = PostImportHooks({name: functools.partial(self._patch_savers, sites)
+                                       for name, sites in by_module.items()})
         self._hooks.install()
 
     def stop(self) -> None:
@@ -128,16 +133,6 @@ class TimeSplit(ExtensionBase):
                 self.patched.append(label)
         except Exception as exc:
             self._warn(f"time-{attr}", f"{label} not timed: {exc!r}")
-
-    def _patch_safetensors(self, module: ModuleType) -> None:
-        if self._gate.active:
-            for attr in ("save_file", "save_model"):
-                self._wrap(module, attr, self._make_saver, f"safetensors.torch.{attr}")
-
-    def _patch_transformers(self, module: ModuleType) -> None:
-        owner = getattr(module, "PreTrainedModel", None)
-        if self._gate.active and isinstance(owner, type):
-            self._wrap(owner, "save_pretrained", self._make_saver, "PreTrainedModel.save_pretrained")
 
     # -- wrappers ------------------------------------------------------------------
     def _make_next(self, original: Any) -> Any:
@@ -254,30 +249,6 @@ class TimeSplit(ExtensionBase):
         if not self._ckpt_depth:  # during a save inside the span, the span is already paused
             self._exit()
 
-    def _make_saver(self, original: Any) -> Any:
-        split = self
-
-        @functools.wraps(original)
-        def saver(*args: Any, **kwargs: Any) -> Any:
-            if split._ckpt_depth or not split._gate.here():
-                return original(*args, **kwargs)
-            in_eval = split._eval_open
-            if in_eval:
-                split._exit()  # the eval span pauses: the save is checkpoint time
-            entered = split._enter("checkpoint")
-            split._ckpt_depth += 1
-            try:
-                return original(*args, **kwargs)
-            finally:
-                split._ckpt_depth -= 1
-                if entered:
-                    split.checkpoint_saves += 1
-                    split._exit()
-                if in_eval and split._eval_open:
-                    split._enter("eval")  # the same span goes on
-
-        return saver
-
     def _enter(self, phase: str) -> bool:
         monitor = self._monitor
         if monitor is None:
@@ -349,6 +320,7 @@ class TimeSplit(ExtensionBase):
             "max_wait_s": self.max_wait_s,
             "eval_spans": self.eval_spans,
             "checkpoint_saves": self.checkpoint_saves,
+            "checkpoints": list(self.checkpoints),
             "patched": sorted(set(self.patched)),
             "derivations": [derivation.to_dict()],
         }

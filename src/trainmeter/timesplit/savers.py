@@ -1,0 +1,154 @@
+"""The checkpoint savers the time split wraps, where each writes, and the record of each checkpoint.
+
+Each :class:`SaverSite` is one saver, patched where callers look it up (peft and accelerate bind
+``safetensors``' and ``torch``'s savers at import, so their own methods are wrapped, not only the
+functions they bound). The outermost saver of a nested set is the checkpoint: a Hugging Face
+``Trainer._save_checkpoint`` that calls ``save_pretrained`` and four ``torch.save`` is one
+checkpoint, timed once and recorded once (docs/spec.md section 11, "Checkpoints").
+
+A record is ``{"path", "step", "bytes", "seconds", "source"}`` (passport.json ``checkpoints``):
+``path`` as the framework wrote it, ``bytes`` the size on disk once the save returned (a folder's
+files summed, up to :data:`MAX_FILES`; ``None`` for a stream or a path not on the local disk).
+Thread safety: the training thread (the wrappers' gate).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+MAX_FILES = 2000  # files summed for a checkpoint folder's bytes
+MAX_RECORDS = 1000  # checkpoint records kept (the count goes on)
+
+Where = Callable[[tuple[Any, ...], dict[str, Any], Any], Any]
+
+
+def _arg(index: int, name: str) -> Where:
+    return lambda args, kwargs, result: args[index] if len(args) > index else kwargs.get(name)
+
+
+def _result(args: tuple[Any, ...], kwargs: dict[str, Any], result: Any) -> Any:
+    return result
+
+
+def _hf_checkpoint(args: tuple[Any, ...], kwargs: dict[str, Any], result: Any) -> Any:
+    trainer = args[0]
+    return os.path.join(str(trainer.args.output_dir), f"checkpoint-{trainer.state.global_step}")
+
+
+def _hf_save_model(args: tuple[Any, ...], kwargs: dict[str, Any], result: Any) -> Any:
+    given = args[1] if len(args) > 1 else kwargs.get("output_dir")
+    return given if given is not None else args[0].args.output_dir
+
+
+def _dcp(args: tuple[Any, ...], kwargs: dict[str, Any], result: Any) -> Any:
+    given = kwargs.get("checkpoint_id")
+    if given is None:
+        given = getattr(kwargs.get("storage_writer"), "path", None)
+    return given
+
+
+def _accelerate_state(args: tuple[Any, ...], kwargs: dict[str, Any], result: Any) -> Any:
+    return result if isinstance(result, (str, os.PathLike)) else (args[1] if len(args) > 1
+                                                                   else kwargs.get("output_dir"))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SaverSite:
+    """One saver.
+
+    Attributes:
+        module: Module holding it (wrapped once imported).
+        owner: Class name in ``module``, or ``""`` for a module-level function.
+        attr: The saver.
+        source: The record's ``source``.
+        where: ``(args, kwargs, result) -> path`` (``args`` with ``self`` first for a method).
+    """
+
+    module: str
+    owner: str
+    attr: str
+    source: str
+    where: Where
+
+
+_TORCH_SAVE = _arg(1, "f")
+SITES: tuple[SaverSite, ...] = (
+    SaverSite(module="safetensors.torch", owner="", attr="save_file", source="safetensors", where=_arg(1, "filename")),
+    SaverSite(module="safetensors.torch", owner="", attr="save_model", source="safetensors", where=_arg(1, "filename")),
+    SaverSite(module="transformers.modeling_utils", owner="PreTrainedModel", attr="save_pretrained",
+              source="transformers save_pretrained", where=_arg(1, "save_directory")),
+    SaverSite(module="transformers.trainer", owner="Trainer", attr="_save_checkpoint",
+              source="transformers Trainer checkpoint", where=_hf_checkpoint),
+    SaverSite(module="transformers.trainer", owner="Trainer", attr="save_model",
+              source="transformers Trainer.save_model", where=_hf_save_model),
+    SaverSite(module="peft.peft_model", owner="PeftModel", attr="save_pretrained", source="peft save_pretrained",
+              where=_arg(1, "save_directory")),
+    SaverSite(module="accelerate.accelerator", owner="Accelerator", attr="save_state", source="accelerate save_state",
+              where=_accelerate_state),
+    SaverSite(module="accelerate.accelerator", owner="Accelerator", attr="save_model", source="accelerate save_model",
+              where=_arg(2, "save_directory")),
+    SaverSite(module="torch.distributed.checkpoint", owner="", attr="save", source="torch.distributed.checkpoint",
+              where=_dcp),
+    SaverSite(module="torch.distributed.checkpoint", owner="", attr="async_save",
+              source="torch.distributed.checkpoint (async: the blocking part)", where=_dcp),
+    SaverSite(module="torch.distributed.checkpoint.state_dict_saver", owner="", attr="save",
+              source="torch.distributed.checkpoint", where=_dcp),
+    SaverSite(module="torch.distributed.checkpoint.state_dict_saver", owner="", attr="async_save",
+              source="torch.distributed.checkpoint (async: the blocking part)", where=_dcp),
+    SaverSite(module="lightning.pytorch.trainer.trainer", owner="Trainer", attr="save_checkpoint",
+              source="lightning save_checkpoint", where=_arg(1, "filepath")),
+    SaverSite(module="pytorch_lightning.trainer.trainer", owner="Trainer", attr="save_checkpoint",
+              source="lightning save_checkpoint", where=_arg(1, "filepath")),
+    SaverSite(module="keras.src.models.model", owner="Model", attr="save", source="keras Model.save",
+              where=_arg(1, "filepath")),
+    SaverSite(module="keras.src.models.model", owner="Model", attr="save_weights", source="keras Model.save_weights",
+              where=_arg(1, "filepath")),
+    SaverSite(module="fastai.learner", owner="Learner", attr="save", source="fastai Learner.save", where=_result),
+)
+TORCH_SAVE_SOURCE = "torch.save"
+
+
+def torch_save_path(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """Where a ``torch.save`` call writes (its ``f``)."""
+    return _TORCH_SAVE(args, kwargs, None)
+
+
+def describe(where: Any) -> str:
+    """The record's ``path``: the path as given, or what a stream is (``<BytesIO>``)."""
+    if isinstance(where, (str, bytes, os.PathLike)):
+        path = os.fspath(where)
+        return path.decode(errors="replace") if isinstance(path, bytes) else path
+    if where is None:
+        return "<unknown>"
+    return f"<{type(where).__name__}>"
+
+
+def size_bytes(where: Any) -> int | None:
+    """Bytes on disk at ``where`` (a file, or a folder's files up to :data:`MAX_FILES`), else ``None``."""
+    if not isinstance(where, (str, os.PathLike)):
+        return None
+    try:
+        path = os.fspath(where)
+        if os.path.isfile(path):
+            return os.path.getsize(path)
+        if not os.path.isdir(path):
+            return None
+        total = files = 0
+        for root, _dirs, names in os.walk(path):
+            for name in names:
+                files += 1
+                if files > MAX_FILES:
+                    return None
+                total += os.path.getsize(os.path.join(root, name))
+        return total
+    except (OSError, TypeError, ValueError):
+        return None
+
+
+def record(where: Any, step: int, seconds: float | None, source: str) -> dict[str, Any]:
+    """One ``checkpoints`` entry."""
+    return {"path": describe(where), "step": int(step), "bytes": size_bytes(where), "seconds": seconds,
+            "source": source}

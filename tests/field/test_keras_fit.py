@@ -1,0 +1,85 @@
+"""Keras 3 on the torch backend: ``Model.fit`` with validation and ModelCheckpoint, its optimizer not torch.optim."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import trainmeter as tm  # noqa: E402
+from tests.field.conftest import logged, passport, printed_by_us, within  # noqa: E402
+
+ROWS, VALID, BATCH, EPOCHS = 48, 16, 8, 2
+EVAL_SLEEP_S = 0.5  # per eval batch: 2 batches per eval, 2 evals
+SAVE_SLEEP_S = 0.8  # inside each save (a layer's save_own_variables), one per epoch
+
+
+@pytest.fixture
+def keras(monkeypatch):
+    monkeypatch.setenv("KERAS_BACKEND", "torch")  # read at keras' import: set here, not globally
+    keras = pytest.importorskip("keras")
+    if keras.backend.backend() != "torch":
+        pytest.skip("keras was imported with another backend")
+    return keras
+
+
+def _fit(keras, out_dir, sleeps: bool):
+    import numpy as np
+
+    keras.utils.set_random_seed(0)
+
+    class Slow(keras.layers.Dense):  # sleeps while the checkpoint writes its weights
+        def save_own_variables(self, store):
+            if sleeps:
+                time.sleep(SAVE_SLEEP_S)
+            super().save_own_variables(store)
+
+    class SlowEval(keras.callbacks.Callback):  # sleeps inside each validation batch
+        def on_test_batch_end(self, batch, logs=None):
+            if sleeps:
+                time.sleep(EVAL_SLEEP_S)
+
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(8, activation="relu"), Slow(1)])
+    model.compile(optimizer="adam", loss="mse")
+    rng = np.random.RandomState(0)
+    x = rng.randn(ROWS + VALID, 4).astype("float32")
+    y = x.sum(1, keepdims=True)
+    save = keras.callbacks.ModelCheckpoint(os.path.join(out_dir, "e{epoch}.keras"))
+    history = model.fit(x[:ROWS], y[:ROWS], batch_size=BATCH, epochs=EPOCHS, verbose=0, shuffle=False,
+                        validation_data=(x[ROWS:], y[ROWS:]), callbacks=[SlowEval(), save])
+    return model, history.history
+
+
+def test_keras_fit_counts_steps_samples_and_loss_and_times_eval_and_checkpoints(keras, tmp_path, printed):
+    os.makedirs(tmp_path / "bare")
+    os.makedirs(tmp_path / "ours")
+    with printed() as bare:
+        _, bare_history = _fit(keras, str(tmp_path / "bare"), sleeps=False)
+    with printed() as ours, tm.monitor(run_dir=tmp_path / "runs", interval_s=3600) as m:
+        model, history = _fit(keras, str(tmp_path / "ours"), sleeps=True)
+    p = passport(m)
+    steps_per_epoch = ROWS // BATCH
+    assert history == bare_history  # bit-identical losses, with and without trainmeter
+    assert m.steps == EPOCHS * steps_per_epoch == int(model.optimizer.iterations)  # not torch.optim: 0 before
+    assert m.tokens == EPOCHS * ROWS and m.token_unit == "samples"
+    assert p["frameworks"]["steps_source"].startswith("keras callback")
+    assert p["frameworks"]["framework_steps"] == {"keras": m.steps}
+    # Keras logs each epoch's mean loss: ours per step, averaged over the epoch, is the same number
+    ours_loss = [v for _, v in logged(m, "train_loss")]
+    assert len(ours_loss) == m.steps
+    for epoch in range(EPOCHS):
+        mean = sum(ours_loss[epoch * steps_per_epoch:(epoch + 1) * steps_per_epoch]) / steps_per_epoch
+        assert mean == pytest.approx(history["loss"][epoch], rel=1e-5)
+    # its epoch logs are series at the epoch's last step: the validation loss Keras computed
+    assert logged(m, "val_loss") == [(steps_per_epoch * (e + 1), v) for e, v in enumerate(history["val_loss"])]
+    assert p["series_info"]["val_loss"]["source"] == "logged by keras at each epoch's end"
+    assert within(p["phases_s"]["eval"], EPOCHS * (VALID // BATCH) * EVAL_SLEEP_S), p["phases_s"]
+    assert within(p["phases_s"]["checkpoint"], EPOCHS * SAVE_SLEEP_S), p["phases_s"]
+    assert [(c["step"], c["source"]) for c in p["checkpoints"]] == [
+        (steps_per_epoch * (e + 1), "keras Model.save") for e in range(EPOCHS)]
+    assert all(c["bytes"] > 0 for c in p["checkpoints"]) and p["time"]["checkpoint_saves"] == EPOCHS
+    assert p.get("steps_unknown") is None and p["goodput"] is not None
+    assert printed_by_us(bare, ours) == [] and p["warnings"] == []

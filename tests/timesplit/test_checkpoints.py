@@ -1,0 +1,56 @@
+"""One checkpoint per outermost save, for the savers that bind theirs at import (accelerate) and for DCP."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import trainmeter as tm  # noqa: E402
+
+
+def _passport(m):
+    return json.loads((m.run_dir / "passport.json").read_text())
+
+
+def test_accelerate_save_state_is_one_checkpoint_however_many_files_it_writes(run_root, tmp_path):
+    accelerate = pytest.importorskip("accelerate")
+    with tm.monitor(run_dir=run_root, interval_s=3600) as m:
+        accelerator = accelerate.Accelerator(cpu=True)
+        model = torch.nn.Linear(4, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        model, opt = accelerator.prepare(model, opt)
+        model(torch.randn(2, 4)).sum().backward()
+        opt.step()
+        accelerator.save_state(str(tmp_path / "state"))
+    p = _passport(m)
+    files = [f for f in (tmp_path / "state").rglob("*") if f.is_file()]
+    assert len(files) >= 2  # model, optimizer, RNG state: several files, one checkpoint
+    assert p["time"]["checkpoint_saves"] == 1
+    [record] = p["checkpoints"]
+    assert record["source"] == "accelerate save_state" and record["step"] == 1
+    assert record["bytes"] == sum(f.stat().st_size for f in files) and record["seconds"] > 0
+
+
+def test_torch_distributed_checkpoint_save_is_a_checkpoint(run_root, tmp_path):
+    dcp = pytest.importorskip("torch.distributed.checkpoint")
+    from tests.field.conftest import Sleeper, within
+
+    model = torch.nn.Linear(4, 1)
+    with tm.monitor(run_dir=run_root, interval_s=3600) as m:  # the sleeper is pickled inside the save
+        dcp.save({"model": model.state_dict(), "extra": Sleeper(0.6)}, checkpoint_id=str(tmp_path / "dcp"))
+    p = _passport(m)
+    [record] = p["checkpoints"]
+    assert record["source"] == "torch.distributed.checkpoint" and record["path"] == str(tmp_path / "dcp")
+    assert record["bytes"] > 0 and within(p["phases_s"]["checkpoint"], 0.6), p["phases_s"]
+    assert record["seconds"] == pytest.approx(p["phases_s"]["checkpoint"], rel=0.05)
+
+
+def test_two_top_level_torch_saves_are_two_checkpoints(run_root, tmp_path):
+    with tm.monitor(run_dir=run_root, interval_s=3600) as m:
+        torch.save({"a": 1}, tmp_path / "a.pt")
+        torch.save({"b": 2}, tmp_path / "b.pt")
+    p = _passport(m)
+    assert [r["source"] for r in p["checkpoints"]] == ["torch.save", "torch.save"]  # two top-level saves: two

@@ -1,0 +1,48 @@
+"""The saver table: where each saver writes, what a record holds, a folder's size bounded."""
+
+from __future__ import annotations
+
+import io
+
+from trainmeter.timesplit import savers
+
+
+def _site(source):
+    return next(s for s in savers.SITES if s.source == source)
+
+
+def test_each_saver_names_where_it_writes_from_its_own_arguments():
+    class Trainer:
+        class args:
+            output_dir = "out"
+
+        class state:
+            global_step = 7
+
+    assert _site("transformers Trainer checkpoint").where((Trainer(), None), {}, None) == "out/checkpoint-7"
+    assert _site("transformers Trainer.save_model").where((Trainer(),), {}, None) == "out"
+    assert _site("peft save_pretrained").where((object(), "adapter"), {}, None) == "adapter"
+    assert _site("accelerate save_state").where((object(),), {}, "state/dir") == "state/dir"
+    assert _site("fastai Learner.save").where((object(), "m"), {}, "models/m.pth") == "models/m.pth"
+    dcp = next(s for s in savers.SITES if s.module == "torch.distributed.checkpoint" and s.attr == "save")
+    assert dcp.where(({},), {"checkpoint_id": "ckpt"}, None) == "ckpt"
+    assert savers.torch_save_path(({}, "x.pt"), {}) == "x.pt"
+
+
+def test_a_record_sizes_a_file_or_a_folder_and_names_a_stream(tmp_path):
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "a").write_bytes(b"12345")
+    (tmp_path / "d" / "b").write_bytes(b"123")
+    assert savers.record(tmp_path / "d", 4, 0.5, "x") == {"path": str(tmp_path / "d"), "step": 4, "bytes": 8,
+                                                          "seconds": 0.5, "source": "x"}
+    assert savers.record(tmp_path / "d" / "a", 1, None, "x")["bytes"] == 5
+    stream = savers.record(io.BytesIO(), 1, 0.1, "torch.save")
+    assert stream["path"] == "<BytesIO>" and stream["bytes"] is None
+    assert savers.record(tmp_path / "missing", 1, 0.1, "x")["bytes"] is None
+
+
+def test_a_folder_of_too_many_files_has_no_size(tmp_path, monkeypatch):
+    monkeypatch.setattr(savers, "MAX_FILES", 2)
+    for name in "abc":
+        (tmp_path / name).write_bytes(b"1")
+    assert savers.size_bytes(tmp_path) is None
