@@ -184,3 +184,34 @@ def test_keras_train_on_batch_is_one_step_with_its_samples(tmp_path, monkeypatch
         losses = [model.train_on_batch(x, x[:, :1]) for _ in range(3)]
     assert m.steps == 3 == int(model.optimizer.iterations) and m.tokens == 24 and m.token_unit == "samples"
     assert len(losses) == 3 and m.warnings == []
+
+
+def test_tm_stop_and_checkpoint_in_an_hf_trainer_go_through_the_trainers_own_stop_and_saver(tmp_path):
+    transformers = pytest.importorskip("transformers")
+    from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainerCallback, TrainingArguments
+
+    transformers.set_seed(0)
+    model = GPT2LMHeadModel(GPT2Config(vocab_size=32, n_positions=16, n_embd=8, n_layer=1, n_head=2))
+    ids = torch.randint(0, 32, (32, 8), generator=torch.Generator().manual_seed(0))
+    rows = [{"input_ids": r, "labels": r} for r in ids]
+    ended: list[int] = []
+
+    class AtStep(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            if state.global_step == STOP_AT:
+                assert tm.checkpoint() and tm.stop()  # as the widget's buttons do, from Python
+
+        def on_train_end(self, args, state, control, **kwargs):
+            ended.append(state.global_step)  # the framework's own end ran
+
+    args = TrainingArguments(output_dir=str(tmp_path / "out"), max_steps=8, per_device_train_batch_size=4,
+                             report_to="none", use_cpu=True, disable_tqdm=True, save_strategy="no",
+                             logging_strategy="no")
+    trainer = Trainer(model=model, args=args, train_dataset=rows, callbacks=[AtStep()])
+    with tm.monitor(run_dir=tmp_path / "runs", interval_s=3600) as m:
+        trainer.train()
+    assert m.status == "stopped" and ended == [trainer.state.global_step]
+    assert STOP_AT <= trainer.state.global_step <= STOP_AT + 1 < 8  # at the next step boundary, never later
+    checkpoints = m.controls.passport_fields()["checkpoints"]
+    assert len(checkpoints) == 1 and checkpoints[0]["source"] == "hf"
+    assert (Path(m.run_dir) / checkpoints[0]["path"] / "config.json").exists()  # HF's own saver wrote it
