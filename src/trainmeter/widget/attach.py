@@ -94,6 +94,9 @@ def _route_restores(widget: Any) -> Any:
         kernel = getattr(get_ipython(), "kernel", None)
         if kernel is None:
             return None
+        from trainmeter.widget import kernel_status
+
+        kernel_status.install(kernel, _live_running)  # the status bar says Busy for the whole run
         router = install(kernel, _live_running)
         if router is not None:
             router.add_comm(getattr(getattr(widget, "comm", None), "comm_id", None))
