@@ -62,6 +62,15 @@ def test_user_exception_propagates_and_run_is_failed(ip, in_tmp):
     assert tm.runs(in_tmp / ".trainmeter" / "runs")[-1].passport["status"] == "failed"
 
 
+def test_a_failing_cells_traceback_names_its_own_execution_count(ip, in_tmp):
+    r = ip.run_cell("%%trainmeter --name count --no-widget\nraise ValueError('x')", store_history=True)
+    tb = ip.InteractiveTB.text(type(r.error_in_exec), r.error_in_exec, r.error_in_exec.__traceback__)
+    import re
+
+    assert r.execution_count is not None and len(re.findall(r"Cell In\[\d+\]", tb)) == 2, tb
+    assert set(re.findall(r"Cell In\[(\d+)\]", tb)) == {str(r.execution_count)}, tb  # the body's frame too
+
+
 def test_keyboard_interrupt_gives_interrupted_status(ip, in_tmp):
     _run(ip, "%%trainmeter --name stop\nraise KeyboardInterrupt")
     import trainmeter as tm

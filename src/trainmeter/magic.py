@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import ast
 import shlex
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -164,7 +165,7 @@ def run_cell(shell: Any, cell: str, options: MonitorOptions) -> Any:
     last = None
     if tree.body and isinstance(tree.body[-1], ast.Expr):
         last = ast.Expression(tree.body.pop().value)
-    filename = shell.compile.cache(code, shell.execution_count)
+    filename = shell.compile.cache(code, _cell_number(shell))
     body = shell.compile(tree, filename, "exec")
     tail = shell.compile(last, filename, "eval") if last is not None else None
     show_widget = options.widget and _in_notebook(shell)
@@ -188,6 +189,23 @@ def run_cell(shell: Any, cell: str, options: MonitorOptions) -> Any:
         for sink in sinks:
             sink.close()
     return result
+
+
+def _cell_number(shell: Any) -> int:
+    """The running cell's execution count, as its traceback names it (``Cell In[N]``).
+
+    IPython 8+ counts the cell before running it, so ``shell.execution_count`` is
+    already the next one here: the number is the one IPython compiled the calling
+    cell under (the first frame up the stack whose file is a cached cell).
+    """
+    names = getattr(shell.compile, "_filename_map", None) or {}
+    frame = sys._getframe(1)
+    while frame is not None:
+        number = names.get(frame.f_code.co_filename)
+        if isinstance(number, int):
+            return number
+        frame = frame.f_back
+    return int(shell.execution_count)
 
 
 def load_ipython_extension(ipython: Any) -> None:
