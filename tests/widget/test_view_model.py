@@ -194,12 +194,26 @@ def test_live_rate_tile_and_eta_follow_the_recent_figures_between_reports(run_ro
                            window_s=10.0, t_s=12.0, rss_bytes=123 * 2**20)
     state = build_state(facts_from_monitor(m, recent=recent))
     rate = _tile(state, "throughput")
-    assert rate["value"] == 1234.0 and rate["label"] == "rate (last 10 s)"
+    assert rate["value"] == 1234.0 and rate["label"] == "session rate (last 10 s)"
     assert rate["derivation"]["formula"] == "window_tokens / window_s"
     assert _tile(state, "rss")["value"] == 123 * 2**20
     early = RecentFigures(tokens_per_s=1234.0, steps_per_s=5.0, window_tokens=300, window_s=0.4, window_steps=2,
                           t_s=0.4, rss_bytes=None)
-    assert _tile(build_state(facts_from_monitor(m, recent=early)), "throughput")["label"] == "rate (first second)"
+    assert _tile(build_state(facts_from_monitor(m, recent=early)), "throughput")["label"] == \
+        "session rate (first second)"
+
+
+def test_the_live_rate_tile_names_one_window_for_the_session_and_the_training_only_rate(run_root):
+    from trainmeter.widget.live_rate import RecentFigures
+
+    m = _run(run_root, FakeClock(0.0))
+    m.status = "running"
+    recent = RecentFigures(tokens_per_s=5_100.0, steps_per_s=5.0, window_tokens=51_000, window_steps=50,
+                           window_s=10.0, t_s=12.0, train_tokens_per_s=5_800.0, window_train_s=51_000 / 5_800)
+    rate = _tile(build_state(facts_from_monitor(m, recent=recent)), "throughput")
+    assert rate["label"] == "session rate (last 10 s)" and rate["value"] == 5_100.0
+    assert rate["sub"] == "training-only 5.8k tok/s over the same last 10 s"  # never a second window
+    assert [i["name"] for i in rate["derivation"]["inputs"]] == ["window_tokens", "window_s", "window_train_s"]
 
 
 def test_the_live_eta_follows_the_recent_pace_labelled_so_when_the_compute_wing_builds_the_bar(run_root):
@@ -333,3 +347,22 @@ def test_a_progress_label_never_shows_the_same_count_twice_for_different_counts(
     assert label(steps=1_100, budget_steps=1_150) == "1,100 / 1,150 steps"
     assert label(tokens=12_300, budget_tokens=12_345) == "12.30k / 12.35k tokens"
     assert label(tokens=500_000, budget_tokens=2_000_000) == "500k / 2.0M tokens"
+
+
+def test_a_finished_runs_text_line_says_the_passports_whole_run_rate_not_the_last_reports(run_root):
+    import json
+
+    clock = FakeClock(0.0)
+    m = _run(run_root, clock)  # 6 steps of 1 s, reports every 2 s
+    for _ in range(8):  # then 8 fast steps: the last report's rate is 4x the whole run's
+        clock.advance(0.25)
+        m.on_step(100, loss_value=2.0)
+    assert "tok/s=400" in m.text_line
+    m.finish("completed")
+    f = facts_from_monitor(m)
+    passport = json.loads((m.run_dir / "passport.json").read_text())
+    whole = passport["throughput"]["train_tokens_per_s"]
+    from trainmeter.sizes import format_rate
+
+    assert f"tok/s={format_rate(whole, '')}" in f.text_line and f.train_tokens_per_s == pytest.approx(whole)
+    assert f.text_line.startswith("[step 14] loss=2 | lr=1.00e-01 | tok/s=") and "mem=" in f.text_line

@@ -134,13 +134,16 @@ def facts_from_monitor(monitor: Any, recent: Any = None, x_head: tuple[int, int,
             unit=monitor.token_unit)}
         train_rate, spp, session_rate = whole["train_tokens_per_s"], whole["seconds_per_step"], whole[
             "session_tokens_per_s"]
+    text_line = monitor.text_line or f"[step {steps}]"
+    if not live:  # the last report's window rate would contradict the passport's whole-run one
+        text_line = whole_run_line(text_line, "tok" if monitor.token_unit == "tokens" else "samples", train_rate)
     rss_bytes = memory.rss_bytes if memory else None
     if live and recent is not None and recent.rss_bytes is not None:
         rss_bytes = recent.rss_bytes
     return RunFacts(
         name=opts.name, status=monitor.status, elapsed_s=elapsed_s,
         run_dir=str(monitor.run_dir) if monitor.run_dir is not None else None,
-        text_line=monitor.text_line or f"[step {steps}]", steps=steps, tokens=tokens,
+        text_line=text_line, steps=steps, tokens=tokens,
         token_unit=monitor.token_unit, budget_steps=opts.budget_steps, budget_tokens=opts.budget_tokens,
         interval_s=opts.interval_s, live=live,
         window_tokens=interval.tokens if interval else None,
@@ -158,6 +161,19 @@ def facts_from_monitor(monitor: Any, recent: Any = None, x_head: tuple[int, int,
         error=getattr(monitor, "error", None), recent=recent if live else None, markers=tuple(markers),
         x_head=x_head if live else None,
     )
+
+
+def whole_run_line(line: str, unit_word: str, tokens_per_s: float | None) -> str:
+    """``line`` with its ``tok/s=`` field (the last report window's) replaced by the whole run's rate."""
+    from trainmeter.sizes import format_rate
+
+    head, sep, rest = line.partition("] ")
+    fields = [f for f in rest.split(" | ") if f] if sep else []
+    fields = [f for f in fields if not f.startswith(f"{unit_word}/s=")]
+    if tokens_per_s is not None:
+        at = next((i for i, f in enumerate(fields) if f.split("=", 1)[0] in ("mfu", "mem")), len(fields))
+        fields.insert(at, f"{unit_word}/s={format_rate(tokens_per_s, '')}")
+    return f"{head}] {' | '.join(fields)}" if sep else line
 
 
 def facts_from_run(passport: dict[str, Any], events: list[dict[str, Any]], run_dir: str | None = None) -> RunFacts:
