@@ -204,7 +204,7 @@ def test_the_training_loss_is_drawn_faint_under_its_smoothed_twin_in_the_live_pa
 
     state = _state()
     state["charts"][0]["smoothed"] = {"train_loss": "train_loss.ema"}
-    state["charts"][0]["labels"] = {"train_loss": "train loss", "train_loss.ema": "train loss (EMA 0.98)",
+    state["charts"][0]["labels"] = {"train_loss": "train loss", "train_loss.ema": "train loss, smoothed (EMA 0.98)",
                                     "val_loss": "validation loss"}
     series = _series()
     series.append(SeriesColumns(name="train_loss.ema", x_kind="step", xs=series[0].xs, ys=[2.0] * 2000))
@@ -213,7 +213,7 @@ def test_the_training_loss_is_drawn_faint_under_its_smoothed_twin_in_the_live_pa
     assert (PALETTE[0] + FAINT_ALPHA, "1") in strokes and (PALETTE[0], "1.5") in strokes
     assert strokes.index((PALETTE[0] + FAINT_ALPHA, "1")) < strokes.index((PALETTE[0], "1.5"))  # the twin on top
     html = render_snapshot(state, series)
-    assert "</span> train loss (EMA 0.98) &nbsp;" in html and "</span> train loss &nbsp;" not in html
+    assert "</span> train loss, smoothed (EMA 0.98) &nbsp;" in html and "</span> train loss &nbsp;" not in html
 
 
 def test_the_snapshot_has_the_live_charts_eight_colours_in_order():

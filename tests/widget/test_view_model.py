@@ -276,12 +276,21 @@ def test_every_chart_series_has_a_human_label(run_root):
 
 
 def test_only_the_training_loss_gets_a_smoothed_twin_labelled_with_the_text_lines_ema_weight(run_root):
-    m = _run(run_root, FakeClock(0.0), extensions=[_Ext()])
+    m = _run(run_root, FakeClock(0.0), steps=51, extensions=[_Ext()])  # 50 losses read (one a step behind)
     m.record({"val_loss": 2.0})
     charts = {c["id"]: c for c in build_state(facts_from_monitor(m))["charts"]}
     assert charts["loss"]["smoothed"] == {"train_loss": "train_loss.ema"}
-    assert charts["loss"]["labels"]["train_loss.ema"] == "train loss (EMA 0.98)"
+    assert charts["loss"]["labels"]["train_loss.ema"] == "train loss, smoothed (EMA 0.98)"
     assert all("smoothed" not in c for i, c in charts.items() if i != "loss")  # never lr, val_loss, rates
+
+
+def test_a_training_loss_with_fewer_points_than_the_emas_window_is_drawn_raw_alone(run_root):
+    from trainmeter.widget.smoothed import WINDOW_POINTS
+
+    assert WINDOW_POINTS == 50
+    m = _run(run_root, FakeClock(0.0), steps=WINDOW_POINTS - 1)
+    loss = next(c for c in build_state(facts_from_monitor(m))["charts"] if c["id"] == "loss")
+    assert loss["smoothed"] == {} and "train_loss.ema" not in loss["labels"]
 
 
 def test_the_state_carries_the_look_both_front_ends_draw_with(run_root):

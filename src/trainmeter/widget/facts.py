@@ -54,6 +54,7 @@ class RunFacts:
     phases_s: dict[str, float] = field(default_factory=dict)
     loss_last: float | None = None
     loss_min: float | None = None
+    loss_points: int = 0  # train_loss points so far (its smoothed twin is drawn from widget/smoothed.py's window)
     step_series: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
     panels: tuple[dict[str, Any], ...] = ()
@@ -155,6 +156,7 @@ def facts_from_monitor(monitor: Any, recent: Any = None, x_head: tuple[int, int,
         or None,
         cuda=memory.cuda if memory else None, phases_s=phases_s,
         loss_last=stats.last if stats else None, loss_min=stats.min if stats else None,
+        loss_points=stats.count if stats else 0,
         step_series=tuple(n for n, s in series.items() if s.x_kind == "step"),
         warnings=tuple(list(monitor.warnings) + ext_warnings), panels=tuple(panels), extra_charts=tuple(charts),
         extra_tiles=tuple(extra_tiles), progress_bar=_progress_from_extensions(monitor, recent if live else None),
@@ -230,6 +232,8 @@ def facts_from_run(passport: dict[str, Any], events: list[dict[str, Any]], run_d
         train_s=float(phases_s.get("train", 0.0)), rss_bytes=mem.get("rss_bytes"),
         rss_peak_bytes=mem.get("rss_peak_bytes"), cuda=mem.get("cuda"), phases_s=phases_s,
         loss_last=loss_last, loss_min=loss_min, step_series=tuple(step_names), warnings=tuple(warnings),
+        loss_points=sum(len(e.get("value") or ()) for e in events
+                        if e.get("kind") == "series" and e.get("name") == "train_loss"),
         extra_tiles=extra_tiles, progress_bar=bar, error=passport.get("error"),
         markers=tuple(verdict_markers(verdicts)),
     )

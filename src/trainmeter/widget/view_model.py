@@ -31,7 +31,7 @@ from trainmeter.widget.facts import (  # noqa: F401  (re-exported: the view mode
 )
 from trainmeter.widget.labels import label_charts
 from trainmeter.widget.look import look
-from trainmeter.widget.smoothed import SMOOTHED
+from trainmeter.widget.smoothed import twins_drawn
 from trainmeter.widget.x_axis import x_axis_state
 
 LOSS_NAMES: tuple[str, ...] = ("train_loss", "val_loss")
@@ -157,7 +157,7 @@ def charts(f: RunFacts) -> list[dict[str, Any]]:
     losses = list(LOSS_NAMES) + [n for n in f.step_series if "loss" in n and n not in LOSS_NAMES]
     out: list[dict[str, Any]] = [{"id": "loss", "title": "loss", "x": "step", "unit": "", "series": losses,
                                   "log_y": f.loss_min is not None and f.loss_min > 0,  # early spikes stay readable
-                                  "smoothed": {n: SMOOTHED[n] for n in losses if n in SMOOTHED}}]  # widget/smoothed.py
+                                  "smoothed": twins_drawn({"train_loss": f.loss_points})}]  # widget/smoothed.py
     drawn = {n for c in f.extra_charts if isinstance(c, dict) for n in (c.get("series") or ())}  # lr on its log axis
     others = [n for n in f.step_series if "loss" not in n and n not in drawn]
     for name in others[:MAX_SERIES_CHARTS]:
