@@ -69,7 +69,11 @@ export function chartOptions(
     const colour = palette[line.colour % palette.length] ?? "#4e79a7";
     const col = data?.[1 + i];
     const sparse = col != null && finiteCount(col) <= look.marker_max_points;
-    const value = (_u: uPlot, v: number | null) => (v == null ? MISSING : formatValue(v, spec.unit));
+    // off the chart, the legend reads the newest value (the hovered one under the pointer)
+    const value = (u: uPlot, v: number | null, sidx: number, idx: number | null) => {
+      const shown = idx == null ? lastFinite(u.data[sidx]) : v;
+      return shown == null ? MISSING : formatValue(shown, spec.unit);
+    };
     const label = seriesLabel(spec, line.name);
     if (line.role === "raw") {
       const faint = `${colour}${look.faint_alpha}`;
@@ -122,10 +126,29 @@ export function chartOptions(
         filter: (_u, splits) => splits,
       },
     ],
-    series: [{ label: x, value: (_u, v) => (v == null ? MISSING : xLabel(x, v)) }, ...series],
+    series: [
+      {
+        label: x,
+        value: (u, v, _sidx, idx) => {
+          const shown = idx == null ? lastFinite(u.data[0]) : v;
+          return shown == null ? MISSING : xLabel(x, shown);
+        },
+      },
+      ...series,
+    ],
     cursor: { drag: { x: true, y: false } },
     legend: { show: true },
   };
+}
+
+/** The last finite value of a column (what the legend shows while the pointer is off the chart). */
+export function lastFinite(col: ArrayLike<number | null | undefined> | undefined): number | null {
+  if (!col) return null;
+  for (let i = col.length - 1; i >= 0; i--) {
+    const v = col[i];
+    if (typeof v === "number" && Number.isFinite(v)) return v;
+  }
+  return null;
 }
 
 /** Y-axis width from its longest tick label (7 px per character plus the tick), never clipped. */

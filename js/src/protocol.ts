@@ -154,6 +154,8 @@ export interface Tile {
   sub?: string;
   provenance?: string;
   missing?: string;
+  /** `missing` is about this machine (no GPU, no power reading): the tile folds into one line that says why. */
+  not_here?: boolean;
   derivation?: Derivation | null;
   /** Several worked out in the popover (the MFU range: one per convention); else `derivation`. */
   derivations?: Derivation[];

@@ -106,3 +106,14 @@ def test_the_progress_label_shows_two_different_counts_differently():
     prog = {"value": 0.99, "inputs": [{"name": "tokens_seen", "value": 1_100_000},
                                       {"name": "budget_tokens", "value": 1_150_000}]}
     assert progress_bar({}, {"progress": prog})["label"] == "1.10M / 1.15M tokens"
+
+
+def test_the_mfu_tile_on_the_cpu_without_a_declared_peak_does_not_apply_here():
+    from trainmeter.compute.card import compute_tiles
+
+    section = {"hardware": {"device": "cpu"}, "peak": None, "convention": None, "mfu": {"hf": None},
+               "mfu_missing": "the model is on the CPU: there is no dense datasheet peak to divide by"}
+    mfu = compute_tiles(section, {})[0]
+    assert mfu["value"] is None and mfu["not_here"] is True and "on the CPU" in mfu["missing"]
+    on_gpu = compute_tiles({**section, "hardware": {"device": "NVIDIA H100"}}, {})[0]
+    assert on_gpu["not_here"] is False

@@ -222,3 +222,13 @@ def test_the_snapshot_has_the_live_charts_eight_colours_in_order():
 
     assert COLORS == PALETTE == ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#b07aa1", "#76b7b2", "#edc948",
                                  "#9c755f")
+
+
+def test_tiles_that_do_not_apply_on_this_machine_fold_into_one_line_in_the_snapshot():
+    why = "the model is on the CPU: there is no dense datasheet peak to divide by"
+    state = _state()
+    state["tiles"] = [{"id": "step", "label": "step", "value": 3, "unit": "count"},
+                      {"id": "mfu", "label": "MFU", "value": None, "unit": "fraction", "missing": why,
+                       "not_here": True}]
+    html = render_snapshot(state, {})
+    assert f"Not on this machine: MFU: {why}" in html and ">MFU</th>" not in html and ">step</th>" in html

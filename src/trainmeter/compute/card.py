@@ -168,6 +168,8 @@ def compute_tiles(section: dict[str, Any], derivations: dict[str, dict[str, Any]
             tile["text"] = range_text
     if tile["value"] is None:
         tile["missing"] = section.get("mfu_missing") or "MFU needs FLOPs per token and training-only tokens/s"
+        # on the CPU without a declared peak, MFU does not apply on this machine (the widget folds the tile)
+        tile["not_here"] = section.get("peak") is None and (section.get("hardware") or {}).get("device") == "cpu"
     key = conv or "hf"
     spent = (section.get("flops_spent") or {}).get(key)
     required = (section.get("flops_required") or {}).get(key)

@@ -58,6 +58,7 @@ class Tile(_TileBase, total=False):
     sub: str
     provenance: str
     missing: str
+    not_here: bool  # ``missing`` is about this machine (no GPU, no power reading): folded into one line
     derivation: Derivation | None
     derivations: list[Derivation]
 
