@@ -75,10 +75,36 @@ def test_after_the_run_the_guard_removes_itself_and_the_kernels_method_is_back(m
     live = [True]
     kernel = FakeKernel()
     kernel_status.install(kernel, lambda: live[0])
+    kernel._publish_status("busy", "shell")  # a status while live
+    kernel.published.clear()
     live[0] = False
     _on_thread(lambda: kernel._publish_status("idle", "shell", HELLO))
     assert kernel.published == [("idle", "hello-1", "comm_msg")]
     assert kernel_status.guard_of(kernel) is None and "_publish_status" not in kernel.__dict__
+
+
+def test_idles_before_the_run_goes_live_are_undone_too(monkeypatch: Any) -> None:
+    """The widget's comm opens before the publisher runs; the front end's create_subshell_request is answered then."""
+    monkeypatch.delenv("TRAINMETER_DISABLE", raising=False)
+    live = [False]
+    kernel = FakeKernel()
+    guard = kernel_status.install(kernel, lambda: live[0])
+    _on_thread(lambda: kernel._publish_status("idle", "control", {"header": {"msg_type": "create_subshell_request",
+                                                                             "msg_id": "c"}}))
+    assert shown(kernel.published) == "busy" and kernel_status.guard_of(kernel) is guard
+    live[0] = True
+    _on_thread(lambda: kernel._publish_status("idle", "shell", HELLO))
+    assert shown(kernel.published) == "busy"
+
+
+def test_a_run_that_never_goes_live_lets_the_guard_go_after_the_grace(monkeypatch: Any) -> None:
+    monkeypatch.delenv("TRAINMETER_DISABLE", raising=False)
+    kernel = FakeKernel()
+    guard = kernel_status.install(kernel, lambda: False)
+    assert guard is not None
+    guard.installed_at -= kernel_status.START_GRACE_S + 1
+    _on_thread(lambda: kernel._publish_status("idle", "shell", HELLO))
+    assert shown(kernel.published) == "idle" and kernel_status.guard_of(kernel) is None
 
 
 def test_install_is_idempotent_and_takes_the_new_cells_parent(monkeypatch: Any) -> None:
@@ -119,13 +145,15 @@ def test_in_a_real_kernel_the_status_stays_busy_while_the_widget_answers_during_
                 "t_end = time.perf_counter() + 3\nwhile time.perf_counter() < t_end:\n"
                 "    tm.emit(train_loss=1.0)\n    time.sleep(0.01)\n")
         cell_id = kc.execute(cell)
-        widget_comm, sent, t0, ended = None, False, time.monotonic(), False
+        widget_comm, sent, asked, t0, ended = None, False, False, time.monotonic(), False
         while time.monotonic() - t0 < 60 and not ended:
+            if widget_comm and not asked:  # as JupyterLab does the moment the comm opens (before the run is live)
+                asked = True
+                kc.control_channel.send(kc.session.msg("create_subshell_request", {}))
             if widget_comm and not sent and time.monotonic() - t0 > 0.5:
                 sent = True
                 kc.shell_channel.send(kc.session.msg(
                     "comm_msg", {"comm_id": widget_comm, "data": {"method": "custom", "content": {"kind": "hello"}}}))
-                kc.control_channel.send(kc.session.msg("create_subshell_request", {}))
             try:
                 msg = kc.iopub_channel.get_msg(timeout=0.05)
             except queue.Empty:

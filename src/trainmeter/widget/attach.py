@@ -49,6 +49,7 @@ def attach_widget(monitor: Any) -> Publisher:
         # its saved output keeps the static snapshot; the kernel keeps no comm (in marimo the finished
         # widget is still another cell's live view)
         _close_comms(previous.widget)
+    _guard_status()  # before the widget's comm opens: the front end answers it at once
     widget = TrainmeterWidget(state=build_state(facts_from_monitor(monitor)))
     publisher = Publisher(monitor, widget)
     widget.attach(publisher)
@@ -81,6 +82,20 @@ def _live_running() -> bool:
     return live is not None and live.running
 
 
+def _guard_status() -> None:
+    """Keep the kernel's status Busy for the whole run (widget/kernel_status.py). Never raises."""
+    try:
+        from IPython import get_ipython
+
+        from trainmeter.widget import kernel_status
+
+        kernel = getattr(get_ipython(), "kernel", None)
+        if kernel is not None:
+            kernel_status.install(kernel, _live_running)
+    except Exception:
+        pass
+
+
 def _route_restores(widget: Any) -> Any:
     """Let a page reloaded during the run restore this widget (widget/restore_route.py); the router or ``None``.
 
@@ -94,9 +109,6 @@ def _route_restores(widget: Any) -> Any:
         kernel = getattr(get_ipython(), "kernel", None)
         if kernel is None:
             return None
-        from trainmeter.widget import kernel_status
-
-        kernel_status.install(kernel, _live_running)  # the status bar says Busy for the whole run
         router = install(kernel, _live_running)
         if router is not None:
             router.add_comm(getattr(getattr(widget, "comm", None), "comm_id", None))

@@ -14,7 +14,10 @@ main thread is live: after an ``idle`` published from any thread but the main on
 it publishes ``busy`` again with the running cell's ``execute_request`` as parent
 (what the main shell said when the cell began). Statuses from the main thread, and
 everything once the run is over, pass unchanged; the wrapper removes itself at the
-first status published after the run's end. Listed as the ``status`` host patch
+first status published after the run's end (or :data:`START_GRACE_S` after the install when
+the run never went live). It is installed before the widget's comm opens: the front end's
+first messages to it (a ``create_subshell_request``, our ``hello``) come before the run is
+live. Listed as the ``status`` host patch
 (core/host_patches.py; ``TRAINMETER_DISABLE=status`` leaves the kernel alone).
 Any thread: the wrapper only reads two attributes and calls the kernel's own method.
 """
@@ -22,12 +25,14 @@ Any thread: the wrapper only reads two attributes and calls the kernel's own met
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
 from trainmeter.core import host_patches
 
 ATTR = "_publish_status"
+START_GRACE_S = 10.0  # from install to the run's start (the widget's comm opens first: its idles count too)
 
 
 class StatusGuard:
@@ -47,13 +52,18 @@ class StatusGuard:
         self.active = active
         self.parent = parent
         self.reasserted = 0
+        self.seen_active = False
+        self.installed_at = time.monotonic()
 
     def __call__(self, status: Any, channel: Any = None, *args: Any, **kwargs: Any) -> Any:
         result = self.original(status, channel, *args, **kwargs)
         try:
-            if not self.active():
-                self.remove()
-            elif status == "idle" and self.parent and threading.current_thread() is not threading.main_thread():
+            if self.active():
+                self.seen_active = True
+            elif self.seen_active or time.monotonic() - self.installed_at > START_GRACE_S:
+                self.remove()  # the run is over (or never started): the kernel's own statuses from here on
+                return result
+            if status == "idle" and self.parent and threading.current_thread() is not threading.main_thread():
                 self.original("busy", "shell", parent=self.parent)
                 self.reasserted += 1
         except Exception:  # noqa: BLE001 - the kernel's own status was published above
@@ -91,6 +101,7 @@ def install(kernel: Any, active: Callable[[], bool]) -> StatusGuard | None:
         existing = guard_of(kernel)
         if existing is not None:
             existing.active, existing.parent = active, parent
+            existing.seen_active, existing.installed_at = False, time.monotonic()
             return existing
         if not host_patches.allow("status"):
             return None
