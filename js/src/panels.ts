@@ -118,6 +118,7 @@ export function buildPhaseBar(key?: string): Component {
 
 /** A panel with no value at all (hardware absent here) is one line, not a box. */
 export function isAbsent(panel: PanelSpec): boolean {
+  if (panel.pending) return false;
   return panel.rows.length === 0 || panel.rows.every((r) => r.value == null);
 }
 

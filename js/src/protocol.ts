@@ -217,6 +217,8 @@ export interface PanelSpec {
   title: string;
   rows: PanelRow[];
   note?: string;
+  /** Its values come at the first report: drawn as a box from the start (not the one-line absent form). */
+  pending?: boolean;
 }
 
 /** The axis tick rule's numbers (widget/ticks.py; ticks.ts applies them). */

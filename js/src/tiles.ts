@@ -115,10 +115,10 @@ export function renderDerivation(into: HTMLElement, d: Derivation): void {
   }
 }
 
-/** The line that replaces the tiles that do not apply here: "Not on this machine: MFU: why · Energy: why". */
+/** The line that replaces the tiles that do not apply here: "Not on this machine: MFU, Energy (why)". */
 export function notHereText(tiles: Tile[]): string {
   if (tiles.length === 0) return "";
-  return `Not on this machine: ${tiles.map((t) => `${t.label}: ${t.missing ?? "not available"}`).join(" · ")}`;
+  return `Not on this machine: ${tiles.map((t) => t.label).join(", ")} (why)`;
 }
 
 export function buildTiles(): Component {
@@ -127,9 +127,14 @@ export function buildTiles(): Component {
   const popover = h("div", "tm-popover");
   popover.dataset.tm = "derivation";
   popover.hidden = true;
-  const notHere = h("div", "tm-not-here");
+  // one line (its reasons, whole, one click away): the dashboard keeps its height whatever they say
+  const notHere = document.createElement("details");
+  notHere.className = "tm-not-here";
   notHere.dataset.tm = "not-here";
   notHere.hidden = true;
+  const notHereSummary = document.createElement("summary");
+  const notHereWhy = h("div", "tm-not-here-why");
+  notHere.append(notHereSummary, notHereWhy);
   el.append(grid, notHere, popover);
   const views = new Map<string, TileView>();
   let openId: string | null = null;
@@ -164,7 +169,12 @@ export function buildTiles(): Component {
       // tiles that do not apply on this machine fold into one line that says why (no dead tiles)
       const folded = all.filter((t) => t.not_here && t.value == null && !t.text);
       const tiles = all.filter((t) => !folded.includes(t));
-      setText(notHere, notHereText(folded));
+      setText(notHereSummary, notHereText(folded));
+      const why = folded.map((t) => `${t.label}: ${t.missing ?? "not available"}`);
+      if (notHereWhy.dataset.key !== why.join("\n")) {
+        notHereWhy.dataset.key = why.join("\n");
+        notHereWhy.replaceChildren(...why.map((line) => h("div", "", line)));
+      }
       notHere.hidden = folded.length === 0;
       const seen = new Set<string>();
       for (const tile of tiles) {

@@ -121,7 +121,11 @@ describe("tiles", () => {
     ]);
     const line = tiles.el.querySelector('[data-tm="not-here"]') as HTMLElement;
     expect(line.hidden).toBe(false);
-    expect(line.textContent).toBe(`Not on this machine: MFU: ${why} · Energy: no NVIDIA driver`);
+    expect(line.querySelector("summary")?.textContent).toBe("Not on this machine: MFU, Energy (why)");
+    expect([...line.querySelectorAll(".tm-not-here-why > div")].map((d) => d.textContent)).toEqual([
+      `MFU: ${why}`,
+      "Energy: no NVIDIA driver",
+    ]);
     tiles.update(state({ tiles: [{ id: "step", label: "step", value: 3, unit: "count" }] }));
     expect(line.hidden).toBe(true);
   });

@@ -110,6 +110,11 @@ def steady(request: Any, servers: Any, browser: Any, notebook_root: Path) -> Any
             if s is None:
                 continue
             samples.append(s)
+            live_reads = sum(1 for x in samples if x["live"])
+            if s["live"] and live_reads in (1, 3, 6):  # the first frame, and after the first reports
+                page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Cell.jp-CodeCell").nth(1).locator(
+                    ".trainmeter:not(.trainmeter-snapshot)").first.screenshot(
+                    path=str(ARTIFACTS / f"steady-{kind}-live{live_reads}.png"), timeout=10_000)
             if ended_at is None and len(s["prompts"]) >= 3 and all(DONE.match(p) for p in s["prompts"][:3]):
                 ended_at = time.monotonic()
             if ended_at is not None and time.monotonic() - ended_at > 5:

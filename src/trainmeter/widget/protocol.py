@@ -140,6 +140,7 @@ class Panel(_PanelBase, total=False):
     """A generic key/value panel (MFU, GPU, node, where the time goes)."""
 
     note: str | None
+    pending: bool  # its values come at the first report: a box from the start, never the one-line "absent" form
 
 
 # -- the look (widget/look.py) ------------------------------------------------------------------------
