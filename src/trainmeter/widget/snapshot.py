@@ -187,8 +187,9 @@ def chart_svg(spec: dict[str, Any], series: dict[str, tuple[str, Sequence[float]
         label = (format_duration(t) if long_time else format_seconds(t)) if x_time else format_axis(t, "count")
         parts.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{PAD_T}" y2="{PAD_T + h}" stroke="{GRID}"/>'
                      f'<text x="{x:.1f}" y="{PAD_T + h + 12}" text-anchor="middle">{_esc(label)}</text>')
+    x_caption = str(spec.get("x_label") or ("time since start" if x_time else "step"))
     parts.append(f'<text x="{PAD_L + w}" y="{CHART_H - 3}" text-anchor="end">'
-                 f'{"time since start" if x_time else "step"}{" (log y)" if log_y else ""}</text>')
+                 f'{_esc(x_caption)}{" (log y)" if log_y else ""}</text>')
     for xs, ys, colour, faint in lines:
         color = colour + FAINT_ALPHA if faint else colour
         pts = [(x, y) for x, y in zip(xs, ys, strict=True) if math.isfinite(y) and (y > 0 or not log_y)]
