@@ -159,3 +159,19 @@ def test_runs_verb_prints_a_table_newest_first_and_takes_last_n(ip, in_tmp, caps
 def test_runs_and_help_reject_bad_arguments_naming_them(ip, line):
     r = ip.run_cell(f"%trainmeter {line}")
     assert r.error_in_exec is not None and "usage: %trainmeter" in str(r.error_in_exec)
+
+
+def test_in_a_notebook_help_and_doctor_display_html_that_wraps_at_spaces(ip, monkeypatch):
+    """Saved, reopened and converted notebooks show the same text; JupyterLab's stream output would break words."""
+    from trainmeter import magic
+
+    shown = []
+    monkeypatch.setattr(magic, "_in_notebook", lambda shell: True)
+    monkeypatch.setattr("IPython.display.display", lambda obj: shown.append(obj))
+    ip.run_line_magic("trainmeter", "help")
+    ip.run_line_magic("trainmeter", "doctor")
+    assert [b.kind for b in shown] == ["help", "doctor"]
+    for block in shown:
+        bundle = block._repr_mimebundle_()
+        assert bundle["text/plain"] == block.text and "--budget-tokens" in shown[0].text
+        assert "word-break:normal" in bundle["text/html"] and "<pre" in bundle["text/html"]

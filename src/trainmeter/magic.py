@@ -101,6 +101,15 @@ class TrainmeterMagics(Magics):
         options = parse_flags(line)
         return run_cell(self.shell, cell, options)
 
+    def _show_text(self, text: str, kind: str) -> None:
+        """Print ``text``; in a notebook, display it as HTML that wraps at spaces (and the text as text/plain)."""
+        if not _in_notebook(self.shell):
+            print(text)
+            return
+        from IPython.display import display
+
+        display(TextBlock(text, kind))
+
     def _verb(self, line: str) -> Any:
         try:
             words = shlex.split(line)
@@ -119,12 +128,12 @@ class TrainmeterMagics(Magics):
         if verb == "doctor":
             from trainmeter.checkup import doctor, format_doctor
 
-            print(format_doctor(doctor()))
+            self._show_text(format_doctor(doctor()), "doctor")
             return None
         if verb == "help":
             if len(words) > 1:
                 raise UsageError(f"%trainmeter help: unexpected {' '.join(words[1:])!r}; usage: %trainmeter help")
-            print(help_text())
+            self._show_text(help_text(), "help")
             return None
         raise UsageError(f"%trainmeter: unknown verb {verb!r}; valid verbs: {', '.join(VERBS)}")
 
@@ -206,6 +215,28 @@ def _cell_number(shell: Any) -> int:
             return number
         frame = frame.f_back
     return int(shell.execution_count)
+
+
+class TextBlock:
+    """A verb's text for a notebook: ``text/html`` that wraps at spaces, never mid-word, and ``text/plain``.
+
+    JupyterLab's stream output breaks long lines anywhere (``word-break: break-all``); a saved
+    notebook, nbconvert and GitHub show the HTML as the kernel showed it.
+    """
+
+    def __init__(self, text: str, kind: str) -> None:
+        self.text, self.kind = text, kind
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+        import html
+
+        body = html.escape(self.text)
+        return {"text/plain": self.text,
+                "text/html": f'<pre class="trainmeter-{self.kind}" style="white-space:pre-wrap;word-break:normal;'
+                             f'overflow-wrap:normal;margin:0">{body}</pre>'}
+
+    def __repr__(self) -> str:
+        return self.text
 
 
 def load_ipython_extension(ipython: Any) -> None:
