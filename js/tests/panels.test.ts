@@ -110,15 +110,21 @@ describe("tiles", () => {
         tiles: [
           { id: "step", label: "step", value: 3, unit: "count" },
           { id: "mfu", label: "MFU", value: null, unit: "fraction", missing: why, not_here: true },
-          { id: "energy", label: "Energy", value: null, unit: "", missing: "no NVIDIA driver", not_here: true },
+          {
+            id: "energy",
+            label: "Energy",
+            value: null,
+            unit: "",
+            missing: "no NVIDIA driver",
+            not_here: true,
+          },
           { id: "loss", label: "loss", value: null, unit: "", missing: "a loss" },
         ],
       }),
     );
-    expect([...tiles.el.querySelectorAll<HTMLElement>("[data-tm-tile]")].map((t) => t.dataset.tmTile)).toEqual([
-      "step",
-      "loss",
-    ]);
+    expect(
+      [...tiles.el.querySelectorAll<HTMLElement>("[data-tm-tile]")].map((t) => t.dataset.tmTile),
+    ).toEqual(["step", "loss"]);
     const line = tiles.el.querySelector('[data-tm="not-here"]') as HTMLElement;
     expect(line.hidden).toBe(false);
     expect(line.querySelector("summary")?.textContent).toBe("Not on this machine: MFU, Energy (why)");

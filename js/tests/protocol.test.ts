@@ -201,7 +201,13 @@ const CHART_KEYS: Record<keyof ChartSpec, true> = {
   labels: true,
   smoothed: true,
 };
-const PANEL_KEYS: Record<keyof PanelSpec, true> = { id: true, title: true, rows: true, note: true, pending: true };
+const PANEL_KEYS: Record<keyof PanelSpec, true> = {
+  id: true,
+  title: true,
+  rows: true,
+  note: true,
+  pending: true,
+};
 const PROGRESS_KEYS: Record<keyof Progress, true> = { fraction: true, eta_s: true, pace: true, label: true };
 const MARKER_KEYS: Record<keyof Marker, true> = {
   kind: true,

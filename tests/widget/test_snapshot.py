@@ -232,3 +232,9 @@ def test_tiles_that_do_not_apply_on_this_machine_fold_into_one_line_in_the_snaps
                        "not_here": True}]
     html = render_snapshot(state, {})
     assert f"Not on this machine: MFU: {why}" in html and ">MFU</th>" not in html and ">step</th>" in html
+
+
+def test_a_share_is_drawn_on_its_whole_0_to_100_percent_scale():
+    spec = {"id": "node_cpu", "title": "Node CPU", "x": "time", "unit": "fraction", "series": ["node.cpu"]}
+    svg = chart_svg(spec, {"node.cpu": ("time", [0.0, 1.0, 2.0], [1.0, 0.995, 1.0])})
+    assert svg is not None and ">0.0%<" in svg and ">100.0%<" in svg  # a 0.5% dip is not a cliff

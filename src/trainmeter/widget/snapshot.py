@@ -160,6 +160,8 @@ def chart_svg(spec: dict[str, Any], series: dict[str, tuple[str, Sequence[float]
     pad = (math.log10(y1) - math.log10(y0)) * 0.05 if log_y else (y1 - y0) * 0.05
     if log_y:
         y0, y1 = 10 ** (math.log10(y0) - pad), 10 ** (math.log10(y1) + pad)
+    elif spec.get("unit") == "fraction":  # shares on their whole 0-100% scale, as the live chart draws them
+        y0, y1 = 0.0, max(1.0, y1)
     else:
         y0, y1 = y0 - pad, y1 + pad
     w, h = CHART_W - PAD_L - PAD_R, CHART_H - PAD_T - PAD_B
