@@ -127,7 +127,18 @@ def with_live_extras(state: dict[str, Any], saved: dict[str, Any] | None) -> dic
         have = {item.get("id") for item in out.get(key) or [] if isinstance(item, dict)}
         extra = [item for item in saved.get(key) or [] if isinstance(item, dict) and item.get("id") not in have]
         out[key] = list(out.get(key) or []) + extra
-    out["charts"] = label_charts(out.get("charts") or [])
+    # a series an extension's chart draws (lr on its log axis) is not drawn a second time on its own
+    charts = [c for c in out.get("charts") or [] if isinstance(c, dict)]
+    owned = {n for c in charts if not str(c.get("id", "")).startswith("series:") for n in c.get("series") or ()}
+    kept = []
+    for c in charts:
+        if str(c.get("id", "")).startswith("series:"):
+            left = [n for n in c.get("series") or () if n not in owned]
+            if not left:
+                continue
+            c = {**c, "series": left}
+        kept.append(c)
+    out["charts"] = label_charts(kept)
     return out
 
 
