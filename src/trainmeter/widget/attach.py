@@ -53,7 +53,8 @@ def attach_widget(monitor: Any) -> Publisher:
     widget = TrainmeterWidget(state=build_state(facts_from_monitor(monitor)))
     publisher = Publisher(monitor, widget)
     widget.attach(publisher)
-    widget.output_ref = {"model_id": getattr(widget, "model_id", None), "cell_id": _cell_id()}
+    widget.output_ref = {"model_id": getattr(widget, "model_id", None), "cell_id": _cell_id(),
+                         "source": _cell_source()}
     publisher.restore_router = _route_restores(widget)
     publisher._restores_at_start = publisher.restores_seen()
     publisher.show()
@@ -72,6 +73,26 @@ def _cell_id() -> str | None:
         parent = kernel.get_parent("shell") if kernel is not None else None
         cell_id = ((parent or {}).get("metadata") or {}).get("cellId")
         return cell_id if isinstance(cell_id, str) and cell_id else None
+    except Exception:
+        return None
+
+
+MAX_SOURCE_CHARS = 20_000  # a longer cell is found by its id alone
+
+
+def _cell_source() -> str | None:
+    """The running cell's code (``content.code`` of the execute request), else ``None``.
+
+    A notebook saved without cell ids gets new ones when a page reloads it: the front end then
+    finds the run's cell by this source (js/src/reattach.ts).
+    """
+    try:
+        from IPython import get_ipython
+
+        kernel = getattr(get_ipython(), "kernel", None)
+        parent = kernel.get_parent("shell") if kernel is not None else None
+        code = ((parent or {}).get("content") or {}).get("code")
+        return code if isinstance(code, str) and 0 < len(code) <= MAX_SOURCE_CHARS else None
     except Exception:
         return None
 

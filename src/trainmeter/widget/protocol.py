@@ -197,6 +197,7 @@ class OutputRef(TypedDict):
 
     model_id: str | None
     cell_id: str | None
+    source: str | None  # the running cell's code (capped): finds the cell when a reload changed its id
 
 
 # -- custom messages (docs/protocol.md section 2) -------------------------------------------------------
