@@ -91,11 +91,8 @@ class Comparison:
         """The ``y`` kinds some run has a line for (the figures shown)."""
         return [y for y, ls in self.lines.items() if any(ln.missing is None and ln.x for ln in ls)]
 
-    def _repr_html_(self) -> str:
+    def _repr_html_(self) -> str:  # IPython's display: text/html, with __repr__ as text/plain
         return self.html
-
-    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
-        return {"text/html": self.html, "text/plain": repr(self)}
 
     def __repr__(self) -> str:
         return (f"<trainmeter comparison of {len(self.rows)} run(s) by {self._x}: "
