@@ -127,10 +127,10 @@ def _img_svgs(html: str) -> list[str]:
 def test_the_comparison_displays_as_static_html_and_svg_with_readable_ticks(three_runs) -> None:
     """A reopened notebook and nbconvert show the saved text/html: no widget model, no widget repr."""
     _, found = three_runs
-    from IPython.core.formatters import format_display_data
+    from IPython.core.formatters import DisplayFormatter  # IPython's own rich display, without a shell
 
     c = compare(found, y=("train_loss", "tokens_per_s", "mfu"))
-    bundle, _ = format_display_data(c)
+    bundle, _ = DisplayFormatter().format(c)
     assert set(bundle) == {"text/html", "text/plain"}
     assert bundle["text/plain"].startswith("<trainmeter comparison of 3 run(s) by tokens")
     assert "HBox" not in bundle["text/plain"]
