@@ -62,6 +62,15 @@ def test_user_exception_propagates_and_run_is_failed(ip, in_tmp):
     assert tm.runs(in_tmp / ".trainmeter" / "runs")[-1].passport["status"] == "failed"
 
 
+def test_a_failing_cells_traceback_names_its_own_execution_count(ip, in_tmp):
+    r = ip.run_cell("%%trainmeter --name count --no-widget\nraise ValueError('x')", store_history=True)
+    tb = ip.InteractiveTB.text(type(r.error_in_exec), r.error_in_exec, r.error_in_exec.__traceback__)
+    import re
+
+    assert r.execution_count is not None and len(re.findall(r"Cell In\[\d+\]", tb)) == 2, tb
+    assert set(re.findall(r"Cell In\[(\d+)\]", tb)) == {str(r.execution_count)}, tb  # the body's frame too
+
+
 def test_keyboard_interrupt_gives_interrupted_status(ip, in_tmp):
     _run(ip, "%%trainmeter --name stop\nraise KeyboardInterrupt")
     import trainmeter as tm
@@ -184,3 +193,19 @@ def test_a_bad_alert_rule_is_a_usage_error_naming_it_and_what_is_valid():
     with pytest.raises(UsageError) as caught:
         parse_flags("--alert nan:explode")
     assert "invalid alert rule 'nan:explode'" in str(caught.value) and "checkpoint-stop" in str(caught.value)
+
+
+def test_in_a_notebook_help_and_doctor_display_html_that_wraps_at_spaces(ip, monkeypatch):
+    """Saved, reopened and converted notebooks show the same text; JupyterLab's stream output would break words."""
+    from trainmeter import magic
+
+    shown = []
+    monkeypatch.setattr(magic, "_in_notebook", lambda shell: True)
+    monkeypatch.setattr("IPython.display.display", lambda obj: shown.append(obj))
+    ip.run_line_magic("trainmeter", "help")
+    ip.run_line_magic("trainmeter", "doctor")
+    assert [b.kind for b in shown] == ["help", "doctor"]
+    for block in shown:
+        bundle = block._repr_mimebundle_()
+        assert bundle["text/plain"] == block.text and "--budget-tokens" in shown[0].text
+        assert "word-break:normal" in bundle["text/html"] and "<pre" in bundle["text/html"]

@@ -69,7 +69,11 @@ export function chartOptions(
     const colour = palette[line.colour % palette.length] ?? "#4e79a7";
     const col = data?.[1 + i];
     const sparse = col != null && finiteCount(col) <= look.marker_max_points;
-    const value = (_u: uPlot, v: number | null) => (v == null ? MISSING : formatValue(v, spec.unit));
+    // off the chart, the legend reads the newest value (the hovered one under the pointer)
+    const value = (u: uPlot, v: number | null, sidx: number, idx: number | null) => {
+      const shown = idx == null ? lastFinite(u.data[sidx]) : v;
+      return shown == null ? MISSING : formatValue(shown, spec.unit);
+    };
     const label = seriesLabel(spec, line.name);
     if (line.role === "raw") {
       const faint = `${colour}${look.faint_alpha}`;
@@ -105,7 +109,10 @@ export function chartOptions(
             // the data's own range (uPlot snaps a log range out to whole decades)
             range: (_u, min, max) => (min > 0 && max > 0 ? [min / 1.08, max * 1.08] : [0.1, 1]),
           }
-        : { distr: 1 },
+        : spec.unit === "fraction"
+          ? // shares and utilisations on their whole 0-100% scale: a 0.5% dip stays a dip, not a cliff
+            { distr: 1, range: (_u, _min, max) => [0, Math.max(1, max)] }
+          : { distr: 1 },
     },
     axes: [
       {
@@ -116,16 +123,63 @@ export function chartOptions(
       {
         ...axis((_u, splits) => yLabels(splits, spec)),
         size: yAxisSize,
-        splits: (_u, _i, min, max) =>
-          logY ? logTicks(min, max, undefined, rule) : linearTicks(min, max, undefined, rule),
+        splits: (u, _i, min, max) =>
+          logY
+            ? spacedLogTicks(logTicks(min, max, undefined, rule), min, max, plotHeightPx(u))
+            : linearTicks(min, max, undefined, rule),
         // uPlot's log axes blank every label but powers of ten: ours are all chosen to be read
         filter: (_u, splits) => splits,
       },
     ],
-    series: [{ label: x, value: (_u, v) => (v == null ? MISSING : xLabel(x, v)) }, ...series],
+    series: [
+      {
+        label: x,
+        value: (u, v, _sidx, idx) => {
+          const shown = idx == null ? lastFinite(u.data[0]) : v;
+          return shown == null ? MISSING : xLabel(x, shown);
+        },
+      },
+      ...series,
+    ],
     cursor: { drag: { x: true, y: false } },
     legend: { show: true },
   };
+}
+
+/** Labels closer than this on a log axis would touch ("1" over "0.8"). */
+export const MIN_LABEL_GAP_PX = 16;
+
+function plotHeightPx(u: uPlot | null | undefined): number {
+  const ratio = typeof devicePixelRatio === "number" && devicePixelRatio > 0 ? devicePixelRatio : 1;
+  const h = u?.bbox?.height ? u.bbox.height / ratio : 0;
+  return h > 0 ? h : CHART_HEIGHT_PX - 40;
+}
+
+/**
+ * Log-axis ticks at least MIN_LABEL_GAP_PX apart on a plot `heightPx` tall: powers of ten first,
+ * then the others in order where they leave room.
+ */
+export function spacedLogTicks(ticks: number[], min: number, max: number, heightPx: number): number[] {
+  if (!(min > 0 && max > min) || ticks.length < 2) return ticks;
+  const span = Math.log10(max) - Math.log10(min);
+  const px = (v: number): number => ((Math.log10(v) - Math.log10(min)) / span) * heightPx;
+  const isDecade = (v: number): boolean => Math.abs(Math.log10(v) - Math.round(Math.log10(v))) < 1e-9;
+  const kept: number[] = ticks.filter(isDecade);
+  for (const t of ticks) {
+    if (isDecade(t)) continue;
+    if (kept.every((k) => Math.abs(px(k) - px(t)) >= MIN_LABEL_GAP_PX)) kept.push(t);
+  }
+  return kept.sort((a, b) => a - b);
+}
+
+/** The last finite value of a column (what the legend shows while the pointer is off the chart). */
+export function lastFinite(col: ArrayLike<number | null | undefined> | undefined): number | null {
+  if (!col) return null;
+  for (let i = col.length - 1; i >= 0; i--) {
+    const v = col[i];
+    if (typeof v === "number" && Number.isFinite(v)) return v;
+  }
+  return null;
 }
 
 /** Y-axis width from its longest tick label (7 px per character plus the tick), never clipped. */

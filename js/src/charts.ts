@@ -122,7 +122,8 @@ export function createChartPanel(
   const empty = h("div", "tm-chart-empty", "waiting for data");
   const caption = h("div", "tm-x-label");
   caption.dataset.tm = "x-label";
-  el.append(title, plot, caption, empty);
+  plot.append(empty); // over the plot's reserved height: the panel has its final size from the first frame
+  el.append(title, plot, caption);
   let placed: { x: number; marker: Marker }[] = [];
   const markerLayer = h("div", "tm-markers");
   let chart: uPlot | null = null;
@@ -182,6 +183,7 @@ export function createChartPanel(
       .slice(1)
       .map((col) => finiteCount(col as (number | null)[]) <= look.marker_max_points);
     const labels = lines.map((l) => seriesLabel(current, l.name));
+    drawn(el).tmDrawn = { labels, data }; // what is drawn, read by the browser tests (drawn = recorded)
     const key = JSON.stringify([x, current.unit, view.logY, lines, labels, sparse, look]);
     if (names.length === 0 || key !== chartKey) {
       chart?.destroy();
@@ -191,6 +193,7 @@ export function createChartPanel(
     if (names.length === 0 || failed) return;
     if (chart) {
       chart.setData(data);
+      showNewest(chart);
       positionMarkers(chart);
       return;
     }
@@ -201,6 +204,7 @@ export function createChartPanel(
       options.scales = { ...options.scales, x: { ...options.scales?.x, range: xRange } };
       chart = new uPlot(options, data, plot);
       hideRawLegend(chart);
+      showNewest(chart);
       positionMarkers(chart);
     } catch (err) {
       failed = true;
@@ -259,8 +263,18 @@ export function createChartPanel(
   };
 }
 
+/** The panel element with the columns its chart draws (x, then one per label). */
+function drawn(el: HTMLElement): HTMLElement & { tmDrawn?: { labels: string[]; data: uPlot.AlignedData } } {
+  return el;
+}
+
 function setCaption(el: HTMLElement, text: string): void {
   if (el.textContent !== text) el.textContent = text;
+}
+
+/** Off the chart, the legend shows each series' newest value (under the pointer, the hovered one). */
+export function showNewest(chart: uPlot): void {
+  if (chart.cursor.idx == null) chart.setLegend({ idx: null as unknown as number });
 }
 
 /** The faint raw lines under an EMA keep their colour but leave the legend to the smoothed ones. */

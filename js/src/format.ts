@@ -226,7 +226,8 @@ export function formatSeconds(seconds: number | null | undefined): string {
   if (Number(pyFixed(v, 1)) >= 60) return formatDuration(v);
   const short = pyRound(v, 2);
   if (short >= 10) return `${pyFixed(v, 1)} s`;
-  if (short > 0 && short < 1e-3) return `${formatNumber(v)} s`;
+  if (short > 0 && short < 1e-3) return `${Number((v * 1e6).toPrecision(3))} µs`; // 204 µs, never 2.04e-4 s
+  if (short > 0 && short < 0.01) return `${Number((v * 1e3).toPrecision(3))} ms`;
   return `${short} s`;
 }
 
@@ -261,6 +262,8 @@ export function formatValue(value: number | null | undefined, unit: string): str
       return formatJoules(value);
     case "W":
       return formatWatts(value);
+    case "lr": // a learning rate: the text line's formatter (3.00e-04), wherever it is shown
+      return formatScientific(value);
     case "":
       return formatNumber(value);
     default:

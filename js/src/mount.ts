@@ -60,7 +60,14 @@ export function watchMounts(key: unknown, mount: MountFn, doc: Document = docume
   const schedule = (): void => {
     if (timer === null) timer = setTimeout(scan, SCAN_DELAY_MS);
   };
-  const observer = typeof MutationObserver === "undefined" ? null : new MutationObserver(schedule);
+  // a static copy just added is replaced before the page paints it (no collapse to its height and back)
+  const onMutations = (records: MutationRecord[]): void => {
+    if (records.some((r) => [...r.addedNodes].some((n) => holds(n, selector)))) {
+      if (timer !== null) clearTimeout(timer);
+      scan();
+    } else schedule();
+  };
+  const observer = typeof MutationObserver === "undefined" ? null : new MutationObserver(onMutations);
   observer?.observe(doc.body, { childList: true, subtree: true });
   scan();
   return () => {
@@ -72,6 +79,11 @@ export function watchMounts(key: unknown, mount: MountFn, doc: Document = docume
       m.anchor.style.display = "";
     }
   };
+}
+
+function holds(node: Node, selector: string): boolean {
+  if (!(node instanceof Element)) return false;
+  return node.matches(selector) || node.querySelector(selector) !== null;
 }
 
 function safely(fn: () => void): void {

@@ -34,6 +34,7 @@ export function buildHeader(): Component {
   const fill = h("div", "tm-progress-fill");
   track.append(fill);
   const progressText = h("span", "tm-progress-text");
+  progressText.dataset.tm = "progress";
   progress.append(track, progressText);
   const outcome = h("span", "tm-outcome");
   el.append(name, status, elapsed, outcome, progress);
@@ -57,6 +58,7 @@ export function buildHeader(): Component {
       const end = endText(state);
       if (end) parts.push(end);
       else if (p.eta_s != null) parts.push(`ETA ${formatDuration(p.eta_s)} (${p.pace} pace)`);
+      progressText.dataset.etaS = p.eta_s == null || end ? "" : String(p.eta_s);
       setText(progressText, parts.join(" · "));
     },
   };
@@ -116,6 +118,7 @@ export function buildPhaseBar(key?: string): Component {
 
 /** A panel with no value at all (hardware absent here) is one line, not a box. */
 export function isAbsent(panel: PanelSpec): boolean {
+  if (panel.pending) return false;
   return panel.rows.length === 0 || panel.rows.every((r) => r.value == null);
 }
 

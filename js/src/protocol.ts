@@ -164,6 +164,8 @@ export interface Tile {
   sub?: string;
   provenance?: string;
   missing?: string;
+  /** `missing` is about this machine (no GPU, no power reading): the tile folds into one line that says why. */
+  not_here?: boolean;
   derivation?: Derivation | null;
   /** Several worked out in the popover (the MFU range: one per convention); else `derivation`. */
   derivations?: Derivation[];
@@ -225,6 +227,8 @@ export interface PanelSpec {
   title: string;
   rows: PanelRow[];
   note?: string;
+  /** Its values come at the first report: drawn as a box from the start (not the one-line absent form). */
+  pending?: boolean;
 }
 
 /** The axis tick rule's numbers (widget/ticks.py; ticks.ts applies them). */

@@ -24,6 +24,8 @@ export const UNTRUSTED_NOTE =
 export interface OutputRef {
   model_id?: string;
   cell_id?: string | null;
+  /** The running cell's source: finds the cell when its id changed (a notebook saved without cell ids, reloaded). */
+  source?: string | null;
 }
 
 interface OutputLike {
@@ -39,6 +41,7 @@ interface CellLike {
   id?: string;
   readonly trusted?: boolean;
   outputs?: OutputListLike;
+  sharedModel?: { getSource?: () => string };
 }
 interface CellListLike {
   length: number;
@@ -90,8 +93,8 @@ export function viewsOf(nb: NotebookLike, modelId: string): Array<[OutputListLik
 export function addViewIfMissing(nb: NotebookLike, ref: OutputRef | null | undefined, text: string): boolean {
   const modelId = ref?.model_id;
   const cellId = ref?.cell_id;
-  if (!modelId || !cellId || viewsOf(nb, modelId).length > 0) return false;
-  const cell = cellsOf(nb).find((c) => c.id === cellId);
+  if (!modelId || (!cellId && !ref?.source) || viewsOf(nb, modelId).length > 0) return false;
+  const cell = runCell(cellsOf(nb), ref);
   if (!cell?.outputs || typeof cell.outputs.add !== "function") return false;
   // An untrusted cell draws a widget view as its text/plain only: that text says so (never change the trust).
   const plain = cell.trusted === false ? text + UNTRUSTED_NOTE : text;
@@ -101,6 +104,24 @@ export function addViewIfMissing(nb: NotebookLike, ref: OutputRef | null | undef
     metadata: {},
   });
   return true;
+}
+
+/**
+ * The run's cell: by id, else the one cell whose source is the run's (a notebook saved without cell ids
+ * gets new ids when the page reloads it).
+ */
+function runCell(cells: CellLike[], ref: OutputRef | null | undefined): CellLike | undefined {
+  const byId = ref?.cell_id ? cells.find((c) => c.id === ref.cell_id) : undefined;
+  if (byId || !ref?.source) return byId;
+  const source = (c: CellLike): string | null => {
+    try {
+      return c.sharedModel?.getSource?.() ?? null;
+    } catch {
+      return null;
+    }
+  };
+  const same = cells.filter((c) => source(c) === ref.source);
+  return same.length === 1 ? same[0] : undefined;
 }
 
 /** Replace every widget view of `modelId` by `bundle` (the static dashboard). @returns how many. */

@@ -157,9 +157,14 @@ export function buildRunLinks(
       parts.push(document.createTextNode(" · passport.md"));
     }
     if (path && folderState === "refused" && isHidden(path)) {
-      const hint = h("span", "tm-runlinks-hint", ` (not a link: ${HIDDEN_HINT})`);
+      // one short line on the first screen; what would make it a link, once, when opened
+      const hint = document.createElement("details");
+      hint.className = "tm-runlinks-hint";
       hint.dataset.tm = "runlinks-hint";
-      parts.push(hint);
+      const summary = document.createElement("summary");
+      summary.textContent = "not a link: why";
+      hint.append(summary, h("span", "", HIDDEN_HINT));
+      parts.push(document.createTextNode(" "), hint);
     }
     el.replaceChildren(...parts);
   };

@@ -115,13 +115,27 @@ export function renderDerivation(into: HTMLElement, d: Derivation): void {
   }
 }
 
+/** The line that replaces the tiles that do not apply here: "Not on this machine: MFU, Energy (why)". */
+export function notHereText(tiles: Tile[]): string {
+  if (tiles.length === 0) return "";
+  return `Not on this machine: ${tiles.map((t) => t.label).join(", ")} (why)`;
+}
+
 export function buildTiles(): Component {
   const el = h("div", "tm-tiles-wrap");
   const grid = h("div", "tm-tiles");
   const popover = h("div", "tm-popover");
   popover.dataset.tm = "derivation";
   popover.hidden = true;
-  el.append(grid, popover);
+  // one line (its reasons, whole, one click away): the dashboard keeps its height whatever they say
+  const notHere = document.createElement("details");
+  notHere.className = "tm-not-here";
+  notHere.dataset.tm = "not-here";
+  notHere.hidden = true;
+  const notHereSummary = document.createElement("summary");
+  const notHereWhy = h("div", "tm-not-here-why");
+  notHere.append(notHereSummary, notHereWhy);
+  el.append(grid, notHere, popover);
   const views = new Map<string, TileView>();
   let openId: string | null = null;
 
@@ -151,7 +165,17 @@ export function buildTiles(): Component {
   return {
     el,
     update(state) {
-      const tiles = state.tiles ?? [];
+      const all = state.tiles ?? [];
+      // tiles that do not apply on this machine fold into one line that says why (no dead tiles)
+      const folded = all.filter((t) => t.not_here && t.value == null && !t.text);
+      const tiles = all.filter((t) => !folded.includes(t));
+      setText(notHereSummary, notHereText(folded));
+      const why = folded.map((t) => `${t.label}: ${t.missing ?? "not available"}`);
+      if (notHereWhy.dataset.key !== why.join("\n")) {
+        notHereWhy.dataset.key = why.join("\n");
+        notHereWhy.replaceChildren(...why.map((line) => h("div", "", line)));
+      }
+      notHere.hidden = folded.length === 0;
       const seen = new Set<string>();
       for (const tile of tiles) {
         let view = views.get(tile.id);

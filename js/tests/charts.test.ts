@@ -336,3 +336,29 @@ describe("smoothed twins (computed by the kernel, widget/smoothed.py)", () => {
     expect(loss.el.querySelector('input[type="range"]')).toBeNull();
   });
 });
+
+describe("axis ranges and log tick spacing", () => {
+  it("draws a share (unit fraction) on its whole 0-100% scale", async () => {
+    const { chartOptions } = await import("../src/chartoptions");
+    const { plainLines } = await import("../src/chartdata");
+    const spec = { id: "node_cpu", title: "Node CPU", x: "time" as const, unit: "fraction", series: ["c"] };
+    const opts = chartOptions(spec, plainLines(["c"]), document.createElement("div"), 400);
+    type RangeFn = (u: unknown, a: number, b: number) => number[];
+    const rangeFn = opts.scales?.y?.range as unknown as RangeFn;
+    const range = rangeFn(null, 0.995, 1.0);
+    expect(range).toEqual([0, 1]); // a 0.5% dip is not a cliff
+  });
+
+  it("keeps log-axis labels apart: powers of ten first, the rest where there is room", async () => {
+    const { spacedLogTicks, MIN_LABEL_GAP_PX } = await import("../src/chartoptions");
+    const ticks = [0.4, 0.5, 0.6, 0.8, 1, 2];
+    const kept = spacedLogTicks(ticks, 0.35, 2.3, 100); // 1 and 0.8 were 12 px apart on the loss chart
+    expect(kept).toContain(1);
+    const px = (v: number) =>
+      ((Math.log10(v) - Math.log10(0.35)) / (Math.log10(2.3) - Math.log10(0.35))) * 100;
+    for (let i = 1; i < kept.length; i++) {
+      expect(px(kept[i] as number) - px(kept[i - 1] as number)).toBeGreaterThanOrEqual(MIN_LABEL_GAP_PX);
+    }
+    expect(kept).not.toContain(0.8); // 0.8 would touch 1
+  });
+});

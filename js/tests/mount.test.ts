@@ -37,6 +37,22 @@ describe("watchMounts", () => {
     stop();
   });
 
+  it("replaces a static copy in the mutation's own microtask, before the page can paint it", async () => {
+    const mounts: HTMLElement[] = [];
+    const stop = watchMounts("k2", (host) => {
+      mounts.push(host);
+      return () => {};
+    });
+    const wrapper = document.createElement("div");
+    wrapper.append(snapshot("k2"));
+    document.body.append(wrapper); // as a host renders an output: the copy inside a new node
+    await Promise.resolve(); // MutationObserver callbacks run as microtasks; no timer has fired
+    await Promise.resolve();
+    expect(mounts).toHaveLength(1);
+    expect((wrapper.querySelector("[data-tm-mount]") as HTMLElement).style.display).toBe("none");
+    stop();
+  });
+
   it("destroys a live view whose static copy left the page, and restores the copies when stopped", async () => {
     const a = snapshot("k2");
     const b = snapshot("k2");

@@ -102,6 +102,40 @@ describe("tiles", () => {
     expect(tiles.el.querySelector('[data-tm-tile="mfu"] .tm-badge')?.textContent).toBe("measured");
   });
 
+  it("folds the tiles that do not apply on this machine into one line with their whole reasons", () => {
+    const tiles = buildTiles();
+    const why = "the model is on the CPU: there is no dense datasheet peak to divide by";
+    tiles.update(
+      state({
+        tiles: [
+          { id: "step", label: "step", value: 3, unit: "count" },
+          { id: "mfu", label: "MFU", value: null, unit: "fraction", missing: why, not_here: true },
+          {
+            id: "energy",
+            label: "Energy",
+            value: null,
+            unit: "",
+            missing: "no NVIDIA driver",
+            not_here: true,
+          },
+          { id: "loss", label: "loss", value: null, unit: "", missing: "a loss" },
+        ],
+      }),
+    );
+    expect(
+      [...tiles.el.querySelectorAll<HTMLElement>("[data-tm-tile]")].map((t) => t.dataset.tmTile),
+    ).toEqual(["step", "loss"]);
+    const line = tiles.el.querySelector('[data-tm="not-here"]') as HTMLElement;
+    expect(line.hidden).toBe(false);
+    expect(line.querySelector("summary")?.textContent).toBe("Not on this machine: MFU, Energy (why)");
+    expect([...line.querySelectorAll(".tm-not-here-why > div")].map((d) => d.textContent)).toEqual([
+      `MFU: ${why}`,
+      "Energy: no NVIDIA driver",
+    ]);
+    tiles.update(state({ tiles: [{ id: "step", label: "step", value: 3, unit: "count" }] }));
+    expect(line.hidden).toBe(true);
+  });
+
   it("toggles a popover with the formula and inputs' provenance on click", () => {
     const tiles = buildTiles();
     tiles.update(state());

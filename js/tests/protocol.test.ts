@@ -188,6 +188,7 @@ const TILE_KEYS: Record<keyof Tile, true> = {
   sub: true,
   provenance: true,
   missing: true,
+  not_here: true,
   derivation: true,
   derivations: true,
 };
@@ -201,7 +202,13 @@ const CHART_KEYS: Record<keyof ChartSpec, true> = {
   labels: true,
   smoothed: true,
 };
-const PANEL_KEYS: Record<keyof PanelSpec, true> = { id: true, title: true, rows: true, note: true };
+const PANEL_KEYS: Record<keyof PanelSpec, true> = {
+  id: true,
+  title: true,
+  rows: true,
+  note: true,
+  pending: true,
+};
 const PROGRESS_KEYS: Record<keyof Progress, true> = { fraction: true, eta_s: true, pace: true, label: true };
 const MARKER_KEYS: Record<keyof Marker, true> = {
   kind: true,
@@ -279,7 +286,10 @@ describe("golden state shared with pytest", () => {
       expect(main).toEqual(state.look?.main_charts);
       const loss = root.querySelector<HTMLElement>('[data-tm-chart="loss"]') as HTMLElement;
       expect(loss.dataset.tmPoints).toBe("4"); // train_loss and val_loss; the twin is not counted
-      expect(loss.querySelector(".u-legend")?.textContent).toContain("train loss (EMA 0.98)");
+      const legend = loss.querySelector(".u-legend")?.textContent ?? "";
+      expect(legend).toContain("train loss, smoothed (EMA 0.98)");
+      // off the chart, every legend row reads its series' newest value (not a blank until hovered)
+      expect(legend).toMatch(/validation loss\d/);
       const toggle = loss.querySelector('[data-tm="smoothing"]') as HTMLElement;
       expect((toggle.parentElement as HTMLElement).hidden).toBe(false);
       expect(root.querySelector('.tm-panels [data-tm-panel="time"]')).toBeNull(); // merged into the phases

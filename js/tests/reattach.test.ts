@@ -68,6 +68,34 @@ describe("reattach", () => {
     expect(list[0]?.outputs.items).toHaveLength(0);
   });
 
+  it("finds the run's cell by its source when a reload gave it a new id (a notebook saved without ids)", () => {
+    const { nb, list } = notebook([
+      { id: "new-1", outs: [] },
+      { id: "new-2", outs: [] },
+    ]);
+    const sources = ["import torch", "%%trainmeter\ntrain()"];
+    list.forEach((c, i) => {
+      (c as unknown as { sharedModel: { getSource: () => string } }).sharedModel = {
+        getSource: () => sources[i] as string,
+      };
+    });
+    const ref = { model_id: "m1", cell_id: "old-id", source: "%%trainmeter\ntrain()" };
+    expect(addViewIfMissing(nb, ref, "line")).toBe(true);
+    expect(list[1]?.outputs.items).toHaveLength(1);
+    expect(list[0]?.outputs.items).toHaveLength(0);
+    // two cells with that source: no guess
+    const twin = notebook([
+      { id: "x", outs: [] },
+      { id: "y", outs: [] },
+    ]);
+    for (const c of twin.list) {
+      (c as unknown as { sharedModel: { getSource: () => string } }).sharedModel = {
+        getSource: () => "same",
+      };
+    }
+    expect(addViewIfMissing(twin.nb, { model_id: "m1", cell_id: "old", source: "same" }, "line")).toBe(false);
+  });
+
   it("never writes a cell's trust; an untrusted cell's view says how to see it", () => {
     const { nb, list, writes } = notebook([{ id: "run", outs: [] }]);
     expect(addViewIfMissing(nb, { model_id: "m1", cell_id: "run" }, "line")).toBe(true);

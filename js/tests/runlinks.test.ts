@@ -82,7 +82,13 @@ describe("header links", () => {
     await tick();
     expect(links.el.querySelector("a")).toBeNull();
     expect(links.el.textContent).toContain(".trainmeter/runs/20260101T000000Z-r");
-    expect(links.el.querySelector('[data-tm="runlinks-hint"]')?.textContent).toContain(HIDDEN_HINT);
+    const hint = links.el.querySelector('[data-tm="runlinks-hint"]') as HTMLDetailsElement;
+    expect(hint.textContent).toContain(HIDDEN_HINT);
+    // one short line on the first screen: the reason is folded, said once
+    expect(hint.tagName).toBe("DETAILS");
+    expect(hint.open).toBe(false);
+    expect(hint.querySelector("summary")?.textContent).toBe("not a link: why");
+    expect(links.el.textContent?.split(HIDDEN_HINT)).toHaveLength(2);
   });
 
   it("is plain text outside Jupyter's pages (no page config: VS Code, Colab)", () => {

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import ast
 import shlex
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -100,6 +101,15 @@ class TrainmeterMagics(Magics):
         options = parse_flags(line)
         return run_cell(self.shell, cell, options)
 
+    def _show_text(self, text: str, kind: str) -> None:
+        """Print ``text``; in a notebook, display it as HTML that wraps at spaces (and the text as text/plain)."""
+        if not _in_notebook(self.shell):
+            print(text)
+            return
+        from IPython.display import display
+
+        display(TextBlock(text, kind))
+
     def _verb(self, line: str) -> Any:
         try:
             words = shlex.split(line)
@@ -118,12 +128,12 @@ class TrainmeterMagics(Magics):
         if verb == "doctor":
             from trainmeter.checkup import doctor, format_doctor
 
-            print(format_doctor(doctor()))
+            self._show_text(format_doctor(doctor()), "doctor")
             return None
         if verb == "help":
             if len(words) > 1:
                 raise UsageError(f"%trainmeter help: unexpected {' '.join(words[1:])!r}; usage: %trainmeter help")
-            print(help_text())
+            self._show_text(help_text(), "help")
             return None
         raise UsageError(f"%trainmeter: unknown verb {verb!r}; valid verbs: {', '.join(VERBS)}")
 
@@ -164,7 +174,7 @@ def run_cell(shell: Any, cell: str, options: MonitorOptions) -> Any:
     last = None
     if tree.body and isinstance(tree.body[-1], ast.Expr):
         last = ast.Expression(tree.body.pop().value)
-    filename = shell.compile.cache(code, shell.execution_count)
+    filename = shell.compile.cache(code, _cell_number(shell))
     body = shell.compile(tree, filename, "exec")
     tail = shell.compile(last, filename, "eval") if last is not None else None
     show_widget = options.widget and _in_notebook(shell)
@@ -189,6 +199,45 @@ def run_cell(shell: Any, cell: str, options: MonitorOptions) -> Any:
         for sink in sinks:
             sink.close()
     return result
+
+
+def _cell_number(shell: Any) -> int:
+    """The running cell's execution count, as its traceback names it (``Cell In[N]``).
+
+    IPython 8+ counts the cell before running it, so ``shell.execution_count`` is
+    already the next one here: the number is the one IPython compiled the calling
+    cell under (the first frame up the stack whose file is a cached cell).
+    """
+    names = getattr(shell.compile, "_filename_map", None) or {}
+    frame = sys._getframe(1)
+    while frame is not None:
+        number = names.get(frame.f_code.co_filename)
+        if isinstance(number, int):
+            return number
+        frame = frame.f_back
+    return int(shell.execution_count)
+
+
+class TextBlock:
+    """A verb's text for a notebook: ``text/html`` that wraps at spaces, never mid-word, and ``text/plain``.
+
+    JupyterLab's stream output breaks long lines anywhere (``word-break: break-all``); a saved
+    notebook, nbconvert and GitHub show the HTML as the kernel showed it.
+    """
+
+    def __init__(self, text: str, kind: str) -> None:
+        self.text, self.kind = text, kind
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+        import html
+
+        body = html.escape(self.text)
+        return {"text/plain": self.text,
+                "text/html": f'<pre class="trainmeter-{self.kind}" style="white-space:pre-wrap;word-break:normal;'
+                             f'overflow-wrap:normal;margin:0">{body}</pre>'}
+
+    def __repr__(self) -> str:
+        return self.text
 
 
 def load_ipython_extension(ipython: Any) -> None:

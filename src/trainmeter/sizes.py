@@ -245,8 +245,10 @@ def format_seconds(seconds: Any) -> str:
     short = float(f"{v:.2g}")
     if short >= 10:
         return f"{v:.1f} s"
-    if 0 < short < 1e-3:
-        return f"{format_number(v)} s"
+    if 0 < short < 1e-3:  # a sub-millisecond step: 204 µs, never 2.04e-4 s
+        return f"{float(f'{v * 1e6:.3g}'):g} µs"
+    if 0 < short < 0.01:
+        return f"{float(f'{v * 1e3:.3g}'):g} ms"
     return f"{short:g} s"
 
 
@@ -289,6 +291,8 @@ def format_value(value: Any, unit: str) -> str:
         return format_joules(value)
     if unit == "W":
         return format_watts(value)
+    if unit == "lr":  # a learning rate: the text line's formatter (3.00e-04), wherever it is shown
+        return format_scientific(value)
     if unit == "":
         return format_number(value)
     return f"{format_number(value)} {unit}"

@@ -126,3 +126,14 @@ def test_markdown_states_total_trained_and_frozen_parameters_and_the_unit():
     assert "- Parameters: 26,144 total; 896 trained; 25,248 frozen" in md
     assert "Counted (FlopCounterMode, one step): 2.5 MFLOP/sample" in md
     assert "FLOPs conventions not shown: not a language model" in md
+
+
+def test_the_mfu_tile_on_the_cpu_without_a_declared_peak_does_not_apply_here():
+    from trainmeter.compute.card import compute_tiles
+
+    section = {"hardware": {"device": "cpu"}, "peak": None, "convention": None, "mfu": {"hf": None},
+               "mfu_missing": "the model is on the CPU: there is no dense datasheet peak to divide by"}
+    mfu = compute_tiles(section, {})[0]
+    assert mfu["value"] is None and mfu["not_here"] is True and "on the CPU" in mfu["missing"]
+    on_gpu = compute_tiles({**section, "hardware": {"device": "NVIDIA H100"}}, {})[0]
+    assert on_gpu["not_here"] is False

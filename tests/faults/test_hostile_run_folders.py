@@ -175,7 +175,7 @@ def test_compare_draws_the_good_run_beside_the_damaged_ones(hostile_root):
     statuses = [row["status"] for row in box.rows]
     assert len(statuses) == 1 + len(bad) and statuses[-1] == "completed"  # the good run is the newest
     assert statuses.count("damaged") >= 6
-    good_line = [ln for ln in box.figures[0].marks if ln.labels == [box.rows[-1]["run"]]]
+    good_line = [ln for ln in box.lines["train_loss"] if ln.run == box.rows[-1]["run"]]
     assert good_line and len(good_line[0].x) == 5
 
 

@@ -382,7 +382,7 @@ def test_attach_widget_displays_at_once_and_registers_the_live_publisher(run_roo
         assert shown[0][0] == "display" and "application/vnd.jupyter.widget-view+json" in shown[0][1]
         assert pub.running and publisher_module.live_publisher() is pub
         # outside a kernel: no cell id, no restore router (a reload keeps the old behaviour)
-        assert pub.widget.output_ref == {"model_id": pub.widget.model_id, "cell_id": None}
+        assert pub.widget.output_ref == {"model_id": pub.widget.model_id, "cell_id": None, "source": None}
         assert pub.restore_router is None
         m.start()
         m.on_step(10, loss_value=1.0)
@@ -512,3 +512,24 @@ def test_the_smoothed_loss_is_the_text_lines_ema_over_every_step_at_every_drawn_
     text_line_ema = optim.text_fields()["loss_ema"]  # the final report's, printed as "(ema ...)"
     assert ys[-1] == pytest.approx(text_line_ema) and xs[-1] == raw_xs[-1]
     assert "val_loss.ema" not in pub.decimators and "lr.ema" not in pub.decimators
+
+
+
+def test_the_output_ref_carries_the_running_cells_id_and_source(monkeypatch):
+    """A notebook saved without cell ids gets new ids on reload: the front end finds the cell by its source."""
+    import IPython
+
+    from trainmeter.widget import attach
+
+    class Kernel:
+        def get_parent(self, channel="shell"):
+            return {"metadata": {"cellId": "c-1"}, "content": {"code": "%%trainmeter\ntrain()"},
+                    "header": {"msg_type": "execute_request"}}
+
+    class Shell:
+        kernel = Kernel()
+
+    monkeypatch.setattr(IPython, "get_ipython", lambda: Shell())
+    assert attach._cell_id() == "c-1" and attach._cell_source() == "%%trainmeter\ntrain()"
+    Kernel.get_parent = lambda self, channel="shell": {"content": {"code": "x" * (attach.MAX_SOURCE_CHARS + 1)}}
+    assert attach._cell_source() is None  # a huge cell: found by its id alone

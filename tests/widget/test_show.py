@@ -276,3 +276,14 @@ def test_a_replay_draws_the_smoothed_loss_folded_over_every_recorded_step(run_ro
     assert list(by_name["train_loss.ema"].ys) == pytest.approx(LossEma().trace(by_name["train_loss"].ys))
     assert "val_loss.ema" not in by_name
     assert {c["id"]: c for c in state["charts"]}["loss"]["smoothed"] == {"train_loss": "train_loss.ema"}
+
+
+def test_the_replay_draws_the_learning_rate_once_on_the_extensions_chart() -> None:
+    from trainmeter.widget.show import with_live_extras
+
+    state = {"charts": [{"id": "loss", "series": ["train_loss"]}, {"id": "series:lr", "series": ["lr"]},
+                        {"id": "series:more", "series": ["lr", "other"]}]}
+    saved = {"charts": [{"id": "lr", "title": "learning rate", "unit": "lr", "series": ["lr"], "log_y": True}]}
+    charts = with_live_extras(state, saved)["charts"]
+    assert [c["id"] for c in charts] == ["loss", "series:more", "lr"]
+    assert next(c for c in charts if c["id"] == "series:more")["series"] == ["other"]

@@ -204,7 +204,7 @@ def test_the_training_loss_is_drawn_faint_under_its_smoothed_twin_in_the_live_pa
 
     state = _state()
     state["charts"][0]["smoothed"] = {"train_loss": "train_loss.ema"}
-    state["charts"][0]["labels"] = {"train_loss": "train loss", "train_loss.ema": "train loss (EMA 0.98)",
+    state["charts"][0]["labels"] = {"train_loss": "train loss", "train_loss.ema": "train loss, smoothed (EMA 0.98)",
                                     "val_loss": "validation loss"}
     series = _series()
     series.append(SeriesColumns(name="train_loss.ema", x_kind="step", xs=series[0].xs, ys=[2.0] * 2000))
@@ -213,7 +213,7 @@ def test_the_training_loss_is_drawn_faint_under_its_smoothed_twin_in_the_live_pa
     assert (PALETTE[0] + FAINT_ALPHA, "1") in strokes and (PALETTE[0], "1.5") in strokes
     assert strokes.index((PALETTE[0] + FAINT_ALPHA, "1")) < strokes.index((PALETTE[0], "1.5"))  # the twin on top
     html = render_snapshot(state, series)
-    assert "</span> train loss (EMA 0.98) &nbsp;" in html and "</span> train loss &nbsp;" not in html
+    assert "</span> train loss, smoothed (EMA 0.98) &nbsp;" in html and "</span> train loss &nbsp;" not in html
 
 
 def test_the_snapshot_has_the_live_charts_eight_colours_in_order():
@@ -229,3 +229,19 @@ def test_the_static_dashboard_says_who_stopped_the_run():
 
     state = {"status": "stopped", "step": 448, "elapsed_s": 62, "controls": {"stopped": {"by": "button", "step": 448}}}
     assert progress_text(state) == "stopped by button at step 448 after 0:01:02"
+
+
+def test_tiles_that_do_not_apply_on_this_machine_fold_into_one_line_in_the_snapshot():
+    why = "the model is on the CPU: there is no dense datasheet peak to divide by"
+    state = _state()
+    state["tiles"] = [{"id": "step", "label": "step", "value": 3, "unit": "count"},
+                      {"id": "mfu", "label": "MFU", "value": None, "unit": "fraction", "missing": why,
+                       "not_here": True}]
+    html = render_snapshot(state, {})
+    assert f"Not on this machine: MFU: {why}" in html and ">MFU</th>" not in html and ">step</th>" in html
+
+
+def test_a_share_is_drawn_on_its_whole_0_to_100_percent_scale():
+    spec = {"id": "node_cpu", "title": "Node CPU", "x": "time", "unit": "fraction", "series": ["node.cpu"]}
+    svg = chart_svg(spec, {"node.cpu": ("time", [0.0, 1.0, 2.0], [1.0, 0.995, 1.0])})
+    assert svg is not None and ">0.0%<" in svg and ">100.0%<" in svg  # a 0.5% dip is not a cliff

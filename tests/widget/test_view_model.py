@@ -194,12 +194,26 @@ def test_live_rate_tile_and_eta_follow_the_recent_figures_between_reports(run_ro
                            window_s=10.0, t_s=12.0, rss_bytes=123 * 2**20)
     state = build_state(facts_from_monitor(m, recent=recent))
     rate = _tile(state, "throughput")
-    assert rate["value"] == 1234.0 and rate["label"] == "rate (last 10 s)"
+    assert rate["value"] == 1234.0 and rate["label"] == "session rate (last 10 s)"
     assert rate["derivation"]["formula"] == "window_tokens / window_s"
     assert _tile(state, "rss")["value"] == 123 * 2**20
     early = RecentFigures(tokens_per_s=1234.0, steps_per_s=5.0, window_tokens=300, window_s=0.4, window_steps=2,
                           t_s=0.4, rss_bytes=None)
-    assert _tile(build_state(facts_from_monitor(m, recent=early)), "throughput")["label"] == "rate (first second)"
+    assert _tile(build_state(facts_from_monitor(m, recent=early)), "throughput")["label"] == \
+        "session rate (first second)"
+
+
+def test_the_live_rate_tile_names_one_window_for_the_session_and_the_training_only_rate(run_root):
+    from trainmeter.widget.live_rate import RecentFigures
+
+    m = _run(run_root, FakeClock(0.0))
+    m.status = "running"
+    recent = RecentFigures(tokens_per_s=5_100.0, steps_per_s=5.0, window_tokens=51_000, window_steps=50,
+                           window_s=10.0, t_s=12.0, train_tokens_per_s=5_800.0, window_train_s=51_000 / 5_800)
+    rate = _tile(build_state(facts_from_monitor(m, recent=recent)), "throughput")
+    assert rate["label"] == "session rate (last 10 s)" and rate["value"] == 5_100.0
+    assert rate["sub"] == "training-only 5.8k tok/s over the same last 10 s"  # never a second window
+    assert [i["name"] for i in rate["derivation"]["inputs"]] == ["window_tokens", "window_s", "window_train_s"]
 
 
 def test_the_live_eta_follows_the_recent_pace_labelled_so_when_the_compute_wing_builds_the_bar(run_root):
@@ -262,12 +276,21 @@ def test_every_chart_series_has_a_human_label(run_root):
 
 
 def test_only_the_training_loss_gets_a_smoothed_twin_labelled_with_the_text_lines_ema_weight(run_root):
-    m = _run(run_root, FakeClock(0.0), extensions=[_Ext()])
+    m = _run(run_root, FakeClock(0.0), steps=51, extensions=[_Ext()])  # 50 losses read (one a step behind)
     m.record({"val_loss": 2.0})
     charts = {c["id"]: c for c in build_state(facts_from_monitor(m))["charts"]}
     assert charts["loss"]["smoothed"] == {"train_loss": "train_loss.ema"}
-    assert charts["loss"]["labels"]["train_loss.ema"] == "train loss (EMA 0.98)"
+    assert charts["loss"]["labels"]["train_loss.ema"] == "train loss, smoothed (EMA 0.98)"
     assert all("smoothed" not in c for i, c in charts.items() if i != "loss")  # never lr, val_loss, rates
+
+
+def test_a_training_loss_with_fewer_points_than_the_emas_window_is_drawn_raw_alone(run_root):
+    from trainmeter.widget.smoothed import WINDOW_POINTS
+
+    assert WINDOW_POINTS == 50
+    m = _run(run_root, FakeClock(0.0), steps=WINDOW_POINTS - 1)
+    loss = next(c for c in build_state(facts_from_monitor(m))["charts"] if c["id"] == "loss")
+    assert loss["smoothed"] == {} and "train_loss.ema" not in loss["labels"]
 
 
 def test_the_state_carries_the_look_both_front_ends_draw_with(run_root):
@@ -345,3 +368,22 @@ def test_an_alerts_sentence_shows_in_the_banner_not_again_among_the_warnings():
                  controls={"alerts": [alert], "live": False})
     state = build_state(f)
     assert state["warnings"] == ["a verdict"] and state["controls"]["alerts"] == [alert]
+
+
+def test_a_finished_runs_text_line_says_the_passports_whole_run_rate_not_the_last_reports(run_root):
+    import json
+
+    clock = FakeClock(0.0)
+    m = _run(run_root, clock)  # 6 steps of 1 s, reports every 2 s
+    for _ in range(8):  # then 8 fast steps: the last report's rate is 4x the whole run's
+        clock.advance(0.25)
+        m.on_step(100, loss_value=2.0)
+    assert "tok/s=400" in m.text_line
+    m.finish("completed")
+    f = facts_from_monitor(m)
+    passport = json.loads((m.run_dir / "passport.json").read_text())
+    whole = passport["throughput"]["train_tokens_per_s"]
+    from trainmeter.sizes import format_rate
+
+    assert f"tok/s={format_rate(whole, '')}" in f.text_line and f.train_tokens_per_s == pytest.approx(whole)
+    assert f.text_line.startswith("[step 14] loss=2 | lr=1.00e-01 | tok/s=") and "mem=" in f.text_line

@@ -1,16 +1,16 @@
-"""``tm.compare``: saved runs side by side, one bqplot figure per y, one line per run, a table beside.
+"""``tm.compare``: saved runs side by side, one chart per y, one line per run, a table of what differs.
 
 Built from each run's passport and bounded curves (``curves.json``, or ``events.jsonl`` for
 runs without one); every figure holds at most :data:`FIGURE_BUDGET_POINTS` points over all
-its lines (float32 columns), so twenty long runs stay small in the browser. The figures are
-plain bqplot marks drawn by the front end: no kernel-side callback is needed to see them.
-
-bqplot, ipywidgets and numpy are imported when :func:`compare` is called, never by
-``import trainmeter``.
+its lines, so twenty long runs stay small. :func:`compare` returns a :class:`Comparison`
+shown as static HTML/SVG (comparison/static.py), so a saved notebook reads anywhere;
+:meth:`Comparison.widget` builds plain bqplot figures for zooming (bqplot, ipywidgets and
+numpy are imported then, never by ``import trainmeter``).
 """
 
 from __future__ import annotations
 
+import html
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -67,20 +67,71 @@ def _figure(title: str, lines: list[Line], colors: dict[str, str], xlab: str, yl
     marks = [bq.Lines(x=np.asarray(ln.x, dtype=np.float32), y=np.asarray(ln.y, dtype=np.float32),
                       scales={"x": xs, "y": ys}, labels=[ln.run], display_legend=True, colors=[colors[ln.run]])
              for ln in lines if ln.missing is None]
-    missing = [f"{ln.run}: {ln.missing}" for ln in lines if ln.missing is not None]
-    if missing:
-        title = f"{title} (no line for {'; '.join(missing)})"
-    axes = [bq.Axis(scale=xs, label=xlab), bq.Axis(scale=ys, side="left", label=ylab, label_offset="62px")]
+    x_kind, y_kind = title.split(" vs ")[1], title.split(" vs ")[0]
+    x_fmt = "~g" if x_kind == "time" else "~s"  # SI ticks ("100k"), never "1e+5"
+    y_fmt = {"tokens_per_s": "~s", "mfu": ".0%"}.get(y_kind, "~g")
+    axes = [bq.Axis(scale=xs, label=xlab, tick_format=x_fmt),
+            bq.Axis(scale=ys, side="left", label=ylab, label_offset="62px", tick_format=y_fmt)]
     fig = bq.Figure(marks=marks, axes=axes, title=title, legend_location="top-right",
-                    layout={"width": "560px", "min_width": "560px", "height": "320px"},
+                    layout={"width": "560px", "max_width": "100%", "height": "320px"},
                     fig_margin={"top": 40, "bottom": 45, "left": 80, "right": 10})
     return fig
 
 
+class Comparison:
+    """What :func:`compare` returns: static HTML everywhere, the interactive figures on request.
+
+    Its rich display is the static comparison (comparison/static.py): a reopened notebook,
+    nbconvert and GitHub show the same charts and table as the live kernel, never "model not
+    found" or a widget repr. :meth:`widget` builds the bqplot figures for zooming.
+
+    Attributes:
+        lines: ``{y: [Line, ...]}``, one line (or why none) per run, for every ``y`` asked.
+        rows: The table's values, one dict per run.
+        html: The static comparison.
+    """
+
+    def __init__(self, lines: dict[str, list[Line]], rows: list[dict[str, Any]], html: str,
+                 labels: dict[str, tuple[str, str]], colors: dict[str, str], x: str) -> None:
+        self.lines, self.rows, self.html = lines, rows, html
+        self._labels, self._colors, self._x = labels, colors, x
+
+    @property
+    def drawn(self) -> list[str]:
+        """The ``y`` kinds some run has a line for (the figures shown)."""
+        return [y for y, ls in self.lines.items() if any(ln.missing is None and ln.x for ln in ls)]
+
+    def _repr_html_(self) -> str:  # IPython's display: text/html, with __repr__ as text/plain
+        return self.html
+
+    def __repr__(self) -> str:
+        return (f"<trainmeter comparison of {len(self.rows)} run(s) by {self._x}: "
+                f"{', '.join(self.drawn) or 'no line'}>")
+
+    def widget(self) -> Any:
+        """The interactive figures: an ``ipywidgets.HBox`` of bqplot figures (one per drawn y) and the table.
+
+        Its ``figures`` attribute lists the figures and ``rows`` the table's values.
+        """
+        import ipywidgets as w
+
+        figures = []
+        for yk in self.drawn:
+            xlab, ylab = self._labels[yk]
+            figures.append(_figure(f"{yk} vs {self._x}", self.lines[yk], self._colors, xlab, ylab))
+        table = w.HTML(table_html(self.rows), layout=w.Layout(overflow="auto", max_width="100%"))
+        plots = w.VBox(figures, layout=w.Layout(flex="0 0 auto"))
+        box = w.VBox([plots, table], layout=w.Layout(align_items="flex-start", max_width="100%"))
+        box.add_class("tm-compare")
+        box.figures, box.rows = figures, self.rows
+        return box
+
+
 def compare(runs: Any = None, x: str = "tokens",
             y: Sequence[str] | str = ("train_loss", "val_loss", "tokens_per_s", "mfu"), *,
-            root: str | Path | None = None, last: int = DEFAULT_LAST_RUNS, convention: str | None = None) -> Any:
-    """Compare saved runs: an ipywidgets box of bqplot figures (one per ``y``) and a table.
+            root: str | Path | None = None, last: int = DEFAULT_LAST_RUNS, convention: str | None = None
+            ) -> Comparison:
+    """Compare saved runs: one chart per ``y`` some run has (one line per run) and a table of what differs.
 
     Args:
         runs: Runs (:class:`~trainmeter.record.runs.Run`, a run folder or passport path, or a
@@ -92,22 +143,20 @@ def compare(runs: Any = None, x: str = "tokens",
         convention: FLOPs convention for ``x="flops"`` and ``"mfu"`` (default: each run's own).
 
     Returns:
-        An ``ipywidgets.HBox``: a ``VBox`` of ``bqplot.Figure`` and an ``HTML`` table. Its
-        ``figures`` attribute lists the figures and ``rows`` the table's values.
+        A :class:`Comparison`: displayed as static HTML/SVG (it reads the same reopened and in
+        nbconvert); ``.widget()`` gives the interactive bqplot figures.
 
     Raises:
         ValueError: A bad ``x`` or ``y`` (naming what is valid).
         FileNotFoundError: A path that holds no run.
     """
-    import ipywidgets as w
+    from trainmeter.comparison.static import comparison_html, figure_html
 
     ys = _validate(x, y)
     chosen = _resolve(runs, root, last)
     if not chosen:
-        where = root or ".trainmeter/runs"
-        box = w.HBox([w.HTML(f"<p>no saved runs under {where}</p>")])
-        box.figures, box.rows = [], []
-        return box
+        where = html.escape(str(root or ".trainmeter/runs"))
+        return Comparison({}, [], f"<p>no saved runs under {where}</p>", {}, {}, x)
     names = _unique([r.name for r in chosen])
     passports, docs = [], []
     for n, r in zip(names, chosen, strict=True):
@@ -120,17 +169,21 @@ def compare(runs: Any = None, x: str = "tokens",
     unit = units.pop() if len(units) == 1 else "tokens or samples"
     convs = {convention_of(p, convention) for p in passports}
     conv_text = convs.pop() if len(convs) == 1 else "each run's own"
-    figures = []
+    lines: dict[str, list[Line]] = {}
+    labels: dict[str, tuple[str, str]] = {}
+    figures, absent = [], []
     for yk in ys:
-        lines = [_line(n, p, d, x, yk, convention, per_line) for n, p, d in zip(names, passports, docs, strict=True)]
-        figures.append(_figure(f"{yk} vs {x}", lines, colors, x_label(x, unit, conv_text), y_label(yk, unit, conv_text)))
+        lines[yk] = [_line(n, p, d, x, yk, convention, per_line)
+                     for n, p, d in zip(names, passports, docs, strict=True)]
+        labels[yk] = (x_label(x, unit, conv_text), y_label(yk, unit, conv_text))
+        fig = figure_html(f"{yk} vs {x}", lines[yk], x, *labels[yk])
+        if fig is None:
+            why = sorted({ln.missing for ln in lines[yk] if ln.missing})
+            absent.append(f"{yk}: no run has it ({'; '.join(why) or 'no points'})")
+        else:
+            figures.append(fig)
     rows = table_rows(names, passports)
-    table = w.HTML(table_html(rows), layout=w.Layout(flex="1 1 320px", overflow="auto"))
-    plots = w.VBox(figures, layout=w.Layout(flex="0 0 auto", width="580px"))
-    box = w.HBox([plots, table], layout=w.Layout(flex_flow="row wrap", align_items="flex-start"))
-    box.add_class("tm-compare")
-    box.figures, box.rows = figures, rows
-    return box
+    return Comparison(lines, rows, comparison_html(figures, absent, table_html(rows)), labels, colors, x)
 
 
 def _readable(name: str, run: Any) -> tuple[dict[str, Any], dict[str, Any]]:

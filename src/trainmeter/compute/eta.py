@@ -47,10 +47,15 @@ def recent_pace(recent: Any, unit: str = "tokens") -> Pace | None:
     """
     if recent is None:
         return None
-    per_s = getattr(recent, "steps_per_s" if unit == "steps" else "tokens_per_s", None)
+    key = "steps_per_s" if unit == "steps" else "tokens_per_s"
+    smoothed = getattr(recent, f"smoothed_{key}", None)
     window_s = getattr(recent, "window_s", None)
     span = f"{window_s:.3g} s" if isinstance(window_s, (int, float)) else "seconds"
-    return Pace(name="recent", per_s=per_s, window=f"the last {span} of steps, wall clock (every phase counts)")
+    if smoothed is not None:  # widget/live_rate.py: an exponential mean, so the ETA counts down steadily
+        return Pace(name="recent", per_s=smoothed, window=f"the last {span} of steps, wall clock (every phase "
+                    "counts), smoothed over about 20 s")
+    return Pace(name="recent", per_s=getattr(recent, key, None),
+                window=f"the last {span} of steps, wall clock (every phase counts)")
 
 
 def pick_pace(recent: Pace | None, training: Pace) -> Pace:

@@ -155,4 +155,7 @@ def energy_tile(section: dict[str, Any], derivation: Derivation | None) -> dict[
                        + str(section.get("source")))
     else:
         tile["missing"] = section.get("missing") or "energy per token needs an energy reading and tokens"
+        # no energy reading at all (no GPU power counter, no RAPL) does not change during a run
+        tile["not_here"] = (section.get("joules") is None and not section.get("devices")
+                            and (section.get("cpu_rapl") or {}).get("joules") is None)
     return tile

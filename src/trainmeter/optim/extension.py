@@ -283,7 +283,7 @@ class OptimExtension(ExtensionBase):
         out: list[dict[str, Any]] = []
         lr_names = self._lr_names()
         if lr_names:
-            out.append({"id": "lr", "title": "learning rate", "x": "step", "unit": "", "series": lr_names,
+            out.append({"id": "lr", "title": "learning rate", "x": "step", "unit": "lr", "series": lr_names,
                         "log_y": _positive(m, lr_names)})
         if GRAD_NORM_SERIES in m.series:
             out.append({"id": "grad_norm", "title": "gradient norm", "x": "step", "unit": "",
@@ -299,7 +299,7 @@ class OptimExtension(ExtensionBase):
         grad = _last(m, GRAD_NORM_SERIES, GRAD_NORM_ALIASES)
         every = f"every {self.stride} steps" if self.stride > 1 else "every step"
         rows = [
-            {"label": "learning rate", "value": lr, "unit": "", "provenance": "detected",
+            {"label": "learning rate", "value": lr, "unit": "lr", "provenance": "detected",
              "note": f"param_groups at the optimizer's step, {every}" if lr is not None
              else (self.reason or "no optimizer step yet")},
             {"label": "gradient norm", "value": grad, "unit": "", "provenance": "measured",

@@ -163,9 +163,7 @@ class Overhead(ExtensionBase):
 
     def panels(self) -> list[dict[str, Any]]:
         """A "Monitoring cost" panel (publisher thread; reads one dict reference)."""
-        f = self._figures
-        if not f:
-            return []
+        f = self._figures or {}  # before the first report: the rows without values (the panel keeps its place)
         threads = f.get("threads") or {}
         rows = [
             {"label": f"on_step (us, 1 in {SAMPLE_EVERY} steps)", "value": f.get("on_step_us"), "unit": "",
@@ -178,7 +176,7 @@ class Overhead(ExtensionBase):
              "provenance": "counted", "note": None if f.get("browser_bytes") is not None else "no live widget"},
             {"label": "run log", "value": f.get("run_log_bytes"), "unit": "bytes", "provenance": "counted"},
         ]
-        return [{"id": "overhead", "title": "Monitoring cost", "rows": rows}]
+        return [{"id": "overhead", "title": "Monitoring cost", "rows": rows, "pending": not self._figures}]
 
     def passport_section(self) -> dict[str, Any]:
         """The passport's ``overhead`` section (docs/spec.md, "The monitor's own cost")."""

@@ -49,10 +49,12 @@ def attach_widget(monitor: Any) -> Publisher:
         # its saved output keeps the static snapshot; the kernel keeps no comm (in marimo the finished
         # widget is still another cell's live view)
         _close_comms(previous.widget)
+    _guard_status()  # before the widget's comm opens: the front end answers it at once
     widget = TrainmeterWidget(state=build_state(facts_from_monitor(monitor)))
     publisher = Publisher(monitor, widget)
     widget.attach(publisher)
-    widget.output_ref = {"model_id": getattr(widget, "model_id", None), "cell_id": _cell_id()}
+    widget.output_ref = {"model_id": getattr(widget, "model_id", None), "cell_id": _cell_id(),
+                         "source": _cell_source()}
     publisher.restore_router = _route_restores(widget)
     publisher._restores_at_start = publisher.restores_seen()
     publisher.show()
@@ -75,10 +77,44 @@ def _cell_id() -> str | None:
         return None
 
 
+MAX_SOURCE_CHARS = 20_000  # a longer cell is found by its id alone
+
+
+def _cell_source() -> str | None:
+    """The running cell's code (``content.code`` of the execute request), else ``None``.
+
+    A notebook saved without cell ids gets new ones when a page reloads it: the front end then
+    finds the run's cell by this source (js/src/reattach.ts).
+    """
+    try:
+        from IPython import get_ipython
+
+        kernel = getattr(get_ipython(), "kernel", None)
+        parent = kernel.get_parent("shell") if kernel is not None else None
+        code = ((parent or {}).get("content") or {}).get("code")
+        return code if isinstance(code, str) and 0 < len(code) <= MAX_SOURCE_CHARS else None
+    except Exception:
+        return None
+
+
 def _live_running() -> bool:
     with _REGISTRY_LOCK:
         live = _LIVE
     return live is not None and live.running
+
+
+def _guard_status() -> None:
+    """Keep the kernel's status Busy for the whole run (widget/kernel_status.py). Never raises."""
+    try:
+        from IPython import get_ipython
+
+        from trainmeter.widget import kernel_status
+
+        kernel = getattr(get_ipython(), "kernel", None)
+        if kernel is not None:
+            kernel_status.install(kernel, _live_running)
+    except Exception:
+        pass
 
 
 def _route_restores(widget: Any) -> Any:

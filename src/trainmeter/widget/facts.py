@@ -54,6 +54,7 @@ class RunFacts:
     phases_s: dict[str, float] = field(default_factory=dict)
     loss_last: float | None = None
     loss_min: float | None = None
+    loss_points: int = 0  # train_loss points so far (its smoothed twin is drawn from widget/smoothed.py's window)
     step_series: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
     panels: tuple[dict[str, Any], ...] = ()
@@ -135,13 +136,16 @@ def facts_from_monitor(monitor: Any, recent: Any = None, x_head: tuple[int, int,
             unit=monitor.token_unit)}
         train_rate, spp, session_rate = whole["train_tokens_per_s"], whole["seconds_per_step"], whole[
             "session_tokens_per_s"]
+    text_line = monitor.text_line or f"[step {steps}]"
+    if not live:  # the last report's window rate would contradict the passport's whole-run one
+        text_line = whole_run_line(text_line, "tok" if monitor.token_unit == "tokens" else "samples", train_rate)
     rss_bytes = memory.rss_bytes if memory else None
     if live and recent is not None and recent.rss_bytes is not None:
         rss_bytes = recent.rss_bytes
     return RunFacts(
         name=opts.name, status=monitor.status, elapsed_s=elapsed_s,
         run_dir=str(monitor.run_dir) if monitor.run_dir is not None else None,
-        text_line=monitor.text_line or f"[step {steps}]", steps=steps, tokens=tokens,
+        text_line=text_line, steps=steps, tokens=tokens,
         token_unit=monitor.token_unit, budget_steps=opts.budget_steps, budget_tokens=opts.budget_tokens,
         interval_s=opts.interval_s, live=live,
         window_tokens=interval.tokens if interval else None,
@@ -153,6 +157,7 @@ def facts_from_monitor(monitor: Any, recent: Any = None, x_head: tuple[int, int,
         or None,
         cuda=memory.cuda if memory else None, phases_s=phases_s,
         loss_last=stats.last if stats else None, loss_min=stats.min if stats else None,
+        loss_points=stats.count if stats else 0,
         step_series=tuple(n for n, s in series.items() if s.x_kind == "step"),
         warnings=tuple(list(monitor.warnings) + ext_warnings), panels=tuple(panels), extra_charts=tuple(charts),
         extra_tiles=tuple(extra_tiles), progress_bar=_progress_from_extensions(monitor, recent if live else None),
@@ -170,8 +175,23 @@ def _controls(monitor: Any) -> dict[str, Any] | None:
         return None
 
 
-def facts_from_run(passport: dict[str, Any], events: list[dict[str, Any]], run_dir: str | None = None) -> RunFacts:
-    """Gather facts from a saved run (passport and events.jsonl records)."""
+def whole_run_line(line: str, unit_word: str, tokens_per_s: float | None) -> str:
+    """``line`` with its ``tok/s=`` field (the last report window's) replaced by the whole run's rate."""
+    from trainmeter.sizes import format_rate
+
+    head, sep, rest = line.partition("] ")
+    fields = [f for f in rest.split(" | ") if f] if sep else []
+    fields = [f for f in fields if not f.startswith(f"{unit_word}/s=")]
+    if tokens_per_s is not None:
+        at = next((i for i, f in enumerate(fields) if f.split("=", 1)[0] in ("mfu", "mem")), len(fields))
+        fields.insert(at, f"{unit_word}/s={format_rate(tokens_per_s, '')}")
+    return f"{head}] {' | '.join(fields)}" if sep else line
+
+
+def facts_from_run(passport: dict[str, Any], events: list[dict[str, Any]], run_dir: str | None = None,
+                   loss_points: int | None = None) -> RunFacts:
+    """Gather facts from a saved run (passport and events.jsonl records; ``loss_points``: the train_loss points
+    the log holds, when ``events`` keeps only some of its series records)."""
     start = next((e for e in events if e.get("kind") == "start"), {})
     last = next((e for e in reversed(events) if e.get("kind") == "interval"), {})
     opts = passport.get("options") or start.get("options") or {}
@@ -224,6 +244,8 @@ def facts_from_run(passport: dict[str, Any], events: list[dict[str, Any]], run_d
         train_s=float(phases_s.get("train", 0.0)), rss_bytes=mem.get("rss_bytes"),
         rss_peak_bytes=mem.get("rss_peak_bytes"), cuda=mem.get("cuda"), phases_s=phases_s,
         loss_last=loss_last, loss_min=loss_min, step_series=tuple(step_names), warnings=tuple(warnings),
+        loss_points=loss_points if loss_points is not None else sum(
+            len(e.get("value") or ()) for e in events if e.get("kind") == "series" and e.get("name") == "train_loss"),
         extra_tiles=extra_tiles, progress_bar=bar, error=passport.get("error"),
         markers=tuple(verdict_markers(verdicts)),
     )

@@ -47,7 +47,7 @@ def series_label(name: str, token_unit: str = "tokens") -> str:
     """The human label of series ``name`` (with its unit where it has one)."""
     if name in TWINS:  # a smoothed twin (widget/smoothed.py): its raw series' label and the EMA's weight
         raw = next(r for r, t in SMOOTHED.items() if t == name)
-        return f"{series_label(raw, token_unit)} (EMA {EMA_BETA:g})"
+        return f"{series_label(raw, token_unit)}, smoothed (EMA {EMA_BETA:g})"
     if name in _FIXED:
         return _FIXED[name]
     if name in _RATES:

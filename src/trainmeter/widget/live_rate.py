@@ -10,16 +10,21 @@ tokens of each, read from ``monitor.step_series`` by the publisher) and gives
 a sliding-window mean: it is the smoothed line (no per-report spike), the last
 partial window is merged into a full-length one, and the window ends at the
 last *step*, not at "now", so an interrupt or a pause draws no cliff to 0. It is
-wall-clock time (every phase counts), labelled so; the training-only rate stays the
-report's. Publisher thread only.
+wall-clock time (every phase counts), labelled so. The training-only rate over the
+*same* window divides the same tokens by the training seconds between the window's
+two ends, read from the phase clock's samples (:meth:`RecentRate.note_clock`, once a
+second, linearly interpolated at the two step times), so it is never below the
+wall-clock one. Publisher thread only.
 """
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from dataclasses import dataclass
 
 RECENT_WINDOW_S = 10.0
+PACE_TAU_S = 20.0  # time constant of the ETA's smoothed pace (an EMA of the recent rate, per second of steps)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -34,6 +39,12 @@ class RecentFigures:
         window_s: Seconds the window spans (shorter than ``RECENT_WINDOW_S`` early in a run).
         t_s: Session seconds of the last step (the point's x on the throughput chart).
         rss_bytes: Process RSS read by the publisher with the figures, or ``None``.
+        train_tokens_per_s: Tokens per training-only second over the same window, or ``None``
+            (no phase-clock sample yet, or no training time in the window).
+        window_train_s: Training-only seconds in the window, or ``None``.
+        smoothed_steps_per_s: The ETA's pace: an exponential mean (time constant :data:`PACE_TAU_S`)
+            of ``steps_per_s`` over the run's seconds of steps so far.
+        smoothed_tokens_per_s: The same for ``tokens_per_s``.
     """
 
     tokens_per_s: float
@@ -43,6 +54,10 @@ class RecentFigures:
     window_s: float
     t_s: float
     rss_bytes: int | None = None
+    train_tokens_per_s: float | None = None
+    window_train_s: float | None = None
+    smoothed_steps_per_s: float | None = None
+    smoothed_tokens_per_s: float | None = None
 
 
 class RecentRate:
@@ -56,6 +71,8 @@ class RecentRate:
         self.window_s = window_s
         self._points: deque[tuple[float, float]] = deque()  # (t_s, tokens) of each step
         self._before: tuple[float, float] | None = (0.0, 0.0)  # the step just before the window (run start)
+        self._clock: deque[tuple[float, float]] = deque([(0.0, 0.0)])  # (session s, training s) samples
+        self._pace: tuple[float, float, float] | None = None  # (t_s, steps/s, tokens/s) of the smoothed pace
 
     def extend(self, times_s: list[float], tokens: list[float]) -> None:
         """Add steps (session seconds at each step's end, tokens of each step)."""
@@ -67,6 +84,31 @@ class RecentRate:
         while len(self._points) > 1 and self._points[0][0] < last - self.window_s:
             self._before = self._points.popleft()
 
+    def note_clock(self, session_s: float, train_s: float) -> None:
+        """Add a phase-clock sample: session seconds now and training-only seconds so far."""
+        if self._clock and session_s <= self._clock[-1][0]:
+            return
+        self._clock.append((float(session_s), max(float(train_s), self._clock[-1][1] if self._clock else 0.0)))
+        start = self._before[0] if self._before is not None else 0.0
+        while len(self._clock) > 2 and self._clock[1][0] <= start:
+            self._clock.popleft()  # keep one sample at or before the window's start
+
+    def train_s_at(self, session_s: float) -> float | None:
+        """Training-only seconds at ``session_s``, interpolated between samples (``None`` past the last)."""
+        samples = self._clock
+        if not samples or session_s > samples[-1][0]:
+            return None
+        prev = samples[0]
+        if session_s <= prev[0]:
+            return prev[1]
+        for point in samples:
+            if point[0] >= session_s:
+                span = point[0] - prev[0]
+                frac = (session_s - prev[0]) / span if span > 0 else 1.0
+                return prev[1] + frac * (point[1] - prev[1])
+            prev = point
+        return prev[1]
+
     def figures(self, rss_bytes: int | None = None) -> RecentFigures | None:
         """The window's figures, or ``None`` before the first step."""
         if not self._points or self._before is None:
@@ -77,8 +119,24 @@ class RecentRate:
             return None
         tokens = sum(n for _, n in self._points)
         steps = len(self._points)
+        end, start = self.train_s_at(t_last), self.train_s_at(self._before[0])
+        train_s = None if end is None or start is None else min(span, end - start)
+        train_rate = tokens / train_s if train_s is not None and train_s > 0 else None
+        smooth = self._smooth(t_last, steps / span, tokens / span)
         return RecentFigures(tokens_per_s=tokens / span, steps_per_s=steps / span, window_tokens=int(tokens),
-                             window_steps=steps, window_s=span, t_s=t_last, rss_bytes=rss_bytes)
+                             window_steps=steps, window_s=span, t_s=t_last, rss_bytes=rss_bytes,
+                             train_tokens_per_s=train_rate, window_train_s=train_s,
+                             smoothed_steps_per_s=smooth[1], smoothed_tokens_per_s=smooth[2])
+
+    def _smooth(self, t_s: float, steps_per_s: float, tokens_per_s: float) -> tuple[float, float, float]:
+        """Fold this second's rates into the smoothed pace (weight by the seconds of steps since the last)."""
+        last = self._pace
+        if last is None:
+            self._pace = (t_s, steps_per_s, tokens_per_s)
+        elif t_s > last[0]:
+            alpha = 1.0 - math.exp(-(t_s - last[0]) / PACE_TAU_S)
+            self._pace = (t_s, last[1] + alpha * (steps_per_s - last[1]), last[2] + alpha * (tokens_per_s - last[2]))
+        return self._pace
 
 
 class RssReader:

@@ -58,6 +58,7 @@ class Tile(_TileBase, total=False):
     sub: str
     provenance: str
     missing: str
+    not_here: bool  # ``missing`` is about this machine (no GPU, no power reading): folded into one line
     derivation: Derivation | None
     derivations: list[Derivation]
 
@@ -139,6 +140,7 @@ class Panel(_PanelBase, total=False):
     """A generic key/value panel (MFU, GPU, node, where the time goes)."""
 
     note: str | None
+    pending: bool  # its values come at the first report: a box from the start, never the one-line "absent" form
 
 
 # -- the look (widget/look.py) ------------------------------------------------------------------------
@@ -258,6 +260,7 @@ class OutputRef(TypedDict):
 
     model_id: str | None
     cell_id: str | None
+    source: str | None  # the running cell's code (capped): finds the cell when a reload changed its id
 
 
 # -- custom messages (docs/protocol.md section 2) -------------------------------------------------------

@@ -120,7 +120,8 @@ def replay(run_or_path: Run | str | Path) -> tuple[dict[str, Any], list[SeriesCo
             passport["warnings"] = [*list(passport.get("warnings") or []),
                                     f"its run log is longer than {format_bytes(REPLAY_MAX_BYTES)}: the last "
                                     f"{format_bytes(read.bytes_left_out)} are not replayed (Run.to_pandas reads all)"]
-        state = with_live_extras(build_state(facts_from_run(_shown(passport), kept.records, run_dir=str(run.dir))),
+        state = with_live_extras(build_state(facts_from_run(_shown(passport), kept.records, run_dir=str(run.dir),
+                                                    loss_points=kept.loss_points)),
                                  _saved_dashboard(run.dir))
     except Exception as exc:  # records of the wrong types: the run shows as damaged
         reason = f"its records could not be replayed ({type(exc).__name__}: {printable(exc)})"
@@ -155,6 +156,7 @@ class _FactsRecords:
         self._loss: Record | None = None
         self._fired: Record | None = None
         self._last: Record | None = None
+        self.loss_points = 0  # train_loss points in the log (the smoothed twin is drawn from its window on)
 
     def watch(self, events: Iterable[Record]) -> Iterator[Record]:
         """Pass ``events`` through, keeping what :attr:`records` returns."""
@@ -167,6 +169,8 @@ class _FactsRecords:
                 if e.get("x", "step") == "step" and isinstance(name, str) and name not in self._names:
                     stub = {"kind": "series", "name": name, "x": "step", "value": []}
                     self._names[name] = stub  # type: ignore[assignment]
+                if name == "train_loss" and isinstance(e.get("value"), list):
+                    self.loss_points += len(e["value"])
                 if name == "train_loss" and isinstance(e.get("value"), list) and any(
                         isinstance(v, (int, float)) and math.isfinite(v) for v in e["value"]):
                     self._loss = e
@@ -202,7 +206,18 @@ def with_live_extras(state: dict[str, Any], saved: dict[str, Any] | None) -> dic
         have = {item.get("id") for item in out.get(key) or [] if isinstance(item, dict)}
         extra = [item for item in saved.get(key) or [] if isinstance(item, dict) and item.get("id") not in have]
         out[key] = list(out.get(key) or []) + extra
-    out["charts"] = label_charts(out.get("charts") or [])
+    # a series an extension's chart draws (lr on its log axis) is not drawn a second time on its own
+    charts = [c for c in out.get("charts") or [] if isinstance(c, dict)]
+    owned = {n for c in charts if not str(c.get("id", "")).startswith("series:") for n in c.get("series") or ()}
+    kept = []
+    for c in charts:
+        if str(c.get("id", "")).startswith("series:"):
+            left = [n for n in c.get("series") or () if n not in owned]
+            if not left:
+                continue
+            c = {**c, "series": left}
+        kept.append(c)
+    out["charts"] = label_charts(kept)
     return out
 
 

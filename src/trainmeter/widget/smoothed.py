@@ -13,10 +13,19 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from trainmeter.optim.smoothing import LossEma
+from trainmeter.optim.smoothing import EMA_BETA, LossEma
 
 SMOOTHED: dict[str, str] = {"train_loss": "train_loss.ema"}  # raw series -> its smoothed twin
 TWINS = frozenset(SMOOTHED.values())
+WINDOW_POINTS = round(1.0 / (1.0 - EMA_BETA))  # the EMA's window (50 points at beta 0.98)
+
+
+def twins_drawn(raw_points: dict[str, int]) -> dict[str, str]:
+    """The chart spec's ``smoothed`` map: a twin only for a series with at least :data:`WINDOW_POINTS` points.
+
+    Below its window an EMA is mostly its first points, so the chart draws the raw values alone.
+    """
+    return {n: t for n, t in SMOOTHED.items() if raw_points.get(n, 0) >= WINDOW_POINTS}
 
 
 class LossSmoother:

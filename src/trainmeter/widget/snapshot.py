@@ -42,6 +42,7 @@ from trainmeter.widget.decimate import decimate
 from trainmeter.widget.labels import series_label
 from trainmeter.widget.look import FAINT_ALPHA, MAIN_CHARTS, MARKER_MAX_POINTS, MERGED_PANELS, PALETTE
 from trainmeter.widget.ticks import linear_ticks, log_ticks
+from trainmeter.widget.snapshot_tiles import format_tile, tiles_html  # noqa: F401  (format_tile: re-exported)
 from trainmeter.widget.x_axis import AXIS_TIME, interpolate
 
 CHART_POINTS = 240
@@ -57,17 +58,6 @@ MUTED = "var(--jp-ui-font-color2, #777)"
 BORDER = "var(--jp-border-color2, #ccc)"
 FONT = "var(--jp-ui-font-family, system-ui, -apple-system, 'Segoe UI', sans-serif)"
 FINAL_STATUSES = ("completed", "failed", "interrupted")
-
-
-def format_tile(tile: dict[str, Any]) -> str:
-    """A tile's value as text (the same text the live tile shows)."""
-    if tile.get("text"):
-        return str(tile["text"])
-    if tile.get("value") is None:
-        return MISSING
-    if tile.get("id") == "step":
-        return format_integer(tile["value"])
-    return format_value(tile["value"], str(tile.get("unit", "")))
 
 
 def _esc(text: Any) -> str:
@@ -114,31 +104,6 @@ def _header(state: dict[str, Any]) -> str:
             f'<td style="text-align:left;padding:2px 8px;color:{MUTED}">{_esc(format_duration(state.get("elapsed_s") or 0.0))}</td>'
             f'<td style="text-align:left;padding:2px 0 2px 8px;width:60%">{_esc(progress_text(state))}{bar}</td>'
             f"</tr></table>")
-
-
-# -- tiles -------------------------------------------------------------------------------------
-def _tiles(tiles: Sequence[dict[str, Any]], per_row: int = 4) -> str:
-    if not tiles:
-        return ""
-    rows = []
-    for i in range(0, len(tiles), per_row):
-        chunk = tiles[i:i + per_row]
-        labels = "".join(f'<th style="text-align:left;font-weight:400;font-size:11px;color:{MUTED};'
-                         f'padding:4px 12px 0 0">{_esc(t.get("label", ""))}</th>' for t in chunk)
-        values = "".join(
-            '<td style="text-align:left;font-size:16px;font-weight:600;padding:0 12px 0 0;white-space:nowrap"'
-            + (' data-tm="step"' if t.get("id") == "step" else "") + f">{_esc(format_tile(t))}</td>"
-            for t in chunk)
-        subs = "".join(f'<td style="text-align:left;font-size:11px;color:{MUTED};padding:0 12px 2px 0">{_esc(_tile_note(t))}</td>'
-                       for t in chunk)
-        rows.append(f"<tr>{labels}</tr><tr>{values}</tr><tr>{subs}</tr>")
-    return f'<table style="border-collapse:collapse;margin:4px 0">{"".join(rows)}</table>'
-
-
-def _tile_note(tile: dict[str, Any]) -> str:
-    if tile.get("value") is None and not tile.get("text"):
-        return str(tile.get("missing") or "")  # the reason, or the input that would enable it, as the live tile says
-    return str(tile.get("sub") or "")
 
 
 # -- charts ------------------------------------------------------------------------------------
@@ -197,6 +162,8 @@ def chart_svg(spec: dict[str, Any], series: dict[str, tuple[str, Sequence[float]
     pad = (math.log10(y1) - math.log10(y0)) * 0.05 if log_y else (y1 - y0) * 0.05
     if log_y:
         y0, y1 = 10 ** (math.log10(y0) - pad), 10 ** (math.log10(y1) + pad)
+    elif spec.get("unit") == "fraction":  # shares on their whole 0-100% scale, as the live chart draws them
+        y0, y1 = 0.0, max(1.0, y1)
     else:
         y0, y1 = y0 - pad, y1 + pad
     w, h = CHART_W - PAD_L - PAD_R, CHART_H - PAD_T - PAD_B
@@ -224,8 +191,9 @@ def chart_svg(spec: dict[str, Any], series: dict[str, tuple[str, Sequence[float]
         label = (format_duration(t) if long_time else format_seconds(t)) if x_time else format_axis(t, "count")
         parts.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{PAD_T}" y2="{PAD_T + h}" stroke="{GRID}"/>'
                      f'<text x="{x:.1f}" y="{PAD_T + h + 12}" text-anchor="middle">{_esc(label)}</text>')
+    x_caption = str(spec.get("x_label") or ("time since start" if x_time else "step"))
     parts.append(f'<text x="{PAD_L + w}" y="{CHART_H - 3}" text-anchor="end">'
-                 f'{"time since start" if x_time else "step"}{" (log y)" if log_y else ""}</text>')
+                 f'{_esc(x_caption)}{" (log y)" if log_y else ""}</text>')
     for xs, ys, colour, faint in lines:
         color = colour + FAINT_ALPHA if faint else colour
         pts = [(x, y) for x, y in zip(xs, ys, strict=True) if math.isfinite(y) and (y > 0 or not log_y)]
@@ -384,7 +352,7 @@ def render_snapshot(state: dict[str, Any], series: Sequence[Any], *, mount_key: 
     foot = f'<div style="font-size:11px;color:{MUTED}">static view of the run{where}</div>'
     mount = f' data-tm-mount="{_esc(mount_key)}"' if mount_key else ""
     return (f'<div class="trainmeter-snapshot"{mount} style="font-family:{FONT};color:{FG};font-size:13px;'
-            f'line-height:1.35;max-width:980px">{_header(state)}{_tiles(state.get("tiles") or [])}'
+            f'line-height:1.35;max-width:980px">{_header(state)}{tiles_html(state.get("tiles") or [])}'
             + chart_rows + more_charts + f'{_phases(state.get("phases_s") or {}, panel_specs)}{panels}{warnings}{foot}</div>')
 
 

@@ -31,7 +31,7 @@ from trainmeter.widget.facts import (  # noqa: F401  (re-exported: the view mode
 )
 from trainmeter.widget.labels import label_charts
 from trainmeter.widget.look import look
-from trainmeter.widget.smoothed import SMOOTHED
+from trainmeter.widget.smoothed import twins_drawn
 from trainmeter.widget.x_axis import x_axis_state
 
 LOSS_NAMES: tuple[str, ...] = ("train_loss", "val_loss")
@@ -87,6 +87,29 @@ def _rate_derivation(f: RunFacts) -> dict[str, Any]:
     return d.to_dict()
 
 
+def _recent_rate_tile(f: RunFacts, unit: str, short: str) -> dict[str, Any]:
+    """The live rate tile: wall-clock rate over the last window of steps, training-only over the same window."""
+    r = f.recent
+    window = f"last {r.window_s:.0f} s" if r.window_s >= 1 else "first second"
+    train = getattr(r, "train_tokens_per_s", None)
+    inputs = [Input(name="window_tokens", value=r.window_tokens, unit=f.token_unit, provenance="counted",
+                    source=f"root module batches of the last {r.window_steps} steps"),
+              Input(name="window_s", value=r.window_s, unit="s", provenance="measured",
+                    source="wall clock from the step before the window to the last step")]
+    if train is not None:
+        inputs.append(Input(name="window_train_s", value=r.window_train_s, unit="s", provenance="measured",
+                            source="phase clock: train, between the same two steps"))
+    return {
+        "id": "throughput", "label": f"session rate ({window})", "value": r.tokens_per_s, "unit": unit,
+        "provenance": "measured",
+        "sub": (f"training-only {format_rate(train, f'{short}/s')} over the same {window}" if train is not None
+                else "wall clock, every phase"),
+        "derivation": Derivation(
+            name="recent_tokens_per_s", formula="window_tokens / window_s"
+            + ("; training-only: window_tokens / window_train_s" if train is not None else ""),
+            value=r.tokens_per_s, unit=f"{f.token_unit}/s", inputs=tuple(inputs)).to_dict()}
+
+
 def tiles(f: RunFacts) -> list[dict[str, Any]]:
     """The tiles: step, tokens, training-only vs session rate, loss, memory (RSS, CUDA)."""
     short = "tok" if f.token_unit == "tokens" else f.token_unit
@@ -106,20 +129,9 @@ def tiles(f: RunFacts) -> list[dict[str, Any]]:
     if f.train_tokens_per_s is None:
         rate["missing"] = f"the first report (every {f.interval_s:g} s) with training time"
     if f.live and f.recent is not None:
-        r = f.recent
-        rate = {
-            "id": "throughput", "label": f"rate (last {r.window_s:.0f} s)" if r.window_s >= 1 else "rate (first second)", "value": r.tokens_per_s,
-            "unit": rate["unit"], "provenance": "measured",
-            "sub": (f"training-only {format_rate(f.train_tokens_per_s, f'{short}/s')}" if f.train_tokens_per_s
-                    else "wall clock, every phase"),
-            "derivation": Derivation(
-                name="recent_tokens_per_s", formula="window_tokens / window_s", value=r.tokens_per_s,
-                unit=f"{f.token_unit}/s",
-                inputs=(Input(name="window_tokens", value=r.window_tokens, unit=f.token_unit, provenance="counted",
-                              source=f"root module batches of the last {r.window_steps} steps"),
-                        Input(name="window_s", value=r.window_s, unit="s", provenance="measured",
-                              source="wall clock from the step before the window to the last step"))).to_dict()}
-    out.append(rate)
+        out.append(_recent_rate_tile(f, rate["unit"], short))
+    else:
+        out.append(rate)
     loss: dict[str, Any] = {"id": "loss", "label": "loss", "value": f.loss_last, "unit": "",
                             "sub": f"min {format_number(f.loss_min)}" if f.loss_min is not None else "",
                             "provenance": "measured"}
@@ -149,7 +161,7 @@ def charts(f: RunFacts) -> list[dict[str, Any]]:
     losses = losses[:MAX_CHART_LINES]
     out: list[dict[str, Any]] = [{"id": "loss", "title": loss_title, "x": "step", "unit": "", "series": losses,
                                   "log_y": f.loss_min is not None and f.loss_min > 0,  # early spikes stay readable
-                                  "smoothed": {n: SMOOTHED[n] for n in losses if n in SMOOTHED}}]  # widget/smoothed.py
+                                  "smoothed": twins_drawn({"train_loss": f.loss_points})}]  # widget/smoothed.py
     drawn = {n for c in f.extra_charts if isinstance(c, dict) for n in (c.get("series") or ())}  # lr on its log axis
     others = [n for n in f.step_series if "loss" not in n and n not in drawn]
     for name in others[:MAX_SERIES_CHARTS]:
