@@ -396,3 +396,19 @@ def test_a_frozen_mixture_of_experts_scales_the_trained_and_backward_counts_to_t
     assert d.formula.startswith("2 * (N_active - E) + 2 * (N_b - E_b)")
     assert inputs["N_t"].value == 80 and inputs["N_b"].value == 200 and inputs["N_t"].provenance == "assumed"
     assert d.value == 2 * (400 - 100) + 2 * 200 + 2 * 80
+
+
+def test_a_conventions_flops_spent_is_badged_detected_never_counted_though_its_parameters_are_counted():
+    from trainmeter.compute.flops import modelled_flops
+    from trainmeter.compute.mfu import flops_spent
+    from trainmeter.core.provenance import Derivation, Input
+    from trainmeter.widget.view_model import badge_tiles
+
+    hf = Derivation(name="flops_per_token.hf", formula="6 * (N - E)", value=6000.0, unit="FLOP/token",
+                    inputs=(Input(name="N", value=1100, unit="params", provenance="counted"),
+                            Input(name="E", value=100, unit="params", provenance="counted")))
+    f = modelled_flops(hf)
+    assert (f.value, f.provenance) == (6000.0, "detected") and f.source == "flops_per_token.hf = 6 * (N - E)"
+    spent = flops_spent(f, 10).to_dict()
+    (tile,) = badge_tiles([{"id": "flops", "label": "FLOPs spent (hf)", "value": spent["value"], "derivation": spent}])
+    assert tile["provenance"] == "detected"  # FlopCounterMode's figure alone is "counted"

@@ -226,10 +226,12 @@ class ComputeExtension(ExtensionBase):
             interval, session = m.interval, m.session
             train_tps = interval.train_tokens_per_s if interval else None
             session_tps = session.session_tokens_per_s if session else None
-        per_conv = dict(self.fpt)
+        from trainmeter.compute.flops import modelled_flops
+
+        unit = m.token_unit
+        per_conv: dict[str, Any] = {conv: modelled_flops(f, unit) for conv, f in self.fpt.items()}
         if self.counted is not None:
             per_conv["counted"] = self.counted
-        unit = m.token_unit
         for conv, f in per_conv.items():
             out[f"mfu[{conv}]"] = mfu(f, train_tps, 1, self.peak, peak_missing=self.peak_missing, unit=unit)
             out[f"mfu.session[{conv}]"] = mfu(f, session_tps, 1, self.peak, pace="session",

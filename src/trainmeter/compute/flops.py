@@ -29,7 +29,7 @@ from typing import Any
 from trainmeter.compute.model_shape import SHAPE_FIELDS, FieldSource, ModelShape, override_shape
 from trainmeter.compute.shape_config import shape_from_config
 from trainmeter.compute.shape_module import shape_from_module
-from trainmeter.core.provenance import Derivation, Input
+from trainmeter.core.provenance import Derivation, Input, as_input, weakest
 
 __all__ = [
     "CONVENTIONS",
@@ -256,3 +256,16 @@ def flops_range(derivations: Mapping[str, Derivation]) -> tuple[float, float] | 
 def shape_inputs(shape: ModelShape) -> tuple[Input, ...]:
     """Return every known field of ``shape`` as an :class:`Input` (for a passport's model section)."""
     return tuple(shape.as_input(name, name) for name in SHAPE_FIELDS if getattr(shape, name) is not None)
+
+
+def modelled_flops(f: Derivation, unit: str = "tokens") -> Input:
+    """A FLOPs convention's F as an input of MFU and FLOPs spent: provenance at most ``detected``.
+
+    A convention models the work from the model's shape (docs/spec.md section 5): its parameter
+    counts are counted, its FLOPs are not, so a derived number that uses it is never badged
+    ``counted`` (that badge is FlopCounterMode's). Pure.
+    """
+    inp = as_input("F", f, f"FLOP/{unit[:-1]}", "detected")
+    capped = weakest((inp.provenance, "detected")) or "detected"
+    return Input(name=inp.name, value=inp.value, unit=inp.unit, provenance=capped,  # type: ignore[arg-type]
+                 source=inp.source)
