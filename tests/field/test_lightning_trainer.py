@@ -97,6 +97,8 @@ def test_lightning_steps_samples_loss_validation_checkpoint_and_nothing_printed(
                                                                    (6, "lightning save_checkpoint")]
     assert all(c["path"].endswith(".ckpt") and c["bytes"] > 0 for c in p["checkpoints"])
     assert p["frameworks"]["framework_steps"] == {"lightning": STEPS}
+    counted = p["compute"]["counted_flops_per_token"], p["compute"]["counted_missing"]
+    assert counted[0] is not None or "forward was never called with a batch" in counted[1]  # not "no batch seen"
     assert printed_by_us(bare, ours) == [] and p["warnings"] == []
 
 

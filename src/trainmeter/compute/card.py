@@ -65,7 +65,7 @@ def compute_section(ext: ComputeState) -> dict[str, Any]:
         "flops_per_token": fpt,
         "flops_per_token_range": [min(values), max(values)] if values and convention is None else None,
         "counted_flops_per_token": ext.counted.value if ext.counted is not None else None,
-        "counted_missing": ext.counted.missing if ext.counted is not None else "no training batch was seen",
+        "counted_missing": ext.counted.missing if ext.counted is not None else _no_count(m),
         "flops_spent": _values(derived, "flops_spent"),
         "flops_required": _values(derived, "flops_required"),
         "mfu": mfu,
@@ -79,6 +79,14 @@ def compute_section(ext: ComputeState) -> dict[str, Any]:
     section.update(_achievable(ext, derived))
     section["markdown"] = render_compute_markdown(section, all_derivations(ext))
     return section
+
+
+def _no_count(m: Any) -> str:
+    """Why there is no counted F when the pass never ran: no batch at all, or no forward call with one."""
+    if m is None or not getattr(m, "tokens", 0):
+        return "no training batch was seen"
+    return ("the trained model's own forward was never called with a batch (a LightningModule whose "
+            "training_step calls its submodules, not self(batch)): there is no example to count one step of")
 
 
 def _achievable(ext: Any, derived: dict[str, Derivation]) -> dict[str, Any]:
