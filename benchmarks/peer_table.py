@@ -6,7 +6,8 @@ fresh process of its own under valgrind callgrind, on the tiny loop of benchmark
 (a 32-64-1 MLP, batch 32, SGD, ``OMP_NUM_THREADS=1``, ``PYTHONHASHSEED=0``, so counts repeat
 to the instruction). Per step: after 200 warm-up steps, the slope between a 300-step and a
 1,000-step segment, ``(I(1000) - I(300)) / 700``, minus the same slope of the bare loop measured
-in that process first. Start, first report (right after the 200 warm-up steps), later report
+in that process first; the heap is collected and frozen (``gc.freeze``) before each slope, so its
+collections scan only what the slope's steps allocate. Start, first report (right after the 200 warm-up steps), later report
 (after the slope) and finish are the instructions of each call. Reports are forced (the
 interval is 3600 s, so none falls inside a slope).
 
@@ -22,6 +23,7 @@ under ``~/.cache/trainmeter/peer-0.0.7``: its in-process agent, installed as its
 from __future__ import annotations
 
 import argparse
+import gc
 import glob
 import os
 import shutil
@@ -71,12 +73,21 @@ def _loop() -> tuple[Callable[[int], None], Any]:
     return steps, model
 
 
+def _settle() -> None:
+    """Collect, then freeze what is left: the slope's collections then scan only what its steps allocate (the
+    full heap's size, which differs from process to process by what each imported, moved a slope by ~2k)."""
+    gc.collect()
+    gc.freeze()
+
+
 def _segments(steps: Callable[[int], None], report: Callable[[], None], scale: int) -> None:
     """After start: warm-up, first report, the two slope segments, later report (each ended by a MARK)."""
     steps(WARMUP // scale)
     MARK()  # warm-up
     report()
     MARK()  # first report
+    _settle()
+    MARK()  # settled (ignored)
     steps(SHORT // scale)
     MARK()  # short segment
     steps(LONG // scale)
@@ -111,6 +122,7 @@ def child(arm: str, scale: int) -> None:
         shell = InteractiveShell.instance()
     steps, model = _loop()
     steps(50)
+    _settle()
     MARK()  # imports and set-up (ignored)
     steps(SHORT // scale)
     MARK()  # bare short
@@ -280,7 +292,7 @@ def table(arms: tuple[str, ...] = ARMS, jobs: int = 2) -> list[tuple[str, ...]]:
         if isinstance(seq, str):
             rows.append((LABELS[arm], seq.replace("\n", " ")[-300:], "", "", "", ""))
             continue
-        _setup, b_short, b_long, start, _warm, first, short, long_, later, finish = seq[:10]
+        _setup, b_short, b_long, start, _warm, first, _settled, short, long_, later, finish = seq[:11]
         bare = (b_long - b_short) / (LONG - SHORT)
         bare_all.append(bare)
         added = (long_ - short) / (LONG - SHORT) - bare
