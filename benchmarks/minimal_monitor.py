@@ -1,4 +1,4 @@
-"""The side-by-side table's reference arms: a minimal hand-written monitor with trainmeter's exact counting, and the floor.
+"""The side-by-side table's reference arms: a minimal monitor with trainmeter's exact counting, and the floor.
 
 :class:`MinimalMonitor` counts what trainmeter's core counts on a steady step, in the fewest
 operations plain Python allows: every call of the root module adds its batch's leading

@@ -558,8 +558,8 @@ def main() -> None:
         from peer_table import ARMS, print_table
         from peer_table import table as peer_rows
 
-        print("trainmeter side by side (callgrind, training thread; per step: (I(1,000 steps) - I(300 steps)) / 700 after "
-              "200 warm-up steps; tiny loop, OMP_NUM_THREADS=1, PYTHONHASHSEED=0)")
+        print("trainmeter side by side (callgrind, training thread; per step: (I(1,000 steps) - I(300 steps)) / 700 "
+              "after 200 warm-up steps; tiny loop, OMP_NUM_THREADS=1, PYTHONHASHSEED=0)")
         return print_table(peer_rows(ARMS))
     print(f"trainmeter overhead, tiny loop (32-64-1 MLP, batch 32, OMP_NUM_THREADS=1), python {sys.version.split()[0]}")
     if args.what in ("all", "wall"):

@@ -1,4 +1,4 @@
-"""Side by side under callgrind: trainmeter against the peer, a minimal monitor and the floor (docs/spec.md section 20).
+"""Side by side under callgrind: trainmeter, the peer, a minimal monitor and the floor (docs/spec.md section 20).
 
 One command prints the table (``python benchmarks/overhead.py peer-table``, or this file alone):
 instructions on the training thread (``--separate-threads=yes``, thread 1), for each arm in a
@@ -7,9 +7,9 @@ fresh process of its own under valgrind callgrind, on the tiny loop of benchmark
 to the instruction). Per step: after 200 warm-up steps, the slope between a 300-step and a
 1,000-step segment, ``(I(1000) - I(300)) / 700``, minus the same slope of the bare loop measured
 in that process first; the heap is collected and frozen (``gc.freeze``) before each slope, so its
-collections scan only what the slope's steps allocate. Start, first report (right after the 200 warm-up steps), later report
-(after the slope) and finish are the instructions of each call. Reports are forced (the
-interval is 3600 s, so none falls inside a slope).
+collections scan only what the slope's steps allocate. Start, first report (right after the 200
+warm-up steps), later report (after the slope) and finish are the instructions of each call.
+Reports are forced (the interval is 3600 s, so none falls inside a slope).
 
 Arms: ``floor`` (a step hook and one clock read), ``minimal`` (benchmarks/minimal_monitor.py:
 batch shape, loss read, step hook), ``peer`` (trainmeter 0.0.7 from PyPI, in its own venv

@@ -212,8 +212,8 @@ def test_a_batch_whose_shape_cannot_be_read_after_a_counted_one_warns_and_never_
 # Python bytecode instructions trainmeter's own frames run per steady step (core alone), counted with
 # sys.settrace opcode events (`python benchmarks/overhead.py ops` prints them by function): 326 on
 # CPython 3.11 with the step's state on one slotted core/hot_state.HotState and Monitor.on_step_read inline
-# in the step hook (334 before it, 335 before the HotState; docs/spec.md section 20). Opcode counts are the interpreter's own, so the bound holds for the CPython minor version
-# it was measured on.
+# in the step hook (334 before it, 335 before the HotState; docs/spec.md section 20). Opcode counts are the
+# interpreter's own, so the bound holds for the CPython minor version it was measured on.
 MAX_OPCODES_PER_STEP = {(3, 11): 330}
 
 
