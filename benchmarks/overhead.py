@@ -41,6 +41,9 @@ Timings on a shared machine are noisy: paired medians and instruction counts
 are the signal, single timings are not. Usage::
 
     python benchmarks/overhead.py [all|wall|callgrind|start|window|threads] [--rounds 30] ...
+    python benchmarks/overhead.py peer-table   # side by side with the peer, the minimal monitor, the floor
+
+``peer-table`` (benchmarks/peer_table.py) is not in ``all``: six valgrind processes, minutes each.
 """
 
 from __future__ import annotations
@@ -530,7 +533,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("what", nargs="?", default="all",
                     choices=("all", "wall", "callgrind", "start", "window", "threads",
-                             "gpt", "ops", "_cg-child", "_start-child", "_window-child", "_gpt-child"))
+                             "gpt", "ops", "peer-table", "_cg-child", "_start-child", "_window-child", "_gpt-child"))
     ap.add_argument("--rounds", type=int, default=30, help="wall: rounds per arm")
     ap.add_argument("--block", type=int, default=300, help="wall: measured steps per block")
     ap.add_argument("--warmup", type=int, default=1500, help="wall: steps inside the run before measuring")
@@ -550,6 +553,14 @@ def main() -> None:
         return start_child()
     if args.what == "_window-child":
         return window_child(args.window_s)
+    if args.what == "peer-table":
+        sys.path.insert(0, str(HERE.parent))
+        from peer_table import ARMS, print_table
+        from peer_table import table as peer_rows
+
+        print("trainmeter side by side (callgrind, training thread; per step: (I(1,000 steps) - I(300 steps)) / 700 "
+              "after 200 warm-up steps; tiny loop, OMP_NUM_THREADS=1, PYTHONHASHSEED=0)")
+        return print_table(peer_rows(ARMS))
     print(f"trainmeter overhead, tiny loop (32-64-1 MLP, batch 32, OMP_NUM_THREADS=1), python {sys.version.split()[0]}")
     if args.what in ("all", "wall"):
         table(f"a. steady state, wall: paired rounds (bare {args.block} / run: {args.warmup} warm-up + {args.block} "

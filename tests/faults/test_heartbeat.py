@@ -68,3 +68,17 @@ def test_a_long_open_phase_is_named_in_the_heartbeat(run_root):
     (last, *_) = reversed(read_events(m.run_dir / "events.jsonl", kinds=("heartbeat",)))
     assert last["phase"] == "eval" and last["step"] == 2
     assert "step 2 running for " in out.getvalue() and "(in eval)" in out.getvalue()
+
+
+def test_a_short_step_without_reports_prints_no_heartbeat_line(run_root):
+    """Reports may wait (a slow step under load, an open phase): the line is for a step running 30 s or more."""
+    clock, out = FakeClock(), io.StringIO()
+    m = _monitor(run_root, clock, out)
+    beat = Heartbeat(m, 2.0, m._say)
+    m.on_step(10)
+    for _ in range(20):  # 5 s steps, and no report comes: heartbeats in the log, no line printed
+        clock.advance(5.0)
+        beat.beat(clock())
+        m.hot.steps += 1
+    assert read_events(m.run_dir / "events.jsonl", kinds=("heartbeat",)) and "running for" not in out.getvalue()
+    m.finish("completed")

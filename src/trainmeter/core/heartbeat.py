@@ -5,7 +5,7 @@ nothing would be written. A thread of ours looks at the run once a tick (reading
 two counters: no lock the training thread holds, no call into the user's code) and,
 when no report came for an interval, appends one ``heartbeat`` record to the run
 log (the step it is in and since when) and, on the text sink, prints a line such as
-"step 41 running for 60 s" at most once per :data:`TEXT_EVERY_S`. A killed run's
+"step 41 running for 60 s" for a step running :data:`TEXT_EVERY_S` or more, at most once per it. A killed run's
 log then says where it was and since when.
 
 The step's start is the tick at which the step counter last moved (resolution: one
@@ -97,7 +97,7 @@ class Heartbeat:
         if write is not None:
             write(record)
         self.beats += 1
-        if m.text and now_s - self._text_s >= self.text_every_s:
+        if m.text and running_s >= self.text_every_s and now_s - self._text_s >= self.text_every_s:  # a long step
             self._text_s = now_s
             where = "" if phase == "train" else f" (in {phase})"
             self._say(f"trainmeter: step {steps + 1:,} running for {running_s:.0f} s{where}")

@@ -1,0 +1,331 @@
+"""Side by side under callgrind: trainmeter, the peer, a minimal monitor and the floor (docs/spec.md section 20).
+
+One command prints the table (``python benchmarks/overhead.py peer-table``, or this file alone):
+instructions on the training thread (``--separate-threads=yes``, thread 1), for each arm in a
+fresh process of its own under valgrind callgrind, on the tiny loop of benchmarks/overhead.py
+(a 32-64-1 MLP, batch 32, SGD, ``OMP_NUM_THREADS=1``, ``PYTHONHASHSEED=0``, so counts repeat
+to the instruction). Per step: after 200 warm-up steps, the slope between a 300-step and a
+1,000-step segment, ``(I(1000) - I(300)) / 700``, minus the same slope of the bare loop measured
+in that process first; the heap is collected and frozen (``gc.freeze``) before each slope, so its
+collections scan only what the slope's steps allocate. Start, first report (right after the 200
+warm-up steps), later report (after the slope) and finish are the instructions of each call.
+Reports are forced (the interval is 3600 s, so none falls inside a slope).
+
+Arms: ``floor`` (a step hook and one clock read), ``minimal`` (benchmarks/minimal_monitor.py:
+batch shape, loss read, step hook), ``peer`` (trainmeter 0.0.7 from PyPI, in its own venv
+under ``~/.cache/trainmeter/peer-0.0.7``: its in-process agent, installed as its
+``sitecustomize`` does once torch is imported, with its socket read by this process as its
+``tm`` reads it; a report is its flush, whose 50 ms timer is set to an hour like ours), ``core``
+(no extensions), ``all`` (``tm.monitor()``: every default extension) and ``magic``
+(``%%trainmeter`` in an IPython shell).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import glob
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve()
+SRC = HERE.parent.parent / "src"
+PEER_VENV = Path.home() / ".cache" / "trainmeter" / "peer-0.0.7"
+PEER_WHEEL = "trainmeter==0.0.7"
+ARMS = ("floor", "minimal", "peer", "core", "all", "magic")
+LABELS = {"floor": "a step hook + one clock read (the floor)",
+          "minimal": "a minimal hand-written monitor (batch shape, loss read, step hook)",
+          "peer": "the peer, trainmeter 0.0.7 (its in-process agent; a report is its flush)",
+          "core": "ours, core only", "all": "ours, `tm.monitor()` with every extension",
+          "magic": "ours, `%%trainmeter`"}
+WARMUP, SHORT, LONG = 200, 300, 1000
+MARK = os.getppid  # callgrind dumps before each call (--dump-before=getppid)
+
+
+# -- the child (under valgrind) ------------------------------------------------------------------
+def _loop() -> tuple[Callable[[int], None], Any]:
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=1e-4)
+    x, y = torch.randn(32, 32), torch.randn(32, 1)
+    mse = F.mse_loss
+
+    def steps(n: int) -> None:
+        for _ in range(n):
+            loss = mse(model(x), y)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+
+    return steps, model
+
+
+def _settle() -> None:
+    """Collect, then freeze what is left: the slope's collections then scan only what its steps allocate (the
+    full heap's size, which differs from process to process by what each imported, moved a slope by ~2k)."""
+    gc.collect()
+    gc.freeze()
+
+
+def _segments(steps: Callable[[int], None], report: Callable[[], None], scale: int) -> None:
+    """After start: warm-up, first report, the two slope segments, later report (each ended by a MARK)."""
+    steps(WARMUP // scale)
+    MARK()  # warm-up
+    report()
+    MARK()  # first report
+    _settle()
+    MARK()  # settled (ignored)
+    steps(SHORT // scale)
+    MARK()  # short segment
+    steps(LONG // scale)
+    MARK()  # long segment
+    report()
+    MARK()  # later report
+
+
+def _peer_agent() -> Any:
+    """The peer's agent, installed as its sitecustomize does (torch already imported: it attaches at once)."""
+    import torch.optim.optimizer as optimizer_module
+    from trainmeter.agent import core
+
+    core.FLUSH_INTERVAL = 3600.0  # reports are forced, as ours are (interval_s 3600)
+    core.install()
+    for hook in optimizer_module._global_optimizer_post_hooks.values():
+        agent = getattr(hook, "__self__", None)
+        if isinstance(agent, core.Agent):
+            return agent
+    raise RuntimeError("the peer's agent did not attach (is TRAINMETER_SOCK set?)")
+
+
+def child(arm: str, scale: int) -> None:
+    """One arm: bare slope first, then the arm's start, segments and finish, each ended by a MARK."""
+    if arm in ("core", "all", "magic"):
+        import trainmeter  # noqa: F401  (the user's import, before the loop)
+    if arm == "peer":
+        import trainmeter.agent.core  # noqa: F401  (its sitecustomize's import, at interpreter start)
+    if arm == "magic":
+        from IPython.core.interactiveshell import InteractiveShell
+
+        shell = InteractiveShell.instance()
+    steps, model = _loop()
+    steps(50)
+    _settle()
+    MARK()  # imports and set-up (ignored)
+    steps(SHORT // scale)
+    MARK()  # bare short
+    steps(LONG // scale)
+    MARK()  # bare long
+    root = tempfile.mkdtemp(prefix="tm-peer-table-")
+    if arm in ("floor", "minimal"):
+        from minimal_monitor import Floor, MinimalMonitor
+
+        mon = (Floor() if arm == "floor" else MinimalMonitor()).start(model)
+        MARK()  # start
+        _segments(steps, lambda: None, scale)
+        mon.finish()
+    elif arm == "peer":
+        agent = _peer_agent()
+        MARK()  # start
+        _segments(steps, agent.flush, scale)
+        agent.flush()  # its finish: the flush it registers with atexit
+    elif arm in ("core", "all"):
+        import trainmeter as tm
+
+        if arm == "all":
+            cm = tm.monitor(name="peer-table", run_dir=root, interval_s=3600)
+        else:
+            from trainmeter.api import run_monitored
+            from trainmeter.extensions import make_monitor
+            from trainmeter.options import make_options
+
+            options = make_options(name="peer-table", run_dir=root, interval_s=3600)
+            cm = run_monitored(make_monitor(options, extensions=[]))
+        m = cm.__enter__()
+        MARK()  # start
+        _segments(steps, lambda: _force_report(m), scale)
+        cm.__exit__(None, None, None)
+    else:  # magic: the cell calls the MARKs; its start is the magic's call up to the cell's first line
+        from trainmeter.core.monitor import active
+        from trainmeter.magic import parse_flags, run_cell
+
+        shell.user_ns.update(MARK=MARK, _segments=_segments, steps=steps, scale=scale,
+                             report=lambda: _force_report(active()))
+        run_cell(shell, "MARK()\n_segments(steps, report, scale)\n",
+                 parse_flags(f"--name peer-table --dir {root} --interval 3600"))
+    MARK()  # finish
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def _force_report(m: Any) -> None:
+    m.hot.next_report_s = 0.0
+    m._maybe_report()
+
+
+# -- the parent -------------------------------------------------------------------------------------
+def peer_python() -> Path:
+    """The peer venv's python, made on first use (``python3 -m venv``; the wheel ``--no-deps`` plus torch)."""
+    python = PEER_VENV / "bin" / "python"
+    if python.exists():
+        return python
+    import torch
+
+    version = torch.__version__.split("+")[0]
+    subprocess.run(["python3", "-m", "venv", str(PEER_VENV)], check=True)
+    pip = [str(python), "-m", "pip", "install", "-q"]
+    subprocess.run([*pip, "--no-deps", PEER_WHEEL], check=True)
+    subprocess.run([*pip, f"torch=={version}", "numpy"], check=True)
+    return python
+
+
+class _Socket:
+    """The peer's supervisor end: a datagram socket read until closed (what its ``tm`` binds)."""
+
+    def __init__(self) -> None:
+        self.dir = tempfile.mkdtemp(prefix="tm-peer-sock-")
+        self.path = f"{self.dir}/events.sock"
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.bind(self.path)
+        self.sock.settimeout(0.2)
+        self.records = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.sock.recv(65536)
+                self.records += 1
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.sock.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def _env(arm: str, sock: str | None) -> tuple[list[str], dict[str, str]]:
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONHASHSEED="0")
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env.setdefault("PYTHONPYCACHEPREFIX", str(Path(tempfile.gettempdir()) / "trainmeter-bench-pycache"))
+    if arm == "peer":
+        env.pop("PYTHONPATH", None)  # the peer's package is also named trainmeter: ours must not shadow it
+        env["TRAINMETER_SOCK"] = sock or ""
+        return [str(peer_python())], env
+    env["PYTHONPATH"] = str(SRC)  # this tree's trainmeter
+    return [sys.executable], env
+
+
+def _run_arm(arm: str, out_dir: str) -> tuple[str, list[int] | str]:
+    sock = _Socket() if arm == "peer" else None
+    try:
+        python, env = _env(arm, sock.path if sock else None)
+        script = [str(HERE), "_child", "--arm", arm]
+        warm = subprocess.run([*python, *script, "--scale", "20"], env=env, capture_output=True, text=True)
+        if warm.returncode != 0:  # bytecode compiled, and the arm known to run, before valgrind
+            return arm, f"failed: {warm.stderr[-1500:]}"
+        cmd = ["valgrind", "--tool=callgrind", "--separate-threads=yes", "--dump-instr=no", "--dump-before=getppid",
+               f"--callgrind-out-file={out_dir}/{arm}.%p", *python, *script]
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+        if proc.returncode != 0:
+            return arm, f"failed: {proc.stderr[-1500:]}"
+    finally:
+        if sock is not None:
+            sock.close()
+    return arm, _parts(out_dir, arm)
+
+
+def _parts(out_dir: str, arm: str) -> list[int]:
+    """The training thread's instructions per part, in order."""
+    main: dict[int, int] = {}
+    for path in glob.glob(f"{out_dir}/{arm}.*"):
+        part = thread = summary = None
+        with open(path, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith("part:"):
+                    part = int(line.split()[1])
+                elif line.startswith("thread:"):
+                    thread = int(line.split()[1])
+                elif line.startswith("summary:"):
+                    summary = int(line.split()[1])
+                    break
+        if thread == 1:
+            main[part or 0] = summary or 0
+    return [main.get(i, 0) for i in range(1, max(main) + 1)]
+
+
+def _instr(n: float) -> str:
+    return f"{n / 1e6:.1f}M" if abs(n) >= 1e6 else f"{n / 1e3:.0f}k"
+
+
+def table(arms: tuple[str, ...] = ARMS, jobs: int = 2) -> list[tuple[str, ...]]:
+    """Run each arm under callgrind (``jobs`` at a time) and return the table's rows."""
+    if shutil.which("valgrind") is None:
+        return [("peer-table", "valgrind not found (apt-get install -y valgrind)")]
+    from concurrent.futures import ThreadPoolExecutor
+
+    out_dir = tempfile.mkdtemp(prefix="tm-peer-table-cg-")
+    with ThreadPoolExecutor(jobs) as pool:
+        results = dict(pool.map(lambda a: _run_arm(a, out_dir), arms))
+    shutil.rmtree(out_dir, ignore_errors=True)
+    rows = [("arm", "added per step", "start", "first report", "later report", "finish")]
+    bare_all = []
+    for arm in arms:
+        seq = results[arm]
+        if isinstance(seq, str):
+            rows.append((LABELS[arm], seq.replace("\n", " ")[-300:], "", "", "", ""))
+            continue
+        _setup, b_short, b_long, start, _warm, first, _settled, short, long_, later, finish = seq[:11]
+        bare = (b_long - b_short) / (LONG - SHORT)
+        bare_all.append(bare)
+        added = (long_ - short) / (LONG - SHORT) - bare
+        reported = arm not in ("floor", "minimal")
+        rows.append((LABELS[arm], f"{added / 1e3:+.1f}k ({added / bare * 100:+.2f}%)",
+                     _instr(start) if arm != "floor" else "—", _instr(first) if reported else "—",
+                     _instr(later) if reported else "—", _instr(finish) if reported else "—"))
+    if bare_all:
+        rows.insert(1, ("bare loop, per step", f"{min(bare_all) / 1e3:.1f}k .. {max(bare_all) / 1e3:.1f}k", "", "", "",
+                        ""))
+    return rows
+
+
+def print_table(rows: list[tuple[str, ...]]) -> None:
+    print("| " + " | ".join(rows[0]) + " |")
+    print("|" + "---|" * len(rows[0]))
+    for r in rows[1:]:
+        print("| " + " | ".join(r) + " |")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("what", nargs="?", default="table", choices=("table", "_child"))
+    ap.add_argument("--arm", action="append", choices=ARMS, help="arms to run (default: all six)")
+    ap.add_argument("--jobs", type=int, default=2, help="valgrind processes at a time")
+    ap.add_argument("--scale", type=int, default=1, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.what == "_child":
+        sys.path.insert(0, str(HERE.parent))
+        return child(args.arm[0], args.scale)
+    print(f"trainmeter side by side (callgrind, training thread; tiny loop; python {sys.version.split()[0]})")
+    print_table(table(tuple(args.arm or ARMS), args.jobs))
+
+
+if __name__ == "__main__":
+    main()
