@@ -206,11 +206,12 @@ def cg_child(cg_steps: int) -> None:
             MARK()  # finish
 
 
-def _cg_parts(out_dir: str, pid: int) -> tuple[dict[int, int], dict[int, int]]:
-    """Instructions of the training thread per part, and of other threads over the whole run."""
+def cg_parts(pattern: str) -> tuple[dict[int, int], dict[int, int]]:
+    """Instructions of the training thread per part, and of other threads over the whole run, from the callgrind
+    files matching ``pattern`` (``--separate-threads=yes``: one file per thread and part)."""
     main: dict[int, int] = {}
     others: dict[int, int] = {}
-    for path in glob.glob(f"{out_dir}/cg.{pid}*"):
+    for path in glob.glob(pattern):
         part = thread = summary = None
         with open(path, encoding="utf-8", errors="replace") as f:
             for line in f:
@@ -242,7 +243,7 @@ def bench_callgrind(cg_steps: int) -> list[tuple[str, ...]]:
     if proc.returncode != 0:
         return [("callgrind", f"failed: {proc.stderr[-2000:]}")]
     pid = int(next(Path(out_dir).glob("cg.*")).name.split(".")[1].split("-")[0])
-    parts, others = _cg_parts(out_dir, pid)
+    parts, others = cg_parts(f"{out_dir}/cg.{pid}*")
     shutil.rmtree(out_dir, ignore_errors=True)
     seq = [parts.get(i, 0) for i in range(1, max(parts) + 1)]
     bare = seq[2] / cg_steps

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import glob
 import os
 import shutil
 import socket
@@ -253,21 +252,10 @@ def _run_arm(arm: str, out_dir: str) -> tuple[str, list[int] | str]:
 
 
 def _parts(out_dir: str, arm: str) -> list[int]:
-    """The training thread's instructions per part, in order."""
-    main: dict[int, int] = {}
-    for path in glob.glob(f"{out_dir}/{arm}.*"):
-        part = thread = summary = None
-        with open(path, encoding="utf-8", errors="replace") as f:
-            for line in f:
-                if line.startswith("part:"):
-                    part = int(line.split()[1])
-                elif line.startswith("thread:"):
-                    thread = int(line.split()[1])
-                elif line.startswith("summary:"):
-                    summary = int(line.split()[1])
-                    break
-        if thread == 1:
-            main[part or 0] = summary or 0
+    """The training thread's instructions per part, in order (read as overhead.py's callgrind mode reads them)."""
+    from overhead import cg_parts
+
+    main, _ = cg_parts(f"{out_dir}/{arm}.*")
     return [main.get(i, 0) for i in range(1, max(main) + 1)]
 
 

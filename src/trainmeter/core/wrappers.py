@@ -42,12 +42,10 @@ class Wrappers:
     _active: bool
 
     def _make_step_hook(self) -> Any:
-        """The optimizer step post-hook: a steady step inline (the probes' part and the monitor's
-        :meth:`~trainmeter.core.monitor.Monitor.on_step_read`, in one frame), anything else through ``_on_step``."""
+        """The optimizer step post-hook: a steady step inline, anything else through ``_on_step``."""
         probes = self
         hot = self.hot
         monitor = self._monitor
-        overrides = vars(monitor)  # an instance attribute over on_step_read (the overhead wing's timed step)
 
         def step_hook(optimizer: Any, args: Any, kwargs: Any) -> None:
             try:
@@ -62,37 +60,9 @@ class Wrappers:
                     hot.fast_steps += 1
                     hot.fast_parts = 0
                     hot.fast_first = None  # the loss tensor is the loop's again
-                    value = hot.fast_sum  # the one part's value (the next first part overwrites it)
-                    if "on_step_read" in overrides:
-                        monitor.on_step_read(tokens, value)
-                        return
-                    # Monitor.on_step_read inline (the same effects, one frame fewer; tests/core/test_hot_path.py)
-                    hot.steps = steps = hot.steps + 1
-                    hot.tokens += tokens
-                    now = hot.now()
-                    t_s = now - hot.t0_s
-                    series = hot.step_series
-                    if tokens != series.tokens:
-                        series.set_tokens(tokens)
-                    series.times.append(t_s)
-                    if hot.scalars.queue or hot.losses or hot.user_loss:
-                        monitor._step_losses(steps, t_s, None, value)
-                    else:
-                        if hot.held_step:  # the previous step's loss: its step has passed
-                            (hot.captured_series or monitor._captured_loss_series()).append(
-                                hot.held_step, hot.held_t_s, hot.held_value)
-                        hot.held_step = steps
-                        hot.held_t_s = t_s
-                        hot.held_value = value
-                    if steps == hot.at_step:
-                        monitor._run_at_step()
-                    if steps >= hot.hook_at:
-                        try:
-                            hot.step_hook()  # type: ignore[misc]
-                        except Exception as exc:
-                            monitor.dispatch.step_fault(exc)
-                    if now >= hot.next_report_s:
-                        monitor._maybe_report()
+                    # the one part's value (the next first part overwrites it); on_step_read is looked up at each
+                    # step: the overhead wing times it (one implementation of the step's rule, core/monitor.py)
+                    monitor.on_step_read(tokens, hot.fast_sum)
                     return
             except Exception as exc:
                 monitor.warn_once("probe-step", f"step probe fault: {exc!r}")
