@@ -154,7 +154,7 @@ def test_a_hidden_run_folder_is_text_with_what_would_make_it_a_link(face: Any) -
 def test_mfu_and_flops_tiles_badge_their_weakest_input_and_flops_use_one_formatter(face: Any) -> None:
     tiles = face["served"]["tiles"]
     assert tiles["mfu"]["badge"] == "declared"  # the declared peak is the weakest input
-    assert tiles["flops"]["badge"] == "counted"  # counted params x counted tokens
+    assert tiles["flops"]["badge"] == "detected"  # a convention's F is a model of the work, never "counted" (spec 5)
     assert tiles["flops"]["value"].endswith("FLOP")
     assert re.search(r"^of [\d.]+ [kMGTPE]?FLOP required$", tiles["flops"]["sub"])
     hidden = face["hidden"]
