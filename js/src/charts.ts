@@ -92,26 +92,14 @@ export function createChartPanel(
   title.append(titleText);
   const view: ChartView = { logY: Boolean(spec.log_y), smoothed: true };
   const tools = h("div", "tm-chart-tools");
-  const logLabel = h("label", "tm-tool");
-  const logBox = document.createElement("input");
-  logBox.type = "checkbox";
-  logBox.checked = view.logY;
-  logBox.dataset.tm = "log-y";
-  logLabel.append(logBox, document.createTextNode(" log y"));
-  logBox.addEventListener("change", () => {
-    view.logY = logBox.checked;
+  const [logLabel, logBox] = toggle("log-y", " log y", view.logY, (on) => {
+    view.logY = on;
     invalidate();
   });
   tools.append(logLabel);
   // shows or hides the kernel's smoothed twins (nothing is computed here); only where the spec has some
-  const smoothLabel = h("label", "tm-tool");
-  const smoothBox = document.createElement("input");
-  smoothBox.type = "checkbox";
-  smoothBox.checked = view.smoothed;
-  smoothBox.dataset.tm = "smoothing";
-  smoothLabel.append(smoothBox, document.createTextNode(" smoothed"));
-  smoothBox.addEventListener("change", () => {
-    view.smoothed = smoothBox.checked;
+  const [smoothLabel] = toggle("smoothing", " smoothed", view.smoothed, (on) => {
+    view.smoothed = on;
     invalidate();
   });
   const hasTwins = (s: ChartSpec): boolean => Object.keys(s.smoothed ?? {}).length > 0;
@@ -295,4 +283,21 @@ export function watchTheme(onChange: () => void): () => void {
     attributeFilter: ["class", "data-jp-theme-light", "data-jp-theme-name", "data-vscode-theme-kind"],
   });
   return () => observer.disconnect();
+}
+
+/** A chart tool: a labelled checkbox (`data-tm` = `id`) that reports its state on change. */
+function toggle(
+  id: string,
+  text: string,
+  checked: boolean,
+  onChange: (on: boolean) => void,
+): [HTMLLabelElement, HTMLInputElement] {
+  const label = h("label", "tm-tool") as HTMLLabelElement;
+  const box = document.createElement("input");
+  box.type = "checkbox";
+  box.checked = checked;
+  box.dataset.tm = id;
+  label.append(box, document.createTextNode(text));
+  box.addEventListener("change", () => onChange(box.checked));
+  return [label, box];
 }
