@@ -18,10 +18,13 @@ import threading, torch, torch.nn as nn, torch.nn.functional as F
 from torch.utils.data import dataloader
 from trainmeter.core.monitor import active
 def points():
-    return (torch.save, torch.serialization.save, vars(dataloader._BaseDataLoaderIter)["__next__"],
-            vars(torch.nn.Module)["train"], vars(torch.Tensor)["backward"])
-ORIGINAL = points()
+    return {"torch.save": torch.save, "serialization.save": torch.serialization.save,
+            "loader.__next__": vars(dataloader._BaseDataLoaderIter)["__next__"],
+            "Module.train": vars(torch.nn.Module)["train"], "Tensor.backward": vars(torch.Tensor)["backward"],
+            "grad mode": torch.is_grad_enabled(), "inference mode": torch.is_inference_mode_enabled(),
+            "requires_grad": tuple(p.requires_grad for p in model.parameters())}
 model = nn.Linear(8, 2); opt = torch.optim.SGD(model.parameters(), lr=0.1)
+ORIGINAL = points()
 x, y = torch.randn(4, 8), torch.randint(0, 2, (4,))
 def check():
     import time as _t
@@ -30,7 +33,7 @@ def check():
         _t.sleep(0.01)  # a sampler left behind gets its bounded join
     left = [t.name for t in threading.enumerate() if t.name.startswith("trainmeter")]
     return "CHECK " + ("ok" if active() is None and points() == ORIGINAL and not left
-                       else f"active={active()!r} patched={points() != ORIGINAL} threads={left}")
+                       else f"active={active()!r} changed={[k for k, v in points().items() if ORIGINAL[k] != v]} threads={left}")
 """
 
 CELL = """%%trainmeter --name k{i} --no-widget --interval 0.1 --dir {root}
@@ -68,6 +71,12 @@ def _check(kc, deadline_s: float = 60) -> tuple[str, str]:
     return status, text
 
 
+def _in_torch_use_grad(traceback: str) -> bool:
+    """Whether a (colored) IPython traceback's last frames are in ``torch/optim/optimizer.py``'s ``_use_grad``."""
+    tail = traceback[-3000:]
+    return "optimizer.py" in tail and "_use_grad" in tail and "trainmeter" not in tail.split("_use_grad")[-1]
+
+
 @pytest.mark.slow
 def test_interrupt_kernel_presses_in_the_first_120_ms_never_wedge_the_kernel(tmp_path):
     jupyter_client = pytest.importorskip("jupyter_client.manager")
@@ -79,6 +88,7 @@ def test_interrupt_kernel_presses_in_the_first_120_ms_never_wedge_the_kernel(tmp
         assert _run(kc, "%load_ext trainmeter")[0] == "ok"
         assert _run(kc, SETUP)[0] == "ok"
         statuses = []
+        traceback = ""
         for i in range(12):
             msg_id = kc.execute(CELL.format(i=i, root=tmp_path / "runs"))
             time.sleep(rng.uniform(0.0, 0.12))
@@ -91,8 +101,14 @@ def test_interrupt_kernel_presses_in_the_first_120_ms_never_wedge_the_kernel(tmp
                     continue
                 if reply["parent_header"].get("msg_id") == msg_id:
                     statuses.append(reply["content"].get("ename") or reply["content"]["status"])
+                    traceback = "\n".join(reply["content"].get("traceback") or ())
                     break
             status, text = _check(kc)
+            if text.strip() == "CHECK active=None changed=['grad mode'] threads=[]" and _in_torch_use_grad(traceback):
+                # torch's own race, bare too: a Ctrl-C raised in the ``finally`` of the optimizer's ``_use_grad``
+                # before it restores grad mode; nothing of ours runs there
+                assert _run(kc, "torch.set_grad_enabled(True)")[0] == "ok"
+                status, text = _check(kc)
             assert status == "ok" and "CHECK ok" in text, f"press {i}: {status} {statuses} {text}"
         status, text = _run(kc, CELL.format(i="after", root=tmp_path / "runs"))
         assert status == "ok" and "completed after 300 steps" in text, text
