@@ -14,10 +14,14 @@ from trainmeter.compute.peaks import (
     match_card,
     normalize_dtype,
     peak_flops,
+    peak_for_device,
+    peak_for_run,
     peaks_markdown,
     table_rows,
     why_no_peak,
 )
+
+MIB = 1024**2
 
 # Real device-name strings (NVML, torch.cuda under CUDA, torch.cuda under ROCm) -> the card they must match.
 REAL_NAMES = {
@@ -159,10 +163,57 @@ def test_an_ambiguous_name_is_settled_by_pci_device_id_or_memory_size() -> None:
     assert peak_flops("NVIDIA H100") is None
     by_pci = peak_flops("NVIDIA H100", pci_device_id=(0x2330 << 16) | 0x10DE)
     assert by_pci is not None and by_pci.card == "H100 SXM"
-    by_mem = peak_flops("NVIDIA H100", memory_bytes=94 * 10**9)
+    assert peak_flops("NVIDIA H100", pci_device_id=0x2331).card == "H100 PCIe"
+    assert peak_flops("NVIDIA H100", pci_device_id=0x2321).card == "H100 NVL"
+    assert peak_flops("NVIDIA H100", pci_device_id=0x2339) is None  # NVIDIA's own "NVIDIA H100": no variant
+    by_mem = peak_flops("NVIDIA H100", memory_bytes=95830 * MIB)
     assert by_mem is not None and by_mem.card == "H100 NVL"
-    assert peak_flops("NVIDIA H100", memory_bytes=80 * 10**9) is None
-    assert "SXM, PCIe or NVL" in why_no_peak("NVIDIA H100", memory_bytes=80 * 10**9)
+    assert peak_flops("NVIDIA H100", memory_bytes=81559 * MIB) is None
+    assert "SXM, PCIe or NVL" in why_no_peak("NVIDIA H100", memory_bytes=81559 * MIB)
+
+
+def test_h100_nvl_memory_as_nvml_reports_it_settles_the_name():
+    # NVML reads H100 NVL's 94 GB as 95830 MiB (100.5e9 bytes): a range in decimal GB missed it
+    assert match_card("NVIDIA H100", memory_bytes=95830 * MIB) == "H100 NVL"
+    assert match_card("NVIDIA H100", memory_bytes=97871 * MIB) == "H100 NVL"
+
+
+def _identity(name="NVIDIA H100", pci_device_id=None, mem_total_bytes=None):
+    from types import SimpleNamespace
+
+    return SimpleNamespace(name=name, pci_device_id=pci_device_id, mem_total_bytes=mem_total_bytes)
+
+
+def test_peak_for_device_settles_a_family_name_by_the_pci_id_nvml_read():
+    peak, why = peak_for_device("NVIDIA H100", "bf16", identity=_identity(pci_device_id=0x2330))
+    assert peak is not None and peak.card == "H100 SXM" and peak.tflops == 989.5 and why is None
+
+
+def test_peak_for_device_without_id_or_memory_names_the_variants():
+    for identity in (None, _identity()):
+        peak, why = peak_for_device("NVIDIA H100", "bf16", identity=identity)
+        assert peak is None and "H100 SXM, PCIe or NVL" in why and "--peak-tflops X --peak-source TEXT" in why
+
+
+def test_peak_for_device_uses_nvml_memory_and_its_name_when_torch_says_less():
+    peak, _ = peak_for_device("NVIDIA H100", "bf16", memory_bytes=None,
+                              identity=_identity(mem_total_bytes=95830 * MIB))
+    assert peak.card == "H100 NVL"
+    peak, _ = peak_for_device("NVIDIA H100", "bf16", identity=_identity(name="NVIDIA H100 PCIe"))
+    assert peak.card == "H100 PCIe"
+
+
+def test_peak_for_run_waits_only_while_nvml_opens_and_explains_cpu_and_dtype():
+    from types import SimpleNamespace
+
+    opening = SimpleNamespace(device_identity=lambda uuid: None, opening=lambda: True)
+    opened = SimpleNamespace(device_identity=lambda uuid: None, opening=lambda: False)
+    assert peak_for_run("NVIDIA H100", "bf16", gpu=opening)[2] is True
+    assert peak_for_run("NVIDIA H100", "bf16", gpu=opened)[2] is False
+    assert peak_for_run("NVIDIA H100 80GB HBM3", "bf16", gpu=opening)[0].card == "H100 SXM"
+    assert "on the CPU" in peak_for_run(None, "bf16")[1]
+    assert "dtype torch.int8 has no tensor-core peak" in peak_for_run("NVIDIA H100", None, None, None,
+                                                                      "torch.int8")[1]
 
 
 def test_rocm_mi250x_slash_mi250_name_is_ambiguous() -> None:

@@ -131,6 +131,7 @@ class FakeLib:
 
     def nvmlDeviceGetPciInfo_v3(self, h: Any, ref: Any) -> int:
         ref._obj.busId = f"00000000:{0x18 + _index(h):02X}:00.0".encode()
+        ref._obj.pciDeviceId = (self._d(h).get("pci_device_id", 0) << 16) | 0x10DE
         return 0
 
     def nvmlDeviceGetMigMode(self, h: Any, cur: Any, pending: Any) -> int:
@@ -249,7 +250,8 @@ def _device(
 def fakelib(monkeypatch: pytest.MonkeyPatch) -> FakeLib:
     clock = FakeClock(100.0)
     lib = FakeLib(
-        clock, [_device("NVIDIA H100 80GB HBM3", gpm=True), _device("NVIDIA A100-SXM4-40GB", gpm=False)]
+        clock, [_device("NVIDIA H100 80GB HBM3", gpm=True) | {"pci_device_id": 0x2330},
+                _device("NVIDIA A100-SXM4-40GB", gpm=False) | {"pci_device_id": 0x20B0}]
     )
     monkeypatch.setattr(pynvml, "nvmlLib", lib.ns)
     monkeypatch.setattr(pynvml, "_nvmlGetFunctionPointer_cache", {})
@@ -295,6 +297,12 @@ def test_device_info_comes_from_real_bindings(fakelib: FakeLib) -> None:
     assert h100.mem_total_bytes == 80 * 1024**3 and h100.pci_bus_id == "00000000:18:00.0"
     assert h100.gpm_supported and h100.mig_enabled is False
     assert not a100.gpm_supported and a100.gpm_reason == REASON_GPM_NOT_SUPPORTED
+
+
+def test_device_info_carries_the_pci_device_id_from_the_upper_half_of_pci_device_id(fakelib: FakeLib) -> None:
+    backend = _open(fakelib)
+    assert backend.device_info(0).pci_device_id == 0x2330
+    assert backend.device_info(1).pci_device_id == 0x20B0
 
 
 def test_sample_converts_units_of_basic_readings(fakelib: FakeLib) -> None:

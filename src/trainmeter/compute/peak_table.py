@@ -208,11 +208,14 @@ AMBIGUOUS: tuple[tuple[str, str], ...] = (
 )
 """Names that match a family but not a variant: no peak from the name alone, and the reason says so."""
 
-BY_PCI_DEVICE_ID: dict[int, str] = {0x2330: "H100 SXM"}
-"""PCI device ids (``nvmlDeviceGetPciInfo().pciDeviceId >> 16``) that settle an ambiguous name, to the card."""
+BY_PCI_DEVICE_ID: dict[int, str] = {0x2330: "H100 SXM", 0x2331: "H100 PCIe", 0x2321: "H100 NVL"}
+"""PCI device ids (``nvmlDeviceGetPciInfo().pciDeviceId >> 16``) that settle an ambiguous name, to the card; the
+ids are NVIDIA's own (open-gpu-kernel-modules README, "Compatible GPUs": 2330 "NVIDIA H100 80GB HBM3", 2331
+"NVIDIA H100 PCIe", 2321 "NVIDIA H100 NVL"). Its 2339 "NVIDIA H100" says no variant and settles nothing."""
 
-BY_MEMORY_GB: tuple[tuple[str, float, float, str], ...] = ((r"(?<![a-z0-9])h100\b", 90.0, 100.0, "H100 NVL"),)
-"""(family pattern, lowest GB, highest GB, card): a memory size that settles an ambiguous name (H100 NVL: 94 GB)."""
+BY_MEMORY_GIB: tuple[tuple[str, float, float, str], ...] = ((r"(?<![a-z0-9])h100\b", 88.0, 100.0, "H100 NVL"),)
+"""(family pattern, lowest GiB, highest GiB, card): a memory size that settles an ambiguous name. H100 NVL (94 GB)
+reads about 93.6 GiB in NVML (95830 MiB) and a little less in torch; the 80 GB parts read 79.6 GiB."""
 
 LEFT_OUT: tuple[tuple[str, str], ...] = (
     ("A30", "no vendor or secondary figure for its dense tensor peaks was found in the sources searched"),

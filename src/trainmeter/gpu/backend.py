@@ -123,6 +123,8 @@ class GpuDeviceInfo:
         gpm_supported: Whether trainmeter reads GPM (SM/tensor/DRAM activity) on it.
         gpm_reason: Why GPM is not read, when ``gpm_supported`` is False.
         pci_bus_id: PCI bus id (``"00000000:41:00.0"``) or ``None``.
+        pci_device_id: PCI device id, the upper 16 bits of NVML's ``pciDeviceId`` (``0x2330`` for H100 SXM), or
+            ``None`` if unreadable; settles a product name that does not say its variant.
         reason: Set when the device cannot be opened at all (e.g. no permission).
     """
 
@@ -134,6 +136,7 @@ class GpuDeviceInfo:
     gpm_supported: bool = False
     gpm_reason: str | None = None
     pci_bus_id: str | None = None
+    pci_device_id: int | None = None
     reason: str | None = None
 
 

@@ -56,6 +56,7 @@ from trainmeter.gpu.fake_profiles import (  # re-exported for tests
     Levels,
     Phase,
 )
+from trainmeter.gpu.fake_timeline import integrals_at, levels_at
 
 __all__ = [
     "DATALOADER_STALL",
@@ -210,6 +211,7 @@ class FakeNvml:
             gpm_supported=p.gpm and not p.mig,
             gpm_reason=gpm_reason,
             pci_bus_id=f"00000000:{0x18 + index:02X}:00.0",
+            pci_device_id=p.pci_device_id,
         )
 
     def sample(self, index: int) -> GpuSample:
@@ -257,7 +259,7 @@ class FakeNvml:
                     return None, reason_not_supported(REASON_ENERGY_WHAT)
                 if fault.field == "total_energy_mj" and fault.kind == "no_permission":
                     return None, reason_no_permission(REASON_ENERGY_WHAT)
-            return ENERGY_AT_START_MJ + 1000.0 * self._power_integral_j(dev, now_s), None
+            return ENERGY_AT_START_MJ + 1000.0 * integrals_at(dev.phases, now_s - self._start_s, ("power_w",))["power_w"], None
 
     def close(self) -> None:
         """Mark the backend closed; later samples raise a fatal error."""
@@ -271,46 +273,12 @@ class FakeNvml:
             return False
         return fault.after_calls is None or dev.calls > fault.after_calls
 
-    def _levels_at(self, dev: _FakeDevice, now_s: float) -> Levels:
-        t = now_s - self._start_s
-        for phase in dev.phases:
-            if t < phase.duration_s:
-                return phase.levels
-            t -= phase.duration_s
-        return dev.phases[-1].levels
-
-    def _integrals(self, dev: _FakeDevice, now_s: float) -> dict[str, float]:
-        """Integral of each GPM level from the start to ``now_s`` (level x seconds)."""
-        sums = dict.fromkeys(GPM_FIELDS, 0.0)
-        remaining = max(now_s - self._start_s, 0.0)
-        phases = list(dev.phases)
-        for i, phase in enumerate(phases):
-            span = remaining if i == len(phases) - 1 else min(remaining, phase.duration_s)
-            for name in GPM_FIELDS:
-                sums[name] += getattr(phase.levels, name) * span
-            remaining -= span
-            if remaining <= 0:
-                break
-        return sums
-
-    def _power_integral_j(self, dev: _FakeDevice, now_s: float) -> float:
-        """Integral of ``power_w`` from the start to ``now_s``, joules."""
-        total_j = 0.0
-        remaining = max(now_s - self._start_s, 0.0)
-        for i, phase in enumerate(dev.phases):
-            span = remaining if i == len(dev.phases) - 1 else min(remaining, phase.duration_s)
-            total_j += phase.levels.power_w * span
-            remaining -= span
-            if remaining <= 0:
-                break
-        return total_j
-
     def _gpm(self, dev: _FakeDevice, now_s: float) -> tuple[dict[str, float], dict[str, str], float | None]:
         p = dev.profile
         if p.mig or not p.gpm:
             reason = REASON_MIG if p.mig else REASON_GPM_NOT_SUPPORTED
             return {}, dict.fromkeys(GPM_FIELDS, reason), None
-        integrals = self._integrals(dev, now_s)
+        integrals = integrals_at(dev.phases, now_s - self._start_s, GPM_FIELDS)
         if dev.gpm_prev is None:
             dev.gpm_prev = (now_s, integrals)
             return {}, dict.fromkeys(GPM_FIELDS, REASON_GPM_FIRST_SAMPLE), None
@@ -325,7 +293,7 @@ class FakeNvml:
         return dict(values), {}, window_s
 
     def _build(self, dev: _FakeDevice, now_s: float, active: list[_Fault]) -> GpuSample:
-        lv = self._levels_at(dev, now_s)
+        lv = levels_at(dev.phases, now_s - self._start_s)
         p = dev.profile
         values: dict[str, object] = {
             "util_gpu": lv.util_gpu,

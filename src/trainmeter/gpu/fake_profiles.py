@@ -25,6 +25,7 @@ class DeviceProfile:
     sm_clock_max_mhz: float
     gpm: bool
     mig: bool = False
+    pci_device_id: int | None = None
 
 
 PROFILES: dict[str, DeviceProfile] = {
@@ -35,6 +36,7 @@ PROFILES: dict[str, DeviceProfile] = {
         power_limit_w=700.0,
         sm_clock_max_mhz=1980.0,
         gpm=True,
+        pci_device_id=0x2330,
     ),
     "h200": DeviceProfile(
         key="h200",
@@ -43,6 +45,7 @@ PROFILES: dict[str, DeviceProfile] = {
         power_limit_w=700.0,
         sm_clock_max_mhz=1980.0,
         gpm=True,
+        pci_device_id=0x2335,
     ),
     "a100": DeviceProfile(
         key="a100",
@@ -51,6 +54,7 @@ PROFILES: dict[str, DeviceProfile] = {
         power_limit_w=400.0,
         sm_clock_max_mhz=1410.0,
         gpm=False,
+        pci_device_id=0x20B0,
     ),
     "t4": DeviceProfile(
         key="t4",
@@ -68,6 +72,7 @@ PROFILES: dict[str, DeviceProfile] = {
         sm_clock_max_mhz=1980.0,
         gpm=False,
         mig=True,
+        pci_device_id=0x2330,
     ),
 }
 

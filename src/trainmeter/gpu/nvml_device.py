@@ -128,6 +128,7 @@ def open_device(nv: Any, index: int) -> NvmlDevice:
         gpm_supported=dev.gpm_ok,
         gpm_reason=dev.gpm_reason,
         pci_bus_id=None if pci is None else _text(pci.busId),
+        pci_device_id=_device_id(pci),
     )
     return dev
 
@@ -140,6 +141,14 @@ def _gpm_reason(why: str | None) -> str:
     if "no permission" in why:
         return REASON_GPM_NO_PERMISSION
     return REASON_GPM_NOT_SUPPORTED
+
+
+def _device_id(pci: Any) -> int | None:
+    """The PCI device id: ``pciDeviceId`` is ``device << 16 | vendor`` (0x10DE); ``None`` when unreadable."""
+    try:
+        return int(pci.pciDeviceId) >> 16 if pci is not None else None
+    except (AttributeError, TypeError, ValueError):
+        return None
 
 
 def _text(value: Any) -> str:
