@@ -218,7 +218,8 @@ def _mig_selected(uuid: str, devices: Sequence[GpuDeviceInfo], found: list[int])
             if mig_uuid.lower() == key:
                 found.append(d.index)
                 return (f"CUDA device {uuid} is MIG GPU instance {gi} of GPU {d.index}: GPU {d.index} is sampled, "
-                        "its GPM read per GPU instance")
+                        "its GPM read per GPU instance; its power and energy are the whole GPU's, shared by "
+                        "every instance")
     return None
 
 
