@@ -51,6 +51,7 @@ REAL_NAMES = {
     "NVIDIA A100 80GB PCIe": "A100 PCIe 80GB",
     "NVIDIA A100-SXM-64GB": "A100",
     "NVIDIA A40": "A40",
+    "NVIDIA A30": "A30",
     "NVIDIA A16": "A16 (one GPU)",
     "NVIDIA A2": "A2",
     "NVIDIA GeForce RTX 3070 Ti": "GeForce RTX 3070 Ti",
@@ -67,6 +68,7 @@ REAL_NAMES = {
     "Tesla P100-SXM2-16GB": "P100 SXM2",
     "NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition": "RTX PRO 6000 Blackwell Max-Q",
     "NVIDIA RTX PRO 6000 Blackwell Workstation Edition": "RTX PRO 6000 Blackwell Workstation",
+    "NVIDIA RTX 6000 Ada Generation": "RTX 6000 Ada",
     "NVIDIA RTX A6000": "RTX A6000",
     "NVIDIA GeForce RTX 5090": "GeForce RTX 5090",
     "NVIDIA GeForce RTX 4090": "GeForce RTX 4090",
@@ -228,10 +230,23 @@ def test_a_missing_dtype_names_the_rows_source() -> None:
 
 def test_cards_left_out_are_listed_with_a_reason() -> None:
     left = dict(LEFT_OUT)
-    for card in ("A30", "RTX 6000 Ada Generation", "RTX PRO 6000 Blackwell Server Edition", "GeForce RTX 5080"):
+    for card in ("RTX PRO 6000 Blackwell Server Edition", "GeForce RTX 5080, 5070 Ti, 5070", "MI300A"):
         assert left[card]
-    for name in ("NVIDIA A30", "NVIDIA RTX 6000 Ada Generation", "NVIDIA GeForce RTX 5080"):
+    for name in ("NVIDIA RTX PRO 6000 Blackwell Server Edition", "NVIDIA GeForce RTX 5080", "AMD Instinct MI300A"):
         assert peak_flops(name) is None
+
+
+def test_newly_sourced_cells_give_their_dense_peak() -> None:
+    assert peak_flops("NVIDIA A30", "bf16").tflops == 165.0 and peak_flops("NVIDIA A30", "tf32").tflops == 82.0
+    assert peak_flops("NVIDIA A30", "fp8") is None  # Ampere: no FP8
+    assert peak_flops("NVIDIA RTX 6000 Ada Generation", "fp8").tflops == 728.5
+    assert "RTX 6000 Ada has no dense bf16" in why_no_peak("NVIDIA RTX 6000 Ada Generation", "bf16")
+    assert peak_flops("NVIDIA B300 SXM6 AC", "fp8").tflops == 4500.0
+    assert peak_flops("NVIDIA B300 SXM6 AC", "tf32").tflops == 1125.0
+    assert peak_flops("NVIDIA GB300", "fp8").tflops == 5000.0 and peak_flops("NVIDIA GB300", "tf32") is None
+    assert peak_flops("NVIDIA H800 80GB HBM3", "fp8").tflops == 1979.0
+    assert peak_flops("NVIDIA H800", pci_device_id=0x2324).card == "H800 SXM"
+    assert peak_flops("NVIDIA H800") is None and "H800 SXM or PCIe" in why_no_peak("NVIDIA H800")
 
 
 def test_t4_has_no_bf16_and_says_so() -> None:
@@ -262,7 +277,6 @@ def test_most_specific_row_wins(name: str, card: str) -> None:
 @pytest.mark.parametrize(
     "name",
     [
-        "NVIDIA A30",
         "NVIDIA GeForce RTX 3090 Ti",
         "NVIDIA GeForce RTX 4090 D",
         "NVIDIA GeForce RTX 4090 Laptop GPU",
