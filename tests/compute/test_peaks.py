@@ -246,7 +246,13 @@ def test_newly_sourced_cells_give_their_dense_peak() -> None:
     assert peak_flops("NVIDIA GB300", "fp8").tflops == 5000.0 and peak_flops("NVIDIA GB300", "tf32") is None
     assert peak_flops("NVIDIA H800 80GB HBM3", "fp8").tflops == 1979.0
     assert peak_flops("NVIDIA H800", pci_device_id=0x2324).card == "H800 SXM"
-    assert peak_flops("NVIDIA H800") is None and "H800 SXM or PCIe" in why_no_peak("NVIDIA H800")
+    assert peak_flops("NVIDIA H800") is None and "H800 SXM, PCIe or NVL" in why_no_peak("NVIDIA H800")
+
+
+def test_a_variant_the_table_lacks_is_not_called_ambiguous() -> None:
+    for name in ("NVIDIA H800 PCIe", "NVIDIA H800 NVL"):
+        reason = why_no_peak(name)
+        assert "no datasheet peak for" in reason and "does not say which variant" not in reason
 
 
 def test_t4_has_no_bf16_and_says_so() -> None:

@@ -214,7 +214,7 @@ TABLE: tuple[CardRow, ...] = (
 
 AMBIGUOUS: tuple[tuple[str, str], ...] = (
     (r"(?<![a-z0-9])h100\b", "H100 SXM, PCIe or NVL"),
-    (r"(?<![a-z0-9])h800\b", "H800 SXM or PCIe"),
+    (r"(?<![a-z0-9])h800\b(?!.*\b(pcie|nvl)\b)", "H800 SXM, PCIe or NVL"),
     (r"\bv100\b", "V100 SXM2 or PCIe"),
     (r"\bp100\b", "P100 SXM2 or PCIe"),
     (r"\bmi250x ?/ ?mi250\b", "MI250X or MI250"),
