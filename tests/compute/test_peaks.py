@@ -240,7 +240,9 @@ def test_newly_sourced_cells_give_their_dense_peak() -> None:
     assert peak_flops("NVIDIA A30", "bf16").tflops == 165.0 and peak_flops("NVIDIA A30", "tf32").tflops == 82.0
     assert peak_flops("NVIDIA A30", "fp8") is None  # Ampere: no FP8
     assert peak_flops("NVIDIA RTX 6000 Ada Generation", "fp8").tflops == 728.5
-    assert "RTX 6000 Ada has no dense bf16" in why_no_peak("NVIDIA RTX 6000 Ada Generation", "bf16")
+    assert peak_flops("NVIDIA RTX 6000 Ada Generation", "bf16").tflops == 364.0
+    assert "RTX 6000 Ada has no dense fp16" in why_no_peak("NVIDIA RTX 6000 Ada Generation", "fp16")
+    assert peak_flops("NVIDIA GeForce RTX 5090", "fp8").tflops == 419.0
     assert peak_flops("NVIDIA B300 SXM6 AC", "fp8").tflops == 4500.0
     assert peak_flops("NVIDIA B300 SXM6 AC", "tf32").tflops == 1125.0
     assert peak_flops("NVIDIA GB300", "fp8").tflops == 5000.0 and peak_flops("NVIDIA GB300", "tf32") is None

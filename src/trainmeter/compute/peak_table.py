@@ -71,15 +71,19 @@ TABLE: tuple[CardRow, ...] = (
     _row("GB300", r"\bgb300\b", _q(5000.0, 5000.0, None, 10000.0),
          f"NVIDIA GB300 NVL72 page: 360 PFLOPS FP16/BF16 with sparsity over 72 GPUs = 5000 per GPU, {_SP}; FP8: "
          f"NVIDIA's GB300 NVL72 specifications as reproduced by vendordeep.com, 720 PFLOPS FP8/FP6 over 72 GPUs = "
-         f"10000 per GPU, the sparse figure (verda.com's per-GPU table gives 5 PFLOPS FP8 dense); TF32 per GPU not "
-         f"in the sources found (only a secondary dense figure, and NVIDIA publishes its own); {_BW}", sparse=True),
+         f"10000 per GPU, the sparse figure (verda.com's per-GPU table gives 5 PFLOPS FP8 dense); NVIDIA's Exemplar "
+         f"Performance README (github.com/NVIDIA/exemplar-performance, 'Peak Theoretical Throughput', non-sparse) "
+         f"gives 2450 BF16 and 4900 FP8 for GB300, 2% below these; TF32 per GPU not in the sources found; {_BW}",
+         sparse=True),
     _row("GB200", r"\bgb200\b", _q(5000.0, 5000.0, 2500.0, 10000.0),
          f"NVIDIA GB200 NVL72 page, per-GPU column: 5000 BF16/FP16, 2500 TF32, 10000 FP8, {_SP}; {_BW}",
          sparse=True),
     _row("B300", r"(?<![a-z0-9])b300\b", _q(4500.0, 4500.0, 2250.0, 9000.0),
          f"NVIDIA HGX B300 datasheet: 36 PFLOPS FP16/BF16 with sparsity over 8 GPUs = 4500 per GPU; TF32 and FP8 "
          f"from NVIDIA's HGX B300 specification table as reproduced by fibermall.com: 18 PFLOPS TF32 and 72 PFLOPS "
-         f"FP8/FP6, starred 'with sparsity', over 8 GPUs = 2250 and 9000 per GPU, {_SP}; {_BW}", sparse=True),
+         f"FP8/FP6, starred 'with sparsity', over 8 GPUs = 2250 and 9000 per GPU, {_SP}; NVIDIA's Exemplar "
+         f"Performance README ('Peak Theoretical Throughput', non-sparse) gives the same 2250 BF16 and 4500 FP8 for "
+         f"B300; {_BW}", sparse=True),
     _row("B200", r"(?<![a-z0-9])b200\b", _q(4500.0, 4500.0, 2200.0, 9000.0),
          f"NVIDIA HGX/DGX B200 pages: 4500 BF16/FP16, 2200 TF32, 9000 FP8, {_SP}; {_BW}", sparse=True),
     _row("B100", r"(?<![a-z0-9])b100\b", _q(3500.0, 3500.0, 1750.0, 7000.0),
@@ -168,18 +172,20 @@ TABLE: tuple[CardRow, ...] = (
     _row("RTX PRO 6000 Blackwell Workstation", r"\brtx pro 6000\b.*\bworkstation\b", _q(503.8, None, None, None),
          f"NVIDIA RTX Blackwell PRO GPU Architecture whitepaper v1.1, Table 4: 503.8 BF16 tensor, {_D}; other "
          f"dtypes not in the sources found; {_BW}", sparse=False, exclude=r"\bmax-?q\b"),
-    _row("RTX 6000 Ada", r"\brtx 6000 ada\b", _q(None, None, None, 1457.0),
+    _row("RTX 6000 Ada", r"\brtx 6000 ada\b", _q(728.0, None, None, 1457.0),
          f"NVIDIA RTX 6000 Ada Generation datasheet (as reproduced in github.com/atineoSE/coding-model-seeks-gpu): "
-         f"'Tensor performance 1457.0 TFLOPS', footnote 'Effective FP8 TFLOPS using the new sparsity feature', "
-         f"{_SP}; BF16, FP16 and TF32 not in the sources found", sparse=True),
+         f"'Tensor performance 1457.0 TFLOPS', footnote 'Effective FP8 TFLOPS using the new sparsity feature'; BF16 "
+         f"from NVIDIA's RTX Blackwell PRO GPU Architecture whitepaper v1.0, Table 4, as a public hardware note "
+         f"quotes it: 364 dense BF16 with FP32 accumulate, 728 with sparsity; {_SP}; FP16 and TF32 not in the "
+         f"sources found", sparse=True),
     _row("RTX A6000", r"\brtx a6000\b", _q(309.7, 309.7, None, None),
          f"NVIDIA RTX A6000 datasheet: 309.7 tensor TFLOPS, {_SP} (154.8 dense FP16/BF16 per Microway's Ampere "
          f"comparison); TF32 not in the sources found; no FP8", sparse=True),
     # -- NVIDIA GeForce ------------------------------------------------------------------------------------------
-    _row("GeForce RTX 5090", r"\brtx 5090\b", _q(209.5, 209.5, 104.8, None),
-         f"NVIDIA RTX Blackwell whitepaper / spec copies: 209.5 BF16/FP16, 104.8 TF32, {_D}; {_GEFORCE}; "
-         f"FP8 with FP32 accumulate not confirmed in the sources, so none", sparse=False,
-         exclude=r"\b5090 ?d\b|laptop|mobile"),
+    _row("GeForce RTX 5090", r"\brtx 5090\b", _q(209.5, 209.5, 104.8, 419.0),
+         f"NVIDIA RTX Blackwell whitepaper / spec copies: 209.5 BF16/FP16, 104.8 TF32, {_D}; FP8 with FP32 "
+         f"accumulate 419 (838 with sparsity) from the whitepaper's Appendix A as two public notes quote it; "
+         f"{_GEFORCE}", sparse=False, exclude=r"\b5090 ?d\b|laptop|mobile"),
     _row("GeForce RTX 4090", r"\brtx 4090\b", _q(165.2, 165.2, 82.6, 330.3),
          f"NVIDIA Ada whitepaper: 165.2 BF16/FP16 and 330.3 FP8, 82.6 TF32, {_D}; {_GEFORCE}", sparse=False,
          exclude=r"\b4090 ?d\b|laptop|mobile"),
