@@ -78,6 +78,7 @@ REAL_NAMES = {
     "AMD Instinct MI350X": "MI350X",
     "AMD Instinct MI325X": "MI325X",
     "AMD Instinct MI300X": "MI300X",
+    "AMD Instinct MI300A": "MI300A",
     "AMD Instinct MI300X VF": "MI300X",
     "AMD Instinct MI250X": "MI250X (one GCD)",
     "AMD Instinct MI250": "MI250 (one GCD)",
@@ -128,8 +129,9 @@ def test_every_row_cites_a_source_and_never_divides_by_a_sparse_figure(row) -> N
         ("NVIDIA B300 SXM6 AC", "B300", 2250.0, 2250.0),
         ("NVIDIA GB300", "GB300", 2500.0, 2500.0),
         ("AMD Instinct MI300X", "MI300X", 1307.4, 1307.4),
-        ("AMD Instinct MI355X", "MI355X", 2500.0, None),
-        ("AMD Instinct MI350X", "MI350X", 2300.0, None),
+        ("AMD Instinct MI355X", "MI355X", 2500.0, 2500.0),
+        ("AMD Instinct MI350X", "MI350X", 2300.0, 2300.0),
+        ("AMD Instinct MI300A", "MI300A", 980.6, 980.6),
         ("AMD Instinct MI250X", "MI250X (one GCD)", 191.5, 191.5),
         ("NVIDIA L40", "L40", 181.05, 181.05),
         ("NVIDIA A40", "A40", 149.7, 149.7),
@@ -224,15 +226,15 @@ def test_rocm_mi250x_slash_mi250_name_is_ambiguous() -> None:
 
 
 def test_a_missing_dtype_names_the_rows_source() -> None:
-    reason = why_no_peak("AMD Instinct MI355X", "fp8")
-    assert "MI355X has no dense fp8" in reason and "AMD Instinct MI355X product page" in reason
+    reason = why_no_peak("AMD Instinct MI355X", "tf32")
+    assert "MI355X has no dense tf32" in reason and "CDNA 4 moved TF32 out of hardware" in reason
 
 
 def test_cards_left_out_are_listed_with_a_reason() -> None:
     left = dict(LEFT_OUT)
-    for card in ("RTX PRO 6000 Blackwell Server Edition", "GeForce RTX 5080, 5070 Ti, 5070", "MI300A"):
+    for card in ("RTX PRO 6000 Blackwell Server Edition", "GeForce RTX 5080, 5070 Ti, 5070"):
         assert left[card]
-    for name in ("NVIDIA RTX PRO 6000 Blackwell Server Edition", "NVIDIA GeForce RTX 5080", "AMD Instinct MI300A"):
+    for name in ("NVIDIA RTX PRO 6000 Blackwell Server Edition", "NVIDIA GeForce RTX 5080"):
         assert peak_flops(name) is None
 
 
@@ -248,6 +250,8 @@ def test_newly_sourced_cells_give_their_dense_peak() -> None:
     assert peak_flops("NVIDIA GB300", "fp8").tflops == 5000.0 and peak_flops("NVIDIA GB300", "tf32") is None
     assert peak_flops("NVIDIA H800 80GB HBM3", "fp8").tflops == 1979.0
     assert peak_flops("NVIDIA H800", pci_device_id=0x2324).card == "H800 SXM"
+    assert peak_flops("AMD Instinct MI355X", "fp8").tflops == 5000.0
+    assert peak_flops("AMD Instinct MI300A", "tf32").tflops == 490.3
     assert peak_flops("NVIDIA H800") is None and "H800 SXM, PCIe or NVL" in why_no_peak("NVIDIA H800")
 
 
@@ -292,7 +296,6 @@ def test_most_specific_row_wins(name: str, card: str) -> None:
         "NVIDIA GeForce RTX 4080 SUPER",
         "NVIDIA GeForce RTX 4080",  # only an unverifiable secondary table: left out
         "NVIDIA GeForce RTX 4070",
-        "AMD Instinct MI300A",
         "cpu",
         "",
     ],

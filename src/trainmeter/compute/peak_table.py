@@ -197,18 +197,25 @@ TABLE: tuple[CardRow, ...] = (
          f"NVIDIA GA102 whitepaper: 71 BF16/FP16 (142 with FP16 accumulate), 35.6 TF32, {_D}; {_GEFORCE}; no FP8",
          sparse=False, exclude=r"\b3090 ?ti\b|laptop|mobile"),
     # -- AMD Instinct (torch.cuda.get_device_name() under ROCm) ---------------------------------------------------
-    _row("MI355X", r"\bmi355x\b", _q(2500.0, None, None, None),
-         f"AMD Instinct MI355X product page: 2.5 PFLOPS BF16, {_D}; other dtypes not in the sources found",
-         sparse=False),
-    _row("MI350X", r"\bmi350x\b", _q(2300.0, None, None, None),
-         f"AMD Instinct MI350X product page: 2.3 PFLOPS BF16, {_D}; other dtypes not in the sources found",
-         sparse=False),
+    _row("MI355X", r"\bmi355x\b", _q(2500.0, 2500.0, None, 5000.0),
+         f"AMD CDNA 4 architecture whitepaper, Table 2 (MI350 Series product offerings; text in "
+         f"github.com/kuhar/amdgpu-isa-manuals cdna4/whitepaper.md): 2.5 PF FP16 and BF16 matrix (5.0 with "
+         f"sparsity), 5.0 PF OCP-FP8 (10 with sparsity, Table 1), {_D}; CDNA 4 moved TF32 out of hardware (BF16 "
+         f"software emulation, the whitepaper says), so no TF32 peak", sparse=False),
+    _row("MI350X", r"\bmi350x\b", _q(2300.0, 2300.0, None, 4600.0),
+         f"AMD CDNA 4 architecture whitepaper, Table 2 (MI350 Series product offerings): 2.3 PF FP16 and BF16 "
+         f"matrix (4.6 with sparsity), 4.6 PF OCP-FP8, {_D}; CDNA 4 moved TF32 out of hardware (BF16 software "
+         f"emulation), so no TF32 peak", sparse=False),
     _row("MI325X", r"\bmi325x\b", _MI300_Q,
          f"AMD Instinct MI325X datasheet: 1307.4 BF16/FP16, 653.7 TF32, 2614.9 FP8, {_D} (sparse figures double)",
          sparse=False),
     _row("MI300X", r"\bmi300x\b", _MI300_Q,
          f"AMD Instinct MI300X datasheet: 1307.4 BF16/FP16, 653.7 TF32, 2614.9 FP8, {_D} (sparse figures double)",
          sparse=False),
+    _row("MI300A", r"\bmi300a\b", _q(980.6, 980.6, 490.3, 1961.2),
+         f"AMD CDNA 3 architecture whitepaper, Table 2 (MI300 Series product offerings; text in "
+         f"github.com/kuhar/amdgpu-isa-manuals cdna3/whitepaper.md): MI300A APU 980.6 BF16/FP16, 490.3 TF32, "
+         f"1961.2 FP8, {_D} (sparse figures double)", sparse=False),
     _row("MI250X (one GCD)", r"\bmi250x\b", _q(191.5, 191.5, None, None),
          f"AMD Instinct MI250X page: 383 FP16/BF16 matrix per package, {_D}; ROCm shows each of its two GCDs as "
          f"one device, so 191.5 per device; CDNA 2 has no TF32 or FP8", sparse=False, exclude=r"\bmi250x ?/ ?mi250\b"),
@@ -248,6 +255,5 @@ LEFT_OUT: tuple[tuple[str, str], ...] = (
     ("GeForce RTX 4080 SUPER, 4070 Ti, 4070 SUPER, 4090 D, laptop parts", "not in the sources found; they differ "
      "from the base cards"),
     ("H800 PCIe / H800 NVL", "no figure in the sources found"),
-    ("MI300A", "an APU; no figure from AMD in the sources found"),
 )
 """Cards asked for that the table leaves out, and why (docs/spec.md section 5 lists them)."""
