@@ -247,7 +247,8 @@ reads about 93.6 GiB in NVML (95830 MiB) and a little less in torch; the 80 GB p
 
 LEFT_OUT: tuple[tuple[str, str], ...] = (
     ("RTX PRO 6000 Blackwell Server Edition", "the architecture whitepaper's Table 4 figures found cover the "
-     "Workstation and Max-Q editions only, and its datasheet copies found quote only FP4 'AI TOPS'"),
+     "Workstation and Max-Q editions only; NVIDIA's Server Edition page advertises '1 PFLOP' FP16/BF16 without "
+     "saying dense or sparse, and its datasheet omits BF16 (as a public hardware note reads them)"),
     ("GeForce RTX 5080, 5070 Ti, 5070", "only FP4 'AI TOPS' figures (with sparsity) were found from NVIDIA; the "
      "tables found with tensor figures are unsourced compilations, and NVIDIA publishes its own whitepaper"),
     ("GeForce RTX 4080, 4070", "only a secondary table that could not be checked against NVIDIA's Ada whitepaper; "
