@@ -155,5 +155,7 @@ def test_a_cuda_context_on_a_mig_instance_selects_its_parent_gpu() -> None:
     assert any("MIG GPU instance 3 of GPU 1" in n for n in sel.notes)
     cvd = select_gpus(None, devices, env={"CUDA_VISIBLE_DEVICES": "MIG-abcd0000-1111"})
     assert cvd.indices == (1,)
+    as_torch_prints_it = select_gpus(None, devices, cuda_uuids=["GPU-abcd0000-1111"], env={})  # no MIG- prefix
+    assert as_torch_prints_it.indices == (1,)
     unknown = select_gpus(None, devices, cuda_uuids=["MIG-99999999"], env={})
     assert unknown.indices == () and any("is a MIG instance" in n for n in unknown.notes)

@@ -68,3 +68,11 @@ def test_device_identity_is_none_while_opening_for_an_unknown_uuid_and_for_sever
     assert two.device_identity("GPU-00000000-0000-0000-0000-000000000000") is None
     assert two.device_identity(fake_uuid(1)).name == "NVIDIA A100-SXM4-40GB"
     assert two.device_identity(fake_uuid(1)).pci_device_id == 0x20B0
+
+
+def test_a_mig_instances_uuid_gives_its_parent_gpus_identity():
+    from trainmeter.gpu.fake_mig import mig_uuid
+
+    view = GpuView(readings=_sampler(["h100_sxm", "h100_mig_gpm"]))
+    parent = view.device_identity(mig_uuid(1, 2)[4:])  # torch prints the UUID without MIG-
+    assert parent is not None and parent.index == 1 and parent.pci_device_id == 0x2330

@@ -205,17 +205,24 @@ def _by_uuid(uuids: Sequence[str], devices: Sequence[GpuDeviceInfo]) -> tuple[li
         matches = _match_uuid(uuid, devices)
         if len(matches) == 1:
             found.append(matches[0])
-        else:
-            notes.append(f"CUDA device {uuid} is not among the NVML devices; its counters are not read")
+        else:  # torch prints a MIG device's UUID without its MIG- prefix
+            notes.append(_mig_selected(uuid, devices, found)
+                         or f"CUDA device {uuid} is not among the NVML devices; its counters are not read")
     return found, notes
+
+
+def bare_uuid(uuid: str) -> str:
+    """A UUID without its ``GPU-`` / ``MIG-`` prefix, lower-cased (torch prints CUDA UUIDs without one)."""
+    text = str(uuid).strip().lower()
+    return text[4:] if text.startswith(("gpu-", "mig-")) else text
 
 
 def _mig_selected(uuid: str, devices: Sequence[GpuDeviceInfo], found: list[int]) -> str | None:
     """Select the parent GPU of MIG instance ``uuid`` (by the instances NVML lists on it); the note, or ``None``."""
-    key = uuid.strip().lower()
+    key = bare_uuid(uuid)
     for d in devices:
         for gi, mig_uuid in d.mig_instances:
-            if mig_uuid.lower() == key:
+            if bare_uuid(mig_uuid) == key:
                 found.append(d.index)
                 return (f"CUDA device {uuid} is MIG GPU instance {gi} of GPU {d.index}: GPU {d.index} is sampled, "
                         "its GPM read per GPU instance; its power and energy are the whole GPU's, shared by "

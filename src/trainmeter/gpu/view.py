@@ -69,22 +69,20 @@ class GpuView:
         return self.readings is not None and self.readings.unavailable_reason == REASON_OPENING
 
     def device_identity(self, uuid: str | None = None) -> DeviceIdentity | None:
-        """The identity of the sampled device with ``uuid`` (``GPU-`` prefix optional, case ignored), or of the
-        only sampled device when ``uuid`` is ``None``; ``None`` while NVML opens, for an unknown UUID, or when
+        """The identity of the sampled device with ``uuid`` (``GPU-`` prefix optional, case ignored; a MIG
+        instance's UUID gives its parent GPU), or of the only sampled device when ``uuid`` is ``None``; ``None`` while NVML opens, for an unknown UUID, or when
         ``uuid`` is ``None`` and several devices are sampled. Any thread (reads the sampler's published map)."""
+        from trainmeter.gpu.selection import bare_uuid
+
         devices = dict(getattr(self.readings, "devices", None) or {}) if self.readings is not None else {}
         infos = [d for d in devices.values() if getattr(d, "uuid", None) is not None]
-        if uuid is not None:
-            key = _uuid_key(uuid)
-            infos = [d for d in infos if _uuid_key(d.uuid) == key]
+        if uuid is not None:  # the GPU itself, or the parent of a MIG instance on it
+            key = bare_uuid(uuid)
+            infos = [d for d in infos if bare_uuid(d.uuid) == key
+                     or any(bare_uuid(m) == key for _, m in getattr(d, "mig_instances", ()))]
         if len(infos) != 1:
             return None
         d = infos[0]
         return DeviceIdentity(index=int(d.index), name=str(d.name or ""), uuid=str(d.uuid or ""),
                               pci_device_id=getattr(d, "pci_device_id", None),
                               mem_total_bytes=getattr(d, "mem_total_bytes", None))
-
-
-def _uuid_key(uuid: str) -> str:
-    text = str(uuid).strip().lower()
-    return text[4:] if text.startswith("gpu-") else text
