@@ -170,7 +170,9 @@ def test_mig_gpu_with_gpm_gives_each_gpu_instance_its_own_interval_averages() ->
     busy, idle = fake.sample(0).mig_gpm
     assert busy.values["tensor_activity"] == pytest.approx(GEMM.tensor_activity) and busy.gpm_window_s == 0.5
     assert idle.values["tensor_activity"] == 0.0 and idle.uuid == mig_uuid(0, 2)
+    clock.advance(0.05)
     s = fake.sample(0)
+    assert s.mig_gpm[0] == busy  # within 100 ms: the previous interval's values again
     assert s.tensor_activity is None and s.unavailable_reason("tensor_activity") == REASON_MIG
 
 

@@ -3,8 +3,9 @@
 Each instance of a MIG-enabled fake device follows its own timeline (default: the device's); a sample
 snapshots the integrals of its levels and the values are (I(t2) - I(t1)) / (t2 - t1), as
 ``nvmlGpmMigSampleGet`` + ``nvmlGpmMetricsGet`` give interval averages; the first sample only primes the
-pair. A device without GPM, an injected fault on field ``"mig_gpm"`` or a device with no instance gives
-no instance figures and the reason. Used by :mod:`trainmeter.gpu.fake` under its lock.
+pair and a sample within 100 ms of the previous repeats its values. A device without GPM, an injected fault
+on field ``"mig_gpm"`` or a device with no instance gives no instance figures and the reason. Used by
+:mod:`trainmeter.gpu.fake` under its lock.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ class FakeMigGpm:
         self._profile = profile
         self._phases = {gi: tuple(timelines.get(gi, default)) for gi in profile.mig_instances}
         self._prev: dict[int, tuple[float, dict[str, float]]] = {}
+        self._last: dict[int, MigGpmSample] = {}
 
     def instances(self) -> tuple[tuple[int, str], ...]:
         """``(gpu_instance_id, MIG UUID)`` of each instance (``()`` unless MIG is on)."""
@@ -73,14 +75,14 @@ class FakeMigGpm:
             integrals = integrals_at(phases, t_s, GPM_FIELDS)
             uuid = mig_uuid(self._index, gi)
             prev = self._prev.get(gi)
-            if prev is None or t_s - prev[0] < MIN_WINDOW_S:
-                if prev is None:
-                    self._prev[gi] = (t_s, integrals)
-                out.append(MigGpmSample(gpu_instance_id=gi, uuid=uuid,
-                                        unavailable=tuple((f, REASON_GPM_FIRST_SAMPLE) for f in GPM_FIELDS)))
-                continue
-            window_s = t_s - prev[0]
-            values = {k: (integrals[k] - prev[1][k]) / window_s for k in GPM_FIELDS}
-            self._prev[gi] = (t_s, integrals)
-            out.append(MigGpmSample(gpu_instance_id=gi, uuid=uuid, values=values, gpm_window_s=window_s))
+            if prev is None:
+                self._prev[gi] = (t_s, integrals)
+                self._last[gi] = MigGpmSample(gpu_instance_id=gi, uuid=uuid, unavailable=tuple(
+                    (f, REASON_GPM_FIRST_SAMPLE) for f in GPM_FIELDS))
+            elif t_s - prev[0] >= MIN_WINDOW_S:  # within 100 ms the previous values repeat, as NVML's do
+                window_s = t_s - prev[0]
+                values = {k: (integrals[k] - prev[1][k]) / window_s for k in GPM_FIELDS}
+                self._prev[gi] = (t_s, integrals)
+                self._last[gi] = MigGpmSample(gpu_instance_id=gi, uuid=uuid, values=values, gpm_window_s=window_s)
+            out.append(self._last[gi])
         return tuple(out), None
