@@ -294,7 +294,8 @@ def peak_for_run(device_name: str | None, dtype: str | None, memory_bytes: float
     read = getattr(gpu, "device_identity", None)
     identity = read(None if uuid is None else str(uuid)) if read is not None else None
     peak, reason = peak_for_device(device_name, dtype, memory_bytes=memory_bytes, identity=identity)
-    waiting = peak is None and identity is None and read is not None and bool(gpu.opening())  # type: ignore[attr-defined]
+    opening = getattr(gpu, "opening", None)
+    waiting = peak is None and identity is None and read is not None and bool(opening is not None and opening())
     return peak, reason, waiting
 
 

@@ -267,7 +267,8 @@ class FakeNvml:
                     return None, reason_not_supported(REASON_ENERGY_WHAT)
                 if fault.field == "total_energy_mj" and fault.kind == "no_permission":
                     return None, reason_no_permission(REASON_ENERGY_WHAT)
-            return ENERGY_AT_START_MJ + 1000.0 * integrals_at(dev.phases, now_s - self._start_s, ("power_w",))["power_w"], None
+            power_j = integrals_at(dev.phases, now_s - self._start_s, ("power_w",))["power_w"]
+            return ENERGY_AT_START_MJ + 1000.0 * power_j, None
 
     def close(self) -> None:
         """Mark the backend closed; later samples raise a fatal error."""

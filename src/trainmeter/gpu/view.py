@@ -70,8 +70,11 @@ class GpuView:
 
     def device_identity(self, uuid: str | None = None) -> DeviceIdentity | None:
         """The identity of the sampled device with ``uuid`` (``GPU-`` prefix optional, case ignored; a MIG
-        instance's UUID gives its parent GPU), or of the only sampled device when ``uuid`` is ``None``; ``None`` while NVML opens, for an unknown UUID, or when
-        ``uuid`` is ``None`` and several devices are sampled. Any thread (reads the sampler's published map)."""
+        instance's UUID gives its parent GPU), or of the only sampled device when ``uuid`` is ``None``.
+
+        ``None`` while NVML opens, for an unknown UUID, or when ``uuid`` is ``None`` and several devices are
+        sampled. Any thread (reads the sampler's published map).
+        """
         from trainmeter.gpu.selection import bare_uuid
 
         devices = dict(getattr(self.readings, "devices", None) or {}) if self.readings is not None else {}
