@@ -217,3 +217,45 @@ def test_while_a_packed_batch_is_read_from_the_device_the_attention_conventions_
         ext._refresh_seq(force=True)
         assert ext.fpt["hf"].value is not None
         assert ext.fpt["megatron"].value is None and "S waits" in ext.fpt["megatron"].missing
+
+
+def test_the_compute_wing_settles_an_ambiguous_name_by_the_gpu_wings_device_identity(tmp_path):
+    """A family-only "NVIDIA H100": the PCI id NVML read (GPU wing's view) gives H100 SXM, matched again once
+    NVML, opening on the sampler's thread, has it; until then the reason names the variants."""
+    import dataclasses
+    import threading
+
+    from trainmeter.compute.extension import ComputeExtension
+    from trainmeter.core.clock import FakeClock
+    from trainmeter.extensions import make_monitor
+    from trainmeter.gpu.extension import GpuExtension
+    from trainmeter.gpu.fake import PROFILES, FakeNvml, fake_uuid, open_fake
+    from trainmeter.options import make_options
+
+    clock = FakeClock(0.0)
+    family = dataclasses.replace(PROFILES["h100_sxm"], name="NVIDIA H100", pci_device_id=0x2330)
+    fake = FakeNvml([family], clock=clock)
+    release = threading.Event()
+
+    def slow_open(**_):
+        release.wait(10.0)
+        return open_fake(fake)
+
+    compute, gpu = ComputeExtension(), GpuExtension(open_backend=slow_open, node_wide=True)
+    m = make_monitor(make_options(run_dir=tmp_path, interval_s=3600), clock=clock, text=False, probes=False,
+                     extensions=[compute, gpu]).start()
+    try:
+        compute.device_name, compute.dtype = "NVIDIA H100", "bf16"
+        compute._device_key = (None, fake_uuid(0)[4:], "torch.bfloat16")  # torch's UUID has no GPU- prefix
+        compute._match_peak()
+        assert compute.peak is None and "H100 SXM, PCIe or NVL" in compute.peak_missing
+        release.set()
+        deadline = time.monotonic() + 10.0
+        while m.extension("gpu").opening() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        compute.on_report(None)
+        assert compute.peak is not None and compute.peak.card == "H100 SXM" and compute.peak_missing is None
+        assert m.extension("compute").peak.tflops == 989.5
+    finally:
+        release.set()
+        m.finish("completed")

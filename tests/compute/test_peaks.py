@@ -14,10 +14,14 @@ from trainmeter.compute.peaks import (
     match_card,
     normalize_dtype,
     peak_flops,
+    peak_for_device,
+    peak_for_run,
     peaks_markdown,
     table_rows,
     why_no_peak,
 )
+
+MIB = 1024**2
 
 # Real device-name strings (NVML, torch.cuda under CUDA, torch.cuda under ROCm) -> the card they must match.
 REAL_NAMES = {
@@ -47,6 +51,7 @@ REAL_NAMES = {
     "NVIDIA A100 80GB PCIe": "A100 PCIe 80GB",
     "NVIDIA A100-SXM-64GB": "A100",
     "NVIDIA A40": "A40",
+    "NVIDIA A30": "A30",
     "NVIDIA A16": "A16 (one GPU)",
     "NVIDIA A2": "A2",
     "NVIDIA GeForce RTX 3070 Ti": "GeForce RTX 3070 Ti",
@@ -63,6 +68,7 @@ REAL_NAMES = {
     "Tesla P100-SXM2-16GB": "P100 SXM2",
     "NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition": "RTX PRO 6000 Blackwell Max-Q",
     "NVIDIA RTX PRO 6000 Blackwell Workstation Edition": "RTX PRO 6000 Blackwell Workstation",
+    "NVIDIA RTX 6000 Ada Generation": "RTX 6000 Ada",
     "NVIDIA RTX A6000": "RTX A6000",
     "NVIDIA GeForce RTX 5090": "GeForce RTX 5090",
     "NVIDIA GeForce RTX 4090": "GeForce RTX 4090",
@@ -72,6 +78,7 @@ REAL_NAMES = {
     "AMD Instinct MI350X": "MI350X",
     "AMD Instinct MI325X": "MI325X",
     "AMD Instinct MI300X": "MI300X",
+    "AMD Instinct MI300A": "MI300A",
     "AMD Instinct MI300X VF": "MI300X",
     "AMD Instinct MI250X": "MI250X (one GCD)",
     "AMD Instinct MI250": "MI250 (one GCD)",
@@ -122,8 +129,9 @@ def test_every_row_cites_a_source_and_never_divides_by_a_sparse_figure(row) -> N
         ("NVIDIA B300 SXM6 AC", "B300", 2250.0, 2250.0),
         ("NVIDIA GB300", "GB300", 2500.0, 2500.0),
         ("AMD Instinct MI300X", "MI300X", 1307.4, 1307.4),
-        ("AMD Instinct MI355X", "MI355X", 2500.0, None),
-        ("AMD Instinct MI350X", "MI350X", 2300.0, None),
+        ("AMD Instinct MI355X", "MI355X", 2500.0, 2500.0),
+        ("AMD Instinct MI350X", "MI350X", 2300.0, 2300.0),
+        ("AMD Instinct MI300A", "MI300A", 980.6, 980.6),
         ("AMD Instinct MI250X", "MI250X (one GCD)", 191.5, 191.5),
         ("NVIDIA L40", "L40", 181.05, 181.05),
         ("NVIDIA A40", "A40", 149.7, 149.7),
@@ -159,10 +167,57 @@ def test_an_ambiguous_name_is_settled_by_pci_device_id_or_memory_size() -> None:
     assert peak_flops("NVIDIA H100") is None
     by_pci = peak_flops("NVIDIA H100", pci_device_id=(0x2330 << 16) | 0x10DE)
     assert by_pci is not None and by_pci.card == "H100 SXM"
-    by_mem = peak_flops("NVIDIA H100", memory_bytes=94 * 10**9)
+    assert peak_flops("NVIDIA H100", pci_device_id=0x2331).card == "H100 PCIe"
+    assert peak_flops("NVIDIA H100", pci_device_id=0x2321).card == "H100 NVL"
+    assert peak_flops("NVIDIA H100", pci_device_id=0x2339) is None  # NVIDIA's own "NVIDIA H100": no variant
+    by_mem = peak_flops("NVIDIA H100", memory_bytes=95830 * MIB)
     assert by_mem is not None and by_mem.card == "H100 NVL"
-    assert peak_flops("NVIDIA H100", memory_bytes=80 * 10**9) is None
-    assert "SXM, PCIe or NVL" in why_no_peak("NVIDIA H100", memory_bytes=80 * 10**9)
+    assert peak_flops("NVIDIA H100", memory_bytes=81559 * MIB) is None
+    assert "SXM, PCIe or NVL" in why_no_peak("NVIDIA H100", memory_bytes=81559 * MIB)
+
+
+def test_h100_nvl_memory_as_nvml_reports_it_settles_the_name():
+    # NVML reads H100 NVL's 94 GB as 95830 MiB (100.5e9 bytes): a range in decimal GB missed it
+    assert match_card("NVIDIA H100", memory_bytes=95830 * MIB) == "H100 NVL"
+    assert match_card("NVIDIA H100", memory_bytes=97871 * MIB) == "H100 NVL"
+
+
+def _identity(name="NVIDIA H100", pci_device_id=None, mem_total_bytes=None):
+    from types import SimpleNamespace
+
+    return SimpleNamespace(name=name, pci_device_id=pci_device_id, mem_total_bytes=mem_total_bytes)
+
+
+def test_peak_for_device_settles_a_family_name_by_the_pci_id_nvml_read():
+    peak, why = peak_for_device("NVIDIA H100", "bf16", identity=_identity(pci_device_id=0x2330))
+    assert peak is not None and peak.card == "H100 SXM" and peak.tflops == 989.5 and why is None
+
+
+def test_peak_for_device_without_id_or_memory_names_the_variants():
+    for identity in (None, _identity()):
+        peak, why = peak_for_device("NVIDIA H100", "bf16", identity=identity)
+        assert peak is None and "H100 SXM, PCIe or NVL" in why and "--peak-tflops X --peak-source TEXT" in why
+
+
+def test_peak_for_device_uses_nvml_memory_and_its_name_when_torch_says_less():
+    peak, _ = peak_for_device("NVIDIA H100", "bf16", memory_bytes=None,
+                              identity=_identity(mem_total_bytes=95830 * MIB))
+    assert peak.card == "H100 NVL"
+    peak, _ = peak_for_device("NVIDIA H100", "bf16", identity=_identity(name="NVIDIA H100 PCIe"))
+    assert peak.card == "H100 PCIe"
+
+
+def test_peak_for_run_waits_only_while_nvml_opens_and_explains_cpu_and_dtype():
+    from types import SimpleNamespace
+
+    opening = SimpleNamespace(device_identity=lambda uuid: None, opening=lambda: True)
+    opened = SimpleNamespace(device_identity=lambda uuid: None, opening=lambda: False)
+    assert peak_for_run("NVIDIA H100", "bf16", gpu=opening)[2] is True
+    assert peak_for_run("NVIDIA H100", "bf16", gpu=opened)[2] is False
+    assert peak_for_run("NVIDIA H100 80GB HBM3", "bf16", gpu=opening)[0].card == "H100 SXM"
+    assert "on the CPU" in peak_for_run(None, "bf16")[1]
+    assert "dtype torch.int8 has no tensor-core peak" in peak_for_run("NVIDIA H100", None, None, None,
+                                                                      "torch.int8")[1]
 
 
 def test_rocm_mi250x_slash_mi250_name_is_ambiguous() -> None:
@@ -171,16 +226,39 @@ def test_rocm_mi250x_slash_mi250_name_is_ambiguous() -> None:
 
 
 def test_a_missing_dtype_names_the_rows_source() -> None:
-    reason = why_no_peak("AMD Instinct MI355X", "fp8")
-    assert "MI355X has no dense fp8" in reason and "AMD Instinct MI355X product page" in reason
+    reason = why_no_peak("AMD Instinct MI355X", "tf32")
+    assert "MI355X has no dense tf32" in reason and "CDNA 4 moved TF32 out of hardware" in reason
 
 
 def test_cards_left_out_are_listed_with_a_reason() -> None:
     left = dict(LEFT_OUT)
-    for card in ("A30", "RTX 6000 Ada Generation", "RTX PRO 6000 Blackwell Server Edition", "GeForce RTX 5080"):
+    for card in ("RTX PRO 6000 Blackwell Server Edition", "GeForce RTX 5080, 5070 Ti, 5070"):
         assert left[card]
-    for name in ("NVIDIA A30", "NVIDIA RTX 6000 Ada Generation", "NVIDIA GeForce RTX 5080"):
+    for name in ("NVIDIA RTX PRO 6000 Blackwell Server Edition", "NVIDIA GeForce RTX 5080"):
         assert peak_flops(name) is None
+
+
+def test_newly_sourced_cells_give_their_dense_peak() -> None:
+    assert peak_flops("NVIDIA A30", "bf16").tflops == 165.0 and peak_flops("NVIDIA A30", "tf32").tflops == 82.0
+    assert peak_flops("NVIDIA A30", "fp8") is None  # Ampere: no FP8
+    assert peak_flops("NVIDIA RTX 6000 Ada Generation", "fp8").tflops == 728.5
+    assert peak_flops("NVIDIA RTX 6000 Ada Generation", "bf16").tflops == 364.0
+    assert "RTX 6000 Ada has no dense fp16" in why_no_peak("NVIDIA RTX 6000 Ada Generation", "fp16")
+    assert peak_flops("NVIDIA GeForce RTX 5090", "fp8").tflops == 419.0
+    assert peak_flops("NVIDIA B300 SXM6 AC", "fp8").tflops == 4500.0
+    assert peak_flops("NVIDIA B300 SXM6 AC", "tf32").tflops == 1125.0
+    assert peak_flops("NVIDIA GB300", "fp8").tflops == 5000.0 and peak_flops("NVIDIA GB300", "tf32") is None
+    assert peak_flops("NVIDIA H800 80GB HBM3", "fp8").tflops == 1979.0
+    assert peak_flops("NVIDIA H800", pci_device_id=0x2324).card == "H800 SXM"
+    assert peak_flops("AMD Instinct MI355X", "fp8").tflops == 5000.0
+    assert peak_flops("AMD Instinct MI300A", "tf32").tflops == 490.3
+    assert peak_flops("NVIDIA H800") is None and "H800 SXM, PCIe or NVL" in why_no_peak("NVIDIA H800")
+
+
+def test_a_variant_the_table_lacks_is_not_called_ambiguous() -> None:
+    for name in ("NVIDIA H800 PCIe", "NVIDIA H800 NVL"):
+        reason = why_no_peak(name)
+        assert "no datasheet peak for" in reason and "does not say which variant" not in reason
 
 
 def test_t4_has_no_bf16_and_says_so() -> None:
@@ -211,7 +289,6 @@ def test_most_specific_row_wins(name: str, card: str) -> None:
 @pytest.mark.parametrize(
     "name",
     [
-        "NVIDIA A30",
         "NVIDIA GeForce RTX 3090 Ti",
         "NVIDIA GeForce RTX 4090 D",
         "NVIDIA GeForce RTX 4090 Laptop GPU",
@@ -219,7 +296,6 @@ def test_most_specific_row_wins(name: str, card: str) -> None:
         "NVIDIA GeForce RTX 4080 SUPER",
         "NVIDIA GeForce RTX 4080",  # only an unverifiable secondary table: left out
         "NVIDIA GeForce RTX 4070",
-        "AMD Instinct MI300A",
         "cpu",
         "",
     ],

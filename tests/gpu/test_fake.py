@@ -154,3 +154,40 @@ def test_closed_fake_raises_fatal() -> None:
     fake.close()
     with pytest.raises(GpuUnavailableError):
         fake.sample(0)
+
+
+def test_mig_gpu_with_gpm_gives_each_gpu_instance_its_own_interval_averages() -> None:
+    from trainmeter.gpu.fake_mig import mig_uuid
+
+    clock = FakeClock()
+    stalled = (Phase(duration_s=1e9, levels=IDLE),)
+    fake = FakeNvml(["h100_mig_gpm"], clock=clock, mig_timelines={(0, 2): stalled})
+    assert fake.device_info(0).mig_instances == ((1, mig_uuid(0, 1)), (2, mig_uuid(0, 2)))
+    first = fake.sample(0)
+    assert [m.values for m in first.mig_gpm] == [{}, {}]
+    assert dict(first.mig_gpm[0].unavailable)["sm_activity"] == REASON_GPM_FIRST_SAMPLE
+    clock.advance(0.5)
+    busy, idle = fake.sample(0).mig_gpm
+    assert busy.values["tensor_activity"] == pytest.approx(GEMM.tensor_activity) and busy.gpm_window_s == 0.5
+    assert idle.values["tensor_activity"] == 0.0 and idle.uuid == mig_uuid(0, 2)
+    clock.advance(0.05)
+    s = fake.sample(0)
+    assert s.mig_gpm[0] == busy  # within 100 ms: the previous interval's values again
+    assert s.tensor_activity is None and s.unavailable_reason("tensor_activity") == REASON_MIG
+
+
+def test_mig_gpm_not_supported_refused_or_without_instances_says_why() -> None:
+    import dataclasses
+
+    from trainmeter.gpu.backend import REASON_MIG_GPM_NOT_SUPPORTED, REASON_MIG_NO_INSTANCES
+
+    clock = FakeClock()
+    empty = dataclasses.replace(PROFILES["h100_mig_gpm"], mig_instances=())
+    fake = FakeNvml(["h100_mig", "h100_mig_gpm", empty, "h100_sxm"], clock=clock)
+    fake.inject(1, "no_permission", field="mig_gpm")
+    reasons = [_two_samples(fake, clock, i).mig_gpm_reason for i in range(4)]
+    assert reasons[0] == REASON_MIG_GPM_NOT_SUPPORTED
+    assert "GPM per MIG GPU instance" in reasons[1] and "no permission" in reasons[1]
+    assert reasons[2] == REASON_MIG_NO_INSTANCES
+    assert reasons[3] is None and fake.sample(3).mig_gpm == ()
+    assert all(fake.sample(i).mig_gpm == () for i in range(3))

@@ -27,6 +27,7 @@ from trainmeter.gpu.backend import (
     REASON_GPU_LOST,
     REASON_LIBRARY_NOT_FOUND,
     REASON_MIG,
+    REASON_MIG_GPM_NOT_SUPPORTED,
     REASON_PROCESS_NOT_LISTED,
     REASON_PYNVML_MISSING,
     GpuUnavailableError,
@@ -35,6 +36,7 @@ from trainmeter.gpu.nvml import open_nvml, throttle_reason_names
 
 MIB = 1024 * 1024
 HANDLE_BASE = 0x1000
+MIG_HANDLE_BASE = 100  # MIG device handles: HANDLE_BASE + MIG_HANDLE_BASE + 10 * device + slot
 
 
 def _index(handle: Any) -> int:
@@ -50,6 +52,7 @@ class FakeLib:
         self.calls: dict[str, int] = {}
         self.errors: dict[tuple[str, int], int] = {}  # (symbol, device) -> NVML error code
         self.samples: dict[int, tuple[int, float]] = {}  # sample address -> (device, time)
+        self.sample_gi: dict[int, int] = {}  # sample address -> MIG GPU instance id (nvmlGpmMigSampleGet)
         self.freed: list[int] = []
         self.buffers: list[Any] = []
         self.per_metric_error: dict[int, int] = {}
@@ -117,7 +120,28 @@ class FakeLib:
         return 0
 
     def nvmlDeviceGetUUID(self, h: Any, buf: Any, size: Any) -> int:
+        if _index(h) >= MIG_HANDLE_BASE:  # a MIG device handle
+            dev, slot = divmod(_index(h) - MIG_HANDLE_BASE, 10)
+            buf.value = self.devices[dev]["mig_slots"][slot][1].encode()
+            return 0
         buf.value = self._d(h)["uuid"].encode()
+        return 0
+
+    # --- MIG ---
+    def nvmlDeviceGetMaxMigDeviceCount(self, h: Any, ref: Any) -> int:
+        ref._obj.value = len(self._d(h).get("mig_slots", ()))
+        return 0
+
+    def nvmlDeviceGetMigDeviceHandleByIndex(self, h: Any, slot: Any, ref: Any) -> int:
+        if self._d(h)["mig_slots"][slot.value] is None:
+            return pynvml.NVML_ERROR_NOT_FOUND  # an empty slot
+        value = HANDLE_BASE + MIG_HANDLE_BASE + 10 * _index(h) + slot.value
+        ctypes.cast(ctypes.byref(ref._obj), ctypes.POINTER(ctypes.c_void_p))[0] = value
+        return 0
+
+    def nvmlDeviceGetGpuInstanceId(self, h: Any, ref: Any) -> int:
+        dev, slot = divmod(_index(h) - MIG_HANDLE_BASE, 10)
+        ref._obj.value = self.devices[dev]["mig_slots"][slot][0]
         return 0
 
     def nvmlDeviceGetMemoryInfo_v2(self, h: Any, ref: Any) -> int:
@@ -131,6 +155,7 @@ class FakeLib:
 
     def nvmlDeviceGetPciInfo_v3(self, h: Any, ref: Any) -> int:
         ref._obj.busId = f"00000000:{0x18 + _index(h):02X}:00.0".encode()
+        ref._obj.pciDeviceId = (self._d(h).get("pci_device_id", 0) << 16) | 0x10DE
         return 0
 
     def nvmlDeviceGetMigMode(self, h: Any, cur: Any, pending: Any) -> int:
@@ -201,6 +226,12 @@ class FakeLib:
 
     def nvmlGpmSampleGet(self, h: Any, sample: Any) -> int:
         self.samples[ctypes.addressof(sample.contents)] = (_index(h), self.clock())
+        self.sample_gi.pop(ctypes.addressof(sample.contents), None)
+        return 0
+
+    def nvmlGpmMigSampleGet(self, h: Any, gpu_instance_id: int, sample: Any) -> int:
+        self.samples[ctypes.addressof(sample.contents)] = (_index(h), self.clock())
+        self.sample_gi[ctypes.addressof(sample.contents)] = gpu_instance_id
         return 0
 
     def nvmlGpmMetricsGet(self, ref: Any) -> int:
@@ -209,7 +240,9 @@ class FakeLib:
         dev1, t1 = self.samples[ctypes.addressof(mg.sample1.contents)]
         dev2, t2 = self.samples[ctypes.addressof(mg.sample2.contents)]
         assert dev1 == dev2 and t2 > t1, "samples must be same device, older first"
-        levels = self.devices[dev1]["gpm_levels"]
+        gi = self.sample_gi.get(ctypes.addressof(mg.sample2.contents))
+        assert gi == self.sample_gi.get(ctypes.addressof(mg.sample1.contents)), "samples must be same instance"
+        levels = self.devices[dev1]["gpm_levels"] if gi is None else self.devices[dev1]["mig_levels"][gi]
         for i in range(mg.numMetrics):
             metric_id = mg.metrics[i].metricId
             mg.metrics[i].nvmlReturn = self.per_metric_error.get(metric_id, 0)
@@ -249,7 +282,8 @@ def _device(
 def fakelib(monkeypatch: pytest.MonkeyPatch) -> FakeLib:
     clock = FakeClock(100.0)
     lib = FakeLib(
-        clock, [_device("NVIDIA H100 80GB HBM3", gpm=True), _device("NVIDIA A100-SXM4-40GB", gpm=False)]
+        clock, [_device("NVIDIA H100 80GB HBM3", gpm=True) | {"pci_device_id": 0x2330},
+                _device("NVIDIA A100-SXM4-40GB", gpm=False) | {"pci_device_id": 0x20B0}]
     )
     monkeypatch.setattr(pynvml, "nvmlLib", lib.ns)
     monkeypatch.setattr(pynvml, "_nvmlGetFunctionPointer_cache", {})
@@ -295,6 +329,12 @@ def test_device_info_comes_from_real_bindings(fakelib: FakeLib) -> None:
     assert h100.mem_total_bytes == 80 * 1024**3 and h100.pci_bus_id == "00000000:18:00.0"
     assert h100.gpm_supported and h100.mig_enabled is False
     assert not a100.gpm_supported and a100.gpm_reason == REASON_GPM_NOT_SUPPORTED
+
+
+def test_device_info_carries_the_pci_device_id_from_the_upper_half_of_pci_device_id(fakelib: FakeLib) -> None:
+    backend = _open(fakelib)
+    assert backend.device_info(0).pci_device_id == 0x2330
+    assert backend.device_info(1).pci_device_id == 0x20B0
 
 
 def test_sample_converts_units_of_basic_readings(fakelib: FakeLib) -> None:
@@ -439,6 +479,52 @@ def test_mig_enabled_gpu_reports_mig_reason_for_util_and_gpm(fakelib: FakeLib) -
     assert s.util_gpu is None and s.unavailable_reason("util_gpu") == REASON_MIG
     assert s.unavailable_reason("sm_activity") == REASON_MIG
     assert s.power_w == pytest.approx(650.5)
+
+
+def _mig_on(lib: FakeLib, index: int = 0) -> None:
+    lib.devices[index]["mig"] = True
+    # slot 1 empty; two compute instances of GPU instance 2 (one entry per GPU instance)
+    lib.devices[index]["mig_slots"] = [(1, "MIG-aaaa"), None, (2, "MIG-bbbb"), (2, "MIG-cccc")]
+    lib.devices[index]["mig_levels"] = {1: {2: 80.0, 5: 60.0}, 2: {2: 10.0, 5: 0.0}}
+
+
+def test_mig_gpu_reads_gpm_per_gpu_instance_through_nvml_gpm_mig_sample_get(fakelib: FakeLib) -> None:
+    _mig_on(fakelib)
+    backend = _open(fakelib)
+    assert backend.device_info(0).mig_instances == ((1, "MIG-aaaa"), (2, "MIG-bbbb"))
+    first = backend.sample(0)
+    assert [m.unavailable[0][1] for m in first.mig_gpm] == [REASON_GPM_FIRST_SAMPLE] * 2
+    fakelib.clock.advance(1.0)
+    s = backend.sample(0)
+    one, two = s.mig_gpm
+    assert (one.gpu_instance_id, one.uuid, two.gpu_instance_id) == (1, "MIG-aaaa", 2)
+    assert one.values["sm_activity"] == pytest.approx(0.8) and one.values["tensor_activity"] == pytest.approx(0.6)
+    assert two.values["sm_activity"] == pytest.approx(0.1) and one.gpm_window_s == pytest.approx(1.0)
+    assert s.mig_gpm_reason is None and s.tensor_activity is None  # the whole GPU: no GPM in MIG mode
+    assert fakelib.calls["nvmlGpmMigSampleGet"] == 4 and "nvmlGpmSampleGet" not in fakelib.calls
+    backend.close()
+    assert len(fakelib.freed) == 4
+
+
+def test_mig_gpu_without_gpm_says_per_instance_gpm_is_not_supported(fakelib: FakeLib) -> None:
+    _mig_on(fakelib, 1)  # the A100: no GPM
+    backend = _open(fakelib)
+    s = backend.sample(1)
+    assert backend.device_info(1).mig_instances == ()
+    assert s.mig_gpm == () and s.mig_gpm_reason == REASON_MIG_GPM_NOT_SUPPORTED
+    assert backend.sample(0).mig_gpm == () and backend.sample(0).mig_gpm_reason is None  # MIG off
+
+
+def test_mig_gpm_refused_at_runtime_is_said_once_and_not_retried(fakelib: FakeLib) -> None:
+    _mig_on(fakelib)
+    calls: list[int] = []
+    fakelib.replace("nvmlGpmMigSampleGet", lambda h, gi, sample: calls.append(gi) or pynvml.NVML_ERROR_NO_PERMISSION)
+    backend = _open(fakelib)
+    for _ in range(3):
+        s = backend.sample(0)
+        fakelib.clock.advance(1.0)
+    assert calls == [1]
+    assert s.mig_gpm == () and "GPM per MIG GPU instance" in s.mig_gpm_reason and "no permission" in s.mig_gpm_reason
 
 
 def test_close_frees_gpm_buffers_and_is_idempotent(fakelib: FakeLib) -> None:

@@ -62,3 +62,17 @@ def test_section_records_a_lost_gpu_and_given_ladders_and_peaks() -> None:
     assert f"GPU 1: {REASON_GPU_LOST}" in sec["missing"]
     assert sec["ladder"][0]["rungs"]["mfu"]["value"] == 0.4
     assert sec["peaks_used"] == {"bf16_dense_flop_per_s": 989.5e12}
+
+
+def test_a_mig_gpu_lists_gpm_per_gpu_instance_or_why_there_is_none() -> None:
+    from trainmeter.gpu.backend import REASON_MIG_GPM_NOT_SUPPORTED
+
+    clock = FakeClock()
+    section = gpu_passport_from_sampler(_run(FakeNvml(["h100_mig_gpm", "h100_mig", "h100_sxm"], clock=clock), clock))
+    with_gpm, without, plain = section["devices"]
+    assert [r["gpu_instance_id"] for r in with_gpm["mig_gpm"]] == [1, 2] and with_gpm["mig_gpm_reason"] is None
+    assert with_gpm["mig_gpm"][0]["tensor_activity"] > 0 and with_gpm["mig_gpm"][0]["gpm_window_s"] == 0.5
+    assert without["mig_gpm"] == [] and without["mig_gpm_reason"] == REASON_MIG_GPM_NOT_SUPPORTED
+    assert f"GPU 1: {REASON_MIG_GPM_NOT_SUPPORTED}" in section["missing"]
+    assert "mig_gpm" not in plain
+    json.dumps(section)

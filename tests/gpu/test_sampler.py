@@ -350,3 +350,26 @@ def test_cuda_visible_devices_by_index_or_uuid_picks_the_right_nvml_device(by) -
                            env={"CUDA_VISIBLE_DEVICES": value, "CUDA_DEVICE_ORDER": "PCI_BUS_ID"})
     assert s.indices == (2,) and s.devices[2].name == "NVIDIA A100-SXM4-40GB"
     assert s.selection.provenance == "detected"
+
+
+def test_gpm_per_mig_instance_is_read_on_the_samplers_thread_not_the_callers() -> None:
+    """A slow NVML on the sampler's thread: the caller's reads return at once; the per-instance GPM arrives."""
+    clock = FakeClock()
+    fake = FakeNvml(["h100_mig_gpm"], clock=clock)
+    fake.inject(0, "slow", delay_s=0.2)
+    s = _sampler(fake, clock, interval_s=0.1)
+    s.start()
+    try:
+        t0 = time.perf_counter()
+        s.latest(), s.averages(), s.status()
+        assert time.perf_counter() - t0 < 0.1
+
+        def read() -> bool:
+            clock.advance(0.25)  # the sampler's clock moves on: its next tick falls due
+            return any(m.values for m in s.latest().get(0, GpuSample(index=0, t_s=0.0)).mig_gpm)
+
+        assert _poll(read)
+        latest = s.latest()[0]
+        assert [m.gpu_instance_id for m in latest.mig_gpm] == [1, 2] and latest.mig_gpm_reason is None
+    finally:
+        s.stop()

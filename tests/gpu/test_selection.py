@@ -144,3 +144,18 @@ def test_cuda_context_uuids_with_real_cpu_torch_is_none() -> None:
     import torch  # noqa: F401 - the CPU build: CUDA never initialised
 
     assert cuda_context_uuids() is None
+
+
+def test_a_cuda_context_on_a_mig_instance_selects_its_parent_gpu() -> None:
+    parent = GpuDeviceInfo(index=1, name="NVIDIA H100 80GB HBM3", uuid=UUIDS[1], mig_enabled=True,
+                           mig_instances=((3, "MIG-abcd0000-1111"),))
+    devices = [DEVICES[0], parent]
+    sel = select_gpus(None, devices, cuda_uuids=["MIG-ABCD0000-1111"], env={})
+    assert sel.indices == (1,)
+    assert any("MIG GPU instance 3 of GPU 1" in n for n in sel.notes)
+    cvd = select_gpus(None, devices, env={"CUDA_VISIBLE_DEVICES": "MIG-abcd0000-1111"})
+    assert cvd.indices == (1,)
+    as_torch_prints_it = select_gpus(None, devices, cuda_uuids=["GPU-abcd0000-1111"], env={})  # no MIG- prefix
+    assert as_torch_prints_it.indices == (1,)
+    unknown = select_gpus(None, devices, cuda_uuids=["MIG-99999999"], env={})
+    assert unknown.indices == () and any("is a MIG instance" in n for n in unknown.notes)

@@ -38,6 +38,8 @@ class ComputeExtension(ExtensionBase):
         self.peak: Any = None
         self.peak_missing: str | None = None
         self.device_name: str | None = None
+        self._device_key: tuple[Any, Any, Any] = (None, None, None)  # torch's memory bytes, UUID; dtype as read
+        self._await_identity = False  # the peak waits for the GPU wing's device identity (NVML opening)
         self.dtype: str | None = None
         self.run_dtype: str | None = None
         self.conventions_missing: str | None = None
@@ -168,7 +170,7 @@ class ComputeExtension(ExtensionBase):
         probes.release_example()
 
     def _detect_device(self, model: Any, probes: Any) -> None:
-        from trainmeter.compute.peaks import normalize_dtype, peak_flops, why_no_peak
+        from trainmeter.compute.peaks import normalize_dtype
 
         param = next(iter(model.parameters()), None)
         dtype = getattr(probes, "autocast_dtype", None) or (str(param.dtype) if param is not None else None)
@@ -176,30 +178,27 @@ class ComputeExtension(ExtensionBase):
             self.dtype = normalize_dtype(dtype) if dtype else None
         except ValueError:
             self.dtype = None
-        memory_bytes = None
         on_cuda = param is not None and param.device.type == "cuda"
-        tf32 = False
+        tf32, memory, uuid = False, None, None
         if on_cuda:
             torch = sys.modules["torch"]
             self.device_name = torch.cuda.get_device_name(param.device)
-            memory_bytes = getattr(torch.cuda.get_device_properties(param.device), "total_memory", None)
+            props = torch.cuda.get_device_properties(param.device)
+            memory, uuid = getattr(props, "total_memory", None), getattr(props, "uuid", None)
             tf32 = bool(torch.backends.cuda.matmul.allow_tf32)
         from trainmeter.compute.calibrate import run_dtype
 
         self.run_dtype = run_dtype(dtype, on_cuda, tf32)
-        if self.peak is not None:
-            return  # declared
-        if self.device_name is None:
-            self.peak_missing = ("the model is on the CPU: there is no dense datasheet peak to divide by; "
-                                 "pass --peak-tflops X --peak-source TEXT to declare one (or call tm.calibrate() "
-                                 "for a measured of-achievable)")
-            return
-        if self.dtype is None:
-            self.peak_missing = f"dtype {dtype} has no tensor-core peak; pass --peak-tflops X --peak-source TEXT"
-            return
-        self.peak = peak_flops(self.device_name, self.dtype, memory_bytes=memory_bytes)
-        if self.peak is None:
-            self.peak_missing = why_no_peak(self.device_name, self.dtype, memory_bytes=memory_bytes)
+        self._device_key = (memory, uuid, dtype)
+        if self.peak is None:  # else declared
+            self._match_peak()
+
+    def _match_peak(self) -> None:
+        """The peak, settled by the GPU wing's device identity (compute/peaks.py); retried while NVML opens."""
+        from trainmeter.compute.peaks import peak_for_run
+
+        self.peak, self.peak_missing, self._await_identity = peak_for_run(
+            self.device_name, self.dtype, *self._device_key, gpu=self._m.extension("gpu") if self._m else None)
 
     # -- per report ----------------------------------------------------------------------
     def _chosen(self) -> Derivation | None:
@@ -350,6 +349,8 @@ class ComputeExtension(ExtensionBase):
             self._prepare(final=self._stopped)
         else:
             self._refresh_seq()
+        if self._await_identity:
+            self._match_peak()
         self._update()
         return {name: d.value for name, d in self.derived.items()}
 

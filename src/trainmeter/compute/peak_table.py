@@ -68,15 +68,22 @@ _MI300_Q = _q(1307.4, 1307.4, 653.7, 2614.9)
 
 TABLE: tuple[CardRow, ...] = (
     # -- NVIDIA Blackwell datacenter: GB300 before B300, GB200 before B200 --------------------------------------
-    _row("GB300", r"\bgb300\b", _q(5000.0, 5000.0, None, None),
-         f"NVIDIA GB300 NVL72 page: 360 PFLOPS FP16/BF16 with sparsity over 72 GPUs = 5000 per GPU, {_SP}; "
-         f"TF32 and FP8 per GPU not in the sources found; {_BW}", sparse=True),
+    _row("GB300", r"\bgb300\b", _q(5000.0, 5000.0, None, 10000.0),
+         f"NVIDIA GB300 NVL72 page: 360 PFLOPS FP16/BF16 with sparsity over 72 GPUs = 5000 per GPU, {_SP}; FP8: "
+         f"NVIDIA's GB300 NVL72 specifications as reproduced by vendordeep.com, 720 PFLOPS FP8/FP6 over 72 GPUs = "
+         f"10000 per GPU, the sparse figure (verda.com's per-GPU table gives 5 PFLOPS FP8 dense); NVIDIA's Exemplar "
+         f"Performance README (github.com/NVIDIA/exemplar-performance, 'Peak Theoretical Throughput', non-sparse) "
+         f"gives 2450 BF16 and 4900 FP8 for GB300, 2% below these; TF32 per GPU not in the sources found; {_BW}",
+         sparse=True),
     _row("GB200", r"\bgb200\b", _q(5000.0, 5000.0, 2500.0, 10000.0),
          f"NVIDIA GB200 NVL72 page, per-GPU column: 5000 BF16/FP16, 2500 TF32, 10000 FP8, {_SP}; {_BW}",
          sparse=True),
-    _row("B300", r"(?<![a-z0-9])b300\b", _q(4500.0, 4500.0, None, None),
-         f"NVIDIA HGX B300 datasheet: 36 PFLOPS FP16/BF16 with sparsity over 8 GPUs = 4500 per GPU, {_SP}; "
-         f"TF32 and FP8 per GPU not in the sources found; {_BW}", sparse=True),
+    _row("B300", r"(?<![a-z0-9])b300\b", _q(4500.0, 4500.0, 2250.0, 9000.0),
+         f"NVIDIA HGX B300 datasheet: 36 PFLOPS FP16/BF16 with sparsity over 8 GPUs = 4500 per GPU; TF32 and FP8 "
+         f"from NVIDIA's HGX B300 specification table as reproduced by fibermall.com: 18 PFLOPS TF32 and 72 PFLOPS "
+         f"FP8/FP6, starred 'with sparsity', over 8 GPUs = 2250 and 9000 per GPU, {_SP}; NVIDIA's Exemplar "
+         f"Performance README ('Peak Theoretical Throughput', non-sparse) gives the same 2250 BF16 and 4500 FP8 for "
+         f"B300; {_BW}", sparse=True),
     _row("B200", r"(?<![a-z0-9])b200\b", _q(4500.0, 4500.0, 2200.0, 9000.0),
          f"NVIDIA HGX/DGX B200 pages: 4500 BF16/FP16, 2200 TF32, 9000 FP8, {_SP}; {_BW}", sparse=True),
     _row("B100", r"(?<![a-z0-9])b100\b", _q(3500.0, 3500.0, 1750.0, 7000.0),
@@ -96,10 +103,12 @@ TABLE: tuple[CardRow, ...] = (
          f"NVIDIA H100 datasheet, H100 PCIe: 1513 BF16/FP16, 756 TF32, 3026 FP8, {_SP}", sparse=True),
     _row("H100 SXM", r"(?<![a-z0-9])h100\b.*\b(sxm|hbm3)", _H100_SXM_Q,
          f"NVIDIA H100 datasheet, H100 SXM: 1979 BF16/FP16, 989 TF32, 3958 FP8, {_SP}", sparse=True),
-    _row("H800 SXM", r"(?<![a-z0-9])h800\b.*\b(sxm|hbm3)", _q(1979.0, 1979.0, None, None),
+    _row("H800 SXM", r"(?<![a-z0-9])h800\b.*\b(sxm|hbm3)", _q(1979.0, 1979.0, None, 3958.0),
          f"secondary: no public NVIDIA H800 datasheet in the sources found; a DeepSeek maintainer "
-         f"(github.com/deepseek-ai/FlashMLA/issues/75) gives 1979 BF16/FP16 sparse, 989 dense for H800 SXM5, "
-         f"{_SP}; TF32 and FP8 not given", sparse=True, secondary=True),
+         f"(github.com/deepseek-ai/FlashMLA/issues/75) gives 1979 BF16/FP16 sparse, 989 dense for H800 SXM5; the "
+         f"table of github.com/astroC86/gpu-datasheet (from the H800 datasheet copy at chaoqing-i.com) gives the "
+         f"same 1979 BF16/FP16 beside 3958 FP8, the same (sparse) column; {_SP}; TF32 not given",
+         sparse=True, secondary=True),
     _row("H20", r"(?<![a-z0-9])h20\b", _q(148.0, 148.0, 74.0, None),
          f"secondary: no NVIDIA H20 datasheet in the sources found; press copies of its spec (zangshuxian.com, "
          f"willitrunai.com) give 148 FP16 dense, 74 TF32; BF16 at the FP16 rate as on every Hopper part; "
@@ -125,6 +134,10 @@ TABLE: tuple[CardRow, ...] = (
     _row("A40", r"\ba40\b", _q(149.7, 149.7, 74.8, None),
          f"NVIDIA A40 datasheet: 149.7 BF16 (FP32 accumulate) and FP16, 74.8 TF32, {_D} (starred figures are "
          f"with sparsity); no FP8", sparse=False),
+    _row("A30", r"\ba30\b", _q(165.0, 165.0, 82.0, None),
+         f"NVIDIA A30 datasheet (as transcribed, with its URL, in facebookresearch/xformers "
+         f"xformers/profiler/device_limits.py): 165 BF16/FP16, 82 TF32, {_D} (the datasheet's starred figures "
+         f"are with sparsity); Ampere has no FP8", sparse=False),
     _row("A16 (one GPU)", r"\ba16\b", _q(None, 17.9, 9.0, None),
          f"NVIDIA A16 datasheet (as reproduced by panchaea.com), per GPU of the four on the board: 17.9 FP16 "
          f"tensor, 9 TF32, {_D} (35.9 / 18 with sparsity); BF16 not listed there; no FP8", sparse=False),
@@ -159,14 +172,20 @@ TABLE: tuple[CardRow, ...] = (
     _row("RTX PRO 6000 Blackwell Workstation", r"\brtx pro 6000\b.*\bworkstation\b", _q(503.8, None, None, None),
          f"NVIDIA RTX Blackwell PRO GPU Architecture whitepaper v1.1, Table 4: 503.8 BF16 tensor, {_D}; other "
          f"dtypes not in the sources found; {_BW}", sparse=False, exclude=r"\bmax-?q\b"),
+    _row("RTX 6000 Ada", r"\brtx 6000 ada\b", _q(728.0, None, None, 1457.0),
+         f"NVIDIA RTX 6000 Ada Generation datasheet (as reproduced in github.com/atineoSE/coding-model-seeks-gpu): "
+         f"'Tensor performance 1457.0 TFLOPS', footnote 'Effective FP8 TFLOPS using the new sparsity feature'; BF16 "
+         f"from NVIDIA's RTX Blackwell PRO GPU Architecture whitepaper v1.0, Table 4, as a public hardware note "
+         f"quotes it: 364 dense BF16 with FP32 accumulate, 728 with sparsity; {_SP}; FP16 and TF32 not in the "
+         f"sources found", sparse=True),
     _row("RTX A6000", r"\brtx a6000\b", _q(309.7, 309.7, None, None),
          f"NVIDIA RTX A6000 datasheet: 309.7 tensor TFLOPS, {_SP} (154.8 dense FP16/BF16 per Microway's Ampere "
          f"comparison); TF32 not in the sources found; no FP8", sparse=True),
     # -- NVIDIA GeForce ------------------------------------------------------------------------------------------
-    _row("GeForce RTX 5090", r"\brtx 5090\b", _q(209.5, 209.5, 104.8, None),
-         f"NVIDIA RTX Blackwell whitepaper / spec copies: 209.5 BF16/FP16, 104.8 TF32, {_D}; {_GEFORCE}; "
-         f"FP8 with FP32 accumulate not confirmed in the sources, so none", sparse=False,
-         exclude=r"\b5090 ?d\b|laptop|mobile"),
+    _row("GeForce RTX 5090", r"\brtx 5090\b", _q(209.5, 209.5, 104.8, 419.0),
+         f"NVIDIA RTX Blackwell whitepaper / spec copies: 209.5 BF16/FP16, 104.8 TF32, {_D}; FP8 with FP32 "
+         f"accumulate 419 (838 with sparsity) from the whitepaper's Appendix A as two public notes quote it; "
+         f"{_GEFORCE}", sparse=False, exclude=r"\b5090 ?d\b|laptop|mobile"),
     _row("GeForce RTX 4090", r"\brtx 4090\b", _q(165.2, 165.2, 82.6, 330.3),
          f"NVIDIA Ada whitepaper: 165.2 BF16/FP16 and 330.3 FP8, 82.6 TF32, {_D}; {_GEFORCE}", sparse=False,
          exclude=r"\b4090 ?d\b|laptop|mobile"),
@@ -178,18 +197,25 @@ TABLE: tuple[CardRow, ...] = (
          f"NVIDIA GA102 whitepaper: 71 BF16/FP16 (142 with FP16 accumulate), 35.6 TF32, {_D}; {_GEFORCE}; no FP8",
          sparse=False, exclude=r"\b3090 ?ti\b|laptop|mobile"),
     # -- AMD Instinct (torch.cuda.get_device_name() under ROCm) ---------------------------------------------------
-    _row("MI355X", r"\bmi355x\b", _q(2500.0, None, None, None),
-         f"AMD Instinct MI355X product page: 2.5 PFLOPS BF16, {_D}; other dtypes not in the sources found",
-         sparse=False),
-    _row("MI350X", r"\bmi350x\b", _q(2300.0, None, None, None),
-         f"AMD Instinct MI350X product page: 2.3 PFLOPS BF16, {_D}; other dtypes not in the sources found",
-         sparse=False),
+    _row("MI355X", r"\bmi355x\b", _q(2500.0, 2500.0, None, 5000.0),
+         f"AMD CDNA 4 architecture whitepaper, Table 2 (MI350 Series product offerings; text in "
+         f"github.com/kuhar/amdgpu-isa-manuals cdna4/whitepaper.md): 2.5 PF FP16 and BF16 matrix (5.0 with "
+         f"sparsity), 5.0 PF OCP-FP8 (10 with sparsity, Table 1), {_D}; CDNA 4 moved TF32 out of hardware (BF16 "
+         f"software emulation, the whitepaper says), so no TF32 peak", sparse=False),
+    _row("MI350X", r"\bmi350x\b", _q(2300.0, 2300.0, None, 4600.0),
+         f"AMD CDNA 4 architecture whitepaper, Table 2 (MI350 Series product offerings): 2.3 PF FP16 and BF16 "
+         f"matrix (4.6 with sparsity), 4.6 PF OCP-FP8, {_D}; CDNA 4 moved TF32 out of hardware (BF16 software "
+         f"emulation), so no TF32 peak", sparse=False),
     _row("MI325X", r"\bmi325x\b", _MI300_Q,
          f"AMD Instinct MI325X datasheet: 1307.4 BF16/FP16, 653.7 TF32, 2614.9 FP8, {_D} (sparse figures double)",
          sparse=False),
     _row("MI300X", r"\bmi300x\b", _MI300_Q,
          f"AMD Instinct MI300X datasheet: 1307.4 BF16/FP16, 653.7 TF32, 2614.9 FP8, {_D} (sparse figures double)",
          sparse=False),
+    _row("MI300A", r"\bmi300a\b", _q(980.6, 980.6, 490.3, 1961.2),
+         f"AMD CDNA 3 architecture whitepaper, Table 2 (MI300 Series product offerings; text in "
+         f"github.com/kuhar/amdgpu-isa-manuals cdna3/whitepaper.md): MI300A APU 980.6 BF16/FP16, 490.3 TF32, "
+         f"1961.2 FP8, {_D} (sparse figures double)", sparse=False),
     _row("MI250X (one GCD)", r"\bmi250x\b", _q(191.5, 191.5, None, None),
          f"AMD Instinct MI250X page: 383 FP16/BF16 matrix per package, {_D}; ROCm shows each of its two GCDs as "
          f"one device, so 191.5 per device; CDNA 2 has no TF32 or FP8", sparse=False, exclude=r"\bmi250x ?/ ?mi250\b"),
@@ -201,31 +227,34 @@ TABLE: tuple[CardRow, ...] = (
 
 AMBIGUOUS: tuple[tuple[str, str], ...] = (
     (r"(?<![a-z0-9])h100\b", "H100 SXM, PCIe or NVL"),
-    (r"(?<![a-z0-9])h800\b", "H800 SXM or PCIe"),
+    (r"(?<![a-z0-9])h800\b(?!.*\b(pcie|nvl)\b)", "H800 SXM, PCIe or NVL"),
     (r"\bv100\b", "V100 SXM2 or PCIe"),
     (r"\bp100\b", "P100 SXM2 or PCIe"),
     (r"\bmi250x ?/ ?mi250\b", "MI250X or MI250"),
 )
 """Names that match a family but not a variant: no peak from the name alone, and the reason says so."""
 
-BY_PCI_DEVICE_ID: dict[int, str] = {0x2330: "H100 SXM"}
-"""PCI device ids (``nvmlDeviceGetPciInfo().pciDeviceId >> 16``) that settle an ambiguous name, to the card."""
+BY_PCI_DEVICE_ID: dict[int, str] = {0x2330: "H100 SXM", 0x2331: "H100 PCIe", 0x2321: "H100 NVL", 0x2324: "H800 SXM"}
+"""PCI device ids (``nvmlDeviceGetPciInfo().pciDeviceId >> 16``) that settle an ambiguous name, to the card; the
+ids are NVIDIA's own (open-gpu-kernel-modules README, "Compatible GPUs": 2330 "NVIDIA H100 80GB HBM3", 2331
+"NVIDIA H100 PCIe", 2321 "NVIDIA H100 NVL"; 2324 "NVIDIA H800" is its only H800 id not named PCIe (2322) or NVL
+(233A), and an NCCL issue log shows H800 SXM5 devices named "NVIDIA H800"). Its 2339 "NVIDIA H100" says no
+variant and settles nothing."""
 
-BY_MEMORY_GB: tuple[tuple[str, float, float, str], ...] = ((r"(?<![a-z0-9])h100\b", 90.0, 100.0, "H100 NVL"),)
-"""(family pattern, lowest GB, highest GB, card): a memory size that settles an ambiguous name (H100 NVL: 94 GB)."""
+BY_MEMORY_GIB: tuple[tuple[str, float, float, str], ...] = ((r"(?<![a-z0-9])h100\b", 88.0, 100.0, "H100 NVL"),)
+"""(family pattern, lowest GiB, highest GiB, card): a memory size that settles an ambiguous name. H100 NVL (94 GB)
+reads about 93.6 GiB in NVML (95830 MiB) and a little less in torch; the 80 GB parts read 79.6 GiB."""
 
 LEFT_OUT: tuple[tuple[str, str], ...] = (
-    ("A30", "no vendor or secondary figure for its dense tensor peaks was found in the sources searched"),
-    ("RTX 6000 Ada Generation", "its datasheet's tensor figure (1457, FP8 with sparsity) could not be tied to a dense "
-     "BF16 figure in the sources found"),
     ("RTX PRO 6000 Blackwell Server Edition", "the architecture whitepaper's Table 4 figures found cover the "
-     "Workstation and Max-Q editions only"),
-    ("GeForce RTX 5080", "only its FP4 'AI TOPS' figure (1801, with sparsity) was found"),
+     "Workstation and Max-Q editions only; NVIDIA's Server Edition page advertises '1 PFLOP' FP16/BF16 without "
+     "saying dense or sparse, and its datasheet omits BF16 (as a public hardware note reads them)"),
+    ("GeForce RTX 5080, 5070 Ti, 5070", "only FP4 'AI TOPS' figures (with sparsity) were found from NVIDIA; the "
+     "tables found with tensor figures are unsourced compilations, and NVIDIA publishes its own whitepaper"),
     ("GeForce RTX 4080, 4070", "only a secondary table that could not be checked against NVIDIA's Ada whitepaper; "
      "a peak that is not sourced is not shown"),
     ("GeForce RTX 4080 SUPER, 4070 Ti, 4070 SUPER, 4090 D, laptop parts", "not in the sources found; they differ "
      "from the base cards"),
     ("H800 PCIe / H800 NVL", "no figure in the sources found"),
-    ("MI300A", "an APU; no figure in the sources found"),
 )
 """Cards asked for that the table leaves out, and why (docs/spec.md section 5 lists them)."""

@@ -14,8 +14,9 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from typing import Protocol
 
-from trainmeter.compute.peak_table import AMBIGUOUS, BY_MEMORY_GB, BY_PCI_DEVICE_ID, LEFT_OUT, TABLE, CardRow
+from trainmeter.compute.peak_table import AMBIGUOUS, BY_MEMORY_GIB, BY_PCI_DEVICE_ID, LEFT_OUT, TABLE, CardRow
 from trainmeter.core.provenance import Provenance
 
 MAX_PEAK_TFLOPS = 1e6
@@ -116,9 +117,9 @@ def _find(device_name: object, pci_device_id: int | None = None, memory_bytes: f
         if card is not None:
             return _row_named(card)
     if memory_bytes:
-        gb = float(memory_bytes) / 1e9
-        for pattern, low, high, card in BY_MEMORY_GB:
-            if re.search(pattern, name) and low <= gb <= high:
+        gib = float(memory_bytes) / 2**30
+        for pattern, low, high, card in BY_MEMORY_GIB:
+            if re.search(pattern, name) and low <= gib <= high:
                 return _row_named(card)
     return None
 
@@ -230,6 +231,74 @@ def why_no_peak(device_name: str | None, dtype: object = "bf16", *, pci_device_i
     return None
 
 
+class DeviceIdentityLike(Protocol):
+    """What :func:`peak_for_device` reads of a device's identity (the GPU wing's ``DeviceIdentity``)."""
+
+    name: str
+    pci_device_id: int | None
+    mem_total_bytes: int | None
+
+
+def peak_for_device(device_name: str, dtype: object, *, memory_bytes: float | None = None,
+                    identity: DeviceIdentityLike | None = None) -> tuple[PeakRow | None, str | None]:
+    """The peak of a run's device and why there is none: its torch name, settled by the identity NVML read.
+
+    Args:
+        device_name: The torch device name (``torch.cuda.get_device_name``), CUDA or ROCm.
+        dtype: The run's dtype (as :func:`peak_flops`).
+        memory_bytes: torch's total memory of the device, bytes, or ``None``.
+        identity: The device as the GPU wing read it (PCI device id, memory total, NVML name), or ``None``
+            (no GPU wing, NVML still opening, or the device not among the sampled ones).
+
+    Returns:
+        ``(peak, None)`` or ``(None, reason)``; the reason names the variants when the name is ambiguous and
+        neither the PCI id nor the memory settles it.
+
+    Raises:
+        ValueError: ``dtype`` is not a known dtype name.
+    """
+    pci = identity.pci_device_id if identity is not None else None
+    memory = identity.mem_total_bytes if identity is not None and identity.mem_total_bytes else memory_bytes
+    name = device_name or (identity.name if identity is not None else "")
+    peak = peak_flops(name, dtype, pci_device_id=pci, memory_bytes=memory)
+    if peak is None and identity is not None and identity.name and _find(name, pci, memory) is None:
+        peak = peak_flops(identity.name, dtype, pci_device_id=pci, memory_bytes=memory)  # NVML's name may say more
+    if peak is not None:
+        return peak, None
+    return None, why_no_peak(name, dtype, pci_device_id=pci, memory_bytes=memory)
+
+
+def peak_for_run(device_name: str | None, dtype: str | None, memory_bytes: float | None = None,
+                 uuid: object = None, dtype_read: object = None, *,
+                 gpu: object = None) -> tuple[PeakRow | None, str | None, bool]:
+    """:func:`peak_for_device` for a run's device, its identity read through the GPU wing's view.
+
+    Args:
+        device_name: The torch device name, or ``None`` for a model on the CPU.
+        dtype: The run's canonical dtype, or ``None`` for one without a tensor-core peak (``dtype_read``).
+        memory_bytes: torch's total memory of the device, bytes, or ``None``.
+        uuid: torch's device UUID (``get_device_properties().uuid``), or ``None``.
+        gpu: The GPU wing's view (:class:`trainmeter.gpu.view.GpuView`), or ``None`` with the wing off.
+        dtype_read: The dtype as read, named when it has no peak.
+
+    Returns:
+        ``(peak, reason, waiting)``: ``waiting`` is true when there is no peak yet and NVML is still opening
+        on the sampler's thread, so a later report should match again.
+    """
+    if device_name is None:
+        return None, ("the model is on the CPU: there is no dense datasheet peak to divide by; pass "
+                      "--peak-tflops X --peak-source TEXT to declare one (or call tm.calibrate() for a measured "
+                      "of-achievable)"), False
+    if dtype is None:
+        return None, f"dtype {dtype_read} has no tensor-core peak; pass --peak-tflops X --peak-source TEXT", False
+    read = getattr(gpu, "device_identity", None)
+    identity = read(None if uuid is None else str(uuid)) if read is not None else None
+    peak, reason = peak_for_device(device_name, dtype, memory_bytes=memory_bytes, identity=identity)
+    opening = getattr(gpu, "opening", None)
+    waiting = peak is None and identity is None and read is not None and bool(opening is not None and opening())
+    return peak, reason, waiting
+
+
 def table_rows() -> tuple[tuple[str, str, dict[str, float | None], str], ...]:
     """Return the table as (card, pattern, dense peaks by dtype, source) rows, most specific first (for docs)."""
     return tuple((r.card, r.pattern, dict(r.peaks), r.source) for r in TABLE)
@@ -260,7 +329,7 @@ def peaks_markdown() -> str:
              "real name matching exactly one row. A name that says only its family gets no peak unless the PCI "
              "device id or the memory size settles it: "
              + ", ".join(f"PCI 0x{k:04x} -> {v}" for k, v in BY_PCI_DEVICE_ID.items()) + "; "
-             + ", ".join(f"`{p}` with {lo:g}-{hi:g} GB -> {c}" for p, lo, hi, c in BY_MEMORY_GB)
+             + ", ".join(f"`{p}` with {lo:g}-{hi:g} GiB -> {c}" for p, lo, hi, c in BY_MEMORY_GIB)
              + ". Ambiguous without them: " + "; ".join(v for _, v in AMBIGUOUS) + ".", "",
              "| card | BF16 | FP16 | TF32 | FP8 | source |", "|---|---|---|---|---|---|"]
     for r in TABLE:

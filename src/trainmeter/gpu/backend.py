@@ -40,9 +40,16 @@ REASON_GPM_FIRST_SAMPLE = (
     "GPM values are averages between two samples; the first arrives one interval after sampling starts"
 )
 REASON_MIG = (
-    "MIG mode is on: NVML reports no GPU-Util for MIG-enabled GPUs and trainmeter does not "
-    "read GPM per MIG instance"
+    "MIG mode is on: NVML reports no GPU-Util and no whole-GPU GPM for a MIG-enabled GPU; GPM is read per "
+    "MIG GPU instance where the device gives it"
 )
+REASON_MIG_GPM_NOT_SUPPORTED = (
+    "MIG mode is on and this device gives no GPM per MIG GPU instance (nvmlGpmMigSampleGet needs a Hopper "
+    "or newer datacenter GPU)"
+)
+REASON_MIG_NO_INSTANCES = "MIG mode is on but NVML lists no MIG device (GPU and compute instance) on it to read"
+MIG_GPM_WHAT = "GPM per MIG GPU instance"
+"""The name nvmlGpmMigSampleGet goes by in reason texts."""
 REASON_GPU_LOST = "the GPU fell off the bus (NVML GpuIsLost); sampling of it stopped"
 REASON_PROCESS_NOT_LISTED = (
     "this process is not in the device's process list (no CUDA context on it yet, or a "
@@ -123,6 +130,10 @@ class GpuDeviceInfo:
         gpm_supported: Whether trainmeter reads GPM (SM/tensor/DRAM activity) on it.
         gpm_reason: Why GPM is not read, when ``gpm_supported`` is False.
         pci_bus_id: PCI bus id (``"00000000:41:00.0"``) or ``None``.
+        pci_device_id: PCI device id, the upper 16 bits of NVML's ``pciDeviceId`` (``0x2330`` for H100 SXM), or
+            ``None`` if unreadable; settles a product name that does not say its variant.
+        mig_instances: ``(gpu_instance_id, "MIG-..." UUID)`` of each MIG GPU instance NVML lists on a
+            MIG-enabled GPU (one per GPU instance), ``()`` otherwise.
         reason: Set when the device cannot be opened at all (e.g. no permission).
     """
 
@@ -134,7 +145,29 @@ class GpuDeviceInfo:
     gpm_supported: bool = False
     gpm_reason: str | None = None
     pci_bus_id: str | None = None
+    pci_device_id: int | None = None
+    mig_instances: tuple[tuple[int, str], ...] = ()
     reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MigGpmSample:
+    """GPM of one MIG GPU instance (``nvmlGpmMigSampleGet`` on the parent GPU's handle). Immutable.
+
+    Attributes:
+        gpu_instance_id: The MIG GPU instance id.
+        uuid: The instance's ``MIG-...`` UUID, or ``""``.
+        values: :data:`GPM_FIELDS` name to value (fractions 0-1, bytes/s), averages over ``gpm_window_s``;
+            only the fields read.
+        gpm_window_s: Length of the interval the values average over, seconds; ``None`` before two samples.
+        unavailable: ``(field, reason)`` pairs for the GPM fields not read.
+    """
+
+    gpu_instance_id: int
+    uuid: str = ""
+    values: dict[str, float] = field(default_factory=dict)
+    gpm_window_s: float | None = None
+    unavailable: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -172,6 +205,8 @@ class GpuSample:
         nvlink_tx_bytes_per_s: GPM NVLink write bandwidth, all links, bytes/s.
         nvlink_rx_bytes_per_s: GPM NVLink read bandwidth, all links, bytes/s.
         gpm_window_s: Length of the interval the GPM values average over, seconds.
+        mig_gpm: GPM per MIG GPU instance of a MIG-enabled GPU (:class:`MigGpmSample`), ``()`` otherwise.
+        mig_gpm_reason: Why a MIG-enabled GPU has no per-instance GPM, or ``None``.
         unavailable: ``(field, reason)`` pairs for fields that are ``None``.
     """
 
@@ -198,6 +233,8 @@ class GpuSample:
     nvlink_tx_bytes_per_s: float | None = None
     nvlink_rx_bytes_per_s: float | None = None
     gpm_window_s: float | None = None
+    mig_gpm: tuple[MigGpmSample, ...] = ()
+    mig_gpm_reason: str | None = None
     unavailable: tuple[tuple[str, str], ...] = field(default_factory=tuple)
 
     def unavailable_reason(self, name: str) -> str | None:
@@ -211,7 +248,7 @@ class GpuSample:
 NUMERIC_FIELDS: tuple[str, ...] = tuple(
     f.name
     for f in fields(GpuSample)
-    if f.name not in ("index", "t_s", "throttle_reasons", "unavailable", "gpm_window_s")
+    if f.name not in ("index", "t_s", "throttle_reasons", "unavailable", "gpm_window_s", "mig_gpm", "mig_gpm_reason")
 )
 """Names of the numeric reading fields of :class:`GpuSample` (averaged by the sampler)."""
 

@@ -4,7 +4,8 @@
 :class:`~trainmeter.gpu.nvml.NvmlBackend` where it matters:
 
 - Device profiles (:data:`PROFILES`): H100 SXM and H200 with GPM, A100 and T4 without GPM,
-  and an H100 in MIG mode (no GPU-Util, no GPM).
+  and an H100 in MIG mode (no GPU-Util, no whole-GPU GPM), without and with GPM per MIG GPU instance
+  (:mod:`trainmeter.gpu.fake_mig`; a fault on field ``"mig_gpm"`` takes it away with its reason).
 - Each device follows a piecewise-constant timeline of :class:`Levels` (:class:`Phase`
   list; the last phase holds forever) read at the injected clock.
 - GPM is modelled as the real thing is: each sample snapshots the integral of the levels
@@ -46,6 +47,7 @@ from trainmeter.gpu.backend import (
     reason_no_permission,
     reason_not_supported,
 )
+from trainmeter.gpu.fake_mig import FakeMigGpm
 from trainmeter.gpu.fake_profiles import (  # re-exported for tests
     DATALOADER_STALL,
     GEMM,
@@ -56,6 +58,7 @@ from trainmeter.gpu.fake_profiles import (  # re-exported for tests
     Levels,
     Phase,
 )
+from trainmeter.gpu.fake_timeline import integrals_at, levels_at
 
 __all__ = [
     "DATALOADER_STALL",
@@ -97,6 +100,7 @@ class _FakeDevice:
     lost: bool = False
     gpm_prev: tuple[float, dict[str, float]] | None = None
     gpm_last: tuple[dict[str, float], float | None] = field(default_factory=lambda: ({}, None))
+    mig: FakeMigGpm | None = None
 
 
 def fake_uuid(index: int) -> str:
@@ -113,6 +117,8 @@ class FakeNvml:
         timelines: Phases per device index; a device without one follows
             ``default_timeline``.
         default_timeline: Phases for devices not in ``timelines`` (default: ``GEMM``).
+        mig_timelines: Phases per ``(device index, GPU instance id)`` of a MIG-enabled device; an instance
+            without one follows its device's timeline.
         driver: Driver version string to report.
         sleep: Called with the delay of an injected slow call (default ``time.sleep``;
             pass ``clock.advance`` to simulate slowness without waiting).
@@ -125,6 +131,7 @@ class FakeNvml:
         clock: Clock,
         timelines: Mapping[int, Sequence[Phase]] | None = None,
         default_timeline: Sequence[Phase] = (Phase(duration_s=1e9, levels=GEMM),),
+        mig_timelines: Mapping[tuple[int, int], Sequence[Phase]] | None = None,
         driver: str = "595.45.04",
         sleep: Callable[[float], None] | None = None,
     ) -> None:
@@ -141,7 +148,8 @@ class FakeNvml:
             phases = tuple(timelines.get(i, default_timeline))
             if not phases:
                 raise ValueError(f"device {i}: timeline needs at least one phase")
-            self._devices.append(_FakeDevice(index=i, profile=profile, uuid=fake_uuid(i), phases=phases))
+            mig = FakeMigGpm(i, profile, {gi: ph for (d, gi), ph in (mig_timelines or {}).items() if d == i}, phases)
+            self._devices.append(_FakeDevice(index=i, profile=profile, uuid=fake_uuid(i), phases=phases, mig=mig))
 
     @classmethod
     def lying_gpu_util(cls, *, clock: Clock, devices: Sequence[str] = ("h100_sxm",)) -> FakeNvml:
@@ -210,6 +218,8 @@ class FakeNvml:
             gpm_supported=p.gpm and not p.mig,
             gpm_reason=gpm_reason,
             pci_bus_id=f"00000000:{0x18 + index:02X}:00.0",
+            pci_device_id=p.pci_device_id,
+            mig_instances=dev.mig.instances() if dev.mig is not None else (),
         )
 
     def sample(self, index: int) -> GpuSample:
@@ -257,7 +267,8 @@ class FakeNvml:
                     return None, reason_not_supported(REASON_ENERGY_WHAT)
                 if fault.field == "total_energy_mj" and fault.kind == "no_permission":
                     return None, reason_no_permission(REASON_ENERGY_WHAT)
-            return ENERGY_AT_START_MJ + 1000.0 * self._power_integral_j(dev, now_s), None
+            power_j = integrals_at(dev.phases, now_s - self._start_s, ("power_w",))["power_w"]
+            return ENERGY_AT_START_MJ + 1000.0 * power_j, None
 
     def close(self) -> None:
         """Mark the backend closed; later samples raise a fatal error."""
@@ -271,46 +282,12 @@ class FakeNvml:
             return False
         return fault.after_calls is None or dev.calls > fault.after_calls
 
-    def _levels_at(self, dev: _FakeDevice, now_s: float) -> Levels:
-        t = now_s - self._start_s
-        for phase in dev.phases:
-            if t < phase.duration_s:
-                return phase.levels
-            t -= phase.duration_s
-        return dev.phases[-1].levels
-
-    def _integrals(self, dev: _FakeDevice, now_s: float) -> dict[str, float]:
-        """Integral of each GPM level from the start to ``now_s`` (level x seconds)."""
-        sums = dict.fromkeys(GPM_FIELDS, 0.0)
-        remaining = max(now_s - self._start_s, 0.0)
-        phases = list(dev.phases)
-        for i, phase in enumerate(phases):
-            span = remaining if i == len(phases) - 1 else min(remaining, phase.duration_s)
-            for name in GPM_FIELDS:
-                sums[name] += getattr(phase.levels, name) * span
-            remaining -= span
-            if remaining <= 0:
-                break
-        return sums
-
-    def _power_integral_j(self, dev: _FakeDevice, now_s: float) -> float:
-        """Integral of ``power_w`` from the start to ``now_s``, joules."""
-        total_j = 0.0
-        remaining = max(now_s - self._start_s, 0.0)
-        for i, phase in enumerate(dev.phases):
-            span = remaining if i == len(dev.phases) - 1 else min(remaining, phase.duration_s)
-            total_j += phase.levels.power_w * span
-            remaining -= span
-            if remaining <= 0:
-                break
-        return total_j
-
     def _gpm(self, dev: _FakeDevice, now_s: float) -> tuple[dict[str, float], dict[str, str], float | None]:
         p = dev.profile
         if p.mig or not p.gpm:
             reason = REASON_MIG if p.mig else REASON_GPM_NOT_SUPPORTED
             return {}, dict.fromkeys(GPM_FIELDS, reason), None
-        integrals = self._integrals(dev, now_s)
+        integrals = integrals_at(dev.phases, now_s - self._start_s, GPM_FIELDS)
         if dev.gpm_prev is None:
             dev.gpm_prev = (now_s, integrals)
             return {}, dict.fromkeys(GPM_FIELDS, REASON_GPM_FIRST_SAMPLE), None
@@ -325,7 +302,7 @@ class FakeNvml:
         return dict(values), {}, window_s
 
     def _build(self, dev: _FakeDevice, now_s: float, active: list[_Fault]) -> GpuSample:
-        lv = self._levels_at(dev, now_s)
+        lv = levels_at(dev.phases, now_s - self._start_s)
         p = dev.profile
         values: dict[str, object] = {
             "util_gpu": lv.util_gpu,
@@ -351,7 +328,7 @@ class FakeNvml:
         values.update(gpm_values)
         missing.update(gpm_missing)
         for fault in active:
-            if fault.kind not in ("not_supported", "no_permission") or fault.field is None:
+            if fault.kind not in ("not_supported", "no_permission") or fault.field in (None, "mig_gpm"):
                 continue
             targets = GPM_FIELDS if fault.field == "gpm" else (fault.field,)
             for name in targets:
@@ -369,10 +346,14 @@ class FakeNvml:
                     missing[name] = reason_no_permission(name)
         if all(values.get(name) is None for name in GPM_FIELDS):
             window_s = None
+        mig_fault = next((f.kind for f in active if f.field == "mig_gpm"), None)
+        mig_gpm, mig_reason = dev.mig.read(now_s - self._start_s, mig_fault) if dev.mig else ((), None)
         sample = GpuSample(
             index=dev.index,
             t_s=now_s,
             gpm_window_s=window_s,
+            mig_gpm=mig_gpm,
+            mig_gpm_reason=mig_reason,
             unavailable=tuple((k, v) for k, v in missing.items() if values.get(k) is None),
         )
         return replace(sample, **{k: v for k, v in values.items() if v is not None})

@@ -1,6 +1,7 @@
 """Device profiles and level timelines for the fake GPU backend (:mod:`trainmeter.gpu.fake`).
 
-Profiles carry static facts (name, memory, power limit, max SM clock, GPM, MIG). A device
+Profiles carry static facts (name, memory, power limit, max SM clock, GPM, MIG and its GPU instance ids:
+``h100_mig`` without GPM, ``h100_mig_gpm`` with GPM per instance). A device
 follows a timeline of :class:`Phase` objects, each holding :class:`Levels` (fractions 0-1,
 bytes, bytes/s, W, MHz, C). Presets: :data:`IDLE`, :data:`GEMM`, :data:`LYING_GPU_UTIL`
 (GPU-Util 100% with SM activity 5%, docs/spec.md section 8) and :data:`DATALOADER_STALL`; :data:`FAULTED_COUNTERS` (profiling counters at 0 under GPU-Util 100%
@@ -25,6 +26,8 @@ class DeviceProfile:
     sm_clock_max_mhz: float
     gpm: bool
     mig: bool = False
+    pci_device_id: int | None = None
+    mig_instances: tuple[int, ...] = ()
 
 
 PROFILES: dict[str, DeviceProfile] = {
@@ -35,6 +38,7 @@ PROFILES: dict[str, DeviceProfile] = {
         power_limit_w=700.0,
         sm_clock_max_mhz=1980.0,
         gpm=True,
+        pci_device_id=0x2330,
     ),
     "h200": DeviceProfile(
         key="h200",
@@ -43,6 +47,7 @@ PROFILES: dict[str, DeviceProfile] = {
         power_limit_w=700.0,
         sm_clock_max_mhz=1980.0,
         gpm=True,
+        pci_device_id=0x2335,
     ),
     "a100": DeviceProfile(
         key="a100",
@@ -51,6 +56,7 @@ PROFILES: dict[str, DeviceProfile] = {
         power_limit_w=400.0,
         sm_clock_max_mhz=1410.0,
         gpm=False,
+        pci_device_id=0x20B0,
     ),
     "t4": DeviceProfile(
         key="t4",
@@ -68,6 +74,18 @@ PROFILES: dict[str, DeviceProfile] = {
         sm_clock_max_mhz=1980.0,
         gpm=False,
         mig=True,
+        pci_device_id=0x2330,
+    ),
+    "h100_mig_gpm": DeviceProfile(
+        key="h100_mig_gpm",
+        name="NVIDIA H100 80GB HBM3",
+        mem_total_bytes=80 * GIB,
+        power_limit_w=700.0,
+        sm_clock_max_mhz=1980.0,
+        gpm=True,
+        mig=True,
+        pci_device_id=0x2330,
+        mig_instances=(1, 2),
     ),
 }
 

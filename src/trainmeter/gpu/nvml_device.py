@@ -21,7 +21,10 @@ from trainmeter.gpu.backend import (
     REASON_GPM_NO_PERMISSION,
     REASON_GPM_NOT_SUPPORTED,
     REASON_GPU_LOST,
+    MIG_GPM_WHAT,
     REASON_MIG,
+    REASON_MIG_GPM_NOT_SUPPORTED,
+    REASON_MIG_NO_INSTANCES,
     GpuDeviceInfo,
     GpuUnavailableError,
     reason_driver_too_old,
@@ -48,6 +51,8 @@ class NvmlDevice:
         self.gpm_ok = False
         self.gpm_reason: str | None = None
         self.gpm: GpmPair | None = None
+        self.mig_gpm: dict[int, GpmPair] = {}  # per MIG GPU instance id
+        self.mig_reason: str | None = None  # why a MIG-enabled GPU has no GPM per instance
 
 
 def query(nv: Any, dev: NvmlDevice, key: str, what: str, *calls: tuple[Any, ...]) -> tuple[Any, str | None]:
@@ -113,8 +118,10 @@ def open_device(nv: Any, index: int) -> NvmlDevice:
     pci, _ = query(nv, dev, "pci", "PCI info", (nv.nvmlDeviceGetPciInfo, handle))
     mig, _ = query(nv, dev, "mig", "MIG mode", (nv.nvmlDeviceGetMigMode, handle))
     mig_enabled = None if mig is None else bool(mig[0])
+    instances: tuple[tuple[int, str], ...] = ()
     if mig_enabled:
         dev.gpm_ok, dev.gpm_reason = False, REASON_MIG
+        instances, dev.mig_reason = _mig_instances(nv, dev, handle)
     else:
         support, why = query(nv, dev, "gpm_support", "GPM", (nv.nvmlGpmQueryDeviceSupport, handle))
         dev.gpm_ok = bool(support is not None and support.isSupportedDevice)
@@ -128,8 +135,29 @@ def open_device(nv: Any, index: int) -> NvmlDevice:
         gpm_supported=dev.gpm_ok,
         gpm_reason=dev.gpm_reason,
         pci_bus_id=None if pci is None else _text(pci.busId),
+        pci_device_id=_device_id(pci),
+        mig_instances=instances,
     )
     return dev
+
+
+def _mig_instances(nv: Any, dev: NvmlDevice, handle: Any) -> tuple[tuple[tuple[int, str], ...], str | None]:
+    """``(gpu_instance_id, MIG UUID)`` of each GPU instance with a MIG device, when the GPU gives GPM per
+    instance; else ``()`` and why not. One entry per GPU instance (its first compute instance's UUID)."""
+    support, why = query(nv, dev, "gpm_support", MIG_GPM_WHAT, (nv.nvmlGpmQueryDeviceSupport, handle))
+    if support is None or not support.isSupportedDevice:
+        return (), why if why and "not supported" not in why else REASON_MIG_GPM_NOT_SUPPORTED
+    count, why = query(nv, dev, "mig_count", "MIG device count", (nv.nvmlDeviceGetMaxMigDeviceCount, handle))
+    found: dict[int, str] = {}
+    for slot in range(int(count or 0)):
+        try:
+            mig = nv.nvmlDeviceGetMigDeviceHandleByIndex(handle, slot)
+            found.setdefault(int(nv.nvmlDeviceGetGpuInstanceId(mig)), _text(nv.nvmlDeviceGetUUID(mig)))
+        except nv.NVMLError:  # an empty slot (NotFound), or one NVML will not show
+            continue
+    if not found:
+        return (), why or REASON_MIG_NO_INSTANCES
+    return tuple(sorted(found.items())), None
 
 
 def _gpm_reason(why: str | None) -> str:
@@ -140,6 +168,14 @@ def _gpm_reason(why: str | None) -> str:
     if "no permission" in why:
         return REASON_GPM_NO_PERMISSION
     return REASON_GPM_NOT_SUPPORTED
+
+
+def _device_id(pci: Any) -> int | None:
+    """The PCI device id: ``pciDeviceId`` is ``device << 16 | vendor`` (0x10DE); ``None`` when unreadable."""
+    try:
+        return int(pci.pciDeviceId) >> 16 if pci is not None else None
+    except (AttributeError, TypeError, ValueError):
+        return None
 
 
 def _text(value: Any) -> str:

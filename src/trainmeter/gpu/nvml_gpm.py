@@ -1,4 +1,4 @@
-"""GPM (Hopper+) for the NVML backend: two rotating samples per device.
+"""GPM (Hopper+) for the NVML backend: two rotating samples per device (or per MIG GPU instance).
 
 Used only by the NVML backend (:mod:`trainmeter.gpu.nvml_readings`), which passes in the
 ``pynvml`` module (this module imports nothing from it). A tick takes a new ``nvmlGpmSampleGet`` into the older of two
@@ -50,12 +50,15 @@ class GpmPair:
 
     Args:
         nv: The ``pynvml`` module.
-        handle: The device handle.
+        handle: The device handle (the parent GPU's for a MIG GPU instance).
+        gpu_instance_id: A MIG GPU instance id: samples come from ``nvmlGpmMigSampleGet`` for it; ``None`` for
+            the whole device (``nvmlGpmSampleGet``).
     """
 
-    def __init__(self, nv: Any, handle: Any) -> None:
+    def __init__(self, nv: Any, handle: Any, gpu_instance_id: int | None = None) -> None:
         self._nv = nv
         self._handle = handle
+        self._gi = gpu_instance_id
         self._bufs: list[Any] = []
         self._struct: Any = None
         self._cur = 1
@@ -73,14 +76,14 @@ class GpmPair:
             self._bufs = [nv.nvmlGpmSampleAlloc(), nv.nvmlGpmSampleAlloc()]
             self._struct = nv.c_nvmlGpmMetricsGet_t()
         if self._t_prev is None:
-            nv.nvmlGpmSampleGet(self._handle, self._bufs[0])
+            self._sample(self._bufs[0])
             self._t_prev, self._cur = now_s, 1
             return all_missing(REASON_GPM_FIRST_SAMPLE)
         window_s = now_s - self._t_prev
         if window_s < GPM_MIN_INTERVAL_S:
             return self._last
         cur = self._cur
-        nv.nvmlGpmSampleGet(self._handle, self._bufs[cur])
+        self._sample(self._bufs[cur])
         mg = self._struct
         mg.version = nv.NVML_GPM_METRICS_GET_VERSION
         mg.numMetrics = len(GPM_METRICS)
@@ -94,6 +97,12 @@ class GpmPair:
         self._t_prev, self._cur = now_s, 1 - cur
         self._last = _parse(mg, window_s)
         return self._last
+
+    def _sample(self, buf: Any) -> None:
+        if self._gi is None:
+            self._nv.nvmlGpmSampleGet(self._handle, buf)
+        else:
+            self._nv.nvmlGpmMigSampleGet(self._handle, self._gi, buf)
 
     def restart(self) -> None:
         """Forget the older sample: the next tick primes the pair again."""

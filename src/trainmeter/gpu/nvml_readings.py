@@ -1,4 +1,4 @@
-"""One NVML sample of one device: utilisation, memory, power, clocks, temperature, throttling, GPM.
+"""One NVML sample of one device: utilisation, memory, power, clocks, temperature, throttling, GPM (per MIG instance).
 
 Every call goes through :func:`trainmeter.gpu.nvml_device.query`; GPM (Hopper+) reads
 come from :mod:`trainmeter.gpu.nvml_gpm` (two rotating samples per device), its errors
@@ -15,10 +15,15 @@ from trainmeter.gpu.backend import (
     REASON_GPM_NO_PERMISSION,
     REASON_GPM_NOT_SUPPORTED,
     REASON_GPU_LOST,
+    MIG_GPM_WHAT,
     REASON_MIG,
+    REASON_MIG_GPM_NOT_SUPPORTED,
+    REASON_MIG_NO_INSTANCES,
     REASON_PROCESS_NOT_LISTED,
     GpuSample,
+    MigGpmSample,
     GpuUnavailableError,
+    reason_no_permission,
     throttle_reason_names,
 )
 from trainmeter.gpu.nvml_device import NvmlDevice, query, query_memory
@@ -86,10 +91,13 @@ def sample_device(nv: Any, dev: NvmlDevice, now_s: float, pids: Collection[int])
     gpm_values, gpm_missing, window_s = gpm_tick(nv, dev, now_s)
     values.update(gpm_values)
     missing.update(gpm_missing)
+    mig_gpm, mig_reason = mig_gpm_tick(nv, dev, now_s)
     return GpuSample(
         index=dev.index,
         t_s=now_s,
         gpm_window_s=window_s,
+        mig_gpm=mig_gpm,
+        mig_gpm_reason=mig_reason,
         unavailable=tuple((k, v) for k, v in missing.items() if values.get(k) is None),
         **{k: v for k, v in values.items() if v is not None},
     )
@@ -141,8 +149,48 @@ def gpm_tick(nv: Any, dev: NvmlDevice, now_s: float) -> GpmResult:
     return all_missing(f"GPM read failed: {nv.NVMLError(code)}")
 
 
+def mig_gpm_tick(nv: Any, dev: NvmlDevice, now_s: float) -> tuple[tuple[MigGpmSample, ...], str | None]:
+    """One GPM tick per MIG GPU instance of a MIG-enabled GPU (``nvmlGpmMigSampleGet``), or ``()`` and why not.
+
+    Raises:
+        GpuUnavailableError: The device is lost (fatal).
+    """
+    if not dev.info.mig_enabled:
+        return (), None
+    if dev.mig_reason is not None or not dev.info.mig_instances:
+        return (), dev.mig_reason or REASON_MIG_NO_INSTANCES
+    permanent = {
+        nv.NVML_ERROR_NOT_SUPPORTED: REASON_MIG_GPM_NOT_SUPPORTED,
+        nv.NVML_ERROR_FUNCTION_NOT_FOUND: f"{MIG_GPM_WHAT}: {REASON_GPM_DRIVER_TOO_OLD}",
+        nv.NVML_ERROR_NO_PERMISSION: reason_no_permission(MIG_GPM_WHAT),
+    }
+    out = []
+    for gi, uuid in dev.info.mig_instances:
+        pair = dev.mig_gpm.get(gi)
+        if pair is None:
+            pair = dev.mig_gpm[gi] = GpmPair(nv, dev.handle, gi)
+        try:
+            values, reasons, window_s = pair.read(now_s)
+        except nv.NVMLError as exc:
+            if exc.value == nv.NVML_ERROR_GPU_IS_LOST:
+                dev.lost_reason = REASON_GPU_LOST
+                raise GpuUnavailableError(REASON_GPU_LOST, fatal=True) from None
+            if exc.value in permanent:
+                dev.mig_reason = permanent[exc.value]
+                free_gpm(dev)
+                return (), dev.mig_reason
+            pair.restart()  # transient: prime this instance's pair again next tick
+            values, reasons, window_s = all_missing(f"GPM read failed: {nv.NVMLError(exc.value)}")
+        out.append(MigGpmSample(gpu_instance_id=gi, uuid=uuid, values=values, gpm_window_s=window_s,
+                                unavailable=tuple(reasons.items())))
+    return tuple(out), None
+
+
 def free_gpm(dev: NvmlDevice) -> None:
-    """Free the device's GPM sample buffers, if any."""
+    """Free the device's GPM sample buffers (whole GPU and per MIG GPU instance), if any."""
     if dev.gpm is not None:
         dev.gpm.free()
         dev.gpm = None
+    for pair in dev.mig_gpm.values():
+        pair.free()
+    dev.mig_gpm.clear()

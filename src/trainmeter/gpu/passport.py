@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from trainmeter.gpu.backend import GpuDeviceInfo
+from trainmeter.gpu.backend import GpuDeviceInfo, GpuSample
 from trainmeter.gpu.dram_peaks import peak_dram_bandwidth
 from trainmeter.gpu.ladder import Ladder, build_ladder
 from trainmeter.gpu.sampler import GpuAverages, GpuDeviceStatus, GpuSampler
@@ -29,6 +29,7 @@ def gpu_passport_section(
     unavailable_reason: str | None = None,
     ladders: Mapping[int, Ladder] | None = None,
     peaks_used: Mapping[str, Any] | None = None,
+    latest: Mapping[int, GpuSample] | None = None,
 ) -> dict[str, Any]:
     """Build the ``gpu`` section.
 
@@ -43,6 +44,8 @@ def gpu_passport_section(
         ladders: Per-device ladders over ``span``; built from ``averages`` when omitted
             (then without MFU).
         peaks_used: Peak figures used for MFU (placeholder until the FLOPs module fills it).
+        latest: The latest sample per device: a MIG-enabled GPU's entry gets ``mig_gpm``, the GPM of each
+            MIG GPU instance over the last sampling interval, or ``mig_gpm_reason``.
 
     Returns:
         A JSON-ready dict; ``available`` False with ``reason`` when nothing was sampled.
@@ -70,6 +73,10 @@ def gpu_passport_section(
             "mem_used_peak_bytes": None if avg is None else avg.mem_used_peak_bytes,
             "n_samples": 0 if avg is None else avg.n_samples,
         }
+        if info.mig_enabled:
+            entry.update(_mig_entry((latest or {}).get(index)))
+            if entry["mig_gpm_reason"]:
+                missing.append(f"GPU {index}: {entry['mig_gpm_reason']}")
         if info.reason:
             missing.append(f"GPU {index}: {info.reason}")
         if st is not None:
@@ -128,6 +135,15 @@ def _ladder_dict(index: int, ladder: Ladder) -> dict[str, Any]:
     }
 
 
+def _mig_entry(sample: GpuSample | None) -> dict[str, Any]:
+    """GPM per MIG GPU instance from a MIG-enabled GPU's latest sample (``mig_gpm``), or why there is none."""
+    if sample is None:
+        return {"mig_gpm": [], "mig_gpm_reason": "no sample of this GPU yet"}
+    rows = [{"gpu_instance_id": m.gpu_instance_id, "uuid": m.uuid, "gpm_window_s": m.gpm_window_s,
+             **dict(m.values), "missing": dict(m.unavailable)} for m in sample.mig_gpm]
+    return {"mig_gpm": rows, "mig_gpm_reason": sample.mig_gpm_reason}
+
+
 def _dedupe(items: list[str]) -> list[str]:
     seen: dict[str, None] = {}
     for item in items:
@@ -157,4 +173,5 @@ def gpu_passport_from_sampler(
         unavailable_reason=sampler.unavailable_reason,
         ladders=ladders,
         peaks_used=peaks_used,
+        latest=sampler.latest(),
     )

@@ -12,8 +12,9 @@ Default, when the user names no GPUs:
 2. else, when ``CUDA_VISIBLE_DEVICES`` is set, the devices it names (children inherit it);
 3. else every NVML device (a notebook that trains in child processes still sees its GPUs).
 
-MIG: GPU-Util and GPM are not read for MIG-enabled GPUs or MIG instances; the selection
-says so in ``notes``. Pure functions except :func:`cuda_context_uuids`; thread-safe.
+MIG: NVML gives no GPU-Util for a MIG-enabled GPU; GPM is read per MIG GPU instance on the parent GPU
+(where the device gives it). A CUDA device that is a MIG instance of a GPU NVML lists selects that parent;
+the selection says so in ``notes``. Pure functions except :func:`cuda_context_uuids`; thread-safe.
 """
 
 from __future__ import annotations
@@ -30,8 +31,9 @@ from trainmeter.gpu.backend import GpuDeviceInfo
 _UUID_RE = re.compile(r"^GPU-[0-9a-fA-F-]{4,}$")
 VALID_GPUS_TEXT = "valid: 'all', device indices such as '0,1', or UUIDs such as 'GPU-8f1c2d3e-...'"
 MIG_NOTE = (
-    "MIG is not supported for GPU counters: NVML gives no GPU-Util for MIG-enabled GPUs and "
-    "trainmeter reads no GPM per MIG instance"
+    "NVML gives no GPU-Util for a MIG-enabled GPU; trainmeter reads GPM per MIG GPU instance on the parent "
+    "GPU where the device gives it, so select the parent GPU (a CUDA context on a MIG instance NVML lists "
+    "selects its parent)"
 )
 
 
@@ -198,14 +200,34 @@ def _by_uuid(uuids: Sequence[str], devices: Sequence[GpuDeviceInfo]) -> tuple[li
     notes: list[str] = []
     for uuid in uuids:
         if uuid.upper().startswith("MIG-"):
-            notes.append(f"CUDA device {uuid} is a MIG instance; {MIG_NOTE}")
+            notes.append(_mig_selected(uuid, devices, found) or f"CUDA device {uuid} is a MIG instance; {MIG_NOTE}")
             continue
         matches = _match_uuid(uuid, devices)
         if len(matches) == 1:
             found.append(matches[0])
-        else:
-            notes.append(f"CUDA device {uuid} is not among the NVML devices; its counters are not read")
+        else:  # torch prints a MIG device's UUID without its MIG- prefix
+            notes.append(_mig_selected(uuid, devices, found)
+                         or f"CUDA device {uuid} is not among the NVML devices; its counters are not read")
     return found, notes
+
+
+def bare_uuid(uuid: str) -> str:
+    """A UUID without its ``GPU-`` / ``MIG-`` prefix, lower-cased (torch prints CUDA UUIDs without one)."""
+    text = str(uuid).strip().lower()
+    return text[4:] if text.startswith(("gpu-", "mig-")) else text
+
+
+def _mig_selected(uuid: str, devices: Sequence[GpuDeviceInfo], found: list[int]) -> str | None:
+    """Select the parent GPU of MIG instance ``uuid`` (by the instances NVML lists on it); the note, or ``None``."""
+    key = bare_uuid(uuid)
+    for d in devices:
+        for gi, mig_uuid in d.mig_instances:
+            if bare_uuid(mig_uuid) == key:
+                found.append(d.index)
+                return (f"CUDA device {uuid} is MIG GPU instance {gi} of GPU {d.index}: GPU {d.index} is sampled, "
+                        "its GPM read per GPU instance; its power and energy are the whole GPU's, shared by "
+                        "every instance")
+    return None
 
 
 def _from_cvd(cvd: str, order: str, devices: Sequence[GpuDeviceInfo]) -> GpuSelection:
@@ -221,7 +243,8 @@ def _from_cvd(cvd: str, order: str, devices: Sequence[GpuDeviceInfo]) -> GpuSele
             found.append(index)
             guessed = guessed or order.upper() != "PCI_BUS_ID"
         elif item.upper().startswith("MIG-"):
-            notes.append(f"CUDA_VISIBLE_DEVICES names MIG instance {item}; {MIG_NOTE}")
+            notes.append(_mig_selected(item, devices, found)
+                         or f"CUDA_VISIBLE_DEVICES names MIG instance {item}; {MIG_NOTE}")
         elif item.upper().startswith("GPU-"):
             matches = _match_uuid(item.lower(), devices)
             if len(matches) != 1:

@@ -7,6 +7,25 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeviceIdentity:
+    """Who a sampled device is, as NVML (or amdsmi) read it on the sampler's thread at the open.
+
+    Attributes:
+        index: NVML index (not the CUDA ordinal).
+        name: Product name, e.g. ``"NVIDIA H100"``; ``""`` if unreadable.
+        uuid: ``"GPU-..."`` UUID; ``""`` if unreadable.
+        pci_device_id: PCI device id (``pciDeviceId >> 16``, e.g. ``0x2330``), or ``None``.
+        mem_total_bytes: Device memory in bytes, or ``None``.
+    """
+
+    index: int
+    name: str
+    uuid: str
+    pci_device_id: int | None = None
+    mem_total_bytes: int | None = None
+
+
 class GpuReadings(Protocol):
     """The readings of the GPU sampler other wings may use (:class:`trainmeter.gpu.sampler.GpuSampler`).
 
@@ -48,3 +67,25 @@ class GpuView:
         from trainmeter.gpu.sampler import REASON_OPENING
 
         return self.readings is not None and self.readings.unavailable_reason == REASON_OPENING
+
+    def device_identity(self, uuid: str | None = None) -> DeviceIdentity | None:
+        """The identity of the sampled device with ``uuid`` (``GPU-`` prefix optional, case ignored; a MIG
+        instance's UUID gives its parent GPU), or of the only sampled device when ``uuid`` is ``None``.
+
+        ``None`` while NVML opens, for an unknown UUID, or when ``uuid`` is ``None`` and several devices are
+        sampled. Any thread (reads the sampler's published map).
+        """
+        from trainmeter.gpu.selection import bare_uuid
+
+        devices = dict(getattr(self.readings, "devices", None) or {}) if self.readings is not None else {}
+        infos = [d for d in devices.values() if getattr(d, "uuid", None) is not None]
+        if uuid is not None:  # the GPU itself, or the parent of a MIG instance on it
+            key = bare_uuid(uuid)
+            infos = [d for d in infos if bare_uuid(d.uuid) == key
+                     or any(bare_uuid(m) == key for _, m in getattr(d, "mig_instances", ()))]
+        if len(infos) != 1:
+            return None
+        d = infos[0]
+        return DeviceIdentity(index=int(d.index), name=str(d.name or ""), uuid=str(d.uuid or ""),
+                              pci_device_id=getattr(d, "pci_device_id", None),
+                              mem_total_bytes=getattr(d, "mem_total_bytes", None))
