@@ -109,7 +109,7 @@ PATCHES: tuple[HostPatch, ...] = (
               private=("lightning.pytorch.trainer.connectors.logger_connector.logger_connector._LoggerConnector",),
               fallback="a library whose logging class is missing is not tapped"),
     HostPatch(key="frameworks", touches="the fit/train entry points of Hugging Face Trainer, Lightning Trainer, "
-              "Keras 3 (torch backend), fastai Learner and accelerate's Accelerator.prepare/backward: trainmeter's "
+              "Keras 3 (torch backend; its optimizers' apply), fastai Learner and accelerate's Accelerator.prepare/backward: trainmeter's "
               "callback is added to the framework's own list for that call (steps of optimizers outside torch.optim, "
               "stop and save; accelerate's short accumulation step)",
               uninstall="the originals are put back at the run's end; each callback leaves with its fit",
@@ -118,7 +118,7 @@ PATCHES: tuple[HostPatch, ...] = (
                 uninstall="the original is put back at the run's end",
                 sites=("frameworks/extension.py:owner.site.attr",))
       for name, what in (("hf", "transformers.Trainer.train"), ("lightning", "Lightning Trainer.fit"),
-                         ("keras", "Keras 3 TorchTrainer.fit"), ("fastai", "fastai Learner.fit"),
+                         ("keras", "Keras 3 TorchTrainer.fit and train_on_batch, keras BaseOptimizer.apply"), ("fastai", "fastai Learner.fit"),
                          ("accelerate", "accelerate Accelerator.prepare and backward"))),
     HostPatch(key="import-hooks", touches="sys.meta_path: a finder that patches a library imported during the run "
               "(compile-watch, time-split, taps, frameworks, autostart)",
