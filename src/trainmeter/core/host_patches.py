@@ -154,10 +154,12 @@ PATCHES: tuple[HostPatch, ...] = (
               sites=("ranks/extension.py:popen_spawn_posix.Popen._launch",),
               private=("multiprocessing.popen_spawn_posix.Popen._launch",)),
     HostPatch(key="autostart", touches="src/trainmeter-autostart.pth (imports ranks/site_hook.py at interpreter start "
-              "in a child of a monitored run) and, there, a global optimizer step pre-hook",
-              uninstall="the hook removes itself at the first step; the .pth does nothing without TRAINMETER_RUN_DIR "
-              "(pip uninstall removes it)",
-              sites=("ranks/autostart.py:register_optimizer_step_pre_hook", "../trainmeter-autostart.pth:pth")),
+              "in a child of a monitored run) and, there, torch.optim.Optimizer.__init__ and a global optimizer step "
+              "pre-hook (the first optimizer built, or stepped, starts the rank's run)",
+              uninstall="both go inert once the run started and are removed when the process ends; the .pth does "
+              "nothing without TRAINMETER_RUN_DIR (pip uninstall removes it)",
+              sites=("ranks/autostart.py:register_optimizer_step_pre_hook", "ranks/autostart.py:module.Optimizer.__init__",
+                     "../trainmeter-autostart.pth:pth")),
     HostPatch(key="reload", touches="ipykernel 7's shell-channel routing and one comm subshell (a page reloaded "
               "mid-cell restores its widget), and the notebook model's outputs in JS (js/src/reattach.ts)",
               uninstall="the kernel's own callback is put back at the widget's close",
