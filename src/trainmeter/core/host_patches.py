@@ -109,7 +109,8 @@ PATCHES: tuple[HostPatch, ...] = (
               private=("lightning.pytorch.trainer.connectors.logger_connector.logger_connector._LoggerConnector",),
               fallback="a library whose logging class is missing is not tapped"),
     HostPatch(key="frameworks", touches="the fit/train entry points of Hugging Face Trainer, Lightning Trainer, "
-              "Keras 3 (torch backend; its optimizers' apply), fastai Learner and accelerate's Accelerator.prepare/backward: trainmeter's "
+              "Keras 3 (torch backend; its optimizers' apply), fastai Learner and accelerate's "
+              "Accelerator.prepare/backward: trainmeter's "
               "callback is added to the framework's own list for that call (steps of optimizers outside torch.optim, "
               "stop and save; accelerate's short accumulation step)",
               uninstall="the originals are put back at the run's end; each callback leaves with its fit",
@@ -118,7 +119,8 @@ PATCHES: tuple[HostPatch, ...] = (
                 uninstall="the original is put back at the run's end",
                 sites=("frameworks/extension.py:owner.site.attr",))
       for name, what in (("hf", "transformers.Trainer.train"), ("lightning", "Lightning Trainer.fit"),
-                         ("keras", "Keras 3 TorchTrainer.fit and train_on_batch, keras BaseOptimizer.apply"), ("fastai", "fastai Learner.fit"),
+                         ("keras", "Keras 3 TorchTrainer.fit and train_on_batch, "
+                                   "keras BaseOptimizer.apply"), ("fastai", "fastai Learner.fit"),
                          ("accelerate", "accelerate Accelerator.prepare and backward"))),
     HostPatch(key="import-hooks", touches="sys.meta_path: a finder that patches a library imported during the run "
               "(compile-watch, time-split, taps, frameworks, autostart)",
@@ -158,8 +160,8 @@ PATCHES: tuple[HostPatch, ...] = (
               "pre-hook (the first optimizer built, or stepped, starts the rank's run)",
               uninstall="both go inert once the run started and are removed when the process ends; the .pth does "
               "nothing without TRAINMETER_RUN_DIR (pip uninstall removes it)",
-              sites=("ranks/autostart.py:register_optimizer_step_pre_hook", "ranks/autostart.py:module.Optimizer.__init__",
-                     "../trainmeter-autostart.pth:pth")),
+              sites=("ranks/autostart.py:register_optimizer_step_pre_hook",
+                     "ranks/autostart.py:module.Optimizer.__init__", "../trainmeter-autostart.pth:pth")),
     HostPatch(key="reload", touches="ipykernel 7's shell-channel routing and one comm subshell (a page reloaded "
               "mid-cell restores its widget), and the notebook model's outputs in JS (js/src/reattach.ts)",
               uninstall="the kernel's own callback is put back at the widget's close",

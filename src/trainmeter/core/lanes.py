@@ -66,8 +66,8 @@ class Lane:
     """
 
     __slots__ = ("ident", "thread", "hot", "number", "depth", "in_backward", "optimizer", "optimizer_name",
-                 "root_id", "root_name", "unit", "seen", "pending_tokens", "calls", "loss", "scaled", "reader", "losses",
-                 "series", "loss_name", "others", "steps", "tokens", "first_t_s", "last_t_s")
+                 "root_id", "root_name", "unit", "seen", "pending_tokens", "calls", "loss", "scaled", "reader",
+                 "losses", "series", "loss_name", "others", "steps", "tokens", "first_t_s", "last_t_s")
 
     def __init__(self, ident: int, thread: str, hot: bool = False) -> None:
         self.ident = ident

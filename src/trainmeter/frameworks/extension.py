@@ -17,8 +17,9 @@ framework's own list (a new list: the user's is not changed) and before removing
 
 A Keras step is each update its fitted model's optimizer applies (``optimizer.iterations``: several per
 ``train_function`` call under ``steps_per_execution``, and a custom ``train_step``'s own), its batch end
-counting one only where no update was seen (an optimizer whose ``apply`` is its own). The model a Keras or fastai fit trains is watched as a candidate when the fit begins, so its
-batches are counted from the first step. The framework's own step count (``global_step``,
+counting one only where no update was seen (an optimizer whose ``apply`` is its own). The model a Keras
+or fastai fit trains is watched as a candidate when the fit begins, so its batches are counted from the
+first step. The framework's own step count (``global_step``,
 ``iterations``, ``train_iter``) is kept at the fit's end for the passport, beside ours. A run
 whose backward calls came with no step trainmeter knows gets one warning, at the next report,
 saying how to count them (``tm.step()``). accelerate's ``backward`` divides each micro-batch by

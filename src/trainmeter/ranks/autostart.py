@@ -4,8 +4,9 @@
 interpreters: nothing of the parent's monitor survives. The parent exports
 ``TRAINMETER_RUN_DIR``; when such a child imports trainmeter (its code does, or
 ``trainmeter-autostart.pth``, installed into site-packages with trainmeter, does
-it at interpreter start: :mod:`trainmeter.ranks.site_hook`), :func:`arm` wraps ``torch.optim.Optimizer.__init__`` and registers one global
-optimizer step *pre*-hook (after ``torch.optim`` is imported). When the child builds
+it at interpreter start: :mod:`trainmeter.ranks.site_hook`), :func:`arm` wraps
+``torch.optim.Optimizer.__init__`` and registers one global optimizer step *pre*-hook
+(after ``torch.optim`` is imported). When the child builds
 its first optimizer (or, for one built before the arming, at its first step), if no
 run is monitored in it, a monitor starts there, as ``tm.monitor()`` would at that
 line: the optimizer being built and the modules holding its parameters are found
@@ -44,7 +45,7 @@ def auto_monitor() -> Any:
 
 
 def arm() -> None:
-    """Arm the start at the first optimizer built (or stepped) when this process is a child of a monitored run (never raises)."""
+    """Arm the start at the first optimizer built (or stepped) in a child of a monitored run (never raises)."""
     global _armed
     if _armed or not os.environ.get(RUN_DIR_ENV) or os.environ.get(AUTOSTART_ENV, "1") == "0":
         return
