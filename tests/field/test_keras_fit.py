@@ -66,7 +66,7 @@ def test_keras_fit_counts_steps_samples_and_loss_and_times_eval_and_checkpoints(
     assert history == bare_history  # bit-identical losses, with and without trainmeter
     assert m.steps == EPOCHS * steps_per_epoch == int(model.optimizer.iterations)  # not torch.optim: 0 before
     assert m.tokens == EPOCHS * ROWS and m.token_unit == "samples"
-    assert p["frameworks"]["steps_source"].startswith("keras callback")
+    assert p["frameworks"]["steps_source"].startswith("keras optimizer updates")
     assert p["frameworks"]["framework_steps"] == {"keras": m.steps}
     # Keras logs each epoch's mean loss: ours per step, averaged over the epoch, is the same number
     ours_loss = [v for _, v in logged(m, "train_loss")]

@@ -86,7 +86,8 @@ SITES: tuple[FitSite, ...] = (
 CONTROLS = {"hf": control.HfControl, "lightning": control.LightningControl, "keras": control.KerasControl,
             "fastai": control.FastaiControl, "accelerate": control.AccelerateControl}
 OWN_SERIES = ("train_loss", "tokens_per_step")  # measured by trainmeter: a logged name of these is prefixed
-STEPS_SOURCE = {"keras": "keras callback (on_train_batch_end)", "fastai": "fastai callback (after_step)"}
+STEPS_SOURCE = {"keras": "keras optimizer updates (BaseOptimizer.apply; else its callback's on_train_batch_end)",
+                "fastai": "fastai callback (after_step)"}
 
 
 def _with_callback(site: FitSite, args: tuple[Any, ...], kwargs: dict[str, Any], extra: Any) -> tuple[Any, Any]:
