@@ -146,3 +146,22 @@ def test_keras_train_on_batch_counts_one_step_per_call(keras, tmp_path):
         losses = [float(model.train_on_batch(x, x.sum(1, keepdims=True))) for _ in range(3)]
     assert m.steps == 3 == int(model.optimizer.iterations) and m.tokens == 3 * BATCH
     assert [v for _, v in logged(m, "train_loss")] == pytest.approx(losses, rel=1e-6)
+
+
+@pytest.mark.parametrize("scaled", ["loss_scale_optimizer", "loss_scale_factor"])
+def test_keras_loss_scaling_is_divided_out_of_the_recorded_loss(keras, tmp_path, scaled):
+    import numpy as np
+
+    keras.utils.set_random_seed(0)
+    if scaled == "loss_scale_optimizer":  # what mixed_float16 wraps the optimizer in: a dynamic scale
+        optimizer = keras.optimizers.LossScaleOptimizer(keras.optimizers.SGD(0.01), initial_scale=2.0 ** 12)
+    else:
+        optimizer = keras.optimizers.SGD(0.01, loss_scale_factor=128.0)
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(8, activation="relu"), keras.layers.Dense(1)])
+    model.compile(optimizer=optimizer, loss="mse")
+    x = np.random.RandomState(0).randn(ROWS, 4).astype("float32")
+    with tm.monitor(run_dir=tmp_path / "runs", interval_s=3600) as m:
+        history = model.fit(x, x.sum(1, keepdims=True), batch_size=BATCH, epochs=1, verbose=0, shuffle=False)
+    ours = [v for _, v in logged(m, "train_loss")]
+    assert m.steps == ROWS // BATCH == int(model.optimizer.iterations) == len(ours)
+    assert sum(ours) / len(ours) == pytest.approx(history.history["loss"][0], rel=1e-5)  # never x the scale

@@ -109,7 +109,7 @@ PATCHES: tuple[HostPatch, ...] = (
               private=("lightning.pytorch.trainer.connectors.logger_connector.logger_connector._LoggerConnector",),
               fallback="a library whose logging class is missing is not tapped"),
     HostPatch(key="frameworks", touches="the fit/train entry points of Hugging Face Trainer, Lightning Trainer, "
-              "Keras 3 (torch backend; its optimizers' apply), fastai Learner and accelerate's "
+              "Keras 3 (torch backend; its optimizers' apply and scale_loss), fastai Learner and accelerate's "
               "Accelerator.prepare/backward: trainmeter's "
               "callback is added to the framework's own list for that call (steps of optimizers outside torch.optim, "
               "stop and save; accelerate's short accumulation step)",
@@ -120,7 +120,7 @@ PATCHES: tuple[HostPatch, ...] = (
                 sites=("frameworks/extension.py:owner.site.attr",))
       for name, what in (("hf", "transformers.Trainer.train"), ("lightning", "Lightning Trainer.fit"),
                          ("keras", "Keras 3 TorchTrainer.fit and train_on_batch, "
-                                   "keras BaseOptimizer.apply"), ("fastai", "fastai Learner.fit"),
+                                   "keras BaseOptimizer.apply/scale_loss, LossScaleOptimizer.scale_loss"), ("fastai", "fastai Learner.fit"),
                          ("accelerate", "accelerate Accelerator.prepare and backward"))),
     HostPatch(key="import-hooks", touches="sys.meta_path: a finder that patches a library imported during the run "
               "(compile-watch, time-split, taps, frameworks, autostart)",

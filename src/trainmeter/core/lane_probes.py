@@ -89,6 +89,7 @@ class LaneProbes:
         """The loss ``GradScaler.scale`` returned and its scale tensor, kept for the calling thread's next backward
         (lane 1's in the probes, another thread's in its lane): its scale is divided out there."""
         scaled = (weakref.ref(out), scale, divided)
+        self.hot.fast_backward = False  # the backward of ``out`` takes the general path, which divides it out
         if self._threaded or (self._hot_ident and _get_ident() != self._hot_ident):
             lane = self._thread_state() if self._threaded else self._thread_lane()
             if lane is not None and not lane.hot:

@@ -149,7 +149,6 @@ class Wrappers:
             if probes._active and out is not outputs and getattr(out, "ndim", None) == 0:
                 try:
                     probes._note_scaled(out, scaler._scale, _divided(getattr(outputs, "grad_fn", None)))
-                    hot.fast_backward = False
                 except Exception:
                     probes._scaled = None
             return out

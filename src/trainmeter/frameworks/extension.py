@@ -78,6 +78,10 @@ SITES: tuple[FitSite, ...] = (
             callbacks_at=5, callbacks_name="callbacks"),
     FitSite(framework="keras", module="keras.src.backend.torch.trainer", owner="TorchTrainer", attr="train_on_batch"),
     FitSite(framework="keras", module="keras.src.optimizers.base_optimizer", owner="BaseOptimizer", attr="apply"),
+    FitSite(framework="keras", module="keras.src.optimizers.base_optimizer", owner="BaseOptimizer",
+            attr="scale_loss"),
+    FitSite(framework="keras", module="keras.src.optimizers.loss_scale_optimizer", owner="LossScaleOptimizer",
+            attr="scale_loss"),
     FitSite(framework="fastai", module="fastai.learner", owner="Learner", attr="fit", callbacks_at=3,
             callbacks_name="cbs"),
     FitSite(framework="accelerate", module="accelerate.accelerator", owner="Accelerator", attr="prepare"),
@@ -193,6 +197,8 @@ class FrameworksExtension(ExtensionBase):
                 return result
             if site.attr == "apply":  # a keras optimizer's update: the fitted model's is one step
                 return wing._keras_apply(original, target, args, kwargs)
+            if site.attr == "scale_loss":  # its loss scaling, divided out of the recorded loss
+                return wing._keras_scale(original, target, args, kwargs)
             if wing._depth or not wing._gate.here():
                 return original(target, *args, **kwargs)
             if site.attr == "train_on_batch":  # one optimizer step of keras' own, outside fit
@@ -271,6 +277,21 @@ class FrameworksExtension(ExtensionBase):
         except Exception as exc:
             self._warn("keras", f"keras adapter's step count disabled: {exc!r}")
         return result
+
+    def _keras_scale(self, original: Any, optimizer: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """The fitted model's optimizer scaled the loss before backward: the scale is divided out at backward."""
+        out = original(optimizer, *args, **kwargs)
+        held, loss = self._keras, args[0] if args else kwargs.get("loss")
+        if held is None or out is loss or self._monitor is None or not self._gate.here():
+            return out
+        try:
+            if optimizer is getattr(held[0], "optimizer", None):
+                scale = reads.keras_loss_scale(optimizer)
+                if scale is not None:
+                    explicit_steps.scaled_loss(self._monitor, out, scale, loss)
+        except Exception as exc:
+            self._warn("keras", f"keras adapter's loss scale disabled: {exc!r}")
+        return out
 
     def _compare_steps(self, framework: str, steps: int) -> None:
         """The framework's own count is the truth: a count of ours that differs after its one fit is said."""

@@ -1,4 +1,4 @@
-"""Reads of a framework's own objects: its step count at a fit's end, a batch's rows, its optimizer's kind.
+"""Reads of a framework's own objects: its step count at a fit's end, a batch's rows, its optimizer's kind and scale.
 
 Attribute and shape reads only, never raising (``None`` or ``False`` for what cannot be read). Training thread.
 """
@@ -30,6 +30,22 @@ def rows(x: Any) -> int | None:
     try:
         shape = getattr(x, "shape", None)
         return int(shape[0]) if shape is not None and len(shape) >= 1 else None
+    except Exception:
+        return None
+
+
+def keras_loss_scale(optimizer: Any) -> Any:
+    """The factor a Keras optimizer's ``scale_loss`` multiplied the loss by, as its own code reads it: a
+    ``LossScaleOptimizer``'s dynamic scale (its variable's tensor once built, else ``initial_scale``), else
+    ``loss_scale_factor``; ``None`` when it does not scale."""
+    try:
+        if hasattr(optimizer, "dynamic_scale") or hasattr(optimizer, "inner_optimizer"):
+            if getattr(optimizer, "built", False):
+                variable = optimizer.dynamic_scale
+                return getattr(variable, "value", variable)
+            return float(optimizer.initial_scale)
+        factor = getattr(optimizer, "loss_scale_factor", None)
+        return None if factor is None else float(factor)
     except Exception:
         return None
 
