@@ -120,7 +120,8 @@ PATCHES: tuple[HostPatch, ...] = (
                 sites=("frameworks/extension.py:owner.site.attr",))
       for name, what in (("hf", "transformers.Trainer.train"), ("lightning", "Lightning Trainer.fit"),
                          ("keras", "Keras 3 TorchTrainer.fit and train_on_batch, "
-                                   "keras BaseOptimizer.apply/scale_loss, LossScaleOptimizer.scale_loss"), ("fastai", "fastai Learner.fit"),
+                                   "keras BaseOptimizer.apply/scale_loss, LossScaleOptimizer.scale_loss"),
+                         ("fastai", "fastai Learner.fit"),
                          ("accelerate", "accelerate Accelerator.prepare and backward"))),
     HostPatch(key="import-hooks", touches="sys.meta_path: a finder that patches a library imported during the run "
               "(compile-watch, time-split, taps, frameworks, autostart)",
