@@ -294,6 +294,9 @@ class _Monitored:
     def __enter__(self) -> Monitor:
         m = self._m
         try:
+            from trainmeter.ranks import autostart
+
+            autostart.give_way()  # a rank's run started at its optimizer's construction, not stepped yet
             m.start()  # on Ctrl-C or an error inside, start finishes the run itself, then re-raises
             if self._model is not None:
                 m.declare_model(self._model)

@@ -103,3 +103,21 @@ def test_an_uncopyable_model_without_config_is_skipped_with_the_reason() -> None
     assert result.flops_per_unit is None
     assert "meta pass skipped: the model could not be copied (TypeError" in result.reason
     assert "no config to rebuild it from" in result.reason
+
+
+def test_the_copy_holds_no_trainer_or_data_the_live_module_links_to() -> None:
+    class Trainer:  # any object of a class named Trainer: never deep-copied
+        def __deepcopy__(self, memo):
+            raise AssertionError("the trainer was copied")
+
+    class Dataset(torch.utils.data.Dataset):
+        def __deepcopy__(self, memo):
+            raise AssertionError("the dataset was copied")
+
+    model = nn.Linear(2, 2)
+    trainer, data = Trainer(), Dataset()
+    model._trainer, model.run, model.data = trainer, trainer, data
+    clone, how, why = model_copy(model)
+    assert why is None and how == "meta copy"
+    assert clone._trainer is None and clone.run is None and clone.data is None
+    assert model._trainer is trainer and model.run is trainer and model.data is data

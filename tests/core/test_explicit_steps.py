@@ -113,3 +113,23 @@ def test_tm_step_beside_a_torch_optimizer_is_ignored_with_one_warning(run_root):
         losses = _train(model, opt, torch.randn(8, 4), 3, explicit=tm.step)
     assert m.steps == 3 and [v for _, v in logged(m, "train_loss")] == pytest.approx(losses)
     assert [w for w in m.warnings if w.startswith("tm.step() ignored")] and len(m.warnings) == 1
+
+
+def test_a_framework_scaled_loss_is_recorded_divided_by_its_scale(tmp_path):
+    from trainmeter.core.explicit_steps import scaled_loss
+
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 1)
+    opt = PlainSGD(model.parameters())
+    x = torch.randn(8, 4)
+    truth = []
+    with tm.monitor(run_dir=tmp_path, interval_s=3600) as m:
+        for _ in range(3):
+            loss = model(x).pow(2).mean()
+            out = loss * 1024.0  # as Keras' scale_loss does before backward
+            scaled_loss(m, out, 1024.0, loss)
+            out.backward()
+            opt.step()
+            tm.step(model)
+            truth.append(loss.item())
+    assert [v for _, v in logged(m, "train_loss")] == pytest.approx(truth, rel=1e-6)

@@ -151,3 +151,35 @@ def test_two_optimizers_in_one_other_thread_count_the_first_and_record_the_secon
     assert m.steps == 1 + 4 and m.tokens == 5 * BATCH
     assert m.series["train_loss.lane2"].stats().count == 4
     assert m.series["train_loss.lane2.optimizer2"].stats().count == 4
+
+
+def test_each_lanes_loss_under_a_grad_scaler_is_the_unscaled_loss(tmp_path):
+    m = _started(tmp_path, FakeClock(0.0))
+    m.add_reader()  # keeps every point in memory for the asserts
+    pairs = [_model(k) for k in range(3)]
+    scales = [2.0 ** 10, 2.0 ** 13, 2.0 ** 16]  # one scaler per thread, each with its own scale
+    losses: dict[int, list[float]] = {}
+    go = threading.Barrier(3)
+
+    def work(k: int) -> None:
+        model, opt = pairs[k]
+        scaler = torch.amp.GradScaler("cpu", init_scale=scales[k], growth_interval=1000)
+        go.wait()
+        mine = losses[k] = []
+        for _ in range(20):
+            x, y = torch.randn(BATCH, 8), torch.randn(BATCH, 1)
+            loss = F.mse_loss(model(x), y)
+            opt.zero_grad()
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+            mine.append(float(loss.detach()))
+
+    with pytest.warns(MonitorWarning, match="training in several threads"):
+        _in_threads(work)
+    m.finish("completed")
+    assert m.steps == 60
+    by_thread = {lane.thread: lane.loss_series for lane in m.lane_records()}
+    for k in range(3):  # point for point the loss the thread computed, never x its scale
+        points = m.series[by_thread[f"drafter{k}"]].read(0)[3]
+        assert list(points) == pytest.approx(losses[k], rel=1e-6), k

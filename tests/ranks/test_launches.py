@@ -62,9 +62,9 @@ def test_forked_children_become_ranks_and_never_touch_the_parent_run(tmp_path):
 def test_spawned_children_that_import_trainmeter_record_themselves_as_ranks(tmp_path):
     run_dir, passport, _ = launch(tmp_path, "spawn", 6)
     d = passport["distributed"]
-    # started at the first optimizer step: that step is counted, its batch is not (the model is found from the next)
+    # started as each child built its optimizer: every step and every step's batch counted, the first one's too
     assert [(r["seat"], r["status"], r["steps"], r["tokens"]) for r in d["ranks"]] == [
-        ("rank-0", "completed", 6, 5 * TOKENS_PER_STEP), ("rank-1", "completed", 6, 5 * TOKENS_PER_STEP)]
+        ("rank-0", "completed", 6, 6 * TOKENS_PER_STEP), ("rank-1", "completed", 6, 6 * TOKENS_PER_STEP)]
     assert parent_steps_in_log(run_dir) == [1, 2, 3]
     assert d["children_spawned"] == 2 and not any("spawn method" in note for note in d["notes"])
 

@@ -65,7 +65,7 @@ def test_torchrun_from_a_monitored_cell_seats_its_ranks_in_the_cell_run(tmp_path
 @pytest.mark.timeout(240)
 def test_a_cell_that_runs_torchrun_speaks_for_the_launch_in_its_passport(tmp_path):
     """The parent trained nothing itself: its passport.md gives the launch's steps, tokens and ranks, no goodput;
-    each rank's record starts at its first step (the autostart), which the passport says."""
+    each rank's record starts as its optimizer is built (the autostart), so every step's tokens are counted."""
     import trainmeter as tm
 
     env = {**os.environ, "PYTHONPATH": f"{SRC}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
@@ -85,10 +85,10 @@ def test_a_cell_that_runs_torchrun_speaks_for_the_launch_in_its_passport(tmp_pat
     md = (m.run_dir / "passport.md").read_text()
     assert f"Steps: {STEPS} (global, over 2 rank(s) of world size 2); tokens: {d['global_tokens']}" in md
     assert "Goodput" not in md
-    # step 1's batches came before each rank's record began: left out, and said so
-    assert d["global_tokens"] == 2 * (STEPS - 1) * TOKENS_PER_RANK_STEP
-    assert any("leave out the first step of rank 0, rank 1" in n for n in d["notes"])
-    assert "leave out the first step" in md
+    # each rank's record began as its optimizer was built: step 1's batches are counted like the others
+    assert d["global_tokens"] == 2 * STEPS * TOKENS_PER_RANK_STEP
+    assert not any("first step" in n for n in d["notes"]) and "leave out the first step" not in md
     for k in (0, 1):
         own = json.loads((m.run_dir / f"rank-{k}" / "passport.json").read_text())
-        assert "autostart" in own["series_info"]["tokens_per_step"]["first_step"]
+        assert own["tokens"] == STEPS * TOKENS_PER_RANK_STEP
+        assert "first_step" not in own["series_info"]["tokens_per_step"]

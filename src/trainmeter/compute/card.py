@@ -85,8 +85,8 @@ def _no_count(m: Any) -> str:
     """Why there is no counted F when the pass never ran: no batch at all, or no forward call with one."""
     if m is None or not getattr(m, "tokens", 0):
         return "no training batch was seen"
-    return ("the trained model's own forward was never called with a batch (a LightningModule whose "
-            "training_step calls its submodules, not self(batch)): there is no example to count one step of")
+    return ("no batch of the trained model's own calls was kept (it was found as the trained model after its "
+            "last training call): there is no example to count one step of")
 
 
 def _achievable(ext: Any, derived: dict[str, Derivation]) -> dict[str, Any]:

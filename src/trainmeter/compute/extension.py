@@ -158,12 +158,13 @@ class ComputeExtension(ExtensionBase):
         example = getattr(probes, "example", None)
         if not example or not example[0] and not example[1]:
             return
-        from trainmeter.compute.flop_count import counted_flops_per_token
+        from trainmeter.compute.flop_count import counted_flops_per_token, kept_from
 
         on_cpu = all(p.device.type == "cpu" for p in model.parameters())
         probes.paused = True  # our own forward/backward must not count as training
         try:
-            counted = counted_flops_per_token(model, example[0], example[1], method="auto" if on_cpu else "meta")
+            counted = counted_flops_per_token(model, example[0], example[1], method="auto" if on_cpu else "meta",
+                                              call=kept_from(model))
         finally:
             probes.paused = False
         self.counted = counted.derivation()

@@ -27,6 +27,12 @@ sharded model (FSDP2, DTensor) is copied on the meta device or rebuilt from its
 config; failing both, the pass is skipped with the reason. FLOPs per token
 when the batch has token ids, per sample otherwise (docs/spec.md section 5, "Units").
 
+A LightningModule is counted through its own ``training_step`` (``call="training_step"``)
+run on the copy with the kept ``training_step`` batch, so a step that calls its submodules
+(``self.encoder(x)``) rather than ``self(batch)`` is counted as it trains. The copy holds no
+trainer (:mod:`trainmeter.compute.model_copy`): its ``self.log`` goes nowhere, a step that needs
+the trainer fails and the reason says so; warnings and printed output of that call are dropped.
+
 Thread safety: reads the model (shapes and attributes); call on the training
 thread between steps. Never raises: a failure gives ``flops_per_unit=None`` and a ``reason``.
 """
@@ -49,6 +55,7 @@ NOTE = (
 
 
 Unit = Literal["tokens", "samples"]
+Call = Literal["forward", "training_step"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -151,8 +158,27 @@ def _scalar(out: Any, torch: Any) -> Any:
     raise TypeError(f"cannot find a tensor to differentiate in the model output ({type(out).__name__}); pass loss_fn")
 
 
+def kept_from(model: Any) -> Call:
+    """The call whose arguments the run keeps as the example batch (core/root_calls.py): a LightningModule's
+    ``training_step``, any other module's forward."""
+    lightning = any(c.__name__ == "LightningModule" for c in type(model).__mro__)
+    return "training_step" if lightning else "forward"
+
+
+def _quiet(stack: contextlib.ExitStack) -> None:
+    """Drop the warnings and printed output of a ``training_step`` run on the copy (its ``self.log`` warns)."""
+    import io
+    import warnings
+
+    stack.enter_context(warnings.catch_warnings())
+    warnings.simplefilter("ignore")
+    stack.enter_context(contextlib.redirect_stdout(io.StringIO()))
+    stack.enter_context(contextlib.redirect_stderr(io.StringIO()))
+
+
 def _one_pass(
-    model: Any, args: tuple[Any, ...], kwargs: dict[str, Any], loss_fn: Callable[[Any], Any] | None, meta: bool
+    model: Any, args: tuple[Any, ...], kwargs: dict[str, Any], loss_fn: Callable[[Any], Any] | None, meta: bool,
+    call: Call = "forward",
 ) -> tuple[int, dict[str, int], str]:
     """Run one forward+backward of a copy of ``model`` under FlopCounterMode; (total, by operator, how copied)."""
     import torch
@@ -177,14 +203,26 @@ def _one_pass(
         if set_stance is not None:
             stack.enter_context(set_stance("force_eager"))
         stack.enter_context(torch.enable_grad())
+        if call == "training_step":
+            _quiet(stack)
         stack.enter_context(counter)
-        out = clone(*args, **kwargs)
+        out = clone.training_step(*args, **kwargs) if call == "training_step" else clone(*args, **kwargs)
         loss = loss_fn(out) if loss_fn is not None else _scalar(out, torch)
         wrt = [p for p in clone.parameters() if p.requires_grad]
         if wrt and loss.requires_grad:
             torch.autograd.grad(loss, wrt, allow_unused=True)
     by_op = {str(op): int(n) for op, n in counter.get_flop_counts().get("Global", {}).items()}
     return int(counter.get_total_flops()), by_op, how
+
+
+def _failure(exc: BaseException, call: Call) -> str:
+    """Why a pass failed, in one line; a ``training_step`` that needs the trainer (absent on the copy) says so."""
+    text = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+    if call != "training_step":
+        return text
+    hint = (" (the copy has no trainer: a training_step that uses self.trainer, self.optimizers() or "
+            "self.manual_backward cannot be counted)") if "Trainer" in text else ""
+    return f"the training_step of a copy of the LightningModule raised {text}{hint}"
 
 
 class _NoCopy(Exception):
@@ -200,6 +238,7 @@ def counted_flops_per_token(
     samples: int | None = None,
     loss_fn: Callable[[Any], Any] | None = None,
     method: Method = "auto",
+    call: Call = "forward",
 ) -> CountedFlops:
     """Count one training step's FLOPs per token (or per sample) with ``torch.utils.flop_counter.FlopCounterMode``.
 
@@ -217,6 +256,9 @@ def counted_flops_per_token(
             ``output.loss`` if present, else the sum of the (first) float output.
         method: ``"meta"`` (allocate nothing), ``"real"`` (a CPU copy with the real values)
             or ``"auto"`` (meta, then real if meta fails).
+        call: ``"forward"`` (the copy called with the batch) or ``"training_step"`` (a LightningModule's own
+            ``training_step`` on the copy, the batch and ``batch_idx`` as Lightning gave them; its returned loss,
+            a tensor or ``{"loss": ...}``, is differentiated).
 
     Returns:
         A :class:`CountedFlops`; never raises.
@@ -236,7 +278,7 @@ def counted_flops_per_token(
         elif samples is not None:
             count, unit = samples, "samples"
         else:
-            found = _batch_count(args, kwargs)
+            found = _batch_count(args[:1], {}) if call == "training_step" else _batch_count(args, kwargs)
             count, unit = (None, "tokens") if found is None else found
     except Exception as exc:  # noqa: BLE001 - never raise into training code
         return CountedFlops(flops_per_unit=None, reason=f"{type(exc).__name__}: {exc}")
@@ -244,12 +286,12 @@ def counted_flops_per_token(
     passes = ["meta", "real"] if method == "auto" else [method]
     for kind in passes:
         try:
-            total, by_op, how = _one_pass(model, args, kwargs, loss_fn, meta=kind == "meta")
+            total, by_op, how = _one_pass(model, args, kwargs, loss_fn, meta=kind == "meta", call=call)
         except _NoCopy as exc:
             failures.append(f"{kind} pass skipped: {exc}")
             continue
         except Exception as exc:  # noqa: BLE001 - never raise into training code
-            failures.append(f"{kind} pass failed: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+            failures.append(f"{kind} pass failed: {_failure(exc, call)}")
             continue
         base = {"unit": unit, "count": count, "total_flops": total, "method": kind, "copy": how,
                 "by_operator": by_op}

@@ -12,6 +12,10 @@ user's module (docs/spec.md section 5, "The counted pass"). :func:`model_copy` b
   DTensor parameters become meta tensors of their global shape. A model whose copy fails, and whose
   Hugging Face style ``config`` can rebuild it under ``torch.device("meta")``, is rebuilt from the config.
 - Wrappers are read through: ``torch.compile``'s ``_orig_mod``, ``DistributedDataParallel``'s ``module``.
+- What a module holds but does not compute with is not copied, the copy holding ``None`` instead: a trainer
+  (Lightning's ``_trainer``, any object of a class named ``Trainer``), Lightning's ``_fabric`` and
+  ``_device_mesh``, a data module, a ``Dataset`` or ``DataLoader``. A LightningModule's copy is so detached
+  from the live trainer: its ``self.log`` reaches no trainer and its ``self.trainer`` raises.
 
 Nothing of the live module is written: no attribute, hook, parameter, buffer, gradient or mode. Reads only
 (attributes and shapes). Call on the training thread between steps (the live module must not change mid-copy).
@@ -25,6 +29,21 @@ from typing import Any
 
 _WRAPPERS = ("DistributedDataParallel", "DataParallel")
 _COMPOSABLE_KEY = "__composable_api_state_key"
+_DETACHED_KEYS = ("_trainer", "_fabric", "_device_mesh")  # a LightningModule's links to its run
+_DETACHED_CLASSES = frozenset({"Trainer", "LightningDataModule", "Dataset", "IterableDataset", "DataLoader",
+                               "Fabric"})
+
+
+def _detached(key: str, value: Any) -> bool:
+    """Whether an attribute is a link to the run (a trainer, the data) that the copy holds as ``None``."""
+    if value is None:
+        return False
+    if key in _DETACHED_KEYS:
+        return True
+    try:
+        return any(c.__name__ in _DETACHED_CLASSES for c in type(value).__mro__)
+    except Exception:  # noqa: BLE001 - an odd class is copied as any other value
+        return False
 
 
 def unwrap(model: Any) -> Any:
@@ -82,6 +101,8 @@ def _memo(root: Any, torch: Any, real: bool) -> dict[int, Any]:
                         memo[id(t)] = _tensor_copy(t, torch, real)
             elif key.startswith(_COMPOSABLE_KEY) or ("hooks" in key and isinstance(value, dict)):
                 memo[id(value)] = type(value)() if isinstance(value, OrderedDict) else {}
+            elif _detached(key, value):
+                memo[id(value)] = None
             elif not isinstance(value, torch.nn.Module):
                 _scan(value, memo, torch, real, 0)
     return memo

@@ -6,6 +6,9 @@ stand-in optimizer whose ``param_groups`` name the trained parameters, so the pr
 from its calls, credit its batches and the losses passed to backward since the last step exactly as
 for a torch optimizer (docs/spec.md section 11). One stepper per source and model, kept for the run.
 
+:func:`scaled_loss` tells the probes that a framework multiplied the loss by a scale before backward
+(Keras' loss scaling), so the step's loss is divided by it as a GradScaler's is.
+
 :func:`steps_unknown` says whether backward calls were seen while no optimizer step ever came: the
 passport then says "steps unknown" instead of "completed after 0 steps" with a goodput.
 
@@ -94,6 +97,21 @@ def explicit_step(monitor: Any, source: str = "tm.step", model: Any = None, samp
         probes._on_step(found, (), {})
     except Exception as exc:
         monitor.warn_once("explicit-step", f"tm.step() disabled: {exc!r}")
+
+
+def scaled_loss(monitor: Any, out: Any, scale: Any, loss: Any) -> None:
+    """A framework multiplied ``loss`` by ``scale`` into ``out`` before backward (Keras' ``LossScaleOptimizer``,
+    ``loss_scale_factor``): ``out``'s backward is divided by ``scale``, as a GradScaler's (docs/spec.md section 2,
+    "Loss"). ``scale``: a float or a 0-d tensor (read like the loss). Training thread; never raises."""
+    probes = getattr(monitor, "probes", None)
+    if probes is None:
+        return
+    try:
+        from trainmeter.core.loss_capture import _divided
+
+        probes._note_scaled(out, scale, _divided(getattr(loss, "grad_fn", None)))
+    except Exception as exc:
+        monitor.warn_once("scaled-loss", f"a framework's loss scale is not divided out: {exc!r}")
 
 
 def pending_parts(monitor: Any) -> int:

@@ -109,7 +109,8 @@ PATCHES: tuple[HostPatch, ...] = (
               private=("lightning.pytorch.trainer.connectors.logger_connector.logger_connector._LoggerConnector",),
               fallback="a library whose logging class is missing is not tapped"),
     HostPatch(key="frameworks", touches="the fit/train entry points of Hugging Face Trainer, Lightning Trainer, "
-              "Keras 3 (torch backend), fastai Learner and accelerate's Accelerator.prepare/backward: trainmeter's "
+              "Keras 3 (torch backend; its optimizers' apply and scale_loss), fastai Learner and accelerate's "
+              "Accelerator.prepare/backward: trainmeter's "
               "callback is added to the framework's own list for that call (steps of optimizers outside torch.optim, "
               "stop and save; accelerate's short accumulation step)",
               uninstall="the originals are put back at the run's end; each callback leaves with its fit",
@@ -118,7 +119,9 @@ PATCHES: tuple[HostPatch, ...] = (
                 uninstall="the original is put back at the run's end",
                 sites=("frameworks/extension.py:owner.site.attr",))
       for name, what in (("hf", "transformers.Trainer.train"), ("lightning", "Lightning Trainer.fit"),
-                         ("keras", "Keras 3 TorchTrainer.fit"), ("fastai", "fastai Learner.fit"),
+                         ("keras", "Keras 3 TorchTrainer.fit and train_on_batch, "
+                                   "keras BaseOptimizer.apply/scale_loss, LossScaleOptimizer.scale_loss"),
+                         ("fastai", "fastai Learner.fit"),
                          ("accelerate", "accelerate Accelerator.prepare and backward"))),
     HostPatch(key="import-hooks", touches="sys.meta_path: a finder that patches a library imported during the run "
               "(compile-watch, time-split, taps, frameworks, autostart)",
@@ -154,10 +157,12 @@ PATCHES: tuple[HostPatch, ...] = (
               sites=("ranks/extension.py:popen_spawn_posix.Popen._launch",),
               private=("multiprocessing.popen_spawn_posix.Popen._launch",)),
     HostPatch(key="autostart", touches="src/trainmeter-autostart.pth (imports ranks/site_hook.py at interpreter start "
-              "in a child of a monitored run) and, there, a global optimizer step pre-hook",
-              uninstall="the hook removes itself at the first step; the .pth does nothing without TRAINMETER_RUN_DIR "
-              "(pip uninstall removes it)",
-              sites=("ranks/autostart.py:register_optimizer_step_pre_hook", "../trainmeter-autostart.pth:pth")),
+              "in a child of a monitored run) and, there, torch.optim.Optimizer.__init__ and a global optimizer step "
+              "pre-hook (the first optimizer built, or stepped, starts the rank's run)",
+              uninstall="both go inert once the run started and are removed when the process ends; the .pth does "
+              "nothing without TRAINMETER_RUN_DIR (pip uninstall removes it)",
+              sites=("ranks/autostart.py:register_optimizer_step_pre_hook",
+                     "ranks/autostart.py:module.Optimizer.__init__", "../trainmeter-autostart.pth:pth")),
     HostPatch(key="reload", touches="ipykernel 7's shell-channel routing and one comm subshell (a page reloaded "
               "mid-cell restores its widget), and the notebook model's outputs in JS (js/src/reattach.ts)",
               uninstall="the kernel's own callback is put back at the widget's close",

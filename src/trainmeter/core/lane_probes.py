@@ -15,7 +15,7 @@ from typing import Any
 
 from trainmeter.core.batch import count_batch
 from trainmeter.core.lanes import Lane
-from trainmeter.core.loss_capture import _divided
+from trainmeter.core.loss_capture import add_part
 from trainmeter.core.scalars import StepLoss
 
 _get_ident = threading.get_ident
@@ -84,6 +84,18 @@ class LaneProbes:
                     "of its own (its loss in train_loss.lane<N>); the headline steps and samples are the sums over "
                     "the lanes (passport lanes)"))
         return lane
+
+    def _note_scaled(self, out: Any, scale: Any, divided: bool) -> None:
+        """The loss ``GradScaler.scale`` returned and its scale tensor, kept for the calling thread's next backward
+        (lane 1's in the probes, another thread's in its lane): its scale is divided out there."""
+        scaled = (weakref.ref(out), scale, divided)
+        self.hot.fast_backward = False  # the backward of ``out`` takes the general path, which divides it out
+        if self._threaded or (self._hot_ident and _get_ident() != self._hot_ident):
+            lane = self._thread_state() if self._threaded else self._thread_lane()
+            if lane is not None and not lane.hot:
+                lane.scaled = scaled
+                return
+        self._scaled = scaled
 
     def _paused_in(self, lane: Lane) -> bool:
         """Our own forward and backward (the FLOP count) run in this thread now."""
@@ -159,7 +171,8 @@ class LaneProbes:
                     continue
                 if lane.loss is None:
                     lane.loss = StepLoss(lane.loss_name)
-                lane.loss.add(lane.reader, tensor, divided=_divided(tensor.grad_fn))
+                if add_part(lane.loss, lane.reader, tensor, lane.scaled):
+                    lane.scaled = None
         except Exception as exc:
             lane.loss = None
             self._monitor.warn_once(f"lane-loss-{lane.thread}", f"loss capture in thread {lane.thread!r} "

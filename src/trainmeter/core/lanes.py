@@ -66,8 +66,8 @@ class Lane:
     """
 
     __slots__ = ("ident", "thread", "hot", "number", "depth", "in_backward", "optimizer", "optimizer_name",
-                 "root_id", "root_name", "unit", "seen", "pending_tokens", "calls", "loss", "reader", "losses",
-                 "series", "loss_name", "others", "steps", "tokens", "first_t_s", "last_t_s")
+                 "root_id", "root_name", "unit", "seen", "pending_tokens", "calls", "loss", "scaled", "reader",
+                 "losses", "series", "loss_name", "others", "steps", "tokens", "first_t_s", "last_t_s")
 
     def __init__(self, ident: int, thread: str, hot: bool = False) -> None:
         self.ident = ident
@@ -85,6 +85,7 @@ class Lane:
         self.pending_tokens = 0
         self.calls = 0
         self.loss: StepLoss | None = None  # the step's loss parts so far
+        self.scaled: tuple[Any, Any, bool] | None = None  # the loss GradScaler.scale returned here, its scale
         self.reader = ScalarReader()  # its own deferred reads (a CUDA loss), polled at its steps
         self.losses: deque[StepLoss] = deque()  # closed losses waiting for their reads
         self.series: Any = None  # its loss series, once it has a point

@@ -15,6 +15,21 @@ def _divided(grad_fn: Any) -> bool:
     return grad_fn is not None and type(grad_fn).__name__.startswith("DivBackward")
 
 
+def add_part(loss: StepLoss, reader: Any, tensor: Any, scaled: tuple[Any, Any, bool] | None) -> bool:
+    """Add one backward call's 0-d ``tensor`` to ``loss``, divided by the GradScaler scale when it is the loss
+    ``GradScaler.scale`` returned (``scaled``: a weak reference to it, the scale tensor, whether the loss was divided
+    before scaling; docs/spec.md section 2, "Loss"). Lane 1 and every other lane use this one rule.
+
+    Returns:
+        Whether ``scaled`` was used (the caller then forgets it).
+    """
+    if scaled is not None and scaled[0]() is tensor:
+        loss.add(reader, tensor, scaled[1], divided=scaled[2])
+        return True
+    loss.add(reader, tensor, divided=_divided(tensor.grad_fn))
+    return False
+
+
 
 class LossCapture:
     """A step's loss from its backward calls, and the provenance of ``train_loss`` and ``tokens_per_step``
@@ -45,12 +60,8 @@ class LossCapture:
                     loss = self._loss = self._fast_loss()
                     self.hot.fast_backward = False  # the step's loss is a StepLoss now (until the step)
                     self.hot.steady = False
-                scaled = self._scaled
-                if scaled is not None and scaled[0]() is tensor:
+                if add_part(loss, self._monitor.scalar_reader, tensor, self._scaled):
                     self._scaled = None
-                    loss.add(self._monitor.scalar_reader, tensor, scaled[1], divided=scaled[2])
-                else:
-                    loss.add(self._monitor.scalar_reader, tensor, divided=_divided(tensor.grad_fn))
             callback = self._on_training
             if callback is not None:
                 callback()

@@ -1,4 +1,8 @@
-"""The root's training calls: each batch counted (tokens), one batch kept for the FLOP count."""
+"""The root's training calls: each batch counted (tokens), one batch kept for the FLOP count.
+
+The kept batch is what the root was called with: a forward's inputs, or a LightningModule's
+``training_step`` arguments (its batch and ``batch_idx``), which the counted pass gives to the
+copy's own ``training_step`` (docs/spec.md section 5, "The counted pass")."""
 
 from __future__ import annotations
 
@@ -26,7 +30,7 @@ class RootCalls:
         try:
             counted = count_batch(args[:1] if lightning else args, kwargs)
             if id(module) == self._root_id:
-                if self.example is None and not lightning:  # a training_step batch is no forward input
+                if self.example is None:  # a LightningModule's: its training_step (batch, batch_idx)
                     self._capture_example(args, kwargs)
                 elif lightning and self.autocast_dtype is None:  # its precision plugin's autocast is on here
                     self.autocast_dtype = self._autocast()
@@ -51,7 +55,7 @@ class RootCalls:
                 self._candidate_calls = True
                 self.hot.steady = False
                 candidate.calls += 1
-                if candidate.example is None and not lightning and self._root is None:
+                if candidate.example is None and self._root is None:
                     candidate.example = (args, dict(kwargs or {}), self._autocast())
                 if counted is not None:
                     candidate.tokens += counted[0]
@@ -80,7 +84,7 @@ class RootCalls:
     def example_pending(self) -> bool:
         """The root is known and a training batch of it will be kept at its next training call."""
         candidate = self._candidates.get(self._root_id) if self._root is not None else None
-        return candidate is not None and not candidate.lightning and self.example is None
+        return candidate is not None and self.example is None
 
     def release_example(self) -> None:
         """Drop the kept batch (after the FLOP count).

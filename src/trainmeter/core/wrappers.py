@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 import sys
-import weakref
 from threading import get_ident
 from typing import Any
 
@@ -149,8 +148,7 @@ class Wrappers:
             out = original(scaler, outputs, *args, **kwargs)
             if probes._active and out is not outputs and getattr(out, "ndim", None) == 0:
                 try:
-                    probes._scaled = (weakref.ref(out), scaler._scale, _divided(getattr(outputs, "grad_fn", None)))
-                    hot.fast_backward = False
+                    probes._note_scaled(out, scaler._scale, _divided(getattr(outputs, "grad_fn", None)))
                 except Exception:
                     probes._scaled = None
             return out

@@ -11,11 +11,15 @@ framework's own list (a new list: the user's is not changed) and before removing
 | Lightning | ``Trainer.fit`` (``lightning.pytorch``, ``pytorch_lightning``) | torch.optim hook | ``LightningControl`` |
 | Keras 3 (torch) | ``TorchTrainer.fit`` (``keras.src.backend.torch``) | its callback's batch end | ``KerasControl`` |
 | Keras 3 (torch) | ``TorchTrainer.train_on_batch`` | each call | |
+| Keras 3 (torch) | ``BaseOptimizer.apply`` (``keras.src.optimizers``) | each update of the fitted model's optimizer | |
 | fastai | ``fastai.learner.Learner.fit`` | its callback's ``after_step`` (a fastai optimizer) | ``FastaiControl`` |
 | accelerate | ``accelerate.accelerator.Accelerator.prepare``, ``backward`` | torch.optim hook | ``AccelerateControl`` |
 
-The model a Keras or fastai fit trains is watched as a candidate when the fit begins, so its
-batches are counted from the first step. The framework's own step count (``global_step``,
+A Keras step is each update its fitted model's optimizer applies (``optimizer.iterations``: several per
+``train_function`` call under ``steps_per_execution``, and a custom ``train_step``'s own), its batch end
+counting one only where no update was seen (an optimizer whose ``apply`` is its own). The model a Keras
+or fastai fit trains is watched as a candidate when the fit begins, so its batches are counted from the
+first step. The framework's own step count (``global_step``,
 ``iterations``, ``train_iter``) is kept at the fit's end for the passport, beside ours. A run
 whose backward calls came with no step trainmeter knows gets one warning, at the next report,
 saying how to count them (``tm.step()``). accelerate's ``backward`` divides each micro-batch by
@@ -29,7 +33,6 @@ Thread safety: the wrappers act on the training thread of the training process o
 from __future__ import annotations
 
 import functools
-import sys
 from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
@@ -37,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 from trainmeter.core import explicit_steps, host_patches
 from trainmeter.core.extension import ExtensionBase, Report
 from trainmeter.core.patches import Gate, Patches, PostImportHooks
-from trainmeter.frameworks import callbacks, control
+from trainmeter.frameworks import callbacks, control, reads
 from trainmeter.frameworks.view import FrameworksView
 
 if TYPE_CHECKING:
@@ -74,6 +77,11 @@ SITES: tuple[FitSite, ...] = (
     FitSite(framework="keras", module="keras.src.backend.torch.trainer", owner="TorchTrainer", attr="fit",
             callbacks_at=5, callbacks_name="callbacks"),
     FitSite(framework="keras", module="keras.src.backend.torch.trainer", owner="TorchTrainer", attr="train_on_batch"),
+    FitSite(framework="keras", module="keras.src.optimizers.base_optimizer", owner="BaseOptimizer", attr="apply"),
+    FitSite(framework="keras", module="keras.src.optimizers.base_optimizer", owner="BaseOptimizer",
+            attr="scale_loss"),
+    FitSite(framework="keras", module="keras.src.optimizers.loss_scale_optimizer", owner="LossScaleOptimizer",
+            attr="scale_loss"),
     FitSite(framework="fastai", module="fastai.learner", owner="Learner", attr="fit", callbacks_at=3,
             callbacks_name="cbs"),
     FitSite(framework="accelerate", module="accelerate.accelerator", owner="Accelerator", attr="prepare"),
@@ -82,7 +90,8 @@ SITES: tuple[FitSite, ...] = (
 CONTROLS = {"hf": control.HfControl, "lightning": control.LightningControl, "keras": control.KerasControl,
             "fastai": control.FastaiControl, "accelerate": control.AccelerateControl}
 OWN_SERIES = ("train_loss", "tokens_per_step")  # measured by trainmeter: a logged name of these is prefixed
-STEPS_SOURCE = {"keras": "keras callback (on_train_batch_end)", "fastai": "fastai callback (after_step)"}
+STEPS_SOURCE = {"keras": "keras optimizer updates (BaseOptimizer.apply; else its callback's on_train_batch_end)",
+                "fastai": "fastai callback (after_step)"}
 
 
 def _with_callback(site: FitSite, args: tuple[Any, ...], kwargs: dict[str, Any], extra: Any) -> tuple[Any, Any]:
@@ -107,22 +116,6 @@ def _with_callback(site: FitSite, args: tuple[Any, ...], kwargs: dict[str, Any],
     return args, {**kwargs, site.callbacks_name: merged}
 
 
-def _framework_steps(framework: str, target: Any) -> int | None:
-    """The framework's own optimizer-step count at the fit's end, or ``None``."""
-    try:
-        if framework == "hf":
-            return int(target.state.global_step)
-        if framework == "lightning":
-            return int(target.global_step)
-        if framework == "keras":
-            return int(target.optimizer.iterations)
-        if framework == "fastai":
-            return int(target.train_iter)
-    except Exception:
-        return None
-    return None
-
-
 class FrameworksExtension(ExtensionBase):
     """The framework adapters of one run (extension ``"frameworks"``).
 
@@ -145,6 +138,8 @@ class FrameworksExtension(ExtensionBase):
         self.framework_steps: dict[str, int] = {}
         self.explicit_steps: dict[str, int] = {}
         self.short_steps = 0  # accelerate's short accumulation steps shown as their mean
+        self._keras: Any = None  # (model, rows of a train_on_batch batch) while a Keras fit or batch runs
+        self._applied = 0  # updates of that model's optimizer counted since its last batch end
         self.patched: list[str] = []
 
     # -- lifecycle -----------------------------------------------------------------
@@ -200,13 +195,22 @@ class FrameworksExtension(ExtensionBase):
                 if not wing._depth and wing._gate.here():
                     wing._after_backward(target)
                 return result
+            if site.attr == "apply":  # a keras optimizer's update: the fitted model's is one step
+                return wing._keras_apply(original, target, args, kwargs)
+            if site.attr == "scale_loss":  # its loss scaling, divided out of the recorded loss
+                return wing._keras_scale(original, target, args, kwargs)
             if wing._depth or not wing._gate.here():
                 return original(target, *args, **kwargs)
             if site.attr == "train_on_batch":  # one optimizer step of keras' own, outside fit
                 if wing._monitor is not None:
                     explicit_steps.stepper(wing._monitor, "keras", target)  # its batch counted from the first call
-                result = original(target, *args, **kwargs)
-                wing.framework_step("keras", target, _rows(args[0] if args else kwargs.get("x")))
+                rows = reads.rows(args[0] if args else kwargs.get("x"))
+                wing._keras, held = (target, rows), wing._keras
+                try:
+                    result = original(target, *args, **kwargs)
+                finally:
+                    wing._keras = held
+                wing.framework_step("keras", target, rows)
                 return result
             try:
                 args, kwargs, extra = wing._begin(site, target, args, kwargs)
@@ -233,6 +237,7 @@ class FrameworksExtension(ExtensionBase):
         extra: Any = None
         monitor = self._monitor
         if framework == "keras":
+            self._keras, self._applied = (target, None), 0
             if monitor is not None:
                 explicit_steps.stepper(monitor, "keras", target)  # the model watched from its first batch
             extra = callbacks.keras_callback(self)
@@ -250,13 +255,43 @@ class FrameworksExtension(ExtensionBase):
         try:
             if site.framework == "hf" and extra is not None:
                 target.remove_callback(extra)
-            steps = _framework_steps(site.framework, target)
+            steps = reads.framework_steps(site.framework, target)
             if steps is not None:
                 self.framework_steps[site.framework] = steps
                 self._compare_steps(site.framework, steps)
         except Exception as exc:
             self._warn(site.framework, f"{site.framework} adapter fault at the fit's end: {exc!r}")
         self._control = None
+        self._keras = None
+
+    def _keras_apply(self, original: Any, optimizer: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """One update of the fitted Keras model's optimizer (or of its loss-scale wrapper's inner one): a step."""
+        held = self._keras
+        result = original(optimizer, *args, **kwargs)
+        if held is None or not self._gate.here():
+            return result
+        try:
+            own = getattr(held[0], "optimizer", None)
+            if optimizer is own or optimizer is getattr(own, "inner_optimizer", None):
+                self.framework_step("keras", held[0], held[1], update=True)
+        except Exception as exc:
+            self._warn("keras", f"keras adapter's step count disabled: {exc!r}")
+        return result
+
+    def _keras_scale(self, original: Any, optimizer: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """The fitted model's optimizer scaled the loss before backward: the scale is divided out at backward."""
+        out = original(optimizer, *args, **kwargs)
+        held, loss = self._keras, args[0] if args else kwargs.get("loss")
+        if held is None or out is loss or self._monitor is None or not self._gate.here():
+            return out
+        try:
+            if optimizer is getattr(held[0], "optimizer", None):
+                scale = reads.keras_loss_scale(optimizer)
+                if scale is not None:
+                    explicit_steps.scaled_loss(self._monitor, out, scale, loss)
+        except Exception as exc:
+            self._warn("keras", f"keras adapter's loss scale disabled: {exc!r}")
+        return out
 
     def _compare_steps(self, framework: str, steps: int) -> None:
         """The framework's own count is the truth: a count of ours that differs after its one fit is said."""
@@ -283,17 +318,27 @@ class FrameworksExtension(ExtensionBase):
             self._warn("accelerate", f"accelerate adapter's loss divisor disabled: {exc!r}")
 
     # -- the callbacks' calls ------------------------------------------------------
-    def framework_step(self, framework: str, model: Any, samples: int | None = None) -> None:
-        """One optimizer step the framework made, invisible to torch's hooks (training thread)."""
+    def framework_step(self, framework: str, model: Any, samples: int | None = None, update: bool = False) -> None:
+        """One optimizer step the framework made, invisible to torch's hooks (training thread).
+
+        Keras: each ``update`` of its optimizer counts; a batch end counts one only when no update was seen since
+        the last (its optimizer's ``apply`` is its own)."""
         monitor = self._monitor
         if monitor is None or not self._gate.here():
             return
+        if framework == "keras":
+            if update:
+                self._applied += 1
+            else:
+                applied, self._applied = self._applied, 0
+                if applied:
+                    return  # the updates since the last batch end were its steps
         self.explicit_steps[framework] = self.explicit_steps.get(framework, 0) + 1
         explicit_steps.explicit_step(monitor, framework, model, samples)
 
     def framework_fit(self, framework: str, target: Any) -> bool:
         """A fastai fit begins (its optimizer made): whether its steps come from the callback (training thread)."""
-        counts = not _torch_optimizer(getattr(target, "opt", None))
+        counts = not reads.torch_optimizer(getattr(target, "opt", None))
         monitor = self._monitor
         if counts and monitor is not None:
             explicit_steps.stepper(monitor, framework, target.model)  # the model watched from its first batch
@@ -352,21 +397,3 @@ class FrameworksExtension(ExtensionBase):
                 "steps_source": STEPS_SOURCE.get(self._framework or "", "torch.optim step hook"),
                 "framework_steps": dict(self.framework_steps), "explicit_steps": dict(self.explicit_steps),
                 "patched": sorted(set(self.patched))}
-
-
-def _rows(x: Any) -> int | None:
-    """Rows of a batch given as an array (``train_on_batch(x, y)``), or ``None``."""
-    try:
-        shape = getattr(x, "shape", None)
-        return int(shape[0]) if shape is not None and len(shape) >= 1 else None
-    except Exception:
-        return None
-
-
-def _torch_optimizer(opt: Any) -> bool:
-    """Whether a fastai learner's optimizer is a torch one (``OptimWrapper``): its steps are hooked already."""
-    torch = sys.modules.get("torch")
-    if torch is None or opt is None:
-        return False
-    inner = getattr(opt, "opt", opt)
-    return isinstance(inner, torch.optim.Optimizer)

@@ -17,7 +17,8 @@ class FrameworksView:
         control: Stop and save through the framework in its ``fit``/``train`` now, or ``None`` (none, or it ended).
         framework: The framework of the last ``fit``/``train`` seen (``"hf"``, ``"lightning"``, ``"keras"``,
             ``"fastai"``, ``"accelerate"``), or ``None``.
-        steps_source: Where the step count comes from (``"torch.optim step hook"``, ``"keras callback"``, ...).
+        steps_source: Where the step count comes from (``"torch.optim step hook"``,
+            ``"keras optimizer updates ..."``, ...).
     """
 
     control: FrameworkControl | None = None

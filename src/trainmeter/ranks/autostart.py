@@ -4,22 +4,28 @@
 interpreters: nothing of the parent's monitor survives. The parent exports
 ``TRAINMETER_RUN_DIR``; when such a child imports trainmeter (its code does, or
 ``trainmeter-autostart.pth``, installed into site-packages with trainmeter, does
-it at interpreter start: :mod:`trainmeter.ranks.site_hook`), :func:`arm` registers one global optimizer
-step *pre*-hook (after ``torch.optim`` is imported). At the child's first
-optimizer step, if no run is monitored in it, a monitor starts there (its probes
-and timing hooks go into the *post*-hook table, so no table is changed while
-torch iterates it), with a :class:`~trainmeter.ranks.recorder.LazyRankRecorder`:
-it seats itself as ``rank-<k>/`` of the parent's run at its first report, prints
-nothing, and is finished when the process ends (a ``multiprocessing`` finalizer,
-else ``atexit``). That first step is counted; its tokens are not (the trained
-model is found from the next one). A ``tm.monitor()`` in the child starts
-before any step and is seated the same way; the hook then never starts
-another. ``TRAINMETER_AUTOSTART=0`` turns it off.
+it at interpreter start: :mod:`trainmeter.ranks.site_hook`), :func:`arm` wraps
+``torch.optim.Optimizer.__init__`` and registers one global optimizer step *pre*-hook
+(after ``torch.optim`` is imported). When the child builds
+its first optimizer (or, for one built before the arming, at its first step), if no
+run is monitored in it, a monitor starts there, as ``tm.monitor()`` would at that
+line: the optimizer being built and the modules holding its parameters are found
+from the calling frames, so step 1's batches are counted like every other step's
+(docs/spec.md section 19). Its probes and timing hooks go into the *post*-hook table,
+so no table is changed while torch iterates it; its record is a
+:class:`~trainmeter.ranks.recorder.LazyRankRecorder`: it seats itself as
+``rank-<k>/`` of the parent's run at its first report after a step (a child that
+never steps leaves no trace), prints nothing, and is finished when the process ends
+(a ``multiprocessing`` finalizer, else ``atexit``). A ``tm.monitor()`` in the child
+takes over from a started run that has not stepped yet (:func:`give_way`: that run
+ends leaving no trace); one started before any optimizer is built is seated the
+same way and the hook never starts another. ``TRAINMETER_AUTOSTART=0`` turns it off.
 """
 
 from __future__ import annotations
 
 import atexit
+import functools
 import os
 import sys
 from typing import Any
@@ -39,7 +45,7 @@ def auto_monitor() -> Any:
 
 
 def arm() -> None:
-    """Arm the first-step start when this process is a child of a monitored run (never raises)."""
+    """Arm the start at the first optimizer built (or stepped) in a child of a monitored run (never raises)."""
     global _armed
     if _armed or not os.environ.get(RUN_DIR_ENV) or os.environ.get(AUTOSTART_ENV, "1") == "0":
         return
@@ -66,18 +72,50 @@ _armed = False
 _fired = False
 _handle: Any = None
 _import_hooks: Any = None
+_patches: Any = None  # the wrapper of Optimizer.__init__ (core/patches.py), until the process ends
 
 
 def _register(module: Any) -> None:
-    global _handle
+    global _handle, _patches
     if _handle is None:
         _handle = module.register_optimizer_step_pre_hook(_on_first_step)
+    if _patches is None:
+        from trainmeter.core.patches import Patches
+
+        _patches = Patches()
+        _patches.wrap(module.Optimizer, "__init__", _make_init)
+
+
+def _make_init(original: Any) -> Any:
+    @functools.wraps(original)
+    def __init__(optimizer: Any, *args: Any, **kwargs: Any) -> None:
+        original(optimizer, *args, **kwargs)
+        if not _fired:
+            _start()  # its probes find this optimizer in the frames above (the subclass's __init__)
+
+    return __init__
 
 
 def _on_first_step(optimizer: Any, args: Any, kwargs: Any) -> None:
-    global _fired, _monitor, _pid
-    if _fired:
+    if not _fired:
+        _start()  # an optimizer built before the arming: found from the step's caller, from step 2
+
+
+def give_way() -> None:
+    """A ``tm.monitor()`` starts in this process: a run started here that has not stepped ends, leaving no trace."""
+    global _monitor
+    m = auto_monitor()
+    if m is None or m.steps:
         return
+    _monitor = None
+    try:
+        m.finish("completed")
+    except Exception:
+        return
+
+
+def _start() -> None:
+    global _fired, _monitor, _pid
     _fired = True
     try:
         from trainmeter.core import monitor as monitor_module
@@ -127,3 +165,5 @@ def finish_from_exit(status: str, error: BaseException | None) -> None:
         _handle = None
     if _import_hooks is not None:
         _import_hooks.remove()
+    if _patches is not None:
+        _patches.restore_all()

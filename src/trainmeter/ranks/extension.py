@@ -216,12 +216,14 @@ class RanksExtension(ExtensionBase):
         return self._section
 
     def _say_first_step(self) -> None:
-        """A rank started by its first optimizer step: its series_info says why step 1's tokens are missing."""
+        """A rank started by its first optimizer step (its optimizer built before the arming): why step 1's tokens are
+        missing."""
         m = self._monitor
         info = getattr(m, "series_info", {}).get("tokens_per_step") if m is not None else None
         if isinstance(info, dict) and "counted from step 2" in str(info.get("note") or ""):
-            info["first_step"] = ("not counted: this rank's record starts at its first optimizer step (trainmeter's "
-                                  "autostart in a launched process), after that step's batches were seen")
+            info["first_step"] = ("not counted: this rank's optimizer was built before trainmeter was armed in it "
+                                  "(trainmeter imported after it, without trainmeter-autostart.pth), so its record "
+                                  "starts at its first optimizer step, after that step's batches were seen")
 
     def _add_own_node_ladder(self) -> None:
         """A parent sampled its node: the ranks' ladders come from its own ``gpu`` section (built just before)."""

@@ -265,8 +265,9 @@ def distributed_section(ranks: list[RankSummary], *, token_unit: str = "tokens",
         notes.append(f"no record from rank(s) {', '.join(map(str, missing))} of world size {world_size}")
     late = [r.label for r in ranks if not r.first_step_counted]
     if late:
-        notes.append(f"global {token_unit} leave out the first step of {', '.join(late)}: a rank's record starts "
-                     "at its first optimizer step (trainmeter's autostart), after that step's batches")
+        notes.append(f"global {token_unit} leave out the first step of {', '.join(late)}: its optimizer was built "
+                     "before trainmeter was armed there, so its record starts at its first optimizer step, after "
+                     "that step's batches")
     if convention is None:
         convention = next((r.compute.convention for r in ranks if r.compute is not None and r.compute.convention),
                           None)

@@ -6,10 +6,10 @@ environment; the line does nothing more than read two environment variables
 unless ``TRAINMETER_RUN_DIR`` is set (a monitored parent exports it while its
 run lasts) and ``TRAINMETER_AUTOSTART`` is not ``0``. Then it imports this
 module, which imports trainmeter; the import arms
-:mod:`trainmeter.ranks.autostart` (one global optimizer step pre-hook, once
-``torch.optim`` is imported), so a child started by ``subprocess``, ``mp.spawn``
-or ``!torchrun train.py`` records itself as a rank of the parent's run at its
-first optimizer step, with no change to its code. torch is not imported here.
+:mod:`trainmeter.ranks.autostart` (a wrapper of ``Optimizer.__init__`` and one
+global optimizer step pre-hook, once ``torch.optim`` is imported), so a child
+started by ``subprocess``, ``mp.spawn`` or ``!torchrun train.py`` records itself
+as a rank of the parent's run from the optimizer it builds, with no change to its code. torch is not imported here.
 A failed import is written once to stderr by the ``.pth`` line and the child
 runs on unmonitored. Never raises.
 """
