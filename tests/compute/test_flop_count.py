@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import sys
+import threading
+import warnings
 from types import SimpleNamespace
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -181,3 +185,56 @@ def test_float_only_inputs_are_counted_per_sample() -> None:
 def test_unknown_method_is_reported_not_raised() -> None:
     result = counted_flops_per_token(nn.Linear(2, 2), torch.zeros(1, 2), tokens=1, method="gpu")  # type: ignore[arg-type]
     assert result.flops_per_token is None and "unknown method 'gpu'" in result.reason
+
+
+class StepModule(nn.Module):
+    """A LightningModule-like module: a ``training_step`` that prints, warns and calls its submodules."""
+
+    def __init__(self, read_value: bool = False, during: Any = None) -> None:
+        super().__init__()
+        self.encoder, self.head = nn.Linear(D, D, bias=False), nn.Linear(D, 1, bias=False)
+        self.read_value, self.during = read_value, during
+
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        loss = self.head(self.encoder(batch)).sum()
+        print("step", batch_idx)
+        warnings.warn("self.log without a trainer", UserWarning, stacklevel=1)
+        if self.during is not None:
+            self.during()
+        if self.read_value:
+            print(loss.item())
+        return loss
+
+
+def test_a_training_step_on_the_copy_is_quiet_on_its_thread_only(capsys) -> None:
+    other: list[str] = []
+
+    def another_thread_prints_and_warns() -> None:
+        def run() -> None:
+            print("from another thread")
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                warnings.warn("theirs", UserWarning, stacklevel=1)
+            other.extend(str(w.message) for w in caught)
+
+        t = threading.Thread(target=run)
+        t.start()
+        t.join(timeout=30)
+
+    shown_before, stdout_before = warnings.showwarning, sys.stdout
+    with warnings.catch_warnings(record=True) as ours:
+        warnings.simplefilter("always")
+        counted = counted_flops_per_token(StepModule(during=another_thread_prints_and_warns), (torch.zeros(4, D), 0),
+                                          samples=4, call="training_step")
+    assert counted.flops_per_sample is not None and counted.method == "meta"
+    out = capsys.readouterr().out
+    assert "from another thread" in out and "step 0" not in out  # the copy's print dropped, the other thread's kept
+    assert other == ["theirs"] and [str(w.message) for w in ours] == []
+    assert warnings.showwarning is shown_before and sys.stdout is stdout_before
+
+
+def test_a_training_step_that_reads_a_value_is_never_run_on_a_real_copy() -> None:
+    counted = counted_flops_per_token(StepModule(read_value=True), (torch.zeros(4, D), 0), samples=4,
+                                      call="training_step")
+    assert counted.flops_per_sample is None and counted.method is None
+    assert "meta copy only" in counted.reason and "real pass" not in counted.reason

@@ -40,6 +40,7 @@ thread between steps. Never raises: a failure gives ``flops_per_unit=None`` and 
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -165,15 +166,50 @@ def kept_from(model: Any) -> Call:
     return "training_step" if lightning else "forward"
 
 
+class _QuietOnThread:
+    """A stream that drops what one thread writes and passes every other thread's writes to ``stream``."""
+
+    def __init__(self, stream: Any, thread_id: int) -> None:
+        self._stream = stream
+        self._thread_id = thread_id
+
+    def write(self, text: str) -> int:
+        if threading.get_ident() == self._thread_id:
+            return len(text)
+        return self._stream.write(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
 def _quiet(stack: contextlib.ExitStack) -> None:
-    """Drop the warnings and printed output of a ``training_step`` run on the copy (its ``self.log`` warns)."""
-    import io
+    """Drop, on this thread only, what a ``training_step`` run on the copy prints and warns (its ``self.log``
+    warns): ``sys.stdout``, ``sys.stderr`` and ``warnings.showwarning`` pass every other thread's output on, and
+    the warning filters are left as they are."""
+    import sys
     import warnings
 
-    stack.enter_context(warnings.catch_warnings())
-    warnings.simplefilter("ignore")
-    stack.enter_context(contextlib.redirect_stdout(io.StringIO()))
-    stack.enter_context(contextlib.redirect_stderr(io.StringIO()))
+    me = threading.get_ident()
+    saved = {name: getattr(sys, name) for name in ("stdout", "stderr")}
+    shown = warnings.showwarning
+
+    def show(*args: Any, **kwargs: Any) -> None:
+        if threading.get_ident() != me:
+            shown(*args, **kwargs)
+
+    for name, stream in saved.items():
+        if stream is not None:
+            setattr(sys, name, _QuietOnThread(stream, me))
+    warnings.showwarning = show
+
+    def restore() -> None:
+        for name, stream in saved.items():
+            if isinstance(getattr(sys, name), _QuietOnThread):  # one set meanwhile by someone else stays
+                setattr(sys, name, stream)
+        if warnings.showwarning is show:
+            warnings.showwarning = shown
+
+    stack.callback(restore)
 
 
 def _one_pass(
@@ -220,8 +256,14 @@ def _failure(exc: BaseException, call: Call) -> str:
     text = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
     if call != "training_step":
         return text
-    hint = (" (the copy has no trainer: a training_step that uses self.trainer, self.optimizers() or "
-            "self.manual_backward cannot be counted)") if "Trainer" in text else ""
+    if "Trainer" in text:
+        hint = (" (the copy has no trainer: a training_step that uses self.trainer, self.optimizers() or "
+                "self.manual_backward cannot be counted)")
+    elif "meta" in text:
+        hint = (" (a training_step runs on a meta copy only, never a copy with real values, so a step that reads "
+                "a value, .item() or a print of a tensor, cannot be counted)")
+    else:
+        hint = ""
     return f"the training_step of a copy of the LightningModule raised {text}{hint}"
 
 
@@ -283,7 +325,9 @@ def counted_flops_per_token(
     except Exception as exc:  # noqa: BLE001 - never raise into training code
         return CountedFlops(flops_per_unit=None, reason=f"{type(exc).__name__}: {exc}")
     failures: list[str] = []
-    passes = ["meta", "real"] if method == "auto" else [method]
+    # a training_step runs on a meta copy only: on a real copy, what it does outside the module (a value it logs
+    # itself, a file it writes) would be done again with real values (docs/spec.md section 5)
+    passes = (["meta"] if call == "training_step" else ["meta", "real"]) if method == "auto" else [method]
     for kind in passes:
         try:
             total, by_op, how = _one_pass(model, args, kwargs, loss_fn, meta=kind == "meta", call=call)
