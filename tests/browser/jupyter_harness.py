@@ -77,6 +77,13 @@ READ_PAGE_JS = """
 """
 
 
+# The visible notebook's toolbar indicator (JupyterLab 4 and Notebook 7) once the page's session sees an idle kernel.
+INDICATOR_IDLE_JS = """() => document.querySelector(
+  '.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook-ExecutionIndicator')?.dataset.status === 'idle'"""
+INDICATOR_TIMEOUT_MS = 15_000
+SETTLE_MS = 250
+
+
 def missing_requirements() -> str | None:
     """Why the browser tests cannot run here, or ``None`` when they can."""
     if shutil.which("chromium") is None:
@@ -274,11 +281,20 @@ def open_notebook(page: Any, server: JupyterServer, nb_name: str) -> None:
 
 
 def wait_until_ready(page: Any, server: JupyterServer, nb_name: str) -> None:
-    """Wait for the visible notebook's first editor and an idle kernel, plus a second to settle."""
+    """Wait for the visible notebook's first editor, an idle kernel (the server's view) and the page's own
+    kernel indicator reading idle (its session is connected), then a moment to settle.
+
+    A page without the toolbar's execution indicator settles for a second instead.
+    """
     page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Cell .jp-InputArea-editor:visible").first.wait_for(
         timeout=90_000)
     server.wait_kernel_idle(nb_name)
-    page.wait_for_timeout(1000)
+    try:
+        page.wait_for_function(INDICATOR_IDLE_JS, timeout=INDICATOR_TIMEOUT_MS, polling=100)
+    except Exception:  # playwright's TimeoutError: no indicator on this page
+        page.wait_for_timeout(1000)
+        return
+    page.wait_for_timeout(SETTLE_MS)
 
 
 def run_all_cells(page: Any, n_cells: int) -> None:

@@ -62,8 +62,8 @@ for i in range(1, 3001):
 AFTER = "print('loop_finished', loop_finished)"
 HIDDEN_RUN = """\
 %%trainmeter --name hidden --interval 1
-t_end = time.perf_counter() + 10
-while time.perf_counter() < t_end:
+t_end = time.perf_counter() + 60
+while time.perf_counter() < t_end and not os.path.exists({stop!r}):
     loss = F.cross_entropy(model(x), y)
     opt.zero_grad(set_to_none=True)
     loss.backward()
@@ -256,14 +256,17 @@ def test_a_nan_alert_stops_the_run_at_the_nan_step_and_shows_on_the_chart(nan_al
 @pytest.fixture(scope="module")
 def file_path(servers: Any, browser: Any, notebook_root: Path) -> Any:
     setup = 'import os\nos.environ["TRAINMETER_DISABLE"] = "reload"  # as on ipykernel 6: no subshell\n' + SETUP
+    stop = notebook_root / "controls-hidden.stop"  # the hidden-folder run trains until the test has read it
+    stop.unlink(missing_ok=True)
     for page, server in _notebook(servers, browser, notebook_root, "controls-file.ipynb",
-                                  [setup, HIDDEN_RUN, LONG_RUN.format(name="filestop")]):
+                                  [setup, HIDDEN_RUN.format(stop=str(stop)), LONG_RUN.format(name="filestop")]):
         # the default run folder (.trainmeter/runs) is hidden: the server does not serve it, so no path works
         hidden = _wait(page, "hidden", lambda r: r["status"] == "running" and r["stop"] is not None, 60,
                        "the hidden-folder run's controls")
         page.keyboard.press("Escape")
         page.keyboard.press("Control+b")
         _shot(page, "hidden", "controls-disabled")
+        stop.touch()  # the hidden run ends at its next step; the control-file run starts
         out = _stop_and_checkpoint(page, server, notebook_root, "filestop", "control file", "controls-file")
         out["hidden"] = hidden
         yield out

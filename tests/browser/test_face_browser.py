@@ -82,7 +82,13 @@ def _shoot(locator: Any, name: str) -> Path:
     return path
 
 
-PAUSE = "time.sleep(12)  # the served run's widget is read while this cell runs (a later run closes its model)"
+# the served run's widget is read while this cell runs (a later run closes its model): it waits for the test's
+# stop file (at most 60 s)
+PAUSE = """\
+import os
+t_end = time.perf_counter() + 60
+while time.perf_counter() < t_end and not os.path.exists({stop!r}):
+    time.sleep(0.05)"""
 LIVE = ".jp-NotebookPanel:not(.lm-mod-hidden) .trainmeter:not(.trainmeter-snapshot)"
 
 
@@ -104,7 +110,9 @@ def face(servers: Any, browser: Any, notebook_root: Path) -> Any:
     server = servers.get("lab")
     (notebook_root / "face").mkdir(exist_ok=True)
     nb_name = "face/face.ipynb"
-    write_notebook(notebook_root / nb_name, [SETUP, SERVED, RUNS, PAUSE, HIDDEN])
+    stop = notebook_root / "face" / "pause.stop"
+    stop.unlink(missing_ok=True)
+    write_notebook(notebook_root / nb_name, [SETUP, SERVED, RUNS, PAUSE.format(stop=str(stop)), HIDDEN])
     context = browser.new_context(viewport={"width": 1280, "height": 1400})
     page = context.new_page()
     page.set_default_timeout(30_000)
@@ -125,6 +133,7 @@ def face(servers: Any, browser: Any, notebook_root: Path) -> Any:
         out["popover_note"] = popover.locator('[data-tm="provenance"]').first.text_content()
         _shoot(root.locator(".tm-tiles-wrap"), "mfu-popover")
         _shoot(page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) table.trainmeter-runs"), "runs-table")
+        stop.touch()  # phase 1 read: the pause ends, the hidden run starts
         seen = _wait(page, lambda s: len(s.get("prompts", [])) >= 5
                      and all(DONE.match(p) for p in s["prompts"][:5])
                      and any(w.get("hint") for w in s.get("widgets") or []), 120)
@@ -132,6 +141,7 @@ def face(servers: Any, browser: Any, notebook_root: Path) -> Any:
         _shoot(page.locator(LIVE).last, "hidden-widget")
         yield out
     finally:
+        stop.touch()
         context.close()
 
 

@@ -14,7 +14,9 @@ the running cell itself (the kernel tells it the cell id). Each notebook is sign
 before it is opened, as one the user saved is; a third, unsigned one reloads
 untrusted: the front end never changes a cell's trust, so there the added view
 shows its text (which says the live view is hidden until the notebook is trusted)
-and the static dashboard replaces it at the end (docs/protocol.md section 4).
+and the static dashboard replaces it at the end (docs/protocol.md section 4); that cell
+stops 2 s after the text shows (the page has no live status to read) and the static
+dashboard's arrival ends the reads.
 """
 
 from __future__ import annotations
@@ -66,6 +68,7 @@ class ReloadRun:
     saved: dict[str, Any] | None = None
     trusted: bool = True
     note_seen_running: bool = False  # the untrusted view's text, while the cell still ran
+    note_seen_after_s: float | None = None  # seconds after the reload
 
     def first_after(self, ok: Any) -> tuple[float, dict[str, Any]] | None:
         """The first read after the reload (seconds since the reload, read) for which ``ok(read)``."""
@@ -92,6 +95,9 @@ def _has_snapshot(nb: dict[str, Any]) -> bool:
 
 NOTE_JS = """() => [...document.querySelectorAll('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-OutputArea-output')]
   .some((e) => (e.textContent || '').includes('this notebook is not trusted'))"""
+
+
+SNAPSHOT_JS = "() => !!document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden) .trainmeter-snapshot')"
 
 
 def _sign(path: Path, server: JupyterServer) -> None:
@@ -151,6 +157,9 @@ def _run_and_reload(kind: str, saved_first: bool, server: JupyterServer, browser
             run.after.append((time.monotonic() - t_reload, sample))
             if not trusted and not run.note_seen_running and sample["status"] not in ("completed", "failed"):
                 run.note_seen_running = bool(page.evaluate(NOTE_JS))  # replaced by the dashboard at the end
+                if run.note_seen_running:
+                    run.note_seen_after_s = time.monotonic() - t_reload
+                    redrawn_at = time.monotonic()  # the untrusted page's counterpart of the redraw
             if not shot and _redrawn(run, sample):
                 shot = bool(screenshot(page, f"reload-{tag}-2-redrawn"))
             if redrawn_at is None and _redrawn(run, sample):
@@ -161,11 +170,13 @@ def _run_and_reload(kind: str, saved_first: bool, server: JupyterServer, browser
                 mid_shot = bool(screenshot(page, f"reload-{tag}-2-not-redrawn"))
             if sample["status"] in ("completed", "failed", "interrupted"):
                 break
+            if not trusted and run.note_seen_running and page.evaluate(SNAPSHOT_JS):
+                break  # the untrusted page shows no live status: the static dashboard marks the end
         trace = [{"t_s": round(t, 2), "widgets": s["widgets"], "step": s["step"], "status": s["status"],
                   "loss_points": _loss_points(s), "prompt": (s["prompts"] + ["", ""])[1]} for t, s in run.after]
         (ARTIFACTS / f"reload-{tag}-trace.json").write_text(json.dumps(
             {"before": run.before and {"step": run.before["step"], "loss_points": _loss_points(run.before)},
-             "reload_at_s": round(run.reload_at_s, 2), "after": trace,
+             "reload_at_s": round(run.reload_at_s, 2), "note_seen_after_s": run.note_seen_after_s, "after": trace,
              "console": [c for c in console if "trainmeter" in c or "rror" in c][:40]}, indent=1))
         try:
             page.wait_for_function(

@@ -1,6 +1,6 @@
 """The live widget in a real browser: JupyterLab 4 and Notebook 7, Debian's chromium through Playwright.
 
-One notebook per front end trains a small torch model for about 15 s under
+One notebook per front end trains a small torch model for about 12 s under
 ``%%trainmeter --interval 1``. While its prompt reads ``[*]:`` the page is read
 every 0.5 s (step, status, chart point counts); then the notebook is saved
 (Ctrl+S) and, in the last test, the page is reloaded. Screenshots go to
@@ -34,7 +34,7 @@ from tests.browser.jupyter_harness import (
 
 pytestmark = pytest.mark.browser
 
-TRAIN_S = 15
+TRAIN_S = 12
 SAMPLE_EVERY_MS = 500
 CELL_DEADLINE_S = TRAIN_S + 120
 HTML = "text/html"

@@ -141,8 +141,10 @@ def test_in_a_real_kernel_the_status_stays_busy_while_the_widget_answers_during_
     statuses: list[tuple[str, str, str]] = []
     try:
         kc.execute_interactive("%load_ext trainmeter", timeout=60)
-        cell = ("%%trainmeter --name status --interval 0.2\nimport time, trainmeter as tm\n"
-                "t_end = time.perf_counter() + 3\nwhile time.perf_counter() < t_end:\n"
+        stop = tmp_path / "answered.stop"  # the cell runs until the hello's idle was followed by busy (at most 10 s)
+        cell = ("%%trainmeter --name status --interval 0.2\nimport os, time, trainmeter as tm\n"
+                "t_end = time.perf_counter() + 10\n"
+                f"while time.perf_counter() < t_end and not os.path.exists({str(stop)!r}):\n"
                 "    tm.emit(train_loss=1.0)\n    time.sleep(0.01)\n")
         cell_id = kc.execute(cell)
         widget_comm, sent, asked, t0, ended = None, False, False, time.monotonic(), False
@@ -164,6 +166,9 @@ def test_in_a_real_kernel_the_status_stays_busy_while_the_widget_answers_during_
             elif kind == "status":
                 statuses.append((content["execution_state"], parent.get("msg_id", ""), parent.get("msg_type", "")))
                 ended = content["execution_state"] == "idle" and parent.get("msg_id") == cell_id
+                hello_idle = next((i for i, st in enumerate(statuses) if st[0] == "idle" and st[2] == "comm_msg"), None)
+                if hello_idle is not None and ("busy", cell_id, "execute_request") in statuses[hello_idle + 1:]:
+                    stop.touch()
     finally:
         kc.stop_channels()
         km.shutdown_kernel(now=True)
