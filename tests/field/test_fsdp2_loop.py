@@ -1,5 +1,6 @@
 """FSDP2 (``fully_shard``) on one gloo process: the counted FLOPs pass runs on a meta copy, the run trains on, and
-the DTensor gradient norm the loop's clipping returns is recorded."""
+the DTensor gradient norm the loop's clipping returns is recorded; two gloo ranks under ``!torchrun`` from a
+monitored cell train as bare and are counted from their first step."""
 
 from __future__ import annotations
 
@@ -20,22 +21,13 @@ from torch import nn  # noqa: E402
 
 import trainmeter as tm  # noqa: E402
 from tests.field.conftest import logged, passport, printed_by_us  # noqa: E402
+from tests.field.scripts.tiny_lm import TinyLM as _TinyLM  # noqa: E402
 
 STEPS, BATCH, SEQ, VOCAB, WIDTH = 12, 2, 8, 50, 16
 
 
-class TinyLM(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.emb = nn.Embedding(VOCAB, WIDTH)
-        self.blocks = nn.ModuleList(nn.Linear(WIDTH, WIDTH) for _ in range(2))
-        self.head = nn.Linear(WIDTH, VOCAB)
-
-    def forward(self, idx: torch.Tensor) -> torch.Tensor:
-        h = self.emb(idx)
-        for block in self.blocks:
-            h = torch.relu(block(h)) + 0.0
-        return self.head(h) + 0.0
+def TinyLM() -> nn.Module:  # noqa: N802 - the model class, at this file's sizes
+    return _TinyLM(VOCAB, WIDTH)
 
 
 @pytest.fixture(scope="module")
@@ -112,68 +104,62 @@ def test_the_counted_pass_leaves_a_sharded_module_as_it_was(gloo):
     model(x).sum().backward()  # the user's next step runs (it raised "mixed torch.Tensor and DTensor")
 
 
-RANK_SCRIPT = '''
-import json, os, sys, warnings
-warnings.filterwarnings("ignore")
-import torch, torch.distributed as dist, torch.nn.functional as F
-from torch.distributed.fsdp import fully_shard
-sys.path.insert(0, os.environ["TM_TEST_ROOT"])
-import trainmeter as tm
-from tests.field.test_fsdp2_loop import TinyLM, STEPS, BATCH, SEQ, VOCAB
-
-def train():
-    torch.manual_seed(0)
-    model = TinyLM()
-    for block in model.blocks:
-        fully_shard(block)
-    fully_shard(model)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
-    g = torch.Generator().manual_seed(1 + dist.get_rank())
-    losses = []
-    for _ in range(STEPS):
-        x = torch.randint(0, VOCAB, (BATCH, SEQ), generator=g)
-        loss = F.cross_entropy(model(x).flatten(0, 1), x.flatten())
-        loss.backward()
-        opt.step()
-        opt.zero_grad()
-        losses.append(float(loss.detach()))
-    return losses
-
-dist.init_process_group("gloo")
-bare = train()
-with tm.monitor(run_dir=os.environ["TM_RUNS"], interval_s=0.1) as m:
-    ours = train()
-out = {"bare": bare, "ours": ours, "steps": m.steps, "tokens": m.tokens,
-       "counted": json.load(open(os.path.join(m.run_dir, "passport.json")))["compute"]["counted_flops_per_token"]}
-with open(os.path.join(os.environ["TM_OUT"], f"rank{dist.get_rank()}.json"), "w") as f:
-    json.dump(out, f)
-dist.destroy_process_group()
-'''
+CELL = """%%trainmeter --name fsdp2 --no-widget --dir {runs}
+!TM_TAG=cell {torchrun} --standalone --nproc_per_node 2 {script} {args}
+"""
 
 
 @pytest.mark.slow
-def test_two_gloo_ranks_under_torchrun_train_the_same_losses_bare_and_monitored(tmp_path):
+@pytest.mark.timeout(420)
+def test_two_fsdp2_gloo_ranks_under_torchrun_from_a_monitored_cell_train_as_bare_and_are_counted(tmp_path):
+    """``!torchrun`` in a ``%%trainmeter`` cell of a real kernel: each rank (it never imports trainmeter) is
+    recorded by the autostart from its first step, with its losses as a bare launch gives them."""
     import json
     import os
-    import shutil
     import subprocess
     import sys
     from pathlib import Path
 
-    torchrun = shutil.which("torchrun") or str(Path(sys.executable).with_name("torchrun"))
-    if not Path(torchrun).exists():
-        pytest.skip("torchrun is not installed beside this Python")
-    script = tmp_path / "rank.py"
-    script.write_text(RANK_SCRIPT)
-    root = Path(__file__).parents[2]
-    env = {**os.environ, "TM_TEST_ROOT": str(root), "TM_RUNS": str(tmp_path / "runs"), "TM_OUT": str(tmp_path),
-           "PYTHONPATH": os.pathsep.join([str(root / "src"), str(root), os.environ.get("PYTHONPATH", "")]),
-           "OMP_NUM_THREADS": "1"}
-    done = subprocess.run([torchrun, "--standalone", "--nproc_per_node", "2", str(script)], env=env,
-                          capture_output=True, text=True, timeout=240)
-    assert done.returncode == 0, done.stderr[-3000:]
+    jupyter_client = pytest.importorskip("jupyter_client.manager")
+    pytest.importorskip("ipykernel")
+    script = Path(__file__).parent / "scripts" / "fsdp2_plain.py"
+    args = f"{STEPS} {BATCH} {SEQ} {VOCAB} {WIDTH}"
+    torchrun = f"{sys.executable} -m torch.distributed.run"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TRAINMETER_RUN")
+           and k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
+    env.update({"TM_OUT": str(tmp_path), "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join(
+        [str(Path(__file__).parents[2] / "src"), env.get("PYTHONPATH", "")])})
+    for _ in range(2):  # a bare launch (nothing of ours in it) once more if gloo's rendezvous aborted under load
+        bare = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node",
+                               "2", str(script), *args.split()], env={**env, "TM_TAG": "bare"}, capture_output=True,
+                              text=True, timeout=240)
+        if bare.returncode == 0:
+            break
+    assert bare.returncode == 0, bare.stderr[-3000:]
+    km, kc = jupyter_client.start_new_kernel(kernel_name="python3", cwd=str(tmp_path), env=env)
+    try:
+        out: list[str] = []
+
+        def run(code: str) -> dict:
+            return kc.execute_interactive(code, timeout=300, output_hook=lambda m: out.append(
+                m["content"].get("text", "")) if m["msg_type"] == "stream" else None)["content"]
+
+        assert run("%load_ext trainmeter")["status"] == "ok"
+        reply = run(CELL.format(runs=tmp_path / "runs", torchrun=torchrun, script=script, args=args))
+        assert reply["status"] == "ok", (reply, "".join(out)[-3000:])
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
     for rank in (0, 1):
-        out = json.loads((tmp_path / f"rank{rank}.json").read_text())
-        assert out["ours"] == out["bare"] and len(out["ours"]) == STEPS
-        assert out["steps"] == STEPS and out["tokens"] == STEPS * BATCH * SEQ
-        assert out["counted"] == 6 * (2 * WIDTH * WIDTH + WIDTH * VOCAB)
+        cell = json.loads((tmp_path / f"rank{rank}-cell.json").read_text())
+        assert cell == json.loads((tmp_path / f"rank{rank}-bare.json").read_text()) and len(cell) == STEPS
+    (run_dir,) = [p for p in (tmp_path / "runs").iterdir() if p.is_dir()]
+    launch = json.loads((run_dir / "passport.json").read_text())
+    d = launch["distributed"]
+    assert (d["role"], d["world_size"], d["global_steps"]) == ("launch", 2, STEPS)
+    assert d["global_tokens"] == 2 * STEPS * BATCH * SEQ  # every rank's first step counted too
+    for rank in (0, 1):
+        own = json.loads((run_dir / f"rank-{rank}" / "passport.json").read_text())
+        assert (own["status"], own["steps"], own["tokens"]) == ("completed", STEPS, STEPS * BATCH * SEQ)
+        # the counted pass ran on a meta copy of the sharded model (global shapes), and the rank trained on
+        assert own["compute"]["counted_flops_per_token"] == 6 * (2 * WIDTH * WIDTH + WIDTH * VOCAB)
