@@ -195,3 +195,15 @@ def test_a_rank_writes_its_compute_inputs_and_device_for_the_launchs_mfu(run_roo
     launch = json.loads((m.run_dir.parent / "passport.json").read_text())["distributed"]
     assert launch["mfu_devices"] == 2 and launch["mfu_session"]["hf"] is None
     assert launch["mfu_missing"].startswith("no record from rank(s) 1 of world size 2")
+
+
+def test_a_run_names_only_the_forks_made_during_it_not_an_earlier_runs(run_root):
+    with tm.monitor(name="forks", run_dir=run_root) as first:
+        fork._before()  # what os.fork runs around a fork: one child forked while this run is monitored
+        fork._after_in_parent()
+    with tm.monitor(name="after", run_dir=run_root) as second:
+        torch.nn.Linear(4, 1)(torch.randn(2, 4))
+    forked = json.loads((first.run_dir / "passport.json").read_text())["distributed"]
+    assert (forked["role"], forked["children_forked"]) == ("parent", 1)
+    assert "distributed" not in json.loads((second.run_dir / "passport.json").read_text())
+    assert not any("forked" in w for w in second.warnings)

@@ -62,12 +62,14 @@ class RanksExtension(ExtensionBase):
         self.spawned = 0  # children started with the spawn method while this run was the parent
         self._device: dict[str, Any] | None = None
         self._ranks: list[Any] = []
+        self._forks_at_start = 0
 
     def start(self, monitor: Any) -> None:
         """Seated: time the steps. Otherwise export the run folder for children."""
         self._monitor = monitor
         if host_patches.allow("fork", monitor.warn_once):
             fork.install()
+        self._forks_at_start = fork.forks_seen()  # the count is the process's: this run's forks are the difference
         if current_seat() is not None or getattr(monitor.record_sink, "seated", None) is not None:
             self._become_rank(monitor)
             return
@@ -269,7 +271,7 @@ class RanksExtension(ExtensionBase):
                 m.warnings.append(unseen)
                 section["notes"].append(unseen)
             return section
-        forks = fork.forks_seen()
+        forks = fork.forks_seen() - self._forks_at_start
         if (forks or self.spawned) and m.steps == 0:
             note = unseen or (f"{forks} process(es) were forked during the run and none recorded a step here; "
                               "work they did is not in this run")

@@ -47,7 +47,7 @@ _child_pid = 0
 
 
 def forks_seen() -> int:
-    """Forks made by this process while a run was monitored."""
+    """Forks made by this process while a run was monitored, since the process began (a run takes the difference)."""
     return _forks
 
 
