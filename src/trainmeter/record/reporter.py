@@ -15,6 +15,8 @@ from trainmeter.record.textline import format_line, seed_values
 from trainmeter.record.view import RunView
 from trainmeter.sizes import format_count, format_rate
 
+_US_PER_S = 1e6
+
 
 def write_columns(log: RunLog, cursors: dict[str, int], kind: str, series: Series | StepSeries) -> int:
     """Append the points of ``series`` since its cursor as one ``kind`` record; advance the cursor.
@@ -26,8 +28,9 @@ def write_columns(log: RunLog, cursors: dict[str, int], kind: str, series: Serie
     start = cursors.get(series.name, 0)
     end, steps, times, values = series.read(start)
     if steps:
-        # integer microseconds: encoding an int costs a fraction of a float's shortest repr
-        t_us = [int(t * 1e6) for t in times]
+        # integer microseconds: encoding an int costs a fraction of a float's shortest repr; map runs no bytecode
+        # per point (float.__mul__ is the product t * 1e6 bit for bit)
+        t_us = list(map(int, map(_US_PER_S.__mul__, times)))
         log.append(columns_record(kind, name=series.name, x=series.x_kind, step=steps, t_us=t_us, value=values))
     cursors[series.name] = end
     return max(0, end - start - len(steps))
