@@ -36,7 +36,30 @@ class LossEma:
         self.count = 0
 
     def update(self, losses: Iterable[float]) -> None:
-        """Fold in losses in step order (non-finite ones skipped)."""
+        """Fold in losses in step order (non-finite ones skipped).
+
+        The same float operations in the same order as one ``beta * avg + (1 - beta) * loss`` per loss
+        (bit for bit), with the filtering and the products done by C-level passes and four steps per
+        loop turn: a report's fold costs a fraction of the bytecode (docs/spec.md section 20).
+        """
+        beta = self.beta
+        values = losses if isinstance(losses, list) else list(losses)
+        try:
+            scaled = list(map((1.0 - beta).__mul__, filter(math.isfinite, values)))
+        except (TypeError, OverflowError):  # not all floats: one loss at a time
+            self._update_each(values)
+            return
+        n = len(scaled)
+        cut = n - n % 4
+        avg = self._avg
+        quads = iter(scaled[:cut])
+        for a, b, c, d in zip(quads, quads, quads, quads, strict=True):
+            avg = beta * (beta * (beta * (beta * avg + a) + b) + c) + d
+        for a in scaled[cut:]:
+            avg = beta * avg + a
+        self._avg, self.count = avg, self.count + n
+
+    def _update_each(self, losses: Iterable[float]) -> None:
         beta, avg, n = self.beta, self._avg, self.count
         for loss in losses:
             if math.isfinite(loss):
