@@ -8,8 +8,8 @@ tokens, seconds, training-only tokens/s and MFU per convention (from the compute
 
 Thread safety: at each report the training thread takes the new points and the report's row (copies) and
 hands the decimation to the run's report worker (:mod:`trainmeter.core.report_worker`), which alone fills
-:attr:`CurvesRecorder.curves` (docs/spec.md section 20); the passport waits for it (``drain``) and then reads
-the curves.
+and reads :attr:`CurvesRecorder.curves` (docs/spec.md section 20): the passport has it build the document
+after every report's points and waits for it (``drain``).
 """
 
 from __future__ import annotations
@@ -68,8 +68,10 @@ class CurvesRecorder(ExtensionBase):
         m = self._m
         if m is None or m.run_dir is None:
             return {"file": None}
-        m.worker.drain()  # every report's points are in the curves
-        doc = self.curves.to_dict()
+        built: dict[str, Any] = {}
+        m.worker.submit(self.name, lambda: built.update(doc=self.curves.to_dict()))  # after every report's points
+        m.worker.drain()
+        doc = built["doc"] if "doc" in built else self.curves.to_dict()  # the worker disabled this wing: as it stands
         write_curves(m.run_dir, doc)
         return {"file": CURVES_FILE, "reports": len(doc["reports"]["step"]),
                 "points": {name: len(s["step"]) for name, s in doc["series"].items()}}

@@ -241,9 +241,11 @@ class RanksExtension(ExtensionBase):
         """The parent's section: its seats merged, or a note on forked children it did not see."""
         if m.run_dir is None:
             return None
-        from trainmeter.ranks.merge import distributed_section, read_launch
+        ranks = []
+        if _has_seats(m.run_dir):  # a run without seats (one process) never loads the merge
+            from trainmeter.ranks.merge import read_launch
 
-        ranks = read_launch(m.run_dir)
+            ranks = read_launch(m.run_dir)
         self._ranks = ranks
         unseen = None
         if self.spawned > len(ranks):
@@ -253,6 +255,8 @@ class RanksExtension(ExtensionBase):
                       "imports trainmeter (import it in the module that defines its worker function); "
                       "TRAINMETER_AUTOSTART=0 turns this off")
         if ranks:
+            from trainmeter.ranks.merge import distributed_section
+
             section = {"role": "launch", **distributed_section(ranks, token_unit=m.token_unit, launch_dir=m.run_dir,
                                                                convention=m.options.convention),
                        "children_spawned": self.spawned}
@@ -301,3 +305,14 @@ class RanksExtension(ExtensionBase):
         panel = ranks_panel(self._follower)
         self._panels = [panel] if panel is not None else []
         return self._panels
+
+
+def _has_seats(launch_dir: Any) -> bool:
+    """Whether ``launch_dir`` holds a seat folder (``rank-<k>``, ``proc-<pid>``): one directory listing."""
+    from trainmeter.ranks.follow import SEAT_PREFIXES
+
+    try:
+        with os.scandir(launch_dir) as entries:
+            return any(e.name.startswith(SEAT_PREFIXES) and e.is_dir() for e in entries)
+    except OSError:
+        return False
