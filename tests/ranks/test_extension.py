@@ -195,3 +195,10 @@ def test_a_rank_writes_its_compute_inputs_and_device_for_the_launchs_mfu(run_roo
     launch = json.loads((m.run_dir.parent / "passport.json").read_text())["distributed"]
     assert launch["mfu_devices"] == 2 and launch["mfu_session"]["hf"] is None
     assert launch["mfu_missing"].startswith("no record from rank(s) 1 of world size 2")
+
+
+def test_a_one_process_run_finishes_without_loading_the_merge() -> None:
+    from tests.widget.test_dashboard_file import headless_run
+
+    run_dir, loaded = headless_run(("trainmeter.ranks.merge",))
+    assert loaded == [] and "distributed" not in json.loads(open(f"{run_dir}/passport.json").read())

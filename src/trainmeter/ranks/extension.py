@@ -283,9 +283,12 @@ class RanksExtension(ExtensionBase):
         """Parent with ranks: the launch's MFU tile (devices = world size). Reads the last poll's state."""
         if self.role != "parent" or self._follower is None:
             return []
+        ranks = self._follower.ranks()
+        if not ranks:
+            return []
         from trainmeter.ranks.panel import launch_mfu_tile
 
-        tile = launch_mfu_tile(self._follower.ranks())
+        tile = launch_mfu_tile(ranks)
         return [tile] if tile is not None else []
 
     def panels(self) -> list[dict[str, Any]]:
@@ -297,11 +300,15 @@ class RanksExtension(ExtensionBase):
             return self._panels
         self._polled_s = now
         from trainmeter.ranks.follow import RunFollower
-        from trainmeter.ranks.panel import ranks_panel
 
         if self._follower is None:
             self._follower = RunFollower(self._monitor.run_dir)
         self._follower.poll()
+        if not self._follower.ranks():  # no rank wrote a record (one process): no panel, and no panel module loaded
+            self._panels = []
+            return self._panels
+        from trainmeter.ranks.panel import ranks_panel
+
         panel = ranks_panel(self._follower)
         self._panels = [panel] if panel is not None else []
         return self._panels
