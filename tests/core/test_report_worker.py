@@ -74,3 +74,20 @@ def test_close_runs_what_is_queued_and_later_jobs_run_at_once() -> None:
     assert seen == [1] and not _alive()
     worker.submit("a", lambda: seen.append(threading.current_thread().name))
     assert seen == [1, threading.current_thread().name]
+
+
+def test_folds_run_while_idle_once_woken_and_a_raising_fold_disables_its_owner(monkeypatch) -> None:
+    monkeypatch.setattr(report_worker, "FOLD_EVERY_S", 0.005)
+    ran, faults = threading.Event(), []
+    worker = ReportWorker(on_fault=lambda owner, exc: faults.append(owner))
+    worker.every("optim", ran.set)
+    worker.every("bad", lambda: 1 / 0)
+    assert not _alive() and not ran.wait(0.05)  # registered only: no thread before a job or a wake
+    worker.wake()
+    assert ran.wait(10)
+    worker.close(10)
+    assert faults == ["bad"] and "bad" in worker.disabled and not _alive()
+    unthreaded = ReportWorker(threaded=False)
+    unthreaded.every("optim", lambda: pytest.fail("an unthreaded worker runs no fold"))
+    unthreaded.wake()
+    assert not _alive()

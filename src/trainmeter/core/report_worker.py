@@ -5,7 +5,9 @@ verdicts' loss rules, the curves' decimation) to :class:`ReportWorker` as a job;
 once (docs/spec.md section 20). Jobs run in the order they were submitted, each wing's state touched only by
 the worker from then on, so every result is the one the training thread would have computed, only later. At
 the end the final report waits for the jobs still queued (:meth:`ReportWorker.drain`, bounded by
-``DRAIN_TIMEOUT_S``), so the passport holds every point.
+``DRAIN_TIMEOUT_S``), so the passport holds every point. A wing may also register a fold to run ahead
+(:meth:`ReportWorker.every`): the worker runs it every ``FOLD_EVERY_S`` while it has no job, so a fold that
+a report must finish itself (the loss EMA the text line shows) has little left to do then.
 
 Bounded: at most ``MAX_JOBS`` jobs wait; a submit past that waits for the worker up to ``STUCK_AFTER_S`` and
 then declares it stuck (the queued jobs are dropped, their wings' work stops, a warning says so). A job that
@@ -27,6 +29,7 @@ from collections.abc import Callable
 MAX_JOBS = 256
 STUCK_AFTER_S = 10.0
 DRAIN_TIMEOUT_S = 60.0
+FOLD_EVERY_S = 0.2
 THREAD_NAME = "trainmeter-report-worker"
 
 Job = Callable[[], None]
@@ -58,6 +61,14 @@ class ReportWorker:
         self._stuck = False
         self._thread: threading.Thread | None = None
         self.disabled: set[str] = set()
+        self._folds: list[tuple[str, Job]] = []
+
+    def every(self, owner: str, fold: Job) -> None:
+        """Run ``fold`` (of wing ``owner``) every ``FOLD_EVERY_S`` while the worker is idle, once its thread runs
+        (the first job or :meth:`wake`; nothing when unthreaded). A fold must be safe beside the training thread: it reads what is final
+        and publishes by replacing a reference."""
+        if self.threaded:
+            self._folds.append((owner, fold))
 
     def submit(self, owner: str, job: Job) -> None:
         """Queue ``job`` (of wing ``owner``) after every job submitted before it; returns at once unless
@@ -75,10 +86,20 @@ class ReportWorker:
                 self._declare_stuck()
                 return
             self._jobs.append((owner, job))
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._loop, name=THREAD_NAME, daemon=True)
-                self._thread.start()
+            self._start()
             self._cond.notify_all()
+
+    def wake(self) -> None:
+        """Start the thread for the folds registered with :meth:`every` (a report calls it; idempotent)."""
+        if self._folds and self._thread is None and not self._closed and os.getpid() == self._pid:
+            with self._cond:
+                self._start()
+
+    def _start(self) -> None:
+        """Start the thread if it is not running (caller holds the lock)."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._loop, name=THREAD_NAME, daemon=True)
+            self._thread.start()
 
     def drain(self, timeout_s: float = DRAIN_TIMEOUT_S) -> bool:
         """Wait until every job submitted so far has run; returns whether they did within ``timeout_s``."""
@@ -119,11 +140,19 @@ class ReportWorker:
         cond = self._cond
         while True:
             with cond:
-                cond.wait_for(lambda: self._jobs or self._closed)
-                if not self._jobs:
+                if not cond.wait_for(lambda: self._jobs or self._closed, FOLD_EVERY_S if self._folds else None):
+                    job = None  # idle for FOLD_EVERY_S: the folds
+                elif not self._jobs:
                     return  # closed and empty
-                owner, job = self._jobs.popleft()
+                else:
+                    owner, job = self._jobs.popleft()
                 self._busy = True
+            if job is None:
+                self._run_folds()
+                with cond:
+                    self._busy = False
+                    cond.notify_all()
+                continue
             try:
                 if owner not in self.disabled:
                     self._run(owner, job)
@@ -131,6 +160,11 @@ class ReportWorker:
                 with cond:
                     self._busy = False
                     cond.notify_all()
+
+    def _run_folds(self) -> None:
+        for owner, fold in list(self._folds):
+            if owner not in self.disabled:
+                self._run(owner, fold)
 
     def _run(self, owner: str, job: Job) -> None:
         try:

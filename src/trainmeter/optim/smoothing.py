@@ -13,7 +13,9 @@ figure at each report step. Not thread-safe: one writer.
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Iterable
+from typing import Any
 
 EMA_BETA = 0.98
 
@@ -91,3 +93,49 @@ class LossEma:
         if self.count == 0:
             return None
         return self._avg / (1.0 - self.beta**self.count)
+
+
+class EmaCursor:
+    """A :class:`LossEma` over one series' points, folded by two threads (docs/spec.md section 20).
+
+    The report worker folds ahead (:meth:`fold_ahead`, between reports); a report folds what is left up to
+    its end (:meth:`fold_to_end`, the training thread) and sets :attr:`ema` to the result. The state after
+    the first ``k`` points is one pure fold, whoever computed it, so the furthest state published wins:
+    the value at a report is the one a fold of every point at that report gives, bit for bit.
+
+    Args:
+        ema: The average the report shows (its ``beta``; its value and count are set at each report).
+
+    Thread safety: :meth:`fold_ahead` from the worker, :meth:`fold_to_end` from the training thread; the
+    state is an immutable tuple replaced under a lock held only for the compare.
+    """
+
+    def __init__(self, ema: LossEma) -> None:
+        self.ema = ema
+        self._state: tuple[int, float, int] = (0, 0.0, 0)  # (series position, average, finite count)
+        self._lock = threading.Lock()
+
+    def _fold(self, series: Any, contiguous: bool) -> tuple[int, float, int] | None:
+        pos, avg, count = self._state
+        end, _, _, values = series.read(pos)
+        if contiguous and end - len(values) != pos:
+            return None  # points trimmed under us (between a report's write and its trim): the report folds
+        folded = LossEma(self.ema.beta)
+        folded._avg, folded.count = avg, count
+        folded.update(values)
+        state = (end, folded._avg, folded.count)
+        with self._lock:
+            if state[0] > self._state[0]:
+                self._state = state
+            return self._state
+
+    def fold_ahead(self, series: Any) -> None:
+        """Fold the points appended since the furthest state (the report worker's thread)."""
+        if series is not None:
+            self._fold(series, contiguous=True)
+
+    def fold_to_end(self, series: Any) -> None:
+        """Fold every point up to the series' end and set :attr:`ema` (a report, on the training thread)."""
+        state = self._fold(series, contiguous=False)
+        if state is not None:
+            self.ema._avg, self.ema.count = state[1], state[2]
