@@ -13,7 +13,6 @@ figure at each report step. Not thread-safe: one writer.
 from __future__ import annotations
 
 import math
-import threading
 from collections.abc import Iterable
 from typing import Any
 
@@ -100,42 +99,43 @@ class EmaCursor:
 
     The report worker folds ahead (:meth:`fold_ahead`, between reports); a report folds what is left up to
     its end (:meth:`fold_to_end`, the training thread) and sets :attr:`ema` to the result. The state after
-    the first ``k`` points is one pure fold, whoever computed it, so the furthest state published wins:
-    the value at a report is the one a fold of every point at that report gives, bit for bit.
+    the first ``k`` points is one pure fold, whoever computed it, so each fold starts from the furthest of the
+    two published states: the value at a report is the one a fold of every point at that report gives, bit
+    for bit.
 
     Args:
         ema: The average the report shows (its ``beta``; its value and count are set at each report).
 
-    Thread safety: :meth:`fold_ahead` from the worker, :meth:`fold_to_end` from the training thread; the
-    state is an immutable tuple replaced under a lock held only for the compare.
+    Thread safety: no lock (so a fork can leave none held). Each thread writes its own slot (``_ahead`` the
+    worker, ``_reported`` the training thread), an immutable ``(position, average, count)`` tuple replaced
+    whole; either reads both.
     """
 
     def __init__(self, ema: LossEma) -> None:
         self.ema = ema
-        self._state: tuple[int, float, int] = (0, 0.0, 0)  # (series position, average, finite count)
-        self._lock = threading.Lock()
+        self._ahead: tuple[int, float, int] = (0, 0.0, 0)
+        self._reported: tuple[int, float, int] = (0, 0.0, 0)
 
     def _fold(self, series: Any, contiguous: bool) -> tuple[int, float, int] | None:
-        pos, avg, count = self._state
+        ahead, reported = self._ahead, self._reported
+        pos, avg, count = ahead if ahead[0] > reported[0] else reported
         end, _, _, values = series.read(pos)
         if contiguous and end - len(values) != pos:
-            return None  # points trimmed under us (between a report's write and its trim): the report folds
+            return None  # a report trimmed past this state meanwhile: its own state is further
         folded = LossEma(self.ema.beta)
         folded._avg, folded.count = avg, count
         folded.update(values)
-        state = (end, folded._avg, folded.count)
-        with self._lock:
-            if state[0] > self._state[0]:
-                self._state = state
-            return self._state
+        return (end, folded._avg, folded.count)
 
     def fold_ahead(self, series: Any) -> None:
         """Fold the points appended since the furthest state (the report worker's thread)."""
-        if series is not None:
-            self._fold(series, contiguous=True)
+        state = self._fold(series, contiguous=True) if series is not None else None
+        if state is not None:
+            self._ahead = state
 
     def fold_to_end(self, series: Any) -> None:
         """Fold every point up to the series' end and set :attr:`ema` (a report, on the training thread)."""
         state = self._fold(series, contiguous=False)
         if state is not None:
+            self._reported = state
             self.ema._avg, self.ema.count = state[1], state[2]
