@@ -320,10 +320,10 @@ def test_the_report_worker_folds_the_loss_ema_ahead_and_each_report_shows_the_ex
                      step=step)
             m.on_step(8)
             if step % 100 == 0:
+                if clock is None:
+                    time.sleep(0.1)  # the worker's turn: from the first report on, it folds the points ahead
                 m.hot.next_report_s = float("-inf")
                 m._maybe_report()  # the first report starts the worker; later ones find most points folded
-                if clock is None:
-                    time.sleep(0.1)
         m.finish("completed")
         return [e["optim"]["loss_ema"] for e in read_events(m.run_dir / "events.jsonl") if e["kind"] == "interval"]
 
