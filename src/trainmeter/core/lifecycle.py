@@ -93,7 +93,7 @@ class Lifecycle:
 
     def _start_parts(self) -> None:
         self._owner_ident = threading.get_ident()
-        self.worker  # noqa: B018  (made here, on the training thread: its thread starts at the first job)
+        self._open_worker()  # on the training thread; its thread starts at the first job
         now = datetime.now(timezone.utc)
         self.started_at = now.isoformat(timespec="seconds")
         if self._record is not None:

@@ -31,11 +31,11 @@ class Reports:
         """The run's report worker (:mod:`~trainmeter.core.report_worker`): the wings hand it their per-point
         report work. Threaded when the clock is the real one (a fake clock's run runs each job at once).
         Made at start on the training thread; any thread."""
-        worker = self._worker
-        if worker is None:
-            worker = self._worker = ReportWorker(threaded=self._now is time.perf_counter,
-                                                 on_fault=self._worker_fault)
-        return worker
+        return self._worker or self._open_worker()
+
+    def _open_worker(self) -> ReportWorker:
+        self._worker = ReportWorker(threaded=self._now is time.perf_counter, on_fault=self._worker_fault)
+        return self._worker
 
     def _worker_fault(self, owner: str, exc: BaseException) -> None:
         self.warn_once(f"report-worker-{owner}", f"{owner}'s report work failed and was disabled: {exc!r}")
