@@ -6,6 +6,7 @@ sink, its CUDA allocator reader and its extensions.
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from trainmeter.core.extension import order_extensions
@@ -61,10 +62,11 @@ def _save_dashboard(run: Any) -> None:
     """Write the end-of-run view's state (``dashboard.json``) for every run, with a widget or not, so that
     ``tm.display(run)`` replays the node, GPU, time-split and compute panels of a script's run too; a run
     whose live widget is still open leaves it to the publisher's close (with the live view's figures)."""
-    from trainmeter.widget.publisher import live_publisher, save_dashboard
+    from trainmeter.widget.dashboard_file import save_dashboard
     from trainmeter.widget.view_model import build_state, facts_from_monitor
 
-    publisher = live_publisher()
+    attach = sys.modules.get("trainmeter.widget.attach")  # not loaded: no widget was ever shown, so no publisher
+    publisher = attach.live_publisher() if attach is not None else None
     if publisher is not None and publisher.monitor is run and not publisher.closed:
         return  # its close writes the file (with the live view's figures), once
     save_dashboard(run.run_dir, build_state(facts_from_monitor(run)))

@@ -39,3 +39,39 @@ def test_import_trainmeter_stays_free_of_bqplot_pandas_and_torch() -> None:
     code = "import sys, trainmeter; print(sorted(m for m in ('bqplot', 'pandas', 'torch') if m in sys.modules))"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True).stdout.strip() == "[]"
+
+
+def test_decimation_runs_on_the_report_worker_and_the_curves_match_a_fed_in_place_run(tmp_path, monkeypatch) -> None:
+    import threading
+
+    from trainmeter.core.report_worker import THREAD_NAME
+    from trainmeter.widget import decimate
+
+    threads: set[str] = set()
+    extend = decimate.Decimator.extend
+
+    def spy(self, xs, ys):
+        threads.add(threading.current_thread().name)
+        return extend(self, xs, ys)
+
+    monkeypatch.setattr(decimate.Decimator, "extend", spy)
+
+    def run(root, clock):
+        m = make_monitor(make_options(run_dir=root, interval_s=3600), clock=clock, text=False, probes=False,
+                         extensions=[CurvesRecorder()]).start()
+        for step in range(1, 5001):
+            m.record({"train_loss": (step * 7919 % 1000) / 1000.0}, step=step)
+            m.on_step(64)
+            if step % 500 == 0:
+                m.hot.next_report_s = float("-inf")
+                m._maybe_report()
+        m.finish("completed")
+        return json.loads((m.run_dir / "curves.json").read_text())
+
+    threaded = run(tmp_path / "a", None)
+    assert threads == {THREAD_NAME}
+    threads.clear()
+    in_place = run(tmp_path / "b", FakeClock())
+    assert threads == {"MainThread"}
+    assert threaded["series"] == in_place["series"] and threaded["reports"]["step"] == in_place["reports"]["step"]
+    assert threaded["series"]["train_loss"]["count"] == 5000

@@ -43,3 +43,18 @@ def test_a_derivation_used_as_an_input_carries_its_weakest_provenance_and_formul
 def test_only_finite_numbers_count_as_numbers():
     assert finite_number(2) == 2.0 and finite_number(True) is None and finite_number("1") is None
     assert finite_number(math.nan) is None and finite_number(math.inf) is None
+
+
+def test_to_dict_is_what_dataclasses_asdict_gives_field_for_field():
+    from dataclasses import asdict
+
+    from trainmeter.core.provenance import Derivation, Input
+
+    d = Derivation(name="mfu", formula="F * S / (t * P)", value=0.41, unit="fraction",
+                   inputs=(Input(name="F", value=6.0e9, unit="FLOP/token", provenance="counted", source="meta pass"),
+                           Input(name="P", value=None, unit="FLOP/s", provenance="assumed")),
+                   missing=None)
+    assert d.to_dict() == asdict(d) and list(d.to_dict()) == list(asdict(d))
+    assert type(d.to_dict()["inputs"]) is tuple and list(d.to_dict()["inputs"][0]) == list(asdict(d)["inputs"][0])
+    empty = Derivation(name="x", formula="a", value=None, unit="1", missing="--peak-tflops X")
+    assert empty.to_dict() == asdict(empty)

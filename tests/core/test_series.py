@@ -58,3 +58,18 @@ def test_series_stats_skip_nan_and_infinities():
         s.append(1, 0.0, v)
     stats = s.stats()
     assert (stats.last, stats.min, stats.max, stats.count) == (-1.0, -1.0, 2.0, 5)
+
+
+def test_stats_fold_matches_a_point_by_point_fold_first_extreme_kept_non_finite_skipped() -> None:
+    import math as _m
+
+    s = Series("x")
+    values = [0.0, -0.0, 2.5, _m.nan, -_m.inf, 2.5, -1.0, _m.inf, -1.0, 10**400, 3.0]
+    for i, v in enumerate(values[:5]):
+        s.append(i + 1, float(i), v)
+    first = s.stats()
+    assert (first.last, first.min, first.max) == (2.5, 0.0, 2.5) and str(first.min) == "0.0"  # 0.0 came first
+    for i, v in enumerate(values[5:], start=6):
+        s.append(i, float(i), v)
+    st = s.stats()  # an int past float range is finite (the compare the fold always used), not an error
+    assert (st.last, st.min, st.max, st.count, st.last_step) == (3.0, -1.0, 10**400, 11, 11)

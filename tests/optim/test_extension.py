@@ -292,3 +292,42 @@ def test_steps_the_sampling_skips_run_no_code_of_the_wing(run_root):
     after = [s for s in calls if s > first_report]
     assert ext.stride == 10 and after and all(b - a == 10 for a, b in zip(after, after[1:], strict=False))
     assert len(calls) == first_report + len(after)  # every step before the first report, then 1 in 10
+
+
+def test_the_report_worker_folds_the_loss_ema_ahead_and_each_report_shows_the_exact_average(run_root,
+                                                                                             monkeypatch) -> None:
+    import math
+    import threading
+    import time
+
+    from trainmeter.core import report_worker
+    from trainmeter.core.report_worker import THREAD_NAME
+    from trainmeter.optim import smoothing
+
+    monkeypatch.setattr(report_worker, "FOLD_EVERY_S", 0.01)
+    ahead: list[str] = []
+    fold_ahead = smoothing.EmaCursor.fold_ahead
+
+    def spy(self, series):
+        ahead.append(threading.current_thread().name)
+        return fold_ahead(self, series)
+
+    monkeypatch.setattr(smoothing.EmaCursor, "fold_ahead", spy)
+    def run(root, clock):
+        m = _monitor(root, OptimExtension(), probes=False, clock=clock).start()
+        for step in range(1, 601):
+            m.record({"train_loss": math.nan if step == 77 else 1.0 + math.sin(step / 9.0) / (1 + step / 100)},
+                     step=step)
+            m.on_step(8)
+            if step % 100 == 0:
+                if clock is None:
+                    time.sleep(0.1)  # the worker's turn: from the first report on, it folds the points ahead
+                m.hot.next_report_s = float("-inf")
+                m._maybe_report()  # the first report starts the worker; later ones find most points folded
+        m.finish("completed")
+        return [e["optim"]["loss_ema"] for e in read_events(m.run_dir / "events.jsonl") if e["kind"] == "interval"]
+
+    threaded = run(run_root / "threaded", None)  # the real clock: a threaded worker
+    assert ahead and set(ahead) == {THREAD_NAME}
+    in_place = run(run_root / "in-place", FakeClock())  # a fake clock: every fold at its report, as before
+    assert len(threaded) == 7 and threaded == in_place  # exact: the same floats at every report

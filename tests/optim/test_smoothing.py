@@ -52,3 +52,35 @@ def test_a_trace_in_pieces_continues_where_the_last_one_ended():
     ema = LossEma()
     pieces = ema.trace([1.0, 4.0]) + ema.trace([2.0, 3.0])
     assert pieces == pytest.approx(whole) and ema.count == 4 and ema.value == pytest.approx(whole[-1])
+
+
+def _reference(beta, chunks):
+    avg, n = 0.0, 0
+    for chunk in chunks:
+        for loss in chunk:
+            if math.isfinite(loss):
+                avg = beta * avg + (1.0 - beta) * loss
+                n += 1
+    return avg, n
+
+
+def test_the_batched_fold_is_bit_for_bit_the_point_by_point_recurrence_in_any_chunking():
+    import random
+
+    rng = random.Random(7)
+    losses = [rng.lognormvariate(0.0, 1.0) for _ in range(1001)]
+    for i in (3, 40, 41, 500):
+        losses[i] = (math.nan, math.inf, -math.inf, math.nan)[i % 4]
+    for sizes in ((1001,), (1, 2, 3, 995), (7,) * 143, (4, 5, 6, 7, 979)):
+        ema, chunks, at = LossEma(), [], 0
+        for size in sizes:
+            chunks.append(losses[at:at + size])
+            at += size
+        for chunk in chunks:
+            ema.update(iter(chunk) if len(chunk) == 5 else chunk)
+        avg, n = _reference(EMA_BETA, chunks)
+        assert ema.count == n == 997 and ema.value == avg / (1.0 - EMA_BETA**n)  # exact, not approximate
+    ints, floats = LossEma(), LossEma()
+    ints.update([1, 2, 3, 4, 5])
+    floats.update([1.0, 2.0, 3.0, 4.0, 5.0])
+    assert (ints.value, ints.count) == (floats.value, floats.count)

@@ -207,3 +207,10 @@ def test_a_run_names_only_the_forks_made_during_it_not_an_earlier_runs(run_root)
     assert (forked["role"], forked["children_forked"]) == ("parent", 1)
     assert "distributed" not in json.loads((second.run_dir / "passport.json").read_text())
     assert not any("forked" in w for w in second.warnings)
+
+
+def test_a_one_process_run_finishes_without_loading_the_merge() -> None:
+    from tests.widget.test_dashboard_file import headless_run
+
+    run_dir, loaded = headless_run(("trainmeter.ranks.merge",))
+    assert loaded == [] and "distributed" not in json.loads(open(f"{run_dir}/passport.json").read())

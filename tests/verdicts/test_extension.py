@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import math
+import threading
 
 from trainmeter.core.clock import FakeClock
 from trainmeter.extensions import default_extensions, make_monitor
@@ -53,3 +54,37 @@ def test_the_reader_cursor_does_not_hold_back_trimming_of_other_series(tmp_path)
 
 def test_default_extensions_put_verdicts_last() -> None:
     assert default_extensions(make_options())[-1].name == "verdicts"
+
+
+def _real_clock_run(tmp_path, ext, loss, steps=400, every=50):
+    """A run on the real clock (a threaded report worker), a report forced every ``every`` steps."""
+    m = make_monitor(make_options(run_dir=tmp_path, interval_s=3600), text=False, probes=False,
+                     extensions=[ext]).start()
+    for step in range(1, steps + 1):
+        m.record({"train_loss": loss(step)}, step=step)
+        m.on_step(1000)
+        if step % every == 0:
+            m.hot.next_report_s = 0.0
+            m._maybe_report()
+    m.finish("completed")
+    return m, json.loads((m.run_dir / "passport.json").read_text())
+
+
+def test_the_loss_rules_run_on_the_report_worker_not_the_training_thread(tmp_path, monkeypatch) -> None:
+    from trainmeter.core.report_worker import THREAD_NAME
+    from trainmeter.verdicts import rules
+
+    threads: set[str] = set()
+    add_loss = rules.VerdictEngine.add_loss
+
+    def spy(self, *args):
+        threads.add(threading.current_thread().name)
+        return add_loss(self, *args)
+
+    monkeypatch.setattr(rules.VerdictEngine, "add_loss", spy)
+    ext = Verdicts()
+    _, passport = _real_clock_run(tmp_path, ext, lambda s: math.nan if s >= 150 else 2.0 - s / 1000)
+    assert threads == {THREAD_NAME}
+    # the same verdict, step and sentence as when fed on the training thread (the fake-clock run above)
+    assert passport["verdicts"] == [{"kind": "loss_nonfinite", "step": 150, "sentence": ext.warnings()[0]}]
+    assert "became nan at step 150" in ext.warnings()[0]

@@ -133,3 +133,27 @@ def test_share_budget_lets_small_series_keep_every_point_and_splits_the_rest():
     assert share_budget({f"s{i}": 2000 for i in range(20)}, 6000)["s0"] == 300
     many = share_budget({f"s{i}": 2000 for i in range(200)}, 6000)  # the floor never passes the total
     assert many["s0"] == 30 and sum(many.values()) <= 6000
+
+
+def test_a_bucket_emits_its_points_in_x_order_as_a_stable_sort_would() -> None:
+    import itertools
+    import math
+
+    from trainmeter.widget.decimate import _points
+
+    def by_sort(b):
+        pts = []
+        if b[2] is not None:
+            pts.append((b[1], b[2]))
+            if b[3] != b[1] or b[4] != b[2]:
+                pts.append((b[3], b[4]))
+        if b[5] is not None:
+            pts.append((b[5], math.nan))
+        return sorted(pts, key=lambda p: p[0])
+
+    xs = (1.0, 2.0, 3.0)
+    for x_min, x_max, gap in itertools.product(xs, xs, (None, *xs)):
+        for y_min, y_max in ((0.5, 0.5), (0.5, 0.7)):
+            b = [2, x_min, y_min, x_max, y_max, gap]
+            assert repr(_points(b)) == repr(by_sort(b)), b
+    assert _points([1, 4.0, None, 4.0, None, 4.0])[0][0] == 4.0 and _points([1, 4.0, None, 4.0, None, None]) == []

@@ -54,7 +54,7 @@ class Curves:
         d = self.series.get(name)
         if d is None:
             d = self.series[name] = Decimator(name, "step", budget_points=self._budget)
-        d.extend([float(s) for s in steps], values)
+        d.extend(list(map(float, steps)), values)
 
     def add_report(self, *, step: int, tokens: int, elapsed_s: float, tokens_per_s: float | None,
                    mfu: dict[str, float | None] | None = None) -> None:
@@ -96,7 +96,11 @@ def write_curves(run_dir: Path, doc: dict[str, Any]) -> Path:
     from trainmeter.record.runlog import clean, write_file_atomic
 
     path = run_dir / CURVES_FILE
-    write_file_atomic(path, json.dumps(clean(doc), separators=(",", ":")))
+    try:  # no bytecode per value when nothing is non-finite (the usual case); else each NaN gap becomes null
+        text = json.dumps(doc, separators=(",", ":"), allow_nan=False)
+    except ValueError:
+        text = json.dumps(clean(doc), separators=(",", ":"))
+    write_file_atomic(path, text)
     return path
 
 

@@ -6,7 +6,10 @@ instead of making the comparison re-read every step from ``events.jsonl``. At ea
 reads the new loss points through a series cursor (like the run log) and the report's
 tokens, seconds, training-only tokens/s and MFU per convention (from the compute extension).
 
-Thread safety: training thread only (reports and the passport).
+Thread safety: at each report the training thread takes the new points and the report's row (copies) and
+hands the decimation to the run's report worker (:mod:`trainmeter.core.report_worker`), which alone fills
+and reads :attr:`CurvesRecorder.curves` (docs/spec.md section 20): the passport has it build the document
+after every report's points and waits for it (``drain``).
 """
 
 from __future__ import annotations
@@ -41,25 +44,34 @@ class CurvesRecorder(ExtensionBase):
         """Nothing to release (the final report feeds the last points)."""
 
     def on_report(self, report: Report) -> dict[str, Any]:
-        """Feed this report's points and row; nothing goes to the run log."""
+        """Hand this report's points and row to the report worker; nothing goes to the run log."""
         m, reader = self._m, self._reader
         if m is None or reader is None:
             return {}
-        for name, steps, values in reader.new_points():
-            self.curves.add_series(name, steps, values)
+        points = reader.new_points()
         compute = m.extension("compute")
         mfu = compute.mfu_by_convention() if compute is not None else {}
         interval = m.interval
-        self.curves.add_report(step=m.steps, tokens=m.tokens, elapsed_s=m.elapsed_s(),
-                               tokens_per_s=interval.train_tokens_per_s if interval else None, mfu=mfu)
+        row = {"step": m.steps, "tokens": m.tokens, "elapsed_s": m.elapsed_s(),
+               "tokens_per_s": interval.train_tokens_per_s if interval else None, "mfu": mfu}
+        m.worker.submit(self.name, lambda: self._feed(points, row))
         return {}
+
+    def _feed(self, points: list[tuple[str, list[int], list[float]]], row: dict[str, Any]) -> None:
+        """Decimate one report's points and add its row (the report worker's thread)."""
+        for name, steps, values in points:
+            self.curves.add_series(name, steps, values)
+        self.curves.add_report(**row)
 
     def passport_section(self) -> dict[str, Any]:
         """Write ``curves.json``; the passport's ``curves`` names it and its size."""
         m = self._m
         if m is None or m.run_dir is None:
             return {"file": None}
-        doc = self.curves.to_dict()
+        built: dict[str, Any] = {}
+        m.worker.submit(self.name, lambda: built.update(doc=self.curves.to_dict()))  # after every report's points
+        m.worker.drain()
+        doc = built["doc"] if "doc" in built else self.curves.to_dict()  # the worker disabled this wing: as it stands
         write_curves(m.run_dir, doc)
         return {"file": CURVES_FILE, "reports": len(doc["reports"]["step"]),
                 "points": {name: len(s["step"]) for name, s in doc["series"].items()}}

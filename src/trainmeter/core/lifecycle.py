@@ -93,6 +93,7 @@ class Lifecycle:
 
     def _start_parts(self) -> None:
         self._owner_ident = threading.get_ident()
+        self._open_worker()  # on the training thread; its thread starts at the first job
         now = datetime.now(timezone.utc)
         self.started_at = now.isoformat(timespec="seconds")
         if self._record is not None:
@@ -187,6 +188,7 @@ class Lifecycle:
                 parts.append(("final-report", self._report, (True,)))
             if "record" in self._started:
                 parts += [("passport", self._write_passport, ()), ("log-close", self._record.close, ())]
+            parts.append(("report-worker-close", self.worker.close, ()))  # drained by then: its thread ends
             for key, fn, args in parts:
                 if key in done:
                     continue

@@ -10,7 +10,7 @@ is checked against the five (:func:`as_provenance`). Pure; any thread.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 Provenance = Literal["declared", "detected", "counted", "measured", "assumed"]
@@ -67,8 +67,12 @@ class Derivation:
     missing: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """Return a JSON-ready dict (the passport's ``derivations`` entry)."""
-        return asdict(self)
+        """Return a JSON-ready dict (the passport's ``derivations`` entry): what ``dataclasses.asdict`` gives
+        (``inputs`` a tuple of dicts, fields in order), built directly (asdict deep-copies each scalar)."""
+        return {"name": self.name, "formula": self.formula, "value": self.value, "unit": self.unit,
+                "inputs": tuple({"name": i.name, "value": i.value, "unit": i.unit, "provenance": i.provenance,
+                                 "source": i.source} for i in self.inputs),
+                "missing": self.missing}
 
 
 WEAKEST_FIRST: tuple[str, ...] = ("assumed", "declared", "detected", "measured", "counted")

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 from trainmeter.core.extension import Report
 from trainmeter.core.interrupts import HeldInterrupts
+from trainmeter.core.report_worker import ReportWorker
 from trainmeter.core.side_emits import OWNER_DRAIN
 from trainmeter.core.throughput import interval_summary, session_summary
 
@@ -22,6 +24,21 @@ class Reports:
     """
 
     dispatch: Any  # trainmeter.core.dispatch.Dispatcher
+    _worker: ReportWorker | None = None
+
+    @property
+    def worker(self) -> ReportWorker:
+        """The run's report worker (:mod:`~trainmeter.core.report_worker`): the wings hand it their per-point
+        report work. Threaded when the clock is the real one (a fake clock's run runs each job at once).
+        Made at start on the training thread; any thread."""
+        return self._worker or self._open_worker()
+
+    def _open_worker(self) -> ReportWorker:
+        self._worker = ReportWorker(threaded=self._now is time.perf_counter, on_fault=self._worker_fault)
+        return self._worker
+
+    def _worker_fault(self, owner: str, exc: BaseException) -> None:
+        self.warn_once(f"report-worker-{owner}", f"{owner}'s report work failed and was disabled: {exc!r}")
 
     def _maybe_report(self) -> None:
         """Report if the interval has passed, on whichever training thread got here first (docs/spec.md section 3):

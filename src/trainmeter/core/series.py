@@ -15,6 +15,14 @@ from dataclasses import dataclass
 _INF = math.inf
 
 
+def _finite_values(values: list[float]) -> list[float]:
+    """The finite values in order (NaN and +-inf dropped), by C-level passes when they are all floats."""
+    try:
+        return list(filter(math.isfinite, values))
+    except (TypeError, OverflowError):  # an int beyond float range (finite) or a non-number: compare each
+        return [v for v in values if -_INF < v < _INF]
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SeriesStats:
     """Running statistics of one series.
@@ -82,14 +90,13 @@ class Series:
         lo = self._folded - self._base
         if lo >= n:
             return
+        # no bytecode per point (docs/spec.md section 20): min/max keep the first extreme, as a strict compare does
+        finite = _finite_values(values[lo:n])
         last, low, high = self._last, self._min, self._max
-        for value in values[lo:n]:
-            if -_INF < value < _INF:  # finite (NaN compares false)
-                last = value
-                if low is None or value < low:
-                    low = value
-                if high is None or value > high:
-                    high = value
+        if finite:
+            last = finite[-1]
+            low = min(finite) if low is None else min(low, min(finite))
+            high = max(finite) if high is None else max(high, max(finite))
         self._last, self._min, self._max = last, low, high
         self._last_step = self._steps[n - 1]
         self._folded = self._base + n

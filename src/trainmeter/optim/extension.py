@@ -32,7 +32,8 @@ beside the raw loss on the text line.
 widget and the run log keep it): one text line per launch (docs/spec.md section 19).
 
 Thread safety: hooks and reports on the training thread; ``panels``/``charts``
-read series statistics only (publisher thread).
+read series statistics only (publisher thread); between reports the report worker folds the new
+loss points into the EMA ahead of the next report (:class:`~trainmeter.optim.smoothing.EmaCursor`).
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ from trainmeter.core import host_patches
 from trainmeter.core.extension import ExtensionBase, Report
 from trainmeter.optim.grad_norm import GRAD_NORM_SERIES, ClipTap
 from trainmeter.optim.lr import LR_SERIES, read_lrs
-from trainmeter.optim.smoothing import EMA_BETA, LossEma
+from trainmeter.optim.smoothing import EMA_BETA, EmaCursor, LossEma
 
 if TYPE_CHECKING:
     from trainmeter.core.hot_state import HotState
@@ -96,7 +97,7 @@ class OptimExtension(ExtensionBase):
         self.groups = 0
         self._handle: Any = None
         self._current: weakref.ReferenceType[Any] | None = None
-        self._loss_pos = 0
+        self._ema_cursor = EmaCursor(self.ema)
         self.reason: str | None = None
 
     # -- lifecycle -----------------------------------------------------------------
@@ -104,6 +105,7 @@ class OptimExtension(ExtensionBase):
         """Install the step pre-hook and the clip wrappers; read ``RANK`` (the core calls :meth:`on_step`)."""
         self._m = monitor
         self._hot = monitor.hot
+        monitor.worker.every(self.name, lambda: self._ema_cursor.fold_ahead(monitor.series.get(LOSS_SERIES)))
         self.rank = rank_from_env(self._environ)
         if self.rank not in (None, 0):
             monitor.text = False
@@ -217,9 +219,10 @@ class OptimExtension(ExtensionBase):
             return {}
         series = m.series.get(LOSS_SERIES)
         if series is not None:
-            # not a registered reader: the core trims only after this report's writes, so no point is missed
-            self._loss_pos, _, _, values = series.read(self._loss_pos)
-            self.ema.update(values)
+            # not a registered reader: the core trims only after this report's writes, so no point is missed;
+            # the report worker folded most points already (smoothing.EmaCursor, docs/spec.md section 20)
+            self._ema_cursor.fold_to_end(series)
+            m.worker.wake()  # from the first report on, the worker folds ahead
         interval = m.interval
         if interval is not None and interval.steps and interval.train_s > 0:
             rate = interval.steps / interval.train_s

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from typing import Any
 
 EMA_BETA = 0.98
 
@@ -36,7 +37,30 @@ class LossEma:
         self.count = 0
 
     def update(self, losses: Iterable[float]) -> None:
-        """Fold in losses in step order (non-finite ones skipped)."""
+        """Fold in losses in step order (non-finite ones skipped).
+
+        The same float operations in the same order as one ``beta * avg + (1 - beta) * loss`` per loss
+        (bit for bit), with the filtering and the products done by C-level passes and four steps per
+        loop turn: a report's fold costs a fraction of the bytecode (docs/spec.md section 20).
+        """
+        beta = self.beta
+        values = losses if isinstance(losses, list) else list(losses)
+        try:
+            scaled = list(map((1.0 - beta).__mul__, filter(math.isfinite, values)))
+        except (TypeError, OverflowError):  # not all floats: one loss at a time
+            self._update_each(values)
+            return
+        n = len(scaled)
+        cut = n - n % 4
+        avg = self._avg
+        quads = iter(scaled[:cut])
+        for a, b, c, d in zip(quads, quads, quads, quads, strict=True):
+            avg = beta * (beta * (beta * (beta * avg + a) + b) + c) + d
+        for a in scaled[cut:]:
+            avg = beta * avg + a
+        self._avg, self.count = avg, self.count + n
+
+    def _update_each(self, losses: Iterable[float]) -> None:
         beta, avg, n = self.beta, self._avg, self.count
         for loss in losses:
             if math.isfinite(loss):
@@ -68,3 +92,50 @@ class LossEma:
         if self.count == 0:
             return None
         return self._avg / (1.0 - self.beta**self.count)
+
+
+class EmaCursor:
+    """A :class:`LossEma` over one series' points, folded by two threads (docs/spec.md section 20).
+
+    The report worker folds ahead (:meth:`fold_ahead`, between reports); a report folds what is left up to
+    its end (:meth:`fold_to_end`, the training thread) and sets :attr:`ema` to the result. The state after
+    the first ``k`` points is one pure fold, whoever computed it, so each fold starts from the furthest of the
+    two published states: the value at a report is the one a fold of every point at that report gives, bit
+    for bit.
+
+    Args:
+        ema: The average the report shows (its ``beta``; its value and count are set at each report).
+
+    Thread safety: no lock (so a fork can leave none held). Each thread writes its own slot (``_ahead`` the
+    worker, ``_reported`` the training thread), an immutable ``(position, average, count)`` tuple replaced
+    whole; either reads both.
+    """
+
+    def __init__(self, ema: LossEma) -> None:
+        self.ema = ema
+        self._ahead: tuple[int, float, int] = (0, 0.0, 0)
+        self._reported: tuple[int, float, int] = (0, 0.0, 0)
+
+    def _fold(self, series: Any, contiguous: bool) -> tuple[int, float, int] | None:
+        ahead, reported = self._ahead, self._reported
+        pos, avg, count = ahead if ahead[0] > reported[0] else reported
+        end, _, _, values = series.read(pos)
+        if contiguous and end - len(values) != pos:
+            return None  # a report trimmed past this state meanwhile: its own state is further
+        folded = LossEma(self.ema.beta)
+        folded._avg, folded.count = avg, count
+        folded.update(values)
+        return (end, folded._avg, folded.count)
+
+    def fold_ahead(self, series: Any) -> None:
+        """Fold the points appended since the furthest state (the report worker's thread)."""
+        state = self._fold(series, contiguous=True) if series is not None else None
+        if state is not None:
+            self._ahead = state
+
+    def fold_to_end(self, series: Any) -> None:
+        """Fold every point up to the series' end and set :attr:`ema` (a report, on the training thread)."""
+        state = self._fold(series, contiguous=False)
+        if state is not None:
+            self._reported = state
+            self.ema._avg, self.ema.count = state[1], state[2]

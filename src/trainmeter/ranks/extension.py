@@ -245,9 +245,11 @@ class RanksExtension(ExtensionBase):
         """The parent's section: its seats merged, or a note on forked children it did not see."""
         if m.run_dir is None:
             return None
-        from trainmeter.ranks.merge import distributed_section, read_launch
+        ranks = []
+        if _has_seats(m.run_dir):  # a run without seats (one process) never loads the merge
+            from trainmeter.ranks.merge import read_launch
 
-        ranks = read_launch(m.run_dir)
+            ranks = read_launch(m.run_dir)
         self._ranks = ranks
         unseen = None
         if self.spawned > len(ranks):
@@ -257,6 +259,8 @@ class RanksExtension(ExtensionBase):
                       "imports trainmeter (import it in the module that defines its worker function); "
                       "TRAINMETER_AUTOSTART=0 turns this off")
         if ranks:
+            from trainmeter.ranks.merge import distributed_section
+
             section = {"role": "launch", **distributed_section(ranks, token_unit=m.token_unit, launch_dir=m.run_dir,
                                                                convention=m.options.convention),
                        "children_spawned": self.spawned}
@@ -283,9 +287,12 @@ class RanksExtension(ExtensionBase):
         """Parent with ranks: the launch's MFU tile (devices = world size). Reads the last poll's state."""
         if self.role != "parent" or self._follower is None:
             return []
+        ranks = self._follower.ranks()
+        if not ranks:
+            return []
         from trainmeter.ranks.panel import launch_mfu_tile
 
-        tile = launch_mfu_tile(self._follower.ranks())
+        tile = launch_mfu_tile(ranks)
         return [tile] if tile is not None else []
 
     def panels(self) -> list[dict[str, Any]]:
@@ -297,11 +304,26 @@ class RanksExtension(ExtensionBase):
             return self._panels
         self._polled_s = now
         from trainmeter.ranks.follow import RunFollower
-        from trainmeter.ranks.panel import ranks_panel
 
         if self._follower is None:
             self._follower = RunFollower(self._monitor.run_dir)
         self._follower.poll()
+        if not self._follower.ranks():  # no rank wrote a record (one process): no panel, and no panel module loaded
+            self._panels = []
+            return self._panels
+        from trainmeter.ranks.panel import ranks_panel
+
         panel = ranks_panel(self._follower)
         self._panels = [panel] if panel is not None else []
         return self._panels
+
+
+def _has_seats(launch_dir: Any) -> bool:
+    """Whether ``launch_dir`` holds a seat folder (``rank-<k>``, ``proc-<pid>``): one directory listing."""
+    from trainmeter.ranks.follow import SEAT_PREFIXES
+
+    try:
+        with os.scandir(launch_dir) as entries:
+            return any(e.name.startswith(SEAT_PREFIXES) and e.is_dir() for e in entries)
+    except OSError:
+        return False

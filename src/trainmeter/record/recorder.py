@@ -19,6 +19,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from trainmeter.record.column_lines import ColumnLines
 from trainmeter.record.events import LOG_FILE, end_record, gap_record, heartbeat_record, rank_record, start_record
 from trainmeter.record.reporter import format_text, summary_line, write_interval
 from trainmeter.record.runlog import RunLog
@@ -61,6 +62,7 @@ class RunRecorder:
         self.after_passport = after_passport  # the wiring's: e.g. the replay's dashboard.json; must not raise
         self._log: RunLog | None = None
         self._cursor: dict[str, int] = {}
+        self._ahead = ColumnLines()  # the columns' JSON, encoded by the report worker between reports
         self._root: Path | None = None
         self._started_at = ""
         self._start_fields: dict[str, Any] = {}
@@ -91,6 +93,10 @@ class RunRecorder:
                               "environment": describe_environment()}
         self._seat = _rank_seat(self._root, run.options.name, datetime.fromisoformat(started_at))
         self._cursor = run.add_reader()
+        worker = getattr(run, "worker", None)
+        if worker is not None:
+            worker.every("run-log", lambda: self._ahead.encode_ahead([run.step_series, *run.series.values()],
+                                                                     self._cursor))
         self._try_open(run)
         return run.run_dir
 
@@ -125,7 +131,8 @@ class RunRecorder:
         """
         if elapsed_s < self._retry_at_s:
             return
-        self._write(run, lambda log, cursors: write_interval(run, log, cursors, elapsed_s, phases_s, extra))
+        self._write(run, lambda log, cursors: write_interval(run, log, cursors, elapsed_s, phases_s, extra,
+                                                             self._ahead))
 
     def _write(self, run: RunView, body: Any) -> bool:
         if self._log is None and not self._try_open(run):

@@ -67,6 +67,11 @@ class RunLog:
             line = json.dumps(clean(record), separators=(",", ":"))
         self._lines.append(line)
 
+    def append_line(self, line: str) -> None:
+        """Buffer one record already encoded as its JSON line (:mod:`~trainmeter.record.column_lines`)."""
+        if self._fd is not None:
+            self._lines.append(line)
+
     def write_now(self, record: Record) -> bool:
         """Append one record as one whole line with one ``write`` (any thread: no lock, no buffer).
 

@@ -8,8 +8,12 @@ measured anew. Verdicts appear in the widget's and text line's warnings (the mon
 each once), as chart markers at the step each began (:mod:`trainmeter.verdicts.markers`) and in
 the passport's ``verdicts`` list.
 
-Thread safety: fed on the training thread inside reports; ``warnings`` reads the engine's
-immutable tuple from any thread.
+Thread safety: at each report the training thread takes the new loss points and the report's
+numbers (copies) and hands the rules to the run's report worker (:mod:`trainmeter.core.report_worker`),
+which alone feeds the engine, in report order (docs/spec.md section 20): a report's ``fired`` and the
+warnings hold what the worker has fed so far, the final report's (and the passport's) every point.
+``warnings``, ``view``, ``markers`` and ``passport_section`` read the engine's immutable tuple from any
+thread.
 """
 
 from __future__ import annotations
@@ -48,12 +52,13 @@ class Verdicts(ExtensionBase):
     def stop(self) -> None:
         """Nothing to release (the final report feeds the last numbers)."""
 
-    def _feed_losses(self) -> None:
-        if self._reader is None:
-            return
-        for name, steps, values in self._reader.new_points():
+    def _feed(self, points: list[tuple[str, list[int], list[float]]], report: ReportPoint) -> None:
+        """Feed one report's loss points, then its numbers (the report worker's thread)."""
+        engine = self.engine
+        for name, steps, values in points:
             for step, value in zip(steps, values, strict=False):
-                self.engine.add_loss(step, value, name)
+                engine.add_loss(step, value, name)
+        engine.add_report(report)
 
     def _gpus(self) -> dict[int, dict[str, float | None]]:
         gpu = self._m.extension("gpu") if self._m is not None else None
@@ -63,11 +68,11 @@ class Verdicts(ExtensionBase):
         return {i: {f: getattr(s, f, None) for f in _GPU_FIELDS} for i, s in sampler.latest().items()}
 
     def on_report(self, report: Report) -> dict[str, Any]:
-        """Feed this report's numbers; the run log gets the verdicts so far."""
+        """Hand this report's numbers to the report worker; the run log gets the verdicts fed so far."""
         m = self._m
         if m is None:
             return {}
-        self._feed_losses()
+        points = self._reader.new_points() if self._reader is not None else []
         mem, source = None, "allocator"
         if m.memory is not None:
             cuda = m.memory.cuda or {}
@@ -75,10 +80,13 @@ class Verdicts(ExtensionBase):
             if mem is None:
                 mem, source = m.memory.rss_bytes, "RSS"
         interval = m.interval
-        self.engine.add_report(ReportPoint(
+        point = ReportPoint(
             step=m.steps, elapsed_s=m.elapsed_s(), tokens_per_s=interval.train_tokens_per_s if interval else None,
             token_unit=str(getattr(m, "token_unit", None) or "tokens"), mem_bytes=mem, mem_source=source,
-            phases_s=dict(m.phases.totals_s), gpus=self._gpus()))
+            phases_s=dict(m.phases.totals_s), gpus=self._gpus())
+        m.worker.submit(self.name, lambda: self._feed(points, point))
+        if report.final:
+            m.worker.drain()  # the final report's verdicts hold every point
         return {"fired": [v.to_dict() for v in self.engine.verdicts]}
 
     def view(self) -> VerdictsView:

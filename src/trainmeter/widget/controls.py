@@ -62,7 +62,6 @@ def controls_state(monitor: Any) -> dict[str, Any] | None:
     controls = getattr(monitor, "controls", None)
     if controls is None:
         return None
-    from trainmeter.widget.snapshot import served_rel
     from trainmeter.widget.view_model import run_paths
 
     live = bool(controls.live())
@@ -86,3 +85,19 @@ def controls_state(monitor: Any) -> dict[str, Any] | None:
         "alerts": [{k: a.get(k) for k in ("rule", "action", "step", "sentence", "notify")}
                    for a in alerts[-MAX_LISTED:]],
     }
+
+
+def served_rel(run_rel: str | None) -> str | None:
+    """``run_rel`` (the run folder relative to the notebook's folder, ``state["run_rel"]``) when Jupyter serves it.
+
+    A relative link stays under the server's base URL (``/user/<name>/`` on a JupyterHub): JupyterLab resolves it
+    against the notebook. An absolute path would resolve against the server's root and leave the base URL, so a run
+    outside the notebook's folder gets no link; nor does one in a hidden folder (such as the default
+    ``.trainmeter/runs``): Jupyter serves no hidden files by default.
+    """
+    if not run_rel:
+        return None
+    parts = str(run_rel).replace("\\", "/").split("/")
+    if run_rel.startswith("/") or any(p == ".." or (p.startswith(".") and p != ".") for p in parts):
+        return None
+    return "/".join(parts)

@@ -64,16 +64,20 @@ def _combine(buckets: Sequence[Bucket]) -> Bucket:
 
 
 def _points(b: Bucket) -> list[tuple[float, float]]:
-    """The 1-3 points a bucket emits, in x order (a gap is a NaN y)."""
-    pts: list[tuple[float, float]] = []
-    if b[2] is not None:
-        pts.append((b[1], b[2]))
-        if b[3] != b[1] or b[4] != b[2]:
-            pts.append((b[3], b[4]))
-    if b[5] is not None:
-        pts.append((b[5], _NAN))
-    if len(pts) > 1:
-        pts.sort(key=lambda p: p[0])
+    """The 1-3 points a bucket emits, in x order (a gap is a NaN y; equal xs keep min, max, gap order)."""
+    if b[2] is None:
+        return [] if b[5] is None else [(b[5], _NAN)]
+    low = (b[1], b[2])
+    if b[3] == b[1] and b[4] == b[2]:
+        pts = [low]
+    else:
+        pts = [low, (b[3], b[4])] if b[1] <= b[3] else [(b[3], b[4]), low]
+    gap = b[5]
+    if gap is not None:
+        i = len(pts)
+        while i and pts[i - 1][0] > gap:
+            i -= 1
+        pts.insert(i, (gap, _NAN))
     return pts
 
 

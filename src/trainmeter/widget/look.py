@@ -7,8 +7,12 @@ snapshot (widget/snapshot.py) draws with the same. docs/protocol.md section 1.
 
 from __future__ import annotations
 
-from trainmeter.widget.protocol import Look
+from typing import TYPE_CHECKING
+
 from trainmeter.widget.ticks import TICK_RULE
+
+if TYPE_CHECKING:  # the wire types: not loaded to build a state
+    from trainmeter.widget.protocol import Look
 
 # categorical colours readable on light and dark backgrounds (charts, legends, phases), in drawing order
 PALETTE: tuple[str, ...] = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#b07aa1", "#76b7b2", "#edc948", "#9c755f")

@@ -29,6 +29,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from trainmeter.core.interrupts import HeldInterrupts, run_parts
+from trainmeter.widget.dashboard_file import DASHBOARD_FILE, save_dashboard  # noqa: F401  (also named from here)
 from trainmeter.widget.decimate import DEFAULT_BUDGET_POINTS, Decimator
 from trainmeter.widget.feed import SeriesFeed, shown_series
 from trainmeter.widget.frame import SeriesColumns
@@ -355,30 +356,6 @@ class Publisher:
         for handle in self.handles:
             handle.update(data, raw=True)
         return data
-
-
-DASHBOARD_FILE = "dashboard.json"
-
-
-def save_dashboard(run_dir: Any, state: dict[str, Any]) -> None:
-    """Write the final ``state`` to ``run_dir/dashboard.json``, so ``tm.display(run)`` replays every panel.
-
-    The extensions' panels, charts and tiles (node, GPU, time split, compute) are
-    built live and are not all in the passport. A few KB; a failure only loses the replay's extras.
-    """
-    if run_dir is None:
-        return
-    try:
-        from pathlib import Path
-
-        from trainmeter.record.runlog import write_file_atomic
-
-        # no absolute path in the record (it can hold a user name; docs/spec.md section 18): a replay
-        # places the run from where it is read
-        kept = {k: v for k, v in state.items() if k not in ("run_dir", "run_path", "run_rel")}
-        write_file_atomic(Path(run_dir) / DASHBOARD_FILE, json.dumps(kept, separators=(",", ":")))
-    except Exception:
-        pass
 
 
 def _bundle(widget: Any) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -38,6 +38,7 @@ from trainmeter.sizes import (
     format_seconds,
     format_value,
 )
+from trainmeter.widget.controls import served_rel
 from trainmeter.widget.decimate import decimate
 from trainmeter.widget.labels import series_label
 from trainmeter.widget.look import FAINT_ALPHA, MAIN_CHARTS, MARKER_MAX_POINTS, MERGED_PANELS, PALETTE
@@ -297,22 +298,6 @@ def _row_value(row: dict[str, Any]) -> str:
 def _section(title: str, body: str) -> str:
     return (f'<details style="margin:4px 0"><summary style="cursor:pointer;font-weight:600">{_esc(title)}</summary>'
             f"{body}</details>")
-
-
-def served_rel(run_rel: str | None) -> str | None:
-    """``run_rel`` (the run folder relative to the notebook's folder, ``state["run_rel"]``) when Jupyter serves it.
-
-    A relative link stays under the server's base URL (``/user/<name>/`` on a JupyterHub): JupyterLab resolves it
-    against the notebook. An absolute path would resolve against the server's root and leave the base URL, so a run
-    outside the notebook's folder gets no link; nor does one in a hidden folder (such as the default
-    ``.trainmeter/runs``): Jupyter serves no hidden files by default.
-    """
-    if not run_rel:
-        return None
-    parts = str(run_rel).replace("\\", "/").split("/")
-    if run_rel.startswith("/") or any(p == ".." or (p.startswith(".") and p != ".") for p in parts):
-        return None
-    return "/".join(parts)
 
 
 def _href(path: str) -> str:

@@ -14,8 +14,10 @@ tests/fixtures/ticks_v1.json (cases from these functions) is checked by pytest a
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
-from trainmeter.widget.protocol import TickRule
+if TYPE_CHECKING:  # the wire types: not loaded to build a state
+    from trainmeter.widget.protocol import TickRule
 
 MAX_TICKS = 6
 MIN_TICKS = 4

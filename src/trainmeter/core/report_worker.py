@@ -1,0 +1,181 @@
+"""The report worker: one thread of ours that runs the wings' per-point report work off the training thread.
+
+At a report a wing takes its new points (slices of the series, copied in C) and hands the work on them (the
+verdicts' loss rules, the curves' decimation) to :class:`ReportWorker` as a job; the training thread goes on at
+once (docs/spec.md section 20). Jobs run in the order they were submitted, each wing's state touched only by
+the worker from then on, so every result is the one the training thread would have computed, only later. At
+the end the final report waits for the jobs still queued (:meth:`ReportWorker.drain`, bounded by
+``DRAIN_TIMEOUT_S``), so the passport holds every point. A wing may also register a fold to run ahead
+(:meth:`ReportWorker.every`): the worker runs it every ``FOLD_EVERY_S`` while it has no job, so a fold that
+a report must finish itself (the loss EMA the text line shows) has little left to do then.
+
+Bounded: at most ``MAX_JOBS`` jobs wait; a submit past that waits for the worker up to ``STUCK_AFTER_S`` and
+then declares it stuck (the queued jobs are dropped, their wings' work stops, a warning says so). A job that
+raises disables that job's owner (later jobs of the owner are skipped) and is reported once through
+``on_fault``. With ``threaded=False`` (runs driven by a fake clock: tests) each job runs at once in the
+submitter's thread.
+
+Thread safety: :meth:`submit`, :meth:`drain` and :meth:`close` from any thread; jobs run on the worker thread
+(started at the first job, again after a fork) one at a time.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import deque
+from collections.abc import Callable
+
+MAX_JOBS = 256
+STUCK_AFTER_S = 10.0
+DRAIN_TIMEOUT_S = 60.0
+FOLD_EVERY_S = 0.2
+THREAD_NAME = "trainmeter-report-worker"
+
+Job = Callable[[], None]
+OnFault = Callable[[str, BaseException], None]
+
+
+class ReportWorker:
+    """Runs submitted jobs in order on one daemon thread (see the module docstring).
+
+    Args:
+        threaded: Run jobs on the worker thread (``False``: at once, in the submitting thread).
+        on_fault: Called with ``(owner, exception)`` when a job raises, or with ``("report-worker", exc)``
+            when the worker is declared stuck; never raises into the caller (its own errors are swallowed).
+        max_jobs: Jobs that may wait before a submit waits.
+    """
+
+    def __init__(self, *, threaded: bool = True, on_fault: OnFault | None = None, max_jobs: int = MAX_JOBS) -> None:
+        self.threaded = threaded
+        self._on_fault = on_fault
+        self._max_jobs = max_jobs
+        self._reset()
+
+    def _reset(self) -> None:
+        self._pid = os.getpid()
+        self._cond = threading.Condition(threading.Lock())
+        self._jobs: deque[tuple[str, Job]] = deque()
+        self._busy = False
+        self._closed = False
+        self._stuck = False
+        self._thread: threading.Thread | None = None
+        self.disabled: set[str] = set()
+        self._folds: list[tuple[str, Job]] = []
+
+    def every(self, owner: str, fold: Job) -> None:
+        """Run ``fold`` (of wing ``owner``) every ``FOLD_EVERY_S`` while the worker is idle, once its thread runs
+        (the first job or :meth:`wake`; nothing when unthreaded). A fold must be safe beside the training thread: it reads what is final
+        and publishes by replacing a reference."""
+        if self.threaded:
+            self._folds.append((owner, fold))
+
+    def submit(self, owner: str, job: Job) -> None:
+        """Queue ``job`` (of wing ``owner``) after every job submitted before it; returns at once unless
+        ``MAX_JOBS`` already wait."""
+        if os.getpid() != self._pid:  # a forked child: the parent's thread and jobs are not here
+            self._reset()
+        if owner in self.disabled or self._stuck:
+            return
+        if not self.threaded or self._closed:
+            self._run(owner, job)
+            return
+        with self._cond:
+            if len(self._jobs) >= self._max_jobs and not self._cond.wait_for(
+                    lambda: len(self._jobs) < self._max_jobs, STUCK_AFTER_S):
+                self._declare_stuck()
+                return
+            self._jobs.append((owner, job))
+            self._start()
+            self._cond.notify_all()
+
+    def wake(self) -> None:
+        """Start the thread for the folds registered with :meth:`every` (a report calls it; idempotent)."""
+        if self._folds and self._thread is None and not self._closed and os.getpid() == self._pid:
+            with self._cond:
+                self._start()
+
+    def _start(self) -> None:
+        """Start the thread if it is not running (caller holds the lock)."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._loop, name=THREAD_NAME, daemon=True)
+            self._thread.start()
+
+    def drain(self, timeout_s: float = DRAIN_TIMEOUT_S) -> bool:
+        """Wait until every job submitted so far has run; returns whether they did within ``timeout_s``."""
+        if self._thread is None or os.getpid() != self._pid:
+            return True
+        if threading.current_thread() is self._thread:
+            return True  # a job asking: it runs after the ones before it already
+        with self._cond:
+            return self._cond.wait_for(lambda: not self._jobs and not self._busy, timeout_s)
+
+    @property
+    def pending(self) -> int:
+        """Jobs waiting or running (0 once drained)."""
+        return len(self._jobs) + int(self._busy)
+
+    def close(self, timeout_s: float = DRAIN_TIMEOUT_S) -> None:
+        """Run what is queued, then end the thread (joined up to ``timeout_s``); later jobs run at once."""
+        thread = self._thread
+        self.drain(timeout_s)
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+        if thread is not None and thread is not threading.current_thread() and os.getpid() == self._pid:
+            thread.join(timeout_s)
+        self._thread = None
+
+    def _declare_stuck(self) -> None:
+        """A full queue that did not move for ``STUCK_AFTER_S`` (caller holds the lock)."""
+        self._stuck = True
+        owners = sorted({owner for owner, _ in self._jobs})
+        self._jobs.clear()
+        self._cond.notify_all()
+        self._fault("report-worker", RuntimeError(
+            f"the report worker made no progress for {STUCK_AFTER_S:.0f} s with {self._max_jobs} jobs queued; "
+            f"the report work of {', '.join(owners) or 'no wing'} stopped"))
+
+    def _loop(self) -> None:
+        cond = self._cond
+        while True:
+            with cond:
+                if not cond.wait_for(lambda: self._jobs or self._closed, FOLD_EVERY_S if self._folds else None):
+                    job = None  # idle for FOLD_EVERY_S: the folds
+                elif not self._jobs:
+                    return  # closed and empty
+                else:
+                    owner, job = self._jobs.popleft()
+                self._busy = True
+            if job is None:
+                self._run_folds()
+                with cond:
+                    self._busy = False
+                    cond.notify_all()
+                continue
+            try:
+                if owner not in self.disabled:
+                    self._run(owner, job)
+            finally:
+                with cond:
+                    self._busy = False
+                    cond.notify_all()
+
+    def _run_folds(self) -> None:
+        for owner, fold in list(self._folds):
+            if owner not in self.disabled:
+                self._run(owner, fold)
+
+    def _run(self, owner: str, job: Job) -> None:
+        try:
+            job()
+        except Exception as exc:  # a wing's fault disables that wing's jobs, never the worker or the loop
+            self.disabled.add(owner)
+            self._fault(owner, exc)
+
+    def _fault(self, owner: str, exc: BaseException) -> None:
+        if self._on_fault is not None:
+            try:
+                self._on_fault(owner, exc)
+            except Exception:
+                pass

@@ -1,0 +1,89 @@
+"""The run log's column records encoded ahead: the report worker turns a series' new points into JSON between reports.
+
+A report writes, per series, one ``steps``/``series`` record of every point since the log's cursor; encoding
+those numbers (a float's shortest repr each) is most of a steady report's cost. :class:`ColumnLines` lets the
+report worker (:mod:`trainmeter.core.report_worker`) encode the points appended since the cursor in pieces
+while the run trains; the report encodes only the points since the last piece and joins them. The line is
+byte for byte the one :meth:`~trainmeter.record.runlog.RunLog.append` writes for the whole record: JSON
+encodes a list element by element, so pieces joined with commas are the list, and a non-finite value is
+``null`` exactly as the whole record's clean-up makes it (docs/spec.md section 20).
+
+A piece is kept with the cursor it started from and is used only while the log's cursor is still there and
+nothing past it was trimmed; otherwise the report encodes the record whole, as before.
+
+Thread safety: :meth:`ColumnLines.encode_ahead` on the worker, :meth:`ColumnLines.line` at reports (the
+training thread); each entry is an immutable tuple replaced whole in a dict (a stale one is ignored).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from trainmeter.record.events import SCHEMA_VERSION
+from trainmeter.record.runlog import clean
+
+_SEPARATORS = (",", ":")
+_US_PER_S = 1e6
+# name -> (cursor it starts at, position it ends at, step JSON, t_us JSON, value JSON): comma-joined elements
+Entry = tuple[int, int, str, str, str]
+
+
+def elements(values: list[Any]) -> str:
+    """The JSON of ``values``' elements, comma-separated (a list's JSON without its brackets)."""
+    try:
+        return json.dumps(values, separators=_SEPARATORS, allow_nan=False)[1:-1]
+    except ValueError:  # a NaN or inf: null, as RunLog.append's clean-up writes it
+        return json.dumps(clean(values), separators=_SEPARATORS)[1:-1]
+
+
+def micros(times_s: list[float]) -> list[int]:
+    """Seconds to integer microseconds, as the run log writes them (``int(t * 1e6)``, bit for bit)."""
+    return list(map(int, map(_US_PER_S.__mul__, times_s)))
+
+
+def _join(a: str, b: str) -> str:
+    return f"{a},{b}" if a and b else a or b
+
+
+class ColumnLines:
+    """Column JSON of each series encoded ahead of the report (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._entries: dict[str, Entry] = {}
+
+    def encode_ahead(self, series_list: list[Any], cursors: dict[str, int]) -> None:
+        """Encode each series' points appended since its last piece (the report worker's thread)."""
+        for series in series_list:
+            name = series.name
+            start = cursors.get(name, 0)
+            entry = self._entries.get(name)
+            if entry is None or entry[0] != start:
+                entry = (start, start, "", "", "")
+            at = entry[1]
+            if series.end - series.pending > at:
+                continue  # trimmed past the piece: the report encodes the record whole
+            end, steps, times, values = series.read(at)
+            if not steps or end - len(values) != at:
+                continue
+            self._entries[name] = (start, end, _join(entry[2], elements(steps)),
+                                   _join(entry[3], elements(micros(times))), _join(entry[4], elements(values)))
+
+    def line(self, kind: str, series: Any, start: int) -> tuple[str, int] | None:
+        """The record's JSON line of ``series``' points from ``start`` (the log's cursor) and the position after
+        them, from the piece plus the points since; ``None`` when there is no usable piece (training thread)."""
+        entry = self._entries.get(series.name)
+        if entry is None or entry[0] != start or entry[1] == start or series.end - series.pending > start:
+            return None
+        at = entry[1]
+        end, steps, times, values = series.read(at)
+        if end - len(values) != at:
+            return None
+        step_json, us_json, value_json = entry[2], entry[3], entry[4]
+        if steps:
+            step_json = _join(step_json, elements(steps))
+            us_json = _join(us_json, elements(micros(times)))
+            value_json = _join(value_json, elements(values))
+        head = json.dumps({"schema_version": SCHEMA_VERSION, "kind": kind, "name": series.name, "x": series.x_kind},
+                          separators=_SEPARATORS)[:-1]
+        return f'{head},"step":[{step_json}],"t_us":[{us_json}],"value":[{value_json}]}}', end

@@ -1,0 +1,93 @@
+"""The report worker: jobs in order on our thread, drained at the end, faults contained, bounded queue."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from trainmeter.core import report_worker
+from trainmeter.core.report_worker import THREAD_NAME, ReportWorker
+
+
+def _alive() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == THREAD_NAME]
+
+
+def test_jobs_run_in_submit_order_on_the_worker_thread_and_drain_waits_for_them() -> None:
+    worker, seen = ReportWorker(), []
+    gate = threading.Event()
+    worker.submit("a", lambda: gate.wait(10))
+    for i in range(50):
+        worker.submit("a" if i % 2 else "b", lambda i=i: seen.append((i, threading.current_thread().name)))
+    assert seen == []  # the submitter never ran a job: it went on at once
+    gate.set()
+    assert worker.drain(10)
+    assert [i for i, _ in seen] == list(range(50))
+    assert {name for _, name in seen} == {THREAD_NAME}
+    worker.close()
+    assert not _alive()
+
+
+def test_a_raising_job_disables_its_owner_only_and_is_reported_once() -> None:
+    faults, ran = [], []
+    worker = ReportWorker(on_fault=lambda owner, exc: faults.append((owner, str(exc))))
+
+    def boom() -> None:
+        raise ValueError("bad point")
+
+    worker.submit("verdicts", boom)
+    worker.submit("verdicts", lambda: ran.append("verdicts"))
+    worker.submit("curves", lambda: ran.append("curves"))
+    assert worker.drain(10)
+    worker.close()
+    assert faults == [("verdicts", "bad point")] and ran == ["curves"]
+    assert "verdicts" in worker.disabled
+
+
+def test_unthreaded_runs_each_job_at_once_in_the_caller() -> None:
+    worker, seen = ReportWorker(threaded=False), []
+    worker.submit("a", lambda: seen.append(threading.current_thread().name))
+    assert seen == [threading.current_thread().name] and worker.drain(0.0)
+    assert not _alive()
+
+
+def test_a_full_queue_that_does_not_move_is_declared_stuck_and_submits_return(monkeypatch) -> None:
+    monkeypatch.setattr(report_worker, "STUCK_AFTER_S", 0.05)
+    faults, gate = [], threading.Event()
+    worker = ReportWorker(max_jobs=2, on_fault=lambda owner, exc: faults.append((owner, str(exc))))
+    worker.submit("hang", lambda: gate.wait(10))
+    worker.submit("curves", lambda: None)
+    worker.submit("verdicts", lambda: None)
+    worker.submit("verdicts", lambda: None)  # the queue is full and the running job hangs: stuck, not a wait forever
+    assert [owner for owner, _ in faults] == ["report-worker"] and "curves, verdicts" in faults[0][1]
+    worker.submit("verdicts", lambda: pytest.fail("a stuck worker takes no more jobs"))
+    gate.set()
+    worker.close(10)
+    assert not _alive()
+
+
+def test_close_runs_what_is_queued_and_later_jobs_run_at_once() -> None:
+    worker, seen = ReportWorker(), []
+    worker.submit("a", lambda: seen.append(1))
+    worker.close(10)
+    assert seen == [1] and not _alive()
+    worker.submit("a", lambda: seen.append(threading.current_thread().name))
+    assert seen == [1, threading.current_thread().name]
+
+
+def test_folds_run_while_idle_once_woken_and_a_raising_fold_disables_its_owner(monkeypatch) -> None:
+    monkeypatch.setattr(report_worker, "FOLD_EVERY_S", 0.005)
+    ran, faults = threading.Event(), []
+    worker = ReportWorker(on_fault=lambda owner, exc: faults.append(owner))
+    worker.every("optim", ran.set)
+    worker.every("bad", lambda: 1 / 0)
+    assert not _alive() and not ran.wait(0.05)  # registered only: no thread before a job or a wake
+    worker.wake()
+    assert ran.wait(10)
+    worker.close(10)
+    assert faults == ["bad"] and "bad" in worker.disabled and not _alive()
+    unthreaded = ReportWorker(threaded=False)
+    unthreaded.every("optim", lambda: pytest.fail("an unthreaded worker runs no fold"))
+    unthreaded.wake()
+    assert not _alive()
