@@ -37,14 +37,16 @@ MAX_PY_CALLS_PER_STEP = 5
 # step, time and value).
 MAX_C_CALLS_PER_STEP = 9
 # Per step with every default extension, on top of the core's: the optimizer wing reads the rate
-# at the step (docs/spec.md section 2; sampled to <= 100 points/s, here every step): its on_step and the lr
-# Series.append (3 list appends, a len and a dict.get: the group count and the series). The
+# at the step (docs/spec.md section 2; every step for the first 100 steps, as here, then sampled by the
+# read's cost and <= 100 points/s): its on_step, its _read and the lr Series.append (3 list appends, a len
+# and a dict.get: the group count and the series; the clock read that times it and a max: its stride). The
 # overhead wing times 1 step in 64 (its wrapper, Monitor.at_step re-arming it): amortized below.
-EXTENSION_PY_CALLS_PER_STEP = 2 + 0.25
-EXTENSION_C_CALLS_PER_STEP = 5 + 0.25
+EXTENSION_PY_CALLS_PER_STEP = 3 + 0.25
+EXTENSION_C_CALLS_PER_STEP = 7 + 0.25
 # The only extension code that runs on steady-state steps, and at most how often (calls per step).
 EXTENSION_CALLS_PER_STEP = {
     "optim/extension.py:on_step": 1.0,
+    "optim/extension.py:_read": 1.0,
     "overhead/extension.py:step": 1 / 64,  # the timed step (on_step or on_step_read)
     "overhead/extension.py:timed": 2 / 64,  # its two wrappers made when armed
     "overhead/extension.py:_arm": 1 / 64,
