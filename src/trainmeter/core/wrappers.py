@@ -197,10 +197,11 @@ class Wrappers:
                             if hot.fast_parts:  # a second part: division matters (accumulation or not)
                                 probes._fast_division(tensors)
                                 hot.fast_sum += value
+                                hot.fast_parts += 1
                             else:
                                 hot.fast_first = tensors  # held until the step (see _fast_division)
                                 hot.fast_sum = value
-                            hot.fast_parts += 1
+                                hot.fast_parts = 1
                         except Exception as exc:
                             probes._backward_fault(exc)
                     elif not probes._paused:
