@@ -1,4 +1,4 @@
-"""The wrappers: a steady step goes straight to the monitor, looked up at each step; backward reaches torch."""
+"""The wrappers: a steady step goes straight to the monitor, read from the hot state at each step; backward reaches torch."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from trainmeter.extensions import make_monitor  # noqa: E402
 from trainmeter.options import make_options  # noqa: E402
 
 
-def test_the_step_hook_looks_up_on_step_read_at_each_step_so_a_timing_wrapper_is_seen(tmp_path):
+def test_the_step_hook_reads_the_step_read_slot_at_each_step_so_a_timing_wrapper_is_seen(tmp_path):
     model = torch.nn.Linear(3, 1)
     opt = torch.optim.SGD(model.parameters(), lr=0.0)
     m = make_monitor(make_options(run_dir=tmp_path, interval_s=3600, widget=False), text=False,
@@ -19,14 +19,15 @@ def test_the_step_hook_looks_up_on_step_read_at_each_step_so_a_timing_wrapper_is
     try:
         for step in range(25):
             if step == 20:  # steady by now: the next step takes the short path
-                plain = m.on_step_read
+                plain = m.hot.step_read
+                assert plain == m.on_step_read
 
                 def timed(tokens, value):
                     seen.append(value)
-                    vars(m).pop("on_step_read")
+                    m.hot.step_read = plain
                     plain(tokens, value)
 
-                m.on_step_read = timed
+                m.hot.step_read = timed
             model(torch.ones(2, 3)).pow(2).mean().backward()
             opt.step()
     finally:

@@ -51,7 +51,8 @@ class Wrappers:
 
         def step_hook(optimizer: Any, args: Any, kwargs: Any) -> None:
             try:
-                if hot.steady and hot.fast_parts == 1 and hot.calls == 1 and probes._primary() is optimizer:
+                primary = hot.primary  # slot reads, then calls: a method call of a slot is not specialized
+                if hot.steady and hot.fast_parts == 1 and hot.calls == 1 and primary() is optimizer:
                     # hot path (docs/spec.md section 20): the primary optimizer of a known root called once, one
                     # 0-d CPU loss read at backward; hot.steady is cleared by whatever needs the general path (a
                     # StepLoss, a candidate's call, a new optimizer, an eval span, a pause); one call leaves
@@ -62,9 +63,10 @@ class Wrappers:
                     hot.fast_steps += 1
                     hot.fast_parts = 0
                     hot.fast_first = None  # the loss tensor is the loop's again
-                    # the one part's value (the next first part overwrites it); on_step_read is looked up at each
-                    # step: the overhead wing times it (one implementation of the step's rule, core/monitor.py)
-                    monitor.on_step_read(tokens, hot.fast_sum)
+                    # the one part's value (the next first part overwrites it); Monitor.on_step_read, or the overhead
+                    # wing's timed wrapper of it (one implementation of the step's rule, core/monitor.py)
+                    step_read = hot.step_read
+                    step_read(tokens, hot.fast_sum)
                     return
             except Exception as exc:
                 monitor.warn_once("probe-step", f"step probe fault: {exc!r}")
