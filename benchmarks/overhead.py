@@ -548,6 +548,7 @@ def main() -> None:
     ap.add_argument("--gpt-steps", type=int, default=60, help="gpt: timed steps per process")
     ap.add_argument("--gpt-rounds", type=int, default=10, help="gpt: paired process-level rounds")
     ap.add_argument("--ops-arm", default="core", help="ops: core, all, or one extension's name")
+    ap.add_argument("--arm", action="append", help="peer-table: arms to run (floor, minimal, peer, core, all, magic)")
     ap.add_argument("--gpt-arm", default="bare", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.what == "_gpt-child":
@@ -565,7 +566,7 @@ def main() -> None:
 
         print("trainmeter side by side (callgrind, training thread; per step: (I(1,000 steps) - I(300 steps)) / 700 "
               "after 200 warm-up steps; tiny loop, OMP_NUM_THREADS=1, PYTHONHASHSEED=0)")
-        return print_table(peer_rows(ARMS))
+        return print_table(peer_rows(tuple(args.arm or ARMS)))
     print(f"trainmeter overhead, tiny loop (32-64-1 MLP, batch 32, OMP_NUM_THREADS=1), python {sys.version.split()[0]}")
     if args.what in ("all", "wall"):
         table(f"a. steady state, wall: paired rounds (bare {args.block} / run: {args.warmup} warm-up + {args.block} "
