@@ -46,3 +46,31 @@ def test_a_backward_reaches_torch_with_its_gradient_and_leaves_no_flag_set(tmp_p
         assert not m.hot.in_backward and torch.equal(w.grad, torch.full((2,), 2.0))
     finally:
         m.finish("completed")
+
+
+def test_the_fast_call_honours_a_compiled_call_impl_set_on_the_module(tmp_path):
+    """The fast path calls _call_impl itself for torch's own __call__: a module.compile()d one still runs compiled."""
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(3, 1)
+
+        def forward(self, x):
+            return self.lin(x)
+
+    model = Net()
+    opt = torch.optim.SGD(model.parameters(), lr=0.0)
+    compiled = []
+    m = make_monitor(make_options(run_dir=tmp_path, interval_s=3600, widget=False), text=False,
+                     extensions=[]).start()
+    try:
+        for step in range(25):
+            if step == 20:  # steady: the call takes the fast path; module.compile() sets this attribute
+                model._compiled_call_impl = lambda *args, **kwargs: (compiled.append(args), model._call_impl(
+                    *args, **kwargs))[1]
+            model(torch.ones(2, 3)).pow(2).mean().backward()
+            opt.step()
+    finally:
+        m.finish("completed")
+    assert len(compiled) == 5 and m.steps == 25 and m.tokens == 25 * 2
