@@ -1,4 +1,4 @@
-"""The wrappers: a steady step goes straight to the monitor, read from the hot state at each step; backward reaches torch."""
+"""The wrappers: a steady step reaches the monitor through a hot-state slot; backward reaches torch."""
 
 from __future__ import annotations
 

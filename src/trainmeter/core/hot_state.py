@@ -39,7 +39,8 @@ class HotState:
         # loss ordering and queued values (the step's slow-path triggers)
         "held_step", "held_t_s", "held_value", "captured_series", "user_loss", "losses", "queued", "scalars",
         # the probes: fast flags, last batch signature, the step's calls and loss parts
-        "primary", "fast_root", "fast_backward", "steady", "backward_on", "in_backward", "depth", "calls", "pending_tokens",
+        "primary", "fast_root", "fast_backward", "steady", "backward_on", "in_backward", "depth", "calls",
+        "pending_tokens",
         "last_type", "last_shape", "last_dtype", "last_tokens", "fast_calls",
         "fast_parts", "fast_sum", "fast_divided", "fast_first", "fast_steps",
     )
