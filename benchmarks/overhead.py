@@ -423,6 +423,9 @@ def bench_ops(arm: str = "core", n_steps: int = 100) -> list[tuple[str, ...]]:
         m = build(arm, root, interval_s=3600)
         m.start()
         steps(300)
+        m.hot.next_report_s = 0.0  # a report, as the callgrind arms force one: the wings' strides are set
+        steps(1)
+        steps(300)  # past the sampled wings' next reads
         monitored = measure()
         m.finish("completed")
     rows = [(f"function ({arm}, {n_steps} steps)", "added opcodes per step")]
@@ -544,6 +547,8 @@ def main() -> None:
     ap.add_argument("--threads-s", type=float, default=30.0, help="threads: seconds of the real run")
     ap.add_argument("--gpt-steps", type=int, default=60, help="gpt: timed steps per process")
     ap.add_argument("--gpt-rounds", type=int, default=10, help="gpt: paired process-level rounds")
+    ap.add_argument("--ops-arm", default="core", help="ops: core, all, or one extension's name")
+    ap.add_argument("--arm", action="append", help="peer-table: arms to run (floor, minimal, peer, core, all, magic)")
     ap.add_argument("--gpt-arm", default="bare", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.what == "_gpt-child":
@@ -561,7 +566,7 @@ def main() -> None:
 
         print("trainmeter side by side (callgrind, training thread; per step: (I(1,000 steps) - I(300 steps)) / 700 "
               "after 200 warm-up steps; tiny loop, OMP_NUM_THREADS=1, PYTHONHASHSEED=0)")
-        return print_table(peer_rows(ARMS))
+        return print_table(peer_rows(tuple(args.arm or ARMS)))
     print(f"trainmeter overhead, tiny loop (32-64-1 MLP, batch 32, OMP_NUM_THREADS=1), python {sys.version.split()[0]}")
     if args.what in ("all", "wall"):
         table(f"a. steady state, wall: paired rounds (bare {args.block} / run: {args.warmup} warm-up + {args.block} "
@@ -576,7 +581,8 @@ def main() -> None:
         table(f"d. slowdown window after start (all extensions, {args.window_s:g} s of steps)",
               bench_window(args.repeats, args.window_s))
     if args.what in ("all", "ops"):
-        table("g. Python opcodes per steady step (sys.settrace opcode events), core alone", bench_ops())
+        table(f"g. Python opcodes per steady step (sys.settrace opcode events), arm {args.ops_arm}",
+              bench_ops(args.ops_arm))
     if args.what == "gpt":  # not in "all": minutes of fresh processes
         table("f. tiny GPT, process-level paired runs", bench_gpt(args.gpt_rounds, args.gpt_steps))
     if args.what in ("all", "threads"):

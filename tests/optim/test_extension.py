@@ -331,3 +331,37 @@ def test_the_report_worker_folds_the_loss_ema_ahead_and_each_report_shows_the_ex
     assert ahead and set(ahead) == {THREAD_NAME}
     in_place = run(run_root / "in-place", FakeClock())  # a fake clock: every fold at its report, as before
     assert len(threaded) == 7 and threaded == in_place  # exact: the same floats at every report
+
+
+class _TickingClock(FakeClock):
+    """A fake clock that also moves by ``tick_s`` at each read: a read costs that much time."""
+
+    def __init__(self, start_s: float, tick_s: float) -> None:
+        super().__init__(start_s)
+        self.tick_s = tick_s
+
+    def __call__(self) -> float:
+        self.now_s += self.tick_s
+        return self.now_s
+
+
+@pytest.mark.filterwarnings("ignore::trainmeter.core.monitor.MonitorWarning")  # no model: tokens not counted
+def test_a_read_costly_beside_its_step_is_sampled_by_its_cost_after_step_100(run_root):
+    """1 ms steps and a 1 us read: read at most 0.02% of a step, so 1 step in 5 (a ratio: no wall rate used)."""
+    clock = _TickingClock(100.0, 1e-6)
+    ext = OptimExtension(environ={})
+    m = make_monitor(make_options(run_dir=run_root, interval_s=3600, name="cost"), clock=clock, text=False,
+                     extensions=[ext]).start()
+    calls = []
+    m.set_step_hook(lambda: (calls.append(m.steps), ext.on_step()))
+    p = nn.Parameter(torch.ones(2))
+    opt = torch.optim.SGD([p], lr=0.1)
+    for _ in range(200):
+        clock.advance(0.001)
+        p.grad = torch.ones(2)
+        opt.step()
+    stride = ext.stride
+    m.finish("completed")  # (its report sets the rate's stride: 1,000 steps/s, so 10)
+    assert calls[:101] == list(range(1, 102))  # every step until step 100, whatever the cost
+    assert calls[101:] == list(range(106, 201, 5)) and stride == 5  # step 101's read set the stride
+    assert [s for s, _ in _points(m, "lr")] == calls

@@ -35,11 +35,12 @@ class HotState:
     __slots__ = (
         # the monitor's step
         "now", "interval_s", "steps", "tokens", "t0_s", "step_series", "next_report_s",
-        "step_hook", "hook_at", "at_step",
+        "step_read", "step_hook", "hook_at", "at_step",
         # loss ordering and queued values (the step's slow-path triggers)
         "held_step", "held_t_s", "held_value", "captured_series", "user_loss", "losses", "queued", "scalars",
         # the probes: fast flags, last batch signature, the step's calls and loss parts
-        "fast_root", "fast_backward", "steady", "backward_on", "in_backward", "depth", "calls", "pending_tokens",
+        "primary", "fast_root", "fast_backward", "steady", "backward_on", "in_backward", "depth", "calls",
+        "pending_tokens",
         "last_type", "last_shape", "last_dtype", "last_tokens", "fast_calls",
         "fast_parts", "fast_sum", "fast_divided", "fast_first", "fast_steps",
     )
@@ -47,6 +48,9 @@ class HotState:
     def __init__(self, now: Callable[[], float], interval_s: float) -> None:
         self.now = now
         self.interval_s = interval_s
+        # what the probes call for a step whose loss was read (Monitor.on_step_read, set by the monitor; the
+        # overhead wing's timed wrapper for one step in 64): a slot read, where a method of the monitor is a lookup
+        self.step_read: Callable[[int, float], None] | None = None
         self.step_hook: Callable[[], None] | None = None  # set by the dispatcher (Monitor.set_step_hook)
         self.at_step: int | None = None  # the next step with Monitor.at_step callbacks
         self.new_run(0.0)
@@ -75,6 +79,7 @@ class HotState:
 
     def new_probe_state(self) -> None:
         """The probes' fast flags and the step's calls and loss parts, as before any call was seen."""
+        self.primary: Any = None  # a weak reference to the primary optimizer (TorchProbes._primary), or None
         # the hot paths' flags, recomputed by TorchProbes._refresh_fast whenever one of their inputs changes:
         # the root's id while its positional batches are counted like the last one (else 0), whether a
         # 0-d CPU loss may be read at backward, and whether a step may take the short path

@@ -115,6 +115,7 @@ class Monitor(Lifecycle, Emits, SideEmits, LossOrder, Reports, LaneSteps, Faults
         self._synchronize = synchronize or cuda_synchronize()
         # what a steady step touches: the probes' wrappers and the wings' step hooks read it (not the properties)
         self.hot = HotState(self._now, self._interval_s)
+        self.hot.step_read = self.on_step_read
         self.out = out
         self.text = text
         self.token_unit = "tokens"
@@ -290,7 +291,8 @@ class Monitor(Lifecycle, Emits, SideEmits, LossOrder, Reports, LaneSteps, Faults
         hot = self.hot
         hot.steps = steps = hot.steps + 1
         hot.tokens += tokens
-        now = hot.now()
+        clock = hot.now  # a slot read, then a call (a method call of a slot is not specialized on CPython 3.11)
+        now = clock()
         t_s = now - hot.t0_s
         if tokens != hot.step_series.tokens:
             hot.step_series.set_tokens(tokens)

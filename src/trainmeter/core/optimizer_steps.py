@@ -87,7 +87,7 @@ class OptimizerSteps:
                 self.hot.fast_sum = 0.0
                 self.hot.fast_divided = True
                 self.hot.fast_first = None
-                self._monitor.on_step_read(tokens, value)
+                self.hot.step_read(tokens, value)  # type: ignore[misc]  # Monitor.on_step_read (or timed)
                 return
             if loss is not None:
                 self._note(loss)

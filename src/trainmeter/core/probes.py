@@ -133,7 +133,6 @@ class TorchProbes(Discovery, CompileWatch, Wrappers, RootCalls, LossCapture, Opt
         self._root: weakref.ReferenceType[Any] | None = None
         self._declared: weakref.ReferenceType[Any] | None = None  # tm.monitor(model=...)
         self._root_id = 0
-        self._primary: weakref.ReferenceType[Any] | None = None
         self._primary_last_event = 0
         self._events = 0
         self._created: dict[int, tuple[weakref.ReferenceType[Any], int]] = {}  # optimizer id -> (ref, event)
@@ -166,6 +165,15 @@ class TorchProbes(Discovery, CompileWatch, Wrappers, RootCalls, LossCapture, Opt
         self.unstepped_loss = False  # at stop: a loss was passed to backward after the last step (or with none)
 
     # -- the hot paths' flags ----------------------------------------------------------
+    @property
+    def _primary(self) -> weakref.ReferenceType[Any] | None:
+        """A weak reference to the primary optimizer, or ``None`` (held on the hot state: the step hook reads it)."""
+        return self.hot.primary
+
+    @_primary.setter
+    def _primary(self, ref: weakref.ReferenceType[Any] | None) -> None:
+        self.hot.primary = ref
+
     @property
     def paused(self) -> bool:
         """Forward and backward calls are not counted (our own FLOP count; a probe fault). Training thread."""

@@ -15,6 +15,8 @@ from typing import Any
 from trainmeter.core import host_patches
 from trainmeter.core.loss_capture import _divided
 
+_NO_ARG = object()  # the watched call's first argument when it has none
+
 _BACKWARD_PARAMETERS = ("tensors", "grad_tensors", "retain_graph", "create_graph", "grad_variables", "inputs")
 
 
@@ -48,7 +50,8 @@ class Wrappers:
 
         def step_hook(optimizer: Any, args: Any, kwargs: Any) -> None:
             try:
-                if hot.steady and hot.fast_parts == 1 and hot.calls == 1 and probes._primary() is optimizer:
+                primary = hot.primary  # slot reads, then calls: a method call of a slot is not specialized
+                if hot.steady and hot.fast_parts == 1 and hot.calls == 1 and primary() is optimizer:
                     # hot path (docs/spec.md section 20): the primary optimizer of a known root called once, one
                     # 0-d CPU loss read at backward; hot.steady is cleared by whatever needs the general path (a
                     # StepLoss, a candidate's call, a new optimizer, an eval span, a pause); one call leaves
@@ -59,9 +62,10 @@ class Wrappers:
                     hot.fast_steps += 1
                     hot.fast_parts = 0
                     hot.fast_first = None  # the loss tensor is the loop's again
-                    # the one part's value (the next first part overwrites it); on_step_read is looked up at each
-                    # step: the overhead wing times it (one implementation of the step's rule, core/monitor.py)
-                    monitor.on_step_read(tokens, hot.fast_sum)
+                    # the one part's value (the next first part overwrites it); Monitor.on_step_read, or the overhead
+                    # wing's timed wrapper of it (one implementation of the step's rule, core/monitor.py)
+                    step_read = hot.step_read
+                    step_read(tokens, hot.fast_sum)
                     return
             except Exception as exc:
                 monitor.warn_once("probe-step", f"step probe fault: {exc!r}")
@@ -94,17 +98,23 @@ class Wrappers:
         is_grad_enabled = torch.is_grad_enabled
         candidates = self._candidates
         lightning = attr == "training_step"
+        # a class that keeps torch's own __call__ (Module._wrapped_call_impl, which only routes a module.compile()d
+        # call): the hot path calls the module's _call_impl itself, one frame (and its argument tuple and dict) fewer
+        routed = attr == "__call__" and original is getattr(torch.nn.Module, "_wrapped_call_impl", None)
 
+        # the first positional argument is a parameter of its own (positional-only, so no keyword can take it):
+        # model(x) builds no argument tuple here, and the batch is read without indexing one
         @functools.wraps(original)
-        def call(module: Any, *args: Any, **kwargs: Any) -> Any:
+        def call(module: Any, first: Any = _NO_ARG, /, *args: Any, **kwargs: Any) -> Any:
             if is_dynamo_compiling() or compiler._is_compiling_flag:  # a trace sees a pass-through: no guard
                 # on our state, no extra graph
-                return original(module, *args, **kwargs)
-            key = id(module)
-            if key == hot.fast_root and args and not kwargs and not hot.depth:
-                # hot path (docs/spec.md section 20): the root called with a positional batch like the last counted one
-                # counts the same (exact: same type, shape and dtype); anything else takes _on_call
-                first = args[0]
+                if first is _NO_ARG:
+                    return original(module, **kwargs)
+                return original(module, first, *args, **kwargs)
+            if id(module) == hot.fast_root and not kwargs and not hot.depth:
+                # hot path (docs/spec.md section 20): the root called with a positional batch like the last counted
+                # one counts the same (exact: same type, shape and dtype; no argument: not the last type); anything
+                # else takes _on_call
                 try:
                     same = (type(first) is hot.last_type and first.shape == hot.last_shape
                             and first.dtype is hot.last_dtype)
@@ -115,15 +125,21 @@ class Wrappers:
                     hot.calls += 1
                     hot.depth = 1
                     try:
-                        if len(args) == 1:  # model(x): a plain call, which CPython 3.11 runs without a C frame
-                            return original(module, first)
-                        return original(module, *args)
+                        if args:
+                            return original(module, first, *args)
+                        if routed and module._compiled_call_impl is None:  # torch's _wrapped_call_impl, inline
+                            return module._call_impl(first)
+                        return original(module, first)
                     finally:
                         hot.depth = 0
             if hot.depth and not probes._threaded and get_ident() == probes._hot_ident:
                 # a module inside the root's call on lane 1's thread: what the general path below ends in
-                return original(module, *args, **kwargs)
-            if key not in candidates or not probes._active:
+                if first is _NO_ARG:
+                    return original(module, **kwargs)
+                return original(module, first, *args, **kwargs)
+            if first is not _NO_ARG:
+                args = (first, *args)
+            if id(module) not in candidates or not probes._active:
                 return original(module, *args, **kwargs)
             if probes._threaded or ((lightning or is_grad_enabled()) and probes._thread_lane() is not None):
                 # several training threads: per-thread nesting and counts (core/lane_probes.py)
@@ -181,10 +197,11 @@ class Wrappers:
                             if hot.fast_parts:  # a second part: division matters (accumulation or not)
                                 probes._fast_division(tensors)
                                 hot.fast_sum += value
+                                hot.fast_parts += 1
                             else:
                                 hot.fast_first = tensors  # held until the step (see _fast_division)
                                 hot.fast_sum = value
-                            hot.fast_parts += 1
+                                hot.fast_parts = 1
                         except Exception as exc:
                             probes._backward_fault(exc)
                     elif not probes._paused:

@@ -17,11 +17,17 @@ without a sync, like the loss).
 Missing, with its reason, when the loop does not clip by norm. A step skipped by
 ``GradScaler`` (inf/NaN gradients) calls no ``optimizer.step`` and records nothing.
 
-**Sampling.** Every step while the loop runs at most ``max_points_per_s`` steps
-per second (100); above, every k-th step, k = ceil(steps/s / 100), set at each
-report from the last window's training-only rate. The hook tells the core the next
-step it wants (``Monitor.next_step_hook_at``), so the steps in between run no code
-of this wing (docs/spec.md section 17); a clipped norm is recorded only at the step that returned it.
+**Sampling.** Every k-th step, k the larger of two strides: the rate's (at most
+``max_points_per_s`` points per second, 100: k = ceil(steps/s / 100), set at each
+report from the last window's training-only rate) and the cost's (the read takes at
+most ``MAX_READ_SHARE`` of a step, 0.02%: k = ceil(read s / (0.0002 x step s)), from the
+cheapest read timed so far and the mean step since the last read, set at each read
+from step 100 on: the first 100 steps are read at every step).
+The cost's stride is a ratio of two durations on one clock, so a loop slowed as a
+whole (valgrind, a loaded machine) keeps its stride; a step of 10 ms or more is read
+at every step. The hook tells the core the next step it wants
+(``Monitor.next_step_hook_at``), so the steps in between run no code of this wing
+(docs/spec.md section 17); a clipped norm is recorded only at the step that returned it.
 Costs are measured in ``benchmarks/optim_step_hook.py``.
 
 **Smoothed loss.** At each report the new points of ``train_loss`` (every step)
@@ -55,6 +61,9 @@ if TYPE_CHECKING:
     from trainmeter.core.monitor import Monitor
 
 MAX_POINTS_PER_S = 100.0
+# The share of a step the rate read may take (its stride grows until the read costs no more, docs/spec.md section 2).
+MAX_READ_SHARE = 2e-4
+READ_EVERY_STEP_UNTIL = 100  # the first steps are read at every step whatever the cost (a short run: every rate)
 LOSS_SERIES = "train_loss"
 # Names the taps record from frameworks' own logs, read when trainmeter's own series is absent.
 LR_ALIASES = ("learning_rate",)  # Hugging Face Trainer.log
@@ -91,7 +100,11 @@ class OptimExtension(ExtensionBase):
         self.ema = LossEma(ema_beta)
         self.clip = ClipTap()
         self.wrapped: list[str] = []
-        self.stride = 1
+        self.stride = 1  # the stride in use: the larger of the rate's and the cost's
+        self._rate_stride = 1  # from the last report's step rate (max_points_per_s)
+        self._read_s: float | None = None  # the cheapest read timed so far (seconds on the run's clock)
+        self._read_at = (0, 0.0)  # the last read's step and step time (seconds since the run's start)
+        self._off = False  # disabled by a fault: no more reads
         self._primary: weakref.ReferenceType[Any] | None = None
         self.optimizer_class: str | None = None
         self.groups = 0
@@ -154,14 +167,42 @@ class OptimExtension(ExtensionBase):
 
         Runs inside the optimizer's step post-hooks: after the step (and after a
         closure's clip call, Lightning's pattern), before the scheduler's ``step()``.
+        The read is timed from the core's clock read of this step to the end of the read,
+        and the next sampled step set from it (the module's "Sampling").
         """
+        hot = self._hot
+        try:
+            t_s = hot.step_series.times[-1]  # type: ignore[union-attr]  # the core's clock read of this step
+        except Exception as exc:
+            self._disable(exc)
+            return
+        self._read(t_s)
+        if self._off:
+            return
+        try:
+            read_s = hot.now() - hot.t0_s - t_s  # type: ignore[union-attr]
+            if self._read_s is None or read_s < self._read_s:
+                self._read_s = read_s
+            step, last_t_s = self._read_at
+            steps = hot.steps  # type: ignore[union-attr]
+            cost_stride = 1
+            if step >= READ_EVERY_STEP_UNTIL and steps > step and t_s > last_t_s and self._read_s > 0:
+                cost_stride = math.ceil(self._read_s / (MAX_READ_SHARE * (t_s - last_t_s) / (steps - step)))
+            self._read_at = (steps, t_s)
+            stride = max(self._rate_stride, cost_stride)
+            if stride > 1 or stride != self.stride:
+                self.stride = stride
+                self._m.next_step_hook_at(steps + stride, self)  # type: ignore[union-attr]
+        except Exception as exc:
+            self._disable(exc)
+
+    def _read(self, t_s: float) -> None:
+        """Record the primary optimizer's rate (and a clipped norm) at this step, whose time is ``t_s``."""
         try:
             if self._primary is None:
                 self._adopt_primary()
             m = self._m
             hot = self._hot
-            if self.stride > 1:
-                m.next_step_hook_at(hot.steps + self.stride, self)  # type: ignore[union-attr]
             optimizer = self._primary() if self._primary is not None else None
             if optimizer is None:  # collected: adopt the next one (from its second counted step)
                 self._primary = self._current = None
@@ -176,7 +217,7 @@ class OptimExtension(ExtensionBase):
                 lr = groups[0]["lr"]
                 series = m.series.get(LR_SERIES) if type(lr) is float else None  # type: ignore[union-attr]
                 if series is not None:
-                    series.append(hot.steps, hot.step_series.times[-1], lr)  # type: ignore[union-attr]
+                    series.append(hot.steps, t_s, lr)  # type: ignore[union-attr]
                     self.groups = 1
                     return
             values = read_lrs(groups)
@@ -202,6 +243,7 @@ class OptimExtension(ExtensionBase):
             handle.remove()
 
     def _disable(self, exc: BaseException) -> None:
+        self._off = True
         self.stop()
         if self._m is not None:
             self._m.next_step_hook_at(sys.maxsize, self)  # no more on_step calls
@@ -226,10 +268,10 @@ class OptimExtension(ExtensionBase):
         interval = m.interval
         if interval is not None and interval.steps and interval.train_s > 0:
             rate = interval.steps / interval.train_s
-            stride = max(1, math.ceil(rate / self._max_points_per_s))
-            if stride != self.stride:
-                self.stride = stride
-                m.next_step_hook_at(m.steps + stride, self)
+            self._rate_stride = max(1, math.ceil(rate / self._max_points_per_s))
+            if self._rate_stride > self.stride and not self._off:  # a smaller one is taken at the next read
+                self.stride = self._rate_stride
+                m.next_step_hook_at(m.steps + self.stride, self)
         return {"loss_ema": self.ema.value, "sample_every_steps": self.stride,
                 "grad_norm_missing": self.grad_norm_missing()}
 

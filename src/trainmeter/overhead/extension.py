@@ -50,6 +50,7 @@ class Overhead(ExtensionBase):
         self._timed_s = 0.0
         self._t0 = 0.0
         self._t1: float | None = None
+        self._read: Any = None  # the step_read the timed wrapper is over, while armed
         self._thread_cpu: dict[int, tuple[str, float]] = {}
         self._figures: dict[str, Any] = {}
 
@@ -69,13 +70,12 @@ class Overhead(ExtensionBase):
         if monitor is None or self._t1 is not None:
             return
         now = self._now
+        hot = monitor.hot
+        read = self._read = hot.step_read
 
-        def timed(name: str) -> Any:
-            original = getattr(monitor, name)
-
+        def timed(original: Any) -> Any:
             def step(*args: Any, **kwargs: Any) -> None:
-                vars(monitor).pop("on_step", None)  # the plain methods again from the next step
-                vars(monitor).pop("on_step_read", None)
+                self._unwrap()  # the plain step from the next step
                 self._calls += 1
                 reports = monitor.reports
                 t0 = now()
@@ -88,9 +88,17 @@ class Overhead(ExtensionBase):
 
             return step
 
-        # instance attributes over the methods: the probes call on_step_read on their fast path, on_step else
-        monitor.on_step = timed("on_step")  # type: ignore[method-assign]
-        monitor.on_step_read = timed("on_step_read")  # type: ignore[method-assign]
+        # the probes' fast path calls hot.step_read (Monitor.on_step_read); their general path Monitor.on_step,
+        # here an instance attribute over the method
+        monitor.on_step = timed(monitor.on_step)  # type: ignore[method-assign]
+        hot.step_read = timed(read)
+
+    def _unwrap(self) -> None:
+        m, read, self._read = self._m, self._read, None
+        if m is not None:
+            vars(m).pop("on_step", None)
+            if read is not None:
+                m.hot.step_read = read
 
     def stop(self) -> None:
         """Read the threads once more (they still run) and unwrap ``on_step``."""
@@ -99,8 +107,7 @@ class Overhead(ExtensionBase):
             return
         self._read_threads()
         self._t1 = self._now()
-        vars(m).pop("on_step", None)
-        vars(m).pop("on_step_read", None)
+        self._unwrap()
 
     def _read_threads(self) -> None:
         board = getattr(self._m, "process_memory", None)
