@@ -259,3 +259,23 @@ def test_the_compute_wing_settles_an_ambiguous_name_by_the_gpu_wings_device_iden
     finally:
         release.set()
         m.finish("completed")
+
+
+def test_the_tiles_read_the_compute_section_without_rendering_its_model_card(run_root, monkeypatch):
+    from trainmeter.compute import card
+
+    model, opt, batches = tiny_model_and_data()
+    with tm.monitor(run_dir=run_root, convention="hf", peak_tflops=0.001, peak_source="test") as m:
+        train_steps(model, opt, batches)
+        ext = next(e for e in m.extensions if e.name == "compute")
+        full = card.compute_section(ext)
+        assert card.compute_section(ext, markdown=False) == {k: v for k, v in full.items() if k != "markdown"}
+        expected = card.compute_tiles(full, {d.name: d.to_dict() for d in ext.derivations()})
+
+        def no_card(*args, **kwargs):
+            raise AssertionError("the model card was rendered for a tile")
+
+        monkeypatch.setattr(card, "render_compute_markdown", no_card)
+        assert ext.tiles() == expected and ext.tiles()[0]["id"] == "mfu"
+        monkeypatch.undo()
+    assert "### Compute" in json.loads((m.run_dir / "passport.json").read_text())["compute"]["markdown"]

@@ -142,6 +142,20 @@ def test_the_live_view_of_a_parent_shows_its_ranks_panel(run_root):
     assert panel["rows"][0]["label"] == "rank 0" and panel["rows"][0]["value"] == 12
 
 
+def test_a_parent_without_seat_folders_reads_no_run_log_for_its_ranks_panel(run_root, monkeypatch):
+    from trainmeter.ranks import follow
+
+    def no_follower(*args, **kwargs):
+        raise AssertionError("a run log was followed for a run without seats")
+
+    monkeypatch.setattr(follow, "RunFollower", no_follower)
+    with tm.monitor(name="alone", run_dir=run_root) as m:
+        steps(2)
+        ext = next(e for e in m.extensions if e.name == "distributed")
+        assert ext.panels() == [] and ext.tiles() == []
+    assert json.loads((m.run_dir / "dashboard.json").read_text())["panels"] is not None
+
+
 def test_dataloader_workers_forked_during_a_run_leave_no_trace(run_root):
     data = torch.utils.data.TensorDataset(torch.randn(32, 4))
     loader = torch.utils.data.DataLoader(data, batch_size=8, num_workers=2, multiprocessing_context="fork")

@@ -55,3 +55,31 @@ def test_a_launch_parents_passport_md_speaks_for_the_launch():
 def test_steps_unknown_is_said_instead_of_zero_steps():
     md = _md(steps_unknown=True, goodput=None)
     assert "Steps: unknown" in md and "tm.step()" in md and "Steps: 0" not in md
+
+
+def test_passport_json_is_one_key_a_line_and_parses_to_the_indented_cleaned_passport(run_root, monkeypatch):
+    import json.encoder
+
+    from trainmeter.record import passport as passport_module
+    from trainmeter.record.runlog import clean
+
+    built = []
+    real_json_lines = passport_module.json_lines
+    monkeypatch.setattr(passport_module, "json_lines", lambda doc: built.append(doc) or real_json_lines(doc))
+    with tm.monitor(run_dir=run_root, name="lines") as m:
+        for step in range(5):
+            tm.emit(train_loss=float("nan") if step == 2 else 1.0 / (step + 1), step=step)
+    text = (m.run_dir / "passport.json").read_text()
+    assert json.loads(text) == json.loads(json.dumps(clean(built[-1]), indent=2))  # what the indented file held
+    assert len(text.splitlines()) == len(built[-1]) + 2
+    assert "Status: **completed**" in (m.run_dir / "passport.md").read_text()
+
+    def python_encoder(*args, **kwargs):
+        raise AssertionError("json's pure-Python encoder ran")
+
+    with monkeypatch.context() as patched:  # a NaN, an inf or a bool key still takes the C encoder
+        patched.setattr(json.encoder, "_make_iterencode", python_encoder)
+        passport_module.write_passport(m, {"complete": True, "odd": [float("nan"), float("-inf")], "keys": {True: 1}})
+    p = json.loads((m.run_dir / "passport.json").read_text())
+    assert p["record"] == {"complete": True, "odd": [None, None], "keys": {"True": 1}}
+    assert p == json.loads(json.dumps(clean(built[-1]), indent=2))

@@ -85,3 +85,54 @@ def test_an_abandoned_log_closes_its_descriptor_and_writes_nothing_more(tmp_path
     with pytest.raises(OSError):
         _os.fstat(fd)
     assert (tmp_path / "events.jsonl").read_text().count("\n") == 1
+
+
+def _documents():
+    nan, inf = float("nan"), float("inf")
+    return [
+        {},
+        {"a": 1, "b": [1.5, -0.0, 2**70, None, "x"], "c": {"d": (1, 2), "e": {"f": "é\n\"true\":"}}},
+        {"loss": nan, "peaks": [inf, -inf, 1.0], "ok": {"x": nan}},  # non-finite: null, as clean() makes it
+        {"by_device": {0: "cpu", 1.5: "half"}, "flags": {True: 1, None: 2}},  # keys clean() spells with str()
+        {3: "a non-string top-level key"},
+    ]
+
+
+def test_json_lines_parses_to_exactly_the_indented_dump_of_the_cleaned_document():
+    from trainmeter.record.runlog import json_lines
+
+    for doc in _documents():
+        text = json_lines(doc)
+        assert json.loads(text) == json.loads(json.dumps(clean(doc), indent=2)), doc
+        assert len(text.splitlines()) == (len(doc) + 2 if doc else 1)  # one top-level key a line
+
+
+def test_json_lines_and_json_safe_use_only_the_c_encoder(monkeypatch):
+    import json.encoder
+
+    from trainmeter.record.runlog import json_lines, json_safe
+
+    def python_encoder(*args, **kwargs):
+        raise AssertionError("json's pure-Python encoder ran")
+
+    monkeypatch.setattr(json.encoder, "_make_iterencode", python_encoder)
+    for doc in _documents():
+        assert json.loads(json_lines(doc)) == clean(doc)
+        assert json_safe(doc) == clean(doc)
+
+
+def test_json_safe_is_clean_even_for_what_json_cannot_encode():
+    from trainmeter.record.runlog import json_safe
+
+    marker = object()
+    assert json_safe({"m": [marker, float("nan")], (1, 2): 3}) == {"m": [marker, None], "(1, 2)": 3}
+    assert json_safe({"t": (1, [2.5])}) == {"t": [1, [2.5]]}
+
+
+def test_json_lines_raises_type_error_for_a_value_json_cannot_encode():
+    import pytest
+
+    from trainmeter.record.runlog import json_lines
+
+    with pytest.raises(TypeError):
+        json_lines({"m": object()})

@@ -24,3 +24,21 @@ def test_every_chart_gets_a_label_per_series_and_keeps_labels_it_has():
     assert charts[0]["labels"] == {"train_loss": "train loss", "node.cpu": "node CPU (%)", "x_y": "mine"}
     assert charts[1] is None
     assert not any(re.search(r"[a-z]_[a-z]", v) for v in charts[0]["labels"].values() if v != "mine")
+
+
+def test_only_gpu_index_dot_a_known_reading_gets_the_gpu_label():
+    assert series_label("gpu12.tensor_activity") == "GPU 12 tensor activity (%)"
+    assert series_label("gpu.util") == "gpu util"  # no index
+    assert series_label("gpux.util") == "gpux util"
+    assert series_label("gpu0.power_w") == "gpu0 power (W)"  # not one of the GPU wing's percentages
+    assert series_label("gpu0.util.extra") == "gpu0 util extra"
+
+
+def test_the_labels_module_compiles_no_pattern_at_import():
+    import subprocess
+    import sys
+
+    code = ("import re, trainmeter.widget.smoothed, trainmeter.optim.smoothing; re.purge(); n = len(re._cache); "
+            "import trainmeter.widget.labels; print(len(re._cache) - n)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "0"

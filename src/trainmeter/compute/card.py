@@ -47,8 +47,8 @@ def all_derivations(ext: ComputeState) -> list[Derivation]:
     return out
 
 
-def compute_section(ext: ComputeState) -> dict[str, Any]:
-    """Return ``passport.json["compute"]``."""
+def compute_section(ext: ComputeState, markdown: bool = True) -> dict[str, Any]:
+    """Return ``passport.json["compute"]``; without its model-card ``markdown`` for the tiles (they do not show it)."""
     m = ext._m
     convention = m.options.convention if m is not None else None
     fpt = {conv: d.value for conv, d in ext.fpt.items()}
@@ -77,7 +77,8 @@ def compute_section(ext: ComputeState) -> dict[str, Any]:
         "eta_s": derived["eta_s"].value if "eta_s" in derived else None,
     }
     section.update(_achievable(ext, derived))
-    section["markdown"] = render_compute_markdown(section, all_derivations(ext))
+    if markdown:
+        section["markdown"] = render_compute_markdown(section, all_derivations(ext))
     return section
 
 

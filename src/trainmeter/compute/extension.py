@@ -263,7 +263,7 @@ class ComputeExtension(ExtensionBase):
     def _view(self) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
         from trainmeter.compute.card import compute_section
 
-        section = compute_section(self)
+        section = compute_section(self, markdown=False)
         derivations = {d.name: d.to_dict() for d in self.derivations()}
         return section, derivations
 

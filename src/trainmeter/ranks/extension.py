@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from trainmeter.core import host_patches
 from trainmeter.core.extension import ExtensionBase, Report
 from trainmeter.ranks import fork
-from trainmeter.ranks.launch import PARENT_ENV, RUN_DIR_ENV
+from trainmeter.ranks.launch import PARENT_ENV, RUN_DIR_ENV, SEAT_PREFIXES
 from trainmeter.ranks.seating import clear_seat, current_seat
 from trainmeter.sizes import format_percent
 
@@ -303,6 +303,9 @@ class RanksExtension(ExtensionBase):
         if now - self._polled_s < PANEL_POLL_S:
             return self._panels
         self._polled_s = now
+        if self._follower is None and not _has_seats(self._monitor.run_dir):
+            self._panels = []  # no seat folder, so no rank wrote a record (one process): nothing loaded or read
+            return self._panels
         from trainmeter.ranks.follow import RunFollower
 
         if self._follower is None:
@@ -320,8 +323,6 @@ class RanksExtension(ExtensionBase):
 
 def _has_seats(launch_dir: Any) -> bool:
     """Whether ``launch_dir`` holds a seat folder (``rank-<k>``, ``proc-<pid>``): one directory listing."""
-    from trainmeter.ranks.follow import SEAT_PREFIXES
-
     try:
         with os.scandir(launch_dir) as entries:
             return any(e.name.startswith(SEAT_PREFIXES) and e.is_dir() for e in entries)

@@ -19,11 +19,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trainmeter.ranks.launch import SEAT_PREFIXES
 from trainmeter.record.events import LOG_FILE, Record, parse_line
 from trainmeter.record.safe_read import open_regular
 
 MAX_READ_BYTES = 256 * 1024
-SEAT_PREFIXES = ("rank-", "proc-")
 
 
 class TailReader:

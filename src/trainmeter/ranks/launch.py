@@ -37,6 +37,7 @@ from trainmeter.record.safe_read import read_bytes
 RUN_DIR_ENV = "TRAINMETER_RUN_DIR"
 PARENT_ENV = "TRAINMETER_RUN_PARENT"
 CLAIMS = ".launches"
+SEAT_PREFIXES = ("rank-", "proc-")  # what a seat folder's name starts with (seat_name, take_seat)
 MAX_GENERATIONS = 10_000
 CLAIM_WAIT_S = 5.0
 CLAIM_MAX_BYTES = 4096

@@ -14,7 +14,7 @@ from trainmeter.core.explicit_steps import steps_unknown
 from trainmeter.core.provenance import Derivation, Input
 from trainmeter.core.text import markdown_text
 from trainmeter.core.throughput import ratio
-from trainmeter.record.runlog import clean, write_file_atomic
+from trainmeter.record.runlog import json_lines, write_file_atomic
 from trainmeter.record.view import RunView
 from trainmeter.sizes import (
     format_bytes,
@@ -244,8 +244,8 @@ def write_passport(m: RunView, record: dict[str, Any] | None = None) -> Path:
     passport = build_passport(m)
     if record is not None:
         passport["record"] = record
-    passport = clean(passport)
+    text = json_lines(passport)  # json's C encoder, one key a line (docs/spec.md section 20)
     path = m.run_dir / "passport.json"
-    write_file_atomic(path, json.dumps(passport, indent=2, sort_keys=False) + "\n")
-    write_file_atomic(m.run_dir / "passport.md", render_markdown(passport))
+    write_file_atomic(path, text + "\n")
+    write_file_atomic(m.run_dir / "passport.md", render_markdown(json.loads(text)))
     return path

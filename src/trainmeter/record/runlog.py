@@ -17,7 +17,9 @@ from typing import Any
 
 from trainmeter.record.events import SCHEMA_VERSION, Record, read_events
 
-__all__ = ["RunLog", "clean", "read_events", "write_file_atomic"]
+__all__ = ["RunLog", "clean", "json_lines", "json_safe", "read_events", "write_file_atomic"]
+
+_STRICT = json.JSONEncoder(separators=(",", ":"), allow_nan=False)  # the C encoder; a NaN or inf raises
 
 
 def clean(value: Any) -> Any:
@@ -29,6 +31,48 @@ def clean(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [clean(v) for v in value]
     return value
+
+
+def json_lines(doc: dict[str, Any]) -> str:
+    """``doc`` as JSON with one top-level key a line, each value compact, non-finite floats as ``null``.
+
+    Parses to exactly what ``json.dumps(clean(doc), indent=2)`` parses to, but every value is encoded by
+    json's C encoder (used only without ``indent``: an indented passport took ~66k Python opcodes, docs/spec.md
+    section 20). ``clean`` runs only when a value is not finite, a key is not a string, or a bool or
+    ``None`` key may be present (the C encoder spells those ``true``/``null``; ``clean`` spells ``str(key)``).
+
+    Raises:
+        TypeError: A value JSON cannot encode (as ``json.dumps`` raises it).
+    """
+    encode = _STRICT.encode
+    try:
+        parts = []
+        for key, value in doc.items():
+            if not isinstance(key, str):
+                raise TypeError(key)
+            text = encode(value)
+            if _spelled_keys(text):
+                raise TypeError(key)
+            parts.append(f"  {encode(key)}: {text}")
+    except (TypeError, ValueError):  # a NaN or inf, an odd key, or a value clean() does not fix (raised below)
+        parts = [f"  {encode(k)}: {encode(v)}" for k, v in clean(doc).items()]
+    return "{\n" + ",\n".join(parts) + "\n}" if parts else "{}"
+
+
+def json_safe(value: Any) -> Any:
+    """``clean(value)``, through json's C encoder and decoder where that gives the same object (no NaN or inf,
+    no bool or ``None`` key, nothing JSON cannot encode): no bytecode per value (docs/spec.md section 20)."""
+    try:
+        text = _STRICT.encode(value)
+    except (TypeError, ValueError):
+        return clean(value)
+    return clean(value) if _spelled_keys(text) else json.loads(text)
+
+
+def _spelled_keys(text: str) -> bool:
+    """Whether compact JSON ``text`` may hold a bool or ``None`` key (the C encoder spells them ``true``,
+    ``false``, ``null``; ``clean`` spells ``str(key)``): a string key of those words answers yes too."""
+    return '"true":' in text or '"false":' in text or '"null":' in text
 
 
 class RunLog:

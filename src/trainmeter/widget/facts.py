@@ -9,8 +9,8 @@ over time are the *report series*: one point per report, read from ``monitor.int
 ``events.jsonl`` (replay), with x = session seconds at the report.
 """
 
-from __future__ import annotations
-
+# Annotations evaluated (no ``from __future__ import annotations``): dataclasses then skips its string checks of
+# RunFacts' 38 fields, a third of this module's import, paid at a script run's finish (docs/spec.md section 20).
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -278,11 +278,13 @@ def _energy_tiles(passport: dict[str, Any]) -> list[dict[str, Any]]:
         return []  # an odd passport loses the replay's energy tile, nothing else
 
 
-@dataclass(frozen=True, slots=True)
 class _SavedDerivation:
     """A passport's derivation dict where a Derivation is expected (only ``to_dict`` is read)."""
 
-    saved: dict[str, Any]
+    __slots__ = ("saved",)
+
+    def __init__(self, saved: dict[str, Any]) -> None:
+        self.saved = saved
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.saved)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from trainmeter.core.provenance import Derivation, Input, weakest
-from trainmeter.record.runlog import clean
+from trainmeter.record.runlog import json_safe
 from trainmeter.sizes import (
     format_bytes,
     format_count,
@@ -270,7 +270,7 @@ def build_state(f: RunFacts) -> dict[str, Any]:
         state["controls"] = f.controls
         shown = {a.get("sentence") for a in f.controls.get("alerts") or []}
         state["warnings"] = [w for w in state["warnings"] if w not in shown]
-    return clean(state)
+    return json_safe(state)
 
 
 def summary_text(state: dict[str, Any]) -> str:
