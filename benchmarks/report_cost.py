@@ -7,7 +7,7 @@ forced as peer_table forces them. ``sys.settrace`` opcode events count what runs
 ``tm.monitor``), the first report (after 200 steps), a later report (after 1,300 more), a second later report
 (1,300 more: a report's cost must not grow with the run) and finish. Usage::
 
-    python benchmarks/report_cost.py [--top 12] [--later-steps 1300]
+    python benchmarks/report_cost.py [--top 12] [--later-steps 1300] [--preload]
 """
 
 from __future__ import annotations
@@ -52,8 +52,15 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--top", type=int, default=12, help="functions listed per part")
     ap.add_argument("--later-steps", type=int, default=1300, help="steps before each later report")
+    ap.add_argument("--preload", action="store_true",
+                    help="run %%load_ext's preload first (trainmeter.extensions.preload), as a notebook has")
     args = ap.parse_args()
     import trainmeter as tm
+
+    if args.preload:
+        from trainmeter.extensions import preload
+
+        preload()
 
     steps = make_loop()
     steps(50)

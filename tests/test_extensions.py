@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import random
+import subprocess
+import sys
+from pathlib import Path
 
 from trainmeter.core.extension import order_extensions
 from trainmeter.extensions import WING_NAMES, default_extensions
@@ -39,3 +43,48 @@ def test_a_rank_without_the_node_samplers_still_orders_its_wings(monkeypatch):
     names = _names(default_extensions(make_options()))
     assert "gpu" not in names and "node" not in names
     assert names.index("compute") < names.index("energy") and names[-1] == "verdicts"
+
+
+# -- %load_ext's preload: after it, a run's start imports none of trainmeter's modules (nor psutil) ---------
+_SRC = Path(__file__).parents[1] / "src"
+
+PROBE = """
+import json, sys, tempfile
+import torch
+{preload}
+import trainmeter as tm
+before = set(sys.modules)
+model, x = torch.nn.Linear(2, 1), torch.randn(3, 2)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+with tm.monitor(name="probe", run_dir=tempfile.mkdtemp(), interval_s=3600):
+    started = sorted(set(sys.modules) - before)
+    model(x).sum().backward(); opt.step()
+print(json.dumps({{"started": started, "torch_at_preload": {torch_check}}}))
+"""
+
+
+def _start_imports(preload: bool) -> dict:
+    code = PROBE.format(
+        preload="from trainmeter.extensions import preload; failed = preload()" if preload else "failed = []",
+        torch_check="True")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env={"PYTHONPATH": str(_SRC), "PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_after_the_preload_a_runs_start_imports_no_module_of_ours_or_psutil():
+    cold = [m for m in _start_imports(preload=False)["started"] if m.startswith(("trainmeter", "psutil"))]
+    warm = [m for m in _start_imports(preload=True)["started"] if m.startswith(("trainmeter", "psutil"))]
+    assert len(cold) > 30  # without it, the start imports the wings (the probe measures what it should)
+    assert warm == []
+
+
+def test_the_preload_imports_no_torch_and_reports_no_failure():
+    code = ("import sys; from trainmeter.extensions import preload; failed = preload(); "
+            "import threading; print(failed, 'torch' in sys.modules, "
+            "[t.name for t in threading.enumerate() if t.name.startswith('trainmeter')])")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env={"PYTHONPATH": str(_SRC), "PATH": "/usr/bin:/bin"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "[] False []"

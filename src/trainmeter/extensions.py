@@ -6,6 +6,7 @@ sink, its CUDA allocator reader and its extensions.
 
 from __future__ import annotations
 
+import importlib
 import sys
 from typing import Any
 
@@ -85,3 +86,44 @@ def make_monitor(options: MonitorOptions, **kwargs: Any) -> Monitor:
     kwargs.setdefault("record", RunRecorder(after_passport=_save_dashboard))
     kwargs.setdefault("cuda_memory", _cuda_memory)
     return Monitor(options, **kwargs)
+
+
+# What ``%load_ext trainmeter`` imports ahead: the modules a run's start would otherwise import on the training
+# thread (docs/spec.md section 20, "Start"). ``%load_ext`` runs in a cell of its own, on the thread the monitored
+# cells run on, so nothing is imported by two threads at once. None of these imports torch, installs a patch or
+# starts a thread when imported; tests/test_extensions.py checks that after :func:`preload` a run's start imports
+# none of its own modules.
+START_MODULES = (
+    # the wings (trainmeter.extensions.default_extensions) and what their modules import
+    "trainmeter.extensions", "trainmeter.alerts.extension", "trainmeter.comparison.extension",
+    "trainmeter.compute.extension", "trainmeter.energy.extension", "trainmeter.frameworks.extension",
+    "trainmeter.gpu.extension", "trainmeter.host.extension", "trainmeter.optim.extension",
+    "trainmeter.overhead.extension", "trainmeter.ranks.extension", "trainmeter.ranks.identity",
+    "trainmeter.ranks.launch", "trainmeter.ranks.autostart", "trainmeter.taps.extension",
+    "trainmeter.timesplit.extension", "trainmeter.verdicts.extension", "trainmeter.record.recorder",
+    "trainmeter.record.environment",
+    # the core's probes, installed at start
+    "trainmeter.core.probes", "trainmeter.core.wrappers", "trainmeter.core.discovery",
+    "trainmeter.core.optimizer_steps", "trainmeter.core.lane_probes", "trainmeter.core.loss_capture",
+    "trainmeter.core.root_calls", "trainmeter.core.seq_weights", "trainmeter.core.batch",
+    "trainmeter.core.compile_watch", "trainmeter.compute.peaks", "trainmeter.compute.peak_table",
+    # the GPU sampler's modules (it opens NVML on its own thread: imported here, no import runs there)
+    "trainmeter.gpu.sampler", "trainmeter.gpu.selection", "trainmeter.gpu.cuda_memory", "trainmeter.gpu.backends",
+    "trainmeter.gpu.nvml", "trainmeter.gpu.nvml_device", "trainmeter.gpu.nvml_gpm", "trainmeter.gpu.nvml_readings",
+    # psutil: the node sampler's; imported on this thread, never by a sampler while a fork may come
+    "psutil",
+)
+
+
+def preload() -> list[str]:
+    """Import :data:`START_MODULES`; return ``"module: error"`` for each that failed (never raises).
+
+    Thread safety: call on the thread that runs the user's cells (``%load_ext`` does), never on a thread of ours.
+    """
+    failed = []
+    for name in START_MODULES:
+        try:
+            importlib.import_module(name)
+        except Exception as exc:  # noqa: BLE001 - a module that fails here fails again, and says so, at start
+            failed.append(f"{name}: {type(exc).__name__}: {exc}")
+    return failed
