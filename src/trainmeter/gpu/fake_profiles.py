@@ -10,7 +10,7 @@ after a fault); :data:`CROSSCHECK_CASES` script the formula-vs-hardware causes. 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 GIB = 1024**3
 
@@ -76,18 +76,9 @@ PROFILES: dict[str, DeviceProfile] = {
         mig=True,
         pci_device_id=0x2330,
     ),
-    "h100_mig_gpm": DeviceProfile(
-        key="h100_mig_gpm",
-        name="NVIDIA H100 80GB HBM3",
-        mem_total_bytes=80 * GIB,
-        power_limit_w=700.0,
-        sm_clock_max_mhz=1980.0,
-        gpm=True,
-        mig=True,
-        pci_device_id=0x2330,
-        mig_instances=(1, 2),
-    ),
 }
+# the same MIG-enabled H100 whose driver serves GPM per GPU instance (two instances set up)
+PROFILES["h100_mig_gpm"] = replace(PROFILES["h100_mig"], key="h100_mig_gpm", gpm=True, mig_instances=(1, 2))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
