@@ -112,13 +112,14 @@ def _peer_agent() -> Any:
 def child(arm: str, scale: int) -> None:
     """One arm: bare slope first, then the arm's start, segments and finish, each ended by a MARK."""
     if arm in ("core", "all", "magic"):
-        import trainmeter  # noqa: F401  (the user's import, before the loop)
+        import trainmeter  # (the user's import, before the loop)
     if arm == "peer":
         import trainmeter.agent.core  # noqa: F401  (its sitecustomize's import, at interpreter start)
     if arm == "magic":
         from IPython.core.interactiveshell import InteractiveShell
 
         shell = InteractiveShell.instance()
+        trainmeter.load_ipython_extension(shell)  # the notebook's `%load_ext trainmeter`, a cell before the run's
     steps, model = _loop()
     steps(50)
     _settle()
