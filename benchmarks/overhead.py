@@ -83,6 +83,11 @@ def child_env() -> dict[str, str]:
 # -- the loop ----------------------------------------------------------------------------
 def make_loop() -> Callable[[int], None]:
     """The tiny loop; returns ``steps(n)`` that trains ``n`` steps."""
+    return make_loop_and_model()[0]
+
+
+def make_loop_and_model() -> tuple[Callable[[int], None], Any]:
+    """The tiny loop's ``steps(n)`` and the model it trains (a monitor given ``model=``)."""
     import torch
     import torch.nn as nn
     import torch.nn.functional as F
@@ -101,7 +106,7 @@ def make_loop() -> Callable[[int], None]:
             loss.backward()
             opt.step()
 
-    return steps
+    return steps, model
 
 
 def timed(steps: Callable[[int], None], n: int) -> float:

@@ -50,28 +50,6 @@ MARK = os.getppid  # callgrind dumps before each call (--dump-before=getppid)
 
 
 # -- the child (under valgrind) ------------------------------------------------------------------
-def _loop() -> tuple[Callable[[int], None], Any]:
-    import torch
-    import torch.nn as nn
-    import torch.nn.functional as F
-
-    torch.set_num_threads(1)
-    torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 1))
-    opt = torch.optim.SGD(model.parameters(), lr=1e-4)
-    x, y = torch.randn(32, 32), torch.randn(32, 1)
-    mse = F.mse_loss
-
-    def steps(n: int) -> None:
-        for _ in range(n):
-            loss = mse(model(x), y)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-
-    return steps, model
-
-
 def _settle() -> None:
     """Collect, then freeze what is left: the slope's collections then scan only what its steps allocate (the
     full heap's size, which differs from process to process by what each imported, moved a slope by ~2k)."""
@@ -120,7 +98,9 @@ def child(arm: str, scale: int) -> None:
 
         shell = InteractiveShell.instance()
         trainmeter.load_ipython_extension(shell)  # the notebook's `%load_ext trainmeter`, a cell before the run's
-    steps, model = _loop()
+    from overhead import make_loop_and_model  # stdlib only at import: the peer's venv loads it too
+
+    steps, model = make_loop_and_model()
     steps(50)
     _settle()
     MARK()  # imports and set-up (ignored)
