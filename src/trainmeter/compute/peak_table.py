@@ -178,17 +178,30 @@ TABLE: tuple[CardRow, ...] = (
          f"from NVIDIA's RTX Blackwell PRO GPU Architecture whitepaper v1.0, Table 4, as a public hardware note "
          f"quotes it: 364 dense BF16 with FP32 accumulate, 728 with sparsity; {_SP}; FP16 and TF32 not in the "
          f"sources found", sparse=True),
-    _row("RTX A6000", r"\brtx a6000\b", _q(309.7, 309.7, None, None),
-         f"NVIDIA RTX A6000 datasheet: 309.7 tensor TFLOPS, {_SP} (154.8 dense FP16/BF16 per Microway's Ampere "
-         f"comparison); TF32 not in the sources found; no FP8", sparse=True),
+    _row("RTX A6000", r"\brtx a6000\b", _q(154.8, 154.8, 77.4, None),
+         f"NVIDIA Ampere GA102 GPU Architecture whitepaper v2 (its RTX A6000 appendix), as public code and a paper "
+         f"quote it with its URL: 154.8 'Peak BF16 Tensor TFLOPS with FP32 Accumulate' and 77.4 'Peak TF32 Tensor "
+         f"TFLOPS', without sparsity, {_D}; FP16 154.8 dense per Microway's Ampere comparison; the RTX A6000 "
+         f"datasheet's 309.7 tensor TFLOPS is the sparse figure, twice these; no FP8", sparse=False),
     # -- NVIDIA GeForce ------------------------------------------------------------------------------------------
     _row("GeForce RTX 5090", r"\brtx 5090\b", _q(209.5, 209.5, 104.8, 419.0),
          f"NVIDIA RTX Blackwell whitepaper / spec copies: 209.5 BF16/FP16, 104.8 TF32, {_D}; FP8 with FP32 "
          f"accumulate 419 (838 with sparsity) from the whitepaper's Appendix A as two public notes quote it; "
          f"{_GEFORCE}", sparse=False, exclude=r"\b5090 ?d\b|laptop|mobile"),
+    _row("GeForce RTX 5080", r"\brtx 5080\b", _q(112.6, None, None, None),
+         f"NVIDIA RTX Blackwell GPU Architecture whitepaper, as a public MFU note's table quotes it (with the "
+         f"whitepaper's URL): 112.6 BF16 tensor, {_D} (225.1 sparse/effective; the same table's RTX 5090 and 4090 "
+         f"rows, 209.5 and 165.2, are the whitepaper's FP32-accumulate rates); FP16, TF32 and FP8 not in the "
+         f"sources found; {_GEFORCE}", sparse=False, exclude=r"\b5080 super\b|laptop|mobile"),
     _row("GeForce RTX 4090", r"\brtx 4090\b", _q(165.2, 165.2, 82.6, 330.3),
          f"NVIDIA Ada whitepaper: 165.2 BF16/FP16 and 330.3 FP8, 82.6 TF32, {_D}; {_GEFORCE}", sparse=False,
          exclude=r"\b4090 ?d\b|laptop|mobile"),
+    _row("GeForce RTX 4080", r"\brtx 4080\b", _q(97.5, 97.5, 48.7, 194.9),
+         f"NVIDIA Ada GPU Architecture whitepaper v2.02, Appendix B (RTX 4080), as a public research note quotes "
+         f"it: 97.5 BF16 tensor with FP32 accumulate (194.9 with FP16 accumulate), 48.7 TF32, 194.9 FP8 with FP32 "
+         f"accumulate, {_D} (a public MFU note's table from the RTX Blackwell whitepaper gives the same 97.5 dense "
+         f"beside 195 sparse); FP16 with FP32 accumulate 97.5 as a public peak table gives it ('Ada, FP16 tensor, "
+         f"dense, FP32 accumulate'); {_GEFORCE}", sparse=False, exclude=r"\b4080 super\b|laptop|mobile"),
     _row("GeForce RTX 3070 Ti", r"\brtx 3070 ti\b", _q(43.5, None, None, None),
          f"NVIDIA RTX Blackwell GPU Architecture whitepaper, Appendix B, Table 5: 43.5 BF16 tensor with FP32 "
          f"accumulate, {_D} (87 with sparsity); {_GEFORCE}; other dtypes not in the sources found", sparse=False,
@@ -249,12 +262,14 @@ LEFT_OUT: tuple[tuple[str, str], ...] = (
     ("RTX PRO 6000 Blackwell Server Edition", "the architecture whitepaper's Table 4 figures found cover the "
      "Workstation and Max-Q editions only; NVIDIA's Server Edition page advertises '1 PFLOP' FP16/BF16 without "
      "saying dense or sparse, and its datasheet omits BF16 (as a public hardware note reads them)"),
-    ("GeForce RTX 5080, 5070 Ti, 5070", "only FP4 'AI TOPS' figures (with sparsity) were found from NVIDIA; the "
-     "tables found with tensor figures are unsourced compilations, and NVIDIA publishes its own whitepaper"),
-    ("GeForce RTX 4080, 4070", "only a secondary table that could not be checked against NVIDIA's Ada whitepaper; "
-     "a peak that is not sourced is not shown"),
-    ("GeForce RTX 4080 SUPER, 4070 Ti, 4070 SUPER, 4090 D, laptop parts", "not in the sources found; they differ "
-     "from the base cards"),
+    ("GeForce RTX 5070 Ti, 5070", "the RTX Blackwell whitepaper's figures found (as public notes quote them) "
+     "cover the RTX 5090 and 5080 only; the tables found for these cards are unsourced compilations that mix "
+     "FP16- and FP32-accumulate rates, and NVIDIA publishes its own whitepaper"),
+    ("GeForce RTX 4070 Ti, 4070", "the Ada whitepaper's appendix figures found (as public notes quote them) cover "
+     "the RTX 4090 and 4080 only; the tables found for these cards are unsourced compilations that disagree with "
+     "each other; a peak that is not sourced is not shown"),
+    ("GeForce RTX 4080 SUPER, 4070 Ti SUPER, 4070 SUPER, 4090 D, laptop parts", "not in the sources found; they "
+     "differ from the base cards"),
     ("H800 PCIe / H800 NVL", "no figure in the sources found"),
 )
 """Cards asked for that the table leaves out, and why (docs/spec.md section 5 lists them)."""
