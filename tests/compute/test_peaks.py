@@ -38,6 +38,7 @@ REAL_NAMES = {
     "NVIDIA H100 PCIe": "H100 PCIe",
     "NVIDIA H100 80GB HBM3": "H100 SXM",
     "NVIDIA H800 80GB HBM3": "H800 SXM",
+    "NVIDIA H800 PCIe": "H800 PCIe",
     "NVIDIA H20": "H20",
     "NVIDIA L40S": "L40S",
     "NVIDIA L40": "L40",
@@ -290,8 +291,18 @@ def test_a_card_name_that_extends_another_matches_only_its_own_row(name: str, ca
     assert match_card(name) == card
 
 
+def test_h800_pcie_and_h800_sxm_tf32_are_the_halved_starred_figures_the_report_reads_as_dense() -> None:
+    row = peak_flops("NVIDIA H800 PCIe", "bf16")
+    assert row.card == "H800 PCIe" and row.tflops == 756.5 and row.source.startswith("secondary:")
+    assert peak_flops("NVIDIA H800 PCIe", "tf32").tflops == 378.0
+    assert peak_flops("NVIDIA H800 PCIe", "fp8").tflops == 1513.0
+    assert peak_flops("NVIDIA H800 80GB HBM3", "tf32").tflops == 494.5
+    assert peak_flops("NVIDIA H800 NVL") is None  # the 94 GB part: no figure found
+    assert match_card("NVIDIA H800 NVL") is None and match_card("NVIDIA H800 PCIe") == "H800 PCIe"
+
+
 def test_a_variant_the_table_lacks_is_not_called_ambiguous() -> None:
-    for name in ("NVIDIA H800 PCIe", "NVIDIA H800 NVL"):
+    for name in ("NVIDIA H800 NVL",):
         reason = why_no_peak(name)
         assert "no datasheet peak for" in reason and "does not say which variant" not in reason
 

@@ -103,12 +103,19 @@ TABLE: tuple[CardRow, ...] = (
          f"NVIDIA H100 datasheet, H100 PCIe: 1513 BF16/FP16, 756 TF32, 3026 FP8, {_SP}", sparse=True),
     _row("H100 SXM", r"(?<![a-z0-9])h100\b.*\b(sxm|hbm3)", _H100_SXM_Q,
          f"NVIDIA H100 datasheet, H100 SXM: 1979 BF16/FP16, 989 TF32, 3958 FP8, {_SP}", sparse=True),
-    _row("H800 SXM", r"(?<![a-z0-9])h800\b.*\b(sxm|hbm3)", _q(1979.0, 1979.0, None, 3958.0),
+    _row("H800 SXM", r"(?<![a-z0-9])h800\b.*\b(sxm|hbm3)", _q(1979.0, 1979.0, 989.0, 3958.0),
          f"secondary: no public NVIDIA H800 datasheet in the sources found; a DeepSeek maintainer "
          f"(github.com/deepseek-ai/FlashMLA/issues/75) gives 1979 BF16/FP16 sparse, 989 dense for H800 SXM5; the "
          f"table of github.com/astroC86/gpu-datasheet (from the H800 datasheet copy at chaoqing-i.com) gives the "
-         f"same 1979 BF16/FP16 beside 3958 FP8, the same (sparse) column; {_SP}; TF32 not given",
+         f"same 1979 BF16/FP16 beside 3958 FP8, the same (sparse) column; TF32: a public H800/H20 spec report "
+         f"quotes a reseller's copy of NVIDIA's H800 SXM5 table, TF32 989 starred as sparse, 494 dense; {_SP}",
          sparse=True, secondary=True),
+    _row("H800 PCIe", r"(?<![a-z0-9])h800\b.*\bpcie\b", _q(1513.0, 1513.0, 756.0, 3026.0),
+         f"secondary: no public NVIDIA H800 datasheet in the sources found; a public H800/H20 spec report quotes "
+         f"NVIDIA's H800 PCIe table as reprinted in full by the reseller AFOX: 1513 BF16/FP16, 756 TF32, 3026 FP8, "
+         f"each starred; the reprint lost the footnote, and the report reads the stars as sparsity (NVIDIA's "
+         f"convention; the figures equal the H100 PCIe datasheet's sparse ones) and gives 756 / 378 / 1513 dense; "
+         f"{_SP}", sparse=True, secondary=True),
     _row("H20", r"(?<![a-z0-9])h20\b", _q(148.0, 148.0, 74.0, None),
          f"secondary: no NVIDIA H20 datasheet in the sources found; press copies of its spec (zangshuxian.com, "
          f"willitrunai.com) give 148 FP16 dense, 74 TF32; BF16 at the FP16 rate as on every Hopper part; "
@@ -270,6 +277,7 @@ LEFT_OUT: tuple[tuple[str, str], ...] = (
      "each other; a peak that is not sourced is not shown"),
     ("GeForce RTX 4080 SUPER, 4070 Ti SUPER, 4070 SUPER, 4090 D, laptop parts", "not in the sources found; they "
      "differ from the base cards"),
-    ("H800 PCIe / H800 NVL", "no figure in the sources found"),
+    ("H800 NVL (H800 PCIe 94 GB)", "no figure in the sources found (a public H800 report finds the SKU in "
+     "NVIDIA's documentation but no authoritative performance figure for it)"),
 )
 """Cards asked for that the table leaves out, and why (docs/spec.md section 5 lists them)."""
