@@ -254,7 +254,8 @@ def test_newly_sourced_cells_give_their_dense_peak() -> None:
     assert peak_flops("NVIDIA GeForce RTX 5090", "fp8").tflops == 419.0
     assert peak_flops("NVIDIA B300 SXM6 AC", "fp8").tflops == 4500.0
     assert peak_flops("NVIDIA B300 SXM6 AC", "tf32").tflops == 1125.0
-    assert peak_flops("NVIDIA GB300", "fp8").tflops == 5000.0 and peak_flops("NVIDIA GB300", "tf32") is None
+    assert peak_flops("NVIDIA GB300", "fp8").tflops == 5000.0
+    assert peak_flops("NVIDIA GB300", "tf32").tflops == 1250.0  # the NVL72 rack's 180 PFLOPS sparse / 72 / 2
     assert peak_flops("NVIDIA H800 80GB HBM3", "fp8").tflops == 1979.0
     assert peak_flops("NVIDIA H800", pci_device_id=0x2324).card == "H800 SXM"
     assert peak_flops("AMD Instinct MI355X", "fp8").tflops == 5000.0

@@ -68,12 +68,14 @@ _MI300_Q = _q(1307.4, 1307.4, 653.7, 2614.9)
 
 TABLE: tuple[CardRow, ...] = (
     # -- NVIDIA Blackwell datacenter: GB300 before B300, GB200 before B200 --------------------------------------
-    _row("GB300", r"\bgb300\b", _q(5000.0, 5000.0, None, 10000.0),
+    _row("GB300", r"\bgb300\b", _q(5000.0, 5000.0, 2500.0, 10000.0),
          f"NVIDIA GB300 NVL72 page: 360 PFLOPS FP16/BF16 with sparsity over 72 GPUs = 5000 per GPU, {_SP}; FP8: "
          f"NVIDIA's GB300 NVL72 specifications as reproduced by vendordeep.com, 720 PFLOPS FP8/FP6 over 72 GPUs = "
          f"10000 per GPU, the sparse figure (verda.com's per-GPU table gives 5 PFLOPS FP8 dense); NVIDIA's Exemplar "
          f"Performance README (github.com/NVIDIA/exemplar-performance, 'Peak Theoretical Throughput', non-sparse) "
-         f"gives 2450 BF16 and 4900 FP8 for GB300, 2% below these; TF32 per GPU not in the sources found; {_BW}",
+         f"gives 2450 BF16 and 4900 FP8 for GB300, 2% below these; TF32: the GB300 NVL72 page's rack figure as a "
+         f"public NVIDIA spec report tabulates it, 180 PFLOPS with sparsity (90 dense) over 72 GPUs = 2500 per GPU; "
+         f"{_BW}",
          sparse=True),
     _row("GB200", r"\bgb200\b", _q(5000.0, 5000.0, 2500.0, 10000.0),
          f"NVIDIA GB200 NVL72 page, per-GPU column: 5000 BF16/FP16, 2500 TF32, 10000 FP8, {_SP}; {_BW}",
@@ -115,6 +117,7 @@ TABLE: tuple[CardRow, ...] = (
          f"NVIDIA's H800 PCIe table as reprinted in full by the reseller AFOX: 1513 BF16/FP16, 756 TF32, 3026 FP8, "
          f"each starred; the reprint lost the footnote, and the report reads the stars as sparsity (NVIDIA's "
          f"convention; the figures equal the H100 PCIe datasheet's sparse ones) and gives 756 / 378 / 1513 dense; "
+         f"a second public report gives the same ~756 / ~378 / ~1513 dense after Lenovo's ThinkSystem page; "
          f"{_SP}", sparse=True, secondary=True),
     _row("H20", r"(?<![a-z0-9])h20\b", _q(148.0, 148.0, 74.0, None),
          f"secondary: no NVIDIA H20 datasheet in the sources found; press copies of its spec (zangshuxian.com, "
