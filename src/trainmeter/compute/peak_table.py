@@ -270,8 +270,9 @@ reads about 93.6 GiB in NVML (95830 MiB) and a little less in torch; the 80 GB p
 
 LEFT_OUT: tuple[tuple[str, str], ...] = (
     ("RTX PRO 6000 Blackwell Server Edition", "the architecture whitepaper's Table 4 figures found cover the "
-     "Workstation and Max-Q editions only; NVIDIA's Server Edition page advertises '1 PFLOP' FP16/BF16 without "
-     "saying dense or sparse, and its datasheet omits BF16 (as a public hardware note reads them)"),
+     "Workstation and Max-Q editions only; NVIDIA's Server Edition page advertises 'FP16 | BF16 Tensor Core: 1 "
+     "PFLOP' and 'FP8: 2 PFLOPS', and its datasheet '4 PFLOPS' FP4 and 234 TF32, none saying dense or sparse (as "
+     "public notes quote them); halving an unlabelled figure would be a guess"),
     ("GeForce RTX 5070 Ti, 5070", "the RTX Blackwell whitepaper's figures found (as public notes quote them) "
      "cover the RTX 5090 and 5080 only; the tables found for these cards are unsourced compilations that mix "
      "FP16- and FP32-accumulate rates, and NVIDIA publishes its own whitepaper"),
