@@ -38,6 +38,7 @@ REAL_NAMES = {
     "NVIDIA H100 PCIe": "H100 PCIe",
     "NVIDIA H100 80GB HBM3": "H100 SXM",
     "NVIDIA H800 80GB HBM3": "H800 SXM",
+    "NVIDIA H800 PCIe": "H800 PCIe",
     "NVIDIA H20": "H20",
     "NVIDIA L40S": "L40S",
     "NVIDIA L40": "L40",
@@ -71,6 +72,9 @@ REAL_NAMES = {
     "NVIDIA RTX 6000 Ada Generation": "RTX 6000 Ada",
     "NVIDIA RTX A6000": "RTX A6000",
     "NVIDIA GeForce RTX 5090": "GeForce RTX 5090",
+    "NVIDIA GeForce RTX 5080": "GeForce RTX 5080",
+    "NVIDIA GeForce RTX 4080": "GeForce RTX 4080",
+    "GeForce RTX 4080": "GeForce RTX 4080",
     "NVIDIA GeForce RTX 4090": "GeForce RTX 4090",
     "NVIDIA GeForce RTX 3090": "GeForce RTX 3090",
     "GeForce RTX 3090": "GeForce RTX 3090",
@@ -135,7 +139,9 @@ def test_every_row_cites_a_source_and_never_divides_by_a_sparse_figure(row) -> N
         ("AMD Instinct MI250X", "MI250X (one GCD)", 191.5, 191.5),
         ("NVIDIA L40", "L40", 181.05, 181.05),
         ("NVIDIA A40", "A40", 149.7, 149.7),
-        ("NVIDIA RTX A6000", "RTX A6000", 154.85, 154.85),
+        ("NVIDIA RTX A6000", "RTX A6000", 154.8, 154.8),
+        ("NVIDIA GeForce RTX 4080", "GeForce RTX 4080", 97.5, 97.5),
+        ("NVIDIA GeForce RTX 5080", "GeForce RTX 5080", 112.6, None),
         ("NVIDIA RTX PRO 6000 Blackwell Workstation Edition", "RTX PRO 6000 Blackwell Workstation", 503.8, None),
         ("NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition", "RTX PRO 6000 Blackwell Max-Q", 438.9, None),
         ("Tesla P100-PCIE-16GB", "P100 PCIe", None, 18.7),
@@ -232,9 +238,10 @@ def test_a_missing_dtype_names_the_rows_source() -> None:
 
 def test_cards_left_out_are_listed_with_a_reason() -> None:
     left = dict(LEFT_OUT)
-    for card in ("RTX PRO 6000 Blackwell Server Edition", "GeForce RTX 5080, 5070 Ti, 5070"):
+    for card in ("RTX PRO 6000 Blackwell Server Edition", "GeForce RTX 5070 Ti, 5070", "GeForce RTX 4070 Ti, 4070"):
         assert left[card]
-    for name in ("NVIDIA RTX PRO 6000 Blackwell Server Edition", "NVIDIA GeForce RTX 5080"):
+    for name in ("NVIDIA RTX PRO 6000 Blackwell Server Edition", "NVIDIA GeForce RTX 5070 Ti",
+                 "NVIDIA GeForce RTX 5070", "NVIDIA GeForce RTX 4070 Ti", "NVIDIA GeForce RTX 4070"):
         assert peak_flops(name) is None
 
 
@@ -247,7 +254,8 @@ def test_newly_sourced_cells_give_their_dense_peak() -> None:
     assert peak_flops("NVIDIA GeForce RTX 5090", "fp8").tflops == 419.0
     assert peak_flops("NVIDIA B300 SXM6 AC", "fp8").tflops == 4500.0
     assert peak_flops("NVIDIA B300 SXM6 AC", "tf32").tflops == 1125.0
-    assert peak_flops("NVIDIA GB300", "fp8").tflops == 5000.0 and peak_flops("NVIDIA GB300", "tf32") is None
+    assert peak_flops("NVIDIA GB300", "fp8").tflops == 5000.0
+    assert peak_flops("NVIDIA GB300", "tf32").tflops == 1250.0  # the NVL72 rack's 180 PFLOPS sparse / 72 / 2
     assert peak_flops("NVIDIA H800 80GB HBM3", "fp8").tflops == 1979.0
     assert peak_flops("NVIDIA H800", pci_device_id=0x2324).card == "H800 SXM"
     assert peak_flops("AMD Instinct MI355X", "fp8").tflops == 5000.0
@@ -255,8 +263,47 @@ def test_newly_sourced_cells_give_their_dense_peak() -> None:
     assert peak_flops("NVIDIA H800") is None and "H800 SXM, PCIe or NVL" in why_no_peak("NVIDIA H800")
 
 
+def test_geforce_4080_5080_and_a6000_tf32_give_the_whitepapers_dense_figures() -> None:
+    assert peak_flops("NVIDIA GeForce RTX 4080", "tf32").tflops == 48.7
+    assert peak_flops("NVIDIA GeForce RTX 4080", "fp8").tflops == 194.9  # FP32 accumulate, not the FP16-acc 389.9
+    assert "FP32 accumulate" in peak_flops("NVIDIA GeForce RTX 4080").source
+    assert peak_flops("NVIDIA GeForce RTX 5080", "bf16").tflops == 112.6
+    assert "GeForce RTX 5080 has no dense fp16" in why_no_peak("NVIDIA GeForce RTX 5080", "fp16")
+    assert peak_flops("NVIDIA RTX A6000", "tf32").tflops == 77.4
+    assert peak_flops("NVIDIA RTX A6000", "fp8") is None  # Ampere: no FP8
+
+
+@pytest.mark.parametrize(
+    ("name", "card"),
+    [
+        ("NVIDIA GeForce RTX 4080", "GeForce RTX 4080"),
+        ("NVIDIA GeForce RTX 4080 SUPER", None),
+        ("NVIDIA GeForce RTX 4080 Laptop GPU", None),
+        ("NVIDIA GeForce RTX 5080", "GeForce RTX 5080"),
+        ("NVIDIA GeForce RTX 5080 Laptop GPU", None),
+        ("NVIDIA GeForce RTX 5070 Ti", None),
+        ("NVIDIA GeForce RTX 5070", None),
+        ("NVIDIA GeForce RTX 4070 Ti SUPER", None),
+        ("NVIDIA GeForce RTX 4090 D", None),
+    ],
+)
+def test_a_card_name_that_extends_another_matches_only_its_own_row(name: str, card: str | None) -> None:
+    assert _rows_matching(name) == ([card] if card else [])
+    assert match_card(name) == card
+
+
+def test_h800_pcie_and_h800_sxm_tf32_are_the_halved_starred_figures_the_report_reads_as_dense() -> None:
+    row = peak_flops("NVIDIA H800 PCIe", "bf16")
+    assert row.card == "H800 PCIe" and row.tflops == 756.5 and row.source.startswith("secondary:")
+    assert peak_flops("NVIDIA H800 PCIe", "tf32").tflops == 378.0
+    assert peak_flops("NVIDIA H800 PCIe", "fp8").tflops == 1513.0
+    assert peak_flops("NVIDIA H800 80GB HBM3", "tf32").tflops == 494.5
+    assert peak_flops("NVIDIA H800 NVL") is None  # the 94 GB part: no figure found
+    assert match_card("NVIDIA H800 NVL") is None and match_card("NVIDIA H800 PCIe") == "H800 PCIe"
+
+
 def test_a_variant_the_table_lacks_is_not_called_ambiguous() -> None:
-    for name in ("NVIDIA H800 PCIe", "NVIDIA H800 NVL"):
+    for name in ("NVIDIA H800 NVL",):
         reason = why_no_peak(name)
         assert "no datasheet peak for" in reason and "does not say which variant" not in reason
 
@@ -293,8 +340,12 @@ def test_most_specific_row_wins(name: str, card: str) -> None:
         "NVIDIA GeForce RTX 4090 D",
         "NVIDIA GeForce RTX 4090 Laptop GPU",
         "NVIDIA H800",
-        "NVIDIA GeForce RTX 4080 SUPER",
-        "NVIDIA GeForce RTX 4080",  # only an unverifiable secondary table: left out
+        "NVIDIA GeForce RTX 4080 SUPER",  # not the RTX 4080 row: a different card
+        "NVIDIA GeForce RTX 4080 Laptop GPU",
+        "NVIDIA GeForce RTX 5080 Laptop GPU",
+        "NVIDIA GeForce RTX 5070 Ti",  # not the RTX 5070 row (there is none), nor RTX 5080
+        "NVIDIA GeForce RTX 5070",
+        "NVIDIA GeForce RTX 4070 Ti",
         "NVIDIA GeForce RTX 4070",
         "cpu",
         "",

@@ -68,12 +68,14 @@ _MI300_Q = _q(1307.4, 1307.4, 653.7, 2614.9)
 
 TABLE: tuple[CardRow, ...] = (
     # -- NVIDIA Blackwell datacenter: GB300 before B300, GB200 before B200 --------------------------------------
-    _row("GB300", r"\bgb300\b", _q(5000.0, 5000.0, None, 10000.0),
+    _row("GB300", r"\bgb300\b", _q(5000.0, 5000.0, 2500.0, 10000.0),
          f"NVIDIA GB300 NVL72 page: 360 PFLOPS FP16/BF16 with sparsity over 72 GPUs = 5000 per GPU, {_SP}; FP8: "
          f"NVIDIA's GB300 NVL72 specifications as reproduced by vendordeep.com, 720 PFLOPS FP8/FP6 over 72 GPUs = "
          f"10000 per GPU, the sparse figure (verda.com's per-GPU table gives 5 PFLOPS FP8 dense); NVIDIA's Exemplar "
          f"Performance README (github.com/NVIDIA/exemplar-performance, 'Peak Theoretical Throughput', non-sparse) "
-         f"gives 2450 BF16 and 4900 FP8 for GB300, 2% below these; TF32 per GPU not in the sources found; {_BW}",
+         f"gives 2450 BF16 and 4900 FP8 for GB300, 2% below these; TF32: the GB300 NVL72 page's rack figure as a "
+         f"public NVIDIA spec report tabulates it, 180 PFLOPS with sparsity (90 dense) over 72 GPUs = 2500 per GPU; "
+         f"{_BW}",
          sparse=True),
     _row("GB200", r"\bgb200\b", _q(5000.0, 5000.0, 2500.0, 10000.0),
          f"NVIDIA GB200 NVL72 page, per-GPU column: 5000 BF16/FP16, 2500 TF32, 10000 FP8, {_SP}; {_BW}",
@@ -103,12 +105,20 @@ TABLE: tuple[CardRow, ...] = (
          f"NVIDIA H100 datasheet, H100 PCIe: 1513 BF16/FP16, 756 TF32, 3026 FP8, {_SP}", sparse=True),
     _row("H100 SXM", r"(?<![a-z0-9])h100\b.*\b(sxm|hbm3)", _H100_SXM_Q,
          f"NVIDIA H100 datasheet, H100 SXM: 1979 BF16/FP16, 989 TF32, 3958 FP8, {_SP}", sparse=True),
-    _row("H800 SXM", r"(?<![a-z0-9])h800\b.*\b(sxm|hbm3)", _q(1979.0, 1979.0, None, 3958.0),
+    _row("H800 SXM", r"(?<![a-z0-9])h800\b.*\b(sxm|hbm3)", _q(1979.0, 1979.0, 989.0, 3958.0),
          f"secondary: no public NVIDIA H800 datasheet in the sources found; a DeepSeek maintainer "
          f"(github.com/deepseek-ai/FlashMLA/issues/75) gives 1979 BF16/FP16 sparse, 989 dense for H800 SXM5; the "
          f"table of github.com/astroC86/gpu-datasheet (from the H800 datasheet copy at chaoqing-i.com) gives the "
-         f"same 1979 BF16/FP16 beside 3958 FP8, the same (sparse) column; {_SP}; TF32 not given",
+         f"same 1979 BF16/FP16 beside 3958 FP8, the same (sparse) column; TF32: a public H800/H20 spec report "
+         f"quotes a reseller's copy of NVIDIA's H800 SXM5 table, TF32 989 starred as sparse, 494 dense; {_SP}",
          sparse=True, secondary=True),
+    _row("H800 PCIe", r"(?<![a-z0-9])h800\b.*\bpcie\b", _q(1513.0, 1513.0, 756.0, 3026.0),
+         f"secondary: no public NVIDIA H800 datasheet in the sources found; a public H800/H20 spec report quotes "
+         f"NVIDIA's H800 PCIe table as reprinted in full by the reseller AFOX: 1513 BF16/FP16, 756 TF32, 3026 FP8, "
+         f"each starred; the reprint lost the footnote, and the report reads the stars as sparsity (NVIDIA's "
+         f"convention; the figures equal the H100 PCIe datasheet's sparse ones) and gives 756 / 378 / 1513 dense; "
+         f"a second public report gives the same ~756 / ~378 / ~1513 dense after Lenovo's ThinkSystem page; "
+         f"{_SP}", sparse=True, secondary=True),
     _row("H20", r"(?<![a-z0-9])h20\b", _q(148.0, 148.0, 74.0, None),
          f"secondary: no NVIDIA H20 datasheet in the sources found; press copies of its spec (zangshuxian.com, "
          f"willitrunai.com) give 148 FP16 dense, 74 TF32; BF16 at the FP16 rate as on every Hopper part; "
@@ -178,17 +188,30 @@ TABLE: tuple[CardRow, ...] = (
          f"from NVIDIA's RTX Blackwell PRO GPU Architecture whitepaper v1.0, Table 4, as a public hardware note "
          f"quotes it: 364 dense BF16 with FP32 accumulate, 728 with sparsity; {_SP}; FP16 and TF32 not in the "
          f"sources found", sparse=True),
-    _row("RTX A6000", r"\brtx a6000\b", _q(309.7, 309.7, None, None),
-         f"NVIDIA RTX A6000 datasheet: 309.7 tensor TFLOPS, {_SP} (154.8 dense FP16/BF16 per Microway's Ampere "
-         f"comparison); TF32 not in the sources found; no FP8", sparse=True),
+    _row("RTX A6000", r"\brtx a6000\b", _q(154.8, 154.8, 77.4, None),
+         f"NVIDIA Ampere GA102 GPU Architecture whitepaper v2 (its RTX A6000 appendix), as public code and a paper "
+         f"quote it with its URL: 154.8 'Peak BF16 Tensor TFLOPS with FP32 Accumulate' and 77.4 'Peak TF32 Tensor "
+         f"TFLOPS', without sparsity, {_D}; FP16 154.8 dense per Microway's Ampere comparison; the RTX A6000 "
+         f"datasheet's 309.7 tensor TFLOPS is the sparse figure, twice these; no FP8", sparse=False),
     # -- NVIDIA GeForce ------------------------------------------------------------------------------------------
     _row("GeForce RTX 5090", r"\brtx 5090\b", _q(209.5, 209.5, 104.8, 419.0),
          f"NVIDIA RTX Blackwell whitepaper / spec copies: 209.5 BF16/FP16, 104.8 TF32, {_D}; FP8 with FP32 "
          f"accumulate 419 (838 with sparsity) from the whitepaper's Appendix A as two public notes quote it; "
          f"{_GEFORCE}", sparse=False, exclude=r"\b5090 ?d\b|laptop|mobile"),
+    _row("GeForce RTX 5080", r"\brtx 5080\b", _q(112.6, None, None, None),
+         f"NVIDIA RTX Blackwell GPU Architecture whitepaper, as a public MFU note's table quotes it (with the "
+         f"whitepaper's URL): 112.6 BF16 tensor, {_D} (225.1 sparse/effective; the same table's RTX 5090 and 4090 "
+         f"rows, 209.5 and 165.2, are the whitepaper's FP32-accumulate rates); FP16, TF32 and FP8 not in the "
+         f"sources found; {_GEFORCE}", sparse=False, exclude=r"\b5080 super\b|laptop|mobile"),
     _row("GeForce RTX 4090", r"\brtx 4090\b", _q(165.2, 165.2, 82.6, 330.3),
          f"NVIDIA Ada whitepaper: 165.2 BF16/FP16 and 330.3 FP8, 82.6 TF32, {_D}; {_GEFORCE}", sparse=False,
          exclude=r"\b4090 ?d\b|laptop|mobile"),
+    _row("GeForce RTX 4080", r"\brtx 4080\b", _q(97.5, 97.5, 48.7, 194.9),
+         f"NVIDIA Ada GPU Architecture whitepaper v2.02, Appendix B (RTX 4080), as a public research note quotes "
+         f"it: 97.5 BF16 tensor with FP32 accumulate (194.9 with FP16 accumulate), 48.7 TF32, 194.9 FP8 with FP32 "
+         f"accumulate, {_D} (a public MFU note's table from the RTX Blackwell whitepaper gives the same 97.5 dense "
+         f"beside 195 sparse); FP16 with FP32 accumulate 97.5 as a public peak table gives it ('Ada, FP16 tensor, "
+         f"dense, FP32 accumulate'); {_GEFORCE}", sparse=False, exclude=r"\b4080 super\b|laptop|mobile"),
     _row("GeForce RTX 3070 Ti", r"\brtx 3070 ti\b", _q(43.5, None, None, None),
          f"NVIDIA RTX Blackwell GPU Architecture whitepaper, Appendix B, Table 5: 43.5 BF16 tensor with FP32 "
          f"accumulate, {_D} (87 with sparsity); {_GEFORCE}; other dtypes not in the sources found", sparse=False,
@@ -247,14 +270,18 @@ reads about 93.6 GiB in NVML (95830 MiB) and a little less in torch; the 80 GB p
 
 LEFT_OUT: tuple[tuple[str, str], ...] = (
     ("RTX PRO 6000 Blackwell Server Edition", "the architecture whitepaper's Table 4 figures found cover the "
-     "Workstation and Max-Q editions only; NVIDIA's Server Edition page advertises '1 PFLOP' FP16/BF16 without "
-     "saying dense or sparse, and its datasheet omits BF16 (as a public hardware note reads them)"),
-    ("GeForce RTX 5080, 5070 Ti, 5070", "only FP4 'AI TOPS' figures (with sparsity) were found from NVIDIA; the "
-     "tables found with tensor figures are unsourced compilations, and NVIDIA publishes its own whitepaper"),
-    ("GeForce RTX 4080, 4070", "only a secondary table that could not be checked against NVIDIA's Ada whitepaper; "
-     "a peak that is not sourced is not shown"),
-    ("GeForce RTX 4080 SUPER, 4070 Ti, 4070 SUPER, 4090 D, laptop parts", "not in the sources found; they differ "
-     "from the base cards"),
-    ("H800 PCIe / H800 NVL", "no figure in the sources found"),
+     "Workstation and Max-Q editions only; NVIDIA's Server Edition page advertises 'FP16 | BF16 Tensor Core: 1 "
+     "PFLOP' and 'FP8: 2 PFLOPS', and its datasheet '4 PFLOPS' FP4 and 234 TF32, none saying dense or sparse (as "
+     "public notes quote them); halving an unlabelled figure would be a guess"),
+    ("GeForce RTX 5070 Ti, 5070", "the RTX Blackwell whitepaper's figures found (as public notes quote them) "
+     "cover the RTX 5090 and 5080 only; the tables found for these cards are unsourced compilations that mix "
+     "FP16- and FP32-accumulate rates, and NVIDIA publishes its own whitepaper"),
+    ("GeForce RTX 4070 Ti, 4070", "the Ada whitepaper's appendix figures found (as public notes quote them) cover "
+     "the RTX 4090 and 4080 only; the tables found for these cards are unsourced compilations that disagree with "
+     "each other; a peak that is not sourced is not shown"),
+    ("GeForce RTX 4080 SUPER, 4070 Ti SUPER, 4070 SUPER, 4090 D, laptop parts", "not in the sources found; they "
+     "differ from the base cards"),
+    ("H800 NVL (H800 PCIe 94 GB)", "no figure in the sources found (a public H800 report finds the SKU in "
+     "NVIDIA's documentation but no authoritative performance figure for it)"),
 )
 """Cards asked for that the table leaves out, and why (docs/spec.md section 5 lists them)."""
