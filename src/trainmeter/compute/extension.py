@@ -29,6 +29,7 @@ class ComputeExtension(ExtensionBase):
     """FLOPs and MFU for one run (name ``compute``; publishes :class:`~trainmeter.compute.view.ComputeView`)."""
 
     name = "compute"
+    report_on_worker = True  # a steady report runs on_report on the report worker (docs/spec.md section 20)
 
     def __init__(self) -> None:
         self._m: Monitor | None = None

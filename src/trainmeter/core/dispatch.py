@@ -145,11 +145,23 @@ class Dispatcher:
             self.unwatch_training(ext)
             self._arm_steps()
 
-    def report(self, report: Report) -> dict[str, Any]:
+    def report(self, report: Report, on_worker: bool | None = None, before: dict[str, Any] | None = None
+               ) -> dict[str, Any]:
         """Each extension's ``on_report`` fields by its name (the interval record; ``None`` after a fault).
-        An extension that keeps the base's no-op ``on_report`` has no entry."""
+        An extension that keeps the base's no-op ``on_report`` has no entry.
+
+        Args:
+            report: The report's snapshot.
+            on_worker: ``None``: every extension. ``False``: only those whose ``report_on_worker`` is false (the
+                training thread's part of a deferred report); ``True``: only the others (the report worker's).
+            before: Fields already taken for the other part; they keep their place in the extension order.
+        """
         out: dict[str, Any] = {}
         for ext in self.extensions:
+            if on_worker is not None and bool(getattr(ext, "report_on_worker", False)) is not on_worker:
+                if before is not None and ext.name in before:
+                    out[ext.name] = before[ext.name]
+                continue
             if self._handler(ext, "on_report") is not None and _defines(ext, "on_report"):
                 out[ext.name] = self._call(ext, "on_report", report)
         return out

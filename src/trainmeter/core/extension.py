@@ -141,6 +141,10 @@ class ExtensionBase:
     requires: tuple[str, ...] = ()
     precedes: tuple[str, ...] = ()
     on_step: Callable[[], None] | None = None
+    # True: a steady report may run this wing's on_report (and its text_fields and warnings after it) on the
+    # report worker, after the training thread went on (docs/spec.md section 20); the wing's report-time state
+    # is then touched by one thread at a time, and on_report must not schedule step hooks from there
+    report_on_worker = False
 
     def start(self, monitor: Any) -> None:
         """Nothing to start."""
