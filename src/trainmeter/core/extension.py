@@ -27,19 +27,23 @@ EVERY = "*"
 
 @dataclass(frozen=True)
 class Report:
-    """What a report hands each extension's ``on_report`` (training thread).
+    """What a report hands each extension's ``on_report`` (training thread, or the report worker for a wing with
+    ``report_on_worker`` at a steady report).
 
     Attributes:
         steps: Optimizer steps counted so far.
         tokens: Tokens (or samples) counted so far.
         elapsed_s: Seconds since the session began.
         final: Whether this is the run's last report (after every ``stop``).
+        ends: Each series' end position at the report (``Series.end``), when the report is read later on the
+            report worker: the points past it came after the report. ``None``: the report is now.
     """
 
     steps: int
     tokens: int
     elapsed_s: float
     final: bool
+    ends: Mapping[str, int] | None = None
 
 
 @dataclass(frozen=True)

@@ -21,8 +21,9 @@ REPORT_JOB = "report"
 
 
 class ReportSnapshot:
-    """The run as a deferred report's job sees it: the report's step, tokens, throughput and memory, read at the
-    report on the training thread; every other attribute is the run's own (read and set through).
+    """The run as a deferred report's job sees it: the report's step, tokens, throughput, memory and series ends
+    (``report_ends``), read at the report on the training thread; every other attribute is the run's own (read
+    and set through).
 
     Args:
         run: The monitor.
@@ -32,7 +33,7 @@ class ReportSnapshot:
         memory: The report's memory sample.
     """
 
-    __slots__ = ("_run", "steps", "tokens", "interval", "session", "memory")
+    __slots__ = ("_run", "steps", "tokens", "interval", "session", "memory", "report_ends")
 
     def __init__(self, run: Any, report: Report, interval: Any, session: Any, memory: Any) -> None:
         set_ = object.__setattr__
@@ -42,6 +43,7 @@ class ReportSnapshot:
         set_(self, "interval", interval)
         set_(self, "session", session)
         set_(self, "memory", memory)
+        set_(self, "report_ends", report.ends)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(object.__getattribute__(self, "_run"), name)
@@ -147,14 +149,17 @@ class Reports:
         if self._memory_probe is not None:
             self.memory = self._guard("memory", self._memory_probe.sample)
         self.reports += 1
-        report = Report(steps=self.steps, tokens=self.tokens, elapsed_s=elapsed_s, final=final)
         worker = self.worker
         if not final and self.reports > 1 and worker.accepting and REPORT_JOB not in worker.disabled:
             # a steady report: the training thread keeps its own part and the snapshot, the worker the rest
+            ends = {name: s.end for name, s in self.series.items()}
+            ends[self.hot.step_series.name] = self.hot.step_series.end
+            report = Report(steps=self.steps, tokens=self.tokens, elapsed_s=elapsed_s, final=final, ends=ends)
             inline = self.dispatch.report(report, on_worker=False)
             view = ReportSnapshot(self, report, self.interval, self.session, self.memory)
             worker.submit(REPORT_JOB, lambda: self._report_out(view, report, inline, elapsed_s, phases_s))
             return
+        report = Report(steps=self.steps, tokens=self.tokens, elapsed_s=elapsed_s, final=final)
         self._report_out(self, report, None, elapsed_s, phases_s)
 
     def _report_out(self, view: Any, report: Report, inline: dict[str, Any] | None, elapsed_s: float,

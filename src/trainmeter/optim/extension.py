@@ -265,7 +265,7 @@ class OptimExtension(ExtensionBase):
         if series is not None:
             # not a registered reader: the core trims only after this report's writes, so no point is missed;
             # the report worker folded most points already (smoothing.EmaCursor, docs/spec.md section 20)
-            self._ema_cursor.fold_to_end(series)
+            self._ema_cursor.fold_to_end(series, report.ends.get(LOSS_SERIES) if report.ends else None)
             m.worker.wake()  # from the first report on, the worker folds ahead
         interval = m.interval
         if interval is not None and interval.steps and interval.train_s > 0:
