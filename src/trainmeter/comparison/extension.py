@@ -49,7 +49,7 @@ class CurvesRecorder(ExtensionBase):
         m, reader = self._m, self._reader
         if m is None or reader is None:
             return {}
-        points = reader.new_points()
+        points = reader.new_points(report.ends)
         compute = m.extension("compute")
         mfu = compute.mfu_by_convention() if compute is not None else {}
         interval = m.interval

@@ -73,7 +73,7 @@ class Verdicts(ExtensionBase):
         m = self._m
         if m is None:
             return {}
-        points = self._reader.new_points() if self._reader is not None else []
+        points = self._reader.new_points(report.ends) if self._reader is not None else []
         mem, source = None, "allocator"
         if m.memory is not None:
             cuda = m.memory.cuda or {}
