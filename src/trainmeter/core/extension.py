@@ -74,9 +74,10 @@ EVENTS: tuple[Event, ...] = (
           "(`edge` 'begin'/'end', `t_s` seconds since the session began); ('train', 'begin') when training "
           "activity is seen while a wing asked with `dispatch.watch_training(self)`", "training"),
     Event("on_report", "on_report(report) -> dict | None", "at each report (`Report`); a dict becomes the "
-          "run log's `interval[name]`", "training"),
+          "run log's `interval[name]`; a wing with `report_on_worker = True` gets a steady report on the report "
+          "worker, in order, with the report's snapshot (`Report.ends`)", "training (or the report worker)"),
     Event("text_fields", "text_fields() -> dict", "extra `key=value` fields of the text line (`mfu` and "
-          "`loss_ema` have fixed places)", "training"),
+          "`loss_ema` have fixed places)", "training (or the report worker)"),
     Event("warnings", "warnings() -> list[str]", "current warnings for the widget and text line", "any"),
     Event("tiles", "tiles() -> list[dict]", "extra tiles (docs/protocol.md)", "publisher: read-only"),
     Event("panels", "panels() -> list[dict]", "generic panels (docs/protocol.md)", "publisher: read-only"),
