@@ -37,16 +37,16 @@ class SeriesReader:
         m, cursor = self._m, self._cursor
         out: list[tuple[str, list[int], list[float]]] = []
         for name, series in list(m.series.items()):
-            stop = None if ends is None else ends.get(name, 0)
             if name in self.names:
                 end, steps, _, values = series.read(cursor.get(name, 0))
-                if stop is not None and end > stop:
+                if ends is not None and end > ends.get(name, 0):
+                    stop = ends.get(name, 0)
                     keep = max(0, len(values) - (end - stop))
                     end, steps, values = max(stop, end - len(values)), steps[:keep], values[:keep]
                 if steps:
                     out.append((name, steps, values))
                 cursor[name] = end
-            else:
-                cursor[name] = series.end if stop is None else stop  # not read: never hold back trimming
+            else:  # not read: never hold back trimming
+                cursor[name] = series.end if ends is None else ends.get(name, 0)
         cursor[m.step_series.name] = m.step_series.end
         return out

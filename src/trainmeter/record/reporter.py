@@ -46,7 +46,8 @@ def write_columns(log: RunLog, cursors: dict[str, int], kind: str, series: Serie
         line, cursors[series.name] = encoded
         log.append_line(line)
         return 0
-    end, steps, times, values = _upto(series.read(start), stop)
+    read = series.read(start)
+    end, steps, times, values = read if stop is None else _upto(read, stop)
     if steps:
         # integer microseconds: encoding an int costs a fraction of a float's shortest repr; map runs no bytecode
         # per point (float.__mul__ is the product t * 1e6 bit for bit)
