@@ -169,3 +169,24 @@ def test_a_report_job_that_raises_warns_once_and_later_reports_run_on_the_traini
     m._report(False)
     assert seen[-1] == ("deferred", 3, threading.current_thread().name, 3)
     m.finish("completed")
+
+
+def test_every_steady_reports_text_line_is_printed_whole_and_in_order_from_the_worker(tmp_path):
+    import io
+
+    out = io.StringIO()
+    m = make_monitor(make_options(run_dir=tmp_path, interval_s=3600.0, widget=False), text=True, probes=False,
+                     extensions=[], out=out).start()
+    gate = threading.Event()
+    for r in range(4):
+        m.on_step(4)
+        m._report(False)
+        if r == 0:
+            m.worker.submit("test-gate", lambda: gate.wait(10))
+    shown = [line for line in out.getvalue().splitlines() if line.startswith("[step")]
+    assert len(shown) == 1 and shown[0].startswith("[step 1]")  # the first on the training thread; the rest queued
+    gate.set()
+    assert m.worker.drain(10)
+    lines = [line for line in out.getvalue().splitlines() if line.startswith("[step")]
+    assert [line.split("]")[0] for line in lines] == ["[step 1", "[step 2", "[step 3", "[step 4"]
+    m.finish("completed")
