@@ -106,9 +106,11 @@ class EmaCursor:
     Args:
         ema: The average the report shows (its ``beta``; its value and count are set at each report).
 
-    Thread safety: no lock (so a fork can leave none held). Each thread writes its own slot (``_ahead`` the
-    worker, ``_reported`` the training thread), an immutable ``(position, average, count)`` tuple replaced
-    whole; either reads both.
+    Thread safety: no lock (so a fork can leave none held). Each slot has one writer at a time (``_ahead`` the
+    worker's idle fold, ``_reported`` the report: the training thread at the first and final reports, the worker
+    at a steady one, never both at once), an immutable ``(position, average, count)`` tuple replaced whole;
+    either reads both. A report read later folds to its own end (``stop``), from ``_reported`` when the ahead
+    state went past it.
     """
 
     def __init__(self, ema: LossEma) -> None:
