@@ -223,3 +223,21 @@ def test_dropped_extensions_get_no_more_events_and_their_on_step_is_disarmed(tmp
     m.finish("completed")
     assert [e.name for e in m.extensions] == ["optim"]
     assert sampler.seen == [1] and keeper.seen == [1, 2] and m.hot.step_hook is None
+
+
+def test_a_deferred_reports_two_parts_give_the_fields_of_one_report_in_the_extension_order() -> None:
+    from trainmeter.core.extension import Report
+
+    class Wing(ExtensionBase):
+        def __init__(self, name: str, on_worker: bool) -> None:
+            self.name, self.report_on_worker = name, on_worker
+
+        def on_report(self, report: Report) -> dict:
+            return {"by": self.name}
+
+    d = Dispatcher([Wing("a", True), Wing("b", False), Wing("c", True)])
+    report = Report(steps=1, tokens=1, elapsed_s=1.0, final=False)
+    inline = d.report(report, on_worker=False)
+    assert inline == {"b": {"by": "b"}}
+    whole = d.report(report, on_worker=True, before=inline)
+    assert list(whole) == ["a", "b", "c"] and whole == d.report(report)

@@ -91,3 +91,20 @@ def test_folds_run_while_idle_once_woken_and_a_raising_fold_disables_its_owner(m
     unthreaded.every("optim", lambda: pytest.fail("an unthreaded worker runs no fold"))
     unthreaded.wake()
     assert not _alive()
+
+
+def test_a_job_that_submits_a_job_runs_it_at_once_on_the_worker_and_says_it_is_there() -> None:
+    worker, seen = ReportWorker(), []
+    assert worker.accepting and not worker.on_worker_thread()
+
+    def outer() -> None:
+        seen.append(("outer", worker.on_worker_thread()))
+        worker.submit("inner", lambda: seen.append(("inner", threading.current_thread().name)))
+        seen.append(("after", None))
+
+    worker.submit("outer", outer)
+    worker.submit("later", lambda: seen.append(("later", None)))
+    assert worker.drain(10)
+    assert seen == [("outer", True), ("inner", THREAD_NAME), ("after", None), ("later", None)]
+    worker.close()
+    assert not worker.accepting and not ReportWorker(threaded=False).accepting

@@ -365,3 +365,35 @@ def test_a_read_costly_beside_its_step_is_sampled_by_its_cost_after_step_100(run
     assert calls[:101] == list(range(1, 102))  # every step until step 100, whatever the cost
     assert calls[101:] == list(range(106, 201, 5)) and stride == 5  # step 101's read set the stride
     assert [s for s, _ in _points(m, "lr")] == calls
+
+
+def test_a_steady_report_on_the_worker_raises_the_stride_for_the_next_read_and_schedules_no_hook_there(run_root):
+    import threading
+    import time
+
+    from trainmeter.core.report_worker import THREAD_NAME
+
+    ext = OptimExtension(max_points_per_s=1.0)
+    m = _monitor(run_root, ext, probes=False).start()
+    calls: list[str] = []
+    schedule = m.next_step_hook_at
+
+    def spy(step, extension=None):
+        calls.append(threading.current_thread().name)
+        return schedule(step, extension)
+
+    m.next_step_hook_at = spy
+    for _ in range(2):
+        time.sleep(0.05)
+        m.on_step(8)
+    m._report(False)  # the first report, on the training thread: ~20 steps/s, stride ~20
+    first = ext.stride
+    for _ in range(2000):
+        m.on_step(8)
+    m._report(False)  # a steady report: its fields on the worker, from a much faster window
+    assert m.worker.drain(10)
+    assert ext.stride > first and THREAD_NAME not in calls
+    m.finish("completed")
+    strides = [e["optim"]["sample_every_steps"] for e in read_events(m.run_dir / "events.jsonl")
+               if e["kind"] == "interval"]
+    assert strides[1] > strides[0] > 1

@@ -84,3 +84,27 @@ def test_the_batched_fold_is_bit_for_bit_the_point_by_point_recurrence_in_any_ch
     ints.update([1, 2, 3, 4, 5])
     floats.update([1.0, 2.0, 3.0, 4.0, 5.0])
     assert (ints.value, ints.count) == (floats.value, floats.count)
+
+
+def test_a_report_folded_later_stops_at_its_end_even_when_the_fold_ahead_went_past_it():
+    from trainmeter.core.series import Series
+    from trainmeter.optim.smoothing import EmaCursor
+
+    series = Series("train_loss")
+    values = [1.0 + math.sin(i / 3.0) for i in range(60)]
+    for i, v in enumerate(values[:40]):
+        series.append(i + 1, float(i), v)
+    cursor = EmaCursor(LossEma())
+    cursor.fold_to_end(series, 20)  # a report at position 20, folded after points up to 40 came
+    expected = LossEma()
+    expected.update(values[:20])
+    assert (cursor.ema.value, cursor.ema.count) == (expected.value, expected.count)
+    cursor.fold_ahead(series)  # the worker's idle fold: up to 40
+    for i, v in enumerate(values[40:], start=40):
+        series.append(i + 1, float(i), v)
+    cursor.fold_to_end(series, 30)  # the next report ended at 30, before the ahead state
+    expected.update(values[20:30])
+    assert (cursor.ema.value, cursor.ema.count) == (expected.value, expected.count)
+    cursor.fold_to_end(series)  # the final report: every point
+    expected.update(values[30:])
+    assert (cursor.ema.value, cursor.ema.count) == (expected.value, expected.count)

@@ -105,3 +105,26 @@ def test_a_run_on_the_real_clock_logs_every_point_once_with_pieces_from_the_work
     assert all((v is None) if math.isnan(losses[s]) else v == losses[s] for s, v in got)
     steps = [s for e in events if e["kind"] == "steps" for s in e["step"]]
     assert steps == list(range(1, 401)) and joined  # some lines were joined from the worker's pieces
+
+
+def test_a_report_written_later_stops_at_its_ends_with_the_bytes_of_a_report_written_then() -> None:
+    for make, kind in ((lambda: Series("train_loss"), "series"), (lambda: StepSeries("tokens_per_step"), "steps")):
+        then, later = make(), make()
+        ahead, cursors_a, cursors_b = ColumnLines(), {}, {}
+        log_a, log_b = _Log(), _Log()
+        step = 1
+        for report in range(3):
+            for s in (then, later):
+                _fill(s, random.Random(step), 40, step)
+            step += 40
+            ahead.encode_ahead([later], cursors_b)  # a piece up to the report's end
+            write_columns(log_a, cursors_a, kind, then)  # the report, written at once
+            stop = later.end
+            _fill(later, random.Random(step), 5 + report, step)  # appended after the report
+            if report == 1:
+                ahead.encode_ahead([later], cursors_b)  # a piece past the report's end: encoded whole instead
+            write_columns(log_b, cursors_b, kind, later, ahead, stop)  # the same report, written later
+            _fill(then, random.Random(step), 5 + report, step)
+            step += 5 + report
+            assert cursors_b == cursors_a
+        assert log_b.lines == log_a.lines and log_b.joined == 2  # reports 0 and 2 joined their pieces

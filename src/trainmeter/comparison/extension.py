@@ -28,6 +28,7 @@ class CurvesRecorder(ExtensionBase):
     """Bounded curves for run comparison (name ``curves``)."""
 
     name = "curves"
+    report_on_worker = True  # a steady report runs on_report on the report worker (docs/spec.md section 20)
     requires = ("compute",)  # each report's row holds compute's MFU of the same report
 
     def __init__(self) -> None:
@@ -48,11 +49,11 @@ class CurvesRecorder(ExtensionBase):
         m, reader = self._m, self._reader
         if m is None or reader is None:
             return {}
-        points = reader.new_points()
+        points = reader.new_points(report.ends)
         compute = m.extension("compute")
         mfu = compute.mfu_by_convention() if compute is not None else {}
         interval = m.interval
-        row = {"step": m.steps, "tokens": m.tokens, "elapsed_s": m.elapsed_s(),
+        row = {"step": report.steps, "tokens": report.tokens, "elapsed_s": report.elapsed_s,
                "tokens_per_s": interval.train_tokens_per_s if interval else None, "mfu": mfu}
         m.worker.submit(self.name, lambda: self._feed(points, row))
         return {}

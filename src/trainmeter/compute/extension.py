@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 class ComputeExtension(ExtensionBase):
     """FLOPs and MFU for one run (name ``compute``; publishes :class:`~trainmeter.compute.view.ComputeView`)."""
 
-    name = "compute"
+    name, report_on_worker = "compute", True  # a steady report's on_report: on the report worker (section 20)
 
     def __init__(self) -> None:
         self._m: Monitor | None = None

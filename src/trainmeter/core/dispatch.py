@@ -56,6 +56,7 @@ class Dispatcher:
         self._next_step: dict[int, int] = {}
         self._watching: list[Any] = []
         self._phase_watchers = tuple(e for e in self.extensions if _defines(e, "on_phase"))  # most runs: one
+        self._inline_reporters: tuple[Any, ...] | None = None
 
     # -- the policy ----------------------------------------------------------------------
     def _fault(self, ext: Any, event: str, exc: BaseException) -> None:
@@ -120,6 +121,7 @@ class Dispatcher:
         self._started = [e for e in self._started if e in self.extensions]
         self._watching = [e for e in self._watching if e in self.extensions]
         self._phase_watchers = tuple(e for e in self._phase_watchers if e in self.extensions)
+        self._inline_reporters = None
         if self._monitor is not None:
             self._arm_steps()
 
@@ -145,11 +147,33 @@ class Dispatcher:
             self.unwatch_training(ext)
             self._arm_steps()
 
-    def report(self, report: Report) -> dict[str, Any]:
+    def report(self, report: Report, on_worker: bool | None = None, before: dict[str, Any] | None = None
+               ) -> dict[str, Any]:
         """Each extension's ``on_report`` fields by its name (the interval record; ``None`` after a fault).
-        An extension that keeps the base's no-op ``on_report`` has no entry."""
+        An extension that keeps the base's no-op ``on_report`` has no entry.
+
+        Args:
+            report: The report's snapshot.
+            on_worker: ``None``: every extension. ``False``: only those whose ``report_on_worker`` is false (the
+                training thread's part of a deferred report); ``True``: only the others (the report worker's).
+            before: Fields already taken for the other part; they keep their place in the extension order.
+        """
         out: dict[str, Any] = {}
+        if on_worker is False:  # the training thread's part: the few wings that keep theirs there, found once
+            inline = self._inline_reporters
+            if inline is None:
+                inline = self._inline_reporters = tuple(
+                    e for e in self.extensions if not getattr(e, "report_on_worker", False)
+                    and _defines(e, "on_report"))
+            for ext in inline:
+                if (id(ext), "on_report") not in self._off:
+                    out[ext.name] = self._call(ext, "on_report", report)
+            return out
         for ext in self.extensions:
+            if on_worker is not None and bool(getattr(ext, "report_on_worker", False)) is not on_worker:
+                if before is not None and ext.name in before:
+                    out[ext.name] = before[ext.name]
+                continue
             if self._handler(ext, "on_report") is not None and _defines(ext, "on_report"):
                 out[ext.name] = self._call(ext, "on_report", report)
         return out

@@ -27,19 +27,23 @@ EVERY = "*"
 
 @dataclass(frozen=True)
 class Report:
-    """What a report hands each extension's ``on_report`` (training thread).
+    """What a report hands each extension's ``on_report`` (training thread, or the report worker for a wing with
+    ``report_on_worker`` at a steady report).
 
     Attributes:
         steps: Optimizer steps counted so far.
         tokens: Tokens (or samples) counted so far.
         elapsed_s: Seconds since the session began.
         final: Whether this is the run's last report (after every ``stop``).
+        ends: Each series' end position at the report (``Series.end``), when the report is read later on the
+            report worker: the points past it came after the report. ``None``: the report is now.
     """
 
     steps: int
     tokens: int
     elapsed_s: float
     final: bool
+    ends: Mapping[str, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -70,9 +74,10 @@ EVENTS: tuple[Event, ...] = (
           "(`edge` 'begin'/'end', `t_s` seconds since the session began); ('train', 'begin') when training "
           "activity is seen while a wing asked with `dispatch.watch_training(self)`", "training"),
     Event("on_report", "on_report(report) -> dict | None", "at each report (`Report`); a dict becomes the "
-          "run log's `interval[name]`", "training"),
+          "run log's `interval[name]`; a wing with `report_on_worker = True` gets a steady report on the report "
+          "worker, in order, with the report's snapshot (`Report.ends`)", "training (or the report worker)"),
     Event("text_fields", "text_fields() -> dict", "extra `key=value` fields of the text line (`mfu` and "
-          "`loss_ema` have fixed places)", "training"),
+          "`loss_ema` have fixed places)", "training (or the report worker)"),
     Event("warnings", "warnings() -> list[str]", "current warnings for the widget and text line", "any"),
     Event("tiles", "tiles() -> list[dict]", "extra tiles (docs/protocol.md)", "publisher: read-only"),
     Event("panels", "panels() -> list[dict]", "generic panels (docs/protocol.md)", "publisher: read-only"),
@@ -141,6 +146,10 @@ class ExtensionBase:
     requires: tuple[str, ...] = ()
     precedes: tuple[str, ...] = ()
     on_step: Callable[[], None] | None = None
+    # True: a steady report may run this wing's on_report (and its text_fields and warnings after it) on the
+    # report worker, after the training thread went on (docs/spec.md section 20); the wing's report-time state
+    # is then touched by one thread at a time, and on_report must not schedule step hooks from there
+    report_on_worker = False
 
     def start(self, monitor: Any) -> None:
         """Nothing to start."""

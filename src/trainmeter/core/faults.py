@@ -31,7 +31,8 @@ class Faults:
 
     def _say(self, line: str) -> None:
         try:
-            print(printable(line), file=self.out or sys.stdout, flush=True)
+            # one write with its newline: a steady report's line comes from the report worker (docs/spec.md section 20)
+            print(printable(line) + "\n", end="", file=self.out or sys.stdout, flush=True)
         except Exception:
             pass
 

@@ -176,7 +176,8 @@ class Lifecycle:
                     code = error.code
                     self.exit_code = code if isinstance(code, int) or code is None else str(code)[:200]
                 self.ended_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
-            parts: list[tuple[str, Callable[..., Any], tuple[Any, ...]]] = []
+            # a steady report's job still queued runs before the wings stop (docs/spec.md section 20; bounded)
+            parts: list[tuple[str, Callable[..., Any], tuple[Any, ...]]] = [("report-drain", self.worker.drain, ())]
             if self._heartbeat is not None:
                 parts.append(("heartbeat-stop", self._heartbeat.stop, ()))
             if self._probes is not None:

@@ -12,7 +12,7 @@ a report must finish itself (the loss EMA the text line shows) has little left t
 Bounded: at most ``MAX_JOBS`` jobs wait; a submit past that waits for the worker up to ``STUCK_AFTER_S`` and
 then declares it stuck (the queued jobs are dropped, their wings' work stops, a warning says so). A job that
 raises disables that job's owner (later jobs of the owner are skipped) and is reported once through
-``on_fault``. With ``threaded=False`` (runs driven by a fake clock: tests) each job runs at once in the
+``on_fault``. A job that submits a job runs it at once (it comes after every job queued before its own). With ``threaded=False`` (runs driven by a fake clock: tests) each job runs at once in the
 submitter's thread.
 
 Thread safety: :meth:`submit`, :meth:`drain` and :meth:`close` from any thread; jobs run on the worker thread
@@ -77,8 +77,8 @@ class ReportWorker:
             self._reset()
         if owner in self.disabled or self._stuck:
             return
-        if not self.threaded or self._closed:
-            self._run(owner, job)
+        if not self.threaded or self._closed or threading.current_thread() is self._thread:
+            self._run(owner, job)  # unthreaded, closed, or a job's own job: after every job before it already
             return
         with self._cond:
             if len(self._jobs) >= self._max_jobs and not self._cond.wait_for(
@@ -109,6 +109,16 @@ class ReportWorker:
             return True  # a job asking: it runs after the ones before it already
         with self._cond:
             return self._cond.wait_for(lambda: not self._jobs and not self._busy, timeout_s)
+
+    def on_worker_thread(self) -> bool:
+        """Whether the caller is the worker's thread (a job running). Any thread."""
+        return self._thread is not None and threading.current_thread() is self._thread
+
+    @property
+    def accepting(self) -> bool:
+        """Whether a job submitted now would run later on the worker's thread (threaded, open, not stuck, in the
+        process that made it). Any thread."""
+        return self.threaded and not self._closed and not self._stuck and os.getpid() == self._pid
 
     @property
     def pending(self) -> int:

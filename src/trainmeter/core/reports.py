@@ -17,6 +17,41 @@ PHASE_REPORT_AFTER_S = 60.0
 PHASE_REPORT_AFTER_INTERVALS = 10
 
 
+REPORT_JOB = "report"
+
+
+class ReportSnapshot:
+    """The run as a deferred report's job sees it: the report's step, tokens, throughput, memory and series ends
+    (``report_ends``), read at the report on the training thread; every other attribute is the run's own (read
+    and set through).
+
+    Args:
+        run: The monitor.
+        report: The report (its ``steps`` and ``tokens``).
+        interval: The report's ``IntervalSummary``.
+        session: The report's ``SessionSummary``.
+        memory: The report's memory sample.
+    """
+
+    __slots__ = ("_run", "steps", "tokens", "interval", "session", "memory", "report_ends")
+
+    def __init__(self, run: Any, report: Report, interval: Any, session: Any, memory: Any) -> None:
+        set_ = object.__setattr__
+        set_(self, "_run", run)
+        set_(self, "steps", report.steps)
+        set_(self, "tokens", report.tokens)
+        set_(self, "interval", interval)
+        set_(self, "session", session)
+        set_(self, "memory", memory)
+        set_(self, "report_ends", report.ends)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(object.__getattribute__(self, "_run"), name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        setattr(object.__getattribute__(self, "_run"), name, value)
+
+
 class Reports:
     """The report of one interval and the final one (a part of :class:`~trainmeter.core.monitor.Monitor`).
 
@@ -114,11 +149,34 @@ class Reports:
         if self._memory_probe is not None:
             self.memory = self._guard("memory", self._memory_probe.sample)
         self.reports += 1
-        extra = self.dispatch.report(Report(steps=self.steps, tokens=self.tokens, elapsed_s=elapsed_s, final=final))
+        worker = self.worker
+        if not final and self.reports > 1 and worker.accepting and REPORT_JOB not in worker.disabled:
+            # a steady report: the training thread keeps its own part and the snapshot, the worker the rest
+            ends = {name: s.end for name, s in self.series.items()}
+            ends[self.hot.step_series.name] = self.hot.step_series.end
+            report = Report(steps=self.steps, tokens=self.tokens, elapsed_s=elapsed_s, final=final, ends=ends)
+            inline = self.dispatch.report(report, on_worker=False)
+            view = ReportSnapshot(self, report, self.interval, self.session, self.memory)
+            worker.submit(REPORT_JOB, lambda: self._report_out(view, report, inline, elapsed_s, phases_s))
+            return
+        report = Report(steps=self.steps, tokens=self.tokens, elapsed_s=elapsed_s, final=final)
+        self._report_out(self, report, None, elapsed_s, phases_s)
+
+    def _report_out(self, view: Any, report: Report, inline: dict[str, Any] | None, elapsed_s: float,
+                    phases_s: dict[str, float]) -> None:
+        """The report from the wings' fields on: the run log, trimming, the text line and warnings printed.
+
+        On the training thread (``inline`` ``None``: every wing's fields taken here), or as the report worker's
+        job of a steady report (``inline``: the fields the training thread took; ``view`` its snapshot)."""
+        final = report.final
+        if inline is None:
+            extra = self.dispatch.report(report)
+        else:
+            extra = self.dispatch.report(report, on_worker=True, before=inline)
         if self._record is not None:
-            self._guard("run-log", self._record.write_interval, self, elapsed_s, phases_s, extra)
+            self._guard("run-log", self._record.write_interval, view, elapsed_s, phases_s, extra)
             self._trim()
-            self.text_line = self._guard("text-line", self._record.text_line, self) or self.text_line
+            self.text_line = self._guard("text-line", self._record.text_line, view) or self.text_line
         if self.text and not final:
             self._say(self.text_line)
             for warning in self.extension_warnings():

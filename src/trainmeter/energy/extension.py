@@ -44,6 +44,7 @@ class EnergyExtension(ExtensionBase):
     """
 
     name = "energy"
+    report_on_worker = True  # a steady report runs on_report on the report worker (docs/spec.md section 20)
     # after gpu: it reads the devices the GPU wing selected, and its end counters after the GPU wing's stop;
     # after compute: J/PFLOP divides by the FLOPs spent of the same report
     requires = ("gpu", "compute")

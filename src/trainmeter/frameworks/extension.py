@@ -124,6 +124,7 @@ class FrameworksExtension(ExtensionBase):
     """
 
     name = "frameworks"
+    report_on_worker = True  # a steady report runs on_report on the report worker (docs/spec.md section 20)
 
     def __init__(self, sites: tuple[FitSite, ...] = SITES) -> None:
         self._sites = sites

@@ -49,6 +49,7 @@ class GpuExtension(ExtensionBase):
     """
 
     name = "gpu"
+    report_on_worker = True  # a steady report runs on_report on the report worker (docs/spec.md section 20)
     requires = ("compute",)  # the ladder's MFU rung and the passport's peak: compute's figures of the same report
 
     def __init__(self, open_backend: Any = None, *, node_wide: bool = False) -> None:

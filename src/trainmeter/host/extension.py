@@ -66,6 +66,7 @@ class NodeSampler(ExtensionBase):
     """
 
     name = "node"
+    report_on_worker = True  # a steady report runs on_report on the report worker (docs/spec.md section 20)
 
     def __init__(self, source: NodeSource | None = None, *, period_s: float = 1.0, background: bool = True,
                  wait_clock: Clock | None = None) -> None:

@@ -89,6 +89,7 @@ class OptimExtension(ExtensionBase):
     """
 
     name = "optim"
+    report_on_worker = True  # a steady report runs on_report on the report worker (docs/spec.md section 20)
 
     def __init__(self, *, max_points_per_s: float = MAX_POINTS_PER_S, ema_beta: float = EMA_BETA,
                  environ: Any = None) -> None:
@@ -251,7 +252,8 @@ class OptimExtension(ExtensionBase):
 
     # -- reports ---------------------------------------------------------------------
     def on_report(self, report: Report) -> dict[str, Any]:
-        """Run-log ``interval["optim"]``: the smoothed loss and the sampling stride (training thread).
+        """Run-log ``interval["optim"]``: the smoothed loss and the sampling stride (training thread, or the report
+        worker at a steady report).
 
         Also folds the new ``train_loss`` points into the EMA and sets the stride
         from the last window's step rate.
@@ -263,7 +265,7 @@ class OptimExtension(ExtensionBase):
         if series is not None:
             # not a registered reader: the core trims only after this report's writes, so no point is missed;
             # the report worker folded most points already (smoothing.EmaCursor, docs/spec.md section 20)
-            self._ema_cursor.fold_to_end(series)
+            self._ema_cursor.fold_to_end(series, report.ends.get(LOSS_SERIES) if report.ends else None)
             m.worker.wake()  # from the first report on, the worker folds ahead
         interval = m.interval
         if interval is not None and interval.steps and interval.train_s > 0:
@@ -271,7 +273,8 @@ class OptimExtension(ExtensionBase):
             self._rate_stride = max(1, math.ceil(rate / self._max_points_per_s))
             if self._rate_stride > self.stride and not self._off:  # a smaller one is taken at the next read
                 self.stride = self._rate_stride
-                m.next_step_hook_at(m.steps + self.stride, self)
+                if not m.worker.on_worker_thread():  # the worker leaves the hook to the next read (section 20)
+                    m.next_step_hook_at(m.steps + self.stride, self)
         return {"loss_ema": self.ema.value, "sample_every_steps": self.stride,
                 "grad_norm_missing": self.grad_norm_missing()}
 

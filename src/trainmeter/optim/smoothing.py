@@ -106,9 +106,11 @@ class EmaCursor:
     Args:
         ema: The average the report shows (its ``beta``; its value and count are set at each report).
 
-    Thread safety: no lock (so a fork can leave none held). Each thread writes its own slot (``_ahead`` the
-    worker, ``_reported`` the training thread), an immutable ``(position, average, count)`` tuple replaced
-    whole; either reads both.
+    Thread safety: no lock (so a fork can leave none held). Each slot has one writer at a time (``_ahead`` the
+    worker's idle fold, ``_reported`` the report: the training thread at the first and final reports, the worker
+    at a steady one, never both at once), an immutable ``(position, average, count)`` tuple replaced whole;
+    either reads both. A report read later folds to its own end (``stop``), from ``_reported`` when the ahead
+    state went past it.
     """
 
     def __init__(self, ema: LossEma) -> None:
@@ -116,12 +118,15 @@ class EmaCursor:
         self._ahead: tuple[int, float, int] = (0, 0.0, 0)
         self._reported: tuple[int, float, int] = (0, 0.0, 0)
 
-    def _fold(self, series: Any, contiguous: bool) -> tuple[int, float, int] | None:
+    def _fold(self, series: Any, contiguous: bool, stop: int | None = None) -> tuple[int, float, int] | None:
         ahead, reported = self._ahead, self._reported
-        pos, avg, count = ahead if ahead[0] > reported[0] else reported
+        pos, avg, count = ahead if ahead[0] > reported[0] and (stop is None or ahead[0] <= stop) else reported
         end, _, _, values = series.read(pos)
         if contiguous and end - len(values) != pos:
             return None  # a report trimmed past this state meanwhile: its own state is further
+        if stop is not None and end > stop:  # a report read later: the points past its end came after it
+            values = values[:max(0, len(values) - (end - stop))]
+            end = stop
         folded = LossEma(self.ema.beta)
         folded._avg, folded.count = avg, count
         folded.update(values)
@@ -133,9 +138,10 @@ class EmaCursor:
         if state is not None:
             self._ahead = state
 
-    def fold_to_end(self, series: Any) -> None:
-        """Fold every point up to the series' end and set :attr:`ema` (a report, on the training thread)."""
-        state = self._fold(series, contiguous=False)
+    def fold_to_end(self, series: Any, stop: int | None = None) -> None:
+        """Fold every point up to the series' end (or position ``stop``: the report's end, for a report read
+        later on the report worker) and set :attr:`ema` (a report: the training thread, or the worker)."""
+        state = self._fold(series, contiguous=False, stop=stop)
         if state is not None:
             self._reported = state
             self.ema._avg, self.ema.count = state[1], state[2]

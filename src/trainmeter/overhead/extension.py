@@ -40,6 +40,7 @@ class Overhead(ExtensionBase):
     """
 
     name = "overhead"
+    report_on_worker = True  # a steady report runs on_report on the report worker (docs/spec.md section 20)
     precedes = ("*",)  # first: at stop, the other wings' threads still run (their CPU is read once more)
 
     def __init__(self, perf_counter: Any = None) -> None:

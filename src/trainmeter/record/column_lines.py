@@ -69,16 +69,22 @@ class ColumnLines:
             self._entries[name] = (start, end, _join(entry[2], elements(steps)),
                                    _join(entry[3], elements(micros(times))), _join(entry[4], elements(values)))
 
-    def line(self, kind: str, series: Any, start: int) -> tuple[str, int] | None:
+    def line(self, kind: str, series: Any, start: int, stop: int | None = None) -> tuple[str, int] | None:
         """The record's JSON line of ``series``' points from ``start`` (the log's cursor) and the position after
-        them, from the piece plus the points since; ``None`` when there is no usable piece (training thread)."""
+        them, from the piece plus the points since (up to position ``stop`` when given: a report written later);
+        ``None`` when there is no usable piece (the report's thread: training, or the report worker)."""
         entry = self._entries.get(series.name)
         if entry is None or entry[0] != start or entry[1] == start or series.end - series.pending > start:
             return None
         at = entry[1]
+        if stop is not None and at > stop:
+            return None  # the piece runs past the report: the record is encoded whole
         end, steps, times, values = series.read(at)
         if end - len(values) != at:
             return None
+        if stop is not None and end > stop:
+            keep = stop - at
+            end, steps, times, values = stop, steps[:keep], times[:keep], values[:keep]
         step_json, us_json, value_json = entry[2], entry[3], entry[4]
         if steps:
             step_json = _join(step_json, elements(steps))

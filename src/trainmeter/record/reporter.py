@@ -1,6 +1,7 @@
 """The report sinks: the run log's columns and interval record, the text line, the closing line.
 
-Called through :class:`~trainmeter.record.recorder.RunRecorder` on the training thread at each report.
+Called through :class:`~trainmeter.record.recorder.RunRecorder` at each report: on the training thread, or for a
+steady report on the report worker, up to the series' ends at the report (docs/spec.md section 20).
 """
 
 from __future__ import annotations
@@ -17,24 +18,36 @@ from trainmeter.record.view import RunView
 from trainmeter.sizes import format_count, format_rate
 
 
+def _upto(read: tuple[int, list[int], list[float], list[float]], stop: int | None
+          ) -> tuple[int, list[int], list[float], list[float]]:
+    """A ``Series.read`` result cut at absolute position ``stop`` (``None``: whole)."""
+    end, steps, times, values = read
+    if stop is None or end <= stop:
+        return read
+    keep = max(0, len(values) - (end - stop))
+    return stop, steps[:keep], times[:keep], values[:keep]
+
+
 def write_columns(log: RunLog, cursors: dict[str, int], kind: str, series: Series | StepSeries,
-                  ahead: ColumnLines | None = None) -> int:
+                  ahead: ColumnLines | None = None, stop: int | None = None) -> int:
     """Append the points of ``series`` since its cursor as one ``kind`` record; advance the cursor.
 
     With ``ahead``, the line joins what the report worker encoded already (:mod:`~trainmeter.record.column_lines`:
-    the same bytes).
+    the same bytes). With ``stop``, only the points before that absolute position (a report written later by
+    the report worker: the ones past it came after the report).
 
     Returns:
         Points past the cursor that were trimmed before they could be written
         (0 unless writes failed for long enough for the pending cap to drop some).
     """
     start = cursors.get(series.name, 0)
-    encoded = ahead.line(kind, series, start) if ahead is not None else None
+    encoded = ahead.line(kind, series, start, stop) if ahead is not None else None
     if encoded is not None:
         line, cursors[series.name] = encoded
         log.append_line(line)
         return 0
-    end, steps, times, values = series.read(start)
+    read = series.read(start)
+    end, steps, times, values = read if stop is None else _upto(read, stop)
     if steps:
         # integer microseconds: encoding an int costs a fraction of a float's shortest repr; map runs no bytecode
         # per point (float.__mul__ is the product t * 1e6 bit for bit)
@@ -54,9 +67,15 @@ def write_interval(m: RunView, log: RunLog, cursors: dict[str, int], elapsed_s: 
     Raises:
         OSError: When the log cannot be appended (``cursors`` then holds positions not written).
     """
-    dropped = write_columns(log, cursors, "steps", m.step_series, ahead)
-    for series in list(m.series.values()):
-        dropped += write_columns(log, cursors, "series", series, ahead)
+    ends = getattr(m, "report_ends", None)  # a report written later (core.reports.ReportSnapshot): its ends
+    if ends is None:
+        dropped = write_columns(log, cursors, "steps", m.step_series, ahead)
+        for series in list(m.series.values()):
+            dropped += write_columns(log, cursors, "series", series, ahead)
+    else:
+        dropped = write_columns(log, cursors, "steps", m.step_series, ahead, ends.get(m.step_series.name))
+        for series in list(m.series.values()):
+            dropped += write_columns(log, cursors, "series", series, ahead, ends.get(series.name, 0))
     interval, session = m.interval, m.session
     log.append(interval_record(
         step=m.steps, tokens=m.tokens, token_unit=m.token_unit, elapsed_s=elapsed_s, phases_s=phases_s,

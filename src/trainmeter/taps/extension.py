@@ -173,6 +173,7 @@ class Taps(ExtensionBase):
     """
 
     name = "taps"
+    report_on_worker = True  # a steady report runs on_report on the report worker (docs/spec.md section 20)
 
     def __init__(self, enabled: bool = True, *, targets: tuple[TapTarget, ...] = TARGETS,
                  watch_imports: bool = True) -> None:

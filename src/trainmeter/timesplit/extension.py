@@ -68,6 +68,7 @@ class TimeSplit(CheckpointSpans, ExtensionBase):
     """
 
     name = "time"
+    report_on_worker = True  # a steady report runs on_report on the report worker (docs/spec.md section 20)
 
     def __init__(self) -> None:
         self._monitor: Monitor | None = None
@@ -285,7 +286,7 @@ class TimeSplit(CheckpointSpans, ExtensionBase):
         if monitor is None:
             return {}
         totals = dict(monitor.phases.totals_s)
-        elapsed_s = monitor.elapsed_s()
+        elapsed_s = report.elapsed_s
         last = self._window
         window = {k: v - last["totals"].get(k, 0.0) for k, v in totals.items()}
         span_s = elapsed_s - last["elapsed_s"]

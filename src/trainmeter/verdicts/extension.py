@@ -37,6 +37,7 @@ class Verdicts(ExtensionBase):
     """Verdicts on the run (name ``verdicts``): it runs after every other wing."""
 
     name = "verdicts"
+    report_on_worker = True  # a steady report runs on_report on the report worker (docs/spec.md section 20)
     requires = ("*",)  # last: it reads what the others recorded in the same report (the GPU's readings)
 
     def __init__(self) -> None:
@@ -72,7 +73,7 @@ class Verdicts(ExtensionBase):
         m = self._m
         if m is None:
             return {}
-        points = self._reader.new_points() if self._reader is not None else []
+        points = self._reader.new_points(report.ends) if self._reader is not None else []
         mem, source = None, "allocator"
         if m.memory is not None:
             cuda = m.memory.cuda or {}
@@ -81,7 +82,7 @@ class Verdicts(ExtensionBase):
                 mem, source = m.memory.rss_bytes, "RSS"
         interval = m.interval
         point = ReportPoint(
-            step=m.steps, elapsed_s=m.elapsed_s(), tokens_per_s=interval.train_tokens_per_s if interval else None,
+            step=report.steps, elapsed_s=report.elapsed_s, tokens_per_s=interval.train_tokens_per_s if interval else None,
             token_unit=str(getattr(m, "token_unit", None) or "tokens"), mem_bytes=mem, mem_source=source,
             phases_s=dict(m.phases.totals_s), gpus=self._gpus())
         m.worker.submit(self.name, lambda: self._feed(points, point))
