@@ -10,7 +10,8 @@ from trainmeter.extensions import make_monitor  # noqa: E402
 from trainmeter.options import make_options  # noqa: E402
 
 
-def test_the_step_hook_reads_the_step_read_slot_at_each_step_so_a_timing_wrapper_is_seen(tmp_path):
+def test_a_step_with_steady_cleared_goes_through_the_step_read_slot_so_a_timing_wrapper_is_seen(tmp_path):
+    """The overhead wing's timing: the steady step is inline, hot.steady cleared sends one step to hot.step_read."""
     model = torch.nn.Linear(3, 1)
     opt = torch.optim.SGD(model.parameters(), lr=0.0)
     m = make_monitor(make_options(run_dir=tmp_path, interval_s=3600, widget=False), text=False,
@@ -28,6 +29,7 @@ def test_the_step_hook_reads_the_step_read_slot_at_each_step_so_a_timing_wrapper
                     plain(tokens, value)
 
                 m.hot.step_read = timed
+                m.hot.steady = False  # the general path for this step; it sets steady again
             model(torch.ones(2, 3)).pow(2).mean().backward()
             opt.step()
     finally:
@@ -74,3 +76,51 @@ def test_the_fast_call_honours_a_compiled_call_impl_set_on_the_module(tmp_path):
     finally:
         m.finish("completed")
     assert len(compiled) == 5 and m.steps == 25 and m.tokens == 25 * 2
+
+
+def _loss_run(tmp_path, name, general: bool, reports_at=()):
+    """30 steps of a tiny loop on a FakeClock (each step 1 s; a report after the steps in ``reports_at``), either as
+    torch runs them (steady steps inline in the step hook) or with hot.steady cleared before each step (every
+    step through Monitor.on_step_read): train_loss's points as each report and the final one find them, its
+    statistics, and the steps and tokens."""
+    from trainmeter.core.clock import FakeClock
+
+    torch.manual_seed(0)
+    model = torch.nn.Linear(3, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    clock = FakeClock()
+    m = make_monitor(make_options(run_dir=tmp_path / name, interval_s=3600, widget=False), text=False,
+                     extensions=[], clock=clock).start()
+    x = torch.randn(4, 3)
+    seen = []
+    try:
+        for step in range(1, 31):
+            if general:
+                m.hot.steady = False
+            loss = model(x).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            clock.advance(1.0)
+            opt.step()
+            if step in reports_at:
+                seen.append(m.series["train_loss"].read(0))  # what the report will read (it trims after)
+                m.hot.next_report_s = 0.0
+                m._maybe_report()
+        final = m.series["train_loss"]
+    finally:
+        m.finish("completed")
+    return seen, final.stats(), m.steps, m.tokens
+
+
+def test_the_inline_steady_step_records_what_monitor_on_step_read_records(tmp_path):
+    inline = _loss_run(tmp_path, "inline", general=False, reports_at=(10, 21, 30))
+    general = _loss_run(tmp_path, "general", general=True, reports_at=(10, 21, 30))
+    assert inline == general
+    seen, stats, steps, tokens = inline
+    assert steps == 30 and tokens == 120 and stats.count == 30 and stats.last_step == 30
+    # before a report, the points of the steps before its own (a step's loss point is in train_loss once the next
+    # step came); the report trims what it wrote
+    assert [(end, steps, times) for end, steps, times, _ in seen] == [
+        (9, list(range(1, 10)), [float(s) for s in range(1, 10)]),
+        (20, list(range(10, 21)), [float(s) for s in range(10, 21)]),
+        (29, list(range(21, 30)), [float(s) for s in range(21, 30)])]

@@ -37,7 +37,8 @@ class HotState:
         "now", "interval_s", "steps", "tokens", "t0_s", "step_series", "next_report_s",
         "step_read", "step_hook", "hook_at", "at_step",
         # loss ordering and queued values (the step's slow-path triggers)
-        "held_step", "held_t_s", "held_value", "captured_series", "user_loss", "losses", "queued", "scalars",
+        "held_step", "held_t_s", "held_value", "tail", "loss_steps", "loss_times", "loss_values", "captured_series",
+        "user_loss", "losses", "queued", "scalars",
         # the probes: fast flags, last batch signature, the step's calls and loss parts
         "primary", "fast_root", "fast_backward", "steady", "backward_on", "in_backward", "depth", "calls",
         "pending_tokens",
@@ -70,6 +71,12 @@ class HotState:
         self.held_step = 0  # a captured loss read on the host, waiting for the next step: step, time, value
         self.held_t_s = 0.0
         self.held_value = 0.0
+        # the held loss as train_loss's open point (Series.open: its step and time appended, its value held_value)
+        # instead of in held_t_s; then a step closes it and opens its own with three list appends
+        self.tail = False
+        self.loss_steps: list[int] = []  # the captured series' columns while tail (Series.columns)
+        self.loss_times: list[float] = []
+        self.loss_values: list[float] = []
         self.captured_series: Series | None = None  # train_loss once a captured loss is in it
         self.user_loss = False  # the cell emits its own train_loss
         self.losses: deque[StepLoss] = deque()  # closed step losses not yet in their series, in step order

@@ -297,15 +297,16 @@ class Monitor(Lifecycle, Emits, SideEmits, LossOrder, Reports, LaneSteps, Faults
         if tokens != hot.step_series.tokens:
             hot.step_series.set_tokens(tokens)
         hot.step_series.times.append(t_s)
-        if hot.scalars.queue or hot.losses or hot.user_loss:
-            self._step_losses(steps, t_s, None, loss_value)
-        else:
-            if hot.held_step:  # the previous step's loss: its step has passed
-                (hot.captured_series or self._captured_loss_series()).append(
-                    hot.held_step, hot.held_t_s, hot.held_value)
+        if hot.tail and not hot.losses and not hot.scalars.queue:
+            # the previous step's loss is train_loss's open point: close it, open this one (as the step hook's
+            # inline step does, core/wrappers.py)
+            hot.loss_values.append(hot.held_value)
+            hot.loss_steps.append(steps)
+            hot.loss_times.append(t_s)
             hot.held_step = steps
-            hot.held_t_s = t_s
             hot.held_value = loss_value
+        else:
+            self._step_losses(steps, t_s, None, loss_value)
         if steps == hot.at_step:
             self._run_at_step()
         if steps >= hot.hook_at:

@@ -77,6 +77,7 @@ class StepSink(Protocol):
     hot: HotState
     token_unit: str
     series_info: dict[str, dict[str, Any]]
+    dispatch: Any  # the extensions' dispatcher (its step_fault)
 
     def on_step(self, tokens: int, loss: StepLoss | None = None, *, loss_value: float | None = None) -> None: ...
 
@@ -91,6 +92,10 @@ class StepSink(Protocol):
     def on_lane_loss(self, lane: Lane, loss: StepLoss) -> None: ...
 
     def at_step(self, step: int, fn: Any) -> None: ...
+
+    def _run_at_step(self) -> None: ...  # the step hook's inline step (core/wrappers.py), as on_step_read calls them
+
+    def _maybe_report(self) -> None: ...
 
     def set_model(self, module: Any, token_unit: str) -> None: ...
 

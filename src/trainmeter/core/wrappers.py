@@ -43,12 +43,19 @@ class Wrappers:
     _active: bool
 
     def _make_step_hook(self) -> Any:
-        """The optimizer step post-hook: a steady step inline, anything else through ``_on_step``."""
+        """The optimizer step post-hook: a steady step inline, anything else through ``_on_step``.
+
+        The steady step is the probes' check and :meth:`Monitor.on_step_read
+        <trainmeter.core.monitor.Monitor.on_step_read>`'s step rule in this one frame (docs/spec.md
+        section 20), for a loss held as train_loss's open point (``hot.tail``) with no read or loss
+        pending; otherwise the step goes to ``hot.step_read`` (``Monitor.on_step_read``). The overhead
+        wing times ``hot.step_read`` on 1 step in 64 by clearing ``hot.steady`` for that step.
+        """
         probes = self
         hot = self.hot
         monitor = self._monitor
 
-        def step_hook(optimizer: Any, args: Any, kwargs: Any) -> None:
+        def step_hook(optimizer: Any, args: Any, kwargs: Any, /) -> None:
             try:
                 primary = hot.primary  # slot reads, then calls: a method call of a slot is not specialized
                 if hot.steady and hot.fast_parts == 1 and hot.calls == 1 and primary() is optimizer:
@@ -62,8 +69,36 @@ class Wrappers:
                     hot.fast_steps += 1
                     hot.fast_parts = 0
                     hot.fast_first = None  # the loss tensor is the loop's again
+                    if hot.tail and not hot.losses and not hot.scalars.queue:
+                        # Monitor.on_step_read, inline: count, time, close the previous step's loss point and
+                        # open this one's (its value hot.fast_sum, held until the next step)
+                        hot.steps = steps = hot.steps + 1
+                        hot.tokens += tokens
+                        clock = hot.now
+                        now = clock()
+                        t_s = now - hot.t0_s
+                        step_series = hot.step_series
+                        if tokens != step_series.tokens:
+                            step_series.set_tokens(tokens)
+                        step_series.times.append(t_s)
+                        hot.loss_values.append(hot.held_value)
+                        hot.loss_steps.append(steps)
+                        hot.loss_times.append(t_s)
+                        hot.held_step = steps
+                        hot.held_value = hot.fast_sum
+                        if steps == hot.at_step:
+                            monitor._run_at_step()
+                        if steps >= hot.hook_at:
+                            step_extensions = hot.step_hook
+                            try:
+                                step_extensions()  # an extension's sampled on_step (the optimizer wing's)
+                            except Exception as exc:
+                                monitor.dispatch.step_fault(exc)
+                        if now >= hot.next_report_s:
+                            monitor._maybe_report()
+                        return
                     # the one part's value (the next first part overwrites it); Monitor.on_step_read, or the overhead
-                    # wing's timed wrapper of it (one implementation of the step's rule, core/monitor.py)
+                    # wing's timed wrapper of it
                     step_read = hot.step_read
                     step_read(tokens, hot.fast_sum)
                     return
