@@ -50,8 +50,9 @@ def test_a_backward_reaches_torch_with_its_gradient_and_leaves_no_flag_set(tmp_p
         m.finish("completed")
 
 
-def test_the_fast_call_honours_a_compiled_call_impl_set_on_the_module(tmp_path):
-    """The fast path calls _call_impl itself for torch's own __call__: a module.compile()d one still runs compiled."""
+def test_the_fast_call_honours_module_compile_made_during_the_run(tmp_path):
+    """The fast path calls Module._call_impl itself while nothing is compiled; module.compile() goes through
+    torch.compile (watched), so the next calls run the compiled _call_impl, each counted."""
 
     class Net(torch.nn.Module):
         def __init__(self):
@@ -63,19 +64,42 @@ def test_the_fast_call_honours_a_compiled_call_impl_set_on_the_module(tmp_path):
 
     model = Net()
     opt = torch.optim.SGD(model.parameters(), lr=0.0)
-    compiled = []
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
     m = make_monitor(make_options(run_dir=tmp_path, interval_s=3600, widget=False), text=False,
                      extensions=[]).start()
     try:
         for step in range(25):
-            if step == 20:  # steady: the call takes the fast path; module.compile() sets this attribute
-                model._compiled_call_impl = lambda *args, **kwargs: (compiled.append(args), model._call_impl(
-                    *args, **kwargs))[1]
+            if step == 20:  # steady: the call takes the fast path, calling torch's _call_impl itself
+                assert m.hot.call_impl is torch.nn.Module._call_impl
+                model.compile(backend=backend)
+                assert m.hot.call_impl is None
             model(torch.ones(2, 3)).pow(2).mean().backward()
             opt.step()
     finally:
         m.finish("completed")
-    assert len(compiled) == 5 and m.steps == 25 and m.tokens == 25 * 2
+    assert graphs and m.steps == 25 and m.tokens == 25 * 2
+
+
+def test_the_fast_call_honours_a_compiled_call_impl_the_module_had_when_chosen(tmp_path):
+    model = torch.nn.Sequential(torch.nn.Linear(3, 1))
+    calls = []
+    model._compiled_call_impl = lambda *args, **kwargs: (calls.append(1), model._call_impl(*args, **kwargs))[1]
+    opt = torch.optim.SGD(model.parameters(), lr=0.0)
+    m = make_monitor(make_options(run_dir=tmp_path, interval_s=3600, widget=False), text=False,
+                     extensions=[]).start()
+    try:
+        for _ in range(25):
+            model(torch.ones(2, 3)).pow(2).mean().backward()
+            opt.step()
+        assert m.hot.call_impl is None
+    finally:
+        m.finish("completed")
+    assert len(calls) == 25 and m.steps == 25 and m.tokens == 25 * 2
 
 
 def _loss_run(tmp_path, name, general: bool, reports_at=()):

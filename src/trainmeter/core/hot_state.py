@@ -11,12 +11,23 @@ field says otherwise.
 from __future__ import annotations
 
 import sys
+import weakref
 from collections import deque
 from collections.abc import Callable
 from typing import Any
 
 from trainmeter.core.scalars import ScalarReader, StepLoss
 from trainmeter.core.series import Series, StepSeries
+
+
+class _Nobody:
+    """What the call wrapper's root reference returns while no root is counted: never a module."""
+
+    __slots__ = ("__weakref__",)
+
+
+_NOBODY = _Nobody()
+NO_ROOT = weakref.ref(_NOBODY)  # hot.fast_ref while no root's calls take the fast path
 
 
 class HotState:
@@ -40,7 +51,7 @@ class HotState:
         "held_step", "held_t_s", "held_value", "tail", "loss_steps", "loss_times", "loss_values", "captured_series",
         "user_loss", "losses", "queued", "scalars",
         # the probes: fast flags, last batch signature, the step's calls and loss parts
-        "primary", "fast_root", "fast_backward", "steady", "backward_on", "in_backward", "depth", "calls",
+        "primary", "fast_ref", "call_impl", "fast_backward", "steady", "backward_on", "in_backward", "depth", "calls",
         "pending_tokens",
         "last_type", "last_shape", "last_dtype", "last_tokens", "fast_calls",
         "fast_parts", "fast_sum", "fast_divided", "fast_first", "fast_steps",
@@ -88,9 +99,12 @@ class HotState:
         """The probes' fast flags and the step's calls and loss parts, as before any call was seen."""
         self.primary: Any = None  # a weak reference to the primary optimizer (TorchProbes._primary), or None
         # the hot paths' flags, recomputed by TorchProbes._refresh_fast whenever one of their inputs changes:
-        # the root's id while its positional batches are counted like the last one (else 0), whether a
+        # a weak reference to the root while its positional batches are counted like the last one (else
+        # NO_ROOT: a call, then an identity test, costs less than comparing an id, a large int, on CPython
+        # 3.11), torch's Module._call_impl while the fast call may call it itself (else None), whether a
         # 0-d CPU loss may be read at backward, and whether a step may take the short path
-        self.fast_root = 0
+        self.fast_ref: Callable[[], Any] = NO_ROOT
+        self.call_impl: Callable[..., Any] | None = None
         self.fast_backward = False
         self.steady = False
         self.backward_on = False  # loss capture installed and not disabled by a fault

@@ -58,7 +58,7 @@ from typing import Any, Protocol
 from trainmeter.core import host_patches
 from trainmeter.core.compile_watch import CompileWatch
 from trainmeter.core.discovery import Discovery, _Candidate
-from trainmeter.core.hot_state import HotState
+from trainmeter.core.hot_state import NO_ROOT, HotState
 from trainmeter.core.lane_probes import LaneProbes
 from trainmeter.core.lanes import Lane
 from trainmeter.core.loss_capture import LossCapture
@@ -128,6 +128,8 @@ class TorchProbes(Discovery, CompileWatch, Wrappers, RootCalls, LossCapture, Opt
         self._handles: list[Any] = []
         self._patches = Patches()
         self._call_wrapper_on = True  # TRAINMETER_DISABLE=call-wrapper (core/host_patches.py), read at start
+        self._compile_watch_on = False  # torch.compile wrapped (compile-watch), read at start
+        self._direct_call: Any = None  # the root's Module._call_impl when the fast call may call it (_set_root)
         self._imports: PostImportHooks | None = None
         self._active = False
         self._torch: Any = None
@@ -210,7 +212,11 @@ class TorchProbes(Discovery, CompileWatch, Wrappers, RootCalls, LossCapture, Opt
         # a second training thread switches the fast paths off for the run (core/lane_probes.py); the first
         # backward waits for lane 1's thread to be known
         plain = self._active and not self._paused and self._on_training is None and not self._threaded
-        self.hot.fast_root = self._root_id if plain and self.hot.fast_calls else 0
+        fast = plain and self.hot.fast_calls and self._root is not None
+        self.hot.fast_ref = self._root if fast else NO_ROOT  # type: ignore[assignment]
+        # the fast call calls torch's Module._call_impl itself (no bound method, no _compiled_call_impl read) while
+        # nothing is compiled in the run and torch.compile is watched: module.compile() goes through it first
+        self.hot.call_impl = self._direct_call if fast and not self._compiling else None
         self.hot.fast_backward = (plain and self.hot.backward_on and self._loss is None and self._scaled is None
                                   and self._hot_ident != 0)
         if not plain or self._root is None:
@@ -244,6 +250,7 @@ class TorchProbes(Discovery, CompileWatch, Wrappers, RootCalls, LossCapture, Opt
             pass
         self._call_wrapper_on = allow("call-wrapper", warn)
         if allow("compile-watch", warn):
+            self._compile_watch_on = True
             self._patches.wrap(torch, "compile", self._make_compile)
             self._imports = PostImportHooks({"torch._dynamo.eval_frame": self._patch_dynamo})
             self._imports.install()

@@ -34,6 +34,24 @@ def _plain_backward(backward: Any) -> bool:
 
 
 
+def direct_call_impl(module: Any, torch: Any) -> Any:
+    """torch's ``Module._call_impl`` when the fast call may call it for ``module`` itself, else ``None``.
+
+    That is when the class keeps torch's ``_call_impl`` and the instance has set neither its own
+    ``_call_impl`` nor a ``_compiled_call_impl`` (``module.compile()``); the wrapper checks that the
+    class keeps torch's ``__call__`` (``routed``). Read once, when the root is chosen.
+    """
+    impl = getattr(torch.nn.Module, "_call_impl", None)
+    try:
+        own = vars(module)
+        if (impl is None or getattr(type(module), "_call_impl", None) is not impl or "_call_impl" in own
+                or getattr(module, "_compiled_call_impl", None) is not None):
+            return None
+    except Exception:
+        return None
+    return impl
+
+
 class Wrappers:
     """The wrapper factories (a part of :class:`~trainmeter.core.probes.TorchProbes`).
 
@@ -146,7 +164,8 @@ class Wrappers:
                 if first is _NO_ARG:
                     return original(module, **kwargs)
                 return original(module, first, *args, **kwargs)
-            if id(module) == hot.fast_root and not kwargs and not hot.depth:
+            fast_ref = hot.fast_ref  # a slot read, then a call
+            if fast_ref() is module and not kwargs and not hot.depth:
                 # hot path (docs/spec.md section 20): the root called with a positional batch like the last counted
                 # one counts the same (exact: same type, shape and dtype; no argument: not the last type); anything
                 # else takes _on_call
@@ -162,8 +181,12 @@ class Wrappers:
                     try:
                         if args:
                             return original(module, first, *args)
-                        if routed and module._compiled_call_impl is None:  # torch's _wrapped_call_impl, inline
-                            return module._call_impl(first)
+                        if routed:  # torch's _wrapped_call_impl, inline
+                            call_impl = hot.call_impl  # Module._call_impl while nothing is compiled (_refresh_fast)
+                            if call_impl is not None:
+                                return call_impl(module, first)
+                            if module._compiled_call_impl is None:
+                                return module._call_impl(first)
                         return original(module, first)
                     finally:
                         hot.depth = 0
