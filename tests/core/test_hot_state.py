@@ -63,3 +63,10 @@ def test_clearing_the_fast_loss_leaves_the_flags_and_the_batch_signature():
     hot.clear_fast_loss()
     assert (hot.fast_ref, hot.last_tokens) == (ref, 32)
     assert (hot.fast_parts, hot.fast_divided) == (0, True)
+
+
+def test_a_deferred_read_turns_the_inline_step_off():
+    hot = HotState(FakeClock(), 10.0)
+    hot.inline = True
+    hot.scalars.on_defer()  # what ScalarReader calls when a CUDA read is deferred: the next step polls it
+    assert hot.inline is False

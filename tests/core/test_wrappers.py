@@ -148,3 +148,29 @@ def test_the_inline_steady_step_records_what_monitor_on_step_read_records(tmp_pa
         (9, list(range(1, 10)), [float(s) for s in range(1, 10)]),
         (20, list(range(10, 21)), [float(s) for s in range(10, 21)]),
         (29, list(range(21, 30)), [float(s) for s in range(21, 30)])]
+
+
+def test_a_loss_queued_between_steady_steps_sends_the_next_step_through_the_general_path(tmp_path):
+    from trainmeter.core.scalars import StepLoss
+
+    model = torch.nn.Linear(3, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.0)
+    m = make_monitor(make_options(run_dir=tmp_path, interval_s=3600, widget=False), text=False,
+                     extensions=[]).start()
+    read = []
+    plain = m.hot.step_read
+    m.hot.step_read = lambda tokens, value: (read.append(m.hot.steps + 1), plain(tokens, value))
+    try:
+        for step in range(1, 26):
+            model(torch.ones(2, 3)).pow(2).mean().backward()
+            opt.step()
+            if step == 20:
+                assert m.hot.inline
+                m.add_loss(StepLoss.read("train_loss.other", 1.5))  # a loss waiting for its series
+                assert not m.hot.inline
+        other = m.series["train_loss.other"].read(0)
+        loss = m.series["train_loss"].stats()
+    finally:
+        m.finish("completed")
+    assert read[-1] == 21 and 22 not in read  # step 21 flushed it; from 22 on the steps are inline again
+    assert other[1:] == ([20], [other[2][0]], [1.5]) and loss.count == 24

@@ -48,7 +48,7 @@ class HotState:
         "now", "interval_s", "steps", "tokens", "t0_s", "step_series", "next_report_s",
         "step_read", "step_hook", "hook_at", "at_step",
         # loss ordering and queued values (the step's slow-path triggers)
-        "held_step", "held_t_s", "held_value", "tail", "loss_steps", "loss_times", "loss_values", "captured_series",
+        "slow_steps", "held_step", "held_t_s", "held_value", "tail", "inline", "loss_steps", "loss_times", "loss_values", "captured_series",
         "user_loss", "losses", "queued", "scalars",
         # the probes: fast flags, last batch signature, the step's calls and loss parts
         "primary", "fast_ref", "call_impl", "fast_backward", "steady", "backward_on", "in_backward", "depth", "calls",
@@ -74,6 +74,7 @@ class HotState:
         The step hook stays; it is called next at the first step (it moves its own next call).
         """
         self.steps = 0
+        self.slow_steps = 0  # steps counted by Monitor.on_step or on_step_read (the others: inline in the step hook)
         self.tokens = 0
         self.t0_s = t0_s
         self.step_series = StepSeries("tokens_per_step")
@@ -85,6 +86,9 @@ class HotState:
         # the held loss as train_loss's open point (Series.open: its step and time appended, its value held_value)
         # instead of in held_t_s; then a step closes it and opens its own with three list appends
         self.tail = False
+        # tail, and no loss or read pending: the step hook's steady step may run the step inline (cleared by
+        # whatever queues a loss or defers a read, and when the open point closes)
+        self.inline = False
         self.loss_steps: list[int] = []  # the captured series' columns while tail (Series.columns)
         self.loss_times: list[float] = []
         self.loss_values: list[float] = []
@@ -93,7 +97,11 @@ class HotState:
         self.losses: deque[StepLoss] = deque()  # closed step losses not yet in their series, in step order
         # values tm.emit'ted from other threads, waiting for the training thread (appended by any thread)
         self.queued: deque[tuple[dict[str, Any], int]] = deque()
-        self.scalars = ScalarReader()  # 0-d reads deferred until their device copy is done
+        self.scalars = ScalarReader(self._no_inline)  # 0-d reads deferred until their device copy is done
+
+    def _no_inline(self) -> None:
+        """A read was deferred: the next step polls it (the general path)."""
+        self.inline = False
 
     def new_probe_state(self) -> None:
         """The probes' fast flags and the step's calls and loss parts, as before any call was seen."""
@@ -119,7 +127,8 @@ class HotState:
         self.last_dtype: Any = None
         self.last_tokens = 0
         self.clear_fast_loss()
-        self.fast_steps = 0  # steps whose loss was read on the fast paths
+        self.fast_steps = 0  # steps whose loss was read on the fast paths and that went to hot.step_read (the
+        # ones run inline in the step hook are hot.steps - hot.slow_steps)
 
     def clear_fast_loss(self) -> None:
         """Forget the loss parts read on the backward fast path (a step closed, a fault, a stop)."""

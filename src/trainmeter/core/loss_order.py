@@ -53,13 +53,14 @@ class LossOrder:
         hot.loss_steps, hot.loss_times, hot.loss_values = series.columns()
         series.open(steps, t_s)
         hot.tail = True
+        hot.inline = not hot.losses and not hot.scalars.queue
 
     def _release_held(self) -> None:
         """Put the held loss in train_loss, or drop it when the cell emits its own (training thread)."""
         hot = self.hot
         held, hot.held_step = hot.held_step, 0
         if hot.tail:
-            hot.tail = False
+            hot.tail = hot.inline = False
             hot.loss_values.append(hot.held_value)  # Series.close of the open point
         elif not hot.user_loss:
             (hot.captured_series or self._captured_loss_series()).append(held, hot.held_t_s, hot.held_value)
@@ -75,6 +76,7 @@ class LossOrder:
         loss.step = hot.steps
         loss.t_s = hot.now() - hot.t0_s if t_s is None else t_s
         loss.closed = True
+        hot.inline = False  # the next step keeps the order behind it (the general path)
         if len(hot.losses) >= MAX_PENDING_LOSSES:
             hot.losses.popleft()  # its reads never completed: leave it out
         hot.losses.append(loss)

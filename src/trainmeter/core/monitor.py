@@ -264,6 +264,7 @@ class Monitor(Lifecycle, Emits, SideEmits, LossOrder, Reports, LaneSteps, Faults
         # hot path (docs/spec.md section 20): a counter, a clock read, an append (and the previous step's loss)
         hot = self.hot
         hot.steps = steps = hot.steps + 1
+        hot.slow_steps += 1
         hot.tokens += tokens
         now = hot.now()
         t_s = now - hot.t0_s
@@ -290,6 +291,7 @@ class Monitor(Lifecycle, Emits, SideEmits, LossOrder, Reports, LaneSteps, Faults
         """
         hot = self.hot
         hot.steps = steps = hot.steps + 1
+        hot.slow_steps += 1
         hot.tokens += tokens
         clock = hot.now  # a slot read, then a call (a method call of a slot is not specialized on CPython 3.11)
         now = clock()
@@ -305,6 +307,7 @@ class Monitor(Lifecycle, Emits, SideEmits, LossOrder, Reports, LaneSteps, Faults
             hot.loss_times.append(t_s)
             hot.held_step = steps
             hot.held_value = loss_value
+            hot.inline = True  # nothing pending any more: the next steady step is inline again
         else:
             self._step_losses(steps, t_s, None, loss_value)
         if steps == hot.at_step:

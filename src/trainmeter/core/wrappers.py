@@ -84,10 +84,9 @@ class Wrappers:
                     tokens = hot.pending_tokens
                     hot.pending_tokens = 0
                     hot.calls = 0
-                    hot.fast_steps += 1
                     hot.fast_parts = 0
                     hot.fast_first = None  # the loss tensor is the loop's again
-                    if hot.tail and not hot.losses and not hot.scalars.queue:
+                    if hot.inline:  # the loss held as train_loss's open point, no loss or read pending
                         # Monitor.on_step_read, inline: count, time, close the previous step's loss point and
                         # open this one's (its value hot.fast_sum, held until the next step)
                         hot.steps = steps = hot.steps + 1
@@ -116,7 +115,8 @@ class Wrappers:
                             monitor._maybe_report()
                         return
                     # the one part's value (the next first part overwrites it); Monitor.on_step_read, or the overhead
-                    # wing's timed wrapper of it
+                    # wing's timed wrapper of it (the inline steps' count is hot.steps - hot.slow_steps)
+                    hot.fast_steps += 1
                     step_read = hot.step_read
                     step_read(tokens, hot.fast_sum)
                     return
