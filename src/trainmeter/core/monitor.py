@@ -299,15 +299,11 @@ class Monitor(Lifecycle, Emits, SideEmits, LossOrder, Reports, LaneSteps, Faults
         if tokens != hot.step_series.tokens:
             hot.step_series.set_tokens(tokens)
         hot.step_series.times.append(t_s)
-        if hot.tail and not hot.losses and not hot.scalars.queue:
-            # the previous step's loss is train_loss's open point: close it, open this one (as the step hook's
-            # inline step does, core/wrappers.py)
-            hot.loss_values.append(hot.held_value)
+        if hot.tail and not hot.losses and not hot.scalars.queue:  # close the open point, open this step's
+            hot.loss_values.append(hot.held_value)  # (as the step hook's inline step does, core/wrappers.py)
             hot.loss_steps.append(steps)
             hot.loss_times.append(t_s)
-            hot.held_step = steps
-            hot.held_value = loss_value
-            hot.inline = True  # nothing pending any more: the next steady step is inline again
+            hot.held_step, hot.held_value, hot.inline = steps, loss_value, True  # the next steady step: inline
         else:
             self._step_losses(steps, t_s, None, loss_value)
         if steps == hot.at_step:
