@@ -240,30 +240,35 @@ class Wrappers:
         @functools.wraps(original)
         def backward(tensors: Any, grad_tensors: Any = None, retain_graph: Any = None, create_graph: bool = False,
                      grad_variables: Any = None, inputs: Any = None) -> Any:
+            if (hot.fast_backward and grad_tensors is None and type(tensors) is tensor_type and not hot.in_backward
+                    and tensors.ndim == 0 and tensors.is_cpu):
+                # hot path (docs/spec.md section 20): a 0-d CPU loss (host memory, no device to wait for), unscaled,
+                # read at once and summed in place; its grad_fn is read only if a second part comes (fast_backward
+                # holds only while capture is on: _refresh_fast)
+                hot.in_backward = True
+                try:
+                    try:
+                        value = tensors.item()
+                        if hot.fast_parts:  # a second part: division matters (accumulation or not)
+                            probes._fast_division(tensors)
+                            hot.fast_sum += value
+                            hot.fast_parts += 1
+                        else:
+                            hot.fast_first = tensors  # held until the step (see _fast_division)
+                            hot.fast_sum = value
+                            hot.fast_parts = 1
+                    except Exception as exc:
+                        probes._backward_fault(exc)
+                    return original(tensors, grad_tensors, retain_graph, create_graph, grad_variables, inputs)
+                finally:
+                    hot.in_backward = False
             if hot.in_backward or not hot.backward_on:  # nested, capture off, or several training threads
                 return probes._backward_aside(original, tensors, grad_tensors, retain_graph, create_graph,
                                               grad_variables, inputs)
             hot.in_backward = True
             try:
-                if grad_tensors is None:
-                    if (hot.fast_backward and type(tensors) is tensor_type and tensors.ndim == 0
-                            and tensors.is_cpu):
-                        # hot path (docs/spec.md section 20): a 0-d CPU loss (host memory, no device to wait
-                        # for), unscaled, read at once and summed in place; its grad_fn is read only if a second part comes
-                        try:
-                            value = tensors.item()
-                            if hot.fast_parts:  # a second part: division matters (accumulation or not)
-                                probes._fast_division(tensors)
-                                hot.fast_sum += value
-                                hot.fast_parts += 1
-                            else:
-                                hot.fast_first = tensors  # held until the step (see _fast_division)
-                                hot.fast_sum = value
-                                hot.fast_parts = 1
-                        except Exception as exc:
-                            probes._backward_fault(exc)
-                    elif not probes._paused:
-                        probes._on_backward(tensors)
+                if grad_tensors is None and not probes._paused:
+                    probes._on_backward(tensors)
                 return original(tensors, grad_tensors, retain_graph, create_graph, grad_variables, inputs)
             finally:
                 hot.in_backward = False
