@@ -33,9 +33,10 @@ STEPS = 50
 # optimizer step hook, which runs Monitor.on_step_read's rule inline and puts the loss point in
 # train_loss's columns itself (5 calls before: on_step_read and Series.append were frames of their own).
 MAX_PY_CALLS_PER_STEP = 3
-# Per step (core): id (the module's key), is_grad_enabled, Tensor.item (the CPU loss), perf_counter
-# (the step's time) and 4 list appends (the step's time; the previous loss point's value, this one's step and time).
-MAX_C_CALLS_PER_STEP = 8
+# Per step (core): is_grad_enabled, Tensor.tolist (the CPU loss's value, as item() gives it, without releasing the
+# GIL), perf_counter (the step's time) and 4 list appends (the step's time; the previous loss point's value, this
+# one's step and time). The root's weak reference is called, not a C function (8 before, with id).
+MAX_C_CALLS_PER_STEP = 7
 # Per step with every default extension, on top of the core's: the optimizer wing reads the rate
 # at the step (docs/spec.md section 2; every step for the first 100 steps, as here, then sampled by the
 # read's cost and <= 100 points/s): its on_step, its _read and the lr Series.append (3 list appends, a len

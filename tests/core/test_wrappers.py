@@ -174,3 +174,26 @@ def test_a_loss_queued_between_steady_steps_sends_the_next_step_through_the_gene
         m.finish("completed")
     assert read[-1] == 21 and 22 not in read  # step 21 flushed it; from 22 on the steps are inline again
     assert other[1:] == ([20], [other[2][0]], [1.5]) and loss.count == 24
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
+def test_the_fast_backward_records_each_steps_loss_as_item_gives_it(tmp_path, dtype):
+    torch.manual_seed(0)
+    model = torch.nn.Linear(3, 1).to(dtype)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x = torch.randn(4, 3, dtype=dtype)
+    m = make_monitor(make_options(run_dir=tmp_path, interval_s=3600, widget=False), text=False,
+                     extensions=[]).start()
+    expected = []
+    try:
+        for _ in range(30):
+            loss = model(x).pow(2).mean()
+            expected.append(loss.item())
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        assert m.hot.inline  # the steady steps took the fast paths
+        values = m.series["train_loss"].read(0)[3] + [m.hot.held_value]  # the last one is the open point's
+    finally:
+        m.finish("completed")
+    assert values == expected and all(type(v) is float for v in values)

@@ -248,7 +248,9 @@ class Wrappers:
                 hot.in_backward = True
                 try:
                     try:
-                        value = tensors.item()
+                        # Tensor.tolist() gives a 0-d tensor's value as item() does (the same Python number), without
+                        # item()'s release and retake of the GIL: no hand-off to a waiting thread at every step
+                        value = tensors.tolist()
                         if hot.fast_parts:  # a second part: division matters (accumulation or not)
                             probes._fast_division(tensors)
                             hot.fast_sum += value
