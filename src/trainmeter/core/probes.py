@@ -34,8 +34,9 @@ Hot path (docs/spec.md section 20, ``tests/core/test_hot_path.py``): in steady s
 root's ``__call__`` wrapper (a positional batch with the type, shape and dtype of the
 last counted one counts the same, without ``count_batch``), the ``backward`` wrapper (torch's
 own six parameters, so no tuple or dict per call; a 0-d CPU loss, not scaled, is read with
-``item()`` and kept in place: no :class:`StepLoss` object, and its ``grad_fn`` is read only
-when a second part comes before the step), the step hook and ``Monitor.on_step_read``. Anything
+``tolist()``, item()'s number without its GIL release, and kept in place: no :class:`StepLoss`
+object, and its ``grad_fn`` is read only when a second part comes before the step) and the step
+hook, which runs ``Monitor.on_step_read``'s rule inline (core/wrappers.py). Anything
 else (a CUDA loss, a GradScaler, an open eval span, a new shape, a second call of the root in a
 step, a new optimizer) takes the general path. What those wrappers read and write is the run's
 :class:`~trainmeter.core.hot_state.HotState`, which they close over.
