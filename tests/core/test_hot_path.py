@@ -29,18 +29,21 @@ from trainmeter.options import make_options  # noqa: E402
 PACKAGE = str(Path(trainmeter.__file__).parent)
 STEPS = 50
 # Per step (core): the root's __call__ wrapper (a batch shaped like the last counted one counts
-# the same), the autograd.backward wrapper (a 0-d CPU loss read and summed in place), the
-# optimizer step hook, Monitor.on_step_read, and Series.append of the previous step's loss.
-MAX_PY_CALLS_PER_STEP = 5
-# Per step (core): id (the module's key), is_grad_enabled, Tensor.item (the CPU loss), perf_counter
-# (the step's time) and 4 list appends (the step's time; the loss point's step, time and value).
-MAX_C_CALLS_PER_STEP = 8
+# the same), the autograd.backward wrapper (a 0-d CPU loss read and summed in place) and the
+# optimizer step hook, which runs Monitor.on_step_read's rule inline and puts the loss point in
+# train_loss's columns itself (5 calls before: on_step_read and Series.append were frames of their own).
+MAX_PY_CALLS_PER_STEP = 3
+# Per step (core): is_grad_enabled, Tensor.tolist (the CPU loss's value, as item() gives it, without releasing the
+# GIL), perf_counter (the step's time) and 4 list appends (the step's time; the previous loss point's value, this
+# one's step and time). The root's weak reference is called, not a C function (8 before, with id).
+MAX_C_CALLS_PER_STEP = 7
 # Per step with every default extension, on top of the core's: the optimizer wing reads the rate
 # at the step (docs/spec.md section 2; every step for the first 100 steps, as here, then sampled by the
 # read's cost and <= 100 points/s): its on_step, its _read and the lr Series.append (3 list appends, a len
 # and a dict.get: the group count and the series; the clock read that times it and a max: its stride). The
-# overhead wing times 1 step in 64 (its wrapper, its unwrap, Monitor.at_step re-arming it): amortized below.
-EXTENSION_PY_CALLS_PER_STEP = 3 + 0.25 + 1 / 64
+# overhead wing times 1 step in 64 (its wrapper, its unwrap, Monitor.at_step re-arming it; that step takes the
+# probes' general path, _on_step and Monitor.on_step_read, 24 calls in all): amortized below.
+EXTENSION_PY_CALLS_PER_STEP = 3 + 0.4
 EXTENSION_C_CALLS_PER_STEP = 7 + 0.25
 # The only extension code that runs on steady-state steps, and at most how often (calls per step).
 EXTENSION_CALLS_PER_STEP = {
@@ -211,12 +214,14 @@ def test_a_batch_whose_shape_cannot_be_read_after_a_counted_one_warns_and_never_
 
 
 # Python bytecode instructions trainmeter's own frames run per steady step (core alone), counted with
-# sys.settrace opcode events (`python benchmarks/overhead.py ops` prints them by function): 327 on
-# CPython 3.11 (331 before the call wrapper took the batch as a parameter of its own and called _call_impl
-# itself, which also runs 12 fewer of torch's; the step hook's slot reads into locals cost 6 and spare two
-# unspecialized lookups; docs/spec.md section 20). Opcode counts are the interpreter's own, so the bound
-# holds for the CPython minor version it was measured on.
-MAX_OPCODES_PER_STEP = {(3, 11): 330}
+# sys.settrace opcode events (`python benchmarks/overhead.py ops` prints them by function): 281 on
+# CPython 3.11 (284 before the backward wrapper tested its fast path first; 298 before one flag, hot.inline, stood for the open point with no loss or read pending and the
+# inline steps were counted as hot.steps - hot.slow_steps; 5 more than 293 for the call wrapper's direct Module._call_impl, which spares a bound method and
+# two attribute reads through Module's __getattr__ hook, and costs fewer instructions; 327 before the step hook ran Monitor.on_step_read's rule inline with the loss point held as
+# train_loss's open point, Series.open/close; 331 before the call wrapper took the batch as a parameter of its
+# own and called _call_impl itself; docs/spec.md section 20). Opcode counts are the interpreter's own, so the
+# bound holds for the CPython minor version it was measured on.
+MAX_OPCODES_PER_STEP = {(3, 11): 282}
 
 
 @pytest.mark.parametrize("kind", ["ids", "floats"])

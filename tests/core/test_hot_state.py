@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import sys
+import weakref
 
 import pytest
 
 from trainmeter.core.clock import FakeClock
-from trainmeter.core.hot_state import HotState
+from trainmeter.core.hot_state import NO_ROOT, HotState
 from trainmeter.core.scalars import StepLoss
 
 
@@ -44,15 +45,28 @@ def test_a_new_run_keeps_the_step_hook_and_calls_it_at_the_first_step():
 
 def test_the_probe_state_starts_with_no_fast_path_and_no_loss_parts():
     hot = HotState(FakeClock(), 10.0)
-    hot.fast_root, hot.steady, hot.fast_parts, hot.fast_sum, hot.fast_first = 7, True, 2, 3.5, object()
+    root = FakeClock()  # any object a weak reference can name
+    hot.fast_ref, hot.call_impl = weakref.ref(root), len
+    hot.steady, hot.fast_parts, hot.fast_sum, hot.fast_first = True, 2, 3.5, object()
     hot.new_probe_state()
-    assert (hot.fast_root, hot.steady, hot.fast_backward, hot.backward_on) == (0, False, False, False)
+    assert (hot.fast_ref, hot.call_impl, hot.steady, hot.fast_backward, hot.backward_on) == (
+        NO_ROOT, None, False, False, False)
+    assert NO_ROOT() is not None and NO_ROOT() is not root  # never a module: the call wrapper's test is false
     assert (hot.fast_parts, hot.fast_sum, hot.fast_divided, hot.fast_first) == (0, 0.0, True, None)
 
 
 def test_clearing_the_fast_loss_leaves_the_flags_and_the_batch_signature():
     hot = HotState(FakeClock(), 10.0)
-    hot.fast_root, hot.last_tokens, hot.fast_parts, hot.fast_divided = 7, 32, 2, False
+    root = FakeClock()
+    ref = weakref.ref(root)
+    hot.fast_ref, hot.last_tokens, hot.fast_parts, hot.fast_divided = ref, 32, 2, False
     hot.clear_fast_loss()
-    assert (hot.fast_root, hot.last_tokens) == (7, 32)
+    assert (hot.fast_ref, hot.last_tokens) == (ref, 32)
     assert (hot.fast_parts, hot.fast_divided) == (0, True)
+
+
+def test_a_deferred_read_turns_the_inline_step_off():
+    hot = HotState(FakeClock(), 10.0)
+    hot.inline = True
+    hot.scalars.on_defer()  # what ScalarReader calls when a CUDA read is deferred: the next step polls it
+    assert hot.inline is False

@@ -31,6 +31,7 @@ class CompileWatch:
     def _on_compiling(self) -> None:
         """Something is compiled in this run: take the wrappers off torch's own module classes."""
         self._compiling = True
+        self._refresh_fast()  # the fast call reads _compiled_call_impl again (module.compile() sets it next)
         for candidate in list(self._candidates.values()):
             module = candidate.ref()
             if module is not None and _torch_class(type(module)):

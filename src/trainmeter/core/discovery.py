@@ -10,6 +10,7 @@ from typing import Any
 
 from trainmeter.core.batch import batch_seq
 from trainmeter.core.patches import ORIGINAL_ATTR
+from trainmeter.core.wrappers import direct_call_impl
 
 MAX_CANDIDATES = 64
 MAX_FRAMES = 48
@@ -280,6 +281,8 @@ class Discovery:
             self._watch(module, force=True)
         self._root = weakref.ref(module)
         self._root_id = id(module)
+        # its fast call may call torch's _call_impl itself while torch.compile is watched (core/wrappers.py)
+        self._direct_call = direct_call_impl(module, self._torch) if self._compile_watch_on else None
         self.hot.fast_calls = False
         self.hot.steady = False
         self._refresh_fast()

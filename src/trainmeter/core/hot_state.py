@@ -11,12 +11,23 @@ field says otherwise.
 from __future__ import annotations
 
 import sys
+import weakref
 from collections import deque
 from collections.abc import Callable
 from typing import Any
 
 from trainmeter.core.scalars import ScalarReader, StepLoss
 from trainmeter.core.series import Series, StepSeries
+
+
+class _Nobody:
+    """What the call wrapper's root reference returns while no root is counted: never a module."""
+
+    __slots__ = ("__weakref__",)
+
+
+_NOBODY = _Nobody()
+NO_ROOT = weakref.ref(_NOBODY)  # hot.fast_ref while no root's calls take the fast path
 
 
 class HotState:
@@ -37,9 +48,10 @@ class HotState:
         "now", "interval_s", "steps", "tokens", "t0_s", "step_series", "next_report_s",
         "step_read", "step_hook", "hook_at", "at_step",
         # loss ordering and queued values (the step's slow-path triggers)
-        "held_step", "held_t_s", "held_value", "captured_series", "user_loss", "losses", "queued", "scalars",
+        "slow_steps", "held_step", "held_t_s", "held_value", "tail", "inline", "loss_steps", "loss_times", "loss_values", "captured_series",
+        "user_loss", "losses", "queued", "scalars",
         # the probes: fast flags, last batch signature, the step's calls and loss parts
-        "primary", "fast_root", "fast_backward", "steady", "backward_on", "in_backward", "depth", "calls",
+        "primary", "fast_ref", "call_impl", "fast_backward", "steady", "backward_on", "in_backward", "depth", "calls",
         "pending_tokens",
         "last_type", "last_shape", "last_dtype", "last_tokens", "fast_calls",
         "fast_parts", "fast_sum", "fast_divided", "fast_first", "fast_steps",
@@ -62,6 +74,7 @@ class HotState:
         The step hook stays; it is called next at the first step (it moves its own next call).
         """
         self.steps = 0
+        self.slow_steps = 0  # steps counted by Monitor.on_step or on_step_read (the others: inline in the step hook)
         self.tokens = 0
         self.t0_s = t0_s
         self.step_series = StepSeries("tokens_per_step")
@@ -70,20 +83,36 @@ class HotState:
         self.held_step = 0  # a captured loss read on the host, waiting for the next step: step, time, value
         self.held_t_s = 0.0
         self.held_value = 0.0
+        # the held loss as train_loss's open point (Series.open: its step and time appended, its value held_value)
+        # instead of in held_t_s; then a step closes it and opens its own with three list appends
+        self.tail = False
+        # tail, and no loss or read pending: the step hook's steady step may run the step inline (cleared by
+        # whatever queues a loss or defers a read, and when the open point closes)
+        self.inline = False
+        self.loss_steps: list[int] = []  # the captured series' columns while tail (Series.columns)
+        self.loss_times: list[float] = []
+        self.loss_values: list[float] = []
         self.captured_series: Series | None = None  # train_loss once a captured loss is in it
         self.user_loss = False  # the cell emits its own train_loss
         self.losses: deque[StepLoss] = deque()  # closed step losses not yet in their series, in step order
         # values tm.emit'ted from other threads, waiting for the training thread (appended by any thread)
         self.queued: deque[tuple[dict[str, Any], int]] = deque()
-        self.scalars = ScalarReader()  # 0-d reads deferred until their device copy is done
+        self.scalars = ScalarReader(self._no_inline)  # 0-d reads deferred until their device copy is done
+
+    def _no_inline(self) -> None:
+        """A read was deferred: the next step polls it (the general path)."""
+        self.inline = False
 
     def new_probe_state(self) -> None:
         """The probes' fast flags and the step's calls and loss parts, as before any call was seen."""
         self.primary: Any = None  # a weak reference to the primary optimizer (TorchProbes._primary), or None
         # the hot paths' flags, recomputed by TorchProbes._refresh_fast whenever one of their inputs changes:
-        # the root's id while its positional batches are counted like the last one (else 0), whether a
+        # a weak reference to the root while its positional batches are counted like the last one (else
+        # NO_ROOT: a call, then an identity test, costs less than comparing an id, a large int, on CPython
+        # 3.11), torch's Module._call_impl while the fast call may call it itself (else None), whether a
         # 0-d CPU loss may be read at backward, and whether a step may take the short path
-        self.fast_root = 0
+        self.fast_ref: Callable[[], Any] = NO_ROOT
+        self.call_impl: Callable[..., Any] | None = None
         self.fast_backward = False
         self.steady = False
         self.backward_on = False  # loss capture installed and not disabled by a fault
@@ -98,7 +127,8 @@ class HotState:
         self.last_dtype: Any = None
         self.last_tokens = 0
         self.clear_fast_loss()
-        self.fast_steps = 0  # steps whose loss was read on the fast paths
+        self.fast_steps = 0  # steps whose loss was read on the fast paths and that went to hot.step_read (the
+        # ones run inline in the step hook are hot.steps - hot.slow_steps)
 
     def clear_fast_loss(self) -> None:
         """Forget the loss parts read on the backward fast path (a step closed, a fault, a stop)."""

@@ -24,22 +24,46 @@ class LossOrder:
         hot = self.hot
         if hot.scalars.queue:
             self._poll_scalars(t_s)
-        held = hot.held_step
-        if held:  # the previous step's loss, read on the host: its step has passed (inline _flush_losses)
-            hot.held_step = 0
-            if not hot.user_loss:
-                (hot.captured_series or self._captured_loss_series()).append(held, hot.held_t_s, hot.held_value)
+        if hot.held_step:  # the previous step's loss, read on the host: its step has passed (inline _flush_losses)
+            self._release_held()
         if hot.losses:
             self._flush_losses(steps)
         if loss_value is not None:
             if hot.losses:  # keep the order behind losses still being read
                 self.add_loss(StepLoss.read(LOSS_SERIES, loss_value), t_s)
             else:
-                hot.held_step = steps
-                hot.held_t_s = t_s
-                hot.held_value = loss_value
+                self._hold(steps, t_s, loss_value)
         elif loss is not None:
             self.add_loss(loss, t_s)
+
+    def _hold(self, steps: int, t_s: float, value: float) -> None:
+        """Hold step ``steps``' loss read on the host until the next step (none is held; training thread).
+
+        Before train_loss has a captured point it waits in the hot state (a ``tm.emit(train_loss=...)``
+        before the next step still makes the cell's own loss the headline and drops it); after, it is
+        the series' open point (``Series.open``), which the next step closes with its value.
+        """
+        hot = self.hot
+        hot.held_step = steps
+        hot.held_value = value
+        series = hot.captured_series
+        if series is None or hot.user_loss:
+            hot.held_t_s = t_s
+            return
+        hot.loss_steps, hot.loss_times, hot.loss_values = series.columns()
+        series.open(steps, t_s)
+        hot.tail = True
+        hot.inline = not hot.losses and not hot.scalars.queue
+
+    def _release_held(self) -> None:
+        """Put the held loss in train_loss, or drop it when the cell emits its own (training thread)."""
+        hot = self.hot
+        held, hot.held_step = hot.held_step, 0
+        if hot.tail:
+            hot.tail = hot.inline = False
+            hot.loss_values.append(hot.held_value)  # Series.close of the open point
+        elif not hot.user_loss:
+            (hot.captured_series or self._captured_loss_series()).append(held, hot.held_t_s, hot.held_value)
 
     def _captured_loss_series(self) -> Series:
         """The train_loss series, remembered as holding captured points (training thread)."""
@@ -52,6 +76,7 @@ class LossOrder:
         loss.step = hot.steps
         loss.t_s = hot.now() - hot.t0_s if t_s is None else t_s
         loss.closed = True
+        hot.inline = False  # the next step keeps the order behind it (the general path)
         if len(hot.losses) >= MAX_PENDING_LOSSES:
             hot.losses.popleft()  # its reads never completed: leave it out
         hot.losses.append(loss)
@@ -61,9 +86,7 @@ class LossOrder:
         hot = self.hot
         held = hot.held_step
         if held and held < before_step:  # older than anything queued after it
-            hot.held_step = 0
-            if not hot.user_loss:
-                (hot.captured_series or self._captured_loss_series()).append(held, hot.held_t_s, hot.held_value)
+            self._release_held()
         losses = hot.losses
         while losses and losses[0].ready and losses[0].step < before_step:
             loss = losses.popleft()
@@ -72,6 +95,8 @@ class LossOrder:
             value = loss.value()
             if value is not None:
                 if loss.series == LOSS_SERIES:
+                    if hot.tail:  # its open point is last: a point appended goes after it (not met: a step
+                        self._release_held()  # that queues a loss first closes the open point)
                     hot.captured_series or self._captured_loss_series()
                 self._series(loss.series).append(loss.step, loss.t_s, value)
 

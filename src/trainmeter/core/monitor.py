@@ -264,6 +264,7 @@ class Monitor(Lifecycle, Emits, SideEmits, LossOrder, Reports, LaneSteps, Faults
         # hot path (docs/spec.md section 20): a counter, a clock read, an append (and the previous step's loss)
         hot = self.hot
         hot.steps = steps = hot.steps + 1
+        hot.slow_steps += 1
         hot.tokens += tokens
         now = hot.now()
         t_s = now - hot.t0_s
@@ -290,6 +291,7 @@ class Monitor(Lifecycle, Emits, SideEmits, LossOrder, Reports, LaneSteps, Faults
         """
         hot = self.hot
         hot.steps = steps = hot.steps + 1
+        hot.slow_steps += 1
         hot.tokens += tokens
         clock = hot.now  # a slot read, then a call (a method call of a slot is not specialized on CPython 3.11)
         now = clock()
@@ -297,15 +299,13 @@ class Monitor(Lifecycle, Emits, SideEmits, LossOrder, Reports, LaneSteps, Faults
         if tokens != hot.step_series.tokens:
             hot.step_series.set_tokens(tokens)
         hot.step_series.times.append(t_s)
-        if hot.scalars.queue or hot.losses or hot.user_loss:
-            self._step_losses(steps, t_s, None, loss_value)
+        if hot.tail and not hot.losses and not hot.scalars.queue:  # close the open point, open this step's
+            hot.loss_values.append(hot.held_value)  # (as the step hook's inline step does, core/wrappers.py)
+            hot.loss_steps.append(steps)
+            hot.loss_times.append(t_s)
+            hot.held_step, hot.held_value, hot.inline = steps, loss_value, True  # the next steady step: inline
         else:
-            if hot.held_step:  # the previous step's loss: its step has passed
-                (hot.captured_series or self._captured_loss_series()).append(
-                    hot.held_step, hot.held_t_s, hot.held_value)
-            hot.held_step = steps
-            hot.held_t_s = t_s
-            hot.held_value = loss_value
+            self._step_losses(steps, t_s, None, loss_value)
         if steps == hot.at_step:
             self._run_at_step()
         if steps >= hot.hook_at:

@@ -34,8 +34,9 @@ Hot path (docs/spec.md section 20, ``tests/core/test_hot_path.py``): in steady s
 root's ``__call__`` wrapper (a positional batch with the type, shape and dtype of the
 last counted one counts the same, without ``count_batch``), the ``backward`` wrapper (torch's
 own six parameters, so no tuple or dict per call; a 0-d CPU loss, not scaled, is read with
-``item()`` and kept in place: no :class:`StepLoss` object, and its ``grad_fn`` is read only
-when a second part comes before the step), the step hook and ``Monitor.on_step_read``. Anything
+``tolist()``, item()'s number without its GIL release, and kept in place: no :class:`StepLoss`
+object, and its ``grad_fn`` is read only when a second part comes before the step) and the step
+hook, which runs ``Monitor.on_step_read``'s rule inline (core/wrappers.py). Anything
 else (a CUDA loss, a GradScaler, an open eval span, a new shape, a second call of the root in a
 step, a new optimizer) takes the general path. What those wrappers read and write is the run's
 :class:`~trainmeter.core.hot_state.HotState`, which they close over.
@@ -58,7 +59,7 @@ from typing import Any, Protocol
 from trainmeter.core import host_patches
 from trainmeter.core.compile_watch import CompileWatch
 from trainmeter.core.discovery import Discovery, _Candidate
-from trainmeter.core.hot_state import HotState
+from trainmeter.core.hot_state import NO_ROOT, HotState
 from trainmeter.core.lane_probes import LaneProbes
 from trainmeter.core.lanes import Lane
 from trainmeter.core.loss_capture import LossCapture
@@ -77,6 +78,7 @@ class StepSink(Protocol):
     hot: HotState
     token_unit: str
     series_info: dict[str, dict[str, Any]]
+    dispatch: Any  # the extensions' dispatcher (its step_fault)
 
     def on_step(self, tokens: int, loss: StepLoss | None = None, *, loss_value: float | None = None) -> None: ...
 
@@ -91,6 +93,10 @@ class StepSink(Protocol):
     def on_lane_loss(self, lane: Lane, loss: StepLoss) -> None: ...
 
     def at_step(self, step: int, fn: Any) -> None: ...
+
+    def _run_at_step(self) -> None: ...  # the step hook's inline step (core/wrappers.py), as on_step_read calls them
+
+    def _maybe_report(self) -> None: ...
 
     def set_model(self, module: Any, token_unit: str) -> None: ...
 
@@ -123,6 +129,8 @@ class TorchProbes(Discovery, CompileWatch, Wrappers, RootCalls, LossCapture, Opt
         self._handles: list[Any] = []
         self._patches = Patches()
         self._call_wrapper_on = True  # TRAINMETER_DISABLE=call-wrapper (core/host_patches.py), read at start
+        self._compile_watch_on = False  # torch.compile wrapped (compile-watch), read at start
+        self._direct_call: Any = None  # the root's Module._call_impl when the fast call may call it (_set_root)
         self._imports: PostImportHooks | None = None
         self._active = False
         self._torch: Any = None
@@ -205,7 +213,11 @@ class TorchProbes(Discovery, CompileWatch, Wrappers, RootCalls, LossCapture, Opt
         # a second training thread switches the fast paths off for the run (core/lane_probes.py); the first
         # backward waits for lane 1's thread to be known
         plain = self._active and not self._paused and self._on_training is None and not self._threaded
-        self.hot.fast_root = self._root_id if plain and self.hot.fast_calls else 0
+        fast = plain and self.hot.fast_calls and self._root is not None
+        self.hot.fast_ref = self._root if fast else NO_ROOT  # type: ignore[assignment]
+        # the fast call calls torch's Module._call_impl itself (no bound method, no _compiled_call_impl read) while
+        # nothing is compiled in the run and torch.compile is watched: module.compile() goes through it first
+        self.hot.call_impl = self._direct_call if fast and not self._compiling else None
         self.hot.fast_backward = (plain and self.hot.backward_on and self._loss is None and self._scaled is None
                                   and self._hot_ident != 0)
         if not plain or self._root is None:
@@ -239,6 +251,7 @@ class TorchProbes(Discovery, CompileWatch, Wrappers, RootCalls, LossCapture, Opt
             pass
         self._call_wrapper_on = allow("call-wrapper", warn)
         if allow("compile-watch", warn):
+            self._compile_watch_on = True
             self._patches.wrap(torch, "compile", self._make_compile)
             self._imports = PostImportHooks({"torch._dynamo.eval_frame": self._patch_dynamo})
             self._imports.install()

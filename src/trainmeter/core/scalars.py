@@ -10,7 +10,7 @@ Not thread-safe: use from the training thread.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from typing import Any
 
 _NUMBER_TYPES = (float, int)
@@ -18,9 +18,14 @@ MAX_PENDING = 4096
 
 
 class ScalarReader:
-    """Turns floats and 0-d tensors into floats, deferring CUDA reads."""
+    """Turns floats and 0-d tensors into floats, deferring CUDA reads.
 
-    def __init__(self) -> None:
+    Args:
+        on_defer: Called (no arguments) each time a read is deferred (the hot state's: the next step polls).
+    """
+
+    def __init__(self, on_defer: Callable[[], None] | None = None) -> None:
+        self.on_defer = on_defer
         self.queue: deque[tuple[Hashable, Any, Any]] = deque()  # deferred (key, host buffer, event)
         self._pool: list[Any] = []
         self.dropped = 0
@@ -68,6 +73,8 @@ class ScalarReader:
         event = torch.cuda.Event()
         event.record(torch.cuda.current_stream(value.device))
         self.queue.append((key, host, event))
+        if self.on_defer is not None:
+            self.on_defer()
 
     def poll(self) -> list[tuple[Hashable, float]]:
         """Return ``(key, value)`` for deferred reads whose copies have completed."""

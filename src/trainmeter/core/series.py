@@ -83,6 +83,28 @@ class Series:
         self._times.append(t_s)
         self._values.append(value)
 
+    def open(self, step: int, t_s: float) -> None:
+        """Begin the next point: its step and time now, its value with :meth:`close` (writing thread only).
+
+        Until its value is appended the point is not in the series: ``read``, ``stats``, ``end``,
+        ``pending`` and ``trim`` count values, and a value is appended after its step and time
+        (the loss point held for one step, docs/spec.md section 20). Nothing else is appended
+        while a point is open.
+        """
+        self._steps.append(step)
+        self._times.append(t_s)
+
+    def close(self, value: float) -> None:
+        """Give the open point its value: from now on it is in the series (writing thread only)."""
+        self._values.append(value)
+
+    def columns(self) -> tuple[list[int], list[float], list[float]]:
+        """The lists ``open`` and ``close`` append to (steps, times, values), for a writer that inlines them.
+
+        They are never replaced (a trim deletes in place). Writing thread only.
+        """
+        return self._steps, self._times, self._values
+
     def _fold(self) -> None:
         """Fold the points not yet seen into the running statistics (caller holds the lock)."""
         values = self._values

@@ -34,6 +34,24 @@ def _plain_backward(backward: Any) -> bool:
 
 
 
+def direct_call_impl(module: Any, torch: Any) -> Any:
+    """torch's ``Module._call_impl`` when the fast call may call it for ``module`` itself, else ``None``.
+
+    That is when the class keeps torch's ``_call_impl`` and the instance has set neither its own
+    ``_call_impl`` nor a ``_compiled_call_impl`` (``module.compile()``); the wrapper checks that the
+    class keeps torch's ``__call__`` (``routed``). Read once, when the root is chosen.
+    """
+    impl = getattr(torch.nn.Module, "_call_impl", None)
+    try:
+        own = vars(module)
+        if (impl is None or getattr(type(module), "_call_impl", None) is not impl or "_call_impl" in own
+                or getattr(module, "_compiled_call_impl", None) is not None):
+            return None
+    except Exception:
+        return None
+    return impl
+
+
 class Wrappers:
     """The wrapper factories (a part of :class:`~trainmeter.core.probes.TorchProbes`).
 
@@ -43,12 +61,19 @@ class Wrappers:
     _active: bool
 
     def _make_step_hook(self) -> Any:
-        """The optimizer step post-hook: a steady step inline, anything else through ``_on_step``."""
+        """The optimizer step post-hook: a steady step inline, anything else through ``_on_step``.
+
+        The steady step is the probes' check and :meth:`Monitor.on_step_read
+        <trainmeter.core.monitor.Monitor.on_step_read>`'s step rule in this one frame (docs/spec.md
+        section 20), for a loss held as train_loss's open point (``hot.tail``) with no read or loss
+        pending; otherwise the step goes to ``hot.step_read`` (``Monitor.on_step_read``). The overhead
+        wing times ``hot.step_read`` on 1 step in 64 by clearing ``hot.steady`` for that step.
+        """
         probes = self
         hot = self.hot
         monitor = self._monitor
 
-        def step_hook(optimizer: Any, args: Any, kwargs: Any) -> None:
+        def step_hook(optimizer: Any, args: Any, kwargs: Any, /) -> None:
             try:
                 primary = hot.primary  # slot reads, then calls: a method call of a slot is not specialized
                 if hot.steady and hot.fast_parts == 1 and hot.calls == 1 and primary() is optimizer:
@@ -59,11 +84,39 @@ class Wrappers:
                     tokens = hot.pending_tokens
                     hot.pending_tokens = 0
                     hot.calls = 0
-                    hot.fast_steps += 1
                     hot.fast_parts = 0
                     hot.fast_first = None  # the loss tensor is the loop's again
+                    if hot.inline:  # the loss held as train_loss's open point, no loss or read pending
+                        # Monitor.on_step_read, inline: count, time, close the previous step's loss point and
+                        # open this one's (its value hot.fast_sum, held until the next step)
+                        hot.steps = steps = hot.steps + 1
+                        hot.tokens += tokens
+                        clock = hot.now
+                        now = clock()
+                        t_s = now - hot.t0_s
+                        step_series = hot.step_series
+                        if tokens != step_series.tokens:
+                            step_series.set_tokens(tokens)
+                        step_series.times.append(t_s)
+                        hot.loss_values.append(hot.held_value)
+                        hot.loss_steps.append(steps)
+                        hot.loss_times.append(t_s)
+                        hot.held_step = steps
+                        hot.held_value = hot.fast_sum
+                        if steps == hot.at_step:
+                            monitor._run_at_step()
+                        if steps >= hot.hook_at:
+                            step_extensions = hot.step_hook
+                            try:
+                                step_extensions()  # an extension's sampled on_step (the optimizer wing's)
+                            except Exception as exc:
+                                monitor.dispatch.step_fault(exc)
+                        if now >= hot.next_report_s:
+                            monitor._maybe_report()
+                        return
                     # the one part's value (the next first part overwrites it); Monitor.on_step_read, or the overhead
-                    # wing's timed wrapper of it (one implementation of the step's rule, core/monitor.py)
+                    # wing's timed wrapper of it (the inline steps' count is hot.steps - hot.slow_steps)
+                    hot.fast_steps += 1
                     step_read = hot.step_read
                     step_read(tokens, hot.fast_sum)
                     return
@@ -111,7 +164,8 @@ class Wrappers:
                 if first is _NO_ARG:
                     return original(module, **kwargs)
                 return original(module, first, *args, **kwargs)
-            if id(module) == hot.fast_root and not kwargs and not hot.depth:
+            fast_ref = hot.fast_ref  # a slot read, then a call
+            if fast_ref() is module and not kwargs and not hot.depth:
                 # hot path (docs/spec.md section 20): the root called with a positional batch like the last counted
                 # one counts the same (exact: same type, shape and dtype; no argument: not the last type); anything
                 # else takes _on_call
@@ -127,8 +181,12 @@ class Wrappers:
                     try:
                         if args:
                             return original(module, first, *args)
-                        if routed and module._compiled_call_impl is None:  # torch's _wrapped_call_impl, inline
-                            return module._call_impl(first)
+                        if routed:  # torch's _wrapped_call_impl, inline
+                            call_impl = hot.call_impl  # Module._call_impl while nothing is compiled (_refresh_fast)
+                            if call_impl is not None:
+                                return call_impl(module, first)
+                            if module._compiled_call_impl is None:
+                                return module._call_impl(first)
                         return original(module, first)
                     finally:
                         hot.depth = 0
@@ -182,30 +240,37 @@ class Wrappers:
         @functools.wraps(original)
         def backward(tensors: Any, grad_tensors: Any = None, retain_graph: Any = None, create_graph: bool = False,
                      grad_variables: Any = None, inputs: Any = None) -> Any:
+            if (hot.fast_backward and grad_tensors is None and type(tensors) is tensor_type and not hot.in_backward
+                    and tensors.ndim == 0 and tensors.is_cpu):
+                # hot path (docs/spec.md section 20): a 0-d CPU loss (host memory, no device to wait for), unscaled,
+                # read at once and summed in place; its grad_fn is read only if a second part comes (fast_backward
+                # holds only while capture is on: _refresh_fast)
+                hot.in_backward = True
+                try:
+                    try:
+                        # Tensor.tolist() gives a 0-d tensor's value as item() does (the same Python number), without
+                        # item()'s release and retake of the GIL: no hand-off to a waiting thread at every step
+                        value = tensors.tolist()
+                        if hot.fast_parts:  # a second part: division matters (accumulation or not)
+                            probes._fast_division(tensors)
+                            hot.fast_sum += value
+                            hot.fast_parts += 1
+                        else:
+                            hot.fast_first = tensors  # held until the step (see _fast_division)
+                            hot.fast_sum = value
+                            hot.fast_parts = 1
+                    except Exception as exc:
+                        probes._backward_fault(exc)
+                    return original(tensors, grad_tensors, retain_graph, create_graph, grad_variables, inputs)
+                finally:
+                    hot.in_backward = False
             if hot.in_backward or not hot.backward_on:  # nested, capture off, or several training threads
                 return probes._backward_aside(original, tensors, grad_tensors, retain_graph, create_graph,
                                               grad_variables, inputs)
             hot.in_backward = True
             try:
-                if grad_tensors is None:
-                    if (hot.fast_backward and type(tensors) is tensor_type and tensors.ndim == 0
-                            and tensors.is_cpu):
-                        # hot path (docs/spec.md section 20): a 0-d CPU loss (host memory, no device to wait
-                        # for), unscaled, read at once and summed in place; its grad_fn is read only if a second part comes
-                        try:
-                            value = tensors.item()
-                            if hot.fast_parts:  # a second part: division matters (accumulation or not)
-                                probes._fast_division(tensors)
-                                hot.fast_sum += value
-                                hot.fast_parts += 1
-                            else:
-                                hot.fast_first = tensors  # held until the step (see _fast_division)
-                                hot.fast_sum = value
-                                hot.fast_parts = 1
-                        except Exception as exc:
-                            probes._backward_fault(exc)
-                    elif not probes._paused:
-                        probes._on_backward(tensors)
+                if grad_tensors is None and not probes._paused:
+                    probes._on_backward(tensors)
                 return original(tensors, grad_tensors, retain_graph, create_graph, grad_variables, inputs)
             finally:
                 hot.in_backward = False

@@ -89,10 +89,11 @@ class Overhead(ExtensionBase):
 
             return step
 
-        # the probes' fast path calls hot.step_read (Monitor.on_step_read); their general path Monitor.on_step,
-        # here an instance attribute over the method
+        # the probes' general path calls hot.step_read (Monitor.on_step_read: their step hook's steady step inlines
+        # it, hence hot.steady cleared below) or Monitor.on_step, here an instance attribute over the method
         monitor.on_step = timed(monitor.on_step)  # type: ignore[method-assign]
         hot.step_read = timed(read)
+        hot.steady = False  # the probes' step hook takes its general path, which calls hot.step_read, for one step
 
     def _unwrap(self) -> None:
         m, read, self._read = self._m, self._read, None
