@@ -56,10 +56,19 @@ import trainmeter as tm
 before = set(sys.modules)
 model, x = torch.nn.Linear(2, 1), torch.randn(3, 2)
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
-with tm.monitor(name="probe", run_dir=tempfile.mkdtemp(), interval_s=3600):
+with tm.monitor(name="probe", run_dir=tempfile.mkdtemp(), interval_s=3600) as run:
     started = sorted(set(sys.modules) - before)
+    for _ in range(3):
+        model(x).sum().backward(); opt.step(); opt.zero_grad()
+    before = set(sys.modules)
+    run.hot.next_report_s = 0.0
+    run._maybe_report()
+    reported = sorted(set(sys.modules) - before)
     model(x).sum().backward(); opt.step()
-print(json.dumps({{"started": started, "torch_at_preload": {torch_check}}}))
+    before = set(sys.modules)
+finished = sorted(set(sys.modules) - before)
+print(json.dumps({{"started": started, "reported": reported, "finished": finished,
+                  "torch_at_preload": {torch_check}}}))
 """
 
 
@@ -78,6 +87,13 @@ def test_after_the_preload_a_runs_start_imports_no_module_of_ours_or_psutil():
     warm = [m for m in _start_imports(preload=True)["started"] if m.startswith(("trainmeter", "psutil"))]
     assert len(cold) > 30  # without it, the start imports the wings (the probe measures what it should)
     assert warm == []
+
+
+def test_after_the_preload_a_runs_first_report_and_finish_import_no_module_of_ours():
+    ours = ("trainmeter", "psutil")
+    cold, warm = _start_imports(preload=False), _start_imports(preload=True)
+    assert [m for m in cold["reported"] + cold["finished"] if m.startswith(ours)]  # the probe sees the imports
+    assert [m for m in warm["reported"] + warm["finished"] if m.startswith(ours)] == []
 
 
 def test_the_preload_imports_no_torch_and_reports_no_failure():

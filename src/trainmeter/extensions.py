@@ -112,16 +112,31 @@ START_MODULES = (
     "trainmeter.gpu.nvml", "trainmeter.gpu.nvml_device", "trainmeter.gpu.nvml_gpm", "trainmeter.gpu.nvml_readings",
     # psutil: the node sampler's; imported on this thread, never by a sampler while a fork may come
     "psutil",
+    # the ranks wing's start reads multiprocessing's spawn launcher (stdlib; imports no torch)
+    "multiprocessing.popen_spawn_posix",
+)
+
+# What the first report (the compute wing's model read and counted pass) and the finish (the passport, the
+# replay's dashboard file) import of ours; ``%load_ext`` imports them too (docs/spec.md section 20, "Finish").
+REPORT_AND_FINISH_MODULES = (
+    "trainmeter.compute.flops", "trainmeter.compute.mfu", "trainmeter.compute.eta", "trainmeter.compute.calibrate",
+    "trainmeter.compute.model_shape", "trainmeter.compute.shape_config", "trainmeter.compute.shape_module",
+    "trainmeter.compute.seq_len", "trainmeter.compute.flop_count", "trainmeter.compute.model_copy",
+    "trainmeter.compute.card", "trainmeter.gpu.dram_peaks", "trainmeter.gpu.ladder", "trainmeter.gpu.passport",
+    "trainmeter.record.passport", "trainmeter.widget.view_model", "trainmeter.widget.facts",
+    "trainmeter.widget.labels", "trainmeter.widget.look", "trainmeter.widget.smoothed", "trainmeter.widget.ticks",
+    "trainmeter.widget.x_axis", "trainmeter.widget.controls", "trainmeter.widget.dashboard_file",
 )
 
 
 def preload() -> list[str]:
-    """Import :data:`START_MODULES`; return ``"module: error"`` for each that failed (never raises).
+    """Import :data:`START_MODULES` and :data:`REPORT_AND_FINISH_MODULES`; return ``"module: error"`` for each that
+    failed (never raises).
 
     Thread safety: call on the thread that runs the user's cells (``%load_ext`` does), never on a thread of ours.
     """
     failed = []
-    for name in START_MODULES:
+    for name in (*START_MODULES, *REPORT_AND_FINISH_MODULES):
         try:
             importlib.import_module(name)
         except Exception as exc:  # noqa: BLE001 - a module that fails here fails again, and says so, at start
