@@ -85,7 +85,9 @@ def make_monitor(options: MonitorOptions, **kwargs: Any) -> Monitor:
 
     kwargs.setdefault("record", RunRecorder(after_passport=_save_dashboard))
     kwargs.setdefault("cuda_memory", _cuda_memory)
-    return Monitor(options, **kwargs)
+    monitor = Monitor(options, **kwargs)
+    monitor.finish_imports = import_for_finish
+    return monitor
 
 
 # What ``%load_ext trainmeter`` imports ahead: the modules a run's start would otherwise import on the training
@@ -127,6 +129,21 @@ REPORT_AND_FINISH_MODULES = (
     "trainmeter.widget.labels", "trainmeter.widget.look", "trainmeter.widget.smoothed", "trainmeter.widget.ticks",
     "trainmeter.widget.x_axis", "trainmeter.widget.controls", "trainmeter.widget.dashboard_file",
 )
+
+
+FINISH_MODULES = tuple(name for name in REPORT_AND_FINISH_MODULES if name.startswith(
+    ("trainmeter.compute.card", "trainmeter.gpu.passport", "trainmeter.record.passport", "trainmeter.widget.")))
+
+
+def import_for_finish() -> None:
+    """Import what the passport and ``dashboard.json`` import of ours, on the training thread at finish, before
+    the report worker builds them (already imported after :func:`preload`: a lookup each). Never raises."""
+    for name in FINISH_MODULES:
+        if name not in sys.modules:
+            try:
+                importlib.import_module(name)
+            except Exception:  # noqa: BLE001 - the build imports it again and says what failed
+                pass
 
 
 def preload() -> list[str]:

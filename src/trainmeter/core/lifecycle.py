@@ -54,6 +54,10 @@ class Lifecycle:
     started_at: str | None
     run_dir: Any
     dispatch: Any
+    # imports what the passport's build imports of ours, on the training thread before the worker builds it (the
+    # wiring sets it: extensions.import_for_finish); a thread of ours imports nothing a fork or the user's thread
+    # could meet half done
+    finish_imports: Callable[[], None] | None = None
 
     def start(self) -> Monitor:
         """Make the run folder, open the log, install probes, start the clocks.
@@ -227,6 +231,8 @@ class Lifecycle:
         before it began) leaves it to this thread, so the passport is on disk before finish returns. A failure
         is raised here, as when it was written here. Ctrl-C is held back meanwhile (finish holds it).
         """
+        if self.finish_imports is not None:
+            self._guard("finish-imports", self.finish_imports)
         worker = self.worker
         claim = threading.Lock()  # whichever thread takes it writes: the worker, or this one after the wait
         failed: list[Exception] = []
