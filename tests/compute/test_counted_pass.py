@@ -159,3 +159,21 @@ def test_a_run_that_ends_before_the_worker_ran_its_pass_waits_for_it_at_the_fina
         m.hot.next_report_s = 0.0
         m._maybe_report()
     assert _counted(m) is not None
+
+
+def test_the_final_read_runs_a_pass_the_worker_has_not_begun_and_the_queued_job_then_returns_that_result():
+    prepared = prepare_counted(TinyGPT(), (batch(),))
+    blocker, jobs = threading.Event(), []
+    from trainmeter.core.report_worker import ReportWorker
+
+    worker = ReportWorker()
+    worker.submit("other", lambda: blocker.wait(30))  # a wing's job the worker is busy with
+    worker.submit("compute", lambda: jobs.append(prepared.run()))
+    monitor = SimpleNamespace(worker=worker, model_ref=None, probes=None)
+    ahead = counted_pass.CountOnWorker()
+    ahead._prepared = prepared
+    got = ahead.take(monitor, final=True)  # not a wait for the other job: the pass runs here
+    assert got is not None and got.flops_per_unit is not None and not jobs
+    blocker.set()
+    assert worker.drain(30) and jobs == [got]
+    worker.close()

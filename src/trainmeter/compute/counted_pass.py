@@ -168,17 +168,17 @@ class CountOnWorker:
         probes.release_example()
 
     def take(self, monitor: Any, final: bool) -> CountedFlops | None:
-        """The result once the pass ran, else ``None``; ``final`` waits for it (or runs it here if the worker did
-        not). A failed meta pass of a CPU model is followed by its real pass, here (as ``method="auto"``)."""
+        """The result once the pass ran, else ``None``; ``final`` waits for it (or runs it here if the worker has
+        not begun it). A failed meta pass of a CPU model is followed by its real pass, here (as ``method="auto"``)."""
         prepared, whole = self._prepared, self._whole
         if whole is not None:
             self._whole = None
             return whole
         if prepared is None:
             return None
-        if final:
-            monitor.worker.drain()
-        result = prepared.run() if final else prepared.result  # run() returns the worker's result if it ran
+        # final: the worker's result, or the end of its run if one is under way, or the pass run here if it has not
+        # begun (its queued job then returns this result): never a wait for the worker's other jobs
+        result = prepared.run() if final else prepared.result
         if result is None:
             return None
         self._prepared, example, self._example = None, self._example, None
