@@ -20,6 +20,15 @@ from trainmeter.compute.counted_pass import after_meta, prepare_counted  # noqa:
 from trainmeter.compute.flop_count import counted_flops_per_token  # noqa: E402
 
 
+_COMPILED_ANYTHING = counted_pass._compiled_anything
+
+
+@pytest.fixture(autouse=True)
+def _nothing_compiled(monkeypatch):
+    """An earlier test in this process may have compiled something: these tests read a process that did not."""
+    monkeypatch.setattr(counted_pass, "_compiled_anything", lambda: False)
+
+
 def _on_thread(fn):
     out = {}
     thread = threading.Thread(target=lambda: out.update(result=fn()))
@@ -95,6 +104,7 @@ def test_the_counter_on_another_thread_counts_none_of_the_training_threads_opera
 
 
 def test_a_process_that_compiled_anything_or_a_training_step_counts_whole_on_the_training_thread(monkeypatch):
+    monkeypatch.setattr(counted_pass, "_compiled_anything", _COMPILED_ANYTHING)
     model = TinyGPT()
     assert prepare_counted(model, (batch(),), call="training_step") is None
     compiled = SimpleNamespace(counters={"frames": {"total": 1}, "stats": {"calls_captured": 1}})
