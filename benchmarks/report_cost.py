@@ -7,7 +7,7 @@ forced as peer_table forces them. ``sys.settrace`` opcode events count what runs
 ``tm.monitor``), the first report (after 200 steps), a later report (after 1,300 more), a second later report
 (1,300 more: a report's cost must not grow with the run) and finish. Usage::
 
-    python benchmarks/report_cost.py [--top 12] [--later-steps 1300] [--preload]
+    python benchmarks/report_cost.py [--top 12] [--later-steps 1300] [--preload] [--imports]
 """
 
 from __future__ import annotations
