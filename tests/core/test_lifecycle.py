@@ -143,3 +143,15 @@ def test_a_passport_write_that_fails_on_the_worker_warns_as_the_passport_part_an
     with pytest.warns(MonitorWarning, match=r"passport failed and was disabled: RuntimeError\('no passport'\)"):
         m.finish("completed")
     assert active() is None
+
+
+def test_a_run_cut_by_ctrl_c_or_an_exception_is_saved_by_the_worker_before_the_error_reaches_the_user(tmp_path):
+    import trainmeter as tm
+
+    for error, status in ((KeyboardInterrupt(), "interrupted"), (ValueError("boom"), "failed")):
+        with pytest.raises(type(error)):
+            with tm.monitor(run_dir=tmp_path / status, interval_s=3600) as m:
+                m.on_step(4)
+                assert m.worker.threaded  # a real clock's run: the passport is written on the worker
+                raise error
+        assert json.loads((m.run_dir / "passport.json").read_text())["status"] == status
