@@ -123,7 +123,8 @@ START_MODULES = (
 REPORT_AND_FINISH_MODULES = (
     "trainmeter.compute.flops", "trainmeter.compute.mfu", "trainmeter.compute.eta", "trainmeter.compute.calibrate",
     "trainmeter.compute.model_shape", "trainmeter.compute.shape_config", "trainmeter.compute.shape_module",
-    "trainmeter.compute.seq_len", "trainmeter.compute.flop_count", "trainmeter.compute.model_copy",
+    "trainmeter.compute.seq_len", "trainmeter.compute.flop_count", "trainmeter.compute.counted_pass",
+    "trainmeter.compute.model_copy",
     "trainmeter.compute.card", "trainmeter.gpu.dram_peaks", "trainmeter.gpu.ladder", "trainmeter.gpu.passport",
     "trainmeter.record.passport", "trainmeter.widget.view_model", "trainmeter.widget.facts",
     "trainmeter.widget.labels", "trainmeter.widget.look", "trainmeter.widget.smoothed", "trainmeter.widget.ticks",

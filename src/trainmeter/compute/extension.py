@@ -7,8 +7,7 @@ the model (never the live module), and the dense peak for the device and dtype.
 The conventions describe transformer language models and are withheld, with the reason, for a run counted in
 samples (docs/spec.md section 5, "Units"). Every figure is a :class:`~trainmeter.core.provenance.Derivation`; a
 figure whose input is missing has ``value`` None and says which input would enable it. Runs on the training
-thread inside reports (its one-time count is credited to ``reporting``), except the counted pass's forward and
-backward on a meta copy, which run on the report worker where they can (compute/counted_pass.py).
+thread inside reports (its one-time count is credited to ``reporting``; the copy's pass on the report worker).
 """
 
 from __future__ import annotations
@@ -17,7 +16,6 @@ import sys
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from trainmeter.compute.counted_pass import CountOnWorker
 from trainmeter.compute.view import ComputeView
 from trainmeter.core.extension import ExtensionBase, Report
 from trainmeter.core.provenance import Derivation, Input
@@ -51,7 +49,7 @@ class ComputeExtension(ExtensionBase):
         self._seq_used: Any = None
         self._ready = False
         self._stopped = False
-        self._ahead = CountOnWorker()  # the counted pass on the report worker, until read
+        self._ahead: Any = None  # compute/counted_pass.CountOnWorker: the counted pass, on the report worker
         self.derived: dict[str, Derivation] = {}
 
     def start(self, monitor: Monitor) -> None:
@@ -158,11 +156,13 @@ class ComputeExtension(ExtensionBase):
 
     def _count(self, model: Any, probes: Any) -> None:
         if self._m is not None:  # on the report worker where it can run there (compute/counted_pass.py)
+            from trainmeter.compute.counted_pass import CountOnWorker
+            self._ahead = CountOnWorker()
             self._ahead.begin(self._m, model, probes)
             self._take_count(final=self._stopped)
 
     def _take_count(self, final: bool) -> None:
-        counted = self._ahead.take(self._m, final) if self._m is not None else None
+        counted = self._ahead.take(self._m, final) if self._m is not None and self._ahead is not None else None
         if counted is not None:
             self.counted = counted.derivation()
 
@@ -346,7 +346,7 @@ class ComputeExtension(ExtensionBase):
             self._prepare(final=self._stopped)
         else:
             self._refresh_seq()
-        if self._ahead.pending:
+        if self._ahead is not None and self._ahead.pending:
             self._take_count(final=report.final)
         if self._await_identity:
             self._match_peak()
