@@ -7,7 +7,7 @@ forced as peer_table forces them. ``sys.settrace`` opcode events count what runs
 ``tm.monitor``), the first report (after 200 steps), a later report (after 1,300 more), a second later report
 (1,300 more: a report's cost must not grow with the run) and finish. Usage::
 
-    python benchmarks/report_cost.py [--top 12] [--later-steps 1300] [--preload]
+    python benchmarks/report_cost.py [--top 12] [--later-steps 1300] [--preload] [--imports]
 """
 
 from __future__ import annotations
@@ -29,8 +29,13 @@ from overhead import make_loop  # noqa: E402
 
 
 def counted(fn: Callable[[], Any]) -> tuple[Any, collections.Counter[str], float]:
-    """Run ``fn`` with opcode tracing on this thread; return its result, opcodes by function and CPU seconds."""
+    """Run ``fn`` with opcode tracing on this thread; return its result, opcodes by function and CPU seconds.
+
+    Modules ``fn`` imported (on any thread) are counted too, as ``import <module>`` entries of 0 opcodes, so
+    ``--imports`` can list them.
+    """
     counts: collections.Counter[str] = collections.Counter()
+    before = set(sys.modules)
 
     def tracer(frame: Any, event: str, arg: Any) -> Any:
         frame.f_trace_opcodes = True
@@ -45,7 +50,12 @@ def counted(fn: Callable[[], Any]) -> tuple[Any, collections.Counter[str], float
         out = fn()
     finally:
         sys.settrace(None)
-    return out, counts, time.thread_time() - t0
+    cpu_s = time.thread_time() - t0
+    IMPORTED.append(sorted(set(sys.modules) - before))
+    return out, counts, cpu_s
+
+
+IMPORTED: list[list[str]] = []  # the modules each counted part imported, in order
 
 
 def main() -> None:
@@ -54,6 +64,7 @@ def main() -> None:
     ap.add_argument("--later-steps", type=int, default=1300, help="steps before each later report")
     ap.add_argument("--preload", action="store_true",
                     help="run %%load_ext's preload first (trainmeter.extensions.preload), as a notebook has")
+    ap.add_argument("--imports", action="store_true", help="list the modules each part imported")
     args = ap.parse_args()
     import trainmeter as tm
 
@@ -80,8 +91,10 @@ def main() -> None:
     _, counts, cpu_s = counted(lambda: cm.__exit__(None, None, None))
     parts.append(("finish", counts, cpu_s))
     print(f"training-thread Python opcodes (python {sys.version.split()[0]}; traced CPU seconds are not timings)")
-    for label, counts, cpu_s in parts:
-        print(f"\n{label}: {sum(counts.values()):,} opcodes ({cpu_s:.2f} s traced)")
+    for (label, counts, cpu_s), imported in zip(parts, IMPORTED):
+        print(f"\n{label}: {sum(counts.values()):,} opcodes ({cpu_s:.2f} s traced), {len(imported)} modules imported")
+        if args.imports and imported:
+            print("  imported: " + " ".join(imported))
         for name, n in counts.most_common(args.top):
             print(f"  {n:9,d}  {name}")
 

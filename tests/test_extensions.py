@@ -56,10 +56,19 @@ import trainmeter as tm
 before = set(sys.modules)
 model, x = torch.nn.Linear(2, 1), torch.randn(3, 2)
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
-with tm.monitor(name="probe", run_dir=tempfile.mkdtemp(), interval_s=3600):
+with tm.monitor(name="probe", run_dir=tempfile.mkdtemp(), interval_s=3600) as run:
     started = sorted(set(sys.modules) - before)
+    for _ in range(3):
+        model(x).sum().backward(); opt.step(); opt.zero_grad()
+    before = set(sys.modules)
+    run.hot.next_report_s = 0.0
+    run._maybe_report()
+    reported = sorted(set(sys.modules) - before)
     model(x).sum().backward(); opt.step()
-print(json.dumps({{"started": started, "torch_at_preload": {torch_check}}}))
+    before = set(sys.modules)
+finished = sorted(set(sys.modules) - before)
+print(json.dumps({{"started": started, "reported": reported, "finished": finished,
+                  "torch_at_preload": {torch_check}}}))
 """
 
 
@@ -80,6 +89,13 @@ def test_after_the_preload_a_runs_start_imports_no_module_of_ours_or_psutil():
     assert warm == []
 
 
+def test_after_the_preload_a_runs_first_report_and_finish_import_no_module_of_ours():
+    ours = ("trainmeter", "psutil")
+    cold, warm = _start_imports(preload=False), _start_imports(preload=True)
+    assert [m for m in cold["reported"] + cold["finished"] if m.startswith(ours)]  # the probe sees the imports
+    assert [m for m in warm["reported"] + warm["finished"] if m.startswith(ours)] == []
+
+
 def test_the_preload_imports_no_torch_and_reports_no_failure():
     code = ("import sys; from trainmeter.extensions import preload; failed = preload(); "
             "import threading; print(failed, 'torch' in sys.modules, "
@@ -88,3 +104,44 @@ def test_the_preload_imports_no_torch_and_reports_no_failure():
                           env={"PYTHONPATH": str(_SRC), "PATH": "/usr/bin:/bin"})
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "[] False []"
+
+
+THREADS_PROBE = """
+import json, sys, tempfile, threading
+import torch
+import trainmeter as tm
+
+seen, after_start = [], []
+
+
+class Finder:
+    def find_spec(self, name, path=None, target=None):
+        if name.startswith("trainmeter") and after_start:
+            seen.append([name, threading.current_thread().name])
+        return None
+
+
+sys.meta_path.insert(0, Finder())
+model, x = torch.nn.Linear(2, 1), torch.randn(3, 2)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+with tm.monitor(name="probe", run_dir=tempfile.mkdtemp(), interval_s=3600) as run:
+    run.worker.drain()
+    after_start.append(True)  # the start's imports (the GPU opener's thread included) are another matter
+    for _ in range(3):
+        model(x).sum().backward(); opt.step(); opt.zero_grad()
+    run.hot.next_report_s = 0.0
+    run._maybe_report()
+    run.worker.drain()
+print(json.dumps(seen))
+"""
+
+
+def test_no_thread_of_ours_imports_a_module_of_ours_at_a_cold_runs_first_report_or_finish():
+    done = subprocess.run([sys.executable, "-c", THREADS_PROBE], capture_output=True, text=True, timeout=120,
+                          env={"PYTHONPATH": str(_SRC), "PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert any(name.startswith("trainmeter.widget") for name, _ in seen)  # the finish's imports were seen
+    ours = [(name, thread) for name, thread in seen if thread.startswith("trainmeter")]
+    assert [(name, thread) for name, thread in ours if thread != "trainmeter-gpu-open"] == []  # the GPU wing's opener
+    # imports its backends at start, on its own thread, when %load_ext did not

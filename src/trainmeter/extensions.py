@@ -85,7 +85,9 @@ def make_monitor(options: MonitorOptions, **kwargs: Any) -> Monitor:
 
     kwargs.setdefault("record", RunRecorder(after_passport=_save_dashboard))
     kwargs.setdefault("cuda_memory", _cuda_memory)
-    return Monitor(options, **kwargs)
+    monitor = Monitor(options, **kwargs)
+    monitor.finish_imports = import_for_finish
+    return monitor
 
 
 # What ``%load_ext trainmeter`` imports ahead: the modules a run's start would otherwise import on the training
@@ -112,16 +114,47 @@ START_MODULES = (
     "trainmeter.gpu.nvml", "trainmeter.gpu.nvml_device", "trainmeter.gpu.nvml_gpm", "trainmeter.gpu.nvml_readings",
     # psutil: the node sampler's; imported on this thread, never by a sampler while a fork may come
     "psutil",
+    # the ranks wing's start reads multiprocessing's spawn launcher (stdlib; imports no torch)
+    "multiprocessing.popen_spawn_posix",
+)
+
+# What the first report (the compute wing's model read and counted pass) and the finish (the passport, the
+# replay's dashboard file) import of ours; ``%load_ext`` imports them too (docs/spec.md section 20, "Finish").
+REPORT_AND_FINISH_MODULES = (
+    "trainmeter.compute.flops", "trainmeter.compute.mfu", "trainmeter.compute.eta", "trainmeter.compute.calibrate",
+    "trainmeter.compute.model_shape", "trainmeter.compute.shape_config", "trainmeter.compute.shape_module",
+    "trainmeter.compute.seq_len", "trainmeter.compute.flop_count", "trainmeter.compute.counted_pass",
+    "trainmeter.compute.model_copy",
+    "trainmeter.compute.card", "trainmeter.gpu.dram_peaks", "trainmeter.gpu.ladder", "trainmeter.gpu.passport",
+    "trainmeter.record.passport", "trainmeter.widget.view_model", "trainmeter.widget.facts",
+    "trainmeter.widget.labels", "trainmeter.widget.look", "trainmeter.widget.smoothed", "trainmeter.widget.ticks",
+    "trainmeter.widget.x_axis", "trainmeter.widget.controls", "trainmeter.widget.dashboard_file",
 )
 
 
+FINISH_MODULES = tuple(name for name in REPORT_AND_FINISH_MODULES if name.startswith(
+    ("trainmeter.compute.card", "trainmeter.gpu.passport", "trainmeter.record.passport", "trainmeter.widget.")))
+
+
+def import_for_finish() -> None:
+    """Import what the passport and ``dashboard.json`` import of ours, on the training thread at finish, before
+    the report worker builds them (already imported after :func:`preload`: a lookup each). Never raises."""
+    for name in FINISH_MODULES:
+        if name not in sys.modules:
+            try:
+                importlib.import_module(name)
+            except Exception:  # noqa: BLE001 - the build imports it again and says what failed
+                pass
+
+
 def preload() -> list[str]:
-    """Import :data:`START_MODULES`; return ``"module: error"`` for each that failed (never raises).
+    """Import :data:`START_MODULES` and :data:`REPORT_AND_FINISH_MODULES`; return ``"module: error"`` for each that
+    failed (never raises).
 
     Thread safety: call on the thread that runs the user's cells (``%load_ext`` does), never on a thread of ours.
     """
     failed = []
-    for name in START_MODULES:
+    for name in (*START_MODULES, *REPORT_AND_FINISH_MODULES):
         try:
             importlib.import_module(name)
         except Exception as exc:  # noqa: BLE001 - a module that fails here fails again, and says so, at start

@@ -7,7 +7,7 @@ the model (never the live module), and the dense peak for the device and dtype.
 The conventions describe transformer language models and are withheld, with the reason, for a run counted in
 samples (docs/spec.md section 5, "Units"). Every figure is a :class:`~trainmeter.core.provenance.Derivation`; a
 figure whose input is missing has ``value`` None and says which input would enable it. Runs on the training
-thread inside reports (its one-time count is credited to ``reporting``).
+thread inside reports (its one-time count is credited to ``reporting``; the copy's pass on the report worker).
 """
 
 from __future__ import annotations
@@ -49,6 +49,7 @@ class ComputeExtension(ExtensionBase):
         self._seq_used: Any = None
         self._ready = False
         self._stopped = False
+        self._ahead: Any = None  # compute/counted_pass.CountOnWorker: the counted pass, on the report worker
         self.derived: dict[str, Derivation] = {}
 
     def start(self, monitor: Monitor) -> None:
@@ -154,20 +155,16 @@ class ComputeExtension(ExtensionBase):
         return int(tensor.shape[1])
 
     def _count(self, model: Any, probes: Any) -> None:
-        example = getattr(probes, "example", None)
-        if not example or not example[0] and not example[1]:
-            return
-        from trainmeter.compute.flop_count import counted_flops_per_token, kept_from
+        if self._m is not None:  # on the report worker where it can run there (compute/counted_pass.py)
+            from trainmeter.compute.counted_pass import CountOnWorker
+            self._ahead = CountOnWorker()
+            self._ahead.begin(self._m, model, probes)
+            self._take_count(final=self._stopped)
 
-        on_cpu = all(p.device.type == "cpu" for p in model.parameters())
-        probes.paused = True  # our own forward/backward must not count as training
-        try:
-            counted = counted_flops_per_token(model, example[0], example[1], method="auto" if on_cpu else "meta",
-                                              call=kept_from(model))
-        finally:
-            probes.paused = False
-        self.counted = counted.derivation()
-        probes.release_example()
+    def _take_count(self, final: bool) -> None:
+        counted = self._ahead.take(self._m, final) if self._m is not None and self._ahead is not None else None
+        if counted is not None:
+            self.counted = counted.derivation()
 
     def _detect_device(self, model: Any, probes: Any) -> None:
         from trainmeter.compute.peaks import normalize_dtype
@@ -349,6 +346,8 @@ class ComputeExtension(ExtensionBase):
             self._prepare(final=self._stopped)
         else:
             self._refresh_seq()
+        if self._ahead is not None and self._ahead.pending:
+            self._take_count(final=report.final)
         if self._await_identity:
             self._match_peak()
         self._update()
@@ -360,6 +359,7 @@ class ComputeExtension(ExtensionBase):
 
         if not self._ready and self._m is not None:
             self._prepare(final=True)  # no final report (it failed): read the model now
+        self._take_count(final=True)
         self._refresh_seq()
         self._update(whole_run=True)  # the passport holds whole-run figures
         return compute_section(self)

@@ -33,8 +33,12 @@ run on the copy with the kept ``training_step`` batch, so a step that calls its 
 trainer (:mod:`trainmeter.compute.model_copy`): its ``self.log`` goes nowhere, a step that needs
 the trainer fails and the reason says so; warnings and printed output of that call are dropped.
 
-Thread safety: reads the model (shapes and attributes); call on the training
-thread between steps. Never raises: a failure gives ``flops_per_unit=None`` and a ``reason``.
+The counter is ``FlopCounterMode`` without its module tracker (:class:`_NoModuleHooks`), whose global module
+hooks every module of the process would run meanwhile, the user's too: all is counted under ``"Global"``.
+
+Thread safety: reads the model (shapes and attributes); call on the training thread between steps
+(:mod:`trainmeter.compute.counted_pass` splits the count: the copy there, the pass on a thread of ours). Never
+raises: a failure gives ``flops_per_unit=None`` and a ``reason``.
 """
 
 from __future__ import annotations
@@ -53,8 +57,6 @@ NOTE = (
     "executed FLOPs from operator shapes (FlopCounterMode), one forward and backward: includes recompute, "
     "counts attention over the full square, not model FLOPs"
 )
-
-
 Unit = Literal["tokens", "samples"]
 Call = Literal["forward", "training_step"]
 
@@ -212,13 +214,22 @@ def _quiet(stack: contextlib.ExitStack) -> None:
     stack.callback(restore)
 
 
-def _one_pass(
-    model: Any, args: tuple[Any, ...], kwargs: dict[str, Any], loss_fn: Callable[[Any], Any] | None, meta: bool,
-    call: Call = "forward",
-) -> tuple[int, dict[str, int], str]:
-    """Run one forward+backward of a copy of ``model`` under FlopCounterMode; (total, by operator, how copied)."""
+class _NoModuleHooks:
+    """FlopCounterMode's module tracker, left out: no global module hook; every operator counts under "Global"."""
+
+    parents = frozenset({"Global"})
+
+    def __enter__(self) -> _NoModuleHooks:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
+
+
+def _copied(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
+            meta: bool) -> tuple[Any, tuple[Any, ...], dict[str, Any], str]:
+    """Copies of ``model`` and the batch (meta, or detached clones for ``real``): copy, args, kwargs, how copied."""
     import torch
-    from torch.utils.flop_counter import FlopCounterMode
 
     from trainmeter.compute.model_copy import model_copy
 
@@ -232,12 +243,35 @@ def _one_pass(
     else:
         args = _map_tensors(args, lambda t: t.detach().clone(), torch)
         kwargs = _map_tensors(kwargs, lambda t: t.detach().clone(), torch)
+    return clone, args, kwargs, how
+
+
+def _one_pass(
+    model: Any, args: tuple[Any, ...], kwargs: dict[str, Any], loss_fn: Callable[[Any], Any] | None, meta: bool,
+    call: Call = "forward",
+) -> tuple[int, dict[str, int], str]:
+    """Run one forward+backward of a copy of ``model`` under FlopCounterMode; (total, by operator, how copied)."""
+    clone, args, kwargs, how = _copied(model, args, kwargs, meta)
+    total, by_op = _counted_pass(clone, args, kwargs, loss_fn, call, on_training_thread=True)
+    return total, by_op, how
+
+
+def _counted_pass(clone: Any, args: tuple[Any, ...], kwargs: dict[str, Any], loss_fn: Callable[[Any], Any] | None,
+                  call: Call, *, on_training_thread: bool) -> tuple[int, dict[str, int]]:
+    """One forward+backward of ``clone`` (ours) under the counter; (total, by operator). On the training thread
+    the CPU RNG is forked (a real copy's dropout) and compiled code forced eager (``set_stance``: process-wide)."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
     counter = FlopCounterMode(display=False)
+    if hasattr(counter, "mod_tracker"):
+        counter.mod_tracker = _NoModuleHooks()
     with contextlib.ExitStack() as stack:
-        stack.enter_context(torch.random.fork_rng(devices=[]))
-        set_stance = getattr(torch.compiler, "set_stance", None)
-        if set_stance is not None:
-            stack.enter_context(set_stance("force_eager"))
+        if on_training_thread:
+            stack.enter_context(torch.random.fork_rng(devices=[]))
+            set_stance = getattr(torch.compiler, "set_stance", None)
+            if set_stance is not None:
+                stack.enter_context(set_stance("force_eager"))
         stack.enter_context(torch.enable_grad())
         if call == "training_step":
             _quiet(stack)
@@ -248,7 +282,7 @@ def _one_pass(
         if wrt and loss.requires_grad:
             torch.autograd.grad(loss, wrt, allow_unused=True)
     by_op = {str(op): int(n) for op, n in counter.get_flop_counts().get("Global", {}).items()}
-    return int(counter.get_total_flops()), by_op, how
+    return int(counter.get_total_flops()), by_op
 
 
 def _failure(exc: BaseException, call: Call) -> str:
@@ -305,6 +339,30 @@ def counted_flops_per_token(
     Returns:
         A :class:`CountedFlops`; never raises.
     """
+    found = _inputs(example_args, example_kwargs, tokens, samples, call, method)
+    if isinstance(found, CountedFlops):
+        return found
+    args, kwargs, count, unit = found
+    # a training_step runs on a meta copy only: on a real copy, what it does outside the module (a value it logs
+    # itself, a file it writes) would be done again with real values (docs/spec.md section 5)
+    passes = (["meta"] if call == "training_step" else ["meta", "real"]) if method == "auto" else [method]
+    failures: list[str] = []
+    for kind in passes:
+        try:
+            total, by_op, how = _one_pass(model, args, kwargs, loss_fn, meta=kind == "meta", call=call)
+        except _NoCopy as exc:
+            failures.append(f"{kind} pass skipped: {exc}")
+            continue
+        except Exception as exc:  # noqa: BLE001 - never raise into training code
+            failures.append(f"{kind} pass failed: {_failure(exc, call)}")
+            continue
+        return _result(kind, total, by_op, how, unit, count, failures)
+    return CountedFlops(flops_per_unit=None, unit=unit, count=count, reason="; ".join(failures))
+
+
+def _inputs(example_args: Any, example_kwargs: Mapping[str, Any] | None, tokens: int | None, samples: int | None,
+            call: Call, method: str) -> tuple[tuple[Any, ...], dict[str, Any], int | None, Unit] | CountedFlops:
+    """The batch as positional and keyword inputs, and its count and unit; or the failure, as a result."""
     try:
         args = (
             example_args
@@ -324,27 +382,18 @@ def counted_flops_per_token(
             count, unit = (None, "tokens") if found is None else found
     except Exception as exc:  # noqa: BLE001 - never raise into training code
         return CountedFlops(flops_per_unit=None, reason=f"{type(exc).__name__}: {exc}")
-    failures: list[str] = []
-    # a training_step runs on a meta copy only: on a real copy, what it does outside the module (a value it logs
-    # itself, a file it writes) would be done again with real values (docs/spec.md section 5)
-    passes = (["meta"] if call == "training_step" else ["meta", "real"]) if method == "auto" else [method]
-    for kind in passes:
-        try:
-            total, by_op, how = _one_pass(model, args, kwargs, loss_fn, meta=kind == "meta", call=call)
-        except _NoCopy as exc:
-            failures.append(f"{kind} pass skipped: {exc}")
-            continue
-        except Exception as exc:  # noqa: BLE001 - never raise into training code
-            failures.append(f"{kind} pass failed: {_failure(exc, call)}")
-            continue
-        base = {"unit": unit, "count": count, "total_flops": total, "method": kind, "copy": how,
-                "by_operator": by_op}
-        if total <= 0:
-            why = "FlopCounterMode counted 0 FLOPs (no operator with a FLOP formula ran)"
-            return CountedFlops(flops_per_unit=None, reason="; ".join([*failures, why]), **base)  # type: ignore[arg-type]
-        if not count:
-            why = "the example batch holds no tensor to count tokens or samples from: pass tokens= or samples="
-            return CountedFlops(flops_per_unit=None, reason="; ".join([*failures, why]), **base)  # type: ignore[arg-type]
-        return CountedFlops(flops_per_unit=total / count, reason="; ".join(failures) or None,
-                            **base)  # type: ignore[arg-type]
-    return CountedFlops(flops_per_unit=None, unit=unit, count=count, reason="; ".join(failures))
+    return args, kwargs, count, unit
+
+
+def _result(kind: str, total: int, by_op: dict[str, int], how: str, unit: Unit, count: int | None,
+            failures: list[str]) -> CountedFlops:
+    """The result of a pass that ran (``failures``: the passes tried before it)."""
+    base = {"unit": unit, "count": count, "total_flops": total, "method": kind, "copy": how, "by_operator": by_op}
+    if total <= 0:
+        why = "FlopCounterMode counted 0 FLOPs (no operator with a FLOP formula ran)"
+        return CountedFlops(flops_per_unit=None, reason="; ".join([*failures, why]), **base)  # type: ignore[arg-type]
+    if not count:
+        why = "the example batch holds no tensor to count tokens or samples from: pass tokens= or samples="
+        return CountedFlops(flops_per_unit=None, reason="; ".join([*failures, why]), **base)  # type: ignore[arg-type]
+    return CountedFlops(flops_per_unit=total / count, reason="; ".join(failures) or None,
+                        **base)  # type: ignore[arg-type]

@@ -54,6 +54,10 @@ class Lifecycle:
     started_at: str | None
     run_dir: Any
     dispatch: Any
+    # imports what the passport's build imports of ours, on the training thread before the worker builds it (the
+    # wiring sets it: extensions.import_for_finish); a thread of ours imports nothing a fork or the user's thread
+    # could meet half done
+    finish_imports: Callable[[], None] | None = None
 
     def start(self) -> Monitor:
         """Make the run folder, open the log, install probes, start the clocks.
@@ -188,7 +192,7 @@ class Lifecycle:
                 parts.append(("open-phase", self._close_open_phase, ()))
                 parts.append(("final-report", self._report, (True,)))
             if "record" in self._started:
-                parts += [("passport", self._write_passport, ()), ("log-close", self._record.close, ())]
+                parts += [("passport", self._passport_on_worker, ()), ("log-close", self._record.close, ())]
             parts.append(("report-worker-close", self.worker.close, ()))  # drained by then: its thread ends
             for key, fn, args in parts:
                 if key in done:
@@ -218,6 +222,35 @@ class Lifecycle:
             except Exception:
                 pass
         return interrupted
+
+    def _passport_on_worker(self) -> None:
+        """Write the passport (and the replay's dashboard file) on the report worker while this thread waits.
+
+        The run is over by then: probes, samplers and the heartbeat stopped, the final report made, so the
+        worker reads a final state that only it touches meanwhile (docs/spec.md section 20, "Finish"). The wait
+        is bounded by the worker's drain timeout; a worker that never took the job (stuck, or past the wait
+        before it began) leaves it to this thread, so the passport is on disk before finish returns. A failure
+        is raised here, as when it was written here. Ctrl-C is held back meanwhile (finish holds it).
+        """
+        if self.finish_imports is not None:
+            self._guard("finish-imports", self.finish_imports)
+        worker = self.worker
+        claim = threading.Lock()  # whichever thread takes it writes: the worker, or this one after the wait
+        failed: list[Exception] = []
+
+        def job() -> None:
+            if claim.acquire(blocking=False):
+                try:
+                    self._write_passport()
+                except Exception as exc:
+                    failed.append(exc)
+
+        worker.submit("passport", job)
+        worker.drain()
+        if claim.acquire(blocking=False):  # the worker did not take it (stuck, disabled, or not yet)
+            self._write_passport()
+        if failed:
+            raise failed[0]
 
     def retry_passport(self) -> bool:
         """Write the passport again after a disk fault at the end; returns whether it is on disk now. Never raises."""

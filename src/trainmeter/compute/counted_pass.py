@@ -1,0 +1,193 @@
+"""The counted pass in two halves: the meta copy on the training thread, its forward and backward on another.
+
+The first report of a run with a kept batch counts one step's FLOPs (:mod:`trainmeter.compute.flop_count`). Here
+that count is split (docs/spec.md section 20, "First report"): :func:`prepare_counted`, on the training thread
+between steps, reads the live model into a meta copy and the kept batch into meta inputs (shapes, dtypes and
+attributes only; afterwards nothing of the user's is referenced but the classes); :meth:`PreparedCount.run`
+then runs the copy's forward and backward under the counter on any thread, the compute wing's on its report
+worker.
+
+What the second half touches, and why it is safe beside the training: only the copy and torch state that is
+thread-local: the dispatch mode stack (the counter sees the operators of its own thread only), grad mode, and the
+autograd graph of meta tensors (run by the calling thread). No global module hook (the counter runs without
+FlopCounterMode's module tracker), no RNG fork (meta operators draw no random numbers, so the training's stream
+is untouched; tests/compute/test_counted_pass.py pins it), no compile stance (process-wide): a process in which
+anything was compiled counts on the training thread instead, where the stance can be forced. The copy's modules
+are new objects, never the ones the probes watch, so its calls are not counted as training. The copy's forward
+is the model's own code on the copy: a forward that writes state outside its modules (a global cache) does so
+from this thread.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+from trainmeter.compute.flop_count import (
+    Call,
+    CountedFlops,
+    Unit,
+    _copied,
+    _counted_pass,
+    _failure,
+    _inputs,
+    _result,
+    counted_flops_per_token,
+    kept_from,
+)
+
+
+def _compiled_anything() -> bool:
+    """Whether Dynamo compiled a frame in this process (its counters; unreadable counters count as yes)."""
+    utils = sys.modules.get("torch._dynamo.utils")
+    if utils is None:
+        return False
+    try:
+        counters = utils.counters
+        return bool(counters["frames"]["total"] or counters["stats"]["calls_captured"])
+    except Exception:  # noqa: BLE001 - an unknown Dynamo: count on the training thread
+        return True
+
+
+class PreparedCount:
+    """The meta pass of :func:`prepare_counted`, ready to run: a meta copy of the model and meta inputs, ours only.
+
+    :meth:`run` runs it once, on any thread (see the module docstring for what it touches); later calls return
+    the first result. The copy is let go once counted.
+    """
+
+    __slots__ = ("_clone", "_args", "_kwargs", "_how", "_unit", "_count", "_lock", "_result")
+
+    def __init__(self, clone: Any, args: tuple[Any, ...], kwargs: dict[str, Any], how: str, unit: Unit,
+                 count: int | None) -> None:
+        self._clone, self._args, self._kwargs, self._how = clone, args, kwargs, how
+        self._unit, self._count = unit, count
+        self._lock = threading.Lock()
+        self._result: CountedFlops | None = None
+
+    @property
+    def result(self) -> CountedFlops | None:
+        """The result once :meth:`run` returned, else ``None``. Any thread."""
+        return self._result
+
+    def run(self) -> CountedFlops:
+        """The meta pass's result, as ``counted_flops_per_token(..., method="meta")`` gives it. Never raises."""
+        with self._lock:
+            if self._result is None:
+                self._result = self._pass()
+            return self._result
+
+    def _pass(self) -> CountedFlops:
+        try:
+            total, by_op = _counted_pass(self._clone, self._args, self._kwargs, None, "forward",
+                                         on_training_thread=False)
+        except Exception as exc:  # noqa: BLE001 - never raise into training code
+            return CountedFlops(flops_per_unit=None, unit=self._unit, count=self._count,
+                                reason=f"meta pass failed: {_failure(exc, 'forward')}")
+        finally:
+            self._clone = self._args = self._kwargs = None
+        return _result("meta", total, by_op, self._how, self._unit, self._count, [])
+
+
+def prepare_counted(model: Any, example_args: Any = (), example_kwargs: Mapping[str, Any] | None = None,
+                    *, call: Call = "forward") -> PreparedCount | None:
+    """The training thread's half of a meta count (:meth:`PreparedCount.run` is the other): the meta copy and inputs.
+
+    Returns ``None`` where the count must run whole on the training thread (:func:`counted_flops_per_token`):
+    a ``training_step`` (the module's own step, beside its trainer), a process in which anything was compiled
+    (the copy could call compiled code, and only the training thread may force it eager), a model with no meta
+    copy (rebuilt from its config or skipped: that path says why), or a batch that cannot be read. Never raises.
+    """
+    if call != "forward" or _compiled_anything():
+        return None
+    try:
+        import torch.utils.flop_counter  # noqa: F401  (imported here: the pass's thread imports nothing of torch's)
+    except Exception:  # noqa: BLE001
+        return None
+    found = _inputs(example_args, example_kwargs, None, None, call, "meta")
+    if isinstance(found, CountedFlops):
+        return None
+    args, kwargs, count, unit = found
+    try:
+        clone, args, kwargs, how = _copied(model, args, kwargs, meta=True)
+    except Exception:  # noqa: BLE001 - the whole count on the training thread says why
+        return None
+    if how != "meta copy":
+        return None
+    return PreparedCount(clone, args, kwargs, how, unit, count)
+
+
+def after_meta(failed: CountedFlops, model: Any, example_args: Any = (),
+               example_kwargs: Mapping[str, Any] | None = None) -> CountedFlops:
+    """The real pass after a failed :class:`PreparedCount` of a CPU model: ``method="auto"``'s second pass, its
+    reason led by the meta pass's failure, as :func:`counted_flops_per_token` gives it. Training thread."""
+    real = counted_flops_per_token(model, example_args, example_kwargs, method="real")
+    reasons = [r for r in (failed.reason, real.reason) if r]
+    return replace(real, reason="; ".join(reasons) or None)
+
+
+class CountOnWorker:
+    """The compute wing's counted pass across reports: begun at one, read at a later one (or the final one).
+
+    Training thread (the pass itself runs on the run's report worker).
+    """
+
+    def __init__(self) -> None:
+        self._prepared: PreparedCount | None = None
+        self._whole: CountedFlops | None = None  # a count run whole on the training thread, until read
+        self._example: Any = None  # a CPU model's kept batch, for its real pass should the meta pass fail
+
+    @property
+    def pending(self) -> bool:
+        """Whether a pass was begun and its result not yet read."""
+        return self._prepared is not None or self._whole is not None
+
+    def begin(self, monitor: Any, model: Any, probes: Any) -> None:
+        """Count the probes' kept batch (then released): its meta copy made here and its pass queued on
+        ``monitor.worker``, or the whole count here where it must run on the training thread."""
+        example = getattr(probes, "example", None)
+        if not example or not example[0] and not example[1]:
+            return
+        on_cpu = all(p.device.type == "cpu" for p in model.parameters())
+        call = kept_from(model)
+        prepared = prepare_counted(model, example[0], example[1], call=call)
+        if prepared is not None:
+            self._prepared, self._example = prepared, example if on_cpu else None
+            probes.release_example()
+            monitor.worker.submit("compute", prepared.run)
+            return
+        probes.paused = True  # our own forward/backward must not count as training
+        try:
+            self._whole = counted_flops_per_token(model, example[0], example[1],
+                                                  method="auto" if on_cpu else "meta", call=call)
+        finally:
+            probes.paused = False
+        probes.release_example()
+
+    def take(self, monitor: Any, final: bool) -> CountedFlops | None:
+        """The result once the pass ran, else ``None``; ``final`` waits for it (or runs it here if the worker has
+        not begun it). A failed meta pass of a CPU model is followed by its real pass, here (as ``method="auto"``)."""
+        prepared, whole = self._prepared, self._whole
+        if whole is not None:
+            self._whole = None
+            return whole
+        if prepared is None:
+            return None
+        # final: the worker's result, or the end of its run if one is under way, or the pass run here if it has not
+        # begun (its queued job then returns this result): never a wait for the worker's other jobs
+        result = prepared.run() if final else prepared.result
+        if result is None:
+            return None
+        self._prepared, example, self._example = None, self._example, None
+        model = monitor.model_ref() if monitor.model_ref is not None else None
+        probes = monitor.probes
+        if result.method is None and example is not None and model is not None and probes is not None:
+            probes.paused = True  # our own forward/backward must not count as training
+            try:
+                result = after_meta(result, model, example[0], example[1])
+            finally:
+                probes.paused = False
+        return result
