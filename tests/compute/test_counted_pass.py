@@ -140,8 +140,11 @@ def test_a_threaded_run_reads_the_workers_count_at_a_later_report_and_its_passpo
     ran = []
     real_run = counted_pass.PreparedCount.run
 
+    go = threading.Event()  # the pass waits until the first report has returned: the race is the test's to decide
+
     def run(self):
         ran.append(threading.current_thread().name)
+        go.wait(30.0)
         return real_run(self)
 
     monkeypatch.setattr(counted_pass.PreparedCount, "run", run)
@@ -150,10 +153,12 @@ def test_a_threaded_run_reads_the_workers_count_at_a_later_report_and_its_passpo
         train_steps(model, opt, batches[:3])
         m.hot.next_report_s = 0.0
         m._maybe_report()  # the first report: the pass is queued on the worker
-        m.worker.drain()
         assert m.extension("compute").counted is None
+        go.set()
+        m.worker.drain()
         m.hot.next_report_s = 0.0
-        m._maybe_report()  # a later one reads it
+        m._maybe_report()  # a later one reads it (a steady report: the compute wing's fields come from its job)
+        m.worker.drain()
         assert m.extension("compute").counted.value is not None
         train_steps(model, opt, batches[3:])
     assert ran[0] == "trainmeter-report-worker"
