@@ -57,12 +57,19 @@ def _settle() -> None:
     gc.freeze()
 
 
-def _segments(steps: Callable[[int], None], report: Callable[[], None], scale: int) -> None:
-    """After start: warm-up, first report, the two slope segments, later report (each ended by a MARK)."""
+def _segments(steps: Callable[[int], None], report: Callable[[], None], scale: int,
+              quiesce: Callable[[], None] = lambda: None) -> None:
+    """After start: warm-up, first report, the two slope segments, later report (each ended by a MARK).
+
+    ``quiesce`` runs in the ignored segment after the first report: ours waits for the report worker's one-off
+    jobs (the first report's counted pass) to end, so the slopes measure the steady step and not the GIL
+    hand-offs of a pass that runs once per run (its own cost is on the worker thread, in no column).
+    """
     steps(WARMUP // scale)
     MARK()  # warm-up
     report()
     MARK()  # first report
+    quiesce()
     _settle()
     MARK()  # settled (ignored)
     steps(SHORT // scale)
@@ -135,15 +142,15 @@ def child(arm: str, scale: int) -> None:
             cm = run_monitored(make_monitor(options, extensions=[]))
         m = cm.__enter__()
         MARK()  # start
-        _segments(steps, lambda: _force_report(m), scale)
+        _segments(steps, lambda: _force_report(m), scale, m.worker.drain)
         cm.__exit__(None, None, None)
     else:  # magic: the cell calls the MARKs; its start is the magic's call up to the cell's first line
         from trainmeter.core.monitor import active
         from trainmeter.magic import parse_flags, run_cell
 
         shell.user_ns.update(MARK=MARK, _segments=_segments, steps=steps, scale=scale,
-                             report=lambda: _force_report(active()))
-        run_cell(shell, "MARK()\n_segments(steps, report, scale)\n",
+                             report=lambda: _force_report(active()), quiesce=lambda: active().worker.drain())
+        run_cell(shell, "MARK()\n_segments(steps, report, scale, quiesce)\n",
                  parse_flags(f"--name peer-table --dir {root} --interval 3600"))
     MARK()  # finish
     shutil.rmtree(root, ignore_errors=True)
