@@ -10,12 +10,18 @@ from trainmeter.extensions import make_monitor  # noqa: E402
 from trainmeter.options import make_options  # noqa: E402
 
 
-def test_a_step_with_steady_cleared_goes_through_the_step_read_slot_so_a_timing_wrapper_is_seen(tmp_path):
-    """The overhead wing's timing: the steady step is inline, hot.steady cleared sends one step to hot.step_read."""
+def _linear_run(tmp_path):
+    """A Linear(3, 1) model, its SGD (lr 0: the weights stay) and a started core-only monitor without text."""
     model = torch.nn.Linear(3, 1)
     opt = torch.optim.SGD(model.parameters(), lr=0.0)
     m = make_monitor(make_options(run_dir=tmp_path, interval_s=3600, widget=False), text=False,
                      extensions=[]).start()
+    return model, opt, m
+
+
+def test_a_step_with_steady_cleared_goes_through_the_step_read_slot_so_a_timing_wrapper_is_seen(tmp_path):
+    """The overhead wing's timing: the steady step is inline, hot.steady cleared sends one step to hot.step_read."""
+    model, opt, m = _linear_run(tmp_path)
     seen = []
     try:
         for step in range(25):
@@ -153,10 +159,7 @@ def test_the_inline_steady_step_records_what_monitor_on_step_read_records(tmp_pa
 def test_a_loss_queued_between_steady_steps_sends_the_next_step_through_the_general_path(tmp_path):
     from trainmeter.core.scalars import StepLoss
 
-    model = torch.nn.Linear(3, 1)
-    opt = torch.optim.SGD(model.parameters(), lr=0.0)
-    m = make_monitor(make_options(run_dir=tmp_path, interval_s=3600, widget=False), text=False,
-                     extensions=[]).start()
+    model, opt, m = _linear_run(tmp_path)
     read = []
     plain = m.hot.step_read
     m.hot.step_read = lambda tokens, value: (read.append(m.hot.steps + 1), plain(tokens, value))
