@@ -241,3 +241,22 @@ def test_a_deferred_reports_two_parts_give_the_fields_of_one_report_in_the_exten
     assert inline == {"b": {"by": "b"}}
     whole = d.report(report, on_worker=True, before=inline)
     assert list(whole) == ["a", "b", "c"] and whole == d.report(report)
+
+
+def test_a_torn_wing_is_left_out_of_the_forked_child_unless_it_rehomes_its_own_state() -> None:
+    class Rehomes(Recorder):
+        def after_fork_in_child(self, monitor):
+            self._note("after_fork_in_child")
+
+    said: list[tuple[str, str]] = []
+    plain, rehomes, untouched = Recorder("plain"), Rehomes("rehomes"), Recorder("untouched")
+    d = Dispatcher([plain, rehomes, untouched], warn_once=lambda key, message: said.append((key, message)))
+    class Child:
+        def set_step_hook(self, *args, **kwargs):
+            pass
+
+    d.after_fork_in_child(Child(), torn={"plain", "rehomes"})
+    assert [e.name for e in d.extensions] == ["rehomes", "untouched"]
+    assert rehomes.calls == ["after_fork_in_child"]
+    assert said == [("fork-torn", "plain: off in this forked child (its report work was under way on the report "
+                                  "worker at the fork)")]

@@ -108,3 +108,48 @@ def test_a_job_that_submits_a_job_runs_it_at_once_on_the_worker_and_says_it_is_t
     assert seen == [("outer", True), ("inner", THREAD_NAME), ("after", None), ("later", None)]
     worker.close()
     assert not worker.accepting and not ReportWorker(threaded=False).accepting
+
+
+def test_hold_for_fork_waits_for_the_running_job_and_no_job_begins_until_released() -> None:
+    worker = ReportWorker()
+    began, go, ran = threading.Event(), threading.Event(), []
+    worker.submit("a", lambda: (began.set(), go.wait(10.0), ran.append("a")))
+    assert began.wait(10.0)
+    threading.Timer(0.05, go.set).start()
+    worker.hold_for_fork(10.0)  # returns once "a" ended: the fork would copy no half-run job
+    assert ran == ["a"] and worker.pending == 0
+    other = threading.Thread(target=worker.submit, args=("b", lambda: ran.append("b")))
+    other.start()  # a sampler thread's submit waits at the held lock: no job begins across the fork
+    other.join(0.05)
+    assert other.is_alive() and ran == ["a"]
+    worker.release_after_fork()
+    other.join(10.0)
+    assert worker.drain(10.0) and ran == ["a", "b"]
+    worker.close()
+
+
+def test_a_job_still_running_when_the_fork_wait_ends_is_named_by_the_childs_reset() -> None:
+    worker = ReportWorker()
+    began, go = threading.Event(), threading.Event()
+    worker.submit("compute", lambda: (began.set(), go.wait(10.0)))
+    assert began.wait(10.0)
+    worker.hold_for_fork(0.01)  # the bounded wait ends with the job under way
+    try:
+        child = ReportWorker.__new__(ReportWorker)  # the child's copy: the same fields, no thread of its own
+        child.__dict__.update(worker.__dict__)
+        assert child.reset_in_child() == "compute"
+        assert child.pending == 0 and child._thread is None and not child._held_for_fork
+        assert child.reset_in_child() is None  # its own worker: nothing under way
+    finally:
+        worker.release_after_fork()
+        go.set()
+    assert worker.drain(10.0)
+    worker.close()
+
+
+def test_hold_for_fork_without_a_thread_holds_nothing() -> None:
+    worker = ReportWorker()
+    worker.hold_for_fork(0.01)
+    assert not worker._held_for_fork
+    worker.release_after_fork()  # a no-op
+    assert worker.reset_in_child() is None

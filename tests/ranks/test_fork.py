@@ -147,3 +147,55 @@ def test_a_child_forked_just_after_the_start_finishes_its_own_run(run_root: Path
         steps(1)
     assert finished and result == [0]
     assert m.steps == 1
+
+
+def test_a_child_forked_while_the_parents_counted_pass_runs_on_the_worker_counts_its_own_model(
+        run_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fork comes while the report worker is inside the parent's counted pass (its lock held): the child
+    neither waits for that pass nor reports it; it counts its own model at its own first report."""
+    import time
+
+    from trainmeter.compute import counted_pass
+
+    parent, began, gate = os.getpid(), threading.Event(), threading.Event()
+    real_pass = counted_pass.PreparedCount._pass
+
+    def held_pass(self: Any) -> Any:
+        if os.getpid() == parent:
+            began.set()
+            gate.wait(CHILD_DEADLINE_S)
+        return real_pass(self)
+
+    monkeypatch.setattr(counted_pass.PreparedCount, "_pass", held_pass)
+    with tm.monitor(name="parent", run_dir=run_root, interval_s=0.1) as m:
+        until = time.monotonic() + CHILD_DEADLINE_S
+        while not began.is_set() and time.monotonic() < until:
+            steps(1)
+            time.sleep(0.01)
+        assert began.is_set()
+        pid = os.fork()
+        if pid == 0:
+            code = 3
+            try:
+                model = torch.nn.Linear(8, 3)
+                opt = torch.optim.SGD(model.parameters(), lr=0.1)
+                for _ in range(2):
+                    model(torch.randn(2, 8)).sum().backward()
+                    opt.step()
+                child = monitor_module._ACTIVE
+                child.finish("completed")
+                counted = child.extension("compute").counted
+                code = 0 if child.status == "completed" and counted is not None and counted.value == 96 else 4
+            finally:
+                os._exit(code)
+        result: list[int] = []
+        waited = threading.Thread(target=lambda: result.append(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])),
+                                  daemon=True)
+        waited.start()
+        waited.join(CHILD_DEADLINE_S)
+        if not result:
+            os.kill(pid, 9)
+        gate.set()
+    # 96 FLOPs per sample: forward and weight gradient, 2 x (2 x 8 x 3), the child's Linear(8, 3), not the parent's
+    assert result == [0]
+    assert m.extension("compute").counted.value == 16  # the parent's own pass, once let go: 2 x (2 x 4 x 1)

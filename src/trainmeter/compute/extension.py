@@ -65,6 +65,12 @@ class ComputeExtension(ExtensionBase):
         """Mark the end: the final report reads the model if no report did yet (its cost is ``reporting``)."""
         self._stopped = True
 
+    def after_fork_in_child(self, monitor: Monitor) -> None:
+        """In a forked child: its model is read afresh at its first report (the parent's count, begun or not,
+        stays the parent's: docs/spec.md section 19)."""
+        self.__init__()  # type: ignore[misc]  # every field as a new wing's
+        self.start(monitor)
+
     def view(self) -> ComputeView:
         """The figures other wings read (MFU, FLOPs spent, FLOP/token, the peak); any thread."""
         conv = self._m.options.convention if self._m is not None else None
@@ -199,12 +205,8 @@ class ComputeExtension(ExtensionBase):
 
     # -- per report ----------------------------------------------------------------------
     def _chosen(self) -> Derivation | None:
-        if not self.fpt:
-            return None
         conv = self._m.options.convention if self._m is not None else None
-        if conv is not None:
-            return self.fpt.get(conv)
-        return None
+        return self.fpt.get(conv) if conv is not None and self.fpt else None
 
     def _update(self, whole_run: bool = False) -> None:
         """Recompute every figure: at a report over its window, at the end over the whole run."""
@@ -244,9 +246,7 @@ class ComputeExtension(ExtensionBase):
 
         cal = last_calibration()
         c = cal.ceiling(self.run_dtype) if cal is not None else None
-        if c is None or c.device_name != (self.device_name or "cpu"):
-            return None
-        return c
+        return c if c is not None and c.device_name == (self.device_name or "cpu") else None
 
     def _of_achievable(self, per_conv: dict[str, Derivation], train_tps: float | None) -> dict[str, Derivation]:
         """``of_achievable[conv]``: model FLOP/s over the measured ceiling (only once ``tm.calibrate()`` ran)."""

@@ -191,9 +191,18 @@ class Dispatcher:
             more = self._call(ext, "derivations")
             passport.setdefault("derivations", []).extend(d.to_dict() for d in (more or []))
 
-    def after_fork_in_child(self, monitor: Any) -> None:
-        """``after_fork_in_child(monitor)`` on each extension (the forked child's thread)."""
+    def after_fork_in_child(self, monitor: Any, torn: Collection[str] = ()) -> None:
+        """``after_fork_in_child(monitor)`` on each extension (the forked child's thread). The wings named in
+        ``torn`` (a report worker job of theirs was under way at the fork) are left out unless they have
+        ``after_fork_in_child`` of their own, which makes their state the child's (docs/spec.md section 19)."""
         self._monitor = monitor
+        left = sorted(getattr(e, "name", "?") for e in self.extensions
+                      if getattr(e, "name", None) in torn and not _defines(e, "after_fork_in_child"))
+        if left:
+            self.drop(left)
+            if self._warn is not None:
+                self._warn("fork-torn", f"{', '.join(left)}: off in this forked child (its report work was under "
+                           "way on the report worker at the fork)")
         self.each("after_fork_in_child", monitor)
         self._arm_steps()
 

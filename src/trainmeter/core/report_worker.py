@@ -15,6 +15,11 @@ raises disables that job's owner (later jobs of the owner are skipped) and is re
 ``on_fault``. A job that submits a job runs it at once (it comes after every job queued before its own). With ``threaded=False`` (runs driven by a fake clock: tests) each job runs at once in the
 submitter's thread.
 
+Around a fork (docs/spec.md section 19, fork safety) the forking thread calls :meth:`hold_for_fork`: it waits a
+bounded time for the running job to end and holds the worker's lock so that none begins; the parent then calls
+:meth:`release_after_fork`, the child :meth:`reset_in_child`, which names the owner whose job was still under way
+(its wing's state may be half-updated in the child's copy).
+
 Thread safety: :meth:`submit`, :meth:`drain` and :meth:`close` from any thread; jobs run on the worker thread
 (started at the first job, again after a fork) one at a time.
 """
@@ -57,6 +62,8 @@ class ReportWorker:
         self._cond = threading.Condition(threading.Lock())
         self._jobs: deque[tuple[str, Job]] = deque()
         self._busy = False
+        self._owner: str | None = None  # the owner of the job (or fold) running, while busy
+        self._held_for_fork = False
         self._closed = False
         self._stuck = False
         self._thread: threading.Thread | None = None
@@ -136,6 +143,29 @@ class ReportWorker:
             thread.join(timeout_s)
         self._thread = None
 
+    def hold_for_fork(self, wait_s: float) -> None:
+        """Before a fork (the forking thread): wait up to ``wait_s`` for the running job to end, then hold the
+        lock until :meth:`release_after_fork` (parent) or :meth:`reset_in_child` (child), so no job begins."""
+        if self._thread is None or os.getpid() != self._pid or self._held_for_fork:
+            return
+        if not self._cond.acquire(timeout=wait_s):
+            return
+        self._held_for_fork = True
+        self._cond.wait_for(lambda: not self._busy, wait_s)
+
+    def release_after_fork(self) -> None:
+        """After a fork, in the parent: let the worker go on."""
+        if self._held_for_fork:
+            self._held_for_fork = False
+            self._cond.release()
+
+    def reset_in_child(self) -> str | None:
+        """After a fork, in the child: a worker of the child's own (no thread, no jobs, no folds until
+        registered again); returns the owner whose job or fold was under way at the fork, else ``None``."""
+        torn = self._owner if self._busy else None
+        self._reset()
+        return torn
+
     def _declare_stuck(self) -> None:
         """A full queue that did not move for ``STUCK_AFTER_S`` (caller holds the lock)."""
         self._stuck = True
@@ -156,6 +186,7 @@ class ReportWorker:
                     return  # closed and empty
                 else:
                     owner, job = self._jobs.popleft()
+                    self._owner = owner
                 self._busy = True
             if job is None:
                 self._run_folds()
@@ -174,6 +205,7 @@ class ReportWorker:
     def _run_folds(self) -> None:
         for owner, fold in list(self._folds):
             if owner not in self.disabled:
+                self._owner = owner
                 self._run(owner, fold)
 
     def _run(self, owner: str, job: Job) -> None:

@@ -68,6 +68,11 @@ class Reports:
         Made at start on the training thread; any thread."""
         return self._worker or self._open_worker()
 
+    @property
+    def open_worker(self) -> ReportWorker | None:
+        """The run's report worker if one was made, else ``None`` (the fork handlers, docs/spec.md section 19)."""
+        return self._worker
+
     def _open_worker(self) -> ReportWorker:
         self._worker = ReportWorker(threaded=self._now is time.perf_counter, on_fault=self._worker_fault)
         return self._worker

@@ -4,7 +4,9 @@
 extension:
 
 - **before** (forking thread): take the monitor's series locks (bounded waits),
-  so no sampler or publisher thread holds one across the fork (module locks a
+  so no sampler or publisher thread holds one across the fork, and hold the report
+  worker between jobs (a bounded wait for the running one; a wing whose job was
+  still under way is left out of the child unless it re-homes its state; module locks a
   thread may hold are made afresh in the child by their own modules' handlers;
   the modules our threads import are imported before they start: docs/spec.md
   section 19, fork safety);
@@ -86,12 +88,22 @@ def _before() -> None:
         for lock in _locks(m):
             if lock.acquire(timeout=LOCK_WAIT_S):
                 _held.append(lock)
+        worker = m.open_worker
+        if worker is not None:
+            worker.hold_for_fork(LOCK_WAIT_S)
     except Exception:
         pass
 
 
 def _after_in_parent() -> None:
     global _forks
+    m = monitor_module._ACTIVE
+    try:
+        worker = m.open_worker if m is not None else None
+        if worker is not None:
+            worker.release_after_fork()
+    except Exception:
+        pass
     while _held:
         try:
             _held.pop().release()
@@ -121,6 +133,8 @@ def rehome(m: Any) -> None:
     from trainmeter.ranks.recorder import LazyRankRecorder
     from trainmeter.record.recorder import RunRecorder
 
+    worker = m.open_worker
+    torn = worker.reset_in_child() if worker is not None else None
     inherited = m.record_sink
     abandon = getattr(inherited, "abandon_in_child", None)  # the parent's events.jsonl: closed, never written
     if abandon is not None:
@@ -141,7 +155,16 @@ def rehome(m: Any) -> None:
     probes = m.probes
     if probes is not None:
         _rediscover(probes)
-    m.dispatch.after_fork_in_child(m)
+    m.dispatch.after_fork_in_child(m, torn=_torn_wings(m, torn))
+
+
+def _torn_wings(m: Any, owner: str | None) -> set[str]:
+    """The wings whose state the report worker's job ``owner`` (under way at the fork) may have left half-updated."""
+    from trainmeter.core.reports import REPORT_JOB
+
+    if owner == REPORT_JOB:  # the report's own job runs every report_on_worker wing's on_report
+        return {e.name for e in m.dispatch.extensions if getattr(e, "report_on_worker", False)}
+    return {owner} if owner else set()
 
 
 def _rediscover(probes: Any) -> None:
