@@ -255,8 +255,27 @@ def test_a_torn_wing_is_left_out_of_the_forked_child_unless_it_rehomes_its_own_s
         def set_step_hook(self, *args, **kwargs):
             pass
 
-    d.after_fork_in_child(Child(), torn={"plain", "rehomes"})
+    d.after_fork_in_child(Child(), torn="plain")
     assert [e.name for e in d.extensions] == ["rehomes", "untouched"]
     assert rehomes.calls == ["after_fork_in_child"]
     assert said == [("fork-torn", "plain: off in this forked child (its report work was under way on the report "
                                   "worker at the fork)")]
+
+
+def test_a_torn_report_job_leaves_out_every_wing_reporting_on_the_worker_that_does_not_rehome() -> None:
+    class Child:
+        def set_step_hook(self, *args, **kwargs):
+            pass
+
+    class OnWorker(Recorder):
+        report_on_worker = True
+
+    class RehomesOnWorker(OnWorker):
+        def after_fork_in_child(self, monitor):
+            self._note("after_fork_in_child")
+
+    d = Dispatcher([OnWorker("a"), RehomesOnWorker("b"), Recorder("c")], warn_once=lambda key, message: None)
+    d.after_fork_in_child(Child(), torn="report", torn_all=True)
+    assert [e.name for e in d.extensions] == ["b", "c"]
+    d.after_fork_in_child(Child())  # nothing under way at the fork: nothing left out
+    assert [e.name for e in d.extensions] == ["b", "c"]

@@ -153,3 +153,9 @@ def test_hold_for_fork_without_a_thread_holds_nothing() -> None:
     assert not worker._held_for_fork
     worker.release_after_fork()  # a no-op
     assert worker.reset_in_child() is None
+
+
+def test_a_run_folds_every_quarter_of_its_report_interval_within_the_bounds() -> None:
+    assert report_worker.fold_every_s(10.0) == 2.5
+    assert report_worker.fold_every_s(0.1) == report_worker.FOLD_EVERY_S
+    assert report_worker.fold_every_s(3600.0) == report_worker.MAX_FOLD_EVERY_S

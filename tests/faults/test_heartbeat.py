@@ -82,3 +82,34 @@ def test_a_short_step_without_reports_prints_no_heartbeat_line(run_root):
         m.hot.steps += 1
     assert read_events(m.run_dir / "events.jsonl", kinds=("heartbeat",)) and "running for" not in out.getvalue()
     m.finish("completed")
+
+
+def test_the_thread_sleeps_until_the_next_report_is_due_and_ticks_once_it_is_overdue(run_root):
+    clock, out = FakeClock(), io.StringIO()
+    m = _monitor(run_root, clock, out)
+    beat = Heartbeat(m, 10.0, m._say)
+    m.hot.next_report_s = clock() + 7.0
+    assert beat.wait_s(clock()) == 7.0  # nothing can be due before the report: no wake-up in between
+    m.hot.next_report_s = clock() + 3600.0
+    assert beat.wait_s(clock()) == 10.0  # at most an interval
+    m.hot.next_report_s = clock() - 5.0
+    assert beat.wait_s(clock()) == 1.0  # overdue: a tick, so a long step is seen within one
+    m.finish("completed")
+
+
+def test_a_long_step_seen_after_a_long_sleep_is_timed_from_the_last_counted_steps_end(run_root):
+    clock, out = FakeClock(), io.StringIO()
+    m = _monitor(run_root, clock, out)
+    beat = Heartbeat(m, 10.0, m._say)
+    beat.beat(clock())
+    for _ in range(5):  # steps the thread does not see one by one (it slept until the report was due)
+        clock.advance(1.0)
+        m.on_step(10)
+    ended_s = clock()
+    clock.advance(25.0)  # step 6 runs long; the thread looks only now
+    beat.beat(clock())
+    clock.advance(15.0)
+    record = beat.beat(clock())
+    assert record is not None and record["step"] == 6
+    assert record["step_running_s"] == clock() - ended_s == 40.0  # from step 5's end, not from the late look
+    m.finish("completed")

@@ -305,6 +305,7 @@ def test_the_report_worker_folds_the_loss_ema_ahead_and_each_report_shows_the_ex
     from trainmeter.optim import smoothing
 
     monkeypatch.setattr(report_worker, "FOLD_EVERY_S", 0.01)
+    monkeypatch.setattr(report_worker, "MAX_FOLD_EVERY_S", 0.01)
     ahead: list[str] = []
     fold_ahead = smoothing.EmaCursor.fold_ahead
 

@@ -83,6 +83,7 @@ def test_a_run_on_the_real_clock_logs_every_point_once_with_pieces_from_the_work
     from trainmeter.record.runlog import read_events
 
     monkeypatch.setattr(report_worker, "FOLD_EVERY_S", 0.01)
+    monkeypatch.setattr(report_worker, "MAX_FOLD_EVERY_S", 0.01)
     joined = []
     append_line = runlog.RunLog.append_line
     monkeypatch.setattr(runlog.RunLog, "append_line", lambda self, line: (joined.append(1), append_line(self, line)))

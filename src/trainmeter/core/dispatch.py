@@ -191,13 +191,15 @@ class Dispatcher:
             more = self._call(ext, "derivations")
             passport.setdefault("derivations", []).extend(d.to_dict() for d in (more or []))
 
-    def after_fork_in_child(self, monitor: Any, torn: Collection[str] = ()) -> None:
-        """``after_fork_in_child(monitor)`` on each extension (the forked child's thread). The wings named in
-        ``torn`` (a report worker job of theirs was under way at the fork) are left out unless they have
-        ``after_fork_in_child`` of their own, which makes their state the child's (docs/spec.md section 19)."""
+    def after_fork_in_child(self, monitor: Any, torn: str | None = None, torn_all: bool = False) -> None:
+        """``after_fork_in_child(monitor)`` on each extension (the forked child's thread). The wing ``torn`` (a
+        report worker job of its was under way at the fork; ``torn_all``: every wing with ``report_on_worker``)
+        is left out unless it has ``after_fork_in_child`` of its own, which makes its state the child's
+        (docs/spec.md section 19)."""
         self._monitor = monitor
         left = sorted(getattr(e, "name", "?") for e in self.extensions
-                      if getattr(e, "name", None) in torn and not _defines(e, "after_fork_in_child"))
+                      if (getattr(e, "report_on_worker", False) if torn_all else getattr(e, "name", None) == torn)
+                      and torn is not None and not _defines(e, "after_fork_in_child"))
         if left:
             self.drop(left)
             if self._warn is not None:

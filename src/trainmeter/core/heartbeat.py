@@ -8,8 +8,11 @@ log (the step it is in and since when) and, on the text sink, prints a line such
 "step 41 running for 60 s" for a step running :data:`TEXT_EVERY_S` or more, at most once per it. A killed run's
 log then says where it was and since when.
 
-The step's start is the tick at which the step counter last moved (resolution: one
-tick); the hot path is not touched. Tests drive :meth:`Heartbeat.beat` with a
+The step's start is the end of the last counted step (the step series' last time), not
+before the look that last saw the counter move; the hot path is not touched. The thread
+looks once a tick only while a report is due or overdue; before that it sleeps until the
+next report is due (``hot.next_report_s``), so a run whose reports come on time wakes it
+about twice an interval (docs/spec.md section 18). Tests drive :meth:`Heartbeat.beat` with a
 ``FakeClock`` instead of the thread.
 """
 
@@ -52,6 +55,7 @@ class Heartbeat:
         self._reports = -1
         self._report_s = 0.0
         self._beat_s = float("-inf")
+        self._look_s = float("-inf")
         self._text_s = float("-inf")
         self.beats = 0
 
@@ -69,18 +73,37 @@ class Heartbeat:
             thread.join(timeout=STOP_DEADLINE_S)
 
     def _run(self) -> None:
-        while not self._stop.wait(self.tick_s):
+        wait_s = self.tick_s
+        while not self._stop.wait(wait_s):
             try:
-                self.beat(self._m.clock())
-            except Exception:  # noqa: S112 - a heartbeat never stops the run; try again next tick
-                continue
+                now_s = self._m.clock()
+                self.beat(now_s)
+                wait_s = self.wait_s(now_s)
+            except Exception:  # a heartbeat never stops the run; try again next tick
+                wait_s = self.tick_s
+
+    def wait_s(self, now_s: float) -> float:
+        """Seconds to the next look after one at ``now_s``: a tick once the next report is due (a step running
+        long is seen within a tick), else until it is due, at most an interval."""
+        return max(self.tick_s, min(self._m.hot.next_report_s - now_s, self.interval_s))
+
+    def _step_began_s(self, now_s: float) -> float:
+        """When the step under way began: the last counted step's end, not before the previous look (the counter
+        moved after it), not after ``now_s``; ``now_s`` when the step series cannot be read."""
+        hot = self._m.hot
+        try:
+            end_s = hot.t0_s + hot.step_series.times[-1]
+        except Exception:
+            return now_s
+        return min(now_s, max(self._look_s, end_s))
 
     def beat(self, now_s: float) -> dict[str, Any] | None:
         """Look at the run at clock time ``now_s``; return the heartbeat written, if one was due."""
         m = self._m
         steps, reports = m.hot.steps, m.reports
         if steps != self._steps:
-            self._steps, self._step_since_s = steps, now_s
+            self._steps, self._step_since_s = steps, self._step_began_s(now_s)
+        self._look_s = now_s
         if reports != self._reports:
             self._reports, self._report_s = reports, now_s
         if getattr(m, "_finished", False) or now_s - self._report_s < self.interval_s:

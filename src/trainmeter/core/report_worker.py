@@ -6,8 +6,10 @@ once (docs/spec.md section 20). Jobs run in the order they were submitted, each 
 the worker from then on, so every result is the one the training thread would have computed, only later. At
 the end the final report waits for the jobs still queued (:meth:`ReportWorker.drain`, bounded by
 ``DRAIN_TIMEOUT_S``), so the passport holds every point. A wing may also register a fold to run ahead
-(:meth:`ReportWorker.every`): the worker runs it every ``FOLD_EVERY_S`` while it has no job, so a fold that
-a report must finish itself (the loss EMA the text line shows) has little left to do then.
+(:meth:`ReportWorker.every`): the worker runs it every ``fold_every_s`` while it has no job, so a fold that
+a report must finish itself (the loss EMA the text line shows) has little left to do then. A run folds every
+quarter of its report interval, within ``FOLD_EVERY_S`` .. ``MAX_FOLD_EVERY_S`` (:func:`fold_every_s`): each
+wake-up of this thread takes the GIL from the training thread once (docs/spec.md section 20).
 
 Bounded: at most ``MAX_JOBS`` jobs wait; a submit past that waits for the worker up to ``STUCK_AFTER_S`` and
 then declares it stuck (the queued jobs are dropped, their wings' work stops, a warning says so). A job that
@@ -35,10 +37,17 @@ MAX_JOBS = 256
 STUCK_AFTER_S = 10.0
 DRAIN_TIMEOUT_S = 60.0
 FOLD_EVERY_S = 0.2
+MAX_FOLD_EVERY_S = 5.0
 THREAD_NAME = "trainmeter-report-worker"
 
 Job = Callable[[], None]
 OnFault = Callable[[str, BaseException], None]
+
+
+def fold_every_s(interval_s: float) -> float:
+    """The fold period of a run reporting every ``interval_s``: a quarter of it, within ``FOLD_EVERY_S`` ..
+    ``MAX_FOLD_EVERY_S`` (what a final report folds itself: at most that much of the run's points)."""
+    return min(MAX_FOLD_EVERY_S, max(FOLD_EVERY_S, interval_s / 4))
 
 
 class ReportWorker:
@@ -49,10 +58,14 @@ class ReportWorker:
         on_fault: Called with ``(owner, exception)`` when a job raises, or with ``("report-worker", exc)``
             when the worker is declared stuck; never raises into the caller (its own errors are swallowed).
         max_jobs: Jobs that may wait before a submit waits.
+        report_interval_s: The run's report interval, which sets the fold period (:func:`fold_every_s`;
+            ``None``: ``FOLD_EVERY_S``).
     """
 
-    def __init__(self, *, threaded: bool = True, on_fault: OnFault | None = None, max_jobs: int = MAX_JOBS) -> None:
+    def __init__(self, *, threaded: bool = True, on_fault: OnFault | None = None, max_jobs: int = MAX_JOBS,
+                 report_interval_s: float | None = None) -> None:
         self.threaded = threaded
+        self._report_interval_s = report_interval_s
         self._on_fault = on_fault
         self._max_jobs = max_jobs
         self._reset()
@@ -71,7 +84,7 @@ class ReportWorker:
         self._folds: list[tuple[str, Job]] = []
 
     def every(self, owner: str, fold: Job) -> None:
-        """Run ``fold`` (of wing ``owner``) every ``FOLD_EVERY_S`` while the worker is idle, once its thread runs
+        """Run ``fold`` (of wing ``owner``) every ``fold_every_s`` while the worker is idle, once its thread runs
         (the first job or :meth:`wake`; nothing when unthreaded). A fold must be safe beside the training thread: it reads what is final
         and publishes by replacing a reference."""
         if self.threaded:
@@ -180,8 +193,10 @@ class ReportWorker:
         cond = self._cond
         while True:
             with cond:
-                if not cond.wait_for(lambda: self._jobs or self._closed, FOLD_EVERY_S if self._folds else None):
-                    job = None  # idle for FOLD_EVERY_S: the folds
+                every_s = None if not self._folds else (
+                    FOLD_EVERY_S if self._report_interval_s is None else fold_every_s(self._report_interval_s))
+                if not cond.wait_for(lambda: self._jobs or self._closed, every_s):
+                    job = None  # idle for the fold period: the folds
                 elif not self._jobs:
                     return  # closed and empty
                 else:

@@ -74,7 +74,8 @@ class Reports:
         return self._worker
 
     def _open_worker(self) -> ReportWorker:
-        self._worker = ReportWorker(threaded=self._now is time.perf_counter, on_fault=self._worker_fault)
+        self._worker = ReportWorker(threaded=self._now is time.perf_counter, on_fault=self._worker_fault,
+                                    report_interval_s=self._interval_s)
         return self._worker
 
     def _worker_fault(self, owner: str, exc: BaseException) -> None:

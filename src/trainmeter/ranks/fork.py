@@ -155,16 +155,10 @@ def rehome(m: Any) -> None:
     probes = m.probes
     if probes is not None:
         _rediscover(probes)
-    m.dispatch.after_fork_in_child(m, torn=_torn_wings(m, torn))
-
-
-def _torn_wings(m: Any, owner: str | None) -> set[str]:
-    """The wings whose state the report worker's job ``owner`` (under way at the fork) may have left half-updated."""
     from trainmeter.core.reports import REPORT_JOB
 
-    if owner == REPORT_JOB:  # the report's own job runs every report_on_worker wing's on_report
-        return {e.name for e in m.dispatch.extensions if getattr(e, "report_on_worker", False)}
-    return {owner} if owner else set()
+    # the report's own job runs the on_report of every wing that reports on the worker
+    m.dispatch.after_fork_in_child(m, torn=torn, torn_all=torn == REPORT_JOB)
 
 
 def _rediscover(probes: Any) -> None:
