@@ -11,6 +11,13 @@ collections scan only what the slope's steps allocate. Start, first report (righ
 warm-up steps), later report (after the slope) and finish are the instructions of each call.
 Reports are forced (the interval is 3600 s, so none falls inside a slope).
 
+``--idle-thread`` starts one idle thread in each arm's process before anything else, so the bare slope and the
+arm's run in a process that already has a thread, as a notebook kernel (its own threads) or a loop with a
+DataLoader's pin-memory thread does. Without it, an arm that starts threads (ours: samplers, heartbeat, report
+worker) also pays for turning a single-threaded process into a threaded one, which the bare slope before it did
+not (by callgrind function, the difference sits in glibc's malloc and free, a mutex and dictionary lookups: the
+loop's own allocations cost more in a threaded process).
+
 Arms: ``floor`` (a step hook and one clock read), ``minimal`` (benchmarks/minimal_monitor.py:
 batch shape, loss read, step hook), ``peer`` (trainmeter 0.0.7 from PyPI, in its own venv
 under ``~/.cache/trainmeter/peer-0.0.7``: its in-process agent, installed as its
@@ -94,8 +101,10 @@ def _peer_agent() -> Any:
     raise RuntimeError("the peer's agent did not attach (is TRAINMETER_SOCK set?)")
 
 
-def child(arm: str, scale: int) -> None:
+def child(arm: str, scale: int, idle_thread: bool = False) -> None:
     """One arm: bare slope first, then the arm's start, segments and finish, each ended by a MARK."""
+    if idle_thread:  # the process has a thread before the bare slope (see the module docstring)
+        threading.Thread(target=threading.Event().wait, name="idle", daemon=True).start()
     if arm in ("core", "all", "magic"):
         import trainmeter  # (the user's import, before the loop)
     if arm == "peer":
@@ -220,11 +229,11 @@ def _env(arm: str, sock: str | None) -> tuple[list[str], dict[str, str]]:
     return [sys.executable], env
 
 
-def _run_arm(arm: str, out_dir: str) -> tuple[str, list[int] | str]:
+def _run_arm(arm: str, out_dir: str, idle_thread: bool = False) -> tuple[str, list[int] | str]:
     sock = _Socket() if arm == "peer" else None
     try:
         python, env = _env(arm, sock.path if sock else None)
-        script = [str(HERE), "_child", "--arm", arm]
+        script = [str(HERE), "_child", "--arm", arm, *(["--idle-thread"] if idle_thread else [])]
         warm = subprocess.run([*python, *script, "--scale", "20"], env=env, capture_output=True, text=True)
         if warm.returncode != 0:  # bytecode compiled, and the arm known to run, before valgrind
             return arm, f"failed: {warm.stderr[-1500:]}"
@@ -251,7 +260,7 @@ def _instr(n: float) -> str:
     return f"{n / 1e6:.1f}M" if abs(n) >= 1e6 else f"{n / 1e3:.0f}k"
 
 
-def table(arms: tuple[str, ...] = ARMS, jobs: int = 2) -> list[tuple[str, ...]]:
+def table(arms: tuple[str, ...] = ARMS, jobs: int = 2, idle_thread: bool = False) -> list[tuple[str, ...]]:
     """Run each arm under callgrind (``jobs`` at a time) and return the table's rows."""
     if shutil.which("valgrind") is None:
         return [("peer-table", "valgrind not found (apt-get install -y valgrind)")]
@@ -259,7 +268,7 @@ def table(arms: tuple[str, ...] = ARMS, jobs: int = 2) -> list[tuple[str, ...]]:
 
     out_dir = tempfile.mkdtemp(prefix="tm-peer-table-cg-")
     with ThreadPoolExecutor(jobs) as pool:
-        results = dict(pool.map(lambda a: _run_arm(a, out_dir), arms))
+        results = dict(pool.map(lambda a: _run_arm(a, out_dir, idle_thread), arms))
     shutil.rmtree(out_dir, ignore_errors=True)
     rows = [("arm", "added per step", "start", "first report", "later report", "finish")]
     bare_all = []
@@ -295,12 +304,16 @@ def main() -> None:
     ap.add_argument("--arm", action="append", choices=ARMS, help="arms to run (default: all six)")
     ap.add_argument("--jobs", type=int, default=2, help="valgrind processes at a time")
     ap.add_argument("--scale", type=int, default=1, help=argparse.SUPPRESS)
+    ap.add_argument("--idle-thread", action="store_true",
+                    help="one idle thread in each arm's process before the bare slope (a notebook kernel's case)")
     args = ap.parse_args()
     if args.what == "_child":
         sys.path.insert(0, str(HERE.parent))
-        return child(args.arm[0], args.scale)
+        return child(args.arm[0], args.scale, args.idle_thread)
     print(f"trainmeter side by side (callgrind, training thread; tiny loop; python {sys.version.split()[0]})")
-    print_table(table(tuple(args.arm or ARMS), args.jobs))
+    if args.idle_thread:
+        print("(every arm's process has one idle thread before its bare slope: --idle-thread)")
+    print_table(table(tuple(args.arm or ARMS), args.jobs, args.idle_thread))
 
 
 if __name__ == "__main__":
