@@ -17,6 +17,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:  # started in the background (`cmd &`): the Ctrl-C tests
     signal.signal(signal.SIGINT, signal.default_int_handler)  # need Python's own handler, as in a terminal
 
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Under pytest-xdist (``./dev test`` runs two workers) the browser tests share one worker: one set of
     Jupyter servers and one browser for all of them (tests/browser/conftest.py's session fixtures)."""

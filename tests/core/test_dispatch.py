@@ -275,7 +275,7 @@ def test_a_torn_report_job_leaves_out_every_wing_reporting_on_the_worker_that_do
             self._note("after_fork_in_child")
 
     d = Dispatcher([OnWorker("a"), RehomesOnWorker("b"), Recorder("c")], warn_once=lambda key, message: None)
-    d.after_fork_in_child(Child(), torn="report", torn_all=True)
+    d.after_fork_in_child(Child(), torn="report")
     assert [e.name for e in d.extensions] == ["b", "c"]
     d.after_fork_in_child(Child())  # nothing under way at the fork: nothing left out
     assert [e.name for e in d.extensions] == ["b", "c"]

@@ -159,3 +159,19 @@ def test_a_run_folds_every_quarter_of_its_report_interval_within_the_bounds() ->
     assert report_worker.fold_every_s(10.0) == 2.5
     assert report_worker.fold_every_s(0.1) == report_worker.FOLD_EVERY_S
     assert report_worker.fold_every_s(3600.0) == report_worker.MAX_FOLD_EVERY_S
+
+
+def test_a_fold_under_way_at_the_fork_names_no_torn_owner(monkeypatch) -> None:
+    monkeypatch.setattr(report_worker, "FOLD_EVERY_S", 0.005)
+    folding, go = threading.Event(), threading.Event()
+    worker = ReportWorker()
+    worker.every("optim", lambda: (folding.set(), go.wait(10.0)))
+    worker.wake()
+    assert folding.wait(10.0)
+    try:
+        child = ReportWorker.__new__(ReportWorker)  # the child's copy, taken while the fold runs
+        child.__dict__.update(worker.__dict__)
+        assert child._busy and child.reset_in_child() is None  # a fold publishes by replacing a reference
+    finally:
+        go.set()
+    worker.close()

@@ -15,6 +15,7 @@ from collections.abc import Callable, Collection, Iterable
 from typing import Any
 
 from trainmeter.core.extension import ExtensionBase, Report, RequirementError, order_extensions
+from trainmeter.core.report_worker import REPORT_JOB
 
 # warning keys as the run has always named them (tests and passports read them)
 _KEY = {"on_report": "fields", "text_fields": "text", "passport_section": "passport", "after_fork_in_child": "fork"}
@@ -191,15 +192,17 @@ class Dispatcher:
             more = self._call(ext, "derivations")
             passport.setdefault("derivations", []).extend(d.to_dict() for d in (more or []))
 
-    def after_fork_in_child(self, monitor: Any, torn: str | None = None, torn_all: bool = False) -> None:
-        """``after_fork_in_child(monitor)`` on each extension (the forked child's thread). The wing ``torn`` (a
-        report worker job of its was under way at the fork; ``torn_all``: every wing with ``report_on_worker``)
-        is left out unless it has ``after_fork_in_child`` of its own, which makes its state the child's
-        (docs/spec.md section 19)."""
+    def after_fork_in_child(self, monitor: Any, torn: str | None = None) -> None:
+        """``after_fork_in_child(monitor)`` on each extension (the forked child's thread). The wings a report
+        worker job under way at the fork may have left half-updated (``torn``, its owner: that wing; the report's
+        own job: every wing with ``report_on_worker``) are left out unless they have ``after_fork_in_child`` of
+        their own, which makes their state the child's (docs/spec.md section 19)."""
         self._monitor = monitor
-        left = sorted(getattr(e, "name", "?") for e in self.extensions
-                      if (getattr(e, "report_on_worker", False) if torn_all else getattr(e, "name", None) == torn)
-                      and torn is not None and not _defines(e, "after_fork_in_child"))
+        left: list[str] = []
+        if torn is not None:
+            left = sorted(getattr(e, "name", "?") for e in self.extensions if not _defines(e, "after_fork_in_child")
+                          and (getattr(e, "report_on_worker", False) if torn == REPORT_JOB
+                               else getattr(e, "name", None) == torn))
         if left:
             self.drop(left)
             if self._warn is not None:

@@ -93,7 +93,8 @@ EVENTS: tuple[Event, ...] = (
           "training"),
     Event("after_fork_in_child", "after_fork_in_child(monitor) -> None", "in a forked child, after the ranks "
           "wing re-homed the inherited run: the wing makes its state the child's own (also when a report worker "
-          "job of its was under way at the fork; a wing without it is then left out: docs/spec.md section 19)", "the child's forking thread"),
+          "job of its was under way at the fork; a wing without it is then left out: docs/spec.md section 19)",
+          "the child's forking thread"),
 )
 
 

@@ -39,6 +39,7 @@ DRAIN_TIMEOUT_S = 60.0
 FOLD_EVERY_S = 0.2
 MAX_FOLD_EVERY_S = 5.0
 THREAD_NAME = "trainmeter-report-worker"
+REPORT_JOB = "report"  # the owner of a steady report's own job: it runs every report_on_worker wing's on_report
 
 Job = Callable[[], None]
 OnFault = Callable[[str, BaseException], None]
@@ -65,7 +66,7 @@ class ReportWorker:
     def __init__(self, *, threaded: bool = True, on_fault: OnFault | None = None, max_jobs: int = MAX_JOBS,
                  report_interval_s: float | None = None) -> None:
         self.threaded = threaded
-        self._report_interval_s = report_interval_s
+        self._fold_every_s = FOLD_EVERY_S if report_interval_s is None else fold_every_s(report_interval_s)
         self._on_fault = on_fault
         self._max_jobs = max_jobs
         self._reset()
@@ -75,7 +76,7 @@ class ReportWorker:
         self._cond = threading.Condition(threading.Lock())
         self._jobs: deque[tuple[str, Job]] = deque()
         self._busy = False
-        self._owner: str | None = None  # the owner of the job (or fold) running, while busy
+        self._owner: str | None = None  # the owner of the job running (None: the folds, safe beside a fork)
         self._held_for_fork = False
         self._closed = False
         self._stuck = False
@@ -174,7 +175,8 @@ class ReportWorker:
 
     def reset_in_child(self) -> str | None:
         """After a fork, in the child: a worker of the child's own (no thread, no jobs, no folds until
-        registered again); returns the owner whose job or fold was under way at the fork, else ``None``."""
+        registered again); returns the owner whose job was under way at the fork, else ``None`` (a fold only
+        publishes by replacing a reference: one under way tore nothing)."""
         torn = self._owner if self._busy else None
         self._reset()
         return torn
@@ -193,10 +195,9 @@ class ReportWorker:
         cond = self._cond
         while True:
             with cond:
-                every_s = None if not self._folds else (
-                    FOLD_EVERY_S if self._report_interval_s is None else fold_every_s(self._report_interval_s))
-                if not cond.wait_for(lambda: self._jobs or self._closed, every_s):
+                if not cond.wait_for(lambda: self._jobs or self._closed, self._fold_every_s if self._folds else None):
                     job = None  # idle for the fold period: the folds
+                    self._owner = None
                 elif not self._jobs:
                     return  # closed and empty
                 else:
@@ -220,7 +221,6 @@ class ReportWorker:
     def _run_folds(self) -> None:
         for owner, fold in list(self._folds):
             if owner not in self.disabled:
-                self._owner = owner
                 self._run(owner, fold)
 
     def _run(self, owner: str, job: Job) -> None:

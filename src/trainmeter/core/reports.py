@@ -8,16 +8,13 @@ from typing import Any
 
 from trainmeter.core.extension import Report
 from trainmeter.core.interrupts import HeldInterrupts
-from trainmeter.core.report_worker import ReportWorker
+from trainmeter.core.report_worker import REPORT_JOB, ReportWorker
 from trainmeter.core.side_emits import OWNER_DRAIN
 from trainmeter.core.throughput import interval_summary, session_summary
 
 MAX_PENDING = 100_000
 PHASE_REPORT_AFTER_S = 60.0
 PHASE_REPORT_AFTER_INTERVALS = 10
-
-
-REPORT_JOB = "report"
 
 
 class ReportSnapshot:

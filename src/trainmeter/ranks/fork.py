@@ -155,10 +155,7 @@ def rehome(m: Any) -> None:
     probes = m.probes
     if probes is not None:
         _rediscover(probes)
-    from trainmeter.core.reports import REPORT_JOB
-
-    # the report's own job runs the on_report of every wing that reports on the worker
-    m.dispatch.after_fork_in_child(m, torn=torn, torn_all=torn == REPORT_JOB)
+    m.dispatch.after_fork_in_child(m, torn=torn)
 
 
 def _rediscover(probes: Any) -> None:
