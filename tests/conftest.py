@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import signal
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,13 +20,20 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:  # started in the backgrou
     signal.signal(signal.SIGINT, signal.default_int_handler)  # need Python's own handler, as in a terminal
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under pytest-xdist (``./dev test`` runs two workers) the browser tests share one worker: one set of
-    Jupyter servers and one browser for all of them (tests/browser/conftest.py's session fixtures)."""
-    group = pytest.mark.xdist_group("browser")
-    for item in items:
-        if item.get_closest_marker("browser") is not None:
-            item.add_marker(group)
+if importlib.util.find_spec("xdist") is not None:
+
+    def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+        """Under pytest-xdist (``./dev test`` runs two workers) each browser test module runs on one worker, so its
+        module-scoped fixture (a notebook opened and trained) is made once, not once per worker its tests land on;
+        every other test is a unit of its own, as ``--dist load`` makes them. (Groups by mark do not serve here:
+        pytest-xdist's ``loadgroup`` renames a test by ``_nodeid``, which pytest 9.2 no longer reads.)"""
+        from xdist.scheduler import LoadScopeScheduling
+
+        class BrowserModules(LoadScopeScheduling):
+            def _split_scope(self, nodeid: str) -> str:
+                return nodeid.split("::", 1)[0] if nodeid.startswith("tests/browser/") else nodeid
+
+        return BrowserModules(config, log)
 
 
 @pytest.fixture(autouse=True)

@@ -147,7 +147,10 @@ def _idle_after(kind: str, samples: list[dict[str, Any]]) -> bool:
 
 
 def _running(samples: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [s for s in samples if len(s["prompts"]) > 1 and s["prompts"][1].startswith("[*]")]
+    """The reads while the run's cell runs: the set-up cell done (between two cells the kernel is idle, bare too)
+    and the run's cell not."""
+    return [s for s in samples
+            if len(s["prompts"]) > 1 and DONE.match(s["prompts"][0]) and s["prompts"][1].startswith("[*]")]
 
 
 def test_the_kernel_reads_busy_for_the_whole_run_with_the_widget(steady: Any) -> None:

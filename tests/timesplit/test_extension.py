@@ -328,3 +328,24 @@ def test_panel_shares_and_per_report_series(tmp_path):
     intervals = [e for e in read_events(m.run_dir / "events.jsonl") if e["kind"] == "interval"]
     shares = [e["time"]["data_wait_share"] for e in intervals if e["time"]["data_wait_share"] is not None]
     assert len(shares) >= 3 and shares == pytest.approx([0.4] * len(shares))
+
+
+def _goodputs(run_root, threaded: bool) -> list:
+    clock = FakeClock()
+    m = _monitor(run_root, clock, TimeSplit(), interval_s=1.0).start()
+    m.worker.threaded = threaded
+    held = m.worker.hold_for_fork(5.0) if threaded else False  # the worker takes no job until released
+    for i, _ in enumerate(DataLoader(SlowTokens(clock, 0.05, n=48), batch_size=4)):  # 0.2 s wait per batch
+        clock.advance(0.3)
+        m.on_step(4)
+        if i == 6 and held:
+            m.worker.release_after_fork()  # the reports queued so far are read now, steps after them
+    m.finish("completed")
+    intervals = [e for e in read_events(m.run_dir / "events.jsonl") if e["kind"] == "interval"]
+    return [e["time"]["goodput"] for e in intervals]
+
+
+def test_a_report_read_later_on_the_worker_measures_its_own_window_not_the_phases_since(tmp_path):
+    later = _goodputs(tmp_path / "worker", threaded=True)
+    assert later == _goodputs(tmp_path / "inline", threaded=False)
+    assert len(later) >= 4 and later[:-1] == pytest.approx([0.6] * (len(later) - 1))  # train 0.3 s of each 0.5 s

@@ -37,6 +37,8 @@ class Report:
         final: Whether this is the run's last report (after every ``stop``).
         ends: Each series' end position at the report (``Series.end``), when the report is read later on the
             report worker: the points past it came after the report. ``None``: the report is now.
+        phases_s: Seconds in each phase at the report (``Phases.totals_s``, taken on the training thread): what a
+            wing reads of the phases when the report is read later on the report worker. ``None``: read them now.
     """
 
     steps: int
@@ -44,6 +46,7 @@ class Report:
     elapsed_s: float
     final: bool
     ends: Mapping[str, int] | None = None
+    phases_s: Mapping[str, float] | None = None
 
 
 @dataclass(frozen=True)

@@ -157,12 +157,13 @@ class Reports:
             # a steady report: the training thread keeps its own part and the snapshot, the worker the rest
             ends = {name: s.end for name, s in self.series.items()}
             ends[self.hot.step_series.name] = self.hot.step_series.end
-            report = Report(steps=self.steps, tokens=self.tokens, elapsed_s=elapsed_s, final=final, ends=ends)
+            report = Report(steps=self.steps, tokens=self.tokens, elapsed_s=elapsed_s, final=final, ends=ends,
+                            phases_s=phases_s)
             inline = self.dispatch.report(report, on_worker=False)
             view = ReportSnapshot(self, report, self.interval, self.session, self.memory)
             worker.submit(REPORT_JOB, lambda: self._report_out(view, report, inline, elapsed_s, phases_s))
             return
-        report = Report(steps=self.steps, tokens=self.tokens, elapsed_s=elapsed_s, final=final)
+        report = Report(steps=self.steps, tokens=self.tokens, elapsed_s=elapsed_s, final=final, phases_s=phases_s)
         self._report_out(self, report, None, elapsed_s, phases_s)
 
     def _report_out(self, view: Any, report: Report, inline: dict[str, Any] | None, elapsed_s: float,
