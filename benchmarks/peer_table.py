@@ -18,6 +18,11 @@ worker) also pays for turning a single-threaded process into a threaded one, whi
 not (by callgrind function, the difference sits in glibc's malloc and free, a mutex and dictionary lookups: the
 loop's own allocations cost more in a threaded process).
 
+``--preload`` runs ``trainmeter.extensions.preload()`` (what ``%load_ext trainmeter`` imports ahead) in the core and
+``tm.monitor()`` arms' processes before their bare slope, as the ``%%trainmeter`` arm's ``%load_ext`` does: the
+arms then differ only in how the run is started, not in whether ~120 modules were imported between the bare slope
+and the arm's.
+
 Arms: ``floor`` (a step hook and one clock read), ``minimal`` (benchmarks/minimal_monitor.py:
 batch shape, loss read, step hook), ``peer`` (trainmeter 0.0.7 from PyPI, in its own venv
 under ``~/.cache/trainmeter/peer-0.0.7``: its in-process agent, installed as its
@@ -101,12 +106,17 @@ def _peer_agent() -> Any:
     raise RuntimeError("the peer's agent did not attach (is TRAINMETER_SOCK set?)")
 
 
-def child(arm: str, scale: int, idle_thread: bool = False) -> None:
+def child(arm: str, scale: int, idle_thread: bool = False, preload: bool = False) -> None:
     """One arm: bare slope first, then the arm's start, segments and finish, each ended by a MARK."""
     if idle_thread:  # the process has a thread before the bare slope (see the module docstring)
         threading.Thread(target=threading.Event().wait, name="idle", daemon=True).start()
     if arm in ("core", "all", "magic"):
         import trainmeter  # (the user's import, before the loop)
+
+        if preload and arm != "magic":  # what %load_ext imports ahead, here before the bare slope too
+            from trainmeter.extensions import preload as import_ahead
+
+            import_ahead()
     if arm == "peer":
         import trainmeter.agent.core  # noqa: F401  (its sitecustomize's import, at interpreter start)
     if arm == "magic":
@@ -229,11 +239,12 @@ def _env(arm: str, sock: str | None) -> tuple[list[str], dict[str, str]]:
     return [sys.executable], env
 
 
-def _run_arm(arm: str, out_dir: str, idle_thread: bool = False) -> tuple[str, list[int] | str]:
+def _run_arm(arm: str, out_dir: str, idle_thread: bool = False, preload: bool = False) -> tuple[str, list[int] | str]:
     sock = _Socket() if arm == "peer" else None
     try:
         python, env = _env(arm, sock.path if sock else None)
-        script = [str(HERE), "_child", "--arm", arm, *(["--idle-thread"] if idle_thread else [])]
+        script = [str(HERE), "_child", "--arm", arm, *(["--idle-thread"] if idle_thread else []),
+                  *(["--preload"] if preload else [])]
         warm = subprocess.run([*python, *script, "--scale", "20"], env=env, capture_output=True, text=True)
         if warm.returncode != 0:  # bytecode compiled, and the arm known to run, before valgrind
             return arm, f"failed: {warm.stderr[-1500:]}"
@@ -260,7 +271,8 @@ def _instr(n: float) -> str:
     return f"{n / 1e6:.1f}M" if abs(n) >= 1e6 else f"{n / 1e3:.0f}k"
 
 
-def table(arms: tuple[str, ...] = ARMS, jobs: int = 2, idle_thread: bool = False) -> list[tuple[str, ...]]:
+def table(arms: tuple[str, ...] = ARMS, jobs: int = 2, idle_thread: bool = False,
+          preload: bool = False) -> list[tuple[str, ...]]:
     """Run each arm under callgrind (``jobs`` at a time) and return the table's rows."""
     if shutil.which("valgrind") is None:
         return [("peer-table", "valgrind not found (apt-get install -y valgrind)")]
@@ -268,7 +280,7 @@ def table(arms: tuple[str, ...] = ARMS, jobs: int = 2, idle_thread: bool = False
 
     out_dir = tempfile.mkdtemp(prefix="tm-peer-table-cg-")
     with ThreadPoolExecutor(jobs) as pool:
-        results = dict(pool.map(lambda a: _run_arm(a, out_dir, idle_thread), arms))
+        results = dict(pool.map(lambda a: _run_arm(a, out_dir, idle_thread, preload), arms))
     shutil.rmtree(out_dir, ignore_errors=True)
     rows = [("arm", "added per step", "start", "first report", "later report", "finish")]
     bare_all = []
@@ -306,14 +318,18 @@ def main() -> None:
     ap.add_argument("--scale", type=int, default=1, help=argparse.SUPPRESS)
     ap.add_argument("--idle-thread", action="store_true",
                     help="one idle thread in each arm's process before the bare slope (a notebook kernel's case)")
+    ap.add_argument("--preload", action="store_true",
+                    help="the core and tm.monitor() arms import what %%load_ext imports ahead before their bare slope")
     args = ap.parse_args()
     if args.what == "_child":
         sys.path.insert(0, str(HERE.parent))
-        return child(args.arm[0], args.scale, args.idle_thread)
+        return child(args.arm[0], args.scale, args.idle_thread, args.preload)
     print(f"trainmeter side by side (callgrind, training thread; tiny loop; python {sys.version.split()[0]})")
     if args.idle_thread:
         print("(every arm's process has one idle thread before its bare slope: --idle-thread)")
-    print_table(table(tuple(args.arm or ARMS), args.jobs, args.idle_thread))
+    if args.preload:
+        print("(the core and tm.monitor() arms import what %load_ext imports ahead before their bare slope: --preload)")
+    print_table(table(tuple(args.arm or ARMS), args.jobs, args.idle_thread, args.preload))
 
 
 if __name__ == "__main__":
