@@ -236,7 +236,7 @@ def test_a_deferred_reports_two_parts_give_the_fields_of_one_report_in_the_exten
             return {"by": self.name}
 
     d = Dispatcher([Wing("a", True), Wing("b", False), Wing("c", True)])
-    report = Report(steps=1, tokens=1, elapsed_s=1.0, final=False)
+    report = Report(steps=1, tokens=1, elapsed_s=1.0, final=False, phases_s={})
     inline = d.report(report, on_worker=False)
     assert inline == {"b": {"by": "b"}}
     whole = d.report(report, on_worker=True, before=inline)

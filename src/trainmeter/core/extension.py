@@ -35,18 +35,18 @@ class Report:
         tokens: Tokens (or samples) counted so far.
         elapsed_s: Seconds since the session began.
         final: Whether this is the run's last report (after every ``stop``).
+        phases_s: Seconds in each phase at the report (``Phases.totals_s``, taken on the training thread): a wing
+            reads the phases from here, since a report read later on the report worker finds the live totals moved on.
         ends: Each series' end position at the report (``Series.end``), when the report is read later on the
             report worker: the points past it came after the report. ``None``: the report is now.
-        phases_s: Seconds in each phase at the report (``Phases.totals_s``, taken on the training thread): what a
-            wing reads of the phases when the report is read later on the report worker. ``None``: read them now.
     """
 
     steps: int
     tokens: int
     elapsed_s: float
     final: bool
+    phases_s: Mapping[str, float]
     ends: Mapping[str, int] | None = None
-    phases_s: Mapping[str, float] | None = None
 
 
 @dataclass(frozen=True)

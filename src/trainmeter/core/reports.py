@@ -157,8 +157,8 @@ class Reports:
             # a steady report: the training thread keeps its own part and the snapshot, the worker the rest
             ends = {name: s.end for name, s in self.series.items()}
             ends[self.hot.step_series.name] = self.hot.step_series.end
-            report = Report(steps=self.steps, tokens=self.tokens, elapsed_s=elapsed_s, final=final, ends=ends,
-                            phases_s=phases_s)
+            report = Report(steps=self.steps, tokens=self.tokens, elapsed_s=elapsed_s, final=final, phases_s=phases_s,
+                            ends=ends)
             inline = self.dispatch.report(report, on_worker=False)
             view = ReportSnapshot(self, report, self.interval, self.session, self.memory)
             worker.submit(REPORT_JOB, lambda: self._report_out(view, report, inline, elapsed_s, phases_s))

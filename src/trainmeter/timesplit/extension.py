@@ -285,8 +285,7 @@ class TimeSplit(CheckpointSpans, ExtensionBase):
         monitor = self._monitor
         if monitor is None:
             return {}
-        # the report's own totals (read later on the report worker, the live ones are past the report)
-        totals = dict(report.phases_s if report.phases_s is not None else monitor.phases.totals_s)
+        totals = dict(report.phases_s)  # the report's own (read later on the report worker, the live ones moved on)
         elapsed_s = report.elapsed_s
         last = self._window
         window = {k: v - last["totals"].get(k, 0.0) for k, v in totals.items()}

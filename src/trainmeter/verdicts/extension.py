@@ -84,7 +84,7 @@ class Verdicts(ExtensionBase):
         point = ReportPoint(
             step=report.steps, elapsed_s=report.elapsed_s, tokens_per_s=interval.train_tokens_per_s if interval else None,
             token_unit=str(getattr(m, "token_unit", None) or "tokens"), mem_bytes=mem, mem_source=source,
-            phases_s=dict(report.phases_s if report.phases_s is not None else m.phases.totals_s), gpus=self._gpus())
+            phases_s=dict(report.phases_s), gpus=self._gpus())
         m.worker.submit(self.name, lambda: self._feed(points, point))
         if report.final:
             m.worker.drain()  # the final report's verdicts hold every point
