@@ -23,6 +23,16 @@ loop's own allocations cost more in a threaded process).
 arms then differ only in how the run is started, not in whether ~120 modules were imported between the bare slope
 and the arm's.
 
+``--slow-threads N`` multiplies the periods of our timed threads (the node sampler's, the alerts watchdog's, the
+report worker's folds) by N once the run has started. callgrind runs the loop 38-48x slower than natively while
+those threads keep wall-clock periods, so a slope otherwise meets ~40x the wake-ups per step that a native run
+meets (each takes the GIL from the training thread), and how many it meets depends on how loaded the machine is.
+With N the measured slowdown, each step meets about as many as natively. Only our arms have such threads.
+
+``--repeats N`` runs each arm in N processes and gives the medians, with each process's per-step figure: the
+same code differs by ~1-3k per step from process to process (docs/spec.md section 20, "From process to
+process").
+
 Arms: ``floor`` (a step hook and one clock read), ``minimal`` (benchmarks/minimal_monitor.py:
 batch shape, loss read, step hook), ``peer`` (trainmeter 0.0.7 from PyPI, in its own venv
 under ``~/.cache/trainmeter/peer-0.0.7``: its in-process agent, installed as its
@@ -106,7 +116,24 @@ def _peer_agent() -> Any:
     raise RuntimeError("the peer's agent did not attach (is TRAINMETER_SOCK set?)")
 
 
-def child(arm: str, scale: int, idle_thread: bool = False, preload: bool = False) -> None:
+def _slow_threads(m: Any, factor: float) -> None:
+    """Stretch the periods of our timed threads (node sampler, alerts' watchdog, the worker's folds) by ``factor``.
+
+    callgrind runs the loop ~40x slower than natively while these threads keep wall-clock periods, so without it
+    each step meets ~40x the wake-ups (and GIL hand-offs) it meets natively (see ``--slow-threads``). The fields
+    set are private ones of the wings and the worker: a benchmark's knob, not an option of the product.
+    """
+    node = m.dispatch.find("node")
+    if node is not None:
+        node.period_s *= factor
+    alerts = m.dispatch.find("alerts")
+    watchdog = getattr(alerts, "_watchdog", None)
+    if watchdog is not None:
+        watchdog._interval_s *= factor
+    m.worker._fold_every_s *= factor
+
+
+def child(arm: str, scale: int, idle_thread: bool = False, preload: bool = False, slow_threads: float = 1.0) -> None:
     """One arm: bare slope first, then the arm's start, segments and finish, each ended by a MARK."""
     if idle_thread:  # the process has a thread before the bare slope (see the module docstring)
         threading.Thread(target=threading.Event().wait, name="idle", daemon=True).start()
@@ -161,6 +188,8 @@ def child(arm: str, scale: int, idle_thread: bool = False, preload: bool = False
             cm = run_monitored(make_monitor(options, extensions=[]))
         m = cm.__enter__()
         MARK()  # start
+        if slow_threads != 1.0:
+            _slow_threads(m, slow_threads)
         _segments(steps, lambda: _force_report(m), scale, m.worker.drain)
         cm.__exit__(None, None, None)
     else:  # magic: the cell calls the MARKs; its start is the magic's call up to the cell's first line
@@ -168,8 +197,10 @@ def child(arm: str, scale: int, idle_thread: bool = False, preload: bool = False
         from trainmeter.magic import parse_flags, run_cell
 
         shell.user_ns.update(MARK=MARK, _segments=_segments, steps=steps, scale=scale,
-                             report=lambda: _force_report(active()), quiesce=lambda: active().worker.drain())
-        run_cell(shell, "MARK()\n_segments(steps, report, scale, quiesce)\n",
+                             report=lambda: _force_report(active()), quiesce=lambda: active().worker.drain(),
+                             slow=lambda: _slow_threads(active(), slow_threads))
+        slow = "slow()\n" if slow_threads != 1.0 else ""
+        run_cell(shell, f"MARK()\n{slow}_segments(steps, report, scale, quiesce)\n",
                  parse_flags(f"--name peer-table --dir {root} --interval 3600"))
     MARK()  # finish
     shutil.rmtree(root, ignore_errors=True)
@@ -239,12 +270,13 @@ def _env(arm: str, sock: str | None) -> tuple[list[str], dict[str, str]]:
     return [sys.executable], env
 
 
-def _run_arm(arm: str, out_dir: str, idle_thread: bool = False, preload: bool = False) -> tuple[str, list[int] | str]:
+def _run_arm(arm: str, out_dir: str, idle_thread: bool = False, preload: bool = False,
+             slow_threads: float = 1.0) -> tuple[str, list[int] | str]:
     sock = _Socket() if arm == "peer" else None
     try:
         python, env = _env(arm, sock.path if sock else None)
         script = [str(HERE), "_child", "--arm", arm, *(["--idle-thread"] if idle_thread else []),
-                  *(["--preload"] if preload else [])]
+                  *(["--preload"] if preload else []), "--slow-threads", str(slow_threads)]
         warm = subprocess.run([*python, *script, "--scale", "20"], env=env, capture_output=True, text=True)
         if warm.returncode != 0:  # bytecode compiled, and the arm known to run, before valgrind
             return arm, f"failed: {warm.stderr[-1500:]}"
@@ -272,29 +304,51 @@ def _instr(n: float) -> str:
 
 
 def table(arms: tuple[str, ...] = ARMS, jobs: int = 2, idle_thread: bool = False,
-          preload: bool = False) -> list[tuple[str, ...]]:
-    """Run each arm under callgrind (``jobs`` at a time) and return the table's rows."""
+          preload: bool = False, slow_threads: float = 1.0, repeats: int = 1) -> list[tuple[str, ...]]:
+    """Run each arm under callgrind in ``repeats`` processes (``jobs`` at a time) and return the table's rows.
+
+    With several processes an arm's cells are the median over them, and the per-step cell lists each process's
+    figure: the same code differs by ~1-3k per step from process to process (docs/spec.md section 20, "From
+    process to process").
+    """
     if shutil.which("valgrind") is None:
         return [("peer-table", "valgrind not found (apt-get install -y valgrind)")]
+    import statistics
     from concurrent.futures import ThreadPoolExecutor
 
     out_dir = tempfile.mkdtemp(prefix="tm-peer-table-cg-")
+    runs = [(arm, i) for i in range(repeats) for arm in arms]
+    for arm, i in runs:
+        os.makedirs(f"{out_dir}/{arm}-{i}", exist_ok=True)
     with ThreadPoolExecutor(jobs) as pool:
-        results = dict(pool.map(lambda a: _run_arm(a, out_dir, idle_thread, preload), arms))
+        done = list(pool.map(lambda r: _run_arm(r[0], f"{out_dir}/{r[0]}-{r[1]}", idle_thread, preload,
+                                                slow_threads)[1], runs))
     shutil.rmtree(out_dir, ignore_errors=True)
+    results: dict[str, list[list[int] | str]] = {arm: [] for arm in arms}
+    for (arm, _i), seq in zip(runs, done):
+        results[arm].append(seq)
     rows = [("arm", "added per step", "start", "first report", "later report", "finish")]
     bare_all = []
     for arm in arms:
-        seq = results[arm]
-        if isinstance(seq, str):
-            rows.append((LABELS[arm], seq.replace("\n", " ")[-300:], "", "", "", ""))
+        failed = [seq for seq in results[arm] if isinstance(seq, str)]
+        if failed:
+            rows.append((LABELS[arm], str(failed[0]).replace("\n", " ")[-300:], "", "", "", ""))
             continue
-        _setup, b_short, b_long, start, _warm, first, _settled, short, long_, later, finish = seq[:11]
-        bare = (b_long - b_short) / (LONG - SHORT)
-        bare_all.append(bare)
-        added = (long_ - short) / (LONG - SHORT) - bare
+        added_all, bare_arm, cells = [], [], []
+        for seq in results[arm]:
+            _setup, b_short, b_long, start, _warm, first, _settled, short, long_, later, finish = seq[:11]
+            bare = (b_long - b_short) / (LONG - SHORT)
+            bare_arm.append(bare)
+            added_all.append((long_ - short) / (LONG - SHORT) - bare)
+            cells.append((start, first, later, finish))
+        bare_all += bare_arm
+        added, bare = statistics.median(added_all), statistics.median(bare_arm)
+        start, first, later, finish = (statistics.median(c[k] for c in cells) for k in range(4))
+        per_step = f"{added / 1e3:+.1f}k ({added / bare * 100:+.2f}%)"
+        if len(added_all) > 1:
+            per_step += " (each: " + ", ".join(f"{a / 1e3:+.1f}k" for a in added_all) + ")"
         reported = arm not in ("floor", "minimal")
-        rows.append((LABELS[arm], f"{added / 1e3:+.1f}k ({added / bare * 100:+.2f}%)",
+        rows.append((LABELS[arm], per_step,
                      _instr(start) if arm != "floor" else "—", _instr(first) if reported else "—",
                      _instr(later) if reported else "—", _instr(finish) if reported else "—"))
     if bare_all:
@@ -320,16 +374,26 @@ def main() -> None:
                     help="one idle thread in each arm's process before the bare slope (a notebook kernel's case)")
     ap.add_argument("--preload", action="store_true",
                     help="the core and tm.monitor() arms import what %%load_ext imports ahead before their bare slope")
+    ap.add_argument("--slow-threads", type=float, default=1.0, metavar="N",
+                    help="our timed threads' periods x N after start (callgrind's slowdown: they then wake as often "
+                         "per step as natively)")
+    ap.add_argument("--repeats", type=int, default=1, metavar="N",
+                    help="N processes per arm: medians, and each process's per-step figure")
     args = ap.parse_args()
     if args.what == "_child":
         sys.path.insert(0, str(HERE.parent))
-        return child(args.arm[0], args.scale, args.idle_thread, args.preload)
+        return child(args.arm[0], args.scale, args.idle_thread, args.preload, args.slow_threads)
     print(f"trainmeter side by side (callgrind, training thread; tiny loop; python {sys.version.split()[0]})")
     if args.idle_thread:
         print("(every arm's process has one idle thread before its bare slope: --idle-thread)")
     if args.preload:
         print("(the core and tm.monitor() arms import what %load_ext imports ahead before their bare slope: --preload)")
-    print_table(table(tuple(args.arm or ARMS), args.jobs, args.idle_thread, args.preload))
+    if args.slow_threads != 1.0:
+        print(f"(our timed threads' periods x {args.slow_threads:g} after start: --slow-threads)")
+    if args.repeats < 1:
+        ap.error(f"--repeats must be at least 1 (got {args.repeats})")
+    print_table(table(tuple(args.arm or ARMS), args.jobs, args.idle_thread, args.preload, args.slow_threads,
+                      args.repeats))
 
 
 if __name__ == "__main__":
