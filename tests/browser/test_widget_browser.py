@@ -221,9 +221,13 @@ def test_loss_chart_streams_between_history_updates(live_run: LiveRun) -> None:
                   if b["points"].get("loss", 0) != a["points"].get("loss", 0)]
     marks = [live[0]["t_ms"], *changed_ms, live[-1]["t_ms"]]
     longest_still_ms = max(b - a for a, b in zip(marks, marks[1:], strict=False))
-    assert longest_still_ms <= STREAM_GAP_MAX_MS, (
-        f"the loss chart stood still for {longest_still_ms} ms while the cell ran: custom-message appends are "
-        f"not reaching the view (only the {HISTORY_EVERY_S} s history traitlet is); "
+    # a busy machine spaces the reads themselves: still for at most two read gaps, and well under the history's
+    # 5 s (a chart fed by the traitlet alone stands still for about 5 s at a time)
+    read_gap_ms = max(b["t_ms"] - a["t_ms"] for a, b in zip(live, live[1:], strict=False))
+    still_max_ms = min(max(STREAM_GAP_MAX_MS, 2 * read_gap_ms), 0.8 * HISTORY_EVERY_S * 1000)
+    assert longest_still_ms <= still_max_ms, (
+        f"the loss chart stood still for {longest_still_ms} ms (reads up to {read_gap_ms} ms apart) while the cell "
+        f"ran: custom-message appends are not reaching the view (only the {HISTORY_EVERY_S} s history traitlet is); "
         f"points per read: {[s['points'].get('loss', 0) for s in live]}")
 
 
