@@ -23,15 +23,11 @@ loop's own allocations cost more in a threaded process).
 arms then differ only in how the run is started, not in whether ~120 modules were imported between the bare slope
 and the arm's.
 
-``--slow-threads N`` multiplies the periods of our timed threads (the node sampler's, the alerts watchdog's, the
-report worker's folds) by N once the run has started. callgrind runs the loop 38-48x slower than natively while
-those threads keep wall-clock periods, so a slope otherwise meets ~40x the wake-ups per step that a native run
-meets (each takes the GIL from the training thread), and how many it meets depends on how loaded the machine is.
-With N the measured slowdown, each step meets about as many as natively. Only our arms have such threads.
-
-``--repeats N`` runs each arm in N processes and gives the medians, with each process's per-step figure: the
-same code differs by ~1-3k per step from process to process (docs/spec.md section 20, "From process to
-process").
+``--slow-threads N`` multiplies the periods of our timed threads (node sampler, alerts watchdog, the report worker's
+folds) by N once the run has started: callgrind runs the loop 38-48x slower than natively while they keep
+wall-clock periods, so each step would meet ~40x its native wake-ups (each takes the GIL), more on a loaded machine.
+``--repeats N`` runs each arm in N processes: medians, and each process's per-step figure (the same code differs
+by ~1-3k per step from process to process: docs/spec.md section 20, "From process to process").
 
 Arms: ``floor`` (a step hook and one clock read), ``minimal`` (benchmarks/minimal_monitor.py:
 batch shape, loss read, step hook), ``peer`` (trainmeter 0.0.7 from PyPI, in its own venv
@@ -380,6 +376,10 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=1, metavar="N",
                     help="N processes per arm: medians, and each process's per-step figure")
     args = ap.parse_args()
+    for bad, say in ((args.repeats < 1, f"--repeats must be at least 1 (got {args.repeats})"),
+                     (not args.slow_threads > 0, f"--slow-threads must be above 0 (got {args.slow_threads:g})")):
+        if bad:
+            ap.error(say)
     if args.what == "_child":
         sys.path.insert(0, str(HERE.parent))
         return child(args.arm[0], args.scale, args.idle_thread, args.preload, args.slow_threads)
@@ -390,8 +390,6 @@ def main() -> None:
         print("(the core and tm.monitor() arms import what %load_ext imports ahead before their bare slope: --preload)")
     if args.slow_threads != 1.0:
         print(f"(our timed threads' periods x {args.slow_threads:g} after start: --slow-threads)")
-    if args.repeats < 1:
-        ap.error(f"--repeats must be at least 1 (got {args.repeats})")
     print_table(table(tuple(args.arm or ARMS), args.jobs, args.idle_thread, args.preload, args.slow_threads,
                       args.repeats))
 
