@@ -14,6 +14,7 @@ of benchmarks/overhead.py does. Figures, and what they say of the floor of a ste
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -54,23 +55,17 @@ def _child(name: str) -> None:
     MARK()
 
 
-def _total(path: str) -> int:
-    with open(path, errors="replace") as f:
-        for line in f:
-            if line.startswith(("summary:", "totals:")):
-                return int(line.split()[1])
-    raise ValueError(f"{path}: no summary line")
-
-
 def _slope(name: str, out_dir: str) -> float:
-    out = os.path.join(out_dir, name)
+    """Instructions per turn of ``name``'s loop: the training thread's long segment less its short one."""
+    from overhead import cg_parts, child_env
+
     cmd = ["valgrind", "--tool=callgrind", "--separate-threads=yes", "--dump-instr=no", "--dump-before=getppid",
-           f"--callgrind-out-file={out}", sys.executable, os.path.abspath(__file__), "_child", name]
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONHASHSEED="0")
-    subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    # dump k of thread 1 holds what ran since dump k-1: part 2 the short segment, part 3 the long one
-    short, long = (_total(f"{out}.{part}-01") for part in (2, 3))
-    return (long - short) / (LONG - SHORT)
+           f"--callgrind-out-file={out_dir}/{name}.%p", sys.executable, os.path.abspath(__file__), "_child", name]
+    proc = subprocess.run(cmd, env=dict(child_env(), PYTHONHASHSEED="0"), capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{name}: valgrind failed: {proc.stderr[-1500:]}")
+    parts, _ = cg_parts(f"{out_dir}/{name}.*")  # part 2: the short segment, part 3: the long one
+    return (parts[3] - parts[2]) / (LONG - SHORT)
 
 
 def main(argv: list[str]) -> int:
@@ -80,6 +75,9 @@ def main(argv: list[str]) -> int:
     unknown = [a for a in argv if a not in READS]
     if unknown:
         print(f"unknown read(s) {unknown}; valid: {sorted(READS)}", file=sys.stderr)
+        return 2
+    if shutil.which("valgrind") is None:
+        print("valgrind not found (apt-get install -y valgrind)", file=sys.stderr)
         return 2
     names = argv or [n for n in READS if n != "empty"]
     with tempfile.TemporaryDirectory() as out_dir:
