@@ -8,6 +8,7 @@ import torch
 from trainmeter.core.clock import FakeClock
 from trainmeter.extensions import make_monitor
 from trainmeter.optim.extension import OptimExtension
+from trainmeter.optim.grad_norm import CLIP_SOURCE
 from trainmeter.options import make_options
 from trainmeter.record.runlog import read_events
 from trainmeter.taps.extension import Taps
@@ -102,4 +103,4 @@ def test_lightning_gradient_clipping_gives_its_grad_norm(run_root, tmp_path):
     assert [v for _, v in _points(m, "grad_norm")] == pytest.approx(seen, rel=1e-6)
     assert [v for _, v in _points(m, "lr")] == pytest.approx(module.lrs, rel=1e-12)
     assert len(set(module.lrs)) == 5  # the schedule moved every step
-    assert ext.passport_section()["grad_norm"]["source"] == "return value of the loop's clip_grad_norm_"
+    assert ext.passport_section()["grad_norm"]["source"] == CLIP_SOURCE

@@ -101,3 +101,59 @@ def test_remove_restores_torch_and_is_idempotent():
     tap.remove()
     assert (torch.nn.utils.clip_grad_norm_, torch.nn.utils.clip_grad.clip_grad_norm_,
             torch.nn.utils.clip_grad_value_, torch.nn.utils.clip_grad.clip_grad_value_) == before
+
+
+def test_the_two_step_form_keeps_the_total_norm_it_was_handed():
+    tap = ClipTap()
+    tap.install(torch)
+    try:
+        params = [_param()]
+        total = torch.nn.utils.get_total_norm([p.grad for p in params])
+        torch.nn.utils.clip_grads_with_norm_(params, 1.0, total)
+        assert tap.pending is total and float(total) == pytest.approx(6.0) and tap.norm_calls == 1
+        assert float(params[0].grad.norm()) == pytest.approx(1.0, rel=1e-5)  # the clip itself still happened
+        torch.nn.utils.clip_grads_with_norm_(params, max_norm=1.0, total_norm=torch.tensor(2.5))
+        assert float(tap.pending) == 2.5 and tap.norm_calls == 2
+    finally:
+        tap.remove()
+
+
+def test_torch_s_own_clip_grad_norm_is_one_call_not_two():
+    tap = ClipTap()
+    tap.install(torch)
+    try:
+        returned = torch.nn.utils.clip_grad_norm_([_param()], 1.0)
+        assert tap.norm_calls == 1 and tap.pending is returned
+    finally:
+        tap.remove()
+
+
+def test_an_accelerator_imported_during_the_run_gives_its_norm_once_also_with_an_infinite_limit(monkeypatch):
+    import sys
+    import types
+
+    class Accelerator:  # stands for accelerate 1.x: the two-step form, no clip with an infinite limit
+        def clip_grad_norm_(self, parameters, max_norm, norm_type=2):
+            params = list(parameters)
+            total = torch.nn.utils.get_total_norm([p.grad for p in params], norm_type)
+            if max_norm != float("inf"):
+                torch.nn.utils.clip_grads_with_norm_(params, max_norm, total)
+            return total
+
+    original = Accelerator.clip_grad_norm_
+    monkeypatch.delitem(sys.modules, "accelerate.accelerator", raising=False)
+    tap = ClipTap()
+    tap.install(torch)
+    try:
+        module = types.ModuleType("accelerate.accelerator")
+        module.Accelerator = Accelerator
+        tap._wrap_accelerate(module)  # what the import hook calls once the module is imported
+        assert "accelerate.Accelerator.clip_grad_norm_" in tap.wrapped
+        norm = Accelerator().clip_grad_norm_([_param()], 1.0)
+        assert tap.norm_calls == 1 and tap.pending is norm
+        norm = Accelerator().clip_grad_norm_([_param(grad=1.0)], float("inf"))
+        assert tap.norm_calls == 2 and tap.pending is norm and float(norm) == pytest.approx(2.0)
+    finally:
+        tap.remove()
+    assert Accelerator.clip_grad_norm_ is original
+    assert torch.nn.utils.clip_grads_with_norm_ is torch.nn.utils.clip_grad._clip_grads_with_norm_  # torch's own again

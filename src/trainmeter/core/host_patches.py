@@ -91,10 +91,13 @@ PATCHES: tuple[HostPatch, ...] = (
               uninstall="the originals are put back at the run's end",
               sites=("core/probes.py:torch.compile", "core/compile_watch.py:owner.__init__"),
               private=("torch._dynamo.eval_frame.OptimizedModule",)),
-    HostPatch(key="clip-grad", touches="torch.nn.utils.clip_grad_norm_/clip_grad_value_ and FSDP's clip_grad_norm_ "
-              "(the gradient norm the loop computed)", uninstall="the originals are put back at the run's end",
+    HostPatch(key="clip-grad", touches="torch.nn.utils.clip_grad_norm_/clip_grad_value_/clip_grads_with_norm_, "
+              "FSDP's and accelerate's clip_grad_norm_ (the gradient norm the loop computed)",
+              uninstall="the originals are put back and the import hook removed at the run's end",
               sites=("optim/grad_norm.py:owner.clip_grad_norm_", "optim/grad_norm.py:owner.clip_grad_value_",
-                     "optim/grad_norm.py:fsdp_class.clip_grad_norm_"),
+                     "optim/grad_norm.py:torch.nn.utils.clip_grads_with_norm_",
+                     "optim/grad_norm.py:fsdp_class.clip_grad_norm_",
+                     "optim/grad_norm.py:accelerator.clip_grad_norm_"),
               private=("torch.nn.utils.clip_grad.clip_grad_norm_",),
               fallback="torch.nn.utils.clip_grad_norm_ is wrapped alone"),
     HostPatch(key="time-split", touches="the DataLoader iterator's __next__, torch.nn.Module.train, torch.save and "

@@ -9,7 +9,7 @@ first counted step. Series ``lr`` and, when the groups differ, ``lr/<group>``
 (:mod:`trainmeter.optim.lr`). A manual change of ``group["lr"]`` is seen at the
 next read like a scheduler's.
 
-**Gradient norm.** The value the loop's ``clip_grad_norm_`` returned since the
+**Gradient norm.** The norm the loop's clip-by-norm call computed since the
 previous step (before ``optimizer.step()``, or inside its closure as Lightning
 does; :mod:`trainmeter.optim.grad_norm`), recorded as ``grad_norm`` at this step
 from the same ``on_step`` through ``monitor.record`` (a CUDA tensor is copied
@@ -52,7 +52,7 @@ from typing import TYPE_CHECKING, Any
 
 from trainmeter.core import host_patches
 from trainmeter.core.extension import ExtensionBase, Report
-from trainmeter.optim.grad_norm import GRAD_NORM_SERIES, ClipTap
+from trainmeter.optim.grad_norm import CLIP_SOURCE, GRAD_NORM_SERIES, ClipTap
 from trainmeter.optim.lr import LR_SERIES, read_lrs
 from trainmeter.optim.smoothing import EMA_BETA, EmaCursor, LossEma
 
@@ -100,7 +100,6 @@ class OptimExtension(ExtensionBase):
         self.rank: int | None = None
         self.ema = LossEma(ema_beta)
         self.clip = ClipTap()
-        self.wrapped: list[str] = []
         self.stride = 1  # the stride in use: the larger of the rate's and the cost's
         self._rate_stride = 1  # from the last report's step rate (max_points_per_s)
         self._read_s: float | None = None  # the cheapest read timed so far (seconds on the run's clock)
@@ -131,7 +130,8 @@ class OptimExtension(ExtensionBase):
         self._watch_steps()
         self.clip.counter = monitor.hot
         try:
-            self.wrapped = self.clip.install(torch) if host_patches.allow("clip-grad", monitor.warn_once) else []
+            if host_patches.allow("clip-grad", monitor.warn_once):
+                self.clip.install(torch)
         except Exception as exc:
             self.clip.remove()
             monitor.warn_once("optim-clip", f"gradient norm capture disabled: {exc!r}")
@@ -303,7 +303,7 @@ class OptimExtension(ExtensionBase):
         lr_names = self._lr_names()
         grad_source = None
         if self.clip.norm_calls:
-            grad_source = "return value of the loop's clip_grad_norm_"
+            grad_source = CLIP_SOURCE
         elif any(name in series for name in (GRAD_NORM_SERIES, *GRAD_NORM_ALIASES)):
             grad_source = "logged by the training framework (taps)"
         return {
@@ -315,7 +315,7 @@ class OptimExtension(ExtensionBase):
             "grad_norm": {"series": GRAD_NORM_SERIES if GRAD_NORM_SERIES in series else None,
                           "source": grad_source, "clip_norm_calls": self.clip.norm_calls,
                           "clip_value_calls": self.clip.value_calls, "missing": self.grad_norm_missing(),
-                          "patched": list(self.wrapped)},
+                          "patched": list(self.clip.wrapped)},
             "sample_every_steps": self.stride,
             "max_points_per_s": self._max_points_per_s,
             "loss_ema": {"value": self.ema.value, "beta": self.ema.beta, "steps": self.ema.count},
@@ -351,7 +351,7 @@ class OptimExtension(ExtensionBase):
              "note": f"param_groups at the optimizer's step, {every}" if lr is not None
              else (self.reason or "no optimizer step yet")},
             {"label": "gradient norm", "value": grad, "unit": "", "provenance": "measured",
-             "note": f"returned by the loop's clip_grad_norm_, {every}" if grad is not None
+             "note": f"{CLIP_SOURCE}, {every}" if grad is not None
              else self.grad_norm_missing()},
         ]
         ema = self.ema.value

@@ -10,11 +10,17 @@ to note that the loop clips by value, which computes no norm. FSDP's
 norm (``fully_shard`` parameters: a DTensor replicated on every rank) is read through
 its local tensor, with no collective; a partial or sharded DTensor norm is not read.
 
-Hugging Face ``Trainer`` (through ``Accelerator.clip_grad_norm_``) and Lightning
-(``gradient_clip_val``, through its precision plugin) call
-``torch.nn.utils.clip_grad_norm_`` by attribute, so their norms arrive here. A
-loop that bound the function before the run (``from torch.nn.utils import
-clip_grad_norm_`` in an earlier cell) is not seen.
+torch's two-step form, ``get_total_norm`` then ``clip_grads_with_norm_(parameters,
+max_norm, total_norm)`` (pipeline parallelism's, and accelerate's since 1.x when
+``torch.distributed`` is available), is seen at ``torch.nn.utils.clip_grads_with_norm_``: the
+``total_norm`` it is given is the norm. ``Accelerator.clip_grad_norm_`` is wrapped too (when
+``accelerate.accelerator`` is imported, before the run or during it): its return value is the
+norm also when nothing is clipped (an infinite limit, Hugging Face ``Trainer`` with
+``max_grad_norm=0``). Nested calls (accelerate's over torch's, FSDP's over its own) are one
+call: only the outermost is counted and kept. Lightning (``gradient_clip_val``, through its
+precision plugin) calls ``torch.nn.utils.clip_grad_norm_`` by attribute. A loop that bound
+a function before the run (``from torch.nn.utils import clip_grad_norm_`` in an earlier
+cell) is not seen.
 
 trainmeter never computes a norm itself (that would add device work). Training
 thread only (the :class:`~trainmeter.core.patches.Gate` skips other threads).
@@ -26,9 +32,11 @@ import functools
 import sys
 from typing import Any
 
-from trainmeter.core.patches import Gate, Patches
+from trainmeter.core.patches import Gate, Patches, PostImportHooks
 
 GRAD_NORM_SERIES = "grad_norm"
+ACCELERATE_MODULE = "accelerate.accelerator"
+CLIP_SOURCE = "the norm the loop's clip-by-norm call computed (clip_grad_norm_, clip_grads_with_norm_ or accelerate's)"
 REASON_NO_CLIP = ("the loop did not call torch.nn.utils.clip_grad_norm_ (clip by norm to record it; "
                   "trainmeter never computes the norm itself: that would add device work)")
 REASON_BY_VALUE = "the loop clips by value (clip_grad_value_), which computes no norm"
@@ -73,13 +81,16 @@ class ClipTap:
         self.skipped = 0
         self._gate = Gate()
         self._patches = Patches()
+        self._hooks: PostImportHooks | None = None
         self._tensor_type: Any = None
+        self.wrapped: list[str] = []
 
     def install(self, torch: Any) -> list[str]:
-        """Wrap the clipping functions of ``torch``; return what was wrapped."""
+        """Wrap the clipping functions of ``torch`` (and accelerate's, now or at its import); return what was
+        wrapped at once (:attr:`wrapped` also lists a later import's)."""
         self._tensor_type = torch.Tensor
         self._gate.open()
-        wrapped: list[str] = []
+        wrapped = self.wrapped
         clip_module = getattr(torch.nn.utils, "clip_grad", None)
         for owner, label in ((clip_module, "torch.nn.utils.clip_grad"), (torch.nn.utils, "torch.nn.utils")):
             if owner is None:
@@ -88,15 +99,30 @@ class ClipTap:
                 wrapped.append(f"{label}.clip_grad_norm_")
             if self._patches.wrap(owner, "clip_grad_value_", self._wrap_value):
                 wrapped.append(f"{label}.clip_grad_value_")
+        # the public alias only: torch's own clip_grad_norm_ calls the private _clip_grads_with_norm_
+        if self._patches.wrap(torch.nn.utils, "clip_grads_with_norm_", self._wrap_with_norm):
+            wrapped.append("torch.nn.utils.clip_grads_with_norm_")
         fsdp = sys.modules.get("torch.distributed.fsdp")
         fsdp_class = getattr(fsdp, "FullyShardedDataParallel", None)
         if isinstance(fsdp_class, type) and self._patches.wrap(fsdp_class, "clip_grad_norm_", self._wrap_norm):
             wrapped.append("torch.distributed.fsdp.FullyShardedDataParallel.clip_grad_norm_")
-        return wrapped
+        self._hooks = PostImportHooks({ACCELERATE_MODULE: self._wrap_accelerate})
+        self._hooks.install()
+        return list(wrapped)
+
+    def _wrap_accelerate(self, module: Any) -> None:
+        """``Accelerator.clip_grad_norm_``, at install or right after accelerate's import (any thread: quick)."""
+        accelerator = getattr(module, "Accelerator", None)
+        if self._gate.active and isinstance(accelerator, type) and self._patches.wrap(
+                accelerator, "clip_grad_norm_", self._wrap_norm):
+            self.wrapped.append("accelerate.Accelerator.clip_grad_norm_")
 
     def remove(self) -> None:
         """Put the originals back (where our wrapper is still in place). Idempotent."""
         self._gate.close()
+        if self._hooks is not None:
+            self._hooks.remove()
+            self._hooks = None
         self._patches.restore_all()
         self.pending = None
 
@@ -125,22 +151,47 @@ class ClipTap:
         else:
             self.skipped += 1
 
+    def _note_norm(self, norm: Any) -> None:
+        """A clip-by-norm call returned on the training thread: count it and keep ``norm`` (outermost call only)."""
+        try:
+            self.norm_calls += 1
+            self._keep(norm)
+        except Exception:
+            pass
+
     def _wrap_norm(self, original: Any) -> Any:
+        """A clipping call that returns the total norm (torch's, FSDP's, accelerate's)."""
         tap = self
         gate = self._gate
 
         @functools.wraps(original)
         def clip_grad_norm_(*args: Any, **kwargs: Any) -> Any:
-            result = original(*args, **kwargs)
-            if gate.here():
-                try:
-                    tap.norm_calls += 1
-                    tap._keep(result)  # the outermost call (FSDP's, accelerate's) returns last and wins
-                except Exception:
-                    pass
+            if not gate.here():
+                return original(*args, **kwargs)
+            gate.depth += 1
+            try:
+                result = original(*args, **kwargs)
+            finally:
+                gate.depth -= 1
+            if not gate.depth:
+                tap._note_norm(result)
             return result
 
         return clip_grad_norm_
+
+    def _wrap_with_norm(self, original: Any) -> Any:
+        """``clip_grads_with_norm_(parameters, max_norm, total_norm, foreach=None)``: the norm is its argument."""
+        tap = self
+        gate = self._gate
+
+        @functools.wraps(original)
+        def clip_grads_with_norm_(*args: Any, **kwargs: Any) -> Any:
+            result = original(*args, **kwargs)
+            if gate.here() and not gate.depth:
+                tap._note_norm(args[2] if len(args) > 2 else kwargs.get("total_norm"))
+            return result
+
+        return clip_grads_with_norm_
 
     def _wrap_value(self, original: Any) -> Any:
         tap = self
