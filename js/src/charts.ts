@@ -87,7 +87,11 @@ export function createChartPanel(
   const el = h("div", "tm-panel tm-chart");
   el.dataset.tmChart = spec.id;
   el.dataset.tmPoints = "0";
-  const title = h("h3", "tm-panel-title");
+  // a div, not an h3: inside the host's rendered HTML (the live view mounted in the static copy) an h3 takes the
+  // host's heading margins and line height, and the panel would change height when the run ends
+  const title = h("div", "tm-panel-title");
+  title.setAttribute("role", "heading");
+  title.setAttribute("aria-level", "3");
   const titleText = h("span", "", spec.title);
   title.append(titleText);
   const view: ChartView = { logY: Boolean(spec.log_y), smoothed: true };
