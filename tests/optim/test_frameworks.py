@@ -62,6 +62,37 @@ def test_hf_trainer_grad_norm_and_lr_are_the_ones_it_logs(run_root, tmp_path):
     assert ext.passport_section()["grad_norm"]["missing"] is None
 
 
+def test_hf_trainer_without_clipping_still_gives_the_norm_it_asks_for_with_an_infinite_limit(run_root, tmp_path):
+    transformers = pytest.importorskip("transformers")
+    config = transformers.GPT2Config(vocab_size=64, n_positions=16, n_embd=16, n_layer=1, n_head=2)
+    torch.manual_seed(0)
+    model = transformers.GPT2LMHeadModel(config)
+    data = [{"input_ids": torch.randint(0, 64, (8,)), "labels": torch.randint(0, 64, (8,))} for _ in range(8)]
+    args = transformers.TrainingArguments(
+        output_dir=str(tmp_path / "out"), max_steps=4, logging_steps=1, max_grad_norm=0.0, report_to=[],
+        per_device_train_batch_size=2, save_strategy="no", use_cpu=True, disable_tqdm=True,
+        dataloader_num_workers=0)
+    logged: dict[int, float] = {}
+
+    class Keep(transformers.TrainerCallback):
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            if logs and "grad_norm" in logs:
+                logged[state.global_step] = logs["grad_norm"]
+
+    ext = OptimExtension(environ={})
+    m = _monitor(run_root, ext).start()
+    transformers.Trainer(model=model, args=args, train_dataset=data, callbacks=[Keep()]).train()
+    m.finish("completed")
+    norms = _points(m, "grad_norm")
+    assert sorted(logged) == [1, 2, 3, 4]
+    assert [s for s, _ in norms if s not in logged] == []
+    assert sorted({s for s, _ in norms}) == [1, 2, 3, 4]  # one norm per step, nothing was clipped
+    for step, value in norms:
+        assert value == pytest.approx(logged[step], rel=1e-6)
+    section = ext.passport_section()["grad_norm"]
+    assert section["missing"] is None and section["clip_norm_calls"] == 4
+
+
 def test_lightning_gradient_clipping_gives_its_grad_norm(run_root, tmp_path):
     pl = pytest.importorskip("lightning.pytorch")
     from torch.utils.data import DataLoader, TensorDataset
