@@ -29,12 +29,18 @@ def _monitor(run_root, ext):
                         extensions=[Taps(), ext])
 
 
-def test_hf_trainer_grad_norm_and_lr_are_the_ones_it_logs(run_root, tmp_path):
-    transformers = pytest.importorskip("transformers")
+def _tiny_gpt2(transformers, samples):
+    """A one-layer GPT-2 from a config (nothing downloaded) and ``samples`` rows of 8 tokens."""
     config = transformers.GPT2Config(vocab_size=64, n_positions=16, n_embd=16, n_layer=1, n_head=2)
     torch.manual_seed(0)
     model = transformers.GPT2LMHeadModel(config)
-    data = [{"input_ids": torch.randint(0, 64, (8,)), "labels": torch.randint(0, 64, (8,))} for _ in range(16)]
+    return model, [{"input_ids": torch.randint(0, 64, (8,)), "labels": torch.randint(0, 64, (8,))}
+                   for _ in range(samples)]
+
+
+def test_hf_trainer_grad_norm_and_lr_are_the_ones_it_logs(run_root, tmp_path):
+    transformers = pytest.importorskip("transformers")
+    model, data = _tiny_gpt2(transformers, 16)
     args = transformers.TrainingArguments(
         output_dir=str(tmp_path / "out"), max_steps=6, logging_steps=2, max_grad_norm=1.0, learning_rate=1e-3,
         lr_scheduler_type="cosine", per_device_train_batch_size=2, report_to=[], save_strategy="no",
@@ -64,10 +70,7 @@ def test_hf_trainer_grad_norm_and_lr_are_the_ones_it_logs(run_root, tmp_path):
 
 def test_hf_trainer_without_clipping_still_gives_the_norm_it_asks_for_with_an_infinite_limit(run_root, tmp_path):
     transformers = pytest.importorskip("transformers")
-    config = transformers.GPT2Config(vocab_size=64, n_positions=16, n_embd=16, n_layer=1, n_head=2)
-    torch.manual_seed(0)
-    model = transformers.GPT2LMHeadModel(config)
-    data = [{"input_ids": torch.randint(0, 64, (8,)), "labels": torch.randint(0, 64, (8,))} for _ in range(8)]
+    model, data = _tiny_gpt2(transformers, 8)
     args = transformers.TrainingArguments(
         output_dir=str(tmp_path / "out"), max_steps=4, logging_steps=1, max_grad_norm=0.0, report_to=[],
         per_device_train_batch_size=2, save_strategy="no", use_cpu=True, disable_tqdm=True,
