@@ -12,6 +12,7 @@ import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 from trainmeter.core.clock import FakeClock  # noqa: E402
+from trainmeter.core.discovery import DISCOVERY_STEPS  # noqa: E402
 from trainmeter.core.monitor import MonitorWarning  # noqa: E402
 from trainmeter.extensions import make_monitor  # noqa: E402
 from trainmeter.options import make_options  # noqa: E402
@@ -76,6 +77,41 @@ def test_three_models_in_three_threads_are_counted_exactly_each_in_its_own_lane(
     assert [lane["steps"] for lane in passport["lanes"]] == [60, 60, 60]
     assert "| lane | thread |" in (m.run_dir / "passport.md").read_text()
     assert sum("several threads" in w for w in m.warnings) == 1
+
+
+def test_a_thread_that_starts_many_steps_after_the_first_still_has_its_samples_counted(tmp_path):
+    # the GIL's switch interval (5 ms) lets the first thread run tens of tiny steps before another runs at all
+    clock = FakeClock(0.0)
+    m = _started(tmp_path, clock)
+    pairs = [_model(k) for k in range(2)]
+    first_done = threading.Event()
+
+    def work(k: int) -> None:
+        if k == 1:
+            first_done.wait(60)
+        for _ in range(4 * DISCOVERY_STEPS):
+            _step(*pairs[k])
+            if k == 0:
+                clock.advance(0.001)
+        first_done.set()
+
+    with pytest.warns(MonitorWarning, match="several threads"):
+        _in_threads(work, n=2)
+    m.finish("completed")
+    assert m.steps == 8 * DISCOVERY_STEPS and m.tokens == 8 * DISCOVERY_STEPS * BATCH
+    assert [lane.tokens for lane in m.lane_records()] == [4 * DISCOVERY_STEPS * BATCH] * 2
+
+
+def test_another_optimizers_model_left_uncalled_is_unwatched_once_the_keep_time_has_passed(tmp_path):
+    clock = FakeClock(0.0)
+    m = _started(tmp_path, clock)
+    (model, opt), (other, _other_opt) = _model(0), _model(1)
+    for _ in range(3 * DISCOVERY_STEPS):
+        _step(model, opt)
+        clock.advance(1.0)  # 60 s in all, past KEEP_OTHERS_S
+    probes = m.probes
+    assert id(other) not in probes._candidates and id(model) in probes._candidates
+    m.finish("completed")
 
 
 def test_one_training_thread_is_one_lane_and_keeps_the_fast_path(tmp_path):

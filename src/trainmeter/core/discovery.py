@@ -18,6 +18,9 @@ MAX_ATTRS = 256
 MAX_NAMES = 4096  # names looked at per namespace (a long notebook's user namespace)
 _PLAIN = (str, bytes, int, float, bool, type(None))
 DISCOVERY_STEPS = 20
+# how long (run clock) another optimizer's models stay watched for a thread that has not trained yet: the GIL's switch
+# interval lets the first thread run tens of short steps before another runs at all (docs/spec.md section 2, "Threads")
+KEEP_OTHERS_S = 10.0
 
 
 def _is_lightning_module(module: Any) -> bool:
@@ -73,6 +76,7 @@ class Discovery:
     """
 
     _candidates: dict[int, _Candidate]
+    _keep_others_until_s: float
     params: dict[str, Any]
     seq_weights: Any
 
@@ -248,10 +252,14 @@ class Discovery:
         if self._compiling or self._threaded:  # several threads: the other lanes' models stay watched
             return
         root_id = self._root_id
-        kept = self._other_optimizers_modules() if not final else set()
+        now_s = self.hot.now()
+        if not final:
+            self._keep_others_until_s = now_s + KEEP_OTHERS_S
+        kept = self._other_optimizers_modules() if not final or now_s < self._keep_others_until_s else set()
         for key in [k for k in self._candidates if k != root_id and k not in kept]:
             del self._candidates[key]
-        if kept:  # models of optimizers another thread may step (docs/spec.md section 2, "Threads"): for a while
+        if kept:  # models of optimizers another thread may step (docs/spec.md section 2, "Threads"): for
+            # DISCOVERY_STEPS steps and KEEP_OTHERS_S seconds at least, looked at again every DISCOVERY_STEPS steps
             self._monitor.at_step(self.hot.steps + DISCOVERY_STEPS, lambda: self._drop_others(final=True))
         for cls, attr in list(self._patched_classes):
             if attr == "__call__":

@@ -141,6 +141,7 @@ class TorchProbes(Discovery, CompileWatch, Wrappers, RootCalls, LossCapture, Opt
         self._root: weakref.ReferenceType[Any] | None = None
         self._declared: weakref.ReferenceType[Any] | None = None  # tm.monitor(model=...)
         self._root_id = 0
+        self._keep_others_until_s = 0.0  # another optimizer's models stay watched until then (core/discovery.py)
         self._primary_last_event = 0
         self._events = 0
         self._created: dict[int, tuple[weakref.ReferenceType[Any], int]] = {}  # optimizer id -> (ref, event)
