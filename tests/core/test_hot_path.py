@@ -41,8 +41,8 @@ MAX_C_CALLS_PER_STEP = 7
 # at the step (docs/spec.md section 2; every step for the first 100 steps, as here, then sampled by the
 # read's cost and <= 100 points/s): its on_step, its _read and the lr Series.append (3 list appends, a len
 # and a dict.get: the group count and the series; the clock read that times it and a max: its stride). The
-# overhead wing times 1 step in 64 (its wrapper, its unwrap, Monitor.at_step re-arming it; that step takes the
-# probes' general path, _on_step and Monitor.on_step_read, 24 calls in all): amortized below.
+# overhead wing times 1 step in 64 or more (its wrapper, its unwrap, its next stride, Monitor.at_step re-arming
+# it; that step takes the probes' general path, _on_step and Monitor.on_step_read, 25 calls in all): amortized below.
 EXTENSION_PY_CALLS_PER_STEP = 3 + 0.4
 EXTENSION_C_CALLS_PER_STEP = 7 + 0.25
 # The only extension code that runs on steady-state steps, and at most how often (calls per step).
@@ -53,6 +53,7 @@ EXTENSION_CALLS_PER_STEP = {
     "overhead/extension.py:timed": 2 / 64,  # its two wrappers made when armed
     "overhead/extension.py:_arm": 1 / 64,
     "overhead/extension.py:_unwrap": 1 / 64,
+    "overhead/extension.py:_next_every": 1 / 64,  # the stride to the next timed step (64 at least)
 }
 
 def _loop(kind: str):

@@ -12,7 +12,7 @@ from trainmeter.core.clock import FakeClock
 from trainmeter.extensions import default_extensions, make_monitor
 from trainmeter.host.extension import NodeSampler
 from trainmeter.options import make_options
-from trainmeter.overhead.extension import SAMPLE_EVERY, Overhead
+from trainmeter.overhead.extension import MAX_SAMPLE_EVERY, SAMPLE_EVERY, TIMED_SHARE, Overhead
 
 
 class Ticks:
@@ -46,6 +46,40 @@ def test_on_step_is_timed_on_one_step_in_sample_every_and_unwrapped_at_the_end(t
     assert p["on_step_us"] == pytest.approx(5.0)  # one tick between the two reads of each timed step
     assert p["run_log_bytes"] > 0 and p["browser_bytes"] is None
     assert p["reporting_share"] is not None
+
+
+def test_short_steps_are_timed_less_often_until_the_timing_costs_its_share_of_a_step(tmp_path) -> None:
+    clock = FakeClock()
+    ext = Overhead(perf_counter=Ticks())  # each timed on_step: 5 us
+    m = make_monitor(make_options(run_dir=tmp_path, interval_s=3600), clock=clock, text=False, probes=False,
+                     extensions=[ext]).start()
+    timed_at = []
+    for step in range(1, 8001):
+        clock.advance(200e-6)  # 200 us steps: 5 us / (1e-4 x 200 us) = 250 steps from one timed step to the next
+        if "on_step" in vars(m):
+            timed_at.append(step)
+        m.on_step(8)
+    assert timed_at[:2] == [SAMPLE_EVERY, 2 * SAMPLE_EVERY]  # the first stride is the least one
+    every = round(5e-6 / (TIMED_SHARE * 200e-6))
+    gaps = [b - a for a, b in zip(timed_at[1:], timed_at[2:], strict=False)]
+    assert len(gaps) > 20 and set(gaps) <= {every, every + 1}  # ceil of a float sum: 250 or 251
+    assert m.steps == 8000 and m.tokens == 8 * 8000
+    m.finish("completed")
+    p = json.loads((m.run_dir / "passport.json").read_text())["overhead"]
+    assert p["sample_every"] in (every, every + 1) and p["on_step_samples"] == len(timed_at)
+
+
+def test_the_stride_stays_within_its_bounds(tmp_path) -> None:
+    for step_s, want in ((1.0, SAMPLE_EVERY), (1e-9, MAX_SAMPLE_EVERY)):
+        clock = FakeClock()
+        ext = Overhead(perf_counter=Ticks())
+        m = make_monitor(make_options(run_dir=tmp_path / str(step_s), interval_s=3600), clock=clock, text=False,
+                         probes=False, extensions=[ext]).start()
+        for _ in range(4 * MAX_SAMPLE_EVERY):
+            clock.advance(step_s)
+            m.on_step(1)
+        assert ext.every == want
+        m.finish("completed")
 
 
 def test_trainmeter_threads_cpu_is_read_per_thread(tmp_path) -> None:

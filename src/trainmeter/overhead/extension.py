@@ -1,9 +1,10 @@
 """The monitor's own cost (name ``overhead``): the number to quote when asked whether monitoring slowed the run.
 
 - ``on_step_us``: wall microseconds of the monitor's per-step bookkeeping (``Monitor.on_step``),
-  timed on 1 step in :data:`SAMPLE_EVERY` (never every step), steps that ran a report left out
-  (reports are counted in ``reporting_s``). The torch hooks' own Python frames around it are
-  not included.
+  timed on 1 step in k (never every step), steps that ran a report left out (reports are counted
+  in ``reporting_s``). k is at least :data:`SAMPLE_EVERY` and grows until the timed steps' bookkeeping
+  is at most :data:`TIMED_SHARE` of the steps' time (a timed step takes the probes' general path),
+  at most :data:`MAX_SAMPLE_EVERY`. The torch hooks' own Python frames around it are not included.
 - ``reporting_s`` / ``reporting_share``: the ``reporting`` phase (reports, text line, run log on
   the training thread) and its share of the session.
 - ``threads``: CPU seconds of trainmeter's own threads (names starting ``trainmeter-``: GPU
@@ -19,6 +20,7 @@ Thread safety: training thread only, except ``panels`` which reads one dict refe
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from typing import TYPE_CHECKING, Any
@@ -28,7 +30,9 @@ from trainmeter.core.extension import ExtensionBase, Report
 if TYPE_CHECKING:
     from trainmeter.core.monitor import Monitor
 
-SAMPLE_EVERY = 64
+SAMPLE_EVERY = 64  # the fewest steps between two timed ones
+MAX_SAMPLE_EVERY = 4096  # the most
+TIMED_SHARE = 1e-4  # the timed steps' bookkeeping, spread over the steps between them: at most this share of a step
 THREAD_PREFIX = "trainmeter"
 
 
@@ -52,11 +56,13 @@ class Overhead(ExtensionBase):
         self._t0 = 0.0
         self._t1: float | None = None
         self._read: Any = None  # the step_read the timed wrapper is over, while armed
+        self.every = SAMPLE_EVERY  # steps from one timed step to the next (the stride in use)
+        self._span_from: tuple[int, float] | None = None  # (steps, run clock) at the last timed step
         self._thread_cpu: dict[int, tuple[str, float]] = {}
         self._figures: dict[str, Any] = {}
 
     def start(self, monitor: Monitor) -> None:
-        """Time the monitor's ``on_step`` on 1 step in ``SAMPLE_EVERY`` (a wrapper put on for that step only)."""
+        """Time the monitor's ``on_step`` on 1 step in :attr:`every` (a wrapper put on for that step only)."""
         self._m = monitor
         self._t0 = self._now()
         monitor.at_step(SAMPLE_EVERY - 1, self._arm)
@@ -64,8 +70,8 @@ class Overhead(ExtensionBase):
     def _arm(self) -> None:
         """Put the timed wrapper over ``on_step`` for the next step only (no code on the other steps).
 
-        Runs from ``Monitor.at_step`` after step ``k * SAMPLE_EVERY - 1``; the wrapper times step
-        ``k * SAMPLE_EVERY``, takes itself off and arms again ``SAMPLE_EVERY - 1`` steps later.
+        Runs from ``Monitor.at_step`` the step before the one to time; the wrapper times that step, takes
+        itself off and arms again :attr:`every` - 1 steps later (:meth:`_next_every`).
         """
         monitor = self._m
         if monitor is None or self._t1 is not None:
@@ -85,7 +91,8 @@ class Overhead(ExtensionBase):
                     self._timed_s += now() - t0
                     self._timed += 1
                 if self._t1 is None:
-                    monitor.at_step(monitor.hot.steps + SAMPLE_EVERY - 1, self._arm)
+                    self.every = self._next_every()
+                    monitor.at_step(monitor.hot.steps + self.every - 1, self._arm)
 
             return step
 
@@ -94,6 +101,18 @@ class Overhead(ExtensionBase):
         monitor.on_step = timed(monitor.on_step)  # type: ignore[method-assign]
         hot.step_read = timed(read)
         hot.steady = False  # the probes' step hook takes its general path, which calls hot.step_read, for one step
+
+    def _next_every(self) -> int:
+        """The stride to the next timed step: its bookkeeping (the mean timed ``on_step``) over that many steps at the
+        mean step time since the last timed step (the run's clock) is at most ``TIMED_SHARE`` of a step."""
+        hot = self._m.hot  # type: ignore[union-attr]
+        steps, now_s = hot.steps, hot.now()
+        last, self._span_from = self._span_from, (steps, now_s)
+        if last is None or not self._timed or steps <= last[0] or now_s <= last[1]:
+            return SAMPLE_EVERY
+        step_s = (now_s - last[1]) / (steps - last[0])
+        every = math.ceil(self._timed_s / self._timed / (TIMED_SHARE * step_s))
+        return min(MAX_SAMPLE_EVERY, max(SAMPLE_EVERY, every))
 
     def _unwrap(self) -> None:
         m, read, self._read = self._m, self._read, None
@@ -141,7 +160,7 @@ class Overhead(ExtensionBase):
                 log_bytes = None
         return {
             "on_step_us": self._timed_s / self._timed * 1e6 if self._timed else None,
-            "on_step_samples": self._timed, "sample_every": SAMPLE_EVERY,
+            "on_step_samples": self._timed, "sample_every": self.every,
             "reporting_s": reporting_s, "reporting_share": reporting_s / elapsed_s if elapsed_s > 0 else None,
             "threads": {"cpu_s": cpu_s if have_cpu else None,
                         "share_of_one_core": cpu_s / wall_s if have_cpu and wall_s > 0 else None,
@@ -175,7 +194,8 @@ class Overhead(ExtensionBase):
         f = self._figures or {}  # before the first report: the rows without values (the panel keeps its place)
         threads = f.get("threads") or {}
         rows = [
-            {"label": f"on_step (us, 1 in {SAMPLE_EVERY} steps)", "value": f.get("on_step_us"), "unit": "",
+            {"label": f"on_step (us, 1 in {f.get('sample_every', self.every)} steps)", "value": f.get("on_step_us"),
+             "unit": "",
              "provenance": "measured"},
             {"label": "reporting share of session", "value": f.get("reporting_share"), "unit": "fraction",
              "provenance": "measured"},
