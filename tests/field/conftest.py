@@ -17,7 +17,8 @@ from typing import Any
 
 import pytest
 
-SLEEP_TOLERANCE = 0.10  # eval and checkpoint seconds within 10% of the injected sleeps
+SLEEP_TOLERANCE = 0.10  # eval and checkpoint seconds within 10% of the injected sleeps ...
+SLEEP_SLACK_S = 0.3  # ... or 0.3 s, the larger
 
 
 class Sleeper:
@@ -47,8 +48,10 @@ def logged(m: Any, name: str) -> list[tuple[int, float]]:
 
 
 def within(measured: float, injected: float) -> bool:
-    """``injected <= measured <= injected * 1.1``: the sleep, plus at most 10% of other work."""
-    return injected <= measured <= injected * (1 + SLEEP_TOLERANCE)
+    """``injected <= measured <= injected + max(10% of it, 0.3 s)``: the sleeps, plus the framework's own eval or save
+    work, which a busy machine stretches (a tiny Keras model's two saves took 0.19 s beside two callgrind runs). The
+    slack stays under every injected sleep (0.4 s at least), so one sleep lost or swallowed from another span fails."""
+    return injected <= measured <= injected + max(SLEEP_TOLERANCE * injected, SLEEP_SLACK_S)
 
 
 def _shape(text: str) -> set[str]:
