@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -53,3 +55,57 @@ def test_the_root_is_the_outermost_module_called_that_holds_the_parameters(tmp_p
         m.finish("completed")
     assert m.probes.root_name == "Net" and m.model_ref() is model
     assert m.params["trained"] == sum(p.numel() for p in model.parameters())
+
+
+class _Plain:
+    def __init__(self):
+        self.lr = 0.5
+        self.groups = [1, 2]
+
+
+def _has_dict_object(obj, name):
+    """Whether ``obj``'s attributes (``name`` among them) live in a dict object: CPython 3.11+ keeps them in
+    shared-keys values until ``__dict__`` is asked for."""
+    import gc
+
+    return any(type(ref) is dict and name in ref for ref in gc.get_referents(obj))
+
+
+def test_an_instances_attributes_are_read_without_turning_them_into_a_dict():
+    from trainmeter.core.discovery import _attribute_values
+
+    plain = _Plain()
+    assert _attribute_values(plain) == [0.5, [1, 2]]
+    if sys.version_info >= (3, 11):
+        assert not _has_dict_object(plain, "lr")  # the user's later loads of plain.lr stay specialized
+
+
+def test_an_instance_whose_dict_was_made_and_a_slotted_one_are_read_too():
+    from trainmeter.core.discovery import _attribute_values
+
+    plain = _Plain()
+    vars(plain)  # the user's code made it
+    assert _attribute_values(plain) == [0.5, [1, 2]]
+
+    class Slotted:
+        __slots__ = ("a",)
+
+    assert _attribute_values(Slotted()) == []
+    assert _attribute_values(_Refuses()) == []
+
+
+def test_the_start_finds_an_optimizer_held_by_an_attribute_and_leaves_its_attributes_as_they_were(tmp_path):
+    model = nn.Linear(4, 1)
+    holder = _Plain()
+    holder.opt = torch.optim.SGD(model.parameters(), lr=0.1)  # built in an earlier cell
+    m = make_monitor(make_options(run_dir=tmp_path, interval_s=3600, widget=False), text=False,
+                     extensions=[]).start()
+    try:
+        for _ in range(3):
+            model(torch.ones(2, 4)).sum().backward()
+            holder.opt.step()
+    finally:
+        m.finish("completed")
+    assert m.model_ref() is model and m.hot.steps == 3
+    if sys.version_info >= (3, 11):
+        assert not _has_dict_object(holder, "opt") and not _has_dict_object(holder.opt, "param_groups")

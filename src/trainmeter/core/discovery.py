@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import gc
 import sys
 import weakref
 from types import ModuleType
@@ -21,6 +22,41 @@ DISCOVERY_STEPS = 20
 # how long (run clock) another optimizer's models stay watched for a thread that has not trained yet: the GIL's switch
 # interval lets the first thread run tens of short steps before another runs at all (docs/spec.md section 2, "Threads")
 KEEP_OTHERS_S = 10.0
+
+
+# Py_TPFLAGS_MANAGED_DICT (CPython 3.11 on): the instance keeps its attributes in values of the type's shared keys
+# until something asks for its ``__dict__``, which then becomes a dict object for good (docs/spec.md section 2,
+# "What the start looks at")
+_MANAGED_DICT = 1 << 4 if sys.version_info >= (3, 11) else 0
+
+
+def _attribute_values(value: Any) -> list[Any]:
+    """The values of ``value``'s instance attributes, at most :data:`MAX_ATTRS` (empty when it has none).
+
+    An instance whose attributes are still in the shared-keys values is read through ``gc.get_referents``
+    (its type's traverse, C only, no code of the object's runs), never by asking for ``__dict__``: that
+    would turn them into a dict object for the rest of its life, and on CPython 3.11 every load of its
+    attributes in the user's code (an optimizer's ``param_groups`` in ``zero_grad`` and ``step``) would then
+    miss its specialization at every step. Other objects are read through their ``__dict__``. Never raises
+    (an object without one, or that refuses to be looked at, has none). Training thread.
+    """
+    if type(value).__flags__ & _MANAGED_DICT:
+        found: list[Any] = []
+        cls = type(value)
+        for ref in gc.get_referents(value):
+            if type(ref) is dict:  # the dict once made (or a dict an attribute holds): its values
+                if len(ref) <= MAX_ATTRS:
+                    found.extend(ref.values())
+            elif ref is not cls:
+                found.append(ref)
+        return found[:MAX_ATTRS]
+    try:
+        attrs = object.__getattribute__(value, "__dict__")
+    except Exception:  # no __dict__ (slots), or an object that refuses to be looked at
+        return []
+    if type(attrs) is dict and len(attrs) <= MAX_ATTRS:
+        return list(attrs.values())
+    return []
 
 
 def _is_lightning_module(module: Any) -> bool:
@@ -109,13 +145,11 @@ class Discovery:
                         for item in value[:16]:
                             add(item)
                     elif not isinstance(value, (type, self._module_type, ModuleType)):
-                        attrs = object.__getattribute__(value, "__dict__")
-                        if type(attrs) is dict and len(attrs) <= MAX_ATTRS:
-                            for item in list(attrs.values()):
-                                add(item)
-                                if type(item) in (list, tuple):
-                                    for inner in item[:16]:
-                                        add(inner)
+                        for item in _attribute_values(value):
+                            add(item)
+                            if type(item) in (list, tuple):
+                                for inner in item[:16]:
+                                    add(inner)
                 except Exception:
                     continue  # no __dict__, or an object that refuses to be looked at
         return list(found.values())
