@@ -94,6 +94,30 @@ def test_an_instance_whose_dict_was_made_and_a_slotted_one_are_read_too():
     assert _attribute_values(_Refuses()) == []
 
 
+def test_reading_an_instances_attributes_runs_no_code_of_its_class_or_metaclass():
+    from trainmeter.core.discovery import _attribute_values
+
+    looked_up = []
+
+    class Meta(type):
+        def __getattribute__(cls, name):
+            looked_up.append(name)
+            return super().__getattribute__(name)
+
+    class Watched(metaclass=Meta):
+        def __init__(self):
+            self.model = "m"
+
+        def __getattribute__(self, name):
+            looked_up.append(name)
+            return object.__getattribute__(self, name)
+
+    watched = Watched()
+    looked_up.clear()
+    assert _attribute_values(watched) == ["m"]
+    assert looked_up == []
+
+
 def test_the_start_finds_an_optimizer_held_by_an_attribute_and_leaves_its_attributes_as_they_were(tmp_path):
     model = nn.Linear(4, 1)
     holder = _Plain()

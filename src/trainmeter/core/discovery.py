@@ -28,6 +28,7 @@ KEEP_OTHERS_S = 10.0
 # until something asks for its ``__dict__``, which then becomes a dict object for good (docs/spec.md section 2,
 # "What the start looks at")
 _MANAGED_DICT = 1 << 4 if sys.version_info >= (3, 11) else 0
+_type_flags = type.__dict__["__flags__"].__get__  # a class's flags by the C getter: no metaclass code runs
 
 
 def _attribute_values(value: Any) -> list[Any]:
@@ -40,9 +41,9 @@ def _attribute_values(value: Any) -> list[Any]:
     miss its specialization at every step. Other objects are read through their ``__dict__``. Never raises
     (an object without one, or that refuses to be looked at, has none). Training thread.
     """
-    if type(value).__flags__ & _MANAGED_DICT:
+    cls = type(value)
+    if _type_flags(cls) & _MANAGED_DICT:
         found: list[Any] = []
-        cls = type(value)
         for ref in gc.get_referents(value):
             if type(ref) is dict:  # the dict once made (or a dict an attribute holds): its values
                 if len(ref) <= MAX_ATTRS:
