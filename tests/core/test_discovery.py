@@ -94,6 +94,17 @@ def test_an_instance_whose_dict_was_made_and_a_slotted_one_are_read_too():
     assert _attribute_values(_Refuses()) == []
 
 
+def test_a_container_subclass_gives_its_attributes_not_its_items():
+    from trainmeter.core.discovery import _attribute_values
+
+    class Batch(dict):
+        pass
+
+    batch = Batch((i, i) for i in range(100_000))
+    batch.model = "m"
+    assert _attribute_values(batch) == ["m"]
+
+
 def test_reading_an_instances_attributes_runs_no_code_of_its_class_or_metaclass():
     from trainmeter.core.discovery import _attribute_values
 

@@ -29,6 +29,7 @@ KEEP_OTHERS_S = 10.0
 # "What the start looks at")
 _MANAGED_DICT = 1 << 4 if sys.version_info >= (3, 11) else 0
 _type_flags = type.__dict__["__flags__"].__get__  # a class's flags by the C getter: no metaclass code runs
+_CONTAINERS = (dict, list, tuple, set, frozenset)
 
 
 def _attribute_values(value: Any) -> list[Any]:
@@ -38,11 +39,13 @@ def _attribute_values(value: Any) -> list[Any]:
     (its type's traverse, C only, no code of the object's runs), never by asking for ``__dict__``: that
     would turn them into a dict object for the rest of its life, and on CPython 3.11 every load of its
     attributes in the user's code (an optimizer's ``param_groups`` in ``zero_grad`` and ``step``) would then
-    miss its specialization at every step. Other objects are read through their ``__dict__``. Never raises
+    miss its specialization at every step. Other objects, and subclasses of a container (their traverse gives
+    their items too), are read through their ``__dict__``. Never raises
     (an object without one, or that refuses to be looked at, has none). Training thread.
     """
     cls = type(value)
-    if _type_flags(cls) & _MANAGED_DICT:
+    # a subclass of a container traverses its items too (maybe millions): its __dict__ is the bounded read
+    if _type_flags(cls) & _MANAGED_DICT and not issubclass(cls, _CONTAINERS):
         found: list[Any] = []
         for ref in gc.get_referents(value):
             if type(ref) is dict:  # the dict once made (or a dict an attribute holds): its values
