@@ -61,7 +61,8 @@ class HotState:
         self.now = now
         self.interval_s = interval_s
         # what the probes call for a step whose loss was read (Monitor.on_step_read, set by the monitor; the
-        # overhead wing's timed wrapper for one step in 64): a slot read, where a method of the monitor is a lookup
+        # overhead wing's timed wrapper for one step in 64 or more): a slot read, where a method of the monitor is a
+        # lookup
         self.step_read: Callable[[int, float], None] | None = None
         self.step_hook: Callable[[], None] | None = None  # set by the dispatcher (Monitor.set_step_hook)
         self.at_step: int | None = None  # the next step with Monitor.at_step callbacks

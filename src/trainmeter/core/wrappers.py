@@ -67,7 +67,8 @@ class Wrappers:
         <trainmeter.core.monitor.Monitor.on_step_read>`'s step rule in this one frame (docs/spec.md
         section 20), for a loss held as train_loss's open point (``hot.tail``) with no read or loss
         pending; otherwise the step goes to ``hot.step_read`` (``Monitor.on_step_read``). The overhead
-        wing times ``hot.step_read`` on 1 step in 64 by clearing ``hot.steady`` for that step.
+        wing times ``hot.step_read`` on 1 step in 64 to 4,096 (its adaptive stride) by clearing
+        ``hot.steady`` for that step.
         """
         probes = self
         hot = self.hot
