@@ -238,8 +238,8 @@ def bench_callgrind(cg_steps: int) -> list[tuple[str, ...]]:
     if shutil.which("valgrind") is None:
         return [("callgrind", "valgrind not found (apt-get install -y valgrind)")]
     out_dir = tempfile.mkdtemp(prefix="tm-cg-")
-    cmd = ["valgrind", "--tool=callgrind", "--separate-threads=yes", "--dump-instr=no", "--dump-before=getppid",
-           f"--callgrind-out-file={out_dir}/cg.%p", sys.executable, str(HERE), "_cg-child",
+    cmd = ["valgrind", "--tool=callgrind", "--separate-threads=yes", "--fair-sched=yes", "--dump-instr=no",
+           "--dump-before=getppid", f"--callgrind-out-file={out_dir}/cg.%p", sys.executable, str(HERE), "_cg-child",
            "--cg-steps", str(cg_steps)]
     subprocess.run([sys.executable, str(HERE), "_start-child"], env=child_env(), capture_output=True)  # bytecode
     # a fixed hash seed: dict and set layouts (and so the instruction counts) repeat from run to run
@@ -553,7 +553,8 @@ def main() -> None:
     ap.add_argument("--gpt-steps", type=int, default=60, help="gpt: timed steps per process")
     ap.add_argument("--gpt-rounds", type=int, default=10, help="gpt: paired process-level rounds")
     ap.add_argument("--ops-arm", default="core", help="ops: core, all, or one extension's name")
-    ap.add_argument("--arm", action="append", help="peer-table: arms to run (floor, minimal, peer, core, all, magic)")
+    ap.add_argument("--arm", action="append", help="peer-table: arms to run (floor, minimal, peer, core, all, "
+                                                    "preloaded, magic)")
     ap.add_argument("--gpt-arm", default="bare", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.what == "_gpt-child":

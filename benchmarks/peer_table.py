@@ -9,7 +9,11 @@ to the instruction). Per step: after 200 warm-up steps, the slope between a 300-
 in that process first; the heap is collected and frozen (``gc.freeze``) before each slope, so its
 collections scan only what the slope's steps allocate. Start, first report (right after the 200
 warm-up steps), later report (after the slope) and finish are the instructions of each call.
-Reports are forced (the interval is 3600 s, so none falls inside a slope).
+Reports are forced (the interval is 3600 s, so none falls inside a slope). Import is what loads each
+arm's monitor ahead of its run, once per process, after torch (and, for ``%%trainmeter``, IPython) is
+imported: the peer's agent module (its sitecustomize imports it at interpreter start), ``%load_ext
+trainmeter``, ``import trainmeter`` and ``tm.preload()``, or ``import trainmeter`` alone (a cold
+``tm.monitor()`` then imports its wings at its start).
 
 ``--idle-thread`` starts one idle thread in each arm's process before anything else, so the bare slope and the
 arm's run in a process that already has a thread, as a notebook kernel (its own threads) or a loop with a
@@ -29,13 +33,19 @@ wall-clock periods, so each step would meet ~40x its native wake-ups (each takes
 ``--repeats N`` runs each arm in N processes: medians, and each process's per-step figure (the same code differs
 by ~1-3k per step from process to process: docs/spec.md section 20, "From process to process").
 
+valgrind runs with ``--fair-sched=yes``: with its default lock a thread of ours that woke and waits for the GIL can
+be kept off the CPU for a whole segment while the training thread runs on, and each of the training thread's ~28
+GIL releases a step (torch's ops release it) then signals a waiter, ~1.1k instructions a step that a native run,
+where the waiter takes the GIL within microseconds, does not pay (docs/spec.md section 20, "Two sources of the
+spread").
+
 Arms: ``floor`` (a step hook and one clock read), ``minimal`` (benchmarks/minimal_monitor.py:
 batch shape, loss read, step hook), ``peer`` (trainmeter 0.0.7 from PyPI, in its own venv
 under ``~/.cache/trainmeter/peer-0.0.7``: its in-process agent, installed as its
 ``sitecustomize`` does once torch is imported, with its socket read by this process as its
 ``tm`` reads it; a report is its flush, whose 50 ms timer is set to an hour like ours), ``core``
-(no extensions), ``all`` (``tm.monitor()``: every default extension) and ``magic``
-(``%%trainmeter`` in an IPython shell).
+(no extensions), ``all`` (``tm.monitor()``: every default extension, in a cold script), ``preloaded``
+(``tm.preload()`` ahead of the loop, then ``tm.monitor()``) and ``magic`` (``%%trainmeter`` in an IPython shell).
 """
 
 from __future__ import annotations
@@ -57,11 +67,12 @@ HERE = Path(__file__).resolve()
 SRC = HERE.parent.parent / "src"
 PEER_VENV = Path.home() / ".cache" / "trainmeter" / "peer-0.0.7"
 PEER_WHEEL = "trainmeter==0.0.7"
-ARMS = ("floor", "minimal", "peer", "core", "all", "magic")
+ARMS = ("floor", "minimal", "peer", "core", "all", "preloaded", "magic")
 LABELS = {"floor": "a step hook + one clock read (the floor)",
           "minimal": "a minimal hand-written monitor (batch shape, loss read, step hook)",
           "peer": "the peer, trainmeter 0.0.7 (its in-process agent; a report is its flush)",
           "core": "ours, core only", "all": "ours, `tm.monitor()` with every extension",
+          "preloaded": "ours, `tm.preload()` then `tm.monitor()`",
           "magic": "ours, `%%trainmeter`"}
 WARMUP, SHORT, LONG = 200, 300, 1000
 MARK = os.getppid  # callgrind dumps before each call (--dump-before=getppid)
@@ -133,20 +144,25 @@ def child(arm: str, scale: int, idle_thread: bool = False, preload: bool = False
     """One arm: bare slope first, then the arm's start, segments and finish, each ended by a MARK."""
     if idle_thread:  # the process has a thread before the bare slope (see the module docstring)
         threading.Thread(target=threading.Event().wait, name="idle", daemon=True).start()
-    if arm in ("core", "all", "magic"):
-        import trainmeter  # (the user's import, before the loop)
+    import torch  # noqa: F401  (the user's import, before the monitor's)
 
-        if preload and arm != "magic":  # what %load_ext imports ahead, here before the bare slope too
-            from trainmeter.extensions import preload as import_ahead
-
-            import_ahead()
-    if arm == "peer":
-        import trainmeter.agent.core  # noqa: F401  (its sitecustomize's import, at interpreter start)
-    if arm == "magic":
+    if arm == "magic":  # a notebook's kernel has IPython loaded before any cell
         from IPython.core.interactiveshell import InteractiveShell
 
         shell = InteractiveShell.instance()
+    MARK()  # interpreter start, torch (ignored)
+    if arm in ("core", "all", "preloaded", "magic"):
+        import trainmeter  # (the user's import, before the loop)
+
+        if arm == "preloaded" or (preload and arm != "magic"):  # imported ahead, here before the bare slope too
+            trainmeter.preload()
+    if arm == "peer":
+        import trainmeter.agent.core  # noqa: F401  (its sitecustomize's import, at interpreter start)
+    if arm in ("floor", "minimal"):
+        import minimal_monitor  # noqa: F401
+    if arm == "magic":
         trainmeter.load_ipython_extension(shell)  # the notebook's `%load_ext trainmeter`, a cell before the run's
+    MARK()  # import: the monitor loaded ahead of the run, once per process
     from overhead import make_loop_and_model  # stdlib only at import: the peer's venv loads it too
 
     steps, model = make_loop_and_model()
@@ -170,10 +186,10 @@ def child(arm: str, scale: int, idle_thread: bool = False, preload: bool = False
         MARK()  # start
         _segments(steps, agent.flush, scale)
         agent.flush()  # its finish: the flush it registers with atexit
-    elif arm in ("core", "all"):
+    elif arm in ("core", "all", "preloaded"):
         import trainmeter as tm
 
-        if arm == "all":
+        if arm != "core":
             cm = tm.monitor(name="peer-table", run_dir=root, interval_s=3600)
         else:
             from trainmeter.api import run_monitored
@@ -276,8 +292,8 @@ def _run_arm(arm: str, out_dir: str, idle_thread: bool = False, preload: bool = 
         warm = subprocess.run([*python, *script, "--scale", "20"], env=env, capture_output=True, text=True)
         if warm.returncode != 0:  # bytecode compiled, and the arm known to run, before valgrind
             return arm, f"failed: {warm.stderr[-1500:]}"
-        cmd = ["valgrind", "--tool=callgrind", "--separate-threads=yes", "--dump-instr=no", "--dump-before=getppid",
-               f"--callgrind-out-file={out_dir}/{arm}.%p", *python, *script]
+        cmd = ["valgrind", "--tool=callgrind", "--separate-threads=yes", "--fair-sched=yes", "--dump-instr=no",
+               "--dump-before=getppid", f"--callgrind-out-file={out_dir}/{arm}.%p", *python, *script]
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
         if proc.returncode != 0:
             return arm, f"failed: {proc.stderr[-1500:]}"
@@ -321,35 +337,36 @@ def table(arms: tuple[str, ...] = ARMS, jobs: int = 2, idle_thread: bool = False
                                                 slow_threads)[1], runs))
     shutil.rmtree(out_dir, ignore_errors=True)
     results: dict[str, list[list[int] | str]] = {arm: [] for arm in arms}
-    for (arm, _i), seq in zip(runs, done):
+    for (arm, _i), seq in zip(runs, done, strict=True):
         results[arm].append(seq)
-    rows = [("arm", "added per step", "start", "first report", "later report", "finish")]
+    rows = [("arm", "added per step", "import (once per process)", "start", "first report", "later report", "finish")]
     bare_all = []
     for arm in arms:
         failed = [seq for seq in results[arm] if isinstance(seq, str)]
         if failed:
-            rows.append((LABELS[arm], str(failed[0]).replace("\n", " ")[-300:], "", "", "", ""))
+            rows.append((LABELS[arm], str(failed[0]).replace("\n", " ")[-300:], "", "", "", "", ""))
             continue
         added_all, bare_arm, cells = [], [], []
         for seq in results[arm]:
-            _setup, b_short, b_long, start, _warm, first, _settled, short, long_, later, finish = seq[:11]
+            (_interpreter, loaded, _setup, b_short, b_long, start, _warm, first, _settled, short, long_, later,
+             finish) = seq[:13]
             bare = (b_long - b_short) / (LONG - SHORT)
             bare_arm.append(bare)
             added_all.append((long_ - short) / (LONG - SHORT) - bare)
-            cells.append((start, first, later, finish))
+            cells.append((loaded, start, first, later, finish))
         bare_all += bare_arm
         added, bare = statistics.median(added_all), statistics.median(bare_arm)
-        start, first, later, finish = (statistics.median(c[k] for c in cells) for k in range(4))
+        loaded, start, first, later, finish = (statistics.median(c[k] for c in cells) for k in range(5))
         per_step = f"{added / 1e3:+.1f}k ({added / bare * 100:+.2f}%)"
         if len(added_all) > 1:
             per_step += " (each: " + ", ".join(f"{a / 1e3:+.1f}k" for a in added_all) + ")"
         reported = arm not in ("floor", "minimal")
-        rows.append((LABELS[arm], per_step,
+        rows.append((LABELS[arm], per_step, _instr(loaded),
                      _instr(start) if arm != "floor" else "—", _instr(first) if reported else "—",
                      _instr(later) if reported else "—", _instr(finish) if reported else "—"))
     if bare_all:
         rows.insert(1, ("bare loop, per step", f"{min(bare_all) / 1e3:.1f}k .. {max(bare_all) / 1e3:.1f}k", "", "", "",
-                        ""))
+                        "", ""))
     return rows
 
 

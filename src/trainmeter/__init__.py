@@ -1,8 +1,8 @@
 """trainmeter: a notebook-native monitor for PyTorch training.
 
 ``%load_ext trainmeter`` then ``%%trainmeter`` runs a cell under the monitor;
-``tm.monitor(...)`` does the same in scripts. Importing this package does not
-import torch, pynvml or IPython.
+``tm.monitor(...)`` does the same in scripts (``tm.preload()`` ahead of it imports
+what its start would). Importing this package does not import torch, pynvml or IPython.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from trainmeter._version import __version__
-from trainmeter.api import alert, calibrate, checkpoint, emit, monitor, phase, save, step, stop
+from trainmeter.api import alert, calibrate, checkpoint, emit, monitor, phase, preload, save, step, stop
 from trainmeter.core.controls import StopTraining
 from trainmeter.record.runs import Run, load, runs
 
@@ -31,6 +31,7 @@ __all__ = [
     "monitor",
     "peak_flops",
     "phase",
+    "preload",
     "runs",
     "save",
     "step",

@@ -1,4 +1,5 @@
-"""The public API for scripts and notebooks: ``monitor``, ``emit``, ``phase``, ``step``, ``calibrate``, ``stop``, ``checkpoint``, ``alert``."""
+"""The public API for scripts and notebooks: ``monitor``, ``preload``, ``emit``, ``phase``, ``step``, ``calibrate``,
+``stop``, ``checkpoint``, ``alert``."""
 
 from __future__ import annotations
 
@@ -221,6 +222,22 @@ def monitor(*, name: str | None = None, budget_tokens: Any = None, budget_steps:
                            budget_flops=budget_flops, run_dir=run_dir, interval_s=interval_s,
                            widget=widget, **flags)
     return _Monitor(options, model)
+
+
+def preload() -> None:
+    """Import now what a run's start, first report and finish import of trainmeter, once per process.
+
+    A script's first ``tm.monitor()`` otherwise imports them on entering: ~100 modules and psutil, ~40-60 ms of
+    CPU on the training thread, once per process (docs/spec.md section 20, "Start"). Call this ahead of the
+    timed region (before building the model, say), as ``%load_ext trainmeter`` does in a notebook; a later call
+    costs a dictionary lookup per module. Imports no torch, installs nothing and starts no thread.
+    Never raises: a module that fails here fails again at the run's start, which warns and degrades.
+
+    Thread safety: call it on the thread that runs the training, not while another thread imports trainmeter.
+    """
+    from trainmeter.extensions import preload as import_ahead
+
+    import_ahead()
 
 
 class _Monitor(ContextDecorator):
