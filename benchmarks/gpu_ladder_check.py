@@ -29,8 +29,9 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-if str(REPO / "src") not in sys.path:
-    sys.path.insert(0, str(REPO / "src"))
+for _path in (REPO / "src", REPO):  # trainmeter, and the dry run's fake NVML (tests/fakes/gpu)
+    if str(_path) not in sys.path:
+        sys.path.insert(0, str(_path))
 
 
 def _lm(torch: Any, *, vocab: int, d: int, layers: int, heads: int, seq: int) -> Any:
@@ -176,10 +177,11 @@ def training(tm: Any, torch: Any, dev: Any, out_dir: Path, seconds: float, dry: 
 def _monitor(tm: Any, flags: dict[str, Any], dry: bool) -> Any:
     if not dry:
         return tm.monitor(**flags)
+    from tests.fakes.gpu.fake import FakeNvml, open_fake
+
     from trainmeter.api import run_monitored
     from trainmeter.extensions import default_extensions, make_monitor
     from trainmeter.gpu.extension import GpuExtension
-    from trainmeter.gpu.fake import FakeNvml, open_fake
     from trainmeter.options import make_options
 
     options = make_options(**flags)
@@ -190,11 +192,11 @@ def _monitor(tm: Any, flags: dict[str, Any], dry: bool) -> Any:
 
 def main(argv: list[str] | None = None) -> int:
     import torch
+    from tests.fakes.gpu.fake import FakeNvml
 
     import trainmeter as tm
-    from trainmeter.core.clock import FakeClock, MonotonicClock
     from trainmeter.compute.peaks import peak_flops
-    from trainmeter.gpu.fake import FakeNvml
+    from trainmeter.core.clock import FakeClock, MonotonicClock
     from trainmeter.gpu.sampler import GpuSampler
 
     parser = argparse.ArgumentParser()

@@ -1,9 +1,10 @@
 """CPU cost of the GPU sampler: 8 devices at 2 Hz for ~20 s, as a fraction of one core.
 
-    PYTHONPATH=src .venv/bin/python benchmarks/sampler.py [--seconds 20] [--devices 8]
+    .venv/bin/python benchmarks/sampler.py [--seconds 20] [--devices 8]
         [--interval-s 0.5] [--backend fake|nvml]
 
-``fake`` (default) uses the scripted FakeNvml (8 x H100 with GPM); ``nvml`` uses the real
+``fake`` (default) uses the scripted FakeNvml (tests/fakes/gpu/fake.py: the script puts the repository root and
+src/ on ``sys.path``; 8 x H100 with GPM); ``nvml`` uses the real
 NVML on a GPU machine (every NVML device). Prints process CPU seconds / wall seconds
 while the sampler threads run and the main thread only waits. Target: < 1% of one core.
 """
@@ -11,12 +12,18 @@ while the sampler threads run and the main thread only waits. Target: < 1% of on
 from __future__ import annotations
 
 import argparse
+import sys
 import threading
 import time
+from pathlib import Path
 
-from trainmeter.core.clock import MonotonicClock
-from trainmeter.gpu.fake import FakeNvml
-from trainmeter.gpu.sampler import GpuSampler
+REPO = Path(__file__).resolve().parents[1]
+for _path in (REPO / "src", REPO):  # trainmeter, and the test fakes (tests/fakes/gpu)
+    if str(_path) not in sys.path:
+        sys.path.insert(0, str(_path))
+
+from trainmeter.core.clock import MonotonicClock  # noqa: E402
+from trainmeter.gpu.sampler import GpuSampler  # noqa: E402
 
 
 def main() -> None:
@@ -28,6 +35,8 @@ def main() -> None:
     args = parser.parse_args()
     clock = MonotonicClock()
     if args.backend == "fake":
+        from tests.fakes.gpu.fake import FakeNvml
+
         backend = FakeNvml(["h100_sxm"] * args.devices, clock=clock)
         sampler = GpuSampler(backend, range(args.devices), clock=clock, interval_s=args.interval_s)
     else:

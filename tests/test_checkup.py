@@ -5,10 +5,10 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
+from tests.fakes.gpu.fake import FakeNvml, open_fake
 from trainmeter.checkup import Check, doctor, format_doctor
 from trainmeter.core.clock import FakeClock
 from trainmeter.gpu.backend import REASON_LIBRARY_NOT_FOUND, REASON_PYNVML_MISSING, GpuBackendResult
-from trainmeter.gpu.fake import FakeNvml, open_fake
 
 VERSIONS = {"anywidget": "0.11.0", "ipywidgets": "8.1.9", "ipykernel": "7.4.0", "psutil": "7.2.2"}
 
@@ -173,8 +173,8 @@ def test_unknown_kill_switch_keys_are_named_with_the_valid_ones() -> None:
 
 
 def test_doctor_says_which_gpu_backend_is_in_use() -> None:
+    from tests.fakes.gpu.amdsmi_fake import FakeAmdSmi
     from trainmeter.gpu.amdsmi_backend import open_amdsmi
-    from trainmeter.gpu.amdsmi_fake import FakeAmdSmi
 
     nvidia = _run(backend=FakeNvml(["h100_sxm"], clock=FakeClock()))
     assert nvidia["GPU backend"].ok and "FakeNvml" in nvidia["GPU backend"].detail

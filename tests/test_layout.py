@@ -60,6 +60,24 @@ def test_no_module_is_left_at_the_top_besides_the_face_and_the_wiring():
     assert {p.name for p in PKG.iterdir() if p.is_dir() and (p / "__init__.py").exists()} == {"core", *WINGS}
 
 
+
+# The one fake the package keeps: the core's injected clock (core/clock.py; runs driven by hand take it). Scripted
+# hardware fakes (GPU backends, vendor modules) live in tests/fakes/ and ship in no wheel.
+FAKES_ALLOWED = {"FakeClock"}
+
+
+def test_no_runtime_module_imports_the_tests_or_defines_a_fake_backend():
+    imports_tests = {f"{path.relative_to(PKG)} -> {mod}" for path in PKG.rglob("*.py")
+                     for mod in _imports(path) if mod == "tests" or mod.startswith("tests.")}
+    assert imports_tests == set()
+    fake_files = {str(p.relative_to(PKG)) for p in PKG.rglob("*.py") if "fake" in p.stem.lower()}
+    assert fake_files == set()
+    fake_classes = {f"{path.relative_to(PKG)}:{node.lineno} {node.name}" for path in PKG.rglob("*.py")
+                    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+                    if isinstance(node, ast.ClassDef) and node.name.lstrip("_").lower().startswith("fake")
+                    and node.name not in FAKES_ALLOWED}
+    assert fake_classes == set()
+
 # -- the extension contract (docs/contracts/EXTENSIONS.md) ------------------------------------------------------
 def _wing_of(path: Path) -> str:
     return path.relative_to(PKG).parts[0]

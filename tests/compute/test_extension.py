@@ -225,11 +225,11 @@ def test_the_compute_wing_settles_an_ambiguous_name_by_the_gpu_wings_device_iden
     import dataclasses
     import threading
 
+    from tests.fakes.gpu.fake import PROFILES, FakeNvml, fake_uuid, open_fake
     from trainmeter.compute.extension import ComputeExtension
     from trainmeter.core.clock import FakeClock
     from trainmeter.extensions import make_monitor
     from trainmeter.gpu.extension import GpuExtension
-    from trainmeter.gpu.fake import PROFILES, FakeNvml, fake_uuid, open_fake
     from trainmeter.options import make_options
 
     clock = FakeClock(0.0)

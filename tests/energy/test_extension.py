@@ -6,11 +6,11 @@ import json
 
 import pytest
 
+from tests.fakes.gpu.fake import GEMM, IDLE, FakeNvml, Phase, open_fake
 from trainmeter.core.clock import FakeClock
 from trainmeter.energy.extension import EnergyExtension
 from trainmeter.energy.rapl import rapl_joules, read_rapl
 from trainmeter.extensions import make_monitor
-from trainmeter.gpu.fake import GEMM, IDLE, FakeNvml, Phase, open_fake
 from trainmeter.gpu.sampler import GpuSampler
 from trainmeter.gpu.view import GpuView
 from trainmeter.options import make_options

@@ -14,10 +14,10 @@ import time
 
 import pytest
 
+from tests.fakes.gpu.fake import FakeNvml, open_fake
 from trainmeter.core.clock import MonotonicClock
 from trainmeter.extensions import make_monitor
 from trainmeter.gpu.extension import GpuExtension
-from trainmeter.gpu.fake import FakeNvml, open_fake
 from trainmeter.host.extension import NodeSampler
 from trainmeter.options import make_options
 

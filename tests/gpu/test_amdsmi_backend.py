@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.fakes.gpu.amdsmi_fake import FakeAmdDevice, FakeAmdSmi
 from trainmeter.compute.peaks import peak_flops
 from trainmeter.core.clock import FakeClock
 from trainmeter.gpu.amdsmi_backend import (
@@ -14,7 +15,6 @@ from trainmeter.gpu.amdsmi_backend import (
     AmdSmiBackend,
     open_amdsmi,
 )
-from trainmeter.gpu.amdsmi_fake import FakeAmdDevice, FakeAmdSmi
 from trainmeter.gpu.backend import GPM_FIELDS, GpuUnavailableError
 from trainmeter.gpu.ladder import build_ladder
 from trainmeter.gpu.sampler import GpuSampler

@@ -6,6 +6,8 @@ from types import SimpleNamespace
 
 import pytest
 
+from tests.fakes.gpu.fake import FakeNvml, Phase
+from tests.fakes.gpu.fake_profiles import CROSSCHECK_CASES
 from trainmeter.compute.peaks import peak_flops
 from trainmeter.core.clock import FakeClock
 from trainmeter.core.provenance import Derivation
@@ -18,8 +20,6 @@ from trainmeter.gpu.crosscheck import (
     cross_check,
 )
 from trainmeter.gpu.extension import GpuExtension
-from trainmeter.gpu.fake import FakeNvml, Phase
-from trainmeter.gpu.fake_profiles import CROSSCHECK_CASES
 from trainmeter.gpu.ladder import build_ladder
 
 H100 = peak_flops("NVIDIA H100 80GB HBM3", "bf16")
@@ -107,7 +107,7 @@ def test_the_gpu_wing_shows_the_verdict_on_the_ladder_panel_and_in_the_passport(
 
 
 def test_an_unjudged_check_stays_out_of_the_ladder_panel_note(monkeypatch):
-    from trainmeter.gpu.fake_profiles import GEMM
+    from tests.fakes.gpu.fake_profiles import GEMM
 
     sample = _sample(GEMM)
     view = SimpleNamespace(peak=None, mfu=lambda conv=None: None)

@@ -7,10 +7,10 @@ from typing import Any
 import pynvml
 import pytest
 
+from tests.fakes.gpu.fake import ENERGY_AT_START_MJ, GEMM, IDLE, FakeNvml, Phase
 from tests.gpu.test_nvml import FakeLib, _device, _index, _open
 from trainmeter.core.clock import FakeClock
 from trainmeter.gpu.energy import SOURCE_COUNTER, SOURCE_POWER, from_counter, from_power, read_counters
-from trainmeter.gpu.fake import ENERGY_AT_START_MJ, GEMM, IDLE, FakeNvml, Phase
 
 
 @pytest.fixture

@@ -10,11 +10,11 @@ import threading
 
 import pytest
 
+from tests.fakes.gpu.fake import FakeNvml, open_fake
 from trainmeter.core.clock import FakeClock
 from trainmeter.core.monitor import MonitorWarning
 from trainmeter.extensions import make_monitor
 from trainmeter.gpu.extension import GpuExtension
-from trainmeter.gpu.fake import FakeNvml, open_fake
 from trainmeter.gpu.sampler import REASON_OPENING
 from trainmeter.options import make_options
 
@@ -106,8 +106,8 @@ def test_a_bad_gpus_selection_is_reported_with_the_valid_values_and_the_run_comp
 @pytest.mark.parametrize(("node_wide", "expected"), [(False, (0,)), (True, (0, 1))])
 def test_node_wide_sampling_reads_every_device_of_the_node_not_only_its_own(tmp_path, monkeypatch, node_wide,
                                                                             expected):
+    from tests.fakes.gpu.fake import fake_uuid
     from trainmeter.gpu import sampler as sampler_module
-    from trainmeter.gpu.fake import fake_uuid
 
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     monkeypatch.setattr(sampler_module, "cuda_context_uuids", lambda: [fake_uuid(0)])  # this rank uses GPU 0
@@ -169,8 +169,8 @@ def test_the_ladders_mfu_rung_takes_the_weakest_provenance_of_the_mfu_derivation
 def test_the_ladder_knows_each_device_by_its_index_for_the_dram_peak_and_the_backend_sources():
     from types import SimpleNamespace
 
+    from tests.fakes.gpu.amdsmi_fake import FakeAmdSmi
     from trainmeter.gpu.amdsmi_backend import LADDER_SOURCES, open_amdsmi
-    from trainmeter.gpu.amdsmi_fake import FakeAmdSmi
     from trainmeter.gpu.sampler import GpuSampler
 
     clock = FakeClock()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.fakes.gpu.fake import GEMM, IDLE, PROFILES, FakeNvml, Phase, fake_uuid, open_fake
 from trainmeter.core.clock import FakeClock
 from trainmeter.gpu.backend import (
     REASON_GPM_FIRST_SAMPLE,
@@ -14,7 +15,6 @@ from trainmeter.gpu.backend import (
     REASON_MIG,
     GpuUnavailableError,
 )
-from trainmeter.gpu.fake import GEMM, IDLE, PROFILES, FakeNvml, Phase, fake_uuid, open_fake
 
 
 def _two_samples(fake: FakeNvml, clock: FakeClock, index: int = 0, dt: float = 0.5):
@@ -157,7 +157,7 @@ def test_closed_fake_raises_fatal() -> None:
 
 
 def test_mig_gpu_with_gpm_gives_each_gpu_instance_its_own_interval_averages() -> None:
-    from trainmeter.gpu.fake_mig import mig_uuid
+    from tests.fakes.gpu.fake_mig import mig_uuid
 
     clock = FakeClock()
     stalled = (Phase(duration_s=1e9, levels=IDLE),)

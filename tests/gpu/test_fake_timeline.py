@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from trainmeter.gpu.fake_profiles import GEMM, IDLE, Phase
-from trainmeter.gpu.fake_timeline import integrals_at, levels_at
+from tests.fakes.gpu.fake_profiles import GEMM, IDLE, Phase
+from tests.fakes.gpu.fake_timeline import integrals_at, levels_at
 
 TIMELINE = (Phase(duration_s=2.0, levels=IDLE), Phase(duration_s=3.0, levels=GEMM))
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from tests.fakes.gpu.fake import FakeNvml
 from trainmeter.core.clock import FakeClock
 from trainmeter.gpu.backend import REASON_GPM_NOT_SUPPORTED, GpuSample
 from trainmeter.gpu.dram_peaks import peak_dram_bandwidth
-from trainmeter.gpu.fake import FakeNvml
 from trainmeter.gpu.ladder import (
     CAUSE_IDLE,
     CAUSE_LAUNCH_BOUND,

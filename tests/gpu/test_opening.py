@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from tests.fakes.gpu.fake import FakeNvml, fake_uuid, open_fake
 from trainmeter.core.clock import FakeClock
-from trainmeter.gpu.fake import FakeNvml, fake_uuid, open_fake
 from trainmeter.gpu.opening import open_for_run
 
 

@@ -7,9 +7,9 @@ import time
 
 import pytest
 
+from tests.fakes.gpu.fake import GEMM, IDLE, FakeNvml, Phase, open_fake
 from trainmeter.core.clock import FakeClock, MonotonicClock
 from trainmeter.gpu.backend import REASON_GPU_LOST, REASON_LIBRARY_NOT_FOUND, GpuSample
-from trainmeter.gpu.fake import GEMM, IDLE, FakeNvml, Phase, open_fake
 from trainmeter.gpu.sampler import GpuSampler, _next_due
 
 
@@ -276,7 +276,7 @@ def test_in_background_turns_a_gpus_value_naming_no_device_into_a_reason() -> No
 
 
 def test_counters_stuck_at_zero_after_a_fault_are_not_averaged_and_say_why() -> None:
-    from trainmeter.gpu.fake_profiles import FAULTED_COUNTERS
+    from tests.fakes.gpu.fake_profiles import FAULTED_COUNTERS
     from trainmeter.gpu.sanity import REASON_COUNTERS_STUCK
 
     clock = FakeClock()

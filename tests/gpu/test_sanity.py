@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from tests.fakes.gpu.fake import FakeNvml, Phase
+from tests.fakes.gpu.fake_profiles import FAULTED_COUNTERS, LYING_GPU_UTIL
 from trainmeter.core.clock import FakeClock
 from trainmeter.gpu.backend import GpuSample
-from trainmeter.gpu.fake import FakeNvml, Phase
-from trainmeter.gpu.fake_profiles import FAULTED_COUNTERS, LYING_GPU_UTIL
 from trainmeter.gpu.sanity import ACTIVITY_FIELDS, REASON_COUNTERS_STUCK, counters_stuck, screen
 
 

@@ -31,8 +31,8 @@ def test_the_gpu_extension_publishes_its_sampler_and_its_last_section(tmp_path):
 
 
 def _sampler(devices, **kwargs):
+    from tests.fakes.gpu.fake import FakeNvml, open_fake
     from trainmeter.core.clock import FakeClock
-    from trainmeter.gpu.fake import FakeNvml, open_fake
     from trainmeter.gpu.sampler import GpuSampler
 
     clock = FakeClock(0.0)
@@ -42,14 +42,14 @@ def _sampler(devices, **kwargs):
 
 
 def _family_h100(pci_device_id):
-    from trainmeter.gpu.fake import PROFILES
+    from tests.fakes.gpu.fake import PROFILES
 
     return dataclasses.replace(PROFILES["h100_sxm"], key="h100_family", name="NVIDIA H100",
                                pci_device_id=pci_device_id)
 
 
 def test_device_identity_carries_what_nvml_read_on_the_samplers_thread():
-    from trainmeter.gpu.fake import fake_uuid
+    from tests.fakes.gpu.fake import fake_uuid
 
     view = GpuView(readings=_sampler([_family_h100(0x2330)]))
     ident = view.device_identity()
@@ -59,7 +59,7 @@ def test_device_identity_carries_what_nvml_read_on_the_samplers_thread():
 
 
 def test_device_identity_is_none_while_opening_for_an_unknown_uuid_and_for_several_devices_without_one():
-    from trainmeter.gpu.fake import fake_uuid
+    from tests.fakes.gpu.fake import fake_uuid
 
     assert GpuView(readings=SimpleNamespace(unavailable_reason=REASON_OPENING, devices={})).device_identity() is None
     assert GpuView().device_identity("GPU-1") is None
@@ -71,7 +71,7 @@ def test_device_identity_is_none_while_opening_for_an_unknown_uuid_and_for_sever
 
 
 def test_a_mig_instances_uuid_gives_its_parent_gpus_identity():
-    from trainmeter.gpu.fake_mig import mig_uuid
+    from tests.fakes.gpu.fake_mig import mig_uuid
 
     view = GpuView(readings=_sampler(["h100_sxm", "h100_mig_gpm"]))
     parent = view.device_identity(mig_uuid(1, 2)[4:])  # torch prints the UUID without MIG-

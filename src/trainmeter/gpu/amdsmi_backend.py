@@ -44,7 +44,7 @@ def open_amdsmi(*, clock: Clock | None = None, module: Any = None) -> GpuBackend
 
     Args:
         clock: Clock for sample timestamps (default monotonic).
-        module: An ``amdsmi``-compatible module (tests: :class:`trainmeter.gpu.amdsmi_fake.FakeAmdSmi`).
+        module: An ``amdsmi``-compatible module (tests: ``FakeAmdSmi``, tests/fakes/gpu/amdsmi_fake.py).
 
     Returns:
         A result holding an :class:`AmdSmiBackend`, or ``backend=None`` and the reason.

@@ -1,7 +1,7 @@
 """The GPU backend seam: one small interface every GPU reading goes through.
 
 :class:`GpuBackend` is implemented by :mod:`trainmeter.gpu.nvml` (the real NVML, via
-``pynvml``) and :mod:`trainmeter.gpu.fake` (a scripted fake for tests). Everything above
+``pynvml``) and, outside the package, the tests' scripted fake (tests/fakes/gpu/fake.py). Everything above
 it (sampler, ladder, passport, doctor) sees only :class:`GpuDeviceInfo` and
 :class:`GpuSample` records.
 
@@ -301,7 +301,7 @@ class GpuBackend(Protocol):
 class EnergyCounter(Protocol):
     """A backend that can read a device's cumulative energy counter (optional seam).
 
-    :class:`~trainmeter.gpu.nvml.NvmlBackend` and :class:`~trainmeter.gpu.fake.FakeNvml`
+    :class:`~trainmeter.gpu.nvml.NvmlBackend` and the tests' ``FakeNvml`` (tests/fakes/gpu/fake.py)
     implement it; callers check with ``getattr(backend, "total_energy_mj", None)``.
     """
 

@@ -5,13 +5,15 @@ snapshots the integrals of its levels and the values are (I(t2) - I(t1)) / (t2 -
 ``nvmlGpmMigSampleGet`` + ``nvmlGpmMetricsGet`` give interval averages; the first sample only primes the
 pair and a sample within 100 ms of the previous repeats its values. A device without GPM, an injected fault
 on field ``"mig_gpm"`` or a device with no instance gives no instance figures and the reason. Used by
-:mod:`trainmeter.gpu.fake` under its lock.
+:mod:`tests.fakes.gpu.fake` under its lock.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from tests.fakes.gpu.fake_profiles import DeviceProfile, Phase
+from tests.fakes.gpu.fake_timeline import integrals_at
 from trainmeter.gpu.backend import (
     GPM_FIELDS,
     MIG_GPM_WHAT,
@@ -21,8 +23,6 @@ from trainmeter.gpu.backend import (
     MigGpmSample,
     reason_no_permission,
 )
-from trainmeter.gpu.fake_profiles import DeviceProfile, Phase
-from trainmeter.gpu.fake_timeline import integrals_at
 
 MIN_WINDOW_S = 0.1
 

@@ -5,7 +5,7 @@
 
 - Device profiles (:data:`PROFILES`): H100 SXM and H200 with GPM, A100 and T4 without GPM,
   and an H100 in MIG mode (no GPU-Util, no whole-GPU GPM), without and with GPM per MIG GPU instance
-  (:mod:`trainmeter.gpu.fake_mig`; a fault on field ``"mig_gpm"`` takes it away with its reason).
+  (:mod:`tests.fakes.gpu.fake_mig`; a fault on field ``"mig_gpm"`` takes it away with its reason).
 - Each device follows a piecewise-constant timeline of :class:`Levels` (:class:`Phase`
   list; the last phase holds forever) read at the injected clock.
 - GPM is modelled as the real thing is: each sample snapshots the integral of the levels
@@ -27,6 +27,18 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+from tests.fakes.gpu.fake_mig import FakeMigGpm
+from tests.fakes.gpu.fake_profiles import (  # re-exported for tests
+    DATALOADER_STALL,
+    GEMM,
+    IDLE,
+    LYING_GPU_UTIL,
+    PROFILES,
+    DeviceProfile,
+    Levels,
+    Phase,
+)
+from tests.fakes.gpu.fake_timeline import integrals_at, levels_at
 from trainmeter.core.clock import Clock
 from trainmeter.gpu.backend import (
     GPM_FIELDS,
@@ -47,18 +59,6 @@ from trainmeter.gpu.backend import (
     reason_no_permission,
     reason_not_supported,
 )
-from trainmeter.gpu.fake_mig import FakeMigGpm
-from trainmeter.gpu.fake_profiles import (  # re-exported for tests
-    DATALOADER_STALL,
-    GEMM,
-    IDLE,
-    LYING_GPU_UTIL,
-    PROFILES,
-    DeviceProfile,
-    Levels,
-    Phase,
-)
-from trainmeter.gpu.fake_timeline import integrals_at, levels_at
 
 __all__ = [
     "DATALOADER_STALL",

@@ -1,4 +1,4 @@
-"""Device profiles and level timelines for the fake GPU backend (:mod:`trainmeter.gpu.fake`).
+"""Device profiles and level timelines for the fake GPU backend (:mod:`tests.fakes.gpu.fake`).
 
 Profiles carry static facts (name, memory, power limit, max SM clock, GPM, MIG and its GPU instance ids:
 ``h100_mig`` without GPM, ``h100_mig_gpm`` with GPM per instance). A device

@@ -1,6 +1,6 @@
 """The fake GPU backend's timelines: the levels a device holds at a time, and their integrals over time.
 
-A timeline is a sequence of :class:`~trainmeter.gpu.fake_profiles.Phase` objects, each holding its levels for
+A timeline is a sequence of :class:`~tests.fakes.gpu.fake_profiles.Phase` objects, each holding its levels for
 its duration; the last phase holds forever. GPM values and the energy counter are integrals of the levels, so
 what a test reads back is exactly what it scripted. Pure functions; thread-safe.
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from trainmeter.gpu.fake_profiles import Levels, Phase
+from tests.fakes.gpu.fake_profiles import Levels, Phase
 
 
 def levels_at(phases: Sequence[Phase], t_s: float) -> Levels:
