@@ -68,7 +68,7 @@ def bench_generic(arm: str = "all", n_steps: int = 100, after: int = 900) -> lis
         m = build(arm, root, interval_s=3600)
         m.start()
         steps(200)
-        m.hot.next_report_s = 0.0  # the first report, as the callgrind arms force it
+        m.steps_state.next_report_s = 0.0  # the first report, as the callgrind arms force it
         steps(1)
         steps(after)
         monitored = measure()

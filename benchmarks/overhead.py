@@ -204,7 +204,7 @@ def cg_child(cg_steps: int) -> None:
             MARK()  # first 200 steps
             steps(cg_steps)
             MARK()  # slope
-            m._maybe_report()
+            m.maybe_report()
             MARK()  # one report
             assert m.steps == 200 + cg_steps, (arm, m.steps)
             m.finish("completed")
@@ -428,7 +428,7 @@ def bench_ops(arm: str = "core", n_steps: int = 100) -> list[tuple[str, ...]]:
         m = build(arm, root, interval_s=3600)
         m.start()
         steps(300)
-        m.hot.next_report_s = 0.0  # a report, as the callgrind arms force one: the wings' strides are set
+        m.steps_state.next_report_s = 0.0  # a report, as the callgrind arms force one: the wings' strides are set
         steps(1)
         steps(300)  # past the sampled wings' next reads
         monitored = measure()

@@ -219,8 +219,8 @@ def child(arm: str, scale: int, idle_thread: bool = False, preload: bool = False
 
 
 def _force_report(m: Any) -> None:
-    m.hot.next_report_s = 0.0
-    m._maybe_report()
+    m.steps_state.next_report_s = 0.0
+    m.maybe_report()
 
 
 # -- the parent -------------------------------------------------------------------------------------

@@ -81,8 +81,8 @@ def main() -> None:
     parts.append(("start", counts, cpu_s))
 
     def report() -> None:
-        m.hot.next_report_s = 0.0
-        m._maybe_report()
+        m.steps_state.next_report_s = 0.0
+        m.maybe_report()
 
     for label, n in (("first report", 200), ("later report", args.later_steps), ("later report 2", args.later_steps)):
         steps(n)

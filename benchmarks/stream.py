@@ -79,7 +79,7 @@ def run(steps: int, steps_per_s: float, root: Path) -> dict[str, Any]:
     m = make_monitor(make_options(run_dir=root, name=f"stream{steps}", interval_s=10.0), clock=clock, text=False,
                 probes=False, out=io.StringIO())
     m.start()
-    m._memory_probe.sample = lambda: MemoryReading(rss_bytes=2 * 10**9, rss_peak_bytes=2 * 10**9)
+    m.lifecycle.memory_probe.sample = lambda: MemoryReading(rss_bytes=2 * 10**9, rss_peak_bytes=2 * 10**9)
     widget = CountingWidget(clock)
     pub = Publisher(m, widget, clock=clock)
     per_tick = max(1, round(steps_per_s * TICK_S))

@@ -52,7 +52,7 @@ def test_a_ctrl_c_between_the_start_and_the_body_leaves_no_run_active(run_root):
     import sys
 
     from trainmeter.core.interrupts import HeldInterrupts
-    from trainmeter.core.monitor import Monitor
+    from trainmeter.core.lifecycle import Lifecycle
 
     def body():
         pass
@@ -64,7 +64,7 @@ def test_a_ctrl_c_between_the_start_and_the_body_leaves_no_run_active(run_root):
 
         def profile(frame, event, arg, n=n, seen=seen):
             if (event == "return" and frame.f_code is HeldInterrupts.__exit__.__code__
-                    and frame.f_back.f_code is Monitor.start.__code__):
+                    and frame.f_back.f_code is Lifecycle.start.__code__):
                 seen["started"] = True
             elif seen["started"] and event == "call" and frame.f_code is body.__code__:
                 sys.setprofile(None)

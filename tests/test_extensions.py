@@ -61,8 +61,8 @@ with tm.monitor(name="probe", run_dir=tempfile.mkdtemp(), interval_s=3600) as ru
     for _ in range(3):
         model(x).sum().backward(); opt.step(); opt.zero_grad()
     before = set(sys.modules)
-    run.hot.next_report_s = 0.0
-    run._maybe_report()
+    run.steps_state.next_report_s = 0.0
+    run.maybe_report()
     reported = sorted(set(sys.modules) - before)
     model(x).sum().backward(); opt.step()
     before = set(sys.modules)
@@ -129,8 +129,8 @@ with tm.monitor(name="probe", run_dir=tempfile.mkdtemp(), interval_s=3600) as ru
     after_start.append(True)  # the start's imports (the GPU opener's thread included) are another matter
     for _ in range(3):
         model(x).sum().backward(); opt.step(); opt.zero_grad()
-    run.hot.next_report_s = 0.0
-    run._maybe_report()
+    run.steps_state.next_report_s = 0.0
+    run.maybe_report()
     run.worker.drain()
 print(json.dumps(seen))
 """

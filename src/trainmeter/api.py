@@ -11,7 +11,8 @@ from typing import Any
 
 from trainmeter.core import monitor as _monitor_module
 from trainmeter.core.controls import StopTraining
-from trainmeter.core.monitor import _PHASE_NAME, Monitor
+from trainmeter.core.monitor import Monitor
+from trainmeter.core.phases import PHASE_NAME
 from trainmeter.options import make_options
 
 RESERVED_PHASES = ("train",)
@@ -173,7 +174,7 @@ def phase(name: str) -> Iterator[None]:
     Raises:
         ValueError: When ``name`` is not a lowercase identifier, or is ``train``.
     """
-    if not isinstance(name, str) or not _PHASE_NAME.match(name) or name in RESERVED_PHASES:
+    if not isinstance(name, str) or not PHASE_NAME.match(name) or name in RESERVED_PHASES:
         raise ValueError(
             f"invalid phase name {name!r}: use eval, checkpoint, reporting, profiling, data_wait "
             "or a custom lowercase identifier (not 'train')"

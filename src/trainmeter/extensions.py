@@ -85,9 +85,8 @@ def make_monitor(options: MonitorOptions, **kwargs: Any) -> Monitor:
 
     kwargs.setdefault("record", RunRecorder(after_passport=_save_dashboard))
     kwargs.setdefault("cuda_memory", _cuda_memory)
-    monitor = Monitor(options, **kwargs)
-    monitor.finish_imports = import_for_finish
-    return monitor
+    kwargs.setdefault("finish_imports", import_for_finish)
+    return Monitor(options, **kwargs)
 
 
 # What ``%load_ext trainmeter`` imports ahead: the modules a run's start would otherwise import on the training

@@ -222,7 +222,7 @@ def test_a_device_loss_is_checked_when_its_value_arrives_after_its_step(run_root
     m = _run(run_root, [alerts])
     with tm.api.run_monitored(m):
         series = Series("train_loss")
-        m.hot.captured_series, m.hot.held_step, m.hot.steps = series, 0, 9  # nothing held at this step
+        m.steps_state.captured_series, m.steps_state.held_step, m.steps_state.steps = series, 0, 9  # nothing held at this step
         series.append(7, 0.0, 0.5)
         alerts.on_step()  # a finite loss: nothing
         series.append(8, 0.0, float("inf"))

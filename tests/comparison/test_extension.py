@@ -63,8 +63,8 @@ def test_decimation_runs_on_the_report_worker_and_the_curves_match_a_fed_in_plac
             m.record({"train_loss": (step * 7919 % 1000) / 1000.0}, step=step)
             m.on_step(64)
             if step % 500 == 0:
-                m.hot.next_report_s = float("-inf")
-                m._maybe_report()
+                m.steps_state.next_report_s = float("-inf")
+                m.maybe_report()
         m.finish("completed")
         return json.loads((m.run_dir / "curves.json").read_text())
 

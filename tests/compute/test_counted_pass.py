@@ -151,13 +151,13 @@ def test_a_threaded_run_reads_the_workers_count_at_a_later_report_and_its_passpo
     model, opt, batches = tiny_model_and_data()
     with tm.monitor(run_dir=run_root, interval_s=3600) as m:
         train_steps(model, opt, batches[:3])
-        m.hot.next_report_s = 0.0
-        m._maybe_report()  # the first report: the pass is queued on the worker
+        m.steps_state.next_report_s = 0.0
+        m.maybe_report()  # the first report: the pass is queued on the worker
         assert m.extension("compute").counted is None
         go.set()
         m.worker.drain()
-        m.hot.next_report_s = 0.0
-        m._maybe_report()  # a later one reads it (a steady report: the compute wing's fields come from its job)
+        m.steps_state.next_report_s = 0.0
+        m.maybe_report()  # a later one reads it (a steady report: the compute wing's fields come from its job)
         m.worker.drain()
         assert m.extension("compute").counted.value is not None
         train_steps(model, opt, batches[3:])
@@ -171,8 +171,8 @@ def test_a_run_that_ends_before_the_worker_ran_its_pass_waits_for_it_at_the_fina
     model, opt, batches = tiny_model_and_data()
     with tm.monitor(run_dir=run_root, interval_s=3600) as m:
         train_steps(model, opt, batches[:3])
-        m.hot.next_report_s = 0.0
-        m._maybe_report()
+        m.steps_state.next_report_s = 0.0
+        m.maybe_report()
     assert _counted(m) is not None
 
 

@@ -238,8 +238,8 @@ def test_a_request_gives_the_dispatchers_step_hook_back_after_the_step(run_root)
             _step(model, opt, batch)
             if i == 3:
                 tm.checkpoint()
-                assert m.hot.step_hook == m.controls._on_step and m.hot.hook_at == 0
-        hook = m.hot.step_hook
+                assert m.steps_state.hook == m.controls._on_step and m.steps_state.hook_at == 0
+        hook = m.steps_state.hook
     assert hook == stepper.on_step
     assert stepper.calls == [1, 5, 15, 25]  # the trampoline's step (5) also ran the wing's hook once
     assert [c.step for c in m.controls.checkpoints] == [5]
@@ -251,10 +251,10 @@ def test_a_request_without_any_wing_hook_leaves_the_step_path_as_it_was(run_root
     m = make_monitor(options, extensions=[], text=False)
     with tm.api.run_monitored(m):
         _step(model, opt, batches[0])
-        assert m.hot.step_hook is None
+        assert not m.steps_state.has_hook()
         tm.checkpoint()
         _step(model, opt, batches[1])
-        assert m.hot.step_hook is None and m.hot.hook_at > 10**9
+        assert not m.steps_state.has_hook() and m.steps_state.hook_at > 10**9
     assert len(m.controls.checkpoints) == 1
 
 

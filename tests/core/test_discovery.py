@@ -141,6 +141,6 @@ def test_the_start_finds_an_optimizer_held_by_an_attribute_and_leaves_its_attrib
             holder.opt.step()
     finally:
         m.finish("completed")
-    assert m.model_ref() is model and m.hot.steps == 3
+    assert m.model_ref() is model and m.steps_state.steps == 3
     if sys.version_info >= (3, 11):
         assert not _has_dict_object(holder, "opt") and not _has_dict_object(holder.opt, "param_groups")

@@ -119,7 +119,7 @@ class Stepper(ExtensionBase):
 def test_one_sampled_on_step_is_called_with_no_frame_of_the_dispatcher_between(tmp_path):
     one = Stepper("one", every=3)
     m = _monitor(tmp_path, one).start()
-    assert m.hot.step_hook == one.on_step  # the wing's own bound method
+    assert m.steps_state.hook == one.on_step  # the wing's own bound method
     for _ in range(10):
         m.on_step(1)
     m.finish("completed")
@@ -222,7 +222,7 @@ def test_dropped_extensions_get_no_more_events_and_their_on_step_is_disarmed(tmp
     m.on_step(1)
     m.finish("completed")
     assert [e.name for e in m.extensions] == ["optim"]
-    assert sampler.seen == [1] and keeper.seen == [1, 2] and m.hot.step_hook is None
+    assert sampler.seen == [1] and keeper.seen == [1, 2] and not m.steps_state.has_hook()
 
 
 def test_a_deferred_reports_two_parts_give_the_fields_of_one_report_in_the_extension_order() -> None:

@@ -64,7 +64,7 @@ def test_a_sampler_point_goes_to_its_own_time_series(tmp_path):
 
 
 def test_many_new_names_in_one_emit_grow_the_registry_with_one_copy(tmp_path, monkeypatch):
-    import trainmeter.core.emits as emits
+    import trainmeter.core.series_registry as emits
 
     m = _started(tmp_path, max_series=5000)
     sizes_seen: list[int] = []

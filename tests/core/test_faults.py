@@ -37,9 +37,9 @@ def test_past_the_cap_warnings_are_only_counted(tmp_path, monkeypatch):
 
 def test_a_guarded_call_returns_its_value_or_none_with_one_warning(tmp_path):
     m = _monitor(tmp_path)
-    assert m._guard("sum", sum, [1, 2]) == 3
+    assert m.guard("sum", sum, [1, 2]) == 3
     with pytest.warns(MonitorWarning, match="part failed and was disabled"):
-        assert m._guard("part", lambda: 1 / 0) is None
+        assert m.guard("part", lambda: 1 / 0) is None
     assert len(m.warnings) == 1
 
 
@@ -49,8 +49,8 @@ def test_a_text_line_that_cannot_be_printed_is_dropped_quietly_and_others_are_es
             raise OSError("closed")
 
     m = _monitor(tmp_path, out=Broken())
-    m._say("a line")  # no exception
+    m.faults.say("a line")  # no exception
     out = io.StringIO()
-    m.out = out
-    m._say("bell\x07 here")
+    m.faults.redirect(out)
+    m.faults.say("bell\x07 here")
     assert out.getvalue() == "bell\\x07 here\n"

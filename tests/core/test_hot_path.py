@@ -29,10 +29,10 @@ from trainmeter.options import make_options  # noqa: E402
 PACKAGE = str(Path(trainmeter.__file__).parent)
 STEPS = 50
 # Per step (core): the root's __call__ wrapper (a batch shaped like the last counted one counts
-# the same), the autograd.backward wrapper (a 0-d CPU loss read and summed in place) and the
-# optimizer step hook, which runs Monitor.on_step_read's rule inline and puts the loss point in
-# train_loss's columns itself (5 calls before: on_step_read and Series.append were frames of their own).
-MAX_PY_CALLS_PER_STEP = 3
+# the same), the autograd.backward wrapper (a 0-d CPU loss read and summed in place), the optimizer
+# step hook and the one step rule it hands the step to (core/steps.py StepRecorder.step: every source of
+# steps runs the same function; 3 before, when the hook ran a second copy of the rule inline).
+MAX_PY_CALLS_PER_STEP = 4
 # Per step (core): is_grad_enabled, Tensor.tolist (the CPU loss's value, as item() gives it, without releasing the
 # GIL), perf_counter (the step's time) and 4 list appends (the step's time; the previous loss point's value, this
 # one's step and time). The root's weak reference is called, not a C function (8 before, with id).
@@ -41,18 +41,16 @@ MAX_C_CALLS_PER_STEP = 7
 # at the step (docs/spec.md section 2; every step for the first 100 steps, as here, then sampled by the
 # read's cost and <= 100 points/s): its on_step, its _read and the lr Series.append (3 list appends, a len
 # and a dict.get: the group count and the series; the clock read that times it and a max: its stride). The
-# overhead wing times 1 step in 64 or more (its wrapper, its unwrap, its next stride, Monitor.at_step re-arming
-# it; that step takes the probes' general path, _on_step and Monitor.on_step_read, 25 calls in all): amortized below.
+# overhead wing times 1 step in 64 or more (Monitor.at_step arms it, Monitor.time_next_step swaps the rule's
+# timed form in for that step, its callback takes the time and the next stride): amortized below.
 EXTENSION_PY_CALLS_PER_STEP = 3 + 0.4
 EXTENSION_C_CALLS_PER_STEP = 7 + 0.25
 # The only extension code that runs on steady-state steps, and at most how often (calls per step).
 EXTENSION_CALLS_PER_STEP = {
     "optim/extension.py:on_step": 1.0,
     "optim/extension.py:_read": 1.0,
-    "overhead/extension.py:step": 1 / 64,  # the timed step (on_step or on_step_read)
-    "overhead/extension.py:timed": 2 / 64,  # its two wrappers made when armed
     "overhead/extension.py:_arm": 1 / 64,
-    "overhead/extension.py:_unwrap": 1 / 64,
+    "overhead/extension.py:_timed_step": 1 / 64,  # the timed step's callback
     "overhead/extension.py:_next_every": 1 / 64,  # the stride to the next timed step (64 at least)
 }
 
@@ -215,14 +213,13 @@ def test_a_batch_whose_shape_cannot_be_read_after_a_counted_one_warns_and_never_
 
 
 # Python bytecode instructions trainmeter's own frames run per steady step (core alone), counted with
-# sys.settrace opcode events (`python benchmarks/overhead.py ops` prints them by function): 281 on
-# CPython 3.11 (284 before the backward wrapper tested its fast path first; 298 before one flag, hot.inline, stood for the open point with no loss or read pending and the
-# inline steps were counted as hot.steps - hot.slow_steps; 5 more than 293 for the call wrapper's direct Module._call_impl, which spares a bound method and
-# two attribute reads through Module's __getattr__ hook, and costs fewer instructions; 327 before the step hook ran Monitor.on_step_read's rule inline with the loss point held as
-# train_loss's open point, Series.open/close; 331 before the call wrapper took the batch as a parameter of its
-# own and called _call_impl itself; docs/spec.md section 20). Opcode counts are the interpreter's own, so the
-# bound holds for the CPython minor version it was measured on.
-MAX_OPCODES_PER_STEP = {(3, 11): 282}
+# sys.settrace opcode events (`python benchmarks/overhead.py ops` prints them by function): 297 on CPython 3.11
+# since the step hook hands the step to the one step rule (core/steps.py) instead of running a copy of it inline
+# (282 then; 284 before the backward wrapper tested its fast path first; 298 before one flag, inline, stood for the
+# open point with no loss or read pending; 327 before the loss point was held as train_loss's open point; 331
+# before the call wrapper took the batch as a parameter of its own; docs/spec.md section 20). Opcode counts are
+# the interpreter's own, so the bound holds for the CPython minor version it was measured on.
+MAX_OPCODES_PER_STEP = {(3, 11): 297}
 
 
 @pytest.mark.parametrize("kind", ["ids", "floats"])

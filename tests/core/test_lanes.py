@@ -120,7 +120,7 @@ def test_one_training_thread_is_one_lane_and_keeps_the_fast_path(tmp_path):
     for _ in range(30):
         _step(model, opt)
     m.finish("completed")
-    assert m.probes.hot_ident == threading.get_ident() and m.hot.fast_steps > 0
+    assert m.probes.hot_ident == threading.get_ident() and m.probes.steady_steps > 0
     assert [(lane.lane, lane.steps) for lane in m.lane_records()] == [(1, 30)]
     assert "| lane |" not in (m.run_dir / "passport.md").read_text()
     assert not any("several threads" in w for w in m.warnings)
@@ -132,13 +132,13 @@ def test_a_report_runs_on_another_lanes_thread_when_the_interval_passes(tmp_path
     first, other = _model(0), _model(1)
     _step(*first)  # lane 1: this thread, which then stops stepping
     reported_in: list[str] = []
-    real = m._report_body
+    real = m.reporter._body
 
     def spy(final, t0):
         reported_in.append(threading.current_thread().name)
         real(final, t0)
 
-    m._report_body = spy
+    m.reporter._body = spy
 
     def work(_k: int) -> None:
         for _ in range(5):
@@ -158,12 +158,12 @@ def test_a_thread_that_finds_another_reporting_goes_on_without_waiting(tmp_path)
     model, opt = _model(0)
     _step(model, opt)
     clock.advance(2.0)
-    m._report_lock.acquire()  # another thread is reporting
+    m.reporter._lock.acquire()  # another thread is reporting
     try:
         _step(model, opt)
         assert m.reports == 0 and m.steps == 2  # counted, not reported, not blocked
     finally:
-        m._report_lock.release()
+        m.reporter._lock.release()
     _step(model, opt)
     assert m.reports == 1
     m.finish("completed")

@@ -24,7 +24,7 @@ def _slow_memory(m, clock, cost_s):
         clock.advance(cost_s)
         return MemoryReading(rss_bytes=1000, rss_peak_bytes=1000)
 
-    m._memory_probe.sample = sample
+    m.lifecycle.memory_probe.sample = sample
 
 
 def test_training_only_and_session_throughput_use_their_own_denominators(run_root):
@@ -149,7 +149,7 @@ def test_a_report_fault_warns_and_the_run_completes(run_root):
     def broken():
         raise OSError("disk full")
 
-    m._memory_probe.sample = broken
+    m.lifecycle.memory_probe.sample = broken
     with pytest.warns(MonitorWarning, match="disk full"):
         clock.advance(2)
         m.on_step(5)

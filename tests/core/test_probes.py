@@ -617,7 +617,7 @@ def test_a_backward_with_parameters_other_than_torchs_is_wrapped_on_the_general_
                            else torch.autograd.backward)
     assert not _plain_backward(newer)
     with tm.monitor(run_dir=run_root, interval_s=3600) as m:
-        probes = m._probes
+        probes = m.probes
         wrapper = probes._make_backward(newer)
         loss = torch.tensor(2.5, requires_grad=True) * 2
         assert wrapper(loss, None, True, inputs=[1], extra=3) == ("called", loss, None, True, False, [1], 3)

@@ -48,13 +48,15 @@ def test_an_open_phase_holds_reports_back_until_it_has_been_open_for_long(tmp_pa
 
 
 def test_series_keep_at_most_max_pending_points_when_a_reader_lags(tmp_path, monkeypatch):
-    monkeypatch.setattr(reports, "MAX_PENDING", 5)
+    import trainmeter.core.series_registry as registry
+
+    monkeypatch.setattr(registry, "MAX_PENDING", 5)
     clock = FakeClock(0.0)
     m = _started(tmp_path, clock, interval_s=3600.0)
     m.add_reader()  # a reader that never reads
     for i in range(20):
         m.record({"x": float(i)})
-    m._report(False)
+    m.report_now()
     assert m.series["x"].pending <= 5
     m.finish("completed")
 
@@ -92,12 +94,12 @@ def test_a_steady_report_runs_the_worker_wings_and_the_run_log_write_on_the_work
     m = _threaded(tmp_path, [_Wing("inline", False, seen), _Wing("deferred", True, seen)])
     me = threading.current_thread().name
     m.on_step(4)
-    m._report(False)  # the first report: all on the training thread
+    m.report_now()  # the first report: all on the training thread
     assert seen == [("inline", 1, me, 1), ("deferred", 1, me, 1)]
     gate = threading.Event()
     m.worker.submit("test-gate", lambda: gate.wait(10))
     m.on_step(4)
-    m._report(False)  # queued behind the gate: the training thread went on
+    m.report_now()  # queued behind the gate: the training thread went on
     assert seen[2:] == [("inline", 2, me, 2)] and len(_records(m, "interval")) == 1
     m.on_step(4)  # training goes on past the report before the worker writes it
     gate.set()
@@ -115,11 +117,11 @@ def test_finish_runs_a_queued_report_job_before_the_wings_stop_and_the_log_ends_
     m = _threaded(tmp_path, [_Wing("deferred", True, seen)])
     for _ in range(3):
         m.on_step(4)
-        m._report(False)
+        m.report_now()
     gate = threading.Event()
     m.worker.submit("test-gate", lambda: gate.wait(10))
     m.on_step(4)
-    m._report(False)
+    m.report_now()
     threading.Timer(0.2, gate.set).start()
     m.finish("completed")
     assert [s[:2] for s in seen] == [("deferred", 1), ("deferred", 2), ("deferred", 3), ("deferred", 4),
@@ -140,7 +142,7 @@ def test_a_threaded_runs_log_holds_the_records_an_inline_run_writes_though_its_r
         for i in range(5):
             m.on_step(4)
             m.record({"x": float(i)})
-            m._report(False)
+            m.report_now()
         gate.set()
         m.finish("completed")
         out = []
@@ -158,15 +160,15 @@ def test_a_report_job_that_raises_warns_once_and_later_reports_run_on_the_traini
     seen: list = []
     m = _threaded(tmp_path, [_Wing("deferred", True, seen)])
     m.on_step(4)
-    m._report(False)
-    monkeypatch.setattr(m, "_trim", lambda: 1 / 0)
+    m.report_now()
+    monkeypatch.setattr(m.registry, "trim", lambda step_series: 1 / 0)
     m.on_step(4)
     with pytest.warns(MonitorWarning, match="report's report work failed"):
-        m._report(False)
+        m.report_now()
         assert m.worker.drain(10) and reports.REPORT_JOB in m.worker.disabled
     monkeypatch.undo()
     m.on_step(4)
-    m._report(False)
+    m.report_now()
     assert seen[-1] == ("deferred", 3, threading.current_thread().name, 3)
     m.finish("completed")
 
@@ -180,7 +182,7 @@ def test_every_steady_reports_text_line_is_printed_whole_and_in_order_from_the_w
     gate = threading.Event()
     for r in range(4):
         m.on_step(4)
-        m._report(False)
+        m.report_now()
         if r == 0:
             m.worker.submit("test-gate", lambda: gate.wait(10))
     shown = [line for line in out.getvalue().splitlines() if line.startswith("[step")]

@@ -87,12 +87,12 @@ def test_deferred_step_losses_reach_the_series_in_step_order_after_the_next_step
 
     m = Monitor(make_options(run_dir=None, interval_s=3600), text=False, probes=False)
     reader = DeferringReader()
-    m.hot.scalars = reader
+    m.steps_state.scalars = reader
     for i in range(3):
         loss = StepLoss("train_loss")
         loss.add(reader, float(i))
         m.on_step(1, loss)  # the read completes at the next poll, not now
     assert "train_loss" not in m.series or m.series["train_loss"].stats().count < 3
-    m._poll_scalars(0.0)
-    m._flush_losses(float("inf"))
+    m.steps_state.poll_scalars()
+    m.steps_state.flush_losses(float("inf"))
     assert m.series["train_loss"].read(0)[1:4:2] == ([1, 2, 3], [0.0, 1.0, 2.0])

@@ -1,4 +1,4 @@
-"""The wrappers: a steady step reaches the monitor through a hot-state slot; backward reaches torch."""
+"""The wrappers: a steady step reaches the one step rule; backward reaches torch."""
 
 from __future__ import annotations
 
@@ -19,30 +19,20 @@ def _linear_run(tmp_path):
     return model, opt, m
 
 
-def test_a_step_with_steady_cleared_goes_through_the_step_read_slot_so_a_timing_wrapper_is_seen(tmp_path):
-    """The overhead wing's timing: the steady step is inline, hot.steady cleared sends one step to hot.step_read."""
+def test_the_timing_hook_times_the_next_steady_step_only_and_every_step_goes_through_one_rule(tmp_path):
+    """The overhead wing's timing: Monitor.time_next_step times the step rule on the next step, steady or not."""
     model, opt, m = _linear_run(tmp_path)
     seen = []
     try:
         for step in range(25):
             if step == 20:  # steady by now: the next step takes the short path
-                plain = m.hot.step_read
-                assert plain == m.on_step_read
-
-                def timed(tokens, value):
-                    seen.append(value)
-                    m.hot.step_read = plain
-                    plain(tokens, value)
-
-                m.hot.step_read = timed
-                m.hot.steady = False  # the general path for this step; it sets steady again
+                m.time_next_step(lambda run_step: (run_step(), seen.append(m.steps)))
             model(torch.ones(2, 3)).pow(2).mean().backward()
             opt.step()
     finally:
         m.finish("completed")
-    expected = model(torch.ones(2, 3)).pow(2).mean().item()  # lr 0: every step's loss
-    assert m.steps == 25 and seen == [pytest.approx(expected)]
-    assert m.hot.steady is False  # stopped: the short path is off until the next run
+    assert m.steps == 25 and seen == [21]  # the next step only, counted through the rule
+    assert m.probes.hot.steady is False  # stopped: the short path is off until the next run
 
 
 def test_a_backward_reaches_torch_with_its_gradient_and_leaves_no_flag_set(tmp_path):
@@ -51,7 +41,7 @@ def test_a_backward_reaches_torch_with_its_gradient_and_leaves_no_flag_set(tmp_p
                      extensions=[]).start()
     try:
         (w * 2).sum().backward()
-        assert not m.hot.in_backward and torch.equal(w.grad, torch.full((2,), 2.0))
+        assert not m.probes.hot.in_backward and torch.equal(w.grad, torch.full((2,), 2.0))
     finally:
         m.finish("completed")
 
@@ -81,9 +71,9 @@ def test_the_fast_call_honours_module_compile_made_during_the_run(tmp_path):
     try:
         for step in range(25):
             if step == 20:  # steady: the call takes the fast path, calling torch's _call_impl itself
-                assert m.hot.call_impl is torch.nn.Module._call_impl
+                assert m.probes.hot.call_impl is torch.nn.Module._call_impl
                 model.compile(backend=backend)
-                assert m.hot.call_impl is None
+                assert m.probes.hot.call_impl is None
             model(torch.ones(2, 3)).pow(2).mean().backward()
             opt.step()
     finally:
@@ -102,7 +92,7 @@ def test_the_fast_call_honours_a_compiled_call_impl_the_module_had_when_chosen(t
         for _ in range(25):
             model(torch.ones(2, 3)).pow(2).mean().backward()
             opt.step()
-        assert m.hot.call_impl is None
+        assert m.probes.hot.call_impl is None
     finally:
         m.finish("completed")
     assert len(calls) == 25 and m.steps == 25 and m.tokens == 25 * 2
@@ -126,7 +116,7 @@ def _loss_run(tmp_path, name, general: bool, reports_at=()):
     try:
         for step in range(1, 31):
             if general:
-                m.hot.steady = False
+                m.probes.hot.steady = False
             loss = model(x).pow(2).mean()
             opt.zero_grad()
             loss.backward()
@@ -134,8 +124,8 @@ def _loss_run(tmp_path, name, general: bool, reports_at=()):
             opt.step()
             if step in reports_at:
                 seen.append(m.series["train_loss"].read(0))  # what the report will read (it trims after)
-                m.hot.next_report_s = 0.0
-                m._maybe_report()
+                m.steps_state.next_report_s = 0.0
+                m.maybe_report()
         final = m.series["train_loss"]
     finally:
         m.finish("completed")
@@ -156,27 +146,22 @@ def test_the_inline_steady_step_records_what_monitor_on_step_read_records(tmp_pa
         (29, list(range(21, 30)), [float(s) for s in range(21, 30)])]
 
 
-def test_a_loss_queued_between_steady_steps_sends_the_next_step_through_the_general_path(tmp_path):
+def test_a_loss_queued_between_steady_steps_keeps_the_step_order_of_both_series(tmp_path):
     from trainmeter.core.scalars import StepLoss
 
     model, opt, m = _linear_run(tmp_path)
-    read = []
-    plain = m.hot.step_read
-    m.hot.step_read = lambda tokens, value: (read.append(m.hot.steps + 1), plain(tokens, value))
     try:
         for step in range(1, 26):
             model(torch.ones(2, 3)).pow(2).mean().backward()
             opt.step()
             if step == 20:
-                assert m.hot.inline
-                m.add_loss(StepLoss.read("train_loss.other", 1.5))  # a loss waiting for its series
-                assert not m.hot.inline
+                m.steps_state.add_loss(StepLoss.read("train_loss.other", 1.5))  # a loss waiting for its series
         other = m.series["train_loss.other"].read(0)
-        loss = m.series["train_loss"].stats()
+        loss = m.series["train_loss"].read(0)
     finally:
         m.finish("completed")
-    assert read[-1] == 21 and 22 not in read  # step 21 flushed it; from 22 on the steps are inline again
-    assert other[1:] == ([20], [other[2][0]], [1.5]) and loss.count == 24
+    assert other[1:] == ([20], [other[2][0]], [1.5])
+    assert loss[1] == list(range(1, 25))  # every step's loss but the last (held: the open point), in order
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
@@ -195,8 +180,8 @@ def test_the_fast_backward_records_each_steps_loss_as_item_gives_it(tmp_path, dt
             opt.zero_grad()
             loss.backward()
             opt.step()
-        assert m.hot.inline  # the steady steps took the fast paths
-        values = m.series["train_loss"].read(0)[3] + [m.hot.held_value]  # the last one is the open point's
+        assert m.probes.steady_steps >= 20  # the steady steps took the fast paths
+        values = m.series["train_loss"].read(0)[3] + [m.steps_state.held_value]  # the last one is the open point's
     finally:
         m.finish("completed")
     assert values == expected and all(type(v) is float for v in values)

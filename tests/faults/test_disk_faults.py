@@ -15,7 +15,7 @@ import sys
 import pytest
 
 from trainmeter.core import monitor as monitor_module
-from trainmeter.core import reports as reports_module
+from trainmeter.core import series_registry as reports_module
 from trainmeter.core.clock import FakeClock
 from trainmeter.core.monitor import active
 from trainmeter.extensions import make_monitor

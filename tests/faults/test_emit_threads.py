@@ -8,7 +8,7 @@ import threading
 import pytest
 
 import trainmeter.api as tm
-from trainmeter.core import side_emits as emits_module
+from trainmeter.core import emits as emits_module
 from trainmeter.core import monitor as monitor_module
 from trainmeter.core.clock import FakeClock
 from trainmeter.extensions import make_monitor

@@ -15,14 +15,14 @@ from trainmeter.record.events import read_events
 def _monitor(run_root, clock, out):
     m = make_monitor(make_options(run_dir=run_root, name="beat", interval_s=10), clock=clock, text=True, out=out,
                      probes=False, extensions=[]).start()
-    m._heartbeat.stop()  # the test drives the beats on the fake clock instead of the thread
+    m.lifecycle.heartbeat.stop()  # the test drives the beats on the fake clock instead of the thread
     return m
 
 
 def test_a_sixty_second_step_leaves_heartbeats_that_say_which_step_and_since_when(run_root):
     clock, out = FakeClock(), io.StringIO()
     m = _monitor(run_root, clock, out)
-    beat = Heartbeat(m, 10.0, m._say)
+    beat = Heartbeat(m, 10.0, m.faults.say)
     for _ in range(40):
         m.on_step(10)
         clock.advance(1.0)
@@ -58,7 +58,7 @@ def test_a_long_open_phase_is_named_in_the_heartbeat(run_root):
 
     clock, out = FakeClock(), io.StringIO()
     m = _monitor(run_root, clock, out)
-    beat = Heartbeat(m, 10.0, m._say)
+    beat = Heartbeat(m, 10.0, m.faults.say)
     m.on_step(10)
     with tm.phase("eval"):
         for _ in range(40):  # a 40 s eval: reports wait for the phase to end
@@ -74,12 +74,12 @@ def test_a_short_step_without_reports_prints_no_heartbeat_line(run_root):
     """Reports may wait (a slow step under load, an open phase): the line is for a step running 30 s or more."""
     clock, out = FakeClock(), io.StringIO()
     m = _monitor(run_root, clock, out)
-    beat = Heartbeat(m, 2.0, m._say)
+    beat = Heartbeat(m, 2.0, m.faults.say)
     m.on_step(10)
     for _ in range(20):  # 5 s steps, and no report comes: heartbeats in the log, no line printed
         clock.advance(5.0)
         beat.beat(clock())
-        m.hot.steps += 1
+        m.steps_state.steps += 1
     assert read_events(m.run_dir / "events.jsonl", kinds=("heartbeat",)) and "running for" not in out.getvalue()
     m.finish("completed")
 
@@ -87,12 +87,12 @@ def test_a_short_step_without_reports_prints_no_heartbeat_line(run_root):
 def test_the_thread_sleeps_until_the_next_report_is_due_and_ticks_once_it_is_overdue(run_root):
     clock, out = FakeClock(), io.StringIO()
     m = _monitor(run_root, clock, out)
-    beat = Heartbeat(m, 10.0, m._say)
-    m.hot.next_report_s = clock() + 7.0
+    beat = Heartbeat(m, 10.0, m.faults.say)
+    m.steps_state.next_report_s = clock() + 7.0
     assert beat.wait_s(clock()) == 7.0  # nothing can be due before the report: no wake-up in between
-    m.hot.next_report_s = clock() + 3600.0
+    m.steps_state.next_report_s = clock() + 3600.0
     assert beat.wait_s(clock()) == 10.0  # at most an interval
-    m.hot.next_report_s = clock() - 5.0
+    m.steps_state.next_report_s = clock() - 5.0
     assert beat.wait_s(clock()) == 1.0  # overdue: a tick, so a long step is seen within one
     m.finish("completed")
 
@@ -100,7 +100,7 @@ def test_the_thread_sleeps_until_the_next_report_is_due_and_ticks_once_it_is_ove
 def test_a_long_step_seen_after_a_long_sleep_is_timed_from_the_last_counted_steps_end(run_root):
     clock, out = FakeClock(), io.StringIO()
     m = _monitor(run_root, clock, out)
-    beat = Heartbeat(m, 10.0, m._say)
+    beat = Heartbeat(m, 10.0, m.faults.say)
     beat.beat(clock())
     for _ in range(5):  # steps the thread does not see one by one (it slept until the report was due)
         clock.advance(1.0)

@@ -109,7 +109,7 @@ def test_a_killed_run_reads_unfinished_with_its_last_step_and_unit_everywhere(tm
     assert " 158 " in row and "632 samples" in row and "unfinished" in row
     state, _, _ = replay(run_dir)
     assert state["status"] == "unfinished"
-    m._finish_done.update({"passport", "log-close", "closing"})
+    m.lifecycle._done.update({"passport", "log-close", "closing"})
     m.finish("completed")
 
 

@@ -323,8 +323,8 @@ def test_the_report_worker_folds_the_loss_ema_ahead_and_each_report_shows_the_ex
             if step % 100 == 0:
                 if clock is None:
                     time.sleep(0.1)  # the worker's turn: from the first report on, it folds the points ahead
-                m.hot.next_report_s = float("-inf")
-                m._maybe_report()  # the first report starts the worker; later ones find most points folded
+                m.steps_state.next_report_s = float("-inf")
+                m.maybe_report()  # the first report starts the worker; later ones find most points folded
         m.finish("completed")
         return [e["optim"]["loss_ema"] for e in read_events(m.run_dir / "events.jsonl") if e["kind"] == "interval"]
 
@@ -387,11 +387,11 @@ def test_a_steady_report_on_the_worker_raises_the_stride_for_the_next_read_and_s
     for _ in range(2):
         time.sleep(0.05)
         m.on_step(8)
-    m._report(False)  # the first report, on the training thread: ~20 steps/s, stride ~20
+    m.report_now()  # the first report, on the training thread: ~20 steps/s, stride ~20
     first = ext.stride
     for _ in range(2000):
         m.on_step(8)
-    m._report(False)  # a steady report: its fields on the worker, from a much faster window
+    m.report_now()  # a steady report: its fields on the worker, from a much faster window
     assert m.worker.drain(10)
     assert ext.stride > first and THREAD_NAME not in calls
     m.finish("completed")

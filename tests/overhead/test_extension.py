@@ -16,31 +16,38 @@ from trainmeter.overhead.extension import MAX_SAMPLE_EVERY, SAMPLE_EVERY, TIMED_
 
 
 class Ticks:
-    """A perf counter that moves 5 us per read."""
+    """A perf counter that moves 5 us per read (and counts its reads)."""
 
     def __init__(self) -> None:
         self.t = 0.0
+        self.reads = 0
 
     def __call__(self) -> float:
         self.t += 5e-6
+        self.reads += 1
         return self.t
 
 
-def test_on_step_is_timed_on_one_step_in_sample_every_and_unwrapped_at_the_end(tmp_path) -> None:
+def _step(m, ticks, tokens: int) -> bool:
+    """One step; whether the wing timed it (it read its counter during the step)."""
+    before = ticks.reads
+    m.on_step(tokens)
+    return ticks.reads > before
+
+
+def test_the_step_rule_is_timed_on_one_step_in_sample_every_and_on_no_other(tmp_path) -> None:
     clock = FakeClock()
-    ext = Overhead(perf_counter=Ticks())
+    ticks = Ticks()
+    ext = Overhead(perf_counter=ticks)
     m = make_monitor(make_options(run_dir=tmp_path, interval_s=3600), clock=clock, text=False, probes=False,
                      extensions=[ext]).start()
-    assert "on_step" not in vars(m)  # no wrapper on the steps that are not timed
-    wrapped = []
+    timed = []
     for _ in range(10 * SAMPLE_EVERY):
         clock.advance(0.01)
-        wrapped.append("on_step" in vars(m))
-        m.on_step(8)
-    assert [i + 1 for i, w in enumerate(wrapped) if w] == [k * SAMPLE_EVERY for k in range(1, 11)]
-    assert m.steps == 10 * SAMPLE_EVERY and m.tokens == 80 * SAMPLE_EVERY  # the wrapper changes nothing
+        timed.append(_step(m, ticks, 8))
+    assert [i + 1 for i, w in enumerate(timed) if w] == [k * SAMPLE_EVERY for k in range(1, 11)]
+    assert m.steps == 10 * SAMPLE_EVERY and m.tokens == 80 * SAMPLE_EVERY  # the timing changes nothing
     m.finish("completed")
-    assert "on_step" not in vars(m)
     p = json.loads((m.run_dir / "passport.json").read_text())["overhead"]
     assert p["on_step_samples"] == 10 and p["sample_every"] == SAMPLE_EVERY
     assert p["on_step_us"] == pytest.approx(5.0)  # one tick between the two reads of each timed step
@@ -50,15 +57,15 @@ def test_on_step_is_timed_on_one_step_in_sample_every_and_unwrapped_at_the_end(t
 
 def test_short_steps_are_timed_less_often_until_the_timing_costs_its_share_of_a_step(tmp_path) -> None:
     clock = FakeClock()
-    ext = Overhead(perf_counter=Ticks())  # each timed on_step: 5 us
+    ticks = Ticks()
+    ext = Overhead(perf_counter=ticks)  # each timed on_step: 5 us
     m = make_monitor(make_options(run_dir=tmp_path, interval_s=3600), clock=clock, text=False, probes=False,
                      extensions=[ext]).start()
     timed_at = []
     for step in range(1, 8001):
         clock.advance(200e-6)  # 200 us steps: 5 us / (1e-4 x 200 us) = 250 steps from one timed step to the next
-        if "on_step" in vars(m):
+        if _step(m, ticks, 8):
             timed_at.append(step)
-        m.on_step(8)
     assert timed_at[:2] == [SAMPLE_EVERY, 2 * SAMPLE_EVERY]  # the first stride is the least one
     every = round(5e-6 / (TIMED_SHARE * 200e-6))
     gaps = [b - a for a, b in zip(timed_at[1:], timed_at[2:], strict=False)]

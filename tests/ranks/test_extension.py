@@ -87,7 +87,7 @@ def test_a_forked_child_starts_with_no_held_loss_pending_loss_queued_emit_or_ser
     with tm.monitor(name="parent", run_dir=run_root) as m:
         steps(5)  # the loss of step 5 is held until step 6
         tm.emit(train_loss=2.0)  # series_info: the cell's own loss
-        m.add_loss(StepLoss.read("train_loss.optimizer2", 3.0))  # a pending loss, flushed at the next step
+        m.steps_state.add_loss(StepLoss.read("train_loss.optimizer2", 3.0))  # a pending loss, flushed at the next step
         emitter = threading.Thread(target=lambda: tm.emit(from_thread=1.0))  # queued for the training thread
         emitter.start()
         emitter.join()

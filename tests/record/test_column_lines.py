@@ -33,7 +33,7 @@ def _fill(series, rng, n, start_step):
     for i in range(n):
         step = start_step + i
         if isinstance(series, StepSeries):
-            series.add(step * 0.01, 64 if step % 50 else 32)
+            series.append(step, step * 0.01, 64 if step % 50 else 32)
         else:
             v = rng.choice((math.nan, math.inf, -math.inf)) if rng.random() < 0.02 else rng.lognormvariate(0, 2)
             series.append(step, step * 0.0123456789, v)
@@ -96,8 +96,8 @@ def test_a_run_on_the_real_clock_logs_every_point_once_with_pieces_from_the_work
         m.on_step(16)
         if step % 100 == 0:
             time.sleep(0.2)  # the worker's turn: from the first report on, it encodes the points ahead
-            m.hot.next_report_s = float("-inf")
-            m._maybe_report()
+            m.steps_state.next_report_s = float("-inf")
+            m.maybe_report()
     m.finish("completed")
     events = list(read_events(m.run_dir / "events.jsonl"))
     got = [(s, v) for e in events if e["kind"] == "series" and e["name"] == "train_loss"

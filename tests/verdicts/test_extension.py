@@ -64,8 +64,8 @@ def _real_clock_run(tmp_path, ext, loss, steps=400, every=50):
         m.record({"train_loss": loss(step)}, step=step)
         m.on_step(1000)
         if step % every == 0:
-            m.hot.next_report_s = 0.0
-            m._maybe_report()
+            m.steps_state.next_report_s = 0.0
+            m.maybe_report()
     m.finish("completed")
     return m, json.loads((m.run_dir / "passport.json").read_text())
 

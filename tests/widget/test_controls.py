@@ -43,8 +43,10 @@ def test_without_a_subshell_the_state_names_the_file_path_or_why_the_buttons_are
     hidden = run.run_dir.parent.parent / ".tm"
     hidden.mkdir()
     monkeypatch.chdir(hidden.parent)  # the run under a hidden folder of the notebook's: the server refuses it
-    monkeypatch.setattr(run, "run_dir", hidden / "runs" / run.run_dir.name)
+    shown = run.run_dir
+    run.set_run_dir(hidden / "runs" / shown.name)
     assert wc.controls_state(run)["reason"].endswith("(a hidden folder: run with --dir runs)")
+    run.set_run_dir(shown)
     monkeypatch.undo()
     monkeypatch.setattr(wc, "_message_path", lambda: (False, wc.NO_MESSAGES))
     monkeypatch.chdir(run.run_dir.parent.parent)  # the run folder is now under the notebook's folder

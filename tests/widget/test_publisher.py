@@ -83,7 +83,7 @@ class Recorder:
 def _monitor(run_root, clock, **opts):
     m = make_monitor(make_options(run_dir=run_root, name="pub", **opts), clock=clock, text=False, probes=False)
     m.start()
-    m._memory_probe.sample = lambda: MemoryReading(rss_bytes=1_000_000_000, rss_peak_bytes=1_000_000_000)
+    m.lifecycle.memory_probe.sample = lambda: MemoryReading(rss_bytes=1_000_000_000, rss_peak_bytes=1_000_000_000)
     return m
 
 

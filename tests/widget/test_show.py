@@ -22,7 +22,7 @@ def _saved_run(run_root, *, steps=50, finish=True):
     m = make_monitor(make_options(run_dir=run_root, name="saved", interval_s=1.0, budget_steps=100), clock=clock,
                 text=False, probes=False)
     m.start()
-    m._memory_probe.sample = lambda: MemoryReading(rss_bytes=1_500_000_000, rss_peak_bytes=1_600_000_000)
+    m.lifecycle.memory_probe.sample = lambda: MemoryReading(rss_bytes=1_500_000_000, rss_peak_bytes=1_600_000_000)
     for i in range(steps):
         clock.advance(0.1)
         m.on_step(64, loss_value=4.0 - i * 0.01)

@@ -50,7 +50,7 @@ def _run(run_root, clock, *, steps=6, extensions=None, **opts):
     m = make_monitor(make_options(run_dir=run_root, interval_s=2.0, name="vm", **opts), clock=clock, text=False,
                 probes=False, extensions=extensions)
     m.start()
-    m._memory_probe.sample = lambda: MemoryReading(rss_bytes=2_000_000_000, rss_peak_bytes=2_500_000_000)
+    m.lifecycle.memory_probe.sample = lambda: MemoryReading(rss_bytes=2_000_000_000, rss_peak_bytes=2_500_000_000)
     for i in range(steps):
         clock.advance(1.0)
         m.on_step(100, loss_value=3.0 - 0.1 * i)
@@ -141,7 +141,7 @@ def test_missing_readings_are_null_with_what_would_enable_them(run_root):
 
 def test_cuda_tile_appears_only_with_cuda_readings(run_root):
     m = _run(run_root, FakeClock(0.0))
-    m.memory = MemoryReading(rss_bytes=1, rss_peak_bytes=1, cuda={"allocated_bytes": 3e9, "device_total_bytes": 80e9})
+    m.reporter.memory = MemoryReading(rss_bytes=1, rss_peak_bytes=1, cuda={"allocated_bytes": 3e9, "device_total_bytes": 80e9})
     tiles = build_state(facts_from_monitor(m))["tiles"]
     cuda = next(t for t in tiles if t["id"] == "cuda_memory")
     assert cuda["value"] == 3e9 and "74.5 GiB" in cuda["sub"]
@@ -189,7 +189,7 @@ def test_live_rate_tile_and_eta_follow_the_recent_figures_between_reports(run_ro
     from trainmeter.widget.live_rate import RecentFigures
 
     m = _run(run_root, FakeClock(0.0))
-    m.status = "running"
+    m.lifecycle.status = "running"
     recent = RecentFigures(tokens_per_s=1234.0, steps_per_s=5.0, window_tokens=12340, window_steps=50,
                            window_s=10.0, t_s=12.0, rss_bytes=123 * 2**20)
     state = build_state(facts_from_monitor(m, recent=recent))
@@ -207,7 +207,7 @@ def test_the_live_rate_tile_names_one_window_for_the_session_and_the_training_on
     from trainmeter.widget.live_rate import RecentFigures
 
     m = _run(run_root, FakeClock(0.0))
-    m.status = "running"
+    m.lifecycle.status = "running"
     recent = RecentFigures(tokens_per_s=5_100.0, steps_per_s=5.0, window_tokens=51_000, window_steps=50,
                            window_s=10.0, t_s=12.0, train_tokens_per_s=5_800.0, window_train_s=51_000 / 5_800)
     rate = _tile(build_state(facts_from_monitor(m, recent=recent)), "throughput")
@@ -223,7 +223,7 @@ def test_the_live_eta_follows_the_recent_pace_labelled_so_when_the_compute_wing_
 
     # 6 of 20 steps, 1 s each (training-only pace 1 step/s); the compute wing builds the bar
     m = _run(run_root, FakeClock(0.0), budget_steps=20, extensions=[ComputeExtension()])
-    m.status = "running"
+    m.lifecycle.status = "running"
     recent = RecentFigures(tokens_per_s=50.0, steps_per_s=0.5, window_tokens=500, window_steps=5, window_s=10.0,
                            t_s=6.0)
     bar = build_state(facts_from_monitor(m, recent=recent))["progress"]

@@ -109,7 +109,7 @@ class Alerts(ExtensionBase):
     # -- checks ------------------------------------------------------------------------------
     def _check_step_loss(self) -> None:
         """Training thread, after each counted step: the step's host-read loss not finite -> fire (may stop)."""
-        hot = self._m.hot  # type: ignore[union-attr]
+        hot = self._m.steps_state  # type: ignore[union-attr]  # the step rule's state (read-only here)
         rule: AlertRule = self._nan_stop  # type: ignore[assignment]  # on_step exists only with this rule
         if hot.held_step == hot.steps:  # the step's loss was read on the host (a CPU loss)
             if not math.isfinite(hot.held_value):

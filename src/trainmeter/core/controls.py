@@ -137,7 +137,7 @@ class Controls:
     def live(self) -> bool:
         """Whether the run takes requests now (started and not finishing)."""
         m = self._m
-        return m.status == "running" and not getattr(m, "_finished", False)
+        return m.status == "running" and not m.finished
 
     def request_stop(self, by: str) -> bool:
         """Ask the training thread to stop after the next optimizer step; whether the run took it."""
@@ -164,11 +164,8 @@ class Controls:
         return self._stop_by, self._checkpoint_by
 
     def _arm(self) -> None:  # under the lock
-        hot = self._m.hot
-        if not self._armed:
-            self._armed = True
-            hot.step_hook = self._on_step
-        hot.hook_at = 0  # the next counted step calls the trampoline
+        self._armed = True
+        self._m.steps_state.set_hook(self._on_step, 0)  # the next counted step calls the trampoline
 
     def set_hook(self, fn: Callable[[], None] | None, at: int) -> None:
         """The dispatcher's step hook ``fn`` from step ``at`` (``Monitor.set_step_hook``): installed now, or
@@ -176,22 +173,20 @@ class Controls:
         with self._lock:
             self._hook = (fn, at if fn is not None else sys.maxsize)
             if not self._armed:
-                self._m.hot.step_hook, self._m.hot.hook_at = self._hook
+                self._m.steps_state.set_hook(fn, at)
 
     # -- the training thread ---------------------------------------------------------------
     def _on_step(self) -> None:
         """The trampoline: give the hook back, checkpoint, call the hook, then stop (may raise StopTraining)."""
         if _compiling():  # inside a compiled region: not a boundary we can act at; the next step will be
             return
-        hot = self._m.hot
         with self._lock:
             stop_by, self._stop_by = self._stop_by, None
             asked_at, self._stop_asked_at = self._stop_asked_at, None
             checkpoint_by, self._checkpoint_by = self._checkpoint_by, None
             self._armed = False
             fn, at = self._hook
-            hot.step_hook = fn
-            hot.hook_at = at
+            self._m.steps_state.set_hook(fn, at)
         try:
             if checkpoint_by is not None:
                 self.checkpoint_now(checkpoint_by)

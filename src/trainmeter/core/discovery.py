@@ -264,16 +264,16 @@ class Discovery:
         _, _, module, candidate = best
         self._set_root(module)
         self.params.update(trained=sum(trained.values()), optimizer_tensors=len(trained))
-        if late or self.hot.steps == 1:  # found at step 2: step 1's batches came before (an autostarted rank)
-            self._first_step_missed = self._first_step_missed or self.hot.steps <= 1
+        if late or self._steps.steps == 1:  # found at step 2: step 1's batches came before (an autostarted rank)
+            self._first_step_missed = self._first_step_missed or self._steps.steps <= 1
         if not late:
             if candidate.example is not None and candidate.unit == "tokens":  # S of the first step: its first batch's
-                self.seq_weights.at(self.hot.tokens + self.hot.pending_tokens,
+                self.seq_weights.at(self._steps.tokens + self.hot.pending_tokens,
                                     batch_seq(candidate.example[0], candidate.example[1]))
             self.hot.pending_tokens += candidate.tokens
             self.hot.calls += candidate.calls
             if candidate.unit:
-                self._monitor.token_unit = candidate.unit
+                self._monitor.set_token_unit(candidate.unit)
             if candidate.example is not None:
                 self.example = candidate.example[:2]
                 self.autocast_dtype = candidate.example[2]
@@ -290,7 +290,7 @@ class Discovery:
         if self._compiling or self._threaded:  # several threads: the other lanes' models stay watched
             return
         root_id = self._root_id
-        now_s = self.hot.now()
+        now_s = self._steps.now()
         if not final:
             self._keep_others_until_s = now_s + KEEP_OTHERS_S
         kept = self._other_optimizers_modules() if not final or now_s < self._keep_others_until_s else set()
@@ -298,7 +298,7 @@ class Discovery:
             del self._candidates[key]
         if kept:  # models of optimizers another thread may step (docs/spec.md section 2, "Threads"): for
             # DISCOVERY_STEPS steps and KEEP_OTHERS_S seconds at least, looked at again every DISCOVERY_STEPS steps
-            self._monitor.at_step(self.hot.steps + DISCOVERY_STEPS, lambda: self._drop_others(final=True))
+            self._monitor.at_step(self._steps.steps + DISCOVERY_STEPS, lambda: self._drop_others(final=True))
         for cls, attr in list(self._patched_classes):
             if attr == "__call__":
                 self._unpatch_class(cls)

@@ -1,53 +1,91 @@
-"""Emitted values: checked one by one, recorded on the recording thread; from others see core/side_emits.py."""
+"""Emitted values: ``tm.emit``, taps and samplers' points, checked one by one and recorded by one writer per series.
+
+On the recording thread (the one that started the run) values go to their series at once. From any other
+thread they are queued in O(1) (one bounded deque, no lock; over ``MAX_QUEUED`` waiting, later values are
+counted and dropped with one warning) and folded by the ``trainmeter-emits`` thread, which wakes every
+``FOLD_WAKE_S`` and folds at most ``FOLD_PER_WAKE`` values: checked, stamped then (one folding thread: no
+backwards times) and appended to series it is the only writer of. A name the recording thread had already
+written stays that thread's: those values wait in a second bounded deque for its next report (at most
+``OWNER_DRAIN`` per report). The final report folds what is left once the thread has stopped (docs/spec.md §18).
+"""
 
 from __future__ import annotations
 
-import re
 import threading
+from collections import deque
+from collections.abc import Callable
 from typing import Any
 
-from trainmeter.core.hot_state import HotState
-from trainmeter.core.loss_order import LOSS_SERIES
-from trainmeter.core.scalars import StepLoss
-from trainmeter.core.series import Series
-from trainmeter.core.side_emits import MAX_QUEUED
+from trainmeter.core.scalars import ScalarReader
+from trainmeter.core.series_registry import SeriesRegistry
+from trainmeter.core.steps import LATE_USER_LOSS, LOSS_SERIES, StepRecorder
 from trainmeter.core.text import printable
 
-MAX_DROPPED_NAMES = 20
-DEFAULT_MAX_SERIES = 256
-RESERVED_SERIES = ("tokens_per_step",)
-_RESERVED_NAME = re.compile(r"(node|gpu\d+)\.|__")
+MAX_QUEUED = 100_000
+FOLD_WAKE_S = 0.05
+FOLD_PER_WAKE = 1_000
+OWNER_DRAIN = 10_000
+STOP_WAIT_S = 0.5
 
 
-class Emits:
-    """``tm.emit``, samplers' points and the series registry (a part of :class:`~trainmeter.core.monitor.Monitor`)."""
+class Emitter:
+    """The run's emitted values: the recording thread's, the cross-thread queue and its folding thread.
 
-    series: dict[str, Series]
-    hot: HotState  # the cross-thread queue, the step, the clock mark
+    Args:
+        registry: The run's series.
+        steps: The step rule (the current step, the clock mark, the loss routing, the 0-d reader).
+        warn_once: The run's ``warn_once``.
+        report: Called when a value recorded on the recording thread finds the next report due.
 
-    def record(self, series: dict[str, Any], step: int | None = None) -> None:
-        """Record named scalars at ``step`` (default: the current step) (``tm.emit``, taps).
+    Thread safety: :meth:`record` from any thread; the rest as each method says.
+    """
 
-        Each value is checked on its own: good ones are recorded, each bad one
-        (not a number, too big for a float, a ``__float__`` that raises, a
-        tensor with no sync-free read, a reserved or over-the-cap name) is left
-        out with one warning. Off the recording thread (the one that started
-        the run) values are queued in O(1) and recorded by trainmeter's folding
-        thread (core/side_emits.py; at most ``MAX_QUEUED`` waiting, more are
-        counted and dropped with a warning). Any thread; never raises.
+    def __init__(self, registry: SeriesRegistry, steps: StepRecorder, warn_once: Callable[[str, str], None],
+                 report: Callable[[], None]) -> None:
+        self._registry = registry
+        self._steps = steps
+        self._warn_once = warn_once
+        self._report = report
+        self.owner_ident = threading.get_ident()  # the recording thread (set again at start)
+        self._new_queue()
+
+    def _new_queue(self) -> None:
+        self._queued: deque[tuple[dict[str, Any], int]] = deque()  # values from other threads (any appends)
+        self._side_names: set[str] = set()  # series the folding thread writes (it alone)
+        self._to_owner: deque[tuple[str, Any, int]] = deque()  # values for series the recording thread writes
+        self._folder: threading.Thread | None = None
+        self._folder_lock = threading.Lock()
+        self._folder_stop = threading.Event()
+        self._closed = False
+        self._fold_reader = ScalarReader()  # the folding thread's deferred reads (CUDA values)
+        self.dropped = 0
+
+    def new_run(self, owner_ident: int) -> None:
+        """Nothing queued, no folding thread, ``owner_ident`` records (a start; a forked child's own run)."""
+        self.owner_ident = owner_ident
+        self._new_queue()
+
+    # -- the recording thread ----------------------------------------------------------------------------------
+    def record(self, values: dict[str, Any], step: int | None = None) -> None:
+        """Record named scalars at ``step`` (default: the current step); see the module docstring.
+
+        Each value is checked on its own: good ones are recorded, each bad one (not a number, too big for a
+        float, a ``__float__`` that raises, a tensor with no sync-free read, a reserved or over-the-cap name)
+        is left out with one warning. Any thread; never raises.
         """
-        if threading.get_ident() != self._owner_ident:
-            self._enqueue(series, step)
+        if threading.get_ident() != self.owner_ident:
+            self._enqueue(values, step)
             return
-        hot = self.hot
-        now = hot.now()
-        t_s = now - hot.t0_s
+        steps = self._steps
+        now = steps.now()
+        t_s = now - steps.t0_s
         if step is None:
-            step = hot.steps
-        known = self.series
-        side = self._side_names  # series the folding thread writes: this thread's values for them go there too
+            step = steps.steps
+        registry = self._registry
+        known = registry.series
+        side = self._side_names
         fresh: list[tuple[str, float]] = []  # values of names without a series yet: created in one copy below
-        for name, value in series.items():
+        for name, value in values.items():
             existing = known.get(name) if type(value) is float else None
             if existing is not None and existing.x_kind == "step" and name != LOSS_SERIES and name not in side:
                 existing.append(step, t_s, value)  # fast path: a float for a series already recorded
@@ -55,53 +93,37 @@ class Emits:
             if name in side:
                 self._enqueue({name: value}, step)
                 continue
-            number = self._checked(name, value, (name, step, t_s))
-            if number is not None and name == LOSS_SERIES and not hot.user_loss:
+            number = self.checked(name, value, (name, step, t_s))
+            if number is not None and name == LOSS_SERIES and not steps.user_loss:
                 name = self._user_loss_name()  # the headline, or train_loss.emitted after captured points
             if number is not None:
                 fresh.append((name, number))
         if fresh:
-            self._record_fresh(fresh, step, t_s)
-        if now >= hot.next_report_s:
-            self._maybe_report()
+            registry.create([name for name, _ in fresh], side)
+            for name, number in fresh:
+                if name in side:
+                    self._enqueue({name: number}, step)
+                else:
+                    registry.series[name].append(step, t_s, number)
+        if now >= steps.next_report_s:
+            self._report()
 
-    def _record_fresh(self, fresh: list[tuple[str, float]], step: int, t_s: float) -> None:
-        """Create the series of one ``record`` call's new names with one copy of the registry, then append.
+    def _user_loss_name(self) -> str:
+        name, new = self._steps.user_loss_name()
+        if new and name == LATE_USER_LOSS:
+            self._registry.describe(LATE_USER_LOSS, {
+                "provenance": "measured", "source": "tm.emit(train_loss=...)",
+                "note": f"emitted from step {self._steps.steps} on, after the captured loss had points; "
+                        "train_loss keeps the captured loss so that one series holds one quantity"})
+        elif new:
+            self._registry.describe(LOSS_SERIES, {
+                "provenance": "measured", "source": "tm.emit(train_loss=...)",
+                "note": "the cell's own loss; the loss passed to backward is not recorded"})
+        return name
 
-        Readers iterate a registry dict that never changes size, so a new name publishes a grown copy; one
-        copy per call (not per name) keeps ``tm.emit(**many_new_names)`` linear.
-        """
-        side = self._side_names
-        with self._series_lock:  # the folding thread may be taking a name now: one of us creates it
-            grown: dict[str, Series] | None = None
-            for name, _ in fresh:
-                if name not in side and name not in self.series and (grown is None or name not in grown):
-                    if grown is None:
-                        grown = dict(self.series)
-                    grown[name] = Series(name)
-            if grown is not None:
-                self.series = grown
-        for name, number in fresh:
-            if name in side:
-                self._enqueue({name: number}, step)
-            else:
-                self.series[name].append(step, t_s, number)
-
-    def _checked(self, name: Any, value: Any, key: Any, reader: Any = None) -> float | None:
+    def checked(self, name: Any, value: Any, key: Any, reader: ScalarReader | None = None) -> float | None:
         """``value`` as a float to record under ``name``, or ``None`` (warned once per name and fault)."""
-        existing = self.series.get(name) if type(name) is str else None
-        if existing is None:
-            if not isinstance(name, str) or name in RESERVED_SERIES or _RESERVED_NAME.match(name):
-                self.warn_once(f"emit-reserved-{name}",
-                               f"tm.emit({printable(name)}=...) ignored: the name is reserved for trainmeter's own "
-                               "series (tokens_per_step, node.*, gpu<N>.*, __*)")
-                return None
-            if self._user_series >= self._max_series:
-                self._drop_series(name)
-                return None
-        elif existing.x_kind != "step":
-            self.warn_once(f"emit-reserved-{name}", f"tm.emit({printable(name)}=...) ignored: a background "
-                                                    "sampler owns that series")
+        if not self._registry.admit(name):
             return None
         if type(value) is float:
             number: float | None = value
@@ -109,56 +131,106 @@ class Emits:
             try:
                 if isinstance(value, (str, bytes)):
                     raise TypeError(f"expected a float or a 0-d tensor, got {type(value).__name__}")
-                number = (reader or self.hot.scalars).read(value, key)
+                number = (reader or self._steps.scalars).read(value, key)
             except Exception as exc:  # TypeError, OverflowError, a __float__ that raises, ...
-                self.warn_once(f"emit-{name}", f"tm.emit({printable(name)}=...) ignored: {printable(exc)}")
+                self._warn_once(f"emit-{name}", f"tm.emit({printable(name)}=...) ignored: {printable(exc)}")
                 return None
             if number is None and getattr(value, "is_cpu", None) is False and not getattr(value, "is_cuda", False):
                 device = getattr(value, "device", "?")
-                self.warn_once(f"emit-{name}", f"tm.emit({printable(name)}=...) ignored: a tensor on {device} has "
-                                               "no sync-free read (pass a CPU or CUDA tensor or a float)")
+                self._warn_once(f"emit-{name}", f"tm.emit({printable(name)}=...) ignored: a tensor on {device} has "
+                                                "no sync-free read (pass a CPU or CUDA tensor or a float)")
                 return None
-        if existing is None:
-            self._user_series += 1
+        self._registry.count_new(name)
         return number
 
-    def _drop_series(self, name: str) -> None:
-        """Count a name past the cap once (names, not emits; the set of names seen is itself capped)."""
-        if name in self._dropped_seen:
+    # -- other threads -----------------------------------------------------------------------------------------
+    def _enqueue(self, values: dict[str, Any], step: int | None) -> None:
+        """Queue values emitted off the recording thread (the emitting thread; O(1), bounded, never raises)."""
+        queued = self._queued
+        if len(queued) >= MAX_QUEUED:
+            self.dropped += 1
+            self._warn_once("emit-queue", f"tm.emit from other threads: more than {MAX_QUEUED:,} values waiting to "
+                                          "be recorded; later ones are counted and dropped (emits_dropped)")
             return
-        if len(self._dropped_seen) < MAX_QUEUED:
-            self._dropped_seen.add(name)
-        self.series_dropped += 1
-        if len(self.series_dropped_names) < MAX_DROPPED_NAMES:
-            self.series_dropped_names.append(printable(name)[:80])
-        self.warn_once("series-cap", f"more than {self._max_series} series (max_series): {printable(name)[:80]!s} "
-                                     "and later new names are not recorded; the passport lists them")
+        queued.append((dict(values), self._steps.steps if step is None else step))
+        if self._folder is None and not self._closed:
+            self._start_folder()
 
-    def record_at(self, name: str, t_s: float, value: float, *, x_kind: str = "time") -> None:
-        """Record one point of a series owned by a background sampler.
+    def _start_folder(self) -> None:
+        with self._folder_lock:  # once per run
+            if self._folder is not None:
+                return
+            self._folder = threading.Thread(target=self._fold_loop, name="trainmeter-emits", daemon=True)
+            self._folder.start()
 
-        Each series must have a single writing thread; samplers use their own
-        names (``gpu0.util``, ``node.cpu``). ``t_s`` is seconds since the run began.
+    def _fold_loop(self) -> None:
+        """The folding thread: a bounded fold per wake until the run ends (never raises)."""
+        stop = self._folder_stop
+        while not stop.wait(FOLD_WAKE_S):
+            try:
+                self._fold(FOLD_PER_WAKE)
+            except Exception as exc:
+                self._warn_once("emit-fold", f"tm.emit from other threads: folding failed and stopped: {exc!r}")
+                return
+
+    def _fold(self, limit: int | None) -> int:
+        """Record up to ``limit`` queued values (all with ``None``), stamped now; returns how many were taken.
+
+        The folding thread, or the finishing thread once that thread has stopped.
         """
-        self._series(name, x_kind).append(self.hot.steps, t_s, float(value))
-
-
-    def _poll_scalars(self, t_s: float) -> None:
-        for key, value in self.hot.scalars.poll():
+        steps = self._steps
+        t_s = steps.now() - steps.t0_s
+        registry = self._registry
+        queued = self._queued
+        side = self._side_names
+        taken = 0
+        for key, number in self._fold_reader.poll():
             name, step, at_s = key  # type: ignore[misc]
-            if type(name) is StepLoss:
-                name.resolve(step, at_s, value)  # (step loss, part index, field)
-            else:
-                self._series(name).append(step, at_s, value)
+            registry.get(name).append(step, at_s, number)
+        while queued and (limit is None or taken < limit):
+            try:
+                values, step = queued.popleft()
+            except IndexError:
+                break
+            taken += 1
+            for name, value in values.items():
+                if name not in side:
+                    with registry.lock:  # the recording thread may be creating it now
+                        owned = name in registry.series
+                        if not owned:
+                            side.add(name)  # before the series is published: the recording thread diverts
+                    if owned:
+                        if len(self._to_owner) < MAX_QUEUED:
+                            self._to_owner.append((name, value, step))
+                        else:
+                            self.dropped += 1
+                        continue
+                number = self.checked(name, value, (name, step, t_s), self._fold_reader)
+                if number is not None:
+                    registry.get(name).append(step, t_s, number)
+        return taken
 
-    def _series(self, name: str, x_kind: str = "step") -> Series:
-        series = self.series.get(name)
-        if series is None:
-            with self._series_lock:  # samplers create series from their own threads
-                series = self.series.get(name)
-                if series is None:
-                    grown = dict(self.series)
-                    series = grown[name] = Series(name, x_kind)
-                    self.series = grown  # readers iterate a dict that never changes size
-        return series
+    def drain_owner(self, limit: int | None = OWNER_DRAIN) -> None:
+        """Record values of series the recording thread writes (that thread's report, or the final one)."""
+        pending = self._to_owner
+        if not pending:
+            return
+        steps = self._steps
+        t_s = steps.now() - steps.t0_s
+        for _ in range(len(pending) if limit is None else min(limit, len(pending))):
+            name, value, step = pending.popleft()
+            number = self.checked(name, value, (name, step, t_s))
+            if number is not None:
+                self._registry.get(name).append(step, t_s, number)
 
+    def close(self) -> None:
+        """At the run's end: stop the folding thread, then record everything still queued (the finishing thread)."""
+        self._closed = True
+        self._folder_stop.set()
+        folder = self._folder
+        if folder is not None and folder is not threading.current_thread():
+            folder.join(STOP_WAIT_S)
+            if folder.is_alive():
+                return
+        self._fold(None)
+        self.drain_owner(None)

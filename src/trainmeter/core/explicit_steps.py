@@ -93,7 +93,7 @@ def explicit_step(monitor: Any, source: str = "tm.step", model: Any = None, samp
         found = stepper(monitor, source, model)
         if samples and not probes.hot.pending_tokens:
             probes.hot.pending_tokens = int(samples)
-            monitor.token_unit = "samples"
+            monitor.set_token_unit("samples")
         probes._on_step(found, (), {})
     except Exception as exc:
         monitor.warn_once("explicit-step", f"tm.step() disabled: {exc!r}")

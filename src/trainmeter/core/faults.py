@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import sys
+import threading
 import warnings
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TextIO
 
 from trainmeter.core.text import printable
 
@@ -16,49 +17,71 @@ class MonitorWarning(UserWarning):
     """A monitoring fault: trainmeter degrades and the run goes on."""
 
 
-
 class Faults:
-    """The monitor's fault reporting (a part of :class:`~trainmeter.core.monitor.Monitor`).
+    """One run's warnings: each key warned once, the messages kept (at most ``MAX_WARNINGS``), text lines said.
 
-    Holds nothing of its own: ``warnings``, ``warnings_suppressed``, ``_warned`` and ``out``
-    are the monitor's, set in its constructor.
+    Args:
+        out: Where text lines go (``sys.stdout`` when ``None``).
+
+    Thread safety: any thread (a key is taken under a lock, so two threads never warn the same key twice).
     """
 
-    out: Any
-    warnings: list[str]
-    warnings_suppressed: int
-    _warned: set[str]
+    def __init__(self, out: TextIO | None = None) -> None:
+        self.out = out
+        self._lock = threading.Lock()
+        self._warned: set[str] = set()
+        self._said: set[str] = set()
+        self.warnings: list[str] = []
+        self.suppressed = 0
 
-    def _say(self, line: str) -> None:
+    def say(self, line: str) -> None:
+        """Print one text line (one write with its newline: a steady report's line comes from the report worker)."""
         try:
-            # one write with its newline: a steady report's line comes from the report worker (docs/spec.md section 20)
             print(printable(line) + "\n", end="", file=self.out or sys.stdout, flush=True)
         except Exception:
             pass
 
+    def say_once(self, line: str) -> None:
+        """Print ``line`` unless it was said before in this run (an extension's warning at each report)."""
+        if line not in self._said:
+            self._said.add(line)
+            self.say(line)
+
     def warn_once(self, key: str, message: str) -> None:
         """Warn once per ``key`` for this run; the message is kept for the passport. Any thread.
 
-        Control characters in ``message`` are escaped; after ``MAX_WARNINGS``
-        distinct warnings, later ones are only counted (``warnings_suppressed``).
+        Control characters in ``message`` are escaped; after ``MAX_WARNINGS`` distinct warnings, later ones are
+        only counted (``suppressed``).
         """
-        if key in self._warned:
-            return
-        self._warned.add(key)
-        if len(self.warnings) >= MAX_WARNINGS:
-            self.warnings_suppressed += 1
-            return
-        message = printable(message)
-        self.warnings.append(message)
+        with self._lock:
+            if key in self._warned:
+                return
+            self._warned.add(key)
+            if len(self.warnings) >= MAX_WARNINGS:
+                self.suppressed += 1
+                return
+            message = printable(message)
+            self.warnings.append(message)
         try:
             warnings.warn(f"trainmeter: {message}", MonitorWarning, stacklevel=2)
         except Exception:
             pass
 
-    def _guard(self, key: str, fn: Callable[..., Any], *args: Any) -> Any:
+    def guard(self, key: str, fn: Callable[..., Any], *args: Any) -> Any:
         """Call ``fn``; on a fault warn once and return ``None``."""
         try:
             return fn(*args)
         except Exception as exc:
             self.warn_once(key, f"{key} failed and was disabled: {exc!r}")
             return None
+
+    def redirect(self, out: TextIO | None) -> None:
+        """Say text lines to ``out`` from now on (a forked child's: nowhere)."""
+        self.out = out
+
+    def forget(self) -> None:
+        """Start afresh (a forked child's own run)."""
+        self._warned = set()
+        self._said = set()
+        self.warnings = []
+        self.suppressed = 0

@@ -85,22 +85,20 @@ class Heartbeat:
     def wait_s(self, now_s: float) -> float:
         """Seconds to the next look after one at ``now_s``: a tick once the next report is due (a step running
         long is seen within a tick), else until it is due, at most an interval."""
-        return max(self.tick_s, min(self._m.hot.next_report_s - now_s, self.interval_s))
+        return max(self.tick_s, min(self._m.steps_state.next_report_s - now_s, self.interval_s))
 
     def _step_began_s(self, now_s: float) -> float:
         """When the step under way began: the last counted step's end, not before the previous look (the counter
         moved after it), not after ``now_s``; ``now_s`` when the step series cannot be read."""
-        hot = self._m.hot
-        try:
-            end_s = hot.t0_s + hot.step_series.times[-1]
-        except Exception:
+        rule = self._m.steps_state
+        if not rule.steps:
             return now_s
-        return min(now_s, max(self._look_s, end_s))
+        return min(now_s, max(self._look_s, rule.t0_s + rule.step_t_s))
 
     def beat(self, now_s: float) -> dict[str, Any] | None:
         """Look at the run at clock time ``now_s``; return the heartbeat written, if one was due."""
         m = self._m
-        steps, reports = m.hot.steps, m.reports
+        steps, reports = m.steps_state.steps, m.reports
         if steps != self._steps:
             self._steps, self._step_since_s = steps, self._step_began_s(now_s)
         self._look_s = now_s
@@ -112,7 +110,7 @@ class Heartbeat:
             return None
         self._beat_s = now_s
         running_s = now_s - self._step_since_s
-        phase = m._phase_name if getattr(m, "_phase_depth", 0) else "train"  # a tm.phase open (eval) or training
+        phase = m.spans.name if m.spans.depth else "train"  # a tm.phase open (eval) or training
         record = {"step": steps + 1, "steps_done": steps, "step_running_s": round(running_s, 3), "phase": phase,
                   "elapsed_s": round(m.phases.session_elapsed_s(now_s), 3),
                   "since_report_s": round(now_s - self._report_s, 3)}

@@ -185,7 +185,7 @@ class LaneProbes:
             lane.optimizer = weakref.ref(optimizer)
             lane.optimizer_name = type(optimizer).__name__
             if not lane.number:
-                self._monitor.add_lane(lane)
+                self._monitor.lanes.add(lane)
             self._lane_root(lane, optimizer)
         elif mine is not optimizer:  # a second optimizer in this thread (a GAN's): not counted, its own loss
             number = lane.others.setdefault(id(optimizer), len(lane.others) + 2)
@@ -193,14 +193,14 @@ class LaneProbes:
             lane.pending_tokens = lane.calls = 0
             if loss is not None:
                 loss.series = f"{lane.loss_name}.optimizer{number}"
-                self._monitor.on_lane_loss(lane, loss)
+                self._monitor.lanes.on_loss(lane, loss)
             return
         tokens, lane.pending_tokens = lane.pending_tokens, 0
         lane.calls = 0
         loss, lane.loss = lane.loss, None
         if loss is not None:
             loss.series = lane.loss_name
-        self._monitor.on_lane_step(lane, tokens, loss)
+        self._monitor.lanes.on_step(lane, tokens, loss)
 
     def _lane_root(self, lane: Lane, optimizer: Any) -> None:
         """Lane ``lane``'s root: the called module holding most of its optimizer's parameters; credit its batches."""

@@ -6,15 +6,12 @@ import sys
 import threading
 from collections.abc import Callable
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from trainmeter.core.heartbeat import Heartbeat
 from trainmeter.core.interrupts import HeldInterrupts
 from trainmeter.core.memory import MemoryProbe
 from trainmeter.core.terminate import TerminateHandler
-
-if TYPE_CHECKING:
-    from trainmeter.core.monitor import Monitor
 
 
 def exit_status(exc: BaseException | None) -> tuple[str, BaseException | None]:
@@ -39,33 +36,70 @@ def exit_status(exc: BaseException | None) -> tuple[str, BaseException | None]:
     return "failed", exc
 
 
-class Lifecycle:
-    """Start, finish and SIGTERM of one run (a part of :class:`~trainmeter.core.monitor.Monitor`).
+def _utc_now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
-    The active-run slot (``_ACTIVE``, ``_UNSAVED``, ``_ACTIVE_LOCK``) stays in
-    :mod:`trainmeter.core.monitor`, where the fork handlers and the API read and replace it.
+
+class Lifecycle:
+    """Start, finish and SIGTERM of one run, and the run's status fields (written here only).
+
+    Args:
+        run: The monitor (its parts: the record sink, the probes, the dispatcher, the worker, the reporter, the
+            step rule, the phases, the faults). The active-run slot stays in :mod:`trainmeter.core.monitor`.
+
+    Training thread, except :meth:`retry_passport` (any thread) and the SIGTERM callbacks (signal context, the
+    watcher thread).
     """
 
-    # the monitor's fields this part reads and writes (set in Monitor.__init__)
-    options: Any
-    status: str
-    error: str | None
-    ended_at: str | None
-    started_at: str | None
-    run_dir: Any
-    dispatch: Any
-    # imports what the passport's build imports of ours, on the training thread before the worker builds it (the
-    # wiring sets it: extensions.import_for_finish); a thread of ours imports nothing a fork or the user's thread
-    # could meet half done
-    finish_imports: Callable[[], None] | None = None
+    def __init__(self, run: Any, finish_imports: Callable[[], None] | None = None, *, probes: bool = True,
+                 cuda_memory: Callable[[], Any] | None = None) -> None:
+        self._run = run
+        self._want_probes = probes
+        self._cuda_memory = cuda_memory
+        self.probes: Any = None  # the torch probes once started (core/probes.py TorchProbes)
+        self.memory_probe: MemoryProbe | None = None
+        # imports what the passport's build imports of ours, on the training thread before the worker builds it
+        # (the wiring's extensions.import_for_finish): a thread of ours imports nothing a fork or the user's
+        # thread could meet half done
+        self.finish_imports = finish_imports
+        self._terminate: TerminateHandler | None = None
+        self._terminate_lock = threading.Lock()
+        self._heartbeat: Heartbeat | None = None
+        self.run_dir: Any = None
+        self.new_run()
 
-    def start(self) -> Monitor:
+    def new_run(self) -> None:
+        """The status fields as before a start (construction; a forked child sets its own next)."""
+        self.status = "starting"
+        self.started_at: str | None = None
+        self.ended_at: str | None = None
+        self.error: str | None = None
+        self.exit_code: int | str | None = None  # a failed run's SystemExit code
+        self.finished = False
+        self._opened_record = False
+        self._done: set[str] = set()
+
+    def child_started(self) -> None:
+        """A forked child's own run is running from now (its record is the rank's, opened lazily)."""
+        self.run_dir = None
+        self.status = "running"
+        self.started_at = _utc_now()
+
+    def set_run_dir(self, path: Any) -> None:
+        """The run folder the record sink made."""
+        self.run_dir = path
+
+    @property
+    def record_opened(self) -> bool:
+        """Whether the record's open was attempted (its passport and close are then due at the end)."""
+        return self._opened_record
+
+    def start(self) -> None:
         """Make the run folder, open the log, install probes, start the clocks.
 
-        Ctrl-C is held back until the run is fully started (or fully undone):
-        a Ctrl-C or any error during start finishes the run (slot freed,
-        patches and threads restored, passport written where a folder exists)
-        and is then re-raised.
+        Ctrl-C is held back until the run is fully started (or fully undone): a Ctrl-C or any error during
+        start finishes the run (slot freed, patches and threads restored, passport written where a folder
+        exists) and is then re-raised.
 
         Raises:
             RuntimeError: When another run is being monitored in this process.
@@ -73,7 +107,8 @@ class Lifecycle:
         """
         from trainmeter.core import monitor as slot
 
-        slot.save_unsaved(self._say)
+        run = self._run
+        slot.save_unsaved(run.faults.say)
         held = HeldInterrupts()
         try:
             with held:
@@ -83,7 +118,7 @@ class Lifecycle:
                             f"a run ({slot._ACTIVE.options.name!r}) is already being monitored in this process; "
                             "finish it before starting another"
                         )
-                    slot._ACTIVE = self
+                    slot._ACTIVE = run
                 try:
                     self._start_parts()
                 except BaseException as exc:
@@ -93,58 +128,51 @@ class Lifecycle:
                     self._finish_parts("interrupted", KeyboardInterrupt())
         finally:
             held.deliver()  # a Ctrl-C held back is never swallowed, whatever else happened
-        return self
 
     def _start_parts(self) -> None:
-        self._owner_ident = threading.get_ident()
-        self._open_worker()  # on the training thread; its thread starts at the first job
-        now = datetime.now(timezone.utc)
-        self.started_at = now.isoformat(timespec="seconds")
-        if self._record is not None:
-            self._started.append("record")
+        run = self._run
+        run.emitter.new_run(threading.get_ident())
+        run.reporter.open_worker()  # on the training thread; its thread starts at the first job
+        self.started_at = _utc_now()
+        record = run.record_sink
+        if record is not None:
+            self._opened_record = True
             try:
-                self.run_dir = self._record.open(self, self.started_at)
+                self.run_dir = record.open(run, self.started_at) or self.run_dir
             except Exception as exc:  # an unwritable run folder: the run goes on in memory
-                self.warn_once("run-folder", f"run folder unavailable ({exc!r}): the record is kept in memory "
-                                             "and the passport written at the end if the folder can be made then")
-        self._memory_probe = MemoryProbe(self._cuda_memory, lambda: self.process_memory)
-        self._terminate_lock = threading.Lock()
-        self._terminate = TerminateHandler(self._terminate_requested, self._terminate_save_now,
-                                           self._terminate_at_safe_point)
+                run.warn_once("run-folder", f"run folder unavailable ({exc!r}): the record is kept in memory "
+                                            "and the passport written at the end if the folder can be made then")
+        self.memory_probe = MemoryProbe(self._cuda_memory, lambda: run.process_memory)
+        self._terminate = TerminateHandler(self._terminate_requested, self._terminate_save_now, self.at_safe_point)
         self._terminate.install()
-        if self._want_probes:
-            self._start_probes()
-        self.dispatch.start(self)  # each extension in order (a fault disables that event of that extension)
-        self.hot.t0_s = self.phases.begin()
-        self.hot.next_report_s = self.hot.t0_s + self._interval_s
+        self._start_probes()
+        run.dispatch.start(run)  # each extension in order (a fault disables that event of that extension)
+        run.steps_state.restart_clock(run.phases.begin())
         self.status = "running"
-        self.phases.resume_train()
-        if self._record is not None or self.text:
-            self._heartbeat = Heartbeat(self, self._interval_s, self._say)
+        run.phases.resume_train()
+        if record is not None or run.text:
+            self._heartbeat = Heartbeat(run, run.steps_state.interval_s, run.faults.say)
             self._heartbeat.start()
 
     def _start_probes(self) -> None:
-        import importlib.util
-
-        if "torch" not in sys.modules and importlib.util.find_spec("torch") is None:
+        if not self._want_probes or not probes_available():
             return
         from trainmeter.core.probes import TorchProbes
 
-        probes = TorchProbes(self)
-        self._probes = probes  # set first: a Ctrl-C inside start() still gets them removed
+        probes = TorchProbes(self._run)
+        self.probes = probes  # set first: a Ctrl-C inside start() still gets them removed
         try:
             probes.start()
         except Exception as exc:
-            self.warn_once("torch-probes", f"torch probes disabled: {exc!r}")
+            self._run.warn_once("torch-probes", f"torch probes disabled: {exc!r}")
             probes.stop()
-            self._probes = None
+            self.probes = None
 
     def finish(self, status: str, error: BaseException | None = None) -> None:
         """End the run: final report, remove probes, write the passport.
 
-        Each part runs once, in order, with Ctrl-C held back; the active-run
-        slot is freed and patches and threads restored whatever happens. A
-        Ctrl-C that arrived meanwhile is re-raised at the end, after cleanup.
+        Each part runs once, in order, with Ctrl-C held back; the active-run slot is freed and patches and
+        threads restored whatever happens. A Ctrl-C that arrived meanwhile is re-raised at the end, after cleanup.
 
         Raises:
             KeyboardInterrupt: Only a Ctrl-C the user pressed during finish.
@@ -163,37 +191,42 @@ class Lifecycle:
         if raised:
             raise KeyboardInterrupt
 
+    def _end_status(self, status: str, error: BaseException | None) -> None:
+        self.finished = True
+        self.status = status
+        if error is not None:
+            self.error = f"{type(error).__name__}: {error}"
+        if isinstance(error, SystemExit):
+            code = error.code
+            self.exit_code = code if isinstance(code, int) or code is None else str(code)[:200]
+        self.ended_at = _utc_now()
+
     def _finish_parts(self, status: str, error: BaseException | None) -> bool:
         """Run the parts of finish not yet done; returns whether a KeyboardInterrupt was raised in one."""
         from trainmeter.core import monitor as slot
 
+        run = self._run
         interrupted = False
-        done = self._finish_done
+        done = self._done
         try:
             if "status" not in done:
                 done.add("status")
-                self._finished = True
-                self.status = status
-                if error is not None:
-                    self.error = f"{type(error).__name__}: {error}"
-                if isinstance(error, SystemExit):
-                    code = error.code
-                    self.exit_code = code if isinstance(code, int) or code is None else str(code)[:200]
-                self.ended_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+                self._end_status(status, error)
+            worker = run.reporter.worker
             # a steady report's job still queued runs before the wings stop (docs/spec.md section 20; bounded)
-            parts: list[tuple[str, Callable[..., Any], tuple[Any, ...]]] = [("report-drain", self.worker.drain, ())]
+            parts: list[tuple[str, Callable[..., Any], tuple[Any, ...]]] = [("report-drain", worker.drain, ())]
             if self._heartbeat is not None:
                 parts.append(("heartbeat-stop", self._heartbeat.stop, ()))
-            if self._probes is not None:
-                parts.append(("torch-probes-stop", self._probes.stop, ()))
+            if run.probes is not None:
+                parts.append(("torch-probes-stop", run.probes.stop, ()))
             # before the final report: spans they close are in its snapshot
-            parts += [(key, fn, ()) for key, fn in self.dispatch.stop_parts()]
-            if self.phases.session_start_s is not None:
-                parts.append(("open-phase", self._close_open_phase, ()))
-                parts.append(("final-report", self._report, (True,)))
-            if "record" in self._started:
-                parts += [("passport", self._passport_on_worker, ()), ("log-close", self._record.close, ())]
-            parts.append(("report-worker-close", self.worker.close, ()))  # drained by then: its thread ends
+            parts += [(key, fn, ()) for key, fn in run.dispatch.stop_parts()]
+            if run.phases.session_start_s is not None:
+                parts.append(("open-phase", run.spans.close, ()))
+                parts.append(("final-report", run.reporter.report, (True,)))
+            if self._opened_record:
+                parts += [("passport", self._passport_on_worker, ()), ("log-close", run.record_sink.close, ())]
+            parts.append(("report-worker-close", worker.close, ()))  # drained by then: its thread ends
             for key, fn, args in parts:
                 if key in done:
                     continue
@@ -205,20 +238,21 @@ class Lifecycle:
                         interrupted = True
                         continue
                     except Exception as exc:
-                        self.warn_once(key, f"{key} failed and was disabled: {exc!r}")
+                        run.warn_once(key, f"{key} failed and was disabled: {exc!r}")
                     break
         finally:
             if self._terminate is not None:
                 self._terminate.remove()
             with slot._ACTIVE_LOCK:
-                if slot._ACTIVE is self:
+                if slot._ACTIVE is run:
                     slot._ACTIVE = None
-        if "closing" not in done and "record" in self._started:
+        if "closing" not in done and self._opened_record:
             done.add("closing")
-            if not getattr(self._record, "passport_written", True):
-                slot._UNSAVED = self  # kept (bounded: MAX_PENDING points per series) until tm.save() or the next run
+            record = run.record_sink
+            if not getattr(record, "passport_written", True):
+                slot._UNSAVED = run  # kept (bounded: MAX_PENDING points per series) until tm.save() or the next run
             try:
-                self._say(self._record.closing_line(self))
+                run.faults.say(record.closing_line(run))
             except Exception:
                 pass
         return interrupted
@@ -232,47 +266,45 @@ class Lifecycle:
         before it began) leaves it to this thread, so the passport is on disk before finish returns. A failure
         is raised here, as when it was written here. Ctrl-C is held back meanwhile (finish holds it).
         """
+        run = self._run
         if self.finish_imports is not None:
-            self._guard("finish-imports", self.finish_imports)
-        worker = self.worker
+            run.guard("finish-imports", self.finish_imports)
+        worker = run.reporter.worker
         claim = threading.Lock()  # whichever thread takes it writes: the worker, or this one after the wait
         failed: list[Exception] = []
 
         def job() -> None:
             if claim.acquire(blocking=False):
                 try:
-                    self._write_passport()
+                    run.record_sink.write_passport(run)
                 except Exception as exc:
                     failed.append(exc)
 
         worker.submit("passport", job)
         worker.drain()
         if claim.acquire(blocking=False):  # the worker did not take it (stuck, disabled, or not yet)
-            self._write_passport()
+            run.record_sink.write_passport(run)
         if failed:
             raise failed[0]
 
     def retry_passport(self) -> bool:
         """Write the passport again after a disk fault at the end; returns whether it is on disk now. Never raises."""
-        if self._record is None:
+        run = self._run
+        record = run.record_sink
+        if record is None:
             return True
         with HeldInterrupts():
-            self._guard("passport-retry", self._record.write_passport, self)
-            self._guard("log-close", self._record.close)
-        return bool(getattr(self._record, "passport_written", True))
+            run.guard("passport-retry", record.write_passport, run)
+            run.guard("log-close", record.close)
+        return bool(getattr(record, "passport_written", True))
 
-    def _close_open_phase(self) -> None:
-        """Credit a ``tm.phase`` still open at the end (an exception or Ctrl-C inside it, or never exited)."""
-        if self._phase_depth:
-            self._phase_depth = 0
-            self.phases.finish_phase(self._phase_name, self._phase_started_s)
-
+    # -- SIGTERM (docs/spec.md section 18) -------------------------------------------------------------------
     def _terminate_requested(self) -> None:
         """A SIGTERM was noted (signal context or the watcher thread): the next step boundary is a safe point."""
-        self.hot.next_report_s = float("-inf")
+        self._run.steps_state.report_now()
 
-    def _terminate_at_safe_point(self) -> None:
-        """Act on a noted SIGTERM on the training thread, outside any handler (docs/spec.md section 18).
+    def at_safe_point(self) -> None:
+        """Act on a noted SIGTERM on the training thread, outside any handler (a step or emit boundary).
 
         When the process is to end, the run is finished as ``terminated`` and the signal re-delivered
         with its default action (the process ends here); else a passport is saved and the run goes on.
@@ -286,7 +318,7 @@ class Lifecycle:
                 handler.redeliver()
             else:
                 handler.pending = False
-                self._on_terminate(False)
+                self.on_terminate(False)
         finally:
             self._terminate_lock.release()
 
@@ -295,34 +327,48 @@ class Lifecycle:
 
         A helper thread of ours, abandoned past its deadline; nothing here is undone, the process ends next.
         """
-        if self._record is None or "record" not in self._started or self._finished:
+        record = self._run.record_sink
+        if record is None or not self._opened_record or self.finished:
             return
         if not self._terminate_lock.acquire(blocking=False):
             return  # the training thread is finishing the run
         try:
             self.status = "terminated"
-            self.ended_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
-            self._record.write_passport(self)
-            self._record.close()
+            self.ended_at = _utc_now()
+            record.write_passport(self._run)
+            record.close()
         finally:
             self._terminate_lock.release()
 
-    def _on_terminate(self, ends_process: bool) -> None:
+    def on_terminate(self, ends_process: bool) -> None:
         """SIGTERM: finish as ``terminated`` when the process is about to end; else save a passport and go on."""
+        run = self._run
         try:
             if ends_process:
                 self._finish_parts("terminated", None)
                 return
-            self.warn_once("sigterm", f"SIGTERM at step {self.hot.steps}: the program's own handler ran and the run "
-                                      "went on; a passport was saved at that point")
-            if self._record is not None and "record" in self._started and not self._finished:
+            run.warn_once("sigterm", f"SIGTERM at step {run.steps_state.steps}: the program's own handler ran and "
+                                     "the run went on; a passport was saved at that point")
+            record = run.record_sink
+            if record is not None and self._opened_record and not self.finished:
                 status, ended_at = self.status, self.ended_at
                 self.status = "terminated"
-                self.ended_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+                self.ended_at = _utc_now()
                 try:
-                    self._guard("passport", self._record.write_passport, self)
+                    run.guard("passport", record.write_passport, run)
                 finally:
                     self.status, self.ended_at = status, ended_at
         except BaseException:
             pass
 
+    @property
+    def heartbeat(self) -> Heartbeat | None:
+        """The heartbeat thread's owner while the run is live."""
+        return self._heartbeat
+
+
+def probes_available() -> bool:
+    """Whether torch is importable (the probes need it); imports nothing."""
+    import importlib.util
+
+    return "torch" in sys.modules or importlib.util.find_spec("torch") is not None

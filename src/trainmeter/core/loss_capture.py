@@ -104,7 +104,7 @@ class LossCapture:
         """``series_info`` entries for ``train_loss`` and ``tokens_per_step``."""
         info = self._monitor.series_info
         n = dict(self._losses_info)
-        n["steps"] += self.hot.fast_steps + self.hot.steps - self.hot.slow_steps  # fast-path and inline steps
+        n["steps"] += self._steps.steps - self._general_steps  # the step hook's steady steps (their loss read)
         if n["steps"] and LOSS_SERIES not in info:
             how = "the value passed to backward" if n["max_parts"] <= 1 else \
                 f"the sum of the values passed to backward between optimizer steps (up to {n['max_parts']})"

@@ -1,55 +1,49 @@
-"""The monitor: one run's owner, composing its parts; fed by sources and read by sinks.
+"""The monitor: one run, composed of parts that each own their state; fed by sources and read by sinks.
 
-Sources (torch probes, ``tm.emit``, ``tm.phase``, background samplers) write
-into the :class:`Monitor`; sinks (run log, text line, passport, widget) read
-it. Reports happen on the training thread at step or emit boundaries once
-``interval_s`` has passed (docs/spec.md section 3: snapshot first, then sample and write, and
-the report's own cost is credited to ``reporting``). Nothing here raises into
+The parts (docs/architecture.md): :class:`~trainmeter.core.faults.Faults` (warn once, say), the series
+registry (:class:`~trainmeter.core.series_registry.SeriesRegistry`), the step rule
+(:class:`~trainmeter.core.steps.StepRecorder`: the count, the clock mark, tokens per step, step losses), the
+emitter (:class:`~trainmeter.core.emits.Emitter`: ``tm.emit`` from any thread), the lanes (other training
+threads), the phase clocks and spans, the reporter (:class:`~trainmeter.core.reports.Reporter`), the lifecycle
+(:class:`~trainmeter.core.lifecycle.Lifecycle`: start, finish, SIGTERM, the status fields), the controls and
+the dispatcher of the wings. No part writes another's attributes; this class keeps the active-run slot, the
+wiring and the read-only surface sinks and wings use (docs/contracts/EXTENSIONS.md). Nothing here raises into
 the user's loop: faults warn once and degrade.
-
-The parts, each in its module: :mod:`~trainmeter.core.lifecycle` (start, finish, SIGTERM),
-:mod:`~trainmeter.core.emits` (``tm.emit`` checks, the cross-thread queue, the series
-registry), :mod:`~trainmeter.core.loss_order` (held and pending step losses),
-:mod:`~trainmeter.core.reports` (interval and final reports), :mod:`~trainmeter.core.faults`
-(warn once, guard). This module keeps the active-run slot, the constructor and the step.
 """
 
 from __future__ import annotations
 
-import re
+import os
 import threading
 import time
 import weakref
 from collections.abc import Callable
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TextIO
 
 from trainmeter.core.clock import Clock, MonotonicClock
 from trainmeter.core.controls import Controls
 from trainmeter.core.dispatch import Dispatcher
-from trainmeter.core.emits import DEFAULT_MAX_SERIES, Emits
+from trainmeter.core.emits import Emitter
 from trainmeter.core.faults import Faults, MonitorWarning
-from trainmeter.core.hot_state import HotState
-from trainmeter.core.lane_steps import LaneSteps
+from trainmeter.core.lane_steps import Lanes
+from trainmeter.core.lanes import LaneRecord
 from trainmeter.core.lifecycle import Lifecycle
-from trainmeter.core.loss_order import LossOrder
-from trainmeter.core.memory import MemoryProbe, MemoryReading, ProcessMemory
-from trainmeter.core.phases import PhaseClock, cuda_synchronize
-from trainmeter.core.reports import Reports
+from trainmeter.core.memory import MemoryReading, ProcessMemory
+from trainmeter.core.phases import PhaseClock, PhaseSpans, cuda_synchronize
+from trainmeter.core.reports import Reporter
+from trainmeter.core.report_worker import ReportWorker
 from trainmeter.core.scalars import ScalarReader, StepLoss
 from trainmeter.core.series import Series, StepSeries
-from trainmeter.core.side_emits import SideEmits
+from trainmeter.core.series_registry import DEFAULT_MAX_SERIES, SeriesRegistry
 from trainmeter.core.sink import RecordSink
-from trainmeter.core.terminate import TerminateHandler
-from trainmeter.core.throughput import IntervalSummary, SessionSummary
+from trainmeter.core.steps import StepRecorder
 
 __all__ = ["Monitor", "MonitorWarning", "active", "save_unsaved"]
 
 _ACTIVE: Monitor | None = None
 _UNSAVED: Monitor | None = None  # the last run whose passport could not be written (a full disk at its end)
 _ACTIVE_LOCK = threading.Lock()
-_PHASE_NAME = re.compile(r"[a-z][a-z0-9_]{0,31}\Z")
 
 
 def save_unsaved(say: Callable[[str], None] | None = None) -> Path | None:
@@ -63,9 +57,9 @@ def save_unsaved(say: Callable[[str], None] | None = None) -> Path | None:
     if run is None or not run.retry_passport():
         return None
     _UNSAVED = None
-    if say is not None and run._record is not None:
+    if say is not None and run.record_sink is not None:
         try:
-            say(run._record.closing_line(run))
+            say(run.record_sink.closing_line(run))
         except Exception:
             pass
     return run.run_dir
@@ -76,7 +70,7 @@ def active() -> Monitor | None:
     return _ACTIVE
 
 
-class Monitor(Lifecycle, Emits, SideEmits, LossOrder, Reports, LaneSteps, Faults):
+class Monitor:
     """One monitored run.
 
     Args:
@@ -92,6 +86,8 @@ class Monitor(Lifecycle, Emits, SideEmits, LossOrder, Reports, LaneSteps, Faults
             ``None`` keeps the run in memory only. ``make_monitor`` passes one.
         cuda_memory: Factory of the CUDA allocator reader for memory samples
             (``trainmeter.gpu.cuda_memory.CudaMemoryMonitor``), or ``None``.
+        finish_imports: Imports what the passport's build imports of ours, on the training thread before the
+            report worker builds it (the wiring's ``extensions.import_for_finish``).
     """
 
     def __init__(
@@ -106,114 +102,190 @@ class Monitor(Lifecycle, Emits, SideEmits, LossOrder, Reports, LaneSteps, Faults
         extensions: list[Any] | None = None,
         record: RecordSink | None = None,
         cuda_memory: Callable[[], Any] | None = None,
+        finish_imports: Callable[[], None] | None = None,
     ) -> None:
         self.options = options
         self.clock: Clock = clock or MonotonicClock()
-        # hot path: read time.perf_counter directly (no Python frame) when the clock is the real one
-        self._now: Callable[[], float] = time.perf_counter if isinstance(self.clock, MonotonicClock) else self.clock
-        self._interval_s = options.interval_s
         self._synchronize = synchronize or cuda_synchronize()
-        # what a steady step touches: the probes' wrappers and the wings' step hooks read it (not the properties)
-        self.hot = HotState(self._now, self._interval_s)
-        self.hot.step_read = self.on_step_read
-        self.out = out
         self.text = text
         self.token_unit = "tokens"
-        self.run_dir: Path | None = None
-        self.ended_at: str | None = None
-        self.error: str | None = None
-        self.exit_code: int | str | None = None  # a failed run's SystemExit code
-        self.text_line = ""
-        self._memory_probe: MemoryProbe | None = None
+        self.model_ref: weakref.ReferenceType[Any] | None = None
         self._record = record
-        self._cuda_memory = cuda_memory
-        self._probes: Any = None
-        self._want_probes = probes
+        self.faults = Faults(out)
+        self.dispatch = Dispatcher(extensions or [], self.faults.warn_once)  # the extensions' events, in order
         self.controls = Controls(self)  # stop/checkpoint requests, honoured at a step boundary (core/controls.py)
-        self.dispatch = Dispatcher(extensions or [], self.warn_once)  # the extensions' events, in order
-        self._finished = False
-        self._at_steps: list[tuple[int, Callable[[], None]]] = []  # (step, callback) waiting; hot.at_step: the next
-        self._step_many = False  # hot.step_hook is the dispatcher's fan-out over several extensions
-        self._owner_ident = threading.get_ident()  # the recording thread (set again at start)
-        self._max_series = int(getattr(options, "max_series", DEFAULT_MAX_SERIES) or DEFAULT_MAX_SERIES)
-        self._started: list[Any] = []  # 'record' once its open was attempted (the extensions: the dispatcher)
-        self._finish_done: set[str] = set()
-        self._terminate: TerminateHandler | None = None
-        self._heartbeat: Any = None  # core.heartbeat.Heartbeat while the run is live
-        self._new_run_state()
+        self.lifecycle = Lifecycle(self, finish_imports, probes=probes, cuda_memory=cuda_memory)
+        self.reporter = Reporter(self)
+        # hot path: read time.perf_counter directly (no Python frame) when the clock is the real one
+        now = time.perf_counter if isinstance(self.clock, MonotonicClock) else self.clock
+        max_series = int(getattr(options, "max_series", DEFAULT_MAX_SERIES) or DEFAULT_MAX_SERIES)
+        self.registry = SeriesRegistry(self.faults.warn_once, max_series)
+        report = self.reporter.maybe_report
+        # the probes' wrappers close over the step rule: it is made once and started afresh in place
+        self.steps_state = StepRecorder(now, options.interval_s, series=self.registry.get, report=report,
+                                        fault=self.dispatch.step_fault, guard=self.faults.guard)
+        self.emitter = Emitter(self.registry, self.steps_state, self.faults.warn_once, report)
+        self.lanes = Lanes(self.steps_state, self.registry, report)
+        self._new_clocks()
+
+    def _new_clocks(self) -> None:
+        self.phases = PhaseClock(self.clock, self._synchronize)
+        self.spans = PhaseSpans(self.phases, self.clock, self.dispatch.phase, lambda: self.lifecycle.finished)
+        self.process_memory = ProcessMemory()  # posted by the node sampler's thread (docs/spec.md section 18)
 
     def _new_run_state(self) -> None:
-        """The run's own state, as at construction: set here only, so a forked child gets all of it afresh.
+        """Every part's run state afresh, as at construction (a forked child's own run)."""
+        self.registry.new_run()
+        self.steps_state.new_run(0.0)
+        self.emitter.new_run(threading.get_ident())
+        self.lanes.new_run()
+        self.reporter.new_run()
+        self._new_clocks()
 
-        The hot part is :attr:`hot` (:meth:`HotState.new_run`, in place: the probes' wrappers close over it).
-        """
-        self.hot.new_run(0.0)
-        self._new_lanes()
-        self._report_lock = threading.Lock()  # one reporting thread at a time, never waited for (core/reports.py)
-        self.phases = PhaseClock(self.clock, self._synchronize)
-        self.status = "starting"
-        self.started_at: str | None = None
-        self.series: dict[str, Series] = {}
-        self.series_info: dict[str, dict[str, Any]] = {}  # series name -> its source and provenance
-        self._series_lock = threading.Lock()
-        self._readers: list[dict[str, int]] = []
-        self.model_ref: weakref.ReferenceType[Any] | None = None
-        self.interval: IntervalSummary | None = None
-        self.session: SessionSummary | None = None
-        self.memory: MemoryReading | None = None
-        self.process_memory = ProcessMemory()  # posted by the node sampler's thread (docs/spec.md section 18)
-        self.reports = 0
-        self._window_start_tokens = 0  # tokens and steps when the report window began
-        self._window_start_steps = 0
-        self._phase_depth = 0
-        self._phase_started_s = 0.0
-        self._phase_name = ""
-        self._phase_resume = False
-        self._late_user_loss = False
-        self.warnings: list[str] = []
-        self.warnings_suppressed = 0
-        self._warned: set[str] = set()
-        self._said_warnings: set[str] = set()
-        self._new_side_emits()  # the folding thread and its counts (queue_dropped)
-        self._user_series = 0
-        self.series_dropped = 0
-        self.series_dropped_names: list[str] = []
-        self._dropped_seen: set[str] = set()
-
-    def fresh_state_for_child(self) -> None:
-        """Give a forked child's inherited run state of its own: counters, series, held and pending losses,
-        queued emits, provenance, warnings and clocks start afresh, running from now (docs/spec.md section 19).
-
-        The configuration, the record, the extensions and the probes' patches stay. Training thread of the child.
-        """
+    def become_child(self, record: RecordSink, first_report_s: float) -> None:
+        """Make the run inherited by a forked child this child's own (docs/spec.md section 19): its record,
+        no text, fresh counters, series, losses, queues, warnings and clocks running from now, the first
+        report within ``first_report_s``. The child's forking thread."""
+        self._record = record
+        self.text = False
+        self.faults.redirect(open(os.devnull, "w", encoding="utf-8"))  # noqa: SIM115 (lives as long as the child)
+        self.faults.forget()
         training = self.phases.training
         self._new_run_state()
-        self.status = "running"
-        self.started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
-        hot = self.hot
-        hot.t0_s = self.phases.begin()
-        hot.next_report_s = hot.t0_s + self._interval_s
+        self.lifecycle.child_started()
+        t0_s = self.phases.begin()
+        self.steps_state.restart_clock(t0_s)
+        self.steps_state.next_report_s = min(self.steps_state.next_report_s, t0_s + first_report_s)
         if training:
             self.phases.resume_train()
 
-    # -- the hot state, read by sinks and extensions -------------------------------------
+    # -- lifecycle -------------------------------------------------------------------------------------------
+    def start(self) -> Monitor:
+        """Start the run (see :meth:`Lifecycle.start <trainmeter.core.lifecycle.Lifecycle.start>`)."""
+        self.lifecycle.start()
+        return self
+
+    def finish(self, status: str, error: BaseException | None = None) -> None:
+        """End the run (see :meth:`Lifecycle.finish <trainmeter.core.lifecycle.Lifecycle.finish>`)."""
+        self.lifecycle.finish(status, error)
+
+    def retry_passport(self) -> bool:
+        """Write the passport again after a disk fault at the end; whether it is on disk now. Never raises."""
+        return self.lifecycle.retry_passport()
+
+    def sample_memory(self) -> MemoryReading | None:
+        """A memory sample for the report, or ``None`` before the start or on a fault. Training thread."""
+        probe = self.lifecycle.memory_probe
+        return self.guard("memory", probe.sample) if probe is not None else None
+
+    # -- faults ----------------------------------------------------------------------------------------------
+    def warn_once(self, key: str, message: str) -> None:
+        """Warn once per ``key`` for this run; the message is kept for the passport. Any thread."""
+        self.faults.warn_once(key, message)
+
+    def guard(self, key: str, fn: Callable[..., Any], *args: Any) -> Any:
+        """Call ``fn``; on a fault warn once and return ``None``."""
+        return self.faults.guard(key, fn, *args)
+
+    @property
+    def warnings(self) -> list[str]:
+        """The run's warnings so far (at most ``faults.MAX_WARNINGS``). Any thread."""
+        return self.faults.warnings
+
+    @property
+    def warnings_suppressed(self) -> int:
+        """Warnings past the cap, counted only."""
+        return self.faults.suppressed
+
+    # -- status (the lifecycle's) ----------------------------------------------------------------------------
+    status = property(lambda self: self.lifecycle.status, doc="starting, running, then the end status.")
+    started_at = property(lambda self: self.lifecycle.started_at, doc="UTC ISO time of the start.")
+    ended_at = property(lambda self: self.lifecycle.ended_at, doc="UTC ISO time of the end.")
+    error = property(lambda self: self.lifecycle.error, doc="A failed run's exception, as text.")
+    exit_code = property(lambda self: self.lifecycle.exit_code, doc="A failed run's SystemExit code.")
+    run_dir = property(lambda self: self.lifecycle.run_dir, doc="The run folder, or None in memory.")
+
+    def set_run_dir(self, path: Path | None) -> None:
+        """The run folder the record sink made (at start, or later when it could be made only then)."""
+        self.lifecycle.set_run_dir(path)
+
+    def set_text(self, on: bool) -> None:
+        """Print the text line each report, or not (a live widget shows it; a rank other than 0 stays quiet)."""
+        self.text = on
+
+    @property
+    def finished(self) -> bool:
+        """Whether the run has ended (finish began)."""
+        return self.lifecycle.finished
+
+    # -- counts (the step rule's and the lanes') ---------------------------------------------------------------
     @property
     def steps(self) -> int:
         """Optimizer steps counted so far: lane 1's primary optimizer's plus every other training thread's lane
         (docs/spec.md section 2, "Threads"). Any thread (a read)."""
-        return self.hot.steps + self.lanes_steps() if self.lanes else self.hot.steps
+        return self.steps_state.steps + self.lanes.steps() if self.lanes else self.steps_state.steps
 
     @property
     def tokens(self) -> int:
         """Tokens (or samples, see ``token_unit``) counted so far, summed over the lanes. Any thread (a read)."""
-        return self.hot.tokens + self.lanes_tokens() if self.lanes else self.hot.tokens
+        return self.steps_state.tokens + self.lanes.tokens() if self.lanes else self.steps_state.tokens
 
     @property
     def step_series(self) -> StepSeries:
         """Tokens per step and the time of each step. Any thread (its reads take its lock)."""
-        return self.hot.step_series
+        return self.steps_state.step_series
 
-    # -- sources ---------------------------------------------------------------------
+    def lane_records(self) -> list[LaneRecord]:
+        """Every lane with a step, lane 1 first (the passport's ``lanes``). Any thread."""
+        probes = self.probes
+        return self.lanes.records(self.token_unit, probes.lane_one if probes is not None else None)
+
+    # -- series ----------------------------------------------------------------------------------------------
+    @property
+    def series(self) -> dict[str, Series]:
+        """The run's series by name (a dict that never changes size: iterate it freely). Any thread."""
+        return self.registry.series
+
+    @property
+    def series_info(self) -> dict[str, dict[str, Any]]:
+        """Series name -> its source and provenance (the passport's ``series_info``)."""
+        return self.registry.info
+
+    series_dropped = property(lambda self: self.registry.dropped, doc="New names past max_series.")
+    series_dropped_names = property(lambda self: self.registry.dropped_names, doc="The first of them.")
+    queue_dropped = property(lambda self: self.emitter.dropped, doc="Emits from other threads dropped.")
+
+    def add_reader(self) -> dict[str, int]:
+        """Register a series reader; returns its cursor map (name -> position)."""
+        return self.registry.add_reader()
+
+    def locks(self) -> list[Any]:
+        """The run's own locks (the series registry's, each series'), held around a fork (docs/spec.md section 19)."""
+        return self.registry.locks(self.step_series)
+
+    def record(self, series: dict[str, Any], step: int | None = None) -> None:
+        """Record named scalars at ``step`` (default: the current step): ``tm.emit``, taps. Any thread."""
+        self.emitter.record(series, step)
+
+    def record_at(self, name: str, t_s: float, value: float, *, x_kind: str = "time") -> None:
+        """Record one point of a series owned by a background sampler (one writing thread per name;
+        ``t_s``: seconds since the run began)."""
+        self.registry.get(name, x_kind).append(self.steps_state.steps, t_s, float(value))
+
+    @property
+    def scalar_reader(self) -> ScalarReader:
+        """The reader of 0-d values (the probes read losses through it). Training thread."""
+        return self.steps_state.scalars
+
+    # -- sources ---------------------------------------------------------------------------------------------
+    def on_step(self, tokens: int, loss: StepLoss | None = None, *, loss_value: float | None = None) -> None:
+        """One optimizer step of lane 1 (the step rule: :meth:`StepRecorder.step`). Training thread."""
+        self.steps_state.count(tokens, loss, loss_value)
+
+    def set_token_unit(self, unit: str) -> None:
+        """What a counted batch holds: ``tokens`` or ``samples`` (the probes, at each new kind of batch)."""
+        self.token_unit = unit
+
     def set_model(self, module: Any, token_unit: str) -> None:
         """Record the trained root module (from the probes) and the token unit."""
         self.model_ref = weakref.ref(module)
@@ -221,102 +293,54 @@ class Monitor(Lifecycle, Emits, SideEmits, LossOrder, Reports, LaneSteps, Faults
 
     def declare_model(self, module: Any) -> None:
         """Name the trained module explicitly instead of discovering it."""
-        if self._probes is not None:
-            self._guard("declare-model", self._probes.declare_root, module)
+        if self.probes is not None:
+            self.guard("declare-model", self.probes.declare_root, module)
 
     @property
     def params(self) -> dict[str, Any]:
         """Parameter counts of the trained model (empty until found)."""
-        return dict(self._probes.params) if self._probes is not None else {}
+        return dict(self.probes.params) if self.probes is not None else {}
 
     @property
     def probes(self) -> Any:
-        """The torch probes, or ``None`` without torch."""
-        return self._probes
+        """The torch probes (``core.probes.TorchProbes``), or ``None`` without torch or before the start."""
+        return self.lifecycle.probes
 
     @property
     def record_sink(self) -> Any:
         """The run's record sink (``core.sink.RecordSink``), or ``None`` for a run kept in memory."""
         return self._record
 
-    def replace_record_sink(self, sink: Any) -> None:
-        """Record to ``sink`` from now on (a forked child's own rank record, docs/spec.md section 19)."""
-        self._record = sink
+    # -- reports ---------------------------------------------------------------------------------------------
+    def maybe_report(self) -> None:
+        """Report if the interval has passed (a step or emit boundary). Training thread."""
+        self.reporter.maybe_report()
 
-    def locks(self) -> list[Any]:
-        """The run's own locks (the series registry's, each series'), held around a fork (docs/spec.md section 19)."""
-        return [self._series_lock, *(s.lock for s in (self.step_series, *self.series.values()))]
+    def report_now(self) -> None:
+        """Report now, whatever the interval (tests; a control). Training thread."""
+        self.reporter.report(False)
+
+    reports = property(lambda self: self.reporter.count, doc="Reports made so far.")
+    interval = property(lambda self: self.reporter.interval, doc="The last report's IntervalSummary.")
+    session = property(lambda self: self.reporter.session, doc="The last report's SessionSummary.")
+    memory = property(lambda self: self.reporter.memory, doc="The last report's memory sample.")
+    text_line = property(lambda self: self.reporter.text_line, doc="The last text line.")
 
     @property
-    def scalar_reader(self) -> ScalarReader:
-        """The reader of 0-d values (the probes read losses through it). Training thread."""
-        return self.hot.scalars
+    def worker(self) -> ReportWorker:
+        """The run's report worker (docs/spec.md section 20). Any thread."""
+        return self.reporter.worker
 
-    def on_step(self, tokens: int, loss: StepLoss | None = None, *, loss_value: float | None = None) -> None:
-        """One optimizer step of the primary optimizer (training thread).
+    @property
+    def open_worker(self) -> ReportWorker | None:
+        """The report worker if one was made, else ``None`` (the fork handlers)."""
+        return self.reporter.opened_worker
 
-        ``loss`` is the step's captured loss (the values passed to backward since the
-        previous optimizer step); it reaches its series once the next step (or the end)
-        has come, so a ``tm.emit(train_loss=...)`` made right after this step is seen first.
-        ``loss_value`` is the same for a captured loss already read (a CPU loss: the probes'
-        fast path), held in three attributes instead of a queued object, with the same timing.
-        """
-        # hot path (docs/spec.md section 20): a counter, a clock read, an append (and the previous step's loss)
-        hot = self.hot
-        hot.steps = steps = hot.steps + 1
-        hot.slow_steps += 1
-        hot.tokens += tokens
-        now = hot.now()
-        t_s = now - hot.t0_s
-        if tokens != hot.step_series.tokens:  # a new tokens-per-step run: rare once the batch shape is steady
-            hot.step_series.set_tokens(tokens)
-        hot.step_series.times.append(t_s)
-        self._step_losses(steps, t_s, loss, loss_value)
-        if steps == hot.at_step:
-            self._run_at_step()
-        if steps >= hot.hook_at:
-            try:
-                hot.step_hook()  # type: ignore[misc]  # an extension's sampled on_step (the optimizer wing's)
-            except Exception as exc:
-                self.dispatch.step_fault(exc)
-        if now >= hot.next_report_s:
-            self._maybe_report()
+    def extension_warnings(self) -> list[str]:
+        """Extensions' current warnings (a starving loader, a full disk, swap). Any thread."""
+        return self.reporter.extension_warnings()
 
-    def on_step_read(self, tokens: int, loss_value: float) -> None:
-        """:meth:`on_step` for a step whose loss was already read on the host (the probes' fast path).
-
-        The same effects as ``on_step(tokens, loss_value=loss_value)`` with fewer operations:
-        while no read is pending and no loss of the user's is seen, the previous step's loss goes
-        to ``train_loss`` and this one is held (training thread).
-        """
-        hot = self.hot
-        hot.steps = steps = hot.steps + 1
-        hot.slow_steps += 1
-        hot.tokens += tokens
-        clock = hot.now  # a slot read, then a call (a method call of a slot is not specialized on CPython 3.11)
-        now = clock()
-        t_s = now - hot.t0_s
-        if tokens != hot.step_series.tokens:
-            hot.step_series.set_tokens(tokens)
-        hot.step_series.times.append(t_s)
-        if hot.tail and not hot.losses and not hot.scalars.queue:  # close the open point, open this step's
-            hot.loss_values.append(hot.held_value)  # (as the step hook's inline step does, core/wrappers.py)
-            hot.loss_steps.append(steps)
-            hot.loss_times.append(t_s)
-            hot.held_step, hot.held_value, hot.inline = steps, loss_value, True  # the next steady step: inline
-        else:
-            self._step_losses(steps, t_s, None, loss_value)
-        if steps == hot.at_step:
-            self._run_at_step()
-        if steps >= hot.hook_at:
-            try:
-                hot.step_hook()  # type: ignore[misc]
-            except Exception as exc:
-                self.dispatch.step_fault(exc)
-        if now >= hot.next_report_s:
-            self._maybe_report()
-
-    # -- extensions ----------------------------------------------------------------------
+    # -- extensions ------------------------------------------------------------------------------------------
     @property
     def extensions(self) -> tuple[Any, ...]:
         """The run's extensions in their computed order (read-only; events go through :attr:`dispatch`)."""
@@ -329,71 +353,45 @@ class Monitor(Lifecycle, Emits, SideEmits, LossOrder, Reports, LaneSteps, Faults
     def set_step_hook(self, fn: Callable[[], None] | None, *, many: bool = False, at: int = 0) -> None:
         """The dispatcher's: call ``fn`` after each counted step from step ``at`` (``None``: no call).
 
-        ``fn`` is one extension's own ``on_step`` (no frame in between), or with ``many`` the
-        dispatcher's fan-out. A fault is handed to ``dispatch.step_fault``. Training thread.
+        ``fn`` is one extension's own ``on_step`` (no frame in between), or with ``many`` the dispatcher's
+        fan-out. A fault is handed to ``dispatch.step_fault``. Training thread.
         """
         self._step_many = many
         self.controls.set_hook(fn, at)  # while a control request is pending, its trampoline calls fn after it
 
+    _step_many = False
+
     def next_step_hook_at(self, step: int, extension: Any = None) -> None:
         """Call ``extension``'s ``on_step`` next at the first counted step ``>= step`` (so a sampling extension
         costs one integer compare on the steps it skips). Training thread."""
-        if self.hot.step_hook is None or self._step_many:
-            self.hot.hook_at = self.dispatch.schedule(extension, step)
-        else:
-            self.hot.hook_at = step
+        if self._step_many:
+            step = self.dispatch.schedule(extension, step)
+        self.steps_state.hook_next_at(step)
 
+    def at_step(self, step: int, fn: Callable[[], None]) -> None:
+        """Call ``fn`` on the training thread right after optimizer step ``step`` (once; a step already
+        counted never comes). Several callbacks may wait; the hot path compares one integer."""
+        self.steps_state.call_at(step, fn)
+
+    def time_next_step(self, timer: Callable[[Callable[[], None]], None]) -> None:
+        """Run the next step's rule through ``timer(run_step)`` (the overhead wing's timing). Training thread."""
+        self.steps_state.time_next_step(timer)
+
+    # -- phases ----------------------------------------------------------------------------------------------
     def elapsed_s(self) -> float:
         """Seconds since the session began (0 before). Any thread."""
         return self.phases.session_elapsed_s(self.clock())
 
     def enter_phase(self, name: str) -> None:
         """Pause training and start crediting ``name`` (outermost phase wins)."""
-        self._phase_depth += 1
-        if self._phase_depth > 1:
-            return
-        self._phase_name = name
-        self._phase_resume = self.phases.training
-        self.phases.pause_train()
-        self._phase_started_s = self.clock()
-        self.dispatch.phase(name, "begin", self.phases.session_elapsed_s(self._phase_started_s))
+        self.spans.enter(name)
 
     def exit_phase(self) -> None:
         """Credit the phase opened by :meth:`enter_phase` and resume training (no-op when none is open)."""
-        if self._phase_depth == 0:
-            return
-        self._phase_depth -= 1
-        if self._phase_depth:
-            return
-        self.phases.finish_phase(self._phase_name, self._phase_started_s)
-        if self._phase_resume and not self._finished:
-            self.phases.resume_train()
-        self.dispatch.phase(self._phase_name, "end", self.elapsed_s())
+        self.spans.exit()
 
     def carve(self, phase: str, seconds: float) -> None:
         """Move host-measured ``seconds`` of training time to ``phase`` (no sync)."""
-        if self._phase_depth == 0:
+        if self.spans.depth == 0:
             self.phases.carve(phase, seconds)
-
-    def at_step(self, step: int, fn: Callable[[], None]) -> None:
-        """Call ``fn`` on the training thread right after optimizer step ``step`` (once; a step already
-        counted never comes). Several callbacks may wait; the hot path compares one integer."""
-        if step <= self.hot.steps:
-            return
-        self._at_steps.append((step, fn))
-        self.hot.at_step = min(s for s, _ in self._at_steps)
-
-    def _run_at_step(self) -> None:
-        steps = self.hot.steps
-        due = [fn for s, fn in self._at_steps if s == steps]
-        self._at_steps = [(s, fn) for s, fn in self._at_steps if s > steps]
-        self.hot.at_step = min((s for s, _ in self._at_steps), default=None)
-        for fn in due:
-            self._guard("at-step", fn)
-
-    def add_reader(self) -> dict[str, int]:
-        """Register a series reader; returns its cursor map (name -> position)."""
-        cursor: dict[str, int] = {}
-        self._readers.append(cursor)
-        return cursor
 

@@ -48,9 +48,10 @@ class OptimizerSteps:
                 self._refresh_fast()
                 self._gave_up = False
             self._events += 1
+            self._general_steps += 1
             self._primary_last_event = self._events
             if self._root is None and not self._gave_up:
-                if not self._choose_root(optimizer, sys._getframe(1)) and self.hot.steps + 1 >= DISCOVERY_STEPS:
+                if not self._choose_root(optimizer, sys._getframe(1)) and self._steps.steps + 1 >= DISCOVERY_STEPS:
                     self._gave_up = True
                     self._monitor.warn_once("probe-root", self._no_root_message())
             elif "trained" not in self.params:
@@ -87,11 +88,11 @@ class OptimizerSteps:
                 self.hot.fast_sum = 0.0
                 self.hot.fast_divided = True
                 self.hot.fast_first = None
-                self.hot.step_read(tokens, value)  # type: ignore[misc]  # Monitor.on_step_read (or timed)
+                self._steps.count(tokens, None, value)  # the step rule (or, for one step, its timer)
                 return
             if loss is not None:
                 self._note(loss)
-            self._monitor.on_step(tokens, loss)
+            self._steps.count(tokens, loss)
         except Exception as exc:
             self._monitor.warn_once("probe-step", f"step probe fault: {exc!r}")
 
@@ -106,5 +107,5 @@ class OptimizerSteps:
         if loss is not None:
             number = self._others.setdefault(id(optimizer), len(self._others) + 2)
             loss.series = f"{LOSS_SERIES}.optimizer{number}"
-            self._monitor.add_loss(loss)
+            self._steps.add_loss(loss)
 

@@ -11,12 +11,14 @@ Not thread-safe: call from the training thread.
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Callable
 
 from trainmeter.core.clock import Clock
 
 PHASES: tuple[str, ...] = ("train", "data_wait", "eval", "checkpoint", "reporting", "profiling")
+PHASE_NAME = re.compile(r"[a-z][a-z0-9_]{0,31}\Z")  # a custom phase's name (tm.phase)
 
 
 def _no_sync() -> None:
@@ -117,3 +119,65 @@ def cuda_synchronize() -> Callable[[], None]:
             torch.cuda.synchronize()
 
     return synchronize
+
+
+class PhaseSpans:
+    """The outermost ``tm.phase`` (or wing span) open now: training paused, its time credited when it ends.
+
+    Args:
+        phases: The run's phase clocks.
+        clock: Monotonic clock in seconds.
+        on_edge: Called with ``(name, "begin"|"end", t_s)`` at each outermost span's edges (the dispatcher's).
+        finished: Whether the run has ended (training is then not resumed after a span).
+
+    Training thread.
+    """
+
+    def __init__(self, phases: PhaseClock, clock: Clock, on_edge: Callable[[str, str, float], None],
+                 finished: Callable[[], bool]) -> None:
+        self._phases = phases
+        self._clock = clock
+        self._on_edge = on_edge
+        self._finished = finished
+        self.depth = 0
+        self.name = ""
+        self.started_s = 0.0
+        self._resume = False
+
+    def enter(self, name: str) -> None:
+        """Pause training and start crediting ``name`` (the outermost span wins)."""
+        self.depth += 1
+        if self.depth > 1:
+            return
+        self.name = name
+        self._resume = self._phases.training
+        self._phases.pause_train()
+        self.started_s = self._clock()
+        self._on_edge(name, "begin", self._phases.session_elapsed_s(self.started_s))
+
+    def exit(self) -> None:
+        """Credit the span opened by :meth:`enter` and resume training (no-op when none is open)."""
+        if self.depth == 0:
+            return
+        self.depth -= 1
+        if self.depth:
+            return
+        self._phases.finish_phase(self.name, self.started_s)
+        if self._resume and not self._finished():
+            self._phases.resume_train()
+        self._on_edge(self.name, "end", self._phases.session_elapsed_s(self._clock()))
+
+    def open_for_s(self) -> float:
+        """Seconds the open span has lasted (0 when none is open)."""
+        return self._clock() - self.started_s if self.depth else 0.0
+
+    def exclude(self, seconds: float) -> None:
+        """Leave ``seconds`` spent inside the open span out of it (a report made inside a long span)."""
+        if self.depth:
+            self.started_s += seconds
+
+    def close(self) -> None:
+        """Credit a span still open at the end (an exception or Ctrl-C inside it, or never exited)."""
+        if self.depth:
+            self.depth = 0
+            self._phases.finish_phase(self.name, self.started_s)

@@ -36,10 +36,10 @@ last counted one counts the same, without ``count_batch``), the ``backward`` wra
 own six parameters, so no tuple or dict per call; a 0-d CPU loss, not scaled, is read with
 ``tolist()``, item()'s number without its GIL release, and kept in place: no :class:`StepLoss`
 object, and its ``grad_fn`` is read only when a second part comes before the step) and the step
-hook, which runs ``Monitor.on_step_read``'s rule inline (core/wrappers.py). Anything
-else (a CUDA loss, a GradScaler, an open eval span, a new shape, a second call of the root in a
-step, a new optimizer) takes the general path. What those wrappers read and write is the run's
-:class:`~trainmeter.core.hot_state.HotState`, which they close over.
+hook, which hands the step to the run's one step rule (:class:`~trainmeter.core.steps.StepRecorder`).
+Anything else (a CUDA loss, a GradScaler, an open eval span, a new shape, a second call of the root in a
+step, a new optimizer) takes the general path, which ends in the same rule. What those wrappers read and
+write is the probes' own :class:`~trainmeter.core.probe_state.ProbeState`, which they close over.
 
 The parts, each in its module: :mod:`~trainmeter.core.discovery`, :mod:`~trainmeter.core.wrappers`,
 :mod:`~trainmeter.core.root_calls`, :mod:`~trainmeter.core.loss_capture`,
@@ -59,7 +59,7 @@ from typing import Any, Protocol
 from trainmeter.core import host_patches
 from trainmeter.core.compile_watch import CompileWatch
 from trainmeter.core.discovery import Discovery, _Candidate
-from trainmeter.core.hot_state import NO_ROOT, HotState
+from trainmeter.core.probe_state import NO_ROOT, ProbeState
 from trainmeter.core.lane_probes import LaneProbes
 from trainmeter.core.lanes import Lane
 from trainmeter.core.loss_capture import LossCapture
@@ -75,28 +75,14 @@ class StepSink(Protocol):
     """What the probes call on the run (:class:`~trainmeter.core.monitor.Monitor`). Training thread."""
 
     steps: int
-    hot: HotState
+    steps_state: Any  # the step rule (core/steps.py StepRecorder): count(tokens, loss, value), add_loss, steps, now
+    lanes: Any  # the other training threads' lanes (core/lane_steps.py Lanes): add, on_step, on_loss
     token_unit: str
     series_info: dict[str, dict[str, Any]]
-    dispatch: Any  # the extensions' dispatcher (its step_fault)
-
-    def on_step(self, tokens: int, loss: StepLoss | None = None, *, loss_value: float | None = None) -> None: ...
-
-    def on_step_read(self, tokens: int, loss_value: float) -> None: ...
-
-    def add_loss(self, loss: StepLoss, t_s: float | None = None) -> None: ...
-
-    def add_lane(self, lane: Lane) -> None: ...
-
-    def on_lane_step(self, lane: Lane, tokens: int, loss: StepLoss | None) -> None: ...
-
-    def on_lane_loss(self, lane: Lane, loss: StepLoss) -> None: ...
 
     def at_step(self, step: int, fn: Any) -> None: ...
 
-    def _run_at_step(self) -> None: ...  # the step hook's inline step (core/wrappers.py), as on_step_read calls them
-
-    def _maybe_report(self) -> None: ...
+    def set_token_unit(self, unit: str) -> None: ...
 
     def set_model(self, module: Any, token_unit: str) -> None: ...
 
@@ -124,8 +110,8 @@ class TorchProbes(Discovery, CompileWatch, Wrappers, RootCalls, LossCapture, Opt
 
     def __init__(self, monitor: StepSink) -> None:
         self._monitor = monitor
-        self.hot: HotState = monitor.hot  # the fast flags, the last batch signature, the step's loss parts
-        self.hot.new_probe_state()
+        self.hot = ProbeState()  # the fast flags, the last batch signature, the step's loss parts
+        self._steps: Any = monitor.steps_state  # the step rule (StepRecorder): every counted step goes there
         self._handles: list[Any] = []
         self._patches = Patches()
         self._call_wrapper_on = True  # TRAINMETER_DISABLE=call-wrapper (core/host_patches.py), read at start
@@ -147,6 +133,7 @@ class TorchProbes(Discovery, CompileWatch, Wrappers, RootCalls, LossCapture, Opt
         self._created: dict[int, tuple[weakref.ReferenceType[Any], int]] = {}  # optimizer id -> (ref, event)
         self._others: dict[int, int] = {}  # non-primary optimizer id -> its number (2, 3, ...)
         self._max_calls = 0
+        self._general_steps = 0  # lane 1's steps counted through _on_step (the others took the steady path)
         self._loss: StepLoss | None = None
         self._scaled: tuple[Any, Any, bool] | None = None  # (weakref to the scaled loss, scale tensor, divided)
         self._losses_info = {"steps": 0, "ambiguous": 0, "divided": 0, "scaled": 0, "max_parts": 0}
@@ -193,6 +180,11 @@ class TorchProbes(Discovery, CompileWatch, Wrappers, RootCalls, LossCapture, Opt
         self._paused = value
         self._paused_ident = threading.get_ident()
         self._refresh_fast()
+
+    @property
+    def steady_steps(self) -> int:
+        """Lane 1's steps that took the step hook's steady path (their loss read at backward). Training thread."""
+        return self._steps.steps - self._general_steps
 
     @property
     def primary_optimizer(self) -> Any:
@@ -292,6 +284,7 @@ class TorchProbes(Discovery, CompileWatch, Wrappers, RootCalls, LossCapture, Opt
         self._refresh_fast()
         self._gave_up = False
         self._others.clear()
+        self._general_steps = 0
         self._lanes_lock = threading.Lock()  # the child's threads are not the parent's (nor its lock's holder)
         self._threads = {}
         self._hot_ident = 0

@@ -35,9 +35,9 @@ class RootCalls:
                 elif lightning and self.autocast_dtype is None:  # its precision plugin's autocast is on here
                     self.autocast_dtype = self._autocast()
                 if counted is not None:
-                    self.seq_weights.at(self.hot.tokens + self.hot.pending_tokens, last_seq())
+                    self.seq_weights.at(self._steps.tokens + self.hot.pending_tokens, last_seq())
                     self.hot.pending_tokens += counted[0]
-                    self._monitor.token_unit = counted[1]
+                    self._monitor.set_token_unit(counted[1])
                 # remember a positional batch's shape: the call wrapper counts the next ones like it
                 first = args[0] if args and not kwargs else None
                 if not lightning and counted is not None and hasattr(first, "is_floating_point"):

@@ -193,21 +193,22 @@ class StepSeries:
         """The lock its readers and trims take (held around a fork: ``Monitor.locks``)."""
         return self._lock
 
-    def set_tokens(self, tokens: int) -> None:
-        """Start a run of ``tokens`` per step at the next point (before its time is appended)."""
-        self._runs.append((self._base + len(self.times), tokens))
+    def set_tokens(self, tokens: int, step: int) -> None:
+        """Start a run of ``tokens`` per step at step ``step``'s point (before its time is appended).
+
+        The position comes from the writer's own step count, never from ``_base + len(times)``: a trim on
+        another thread moves those two one after the other, and a position read between them put the run
+        before the points it was for (a reader then lost those steps' tokens: docs/spec.md section 20).
+        """
+        self._runs.append((step - 1, tokens))
         self.tokens = tokens
         self._min = tokens if self._min is None else min(self._min, tokens)
         self._max = tokens if self._max is None else max(self._max, tokens)
 
     def append(self, step: int, t_s: float, value: int) -> None:
-        """:class:`Series`-style append (``step`` must be the next step)."""
-        self.add(t_s, value)
-
-    def add(self, t_s: float, tokens: int) -> None:
-        """Record the next step at ``t_s`` with ``tokens`` (what the hot path inlines)."""
-        if tokens != self.tokens:
-            self.set_tokens(tokens)
+        """Record step ``step`` (the next one) at ``t_s`` with ``value`` tokens (what the step rule inlines)."""
+        if value != self.tokens:
+            self.set_tokens(value, step)
         self.times.append(t_s)
 
     @property

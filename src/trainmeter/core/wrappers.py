@@ -61,65 +61,31 @@ class Wrappers:
     _active: bool
 
     def _make_step_hook(self) -> Any:
-        """The optimizer step post-hook: a steady step inline, anything else through ``_on_step``.
+        """The optimizer step post-hook: a steady step straight to the step rule, anything else through ``_on_step``.
 
-        The steady step is the probes' check and :meth:`Monitor.on_step_read
-        <trainmeter.core.monitor.Monitor.on_step_read>`'s step rule in this one frame (docs/spec.md
-        section 20), for a loss held as train_loss's open point (``hot.tail``) with no read or loss
-        pending; otherwise the step goes to ``hot.step_read`` (``Monitor.on_step_read``). The overhead
-        wing times ``hot.step_read`` on 1 step in 64 to 4,096 (its adaptive stride) by clearing
-        ``hot.steady`` for that step.
+        The steady step (docs/spec.md section 20) is the primary optimizer of a known root, called once, with one
+        0-d CPU loss read at backward: its tokens and value go to the run's one step rule
+        (:meth:`StepRecorder.step <trainmeter.core.steps.StepRecorder.step>`, through its ``count`` slot, which
+        the overhead wing's timing hook swaps for one step). The general path ends in the same rule.
         """
         probes = self
         hot = self.hot
+        rule = self._steps
         monitor = self._monitor
 
         def step_hook(optimizer: Any, args: Any, kwargs: Any, /) -> None:
             try:
                 primary = hot.primary  # slot reads, then calls: a method call of a slot is not specialized
                 if hot.steady and hot.fast_parts == 1 and hot.calls == 1 and primary() is optimizer:
-                    # hot path (docs/spec.md section 20): the primary optimizer of a known root called once, one
-                    # 0-d CPU loss read at backward; hot.steady is cleared by whatever needs the general path (a
-                    # StepLoss, a candidate's call, a new optimizer, an eval span, a pause); one call leaves
-                    # _max_calls as it is
+                    # hot.steady is cleared by whatever needs the general path (a StepLoss, a candidate's call, a
+                    # new optimizer, an eval span, a pause); one call leaves _max_calls as it is
                     tokens = hot.pending_tokens
                     hot.pending_tokens = 0
                     hot.calls = 0
                     hot.fast_parts = 0
                     hot.fast_first = None  # the loss tensor is the loop's again
-                    if hot.inline:  # the loss held as train_loss's open point, no loss or read pending
-                        # Monitor.on_step_read, inline: count, time, close the previous step's loss point and
-                        # open this one's (its value hot.fast_sum, held until the next step)
-                        hot.steps = steps = hot.steps + 1
-                        hot.tokens += tokens
-                        clock = hot.now
-                        now = clock()
-                        t_s = now - hot.t0_s
-                        step_series = hot.step_series
-                        if tokens != step_series.tokens:
-                            step_series.set_tokens(tokens)
-                        step_series.times.append(t_s)
-                        hot.loss_values.append(hot.held_value)
-                        hot.loss_steps.append(steps)
-                        hot.loss_times.append(t_s)
-                        hot.held_step = steps
-                        hot.held_value = hot.fast_sum
-                        if steps == hot.at_step:
-                            monitor._run_at_step()
-                        if steps >= hot.hook_at:
-                            step_extensions = hot.step_hook
-                            try:
-                                step_extensions()  # an extension's sampled on_step (the optimizer wing's)
-                            except Exception as exc:
-                                monitor.dispatch.step_fault(exc)
-                        if now >= hot.next_report_s:
-                            monitor._maybe_report()
-                        return
-                    # the one part's value (the next first part overwrites it); Monitor.on_step_read, or the overhead
-                    # wing's timed wrapper of it (the inline steps' count is hot.steps - hot.slow_steps)
-                    hot.fast_steps += 1
-                    step_read = hot.step_read
-                    step_read(tokens, hot.fast_sum)
+                    count = rule.count
+                    count(tokens, None, hot.fast_sum)
                     return
             except Exception as exc:
                 monitor.warn_once("probe-step", f"step probe fault: {exc!r}")

@@ -57,7 +57,7 @@ from trainmeter.optim.lr import LR_SERIES, read_lrs
 from trainmeter.optim.smoothing import EMA_BETA, EmaCursor, LossEma
 
 if TYPE_CHECKING:
-    from trainmeter.core.hot_state import HotState
+    from trainmeter.core.steps import StepRecorder
     from trainmeter.core.monitor import Monitor
 
 MAX_POINTS_PER_S = 100.0
@@ -94,7 +94,7 @@ class OptimExtension(ExtensionBase):
     def __init__(self, *, max_points_per_s: float = MAX_POINTS_PER_S, ema_beta: float = EMA_BETA,
                  environ: Any = None) -> None:
         self._m: Monitor | None = None
-        self._hot: HotState | None = None  # the run's step state (monitor.hot), read at each sampled step
+        self._hot: StepRecorder | None = None  # the run's step state (monitor.steps_state), read at each sampled step
         self._max_points_per_s = max_points_per_s
         self._environ = environ
         self.rank: int | None = None
@@ -117,18 +117,18 @@ class OptimExtension(ExtensionBase):
     def start(self, monitor: Monitor) -> None:
         """Install the step pre-hook and the clip wrappers; read ``RANK`` (the core calls :meth:`on_step`)."""
         self._m = monitor
-        self._hot = monitor.hot
+        self._hot = monitor.steps_state
         monitor.worker.every(self.name, lambda: self._ema_cursor.fold_ahead(monitor.series.get(LOSS_SERIES)))
         self.rank = rank_from_env(self._environ)
         if self.rank not in (None, 0):
-            monitor.text = False
+            monitor.set_text(False)
         torch = sys.modules.get("torch")
         if torch is None:
             self.reason = "torch is not imported"
             monitor.next_step_hook_at(sys.maxsize, self)  # no optimizer to read: the core never calls on_step
             return
         self._watch_steps()
-        self.clip.counter = monitor.hot
+        self.clip.counter = monitor.steps_state
         try:
             if host_patches.allow("clip-grad", monitor.warn_once):
                 self.clip.install(torch)
@@ -172,11 +172,7 @@ class OptimExtension(ExtensionBase):
         and the next sampled step set from it (the module's "Sampling").
         """
         hot = self._hot
-        try:
-            t_s = hot.step_series.times[-1]  # type: ignore[union-attr]  # the core's clock read of this step
-        except Exception as exc:
-            self._disable(exc)
-            return
+        t_s = hot.step_t_s  # type: ignore[union-attr]  # the core's clock read of this step
         self._read(t_s)
         if self._off:
             return
@@ -216,7 +212,7 @@ class OptimExtension(ExtensionBase):
             if len(groups) == 1 and norm is None:
                 # hot path (docs/spec.md section 17): one group's float rate into its existing series, at the step's time
                 lr = groups[0]["lr"]
-                series = m.series.get(LR_SERIES) if type(lr) is float else None  # type: ignore[union-attr]
+                series = m.registry.series.get(LR_SERIES) if type(lr) is float else None  # type: ignore[union-attr]
                 if series is not None:
                     series.append(hot.steps, t_s, lr)  # type: ignore[union-attr]
                     self.groups = 1

@@ -55,7 +55,7 @@ class Overhead(ExtensionBase):
         self._timed_s = 0.0
         self._t0 = 0.0
         self._t1: float | None = None
-        self._read: Any = None  # the step_read the timed wrapper is over, while armed
+        self._reports_at_arm = 0  # the run's reports when the timed step was armed
         self.every = SAMPLE_EVERY  # steps from one timed step to the next (the stride in use)
         self._span_from: tuple[int, float] | None = None  # (steps, run clock) at the last timed step
         self._thread_cpu: dict[int, tuple[str, float]] = {}
@@ -68,58 +68,44 @@ class Overhead(ExtensionBase):
         monitor.at_step(SAMPLE_EVERY - 1, self._arm)
 
     def _arm(self) -> None:
-        """Put the timed wrapper over ``on_step`` for the next step only (no code on the other steps).
+        """Time the next step's rule (the core's timing hook, ``Monitor.time_next_step``; no code on other steps).
 
-        Runs from ``Monitor.at_step`` the step before the one to time; the wrapper times that step, takes
-        itself off and arms again :attr:`every` - 1 steps later (:meth:`_next_every`).
+        Runs from ``Monitor.at_step`` the step before the one to time; the timed step arms again :attr:`every` - 1
+        steps later (:meth:`_next_every`).
         """
         monitor = self._m
         if monitor is None or self._t1 is not None:
             return
-        now = self._now
-        hot = monitor.hot
-        read = self._read = hot.step_read
+        self._calls += 1
+        self._reports_at_arm = monitor.reports
+        monitor.time_next_step(self._timed_step)
 
-        def timed(original: Any) -> Any:
-            def step(*args: Any, **kwargs: Any) -> None:
-                self._unwrap()  # the plain step from the next step
-                self._calls += 1
-                reports = monitor.reports
-                t0 = now()
-                original(*args, **kwargs)
-                if monitor.reports == reports:
-                    self._timed_s += now() - t0
-                    self._timed += 1
-                if self._t1 is None:
-                    self.every = self._next_every()
-                    monitor.at_step(monitor.hot.steps + self.every - 1, self._arm)
-
-            return step
-
-        # the probes' general path calls hot.step_read (Monitor.on_step_read: their step hook's steady step inlines
-        # it, hence hot.steady cleared below) or Monitor.on_step, here an instance attribute over the method
-        monitor.on_step = timed(monitor.on_step)  # type: ignore[method-assign]
-        hot.step_read = timed(read)
-        hot.steady = False  # the probes' step hook takes its general path, which calls hot.step_read, for one step
+    def _timed_step(self, run_step: Any) -> None:
+        """Time the step rule (a step that ran a report is left out), then arm the next timed step."""
+        monitor = self._m
+        t0 = self._now()
+        run_step()
+        seconds = self._now() - t0
+        if monitor is None:
+            return
+        if monitor.reports == self._reports_at_arm:
+            self._timed_s += seconds
+            self._timed += 1
+        if self._t1 is None:
+            self.every = self._next_every()
+            monitor.at_step(monitor.steps_state.steps + self.every - 1, self._arm)
 
     def _next_every(self) -> int:
         """The stride to the next timed step: its bookkeeping (the mean timed ``on_step``) over that many steps at the
         mean step time since the last timed step (the run's clock) is at most ``TIMED_SHARE`` of a step."""
-        hot = self._m.hot  # type: ignore[union-attr]
-        steps, now_s = hot.steps, hot.now()
+        rule = self._m.steps_state  # type: ignore[union-attr]
+        steps, now_s = rule.steps, rule.now()
         last, self._span_from = self._span_from, (steps, now_s)
         if last is None or not self._timed or steps <= last[0] or now_s <= last[1]:
             return SAMPLE_EVERY
         step_s = (now_s - last[1]) / (steps - last[0])
         every = math.ceil(self._timed_s / self._timed / (TIMED_SHARE * step_s))
         return min(MAX_SAMPLE_EVERY, max(SAMPLE_EVERY, every))
-
-    def _unwrap(self) -> None:
-        m, read, self._read = self._m, self._read, None
-        if m is not None:
-            vars(m).pop("on_step", None)
-            if read is not None:
-                m.hot.step_read = read
 
     def stop(self) -> None:
         """Read the threads once more (they still run) and unwrap ``on_step``."""
@@ -128,7 +114,6 @@ class Overhead(ExtensionBase):
             return
         self._read_threads()
         self._t1 = self._now()
-        self._unwrap()
 
     def _read_threads(self) -> None:
         board = getattr(self._m, "process_memory", None)

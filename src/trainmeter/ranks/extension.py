@@ -114,7 +114,7 @@ class RanksExtension(ExtensionBase):
         self._monitor = monitor
         seat = current_seat()
         if seat is not None and seat.identity.rank not in (None, 0):
-            monitor.text = False  # one text line per launch (rank 0's); every rank's numbers are in its seat
+            monitor.set_text(False)  # one text line per launch (rank 0's); every rank's numbers are in its seat
         if not host_patches.allow("rank-timing", monitor.warn_once):
             return
         timing = StepTiming()

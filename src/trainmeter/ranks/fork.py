@@ -142,16 +142,11 @@ def rehome(m: Any) -> None:
             abandon()
         except Exception:  # noqa: BLE001 (the child runs on without its parent's log either way)
             pass
-    m.replace_record_sink(LazyRankRecorder(RunRecorder()))
-    m.run_dir = None
-    m.text = False
-    m.out = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 (lives as long as the child)
     m.dispatch.drop(THREAD_EXTENSIONS)
-    m.fresh_state_for_child()  # counters, series, held and pending losses, queued emits, provenance, clocks
-    # A child may end by os._exit (no finalizer, no passport): its log, flushed at each report, is its record,
-    # so the first report comes soon and os._exit loses at most the last interval (docs/spec.md section 19).
-    hot = m.hot
-    hot.next_report_s = min(hot.next_report_s, hot.t0_s + CHILD_FIRST_REPORT_S)
+    # counters, series, held and pending losses, queued emits, provenance and clocks afresh. A child may end by
+    # os._exit (no finalizer, no passport): its log, flushed at each report, is its record, so the first report
+    # comes soon and os._exit loses at most the last interval (docs/spec.md section 19).
+    m.become_child(LazyRankRecorder(RunRecorder()), CHILD_FIRST_REPORT_S)
     probes = m.probes
     if probes is not None:
         _rediscover(probes)

@@ -36,7 +36,7 @@ class LazyRankRecorder:
     def _seat(self, run: Any) -> bool:
         if not self._open and run.steps > 0:
             self._open = True
-            run.run_dir = self._inner.open(run, self._started_at or run.started_at)
+            run.set_run_dir(self._inner.open(run, self._started_at or run.started_at))
         return self._open
 
     def write_interval(self, run: Any, elapsed_s: float, phases_s: dict[str, float], extra: dict[str, Any]) -> None:

@@ -103,9 +103,9 @@ class RunRecorder:
     def _try_open(self, run: RunView) -> bool:
         try:
             if run.run_dir is None:
-                run.run_dir = (self._seat.dir if self._seat is not None else
-                               make_run_dir(self._root or Path("."), run.options.name,
-                                            datetime.fromisoformat(self._started_at)))
+                run.set_run_dir(self._seat.dir if self._seat is not None else
+                                make_run_dir(self._root or Path("."), run.options.name,
+                                             datetime.fromisoformat(self._started_at)))
             self._log = RunLog(run.run_dir / LOG_FILE)
             if not self._start_written:
                 self._log.append(start_record(**self._start_fields))

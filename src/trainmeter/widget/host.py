@@ -85,6 +85,6 @@ def widget_sinks(monitor: Any) -> list[Any]:
     try:
         return [attach_widget(monitor)]
     except Exception as exc:
-        monitor.text = True
+        monitor.set_text(True)
         monitor.warn_once("widget", f"live widget unavailable, using the text line: {exc!r}")
         return []

@@ -173,7 +173,7 @@ class Publisher:
         self._stop.set()
         self.feed.stop_reading()
         try:
-            self.monitor.text = True
+            self.monitor.set_text(True)
             self.monitor.warn_once("widget-publisher", f"live widget stopped updating: {exc!r}; text lines resume")
         except Exception:
             pass

@@ -26,10 +26,10 @@ def _points(m, name):
 
 def test_a_loss_read_on_the_host_is_held_until_the_next_step(tmp_path):
     m = _started(tmp_path)
-    m.on_step_read(8, 3.0)
-    assert _points(m, "train_loss") == [] and m.hot.held_step == 1
-    m.on_step_read(8, 2.0)
-    assert _points(m, "train_loss") == [(1, 3.0)] and m.hot.held_step == 2
+    m.on_step(8, loss_value=3.0)
+    assert _points(m, "train_loss") == [] and m.steps_state.held_step == 1
+    m.on_step(8, loss_value=2.0)
+    assert _points(m, "train_loss") == [(1, 3.0)] and m.steps_state.held_step == 2
     m.finish("completed")
     assert _points(m, "train_loss") == [(1, 3.0), (2, 2.0)]
 
@@ -51,7 +51,7 @@ def test_a_loss_still_being_read_keeps_later_ones_behind_it(tmp_path):
     m.on_step(8, slow)
     m.on_step(8, loss_value=2.0)  # queued behind the pending one, not held
     m.on_step(8, loss_value=1.0)
-    assert _points(m, "train_loss") == [] and len(m.hot.losses) == 3
+    assert _points(m, "train_loss") == [] and len(m.steps_state.losses) == 3
     slow.resolve(0, 0, 4.0)
     m.on_step(8)
     assert _points(m, "train_loss") == [(1, 4.0), (2, 2.0), (3, 1.0)]
@@ -61,8 +61,8 @@ def test_a_loss_still_being_read_keeps_later_ones_behind_it(tmp_path):
 def test_the_cells_own_train_loss_is_the_headline_and_the_captured_one_is_left_out(tmp_path):
     m = _started(tmp_path)
     m.record({"train_loss": 9.0})
-    m.on_step_read(8, 3.0)
-    m.on_step_read(8, 2.0)
+    m.on_step(8, loss_value=3.0)
+    m.on_step(8, loss_value=2.0)
     m.finish("completed")
     assert _points(m, "train_loss") == [(0, 9.0)]
     assert m.series_info["train_loss"]["source"] == "tm.emit(train_loss=...)"
@@ -70,8 +70,8 @@ def test_the_cells_own_train_loss_is_the_headline_and_the_captured_one_is_left_o
 
 def test_a_train_loss_emitted_after_captured_points_gets_its_own_series(tmp_path):
     m = _started(tmp_path)
-    m.on_step_read(8, 3.0)
-    m.on_step_read(8, 2.0)
+    m.on_step(8, loss_value=3.0)
+    m.on_step(8, loss_value=2.0)
     m.record({"train_loss": 9.0})
     m.finish("completed")
     assert _points(m, "train_loss") == [(1, 3.0), (2, 2.0)]

@@ -1,0 +1,73 @@
+"""The probes' per-call state: the fast flags, the last batch signature and the step's loss parts.
+
+One ``__slots__`` object owned by :class:`~trainmeter.core.probes.TorchProbes`, closed over by its wrappers
+(core/wrappers.py); the step itself is :class:`~trainmeter.core.steps.StepRecorder`'s. Training thread (lane 1's).
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+
+class _Nobody:
+    """What the call wrapper's root reference returns while no root is counted: never a module."""
+
+    __slots__ = ("__weakref__",)
+
+
+_NOBODY = _Nobody()
+NO_ROOT = weakref.ref(_NOBODY)  # fast_ref while no root's calls take the fast path
+
+
+class ProbeState:
+    """The probes' fast flags, the root's last counted batch and the loss parts of the step in progress.
+
+    :meth:`new_probe_state` sets every field, so none can be set at construction and forgotten elsewhere.
+    """
+
+    __slots__ = (
+        "primary", "fast_ref", "call_impl", "fast_backward", "steady", "backward_on", "in_backward", "depth", "calls",
+        "pending_tokens",
+        "last_type", "last_shape", "last_dtype", "last_tokens", "fast_calls",
+        "fast_parts", "fast_sum", "fast_divided", "fast_first",
+    )
+
+    def __init__(self) -> None:
+        self.new_probe_state()
+
+    def new_probe_state(self) -> None:
+        """The probes' fast flags and the step's calls and loss parts, as before any call was seen."""
+        self.primary: Any = None  # a weak reference to the primary optimizer (TorchProbes._primary), or None
+        # the hot paths' flags, recomputed by TorchProbes._refresh_fast whenever one of their inputs changes:
+        # a weak reference to the root while its positional batches are counted like the last one (else
+        # NO_ROOT: a call, then an identity test, costs less than comparing an id, a large int, on CPython
+        # 3.11), torch's Module._call_impl while the fast call may call it itself (else None), whether a
+        # 0-d CPU loss may be read at backward, and whether a step may take the short path
+        self.fast_ref: Callable[[], Any] = NO_ROOT
+        self.call_impl: Callable[..., Any] | None = None
+        self.fast_backward = False
+        self.steady = False
+        self.backward_on = False  # loss capture installed and not disabled by a fault
+        self.in_backward = False
+        self.depth = 0  # nesting of watched calls (the outermost one counts)
+        self.calls = 0  # calls of the root since the last step
+        self.pending_tokens = 0  # tokens counted since the last step
+        # the last counted positional batch of the root (the call wrapper's fast path): type, shape, dtype, count
+        self.fast_calls = False
+        self.last_type: Any = None
+        self.last_shape: Any = None
+        self.last_dtype: Any = None
+        self.last_tokens = 0
+        self.clear_fast_loss()
+
+    def clear_fast_loss(self) -> None:
+        """Forget the loss parts read on the backward fast path (a step closed, a fault, a stop)."""
+        # the step's loss while every part was a 0-d CPU tensor read at once (the backward fast path)
+        self.fast_parts = 0
+        self.fast_sum = 0.0
+        self.fast_divided = True  # every part after the first was divided (folded in from the second part on)
+        # the first part's loss tensor, held from its backward to the step (or the second part, which reads
+        # its grad_fn): a single-part step never reads a grad_fn
+        self.fast_first: Any = None

@@ -1,0 +1,137 @@
+"""The run's series by name, their provenance entries, their readers' cursors and the cap on new names.
+
+Readers iterate a registry dict that never changes size: a new name publishes a grown copy (under the lock,
+since samplers create their series from their own threads). Each series has one writing thread. A reader
+registered with :meth:`SeriesRegistry.add_reader` holds back trimming until its cursor passes a point;
+:meth:`SeriesRegistry.trim` keeps at most ``MAX_PENDING`` points per series whatever the readers do.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from trainmeter.core.series import Series, StepSeries
+from trainmeter.core.text import printable
+
+MAX_DROPPED_NAMES = 20
+MAX_SEEN_NAMES = 100_000
+DEFAULT_MAX_SERIES = 256
+MAX_PENDING = 100_000
+RESERVED_SERIES = ("tokens_per_step",)
+_RESERVED_NAME = re.compile(r"(node|gpu\d+)\.|__")
+
+
+class SeriesRegistry:
+    """Named series, their ``series_info`` entries, reader cursors and the user-series cap.
+
+    Args:
+        warn_once: The run's ``warn_once``.
+        max_series: New names of the user's (``tm.emit``, taps) past this many are counted and left out.
+
+    Thread safety: :meth:`get`, :meth:`describe` and the reads from any thread; appends by each series' writer.
+    """
+
+    def __init__(self, warn_once: Callable[[str, str], None], max_series: int = DEFAULT_MAX_SERIES) -> None:
+        self._warn_once = warn_once
+        self.max_series = max_series
+        self.new_run()
+
+    def new_run(self) -> None:
+        """No series, no entries, no readers (construction; a forked child's own run)."""
+        self.series: dict[str, Series] = {}
+        self.info: dict[str, dict[str, Any]] = {}  # series name -> its source and provenance
+        self.lock = threading.Lock()
+        self._readers: list[dict[str, int]] = []
+        self._user_series = 0
+        self.dropped = 0
+        self.dropped_names: list[str] = []
+        self._dropped_seen: set[str] = set()
+
+    def get(self, name: str, x_kind: str = "step") -> Series:
+        """The series ``name``, made (with ``x_kind``) if new. Any thread."""
+        series = self.series.get(name)
+        if series is None:
+            with self.lock:
+                series = self.series.get(name)
+                if series is None:
+                    grown = dict(self.series)
+                    series = grown[name] = Series(name, x_kind)
+                    self.series = grown  # readers iterate a dict that never changes size
+        return series
+
+    def create(self, names: list[str], skip: set[str] | frozenset[str] = frozenset()) -> None:
+        """Make the series of ``names`` not yet known (but those in ``skip``) with one copy of the registry."""
+        with self.lock:
+            grown: dict[str, Series] | None = None
+            for name in names:
+                if name not in skip and name not in self.series and (grown is None or name not in grown):
+                    if grown is None:
+                        grown = dict(self.series)
+                    grown[name] = Series(name)
+            if grown is not None:
+                self.series = grown
+
+    def describe(self, name: str, entry: dict[str, Any], *, replace: bool = True) -> None:
+        """Set ``series_info[name]`` (``replace=False``: only if it has none)."""
+        if replace:
+            self.info[name] = entry
+        else:
+            self.info.setdefault(name, entry)
+
+    def admit(self, name: Any) -> bool:
+        """Whether a value of the user's may go to series ``name``: a known step series, or a new name that is
+        neither reserved nor past the cap (each refusal warned once)."""
+        existing = self.series.get(name) if type(name) is str else None
+        if existing is None:
+            if not isinstance(name, str) or name in RESERVED_SERIES or _RESERVED_NAME.match(name):
+                self._warn_once(f"emit-reserved-{name}",
+                                f"tm.emit({printable(name)}=...) ignored: the name is reserved for trainmeter's own "
+                                "series (tokens_per_step, node.*, gpu<N>.*, __*)")
+                return False
+            if self._user_series >= self.max_series:
+                self._drop(name)
+                return False
+        elif existing.x_kind != "step":
+            self._warn_once(f"emit-reserved-{name}", f"tm.emit({printable(name)}=...) ignored: a background "
+                                                     "sampler owns that series")
+            return False
+        return True
+
+    def count_new(self, name: str) -> None:
+        """A value of the user's for a name not yet known was read: it counts against the cap."""
+        if name not in self.series:
+            self._user_series += 1
+
+    def _drop(self, name: str) -> None:
+        """Count a name past the cap once (names, not emits; the set of names seen is itself capped)."""
+        if name in self._dropped_seen:
+            return
+        if len(self._dropped_seen) < MAX_SEEN_NAMES:
+            self._dropped_seen.add(name)
+        self.dropped += 1
+        if len(self.dropped_names) < MAX_DROPPED_NAMES:
+            self.dropped_names.append(printable(name)[:80])
+        self._warn_once("series-cap", f"more than {self.max_series} series (max_series): {printable(name)[:80]!s} "
+                                      "and later new names are not recorded; the passport lists them")
+
+    # -- readers and trimming ------------------------------------------------------------------------------
+    def add_reader(self) -> dict[str, int]:
+        """Register a series reader; returns its cursor map (name -> position)."""
+        cursor: dict[str, int] = {}
+        self._readers.append(cursor)
+        return cursor
+
+    def trim(self, step_series: StepSeries) -> None:
+        """Drop points every reader has seen; keep at most ``MAX_PENDING`` per series."""
+        if not self._readers:
+            return
+        for series in (step_series, *self.series.values()):
+            upto = min(cursor.get(series.name, 0) for cursor in self._readers)
+            series.trim(max(upto, series.end - MAX_PENDING))
+
+    def locks(self, step_series: StepSeries) -> list[threading.Lock]:
+        """The registry's lock and each series' (held around a fork: docs/spec.md section 19)."""
+        return [self.lock, *(s.lock for s in (step_series, *self.series.values()))]
