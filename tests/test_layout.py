@@ -157,7 +157,8 @@ PUBLISHED = {
                "snapshot"},  # the static SVG chart, tm.compare's figures (comparison/static.py)
     "gpu": {"energy", "nvml", "ladder"},  # energy's counter reads (docs/architecture.md: the energy wing's), the ladder
     "ranks": {"seating", "merge", "watch"},  # a rank's seat, the merged section, tm.display(follow=True)
-    "compute": {"card", "mfu", "eta"},  # the compute tiles from a passport; the one MFU and ETA rules (docs/spec.md section 5)
+    "compute": {"card", "mfu", "eta",  # the compute tiles from a passport; the one MFU and ETA rules (docs/spec.md section 5)
+                "flops", "peaks"},  # the one convention rule (a launch's MFU: ranks/launch_mfu.py); a passport's peak read back
     "optim": {"smoothing"},  # the one loss EMA: the text line's, the chart's smoothed twin
     "energy": {"summary"},  # the energy tile, likewise
     "verdicts": {"markers"},  # chart markers from saved verdicts

@@ -97,3 +97,32 @@ def test_a_launch_of_one_rank_gets_the_runs_own_figure_from_the_one_mfu_formula(
     assert one.value == pytest.approx(run.value, rel=1e-12) and one.missing is None
     no_peak = launch_mfu([rank(0, tflops=None)], 1, "hf")
     assert no_peak.value is None and "--peak-tflops X --peak-source TEXT" in no_peak.missing
+
+
+def test_the_launch_takes_computes_conventions_names_and_f_provenance():
+    """One rule with a run's (compute/flops.py): the named convention and ``counted``, ``counted`` badged counted,
+    a convention's F at most detected; the names are compute's with the prefix ``distributed.``."""
+    from trainmeter.compute.flops import mfu_conventions
+    from trainmeter.compute.mfu import mfu_name
+
+    r0 = RankCompute(label="rank 0", tokens=10, wall_s=1.0, train_s=1.0, peak_flops_per_s=10.0,
+                     flops_per_token={"counted": 3.0, "hf": 1.0, "titan": 2.0})
+    named = launch_mfu_figures([r0], 1, "hf")
+    assert list(named["mfu"]) == ["hf", "counted"] == mfu_conventions(r0.flops_per_token, "hf")
+    every = launch_mfu_figures([r0], 1)
+    assert list(every["mfu"]) == ["hf", "titan", "counted"] and every["mfu"]["counted"] == 3.0
+    f = {d.name: next(i for i in d.inputs if i.name == "F") for d in every["derivations"]}
+    assert f[mfu_name("counted", "session", "distributed.")].provenance == "counted"
+    assert f[mfu_name("titan", "training-only", "distributed.")].provenance == "detected"
+
+
+def test_a_passport_read_back_gives_the_ranks_counted_f_and_its_peak():
+    from trainmeter.ranks.launch_mfu import rank_compute_from_passport
+
+    peak = {"tflops": 989.0, "card": "H100 SXM", "dtype": "bf16", "source": "datasheet", "provenance": "declared"}
+    r = rank_compute_from_passport("rank 0", {"tokens": 5, "compute": {
+        "flops_per_token": {"hf": 1.0}, "counted_flops_per_token": 2.0, "peak": peak}})
+    assert r.flops_per_token == {"hf": 1.0, "counted": 2.0}
+    assert (r.peak_flops_per_s, r.peak_text, r.peak_provenance) == (989e12, "H100 SXM dense bf16: datasheet",
+                                                                    "declared")
+    assert rank_compute_from_passport("rank 0", {"compute": {"peak": {"tflops": "x"}}}).peak_flops_per_s is None
