@@ -36,24 +36,19 @@ from trainmeter.core.provenance import Derivation, Input, as_input, weakest
 __all__ = [
     "CONVENTIONS",
     "CONVENTION_ALIASES",
-    "COUNTED",
     "DESCRIPTIONS",
     "FORMULAS",
     "FieldSource",
-    "MFU_ORDER",
     "ModelShape",
     "SHAPE_FIELDS",
     "as_shape",
-    "flops_input",
     "flops_per_token",
     "flops_range",
-    "mfu_conventions",
     "override_shape",
     "shape_from_config",
     "shape_from_module",
     "shape_inputs",
     "validate_convention",
-    "with_counted",
 ]
 
 CONVENTIONS: tuple[str, ...] = ("hf", "megatron", "titan", "embeddings")

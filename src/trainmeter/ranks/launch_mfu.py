@@ -20,7 +20,7 @@ has no record, no F or no peak: a peak is never guessed. Pure functions; any thr
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from trainmeter.compute.flops import flops_input, mfu_conventions, with_counted
@@ -42,9 +42,8 @@ class RankCompute:
         wall_s: Its session seconds, or ``None``.
         train_s: Its seconds inside training steps, or ``None``.
         flops_per_token: FLOP per token by convention (``counted`` included when counted).
-        peak_flops_per_s: Its device's dense peak in FLOP/s, or ``None``.
-        peak_text: Card, dtype and source of that peak.
-        peak_provenance: ``detected`` (table) or ``declared`` (``--peak-tflops``).
+        peak: Its device's dense peak (FLOP/s; source: card, dtype and source; provenance ``detected`` from the
+            table or ``declared`` by ``--peak-tflops``), as compute's MFU takes it, or ``None``.
         peak_missing: Why it has no peak (its own MFU's reason), when known.
         convention: The FLOPs convention it was told (``--convention``), or ``None``.
         own_mfu_provenance: Its own MFU's provenance (the weakest of its passport's ``mfu[conv]`` inputs),
@@ -56,9 +55,7 @@ class RankCompute:
     wall_s: float | None = None
     train_s: float | None = None
     flops_per_token: Mapping[str, float | None] = field(default_factory=dict)
-    peak_flops_per_s: float | None = None
-    peak_text: str = ""
-    peak_provenance: Provenance = "detected"
+    peak: Input | None = None
     peak_missing: str | None = None
     convention: str | None = None
     own_mfu_provenance: Provenance | None = None
@@ -75,7 +72,6 @@ def rank_compute_from_passport(label: str, passport: Mapping[str, Any]) -> RankC
     compute = passport.get("compute") or {}
     fpt = with_counted(compute.get("flops_per_token") or {}, compute.get("counted_flops_per_token"))
     peak = PeakRow.from_dict(compute.get("peak"))
-    peak_in = peak_input(peak) if peak is not None else None
     phases = passport.get("phases_s") or {}
     own_name = mfu_name(compute.get("convention") or "hf")  # the rank's own MFU (ranks/merge.py picks the same)
     own = next((d for d in passport.get("derivations") or [] if isinstance(d, dict) and d.get("name") == own_name),
@@ -84,10 +80,8 @@ def rank_compute_from_passport(label: str, passport: Mapping[str, Any]) -> RankC
     return RankCompute(
         label=label, tokens=int(passport.get("tokens") or 0), wall_s=_finite(passport.get("elapsed_s")),
         train_s=_finite(phases.get("train")), flops_per_token=fpt,
-        peak_flops_per_s=peak_in.value if peak_in is not None else None,  # type: ignore[arg-type]
-        peak_text=peak_in.source if peak_in is not None else "",
-        peak_provenance=peak_in.provenance if peak_in is not None else "detected",
-        peak_missing=compute.get("mfu_missing"), convention=compute.get("convention"),
+        peak=peak_input(peak) if peak is not None else None, peak_missing=compute.get("mfu_missing"),
+        convention=compute.get("convention"),
         own_mfu_provenance=as_provenance(own_provenance) if own_provenance else None)
 
 
@@ -95,12 +89,13 @@ def rank_compute_from_interval(label: str, interval: Mapping[str, Any]) -> RankC
     """A rank's compute inputs from its latest ``interval`` record (``distributed.compute``, written by the rank)."""
     fields = ((interval.get("distributed") or {}).get("compute")) or {}
     phases = interval.get("phases_s") or {}
+    peak = _finite(fields.get("peak_flops_per_s"))
     return RankCompute(
         label=label, tokens=int(interval.get("tokens") or 0), wall_s=_finite(interval.get("elapsed_s")),
         train_s=_finite(phases.get("train")), flops_per_token=dict(fields.get("flops_per_token") or {}),
-        peak_flops_per_s=_finite(fields.get("peak_flops_per_s")), peak_text=str(fields.get("peak_text") or ""),
-        peak_provenance=as_provenance(fields.get("peak_provenance")), peak_missing=fields.get("peak_missing"),
-        convention=fields.get("convention"))
+        peak=None if peak is None else Input(name="peak", value=peak, unit="FLOP/s", source=str(
+            fields.get("peak_text") or ""), provenance=as_provenance(fields.get("peak_provenance"))),
+        peak_missing=fields.get("peak_missing"), convention=fields.get("convention"))
 
 
 def conventions(ranks: Sequence[RankCompute], convention: str | None = None) -> list[str]:
@@ -131,7 +126,7 @@ def launch_mfu(ranks: Sequence[RankCompute], world_size: int, convention: str, *
     seconds_name = "wall_s" if pace == "session" else "train_s"
     seconds = [getattr(r, seconds_name) for r in ranks]
     fs = [_finite(r.flops_per_token.get(convention)) for r in ranks]
-    peaks = [r.peak_flops_per_s for r in ranks]
+    peaks = [_finite(r.peak.value) if r.peak is not None else None for r in ranks]
     known_f = [f for f in fs if f is not None]
     long_s = max((s for s in seconds if s is not None), default=None)
     f_in = flops_input(convention, known_f[0] if known_f and len(known_f) == len(ranks) else None,
@@ -144,15 +139,14 @@ def launch_mfu(ranks: Sequence[RankCompute], world_size: int, convention: str, *
     devices_in = Input(name="devices", value=world_size, unit="1", provenance="detected",
                        source="world size (one device per rank)")
     equal = len(ranks) > 0 and all(p is not None for p in peaks) and len({round(p or 0, 3) for p in peaks}) == 1
-    if equal or not all(p is not None for p in peaks):
-        first = next((r for r in ranks if r.peak_flops_per_s is not None), None)
-        peak_inputs: tuple[Input, ...] = (Input(
-            name="peak", value=first.peak_flops_per_s if first and equal else None, unit="FLOP/s",
-            provenance=as_provenance(first.peak_provenance if first else None),
-            source=first.peak_text if first else "no rank has a peak"),)
+    first = next((r.peak for r, p in zip(ranks, peaks, strict=True) if p is not None), None)
+    if first is None:
+        peak_inputs = (Input(name="peak", value=None, unit="FLOP/s", provenance="detected",
+                             source="no rank has a peak"),)
+    elif equal or None in peaks:
+        peak_inputs = (replace(first, name="peak", value=first.value if equal else None),)
     else:
-        peak_inputs = tuple(Input(name=f"peak[{r.label}]", value=r.peak_flops_per_s, unit="FLOP/s",
-                                  provenance=as_provenance(r.peak_provenance), source=r.peak_text) for r in ranks)
+        peak_inputs = tuple(replace(r.peak, name=f"peak[{r.label}]") for r in ranks if r.peak is not None)
     missing = _why_missing(ranks, world_size, convention, fs, peaks, long_s, pace, missing_ranks)
     return mfu_derivation(name=name, flops_per_token=f_in, rate=(tokens_in, s_in), devices=devices_in,
                           peaks=peak_inputs, pace=pace, missing=missing)
