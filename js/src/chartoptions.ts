@@ -11,7 +11,7 @@ import {
   formatValue,
   MISSING,
 } from "./format";
-import { type ChartSpec, FALLBACK_LOOK, type Look } from "./protocol";
+import { type ChartSpec, FALLBACK_LOOK, INK, type Look } from "./protocol";
 import { linearTicks, logTicks } from "./ticks";
 import type { XMode } from "./xaxis";
 
@@ -66,7 +66,7 @@ export function chartOptions(
   const palette = look.palette.length > 0 ? look.palette : FALLBACK_LOOK.palette;
   const series: uPlot.Series[] = [];
   lines.forEach((line, i) => {
-    const colour = palette[line.colour % palette.length] ?? "#4e79a7";
+    const colour = palette[line.colour % palette.length] ?? INK;
     const col = data?.[1 + i];
     const sparse = col != null && finiteCount(col) <= look.marker_max_points;
     // off the chart, the legend reads the newest value (the hovered one under the pointer)

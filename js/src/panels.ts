@@ -4,7 +4,7 @@
 
 import { type Component, h, setText } from "./dom";
 import { formatDuration, formatInteger, formatPercent, formatSeconds, formatValue, MISSING } from "./format";
-import { lookOf, type PanelSpec, type WidgetState } from "./protocol";
+import { INK, lookOf, type PanelSpec, type WidgetState } from "./protocol";
 import { createSection } from "./sections";
 
 export type { Component } from "./dom";
@@ -96,7 +96,7 @@ export function buildPhaseBar(key?: string): Component {
       bar.replaceChildren();
       legend.replaceChildren();
       entries.forEach(([name, seconds], i) => {
-        const colour = look.phase_colours[name] ?? look.palette[i % look.palette.length] ?? "#888";
+        const colour = look.phase_colours[name] ?? look.palette[i % look.palette.length] ?? INK;
         const seg = h("span", "tm-phase");
         seg.dataset.phase = name;
         seg.style.flexGrow = String(seconds);

@@ -3,6 +3,9 @@
 // src/trainmeter/widget/protocol.py (the typed state and messages); the golden
 // tests/fixtures/state_v1.json is parsed into these types by js/tests/protocol.test.ts.
 
+// The one colours file (src/trainmeter/widget/colours.json: Python reads it too), bundled in.
+import COLOURS from "../../src/trainmeter/widget/colours.json";
+
 export const FRAME_MAGIC = "TMF1";
 export const FRAME_VERSION = 1;
 export const SCHEMA_VERSION = 1;
@@ -256,20 +259,29 @@ export interface Look {
   ticks: TickRule;
 }
 
+/** A line or phase with no colour of its own (an empty palette): the static charts' ink. */
+export const INK: string = COLOURS.ink;
+
+/**
+ * The colours the stylesheet falls back to where the host has none (base.css `--tm-success`, `--tm-warn`,
+ * `--tm-error`; panels.css `--tm-marker`), set on the widget's root: the static views' status and markers.
+ */
+export function setFallbackColours(root: HTMLElement): void {
+  for (const name of ["success", "warn", "error", "marker"] as const) {
+    root.style.setProperty(`--tm-fallback-${name}`, COLOURS[name]);
+  }
+}
+
 /**
  * The look for a state that has none (the empty state before the first one arrives).
- * The same values as widget/look.py: js/tests/protocol.test.ts checks it against the golden state.
+ * Its colours are widget/colours.json's; the layout and tick rule the same values as widget/look.py and
+ * widget/ticks.py: js/tests/protocol.test.ts checks it against the golden state.
  */
 export const FALLBACK_LOOK: Look = {
-  palette: ["#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#b07aa1", "#76b7b2", "#edc948", "#9c755f"],
-  phase_colours: {
-    train: "#4e79a7",
-    data_wait: "#f28e2b",
-    eval: "#59a14f",
-    checkpoint: "#b07aa1",
-    reporting: "#76b7b2",
-    profiling: "#edc948",
-  },
+  palette: COLOURS.palette,
+  phase_colours: Object.fromEntries(
+    Object.entries(COLOURS.phase_palette_index).map(([phase, i]) => [phase, COLOURS.palette[i] ?? INK]),
+  ),
   main_charts: ["loss", "throughput"],
   merged_panels: ["time"],
   marker_max_points: 40,

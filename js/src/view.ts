@@ -6,7 +6,13 @@ import { type ChartPanel, createChartPanel, FrameScheduler, watchTheme } from ".
 import { buildControls } from "./controls";
 import { type Component, h, setText } from "./dom";
 import { buildHeader, buildPanels, buildPhaseBar, buildTiles, buildWarnings } from "./panels";
-import { type ChartSpec, type ControlMessage, lookOf, type WidgetState } from "./protocol";
+import {
+  type ChartSpec,
+  type ControlMessage,
+  lookOf,
+  setFallbackColours,
+  type WidgetState,
+} from "./protocol";
 import { buildRunLinks } from "./runlinks";
 import { createSection } from "./sections";
 import type { SeriesStore } from "./store";
@@ -39,6 +45,7 @@ export interface ViewOptions {
 export function createView(store: SeriesStore, options: ViewOptions = {}): View {
   const scheduler = options.scheduler ?? new FrameScheduler();
   const root = h("div", "trainmeter");
+  setFallbackColours(root);
   const header = buildHeader();
   const tiles = buildTiles();
   const chartGrid = h("div", "tm-charts");

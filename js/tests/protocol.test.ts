@@ -2,6 +2,7 @@
 import { readFileSync } from "node:fs";
 import { fileURLToPath, URL as NodeURL } from "node:url";
 import { describe, expect, it } from "vitest";
+import COLOURS from "../../src/trainmeter/widget/colours.json";
 import goldenState from "../../tests/fixtures/state_v1.json";
 import {
   type ChartSpec,
@@ -254,6 +255,17 @@ describe("golden state shared with pytest", () => {
 
   it("sends the look this front end falls back to (one palette, layout, tick rule: widget/look.py's)", () => {
     expect(state.look).toEqual(FALLBACK_LOOK);
+  });
+
+  it("takes its colours from the one colours file Python reads (widget/colours.json)", () => {
+    expect(FALLBACK_LOOK.palette).toEqual(COLOURS.palette);
+    expect(FALLBACK_LOOK.phase_colours.checkpoint).toBe(COLOURS.palette[4]);
+    const view = createView(new SeriesStore());
+    const style = view.root.style;
+    expect(
+      ["success", "warn", "error", "marker"].map((n) => style.getPropertyValue(`--tm-fallback-${n}`)),
+    ).toEqual(["#1a7f37", "#9a6700", "#cf222e", "#d1242f"]);
+    view.destroy();
   });
 
   it("mounts a view that draws the loss with the kernel's smoothed twin and the look's layout", async () => {

@@ -412,3 +412,21 @@ def test_a_conventions_flops_spent_is_badged_detected_never_counted_though_its_p
     spent = flops_spent(f, 10).to_dict()
     (tile,) = badge_tiles([{"id": "flops", "label": "FLOPs spent (hf)", "value": spent["value"], "derivation": spent}])
     assert tile["provenance"] == "detected"  # FlopCounterMode's figure alone is "counted"
+
+
+def test_mfu_conventions_is_the_one_rule_for_a_run_and_a_launch():
+    from trainmeter.compute.flops import COUNTED, MFU_ORDER, mfu_conventions, with_counted
+
+    assert MFU_ORDER == ("hf", "megatron", "titan", "embeddings", COUNTED)
+    assert with_counted({"hf": 1}, None) == {"hf": 1} and with_counted({"hf": 1}, 2) == {"hf": 1, "counted": 2}
+    assert mfu_conventions(["counted", "titan", "hf", "other"]) == ["hf", "titan", "counted", "other"]
+    assert mfu_conventions(["counted", "titan", "hf"], "megatron") == ["megatron", "counted"]
+    assert mfu_conventions(["titan"], "hf") == ["hf"]
+
+
+def test_flops_input_badges_counted_flops_counted_and_a_conventions_detected():
+    from trainmeter.compute.flops import flops_input
+
+    assert flops_input("counted", 5.0, source="s").provenance == "counted"
+    assert flops_input("hf", 5.0, source="s").provenance == "detected"
+    assert flops_input("hf", 5.0, "samples", source="s").unit == "FLOP/sample"

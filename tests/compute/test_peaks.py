@@ -406,3 +406,12 @@ def test_docs_peaks_lists_every_row_with_its_source_and_every_card_left_out():
         assert f"| {row.card} |" in text and row.source in text, row.card
     for card, why in LEFT_OUT:
         assert f"**{card}**: {why}." in text
+
+
+def test_a_peak_row_round_trips_through_the_passport():
+    from trainmeter.compute.peaks import PeakRow
+
+    row = PeakRow(card="H100 SXM", dtype="bf16", tflops=989.0, source="datasheet", provenance="declared")
+    assert PeakRow.from_dict(row.to_dict()) == row
+    assert list(row.to_dict()) == ["tflops", "card", "dtype", "source", "provenance"]
+    assert PeakRow.from_dict(None) is None and PeakRow.from_dict({"tflops": -1}) is None

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from trainmeter.core.provenance import Input
 from trainmeter.ranks.identity import this_node
 from trainmeter.ranks.launch_mfu import RankCompute, launch_mfu, launch_mfu_figures
 from trainmeter.ranks.merge import distributed_section, read_launch, write_launch_passport
@@ -13,11 +14,15 @@ from trainmeter.ranks.merge import distributed_section, read_launch, write_launc
 F_HF = 6.0e9
 
 
+def peak(flops_per_s: float, source: str = "H100 SXM dense bf16: datasheet") -> Input:
+    return Input(name="peak", value=flops_per_s, unit="FLOP/s", provenance="detected", source=source)
+
+
 def rank(k: int, *, tflops: float | None = 989.0, f: float = F_HF, wall_s: float = 2.0, train_s: float = 1.5,
          tokens: int = 1000) -> RankCompute:
     return RankCompute(label=f"rank {k}", tokens=tokens, wall_s=wall_s, train_s=train_s,
-                       flops_per_token={"hf": f}, peak_flops_per_s=tflops * 1e12 if tflops else None,
-                       peak_text="H100 SXM dense bf16: datasheet", peak_missing=None if tflops else "CPU")
+                       flops_per_token={"hf": f}, peak=peak(tflops * 1e12) if tflops else None,
+                       peak_missing=None if tflops else "CPU")
 
 
 def test_two_ranks_with_equal_peaks_divide_by_world_size_times_the_peak():
@@ -54,7 +59,7 @@ def test_a_missing_rank_or_a_sharded_model_is_not_guessed():
 
 def test_figures_cover_every_convention_a_rank_has():
     r0 = RankCompute(label="rank 0", tokens=10, wall_s=1.0, train_s=1.0, flops_per_token={"hf": 1.0, "titan": 2.0},
-                     peak_flops_per_s=10.0)
+                     peak=peak(10.0))
     out = launch_mfu_figures([r0], 1)
     assert out["mfu_session"] == {"hf": 1.0, "titan": 2.0} and out["mfu_devices"] == 1
     assert {d.name for d in out["derivations"]} >= {"distributed.mfu.session[hf]", "distributed.mfu[titan]"}
@@ -97,3 +102,32 @@ def test_a_launch_of_one_rank_gets_the_runs_own_figure_from_the_one_mfu_formula(
     assert one.value == pytest.approx(run.value, rel=1e-12) and one.missing is None
     no_peak = launch_mfu([rank(0, tflops=None)], 1, "hf")
     assert no_peak.value is None and "--peak-tflops X --peak-source TEXT" in no_peak.missing
+
+
+def test_the_launch_takes_computes_conventions_names_and_f_provenance():
+    """One rule with a run's (compute/flops.py): the named convention and ``counted``, ``counted`` badged counted,
+    a convention's F at most detected; the names are compute's with the prefix ``distributed.``."""
+    from trainmeter.compute.flops import mfu_conventions
+    from trainmeter.compute.mfu import mfu_name
+
+    r0 = RankCompute(label="rank 0", tokens=10, wall_s=1.0, train_s=1.0, peak=peak(10.0),
+                     flops_per_token={"counted": 3.0, "hf": 1.0, "titan": 2.0})
+    named = launch_mfu_figures([r0], 1, "hf")
+    assert list(named["mfu"]) == ["hf", "counted"] == mfu_conventions(r0.flops_per_token, "hf")
+    every = launch_mfu_figures([r0], 1)
+    assert list(every["mfu"]) == ["hf", "titan", "counted"] and every["mfu"]["counted"] == 3.0
+    f = {d.name: next(i for i in d.inputs if i.name == "F") for d in every["derivations"]}
+    assert f[mfu_name("counted", "session", "distributed.")].provenance == "counted"
+    assert f[mfu_name("titan", "training-only", "distributed.")].provenance == "detected"
+
+
+def test_a_passport_read_back_gives_the_ranks_counted_f_and_its_peak():
+    from trainmeter.ranks.launch_mfu import rank_compute_from_passport
+
+    row = {"tflops": 989.0, "card": "H100 SXM", "dtype": "bf16", "source": "datasheet", "provenance": "declared"}
+    r = rank_compute_from_passport("rank 0", {"tokens": 5, "compute": {
+        "flops_per_token": {"hf": 1.0}, "counted_flops_per_token": 2.0, "peak": row}})
+    assert r.flops_per_token == {"hf": 1.0, "counted": 2.0}
+    assert r.peak == Input(name="peak", value=989e12, unit="FLOP/s", provenance="declared",
+                           source="H100 SXM dense bf16: datasheet")
+    assert rank_compute_from_passport("rank 0", {"compute": {"peak": {"tflops": "x"}}}).peak is None

@@ -218,10 +218,29 @@ def test_the_training_loss_is_drawn_faint_under_its_smoothed_twin_in_the_live_pa
 
 def test_the_snapshot_has_the_live_charts_eight_colours_in_order():
     from trainmeter.widget.look import PALETTE
-    from trainmeter.widget.snapshot import COLORS
 
-    assert COLORS == PALETTE == ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#b07aa1", "#76b7b2", "#edc948",
-                                 "#9c755f")
+    assert PALETTE == ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#b07aa1", "#76b7b2", "#edc948", "#9c755f")
+    svg = chart_svg(_state()["charts"][0], {s.name: (s.x_kind, s.xs, s.ys) for s in _series()})
+    assert set(re.findall(r'(?:stroke|fill)="(#[0-9a-f]{6})"', svg)) >= set(PALETTE[:2])
+
+
+def test_every_colour_of_the_static_views_is_read_from_the_one_colours_file():
+    """widget/colours.json is the one place (js/src/protocol.ts bundles it too): the same hex values as before."""
+    import json
+    from pathlib import Path
+
+    from trainmeter.widget import look
+
+    colours = json.loads((Path(look.__file__).parent / "colours.json").read_text())
+    assert (look.MUTED, look.INK, look.GRID, look.MARKER_COLOUR, look.WARNING_COLOUR) == (
+        "var(--jp-ui-font-color2, #777)", "#888888", "#88888840", "#d1242f", "#b35c00") == (
+        colours["muted"], colours["ink"], colours["grid"], colours["marker"], colours["warning_text"])
+    assert look.STATUS_COLOURS == {"completed": "#1a7f37", "failed": "#cf222e", "interrupted": "#9a6700",
+                                   "stopped": "#9a6700"}
+    assert look.FIGURE_PALETTE[:2] == ("#1f77b4", "#ff7f0e") and len(look.FIGURE_PALETTE) == 10
+    assert look.PHASE_COLOURS["train"] == look.PALETTE[0]
+    html = render_snapshot({"name": "r", "status": "failed", "warnings": ["w"]}, [])
+    assert 'color:#cf222e;font-weight:600">failed' in html and 'color:#b35c00;font-size:12px">&#9888; w' in html
 
 
 def test_the_static_dashboard_says_who_stopped_the_run():

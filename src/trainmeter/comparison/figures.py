@@ -27,6 +27,7 @@ from trainmeter.comparison.lines import (
     y_label,
 )
 from trainmeter.comparison.table import table_html, table_rows
+from trainmeter.widget.look import FIGURE_PALETTE
 
 DEFAULT_LAST_RUNS = 5
 """Runs :func:`compare` picks under the run root when given none (the most recent)."""
@@ -34,8 +35,6 @@ FIGURE_BUDGET_POINTS = 8000
 """Points per figure over all its lines."""
 MAX_LINE_POINTS = 2000
 MIN_LINE_POINTS = 64
-PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
-           "#17becf")
 
 
 def _resolve(runs: Any, root: str | Path | None, last: int) -> list[Any]:
@@ -163,7 +162,7 @@ def compare(runs: Any = None, x: str = "tokens",
         passport, doc = _readable(n, r)
         passports.append(passport)
         docs.append(doc)
-    colors = {n: PALETTE[i % len(PALETTE)] for i, n in enumerate(names)}
+    colors = {n: FIGURE_PALETTE[i % len(FIGURE_PALETTE)] for i, n in enumerate(names)}
     per_line = max(MIN_LINE_POINTS, min(MAX_LINE_POINTS, FIGURE_BUDGET_POINTS // len(chosen)))
     units = {p.get("token_unit", "tokens") for p in passports}
     unit = units.pop() if len(units) == 1 else "tokens or samples"

@@ -15,9 +15,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from trainmeter.comparison.lines import Line
-from trainmeter.widget.snapshot import CHART_H, CHART_W, COLORS, chart_svg
-
-MUTED = "var(--jp-ui-font-color2, #777)"
+from trainmeter.widget.look import MUTED, PALETTE
+from trainmeter.widget.snapshot import CHART_H, CHART_W, chart_svg
 
 
 def _esc(text: Any) -> str:
@@ -37,7 +36,7 @@ def figure_html(title: str, lines: Sequence[Line], x_kind: str, x_caption: str, 
     if svg is None:
         return None
     uri = "data:image/svg+xml;base64," + base64.b64encode(svg.encode("utf-8")).decode("ascii")
-    legend = " &nbsp; ".join(f'<span style="color:{COLORS[i % len(COLORS)]}">&#9632;</span> {_esc(ln.run)}'
+    legend = " &nbsp; ".join(f'<span style="color:{PALETTE[i % len(PALETTE)]}">&#9632;</span> {_esc(ln.run)}'
                              for i, ln in enumerate(drawn))
     note = (f'<div style="font-size:11px;color:{MUTED}">no line for {_esc("; ".join(missing))}</div>'
             if missing else "")

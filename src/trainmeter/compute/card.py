@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from trainmeter.compute.flops import with_counted
 from trainmeter.core.provenance import Derivation
 from trainmeter.core.text import markdown_text
 from trainmeter.sizes import (
@@ -40,11 +41,7 @@ def _values(derived: dict[str, Derivation], prefix: str) -> dict[str, float | No
 
 def all_derivations(ext: ComputeState) -> list[Derivation]:
     """FLOPs per token per convention, counted, and every derived figure."""
-    out = list(ext.fpt.values())
-    if ext.counted is not None:
-        out.append(ext.counted)
-    out.extend(ext.derived.values())
-    return out
+    return [*with_counted(ext.fpt, ext.counted).values(), *ext.derived.values()]
 
 
 def compute_section(ext: ComputeState, markdown: bool = True) -> dict[str, Any]:
@@ -71,8 +68,7 @@ def compute_section(ext: ComputeState, markdown: bool = True) -> dict[str, Any]:
         "mfu": mfu,
         "mfu_session": _values(derived, "mfu.session"),
         "mfu_missing": next((d.missing for n, d in derived.items() if n.startswith("mfu[") and d.missing), None),
-        "peak": None if peak is None else {"tflops": peak.tflops, "card": peak.card, "dtype": peak.dtype,
-                                           "source": peak.source, "provenance": peak.provenance},
+        "peak": None if peak is None else peak.to_dict(),
         "progress": derived["progress"].value if "progress" in derived else None,
         "eta_s": derived["eta_s"].value if "eta_s" in derived else None,
     }

@@ -213,7 +213,7 @@ class ComputeExtension(ExtensionBase):
         m = self._m
         if m is None:
             return
-        from trainmeter.compute.mfu import flops_spent, mfu
+        from trainmeter.compute.mfu import flops_spent, mfu, mfu_name
         from trainmeter.core.throughput import ratio
 
         out: dict[str, Derivation] = {}
@@ -224,16 +224,14 @@ class ComputeExtension(ExtensionBase):
             interval, session = m.interval, m.session
             train_tps = interval.train_tokens_per_s if interval else None
             session_tps = session.session_tokens_per_s if session else None
-        from trainmeter.compute.flops import modelled_flops
+        from trainmeter.compute.flops import flops_input, with_counted
 
         unit = m.token_unit
-        per_conv: dict[str, Any] = {conv: modelled_flops(f, unit) for conv, f in self.fpt.items()}
-        if self.counted is not None:
-            per_conv["counted"] = self.counted
+        per_conv = {conv: flops_input(conv, f, unit) for conv, f in with_counted(self.fpt, self.counted).items()}
         for conv, f in per_conv.items():
-            out[f"mfu[{conv}]"] = mfu(f, train_tps, 1, self.peak, peak_missing=self.peak_missing, unit=unit)
-            out[f"mfu.session[{conv}]"] = mfu(f, session_tps, 1, self.peak, pace="session",
-                                              peak_missing=self.peak_missing, unit=unit)
+            for pace, tps in (("training-only", train_tps), ("session", session_tps)):
+                out[mfu_name(conv, pace)] = mfu(f, tps, 1, self.peak, pace=pace,  # type: ignore[arg-type]
+                                                peak_missing=self.peak_missing, unit=unit)
             out[f"flops_spent[{conv}]"] = flops_spent(f, m.tokens, unit=unit)
         out.update(self._of_achievable(per_conv, train_tps))
         out.update(self._budget(m.steps, m.tokens, train_tps, session_tps, per_conv, whole_run=whole_run))
@@ -248,7 +246,7 @@ class ComputeExtension(ExtensionBase):
         c = cal.ceiling(self.run_dtype) if cal is not None else None
         return c if c is not None and c.device_name == (self.device_name or "cpu") else None
 
-    def _of_achievable(self, per_conv: dict[str, Derivation], train_tps: float | None) -> dict[str, Derivation]:
+    def _of_achievable(self, per_conv: dict[str, Input], train_tps: float | None) -> dict[str, Derivation]:
         """``of_achievable[conv]``: model FLOP/s over the measured ceiling (only once ``tm.calibrate()`` ran)."""
         from trainmeter.compute.calibrate import of_achievable
 
@@ -286,8 +284,7 @@ class ComputeExtension(ExtensionBase):
     def text_fields(self) -> dict[str, Any]:
         """``mfu`` (chosen convention only) and progress for the text line."""
         out: dict[str, Any] = {}
-        conv = self._m.options.convention if self._m is not None else None
-        d = self.derived.get(f"mfu[{conv}]") if conv else None
+        d = self.view().mfu()
         if d is not None and d.value is not None:
             out["mfu"] = d.value
         prog = self.derived.get("progress")
@@ -296,7 +293,7 @@ class ComputeExtension(ExtensionBase):
         return out
 
     def _budget(self, steps: int, tokens: int, train_tps: float | None, session_tps: float | None,
-                per_conv: dict[str, Derivation], *, recent: Any = None,
+                per_conv: dict[str, Input], *, recent: Any = None,
                 whole_run: bool = False) -> dict[str, Derivation]:
         """Progress, budget in tokens, ETA (the one rule) and the session ETA, FLOPs required (pure in its inputs)."""
         from trainmeter.compute.eta import REPORT_WINDOW, WHOLE_RUN, Pace, eta, eta_s, recent_pace

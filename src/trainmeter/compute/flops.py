@@ -17,14 +17,16 @@ trained N_t), :data:`FROZEN_FORMULAS`, equal to the table when all is trained.
 | ``embeddings`` | 6 N + 12 L d S | embedding tables counted as matmuls |
 
 ``counted`` (one real step under ``FlopCounterMode``) lives in
-:mod:`trainmeter.compute.flop_count`. This module never imports torch at module level;
+:mod:`trainmeter.compute.flop_count`; it is an F beside the conventions (:data:`COUNTED`), and
+:func:`mfu_conventions` and :func:`flops_input` are the one rule for which F a run or a launch
+derives MFU under and with what provenance. This module never imports torch at module level;
 introspecting a module imports it lazily. All functions are pure and thread-safe.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Iterable, Mapping
+from typing import Any, TypeVar
 
 from trainmeter.compute.model_shape import SHAPE_FIELDS, FieldSource, ModelShape, override_shape
 from trainmeter.compute.shape_config import shape_from_config
@@ -51,6 +53,13 @@ __all__ = [
 
 CONVENTIONS: tuple[str, ...] = ("hf", "megatron", "titan", "embeddings")
 """The analytic conventions, in increasing order of FLOPs for a usual decoder."""
+
+COUNTED = "counted"
+"""F counted by one real step under FlopCounterMode (:mod:`trainmeter.compute.flop_count`), named beside the
+conventions wherever F is: ``mfu[counted]``, ``flops_spent[counted]``, a launch's ``distributed.mfu[counted]``."""
+
+MFU_ORDER: tuple[str, ...] = (*CONVENTIONS, COUNTED)
+"""The order MFU, FLOPs spent and required list their F: the conventions, then the counted one."""
 
 CONVENTION_ALIASES: dict[str, str] = {"nanochat": "titan", "torchtitan": "titan", "all_params": "embeddings"}
 """Other accepted names and the convention each means."""
@@ -258,14 +267,45 @@ def shape_inputs(shape: ModelShape) -> tuple[Input, ...]:
     return tuple(shape.as_input(name, name) for name in SHAPE_FIELDS if getattr(shape, name) is not None)
 
 
-def modelled_flops(f: Derivation, unit: str = "tokens") -> Input:
+def modelled_flops(f: Derivation | float | None, unit: str = "tokens", source: str = "") -> Input:
     """A FLOPs convention's F as an input of MFU and FLOPs spent: provenance at most ``detected``.
 
     A convention models the work from the model's shape (docs/spec.md section 5): its parameter
     counts are counted, its FLOPs are not, so a derived number that uses it is never badged
     ``counted`` (that badge is FlopCounterMode's). Pure.
     """
-    inp = as_input("F", f, f"FLOP/{unit[:-1]}", "detected")
+    inp = as_input("F", f, f"FLOP/{unit[:-1]}", "detected", source)
     capped = weakest((inp.provenance, "detected")) or "detected"
     return Input(name=inp.name, value=inp.value, unit=inp.unit, provenance=capped,  # type: ignore[arg-type]
                  source=inp.source)
+
+
+def flops_input(convention: str, f: Derivation | float | None, unit: str = "tokens", source: str = "") -> Input:
+    """F under ``convention`` as the input of MFU, FLOPs spent and required, for a run or a launch.
+
+    :data:`COUNTED` F (FlopCounterMode) is ``counted``, or its derivation's weakest provenance; a
+    convention's is at most ``detected`` (:func:`modelled_flops`). ``source`` names a plain number's origin. Pure.
+    """
+    if convention == COUNTED:
+        return as_input("F", f, f"FLOP/{unit[:-1]}", "counted", source)
+    return modelled_flops(f, unit, source)
+
+
+_F = TypeVar("_F")
+
+
+def with_counted(flops: Mapping[str, _F], counted: _F | None) -> dict[str, _F]:
+    """Every F a run has, by convention: the conventions' (``flops``), then :data:`COUNTED` when it was counted."""
+    return {**flops, COUNTED: counted} if counted is not None else dict(flops)
+
+
+def mfu_conventions(names: Iterable[str], convention: str | None = None) -> list[str]:
+    """The conventions MFU is derived under, given the ``names`` some F is known for, in :data:`MFU_ORDER`.
+
+    With ``convention`` named: that one (known or not: its MFU then says what is missing) and :data:`COUNTED`
+    when known, as a run reports them; else every known one. A name outside the order comes last, sorted.
+    """
+    known = set(names)
+    if convention is not None:
+        known = {convention} | (known & {COUNTED})
+    return [c for c in MFU_ORDER if c in known] + sorted(known - set(MFU_ORDER))

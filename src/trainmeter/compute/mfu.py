@@ -28,6 +28,16 @@ def _pace_label(pace: str) -> str:
     return pace
 
 
+def mfu_name(convention: str, pace: str = "training-only", prefix: str = "") -> str:
+    """The name of an MFU under ``convention`` at ``pace``: ``mfu[hf]``, ``mfu.session[hf]``; a launch's with
+    ``prefix`` ``distributed.`` (``distributed.mfu[hf]``).
+
+    Raises:
+        ValueError: ``pace`` is not one of :data:`PACES`.
+    """
+    return f"{prefix}mfu{'.session' if _pace_label(pace) == 'session' else ''}[{convention}]"
+
+
 def mfu(
     flops_per_token: Quantity,
     tokens_per_s: Quantity,

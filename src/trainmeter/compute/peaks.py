@@ -14,10 +14,10 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from trainmeter.compute.peak_table import AMBIGUOUS, BY_MEMORY_GIB, BY_PCI_DEVICE_ID, LEFT_OUT, TABLE, CardRow
-from trainmeter.core.provenance import Provenance
+from trainmeter.core.provenance import Provenance, as_provenance, finite_number
 
 MAX_PEAK_TFLOPS = 1e6
 """The one limit on a declared peak (docs/spec.md section 5): 1 EFLOP/s per device, far above any chip; a larger
@@ -67,6 +67,20 @@ class PeakRow:
     def flops_per_s(self) -> float:
         """The peak in FLOP/s."""
         return self.tflops * 1e12
+
+    def to_dict(self) -> dict[str, Any]:
+        """The passport's ``peak`` (its compute section; the GPU section's ``peaks_used`` leaves out provenance)."""
+        return {"tflops": self.tflops, "card": self.card, "dtype": self.dtype, "source": self.source,
+                "provenance": self.provenance}
+
+    @classmethod
+    def from_dict(cls, peak: Any) -> PeakRow | None:
+        """A passport's ``peak`` read back, or ``None`` when it is not a dict with a positive finite ``tflops``."""
+        tflops = finite_number(peak.get("tflops")) if isinstance(peak, dict) else None
+        if tflops is None or tflops <= 0:
+            return None
+        return cls(card=str(peak.get("card")), dtype=str(peak.get("dtype")), tflops=tflops,
+                   source=str(peak.get("source")), provenance=as_provenance(peak.get("provenance")))
 
 
 def normalize_dtype(dtype: object) -> str:

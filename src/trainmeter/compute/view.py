@@ -45,8 +45,10 @@ class ComputeView:
 
     def mfu(self, convention: str | None = None) -> Derivation | None:
         """Training-only MFU under ``convention`` (default: the chosen one), or ``None`` when not derived."""
+        from trainmeter.compute.mfu import mfu_name
+
         conv = convention or self.convention
-        return self.derived.get(f"mfu[{conv}]") if conv else None
+        return self.derived.get(mfu_name(conv)) if conv else None
 
     def flops_spent(self, convention: str | None = None) -> Derivation | None:
         """FLOPs spent so far under ``convention`` (default: the chosen one), or ``None``."""

@@ -247,8 +247,7 @@ class GpuExtension(ExtensionBase):
             return {"available": False, "reason": "GPU sampling did not start"}
         compute = self._compute()
         peak = compute.peak if compute is not None else None
-        peaks_used = None if peak is None else {"tflops": peak.tflops, "card": peak.card, "dtype": peak.dtype,
-                                                "source": peak.source}
+        peaks_used = None if peak is None else {k: v for k, v in peak.to_dict().items() if k != "provenance"}
         window = self.sampler.window_averages()
         readings = window if any(a.n_samples > 0 for a in window.values()) else self.sampler.averages()
         self.ladders = self._build(readings)

@@ -188,13 +188,14 @@ class RanksExtension(ExtensionBase):
         ext: ComputeView | None = m.extension("compute") if m is not None else None
         if ext is None:
             return {}
-        fpt = {conv: d.value for conv, d in ext.flops_per_token.items()}
-        if ext.counted is not None:
-            fpt["counted"] = ext.counted.value
-        peak = ext.peak
+        from trainmeter.compute.flops import with_counted
+        from trainmeter.compute.mfu import peak_input
+
+        fpt = {conv: d.value for conv, d in with_counted(ext.flops_per_token, ext.counted).items()}
+        peak = peak_input(ext.peak) if ext.peak is not None else None
         return {"convention": m.options.convention, "flops_per_token": fpt,
-                "peak_flops_per_s": peak.flops_per_s if peak is not None else None,
-                "peak_text": f"{peak.card} dense {peak.dtype}: {peak.source}" if peak is not None else "",
+                "peak_flops_per_s": peak.value if peak is not None else None,
+                "peak_text": peak.source if peak is not None else "",
                 "peak_provenance": peak.provenance if peak is not None else None,
                 "peak_missing": ext.peak_missing}
 

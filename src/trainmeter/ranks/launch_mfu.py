@@ -1,30 +1,35 @@
-"""MFU of a whole launch: every rank's tokens over every rank's devices (devices = world size).
+"""MFU of a whole launch: compute's MFU (docs/spec.md section 5) with devices = world size.
 
-A rank's own MFU (docs/spec.md section 5) divides by one device. The launch's
-figure divides the global tokens by the wall time and by the peaks of all the
-world's devices:
+A rank's own MFU divides by its one device. The launch's figure is the same derivation
+(:func:`trainmeter.compute.mfu.mfu_derivation`), under the same conventions, F and names
+(:func:`trainmeter.compute.flops.mfu_conventions`, :func:`~trainmeter.compute.flops.flops_input`,
+:func:`~trainmeter.compute.mfu.mfu_name` with the prefix ``distributed.``), over every rank's tokens
+and the world's devices:
 
     mfu.session[conv] = F x global_tokens / wall_s / (world_size x peak)   (every rank's peak equal)
                       = F x global_tokens / wall_s / sum over ranks of peak (peaks differ)
     mfu[conv]         = the same with train_s (training-only seconds) for wall_s
 
-``F`` is the FLOPs per token under the convention, the same on every rank (a
-rank reporting a different F, as a sharded model would, leaves it missing);
-``global_tokens`` the sum of the ranks' counted tokens; ``wall_s`` the longest
-rank's session seconds and ``train_s`` the longest rank's training seconds (the
-ranks run at the same time). Missing, with the reason, when a rank of the world
+What is the launch's own: ``F`` must be the same on every rank (a rank reporting a different F,
+as a sharded model would, leaves it missing); ``global_tokens`` is the sum of the ranks' counted
+tokens; ``wall_s`` the longest rank's session seconds and ``train_s`` the longest rank's training
+seconds (the ranks run at the same time). Missing, with the reason, when a rank of the world
 has no record, no F or no peak: a peak is never guessed. Pure functions; any thread.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from trainmeter.compute.flops import flops_input, mfu_conventions, with_counted
+from trainmeter.compute.mfu import PACES, PEAK_FLAGS, mfu_derivation, mfu_name, peak_input
+from trainmeter.compute.peaks import PeakRow
 from trainmeter.core.provenance import Derivation, Input, Provenance, as_provenance, finite_number, weakest
 
-CONVENTION_ORDER = ("hf", "megatron", "titan", "nanochat", "embeddings", "counted")
+PREFIX = "distributed."
+"""What names a launch's MFU beside a rank's own: ``distributed.mfu[hf]``, ``distributed.mfu.session[hf]``."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -37,9 +42,8 @@ class RankCompute:
         wall_s: Its session seconds, or ``None``.
         train_s: Its seconds inside training steps, or ``None``.
         flops_per_token: FLOP per token by convention (``counted`` included when counted).
-        peak_flops_per_s: Its device's dense peak in FLOP/s, or ``None``.
-        peak_text: Card, dtype and source of that peak.
-        peak_provenance: ``detected`` (table) or ``declared`` (``--peak-tflops``).
+        peak: Its device's dense peak (FLOP/s; source: card, dtype and source; provenance ``detected`` from the
+            table or ``declared`` by ``--peak-tflops``), as compute's MFU takes it, or ``None``.
         peak_missing: Why it has no peak (its own MFU's reason), when known.
         convention: The FLOPs convention it was told (``--convention``), or ``None``.
         own_mfu_provenance: Its own MFU's provenance (the weakest of its passport's ``mfu[conv]`` inputs),
@@ -51,9 +55,7 @@ class RankCompute:
     wall_s: float | None = None
     train_s: float | None = None
     flops_per_token: Mapping[str, float | None] = field(default_factory=dict)
-    peak_flops_per_s: float | None = None
-    peak_text: str = ""
-    peak_provenance: Provenance = "detected"
+    peak: Input | None = None
     peak_missing: str | None = None
     convention: str | None = None
     own_mfu_provenance: Provenance | None = None
@@ -68,22 +70,18 @@ def _finite(value: Any) -> float | None:
 def rank_compute_from_passport(label: str, passport: Mapping[str, Any]) -> RankCompute:
     """A rank's compute inputs from its ``passport.json``."""
     compute = passport.get("compute") or {}
-    fpt = dict(compute.get("flops_per_token") or {})
-    if compute.get("counted_flops_per_token") is not None:
-        fpt["counted"] = compute["counted_flops_per_token"]
-    peak = compute.get("peak") or None
+    fpt = with_counted(compute.get("flops_per_token") or {}, compute.get("counted_flops_per_token"))
+    peak = PeakRow.from_dict(compute.get("peak"))
     phases = passport.get("phases_s") or {}
-    own_name = f"mfu[{compute.get('convention') or 'hf'}]"  # the rank's own MFU (ranks/merge.py picks the same)
+    own_name = mfu_name(compute.get("convention") or "hf")  # the rank's own MFU (ranks/merge.py picks the same)
     own = next((d for d in passport.get("derivations") or [] if isinstance(d, dict) and d.get("name") == own_name),
                None)
     own_provenance = weakest(i.get("provenance") for i in (own or {}).get("inputs") or [] if isinstance(i, dict))
     return RankCompute(
         label=label, tokens=int(passport.get("tokens") or 0), wall_s=_finite(passport.get("elapsed_s")),
         train_s=_finite(phases.get("train")), flops_per_token=fpt,
-        peak_flops_per_s=_finite(peak.get("tflops")) * 1e12 if peak and _finite(peak.get("tflops")) else None,
-        peak_text=f"{peak.get('card')} dense {peak.get('dtype')}: {peak.get('source')}" if peak else "",
-        peak_provenance=as_provenance(peak.get("provenance")) if peak else "detected",
-        peak_missing=compute.get("mfu_missing"), convention=compute.get("convention"),
+        peak=peak_input(peak) if peak is not None else None, peak_missing=compute.get("mfu_missing"),
+        convention=compute.get("convention"),
         own_mfu_provenance=as_provenance(own_provenance) if own_provenance else None)
 
 
@@ -91,27 +89,27 @@ def rank_compute_from_interval(label: str, interval: Mapping[str, Any]) -> RankC
     """A rank's compute inputs from its latest ``interval`` record (``distributed.compute``, written by the rank)."""
     fields = ((interval.get("distributed") or {}).get("compute")) or {}
     phases = interval.get("phases_s") or {}
+    peak = _finite(fields.get("peak_flops_per_s"))
     return RankCompute(
         label=label, tokens=int(interval.get("tokens") or 0), wall_s=_finite(interval.get("elapsed_s")),
         train_s=_finite(phases.get("train")), flops_per_token=dict(fields.get("flops_per_token") or {}),
-        peak_flops_per_s=_finite(fields.get("peak_flops_per_s")), peak_text=str(fields.get("peak_text") or ""),
-        peak_provenance=as_provenance(fields.get("peak_provenance")), peak_missing=fields.get("peak_missing"),
-        convention=fields.get("convention"))
+        peak=None if peak is None else Input(name="peak", value=peak, unit="FLOP/s", source=str(
+            fields.get("peak_text") or ""), provenance=as_provenance(fields.get("peak_provenance"))),
+        peak_missing=fields.get("peak_missing"), convention=fields.get("convention"))
 
 
 def conventions(ranks: Sequence[RankCompute], convention: str | None = None) -> list[str]:
-    """The conventions to report: the named one, else every convention some rank has, in the usual order."""
-    if convention is not None:
-        return [convention]
-    seen = {c for r in ranks for c in r.flops_per_token}
-    return [c for c in CONVENTION_ORDER if c in seen] + sorted(seen - set(CONVENTION_ORDER))
+    """The conventions to report, by compute's rule (:func:`trainmeter.compute.flops.mfu_conventions`): the named
+    one and ``counted``, else every one some rank has an F for."""
+    return mfu_conventions((c for r in ranks for c in r.flops_per_token), convention)
 
 
 def launch_mfu(ranks: Sequence[RankCompute], world_size: int, convention: str, *,
                pace: str = "session", missing_ranks: Sequence[int] = ()) -> Derivation:
-    """The launch's MFU under ``convention`` over ``world_size`` devices, by the one MFU formula
-    (:func:`trainmeter.compute.mfu.mfu_derivation`); what is the launch's own: devices = world size,
-    the tokens summed over ranks, the longest rank's seconds, one peak per rank when they differ.
+    """The launch's MFU under ``convention`` over ``world_size`` devices: compute's MFU, by its one formula
+    (:func:`trainmeter.compute.mfu.mfu_derivation`), its F (:func:`trainmeter.compute.flops.flops_input`) and its
+    name with the prefix ``distributed.``; what is the launch's own: devices = world size, the tokens summed over
+    ranks, the longest rank's seconds, one peak per rank when they differ.
 
     Args:
         ranks: Every recorded rank's compute inputs.
@@ -124,20 +122,15 @@ def launch_mfu(ranks: Sequence[RankCompute], world_size: int, convention: str, *
         A Derivation (unit ``fraction``) named ``distributed.mfu[conv]`` (training-only) or
         ``distributed.mfu.session[conv]``; value ``None`` with ``missing`` naming what would enable it.
     """
-    from trainmeter.compute.mfu import mfu_derivation
-
-    if pace not in ("session", "training-only"):
-        raise ValueError(f"unknown pace {pace!r}; valid: session, training-only")
-    name = f"distributed.mfu.session[{convention}]" if pace == "session" else f"distributed.mfu[{convention}]"
+    name = mfu_name(convention, pace, PREFIX)
     seconds_name = "wall_s" if pace == "session" else "train_s"
     seconds = [getattr(r, seconds_name) for r in ranks]
     fs = [_finite(r.flops_per_token.get(convention)) for r in ranks]
-    peaks = [r.peak_flops_per_s for r in ranks]
+    peaks = [_finite(r.peak.value) if r.peak is not None else None for r in ranks]
     known_f = [f for f in fs if f is not None]
-    f_value = known_f[0] if known_f and len(known_f) == len(ranks) else None
     long_s = max((s for s in seconds if s is not None), default=None)
-    f_in = Input(name="F", value=f_value, unit="FLOP/token", provenance="counted" if convention == "counted"
-                 else "detected", source=f"every rank's compute.flops_per_token[{convention}]")
+    f_in = flops_input(convention, known_f[0] if known_f and len(known_f) == len(ranks) else None,
+                       source=f"every rank's compute.flops_per_token[{convention}]")
     tokens_in = Input(name="global_tokens", value=sum(r.tokens for r in ranks), unit="tokens", provenance="counted",
                       source=" + ".join(f"{r.label} {r.tokens}" for r in ranks) or "no rank")
     s_in = Input(name=seconds_name, value=long_s, unit="s", provenance="measured",
@@ -146,15 +139,14 @@ def launch_mfu(ranks: Sequence[RankCompute], world_size: int, convention: str, *
     devices_in = Input(name="devices", value=world_size, unit="1", provenance="detected",
                        source="world size (one device per rank)")
     equal = len(ranks) > 0 and all(p is not None for p in peaks) and len({round(p or 0, 3) for p in peaks}) == 1
-    if equal or not all(p is not None for p in peaks):
-        first = next((r for r in ranks if r.peak_flops_per_s is not None), None)
-        peak_inputs: tuple[Input, ...] = (Input(
-            name="peak", value=first.peak_flops_per_s if first and equal else None, unit="FLOP/s",
-            provenance=as_provenance(first.peak_provenance if first else None),
-            source=first.peak_text if first else "no rank has a peak"),)
+    first = next((r.peak for r, p in zip(ranks, peaks, strict=True) if p is not None), None)
+    if first is None:
+        peak_inputs = (Input(name="peak", value=None, unit="FLOP/s", provenance="detected",
+                             source="no rank has a peak"),)
+    elif equal or None in peaks:
+        peak_inputs = (replace(first, name="peak", value=first.value if equal else None),)
     else:
-        peak_inputs = tuple(Input(name=f"peak[{r.label}]", value=r.peak_flops_per_s, unit="FLOP/s",
-                                  provenance=as_provenance(r.peak_provenance), source=r.peak_text) for r in ranks)
+        peak_inputs = tuple(replace(r.peak, name=f"peak[{r.label}]") for r in ranks if r.peak is not None)
     missing = _why_missing(ranks, world_size, convention, fs, peaks, long_s, pace, missing_ranks)
     return mfu_derivation(name=name, flops_per_token=f_in, rate=(tokens_in, s_in), devices=devices_in,
                           peaks=peak_inputs, pace=pace, missing=missing)
@@ -184,8 +176,8 @@ def _why_missing(ranks: Sequence[RankCompute], world_size: int, convention: str,
         label, why = no_peak[0]
         names = ", ".join(label for label, _ in no_peak)
         text = f"no dense peak for {names}" + (f" ({why})" if why else "")
-        return text + ("; declare it on every rank" if why and "--peak-tflops" in why
-                       else "; pass --peak-tflops X --peak-source TEXT to every rank to declare one")
+        return text + ("; declare it on every rank" if why and PEAK_FLAGS in why
+                       else f"; pass {PEAK_FLAGS} to every rank to declare one")
     if long_s is None:
         return ("no rank has measured seconds yet" if pace == "session"
                 else "no rank has measured training-only seconds yet")
@@ -204,8 +196,7 @@ def launch_mfu_figures(ranks: Sequence[RankCompute], world_size: int, convention
     mfu: dict[str, float | None] = {}
     session: dict[str, float | None] = {}
     for conv in conventions(ranks, convention) or ["hf"]:
-        train = launch_mfu(ranks, world_size, conv, pace="training-only", missing_ranks=missing_ranks)
-        wall = launch_mfu(ranks, world_size, conv, pace="session", missing_ranks=missing_ranks)
+        train, wall = (launch_mfu(ranks, world_size, conv, pace=pace, missing_ranks=missing_ranks) for pace in PACES)
         mfu[conv], session[conv] = train.value, wall.value
         derivations += [train, wall]
     missing = next((d.missing for d in derivations if d.missing), None)

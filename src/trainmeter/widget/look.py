@@ -1,12 +1,15 @@
-"""The widget's look that both front ends share: palette, layout ids and tick rule, sent as ``state["look"]``.
+"""The widget's look that both front ends share: colours, layout ids and tick rule, sent as ``state["look"]``.
 
-Python owns these; js/ reads them from the state (js/src/protocol.ts keeps a copy only for a
-state that lacks them, checked against tests/fixtures/state_v1.json by vitest) and the static
-snapshot (widget/snapshot.py) draws with the same. docs/protocol.md section 1.
+Every colour trainmeter draws with outside the live widget's stylesheet is in one file, ``colours.json``
+beside this module: Python reads it here (the static snapshot, its tiles and ``tm.compare`` import these
+names), js/src/protocol.ts imports the same file into its bundle (the look of a state that lacks one), and the
+state sends the palette and phase colours to the live charts. docs/protocol.md section 1.
 """
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from trainmeter.widget.ticks import TICK_RULE
@@ -14,10 +17,26 @@ from trainmeter.widget.ticks import TICK_RULE
 if TYPE_CHECKING:  # the wire types: not loaded to build a state
     from trainmeter.widget.protocol import Look
 
-# categorical colours readable on light and dark backgrounds (charts, legends, phases), in drawing order
-PALETTE: tuple[str, ...] = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#b07aa1", "#76b7b2", "#edc948", "#9c755f")
-PHASE_COLOURS: dict[str, str] = {"train": "#4e79a7", "data_wait": "#f28e2b", "eval": "#59a14f",
-                                 "checkpoint": "#b07aa1", "reporting": "#76b7b2", "profiling": "#edc948"}
+_COLOURS = json.loads((Path(__file__).parent / "colours.json").read_text(encoding="utf-8"))
+PALETTE: tuple[str, ...] = tuple(_COLOURS["palette"])
+"""Categorical colours readable on light and dark backgrounds (charts, legends, phases), in drawing order."""
+PHASE_COLOURS: dict[str, str] = {phase: PALETTE[i] for phase, i in _COLOURS["phase_palette_index"].items()}
+"""Each phase's colour: the palette's, by the index colours.json gives it."""
+FIGURE_PALETTE: tuple[str, ...] = tuple(_COLOURS["figure_palette"])
+"""The interactive ``tm.compare`` figures' run colours (bqplot), in run order."""
+INK: str = _COLOURS["ink"]
+"""Axes and tick labels of an SVG chart: reads on light and dark backgrounds (an <img> cannot see the page's CSS)."""
+GRID: str = _COLOURS["grid"]
+FG: str = _COLOURS["fg"]
+MUTED: str = _COLOURS["muted"]
+"""Secondary text of the static views (captions, notes, legends)."""
+MARKER_COLOUR: str = _COLOURS["marker"]
+"""Verdict markers."""
+STATUS_COLOURS: dict[str, str] = {"completed": _COLOURS["success"], "failed": _COLOURS["error"],
+                                  "interrupted": _COLOURS["warn"], "stopped": _COLOURS["warn"]}
+"""A run's status in the static header; the live widget's CSS falls back to the same success, warn, error
+and marker colours where the host has none (js/src/protocol.ts sets them on its root)."""
+WARNING_COLOUR: str = _COLOURS["warning_text"]
 MAIN_CHARTS: tuple[str, ...] = ("loss", "throughput")  # the first screen; the other charts fold into "More charts"
 MERGED_PANELS: tuple[str, ...] = ("time",)  # shown inside the phase section, not as panels of their own
 MARKER_MAX_POINTS = 40  # a series with at most this many points gets a dot on each (a lone val_loss shows)

@@ -41,7 +41,20 @@ from trainmeter.sizes import (
 from trainmeter.widget.controls import served_rel
 from trainmeter.widget.decimate import decimate
 from trainmeter.widget.labels import series_label
-from trainmeter.widget.look import FAINT_ALPHA, MAIN_CHARTS, MARKER_MAX_POINTS, MERGED_PANELS, PALETTE
+from trainmeter.widget.look import (
+    FAINT_ALPHA,
+    FG,
+    GRID,
+    INK,
+    MAIN_CHARTS,
+    MARKER_COLOUR,
+    MARKER_MAX_POINTS,
+    MERGED_PANELS,
+    MUTED,
+    PALETTE,
+    STATUS_COLOURS,
+    WARNING_COLOUR,
+)
 from trainmeter.widget.ticks import linear_ticks, log_ticks
 from trainmeter.widget.snapshot_tiles import format_tile, tiles_html  # noqa: F401  (format_tile: re-exported)
 from trainmeter.widget.x_axis import AXIS_TIME, interpolate
@@ -50,13 +63,6 @@ CHART_POINTS = 240
 CHART_W, CHART_H = 360, 170
 PAD_L, PAD_R, PAD_T, PAD_B = 52, 10, 8, 30
 MAX_CHARTS = 6
-COLORS = PALETTE  # the live charts' colours, in the same order (widget/look.py)
-MARKER_COLOR = "#d1242f"  # verdict markers (js/src/panels.css --tm-marker)
-INK = "#888888"  # reads on light and dark backgrounds (an <img> cannot see the page's CSS)
-GRID = "#88888840"
-FG = "var(--jp-ui-font-color1, inherit)"
-MUTED = "var(--jp-ui-font-color2, #777)"
-BORDER = "var(--jp-border-color2, #ccc)"
 FONT = "var(--jp-ui-font-family, system-ui, -apple-system, 'Segoe UI', sans-serif)"
 FINAL_STATUSES = ("completed", "failed", "interrupted")
 
@@ -90,14 +96,13 @@ def progress_text(state: dict[str, Any]) -> str:
 
 def _header(state: dict[str, Any]) -> str:
     status = str(state.get("status", ""))
-    color = {"completed": "#1a7f37", "failed": "#cf222e", "interrupted": "#9a6700",
-             "stopped": "#9a6700"}.get(status, MUTED)
+    color = STATUS_COLOURS.get(status, MUTED)
     p = state.get("progress") or {}
     bar = ""
     if p:
         pct = max(0.0, min(1.0, float(p.get("fraction") or 0.0))) * 100
         bar = (f'<div style="height:6px;background:{GRID};border-radius:3px;overflow:hidden;margin-top:3px">'
-               f'<div style="width:{pct:.1f}%;height:6px;background:{COLORS[0]}"></div></div>')
+               f'<div style="width:{pct:.1f}%;height:6px;background:{PALETTE[0]}"></div></div>')
     return (f'<table style="border-collapse:collapse;width:100%"><tr>'
             f'<td style="text-align:left;padding:2px 8px 2px 0;white-space:nowrap"><b style="font-size:14px">'
             f'{_esc(state.get("name", "run"))}</b></td>'
@@ -144,7 +149,7 @@ def chart_svg(spec: dict[str, Any], series: dict[str, tuple[str, Sequence[float]
         for drawn, faint in ((name, smoothed), (twin if smoothed else None, False)):
             if drawn is not None:
                 xs, ys = decimate(series[drawn][1], series[drawn][2], CHART_POINTS)
-                lines.append((list(xs), list(ys), COLORS[i % len(COLORS)], faint))
+                lines.append((list(xs), list(ys), PALETTE[i % len(PALETTE)], faint))
     log_y = bool(spec.get("log_y"))
     finite = [(x, y) for xs, ys, _, _ in lines for x, y in zip(xs, ys, strict=True)
               if math.isfinite(y) and (y > 0 or not log_y)]
@@ -214,10 +219,10 @@ def chart_svg(spec: dict[str, Any], series: dict[str, tuple[str, Sequence[float]
         px = sx(x)
         anchor = "end" if px > PAD_L + w * 0.7 else "start"
         parts.append(f'<line data-tm-marker="{_esc(m.get("kind", ""))}" x1="{px:.1f}" x2="{px:.1f}" y1="{PAD_T}" '
-                     f'y2="{PAD_T + h}" stroke="{MARKER_COLOR}" stroke-width="1.5" stroke-dasharray="4 3">'
+                     f'y2="{PAD_T + h}" stroke="{MARKER_COLOUR}" stroke-width="1.5" stroke-dasharray="4 3">'
                      f'<title>{_esc(m.get("sentence", ""))}</title></line>'
                      f'<text x="{px + (-3 if anchor == "end" else 3):.1f}" y="{PAD_T + 10}" text-anchor="{anchor}" '
-                     f'fill="{MARKER_COLOR}">{_esc(m.get("label", ""))}</text>')
+                     f'fill="{MARKER_COLOUR}">{_esc(m.get("label", ""))}</text>')
     return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{CHART_W}" height="{CHART_H}" '
             f'viewBox="0 0 {CHART_W} {CHART_H}" font-family="system-ui, sans-serif" font-size="10" '
             f'fill="{INK}">' + "".join(parts) + "</svg>")
@@ -244,9 +249,9 @@ def _chart(spec: dict[str, Any], series: dict[str, tuple[str, Sequence[float], S
     twins = spec.get("smoothed") if isinstance(spec.get("smoothed"), dict) else {}
     # a smoothed series is named by its twin (the solid line), as in the live legend
     names = [twins[n] if twins.get(n) in series else n for n in drawn_series(spec, series)]
-    legend = " &nbsp; ".join(f'<span style="color:{COLORS[i % len(COLORS)]}">&#9632;</span> '
+    legend = " &nbsp; ".join(f'<span style="color:{PALETTE[i % len(PALETTE)]}">&#9632;</span> '
                              f'{_esc(labels.get(n) or series_label(n))}' for i, n in enumerate(names))
-    notes = "".join(f'<div style="font-size:11px;color:{MARKER_COLOR}">&#9660; {_esc(m.get("label", ""))} at step '
+    notes = "".join(f'<div style="font-size:11px;color:{MARKER_COLOUR}">&#9660; {_esc(m.get("label", ""))} at step '
                     f'{_esc(format_integer(m.get("step")))}: {_esc(m.get("sentence", ""))}</div>'
                     for _, m in marker_xs(spec, markers, series))
     uri = "data:image/svg+xml;base64," + base64.b64encode(svg.encode("utf-8")).decode("ascii")
@@ -325,7 +330,7 @@ def render_snapshot(state: dict[str, Any], series: Sequence[Any], *, mount_key: 
     more_charts = _section(f"More charts ({len(more)})", _chart_table(more)) if more else ""
     panel_specs = state.get("panels") or []
     panels = "".join(_panel(p) for p in panel_specs if p.get("id") not in MERGED_PANELS)
-    warnings = "".join(f'<div style="color:#b35c00;font-size:12px">&#9888; {_esc(w)}</div>'
+    warnings = "".join(f'<div style="color:{WARNING_COLOUR};font-size:12px">&#9888; {_esc(w)}</div>'
                        for w in state.get("warnings") or [])
     run_dir = state.get("run_dir")
     rel = served_rel(state.get("run_rel"))

@@ -11,8 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from trainmeter.sizes import MISSING, format_integer, format_value
-
-MUTED = "var(--jp-ui-font-color2, #777)"
+from trainmeter.widget.look import MUTED
 
 
 def _esc(text: Any) -> str:
