@@ -15,7 +15,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import trainmeter as tm  # noqa: E402
-from trainmeter.frameworks.control import FrameworkControl  # noqa: E402
+from trainmeter.integrations.view import FrameworkControl  # noqa: E402
 
 STOP_AT = 2
 
@@ -160,7 +160,7 @@ def test_accelerate_cannot_stop_a_users_loop_and_saves_through_save_state(tmp_pa
 
 
 def test_a_control_whose_framework_object_is_gone_says_so():
-    from trainmeter.frameworks.control import KerasControl
+    from trainmeter.integrations.keras import KerasControl
 
     class Model:
         pass
