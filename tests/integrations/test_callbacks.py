@@ -75,7 +75,7 @@ def test_the_hf_callbacks_set_should_training_stop_only_when_asked_and_read_the_
 
     wing = Wing(stop=False)
     adapter = hf.HfAdapter(wing)
-    first, last = hf.callback(adapter, last=False), hf.callback(adapter, last=True)
+    first, last = hf.callback_class()(adapter, False), hf.callback_class()(adapter, True)
     control = TrainerControl()
     first.on_step_end(None, None, control)
     last.on_step_end(None, None, control)

@@ -39,23 +39,20 @@ class AccelerateAdapter(Adapter):
         return original(accelerator, *args, **kwargs)
 
     def on_backward(self, original: Any, accelerator: Any, *args: Any, **kwargs: Any) -> Any:
-        """Each micro-batch's backward, divided by its accumulation count."""
+        """A micro-batch's backward: after a short last accumulation step's (accelerate divided its p micro-batches
+        by k, not p), their loss is shown as their mean."""
         result = original(accelerator, *args, **kwargs)
-        if not self.wing.depth and self.wing.gate.here():
-            self.after_backward(accelerator)
-        return result
-
-    def after_backward(self, accelerator: Any) -> None:
-        """A short last accumulation step: accelerate divided its p micro-batches by k, not p; shown as their mean."""
         monitor = self.wing.monitor
+        if self.wing.depth or not self.wing.gate.here() or monitor is None:
+            return result
         try:
             k = int(getattr(accelerator, "gradient_accumulation_steps", 1) or 1)
-            if monitor is None or k <= 1 or not accelerator.sync_gradients:
-                return
-            if "DEEPSPEED" in str(getattr(accelerator, "distributed_type", "")):
-                return  # deepspeed scales in its own backward
+            deepspeed = "DEEPSPEED" in str(getattr(accelerator, "distributed_type", ""))  # scales in its own backward
+            if k <= 1 or not accelerator.sync_gradients or deepspeed:
+                return result
             parts = explicit_steps.pending_parts(monitor)
             if 0 < parts < k and explicit_steps.scale_pending(monitor, k / parts):
                 self.wing.short_steps += 1
         except Exception as exc:
             self.wing.warn("accelerate", f"accelerate adapter's loss divisor disabled: {exc!r}")
+        return result

@@ -147,8 +147,7 @@ class Integrations(ExtensionBase):
         """Remove the hook and every wrapper (the callbacks leave with their fit). Idempotent."""
         self.gate.close()
         if self._hooks is not None:
-            self._hooks.remove()
-            self._hooks = None
+            self._hooks.remove()  # idempotent
         self.patches.restore_all()
         self._publish(None)
 

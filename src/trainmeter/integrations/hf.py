@@ -34,7 +34,8 @@ def as_passed(args: Any, logs: Any) -> dict[str, Any]:
 
 
 @functools.cache
-def _callback_class() -> type:
+def callback_class() -> type:
+    """trainmeter's ``transformers.TrainerCallback``, made at the first train call: ``cls(adapter, last)``."""
     from transformers import TrainerCallback
 
     class TrainmeterTrainerCallback(TrainerCallback):
@@ -55,11 +56,6 @@ def _callback_class() -> type:
     return TrainmeterTrainerCallback
 
 
-def callback(adapter: HfAdapter, last: bool) -> Any:
-    """A ``transformers.TrainerCallback`` of ``adapter``: the first (``last`` False) or the last of the list."""
-    return _callback_class()(adapter, last)
-
-
 class HfAdapter(Adapter):
     """``transformers.Trainer.train``: its logs (for the taps) and its stop and save (``HfControl``)."""
 
@@ -74,7 +70,7 @@ class HfAdapter(Adapter):
 
     def begin(self, site: Site, target: Any, args: tuple[Any, ...],
               kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any], Any]:
-        pair = (callback(self, last=False), callback(self, last=True))
+        pair = (callback_class()(self, False), callback_class()(self, True))  # the first and the last of the list
         listed = target.callback_handler.callbacks
         listed.insert(0, pair[0])
         listed.append(pair[1])

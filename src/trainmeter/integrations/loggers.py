@@ -44,14 +44,13 @@ def scalars(items: Any, prefix: str = "") -> dict[str, Any]:
     return {f"{prefix}{key}": number for key, value in items.items() if (number := scalar(value)) is not None}
 
 
-def _one(name: Any, value: Any) -> dict[str, Any]:
-    number = scalar(value)
-    return {str(name): number} if number is not None and name is not None else {}
-
-
 def _pair(at: int, key: str, value: str) -> Any:
     """The extract of a call logging one value: its name at ``at`` (or keyword ``key``), its value after it."""
-    return lambda args, kwargs: _one(_arg(args, kwargs, at, key), _arg(args, kwargs, at + 1, value))
+    def extract(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+        name, number = _arg(args, kwargs, at, key), scalar(_arg(args, kwargs, at + 1, value))
+        return {str(name): number} if number is not None and name is not None else {}
+
+    return extract
 
 
 def method_dict(name: str, at: int = 1) -> Any:
