@@ -29,15 +29,14 @@ def default_extensions(options: MonitorOptions) -> list[Any]:
     from trainmeter.comparison.extension import CurvesRecorder
     from trainmeter.compute.extension import ComputeExtension
     from trainmeter.energy.extension import EnergyExtension
-    from trainmeter.frameworks.extension import FrameworksExtension
     from trainmeter.gpu.extension import GpuExtension
     from trainmeter.host.extension import NodeSampler
+    from trainmeter.integrations.extension import pair
     from trainmeter.optim.extension import OptimExtension
     from trainmeter.overhead.extension import Overhead
     from trainmeter.ranks.extension import RanksExtension
     from trainmeter.ranks.identity import detect_identity
     from trainmeter.ranks.launch import inherited_run_dir
-    from trainmeter.taps.extension import Taps
     from trainmeter.timesplit.extension import TimeSplit
     from trainmeter.verdicts.extension import Verdicts
 
@@ -45,7 +44,7 @@ def default_extensions(options: MonitorOptions) -> list[Any]:
     # local rank 0 of a launch with several ranks per node samples every rank's device, not only its own
     gpu = GpuExtension(node_wide=identity.distributed and (identity.local_world_size or 1) > 1)
     out: list[Any] = [Overhead(), ComputeExtension(), gpu, EnergyExtension(), TimeSplit(), NodeSampler(),
-                      Taps(enabled=options.tap), FrameworksExtension(), RanksExtension(), OptimExtension(),
+                      *pair(tap=options.tap), RanksExtension(), OptimExtension(),
                       CurvesRecorder(), Verdicts(), Alerts(options.alerts)]  # curves: curves.json, so tm.compare need not re-read the log
     # node samplers run once per node: on local rank 0, and not in a child whose monitored parent samples
     if identity.local_rank not in (None, 0) or inherited_run_dir() is not None:
@@ -97,10 +96,10 @@ def make_monitor(options: MonitorOptions, **kwargs: Any) -> Monitor:
 START_MODULES = (
     # the wings (trainmeter.extensions.default_extensions) and what their modules import
     "trainmeter.extensions", "trainmeter.alerts.extension", "trainmeter.comparison.extension",
-    "trainmeter.compute.extension", "trainmeter.energy.extension", "trainmeter.frameworks.extension",
+    "trainmeter.compute.extension", "trainmeter.energy.extension", "trainmeter.integrations.extension",
     "trainmeter.gpu.extension", "trainmeter.host.extension", "trainmeter.optim.extension",
     "trainmeter.overhead.extension", "trainmeter.ranks.extension", "trainmeter.ranks.identity",
-    "trainmeter.ranks.launch", "trainmeter.ranks.autostart", "trainmeter.taps.extension",
+    "trainmeter.ranks.launch", "trainmeter.ranks.autostart",
     "trainmeter.timesplit.extension", "trainmeter.verdicts.extension", "trainmeter.record.recorder",
     "trainmeter.record.environment",
     # the core's probes, installed at start

@@ -191,10 +191,10 @@ class _Frameworks(ExtensionBase):
     name = "frameworks"
 
     def __init__(self, control):
-        self._view = type("FrameworksView", (), {"control": control})()
+        self._control = control
 
-    def view(self):
-        return self._view
+    def start(self, monitor):
+        monitor.controls.use_framework(self._control)  # as the integration wing does while a fit runs
 
 
 def test_a_framework_in_use_is_asked_to_stop_and_to_save_through_its_own_mechanism(run_root):

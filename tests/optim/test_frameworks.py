@@ -11,7 +11,7 @@ from trainmeter.optim.extension import OptimExtension
 from trainmeter.optim.grad_norm import CLIP_SOURCE
 from trainmeter.options import make_options
 from trainmeter.record.runlog import read_events
-from trainmeter.taps.extension import Taps
+from trainmeter.integrations.extension import pair
 
 pytestmark = pytest.mark.slow
 
@@ -26,7 +26,7 @@ def _points(m, name):
 
 def _monitor(run_root, ext):
     return make_monitor(make_options(run_dir=run_root, interval_s=3600, name="fw"), clock=FakeClock(), text=False,
-                        extensions=[Taps(), ext])
+                        extensions=[*pair(), ext])
 
 
 def _tiny_gpt2(transformers, samples):

@@ -15,7 +15,7 @@ from torch.utils.data import DataLoader, Dataset
 from torch.utils.data.dataloader import _BaseDataLoaderIter
 
 from trainmeter.core.clock import FakeClock
-from trainmeter.core.patches import PostImportHooks
+from trainmeter.core.patches import FINDER
 from trainmeter.extensions import make_monitor
 from trainmeter.options import make_options
 from trainmeter.record.runlog import read_events
@@ -303,7 +303,7 @@ def test_every_patch_and_hook_is_removed_at_stop(tmp_path, fake_savers):
              fake_savers.save_pretrained, len(optim_mod._global_optimizer_post_hooks), list(sys.meta_path))
     assert after == before
     assert during[0] is not st.save_file and during[1] is not torch.save and during[2] is not nn.Module.train
-    assert not any(isinstance(f, PostImportHooks) for f in sys.meta_path)
+    assert FINDER not in sys.meta_path
     assert "__next__" not in vars(torch.utils.data.dataloader._SingleProcessDataLoaderIter)
 
 

@@ -10,8 +10,9 @@ and calls that hook once (a sampling wing reschedules itself there). A wing that
 in the instant between the request and the next step moves that call to its own next sampled step,
 which is where the request is then honoured.
 
-A stop goes through the framework in use when there is one (the frameworks wing's published
-``control``: ``request_stop()``, so the framework runs its own end); otherwise
+A stop goes through the framework in use when there is one (the control a wing hands
+:meth:`Controls.use_framework` while the framework's fit runs: ``request_stop()``, so the framework runs its own
+end); otherwise
 :class:`StopTraining` is raised from the step hook. A checkpoint goes through the framework's
 saver, otherwise ``torch.save`` of the watched root and the primary optimizer into
 ``<run>/checkpoints/step-<n>.pt``, timed as the ``checkpoint`` phase.
@@ -114,7 +115,7 @@ class Controls:
 
     Args:
         monitor: The run (its ``hot`` state, ``steps``, ``run_dir``, ``model_ref``, ``probes``,
-            ``extension``, ``enter_phase``/``exit_phase``, ``warn_once``).
+            ``enter_phase``/``exit_phase``, ``warn_once``).
 
     Thread safety: ``request_*`` from any thread; ``_on_step``, ``stop_now`` and ``checkpoint_now``
     on the training thread; the records are replaced, never mutated, so any thread may read them.
@@ -132,6 +133,7 @@ class Controls:
         self.checkpoints: tuple[CheckpointRecord, ...] = ()
         self.refused: tuple[dict[str, Any], ...] = ()
         self.saving = False  # True while checkpoint_now saves: the time wing leaves that save's record to this one
+        self._framework: Any = None  # the FrameworkControl of the framework in its fit now (use_framework)
 
     # -- any thread ------------------------------------------------------------------------
     def live(self) -> bool:
@@ -215,12 +217,15 @@ class Controls:
         self.stopped = StopRecord(by=by, step=step, via="StopTraining", requested_at_step=requested_at_step)
         raise StopTraining(by, step)
 
+    def use_framework(self, control: Any) -> None:
+        """Stop and save through ``control`` (``name``, ``request_stop() -> bool``, ``save_checkpoint(dir_path)``)
+        from now on; ``None``: through none. Set by the integration wing while a framework's fit runs (training
+        thread)."""
+        self._framework = control
+
     def framework(self) -> Any:
-        """The frameworks wing's ``FrameworkControl``, or ``None`` (no wing, no framework in use)."""
-        try:
-            return getattr(self._m.extension("frameworks"), "control", None)
-        except Exception:
-            return None
+        """The control of the framework in its fit now (:meth:`use_framework`), or ``None``."""
+        return self._framework
 
     def checkpoint_now(self, by: str) -> CheckpointRecord | None:
         """Save a checkpoint of the step just counted; its record, or ``None`` when refused or failed (said once).

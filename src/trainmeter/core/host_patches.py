@@ -106,9 +106,10 @@ PATCHES: tuple[HostPatch, ...] = (
               uninstall="the originals are put back at the run's end",
               sites=("timesplit/extension.py:owner.attr", "timesplit/extension.py:torch.save"),
               private=("torch.utils.data.dataloader._BaseDataLoaderIter.__next__",)),
-    HostPatch(key="taps", touches="logging calls of W&B, TensorBoard, MLflow, HF Trainer and Lightning (read as "
-              "series)", uninstall="the originals are put back at the run's end",
-              sites=("taps/extension.py:owner.target.attr", "taps/extension.py:wandb.log"),
+    HostPatch(key="taps", touches="logging calls of W&B, TensorBoard and MLflow, Lightning's logger connector, and "
+              "Hugging Face Trainer.train for its logs (the integration wing's callback reads them at on_log; "
+              "read as series)", uninstall="the originals are put back at the run's end",
+              sites=("integrations/extension.py:owner.site.attr", "integrations/loggers.py:wandb.log"),
               private=("lightning.pytorch.trainer.connectors.logger_connector.logger_connector._LoggerConnector",),
               fallback="a library whose logging class is missing is not tapped"),
     HostPatch(key="frameworks", touches="the fit/train entry points of Hugging Face Trainer, Lightning Trainer, "
@@ -117,17 +118,17 @@ PATCHES: tuple[HostPatch, ...] = (
               "callback is added to the framework's own list for that call (steps of optimizers outside torch.optim, "
               "stop and save; accelerate's short accumulation step)",
               uninstall="the originals are put back at the run's end; each callback leaves with its fit",
-              sites=("frameworks/extension.py:owner.site.attr",)),
+              sites=("integrations/extension.py:owner.site.attr",)),
     *(HostPatch(key=f"framework-{name}", touches=f"{what} only (one framework of the frameworks entry)",
                 uninstall="the original is put back at the run's end",
-                sites=("frameworks/extension.py:owner.site.attr",))
+                sites=("integrations/extension.py:owner.site.attr",))
       for name, what in (("hf", "transformers.Trainer.train"), ("lightning", "Lightning Trainer.fit"),
                          ("keras", "Keras 3 TorchTrainer.fit and train_on_batch, "
                                    "keras BaseOptimizer.apply/scale_loss, LossScaleOptimizer.scale_loss"),
                          ("fastai", "fastai Learner.fit"),
                          ("accelerate", "accelerate Accelerator.prepare and backward"))),
-    HostPatch(key="import-hooks", touches="sys.meta_path: a finder that patches a library imported during the run "
-              "(compile-watch, time-split, taps, frameworks, autostart)",
+    HostPatch(key="import-hooks", touches="sys.meta_path: one finder (for every hook of the process) that patches a "
+              "library imported during the run (compile-watch, time-split, taps, frameworks, clip-grad, autostart)",
               uninstall="the finder is removed at the run's end",
               sites=("core/patches.py:sys.meta_path", "core/patches.py:module.__loader__",
                      "core/patches.py:module.__spec__.loader")),

@@ -1,16 +1,18 @@
 """Reversible patches for one run: attribute swaps and post-import hooks.
 
-Used by the taps (logger calls) and the time split (DataLoader, ``Module.train``,
-checkpoint savers). Two pieces:
+Used by the integration wing (logger calls, framework entry points), the time split (DataLoader,
+``Module.train``, checkpoint savers), the optimizer wing, the probes and the autostart. Two pieces:
 
 - :class:`Patches` swaps an attribute of a module or class for a wrapper and
   puts the original back at :meth:`Patches.restore_all`, only where the wrapper
   is still in place (a later patch on top of ours is left alone; our wrapper
   then goes inert because its :class:`Gate` is closed).
-- :class:`PostImportHooks` is a ``sys.meta_path`` finder that runs a callback
-  right after a watched module finishes importing, so a library imported
-  during the run is patched before its first call. It finds nothing itself:
-  it asks the other finders and chains the loader they return.
+- :class:`PostImportHooks` runs a callback right after a watched module
+  finishes importing, so a library imported during the run is patched before
+  its first call. Each registers into :data:`FINDER`, the one ``sys.meta_path``
+  finder of ours for the process (an unwatched name costs it one dict lookup).
+  It finds nothing itself: it asks the other finders and chains the loader
+  they return.
 
 Thread safety: install/restore on the training thread; the finder may be
 consulted from any thread (a thread-local guard stops recursion).
@@ -126,11 +128,11 @@ class Patches:
 
 
 class _ChainedLoader:
-    """Delegates to the real loader, then runs the callback on the new module."""
+    """Delegates to the real loader, then runs the callbacks on the new module."""
 
-    def __init__(self, loader: Any, callback: Callable[[ModuleType], None]) -> None:
+    def __init__(self, loader: Any, callbacks: tuple[Callable[[ModuleType], None], ...]) -> None:
         self._loader = loader
-        self._callback = callback
+        self._callbacks = callbacks
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._loader, name)
@@ -148,53 +150,30 @@ class _ChainedLoader:
         except Exception:
             pass
         loader.exec_module(module)
-        try:
-            self._callback(module)
-        except Exception:
-            pass
+        for callback in self._callbacks:
+            try:
+                callback(module)
+            except Exception:
+                pass
 
 
-class PostImportHooks:
-    """Run ``callbacks[name](module)`` right after module ``name`` is imported.
+class ImportFinder:
+    """The one ``sys.meta_path`` finder of ours for the whole process: module name -> the installed hooks'
+    callbacks. In ``sys.meta_path`` while any :class:`PostImportHooks` is installed; an unwatched name costs
+    one dict lookup (``watched`` is replaced, never changed, so any thread may read it)."""
 
-    Modules already in ``sys.modules`` at :meth:`install` get their callback at once.
-
-    Args:
-        callbacks: Full module name -> callback (training-thread safe callbacks;
-            they may run on whatever thread imports the module, so they must be
-            quick and must not raise; exceptions are swallowed).
-    """
-
-    def __init__(self, callbacks: dict[str, Callable[[ModuleType], None]]) -> None:
-        self._callbacks = dict(callbacks)
+    def __init__(self) -> None:
+        self.watched: dict[str, tuple[Callable[[ModuleType], None], ...]] = {}
+        self.hooks: list[PostImportHooks] = []
         self._busy = threading.local()
-        self._installed = False
-
-    def install(self) -> None:
-        """Call back for modules already imported, then watch the rest."""
-        for name, callback in self._callbacks.items():
-            module = sys.modules.get(name)
-            if module is not None:
-                try:
-                    callback(module)
-                except Exception:
-                    pass
-        if not self._installed and host_patches.enabled("import-hooks"):  # TRAINMETER_DISABLE=import-hooks
-            sys.meta_path.insert(0, self)  # type: ignore[arg-type]
-            self._installed = True
-
-    def remove(self) -> None:
-        """Stop watching imports. Idempotent."""
-        self._installed = False
-        try:
-            sys.meta_path.remove(self)  # type: ignore[arg-type]
-        except ValueError:
-            pass
 
     def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
         """``importlib.abc.MetaPathFinder`` hook: chain the real loader of a watched module."""
-        callback = self._callbacks.get(fullname)
-        if callback is None or not self._installed or getattr(self._busy, "on", False):
+        watched = self.watched
+        if fullname not in watched:  # every unwatched import: this lookup only
+            return None
+        callbacks = watched[fullname]
+        if getattr(self._busy, "on", False):
             return None
         self._busy.on = True
         try:
@@ -205,5 +184,58 @@ class PostImportHooks:
             self._busy.on = False
         if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
             return None
-        spec.loader = _ChainedLoader(spec.loader, callback)
+        spec.loader = _ChainedLoader(spec.loader, callbacks)
         return spec
+
+    def update(self, hooks: PostImportHooks, add: bool) -> None:
+        """Add or remove one :class:`PostImportHooks`; the finder leaves ``sys.meta_path`` with the last."""
+        if add:
+            self.hooks.append(hooks)
+        elif hooks in self.hooks:
+            self.hooks.remove(hooks)
+        watched: dict[str, tuple[Callable[[ModuleType], None], ...]] = {}
+        for each in self.hooks:
+            for name, callback in each.callbacks.items():
+                watched[name] = (*watched.get(name, ()), callback)
+        self.watched = watched
+        if self.hooks and self not in sys.meta_path:
+            sys.meta_path.insert(0, self)  # type: ignore[arg-type]
+        elif not self.hooks and self in sys.meta_path:
+            sys.meta_path.remove(self)  # type: ignore[arg-type]
+
+
+FINDER = ImportFinder()
+
+
+class PostImportHooks:
+    """Run ``callbacks[name](module)`` right after module ``name`` is imported (through :data:`FINDER`).
+
+    Modules already in ``sys.modules`` at :meth:`install` get their callback at once.
+
+    Args:
+        callbacks: Full module name -> callback (training-thread safe callbacks;
+            they may run on whatever thread imports the module, so they must be
+            quick and must not raise; exceptions are swallowed).
+    """
+
+    def __init__(self, callbacks: dict[str, Callable[[ModuleType], None]]) -> None:
+        self.callbacks = dict(callbacks)
+        self._installed = False
+
+    def install(self) -> None:
+        """Call back for modules already imported, then watch the rest."""
+        for name, callback in self.callbacks.items():
+            module = sys.modules.get(name)
+            if module is not None:
+                try:
+                    callback(module)
+                except Exception:
+                    pass
+        if not self._installed and host_patches.enabled("import-hooks"):  # TRAINMETER_DISABLE=import-hooks
+            self._installed = True
+            FINDER.update(self, add=True)
+
+    def remove(self) -> None:
+        """Stop watching imports. Idempotent."""
+        self._installed = False
+        FINDER.update(self, add=False)

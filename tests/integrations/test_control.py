@@ -7,7 +7,6 @@ for from inside the framework's own loop, as the controls wing does at a step bo
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -15,7 +14,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import trainmeter as tm  # noqa: E402
-from trainmeter.frameworks.control import FrameworkControl  # noqa: E402
+from trainmeter.integrations.view import FrameworkControl  # noqa: E402
 
 STOP_AT = 2
 
@@ -83,14 +82,25 @@ def _fastai_learner():
     return Learner(dls, torch.nn.Linear(4, 1), loss_func=MSELossFlat())
 
 
-def test_hf_trainer_stops_through_should_training_stop_and_saves_through_save_model(tmp_path):
+def _hf_trainer(tmp_path, callback):
+    """A one-layer GPT-2 (built from a config, nothing downloaded) in a Trainer of 8 steps with ``callback``."""
     transformers = pytest.importorskip("transformers")
-    from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainerCallback, TrainingArguments
+    from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments
 
     transformers.set_seed(0)
     model = GPT2LMHeadModel(GPT2Config(vocab_size=32, n_positions=16, n_embd=8, n_layer=1, n_head=2))
     ids = torch.randint(0, 32, (32, 8), generator=torch.Generator().manual_seed(0))
     rows = [{"input_ids": r, "labels": r} for r in ids]
+    args = TrainingArguments(output_dir=str(tmp_path / "out"), max_steps=8, per_device_train_batch_size=4,
+                             report_to="none", use_cpu=True, disable_tqdm=True, save_strategy="no",
+                             logging_strategy="no")
+    return Trainer(model=model, args=args, train_dataset=rows, callbacks=[callback])
+
+
+def test_hf_trainer_stops_through_should_training_stop_and_saves_through_save_model(tmp_path):
+    pytest.importorskip("transformers")
+    from transformers import TrainerCallback
+
     saved: list[str | None] = []
 
     class AtStep(TrainerCallback):
@@ -100,10 +110,7 @@ def test_hf_trainer_stops_through_should_training_stop_and_saves_through_save_mo
                 assert ours.name == "hf" and ours.request_stop() is True
                 saved.append(ours.save_checkpoint(str(tmp_path)))
 
-    args = TrainingArguments(output_dir=str(tmp_path / "out"), max_steps=8, per_device_train_batch_size=4,
-                             report_to="none", use_cpu=True, disable_tqdm=True, save_strategy="no",
-                             logging_strategy="no")
-    trainer = Trainer(model=model, args=args, train_dataset=rows, callbacks=[AtStep()])
+    trainer = _hf_trainer(tmp_path, AtStep())
     with tm.monitor(run_dir=tmp_path / "runs", interval_s=3600) as m:
         trainer.train()
     assert m.steps == STOP_AT == trainer.state.global_step
@@ -160,7 +167,7 @@ def test_accelerate_cannot_stop_a_users_loop_and_saves_through_save_state(tmp_pa
 
 
 def test_a_control_whose_framework_object_is_gone_says_so():
-    from trainmeter.frameworks.control import KerasControl
+    from trainmeter.integrations.keras import KerasControl
 
     class Model:
         pass
@@ -187,13 +194,9 @@ def test_keras_train_on_batch_is_one_step_with_its_samples(tmp_path, monkeypatch
 
 
 def test_tm_stop_and_checkpoint_in_an_hf_trainer_go_through_the_trainers_own_stop_and_saver(tmp_path):
-    transformers = pytest.importorskip("transformers")
-    from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainerCallback, TrainingArguments
+    pytest.importorskip("transformers")
+    from transformers import TrainerCallback
 
-    transformers.set_seed(0)
-    model = GPT2LMHeadModel(GPT2Config(vocab_size=32, n_positions=16, n_embd=8, n_layer=1, n_head=2))
-    ids = torch.randint(0, 32, (32, 8), generator=torch.Generator().manual_seed(0))
-    rows = [{"input_ids": r, "labels": r} for r in ids]
     ended: list[int] = []
 
     class AtStep(TrainerCallback):
@@ -204,10 +207,7 @@ def test_tm_stop_and_checkpoint_in_an_hf_trainer_go_through_the_trainers_own_sto
         def on_train_end(self, args, state, control, **kwargs):
             ended.append(state.global_step)  # the framework's own end ran
 
-    args = TrainingArguments(output_dir=str(tmp_path / "out"), max_steps=8, per_device_train_batch_size=4,
-                             report_to="none", use_cpu=True, disable_tqdm=True, save_strategy="no",
-                             logging_strategy="no")
-    trainer = Trainer(model=model, args=args, train_dataset=rows, callbacks=[AtStep()])
+    trainer = _hf_trainer(tmp_path, AtStep())
     with tm.monitor(run_dir=tmp_path / "runs", interval_s=3600) as m:
         trainer.train()
     assert m.status == "stopped" and ended == [trainer.state.global_step]

@@ -10,16 +10,16 @@ import pytest
 import torch
 
 from trainmeter.core.clock import FakeClock
-from trainmeter.core.patches import PostImportHooks
+from trainmeter.core.patches import FINDER
 from trainmeter.extensions import make_monitor
 from trainmeter.options import make_options
 from trainmeter.record.runlog import read_events
-from trainmeter.taps.extension import Taps
+from trainmeter.integrations.extension import pair
 
 
-def _monitor(tmp_path, taps):
+def _monitor(tmp_path, wing):
     return make_monitor(make_options(run_dir=tmp_path, interval_s=3600), clock=FakeClock(), text=False, probes=False,
-                   extensions=[taps])
+                        extensions=list(wing))
 
 
 def _values(m, name):
@@ -43,7 +43,7 @@ def test_tensorboard_scalars_are_recorded_and_still_written(tmp_path):
     from torch.utils.tensorboard import SummaryWriter
 
     original = SummaryWriter.add_scalar
-    m = _monitor(tmp_path / "runs", Taps()).start()
+    m = _monitor(tmp_path / "runs", pair()).start()
     writer = SummaryWriter(str(tmp_path / "tb"))
     assert SummaryWriter.add_scalar is not original
     assert writer.add_scalar("loss", 1.5, 0) is None
@@ -63,7 +63,7 @@ def test_a_raising_library_call_raises_the_same_exception_as_without_taps(tmp_pa
     writer = SummaryWriter(str(tmp_path / "tb"))
     with pytest.raises(Exception) as plain:
         writer.add_scalar("vec", torch.ones(3), 0)  # not a scalar: TensorBoard refuses
-    m = _monitor(tmp_path / "runs", Taps()).start()
+    m = _monitor(tmp_path / "runs", pair()).start()
     with pytest.raises(Exception) as tapped:
         writer.add_scalar("vec", torch.ones(3), 0)
     m.finish("completed")
@@ -75,7 +75,7 @@ def test_a_raising_library_call_raises_the_same_exception_as_without_taps(tmp_pa
 def test_calls_from_another_thread_are_not_recorded(tmp_path):
     from torch.utils.tensorboard import SummaryWriter
 
-    m = _monitor(tmp_path / "runs", Taps()).start()
+    m = _monitor(tmp_path / "runs", pair()).start()
     writer = SummaryWriter(str(tmp_path / "tb"))
     thread = threading.Thread(target=writer.add_scalar, args=("other", 2.0, 0))
     thread.start()
@@ -90,9 +90,8 @@ def test_no_tap_installs_nothing(tmp_path):
     from torch.utils.tensorboard import SummaryWriter
 
     original = SummaryWriter.add_scalar
-    meta_path = list(sys.meta_path)
-    m = _monitor(tmp_path / "runs", Taps(enabled=make_options(tap=False).tap)).start()
-    assert SummaryWriter.add_scalar is original and sys.meta_path == meta_path
+    m = _monitor(tmp_path / "runs", pair(tap=make_options(tap=False).tap)).start()
+    assert SummaryWriter.add_scalar is original and "torch.utils.tensorboard.writer" not in FINDER.watched
     SummaryWriter(str(tmp_path / "tb")).add_scalar("loss", 1.0, 0)
     m.finish("completed")
     assert "loss" not in m.series
@@ -123,7 +122,7 @@ def _fake_wandb(monkeypatch):
 def test_wandb_log_records_scalars_only_and_is_restored(tmp_path, monkeypatch):
     wandb, Run, run = _fake_wandb(monkeypatch)
     original = Run.log
-    m = _monitor(tmp_path, Taps()).start()
+    m = _monitor(tmp_path, pair()).start()
     data = {"loss": 2.0, "acc": torch.tensor(0.5), "text": "hi", "flag": True, "vec": torch.ones(2), "n": 3}
     assert wandb.log(data, step=5) is None
     Run().log({"loss": 1.0})
@@ -159,7 +158,7 @@ def fake_mlflow_on_disk(tmp_path, monkeypatch):
 
 
 def test_library_imported_during_the_run_is_tapped_and_unchanged(tmp_path, fake_mlflow_on_disk):
-    m = _monitor(tmp_path, Taps()).start()
+    m = _monitor(tmp_path, pair()).start()
     import mlflow  # imported after the start: patched by the post-import hook
     import mlflow.tracking.fluent as fluent
 
@@ -175,34 +174,61 @@ def test_library_imported_during_the_run_is_tapped_and_unchanged(tmp_path, fake_
     assert not hasattr(mlflow.log_metric, "__trainmeter_original__")
     assert not hasattr(fluent.log_metric, "__trainmeter_original__")
     assert mlflow.log_metric is fluent.log_metric
-    assert not any(isinstance(f, PostImportHooks) for f in sys.meta_path)
+    assert FINDER not in sys.meta_path
 
 
-def test_trainer_log_going_on_to_tensorboard_is_recorded_once(tmp_path, monkeypatch):
-    from torch.utils.tensorboard import SummaryWriter
-
+def _fake_trainer(monkeypatch):
+    """A module ``transformers.trainer`` whose ``Trainer`` logs as HF's does: ``train`` calls ``log``, which adds
+    the epoch and hands the logs to each callback's ``on_log`` (a reporting one writes them to TensorBoard)."""
     trainer_mod = types.ModuleType("transformers.trainer")
 
-    class Trainer:
+    class Report:  # as HF's TensorBoardCallback
         def __init__(self, writer):
             self.writer = writer
 
-        def log(self, logs, start_time=None):
-            logs["epoch"] = 1.0
+        def on_log(self, args, state, control, logs=None, **kwargs):
             for k, v in logs.items():
                 self.writer.add_scalar(f"train/{k}", v, 0)
 
+    class Trainer:
+        def __init__(self, logs, writer=None):
+            self.args = types.SimpleNamespace(include_num_input_tokens_seen="no")
+            self.callback_handler = types.SimpleNamespace(callbacks=[Report(writer)] if writer else [])
+            self.logs = logs
+
+        def remove_callback(self, callback):
+            self.callback_handler.callbacks.remove(callback)
+
+        def log(self, logs, start_time=None):
+            logs["epoch"] = 1.0
+            for callback in self.callback_handler.callbacks:
+                callback.on_log(self.args, None, None, logs=logs)
+
+        def train(self):
+            for logs in self.logs:
+                self.log(dict(logs))
+
     trainer_mod.Trainer = Trainer
     monkeypatch.setitem(sys.modules, "transformers.trainer", trainer_mod)
-    m = _monitor(tmp_path / "runs", Taps()).start()
+    return Trainer
+
+
+def test_trainer_log_going_on_to_tensorboard_is_recorded_once(tmp_path, monkeypatch):
+    pytest.importorskip("transformers")
+    from torch.utils.tensorboard import SummaryWriter
+
+    Trainer = _fake_trainer(monkeypatch)
+    m = _monitor(tmp_path / "runs", pair()).start()
     writer = SummaryWriter(str(tmp_path / "tb"))
-    Trainer(writer).log({"loss": 0.75, "learning_rate": 1e-3})
+    trainer = Trainer([{"loss": 0.75, "learning_rate": 1e-3}], writer)
+    trainer.train()
     writer.add_scalar("direct", 4.0, 0)
     writer.close()
     m.finish("completed")
     assert _values(m, "loss") == [0.75] and _values(m, "learning_rate") == [pytest.approx(1e-3)]
-    assert "train/loss" not in m.series and _values(m, "direct") == [4.0]
+    assert "train/loss" not in m.series and "epoch" not in m.series and _values(m, "direct") == [4.0]
     assert _scalars_in_event_files(tmp_path / "tb", "train/loss") == [(0, 0.75)]
+    assert len(trainer.callback_handler.callbacks) == 1  # ours left with the train call
 
 
 def test_lightning_logged_metrics_are_recorded(tmp_path, monkeypatch):
@@ -215,7 +241,7 @@ def test_lightning_logged_metrics_are_recorded(tmp_path, monkeypatch):
 
     mod._LoggerConnector = _LoggerConnector
     monkeypatch.setitem(sys.modules, name, mod)
-    m = _monitor(tmp_path, Taps()).start()
+    m = _monitor(tmp_path, pair()).start()
     out = _LoggerConnector().log_metrics({"val_loss": torch.tensor(0.25), "epoch": 2}, step=10)
     m.finish("completed")
     assert out == ["epoch", "val_loss"]
@@ -233,7 +259,7 @@ def test_a_logged_train_loss_gets_its_librarys_name_and_never_joins_the_captured
 
     mod._LoggerConnector = _LoggerConnector
     monkeypatch.setitem(sys.modules, name, mod)
-    m = _monitor(tmp_path, Taps()).start()
+    m = _monitor(tmp_path, pair()).start()
     _LoggerConnector().log_metrics({"train_loss": 0.5, "lr": 0.1})
     m.finish("completed")
     assert "train_loss" not in m.series
@@ -242,23 +268,16 @@ def test_a_logged_train_loss_gets_its_librarys_name_and_never_joins_the_captured
 
 
 def test_the_trainers_end_of_run_summary_is_kept_as_summary_values_not_points(tmp_path, monkeypatch):
-    trainer_mod = types.ModuleType("transformers.trainer")
-
-    class Trainer:
-        def log(self, logs, start_time=None):
-            return None
-
-    trainer_mod.Trainer = Trainer
-    monkeypatch.setitem(sys.modules, "transformers.trainer", trainer_mod)
-    taps = Taps()
-    m = _monitor(tmp_path / "runs", taps).start()
-    Trainer().log({"loss": 2.0})
-    Trainer().log({"train_runtime": 12.5, "train_loss": 2.25, "epoch": 1.0, "total_flos": 3})
+    pytest.importorskip("transformers")
+    Trainer = _fake_trainer(monkeypatch)
+    taps, wing = pair()
+    m = _monitor(tmp_path / "runs", (taps, wing)).start()
+    Trainer([{"loss": 2.0}, {"train_runtime": 12.5, "train_loss": 2.25, "total_flos": 3}]).train()
     m.finish("completed")
     assert _values(m, "loss") == [2.0] and "train_runtime" not in m.series and "epoch" not in m.series
     assert "train_loss" not in m.series and "transformers.train_loss" not in m.series
     summary = taps.passport_section()["summaries"]["transformers"]
-    assert summary == {"train_runtime": 12.5, "train_loss": 2.25, "epoch": 1.0, "total_flos": 3.0}
+    assert summary == {"train_runtime": 12.5, "train_loss": 2.25, "total_flos": 3.0}  # as the Trainer got them
 
 
 @pytest.mark.heavy
@@ -266,7 +285,7 @@ def test_real_mlflow_with_a_local_file_store_is_tapped(tmp_path, monkeypatch):
     mlflow = pytest.importorskip("mlflow")
     monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")  # MLflow 3.x keeps the file store behind this switch
     mlflow.set_tracking_uri((tmp_path / "mlruns").as_uri())
-    m = _monitor(tmp_path / "runs", Taps()).start()
+    m = _monitor(tmp_path / "runs", pair()).start()
     try:
         with mlflow.start_run() as run:
             mlflow.log_metric("loss", 0.5, step=1)
@@ -283,7 +302,7 @@ def test_real_wandb_offline_is_tapped(tmp_path, monkeypatch):
     wandb = pytest.importorskip("wandb")
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_SILENT", "true")
-    m = _monitor(tmp_path / "runs", Taps()).start()
+    m = _monitor(tmp_path / "runs", pair()).start()
     try:
         run = wandb.init(project="trainmeter-test", dir=str(tmp_path), mode="offline")
         wandb.log({"loss": 0.5}, step=1)

@@ -1,4 +1,5 @@
-"""The frameworks wing: fit entry points wrapped for the run only, callbacks added to a copy, steps counted once."""
+"""The integration wing's adapters: fit entry points wrapped for the run only, callbacks added to a copy, steps
+counted once."""
 
 from __future__ import annotations
 
@@ -8,27 +9,32 @@ torch = pytest.importorskip("torch")
 
 import trainmeter as tm  # noqa: E402
 from trainmeter.core.monitor import MonitorWarning  # noqa: E402
-from trainmeter.frameworks.extension import FitSite, _with_callback  # noqa: E402
+from trainmeter.integrations.adapter import Site  # noqa: E402
+from trainmeter.integrations.fastai import FastaiAdapter  # noqa: E402
+from trainmeter.integrations.keras import KerasAdapter  # noqa: E402
 
-KERAS = FitSite(framework="keras", module="m", owner="C", attr="fit", callbacks_at=5, callbacks_name="callbacks")
+KERAS = Site(module="m", owner="C", attr="fit", callbacks_at=5, callbacks_name="callbacks")
 
 
 def test_the_callback_joins_a_copy_of_the_users_list_positional_or_keyword():
+    keras, fastai_adapter = KerasAdapter(None), FastaiAdapter(None)
     mine = ["a"]
-    args, kwargs = _with_callback(KERAS, (1, 2, 3, 4, 5, mine), {}, "ours")
+    args, kwargs = keras.with_callback(KERAS, (1, 2, 3, 4, 5, mine), {}, "ours")
     assert args[5] == ["a", "ours"] and mine == ["a"]
-    args, kwargs = _with_callback(KERAS, (1,), {"callbacks": ("a",)}, "ours")
+    args, kwargs = keras.with_callback(KERAS, (1,), {"callbacks": ("a",)}, "ours")
     assert args == (1,) and kwargs == {"callbacks": ["a", "ours"]}
-    assert _with_callback(KERAS, (), {}, "ours") == ((), {"callbacks": ["ours"]})
-    fastai = FitSite(framework="fastai", module="m", owner="C", attr="fit", callbacks_at=3, callbacks_name="cbs")
+    assert keras.with_callback(KERAS, (), {}, "ours") == ((), {"callbacks": ["ours"]})
+    fastai = Site(module="m", owner="C", attr="fit", callbacks_at=3, callbacks_name="cbs")
 
     class Many:  # a list type of the framework's own (fastcore's L)
         def __iter__(self):
             return iter(["a", "b"])
 
-    assert _with_callback(fastai, (), {"cbs": Many()}, "ours") == ((), {"cbs": ["a", "b", "ours"]})
+    assert fastai_adapter.with_callback(fastai, (), {"cbs": Many()}, "ours") == ((), {"cbs": ["a", "b", "ours"]})
+    theirs = Many()  # keras' CallbackList: left as given
+    assert keras.with_callback(KERAS, (), {"callbacks": theirs}, "ours") == ((), {"callbacks": theirs})
     one = object()  # one callback
-    assert _with_callback(fastai, (), {"cbs": one}, "ours") == ((), {"cbs": [one, "ours"]})
+    assert fastai_adapter.with_callback(fastai, (), {"cbs": one}, "ours") == ((), {"cbs": [one, "ours"]})
 
 
 def _learner(opt_func=None):
@@ -102,15 +108,15 @@ def _section(m):
 def test_a_step_count_that_differs_from_the_frameworks_own_is_said():
     from types import SimpleNamespace
 
-    from trainmeter.frameworks.extension import FrameworksExtension
+    from trainmeter.integrations.extension import Integrations
 
     said: list[str] = []
-    wing = FrameworksExtension()
-    wing._monitor = SimpleNamespace(steps=5, warn_once=lambda key, message: said.append(message))
+    wing = Integrations()
+    wing.monitor = SimpleNamespace(steps=5, warn_once=lambda key, message: said.append(message))
     wing.fits = {"hf": 1}
-    wing._compare_steps("hf", 5)
+    wing.compare_steps("hf", 5)
     assert said == []
-    wing._compare_steps("hf", 6)
+    wing.compare_steps("hf", 6)
     assert said == ["hf counted 6 optimizer steps, trainmeter 5: the step series and rates follow trainmeter's "
                     "count (passport frameworks.framework_steps)"]
 

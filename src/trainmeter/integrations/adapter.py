@@ -1,0 +1,149 @@
+"""What each adapter of the integration wing builds on: its call sites, the fit wrapper, the logged names.
+
+An adapter is one framework's part of the wing, or the loggers' (docs/spec.md section 11); the wing
+(``integrations/extension.py``) patches each of its sites once and hands it itself as ``wing``.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+from operator import attrgetter
+from typing import Any
+
+from trainmeter.integrations.view import FrameworkControl
+
+OWN_SERIES = ("train_loss", "tokens_per_step")  # measured by trainmeter: a logged key of that name is prefixed
+MEASURED_TWICE = ("grad_norm",)  # also read by trainmeter from the same clip_grad_norm_: one point per step
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Site:
+    """One patched call site: ``owner.attr`` in ``module`` (``owner`` ``""``: a module function), wrapped once the
+    module is imported.
+
+    Attributes:
+        tap: The library whose logging call this is (host patch ``taps``, ``--no-tap``), with ``extract``:
+            ``(args, kwargs) -> {name: scalar}``; ``""``: an entry point (``frameworks``, ``framework-<name>``).
+        logs: An entry point whose callback reads the framework's logs too (wrapped for the taps alone when its
+            adapter is switched off).
+        callbacks_at: Position of the callbacks argument after ``self`` (``-1``: none), ``callbacks_name`` its keyword.
+    """
+
+    module: str
+    owner: str
+    attr: str
+    tap: str = ""
+    extract: Callable[[tuple[Any, ...], dict[str, Any]], dict[str, Any]] | None = None
+    logs: bool = False
+    callbacks_at: int = -1
+    callbacks_name: str = ""
+
+
+def record_logged(monitor: Any, key: str, values: dict[str, Any], source: str, measured: bool = True) -> int:
+    """Record logged scalars at the current step, a name trainmeter measures itself as ``<key>.<name>`` (with
+    ``measured``, a ``MEASURED_TWICE`` one it records already left out), ``series_info`` naming ``source``; how many."""
+    values = {(f"{key}.{k}" if k in OWN_SERIES else k): v for k, v in values.items()
+              if not (measured and k in MEASURED_TWICE and k in monitor.series)}
+    info = monitor.series_info
+    for name in values:
+        info.setdefault(name, {"provenance": "measured", "source": source})
+    if values:
+        monitor.record(values)
+    return len(values)
+
+
+class Adapter:
+    """One framework's part of the wing (one per run): ``framework`` names its control, warnings and switch
+    (``framework-<name>``), ``control`` is its control class, ``sites`` what it wraps, ``steps_at`` the attribute of
+    the framework's own step count, ``joins_iterables`` whether a callbacks argument of the framework's own list
+    type gets a list with ours."""
+
+    framework = ""
+    control: type[FrameworkControl] | None = None
+    sites: tuple[Site, ...] = ()
+    steps_at = ""
+    joins_iterables = True
+
+    def __init__(self, wing: Any) -> None:
+        self.wing = wing
+
+    def wrap(self, site: Site, original: Any) -> Any:
+        """The wrapper of ``site``: the adapter's ``on_<attr>(original, owner_self, *args, **kwargs)``, else a fit."""
+        method = getattr(self, f"on_{site.attr}", None)
+        if method is None:
+            return self.fit(site, original)
+
+        @functools.wraps(original)
+        def wrapper(target: Any, *args: Any, **kwargs: Any) -> Any:
+            return method(original, target, *args, **kwargs)
+
+        return wrapper
+
+    def after_wrap(self, site: Site, owner: Any) -> None:
+        """Called once ``site`` is wrapped on ``owner``."""
+
+    def callback(self) -> Any:
+        """The callback that joins a fit's callbacks argument (``None``: none)."""
+        return None
+
+    def begin(self, site: Site, target: Any, args: tuple[Any, ...],
+              kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any], Any]:
+        """A fit of ``target`` begins: the arguments to call it with and what :meth:`end` gets (its callback)."""
+        extra = self.callback()
+        if extra is not None and site.callbacks_at >= 0:
+            args, kwargs = self.with_callback(site, args, kwargs, extra)
+        return args, kwargs, extra
+
+    def end(self, target: Any, extra: Any) -> None:
+        """The fit ended (:meth:`begin`'s ``extra``)."""
+
+    def own_steps(self, target: Any) -> int | None:
+        """The framework's own optimizer-step count, or ``None`` (never raises)."""
+        try:
+            return int(attrgetter(self.steps_at)(target)) if self.steps_at else None
+        except Exception:
+            return None
+
+    def fit(self, site: Site, original: Any) -> Any:
+        """A framework's fit: the callback joins it and the control is published while it runs (outermost only)."""
+        wing, adapter = self.wing, self
+
+        @functools.wraps(original)
+        def fit(target: Any, *args: Any, **kwargs: Any) -> Any:
+            if wing.depth or not wing.gate.here():
+                return original(target, *args, **kwargs)
+            try:
+                wing.begin(adapter, target)
+                args, kwargs, extra = adapter.begin(site, target, args, kwargs)
+            except Exception as exc:
+                wing.warn(adapter.framework, f"{adapter.framework} adapter disabled: {exc!r}")
+                return original(target, *args, **kwargs)
+            wing.depth += 1
+            try:
+                return original(target, *args, **kwargs)
+            finally:
+                wing.depth -= 1
+                wing.end(adapter, target, extra)
+
+        return fit
+
+    def with_callback(self, site: Site, args: tuple[Any, ...], kwargs: dict[str, Any],
+                      extra: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """``args, kwargs`` with ``extra`` appended to the site's callbacks argument (a new list)."""
+        at = site.callbacks_at
+        given = args[at] if len(args) > at else kwargs.get(site.callbacks_name)
+        if given is None:
+            merged: Any = [extra]
+        elif isinstance(given, (list, tuple)):
+            merged = [*given, extra]
+        elif not self.joins_iterables:  # keras' CallbackList (or anything else): left as given
+            return args, kwargs
+        elif hasattr(type(given), "__iter__") and not isinstance(given, (str, bytes)):  # fastai's L (fit_one_cycle)
+            merged = [*given, extra]
+        else:  # one callback
+            merged = [given, extra]
+        if len(args) > at:
+            return (*args[:at], merged, *args[at + 1:]), kwargs
+        return args, {**kwargs, site.callbacks_name: merged}

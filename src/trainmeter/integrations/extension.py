@@ -1,0 +1,273 @@
+"""The integration wing: each framework and logger read through its own API, one patch per class, no code change.
+
+Extensions ``"taps"`` (the loggers' section) and ``"frameworks"``, made together by :func:`pair` (docs/spec.md
+section 11). While the run is active, one post-import hook wraps every adapter's call sites (at once for a library
+already imported). A framework's fit adds its adapter's callback to the framework's own list for that call and
+publishes its control (view, ``monitor.controls``); hand loops need none of it (the core's torch hooks see them).
+Wrappers act on the training thread of the training process only (a :class:`~trainmeter.core.patches.Gate`);
+:meth:`Integrations.view` and ``control.request_stop`` from any thread.
+"""
+
+from __future__ import annotations
+
+import functools
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+from trainmeter.core import explicit_steps, host_patches
+from trainmeter.core.extension import ExtensionBase, Report
+from trainmeter.core.patches import Gate, Patches, PostImportHooks
+from trainmeter.integrations.accelerate import AccelerateAdapter
+from trainmeter.integrations.adapter import Adapter, Site, record_logged
+from trainmeter.integrations.fastai import FastaiAdapter
+from trainmeter.integrations.hf import HfAdapter
+from trainmeter.integrations.keras import KerasAdapter
+from trainmeter.integrations.lightning import LightningAdapter
+from trainmeter.integrations.loggers import Loggers, tapped
+from trainmeter.integrations.view import FrameworksView
+
+if TYPE_CHECKING:
+    from trainmeter.core.monitor import Monitor
+
+ADAPTERS = (Loggers, HfAdapter, LightningAdapter, KerasAdapter, FastaiAdapter, AccelerateAdapter)
+SUMMARY_KEYS = {"transformers": "train_runtime"}  # a log carrying this key is the run's end summary
+STEPS_SOURCE = {"keras": "keras optimizer updates (BaseOptimizer.apply; else its callback's on_train_batch_end)",
+                "fastai": "fastai callback (after_step)"}
+
+
+class Taps(ExtensionBase):
+    """The loggers' section of the wing (extension ``"taps"``): what logger calls and framework logs recorded.
+    ``enabled``: ``options.tap`` (``--no-tap``: none is read). Counters written on the training thread, read by
+    ``panels`` and ``on_report`` (any thread)."""
+
+    name = "taps"
+    report_on_worker = True  # a steady report runs on_report on the report worker (docs/spec.md section 20)
+
+    def __init__(self, enabled: bool = True) -> None:
+        self.enabled = enabled
+        self.on = False  # read for this run: enabled, and not switched off (TRAINMETER_DISABLE=taps)
+        self.monitor: Monitor | None = None  # set by the wing's frameworks extension, which installs the taps
+        self.disabled: set[str] = set()
+        self.tapped: dict[str, int] = {}  # library -> calls recorded
+        self.points: dict[str, int] = {}  # library -> scalars recorded
+        self.patched: list[str] = []  # "module:owner.attr" patched for the taps during the run
+        self.summaries: dict[str, dict[str, float]] = {}  # library -> run-level summary values
+
+    def record(self, library: str, values: dict[str, Any]) -> None:
+        """Record one logging call's scalars (or keep the run's end summary it carries). Training thread."""
+        monitor = self.monitor
+        if monitor is None or library in self.disabled:
+            return
+        try:
+            summary_key = SUMMARY_KEYS.get(library)
+            if summary_key is not None and summary_key in values:
+                self.summaries.setdefault(library, {}).update(
+                    {k: float(v) for k, v in values.items() if isinstance(v, (int, float))})
+            else:
+                n = record_logged(monitor, library, values, f"logged through {library} (tap)")
+                self.points[library] = self.points.get(library, 0) + n
+            self.tapped[library] = self.tapped.get(library, 0) + 1
+        except Exception as exc:
+            self.warn(library, f"{library} tap disabled: {exc!r}")
+
+    def warn(self, library: str, message: str) -> None:
+        """A fault of ``library``'s tap: said once, and that tap records nothing more."""
+        self.disabled.add(library)
+        if self.monitor is not None:
+            self.monitor.warn_once(f"tap-{library}", message)
+
+    def passport_section(self) -> dict[str, Any]:
+        """``passport.json["taps"]``: which call sites were patched and what they recorded."""
+        return {"enabled": self.enabled, "patched": sorted(set(self.patched)), "calls": dict(self.tapped),
+                "scalars": dict(self.points), "disabled": sorted(self.disabled),
+                "summaries": {k: dict(v) for k, v in self.summaries.items()}}
+
+    def on_report(self, report: Report) -> dict[str, Any]:
+        """Run-log ``interval["taps"]``: calls recorded so far per library."""
+        return {"calls": dict(self.tapped)}
+
+    def panels(self) -> list[dict[str, Any]]:
+        """A "Logger taps" panel once a tap has recorded something (publisher thread)."""
+        calls = dict(self.tapped)
+        if not calls:
+            return []
+        points = dict(self.points)
+        rows = [{"label": library, "value": n, "unit": "count", "provenance": "counted",
+                 "note": f"{points.get(library, 0)} scalars"} for library, n in sorted(calls.items())]
+        return [{"id": "taps", "title": "Series from your loggers", "rows": rows,
+                 "note": "picked up from logger calls (calls per library); --no-tap turns this off"}]
+
+
+class Integrations(ExtensionBase):
+    """The adapters of one run (extension ``"frameworks"``; :attr:`taps` is its loggers' section, ``tap`` its
+    ``enabled``)."""
+
+    name = "frameworks"
+    report_on_worker = True  # a steady report runs on_report on the report worker (docs/spec.md section 20)
+
+    def __init__(self, tap: bool = True, *, adapters: tuple[type[Adapter], ...] = ADAPTERS) -> None:
+        self.taps = Taps(tap)
+        self.monitor: Monitor | None = None
+        self.gate = Gate()  # depth: logger calls in progress
+        self.patches = Patches()
+        self.depth = 0  # fits in progress
+        self.short_steps = 0  # accelerate's short accumulation steps shown as their mean
+        self.fits: dict[str, int] = {}
+        self.framework_steps: dict[str, int] = {}
+        self.explicit_steps: dict[str, int] = {}
+        self.patched: list[str] = []
+        self._adapters = tuple(cls(self) for cls in adapters)
+        self._hooks: PostImportHooks | None = None
+        self._allowed: dict[str, bool] = {}  # framework -> its fits are adapted (frameworks, framework-<name> on)
+        self._control: Any = None
+        self._framework: str | None = None
+
+    # -- lifecycle -----------------------------------------------------------------
+    def start(self, monitor: Monitor) -> None:
+        """Wrap the libraries already imported and watch for the others (one hook for every adapter)."""
+        self.monitor = self.taps.monitor = monitor
+        taps = self.taps
+        taps.on = taps.enabled and host_patches.allow("taps", monitor.warn_once)
+        fits = host_patches.allow("frameworks", monitor.warn_once)
+        self._allowed = {a.framework: fits and host_patches.allow(f"framework-{a.framework}", monitor.warn_once)
+                         for a in self._adapters if a.control is not None}
+        by_module: dict[str, list[tuple[Adapter, Site]]] = {}
+        for adapter in self._adapters:
+            for site in adapter.sites:
+                if taps.on if site.tap else (fits or (site.logs and taps.on)):
+                    by_module.setdefault(site.module, []).append((adapter, site))
+        if not by_module:
+            return
+        self.gate.open()
+        self._hooks = PostImportHooks({name: functools.partial(self._patch_module, entries)
+                                       for name, entries in by_module.items()})
+        self._hooks.install()
+
+    def stop(self) -> None:
+        """Remove the hook and every wrapper (the callbacks leave with their fit). Idempotent."""
+        self.gate.close()
+        if self._hooks is not None:
+            self._hooks.remove()  # idempotent
+        self.patches.restore_all()
+        self._publish(None)
+
+    def view(self) -> FrameworksView:
+        """The control of the framework in its fit now, and where steps come from (any thread)."""
+        return FrameworksView(control=self._control, framework=self._framework, steps_source=self._steps_source())
+
+    def _steps_source(self) -> str:
+        return STEPS_SOURCE.get(self._framework or "", "torch.optim step hook")
+
+    # -- wrapping ------------------------------------------------------------------
+    def _patch_module(self, entries: list[tuple[Adapter, Site]], module: ModuleType) -> None:
+        if not self.gate.active:
+            return
+        for adapter, site in entries:
+            owner: Any = getattr(module, site.owner, None) if site.owner else module
+            if site.owner and not isinstance(owner, type):
+                continue
+            fits = not site.tap and self._allowed.get(adapter.framework, False)
+            taps = self.taps.on and bool(site.tap or site.logs)
+            where = [f"{site.module}:{site.owner + '.' if site.owner else ''}{site.attr}"]
+            make = functools.partial(tapped, self, site) if site.tap else functools.partial(adapter.wrap, site)
+            try:
+                if (fits or taps) and self.patches.wrap(owner, site.attr, make):
+                    self.patched += where if fits else []
+                    self.taps.patched += where if taps else []
+                    adapter.after_wrap(site, owner)
+            except Exception as exc:
+                (self.taps.warn(site.tap, f"tap on {site.module}.{site.attr} not installed: {exc!r}") if site.tap
+                 else self.warn(adapter.framework, f"{adapter.framework} adapter not installed: {exc!r}"))
+
+    def begin(self, adapter: Adapter, target: Any) -> None:
+        """A fit of ``adapter``'s framework begins: its control is published (training thread)."""
+        framework = adapter.framework
+        if adapter.control is None or not self._allowed.get(framework):
+            return  # wrapped for the taps alone
+        self._framework = framework
+        self.fits[framework] = self.fits.get(framework, 0) + 1
+        self._publish(adapter.control(target))
+
+    def end(self, adapter: Adapter, target: Any, extra: Any) -> None:
+        """The fit ended: its callback leaves, the framework's own step count is kept (training thread)."""
+        framework = adapter.framework
+        try:
+            adapter.end(target, extra)
+            steps = adapter.own_steps(target) if self._allowed.get(framework) else None
+            if steps is not None:
+                self.framework_steps[framework] = steps
+                self.compare_steps(framework, steps)
+        except Exception as exc:
+            self.warn(framework, f"{framework} adapter fault at the fit's end: {exc!r}")
+        self._publish(None)
+
+    def _publish(self, control: Any) -> None:
+        self._control = control
+        if self.monitor is not None:
+            self.monitor.controls.use_framework(control)
+
+    def compare_steps(self, framework: str, steps: int) -> None:
+        """The framework's own count is the truth: a count of ours that differs after its one fit is said."""
+        monitor = self.monitor
+        if monitor is None or sum(self.fits.values()) != 1 or monitor.steps in (0, steps):
+            return
+        monitor.warn_once(f"framework-steps-{framework}",
+                          f"{framework} counted {steps} optimizer steps, trainmeter {monitor.steps}: the step "
+                          "series and rates follow trainmeter's count (passport frameworks.framework_steps)")
+
+    # -- the adapters' calls -------------------------------------------------------
+    def framework_step(self, framework: str, model: Any, samples: int | None = None) -> None:
+        """One optimizer step the framework made, invisible to torch's hooks (training thread)."""
+        monitor = self.monitor
+        if monitor is None or not self.gate.here():
+            return
+        self.explicit_steps[framework] = self.explicit_steps.get(framework, 0) + 1
+        explicit_steps.explicit_step(monitor, framework, model, samples)
+
+    def framework_logs(self, framework: str, logs: Any) -> None:
+        """An epoch's logged numbers (Keras' ``logs``, fastai's Recorder row; not ``epoch``, ``time``) as series."""
+        monitor = self.monitor
+        if monitor is None or not self.gate.here() or not hasattr(logs, "items"):
+            return
+        try:
+            values = {str(k): float(v) for k, v in logs.items()
+                      if k not in ("epoch", "time") and isinstance(v, (int, float)) and not isinstance(v, bool)}
+            record_logged(monitor, framework, values, f"logged by {framework} at each epoch's end", measured=False)
+        except Exception as exc:
+            self.warn(framework, f"{framework} logs not recorded: {exc!r}")
+
+    def stop_requested(self, framework: str) -> bool:
+        """Whether the control was asked to stop (the callback ends the fit its framework's way)."""
+        held = self._control
+        return held is not None and held.name == framework and bool(getattr(held, "stop_requested", False))
+
+    def warn(self, framework: str, message: str) -> None:
+        """A fault of ``framework``'s adapter, said once."""
+        if self.monitor is not None:
+            self.monitor.warn_once(f"framework-{framework}", message)
+
+    # -- sinks ---------------------------------------------------------------------
+    def on_report(self, report: Report) -> dict[str, Any] | None:
+        """The one warning for backward calls with no step trainmeter knows (at the first report that sees it)."""
+        monitor = self.monitor
+        if monitor is not None and explicit_steps.steps_unknown(monitor):
+            monitor.warn_once("steps-unseen", explicit_steps.unseen_message(monitor))
+        return None
+
+    def passport_section(self) -> dict[str, Any]:
+        """``passport.json["frameworks"]``: fits seen, where steps came from, the framework's own step count."""
+        info = self.monitor.series_info.get("train_loss") if self.monitor is not None else None
+        if self.short_steps and isinstance(info, dict):
+            note = (f"{self.short_steps} short accumulation step(s) (fewer micro-batches than accelerate's "
+                    "gradient_accumulation_steps, each divided by it) shown as the mean of their micro-batch losses")
+            info["note"] = "; ".join(n for n in (info.get("note"), note) if n)
+        return {"short_accumulation_steps": self.short_steps, "fits": dict(self.fits), "framework": self._framework,
+                "steps_source": self._steps_source(),
+                "framework_steps": dict(self.framework_steps), "explicit_steps": dict(self.explicit_steps),
+                "patched": sorted(set(self.patched))}
+
+
+def pair(tap: bool = True) -> tuple[Taps, Integrations]:
+    """The wing's two extensions, ``taps`` then ``frameworks`` (``tap``: ``options.tap``)."""
+    wing = Integrations(tap)
+    return wing.taps, wing

@@ -1,0 +1,95 @@
+"""The Hugging Face adapter (TRL's trainers are subclasses): ``Trainer.train`` gets trainmeter's TrainerCallback.
+
+Two of them join the trainer's list for the call, first and last: the first's ``on_log`` records what
+``Trainer.log`` was given (the taps' library ``transformers``) and holds the other taps off until the last one's
+(the log going on to TensorBoard or W&B is recorded once); the last one's ``on_step_end`` carries out a stop.
+Steps come from the torch.optim hook. Training thread.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from trainmeter.integrations.adapter import Adapter, Site
+from trainmeter.integrations.loggers import scalars
+from trainmeter.integrations.view import FrameworkControl
+
+
+class HfControl(FrameworkControl):
+    """A ``transformers.Trainer``: the adapter's callback sets ``control.should_training_stop`` at the step end."""
+
+    name, saver = "hf", "save_model"
+
+
+def as_passed(args: Any, logs: Any) -> dict[str, Any]:
+    """The scalars of ``logs`` as ``Trainer.log`` was given them: it adds ``epoch`` before its callbacks see them
+    (and with ``include_num_input_tokens_seen`` the token count, and to a step's log its speed)."""
+    added = {"epoch"}
+    if getattr(args, "include_num_input_tokens_seen", "no") not in ("no", False, None):
+        added.add("num_input_tokens_seen")
+        if hasattr(logs, "__contains__") and "loss" in logs:
+            added.update(("train_runtime", "train_tokens_per_second"))
+    return {k: v for k, v in scalars(logs).items() if k not in added}
+
+
+@functools.cache
+def callback_class() -> type:
+    """trainmeter's ``transformers.TrainerCallback``, made at the first train call: ``cls(adapter, last)``."""
+    from transformers import TrainerCallback
+
+    class TrainmeterTrainerCallback(TrainerCallback):
+        """trainmeter's logs and stop in ``Trainer.train`` (removed with the train call)."""
+
+        def __init__(self, adapter: HfAdapter, last: bool) -> None:
+            self._adapter = adapter
+            self._last = last
+
+        def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **kwargs: Any) -> Any:
+            self._adapter.logged(args, logs, self._last)
+
+        def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
+            if self._last and self._adapter.wing.stop_requested("hf"):
+                control.should_training_stop = True
+            return control
+
+    return TrainmeterTrainerCallback
+
+
+class HfAdapter(Adapter):
+    """``transformers.Trainer.train``: its logs (for the taps) and its stop and save (``HfControl``)."""
+
+    framework = "hf"
+    control = HfControl
+    sites = (Site(module="transformers.trainer", owner="Trainer", attr="train", logs=True),)
+    steps_at = "state.global_step"
+
+    def __init__(self, wing: Any) -> None:
+        super().__init__(wing)
+        self._held = 0  # taps held off by the first callback's on_log, until the last one's
+
+    def begin(self, site: Site, target: Any, args: tuple[Any, ...],
+              kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any], Any]:
+        pair = (callback_class()(self, False), callback_class()(self, True))  # the first and the last of the list
+        listed = target.callback_handler.callbacks
+        listed.insert(0, pair[0])
+        listed.append(pair[1])
+        return args, kwargs, pair
+
+    def end(self, target: Any, extra: Any) -> None:
+        self.wing.gate.depth -= self._held
+        self._held = 0
+        for one in extra:
+            target.remove_callback(one)
+
+    def logged(self, args: Any, logs: Any, last: bool) -> None:
+        """One ``Trainer.log``: the first callback records it, the last lets the other taps record again."""
+        gate = self.wing.gate
+        if last:
+            gate.depth -= self._held
+            self._held = 0
+        elif gate.here():
+            if not gate.depth and self.wing.taps.on:
+                self.wing.taps.record("transformers", as_passed(args, logs))
+            gate.depth += 1
+            self._held += 1

@@ -1,0 +1,166 @@
+"""The Keras 3 adapter (torch backend): ``fit``, ``train_on_batch`` and its optimizers' ``apply``/``scale_loss``.
+
+A step is each update the fitted model's optimizer applies (not torch.optim: no torch hook sees it; several per
+``train_function`` call under ``steps_per_execution``), a batch end counting one only where no update was seen.
+The model is watched from the fit's start; ``train_on_batch`` is one step, its NumPy batch's rows its samples; the
+optimizer's loss scale is divided out at backward; each epoch's ``logs`` become series. Training thread.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from trainmeter.core import explicit_steps
+from trainmeter.integrations.adapter import Adapter, Site
+from trainmeter.integrations.view import FrameworkControl
+
+
+class KerasControl(FrameworkControl):
+    """A Keras 3 model in ``fit``: ``model.stop_training`` (read after each batch)."""
+
+    name, stop_flag, saver, suffix = "keras", "stop_training", "save", ".keras"
+
+
+def rows(x: Any) -> int | None:
+    """Rows of a batch given as an array (``train_on_batch(x, y)``), or ``None``."""
+    try:
+        shape = getattr(x, "shape", None)
+        return int(shape[0]) if shape is not None and len(shape) >= 1 else None
+    except Exception:
+        return None
+
+
+def loss_scale(optimizer: Any) -> Any:
+    """The factor a Keras optimizer's ``scale_loss`` multiplied the loss by, as its own code reads it: a
+    ``LossScaleOptimizer``'s dynamic scale (its variable's tensor once built, else ``initial_scale``), else
+    ``loss_scale_factor``; ``None`` when it does not scale. Never raises."""
+    try:
+        if hasattr(optimizer, "dynamic_scale") or hasattr(optimizer, "inner_optimizer"):
+            if getattr(optimizer, "built", False):
+                variable = optimizer.dynamic_scale
+                return getattr(variable, "value", variable)
+            return float(optimizer.initial_scale)
+        factor = getattr(optimizer, "loss_scale_factor", None)
+        return None if factor is None else float(factor)
+    except Exception:
+        return None
+
+
+@functools.cache
+def _callback_class() -> type:
+    import keras
+
+    class TrainmeterKerasCallback(keras.callbacks.Callback):
+        """trainmeter's step source in ``Model.fit`` (removed with the fit)."""
+
+        def __init__(self, adapter: KerasAdapter) -> None:
+            super().__init__()
+            self._adapter = adapter
+
+        def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
+            self._adapter.step(self.model)
+
+        def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
+            self._adapter.wing.framework_logs("keras", logs)
+
+    return TrainmeterKerasCallback
+
+
+_OPT = "keras.src.optimizers"
+
+
+class KerasAdapter(Adapter):
+    """``TorchTrainer.fit``/``train_on_batch``, ``BaseOptimizer.apply``/``scale_loss`` and
+    ``LossScaleOptimizer.scale_loss``."""
+
+    framework = "keras"
+    control = KerasControl
+    joins_iterables = False
+    steps_at = "optimizer.iterations"
+    sites = (
+        Site(module="keras.src.backend.torch.trainer", owner="TorchTrainer", attr="fit", callbacks_at=5,
+             callbacks_name="callbacks"),
+        Site(module="keras.src.backend.torch.trainer", owner="TorchTrainer", attr="train_on_batch"),
+        Site(module=f"{_OPT}.base_optimizer", owner="BaseOptimizer", attr="apply"),
+        Site(module=f"{_OPT}.base_optimizer", owner="BaseOptimizer", attr="scale_loss"),
+        Site(module=f"{_OPT}.loss_scale_optimizer", owner="LossScaleOptimizer", attr="scale_loss"),
+    )
+
+    def __init__(self, wing: Any) -> None:
+        super().__init__(wing)
+        self.held: Any = None  # (model, rows of a train_on_batch batch) while a Keras fit or batch runs
+        self._applied = 0  # updates of that model's optimizer counted since its last batch end
+
+    def callback(self) -> Any:
+        """A ``keras.callbacks.Callback``: each training batch's end is a step of its model (unless its optimizer's
+        updates were counted), each epoch's ``logs`` series."""
+        return _callback_class()(self)
+
+    def begin(self, site: Site, target: Any, args: tuple[Any, ...],
+              kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any], Any]:
+        self.held, self._applied = (target, None), 0
+        if self.wing.monitor is not None:
+            explicit_steps.stepper(self.wing.monitor, "keras", target)  # the model watched from its first batch
+        return super().begin(site, target, args, kwargs)
+
+    def end(self, target: Any, extra: Any) -> None:
+        self.held = None
+
+    def step(self, model: Any, samples: int | None = None, update: bool = False) -> None:
+        """An update of its optimizer is a step; a batch end is one only when no update was seen since the last."""
+        wing = self.wing
+        if wing.monitor is None or not wing.gate.here():
+            return
+        if update:
+            self._applied += 1
+        else:
+            applied, self._applied = self._applied, 0
+            if applied:
+                return  # the updates since the last batch end were its steps
+        wing.framework_step("keras", model, samples)
+
+    def on_train_on_batch(self, original: Any, target: Any, *args: Any, **kwargs: Any) -> Any:
+        """One optimizer step of Keras' own, outside fit."""
+        wing = self.wing
+        if wing.depth or not wing.gate.here():
+            return original(target, *args, **kwargs)
+        if wing.monitor is not None:
+            explicit_steps.stepper(wing.monitor, "keras", target)  # its batch counted from the first call
+        batch = rows(args[0] if args else kwargs.get("x"))
+        self.held, held = (target, batch), self.held
+        try:
+            result = original(target, *args, **kwargs)
+        finally:
+            self.held = held
+        self.step(target, batch)
+        return result
+
+    def on_apply(self, original: Any, optimizer: Any, *args: Any, **kwargs: Any) -> Any:
+        """One update of the fitted model's optimizer (or of its loss-scale wrapper's inner one): a step."""
+        held = self.held
+        result = original(optimizer, *args, **kwargs)
+        if held is None or not self.wing.gate.here():
+            return result
+        try:
+            own = getattr(held[0], "optimizer", None)
+            if optimizer is own or optimizer is getattr(own, "inner_optimizer", None):
+                self.step(held[0], held[1], update=True)
+        except Exception as exc:
+            self.wing.warn("keras", f"keras adapter's step count disabled: {exc!r}")
+        return result
+
+    def on_scale_loss(self, original: Any, optimizer: Any, *args: Any, **kwargs: Any) -> Any:
+        """The fitted model's optimizer scaled the loss before backward: the scale is divided out at backward."""
+        out = original(optimizer, *args, **kwargs)
+        monitor, held, loss = self.wing.monitor, self.held, args[0] if args else kwargs.get("loss")
+        if held is None or out is loss or monitor is None or not self.wing.gate.here():
+            return out
+        try:
+            if optimizer is getattr(held[0], "optimizer", None):
+                scale = loss_scale(optimizer)
+                if scale is not None:
+                    explicit_steps.scaled_loss(monitor, out, scale, loss)
+        except Exception as exc:
+            self.wing.warn("keras", f"keras adapter's loss scale disabled: {exc!r}")
+        return out

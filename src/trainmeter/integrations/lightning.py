@@ -1,0 +1,36 @@
+"""The Lightning adapter (``lightning.pytorch`` and ``pytorch_lightning``): ``Trainer.fit`` and its logged metrics.
+
+``Trainer.fit`` publishes a ``LightningControl`` (``trainer.should_stop``, read by its loop after each batch;
+``trainer.save_checkpoint``); steps come from the torch.optim hook, ``trainer.global_step`` is kept at the end.
+What the module logs is read where Lightning hands it to its loggers, ``_LoggerConnector.log_metrics``, as the
+taps' library ``lightning``: no callback hook sees those values at the step they are logged (the connector logs
+a step's metrics after the callbacks' ``on_train_batch_end``, and an epoch's after their ``on_train_epoch_end``,
+and ``trainer.logged_metrics`` accumulates), so that method stays patched, here beside the fit.
+"""
+
+from __future__ import annotations
+
+from trainmeter.integrations.adapter import Adapter, Site
+from trainmeter.integrations.loggers import method_dict
+from trainmeter.integrations.view import FrameworkControl
+
+
+class LightningControl(FrameworkControl):
+    """A Lightning ``Trainer``: ``trainer.should_stop`` (read by its loop after each batch)."""
+
+    name, stop_flag, saver, suffix = "lightning", "should_stop", "save_checkpoint", ".ckpt"
+
+
+_LC = "trainer.connectors.logger_connector.logger_connector"
+
+
+class LightningAdapter(Adapter):
+    """``Trainer.fit`` (the control) and ``_LoggerConnector.log_metrics`` (the taps), in both package names."""
+
+    framework = "lightning"
+    control = LightningControl
+    sites = tuple(site for package in ("lightning.pytorch", "pytorch_lightning") for site in (
+        Site(module=f"{package}.trainer.trainer", owner="Trainer", attr="fit"),
+        Site(tap="lightning", module=f"{package}.{_LC}", owner="_LoggerConnector", attr="log_metrics",
+             extract=method_dict("metrics"))))
+    steps_at = "global_step"

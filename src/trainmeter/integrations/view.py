@@ -1,0 +1,60 @@
+"""What the integration wing publishes: the control of the framework training now (``extension("frameworks")``;
+the same control goes to ``monitor.controls.use_framework`` while its fit runs: docs/spec.md section 11)."""
+
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+SAVE_NAME = "trainmeter-checkpoint"  # the file or folder a control writes inside dir_path
+
+
+class FrameworkControl:
+    """Stop and save through the framework that is training (``name``: ``"hf"``, ``"lightning"``, ...), holding its
+    object weakly. :meth:`request_stop` sets ``stop_flag`` on it (``""``: only ``stop_requested``, which the adapter's
+    callback carries out at the next step boundary; ``can_stop`` False: no stop); :meth:`save_checkpoint` calls its
+    ``saver`` with ``<dir_path>/trainmeter-checkpoint<suffix>`` (``absolute``: as a Path). ``request_stop`` from any
+    thread, ``save_checkpoint`` on the training thread."""
+
+    name = saver = suffix = stop_flag = ""
+    can_stop, absolute = True, False
+
+    def __init__(self, target: Any) -> None:
+        self._ref = weakref.ref(target)
+        self.stop_requested = False
+
+    def target(self) -> Any:
+        """The framework object; ``RuntimeError`` when it is gone."""
+        target = self._ref()
+        if target is None:
+            raise RuntimeError(f"the {self.name} object this control drove is gone")
+        return target
+
+    def request_stop(self) -> bool:
+        """Ask the framework to end at its next step boundary through its own mechanism; ``False`` if it cannot."""
+        if not self.can_stop:
+            return False
+        target = self.target()
+        if self.stop_flag:
+            setattr(target, self.stop_flag, True)
+        self.stop_requested = True
+        return True
+
+    def save_checkpoint(self, dir_path: str) -> str:
+        """Save through the framework's saver into ``dir_path``; the path it wrote (its own answer, else ours)."""
+        path = Path(dir_path) / f"{SAVE_NAME}{self.suffix}"
+        written = getattr(self.target(), self.saver)(path.absolute() if self.absolute else str(path))
+        return str(written) if written is not None else str(path)
+
+
+@dataclass(frozen=True)
+class FrameworksView:
+    """The framework adapters at the time of asking (any thread): the ``control`` of the framework in its
+    ``fit``/``train`` now (``None``: none, or it ended), the ``framework`` of the last fit seen, and where the step
+    count comes from (``steps_source``)."""
+
+    control: FrameworkControl | None = None
+    framework: str | None = None
+    steps_source: str = "torch.optim step hook"
