@@ -143,3 +143,28 @@ def test_fastai_fit_one_cycle_goes_through_the_adapted_fit(run_root):
         with learn.no_logging():
             learn.fit_one_cycle(1, 1e-2)
     assert m.steps == 3 == learn.train_iter and m.tokens == 24
+
+
+@pytest.mark.slow
+def test_hf_evaluate_after_train_records_its_eval_loss_once_as_evaluate_inside_train_does(run_root, tmp_path):
+    import json
+
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    model = transformers.GPT2LMHeadModel(
+        transformers.GPT2Config(vocab_size=64, n_positions=16, n_embd=16, n_layer=1, n_head=2))
+    data = [{"input_ids": torch.randint(0, 64, (8,)), "labels": torch.randint(0, 64, (8,))} for _ in range(8)]
+    args = transformers.TrainingArguments(
+        output_dir=str(tmp_path / "out"), max_steps=4, eval_strategy="steps", eval_steps=2, logging_steps=2,
+        per_device_train_batch_size=2, per_device_eval_batch_size=4, report_to=[], save_strategy="no",
+        use_cpu=True, disable_tqdm=True, dataloader_num_workers=0)
+    trainer = transformers.Trainer(model=model, args=args, train_dataset=data, eval_dataset=data[:4])
+    with tm.monitor(run_dir=run_root, interval_s=3600, name="hf-eval") as run:
+        trainer.train()
+        after = trainer.evaluate()["eval_loss"]
+    points = [(s, v) for line in (run.run_dir / "events.jsonl").read_text().splitlines()
+              for e in [json.loads(line)] if e.get("kind") == "series" and e.get("name") == "eval_loss"
+              for s, v in zip(e["step"], e["value"], strict=True)]
+    assert [s for s, _ in points] == [2, 4, 4]  # the two evaluations of train, then the one after it, once each
+    assert points[-1][1] == pytest.approx(after)
+    assert not any(cb.__class__.__name__ == "TrainmeterTrainerCallback" for cb in trainer.callback_handler.callbacks)

@@ -1,4 +1,5 @@
-"""The Hugging Face adapter (TRL's trainers are subclasses): ``Trainer.train`` gets trainmeter's TrainerCallback.
+"""The Hugging Face adapter (TRL's trainers are subclasses): ``Trainer.train`` and ``Trainer.evaluate`` get
+trainmeter's TrainerCallback (an evaluate inside train goes through train's; after it, its own for its logs).
 
 Two of them join the trainer's list for the call, first and last: the first's ``on_log`` records what
 ``Trainer.log`` was given (the taps' library ``transformers``) and holds the other taps off until the last one's
@@ -61,7 +62,8 @@ class HfAdapter(Adapter):
 
     framework = "hf"
     control = HfControl
-    sites = (Site(module="transformers.trainer", owner="Trainer", attr="train", logs=True),)
+    sites = (Site(module="transformers.trainer", owner="Trainer", attr="train", logs=True),
+             Site(module="transformers.trainer", owner="Trainer", attr="evaluate", logs=True))
     steps_at = "state.global_step"
 
     def __init__(self, wing: Any) -> None:
@@ -75,6 +77,24 @@ class HfAdapter(Adapter):
         listed.insert(0, pair[0])
         listed.append(pair[1])
         return args, kwargs, pair
+
+    def on_evaluate(self, original: Any, target: Any, *args: Any, **kwargs: Any) -> Any:
+        """``Trainer.evaluate`` outside ``train`` (after it, say): the callbacks join for its logs alone (no fit, no
+        control); inside ``train`` the train call's callbacks see them."""
+        wing = self.wing
+        if wing.depth or not wing.gate.here():
+            return original(target, *args, **kwargs)
+        try:
+            args, kwargs, pair = self.begin(self.sites[1], target, args, kwargs)
+        except Exception as exc:
+            wing.warn(self.framework, f"{self.framework} adapter disabled: {exc!r}")
+            return original(target, *args, **kwargs)
+        wing.depth += 1
+        try:
+            return original(target, *args, **kwargs)
+        finally:
+            wing.depth -= 1
+            self.end(target, pair)
 
     def end(self, target: Any, extra: Any) -> None:
         self.wing.gate.depth -= self._held
