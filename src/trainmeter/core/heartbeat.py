@@ -11,7 +11,7 @@ log then says where it was and since when.
 The step's start is the end of the last counted step (the step series' last time), not
 before the look that last saw the counter move; the hot path is not touched. The thread
 looks once a tick only while a report is due or overdue; before that it sleeps until the
-next report is due (``hot.next_report_s``), so a run whose reports come on time wakes it
+next report is due (``StepRecorder.next_report_s``), so a run whose reports come on time wakes it
 about twice an interval (docs/spec.md section 18). Tests drive :meth:`Heartbeat.beat` with a
 ``FakeClock`` instead of the thread.
 """
@@ -31,7 +31,7 @@ class Heartbeat:
     """Notes the step counter once a tick; writes a heartbeat when no report came for an interval.
 
     Args:
-        monitor: The run (``hot.steps``, ``reports``, ``phases``, ``clock``, ``text``, ``record_sink``).
+        monitor: The run (``steps_state.steps``, ``reports``, ``phases``, ``clock``, ``text``, ``record_sink``).
         say: Prints one text line (the monitor's text sink).
         interval_s: The run's report interval: at most one heartbeat per interval, and only after one
             interval without a report.

@@ -1,10 +1,10 @@
 """The monitor's own cost (name ``overhead``): the number to quote when asked whether monitoring slowed the run.
 
-- ``on_step_us``: wall microseconds of the monitor's per-step bookkeeping (``Monitor.on_step``),
+- ``on_step_us``: wall microseconds of the monitor's per-step bookkeeping (the step rule, ``StepRecorder.step``),
   timed on 1 step in k (never every step), steps that ran a report left out (reports are counted
   in ``reporting_s``). k is at least :data:`SAMPLE_EVERY` and grows until the timed steps' bookkeeping
-  is at most :data:`TIMED_SHARE` of the steps' time (a timed step takes the probes' general path),
-  at most :data:`MAX_SAMPLE_EVERY`. The torch hooks' own Python frames around it are not included.
+  is at most :data:`TIMED_SHARE` of the steps' time, at most :data:`MAX_SAMPLE_EVERY` (the core runs the
+  timed step's rule through this wing's timer: ``Monitor.time_next_step``). The torch hooks' own Python frames around it are not included.
 - ``reporting_s`` / ``reporting_share``: the ``reporting`` phase (reports, text line, run log on
   the training thread) and its share of the session.
 - ``threads``: CPU seconds of trainmeter's own threads (names starting ``trainmeter-``: GPU
@@ -62,7 +62,7 @@ class Overhead(ExtensionBase):
         self._figures: dict[str, Any] = {}
 
     def start(self, monitor: Monitor) -> None:
-        """Time the monitor's ``on_step`` on 1 step in :attr:`every` (a wrapper put on for that step only)."""
+        """Time the step rule on 1 step in :attr:`every` (through the core's timing hook, for that step only)."""
         self._m = monitor
         self._t0 = self._now()
         monitor.at_step(SAMPLE_EVERY - 1, self._arm)
@@ -108,7 +108,7 @@ class Overhead(ExtensionBase):
         return min(MAX_SAMPLE_EVERY, max(SAMPLE_EVERY, every))
 
     def stop(self) -> None:
-        """Read the threads once more (they still run) and unwrap ``on_step``."""
+        """Read the threads once more (they still run); no timed step is armed after this."""
         m = self._m
         if m is None or self._t1 is not None:
             return
