@@ -326,18 +326,21 @@ def _targets(node: ast.AST) -> list[ast.expr]:
     return out
 
 
+def _method_writes(cls: ast.ClassDef) -> list[tuple[str, ast.expr]]:
+    """``(self, target)`` of every assignment in the methods of ``cls`` (``self``: each method's first parameter)."""
+    return [(method.args.args[0].arg, target) for method in cls.body
+            if isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)) and method.args.args
+            for node in ast.walk(method) for target in _targets(node)]
+
+
+def _is_self(node: ast.expr, me: str) -> bool:
+    return isinstance(node, ast.Name) and node.id == me
+
+
 def _self_writes(cls: ast.ClassDef) -> set[str]:
-    """The ``self.<attr>`` names the methods of ``cls`` assign (``self``: each method's first parameter)."""
-    out: set[str] = set()
-    for method in cls.body:
-        if not isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)) or not method.args.args:
-            continue
-        me = method.args.args[0].arg
-        for node in ast.walk(method):
-            for target in _targets(node):
-                if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == me:
-                    out.add(target.attr)
-    return out
+    """The ``self.<attr>`` names the methods of ``cls`` assign."""
+    return {target.attr for me, target in _method_writes(cls)
+            if isinstance(target, ast.Attribute) and _is_self(target.value, me)}
 
 
 def test_no_attribute_of_a_core_object_is_written_by_two_classes_of_its_hierarchy():
@@ -376,18 +379,9 @@ SHARED_STATE = {"hot", "_hot", "_busy"}
 
 def _held_writes(cls: ast.ClassDef) -> set[str]:
     """``self.<part>.<attr>`` targets the methods of ``cls`` assign, besides the shared state objects'."""
-    out: set[str] = set()
-    for method in cls.body:
-        if not isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)) or not method.args.args:
-            continue
-        me = method.args.args[0].arg
-        for node in ast.walk(method):
-            for target in _targets(node):
-                held = target.value if isinstance(target, ast.Attribute) else None
-                if (isinstance(held, ast.Attribute) and isinstance(held.value, ast.Name) and held.value.id == me
-                        and held.attr not in SHARED_STATE):
-                    out.add(f"{ast.unparse(held)}.{target.attr}")
-    return out
+    return {ast.unparse(target) for me, target in _method_writes(cls)
+            if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Attribute)
+            and _is_self(target.value.value, me) and target.value.attr not in SHARED_STATE}
 
 
 def test_no_core_object_writes_an_attribute_of_a_part_it_holds():
