@@ -275,3 +275,149 @@ def test_no_wing_reads_a_private_attribute_of_the_monitor():
     offenders = [f"{path.relative_to(PKG)}:{n}" for wing in WINGS for path in _wing_modules(wing)
                  for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if reads.search(line)]
     assert offenders == []
+
+
+# -- the core is made of objects that own their state ------------------------------------------------------------
+# The only base classes a class in core/ may name: contracts (Protocol; the extension contract's base, which the wings
+# subclass), exceptions and warnings, and typing's record types. Anything else is a mixin sharing its subclass's state.
+CORE_BASES_ALLOWED = {"object", "Protocol", "NamedTuple", "TypedDict", "Enum", "ExtensionBase"}
+
+
+def _core_classes() -> list[tuple[Path, ast.ClassDef]]:
+    return [(path, node) for path in sorted((PKG / "core").glob("*.py"))
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))) if isinstance(node, ast.ClassDef)]
+
+
+def _base_name(base: ast.expr) -> str:
+    """``Protocol`` for ``Protocol``, ``typing.Protocol`` and ``Protocol[T]``."""
+    if isinstance(base, ast.Subscript):
+        base = base.value
+    return base.attr if isinstance(base, ast.Attribute) else ast.unparse(base)
+
+
+def _allowed_base(name: str) -> bool:
+    import builtins
+
+    builtin = getattr(builtins, name, None)
+    return name in CORE_BASES_ALLOWED or (isinstance(builtin, type) and issubclass(builtin, BaseException))
+
+
+def test_no_class_in_the_core_has_a_mixin_base():
+    offenders = {f"{path.relative_to(PKG)}:{node.lineno} {node.name}({_base_name(base)})"
+                 for path, node in _core_classes() for base in node.bases if not _allowed_base(_base_name(base))}
+    assert offenders == set()
+
+
+def _targets(node: ast.AST) -> list[ast.expr]:
+    """What an assignment statement writes (tuple targets unpacked)."""
+    if isinstance(node, ast.Assign):
+        found = list(node.targets)
+    elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+        found = [node.target]
+    else:
+        return []
+    out: list[ast.expr] = []
+    while found:
+        target = found.pop()
+        if isinstance(target, (ast.Tuple, ast.List)):
+            found.extend(target.elts)
+        else:
+            out.append(target)
+    return out
+
+
+def _method_writes(cls: ast.ClassDef) -> list[tuple[str, ast.expr]]:
+    """``(self, target)`` of every assignment in the methods of ``cls`` (``self``: each method's first parameter)."""
+    return [(method.args.args[0].arg, target) for method in cls.body
+            if isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)) and method.args.args
+            for node in ast.walk(method) for target in _targets(node)]
+
+
+def _is_self(node: ast.expr, me: str) -> bool:
+    return isinstance(node, ast.Name) and node.id == me
+
+
+def _self_writes(cls: ast.ClassDef) -> set[str]:
+    """The ``self.<attr>`` names the methods of ``cls`` assign."""
+    return {target.attr for me, target in _method_writes(cls)
+            if isinstance(target, ast.Attribute) and _is_self(target.value, me)}
+
+
+def test_no_attribute_of_a_core_object_is_written_by_two_classes_of_its_hierarchy():
+    classes = {node.name: node for _, node in _core_classes()}
+
+    def ancestors(name: str) -> set[str]:
+        found: set[str] = set()
+        todo = [_base_name(b) for b in classes[name].bases]
+        while todo:
+            base = todo.pop()
+            if base in classes and base not in found:
+                found.add(base)
+                todo.extend(_base_name(b) for b in classes[base].bases)
+        return found
+
+    offenders = {f"{name}.{attr} and {base}.{attr}" for name in classes for base in ancestors(name)
+                 for attr in _self_writes(classes[name]) & _self_writes(classes[base])}
+    assert offenders == set()
+
+
+def test_the_hierarchy_check_sees_a_mixin_writing_its_owners_attribute():
+    tree = ast.parse("class Part:\n    def f(self):\n        self.x, self.y = 1, 2\n"
+                     "class Owner(Part):\n    def __init__(this):\n        this.x = 0\n")
+    part, owner = (n for n in tree.body if isinstance(n, ast.ClassDef))
+    assert _self_writes(part) & _self_writes(owner) == {"x"}
+    assert _base_name(owner.bases[0]) == "Part" and not _allowed_base("Part") and _allowed_base("UserWarning")
+    holder = ast.parse("class Owner:\n    def f(self):\n        self.part.x = 1\n        self._hot.y = 2\n"
+                       "        self.z = 3\n").body[0]
+    assert _held_writes(holder) == {"self.part.x"}
+
+
+# The state objects several parts write by design: the probes' per-call state (core/probe_state.py ProbeState: the
+# wrappers close over it, so the steady step reads slots, never a part's attributes) and a threading.local.
+SHARED_STATE = {"hot", "_hot", "_busy"}
+
+
+def _held_writes(cls: ast.ClassDef) -> set[str]:
+    """``self.<part>.<attr>`` targets the methods of ``cls`` assign, besides the shared state objects'."""
+    return {ast.unparse(target) for me, target in _method_writes(cls)
+            if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Attribute)
+            and _is_self(target.value.value, me) and target.value.attr not in SHARED_STATE}
+
+
+def test_no_core_object_writes_an_attribute_of_a_part_it_holds():
+    """A part's attributes are written by its own methods: the owner and the other parts call them."""
+    offenders = {f"{path.relative_to(PKG)}:{node.name} {target}" for path, node in _core_classes()
+                 for target in _held_writes(node)}
+    assert offenders == set()
+
+
+# What a part of the run holds the run as: it reads the run and calls its methods, and never writes its attributes.
+RUN_NAMES = ("self._monitor", "self._run", "self._m", "monitor", "run", "m")
+
+
+def _run_writes(source: str) -> list[tuple[int, str]]:
+    """``(line, target)`` of assignments to an attribute (or item) reached from the run, and ``setattr(run, ...)``."""
+    out = []
+    for node in ast.walk(ast.parse(source)):
+        for target in _targets(node):
+            if isinstance(target, (ast.Attribute, ast.Subscript)):
+                text = ast.unparse(target)
+                if any(text.startswith(f"{name}.") for name in RUN_NAMES):
+                    out.append((node.lineno, text))
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "setattr"
+                and node.args and ast.unparse(node.args[0]) in RUN_NAMES):
+            out.append((node.lineno, f"setattr({ast.unparse(node.args[0])}, ...)"))
+    return out
+
+
+def test_the_run_write_check_sees_attribute_item_and_setattr_writes():
+    source = ("def f(self, monitor, run):\n    self._monitor.lanes.x = 1\n    monitor.steps += 1\n"
+              "    run.info['a'] = 2\n    setattr(run, 'b', 3)\n    self._m = monitor\n    own.x = 4\n")
+    assert _run_writes(source) == [(2, "self._monitor.lanes.x"), (3, "monitor.steps"), (4, "run.info['a']"),
+                                   (5, "setattr(run, ...)")]
+
+
+def test_no_part_of_the_core_writes_the_runs_attributes():
+    offenders = {f"{path.relative_to(PKG)}:{line} {target}" for path in sorted((PKG / "core").glob("*.py"))
+                 for line, target in _run_writes(path.read_text(encoding="utf-8"))}
+    assert offenders == set()

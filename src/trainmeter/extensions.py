@@ -106,7 +106,8 @@ START_MODULES = (
     "trainmeter.core.probes", "trainmeter.core.wrappers", "trainmeter.core.discovery",
     "trainmeter.core.optimizer_steps", "trainmeter.core.lane_probes", "trainmeter.core.loss_capture",
     "trainmeter.core.root_calls", "trainmeter.core.seq_weights", "trainmeter.core.batch",
-    "trainmeter.core.compile_watch", "trainmeter.compute.peaks", "trainmeter.compute.peak_table",
+    "trainmeter.core.compile_watch", "trainmeter.core.reachable", "trainmeter.core.probe_state",
+    "trainmeter.compute.peaks", "trainmeter.compute.peak_table",
     # the GPU sampler's modules (it opens NVML on its own thread: imported here, no import runs there)
     "trainmeter.gpu.sampler", "trainmeter.gpu.selection", "trainmeter.gpu.cuda_memory", "trainmeter.gpu.backends",
     "trainmeter.gpu.nvml", "trainmeter.gpu.nvml_device", "trainmeter.gpu.nvml_gpm", "trainmeter.gpu.nvml_readings",

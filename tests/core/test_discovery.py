@@ -72,7 +72,7 @@ def _has_dict_object(obj, name):
 
 
 def test_an_instances_attributes_are_read_without_turning_them_into_a_dict():
-    from trainmeter.core.discovery import _attribute_values
+    from trainmeter.core.reachable import _attribute_values
 
     plain = _Plain()
     assert _attribute_values(plain) == [0.5, [1, 2]]
@@ -81,7 +81,7 @@ def test_an_instances_attributes_are_read_without_turning_them_into_a_dict():
 
 
 def test_an_instance_whose_dict_was_made_and_a_slotted_one_are_read_too():
-    from trainmeter.core.discovery import _attribute_values
+    from trainmeter.core.reachable import _attribute_values
 
     plain = _Plain()
     vars(plain)  # the user's code made it
@@ -95,7 +95,7 @@ def test_an_instance_whose_dict_was_made_and_a_slotted_one_are_read_too():
 
 
 def test_a_container_subclass_gives_its_attributes_not_its_items():
-    from trainmeter.core.discovery import _attribute_values
+    from trainmeter.core.reachable import _attribute_values
 
     class Batch(dict):
         pass
@@ -106,7 +106,7 @@ def test_a_container_subclass_gives_its_attributes_not_its_items():
 
 
 def test_reading_an_instances_attributes_runs_no_code_of_its_class_or_metaclass():
-    from trainmeter.core.discovery import _attribute_values
+    from trainmeter.core.reachable import _attribute_values
 
     looked_up = []
 

@@ -110,7 +110,8 @@ def test_another_optimizers_model_left_uncalled_is_unwatched_once_the_keep_time_
         _step(model, opt)
         clock.advance(1.0)  # 60 s in all, past KEEP_OTHERS_S
     probes = m.probes
-    assert id(other) not in probes._candidates and id(model) in probes._candidates
+    candidates = probes.discovery.candidates
+    assert id(other) not in candidates and id(model) in candidates
     m.finish("completed")
 
 

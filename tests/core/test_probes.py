@@ -618,12 +618,11 @@ def test_a_backward_with_parameters_other_than_torchs_is_wrapped_on_the_general_
     assert not _plain_backward(newer)
     with tm.monitor(run_dir=run_root, interval_s=3600) as m:
         probes = m.probes
-        wrapper = probes._make_backward(newer)
+        wrapper = probes.wrappers.backward(newer)
         loss = torch.tensor(2.5, requires_grad=True) * 2
         assert wrapper(loss, None, True, inputs=[1], extra=3) == ("called", loss, None, True, False, [1], 3)
-        assert probes._loss is not None and probes._loss.parts  # captured on the general path
-        probes._loss = None
-        probes._refresh_fast()
+        assert probes.loss.step_loss is not None and probes.loss.step_loss.parts  # captured on the general path
+        probes.loss.take()
 
 
 def test_a_root_called_twice_per_step_counts_both_batches_in_steady_state(run_root):

@@ -78,7 +78,6 @@ def test_at_the_highest_cap_the_widget_history_and_state_keep_their_budgets(run_
     """100,000 series (``--max-series 100000``): the history frame stays within 96 KB and the state within 500 KB;
     the charts draw the first ones and their titles count the rest and say where they are (docs/spec.md section 18)."""
     from tests.widget.test_publisher import Recorder
-    from trainmeter.core.series import Series
     from trainmeter.widget.feed import MAX_SERIES_SENT
     from trainmeter.widget.publisher import Publisher
     from trainmeter.widget.show import replay
@@ -87,7 +86,7 @@ def test_at_the_highest_cap_the_widget_history_and_state_keep_their_budgets(run_
     m, _ = _monitor(run_root, clock, max_series=100_000)
     m.start()
     names = [f"s{i}" for i in range(100_000)]
-    m.series = {**m.series, **{n: Series(n, "step") for n in names}}  # made at once (creation cost is not this test's)
+    m.registry.create(names)  # made at once (creation cost is not this test's)
     w = Recorder(clock)
     pub = Publisher(m, w, clock=clock, state_interval_s=0.0, history_interval_s=0.0)
     values = dict.fromkeys(names, 1.0)

@@ -6,52 +6,66 @@ import functools
 from types import ModuleType
 from typing import Any
 
-from trainmeter.core.discovery import _torch_class
-from trainmeter.core.patches import ORIGINAL_ATTR
+from trainmeter.core.patches import ORIGINAL_ATTR, PostImportHooks
+from trainmeter.core.probe_state import guarded
 
 
 class CompileWatch:
-    """``torch.compile`` and ``OptimizedModule`` seen during the run (a part of
-    :class:`~trainmeter.core.probes.TorchProbes`). Training thread."""
+    """``torch.compile`` and ``OptimizedModule`` seen during the run.
 
-    _active: bool
-    _compiling: bool
+    Args:
+        discovery: The watched modules (told when something is compiled; a compiled wrapper replaces its module).
+        switches: The probes' switches (``active``).
+        patches: The run's patches.
+        warn: The run's ``warn_once``.
+
+    Training thread.
+    """
+
+    def __init__(self, discovery: Any, switches: Any, patches: Any, warn: Any) -> None:
+        self._discovery = discovery
+        self._switches = switches
+        self._patches = patches
+        self._warn = warn
+        self._imports: PostImportHooks | None = None
+
+    def install(self, torch: Any) -> None:
+        """Wrap ``torch.compile`` and, once ``torch._dynamo.eval_frame`` is imported, ``OptimizedModule.__init__``."""
+        self._patches.wrap(torch, "compile", self._make_compile)
+        self._imports = PostImportHooks({"torch._dynamo.eval_frame": self._patch_dynamo})
+        self._imports.install()
+
+    def remove(self) -> None:
+        """Stop watching imports (the patches are the run's, restored with the others). Idempotent."""
+        if self._imports is not None:
+            self._imports.remove()
+            self._imports = None
 
     def _make_compile(self, original: Any) -> Any:
-        probes = self
+        discovery, switches, warn = self._discovery, self._switches, self._warn
 
         @functools.wraps(original)
         def compile(*args: Any, **kwargs: Any) -> Any:  # noqa: A001 (torch.compile's own name)
-            if probes._active and not probes._compiling:
-                probes._guarded("probe-discovery", probes._on_compiling)
+            if switches.active and not discovery.compiling:
+                guarded(warn, "probe-discovery", discovery.on_compiling)
             return original(*args, **kwargs)
 
         return compile
 
-    def _on_compiling(self) -> None:
-        """Something is compiled in this run: take the wrappers off torch's own module classes."""
-        self._compiling = True
-        self._refresh_fast()  # the fast call reads _compiled_call_impl again (module.compile() sets it next)
-        for candidate in list(self._candidates.values()):
-            module = candidate.ref()
-            if module is not None and _torch_class(type(module)):
-                self._set_aside.add(id(module))  # its compiled wrapper, if one is made now, is watched instead
-                self._unwatch(module)
-
     def _patch_dynamo(self, module: ModuleType) -> None:
         """``torch.compile(model)`` during the run: count at the compiled wrapper, never inside Dynamo."""
         owner = getattr(module, "OptimizedModule", None)
-        if self._active and isinstance(owner, type):
+        if self._switches.active and isinstance(owner, type):
             self._patches.wrap(owner, "__init__", self._make_compiled_init)
 
     def _make_compiled_init(self, original: Any) -> Any:
-        probes = self
+        discovery, switches, warn = self._discovery, self._switches, self._warn
 
         @functools.wraps(original)
         def __init__(compiled: Any, mod: Any, *args: Any, **kwargs: Any) -> None:
-            watched = probes._active and (id(mod) in probes._candidates or id(mod) in probes._set_aside)
-            if probes._active and not probes._compiling:
-                probes._guarded("probe-discovery", probes._on_compiling)
+            watched = switches.active and discovery.knows(mod)
+            if switches.active and not discovery.compiling:
+                guarded(warn, "probe-discovery", discovery.on_compiling)
             if not watched:
                 return original(compiled, mod, *args, **kwargs)
             # The wrapper binds ``mod.__call__`` for Dynamo to trace: let it bind torch's own, not ours.
@@ -67,8 +81,7 @@ class CompileWatch:
             finally:
                 if own is not None:
                     cls.__call__ = ours
-            probes._guarded("probe-discovery", probes._watch, compiled)
-            probes._guarded("probe-discovery", probes._unwatch, mod)
+            guarded(warn, "probe-discovery", discovery.watch, compiled)
+            guarded(warn, "probe-discovery", discovery.unwatch, mod)
 
         return __init__
-

@@ -4,7 +4,9 @@ A framework whose optimizer is not a ``torch.optim.Optimizer`` (fastai's, Keras 
 backend) or a loop that says ``tm.step()`` itself reaches the probes through a :class:`Stepper`: a
 stand-in optimizer whose ``param_groups`` name the trained parameters, so the probes find the root
 from its calls, credit its batches and the losses passed to backward since the last step exactly as
-for a torch optimizer (docs/spec.md section 11). One stepper per source and model, kept for the run.
+for a torch optimizer (docs/spec.md section 11). One stepper per source and model, kept for the run by
+its probes (:meth:`OptimizerSteps.stepper <trainmeter.core.optimizer_steps.OptimizerSteps.stepper>`); every
+function here reaches the probes through their methods.
 
 :func:`scaled_loss` tells the probes that a framework multiplied the loss by a scale before backward
 (Keras' loss scaling), so the step's loss is divided by it as a GradScaler's is.
@@ -17,7 +19,6 @@ Thread safety: training thread (the thread that calls backward and steps).
 
 from __future__ import annotations
 
-import weakref
 from typing import Any
 
 UNSEEN_MESSAGE = ("backward was called but no optimizer step trainmeter knows came (an optimizer that is not "
@@ -41,10 +42,8 @@ class Stepper:
         self.param_groups = [{"params": list(params)}]
 
 
-_STEPPERS: weakref.WeakKeyDictionary[Any, dict[tuple[str, int], Stepper]] = weakref.WeakKeyDictionary()
-
-
-def _trained_params(model: Any) -> list[Any]:
+def trained_parameters(model: Any) -> list[Any]:
+    """The parameters of ``model`` that require a gradient (none when it has no ``parameters``)."""
     try:
         return [p for p in model.parameters() if getattr(p, "requires_grad", False)]
     except Exception:
@@ -52,23 +51,15 @@ def _trained_params(model: Any) -> list[Any]:
 
 
 def stepper(monitor: Any, source: str, model: Any = None) -> Stepper:
-    """The run's stepper for ``source`` and ``model``, made (and ``model`` watched as a candidate) once."""
-    steppers = _STEPPERS.setdefault(monitor, {})
-    key = (source, id(model) if model is not None else 0)
-    found = steppers.get(key)
-    if found is not None:
-        return found
-    found = steppers[key] = Stepper(source, _trained_params(model) if model is not None else [])
+    """The run's stepper for ``source`` and ``model``, made (and ``model`` watched as a candidate) once.
+
+    The steppers are the run's probes' (one per source and model, kept for the run); without probes a
+    stepper is made and kept by nobody.
+    """
     probes = monitor.probes
-    if probes is not None and model is not None:
-        # as at a torch optimizer's construction (core/discovery.py): the model becomes a candidate
-        probes._events += 1
-        probes._created[id(found)] = (weakref.ref(found), probes._events)
-        probes.hot.steady = False
-        probes._watch_owners(found, [model])
-        if probes._primary is None:  # the first to step: no torch optimizer's root is dropped for it
-            probes._primary = weakref.ref(found)
-    return found
+    if probes is None:
+        return Stepper(source, trained_parameters(model) if model is not None else [])
+    return probes.stepper(source, model)
 
 
 def explicit_step(monitor: Any, source: str = "tm.step", model: Any = None, samples: int | None = None) -> None:
@@ -83,18 +74,17 @@ def explicit_step(monitor: Any, source: str = "tm.step", model: Any = None, samp
         if probes is None:
             monitor.on_step(0)
             return
-        primary = probes._primary() if probes._primary is not None else None
+        primary = probes.primary_optimizer
         if source == "tm.step" and primary is not None and not isinstance(primary, Stepper):
             monitor.warn_once("explicit-step-torch", f"tm.step() ignored: the steps of {type(primary).__name__} "
                               "(torch.optim) are counted already; tm.step() is for updates no torch optimizer makes")
             return
-        if model is None and probes._declared is not None:
-            model = probes._declared()
-        found = stepper(monitor, source, model)
-        if samples and not probes.hot.pending_tokens:
-            probes.hot.pending_tokens = int(samples)
+        if model is None:
+            model = probes.declared_model()
+        found = probes.stepper(source, model)
+        if samples and probes.count_samples(int(samples)):
             monitor.set_token_unit("samples")
-        probes._on_step(found, (), {})
+        probes.step(found)
     except Exception as exc:
         monitor.warn_once("explicit-step", f"tm.step() disabled: {exc!r}")
 
@@ -109,7 +99,7 @@ def scaled_loss(monitor: Any, out: Any, scale: Any, loss: Any) -> None:
     try:
         from trainmeter.core.loss_capture import _divided
 
-        probes._note_scaled(out, scale, _divided(getattr(loss, "grad_fn", None)))
+        probes.note_scaled(out, scale, _divided(getattr(loss, "grad_fn", None)))
     except Exception as exc:
         monitor.warn_once("scaled-loss", f"a framework's loss scale is not divided out: {exc!r}")
 
@@ -117,10 +107,7 @@ def scaled_loss(monitor: Any, out: Any, scale: Any, loss: Any) -> None:
 def pending_parts(monitor: Any) -> int:
     """How many values were passed to backward since the last counted step (0 without probes)."""
     probes = getattr(monitor, "probes", None)
-    if probes is None:
-        return 0
-    loss = probes._loss
-    return len(loss.parts) if loss is not None else int(probes.hot.fast_parts)
+    return 0 if probes is None else probes.pending_parts()
 
 
 def scale_pending(monitor: Any, factor: float) -> bool:
@@ -129,19 +116,7 @@ def scale_pending(monitor: Any, factor: float) -> bool:
     Returns whether it was done: the parts must be on the host already (a CUDA part not yet read is left alone).
     """
     probes = getattr(monitor, "probes", None)
-    if probes is None:
-        return False
-    loss = probes._loss
-    if loss is None:
-        if not probes.hot.fast_parts:
-            return False
-        probes.hot.fast_sum *= factor
-        return True
-    if any(part[0] is None for part in loss.parts):
-        return False
-    for part in loss.parts:
-        part[0] *= factor
-    return True
+    return False if probes is None else probes.scale_pending(factor)
 
 
 def backward_seen(monitor: Any) -> bool:
@@ -150,7 +125,7 @@ def backward_seen(monitor: Any) -> bool:
     if probes is None:
         return False
     try:
-        return probes._loss is not None or bool(probes.hot.fast_parts) or bool(probes.unstepped_loss)
+        return bool(probes.backward_seen())
     except Exception:
         return False
 

@@ -89,7 +89,7 @@ PATCHES: tuple[HostPatch, ...] = (
     HostPatch(key="compile-watch", touches="torch.compile and torch._dynamo's OptimizedModule.__init__ (a model "
               "compiled in the run is counted at its compiled wrapper)",
               uninstall="the originals are put back at the run's end",
-              sites=("core/probes.py:torch.compile", "core/compile_watch.py:owner.__init__"),
+              sites=("core/compile_watch.py:torch.compile", "core/compile_watch.py:owner.__init__"),
               private=("torch._dynamo.eval_frame.OptimizedModule",)),
     HostPatch(key="clip-grad", touches="torch.nn.utils.clip_grad_norm_/clip_grad_value_/clip_grads_with_norm_, "
               "FSDP's and accelerate's clip_grad_norm_ (the gradient norm the loop computed)",

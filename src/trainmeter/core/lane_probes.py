@@ -1,10 +1,11 @@
 """Training in several threads: each thread's calls, backward passes and steps go to its own lane (docs/spec.md §2).
 
 Lane 1's thread (the first that trains) keeps the probes' own state and fast paths while it trains
-alone. The first training event from another thread starts *threaded mode* for the rest of the
-run: the fast paths are switched off (they hold lane 1's state in place) and every wrapper takes its
-general path, which looks up the calling thread's :class:`~trainmeter.core.lanes.Lane` (one
-``threading.get_ident()`` and one dict read; a lock only when a thread is seen first).
+alone (:class:`ProbeThreads` knows which thread that is). The first training event from another thread
+starts *threaded mode* for the rest of the run: the fast paths are switched off (they hold lane 1's state in
+place) and every wrapper takes its general path, which looks up the calling thread's
+:class:`~trainmeter.core.lanes.Lane` (one ``threading.get_ident()`` and one dict read; a lock only when a thread
+is seen first).
 """
 
 from __future__ import annotations
@@ -16,132 +17,101 @@ from typing import Any
 from trainmeter.core.batch import count_batch
 from trainmeter.core.lanes import Lane
 from trainmeter.core.loss_capture import add_part
+from trainmeter.core.reachable import trained_params
 from trainmeter.core.scalars import StepLoss
 
 _get_ident = threading.get_ident
 
 
-class LaneProbes:
-    """The probes' per-thread paths (a part of :class:`~trainmeter.core.probes.TorchProbes`).
+class ProbeThreads:
+    """The probes' training threads: lane 1's thread, the other threads' lanes, threaded mode.
 
-    Each method runs on the thread whose event it handles and writes that thread's lane only.
+    Args:
+        hot: The probes' per-call state (threaded mode turns its backward fast path off).
+        switches: The probes' switches (their ``refresh`` after lane 1's thread is known).
+        monitor: The run (``warn_once``; ``lanes``: the other lanes' steps and losses).
+
+    Attributes:
+        hot_ident: ``threading.get_ident()`` of lane 1's thread, 0 before any training event. Any thread.
+        hot_thread: Lane 1's thread name.
+        threaded: A second thread trained: the fast paths are off for the rest of the run.
+
+    Each ``lane_*`` method runs on the thread whose event it handles and writes that thread's lane only.
     """
 
-    _threads: dict[int, Lane]
-    _threaded: bool
-    _hot_ident: int
+    def __init__(self, hot: Any, switches: Any, monitor: Any) -> None:
+        self._hot = hot
+        self._switches = switches
+        self._monitor = monitor
+        self.hot_ident = 0
+        self.hot_thread = ""
+        self.threaded = False
+        self._lanes: dict[int, Lane] = {}
+        self._lock = threading.Lock()
 
-    def lane_one(self) -> tuple[str, str | None, str | None]:
-        """Lane 1's thread name, root class name and optimizer class name (empty or ``None`` when unknown). Any thread."""
-        primary = self._primary() if self._primary is not None else None
-        return self._hot_thread, self.root_name, type(primary).__name__ if primary is not None else None
-
-    @property
-    def hot_ident(self) -> int:
-        """``threading.get_ident()`` of lane 1's thread, 0 before any training event. Any thread."""
-        return self._hot_ident
+    def reset(self) -> None:
+        """Forget the threads (a forked child's are not the parent's, nor its lock's holder)."""
+        self._lock = threading.Lock()
+        self._lanes = {}
+        self.hot_ident = 0
+        self.threaded = False
 
     # -- which thread --------------------------------------------------------------
-    def _thread_lane(self) -> Lane | None:
+    def thread_lane(self) -> Lane | None:
         """The calling thread's lane, or ``None`` on lane 1's thread (which becomes lane 1's if none is yet)."""
         ident = _get_ident()
-        if ident == self._hot_ident:
+        if ident == self.hot_ident:
             return None
-        lane = self._threads.get(ident)
+        lane = self._lanes.get(ident)
         if lane is None:
             lane = self._new_thread(ident)
         return None if lane is None or lane.hot else lane
 
-    def _thread_state(self) -> Lane:
+    def thread_state(self) -> Lane:
         """The calling thread's lane, lane 1's thread included (threaded mode only)."""
         ident = _get_ident()
-        lane = self._threads.get(ident)
+        lane = self._lanes.get(ident)
         if lane is None:
             self._new_thread(ident)
-            lane = self._threads[ident]
+            lane = self._lanes[ident]
         return lane
+
+    def current(self) -> Lane | None:
+        """The calling thread's lane (lane 1's in threaded mode), or ``None`` on lane 1's thread while it trains
+        alone (or before any thread trained)."""
+        if self.threaded or (self.hot_ident and _get_ident() != self.hot_ident):
+            return self.thread_state() if self.threaded else self.thread_lane()
+        return None
 
     def _new_thread(self, ident: int) -> Lane | None:
         """A thread seen training for the first time: lane 1's thread if none is yet, else a lane of its own."""
-        with self._lanes_lock:  # once per thread, never per step
-            if not self._hot_ident:
-                self._hot_ident = ident
-                self._hot_thread = threading.current_thread().name
-                self._refresh_fast()
+        with self._lock:  # once per thread, never per step
+            if not self.hot_ident:
+                self.hot_ident = ident
+                self.hot_thread = threading.current_thread().name
+                self._switches.refresh()
                 return None
-            lane = self._threads.get(ident)
-            if lane is not None or ident == self._hot_ident:
+            lane = self._lanes.get(ident)
+            if lane is not None or ident == self.hot_ident:
                 return lane
             lane = Lane(ident, threading.current_thread().name)
-            self._threads[ident] = lane
-            if not self._threaded:
-                self._threads[self._hot_ident] = Lane(self._hot_ident, self._hot_thread, hot=True)
-                self._threaded = True
-                self.hot.backward_on = False  # the backward wrapper's aside path, with per-thread flags
-                self._refresh_fast()
+            self._lanes[ident] = lane
+            if not self.threaded:
+                self._lanes[self.hot_ident] = Lane(self.hot_ident, self.hot_thread, hot=True)
+                self.threaded = True
+                self._hot.backward_on = False  # the backward wrapper's aside path, with per-thread flags
+                self._switches.refresh()
                 self._monitor.warn_once("threads", (
                     "training in several threads: each thread's optimizer steps and samples are counted in a lane "
                     "of its own (its loss in train_loss.lane<N>); the headline steps and samples are the sums over "
                     "the lanes (passport lanes)"))
         return lane
 
-    def _note_scaled(self, out: Any, scale: Any, divided: bool) -> None:
-        """The loss ``GradScaler.scale`` returned and its scale tensor, kept for the calling thread's next backward
-        (lane 1's in the probes, another thread's in its lane): its scale is divided out there."""
-        scaled = (weakref.ref(out), scale, divided)
-        self.hot.fast_backward = False  # the backward of ``out`` takes the general path, which divides it out
-        if self._threaded or (self._hot_ident and _get_ident() != self._hot_ident):
-            lane = self._thread_state() if self._threaded else self._thread_lane()
-            if lane is not None and not lane.hot:
-                lane.scaled = scaled
-                return
-        self._scaled = scaled
-
-    def _paused_in(self, lane: Lane) -> bool:
-        """Our own forward and backward (the FLOP count) run in this thread now."""
-        return self._paused and self._paused_ident == lane.ident
-
-    # -- the wrappers' per-thread paths ------------------------------------------------
-    def _lane_call(self, original: Any, module: Any, args: Any, kwargs: Any, lightning: bool) -> Any:
-        """A watched module's call in threaded mode: the outermost call per thread counts."""
-        lane = self._thread_state()
-        if lane.depth:
-            return original(module, *args, **kwargs)
-        lane.depth += 1
-        try:
-            if lane.hot:
-                self._on_call(module, args, kwargs, lightning)
-            else:
-                self._lane_on_call(lane, module, args, kwargs, lightning)
-            return original(module, *args, **kwargs)
-        finally:
-            lane.depth -= 1
-
-    def _backward_aside(self, original: Any, *args: Any) -> Any:
-        """The backward wrapper's other path: a nested backward, capture off, or training in several threads."""
-        if self._capture_on and (self._threaded or (self._hot_ident and _get_ident() != self._hot_ident)):
-            lane = self._thread_state() if self._threaded else self._thread_lane()
-            if lane is not None and not lane.in_backward:
-                lane.in_backward = True
-                try:
-                    if args[1] is None and not self._paused_in(lane):
-                        if lane.hot:
-                            self._on_backward(args[0])
-                        else:
-                            self._lane_backward(lane, args[0])
-                    return original(*args)
-                finally:
-                    lane.in_backward = False
-        return original(*args)
-
     # -- one lane's events ---------------------------------------------------------------
-    def _lane_on_call(self, lane: Lane, module: Any, args: Any, kwargs: Any, lightning: bool) -> None:
-        """A watched module called in lane ``lane``'s thread: its batch counted for the lane."""
-        if not (lightning or self._torch.is_grad_enabled()) or self._paused_in(lane):
-            return
+    def lane_call(self, lane: Lane, module: Any, args: Any, kwargs: Any, lightning: bool) -> None:
+        """A training call of a watched module in lane ``lane``'s thread: its batch counted for the lane."""
         key = id(module)
-        candidate = self._candidates.get(key)
-        if candidate is None or candidate.ref() is not module or (lane.root_id and key != lane.root_id):
+        if self._switches.paused_in(lane.ident) or (lane.root_id and key != lane.root_id):
             return
         try:
             counted = count_batch(args[:1] if lightning else args, kwargs)
@@ -163,7 +133,7 @@ class LaneProbes:
             seen[0] += counted[0]
             seen[2] = counted[1]
 
-    def _lane_backward(self, lane: Lane, tensors: Any) -> None:
+    def lane_backward(self, lane: Lane, tensors: Any) -> None:
         """A backward call in lane ``lane``'s thread: its 0-d loss is a part of the lane's step loss."""
         try:
             for tensor in tensors if isinstance(tensors, (tuple, list)) else (tensors,):
@@ -178,7 +148,7 @@ class LaneProbes:
             self._monitor.warn_once(f"lane-loss-{lane.thread}", f"loss capture in thread {lane.thread!r} "
                                                                 f"failed: {exc!r}")
 
-    def _lane_step(self, lane: Lane, optimizer: Any) -> None:
+    def lane_step(self, lane: Lane, optimizer: Any) -> None:
         """An optimizer step in lane ``lane``'s thread: the lane's first optimizer counts, another's loss is its own."""
         mine = lane.optimizer() if lane.optimizer is not None else None
         if mine is None:  # the thread's first step (or its optimizer is gone: a new model in the thread)
@@ -204,7 +174,7 @@ class LaneProbes:
 
     def _lane_root(self, lane: Lane, optimizer: Any) -> None:
         """Lane ``lane``'s root: the called module holding most of its optimizer's parameters; credit its batches."""
-        trained = self._trained(optimizer)
+        trained = trained_params(optimizer)
         best: tuple[int, int, Any, list[Any]] | None = None
         for seen in lane.seen.values():
             module = seen[3]()

@@ -1,9 +1,10 @@
 """Training lanes: one per (thread, optimizer) training a model, each counted by its own thread (docs/spec.md §2).
 
-Lane 1 is the first training thread's primary optimizer: its counters are the hot state's
-(:class:`~trainmeter.core.hot_state.HotState`), untouched by any other thread. Every other thread
-that trains gets a :class:`Lane` of its own: its steps, samples, pending batch counts, loss parts and
-reentrancy flags are written by that thread only, so no update is lost and no lock is taken per step.
+Lane 1 is the first training thread's primary optimizer: its counters are the step rule's and the probes'
+(:class:`~trainmeter.core.steps.StepRecorder`, :class:`~trainmeter.core.probe_state.ProbeState`), untouched by
+any other thread. Every other thread that trains gets a :class:`Lane` of its own: its steps, samples, pending
+batch counts, loss parts and reentrancy flags are written by that thread only, so no update is lost and no lock
+is taken per step.
 The headline steps and tokens are the sums over the lanes (docs/spec.md §2, "Threads").
 """
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 from trainmeter.core.scalars import StepLoss
@@ -30,82 +31,179 @@ def add_part(loss: StepLoss, reader: Any, tensor: Any, scaled: tuple[Any, Any, b
     return False
 
 
-
 class LossCapture:
-    """A step's loss from its backward calls, and the provenance of ``train_loss`` and ``tokens_per_step``
-    (a part of :class:`~trainmeter.core.probes.TorchProbes`). Training thread."""
+    """A step's loss from its backward calls, and the provenance of ``train_loss`` and ``tokens_per_step``.
 
-    _loss: StepLoss | None
+    Args:
+        hot: The probes' per-call state (the loss parts read on the backward fast path).
+        monitor: The run (``scalar_reader``, ``warn_once``).
+        switches: The probes' switches (``on_training``, loss capture on or off, ``refresh``).
+        threads: The probes' training threads (another thread's backward goes to its lane).
 
-    def _backward_fault(self, exc: BaseException) -> None:
+    Attributes:
+        step_loss: The step's loss parts on the general path (a :class:`StepLoss`), or ``None``.
+        scaled: The loss ``GradScaler.scale`` returned on lane 1's thread: ``(weak reference, scale tensor,
+            divided)``, divided out at its backward; or ``None``.
+        unstepped: At stop: a loss was passed to backward after the last step (or with none).
+
+    Training thread (lane 1's).
+    """
+
+    def __init__(self, hot: Any, monitor: Any, switches: Any, threads: Any) -> None:
+        self._hot = hot
+        self._monitor = monitor
+        self._switches = switches
+        self._threads = threads
+        self.step_loss: StepLoss | None = None
+        self.scaled: tuple[Any, Any, bool] | None = None
+        self._info = {"steps": 0, "ambiguous": 0, "divided": 0, "scaled": 0, "max_parts": 0}
+        self.unstepped = False
+
+    def reset(self) -> None:
+        """No loss pending (a forked child's own run; a stop)."""
+        self.step_loss = None
+        self._hot.clear_fast_loss()
+        self.scaled = None
+
+    def stop(self) -> None:
+        self.unstepped = self.unstepped or self.step_loss is not None or bool(self._hot.fast_parts)
+        self.reset()
+
+    def fault(self, exc: BaseException) -> None:
         """Loss capture failed: warn once and stop capturing (training thread)."""
         self._monitor.warn_once("probe-loss", f"loss capture disabled: {exc!r}")
-        self.hot.backward_on = self._capture_on = False
-        self._refresh_fast()
-        self._loss = None
-        self.hot.clear_fast_loss()
+        self._switches.capture(False)
+        self.step_loss = None
+        self._hot.clear_fast_loss()
 
-    def _on_backward(self, tensors: Any) -> None:
-        lane = self._thread_lane()  # another training thread than lane 1's (core/lane_probes.py)
+    def on_backward(self, tensors: Any) -> None:
+        """A backward call's 0-d tensors are parts of the step's loss (the backward wrapper's general path)."""
+        lane = self._threads.thread_lane()  # another training thread than lane 1's (core/lane_probes.py)
         if lane is not None:
-            self._lane_backward(lane, tensors)
+            self._threads.lane_backward(lane, tensors)
             return
         try:
             items = tensors if isinstance(tensors, (tuple, list)) else (tensors,)
             for tensor in items:
                 if getattr(tensor, "ndim", None) != 0:
                     continue
-                loss = self._loss
+                loss = self.step_loss
                 if loss is None:
-                    loss = self._loss = self._fast_loss()
-                    self.hot.fast_backward = False  # the step's loss is a StepLoss now (until the step)
-                    self.hot.steady = False
-                if add_part(loss, self._monitor.scalar_reader, tensor, self._scaled):
-                    self._scaled = None
-            callback = self._on_training
+                    loss = self.step_loss = self.fast_loss()
+                    self._hot.fast_backward = False  # the step's loss is a StepLoss now (until the step)
+                    self._hot.steady = False
+                if add_part(loss, self._monitor.scalar_reader, tensor, self.scaled):
+                    self.scaled = None
+            callback = self._switches.on_training
             if callback is not None:
                 callback()
         except Exception as exc:
-            self._backward_fault(exc)
+            self.fault(exc)
 
-    def _fast_division(self, tensor: Any) -> None:
-        """Fold the held first part's and ``tensor``'s division into ``_fast_divided`` (steps of several parts)."""
-        first = self.hot.fast_first
+    def note_scaled(self, out: Any, scale: Any, divided: bool) -> None:
+        """The loss ``GradScaler.scale`` returned and its scale tensor, kept for the calling thread's next backward
+        (lane 1's here, another thread's in its lane): its scale is divided out there."""
+        scaled = (weakref.ref(out), scale, divided)
+        self._hot.fast_backward = False  # the backward of ``out`` takes the general path, which divides it out
+        lane = self._threads.current()
+        if lane is not None and not lane.hot:
+            lane.scaled = scaled
+            return
+        self.scaled = scaled
+
+    def forget_scaled(self) -> None:
+        self.scaled = None
+
+    def fast_division(self, tensor: Any) -> None:
+        """Fold the held first part's and ``tensor``'s division into ``fast_divided`` (steps of several parts)."""
+        hot = self._hot
+        first = hot.fast_first
         if first is not None:
-            self.hot.fast_first = None
-            self.hot.fast_divided = self.hot.fast_divided and _divided(first.grad_fn)
-        self.hot.fast_divided = self.hot.fast_divided and _divided(tensor.grad_fn)
+            hot.fast_first = None
+            hot.fast_divided = hot.fast_divided and _divided(first.grad_fn)
+        hot.fast_divided = hot.fast_divided and _divided(tensor.grad_fn)
 
-    def _fast_loss(self) -> StepLoss:
+    def fast_loss(self) -> StepLoss:
         """A StepLoss holding the parts read on the fast path so far (then reset)."""
+        hot = self._hot
         loss = StepLoss(LOSS_SERIES)
-        parts = self.hot.fast_parts
+        parts = hot.fast_parts
         if parts:
             # the sum as the first part and zeros for the others: the same value and the same part count
-            loss.parts.extend([[self.hot.fast_sum, 1.0]] + [[0.0, 1.0] for _ in range(parts - 1)])
-            first = self.hot.fast_first
+            loss.parts.extend([[hot.fast_sum, 1.0]] + [[0.0, 1.0] for _ in range(parts - 1)])
+            first = hot.fast_first
             if first is not None:  # one part so far: its division not yet read
-                self.hot.fast_divided = _divided(first.grad_fn)
-            loss.divided = self.hot.fast_divided
-        self.hot.clear_fast_loss()
+                hot.fast_divided = _divided(first.grad_fn)
+            loss.divided = hot.fast_divided
+        hot.clear_fast_loss()
         return loss
 
+    def take(self) -> StepLoss | None:
+        """The step's loss on the general path (``None`` when its parts were read on the fast path), then none."""
+        loss, self.step_loss = self.step_loss, None
+        self._switches.refresh()  # the loss may take the backward fast path again
+        return loss
 
-    def _note(self, loss: StepLoss) -> None:
-        info = self._losses_info
+    def take_fast(self) -> float:
+        """The value of a step's loss read on the backward fast path (its parts counted in), then none."""
+        hot = self._hot
+        parts = hot.fast_parts
+        info = self._info
+        info["steps"] += 1
+        if parts > 1:
+            if parts > info["max_parts"]:
+                info["max_parts"] = parts
+            if hot.fast_divided:
+                info["divided"] += 1
+            else:
+                info["ambiguous"] += 1
+        elif not info["max_parts"]:
+            info["max_parts"] = 1
+        value = hot.fast_sum
+        hot.clear_fast_loss()
+        return value
+
+    def note(self, loss: StepLoss) -> None:
+        """A step's loss from the general path goes into the provenance counts."""
+        info = self._info
         info["steps"] += 1
         info["max_parts"] = max(info["max_parts"], len(loss.parts))
         info["ambiguous"] += loss.ambiguous
         info["divided"] += loss.divided and len(loss.parts) > 1
         info["scaled"] += loss.scaled
 
+    # -- what a framework asks (core/explicit_steps.py) ------------------------------------
+    def pending_parts(self) -> int:
+        """How many values were passed to backward since the last counted step."""
+        loss = self.step_loss
+        return len(loss.parts) if loss is not None else int(self._hot.fast_parts)
+
+    def scale_pending(self, factor: float) -> bool:
+        """Multiply the pending step's loss by ``factor``; whether it was done (its parts on the host already)."""
+        loss = self.step_loss
+        if loss is None:
+            if not self._hot.fast_parts:
+                return False
+            self._hot.fast_sum *= factor
+            return True
+        if any(part[0] is None for part in loss.parts):
+            return False
+        for part in loss.parts:
+            part[0] *= factor
+        return True
+
+    def backward_seen(self) -> bool:
+        """Whether a loss was passed to backward since the last counted step (or ever, with no step)."""
+        return self.step_loss is not None or bool(self._hot.fast_parts) or self.unstepped
+
     # -- provenance ----------------------------------------------------------------
-    def _write_info(self) -> None:
-        """``series_info`` entries for ``train_loss`` and ``tokens_per_step``."""
-        info = self._monitor.series_info
-        n = dict(self._losses_info)
-        n["steps"] += self._steps.steps - self._general_steps  # the step hook's steady steps (their loss read)
-        if n["steps"] and LOSS_SERIES not in info:
+    def write_info(self, describe: Any, steady_steps: int, others: list[int]) -> dict[str, int]:
+        """The ``series_info`` entries of ``train_loss`` (``describe``: the run's registry's, an entry set only where
+        none is; ``steady_steps``: the step hook's steady steps, their loss read at backward; ``others``: the numbers
+        of the other optimizers that stepped). Returns the counts."""
+        n = dict(self._info)
+        n["steps"] += steady_steps
+        if n["steps"]:
             how = "the value passed to backward" if n["max_parts"] <= 1 else \
                 f"the sum of the values passed to backward between optimizer steps (up to {n['max_parts']})"
             notes = []
@@ -119,25 +217,28 @@ class LossCapture:
                              "without a division; shown is their sum (the loss whose gradient the step "
                              "applied); if each was a full micro-batch loss, the per-step mean is the sum "
                              "divided by the number of calls")
-            info[LOSS_SERIES] = {"provenance": "measured", "source": f"loss capture: {how}",
-                                 "ambiguous": bool(n["ambiguous"]), "note": "; ".join(notes)}
-        for number in sorted(set(self._others.values())):
-            info.setdefault(f"{LOSS_SERIES}.optimizer{number}", {
+            describe(LOSS_SERIES, {"provenance": "measured", "source": f"loss capture: {how}",
+                                   "ambiguous": bool(n["ambiguous"]), "note": "; ".join(notes)}, replace=False)
+        for number in sorted(set(others)):
+            describe(f"{LOSS_SERIES}.optimizer{number}", {
                 "provenance": "measured",
                 "source": f"loss capture: values passed to backward before a step of optimizer {number} "
-                          "(not the primary optimizer, whose steps are counted)"})
-        if self._roots_found:
-            notes = []
-            if self._max_calls > 1 and n["max_parts"] >= self._max_calls and n["divided"] and not n["ambiguous"]:
-                # a divided backward per call: micro-batches of gradient accumulation
-                notes.append(f"up to {self._max_calls} micro-batches per step (gradient accumulation); each "
-                             "micro-batch counts")
-            elif self._max_calls > 1:
-                notes.append(f"the model was called up to {self._max_calls} times per step; each call's batch "
-                             "counts (a GAN's discriminator on real and generated samples counts both)")
-            if self._first_step_missed:
-                notes.append("counted from step 2: the optimizer was built before the run where it could "
-                             "not be seen (pass model= to count step 1)")
-            info[TOKENS_SERIES] = {"provenance": "counted",
-                                   "source": f"batches of {self.root_name} called with gradients enabled",
-                                   "note": "; ".join(notes)}
+                          "(not the primary optimizer, whose steps are counted)"}, replace=False)
+        return n
+
+
+def tokens_info(n: dict[str, int], max_calls: int, first_step_missed: bool, root_name: str | None) -> dict[str, Any]:
+    """``series_info["tokens_per_step"]``: whose batches, and notes (``n``: the loss counts, ``max_calls``: the
+    most root calls in a step)."""
+    notes = []
+    if max_calls > 1 and n["max_parts"] >= max_calls and n["divided"] and not n["ambiguous"]:
+        # a divided backward per call: micro-batches of gradient accumulation
+        notes.append(f"up to {max_calls} micro-batches per step (gradient accumulation); each micro-batch counts")
+    elif max_calls > 1:
+        notes.append(f"the model was called up to {max_calls} times per step; each call's batch "
+                     "counts (a GAN's discriminator on real and generated samples counts both)")
+    if first_step_missed:
+        notes.append("counted from step 2: the optimizer was built before the run where it could "
+                     "not be seen (pass model= to count step 1)")
+    return {"provenance": "counted", "source": f"batches of {root_name} called with gradients enabled",
+            "note": "; ".join(notes)}

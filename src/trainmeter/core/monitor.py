@@ -155,7 +155,7 @@ class Monitor:
         self.lifecycle.child_started()
         t0_s = self.phases.begin()
         self.steps_state.restart_clock(t0_s)
-        self.steps_state.next_report_s = min(self.steps_state.next_report_s, t0_s + first_report_s)
+        self.steps_state.report_by(t0_s + first_report_s)
         if training:
             self.phases.resume_train()
 

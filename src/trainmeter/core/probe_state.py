@@ -1,13 +1,17 @@
-"""The probes' per-call state: the fast flags, the last batch signature and the step's loss parts.
+"""The probes' per-call state (the fast flags, the last batch signature, the step's loss parts) and their switches.
 
-One ``__slots__`` object owned by :class:`~trainmeter.core.probes.TorchProbes`, closed over by its wrappers
-(core/wrappers.py); the step itself is :class:`~trainmeter.core.steps.StepRecorder`'s. Training thread (lane 1's).
+:class:`ProbeState` is one ``__slots__`` object owned by :class:`~trainmeter.core.probes.TorchProbes`, closed over
+by its wrappers (core/wrappers.py) and shared by its parts; the step itself is
+:class:`~trainmeter.core.steps.StepRecorder`'s. :class:`ProbeSwitches` holds the cold switches the parts read
+(installed, paused, an open eval span, loss capture on), each set through a method that recomputes the fast flags.
+Training thread (lane 1's).
 """
 
 from __future__ import annotations
 
 import weakref
 from collections.abc import Callable
+from threading import get_ident
 from typing import Any
 
 
@@ -39,7 +43,7 @@ class ProbeState:
 
     def new_probe_state(self) -> None:
         """The probes' fast flags and the step's calls and loss parts, as before any call was seen."""
-        self.primary: Any = None  # a weak reference to the primary optimizer (TorchProbes._primary), or None
+        self.primary: Any = None  # a weak reference to the primary optimizer (core/optimizer_steps.py), or None
         # the hot paths' flags, recomputed by TorchProbes._refresh_fast whenever one of their inputs changes:
         # a weak reference to the root while its positional batches are counted like the last one (else
         # NO_ROOT: a call, then an identity test, costs less than comparing an id, a large int, on CPython
@@ -62,6 +66,11 @@ class ProbeState:
         self.last_tokens = 0
         self.clear_fast_loss()
 
+    def primary_optimizer(self) -> Any:
+        """The primary optimizer, or ``None`` (none stepped yet, or it is gone). Any thread."""
+        ref = self.primary
+        return ref() if ref is not None else None
+
     def clear_fast_loss(self) -> None:
         """Forget the loss parts read on the backward fast path (a step closed, a fault, a stop)."""
         # the step's loss while every part was a 0-d CPU tensor read at once (the backward fast path)
@@ -71,3 +80,67 @@ class ProbeState:
         # the first part's loss tensor, held from its backward to the step (or the second part, which reads
         # its grad_fn): a single-part step never reads a grad_fn
         self.fast_first: Any = None
+
+
+class ProbeSwitches:
+    """The probes' cold switches, read by their parts and wrappers off the steady path.
+
+    Args:
+        hot: The probes' :class:`ProbeState` (``backward_on`` follows loss capture).
+        refresh: Recomputes the hot paths' flags from their inputs (``TorchProbes._refresh_fast``); every
+            method that changes a switch calls it.
+
+    Attributes:
+        active: The probes are installed (between ``start`` and ``stop``).
+        paused: Forward and backward calls are not counted (our own FLOP count; a probe fault).
+        paused_ident: The thread that paused (our FLOP count runs there).
+        on_training: Called at each training forward, backward and step while set (an open eval span).
+        capture_on: Loss capture is installed and not disabled by a fault.
+    """
+
+    __slots__ = ("active", "paused", "paused_ident", "on_training", "capture_on", "_hot", "_refresh")
+
+    def __init__(self, hot: ProbeState, refresh: Callable[[], None]) -> None:
+        self._hot = hot
+        self._refresh = refresh
+        self.active = False
+        self.paused = False
+        self.paused_ident = 0
+        self.on_training: Callable[[], None] | None = None
+        self.capture_on = False
+
+    def refresh(self) -> None:
+        """Recompute the hot paths' flags (after one of their inputs changed, in any part)."""
+        self._refresh()
+
+    def set_active(self, active: bool) -> None:
+        self.active = active
+        self._refresh()
+
+    def pause(self, paused: bool) -> None:
+        """Stop (or resume) counting calls, from the calling thread."""
+        self.paused = paused
+        self.paused_ident = get_ident()
+        self._refresh()
+
+    def watch_training(self, callback: Callable[[], None] | None) -> None:
+        self.on_training = callback
+        self._refresh()
+
+    def capture(self, on: bool) -> None:
+        """Loss capture installed (``True``) or turned off by a fault."""
+        self.capture_on = self._hot.backward_on = on
+        self._refresh()
+
+    def paused_in(self, ident: int) -> bool:
+        """Our own forward and backward (the FLOP count) run in thread ``ident`` now."""
+        return self.paused and self.paused_ident == ident
+
+
+def guarded(warn: Callable[[str, str], None], key: str, fn: Callable[..., Any], *args: Any) -> Any:
+    """Call ``fn``; on a fault warn once under ``key`` (that probe is disabled) and return ``None``."""
+    try:
+        return fn(*args)
+    except Exception as exc:
+        warn(key, f"{key} disabled: {exc!r}")
+        return None

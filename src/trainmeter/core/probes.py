@@ -41,9 +41,16 @@ Anything else (a CUDA loss, a GradScaler, an open eval span, a new shape, a seco
 step, a new optimizer) takes the general path, which ends in the same rule. What those wrappers read and
 write is the probes' own :class:`~trainmeter.core.probe_state.ProbeState`, which they close over.
 
-The parts, each in its module: :mod:`~trainmeter.core.discovery`, :mod:`~trainmeter.core.wrappers`,
-:mod:`~trainmeter.core.root_calls`, :mod:`~trainmeter.core.loss_capture`,
-:mod:`~trainmeter.core.optimizer_steps`, :mod:`~trainmeter.core.compile_watch`.
+The parts, each an object that owns its state, made and wired here (collaborators passed to their
+constructors): :class:`~trainmeter.core.probe_state.ProbeSwitches` (installed, paused, an open eval span, loss
+capture on), :class:`~trainmeter.core.lane_probes.ProbeThreads` (lane 1's thread, the other threads' lanes),
+:class:`~trainmeter.core.root_calls.RootCalls` (the root's batches: tokens, S, the example),
+:class:`~trainmeter.core.discovery.Discovery` (candidates, the optimizers built, the root),
+:class:`~trainmeter.core.loss_capture.LossCapture` (the step's loss, its provenance),
+:class:`~trainmeter.core.optimizer_steps.OptimizerSteps` (the step hook's general path, other optimizers, the
+framework steppers), :class:`~trainmeter.core.compile_watch.CompileWatch` and, at the start,
+:class:`~trainmeter.core.wrappers.Wrappers` (the wrapper factories). This class keeps the surface the run,
+the wings and :mod:`~trainmeter.core.explicit_steps` use, and the one rule that recomputes the fast flags.
 
 Every callback is guarded: a fault warns once and disables that probe.
 Callbacks run on the training thread.
@@ -52,21 +59,18 @@ Callbacks run on the training thread.
 from __future__ import annotations
 
 import sys
-import threading
-import weakref
 from typing import Any, Protocol
 
 from trainmeter.core import host_patches
 from trainmeter.core.compile_watch import CompileWatch
-from trainmeter.core.discovery import Discovery, _Candidate
-from trainmeter.core.probe_state import NO_ROOT, ProbeState
-from trainmeter.core.lane_probes import LaneProbes
-from trainmeter.core.lanes import Lane
-from trainmeter.core.loss_capture import LossCapture
+from trainmeter.core.discovery import Discovery
+from trainmeter.core.explicit_steps import Stepper
+from trainmeter.core.lane_probes import ProbeThreads
+from trainmeter.core.loss_capture import TOKENS_SERIES, LossCapture, tokens_info
 from trainmeter.core.optimizer_steps import OptimizerSteps
-from trainmeter.core.patches import Patches, PostImportHooks
+from trainmeter.core.patches import Patches
+from trainmeter.core.probe_state import NO_ROOT, ProbeState, ProbeSwitches, guarded
 from trainmeter.core.root_calls import RootCalls
-from trainmeter.core.scalars import StepLoss
 from trainmeter.core.seq_weights import TokenWeightedSeq
 from trainmeter.core.wrappers import Wrappers
 
@@ -78,7 +82,7 @@ class StepSink(Protocol):
     steps_state: Any  # the step rule (core/steps.py StepRecorder): count(tokens, loss, value), add_loss, steps, now
     lanes: Any  # the other training threads' lanes (core/lane_steps.py Lanes): add, on_step, on_loss
     token_unit: str
-    series_info: dict[str, dict[str, Any]]
+    registry: Any  # the series registry (core/series_registry.py): describe(name, entry, replace=)
 
     def at_step(self, step: int, fn: Any) -> None: ...
 
@@ -92,129 +96,53 @@ class StepSink(Protocol):
     def scalar_reader(self) -> Any: ...
 
 
-class TorchProbes(Discovery, CompileWatch, Wrappers, RootCalls, LossCapture, OptimizerSteps, LaneProbes):
-    """The in-process torch hooks of one run.
+class TorchProbes:
+    """The in-process torch hooks of one run: the owner of their parts.
 
     Args:
         monitor: The run they report to.
 
     Attributes:
-        on_training: Called (no arguments) at each training forward of the root, each
-            backward and each optimizer step while set; set only by the extensions' dispatcher
-            (``Dispatcher.watch_training``: the time split's open eval span), which turns it into
-            ``on_phase("train", "begin", t_s)``.
-        paused: Set while trainmeter itself runs the model (FLOP counting).
+        hot: The parts' per-call state (:class:`~trainmeter.core.probe_state.ProbeState`), closed over by the
+            wrappers.
+        switches, threads, root_calls, discovery, loss, optimizers, compile_watch: The parts.
+        wrappers: The wrapper factories, made at :meth:`start` (``None`` before).
     """
 
     name = "torch"
 
     def __init__(self, monitor: StepSink) -> None:
         self._monitor = monitor
-        self.hot = ProbeState()  # the fast flags, the last batch signature, the step's loss parts
-        self._steps: Any = monitor.steps_state  # the step rule (StepRecorder): every counted step goes there
+        steps = monitor.steps_state  # the step rule (StepRecorder): every counted step goes there
+        self._steps: Any = steps
         self._handles: list[Any] = []
         self._patches = Patches()
-        self._call_wrapper_on = True  # TRAINMETER_DISABLE=call-wrapper (core/host_patches.py), read at start
-        self._compile_watch_on = False  # torch.compile wrapped (compile-watch), read at start
-        self._direct_call: Any = None  # the root's Module._call_impl when the fast call may call it (_set_root)
-        self._imports: PostImportHooks | None = None
-        self._active = False
-        self._torch: Any = None
-        self._module_type: Any = None
-        self._optimizer_type: Any = None
-        self._candidates: dict[int, _Candidate] = {}
-        self._patched_classes: set[tuple[type, str]] = set()
-        self._root: weakref.ReferenceType[Any] | None = None
-        self._declared: weakref.ReferenceType[Any] | None = None  # tm.monitor(model=...)
-        self._root_id = 0
-        self._keep_others_until_s = 0.0  # another optimizer's models stay watched until then (core/discovery.py)
-        self._primary_last_event = 0
-        self._events = 0
-        self._created: dict[int, tuple[weakref.ReferenceType[Any], int]] = {}  # optimizer id -> (ref, event)
-        self._others: dict[int, int] = {}  # non-primary optimizer id -> its number (2, 3, ...)
-        self._max_calls = 0
-        self._general_steps = 0  # lane 1's steps counted through _on_step (the others took the steady path)
-        self._loss: StepLoss | None = None
-        self._scaled: tuple[Any, Any, bool] | None = None  # (weakref to the scaled loss, scale tensor, divided)
-        self._losses_info = {"steps": 0, "ambiguous": 0, "divided": 0, "scaled": 0, "max_parts": 0}
-        self._first_step_missed = False
-        self._roots_found = 0
-        self._candidate_calls = False
-        self._gave_up = False
-        self._compiling = False  # something is or was compiled: torch's own classes are not patched
-        self._set_aside: set[int] = set()  # candidates unwatched for that reason
-        self._on_training: Any = None
-        self.params: dict[str, Any] = {}
-        self.root_name: str | None = None
-        self.example: tuple[Any, Any] | None = None
-        self.seq_weights = TokenWeightedSeq()  # the run's token-weighted S (docs/spec.md section 5, "S")
-        self._paused = False
-        self._paused_ident = 0  # the thread that paused (our FLOP count runs there)
-        self.autocast_dtype: str | None = None
-        # training threads (core/lane_probes.py): lane 1's thread, the others' lanes, threaded mode
-        self._hot_ident = 0
-        self._hot_thread = ""
-        self._threads: dict[int, Lane] = {}
-        self._threaded = False
-        self._lanes_lock = threading.Lock()
-        self._capture_on = False  # loss capture installed and not disabled by a fault
-        self.unstepped_loss = False  # at stop: a loss was passed to backward after the last step (or with none)
-
-    # -- the hot paths' flags ----------------------------------------------------------
-    @property
-    def _primary(self) -> weakref.ReferenceType[Any] | None:
-        """A weak reference to the primary optimizer, or ``None`` (held on the hot state: the step hook reads it)."""
-        return self.hot.primary
-
-    @_primary.setter
-    def _primary(self, ref: weakref.ReferenceType[Any] | None) -> None:
-        self.hot.primary = ref
-
-    @property
-    def paused(self) -> bool:
-        """Forward and backward calls are not counted (our own FLOP count; a probe fault). Training thread."""
-        return self._paused
-
-    @paused.setter
-    def paused(self, value: bool) -> None:
-        self._paused = value
-        self._paused_ident = threading.get_ident()
-        self._refresh_fast()
-
-    @property
-    def steady_steps(self) -> int:
-        """Lane 1's steps that took the step hook's steady path (their loss read at backward). Training thread."""
-        return self._steps.steps - self._general_steps
-
-    @property
-    def primary_optimizer(self) -> Any:
-        """The primary optimizer (whose steps are counted), or ``None`` before its first step. Any thread."""
-        return self._primary() if self._primary is not None else None
-
-    @property
-    def on_training(self) -> Any:
-        """Called at each training forward, backward and step while set (an open eval span). Training thread."""
-        return self._on_training
-
-    @on_training.setter
-    def on_training(self, value: Any) -> None:
-        self._on_training = value
-        self._refresh_fast()
+        self.hot = hot = ProbeState()  # the fast flags, the last batch signature, the step's loss parts
+        self.switches = switches = ProbeSwitches(hot, self._refresh_fast)
+        self.threads = threads = ProbeThreads(hot, switches, monitor)
+        self.root_calls = root_calls = RootCalls(hot, steps, monitor, switches)
+        self.discovery = discovery = Discovery(hot, steps, monitor, switches, threads, root_calls, self._patches)
+        self.loss = loss = LossCapture(hot, monitor, switches, threads)
+        self.optimizers = OptimizerSteps(hot, steps, monitor, switches, threads, discovery, loss)
+        self.compile_watch = CompileWatch(discovery, switches, self._patches, monitor.warn_once)
+        self.wrappers: Wrappers | None = None
 
     def _refresh_fast(self) -> None:
-        """Recompute the hot paths' flags from their inputs (after any of them changed)."""
+        """Recompute the hot paths' flags from their inputs (after any of them changed, in any part)."""
+        hot, switches, discovery, threads = self.hot, self.switches, self.discovery, self.threads
         # a second training thread switches the fast paths off for the run (core/lane_probes.py); the first
         # backward waits for lane 1's thread to be known
-        plain = self._active and not self._paused and self._on_training is None and not self._threaded
-        fast = plain and self.hot.fast_calls and self._root is not None
-        self.hot.fast_ref = self._root if fast else NO_ROOT  # type: ignore[assignment]
+        plain = switches.active and not switches.paused and switches.on_training is None and not threads.threaded
+        root = discovery.root
+        fast = plain and hot.fast_calls and root is not None
+        hot.fast_ref = root if fast else NO_ROOT  # type: ignore[assignment]
         # the fast call calls torch's Module._call_impl itself (no bound method, no _compiled_call_impl read) while
         # nothing is compiled in the run and torch.compile is watched: module.compile() goes through it first
-        self.hot.call_impl = self._direct_call if fast and not self._compiling else None
-        self.hot.fast_backward = (plain and self.hot.backward_on and self._loss is None and self._scaled is None
-                                  and self._hot_ident != 0)
-        if not plain or self._root is None:
-            self.hot.steady = False
+        hot.call_impl = discovery.direct_call if fast and not discovery.compiling else None
+        hot.fast_backward = (plain and hot.backward_on and self.loss.step_loss is None and self.loss.scaled is None
+                             and threads.hot_ident != 0)
+        if not plain or root is None:
+            hot.steady = False
 
     # -- lifecycle -----------------------------------------------------------------
     def start(self) -> None:
@@ -222,93 +150,192 @@ class TorchProbes(Discovery, CompileWatch, Wrappers, RootCalls, LossCapture, Opt
         import torch
         from torch.optim.optimizer import Optimizer, register_optimizer_step_post_hook
 
-        self._torch = torch
-        self._module_type = torch.nn.Module
-        self._optimizer_type = Optimizer
-        self._active = True
-        allow, warn = host_patches.allow, self._monitor.warn_once  # each host patch checked once, here
+        monitor, switches = self._monitor, self.switches
+        self.wrappers = wrappers = Wrappers(torch, self.hot, self._steps, monitor, switches, self.threads,
+                                            self.discovery, self.loss, self.optimizers)
+        switches.set_active(True)
+        allow, warn = host_patches.allow, monitor.warn_once  # each host patch checked once, here
         if allow("step-hooks", warn):
-            self._handles.append(register_optimizer_step_post_hook(self._make_step_hook()))
+            self._handles.append(register_optimizer_step_post_hook(wrappers.step_hook()))
         if allow("backward", warn):
-            self._patches.wrap(torch.autograd, "backward", self._make_backward)
-            self.hot.backward_on = self._capture_on = True
+            self._patches.wrap(torch.autograd, "backward", wrappers.backward)
+            switches.capture(True)
         self._refresh_fast()
         if allow("optimizer-init", warn):
-            self._patches.wrap(Optimizer, "__init__", self._make_optimizer_init)
+            self._patches.wrap(Optimizer, "__init__", wrappers.optimizer_init)
         try:
             from torch.amp.grad_scaler import GradScaler
 
             if allow("grad-scaler", warn):
-                self._patches.wrap(GradScaler, "scale", self._make_scale)
+                self._patches.wrap(GradScaler, "scale", wrappers.scale)
         except Exception:
             pass
-        self._call_wrapper_on = allow("call-wrapper", warn)
-        if allow("compile-watch", warn):
-            self._compile_watch_on = True
-            self._patches.wrap(torch, "compile", self._make_compile)
-            self._imports = PostImportHooks({"torch._dynamo.eval_frame": self._patch_dynamo})
-            self._imports.install()
-        self._guarded("probe-discovery", self._scan_existing, sys._getframe(1))
+        call_wrapper = allow("call-wrapper", warn)  # TRAINMETER_DISABLE=call-wrapper (core/host_patches.py)
+        compile_watch = allow("compile-watch", warn)
+        self.discovery.start(torch, wrappers.call if call_wrapper else None, compile_watch)
+        if compile_watch:
+            self.compile_watch.install(torch)
+        guarded(warn, "probe-discovery", self.discovery.scan, sys._getframe(1))
 
     def stop(self) -> None:
         """Remove every hook and patch; write the loss and token provenance. Idempotent."""
-        self._active = False
-        self._refresh_fast()
+        self.switches.set_active(False)
         for handle in self._handles:
             try:
                 handle.remove()
             except Exception:
                 pass
         self._handles.clear()
-        if self._imports is not None:
-            self._imports.remove()
-            self._imports = None
+        self.compile_watch.remove()
         self._patches.restore_all()
-        self._patched_classes.clear()
-        self._candidates.clear()
-        self._set_aside.clear()
-        self._created.clear()
-        self._scaled = None
-        self.unstepped_loss = self.unstepped_loss or self._loss is not None or bool(self.hot.fast_parts)
-        self._loss = None
-        self.hot.clear_fast_loss()
-        self.on_training = None
-        self._guarded("probe-info", self._write_info)
+        self.discovery.stop()
+        self.loss.stop()
+        self.switches.watch_training(None)
+        guarded(self._monitor.warn_once, "probe-info", self._write_info)
 
     def reset_discovery(self) -> None:
         """Forget the root and the primary optimizer (a forked child may train another model). Training thread."""
-        self._primary = None
-        self._root = None
-        self._root_id = 0
-        self.hot.steady = False
-        self._refresh_fast()
-        self._gave_up = False
-        self._others.clear()
-        self._general_steps = 0
-        self._lanes_lock = threading.Lock()  # the child's threads are not the parent's (nor its lock's holder)
-        self._threads = {}
-        self._hot_ident = 0
-        self._threaded = False
-        self.hot.backward_on = self._capture_on
-        self.hot.pending_tokens = 0
-        self.hot.calls = 0
-        self._loss = None
-        self.hot.clear_fast_loss()
-        self._scaled = None
-        self.params = {}
-        self.root_name = None
-        self.example = None
-        self.seq_weights = TokenWeightedSeq()
-        for candidate in self._candidates.values():
-            candidate.tokens = candidate.calls = 0
-            candidate.example = None
+        hot = self.hot
+        hot.primary = None
+        self.discovery.reset()
+        self.optimizers.reset()
+        self.threads.reset()  # the child's threads are not the parent's (nor its lock's holder)
+        hot.backward_on = self.switches.capture_on
+        hot.pending_tokens = 0
+        hot.calls = 0
+        self.loss.reset()
+        self.root_calls.reset()
         self._refresh_fast()
 
-    def _guarded(self, key: str, fn: Any, *args: Any) -> Any:
-        try:
-            return fn(*args)
-        except Exception as exc:
-            self._monitor.warn_once(key, f"{key} disabled: {exc!r}")
-            return None
+    def _write_info(self) -> None:
+        """``series_info`` entries for ``train_loss`` and ``tokens_per_step``."""
+        describe = self._monitor.registry.describe
+        n = self.loss.write_info(describe, self.steady_steps, self.optimizers.other_numbers())
+        discovery = self.discovery
+        if discovery.roots_found:
+            describe(TOKENS_SERIES, tokens_info(n, self.optimizers.max_calls, discovery.first_step_missed,
+                                                discovery.root_name))
 
-    # -- discovery -----------------------------------------------------------------
+    # -- the surface the run and the wings read ----------------------------------------
+    @property
+    def paused(self) -> bool:
+        """Forward and backward calls are not counted (our own FLOP count; a probe fault). Training thread."""
+        return self.switches.paused
+
+    @paused.setter
+    def paused(self, value: bool) -> None:
+        self.switches.pause(value)
+
+    @property
+    def on_training(self) -> Any:
+        """Called at each training forward, backward and step while set (an open eval span). Training thread.
+
+        Set only by the extensions' dispatcher (``Dispatcher.watch_training``: the time split's open eval span),
+        which turns it into ``on_phase("train", "begin", t_s)``.
+        """
+        return self.switches.on_training
+
+    @on_training.setter
+    def on_training(self, value: Any) -> None:
+        self.switches.watch_training(value)
+
+    @property
+    def steady_steps(self) -> int:
+        """Lane 1's steps that took the step hook's steady path (their loss read at backward). Training thread."""
+        return self._steps.steps - self.optimizers.general_steps
+
+    @property
+    def primary_optimizer(self) -> Any:
+        """The primary optimizer (whose steps are counted), or ``None`` before its first step. Any thread."""
+        return self.hot.primary_optimizer()
+
+    @property
+    def hot_ident(self) -> int:
+        """``threading.get_ident()`` of lane 1's thread, 0 before any training event. Any thread."""
+        return self.threads.hot_ident
+
+    def lane_one(self) -> tuple[str, str | None, str | None]:
+        """Lane 1's thread name, root class name and optimizer class name (empty or ``None`` when unknown). Any thread."""
+        primary = self.hot.primary_optimizer()
+        return self.threads.hot_thread, self.discovery.root_name, type(primary).__name__ if primary is not None else None
+
+    @property
+    def params(self) -> dict[str, Any]:
+        """The root's parameter counts and the primary optimizer's (empty until found)."""
+        return self.discovery.params
+
+    @property
+    def root_name(self) -> str | None:
+        return self.discovery.root_name
+
+    def is_candidate(self, module: Any) -> bool:
+        """Whether ``module`` is watched as a possible root (before the root is known). Any thread."""
+        return self.discovery.is_candidate(module)
+
+    def declare_root(self, module: Any) -> None:
+        """Use ``module`` as the trained root (``tm.monitor(model=...)``)."""
+        self.discovery.declare_root(module)
+
+    @property
+    def example(self) -> tuple[Any, Any] | None:
+        """One training batch of the root ``(args, kwargs)`` for the FLOP count, or ``None``."""
+        return self.root_calls.example
+
+    @property
+    def autocast_dtype(self) -> str | None:
+        return self.root_calls.autocast_dtype
+
+    @property
+    def seq_weights(self) -> TokenWeightedSeq:
+        """The run's token-weighted S (docs/spec.md section 5, "S")."""
+        return self.root_calls.seq_weights
+
+    @property
+    def example_pending(self) -> bool:
+        """The root is known and a training batch of it will be kept at its next training call."""
+        return self.discovery.root_watched() and self.root_calls.example is None
+
+    def release_example(self) -> None:
+        """Drop the kept batch (after the FLOP count)."""
+        self.root_calls.release_example()
+
+    @property
+    def unstepped_loss(self) -> bool:
+        """At stop: a loss was passed to backward after the last step (or with none)."""
+        return self.loss.unstepped
+
+    # -- steps no torch.optim hook sees (core/explicit_steps.py) --------------------------------
+    def stepper(self, source: str, model: Any) -> Stepper:
+        """The run's stepper for ``source`` and ``model`` (made, and ``model`` watched, once)."""
+        return self.optimizers.stepper(source, model)
+
+    def declared_model(self) -> Any:
+        """The module passed as ``model=``, or ``None``."""
+        return self.discovery.declared_model()
+
+    def count_samples(self, samples: int) -> bool:
+        """Count ``samples`` for this step when no batch of the root was counted; whether they were."""
+        if self.hot.pending_tokens:
+            return False
+        self.hot.pending_tokens = samples
+        return True
+
+    def step(self, optimizer: Any) -> None:
+        """One step of ``optimizer`` (a stepper), counted as the step hook's general path counts it."""
+        self.optimizers.on_step(optimizer, (), {})
+
+    def note_scaled(self, out: Any, scale: Any, divided: bool) -> None:
+        """A framework multiplied the loss by ``scale`` into ``out``: divided out at ``out``'s backward."""
+        self.loss.note_scaled(out, scale, divided)
+
+    def pending_parts(self) -> int:
+        """How many values were passed to backward since the last counted step."""
+        return self.loss.pending_parts()
+
+    def scale_pending(self, factor: float) -> bool:
+        """Multiply the pending step's loss by ``factor``; whether it was done."""
+        return self.loss.scale_pending(factor)
+
+    def backward_seen(self) -> bool:
+        """Whether a loss was passed to backward since the last counted step (or ever, with no step)."""
+        return self.loss.backward_seen()

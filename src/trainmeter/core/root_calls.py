@@ -6,85 +6,91 @@ copy's own ``training_step`` (docs/spec.md section 5, "The counted pass")."""
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
-from trainmeter.core.batch import count_batch, last_seq
+from trainmeter.core.batch import batch_seq, last_seq
 from trainmeter.core.seq_weights import TokenWeightedSeq
 
 
 class RootCalls:
-    """Per call of a watched module (a part of :class:`~trainmeter.core.probes.TorchProbes`). Training thread."""
+    """What the root's calls count: tokens, the token-weighted S, the example batch and its autocast dtype.
 
-    example: tuple[Any, Any] | None
-    seq_weights: TokenWeightedSeq
+    Args:
+        hot: The probes' per-call state (pending tokens and calls, the last counted batch's signature).
+        steps: The run's step rule (``tokens`` so far).
+        monitor: The run (``set_token_unit``).
+        switches: The probes' switches (``on_training``, ``refresh``).
 
-    def _on_call(self, module: Any, args: Any, kwargs: Any, lightning: bool) -> None:
-        if self._paused and (not self._threaded or self._paused_ident == threading.get_ident()):
-            return  # our own FLOP count runs in this thread (another thread's training goes on)
-        if not (lightning or self._torch.is_grad_enabled()):
-            return
-        candidate = self._candidates.get(id(module))
-        if candidate is None or candidate.ref() is not module:
-            return
-        try:
-            counted = count_batch(args[:1] if lightning else args, kwargs)
-            if id(module) == self._root_id:
-                if self.example is None:  # a LightningModule's: its training_step (batch, batch_idx)
-                    self._capture_example(args, kwargs)
-                elif lightning and self.autocast_dtype is None:  # its precision plugin's autocast is on here
-                    self.autocast_dtype = self._autocast()
-                if counted is not None:
-                    self.seq_weights.at(self._steps.tokens + self.hot.pending_tokens, last_seq())
-                    self.hot.pending_tokens += counted[0]
-                    self._monitor.set_token_unit(counted[1])
-                # remember a positional batch's shape: the call wrapper counts the next ones like it
-                first = args[0] if args and not kwargs else None
-                if not lightning and counted is not None and hasattr(first, "is_floating_point"):
-                    self.hot.last_type, self.hot.last_shape, self.hot.last_dtype = type(first), first.shape, first.dtype
-                    self.hot.last_tokens = counted[0]
-                    self.hot.fast_calls = self.example is not None
-                else:
-                    self.hot.fast_calls = False
-                self._refresh_fast()
-                self.hot.calls += 1
-                callback = self._on_training
-                if callback is not None and (lightning or module.training):
-                    callback()
-            else:
-                self._candidate_calls = True
-                self.hot.steady = False
-                candidate.calls += 1
-                if candidate.example is None and self._root is None:
-                    candidate.example = (args, dict(kwargs or {}), self._autocast())
-                if counted is not None:
-                    candidate.tokens += counted[0]
-                    candidate.unit = counted[1]
-        except Exception as exc:
-            self._monitor.warn_once("probe-tokens", f"token counting disabled: {exc!r}")
-            self.paused = True
+    Attributes:
+        example: One training batch of the root ``(args, kwargs)`` for the FLOP count, or ``None``.
+        autocast_dtype: The autocast dtype in force at that batch, or ``None``.
+        seq_weights: The run's token-weighted S (docs/spec.md section 5, "S").
 
+    Training thread (lane 1's).
+    """
+
+    def __init__(self, hot: Any, steps: Any, monitor: Any, switches: Any) -> None:
+        self._hot = hot
+        self._steps = steps
+        self._monitor = monitor
+        self._switches = switches
+        self.example: tuple[Any, Any] | None = None
+        self.autocast_dtype: str | None = None
+        self.seq_weights = TokenWeightedSeq()
+
+    def reset(self) -> None:
+        """No batch kept, no S seen (a forked child's own run)."""
+        self.example = None
+        self.seq_weights = TokenWeightedSeq()
+
+    def new_root(self) -> None:
+        """Another root was chosen: its own batch is kept next."""
+        self.example = None
+        self.autocast_dtype = None
+
+    def count(self, module: Any, args: Any, kwargs: Any, lightning: bool, counted: tuple[int, str] | None) -> None:
+        """A training call of the root (``counted``: its batch's ``(count, unit)``, or ``None``)."""
+        hot = self._hot
+        if self.example is None:  # a LightningModule's: its training_step (batch, batch_idx)
+            self._capture_example(args, kwargs)
+        elif lightning and self.autocast_dtype is None:  # its precision plugin's autocast is on here
+            self.autocast_dtype = autocast()
+        if counted is not None:
+            self.seq_weights.at(self._steps.tokens + hot.pending_tokens, last_seq())
+            hot.pending_tokens += counted[0]
+            self._monitor.set_token_unit(counted[1])
+        # remember a positional batch's shape: the call wrapper counts the next ones like it
+        first = args[0] if args and not kwargs else None
+        if not lightning and counted is not None and hasattr(first, "is_floating_point"):
+            hot.last_type, hot.last_shape, hot.last_dtype = type(first), first.shape, first.dtype
+            hot.last_tokens = counted[0]
+            hot.fast_calls = self.example is not None
+        else:
+            hot.fast_calls = False
+        self._switches.refresh()
+        hot.calls += 1
+        callback = self._switches.on_training
+        if callback is not None and (lightning or module.training):
+            callback()
+
+    def credit(self, candidate: Any) -> None:
+        """The root was found at a step: its batches of that step (seen as a candidate's) count, its first is kept."""
+        example = candidate.example
+        hot = self._hot
+        if example is not None and candidate.unit == "tokens":  # S of the first step: its first batch's
+            self.seq_weights.at(self._steps.tokens + hot.pending_tokens, batch_seq(example[0], example[1]))
+        hot.pending_tokens += candidate.tokens
+        hot.calls += candidate.calls
+        if candidate.unit:
+            self._monitor.set_token_unit(candidate.unit)
+        if example is not None:
+            self.example = example[:2]
+            self.autocast_dtype = example[2]
 
     def _capture_example(self, args: Any, kwargs: Any) -> None:
         """Keep one training batch (for the counted FLOPs) and the autocast dtype."""
         self.example = (args, dict(kwargs or {}))
-        self.autocast_dtype = self._autocast()
-
-    def _autocast(self) -> str | None:
-        torch = self._torch
-        try:
-            for device in ("cuda", "cpu"):
-                if torch.is_autocast_enabled(device):
-                    return str(torch.get_autocast_dtype(device))
-        except Exception:
-            pass
-        return None
-
-    @property
-    def example_pending(self) -> bool:
-        """The root is known and a training batch of it will be kept at its next training call."""
-        candidate = self._candidates.get(self._root_id) if self._root is not None else None
-        return candidate is not None and self.example is None
+        self.autocast_dtype = autocast()
 
     def release_example(self) -> None:
         """Drop the kept batch (after the FLOP count).
@@ -93,3 +99,15 @@ class RootCalls:
         """
         self.example = None if self.example is None else ((), {})
 
+
+def autocast() -> str | None:
+    """The autocast dtype in force on this thread (CUDA's, else the CPU's), or ``None``."""
+    try:
+        import torch
+
+        for device in ("cuda", "cpu"):
+            if torch.is_autocast_enabled(device):
+                return str(torch.get_autocast_dtype(device))
+    except Exception:
+        pass
+    return None

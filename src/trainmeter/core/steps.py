@@ -101,6 +101,10 @@ class StepRecorder:
         self.t0_s = t0_s
         self.next_report_s = t0_s + self.interval_s
 
+    def report_by(self, t_s: float) -> None:
+        """The next report at clock ``t_s`` at the latest (a forked child's first)."""
+        self.next_report_s = min(self.next_report_s, t_s)
+
     def report_now(self) -> None:
         """Make the next step (or emit) boundary run the report (a noted SIGTERM, a control). Any thread."""
         self.next_report_s = float("-inf")

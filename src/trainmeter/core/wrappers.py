@@ -1,8 +1,9 @@
 """The wrappers put over torch: the watched call, ``autograd.backward``, ``GradScaler.scale``, the step hook.
 
 Also ``Optimizer.__init__`` (discovery). Loss semantics: docs/spec.md section 2; the steady step's cost
-(docs/spec.md section 20) is bounded by tests/core/test_hot_path.py. The hot ones close over the run's
-:class:`~trainmeter.core.hot_state.HotState`. Training thread.
+(docs/spec.md section 20) is bounded by tests/core/test_hot_path.py. The hot ones close over the probes'
+:class:`~trainmeter.core.probe_state.ProbeState` and the step rule, bound as locals when the wrapper is made;
+their general paths call the probes' parts. Training thread.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 
 from trainmeter.core import host_patches
 from trainmeter.core.loss_capture import _divided
+from trainmeter.core.probe_state import guarded
 
 _NO_ARG = object()  # the watched call's first argument when it has none
 
@@ -53,32 +55,55 @@ def direct_call_impl(module: Any, torch: Any) -> Any:
 
 
 class Wrappers:
-    """The wrapper factories (a part of :class:`~trainmeter.core.probes.TorchProbes`).
+    """The wrapper factories of one run's probes: each takes the original callable and returns its wrapper
+    (``Patches.wrap``), closing over the parts it calls.
 
-    Each ``_make_*`` takes the original callable and returns its wrapper (``Patches.wrap``). Training thread.
+    Args:
+        torch: The ``torch`` module.
+        hot: The probes' per-call state (what the steady paths read and write).
+        steps: The run's step rule (the steady step's ``count``).
+        monitor: The run (``warn_once``).
+        switches: The probes' switches.
+        threads: The probes' training threads.
+        discovery: The watched modules (their calls' general path; an optimizer built).
+        loss: The step's loss (the backward wrapper's general path; ``GradScaler.scale``).
+        optimizers: The step hook's general path.
+
+    Training thread.
     """
 
-    _active: bool
+    def __init__(self, torch: Any, hot: Any, steps: Any, monitor: Any, switches: Any, threads: Any, discovery: Any,
+                 loss: Any, optimizers: Any) -> None:
+        self._torch = torch
+        self._hot = hot
+        self._steps = steps
+        self._monitor = monitor
+        self._switches = switches
+        self._threads = threads
+        self._discovery = discovery
+        self._loss = loss
+        self._optimizers = optimizers
 
-    def _make_step_hook(self) -> Any:
-        """The optimizer step post-hook: a steady step straight to the step rule, anything else through ``_on_step``.
+    def step_hook(self) -> Any:
+        """The optimizer step post-hook: a steady step straight to the step rule, anything else to
+        :meth:`OptimizerSteps.on_step <trainmeter.core.optimizer_steps.OptimizerSteps.on_step>`.
 
         The steady step (docs/spec.md section 20) is the primary optimizer of a known root, called once, with one
         0-d CPU loss read at backward: its tokens and value go to the run's one step rule
         (:meth:`StepRecorder.step <trainmeter.core.steps.StepRecorder.step>`, through its ``count`` slot, which
         the overhead wing's timing hook swaps for one step). The general path ends in the same rule.
         """
-        probes = self
-        hot = self.hot
+        hot = self._hot
         rule = self._steps
         monitor = self._monitor
+        on_step = self._optimizers.on_step
 
         def step_hook(optimizer: Any, args: Any, kwargs: Any, /) -> None:
             try:
                 primary = hot.primary  # slot reads, then calls: a method call of a slot is not specialized
                 if hot.steady and hot.fast_parts == 1 and hot.calls == 1 and primary() is optimizer:
                     # hot.steady is cleared by whatever needs the general path (a StepLoss, a candidate's call, a
-                    # new optimizer, an eval span, a pause); one call leaves _max_calls as it is
+                    # new optimizer, an eval span, a pause); one call leaves max_calls as it is
                     tokens = hot.pending_tokens
                     hot.pending_tokens = 0
                     hot.calls = 0
@@ -90,33 +115,34 @@ class Wrappers:
             except Exception as exc:
                 monitor.warn_once("probe-step", f"step probe fault: {exc!r}")
                 return
-            probes._on_step(optimizer, args, kwargs)
+            on_step(optimizer, args, kwargs)
 
         return step_hook
 
-    def _make_optimizer_init(self, original: Any) -> Any:
-        probes = self
+    def optimizer_init(self, original: Any) -> Any:
+        switches, warn, built = self._switches, self._monitor.warn_once, self._discovery.on_optimizer_built
 
         @functools.wraps(original)
         def __init__(optimizer: Any, *args: Any, **kwargs: Any) -> None:
             original(optimizer, *args, **kwargs)
-            if probes._active:
-                probes._guarded("probe-discovery", probes._on_optimizer_built, optimizer, sys._getframe(1))
+            if switches.active:
+                guarded(warn, "probe-discovery", built, optimizer, sys._getframe(1))
 
         return __init__
 
-
-    def _make_call(self, attr: str, original: Any) -> Any:
-        probes = self
-        hot = self.hot
+    def call(self, attr: str, original: Any) -> Any:
+        """The wrapper of a watched class's ``attr`` (``__call__``, or a LightningModule's ``training_step``)."""
+        hot = self._hot
         torch = self._torch
+        switches, threads = self._switches, self._threads
+        on_call, lane_call = self._discovery.on_call, self._lane_call
         # torch.compiler.is_compiling() in one frame: Dynamo folds is_dynamo_compiling() to True when it traces
         # the wrapper (so the flag is never read there); the flag is set while torch.export traces. Where torch
         # has no such flag, the public check stands in, resolved here and never on the call (core/host_patches.py)
         is_dynamo_compiling = torch.compiler.is_dynamo_compiling
-        compiler = host_patches.compile_flag_owner(torch.compiler, probes._monitor.warn_once)
+        compiler = host_patches.compile_flag_owner(torch.compiler, self._monitor.warn_once)
         is_grad_enabled = torch.is_grad_enabled
-        candidates = self._candidates
+        candidates = self._discovery.candidates  # the same dict for the run (Discovery clears it in place)
         lightning = attr == "training_step"
         # a class that keeps torch's own __call__ (Module._wrapped_call_impl, which only routes a module.compile()d
         # call): the hot path calls the module's _call_impl itself, one frame (and its argument tuple and dict) fewer
@@ -135,11 +161,11 @@ class Wrappers:
             if fast_ref() is module and not kwargs and not hot.depth:
                 # hot path (docs/spec.md section 20): the root called with a positional batch like the last counted
                 # one counts the same (exact: same type, shape and dtype; no argument: not the last type); anything
-                # else takes _on_call
+                # else takes Discovery.on_call
                 try:
                     same = (type(first) is hot.last_type and first.shape == hot.last_shape
                             and first.dtype is hot.last_dtype)
-                except Exception:  # a tensor without a shape (a nested tensor): _on_call says so
+                except Exception:  # a tensor without a shape (a nested tensor): on_call says so
                     same = False
                 if same and is_grad_enabled():
                     hot.pending_tokens += hot.last_tokens
@@ -157,51 +183,52 @@ class Wrappers:
                         return original(module, first)
                     finally:
                         hot.depth = 0
-            if hot.depth and not probes._threaded and get_ident() == probes._hot_ident:
+            if hot.depth and not threads.threaded and get_ident() == threads.hot_ident:
                 # a module inside the root's call on lane 1's thread: what the general path below ends in
                 if first is _NO_ARG:
                     return original(module, **kwargs)
                 return original(module, first, *args, **kwargs)
             if first is not _NO_ARG:
                 args = (first, *args)
-            if id(module) not in candidates or not probes._active:
+            if id(module) not in candidates or not switches.active:
                 return original(module, *args, **kwargs)
-            if probes._threaded or ((lightning or is_grad_enabled()) and probes._thread_lane() is not None):
+            if threads.threaded or ((lightning or is_grad_enabled()) and threads.thread_lane() is not None):
                 # several training threads: per-thread nesting and counts (core/lane_probes.py)
-                return probes._lane_call(original, module, args, kwargs, lightning)
+                return lane_call(original, module, args, kwargs, lightning)
             if hot.depth:
                 return original(module, *args, **kwargs)
             hot.depth += 1
             try:
-                probes._on_call(module, args, kwargs, lightning)
+                on_call(module, args, kwargs, lightning)
                 return original(module, *args, **kwargs)
             finally:
                 hot.depth -= 1
 
         return call
 
-    def _make_scale(self, original: Any) -> Any:
-        probes = self
-        hot = self.hot
+    def scale(self, original: Any) -> Any:
+        """The wrapper of ``GradScaler.scale``: the loss it returns and its scale are kept for its backward."""
+        switches, loss = self._switches, self._loss
 
         @functools.wraps(original)
         def scale(scaler: Any, outputs: Any, *args: Any, **kwargs: Any) -> Any:
             out = original(scaler, outputs, *args, **kwargs)
-            if probes._active and out is not outputs and getattr(out, "ndim", None) == 0:
+            if switches.active and out is not outputs and getattr(out, "ndim", None) == 0:
                 try:
-                    probes._note_scaled(out, scaler._scale, _divided(getattr(outputs, "grad_fn", None)))
+                    loss.note_scaled(out, scaler._scale, _divided(getattr(outputs, "grad_fn", None)))
                 except Exception:
-                    probes._scaled = None
+                    loss.forget_scaled()
             return out
 
         return scale
 
-    def _make_backward(self, original: Any) -> Any:
+    def backward(self, original: Any) -> Any:
+        """The wrapper of ``torch.autograd.backward``: the 0-d loss read without a sync."""
         if not _plain_backward(original):
-            return self._make_any_backward(original)
-        probes = self
-        hot = self.hot
+            return self._any_backward(original)
+        hot = self._hot
         tensor_type = self._torch.Tensor
+        switches, loss, aside = self._switches, self._loss, self._backward_aside
 
         # torch.autograd.backward's own parameters, passed on positionally: no tuple or dict is built per call
         @functools.wraps(original)
@@ -211,7 +238,7 @@ class Wrappers:
                     and tensors.ndim == 0 and tensors.is_cpu):
                 # hot path (docs/spec.md section 20): a 0-d CPU loss (host memory, no device to wait for), unscaled,
                 # read at once and summed in place; its grad_fn is read only if a second part comes (fast_backward
-                # holds only while capture is on: _refresh_fast)
+                # holds only while capture is on: TorchProbes._refresh_fast)
                 hot.in_backward = True
                 try:
                     try:
@@ -219,49 +246,80 @@ class Wrappers:
                         # item()'s release and retake of the GIL: no hand-off to a waiting thread at every step
                         value = tensors.tolist()
                         if hot.fast_parts:  # a second part: division matters (accumulation or not)
-                            probes._fast_division(tensors)
+                            loss.fast_division(tensors)
                             hot.fast_sum += value
                             hot.fast_parts += 1
                         else:
-                            hot.fast_first = tensors  # held until the step (see _fast_division)
+                            hot.fast_first = tensors  # held until the step (see LossCapture.fast_division)
                             hot.fast_sum = value
                             hot.fast_parts = 1
                     except Exception as exc:
-                        probes._backward_fault(exc)
+                        loss.fault(exc)
                     return original(tensors, grad_tensors, retain_graph, create_graph, grad_variables, inputs)
                 finally:
                     hot.in_backward = False
             if hot.in_backward or not hot.backward_on:  # nested, capture off, or several training threads
-                return probes._backward_aside(original, tensors, grad_tensors, retain_graph, create_graph,
-                                              grad_variables, inputs)
+                return aside(original, tensors, grad_tensors, retain_graph, create_graph, grad_variables, inputs)
             hot.in_backward = True
             try:
-                if grad_tensors is None and not probes._paused:
-                    probes._on_backward(tensors)
+                if grad_tensors is None and not switches.paused:
+                    loss.on_backward(tensors)
                 return original(tensors, grad_tensors, retain_graph, create_graph, grad_variables, inputs)
             finally:
                 hot.in_backward = False
 
         return backward
 
-    def _make_any_backward(self, original: Any) -> Any:
+    def _any_backward(self, original: Any) -> Any:
         """The wrapper for a ``torch.autograd.backward`` whose parameters differ from torch 2.x's: general path."""
-        probes = self
-        hot = self.hot
+        hot = self._hot
+        switches, loss, aside = self._switches, self._loss, self._backward_aside
 
         @functools.wraps(original)
         def backward(tensors: Any, grad_tensors: Any = None, *args: Any, **kwargs: Any) -> Any:
             if hot.in_backward or not hot.backward_on:
                 if kwargs:
                     return original(tensors, grad_tensors, *args, **kwargs)
-                return probes._backward_aside(original, tensors, grad_tensors, *args)
+                return aside(original, tensors, grad_tensors, *args)
             hot.in_backward = True
             try:
-                if grad_tensors is None and not probes._paused:
-                    probes._on_backward(tensors)
+                if grad_tensors is None and not switches.paused:
+                    loss.on_backward(tensors)
                 return original(tensors, grad_tensors, *args, **kwargs)
             finally:
                 hot.in_backward = False
 
         return backward
 
+    # -- the wrappers' per-thread paths (core/lane_probes.py) -------------------------------
+    def _lane_call(self, original: Any, module: Any, args: Any, kwargs: Any, lightning: bool) -> Any:
+        """A watched module's call in threaded mode: the outermost call per thread counts."""
+        lane = self._threads.thread_state()
+        if lane.depth:
+            return original(module, *args, **kwargs)
+        lane.depth += 1
+        try:
+            discovery = self._discovery
+            if lane.hot:
+                discovery.on_call(module, args, kwargs, lightning)
+            elif discovery.is_candidate(module) and (lightning or self._torch.is_grad_enabled()):
+                self._threads.lane_call(lane, module, args, kwargs, lightning)  # a training call in another lane
+            return original(module, *args, **kwargs)
+        finally:
+            lane.depth -= 1
+
+    def _backward_aside(self, original: Any, *args: Any) -> Any:
+        """The backward wrapper's other path: a nested backward, capture off, or training in several threads."""
+        lane = self._threads.current() if self._switches.capture_on else None
+        if lane is not None and not lane.in_backward:
+            lane.in_backward = True
+            try:
+                if args[1] is None and not self._switches.paused_in(lane.ident):
+                    if lane.hot:
+                        self._loss.on_backward(args[0])
+                    else:
+                        self._threads.lane_backward(lane, args[0])
+                return original(*args)
+            finally:
+                lane.in_backward = False
+        return original(*args)

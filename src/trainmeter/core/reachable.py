@@ -1,0 +1,141 @@
+"""What the calling frames reach (their locals, those objects' attributes and list items, ``__main__``), and what it is.
+
+Read by discovery (core/discovery.py) at the start and when an optimizer is built, to find the modules that hold
+its parameters; every object is read without running its code and without changing its layout (docs/spec.md
+section 2, "What the start looks at").
+"""
+
+from __future__ import annotations
+
+import gc
+import sys
+from types import ModuleType
+from typing import Any
+
+MAX_FRAMES = 48
+MAX_ATTRS = 256
+MAX_NAMES = 4096  # names looked at per namespace (a long notebook's user namespace)
+_PLAIN = (str, bytes, int, float, bool, type(None))
+
+
+# Py_TPFLAGS_MANAGED_DICT (CPython 3.11 on): the instance keeps its attributes in values of the type's shared keys
+# until something asks for its ``__dict__``, which then becomes a dict object for good (docs/spec.md section 2,
+# "What the start looks at")
+_MANAGED_DICT = 1 << 4 if sys.version_info >= (3, 11) else 0
+_type_flags = type.__dict__["__flags__"].__get__  # a class's flags by the C getter: no metaclass code runs
+_CONTAINERS = (dict, list, tuple, set, frozenset)
+
+
+def _attribute_values(value: Any) -> list[Any]:
+    """The values of ``value``'s instance attributes, at most :data:`MAX_ATTRS` (empty when it has none).
+
+    An instance whose attributes are still in the shared-keys values is read through ``gc.get_referents``
+    (its type's traverse, C only, no code of the object's runs), never by asking for ``__dict__``: that
+    would turn them into a dict object for the rest of its life, and on CPython 3.11 every load of its
+    attributes in the user's code (an optimizer's ``param_groups`` in ``zero_grad`` and ``step``) would then
+    miss its specialization at every step. Other objects, and subclasses of a container (their traverse gives
+    their items too), are read through their ``__dict__``. Never raises
+    (an object without one, or that refuses to be looked at, has none). Training thread.
+    """
+    cls = type(value)
+    # a subclass of a container traverses its items too (maybe millions): its __dict__ is the bounded read
+    if _type_flags(cls) & _MANAGED_DICT and not issubclass(cls, _CONTAINERS):
+        found: list[Any] = []
+        for ref in gc.get_referents(value):
+            if type(ref) is dict:  # the dict once made (or a dict an attribute holds): its values
+                if len(ref) <= MAX_ATTRS:
+                    found.extend(ref.values())
+            elif ref is not cls:
+                found.append(ref)
+        return found[:MAX_ATTRS]
+    try:
+        attrs = object.__getattribute__(value, "__dict__")
+    except Exception:  # no __dict__ (slots), or an object that refuses to be looked at
+        return []
+    if type(attrs) is dict and len(attrs) <= MAX_ATTRS:
+        return list(attrs.values())
+    return []
+
+
+def _notebook_namespace() -> dict[str, Any]:
+    """The IPython user namespace (the notebook's globals), or an empty dict."""
+    ipython = sys.modules.get("IPython")
+    try:
+        shell = ipython.get_ipython() if ipython is not None else None
+        namespace = getattr(shell, "user_ns", None)
+    except Exception:
+        return {}
+    return namespace if isinstance(namespace, dict) else {}
+
+
+def _instance(value: Any, kind: Any) -> bool:
+    """``isinstance`` that never raises (a proxy whose ``__class__`` lookup fails is no match)."""
+    try:
+        return isinstance(value, kind)
+    except Exception:
+        return False
+
+
+def reachable(frame: Any, module_type: Any) -> list[Any]:
+    """Objects one step from the calling frames: locals, their attributes and list items, ``__main__``.
+
+    Frames of trainmeter's own modules are walked through, their locals left out; classes, modules and
+    ``module_type`` instances (``torch.nn.Module``) are not looked into. Training thread.
+    """
+    found: dict[int, Any] = {}
+
+    def add(value: Any) -> None:
+        if len(found) < 4096:
+            found.setdefault(id(value), value)
+
+    namespaces: list[Any] = []
+    depth = 0
+    while frame is not None and depth < MAX_FRAMES:
+        if not frame.f_globals.get("__name__", "").startswith("trainmeter"):
+            namespaces.append(frame.f_locals)
+        frame = frame.f_back
+        depth += 1
+    main = sys.modules.get("__main__")
+    if main is not None:
+        namespaces.append(vars(main))
+    namespaces.append(_notebook_namespace())
+    for namespace in namespaces:
+        for value in list(namespace.values())[:MAX_NAMES]:
+            if type(value) in _PLAIN:
+                continue
+            try:
+                add(value)
+                if type(value) in (list, tuple):
+                    for item in value[:16]:
+                        add(item)
+                elif not isinstance(value, (type, module_type, ModuleType)):
+                    for item in _attribute_values(value):
+                        add(item)
+                        if type(item) in (list, tuple):
+                            for inner in item[:16]:
+                                add(inner)
+            except Exception:
+                continue  # no __dict__, or an object that refuses to be looked at
+    return list(found.values())
+
+
+def _is_lightning_module(module: Any) -> bool:
+    return any(cls.__name__ == "LightningModule" for cls in type(module).__mro__)
+
+
+def _torch_class(cls: type) -> bool:
+    """A torch building block (``nn.Sequential``, ``nn.Linear``): also used inside compiled models."""
+    return cls.__module__.startswith("torch.") and cls.__name__ != "OptimizedModule"
+
+
+def _is_compiled(module: Any) -> bool:
+    return type(module).__name__ == "OptimizedModule" and "_orig_mod" in getattr(module, "_modules", {})
+
+
+def trained_params(optimizer: Any) -> dict[int, int]:
+    """``id(parameter) -> numel`` of every parameter ``optimizer`` trains."""
+    trained: dict[int, int] = {}
+    for group in optimizer.param_groups:
+        for p in group["params"]:
+            trained[id(p)] = p.numel()
+    return trained
