@@ -98,6 +98,22 @@ def fake_clock() -> FakeClock:
 
 
 @pytest.fixture
+def cpu_burners():
+    """Two processes spinning on the CPU for the test's duration (a loaded machine); killed after."""
+    import subprocess
+    import sys
+
+    procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+    try:
+        yield
+    finally:
+        for proc in procs:
+            proc.kill()
+        for proc in procs:
+            proc.wait()
+
+
+@pytest.fixture
 def run_root(tmp_path: Path) -> Path:
     return tmp_path / "runs"
 

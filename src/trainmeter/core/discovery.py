@@ -242,8 +242,8 @@ class Discovery:
     def on_call(self, module: Any, args: Any, kwargs: Any, lightning: bool) -> None:
         """A watched module's outermost call on lane 1's thread (the call wrapper's general path)."""
         switches = self._switches
-        if switches.paused and (not self._threads.threaded or switches.paused_ident == get_ident()):
-            return  # our own FLOP count runs in this thread (another thread's training goes on)
+        if switches.paused_in(get_ident()):
+            return  # our own FLOP count runs in this thread (another thread's training goes on, counted)
         if not (lightning or self._torch.is_grad_enabled()):
             return
         candidate = self.candidates.get(id(module))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from threading import get_ident
 import weakref
 from typing import Any
 
@@ -81,7 +82,7 @@ class OptimizerSteps:
             discovery.on_primary_step(optimizer, sys._getframe(1))
             # the next steps of this optimizer may take the short path (see TorchProbes._refresh_fast)
             hot.steady = (discovery.root is not None and "trained" in discovery.params and switches.active
-                          and not switches.paused and switches.on_training is None)
+                          and not switches.paused_in(get_ident()) and switches.on_training is None)
             tokens, hot.pending_tokens = hot.pending_tokens, 0
             if hot.calls > self.max_calls:
                 self.max_calls = hot.calls

@@ -92,7 +92,7 @@ class ProbeSwitches:
 
     Attributes:
         active: The probes are installed (between ``start`` and ``stop``).
-        paused: Forward and backward calls are not counted (our own FLOP count; a probe fault).
+        paused: The paused thread's forward and backward calls are not counted (our own FLOP count; a fault).
         paused_ident: The thread that paused (our FLOP count runs there).
         on_training: Called at each training forward, backward and step while set (an open eval span).
         capture_on: Loss capture is installed and not disabled by a fault.
@@ -117,11 +117,12 @@ class ProbeSwitches:
         self.active = active
         self._refresh()
 
-    def pause(self, paused: bool) -> None:
-        """Stop (or resume) counting calls, from the calling thread."""
+    def pause(self, paused: bool, *, refresh: bool = True) -> None:
+        """Stop (or resume) counting the calling thread's calls (``refresh``: recompute the fast flags)."""
         self.paused = paused
         self.paused_ident = get_ident()
-        self._refresh()
+        if refresh:
+            self._refresh()
 
     def watch_training(self, callback: Callable[[], None] | None) -> None:
         self.on_training = callback

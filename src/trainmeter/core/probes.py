@@ -59,6 +59,7 @@ Callbacks run on the training thread.
 from __future__ import annotations
 
 import sys
+from threading import get_ident
 from typing import Any, Protocol
 
 from trainmeter.core import host_patches
@@ -132,7 +133,9 @@ class TorchProbes:
         hot, switches, discovery, threads = self.hot, self.switches, self.discovery, self.threads
         # a second training thread switches the fast paths off for the run (core/lane_probes.py); the first
         # backward waits for lane 1's thread to be known
-        plain = switches.active and not switches.paused and switches.on_training is None and not threads.threaded
+        # a pause silences only the thread that set it (the counted pass may run on the report worker)
+        paused = switches.paused and (not threads.hot_ident or switches.paused_ident == threads.hot_ident)
+        plain = switches.active and not paused and switches.on_training is None and not threads.threaded
         root = discovery.root
         fast = plain and hot.fast_calls and root is not None
         hot.fast_ref = root if fast else NO_ROOT  # type: ignore[assignment]
@@ -219,12 +222,15 @@ class TorchProbes:
     # -- the surface the run and the wings read ----------------------------------------
     @property
     def paused(self) -> bool:
-        """Forward and backward calls are not counted (our own FLOP count; a probe fault). Training thread."""
+        """The forward and backward calls of the thread that set it are not counted (our own FLOP count, which
+        may run on the report worker; a probe fault); every other thread's training is counted meanwhile."""
         return self.switches.paused
 
     @paused.setter
     def paused(self, value: bool) -> None:
-        self.switches.pause(value)
+        ident = self.threads.hot_ident
+        # lane 1's own pause recomputes its fast paths; another thread's leaves them to lane 1's thread
+        self.switches.pause(value, refresh=not ident or ident == get_ident())
 
     @property
     def on_training(self) -> Any:

@@ -116,8 +116,12 @@ class TerminateHandler:
                     signal.set_wakeup_fd(old)
             except (ValueError, OSError):
                 pass
-        self._watcher = threading.Thread(target=self._watch, name="trainmeter-sigterm", daemon=True)
-        self._watcher.start()
+        watcher = self._watcher = threading.Thread(target=self._watch, name="trainmeter-sigterm", daemon=True)
+        try:
+            watcher.start()
+        except Exception:  # no thread to be had (a thread limit): SIGTERM is noted without the watcher
+            self._restore_wakeup()
+            self._stop_watcher()
 
     def remove(self) -> None:
         """Restore the previous handler; a SIGTERM noted and not yet acted on is re-delivered. Idempotent.
@@ -160,7 +164,9 @@ class TerminateHandler:
             os.write(fds[1], _STOP)
         except OSError:
             pass
-        if watcher is not None and watcher is not threading.current_thread():
+        # a watcher whose start failed or was cut (a Ctrl-C in Thread.start's wait for it) may not be started:
+        # join would raise; one that runs reads the stop byte, or finds the descriptors gone
+        if watcher is not None and watcher is not threading.current_thread() and watcher.is_alive():
             watcher.join(timeout=1.0)
         for fd in fds:
             try:

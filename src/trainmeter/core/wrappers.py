@@ -262,8 +262,8 @@ class Wrappers:
                 return aside(original, tensors, grad_tensors, retain_graph, create_graph, grad_variables, inputs)
             hot.in_backward = True
             try:
-                if grad_tensors is None and not switches.paused:
-                    loss.on_backward(tensors)
+                if grad_tensors is None and not switches.paused_in(get_ident()):
+                    loss.on_backward(tensors)  # not our own pass's (the thread that paused the probes)
                 return original(tensors, grad_tensors, retain_graph, create_graph, grad_variables, inputs)
             finally:
                 hot.in_backward = False
@@ -283,8 +283,8 @@ class Wrappers:
                 return aside(original, tensors, grad_tensors, *args)
             hot.in_backward = True
             try:
-                if grad_tensors is None and not switches.paused:
-                    loss.on_backward(tensors)
+                if grad_tensors is None and not switches.paused_in(get_ident()):
+                    loss.on_backward(tensors)  # not our own pass's (the thread that paused the probes)
                 return original(tensors, grad_tensors, *args, **kwargs)
             finally:
                 hot.in_backward = False
