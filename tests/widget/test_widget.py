@@ -73,7 +73,7 @@ def test_traits_are_synced_with_the_protocol_names_and_schema_version():
     w = TrainmeterWidget(state={"name": "r", "status": "running"})
     synced = set(w.keys)
     assert {"state", "history", "schema_version", "_esm"} <= synced
-    assert w.schema_version == 1 and w.history == b""
+    assert w.schema_version == 2 and w.history == b""
     assert "default" in w._esm and "render" in w._esm
 
 

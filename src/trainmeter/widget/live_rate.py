@@ -70,19 +70,23 @@ class RecentRate:
     def __init__(self, window_s: float = RECENT_WINDOW_S) -> None:
         self.window_s = window_s
         self._points: deque[tuple[float, float]] = deque()  # (t_s, tokens) of each step
+        self._tokens = 0.0  # the tokens of the steps in _points (integers: the sum is exact)
         self._before: tuple[float, float] | None = (0.0, 0.0)  # the step just before the window (run start)
         self._clock: deque[tuple[float, float]] = deque([(0.0, 0.0)])  # (session s, training s) samples
         self._pace: tuple[float, float, float] | None = None  # (t_s, steps/s, tokens/s) of the smoothed pace
 
     def extend(self, times_s: list[float], tokens: list[float]) -> None:
         """Add steps (session seconds at each step's end, tokens of each step)."""
-        for t, n in zip(times_s, tokens, strict=False):
-            self._points.append((float(t), float(n)))
+        k = min(len(times_s), len(tokens))
+        self._points.extend(zip(map(float, times_s[:k]), map(float, tokens[:k])))
+        self._tokens += float(sum(tokens[:k]))
         if not self._points:
             return
         last = self._points[-1][0]
-        while len(self._points) > 1 and self._points[0][0] < last - self.window_s:
-            self._before = self._points.popleft()
+        points, start = self._points, last - self.window_s
+        while len(points) > 1 and points[0][0] < start:
+            self._before = points.popleft()
+            self._tokens -= self._before[1]
 
     def note_clock(self, session_s: float, train_s: float) -> None:
         """Add a phase-clock sample: session seconds now and training-only seconds so far."""
@@ -117,7 +121,7 @@ class RecentRate:
         span = t_last - self._before[0]
         if span <= 0:
             return None
-        tokens = sum(n for _, n in self._points)
+        tokens = self._tokens
         steps = len(self._points)
         end, start = self.train_s_at(t_last), self.train_s_at(self._before[0])
         train_s = None if end is None or start is None else min(span, end - start)

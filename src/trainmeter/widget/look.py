@@ -1,7 +1,7 @@
 """The widget's look that both front ends share: palette, layout ids and tick rule, sent as ``state["look"]``.
 
 Python owns these; js/ reads them from the state (js/src/protocol.ts keeps a copy only for a
-state that lacks them, checked against tests/fixtures/state_v1.json by vitest) and the static
+state that lacks them, checked against tests/fixtures/state_v2.json by vitest) and the static
 snapshot (widget/snapshot.py) draws with the same. docs/protocol.md section 1.
 """
 
