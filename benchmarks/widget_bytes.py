@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import collections
 import io
-import math
 import os
 import sys
 import tempfile
@@ -189,6 +188,8 @@ def real(seconds: float, steps_per_s: float = 0.0) -> dict[str, Any]:
 
 def sim(minutes: float, steps_per_s: float) -> dict[str, Any]:
     """``minutes`` simulated minutes on a FakeClock, the publisher ticked every 0.25 s."""
+    from stream import synthetic_steps
+
     from trainmeter.core.clock import FakeClock
     from trainmeter.widget.publisher import Publisher
 
@@ -204,12 +205,7 @@ def sim(minutes: float, steps_per_s: float) -> dict[str, Any]:
         dt = 0.25 / per_tick
         end_s = minutes * 60.0
         while clock() < end_s:
-            for _ in range(per_tick):
-                clock.advance(dt)
-                s = m.steps
-                m.on_step(1024, loss_value=2.0 + math.exp(-s / 20000.0) + 0.05 * math.sin(s / 37.0))
-                if s % 500 == 0:
-                    m.record({"val_loss": 2.1 + math.exp(-s / 20000.0)})
+            synthetic_steps(m, clock, per_tick, dt)  # benchmarks/stream.py's run
             pub.tick()
         live_s = clock()
         live_n = len(wire.log)
