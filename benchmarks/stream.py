@@ -73,6 +73,16 @@ class CountingWidget:
         self.log.append((self.clock(), content["kind"], size))
 
 
+def synthetic_steps(m: Any, clock: FakeClock, n: int, dt: float) -> None:
+    """``n`` steps of the synthetic run, ``dt`` fake seconds each: a loss every step, a validation loss every 500."""
+    for _ in range(n):
+        clock.advance(dt)
+        s = m.steps
+        m.on_step(1024, loss_value=2.0 + math.exp(-s / 20000.0) + 0.05 * math.sin(s / 37.0))
+        if s % 500 == 0:
+            m.record({"val_loss": 2.1 + math.exp(-s / 20000.0)})
+
+
 def run(steps: int, steps_per_s: float, root: Path) -> dict[str, Any]:
     """One synthetic run; returns its stream figures."""
     clock = FakeClock(0.0)
@@ -85,12 +95,7 @@ def run(steps: int, steps_per_s: float, root: Path) -> dict[str, Any]:
     per_tick = max(1, round(steps_per_s * TICK_S))
     dt = TICK_S / per_tick
     while m.steps < steps:
-        for _ in range(min(per_tick, steps - m.steps)):
-            clock.advance(dt)
-            s = m.steps
-            m.on_step(1024, loss_value=2.0 + math.exp(-s / 20000.0) + 0.05 * math.sin(s / 37.0))
-            if s % 500 == 0:
-                m.record({"val_loss": 2.1 + math.exp(-s / 20000.0)})
+        synthetic_steps(m, clock, min(per_tick, steps - m.steps), dt)
         pub.tick()
     m.finish("completed")
     pub.close()

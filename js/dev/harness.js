@@ -16,16 +16,24 @@ class FakeModel {
   emit(e, ...a) { for (const cb of [...(this.handlers.get(e) ?? [])]) cb(...a); }
 }
 
+// frame v2 (docs/protocol.md section 3): every point on each x axis, as the kernel maps it (here: 0.02 s and
+// 8,192 tokens a step)
+const mappedOf = (s) => s.x === "step"
+  ? { tokens: s.xs.map((x) => x * 8192), time: s.xs.map((x) => x * 0.02) }
+  : { step: s.xs.map((t) => t / 0.02), tokens: s.xs.map((t) => (t / 0.02) * 8192) };
 function encode(seq, series) {
-  const header = new TextEncoder().encode(JSON.stringify({ v: 1, seq, series: series.map((s) => ({ name: s.name, x: s.x, n: s.xs.length })) }));
+  const axes = (s) => [s.x, ...Object.keys(mappedOf(s))];
+  const header = new TextEncoder().encode(JSON.stringify({ v: 2, seq, series: series.map((s) => ({ name: s.name, x: s.x, n: s.xs.length, axes: axes(s) })) }));
   const off0 = Math.ceil((8 + header.length) / 8) * 8;
-  const buf = new ArrayBuffer(off0 + series.reduce((a, s) => a + 16 * s.xs.length, 0));
+  const buf = new ArrayBuffer(off0 + series.reduce((a, s) => a + 8 * s.xs.length * (axes(s).length + 1), 0));
   const dv = new DataView(buf);
   new Uint8Array(buf).set([84, 77, 70, 49], 0);
   dv.setUint32(4, header.length, true);
   new Uint8Array(buf).set(header, 8);
   let off = off0;
-  for (const s of series) for (const v of [...s.xs, ...s.ys]) { dv.setFloat64(off, v, true); off += 8; }
+  for (const s of series) {
+    for (const v of [...s.xs, ...Object.values(mappedOf(s)).flat(), ...s.ys]) { dv.setFloat64(off, v, true); off += 8; }
+  }
   return new DataView(buf);
 }
 
@@ -75,6 +83,8 @@ function state() {
       { id: "cuda", label: "CUDA memory", value: null, unit: "bytes", missing: "no CUDA device" },
     ],
     phases_s: { train: elapsed * 0.8, data_wait: elapsed * 0.07, eval: elapsed * 0.08, checkpoint: elapsed * 0.03, reporting: elapsed * 0.02 },
+    phase_bar: { shares: { train: 0.8, data_wait: 0.07, eval: 0.08, checkpoint: 0.03, reporting: 0.02 }, top: "train" },
+    x_axis: { tokens_label: "tokens (cumulative)", tokens_missing: null, time_label: "time since start (s, wall clock)", time_missing: null },
     charts: [
       { id: "loss", title: "Loss", x: "step", unit: "", series: ["loss/train", "loss/val"] },
       { id: "throughput", title: "Throughput (tok/s)", x: "time", unit: "tokens/s", series: ["tokens_per_s/training", "tokens_per_s/session"] },
@@ -89,7 +99,7 @@ function state() {
   };
 }
 
-const model = new FakeModel({ state: state(), history: null, schema_version: 1 });
+const model = new FakeModel({ state: state(), history: null, schema_version: 2 });
 widget.initialize({ model });
 if (PRELOAD > 0) model.emit("msg:custom", { kind: "snapshot", seq: ++seq }, [encode(seq, points(PRELOAD))]);
 widget.render({ model, el: document.getElementById("out") });

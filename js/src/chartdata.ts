@@ -1,14 +1,12 @@
 // What a chart draws: the store's series joined on the chosen x, their smoothed twins, its markers.
 
 import uPlot from "uplot";
-import type { ChartSpec, Look, Marker, XAxisState } from "./protocol";
-import type { SeriesStore } from "./store";
-import { canConvert, convertX, remap, type XMapping, type XMode } from "./xaxis";
+import type { ChartSpec, Look, Marker, XAxisState, XMode } from "./protocol";
+import type { SeriesStore, StoredSeries } from "./store";
 
-/** What every chart of a view shares: the chosen x, the step mappings, the verdict markers. */
+/** What every chart of a view shares: the chosen x, the axes' labels, the verdict markers. */
 export interface ChartContext {
   mode: XMode;
-  mapping: XMapping;
   axis?: XAxisState | null;
   markers: Marker[];
   /** Palette, tick rule, dot threshold (the state's look). */
@@ -31,13 +29,35 @@ export interface ChartData {
   data: uPlot.AlignedData;
   /** Total points across the drawn series (twins not counted). */
   points: number;
-  /** The x the data is drawn against: the chosen mode, or the chart's own x without a mapping. */
+  /** The x the data is drawn against: the chosen mode, or the chart's own x when its series lack it. */
   x?: XMode;
 }
 
-/** The x a chart is drawn against under `ctx` (its own x when it cannot be mapped). */
-export function drawnX(spec: ChartSpec, ctx?: ChartContext): XMode {
-  return ctx && canConvert(spec.x, ctx.mode, ctx.mapping) ? ctx.mode : spec.x;
+/** The x a chart is drawn against under `ctx`: the chosen one when its series came with it, else its own. */
+export function drawnX(spec: ChartSpec, store: SeriesStore, ctx?: ChartContext): XMode {
+  if (!ctx || ctx.mode === spec.x) return spec.x;
+  const mode = ctx.mode;
+  return spec.series.some((name) => store.get(name)?.mapped[mode]?.some(Number.isFinite)) ? mode : spec.x;
+}
+
+/**
+ * A series' points against `x` as Python placed them: the points not placed there are left out,
+ * and so is one that would step back (uPlot draws x in order).
+ */
+export function pointsOn(s: StoredSeries, x: XMode): { xs: number[]; ys: (number | null)[] } {
+  if (x === s.x) return s;
+  const column = s.mapped[x] ?? [];
+  const xs: number[] = [];
+  const ys: (number | null)[] = [];
+  let last = Number.NEGATIVE_INFINITY;
+  for (let i = 0; i < column.length; i++) {
+    const at = column[i] as number;
+    if (!Number.isFinite(at) || at < last) continue;
+    last = at;
+    xs.push(at);
+    ys.push(s.ys[i] ?? null);
+  }
+  return { xs, ys };
 }
 
 /**
@@ -53,13 +73,13 @@ export function buildChartData(
   const tables: uPlot.AlignedData[] = [];
   const names: string[] = [];
   const lines: ChartLine[] = [];
-  const x = drawnX(spec, ctx);
+  const x = drawnX(spec, store, ctx);
   let points = 0;
   const column = (name: string): { xs: number[]; ys: (number | null)[] } | null => {
     const s = store.get(name);
     if (!s || s.x !== spec.x || s.xs.length === 0) return null;
-    const mapped = ctx && x !== spec.x ? remap(s.xs, s.ys, spec.x, x, ctx.mapping) : s;
-    return mapped.xs.length === 0 ? null : mapped;
+    const drawn = pointsOn(s, x);
+    return drawn.xs.length === 0 ? null : drawn;
   };
   for (const name of spec.series) {
     const raw = column(name);
@@ -86,14 +106,13 @@ export function plainLines(names: string[]): ChartLine[] {
   return names.map((name, colour) => ({ name, colour, role: "line" as const }));
 }
 
-/** The markers of `spec` placed on its drawn x (those the mapping cannot place are left out). */
-export function placeMarkers(spec: ChartSpec, ctx?: ChartContext): { x: number; marker: Marker }[] {
+/** The markers of `spec` on its drawn x `x`, where Python placed them (those it could not are left out). */
+export function placeMarkers(spec: ChartSpec, x: XMode, ctx?: ChartContext): { x: number; marker: Marker }[] {
   if (!ctx) return [];
-  const x = drawnX(spec, ctx);
   const out: { x: number; marker: Marker }[] = [];
   for (const marker of ctx.markers) {
-    if (marker.chart !== spec.id || !Number.isFinite(marker.step)) continue;
-    const at = convertX(marker.step, "step", x, ctx.mapping);
+    if (marker.chart !== spec.id) continue;
+    const at = x === "step" ? marker.step : marker.at?.[x];
     if (at != null && Number.isFinite(at)) out.push({ x: at, marker });
   }
   return out;

@@ -162,7 +162,7 @@ export function createChartPanel(
     const built = buildChartData(current, store, ctx, view.smoothed);
     const { names, lines, data, points } = built;
     const x = built.x ?? current.x;
-    placed = placeMarkers(current, ctx);
+    placed = placeMarkers(current, x, ctx);
     el.dataset.tmPoints = String(points);
     el.dataset.tmX = x;
     el.dataset.tmMarkers = String(placed.length);

@@ -79,9 +79,10 @@ export function buildPhaseBar(key?: string): Component {
   return {
     el,
     update(state) {
-      const entries = Object.entries(state.phases_s ?? {}).filter(([, s]) => Number.isFinite(s) && s > 0);
-      const total = entries.reduce((acc, [, s]) => acc + s, 0);
-      el.hidden = total <= 0;
+      // the shares and the largest are Python's (widget/view_model.py phase_bar); the seconds are phases_s
+      const shares = Object.entries(state.phase_bar?.shares ?? {});
+      const top = state.phase_bar?.top;
+      el.hidden = shares.length === 0;
       // the time-split extension's table joins the bar: one "where the time goes" section, not two
       const look = lookOf(state);
       const merged = (state.panels ?? []).find((p) => look.merged_panels.includes(p.id));
@@ -91,17 +92,19 @@ export function buildPhaseBar(key?: string): Component {
         detail.replaceChildren(...(merged ? panelBody(merged) : []));
       }
       const title = merged ? merged.title : "Where the time went";
-      const top = [...entries].sort((a, b) => b[1] - a[1])[0];
-      section.setTitle(top && total > 0 ? `${title} — ${top[0]} ${formatPercent(top[1] / total)}` : title);
+      const topShare = top == null ? undefined : state.phase_bar?.shares[top];
+      section.setTitle(
+        top != null && topShare != null ? `${title} — ${top} ${formatPercent(topShare)}` : title,
+      );
       bar.replaceChildren();
       legend.replaceChildren();
-      entries.forEach(([name, seconds], i) => {
+      shares.forEach(([name, share], i) => {
         const colour = look.phase_colours[name] ?? look.palette[i % look.palette.length] ?? INK;
         const seg = h("span", "tm-phase");
         seg.dataset.phase = name;
-        seg.style.flexGrow = String(seconds);
+        seg.style.flexGrow = String(share);
         seg.style.background = colour;
-        const text = `${name}: ${formatSeconds(seconds)} (${formatPercent(seconds / total)})`;
+        const text = `${name}: ${formatSeconds(state.phases_s?.[name] ?? 0)} (${formatPercent(share)})`;
         seg.title = text;
         bar.append(seg);
         const item = h("li", "tm-phase-item");

@@ -1,22 +1,28 @@
-// Wire protocol v1 (docs/protocol.md): the frame decoder and the shapes of
+// Wire protocol v2 (docs/protocol.md): the frame decoder and the shapes of
 // the traitlets and custom messages. Mirrors src/trainmeter/widget/frame.py (frames) and
 // src/trainmeter/widget/protocol.py (the typed state and messages); the golden
-// tests/fixtures/state_v1.json is parsed into these types by js/tests/protocol.test.ts.
+// tests/fixtures/state_v2.json is parsed into these types by js/tests/protocol.test.ts.
 
 // The one colours file (src/trainmeter/widget/colours.json: Python reads it too), bundled in.
 import COLOURS from "../../src/trainmeter/widget/colours.json";
 
 export const FRAME_MAGIC = "TMF1";
-export const FRAME_VERSION = 1;
-export const SCHEMA_VERSION = 1;
+export const FRAME_VERSION = 2;
+export const SCHEMA_VERSION = 2;
 
+/** A series' own x. */
 export type XKind = "step" | "time";
+/** The x control's axes: every point comes with its x on each, mapped by Python (widget/x_axis.py). */
+export type XMode = "step" | "tokens" | "time";
+export const X_MODES: XMode[] = ["step", "tokens", "time"];
 
 export interface FrameSeries {
   name: string;
   x: XKind;
   xs: Float64Array;
   ys: Float64Array;
+  /** The same points' x on the other axes (NaN: not placed there); absent: the native x only. */
+  mapped: Partial<Record<XMode, Float64Array>>;
 }
 
 export interface Frame {
@@ -28,7 +34,8 @@ export interface Frame {
 export interface FrameHeader {
   v: number;
   seq: number;
-  series: { name: string; x: XKind; n: number }[];
+  /** `axes`: the x columns in order, the native first (absent: the native x alone). */
+  series: { name: string; x: XKind; n: number; axes: XMode[] }[];
   /** Byte offset of the data section from the frame start (a multiple of 8). */
   dataOffset: number;
 }
@@ -49,6 +56,10 @@ function asView(buf: DataView | ArrayBuffer | ArrayBufferView): DataView {
 
 function isXKind(x: unknown): x is XKind {
   return x === "step" || x === "time";
+}
+
+function isXMode(x: unknown): x is XMode {
+  return X_MODES.includes(x as XMode);
 }
 
 /** Read and check a frame's prefix and JSON header, without touching its data. */
@@ -72,11 +83,15 @@ export function readFrameHeader(buf: DataView | ArrayBuffer | ArrayBufferView): 
     throw new FrameError(`unsupported frame header ${JSON.stringify(header).slice(0, 80)}`);
   }
   const entries = Array.isArray(h.series) ? h.series : [];
-  const series = entries.map((e: { name?: unknown; x?: unknown; n?: unknown }) => {
+  const series = entries.map((e: { name?: unknown; x?: unknown; n?: unknown; axes?: unknown }) => {
     if (!isXKind(e.x)) throw new FrameError(`series ${String(e.name)}: unknown x kind ${String(e.x)}`);
     const n = Number(e.n);
     if (!Number.isInteger(n) || n < 0) throw new FrameError(`series ${String(e.name)}: bad n`);
-    return { name: String(e.name), x: e.x, n };
+    const axes = Array.isArray(e.axes) ? e.axes : [e.x];
+    if (axes[0] !== e.x || !axes.every(isXMode)) {
+      throw new FrameError(`series ${String(e.name)}: bad axes ${JSON.stringify(axes)}`);
+    }
+    return { name: String(e.name), x: e.x, n, axes: axes as XMode[] };
   });
   const dataOffset = end + ((ALIGN - (end % ALIGN)) % ALIGN);
   return { v: FRAME_VERSION, seq: Number(h.seq), series, dataOffset };
@@ -93,25 +108,46 @@ function readColumn(dv: DataView, offset: number, n: number): Float64Array {
   return out;
 }
 
-/** Decode one frame (docs/protocol.md section 3). NaN ys stay NaN. */
+/** Decode one frame (docs/protocol.md section 3). NaN ys (and unplaced mapped xs) stay NaN. */
 export function decodeFrame(buf: DataView | ArrayBuffer | ArrayBufferView): Frame {
   const dv = asView(buf);
   const header = readFrameHeader(dv);
   let offset = header.dataOffset;
   const series: FrameSeries[] = [];
   for (const s of header.series) {
-    if (offset + 16 * s.n > dv.byteLength) throw new FrameError(`series ${s.name}: data truncated`);
-    const xs = readColumn(dv, offset, s.n);
-    const ys = readColumn(dv, offset + 8 * s.n, s.n);
-    offset += 16 * s.n;
-    series.push({ name: s.name, x: s.x, xs, ys });
+    const bytes = 8 * s.n * (s.axes.length + 1);
+    if (offset + bytes > dv.byteLength) throw new FrameError(`series ${s.name}: data truncated`);
+    const columns = s.axes.map((_, i) => readColumn(dv, offset + 8 * s.n * i, s.n));
+    const ys = readColumn(dv, offset + 8 * s.n * s.axes.length, s.n);
+    offset += bytes;
+    const mapped: Partial<Record<XMode, Float64Array>> = {};
+    s.axes.forEach((axis, i) => {
+      if (i > 0) mapped[axis] = columns[i] as Float64Array;
+    });
+    series.push({ name: s.name, x: s.x, xs: columns[0] as Float64Array, ys, mapped });
   }
   return { v: header.v, seq: header.seq, series };
 }
 
 // ---- custom messages (section 2) ----
 
-export type KernelMessage = { kind: "append"; seq: number } | { kind: "snapshot"; seq: number };
+/** What changed since state `base` (widget/patch.py): `[path, value]` sets, `[path]` deletes; `[]` is the root. */
+export type PatchOp = [path: (string | number)[], value?: unknown];
+export interface StatePatch {
+  rev: number;
+  base: number;
+  ops: PatchOp[];
+}
+/** A whole state at revision `rev` (a snapshot's). */
+export interface FullState {
+  rev: number;
+  full: WidgetState;
+}
+
+export type KernelMessage =
+  | { kind: "append"; seq: number; replace?: string[]; state?: StatePatch }
+  | { kind: "state"; state: StatePatch }
+  | { kind: "snapshot"; seq: number; state?: FullState };
 /** Sent once at the run's end to a page restored during the run (reattach.ts): the static dashboard. */
 export type FinalMessage = { kind: "final"; data: Record<string, string> };
 /** The Stop / Checkpoint buttons, for run `run_id` (widget/controls.py `obey`). */
@@ -121,7 +157,11 @@ export type FrontMessage = { kind: "hello" } | ControlMessage;
 
 export function isKernelMessage(msg: unknown): msg is KernelMessage {
   const m = msg as { kind?: unknown } | null;
-  return typeof m === "object" && m !== null && (m.kind === "append" || m.kind === "snapshot");
+  return (
+    typeof m === "object" &&
+    m !== null &&
+    (m.kind === "append" || m.kind === "snapshot" || m.kind === "state")
+  );
 }
 
 // ---- the `state` traitlet (section 1) ----
@@ -205,16 +245,24 @@ export interface Marker {
   sentence: string;
   /** Id of the chart it belongs on ("loss", "throughput", "memory"). */
   chart: string;
+  /** Its step on the other x axes, mapped by Python (null: not placed there). */
+  at?: { tokens: number | null; time: number | null };
 }
 
-/** What the x control needs besides the axis:* series (widget/x_axis.py). */
+/** What the x control needs besides the frames' mapped x columns (widget/x_axis.py). */
 export interface XAxisState {
   tokens_label: string;
   /** Why the tokens axis is off (no tokens counted); null when it is available. */
   tokens_missing?: string | null;
   time_label: string;
-  /** The newest step while live (the decimator has not sent it yet). */
-  head?: { step: number; tokens: number; t_s: number } | null;
+  /** Why the time (and tokens) axes have nothing yet (no step); null when they do. */
+  time_missing?: string | null;
+}
+
+/** The phase bar (widget/view_model.py `phase_bar`): each phase's share, in order, and the largest. */
+export interface PhaseBar {
+  shares: Record<string, number>;
+  top: string | null;
 }
 
 export interface PanelRow {
@@ -300,6 +348,8 @@ export function lookOf(state: { look?: Look | null } | null | undefined): Look {
 }
 
 export interface WidgetState {
+  /** Its revision: a patch applies to the state whose rev is its base (section 2). */
+  rev?: number;
   name: string;
   status: Status | string;
   elapsed_s?: number;
@@ -312,6 +362,7 @@ export interface WidgetState {
   progress?: Progress | null;
   tiles?: Tile[];
   phases_s?: Record<string, number>;
+  phase_bar?: PhaseBar | null;
   charts?: ChartSpec[];
   panels?: PanelSpec[];
   warnings?: string[];

@@ -16,15 +16,7 @@ import {
 import { buildRunLinks } from "./runlinks";
 import { createSection } from "./sections";
 import type { SeriesStore } from "./store";
-import {
-  buildMapping,
-  rememberedMode,
-  rememberMode,
-  unavailable,
-  X_MODES,
-  type XMapping,
-  type XMode,
-} from "./xaxis";
+import { rememberedMode, rememberMode, unavailable, X_MODES, type XMode } from "./xaxis";
 
 export interface View {
   root: HTMLElement;
@@ -51,23 +43,9 @@ export function createView(store: SeriesStore, options: ViewOptions = {}): View 
   const chartGrid = h("div", "tm-charts");
   let state: WidgetState = { name: "", status: "starting" };
   let mode: XMode = rememberedMode(options.key);
-  let mapping: XMapping | null = null;
-  let mappingVersion = -1;
-  let headKey = "";
-  const currentMapping = (): XMapping => {
-    const key = JSON.stringify(state.x_axis?.head ?? null);
-    if (!mapping || mappingVersion !== store.version || key !== headKey) {
-      mapping = buildMapping(store, state.x_axis?.head);
-      mappingVersion = store.version;
-      headKey = key;
-    }
-    return mapping;
-  };
   const context = (): ChartContext => {
-    const m = currentMapping();
     return {
-      mode: unavailable(mode, state.x_axis, m) && mode === "tokens" ? "step" : mode,
-      mapping: m,
+      mode: unavailable(mode, state.x_axis) && mode === "tokens" ? "step" : mode,
       axis: state.x_axis,
       markers: state.markers ?? [],
       look: lookOf(state),
@@ -94,10 +72,9 @@ export function createView(store: SeriesStore, options: ViewOptions = {}): View 
     xControl.append(b);
   }
   const syncXControl = (): void => {
-    const m = currentMapping();
     const shown = context().mode;
     for (const [choice, b] of xButtons) {
-      const why = unavailable(choice, state.x_axis, m);
+      const why = unavailable(choice, state.x_axis);
       // tokens is off with the reason while no token is counted; time waits for the first steps too
       b.disabled = choice === "tokens" && why != null;
       b.title =

@@ -202,12 +202,19 @@ describe("tiles", () => {
 describe("phase bar, panels, warnings", () => {
   it("draws one segment per phase in proportion, with a legend", () => {
     const bar = buildPhaseBar();
-    bar.update(state({ phases_s: { train: 30, eval: 10, checkpoint: 0, my_phase: 10 } }));
+    // the shares and the largest are Python's (widget/view_model.py phase_bar); nothing is summed here
+    bar.update(
+      state({
+        phases_s: { train: 30, eval: 10, checkpoint: 0, my_phase: 10 },
+        phase_bar: { shares: { train: 0.6, eval: 0.2, my_phase: 0.2 }, top: "train" },
+      }),
+    );
     const segs = [...bar.el.querySelectorAll<HTMLElement>(".tm-phase")];
     expect(segs.map((s) => s.dataset.phase)).toEqual(["train", "eval", "my_phase"]);
-    expect(segs.map((s) => s.style.flexGrow)).toEqual(["30", "10", "10"]);
+    expect(segs.map((s) => s.style.flexGrow)).toEqual(["0.6", "0.2", "0.2"]);
     expect(bar.el.textContent).toContain("train: 30.0 s (60.0%)");
-    bar.update(state({ phases_s: {} }));
+    expect(bar.el.textContent).toContain("Where the time went — train 60.0%");
+    bar.update(state({ phases_s: {}, phase_bar: { shares: {}, top: null } }));
     expect(bar.el.hidden).toBe(true);
   });
 
@@ -271,7 +278,7 @@ describe("phase bar, panels, warnings", () => {
   it("remembers which sections are open per widget", () => {
     localStorage.clear();
     const first = buildPhaseBar("w1");
-    first.update(state({ phases_s: { train: 3 } }));
+    first.update(state({ phases_s: { train: 3 }, phase_bar: { shares: { train: 1 }, top: "train" } }));
     const details = first.el as HTMLDetailsElement;
     expect(details.open).toBe(false);
     details.open = true;
@@ -298,7 +305,13 @@ describe("the time split", () => {
       rows: [{ label: "train", value: 0.9, unit: "fraction" }],
     };
     const bar = buildPhaseBar();
-    bar.update(state({ phases_s: { train: 9, eval: 1 }, panels: [time] }));
+    bar.update(
+      state({
+        phases_s: { train: 9, eval: 1 },
+        phase_bar: { shares: { train: 0.9, eval: 0.1 }, top: "train" },
+        panels: [time],
+      }),
+    );
     expect(bar.el.textContent).toContain("Where the time goes — train 90.0%");
     expect(bar.el.querySelector(".tm-kv-table")?.textContent).toContain("90.0%");
     const panels = buildPanels();

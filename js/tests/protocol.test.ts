@@ -3,7 +3,7 @@ import { readFileSync } from "node:fs";
 import { fileURLToPath, URL as NodeURL } from "node:url";
 import { describe, expect, it } from "vitest";
 import COLOURS from "../../src/trainmeter/widget/colours.json";
-import goldenState from "../../tests/fixtures/state_v1.json";
+import goldenState from "../../tests/fixtures/state_v2.json";
 import {
   type ChartSpec,
   decodeFrame,
@@ -31,6 +31,7 @@ interface GoldenSeries {
   name: string;
   x: string;
   xs: number[];
+  mapped: Record<string, (number | null)[]>;
   ys: (number | null)[];
 }
 interface Golden {
@@ -42,8 +43,8 @@ interface Golden {
   series: GoldenSeries[];
 }
 
-const golden = JSON.parse(readFileSync(`${fixtures}frame_v1.json`, "utf-8")) as Golden;
-const bin = readFileSync(`${fixtures}frame_v1.bin`);
+const golden = JSON.parse(readFileSync(`${fixtures}frame_v2.json`, "utf-8")) as Golden;
+const bin = readFileSync(`${fixtures}frame_v2.bin`);
 
 function toNullable(a: Float64Array): (number | null)[] {
   return Array.from(a, (v) => (Number.isNaN(v) ? null : v));
@@ -51,13 +52,14 @@ function toNullable(a: Float64Array): (number | null)[] {
 
 function encode(seq: number, series: { name: string; x: string; xs: number[]; ys: number[] }[]): ArrayBuffer {
   return encodeFrame({
-    v: 1,
+    v: 2,
     seq,
     series: series.map((s) => ({
       ...s,
       x: s.x as XKind,
       xs: Float64Array.from(s.xs),
       ys: Float64Array.from(s.ys),
+      mapped: {},
     })),
   });
 }
@@ -69,8 +71,15 @@ describe("golden frame shared with pytest", () => {
     expect(frame.v).toBe(golden.v);
     expect(frame.seq).toBe(golden.seq);
     expect(
-      frame.series.map((s) => ({ name: s.name, x: s.x, xs: Array.from(s.xs), ys: toNullable(s.ys) })),
+      frame.series.map((s) => ({
+        name: s.name,
+        x: s.x,
+        xs: Array.from(s.xs),
+        mapped: Object.fromEntries(Object.entries(s.mapped).map(([k, v]) => [k, toNullable(v)])),
+        ys: toNullable(s.ys),
+      })),
     ).toEqual(golden.series);
+    expect(Object.keys(frame.series[0]?.mapped ?? {})).toEqual(["tokens", "time"]); // mapped by Python
     expect(frame.series.some((s) => s.ys.some((y) => Number.isNaN(y)))).toBe(true);
   });
 
@@ -108,6 +117,18 @@ describe("decodeFrame", () => {
     }
   });
 
+  it("reads each point's x on every axis it was sent with, the native first", () => {
+    const buf = encodeFrame(
+      frame(3, { loss: { xs: [1, 2], ys: [5, 4], mapped: { tokens: [64, 128], time: [0.5, Number.NaN] } } }),
+    );
+    expect(readFrameHeader(buf).series[0]?.axes).toEqual(["step", "tokens", "time"]);
+    const loss = decodeFrame(buf).series[0];
+    expect(Array.from(loss?.xs ?? [])).toEqual([1, 2]);
+    expect(Array.from(loss?.mapped.tokens ?? [])).toEqual([64, 128]);
+    expect(toNullable(loss?.mapped.time ?? new Float64Array())).toEqual([0.5, null]);
+    expect(Array.from(loss?.ys ?? [])).toEqual([5, 4]);
+  });
+
   it("decodes an empty frame", () => {
     expect(decodeFrame(encode(0, [])).series).toEqual([]);
   });
@@ -124,7 +145,7 @@ describe("decodeFrame", () => {
   it("rejects truncated data and unknown versions or x kinds", () => {
     const buf = encode(1, [{ name: "a", x: "step", xs: [1, 2], ys: [3, 4] }]);
     expect(() => decodeFrame(buf.slice(0, buf.byteLength - 8))).toThrow("data truncated");
-    const bad = new TextEncoder().encode('TMF1\x08\x00\x00\x00{"v":2} ');
+    const bad = new TextEncoder().encode('TMF1\x08\x00\x00\x00{"v":3} ');
     expect(() => decodeFrame(bad)).toThrow("unsupported");
     expect(() => decodeFrame(encode(1, [{ name: "a", x: "epoch", xs: [1], ys: [1] }]))).toThrow(
       "unknown x kind",
@@ -133,15 +154,16 @@ describe("decodeFrame", () => {
 });
 
 describe("isKernelMessage", () => {
-  it("accepts append and snapshot and nothing else", () => {
+  it("accepts append, state and snapshot and nothing else", () => {
     expect(isKernelMessage({ kind: "append", seq: 1 })).toBe(true);
     expect(isKernelMessage({ kind: "snapshot", seq: 0 })).toBe(true);
+    expect(isKernelMessage({ kind: "state", state: { rev: 2, base: 1, ops: [] } })).toBe(true);
     expect(isKernelMessage({ kind: "hello" })).toBe(false);
     expect(isKernelMessage(null)).toBe(false);
   });
 });
 
-// ---- the golden state shared with pytest (tests/fixtures/make_state_v1.py, a FakeClock run) ----
+// ---- the golden state shared with pytest (tests/fixtures/make_state_v2.py, a FakeClock run) ----
 
 /**
  * A type as a JSON import sees it: string-literal unions widened to string, and a record's values
@@ -160,6 +182,7 @@ const typedGolden: Widen<WidgetState> = goldenState;
 
 /** Every key of each TS type, once: tsc fails when a type gains or loses a key these do not list. */
 const STATE_KEYS: Record<keyof WidgetState, true> = {
+  rev: true,
   name: true,
   status: true,
   elapsed_s: true,
@@ -172,6 +195,7 @@ const STATE_KEYS: Record<keyof WidgetState, true> = {
   progress: true,
   tiles: true,
   phases_s: true,
+  phase_bar: true,
   charts: true,
   panels: true,
   warnings: true,
@@ -217,12 +241,13 @@ const MARKER_KEYS: Record<keyof Marker, true> = {
   label: true,
   sentence: true,
   chart: true,
+  at: true,
 };
 const X_AXIS_KEYS: Record<keyof XAxisState, true> = {
   tokens_label: true,
   tokens_missing: true,
   time_label: true,
-  head: true,
+  time_missing: true,
 };
 const LOOK_KEYS: Record<keyof Look, true> = {
   palette: true,

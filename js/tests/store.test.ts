@@ -9,7 +9,7 @@ describe("SeriesStore", () => {
     store.replace(frame(4, { c: { xs: [7], ys: [70], x: "time" } }));
     expect(store.names()).toEqual(["c"]);
     expect(store.seq).toBe(4);
-    expect(store.get("c")).toEqual({ name: "c", x: "time", xs: [7], ys: [70] });
+    expect(store.get("c")).toEqual({ name: "c", x: "time", xs: [7], ys: [70], mapped: {} });
   });
 
   it("append extends existing series and adds new ones", () => {
@@ -69,6 +69,15 @@ describe("SeriesStore", () => {
     store.append(frame(2, { a: { xs: [2], ys: [2] } }));
     expect(calls).toBe(2);
     expect(store.version).toBe(3);
+  });
+
+  it("keeps each point's mapped x, NaN for points held before an axis was first sent", () => {
+    const store = new SeriesStore();
+    store.append(frame(0, { a: { xs: [1], ys: [1] } }));
+    store.append(frame(1, { a: { xs: [2, 3], ys: [2, 3], mapped: { tokens: [20, 30] } } }));
+    expect(store.get("a")?.mapped.tokens).toEqual([Number.NaN, 20, 30]);
+    store.append(frame(2, { a: { xs: [4], ys: [4] } }));
+    expect(store.get("a")?.mapped.tokens).toEqual([Number.NaN, 20, 30, Number.NaN]);
   });
 
   it("skips points whose x is not finite", () => {

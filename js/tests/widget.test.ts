@@ -114,6 +114,57 @@ describe("render", () => {
     expect(root.querySelector('[data-tm="status"]')?.textContent).toBe("completed");
   });
 
+  it("follows the kernel's state patches and a snapshot's whole state, and asks again for a missed one", () => {
+    const now = vi.spyOn(Date, "now").mockReturnValue(1_000);
+    const model = new FakeModel({ state: { ...state(10), rev: 0 } });
+    init(model);
+    const el = document.createElement("div");
+    render(model, el);
+    const before = storeFor(model);
+    const patch = {
+      rev: 1,
+      base: 0,
+      ops: [
+        [["tiles", 0, "value"], 11],
+        [["status"], "running"],
+      ],
+    };
+    model.emit("msg:custom", { kind: "state", state: patch }, []);
+    expect(el.querySelector('[data-tm="step"]')?.textContent).toBe("11");
+    // a frame and a patch in one message
+    model.emit(
+      "msg:custom",
+      { kind: "append", seq: 1, state: { rev: 2, base: 1, ops: [[["tiles", 0, "value"], 12]] } },
+      [dv(encodeFrame(frame(1, { "loss/train": { xs: [1], ys: [3] } })))],
+    );
+    expect(el.querySelector('[data-tm="step"]')?.textContent).toBe("12");
+    expect(before.size("loss/train")).toBe(1);
+    // a patch cut from a state this page never had: refused, and the page says hello again (not at once)
+    model.emit(
+      "msg:custom",
+      { kind: "state", state: { rev: 9, base: 8, ops: [[["tiles", 0, "value"], 99]] } },
+      [],
+    );
+    expect(el.querySelector('[data-tm="step"]')?.textContent).toBe("12");
+    expect(model.sent).toEqual([{ kind: "hello" }]);
+    now.mockReturnValue(1_000 + 5_000);
+    model.emit("msg:custom", { kind: "state", state: { rev: 10, base: 9, ops: [] } }, []);
+    expect(model.sent).toEqual([{ kind: "hello" }, { kind: "hello" }]);
+    // the answer: the whole state and history
+    const full = { ...state(20), rev: 10 };
+    model.emit("msg:custom", { kind: "snapshot", seq: 2, state: { rev: 10, full } }, [
+      dv(encodeFrame(frame(2, { "loss/train": { xs: [1, 2], ys: [3, 2] } }))),
+    ]);
+    expect(el.querySelector('[data-tm="step"]')?.textContent).toBe("20");
+    model.emit(
+      "msg:custom",
+      { kind: "state", state: { rev: 11, base: 10, ops: [[["tiles", 0, "value"], 21]] } },
+      [],
+    );
+    expect(el.querySelector('[data-tm="step"]')?.textContent).toBe("21");
+    expect(full.tiles?.[0]?.value).toBe(20); // patches copy what they change: the old state is untouched
+  });
+
   it("draws points that arrived before the view existed, and later ones once per frame", async () => {
     const restore = stubCanvas();
     const model = new FakeModel({ state: state(1) });
@@ -148,9 +199,10 @@ describe("render", () => {
     const second = document.createElement("div");
     const cleanFirst = render(model, first);
     render(model, second);
-    expect(model.listenerCount("change:state")).toBe(2);
+    expect(model.listenerCount("change:history")).toBe(3); // the model's, and one per view
+    expect(model.listenerCount("change:state")).toBe(1); // the model's: the views follow its state store
     cleanFirst();
-    expect(model.listenerCount("change:state")).toBe(1);
+    expect(model.listenerCount("change:history")).toBe(2);
     expect(first.querySelector(".trainmeter")).toBeNull();
     expect(second.querySelector('[data-tm="step"]')?.textContent).toBe("3");
     expect(storeFor(model).size("loss/train")).toBe(1);

@@ -1,20 +1,11 @@
 // @vitest-environment happy-dom
 import { afterEach, describe, expect, it } from "vitest";
-import { buildChartData, type ChartContext, placeMarkers } from "../src/chartdata";
+import { buildChartData, type ChartContext, drawnX, placeMarkers } from "../src/chartdata";
 import { createChartPanel, FrameScheduler } from "../src/charts";
 import type { ChartSpec, Marker } from "../src/protocol";
 import { SeriesStore } from "../src/store";
 import { createView } from "../src/view";
-import {
-  AXIS_TIME,
-  AXIS_TOKENS,
-  buildMapping,
-  convertX,
-  interpolate,
-  remap,
-  rememberedMode,
-  unavailable,
-} from "../src/xaxis";
+import { rememberedMode, unavailable } from "../src/xaxis";
 import { stubCanvas } from "./canvas-stub";
 import { frame } from "./helpers";
 
@@ -23,15 +14,22 @@ afterEach(() => {
   localStorage.clear();
 });
 
-/** 10 steps of 100 tokens, one step every 2 s, mapped at steps 5 and 10. */
+/** 10 steps of 100 tokens, one step every 2 s: every point comes with its x on each axis, mapped by Python. */
 function mappedStore(): SeriesStore {
   const store = new SeriesStore();
   store.replace(
     frame(1, {
-      [AXIS_TOKENS]: { xs: [5, 10], ys: [500, 1000] },
-      [AXIS_TIME]: { xs: [5, 10], ys: [10, 20] },
-      train_loss: { xs: [2, 4, 6, 8, 10], ys: [5, 4, 3, 2, 1] },
-      recent_tokens_per_s: { xs: [4, 12, 30], ys: [50, 50, 50], x: "time" },
+      train_loss: {
+        xs: [2, 4, 6, 8, 10],
+        ys: [5, 4, 3, 2, 1],
+        mapped: { tokens: [200, 400, 600, 800, 1000], time: [4, 8, 12, 16, 20] },
+      },
+      recent_tokens_per_s: {
+        xs: [4, 12, 30],
+        ys: [50, 50, 50],
+        x: "time",
+        mapped: { step: [2, 6, Number.NaN], tokens: [200, 600, Number.NaN] }, // 30 s: not placed
+      },
     }),
   );
   return store;
@@ -58,75 +56,70 @@ const spike: Marker = {
   label: "loss spike",
   sentence: "the loss spiked",
   chart: "loss",
+  at: { tokens: 600, time: 12 },
 };
 
-describe("x mappings", () => {
-  it("interpolates linearly from the implied origin and gives nothing outside the mapped steps", () => {
-    expect(interpolate([5, 10], [500, 1000], 2, true)).toBe(200);
-    expect(interpolate([5, 10], [500, 1000], 7.5, true)).toBe(750);
-    expect(interpolate([5, 10], [500, 1000], 11, true)).toBeNull();
-  });
-
-  it("maps steps to tokens and time, and time back to steps, through the store's axis series", () => {
-    const m = buildMapping(mappedStore());
-    expect(convertX(4, "step", "tokens", m)).toBe(400);
-    expect(convertX(4, "step", "time", m)).toBe(8);
-    expect(convertX(12, "time", "step", m)).toBe(6);
-    expect(convertX(12, "time", "tokens", m)).toBe(600);
-    expect(convertX(30, "time", "step", m)).toBeNull(); // after the last mapped step
-  });
-
-  it("extends the mapping with the live head the decimator has not sent yet", () => {
-    const m = buildMapping(mappedStore(), { step: 15, tokens: 1500, t_s: 30 });
-    expect(convertX(30, "time", "step", m)).toBe(15);
-  });
-
-  it("drops the points a mapping cannot place and keeps the rest in order", () => {
-    const m = buildMapping(mappedStore());
-    const out = remap([4, 12, 30], [1, 2, 3], "time", "step", m);
-    expect(out).toEqual({ xs: [2, 6], ys: [1, 2] });
-  });
-
-  it("says why tokens are off and remembers the choice per widget", () => {
-    const m = buildMapping(mappedStore());
+describe("x axes", () => {
+  it("says why tokens or time are off, as Python says, and remembers the choice per widget", () => {
     const axis = {
       tokens_label: "tokens (cumulative)",
       tokens_missing: "no tokens counted yet",
       time_label: "t",
+      time_missing: null,
     };
-    expect(unavailable("tokens", axis, m)).toBe("no tokens counted yet");
-    expect(unavailable("time", axis, buildMapping(new SeriesStore()))).toContain("waiting");
+    expect(unavailable("tokens", axis)).toBe("no tokens counted yet");
+    expect(unavailable("time", axis)).toBeNull();
+    expect(unavailable("time", { ...axis, time_missing: "waiting for the first steps" })).toContain(
+      "waiting",
+    );
+    expect(unavailable("step", { ...axis, time_missing: "waiting" })).toBeNull();
     expect(rememberedMode("w1")).toBe("step");
+  });
+
+  it("appends each point's mapped x and replaces a series the kernel sends whole", () => {
+    const store = mappedStore();
+    store.append(frame(2, { train_loss: { xs: [12], ys: [0.5], mapped: { tokens: [1200], time: [24] } } }));
+    expect(store.get("train_loss")?.mapped.tokens).toEqual([200, 400, 600, 800, 1000, 1200]);
+    store.append(frame(3, { train_loss: { xs: [4, 12], ys: [4, 0.5], mapped: { tokens: [400, 1200] } } }), [
+      "train_loss",
+    ]);
+    expect(store.get("train_loss")?.xs).toEqual([4, 12]);
+    expect(store.get("train_loss")?.mapped).toEqual({ tokens: [400, 1200] });
+    expect(store.get("recent_tokens_per_s")?.xs).toEqual([4, 12, 30]); // the others are kept
   });
 });
 
 describe("charts on another x", () => {
-  const ctx = (mode: ChartContext["mode"], store: SeriesStore): ChartContext => ({
+  const ctx = (mode: ChartContext["mode"]): ChartContext => ({
     mode,
-    mapping: buildMapping(store),
-    markers: [spike, { ...spike, kind: "throughput_drop", chart: "throughput", step: 5 }],
+    markers: [
+      spike,
+      { ...spike, kind: "throughput_drop", chart: "throughput", step: 5, at: { tokens: 500, time: 10 } },
+      { ...spike, kind: "memory_creep", chart: "loss", step: 50, at: { tokens: null, time: null } },
+    ],
   });
 
-  it("draws a step chart against tokens and a time chart against steps", () => {
+  it("draws a step chart against tokens and a time chart against steps, as Python mapped them", () => {
     const store = mappedStore();
-    const tokens = buildChartData(loss, store, ctx("tokens", store));
+    const tokens = buildChartData(loss, store, ctx("tokens"));
     expect(tokens.x).toBe("tokens");
     expect(Array.from(tokens.data[0])).toEqual([200, 400, 600, 800, 1000]);
-    const steps = buildChartData(throughput, store, ctx("step", store));
-    expect(Array.from(steps.data[0])).toEqual([2, 6]);
+    const steps = buildChartData(throughput, store, ctx("step"));
+    expect(Array.from(steps.data[0])).toEqual([2, 6]); // the point Python did not place is left out
+    expect(Array.from(buildChartData(throughput, store, ctx("time")).data[0])).toEqual([4, 12, 30]);
   });
 
-  it("keeps a chart's own x when there is no mapping", () => {
+  it("keeps a chart's own x when its series came without the chosen axis", () => {
     const store = new SeriesStore();
     store.replace(frame(1, { train_loss: { xs: [1, 2], ys: [2, 1] } }));
-    expect(buildChartData(loss, store, ctx("time", store)).x).toBe("step");
+    expect(buildChartData(loss, store, ctx("time")).x).toBe("step");
+    expect(drawnX(loss, store, ctx("time"))).toBe("step");
   });
 
-  it("places each marker on its own chart, at its step on the drawn x", () => {
-    const store = mappedStore();
-    expect(placeMarkers(loss, ctx("step", store)).map((p) => p.x)).toEqual([6]);
-    expect(placeMarkers(loss, ctx("tokens", store)).map((p) => p.x)).toEqual([600]);
-    expect(placeMarkers(throughput, ctx("time", store)).map((p) => [p.marker.kind, p.x])).toEqual([
+  it("places each marker on its own chart, where Python placed it on the drawn x", () => {
+    expect(placeMarkers(loss, "step", ctx("step")).map((p) => p.x)).toEqual([6, 50]);
+    expect(placeMarkers(loss, "tokens", ctx("tokens")).map((p) => p.x)).toEqual([600]); // one not placed
+    expect(placeMarkers(throughput, "time", ctx("time")).map((p) => [p.marker.kind, p.x])).toEqual([
       ["throughput_drop", 10],
     ]);
   });
@@ -139,7 +132,7 @@ describe("charts on another x", () => {
         (cb) => setTimeout(cb, 0) as unknown as number,
         (id) => clearTimeout(id),
       );
-      const panel = createChartPanel(loss, store, scheduler, () => ctx("tokens", store));
+      const panel = createChartPanel(loss, store, scheduler, () => ctx("tokens"));
       document.body.append(panel.el);
       await new Promise((r) => setTimeout(r, 5));
       const marker = panel.el.querySelector<HTMLElement>('[data-tm-marker="loss_spike"]');
@@ -164,6 +157,7 @@ describe("the x control", () => {
       tokens_label: "tokens (cumulative)",
       tokens_missing: null,
       time_label: "time since start",
+      time_missing: null,
     };
     view.update({ name: "r", status: "running", charts: [loss], x_axis: axis });
     const tokens = view.root.querySelector<HTMLButtonElement>('[data-tm-x="tokens"]');

@@ -213,8 +213,8 @@ def test_step_and_loss_points_increase_while_the_cell_runs(live_run: LiveRun) ->
 
 
 def test_loss_chart_streams_between_history_updates(live_run: LiveRun) -> None:
-    # The publisher sends `append` frames ~4 times a second (custom messages) and the `history`
-    # traitlet only every 5 s: a chart fed by the traitlet alone would change every 5 s.
+    # The publisher sends `append` frames twice a second (custom messages); the `history` traitlet goes only at the
+    # end (protocol v2; v1 re-sent it every 5 s): a chart fed by a traitlet alone would stand still for seconds.
     live = [s for s in live_run.running() if s["step"] > 0]
     assert len(live) >= 8, f"too few reads while the cell ran: {len(live)}"
     changed_ms = [b["t_ms"] for a, b in zip(live, live[1:], strict=False)

@@ -75,7 +75,7 @@ def test_the_runs_table_escapes_control_characters(tmp_path):
 
 @pytest.mark.slow
 def test_at_the_highest_cap_the_widget_history_and_state_keep_their_budgets(run_root):
-    """100,000 series (``--max-series 100000``): the history frame stays within 96 KB and the state within 500 KB;
+    """100,000 series (``--max-series 100000``): the history frame stays within 192 KB and the state within 500 KB;
     the charts draw the first ones and their titles count the rest and say where they are (docs/spec.md section 18)."""
     from tests.widget.test_publisher import Recorder
     from trainmeter.widget.feed import MAX_SERIES_SENT
@@ -88,7 +88,7 @@ def test_at_the_highest_cap_the_widget_history_and_state_keep_their_budgets(run_
     names = [f"s{i}" for i in range(100_000)]
     m.registry.create(names)  # made at once (creation cost is not this test's)
     w = Recorder(clock)
-    pub = Publisher(m, w, clock=clock, state_interval_s=0.0, history_interval_s=0.0)
+    pub = Publisher(m, w, clock=clock, state_interval_s=0.0)
     values = dict.fromkeys(names, 1.0)
     for _ in range(3):
         m.on_step(128, loss_value=1.0)
@@ -96,22 +96,23 @@ def test_at_the_highest_cap_the_widget_history_and_state_keep_their_budgets(run_
         clock.advance(0.5)
         pub.tick()
     clock.advance(6.0)
+    pub.request_snapshot()  # a page's hello: the whole history and state
     pub.tick()
-    history = [n for _, k, n in w.log if k == "history"]
-    assert history and max(history) <= 96 * 1024, max(history)
-    state = json.dumps(w.state)
+    history = [n for k, n in w.frames if k == "snapshot"]
+    assert history and max(history) <= 192 * 1024, max(history)
+    state = json.dumps(w.view)
     assert len(state) <= 500 * 1024, len(state)
-    more = next(c for c in w.state["charts"] if c["id"] == "series:more")
+    more = next(c for c in w.view["charts"] if c["id"] == "series:more")
     assert len(more["series"]) == 24 and "24 of 99,992 drawn" in more["title"] and "to_pandas" in more["title"]
     assert len(w.store) <= MAX_SERIES_SENT and "train_loss" in w.store and "s0" in w.store
     m.finish("completed")
     state, columns, frame = replay(m.run_dir)
-    assert len(columns) <= MAX_SERIES_SENT and len(frame) <= 96 * 1024 and len(json.dumps(state)) <= 500 * 1024
+    assert len(columns) <= MAX_SERIES_SENT and len(frame) <= 192 * 1024 and len(json.dumps(state)) <= 500 * 1024
 
 
 @pytest.mark.slow
 def test_long_names_and_long_histories_keep_the_history_frame_in_budget(run_root):
-    """400 series of 80-character names, 1,500 steps each: the headers count against the 96 KB too."""
+    """400 series of 80-character names, 1,500 steps each: the headers count against the 192 KB too."""
     from tests.widget.test_publisher import Recorder
     from trainmeter.widget.publisher import Publisher
 
@@ -119,7 +120,7 @@ def test_long_names_and_long_histories_keep_the_history_frame_in_budget(run_root
     m, _ = _monitor(run_root, clock, max_series=1000)
     m.start()
     w = Recorder(clock)
-    pub = Publisher(m, w, clock=clock, state_interval_s=0.0, history_interval_s=0.0)
+    pub = Publisher(m, w, clock=clock, state_interval_s=0.0)
     names = [f"{i:04d}" + "x" * 76 for i in range(400)]
     for step in range(1500):
         m.on_step(128, loss_value=1.0)
@@ -128,8 +129,9 @@ def test_long_names_and_long_histories_keep_the_history_frame_in_budget(run_root
             clock.advance(0.5)
             pub.tick()
     clock.advance(6.0)
+    pub.request_snapshot()
     pub.tick()
-    history = [n for _, k, n in w.log if k == "history"]
-    assert history and max(history) <= 96 * 1024, max(history)
+    history = [n for k, n in w.frames if k == "snapshot"]
+    assert history and max(history) <= 192 * 1024, max(history)
     assert "train_loss" in w.store
     m.finish("completed")

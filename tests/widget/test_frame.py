@@ -25,7 +25,7 @@ def test_round_trip_keeps_names_kinds_and_values() -> None:
         SeriesColumns(name="mem/rss", x_kind="time", xs=[0.1, 0.2], ys=[1e9, 2.5e9]),
     ]
     frame = decode_frame(encode_frame(42, series))
-    assert frame.v == 1
+    assert frame.v == 2
     assert frame.seq == 42
     assert [(s.name, s.x_kind) for s in frame.series] == [
         ("loss/train", "step"),
@@ -75,7 +75,7 @@ def test_decode_accepts_memoryview_and_bytearray() -> None:
 
 
 def test_encode_rejects_columns_of_different_lengths() -> None:
-    with pytest.raises(FrameError, match="2 xs but 1 ys"):
+    with pytest.raises(FrameError, match="2 step xs but 1 ys"):
         encode_frame(0, [SeriesColumns(name="a", x_kind="step", xs=[1, 2], ys=[1])])
 
 
@@ -90,12 +90,32 @@ def test_encode_rejects_unknown_x_kind() -> None:
         (b"TMF", "too short"),
         (b"XXXX\x00\x00\x00\x00", "bad magic"),
         (b"TMF1\x10\x00\x00\x00{}", "truncated inside its header"),
-        (b'TMF1\x08\x00\x00\x00{"v":2} ', "unsupported"),
+        (b'TMF1\x08\x00\x00\x00{"v":3} ', "unsupported"),
     ],
 )
 def test_decode_rejects_malformed_frames(data: bytes, message: str) -> None:
     with pytest.raises(FrameError, match=message):
         decode_frame(data)
+
+
+def test_mapped_x_columns_round_trip_after_the_native_x() -> None:
+    series = [SeriesColumns(name="loss", x_kind="step", xs=[1, 2], ys=[3.0, 2.0],
+                            mapped={"tokens": [10, 20], "time": [0.5, math.nan]}),
+              SeriesColumns(name="rss", x_kind="time", xs=[0.5], ys=[1e9])]
+    data = encode_frame(1, series)
+    header = json.loads(data[8:8 + struct.unpack_from("<I", data, 4)[0]])
+    assert [e.get("axes") for e in header["series"]] == [["step", "tokens", "time"], None]
+    loss, rss = decode_frame(data).series
+    assert list(loss.mapped["tokens"]) == [10.0, 20.0] and math.isnan(loss.mapped["time"][1])
+    assert list(loss.xs) == [1.0, 2.0] and list(loss.ys) == [3.0, 2.0] and rss.mapped == {}
+    assert len(data) % 8 == 0 and len(data) - (8 * 8 + 2 * 8) >= 8 + len(json.dumps(header, separators=(",", ":")))
+
+
+def test_encode_rejects_a_mapped_column_of_another_length_or_axis() -> None:
+    with pytest.raises(FrameError, match="tokens xs"):
+        encode_frame(0, [SeriesColumns(name="a", x_kind="step", xs=[1], ys=[1], mapped={"tokens": []})])
+    with pytest.raises(FrameError, match="unknown x axis"):
+        encode_frame(0, [SeriesColumns(name="a", x_kind="step", xs=[1], ys=[1], mapped={"flops": [1]})])
 
 
 def test_decode_rejects_truncated_data() -> None:
@@ -105,8 +125,8 @@ def test_decode_rejects_truncated_data() -> None:
 
 
 def test_golden_frame_decodes_to_its_json_form() -> None:
-    data = (FIXTURES / "frame_v1.bin").read_bytes()
-    expected = json.loads((FIXTURES / "frame_v1.json").read_text(encoding="utf-8"))
+    data = (FIXTURES / "frame_v2.bin").read_bytes()
+    expected = json.loads((FIXTURES / "frame_v2.json").read_text(encoding="utf-8"))
     frame = decode_frame(data)
     assert len(data) == expected["byte_length"]
     assert struct.unpack_from("<I", data, 4)[0] == expected["header_len"]
@@ -117,18 +137,22 @@ def test_golden_frame_decodes_to_its_json_form() -> None:
         assert got.x_kind == want["x"]
         assert _same_floats(list(got.xs), want["xs"])
         assert _same_floats(list(got.ys), want["ys"])
+        assert list(got.mapped) == list(want["mapped"])
+        for axis, column in got.mapped.items():
+            assert _same_floats(list(column), want["mapped"][axis])
     assert any(math.isnan(y) for s in frame.series for y in s.ys)
 
 
 def test_golden_frame_is_reproduced_byte_for_byte_by_the_encoder() -> None:
-    expected = json.loads((FIXTURES / "frame_v1.json").read_text(encoding="utf-8"))
+    expected = json.loads((FIXTURES / "frame_v2.json").read_text(encoding="utf-8"))
     series = [
         SeriesColumns(
             name=s["name"],
             x_kind=s["x"],
             xs=s["xs"],
             ys=[math.nan if y is None else y for y in s["ys"]],
+            mapped={axis: [math.nan if v is None else v for v in column] for axis, column in s["mapped"].items()},
         )
         for s in expected["series"]
     ]
-    assert encode_frame(expected["seq"], series) == (FIXTURES / "frame_v1.bin").read_bytes()
+    assert encode_frame(expected["seq"], series) == (FIXTURES / "frame_v2.bin").read_bytes()

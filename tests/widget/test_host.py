@@ -10,7 +10,7 @@ import pytest
 
 import trainmeter as tm
 from trainmeter.widget import host
-from trainmeter.widget.publisher import MARIMO_HISTORY_INTERVAL_S, Publisher, live_publisher
+from trainmeter.widget.publisher import MARIMO_KEYFRAME_S, Publisher, live_publisher
 from trainmeter.widget.widget import TrainmeterWidget
 
 show_module = importlib.import_module("trainmeter.widget.show")
@@ -83,7 +83,7 @@ def test_monitor_with_widget_in_marimo_shows_a_live_widget_and_finishes_it(monke
         assert m.text is False  # the widget replaces the text line
         publisher = live_publisher()
         assert isinstance(publisher, Publisher) and publisher.running
-        assert publisher.history_interval_s == MARIMO_HISTORY_INTERVAL_S
+        assert publisher.keyframes == MARIMO_KEYFRAME_S  # its front end loads late and says no hello
     assert len(shown) == 1 and isinstance(shown[0], TrainmeterWidget)
     assert shown[0] is publisher.widget
     assert not publisher.running and publisher.handles == []  # no display handle to swap for the static view

@@ -12,20 +12,27 @@ from trainmeter.core.memory import MemoryReading
 from trainmeter.core.monitor import MonitorWarning
 from trainmeter.extensions import make_monitor
 from trainmeter.options import make_options
+from trainmeter.widget.feed import REPLACE_FACTOR
 from trainmeter.widget.frame import decode_frame
+from trainmeter.widget.patch import apply
 from trainmeter.widget.publisher import MessageBudget, Publisher
 
 
 class Recorder:
-    """A widget stand-in that records every message with the clock's time, and replays
-    them into a store that behaves like js/src/store.ts."""
+    """A widget stand-in that records every message with the clock's time (and its JSON and buffer bytes), and
+    replays them as js/src/store.ts and js/src/statestore.ts do: ``view`` is the state a front end shows
+    (the traitlet, then the patches), ``store`` the series it draws and ``mapped`` their other x columns."""
 
     def __init__(self, clock):
         self.clock = clock
         self.log: list[tuple[float, str, int]] = []  # (t, kind, bytes)
+        self.frames: list[tuple[str, int]] = []  # (kind, frame bytes) of every message with a frame
         self._state: dict = {}
         self._history = b""
+        self.view: dict = {}
+        self.patches_refused = 0
         self.store: dict[str, tuple[list[float], list[float]]] = {}
+        self.mapped: dict[str, dict[str, list[float]]] = {}
         self.store_seq = -1
         self.max_store_points = 0
 
@@ -36,7 +43,8 @@ class Recorder:
     @state.setter
     def state(self, value):
         self._state = value
-        self.log.append((self.clock(), "state", len(str(value))))
+        self.view = value
+        self.log.append((self.clock(), "state", len(json.dumps(value))))
 
     @property
     def history(self):
@@ -46,26 +54,48 @@ class Recorder:
     def history(self, frame):
         self._history = frame
         self.log.append((self.clock(), "history", len(frame)))
+        self.frames.append(("history", len(frame)))
         decoded = decode_frame(frame)
         if self.store_seq < 0 or decoded.seq > self.store_seq:
             self._replace(decoded)
 
     def send(self, content, buffers=None):
-        frame = decode_frame(buffers[0])
-        assert frame.seq == content["seq"]
-        self.log.append((self.clock(), content["kind"], len(buffers[0])))
-        if content["kind"] == "snapshot":
-            self._replace(frame)
-        elif self.store_seq < 0 or frame.seq > self.store_seq:
-            for s in frame.series:
-                xs, ys = self.store.setdefault(s.name, ([], []))
-                xs.extend(s.xs)
-                ys.extend(s.ys)
-            self.store_seq = frame.seq
+        kind = content["kind"]
+        self.log.append((self.clock(), kind, len(json.dumps(content)) + sum(len(b) for b in buffers or [])))
+        if buffers:
+            self.frames.append((kind, len(buffers[0])))
+            frame = decode_frame(buffers[0])
+            assert frame.seq == content["seq"]
+            if kind == "snapshot":
+                self._replace(frame)
+            elif self.store_seq < 0 or frame.seq > self.store_seq:
+                for s in frame.series:
+                    if s.name in content.get("replace", ()) or s.name not in self.store:
+                        self._set(s)
+                    else:
+                        xs, ys = self.store[s.name]
+                        xs.extend(s.xs)
+                        ys.extend(s.ys)
+                        for axis, column in s.mapped.items():
+                            self.mapped[s.name][axis].extend(column)
+                self.store_seq = frame.seq
+        patch = content.get("state")
+        if patch is not None and "full" in patch:
+            self.view = patch["full"]
+        elif patch is not None and patch["base"] == self.view.get("rev", 0):
+            self.view = {**apply(self.view, patch["ops"]), "rev": patch["rev"]}
+        elif patch is not None:
+            self.patches_refused += 1
         self._note()
 
+    def _set(self, s):
+        self.store[s.name] = (list(s.xs), list(s.ys))
+        self.mapped[s.name] = {axis: list(column) for axis, column in s.mapped.items()}
+
     def _replace(self, frame):
-        self.store = {s.name: (list(s.xs), list(s.ys)) for s in frame.series}
+        self.store, self.mapped = {}, {}
+        for s in frame.series:
+            self._set(s)
         self.store_seq = frame.seq
         self._note()
 
@@ -108,14 +138,14 @@ def test_fast_run_never_exceeds_twenty_messages_in_any_second(run_root):
     _train(m, clock, pub, seconds=30, steps_per_s=4000, hello_every_tick=True)
     assert w.max_per_window() <= 20
     assert sum(1 for _, k, _ in w.log if k == "snapshot") > 10
-    assert {k for _, k, _ in w.log} >= {"state", "history", "snapshot"}
+    assert {k for _, k, _ in w.log} == {"snapshot"}  # the traitlets are not set while the run is live
 
 
 def test_message_budget_caps_a_tight_tick_loop_at_twenty_per_second(run_root):
     clock = FakeClock(0.0)
     m = _monitor(run_root, clock, interval_s=0.1)
     w = Recorder(clock)
-    pub = Publisher(m, w, clock=clock, tick_s=0.001, state_interval_s=0.0, history_interval_s=0.0)
+    pub = Publisher(m, w, clock=clock, tick_s=0.001, state_interval_s=0.0)
     _train(m, clock, pub, seconds=3, steps_per_s=2000, tick_s=0.01, hello_every_tick=True)
     assert 15 <= w.max_per_window() <= 20
 
@@ -126,6 +156,19 @@ def test_message_budget_window():
     assert budget.allow(1.0) is True
 
 
+def test_a_fast_series_streams_about_fifty_points_a_second_from_the_start(run_root):
+    from trainmeter.widget.feed import STREAM_POINTS_PER_S
+
+    clock = FakeClock(0.0)
+    m = _monitor(run_root, clock, interval_s=1.0)
+    w = Recorder(clock)
+    pub = Publisher(m, w, clock=clock)
+    _train(m, clock, pub, seconds=10, steps_per_s=4000)  # 40,000 steps: the budget alone keeps 2,000 points
+    loss = len(w.store["train_loss"][0])
+    assert loss <= 2 * STREAM_POINTS_PER_S * 10 and loss >= 100
+    assert w.bytes_between(0, 10) / 10 < 15_000
+
+
 def test_replayed_messages_rebuild_the_decimated_history_in_order(run_root):
     clock = FakeClock(0.0)
     m = _monitor(run_root, clock, interval_s=2.0)
@@ -133,29 +176,36 @@ def test_replayed_messages_rebuild_the_decimated_history_in_order(run_root):
     pub = Publisher(m, w, clock=clock, budget_points=200)
     _train(m, clock, pub, seconds=20, steps_per_s=400)
     xs, ys = w.store["train_loss"]
-    assert all(a <= b for a, b in zip(xs, xs[1:], strict=False))
-    assert w.max_store_points <= 2 * 200
+    assert all(a < b for a, b in zip(xs, xs[1:], strict=False))  # each point once, in order, across re-buckets
+    assert w.max_store_points <= (REPLACE_FACTOR + 1) * 200  # replaced by the decimated history past 3 budgets
+    assert w.patches_refused == 0 and w.view == pub.states.full and pub.states.rev > 10  # the patches rebuild every state
+    assert all(k in ("append", "state") for _, k, _ in w.log)  # what changed, never the whole state again
     m.finish("completed")
     pub.close()
     final = decode_frame(w.history)
     loss = next(s for s in final.series if s.name == "train_loss")
     assert len(loss.xs) <= 200 and loss.xs[-1] == m.steps and max(loss.ys) == 1.0
     assert w.store["train_loss"] == (list(loss.xs), list(loss.ys))
-    assert w.state["status"] == "completed"
+    assert w.state["status"] == "completed" and w.state["rev"] == pub.states.rev
 
 
 def test_hello_gets_a_snapshot_of_every_series_on_the_next_tick(run_root):
     clock = FakeClock(0.0)
     m = _monitor(run_root, clock, interval_s=1.0)
     w = Recorder(clock)
-    pub = Publisher(m, w, clock=clock, history_interval_s=1e9)
+    pub = Publisher(m, w, clock=clock)
     _train(m, clock, pub, seconds=3, steps_per_s=40)
     m.record({"lr": 0.1})
+    w.view = {"name": "a reloaded page", "status": "starting"}  # holds the start's state: patches do not apply
     pub.request_snapshot()
     pub.tick()
-    kind = w.log[-2][1] if w.log[-1][1] == "state" else w.log[-1][1]
-    assert kind == "snapshot"
+    assert w.log[-1][1] == "snapshot"
     assert {"train_loss", "lr", "train_tokens_per_s", "session_tokens_per_s", "rss_bytes"} <= set(w.store)
+    assert w.view["rev"] == pub.states.rev and w.view["step"] == m.steps  # the whole state came with it
+    clock.advance(1.0)
+    m.on_step(128, loss_value=0.5)
+    pub.tick()
+    assert w.patches_refused == 0 and w.view["step"] == m.steps
 
 
 def test_report_series_get_one_point_per_report_at_session_seconds(run_root):
@@ -237,16 +287,16 @@ def test_bytes_per_second_stay_flat_over_a_million_point_run():
     assert m.steps == 1_000_000
     early, late = w.bytes_between(50, 100), w.bytes_between(200, 250)
     assert 0 < late <= 1.25 * early  # ten times the points, the same bytes per second
-    assert all(n <= 2 * 2000 * 16 + 4096 for _, k, n in w.log if k != "state")
-    loss = next(s for s in decode_frame(w.history).series if s.name == "train_loss")
-    assert 1000 <= len(loss.xs) <= 2000
-    assert w.max_store_points <= 4000
+    assert late / 50 < 2_000  # the state goes as patches, each point once
+    assert all(n <= 2 * 2000 * 32 + 4096 for _, k, n in w.log)  # the loss and its twin replaced at once, at most
+    assert 1000 <= len(pub.decimators["train_loss"].columns()[0]) <= 2000
+    assert w.max_store_points <= (REPLACE_FACTOR + 1) * 2000
 
 
 def test_thread_publishes_during_the_run_and_stops_at_once(run_root):
     m = make_monitor(make_options(run_dir=run_root, name="thr", interval_s=0.1), text=False, probes=False).start()
     w = Recorder(time.perf_counter)
-    pub = Publisher(m, w, tick_s=0.01, state_interval_s=0.0, history_interval_s=0.05).start()
+    pub = Publisher(m, w, tick_s=0.01, state_interval_s=0.0).start()
     deadline = time.perf_counter() + 0.4
     while time.perf_counter() < deadline:
         m.on_step(10, loss_value=1.0)
@@ -257,7 +307,7 @@ def test_thread_publishes_during_the_run_and_stops_at_once(run_root):
     pub.close()
     assert time.perf_counter() - t0 < 0.5
     assert not pub.running and w.state["status"] == "completed"
-    assert w.store["train_loss"][0][-1] == m.steps
+    assert 0 <= m.steps - w.store["train_loss"][0][-1] < pub.decimators["train_loss"].width  # the last bucket's
 
 
 def test_a_broken_widget_disables_the_publisher_without_raising(run_root):
@@ -266,9 +316,8 @@ def test_a_broken_widget_disables_the_publisher_without_raising(run_root):
             raise RuntimeError("comm gone")
 
     m = make_monitor(make_options(run_dir=run_root, name="brk", interval_s=0.1), text=False, probes=False).start()
-    pub = Publisher(m, Broken(time.perf_counter), tick_s=0.002, history_interval_s=1e9,
-                    state_interval_s=1e9)
-    pub._last_state_s = pub._last_history_s = time.perf_counter()
+    pub = Publisher(m, Broken(time.perf_counter), tick_s=0.002, state_interval_s=1e9)
+    pub._last_state_s = time.perf_counter()
     pub.start()
     with pytest.warns(MonitorWarning, match="live widget stopped"):
         for _ in range(200):
@@ -458,7 +507,7 @@ def test_the_history_of_the_maximum_series_count_stays_within_the_frame_budget(r
     clock = FakeClock(0.0)
     m = _monitor(run_root, clock, interval_s=1.0)
     w = Recorder(clock)
-    pub = Publisher(m, w, clock=clock, state_interval_s=0.0, history_interval_s=0.0)
+    pub = Publisher(m, w, clock=clock, state_interval_s=0.0)
     for step in range(2500):
         m.on_step(128, loss_value=1.0)
         m.record({f"s{i}": float(step + i) for i in range(255)})
@@ -466,28 +515,29 @@ def test_the_history_of_the_maximum_series_count_stays_within_the_frame_budget(r
             clock.advance(0.5)
             pub.tick()
     clock.advance(6.0)
+    pub.request_snapshot()
     pub.tick()
-    history = [n for _, k, n in w.log if k == "history"]
-    assert len(m.series) == 256 and history
-    assert max(history) <= 96 * 1024, max(history)
+    snapshot = [n for k, n in w.frames if k == "snapshot"]
+    assert len(m.series) == 256 and snapshot
+    assert max(snapshot) <= 192 * 1024, max(snapshot)  # 6,000 points on three x axes, headers included
     assert sum(len(xs) for xs, _ in w.store.values()) <= 6000 + 2 * 256
 
 
-def test_the_x_mappings_reach_the_store_and_the_state_carries_the_newest_step(run_root):
+def test_every_point_reaches_the_store_mapped_onto_tokens_and_time(run_root):
     clock = FakeClock(0.0)
     m = _monitor(run_root, clock, interval_s=1.0)
     w = Recorder(clock)
     pub = Publisher(m, w, clock=clock)
     _train(m, clock, pub, seconds=5, steps_per_s=40)
-    steps, tokens = w.store["axis:tokens"]
-    t_steps, times = w.store["axis:time_s"]
-    assert steps == t_steps and 4 <= len(steps) <= 6  # a point a second, not one per tick
-    assert all(tok == 128 * step for step, tok in zip(steps, tokens, strict=True))  # 128 tokens every step
-    assert all(b > a for a, b in zip(times, times[1:], strict=False))
-    clock.advance(0.5)
-    pub.tick()  # the state goes at most every 0.5 s
-    head = w.state["x_axis"]["head"]
-    assert head["step"] == m.steps and head["tokens"] == m.tokens and head["t_s"] >= times[-1]
+    steps, _ = w.store["train_loss"]
+    tokens, times = w.mapped["train_loss"]["tokens"], w.mapped["train_loss"]["time"]
+    assert len(steps) == len(tokens) == len(times) > 100
+    assert all(tok == pytest.approx(128 * step) for step, tok in zip(steps, tokens, strict=True))  # 128 every step
+    assert all(b > a for a, b in zip(times, times[1:], strict=False)) and times[-1] <= clock()
+    t, _ = w.store["train_tokens_per_s"]  # a time series: its steps and tokens at each report
+    assert w.mapped["train_tokens_per_s"]["step"][-1] <= m.steps and len(w.mapped["train_tokens_per_s"]["step"]) == len(t)
+    assert "axis:tokens" not in w.store and "head" not in w.view["x_axis"]
+    assert w.view["x_axis"]["time_missing"] is None and w.view["x_axis"]["tokens_missing"] is None
     m.finish("completed")
 
 

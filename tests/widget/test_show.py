@@ -201,14 +201,17 @@ def test_replay_has_the_x_mappings_the_verdict_markers_and_the_energy_tile(run_r
     passport_path.write_text(json.dumps(passport))
     state, columns, _ = display_module.replay(m.run_dir)
     assert state["markers"] == [{"kind": "loss_spike", "step": 30, "label": "loss spike",
-                                 "sentence": "the loss spiked at step 30", "chart": "loss"}]
+                                 "sentence": "the loss spiked at step 30", "chart": "loss",
+                                 "at": {"tokens": 64 * 30, "time": pytest.approx(state["markers"][0]["at"]["time"])}}]
+    assert 0 < state["markers"][0]["at"]["time"] <= state["elapsed_s"]  # on the time axis, mapped by Python
     assert "the loss spiked at step 30" in state["warnings"]
     energy = next(t for t in state["tiles"] if t["id"] == "energy")
     assert energy["text"] == "0.25 J/token" and energy["derivation"]["formula"] == "joules / tokens"
-    by_name = {c.name: c for c in columns}
-    tokens, times = by_name["axis:tokens"], by_name["axis:time_s"]
-    assert tokens.xs == times.xs and tokens.ys[-1] == 64 * tokens.xs[-1]
-    assert all(b > a for a, b in zip(times.ys, times.ys[1:], strict=False))
+    loss = {c.name: c for c in columns}["train_loss"]
+    tokens, times = loss.mapped["tokens"], loss.mapped["time"]
+    mapped = [(x, k, t) for x, k, t in zip(loss.xs, tokens, times, strict=True) if t == t]  # NaN: past the last report
+    assert len(mapped) > len(loss.xs) / 2 and all(k == 64 * x for x, k, _ in mapped)  # 64 tokens every step
+    assert all(b[2] >= a[2] for a, b in zip(mapped, mapped[1:], strict=False))
 
 
 def test_replay_shows_every_tile_chart_panel_and_marker_the_live_view_ended_with(run_root):
@@ -234,11 +237,12 @@ def test_replay_shows_every_tile_chart_panel_and_marker_the_live_view_ended_with
     state, columns, _ = display_module.replay(m.run_dir)
     for key in ("tiles", "charts", "panels"):
         assert {x["id"] for x in live[key]} <= {x["id"] for x in state[key]}, key
-    assert [mk["kind"] for mk in live["markers"]] == ["loss_spike"] and state["markers"] == live["markers"]
+    assert [mk["kind"] for mk in live["markers"]] == ["loss_spike"]
+    assert [{k: v for k, v in mk.items() if k != "at"} for mk in state["markers"]] == live["markers"]
     assert live["markers"][0]["sentence"] in state["warnings"]
     tile = {t["id"]: t for t in state["tiles"]}["energy"]
     assert tile["text"].endswith("J/token") and tile["derivation"]["name"] == "j_per_token"
-    assert {"axis:tokens", "axis:time_s"} <= {c.name for c in columns}
+    assert all(set(c.mapped) == {"step", "tokens", "time"} - {c.x_kind} for c in columns)  # every point on every axis
     assert all(set(c["labels"]) == {*c["series"], *(c.get("smoothed") or {}).values()} for c in state["charts"])
 
 

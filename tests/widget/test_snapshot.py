@@ -159,17 +159,18 @@ def test_absent_hardware_is_one_line_and_the_time_split_is_one_section():
 
 
 def test_a_verdict_marker_is_a_dashed_line_on_its_chart_and_a_note_under_it():
-    from trainmeter.widget.x_axis import AXIS_TIME
-
     marks = [{"kind": "loss_spike", "step": 1000, "label": "loss spike", "sentence": "loss 9x the median",
               "chart": "loss"},
              {"kind": "throughput_drop", "step": 100, "label": "throughput drop", "sentence": "slower",
-              "chart": "throughput"}]
-    series = _series() + [SeriesColumns(name=AXIS_TIME, x_kind="step", xs=[100.0, 200.0], ys=[30.0, 60.0])]
+              "chart": "throughput", "at": {"tokens": 6400.0, "time": 30.0}}]
+    series = _series()
     svg = chart_svg(_state()["charts"][0], {s.name: (s.x_kind, s.xs, s.ys) for s in series}, marks)
     assert svg.count("data-tm-marker=") == 1 and 'data-tm-marker="loss_spike"' in svg and ">loss spike<" in svg
     tp = chart_svg(_state()["charts"][1], {s.name: (s.x_kind, s.xs, s.ys) for s in series}, marks)
-    assert 'data-tm-marker="throughput_drop"' in tp  # step 100 placed at 30 s through axis:time_s
+    assert 'data-tm-marker="throughput_drop"' in tp  # step 100 placed at 30 s, mapped by Python (at.time)
+    unplaced = chart_svg(_state()["charts"][1], {s.name: (s.x_kind, s.xs, s.ys) for s in series},
+                         [{**marks[1], "at": {"tokens": None, "time": None}}])
+    assert "data-tm-marker=" not in (unplaced or "")
     html = render_snapshot(_state(markers=marks), series)
     assert "loss spike at step 1,000: loss 9x the median" in html
 

@@ -260,12 +260,26 @@ def test_a_nan_loss_becomes_a_marker_on_the_loss_chart_with_its_step_and_sentenc
 
 def test_state_says_how_to_map_x_and_when_tokens_are_off(run_root):
     m = _run(run_root, FakeClock(0.0))
-    live = build_state(facts_from_monitor(m, x_head=(6, 600, 6.0)))
-    assert live["x_axis"]["head"] == {"step": 6, "tokens": 600, "t_s": 6.0}
+    from trainmeter.widget.x_axis import NO_STEP_YET, XMap
+
+    x_map = XMap(open_end=True)
+    assert build_state(facts_from_monitor(m, x_map=x_map))["x_axis"]["time_missing"] == NO_STEP_YET
+    x_map.set_head(6, 600, 6.0)
+    live = build_state(facts_from_monitor(m, x_map=x_map))
+    assert live["x_axis"]["time_missing"] is None and "head" not in live["x_axis"]
     assert live["x_axis"]["tokens_missing"] is None
     m.finish("completed")
     no_tokens = _run(run_root, FakeClock(0.0), steps=0)
     assert "no tokens counted" in build_state(facts_from_monitor(no_tokens))["x_axis"]["tokens_missing"]
+
+
+def test_the_phase_bar_has_each_phases_share_in_order_and_the_largest():
+    from trainmeter.widget.view_model import phase_bar
+
+    assert phase_bar({"train": 30.0, "eval": 10.0, "checkpoint": 0.0, "my_phase": 10.0}) == {
+        "shares": {"train": 0.6, "eval": 0.2, "my_phase": 0.2}, "top": "train"}
+    assert phase_bar({"train": 0.0}) == {"shares": {}, "top": None}
+    assert phase_bar({"a": 1.0, "b": 2.0})["shares"] == {"a": 0.3333, "b": 0.6667}
 
 
 def test_every_chart_series_has_a_human_label(run_root):

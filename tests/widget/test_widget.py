@@ -50,6 +50,18 @@ def test_hello_with_a_live_publisher_is_forwarded_to_it():
     assert publisher.requests == 1 and len(sent) == 1
 
 
+def test_a_page_restored_while_the_run_is_live_reads_the_newest_whole_state():
+    start = {"name": "r", "status": "starting", "rev": 0}
+    w = TrainmeterWidget(state=start)
+    publisher = _FakePublisher(running=True)
+    publisher.live_state = {"name": "r", "status": "running", "rev": 7}  # the traitlet keeps the start's
+    w.attach(publisher)
+    assert w.get_state()["state"] == publisher.live_state and w.get_state("state")["state"]["rev"] == 7
+    assert w.state == start and w.get_state("history") == {"history": b""}
+    publisher.live_state = None  # the thread stopped: the traitlet (the final state, set at the close)
+    assert w.get_state()["state"] == start
+
+
 def test_hello_before_any_history_sends_nothing_and_other_messages_are_ignored():
     w = TrainmeterWidget()
     sent = _recording(w)
@@ -73,7 +85,7 @@ def test_traits_are_synced_with_the_protocol_names_and_schema_version():
     w = TrainmeterWidget(state={"name": "r", "status": "running"})
     synced = set(w.keys)
     assert {"state", "history", "schema_version", "_esm"} <= synced
-    assert w.schema_version == 1 and w.history == b""
+    assert w.schema_version == 2 and w.history == b""
     assert "default" in w._esm and "render" in w._esm
 
 

@@ -35,6 +35,10 @@ class LossEma:
         self.beta = beta
         self._avg = 0.0
         self.count = 0
+        settled = 1
+        while 1.0 - beta**settled != 1.0:  # past it the bias correction divides by exactly 1.0
+            settled += 1
+        self._settled = settled
 
     def update(self, losses: Iterable[float]) -> None:
         """Fold in losses in step order (non-finite ones skipped).
@@ -72,17 +76,29 @@ class LossEma:
         """Fold in losses in step order and return the bias-corrected average after each one.
 
         A non-finite loss is skipped as in :meth:`update` and gets NaN in the result (a gap
-        on the chart, as the raw line has one there).
+        on the chart, as the raw line has one there). Bit for bit the average :attr:`value` gives
+        after each loss; past the steps where ``1 - beta**n`` rounds to 1.0 the correction is
+        left out (dividing by 1.0 changes nothing), and finite losses go through a two-operation loop
+        (the widget traces every step: docs/spec.md section 20).
         """
         beta, avg, n = self.beta, self._avg, self.count
+        keep = 1.0 - beta
+        values = losses if isinstance(losses, list) else list(losses)
         out: list[float] = []
-        for loss in losses:
+        append = out.append
+        if n >= self._settled and all(map(math.isfinite, values)):
+            for a in map(keep.__mul__, values):
+                avg = beta * avg + a
+                append(avg)
+            self._avg, self.count = avg, n + len(values)
+            return out
+        for loss in values:
             if math.isfinite(loss):
-                avg = beta * avg + (1.0 - beta) * loss
+                avg = beta * avg + keep * loss
                 n += 1
-                out.append(avg / (1.0 - beta**n))
+                append(avg if n >= self._settled else avg / (1.0 - beta**n))
             else:
-                out.append(math.nan)
+                append(math.nan)
         self._avg, self.count = avg, n
         return out
 

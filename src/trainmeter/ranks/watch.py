@@ -75,7 +75,8 @@ class RunWatch:
         self._latest_series: dict[str, dict[str, Any]] = {}
         self._decimators: dict[str, Any] = {}
         self._smoother: Any = None  # the smoothed training loss (widget/smoothed.py), made on first use
-        self._axis_step = 0  # last step of the x mappings fed
+        self._axis_step = 0  # last step of the x map fed
+        self._x_map: Any = None  # the charts' step -> tokens/time map (widget/x_axis.py), made on first use
         self._budget = DEFAULT_BUDGET_POINTS
         self.passport: dict[str, Any] = {}
         self.polls = 0
@@ -113,7 +114,7 @@ class RunWatch:
             except OSError:  # missing, or damaged (Damaged): followed from the log
                 self.passport = {}
         events = [e for e in (self._start, *self._latest_series.values(), self._interval) if e]
-        facts = facts_from_run(self.passport, events, run_dir=str(self.run_dir))
+        facts = facts_from_run(self.passport, events, run_dir=str(self.run_dir), x_map=self._mapping())
         state = build_state(facts)
         if not self.passport:
             state["status"] = "running"
@@ -143,14 +144,12 @@ class RunWatch:
             t_s, values = report_points_from_record(record)
             for name, value in values.items():
                 self._feed(name, "time", [t_s], [value])
-            from trainmeter.widget.x_axis import AXIS_TIME, AXIS_TOKENS, report_mapping
+            from trainmeter.widget.x_axis import report_mapping
 
-            point = report_mapping(record, self._axis_step)  # the charts' step -> time/tokens mappings
+            point = report_mapping(record, self._axis_step)  # the charts' step -> time/tokens map
             if point is not None:
                 self._axis_step, at_s, tokens = point
-                self._feed(AXIS_TIME, "step", [self._axis_step], [at_s])
-                if tokens is not None:
-                    self._feed(AXIS_TOKENS, "step", [self._axis_step], [tokens])
+                self._mapping().add(self._axis_step, float("nan") if tokens is None else tokens, at_s)
         elif kind == "series":
             self._latest_series[str(record.get("name"))] = record
             x_kind = record.get("x", "step")
@@ -182,14 +181,23 @@ class RunWatch:
             d = self._decimators[name] = Decimator(name, x_kind, budget_points=self._budget)
         d.extend(xs, ys)
 
+    def _mapping(self) -> Any:
+        if self._x_map is None:
+            from trainmeter.widget.x_axis import XMap
+
+            self._x_map = XMap()
+        return self._x_map
+
     def history(self) -> bytes:
-        """The decimated history as a widget frame."""
+        """The decimated history as a widget frame (each point on every x axis)."""
         from trainmeter.widget.frame import SeriesColumns, encode_frame
 
         columns = []
+        x_map = self._mapping()
         for d in self._decimators.values():
             xs, ys = d.columns(include_open=True)
-            columns.append(SeriesColumns(name=d.name, x_kind=d.x_kind, xs=xs, ys=ys))  # type: ignore[arg-type]
+            columns.append(SeriesColumns(name=d.name, x_kind=d.x_kind, xs=xs, ys=ys,  # type: ignore[arg-type]
+                                         mapped=x_map.columns(d.x_kind, xs)))
         return encode_frame(self.polls, columns)
 
     def ended(self) -> bool:

@@ -8,7 +8,9 @@ bounded however long the run, and the global minimum and maximum are never lost.
 
 Buckets are counted in raw points, not in x units, so the decimation does not
 depend on how x is spaced. Only *closed* (full) buckets are final: the live
-stream sends those (``take_new``); the open bucket joins the output at the end
+stream sends those (``take_new``), each point once and in x order, across a re-bucket
+too (a merged bucket that holds points not taken yet is taken again, past the last
+point taken); the open bucket joins the output at the end
 (``columns(include_open=True)``). Stdlib only; pure apart from its own state.
 Not thread-safe: one thread owns a :class:`Decimator` (the widget publisher).
 """
@@ -16,7 +18,7 @@ Not thread-safe: one thread owns a :class:`Decimator` (the widget publisher).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 DEFAULT_BUDGET_POINTS = 2000
 _NAN = math.nan
@@ -105,7 +107,7 @@ class Decimator:
     """
 
     __slots__ = ("name", "x_kind", "budget_points", "width", "count", "generation", "min_y", "max_y",
-                 "_closed", "_closed_points", "_open", "_taken")
+                 "_closed", "_closed_points", "_open", "_taken", "_last_x")
 
     def __init__(self, name: str, x_kind: str = "step", *, budget_points: int = DEFAULT_BUDGET_POINTS) -> None:
         if budget_points < 8:
@@ -122,6 +124,7 @@ class Decimator:
         self._closed_points = 0
         self._open: Bucket | None = None
         self._taken = 0
+        self._last_x = -math.inf  # x of the last point taken (take_new sends only what lies past it)
 
     # -- writing -----------------------------------------------------------------------
     def extend(self, xs: Sequence[float], ys: Sequence[float]) -> bool:
@@ -179,9 +182,28 @@ class Decimator:
             self._rebucket()
 
     def _rebucket(self) -> None:
-        """Double the width: merge closed buckets pairwise (an odd last one joins the open bucket)."""
-        while self._closed_points > (self.budget_points - 3) // 2 + 3:
+        """Double the width until half the budget is left."""
+        self._double_while(lambda: self._closed_points > (self.budget_points - 3) // 2 + 3)
+
+    def coarsen(self, width: int) -> bool:
+        """Double the width until it is at least ``width`` raw points; returns whether it did.
+
+        The live stream's cap on points per second (widget/feed.py): a fast series is decimated
+        coarser than its budget alone would ask, until the budget asks for more.
+        """
+        generation = self.generation
+        self._double_while(lambda: self.width < width)
+        return self.generation != generation
+
+    def _double_while(self, more: Callable[[], bool]) -> None:
+        """Double the width while ``more()``: merge closed buckets pairwise (an odd last one joins the open bucket).
+
+        A merged bucket counts as taken when both of its halves were.
+        """
+        taken = self._taken
+        while more():
             closed = self._closed
+            taken //= 2
             merged = [_combine(closed[j:j + 2]) for j in range(0, len(closed) - 1, 2)]
             if len(closed) % 2:
                 tail = [closed[-1]] if self._open is None else [closed[-1], self._open]
@@ -194,7 +216,7 @@ class Decimator:
                 self._closed.append(self._open)
                 self._closed_points += _n_points(self._open)
                 self._open = None
-        self._taken = len(self._closed)
+        self._taken = taken
 
     # -- reading -----------------------------------------------------------------------
     @property
@@ -222,14 +244,26 @@ class Decimator:
         return _columns(buckets, max_points)
 
     def take_new(self) -> tuple[list[float], list[float]]:
-        """Return the points of closed buckets not taken yet, and mark them taken."""
+        """Return the points of closed buckets not taken yet that lie past the last point taken; mark them taken."""
         new = self._closed[self._taken:]
         self._taken = len(self._closed)
-        return _columns(new, None)
+        xs, ys = _columns(new, None)
+        last = self._last_x
+        if xs and xs[0] <= last:  # a merged bucket whose first half was taken before the re-bucket
+            keep = [i for i, x in enumerate(xs) if x > last]
+            xs, ys = [xs[i] for i in keep], [ys[i] for i in keep]
+        if xs:
+            self._last_x = xs[-1]
+        return xs, ys
 
     def mark_all_taken(self) -> None:
-        """Mark every closed bucket as taken (after a full frame was sent)."""
+        """Mark every closed bucket as taken (after a full frame of the closed buckets was sent)."""
         self._taken = len(self._closed)
+        for b in reversed(self._closed):
+            pts = _points(b)
+            if pts:
+                self._last_x = pts[-1][0]
+                break
 
     @property
     def pending(self) -> int:

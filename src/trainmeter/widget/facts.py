@@ -64,7 +64,7 @@ class RunFacts:
     error: str | None = None
     recent: Any = None  # RecentFigures of the last second while live (widget/live_rate.py), else None
     markers: tuple[dict[str, Any], ...] = ()  # verdict markers (verdicts/markers.py)
-    x_head: tuple[int, int, float] | None = None  # (step, cumulative tokens, s) of the newest step while live
+    x_map: Any = None  # the step -> tokens, seconds map (widget/x_axis.py XMap): markers' x on every axis
     controls: dict[str, Any] | None = None  # the buttons' path, pending requests, alerts (widget/controls.py)
 
 
@@ -105,12 +105,12 @@ def _progress_from_extensions(monitor: Any, recent: Any = None) -> dict[str, Any
     return monitor.dispatch.first("progress_bar", recent)
 
 
-def facts_from_monitor(monitor: Any, recent: Any = None, x_head: tuple[int, int, float] | None = None) -> RunFacts:
+def facts_from_monitor(monitor: Any, recent: Any = None, x_map: Any = None) -> RunFacts:
     """Gather facts from a live (or just finished) monitor. Read-only; any thread.
 
     ``recent`` (:class:`~trainmeter.widget.live_rate.RecentFigures`, from the publisher
-    once a second) drives the live rate tile, the ETA and RSS between reports; ``x_head``
-    (the publisher's newest step, cumulative tokens and seconds) is the x mappings' live end.
+    once a second) drives the live rate tile, the ETA and RSS between reports; ``x_map``
+    (the publisher's :class:`~trainmeter.widget.x_axis.XMap`) places the markers on every x axis.
     """
     opts = monitor.options
     live = monitor.status in LIVE_STATUSES
@@ -162,7 +162,7 @@ def facts_from_monitor(monitor: Any, recent: Any = None, x_head: tuple[int, int,
         warnings=tuple(list(monitor.warnings) + ext_warnings), panels=tuple(panels), extra_charts=tuple(charts),
         extra_tiles=tuple(extra_tiles), progress_bar=_progress_from_extensions(monitor, recent if live else None),
         error=getattr(monitor, "error", None), recent=recent if live else None, markers=tuple(markers),
-        x_head=x_head if live else None, controls=_controls(monitor),
+        x_map=x_map, controls=_controls(monitor),
     )
 
 
@@ -189,9 +189,10 @@ def whole_run_line(line: str, unit_word: str, tokens_per_s: float | None) -> str
 
 
 def facts_from_run(passport: dict[str, Any], events: list[dict[str, Any]], run_dir: str | None = None,
-                   loss_points: int | None = None) -> RunFacts:
+                   loss_points: int | None = None, x_map: Any = None) -> RunFacts:
     """Gather facts from a saved run (passport and events.jsonl records; ``loss_points``: the train_loss points
-    the log holds, when ``events`` keeps only some of its series records)."""
+    the log holds, when ``events`` keeps only some of its series records; ``x_map``: the run's
+    :class:`~trainmeter.widget.x_axis.XMap`, from its reports)."""
     start = next((e for e in events if e.get("kind") == "start"), {})
     last = next((e for e in reversed(events) if e.get("kind") == "interval"), {})
     opts = passport.get("options") or start.get("options") or {}
@@ -247,7 +248,7 @@ def facts_from_run(passport: dict[str, Any], events: list[dict[str, Any]], run_d
         loss_points=loss_points if loss_points is not None else sum(
             len(e.get("value") or ()) for e in events if e.get("kind") == "series" and e.get("name") == "train_loss"),
         extra_tiles=extra_tiles, progress_bar=bar, error=passport.get("error"),
-        markers=tuple(verdict_markers(verdicts)),
+        markers=tuple(verdict_markers(verdicts)), x_map=x_map,
     )
 
 

@@ -3,9 +3,13 @@
 :meth:`SeriesFeed.read` moves what the monitor recorded since the last read (its own reader
 cursor, ``monitor.add_reader()``: advancing it lets the monitor trim) into
 :class:`~trainmeter.widget.decimate.Decimator` s, adds the smoothed twin of the training loss
-(widget/smoothed.py, every step folded), the x mappings (widget/x_axis.py) and one point of each
-report series per report; :meth:`SeriesFeed.sample_recent` adds the once-a-second recent rate.
-The decimators own the retention: the front end keeps what it is sent.
+(widget/smoothed.py, every step folded) and one point of each report series per report, and keeps the
+x map (widget/x_axis.py: every point goes out with its x on every axis);
+:meth:`SeriesFeed.sample_recent` adds the once-a-second recent rate.
+The decimators own the retention: the front end keeps what it is sent. Each point goes out once
+(:meth:`SeriesFeed.append_frame`); after a re-bucket the front end holds the finer old points and
+the coarser new ones, until its copy of a series passes :data:`REPLACE_FACTOR` times the series'
+budget: then the series' decimated history replaces it (one series' columns, not the whole store).
 
 Whatever ``--max-series`` is, a frame carries at most :data:`MAX_SERIES_SENT` series (docs/spec.md
 section 18, "bounds at any cap"): the x mappings and the recent rate, then those the state's
@@ -24,11 +28,20 @@ from trainmeter.widget.frame import SeriesColumns, encode_frame
 from trainmeter.widget.live_rate import RecentFigures, RecentRate, RssReader
 from trainmeter.widget.smoothed import LossSmoother
 from trainmeter.widget.view_model import RECENT_SERIES, report_points
-from trainmeter.widget.x_axis import AXIS_BUDGET_POINTS, AXIS_EVERY_S, AXIS_SERIES, AXIS_TIME, AXIS_TOKENS
+from trainmeter.widget.x_axis import X_MODES, XMAP_EVERY_S, XMap
 
 _FAR = 1 << 62
+POINT_BYTES = 8 * (len(X_MODES) + 1)
+"""Bytes of one point in a frame: a float64 per x axis (widget/x_axis.py) and the y."""
 MAX_SERIES_SENT = 400
-"""Most series one frame carries (each costs a header entry and at least two points of the 96 KB history)."""
+"""Most series one frame carries (each costs a header entry and at least two points of the history)."""
+STREAM_POINTS_PER_S = 50
+"""Most points per second the live stream carries per series (about: widths are powers of two): a series that
+comes faster is decimated coarser from the start (``Decimator.coarsen``), so a fast run's first minute sends
+no more than a later one (its history is that coarse until the budget asks for coarser)."""
+REPLACE_FACTOR = 3
+"""A series whose front-end copy passed this many times its budget is replaced by its decimated history
+(after re-buckets the copy keeps the finer old points: it grows by about half a budget per re-bucket)."""
 
 
 def shown_series(state: dict[str, Any]) -> tuple[str, ...]:
@@ -45,8 +58,11 @@ def shown_series(state: dict[str, Any]) -> tuple[str, ...]:
 
 
 def header_points(name: str) -> int:
-    """What a series' JSON header entry (``{"name": ..., "x": ..., "n": ...}``) costs in a frame, in 16-byte points."""
-    return -(-(len(json.dumps(name)) + 32) // 16)
+    """What a series' JSON header entry (``{"name", "x", "n", "axes": [...]}``) costs in a frame, in points.
+
+    A point is :data:`POINT_BYTES`: its x on every axis and its y.
+    """
+    return -(-(len(json.dumps(name)) + 72) // POINT_BYTES)
 
 
 def pick_sent(decimators: dict[str, Decimator], shown: tuple[str, ...] = (), most: int = MAX_SERIES_SENT,
@@ -54,7 +70,7 @@ def pick_sent(decimators: dict[str, Decimator], shown: tuple[str, ...] = (), mos
     """The decimators a frame carries, in their own order.
 
     All when they are at most ``most`` and their headers (with two points each) fit in half of
-    ``points_total``; else chosen in this order until one of those bounds: the x mappings and the
+    ``points_total``; else chosen in this order until one of those bounds: the
     recent rate, ``shown``, then the oldest.
     """
     room = None if points_total is None else points_total // 2
@@ -63,7 +79,7 @@ def pick_sent(decimators: dict[str, Decimator], shown: tuple[str, ...] = (), mos
         return list(decimators.values())
     picked: set[str] = set()
     spent = 0
-    for name in (*AXIS_SERIES, RECENT_SERIES, *shown, *decimators):
+    for name in (RECENT_SERIES, *shown, *decimators):
         if name in picked or name not in decimators:
             continue
         price = header_points(name) + 2
@@ -97,9 +113,9 @@ class SeriesFeed:
         self.decimators: dict[str, Decimator] = {}
         self.cursor: dict[str, int] = monitor.add_reader()
         self.seq = 0
-        self.rebucketed = False
         self.recent: RecentFigures | None = None
-        self.x_head: tuple[int, int, float] | None = None
+        self.x_map = XMap(open_end=True)
+        """Step -> tokens, seconds: every frame's points go out mapped onto each axis (widget/x_axis.py)."""
         self._reports_seen = 0
         self._recent = RecentRate()
         self._rss = RssReader()
@@ -108,9 +124,16 @@ class SeriesFeed:
         self._smoother = LossSmoother()
         self.shown: tuple[str, ...] = ()
         """The series the last state's charts draw (:func:`shown_series`): sent first past the series cap."""
+        self.held: dict[str, int] = {}
+        """Points the front end holds per series (what frames sent since its last full copy)."""
+        self._first_read_s: float | None = None
 
-    def read(self) -> bool:
-        """Move new points from the monitor into the decimators; returns whether any came."""
+    def read(self, now_s: float | None = None) -> bool:
+        """Move new points from the monitor into the decimators; returns whether any came.
+
+        ``now_s`` (the publisher's clock): the series faster than :data:`STREAM_POINTS_PER_S` since the
+        first read are coarsened to it.
+        """
         m = self.monitor
         fresh = False
         for name, series in list(m.series.items()):
@@ -126,13 +149,13 @@ class SeriesFeed:
         end, steps, times, tokens = step_series.read(self.cursor.get(step_series.name, 0))
         self.cursor[step_series.name] = end  # not drawn: read for the recent rate, then let the monitor trim it
         self._recent.extend(times, tokens)
-        if steps and times:  # the x mappings (widget/x_axis.py): the head always, a point once a second
+        if steps and times:  # the x map (widget/x_axis.py): the head always, a point once a second
             self._tokens_total += int(sum(tokens))
-            self.x_head = (steps[-1], self._tokens_total, float(times[-1]))
-            if float(times[-1]) - self._axis_t_s >= AXIS_EVERY_S:
+            if float(times[-1]) - self._axis_t_s >= XMAP_EVERY_S:
                 self._axis_t_s = float(times[-1])
-                self.extend(AXIS_TOKENS, "step", [steps[-1]], [float(self._tokens_total)], AXIS_BUDGET_POINTS)
-                self.extend(AXIS_TIME, "step", [steps[-1]], [float(times[-1])], AXIS_BUDGET_POINTS)
+                self.x_map.add(steps[-1], self._tokens_total, float(times[-1]))
+            else:
+                self.x_map.set_head(steps[-1], self._tokens_total, float(times[-1]))
         reports = m.reports
         if reports != self._reports_seen:
             self._reports_seen = reports
@@ -141,7 +164,19 @@ class SeriesFeed:
             for name, value in report_points(m.interval, session, m.memory).items():
                 if name not in m.series:
                     fresh |= self.extend(name, "time", [t_s], [value])
+        if now_s is not None:
+            if self._first_read_s is None:
+                self._first_read_s = now_s
+            self._cap_stream(now_s - self._first_read_s)
         return fresh
+
+    def _cap_stream(self, elapsed_s: float) -> None:
+        """Coarsen each series whose raw points came faster than the stream carries (two points a bucket)."""
+        seconds = max(1.0, elapsed_s)
+        for d in self.decimators.values():
+            per_s = d.count / seconds
+            if 2 * per_s / d.width > STREAM_POINTS_PER_S:
+                d.coarsen(2 * per_s / STREAM_POINTS_PER_S)
 
     def sample_recent(self) -> bool:
         """Take the once-a-second figures (recent rate, RSS); returns whether a chart point was added."""
@@ -156,14 +191,12 @@ class SeriesFeed:
             return False
         return self.extend(RECENT_SERIES, "time", [self.recent.t_s], [self.recent.tokens_per_s])
 
-    def extend(self, name: str, x_kind: str, xs: list[Any], ys: list[float], budget_points: int | None = None
-               ) -> bool:
+    def extend(self, name: str, x_kind: str, xs: list[Any], ys: list[float]) -> bool:
         """Add points to series ``name`` (its decimator is made on first use); returns ``True``."""
         d = self.decimators.get(name)
         if d is None:
-            d = self.decimators[name] = Decimator(name, x_kind, budget_points=budget_points or self.budget_points)
-        if d.extend(xs, ys):
-            self.rebucketed = True
+            d = self.decimators[name] = Decimator(name, x_kind, budget_points=self.budget_points)
+        d.extend(xs, ys)
         return True
 
     def stop_reading(self) -> None:
@@ -179,14 +212,19 @@ class SeriesFeed:
         return any(d.pending for d in self.decimators.values())
 
     # -- frames ----------------------------------------------------------------------------------
-    def series_columns(self, *, include_open: bool, max_points: int | None = None) -> list[SeriesColumns]:
-        """Every series' decimated history (for frames and the HTML snapshot)."""
+    def _column(self, d: Decimator, xs: list[float], ys: list[float], mapped: bool) -> SeriesColumns:
+        return SeriesColumns(name=d.name, x_kind=d.x_kind, xs=xs, ys=ys,  # type: ignore[arg-type]
+                             mapped=self.x_map.columns(d.x_kind, xs) if mapped else {})
+
+    def series_columns(self, *, include_open: bool, max_points: int | None = None,
+                       mapped: bool = True) -> list[SeriesColumns]:
+        """Every series' decimated history (frames: ``mapped`` x columns too; the HTML snapshot: native x only)."""
         decimators = pick_sent(self.decimators, self.shown, points_total=self.history_points_total)
         caps = frame_caps(decimators, self.history_points_total, self.budget_points)  # headers included
         out = []
         for d in decimators:
             xs, ys = d.columns(include_open=include_open, max_points=max_points or caps[d.name])
-            out.append(SeriesColumns(name=d.name, x_kind=d.x_kind, xs=xs, ys=ys))  # type: ignore[arg-type]
+            out.append(self._column(d, xs, ys, mapped))
         return out
 
     def full_frame(self, *, include_open: bool) -> bytes:
@@ -194,17 +232,36 @@ class SeriesFeed:
         columns = self.series_columns(include_open=include_open)
         for d in self.decimators.values():
             d.mark_all_taken()
+        self.held = {c.name: len(c.ys) for c in columns}
         self.seq += 1
         return encode_frame(self.seq, columns)
 
-    def append_frame(self) -> bytes:
-        """A frame of the points no frame carried yet (``append``)."""
+    def append_frame(self) -> tuple[bytes, list[str]] | None:
+        """A frame of the points no frame carried yet, and the series whose copy it replaces (``append``).
+
+        ``None`` when there is nothing to send. A series whose front-end copy passed
+        :data:`REPLACE_FACTOR` times its budget goes out whole (its decimated history, closed buckets).
+        """
         columns = []
+        replaced = []
         sent = {d.name for d in pick_sent(self.decimators, self.shown, points_total=self.history_points_total)}
         for d in self.decimators.values():
-            if d.pending:
+            held = self.held.get(d.name, 0)
+            whole = held > REPLACE_FACTOR * d.budget_points
+            if not (d.pending or whole):
+                continue
+            if whole:
+                xs, ys = d.columns(include_open=False)
+                d.mark_all_taken()
+                held = 0
+            else:
                 xs, ys = d.take_new()
-                if d.name in sent:  # past the series cap the others stay here, decimated (module docstring)
-                    columns.append(SeriesColumns(name=d.name, x_kind=d.x_kind, xs=xs, ys=ys))  # type: ignore[arg-type]
+            if d.name in sent and (xs or whole):  # past the series cap the others stay here (module docstring)
+                columns.append(self._column(d, xs, ys, True))
+                self.held[d.name] = held + len(xs)
+                if whole:
+                    replaced.append(d.name)
+        if not columns:
+            return None
         self.seq += 1
-        return encode_frame(self.seq, columns)
+        return encode_frame(self.seq, columns), replaced

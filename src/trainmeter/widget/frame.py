@@ -1,16 +1,20 @@
 """Binary column frames: the widget's wire format for series (docs/protocol.md section 3).
 
-A frame carries, for each named series, ``n`` float64 x values then ``n`` float64 y
-values, after a small JSON header. Layout, little-endian::
+A frame carries, for each named series, ``n`` float64 values of each of its x columns (its
+native x, then the same points on the other axes, mapped by Python: widget/x_axis.py) and
+``n`` float64 y values, after a small JSON header. Layout, little-endian::
 
     bytes 0..3   magic b"TMF1"
     bytes 4..7   uint32 header_len (length of the JSON header in bytes)
-    bytes 8..    header: UTF-8 JSON {"v": 1, "seq": int, "series": [{"name", "x", "n"}, ...]}
+    bytes 8..    header: UTF-8 JSON {"v": 2, "seq": int, "series": [{"name", "x", "n", "axes"?}, ...]}
     padding      zero bytes so the data starts at a multiple of 8 from the frame start
-    data         per series, in header order: n float64 xs, then n float64 ys
+    data         per series, in header order: n float64 values per x column (``axes``: the
+                 native ``x`` first, then the mapped ones, e.g. ["step", "tokens", "time"];
+                 absent: the native x alone), then n float64 ys
 
-A missing y is NaN on the wire (the front end draws a gap). ``time`` x values are
-seconds since the run began. Stdlib only (``array``, ``struct``, ``json``), so that
+A missing y is NaN on the wire (the front end draws a gap), and so is a mapped x that
+cannot be placed (the point is left out on that axis). ``time`` x values are seconds
+since the run began. Stdlib only (``array``, ``struct``, ``json``), so that
 ``import trainmeter`` stays cheap. All functions are pure and safe to call from any thread.
 """
 
@@ -20,12 +24,14 @@ import json
 import struct
 import sys
 from array import array
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from trainmeter.widget.x_axis import X_MODES
+
 FRAME_MAGIC = b"TMF1"
-FRAME_VERSION = 1
+FRAME_VERSION = 2
 XKind = Literal["step", "time"]
 X_KINDS: tuple[str, ...] = ("step", "time")
 
@@ -35,7 +41,7 @@ _LITTLE = sys.byteorder == "little"
 
 
 class FrameError(ValueError):
-    """A byte string is not a valid v1 frame."""
+    """A byte string is not a valid v2 frame."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -47,12 +53,15 @@ class SeriesColumns:
         x_kind: ``"step"`` (optimizer steps) or ``"time"`` (seconds since the run began).
         xs: X values. :func:`decode_frame` yields ``array("d")``.
         ys: Y values in the series' unit; NaN marks a missing value (a gap).
+        mapped: The same points' x on the other axes, by axis (``tokens``, ``time``, ``step``:
+            widget/x_axis.py), each as long as ``xs``; NaN where unmapped. Empty: native x only.
     """
 
     name: str
     x_kind: XKind
     xs: Sequence[float]
     ys: Sequence[float]
+    mapped: Mapping[str, Sequence[float]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -60,7 +69,7 @@ class Frame:
     """A decoded frame.
 
     Attributes:
-        v: Frame format version (1).
+        v: Frame format version (2).
         seq: Sequence number of the message the frame belongs to.
         series: The series, in wire order.
     """
@@ -85,7 +94,7 @@ def _to_le_bytes(values: Sequence[float]) -> bytes:
 
 
 def encode_frame(seq: int, series: Sequence[SeriesColumns]) -> bytes:
-    """Encode series into one v1 frame.
+    """Encode series into one v2 frame.
 
     Args:
         seq: Sequence number written into the header.
@@ -95,17 +104,24 @@ def encode_frame(seq: int, series: Sequence[SeriesColumns]) -> bytes:
         The frame bytes; its data section starts at a multiple of 8.
 
     Raises:
-        FrameError: A series has columns of different lengths or an unknown ``x_kind``.
+        FrameError: A series has columns of different lengths, an unknown ``x_kind`` or mapped axis.
     """
     entries: list[dict[str, Any]] = []
     chunks: list[bytes] = []
     for s in series:
-        if len(s.xs) != len(s.ys):
-            raise FrameError(f"series {s.name!r}: {len(s.xs)} xs but {len(s.ys)} ys")
         if s.x_kind not in X_KINDS:
             raise FrameError(f"series {s.name!r}: unknown x kind {s.x_kind!r}")
-        entries.append({"name": s.name, "x": s.x_kind, "n": len(s.xs)})
-        chunks.append(_to_le_bytes(s.xs))
+        columns = [(s.x_kind, s.xs), *((k, v) for k, v in s.mapped.items() if k != s.x_kind)]
+        for axis, column in columns:
+            if axis not in X_MODES:
+                raise FrameError(f"series {s.name!r}: unknown x axis {axis!r}")
+            if len(column) != len(s.ys):
+                raise FrameError(f"series {s.name!r}: {len(column)} {axis} xs but {len(s.ys)} ys")
+        entry: dict[str, Any] = {"name": s.name, "x": s.x_kind, "n": len(s.ys)}
+        if len(columns) > 1:
+            entry["axes"] = [axis for axis, _ in columns]
+        entries.append(entry)
+        chunks.extend(_to_le_bytes(column) for _, column in columns)
         chunks.append(_to_le_bytes(s.ys))
     header = json.dumps(
         {"v": FRAME_VERSION, "seq": int(seq), "series": entries},
@@ -143,13 +159,13 @@ def _read_column(data: memoryview, offset: int, n: int) -> array[float]:
 
 
 def decode_frame(data: bytes | bytearray | memoryview) -> Frame:
-    """Decode one v1 frame.
+    """Decode one v2 frame.
 
     Args:
         data: The frame bytes.
 
     Returns:
-        The frame; each series' columns are ``array("d")`` copies (NaN kept as NaN).
+        The frame; each series' columns are ``array("d")`` copies (NaN kept as NaN), the mapped x ones in ``mapped``.
 
     Raises:
         FrameError: Bad magic, unsupported version, or a frame shorter than its header says.
@@ -159,12 +175,17 @@ def decode_frame(data: bytes | bytearray | memoryview) -> Frame:
     series: list[SeriesColumns] = []
     for entry in header.get("series", []):
         n = int(entry["n"])
-        if n < 0 or offset + 16 * n > len(view):
+        axes = [str(a) for a in entry.get("axes") or [entry["x"]]]
+        if n < 0 or offset + 8 * n * (len(axes) + 1) > len(view):
             raise FrameError(f"series {entry.get('name')!r}: data truncated")
-        if entry["x"] not in X_KINDS:
-            raise FrameError(f"series {entry.get('name')!r}: unknown x kind {entry['x']!r}")
-        xs = _read_column(view, offset, n)
-        ys = _read_column(view, offset + 8 * n, n)
-        offset += 16 * n
-        series.append(SeriesColumns(name=str(entry["name"]), x_kind=entry["x"], xs=xs, ys=ys))
+        if entry["x"] not in X_KINDS or axes[0] != entry["x"] or not set(axes) <= set(X_MODES):
+            raise FrameError(f"series {entry.get('name')!r}: unknown x kind {entry['x']!r} or axes {axes!r}")
+        columns = []
+        for _ in axes:
+            columns.append(_read_column(view, offset, n))
+            offset += 8 * n
+        ys = _read_column(view, offset, n)
+        offset += 8 * n
+        series.append(SeriesColumns(name=str(entry["name"]), x_kind=entry["x"], xs=columns[0], ys=ys,
+                                    mapped=dict(zip(axes[1:], columns[1:], strict=True))))
     return Frame(v=int(header["v"]), seq=int(header["seq"]), series=tuple(series))

@@ -73,6 +73,16 @@ def show_in_marimo(widget: Any) -> None:
     marimo.output.append(widget)
 
 
+def mimebundle(widget: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The widget's mimebundle as ``(data, metadata)`` (anywidget returns a tuple)."""
+    bundle = widget._repr_mimebundle_()
+    if isinstance(bundle, tuple):
+        data, metadata = bundle
+    else:
+        data, metadata = bundle, {}
+    return dict(data or {}), dict(metadata or {})
+
+
 def widget_sinks(monitor: Any) -> list[Any]:
     """Show a live widget for ``monitor`` and start its publisher; ``[]`` (text line on) when that fails.
 

@@ -20,8 +20,10 @@ wall-clock one. Publisher thread only.
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 from collections import deque
 from dataclasses import dataclass
+from itertools import accumulate, islice
 
 RECENT_WINDOW_S = 10.0
 PACE_TAU_S = 20.0  # time constant of the ETA's smoothed pace (an EMA of the recent rate, per second of steps)
@@ -69,20 +71,29 @@ class RecentRate:
 
     def __init__(self, window_s: float = RECENT_WINDOW_S) -> None:
         self.window_s = window_s
-        self._points: deque[tuple[float, float]] = deque()  # (t_s, tokens) of each step
-        self._before: tuple[float, float] | None = (0.0, 0.0)  # the step just before the window (run start)
+        # the window's steps as two columns, extended and cut by C-level list operations (a fast run reads
+        # thousands of steps a tick): seconds at each step's end, cumulative tokens (integers: exact sums)
+        self._times: list[float] = []
+        self._cum: list[float] = []
+        self._base = 0.0  # cumulative tokens before the window
+        self._before: tuple[float, float] | None = (0.0, 0.0)  # (t_s, tokens) of the step just before the window
         self._clock: deque[tuple[float, float]] = deque([(0.0, 0.0)])  # (session s, training s) samples
         self._pace: tuple[float, float, float] | None = None  # (t_s, steps/s, tokens/s) of the smoothed pace
 
     def extend(self, times_s: list[float], tokens: list[float]) -> None:
         """Add steps (session seconds at each step's end, tokens of each step)."""
-        for t, n in zip(times_s, tokens, strict=False):
-            self._points.append((float(t), float(n)))
-        if not self._points:
+        k = min(len(times_s), len(tokens))
+        if k == 0:
             return
-        last = self._points[-1][0]
-        while len(self._points) > 1 and self._points[0][0] < last - self.window_s:
-            self._before = self._points.popleft()
+        times, cum = self._times, self._cum
+        times.extend(map(float, times_s[:k]))
+        cum.extend(islice(accumulate(map(float, tokens[:k]), initial=cum[-1] if cum else self._base), 1, None))
+        cut = min(bisect_left(times, times[-1] - self.window_s), len(times) - 1)  # the first step in the window
+        if cut > 0:
+            previous = cum[cut - 2] if cut > 1 else self._base
+            self._before = (times[cut - 1], cum[cut - 1] - previous)
+            self._base = cum[cut - 1]
+            del times[:cut], cum[:cut]
 
     def note_clock(self, session_s: float, train_s: float) -> None:
         """Add a phase-clock sample: session seconds now and training-only seconds so far."""
@@ -111,14 +122,14 @@ class RecentRate:
 
     def figures(self, rss_bytes: int | None = None) -> RecentFigures | None:
         """The window's figures, or ``None`` before the first step."""
-        if not self._points or self._before is None:
+        if not self._times or self._before is None:
             return None
-        t_last = self._points[-1][0]
+        t_last = self._times[-1]
         span = t_last - self._before[0]
         if span <= 0:
             return None
-        tokens = sum(n for _, n in self._points)
-        steps = len(self._points)
+        tokens = self._cum[-1] - self._base
+        steps = len(self._times)
         end, start = self.train_s_at(t_last), self.train_s_at(self._before[0])
         train_s = None if end is None or start is None else min(span, end - start)
         train_rate = tokens / train_s if train_s is not None and train_s > 0 else None

@@ -1,14 +1,14 @@
 """The widget's wire as types: the ``state`` traitlet, its tiles, charts, panels and look, and the custom messages.
 
 docs/protocol.md says what each field means; js/src/protocol.ts declares the same shapes for the
-front end. The golden state tests/fixtures/state_v1.json (tests/fixtures/make_state_v1.py, a
+front end. The golden state tests/fixtures/state_v2.json (tests/fixtures/make_state_v2.py, a
 FakeClock run) is checked against these types by pytest and parsed into the TS types by vitest.
 ``total=False`` classes hold the keys a sender may leave out. Types only: nothing here runs.
 """
 
 from __future__ import annotations
 
-from typing import Literal, TypedDict
+from typing import Any, Literal, TypedDict
 
 # "unfinished": a replayed run that has no end record
 Status = Literal["starting", "running", "completed", "interrupted", "failed", "stopped", "unfinished"]
@@ -89,9 +89,14 @@ class Chart(_ChartBase, total=False):
     smoothed: dict[str, str]
 
 
-class Marker(TypedDict):
-    """A verdict drawn on chart ``chart`` at ``step`` (verdicts/markers.py)."""
+class MarkerAt(TypedDict):
+    """A marker's step on the other x axes (widget/x_axis.py ``place_markers``); ``None`` where unmapped."""
 
+    tokens: float | None
+    time: float | None
+
+
+class _MarkerBase(TypedDict):
     kind: str
     step: int
     label: str
@@ -99,21 +104,26 @@ class Marker(TypedDict):
     chart: str
 
 
-class XHead(TypedDict):
-    """The newest step while live: step, cumulative tokens, seconds since the start."""
+class Marker(_MarkerBase, total=False):
+    """A verdict drawn on chart ``chart`` at ``step`` (verdicts/markers.py), ``at`` that step on the other axes."""
 
-    step: int
-    tokens: int
-    t_s: float
+    at: MarkerAt
 
 
 class XAxis(TypedDict):
-    """What the step | tokens | time control needs besides the ``axis:*`` series (widget/x_axis.py)."""
+    """What the step | tokens | time control needs besides the frames' mapped x columns (widget/x_axis.py)."""
 
     tokens_label: str
     tokens_missing: str | None
     time_label: str
-    head: XHead | None
+    time_missing: str | None
+
+
+class PhaseBar(TypedDict):
+    """The phase bar: each phase's share of the time (phases with time, in ``phases_s``'s order), the largest."""
+
+    shares: dict[str, float]
+    top: str | None
 
 
 # -- panels -------------------------------------------------------------------------------------------
@@ -234,8 +244,12 @@ class _StateBase(TypedDict):
 
 
 class State(_StateBase, total=False):
-    """The ``state`` traitlet (widget/view_model.py ``build_state``); non-finite floats are sent as null."""
+    """The ``state`` traitlet (widget/view_model.py ``build_state``); non-finite floats are sent as null.
 
+    ``rev``: its revision (0 from ``build_state``; the live publisher numbers what it sends, section 2).
+    """
+
+    rev: int
     elapsed_s: float
     run_dir: str | None
     run_path: str | None
@@ -246,6 +260,7 @@ class State(_StateBase, total=False):
     progress: Progress | None
     tiles: list[Tile]
     phases_s: dict[str, float]
+    phase_bar: PhaseBar
     charts: list[Chart]
     panels: list[Panel]
     warnings: list[str]
@@ -264,18 +279,46 @@ class OutputRef(TypedDict):
 
 
 # -- custom messages (docs/protocol.md section 2) -------------------------------------------------------
-class AppendMessage(TypedDict):
-    """Kernel -> front end, with one buffer: a frame of new points."""
+class StatePatch(TypedDict):
+    """What changed since state ``base``: operations ``[path, value]`` (set) or ``[path]`` (delete), widget/patch.py."""
 
+    rev: int
+    base: int
+    ops: list[list[Any]]
+
+
+class FullState(TypedDict):
+    """A whole state (a ``snapshot``'s), at revision ``rev``."""
+
+    rev: int
+    full: State
+
+
+class _AppendBase(TypedDict):
     kind: Literal["append"]
     seq: int
 
 
+class AppendMessage(_AppendBase, total=False):
+    """Kernel -> front end, with one buffer: a frame of new points (``replace``: series whose copy it replaces)."""
+
+    replace: list[str]
+    state: StatePatch
+
+
+class StateMessage(TypedDict):
+    """Kernel -> front end, no buffer: a state patch alone (no new points)."""
+
+    kind: Literal["state"]
+    state: StatePatch
+
+
 class SnapshotMessage(TypedDict):
-    """Kernel -> front end, with one buffer: a frame that replaces the store."""
+    """Kernel -> front end, with one buffer: a frame that replaces the store, and the whole state."""
 
     kind: Literal["snapshot"]
     seq: int
+    state: FullState
 
 
 class FinalMessage(TypedDict):
@@ -299,5 +342,5 @@ class ControlMessage(TypedDict):
     run_id: str
 
 
-KernelMessage = AppendMessage | SnapshotMessage | FinalMessage
+KernelMessage = AppendMessage | StateMessage | SnapshotMessage | FinalMessage
 FrontMessage = HelloMessage | ControlMessage

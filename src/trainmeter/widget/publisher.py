@@ -2,13 +2,11 @@
 
 ``attach_widget(monitor)`` (widget/attach.py, called by ``%%trainmeter`` when the widget is shown)
 displays a :class:`~trainmeter.widget.widget.TrainmeterWidget` at the top of the cell's
-output with a display handle and starts a :class:`Publisher` thread. About four
-times a second the thread reads new points (widget/feed.py: its own cursor, one
-:class:`~trainmeter.widget.decimate.Decimator` per series, the smoothed loss), and sends at most one frame
-message (``append``, or ``snapshot`` after a ``hello`` or, at most every 2 s, after a
-re-bucket: until then the view draws the finer old points and the coarser new ones), the
-``state`` traitlet when it changed (at most every 0.5 s), and the ``history``
-traitlet every 5 s (2 s in marimo). A sliding one-second window caps it all at 20 messages/s.
+output with a display handle and starts a :class:`Publisher` thread. Twice a second the thread reads
+new points (widget/feed.py) and builds the state, and sends at most one message with what changed
+(docs/protocol.md section 2: new points, each on every x axis, and a state patch). The whole state and
+history go out only for a ``hello`` (a new or reloaded page), in the traitlets at the start and the end,
+and in marimo's keyframes. A sliding one-second window caps it all at 20 messages/s.
 ``close()`` at the cell's end sends the final state and history and replaces the
 displayed widget view by the static dashboard (tables and chart images) that the
 live front end re-mounts, so the saved notebook reads anywhere. Nothing here raises into the user's code.
@@ -34,22 +32,25 @@ from trainmeter.widget.decimate import DEFAULT_BUDGET_POINTS, Decimator
 from trainmeter.widget.feed import SeriesFeed, shown_series
 from trainmeter.widget.frame import SeriesColumns
 from trainmeter.widget.live_rate import RecentFigures
+from trainmeter.widget.patch import Revisions
 from trainmeter.widget.view_model import build_state, facts_from_monitor
+from trainmeter.widget.x_axis import XMap
 
-TICK_S = 0.25
+TICK_S = 0.5
 STATE_INTERVAL_S = 0.5
-HISTORY_INTERVAL_S = 5.0
-MARIMO_HISTORY_INTERVAL_S = 2.0  # marimo answers no hello while the cell runs (Publisher.show)
-REBUCKET_SNAPSHOT_INTERVAL_S = 2.0
+MARIMO_KEYFRAME_S = (2.0, 32.0)  # marimo answers no hello while the cell runs (Publisher.show): first, longest
 MAX_MESSAGES_PER_S = 20
 HISTORY_POINTS_TOTAL = 6000
 LIVE_INTERVAL_S = 1.0  # recent rate, RSS and their chart point: once a second, whatever --interval is
 MAX_FAILURES = 3
 
 
-
 class WidgetLike(Protocol):
-    """What the publisher writes to (a TrainmeterWidget, or a recorder in tests)."""
+    """What the publisher writes to (a TrainmeterWidget, or a recorder in tests).
+
+    The traitlets are set whole only at the start and the end (and in marimo's keyframes);
+    while the run is live, everything else goes in custom messages (``send``).
+    """
 
     state: dict[str, Any]
     history: bytes
@@ -92,29 +93,31 @@ class Publisher:
         tick_s: Seconds between ticks of the thread.
         budget_points: Points kept per series (decimated).
         history_points_total: Cap on points in a full frame across all series, shared
-            by water-filling (keeps a saved notebook small: 6,000 points are 96 KB).
+            by water-filling (keeps a saved notebook small: 6,000 points on three x axes are 192 KB).
+        keyframes: ``(first, longest)`` seconds between keyframes (the ``state`` and ``history``
+            traitlets set whole; the interval doubles after each), or ``None`` (Jupyter: a new page
+            says ``hello``). :meth:`show` sets :data:`MARIMO_KEYFRAME_S` in marimo.
     """
 
     def __init__(self, monitor: Any, widget: WidgetLike, *, clock: Callable[[], float] | None = None,
                  tick_s: float = TICK_S, state_interval_s: float = STATE_INTERVAL_S,
-                 history_interval_s: float = HISTORY_INTERVAL_S, max_messages_per_s: int = MAX_MESSAGES_PER_S,
+                 keyframes: tuple[float, float] | None = None, max_messages_per_s: int = MAX_MESSAGES_PER_S,
                  budget_points: int = DEFAULT_BUDGET_POINTS, history_points_total: int = HISTORY_POINTS_TOTAL) -> None:
         self.monitor = monitor
         self.widget = widget
         self.clock = clock or monitor.clock
         self.tick_s = tick_s
         self.state_interval_s = state_interval_s
-        self.history_interval_s = history_interval_s
+        self.keyframes = keyframes
         self.feed = SeriesFeed(monitor, budget_points=budget_points, history_points_total=history_points_total)
         self.handles: list[Any] = []
         self.messages_sent = 0
         self.bytes_sent = 0
         self._budget = MessageBudget(max_messages_per_s)
-        self._history_dirty = False
-        self._last_state: dict[str, Any] | None = None
+        self.states = Revisions(getattr(widget, "state", None) or {})  # what the front end holds, numbered
         self._last_state_s = -math.inf
-        self._last_history_s = -math.inf
-        self._last_snapshot_s = -math.inf
+        self._next_keyframe_s = -math.inf
+        self._keyframe_gap_s = keyframes[0] if keyframes else math.inf
         self._snapshot = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -136,13 +139,18 @@ class Publisher:
         return self.feed.recent
 
     @property
-    def x_head(self) -> tuple[int, int, float] | None:
-        """``(step, cumulative tokens, s)`` of the newest step read."""
-        return self.feed.x_head
+    def x_map(self) -> XMap:
+        """The step -> tokens, seconds map the frames' points are mapped with (widget/x_axis.py)."""
+        return self.feed.x_map
 
     def series_columns(self, *, include_open: bool, max_points: int | None = None) -> list[SeriesColumns]:
-        """Every series' decimated history (for frames and the HTML snapshot)."""
-        return self.feed.series_columns(include_open=include_open, max_points=max_points)
+        """Every series' decimated history in its native x (for the HTML snapshot)."""
+        return self.feed.series_columns(include_open=include_open, max_points=max_points, mapped=False)
+
+    @property
+    def live_state(self) -> dict[str, Any] | None:
+        """The newest state sent, whole, while the thread runs (a restored page reads it); else ``None``. Any thread."""
+        return self.states.full if self.running else None
 
     # -- thread ------------------------------------------------------------------------------
     @property
@@ -184,53 +192,72 @@ class Publisher:
 
     # -- one tick -----------------------------------------------------------------------------
     def tick(self, now_s: float | None = None) -> int:
-        """Read new points and send what is due; returns the messages sent. Publisher thread."""
+        """Read new points and send what changed; returns the messages sent. Publisher thread."""
         now = self.clock() if now_s is None else now_s
-        sent = 0
-        if self.feed.read():
-            self._history_dirty = True
+        self.feed.read(now)
         if now - self._last_live_s >= LIVE_INTERVAL_S:
             self._last_live_s = now
-            if self.feed.sample_recent():
-                self._history_dirty = True
-        if self._history_dirty and now - self._last_history_s >= self.history_interval_s:
-            if self._budget.allow(now):
-                self._set_history(self.feed.full_frame(include_open=False))
-                self._last_history_s = now
-                self._history_dirty = self.feed.rebucketed = False
-                self._snapshot.clear()  # the new history replaces every view's store
-                sent += 1
-        elif self._snapshot.is_set() or (
-                self.feed.rebucketed and now - self._last_snapshot_s >= REBUCKET_SNAPSHOT_INTERVAL_S):
-            if self._budget.allow(now):
-                self._snapshot.clear()
-                self.feed.rebucketed = False
-                frame = self.feed.full_frame(include_open=False)
-                self._send({"kind": "snapshot", "seq": self.feed.seq}, frame)
-                self._last_snapshot_s = now
-                sent += 1
-        elif self.feed.pending and self._budget.allow(now):
-            frame = self.feed.append_frame()
-            self._send({"kind": "append", "seq": self.feed.seq}, frame)
-            sent += 1
-        if now - self._last_state_s >= self.state_interval_s:
-            state = build_state(facts_from_monitor(self.monitor, recent=self.recent, x_head=self.x_head))
-            if state != self._last_state and self._budget.allow(now):
-                self._set_state(state)
-                self._last_state_s = now
-                sent += 1
-        return sent
+            self.feed.sample_recent()
+        if self._snapshot.is_set():  # a page said hello: the whole state and history
+            if not self._budget.allow(now):
+                return 0
+            self._snapshot.clear()
+            self._note_state(self._build_state(now))
+            frame = self.feed.full_frame(include_open=False)
+            full = {"rev": self.states.rev, "full": self.states.full}
+            self._send({"kind": "snapshot", "seq": self.feed.seq, "state": full}, [frame])
+            return 1
+        due_state = now - self._last_state_s >= self.state_interval_s
+        if self.keyframes and now >= self._next_keyframe_s:
+            return self._keyframe(now)
+        if not (due_state or self.feed.pending) or not self._budget.allow(now):
+            return 0
+        content: dict[str, Any] = {"kind": "state"}
+        buffers: list[bytes] = []
+        if due_state:
+            base = self.states.rev
+            ops = self._note_state(self._build_state(now))
+            if ops:
+                content["state"] = {"rev": self.states.rev, "base": base, "ops": ops}
+        appended = self.feed.append_frame()
+        if appended is not None:
+            frame, replaced = appended
+            content.update(kind="append", seq=self.feed.seq)
+            if replaced:
+                content["replace"] = replaced
+            buffers.append(frame)
+        if len(content) == 1:
+            return 0
+        self._send(content, buffers)
+        return 1
+
+    def _build_state(self, now: float) -> dict[str, Any]:
+        self._last_state_s = now
+        return build_state(facts_from_monitor(self.monitor, recent=self.recent, x_map=self.x_map))
+
+    def _note_state(self, state: dict[str, Any]) -> list[list[Any]]:
+        self.feed.shown = shown_series(state)  # past the series cap, frames carry what the charts draw
+        return self.states.note(state)
+
+    def _keyframe(self, now: float) -> int:
+        """marimo: the ``state`` and ``history`` traitlets set whole (its front end loads late and says no hello)."""
+        if not self._budget.allow(now):
+            return 0
+        self._next_keyframe_s = now + self._keyframe_gap_s
+        self._keyframe_gap_s = min(2 * self._keyframe_gap_s, self.keyframes[1] if self.keyframes else math.inf)
+        self._note_state(self._build_state(now))
+        self._set_state(self.states.full or {})  # an equal dict sends nothing (traitlets compares)
+        self._set_history(self.feed.full_frame(include_open=False))
+        return 2
 
     # -- sends -------------------------------------------------------------------------------------
-    def _send(self, content: dict[str, Any], frame: bytes) -> None:
-        self.widget.send(content, buffers=[frame])
+    def _send(self, content: dict[str, Any], buffers: list[bytes]) -> None:
+        self.widget.send(content, buffers=buffers or None)
         self.messages_sent += 1
-        self.bytes_sent += len(frame) + len(json.dumps(content))
+        self.bytes_sent += sum(len(b) for b in buffers) + len(json.dumps(content))
 
     def _set_state(self, state: dict[str, Any]) -> None:
         self.widget.state = state
-        self._last_state = state
-        self.feed.shown = shown_series(state)  # past the series cap, frames carry what the charts draw
         self.messages_sent += 1
         self.bytes_sent += len(json.dumps(state))
 
@@ -244,19 +271,21 @@ class Publisher:
         """Display the widget (one more view) with a display handle; returns the handle.
 
         In marimo the widget object goes into the cell's output (no handle: it stays the live view), and
-        the ``history`` traitlet is sent every :data:`MARIMO_HISTORY_INTERVAL_S`: marimo's kernel reads
-        the front end's messages only between cells, so ``hello`` is not answered while the cell trains and
-        the history is the view's only catch-up for the appends it missed while its front end loaded.
+        the ``state`` and ``history`` traitlets are set whole in keyframes (:data:`MARIMO_KEYFRAME_S`):
+        marimo's kernel reads the front end's messages only between cells, so ``hello`` is not answered
+        while the cell trains and the keyframes are the view's only catch-up for what it missed while its
+        front end loaded.
         """
-        from trainmeter.widget.host import in_marimo, show_in_marimo
+        from trainmeter.widget.host import in_marimo, mimebundle, show_in_marimo
 
         if in_marimo():
-            self.history_interval_s = min(self.history_interval_s, MARIMO_HISTORY_INTERVAL_S)
+            self.keyframes = MARIMO_KEYFRAME_S
+            self._keyframe_gap_s = MARIMO_KEYFRAME_S[0]
             show_in_marimo(self.widget)
             return None
         from IPython.display import display
 
-        data, metadata = _bundle(self.widget)
+        data, metadata = mimebundle(self.widget)
         handle = display(data, metadata=metadata, raw=True, display_id=True)
         if handle is not None:
             self.handles.append(handle)
@@ -312,7 +341,9 @@ class Publisher:
 
         def final_state() -> None:
             self.feed.read()
-            box["state"] = build_state(facts_from_monitor(self.monitor))
+            state = build_state(facts_from_monitor(self.monitor, x_map=self.x_map))
+            self._note_state(state)
+            box["state"] = self.states.full or state
             self._set_state(box["state"])
 
         def displays() -> None:
@@ -356,16 +387,6 @@ class Publisher:
         for handle in self.handles:
             handle.update(data, raw=True)
         return data
-
-
-def _bundle(widget: Any) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The widget's mimebundle as ``(data, metadata)`` (anywidget returns a tuple)."""
-    bundle = widget._repr_mimebundle_()
-    if isinstance(bundle, tuple):
-        data, metadata = bundle
-    else:
-        data, metadata = bundle, {}
-    return dict(data or {}), dict(metadata or {})
 
 
 def __getattr__(name: str) -> Any:

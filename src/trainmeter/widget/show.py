@@ -41,7 +41,7 @@ from trainmeter.widget.view_model import (
     report_points_from_record,
     summary_text,
 )
-from trainmeter.widget.x_axis import AXIS_BUDGET_POINTS, AXIS_SERIES, AXIS_TIME, AXIS_TOKENS, report_mapping
+from trainmeter.widget.x_axis import XMap, report_mapping
 
 REPLAY_POINTS_TOTAL = 6000
 MAX_REPLAYS_KEPT = 16
@@ -50,22 +50,22 @@ _REPLAYS: deque[Any] = deque(maxlen=MAX_REPLAYS_KEPT)
 
 
 def replay_columns(events: Iterable[Record], *, budget_points: int = DEFAULT_BUDGET_POINTS,
-                   points_total: int = REPLAY_POINTS_TOTAL) -> list[SeriesColumns]:
-    """Decimated columns of every series of a saved run, plus the report series.
+                   points_total: int = REPLAY_POINTS_TOTAL, x_map: XMap | None = None) -> list[SeriesColumns]:
+    """Decimated columns of every series of a saved run, plus the report series, each on every x axis.
 
     Series records carry ``x`` (``step`` or ``time``; ``step`` when absent); report
-    series (throughput, memory) and the x mappings (``axis:tokens``, ``axis:time_s``:
-    cumulative tokens and seconds at each report's step) come from the ``interval`` records; the
+    series (throughput, memory) and the x map (cumulative tokens and seconds at each report's step,
+    added to ``x_map`` when given: widget/x_axis.py) come from the ``interval`` records; the
     training loss's smoothed twin (widget/smoothed.py) is folded over every recorded step.
     """
     decimators: dict[str, Decimator] = {}
     smoother = LossSmoother()  # the training loss's smoothed twin, folded over every recorded step
+    mapping = x_map if x_map is not None else XMap()
 
     def feed(name: str, x_kind: str, xs: list[Any], ys: list[Any]) -> None:
         d = decimators.get(name)
         if d is None:
-            budget = min(budget_points, AXIS_BUDGET_POINTS) if name in AXIS_SERIES else budget_points
-            d = decimators[name] = Decimator(name, x_kind, budget_points=budget)
+            d = decimators[name] = Decimator(name, x_kind, budget_points=budget_points)
         values = [float("nan") if y is None else y for y in ys]
         d.extend(xs, values)
         twin = smoother.twin(name, values)
@@ -84,18 +84,17 @@ def replay_columns(events: Iterable[Record], *, budget_points: int = DEFAULT_BUD
             t_s, values = report_points_from_record(e)
             for name, value in values.items():
                 feed(name, "time", [t_s], [value])
-            point = report_mapping(e, last_step)  # the x mappings (widget/x_axis.py)
+            point = report_mapping(e, last_step)  # the x map (widget/x_axis.py)
             if point is not None:
                 last_step, at_s, tokens = point
-                feed(AXIS_TIME, "step", [last_step], [at_s])
-                if tokens is not None:
-                    feed(AXIS_TOKENS, "step", [last_step], [tokens])
+                mapping.add(last_step, math.nan if tokens is None else tokens, at_s)
     sent = pick_sent(decimators, (*LOSS_NAMES, *SMOOTHED.values()), points_total=points_total)  # the losses first
     caps = frame_caps(sent, points_total, budget_points)  # headers included
     out = []
     for d in sent:
         xs, ys = d.columns(include_open=True, max_points=caps[d.name])
-        out.append(SeriesColumns(name=d.name, x_kind=d.x_kind, xs=xs, ys=ys))  # type: ignore[arg-type]
+        out.append(SeriesColumns(name=d.name, x_kind=d.x_kind, xs=xs, ys=ys,  # type: ignore[arg-type]
+                                 mapped=mapping.columns(d.x_kind, xs)))
     return out
 
 
@@ -115,13 +114,14 @@ def replay(run_or_path: Run | str | Path) -> tuple[dict[str, Any], list[SeriesCo
     passport = dict(run.passport)
     try:
         kept = _FactsRecords()
-        columns = replay_columns(kept.watch(_log_records(run.dir, read)))
+        x_map = XMap()
+        columns = replay_columns(kept.watch(_log_records(run.dir, read)), x_map=x_map)
         if read.bytes_left_out:
             passport["warnings"] = [*list(passport.get("warnings") or []),
                                     f"its run log is longer than {format_bytes(REPLAY_MAX_BYTES)}: the last "
                                     f"{format_bytes(read.bytes_left_out)} are not replayed (Run.to_pandas reads all)"]
         state = with_live_extras(build_state(facts_from_run(_shown(passport), kept.records, run_dir=str(run.dir),
-                                                    loss_points=kept.loss_points)),
+                                                            loss_points=kept.loss_points, x_map=x_map)),
                                  _saved_dashboard(run.dir))
     except Exception as exc:  # records of the wrong types: the run shows as damaged
         reason = f"its records could not be replayed ({type(exc).__name__}: {printable(exc)})"

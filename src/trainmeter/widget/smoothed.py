@@ -42,4 +42,4 @@ class LossSmoother:
         ema = self._emas.get(name)
         if ema is None:
             ema = self._emas[name] = LossEma()
-        return twin, ema.trace(float(v) for v in values)
+        return twin, ema.trace(list(map(float, values)))

@@ -57,7 +57,6 @@ from trainmeter.widget.look import (
 )
 from trainmeter.widget.ticks import linear_ticks, log_ticks
 from trainmeter.widget.snapshot_tiles import format_tile, tiles_html  # noqa: F401  (format_tile: re-exported)
-from trainmeter.widget.x_axis import AXIS_TIME, interpolate
 
 CHART_POINTS = 240
 CHART_W, CHART_H = 360, 170
@@ -117,16 +116,15 @@ def marker_xs(spec: dict[str, Any], markers: Sequence[dict[str, Any]],
               series: dict[str, tuple[str, Sequence[float], Sequence[float]]]) -> list[tuple[float, dict[str, Any]]]:
     """``(x, marker)`` of the verdict markers that belong on ``spec``, in its native x.
 
-    A step chart takes the marker's step; a time chart maps it through ``axis:time_s``
-    (seconds at each step, widget/x_axis.py); a marker that cannot be placed is left out.
+    A step chart takes the marker's step; a time chart its seconds, mapped by Python (``at``,
+    widget/x_axis.py ``place_markers``); a marker that cannot be placed is left out.
     """
     out = []
     for m in markers:
         if m.get("chart") != spec.get("id") or not isinstance(m.get("step"), int | float):
             continue
         if spec.get("x") == "time":
-            mapping = series.get(AXIS_TIME)
-            x = interpolate(list(mapping[1]), list(mapping[2]), float(m["step"])) if mapping else None
+            x = (m.get("at") or {}).get("time")
         else:
             x = float(m["step"])
         if x is not None:
@@ -264,17 +262,23 @@ def _chart(spec: dict[str, Any], series: dict[str, tuple[str, Sequence[float], S
 
 
 # -- sections ----------------------------------------------------------------------------------
-def _phases(phases_s: dict[str, float], panels: Sequence[dict[str, Any]]) -> str:
+def _phases(state: dict[str, Any], panels: Sequence[dict[str, Any]]) -> str:
     merged = next((p for p in panels if p.get("id") in MERGED_PANELS), None)
     if merged is not None:  # the time-split extension's table says it all: one section, not two
         return _panel(merged)
-    entries = [(k, float(v)) for k, v in phases_s.items() if v and float(v) > 0]
-    total = sum(v for _, v in entries)
-    if total <= 0:
+    phases_s = state.get("phases_s") or {}
+    bar = state.get("phase_bar")
+    if not isinstance(bar, dict):  # a state saved before the view model sent the shares
+        from trainmeter.widget.view_model import phase_bar
+
+        bar = phase_bar(phases_s)
+    shares = bar.get("shares") or {}
+    if not shares:
         return ""
     rows = "".join(f'<tr><td style="text-align:left;padding:0 12px 0 0">{_esc(name)}</td>'
-                   f'<td style="padding:0 12px 0 0;text-align:right">{_esc(format_seconds(v))}</td>'
-                   f'<td style="text-align:right">{_esc(format_percent(v / total))}</td></tr>' for name, v in entries)
+                   f'<td style="padding:0 12px 0 0;text-align:right">{_esc(format_seconds(phases_s.get(name)))}</td>'
+                   f'<td style="text-align:right">{_esc(format_percent(share))}</td></tr>'
+                   for name, share in shares.items())
     return _section("Where the time went", f'<table style="border-collapse:collapse">{rows}</table>')
 
 
@@ -343,7 +347,7 @@ def render_snapshot(state: dict[str, Any], series: Sequence[Any], *, mount_key: 
     mount = f' data-tm-mount="{_esc(mount_key)}"' if mount_key else ""
     return (f'<div class="trainmeter-snapshot"{mount} style="font-family:{FONT};color:{FG};font-size:13px;'
             f'line-height:1.35;max-width:980px">{_header(state)}{tiles_html(state.get("tiles") or [])}'
-            + chart_rows + more_charts + f'{_phases(state.get("phases_s") or {}, panel_specs)}{panels}{warnings}{foot}</div>')
+            + chart_rows + more_charts + f'{_phases(state, panel_specs)}{panels}{warnings}{foot}</div>')
 
 
 def snapshot_bundle(state: dict[str, Any], series: Sequence[Any], *, mount_key: str | None = None) -> dict[str, Any]:

@@ -7,6 +7,7 @@ with the look (palette, layout ids, tick rule: widget/look.py) the front ends dr
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from trainmeter.core.provenance import Derivation, Input, weakest
@@ -32,7 +33,7 @@ from trainmeter.widget.facts import (  # noqa: F401  (re-exported: the view mode
 from trainmeter.widget.labels import label_charts
 from trainmeter.widget.look import look
 from trainmeter.widget.smoothed import twins_drawn
-from trainmeter.widget.x_axis import x_axis_state
+from trainmeter.widget.x_axis import place_markers, x_axis_state
 
 LOSS_NAMES: tuple[str, ...] = ("train_loss", "val_loss")
 MAX_SERIES_CHARTS = 8
@@ -242,8 +243,24 @@ def badge_tiles(tiles: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def phase_bar(phases_s: dict[str, float]) -> dict[str, Any]:
+    """The phase bar: each phase's share of the time (phases with time, in ``phases_s``'s order) and the largest.
+
+    Shares are rounded to 1e-4 (the bar prints tenths of a percent).
+    """
+    entries = [(k, float(v)) for k, v in phases_s.items() if isinstance(v, int | float) and 0 < v < math.inf]
+    total = sum(v for _, v in entries)
+    if total <= 0:
+        return {"shares": {}, "top": None}
+    top = max(entries, key=lambda kv: kv[1])[0]
+    return {"shares": {k: round(v / total, 4) for k, v in entries}, "top": top}
+
+
 def build_state(f: RunFacts) -> dict[str, Any]:
-    """Return the ``state`` traitlet value (JSON-safe: non-finite floats become null)."""
+    """Return the ``state`` traitlet value (JSON-safe: non-finite floats become null), at revision 0.
+
+    The live publisher numbers the states it sends (``rev``) and sends each as a patch of the last.
+    """
     rate = f.train_tokens_per_s
     bar = f.progress_bar or progress(
         steps=f.steps, tokens=f.tokens, budget_steps=f.budget_steps, budget_tokens=f.budget_tokens,
@@ -252,18 +269,21 @@ def build_state(f: RunFacts) -> dict[str, Any]:
     if bar is not None and f.status not in LIVE_STATUSES:
         bar = {**bar, "eta_s": None}  # a finished run has no ETA, whoever built the bar
     run_path, run_rel = run_paths(f.run_dir)
+    phases_s = {k: round(float(v), 3) for k, v in f.phases_s.items()}
+    x_map = f.x_map
     state = {
-        "name": f.name, "status": f.status, "elapsed_s": round(f.elapsed_s, 1), "run_dir": f.run_dir,
+        "rev": 0, "name": f.name, "status": f.status, "elapsed_s": round(f.elapsed_s, 1), "run_dir": f.run_dir,
         "run_path": run_path, "run_rel": run_rel,
         "text_line": f.text_line, "step": f.steps, "error": f.error,
         "progress": bar,
         "tiles": badge_tiles(tiles(f) + [t for t in f.extra_tiles if isinstance(t, dict)]),
-        "phases_s": {k: round(float(v), 3) for k, v in f.phases_s.items()},
+        "phases_s": phases_s,
+        "phase_bar": phase_bar(phases_s),
         "charts": label_charts(charts(f), f.token_unit),
         "panels": [p for p in f.panels if isinstance(p, dict)],
         "warnings": [str(w) for w in f.warnings],
-        "markers": verdict_markers(f.markers),
-        "x_axis": x_axis_state(tokens=f.tokens, token_unit=f.token_unit, head=f.x_head),
+        "markers": place_markers(verdict_markers(f.markers), x_map),
+        "x_axis": x_axis_state(tokens=f.tokens, token_unit=f.token_unit, mapped=x_map is not None and not x_map.empty),
         "look": look(),
     }
     if f.controls is not None:  # the alerts' sentences show in its banner, not again among the warnings

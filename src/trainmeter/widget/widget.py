@@ -4,7 +4,9 @@ The front end (``static/widget.js``, built from ``js/``) draws; this class only
 holds the synced traitlets (``state``, ``history``, ``schema_version``) and
 answers the front end's ``hello`` with a ``snapshot`` frame. While a run is
 live, the publisher thread (:mod:`trainmeter.widget.publisher`) is the only code that
-writes to the widget; ``hello`` is then forwarded to it. Importing this module
+writes to the widget (patches and frames in custom messages; the traitlets hold the
+start's state until the end); ``hello`` is then forwarded to it, and a page restored
+meanwhile reads the publisher's newest state (:meth:`TrainmeterWidget.get_state`). Importing this module
 imports anywidget (ipywidgets): it is imported lazily, never by ``import trainmeter``.
 """
 
@@ -22,7 +24,7 @@ from trainmeter.widget.frame import decode_frame
 STATIC = Path(__file__).parent.parent / "static"
 ESM_PATH = STATIC / "widget.js"
 CSS_PATH = STATIC / "widget.css"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 HINT = ("(the live dashboard is not shown here. In Jupyter it needs the widget front end: `pip install anywidget`, "
         "then restart the kernel and reload the page; trust the notebook (`jupyter trust NOTEBOOK.ipynb`); use "
@@ -44,16 +46,33 @@ function render({ model, el }) {
     "build it with `npm --prefix js ci && npm --prefix js run build`, or reinstall trainmeter.";
   root.append(head, line, note);
   el.append(root);
+  let state = model.get("state") || {};
   const update = () => {
-    const s = model.get("state") || {};
+    const s = state;
     status.textContent = s.status || "";
     const tile = (s.tiles || []).find((t) => t.id === "step");
     step.textContent = tile && tile.value != null ? String(tile.value) : "";
     line.textContent = s.text_line || "";
   };
+  const onState = () => { state = model.get("state") || {}; update(); };
+  const onMessage = (msg) => {  // the live run's patches (docs/protocol.md section 2), applied in place
+    const p = msg && msg.state;
+    if (p && p.full) state = p.full;
+    else if (p && p.ops && p.base === state.rev) {
+      for (const [path, ...value] of p.ops) {
+        if (!path.length) { state = value[0]; continue; }
+        let node = state;
+        for (const key of path.slice(0, -1)) node = node[key];
+        if (value.length) node[path[path.length - 1]] = value[0]; else delete node[path[path.length - 1]];
+      }
+      state.rev = p.rev;
+    }
+    update();
+  };
   update();
-  model.on("change:state", update);
-  return () => model.off("change:state", update);
+  model.on("change:state", onState);
+  model.on("msg:custom", onMessage);
+  return () => { model.off("change:state", onState); model.off("msg:custom", onMessage); };
 }
 export default { render };
 """
@@ -65,6 +84,11 @@ class SnapshotSource(Protocol):
     @property
     def running(self) -> bool:
         """Whether the publisher thread still runs (and will send the snapshot)."""
+        ...
+
+    @property
+    def live_state(self) -> dict[str, Any] | None:
+        """The newest state sent, whole (``None`` once the thread stopped). Any thread."""
         ...
 
     def request_snapshot(self) -> None:
@@ -100,7 +124,7 @@ class TrainmeterWidget(anywidget.AnyWidget):
     """The trainmeter dashboard.
 
     Traits (synced): ``state`` (the view model dict), ``history`` (one frame
-    holding the decimated history of every series), ``schema_version`` (1).
+    holding the decimated history of every series), ``schema_version`` (2).
     Writes come from one thread at a time: the publisher while a run is live,
     the caller otherwise. The ``hello`` handler may run in a kernel subshell thread;
     it only sets a flag on the publisher, or sends the stored history when none runs.
@@ -124,6 +148,19 @@ class TrainmeterWidget(anywidget.AnyWidget):
         self.snapshots_sent = 0
         self.on_msg(self._on_front_message)
         allow_subshell_replies(self)
+
+    def get_state(self, key: Any = None, drop_defaults: bool = False) -> dict[str, Any]:
+        """The synced traits' values; while a run is live, ``state`` is the publisher's newest (a restored page's).
+
+        ipywidgets reads this for a page's ``request_states``/``request_state`` (widget/restore_route.py): the
+        traitlet itself holds the start's state until the end, the live state goes out as patches.
+        """
+        state = super().get_state(key, drop_defaults)
+        if "state" in state:
+            live = getattr(getattr(self, "_publisher", None), "live_state", None)  # None while __init__ runs
+            if live is not None:
+                state["state"] = live
+        return state
 
     def attach(self, publisher: SnapshotSource | None) -> None:
         """Forward ``hello`` to ``publisher`` (``None`` to answer from ``history``)."""

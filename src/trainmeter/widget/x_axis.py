@@ -1,73 +1,181 @@
-"""The charts' switchable x axis (step, tokens, time): what Python sends so the front end can map x.
+"""The charts' switchable x axis (step, tokens, time): Python maps every point's x, the front end only draws.
 
-Every chart is drawn against its native x (``step`` or ``time``); the front end's x control
-re-draws them against step, tokens or time through two monotone mappings Python sends as
-ordinary decimated series in the binary frames (bounded like every series):
+Every chart has a native x (``step`` or ``time``); the front end's x control draws them against
+step, tokens or time. Python sends each point with its x on every axis (the frames' mapped columns,
+docs/protocol.md section 3), worked out here from one monotone mapping, :class:`XMap`: at the end of
+each step, the cumulative tokens (or samples) and the seconds since the run began (the session clock:
+every phase counts, as on the throughput chart's time axis).
 
-- :data:`AXIS_TOKENS` (x = step): cumulative tokens (or samples) counted up to the end of that step;
-- :data:`AXIS_TIME` (x = step): wall-clock seconds since the run began at the end of that step
-  (the session clock: every phase counts, as on the throughput chart's time axis).
-
-The live publisher adds one point of each at most once a second (the last step read),
-the replay one per report (``interval`` records carry ``step``, ``tokens`` and ``elapsed_s``);
-the point ``(step 0, 0 tokens, 0 s)`` is implied. Between points the front end interpolates
-linearly (exact while tokens per step are steady). ``state["x_axis"]`` carries the labels,
-why the tokens axis is off (no tokens counted), and while live the newest point (``head``),
-which the decimator's open bucket has not sent yet. Pure functions.
+The live publisher adds one point at most once a second and the newest step (its ``head``) at every
+read; the replay one per report (``interval`` records carry ``step``, ``tokens`` and ``elapsed_s``). The
+point ``(step 0, 0 tokens, 0 s)`` is implied. Between points x is interpolated linearly (exact while
+tokens per step are steady). Markers get their x on every axis too (:func:`place_markers`).
+``state["x_axis"]`` carries the labels and why an axis is off (no tokens counted, no step yet).
 """
 
 from __future__ import annotations
 
 import bisect
+import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from trainmeter.record.events import IntervalRecord
 
-AXIS_TOKENS = "axis:tokens"
-AXIS_TIME = "axis:time_s"
-AXIS_SERIES = (AXIS_TOKENS, AXIS_TIME)
+X_MODES = ("step", "tokens", "time")
+"""The x control's choices; a frame's mapped columns are named so (``time``: seconds since the start)."""
 TIME_LABEL = "time since start (s, wall clock)"
-AXIS_BUDGET_POINTS = 128
-"""Points kept per mapping: they are monotone and nearly straight, so 128 place every x to a pixel
-while adding at most 4 KB to a history frame (the loss keeps its 2,000)."""
-AXIS_EVERY_S = 1.0
-"""The live publisher adds a mapping point at most once a second (the state's ``head`` covers the rest)."""
+NO_STEP_YET = "waiting for the first steps (the step to tokens/time mapping)"
+XMAP_MAX_POINTS = 4096
+"""Points an :class:`XMap` keeps (every other one is dropped when full): x mapped within a pixel."""
+XMAP_EVERY_S = 1.0
+"""The live publisher adds a mapping point at most once a second (the head covers the rest)."""
+_NAN = math.nan
 
 
-def x_axis_state(*, tokens: int, token_unit: str, head: tuple[int, int, float] | None) -> dict[str, Any]:
-    """``state["x_axis"]``: axis labels, the tokens axis' missing input, and the live head point.
+class XMap:
+    """Step -> (cumulative tokens, seconds at its end), monotone, from the implied origin; bounded.
+
+    Args:
+        open_end: A live run's map: a time past the newest point maps to the newest step (no step
+            ended since, as far as read), a step past it is extrapolated along the last segment. A
+            saved run's map (``False``) maps nothing past its last point.
+        max_points: Points kept (past it every other one is dropped, the origin and the newest kept).
+
+    One thread writes it (the publisher, a replay); :meth:`columns` may run on the same thread only.
+    """
+
+    __slots__ = ("open_end", "max_points", "steps", "tokens", "times", "_head")
+
+    def __init__(self, *, open_end: bool = False, max_points: int = XMAP_MAX_POINTS) -> None:
+        self.open_end = open_end
+        self.max_points = max(8, max_points)
+        self.steps: list[float] = [0.0]
+        self.tokens: list[float] = [0.0]
+        self.times: list[float] = [0.0]
+        self._head: tuple[float, float, float] | None = None
+
+    @property
+    def empty(self) -> bool:
+        """Whether no step past the origin is known."""
+        return self._head is None and len(self.steps) == 1
+
+    def add(self, step: float, tokens: float, t_s: float) -> None:
+        """Keep the point ``(step, tokens, t_s)`` (ignored unless past the newest kept step)."""
+        if not step > self.steps[-1]:
+            return
+        self.steps.append(float(step))
+        self.tokens.append(float(tokens))
+        self.times.append(max(float(t_s), self.times[-1]))
+        if self._head is not None and self._head[0] <= step:
+            self._head = None
+        if len(self.steps) > self.max_points:
+            keep = list(range(0, len(self.steps) - 1, 2)) + [len(self.steps) - 1]
+            self.steps = [self.steps[i] for i in keep]
+            self.tokens = [self.tokens[i] for i in keep]
+            self.times = [self.times[i] for i in keep]
+
+    def set_head(self, step: float, tokens: float, t_s: float) -> None:
+        """The newest step read (not kept as a point until :meth:`add`)."""
+        if step > self.steps[-1]:
+            self._head = (float(step), float(tokens), max(float(t_s), self.times[-1]))
+
+    def _table(self) -> tuple[list[float], list[float], list[float]]:
+        if self._head is None:
+            return self.steps, self.tokens, self.times
+        s, k, t = self._head
+        return [*self.steps, s], [*self.tokens, k], [*self.times, t]
+
+    def columns(self, x_kind: str, xs: Sequence[float]) -> dict[str, list[float]]:
+        """``xs`` (of native kind ``x_kind``) on the other axes, by mode; NaN where the map cannot place one."""
+        steps, tokens, times = self._table()
+        if x_kind == "step":
+            at = _positions(steps, xs, "extrapolate" if self.open_end else "none")
+            return {"tokens": _at(tokens, at), "time": _at(times, at)}
+        at = _positions(times, xs, "clamp" if self.open_end else "none")
+        return {"step": _at(steps, at), "tokens": _at(tokens, at)}
+
+    def point(self, step: float) -> dict[str, float | None]:
+        """``{"tokens", "time"}`` at ``step`` (``None`` where unmapped): a marker's x on the other axes."""
+        cols = self.columns("step", [step])
+        return {k: (None if math.isnan(v[0]) else v[0]) for k, v in cols.items()}
+
+    @classmethod
+    def from_reports(cls, points: Sequence[tuple[int, float, float | None]]) -> XMap:
+        """A saved run's map from :func:`report_mapping` points ``(step, seconds, tokens)``."""
+        out = cls(open_end=False)
+        for step, t_s, tokens in points:
+            out.add(step, _NAN if tokens is None else tokens, t_s)
+        return out
+
+
+def _positions(table: list[float], xs: Sequence[float], past: str) -> list[tuple[int, float] | None]:
+    """Where each x lies in the non-decreasing ``table``: ``(i, f)``, between rows ``i`` and ``i + 1`` at fraction
+    ``f`` (``None``: before the origin, or past the end with ``past`` ``"none"``; ``"clamp"``: the last row;
+    ``"extrapolate"``: along the last segment). ``xs`` in order costs no search.
+    """
+    n, last = len(table), table[-1]
+    out: list[tuple[int, float] | None] = []
+    i = 0
+    for x in xs:
+        x = float(x)
+        if not x >= 0.0:  # NaN, or before the origin
+            out.append(None)
+        elif x >= last:
+            if x == last or past == "clamp":
+                out.append((n - 1, 0.0))
+            elif past == "extrapolate" and n > 1:
+                out.append((n - 2, (x - table[n - 2]) / (last - table[n - 2])))
+            else:
+                out.append(None)
+        else:
+            if not table[i] <= x < table[i + 1]:
+                i = bisect.bisect_right(table, x) - 1
+            x0, x1 = table[i], table[i + 1]
+            out.append((i, (x - x0) / (x1 - x0)))
+    return out
+
+
+def _at(ys: list[float], at: list[tuple[int, float] | None]) -> list[float]:
+    """The ``ys`` column at :func:`_positions`' places (linear between rows; NaN where none)."""
+    out = []
+    for p in at:
+        if p is None:
+            out.append(_NAN)
+        else:
+            i, f = p
+            out.append(ys[i] if f == 0.0 else ys[i] + (ys[i + 1] - ys[i]) * f)
+    return out
+
+
+def x_axis_state(*, tokens: int, token_unit: str, mapped: bool) -> dict[str, Any]:
+    """``state["x_axis"]``: axis labels, and why the tokens and time axes are off (``None`` when on).
 
     Args:
         tokens: Tokens (or samples) counted so far.
         token_unit: ``"tokens"`` or ``"samples"``.
-        head: ``(step, cumulative tokens, seconds)`` of the newest step while live, else ``None``.
+        mapped: Whether the x map has a step past the origin (else no axis but step can be drawn).
     """
     word = "tokens" if token_unit == "tokens" else "samples"
     missing = None if tokens > 0 else (
         f"no {word} counted yet: the {word} axis needs the batches the trained model receives "
         "(counted at its call), or a step with a batch")
     return {"tokens_label": f"{word} (cumulative)", "tokens_missing": missing, "time_label": TIME_LABEL,
-            "head": None if head is None else {"step": int(head[0]), "tokens": int(head[1]), "t_s": float(head[2])}}
+            "time_missing": None if mapped else NO_STEP_YET}
 
 
-def interpolate(xs: Sequence[float], ys: Sequence[float], x: float) -> float | None:
-    """Linear interpolation of a monotone mapping at ``x`` (with the implied origin), ``None`` outside it."""
-    px, py = [0.0, *xs], [0.0, *ys]
-    if not xs or x < 0 or x > px[-1]:
-        return None
-    i = bisect.bisect_left(px, x)
-    if px[i] == x:
-        return float(py[i])
-    x0, x1, y0, y1 = px[i - 1], px[i], py[i - 1], py[i]
-    return float(y0 + (y1 - y0) * (x - x0) / (x1 - x0))
+def place_markers(markers: list[dict[str, Any]], x_map: XMap | None) -> list[dict[str, Any]]:
+    """The markers with ``at``: their step's x on the tokens and time axes (``None`` where unmapped)."""
+    if x_map is None:
+        return markers
+    return [{**m, "at": x_map.point(float(m["step"]))} for m in markers]
 
 
 def report_mapping(record: IntervalRecord, last_step: int) -> tuple[int, float, float | None] | None:
-    """``(step, seconds, tokens)`` of the x mappings from an ``interval`` record of the run log.
+    """``(step, seconds, tokens)`` of the x map from an ``interval`` record of the run log.
 
-    ``None`` when the record adds no step past ``last_step`` (the mappings must increase).
+    ``None`` when the record adds no step past ``last_step`` (the map must increase).
     """
     step, tokens, t_s = record.get("step"), record.get("tokens"), record.get("elapsed_s")
     if not isinstance(step, int) or step <= max(0, last_step) or not isinstance(t_s, int | float):

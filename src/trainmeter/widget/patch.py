@@ -1,0 +1,105 @@
+"""State patches: what changed between two ``state`` dicts, as the front end applies it (docs/protocol.md section 2).
+
+A patch is a list of operations on the JSON tree, in order: ``[path, value]`` sets the value at
+``path`` (a list of keys and list indices; ``[]`` is the whole state), ``[path]`` deletes the key at
+``path``. :func:`diff` goes down dicts key by key and lists of the same length item by item, so a
+tile whose value changed costs its value's path and number, not the tile; a list whose length
+changed, or a dict whose keys changed order, is set whole (the front end keeps the order it is
+sent). Numbers compare as in JSON (``1`` and ``1.0`` are one number there), but a ``True`` that
+becomes ``1`` at a leaf is sent. js/src/statestore.ts applies patches as :func:`apply` does, without touching the old state
+(views compare old and new parts). Pure functions.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+Path = list[str | int]
+Op = list[Any]  # [path] (delete) or [path, value] (set)
+
+
+def diff(old: Any, new: Any, path: Path | None = None) -> list[Op]:
+    """The operations that turn ``old`` into ``new`` (both JSON-like); ``[]`` when equal."""
+    ops: list[Op] = []
+    _diff(old, new, [] if path is None else path, ops)
+    return ops
+
+
+def _diff(a: Any, b: Any, path: Path, ops: list[Op]) -> None:
+    if a is b:
+        return
+    if isinstance(a, dict) and isinstance(b, dict):
+        if a == b:
+            return
+        kept_a = [k for k in a if k in b]
+        kept_b = [k for k in b if k in a]
+        added = [k for k in b if k not in a]
+        if kept_a != kept_b or (added and list(b)[-len(added):] != added):  # the order changed: set whole
+            ops.append([path, b])
+            return
+        for k in a:
+            if k not in b:
+                ops.append([[*path, k]])
+        for k, v in b.items():
+            if k in a:
+                _diff(a[k], v, [*path, k], ops)
+            else:
+                ops.append([[*path, k], v])
+    elif isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        if a == b:
+            return
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            _diff(x, y, [*path, i], ops)
+    elif a != b or isinstance(a, bool) != isinstance(b, bool):  # True == 1 in Python, not in JSON
+        ops.append([path, b])
+
+
+def apply(state: Any, ops: list[Op]) -> Any:
+    """``state`` with ``ops`` applied; the containers along each path are copied, the rest shared."""
+    for op in ops:
+        path = op[0]
+        if not path:
+            state = op[1]
+            continue
+        root = _copy(state)
+        node = root
+        for key in path[:-1]:
+            child = _copy(node[key])
+            node[key] = child
+            node = child
+        if len(op) == 1:
+            del node[path[-1]]
+        else:
+            node[path[-1]] = op[1]
+        state = root
+    return state
+
+
+class Revisions:
+    """The state a front end holds, numbered: each new state is sent as a patch of the last (docs/protocol.md).
+
+    Args:
+        start: The state the front end starts from (the traitlet's; its ``rev``, else 0).
+
+    Attributes:
+        rev: The revision of the last state noted.
+        full: The last state noted, whole, with its ``rev`` (replaced, never mutated: any thread may read it).
+    """
+
+    def __init__(self, start: dict[str, Any]) -> None:
+        self.last = dict(start)
+        self.rev = int(self.last.get("rev") or 0)
+        self.full: dict[str, Any] | None = None
+
+    def note(self, state: dict[str, Any]) -> list[Op]:
+        """Take ``state`` as the front end's next one; returns the patch from the last (``[]``: unchanged)."""
+        ops = diff(self.last, state)
+        if ops or self.full is None:
+            self.rev += bool(ops)
+            self.last = state
+            self.full = {**state, "rev": self.rev}
+        return ops
+
+
+def _copy(node: Any) -> Any:
+    return dict(node) if isinstance(node, dict) else list(node)
