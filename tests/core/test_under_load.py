@@ -121,11 +121,6 @@ def _draws(model: nn.Module, plan: list[tuple[int, int]]) -> list[int]:
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=False, reason=(
-    "issue 37 (found with A): after a failed meta pass, CountOnWorker.take runs the real pass (after_meta) on the "
-    "report worker, under torch.random.fork_rng: the process-wide CPU generator is saved and restored on the worker "
-    "while the training thread draws from it, so the training's random stream is rewound to where the pass began. "
-    "The real pass belongs on the training thread (compute/counted_pass.py)"))
 def test_the_counted_pass_leaves_the_training_random_stream_as_a_bare_run_draws_it(run_root):
     differ = []
     for seed in range(3):

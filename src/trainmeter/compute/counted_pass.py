@@ -139,11 +139,12 @@ class CountOnWorker:
         self._prepared: PreparedCount | None = None
         self._whole: CountedFlops | None = None  # a count run whole on the training thread, until read
         self._example: Any = None  # a CPU model's kept batch, for its real pass should the meta pass fail
+        self._real: tuple[CountedFlops, Any] | None = None  # a failed meta pass waiting for its real pass
 
     @property
     def pending(self) -> bool:
         """Whether a pass was begun and its result not yet read."""
-        return self._prepared is not None or self._whole is not None
+        return self._prepared is not None or self._whole is not None or self._real is not None
 
     def begin(self, monitor: Any, model: Any, probes: Any) -> None:
         """Count the probes' kept batch (then released): its meta copy made here and its pass queued on
@@ -174,6 +175,12 @@ class CountOnWorker:
         if whole is not None:
             self._whole = None
             return whole
+        if self._real is not None:  # the real pass was asked of the training thread and has not run yet
+            if final and not monitor.worker.on_worker_thread():
+                failed, example = self._real
+                self._real = None
+                return self._real_pass(monitor, failed, example)
+            return None
         if prepared is None:
             return None
         # final: the worker's result, or the end of its run if one is under way, or the pass run here if it has not
@@ -185,9 +192,32 @@ class CountOnWorker:
         model = monitor.model_ref() if monitor.model_ref is not None else None
         probes = monitor.probes
         if result.method is None and example is not None and model is not None and probes is not None:
-            probes.paused = True  # our own forward/backward must not count as training
-            try:
-                result = after_meta(result, model, example[0], example[1])
-            finally:
-                probes.paused = False
+            if monitor.worker.on_worker_thread():
+                # the real pass draws from the process's random generator (dropout) under fork_rng, which saves
+                # and restores it: beside the training thread that would rewind the training's own stream
+                self._real = (result, example)
+                if not monitor.controls.request_call("counted-pass", lambda: self._on_training(monitor)):
+                    self._real = None  # the run ends: the final report's take runs it
+                    return result
+                return None
+            return self._real_pass(monitor, result, example)
         return result
+
+    def _on_training(self, monitor: Any) -> None:
+        """The real pass, at a step boundary on the training thread; a later report reads it."""
+        real, self._real = self._real, None
+        if real is not None:
+            self._whole = self._real_pass(monitor, *real)
+
+    @staticmethod
+    def _real_pass(monitor: Any, failed: CountedFlops, example: Any) -> CountedFlops:
+        """The real pass of a CPU model after its failed meta pass (training thread)."""
+        model = monitor.model_ref() if monitor.model_ref is not None else None
+        probes = monitor.probes
+        if model is None or probes is None:
+            return failed
+        probes.paused = True  # our own forward/backward must not count as training
+        try:
+            return after_meta(failed, model, example[0], example[1])
+        finally:
+            probes.paused = False

@@ -129,6 +129,7 @@ class Controls:
         self._stop_by: str | None = None
         self._stop_asked_at: int | None = None  # the step counted when the stop was asked
         self._checkpoint_by: str | None = None
+        self._calls: list[tuple[str, Callable[[], None]]] = []  # work a wing asked to run at the next boundary
         self.stopped: StopRecord | None = None
         self.checkpoints: tuple[CheckpointRecord, ...] = ()
         self.refused: tuple[dict[str, Any], ...] = ()
@@ -161,6 +162,17 @@ class Controls:
             self._arm()
         return True
 
+    def request_call(self, key: str, fn: Callable[[], None]) -> bool:
+        """Run ``fn`` on the training thread right after the next counted step (a wing's work that must not run on
+        its own thread: it draws from the process's random generator, say); whether the run took it. A fault
+        warns once under ``key``. Any thread."""
+        if not self.live():
+            return False
+        with self._lock:
+            self._calls.append((key, fn))
+            self._arm()
+        return True
+
     def pending(self) -> tuple[str | None, str | None]:
         """``(stop_by, checkpoint_by)`` not yet honoured."""
         return self._stop_by, self._checkpoint_by
@@ -186,10 +198,13 @@ class Controls:
             stop_by, self._stop_by = self._stop_by, None
             asked_at, self._stop_asked_at = self._stop_asked_at, None
             checkpoint_by, self._checkpoint_by = self._checkpoint_by, None
+            calls, self._calls = self._calls, []
             self._armed = False
             fn, at = self._hook
             self._m.steps_state.set_hook(fn, at)
         try:
+            for key, call in calls:
+                self._m.guard(key, call)
             if checkpoint_by is not None:
                 self.checkpoint_now(checkpoint_by)
             if fn is not None:
