@@ -29,6 +29,8 @@ class Site:
         logs: An entry point whose callback reads the framework's logs too (wrapped for the taps alone when its
             adapter is switched off).
         callbacks_at: Position of the callbacks argument after ``self`` (``-1``: none), ``callbacks_name`` its keyword.
+        fit: A fit (its control published, its steps compared); ``False``: the callback joins for the framework's
+            events alone (HF's ``evaluate`` outside ``train``).
     """
 
     module: str
@@ -39,6 +41,7 @@ class Site:
     logs: bool = False
     callbacks_at: int = -1
     callbacks_name: str = ""
+    fit: bool = True
 
 
 def record_logged(monitor: Any, key: str, values: dict[str, Any], source: str, measured: bool = True) -> int:
@@ -115,7 +118,8 @@ class Adapter:
             if wing.depth or not wing.gate.here():
                 return original(target, *args, **kwargs)
             try:
-                wing.begin(adapter, target)
+                if site.fit:
+                    wing.begin(adapter, target)
                 args, kwargs, extra = adapter.begin(site, target, args, kwargs)
             except Exception as exc:
                 wing.warn(adapter.framework, f"{adapter.framework} adapter disabled: {exc!r}")
@@ -125,7 +129,10 @@ class Adapter:
                 return original(target, *args, **kwargs)
             finally:
                 wing.depth -= 1
-                wing.end(adapter, target, extra)
+                if site.fit:
+                    wing.end(adapter, target, extra)
+                else:
+                    adapter.end(target, extra)
 
         return fit
 

@@ -63,7 +63,7 @@ class HfAdapter(Adapter):
     framework = "hf"
     control = HfControl
     sites = (Site(module="transformers.trainer", owner="Trainer", attr="train", logs=True),
-             Site(module="transformers.trainer", owner="Trainer", attr="evaluate", logs=True))
+             Site(module="transformers.trainer", owner="Trainer", attr="evaluate", logs=True, fit=False))
     steps_at = "state.global_step"
 
     def __init__(self, wing: Any) -> None:
@@ -77,24 +77,6 @@ class HfAdapter(Adapter):
         listed.insert(0, pair[0])
         listed.append(pair[1])
         return args, kwargs, pair
-
-    def on_evaluate(self, original: Any, target: Any, *args: Any, **kwargs: Any) -> Any:
-        """``Trainer.evaluate`` outside ``train`` (after it, say): the callbacks join for its logs alone (no fit, no
-        control); inside ``train`` the train call's callbacks see them."""
-        wing = self.wing
-        if wing.depth or not wing.gate.here():
-            return original(target, *args, **kwargs)
-        try:
-            args, kwargs, pair = self.begin(self.sites[1], target, args, kwargs)
-        except Exception as exc:
-            wing.warn(self.framework, f"{self.framework} adapter disabled: {exc!r}")
-            return original(target, *args, **kwargs)
-        wing.depth += 1
-        try:
-            return original(target, *args, **kwargs)
-        finally:
-            wing.depth -= 1
-            self.end(target, pair)
 
     def end(self, target: Any, extra: Any) -> None:
         self.wing.gate.depth -= self._held
