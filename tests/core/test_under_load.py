@@ -132,6 +132,6 @@ def test_the_counted_pass_leaves_the_training_random_stream_as_a_bare_run_draws_
         with tm.monitor(name="rng", run_dir=run_root / str(seed), interval_s=0.1):
             monitored = _draws(model, plan)
         if monitored != bare:
-            first = next(i for i, (a, b) in enumerate(zip(bare, monitored), start=1) if a != b)
+            first = next(i for i, (a, b) in enumerate(zip(bare, monitored, strict=False), start=1) if a != b)
             differ.append(f"seed {seed}: the batches differ from step {first}")
     assert not differ, "; ".join(differ)

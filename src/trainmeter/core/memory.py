@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+
 class ProcessMemory:
     """What the node sampler last read of this process (each value swapped whole). Any thread.
 

@@ -31,8 +31,8 @@ from trainmeter.core.lanes import LaneRecord
 from trainmeter.core.lifecycle import Lifecycle
 from trainmeter.core.memory import MemoryReading, ProcessMemory
 from trainmeter.core.phases import PhaseClock, PhaseSpans, cuda_synchronize
-from trainmeter.core.reports import Reporter
 from trainmeter.core.report_worker import ReportWorker
+from trainmeter.core.reports import Reporter
 from trainmeter.core.scalars import ScalarReader, StepLoss
 from trainmeter.core.series import Series, StepSeries
 from trainmeter.core.series_registry import DEFAULT_MAX_SERIES, SeriesRegistry

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import sys
-from threading import get_ident
 import weakref
+from threading import get_ident
 from typing import Any
 
 from trainmeter.core.explicit_steps import Stepper, trained_parameters

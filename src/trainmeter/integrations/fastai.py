@@ -60,7 +60,7 @@ def _callback_class() -> type:
             recorder = getattr(self.learn, "recorder", None)
             names, row = getattr(recorder, "metric_names", None), getattr(recorder, "log", None)
             if names is not None and row is not None:
-                self._adapter.wing.framework_logs("fastai", dict(zip(list(names), list(row))))
+                self._adapter.wing.framework_logs("fastai", dict(zip(list(names), list(row), strict=False)))
 
     return TrainmeterFastaiCallback
 
