@@ -1,10 +1,7 @@
-"""The GPU extension: the NVML sampler, the utilization ladder and allocator memory for a run.
+"""The GPU extension: the sampler (its own threads, 2 Hz), the ladder with compute's MFU, allocator memory.
 
-Starts :class:`~trainmeter.gpu.sampler.GpuSampler` (its own thread, 2 Hz) at
-the run's start; at each report it records the ladder's rungs as time series
-(``gpu<i>.util``, ``gpu<i>.sm_activity``, ``gpu<i>.tensor_activity``) and
-builds the ladder with the compute extension's MFU. With no NVML, no driver or
-no GPU the run goes on and the reason is shown and recorded.
+At each report the rungs are recorded as time series (``gpu<i>.util``, ``gpu<i>.sm_activity``,
+``gpu<i>.tensor_activity``); with no NVML, driver or GPU the run goes on and the reason is shown and recorded.
 """
 
 from __future__ import annotations
@@ -120,8 +117,7 @@ class GpuExtension(ExtensionBase):
             self._m.warn_once("gpu-open", f"{error} (the run goes on without GPU readings)")
 
     def _mfu(self) -> tuple[float | None, str | None, Provenance]:
-        """MFU under the chosen convention from the compute extension, with its provenance by the one rule
-        (the weakest of its derivation's inputs)."""
+        """MFU under the chosen convention from the compute extension, with its provenance (the weakest input's)."""
         from trainmeter.core.provenance import derived_provenance
 
         compute = self._compute()
@@ -220,14 +216,12 @@ class GpuExtension(ExtensionBase):
             panels.append({"id": f"ladder{index}", "title": f"Utilization ladder, GPU {index}",
                            "rows": ladder_panel_rows(ladder), "note": note})
         for index, sample in sorted(self.sampler.latest().items()):
-            rows = [
-                {"label": "GPU-Util", "value": sample.util_gpu, "unit": "fraction", "provenance": "measured"},
+            rows = [{"label": "GPU-Util", "value": sample.util_gpu, "unit": "fraction", "provenance": "measured"},
                 {"label": "memory used", "value": sample.mem_used_bytes, "unit": "bytes", "provenance": "measured"},
                 {"label": "memory total", "value": sample.mem_total_bytes, "unit": "bytes", "provenance": "detected"},
                 {"label": "power (W)", "value": sample.power_w, "unit": "", "provenance": "measured"},
                 {"label": "temperature (C)", "value": sample.temperature_c, "unit": "", "provenance": "measured"},
-                {"label": "SM clock (MHz)", "value": sample.sm_clock_mhz, "unit": "", "provenance": "measured"},
-            ]
+                {"label": "SM clock (MHz)", "value": sample.sm_clock_mhz, "unit": "", "provenance": "measured"}]
             panels.append({"id": f"gpu{index}", "title": f"GPU {index}: {self._device_name(index) or ''}",
                            "rows": rows})
         return panels
