@@ -39,7 +39,7 @@ def ranks_panel(follower: RunFollower, now_s: float | None = None) -> dict[str, 
         device = fields.get("device") or {}
         if device.get("uuid"):
             note += f"; {device['uuid']}"  # its GPU (the merged passport has its ladder)
-        rows.append({"label": f"rank {r.rank}" if r.rank is not None else r.seat, "value": r.steps, "unit": "steps",
+        rows.append({"label": r.label, "value": r.steps, "unit": "steps",
                      "provenance": "counted", "note": note})
     rows.append(launch_mfu_row(ranks))
     report = score_ranks(timings)
@@ -48,13 +48,11 @@ def ranks_panel(follower: RunFollower, now_s: float | None = None) -> dict[str, 
 
 
 def launch_mfu_now(ranks: list[Any]) -> tuple[str, int, Any]:
-    """``(convention, world size, Derivation)``: the launch's MFU so far over the wall clock, devices = world size.
-
-    From each rank's latest interval record (its tokens, seconds, F and peak).
-    """
+    """``(convention, world size, Derivation)``: the launch's MFU so far over the wall clock, devices = world size,
+    from each rank's latest interval record."""
     from trainmeter.ranks.launch_mfu import conventions, launch_mfu, rank_compute_from_interval
 
-    inputs = [rank_compute_from_interval(f"rank {r.rank}" if r.rank is not None else r.seat, r.interval or {})
+    inputs = [rank_compute_from_interval(r.label, r.interval or {})
               for r in ranks]
     world = max([int(r.world_size) for r in ranks if r.world_size] + [len(ranks)])
     seen = {r.rank for r in ranks if r.rank is not None}
@@ -90,11 +88,8 @@ def launch_mfu_tile(ranks: list[Any]) -> dict[str, Any] | None:
 
 
 def launch_tokens_tile(ranks: list[Any], token_unit: str = "tokens") -> dict[str, Any] | None:
-    """The launch's tokens over every rank (the ``tokens`` tile of a launch followed without a parent).
-
-    Each rank's count is its own at its latest report (the same sum as the merged passport's
-    ``global_tokens``); ``None`` with fewer than two ranks.
-    """
+    """The launch's tokens over every rank, each at its latest report (the ``tokens`` tile of a launch followed
+    without a parent, as the merged passport's ``global_tokens``); ``None`` with fewer than two ranks."""
     if len(ranks) < 2:
         return None
     from trainmeter.core.provenance import Derivation, Input
