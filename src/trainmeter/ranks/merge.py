@@ -16,12 +16,8 @@ from typing import Any
 from trainmeter.core.provenance import Derivation, Input
 from trainmeter.ranks.follow import SEAT_PREFIXES
 from trainmeter.ranks.identity import this_node
-from trainmeter.ranks.launch_mfu import (
-    RankCompute,
-    launch_mfu_figures,
-    rank_compute_from_interval,
-    rank_compute_from_passport,
-)
+from trainmeter.ranks.launch_mfu import (RankCompute, launch_mfu_figures, rank_compute_from_interval,
+                                         rank_compute_from_passport)
 from trainmeter.ranks.stragglers import repeated_offenders, score_ranks, with_repeats
 from trainmeter.record.events import LOG_FILE, head, last_of_kinds, tail
 from trainmeter.record.safe_read import PASSPORT_TYPES, read_json
@@ -214,8 +210,7 @@ def distributed_section(ranks: list[RankSummary], *, token_unit: str = "tokens",
     if not ranked:
         world_size = max(world_size, len(ranks))  # one device per child process
     report = score_ranks({_key(r): r.timing for r in ranks if r.timing},
-                         {_key(r): r.data_wait_s / r.elapsed_s for r in ranks
-                          if r.data_wait_s is not None and r.elapsed_s})
+        {_key(r): r.data_wait_s / r.elapsed_s for r in ranks if r.data_wait_s is not None and r.elapsed_s})
     if report is not None and launch_dir is not None:
         counts, compared = repeated_offenders({_key(r): window_history(launch_dir / r.seat) for r in ranks})
         report = with_repeats(report, counts, compared)
@@ -234,8 +229,7 @@ def distributed_section(ranks: list[RankSummary], *, token_unit: str = "tokens",
                      "before trainmeter was armed there, so its record starts at its first optimizer step, after "
                      "that step's batches")
     if convention is None:
-        convention = next((r.compute.convention for r in ranks if r.compute is not None and r.compute.convention),
-                          None)
+        convention = next((r.compute.convention for r in ranks if r.compute is not None and r.compute.convention), None)
     mfu = launch_mfu_figures([r.compute or RankCompute(label=r.label, tokens=r.tokens) for r in ranks],
                              world_size, convention, missing)
     derivations += mfu.pop("derivations")
@@ -244,23 +238,11 @@ def distributed_section(ranks: list[RankSummary], *, token_unit: str = "tokens",
     gpus = {r.node: r.node_gpu for r in ranks if r.node and r.node_gpu}
     gpus.update(node_gpus or {})
     ladder = launch_ladders(ranks, gpus)
-    return {
-        "world_size": world_size,
-        "ranks_recorded": len(ranks),
-        "nodes": len(nodes),
-        "node_names": nodes,
-        "backend": backends[0] if len(backends) == 1 else (backends or None),
-        "steps_together": together,
-        "global_steps": global_steps,
-        "global_tokens": global_tokens,
-        "token_unit": token_unit,
-        "ranks": [r.to_dict() for r in ranks],
-        "stragglers": report.to_dict() if report is not None else None,
-        **mfu,
-        "gpu_ladder": ladder,
-        "notes": notes,
-        "derivations": [d.to_dict() for d in derivations],
-    }
+    return {"world_size": world_size, "ranks_recorded": len(ranks), "nodes": len(nodes), "node_names": nodes,
+            "backend": backends[0] if len(backends) == 1 else (backends or None), "steps_together": together,
+            "global_steps": global_steps, "global_tokens": global_tokens, "token_unit": token_unit,
+            "ranks": [r.to_dict() for r in ranks], "stragglers": report.to_dict() if report is not None else None,
+            **mfu, "gpu_ladder": ladder, "notes": notes, "derivations": [d.to_dict() for d in derivations]}
 
 
 def _key(r: RankSummary) -> int | str:
@@ -287,20 +269,11 @@ def write_launch_passport(launch_dir: Path, name: str) -> dict[str, Any]:
     passports = [_load(launch_dir / r.seat / "passport.json") for r in ranks]
     starts = [p.get("started_at") for p in passports if p.get("started_at")]
     ends = [p.get("ended_at") for p in passports if p.get("ended_at")]
-    passport = {
-        "schema_version": 1,
-        "name": name,
-        "status": launch_status(ranks, section["world_size"]),
-        "error": None,
-        "started_at": min(starts) if starts else None,
-        "ended_at": max(ends) if ends else None,
-        "steps": section["global_steps"],
-        "tokens": section["global_tokens"],
-        "token_unit": next((p.get("token_unit") for p in passports if p.get("token_unit")), "tokens"),
-        "distributed": section,
-        "derivations": list(section["derivations"]),
-        "warnings": list(section["notes"]),
-    }
+    passport = {"schema_version": 1, "name": name, "status": launch_status(ranks, section["world_size"]), "error": None,
+                "started_at": min(starts) if starts else None, "ended_at": max(ends) if ends else None,
+                "steps": section["global_steps"], "tokens": section["global_tokens"],
+                "token_unit": next((p.get("token_unit") for p in passports if p.get("token_unit")), "tokens"),
+                "distributed": section, "derivations": list(section["derivations"]), "warnings": list(section["notes"])}
     path = launch_dir / "passport.json"
     tmp = launch_dir / f".passport.{os.getpid()}.tmp"  # one per writer: ranks may close at once
     try:

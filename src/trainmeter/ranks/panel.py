@@ -39,8 +39,7 @@ def ranks_panel(follower: RunFollower, now_s: float | None = None) -> dict[str, 
         device = fields.get("device") or {}
         if device.get("uuid"):
             note += f"; {device['uuid']}"  # its GPU (the merged passport has its ladder)
-        rows.append({"label": r.label, "value": r.steps, "unit": "steps",
-                     "provenance": "counted", "note": note})
+        rows.append({"label": r.label, "value": r.steps, "unit": "steps", "provenance": "counted", "note": note})
     rows.append(launch_mfu_row(ranks))
     report = score_ranks(timings)
     note = report.verdict if report is not None else "straggler scores need two ranks with timed steps"
@@ -52,8 +51,7 @@ def launch_mfu_now(ranks: list[Any]) -> tuple[str, int, Any]:
     from each rank's latest interval record."""
     from trainmeter.ranks.launch_mfu import conventions, launch_mfu, rank_compute_from_interval
 
-    inputs = [rank_compute_from_interval(r.label, r.interval or {})
-              for r in ranks]
+    inputs = [rank_compute_from_interval(r.label, r.interval or {}) for r in ranks]
     world = max([int(r.world_size) for r in ranks if r.world_size] + [len(ranks)])
     seen = {r.rank for r in ranks if r.rank is not None}
     missing_ranks = sorted(set(range(world)) - seen)
@@ -95,8 +93,7 @@ def launch_tokens_tile(ranks: list[Any], token_unit: str = "tokens") -> dict[str
     from trainmeter.core.provenance import Derivation, Input
 
     total = sum(int(r.tokens) for r in ranks)
-    inputs = [Input(name=f"{r.seat}.tokens", value=int(r.tokens), unit=token_unit, provenance="counted")
-              for r in ranks]
+    inputs = [Input(name=f"{r.seat}.tokens", value=int(r.tokens), unit=token_unit, provenance="counted") for r in ranks]
     d = Derivation(name="global_tokens", formula="sum over ranks of tokens (each at its latest report)",
                    value=total, unit=token_unit, inputs=inputs)
     return {"id": "tokens", "label": f"{token_unit}, all ranks", "value": total, "unit": token_unit,
