@@ -164,8 +164,7 @@ def columns_record(kind: str, *, name: str, x: str, step: list[int], t_us: list[
 
 
 def interval_record(*, step: int, tokens: int, token_unit: str, elapsed_s: float, phases_s: dict[str, float],
-                    throughput: Throughput, memory: dict[str, Any] | None,
-                    sections: dict[str, Any]) -> IntervalRecord:
+                    throughput: Throughput, memory: dict[str, Any] | None, sections: dict[str, Any]) -> IntervalRecord:
     """The ``interval`` record; ``sections`` are the wings' fields, by extension name."""
     record = {"schema_version": SCHEMA_VERSION, "kind": "interval", "step": step, "tokens": tokens,
               "token_unit": token_unit, "elapsed_s": elapsed_s, "phases_s": phases_s, "throughput": throughput,

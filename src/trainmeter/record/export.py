@@ -1,20 +1,10 @@
-"""Data out: a saved run as pandas DataFrames, TensorBoard event files, or an offline W&B run.
+"""Data out (docs/spec.md section 16): a saved run as pandas DataFrames, TensorBoard event files, an offline W&B run.
 
-Everything is read from the run folder (``events.jsonl`` at full resolution, ``passport.json``);
-nothing leaves the machine (W&B defaults to ``mode="offline"``). pandas, tensorboard and
-wandb are imported inside the function that needs them (optional extras).
-
-Frames (``RunFrames``), all tidy (one row per observation):
-
-- ``series``: ``name`` (category), ``x_kind`` (category), ``step`` (int64), ``t_s`` (float64,
-  seconds since the run began), ``value`` (float64; NaN where the log has null);
-- ``steps``: ``step`` (int64), ``t_s`` (float64), ``tokens`` (int64 tokens or samples in that step);
-- ``intervals``: one row per report: ``step``, ``tokens``, ``elapsed_s`` and every nested field
-  flattened with ``.`` (``throughput.train_tokens_per_s``, ``phases_s.train``, ``compute.mfu[hf]``, ...).
-
-TensorBoard tags: each series by its name, ``tokens_per_step``, and per report
-``throughput/<field>``, ``phases_s/<phase>``, ``compute/<figure>``, ``energy/<figure>``; wall
-times are the run's start plus ``t_s``. Pure readers and writers; no thread of their own.
+Read from the run folder (``events.jsonl`` at full resolution, ``passport.json``); nothing leaves the machine (W&B
+defaults to ``mode="offline"``); pandas, tensorboard and wandb are imported where needed. The frames are tidy:
+``series`` (name, x_kind, step, t_s, value), ``steps`` (step, t_s, tokens) and ``intervals`` (one row per report,
+nested fields flattened with ``.``). TensorBoard tags: each series by its name, ``tokens_per_step`` and per report
+``throughput/<field>``, ``phases_s/<phase>``, ``compute/<figure>``, ``energy/<figure>``. No thread of their own.
 """
 
 from __future__ import annotations
@@ -29,8 +19,7 @@ from typing import Any
 
 from trainmeter.record.events import LOG_FILE, ReadStats, Record, iter_events, read_events
 
-INTERVAL_TAGS = ("throughput", "phases_s", "compute", "energy")
-"""Interval fields exported per report (numbers only) to TensorBoard and W&B."""
+INTERVAL_TAGS = ("throughput", "phases_s", "compute", "energy")  # interval fields exported per report (numbers only)
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,11 +78,7 @@ def _columns(events: Iterable[Record]) -> tuple[dict[str, list[Any]], dict[str, 
 
 
 def to_pandas(run_dir: Path) -> RunFrames:
-    """The run's series, steps and intervals as tidy DataFrames (pandas imported here).
-
-    Raises:
-        ImportError: pandas is not installed (``pip install trainmeter[figures]``).
-    """
+    """The run's series, steps and intervals as tidy DataFrames (``ImportError`` without pandas)."""
     try:
         import pandas as pd
     except ImportError as exc:
@@ -155,11 +140,7 @@ def report_scalars(rec: dict[str, Any]) -> dict[str, float]:
 
 
 def export_tensorboard(run_dir: Path, passport: dict[str, Any], logdir: str | Path) -> Path:
-    """Write the run as a TensorBoard event file under ``logdir``; return its path.
-
-    Raises:
-        ImportError: tensorboard is not installed.
-    """
+    """Write the run as a TensorBoard event file under ``logdir``; return its path (``ImportError``: no tensorboard)."""
     try:
         from tensorboard.compat.proto.event_pb2 import Event
         from tensorboard.compat.proto.summary_pb2 import Summary
@@ -198,10 +179,9 @@ def export_tensorboard(run_dir: Path, passport: dict[str, Any], logdir: str | Pa
 
 def export_wandb(run_dir: Path, passport: dict[str, Any], *, project: str, mode: str = "offline",
                  wandb_dir: str | Path | None = None) -> Any:
-    """Log the run to a W&B run (``mode="offline"`` by default: nothing is sent); return the finished run.
-
-    Series points are logged per step (points of one step together), report figures at their
-    step, the passport's headline numbers as the summary and its options as the config.
+    """Log the run to a W&B run (``mode="offline"`` by default: nothing is sent); return the finished run: series
+    points per step, report figures at their step, the passport's headline numbers as the summary, its options as
+    the config.
 
     Raises:
         ImportError: wandb is not installed.
