@@ -7,14 +7,7 @@ from typing import Any, Protocol
 from trainmeter.compute.flops import with_counted
 from trainmeter.core.provenance import Derivation
 from trainmeter.core.text import markdown_text
-from trainmeter.sizes import (
-    format_count,
-    format_count_pair,
-    format_flops,
-    format_integer,
-    format_percent,
-    format_value,
-)
+from trainmeter.sizes import format_count, format_count_pair, format_flops, format_integer, format_percent, format_value
 
 
 class ComputeState(Protocol):
@@ -178,14 +171,8 @@ def _pct(value: float | None) -> str:
 
 
 def compute_tiles(section: dict[str, Any], derivations: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
-    """The MFU and FLOPs tiles (docs/protocol.md), from a ``compute`` section and derivations by name.
-
-    Used live (from the extension) and in replay (from the passport), so both show the same.
-    With ``--convention C`` the MFU tile shows C's MFU and its popover works out C; the
-    range over conventions is its second line. With none, the tile shows the range and
-    its popover works out each convention in it (``derivations``). The badge is set by
-    :func:`trainmeter.widget.view_model.badge_tiles` from the derivations' inputs.
-    """
+    """The MFU and FLOPs tiles (docs/protocol.md; docs/spec.md section 5) from a ``compute`` section and derivations
+    by name, live and in replay alike (the badge: :func:`trainmeter.widget.view_model.badge_tiles`)."""
     withheld = section.get("conventions_missing")
     conv = "counted" if withheld else section.get("convention")  # not a language model: the counted pass only
     per = _per(section)

@@ -1,13 +1,9 @@
-"""The compute extension: FLOPs per token, MFU, FLOPs spent and required, progress and ETA.
+"""The compute extension: FLOPs per token, MFU, FLOPs spent and required, progress and ETA (docs/spec.md section 5).
 
-Reads the trained model once it is known (after the first optimizer step): its
-shape (config or introspection, overridden by declared flags), the sequence
-length from the batch, one step counted with FlopCounterMode on a meta copy of
-the model (never the live module), and the dense peak for the device and dtype.
-The conventions describe transformer language models and are withheld, with the reason, for a run counted in
-samples (docs/spec.md section 5, "Units"). Every figure is a :class:`~trainmeter.core.provenance.Derivation`; a
-figure whose input is missing has ``value`` None and says which input would enable it. Runs on the training
-thread inside reports (its one-time count is credited to ``reporting``; the copy's pass on the report worker).
+Reads the trained model once it is known (after the first optimizer step): its shape, S from the batch, one step
+counted on a copy of the model, the dense peak for the device and dtype. The conventions are withheld, with the
+reason, for a run counted in samples. Every figure is a :class:`~trainmeter.core.provenance.Derivation`. Runs
+inside reports (the count's copy on the training thread, its pass on the report worker).
 """
 
 from __future__ import annotations

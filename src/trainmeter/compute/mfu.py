@@ -1,11 +1,9 @@
-"""MFU, FLOPs spent and required, and progress: pure functions returning Derivations (the ETA: compute/eta.py).
+"""MFU, FLOPs spent and required, and progress: pure functions returning Derivations (docs/spec.md section 5).
 
-Every quantity argument accepts a plain number, an :class:`~trainmeter.core.provenance.Input`
-(keeps its provenance), a :class:`~trainmeter.core.provenance.Derivation` (its value,
-with the weakest provenance of its inputs) or ``None`` (missing: the result's
-value is ``None`` and ``missing`` says what would enable it). Plain numbers get
-the provenance the caller names (defaults below). No clock is read here: pass
-paces and counts. Never imports torch. All functions are pure and thread-safe.
+Every quantity argument accepts a plain number (with the provenance the caller names), an
+:class:`~trainmeter.core.provenance.Input`, a :class:`~trainmeter.core.provenance.Derivation` or ``None`` (the
+result's value is then ``None`` and ``missing`` says what would enable it). No clock is read (the ETA:
+compute/eta.py). Never imports torch. Pure and thread-safe.
 """
 
 from __future__ import annotations
@@ -15,8 +13,7 @@ from typing import Literal
 from trainmeter.compute.peaks import PeakRow, normalize_dtype, validate_peak
 from trainmeter.core.provenance import Derivation, Input, Quantity, as_input, input_number
 
-PACES: tuple[str, ...] = ("training-only", "session")
-"""``training-only``: tokens/s over time spent in training steps; ``session``: over the whole wall clock."""
+PACES: tuple[str, ...] = ("training-only", "session")  # tokens/s over time inside training steps; over the wall clock
 Pace = Literal["training-only", "session"]
 
 PEAK_FLAGS = "--peak-tflops X --peak-source TEXT"
@@ -29,12 +26,8 @@ def _pace_label(pace: str) -> str:
 
 
 def mfu_name(convention: str, pace: str = "training-only", prefix: str = "") -> str:
-    """The name of an MFU under ``convention`` at ``pace``: ``mfu[hf]``, ``mfu.session[hf]``; a launch's with
-    ``prefix`` ``distributed.`` (``distributed.mfu[hf]``).
-
-    Raises:
-        ValueError: ``pace`` is not one of :data:`PACES`.
-    """
+    """The name of an MFU under ``convention`` at ``pace`` (``ValueError`` if not in :data:`PACES`): ``mfu[hf]``,
+    ``mfu.session[hf]``; a launch's with ``prefix`` ``distributed.``."""
     return f"{prefix}mfu{'.session' if _pace_label(pace) == 'session' else ''}[{convention}]"
 
 
@@ -52,18 +45,14 @@ def mfu(
 
     Args:
         flops_per_token: F, FLOP per token (e.g. a ``flops_per_token.<convention>`` Derivation).
-        tokens_per_s: Tokens per second over all devices; ``pace`` says which clock
-            (``training-only``: time inside steps; ``session``: wall clock).
+        tokens_per_s: Tokens per second over all devices, on the clock ``pace`` names (the name ``mfu`` or
+            ``mfu.session``).
         devices: Number of devices the peak applies to.
-        peak_flops_per_s: Dense peak per device in FLOP/s, or a :class:`PeakRow`
-            (its TFLOP/s, provenance and source are used); ``None`` when unknown.
-        pace: Which tokens/s this is; the name is ``mfu`` or ``mfu.session``.
-        peak_missing: Why there is no peak (e.g. from :func:`trainmeter.compute.peaks.why_no_peak`).
-        unit: What the run counts, ``tokens`` or ``samples`` (F is then FLOP/sample, the rate samples/s).
-
-    Returns:
-        A Derivation in unit ``fraction``; value ``None`` with ``missing`` naming
-        the input (for a missing peak: ``--peak-tflops X --peak-source TEXT``).
+        peak_flops_per_s: Dense peak per device in FLOP/s, or a :class:`PeakRow`; ``None`` when unknown
+            (``peak_missing``: why).
+        pace: ``training-only`` or ``session``.
+        peak_missing: Why there is no peak (:func:`trainmeter.compute.peaks.why_no_peak`).
+        unit: ``tokens`` or ``samples`` (F is then FLOP/sample, the rate samples/s).
     """
     _pace_label(pace)
     if isinstance(peak_flops_per_s, PeakRow):
@@ -100,22 +89,10 @@ def mfu_derivation(
 ) -> Derivation:
     """The one MFU formula and its checks (docs/spec.md section 5), for a run and for a launch of ranks.
 
-    MFU = F x tokens/s / capacity, where tokens/s is one input (``tokens_per_s``) or two
-    (``tokens / seconds``), and the capacity is ``devices x peak`` (one peak: every device alike)
-    or the sum of one peak per device (peaks differ).
-
-    Args:
-        name: The derivation's name (``mfu``, ``distributed.mfu.session[hf]``...).
-        flops_per_token: The ``F`` input.
-        rate: ``(tokens_per_s,)`` or ``(tokens, seconds)``.
-        devices: How many devices the capacity spans.
-        peaks: One ``peak`` input (devices x peak), or one per device (summed).
-        pace: Which clock the rate is on (for the reason a rate is missing).
-        peak_missing: Why there is no peak, when known (the flags that declare one are added).
-        missing: A reason the caller already knows (a launch's missing rank): the value is ``None``.
-
-    Returns:
-        A Derivation in unit ``fraction``; value ``None`` with ``missing`` naming the input that would enable it.
+    MFU = F x ``rate`` (``(tokens_per_s,)`` or ``(tokens, seconds)``) / capacity: ``devices`` x one ``peaks`` input,
+    or the sum of one peak per device. ``pace`` names the rate's clock in a missing reason; ``peak_missing`` gets
+    the flags that declare a peak; ``missing`` is a reason the caller already knows (a launch's missing rank). A
+    Derivation named ``name``, unit ``fraction``; value ``None`` with ``missing`` saying what would enable it.
     """
     per_rank = len(peaks) > 1
     capacity = "sum over ranks of peak" if per_rank else "devices * peak"
@@ -169,14 +146,8 @@ def budget_tokens(
     tokens_per_step: Quantity = None,
     flops: Quantity = None,
 ) -> Derivation:
-    """The budget in tokens, from exactly one of: tokens, steps (x tokens per step), or FLOPs (/ F).
-
-    Plain numbers for ``tokens``, ``steps`` and ``flops`` count as ``declared``;
-    ``tokens_per_step`` as ``counted``.
-
-    Raises:
-        ValueError: None or more than one budget kind is given.
-    """
+    """The budget in tokens from exactly one of tokens, steps (x tokens per step) or FLOPs (/ F) (``ValueError``
+    otherwise); plain numbers count as ``declared``, ``tokens_per_step`` as ``counted``."""
     given = [k for k, v in (("tokens", tokens), ("steps", steps), ("flops", flops)) if v is not None]
     if len(given) != 1:
         raise ValueError(
@@ -232,11 +203,7 @@ def flops_required(
     tokens_per_step: Quantity = None,
     flops: Quantity = None,
 ) -> Derivation:
-    """FLOPs the whole budget takes: the declared FLOPs, or F x budget tokens (tokens or steps x tokens per step).
-
-    Raises:
-        ValueError: None or more than one budget kind is given.
-    """
+    """FLOPs the whole budget takes: the declared FLOPs, or F x budget tokens (``ValueError`` as :func:`budget_tokens`)."""
     if flops is not None and tokens is None and steps is None:
         inp = as_input("budget_flops", flops, "FLOP", "declared", "--budget-flops")
         value = input_number(inp)
@@ -283,19 +250,9 @@ def progress(tokens_seen: Quantity, budget: Quantity) -> Derivation:
 
 
 def parse_peak_args(peak_tflops: object, peak_source: object, dtype: object = None) -> PeakRow | None:
-    """``--peak-tflops X --peak-source TEXT`` as a declared :class:`PeakRow`, checked by :func:`validate_peak`.
-
-    Args:
-        peak_tflops: Dense peak per device in TFLOP/s (number or numeric string), or ``None``.
-        peak_source: Where the figure comes from (free text, required with a peak), or ``None``.
-        dtype: The dtype the peak is for (``bf16``...), or ``None`` for any.
-
-    Returns:
-        ``None`` when neither is given, else a PeakRow with card ``"declared"`` and provenance ``declared``.
-
-    Raises:
-        ValueError: As :func:`trainmeter.compute.peaks.validate_peak` (the one check and limit).
-    """
+    """``--peak-tflops X --peak-source TEXT`` (for ``dtype``, ``None``: any) as a declared :class:`PeakRow` (card
+    ``"declared"``), or ``None`` when neither is given; ``ValueError`` as
+    :func:`trainmeter.compute.peaks.validate_peak`."""
     value = validate_peak(peak_tflops, peak_source)
     if value is None:
         return None
