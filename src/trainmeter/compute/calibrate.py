@@ -200,15 +200,13 @@ def run_dtype(param_dtype: str | None, on_cuda: bool, tf32_allowed: bool) -> str
     return None
 
 
-def of_achievable(flops_per_unit: Any, units_per_s: float | None, ceiling: Ceiling, *,
-                  unit: str = "tokens") -> Any:
+def of_achievable(flops_per_unit: Any, units_per_s: float | None, ceiling: Ceiling, *, unit: str = "tokens") -> Any:
     """Model FLOP/s over the measured ceiling, MFU's rule with the ceiling as the peak: F per ``unit`` (``tokens`` or
     ``samples``) x training-only ``units_per_s``; a Derivation named ``of_achievable``. Pure."""
     from trainmeter.compute.mfu import mfu_derivation
     from trainmeter.core.provenance import Input, as_input
 
-    peak = Input(name="ceiling", value=ceiling.flops_per_s, unit="FLOP/s", provenance="measured",
-                 source=ceiling.source)
+    peak = Input(name="ceiling", value=ceiling.flops_per_s, unit="FLOP/s", provenance="measured", source=ceiling.source)
     return mfu_derivation(
         name="of_achievable", flops_per_token=as_input("F", flops_per_unit, f"FLOP/{unit[:-1]}", "detected"),
         rate=(as_input("tokens_per_s", units_per_s, f"{unit}/s", "measured", f"training-only {unit}/s"),),

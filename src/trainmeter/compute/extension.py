@@ -120,16 +120,14 @@ class ComputeExtension(ExtensionBase):
                 shape = shape.with_value("seq_len", None, "assumed", "")
             elif packed is not None:
                 self._packed = None  # read once
-                self._shape = shape = shape.with_value(
-                    "seq_len", packed[0], "detected",
+                self._shape = shape = shape.with_value("seq_len", packed[0], "detected",
                     f"packed batch: token-weighted length of its {packed[1]} sequences (sum l^2 / sum l)")
                 self._seq_fixed = True
             elif not self._seq_fixed:
                 weighted = getattr(getattr(m.probes, "seq_weights", None), "mean", lambda _t: None)(m.tokens)
                 if weighted is not None:
                     shape = shape.with_value("seq_len", weighted[0], "detected",
-                                             f"token-weighted over the run's {weighted[1]} tokens (dim 1 of "
-                                             "the token ids)")
+                        f"token-weighted over the run's {weighted[1]} tokens (dim 1 of " "the token ids)")
         if not force and shape.seq_len == self._seq_used:
             return
         from trainmeter.compute.flops import flops_per_token
@@ -289,8 +287,7 @@ class ComputeExtension(ExtensionBase):
         return out
 
     def _budget(self, steps: int, tokens: int, train_tps: float | None, session_tps: float | None,
-                per_conv: dict[str, Input], *, recent: Any = None,
-                whole_run: bool = False) -> dict[str, Derivation]:
+                per_conv: dict[str, Input], *, recent: Any = None, whole_run: bool = False) -> dict[str, Derivation]:
         """Progress, budget in tokens, ETA (the one rule) and the session ETA, FLOPs required (pure in its inputs)."""
         from trainmeter.compute.eta import REPORT_WINDOW, WHOLE_RUN, Pace, eta, eta_s, recent_pace
         from trainmeter.compute.mfu import budget_tokens, flops_required, progress

@@ -72,14 +72,9 @@ class CountedFlops:
             Input(name="T" if self.unit == "tokens" else "B", value=self.count, unit=self.unit, provenance="counted",
                   source=f"{self.unit} in the example batch"),
         )
-        return Derivation(
-            name="flops_per_token.counted",
-            formula="C / T" if self.unit == "tokens" else "C / B",
-            value=self.flops_per_unit,
-            unit=f"FLOP/{word}",
-            inputs=inputs,
-            missing=None if self.flops_per_unit is not None else f"counted FLOPs unavailable: {self.reason}",
-        )
+        return Derivation(name="flops_per_token.counted", formula="C / T" if self.unit == "tokens" else "C / B",
+            value=self.flops_per_unit, unit=f"FLOP/{word}", inputs=inputs,
+            missing=None if self.flops_per_unit is not None else f"counted FLOPs unavailable: {self.reason}")
 
 
 def _map_tensors(obj: Any, fn: Callable[[Any], Any], torch: Any) -> Any:
@@ -262,17 +257,10 @@ class _NoCopy(Exception):
     """No copy of the model could be made: the pass is skipped (the message says why)."""
 
 
-def counted_flops_per_token(
-    model: Any,
-    example_args: Any = (),
-    example_kwargs: Mapping[str, Any] | None = None,
-    *,
-    tokens: int | None = None,
-    samples: int | None = None,
-    loss_fn: Callable[[Any], Any] | None = None,
-    method: Method = "auto",
-    call: Call = "forward",
-) -> CountedFlops:
+def counted_flops_per_token(model: Any, example_args: Any = (), example_kwargs: Mapping[str, Any] | None = None, *,
+                            tokens: int | None = None, samples: int | None = None,
+                            loss_fn: Callable[[Any], Any] | None = None, method: Method = "auto",
+                            call: Call = "forward") -> CountedFlops:
     """Count one training step's FLOPs per token (or per sample) on a copy of ``model``; never raises.
 
     Args:

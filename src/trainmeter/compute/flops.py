@@ -131,11 +131,8 @@ def _derive(shape: ModelShape, convention: str) -> Derivation:
         inputs += _frozen_inputs(shape, n_symbol, convention)
     factor = _ATTENTION_FACTOR[convention]
     if factor:
-        inputs += [
-            shape.as_input("layers", "L", "1"),
-            shape.as_input("d_model", "d", "1"),
-            shape.as_input("seq_len", "S", "tokens"),
-        ]
+        inputs += [shape.as_input("layers", "L", "1"), shape.as_input("d_model", "d", "1"),
+                   shape.as_input("seq_len", "S", "tokens")]
         if frozen:
             layers_b = shape.as_input("backward_layers", "L_b", "1")
             if layers_b.value is None and shape.layers is not None:  # no repeated blocks read: all of L
@@ -145,14 +142,8 @@ def _derive(shape: ModelShape, convention: str) -> Derivation:
     missing = [i.name for i in inputs if i.value is None]
     name = f"flops_per_token.{convention}"
     if missing:
-        return Derivation(
-            name=name,
-            formula=formula,
-            value=None,
-            unit="FLOP/token",
-            inputs=tuple(inputs),
-            missing=_missing_text(shape, missing),
-        )
+        return Derivation(name=name, formula=formula, value=None, unit="FLOP/token", inputs=tuple(inputs),
+                          missing=_missing_text(shape, missing))
     # S may be a token-weighted mean (a float); counts are whole
     values: dict[str, Any] = {i.name: float(i.value) if i.name == "S" else int(i.value)  # type: ignore[arg-type]
                               for i in inputs}
@@ -167,9 +158,8 @@ def _derive(shape: ModelShape, convention: str) -> Derivation:
             dense = 2 * (n - values["E"]) + 2 * (values["N_b"] - values["E_b"]) + 2 * (values["N_t"] - values["E_t"])
         third = factor // 3
         attention = (third * values["L"] + 2 * third * values["L_b"]) * values["d"] * values["S"] if factor else 0
-    return Derivation(
-        name=name, formula=formula, value=float(dense + attention), unit="FLOP/token", inputs=tuple(inputs)
-    )
+    return Derivation(name=name, formula=formula, value=float(dense + attention), unit="FLOP/token",
+                      inputs=tuple(inputs))
 
 
 def _symbol(formula: str, n_symbol: str) -> str:

@@ -31,16 +31,8 @@ def mfu_name(convention: str, pace: str = "training-only", prefix: str = "") -> 
     return f"{prefix}mfu{'.session' if _pace_label(pace) == 'session' else ''}[{convention}]"
 
 
-def mfu(
-    flops_per_token: Quantity,
-    tokens_per_s: Quantity,
-    devices: Quantity,
-    peak_flops_per_s: Quantity | PeakRow,
-    *,
-    pace: Pace = "training-only",
-    peak_missing: str | None = None,
-    unit: str = "tokens",
-) -> Derivation:
+def mfu(flops_per_token: Quantity, tokens_per_s: Quantity, devices: Quantity, peak_flops_per_s: Quantity | PeakRow, *,
+        pace: Pace = "training-only", peak_missing: str | None = None, unit: str = "tokens") -> Derivation:
     """Model FLOPs utilization of one run, a 0-1 fraction: F x tokens/s / (devices x peak).
 
     Args:
@@ -59,15 +51,11 @@ def mfu(
         peak_in = peak_input(peak_flops_per_s)
     else:
         peak_in = as_input("peak", peak_flops_per_s, "FLOP/s", "detected", "datasheet dense peak")
-    return mfu_derivation(
-        name="mfu" if pace == "training-only" else "mfu.session",
-        flops_per_token=as_input("F", flops_per_token, f"FLOP/{unit[:-1]}", "detected"),
-        rate=(as_input("tokens_per_s", tokens_per_s, f"{unit}/s", "measured", f"{pace} {unit}/s"),),
-        devices=as_input("devices", devices, "1", "detected"),
-        peaks=(peak_in,),
-        pace=pace,
-        peak_missing=peak_missing,
-    )
+    return mfu_derivation(name="mfu" if pace == "training-only" else "mfu.session",
+                          flops_per_token=as_input("F", flops_per_token, f"FLOP/{unit[:-1]}", "detected"),
+                          rate=(as_input("tokens_per_s", tokens_per_s, f"{unit}/s", "measured", f"{pace} {unit}/s"),),
+                          devices=as_input("devices", devices, "1", "detected"), peaks=(peak_in,), pace=pace,
+                          peak_missing=peak_missing)
 
 
 def peak_input(row: PeakRow, name: str = "peak") -> Input:
@@ -76,17 +64,9 @@ def peak_input(row: PeakRow, name: str = "peak") -> Input:
                  source=f"{row.card} dense {row.dtype}: {row.source}")
 
 
-def mfu_derivation(
-    *,
-    name: str,
-    flops_per_token: Input,
-    rate: tuple[Input] | tuple[Input, Input],
-    devices: Input,
-    peaks: tuple[Input, ...],
-    pace: str = "training-only",
-    peak_missing: str | None = None,
-    missing: str | None = None,
-) -> Derivation:
+def mfu_derivation(*, name: str, flops_per_token: Input, rate: tuple[Input] | tuple[Input, Input], devices: Input,
+                   peaks: tuple[Input, ...], pace: str = "training-only", peak_missing: str | None = None,
+                   missing: str | None = None) -> Derivation:
     """The one MFU formula and its checks (docs/spec.md section 5), for a run and for a launch of ranks.
 
     MFU = F x ``rate`` (``(tokens_per_s,)`` or ``(tokens, seconds)``) / capacity: ``devices`` x one ``peaks`` input,
@@ -132,20 +112,13 @@ def flops_spent(flops_per_token: Quantity, tokens: Quantity, *, unit: str = "tok
     f, t = (input_number(i) for i in inputs)
     if f is None or t is None:
         miss = f"FLOPs per {unit[:-1]} unknown" if f is None else f"{unit} seen unknown"
-        return Derivation(
-            name="flops_spent", formula="F * tokens", value=None, unit="FLOP", inputs=inputs, missing=miss
-        )
+        return Derivation(name="flops_spent", formula="F * tokens", value=None, unit="FLOP", inputs=inputs,
+                          missing=miss)
     return Derivation(name="flops_spent", formula="F * tokens", value=f * t, unit="FLOP", inputs=inputs)
 
 
-def budget_tokens(
-    flops_per_token: Quantity = None,
-    *,
-    tokens: Quantity = None,
-    steps: Quantity = None,
-    tokens_per_step: Quantity = None,
-    flops: Quantity = None,
-) -> Derivation:
+def budget_tokens(flops_per_token: Quantity = None, *, tokens: Quantity = None, steps: Quantity = None,
+                  tokens_per_step: Quantity = None, flops: Quantity = None) -> Derivation:
     """The budget in tokens from exactly one of tokens, steps (x tokens per step) or FLOPs (/ F) (``ValueError``
     otherwise); plain numbers count as ``declared``, ``tokens_per_step`` as ``counted``."""
     given = [k for k, v in (("tokens", tokens), ("steps", steps), ("flops", flops)) if v is not None]
@@ -156,85 +129,47 @@ def budget_tokens(
         )
     if tokens is not None:
         inp = as_input("budget_tokens", tokens, "tokens", "declared", "--budget-tokens")
-        return Derivation(
-            name="budget_tokens",
-            formula="budget_tokens",
-            value=input_number(inp),
-            unit="tokens",
-            inputs=(inp,),
-            missing=None if input_number(inp) is not None else "budget tokens not a number",
-        )
+        return Derivation(name="budget_tokens", formula="budget_tokens", value=input_number(inp), unit="tokens",
+                          inputs=(inp,),
+                          missing=None if input_number(inp) is not None else "budget tokens not a number")
     if steps is not None:
-        inputs = (
-            as_input("budget_steps", steps, "steps", "declared", "--budget-steps"),
-            as_input("tokens_per_step", tokens_per_step, "tokens/step", "counted"),
-        )
+        inputs = (as_input("budget_steps", steps, "steps", "declared", "--budget-steps"),
+                  as_input("tokens_per_step", tokens_per_step, "tokens/step", "counted"))
         s, tps = (input_number(i) for i in inputs)
         value = None if s is None or tps is None else s * tps
-        return Derivation(
-            name="budget_tokens",
-            formula="budget_steps * tokens_per_step",
-            value=value,
-            unit="tokens",
-            inputs=inputs,
-            missing=None if value is not None else "tokens per step not counted yet",
-        )
-    inputs = (
-        as_input("budget_flops", flops, "FLOP", "declared", "--budget-flops"),
-        as_input("F", flops_per_token, "FLOP/token", "detected"),
-    )
+        return Derivation(name="budget_tokens", formula="budget_steps * tokens_per_step", value=value, unit="tokens",
+                          inputs=inputs, missing=None if value is not None else "tokens per step not counted yet")
+    inputs = (as_input("budget_flops", flops, "FLOP", "declared", "--budget-flops"),
+              as_input("F", flops_per_token, "FLOP/token", "detected"))
     b, f = (input_number(i) for i in inputs)
     value = None if b is None or f is None or f <= 0 else b / f
-    return Derivation(
-        name="budget_tokens",
-        formula="budget_flops / F",
-        value=value,
-        unit="tokens",
-        inputs=inputs,
-        missing=None if value is not None else "FLOPs per token unknown",
-    )
+    return Derivation(name="budget_tokens", formula="budget_flops / F", value=value, unit="tokens", inputs=inputs,
+                      missing=None if value is not None else "FLOPs per token unknown")
 
 
-def flops_required(
-    flops_per_token: Quantity,
-    *,
-    tokens: Quantity = None,
-    steps: Quantity = None,
-    tokens_per_step: Quantity = None,
-    flops: Quantity = None,
-) -> Derivation:
+def flops_required(flops_per_token: Quantity, *, tokens: Quantity = None, steps: Quantity = None,
+                   tokens_per_step: Quantity = None, flops: Quantity = None) -> Derivation:
     """FLOPs the whole budget takes: the declared FLOPs, or F x budget tokens (``ValueError`` as :func:`budget_tokens`)."""
     if flops is not None and tokens is None and steps is None:
         inp = as_input("budget_flops", flops, "FLOP", "declared", "--budget-flops")
         value = input_number(inp)
-        return Derivation(
-            name="flops_required",
-            formula="budget_flops",
-            value=value,
-            unit="FLOP",
-            inputs=(inp,),
-            missing=None if value is not None else "budget FLOPs not a number",
-        )
+        return Derivation(name="flops_required", formula="budget_flops", value=value, unit="FLOP", inputs=(inp,),
+                          missing=None if value is not None else "budget FLOPs not a number")
     budget = budget_tokens(flops_per_token, tokens=tokens, steps=steps, tokens_per_step=tokens_per_step, flops=flops)
-    inputs = (
-        as_input("F", flops_per_token, "FLOP/token", "detected"),
-        as_input("budget_tokens", budget, "tokens", "declared"),
-    )
+    inputs = (as_input("F", flops_per_token, "FLOP/token", "detected"),
+              as_input("budget_tokens", budget, "tokens", "declared"))
     f, b = (input_number(i) for i in inputs)
     if f is None or b is None:
         miss = "FLOPs per token unknown" if f is None else (budget.missing or "budget tokens unknown")
-        return Derivation(
-            name="flops_required", formula="F * budget_tokens", value=None, unit="FLOP", inputs=inputs, missing=miss
-        )
+        return Derivation(name="flops_required", formula="F * budget_tokens", value=None, unit="FLOP", inputs=inputs,
+                          missing=miss)
     return Derivation(name="flops_required", formula="F * budget_tokens", value=f * b, unit="FLOP", inputs=inputs)
 
 
 def progress(tokens_seen: Quantity, budget: Quantity) -> Derivation:
     """Fraction of the budget done, clamped to 0..1: tokens_seen / budget_tokens."""
-    inputs = (
-        as_input("tokens_seen", tokens_seen, "tokens", "counted"),
-        as_input("budget_tokens", budget, "tokens", "declared"),
-    )
+    inputs = (as_input("tokens_seen", tokens_seen, "tokens", "counted"),
+              as_input("budget_tokens", budget, "tokens", "declared"))
     seen, total = (input_number(i) for i in inputs)
     formula = "min(1, tokens_seen / budget_tokens)"
     if seen is None or total is None or total <= 0:
@@ -244,9 +179,8 @@ def progress(tokens_seen: Quantity, budget: Quantity) -> Derivation:
             else "tokens seen unknown"
         )
         return Derivation(name="progress", formula=formula, value=None, unit="fraction", inputs=inputs, missing=miss)
-    return Derivation(
-        name="progress", formula=formula, value=min(1.0, max(0.0, seen / total)), unit="fraction", inputs=inputs
-    )
+    return Derivation(name="progress", formula=formula, value=min(1.0, max(0.0, seen / total)), unit="fraction",
+                      inputs=inputs)
 
 
 def parse_peak_args(peak_tflops: object, peak_source: object, dtype: object = None) -> PeakRow | None:
@@ -257,6 +191,5 @@ def parse_peak_args(peak_tflops: object, peak_source: object, dtype: object = No
     if value is None:
         return None
     canonical = "any" if dtype is None else normalize_dtype(dtype)
-    return PeakRow(
-        card="declared", dtype=canonical, tflops=value, source=str(peak_source).strip(), provenance="declared"
-    )
+    return PeakRow(card="declared", dtype=canonical, tflops=value, source=str(peak_source).strip(),
+                   provenance="declared")

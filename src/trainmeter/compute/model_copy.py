@@ -17,8 +17,7 @@ from typing import Any
 _WRAPPERS = ("DistributedDataParallel", "DataParallel")
 _COMPOSABLE_KEY = "__composable_api_state_key"
 _DETACHED_KEYS = ("_trainer", "_fabric", "_device_mesh")  # a LightningModule's links to its run
-_DETACHED_CLASSES = frozenset({"Trainer", "LightningDataModule", "Dataset", "IterableDataset", "DataLoader",
-                               "Fabric"})
+_DETACHED_CLASSES = frozenset({"Trainer", "LightningDataModule", "Dataset", "IterableDataset", "DataLoader", "Fabric"})
 
 
 def _detached(key: str, value: Any) -> bool:

@@ -138,14 +138,8 @@ def _positive_int(name: str, value: object) -> int:
     return number
 
 
-def override_shape(
-    shape: ModelShape,
-    *,
-    layers: int | None = None,
-    d_model: int | None = None,
-    seq_len: int | None = None,
-    vocab: int | None = None,
-) -> ModelShape:
+def override_shape(shape: ModelShape, *, layers: int | None = None, d_model: int | None = None,
+                   seq_len: int | None = None, vocab: int | None = None) -> ModelShape:
     """``shape`` with the given fields (``None``: keep the detected one) declared by the user: provenance
     ``declared``, the flag as source. ``ValueError`` naming the flag for a value that is not a positive integer."""
     out = shape

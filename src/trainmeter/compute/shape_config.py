@@ -175,9 +175,8 @@ def shape_from_config(config: Any) -> ModelShape:
     pos = _read(cfg, "positions")
     if pos is not None and _as_int(pos[0]) is not None:
         ctx = _as_int(pos[0])
-        shape = shape.with_value(
-            "seq_len", ctx, "assumed", f"{pos[1]} (context length; the batch's sequence length replaces it)"
-        )
+        shape = shape.with_value("seq_len", ctx, "assumed",
+                                 f"{pos[1]} (context length; the batch's sequence length replaces it)")
         if family == "gpt2":
             shape = shape.with_value("learned_positions", ctx, family_prov, f"{pos[1]}: learned position table")
     if family is not None and family != "gpt2":
@@ -191,7 +190,6 @@ def shape_from_config(config: Any) -> ModelShape:
         src = f"analytic {layout} parameter count from the config"
         shape = shape.with_value("n_params", n, family_prov, src)
         shape = shape.with_value("n_embedding_params", e, family_prov, src + " (lookup-only tables)")
-        shape = shape.with_value(
-            "n_active_params", active, family_prov, src + (" (top-k experts)" if shape.is_moe else "")
-        )
+        shape = shape.with_value("n_active_params", active, family_prov,
+                                 src + (" (top-k experts)" if shape.is_moe else ""))
     return shape

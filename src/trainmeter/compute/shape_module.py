@@ -151,20 +151,15 @@ def shape_from_module(module: Any) -> ModelShape:
         what = f"{path}: nn.Embedding({table.num_embeddings}, {table.embedding_dim})"
         shape = shape.with_value("d_model", int(table.embedding_dim), "detected", what)
         shape = shape.with_value("vocab", int(table.num_embeddings), "detected", what)
-        shape = shape.with_value(
-            "tied_embeddings",
-            not lookup,
-            "detected",
-            f"{path} shared with a non-embedding module" if not lookup else f"{path} used only as a lookup",
-        )
+        shape = shape.with_value("tied_embeddings", not lookup, "detected",
+            f"{path} shared with a non-embedding module" if not lookup else f"{path} used only as a lookup")
         others = [t for t in tables if t is not token and t[1].embedding_dim == table.embedding_dim]
         if others:
             pos_path, pos, _ = max(others, key=lambda t: t[1].num_embeddings)
             rows = int(pos.num_embeddings)
             shape = shape.with_value("learned_positions", rows, "detected", f"{pos_path}: nn.Embedding({rows}, ...)")
-            shape = shape.with_value(
-                "seq_len", rows, "assumed", f"{pos_path} size (context length; the batch's sequence length replaces it)"
-            )
+            shape = shape.with_value("seq_len", rows, "assumed",
+                                     f"{pos_path} size (context length; the batch's sequence length replaces it)")
     blocks = _repeated_blocks(root, nn)
     if blocks is not None:
         path, items, cls = blocks
@@ -201,9 +196,8 @@ def shape_from_module(module: Any) -> ModelShape:
             merged = merged.with_value(name, getattr(shape, name), found.provenance, found.source)
     if experts is None and from_config.is_moe and from_config.n_active_params and from_config.n_params:
         inactive = from_config.n_params - from_config.n_active_params
-        merged = merged.with_value(
-            "n_active_params", n - inactive, "detected", "counted N minus the config's inactive experts"
-        )
+        merged = merged.with_value("n_active_params", n - inactive, "detected",
+                                   "counted N minus the config's inactive experts")
     elif experts is None and from_config.is_moe:
         merged = merged.with_value("n_active_params", None, "assumed", "")
     return merged
