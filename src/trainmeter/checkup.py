@@ -1,16 +1,8 @@
-"""``tm.doctor()``: what trainmeter can see here, and why not.
+"""``tm.doctor()``: what trainmeter can see here, and why not (docs/spec.md section 8, "Doctor").
 
-One :class:`Check` per line: front end, widget manager, ipykernel and background-thread
-output routing, kernel subshells and JupyterLab's comms-over-subshells setting (the widget's reload
-path depends on them), torch and CUDA, the GPU backend in use (NVML or amdsmi) and its counters per
-device, psutil, and every host patch
-(core/host_patches.py: what it touches, switched on or off, its private names looked up). ``ok`` is ``True``
-(works), ``False`` (should work here but does not; ``fix`` says how) or ``None`` (does
-not apply here, e.g. GPM on a pre-Hopper GPU or NVML on a CPU-only machine).
-
-Never initialises CUDA (only ``torch.cuda.is_available()``/``device_count()``). Imports
-torch when it is installed and not yet imported (the doctor is an explicit request).
-Every probe is injectable for tests. Not thread-sensitive; call from any thread.
+One :class:`Check` per line; ``ok`` is ``True`` (works), ``False`` (should work here but does not; ``fix`` says
+how) or ``None`` (does not apply here). Never initialises CUDA; imports torch when installed (the doctor is an
+explicit request). Every probe is injectable for tests. Any thread.
 """
 
 from __future__ import annotations
@@ -23,13 +15,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from trainmeter.gpu.backend import (
-    REASON_LIBRARY_NOT_FOUND,
-    REASON_MIG,
-    REASON_PYNVML_MISSING,
-    GpuBackend,
-    GpuBackendResult,
-)
+from trainmeter.gpu.backend import (REASON_LIBRARY_NOT_FOUND, REASON_MIG, REASON_PYNVML_MISSING, GpuBackend,
+                                    GpuBackendResult)
 from trainmeter.core.text import printable
 from trainmeter.sizes import format_bytes, format_percent, format_watts
 
@@ -84,17 +71,9 @@ def _major(version: str) -> int | None:
     return int(head) if head.isdigit() else None
 
 
-def doctor(
-    *,
-    backend: GpuBackend | None = None,
-    open_backend: Callable[[], GpuBackendResult] | None = None,
-    ipython: Any = _UNSET,
-    version_of: Callable[[str], str | None] = _version,
-    torch_module: Any = _UNSET,
-    modules: Any = None,
-    env: Any = None,
-    lab_settings: Sequence[str] | None = None,
-) -> list[Check]:
+def doctor(*, backend: GpuBackend | None = None, open_backend: Callable[[], GpuBackendResult] | None = None,
+           ipython: Any = _UNSET, version_of: Callable[[str], str | None] = _version, torch_module: Any = _UNSET,
+           modules: Any = None, env: Any = None, lab_settings: Sequence[str] | None = None) -> list[Check]:
     """Run every check; never raises.
 
     Args:
@@ -159,14 +138,10 @@ def _host_patch_checks(env: Any, modules: Any) -> list[Check]:
 
 def _front_end(shell: Any, colab: bool, env: Any) -> Check:
     if shell is None:
-        return Check(
-            name="front end", ok=None, detail="not inside IPython/Jupyter: output is plain text, no widget"
-        )
+        return Check(name="front end", ok=None, detail="not inside IPython/Jupyter: output is plain text, no widget")
     kind = type(shell).__name__
     if kind == "TerminalInteractiveShell":
-        return Check(
-            name="front end", ok=None, detail="IPython in a terminal: output is plain text, no widget"
-        )
+        return Check(name="front end", ok=None, detail="IPython in a terminal: output is plain text, no widget")
     where = "Google Colab" if colab else ("VS Code" if "VSCODE_PID" in env else "Jupyter")
     return Check(name="front end", ok=True, detail=f"{where} kernel ({kind})")
 
@@ -175,12 +150,9 @@ def _widgets(version_of: Callable[[str], str | None], colab: bool, shell: Any) -
     anywidget, ipywidgets = version_of("anywidget"), version_of("ipywidgets")
     missing = [n for n, v in (("anywidget", anywidget), ("ipywidgets", ipywidgets)) if v is None]
     if missing:
-        return Check(
-            name="widget manager",
-            ok=False if shell is not None else None,
-            detail=f"{' and '.join(missing)} not installed: the live widget falls back to text",
-            fix=f"pip install {' '.join(missing)}, then restart the kernel",
-        )
+        return Check(name="widget manager", ok=False if shell is not None else None,
+                     detail=f"{' and '.join(missing)} not installed: the live widget falls back to text",
+                     fix=f"pip install {' '.join(missing)}, then restart the kernel")
     detail = (
         f"anywidget {anywidget}, ipywidgets {ipywidgets}; "
         "the front end's widget manager shows itself when the widget renders"
@@ -228,9 +200,7 @@ def _torch_checks(torch: Any) -> tuple[list[Check], int | None]:
         checks.append(Check(name="CUDA", ok=False, detail=f"torch.cuda failed: {exc}"))
         return checks, None
     if cuda_version is None:
-        checks.append(
-            Check(name="CUDA", ok=None, detail="CPU-only torch build: no GPU training, no allocator memory")
-        )
+        checks.append(Check(name="CUDA", ok=None, detail="CPU-only torch build: no GPU training, no allocator memory"))
     elif not available:
         checks.append(
             Check(
@@ -241,15 +211,12 @@ def _torch_checks(torch: Any) -> tuple[list[Check], int | None]:
             )
         )
     else:
-        checks.append(
-            Check(name="CUDA", ok=True, detail=f"CUDA {cuda_version}, {count} device(s) visible to torch")
-        )
+        checks.append(Check(name="CUDA", ok=True, detail=f"CUDA {cuda_version}, {count} device(s) visible to torch"))
     return checks, count
 
 
-def _gpu_checks(
-    backend: GpuBackend | None, open_backend: Callable[[], GpuBackendResult] | None, cuda_count: int | None
-) -> list[Check]:
+def _gpu_checks(backend: GpuBackend | None, open_backend: Callable[[], GpuBackendResult] | None,
+                cuda_count: int | None) -> list[Check]:
     owned = False
     reason = None
     if backend is None:
@@ -280,14 +247,8 @@ def _nvml_missing(reason: str, cuda_count: int | None) -> Check:
     no_gpu_here = not cuda_count and reason == REASON_LIBRARY_NOT_FOUND
     if no_gpu_here:
         return Check(name="NVML", ok=None, detail=f"{reason}; GPU counters and the ladder are not available")
-    fix = (
-        "pip install nvidia-ml-py"
-        if reason == REASON_PYNVML_MISSING
-        else "check the NVIDIA driver with nvidia-smi"
-    )
-    return Check(
-        name="NVML", ok=False, detail=f"{reason}; GPU counters and the ladder are not available", fix=fix
-    )
+    fix = ("pip install nvidia-ml-py" if reason == REASON_PYNVML_MISSING else "check the NVIDIA driver with nvidia-smi")
+    return Check(name="NVML", ok=False, detail=f"{reason}; GPU counters and the ladder are not available", fix=fix)
 
 
 def _device_checks(backend: GpuBackend) -> list[Check]:
@@ -302,13 +263,7 @@ def _device_checks(backend: GpuBackend) -> list[Check]:
         info = backend.device_info(i)
         if info.reason:
             checks.append(
-                Check(
-                    name=f"GPU {i}",
-                    ok=False,
-                    detail=info.reason,
-                    fix="run as a user allowed to open this GPU",
-                )
-            )
+                Check(name=f"GPU {i}", ok=False, detail=info.reason, fix="run as a user allowed to open this GPU"))
             continue
         mem = "" if info.mem_total_bytes is None else f", {format_bytes(info.mem_total_bytes)}"
         detail = f"{info.name} ({info.uuid}){mem}"
@@ -334,9 +289,7 @@ def _gpm_check(index: int, supported: bool, reason: str | None) -> Check:
     if "driver" in reason:
         return Check(name=name, ok=False, detail=reason, fix="upgrade the NVIDIA driver to R525 or newer")
     if "permission" in reason:
-        return Check(
-            name=name, ok=False, detail=reason, fix="ask the administrator to allow GPM/profiling counters"
-        )
+        return Check(name=name, ok=False, detail=reason, fix="ask the administrator to allow GPM/profiling counters")
     if reason == REASON_MIG:
         return Check(name=name, ok=None, detail=reason)
     return Check(name=name, ok=None, detail=f"{reason}; the ladder stops at GPU-Util (plus MFU)")

@@ -1,26 +1,9 @@
 """Sizes and units: parsing ``20B`` or ``1e21`` for budgets and flags, and the one number formatter.
 
-Every text sink prints numbers through these functions: the text line, passport.md,
-the widget's tiles and static snapshot, the compare table, ``%trainmeter runs`` and
-doctor; js/src/format.ts prints the same text for the widget (docs/spec.md, "Number
-formats"):
-
-- counts (steps, tokens): whole ones below 10,000 exactly (``950``, ``1,150``), SI above
-  (``12.3k``, ``125k``, ``1.2M``, ``20.0B``); a pair (``done / total``) gains digits
-  rather than read the same;
-- scalars (loss, grad norm): 4 significant figures (``2.346``, ``1.23e-5``); learning
-  rates in exponent form (``3.00e-04``);
-- rates: ``850 tok/s``, ``42.2 tok/s``, ``49.1k tok/s``;
-- FLOPs and joules: SI prefixes (``728 GFLOP``, ``312 TFLOP/s``, ``59.1 kJ``);
-- bytes: binary (``512 B``, ``369 MiB``, ``21.9 GiB``);
-- shares (0-1 fractions, MFU): percentages (``42.3%``);
-- time: a clock ``h:mm:ss`` for elapsed time and ETAs (``0:01:15``); spans in seconds
-  below a minute (``0.35 s``, ``12.5 s``), the clock from a minute up.
-
-A missing or non-finite value prints as :data:`MISSING`. Rounding is Python's (half to
-even on the binary value); the JS side reproduces it. tests/fixtures/format_cases.json
-holds the cases, read by tests/test_sizes.py and js/tests/format.test.ts. Pure
-functions, any thread.
+Every text sink prints numbers through these functions, and js/src/format.ts prints the same text for the widget:
+the rules (counts, scalars, rates, FLOPs, bytes, shares, times; :data:`MISSING` for a missing or non-finite value)
+are docs/spec.md section 12, "Number formats"; tests/fixtures/format_cases.json holds the cases both sides read.
+Pure functions, any thread.
 """
 
 from __future__ import annotations
@@ -34,21 +17,8 @@ _SIZE_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]?)\
 
 
 def parse_size(text: str | int | float, *, flag: str, integer: bool = True) -> float:
-    """Return the number a size string denotes.
-
-    Accepts plain numbers (``20000``, ``1e21``, ``2.5``) and the suffixes K, M,
-    B (or G) and T, case-insensitive (``20B`` is 20 x 1e9).
-
-    Args:
-        text: The value as typed, or a number.
-        flag: The flag or keyword it came from, named in the error.
-        integer: Whether the result must be a whole number (tokens, steps).
-
-    Returns:
-        The value as a float (a whole number when ``integer``).
-
-    Raises:
-        ValueError: Naming the bad value and what is valid.
+    """The number (a float; whole when ``integer``) a size denotes: a number, or text with an optional K, M, B (or G)
+    or T suffix, case-insensitive (``20B`` is 20 x 1e9); ``ValueError`` naming ``flag``, the value and what is valid.
 
     Examples:
         >>> parse_size("2B", flag="--budget-tokens")
@@ -68,9 +38,8 @@ def parse_size(text: str | int | float, *, flag: str, integer: bool = True) -> f
         value = float(match.group(1)) * _SUFFIXES[match.group(2).upper()]
     if not math.isfinite(value) or value <= 0:
         raise ValueError(f"invalid value {text!r} for {flag}: expected {hint}")
-    if integer:
-        if value != math.floor(value):
-            raise ValueError(f"invalid value {text!r} for {flag}: expected a whole number, {hint}")
+    if integer and value != math.floor(value):
+        raise ValueError(f"invalid value {text!r} for {flag}: expected a whole number, {hint}")
     return value
 
 
