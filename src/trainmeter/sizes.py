@@ -8,8 +8,10 @@ Pure functions, any thread.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
+from collections.abc import Callable
 from typing import Any
 
 _SUFFIXES: dict[str, float] = {"": 1.0, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12}
@@ -61,6 +63,16 @@ def _num(value: Any) -> float | None:
     return v if math.isfinite(v) else None
 
 
+def _numeric(fn: Callable[..., str]) -> Callable[..., str]:
+    """``fn`` on its first argument as a finite float; :data:`MISSING` for a missing or non-finite one."""
+    @functools.wraps(fn)
+    def formatted(value: Any, *args: Any, **kwargs: Any) -> str:
+        v = _num(value)
+        return MISSING if v is None else fn(v, *args, **kwargs)
+
+    return formatted
+
+
 def _mantissa(v: float) -> str:
     text = f"{v:.1f}"
     return f"{v:.0f}" if abs(float(text)) >= 100 else text  # 99.96 is "100", not "100.0"
@@ -79,11 +91,9 @@ def _scaled(value: float, base: float, units: tuple[str, ...]) -> tuple[str, str
     return text, units[i]
 
 
-def format_number(value: Any) -> str:
+@_numeric
+def format_number(v: float) -> str:
     """A scalar (loss, grad norm): 4 significant figures (``2.346``, ``0.0123``, ``1.23e-5``, ``12.3k``)."""
-    v = _num(value)
-    if v is None:
-        return MISSING
     if v == 0:
         return "0"
     if not 1e-3 <= abs(float(f"{v:.2e}")) < 1e15:  # exponent form outside 0.001 to 999T
@@ -96,22 +106,20 @@ def format_number(value: Any) -> str:
     return f"{rounded:g}"
 
 
-def format_scientific(value: Any) -> str:
+@_numeric
+def format_scientific(v: float) -> str:
     """A learning rate: always 3 significant figures in exponent form (``3.00e-04``)."""
-    v = _num(value)
-    return MISSING if v is None else f"{v:.2e}"
+    return f"{v:.2e}"
 
 
-def format_count(value: Any) -> str:
+@_numeric
+def format_count(v: float) -> str:
     """Counts (steps, tokens, parameters): whole ones below :data:`COUNT_EXACT_BELOW` exactly, SI above.
 
     Examples:
         >>> format_count(1150), format_count(125_000), format_count(2_000_000_000)
         ('1,150', '125k', '2.0B')
     """
-    v = _num(value)
-    if v is None:
-        return MISSING
     if abs(v) < COUNT_EXACT_BELOW and v == int(v):
         return f"{int(v):,}"
     if abs(v) < 1000:
@@ -135,79 +143,65 @@ def format_count_pair(done: Any, total: Any) -> tuple[str, str]:
     return a, b
 
 
-def format_integer(value: Any) -> str:
+@_numeric
+def format_integer(v: float) -> str:
     """An integer with thousands separators (``12,345``): the step."""
-    v = _num(value)
-    return MISSING if v is None else f"{round(v):,}"
+    return f"{round(v):,}"
 
 
-def format_bytes(value: Any) -> str:
+@_numeric
+def format_bytes(v: float) -> str:
     """Binary bytes: ``512 B``, ``1.5 KiB``, ``23.4 GiB``."""
-    v = _num(value)
-    if v is None:
-        return MISSING
     if abs(round(v)) < 1024:
         return f"{round(v)} B"
     text, unit = _scaled(v, 1024.0, _IEC)
     return f"{text} {unit}"
 
 
-def format_gib(value_bytes: Any, whole: bool = False) -> str:
+@_numeric
+def format_gib(v: float, whole: bool = False) -> str:
     """Bytes as a bare GiB number for the text line (``71.2``; whole from 10 GiB with ``whole``: ``80``)."""
-    v = _num(value_bytes)
-    if v is None:
-        return MISSING
     gib = v / 2**30
     return f"{gib:.0f}" if whole and gib >= 10 else f"{gib:.1f}"
 
 
-def format_percent(fraction: Any) -> str:
+@_numeric
+def format_percent(v: float) -> str:
     """A 0-1 share (MFU, goodput) as a percentage: ``0.423`` -> ``42.3%``; two decimals below 0.1%."""
-    v = _num(fraction)
-    if v is None:
-        return MISSING
     pct = v * 100
     return f"{pct:.2f}%" if pct != 0 and abs(pct) < 0.1 else f"{pct:.1f}%"
 
 
-def format_flops(value: Any, *, per_second: bool = False) -> str:
+@_numeric
+def format_flops(v: float, *, per_second: bool = False) -> str:
     """FLOPs with SI prefixes: ``728 GFLOP``, ``1.2 PFLOP``, ``312 TFLOP/s``."""
-    v = _num(value)
-    if v is None:
-        return MISSING
     text, prefix = _scaled(v, 1000.0, _SI_PREFIX)
     return f"{text} {prefix}FLOP" + ("/s" if per_second else "")
 
 
-def format_joules(value: Any) -> str:
+@_numeric
+def format_joules(v: float) -> str:
     """Energy with SI prefixes: ``512 J``, ``59.1 kJ``, ``1.2 MJ``."""
-    v = _num(value)
-    if v is None:
-        return MISSING
     text, prefix = _scaled(v, 1000.0, _SI_PREFIX)
     return f"{text} {prefix}J"
 
 
-def format_watts(value: Any) -> str:
+@_numeric
+def format_watts(v: float) -> str:
     """Power in whole watts: ``312 W``."""
-    v = _num(value)
-    return MISSING if v is None else f"{v:.0f} W"
+    return f"{v:.0f} W"
 
 
-def format_duration(seconds: Any) -> str:
+@_numeric
+def format_duration(v: float) -> str:
     """A clock, ``h:mm:ss`` (``0:01:15``): elapsed time and ETAs everywhere; negative clamps to 0."""
-    v = _num(seconds)
-    if v is None:
-        return MISSING
     total = max(0, round(v))
     return f"{total // 3600}:{total % 3600 // 60:02d}:{total % 60:02d}"
 
 
-def format_seconds(seconds: Any) -> str:
+@_numeric
+def format_seconds(v: float) -> str:
     """A span (phase time, seconds per step): ``0.35 s``, ``12.5 s``, the clock from a minute up."""
-    v = _num(seconds)
-    if v is None:
-        return MISSING
     v = max(0.0, v)
     if float(f"{v:.1f}") >= 60:
         return format_duration(v)
@@ -221,11 +215,9 @@ def format_seconds(seconds: Any) -> str:
     return f"{short:g} s"
 
 
-def format_rate(value: Any, label: str = "tok/s") -> str:
+@_numeric
+def format_rate(v: float, label: str = "tok/s") -> str:
     """Per-second rates: ``850 tok/s``, ``42.2 tok/s``, ``12.3k tok/s``; the bare number when ``label`` is ``""``."""
-    v = _num(value)
-    if v is None:
-        return MISSING
     text = _mantissa(v)
     if abs(float(text)) >= 1000:
         text = "".join(_scaled(v, 1000.0, _SI_COUNT))

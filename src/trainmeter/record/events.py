@@ -249,6 +249,15 @@ def _take(line: bytes, kinds: Collection[str] | None, needles: tuple[bytes, ...]
     return record
 
 
+def _take_last(line: bytes, torn: bool, kinds: Collection[str] | None, needles: tuple[bytes, ...],
+               stats: ReadStats | None) -> Record | None:
+    """:func:`_take`, where a ``torn`` last line that is no record counts as ``torn_last_line``, not as skipped."""
+    record = _take(line, kinds, needles, None if torn else stats)
+    if torn and record is None and stats is not None and line.strip() and parse_line(line) is None:
+        stats.torn_last_line = True
+    return record
+
+
 def iter_events(path: Path, *, kinds: Collection[str] | None = None, stats: ReadStats | None = None,
                 max_bytes: int | None = None) -> Iterator[Record]:
     """Every record of the log at ``path``, in order (``kinds``: only those; other lines are not parsed).
@@ -268,9 +277,7 @@ def iter_events(path: Path, *, kinds: Collection[str] | None = None, stats: Read
             torn = not whole  # only the last line can be
             if stats is not None:
                 stats.bytes_read += len(line)
-            record = _take(line, kinds, needles, None if torn else stats)
-            if torn and record is None and stats is not None and line.strip() and parse_line(line) is None:
-                stats.torn_last_line = True
+            record = _take_last(line, torn, kinds, needles, stats)
             if record is not None:
                 yield record
 
@@ -336,9 +343,7 @@ def _backwards(path: Path, max_bytes: int, kinds: Collection[str] | None, stats:
                 rest = lines[0]  # may go on in the bytes before this block
                 for line in reversed(lines[1:]):
                     torn, newest = newest, False  # the piece after the last newline: a torn last line if any
-                    record = _take(line, kinds, needles, None if torn else stats)
-                    if torn and record is None and stats is not None and line.strip() and parse_line(line) is None:
-                        stats.torn_last_line = True
+                    record = _take_last(line, torn, kinds, needles, stats)
                     if record is not None:
                         yield record
             if low == 0:  # the file's first line, whole
