@@ -15,8 +15,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from trainmeter.gpu.backend import (REASON_LIBRARY_NOT_FOUND, REASON_MIG, REASON_PYNVML_MISSING, GpuBackend,
-                                    GpuBackendResult)
+from trainmeter.gpu.backend import (
+    REASON_LIBRARY_NOT_FOUND,
+    REASON_MIG,
+    REASON_PYNVML_MISSING,
+    GpuBackend,
+    GpuBackendResult,
+    quietly,
+)
 from trainmeter.core.text import printable
 from trainmeter.sizes import format_bytes, format_percent, format_watts
 
@@ -102,16 +108,9 @@ def doctor(*, backend: GpuBackend | None = None, open_backend: Callable[[], GpuB
     checks.extend(torch_checks)
     checks.extend(_gpu_checks(backend, open_backend, cuda_count))
     psutil_version = version_of("psutil")
-    checks.append(
-        Check(name="psutil", ok=True, detail=f"psutil {psutil_version}: host CPU and memory are sampled")
-        if psutil_version
-        else Check(
-            name="psutil",
-            ok=False,
-            detail="psutil is not installed: no host CPU/memory panel",
-            fix="pip install psutil",
-        )
-    )
+    checks.append(Check(name="psutil", ok=True, detail=f"psutil {psutil_version}: host CPU and memory are sampled")
+                  if psutil_version else Check(name="psutil", ok=False, fix="pip install psutil",
+                                               detail="psutil is not installed: no host CPU/memory panel"))
     checks.extend(_host_patch_checks(env, modules))
     return checks
 
@@ -123,8 +122,7 @@ def _host_patch_checks(env: Any, modules: Any) -> list[Check]:
     checks: list[Check] = []
     unknown = host_patches.unknown_keys(env)
     if unknown:
-        checks.append(Check(name=host_patches.DISABLE_ENV, ok=False,
-                            detail=f"unknown key(s): {', '.join(unknown)}",
+        checks.append(Check(name=host_patches.DISABLE_ENV, ok=False, detail=f"unknown key(s): {', '.join(unknown)}",
                             fix=f"use the valid keys: {', '.join(host_patches.KEYS)}"))
     for patch, on, why, result in host_patches.report(env, modules):
         refused = on and result.ok is False and patch.fallback is None
@@ -153,13 +151,9 @@ def _widgets(version_of: Callable[[str], str | None], colab: bool, shell: Any) -
         return Check(name="widget manager", ok=False if shell is not None else None,
                      detail=f"{' and '.join(missing)} not installed: the live widget falls back to text",
                      fix=f"pip install {' '.join(missing)}, then restart the kernel")
-    detail = (
-        f"anywidget {anywidget}, ipywidgets {ipywidgets}; "
-        "the front end's widget manager shows itself when the widget renders"
-    )
-    fix = None
-    if colab:
-        fix = "in Colab run: from google.colab import output; output.enable_custom_widget_manager()"
+    detail = (f"anywidget {anywidget}, ipywidgets {ipywidgets}; the front end's widget manager shows itself when the "
+              "widget renders")
+    fix = "in Colab run: from google.colab import output; output.enable_custom_widget_manager()" if colab else None
     return Check(name="widget manager", ok=True, detail=detail, fix=fix)
 
 
@@ -169,10 +163,8 @@ def _ipykernel(version_of: Callable[[str], str | None], shell: Any) -> Check:
         return Check(name="ipykernel", ok=None if shell is None else False, detail="ipykernel not installed")
     major = _major(version)
     if major is not None and major >= 7:
-        detail = (
-            f"ipykernel {version}: output from background threads reaches a cell only with "
-            "explicit parent routing; trainmeter routes its thread output to the cell that started the run"
-        )
+        detail = (f"ipykernel {version}: output from background threads reaches a cell only with explicit parent "
+                  "routing; trainmeter routes its thread output to the cell that started the run")
     else:
         detail = f"ipykernel {version}: background-thread output goes to the most recently run cell"
     return Check(name="ipykernel", ok=True, detail=detail)
@@ -202,14 +194,8 @@ def _torch_checks(torch: Any) -> tuple[list[Check], int | None]:
     if cuda_version is None:
         checks.append(Check(name="CUDA", ok=None, detail="CPU-only torch build: no GPU training, no allocator memory"))
     elif not available:
-        checks.append(
-            Check(
-                name="CUDA",
-                ok=False,
-                detail=f"torch built for CUDA {cuda_version} but no GPU is usable",
-                fix="check the NVIDIA driver (nvidia-smi) and CUDA_VISIBLE_DEVICES",
-            )
-        )
+        checks.append(Check(name="CUDA", ok=False, detail=f"torch built for CUDA {cuda_version} but no GPU is usable",
+                            fix="check the NVIDIA driver (nvidia-smi) and CUDA_VISIBLE_DEVICES"))
     else:
         checks.append(Check(name="CUDA", ok=True, detail=f"CUDA {cuda_version}, {count} device(s) visible to torch"))
     return checks, count
@@ -237,10 +223,7 @@ def _gpu_checks(backend: GpuBackend | None, open_backend: Callable[[], GpuBacken
         return [Check(name="NVML", ok=False, detail=f"reading GPUs failed: {exc}")]
     finally:
         if owned:
-            try:
-                backend.close()
-            except Exception:  # noqa: BLE001, S110
-                pass
+            quietly(backend.close)
 
 
 def _nvml_missing(reason: str, cuda_count: int | None) -> Check:

@@ -16,8 +16,18 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from trainmeter.compute.flop_count import (Call, CountedFlops, Unit, _copied, _counted_pass, _failure, _inputs, _result,
-                                           counted_flops_per_token, kept_from)
+from trainmeter.compute.flop_count import (
+    Call,
+    CountedFlops,
+    Unit,
+    _copied,
+    _counted_pass,
+    _failure,
+    _inputs,
+    _result,
+    counted_flops_per_token,
+    kept_from,
+)
 
 
 def _compiled_anything() -> bool:

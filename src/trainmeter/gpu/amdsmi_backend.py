@@ -12,8 +12,15 @@ import threading
 from typing import Any
 
 from trainmeter.core.clock import Clock, MonotonicClock
-from trainmeter.gpu.backend import (GPM_FIELDS, GpuBackendResult, GpuDeviceInfo, GpuSample, GpuUnavailableError, opened,
-                                    quietly)
+from trainmeter.gpu.backend import (
+    GPM_FIELDS,
+    GpuBackendResult,
+    GpuDeviceInfo,
+    GpuSample,
+    GpuUnavailableError,
+    opened,
+    quietly,
+)
 
 BACKEND_NAME = "amdsmi"
 REASON_AMDSMI_MISSING = ("the amdsmi package (ROCm's Python SMI bindings) is not installed; install the one "

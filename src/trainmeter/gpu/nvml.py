@@ -14,9 +14,20 @@ from collections.abc import Iterable
 from typing import Any
 
 from trainmeter.core.clock import Clock, MonotonicClock
-from trainmeter.gpu.backend import (REASON_DRIVER_NOT_LOADED, REASON_ENERGY_WHAT, REASON_LIBRARY_NOT_FOUND,
-                                    REASON_NO_DEVICES, REASON_PYNVML_MISSING, GpuBackendResult, GpuDeviceInfo,
-                                    GpuSample, GpuUnavailableError, opened, quietly, throttle_reason_names)
+from trainmeter.gpu.backend import (
+    REASON_DRIVER_NOT_LOADED,
+    REASON_ENERGY_WHAT,
+    REASON_LIBRARY_NOT_FOUND,
+    REASON_NO_DEVICES,
+    REASON_PYNVML_MISSING,
+    GpuBackendResult,
+    GpuDeviceInfo,
+    GpuSample,
+    GpuUnavailableError,
+    opened,
+    quietly,
+    throttle_reason_names,
+)
 from trainmeter.gpu.nvml_device import free_gpm, open_device, query, sample_device
 
 __all__ = ["CLOSE_LOCK_TIMEOUT_S", "NvmlBackend", "open_nvml", "throttle_reason_names"]

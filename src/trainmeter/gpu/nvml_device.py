@@ -13,11 +13,25 @@ import threading
 from collections.abc import Callable, Collection
 from typing import Any
 
-from trainmeter.gpu.backend import (MIG_GPM_WHAT, REASON_GPM_DRIVER_TOO_OLD, REASON_GPM_NO_PERMISSION,
-                                    REASON_GPM_NOT_SUPPORTED, REASON_GPU_LOST, REASON_MIG, REASON_MIG_GPM_NOT_SUPPORTED,
-                                    REASON_MIG_NO_INSTANCES, REASON_PROCESS_NOT_LISTED, GpuDeviceInfo, GpuSample,
-                                    GpuUnavailableError, MigGpmSample, reason_driver_too_old, reason_no_permission,
-                                    reason_not_supported, throttle_reason_names)
+from trainmeter.gpu.backend import (
+    MIG_GPM_WHAT,
+    REASON_GPM_DRIVER_TOO_OLD,
+    REASON_GPM_NO_PERMISSION,
+    REASON_GPM_NOT_SUPPORTED,
+    REASON_GPU_LOST,
+    REASON_MIG,
+    REASON_MIG_GPM_NOT_SUPPORTED,
+    REASON_MIG_NO_INSTANCES,
+    REASON_PROCESS_NOT_LISTED,
+    GpuDeviceInfo,
+    GpuSample,
+    GpuUnavailableError,
+    MigGpmSample,
+    reason_driver_too_old,
+    reason_no_permission,
+    reason_not_supported,
+    throttle_reason_names,
+)
 from trainmeter.gpu.nvml_gpm import GpmPair, GpmResult, all_missing
 
 NVML_MEMORY_V2 = 0x02000028  # nvmlMemory_v2's version tag: nvmlDeviceGetMemoryInfo counts reserved memory apart

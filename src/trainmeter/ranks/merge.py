@@ -16,8 +16,12 @@ from typing import Any
 from trainmeter.core.provenance import Derivation, Input
 from trainmeter.ranks.follow import SEAT_PREFIXES
 from trainmeter.ranks.identity import this_node
-from trainmeter.ranks.launch_mfu import (RankCompute, launch_mfu_figures, rank_compute_from_interval,
-                                         rank_compute_from_passport)
+from trainmeter.ranks.launch_mfu import (
+    RankCompute,
+    launch_mfu_figures,
+    rank_compute_from_interval,
+    rank_compute_from_passport,
+)
 from trainmeter.ranks.stragglers import repeated_offenders, score_ranks, with_repeats
 from trainmeter.record.events import LOG_FILE, head, last_of_kinds, tail
 from trainmeter.record.safe_read import PASSPORT_TYPES, read_json

@@ -77,8 +77,7 @@ def score_ranks(timings: dict[int | str, dict[str, Any]], data_wait_share: dict[
         best = timings[rank].get(f"best_window_{figure}")
         latest = _latest(timings[rank], figure)
         own = latest / best if best and latest is not None and best > 0 else None
-        scores.append(RankScore(rank=rank, seconds_per_step=value,
-                                vs_median=value / median if median > 0 else 1.0,
+        scores.append(RankScore(rank=rank, seconds_per_step=value, vs_median=value / median if median > 0 else 1.0,
                                 vs_fastest=value / fastest if fastest > 0 else 1.0, vs_own_best=own))
     scores.sort(key=lambda s: s.seconds_per_step, reverse=True)
     slow = scores[0]

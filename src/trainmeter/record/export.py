@@ -96,11 +96,9 @@ def to_pandas(run_dir: Path) -> RunFrames:
         notes.append(f"{odd} records of the wrong types left out")
     if read.lines_skipped:
         notes.append(f"{read.lines_skipped} unreadable lines of the run log skipped")
-    s = pd.DataFrame({
-        "name": pd.Categorical(series["name"]), "x_kind": pd.Categorical(series["x_kind"]),
-        "step": pd.array(series["step"], dtype="int64"), "t_s": pd.array(series["t_s"], dtype="float64"),
-        "value": pd.array(series["value"], dtype="float64"),
-    })
+    s = pd.DataFrame({"name": pd.Categorical(series["name"]), "x_kind": pd.Categorical(series["x_kind"]),
+                      "step": pd.array(series["step"], dtype="int64"), "t_s": pd.array(series["t_s"], dtype="float64"),
+                      "value": pd.array(series["value"], dtype="float64")})
     st = pd.DataFrame({"step": pd.array(steps["step"], dtype="int64"), "t_s": pd.array(steps["t_s"], dtype="float64"),
                        "tokens": pd.array(steps["tokens"], dtype="int64")})
     try:

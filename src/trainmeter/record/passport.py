@@ -14,8 +14,15 @@ from trainmeter.core.throughput import ratio
 from trainmeter.record.environment import describe_environment
 from trainmeter.record.runlog import json_lines, write_file_atomic
 from trainmeter.record.view import RunView
-from trainmeter.sizes import (format_bytes, format_duration, format_integer, format_number, format_percent, format_rate,
-                              format_seconds)
+from trainmeter.sizes import (
+    format_bytes,
+    format_duration,
+    format_integer,
+    format_number,
+    format_percent,
+    format_rate,
+    format_seconds,
+)
 
 PASSPORT_SCHEMA_VERSION = 1
 

@@ -10,8 +10,18 @@ from typing import Any
 from trainmeter.options import DEFAULT_RUN_ROOT
 from trainmeter.record.events import LOG_FILE, ReadStats, Record, iter_events, last_of_kinds, read_events
 from trainmeter.record.runs_table import (  # the runs table, re-exported (``trainmeter.record.runs.runs_table``)
-    PASSPORT_FILE, RUN_COLUMNS, RUNS_SHOWN, RunRow, RunsTable, _finite, format_runs, log_tail_summary, run_folders,
-    run_row, runs_table)
+    PASSPORT_FILE,
+    RUN_COLUMNS,
+    RUNS_SHOWN,
+    RunRow,
+    RunsTable,
+    _finite,
+    format_runs,
+    log_tail_summary,
+    run_folders,
+    run_row,
+    runs_table,
+)
 from trainmeter.record.safe_read import PASSPORT_TYPES, exists, read_json, wrong_type
 from trainmeter.sizes import format_bytes
 
