@@ -56,19 +56,9 @@ def reason_driver_too_old(what: str) -> str:
     return f"{what}: the NVIDIA driver is too old (function not found)"
 
 
-THROTTLE_REASON_BITS: tuple[tuple[int, str], ...] = (
-    (0x1, "gpu_idle"),
-    (0x2, "applications_clocks_setting"),
-    (0x4, "sw_power_cap"),
-    (0x8, "hw_slowdown"),
-    (0x10, "sync_boost"),
-    (0x20, "sw_thermal_slowdown"),
-    (0x40, "hw_thermal_slowdown"),
-    (0x80, "hw_power_brake_slowdown"),
-    (0x100, "display_clock_setting"),
-    (0x200, "board_limit"),
-    (0x400, "reliability"),
-)
+THROTTLE_REASON_BITS: tuple[tuple[int, str], ...] = tuple((1 << i, name) for i, name in enumerate((
+    "gpu_idle", "applications_clocks_setting", "sw_power_cap", "hw_slowdown", "sync_boost", "sw_thermal_slowdown",
+    "hw_thermal_slowdown", "hw_power_brake_slowdown", "display_clock_setting", "board_limit", "reliability")))
 """NVML clock-event (throttle) reason bits and the names used in ``throttle_reasons``."""
 
 
@@ -97,23 +87,10 @@ class GpuUnavailableError(Exception):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class GpuDeviceInfo:
-    """Static facts about one NVML device.
-
-    Attributes:
-        index: NVML index (not the CUDA ordinal).
-        name: Product name as NVML reports it, e.g. ``"NVIDIA H100 80GB HBM3"``.
-        uuid: ``"GPU-..."`` UUID; the key to map CUDA devices to NVML devices.
-        mem_total_bytes: Device memory in bytes; ``None`` if unreadable.
-        mig_enabled: Whether MIG mode is on; ``None`` if unknown / not applicable.
-        gpm_supported: Whether trainmeter reads GPM (SM/tensor/DRAM activity) on it.
-        gpm_reason: Why GPM is not read, when ``gpm_supported`` is False.
-        pci_bus_id: PCI bus id (``"00000000:41:00.0"``) or ``None``.
-        pci_device_id: PCI device id, the upper 16 bits of NVML's ``pciDeviceId`` (``0x2330`` for H100 SXM), or
-            ``None`` if unreadable; settles a product name that does not say its variant.
-        mig_instances: ``(gpu_instance_id, "MIG-..." UUID)`` of each MIG GPU instance NVML lists on a
-            MIG-enabled GPU (one per GPU instance), ``()`` otherwise.
-        reason: Set when the device cannot be opened at all (e.g. no permission).
-    """
+    """Static facts about one NVML device: its NVML index (not the CUDA ordinal), product name, ``"GPU-..."`` UUID (how
+    CUDA devices map to it), memory in bytes, MIG mode, whether GPM is read (else ``gpm_reason``), PCI bus id and
+    device id (``pciDeviceId >> 16``: settles a name that does not say its variant), ``(gpu_instance_id, "MIG-..."
+    UUID)`` of each MIG GPU instance, and ``reason`` when it cannot be opened at all. ``None``: unreadable."""
 
     index: int
     name: str
@@ -130,16 +107,9 @@ class GpuDeviceInfo:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MigGpmSample:
-    """GPM of one MIG GPU instance (``nvmlGpmMigSampleGet`` on the parent GPU's handle). Immutable.
-
-    Attributes:
-        gpu_instance_id: The MIG GPU instance id.
-        uuid: The instance's ``MIG-...`` UUID, or ``""``.
-        values: :data:`GPM_FIELDS` name to value (fractions 0-1, bytes/s), averages over ``gpm_window_s``;
-            only the fields read.
-        gpm_window_s: Length of the interval the values average over, seconds; ``None`` before two samples.
-        unavailable: ``(field, reason)`` pairs for the GPM fields not read.
-    """
+    """GPM of one MIG GPU instance (``nvmlGpmMigSampleGet``; its ``MIG-...`` UUID or ``""``). Immutable: ``values``
+    by :data:`GPM_FIELDS` name (fractions, bytes/s) over ``gpm_window_s`` seconds (``None`` before two samples), and
+    ``(field, reason)`` for the fields not read."""
 
     gpu_instance_id: int
     uuid: str = ""
@@ -156,34 +126,18 @@ class GpuSample:
     ``gpm_window_s`` ending at ``t_s``. A field the device cannot give is ``None`` (:meth:`unavailable_reason`).
 
     Attributes:
-        index: NVML index of the device.
-        t_s: Backend clock reading (seconds) when the sample was taken.
-        util_gpu: NVML GPU-Util: fraction of time at least one kernel ran (amdsmi: GFX engine activity).
-        mem_activity: Fraction of time device memory was read or written (NVML utilization.memory; amdsmi
-            memory-controller activity ``umc_activity``); not a bandwidth fraction.
-        mem_used_bytes: Device memory in use (all processes), bytes.
-        mem_total_bytes: Device memory total, bytes.
-        power_w: Board power draw, watts.
-        power_limit_w: Enforced power limit, watts.
-        sm_clock_mhz: Current SM clock, MHz.
-        sm_clock_max_mhz: Maximum SM clock, MHz.
-        temperature_c: GPU temperature, degrees Celsius.
-        throttle_reasons: Names of active clock-event (throttle) reasons, e.g.
-            ``("sw_power_cap",)``; ``()`` when none; ``None`` when unreadable.
-        process_mem_bytes: GPU memory used by this process (and watched pids), bytes.
-        sm_activity: GPM SM_UTIL: fraction of SM cycles with at least one warp.
-        sm_occupancy: GPM SM_OCCUPANCY: resident warps / max warps.
-        tensor_activity: GPM ANY_TENSOR_UTIL: fraction of cycles any tensor pipe issued.
-        hmma_activity: GPM HMMA_TENSOR_UTIL: FP16/BF16/TF32 tensor pipe only.
-        dram_bw_util: GPM DRAM_BW_UTIL: fraction of theoretical DRAM bandwidth (~0.8 max).
-        pcie_tx_bytes_per_s: GPM PCIe traffic out of the GPU, bytes/s (NVML gives MiB/s).
-        pcie_rx_bytes_per_s: GPM PCIe traffic into the GPU, bytes/s.
-        nvlink_tx_bytes_per_s: GPM NVLink write bandwidth, all links, bytes/s.
-        nvlink_rx_bytes_per_s: GPM NVLink read bandwidth, all links, bytes/s.
-        gpm_window_s: Length of the interval the GPM values average over, seconds.
-        mig_gpm: GPM per MIG GPU instance of a MIG-enabled GPU (:class:`MigGpmSample`), ``()`` otherwise.
-        mig_gpm_reason: Why a MIG-enabled GPU has no per-instance GPM, or ``None``.
-        unavailable: ``(field, reason)`` pairs for fields that are ``None``.
+        index, t_s: The NVML index; the backend clock (seconds) at the sample.
+        util_gpu: GPU-Util, the share of time a kernel ran (amdsmi: GFX activity).
+        mem_activity: The share of time memory was read or written (amdsmi: ``umc_activity``), not bandwidth.
+        mem_used_bytes, mem_total_bytes, process_mem_bytes: Bytes in use, in all, of this process (and watched pids).
+        power_w, power_limit_w, sm_clock_mhz, sm_clock_max_mhz, temperature_c: W, W, MHz, MHz, degrees Celsius.
+        throttle_reasons: Active clock-event reasons (``("sw_power_cap",)``); ``()`` none; ``None`` unreadable.
+        sm_activity, sm_occupancy, tensor_activity, hmma_activity, dram_bw_util: GPM SM_UTIL, SM_OCCUPANCY,
+            ANY_TENSOR_UTIL, HMMA_TENSOR_UTIL, DRAM_BW_UTIL (fractions; DRAM tops out near 0.8).
+        pcie_tx_bytes_per_s, pcie_rx_bytes_per_s, nvlink_tx_bytes_per_s, nvlink_rx_bytes_per_s: GPM traffic, bytes/s.
+        gpm_window_s: The interval the GPM values average over, seconds.
+        mig_gpm, mig_gpm_reason: GPM per MIG GPU instance (:class:`MigGpmSample`), or why a MIG GPU has none.
+        unavailable: ``(field, reason)`` for fields that are ``None``.
     """
 
     index: int

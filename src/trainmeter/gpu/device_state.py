@@ -19,17 +19,8 @@ MAX_ERROR_CHARS = 300
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class GpuDeviceStatus:
-    """Sampling health of one device.
-
-    Attributes:
-        index: NVML index.
-        active: Still being sampled.
-        n_samples: Successful samples.
-        n_errors: Failed sample calls.
-        last_error: Text of the latest failure, or ``None``.
-        stopped_reason: Why sampling stopped, or ``None`` while active.
-        last_call_s: Duration of the latest backend call, seconds.
-    """
+    """Sampling health of one device: still ``active``, successful samples, failed calls, the latest failure's text,
+    why sampling stopped (``None`` while active), the latest backend call's duration in seconds."""
 
     index: int
     active: bool
@@ -47,15 +38,8 @@ class GpuAverages:
     ``means`` maps each numeric :class:`~trainmeter.gpu.backend.GpuSample` field to its mean over the samples that
     had it; attribute access works too (``avg.sm_activity``), so averages feed the ladder like a sample.
 
-    Attributes:
-        index: NVML index.
-        n_samples: Samples counted.
-        start_s: Time of the first counted sample (clock seconds) or ``None``.
-        end_s: Time of the last counted sample or ``None``.
-        mem_used_peak_bytes: Highest ``mem_used_bytes`` seen (not reduced by
-            :meth:`GpuSampler.end_window`).
-        means: Field name -> mean (units as in ``GpuSample``) or ``None``.
-        unavailable: ``(field, reason)`` for fields with no value in the span (the last reason seen).
+    ``start_s``/``end_s``: clock seconds of the first and last counted sample; ``mem_used_peak_bytes``: the highest
+    seen (not reduced by ``end_window``); ``unavailable``: ``(field, reason)`` for fields with no value in the span.
     """
 
     index: int
@@ -127,6 +111,13 @@ class DeviceState:
         self.last_error: str | None = None
         self.stopped_reason: str | None = None
         self.last_call_s: float | None = None
+
+    def claim(self, now_s: float, interval_s: float) -> bool:
+        """Whether the device is due at ``now_s``; if so its next deadline moves on one interval."""
+        due = self.next_due_s is None or now_s >= self.next_due_s
+        if due:
+            self.next_due_s = next_due(self.next_due_s, now_s, interval_s)
+        return due
 
     def take(self, sample: GpuSample, call_s: float, in_window: bool) -> None:
         """Count one successful sample (and in the window when it falls in it), screened (gpu/sanity.py) first."""

@@ -35,14 +35,9 @@ def _import_before_threads() -> None:
 class GpuExtension(ExtensionBase):
     """NVML/GPM sampling and the ladder (name ``gpu``; publishes :class:`~trainmeter.gpu.view.GpuView`).
 
-    Args:
-        open_backend: Injected backend opener (tests); default opens NVML.
-        node_wide: Sample the node's devices (``CUDA_VISIBLE_DEVICES``, else every NVML device) rather than
-            this process's CUDA context's: set for local rank 0 of a launch with several ranks per node, which
-            samples for all of them (each rank's ladder is matched by its device's UUID).
-
-    Attributes:
-        section: The last ``gpu`` passport section built (published in the view: the ranks wing's per-rank ladders).
+    ``open_backend``: an injected opener (tests); ``node_wide``: sample the node's devices, not this process's
+    (local rank 0 of a launch with several ranks per node samples for all). ``section``: the last ``gpu`` passport
+    section built (published: the ranks wing's per-rank ladders).
     """
 
     name = "gpu"

@@ -69,16 +69,8 @@ class LadderInputs(Protocol):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Rung:
-    """One rung of the ladder.
-
-    Attributes:
-        key: ``gpu_util``, ``sm_activity``, ``tensor_activity``, ``mfu`` or ``dram_bw_util``.
-        label: Display label.
-        value: Fraction 0-1, or ``None``.
-        source: Where the value comes from.
-        provenance: How it was obtained.
-        missing: Why ``value`` is ``None``.
-    """
+    """One rung (``gpu_util``, ``sm_activity``, ``tensor_activity``, ``mfu``, ``dram_bw_util``): a fraction 0-1 or
+    ``None`` (``missing``: why), its label, source and provenance."""
 
     key: str
     label: str

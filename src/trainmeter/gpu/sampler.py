@@ -35,12 +35,11 @@ class GpuSampler:
     Args:
         backend: The opened backend, or ``None`` (nothing sampled; ``unavailable_reason`` says why).
         indices: NVML indices to sample.
-        clock: Clock for scheduling (and, in tests, the fake backend's clock).
+        clock: Clock for scheduling.
         interval_s: Seconds between samples of one device (0.5 = 2 Hz; at least 0.1).
         history_len: Recent samples kept per device.
         max_consecutive_errors: Stop a device after this many failures in a row.
-        unavailable_reason: Why there is no backend (from :class:`GpuBackendResult`).
-        selection: How ``indices`` were chosen (for the UI and passport).
+        unavailable_reason: Why there is no backend; ``selection``: how ``indices`` were chosen.
         owns_backend: Close the backend in :meth:`stop`.
     """
 
@@ -236,14 +235,7 @@ class GpuSampler:
 
     def _due(self, now_s: float) -> list[int]:
         with self._lock:
-            due = []
-            for st in self._states.values():
-                if not st.active:
-                    continue
-                if st.next_due_s is None or now_s >= st.next_due_s:
-                    st.next_due_s = _next_due(st.next_due_s, now_s, self.interval_s)
-                    due.append(st.index)
-            return due
+            return [st.index for st in self._states.values() if st.active and st.claim(now_s, self.interval_s)]
 
     def _run(self, index: int) -> None:
         try:
@@ -253,9 +245,7 @@ class GpuSampler:
                     st = self._states[index]
                     if not st.active:
                         return
-                    due = st.next_due_s is None or now_s >= st.next_due_s
-                    if due:
-                        st.next_due_s = _next_due(st.next_due_s, now_s, self.interval_s)
+                    due = st.claim(now_s, self.interval_s)
                 if due:
                     self._sample_device(index)
                     with self._lock:

@@ -37,15 +37,8 @@ class GpusSpec:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class GpuSelection:
-    """The devices to sample and how they were chosen.
-
-    Attributes:
-        indices: NVML indices, ascending, no duplicates.
-        provenance: ``declared`` (--gpus), ``detected`` (CUDA context / UUIDs) or
-            ``assumed`` (every device, or index order guessed).
-        how: One sentence saying how they were chosen.
-        notes: Caveats (MIG unsupported, CUDA devices NVML does not list, ...).
-    """
+    """The devices to sample (NVML indices, ascending) and how they were chosen: ``declared`` (--gpus), ``detected``
+    (CUDA context, UUIDs) or ``assumed`` (every device, or index order guessed), in one sentence, with caveats."""
 
     indices: tuple[int, ...]
     provenance: Provenance

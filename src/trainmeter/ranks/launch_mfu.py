@@ -24,16 +24,9 @@ PREFIX = "distributed."  # a launch's MFU beside a rank's own: distributed.mfu[h
 class RankCompute:
     """What one rank's files say about its compute (its passport, else its latest interval record).
 
-    Attributes:
-        label: ``rank 1`` (or the seat name for a child with no rank).
-        tokens: Tokens it counted.
-        wall_s: Its session seconds, or ``None``.
-        train_s: Its seconds inside training steps, or ``None``.
-        flops_per_token: FLOP per token by convention (``counted`` included when counted).
-        peak: Its device's dense peak input (FLOP/s), as compute's MFU takes it, or ``None``.
-        peak_missing: Why it has no peak (its own MFU's reason), when known.
-        convention: The FLOPs convention it was told (``--convention``), or ``None``.
-        own_mfu_provenance: Its own MFU's provenance (the weakest of its ``mfu[conv]`` inputs), or ``None``.
+    ``wall_s``/``train_s``: its session seconds and seconds inside training steps; ``flops_per_token`` by convention
+    (``counted`` included); ``peak``: its dense peak input (FLOP/s) as compute's MFU takes it, ``peak_missing`` why
+    none; ``own_mfu_provenance``: the weakest of its own ``mfu[conv]`` inputs. ``None``: its files do not say.
     """
 
     label: str
