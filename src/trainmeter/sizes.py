@@ -224,39 +224,25 @@ def format_rate(v: float, label: str = "tok/s") -> str:
     return f"{text} {label}" if label else text
 
 
+_BY_UNIT: dict[str, Callable[[Any], str]] = {
+    **dict.fromkeys(("count", "tokens", "1"), format_count),  # "1": a derivation's dimensionless count
+    "bytes": format_bytes, "s": format_seconds, "tokens/s": format_rate, "fraction": format_percent,
+    "samples/s": lambda v: format_rate(v, "samples/s"), **dict.fromkeys(("flop", "FLOP"), format_flops),
+    **dict.fromkeys(("flop/s", "FLOP/s"), lambda v: format_flops(v, per_second=True)),
+    # a derivation's unit: the FLOPs formatter, never "728B FLOP/token"
+    "FLOP/token": lambda v: format_flops(v) + "/token", "FLOP/sample": lambda v: format_flops(v) + "/sample",
+    "J": format_joules, "W": format_watts, "lr": format_scientific,  # lr: the text line's 3.00e-04, wherever shown
+    "": format_number}
+
+
 def format_value(value: Any, unit: str) -> str:
     """Format a value in one of the protocol's units (docs/protocol.md, ``tiles.unit``)."""
     if isinstance(value, str):
         return value
     if _num(value) is None:
         return MISSING
-    if unit in ("count", "tokens", "1"):  # "1": a derivation's dimensionless count (devices, params)
-        return format_count(value)
-    if unit == "bytes":
-        return format_bytes(value)
-    if unit == "s":
-        return format_seconds(value)
-    if unit == "tokens/s":
-        return format_rate(value)
-    if unit == "samples/s":
-        return format_rate(value, "samples/s")
-    if unit == "fraction":
-        return format_percent(value)
-    if unit in ("flop", "FLOP"):
-        return format_flops(value)
-    if unit in ("flop/s", "FLOP/s"):
-        return format_flops(value, per_second=True)
-    if unit in ("FLOP/token", "FLOP/sample"):  # a derivation's unit: the FLOPs formatter, never "728B FLOP/token"
-        return format_flops(value) + unit[4:]
-    if unit == "J":
-        return format_joules(value)
-    if unit == "W":
-        return format_watts(value)
-    if unit == "lr":  # a learning rate: the text line's formatter (3.00e-04), wherever it is shown
-        return format_scientific(value)
-    if unit == "":
-        return format_number(value)
-    return f"{format_number(value)} {unit}"
+    by_unit = _BY_UNIT.get(unit)
+    return by_unit(value) if by_unit is not None else f"{format_number(value)} {unit}"
 
 
 def format_axis(value: float, unit: str) -> str:
