@@ -120,14 +120,15 @@ class ComputeExtension(ExtensionBase):
                 shape = shape.with_value("seq_len", None, "assumed", "")
             elif packed is not None:
                 self._packed = None  # read once
-                self._shape = shape = shape.with_value("seq_len", packed[0], "detected",
+                self._shape = shape = shape.with_value(
+                    "seq_len", packed[0], "detected",
                     f"packed batch: token-weighted length of its {packed[1]} sequences (sum l^2 / sum l)")
                 self._seq_fixed = True
             elif not self._seq_fixed:
                 weighted = getattr(getattr(m.probes, "seq_weights", None), "mean", lambda _t: None)(m.tokens)
                 if weighted is not None:
-                    shape = shape.with_value("seq_len", weighted[0], "detected",
-                        f"token-weighted over the run's {weighted[1]} tokens (dim 1 of " "the token ids)")
+                    shape = shape.with_value("seq_len", weighted[0], "detected", f"token-weighted over the run's "
+                                             f"{weighted[1]} tokens (dim 1 of the token ids)")
         if not force and shape.seq_len == self._seq_used:
             return
         from trainmeter.compute.flops import flops_per_token

@@ -72,9 +72,9 @@ class CountedFlops:
             Input(name="T" if self.unit == "tokens" else "B", value=self.count, unit=self.unit, provenance="counted",
                   source=f"{self.unit} in the example batch"),
         )
+        missing = None if self.flops_per_unit is not None else f"counted FLOPs unavailable: {self.reason}"
         return Derivation(name="flops_per_token.counted", formula="C / T" if self.unit == "tokens" else "C / B",
-            value=self.flops_per_unit, unit=f"FLOP/{word}", inputs=inputs,
-            missing=None if self.flops_per_unit is not None else f"counted FLOPs unavailable: {self.reason}")
+                          value=self.flops_per_unit, unit=f"FLOP/{word}", inputs=inputs, missing=missing)
 
 
 def _map_tensors(obj: Any, fn: Callable[[Any], Any], torch: Any) -> Any:

@@ -151,8 +151,8 @@ def shape_from_module(module: Any) -> ModelShape:
         what = f"{path}: nn.Embedding({table.num_embeddings}, {table.embedding_dim})"
         shape = shape.with_value("d_model", int(table.embedding_dim), "detected", what)
         shape = shape.with_value("vocab", int(table.num_embeddings), "detected", what)
-        shape = shape.with_value("tied_embeddings", not lookup, "detected",
-            f"{path} shared with a non-embedding module" if not lookup else f"{path} used only as a lookup")
+        tie = f"{path} shared with a non-embedding module" if not lookup else f"{path} used only as a lookup"
+        shape = shape.with_value("tied_embeddings", not lookup, "detected", tie)
         others = [t for t in tables if t is not token and t[1].embedding_dim == table.embedding_dim]
         if others:
             pos_path, pos, _ = max(others, key=lambda t: t[1].num_embeddings)

@@ -17,6 +17,9 @@ if TYPE_CHECKING:
     from trainmeter.core.provenance import Provenance
 
 _SERIES = (("util_gpu", "util"), ("sm_activity", "sm_activity"), ("tensor_activity", "tensor_activity"))
+_GPU_ROWS = (("GPU-Util", "util_gpu", "fraction", "measured"), ("memory used", "mem_used_bytes", "bytes", "measured"),
+             ("memory total", "mem_total_bytes", "bytes", "detected"), ("power (W)", "power_w", "", "measured"),
+             ("temperature (C)", "temperature_c", "", "measured"), ("SM clock (MHz)", "sm_clock_mhz", "", "measured"))
 # imported on the training thread before the sampler's threads start (they import them otherwise): a fork while
 # one of them imports would leave the child an import lock held by a thread it does not have (docs/spec.md)
 _THREAD_MODULES = ("trainmeter.gpu.nvml", "trainmeter.gpu.energy", "pynvml")
@@ -211,12 +214,8 @@ class GpuExtension(ExtensionBase):
             panels.append({"id": f"ladder{index}", "title": f"Utilization ladder, GPU {index}",
                            "rows": ladder_panel_rows(ladder), "note": note})
         for index, sample in sorted(self.sampler.latest().items()):
-            rows = [{"label": "GPU-Util", "value": sample.util_gpu, "unit": "fraction", "provenance": "measured"},
-                {"label": "memory used", "value": sample.mem_used_bytes, "unit": "bytes", "provenance": "measured"},
-                {"label": "memory total", "value": sample.mem_total_bytes, "unit": "bytes", "provenance": "detected"},
-                {"label": "power (W)", "value": sample.power_w, "unit": "", "provenance": "measured"},
-                {"label": "temperature (C)", "value": sample.temperature_c, "unit": "", "provenance": "measured"},
-                {"label": "SM clock (MHz)", "value": sample.sm_clock_mhz, "unit": "", "provenance": "measured"}]
+            rows = [{"label": label, "value": getattr(sample, field), "unit": unit, "provenance": provenance}
+                    for label, field, unit, provenance in _GPU_ROWS]
             panels.append({"id": f"gpu{index}", "title": f"GPU {index}: {self._device_name(index) or ''}",
                            "rows": rows})
         return panels

@@ -167,7 +167,8 @@ def _ofu(g: LadderInputs) -> Derivation:
 
 def _intensity(flop_per_s: float | None, flop_source: str, flop_provenance: Provenance, dram: Rung, peak: float | None,
                peak_source: str) -> Derivation:
-    inputs = (Input(name="flop_per_s", value=flop_per_s, unit="FLOP/s", provenance=flop_provenance, source=flop_source),
+    inputs = (
+        Input(name="flop_per_s", value=flop_per_s, unit="FLOP/s", provenance=flop_provenance, source=flop_source),
         Input(name="dram_bw_util", value=dram.value, unit="fraction", provenance="measured", source=dram.source),
         Input(name="peak_dram_bytes_per_s", value=peak, unit="bytes/s", provenance="detected", source=peak_source))
     missing = None

@@ -15,9 +15,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from trainmeter.core.clock import Clock
-from trainmeter.gpu.device_state import Accumulator, GpuAverages
 from trainmeter.gpu.backend import GpuBackend, GpuBackendResult, GpuDeviceInfo, GpuSample, GpuUnavailableError
-from trainmeter.gpu.device_state import MAX_ERROR_CHARS, DeviceState, GpuDeviceStatus
+from trainmeter.gpu.device_state import MAX_ERROR_CHARS, Accumulator, DeviceState, GpuAverages, GpuDeviceStatus
 from trainmeter.gpu.device_state import next_due as _next_due
 from trainmeter.gpu.opening import open_for_run, safe
 from trainmeter.gpu.selection import GpuSelection, cuda_context_uuids

@@ -12,6 +12,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
+
 def _uuid_text(raw: Any) -> str:
     text = str(raw)
     return text if text[:4].upper() in ("GPU-", "MIG-") else "GPU-" + text

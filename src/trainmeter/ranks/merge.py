@@ -213,8 +213,8 @@ def distributed_section(ranks: list[RankSummary], *, token_unit: str = "tokens",
     missing = sorted(set(range(world_size)) - ranked) if ranked else []
     if not ranked:
         world_size = max(world_size, len(ranks))  # one device per child process
-    report = score_ranks({_key(r): r.timing for r in ranks if r.timing},
-        {_key(r): r.data_wait_s / r.elapsed_s for r in ranks if r.data_wait_s is not None and r.elapsed_s})
+    waits = {_key(r): r.data_wait_s / r.elapsed_s for r in ranks if r.data_wait_s is not None and r.elapsed_s}
+    report = score_ranks({_key(r): r.timing for r in ranks if r.timing}, waits)
     if report is not None and launch_dir is not None:
         counts, compared = repeated_offenders({_key(r): window_history(launch_dir / r.seat) for r in ranks})
         report = with_repeats(report, counts, compared)
