@@ -25,11 +25,7 @@ class ComputeState(Protocol):
 
 
 def _values(derived: dict[str, Derivation], prefix: str) -> dict[str, float | None]:
-    out = {}
-    for name, d in derived.items():
-        if name.startswith(prefix + "["):
-            out[name[len(prefix) + 1:-1]] = d.value
-    return out
+    return {name[len(prefix) + 1:-1]: d.value for name, d in derived.items() if name.startswith(prefix + "[")}
 
 
 def all_derivations(ext: ComputeState) -> list[Derivation]:
@@ -98,7 +94,7 @@ def _derived_text(value: float, unit: str) -> str:
     if unit == "fraction":
         return f"{value:.4f}"
     if unit in ("FLOP", "FLOP/s", "FLOP/token", "FLOP/sample", "1"):
-        return format_value(value, unit) if unit != "1" else format_count(value)
+        return format_value(value, unit)  # "1": format_count
     return f"{format_count(value)} {unit}"
 
 
