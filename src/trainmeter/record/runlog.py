@@ -5,6 +5,7 @@ are :mod:`trainmeter.record.events` (``read_events`` re-exported here).
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import math
@@ -122,17 +123,13 @@ class RunLog:
             return
         data = ("\n".join(self._lines) + "\n").encode("utf-8")
         self._lines.clear()
-        try:  # the file's end now: a heartbeat line written by another thread counts (write_now)
+        with contextlib.suppress(OSError):  # the file's end now: a heartbeat line of another thread counts (write_now)
             self._size = os.fstat(self._fd).st_size
-        except OSError:
-            pass
         try:
             _write_all(self._fd, data)
         except OSError:
-            try:  # whatever reached the file, it ends at the last whole line again
+            with contextlib.suppress(OSError):  # whatever reached the file, it ends at the last whole line again
                 os.ftruncate(self._fd, self._size)
-            except OSError:
-                pass
             raise
         self._size += len(data)
 
@@ -145,10 +142,8 @@ class RunLog:
         fd, self._fd = self._fd, None
         self._lines.clear()
         if fd is not None:
-            try:
+            with contextlib.suppress(OSError):
                 os.close(fd)
-            except OSError:
-                pass
 
     def close(self) -> None:
         """Flush and close (``OSError`` when the last flush fails; closed anyway); later writes are ignored."""
@@ -157,12 +152,7 @@ class RunLog:
         try:
             self.flush()
         finally:
-            fd, self._fd = self._fd, None
-            self._lines.clear()
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+            self.abandon()
 
 
 def _write_bytes(fd: int, data: bytes) -> int:
@@ -191,8 +181,6 @@ def write_file_atomic(path: Path, text: str) -> None:
             os.close(fd)
         os.replace(tmp, path)
     except OSError:
-        try:
+        with contextlib.suppress(OSError):
             tmp.unlink()
-        except OSError:
-            pass
         raise
