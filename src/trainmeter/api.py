@@ -16,25 +16,19 @@ from trainmeter.core.phases import PHASE_NAME
 from trainmeter.options import make_options
 
 RESERVED_PHASES = ("train",)
-MONITOR_KEYWORDS: tuple[str, ...] = ("name", "budget_tokens", "budget_steps", "budget_flops", "run_dir", "interval_s",
-                                     "widget", "model", *(k for k in inspect.signature(make_options).parameters
-                                                          if k not in ("name", "budget_tokens", "budget_steps",
-                                                                       "budget_flops", "run_dir", "interval_s",
-                                                                       "widget")))
+_NAMED = ("name", "budget_tokens", "budget_steps", "budget_flops", "run_dir", "interval_s", "widget")
+MONITOR_KEYWORDS: tuple[str, ...] = (*_NAMED, "model",
+                                     *(k for k in inspect.signature(make_options).parameters if k not in _NAMED))
 """Every keyword :func:`monitor` takes (the ``%%trainmeter`` flags' options, and ``model``)."""
 
 
 def emit(**series: Any) -> None:
-    """Record named scalars for the run in progress (no-op when none is).
+    """Record named scalars for the run in progress (no-op when none is). Never raises.
 
-    Values are floats or 0-d tensors; CUDA tensors are read without a device
-    sync (their value appears once the copy has completed). Each value is
-    checked on its own: a bad one (a string, a number too big for a float, a
-    tensor on a device with no sync-free read, a reserved name such as
-    ``tokens_per_step``, a new name past ``max_series``) is left out with one
-    warning and the others are recorded. From a thread other than the one that
-    started the run, values are queued and recorded by trainmeter's own
-    folding thread (docs/spec.md section 18), never by the training thread. Never raises.
+    Values are floats or 0-d tensors (CUDA ones read without a sync, appearing once copied). A bad value (a string,
+    a number too big for a float, a reserved name such as ``tokens_per_step``, a new name past ``max_series``) is
+    left out with one warning, the others recorded; from another thread they are queued and folded by trainmeter's
+    own thread (docs/spec.md section 18).
 
     Example:
         ``tm.emit(train_loss=loss, lr=sched.get_last_lr()[0])``
@@ -52,15 +46,12 @@ def emit(**series: Any) -> None:
 
 
 def step(model: Any = None) -> None:
-    """Count one optimizer step the run cannot see (an optimizer that is not ``torch.optim``).
+    """Count one optimizer step the run cannot see (an optimizer that is not ``torch.optim``), right after each update.
 
-    Call it right after each update. The losses passed to backward since the previous step
-    are its loss, and the batches of ``model`` (the module being trained; found from the
-    optimizer otherwise, or ``tm.monitor(model=...)``) its tokens or samples. Needed only where
-    trainmeter warns that backward calls come with no optimizer step it knows (docs/spec.md
-    section 11); a ``torch.optim`` step is counted without it, and ``tm.step()`` beside one is ignored
-    with one warning. No-op when no run is in progress.
-    Never raises.
+    The losses passed to backward since the previous step are its loss, the batches of ``model`` (found from the
+    optimizer otherwise, or ``tm.monitor(model=...)``) its tokens. Needed only where trainmeter warns of backward
+    calls with no step it knows (docs/spec.md section 11); beside a ``torch.optim`` step it is ignored with one
+    warning. No-op without a run; never raises.
 
     Example:
         ``opt.apply(grads); tm.step(model)``
@@ -74,14 +65,9 @@ def step(model: Any = None) -> None:
 
 
 def save() -> Path | None:
-    """Write the passport of the last run whose passport a disk fault kept in memory.
+    """Write the passport of the last run whose passport a disk fault kept in memory (the next run also tries).
 
-    A full or read-only disk at the end of a run leaves its record in memory (the
-    closing line says so); once the disk accepts writes, this writes it (the next
-    monitored run also tries). Never raises.
-
-    Returns:
-        The run folder when the passport is written now, else ``None`` (none waiting, or the disk still refuses).
+    Returns the run folder when written now, else ``None`` (none waiting, or the disk still refuses). Never raises.
     """
     return _monitor_module.save_unsaved()
 
@@ -89,13 +75,9 @@ def save() -> Path | None:
 def calibrate(dtypes: Any = None, *, device: Any = None, size: int | None = None, min_seconds: float = 0.25) -> Any:
     """Measure this device's dense-matmul ceiling per dtype, so MFU has a measured "of achievable" beside it.
 
-    Runs a short square matmul per dtype (default: bf16, fp16, tf32 on CUDA; fp32, bf16 on the CPU) on
-    ``device`` (default: the current CUDA device, else the CPU) for about ``min_seconds`` each, and records
-    the achieved FLOP/s with its shape and duration (provenance ``measured``). Only when called: it
-    allocates two matrices per dtype then and frees them before returning. Inside a run its time is
-    credited to the ``profiling`` phase; the run's passport then shows ``of_achievable`` beside ``mfu``
-    (and on the CPU, where there is no datasheet peak, ``of_achievable`` alone). Before a run, the next
-    run on the same device uses it.
+    A short square matmul per dtype (default bf16, fp16, tf32 on CUDA; fp32, bf16 on the CPU) on ``device``
+    (default the current CUDA device, else the CPU), about ``min_seconds`` each (docs/spec.md section 5, "Measured
+    ceiling"); inside a run credited to ``profiling``; before one, the next run on the device uses it.
 
     Returns:
         A :class:`trainmeter.compute.calibrate.Calibration` (``.ceilings`` by dtype, ``.skipped`` with reasons).
@@ -110,48 +92,30 @@ def calibrate(dtypes: Any = None, *, device: Any = None, size: int | None = None
     with phase("profiling"):
         return measure(dtypes, device=device, size=size, min_seconds=min_seconds)
 def stop() -> bool:
-    """Stop the run in progress after its next optimizer step (any thread; a watchdog, a callback).
+    """Stop the run in progress after its next optimizer step (any thread); whether a live run took the request.
 
-    A hand loop gets :class:`~trainmeter.core.controls.StopTraining` raised from that step's
-    hook once the step completed; a framework in use is asked to stop through its own mechanism,
-    so its own end runs. ``tm.monitor()`` and ``%%trainmeter`` end with status ``stopped``
-    (``stopped_by`` ``tm.stop``). Never raises.
-
-    Returns:
-        Whether a live run took the request.
+    A hand loop gets :class:`~trainmeter.core.controls.StopTraining` from that step's hook; a framework is asked
+    through its own mechanism (docs/spec.md section 21). The run ends ``stopped`` (``stopped_by`` ``tm.stop``).
+    Never raises.
     """
     m = _monitor_module._ACTIVE
     return bool(m is not None and m.controls.request_stop("tm.stop"))
 
 
 def checkpoint() -> bool:
-    """Checkpoint the run in progress after its next optimizer step (any thread).
+    """Checkpoint the run in progress after its next optimizer step (any thread); whether a live run took the request.
 
-    Through the framework's own saver when one is in use, else ``torch.save`` of the watched
-    model and the primary optimizer into ``<run>/checkpoints/step-<n>.pt``; timed as the
-    ``checkpoint`` phase and listed in passport.json ``checkpoints``. A save that is not safe
-    (a sharded model without a framework saver, a step inside a compiled region) is refused
-    with the reason, as a warning and in ``checkpoints_refused``. Never raises.
-
-    Returns:
-        Whether a live run took the request.
+    The framework's saver, else ``torch.save`` of the model and primary optimizer into
+    ``<run>/checkpoints/step-<n>.pt``, timed as ``checkpoint`` (docs/spec.md section 21); an unsafe save is refused
+    with the reason (a warning, ``checkpoints_refused``). Never raises.
     """
     m = _monitor_module._ACTIVE
     return bool(m is not None and m.controls.request_checkpoint("tm.checkpoint"))
 
 
 def alert(*rules: str) -> bool:
-    """Add alert rules to the run in progress (``tm.alert("val_loss>2.5:stop", "hang=120:notify")``).
-
-    The same rules as ``--alert`` (trainmeter/alerts/rules.py); checked from the alerts'
-    watchdog's next tick (within a second). Before a run, give them as ``tm.monitor(alert=...)``.
-
-    Returns:
-        Whether a live run took them (``False``: no run in progress).
-
-    Raises:
-        ValueError: For a bad rule, naming it and what is valid (nothing is added).
-    """
+    """Add ``--alert`` rules to the run in progress (``tm.alert("val_loss>2.5:stop", "hang=120:notify")``), checked
+    from the watchdog's next tick; whether a live run took them. ``ValueError`` for a bad rule (nothing added)."""
     from trainmeter.alerts.rules import parse_rules
 
     parsed = parse_rules(list(rules))
@@ -165,15 +129,9 @@ def alert(*rules: str) -> bool:
 
 @contextmanager
 def phase(name: str) -> Iterator[None]:
-    """Credit the enclosed span to phase ``name`` instead of training.
-
-    Known names: ``eval``, ``checkpoint``, ``reporting``, ``profiling``,
-    ``data_wait``; any other lowercase identifier is a custom phase. Nested
-    spans count once, for the outermost phase.
-
-    Raises:
-        ValueError: When ``name`` is not a lowercase identifier, or is ``train``.
-    """
+    """Credit the enclosed span to phase ``name`` (``eval``, ``checkpoint``, ``reporting``, ``profiling``,
+    ``data_wait`` or a custom lowercase identifier; ``ValueError`` otherwise, or for ``train``) instead of training;
+    nested spans count once, for the outermost."""
     if not isinstance(name, str) or not PHASE_NAME.match(name) or name in RESERVED_PHASES:
         raise ValueError(
             f"invalid phase name {name!r}: use eval, checkpoint, reporting, profiling, data_wait "
@@ -202,15 +160,10 @@ def monitor(*, name: str | None = None, budget_tokens: Any = None, budget_steps:
             model: Any = None, **flags: Any) -> AbstractContextManager[Monitor]:
     """Monitor the enclosed training code; the passport is written on exit.
 
-    Arguments match the ``%%trainmeter`` flags (``run_dir`` is ``--dir``);
-    ``model`` names the trained module when discovery would not find it.
-    ``widget=True`` shows the live widget in a Jupyter or marimo notebook
-    (``trainmeter.widget.host``; elsewhere the text line prints as without it).
-    KeyboardInterrupt gives status ``interrupted``; ``sys.exit(0)`` (or
-    ``sys.exit()``) ``completed``; any other exception (another exit code
-    included) ``failed``; all propagate unchanged. ``tm.stop()``, the widget's Stop and a
-    stopping alert end the block after a completed step with status ``stopped``
-    (``StopTraining`` is caught here; the code after the block runs).
+    Arguments match the ``%%trainmeter`` flags (``run_dir`` is ``--dir``); ``model`` names the trained module when
+    discovery would not find it; ``widget=True`` shows the live widget in a Jupyter or marimo notebook. Ctrl-C ends
+    ``interrupted``, ``sys.exit(0)`` ``completed``, another exception ``failed`` (all propagate); ``tm.stop()``, the
+    widget's Stop and a stopping alert end the block ``stopped`` after a completed step (the code after it runs).
 
     Raises:
         ValueError: For a bad option or an unknown keyword (naming the valid ones), before anything runs.
@@ -219,23 +172,16 @@ def monitor(*, name: str | None = None, budget_tokens: Any = None, budget_steps:
     if unknown:
         raise ValueError(f"unknown keyword {unknown[0]!r} for tm.monitor: valid keywords are "
                          f"{', '.join(MONITOR_KEYWORDS)}")
-    options = make_options(name=name, budget_tokens=budget_tokens, budget_steps=budget_steps,
-                           budget_flops=budget_flops, run_dir=run_dir, interval_s=interval_s,
-                           widget=widget, **flags)
+    options = make_options(name=name, budget_tokens=budget_tokens, budget_steps=budget_steps, budget_flops=budget_flops,
+                           run_dir=run_dir, interval_s=interval_s, widget=widget, **flags)
     return _Monitor(options, model)
 
 
 def preload() -> None:
-    """Import now what a run's start, first report and finish import of trainmeter, once per process.
-
-    A script's first ``tm.monitor()`` otherwise imports them on entering: ~100 modules and psutil, ~40-60 ms of
-    CPU on the training thread, once per process (docs/spec.md section 20, "Start"). Call this ahead of the
-    timed region (before building the model, say), as ``%load_ext trainmeter`` does in a notebook; a later call
-    costs a dictionary lookup per module. Imports no torch, installs nothing and starts no thread.
-    Never raises: a module that fails here fails again at the run's start, which warns and degrades.
-
-    Thread safety: call it on the thread that runs the training, not while another thread imports trainmeter.
-    """
+    """Import now what a run's start, first report and finish import of trainmeter (~100 modules and psutil, ~40-60 ms
+    of CPU the first ``tm.monitor()`` would spend: docs/spec.md section 20, "Start"), as ``%load_ext trainmeter``
+    does. Imports no torch, starts no thread, never raises. Call it on the training thread, not while another
+    thread imports trainmeter."""
     from trainmeter.extensions import preload as import_ahead
 
     import_ahead()
@@ -263,12 +209,7 @@ class _Monitor(ContextDecorator):
         self._sinks = []
         try:
             if show_widget:
-                from trainmeter.core.interrupts import HeldInterrupts
-                from trainmeter.widget.host import widget_sinks
-
-                with HeldInterrupts() as held:  # the widget's thread is either started and closed below, or not
-                    self._sinks = widget_sinks(m)
-                held.deliver()
+                open_widget(m, self._sinks)
             self._run = _Monitored(m, self._model)
             return self._run.__enter__()
         except BaseException:
@@ -288,6 +229,17 @@ class _Monitor(ContextDecorator):
             sink.close()
 
 
+def open_widget(m: Monitor, sinks: list[Any]) -> None:
+    """Add the widget's sinks for ``m`` to ``sinks`` with interrupts held (its thread started, or not), then deliver
+    a held Ctrl-C (the caller closes ``sinks``)."""
+    from trainmeter.core.interrupts import HeldInterrupts
+    from trainmeter.widget.host import widget_sinks
+
+    with HeldInterrupts() as held:
+        sinks.extend(widget_sinks(m))
+    held.deliver()
+
+
 def run_monitored(m: Monitor, *, model: Any = None) -> AbstractContextManager[Monitor]:
     """Start ``m``, run the body, finish with the right status; re-raise unchanged."""
     return _Monitored(m, model)
@@ -296,11 +248,8 @@ def run_monitored(m: Monitor, *, model: Any = None) -> AbstractContextManager[Mo
 class _Monitored:
     """Start on entry, finish with the body's status on exit. Training thread.
 
-    A class, not a generator: a Ctrl-C that lands as a generator's ``__enter__``
-    returns (at its ``next()`` call) escapes before the ``with`` statement holds
-    ``__exit__``, and the started run would stay active for as long as the
-    traceback lives (IPython keeps the last one). Here every point after the
-    start is inside ``__enter__``'s ``try`` or inside the ``with`` block.
+    A class, not a generator: a Ctrl-C landing as a generator's ``__enter__`` returns escapes before ``with`` holds
+    ``__exit__``, leaving the run active; here every point after the start is inside a ``try`` or the block.
     """
 
     __slots__ = ("_m", "_model")

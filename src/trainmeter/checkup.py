@@ -1,16 +1,8 @@
-"""``tm.doctor()``: what trainmeter can see here, and why not.
+"""``tm.doctor()``: what trainmeter can see here, and why not (docs/spec.md section 8, "Doctor").
 
-One :class:`Check` per line: front end, widget manager, ipykernel and background-thread
-output routing, kernel subshells and JupyterLab's comms-over-subshells setting (the widget's reload
-path depends on them), torch and CUDA, the GPU backend in use (NVML or amdsmi) and its counters per
-device, psutil, and every host patch
-(core/host_patches.py: what it touches, switched on or off, its private names looked up). ``ok`` is ``True``
-(works), ``False`` (should work here but does not; ``fix`` says how) or ``None`` (does
-not apply here, e.g. GPM on a pre-Hopper GPU or NVML on a CPU-only machine).
-
-Never initialises CUDA (only ``torch.cuda.is_available()``/``device_count()``). Imports
-torch when it is installed and not yet imported (the doctor is an explicit request).
-Every probe is injectable for tests. Not thread-sensitive; call from any thread.
+One :class:`Check` per line; ``ok`` is ``True`` (works), ``False`` (should work here but does not; ``fix`` says
+how) or ``None`` (does not apply here). Never initialises CUDA; imports torch when installed (the doctor is an
+explicit request). Every probe is injectable for tests. Any thread.
 """
 
 from __future__ import annotations
@@ -29,6 +21,7 @@ from trainmeter.gpu.backend import (
     REASON_PYNVML_MISSING,
     GpuBackend,
     GpuBackendResult,
+    quietly,
 )
 from trainmeter.core.text import printable
 from trainmeter.sizes import format_bytes, format_percent, format_watts
@@ -84,17 +77,9 @@ def _major(version: str) -> int | None:
     return int(head) if head.isdigit() else None
 
 
-def doctor(
-    *,
-    backend: GpuBackend | None = None,
-    open_backend: Callable[[], GpuBackendResult] | None = None,
-    ipython: Any = _UNSET,
-    version_of: Callable[[str], str | None] = _version,
-    torch_module: Any = _UNSET,
-    modules: Any = None,
-    env: Any = None,
-    lab_settings: Sequence[str] | None = None,
-) -> list[Check]:
+def doctor(*, backend: GpuBackend | None = None, open_backend: Callable[[], GpuBackendResult] | None = None,
+           ipython: Any = _UNSET, version_of: Callable[[str], str | None] = _version, torch_module: Any = _UNSET,
+           modules: Any = None, env: Any = None, lab_settings: Sequence[str] | None = None) -> list[Check]:
     """Run every check; never raises.
 
     Args:
@@ -123,16 +108,9 @@ def doctor(
     checks.extend(torch_checks)
     checks.extend(_gpu_checks(backend, open_backend, cuda_count))
     psutil_version = version_of("psutil")
-    checks.append(
-        Check(name="psutil", ok=True, detail=f"psutil {psutil_version}: host CPU and memory are sampled")
-        if psutil_version
-        else Check(
-            name="psutil",
-            ok=False,
-            detail="psutil is not installed: no host CPU/memory panel",
-            fix="pip install psutil",
-        )
-    )
+    checks.append(Check(name="psutil", ok=True, detail=f"psutil {psutil_version}: host CPU and memory are sampled")
+                  if psutil_version else Check(name="psutil", ok=False, fix="pip install psutil",
+                                               detail="psutil is not installed: no host CPU/memory panel"))
     checks.extend(_host_patch_checks(env, modules))
     return checks
 
@@ -144,8 +122,7 @@ def _host_patch_checks(env: Any, modules: Any) -> list[Check]:
     checks: list[Check] = []
     unknown = host_patches.unknown_keys(env)
     if unknown:
-        checks.append(Check(name=host_patches.DISABLE_ENV, ok=False,
-                            detail=f"unknown key(s): {', '.join(unknown)}",
+        checks.append(Check(name=host_patches.DISABLE_ENV, ok=False, detail=f"unknown key(s): {', '.join(unknown)}",
                             fix=f"use the valid keys: {', '.join(host_patches.KEYS)}"))
     for patch, on, why, result in host_patches.report(env, modules):
         refused = on and result.ok is False and patch.fallback is None
@@ -159,14 +136,10 @@ def _host_patch_checks(env: Any, modules: Any) -> list[Check]:
 
 def _front_end(shell: Any, colab: bool, env: Any) -> Check:
     if shell is None:
-        return Check(
-            name="front end", ok=None, detail="not inside IPython/Jupyter: output is plain text, no widget"
-        )
+        return Check(name="front end", ok=None, detail="not inside IPython/Jupyter: output is plain text, no widget")
     kind = type(shell).__name__
     if kind == "TerminalInteractiveShell":
-        return Check(
-            name="front end", ok=None, detail="IPython in a terminal: output is plain text, no widget"
-        )
+        return Check(name="front end", ok=None, detail="IPython in a terminal: output is plain text, no widget")
     where = "Google Colab" if colab else ("VS Code" if "VSCODE_PID" in env else "Jupyter")
     return Check(name="front end", ok=True, detail=f"{where} kernel ({kind})")
 
@@ -175,19 +148,12 @@ def _widgets(version_of: Callable[[str], str | None], colab: bool, shell: Any) -
     anywidget, ipywidgets = version_of("anywidget"), version_of("ipywidgets")
     missing = [n for n, v in (("anywidget", anywidget), ("ipywidgets", ipywidgets)) if v is None]
     if missing:
-        return Check(
-            name="widget manager",
-            ok=False if shell is not None else None,
-            detail=f"{' and '.join(missing)} not installed: the live widget falls back to text",
-            fix=f"pip install {' '.join(missing)}, then restart the kernel",
-        )
-    detail = (
-        f"anywidget {anywidget}, ipywidgets {ipywidgets}; "
-        "the front end's widget manager shows itself when the widget renders"
-    )
-    fix = None
-    if colab:
-        fix = "in Colab run: from google.colab import output; output.enable_custom_widget_manager()"
+        return Check(name="widget manager", ok=False if shell is not None else None,
+                     detail=f"{' and '.join(missing)} not installed: the live widget falls back to text",
+                     fix=f"pip install {' '.join(missing)}, then restart the kernel")
+    detail = (f"anywidget {anywidget}, ipywidgets {ipywidgets}; the front end's widget manager shows itself when the "
+              "widget renders")
+    fix = "in Colab run: from google.colab import output; output.enable_custom_widget_manager()" if colab else None
     return Check(name="widget manager", ok=True, detail=detail, fix=fix)
 
 
@@ -197,10 +163,8 @@ def _ipykernel(version_of: Callable[[str], str | None], shell: Any) -> Check:
         return Check(name="ipykernel", ok=None if shell is None else False, detail="ipykernel not installed")
     major = _major(version)
     if major is not None and major >= 7:
-        detail = (
-            f"ipykernel {version}: output from background threads reaches a cell only with "
-            "explicit parent routing; trainmeter routes its thread output to the cell that started the run"
-        )
+        detail = (f"ipykernel {version}: output from background threads reaches a cell only with explicit parent "
+                  "routing; trainmeter routes its thread output to the cell that started the run")
     else:
         detail = f"ipykernel {version}: background-thread output goes to the most recently run cell"
     return Check(name="ipykernel", ok=True, detail=detail)
@@ -228,28 +192,17 @@ def _torch_checks(torch: Any) -> tuple[list[Check], int | None]:
         checks.append(Check(name="CUDA", ok=False, detail=f"torch.cuda failed: {exc}"))
         return checks, None
     if cuda_version is None:
-        checks.append(
-            Check(name="CUDA", ok=None, detail="CPU-only torch build: no GPU training, no allocator memory")
-        )
+        checks.append(Check(name="CUDA", ok=None, detail="CPU-only torch build: no GPU training, no allocator memory"))
     elif not available:
-        checks.append(
-            Check(
-                name="CUDA",
-                ok=False,
-                detail=f"torch built for CUDA {cuda_version} but no GPU is usable",
-                fix="check the NVIDIA driver (nvidia-smi) and CUDA_VISIBLE_DEVICES",
-            )
-        )
+        checks.append(Check(name="CUDA", ok=False, detail=f"torch built for CUDA {cuda_version} but no GPU is usable",
+                            fix="check the NVIDIA driver (nvidia-smi) and CUDA_VISIBLE_DEVICES"))
     else:
-        checks.append(
-            Check(name="CUDA", ok=True, detail=f"CUDA {cuda_version}, {count} device(s) visible to torch")
-        )
+        checks.append(Check(name="CUDA", ok=True, detail=f"CUDA {cuda_version}, {count} device(s) visible to torch"))
     return checks, count
 
 
-def _gpu_checks(
-    backend: GpuBackend | None, open_backend: Callable[[], GpuBackendResult] | None, cuda_count: int | None
-) -> list[Check]:
+def _gpu_checks(backend: GpuBackend | None, open_backend: Callable[[], GpuBackendResult] | None,
+                cuda_count: int | None) -> list[Check]:
     owned = False
     reason = None
     if backend is None:
@@ -270,24 +223,15 @@ def _gpu_checks(
         return [Check(name="NVML", ok=False, detail=f"reading GPUs failed: {exc}")]
     finally:
         if owned:
-            try:
-                backend.close()
-            except Exception:  # noqa: BLE001, S110
-                pass
+            quietly(backend.close)
 
 
 def _nvml_missing(reason: str, cuda_count: int | None) -> Check:
     no_gpu_here = not cuda_count and reason == REASON_LIBRARY_NOT_FOUND
     if no_gpu_here:
         return Check(name="NVML", ok=None, detail=f"{reason}; GPU counters and the ladder are not available")
-    fix = (
-        "pip install nvidia-ml-py"
-        if reason == REASON_PYNVML_MISSING
-        else "check the NVIDIA driver with nvidia-smi"
-    )
-    return Check(
-        name="NVML", ok=False, detail=f"{reason}; GPU counters and the ladder are not available", fix=fix
-    )
+    fix = ("pip install nvidia-ml-py" if reason == REASON_PYNVML_MISSING else "check the NVIDIA driver with nvidia-smi")
+    return Check(name="NVML", ok=False, detail=f"{reason}; GPU counters and the ladder are not available", fix=fix)
 
 
 def _device_checks(backend: GpuBackend) -> list[Check]:
@@ -302,13 +246,7 @@ def _device_checks(backend: GpuBackend) -> list[Check]:
         info = backend.device_info(i)
         if info.reason:
             checks.append(
-                Check(
-                    name=f"GPU {i}",
-                    ok=False,
-                    detail=info.reason,
-                    fix="run as a user allowed to open this GPU",
-                )
-            )
+                Check(name=f"GPU {i}", ok=False, detail=info.reason, fix="run as a user allowed to open this GPU"))
             continue
         mem = "" if info.mem_total_bytes is None else f", {format_bytes(info.mem_total_bytes)}"
         detail = f"{info.name} ({info.uuid}){mem}"
@@ -334,9 +272,7 @@ def _gpm_check(index: int, supported: bool, reason: str | None) -> Check:
     if "driver" in reason:
         return Check(name=name, ok=False, detail=reason, fix="upgrade the NVIDIA driver to R525 or newer")
     if "permission" in reason:
-        return Check(
-            name=name, ok=False, detail=reason, fix="ask the administrator to allow GPM/profiling counters"
-        )
+        return Check(name=name, ok=False, detail=reason, fix="ask the administrator to allow GPM/profiling counters")
     if reason == REASON_MIG:
         return Check(name=name, ok=None, detail=reason)
     return Check(name=name, ok=None, detail=f"{reason}; the ladder stops at GPU-Util (plus MFU)")

@@ -1,7 +1,6 @@
 """IPython magics: ``%%trainmeter`` (run a cell under the monitor) and ``%trainmeter VERB``.
 
-Flags are parsed and validated before anything runs and before a run folder is
-made; a bad flag raises ``UsageError`` naming the value and what is valid.
+Flags are validated before anything runs; a bad flag raises ``UsageError`` naming the value and what is valid.
 """
 
 from __future__ import annotations
@@ -167,7 +166,7 @@ def _runs_table(rest: list[str]) -> Any:
 def run_cell(shell: Any, cell: str, options: MonitorOptions) -> Any:
     """Run ``cell`` in the user's namespace under a monitor; return its last expression's value."""
     __tracebackhide__ = True  # noqa: F841
-    from trainmeter.api import run_monitored
+    from trainmeter.api import open_widget, run_monitored
 
     code = shell.transform_cell(cell)
     tree = shell.compile.ast_parse(code)
@@ -178,7 +177,6 @@ def run_cell(shell: Any, cell: str, options: MonitorOptions) -> Any:
     body = shell.compile(tree, filename, "exec")
     tail = shell.compile(last, filename, "eval") if last is not None else None
     show_widget = options.widget and _in_notebook(shell)
-    from trainmeter.core.interrupts import HeldInterrupts
     from trainmeter.extensions import default_extensions, make_monitor
 
     monitor = make_monitor(options, text=not show_widget, extensions=default_extensions(options))
@@ -187,11 +185,7 @@ def run_cell(shell: Any, cell: str, options: MonitorOptions) -> Any:
     ns = shell.user_ns
     try:
         if show_widget:
-            with HeldInterrupts() as held:  # the widget's thread is either started and closed below, or not
-                from trainmeter.widget.host import widget_sinks
-
-                sinks = widget_sinks(monitor)
-            held.deliver()
+            open_widget(monitor, sinks)
         with run_monitored(monitor):
             exec(body, ns)
             result = eval(tail, ns) if tail is not None else None
@@ -202,12 +196,8 @@ def run_cell(shell: Any, cell: str, options: MonitorOptions) -> Any:
 
 
 def _cell_number(shell: Any) -> int:
-    """The running cell's execution count, as its traceback names it (``Cell In[N]``).
-
-    IPython 8+ counts the cell before running it, so ``shell.execution_count`` is
-    already the next one here: the number is the one IPython compiled the calling
-    cell under (the first frame up the stack whose file is a cached cell).
-    """
+    """The running cell's execution count, as its traceback names it (``Cell In[N]``): the number IPython compiled the
+    calling cell under (IPython 8+ has already counted ``shell.execution_count`` on)."""
     names = getattr(shell.compile, "_filename_map", None) or {}
     frame = sys._getframe(1)
     while frame is not None:
@@ -219,11 +209,8 @@ def _cell_number(shell: Any) -> int:
 
 
 class TextBlock:
-    """A verb's text for a notebook: ``text/html`` that wraps at spaces, never mid-word, and ``text/plain``.
-
-    JupyterLab's stream output breaks long lines anywhere (``word-break: break-all``); a saved
-    notebook, nbconvert and GitHub show the HTML as the kernel showed it.
-    """
+    """A verb's text for a notebook: ``text/html`` that wraps at spaces, never mid-word (JupyterLab's stream output
+    breaks anywhere), and ``text/plain``."""
 
     def __init__(self, text: str, kind: str) -> None:
         self.text, self.kind = text, kind

@@ -1,10 +1,8 @@
-"""Run options: one frozen record built from magic flags or ``tm.monitor`` keywords.
+"""Run options: one frozen record built from magic flags or ``tm.monitor`` keywords (docs/spec.md section 1).
 
-Validation happens here, before anything runs and before a run folder exists
-(invariant 6: a bad flag never starts a half-run). One rule per kind of value: a whole
-number (:func:`_whole`: ASCII digits, no sign, a physical range), a size with a suffix
-(:func:`_count`, bounded), seconds, a switch (a bool, and only a bool is), a run name (valid
-on every OS), a device list (no duplicates, a bounded index). A bool is never a number.
+Validation happens here, before anything runs and before a run folder exists (a bad flag never starts a half-run),
+one rule per kind of value: a whole number (:func:`_whole`), a size with a suffix (:func:`_count`), seconds, a
+switch (only a bool), a run name (valid on every OS), a device list. A bool is never a number.
 """
 
 from __future__ import annotations
@@ -23,8 +21,7 @@ _WINDOWS_RESERVED = re.compile(r"(CON|PRN|AUX|NUL|COM[0-9]|LPT[0-9])(\..*)?\Z", 
 _DIGITS = re.compile(r"[0-9]{1,40}\Z")
 _DECIMAL = re.compile(r"[0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?\Z")
 MAX_SERIES_LIMIT = 100_000
-MAX_GPU_INDEX = 4095
-"""Highest device index ``--gpus`` takes (no node holds more)."""
+MAX_GPU_INDEX = 4095  # highest device index --gpus takes (no node holds more)
 RANGES: dict[str, tuple[int, int | float, str]] = {
     "--layers": (1, 100_000, "layers"),
     "--d-model": (1, 10_000_000, "model width"),
@@ -37,38 +34,13 @@ RANGES: dict[str, tuple[int, int | float, str]] = {
     "--budget-flops": (1, 1e32, "FLOPs"),
 }
 """The physical range of each whole-number and budget flag: ``(lowest, highest, what it counts)``."""
-MAX_GRID_GCO2_PER_KWH = 2000.0
-"""Above any grid's intensity (coal is ~1000 gCO2/kWh): a larger value is a unit slip (g/MWh?)."""
+MAX_GRID_GCO2_PER_KWH = 2000.0  # above any grid's intensity (coal: ~1000 gCO2/kWh): a larger value is a unit slip
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MonitorOptions:
-    """What the user asked for, validated.
-
-    Attributes:
-        name: Run name, used in the run folder's name.
-        budget_tokens: Planned training tokens, or ``None``.
-        budget_steps: Planned optimizer steps, or ``None``.
-        budget_flops: Planned training FLOPs, or ``None``.
-        run_root: Folder that holds run folders.
-        interval_s: Seconds between reports (run-log records, text lines).
-        widget: Whether to show the live widget.
-        convention: FLOPs convention, or ``None`` to show the range.
-        peak_tflops: Declared dense peak per device in TFLOP/s, or ``None``.
-        peak_source: Where the declared peak comes from (required with it).
-        layers: Declared number of layers, overriding detection.
-        d_model: Declared model width, overriding detection.
-        seq_len: Declared sequence length, overriding detection.
-        vocab: Declared vocabulary size, overriding detection.
-        gpus: GPU selection (``"all"``, ``"0,1"``, ``"GPU-<uuid>,..."``) or ``None`` for the default.
-        memory_snapshot_step: Step at which to write a CUDA memory snapshot, or ``None``.
-        tap: Whether to pick up series from loggers the loop already uses.
-        grid_gco2_per_kwh: Declared grid carbon intensity, gCO2 per kWh, or ``None`` (no
-            carbon figure is shown without one; none is ever guessed).
-        grid_source: Where the declared grid intensity comes from (required with it).
-        max_series: Most user series recorded (``tm.emit`` and taps); new names past it are dropped with a warning.
-        alerts: Alert rules as written back (``("nan:stop", "hang=300:show")``; trainmeter/alerts/rules.py).
-    """
+    """What the user asked for, validated: one field per flag (:data:`FLAGS` says what each means, its units and
+    default); ``None`` where a flag was not given. ``alerts``: the rules as written back (``("nan:stop",)``)."""
 
     name: str = "run"
     budget_tokens: int | None = None
@@ -103,16 +75,9 @@ class MonitorOptions:
 
 @dataclass(frozen=True, slots=True)
 class Flag:
-    """One ``%%trainmeter`` flag: the one source for the magic's parser and ``%trainmeter help``.
-
-    Attributes:
-        flag: The flag as typed (``--budget-tokens``).
-        field: The :class:`MonitorOptions` field it sets.
-        metavar: What follows the flag (``""`` for a switch).
-        help: What it does, with its valid values and units.
-        default: The default, in words.
-        group: Flags of one group are mutually exclusive (``"budget"``), or ``""``.
-    """
+    """One ``%%trainmeter`` flag, the one source for the magic's parser and ``%trainmeter help``: the flag as typed,
+    the :class:`MonitorOptions` field it sets, what follows it (``""`` for a switch), its help (valid values, units),
+    its default in words and its mutually exclusive ``group`` (``"budget"``) or ``""``."""
 
     flag: str
     field: str
@@ -261,30 +226,13 @@ def _run_root(run_dir: Any) -> Path:
     return Path(run_dir).expanduser()
 
 
-def make_options(
-    *,
-    name: str | None = None,
-    budget_tokens: Any = None,
-    budget_steps: Any = None,
-    budget_flops: Any = None,
-    run_dir: Any = None,
-    interval_s: Any = None,
-    widget: bool = True,
-    convention: str | None = None,
-    peak_tflops: Any = None,
-    peak_source: str | None = None,
-    layers: Any = None,
-    d_model: Any = None,
-    seq_len: Any = None,
-    vocab: Any = None,
-    gpus: str | None = None,
-    memory_snapshot_step: Any = None,
-    tap: bool = True,
-    grid_gco2_per_kwh: Any = None,
-    grid_source: str | None = None,
-    max_series: Any = None,
-    alert: Any = None,
-) -> MonitorOptions:
+def make_options(*, name: str | None = None, budget_tokens: Any = None, budget_steps: Any = None,
+                 budget_flops: Any = None, run_dir: Any = None, interval_s: Any = None, widget: bool = True,
+                 convention: str | None = None, peak_tflops: Any = None, peak_source: str | None = None,
+                 layers: Any = None, d_model: Any = None, seq_len: Any = None, vocab: Any = None,
+                 gpus: str | None = None, memory_snapshot_step: Any = None, tap: bool = True,
+                 grid_gco2_per_kwh: Any = None, grid_source: str | None = None, max_series: Any = None,
+                 alert: Any = None) -> MonitorOptions:
     """Validate user input and build :class:`MonitorOptions`.
 
     Raises:
@@ -303,29 +251,15 @@ def make_options(
     conv = _convention(_text(convention, "--convention"))
     gpu_spec = _gpus(gpus)
     grid = _grid(grid_gco2_per_kwh, _text(grid_source, "--grid-source"))
-    return MonitorOptions(
-        name=run_name,
-        budget_tokens=_count(budget_tokens, "--budget-tokens"),
-        budget_steps=_count(budget_steps, "--budget-steps"),
-        budget_flops=flops,
-        run_root=_run_root(run_dir),
-        interval_s=interval,
-        widget=bool(widget),
-        convention=conv,
-        peak_tflops=peak,
-        peak_source=peak_source,
-        layers=_whole(layers, "--layers"),
-        d_model=_whole(d_model, "--d-model"),
-        seq_len=_whole(seq_len, "--seq-len"),
-        vocab=_whole(vocab, "--vocab"),
-        gpus=gpu_spec,
-        memory_snapshot_step=_whole(memory_snapshot_step, "--memory-snapshot-step"),
-        tap=bool(tap),
-        grid_gco2_per_kwh=grid,
-        grid_source=str(grid_source).strip() if grid is not None else None,
-        max_series=_whole(max_series, "--max-series") or 256,
-        alerts=_alerts(alert),
-    )
+    return MonitorOptions(name=run_name, budget_tokens=_count(budget_tokens, "--budget-tokens"),
+                          budget_steps=_count(budget_steps, "--budget-steps"), budget_flops=flops,
+                          run_root=_run_root(run_dir), interval_s=interval, widget=bool(widget), convention=conv,
+                          peak_tflops=peak, peak_source=peak_source, layers=_whole(layers, "--layers"),
+                          d_model=_whole(d_model, "--d-model"), seq_len=_whole(seq_len, "--seq-len"),
+                          vocab=_whole(vocab, "--vocab"), gpus=gpu_spec,
+                          memory_snapshot_step=_whole(memory_snapshot_step, "--memory-snapshot-step"), tap=bool(tap),
+                          grid_gco2_per_kwh=grid, grid_source=str(grid_source).strip() if grid is not None else None,
+                          max_series=_whole(max_series, "--max-series") or 256, alerts=_alerts(alert))
 
 
 def _alerts(alert: Any) -> tuple[str, ...]:

@@ -1,32 +1,17 @@
 """Sizes and units: parsing ``20B`` or ``1e21`` for budgets and flags, and the one number formatter.
 
-Every text sink prints numbers through these functions: the text line, passport.md,
-the widget's tiles and static snapshot, the compare table, ``%trainmeter runs`` and
-doctor; js/src/format.ts prints the same text for the widget (docs/spec.md, "Number
-formats"):
-
-- counts (steps, tokens): whole ones below 10,000 exactly (``950``, ``1,150``), SI above
-  (``12.3k``, ``125k``, ``1.2M``, ``20.0B``); a pair (``done / total``) gains digits
-  rather than read the same;
-- scalars (loss, grad norm): 4 significant figures (``2.346``, ``1.23e-5``); learning
-  rates in exponent form (``3.00e-04``);
-- rates: ``850 tok/s``, ``42.2 tok/s``, ``49.1k tok/s``;
-- FLOPs and joules: SI prefixes (``728 GFLOP``, ``312 TFLOP/s``, ``59.1 kJ``);
-- bytes: binary (``512 B``, ``369 MiB``, ``21.9 GiB``);
-- shares (0-1 fractions, MFU): percentages (``42.3%``);
-- time: a clock ``h:mm:ss`` for elapsed time and ETAs (``0:01:15``); spans in seconds
-  below a minute (``0.35 s``, ``12.5 s``), the clock from a minute up.
-
-A missing or non-finite value prints as :data:`MISSING`. Rounding is Python's (half to
-even on the binary value); the JS side reproduces it. tests/fixtures/format_cases.json
-holds the cases, read by tests/test_sizes.py and js/tests/format.test.ts. Pure
-functions, any thread.
+Every text sink prints numbers through these functions, and js/src/format.ts prints the same text for the widget:
+the rules (counts, scalars, rates, FLOPs, bytes, shares, times; :data:`MISSING` for a missing or non-finite value)
+are docs/spec.md section 12, "Number formats"; tests/fixtures/format_cases.json holds the cases both sides read.
+Pure functions, any thread.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import re
+from collections.abc import Callable
 from typing import Any
 
 _SUFFIXES: dict[str, float] = {"": 1.0, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12}
@@ -34,21 +19,8 @@ _SIZE_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]?)\
 
 
 def parse_size(text: str | int | float, *, flag: str, integer: bool = True) -> float:
-    """Return the number a size string denotes.
-
-    Accepts plain numbers (``20000``, ``1e21``, ``2.5``) and the suffixes K, M,
-    B (or G) and T, case-insensitive (``20B`` is 20 x 1e9).
-
-    Args:
-        text: The value as typed, or a number.
-        flag: The flag or keyword it came from, named in the error.
-        integer: Whether the result must be a whole number (tokens, steps).
-
-    Returns:
-        The value as a float (a whole number when ``integer``).
-
-    Raises:
-        ValueError: Naming the bad value and what is valid.
+    """The number (a float; whole when ``integer``) a size denotes: a number, or text with an optional K, M, B (or G)
+    or T suffix, case-insensitive (``20B`` is 20 x 1e9); ``ValueError`` naming ``flag``, the value and what is valid.
 
     Examples:
         >>> parse_size("2B", flag="--budget-tokens")
@@ -68,9 +40,8 @@ def parse_size(text: str | int | float, *, flag: str, integer: bool = True) -> f
         value = float(match.group(1)) * _SUFFIXES[match.group(2).upper()]
     if not math.isfinite(value) or value <= 0:
         raise ValueError(f"invalid value {text!r} for {flag}: expected {hint}")
-    if integer:
-        if value != math.floor(value):
-            raise ValueError(f"invalid value {text!r} for {flag}: expected a whole number, {hint}")
+    if integer and value != math.floor(value):
+        raise ValueError(f"invalid value {text!r} for {flag}: expected a whole number, {hint}")
     return value
 
 
@@ -92,6 +63,16 @@ def _num(value: Any) -> float | None:
     return v if math.isfinite(v) else None
 
 
+def _numeric(fn: Callable[..., str]) -> Callable[..., str]:
+    """``fn`` on its first argument as a finite float; :data:`MISSING` for a missing or non-finite one."""
+    @functools.wraps(fn)
+    def formatted(value: Any, *args: Any, **kwargs: Any) -> str:
+        v = _num(value)
+        return MISSING if v is None else fn(v, *args, **kwargs)
+
+    return formatted
+
+
 def _mantissa(v: float) -> str:
     text = f"{v:.1f}"
     return f"{v:.0f}" if abs(float(text)) >= 100 else text  # 99.96 is "100", not "100.0"
@@ -110,11 +91,9 @@ def _scaled(value: float, base: float, units: tuple[str, ...]) -> tuple[str, str
     return text, units[i]
 
 
-def format_number(value: Any) -> str:
+@_numeric
+def format_number(v: float) -> str:
     """A scalar (loss, grad norm): 4 significant figures (``2.346``, ``0.0123``, ``1.23e-5``, ``12.3k``)."""
-    v = _num(value)
-    if v is None:
-        return MISSING
     if v == 0:
         return "0"
     if not 1e-3 <= abs(float(f"{v:.2e}")) < 1e15:  # exponent form outside 0.001 to 999T
@@ -127,22 +106,20 @@ def format_number(value: Any) -> str:
     return f"{rounded:g}"
 
 
-def format_scientific(value: Any) -> str:
+@_numeric
+def format_scientific(v: float) -> str:
     """A learning rate: always 3 significant figures in exponent form (``3.00e-04``)."""
-    v = _num(value)
-    return MISSING if v is None else f"{v:.2e}"
+    return f"{v:.2e}"
 
 
-def format_count(value: Any) -> str:
+@_numeric
+def format_count(v: float) -> str:
     """Counts (steps, tokens, parameters): whole ones below :data:`COUNT_EXACT_BELOW` exactly, SI above.
 
     Examples:
         >>> format_count(1150), format_count(125_000), format_count(2_000_000_000)
         ('1,150', '125k', '2.0B')
     """
-    v = _num(value)
-    if v is None:
-        return MISSING
     if abs(v) < COUNT_EXACT_BELOW and v == int(v):
         return f"{int(v):,}"
     if abs(v) < 1000:
@@ -166,79 +143,65 @@ def format_count_pair(done: Any, total: Any) -> tuple[str, str]:
     return a, b
 
 
-def format_integer(value: Any) -> str:
+@_numeric
+def format_integer(v: float) -> str:
     """An integer with thousands separators (``12,345``): the step."""
-    v = _num(value)
-    return MISSING if v is None else f"{round(v):,}"
+    return f"{round(v):,}"
 
 
-def format_bytes(value: Any) -> str:
+@_numeric
+def format_bytes(v: float) -> str:
     """Binary bytes: ``512 B``, ``1.5 KiB``, ``23.4 GiB``."""
-    v = _num(value)
-    if v is None:
-        return MISSING
     if abs(round(v)) < 1024:
         return f"{round(v)} B"
     text, unit = _scaled(v, 1024.0, _IEC)
     return f"{text} {unit}"
 
 
-def format_gib(value_bytes: Any, whole: bool = False) -> str:
+@_numeric
+def format_gib(v: float, whole: bool = False) -> str:
     """Bytes as a bare GiB number for the text line (``71.2``; whole from 10 GiB with ``whole``: ``80``)."""
-    v = _num(value_bytes)
-    if v is None:
-        return MISSING
     gib = v / 2**30
     return f"{gib:.0f}" if whole and gib >= 10 else f"{gib:.1f}"
 
 
-def format_percent(fraction: Any) -> str:
+@_numeric
+def format_percent(v: float) -> str:
     """A 0-1 share (MFU, goodput) as a percentage: ``0.423`` -> ``42.3%``; two decimals below 0.1%."""
-    v = _num(fraction)
-    if v is None:
-        return MISSING
     pct = v * 100
     return f"{pct:.2f}%" if pct != 0 and abs(pct) < 0.1 else f"{pct:.1f}%"
 
 
-def format_flops(value: Any, *, per_second: bool = False) -> str:
+@_numeric
+def format_flops(v: float, *, per_second: bool = False) -> str:
     """FLOPs with SI prefixes: ``728 GFLOP``, ``1.2 PFLOP``, ``312 TFLOP/s``."""
-    v = _num(value)
-    if v is None:
-        return MISSING
     text, prefix = _scaled(v, 1000.0, _SI_PREFIX)
     return f"{text} {prefix}FLOP" + ("/s" if per_second else "")
 
 
-def format_joules(value: Any) -> str:
+@_numeric
+def format_joules(v: float) -> str:
     """Energy with SI prefixes: ``512 J``, ``59.1 kJ``, ``1.2 MJ``."""
-    v = _num(value)
-    if v is None:
-        return MISSING
     text, prefix = _scaled(v, 1000.0, _SI_PREFIX)
     return f"{text} {prefix}J"
 
 
-def format_watts(value: Any) -> str:
+@_numeric
+def format_watts(v: float) -> str:
     """Power in whole watts: ``312 W``."""
-    v = _num(value)
-    return MISSING if v is None else f"{v:.0f} W"
+    return f"{v:.0f} W"
 
 
-def format_duration(seconds: Any) -> str:
+@_numeric
+def format_duration(v: float) -> str:
     """A clock, ``h:mm:ss`` (``0:01:15``): elapsed time and ETAs everywhere; negative clamps to 0."""
-    v = _num(seconds)
-    if v is None:
-        return MISSING
     total = max(0, round(v))
     return f"{total // 3600}:{total % 3600 // 60:02d}:{total % 60:02d}"
 
 
-def format_seconds(seconds: Any) -> str:
+@_numeric
+def format_seconds(v: float) -> str:
     """A span (phase time, seconds per step): ``0.35 s``, ``12.5 s``, the clock from a minute up."""
-    v = _num(seconds)
-    if v is None:
-        return MISSING
     v = max(0.0, v)
     if float(f"{v:.1f}") >= 60:
         return format_duration(v)
@@ -252,15 +215,24 @@ def format_seconds(seconds: Any) -> str:
     return f"{short:g} s"
 
 
-def format_rate(value: Any, label: str = "tok/s") -> str:
+@_numeric
+def format_rate(v: float, label: str = "tok/s") -> str:
     """Per-second rates: ``850 tok/s``, ``42.2 tok/s``, ``12.3k tok/s``; the bare number when ``label`` is ``""``."""
-    v = _num(value)
-    if v is None:
-        return MISSING
     text = _mantissa(v)
     if abs(float(text)) >= 1000:
         text = "".join(_scaled(v, 1000.0, _SI_COUNT))
     return f"{text} {label}" if label else text
+
+
+_BY_UNIT: dict[str, Callable[[Any], str]] = {
+    **dict.fromkeys(("count", "tokens", "1"), format_count),  # "1": a derivation's dimensionless count
+    "bytes": format_bytes, "s": format_seconds, "tokens/s": format_rate, "fraction": format_percent,
+    "samples/s": lambda v: format_rate(v, "samples/s"), **dict.fromkeys(("flop", "FLOP"), format_flops),
+    **dict.fromkeys(("flop/s", "FLOP/s"), lambda v: format_flops(v, per_second=True)),
+    # a derivation's unit: the FLOPs formatter, never "728B FLOP/token"
+    "FLOP/token": lambda v: format_flops(v) + "/token", "FLOP/sample": lambda v: format_flops(v) + "/sample",
+    "J": format_joules, "W": format_watts, "lr": format_scientific,  # lr: the text line's 3.00e-04, wherever shown
+    "": format_number}
 
 
 def format_value(value: Any, unit: str) -> str:
@@ -269,33 +241,8 @@ def format_value(value: Any, unit: str) -> str:
         return value
     if _num(value) is None:
         return MISSING
-    if unit in ("count", "tokens", "1"):  # "1": a derivation's dimensionless count (devices, params)
-        return format_count(value)
-    if unit == "bytes":
-        return format_bytes(value)
-    if unit == "s":
-        return format_seconds(value)
-    if unit == "tokens/s":
-        return format_rate(value)
-    if unit == "samples/s":
-        return format_rate(value, "samples/s")
-    if unit == "fraction":
-        return format_percent(value)
-    if unit in ("flop", "FLOP"):
-        return format_flops(value)
-    if unit in ("flop/s", "FLOP/s"):
-        return format_flops(value, per_second=True)
-    if unit in ("FLOP/token", "FLOP/sample"):  # a derivation's unit: the FLOPs formatter, never "728B FLOP/token"
-        return format_flops(value) + unit[4:]
-    if unit == "J":
-        return format_joules(value)
-    if unit == "W":
-        return format_watts(value)
-    if unit == "lr":  # a learning rate: the text line's formatter (3.00e-04), wherever it is shown
-        return format_scientific(value)
-    if unit == "":
-        return format_number(value)
-    return f"{format_number(value)} {unit}"
+    by_unit = _BY_UNIT.get(unit)
+    return by_unit(value) if by_unit is not None else f"{format_number(value)} {unit}"
 
 
 def format_axis(value: float, unit: str) -> str:

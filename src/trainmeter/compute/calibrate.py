@@ -1,10 +1,8 @@
 """The measured matmul ceiling: ``tm.calibrate()`` times a short dense matmul per dtype on the run's device.
 
-Explicit only: nothing here runs unless the user calls :func:`calibrate` (it allocates its matrices then, on the
-device it measures, and frees them before returning; never in a step). Each dtype's result is a
-:class:`Ceiling` with its shape, repeats and duration, provenance ``measured``; the compute wing divides the
-run's model FLOP/s by it for "of achievable" beside MFU against the datasheet peak (docs/spec.md section 5).
-The last calibration is kept (one per process, behind a lock) so one taken before a run serves the run.
+Explicit only (docs/spec.md section 5, "Measured ceiling"): its matrices are allocated when called and freed
+before it returns. Each dtype's :class:`Ceiling` (provenance ``measured``) gives "of achievable" beside MFU. The
+last calibration is kept (one per process, behind a lock), so one taken before a run serves the run.
 """
 
 from __future__ import annotations
@@ -16,8 +14,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-CALIBRATION_DTYPES: tuple[str, ...] = ("fp32", "tf32", "bf16", "fp16")
-"""dtypes a calibration can time (``tf32``: float32 inputs with TF32 tensor-core matmuls allowed, CUDA only)."""
+CALIBRATION_DTYPES: tuple[str, ...] = ("fp32", "tf32", "bf16", "fp16")  # tf32: float32 with TF32 matmuls (CUDA)
 
 _TORCH_DTYPE = {"fp32": "float32", "tf32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 _LOCK = threading.Lock()
@@ -26,17 +23,8 @@ _LAST: Calibration | None = None
 
 @dataclass(frozen=True, slots=True)
 class Ceiling:
-    """One dtype's measured dense-matmul rate.
-
-    Attributes:
-        device: The device measured, e.g. ``"cpu"`` or ``"cuda:0"``.
-        device_name: Its name (``torch.cuda.get_device_name``), or ``"cpu"``.
-        dtype: ``fp32``, ``tf32``, ``bf16`` or ``fp16``.
-        shape: ``(m, n, k)`` of each matmul.
-        repeats: Matmuls timed.
-        seconds: Wall seconds the timed matmuls took (after a synchronize on CUDA).
-        flops_per_s: Achieved FLOP/s: 2 x m x n x k x repeats / seconds.
-    """
+    """One dtype's measured dense-matmul rate on ``device`` (``"cuda:0"``, named ``device_name``): ``repeats`` matmuls
+    of ``shape`` ``(m, n, k)`` in ``seconds`` (synchronized on CUDA), ``flops_per_s`` = 2 m n k repeats / seconds."""
 
     device: str
     device_name: str
@@ -82,10 +70,8 @@ def achieved_flops_per_s(shape: tuple[int, int, int], repeats: int, seconds: flo
 
 def time_matmuls(run_once: Callable[[], Any], sync: Callable[[], Any], *, clock: Callable[[], float],
                  min_seconds: float, max_repeats: int) -> tuple[int, float]:
-    """Run ``run_once`` until ``min_seconds`` have passed on ``clock`` (at most ``max_repeats``); (repeats, seconds).
-
-    One untimed call first (kernel selection, allocation); ``sync`` runs before each clock read.
-    """
+    """Run ``run_once`` until ``min_seconds`` have passed on ``clock`` (at most ``max_repeats``; one untimed call
+    first; ``sync`` before each clock read): ``(repeats, seconds)``."""
     run_once()
     sync()
     start = clock()
@@ -138,22 +124,19 @@ def _measure_one(torch: Any, device: Any, dtype: str, size: int, *, clock: Calla
 def calibrate(dtypes: Iterable[str] | None = None, *, device: Any = None, size: int | None = None,
               min_seconds: float = 0.25, max_repeats: int = 1000,
               clock: Callable[[], float] = time.perf_counter) -> Calibration:
-    """Measure the dense-matmul ceiling per dtype on ``device`` (default: the current CUDA device, else the CPU).
+    """Measure the dense-matmul ceiling per dtype on ``device`` (default the current CUDA device, else the CPU); the
+    :class:`Calibration`, also kept as the last one (the next or current run reads it).
 
     Args:
         dtypes: Among :data:`CALIBRATION_DTYPES`; default ``bf16, fp16, tf32`` on CUDA, ``fp32, bf16`` on the CPU.
         device: A torch device or its name.
         size: Square matrix side; default 8192 on CUDA, 1024 on the CPU.
-        min_seconds: Time each dtype for at least this long (the clock is read at 1, 2, 4... repeats).
+        min_seconds: Time each dtype for at least this long (the clock read at 1, 2, 4... repeats).
         max_repeats: At most this many timed matmuls per dtype.
         clock: Seconds clock (tests pass a fake one).
 
-    Returns:
-        The :class:`Calibration`; also kept as the last one, which the next (or current) run reads.
-
     Raises:
-        ValueError: An unknown dtype (the message lists the valid ones), or a size or duration out of range.
-        RuntimeError: torch is not installed.
+        ValueError: An unknown dtype, or a size or duration out of range. RuntimeError: torch is not installed.
     """
     torch = sys.modules.get("torch")
     if torch is None:
@@ -217,24 +200,13 @@ def run_dtype(param_dtype: str | None, on_cuda: bool, tf32_allowed: bool) -> str
     return None
 
 
-def of_achievable(flops_per_unit: Any, units_per_s: float | None, ceiling: Ceiling, *,
-                  unit: str = "tokens") -> Any:
-    """Model FLOP/s over the measured ceiling (docs/spec.md section 5): MFU's rule with the ceiling as the peak.
-
-    Args:
-        flops_per_unit: F (a Derivation or number), FLOP per token or per sample (``unit``).
-        units_per_s: Training-only tokens (or samples) per second; ``None`` when not measured yet.
-        ceiling: The measured ceiling of this device and dtype.
-        unit: ``tokens`` or ``samples``.
-
-    Returns:
-        A Derivation named ``of_achievable`` (unit ``fraction``). Pure; any thread.
-    """
+def of_achievable(flops_per_unit: Any, units_per_s: float | None, ceiling: Ceiling, *, unit: str = "tokens") -> Any:
+    """Model FLOP/s over the measured ceiling, MFU's rule with the ceiling as the peak: F per ``unit`` (``tokens`` or
+    ``samples``) x training-only ``units_per_s``; a Derivation named ``of_achievable``. Pure."""
     from trainmeter.compute.mfu import mfu_derivation
     from trainmeter.core.provenance import Input, as_input
 
-    peak = Input(name="ceiling", value=ceiling.flops_per_s, unit="FLOP/s", provenance="measured",
-                 source=ceiling.source)
+    peak = Input(name="ceiling", value=ceiling.flops_per_s, unit="FLOP/s", provenance="measured", source=ceiling.source)
     return mfu_derivation(
         name="of_achievable", flops_per_token=as_input("F", flops_per_unit, f"FLOP/{unit[:-1]}", "detected"),
         rate=(as_input("tokens_per_s", units_per_s, f"{unit}/s", "measured", f"training-only {unit}/s"),),

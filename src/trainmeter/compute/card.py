@@ -7,14 +7,7 @@ from typing import Any, Protocol
 from trainmeter.compute.flops import with_counted
 from trainmeter.core.provenance import Derivation
 from trainmeter.core.text import markdown_text
-from trainmeter.sizes import (
-    format_count,
-    format_count_pair,
-    format_flops,
-    format_integer,
-    format_percent,
-    format_value,
-)
+from trainmeter.sizes import format_count, format_count_pair, format_flops, format_integer, format_percent, format_value
 
 
 class ComputeState(Protocol):
@@ -32,11 +25,7 @@ class ComputeState(Protocol):
 
 
 def _values(derived: dict[str, Derivation], prefix: str) -> dict[str, float | None]:
-    out = {}
-    for name, d in derived.items():
-        if name.startswith(prefix + "["):
-            out[name[len(prefix) + 1:-1]] = d.value
-    return out
+    return {name[len(prefix) + 1:-1]: d.value for name, d in derived.items() if name.startswith(prefix + "[")}
 
 
 def all_derivations(ext: ComputeState) -> list[Derivation]:
@@ -105,7 +94,7 @@ def _derived_text(value: float, unit: str) -> str:
     if unit == "fraction":
         return f"{value:.4f}"
     if unit in ("FLOP", "FLOP/s", "FLOP/token", "FLOP/sample", "1"):
-        return format_value(value, unit) if unit != "1" else format_count(value)
+        return format_value(value, unit)  # "1": format_count
     return f"{format_count(value)} {unit}"
 
 
@@ -178,14 +167,8 @@ def _pct(value: float | None) -> str:
 
 
 def compute_tiles(section: dict[str, Any], derivations: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
-    """The MFU and FLOPs tiles (docs/protocol.md), from a ``compute`` section and derivations by name.
-
-    Used live (from the extension) and in replay (from the passport), so both show the same.
-    With ``--convention C`` the MFU tile shows C's MFU and its popover works out C; the
-    range over conventions is its second line. With none, the tile shows the range and
-    its popover works out each convention in it (``derivations``). The badge is set by
-    :func:`trainmeter.widget.view_model.badge_tiles` from the derivations' inputs.
-    """
+    """The MFU and FLOPs tiles (docs/protocol.md; docs/spec.md section 5) from a ``compute`` section and derivations
+    by name, live and in replay alike (the badge: :func:`trainmeter.widget.view_model.badge_tiles`)."""
     withheld = section.get("conventions_missing")
     conv = "counted" if withheld else section.get("convention")  # not a language model: the counted pass only
     per = _per(section)

@@ -1,21 +1,11 @@
 """The counted pass in two halves: the meta copy on the training thread, its forward and backward on another.
 
-The first report of a run with a kept batch counts one step's FLOPs (:mod:`trainmeter.compute.flop_count`). Here
-that count is split (docs/spec.md section 20, "First report"): :func:`prepare_counted`, on the training thread
-between steps, reads the live model into a meta copy and the kept batch into meta inputs (shapes, dtypes and
-attributes only; afterwards nothing of the user's is referenced but the classes); :meth:`PreparedCount.run`
-then runs the copy's forward and backward under the counter on any thread, the compute wing's on its report
-worker.
-
-What the second half touches, and why it is safe beside the training: only the copy and torch state that is
-thread-local: the dispatch mode stack (the counter sees the operators of its own thread only), grad mode, and the
-autograd graph of meta tensors (run by the calling thread). No global module hook (the counter runs without
-FlopCounterMode's module tracker), no RNG fork (meta operators draw no random numbers, so the training's stream
-is untouched; tests/compute/test_counted_pass.py pins it), no compile stance (process-wide): a process in which
-anything was compiled counts on the training thread instead, where the stance can be forced. The copy's modules
-are new objects, never the ones the probes watch, so its calls are not counted as training. The copy's forward
-is the model's own code on the copy: a forward that writes state outside its modules (a global cache) does so
-from this thread.
+:func:`prepare_counted` (training thread, between steps) reads the live model into a meta copy and the kept batch
+into meta inputs; :meth:`PreparedCount.run` runs the copy's forward and backward under the counter on any thread
+(the report worker: docs/spec.md section 20, "First report"). It touches only the copy and thread-local torch
+state (dispatch mode stack, grad mode, the meta autograd graph): no global module hook, no RNG fork (meta operators
+draw no random numbers), no compile stance (a process that compiled anything counts on the training thread). The
+copy's modules are new objects, so its calls are never counted as training.
 """
 
 from __future__ import annotations
@@ -53,11 +43,8 @@ def _compiled_anything() -> bool:
 
 
 class PreparedCount:
-    """The meta pass of :func:`prepare_counted`, ready to run: a meta copy of the model and meta inputs, ours only.
-
-    :meth:`run` runs it once, on any thread (see the module docstring for what it touches); later calls return
-    the first result. The copy is let go once counted.
-    """
+    """The meta pass of :func:`prepare_counted`, ready to run: a meta copy of the model and meta inputs, ours only;
+    :meth:`run` runs it once, on any thread (later calls return the first result), then lets the copy go."""
 
     __slots__ = ("_clone", "_args", "_kwargs", "_how", "_unit", "_count", "_lock", "_result")
 
@@ -94,13 +81,9 @@ class PreparedCount:
 
 def prepare_counted(model: Any, example_args: Any = (), example_kwargs: Mapping[str, Any] | None = None,
                     *, call: Call = "forward") -> PreparedCount | None:
-    """The training thread's half of a meta count (:meth:`PreparedCount.run` is the other): the meta copy and inputs.
-
-    Returns ``None`` where the count must run whole on the training thread (:func:`counted_flops_per_token`):
-    a ``training_step`` (the module's own step, beside its trainer), a process in which anything was compiled
-    (the copy could call compiled code, and only the training thread may force it eager), a model with no meta
-    copy (rebuilt from its config or skipped: that path says why), or a batch that cannot be read. Never raises.
-    """
+    """The training thread's half of a meta count: the meta copy and inputs; ``None`` where the count must run whole
+    on the training thread (a ``training_step``, a process that compiled anything, a model with no meta copy, a
+    batch that cannot be read). Never raises."""
     if call != "forward" or _compiled_anything():
         return None
     try:

@@ -1,11 +1,8 @@
 """The one ETA rule: seconds left at the recent pace when the run has one, else at the training-only pace.
 
-docs/spec.md section 5. The live progress bar (compute wing or, without it, the
-view model), the run log's ``eta_s`` and the passport's all come from
-:func:`eta`; its Derivation says which pace it used and over which window
-(the ``pace`` input and its ``source``). The session ETA (``eta_s.session``)
-is the same formula at the wall-clock pace. Pure functions; any thread; no clock
-is read here.
+docs/spec.md section 5: the live progress bar, the run log's ``eta_s`` and the passport's all come from :func:`eta`,
+whose Derivation says which pace and window it used; ``eta_s.session`` is the same formula at the wall-clock pace.
+Pure; any thread; no clock is read here.
 """
 
 from __future__ import annotations
@@ -16,9 +13,7 @@ from typing import Any, Literal
 from trainmeter.core.provenance import Derivation, Input, Quantity, as_input, finite_number, input_number
 
 PaceName = Literal["recent", "training-only", "session"]
-PACES: tuple[str, ...] = ("recent", "training-only", "session")
-"""``recent``: the last seconds of steps, wall clock; ``training-only``: time inside training steps;
-``session``: the whole wall clock."""
+PACES: tuple[str, ...] = ("recent", "training-only", "session")  # last seconds (wall), inside steps, whole wall clock
 
 REPORT_WINDOW = "the last report window's seconds inside training steps"
 WHOLE_RUN = "the whole run's seconds inside training steps"
@@ -26,13 +21,8 @@ WHOLE_RUN = "the whole run's seconds inside training steps"
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Pace:
-    """One pace an ETA can be worked out at.
-
-    Attributes:
-        name: ``recent``, ``training-only`` or ``session``.
-        per_s: Tokens (or steps) per second; ``None`` when not measured yet.
-        window: Which seconds the pace is over, in words (shown in the derivation).
-    """
+    """One pace an ETA can be worked out at: its name, tokens (or steps) per second (``None``: not measured yet) and
+    the seconds it is over, in words."""
 
     name: PaceName
     per_s: float | None
@@ -40,11 +30,8 @@ class Pace:
 
 
 def recent_pace(recent: Any, unit: str = "tokens") -> Pace | None:
-    """The recent pace from the publisher's recent figures (``tokens_per_s``, ``steps_per_s``, ``window_s``).
-
-    Returns:
-        ``None`` when there are no recent figures (no widget, or before its first second).
-    """
+    """The recent pace from the publisher's recent figures (``tokens_per_s``, ``steps_per_s``, ``window_s``), or
+    ``None`` without them (no widget, or before its first second)."""
     if recent is None:
         return None
     key = "steps_per_s" if unit == "steps" else "tokens_per_s"
@@ -65,19 +52,9 @@ def pick_pace(recent: Pace | None, training: Pace) -> Pace:
 
 
 def eta_s(done: Quantity, budget: Quantity, pace: Pace, *, unit: str = "tokens") -> Derivation:
-    """Seconds left at ``pace``: max(budget - done, 0) / pace.
-
-    Args:
-        done: Tokens (or steps) done so far.
-        budget: The budget in the same unit (e.g. a ``budget_tokens`` Derivation).
-        pace: The pace to divide by; named in the ``pace`` input with its window.
-        unit: ``tokens`` or ``steps``: the inputs' names (``tokens_seen``/``budget_tokens``/``tokens_per_s``
-            or ``steps``/``budget_steps``/``steps_per_s``).
-
-    Returns:
-        A Derivation named ``eta_s`` (``eta_s.session`` at the session pace) in seconds; value ``None`` with
-        ``missing`` when the budget, the count or the pace is missing.
-    """
+    """Seconds left at ``pace``: max(budget - done, 0) / pace, ``done`` and ``budget`` in ``unit`` (``tokens`` or
+    ``steps``, naming the inputs); a Derivation named ``eta_s`` (``eta_s.session`` at the session pace), ``None`` with
+    ``missing`` when an input is."""
     if pace.name not in PACES:
         raise ValueError(f"unknown pace {pace.name!r}; valid: {', '.join(PACES)}")
     steps = unit == "steps"

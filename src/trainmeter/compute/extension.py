@@ -1,13 +1,9 @@
-"""The compute extension: FLOPs per token, MFU, FLOPs spent and required, progress and ETA.
+"""The compute extension: FLOPs per token, MFU, FLOPs spent and required, progress and ETA (docs/spec.md section 5).
 
-Reads the trained model once it is known (after the first optimizer step): its
-shape (config or introspection, overridden by declared flags), the sequence
-length from the batch, one step counted with FlopCounterMode on a meta copy of
-the model (never the live module), and the dense peak for the device and dtype.
-The conventions describe transformer language models and are withheld, with the reason, for a run counted in
-samples (docs/spec.md section 5, "Units"). Every figure is a :class:`~trainmeter.core.provenance.Derivation`; a
-figure whose input is missing has ``value`` None and says which input would enable it. Runs on the training
-thread inside reports (its one-time count is credited to ``reporting``; the copy's pass on the report worker).
+Reads the trained model once it is known (after the first optimizer step): its shape, S from the batch, one step
+counted on a copy of the model, the dense peak for the device and dtype. The conventions are withheld, with the
+reason, for a run counted in samples. Every figure is a :class:`~trainmeter.core.provenance.Derivation`. Runs
+inside reports (the count's copy on the training thread, its pass on the report worker).
 """
 
 from __future__ import annotations
@@ -131,9 +127,8 @@ class ComputeExtension(ExtensionBase):
             elif not self._seq_fixed:
                 weighted = getattr(getattr(m.probes, "seq_weights", None), "mean", lambda _t: None)(m.tokens)
                 if weighted is not None:
-                    shape = shape.with_value("seq_len", weighted[0], "detected",
-                                             f"token-weighted over the run's {weighted[1]} tokens (dim 1 of "
-                                             "the token ids)")
+                    shape = shape.with_value("seq_len", weighted[0], "detected", f"token-weighted over the run's "
+                                             f"{weighted[1]} tokens (dim 1 of the token ids)")
         if not force and shape.seq_len == self._seq_used:
             return
         from trainmeter.compute.flops import flops_per_token
@@ -293,8 +288,7 @@ class ComputeExtension(ExtensionBase):
         return out
 
     def _budget(self, steps: int, tokens: int, train_tps: float | None, session_tps: float | None,
-                per_conv: dict[str, Input], *, recent: Any = None,
-                whole_run: bool = False) -> dict[str, Derivation]:
+                per_conv: dict[str, Input], *, recent: Any = None, whole_run: bool = False) -> dict[str, Derivation]:
         """Progress, budget in tokens, ETA (the one rule) and the session ETA, FLOPs required (pure in its inputs)."""
         from trainmeter.compute.eta import REPORT_WINDOW, WHOLE_RUN, Pace, eta, eta_s, recent_pace
         from trainmeter.compute.mfu import budget_tokens, flops_required, progress

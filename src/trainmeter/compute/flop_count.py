@@ -1,44 +1,13 @@
-"""The ``counted`` convention: one forward and backward of the user's model under ``FlopCounterMode``.
+"""The ``counted`` convention: one forward and backward of a copy of the user's model under ``FlopCounterMode``.
 
-What it counts, and where it differs from the analytic conventions of
-:mod:`trainmeter.compute.flops`:
-
-- Executed FLOPs from operator shapes (matmuls, convolutions, attention
-  kernels with a FLOP formula): 2 per multiply-add, forward and backward.
-  Elementwise ops, norms, softmax, biases, embedding lookups and the optimizer
-  step are not counted, so it lands near ``hf``/``titan`` for a decoder.
-- Causal attention is counted over the full square: the SDPA FLOP formulas
-  ignore ``is_causal`` (so it sits above ``megatron``, which halves attention).
-- On the meta device, ``scaled_dot_product_attention`` decomposes to plain
-  ``bmm`` calls, counted over the full square. On a real CPU tensor the fused
-  CPU kernel has no FLOP formula and attention counts 0 (pytorch/pytorch#195460).
-- Activation checkpointing re-runs the forward inside backward and is counted
-  again (hardware FLOPs, not model FLOPs). A tied head counts once per use.
-- A mixture-of-experts model counts the experts the example batch was routed
-  to; on the meta device routing is not real, so the count may differ.
-
-The count never runs on the user's module: it runs on a copy
-(:mod:`trainmeter.compute.model_copy`): first (``method="meta"`` or ``"auto"``) a
-copy on the meta device with meta inputs, which allocates nothing; then
-(``"real"``, or ``"auto"`` after a meta failure, CPU models only) a copy with
-cloned parameters and inputs, under a forked RNG so dropout does not shift the
-training's random stream. The user's hooks are not copied and do not run. A
-sharded model (FSDP2, DTensor) is copied on the meta device or rebuilt from its
-config; failing both, the pass is skipped with the reason. FLOPs per token
-when the batch has token ids, per sample otherwise (docs/spec.md section 5, "Units").
-
-A LightningModule is counted through its own ``training_step`` (``call="training_step"``)
-run on the copy with the kept ``training_step`` batch, so a step that calls its submodules
-(``self.encoder(x)``) rather than ``self(batch)`` is counted as it trains. The copy holds no
-trainer (:mod:`trainmeter.compute.model_copy`): its ``self.log`` goes nowhere, a step that needs
-the trainer fails and the reason says so; warnings and printed output of that call are dropped.
-
-The counter is ``FlopCounterMode`` without its module tracker (:class:`_NoModuleHooks`), whose global module
-hooks every module of the process would run meanwhile, the user's too: all is counted under ``"Global"``.
-
-Thread safety: reads the model (shapes and attributes); call on the training thread between steps
-(:mod:`trainmeter.compute.counted_pass` splits the count: the copy there, the pass on a thread of ours). Never
-raises: a failure gives ``flops_per_unit=None`` and a ``reason``.
+What it counts and where it differs from the analytic conventions (matmul-like ops only, SDPA's causal attention as
+the full square on the meta device, none on the CPU's fused kernel, recomputation counted again, a MoE's routed
+experts), how the copy is made (meta first; a real CPU copy under a forked RNG after a meta failure; never the
+user's module or hooks) and how a LightningModule's own ``training_step`` is counted: docs/spec.md section 5, "The
+counted pass". The counter runs without its module tracker (:class:`_NoModuleHooks`). FLOPs per token when the
+batch has token ids, per sample otherwise. Reads the model only; call on the training thread between steps
+(:mod:`trainmeter.compute.counted_pass` runs the pass on the report worker). Never raises: a failure gives
+``flops_per_unit=None`` and a ``reason``.
 """
 
 from __future__ import annotations
@@ -63,21 +32,9 @@ Call = Literal["forward", "training_step"]
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CountedFlops:
-    """Result of one counted step.
-
-    Attributes:
-        flops_per_unit: Counted FLOP per token (``unit`` "tokens") or per sample ("samples"), or ``None``
-            (see ``reason``).
-        unit: What the example batch is counted in: ``"tokens"`` (integer token ids) or ``"samples"``
-            (dim 0 of a float batch: images, features, audio).
-        count: Tokens or samples in the example batch, or ``None`` when unknown.
-        total_flops: FLOPs counted for the whole step (forward plus backward), or ``None``.
-        method: ``"meta"`` or ``"real"``: which pass produced the count.
-        copy: How the counted model was built ("meta copy", "real copy", "rebuilt from its config ...").
-        reason: Why there is no count, or what failed before the pass that worked.
-        by_operator: Counted FLOPs per aten operator (``"aten.mm"`` -> FLOP).
-        note: What the counted figure means (for the UI).
-    """
+    """Result of one counted step: FLOP per ``unit`` (``tokens``: integer token ids; ``samples``: dim 0 of a float
+    batch) or ``None`` (``reason``: why, or what failed before the pass that worked), the batch's ``count``, the
+    step's ``total_flops``, which pass (``method``) on which ``copy``, FLOPs per aten operator and the UI's ``note``."""
 
     flops_per_unit: float | None
     unit: Unit = "tokens"
@@ -115,14 +72,9 @@ class CountedFlops:
             Input(name="T" if self.unit == "tokens" else "B", value=self.count, unit=self.unit, provenance="counted",
                   source=f"{self.unit} in the example batch"),
         )
-        return Derivation(
-            name="flops_per_token.counted",
-            formula="C / T" if self.unit == "tokens" else "C / B",
-            value=self.flops_per_unit,
-            unit=f"FLOP/{word}",
-            inputs=inputs,
-            missing=None if self.flops_per_unit is not None else f"counted FLOPs unavailable: {self.reason}",
-        )
+        missing = None if self.flops_per_unit is not None else f"counted FLOPs unavailable: {self.reason}"
+        return Derivation(name="flops_per_token.counted", formula="C / T" if self.unit == "tokens" else "C / B",
+                          value=self.flops_per_unit, unit=f"FLOP/{word}", inputs=inputs, missing=missing)
 
 
 def _map_tensors(obj: Any, fn: Callable[[Any], Any], torch: Any) -> Any:
@@ -305,39 +257,23 @@ class _NoCopy(Exception):
     """No copy of the model could be made: the pass is skipped (the message says why)."""
 
 
-def counted_flops_per_token(
-    model: Any,
-    example_args: Any = (),
-    example_kwargs: Mapping[str, Any] | None = None,
-    *,
-    tokens: int | None = None,
-    samples: int | None = None,
-    loss_fn: Callable[[Any], Any] | None = None,
-    method: Method = "auto",
-    call: Call = "forward",
-) -> CountedFlops:
-    """Count one training step's FLOPs per token (or per sample) with ``torch.utils.flop_counter.FlopCounterMode``.
-
-    The pass runs on a copy of the model (:func:`trainmeter.compute.model_copy.model_copy`), never on ``model``.
+def counted_flops_per_token(model: Any, example_args: Any = (), example_kwargs: Mapping[str, Any] | None = None, *,
+                            tokens: int | None = None, samples: int | None = None,
+                            loss_fn: Callable[[Any], Any] | None = None, method: Method = "auto",
+                            call: Call = "forward") -> CountedFlops:
+    """Count one training step's FLOPs per token (or per sample) on a copy of ``model``; never raises.
 
     Args:
         model: The ``torch.nn.Module`` (``torch.compile`` and DDP wrappers are read through).
         example_args: Positional inputs of one forward (a tuple, or a single tensor).
         example_kwargs: Keyword inputs of one forward.
-        tokens: Tokens in the example batch; default: as the run counts them (integer token ids:
-            batch x sequence).
-        samples: Samples in the example batch (a model without token ids); default: dim 0 of its first
-            float tensor. Give at most one of ``tokens`` and ``samples``.
-        loss_fn: Maps the model output to a scalar to differentiate; default:
-            ``output.loss`` if present, else the sum of the (first) float output.
-        method: ``"meta"`` (allocate nothing), ``"real"`` (a CPU copy with the real values)
-            or ``"auto"`` (meta, then real if meta fails).
-        call: ``"forward"`` (the copy called with the batch) or ``"training_step"`` (a LightningModule's own
-            ``training_step`` on the copy, the batch and ``batch_idx`` as Lightning gave them; its returned loss,
-            a tensor or ``{"loss": ...}``, is differentiated).
-
-    Returns:
-        A :class:`CountedFlops`; never raises.
+        tokens: Tokens in the example batch; default as the run counts them.
+        samples: Samples in it (a model without token ids); default dim 0 of its first float tensor. At most one
+            of ``tokens`` and ``samples``.
+        loss_fn: Model output to a scalar to differentiate; default ``output.loss``, else the first float output's sum.
+        method: ``"meta"`` (allocate nothing), ``"real"`` (a CPU copy with the real values) or ``"auto"`` (meta,
+            then real if meta fails).
+        call: ``"forward"`` or ``"training_step"`` (a LightningModule's own, its returned loss differentiated).
     """
     found = _inputs(example_args, example_kwargs, tokens, samples, call, method)
     if isinstance(found, CountedFlops):

@@ -1,26 +1,11 @@
-"""Training FLOPs per token under named conventions, with the inputs' provenance.
+"""Training FLOPs per token under named conventions, with the inputs' provenance (docs/spec.md section 5).
 
-Symbols: N = parameters the forward passes through, trained or frozen (MoE:
-the active ones, top-k plus shared experts plus everything dense), E = input
-embedding tables used only as lookups (token table unless tied to the head,
-learned positions), L layers, d width, S sequence length. All figures are per
-token, forward plus backward. The table is full training; with frozen
-parameters each convention is split into forward (over N), activation
-gradients (over N_b, L_b: the backward's path) and weight gradients (over the
-trained N_t), :data:`FROZEN_FORMULAS`, equal to the table when all is trained.
-
-| convention | formula | attributed to |
-|---|---|---|
-| ``hf`` | 6 (N - E) | Hugging Face Trainer ``total_flos`` (no attention term) |
-| ``megatron`` | 6 (N - E) + 6 L d S | Megatron-LM (attention scores and values, causal half) |
-| ``titan`` | 6 (N - E) + 12 L d S | TorchTitan and nanochat (alias ``nanochat``; full square) |
-| ``embeddings`` | 6 N + 12 L d S | embedding tables counted as matmuls |
-
-``counted`` (one real step under ``FlopCounterMode``) lives in
-:mod:`trainmeter.compute.flop_count`; it is an F beside the conventions (:data:`COUNTED`), and
-:func:`mfu_conventions` and :func:`flops_input` are the one rule for which F a run or a launch
-derives MFU under and with what provenance. This module never imports torch at module level;
-introspecting a module imports it lazily. All functions are pure and thread-safe.
+Symbols: N = parameters the forward passes through (MoE: the active ones), E = lookup-only embedding tables, L
+layers, d width, S sequence length; per token, forward plus backward. :data:`FORMULAS` is full training; with
+frozen parameters :data:`FROZEN_FORMULAS` splits each into forward, activation and weight gradients. ``counted``
+(:mod:`trainmeter.compute.flop_count`) is an F beside them (:data:`COUNTED`); :func:`mfu_conventions` and
+:func:`flops_input` are the one rule for which F a run or a launch derives MFU under, with what provenance. Never
+imports torch at module level. Pure and thread-safe.
 """
 
 from __future__ import annotations
@@ -33,45 +18,18 @@ from trainmeter.compute.shape_config import shape_from_config
 from trainmeter.compute.shape_module import shape_from_module
 from trainmeter.core.provenance import Derivation, Input, as_input, weakest
 
-__all__ = [
-    "CONVENTIONS",
-    "CONVENTION_ALIASES",
-    "DESCRIPTIONS",
-    "FORMULAS",
-    "FieldSource",
-    "ModelShape",
-    "SHAPE_FIELDS",
-    "as_shape",
-    "flops_per_token",
-    "flops_range",
-    "override_shape",
-    "shape_from_config",
-    "shape_from_module",
-    "shape_inputs",
-    "validate_convention",
-]
+__all__ = ["CONVENTIONS", "CONVENTION_ALIASES", "DESCRIPTIONS", "FORMULAS", "FieldSource", "ModelShape", "SHAPE_FIELDS",
+           "as_shape", "flops_per_token", "flops_range", "override_shape", "shape_from_config", "shape_from_module",
+           "shape_inputs", "validate_convention"]
 
 CONVENTIONS: tuple[str, ...] = ("hf", "megatron", "titan", "embeddings")
 """The analytic conventions, in increasing order of FLOPs for a usual decoder."""
 
-COUNTED = "counted"
-"""F counted by one real step under FlopCounterMode (:mod:`trainmeter.compute.flop_count`), named beside the
-conventions wherever F is: ``mfu[counted]``, ``flops_spent[counted]``, a launch's ``distributed.mfu[counted]``."""
-
-MFU_ORDER: tuple[str, ...] = (*CONVENTIONS, COUNTED)
-"""The order MFU, FLOPs spent and required list their F: the conventions, then the counted one."""
-
+COUNTED = "counted"  # F counted by one real step under FlopCounterMode, named beside the conventions wherever F is
+MFU_ORDER: tuple[str, ...] = (*CONVENTIONS, COUNTED)  # the order MFU, FLOPs spent and required list their F
 CONVENTION_ALIASES: dict[str, str] = {"nanochat": "titan", "torchtitan": "titan", "all_params": "embeddings"}
-"""Other accepted names and the convention each means."""
-
-FORMULAS: dict[str, str] = {
-    "hf": "6 * (N - E)",
-    "megatron": "6 * (N - E) + 6 * L * d * S",
-    "titan": "6 * (N - E) + 12 * L * d * S",
-    "embeddings": "6 * N + 12 * L * d * S",
-}
-"""Formula of each convention over the symbols N, E, L, d, S."""
-
+FORMULAS: dict[str, str] = {"hf": "6 * (N - E)", "megatron": "6 * (N - E) + 6 * L * d * S",
+                            "titan": "6 * (N - E) + 12 * L * d * S", "embeddings": "6 * N + 12 * L * d * S"}
 DESCRIPTIONS: dict[str, str] = {
     "hf": "Hugging Face Trainer count: 6 per non-embedding parameter, no attention term",
     "megatron": "Megatron-LM: adds attention scores and values with the causal half",
@@ -136,9 +94,8 @@ FROZEN_FORMULAS: dict[str, str] = {
     "titan": "2 * (N - E) + 2 * (N_b - E_b) + 2 * (N_t - E_t) + 4 * L * d * S + 8 * L_b * d * S",
     "embeddings": "2 * N + 2 * N_b + 2 * N_t + 4 * L * d * S + 8 * L_b * d * S",
 }
-"""The conventions with frozen parameters: forward over N, activation gradients over the backward's path
-(N_b, L_b), weight gradients over the trained N_t (docs/spec.md section 5, "Frozen weights"); with every
-parameter trained they equal :data:`FORMULAS`."""
+"""The conventions with frozen parameters (docs/spec.md section 5, "Frozen weights"): :data:`FORMULAS` when all is
+trained."""
 
 
 def _frozen_inputs(shape: ModelShape, n_symbol: str, convention: str) -> list[Input]:
@@ -174,11 +131,8 @@ def _derive(shape: ModelShape, convention: str) -> Derivation:
         inputs += _frozen_inputs(shape, n_symbol, convention)
     factor = _ATTENTION_FACTOR[convention]
     if factor:
-        inputs += [
-            shape.as_input("layers", "L", "1"),
-            shape.as_input("d_model", "d", "1"),
-            shape.as_input("seq_len", "S", "tokens"),
-        ]
+        inputs += [shape.as_input("layers", "L", "1"), shape.as_input("d_model", "d", "1"),
+                   shape.as_input("seq_len", "S", "tokens")]
         if frozen:
             layers_b = shape.as_input("backward_layers", "L_b", "1")
             if layers_b.value is None and shape.layers is not None:  # no repeated blocks read: all of L
@@ -188,14 +142,8 @@ def _derive(shape: ModelShape, convention: str) -> Derivation:
     missing = [i.name for i in inputs if i.value is None]
     name = f"flops_per_token.{convention}"
     if missing:
-        return Derivation(
-            name=name,
-            formula=formula,
-            value=None,
-            unit="FLOP/token",
-            inputs=tuple(inputs),
-            missing=_missing_text(shape, missing),
-        )
+        return Derivation(name=name, formula=formula, value=None, unit="FLOP/token", inputs=tuple(inputs),
+                          missing=_missing_text(shape, missing))
     # S may be a token-weighted mean (a float); counts are whole
     values: dict[str, Any] = {i.name: float(i.value) if i.name == "S" else int(i.value)  # type: ignore[arg-type]
                               for i in inputs}
@@ -210,9 +158,8 @@ def _derive(shape: ModelShape, convention: str) -> Derivation:
             dense = 2 * (n - values["E"]) + 2 * (values["N_b"] - values["E_b"]) + 2 * (values["N_t"] - values["E_t"])
         third = factor // 3
         attention = (third * values["L"] + 2 * third * values["L_b"]) * values["d"] * values["S"] if factor else 0
-    return Derivation(
-        name=name, formula=formula, value=float(dense + attention), unit="FLOP/token", inputs=tuple(inputs)
-    )
+    return Derivation(name=name, formula=formula, value=float(dense + attention), unit="FLOP/token",
+                      inputs=tuple(inputs))
 
 
 def _symbol(formula: str, n_symbol: str) -> str:
@@ -228,21 +175,14 @@ def flops_per_token(
     """Training FLOPs per token (forward plus backward) under a named convention.
 
     Args:
-        model_or_shape: A :class:`ModelShape`, a ``torch.nn.Module`` (read by
-            :func:`shape_from_module`; meta device fine) or a Hugging Face style config.
-        convention: One of :data:`CONVENTIONS` or an alias; ``None`` gives every
-            convention (the range to show when the user picked none).
-        seq_len: S in tokens; recorded as ``declared`` (pass a shape whose
-            ``seq_len`` has another provenance, e.g. ``detected`` from the batch, instead).
+        model_or_shape: A :class:`ModelShape`, a ``torch.nn.Module`` (meta fine) or a Hugging Face style config
+            (``TypeError`` otherwise).
+        convention: One of :data:`CONVENTIONS` or an alias (``ValueError`` otherwise); ``None`` gives every one.
+        seq_len: S in tokens, ``declared`` (``ValueError`` unless positive).
 
     Returns:
-        A :class:`Derivation` named ``flops_per_token.<convention>`` (value in
-        FLOP/token, ``None`` with ``missing`` text when an input is unknown), or
-        with ``convention=None`` a dict convention -> Derivation in :data:`CONVENTIONS` order.
-
-    Raises:
-        ValueError: Unknown convention or a non-positive ``seq_len``.
-        TypeError: ``model_or_shape`` is not a shape, module or config.
+        A :class:`Derivation` named ``flops_per_token.<convention>`` in FLOP/token (``None`` with ``missing`` when
+        an input is unknown), or with ``convention=None`` a dict convention -> Derivation.
     """
     canonical = None if convention is None else validate_convention(convention)
     shape = as_shape(model_or_shape)
@@ -268,12 +208,8 @@ def shape_inputs(shape: ModelShape) -> tuple[Input, ...]:
 
 
 def modelled_flops(f: Derivation | float | None, unit: str = "tokens", source: str = "") -> Input:
-    """A FLOPs convention's F as an input of MFU and FLOPs spent: provenance at most ``detected``.
-
-    A convention models the work from the model's shape (docs/spec.md section 5): its parameter
-    counts are counted, its FLOPs are not, so a derived number that uses it is never badged
-    ``counted`` (that badge is FlopCounterMode's). Pure.
-    """
+    """A FLOPs convention's F as an input of MFU and FLOPs spent: provenance at most ``detected`` (a model of the work,
+    never badged ``counted``: docs/spec.md section 5)."""
     inp = as_input("F", f, f"FLOP/{unit[:-1]}", "detected", source)
     capped = weakest((inp.provenance, "detected")) or "detected"
     return Input(name=inp.name, value=inp.value, unit=inp.unit, provenance=capped,  # type: ignore[arg-type]
@@ -281,11 +217,8 @@ def modelled_flops(f: Derivation | float | None, unit: str = "tokens", source: s
 
 
 def flops_input(convention: str, f: Derivation | float | None, unit: str = "tokens", source: str = "") -> Input:
-    """F under ``convention`` as the input of MFU, FLOPs spent and required, for a run or a launch.
-
-    :data:`COUNTED` F (FlopCounterMode) is ``counted``, or its derivation's weakest provenance; a
-    convention's is at most ``detected`` (:func:`modelled_flops`). ``source`` names a plain number's origin. Pure.
-    """
+    """F under ``convention`` as the input of MFU, FLOPs spent and required, for a run or a launch: :data:`COUNTED`
+    F is ``counted`` (or its derivation's weakest), a convention's at most ``detected``; ``source``: a number's origin."""
     if convention == COUNTED:
         return as_input("F", f, f"FLOP/{unit[:-1]}", "counted", source)
     return modelled_flops(f, unit, source)
@@ -300,11 +233,8 @@ def with_counted(flops: Mapping[str, _F], counted: _F | None) -> dict[str, _F]:
 
 
 def mfu_conventions(names: Iterable[str], convention: str | None = None) -> list[str]:
-    """The conventions MFU is derived under, given the ``names`` some F is known for, in :data:`MFU_ORDER`.
-
-    With ``convention`` named: that one (known or not: its MFU then says what is missing) and :data:`COUNTED`
-    when known, as a run reports them; else every known one. A name outside the order comes last, sorted.
-    """
+    """The conventions MFU is derived under, given the ``names`` some F is known for, in :data:`MFU_ORDER` (others
+    last, sorted): with ``convention`` named, that one (known or not) and :data:`COUNTED` when known; else all known."""
     known = set(names)
     if convention is not None:
         known = {convention} | (known & {COUNTED})

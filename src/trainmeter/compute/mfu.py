@@ -1,11 +1,9 @@
-"""MFU, FLOPs spent and required, and progress: pure functions returning Derivations (the ETA: compute/eta.py).
+"""MFU, FLOPs spent and required, and progress: pure functions returning Derivations (docs/spec.md section 5).
 
-Every quantity argument accepts a plain number, an :class:`~trainmeter.core.provenance.Input`
-(keeps its provenance), a :class:`~trainmeter.core.provenance.Derivation` (its value,
-with the weakest provenance of its inputs) or ``None`` (missing: the result's
-value is ``None`` and ``missing`` says what would enable it). Plain numbers get
-the provenance the caller names (defaults below). No clock is read here: pass
-paces and counts. Never imports torch. All functions are pure and thread-safe.
+Every quantity argument accepts a plain number (with the provenance the caller names), an
+:class:`~trainmeter.core.provenance.Input`, a :class:`~trainmeter.core.provenance.Derivation` or ``None`` (the
+result's value is then ``None`` and ``missing`` says what would enable it). No clock is read (the ETA:
+compute/eta.py). Never imports torch. Pure and thread-safe.
 """
 
 from __future__ import annotations
@@ -15,8 +13,7 @@ from typing import Literal
 from trainmeter.compute.peaks import PeakRow, normalize_dtype, validate_peak
 from trainmeter.core.provenance import Derivation, Input, Quantity, as_input, input_number
 
-PACES: tuple[str, ...] = ("training-only", "session")
-"""``training-only``: tokens/s over time spent in training steps; ``session``: over the whole wall clock."""
+PACES: tuple[str, ...] = ("training-only", "session")  # tokens/s over time inside training steps; over the wall clock
 Pace = Literal["training-only", "session"]
 
 PEAK_FLAGS = "--peak-tflops X --peak-source TEXT"
@@ -29,56 +26,36 @@ def _pace_label(pace: str) -> str:
 
 
 def mfu_name(convention: str, pace: str = "training-only", prefix: str = "") -> str:
-    """The name of an MFU under ``convention`` at ``pace``: ``mfu[hf]``, ``mfu.session[hf]``; a launch's with
-    ``prefix`` ``distributed.`` (``distributed.mfu[hf]``).
-
-    Raises:
-        ValueError: ``pace`` is not one of :data:`PACES`.
-    """
+    """The name of an MFU under ``convention`` at ``pace`` (``ValueError`` if not in :data:`PACES`): ``mfu[hf]``,
+    ``mfu.session[hf]``; a launch's with ``prefix`` ``distributed.``."""
     return f"{prefix}mfu{'.session' if _pace_label(pace) == 'session' else ''}[{convention}]"
 
 
-def mfu(
-    flops_per_token: Quantity,
-    tokens_per_s: Quantity,
-    devices: Quantity,
-    peak_flops_per_s: Quantity | PeakRow,
-    *,
-    pace: Pace = "training-only",
-    peak_missing: str | None = None,
-    unit: str = "tokens",
-) -> Derivation:
+def mfu(flops_per_token: Quantity, tokens_per_s: Quantity, devices: Quantity, peak_flops_per_s: Quantity | PeakRow, *,
+        pace: Pace = "training-only", peak_missing: str | None = None, unit: str = "tokens") -> Derivation:
     """Model FLOPs utilization of one run, a 0-1 fraction: F x tokens/s / (devices x peak).
 
     Args:
         flops_per_token: F, FLOP per token (e.g. a ``flops_per_token.<convention>`` Derivation).
-        tokens_per_s: Tokens per second over all devices; ``pace`` says which clock
-            (``training-only``: time inside steps; ``session``: wall clock).
+        tokens_per_s: Tokens per second over all devices, on the clock ``pace`` names (the name ``mfu`` or
+            ``mfu.session``).
         devices: Number of devices the peak applies to.
-        peak_flops_per_s: Dense peak per device in FLOP/s, or a :class:`PeakRow`
-            (its TFLOP/s, provenance and source are used); ``None`` when unknown.
-        pace: Which tokens/s this is; the name is ``mfu`` or ``mfu.session``.
-        peak_missing: Why there is no peak (e.g. from :func:`trainmeter.compute.peaks.why_no_peak`).
-        unit: What the run counts, ``tokens`` or ``samples`` (F is then FLOP/sample, the rate samples/s).
-
-    Returns:
-        A Derivation in unit ``fraction``; value ``None`` with ``missing`` naming
-        the input (for a missing peak: ``--peak-tflops X --peak-source TEXT``).
+        peak_flops_per_s: Dense peak per device in FLOP/s, or a :class:`PeakRow`; ``None`` when unknown
+            (``peak_missing``: why).
+        pace: ``training-only`` or ``session``.
+        peak_missing: Why there is no peak (:func:`trainmeter.compute.peaks.why_no_peak`).
+        unit: ``tokens`` or ``samples`` (F is then FLOP/sample, the rate samples/s).
     """
     _pace_label(pace)
     if isinstance(peak_flops_per_s, PeakRow):
         peak_in = peak_input(peak_flops_per_s)
     else:
         peak_in = as_input("peak", peak_flops_per_s, "FLOP/s", "detected", "datasheet dense peak")
-    return mfu_derivation(
-        name="mfu" if pace == "training-only" else "mfu.session",
-        flops_per_token=as_input("F", flops_per_token, f"FLOP/{unit[:-1]}", "detected"),
-        rate=(as_input("tokens_per_s", tokens_per_s, f"{unit}/s", "measured", f"{pace} {unit}/s"),),
-        devices=as_input("devices", devices, "1", "detected"),
-        peaks=(peak_in,),
-        pace=pace,
-        peak_missing=peak_missing,
-    )
+    return mfu_derivation(name="mfu" if pace == "training-only" else "mfu.session",
+                          flops_per_token=as_input("F", flops_per_token, f"FLOP/{unit[:-1]}", "detected"),
+                          rate=(as_input("tokens_per_s", tokens_per_s, f"{unit}/s", "measured", f"{pace} {unit}/s"),),
+                          devices=as_input("devices", devices, "1", "detected"), peaks=(peak_in,), pace=pace,
+                          peak_missing=peak_missing)
 
 
 def peak_input(row: PeakRow, name: str = "peak") -> Input:
@@ -87,35 +64,15 @@ def peak_input(row: PeakRow, name: str = "peak") -> Input:
                  source=f"{row.card} dense {row.dtype}: {row.source}")
 
 
-def mfu_derivation(
-    *,
-    name: str,
-    flops_per_token: Input,
-    rate: tuple[Input] | tuple[Input, Input],
-    devices: Input,
-    peaks: tuple[Input, ...],
-    pace: str = "training-only",
-    peak_missing: str | None = None,
-    missing: str | None = None,
-) -> Derivation:
+def mfu_derivation(*, name: str, flops_per_token: Input, rate: tuple[Input] | tuple[Input, Input], devices: Input,
+                   peaks: tuple[Input, ...], pace: str = "training-only", peak_missing: str | None = None,
+                   missing: str | None = None) -> Derivation:
     """The one MFU formula and its checks (docs/spec.md section 5), for a run and for a launch of ranks.
 
-    MFU = F x tokens/s / capacity, where tokens/s is one input (``tokens_per_s``) or two
-    (``tokens / seconds``), and the capacity is ``devices x peak`` (one peak: every device alike)
-    or the sum of one peak per device (peaks differ).
-
-    Args:
-        name: The derivation's name (``mfu``, ``distributed.mfu.session[hf]``...).
-        flops_per_token: The ``F`` input.
-        rate: ``(tokens_per_s,)`` or ``(tokens, seconds)``.
-        devices: How many devices the capacity spans.
-        peaks: One ``peak`` input (devices x peak), or one per device (summed).
-        pace: Which clock the rate is on (for the reason a rate is missing).
-        peak_missing: Why there is no peak, when known (the flags that declare one are added).
-        missing: A reason the caller already knows (a launch's missing rank): the value is ``None``.
-
-    Returns:
-        A Derivation in unit ``fraction``; value ``None`` with ``missing`` naming the input that would enable it.
+    MFU = F x ``rate`` (``(tokens_per_s,)`` or ``(tokens, seconds)``) / capacity: ``devices`` x one ``peaks`` input,
+    or the sum of one peak per device. ``pace`` names the rate's clock in a missing reason; ``peak_missing`` gets
+    the flags that declare a peak; ``missing`` is a reason the caller already knows (a launch's missing rank). A
+    Derivation named ``name``, unit ``fraction``; value ``None`` with ``missing`` saying what would enable it.
     """
     per_rank = len(peaks) > 1
     capacity = "sum over ranks of peak" if per_rank else "devices * peak"
@@ -155,28 +112,15 @@ def flops_spent(flops_per_token: Quantity, tokens: Quantity, *, unit: str = "tok
     f, t = (input_number(i) for i in inputs)
     if f is None or t is None:
         miss = f"FLOPs per {unit[:-1]} unknown" if f is None else f"{unit} seen unknown"
-        return Derivation(
-            name="flops_spent", formula="F * tokens", value=None, unit="FLOP", inputs=inputs, missing=miss
-        )
+        return Derivation(name="flops_spent", formula="F * tokens", value=None, unit="FLOP", inputs=inputs,
+                          missing=miss)
     return Derivation(name="flops_spent", formula="F * tokens", value=f * t, unit="FLOP", inputs=inputs)
 
 
-def budget_tokens(
-    flops_per_token: Quantity = None,
-    *,
-    tokens: Quantity = None,
-    steps: Quantity = None,
-    tokens_per_step: Quantity = None,
-    flops: Quantity = None,
-) -> Derivation:
-    """The budget in tokens, from exactly one of: tokens, steps (x tokens per step), or FLOPs (/ F).
-
-    Plain numbers for ``tokens``, ``steps`` and ``flops`` count as ``declared``;
-    ``tokens_per_step`` as ``counted``.
-
-    Raises:
-        ValueError: None or more than one budget kind is given.
-    """
+def budget_tokens(flops_per_token: Quantity = None, *, tokens: Quantity = None, steps: Quantity = None,
+                  tokens_per_step: Quantity = None, flops: Quantity = None) -> Derivation:
+    """The budget in tokens from exactly one of tokens, steps (x tokens per step) or FLOPs (/ F) (``ValueError``
+    otherwise); plain numbers count as ``declared``, ``tokens_per_step`` as ``counted``."""
     given = [k for k, v in (("tokens", tokens), ("steps", steps), ("flops", flops)) if v is not None]
     if len(given) != 1:
         raise ValueError(
@@ -185,89 +129,47 @@ def budget_tokens(
         )
     if tokens is not None:
         inp = as_input("budget_tokens", tokens, "tokens", "declared", "--budget-tokens")
-        return Derivation(
-            name="budget_tokens",
-            formula="budget_tokens",
-            value=input_number(inp),
-            unit="tokens",
-            inputs=(inp,),
-            missing=None if input_number(inp) is not None else "budget tokens not a number",
-        )
+        return Derivation(name="budget_tokens", formula="budget_tokens", value=input_number(inp), unit="tokens",
+                          inputs=(inp,),
+                          missing=None if input_number(inp) is not None else "budget tokens not a number")
     if steps is not None:
-        inputs = (
-            as_input("budget_steps", steps, "steps", "declared", "--budget-steps"),
-            as_input("tokens_per_step", tokens_per_step, "tokens/step", "counted"),
-        )
+        inputs = (as_input("budget_steps", steps, "steps", "declared", "--budget-steps"),
+                  as_input("tokens_per_step", tokens_per_step, "tokens/step", "counted"))
         s, tps = (input_number(i) for i in inputs)
         value = None if s is None or tps is None else s * tps
-        return Derivation(
-            name="budget_tokens",
-            formula="budget_steps * tokens_per_step",
-            value=value,
-            unit="tokens",
-            inputs=inputs,
-            missing=None if value is not None else "tokens per step not counted yet",
-        )
-    inputs = (
-        as_input("budget_flops", flops, "FLOP", "declared", "--budget-flops"),
-        as_input("F", flops_per_token, "FLOP/token", "detected"),
-    )
+        return Derivation(name="budget_tokens", formula="budget_steps * tokens_per_step", value=value, unit="tokens",
+                          inputs=inputs, missing=None if value is not None else "tokens per step not counted yet")
+    inputs = (as_input("budget_flops", flops, "FLOP", "declared", "--budget-flops"),
+              as_input("F", flops_per_token, "FLOP/token", "detected"))
     b, f = (input_number(i) for i in inputs)
     value = None if b is None or f is None or f <= 0 else b / f
-    return Derivation(
-        name="budget_tokens",
-        formula="budget_flops / F",
-        value=value,
-        unit="tokens",
-        inputs=inputs,
-        missing=None if value is not None else "FLOPs per token unknown",
-    )
+    return Derivation(name="budget_tokens", formula="budget_flops / F", value=value, unit="tokens", inputs=inputs,
+                      missing=None if value is not None else "FLOPs per token unknown")
 
 
-def flops_required(
-    flops_per_token: Quantity,
-    *,
-    tokens: Quantity = None,
-    steps: Quantity = None,
-    tokens_per_step: Quantity = None,
-    flops: Quantity = None,
-) -> Derivation:
-    """FLOPs the whole budget takes: the declared FLOPs, or F x budget tokens (tokens or steps x tokens per step).
-
-    Raises:
-        ValueError: None or more than one budget kind is given.
-    """
+def flops_required(flops_per_token: Quantity, *, tokens: Quantity = None, steps: Quantity = None,
+                   tokens_per_step: Quantity = None, flops: Quantity = None) -> Derivation:
+    """FLOPs the whole budget takes: the declared FLOPs, or F x budget tokens (``ValueError`` as :func:`budget_tokens`)."""
     if flops is not None and tokens is None and steps is None:
         inp = as_input("budget_flops", flops, "FLOP", "declared", "--budget-flops")
         value = input_number(inp)
-        return Derivation(
-            name="flops_required",
-            formula="budget_flops",
-            value=value,
-            unit="FLOP",
-            inputs=(inp,),
-            missing=None if value is not None else "budget FLOPs not a number",
-        )
+        return Derivation(name="flops_required", formula="budget_flops", value=value, unit="FLOP", inputs=(inp,),
+                          missing=None if value is not None else "budget FLOPs not a number")
     budget = budget_tokens(flops_per_token, tokens=tokens, steps=steps, tokens_per_step=tokens_per_step, flops=flops)
-    inputs = (
-        as_input("F", flops_per_token, "FLOP/token", "detected"),
-        as_input("budget_tokens", budget, "tokens", "declared"),
-    )
+    inputs = (as_input("F", flops_per_token, "FLOP/token", "detected"),
+              as_input("budget_tokens", budget, "tokens", "declared"))
     f, b = (input_number(i) for i in inputs)
     if f is None or b is None:
         miss = "FLOPs per token unknown" if f is None else (budget.missing or "budget tokens unknown")
-        return Derivation(
-            name="flops_required", formula="F * budget_tokens", value=None, unit="FLOP", inputs=inputs, missing=miss
-        )
+        return Derivation(name="flops_required", formula="F * budget_tokens", value=None, unit="FLOP", inputs=inputs,
+                          missing=miss)
     return Derivation(name="flops_required", formula="F * budget_tokens", value=f * b, unit="FLOP", inputs=inputs)
 
 
 def progress(tokens_seen: Quantity, budget: Quantity) -> Derivation:
     """Fraction of the budget done, clamped to 0..1: tokens_seen / budget_tokens."""
-    inputs = (
-        as_input("tokens_seen", tokens_seen, "tokens", "counted"),
-        as_input("budget_tokens", budget, "tokens", "declared"),
-    )
+    inputs = (as_input("tokens_seen", tokens_seen, "tokens", "counted"),
+              as_input("budget_tokens", budget, "tokens", "declared"))
     seen, total = (input_number(i) for i in inputs)
     formula = "min(1, tokens_seen / budget_tokens)"
     if seen is None or total is None or total <= 0:
@@ -277,29 +179,17 @@ def progress(tokens_seen: Quantity, budget: Quantity) -> Derivation:
             else "tokens seen unknown"
         )
         return Derivation(name="progress", formula=formula, value=None, unit="fraction", inputs=inputs, missing=miss)
-    return Derivation(
-        name="progress", formula=formula, value=min(1.0, max(0.0, seen / total)), unit="fraction", inputs=inputs
-    )
+    return Derivation(name="progress", formula=formula, value=min(1.0, max(0.0, seen / total)), unit="fraction",
+                      inputs=inputs)
 
 
 def parse_peak_args(peak_tflops: object, peak_source: object, dtype: object = None) -> PeakRow | None:
-    """``--peak-tflops X --peak-source TEXT`` as a declared :class:`PeakRow`, checked by :func:`validate_peak`.
-
-    Args:
-        peak_tflops: Dense peak per device in TFLOP/s (number or numeric string), or ``None``.
-        peak_source: Where the figure comes from (free text, required with a peak), or ``None``.
-        dtype: The dtype the peak is for (``bf16``...), or ``None`` for any.
-
-    Returns:
-        ``None`` when neither is given, else a PeakRow with card ``"declared"`` and provenance ``declared``.
-
-    Raises:
-        ValueError: As :func:`trainmeter.compute.peaks.validate_peak` (the one check and limit).
-    """
+    """``--peak-tflops X --peak-source TEXT`` (for ``dtype``, ``None``: any) as a declared :class:`PeakRow` (card
+    ``"declared"``), or ``None`` when neither is given; ``ValueError`` as
+    :func:`trainmeter.compute.peaks.validate_peak`."""
     value = validate_peak(peak_tflops, peak_source)
     if value is None:
         return None
     canonical = "any" if dtype is None else normalize_dtype(dtype)
-    return PeakRow(
-        card="declared", dtype=canonical, tflops=value, source=str(peak_source).strip(), provenance="declared"
-    )
+    return PeakRow(card="declared", dtype=canonical, tflops=value, source=str(peak_source).strip(),
+                   provenance="declared")

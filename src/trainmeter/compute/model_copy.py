@@ -1,24 +1,11 @@
 """A copy of the user's model for the counted pass: on the meta device, never sharing or changing the live module.
 
-The counted pass (:mod:`trainmeter.compute.flop_count`) runs a forward and backward; it must never run on the
-user's module (docs/spec.md section 5, "The counted pass"). :func:`model_copy` builds a separate module tree:
-
-- A copy of every module (a new object of its class, its attributes through ``copy.deepcopy``) with a prepared
-  memo: every parameter, buffer and tensor attribute maps to a new tensor of the same shape, dtype and ``requires_grad`` on the meta device (or, for the CPU's real pass, a detached
-  clone), so no data is copied and nothing is allocated on a device; every hook dictionary maps to an empty one
-  (the user's hooks never run on the copy, and their closures are not copied); the composable-API state FSDP2 keeps
-  on a module (its process group, its parameter groups) maps to an empty dictionary.
-- A module that FSDP2 (``fully_shard``) turned into ``FSDP<Class>`` becomes a plain ``<Class>`` on the copy; its
-  DTensor parameters become meta tensors of their global shape. A model whose copy fails, and whose
-  Hugging Face style ``config`` can rebuild it under ``torch.device("meta")``, is rebuilt from the config.
-- Wrappers are read through: ``torch.compile``'s ``_orig_mod``, ``DistributedDataParallel``'s ``module``.
-- What a module holds but does not compute with is not copied, the copy holding ``None`` instead: a trainer
-  (Lightning's ``_trainer``, any object of a class named ``Trainer``), Lightning's ``_fabric`` and
-  ``_device_mesh``, a data module, a ``Dataset`` or ``DataLoader``. A LightningModule's copy is so detached
-  from the live trainer: its ``self.log`` reaches no trainer and its ``self.trainer`` raises.
-
-Nothing of the live module is written: no attribute, hook, parameter, buffer, gradient or mode. Reads only
-(attributes and shapes). Call on the training thread between steps (the live module must not change mid-copy).
+:func:`model_copy` builds a separate module tree (docs/spec.md section 5, "The counted pass"): each module a new
+object of its (FSDP2-free) class, its attributes deep-copied through a memo mapping every tensor to a new meta
+tensor (or, for the CPU's real pass, a detached clone), every hook dictionary and FSDP2's composable state to empty
+ones, and links to the run (a trainer, Lightning's ``_fabric``, data) to ``None``; wrappers (compile, DDP) are read
+through; a model that cannot be copied is rebuilt from its ``config`` on the meta device. Nothing of the live module
+is written. Call on the training thread between steps.
 """
 
 from __future__ import annotations
@@ -30,8 +17,7 @@ from typing import Any
 _WRAPPERS = ("DistributedDataParallel", "DataParallel")
 _COMPOSABLE_KEY = "__composable_api_state_key"
 _DETACHED_KEYS = ("_trainer", "_fabric", "_device_mesh")  # a LightningModule's links to its run
-_DETACHED_CLASSES = frozenset({"Trainer", "LightningDataModule", "Dataset", "IterableDataset", "DataLoader",
-                               "Fabric"})
+_DETACHED_CLASSES = frozenset({"Trainer", "LightningDataModule", "Dataset", "IterableDataset", "DataLoader", "Fabric"})
 
 
 def _detached(key: str, value: Any) -> bool:
@@ -109,11 +95,8 @@ def _memo(root: Any, torch: Any, real: bool) -> dict[int, Any]:
 
 
 def _scan(value: Any, memo: dict[int, Any], torch: Any, real: bool, depth: int) -> None:
-    """Map the tensors in an attribute (inside lists, tuples and dicts, 4 levels deep) to new ones in ``memo``.
-
-    A tensor held in an attribute (a cache of rotary tables, a mask) is copied like a buffer, never its data:
-    the deep copy of the rest then allocates nothing on a device.
-    """
+    """Map the tensors in an attribute (a rotary cache, a mask; inside lists, tuples and dicts, 4 levels deep) to new
+    ones in ``memo``, like buffers: the deep copy of the rest then allocates nothing on a device."""
     if isinstance(value, torch.Tensor):
         if id(value) not in memo:
             memo[id(value)] = _tensor_copy(value, torch, real)
@@ -123,11 +106,8 @@ def _scan(value: Any, memo: dict[int, Any], torch: Any, real: bool, depth: int) 
 
 
 def _clone_module(module: Any, memo: dict[int, Any], module_type: type) -> Any:
-    """A new module of ``module``'s plain class whose attributes are deep copies (through ``memo``).
-
-    Child modules are cloned the same way, so a class's own ``__deepcopy__`` (FSDP2 refuses one) and ``__new__``
-    (FSDP2's re-runs ``__init__``) are never called.
-    """
+    """A new module of ``module``'s plain class whose attributes are deep copies (through ``memo``); children likewise,
+    so a class's own ``__deepcopy__`` (FSDP2 refuses one) and ``__new__`` (FSDP2's re-runs ``__init__``) never run."""
     found = memo.get(id(module))
     if found is not None:
         return found
@@ -163,16 +143,9 @@ def _from_config(root: Any, torch: Any) -> Any:
 
 
 def model_copy(model: Any, *, real: bool = False) -> tuple[Any, str, str | None]:
-    """A copy of ``model`` for the counted pass.
-
-    Args:
-        model: The user's ``torch.nn.Module`` (any wrapper above is read through).
-        real: Clone the parameters' data (the CPU's real pass) instead of making meta tensors.
-
-    Returns:
-        ``(copy, how, None)`` with ``how`` "meta copy", "real copy" or "rebuilt from its config on the meta device";
-        or ``(None, "", reason)`` when no copy could be made (never raises).
-    """
+    """A copy of ``model`` (wrappers read through) for the counted pass, ``real``: its data cloned (the CPU's real
+    pass): ``(copy, how, None)``, ``how`` "meta copy", "real copy" or "rebuilt from its config on the meta device";
+    or ``(None, "", reason)``. Never raises."""
     try:
         import torch
 

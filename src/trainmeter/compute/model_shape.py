@@ -1,10 +1,4 @@
-"""The model's shape as FLOPs formulas need it, each field with its provenance.
-
-A :class:`ModelShape` is a plain record: ``None`` marks a field nobody could
-read. ``sources`` says, per field, where the value came from (declared,
-detected, counted, assumed) and the concrete source text (a config key, a
-module path, a flag). Pure Python; never imports torch.
-"""
+"""The model's shape as FLOPs formulas need it, each field with its provenance and source. Pure; never imports torch."""
 
 from __future__ import annotations
 
@@ -20,12 +14,7 @@ FfnKind = Literal["mlp", "gated"]
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class FieldSource:
-    """Where one field of a :class:`ModelShape` came from.
-
-    Attributes:
-        provenance: How the value was obtained.
-        source: Concrete source, e.g. ``"config.n_layer"`` or ``"--layers 18"``.
-    """
+    """Where one field of a :class:`ModelShape` came from: its provenance and source (``"config.n_layer"``)."""
 
     provenance: Provenance
     source: str
@@ -33,38 +22,22 @@ class FieldSource:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ModelShape:
-    """Shape of a (transformer) model; every field is optional.
+    """Shape of a (transformer) model, every field optional (``None``: nobody could read it); the symbols of
+    docs/spec.md section 5.
 
     Attributes:
-        layers: Number of repeated blocks, L.
-        d_model: Model width, d.
-        heads: Attention heads.
-        kv_heads: Key/value heads (equal to ``heads`` without GQA/MQA).
-        head_dim: Width of one head (``d_model // heads`` unless the config says otherwise).
-        ffn_width: Hidden width of the feed-forward block (of one expert for MoE).
-        ffn_kind: ``"mlp"`` or ``"gated"``.
-        vocab: Vocabulary size V.
-        tied_embeddings: Whether the output head shares the token table.
+        layers, d_model, seq_len, vocab: L, d, S (tokens), V.
+        kv_heads: Key/value heads (``heads`` without GQA/MQA); ``head_dim`` ``d_model // heads`` unless the config says.
+        ffn_width: Hidden width of the feed-forward block (of one expert for MoE); ``ffn_kind`` ``mlp`` or ``gated``.
         learned_positions: Rows of a learned absolute position table (0: none).
-        seq_len: Training sequence length S, in tokens.
-        n_params: N, parameters the forward passes through (trained or frozen), each tensor counted once.
-        n_embedding_params: E, parameters of input embedding tables used only
-            as lookups (token table unless tied, learned positions).
-        moe_experts: Routed experts per MoE layer (``None`` or 1: dense).
-        moe_top_k: Experts each token is routed to.
-        moe_shared_experts: Always-active shared experts per MoE layer.
-        n_active_params: Parameters a token passes through (MoE: top-k plus
-            shared experts plus everything dense); equals ``n_params`` when dense.
-        n_trained_params: N_t, parameters that get a gradient (``requires_grad``); ``None``: not read
-            (every parameter is taken as trained).
-        n_trained_embedding_params: E_t, the trained part of E.
-        n_backward_params: N_b, parameters on the backward's path: those of the modules after the first
-            one holding a trained parameter (registration order), whose input gradients backward
-            computes; ``None``: not read (all of N).
-        n_backward_embedding_params: E_b, the lookup tables among them.
-        backward_layers: L_b, repeated blocks on the backward's path (``None``: not read, all of L).
-        sources: Field name -> :class:`FieldSource`. Fields set without an
-            entry are treated as declared by whoever built the shape.
+        n_params: N, parameters the forward passes through (trained or frozen), each tensor once.
+        n_embedding_params: E, lookup-only embedding tables (token table unless tied, learned positions).
+        moe_experts: Routed experts per MoE layer (``None`` or 1: dense); ``moe_top_k``, ``moe_shared_experts``.
+        n_active_params: Parameters a token passes through (MoE: top-k plus shared plus dense; else N).
+        n_trained_params, n_trained_embedding_params: N_t, E_t (``requires_grad``; ``None``: all trained).
+        n_backward_params, n_backward_embedding_params, backward_layers: N_b, E_b, L_b: on the backward's path (the
+            modules after the first one holding a trained parameter); ``None``: all.
+        sources: Field name -> :class:`FieldSource`; a field set without one reads as declared.
     """
 
     layers: int | None = None
@@ -103,10 +76,7 @@ class ModelShape:
         return (self.moe_experts or 0) > 1
 
     def source_of(self, name: str) -> FieldSource | None:
-        """Return the :class:`FieldSource` of field ``name``, or ``None`` when unset.
-
-        A field holding a value but no recorded source reads as declared.
-        """
+        """Return the :class:`FieldSource` of field ``name`` (declared when unrecorded), or ``None`` when unset."""
         if getattr(self, name) is None:
             return None
         found = self.sources.get(name)
@@ -123,11 +93,7 @@ class ModelShape:
         return Input(name=symbol, value=value, unit=unit, provenance=found.provenance, source=found.source)
 
     def with_value(self, name: str, value: object, provenance: Provenance, source: str) -> ModelShape:
-        """Return a copy with field ``name`` set to ``value`` and its source recorded.
-
-        Raises:
-            ValueError: ``name`` is not a field of :class:`ModelShape`.
-        """
+        """A copy with field ``name`` set to ``value`` and its source recorded (``ValueError``: not a field)."""
         if name not in SHAPE_FIELDS:
             raise ValueError(f"unknown ModelShape field {name!r}; valid: {', '.join(SHAPE_FIELDS)}")
         sources = dict(self.sources)
@@ -152,12 +118,7 @@ class ModelShape:
 SHAPE_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(ModelShape) if f.name != "sources")
 """Names of the value fields of :class:`ModelShape`, in declaration order."""
 
-OVERRIDE_FLAGS: dict[str, str] = {
-    "layers": "--layers",
-    "d_model": "--d-model",
-    "seq_len": "--seq-len",
-    "vocab": "--vocab",
-}
+OVERRIDE_FLAGS: dict[str, str] = {"layers": "--layers", "d_model": "--d-model", "seq_len": "--seq-len", "vocab": "--vocab"}
 """Fields a user may declare, and the flag that declares each."""
 
 
@@ -177,29 +138,10 @@ def _positive_int(name: str, value: object) -> int:
     return number
 
 
-def override_shape(
-    shape: ModelShape,
-    *,
-    layers: int | None = None,
-    d_model: int | None = None,
-    seq_len: int | None = None,
-    vocab: int | None = None,
-) -> ModelShape:
-    """Return ``shape`` with the given fields declared by the user (flags ``--layers`` etc.).
-
-    Args:
-        shape: The detected shape.
-        layers: Declared L, or ``None`` to keep the detected one.
-        d_model: Declared d.
-        seq_len: Declared S, in tokens.
-        vocab: Declared V.
-
-    Returns:
-        A new shape; each declared field has provenance ``declared`` and the flag as source.
-
-    Raises:
-        ValueError: A value is not a positive integer; the message names the flag and value.
-    """
+def override_shape(shape: ModelShape, *, layers: int | None = None, d_model: int | None = None,
+                   seq_len: int | None = None, vocab: int | None = None) -> ModelShape:
+    """``shape`` with the given fields (``None``: keep the detected one) declared by the user: provenance
+    ``declared``, the flag as source. ``ValueError`` naming the flag for a value that is not a positive integer."""
     out = shape
     for name, value in (("layers", layers), ("d_model", d_model), ("seq_len", seq_len), ("vocab", vocab)):
         if value is None:

@@ -1,11 +1,8 @@
 """The rows of the dense-peak table: one per card, its name pattern, the figures as its source quotes them, the source.
 
-Each row keeps the figures *as the source quotes them* and whether the source quotes them with 2:4 sparsity;
-the dense peak is derived (quoted / 2 when sparse), so a sparse figure can never be divided by. A row whose
-source is not the vendor's own datasheet or whitepaper says ``secondary=True`` and names the page it comes
-from. ``None`` in a column: the card's tensor cores have no such dtype, or no source found gives the figure
-(the row's source says which). Rows are tried in order, most specific first. docs/spec.md section 5 lists the
-sources and the cards left out. Pure data; thread-safe.
+The dense peak is derived (quoted / 2 when the source quotes 2:4 sparsity), so a sparse figure is never divided
+by; a row citing a page other than the vendor's own says ``secondary=True``; ``None``: no such dtype, or no source
+gives it. Rows are tried in order, most specific first (docs/peaks.md). Pure data.
 """
 
 from __future__ import annotations
@@ -15,17 +12,9 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True, slots=True)
 class CardRow:
-    """One card of the table.
-
-    Attributes:
-        card: Short card name shown with the peak, e.g. ``"H100 SXM"``.
-        pattern: Regular expression searched in the normalized (lower-cased, single-spaced) device name.
-        exclude: A pattern that, when it also matches, rules the row out (``"rtx 4090 d"``), or ``None``.
-        quoted: TFLOP/s per dtype (``bf16``, ``fp16``, ``tf32``, ``fp8``) exactly as the source quotes them.
-        sparse_quoted: The source quotes only 2:4-sparse figures ("with sparsity"); dense = quoted / 2.
-        source: Where the figures come from, with the caveats the source states.
-        secondary: ``True`` when the vendor publishes no figure and a secondary page is cited instead.
-    """
+    """One card: its short name (``"H100 SXM"``), a regex searched in the normalized device name (``exclude``: one that
+    rules the row out), TFLOP/s per dtype as the ``source`` quotes them (``sparse_quoted``: 2:4-sparse, dense = / 2)
+    and ``secondary``: a page other than the vendor's is cited."""
 
     card: str
     pattern: str

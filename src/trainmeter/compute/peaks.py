@@ -1,12 +1,9 @@
 """Dense tensor-core peaks per card and dtype, each with its cited source: matching a device to its row.
 
-The rows live in :mod:`trainmeter.compute.peak_table` (each cites the vendor's datasheet or whitepaper, or a
-labelled secondary page where the vendor publishes none; docs/spec.md section 5 lists them). Where the source
-quotes only the 2:4-sparse figure, the dense peak is that figure / 2. GeForce cards use the FP32-accumulate
-rate (what PyTorch's bf16/fp16 GEMMs run at). A device is matched by its NVML / torch name (CUDA and ROCm),
-most specific row first; a name that does not say its variant is settled by PCI device id or memory size when
-the caller has them, else it gets no peak and the reason says so. A card or dtype the table lacks has no peak,
-no MFU, never a guess. Pure Python; never imports torch. Thread-safe.
+The rows live in :mod:`trainmeter.compute.peak_table` (docs/peaks.md). A device is matched by its NVML / torch name
+(CUDA and ROCm), most specific row first; a name that does not say its variant is settled by PCI device id or
+memory size when known, else it gets no peak and the reason says so. A card or dtype the table lacks has no peak,
+never a guess (docs/spec.md section 5). Pure; never imports torch. Thread-safe.
 """
 
 from __future__ import annotations
@@ -20,42 +17,21 @@ from trainmeter.compute.peak_table import AMBIGUOUS, BY_MEMORY_GIB, BY_PCI_DEVIC
 from trainmeter.core.provenance import Provenance, as_provenance, finite_number
 
 MAX_PEAK_TFLOPS = 1e6
-"""The one limit on a declared peak (docs/spec.md section 5): 1 EFLOP/s per device, far above any chip; a larger
-figure is taken for a unit slip (FLOP/s given for TFLOP/s). The flag check and the compute wing both use it."""
+"""The one limit on a declared peak (docs/spec.md section 5): 1 EFLOP/s per device; a larger figure is a unit slip."""
 
-DTYPES: tuple[str, ...] = ("bf16", "fp16", "tf32", "fp8")
-"""dtypes with a peak column."""
+DTYPES: tuple[str, ...] = ("bf16", "fp16", "tf32", "fp8")  # dtypes with a peak column
 
 _DTYPE_ALIASES: dict[str, str] = {
-    "bf16": "bf16",
-    "bfloat16": "bf16",
-    "torch.bfloat16": "bf16",
-    "fp16": "fp16",
-    "float16": "fp16",
-    "half": "fp16",
-    "torch.float16": "fp16",
-    "torch.half": "fp16",
-    "tf32": "tf32",
-    "fp8": "fp8",
-    "float8": "fp8",
-    "torch.float8_e4m3fn": "fp8",
-    "torch.float8_e5m2": "fp8",
-    "torch.float8_e4m3fnuz": "fp8",
-    "torch.float8_e5m2fnuz": "fp8",
-}
+    **dict.fromkeys(("bf16", "bfloat16", "torch.bfloat16"), "bf16"),
+    **dict.fromkeys(("fp16", "float16", "half", "torch.float16", "torch.half"), "fp16"), "tf32": "tf32",
+    **dict.fromkeys(("fp8", "float8", "torch.float8_e4m3fn", "torch.float8_e5m2", "torch.float8_e4m3fnuz",
+                     "torch.float8_e5m2fnuz"), "fp8")}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PeakRow:
-    """A dense peak for one card and dtype.
-
-    Attributes:
-        card: The card the device name matched, e.g. ``"H100 SXM"``; ``"declared"`` for a user's peak.
-        dtype: ``bf16``, ``fp16``, ``tf32`` or ``fp8`` (``"any"`` for a declared peak with no dtype).
-        tflops: Dense peak in TFLOP/s (1e12 FLOP/s) per device.
-        source: Cited source, including how the dense figure was derived.
-        provenance: ``detected`` for a table row matched by device name, ``declared`` for a user's peak.
-    """
+    """A dense peak in TFLOP/s per device for one ``card`` (``"declared"`` for a user's) and ``dtype`` (``"any"`` for a
+    declared peak with none), its cited ``source`` and ``provenance`` (``detected`` from the table, or ``declared``)."""
 
     card: str
     dtype: str
@@ -84,11 +60,8 @@ class PeakRow:
 
 
 def normalize_dtype(dtype: object) -> str:
-    """Return the canonical dtype name (``bf16``, ``fp16``, ``tf32``, ``fp8``) for a name or torch dtype.
-
-    Raises:
-        ValueError: Unknown dtype; the message names it and lists the valid ones.
-    """
+    """The canonical dtype name (``bf16``, ``fp16``, ``tf32``, ``fp8``) of a name or torch dtype (``ValueError``
+    naming it and the valid ones)."""
     key = str(dtype).strip().lower()
     if key in _DTYPE_ALIASES:
         return _DTYPE_ALIASES[key]
@@ -140,35 +113,17 @@ def _find(device_name: object, pci_device_id: int | None = None, memory_bytes: f
 
 def match_card(device_name: object, *, pci_device_id: int | None = None,
                memory_bytes: float | None = None) -> str | None:
-    """The card a device name (and, where the name is ambiguous, its PCI device id or memory) matches, or ``None``.
-
-    Args:
-        device_name: NVML or torch device name (CUDA or ROCm), e.g. ``"AMD Instinct MI300X"``.
-        pci_device_id: NVML ``pciDeviceId`` (device id << 16 | vendor) or the bare 16-bit device id.
-        memory_bytes: Total device memory in bytes.
-    """
+    """The card an NVML or torch device name (where ambiguous, its PCI device id: NVML's ``pciDeviceId`` or the
+    bare 16-bit id; or memory in bytes) matches, or ``None``."""
     row = _find(device_name, pci_device_id, memory_bytes)
     return row.card if row is not None else None
 
 
 def peak_flops(device_name: str, dtype: object = "bf16", *, pci_device_id: int | None = None,
                memory_bytes: float | None = None) -> PeakRow | None:
-    """Return the dense peak of ``device_name`` for ``dtype``, or ``None``.
-
-    Args:
-        device_name: The NVML / CUDA device name, e.g. ``"NVIDIA H100 80GB HBM3"``.
-        dtype: ``bf16``, ``fp16``, ``tf32``, ``fp8`` or a torch dtype (or its name).
-        pci_device_id: NVML ``pciDeviceId``, used only when the name does not say its variant.
-        memory_bytes: Total device memory in bytes, used only when the name does not say its variant.
-
-    Returns:
-        The matched :class:`PeakRow`, or ``None`` for an unknown card (or a name
-        that does not say which variant it is) or a dtype the card lacks.
-        :func:`why_no_peak` says which.
-
-    Raises:
-        ValueError: ``dtype`` is not a known dtype name.
-    """
+    """The dense peak of ``device_name`` (``"NVIDIA H100 80GB HBM3"``) for ``dtype`` (a name or torch dtype;
+    ``ValueError`` if unknown), or ``None`` (:func:`why_no_peak` says why); ``pci_device_id`` and ``memory_bytes``
+    settle a name that does not say its variant."""
     canonical = normalize_dtype(dtype)
     row = _find(device_name, pci_device_id, memory_bytes)
     if row is None:
@@ -180,18 +135,12 @@ def peak_flops(device_name: str, dtype: object = "bf16", *, pci_device_id: int |
 
 
 def validate_peak(peak_tflops: object, peak_source: object) -> float | None:
-    """The one check of ``--peak-tflops X --peak-source TEXT``: the peak in TFLOP/s, or ``None`` when neither is given.
-
-    Used by the flag check (:func:`trainmeter.options.make_options`) and the compute wing, so a peak the
-    flag accepts is one the wing divides by.
-
-    Args:
-        peak_tflops: Dense peak per device in TFLOP/s (number or numeric string), or ``None``.
-        peak_source: Where the figure comes from (free text, required with a peak), or ``None``.
+    """The one check of ``--peak-tflops X --peak-source TEXT`` (the flag's and the compute wing's): the peak in TFLOP/s
+    per device, or ``None`` when neither is given.
 
     Raises:
-        ValueError: A peak without a source (or the reverse), a peak that is not a number, not finite,
-            zero, negative or above :data:`MAX_PEAK_TFLOPS`; the message names the value and what is valid.
+        ValueError: A peak without a source (or the reverse), or not a positive finite number up to
+            :data:`MAX_PEAK_TFLOPS`; the message names the value and what is valid.
     """
     if peak_tflops is None and (peak_source is None or str(peak_source).strip() == ""):
         return None
@@ -221,10 +170,7 @@ def validate_peak(peak_tflops: object, peak_source: object) -> float | None:
 
 def why_no_peak(device_name: str | None, dtype: object = "bf16", *, pci_device_id: int | None = None,
                 memory_bytes: float | None = None) -> str | None:
-    """Return why :func:`peak_flops` gives no peak (text for the UI), or ``None`` when it gives one.
-
-    The text ends with the flags that enable MFU anyway.
-    """
+    """Why :func:`peak_flops` gives no peak (ending with the flags that enable MFU anyway), or ``None``."""
     enable = "pass --peak-tflops X --peak-source TEXT to declare one"
     if not device_name or str(device_name).strip().lower() in ("cpu", "none"):
         return f"no GPU: no datasheet peak; {enable}"
@@ -255,22 +201,9 @@ class DeviceIdentityLike(Protocol):
 
 def peak_for_device(device_name: str, dtype: object, *, memory_bytes: float | None = None,
                     identity: DeviceIdentityLike | None = None) -> tuple[PeakRow | None, str | None]:
-    """The peak of a run's device and why there is none: its torch name, settled by the identity NVML read.
-
-    Args:
-        device_name: The torch device name (``torch.cuda.get_device_name``), CUDA or ROCm.
-        dtype: The run's dtype (as :func:`peak_flops`).
-        memory_bytes: torch's total memory of the device, bytes, or ``None``.
-        identity: The device as the GPU wing read it (PCI device id, memory total, NVML name), or ``None``
-            (no GPU wing, NVML still opening, or the device not among the sampled ones).
-
-    Returns:
-        ``(peak, None)`` or ``(None, reason)``; the reason names the variants when the name is ambiguous and
-        neither the PCI id nor the memory settles it.
-
-    Raises:
-        ValueError: ``dtype`` is not a known dtype name.
-    """
+    """``(peak, None)`` or ``(None, reason)`` for a run's device: its torch name and memory (bytes), settled by the
+    ``identity`` the GPU wing read (PCI device id, memory, NVML name), or ``None``. ``ValueError`` for an unknown
+    ``dtype``."""
     pci = identity.pci_device_id if identity is not None else None
     memory = identity.mem_total_bytes if identity is not None and identity.mem_total_bytes else memory_bytes
     name = device_name or (identity.name if identity is not None else "")
@@ -285,20 +218,9 @@ def peak_for_device(device_name: str, dtype: object, *, memory_bytes: float | No
 def peak_for_run(device_name: str | None, dtype: str | None, memory_bytes: float | None = None,
                  uuid: object = None, dtype_read: object = None, *,
                  gpu: object = None) -> tuple[PeakRow | None, str | None, bool]:
-    """:func:`peak_for_device` for a run's device, its identity read through the GPU wing's view.
-
-    Args:
-        device_name: The torch device name, or ``None`` for a model on the CPU.
-        dtype: The run's canonical dtype, or ``None`` for one without a tensor-core peak (``dtype_read``).
-        memory_bytes: torch's total memory of the device, bytes, or ``None``.
-        uuid: torch's device UUID (``get_device_properties().uuid``), or ``None``.
-        gpu: The GPU wing's view (:class:`trainmeter.gpu.view.GpuView`), or ``None`` with the wing off.
-        dtype_read: The dtype as read, named when it has no peak.
-
-    Returns:
-        ``(peak, reason, waiting)``: ``waiting`` is true when there is no peak yet and NVML is still opening
-        on the sampler's thread, so a later report should match again.
-    """
+    """:func:`peak_for_device` for a run's device (``None``: the CPU) and dtype (``None``: one without a tensor-core
+    peak, ``dtype_read`` named), its identity read by ``uuid`` through the GPU wing's view ``gpu``: ``(peak, reason,
+    waiting)``, ``waiting`` while NVML still opens (a later report matches again)."""
     if device_name is None:
         return None, ("the model is on the CPU: there is no dense datasheet peak to divide by; pass "
                       "--peak-tflops X --peak-source TEXT to declare one (or call tm.calibrate() for a measured "
@@ -314,7 +236,7 @@ def peak_for_run(device_name: str | None, dtype: str | None, memory_bytes: float
 
 
 def table_rows() -> tuple[tuple[str, str, dict[str, float | None], str], ...]:
-    """Return the table as (card, pattern, dense peaks by dtype, source) rows, most specific first (for docs)."""
+    """The table as (card, pattern, dense peaks by dtype, source) rows, most specific first (for docs)."""
     return tuple((r.card, r.pattern, dict(r.peaks), r.source) for r in TABLE)
 
 

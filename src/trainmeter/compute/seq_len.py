@@ -1,16 +1,9 @@
 """The sequence length S the attention terms use: packed sequences, the run's token-weighted mean, the batch.
 
-Attention costs each token in proportion to the length of its own sequence, so S is token-weighted:
-``sum(l * l) / sum(l)`` over sequences of lengths ``l`` (docs/spec.md section 5, "S"):
-
-- Padding-free packing (one row of several sequences): the lengths come from the kept example batch's
-  ``cu_seqlens`` (boundaries) or ``position_ids`` (a new sequence where the position resets to 0), never
-  the flattened row length. The values are read once: at once on the CPU; from a device, through a
-  non-blocking copy whose completion is polled at later reports (no sync, nothing allocated on the device).
-- Otherwise, the run's token-weighted mean of dim 1 of the token ids (:class:`trainmeter.core.seq_weights.
-  TokenWeightedSeq`, kept by the probes), exact over every batch.
-
-Training thread (reports). Never raises: an unreadable batch gives ``None``.
+S is token-weighted, ``sum(l * l) / sum(l)`` (docs/spec.md section 5, "S"): under padding-free packing the lengths
+come from the kept batch's ``cu_seqlens`` or ``position_ids`` (read once: a device's through a non-blocking copy
+polled at later reports, no sync); otherwise the run's token-weighted mean of dim 1 of the token ids (kept by the
+probes). Training thread (reports). Never raises.
 """
 
 from __future__ import annotations
@@ -48,12 +41,8 @@ def lengths_from(key: str, values: list[list[int]] | list[int]) -> list[int]:
 
 
 class PackedRead:
-    """The example batch's packing tensor, read once (a device's through a non-blocking copy and an event).
-
-    Attributes:
-        key: Which keyword the lengths come from.
-        rows: Rows of the token ids (a packed batch has resets inside its rows).
-    """
+    """The example batch's packing tensor (keyword ``key``; ``rows`` of token ids), read once (a device's through a
+    non-blocking copy and an event)."""
 
     def __init__(self, key: str, tensor: Any, torch: Any) -> None:
         self.key = key

@@ -1,11 +1,6 @@
-"""Read a :class:`~trainmeter.compute.model_shape.ModelShape` from a Hugging Face style config.
-
-Accepts a dict, an object with ``to_dict()`` (``transformers.PretrainedConfig``)
-or any object with attributes. Keys of GPT-2 (``n_layer``, ``n_embd``...) and
-Llama (``num_hidden_layers``, ``hidden_size``...) spellings are both read.
-For the GPT-2 and Llama layouts (and Mistral, Mixtral, Qwen2, Qwen3) the
-parameter count N, the embedding count E and, for MoE, the active count are
-computed analytically. Pure Python; never imports torch.
+"""Read a :class:`~trainmeter.compute.model_shape.ModelShape` from a Hugging Face style config (dict, ``to_dict()``,
+attributes): GPT-2 and Llama key spellings; N, E and a MoE's active count computed for the GPT-2 and Llama layouts
+(Mistral, Mixtral, Qwen2, Qwen3 too). Pure; never imports torch.
 """
 
 from __future__ import annotations
@@ -140,35 +135,16 @@ def _llama_counts(s: ModelShape, family: str, cfg: Mapping[str, Any]) -> tuple[i
 
 
 def shape_from_config(config: Any) -> ModelShape:
-    """Read a :class:`ModelShape` from a Hugging Face style config.
+    """Read a :class:`ModelShape` from a config (a dict, a ``PretrainedConfig``-like object, or ``None``); never raises.
 
-    Fields read from keys are ``detected`` with the key as source. A GPT-2
-    config without ``n_inner`` gets ffn width 4d; a config without kv heads
-    gets ``kv_heads = heads`` (assumed). ``seq_len`` is the config's context
-    length, ``assumed`` (the batch's sequence length replaces it once seen).
-    N and E are computed analytically for the GPT-2 and Llama layouts
-    (provenance ``detected`` when ``model_type`` names the family, ``assumed``
-    when only the key spelling suggests it).
-
-    Args:
-        config: A dict, a ``PretrainedConfig``-like object, or ``None``.
-
-    Returns:
-        The shape; never raises (an unreadable config gives an empty shape).
+    Keys read are ``detected`` (the key as source); a GPT-2 config without ``n_inner`` gets ffn width 4d, one without
+    kv heads ``kv_heads = heads`` (assumed); S is the context length, ``assumed``; N and E are analytic for the GPT-2 and
+    Llama layouts (``detected`` when ``model_type`` names the family, ``assumed`` from the key spelling alone).
     """
     cfg = config_to_dict(config)
     shape = ModelShape()
-    for name in (
-        "layers",
-        "d_model",
-        "heads",
-        "kv_heads",
-        "head_dim",
-        "vocab",
-        "moe_experts",
-        "moe_top_k",
-        "moe_shared_experts",
-    ):
+    for name in ("layers", "d_model", "heads", "kv_heads", "head_dim", "vocab", "moe_experts", "moe_top_k",
+                 "moe_shared_experts"):
         found = _read(cfg, name)
         if found is not None and _as_int(found[0]) is not None:
             shape = shape.with_value(name, _as_int(found[0]), "detected", found[1])
@@ -199,9 +175,8 @@ def shape_from_config(config: Any) -> ModelShape:
     pos = _read(cfg, "positions")
     if pos is not None and _as_int(pos[0]) is not None:
         ctx = _as_int(pos[0])
-        shape = shape.with_value(
-            "seq_len", ctx, "assumed", f"{pos[1]} (context length; the batch's sequence length replaces it)"
-        )
+        shape = shape.with_value("seq_len", ctx, "assumed",
+                                 f"{pos[1]} (context length; the batch's sequence length replaces it)")
         if family == "gpt2":
             shape = shape.with_value("learned_positions", ctx, family_prov, f"{pos[1]}: learned position table")
     if family is not None and family != "gpt2":
@@ -215,7 +190,6 @@ def shape_from_config(config: Any) -> ModelShape:
         src = f"analytic {layout} parameter count from the config"
         shape = shape.with_value("n_params", n, family_prov, src)
         shape = shape.with_value("n_embedding_params", e, family_prov, src + " (lookup-only tables)")
-        shape = shape.with_value(
-            "n_active_params", active, family_prov, src + (" (top-k experts)" if shape.is_moe else "")
-        )
+        shape = shape.with_value("n_active_params", active, family_prov,
+                                 src + (" (top-k experts)" if shape.is_moe else ""))
     return shape

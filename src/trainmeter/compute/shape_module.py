@@ -1,8 +1,5 @@
-"""Read a :class:`~trainmeter.compute.model_shape.ModelShape` from a ``torch.nn.Module`` by introspection.
-
-Counts parameters without touching their data, so a model built on the meta
-device works (nothing is allocated). torch is imported inside the function,
-never at module level.
+"""Read a :class:`~trainmeter.compute.model_shape.ModelShape` from a ``torch.nn.Module``: parameters counted without
+touching their data (the meta device works); torch imported inside the function.
 """
 
 from __future__ import annotations
@@ -28,12 +25,8 @@ def _numel(params: Any) -> int:
 
 
 def _frozen_split(root: Any, lookup_ids: set[int], blocks: list[Any]) -> dict[str, int]:
-    """N_t, E_t (trained), N_b, E_b (on the backward's path) and L_b, from ``requires_grad`` and module order.
-
-    The backward's path is every module after the first one (registration order) holding a trained
-    parameter: nothing before that one is trained, so its input carries no gradient; a tensor is on the path
-    when a module owning it comes later (docs/spec.md section 5, "Frozen weights").
-    """
+    """N_t, E_t (trained), N_b, E_b and L_b (on the backward's path: docs/spec.md section 5, "Frozen weights"), from
+    ``requires_grad`` and module order; a tensor is on the path when a module owning it comes later."""
     order = [m for _, m in root.named_modules()]
     first = next((i for i, m in enumerate(order) if any(p.requires_grad for p in m.parameters(recurse=False))),
                  len(order))
@@ -116,28 +109,14 @@ def _experts(root: Any, nn: Any, top_k: int | None) -> tuple[int, int, int | Non
 
 
 def shape_from_module(module: Any) -> ModelShape:
-    """Read a :class:`ModelShape` from a model.
+    """Read a :class:`ModelShape` from a ``torch.nn.Module`` (compiled ones through ``_orig_mod``; meta works).
 
-    N (every parameter the forward passes through, trained or frozen; tied tensors once) and E (``nn.Embedding`` tables
-    used only as lookups; a table shared with the output head stays in N - E)
-    are ``counted``. A ``.config`` attribute (Hugging Face style) gives the
-    structural fields first (``detected``); the module fills what it lacks:
-    layers from the longest run of same-class blocks in a ``ModuleList`` or
-    ``Sequential``, d and V from the token table, heads from
-    ``nn.MultiheadAttention`` or a ``num_heads``-style attribute, MoE experts
-    from ``ModuleList``\\ s named ``*experts``. ``seq_len`` without a config is
-    the position table size, ``assumed``. With frozen parameters, N_t, E_t, N_b, E_b and L_b are
-    ``counted`` (docs/spec.md section 5, "Frozen weights"). Works on the meta device. Compiled
-    models are read through ``_orig_mod``.
-
-    Not thread-safe with a concurrent change of the model's structure; reading
-    parameters while training runs is fine (only shapes are read).
-
-    Args:
-        module: A ``torch.nn.Module``.
-
-    Returns:
-        The shape.
+    N (tied tensors once) and E (lookup-only ``nn.Embedding`` tables) are ``counted``, and with frozen parameters
+    N_t, E_t, N_b, E_b, L_b. A ``.config`` gives the structural fields first (``detected``); the module fills the
+    rest: L from the longest run of same-class blocks in a ``ModuleList``/``Sequential``, d and V from the token
+    table, heads from ``nn.MultiheadAttention`` or a ``num_heads``-style attribute, MoE experts from ``ModuleList``
+    s named ``*experts``, S (``assumed``) from the position table. Reads shapes only (fine while training runs; not
+    during a change of the model's structure).
     """
     import torch.nn as nn
 
@@ -172,20 +151,15 @@ def shape_from_module(module: Any) -> ModelShape:
         what = f"{path}: nn.Embedding({table.num_embeddings}, {table.embedding_dim})"
         shape = shape.with_value("d_model", int(table.embedding_dim), "detected", what)
         shape = shape.with_value("vocab", int(table.num_embeddings), "detected", what)
-        shape = shape.with_value(
-            "tied_embeddings",
-            not lookup,
-            "detected",
-            f"{path} shared with a non-embedding module" if not lookup else f"{path} used only as a lookup",
-        )
+        tie = f"{path} shared with a non-embedding module" if not lookup else f"{path} used only as a lookup"
+        shape = shape.with_value("tied_embeddings", not lookup, "detected", tie)
         others = [t for t in tables if t is not token and t[1].embedding_dim == table.embedding_dim]
         if others:
             pos_path, pos, _ = max(others, key=lambda t: t[1].num_embeddings)
             rows = int(pos.num_embeddings)
             shape = shape.with_value("learned_positions", rows, "detected", f"{pos_path}: nn.Embedding({rows}, ...)")
-            shape = shape.with_value(
-                "seq_len", rows, "assumed", f"{pos_path} size (context length; the batch's sequence length replaces it)"
-            )
+            shape = shape.with_value("seq_len", rows, "assumed",
+                                     f"{pos_path} size (context length; the batch's sequence length replaces it)")
     blocks = _repeated_blocks(root, nn)
     if blocks is not None:
         path, items, cls = blocks
@@ -222,9 +196,8 @@ def shape_from_module(module: Any) -> ModelShape:
             merged = merged.with_value(name, getattr(shape, name), found.provenance, found.source)
     if experts is None and from_config.is_moe and from_config.n_active_params and from_config.n_params:
         inactive = from_config.n_params - from_config.n_active_params
-        merged = merged.with_value(
-            "n_active_params", n - inactive, "detected", "counted N minus the config's inactive experts"
-        )
+        merged = merged.with_value("n_active_params", n - inactive, "detected",
+                                   "counted N minus the config's inactive experts")
     elif experts is None and from_config.is_moe:
         merged = merged.with_value("n_active_params", None, "assumed", "")
     return merged

@@ -17,16 +17,11 @@ class ComputeView:
 
     Attributes:
         convention: The chosen FLOPs convention (``--convention``), or ``None``.
-        flops_per_token: FLOP/token by convention (analytic).
-        counted: FLOP/token counted on one step, or ``None`` before the count.
-        peak: The dense peak divided by (detected or declared), or ``None``.
-        peak_missing: Why there is no peak, when known.
-        derived: Every derived figure by name (``mfu[<conv>]``, ``mfu.session[<conv>]``,
-            ``flops_spent[<conv>]``, ``progress``, ``eta_s``, ...) as of the last report.
-        unit: What FLOPs are per and rates are in: ``tokens`` (token ids) or ``samples`` (images, tabular,
-            audio); ``counted`` is FLOP/token or FLOP/sample accordingly (docs/spec.md section 5, "Units").
-        conventions_missing: Why the analytic conventions are withheld (not a transformer language
-            model), or ``None`` when they apply.
+        flops_per_token: FLOP/token by convention (analytic); ``counted``: counted on one step, or ``None``.
+        peak: The dense peak divided by (detected or declared), or ``None``; ``peak_missing``: why not.
+        derived: Every derived figure by name (``mfu[<conv>]``, ``progress``, ``eta_s``...), as of the last report.
+        unit: ``tokens`` or ``samples``: what FLOPs are per and rates are in (docs/spec.md section 5, "Units").
+        conventions_missing: Why the analytic conventions are withheld (not a language model), or ``None``.
     """
 
     convention: str | None = None

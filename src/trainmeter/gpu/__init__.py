@@ -1,7 +1,6 @@
-"""GPU counters: NVML backend seam, device selection, background sampler, utilization ladder.
+"""GPU counters: the backend seam (NVML, amdsmi), device selection, background sampler, utilization ladder.
 
-Nothing here imports ``pynvml`` or ``torch`` at module level; only
-:mod:`trainmeter.gpu.nvml` imports ``pynvml``, lazily, inside :func:`~trainmeter.gpu.nvml.open_nvml`.
+Nothing here imports ``pynvml`` or ``torch`` at module level (:mod:`trainmeter.gpu.nvml` imports ``pynvml`` lazily).
 """
 
 from __future__ import annotations

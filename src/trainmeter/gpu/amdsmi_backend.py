@@ -1,20 +1,14 @@
-"""The AMD GPU backend: ``amdsmi`` (ROCm's SMI library) behind the same :class:`~trainmeter.gpu.backend.GpuBackend`.
+"""The AMD GPU backend: ``amdsmi`` (ROCm's SMI library, imported only in :func:`open_amdsmi`) behind the seam.
 
-``amdsmi`` is imported only inside :func:`open_amdsmi`, so nothing else pays for it. What AMD exposes maps onto
-:class:`~trainmeter.gpu.backend.GpuSample`: GFX engine activity (``gfx_activity``, share of time the graphics/
-compute engine was busy: the GPU-Util rung), memory-controller activity (``umc_activity`` -> ``mem_activity``),
-socket power and the power limit, VRAM used and total, the GFX clock and its maximum, the hotspot (else edge)
-temperature, and the energy accumulator. What it does not expose through ``amdsmi`` is ``None`` with a reason
-that says so: SM, tensor-pipe and DRAM-bandwidth activity (no GPM counterpart; rocprofiler counters only), the
-throttle reasons and this process's memory. A reading the GPU reports as ``"N/A"`` or that raises is ``None``
-with the reason; a device-level failure raises :class:`GpuUnavailableError`. Thread-safe (amdsmi calls are).
+What it reads and what AMD does not expose (no GPM counterpart: SM, tensor and DRAM activity; throttle reasons,
+this process's memory) is docs/spec.md section 8, "AMD". A reading reported as ``"N/A"`` or that raises is
+``None`` with the reason; a device-level failure raises :class:`GpuUnavailableError`. Thread-safe.
 """
 
 from __future__ import annotations
 
 import importlib
 import threading
-from collections.abc import Callable
 from typing import Any
 
 from trainmeter.core.clock import Clock, MonotonicClock
@@ -24,6 +18,8 @@ from trainmeter.gpu.backend import (
     GpuDeviceInfo,
     GpuSample,
     GpuUnavailableError,
+    opened,
+    quietly,
 )
 
 BACKEND_NAME = "amdsmi"
@@ -35,20 +31,11 @@ REASON_AMD_NO_THROTTLE = "throttle reasons: not read through amdsmi"
 REASON_AMD_NO_PROCESS_MEM = "this process's GPU memory: not read through amdsmi"
 REASON_AMD_NO_DEVICES = "amdsmi sees no AMD GPU on this machine"
 _MIB = 1024 * 1024
-LADDER_SOURCES = {"gpu_util": "amdsmi gfx_activity (share of time the GFX engine was busy)"}
-"""The ladder's source text for the rungs amdsmi gives (:func:`trainmeter.gpu.ladder.build_ladder`)."""
+LADDER_SOURCES = {"gpu_util": "amdsmi gfx_activity (share of time the GFX engine was busy)"}  # the ladder's text
 
 
 def open_amdsmi(*, clock: Clock | None = None, module: Any = None) -> GpuBackendResult:
-    """Open amdsmi; never raises.
-
-    Args:
-        clock: Clock for sample timestamps (default monotonic).
-        module: An ``amdsmi``-compatible module (tests: ``FakeAmdSmi``, tests/fakes/gpu/amdsmi_fake.py).
-
-    Returns:
-        A result holding an :class:`AmdSmiBackend`, or ``backend=None`` and the reason.
-    """
+    """Open amdsmi (``module``: an ``amdsmi``-compatible one, for tests); never raises (no backend: the reason)."""
     lib = module
     if lib is None:
         try:
@@ -60,22 +47,8 @@ def open_amdsmi(*, clock: Clock | None = None, module: Any = None) -> GpuBackend
         lib.amdsmi_init(flags) if flags is not None else lib.amdsmi_init()
     except Exception as exc:  # noqa: BLE001 - every init failure becomes a reason
         return GpuBackendResult(backend=None, reason=f"amdsmi could not start: {type(exc).__name__}: {exc}")
-    try:
-        backend = AmdSmiBackend(lib, clock=clock or MonotonicClock())
-    except Exception as exc:  # noqa: BLE001
-        _swallow(lib.amdsmi_shut_down)
-        return GpuBackendResult(backend=None, reason=f"amdsmi started but listing GPUs failed: {exc}")
-    if backend.device_count() == 0:
-        backend.close()
-        return GpuBackendResult(backend=None, reason=REASON_AMD_NO_DEVICES)
-    return GpuBackendResult(backend=backend)
-
-
-def _swallow(fn: Callable[..., Any], *args: Any) -> None:
-    try:
-        fn(*args)
-    except Exception:  # noqa: BLE001, S110 - cleanup must never raise
-        pass
+    return opened(lambda: AmdSmiBackend(lib, clock=clock or MonotonicClock()), lib.amdsmi_shut_down, "amdsmi",
+                  REASON_AMD_NO_DEVICES)
 
 
 def _number(value: Any) -> float | None:
@@ -163,36 +136,27 @@ class AmdSmiBackend:
             else:
                 values[field] = value * scale
 
-        activity, why = self._call("GFX activity", "amdsmi_get_gpu_activity", h)
-        if isinstance(activity, dict):
-            answered = True
-            put("util_gpu", activity.get("gfx_activity"), 0.01, "GFX activity")
-            put("mem_activity", activity.get("umc_activity"), 0.01, "memory (UMC) activity")
-        else:
-            missing["util_gpu"] = missing["mem_activity"] = why or "GFX activity: not read"
-        power, why = self._call("power", "amdsmi_get_power_info", h)
-        if isinstance(power, dict):
-            answered = True
-            current = power.get("current_socket_power")
-            put("power_w", current if _number(current) else power.get("average_socket_power"), 1.0, "power")
-            put("power_limit_w", power.get("power_limit"), 1.0, "power limit")
-        else:
-            missing["power_w"] = missing["power_limit_w"] = why or "power: not read"
-        vram, why = self._call("memory", "amdsmi_get_gpu_vram_usage", h)
-        if isinstance(vram, dict):
-            answered = True
-            put("mem_used_bytes", vram.get("vram_used"), _MIB, "VRAM used")
-            put("mem_total_bytes", vram.get("vram_total"), _MIB, "VRAM total")
-        else:
-            missing["mem_used_bytes"] = missing["mem_total_bytes"] = why or "memory: not read"
         clock_type = getattr(getattr(self._lib, "AmdSmiClkType", None), "GFX", "GFX")
-        clk, why = self._call("GFX clock", "amdsmi_get_clock_info", h, clock_type)
-        if isinstance(clk, dict):
+        why = None
+        for what, fn, args, wanted in (
+                ("GFX activity", "amdsmi_get_gpu_activity", (h,), (("util_gpu", "gfx_activity", 0.01, "GFX activity"),
+                 ("mem_activity", "umc_activity", 0.01, "memory (UMC) activity"))),
+                ("power", "amdsmi_get_power_info", (h,), (("power_w", "current_socket_power", 1.0, "power"),
+                 ("power_limit_w", "power_limit", 1.0, "power limit"))),
+                ("memory", "amdsmi_get_gpu_vram_usage", (h,), (("mem_used_bytes", "vram_used", _MIB, "VRAM used"),
+                 ("mem_total_bytes", "vram_total", _MIB, "VRAM total"))),
+                ("GFX clock", "amdsmi_get_clock_info", (h, clock_type), (("sm_clock_mhz", "clk", 1.0, "GFX clock"),
+                 ("sm_clock_max_mhz", "max_clk", 1.0, "GFX clock maximum")))):
+            got, why = self._call(what, fn, *args)
+            if not isinstance(got, dict):
+                missing.update(dict.fromkeys((f for f, *_ in wanted), why or f"{what}: not read"))
+                continue
             answered = True
-            put("sm_clock_mhz", clk.get("clk"), 1.0, "GFX clock")
-            put("sm_clock_max_mhz", clk.get("max_clk"), 1.0, "GFX clock maximum")
-        else:
-            missing["sm_clock_mhz"] = missing["sm_clock_max_mhz"] = why or "GFX clock: not read"
+            for field, key, scale, label in wanted:
+                raw = got.get(key)
+                if key == "current_socket_power" and not _number(raw):  # else the 1 s average
+                    raw = got.get("average_socket_power")
+                put(field, raw, scale, label)
         temp = self._temperature(h)
         if temp[0] is not None:
             answered = True
@@ -235,4 +199,4 @@ class AmdSmiBackend:
             if self._closed:
                 return
             self._closed = True
-        _swallow(self._lib.amdsmi_shut_down)
+        quietly(self._lib.amdsmi_shut_down)

@@ -1,8 +1,6 @@
-"""Which GPU backend a run opens: NVML on NVIDIA, else ``amdsmi`` on AMD (ROCm), and the name doctor shows.
+"""Which GPU backend a run opens: NVML on NVIDIA, else ``amdsmi`` on a ROCm machine; the name doctor shows.
 
-:func:`open_gpu_backend` tries NVML first (it answers on every NVIDIA machine); when NVML gives no backend and
-the machine looks like ROCm (torch built for HIP, or ``/dev/kfd``) it opens amdsmi. On a CPU-only machine the
-NVML reason stands. Never raises.
+On a CPU-only machine the NVML reason stands. Never raises.
 """
 
 from __future__ import annotations
@@ -20,27 +18,19 @@ BACKEND_LABELS = {"nvml": "NVML (nvidia-ml-py)", "amdsmi": "amdsmi (ROCm)"}
 def looks_like_rocm(modules: Any = None, kfd_path: str = "/dev/kfd") -> bool:
     """torch is built for HIP (already imported: never imported here), or the ROCm kernel device exists."""
     torch = (sys.modules if modules is None else modules).get("torch")
-    if getattr(getattr(torch, "version", None), "hip", None):
-        return True
-    return os.path.exists(kfd_path)
+    return bool(getattr(getattr(torch, "version", None), "hip", None)) or os.path.exists(kfd_path)
 
 
 def open_gpu_backend(*, clock: Clock | None = None, open_nvml: Any = None, open_amdsmi: Any = None,
                      rocm: bool | None = None) -> GpuBackendResult:
-    """NVML, else amdsmi on a ROCm machine; the result's reason names what was tried.
+    """NVML, else amdsmi when ``rocm`` (default :func:`looks_like_rocm`); the reason names what was tried.
 
-    Args:
-        clock: Passed to the backend.
-        open_nvml: ``open_nvml(clock=...)`` (tests); default :func:`trainmeter.gpu.nvml.open_nvml`.
-        open_amdsmi: ``open_amdsmi(clock=...)`` (tests); default :func:`trainmeter.gpu.amdsmi_backend.open_amdsmi`.
-        rocm: Whether to try amdsmi; default :func:`looks_like_rocm`.
+    ``open_nvml`` / ``open_amdsmi``: ``fn(clock=...)`` openers (tests); default the real ones.
     """
     if open_nvml is None:
         from trainmeter.gpu.nvml import open_nvml
     nvml = open_nvml(clock=clock)
-    if nvml.backend is not None:
-        return nvml
-    if not (looks_like_rocm() if rocm is None else rocm):
+    if nvml.backend is not None or not (looks_like_rocm() if rocm is None else rocm):
         return nvml
     if open_amdsmi is None:
         from trainmeter.gpu.amdsmi_backend import open_amdsmi
@@ -52,7 +42,4 @@ def open_gpu_backend(*, clock: Clock | None = None, open_nvml: Any = None, open_
 
 def backend_name(backend: Any) -> str:
     """The label of an open backend for doctor and the passport (``NVML (nvidia-ml-py)``, ``amdsmi (ROCm)``)."""
-    name = getattr(backend, "name", None)
-    if name in BACKEND_LABELS:
-        return BACKEND_LABELS[name]
-    return type(backend).__name__
+    return BACKEND_LABELS.get(getattr(backend, "name", None), type(backend).__name__)

@@ -1,22 +1,8 @@
 """Formula vs hardware: the model-FLOPs MFU checked against what the tensor pipes report doing. Pure.
 
-The hardware side: observed tensor FLOP/s = OFU x dense peak, where OFU = tensor activity x min(SM clock /
-max SM clock, 1) (the ladder's estimate, docs/spec.md section 8). The formula side: MFU = F x tokens/s /
-peak from the compute wing (and, when counted, the FlopCounterMode MFU). Their ratio formula / hardware is
-1 when the FLOP count, the tokens and the peak all describe what the GPU did; beyond :data:`DISAGREE_FACTOR`
-either way a verdict names the likely cause. Rules (first match wins), with r = formula MFU / OFU:
-
-| r                     | also                                        | cause                  |
-|-----------------------|---------------------------------------------|------------------------|
-| < 1 / F               | tokens counted as samples, or r < 1/16      | :data:`CAUSE_SAMPLES`  |
-| < 1 / F or > F        | counted MFU agrees with OFU (within F)      | :data:`CAUSE_CONVENTION` |
-| > F                   | tensor activity < 0.20                      | :data:`CAUSE_OUTSIDE`  |
-| < 1 / F or > F        | (otherwise)                                 | :data:`CAUSE_PEAK`     |
-| within [1 / F, F]     |                                             | agree                  |
-
-Recomputation (activation checkpointing) and padding make the hardware legitimately do ~1.3x the model
-FLOPs; the factor 2 leaves room for them. OFU is an estimate (clock scaling, tile quantization), so the
-verdict says "likely".
+Observed tensor FLOP/s = OFU x dense peak (the ladder's estimate); r = formula MFU / OFU is judged against
+:data:`DISAGREE_FACTOR` either way (recomputation and padding, ~1.3x, stay inside it); outside the band the rules of
+docs/spec.md section 8, "Formula vs hardware", name the likely cause (first match, in :func:`cross_check`).
 """
 
 from __future__ import annotations
@@ -26,10 +12,8 @@ from typing import Any
 
 from trainmeter.core.provenance import Derivation, Input
 
-DISAGREE_FACTOR = 2.0
-"""Formula and hardware disagree when one is more than this many times the other."""
-SAMPLES_RATIO = 1.0 / 16.0
-"""A formula this far below the hardware is tokens counted per sample (S >= 16 lost from F x tokens/s)."""
+DISAGREE_FACTOR = 2.0  # formula and hardware disagree when one is more than this many times the other
+SAMPLES_RATIO = 1.0 / 16.0  # a formula this far below the hardware counts samples, not tokens (S >= 16 lost)
 LOW_TENSOR = 0.20
 
 CAUSE_SAMPLES = ("a model counted in samples: tokens/s counts sequences, not tokens, so F x tokens/s is short "
@@ -44,17 +28,10 @@ CAUSE_PEAK = ("wrong peak or dtype: the peak divided by is not the rate of the d
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CrossCheck:
-    """Formula MFU beside the tensor pipes' view, and the verdict.
+    """Formula MFU beside the tensor pipes' view, and the verdict (docs/spec.md section 8, passport ``gpu.crosscheck``).
 
-    Attributes:
-        observed_flops_per_s: OFU x dense peak (FLOP/s), a Derivation (value ``None`` when an input is missing).
-        ofu: The hardware fraction of peak (OFU estimate), or ``None``.
-        formula_mfu: MFU by the chosen convention, or ``None``.
-        counted_mfu: MFU by the counted FLOPs, or ``None``.
-        ratio: formula_mfu / ofu, or ``None``.
-        verdict: ``agree``, ``formula_high``, ``formula_low``, or ``None`` when it cannot be judged.
-        cause: The likely cause when they disagree, else ``None``.
-        sentence: One line for the ladder and the passport.
+    ``observed_flops_per_s`` is OFU x dense peak (FLOP/s), a Derivation; ``ratio`` formula_mfu / ofu; ``verdict``
+    ``agree``, ``formula_high``, ``formula_low`` or ``None`` (not judged); ``cause`` when they disagree.
     """
 
     observed_flops_per_s: Derivation
@@ -85,17 +62,8 @@ def _within(a: float, b: float) -> bool:
 def cross_check(ofu: Derivation, *, tensor_activity: float | None, peak_flops_per_s: float | None,
                 peak_source: str = "dense peak", formula_mfu: float | None, counted_mfu: float | None = None,
                 tokens_are_samples: bool = False) -> CrossCheck:
-    """Compare the formula MFU with the tensor pipes (rules in the module docstring).
-
-    Args:
-        ofu: The ladder's OFU derivation (tensor activity x clock ratio).
-        tensor_activity: GPM tensor activity 0-1, or ``None``.
-        peak_flops_per_s: The dense peak the MFU divides by (FLOP/s), or ``None``.
-        peak_source: Where the peak comes from.
-        formula_mfu: MFU under the chosen convention, or ``None``.
-        counted_mfu: MFU under the counted FLOPs, or ``None``.
-        tokens_are_samples: The run counts samples (sequences), not tokens.
-    """
+    """Compare the formula MFU (and the ``counted`` one) with the ladder's ``ofu`` derivation; the dense peak in
+    FLOP/s and GPM ``tensor_activity`` (0-1) may be ``None``; ``tokens_are_samples``: the run counts samples."""
     peak_in = Input(name="peak", value=peak_flops_per_s, unit="FLOP/s", provenance="detected", source=peak_source)
     ofu_in = Input(name="ofu", value=ofu.value, unit="fraction", provenance="measured", source=ofu.formula)
     missing = None

@@ -1,17 +1,10 @@
-"""PyTorch caching-allocator memory: allocated, reserved, per-interval peaks, retries, OOMs.
+"""PyTorch caching-allocator memory: allocated, reserved, per-interval peaks, retries, OOMs; memory snapshots.
 
-Reads ``torch.cuda.memory_stats`` (host-side allocator counters: no device sync) and resets
-the peak after each read, so each reading's peak covers one interval (the KempnerForge
-pattern, docs/spec.md section 4). Headroom is device total minus the interval's peak reserved bytes.
-Without torch or CUDA every field is ``None`` and ``reason`` says why; nothing raises.
-
-Snapshots for https://pytorch.org/memory_viz: :func:`start_memory_history` early in the
-run (allocation history is recorded only from then on), then :func:`memory_snapshot` at
-the chosen step. Both use private torch APIs (``torch.cuda.memory._record_memory_history``,
-``_dump_snapshot``), guarded.
-
-Thread safety: the allocator's stats calls are thread-safe; a
-:class:`AllocatorMemoryReader` should be read from one thread at a time (it resets peaks).
+Reads ``torch.cuda.memory_stats`` (host-side counters: no device sync) and resets the peak after each read, so
+each peak covers one interval (docs/spec.md sections 4 and 8). Without torch or CUDA every field is ``None`` and
+``reason`` says why; nothing raises. Snapshots for https://pytorch.org/memory_viz use torch's private
+``_record_memory_history`` / ``_dump_snapshot``, guarded. Thread safety: read an
+:class:`AllocatorMemoryReader` from one thread at a time (it resets peaks).
 """
 
 from __future__ import annotations
@@ -28,21 +21,11 @@ REASON_NOT_INITIALISED = "CUDA is not initialised in this process yet"
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AllocatorMemory:
-    """One reading of the caching allocator for one device (bytes, counts).
+    """One reading of the caching allocator for one device (bytes, counts); ``reason``: why the fields are ``None``.
 
-    Attributes:
-        device_index: CUDA ordinal, or ``None``.
-        allocated_bytes: Bytes in live tensors now.
-        reserved_bytes: Bytes the allocator holds from the driver now.
-        peak_allocated_bytes: Highest ``allocated_bytes`` since the previous reading.
-        peak_reserved_bytes: Highest ``reserved_bytes`` since the previous reading.
-        num_alloc_retries: Cumulative allocations that had to free cached blocks and retry
-            (a sign of memory pressure / fragmentation).
-        num_ooms: Cumulative out-of-memory errors the allocator raised.
-        device_total_bytes: Device memory total.
-        headroom_bytes: ``device_total_bytes - peak_reserved_bytes`` (memory other
-            processes and the CUDA context use is not subtracted).
-        reason: Why the fields are ``None``.
+    ``peak_*`` are the highest since the previous reading; ``num_alloc_retries`` (allocations that had to free
+    cached blocks: memory pressure) and ``num_ooms`` are cumulative; ``headroom_bytes`` is ``device_total_bytes -
+    peak_reserved_bytes`` (other processes' and the CUDA context's memory not subtracted).
     """
 
     device_index: int | None = None
@@ -76,18 +59,10 @@ def _cuda_ready(torch: Any) -> str | None:
 
 
 class AllocatorMemoryReader:
-    """Reads allocator memory once per interval and resets the peak.
+    """Reads allocator memory of CUDA ordinal ``device_index`` (``None``: the current device) and, with
+    ``reset_peaks``, resets the peaks. ``torch_module``: ``torch`` (tests); default the imported one, never imported."""
 
-    Args:
-        device_index: CUDA ordinal; ``None`` = the current device at each read.
-        torch_module: ``torch`` (injectable for tests); default the already-imported one.
-            Never imports torch itself.
-        reset_peaks: Reset the peak counters after each read (per-interval peaks).
-    """
-
-    def __init__(
-        self, device_index: int | None = None, *, torch_module: Any = None, reset_peaks: bool = True
-    ) -> None:
+    def __init__(self, device_index: int | None = None, *, torch_module: Any = None, reset_peaks: bool = True) -> None:
         self._device_index = device_index
         self._torch_module = torch_module
         self._reset = reset_peaks
@@ -106,39 +81,25 @@ class AllocatorMemoryReader:
             if self._reset:
                 cuda.reset_peak_memory_stats(index)
         except Exception as exc:  # noqa: BLE001
-            return AllocatorMemory(
-                device_index=self._device_index, reason=f"torch.cuda.memory_stats failed: {exc}"
-            )
+            return AllocatorMemory(device_index=self._device_index, reason=f"torch.cuda.memory_stats failed: {exc}")
 
         def get(key: str) -> int | None:
             value = stats.get(key)
             return None if value is None else int(value)
 
         peak_reserved = get("reserved_bytes.all.peak")
-        return AllocatorMemory(
-            device_index=index,
-            allocated_bytes=get("allocated_bytes.all.current"),
-            reserved_bytes=get("reserved_bytes.all.current"),
-            peak_allocated_bytes=get("allocated_bytes.all.peak"),
-            peak_reserved_bytes=peak_reserved,
-            num_alloc_retries=get("num_alloc_retries"),
-            num_ooms=get("num_ooms"),
-            device_total_bytes=total,
-            headroom_bytes=None if peak_reserved is None else total - peak_reserved,
-        )
+        return AllocatorMemory(device_index=index, allocated_bytes=get("allocated_bytes.all.current"),
+                               reserved_bytes=get("reserved_bytes.all.current"),
+                               peak_allocated_bytes=get("allocated_bytes.all.peak"), peak_reserved_bytes=peak_reserved,
+                               num_alloc_retries=get("num_alloc_retries"), num_ooms=get("num_ooms"),
+                               device_total_bytes=total,
+                               headroom_bytes=None if peak_reserved is None else total - peak_reserved)
 
 
 class CudaMemoryMonitor:
-    """The interface :mod:`trainmeter.core.memory` uses: peaks reset once at start, then per interval.
-
-    Args:
-        device_index: CUDA ordinal; ``None`` = the current device at each read.
-        torch_module: ``torch`` (tests); default the already-imported one.
-
-    Attributes:
-        available: True when torch is imported and has a usable CUDA device (CUDA may
-            still be uninitialised; readings then carry a reason until it is).
-    """
+    """The interface :mod:`trainmeter.core.memory` uses: peaks reset once at start, then per interval (arguments as
+    :class:`AllocatorMemoryReader`'s). ``available``: torch is imported with a usable CUDA device (maybe not yet
+    initialised: readings then carry a reason)."""
 
     def __init__(self, device_index: int | None = None, *, torch_module: Any = None) -> None:
         self._reader = AllocatorMemoryReader(device_index, torch_module=torch_module)
@@ -154,14 +115,8 @@ class CudaMemoryMonitor:
 
 
 def start_memory_history(*, max_entries: int = 100_000, torch_module: Any = None) -> str | None:
-    """Start recording allocation history (with stacks) for later snapshots.
-
-    Call early in the run (before the model is built, ideally): the snapshot only shows
-    allocations made after this.
-
-    Returns:
-        ``None`` when recording started, else the reason it did not.
-    """
+    """Start recording allocation history (with stacks; a snapshot shows only later allocations): ``None``, or why
+    not."""
     torch = _torch(torch_module)
     reason = _cuda_ready(torch)
     if reason is not None:
@@ -185,17 +140,8 @@ def stop_memory_history(*, torch_module: Any = None) -> None:
 
 
 def memory_snapshot(step: int, path: str | Path, *, torch_module: Any = None) -> Path | None:
-    """Write a snapshot that https://pytorch.org/memory_viz opens.
-
-    Args:
-        step: The training step (named in the file when ``path`` is a directory).
-        path: A ``.pickle`` file, or a directory to write
-            ``memory_snapshot_step<step>.pickle`` into.
-        torch_module: ``torch`` (tests); default the already-imported one.
-
-    Returns:
-        The file written, or ``None`` without CUDA or on failure (never raises).
-    """
+    """Write a snapshot that https://pytorch.org/memory_viz opens: to ``path`` (a ``.pickle``), or a directory as
+    ``memory_snapshot_step<step>.pickle``. The file, or ``None`` without CUDA or on failure (never raises)."""
     torch = _torch(torch_module)
     if _cuda_ready(torch) is not None:
         return None

@@ -1,17 +1,17 @@
 """One sampled GPU's bookkeeping: latest sample, bounded history, running means, errors and its deadline grid.
 
-Owned by :class:`~trainmeter.gpu.sampler.GpuSampler`, which holds its lock around every
-method here (not thread-safe on its own).
+Owned by :class:`~trainmeter.gpu.sampler.GpuSampler`, which holds its lock around every method here.
 """
 
 from __future__ import annotations
 
 import math
 from collections import deque
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
-from trainmeter.gpu.averages import Accumulator
-from trainmeter.gpu.backend import GpuSample
+from trainmeter.gpu.backend import NUMERIC_FIELDS, GpuSample
 from trainmeter.gpu.sanity import screen
 
 MAX_ERROR_CHARS = 300
@@ -19,17 +19,8 @@ MAX_ERROR_CHARS = 300
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class GpuDeviceStatus:
-    """Sampling health of one device.
-
-    Attributes:
-        index: NVML index.
-        active: Still being sampled.
-        n_samples: Successful samples.
-        n_errors: Failed sample calls.
-        last_error: Text of the latest failure, or ``None``.
-        stopped_reason: Why sampling stopped, or ``None`` while active.
-        last_call_s: Duration of the latest backend call, seconds.
-    """
+    """Sampling health of one device: still ``active``, successful samples, failed calls, the latest failure's text,
+    why sampling stopped (``None`` while active), the latest backend call's duration in seconds."""
 
     index: int
     active: bool
@@ -38,6 +29,70 @@ class GpuDeviceStatus:
     last_error: str | None
     stopped_reason: str | None
     last_call_s: float | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GpuAverages:
+    """Per-sample means of one device's readings over a span (the sampler samples at a fixed interval).
+
+    ``means`` maps each numeric :class:`~trainmeter.gpu.backend.GpuSample` field to its mean over the samples that
+    had it; attribute access works too (``avg.sm_activity``), so averages feed the ladder like a sample.
+
+    ``start_s``/``end_s``: clock seconds of the first and last counted sample; ``mem_used_peak_bytes``: the highest
+    seen (not reduced by ``end_window``); ``unavailable``: ``(field, reason)`` for fields with no value in the span.
+    """
+
+    index: int
+    n_samples: int
+    start_s: float | None
+    end_s: float | None
+    mem_used_peak_bytes: int | None
+    means: Mapping[str, float | None] = field(default_factory=dict)
+    unavailable: tuple[tuple[str, str], ...] = ()
+
+    def __getattr__(self, name: str) -> Any:
+        if name in NUMERIC_FIELDS:
+            return self.means.get(name)
+        raise AttributeError(name)
+
+    def unavailable_reason(self, name: str) -> str | None:
+        """Why field ``name`` has no mean, or ``None``."""
+        return dict(self.unavailable).get(name)
+
+
+class Accumulator:
+    """Sums and counts per numeric field; ``add(s, sign=-1)`` takes a sample back out."""
+
+    __slots__ = ("counts", "first_s", "last_s", "n", "peak_mem", "reasons", "sums")
+
+    def __init__(self) -> None:
+        self.sums = dict.fromkeys(NUMERIC_FIELDS, 0.0)
+        self.counts = dict.fromkeys(NUMERIC_FIELDS, 0)
+        self.reasons: dict[str, str] = {}
+        self.n = 0
+        self.first_s: float | None = None
+        self.last_s: float | None = None
+        self.peak_mem: int | None = None
+
+    def add(self, s: GpuSample, sign: int = 1) -> None:
+        self.n += sign
+        for name in NUMERIC_FIELDS:
+            value = getattr(s, name)
+            if value is not None and math.isfinite(value):
+                self.sums[name] += sign * value
+                self.counts[name] += sign
+        if sign > 0:
+            self.reasons.update(s.unavailable)
+            self.first_s = s.t_s if self.first_s is None else self.first_s
+            self.last_s = s.t_s
+            if s.mem_used_bytes is not None:
+                self.peak_mem = max(self.peak_mem or 0, s.mem_used_bytes)
+
+    def result(self, index: int) -> GpuAverages:
+        means = {k: (self.sums[k] / c if (c := self.counts[k]) > 0 else None) for k in NUMERIC_FIELDS}
+        missing = tuple((k, r) for k, r in self.reasons.items() if means.get(k) is None)
+        return GpuAverages(index=index, n_samples=self.n, start_s=self.first_s, end_s=self.last_s,
+                           mem_used_peak_bytes=self.peak_mem, means=means, unavailable=missing)
 
 
 class DeviceState:
@@ -56,6 +111,13 @@ class DeviceState:
         self.last_error: str | None = None
         self.stopped_reason: str | None = None
         self.last_call_s: float | None = None
+
+    def claim(self, now_s: float, interval_s: float) -> bool:
+        """Whether the device is due at ``now_s``; if so its next deadline moves on one interval."""
+        due = self.next_due_s is None or now_s >= self.next_due_s
+        if due:
+            self.next_due_s = next_due(self.next_due_s, now_s, interval_s)
+        return due
 
     def take(self, sample: GpuSample, call_s: float, in_window: bool) -> None:
         """Count one successful sample (and in the window when it falls in it), screened (gpu/sanity.py) first."""
@@ -76,11 +138,8 @@ class DeviceState:
         self.last_call_s = call_s if call_s is not None else self.last_call_s
         if fatal or self.n_consecutive_errors >= max_errors:
             self.active = False
-            self.stopped_reason = (
-                self.last_error
-                if fatal
-                else f"{self.n_consecutive_errors} failures in a row; last: {self.last_error}"
-            )
+            self.stopped_reason = (self.last_error if fatal else
+                                   f"{self.n_consecutive_errors} failures in a row; last: {self.last_error}")
 
     def close_window(self, begin_s: float, prev_end_s: float | None, end_s: float) -> None:
         """Close the window at ``end_s``: samples counted past it are taken back out while still in the history."""
@@ -88,21 +147,13 @@ class DeviceState:
             counted = s.t_s >= begin_s and (prev_end_s is None or s.t_s <= prev_end_s)
             if counted and s.t_s > end_s:
                 self.window.add(s, sign=-1)
-        self.window.last_s = max(
-            (s.t_s for s in self.history if begin_s <= s.t_s <= end_s), default=self.window.last_s
-        )
+        self.window.last_s = max((s.t_s for s in self.history if begin_s <= s.t_s <= end_s), default=self.window.last_s)
 
     def status(self) -> GpuDeviceStatus:
         """The device's sampling health."""
-        return GpuDeviceStatus(
-            index=self.index,
-            active=self.active,
-            n_samples=self.all.n,
-            n_errors=self.n_errors,
-            last_error=self.last_error,
-            stopped_reason=self.stopped_reason,
-            last_call_s=self.last_call_s,
-        )
+        return GpuDeviceStatus(index=self.index, active=self.active, n_samples=self.all.n, n_errors=self.n_errors,
+                               last_error=self.last_error, stopped_reason=self.stopped_reason,
+                               last_call_s=self.last_call_s)
 
 
 def next_due(prev_due: float | None, now_s: float, interval_s: float, *, skip_only: bool = False) -> float:

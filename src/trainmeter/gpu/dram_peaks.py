@@ -1,9 +1,7 @@
-"""Datasheet peak DRAM bandwidth per GPU model, matched on the NVML product name.
+"""Datasheet peak DRAM bandwidth per GPU model, matched on the NVML product name (docs/spec.md section 8).
 
-Figures (decimal GB/s) are NVIDIA's datasheet figures (docs/spec.md section 8).
-Rules are tried in order, most specific first (``gh200`` before ``h200``, ``l40s`` before
-``l4``, ``h100 nvl`` before ``h100``), on the lower-cased name;
-a name that matches nothing gets ``None`` (never a guess). Pure; thread-safe.
+Figures are NVIDIA's datasheets' (decimal GB/s). Rules are tried in order, most specific first, on the lower-cased
+name; a name matching nothing gets ``None`` (never a guess). Pure; thread-safe.
 """
 
 from __future__ import annotations
@@ -42,14 +40,7 @@ _RULES: tuple[tuple[str, float, str], ...] = (
 
 
 def peak_dram_bandwidth(name: str) -> tuple[float, str] | None:
-    """Datasheet DRAM bandwidth for an NVML device name.
-
-    Args:
-        name: NVML product name, e.g. ``"NVIDIA H100 80GB HBM3"``.
-
-    Returns:
-        ``(bytes_per_s, source_text)`` or ``None`` when the model is not in the table.
-    """
+    """``(bytes_per_s, source_text)`` for an NVML name (``"NVIDIA H100 80GB HBM3"``), or ``None`` (not in the table)."""
     key = name.lower().strip()
     for pattern, gb_per_s, label in _RULES:
         if re.search(pattern, key):

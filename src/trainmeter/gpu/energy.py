@@ -1,14 +1,8 @@
-"""GPU energy over a window: NVML's cumulative counter differenced, or power integrated.
+"""GPU energy over a window: NVML's cumulative counter differenced, else sampled power integrated.
 
-Two sources, best first:
-
-- ``nvml_energy_counter``: ``nvmlDeviceGetTotalEnergyConsumption`` (mJ since the driver
-  loaded; Volta and newer) read at the window's start and end; joules = (end - start) / 1000.
-- ``nvml_power_integrated``: where the counter is unsupported, the mean of the sampler's
-  ``power_w`` readings over the window times the window's length (a rectangle rule over
-  samples taken at a fixed interval); needs at least :data:`MIN_POWER_SAMPLES` samples.
-
-Pure functions over readings; no NVML import. Thread safety: none needed (immutable records).
+``nvml_energy_counter``: ``nvmlDeviceGetTotalEnergyConsumption`` (mJ since the driver loaded, Volta+) read at the
+window's start and end. ``nvml_power_integrated``: where the counter is unsupported, the window's mean sampled
+power times its length (at least :data:`MIN_POWER_SAMPLES` samples). Pure functions over readings; any thread.
 """
 
 from __future__ import annotations
@@ -19,23 +13,14 @@ from typing import Any
 
 SOURCE_COUNTER = "nvml_energy_counter"
 SOURCE_POWER = "nvml_power_integrated"
-MIN_POWER_SAMPLES = 2
-"""Power samples needed in the window before integrating them (one sample is not an average)."""
+MIN_POWER_SAMPLES = 2  # power samples needed in the window before integrating them (one is not an average)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DeviceEnergy:
-    """Energy one device used over a window.
-
-    Attributes:
-        index: NVML index.
-        name: Device name, or ``""``.
-        joules: Energy over the window, J; ``None`` when neither source worked.
-        avg_watts: ``joules / window_s``, W; ``None`` with ``joules``.
-        window_s: Length of the window, seconds.
-        source: :data:`SOURCE_COUNTER`, :data:`SOURCE_POWER`, or ``None``.
-        missing: Why ``joules`` is ``None`` (or why the counter was not used), else ``None``.
-    """
+    """Energy one device used over a window of ``window_s`` seconds: ``joules`` (J) and ``avg_watts`` (W), ``None``
+    when neither source worked; ``source`` (:data:`SOURCE_COUNTER`, :data:`SOURCE_POWER`) or ``None``; ``missing``:
+    why ``joules`` is ``None`` (or why the counter was not used)."""
 
     index: int
     name: str
@@ -48,9 +33,8 @@ class DeviceEnergy:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (the passport's ``energy.devices`` entry), with ``kwh``."""
         return {"index": self.index, "name": self.name, "joules": self.joules,
-                "kwh": None if self.joules is None else self.joules / 3.6e6,
-                "avg_watts": self.avg_watts, "window_s": self.window_s, "source": self.source,
-                "missing": self.missing}
+                "kwh": None if self.joules is None else self.joules / 3.6e6, "avg_watts": self.avg_watts,
+                "window_s": self.window_s, "source": self.source, "missing": self.missing}
 
 
 def read_counters(backend: Any, indices: Iterable[int]) -> dict[int, tuple[float | None, str | None]]:

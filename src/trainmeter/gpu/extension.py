@@ -1,10 +1,7 @@
-"""The GPU extension: the NVML sampler, the utilization ladder and allocator memory for a run.
+"""The GPU extension: the sampler (its own threads, 2 Hz), the ladder with compute's MFU, allocator memory.
 
-Starts :class:`~trainmeter.gpu.sampler.GpuSampler` (its own thread, 2 Hz) at
-the run's start; at each report it records the ladder's rungs as time series
-(``gpu<i>.util``, ``gpu<i>.sm_activity``, ``gpu<i>.tensor_activity``) and
-builds the ladder with the compute extension's MFU. With no NVML, no driver or
-no GPU the run goes on and the reason is shown and recorded.
+At each report the rungs are recorded as time series (``gpu<i>.util``, ``gpu<i>.sm_activity``,
+``gpu<i>.tensor_activity``); with no NVML, driver or GPU the run goes on and the reason is shown and recorded.
 """
 
 from __future__ import annotations
@@ -20,6 +17,9 @@ if TYPE_CHECKING:
     from trainmeter.core.provenance import Provenance
 
 _SERIES = (("util_gpu", "util"), ("sm_activity", "sm_activity"), ("tensor_activity", "tensor_activity"))
+_GPU_ROWS = (("GPU-Util", "util_gpu", "fraction", "measured"), ("memory used", "mem_used_bytes", "bytes", "measured"),
+             ("memory total", "mem_total_bytes", "bytes", "detected"), ("power (W)", "power_w", "", "measured"),
+             ("temperature (C)", "temperature_c", "", "measured"), ("SM clock (MHz)", "sm_clock_mhz", "", "measured"))
 # imported on the training thread before the sampler's threads start (they import them otherwise): a fork while
 # one of them imports would leave the child an import lock held by a thread it does not have (docs/spec.md)
 _THREAD_MODULES = ("trainmeter.gpu.nvml", "trainmeter.gpu.energy", "pynvml")
@@ -38,14 +38,9 @@ def _import_before_threads() -> None:
 class GpuExtension(ExtensionBase):
     """NVML/GPM sampling and the ladder (name ``gpu``; publishes :class:`~trainmeter.gpu.view.GpuView`).
 
-    Args:
-        open_backend: Injected backend opener (tests); default opens NVML.
-        node_wide: Sample the node's devices (``CUDA_VISIBLE_DEVICES``, else every NVML device) rather than
-            this process's CUDA context's: set for local rank 0 of a launch with several ranks per node, which
-            samples for all of them (each rank's ladder is matched by its device's UUID).
-
-    Attributes:
-        section: The last ``gpu`` passport section built (published in the view: the ranks wing's per-rank ladders).
+    ``open_backend``: an injected opener (tests); ``node_wide``: sample the node's devices, not this process's
+    (local rank 0 of a launch with several ranks per node samples for all). ``section``: the last ``gpu`` passport
+    section built (published: the ranks wing's per-rank ladders).
     """
 
     name = "gpu"
@@ -120,8 +115,7 @@ class GpuExtension(ExtensionBase):
             self._m.warn_once("gpu-open", f"{error} (the run goes on without GPU readings)")
 
     def _mfu(self) -> tuple[float | None, str | None, Provenance]:
-        """MFU under the chosen convention from the compute extension, with its provenance by the one rule
-        (the weakest of its derivation's inputs)."""
+        """MFU under the chosen convention from the compute extension, with its provenance (the weakest input's)."""
         from trainmeter.core.provenance import derived_provenance
 
         compute = self._compute()
@@ -220,14 +214,8 @@ class GpuExtension(ExtensionBase):
             panels.append({"id": f"ladder{index}", "title": f"Utilization ladder, GPU {index}",
                            "rows": ladder_panel_rows(ladder), "note": note})
         for index, sample in sorted(self.sampler.latest().items()):
-            rows = [
-                {"label": "GPU-Util", "value": sample.util_gpu, "unit": "fraction", "provenance": "measured"},
-                {"label": "memory used", "value": sample.mem_used_bytes, "unit": "bytes", "provenance": "measured"},
-                {"label": "memory total", "value": sample.mem_total_bytes, "unit": "bytes", "provenance": "detected"},
-                {"label": "power (W)", "value": sample.power_w, "unit": "", "provenance": "measured"},
-                {"label": "temperature (C)", "value": sample.temperature_c, "unit": "", "provenance": "measured"},
-                {"label": "SM clock (MHz)", "value": sample.sm_clock_mhz, "unit": "", "provenance": "measured"},
-            ]
+            rows = [{"label": label, "value": getattr(sample, field), "unit": unit, "provenance": provenance}
+                    for label, field, unit, provenance in _GPU_ROWS]
             panels.append({"id": f"gpu{index}", "title": f"GPU {index}: {self._device_name(index) or ''}",
                            "rows": rows})
         return panels

@@ -1,41 +1,9 @@
-"""The utilization ladder: GPU-Util -> SM activity -> tensor activity -> MFU. Pure.
+"""The utilization ladder: GPU-Util -> SM activity -> tensor activity -> MFU, and where it falls off. Pure.
 
-Each rung is a 0-1 fraction with its source. Beside it: OFU (an estimate from tensor
-activity and clocks), DRAM bandwidth utilization and the achieved arithmetic intensity,
-each a :class:`~trainmeter.core.provenance.Derivation`. One sentence names the rung where
-utilization falls off and the likely cause.
-
-Typical order (not an invariant): GPU-Util >= SM activity >= tensor activity; MFU is
-below OFU when the model FLOP count leaves work out. SM occupancy is a different axis
-(latency hiding) and is not a rung.
-
-Fall-off rules. Rungs are walked top to bottom; a rung whose value is unknown is skipped
-(its reason stays on the rung); the first known rung meeting its condition is the
-fall-off. The sentence is ``"<previous known rung> <v> but <rung> <v>: <cause>."``, or
-``"GPU-Util <v>: <cause>."`` for the top rung; with no fall-off it is
-``"No fall-off: <known rungs and values>."``.
-
-| # | rung            | falls off when (first match wins)            | cause in the sentence                |
-|---|-----------------|----------------------------------------------|--------------------------------------|
-| 1 | GPU-Util        | util_gpu < 0.70                              | CAUSE_IDLE: idle between kernels     |
-|   |                 |                                              | (input pipeline, host Python, syncs, |
-|   |                 |                                              | communication waits)                 |
-| 2 | SM activity     | sm_activity < 0.50                           | CAUSE_LAUNCH_BOUND: kernels too      |
-|   |                 |                                              | small or launch-bound                |
-| 3 | tensor activity | tensor_activity < 0.20, dram_bw_util >= 0.50 | CAUSE_MEMORY_BOUND                   |
-| 4 | tensor activity | tensor_activity < 0.20                       | CAUSE_NON_TENSOR: FP32 without       |
-|   |                 |                                              | autocast, elementwise, odd shapes    |
-| 5 | MFU             | OFU known and mfu < 0.5 x OFU                | CAUSE_UNCOUNTED: work the FLOP count |
-|   |                 |                                              | leaves out, or FLOP count/peak off   |
-| 6 | MFU             | mfu < 0.20                                   | CAUSE_LOW_MFU: small/odd matmuls,    |
-|   |                 |                                              | low clocks, slower dtype than peak's |
-| - | (none)          | no rule matches                              | "No fall-off: ..."                   |
-
-OFU = tensor_activity x min(sm_clock_mhz / sm_clock_max_mhz, 1): an estimate after
-Pedersen et al., "Overall FLOP Utilization", arXiv 2605.20799, scaled to NVML's max SM
-clock (no documented tensor clock is used), so it is labelled as an estimate.
-Arithmetic intensity = FLOP/s / (dram_bw_util x peak DRAM bytes/s), FLOP/byte: an
-aggregate over the window, not per kernel; DRAM_BW_UTIL tops out near 0.8 in practice.
+Each rung is a 0-1 fraction with its source; beside it OFU (an estimate after Pedersen et al., "Overall FLOP
+Utilization", arXiv 2605.20799), DRAM bandwidth utilization and the achieved arithmetic intensity, each a
+:class:`~trainmeter.core.provenance.Derivation`. The fall-off rules and their sentence: docs/spec.md section 8
+(thresholds below).
 """
 
 from __future__ import annotations
@@ -77,20 +45,11 @@ CAUSE_LOW_MFU = (
     "low clocks, or a slower dtype than the peak's"
 )
 
-SOURCES = {
-    "gpu_util": "NVML nvmlDeviceGetUtilizationRates().gpu (share of time any kernel ran)",
-    "sm_activity": "NVML GPM SM_UTIL (metric 2)",
-    "tensor_activity": "NVML GPM ANY_TENSOR_UTIL (metric 5)",
-    "dram_bw_util": "NVML GPM DRAM_BW_UTIL (metric 10)",
-    "sm_clock_mhz": "NVML nvmlDeviceGetClockInfo(SM)",
-    "sm_clock_max_mhz": "NVML nvmlDeviceGetMaxClockInfo(SM)",
-}
-LABELS = {
-    "gpu_util": "GPU-Util",
-    "sm_activity": "SM activity",
-    "tensor_activity": "tensor activity",
-    "mfu": "MFU",
-}
+SOURCES = {"gpu_util": "NVML nvmlDeviceGetUtilizationRates().gpu (share of time any kernel ran)",
+           "sm_activity": "NVML GPM SM_UTIL (metric 2)", "tensor_activity": "NVML GPM ANY_TENSOR_UTIL (metric 5)",
+           "dram_bw_util": "NVML GPM DRAM_BW_UTIL (metric 10)", "sm_clock_mhz": "NVML nvmlDeviceGetClockInfo(SM)",
+           "sm_clock_max_mhz": "NVML nvmlDeviceGetMaxClockInfo(SM)"}
+LABELS = {"gpu_util": "GPU-Util", "sm_activity": "SM activity", "tensor_activity": "tensor activity", "mfu": "MFU"}
 
 
 class LadderInputs(Protocol):
@@ -110,16 +69,8 @@ class LadderInputs(Protocol):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Rung:
-    """One rung of the ladder.
-
-    Attributes:
-        key: ``gpu_util``, ``sm_activity``, ``tensor_activity``, ``mfu`` or ``dram_bw_util``.
-        label: Display label.
-        value: Fraction 0-1, or ``None``.
-        source: Where the value comes from.
-        provenance: How it was obtained.
-        missing: Why ``value`` is ``None``.
-    """
+    """One rung (``gpu_util``, ``sm_activity``, ``tensor_activity``, ``mfu``, ``dram_bw_util``): a fraction 0-1 or
+    ``None`` (``missing``: why), its label, source and provenance."""
 
     key: str
     label: str
@@ -131,16 +82,9 @@ class Rung:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Ladder:
-    """The ladder for one device (now, or averaged over a window).
-
-    Attributes:
-        rungs: GPU-Util, SM activity, tensor activity, MFU, in that order.
-        ofu: OFU estimate (fraction) with formula and inputs.
-        dram_bw_util: DRAM bandwidth utilization (fraction).
-        arithmetic_intensity: Achieved FLOP per DRAM byte.
-        falloff: Key of the rung where utilization falls off, or ``None``.
-        sentence: One sentence naming the fall-off and its likely cause.
-    """
+    """The ladder for one device (now, or averaged over a window): ``rungs`` (GPU-Util, SM activity, tensor
+    activity, MFU), ``ofu`` (fraction), ``dram_bw_util``, ``arithmetic_intensity`` (FLOP per DRAM byte), the
+    ``falloff`` rung's key (or ``None``) and the ``sentence`` naming it and its likely cause."""
 
     rungs: tuple[Rung, ...]
     ofu: Derivation
@@ -157,71 +101,34 @@ class Ladder:
         raise KeyError(key)
 
 
-def build_ladder(
-    g: LadderInputs,
-    *,
-    mfu: float | None = None,
-    mfu_source: str = "model FLOPs/s / dense peak FLOP/s",
-    mfu_provenance: Provenance = "counted",
-    mfu_missing: str | None = None,
-    flop_per_s: float | None = None,
-    flop_source: str = "model FLOP/s",
-    flop_provenance: Provenance = "counted",
-    peak_dram_bytes_per_s: float | None = None,
-    peak_dram_source: str = "",
-    sources: dict[str, str] | None = None,
-) -> Ladder:
-    """Build the ladder from GPU readings and (optionally) MFU.
+def build_ladder(g: LadderInputs, *, mfu: float | None = None, mfu_source: str = "model FLOPs/s / dense peak FLOP/s",
+                 mfu_provenance: Provenance = "counted", mfu_missing: str | None = None,
+                 flop_per_s: float | None = None, flop_source: str = "model FLOP/s",
+                 flop_provenance: Provenance = "counted", peak_dram_bytes_per_s: float | None = None,
+                 peak_dram_source: str = "", sources: dict[str, str] | None = None) -> Ladder:
+    """Build the ladder from GPU readings ``g`` (a sample or averages: fractions 0-1, MHz) and, optionally, MFU.
 
-    Args:
-        g: A sample or averages (fractions 0-1, MHz).
-        mfu: Model FLOPs utilization 0-1 from the FLOPs module, or ``None``.
-        mfu_source: Text naming where MFU comes from.
-        mfu_provenance: Provenance of MFU.
-        mfu_missing: Why MFU is ``None`` (default text if not given).
-        flop_per_s: Achieved model FLOP/s per device (for arithmetic intensity).
-        flop_source: Text naming where ``flop_per_s`` comes from.
-        flop_provenance: Provenance of ``flop_per_s``.
-        peak_dram_bytes_per_s: Datasheet DRAM bandwidth (see ``dram_peaks``).
-        peak_dram_source: Text naming that datasheet figure.
-        sources: Per-rung source texts overriding :data:`SOURCES` (another backend's, e.g. amdsmi's).
+    ``mfu*``: MFU 0-1 and its source, provenance and reason when ``None``; ``flop_*``: achieved model FLOP/s per
+    device and its source and provenance, with ``peak_dram_*`` (the datasheet DRAM bytes/s, gpu/dram_peaks.py) for
+    the arithmetic intensity; ``sources``: per-rung texts overriding :data:`SOURCES` (amdsmi's).
     """
 
     def measured(key: str) -> Rung:
         name = "util_gpu" if key == "gpu_util" else key  # rung key -> GpuSample field
         value = getattr(g, name, None)
-        return Rung(
-            key=key,
-            label=LABELS.get(key, "DRAM bandwidth"),
-            value=value,
-            source={**SOURCES, **(sources or {})}[key],
-            provenance="measured",
-            missing=None if value is not None else (g.unavailable_reason(name) or "not read"),
-        )
+        return Rung(key=key, label=LABELS.get(key, "DRAM bandwidth"), value=value,
+                    source={**SOURCES, **(sources or {})}[key], provenance="measured",
+                    missing=None if value is not None else (g.unavailable_reason(name) or "not read"))
 
-    mfu_rung = Rung(
-        key="mfu",
-        label="MFU",
-        value=mfu,
-        source=mfu_source,
-        provenance=mfu_provenance,
-        missing=None if mfu is not None else (mfu_missing or "no model FLOP count or no peak for this GPU"),
-    )
+    mfu_rung = Rung(key="mfu", label="MFU", value=mfu, source=mfu_source, provenance=mfu_provenance,
+                    missing=None if mfu is not None else (mfu_missing or "no model FLOP count or no peak for this GPU"))
     rungs = (measured("gpu_util"), measured("sm_activity"), measured("tensor_activity"), mfu_rung)
     dram = measured("dram_bw_util")
     ofu = _ofu(g)
-    intensity = _intensity(
-        flop_per_s, flop_source, flop_provenance, dram, peak_dram_bytes_per_s, peak_dram_source
-    )
+    intensity = _intensity(flop_per_s, flop_source, flop_provenance, dram, peak_dram_bytes_per_s, peak_dram_source)
     falloff, sentence = diagnose(rungs, ofu=ofu.value, dram_bw_util=dram.value)
-    return Ladder(
-        rungs=rungs,
-        ofu=ofu,
-        dram_bw_util=dram,
-        arithmetic_intensity=intensity,
-        falloff=falloff,
-        sentence=sentence,
-    )
+    return Ladder(rungs=rungs, ofu=ofu, dram_bw_util=dram, arithmetic_intensity=intensity, falloff=falloff,
+                  sentence=sentence)
 
 
 def _ofu(g: LadderInputs) -> Derivation:
@@ -253,39 +160,17 @@ def _ofu(g: LadderInputs) -> Derivation:
         missing = "SM clock or its maximum not read"
     else:
         value = t * min(clk / clk_max, 1.0)
-    return Derivation(
-        name="ofu",
-        formula="tensor_activity x min(sm_clock_mhz / sm_clock_max_mhz, 1)  [" + OFU_NOTE + "]",
-        value=value,
-        unit="fraction",
-        inputs=inputs,
-        missing=missing,
-    )
+    return Derivation(name="ofu",
+                      formula="tensor_activity x min(sm_clock_mhz / sm_clock_max_mhz, 1)  [" + OFU_NOTE + "]",
+                      value=value, unit="fraction", inputs=inputs, missing=missing)
 
 
-def _intensity(
-    flop_per_s: float | None,
-    flop_source: str,
-    flop_provenance: Provenance,
-    dram: Rung,
-    peak: float | None,
-    peak_source: str,
-) -> Derivation:
+def _intensity(flop_per_s: float | None, flop_source: str, flop_provenance: Provenance, dram: Rung, peak: float | None,
+               peak_source: str) -> Derivation:
     inputs = (
-        Input(
-            name="flop_per_s", value=flop_per_s, unit="FLOP/s", provenance=flop_provenance, source=flop_source
-        ),
-        Input(
-            name="dram_bw_util", value=dram.value, unit="fraction", provenance="measured", source=dram.source
-        ),
-        Input(
-            name="peak_dram_bytes_per_s",
-            value=peak,
-            unit="bytes/s",
-            provenance="detected",
-            source=peak_source,
-        ),
-    )
+        Input(name="flop_per_s", value=flop_per_s, unit="FLOP/s", provenance=flop_provenance, source=flop_source),
+        Input(name="dram_bw_util", value=dram.value, unit="fraction", provenance="measured", source=dram.source),
+        Input(name="peak_dram_bytes_per_s", value=peak, unit="bytes/s", provenance="detected", source=peak_source))
     missing = None
     value = None
     if flop_per_s is None:
@@ -298,28 +183,18 @@ def _intensity(
         missing = "no DRAM traffic measured in the window"
     else:
         value = flop_per_s / (dram.value * peak)
-    return Derivation(
-        name="arithmetic_intensity",
-        formula="flop_per_s / (dram_bw_util x peak_dram_bytes_per_s)  [" + INTENSITY_NOTE + "]",
-        value=value,
-        unit="FLOP/byte",
-        inputs=inputs,
-        missing=missing,
-    )
+    return Derivation(name="arithmetic_intensity",
+                      formula="flop_per_s / (dram_bw_util x peak_dram_bytes_per_s)  [" + INTENSITY_NOTE + "]",
+                      value=value, unit="FLOP/byte", inputs=inputs, missing=missing)
 
 
 def _pct(value: float) -> str:
     return f"{value * 100:.0f}%"
 
 
-def diagnose(
-    rungs: tuple[Rung, ...], *, ofu: float | None = None, dram_bw_util: float | None = None
-) -> tuple[str | None, str]:
-    """Apply the fall-off rules (module docstring) to the four rungs.
-
-    Returns:
-        ``(falloff_key or None, sentence)``.
-    """
+def diagnose(rungs: tuple[Rung, ...], *, ofu: float | None = None,
+             dram_bw_util: float | None = None) -> tuple[str | None, str]:
+    """Apply the fall-off rules (docs/spec.md section 8) to the four rungs: ``(falloff key or None, sentence)``."""
     previous: Rung | None = None
     known: list[Rung] = []
     for rung in rungs:
@@ -368,25 +243,11 @@ def ladder_panel_rows(ladder: Ladder) -> list[dict[str, Any]]:
     """Rows for a widget ``panels`` entry (docs/protocol.md): one per rung plus extras."""
     rows: list[dict[str, Any]] = []
     for r in (*ladder.rungs, ladder.dram_bw_util):
-        row: dict[str, Any] = {
-            "label": r.label,
-            "value": r.value,
-            "unit": "fraction",
-            "provenance": r.provenance,
-        }
+        row: dict[str, Any] = {"label": r.label, "value": r.value, "unit": "fraction", "provenance": r.provenance}
         row["note"] = r.missing if r.value is None else r.source
         rows.append(row)
-    for d, label, unit in (
-        (ladder.ofu, "OFU (estimate)", "fraction"),
-        (ladder.arithmetic_intensity, "arithmetic intensity", "FLOP/byte"),
-    ):
+    for d, label, unit in ((ladder.ofu, "OFU (estimate)", "fraction"),
+                           (ladder.arithmetic_intensity, "arithmetic intensity", "FLOP/byte")):
         rows.append(
-            {
-                "label": label,
-                "value": d.value,
-                "unit": unit,
-                "provenance": "measured",
-                "note": d.missing or d.formula,
-            }
-        )
+            {"label": label, "value": d.value, "unit": unit, "provenance": "measured", "note": d.missing or d.formula})
     return rows

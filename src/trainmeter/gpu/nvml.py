@@ -1,15 +1,8 @@
-"""The real GPU backend: NVML through ``pynvml`` (PyPI ``nvidia-ml-py``), opened and closed here.
+"""The real GPU backend: NVML through ``pynvml`` (PyPI ``nvidia-ml-py``), the only module importing it (lazily).
 
-This is the ONLY module that imports ``pynvml``, and only inside :func:`open_nvml`.
-Every NVML call goes through :func:`trainmeter.gpu.nvml_device.query`, which maps
-NotSupported, FunctionNotFound, NoPermission and ``NVMLLibraryMismatchError`` to ``None``
-plus a reason (cached, so an unsupported call is not retried every tick) and GpuIsLost
-to a fatal :class:`~trainmeter.gpu.backend.GpuUnavailableError`. A device's facts are
-read at open (:mod:`trainmeter.gpu.nvml_device`), its samples by
-:mod:`trainmeter.gpu.nvml_readings` (GPM, Hopper+, through :mod:`trainmeter.gpu.nvml_gpm`).
-
-Thread safety: NVML is thread-safe; per-device state (GPM buffers) is guarded by a
-per-device lock, so :meth:`NvmlBackend.sample` may run concurrently for different devices.
+Every call goes through :func:`trainmeter.gpu.nvml_device.query` (errors mapped to reasons, docs/spec.md
+section 8). Thread safety: NVML is thread-safe; a per-device lock guards its GPM buffers, so
+:meth:`NvmlBackend.sample` may run concurrently for different devices.
 """
 
 from __future__ import annotations
@@ -17,7 +10,7 @@ from __future__ import annotations
 import importlib
 import os
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 from trainmeter.core.clock import Clock, MonotonicClock
@@ -31,29 +24,24 @@ from trainmeter.gpu.backend import (
     GpuDeviceInfo,
     GpuSample,
     GpuUnavailableError,
+    opened,
+    quietly,
     throttle_reason_names,
 )
-from trainmeter.gpu.nvml_device import open_device, query
-from trainmeter.gpu.nvml_readings import free_gpm, sample_device
+from trainmeter.gpu.nvml_device import free_gpm, open_device, query, sample_device
 
 __all__ = ["CLOSE_LOCK_TIMEOUT_S", "NvmlBackend", "open_nvml", "throttle_reason_names"]
 
 CLOSE_LOCK_TIMEOUT_S = 0.2
 
 
-def open_nvml(
-    *, clock: Clock | None = None, pids: Iterable[int] | None = None, module: Any = None
-) -> GpuBackendResult:
-    """Open NVML; never raises.
+def open_nvml(*, clock: Clock | None = None, pids: Iterable[int] | None = None, module: Any = None) -> GpuBackendResult:
+    """Open NVML; never raises (no backend: the reason, e.g. nvidia-ml-py missing or no devices).
 
     Args:
         clock: Clock for sample timestamps and GPM intervals (default monotonic).
         pids: Processes whose GPU memory counts as "this process" (default: own pid).
         module: A ``pynvml``-compatible module (tests); default imports ``pynvml``.
-
-    Returns:
-        A result holding an :class:`NvmlBackend`, or ``backend=None`` and the reason
-        (nvidia-ml-py missing, library not found, driver not loaded, no devices, ...).
     """
     nv = module
     if nv is None:
@@ -65,15 +53,8 @@ def open_nvml(
         nv.nvmlInit()
     except Exception as exc:  # noqa: BLE001 - every init failure becomes a reason
         return GpuBackendResult(backend=None, reason=_init_reason(nv, exc))
-    try:
-        backend = NvmlBackend(nv, clock=clock or MonotonicClock(), pids=pids)
-    except Exception as exc:  # noqa: BLE001
-        _swallow(nv.nvmlShutdown)
-        return GpuBackendResult(backend=None, reason=f"NVML started but listing GPUs failed: {exc}")
-    if backend.device_count() == 0:
-        backend.close()
-        return GpuBackendResult(backend=None, reason=REASON_NO_DEVICES)
-    return GpuBackendResult(backend=backend)
+    return opened(lambda: NvmlBackend(nv, clock=clock or MonotonicClock(), pids=pids), nv.nvmlShutdown, "NVML",
+                  REASON_NO_DEVICES)
 
 
 def _init_reason(nv: Any, exc: BaseException) -> str:
@@ -85,13 +66,6 @@ def _init_reason(nv: Any, exc: BaseException) -> str:
     if code == getattr(nv, "NVML_ERROR_NO_PERMISSION", 4):
         return "NVML refused to start (no permission)"
     return f"NVML could not start: {type(exc).__name__}: {exc}"
-
-
-def _swallow(fn: Callable[..., Any], *args: Any) -> None:
-    try:
-        fn(*args)
-    except Exception:  # noqa: BLE001, S110 - cleanup must never raise
-        pass
 
 
 class NvmlBackend:
@@ -111,15 +85,12 @@ class NvmlBackend:
         self._pids = frozenset(pids) if pids is not None else frozenset({os.getpid()})
         self._closed = False
         self._close_lock = threading.Lock()
-        self._driver: str | None = None
         try:
-            self._driver = str(nv.nvmlSystemGetDriverVersion())
+            self._driver: str | None = str(nv.nvmlSystemGetDriverVersion())
         except Exception:  # noqa: BLE001
             self._driver = None
         count = int(nv.nvmlDeviceGetCount())
         self._devices = [open_device(nv, i) for i in range(count)]
-
-    # --- GpuBackend -----------------------------------------------------------------------
 
     def device_count(self) -> int:
         """Number of NVML devices (including ones we may not open)."""
@@ -151,11 +122,7 @@ class NvmlBackend:
             return sample_device(self._nv, dev, self._clock(), self._pids)
 
     def total_energy_mj(self, index: int) -> tuple[float | None, str | None]:
-        """Energy device ``index`` used since the driver loaded, millijoules; never raises.
-
-        ``nvmlDeviceGetTotalEnergyConsumption`` (Volta and newer). Returns ``(value, None)``
-        or ``(None, reason)``; an unsupported counter's reason is cached like any query.
-        """
+        """Energy device ``index`` used since the driver loaded (Volta+), mJ: ``(value, None)`` or ``(None, reason)``."""
         dev = self._devices[index]
         if self._closed or dev.handle is None:
             return None, dev.info.reason or "the NVML backend is closed"
@@ -168,11 +135,8 @@ class NvmlBackend:
         return (None, why) if value is None else (float(value), None)
 
     def close(self) -> None:
-        """Free GPM buffers and release NVML (``nvmlShutdown``). Idempotent; never raises.
-
-        Waits at most ``CLOSE_LOCK_TIMEOUT_S`` per device for a sample in progress.
-        Call it on the sampler's own thread (the training thread never does).
-        """
+        """Free GPM buffers and ``nvmlShutdown``; idempotent, never raises. Waits at most ``CLOSE_LOCK_TIMEOUT_S``
+        per device for a sample in progress (call it on the sampler's thread, never the training thread)."""
         with self._close_lock:
             if self._closed:
                 return
@@ -184,4 +148,4 @@ class NvmlBackend:
                     free_gpm(dev)
                 finally:
                     dev.lock.release()
-        _swallow(self._nv.nvmlShutdown)
+        quietly(self._nv.nvmlShutdown)

@@ -1,40 +1,42 @@
-"""One NVML device's state and the choke point every NVML call goes through (errors mapped to reasons).
+"""One NVML device: its state, the choke point every NVML call goes through, its facts at open, its samples.
 
-:func:`query` maps NotSupported, FunctionNotFound, NoPermission and
-``NVMLLibraryMismatchError`` to ``None`` plus a reason (cached per device, so an
-unsupported call is not retried every tick) and GpuIsLost to a fatal
-:class:`~trainmeter.gpu.backend.GpuUnavailableError`. :func:`open_device` reads a
-device's static facts at open. The ``pynvml`` module is passed in (only
-:mod:`trainmeter.gpu.nvml` imports it).
-
-Thread safety: a device's mutable state is guarded by its ``lock``; callers hold it
-around :func:`query` once the device is shared with sampling threads.
+:func:`query` maps NotSupported, FunctionNotFound, NoPermission and ``NVMLLibraryMismatchError`` to ``None`` plus
+a reason (cached per device, so an unsupported call is not retried every tick) and GpuIsLost to a fatal
+:class:`~trainmeter.gpu.backend.GpuUnavailableError`. GPM comes from :mod:`trainmeter.gpu.nvml_gpm`. The
+``pynvml`` module is passed in (only :mod:`trainmeter.gpu.nvml` imports it). Thread safety: a device's state is
+guarded by its ``lock``; callers hold it once the device is shared with sampling threads.
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Collection
 from typing import Any
 
 from trainmeter.gpu.backend import (
+    MIG_GPM_WHAT,
     REASON_GPM_DRIVER_TOO_OLD,
     REASON_GPM_NO_PERMISSION,
     REASON_GPM_NOT_SUPPORTED,
     REASON_GPU_LOST,
-    MIG_GPM_WHAT,
     REASON_MIG,
     REASON_MIG_GPM_NOT_SUPPORTED,
     REASON_MIG_NO_INSTANCES,
+    REASON_PROCESS_NOT_LISTED,
     GpuDeviceInfo,
+    GpuSample,
     GpuUnavailableError,
+    MigGpmSample,
     reason_driver_too_old,
     reason_no_permission,
     reason_not_supported,
+    throttle_reason_names,
 )
-from trainmeter.gpu.nvml_gpm import GpmPair
+from trainmeter.gpu.nvml_gpm import GpmPair, GpmResult, all_missing
 
-NVML_MEMORY_V2 = 0x02000028
-"""``nvmlMemory_v2`` version tag (``nvmlDeviceGetMemoryInfo`` with it counts reserved memory apart)."""
+NVML_MEMORY_V2 = 0x02000028  # nvmlMemory_v2's version tag: nvmlDeviceGetMemoryInfo counts reserved memory apart
+NVML_CLOCK_SM = 1
+NVML_TEMPERATURE_GPU = 0
 
 
 class NvmlDevice:
@@ -55,12 +57,16 @@ class NvmlDevice:
         self.mig_reason: str | None = None  # why a MIG-enabled GPU has no GPM per instance
 
 
-def query(nv: Any, dev: NvmlDevice, key: str, what: str, *calls: tuple[Any, ...]) -> tuple[Any, str | None]:
-    """Run the first NVML call of ``calls`` the driver has; map errors to a reason.
+def _lost(dev: NvmlDevice) -> GpuUnavailableError:
+    dev.lost_reason = REASON_GPU_LOST
+    return GpuUnavailableError(REASON_GPU_LOST, fatal=True)
 
-    Each entry of ``calls`` is ``(function, *args)``; a later entry is a fallback used
-    when the driver lacks the earlier one's symbol. Returns ``(value, None)`` or
-    ``(None, reason)``. Permanent failures are cached per device under ``key``.
+
+def query(nv: Any, dev: NvmlDevice, key: str, what: str, *calls: tuple[Any, ...]) -> tuple[Any, str | None]:
+    """``(value, None)`` from the first ``(function, *args)`` of ``calls`` the driver has, else ``(None, reason)``.
+
+    A later entry is the fallback for a driver that lacks an earlier one's symbol. Permanent failures are cached
+    per device under ``key``.
 
     Raises:
         GpuUnavailableError: GpuIsLost (fatal) or Uninitialized (not fatal).
@@ -82,12 +88,9 @@ def query(nv: Any, dev: NvmlDevice, key: str, what: str, *calls: tuple[Any, ...]
             elif code == nv.NVML_ERROR_NO_PERMISSION:
                 reason = reason_no_permission(what)
             elif code == nv.NVML_ERROR_GPU_IS_LOST:
-                dev.lost_reason = REASON_GPU_LOST
-                raise GpuUnavailableError(REASON_GPU_LOST, fatal=True) from None
+                raise _lost(dev) from None
             elif code == nv.NVML_ERROR_UNINITIALIZED:
-                raise GpuUnavailableError(
-                    "NVML was shut down by other code in this process", fatal=False
-                ) from None
+                raise GpuUnavailableError("NVML was shut down by other code in this process", fatal=False) from None
             else:
                 return None, f"{what}: NVML error {exc}"  # transient: not cached
             break
@@ -126,24 +129,17 @@ def open_device(nv: Any, index: int) -> NvmlDevice:
         support, why = query(nv, dev, "gpm_support", "GPM", (nv.nvmlGpmQueryDeviceSupport, handle))
         dev.gpm_ok = bool(support is not None and support.isSupportedDevice)
         dev.gpm_reason = None if dev.gpm_ok else _gpm_reason(why)
-    dev.info = GpuDeviceInfo(
-        index=index,
-        name=str(name or ""),
-        uuid=str(uuid or ""),
-        mem_total_bytes=None if mem is None else int(mem.total),
-        mig_enabled=mig_enabled,
-        gpm_supported=dev.gpm_ok,
-        gpm_reason=dev.gpm_reason,
-        pci_bus_id=None if pci is None else _text(pci.busId),
-        pci_device_id=_device_id(pci),
-        mig_instances=instances,
-    )
+    dev.info = GpuDeviceInfo(index=index, name=str(name or ""), uuid=str(uuid or ""),
+                             mem_total_bytes=None if mem is None else int(mem.total), mig_enabled=mig_enabled,
+                             gpm_supported=dev.gpm_ok, gpm_reason=dev.gpm_reason,
+                             pci_bus_id=None if pci is None else _text(pci.busId), pci_device_id=_device_id(pci),
+                             mig_instances=instances)
     return dev
 
 
 def _mig_instances(nv: Any, dev: NvmlDevice, handle: Any) -> tuple[tuple[tuple[int, str], ...], str | None]:
-    """``(gpu_instance_id, MIG UUID)`` of each GPU instance with a MIG device, when the GPU gives GPM per
-    instance; else ``()`` and why not. One entry per GPU instance (its first compute instance's UUID)."""
+    """``(gpu_instance_id, MIG UUID)`` of each GPU instance with a MIG device (its first compute instance's UUID),
+    when the GPU gives GPM per instance; else ``()`` and why not."""
     support, why = query(nv, dev, "gpm_support", MIG_GPM_WHAT, (nv.nvmlGpmQueryDeviceSupport, handle))
     if support is None or not support.isSupportedDevice:
         return (), why if why and "not supported" not in why else REASON_MIG_GPM_NOT_SUPPORTED
@@ -161,11 +157,9 @@ def _mig_instances(nv: Any, dev: NvmlDevice, handle: Any) -> tuple[tuple[tuple[i
 
 
 def _gpm_reason(why: str | None) -> str:
-    if why is None:
-        return REASON_GPM_NOT_SUPPORTED
-    if "too old" in why:
+    if why is not None and "too old" in why:
         return REASON_GPM_DRIVER_TOO_OLD
-    if "no permission" in why:
+    if why is not None and "no permission" in why:
         return REASON_GPM_NO_PERMISSION
     return REASON_GPM_NOT_SUPPORTED
 
@@ -180,3 +174,143 @@ def _device_id(pci: Any) -> int | None:
 
 def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def sample_device(nv: Any, dev: NvmlDevice, now_s: float, pids: Collection[int]) -> GpuSample:
+    """Read every field of ``dev`` at ``now_s``; an unsupported one is missing with its reason. Hold ``dev.lock``.
+
+    Raises:
+        GpuUnavailableError: The device is lost (fatal) or NVML was shut down (not fatal).
+    """
+    h = dev.handle
+    values: dict[str, Any] = {}
+    missing: dict[str, str] = {}
+
+    def put(fld: str, value: Any, reason: str | None) -> None:
+        if value is None:
+            missing[fld] = reason or "not available"
+        else:
+            values[fld] = value
+
+    util, why = query(nv, dev, "util", "GPU-Util", (nv.nvmlDeviceGetUtilizationRates, h))
+    if util is None and dev.info.mig_enabled:
+        why = REASON_MIG
+    put("util_gpu", None if util is None else util.gpu / 100.0, why)
+    put("mem_activity", None if util is None else util.memory / 100.0, why)
+    mem, why = query_memory(nv, dev, h)
+    put("mem_used_bytes", None if mem is None else int(mem.used), why)
+    put("mem_total_bytes", None if mem is None else int(mem.total), why)
+    power, why = query(nv, dev, "power", "power draw", (nv.nvmlDeviceGetPowerUsage, h))
+    put("power_w", None if power is None else power / 1000.0, why)
+    limit, why = query(nv, dev, "power_limit", "power limit", (nv.nvmlDeviceGetEnforcedPowerLimit, h))
+    put("power_limit_w", None if limit is None else limit / 1000.0, why)
+    clock, why = query(nv, dev, "sm_clock", "SM clock", (nv.nvmlDeviceGetClockInfo, h, NVML_CLOCK_SM))
+    put("sm_clock_mhz", None if clock is None else float(clock), why)
+    if "sm_clock_max" not in dev.cached:
+        dev.cached["sm_clock_max"] = query(nv, dev, "sm_clock_max", "max SM clock",
+                                           (nv.nvmlDeviceGetMaxClockInfo, h, NVML_CLOCK_SM))
+    clock_max, why = dev.cached["sm_clock_max"]
+    put("sm_clock_max_mhz", None if not clock_max else float(clock_max), why)
+    temp, why = query(nv, dev, "temperature", "temperature", (nv.nvmlDeviceGetTemperatureV, h, NVML_TEMPERATURE_GPU),
+                      (nv.nvmlDeviceGetTemperature, h, NVML_TEMPERATURE_GPU))
+    put("temperature_c", None if temp is None else float(temp), why)
+    mask, why = query(nv, dev, "throttle", "clock-event reasons", (nv.nvmlDeviceGetCurrentClocksEventReasons, h),
+                      (nv.nvmlDeviceGetCurrentClocksThrottleReasons, h))
+    put("throttle_reasons", None if mask is None else throttle_reason_names(int(mask)), why)
+    _process_memory(nv, dev, pids, put)
+    gpm_values, gpm_missing, window_s = gpm_tick(nv, dev, now_s)
+    values.update(gpm_values)
+    missing.update(gpm_missing)
+    mig_gpm, mig_reason = mig_gpm_tick(nv, dev, now_s)
+    return GpuSample(index=dev.index, t_s=now_s, gpm_window_s=window_s, mig_gpm=mig_gpm, mig_gpm_reason=mig_reason,
+                     unavailable=tuple((k, v) for k, v in missing.items() if values.get(k) is None),
+                     **{k: v for k, v in values.items() if v is not None})
+
+
+def _process_memory(nv: Any, dev: NvmlDevice, pids: Collection[int],
+                    put: Callable[[str, Any, str | None], None]) -> None:
+    procs, why = query(nv, dev, "processes", "process list", (nv.nvmlDeviceGetComputeRunningProcesses, dev.handle))
+    if procs is None:
+        put("process_mem_bytes", None, why)
+        return
+    mine = [p for p in procs if int(p.pid) in pids]
+    used = [int(p.usedGpuMemory) for p in mine if p.usedGpuMemory is not None]
+    if not mine:
+        put("process_mem_bytes", None, REASON_PROCESS_NOT_LISTED)
+    elif not used:
+        put("process_mem_bytes", None, "NVML reports per-process memory as N/A here")
+    else:
+        put("process_mem_bytes", sum(used), None)
+
+
+def _gpm_read(nv: Any, dev: NvmlDevice, pair: GpmPair, now_s: float,
+              permanent: dict[int, str]) -> tuple[GpmResult | None, str | None]:
+    """``(result, None)``; a permanent failure ``(None, reason)``; a transient one restarts the pair (its result
+    says why). Raises :class:`GpuUnavailableError` (fatal) when the GPU is lost."""
+    try:
+        return pair.read(now_s), None
+    except nv.NVMLError as exc:
+        code = exc.value
+    if code == nv.NVML_ERROR_GPU_IS_LOST:
+        raise _lost(dev)
+    if code in permanent:
+        free_gpm(dev)
+        return None, permanent[code]
+    pair.restart()  # transient: prime the pair again next tick
+    return all_missing(f"GPM read failed: {nv.NVMLError(code)}"), None
+
+
+def gpm_tick(nv: Any, dev: NvmlDevice, now_s: float) -> GpmResult:
+    """One whole-GPU GPM tick: (values, reasons, window_s); errors mapped to reasons.
+
+    Raises:
+        GpuUnavailableError: The device is lost (fatal).
+    """
+    if not dev.gpm_ok:
+        return all_missing(dev.gpm_reason or REASON_GPM_NOT_SUPPORTED)
+    if dev.gpm is None:
+        dev.gpm = GpmPair(nv, dev.handle)
+    result, why = _gpm_read(nv, dev, dev.gpm, now_s, {nv.NVML_ERROR_NOT_SUPPORTED: REASON_GPM_NOT_SUPPORTED,
+                                                     nv.NVML_ERROR_FUNCTION_NOT_FOUND: REASON_GPM_DRIVER_TOO_OLD,
+                                                     nv.NVML_ERROR_NO_PERMISSION: REASON_GPM_NO_PERMISSION})
+    if why is not None:
+        dev.gpm_ok, dev.gpm_reason = False, why
+        return all_missing(why)
+    return result  # type: ignore[return-value]
+
+
+def mig_gpm_tick(nv: Any, dev: NvmlDevice, now_s: float) -> tuple[tuple[MigGpmSample, ...], str | None]:
+    """One GPM tick per MIG GPU instance of a MIG-enabled GPU (``nvmlGpmMigSampleGet``), or ``()`` and why not.
+
+    Raises:
+        GpuUnavailableError: The device is lost (fatal).
+    """
+    if not dev.info.mig_enabled:
+        return (), None
+    if dev.mig_reason is not None or not dev.info.mig_instances:
+        return (), dev.mig_reason or REASON_MIG_NO_INSTANCES
+    permanent = {nv.NVML_ERROR_NOT_SUPPORTED: REASON_MIG_GPM_NOT_SUPPORTED,
+                 nv.NVML_ERROR_FUNCTION_NOT_FOUND: f"{MIG_GPM_WHAT}: {REASON_GPM_DRIVER_TOO_OLD}",
+                 nv.NVML_ERROR_NO_PERMISSION: reason_no_permission(MIG_GPM_WHAT)}
+    out = []
+    for gi, uuid in dev.info.mig_instances:
+        pair = dev.mig_gpm.get(gi)
+        if pair is None:
+            pair = dev.mig_gpm[gi] = GpmPair(nv, dev.handle, gi)
+        result, dev.mig_reason = _gpm_read(nv, dev, pair, now_s, permanent)
+        if result is None:
+            return (), dev.mig_reason
+        values, reasons, window_s = result
+        out.append(MigGpmSample(gpu_instance_id=gi, uuid=uuid, values=values, gpm_window_s=window_s,
+                                unavailable=tuple(reasons.items())))
+    return tuple(out), None
+
+
+def free_gpm(dev: NvmlDevice) -> None:
+    """Free the device's GPM sample buffers (whole GPU and per MIG GPU instance), if any."""
+    if dev.gpm is not None:
+        dev.gpm.free()
+        dev.gpm = None
+    for pair in dev.mig_gpm.values():
+        pair.free()
+    dev.mig_gpm.clear()

@@ -1,15 +1,9 @@
 """GPM (Hopper+) for the NVML backend: two rotating samples per device (or per MIG GPU instance).
 
-Used only by the NVML backend (:mod:`trainmeter.gpu.nvml_readings`), which passes in the
-``pynvml`` module (this module imports nothing from it). A tick takes a new ``nvmlGpmSampleGet`` into the older of two
-buffers and asks ``nvmlGpmMetricsGet`` for the averages between the two; the first tick
-only primes the pair; a tick within 100 ms of the previous repeats the previous values.
-
-Units: percent metrics become fractions 0-1; PCIe/NVLink ids 20/21/60/61 are MiB/s in
-``nvml.h`` and become bytes/s (x 1024**2). A per-metric non-zero ``nvmlReturn`` or a NaN
-value gives ``None`` with a reason.
-
-Thread safety: none; the caller holds the device's lock.
+A tick takes a new ``nvmlGpmSampleGet`` into the older buffer and asks ``nvmlGpmMetricsGet`` for the averages
+between the two; the first tick only primes the pair; one within 100 ms of the previous repeats its values.
+Percent metrics become fractions 0-1, MiB/s bytes/s; a metric's non-zero ``nvmlReturn`` or a NaN is ``None`` with a
+reason. ``pynvml`` is passed in. Thread safety: none; the caller holds the device's lock.
 """
 
 from __future__ import annotations
@@ -20,8 +14,7 @@ from typing import Any
 from trainmeter.gpu.backend import REASON_GPM_FIRST_SAMPLE, reason_not_supported
 
 MIB_BYTES = 1024 * 1024
-GPM_MIN_INTERVAL_S = 0.1
-"""nvml.h: the interval between two GPM samples "should be greater than 100ms"."""
+GPM_MIN_INTERVAL_S = 0.1  # nvml.h: the interval between two GPM samples "should be greater than 100ms"
 
 # (GPM metric id, GpuSample field, scale to our unit). Ids from pynvml / nvml.h.
 GPM_METRICS: tuple[tuple[int, str, float], ...] = (
@@ -36,8 +29,7 @@ GPM_METRICS: tuple[tuple[int, str, float], ...] = (
     (60, "nvlink_rx_bytes_per_s", MIB_BYTES),  # NVLINK_TOTAL_RX_PER_SEC, MiB/s
 )
 
-GpmResult = tuple[dict[str, float], dict[str, str], "float | None"]
-"""(values by field, reasons by field, window_s)."""
+GpmResult = tuple[dict[str, float], dict[str, str], "float | None"]  # (values, reasons by field, window_s)
 
 
 def all_missing(reason: str) -> GpmResult:
@@ -51,8 +43,7 @@ class GpmPair:
     Args:
         nv: The ``pynvml`` module.
         handle: The device handle (the parent GPU's for a MIG GPU instance).
-        gpu_instance_id: A MIG GPU instance id: samples come from ``nvmlGpmMigSampleGet`` for it; ``None`` for
-            the whole device (``nvmlGpmSampleGet``).
+        gpu_instance_id: A MIG GPU instance (``nvmlGpmMigSampleGet``), or ``None`` for the whole device.
     """
 
     def __init__(self, nv: Any, handle: Any, gpu_instance_id: int | None = None) -> None:
@@ -66,11 +57,7 @@ class GpmPair:
         self._last: GpmResult = ({}, {}, None)
 
     def read(self, now_s: float) -> GpmResult:
-        """One tick at ``now_s``.
-
-        Raises:
-            pynvml.NVMLError: From any GPM call; the caller maps it.
-        """
+        """One tick at ``now_s``; a GPM call's ``pynvml.NVMLError`` is raised for the caller to map."""
         nv = self._nv
         if not self._bufs:
             self._bufs = [nv.nvmlGpmSampleAlloc(), nv.nvmlGpmSampleAlloc()]

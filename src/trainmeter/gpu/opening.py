@@ -1,7 +1,6 @@
-"""Opening the GPU backend for a run: open NVML (or a given backend), list the devices, select those to sample.
+"""Opening the GPU backend for a run: open it, list the devices, select those to sample.
 
-Called by :meth:`trainmeter.gpu.sampler.GpuSampler.for_run` on whichever thread opens the
-backend (the sampler's own, for :meth:`~trainmeter.gpu.sampler.GpuSampler.in_background`).
+Called by :meth:`trainmeter.gpu.sampler.GpuSampler.for_run` on whichever thread opens the backend.
 """
 
 from __future__ import annotations
@@ -17,31 +16,20 @@ from trainmeter.gpu.selection import GpuSelection, cuda_context_uuids, parse_gpu
 
 @dataclass(frozen=True, slots=True)
 class OpenedGpus:
-    """An opened backend and the devices chosen on it, or ``backend=None`` and why.
-
-    Attributes:
-        backend: The opened backend (the caller owns and closes it), or ``None``.
-        selection: The devices chosen and how, or ``None`` without a backend.
-        reason: Why there is no backend, else ``None``.
-    """
+    """An opened backend (the caller closes it) and the devices chosen on it, or ``backend=None`` and why."""
 
     backend: GpuBackend | None
     selection: GpuSelection | None = None
     reason: str | None = None
 
 
-def open_for_run(
-    gpus: str | int | Sequence[int | str] | None,
-    *,
-    clock: Clock,
-    open_backend: Callable[..., GpuBackendResult] | None = None,
-    cuda_uuids: Sequence[str] | None | Callable[[], Sequence[str] | None] = cuda_context_uuids,
-    env: Mapping[str, str] | None = None,
-) -> OpenedGpus:
+def open_for_run(gpus: str | int | Sequence[int | str] | None, *, clock: Clock,
+                 open_backend: Callable[..., GpuBackendResult] | None = None,
+                 cuda_uuids: Sequence[str] | None | Callable[[], Sequence[str] | None] = cuda_context_uuids,
+                 env: Mapping[str, str] | None = None) -> OpenedGpus:
     """Open the backend and select the devices ``gpus`` names (see :meth:`GpuSampler.for_run`).
 
-    ``cuda_uuids``: the CUDA context's device UUIDs, or a function that reads them (called
-    only once the backend is open).
+    ``cuda_uuids``: the CUDA context's device UUIDs, or a function reading them once the backend is open.
 
     Raises:
         ValueError: A malformed ``gpus`` value or one naming no device here (the backend is closed first).
@@ -55,14 +43,11 @@ def open_for_run(
     backend = result.backend
     if backend is None:
         return OpenedGpus(None, reason=result.reason)
-    infos = [
-        safe(lambda i=i: backend.device_info(i), GpuDeviceInfo(index=i, name="", uuid=""))
-        for i in range(backend.device_count())
-    ]
+    infos = [safe(lambda i=i: backend.device_info(i), GpuDeviceInfo(index=i, name="", uuid=""))
+             for i in range(backend.device_count())]
     uuids = cuda_uuids() if callable(cuda_uuids) else cuda_uuids
-    uuids = uuids or None
     try:
-        selection = select_gpus(spec, infos, cuda_uuids=uuids, env=env)
+        selection = select_gpus(spec, infos, cuda_uuids=uuids or None, env=env)
     except ValueError:
         backend.close()
         raise

@@ -1,7 +1,6 @@
-"""The passport's ``gpu`` section: devices, driver, peaks used, ladder averages, reasons.
+"""The passport's ``gpu`` section (docs/spec.md section 8): devices, driver, peaks used, ladder averages, reasons.
 
-Pure apart from :func:`gpu_passport_from_sampler`, which only reads a sampler's snapshot
-methods (thread-safe). The result is JSON-ready (dicts, lists, str, numbers, None).
+Pure apart from :func:`gpu_passport_from_sampler`, which reads a sampler's snapshots (thread-safe). JSON-ready.
 """
 
 from __future__ import annotations
@@ -18,37 +17,24 @@ from trainmeter.gpu.selection import GpuSelection
 PEAKS_PLACEHOLDER_NOTE = "peak FLOP/s used for MFU: filled in by the FLOPs/peaks module"
 
 
-def gpu_passport_section(
-    *,
-    devices: Mapping[int, GpuDeviceInfo],
-    driver_version: str | None,
-    selection: GpuSelection | None,
-    averages: Mapping[int, GpuAverages],
-    span: str,
-    status: Mapping[int, GpuDeviceStatus] | None = None,
-    unavailable_reason: str | None = None,
-    ladders: Mapping[int, Ladder] | None = None,
-    peaks_used: Mapping[str, Any] | None = None,
-    latest: Mapping[int, GpuSample] | None = None,
-) -> dict[str, Any]:
-    """Build the ``gpu`` section.
+def gpu_passport_section(*, devices: Mapping[int, GpuDeviceInfo], driver_version: str | None,
+                         selection: GpuSelection | None, averages: Mapping[int, GpuAverages], span: str,
+                         status: Mapping[int, GpuDeviceStatus] | None = None, unavailable_reason: str | None = None,
+                         ladders: Mapping[int, Ladder] | None = None, peaks_used: Mapping[str, Any] | None = None,
+                         latest: Mapping[int, GpuSample] | None = None) -> dict[str, Any]:
+    """The ``gpu`` section; ``available`` False with ``reason`` when nothing was sampled.
 
     Args:
         devices: Sampled devices by NVML index.
-        driver_version: NVIDIA driver version or ``None``.
+        driver_version: Driver version or ``None``.
         selection: How the devices were chosen.
-        averages: Per-device averages over ``span``.
-        span: ``"training window"`` or ``"whole run"``: what the averages cover.
+        averages: Per-device averages over ``span`` (``"training window"`` or ``"whole run"``).
+        span: What the averages cover.
         status: Sampling health per device.
         unavailable_reason: Why there are no GPU counters at all (e.g. no NVML library).
-        ladders: Per-device ladders over ``span``; built from ``averages`` when omitted
-            (then without MFU).
-        peaks_used: Peak figures used for MFU (placeholder until the FLOPs module fills it).
-        latest: The latest sample per device: a MIG-enabled GPU's entry gets ``mig_gpm``, the GPM of each
-            MIG GPU instance over the last sampling interval, or ``mig_gpm_reason``.
-
-    Returns:
-        A JSON-ready dict; ``available`` False with ``reason`` when nothing was sampled.
+        ladders: Per-device ladders over ``span``; built from ``averages`` (without MFU) when omitted.
+        peaks_used: Peak figures used for MFU (a placeholder note when ``None``).
+        latest: The latest sample per device: a MIG-enabled GPU's gives ``mig_gpm`` or ``mig_gpm_reason``.
     """
     status = status or {}
     missing: list[str] = []
@@ -88,16 +74,11 @@ def gpu_passport_section(
         ladder = (ladders or {}).get(index)
         if ladder is None and avg is not None and avg.n_samples > 0:
             peak = peak_dram_bandwidth(info.name)
-            ladder = build_ladder(
-                avg,
-                peak_dram_bytes_per_s=None if peak is None else peak[0],
-                peak_dram_source="" if peak is None else peak[1],
-            )
+            ladder = build_ladder(avg, peak_dram_bytes_per_s=None if peak is None else peak[0],
+                                  peak_dram_source="" if peak is None else peak[1])
         if ladder is not None:
             out_ladders.append(_ladder_dict(index, ladder))
-            missing.extend(
-                f"GPU {index}: {r.label}: {r.missing}" for r in ladder.rungs if r.missing and r.key != "mfu"
-            )
+            missing.extend(f"GPU {index}: {r.label}: {r.missing}" for r in ladder.rungs if r.missing and r.key != "mfu")
     return {
         "available": bool(out_devices) and not unavailable_reason,
         "reason": unavailable_reason,
@@ -116,7 +97,7 @@ def gpu_passport_section(
         else {"value": None, "note": PEAKS_PLACEHOLDER_NOTE},
         "averaged_over": span,
         "ladder": out_ladders,
-        "missing": _dedupe(missing),
+        "missing": list(dict.fromkeys(missing)),
     }
 
 
@@ -144,34 +125,13 @@ def _mig_entry(sample: GpuSample | None) -> dict[str, Any]:
     return {"mig_gpm": rows, "mig_gpm_reason": sample.mig_gpm_reason}
 
 
-def _dedupe(items: list[str]) -> list[str]:
-    seen: dict[str, None] = {}
-    for item in items:
-        seen.setdefault(item, None)
-    return list(seen)
-
-
-def gpu_passport_from_sampler(
-    sampler: GpuSampler,
-    *,
-    ladders: Mapping[int, Ladder] | None = None,
-    peaks_used: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
-    """The ``gpu`` section from a (stopped or running) sampler.
-
-    Uses the training-window averages when the window holds samples, else the whole run.
-    """
+def gpu_passport_from_sampler(sampler: GpuSampler, *, ladders: Mapping[int, Ladder] | None = None,
+                              peaks_used: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The ``gpu`` section from a (stopped or running) sampler: over the training window when it holds samples."""
     window = sampler.window_averages()
     use_window = any(a.n_samples > 0 for a in window.values())
-    return gpu_passport_section(
-        devices=sampler.devices,
-        driver_version=sampler.driver_version,
-        selection=sampler.selection,
-        averages=window if use_window else sampler.averages(),
-        span="training window" if use_window else "whole run",
-        status=sampler.status(),
-        unavailable_reason=sampler.unavailable_reason,
-        ladders=ladders,
-        peaks_used=peaks_used,
-        latest=sampler.latest(),
-    )
+    return gpu_passport_section(devices=sampler.devices, driver_version=sampler.driver_version,
+                                selection=sampler.selection, averages=window if use_window else sampler.averages(),
+                                span="training window" if use_window else "whole run", status=sampler.status(),
+                                unavailable_reason=sampler.unavailable_reason, ladders=ladders, peaks_used=peaks_used,
+                                latest=sampler.latest())

@@ -1,21 +1,10 @@
-"""Background GPU sampler: each selected device read at 1-2 Hz, latest values and averages.
+"""Background GPU sampler: each selected device read at 1-2 Hz on its own daemon thread (docs/spec.md section 8).
 
-Design:
-
-- One daemon thread per device, each a deadline loop waiting on one shared
-  ``threading.Event``: :meth:`GpuSampler.stop` wakes every thread at once, and a slow NVML
-  call on one device delays only that device's next sample (missed ticks are skipped, not
-  replayed).
-- :meth:`GpuSampler.step` does the same work synchronously for a given ``now_s``, so tests
-  (and a caller that wants no thread) drive it with a fake clock.
-- Never raises: backend errors are recorded per device (:meth:`GpuSampler.status`); a fatal
-  error (GPU lost) or ``max_consecutive_errors`` failures stop that device only.
-- Bounded memory: a ``history_len`` deque per device and fixed-size accumulators.
-- Two sets of running means per device: since start (:meth:`GpuSampler.averages`) and over
-  a window the caller opens and closes, e.g. the training window from the first to the
-  last step (:meth:`GpuSampler.begin_window` / :meth:`GpuSampler.end_window`).
-
-Thread safety: every public method may be called from any thread (one lock).
+A deadline loop per device waits on one shared ``threading.Event`` (``stop`` wakes all at once; a slow call delays
+only its device; missed ticks are skipped). :meth:`GpuSampler.step` does the same work synchronously (tests drive
+it with a fake clock). Never raises: errors are recorded per device; a fatal one or ``max_consecutive_errors`` stop
+that device. Memory is bounded. Means since start and over a window the caller opens and closes (the training
+window). Thread safety: every public method may be called from any thread (one lock).
 """
 
 from __future__ import annotations
@@ -26,9 +15,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from trainmeter.core.clock import Clock
-from trainmeter.gpu.averages import Accumulator, GpuAverages
 from trainmeter.gpu.backend import GpuBackend, GpuBackendResult, GpuDeviceInfo, GpuSample, GpuUnavailableError
-from trainmeter.gpu.device_state import MAX_ERROR_CHARS, DeviceState, GpuDeviceStatus
+from trainmeter.gpu.device_state import MAX_ERROR_CHARS, Accumulator, DeviceState, GpuAverages, GpuDeviceStatus
 from trainmeter.gpu.device_state import next_due as _next_due
 from trainmeter.gpu.opening import open_for_run, safe
 from trainmeter.gpu.selection import GpuSelection, cuda_context_uuids
@@ -44,31 +32,19 @@ class GpuSampler:
     """Samples selected GPUs in the background; see the module docstring.
 
     Args:
-        backend: The opened backend, or ``None`` (then nothing is sampled and
-            ``unavailable_reason`` says why).
+        backend: The opened backend, or ``None`` (nothing sampled; ``unavailable_reason`` says why).
         indices: NVML indices to sample.
-        clock: Clock for scheduling (and, in tests, the fake backend's clock).
+        clock: Clock for scheduling.
         interval_s: Seconds between samples of one device (0.5 = 2 Hz; at least 0.1).
         history_len: Recent samples kept per device.
         max_consecutive_errors: Stop a device after this many failures in a row.
-        unavailable_reason: Why there is no backend (from :class:`GpuBackendResult`).
-        selection: How ``indices`` were chosen (for the UI and passport).
+        unavailable_reason: Why there is no backend; ``selection``: how ``indices`` were chosen.
         owns_backend: Close the backend in :meth:`stop`.
     """
 
-    def __init__(
-        self,
-        backend: GpuBackend | None,
-        indices: Sequence[int],
-        *,
-        clock: Clock,
-        interval_s: float = 0.5,
-        history_len: int = 120,
-        max_consecutive_errors: int = 10,
-        unavailable_reason: str | None = None,
-        selection: GpuSelection | None = None,
-        owns_backend: bool = False,
-    ) -> None:
+    def __init__(self, backend: GpuBackend | None, indices: Sequence[int], *, clock: Clock, interval_s: float = 0.5,
+                 history_len: int = 120, max_consecutive_errors: int = 10, unavailable_reason: str | None = None,
+                 selection: GpuSelection | None = None, owns_backend: bool = False) -> None:
         if not interval_s >= MIN_INTERVAL_S:
             raise ValueError(f"interval_s must be >= {MIN_INTERVAL_S} s (got {interval_s!r})")
         self._backend = backend
@@ -100,32 +76,21 @@ class GpuSampler:
         if backend is not None:
             self.driver_version = safe(backend.driver_version, None)
             for i in chosen:
-                self.devices[i] = safe(
-                    lambda i=i: backend.device_info(i), GpuDeviceInfo(index=i, name="", uuid="")
-                )
+                self.devices[i] = safe(lambda i=i: backend.device_info(i), GpuDeviceInfo(index=i, name="", uuid=""))
 
     @classmethod
-    def for_run(
-        cls,
-        gpus: str | int | Sequence[int | str] | None = None,
-        *,
-        clock: Clock,
-        interval_s: float = 0.5,
-        open_backend: Callable[..., GpuBackendResult] | None = None,
-        cuda_uuids: Sequence[str] | None | bool = True,
-        env: Mapping[str, str] | None = None,
-        **kwargs: Any,
-    ) -> GpuSampler:
+    def for_run(cls, gpus: str | int | Sequence[int | str] | None = None, *, clock: Clock, interval_s: float = 0.5,
+                open_backend: Callable[..., GpuBackendResult] | None = None,
+                cuda_uuids: Sequence[str] | None | bool = True, env: Mapping[str, str] | None = None,
+                **kwargs: Any) -> GpuSampler:
         """Open the backend, select devices and build a (not yet started) sampler.
 
         Args:
             gpus: ``--gpus`` value (see :func:`~trainmeter.gpu.selection.parse_gpus`).
             clock: The run's clock.
             interval_s: Seconds between samples.
-            open_backend: ``open_backend(clock=clock) -> GpuBackendResult``; default
-                :func:`trainmeter.gpu.nvml.open_nvml`.
-            cuda_uuids: ``True`` to detect the CUDA context's devices, else the UUIDs or
-                ``None``.
+            open_backend: ``open_backend(clock=clock) -> GpuBackendResult``; default NVML, else amdsmi.
+            cuda_uuids: ``True`` to detect the CUDA context's devices, else the UUIDs or ``None``.
             env: Environment for ``CUDA_VISIBLE_DEVICES`` (default ``os.environ``).
             **kwargs: Passed to the constructor.
 
@@ -144,23 +109,14 @@ class GpuSampler:
                       **kwargs: Any) -> GpuSampler:
         """A sampler that opens, samples and closes the backend only on its own threads.
 
-        Returns at once with no device; :meth:`start` starts an owner thread that
-        runs :meth:`for_run` (opening NVML, listing and selecting devices), then
-        the per-device threads; the owner closes the backend after :meth:`stop`.
-        Until the backend is open, ``unavailable_reason`` says so. A failure to
-        open (including a ``gpus`` value naming no device here) becomes the reason.
-
-        Args:
-            gpus: ``--gpus`` value, as for :meth:`for_run`.
-            clock: The run's clock.
-            **kwargs: Passed to :meth:`for_run`.
+        Returns at once with no device; :meth:`start` starts an owner thread that runs :meth:`for_run` (``gpus``,
+        ``clock`` and ``kwargs`` as there), then the device threads, and closes the backend after :meth:`stop`.
+        Until the backend is open ``unavailable_reason`` says so; a failure to open becomes the reason.
         """
         interval_s = kwargs.get("interval_s", 0.5)
         sampler = cls(None, (), clock=clock, interval_s=interval_s, unavailable_reason=REASON_OPENING)
         sampler._opener = lambda: cls.for_run(gpus, clock=clock, **kwargs)
         return sampler
-
-    # --- running -------------------------------------------------------------------------
 
     def start(self) -> None:
         """Start sampling in the background (the owner thread first when opening lazily). Idempotent."""
@@ -178,10 +134,8 @@ class GpuSampler:
             if self._threads or self._stop_event.is_set():
                 return
             for index in self._states:
-                t = threading.Thread(
-                    target=self._run, args=(index,), name=f"trainmeter-gpu-{index}", daemon=True
-                )
-                self._threads.append(t)
+                self._threads.append(threading.Thread(target=self._run, args=(index,),
+                                                      name=f"trainmeter-gpu-{index}", daemon=True))
         for t in self._threads:
             t.start()
 
@@ -246,11 +200,9 @@ class GpuSampler:
                 t.join(max(0.0, deadline - time.monotonic()))
 
     def stop(self, timeout_s: float = STOP_DEADLINE_S) -> None:
-        """Stop sampling; wait at most ``timeout_s`` in all, then abandon what still runs.
+        """Stop sampling; wait at most ``timeout_s`` in all, then abandon what still runs (``abandoned_reason``).
 
-        Never blocks on the backend: closing happens on the owner thread (or on a
-        short-lived closer thread); a thread stuck in a hung NVML call is left
-        (a daemon) and ``abandoned_reason`` says so.
+        Never blocks on the backend: it closes on the owner (or a short-lived closer) thread.
         """
         self._stop_event.set()
         deadline = time.monotonic() + timeout_s
@@ -275,22 +227,14 @@ class GpuSampler:
 
     def step(self, now_s: float) -> int:
         """Sample, in this thread, every active device due at ``now_s``; returns how many."""
-        done = 0
-        for index in self._due(now_s):
+        due = self._due(now_s)
+        for index in due:
             self._sample_device(index)
-            done += 1
-        return done
+        return len(due)
 
     def _due(self, now_s: float) -> list[int]:
         with self._lock:
-            due = []
-            for st in self._states.values():
-                if not st.active:
-                    continue
-                if st.next_due_s is None or now_s >= st.next_due_s:
-                    st.next_due_s = _next_due(st.next_due_s, now_s, self.interval_s)
-                    due.append(st.index)
-            return due
+            return [st.index for st in self._states.values() if st.active and st.claim(now_s, self.interval_s)]
 
     def _run(self, index: int) -> None:
         try:
@@ -300,16 +244,12 @@ class GpuSampler:
                     st = self._states[index]
                     if not st.active:
                         return
-                    due = st.next_due_s is None or now_s >= st.next_due_s
-                    if due:
-                        st.next_due_s = _next_due(st.next_due_s, now_s, self.interval_s)
+                    due = st.claim(now_s, self.interval_s)
                 if due:
                     self._sample_device(index)
                     with self._lock:
                         # a slow call: skip the ticks it overran, keep the grid
-                        st.next_due_s = _next_due(
-                            st.next_due_s, self._clock(), self.interval_s, skip_only=True
-                        )
+                        st.next_due_s = _next_due(st.next_due_s, self._clock(), self.interval_s, skip_only=True)
                 wait_s = (st.next_due_s or 0.0) - self._clock()
                 self._stop_event.wait(min(max(wait_s, 0.0), self.interval_s))
         except Exception as exc:  # noqa: BLE001 - a sampler thread never raises
@@ -338,8 +278,6 @@ class GpuSampler:
         with self._lock:
             self._states[index].fail(text, fatal=fatal, max_errors=self._max_errors, call_s=call_s)
 
-    # --- window ----------------------------------------------------------------------------
-
     def _in_window(self, t_s: float) -> bool:
         begin, end = self._window_begin_s, self._window_end_s
         return begin is not None and t_s >= begin and (end is None or t_s <= end)
@@ -352,19 +290,13 @@ class GpuSampler:
                 st.window = Accumulator()
 
     def end_window(self, now_s: float) -> None:
-        """Close the window at ``now_s`` (may be in the past, e.g. the last step's time).
-
-        Samples already counted that were taken after ``now_s`` are taken back out while
-        they are still in the recent history.
-        """
+        """Close the window at ``now_s`` (maybe past: the last step's); later samples still in the history leave it."""
         with self._lock:
             if self._window_begin_s is None:
                 return
             prev_end_s, self._window_end_s = self._window_end_s, now_s
             for st in self._states.values():
                 st.close_window(self._window_begin_s, prev_end_s, now_s)
-
-    # --- reading ---------------------------------------------------------------------------
 
     def latest(self) -> dict[int, GpuSample]:
         """Latest sample per device that has one (a copy; samples are immutable)."""

@@ -1,11 +1,8 @@
 """Readings NVIDIA documents as wrong, screened before they are counted: never a silent zero.
 
-DCGM's documentation notes that after a GPU fault (an Xid) the profiling counters can read 0 while GPU-Util
-still reads 100%. A running kernel always has a warp on some SM, so SM activity exactly 0 over a window at whose
-both ends GPU-Util read at or above :data:`BUSY_UTIL` is not a reading (GPU-Util is a reading at the sample,
-GPM an average since the previous one, so both ends are needed): the activity fields become ``None`` with
-:data:`REASON_COUNTERS_STUCK`, so averages, the ladder and the cross-check skip them and say why
-(docs/spec.md section 8). Pure; thread-safe.
+After a GPU fault (an Xid) DCGM documents profiling counters reading 0 while GPU-Util reads 100%: SM activity
+exactly 0 while GPU-Util read at least :data:`BUSY_UTIL` at both ends of the GPM window is no reading; its
+activity fields become ``None`` with :data:`REASON_COUNTERS_STUCK` (docs/spec.md section 8). Pure; thread-safe.
 """
 
 from __future__ import annotations
@@ -15,8 +12,7 @@ from dataclasses import replace
 from trainmeter.gpu.backend import GpuSample
 
 BUSY_UTIL = 0.95
-ACTIVITY_FIELDS: tuple[str, ...] = ("sm_activity", "sm_occupancy", "tensor_activity", "hmma_activity",
-                                    "dram_bw_util")
+ACTIVITY_FIELDS: tuple[str, ...] = ("sm_activity", "sm_occupancy", "tensor_activity", "hmma_activity", "dram_bw_util")
 REASON_COUNTERS_STUCK = (
     "the profiling counters read 0 while GPU-Util reads 100%, which NVIDIA's DCGM documents after a GPU fault "
     "(an Xid): not a reading; a GPU reset clears it"
@@ -35,9 +31,7 @@ def counters_stuck(sample: GpuSample, previous: GpuSample | None) -> bool:
 def screen(sample: GpuSample, previous: GpuSample | None) -> GpuSample:
     """The sample with counters that cannot be readings set to ``None`` and a reason each; else unchanged.
 
-    Args:
-        sample: The new sample.
-        previous: The device's previous sample (the start of the GPM window), or ``None``.
+    ``previous``: the device's previous sample (the start of the GPM window), or ``None``.
     """
     if not counters_stuck(sample, previous):
         return sample

@@ -1,24 +1,14 @@
-"""Which GPUs to watch: ``--gpus all | 0,1 | GPU-<uuid>,...`` or the CUDA context's devices.
+"""Which GPUs to watch: ``--gpus all | 0,1 | GPU-<uuid>,...`` or, by default, the CUDA context's devices.
 
-NVML indices are not CUDA ordinals: NVML ignores ``CUDA_VISIBLE_DEVICES`` and may order
-devices differently from CUDA. CUDA devices are therefore mapped to NVML devices by UUID
-(``torch.cuda.get_device_properties(i).uuid``), which respects ``CUDA_VISIBLE_DEVICES``.
-
-Default, when the user names no GPUs:
-
-1. the devices this process's CUDA context uses (torch already imported and CUDA
-   initialised: the current device plus every device whose caching allocator holds
-   memory), mapped by UUID;
-2. else, when ``CUDA_VISIBLE_DEVICES`` is set, the devices it names (children inherit it);
-3. else every NVML device (a notebook that trains in child processes still sees its GPUs).
-
-MIG: NVML gives no GPU-Util for a MIG-enabled GPU; GPM is read per MIG GPU instance on the parent GPU
-(where the device gives it). A CUDA device that is a MIG instance of a GPU NVML lists selects that parent;
-the selection says so in ``notes``. Pure functions except :func:`cuda_context_uuids`; thread-safe.
+NVML indices are not CUDA ordinals: CUDA devices are mapped to NVML devices by UUID (which respects
+``CUDA_VISIBLE_DEVICES``). The default: the devices this process's CUDA context uses, else those
+``CUDA_VISIBLE_DEVICES`` names, else every NVML device; a CUDA device that is a MIG instance selects its parent
+GPU (docs/spec.md section 8). Pure functions except :func:`cuda_context_uuids`; thread-safe.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from collections.abc import Mapping, Sequence
@@ -39,12 +29,7 @@ MIG_NOTE = (
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class GpusSpec:
-    """A parsed ``--gpus`` value.
-
-    Attributes:
-        all: True for ``all``.
-        entries: NVML indices (int) and UUIDs (str, ``GPU-...``), in the order given.
-    """
+    """A parsed ``--gpus`` value: ``all``, or NVML indices (int) and UUIDs (``GPU-...``) in the order given."""
 
     all: bool = False
     entries: tuple[int | str, ...] = ()
@@ -52,15 +37,8 @@ class GpusSpec:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class GpuSelection:
-    """The devices to sample and how they were chosen.
-
-    Attributes:
-        indices: NVML indices, ascending, no duplicates.
-        provenance: ``declared`` (--gpus), ``detected`` (CUDA context / UUIDs) or
-            ``assumed`` (every device, or index order guessed).
-        how: One sentence saying how they were chosen.
-        notes: Caveats (MIG unsupported, CUDA devices NVML does not list, ...).
-    """
+    """The devices to sample (NVML indices, ascending) and how they were chosen: ``declared`` (--gpus), ``detected``
+    (CUDA context, UUIDs) or ``assumed`` (every device, or index order guessed), in one sentence, with caveats."""
 
     indices: tuple[int, ...]
     provenance: Provenance
@@ -69,14 +47,8 @@ class GpuSelection:
 
 
 def parse_gpus(value: str | int | Sequence[int | str] | None) -> GpusSpec | None:
-    """Parse ``--gpus`` / ``tm.monitor(gpus=...)``.
-
-    Args:
-        value: ``None`` (default selection), ``"all"``, ``"0,1"``, ``"GPU-<uuid>,..."``,
-            an int, or a sequence of ints/UUID strings.
-
-    Returns:
-        The spec, or ``None`` for the default selection.
+    """Parse ``--gpus`` / ``tm.monitor(gpus=...)``: ``"all"``, ``"0,1"``, ``"GPU-<uuid>,..."``, an int or a sequence
+    of ints/UUIDs; ``None`` for the default selection.
 
     Raises:
         ValueError: Naming the bad value and what is valid.
@@ -118,35 +90,23 @@ def _parse_entry(part: Any, whole: Any) -> int | str:
         raise ValueError(f"--gpus: {text!r} is a MIG instance; {MIG_NOTE}; {VALID_GPUS_TEXT}")
     if _UUID_RE.match(text):
         return "GPU-" + text[4:].lower()
-    raise ValueError(
-        f"--gpus: {text!r} in {whole!r} is neither a device index nor a GPU UUID; {VALID_GPUS_TEXT}"
-    )
+    raise ValueError(f"--gpus: {text!r} in {whole!r} is neither a device index nor a GPU UUID; {VALID_GPUS_TEXT}")
 
 
-def select_gpus(
-    spec: GpusSpec | None,
-    devices: Sequence[GpuDeviceInfo],
-    *,
-    cuda_uuids: Sequence[str] | None = None,
-    env: Mapping[str, str] | None = None,
-) -> GpuSelection:
-    """Resolve a spec (or the default) against the NVML devices.
+def select_gpus(spec: GpusSpec | None, devices: Sequence[GpuDeviceInfo], *, cuda_uuids: Sequence[str] | None = None,
+                env: Mapping[str, str] | None = None) -> GpuSelection:
+    """Resolve a spec (or the default) against the NVML devices (index order).
 
     Args:
         spec: From :func:`parse_gpus`; ``None`` for the default.
         devices: Every NVML device, index order.
-        cuda_uuids: UUIDs of the devices this process's CUDA context uses (from
-            :func:`cuda_context_uuids`), or ``None`` when it uses none.
-        env: Environment for ``CUDA_VISIBLE_DEVICES`` / ``CUDA_DEVICE_ORDER``
-            (default ``os.environ``).
+        cuda_uuids: UUIDs of the devices this process's CUDA context uses (:func:`cuda_context_uuids`), or ``None``.
+        env: Environment for ``CUDA_VISIBLE_DEVICES`` / ``CUDA_DEVICE_ORDER`` (default ``os.environ``).
 
     Raises:
-        ValueError: An index or UUID in ``spec`` matches no device (message lists the
-            valid ones).
+        ValueError: An index or UUID in ``spec`` matches no device (the message lists the valid ones).
     """
     if env is None:
-        import os
-
         env = os.environ
     if spec is not None:
         return _declared(spec, devices)
@@ -263,9 +223,8 @@ def _from_cvd(cvd: str, order: str, devices: Sequence[GpuDeviceInfo]) -> GpuSele
     return _finish(found, "assumed" if guessed else "detected", how, notes, devices)
 
 
-def _finish(
-    found: Sequence[int], provenance: Provenance, how: str, notes: list[str], devices: Sequence[GpuDeviceInfo]
-) -> GpuSelection:
+def _finish(found: Sequence[int], provenance: Provenance, how: str, notes: list[str],
+            devices: Sequence[GpuDeviceInfo]) -> GpuSelection:
     indices = tuple(sorted(set(found)))
     by_index = {d.index: d for d in devices}
     for i in indices:
@@ -276,19 +235,9 @@ def _finish(
 
 
 def cuda_context_uuids(modules: Mapping[str, Any] | None = None) -> list[str] | None:
-    """UUIDs (``GPU-...``) of the CUDA devices this process uses; never raises.
-
-    Looks only at an already-imported, already-initialised torch (never imports torch,
-    never initialises CUDA): the current device plus every device whose caching allocator
-    holds memory. Host-side calls only (no device sync).
-
-    Args:
-        modules: ``sys.modules`` (injectable for tests).
-
-    Returns:
-        UUIDs in CUDA ordinal order, or ``None`` when torch is not imported, CUDA is not
-        initialised, or anything fails.
-    """
+    """UUIDs (``GPU-...``), in CUDA ordinal order, of the current device and every device whose caching allocator
+    holds memory; ``None`` when torch is not imported (``modules``: ``sys.modules``), CUDA not initialised, or
+    anything fails. Never imports torch, initialises CUDA, syncs or raises."""
     torch = (modules if modules is not None else sys.modules).get("torch")
     if torch is None:
         return None

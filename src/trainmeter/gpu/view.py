@@ -9,15 +9,8 @@ from typing import Any, Protocol
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DeviceIdentity:
-    """Who a sampled device is, as NVML (or amdsmi) read it on the sampler's thread at the open.
-
-    Attributes:
-        index: NVML index (not the CUDA ordinal).
-        name: Product name, e.g. ``"NVIDIA H100"``; ``""`` if unreadable.
-        uuid: ``"GPU-..."`` UUID; ``""`` if unreadable.
-        pci_device_id: PCI device id (``pciDeviceId >> 16``, e.g. ``0x2330``), or ``None``.
-        mem_total_bytes: Device memory in bytes, or ``None``.
-    """
+    """Who a sampled device is, as NVML (or amdsmi) read it at the open: NVML index, product name and UUID (``""``
+    if unreadable), PCI device id (``pciDeviceId >> 16``, e.g. ``0x2330``) and memory in bytes (or ``None``)."""
 
     index: int
     name: str
@@ -53,8 +46,8 @@ class GpuView:
 
     Attributes:
         readings: The sampler's readings, or ``None`` before it started (or with the wing off).
-        opens_in_background: NVML opens on the sampler's own thread, which also reads the energy
-            counters at the open and before the close (``energy_start``/``energy_end``).
+        opens_in_background: NVML opens on the sampler's thread, which also reads the energy counters at the open
+            and before the close (``energy_start``/``energy_end``).
         section: The last ``gpu`` passport section built, or ``None`` before the passport.
     """
 
@@ -69,12 +62,8 @@ class GpuView:
         return self.readings is not None and self.readings.unavailable_reason == REASON_OPENING
 
     def device_identity(self, uuid: str | None = None) -> DeviceIdentity | None:
-        """The identity of the sampled device with ``uuid`` (``GPU-`` prefix optional, case ignored; a MIG
-        instance's UUID gives its parent GPU), or of the only sampled device when ``uuid`` is ``None``.
-
-        ``None`` while NVML opens, for an unknown UUID, or when ``uuid`` is ``None`` and several devices are
-        sampled. Any thread (reads the sampler's published map).
-        """
+        """The identity of the sampled device with ``uuid`` (``GPU-`` optional, case ignored; a MIG instance's gives
+        its parent), or of the only one when ``uuid`` is ``None``; else ``None`` (NVML opening too). Any thread."""
         from trainmeter.gpu.selection import bare_uuid
 
         devices = dict(getattr(self.readings, "devices", None) or {}) if self.readings is not None else {}

@@ -1,25 +1,11 @@
-"""A child of a monitored run monitors itself as a rank, once it trains.
+"""A child of a monitored run monitors itself as a rank, once it trains (docs/spec.md section 19).
 
-``mp.spawn`` children, ``subprocess`` and ``!torchrun`` workers start fresh
-interpreters: nothing of the parent's monitor survives. The parent exports
-``TRAINMETER_RUN_DIR``; when such a child imports trainmeter (its code does, or
-``trainmeter-autostart.pth``, installed into site-packages with trainmeter, does
-it at interpreter start: :mod:`trainmeter.ranks.site_hook`), :func:`arm` wraps
-``torch.optim.Optimizer.__init__`` and registers one global optimizer step *pre*-hook
-(after ``torch.optim`` is imported). When the child builds
-its first optimizer (or, for one built before the arming, at its first step), if no
-run is monitored in it, a monitor starts there, as ``tm.monitor()`` would at that
-line: the optimizer being built and the modules holding its parameters are found
-from the calling frames, so step 1's batches are counted like every other step's
-(docs/spec.md section 19). Its probes and timing hooks go into the *post*-hook table,
-so no table is changed while torch iterates it; its record is a
-:class:`~trainmeter.ranks.recorder.LazyRankRecorder`: it seats itself as
-``rank-<k>/`` of the parent's run at its first report after a step (a child that
-never steps leaves no trace), prints nothing, and is finished when the process ends
-(a ``multiprocessing`` finalizer, else ``atexit``). A ``tm.monitor()`` in the child
-takes over from a started run that has not stepped yet (:func:`give_way`: that run
-ends leaving no trace); one started before any optimizer is built is seated the
-same way and the hook never starts another. ``TRAINMETER_AUTOSTART=0`` turns it off.
+When a child with ``TRAINMETER_RUN_DIR`` imports trainmeter (its code, or ``trainmeter-autostart.pth``),
+:func:`arm` wraps ``torch.optim.Optimizer.__init__`` and registers one global optimizer step pre-hook: at the
+first optimizer built (or stepped), with no run monitored, a monitor starts as ``tm.monitor()`` would there, its
+record a :class:`~trainmeter.ranks.recorder.LazyRankRecorder`, printing nothing, finished when the process ends.
+A ``tm.monitor()`` in the child takes over from a started run that has not stepped (:func:`give_way`).
+``TRAINMETER_AUTOSTART=0`` turns it off.
 """
 
 from __future__ import annotations

@@ -1,17 +1,8 @@
 """Which GPU this rank trains on, by UUID (the node sampler's devices are matched to ranks by it).
 
-Never creates a CUDA context and never imports torch:
-
-1. torch already imported and CUDA initialised in this process: the device where
-   this rank's caching allocator holds memory when there is exactly one, else
-   ``torch.cuda.current_device()``; its UUID from ``get_device_properties``
-   (``detected``; respects ``CUDA_VISIBLE_DEVICES``);
-2. torch imported, CUDA not initialised: the rank has no GPU (it trains on the CPU, or has not touched CUDA yet);
-3. torch not imported: ``LOCAL_RANK`` as the CUDA ordinal (the launchers' convention, ``cuda:<LOCAL_RANK>``),
-   looked up in ``CUDA_VISIBLE_DEVICES``: a UUID there is ``detected``; an index, or no
-   ``CUDA_VISIBLE_DEVICES``, gives an NVML index ``assumed`` equal to the CUDA ordinal.
-
-Host-side reads only (no device sync). Any thread; never raises.
+The rules (CUDA initialised, torch without CUDA, no torch: ``CUDA_VISIBLE_DEVICES[LOCAL_RANK]``) are docs/spec.md
+section 19, "Each rank's device and ladder". Never creates a CUDA context or imports torch; host-side reads only.
+Any thread; never raises.
 """
 
 from __future__ import annotations
@@ -21,8 +12,6 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-NO_CUDA = "this rank has no CUDA context (it trains on the CPU, or has not used a GPU yet)"
-
 
 def _uuid_text(raw: Any) -> str:
     text = str(raw)
@@ -31,16 +20,8 @@ def _uuid_text(raw: Any) -> str:
 
 def rank_device(environ: Mapping[str, str] | None = None, modules: Mapping[str, Any] | None = None
                 ) -> dict[str, Any] | None:
-    """This rank's device: ``{"uuid", "cuda_ordinal", "nvml_index", "how", "provenance"}``, or ``None``.
-
-    Args:
-        environ: Environment (``os.environ`` by default).
-        modules: ``sys.modules`` (tests).
-
-    Returns:
-        ``uuid`` (``GPU-...``) or ``None`` with ``nvml_index`` set (assumed); ``None`` when the rank
-        has no GPU or nothing says which.
-    """
+    """This rank's device ``{"uuid", "cuda_ordinal", "nvml_index", "how", "provenance"}`` (``uuid`` ``None`` with an
+    assumed ``nvml_index``), or ``None`` (no GPU, or nothing says which); ``environ``, ``modules``: for tests."""
     env = os.environ if environ is None else environ
     mods = sys.modules if modules is None else modules
     torch = mods.get("torch")
@@ -55,8 +36,7 @@ def rank_device(environ: Mapping[str, str] | None = None, modules: Mapping[str, 
             else:
                 ordinal, how = int(cuda.current_device()), "torch.cuda.current_device() of this rank"
             uuid = _uuid_text(cuda.get_device_properties(ordinal).uuid)
-            return {"uuid": uuid, "cuda_ordinal": ordinal, "nvml_index": None, "how": how,
-                    "provenance": "detected"}
+            return {"uuid": uuid, "cuda_ordinal": ordinal, "nvml_index": None, "how": how, "provenance": "detected"}
         except Exception:  # noqa: BLE001 - detection never raises into training
             return None
     try:

@@ -1,19 +1,9 @@
-"""The ranks extension (``distributed``): one run across processes and nodes.
+"""The ranks extension (``distributed``): one run across processes and nodes (docs/spec.md section 19).
 
-Its role depends on the process:
-
-- **rank** (this run took a seat ``rank-<k>/`` in a launch's folder): times its
-  own steps (:mod:`trainmeter.ranks.timing`), writes them in each interval record
-  and its passport's ``distributed`` section with its identity;
-- **parent** (an ordinary run): exports ``TRAINMETER_RUN_DIR`` (its run folder)
-  and ``TRAINMETER_RUN_PARENT`` (its pid) while it runs, so children it launches
-  (fork, ``mp.spawn``, ``!torchrun``, ``subprocess``) become its ranks; follows the
-  seats live for the widget's panel; at the end merges them into its passport's
-  ``distributed`` section and says, in ``warnings``, that the work ran in child
-  processes;
-- a forked child switches from parent to rank (:mod:`trainmeter.ranks.fork`).
-
-Every call is guarded by the monitor; a fault disables this extension only.
+A **rank** (seated ``rank-<k>/`` in a launch's folder) times its steps and writes them with its identity; a
+**parent** (an ordinary run) exports ``TRAINMETER_RUN_DIR`` and ``TRAINMETER_RUN_PARENT`` while it runs so the
+children it launches become its ranks, follows their seats for the panel and merges them into its passport; a
+forked child switches from parent to rank. A fault disables this extension only.
 """
 
 from __future__ import annotations
@@ -196,8 +186,7 @@ class RanksExtension(ExtensionBase):
         return {"convention": m.options.convention, "flops_per_token": fpt,
                 "peak_flops_per_s": peak.value if peak is not None else None,
                 "peak_text": peak.source if peak is not None else "",
-                "peak_provenance": peak.provenance if peak is not None else None,
-                "peak_missing": ext.peak_missing}
+                "peak_provenance": peak.provenance if peak is not None else None, "peak_missing": ext.peak_missing}
 
     def passport_section(self) -> dict[str, Any] | None:
         """Rank: identity and timing. Parent: the merged section of its seats, or a note on unseen children."""

@@ -1,14 +1,9 @@
-"""Follow a run that another process is writing: bounded tail reads of its ``events.jsonl`` files.
+"""Follow a run another process is writing: bounded tail reads of its ``events.jsonl`` files (docs/spec.md section 19).
 
-A :class:`TailReader` remembers its offset in one file and reads at most
-``max_bytes`` per call; a torn last line (the writer is mid-line) waits in a
-buffer for its end, and a line longer than the bound is skipped whole; each
-line is read by the run log's one rule (:func:`trainmeter.record.events.parse_line`). A
-:class:`RunFollower` follows a run folder: its own log and each rank's
-``rank-<k>/events.jsonl`` (seats appear while it follows), keeping per source
-the latest step, tokens, status and the rank's timing. Memory is bounded: only
-the last records of each kind are kept. Any one thread at a time (the widget
-publisher, or a cell's loop).
+A :class:`TailReader` reads at most ``max_bytes`` per call from its offset (a torn last line waits for its end, a
+line longer than the bound is skipped; each line by :func:`trainmeter.record.events.parse_line`). A
+:class:`RunFollower` follows a run folder's own log and each seat's, keeping per source only the latest figures.
+Any one thread at a time.
 """
 
 from __future__ import annotations
@@ -73,17 +68,9 @@ class TailReader:
 
 @dataclass(slots=True)
 class SourceState:
-    """What a follower knows of one log (the run's own, or one rank's).
-
-    Attributes:
-        seat: ``""`` for the run's own log, else the seat folder name (``rank-1``).
-        rank: The rank from the log's ``rank`` record, or ``None``.
-        steps: Last step written (from the latest ``interval`` or ``steps`` record).
-        tokens: Tokens at the latest ``interval``.
-        status: ``running``, or the ``end`` record's status.
-        interval: The latest ``interval`` record.
-        updated_s: Wall-clock time (``time.time()``) the log last grew.
-    """
+    """What a follower knows of one log: ``seat`` ``""`` for the run's own, else the seat folder; the ``rank``
+    record's fields; the last step and tokens; ``running`` or the ``end`` record's status; the latest ``interval``;
+    ``updated_s``, when (``time.time()``) the log last grew."""
 
     seat: str
     rank: int | None = None
@@ -95,6 +82,11 @@ class SourceState:
     status: str = "running"
     interval: dict[str, Any] = field(default_factory=dict)
     updated_s: float = 0.0
+
+    @property
+    def label(self) -> str:
+        """``rank 1``, or the seat name for a child with no rank."""
+        return f"rank {self.rank}" if self.rank is not None else self.seat
 
 
 class RunFollower:

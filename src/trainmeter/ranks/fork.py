@@ -1,30 +1,11 @@
-"""Fork safety: a forked child never writes to its parent's run; it becomes a rank of it.
+"""Fork safety: a forked child never writes to its parent's run; it becomes a rank of it (docs/spec.md section 19).
 
-``os.register_at_fork`` handlers, installed once per process by the ranks
-extension:
-
-- **before** (forking thread): take the monitor's series locks (bounded waits),
-  so no sampler or publisher thread holds one across the fork, and hold the report
-  worker between jobs (a bounded wait for the running one; a wing whose job was
-  still under way is left out of the child unless it re-homes its state; module locks a
-  thread may hold are made afresh in the child by their own modules' handlers;
-  the modules our threads import are imported before they start: docs/spec.md
-  section 19, fork safety);
-- **after, in the parent**: release them; count the fork;
-- **after, in the child**: re-home the inherited monitor. The inherited run log's
-  descriptor is closed and its buffer dropped (a buffered line can never reach the
-  parent's ``events.jsonl``, and the child holds no descriptor of it), the text
-  line and closing line go nowhere, sampler extensions whose threads did not
-  survive the fork are dropped, counters and series start from zero, and the record becomes a :class:`LazyRankRecorder`:
-  a child that steps takes its seat ``rank-<k>/`` in the parent's run folder at
-  its first report (its rank read then, after a launcher set ``RANK`` or
-  ``init_process_group`` ran); a child that never steps (a DataLoader worker)
-  writes nothing; a child that steps reports first after :data:`CHILD_FIRST_REPORT_S`, so
-  one that leaves by ``os._exit`` keeps every step but those of its last interval in its log
-  (its seat then reads ``died``: no end record). The child's run is finished when the child ends: by a
-  ``multiprocessing`` finalizer (``Process``, ``torch.multiprocessing``,
-  accelerate's ``notebook_launcher``, which leave through ``os._exit``) or at
-  interpreter exit (a plain ``os.fork()`` child that returns normally).
+``os.register_at_fork`` handlers, installed once per process by the ranks extension: before, take the monitor's
+series locks (bounded waits) and hold the report worker between jobs; after, in the parent, release them and
+count the fork; after, in the child, re-home the inherited monitor (:func:`rehome`): the parent's run log let go,
+sampler wings dropped, counters afresh, a :class:`~trainmeter.ranks.recorder.LazyRankRecorder` that seats the child
+at its first report (soon: :data:`CHILD_FIRST_REPORT_S`). The child's run is finished by a ``multiprocessing``
+finalizer (children that leave by ``os._exit``) or at interpreter exit.
 """
 
 from __future__ import annotations
@@ -147,15 +128,9 @@ def rehome(m: Any) -> None:
     # os._exit (no finalizer, no passport): its log, flushed at each report, is its record, so the first report
     # comes soon and os._exit loses at most the last interval (docs/spec.md section 19).
     m.become_child(LazyRankRecorder(RunRecorder()), CHILD_FIRST_REPORT_S)
-    probes = m.probes
-    if probes is not None:
-        _rediscover(probes)
+    if m.probes is not None:  # the child may train another model: its root and primary optimizer found afresh
+        m.probes.reset_discovery()
     m.dispatch.after_fork_in_child(m, torn=torn)
-
-
-def _rediscover(probes: Any) -> None:
-    """The child may train another model than the parent did: find its root and primary optimizer afresh."""
-    probes.reset_discovery()
 
 
 def _finish_child(status: str, error: BaseException | None = None) -> None:
@@ -166,12 +141,8 @@ def _finish_child(status: str, error: BaseException | None = None) -> None:
 
 
 def exit_status() -> tuple[str, BaseException | None]:
-    """The status of a process that is ending: ``completed``, ``failed`` or ``interrupted``.
-
-    Inside ``multiprocessing``'s bootstrap ``finally`` the exception on its way out
-    (``SystemExit(1)`` from ``torch.multiprocessing``'s wrapper, a user error) is
-    still visible through ``sys.exc_info()``.
-    """
+    """The status of a process that is ending (``completed``, ``failed``, ``interrupted``): inside
+    ``multiprocessing``'s bootstrap ``finally`` the exception on its way out is still ``sys.exc_info()``'s."""
     from trainmeter.core.lifecycle import exit_status as status_of
 
     return status_of(sys.exc_info()[1])
@@ -204,10 +175,7 @@ def watch_exit() -> None:
     try:
         import multiprocessing
 
-        if multiprocessing.parent_process() is None:
-            return
-        from multiprocessing import util
-
-        util.Finalize(_AFTER_FORK_KEY, _mp_finalizer, exitpriority=100)
+        if multiprocessing.parent_process() is not None:
+            _mp_after_fork()
     except Exception:
         pass

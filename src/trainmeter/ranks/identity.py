@@ -1,12 +1,7 @@
-"""Who this process is in a launch: rank, local rank, world size, node, launch key.
+"""Who this process is in a launch: rank, local rank, world size, node, launch key (docs/spec.md section 19).
 
-Read from the standard environment that launchers set (torchrun / torchelastic:
-``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE``, ``LOCAL_WORLD_SIZE``, ``GROUP_RANK``,
-``TORCHELASTIC_RUN_ID``, ``MASTER_ADDR``/``MASTER_PORT``; accelerate's
-``notebook_launcher`` sets the same), Slurm's ``SLURM_PROCID``/``SLURM_NTASKS``
-when torchrun's are absent, or ``torch.distributed`` once it is initialised
-(``mp.spawn`` children that pass ``rank=`` to ``init_process_group``). Nothing
-here talks to other ranks. Pure reads; any thread.
+Read from the launchers' environment (torchrun, accelerate), else Slurm's, or an initialised ``torch.distributed``
+(which wins). Nothing here talks to other ranks. Pure reads; any thread.
 """
 
 from __future__ import annotations
@@ -21,21 +16,9 @@ from typing import Any
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RankIdentity:
-    """This process's place in a launch.
-
-    Attributes:
-        rank: Global rank (0-based), or ``None`` when not part of a launch.
-        local_rank: Rank on this node, or ``None``.
-        world_size: Processes in the launch (1 when single).
-        local_world_size: Processes on this node, or ``None``.
-        node_rank: Node index (``GROUP_RANK``, ``SLURM_NODEID``), or ``None``.
-        node: This machine, as ``node-<8 hex>`` (a hash of its host name: passports name no host).
-        launch_key: Text every rank of one launch shares (run id, rendezvous
-            address, Slurm job and step), or ``None``.
-        backend: ``torch.distributed`` backend when initialised, else ``None``.
-        source: Where rank and world size were read (``"torchrun"``, ``"env"``,
-            ``"slurm"``, ``"torch.distributed"``, ``"none"``); provenance ``detected``.
-    """
+    """This process's place in a launch (docs/spec.md section 19): ``rank`` ``None`` and ``world_size`` 1 when not
+    part of one; ``node`` is ``node-<8 hex>`` (a hash of its host name: passports name no host); ``source`` where rank
+    and world size were read (``torchrun``, ``env``, ``slurm``, ``torch.distributed``, ``none``)."""
 
     rank: int | None
     local_rank: int | None
@@ -93,17 +76,8 @@ def dist_state(dist: Any) -> tuple[int, int, str | None] | None:
 
 
 def detect_identity(environ: Mapping[str, str] | None = None, dist: Any = None) -> RankIdentity:
-    """Read this process's identity (never raises; never imports torch).
-
-    Args:
-        environ: Environment to read (``os.environ`` by default).
-        dist: A ``torch.distributed``-like module (tests); by default the
-            imported one, if any.
-
-    Returns:
-        The identity. ``torch.distributed`` wins over the environment when it
-        is initialised (its rank is the one collectives use).
-    """
+    """Read this process's identity from ``environ`` (default ``os.environ``) and ``dist`` (a ``torch.distributed``
+    -like module; default the imported one), which wins when initialised. Never raises; never imports torch."""
     env = os.environ if environ is None else environ
     node = this_node()
     state = dist_state(dist)
@@ -134,12 +108,9 @@ def detect_identity(environ: Mapping[str, str] | None = None, dist: Any = None) 
 
 
 def launch_key(environ: Mapping[str, str], world_size: int) -> str | None:
-    """Text shared by every rank of one launch, or ``None`` when nothing identifies it.
+    """Text shared by every rank of one launch (run id, rendezvous address, Slurm job and step), or ``None``.
 
-    torchrun's ``TORCHELASTIC_RUN_ID`` (a fresh UUID with ``--standalone``;
-    ``"none"`` by default otherwise), the rendezvous address, Slurm's job and
-    step ids. Two launches can share a key (``"none"`` on the same port, one
-    after the other): :mod:`trainmeter.ranks.launch` tells them apart by seats.
+    Two launches can share a key (torchrun's default ``"none"`` on one port): the seats tell them apart.
     """
     parts = [f"world={world_size}"]
     for key in ("TORCHELASTIC_RUN_ID", "MASTER_ADDR", "MASTER_PORT", "SLURM_JOB_ID", "SLURM_STEP_ID"):

@@ -1,24 +1,10 @@
 """One run folder per launch, chosen without a race; one seat (``rank-<k>/``) per rank.
 
-Three ways a rank finds its launch's folder, in order:
-
-1. ``TRAINMETER_RUN_DIR`` in the environment: a monitored parent (a
-   ``%%trainmeter`` cell, a ``tm.monitor()`` block) exported its run folder before
-   it launched children (fork, ``mp.spawn``, ``!torchrun``, ``subprocess``); the
-   child is a rank of that run. ``TRAINMETER_RUN_PARENT`` holds the parent's pid
-   so the parent itself never mistakes its own export for a parent's.
-2. A launch key (:func:`trainmeter.ranks.identity.launch_key`): the first rank to
-   arrive makes ``<root>/<UTC>-<name>/`` and publishes its name in the claim file
-   ``<root>/.launches/<hash>-<generation>`` with an atomic ``link`` (fails if it
-   exists, also on NFS); every other rank reads the claim. A claim whose folder
-   already seats this rank is an earlier launch with the same key (torchrun's
-   default run id ``none`` on the same port): the rank moves to the next generation,
-   and so do its peers, because each sees the same seats.
-3. Neither: not a launch; the caller makes an ordinary run folder.
-
-Seats are made with ``mkdir`` (atomic): ``rank-<k>`` when the rank is known,
-``rank-<k>-<pid>`` if that seat is taken, ``proc-<pid>`` for a child with no rank.
-Called once per rank at start (or at its first report), never in the hot path.
+A rank finds its launch's folder from ``TRAINMETER_RUN_DIR`` (a monitored parent's export), else a launch key's
+claim file ``<root>/.launches/<hash>-<generation>`` published with an atomic ``link`` by the first rank to arrive
+(a claim whose folder already seats this rank is an earlier launch's: the next generation), else it is not a
+launch (docs/spec.md section 19). Seats are made with ``mkdir`` (atomic). Called once per rank, never in the
+hot path.
 """
 
 from __future__ import annotations
@@ -40,16 +26,12 @@ CLAIMS = ".launches"
 SEAT_PREFIXES = ("rank-", "proc-")  # what a seat folder's name starts with (seat_name, take_seat)
 MAX_GENERATIONS = 10_000
 CLAIM_WAIT_S = 5.0
-CLAIM_MAX_BYTES = 4096
-"""A claim holds one folder name; a larger file is not one."""
+CLAIM_MAX_BYTES = 4096  # a claim holds one folder name; a larger file is not one
 
 
 def inherited_run_dir(environ: Mapping[str, str] | None = None, pid: int | None = None) -> Path | None:
-    """The run folder a monitored parent handed to this process, or ``None``.
-
-    ``None`` in the parent itself (its pid is ``TRAINMETER_RUN_PARENT``) and when
-    the folder does not exist.
-    """
+    """The run folder a monitored parent handed to this process; ``None`` in the parent itself (its pid is
+    ``TRAINMETER_RUN_PARENT``) and when the folder does not exist."""
     env = os.environ if environ is None else environ
     raw = env.get(RUN_DIR_ENV)
     if not raw:

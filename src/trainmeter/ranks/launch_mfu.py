@@ -1,20 +1,9 @@
-"""MFU of a whole launch: compute's MFU (docs/spec.md section 5) with devices = world size.
+"""MFU of a whole launch: compute's MFU (docs/spec.md section 5) with devices = world size (section 19).
 
-A rank's own MFU divides by its one device. The launch's figure is the same derivation
-(:func:`trainmeter.compute.mfu.mfu_derivation`), under the same conventions, F and names
-(:func:`trainmeter.compute.flops.mfu_conventions`, :func:`~trainmeter.compute.flops.flops_input`,
-:func:`~trainmeter.compute.mfu.mfu_name` with the prefix ``distributed.``), over every rank's tokens
-and the world's devices:
-
-    mfu.session[conv] = F x global_tokens / wall_s / (world_size x peak)   (every rank's peak equal)
-                      = F x global_tokens / wall_s / sum over ranks of peak (peaks differ)
-    mfu[conv]         = the same with train_s (training-only seconds) for wall_s
-
-What is the launch's own: ``F`` must be the same on every rank (a rank reporting a different F,
-as a sharded model would, leaves it missing); ``global_tokens`` is the sum of the ranks' counted
-tokens; ``wall_s`` the longest rank's session seconds and ``train_s`` the longest rank's training
-seconds (the ranks run at the same time). Missing, with the reason, when a rank of the world
-has no record, no F or no peak: a peak is never guessed. Pure functions; any thread.
+The same derivation, conventions, F and names (:func:`trainmeter.compute.mfu.mfu_derivation`,
+:func:`~trainmeter.compute.flops.mfu_conventions`, prefix ``distributed.``) over every rank's tokens, the longest
+rank's seconds and one peak per device; F must be equal on every rank; missing, with the reason, when a rank of the
+world has no record, F or peak (a peak is never guessed). Pure functions; any thread.
 """
 
 from __future__ import annotations
@@ -28,26 +17,16 @@ from trainmeter.compute.mfu import PACES, PEAK_FLAGS, mfu_derivation, mfu_name, 
 from trainmeter.compute.peaks import PeakRow
 from trainmeter.core.provenance import Derivation, Input, Provenance, as_provenance, finite_number, weakest
 
-PREFIX = "distributed."
-"""What names a launch's MFU beside a rank's own: ``distributed.mfu[hf]``, ``distributed.mfu.session[hf]``."""
+PREFIX = "distributed."  # a launch's MFU beside a rank's own: distributed.mfu[hf], distributed.mfu.session[hf]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RankCompute:
     """What one rank's files say about its compute (its passport, else its latest interval record).
 
-    Attributes:
-        label: ``rank 1`` (or the seat name for a child with no rank).
-        tokens: Tokens it counted.
-        wall_s: Its session seconds, or ``None``.
-        train_s: Its seconds inside training steps, or ``None``.
-        flops_per_token: FLOP per token by convention (``counted`` included when counted).
-        peak: Its device's dense peak (FLOP/s; source: card, dtype and source; provenance ``detected`` from the
-            table or ``declared`` by ``--peak-tflops``), as compute's MFU takes it, or ``None``.
-        peak_missing: Why it has no peak (its own MFU's reason), when known.
-        convention: The FLOPs convention it was told (``--convention``), or ``None``.
-        own_mfu_provenance: Its own MFU's provenance (the weakest of its passport's ``mfu[conv]`` inputs),
-            or ``None`` when its files do not say.
+    ``wall_s``/``train_s``: its session seconds and seconds inside training steps; ``flops_per_token`` by convention
+    (``counted`` included); ``peak``: its dense peak input (FLOP/s) as compute's MFU takes it, ``peak_missing`` why
+    none; ``own_mfu_provenance``: the weakest of its own ``mfu[conv]`` inputs. ``None``: its files do not say.
     """
 
     label: str
@@ -77,12 +56,11 @@ def rank_compute_from_passport(label: str, passport: Mapping[str, Any]) -> RankC
     own = next((d for d in passport.get("derivations") or [] if isinstance(d, dict) and d.get("name") == own_name),
                None)
     own_provenance = weakest(i.get("provenance") for i in (own or {}).get("inputs") or [] if isinstance(i, dict))
-    return RankCompute(
-        label=label, tokens=int(passport.get("tokens") or 0), wall_s=_finite(passport.get("elapsed_s")),
-        train_s=_finite(phases.get("train")), flops_per_token=fpt,
-        peak=peak_input(peak) if peak is not None else None, peak_missing=compute.get("mfu_missing"),
-        convention=compute.get("convention"),
-        own_mfu_provenance=as_provenance(own_provenance) if own_provenance else None)
+    return RankCompute(label=label, tokens=int(passport.get("tokens") or 0), wall_s=_finite(passport.get("elapsed_s")),
+                       train_s=_finite(phases.get("train")), flops_per_token=fpt,
+                       peak=peak_input(peak) if peak is not None else None, peak_missing=compute.get("mfu_missing"),
+                       convention=compute.get("convention"),
+                       own_mfu_provenance=as_provenance(own_provenance) if own_provenance else None)
 
 
 def rank_compute_from_interval(label: str, interval: Mapping[str, Any]) -> RankCompute:
@@ -99,29 +77,15 @@ def rank_compute_from_interval(label: str, interval: Mapping[str, Any]) -> RankC
 
 
 def conventions(ranks: Sequence[RankCompute], convention: str | None = None) -> list[str]:
-    """The conventions to report, by compute's rule (:func:`trainmeter.compute.flops.mfu_conventions`): the named
-    one and ``counted``, else every one some rank has an F for."""
+    """The conventions to report, by compute's rule (:func:`trainmeter.compute.flops.mfu_conventions`)."""
     return mfu_conventions((c for r in ranks for c in r.flops_per_token), convention)
 
 
 def launch_mfu(ranks: Sequence[RankCompute], world_size: int, convention: str, *,
                pace: str = "session", missing_ranks: Sequence[int] = ()) -> Derivation:
-    """The launch's MFU under ``convention`` over ``world_size`` devices: compute's MFU, by its one formula
-    (:func:`trainmeter.compute.mfu.mfu_derivation`), its F (:func:`trainmeter.compute.flops.flops_input`) and its
-    name with the prefix ``distributed.``; what is the launch's own: devices = world size, the tokens summed over
-    ranks, the longest rank's seconds, one peak per rank when they differ.
-
-    Args:
-        ranks: Every recorded rank's compute inputs.
-        world_size: Ranks in the world (one device each).
-        convention: FLOPs convention (``hf``, ..., ``counted``).
-        pace: ``session`` (wall seconds) or ``training-only`` (seconds inside training steps).
-        missing_ranks: Ranks of the world with no record.
-
-    Returns:
-        A Derivation (unit ``fraction``) named ``distributed.mfu[conv]`` (training-only) or
-        ``distributed.mfu.session[conv]``; value ``None`` with ``missing`` naming what would enable it.
-    """
+    """The launch's MFU under ``convention`` over ``world_size`` devices (the module docstring), at ``pace``
+    (``session``: wall seconds; ``training-only``: seconds inside training steps); ``missing_ranks``: ranks of the
+    world with no record. A Derivation named ``distributed.mfu[conv]`` or ``distributed.mfu.session[conv]``."""
     name = mfu_name(convention, pace, PREFIX)
     seconds_name = "wall_s" if pace == "session" else "train_s"
     seconds = [getattr(r, seconds_name) for r in ranks]
@@ -186,12 +150,8 @@ def _why_missing(ranks: Sequence[RankCompute], world_size: int, convention: str,
 
 def launch_mfu_figures(ranks: Sequence[RankCompute], world_size: int, convention: str | None = None,
                        missing_ranks: Sequence[int] = ()) -> dict[str, Any]:
-    """The ``distributed`` section's MFU keys and their derivations.
-
-    Returns:
-        ``{"mfu": {conv: value}, "mfu_session": {conv: value}, "mfu_devices": world_size,
-        "mfu_missing": reason or None, "mfu_convention": convention, "derivations": [Derivation, ...]}``.
-    """
+    """The ``distributed`` section's ``mfu``, ``mfu_session`` (by convention), ``mfu_devices``, ``mfu_convention``,
+    ``mfu_missing`` and ``derivations`` (Derivation objects)."""
     derivations: list[Derivation] = []
     mfu: dict[str, float | None] = {}
     session: dict[str, float | None] = {}

@@ -1,14 +1,8 @@
 """Merged figures of a launch: per-rank summaries, global steps and tokens, the ``distributed`` section.
 
-Read from the seats' files only (each rank's ``passport.json`` when it finished,
-else the tail of its ``events.jsonl``): nothing is asked of other ranks at run
-time. Who writes it:
-
-- a monitored parent (``%%trainmeter`` cell that launched the ranks) puts the
-  section into its own passport (the ranks extension's ``passport_section``);
-- without a parent (torchrun from a terminal), every rank rewrites the launch's
-  ``passport.json`` when it finishes, under an ``flock`` on ``.merge.lock``; each
-  writes its own passport first, so the last one to finish sees them all.
+Read from the seats' files only (a rank's ``passport.json``, else its log's tail). A monitored parent puts the
+section into its passport; without a parent, every rank rewrites the launch's passport when it finishes, under an
+``flock`` (docs/spec.md section 19).
 """
 
 from __future__ import annotations
@@ -33,37 +27,15 @@ from trainmeter.record.events import LOG_FILE, head, last_of_kinds, tail
 from trainmeter.record.safe_read import PASSPORT_TYPES, read_json
 from trainmeter.sizes import format_integer, format_percent
 
-WINDOW_TAIL_BYTES = 4 * 1024 * 1024
-"""The tail of a rank's log read for its report windows (:func:`window_history`)."""
+WINDOW_TAIL_BYTES = 4 * 1024 * 1024  # the tail of a rank's log read for its report windows
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RankSummary:
-    """One seat of a launch, as its files say.
-
-    Attributes:
-        seat: Folder name (``rank-1``).
-        rank: Global rank, or ``None`` (a child with no rank).
-        local_rank: Rank on its node, or ``None``.
-        node: Host name.
-        world_size: The world size it saw.
-        backend: ``torch.distributed`` backend when it was initialised at seating.
-        status: ``completed``, ``failed``, ``interrupted``, ``died`` (no end record and its process is gone,
-            seen from its own node), or ``unfinished`` (no passport: still running, or on another node).
-        steps: Optimizer steps (its passport, else its last report).
-        tokens: Tokens (same).
-        elapsed_s: Session seconds (same).
-        seconds_per_step: Training seconds per step (passport), or ``None``.
-        peak_memory_bytes: CUDA max allocated, else the RSS peak at sampling points; ``None`` if neither.
-        data_wait_s: Seconds waiting for data, when timed.
-        timing: Its step timing (``trainmeter.ranks.timing.StepTiming.summary``), or empty.
-        error: Its error text, if it failed.
-        device: Its GPU (:func:`trainmeter.ranks.device.rank_device`), or ``None``.
-        mfu: Its own MFU (one device) under the convention, or ``None``; ``mfu_missing`` says why.
-        compute: Its compute inputs for the launch's MFU (not written in ``ranks[]``).
-        node_gpu: The ``gpu`` section of its passport when it sampled its node (not written in ``ranks[]``).
-        first_step_counted: ``False`` when its passport's ``series_info`` says its tokens count from step 2.
-    """
+    """One seat of a launch, as its files say (its passport, else its last report): the keys of ``ranks[]``
+    (docs/spec.md section 19), its own ``mfu`` (one device) and ``mfu_missing``, ``compute`` (its inputs of the
+    launch's MFU) and ``node_gpu`` (its passport's ``gpu`` section when it sampled its node), neither written in
+    ``ranks[]``, and ``first_step_counted`` (``False`` when its tokens count from step 2)."""
 
     seat: str
     rank: int | None
@@ -125,7 +97,18 @@ def read_seat(seat_dir: Path) -> RankSummary:
     for record in head(seat_dir / LOG_FILE, 1, kinds=("rank",)):
         ident = dict(record)
     base = {"seat": seat_dir.name, "rank": ident.get("rank"), "local_rank": ident.get("local_rank"),
-            "node": ident.get("node"), "world_size": ident.get("world_size"), "backend": ident.get("backend")}
+            "node": ident.get("node"), "world_size": ident.get("world_size")}
+    label = f"rank {base['rank']}" if base["rank"] is not None else seat_dir.name
+
+    def figures(rec: dict[str, Any], steps_key: str, section: dict[str, Any]) -> dict[str, Any]:
+        return {**base, "backend": section.get("backend") or ident.get("backend"),
+                "device": section.get("device") or ident.get("device"), "steps": int(rec.get(steps_key) or 0),
+                "tokens": int(rec.get("tokens") or 0), "elapsed_s": rec.get("elapsed_s"),
+                "seconds_per_step": (rec.get("throughput") or {}).get("seconds_per_step"),
+                "peak_memory_bytes": _peak_memory(rec.get("memory")),
+                "data_wait_s": (rec.get("phases_s") or {}).get("data_wait"),
+                "timing": dict(section.get("timing") or {})}
+
     passport_path = seat_dir / "passport.json"
     if passport_path.exists():
         try:
@@ -133,40 +116,23 @@ def read_seat(seat_dir: Path) -> RankSummary:
         except OSError:  # damaged (Damaged): summarised from its log, as a rank without one
             p = None
         if p is not None:
-            section = p.get("distributed") or {}
-            base["backend"] = section.get("backend") or base["backend"]
-            label = f"rank {base['rank']}" if base["rank"] is not None else seat_dir.name
             compute = p.get("compute") or {}
             own_mfu, own_missing = _own_mfu(compute.get("mfu") or {}, compute.get("convention"),
                                             compute.get("mfu_missing"))
             gpu = p.get("gpu")
-            return RankSummary(
-                device=section.get("device") or ident.get("device"), mfu=own_mfu, mfu_missing=own_missing,
-                compute=rank_compute_from_passport(label, p),
-                node_gpu=gpu if isinstance(gpu, dict) and gpu.get("devices") else None,
-                **base, status=str(p.get("status") or "unfinished"), steps=int(p.get("steps") or 0),
-                tokens=int(p.get("tokens") or 0), elapsed_s=p.get("elapsed_s"),
-                seconds_per_step=(p.get("throughput") or {}).get("seconds_per_step"),
-                peak_memory_bytes=_peak_memory(p.get("memory")),
-                data_wait_s=(p.get("phases_s") or {}).get("data_wait"), timing=dict(section.get("timing") or {}),
-                error=p.get("error"), first_step_counted=FIRST_STEP_MISSED not in _tokens_note(p))
+            return RankSummary(**figures(p, "steps", p.get("distributed") or {}), mfu=own_mfu,
+                               mfu_missing=own_missing, compute=rank_compute_from_passport(label, p),
+                               node_gpu=gpu if isinstance(gpu, dict) and gpu.get("devices") else None,
+                               status=str(p.get("status") or "unfinished"), error=p.get("error"),
+                               first_step_counted=FIRST_STEP_MISSED not in _tokens_note(p))
     last = last_of_kinds(seat_dir / LOG_FILE, ("interval", "end"))
     interval = last.get("interval") or {}
     end = last.get("end") or {}
-    fields = interval.get("distributed") or {}
-    base["backend"] = fields.get("backend") or base["backend"]
     status = str(end.get("status") or "unfinished")
     if status == "unfinished" and ident.get("node") == this_node() and not process_alive(ident.get("pid")):
         status = "died"  # its process is gone and it wrote no end: killed (SIGKILL, out of memory)
-    label = f"rank {base['rank']}" if base["rank"] is not None else seat_dir.name
-    return RankSummary(
-        device=fields.get("device") or ident.get("device"), compute=rank_compute_from_interval(label, interval),
-        **base, status=status, steps=int(interval.get("step") or 0),
-        tokens=int(interval.get("tokens") or 0), elapsed_s=interval.get("elapsed_s"),
-        seconds_per_step=(interval.get("throughput") or {}).get("seconds_per_step"),
-        peak_memory_bytes=_peak_memory(interval.get("memory")),
-        data_wait_s=(interval.get("phases_s") or {}).get("data_wait"), timing=dict(fields.get("timing") or {}),
-        error=end.get("error"))
+    return RankSummary(**figures(interval, "step", interval.get("distributed") or {}),
+                       compute=rank_compute_from_interval(label, interval), status=status, error=end.get("error"))
 
 
 def _own_mfu(mfu: dict[str, Any], convention: str | None, missing: str | None) -> tuple[float | None, str | None]:
@@ -220,10 +186,9 @@ def distributed_section(ranks: list[RankSummary], *, token_unit: str = "tokens",
                         node_gpus: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
     """The passport's ``distributed`` section for a launch (merged figures with derivations).
 
-    With ``launch_dir`` the straggler report also counts, window by window, how often each rank was named.
-    ``convention`` names the FLOPs convention of the launch's MFU (default: the ranks' own, else every one);
-    ``node_gpus`` adds node samplers' ``gpu`` sections (node -> section) to those found in the ranks' passports
-    (the monitored parent passes its own).
+    ``launch_dir``: also count, window by window, how often each rank was named a straggler; ``convention``: of
+    the launch's MFU (default the ranks' own, else every one); ``node_gpus``: node samplers' ``gpu`` sections
+    beside those in the ranks' passports (the monitored parent passes its own).
     """
     worlds = [r.world_size for r in ranks if r.world_size]
     world_size = max(worlds) if worlds else len(ranks)
@@ -248,9 +213,8 @@ def distributed_section(ranks: list[RankSummary], *, token_unit: str = "tokens",
     missing = sorted(set(range(world_size)) - ranked) if ranked else []
     if not ranked:
         world_size = max(world_size, len(ranks))  # one device per child process
-    report = score_ranks({_key(r): r.timing for r in ranks if r.timing},
-                         {_key(r): r.data_wait_s / r.elapsed_s for r in ranks
-                          if r.data_wait_s is not None and r.elapsed_s})
+    waits = {_key(r): r.data_wait_s / r.elapsed_s for r in ranks if r.data_wait_s is not None and r.elapsed_s}
+    report = score_ranks({_key(r): r.timing for r in ranks if r.timing}, waits)
     if report is not None and launch_dir is not None:
         counts, compared = repeated_offenders({_key(r): window_history(launch_dir / r.seat) for r in ranks})
         report = with_repeats(report, counts, compared)
@@ -269,8 +233,7 @@ def distributed_section(ranks: list[RankSummary], *, token_unit: str = "tokens",
                      "before trainmeter was armed there, so its record starts at its first optimizer step, after "
                      "that step's batches")
     if convention is None:
-        convention = next((r.compute.convention for r in ranks if r.compute is not None and r.compute.convention),
-                          None)
+        convention = next((r.compute.convention for r in ranks if r.compute is not None and r.compute.convention), None)
     mfu = launch_mfu_figures([r.compute or RankCompute(label=r.label, tokens=r.tokens) for r in ranks],
                              world_size, convention, missing)
     derivations += mfu.pop("derivations")
@@ -279,23 +242,11 @@ def distributed_section(ranks: list[RankSummary], *, token_unit: str = "tokens",
     gpus = {r.node: r.node_gpu for r in ranks if r.node and r.node_gpu}
     gpus.update(node_gpus or {})
     ladder = launch_ladders(ranks, gpus)
-    return {
-        "world_size": world_size,
-        "ranks_recorded": len(ranks),
-        "nodes": len(nodes),
-        "node_names": nodes,
-        "backend": backends[0] if len(backends) == 1 else (backends or None),
-        "steps_together": together,
-        "global_steps": global_steps,
-        "global_tokens": global_tokens,
-        "token_unit": token_unit,
-        "ranks": [r.to_dict() for r in ranks],
-        "stragglers": report.to_dict() if report is not None else None,
-        **mfu,
-        "gpu_ladder": ladder,
-        "notes": notes,
-        "derivations": [d.to_dict() for d in derivations],
-    }
+    return {"world_size": world_size, "ranks_recorded": len(ranks), "nodes": len(nodes), "node_names": nodes,
+            "backend": backends[0] if len(backends) == 1 else (backends or None), "steps_together": together,
+            "global_steps": global_steps, "global_tokens": global_tokens, "token_unit": token_unit,
+            "ranks": [r.to_dict() for r in ranks], "stragglers": report.to_dict() if report is not None else None,
+            **mfu, "gpu_ladder": ladder, "notes": notes, "derivations": [d.to_dict() for d in derivations]}
 
 
 def _key(r: RankSummary) -> int | str:
@@ -322,20 +273,11 @@ def write_launch_passport(launch_dir: Path, name: str) -> dict[str, Any]:
     passports = [_load(launch_dir / r.seat / "passport.json") for r in ranks]
     starts = [p.get("started_at") for p in passports if p.get("started_at")]
     ends = [p.get("ended_at") for p in passports if p.get("ended_at")]
-    passport = {
-        "schema_version": 1,
-        "name": name,
-        "status": launch_status(ranks, section["world_size"]),
-        "error": None,
-        "started_at": min(starts) if starts else None,
-        "ended_at": max(ends) if ends else None,
-        "steps": section["global_steps"],
-        "tokens": section["global_tokens"],
-        "token_unit": next((p.get("token_unit") for p in passports if p.get("token_unit")), "tokens"),
-        "distributed": section,
-        "derivations": list(section["derivations"]),
-        "warnings": list(section["notes"]),
-    }
+    passport = {"schema_version": 1, "name": name, "status": launch_status(ranks, section["world_size"]), "error": None,
+                "started_at": min(starts) if starts else None, "ended_at": max(ends) if ends else None,
+                "steps": section["global_steps"], "tokens": section["global_tokens"],
+                "token_unit": next((p.get("token_unit") for p in passports if p.get("token_unit")), "tokens"),
+                "distributed": section, "derivations": list(section["derivations"]), "warnings": list(section["notes"])}
     path = launch_dir / "passport.json"
     tmp = launch_dir / f".passport.{os.getpid()}.tmp"  # one per writer: ranks may close at once
     try:

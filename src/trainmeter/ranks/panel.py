@@ -39,8 +39,7 @@ def ranks_panel(follower: RunFollower, now_s: float | None = None) -> dict[str, 
         device = fields.get("device") or {}
         if device.get("uuid"):
             note += f"; {device['uuid']}"  # its GPU (the merged passport has its ladder)
-        rows.append({"label": f"rank {r.rank}" if r.rank is not None else r.seat, "value": r.steps, "unit": "steps",
-                     "provenance": "counted", "note": note})
+        rows.append({"label": r.label, "value": r.steps, "unit": "steps", "provenance": "counted", "note": note})
     rows.append(launch_mfu_row(ranks))
     report = score_ranks(timings)
     note = report.verdict if report is not None else "straggler scores need two ranks with timed steps"
@@ -48,14 +47,11 @@ def ranks_panel(follower: RunFollower, now_s: float | None = None) -> dict[str, 
 
 
 def launch_mfu_now(ranks: list[Any]) -> tuple[str, int, Any]:
-    """``(convention, world size, Derivation)``: the launch's MFU so far over the wall clock, devices = world size.
-
-    From each rank's latest interval record (its tokens, seconds, F and peak).
-    """
+    """``(convention, world size, Derivation)``: the launch's MFU so far over the wall clock, devices = world size,
+    from each rank's latest interval record."""
     from trainmeter.ranks.launch_mfu import conventions, launch_mfu, rank_compute_from_interval
 
-    inputs = [rank_compute_from_interval(f"rank {r.rank}" if r.rank is not None else r.seat, r.interval or {})
-              for r in ranks]
+    inputs = [rank_compute_from_interval(r.label, r.interval or {}) for r in ranks]
     world = max([int(r.world_size) for r in ranks if r.world_size] + [len(ranks)])
     seen = {r.rank for r in ranks if r.rank is not None}
     missing_ranks = sorted(set(range(world)) - seen)
@@ -90,18 +86,14 @@ def launch_mfu_tile(ranks: list[Any]) -> dict[str, Any] | None:
 
 
 def launch_tokens_tile(ranks: list[Any], token_unit: str = "tokens") -> dict[str, Any] | None:
-    """The launch's tokens over every rank (the ``tokens`` tile of a launch followed without a parent).
-
-    Each rank's count is its own at its latest report (the same sum as the merged passport's
-    ``global_tokens``); ``None`` with fewer than two ranks.
-    """
+    """The launch's tokens over every rank, each at its latest report (the ``tokens`` tile of a launch followed
+    without a parent, as the merged passport's ``global_tokens``); ``None`` with fewer than two ranks."""
     if len(ranks) < 2:
         return None
     from trainmeter.core.provenance import Derivation, Input
 
     total = sum(int(r.tokens) for r in ranks)
-    inputs = [Input(name=f"{r.seat}.tokens", value=int(r.tokens), unit=token_unit, provenance="counted")
-              for r in ranks]
+    inputs = [Input(name=f"{r.seat}.tokens", value=int(r.tokens), unit=token_unit, provenance="counted") for r in ranks]
     d = Derivation(name="global_tokens", formula="sum over ranks of tokens (each at its latest report)",
                    value=total, unit=token_unit, inputs=inputs)
     return {"id": "tokens", "label": f"{token_unit}, all ranks", "value": total, "unit": token_unit,

@@ -1,13 +1,8 @@
-"""The utilization ladder per rank and per node, matched by device UUID.
+"""The utilization ladder per rank and per node, matched by device UUID (docs/spec.md section 19).
 
-The GPU sampler runs once per node (the monitored parent, else local rank 0) and
-samples every device of the node; its passport's ``gpu`` section holds each
-device's ladder (training-window means of GPU-Util, SM activity, tensor
-activity). Each rank records its own device (:mod:`trainmeter.ranks.device`);
-here each rank gets the rungs of *its* device, with its own MFU (one device) as
-the last rung, and the fall-off sentence is decided again on those rungs. A rank
-whose device only has an assumed NVML index is matched by index (said so); one
-with no device, or on a node whose sampler left no ladder, gets the reason. Pure; any thread.
+Each rank gets the rungs of its own device from its node sampler's ``gpu`` section, with its own MFU (one device)
+as the last rung, and the fall-off decided again; an assumed NVML index is matched by index (said so); a rank with
+no device, or a node with no sampler record, gets the reason. Pure; any thread.
 """
 
 from __future__ import annotations
@@ -68,17 +63,9 @@ def _rank_rungs(entry: Mapping[str, Any], mfu: float | None, mfu_missing: str | 
 
 
 def launch_ladders(ranks: Sequence[Any], node_gpus: Mapping[str, Mapping[str, Any]]) -> dict[str, Any] | None:
-    """The ``distributed.gpu_ladder`` section, or ``None`` when no node's sampler left a ``gpu`` section.
-
-    Args:
-        ranks: :class:`~trainmeter.ranks.merge.RankSummary` items (``seat``, ``rank``, ``node``, ``device``,
-            ``mfu``, ``mfu_missing``).
-        node_gpus: Node label -> that node's sampler's passport ``gpu`` section.
-
-    Returns:
-        ``{"ranks": [...], "nodes": {node: [...]}, "missing": [...]}``: per rank its device and rungs
-        (GPU-Util -> SM -> tensor from its device, MFU its own), the fall-off sentence, how it was matched.
-    """
+    """The ``distributed.gpu_ladder`` section (docs/spec.md section 19) of ``ranks``
+    (:class:`~trainmeter.ranks.merge.RankSummary`) from ``node_gpus`` (node -> its sampler's passport ``gpu``
+    section), or ``None`` when there is none."""
     if not node_gpus:
         return None
     nodes = {node: _device_ladders(gpu) for node, gpu in node_gpus.items()}
@@ -86,7 +73,7 @@ def launch_ladders(ranks: Sequence[Any], node_gpus: Mapping[str, Mapping[str, An
                if not gpu.get("available", True) and gpu.get("reason")]
     rows = []
     for r in ranks:
-        label = f"rank {r.rank}" if r.rank is not None else r.seat
+        label = r.label
         ladders = nodes.get(r.node or "")
         if ladders is None:
             missing.append(f"{label}: no GPU sampler's record from its node {r.node}")

@@ -1,11 +1,7 @@
-"""A record sink that takes its seat only once the process trains.
+"""A record sink that takes its seat only once the process trains (a forked child's, an autostarted child's).
 
-Used for runs that begin before anyone knows whether the process is a rank: a
-forked child's inherited monitor (:mod:`trainmeter.ranks.fork`) and a child
-monitor started on import (:mod:`trainmeter.ranks.autostart`). Until the first
-report after a step nothing is written anywhere; then the wrapped
-:class:`~trainmeter.record.recorder.RunRecorder` opens (and seats the run as
-``rank-<k>/`` of the parent's folder) and the run's ``run_dir`` is set. A process
+Until the first report after a step nothing is written; then the wrapped
+:class:`~trainmeter.record.recorder.RunRecorder` opens (seated as ``rank-<k>/`` of the parent's folder). A process
 that never steps leaves no trace. Training thread only.
 """
 

@@ -1,9 +1,7 @@
-"""Where a rank's record goes: its seat in the launch's run folder (the record wing's hook).
+"""Where a rank's record goes: its seat in the launch's run folder (the record wing's hook, ``RunRecorder.open``).
 
-:class:`~trainmeter.record.recorder.RunRecorder` asks :func:`seat_for` when it
-opens a run; a non-``None`` answer replaces the ordinary ``<root>/<UTC>-<name>/``.
-The seat of this process's run is kept here (one run per process) for the
-ranks extension and the merge. Training thread, once per run.
+A non-``None`` :func:`seat_for` replaces the ordinary ``<root>/<UTC>-<name>/``; the seat of this process's run is
+kept here (one run per process) for the ranks extension and the merge. Training thread, once per run.
 """
 
 from __future__ import annotations
@@ -20,17 +18,9 @@ from trainmeter.ranks.launch import PARENT_ENV, inherited_run_dir, launch_dir, t
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Seat:
-    """This process's place in a launch's run folder.
-
-    Attributes:
-        identity: Rank, world size, node, as detected when seated.
-        launch_dir: The launch's run folder (shared by every rank).
-        dir: This rank's folder inside it (``rank-<k>``).
-        parent_pid: Pid of the monitored parent that owns ``launch_dir``, or
-            ``None`` when the ranks own it (torchrun from a terminal).
-        device: Its GPU as known when seated (:func:`trainmeter.ranks.device.rank_device`), or ``None``
-            (its reports say it once CUDA is initialised).
-    """
+    """This process's place in a launch's run folder: its ``identity`` as seated, the ``launch_dir`` every rank shares,
+    its own ``dir`` (``rank-<k>``), the ``parent_pid`` owning ``launch_dir`` (``None``: the ranks own it) and its
+    ``device`` when known at seating (:func:`trainmeter.ranks.device.rank_device`)."""
 
     identity: RankIdentity
     launch_dir: Path

@@ -1,11 +1,7 @@
 """Stragglers: which rank is slow, by how much, against the others and against itself.
 
-Scores follow NVIDIA's straggler detector: a *relative* score compares a rank
-with the others (here: its seconds per step over the median rank's and over the
-fastest rank's), an *individual* score compares a rank with its own best (its
-latest window over its best window). The figure compared is the time outside
-backward when it was measured (it is each rank's own work; under DDP the
-all-reduce inside backward makes total step times equal), else the step time.
+Scores after NVIDIA's straggler detector (relative: over the median and the fastest rank; individual: the latest
+window over its best), on the time outside backward when measured, else the step time (docs/spec.md section 19).
 Pure functions; any thread.
 """
 
@@ -20,15 +16,8 @@ SLOW_RATIO = 1.2  # a rank this much slower than the median is named
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RankScore:
-    """One rank's scores.
-
-    Attributes:
-        rank: The rank (or the seat name when it has none).
-        seconds_per_step: The compared figure, seconds per step.
-        vs_median: ``seconds_per_step / median over ranks`` (1.0 = typical; 1.9 = 1.9x slower).
-        vs_fastest: ``seconds_per_step / fastest rank's``.
-        vs_own_best: Latest window over its best window (``None`` without windows).
-    """
+    """One rank's (or seat's) scores: ``seconds_per_step`` (the compared figure) over the median rank's and over the
+    fastest's (1.9 = 1.9x slower), and its latest window over its best (``None`` without windows)."""
 
     rank: int | str
     seconds_per_step: float
@@ -43,14 +32,8 @@ class RankScore:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StragglerReport:
-    """Scores of every timed rank and the verdict.
-
-    Attributes:
-        figure: What was compared (``outside_backward_s`` or ``step_s``).
-        scores: One per timed rank, slowest first.
-        straggler: The named rank, or ``None`` when none is ``SLOW_RATIO`` slower than the median.
-        verdict: One sentence for the UI and the passport.
-    """
+    """Scores of every timed rank (slowest first), the ``figure`` compared, the named ``straggler`` (or ``None``) and
+    the ``verdict`` sentence; ``named_windows``: report windows each rank was named in, of ``windows``."""
 
     figure: str
     scores: tuple[RankScore, ...]
@@ -66,10 +49,7 @@ class StragglerReport:
                 "named_windows": {str(k): v for k, v in (self.named_windows or {}).items()}, "windows": self.windows}
 
 
-_FIGURES = {
-    "outside_backward_s": "work outside backward (data loading, forward, optimizer)",
-    "step_s": "step time",
-}
+_FIGURES = {"outside_backward_s": "work outside backward (data loading, forward, optimizer)", "step_s": "step time"}
 
 
 def _latest(timing: dict[str, Any], figure: str) -> float | None:
@@ -81,10 +61,8 @@ def score_ranks(timings: dict[int | str, dict[str, Any]], data_wait_share: dict[
                 ) -> StragglerReport | None:
     """Score ranks from their timing summaries (``StepTiming.summary()``); ``None`` under two timed ranks.
 
-    Args:
-        timings: Rank -> timing summary (``step_s``, ``outside_backward_s``, ``window``, ``best_window_*``).
-        data_wait_share: Rank -> fraction of its session spent waiting for data, when known;
-            a straggler whose share is highest is told to check its loader.
+    ``data_wait_share``: rank -> fraction of its session waiting for data; a straggler with the highest is told to
+    check its loader.
     """
     figure = "outside_backward_s"
     if sum(1 for t in timings.values() if t.get(figure) is not None) < 2:
@@ -99,8 +77,7 @@ def score_ranks(timings: dict[int | str, dict[str, Any]], data_wait_share: dict[
         best = timings[rank].get(f"best_window_{figure}")
         latest = _latest(timings[rank], figure)
         own = latest / best if best and latest is not None and best > 0 else None
-        scores.append(RankScore(rank=rank, seconds_per_step=value,
-                                vs_median=value / median if median > 0 else 1.0,
+        scores.append(RankScore(rank=rank, seconds_per_step=value, vs_median=value / median if median > 0 else 1.0,
                                 vs_fastest=value / fastest if fastest > 0 else 1.0, vs_own_best=own))
     scores.sort(key=lambda s: s.seconds_per_step, reverse=True)
     slow = scores[0]
@@ -119,16 +96,9 @@ def score_ranks(timings: dict[int | str, dict[str, Any]], data_wait_share: dict[
 
 
 def repeated_offenders(windows: dict[int | str, list[dict[str, Any]]]) -> tuple[dict[int | str, int], int]:
-    """How often each rank was named, report window by report window.
-
-    Args:
-        windows: Rank -> its report windows in order (``timing.window`` of each interval record:
-            ``steps``, ``step_s``, ``outside_backward_s``). The k-th windows of all ranks are compared
-            (ranks report on the same ``interval_s`` from about the same start).
-
-    Returns:
-        ``({rank: windows in which it was named}, windows compared)``; ranks never named are left out.
-    """
+    """``({rank: windows it was named in}, windows compared)`` from each rank's report windows in order (its interval
+    records' ``timing.window``): the k-th windows of all ranks are compared (same ``interval_s``, about the same
+    start); ranks never named are left out."""
     counts: dict[int | str, int] = {}
     compared = 0
     depth = max((len(w) for w in windows.values()), default=0)

@@ -1,18 +1,8 @@
 """Per-rank step timing from this rank's own clock: step time, and the part spent outside backward.
 
-Under DDP every rank waits for the slowest in the gradient all-reduce, which
-runs inside ``loss.backward()``: step times come out equal on every rank and
-name nobody. The time *outside* backward (data loading, forward, optimizer,
-the user's own code) is each rank's own work; a straggler has more of it, the
-others spend the difference waiting inside backward. So two per-step figures:
-
-- ``step_s``: time between consecutive optimizer steps of the primary optimizer;
-- ``outside_backward_s``: ``step_s`` minus the seconds spent in ``Tensor.backward``
-  calls during that step.
-
-Hot path: one global optimizer post-hook (a clock read, a few additions) and a
-``Tensor.backward`` wrapper (two clock reads). No sync, no collective. The first
-step (warm-up, compilation) is not timed. Training thread only.
+Under DDP every rank waits for the slowest inside ``loss.backward()``, so step times name nobody; the time outside
+backward is each rank's own work (docs/spec.md section 19, "Stragglers"). Hot path: one global optimizer post-hook
+and a ``Tensor.backward`` wrapper (clock reads, no sync). The first step is not timed. Training thread only.
 """
 
 from __future__ import annotations
@@ -24,11 +14,8 @@ from typing import Any
 
 
 class StepTiming:
-    """Installs the timing hooks for one run and sums them per report window.
-
-    The torch probes wrap ``torch.autograd.backward`` (which ``Tensor.backward`` calls by name), not
-    ``Tensor.backward``: the two patches are on different functions, so either may be removed first.
-    """
+    """Installs the timing hooks for one run and sums them per report window (``Tensor.backward`` is wrapped; the
+    probes wrap ``torch.autograd.backward``, another function, so either may be removed first)."""
 
     def __init__(self) -> None:
         self._torch: Any = None
@@ -122,11 +109,8 @@ class StepTiming:
     def summary(self, window: dict[str, Any] | None = None) -> dict[str, Any]:
         """Run means, best window means, and ``window`` (the last one when omitted)."""
         n = self.steps
-        return {
-            "timed_steps": n,
-            "step_s": self.step_s_sum / n if n else None,
-            "outside_backward_s": self.outside_s_sum / n if n else None,
-            "best_window_step_s": self.best_window_step_s,
-            "best_window_outside_backward_s": self.best_window_outside_s,
-            "window": dict(self.last_window if window is None else window),
-        }
+        return {"timed_steps": n, "step_s": self.step_s_sum / n if n else None,
+                "outside_backward_s": self.outside_s_sum / n if n else None,
+                "best_window_step_s": self.best_window_step_s,
+                "best_window_outside_backward_s": self.best_window_outside_s,
+                "window": dict(self.last_window if window is None else window)}

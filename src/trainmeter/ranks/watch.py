@@ -1,15 +1,9 @@
-"""``tm.display(path_or_run, follow=True)``: watch a run that another process writes.
+"""``tm.display(path_or_run, follow=True)``: watch a run another process writes (docs/spec.md section 19).
 
-A script started with ``nohup python train.py &``, ``torchrun`` from a terminal,
-a job on a node that shares the filesystem, or the ranks a cell launched. The
-watch reads the run's log (or, for a launch without a parent, its lowest rank's)
-with bounded tail reads (:mod:`trainmeter.ranks.follow`), keeps only what the
-dashboard needs (the ``start`` record, the latest ``interval``, the latest
-record of each series, decimated history), follows every rank's seat, and
-rebuilds the widget's state each poll. In a notebook a daemon thread updates the
-widget until the run ends (its passport appears) or it has been silent for
-``idle_s``; elsewhere :func:`follow` prints one line per poll, in the caller's
-thread, until then.
+The run's log (or, for a launch without a parent, its lowest rank's) and every seat's, read with bounded tail reads
+(:mod:`trainmeter.ranks.follow`); only what the dashboard needs is kept and the widget's state rebuilt each poll.
+In a notebook a daemon thread updates the widget until the run ends or falls silent for ``idle_s``; elsewhere
+:func:`follow` prints one line per change in the caller's thread.
 """
 
 from __future__ import annotations
@@ -157,7 +151,7 @@ class RunWatch:
             if xs and record.get("value"):
                 self._feed(str(record["name"]), x_kind, xs, record["value"])
 
-    def _feed(self, name: str, x_kind: str, xs: list[Any], ys: list[Any]) -> None:
+    def _feed(self, name: str, x_kind: str, xs: list[Any], ys: list[Any], twin: bool = True) -> None:
         from trainmeter.widget.decimate import Decimator
 
         d = self._decimators.get(name)
@@ -165,21 +159,15 @@ class RunWatch:
             d = self._decimators[name] = Decimator(name, x_kind, budget_points=self._budget)
         values = [float("nan") if y is None else y for y in ys]
         d.extend(xs, values)
+        if not twin:
+            return
         if self._smoother is None:
             from trainmeter.widget.smoothed import LossSmoother
 
             self._smoother = LossSmoother()
-        twin = self._smoother.twin(name, values)
-        if twin is not None:
-            self._feed_twin(twin[0], x_kind, xs, twin[1])
-
-    def _feed_twin(self, name: str, x_kind: str, xs: list[Any], ys: list[float]) -> None:
-        from trainmeter.widget.decimate import Decimator
-
-        d = self._decimators.get(name)
-        if d is None:
-            d = self._decimators[name] = Decimator(name, x_kind, budget_points=self._budget)
-        d.extend(xs, ys)
+        smoothed = self._smoother.twin(name, values)
+        if smoothed is not None:  # the smoothed loss, fed as its own (twin-less) series
+            self._feed(smoothed[0], x_kind, xs, smoothed[1], twin=False)
 
     def _mapping(self) -> Any:
         if self._x_map is None:
@@ -207,10 +195,7 @@ class RunWatch:
 
 def follow(run_or_path: Any = None, *, poll_s: float = POLL_S, idle_s: float = IDLE_S,
            out: TextIO | None = None, shell: Any = None) -> RunWatch:
-    """Show a run another process writes, updating until it ends or falls silent for ``idle_s``.
-
-    Returns:
-        The watch (its last state from :meth:`RunWatch.poll`).
+    """Show a run another process writes, updating until it ends or falls silent for ``idle_s``; the watch.
 
     Raises:
         FileNotFoundError: When there is no such run (see :func:`resolve`).

@@ -1,18 +1,11 @@
 """The run log's column records encoded ahead: the report worker turns a series' new points into JSON between reports.
 
-A report writes, per series, one ``steps``/``series`` record of every point since the log's cursor; encoding
-those numbers (a float's shortest repr each) is most of a steady report's cost. :class:`ColumnLines` lets the
-report worker (:mod:`trainmeter.core.report_worker`) encode the points appended since the cursor in pieces
-while the run trains; the report encodes only the points since the last piece and joins them. The line is
-byte for byte the one :meth:`~trainmeter.record.runlog.RunLog.append` writes for the whole record: JSON
-encodes a list element by element, so pieces joined with commas are the list, and a non-finite value is
-``null`` exactly as the whole record's clean-up makes it (docs/spec.md section 20).
-
-A piece is kept with the cursor it started from and is used only while the log's cursor is still there and
-nothing past it was trimmed; otherwise the report encodes the record whole, as before.
-
-Thread safety: :meth:`ColumnLines.encode_ahead` on the worker, :meth:`ColumnLines.line` at reports (the
-training thread); each entry is an immutable tuple replaced whole in a dict (a stale one is ignored).
+Encoding a report's ``steps``/``series`` records is most of a steady report's cost; the report worker encodes the
+points since the log's cursor in pieces while the run trains, and the report encodes only the rest and joins them:
+byte for byte the line :meth:`~trainmeter.record.runlog.RunLog.append` writes (docs/spec.md section 20). A piece
+is used only while the cursor it started from holds and nothing past it was trimmed; else the record is encoded
+whole. Thread safety: :meth:`ColumnLines.encode_ahead` on the worker, :meth:`ColumnLines.line` at reports; each
+entry is an immutable tuple replaced whole.
 """
 
 from __future__ import annotations
@@ -70,9 +63,8 @@ class ColumnLines:
                                    _join(entry[3], elements(micros(times))), _join(entry[4], elements(values)))
 
     def line(self, kind: str, series: Any, start: int, stop: int | None = None) -> tuple[str, int] | None:
-        """The record's JSON line of ``series``' points from ``start`` (the log's cursor) and the position after
-        them, from the piece plus the points since (up to position ``stop`` when given: a report written later);
-        ``None`` when there is no usable piece (the report's thread: training, or the report worker)."""
+        """The record's JSON line of ``series``' points from ``start`` (the log's cursor), up to ``stop`` when given,
+        and the position after them; ``None`` without a usable piece. The report's thread."""
         entry = self._entries.get(series.name)
         if entry is None or entry[0] != start or entry[1] == start or series.end - series.pending > start:
             return None

@@ -21,12 +21,8 @@ def _cpu_model() -> str | None:
 
 
 def platform_name() -> str:
-    """``platform.platform()``, read without opening the interpreter binary where the C library says its version.
-
-    On Linux with glibc the name is built from ``os.uname()`` and ``CS_GNU_LIBC_VERSION``
-    (microseconds; ``platform.platform()`` scans the binary for the libc version:
-    tens of milliseconds). Elsewhere ``platform.platform()``.
-    """
+    """``platform.platform()``; on Linux with glibc built from ``os.uname()`` and ``CS_GNU_LIBC_VERSION`` (microseconds,
+    where ``platform.platform()`` scans the interpreter binary for the libc version: tens of milliseconds)."""
     try:
         uname = os.uname()
         libc = os.confstr("CS_GNU_LIBC_VERSION") or ""
@@ -43,20 +39,12 @@ def _host() -> dict[str, Any]:
     """Facts fixed for the life of the process, read once."""
     from trainmeter._version import __version__
 
-    return {
-        "trainmeter": __version__,
-        "python": platform.python_version(),
-        "platform": platform_name(),
-        "cpu": _cpu_model(),
-        "cpu_count": os.cpu_count(),
-    }
+    return {"trainmeter": __version__, "python": platform.python_version(), "platform": platform_name(),
+            "cpu": _cpu_model(), "cpu_count": os.cpu_count()}
 
 
 def describe_environment() -> dict[str, Any]:
-    """Return python, torch, platform and CPU facts (torch only if already imported).
-
-    The host facts are read once per process; the CUDA devices at each call. Any thread.
-    """
+    """Python, torch (if already imported), platform and CPU facts; the host's read once per process. Any thread."""
     torch = sys.modules.get("torch")
     torch_version = getattr(torch, "__version__", None) if torch is not None else None
     cuda_version = None
@@ -69,13 +57,7 @@ def describe_environment() -> dict[str, Any]:
         except Exception:
             pass
     host = _host()
-    return {
-        "trainmeter": host["trainmeter"],
-        "python": host["python"],
-        "torch": str(torch_version) if torch_version is not None else None,
-        "cuda": cuda_version,
-        "cuda_devices": cuda_devices,
-        "platform": host["platform"],
-        "cpu": host["cpu"],
-        "cpu_count": host["cpu_count"],
-    }
+    return {"trainmeter": host["trainmeter"], "python": host["python"],
+            "torch": str(torch_version) if torch_version is not None else None, "cuda": cuda_version,
+            "cuda_devices": cuda_devices, "platform": host["platform"], "cpu": host["cpu"],
+            "cpu_count": host["cpu_count"]}

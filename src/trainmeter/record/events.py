@@ -1,24 +1,14 @@
-"""The run log's schema and reader: its records (from record/event_records.py) and bounded reads.
+"""The run log's schema and reader (docs/spec.md section 6): one TypedDict per record kind, the writer's
+constructors, and bounded reads.
 
-This module is the record wing's published view of the run log (docs/spec.md section 6): the
-writer (:mod:`trainmeter.record.runlog`, :mod:`trainmeter.record.recorder`,
-:mod:`trainmeter.record.reporter`) builds its records with the constructors here, and every
-reader, in any wing, reads the log through :func:`iter_events`, :func:`head`, :func:`tail`,
-:func:`last_of_kinds` or :func:`parse_line` (the follower of a growing log,
-:class:`trainmeter.ranks.follow.TailReader`) and types what it gets with the records here. The
-record wing is a sink; other wings import it for the run log through this module.
+The record wing's published view of the run log: the writer builds its records with the constructors here, and
+every reader, in any wing, reads the log through :func:`iter_events`, :func:`head`, :func:`tail`,
+:func:`last_of_kinds` or :func:`parse_line`, every file opened through :mod:`trainmeter.record.safe_read`.
 
-Every file is opened through :mod:`trainmeter.record.safe_read` (a FIFO, a device or a symlink out
-of the run folder is refused).
-
-The one tolerance rule, for every reader: a line is a record when it decodes as UTF-8 and parses
-as a JSON object holding only text a UTF-8 sink can write (no lone ``\\udXXX`` surrogate escape);
-any other line (torn by a kill mid-write, cut by a read window, damaged bytes) is skipped and
-counted in :class:`ReadStats`, never raised. A damaged log reads as the records it still holds.
-:func:`iter_events` raises ``OSError`` only when the file cannot be opened; :func:`head` and
-:func:`tail` read an unreadable file as empty.
-
-Pure functions over a file; a :class:`ReadStats` belongs to the one caller that passed it.
+The one tolerance rule: a line is a record when it decodes as UTF-8 and parses as a JSON object holding only text a
+UTF-8 sink can write; any other line (torn, cut by a read window, damaged) is skipped and counted in
+:class:`ReadStats`, never raised. :func:`iter_events` raises ``OSError`` only when the file cannot be opened;
+:func:`head` and :func:`tail` read an unreadable file as empty. Pure; a :class:`ReadStats` is its caller's.
 """
 
 from __future__ import annotations
@@ -28,37 +18,185 @@ import os
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Literal, TypedDict, Union
 
-from trainmeter.record.event_records import (  # the records and constructors: part of this view
-    SCHEMA_VERSION as SCHEMA_VERSION,
-    StartRecord as StartRecord,
-    RankRecord as RankRecord,
-    ColumnsRecord as ColumnsRecord,
-    Throughput as Throughput,
-    IntervalRecord as IntervalRecord,
-    GapRecord as GapRecord,
-    HeartbeatRecord as HeartbeatRecord,
-    EndRecord as EndRecord,
-    Record as Record,
-    start_record as start_record,
-    rank_record as rank_record,
-    columns_record as columns_record,
-    interval_record as interval_record,
-    gap_record as gap_record,
-    heartbeat_record as heartbeat_record,
-    end_record as end_record,
-)
 from trainmeter.record.safe_read import has_lone_surrogate, iter_lines, open_regular
+
+SCHEMA_VERSION = 1
+
+
+class StartRecord(TypedDict):
+    """First record of a log: the run's name, start and options (``options.run_root`` absolute)."""
+
+    schema_version: int
+    kind: Literal["start"]
+    name: str
+    started_at: str
+    options: dict[str, Any]
+    environment: dict[str, Any]
+
+
+class RankRecord(TypedDict, total=False):
+    """Second record of a rank's log: where its launch is and which rank it is (``RankIdentity.to_dict()``'s keys)."""
+
+    schema_version: int
+    kind: Literal["rank"]
+    launch_dir: str
+    pid: int
+    device: str | None
+    rank: int | None
+    local_rank: int | None
+    world_size: int
+    local_world_size: int | None
+    node_rank: int | None
+    node: str
+    launch_key: str | None
+    backend: str | None
+    source: str
+    provenance: str
+
+
+class ColumnsRecord(TypedDict):
+    """The points of one series since the last report: ``steps`` (tokens per step) or ``series``; ``step[i]``,
+    ``t_us[i]`` (session microseconds), ``value[i]`` (``None`` if not finite) are one point; ``x`` its x axis."""
+
+    schema_version: int
+    kind: Literal["steps", "series"]
+    name: str
+    x: Literal["step", "time"]
+    step: list[int]
+    t_us: list[int]
+    value: list[float | None]
+
+
+class Throughput(TypedDict):
+    """The ``throughput`` of an interval record (``None`` before the first measured window)."""
+
+    train_tokens_per_s: float | None
+    seconds_per_step: float | None
+    session_tokens_per_s: float | None
+    window_tokens: int
+    window_steps: int
+    window_train_s: float
+
+
+class _IntervalBase(TypedDict):
+    schema_version: int
+    kind: Literal["interval"]
+    step: int
+    tokens: int
+    token_unit: str
+    elapsed_s: float
+    phases_s: dict[str, float]
+    throughput: Throughput
+    memory: dict[str, Any] | None
+
+
+class IntervalRecord(_IntervalBase, total=False):
+    """One report: counters, phases, throughput, memory, then each wing's ``on_report`` fields under its name (those
+    listed here are the ones readers outside the wing look at)."""
+
+    compute: dict[str, Any]
+    distributed: dict[str, Any]
+    energy: dict[str, Any]
+    gpu: dict[str, Any]
+
+
+class GapRecord(TypedDict):
+    """A closed span the log could not be written (a full disk), written once writes work again."""
+
+    schema_version: int
+    kind: Literal["gap"]
+    from_step: int
+    to_step: int | None
+    failed_writes: int
+    dropped_points: int
+    error: str
+
+
+class HeartbeatRecord(TypedDict):
+    """Written by a thread of ours when no report came for an interval: the step in progress and since when."""
+
+    schema_version: int
+    kind: Literal["heartbeat"]
+    step: int
+    steps_done: int
+    step_running_s: float
+    phase: str
+    elapsed_s: float
+    since_report_s: float
+
+
+class EndRecord(TypedDict):
+    """Last record of a finished run."""
+
+    schema_version: int
+    kind: Literal["end"]
+    status: str
+    ended_at: str | None
+    error: str | None
+
+
+Record = Union[StartRecord, RankRecord, ColumnsRecord, IntervalRecord, GapRecord, HeartbeatRecord, EndRecord]
+
+
+# the writer's constructors (field order is the line's key order)
+
+def start_record(*, name: str, started_at: str, options: dict[str, Any], environment: dict[str, Any]) -> StartRecord:
+    """The ``start`` record."""
+    return {"schema_version": SCHEMA_VERSION, "kind": "start", "name": name, "started_at": started_at,
+            "options": options, "environment": environment}
+
+
+def rank_record(*, launch_dir: str, pid: int, device: str | None, identity: dict[str, Any]) -> RankRecord:
+    """The ``rank`` record of one rank's log (``identity``: ``RankIdentity.to_dict()``)."""
+    record = {"schema_version": SCHEMA_VERSION, "kind": "rank", "launch_dir": launch_dir, "pid": pid,
+              "device": device, **identity}
+    return record  # type: ignore[return-value]
+
+
+def columns_record(kind: str, *, name: str, x: str, step: list[int], t_us: list[int],
+                   value: list[Any]) -> ColumnsRecord:
+    """A ``steps`` or ``series`` record (``kind``); ``x`` is ``step`` or ``time``."""
+    record = {"schema_version": SCHEMA_VERSION, "kind": kind, "name": name, "x": x, "step": step, "t_us": t_us,
+              "value": value}
+    return record  # type: ignore[return-value]
+
+
+def interval_record(*, step: int, tokens: int, token_unit: str, elapsed_s: float, phases_s: dict[str, float],
+                    throughput: Throughput, memory: dict[str, Any] | None, sections: dict[str, Any]) -> IntervalRecord:
+    """The ``interval`` record; ``sections`` are the wings' fields, by extension name."""
+    record = {"schema_version": SCHEMA_VERSION, "kind": "interval", "step": step, "tokens": tokens,
+              "token_unit": token_unit, "elapsed_s": elapsed_s, "phases_s": phases_s, "throughput": throughput,
+              "memory": memory, **sections}
+    return record  # type: ignore[return-value]
+
+
+def gap_record(*, from_step: int, to_step: int | None, failed_writes: int, dropped_points: int,
+               error: str) -> GapRecord:
+    """The ``gap`` record."""
+    return {"schema_version": SCHEMA_VERSION, "kind": "gap", "from_step": from_step, "to_step": to_step,
+            "failed_writes": failed_writes, "dropped_points": dropped_points, "error": error}
+
+
+def heartbeat_record(*, step: int, steps_done: int, step_running_s: float, phase: str, elapsed_s: float,
+                     since_report_s: float) -> HeartbeatRecord:
+    """The ``heartbeat`` record (docs/spec.md section 18); ``phase``: the open ``tm.phase``, else ``train``."""
+    return {"schema_version": SCHEMA_VERSION, "kind": "heartbeat", "step": step, "steps_done": steps_done,
+            "step_running_s": step_running_s, "phase": phase, "elapsed_s": elapsed_s, "since_report_s": since_report_s}
+
+
+def end_record(*, status: str, ended_at: str | None, error: str | None) -> EndRecord:
+    """The ``end`` record."""
+    return {"schema_version": SCHEMA_VERSION, "kind": "end", "status": status, "ended_at": ended_at, "error": error}
+
 
 LOG_FILE = "events.jsonl"
 HEAD_BYTES = 64 * 1024
 TAIL_BYTES = 256 * 1024
-BLOCK_BYTES = 16 * 1024
-"""Bytes read per call by :func:`head` and :func:`tail` when they may stop early (``n`` records)."""
+BLOCK_BYTES = 16 * 1024  # bytes read per call by head and tail when they may stop early (n records)
 
 KINDS: tuple[str, ...] = ("start", "rank", "steps", "series", "interval", "gap", "end")
-
-# --- the one tolerance rule ------------------------------------------------------------------------
 
 @dataclass(slots=True)
 class ReadStats:
@@ -111,15 +249,21 @@ def _take(line: bytes, kinds: Collection[str] | None, needles: tuple[bytes, ...]
     return record
 
 
-# --- readers ---------------------------------------------------------------------------------------
+def _take_last(line: bytes, torn: bool, kinds: Collection[str] | None, needles: tuple[bytes, ...],
+               stats: ReadStats | None) -> Record | None:
+    """:func:`_take`, where a ``torn`` last line that is no record counts as ``torn_last_line``, not as skipped."""
+    record = _take(line, kinds, needles, None if torn else stats)
+    if torn and record is None and stats is not None and line.strip() and parse_line(line) is None:
+        stats.torn_last_line = True
+    return record
+
 
 def iter_events(path: Path, *, kinds: Collection[str] | None = None, stats: ReadStats | None = None,
                 max_bytes: int | None = None) -> Iterator[Record]:
     """Every record of the log at ``path``, in order (``kinds``: only those; other lines are not parsed).
 
-    Opened through :mod:`trainmeter.record.safe_read` (regular files only) and read a block at a
-    time, a line over its bound skipped as damaged; ``max_bytes`` stops the read there (the bytes
-    past it are counted in ``stats.bytes_left_out``).
+    Read a block at a time, a line over its bound skipped as damaged; ``max_bytes`` stops the read there (the
+    bytes past it counted in ``stats.bytes_left_out``).
 
     Raises:
         OSError: When the file cannot be opened (a missing log is the caller's to say), or is not a
@@ -133,20 +277,14 @@ def iter_events(path: Path, *, kinds: Collection[str] | None = None, stats: Read
             torn = not whole  # only the last line can be
             if stats is not None:
                 stats.bytes_read += len(line)
-            record = _take(line, kinds, needles, None if torn else stats)
-            if torn and record is None and stats is not None and line.strip() and parse_line(line) is None:
-                stats.torn_last_line = True
+            record = _take_last(line, torn, kinds, needles, stats)
             if record is not None:
                 yield record
 
 
 def read_events(path: Path, *, kinds: Collection[str] | None = None, stats: ReadStats | None = None,
                 max_bytes: int | None = None) -> list[Record]:
-    """The records of the log at ``path`` as a list (see :func:`iter_events`).
-
-    Raises:
-        OSError: When the file cannot be opened.
-    """
+    """The records of the log at ``path`` as a list (see :func:`iter_events`; ``OSError`` when it cannot be opened)."""
     return list(iter_events(path, kinds=kinds, stats=stats, max_bytes=max_bytes))
 
 
@@ -205,9 +343,7 @@ def _backwards(path: Path, max_bytes: int, kinds: Collection[str] | None, stats:
                 rest = lines[0]  # may go on in the bytes before this block
                 for line in reversed(lines[1:]):
                     torn, newest = newest, False  # the piece after the last newline: a torn last line if any
-                    record = _take(line, kinds, needles, None if torn else stats)
-                    if torn and record is None and stats is not None and line.strip() and parse_line(line) is None:
-                        stats.torn_last_line = True
+                    record = _take_last(line, torn, kinds, needles, stats)
                     if record is not None:
                         yield record
             if low == 0:  # the file's first line, whole

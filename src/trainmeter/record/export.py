@@ -1,20 +1,10 @@
-"""Data out: a saved run as pandas DataFrames, TensorBoard event files, or an offline W&B run.
+"""Data out (docs/spec.md section 16): a saved run as pandas DataFrames, TensorBoard event files, an offline W&B run.
 
-Everything is read from the run folder (``events.jsonl`` at full resolution, ``passport.json``);
-nothing leaves the machine (W&B defaults to ``mode="offline"``). pandas, tensorboard and
-wandb are imported inside the function that needs them (optional extras).
-
-Frames (``RunFrames``), all tidy (one row per observation):
-
-- ``series``: ``name`` (category), ``x_kind`` (category), ``step`` (int64), ``t_s`` (float64,
-  seconds since the run began), ``value`` (float64; NaN where the log has null);
-- ``steps``: ``step`` (int64), ``t_s`` (float64), ``tokens`` (int64 tokens or samples in that step);
-- ``intervals``: one row per report: ``step``, ``tokens``, ``elapsed_s`` and every nested field
-  flattened with ``.`` (``throughput.train_tokens_per_s``, ``phases_s.train``, ``compute.mfu[hf]``, ...).
-
-TensorBoard tags: each series by its name, ``tokens_per_step``, and per report
-``throughput/<field>``, ``phases_s/<phase>``, ``compute/<figure>``, ``energy/<figure>``; wall
-times are the run's start plus ``t_s``. Pure readers and writers; no thread of their own.
+Read from the run folder (``events.jsonl`` at full resolution, ``passport.json``); nothing leaves the machine (W&B
+defaults to ``mode="offline"``); pandas, tensorboard and wandb are imported where needed. The frames are tidy:
+``series`` (name, x_kind, step, t_s, value), ``steps`` (step, t_s, tokens) and ``intervals`` (one row per report,
+nested fields flattened with ``.``). TensorBoard tags: each series by its name, ``tokens_per_step`` and per report
+``throughput/<field>``, ``phases_s/<phase>``, ``compute/<figure>``, ``energy/<figure>``. No thread of their own.
 """
 
 from __future__ import annotations
@@ -29,8 +19,7 @@ from typing import Any
 
 from trainmeter.record.events import LOG_FILE, ReadStats, Record, iter_events, read_events
 
-INTERVAL_TAGS = ("throughput", "phases_s", "compute", "energy")
-"""Interval fields exported per report (numbers only) to TensorBoard and W&B."""
+INTERVAL_TAGS = ("throughput", "phases_s", "compute", "energy")  # interval fields exported per report (numbers only)
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,11 +78,7 @@ def _columns(events: Iterable[Record]) -> tuple[dict[str, list[Any]], dict[str, 
 
 
 def to_pandas(run_dir: Path) -> RunFrames:
-    """The run's series, steps and intervals as tidy DataFrames (pandas imported here).
-
-    Raises:
-        ImportError: pandas is not installed (``pip install trainmeter[figures]``).
-    """
+    """The run's series, steps and intervals as tidy DataFrames (``ImportError`` without pandas)."""
     try:
         import pandas as pd
     except ImportError as exc:
@@ -111,11 +96,9 @@ def to_pandas(run_dir: Path) -> RunFrames:
         notes.append(f"{odd} records of the wrong types left out")
     if read.lines_skipped:
         notes.append(f"{read.lines_skipped} unreadable lines of the run log skipped")
-    s = pd.DataFrame({
-        "name": pd.Categorical(series["name"]), "x_kind": pd.Categorical(series["x_kind"]),
-        "step": pd.array(series["step"], dtype="int64"), "t_s": pd.array(series["t_s"], dtype="float64"),
-        "value": pd.array(series["value"], dtype="float64"),
-    })
+    s = pd.DataFrame({"name": pd.Categorical(series["name"]), "x_kind": pd.Categorical(series["x_kind"]),
+                      "step": pd.array(series["step"], dtype="int64"), "t_s": pd.array(series["t_s"], dtype="float64"),
+                      "value": pd.array(series["value"], dtype="float64")})
     st = pd.DataFrame({"step": pd.array(steps["step"], dtype="int64"), "t_s": pd.array(steps["t_s"], dtype="float64"),
                        "tokens": pd.array(steps["tokens"], dtype="int64")})
     try:
@@ -155,11 +138,7 @@ def report_scalars(rec: dict[str, Any]) -> dict[str, float]:
 
 
 def export_tensorboard(run_dir: Path, passport: dict[str, Any], logdir: str | Path) -> Path:
-    """Write the run as a TensorBoard event file under ``logdir``; return its path.
-
-    Raises:
-        ImportError: tensorboard is not installed.
-    """
+    """Write the run as a TensorBoard event file under ``logdir``; return its path (``ImportError``: no tensorboard)."""
     try:
         from tensorboard.compat.proto.event_pb2 import Event
         from tensorboard.compat.proto.summary_pb2 import Summary
@@ -198,10 +177,9 @@ def export_tensorboard(run_dir: Path, passport: dict[str, Any], logdir: str | Pa
 
 def export_wandb(run_dir: Path, passport: dict[str, Any], *, project: str, mode: str = "offline",
                  wandb_dir: str | Path | None = None) -> Any:
-    """Log the run to a W&B run (``mode="offline"`` by default: nothing is sent); return the finished run.
-
-    Series points are logged per step (points of one step together), report figures at their
-    step, the passport's headline numbers as the summary and its options as the config.
+    """Log the run to a W&B run (``mode="offline"`` by default: nothing is sent); return the finished run: series
+    points per step, report figures at their step, the passport's headline numbers as the summary, its options as
+    the config.
 
     Raises:
         ImportError: wandb is not installed.

@@ -1,8 +1,5 @@
-"""The run passport: ``passport.json`` (the full record) and ``passport.md`` (for a model card).
-
-Built from the monitor's state at the end of the run. Every key is documented
-in docs/spec.md.
-"""
+"""The run passport: ``passport.json`` (the full record, docs/spec.md section 6) and ``passport.md`` (for a model
+card), built from the monitor's state at the end of the run."""
 
 from __future__ import annotations
 
@@ -14,6 +11,7 @@ from trainmeter.core.explicit_steps import steps_unknown
 from trainmeter.core.provenance import Derivation, Input
 from trainmeter.core.text import markdown_text
 from trainmeter.core.throughput import ratio
+from trainmeter.record.environment import describe_environment
 from trainmeter.record.runlog import json_lines, write_file_atomic
 from trainmeter.record.view import RunView
 from trainmeter.sizes import (
@@ -29,8 +27,7 @@ from trainmeter.sizes import (
 PASSPORT_SCHEMA_VERSION = 1
 
 
-def throughput_derivations(*, tokens: int, steps: int, train_s: float, elapsed_s: float,
-                           unit: str) -> list[Derivation]:
+def throughput_derivations(*, tokens: int, steps: int, train_s: float, elapsed_s: float, unit: str) -> list[Derivation]:
     """Whole-run throughput with its inputs (training-only and session denominators)."""
     tok = Input(name="tokens", value=tokens, unit=unit, provenance="counted", source="root module batches")
     train = Input(name="train_s", value=train_s, unit="s", provenance="measured", source="phase clock: train")
@@ -48,8 +45,7 @@ def throughput_derivations(*, tokens: int, steps: int, train_s: float, elapsed_s
     ]
 
 
-RUN_ROOT_RECORDED = ".."
-"""The run root as the record says it: the run folder's parent, relative (docs/spec.md section 18)."""
+RUN_ROOT_RECORDED = ".."  # the run root as the record says it: the run folder's parent (docs/spec.md section 18)
 
 
 def record_options(options: Any) -> dict[str, Any]:
@@ -66,8 +62,7 @@ def build_passport(m: RunView) -> dict[str, Any]:
     by_name = {d.name: d.value for d in derivations}
     memory: dict[str, Any] = {"rss_peak_bytes": None, "cuda": None}
     if m.memory is not None:
-        memory = {"rss_peak_bytes": m.memory.rss_peak_bytes, "rss_bytes": m.memory.rss_bytes,
-                  "cuda": m.memory.cuda}
+        memory = {"rss_peak_bytes": m.memory.rss_peak_bytes, "rss_bytes": m.memory.rss_bytes, "cuda": m.memory.cuda}
     passport: dict[str, Any] = {
         "schema_version": PASSPORT_SCHEMA_VERSION,
         "name": m.options.name,
@@ -88,7 +83,7 @@ def build_passport(m: RunView) -> dict[str, Any]:
         "series": {name: s.stats().to_dict() for name, s in sorted(m.series.items())},
         "series_info": dict(getattr(m, "series_info", {})),
         "options": record_options(m.options),
-        "environment": _environment(),
+        "environment": describe_environment(),
         "derivations": [d.to_dict() for d in derivations],
         "warnings": list(m.warnings),
         "warnings_suppressed": getattr(m, "warnings_suppressed", 0),
@@ -134,18 +129,8 @@ def _steps_line(p: dict[str, Any], unit: str) -> str:
     return f"- Steps: {format_integer(p['steps'])}; {unit}: {format_integer(p['tokens'])}"
 
 
-def _environment() -> dict[str, Any]:
-    from trainmeter.record.environment import describe_environment
-
-    return describe_environment()
-
-
 def render_markdown(p: dict[str, Any]) -> str:
-    """Return ``passport.md``: a short summary to paste into a model card.
-
-    Numbers read as the widget shows them (:mod:`trainmeter.sizes`; docs/spec.md, "Number
-    formats"): the session as a clock, phase times as spans.
-    """
+    """Return ``passport.md``: a short summary to paste into a model card (numbers as the widget shows them)."""
     unit = p.get("token_unit", "tokens")
     tp = p.get("throughput", {})
     lines = [
@@ -231,15 +216,8 @@ def _lanes_table(lanes: Any, unit: str) -> list[str]:
 
 
 def write_passport(m: RunView, record: dict[str, Any] | None = None) -> Path:
-    """Write ``passport.json`` and ``passport.md`` into the run folder; return the JSON path.
-
-    Args:
-        m: The run.
-        record: The passport's ``record`` section (is the saved record complete, and where not).
-
-    Raises:
-        OSError: When a file cannot be written (no half-written or temporary file is left).
-    """
+    """Write ``passport.json`` (with the ``record`` section: is the saved record complete) and ``passport.md`` into
+    the run folder; return the JSON path. ``OSError`` when a file cannot be written (none left half-written)."""
     assert m.run_dir is not None
     passport = build_passport(m)
     if record is not None:

@@ -1,14 +1,8 @@
-"""The record sink of a run: run folder, run log, text line, passport.
+"""The record sink of a run (:class:`trainmeter.core.sink.RecordSink`): run folder, run log, text line, passport.
 
-Implements :class:`trainmeter.core.sink.RecordSink`. Training thread only.
-
-Disk faults never stop or slow the training: a failed write (a full disk, a
-read-only or vanished folder) is cut back to whole lines, the run's points stay
-in memory (the monitor keeps at most ``MAX_PENDING`` per series), writes are
-retried with back-off (never every step), and the gap is recorded: a ``gap``
-record in the log once writes work again and the passport's ``record`` section.
-A run folder that cannot be made at start is tried again at later reports and
-at the end; the closing line says where the passport is, or why there is none.
+Disk faults never stop or slow the training (docs/spec.md section 18): a failed write is cut back to whole lines,
+the points stay in memory, writes are retried with back-off and the gap is recorded (a ``gap`` record, the
+passport's ``record`` section); a run folder that cannot be made is tried again later. Training thread only.
 """
 
 from __future__ import annotations
@@ -51,11 +45,8 @@ def _rank_seat(root: Path, name: str, now: Any) -> Any:
 class RunRecorder:
     """Writes ``<run root>/<UTC>-<name>/events.jsonl`` at each report and the passport at the end.
 
-    Attributes:
-        gaps: Closed spans where the record could not be written (``from_step``,
-            ``to_step``, ``failed_writes``, ``dropped_points``, ``error``).
-        passport_path: ``passport.json`` once written, else ``None``.
-        passport_error: Why the passport could not be written, else ``None``.
+    ``gaps``: closed spans the record could not be written (``gap`` records' fields); ``passport_path`` once
+    written; ``passport_error``: why it could not be.
     """
 
     def __init__(self, after_passport: Callable[[RunView], None] | None = None) -> None:
@@ -76,21 +67,15 @@ class RunRecorder:
         self._start_written = False
         self._seat: Any = None
 
-    # -- opening -----------------------------------------------------------------------
     def open(self, run: RunView, started_at: str) -> Path | None:
-        """Make the run folder, open the run log, write ``start``; register the log as a series reader.
-
-        The run root is made absolute here (a later ``os.chdir`` in the cell
-        changes nothing). When the folder cannot be made or written, warns and
-        returns ``None``: the run goes on in memory and the folder is tried again later.
-        """
+        """Make the run folder (its root made absolute: a later ``os.chdir`` changes nothing), open the run log,
+        write ``start``; register the log as a series reader. ``None`` (warned) when the folder cannot be made."""
         from trainmeter.record.environment import describe_environment
 
         self._root = Path(run.options.run_root).expanduser().absolute()
         self._started_at = started_at
         self._start_fields = {"name": run.options.name, "started_at": started_at,
-                              "options": record_options(run.options),
-                              "environment": describe_environment()}
+                              "options": record_options(run.options), "environment": describe_environment()}
         self._seat = _rank_seat(self._root, run.options.name, datetime.fromisoformat(started_at))
         self._cursor = run.add_reader()
         worker = getattr(run, "worker", None)
@@ -122,13 +107,9 @@ class RunRecorder:
             self._failed(run, exc, "the run folder")
             return False
 
-    # -- writing -----------------------------------------------------------------------
-    def write_interval(self, run: RunView, elapsed_s: float, phases_s: dict[str, float],
-                       extra: dict[str, Any]) -> None:
-        """Write the columns since the last report and one ``interval`` record, then flush.
-
-        After a failure nothing is tried before the back-off has passed; never raises ``OSError``.
-        """
+    def write_interval(self, run: RunView, elapsed_s: float, phases_s: dict[str, float], extra: dict[str, Any]) -> None:
+        """Write the columns since the last report and one ``interval`` record, then flush (after a failure, not
+        before the back-off has passed); never raises ``OSError``."""
         if elapsed_s < self._retry_at_s:
             return
         self._write(run, lambda log, cursors: write_interval(run, log, cursors, elapsed_s, phases_s, extra,
@@ -192,7 +173,6 @@ class RunRecorder:
         """The text line of the last report."""
         return format_text(run)
 
-    # -- the end -----------------------------------------------------------------------
     def record_section(self, run: RunView) -> dict[str, Any]:
         """The passport's ``record`` section: is the saved record complete, and where not."""
         gaps = [*self.gaps, *([self._gap] if self._gap is not None else [])]
@@ -215,11 +195,8 @@ class RunRecorder:
                 "summary": summary}
 
     def write_passport(self, run: RunView) -> None:
-        """The points not yet written, passport.json + passport.md, then the log's ``end`` record.
-
-        Tried now whatever the back-off (the last chance); a failure is kept
-        for the closing line and the warnings, never raised.
-        """
+        """The points not yet written, passport.json + passport.md, then the log's ``end`` record; tried whatever the
+        back-off (the last chance); a failure is kept for the closing line and the warnings, never raised."""
         from trainmeter.record.passport import write_passport
         from trainmeter.record.reporter import write_columns
 

@@ -30,15 +30,11 @@ def _upto(read: tuple[int, list[int], list[float], list[float]], stop: int | Non
 
 def write_columns(log: RunLog, cursors: dict[str, int], kind: str, series: Series | StepSeries,
                   ahead: ColumnLines | None = None, stop: int | None = None) -> int:
-    """Append the points of ``series`` since its cursor as one ``kind`` record; advance the cursor.
+    """Append the points of ``series`` since its cursor as one ``kind`` record and advance the cursor; how many
+    points past the cursor were trimmed before they could be written (0 unless writes failed long enough).
 
-    With ``ahead``, the line joins what the report worker encoded already (:mod:`~trainmeter.record.column_lines`:
-    the same bytes). With ``stop``, only the points before that absolute position (a report written later by
-    the report worker: the ones past it came after the report).
-
-    Returns:
-        Points past the cursor that were trimmed before they could be written
-        (0 unless writes failed for long enough for the pending cap to drop some).
+    ``ahead``: join what the report worker encoded already (:mod:`~trainmeter.record.column_lines`, the same
+    bytes); ``stop``: only the points before that absolute position (a report written later by the worker).
     """
     start = cursors.get(series.name, 0)
     encoded = ahead.line(kind, series, start, stop) if ahead is not None else None
@@ -59,23 +55,14 @@ def write_columns(log: RunLog, cursors: dict[str, int], kind: str, series: Serie
 
 def write_interval(m: RunView, log: RunLog, cursors: dict[str, int], elapsed_s: float,
                    phases_s: dict[str, float], extra: dict[str, Any], ahead: ColumnLines | None = None) -> int:
-    """Write the columns since the last report and one ``interval`` record, then flush.
-
-    Returns:
-        Points trimmed before they could be written (see :func:`write_columns`).
-
-    Raises:
-        OSError: When the log cannot be appended (``cursors`` then holds positions not written).
-    """
+    """Write the columns since the last report and one ``interval`` record, then flush; the points trimmed before
+    they could be written (:func:`write_columns`). ``OSError`` when the log cannot be appended (``cursors`` then
+    holds positions not written)."""
     ends = getattr(m, "report_ends", None)  # a report written later (core.reports.ReportSnapshot): its ends
-    if ends is None:
-        dropped = write_columns(log, cursors, "steps", m.step_series, ahead)
-        for series in list(m.series.values()):
-            dropped += write_columns(log, cursors, "series", series, ahead)
-    else:
-        dropped = write_columns(log, cursors, "steps", m.step_series, ahead, ends.get(m.step_series.name))
-        for series in list(m.series.values()):
-            dropped += write_columns(log, cursors, "series", series, ahead, ends.get(series.name, 0))
+    stop = (lambda _name, _default=None: None) if ends is None else ends.get
+    dropped = write_columns(log, cursors, "steps", m.step_series, ahead, stop(m.step_series.name))
+    for series in list(m.series.values()):
+        dropped += write_columns(log, cursors, "series", series, ahead, stop(series.name, 0))
     interval, session = m.interval, m.session
     log.append(interval_record(
         step=m.steps, tokens=m.tokens, token_unit=m.token_unit, elapsed_s=elapsed_s, phases_s=phases_s,
@@ -94,14 +81,9 @@ def write_interval(m: RunView, log: RunLog, cursors: dict[str, int], elapsed_s: 
 
 
 def format_text(m: RunView) -> str:
-    """The text line of the last report (docs/spec.md section 7: format and order).
-
-    ``mem`` is the interval's peak CUDA allocated bytes / device total (docs/spec.md section 7's
-    utilization numerator), or RSS / host memory total without CUDA. ``lr`` and
-    ``grad_norm`` fall back to the frameworks' logged names (``SERIES_ALIASES``).
-    An extension's ``text_fields`` ``mfu`` and ``loss_ema`` (floats) go to their
-    docs/spec.md section 7 places; its other fields follow.
-    """
+    """The text line of the last report (docs/spec.md section 7): ``mem`` the interval's peak CUDA allocated bytes /
+    device total, else RSS / host total; an extension's ``text_fields`` ``mfu`` and ``loss_ema`` in their places,
+    its other fields after."""
     interval = m.interval
     mem = None
     total = None

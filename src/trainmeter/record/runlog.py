@@ -1,13 +1,11 @@
-"""The run log's writer: an append-only ``events.jsonl`` with ``schema_version`` on each line.
-
-Flushed at every report, so a killed kernel leaves a readable log up to the
-last interval. Written from the training thread only (not thread-safe). The
-records and their reader are :mod:`trainmeter.record.events` (``read_events``
-is re-exported here for existing callers).
+"""The run log's writer: an append-only ``events.jsonl``, flushed at every report (a killed kernel leaves a readable
+log up to the last interval); the JSON helpers of the record. Training thread only. The records and their reader
+are :mod:`trainmeter.record.events` (``read_events`` re-exported here).
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import math
@@ -36,10 +34,8 @@ def clean(value: Any) -> Any:
 def json_lines(doc: dict[str, Any]) -> str:
     """``doc`` as JSON with one top-level key a line, each value compact, non-finite floats as ``null``.
 
-    Parses to exactly what ``json.dumps(clean(doc), indent=2)`` parses to, but every value is encoded by
-    json's C encoder (used only without ``indent``: an indented passport took ~66k Python opcodes, docs/spec.md
-    section 20). ``clean`` runs only when a value is not finite, a key is not a string, or a bool or
-    ``None`` key may be present (the C encoder spells those ``true``/``null``; ``clean`` spells ``str(key)``).
+    Parses to what ``json.dumps(clean(doc), indent=2)`` parses to, every value by json's C encoder (docs/spec.md
+    section 20); ``clean`` runs only for a non-finite value or an odd key (bool or ``None``: spelled ``str(key)``).
 
     Raises:
         TypeError: A value JSON cannot encode (as ``json.dumps`` raises it).
@@ -76,18 +72,11 @@ def _spelled_keys(text: str) -> bool:
 
 
 class RunLog:
-    """Writes one JSON object per line to ``<run dir>/events.jsonl``.
+    """Writes one JSON object per line to ``path`` (``<run dir>/events.jsonl``, created with its folder; ``OSError``
+    when it cannot be opened).
 
-    Records are buffered and written by :meth:`flush` as one append. A failed
-    append (a full disk) is cut back to the last complete line, so the file
-    never holds a torn line, and the buffer is dropped: the caller keeps what
-    it needs to write again (the run's series stay in memory until written).
-
-    Args:
-        path: The file to append to (created with its folder).
-
-    Raises:
-        OSError: From the constructor when the file cannot be opened.
+    Records are buffered and written by :meth:`flush` as one append; a failed append (a full disk) is cut back to
+    the last complete line and the buffer dropped (the caller keeps what it must write again).
     """
 
     def __init__(self, path: Path) -> None:
@@ -117,11 +106,8 @@ class RunLog:
             self._lines.append(line)
 
     def write_now(self, record: Record) -> bool:
-        """Append one record as one whole line with one ``write`` (any thread: no lock, no buffer).
-
-        For a thread of ours while the training thread may be mid-step (the heartbeat):
-        ``O_APPEND`` places the line after whatever is in the file. Returns whether it was written.
-        """
+        """Append one record as one whole line with one ``write``, now (any thread: no lock, no buffer; ``O_APPEND``
+        places it after whatever is in the file): the heartbeat's. Returns whether it was written."""
         fd = self._fd
         if fd is None:
             return False
@@ -132,34 +118,20 @@ class RunLog:
             return False
 
     def flush(self) -> None:
-        """Append the buffered records as whole lines.
-
-        Raises:
-            OSError: When the append fails; the file is cut back to its last
-                complete line and the buffered records are dropped.
-        """
+        """Append the buffered records as whole lines (``OSError``: cut back to the last whole line, buffer dropped)."""
         if self._fd is None or not self._lines:
             return
         data = ("\n".join(self._lines) + "\n").encode("utf-8")
         self._lines.clear()
-        try:  # the file's end now: a heartbeat line written by another thread counts (write_now)
+        with contextlib.suppress(OSError):  # the file's end now: a heartbeat line of another thread counts (write_now)
             self._size = os.fstat(self._fd).st_size
-        except OSError:
-            pass
-        written = 0
         try:
-            while written < len(data):
-                n = _write_bytes(self._fd, data[written:])
-                if n <= 0:
-                    raise OSError(errno.ENOSPC, "no bytes written")
-                written += n
+            _write_all(self._fd, data)
         except OSError:
-            try:  # whatever reached the file, it ends at the last whole line again
+            with contextlib.suppress(OSError):  # whatever reached the file, it ends at the last whole line again
                 os.ftruncate(self._fd, self._size)
-            except OSError:
-                pass
             raise
-        self._size += written
+        self._size += len(data)
 
     def discard(self) -> None:
         """Drop the buffered records."""
@@ -170,28 +142,17 @@ class RunLog:
         fd, self._fd = self._fd, None
         self._lines.clear()
         if fd is not None:
-            try:
+            with contextlib.suppress(OSError):
                 os.close(fd)
-            except OSError:
-                pass
 
     def close(self) -> None:
-        """Flush and close; later writes are ignored.
-
-        Raises:
-            OSError: When the last flush fails (the file is closed anyway).
-        """
+        """Flush and close (``OSError`` when the last flush fails; closed anyway); later writes are ignored."""
         if self._fd is None:
             return
         try:
             self.flush()
         finally:
-            fd, self._fd = self._fd, None
-            self._lines.clear()
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+            self.abandon()
 
 
 def _write_bytes(fd: int, data: bytes) -> int:
@@ -199,31 +160,27 @@ def _write_bytes(fd: int, data: bytes) -> int:
     return os.write(fd, data)
 
 
+def _write_all(fd: int, data: bytes) -> None:
+    written = 0
+    while written < len(data):
+        n = _write_bytes(fd, data[written:])
+        if n <= 0:
+            raise OSError(errno.ENOSPC, "no bytes written")
+        written += n
+
+
 def write_file_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file and a rename.
-
-    A failure (a full disk) leaves ``path`` as it was and no temporary file.
-
-    Raises:
-        OSError: When the file cannot be written.
-    """
+    """Write ``text`` to ``path`` through a temporary file and a rename; a failure (``OSError``: a full disk) leaves
+    ``path`` as it was and no temporary file."""
     tmp = path.with_name(path.name + ".tmp")
-    data = text.encode("utf-8")
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
-            written = 0
-            while written < len(data):
-                n = _write_bytes(fd, data[written:])
-                if n <= 0:
-                    raise OSError(errno.ENOSPC, "no bytes written")
-                written += n
+            _write_all(fd, text.encode("utf-8"))
         finally:
             os.close(fd)
         os.replace(tmp, path)
     except OSError:
-        try:
+        with contextlib.suppress(OSError):
             tmp.unlink()
-        except OSError:
-            pass
         raise

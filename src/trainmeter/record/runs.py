@@ -28,22 +28,14 @@ from trainmeter.sizes import format_bytes
 __all__ = ["RUNS_SHOWN", "RUN_COLUMNS", "Run", "RunRow", "RunsTable", "damaged_passport", "format_runs", "load",
            "log_tail_summary", "make_run_dir", "run_row", "runs", "runs_table", "summarise_log"]
 
-SUMMARY_MAX_BYTES = 16 * 1024 * 1024
-"""Bytes of a run log a summary (:func:`load` of a run without a passport) reads in full; past it, its tail."""
-REPLAY_MAX_BYTES = 512 * 1024 * 1024
-"""Bytes of a run log :meth:`Run.events` reads (the rest is left out, and said)."""
+SUMMARY_MAX_BYTES = 16 * 1024 * 1024  # of a run log a summary (a run without a passport) reads in full; then its tail
+REPLAY_MAX_BYTES = 512 * 1024 * 1024  # of a run log Run.events reads (the rest is left out, and said)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Run:
-    """A saved run folder.
-
-    Attributes:
-        dir: The run folder.
-        passport: The passport dict; for a run without a readable passport (killed,
-            or passport.json damaged), a summary of its run log with ``status``
-            ``"unfinished"`` and ``summarised_from`` = ``"events.jsonl"``.
-    """
+    """A saved run folder and its passport; without a readable one (killed, damaged), a summary of its run log
+    (``summarised_from`` ``"events.jsonl"``)."""
 
     dir: Path
     passport: dict[str, Any] = field(default_factory=dict)
@@ -70,10 +62,8 @@ class Run:
         return str(reason) if reason else None
 
     def events(self, stats: ReadStats | None = None) -> list[Record]:
-        """The run log's records (none for a launch folder whose ranks each keep their own log, or a damaged log).
-
-        At most :data:`REPLAY_MAX_BYTES` of the log are read (``stats.bytes_left_out`` counts the rest).
-        """
+        """The run log's records, at most :data:`REPLAY_MAX_BYTES` (``stats.bytes_left_out``: the rest); none for a
+        launch folder (its ranks keep their own logs) or a damaged log."""
         try:
             return read_events(self.dir / LOG_FILE, stats=stats, max_bytes=REPLAY_MAX_BYTES)
         except OSError:  # missing, or not a regular file (Damaged)
@@ -104,12 +94,9 @@ class Run:
 def load(path: str | Path) -> Run:
     """Load a saved run from its folder, its ``passport.json`` or its ``events.jsonl``.
 
-    A run without a readable passport is summarised from its run log (last report's step,
-    tokens, unit, phases; each series' last, min, max), reading at most :data:`SUMMARY_MAX_BYTES`
-    of it in full and its tail (the bound is said in the warnings). A file of the folder that is
-    not a regular file, too large, not UTF-8, not JSON or of the wrong types
-    (:mod:`trainmeter.record.safe_read`) makes the run ``damaged`` (``passport["damaged"]``
-    says why); the figures still readable are kept.
+    A run without a readable passport is summarised from its run log (:func:`summarise_log`); a file of the folder
+    that cannot be read as what it should be (:mod:`trainmeter.record.safe_read`) makes the run ``damaged``
+    (``passport["damaged"]`` says why), the figures still readable kept.
 
     Raises:
         FileNotFoundError: When ``path`` holds no run (names the path).
@@ -145,10 +132,9 @@ def damaged_passport(folder: Path, reason: str) -> dict[str, Any]:
 def summarise_log(path: Path, problem: str | None = None, max_bytes: int | None = None) -> dict[str, Any]:
     """A passport-shaped summary of a run from its run log alone (a killed run, or a damaged passport).
 
-    What the log still holds is summarised; damaged lines in it are skipped and said in the warnings.
-    Series figures come from its first ``max_bytes`` (default :data:`SUMMARY_MAX_BYTES`), the last
-    report and end from its tail; a log past the bound says so in the warnings. ``problem`` (the
-    passport's damage) makes the status ``damaged``.
+    Series figures come from its first ``max_bytes`` (default :data:`SUMMARY_MAX_BYTES`), the last report and end
+    from its tail; damaged lines and a log past the bound are said in the warnings. ``problem`` (the passport's
+    damage) makes the status ``damaged``.
     """
     bound = SUMMARY_MAX_BYTES if max_bytes is None else max_bytes
     read = ReadStats()
@@ -192,15 +178,13 @@ def summarise_log(path: Path, problem: str | None = None, max_bytes: int | None 
                      f"first {format_bytes(bound)}, counters from its last report")
     if log_damage:
         notes.append(f"damaged: {log_damage}")
-    out = {
-        "name": start.get("name"), "status": "damaged" if damage else (end.get("status") or "unfinished"),
-        "error": end.get("error"), "started_at": start.get("started_at"), "ended_at": end.get("ended_at"),
-        "elapsed_s": last.get("elapsed_s"), "steps": last_step if last_step is not None else 0,
-        "tokens": last.get("tokens") or 0, "token_unit": last.get("token_unit") or "tokens",
-        "phases_s": last.get("phases_s") or {}, "throughput": last.get("throughput") or {},
-        "memory": last.get("memory") or {}, "series": stats, "options": start.get("options") or {},
-        "warnings": notes, "summarised_from": "events.jsonl",
-    }
+    out = {"name": start.get("name"), "status": "damaged" if damage else (end.get("status") or "unfinished"),
+           "error": end.get("error"), "started_at": start.get("started_at"), "ended_at": end.get("ended_at"),
+           "elapsed_s": last.get("elapsed_s"), "steps": last_step if last_step is not None else 0,
+           "tokens": last.get("tokens") or 0, "token_unit": last.get("token_unit") or "tokens",
+           "phases_s": last.get("phases_s") or {}, "throughput": last.get("throughput") or {},
+           "memory": last.get("memory") or {}, "series": stats, "options": start.get("options") or {},
+           "warnings": notes, "summarised_from": "events.jsonl"}
     bad = wrong_type(out, PASSPORT_TYPES)
     if bad is not None:  # a log record of the wrong types: keep the counters out
         damage = "; ".join(d for d in (damage, f"events.jsonl: {bad}") if d)

@@ -19,8 +19,7 @@ from trainmeter.record.safe_read import PASSPORT_TYPES, exists, open_regular, re
 from trainmeter.sizes import format_count, format_duration, format_number
 
 PASSPORT_FILE = "passport.json"
-DAMAGE_SHOWN_CHARS = 72
-"""Characters of a damaged run's reason shown in its status cell."""
+DAMAGE_SHOWN_CHARS = 72  # characters of a damaged run's reason shown in its status cell
 
 
 def run_folders(base: Path) -> list[Path]:
@@ -39,26 +38,14 @@ def run_folders(base: Path) -> list[Path]:
     return out
 
 
-RUNS_SHOWN = 20
-"""Runs ``%trainmeter runs`` lists by default (newest first); older ones are counted in a ``+N more`` line."""
+RUNS_SHOWN = 20  # runs %trainmeter runs lists by default (newest first); older ones counted in a "+N more" line
 RUN_COLUMNS: tuple[str, ...] = ("started (UTC)", "name", "status", "duration", "steps", "tokens", "last loss", "path")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunRow:
-    """One row of the runs table, every cell already formatted (``-`` where unknown).
-
-    Attributes:
-        started: UTC start, ``YYYY-MM-DD HH:MM``.
-        name: Run name.
-        status: ``completed`` ... ``unfinished``; ``(N ranks)`` appended for a launch.
-        duration: Session length ``h:mm:ss`` (to the last report for a run without a passport).
-        steps: Optimizer steps (SI count).
-        tokens: Tokens (or samples) with :func:`~trainmeter.sizes.format_count`.
-        last_loss: Last ``train_loss``.
-        path: The run folder.
-        from_log: Whether the figures come from the run log (no passport).
-    """
+    """One row of the runs table (docs/spec.md section 8, "Runs"), every cell formatted (``-`` where unknown);
+    ``from_log``: the figures come from the run log (no passport)."""
 
     started: str
     name: str
@@ -72,19 +59,13 @@ class RunRow:
 
     def cells(self) -> tuple[str, ...]:
         """The cells in :data:`RUN_COLUMNS` order."""
-        return (self.started, self.name, self.status, self.duration, self.steps, self.tokens, self.last_loss,
-                self.path)
+        return (self.started, self.name, self.status, self.duration, self.steps, self.tokens, self.last_loss, self.path)
 
 
 @dataclass(frozen=True, slots=True)
 class RunsTable:
-    """The runs table: an HTML table in a notebook (``_repr_html_``), plain text elsewhere.
-
-    Attributes:
-        rows: Newest first, at most the number asked for.
-        more: Older runs left out.
-        root: The run root listed.
-    """
+    """The runs table (``rows`` newest first, ``more`` older ones left out, the ``root`` listed): an HTML table in a
+    notebook (``_repr_html_``), plain text elsewhere."""
 
     rows: tuple[RunRow, ...]
     more: int
@@ -126,12 +107,8 @@ class RunsTable:
 
 
 def runs_table(root: str | Path | None = None, limit: int | None = RUNS_SHOWN) -> RunsTable:
-    """The runs under ``root`` (default ``.trainmeter/runs``), newest first, at most ``limit`` (``None``: all).
-
-    Reads each listed run's passport, or, for a run without one (killed), the first
-    64 KiB and the last 256 KiB of its ``events.jsonl``: bounded whatever the log's size.
-    Runs past ``limit`` are only counted. A damaged folder is a row, never an error.
-    """
+    """The runs under ``root`` (default ``.trainmeter/runs``), newest first, at most ``limit`` (``None``: all; the
+    rest counted): each listed run's passport, else its log's head and tail (bounded). Never an error."""
     base = Path(root).expanduser() if root is not None else DEFAULT_RUN_ROOT
     children = run_folders(base)
     children.sort(key=lambda c: c.name, reverse=True)  # folders are named <UTC stamp>-<name>
@@ -176,20 +153,16 @@ def _run_row(folder: Path) -> RunRow:
     if damage is not None:
         short = damage if len(damage) <= DAMAGE_SHOWN_CHARS else damage[: DAMAGE_SHOWN_CHARS - 3] + "..."
         status = f"damaged: {short}"
-    return RunRow(
-        started=_started(p.get("started_at"), folder.name), name=str(p.get("name") or folder.name), status=status,
-        duration=format_duration(p.get("elapsed_s")) if _finite(p.get("elapsed_s")) else "-",
-        steps=format_count(p.get("steps")) if _finite(p.get("steps")) else "-",
-        tokens=(format_count(tokens) + ("" if unit == "tokens" else f" {unit}")) if _finite(tokens) else "-",
-        last_loss=format_number(loss) if _finite(loss) else "-", path=_shown_path(folder), from_log=from_log)
+    return RunRow(started=_started(p.get("started_at"), folder.name), name=str(p.get("name") or folder.name),
+                  status=status, duration=format_duration(p.get("elapsed_s")) if _finite(p.get("elapsed_s")) else "-",
+                  steps=format_count(p.get("steps")) if _finite(p.get("steps")) else "-",
+                  tokens=(format_count(tokens) + ("" if unit == "tokens" else f" {unit}")) if _finite(tokens) else "-",
+                  last_loss=format_number(loss) if _finite(loss) else "-", path=_shown_path(folder), from_log=from_log)
 
 
 def log_tail_summary(path: Path, head_bytes: int = HEAD_BYTES, tail_bytes: int = TAIL_BYTES) -> dict[str, Any]:
-    """Name, start, status and the last report's figures of a run log, from its head and tail only.
-
-    A torn last line (the process was killed mid-write) and a line cut by the tail
-    window are skipped. Keys as in a passport, plus ``last_loss``.
-    """
+    """Name, start, status and the last report's figures of a run log, from its head and tail only (a torn or cut line
+    skipped); keys as in a passport, plus ``last_loss``."""
     try:
         with open_regular(path):
             pass
@@ -210,9 +183,8 @@ def log_tail_summary(path: Path, head_bytes: int = HEAD_BYTES, tail_bytes: int =
             last_loss = next((v for v in reversed(values) if _finite(v)), None)
     last, end = found.get("interval", {}), found.get("end", {})
     return {"name": start.get("name"), "started_at": start.get("started_at"),
-            "status": end.get("status") or "unfinished", "elapsed_s": last.get("elapsed_s"),
-            "steps": last.get("step"), "tokens": last.get("tokens"),
-            "token_unit": last.get("token_unit") or "tokens", "last_loss": last_loss}
+            "status": end.get("status") or "unfinished", "elapsed_s": last.get("elapsed_s"), "steps": last.get("step"),
+            "tokens": last.get("tokens"), "token_unit": last.get("token_unit") or "tokens", "last_loss": last_loss}
 
 
 def _finite(value: Any) -> bool:

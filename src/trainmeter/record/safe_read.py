@@ -1,17 +1,8 @@
 """Reads of run-folder files that survive any folder: regular files only, inside the run folder, bounded.
 
-Every reader of a run folder (record/runs.py, record/events.py, record/export.py, widget/show.py,
-comparison/, ranks/) opens its files through here (docs/spec.md section 18, "hostile run folders"):
-
-- only a regular file is read: it is opened with ``O_NONBLOCK`` (a FIFO cannot block the open)
-  and checked with ``fstat`` (a FIFO, a device or a socket is refused); a symlink whose target
-  lies outside the folder the file is in is refused;
-- a JSON document (passport.json, dashboard.json, curves.json) larger than :data:`MAX_JSON_BYTES`
-  is refused without being read;
-- any failure (cannot open, not UTF-8, not JSON, nested too deep, not an object, a field of the
-  wrong type) is a :class:`Damaged` whose message names the file and why, for that file only.
-
-Pure functions; any thread.
+Every reader of a run folder opens its files through here (docs/spec.md section 18, "hostile run folders"): a
+regular file only (opened ``O_NONBLOCK``, checked with ``fstat``), no symlink out of its folder, a JSON document
+no larger than :data:`MAX_JSON_BYTES`; any failure is a :class:`Damaged` naming the file and why. Pure; any thread.
 """
 
 from __future__ import annotations
@@ -25,11 +16,9 @@ from typing import Any, BinaryIO
 
 from trainmeter.sizes import format_bytes
 
-MAX_LINE_BYTES = 32 * 1024 * 1024
-"""Longest run-log line kept: a longer one (a log of NUL bytes, a damaged file) is skipped without being held."""
+MAX_LINE_BYTES = 32 * 1024 * 1024  # longest run-log line kept: a longer one is skipped without being held
 READ_BLOCK_BYTES = 1024 * 1024
-MAX_JSON_BYTES = 64 * 1024 * 1024
-"""Largest passport.json, dashboard.json or curves.json read (a 100,000-series passport is ~15 MB)."""
+MAX_JSON_BYTES = 64 * 1024 * 1024  # largest passport/dashboard/curves JSON read (100,000 series: ~15 MB)
 
 _OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
 
@@ -92,14 +81,6 @@ def open_regular(path: str | Path, *, within: str | Path | None = None) -> Binar
         raise
 
 
-def is_regular(path: str | Path) -> bool:
-    """Whether ``path`` exists as a regular file (following a symlink; never opens, never raises)."""
-    try:
-        return stat.S_ISREG(os.stat(path).st_mode)
-    except (OSError, ValueError):
-        return False
-
-
 def exists(path: str | Path) -> bool:
     """Whether anything (a file, a FIFO, a dangling symlink) is at ``path`` (never raises)."""
     try:
@@ -110,12 +91,8 @@ def exists(path: str | Path) -> bool:
 
 
 def read_bytes(path: str | Path, max_bytes: int, *, within: str | Path | None = None) -> bytes:
-    """The whole of a regular file of at most ``max_bytes`` bytes.
-
-    Raises:
-        FileNotFoundError: ``path`` does not exist.
-        Damaged: See :func:`open_regular`; or the file is larger than ``max_bytes`` (not read).
-    """
+    """The whole of a regular file of at most ``max_bytes`` bytes (``FileNotFoundError``; :class:`Damaged` as
+    :func:`open_regular`, or when larger: not read)."""
     with open_regular(path, within=within) as f:
         size = os.fstat(f.fileno()).st_size
         too_big = Damaged(f"{Path(path).name} is {format_bytes(size)}, over the {format_bytes(max_bytes)} "
@@ -162,10 +139,8 @@ def read_json(path: str | Path, *, max_bytes: int = MAX_JSON_BYTES, within: str 
 
 
 def has_lone_surrogate(raw: str | bytes, doc: Any) -> bool:
-    """Whether ``doc``, parsed from ``raw``, holds a string no UTF-8 sink can write (a lone ``\\udXXX`` escape).
-
-    Only a document whose text holds a ``\\ud`` escape is walked (re-encoded), so the common case costs one search.
-    """
+    """Whether ``doc``, parsed from ``raw``, holds a string no UTF-8 sink can write (a lone ``\\udXXX`` escape); only
+    a text holding a ``\\ud`` escape is walked (re-encoded)."""
     marks = (b"\\ud", b"\\uD") if isinstance(raw, bytes) else ("\\ud", "\\uD")
     if not any(m in raw for m in marks):  # type: ignore[operator]
         return False
@@ -197,12 +172,11 @@ def _short(value: Any) -> str:
 
 def iter_lines(f: BinaryIO, *, max_bytes: int | None = None,
                max_line_bytes: int = MAX_LINE_BYTES) -> Iterator[tuple[bytes, bool]]:
-    """``(line, complete)`` for each line of ``f``, read a block at a time; memory bounded by ``max_line_bytes``.
+    """``(line, complete)`` for each line of ``f``, read a block at a time, memory bounded by ``max_line_bytes``.
 
-    A line is yielded with its newline (``complete``); the piece after the last newline (a torn
-    last line) with ``complete`` False. A line longer than ``max_line_bytes`` is yielded as
-    ``b"\\x00"`` (not JSON: its reader counts it as damaged) without being held. Reading stops after
-    ``max_bytes`` (``None``: the whole file); the piece cut there is not yielded.
+    A line comes with its newline; the piece after the last newline (a torn last line) with ``complete`` False; a
+    longer line as ``b"\\x00"`` (damaged to its reader), never held. Reading stops after ``max_bytes`` (``None``:
+    the whole file); the piece cut there is not yielded.
     """
     rest: list[bytes] = []
     held = 0

@@ -18,9 +18,8 @@ SERIES_ALIASES: dict[str, tuple[str, ...]] = {
 
 
 def seed_values(latest: Mapping[str, float | None]) -> dict[str, float | None]:
-    """Latest values with the step line's names (docs/spec.md section 7) filled from their aliases.
-
-    Aliases and ``lr/<group>`` are dropped.
+    """Latest values with the step line's names (docs/spec.md section 7) filled from their aliases (dropped, with
+    ``lr/<group>``).
 
     Examples:
         >>> seed_values({"train_loss": 2.0, "learning_rate": 1e-3, "epoch": 0.5})
@@ -37,27 +36,14 @@ def seed_values(latest: Mapping[str, float | None]) -> dict[str, float | None]:
 MAX_TEXT_SERIES = 12  # a line stays a line; the widget and the run log have them all
 
 
-def format_line(
-    step: int,
-    *,
-    series: Mapping[str, float | None],
-    loss_ema: float | None = None,
-    tokens_per_s: float | None = None,
-    token_unit: str = "tok",
-    mfu: float | None = None,
-    mem_used_bytes: int | None = None,
-    mem_total_bytes: int | None = None,
-    extra: Mapping[str, str] | None = None,
-) -> str:
+def format_line(step: int, *, series: Mapping[str, float | None], loss_ema: float | None = None,
+                tokens_per_s: float | None = None, token_unit: str = "tok", mfu: float | None = None,
+                mem_used_bytes: int | None = None, mem_total_bytes: int | None = None,
+                extra: Mapping[str, str] | None = None) -> str:
     """Return ``[step N] loss=2.346 (ema 2.41) | lr=3.00e-04 | grad_norm=1.2 | tok/s=125k | mfu=52.3% | mem=71.2/80GiB``.
 
-    The order (docs/spec.md section 7): ``loss`` (``train_loss``, with its smoothed value beside
-    it), ``lr`` (always ``.2e``), ``grad_norm``, ``tok/s``, ``mfu``, ``mem``;
-    then the other series in ``series`` and ``extra``. Numbers are printed by
-    :mod:`trainmeter.sizes`, as the widget prints them (docs/spec.md, "Number
-    formats"). Memory is in binary units (GiB = 2**30 bytes, as nvidia-smi and
-    the widget show it; the total whole from 10 GiB). Absent fields (``None``)
-    are left out.
+    docs/spec.md section 7's order, then the other series and ``extra``; numbers by :mod:`trainmeter.sizes`, memory
+    in GiB (2**30 bytes; the total whole from 10 GiB); absent fields (``None``) left out.
 
     Examples:
         >>> format_line(1000, series={"train_loss": 2.34, "lr": 3e-4}, tokens_per_s=125_000, mfu=0.523)

@@ -1,8 +1,5 @@
-"""What the record sinks read of a run: a Protocol, so record/ imports no monitor.
-
-:class:`trainmeter.core.monitor.Monitor` satisfies it. Attributes are read on
-the training thread at reports and at the end of the run.
-"""
+"""What the record sinks read of a run: a Protocol (:class:`trainmeter.core.monitor.Monitor` satisfies it), so
+record/ imports no monitor. Read on the training thread at reports and at the end of the run."""
 
 from __future__ import annotations
 
