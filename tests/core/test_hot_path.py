@@ -213,13 +213,14 @@ def test_a_batch_whose_shape_cannot_be_read_after_a_counted_one_warns_and_never_
 
 
 # Python bytecode instructions trainmeter's own frames run per steady step (core alone), counted with
-# sys.settrace opcode events (`python benchmarks/overhead.py ops` prints them by function): 297 on CPython 3.11
-# since the step hook hands the step to the one step rule (core/steps.py) instead of running a copy of it inline
-# (282 then; 284 before the backward wrapper tested its fast path first; 298 before one flag, inline, stood for the
+# sys.settrace opcode events (`python benchmarks/overhead.py ops` prints them by function): 300 on CPython 3.11
+# since the step hook hands the step to the one step rule (core/steps.py) instead of running a copy of it inline,
+# which reads its clock as a slot then calls it (3 opcodes more than a method call of the slot, whose lookup
+# CPython 3.11 does not specialize: fewer instructions) (282 then; 284 before the backward wrapper tested its fast path first; 298 before one flag, inline, stood for the
 # open point with no loss or read pending; 327 before the loss point was held as train_loss's open point; 331
 # before the call wrapper took the batch as a parameter of its own; docs/spec.md section 20). Opcode counts are
 # the interpreter's own, so the bound holds for the CPython minor version it was measured on.
-MAX_OPCODES_PER_STEP = {(3, 11): 297}
+MAX_OPCODES_PER_STEP = {(3, 11): 300}
 
 
 @pytest.mark.parametrize("kind", ["ids", "floats"])

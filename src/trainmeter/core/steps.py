@@ -125,7 +125,8 @@ class StepRecorder:
         # hot path (docs/spec.md section 20): a counter, a clock read, an append, the previous step's loss
         self.steps = steps = self.steps + 1
         self.tokens += tokens
-        now = self.now()
+        clock = self.now  # a slot read, then a call: a method call of a slot is not specialized on CPython 3.11
+        now = clock()
         self.step_t_s = t_s = now - self.t0_s
         step_series = self.step_series
         if tokens != step_series.tokens:  # a new tokens-per-step run: rare once the batch shape is steady
@@ -142,8 +143,9 @@ class StepRecorder:
         if steps == self.at_step:
             self._run_at_step()
         if steps >= self.hook_at:
+            hook = self.hook  # (a slot read, then a call, as the clock's)
             try:
-                self.hook()  # an extension's sampled on_step (the optimizer wing's), or the controls' trampoline
+                hook()  # an extension's sampled on_step (the optimizer wing's), or the controls' trampoline
             except Exception as exc:
                 self._fault(exc)
         if now >= self.next_report_s:
