@@ -61,7 +61,7 @@ def _calls_of_ours(fn) -> list[str]:
 
     def profile(frame: types.FrameType, event: str, arg: object) -> None:
         if event == "call" and frame.f_code.co_filename.startswith(SRC):
-            calls.append(frame.f_code.co_qualname)
+            calls.append(getattr(frame.f_code, "co_qualname", frame.f_code.co_name))  # (3.10: no co_qualname)
 
     sys.setprofile(profile)
     try:
@@ -88,5 +88,5 @@ def test_a_run_with_every_default_wing_holds_one_finder_and_an_unwatched_lookup_
         watched = len(FINDER.watched)
     assert held == [FINDER] and isinstance(FINDER, ImportFinder)
     assert watched > 10  # the integration wing's, the time split's, the optimizer wing's and the probes' modules
-    assert calls == ["ImportFinder.find_spec"]
+    assert calls in (["ImportFinder.find_spec"], ["find_spec"])
     assert _ours() == []
