@@ -1,23 +1,9 @@
 """The alerts extension (name ``alerts``): rules over what the run already detects, and what each does when it fires.
 
-Rules (:mod:`trainmeter.alerts.rules`) come from ``--alert`` / ``tm.monitor(alert=...)`` and
-``tm.alert(...)``. Where each is checked (docs/spec.md, "Controls and alerts"):
-
-- ``nan`` with an action that stops: at each step (this wing's ``on_step``, only defined when
-  such a rule is declared), from the step's loss already read on the host, so the run ends at the
-  step whose loss was not finite; a device loss is seen once its copy has completed (a step or two
-  later, said in the sentence); any ``nan`` rule also fires from the verdict.
-- the verdicts (``spike``, ``throughput``, ``starved``), ``memory`` and ``SERIES>X`` rules: once a
-  second on the watchdog thread (:mod:`trainmeter.alerts.watchdog`), from the verdicts wing's view,
-  the memory reading and the series' last values; a stop is a request honoured at the next step.
-- ``hang``: on the watchdog thread (the training thread is stuck), with the training thread's top
-  frames in the record.
-
-Each rule fires once. A fired alert is in the widget's ``controls.alerts`` (banner, notification),
-its warnings, a chart marker, and the passport's ``alerts`` list.
-
-Thread safety: ``fire`` may run on the training or the watchdog thread (a lock; the record is
-replaced, never mutated); the publisher reads ``fired`` from any thread.
+Where each rule is checked and what a fired alert shows: docs/spec.md section 21, "Controls and alerts" (a stopping
+``nan`` rule at each step, the others once a second on the watchdog thread, :mod:`trainmeter.alerts.watchdog`).
+Thread safety: ``fire`` may run on the training or the watchdog thread (a lock; the record is replaced, never mutated);
+the publisher reads ``fired`` from any thread.
 """
 
 from __future__ import annotations
@@ -50,12 +36,8 @@ def thread_frames(ident: int | None, limit: int = TOP_FRAMES) -> list[str]:
 
 
 class Alerts(ExtensionBase):
-    """Alerts that act (name ``alerts``).
-
-    Args:
-        rules: Parsed rules (``MonitorOptions.alerts``, strings, parsed here).
-        watch_interval_s: Seconds between the watchdog's checks.
-    """
+    """Alerts that act (name ``alerts``): ``rules`` as ``MonitorOptions.alerts`` or strings; ``watch_interval_s``
+    seconds between the watchdog's checks."""
 
     name = "alerts"
 
@@ -92,10 +74,7 @@ class Alerts(ExtensionBase):
 
     def add(self, rules: Any) -> tuple[AlertRule, ...]:
         """Add rules during the run (``tm.alert``); checked from the watchdog's next tick. Any thread.
-
-        Raises:
-            ValueError: For a bad rule (nothing is added).
-        """
+        Raises ValueError for a bad rule (nothing is added)."""
         new = parse_rules(rules)
         with self._lock:
             self.rules = (*self.rules, *new)
@@ -168,22 +147,15 @@ class Alerts(ExtensionBase):
             sentence = f"alert {rule.text}: {what}"
             event: dict[str, Any] = {"rule": rule.text, "condition": rule.condition, "action": rule.action,
                                      "step": int(step), "t_s": m.elapsed_s(), "sentence": sentence,
-                                     "notify": rule.action != "show"}
-            if where is not None:
-                event["where"] = where
+                                     "notify": rule.action != "show", **({"where": where} if where is not None else {})}
             self.fired = (*self.fired, event)
         if rule.action not in _STOPPING:
             return
-        by = f"alert:{rule.text}"
-        controls = m.controls
-        if on_training_thread:
-            if rule.action == "checkpoint-stop":
-                controls.checkpoint_now(by)
-            controls.stop_now(by)  # raises StopTraining unless a framework takes the stop
-        else:
-            if rule.action == "checkpoint-stop":
-                controls.request_checkpoint(by)
-            controls.request_stop(by)
+        by, controls = f"alert:{rule.text}", m.controls
+        if rule.action == "checkpoint-stop":
+            (controls.checkpoint_now if on_training_thread else controls.request_checkpoint)(by)
+        # stop_now raises StopTraining unless a framework takes the stop
+        (controls.stop_now if on_training_thread else controls.request_stop)(by)
 
     # -- what others read -------------------------------------------------------------------
     def view(self) -> AlertsView:

@@ -1,12 +1,6 @@
-"""Alert rules: what to watch and what to do when it fires, parsed from ``--alert`` and ``tm.alert`` (docs/spec.md).
+"""Alert rules ``CONDITION[:ACTION]``, comma-joined, parsed from ``--alert`` and ``tm.alert`` (docs/spec.md section 21).
 
-A rule is ``CONDITION[:ACTION]``; several are joined by commas (``nan:stop,hang=120:notify``).
-Conditions: ``nan`` (a NaN/inf loss), ``spike`` (a loss spike), ``throughput`` (a throughput drop),
-``memory[=F]`` (memory utilization at or above ``F``, 0-1, default 0.95), ``starved`` (data-starved),
-``hang[=S]`` (no optimizer step for ``S`` seconds, default 300), and ``SERIES>X`` / ``SERIES<X`` on
-any recorded series (``val_loss>2.5``). Actions: ``show`` (the default: a banner in the widget),
-``notify`` (the banner, a browser notification and the page title), ``stop`` (as the Stop button),
-``checkpoint-stop`` (checkpoint, then stop). Pure functions; any thread.
+Pure functions; any thread.
 """
 
 from __future__ import annotations
@@ -32,16 +26,8 @@ _VALID = (f"conditions: {', '.join(CONDITIONS)} (memory=F with F in 0-1, hang=S 
 
 @dataclass(frozen=True, slots=True)
 class AlertRule:
-    """One parsed rule.
-
-    Attributes:
-        condition: ``nan``, ``spike``, ``throughput``, ``starved``, ``memory``, ``hang`` or ``series``.
-        action: One of :data:`ACTIONS`.
-        threshold: ``memory``: the utilization (0-1); ``hang``: seconds; ``series``: the value.
-        series: The series name of a ``series`` rule, else ``None``.
-        above: A ``series`` rule fires above (``>``) the threshold, else below.
-        text: The rule as written back (``nan:stop``): its name in ``stopped_by`` (``alert:<text>``).
-    """
+    """One parsed rule: ``threshold`` is the utilization (0-1) of ``memory``, the seconds of ``hang``, the value of
+    ``series`` (named by ``series``; ``above``: fires above it); ``text`` the rule as written back (``nan:stop``)."""
 
     condition: str
     action: str
@@ -67,11 +53,7 @@ def _number(value: str, rule: str, what: str) -> float:
 
 
 def parse_rule(text: str) -> AlertRule:
-    """Parse one ``CONDITION[:ACTION]`` rule.
-
-    Raises:
-        ValueError: Naming the bad rule and what is valid.
-    """
+    """Parse one ``CONDITION[:ACTION]`` rule. Raises ValueError naming the bad rule and what is valid."""
     if not isinstance(text, str) or not text.strip():
         raise ValueError(f"invalid alert rule {text!r}: expected CONDITION[:ACTION]; {_VALID}")
     rule = text.strip()
@@ -106,10 +88,7 @@ def parse_rule(text: str) -> AlertRule:
 
 def parse_rules(value: str | Iterable[str] | None) -> tuple[AlertRule, ...]:
     """Parse ``--alert`` (comma-separated) or a list of rules; ``()`` for ``None``.
-
-    Raises:
-        ValueError: For a bad rule, too many rules, or a condition given twice.
-    """
+    Raises ValueError for a bad rule, too many rules, or a condition given twice."""
     if value is None:
         return ()
     items = value.split(",") if isinstance(value, str) else list(value)

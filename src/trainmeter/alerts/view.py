@@ -8,12 +8,8 @@ from typing import Any
 
 @dataclass(frozen=True, slots=True)
 class AlertsView:
-    """What the widget and other wings read of the alerts wing (any thread).
-
-    Attributes:
-        rules: Each rule as written back (``nan:stop``).
-        fired: ``{rule, condition, action, step, t_s, sentence, notify[, where]}`` per fired alert, in order.
-    """
+    """What the widget and other wings read of the alerts wing (any thread): each rule as written back (``nan:stop``),
+    and ``{rule, condition, action, step, t_s, sentence, notify[, where]}`` per fired alert, in order."""
 
     rules: tuple[str, ...]
     fired: tuple[dict[str, Any], ...]

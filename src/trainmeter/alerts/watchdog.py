@@ -1,12 +1,7 @@
 """The alerts' watchdog thread: once a second, the alert rules, the hang check and the run's control file.
 
-The training thread is never asked for anything here: a hang is seen because the step counter
-stopped moving (the training thread's top frames are read with ``sys._current_frames``), and the
-control file (``<run>/control.json``, written by the widget through the Jupyter server's contents
-API where its messages cannot reach a busy kernel; docs/protocol.md, "Controls") costs one
-``os.lstat`` a second, on this thread. A control there is obeyed only when it names this run's id
-(the run folder's name) and a known action, and only once per ``id``; nothing in it is executed.
-
+The training thread is never asked for anything (docs/spec.md section 21; the control file: docs/protocol.md,
+"Controls"): one ``os.lstat`` a second, obeyed only for this run's id and a known action, once per ``id``.
 Thread safety: its own thread; ``tick`` (also called by tests with an explicit time) reads the
 monitor's published state and files, and makes requests through ``monitor.controls`` (thread-safe).
 """
@@ -46,13 +41,8 @@ def read_control(path: Path, run_id: str) -> tuple[str, str] | None:
 
 
 class Watchdog:
-    """One daemon thread per run (``trainmeter-alerts``).
-
-    Args:
-        monitor: The run (``steps``, ``clock``, ``phases``, ``run_dir``, ``controls``).
-        alerts: The alerts wing (``check``, ``hang_rules``, ``fire``; its training thread's id).
-        interval_s: Seconds between ticks.
-    """
+    """One daemon thread per run (``trainmeter-alerts``) over ``monitor`` and the ``alerts`` wing, a tick every
+    ``interval_s`` seconds."""
 
     def __init__(self, monitor: Any, alerts: Any, interval_s: float = 1.0) -> None:
         self._m = monitor
@@ -130,7 +120,4 @@ class Watchdog:
         action, ident = got
         self._ids = [*self._ids[-(MAX_IDS_KEPT - 1):], ident]
         controls = self._m.controls
-        if action == "stop":
-            controls.request_stop("control-file")
-        else:
-            controls.request_checkpoint("control-file")
+        (controls.request_stop if action == "stop" else controls.request_checkpoint)("control-file")

@@ -1,20 +1,9 @@
-"""A run's curves, bounded: decimated losses and one row per report, saved as ``curves.json``.
+"""A run's curves, bounded: decimated losses and one row per report, saved as ``curves.json`` (docs/spec.md section 15).
 
-:class:`Curves` holds, however long the run:
-
-- each loss series (``train_loss``, ``val_loss``) against the step, min/max-decimated to
-  :data:`SERIES_BUDGET_POINTS` (:class:`~trainmeter.widget.decimate.Decimator`, so the global
-  minimum and maximum and any NaN gap survive);
-- one row per report: ``step``, ``tokens``, ``elapsed_s``, training-only ``tokens_per_s`` and
-  ``mfu`` per FLOPs convention, thinned to every other row (the latest kept) when over
-  :data:`MAX_REPORTS`.
-
-A loss point's tokens and seconds are interpolated from the report rows by step (tokens and
-time are monotone in the step), so one decimated column serves every x axis.
-
-Filled live by :class:`~trainmeter.comparison.extension.CurvesRecorder` (written at the run's
-end), or offline from ``events.jsonl`` for runs without ``curves.json`` (:func:`curves_from_events`).
-Not thread-safe: one thread fills it.
+Losses are min/max-decimated to :data:`SERIES_BUDGET_POINTS` (:class:`~trainmeter.widget.decimate.Decimator`);
+report rows are thinned to every other (the latest kept) over :data:`MAX_REPORTS`; a loss point's tokens and seconds
+are interpolated by step. Filled by :class:`~trainmeter.comparison.extension.CurvesRecorder`, or from
+``events.jsonl`` (:func:`curves_from_events`). Not thread-safe: one thread fills it.
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
-"""The curves recorder (name ``curves``): keeps a run's bounded curves and writes ``curves.json``.
+"""The curves recorder (name ``curves``): keeps a run's bounded curves and writes ``curves.json`` (docs/spec.md 15).
 
-So that :func:`trainmeter.compare` draws twenty long runs in well under a second, each run
-saves its own decimated curves (:mod:`trainmeter.comparison.curves`) next to its passport
-instead of making the comparison re-read every step from ``events.jsonl``. At each report it
-reads the new loss points through a series cursor (like the run log) and the report's
-tokens, seconds, training-only tokens/s and MFU per convention (from the compute extension).
-
+Each run saves its decimated curves (:mod:`trainmeter.comparison.curves`) so :func:`trainmeter.compare` never re-reads
+every step of ``events.jsonl``.
 Thread safety: at each report the training thread takes the new points and the report's row (copies) and
 hands the decimation to the run's report worker (:mod:`trainmeter.core.report_worker`), which alone fills
 and reads :attr:`CurvesRecorder.curves` (docs/spec.md section 20): the passport has it build the document

@@ -1,11 +1,8 @@
 """``tm.compare``: saved runs side by side, one chart per y, one line per run, a table of what differs.
 
-Built from each run's passport and bounded curves (``curves.json``, or ``events.jsonl`` for
-runs without one); every figure holds at most :data:`FIGURE_BUDGET_POINTS` points over all
-its lines, so twenty long runs stay small. :func:`compare` returns a :class:`Comparison`
-shown as static HTML/SVG (comparison/static.py), so a saved notebook reads anywhere;
-:meth:`Comparison.widget` builds plain bqplot figures for zooming (bqplot, ipywidgets and
-numpy are imported then, never by ``import trainmeter``).
+docs/spec.md section 15. Each figure holds at most :data:`FIGURE_BUDGET_POINTS` points over all its lines; the
+:class:`Comparison` shows as static HTML/SVG (comparison/static.py); :meth:`Comparison.widget` builds bqplot figures
+(bqplot, ipywidgets and numpy are imported then, never by ``import trainmeter``).
 """
 
 from __future__ import annotations

@@ -1,9 +1,4 @@
-"""Lines to compare: one run's curve for one y against one x, decimated to a point budget.
-
-x: ``step``; ``tokens`` (or samples, as counted); ``time`` (session seconds); ``flops``
-(tokens x FLOPs per token under a named convention, from the passport's ``compute``).
-y: ``train_loss``, ``val_loss`` (the decimated loss columns), ``tokens_per_s`` (training-only,
-one point per report), ``mfu`` (per report, under the convention).
+"""Lines to compare: one run's curve for one y against one x, decimated to a point budget (docs/spec.md section 15).
 
 Pure functions over a run's passport and curves document; no plotting library.
 """
@@ -30,13 +25,7 @@ CURVES_TYPES: dict[str, tuple[type, ...]] = {"series": (dict,), "reports": (dict
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Line:
-    """One run's line (or why it has none).
-
-    Attributes:
-        run: Run name (the legend label).
-        x: x values; ``y``: y values (same length; NaN is a gap).
-        missing: Why this run has no line for this figure, else ``None``.
-    """
+    """One run's line (``run``: the legend label; ``x`` and ``y`` of one length, NaN a gap), or why it has none."""
 
     run: str
     x: list[float]

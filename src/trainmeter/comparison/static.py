@@ -1,10 +1,8 @@
 """``tm.compare`` as static HTML: one SVG chart per y that some run has, the missing lines named, the table.
 
-What a reopened notebook, nbconvert, GitHub and an untrusted page show (no widget model
-is needed): the charts are the snapshot's SVG charts (widget/snapshot.py
-:func:`~trainmeter.widget.snapshot.chart_svg`: SI tick labels, "100k" not "1e+5"), as
-``<img>`` data URIs; a y no run has is a line of text, not an empty plot; the table of
-what differs scrolls within the cell's width. Pure functions.
+What a reopened notebook, nbconvert, GitHub and an untrusted page show: the snapshot's SVG charts
+(:func:`~trainmeter.widget.snapshot.chart_svg`) as ``<img>`` data URIs; a y no run has is a line of text. Pure
+functions.
 """
 
 from __future__ import annotations

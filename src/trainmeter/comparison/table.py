@@ -1,10 +1,7 @@
-"""The table beside the comparison: one row per run, and what differs between them.
+"""The table beside the comparison: one row per run, and what differs between them (docs/spec.md section 15).
 
-Columns: status, steps, tokens, final and best ``train_loss``, whole-run training-only
-tokens/s, MFU (the run's convention), J/token, goodput, and the environment and option keys
-whose values differ from the first run. Every value comes from the passport; a missing one
-is ``-``. Numbers print through :mod:`trainmeter.sizes` (docs/spec.md, "Number formats"),
-as the widget and passport.md print them. Pure functions; the HTML is escaped.
+Every value comes from the passport (a missing one is ``-``), printed through :mod:`trainmeter.sizes`
+(docs/spec.md, "Number formats"). Pure functions; the HTML is escaped.
 """
 
 from __future__ import annotations

@@ -1,18 +1,10 @@
-"""The energy extension (name ``energy``): joules per token, per sample and per PFLOP.
+"""The energy extension (name ``energy``): joules per token, per sample and per PFLOP (docs/spec.md section 13).
 
-Why a wing of its own rather than part of ``gpu/``: it joins three wings' numbers (the GPU
-devices and their power samples, the compute wing's FLOPs spent, RAPL on the CPU) and it
-must outlive the GPU sampler, which closes its NVML handle at ``stop``. So it opens its own
-NVML handle (NVML counts ``nvmlInit`` calls; the two handles do not interfere) for the
-devices the GPU extension selected and reads their cumulative energy counters at the
-session's start and end, and at each report for the live tile. Where a device has no
-counter, its energy is the GPU sampler's mean power over its window times the window
-(:mod:`trainmeter.gpu.energy`). With no GPU, the CPU's RAPL package counters are used where
-readable. Formulas: :mod:`trainmeter.energy.summary` and docs/spec.md ("Energy").
-
-The window is the session: from the monitor's start to its stop (eval and checkpoint energy
-counts against the tokens trained, as the session's goodput does).
-
+A wing of its own because it joins three wings' numbers and must outlive the GPU sampler (which closes its NVML
+handle at ``stop``): it opens its own NVML handle for the devices the GPU extension selected and reads their energy
+counters at the session's start and end (and at each report for the tile); without a counter, mean power times the
+window (:mod:`trainmeter.gpu.energy`); with no GPU, RAPL. Formulas: :mod:`trainmeter.energy.summary`. The window is
+the session (eval and checkpoint energy counts against the tokens trained).
 Thread safety: ``start``/``stop``/``on_report``/``passport_section`` run on the
 training thread; ``tiles`` (publisher thread) reads one immutable dict reference.
 """
@@ -35,13 +27,8 @@ if TYPE_CHECKING:
 
 
 class EnergyExtension(ExtensionBase):
-    """Energy over the session (name ``energy``).
-
-    Args:
-        open_backend: ``open_backend(clock=...) -> GpuBackendResult`` (tests pass a fake);
-            default :func:`trainmeter.gpu.nvml.open_nvml`.
-        powercap_root: Where RAPL lives (tests pass a folder of fake files).
-    """
+    """Energy over the session (name ``energy``); tests pass a fake ``open_backend(clock=...) -> GpuBackendResult``
+    (default :func:`trainmeter.gpu.nvml.open_nvml`) and a ``powercap_root`` folder of fake RAPL files."""
 
     name = "energy"
     report_on_worker = True  # a steady report runs on_report on the report worker (docs/spec.md section 20)

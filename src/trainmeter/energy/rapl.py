@@ -1,10 +1,7 @@
-"""CPU package energy from Linux RAPL (``/sys/class/powercap``), where it is readable.
+"""CPU package energy (microjoules) from Linux RAPL (``/sys/class/powercap``), where readable (docs/spec.md section 13).
 
-Each top-level domain whose ``name`` starts with ``package`` (``intel-rapl:0`` ...) has a
-cumulative ``energy_uj`` counter (microjoules) that wraps at ``max_energy_range_uj``. Sub-
-domains (``core``, ``uncore``, ``dram``) and ``psys`` are left out so nothing is counted twice.
-Since 2020 kernels make ``energy_uj`` root-only (CVE-2020-8694); then :func:`read_rapl` says so.
-
+Only top-level ``package*`` domains (sub-domains and ``psys`` would count twice); ``energy_uj`` wraps at
+``max_energy_range_uj`` and is root-only since CVE-2020-8694, which :func:`read_rapl` then says.
 Pure reads of small files; thread safety: none needed.
 """
 
@@ -18,13 +15,8 @@ POWERCAP_ROOT = Path("/sys/class/powercap")
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RaplReading:
-    """One read of every package domain.
-
-    Attributes:
-        energy_uj: Domain folder name -> cumulative energy, microjoules.
-        range_uj: Domain folder name -> wrap-around range, microjoules (``None`` unknown).
-        missing: Why there is no reading (no powercap, not readable), else ``None``.
-    """
+    """One read of every package domain: folder name -> cumulative energy and wrap-around range (``None`` unknown),
+    microjoules; ``missing`` says why there is no reading, else ``None``."""
 
     energy_uj: dict[str, int]
     range_uj: dict[str, int | None]

@@ -1,18 +1,8 @@
 """Energy figures of a run: J per token / sample / PFLOP, kWh, declared carbon; tile and card line.
 
-Inputs are readings already taken (:class:`~trainmeter.gpu.energy.DeviceEnergy` per GPU, or
-RAPL joules on the CPU); every figure is a :class:`~trainmeter.core.provenance.Derivation`.
-Formulas (docs/spec.md, "Energy"):
-
-- ``energy_j = sum over devices of joules`` (GPU) or RAPL package joules (CPU only)
-- ``kwh = energy_j / 3.6e6``
-- ``j_per_token = energy_j / tokens``; ``j_per_sample = energy_j / samples`` (whichever the
-  batch counts; the other is missing)
-- ``j_per_pflop = energy_j / (flops_spent[convention] / 1e15)`` (named convention only)
-- ``gco2 = kwh * grid_gco2_per_kwh`` only with a declared grid intensity
-
-Numbers print through :mod:`trainmeter.sizes` (docs/spec.md, "Number formats"): the same
-text on the tile and the passport.md line. Pure functions; thread safety: none needed.
+Inputs are readings already taken (GPU :class:`~trainmeter.gpu.energy.DeviceEnergy`, or RAPL joules); every figure
+is a :class:`~trainmeter.core.provenance.Derivation` (formulas: docs/spec.md section 13; ``kwh = energy_j / 3.6e6``),
+printed through :mod:`trainmeter.sizes`. Pure functions; thread safety: none needed.
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
-"""The node around the run: CPU, load, memory, swap, disks, network, temperatures, fans.
+"""The node around the run: CPU, load, memory, swap, disks, network, temperatures, fans (docs/spec.md section 10).
 
-Extension ``"node"``: a background thread samples a psutil-like
-:class:`~trainmeter.host.read.NodeSource` about once a second (a deadline loop
-waiting on a ``threading.Event``, so :meth:`NodeSampler.stop` is immediate);
-tests call :meth:`NodeSampler.step` with a fake source and fake times instead.
-Definitions of each reading: :mod:`trainmeter.host.read`. The passport's
-``node`` section keeps the mean and peak of each reading over the run.
-
+Extension ``"node"``: a thread samples a :class:`~trainmeter.host.read.NodeSource` about once a second (waiting on a
+``threading.Event``, so :meth:`NodeSampler.stop` is immediate); tests call :meth:`NodeSampler.step` instead.
 Thread safety: the sampler thread is the only writer; readers take a lock or
 read the latest immutable sample.
 """
@@ -56,14 +51,8 @@ class _Stat:
 
 
 class NodeSampler(ExtensionBase):
-    """Samples the node in the background (extension ``"node"``).
-
-    Args:
-        source: A psutil-like source; default the ``psutil`` module.
-        period_s: Seconds between samples (1.0 = 1 Hz).
-        background: Start the sampling thread (tests pass ``False`` and call :meth:`step`).
-        wait_clock: Real clock for the thread's deadlines (not the monitor's clock).
-    """
+    """Samples the node in the background (extension ``"node"``): ``source`` psutil-like (default ``psutil``), every
+    ``period_s`` seconds by ``wait_clock`` (real time); tests pass ``background=False`` and call :meth:`step`."""
 
     name = "node"
     report_on_worker = True  # a steady report runs on_report on the report worker (docs/spec.md section 20)
@@ -88,15 +77,9 @@ class NodeSampler(ExtensionBase):
 
     # -- lifecycle -----------------------------------------------------------------
     def start(self, monitor: Monitor) -> None:
-        """Start sampling (training thread; returns at once).
-
-        In the background (the default) psutil is read only on the sampler's
-        thread, baseline included, so a slow or hung psutil call never delays the
-        training; without it (tests) the baseline is read here. psutil is
-        *imported* here, on the training thread, before the thread starts: a fork
-        while the sampler's thread imported it would leave the child an import
-        lock held by a thread it does not have (docs/spec.md, fork safety).
-        """
+        """Start sampling (training thread; returns at once). psutil is read only on the sampler's thread, baseline
+        included, but *imported* here first: a fork during the thread's import would leave the child an import lock
+        held by a thread it does not have (docs/spec.md, fork safety)."""
         self._monitor = monitor
         self._run_dir = str(monitor.run_dir) if monitor.run_dir is not None else None
         make = getattr(monitor, "_series", None)  # create our series on the training thread (see report)

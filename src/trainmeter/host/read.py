@@ -1,20 +1,10 @@
-"""Reading a psutil-like source into :class:`NodeSample` records (pure math on counter deltas).
+"""Reading a psutil-like source into :class:`NodeSample` records (pure math on counter deltas; docs/spec.md section 10).
 
-Definitions:
-
-- ``cpu``: busy share of all cores, 0-1, from ``cpu_times(percpu=True)`` deltas:
-  busy = total - idle - iowait, total = every field but guest/guest_nice
-  (already in user/nice); ``cpu_core_peak`` is the busiest core's share.
-- memory as psutil's ``virtual_memory()`` (Linux: used = total - free -
-  buffers - cached, as procps ``free``); swap from ``swap_memory()``.
-- disk and network rates: byte-counter deltas over the sample interval (all
-  physical disks; every NIC but loopback ``lo*`` and ``ifb*`` mirrors).
-- ``run_fs_used_fraction``: ``used / (used + free)`` of ``disk_usage(run folder)``
-  (as ``df``), read every 5th sample with the sensors.
-- temperatures (°C) and fans (RPM) where psutil exposes them, else ``None``.
-- ``rss_bytes``: this process's resident set (``Process().memory_info().rss``), read
-  here so no psutil call runs on the training thread (docs/spec.md section 18).
-
+``cpu`` (0-1): busy = total - idle - iowait over per-CPU time deltas, total every field but guest/guest_nice (already
+in user/nice); memory as psutil's ``virtual_memory()`` (Linux: used = total - free - buffers - cached, as ``free``);
+disk and network rates in bytes/s (every NIC but ``lo*`` and ``ifb*`` mirrors); ``run_fs_used_fraction`` =
+used / (used + free) as ``df``, read every 5th sample with the sensors (°C, RPM); ``rss_bytes`` is read here so no
+psutil call runs on the training thread (docs/spec.md section 18).
 Not thread-safe: one :class:`NodeReader` belongs to one sampling thread.
 """
 
@@ -44,20 +34,8 @@ class NodeSource(Protocol):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class NodeSample:
-    """One reading of the node; ``None`` where unavailable (rates: on the first sample).
-
-    Attributes:
-        t_s: Seconds since the run began.
-        cpu: Busy share of all cores, 0-1.
-        cpu_per_core: Busy share per core, 0-1 each.
-        load_1m, load_5m, load_15m: Load averages (runnable tasks).
-        mem_*_bytes, swap_*_bytes: Memory and swap in bytes.
-        disk_*_bytes_per_s, net_*_bytes_per_s: Byte rates since the previous sample.
-        run_fs_*: The run folder's filesystem (fraction 0-1, bytes).
-        temperatures_c: ``(sensor, °C)`` pairs; ``temp_max_c`` the hottest.
-        fans_rpm: ``(fan, RPM)`` pairs; ``fan_max_rpm`` the fastest.
-        rss_bytes: This process's resident set size.
-    """
+    """One reading of the node; ``None`` where unavailable (rates: on the first sample). ``t_s``: seconds since the run
+    began; shares 0-1, bytes, byte rates since the previous sample, ``(sensor, °C)`` and ``(fan, RPM)`` pairs."""
 
     t_s: float
     cpu: float | None = None
@@ -134,18 +112,9 @@ def _int(obj: Any, name: str) -> int | None:
 
 
 class NodeReader:
-    """Turns successive reads of a :class:`NodeSource` into :class:`NodeSample` records.
-
-    Args:
-        source: The psutil-like source.
-        run_dir: Folder whose filesystem fullness is reported, or ``None``.
-
-    Attributes:
-        cpu_count: Cores seen in the last read.
-        swap_growth_bytes: Largest rise of swap used since the first read.
-        swap_io_bytes: Bytes swapped in plus out since the first read.
-        failures: Readings that raised (name -> error text); each is ``None`` from then on.
-    """
+    """Turns successive reads of a :class:`NodeSource` into :class:`NodeSample` records (``run_dir``: the folder whose
+    filesystem fullness is reported). ``swap_growth_bytes``: the largest rise of swap used since the first read;
+    ``swap_io_bytes``: swapped in plus out since then; ``failures``: name -> error of readings ``None`` from then on."""
 
     def __init__(self, source: NodeSource, run_dir: str | None) -> None:
         self._src = source
@@ -174,12 +143,8 @@ class NodeReader:
             return None
 
     def read(self, now_s: float, t_s: float) -> NodeSample:
-        """Read the source at clock time ``now_s`` (rates over the time since the last read).
-
-        Args:
-            now_s: Clock seconds (rates divide by differences of these).
-            t_s: Seconds since the run began, stored in the sample.
-        """
+        """Read the source at clock time ``now_s`` (rates over the time since the last read); ``t_s``, seconds since
+        the run began, is stored in the sample."""
         src, prev = self._src, self._prev
         dt_s = now_s - prev.t_s if prev is not None else 0.0
         cur = _Counters(t_s=now_s)

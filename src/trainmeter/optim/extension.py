@@ -1,41 +1,10 @@
-"""The optimizer extension: ``lr`` and ``grad_norm`` series, the smoothed loss, rank-0 text.
+"""The optimizer extension: ``lr`` and ``grad_norm`` series, the smoothed loss, rank-0 text (docs/spec.md section 2).
 
-**Learning rate.** ``on_step`` is called by the core right after it
-counts a step of the primary optimizer (inside that optimizer's step
-post-hooks, before its report check and before a scheduler's ``step()``): it
-reads the optimizer's ``param_groups``, so the rate is the one the step used.
-The optimizer is known from a global step pre-hook that stays only until the
-first counted step. Series ``lr`` and, when the groups differ, ``lr/<group>``
-(:mod:`trainmeter.optim.lr`). A manual change of ``group["lr"]`` is seen at the
-next read like a scheduler's.
-
-**Gradient norm.** The norm the loop's clip-by-norm call computed since the
-previous step (before ``optimizer.step()``, or inside its closure as Lightning
-does; :mod:`trainmeter.optim.grad_norm`), recorded as ``grad_norm`` at this step
-from the same ``on_step`` through ``monitor.record`` (a CUDA tensor is copied
-without a sync, like the loss).
-Missing, with its reason, when the loop does not clip by norm. A step skipped by
-``GradScaler`` (inf/NaN gradients) calls no ``optimizer.step`` and records nothing.
-
-**Sampling.** Every k-th step, k the larger of two strides: the rate's (at most
-``max_points_per_s`` points per second, 100: k = ceil(steps/s / 100), set at each
-report from the last window's training-only rate) and the cost's (the read takes at
-most ``MAX_READ_SHARE`` of a step, 0.02%: k = ceil(read s / (0.0002 x step s)), from the
-cheapest read timed so far and the mean step since the last read, set at each read
-from step 100 on: the first 100 steps are read at every step).
-The cost's stride is a ratio of two durations on one clock, so a loop slowed as a
-whole (valgrind, a loaded machine) keeps its stride; a step of 10 ms or more is read
-at every step. The hook tells the core the next step it wants
-(``Monitor.next_step_hook_at``), so the steps in between run no code of this wing
-(docs/spec.md section 17); a clipped norm is recorded only at the step that returned it.
-Costs are measured in ``benchmarks/optim_step_hook.py``.
-
-**Smoothed loss.** At each report the new points of ``train_loss`` (every step)
-are folded into a bias-corrected EMA (:mod:`trainmeter.optim.smoothing`), shown
-beside the raw loss on the text line.
-
-**Ranks.** When ``RANK`` is set and not 0, the text line is not printed (the
-widget and the run log keep it): one text line per launch (docs/spec.md section 19).
+``on_step`` runs right after the core counts a primary optimizer's step (before a scheduler's ``step()``), so the rate
+is the one the step used; it reads every k-th step, k the larger of the rate's stride (``max_points_per_s``) and the
+cost's (a read at most ``MAX_READ_SHARE`` of a step), and tells the core the next step it wants
+(``Monitor.next_step_hook_at``; docs/spec.md section 17). Costs: ``benchmarks/optim_step_hook.py``. On a rank other
+than 0 the text line is not printed (docs/spec.md section 19).
 
 Thread safety: hooks and reports on the training thread; ``panels``/``charts``
 read series statistics only (publisher thread); between reports the report worker folds the new
@@ -80,13 +49,8 @@ def rank_from_env(environ: Any = None) -> int | None:
 
 
 class OptimExtension(ExtensionBase):
-    """Learning rate, gradient norm and smoothed loss of one run (extension ``"optim"``).
-
-    Args:
-        max_points_per_s: Above this step rate, ``lr`` and ``grad_norm`` are sampled every k-th step.
-        ema_beta: Weight of the loss EMA (``docs/spec.md``).
-        environ: Environment read for ``RANK`` (tests pass their own).
-    """
+    """Learning rate, gradient norm and smoothed loss of one run (extension ``"optim"``); ``environ`` is read for
+    ``RANK`` (tests pass their own)."""
 
     name = "optim"
     report_on_worker = True  # a steady report runs on_report on the report worker (docs/spec.md section 20)
@@ -227,10 +191,8 @@ class OptimExtension(ExtensionBase):
             self._disable(exc)
 
     def _adopt_primary(self) -> None:
-        """The optimizer whose step the core just counted is the primary; the pre-hook is no longer needed.
-
-        Called from the step post-hooks (the core counts a step there), so removing a pre-hook is safe.
-        """
+        """The optimizer whose step the core just counted is the primary; its pre-hook goes (safe: called from the
+        step post-hooks)."""
         self._primary = self._current
         optimizer = self._primary() if self._primary is not None else None
         if optimizer is None:
@@ -250,11 +212,7 @@ class OptimExtension(ExtensionBase):
     # -- reports ---------------------------------------------------------------------
     def on_report(self, report: Report) -> dict[str, Any]:
         """Run-log ``interval["optim"]``: the smoothed loss and the sampling stride (training thread, or the report
-        worker at a steady report).
-
-        Also folds the new ``train_loss`` points into the EMA and sets the stride
-        from the last window's step rate.
-        """
+        worker at a steady report); folds the new ``train_loss`` points, sets the stride from the window's rate."""
         m = self._m
         if m is None:
             return {}

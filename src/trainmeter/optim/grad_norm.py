@@ -1,28 +1,8 @@
-"""The gradient norm the loop already computes: the return value of its clipping call.
+"""The gradient norm the loop already computes: the return value of its clipping call (docs/spec.md section 2).
 
-For one run, ``torch.nn.utils.clip_grad_norm_`` (and the same function in
-``torch.nn.utils.clip_grad``) is wrapped: the wrapper calls the original with the
-same arguments, lets its exception through unchanged and returns its value; it
-only keeps a reference to the returned 0-d tensor. ``clip_grad_value_`` is wrapped
-to note that the loop clips by value, which computes no norm. FSDP's
-``FullyShardedDataParallel.clip_grad_norm_`` is wrapped too when
-``torch.distributed.fsdp`` is already imported (nothing is imported here). FSDP2's
-norm (``fully_shard`` parameters: a DTensor replicated on every rank) is read through
-its local tensor, with no collective; a partial or sharded DTensor norm is not read.
-
-torch's two-step form, ``get_total_norm`` then ``clip_grads_with_norm_(parameters,
-max_norm, total_norm)`` (pipeline parallelism's, and accelerate's since 1.x when
-``torch.distributed`` is available), is seen at ``torch.nn.utils.clip_grads_with_norm_``: the
-``total_norm`` it is given is the norm. ``Accelerator.clip_grad_norm_`` is wrapped too (when
-``accelerate.accelerator`` is imported, before the run or during it): its return value is the
-norm also when nothing is clipped (an infinite limit, Hugging Face ``Trainer`` with
-``max_grad_norm=0``). Nested calls (accelerate's over torch's, FSDP's over its own) are one
-call: only the outermost is counted and kept. Lightning (``gradient_clip_val``, through its
-precision plugin) calls ``torch.nn.utils.clip_grad_norm_`` by attribute. A loop that bound
-a function before the run (``from torch.nn.utils import clip_grad_norm_`` in an earlier
-cell) is not seen.
-
-trainmeter never computes a norm itself (that would add device work). Training
+The wrappers call the original with the same arguments, let its exception through unchanged and return its value,
+keeping only a reference to the returned 0-d tensor; nested calls are one call (the outermost). Nothing is imported
+here. trainmeter never computes a norm itself (that would add device work). Training
 thread only (the :class:`~trainmeter.core.patches.Gate` skips other threads).
 """
 
@@ -45,11 +25,8 @@ REASON_NOT_PLAIN = ("a norm that is not a plain tensor, a replicated DTensor or 
 
 
 def _replicated_local(norm: Any) -> Any:
-    """The local tensor of a DTensor norm replicated on every rank (FSDP2's ``clip_grad_norm_``), else ``None``.
-
-    A replicated DTensor holds the whole value on each rank: ``to_local()`` reads it with no collective and no
-    sync. A partial or sharded one would need ``full_tensor()`` (a collective): not read.
-    """
+    """The local tensor of a DTensor norm replicated on every rank (FSDP2's ``clip_grad_norm_``: no collective, no
+    sync), else ``None`` (a partial or sharded one would need ``full_tensor()``, a collective)."""
     placements = getattr(norm, "placements", None)
     to_local = getattr(norm, "to_local", None)
     if placements is None or to_local is None or type(norm).__name__ != "DTensor":
@@ -60,17 +37,8 @@ def _replicated_local(norm: Any) -> Any:
 
 
 class ClipTap:
-    """Keeps the latest gradient norm returned by the loop's clipping call.
-
-    Attributes:
-        pending: The norm the last clip-by-norm call returned (a 0-d tensor or float), or ``None``.
-        pending_step: The run's counted steps when it was returned (``counter.steps``; -1 without a counter):
-            a norm of the step being computed was returned when one step fewer was counted.
-        counter: What counts the steps (the monitor: an object with ``steps``), or ``None``.
-        norm_calls: Clip-by-norm calls seen.
-        value_calls: Clip-by-value calls seen.
-        skipped: Returned norms not kept (not a plain tensor or float).
-    """
+    """Keeps the latest gradient norm returned by the loop's clipping call: ``pending`` (a 0-d tensor or float),
+    returned when ``counter.steps`` was ``pending_step`` (-1 without a counter); ``skipped`` counts norms not kept."""
 
     def __init__(self) -> None:
         self.pending: Any = None

@@ -1,10 +1,7 @@
-"""The learning rate of an optimizer, read from its ``param_groups``.
+"""The learning rate of an optimizer, read from its ``param_groups`` (docs/spec.md section 7).
 
-A plain dict read: no device work. The step line's ``lr`` (docs/spec.md section 7) is the first group's rate;
-when the groups' rates differ, each group also gets ``lr/<group>`` (the group's
-``name`` when it has one, else its index). Read at the optimizer's step post-hook,
-so the value is the rate that step used (a scheduler's ``step()`` after it sets
-the rate of the next step).
+A plain dict read: no device work. ``lr`` is the first group's rate; when the groups' rates differ, each group also
+gets ``lr/<group>`` (its ``name``, else its index).
 """
 
 from __future__ import annotations

@@ -1,13 +1,7 @@
-"""The smoothed loss beside the raw one: an exponential moving average over steps, bias-corrected.
+"""The smoothed loss beside the raw one: a bias-corrected EMA over steps, ``beta = 0.98`` (docs/spec.md section 2).
 
-``ema_t = beta * ema_{t-1} + (1 - beta) * loss_t`` from ``ema_0 = 0``, shown as
-``ema_t / (1 - beta**t)`` (Adam's bias correction, so the first values are not
-pulled towards 0). ``beta = 0.98``: the last ~50 steps weigh most (weights sum to
-1 - 0.98**50 = 64% over the last 50). Non-finite losses are skipped (one NaN would
-otherwise poison every later value). The text line shows :attr:`LossEma.value` at each
-report; the widget draws :meth:`LossEma.trace` of the same points (every step) as the series
-``train_loss.ema`` (widget/smoothed.py), so the chart's smoothed line passes through the text line's
-figure at each report step. Not thread-safe: one writer.
+Non-finite losses are skipped. The widget's ``train_loss.ema`` (:meth:`LossEma.trace`) passes through the text
+line's figure (:attr:`LossEma.value`) at each report step. Not thread-safe: one writer.
 """
 
 from __future__ import annotations
@@ -20,14 +14,7 @@ EMA_BETA = 0.98
 
 
 class LossEma:
-    """Bias-corrected EMA of per-step losses.
-
-    Args:
-        beta: Weight of the previous average, in ``[0, 1)``.
-
-    Raises:
-        ValueError: When ``beta`` is outside ``[0, 1)``.
-    """
+    """Bias-corrected EMA of per-step losses; ``beta`` (the last average's weight) in ``[0, 1)``, else ValueError."""
 
     def __init__(self, beta: float = EMA_BETA) -> None:
         if not 0.0 <= beta < 1.0:
@@ -118,9 +105,7 @@ class EmaCursor:
     the first ``k`` points is one pure fold, whoever computed it, so each fold starts from the furthest of the
     two published states: the value at a report is the one a fold of every point at that report gives, bit
     for bit.
-
-    Args:
-        ema: The average the report shows (its ``beta``; its value and count are set at each report).
+    ``ema``: the average the report shows (its value and count are set at each report).
 
     Thread safety: no lock (so a fork can leave none held). Each slot has one writer at a time (``_ahead`` the
     worker's idle fold, ``_reported`` the report: the training thread at the first and final reports, the worker

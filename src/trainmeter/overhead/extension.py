@@ -1,20 +1,9 @@
 """The monitor's own cost (name ``overhead``): the number to quote when asked whether monitoring slowed the run.
 
-- ``on_step_us``: wall microseconds of the monitor's per-step bookkeeping (the step rule, ``StepRecorder.step``),
-  timed on 1 step in k (never every step), steps that ran a report left out (reports are counted
-  in ``reporting_s``). k is at least :data:`SAMPLE_EVERY` and grows until the timed steps' bookkeeping
-  is at most :data:`TIMED_SHARE` of the steps' time, at most :data:`MAX_SAMPLE_EVERY` (the core runs the
-  timed step's rule through this wing's timer: ``Monitor.time_next_step``). The torch hooks' own Python frames around it are not included.
-- ``reporting_s`` / ``reporting_share``: the ``reporting`` phase (reports, text line, run log on
-  the training thread) and its share of the session.
-- ``threads``: CPU seconds of trainmeter's own threads (names starting ``trainmeter-``: GPU
-  samplers, node sampler, widget publisher), per thread id as the node sampler last read them
-  (psutil on its thread, every 5 s: none on the training thread, docs/spec.md section 18) at each
-  report and at the end, and their share of one core over the session's wall time.
-- ``browser_bytes`` / ``browser_bytes_per_s``: bytes the live widget's publisher sent (none
-  without a widget); ``run_log_bytes`` / ``run_log_bytes_per_s``: size of ``events.jsonl``.
-
-Placed first among the extensions (``precedes = ("*",)``) so that at ``stop`` the other wings' threads still run.
+Definitions: docs/spec.md section 17. ``on_step_us`` is timed on 1 step in k, k from :data:`SAMPLE_EVERY` up to
+:data:`MAX_SAMPLE_EVERY` so the timed steps' bookkeeping stays within :data:`TIMED_SHARE` (the core runs the timed
+step through this wing's timer: ``Monitor.time_next_step``); thread CPU is read by the node sampler (docs/spec.md
+section 18). Placed first (``precedes = ("*",)``) so that at ``stop`` the other wings' threads still run.
 Thread safety: training thread only, except ``panels`` which reads one dict reference.
 """
 
@@ -37,11 +26,7 @@ THREAD_PREFIX = "trainmeter"
 
 
 class Overhead(ExtensionBase):
-    """Measures what monitoring costs (name ``overhead``).
-
-    Args:
-        perf_counter: Wall clock for the sampled timings (tests inject one).
-    """
+    """Measures what monitoring costs (name ``overhead``); ``perf_counter`` times the samples (tests inject one)."""
 
     name = "overhead"
     report_on_worker = True  # a steady report runs on_report on the report worker (docs/spec.md section 20)

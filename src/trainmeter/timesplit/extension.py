@@ -1,38 +1,11 @@
-"""Where the time goes: data waits, eval spans and checkpoint saves, found with no code change.
+"""Where the time goes: data waits, eval spans and checkpoint saves, found with no code change (docs/spec.md section 9).
 
-Extension ``"time"``. While the run is active (training thread only):
-
-- **Data waits**: ``torch.utils.data.dataloader._BaseDataLoaderIter.__next__`` is
-  wrapped; the host seconds spent inside it (fetch, collate with
-  ``num_workers=0``, waiting on workers otherwise) are moved from the open
-  training segment to ``data_wait`` with ``monitor.carve`` (no device sync). A
-  wait inside an eval or checkpoint span stays with that span. Other iterators
-  (generators, lists) are not timed: wrap them in ``tm.phase("data_wait")``.
-- **Eval**: ``torch.nn.Module.train`` is wrapped; ``root.eval()`` opens an
-  ``eval`` span, where root is the trained module (``monitor.model_ref``, known
-  after the first optimizer step; before it, a module the probes watch as a
-  candidate; a DDP ``.module`` or compiled ``._orig_mod`` counts as the root, and so
-  does a module containing it, as Lightning's ``trainer.model``). The span closes at
-  what the code does next, whatever set ``module.training`` (Lightning restores it
-  with ``module.training = mode``, not ``.train()``): ``root.train()``, a training
-  forward of the root (training mode, gradients on), a backward, or an optimizer
-  step, the latter two also for a loop that trains in eval mode. No warning: these
-  are frameworks' normal ways. All three come as ``on_phase("train", "begin", t_s)``, which the
-  core sends only while a span is open (``dispatch.watch_training``): the split has no per-step
-  hook of its own.
-- **Checkpoints**: ``torch.save`` (and ``torch.serialization.save``) and the savers
-  of :mod:`~trainmeter.timesplit.savers` (safetensors, ``save_pretrained`` of
-  transformers and peft, the HF Trainer's checkpoint, accelerate's ``save_state``,
-  ``torch.distributed.checkpoint``, Lightning, Keras, fastai) become ``checkpoint``
-  spans, one per outermost save, each recorded in passport.json ``checkpoints``;
-  savers of libraries imported during the run are wrapped
-  right after their import (post-import hook); nothing is imported here. A save
-  inside an open eval span (Hugging Face saves right after ``evaluate()``, before
-  ``train()``; Lightning's ModelCheckpoint at the end of validation) is credited
-  to ``checkpoint``: the eval span pauses for it.
-
-Wrapped callables return the same value and raise the same exception as
-without trainmeter. Everything is removed at :meth:`TimeSplit.stop`.
+Extension ``"time"``, training thread only, while the run is active: the data loader's ``__next__`` is carved into
+``data_wait`` (``monitor.carve``, no device sync); ``root.eval()`` opens an ``eval`` span that closes at the next
+``on_phase("train", "begin", t_s)`` (the core sends it only while a span is open, ``dispatch.watch_training``: no
+per-step hook here); ``torch.save`` and the savers of :mod:`~trainmeter.timesplit.savers` become ``checkpoint``
+spans (:mod:`~trainmeter.timesplit.checkpoints`). Wrapped callables return the same value and raise the same
+exception as without trainmeter. Everything is removed at :meth:`TimeSplit.stop`.
 """
 
 from __future__ import annotations
@@ -60,12 +33,8 @@ DATA_WAIT_SERIES = "time.data_wait_share"
 
 
 class TimeSplit(CheckpointSpans, ExtensionBase):
-    """Data-wait, eval and checkpoint probes of one run (extension ``"time"``).
-
-    Thread safety: wrappers act on the training thread of the training process
-    only; ``panels``/``charts``/``warnings`` may be called from any thread and
-    only read.
-    """
+    """Data-wait, eval and checkpoint probes of one run (extension ``"time"``). Thread safety: wrappers act on the
+    training thread of the training process only; ``panels``/``charts``/``warnings`` only read, from any thread."""
 
     name = "time"
     report_on_worker = True  # a steady report runs on_report on the report worker (docs/spec.md section 20)

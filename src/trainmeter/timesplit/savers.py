@@ -1,14 +1,8 @@
 """The checkpoint savers the time split wraps, where each writes, and the record of each checkpoint.
 
-Each :class:`SaverSite` is one saver, patched where callers look it up (peft and accelerate bind
-``safetensors``' and ``torch``'s savers at import, so their own methods are wrapped, not only the
-functions they bound). The outermost saver of a nested set is the checkpoint: a Hugging Face
-``Trainer._save_checkpoint`` that calls ``save_pretrained`` and four ``torch.save`` is one
-checkpoint, timed once and recorded once (docs/spec.md section 11, "Checkpoints").
-
-A record is ``{"path", "step", "bytes", "seconds", "source"}`` (passport.json ``checkpoints``):
-``path`` as the framework wrote it, ``bytes`` the size on disk once the save returned (a folder's
-files summed, up to :data:`MAX_FILES`; ``None`` for a stream or a path not on the local disk).
+Each :class:`SaverSite` is one saver, patched where callers look it up; the outermost saver of a nested set is the
+checkpoint (docs/spec.md section 11, "Checkpoints"). A record is ``{"path", "step", "bytes", "seconds", "source"}``
+(passport.json ``checkpoints``; ``bytes`` summed over at most :data:`MAX_FILES` files, ``None`` off the local disk).
 Thread safety: the training thread (the wrappers' gate).
 """
 
@@ -57,15 +51,8 @@ def _accelerate_state(args: tuple[Any, ...], kwargs: dict[str, Any], result: Any
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SaverSite:
-    """One saver.
-
-    Attributes:
-        module: Module holding it (wrapped once imported).
-        owner: Class name in ``module``, or ``""`` for a module-level function.
-        attr: The saver.
-        source: The record's ``source``.
-        where: ``(args, kwargs, result) -> path`` (``args`` with ``self`` first for a method).
-    """
+    """One saver: ``attr`` of class ``owner`` (``""``: a function) in ``module`` (wrapped once imported); ``where`` is
+    ``(args, kwargs, result) -> path`` (``args`` with ``self`` first for a method)."""
 
     module: str
     owner: str

@@ -1,13 +1,7 @@
-"""The verdicts extension (name ``verdicts``): what is wrong with the run, one sentence each.
+"""The verdicts extension (name ``verdicts``): what is wrong with the run, one sentence each (docs/spec.md section 14).
 
-At each report it feeds :class:`~trainmeter.verdicts.rules.VerdictEngine` from numbers the run
-already has: the new points of ``train_loss`` (read from a series cursor, like the run log),
-the report window's training-only tokens/s, the memory reading (allocator, else RSS), the
-phase totals, and the GPU extension's latest GPU-Util / SM / tensor activity. Nothing is
-measured anew. Verdicts appear in the widget's and text line's warnings (the monitor says
-each once), as chart markers at the step each began (:mod:`trainmeter.verdicts.markers`) and in
-the passport's ``verdicts`` list.
-
+At each report it feeds :class:`~trainmeter.verdicts.rules.VerdictEngine` from numbers the run already has (nothing
+is measured anew); verdicts go to the warnings, chart markers (:mod:`trainmeter.verdicts.markers`) and the passport.
 Thread safety: at each report the training thread takes the new loss points and the report's
 numbers (copies) and hands the rules to the run's report worker (:mod:`trainmeter.core.report_worker`),
 which alone feeds the engine, in report order (docs/spec.md section 20): a report's ``fired`` and the

@@ -1,18 +1,7 @@
-"""Chart markers for verdicts: where on which chart each trouble began.
+"""Chart markers for verdicts: ``{kind, step, label, sentence, chart}``, one per verdict, where the trouble began.
 
-One marker per verdict, ``{kind, step, label, sentence, chart}``: ``label`` is a few words
-for the flag, ``sentence`` the verdict's own (shown on hover), ``chart`` the id of the
-dashboard chart whose curve shows the trouble:
-
-- ``loss``: a non-finite loss or a loss spike (the loss curve jumps there);
-- ``memory``: memory creep (the memory curve climbs from there);
-- ``throughput``: everything else (a throughput drop, data starvation, eval- or
-  checkpoint-heavy time, a misleading GPU-Util): each is a loss of training speed, and
-  the throughput curve is where it shows.
-
-A marker on the chart of the curve it explains, not all on the loss chart: a flag on the
-loss curve at a throughput drop would point at a loss that did nothing there.
-Pure functions of the verdict dicts (``Verdict.to_dict()`` or the passport's ``verdicts``).
+``chart`` is the chart whose curve shows it: ``loss`` (non-finite loss, spike), ``memory`` (creep), else
+``throughput`` (each other kind is a loss of training speed). Pure functions of the verdict dicts.
 """
 
 from __future__ import annotations

@@ -1,27 +1,8 @@
-"""Verdicts on a run: one sentence each, with the step where the trouble began.
+"""Verdicts on a run: one sentence each, with the step where the trouble began (thresholds: docs/spec.md section 14).
 
-:class:`VerdictEngine` is fed the numbers a run already records (loss points, and one
-:class:`ReportPoint` per report) and keeps bounded state. Each kind fires at most once, and
-no statistical kind fires on one sample: each needs its condition to hold on
-:data:`CONSECUTIVE` points in a row (a non-finite loss is not noise and fires at once).
-Thresholds (docs/spec.md, "Verdicts"):
-
-- ``loss_nonfinite``: a loss point that is NaN or +-inf.
-- ``loss_spike``: robust z = (loss - median) / (1.4826 * MAD) over the previous
-  :data:`SPIKE_WINDOW` finite losses (refreshed every :data:`REF_EVERY` points), above :data:`SPIKE_Z` on :data:`CONSECUTIVE` points in a row
-  (tested once the window holds :data:`SPIKE_MIN_POINTS`).
-- ``throughput_drop``: a report's training-only tokens/s below (1 - :data:`DROP_FRACTION`) times
-  the median of the run's reports so far (at least :data:`MIN_REPORTS` of them).
-- ``memory_creep``: allocator (or RSS) bytes higher at each of the last :data:`CREEP_REPORTS`
-  reports than at the one before, rising by at least :data:`CREEP_MIN_RISE` of the first, with a
-  least-squares line fitting them with R^2 >= :data:`CREEP_R2` (reports before
-  :data:`WARMUP_REPORTS` are warm-up and skipped).
-- ``data_starved``: data waits above :data:`DATA_WAIT_FRACTION` of a report window's time.
-- ``eval_heavy`` / ``checkpoint_heavy``: eval (checkpoint) seconds above
-  :data:`PHASE_FRACTION` of the session so far.
-- ``gpu_util_misleading``: GPU-Util >= :data:`UTIL_HIGH` with SM activity below
-  :data:`SM_LOW`, or with tensor activity below :data:`TENSOR_LOW` (the ladder's rungs).
-
+:class:`VerdictEngine` is fed loss points and one :class:`ReportPoint` per report and keeps bounded state. Each kind
+fires at most once; no statistical kind fires on one sample (:data:`CONSECUTIVE` points in a row; a non-finite loss
+fires at once).
 Thread safety: feed from one thread; :attr:`VerdictEngine.verdicts` is replaced (never mutated)
 so other threads may read it.
 """
@@ -64,13 +45,8 @@ KINDS = ("loss_nonfinite", "loss_spike", "throughput_drop", "memory_creep", "dat
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Verdict:
-    """One finding.
-
-    Attributes:
-        kind: One of :data:`KINDS`.
-        step: Optimizer step where it began.
-        sentence: What is wrong, in one sentence, with the numbers and the threshold.
-    """
+    """One finding: its :data:`KINDS` entry, the optimizer step where it began, and a sentence with the numbers and
+    the threshold."""
 
     kind: str
     step: int

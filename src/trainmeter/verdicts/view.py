@@ -7,10 +7,6 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True, slots=True)
 class VerdictsView:
-    """What other wings read of the verdicts (any thread).
-
-    Attributes:
-        verdicts: ``{kind, step, sentence}`` per verdict, in the order they fired.
-    """
+    """What other wings read of the verdicts (any thread): ``{kind, step, sentence}`` per verdict, in firing order."""
 
     verdicts: tuple[dict[str, object], ...]
