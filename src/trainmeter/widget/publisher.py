@@ -1,19 +1,10 @@
-"""The widget publisher: the one thread that writes to a live run's widget.
+"""The widget publisher: the one thread that writes to a live run's widget (docs/protocol.md section 2).
 
-``attach_widget(monitor)`` (widget/attach.py, called by ``%%trainmeter`` when the widget is shown)
-displays a :class:`~trainmeter.widget.widget.TrainmeterWidget` at the top of the cell's
-output with a display handle and starts a :class:`Publisher` thread. Twice a second the thread reads
-new points (widget/feed.py) and builds the state, and sends at most one message with what changed
-(docs/protocol.md section 2: new points, each on every x axis, and a state patch). The whole state and
-history go out only for a ``hello`` (a new or reloaded page), in the traitlets at the start and the end,
-and in marimo's keyframes. A sliding one-second window caps it all at 20 messages/s.
-``close()`` at the cell's end sends the final state and history and replaces the
-displayed widget view by the static dashboard (tables and chart images) that the
-live front end re-mounts, so the saved notebook reads anywhere. Nothing here raises into the user's code.
-
-Output routing: the thread runs inside a copy of the cell's ``contextvars``
-context, so ipykernel 7 (which keeps the parent header in context variables)
-tags its messages with the cell's request, as ipykernel 6 does by itself.
+``attach_widget`` (widget/attach.py) shows the widget and starts a :class:`Publisher`; twice a second it sends at
+most one message with what changed, 20 messages/s at most ("What goes when"). ``close()`` at the cell's end sends the
+final state and history and puts the static dashboard in place of the live view (section 4). Nothing here raises into
+the user's code. The thread runs in a copy of the cell's ``contextvars`` context, so ipykernel 7 (which keeps the
+parent header in context variables) tags its messages with the cell's request, as ipykernel 6 does by itself.
 """
 
 from __future__ import annotations

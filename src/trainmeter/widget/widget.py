@@ -1,13 +1,9 @@
-"""The live dashboard widget: an ``anywidget.AnyWidget`` with the traitlets of docs/protocol.md.
+"""The live dashboard widget: an ``anywidget.AnyWidget`` with the traitlets of docs/protocol.md section 1.
 
-The front end (``static/widget.js``, built from ``js/``) draws; this class only
-holds the synced traitlets (``state``, ``history``, ``schema_version``) and
-answers the front end's ``hello`` with a ``snapshot`` frame. While a run is
-live, the publisher thread (:mod:`trainmeter.widget.publisher`) is the only code that
-writes to the widget (patches and frames in custom messages; the traitlets hold the
-start's state until the end); ``hello`` is then forwarded to it, and a page restored
-meanwhile reads the publisher's newest state (:meth:`TrainmeterWidget.get_state`). Importing this module
-imports anywidget (ipywidgets): it is imported lazily, never by ``import trainmeter``.
+It holds the synced traitlets and answers ``hello`` with a ``snapshot`` frame; while a run is live, the publisher
+thread (:mod:`trainmeter.widget.publisher`) is the only code that writes to it, ``hello`` is forwarded to it, and a
+restored page reads its newest state (:meth:`TrainmeterWidget.get_state`). Importing this module imports anywidget
+(ipywidgets): it is imported lazily, never by ``import trainmeter``.
 """
 
 from __future__ import annotations
