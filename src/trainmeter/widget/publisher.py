@@ -261,11 +261,8 @@ class Publisher:
     def show(self) -> Any:
         """Display the widget (one more view) with a display handle; returns the handle.
 
-        In marimo the widget object goes into the cell's output (no handle: it stays the live view), and
-        the ``state`` and ``history`` traitlets are set whole in keyframes (:data:`MARIMO_KEYFRAME_S`):
-        marimo's kernel reads the front end's messages only between cells, so ``hello`` is not answered
-        while the cell trains and the keyframes are the view's only catch-up for what it missed while its
-        front end loaded.
+        In marimo the widget object goes into the cell's output (no handle: it stays the live view), caught up by
+        keyframes (:data:`MARIMO_KEYFRAME_S`), as marimo answers no ``hello`` while the cell trains.
         """
         from trainmeter.widget.host import in_marimo, mimebundle, show_in_marimo
 
@@ -361,14 +358,7 @@ class Publisher:
         return 0 if router is None else int(router.diverted.get("kernel_info_request", 0))
 
     def _finish_displays(self, state: dict[str, Any]) -> dict[str, Any] | None:
-        """Replace every live view by the static dashboard, which the live front end re-mounts.
-
-        The final bundle has no widget-view mimetype: a notebook saved from here on
-        reopens without a kernel and without "model not found" (JupyterLab prefers
-        the widget view whenever it is in the bundle, and shows that error when its
-        model is gone). While this kernel lives, the widget's front end draws the
-        interactive dashboard in place of the HTML (``data-tm-mount``).
-        """
+        """Replace every live view by the static dashboard, re-mounted live (docs/protocol.md section 4)."""
         if not self.handles:
             return None
         from trainmeter.widget.snapshot import snapshot_bundle

@@ -50,7 +50,6 @@ CHART_W, CHART_H = 360, 170
 PAD_L, PAD_R, PAD_T, PAD_B = 52, 10, 8, 30
 MAX_CHARTS = 6
 FONT = "var(--jp-ui-font-family, system-ui, -apple-system, 'Segoe UI', sans-serif)"
-FINAL_STATUSES = ("completed", "failed", "interrupted")
 
 
 def _esc(text: Any) -> str:
