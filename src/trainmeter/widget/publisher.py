@@ -37,11 +37,7 @@ MAX_FAILURES = 3
 
 
 class WidgetLike(Protocol):
-    """What the publisher writes to (a TrainmeterWidget, or a recorder in tests).
-
-    The traitlets are set whole only at the start and the end (and in marimo's keyframes);
-    while the run is live, everything else goes in custom messages (``send``).
-    """
+    """What the publisher writes to (a TrainmeterWidget, or a recorder in tests): docs/protocol.md sections 1 and 2."""
 
     state: dict[str, Any]
     history: bytes

@@ -337,10 +337,10 @@ def render_snapshot(state: dict[str, Any], series: Sequence[Any], *, mount_key: 
 
 
 def snapshot_bundle(state: dict[str, Any], series: Sequence[Any], *, mount_key: str | None = None) -> dict[str, Any]:
-    """The output bundle of a finished dashboard: ``text/html`` plus a ``text/plain`` summary line.
+    """The output bundle of a finished dashboard: ``text/html`` plus a ``text/plain`` summary line, no widget view.
 
-    No ``application/vnd.jupyter.widget-view+json``: a saved notebook must not
-    reference a widget model that will not exist when it is reopened.
+    A saved notebook must not reference a widget model that will not exist when it is reopened (docs/protocol.md
+    section 4).
     """
     from trainmeter.widget.view_model import summary_text
 
