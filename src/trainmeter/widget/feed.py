@@ -61,9 +61,8 @@ def pick_sent(decimators: dict[str, Decimator], shown: tuple[str, ...] = (), mos
               points_total: int | None = None) -> list[Decimator]:
     """The decimators a frame carries, in their own order.
 
-    All when they are at most ``most`` and their headers (with two points each) fit in half of
-    ``points_total``; else chosen in this order until one of those bounds: the
-    recent rate, ``shown``, then the oldest.
+    All when they are at most ``most`` and their headers (with two points each) fit in half of ``points_total``; else
+    chosen in this order until one of those bounds: the recent rate, ``shown``, then the oldest.
     """
     room = None if points_total is None else points_total // 2
     cost = sum(header_points(n) + 2 for n in decimators) if room is not None and len(decimators) <= most else 0

@@ -75,9 +75,8 @@ def guard_of(kernel: Any) -> StatusGuard | None:
 def install(kernel: Any, active: Callable[[], bool]) -> StatusGuard | None:
     """Guard ``kernel``'s status for the run starting now on the main thread; ``None`` when not installed.
 
-    Call on the main thread at the run's start (the shell's parent then is the cell's
-    ``execute_request``). Idempotent: a guard already there takes the new run's parent.
-    Never raises.
+    Call on the main thread at the run's start (the shell's parent then is the cell's ``execute_request``). Idempotent:
+    a guard already there takes the new run's parent. Never raises.
     """
     try:
         if threading.current_thread() is not threading.main_thread():

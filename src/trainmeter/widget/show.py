@@ -95,10 +95,9 @@ def replay_columns(events: Iterable[Record], *, budget_points: int = DEFAULT_BUD
 def replay(run_or_path: Run | str | Path) -> tuple[dict[str, Any], list[SeriesColumns], bytes]:
     """``(state, columns, history frame)`` of a saved run.
 
-    The run log is read once, streaming, at most ``REPLAY_MAX_BYTES`` of it
-    (:mod:`trainmeter.record.safe_read`); only the records the facts need are kept. A damaged
-    run (a file refused, records of the wrong types) replays as ``unfinished`` with the reason
-    among its warnings, never an error.
+    The run log is read once, streaming, at most ``REPLAY_MAX_BYTES`` of it (:mod:`trainmeter.record.safe_read`); only
+    the records the facts need are kept. A damaged run (a file refused, records of the wrong types) replays as
+    ``unfinished`` with the reason among its warnings, never an error.
 
     Raises:
         FileNotFoundError: When the path holds no run.

@@ -95,11 +95,10 @@ class SnapshotSource(Protocol):
 def allow_subshell_replies(widget: Any) -> bool:
     """Let front-end messages for ``widget`` be handled in a kernel subshell during a busy cell.
 
-    ipykernel >= 7 routes replies to the shell that sent the comm's last message,
-    which is the blocked main shell while a cell trains; dropping that routing lets
-    JupyterLab's per-comm-target subshell handle ``hello`` at once (docs/protocol.md
-    section 4). A private hook: without it, nothing changes.
-    Returns whether the override was installed.
+    ipykernel >= 7 routes replies to the shell that sent the comm's last message, which is the blocked main shell while
+    a cell trains; dropping that routing lets JupyterLab's per-comm-target subshell handle ``hello`` at once
+    (docs/protocol.md section 4). A private hook: without it, nothing changes. Returns whether the override was
+    installed.
     """
     comm = getattr(widget, "comm", None)
     if comm is None or not hasattr(comm, "_reply_subshell_for"):
@@ -119,11 +118,10 @@ def frame_seq(frame: bytes) -> int:
 class TrainmeterWidget(anywidget.AnyWidget):
     """The trainmeter dashboard.
 
-    Traits (synced): ``state`` (the view model dict), ``history`` (one frame
-    holding the decimated history of every series), ``schema_version`` (2).
-    Writes come from one thread at a time: the publisher while a run is live,
-    the caller otherwise. The ``hello`` handler may run in a kernel subshell thread;
-    it only sets a flag on the publisher, or sends the stored history when none runs.
+    Traits (synced): ``state`` (the view model dict), ``history`` (one frame holding the decimated history of every
+    series), ``schema_version`` (2). Writes come from one thread at a time: the publisher while a run is live, the
+    caller otherwise. The ``hello`` handler may run in a kernel subshell thread; it only sets a flag on the publisher,
+    or sends the stored history when none runs.
     """
 
     _esm = ESM_PATH if ESM_PATH.is_file() else FALLBACK_ESM
