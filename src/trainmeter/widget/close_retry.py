@@ -1,12 +1,8 @@
 """A close retried: a publisher whose close never ran whole is closed after the next cell (docs/spec.md section 18).
 
-A second Ctrl-C can land in the few instructions between a cell's end and its
-publisher's close (which holds Ctrl-C back once it runs), or the close can be
-cut where nothing holds it. Each shown publisher is watched: after every cell
-(IPython's ``post_run_cell`` event, host patch ``close-retry``) a watched one
-whose run is over and whose close did not complete is closed, so the static
-dashboard reaches its output one cell later at worst. The callback unregisters
-itself once nothing is watched. Main thread (IPython's events).
+After every cell (IPython's ``post_run_cell`` event, host patch ``close-retry``) a watched publisher whose run is
+over and whose close did not complete is closed, so the static dashboard reaches its output one cell later at worst.
+The callback unregisters itself once nothing is watched. Main thread (IPython's events).
 """
 
 from __future__ import annotations

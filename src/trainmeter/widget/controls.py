@@ -1,12 +1,8 @@
 """The widget's controls: the ``controls`` part of the state (buttons, alerts), and the front end's control messages.
 
-Two paths reach a live run (docs/protocol.md, "Controls"): a ``control`` message on the widget's
-own comm, answered on the kernel's subshell while the cell trains (ipykernel 7: the restore router
-of widget/restore_route.py diverts this widget's comm messages there), or, where messages wait for
-the cell's end (ipykernel 6, marimo), the control file ``<run>/control.json`` that the front end
-writes through the Jupyter server's contents API and the alerts' watchdog reads. A message is
-obeyed only from this widget's comm, only when it names this run's id (the run folder's name) and
-a known action; nothing in it is executed. Read-only on the run except the request; any thread.
+The two paths to a live run (a ``control`` message on the widget's comm, or ``<run>/control.json``):
+docs/protocol.md section 5. A message is obeyed only from this widget's comm, only when it names this run's id (the
+run folder's name) and a known action; nothing in it is executed. Read-only on the run except the request; any thread.
 """
 
 from __future__ import annotations

@@ -1,18 +1,10 @@
-"""Bounded, decimated history of one series: min/max per bucket, doubling bucket width.
+"""Bounded, decimated history of one series: min/max per bucket, doubling bucket width (docs/spec.md section 12).
 
-Points arrive in chunks (``extend``). They fill buckets of ``width`` raw points
-each; a bucket keeps its minimum and maximum point (and, when it held a NaN or
-inf, one gap point). When the points the buckets would emit pass the budget, the
-width doubles and neighbouring buckets merge pairwise, so memory and output stay
-bounded however long the run, and the global minimum and maximum are never lost.
-
-Buckets are counted in raw points, not in x units, so the decimation does not
-depend on how x is spaced. Only *closed* (full) buckets are final: the live
-stream sends those (``take_new``), each point once and in x order, across a re-bucket
-too (a merged bucket that holds points not taken yet is taken again, past the last
-point taken); the open bucket joins the output at the end
-(``columns(include_open=True)``). Stdlib only; pure apart from its own state.
-Not thread-safe: one thread owns a :class:`Decimator` (the widget publisher).
+Buckets of ``width`` raw points (not x units) keep their minimum and maximum point and one gap point (NaN or inf);
+past the budget the width doubles and buckets merge pairwise, so memory stays bounded and the extremes are never
+lost. Only closed buckets are final: ``take_new`` gives each point once, in x order, across re-buckets too
+(docs/protocol.md section 2, "Series"); ``columns(include_open=True)`` adds the open bucket. Stdlib only; pure apart
+from its own state. Not thread-safe: one thread owns a :class:`Decimator` (the widget publisher).
 """
 
 from __future__ import annotations

@@ -1,12 +1,10 @@
 """What the widget's view shows, gathered: :class:`RunFacts` from a live monitor or from a saved run.
 
-Every number here is read from the monitor or the run record; the front end
-computes nothing. :func:`facts_from_monitor` reads a live (or just finished)
-:class:`~trainmeter.core.monitor.Monitor`, :func:`facts_from_run` a saved run's passport and
-events; widget/view_model.py turns the facts into the ``state`` (pure). Throughput and memory
-over time are the *report series*: one point per report, read from ``monitor.interval``,
-``monitor.session`` and ``monitor.memory`` (live) or from the ``interval`` records of
-``events.jsonl`` (replay), with x = session seconds at the report.
+Every number here is read from the monitor or the run record; the front end computes nothing. :func:`facts_from_monitor`
+reads a live (or just finished) :class:`~trainmeter.core.monitor.Monitor`, :func:`facts_from_run` a saved run's passport
+and events; widget/view_model.py turns the facts into the ``state`` (pure). Throughput and memory over time are the
+*report series*: one point per report, read from ``monitor.interval``, ``monitor.session`` and ``monitor.memory`` (live)
+or from the ``interval`` records of ``events.jsonl`` (replay), with x = session seconds at the report.
 """
 
 # Annotations evaluated (no ``from __future__ import annotations``): dataclasses then skips its string checks of

@@ -1,20 +1,12 @@
 """The publisher's reading side: a run's new points into one decimator per series, and the frames cut from them.
 
-:meth:`SeriesFeed.read` moves what the monitor recorded since the last read (its own reader
-cursor, ``monitor.add_reader()``: advancing it lets the monitor trim) into
-:class:`~trainmeter.widget.decimate.Decimator` s, adds the smoothed twin of the training loss
-(widget/smoothed.py, every step folded) and one point of each report series per report, and keeps the
-x map (widget/x_axis.py: every point goes out with its x on every axis);
-:meth:`SeriesFeed.sample_recent` adds the once-a-second recent rate.
-The decimators own the retention: the front end keeps what it is sent. Each point goes out once
-(:meth:`SeriesFeed.append_frame`); after a re-bucket the front end holds the finer old points and
-the coarser new ones, until its copy of a series passes :data:`REPLACE_FACTOR` times the series'
-budget: then the series' decimated history replaces it (one series' columns, not the whole store).
-
-Whatever ``--max-series`` is, a frame carries at most :data:`MAX_SERIES_SENT` series (docs/spec.md
-section 18, "bounds at any cap"): the x mappings and the recent rate, then those the state's
-charts draw (:func:`shown_series`, set by the publisher), then the oldest others; the rest stay
-decimated here (and whole in the run log). Publisher thread only.
+:meth:`SeriesFeed.read` moves what the monitor recorded since the last read (its own reader cursor,
+``monitor.add_reader()``: advancing it lets the monitor trim) into :class:`~trainmeter.widget.decimate.Decimator` s,
+with the training loss's smoothed twin (widget/smoothed.py), the report series and the x map (widget/x_axis.py);
+:meth:`SeriesFeed.sample_recent` adds the once-a-second recent rate. Each point goes out once; a series whose front
+end copy passes :data:`REPLACE_FACTOR` times its budget is sent whole (docs/protocol.md section 2, "Series").
+A frame carries at most :data:`MAX_SERIES_SENT` series (docs/spec.md section 18, "bounds at any cap"): the x mappings
+and the recent rate, then those the charts draw (:func:`shown_series`), then the oldest others. Publisher thread only.
 """
 
 from __future__ import annotations
@@ -69,9 +61,8 @@ def pick_sent(decimators: dict[str, Decimator], shown: tuple[str, ...] = (), mos
               points_total: int | None = None) -> list[Decimator]:
     """The decimators a frame carries, in their own order.
 
-    All when they are at most ``most`` and their headers (with two points each) fit in half of
-    ``points_total``; else chosen in this order until one of those bounds: the
-    recent rate, ``shown``, then the oldest.
+    All when they are at most ``most`` and their headers (with two points each) fit in half of ``points_total``; else
+    chosen in this order until one of those bounds: the recent rate, ``shown``, then the oldest.
     """
     room = None if points_total is None else points_total // 2
     cost = sum(header_points(n) + 2 for n in decimators) if room is not None and len(decimators) <= most else 0

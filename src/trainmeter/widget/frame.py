@@ -1,21 +1,8 @@
-"""Binary column frames: the widget's wire format for series (docs/protocol.md section 3).
+"""Binary column frames: the widget's wire format for series (layout: docs/protocol.md section 3).
 
-A frame carries, for each named series, ``n`` float64 values of each of its x columns (its
-native x, then the same points on the other axes, mapped by Python: widget/x_axis.py) and
-``n`` float64 y values, after a small JSON header. Layout, little-endian::
-
-    bytes 0..3   magic b"TMF1"
-    bytes 4..7   uint32 header_len (length of the JSON header in bytes)
-    bytes 8..    header: UTF-8 JSON {"v": 2, "seq": int, "series": [{"name", "x", "n", "axes"?}, ...]}
-    padding      zero bytes so the data starts at a multiple of 8 from the frame start
-    data         per series, in header order: n float64 values per x column (``axes``: the
-                 native ``x`` first, then the mapped ones, e.g. ["step", "tokens", "time"];
-                 absent: the native x alone), then n float64 ys
-
-A missing y is NaN on the wire (the front end draws a gap), and so is a mapped x that
-cannot be placed (the point is left out on that axis). ``time`` x values are seconds
-since the run began. Stdlib only (``array``, ``struct``, ``json``), so that
-``import trainmeter`` stays cheap. All functions are pure and safe to call from any thread.
+A missing y, and a mapped x that cannot be placed, is NaN; ``time`` x values are seconds since the run began.
+Stdlib only (``array``, ``struct``, ``json``), so that ``import trainmeter`` stays cheap. All functions are pure and
+safe to call from any thread.
 """
 
 from __future__ import annotations

@@ -1,12 +1,9 @@
 """Where the widget is shown: a Jupyter kernel (JupyterLab, Notebook 7, JupyterHub) or a marimo notebook.
 
-Jupyter gets the widget as a display output (a widget-view mimebundle with a display handle that the
-publisher later replaces by the static dashboard). marimo renders an ``anywidget.AnyWidget`` placed in a
-cell's output with its own front end (``marimo._output.formatters.anywidget_formatters``: the object is
-wrapped in ``mo.ui.anywidget``); a raw widget-view mimebundle shows there as text. So in marimo the widget
-object itself is appended to the running cell's output (``marimo.output.append``), and stays the live view:
-marimo keeps no outputs in the notebook file, so there is no static dashboard to swap in.
-
+Jupyter gets the widget as a display output (a widget-view mimebundle with a display handle that the publisher
+later replaces by the static dashboard). marimo renders an ``anywidget.AnyWidget`` itself (wrapped in
+``mo.ui.anywidget``) and shows a raw widget-view mimebundle as text, so there the widget object is appended to the
+running cell's output (``marimo.output.append``) and stays the live view (docs/spec.md section 12).
 Detection is cheap: without ``marimo`` already imported (marimo's kernel imports it) nothing is imported.
 Call from the cell's thread (marimo's output belongs to the running cell).
 """

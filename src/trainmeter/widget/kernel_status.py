@@ -1,24 +1,11 @@
-"""Keep the kernel's busy/idle status true while a run holds the main shell: an idle from another thread is undone.
+"""Keep the kernel's busy/idle status true while a run holds the main shell (docs/protocol.md section 4).
 
-JupyterLab and Notebook 7 show the kernel's status from the last ``status``
-message on IOPub whose parent is a tracked message type (comm messages are
-tracked; ``kernel_info``/``comm_info`` are not). ipykernel 7 publishes
-``busy``/``idle`` around every message it handles, on every thread: a subshell
-answering our widget's ``hello`` (widget/restore_route.py, or JupyterLab's own
-comm subshell), the control thread answering ``create_subshell_request``. Each
-``idle`` from those threads reads, in the status bar, as "Idle" for the rest of a
-run whose cell is still ``[*]``.
-
-:func:`install` wraps the kernel's ``_publish_status`` while a run started on the
-main thread is live: after an ``idle`` published from any thread but the main one,
-it publishes ``busy`` again with the running cell's ``execute_request`` as parent
-(what the main shell said when the cell began). Statuses from the main thread, and
-everything once the run is over, pass unchanged; the wrapper removes itself at the
-first status published after the run's end (or :data:`START_GRACE_S` after the install when
-the run never went live). It is installed before the widget's comm opens: the front end's
-first messages to it (a ``create_subshell_request``, our ``hello``) come before the run is
-live. Listed as the ``status`` host patch
-(core/host_patches.py; ``TRAINMETER_DISABLE=status`` leaves the kernel alone).
+ipykernel 7 publishes ``idle`` after every message it handles on any thread, which the status bar shows as "Idle"
+for the rest of the run. :func:`install` wraps the kernel's ``_publish_status`` while a run started on the main
+thread is live: after an ``idle`` from any thread but the main one, it publishes ``busy`` again with the running
+cell's ``execute_request`` as parent. The wrapper removes itself at the first status after the run's end (or
+:data:`START_GRACE_S` after the install when the run never went live); it is installed before the widget's comm
+opens. The ``status`` host patch (core/host_patches.py; ``TRAINMETER_DISABLE=status`` leaves the kernel alone).
 Any thread: the wrapper only reads two attributes and calls the kernel's own method.
 """
 
@@ -88,9 +75,8 @@ def guard_of(kernel: Any) -> StatusGuard | None:
 def install(kernel: Any, active: Callable[[], bool]) -> StatusGuard | None:
     """Guard ``kernel``'s status for the run starting now on the main thread; ``None`` when not installed.
 
-    Call on the main thread at the run's start (the shell's parent then is the cell's
-    ``execute_request``). Idempotent: a guard already there takes the new run's parent.
-    Never raises.
+    Call on the main thread at the run's start (the shell's parent then is the cell's ``execute_request``). Idempotent:
+    a guard already there takes the new run's parent. Never raises.
     """
     try:
         if threading.current_thread() is not threading.main_thread():

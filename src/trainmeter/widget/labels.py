@@ -1,9 +1,7 @@
-"""Human labels for series names: what the legends, the static snapshot and the replay print.
+"""Human labels for series names: what the legends, the static snapshot and the replay print (docs/spec.md section 12).
 
-A series keeps its raw name on the wire (the store and the run log are keyed by it);
-each chart spec carries ``labels: {name: label}`` built here, with the unit in the label
-("tokens/s (last 10 s, wall clock)", "process RSS (bytes)"). Names no table knows are
-turned into words (``my_metric_bytes`` -> "my metric (bytes)"). Pure functions.
+A series keeps its raw name on the wire; each chart spec carries ``labels: {name: label}`` built here, with the unit
+in the label. Names no table knows are turned into words (``my_metric_bytes`` -> "my metric (bytes)"). Pure functions.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """Recent throughput from the step series: the live tiles' and chart's rate, about once a second.
 
-The run log's figures come at reports (``--interval``, 10 s by default); the
-dashboard's rate tile, ETA and throughput line must move at a human pace instead.
-:class:`RecentRate` keeps the steps of the last ``window_s`` seconds (time and
+The run log's figures come at reports (``--interval``, 10 s by default); the dashboard's rate tile, ETA and throughput
+line must move at a human pace instead. :class:`RecentRate` keeps the steps of the last ``window_s`` seconds (time and
 tokens of each, read from ``monitor.step_series`` by the publisher) and gives
 
     recent rate = tokens of the steps in the window / (time of the last step - time of the step before the window)

@@ -1,13 +1,7 @@
 """State patches: what changed between two ``state`` dicts, as the front end applies it (docs/protocol.md section 2).
 
-A patch is a list of operations on the JSON tree, in order: ``[path, value]`` sets the value at
-``path`` (a list of keys and list indices; ``[]`` is the whole state), ``[path]`` deletes the key at
-``path``. :func:`diff` goes down dicts key by key and lists of the same length item by item, so a
-tile whose value changed costs its value's path and number, not the tile; a list whose length
-changed, or a dict whose keys changed order, is set whole (the front end keeps the order it is
-sent). Numbers compare as in JSON (``1`` and ``1.0`` are one number there), but a ``True`` that
-becomes ``1`` at a leaf is sent. js/src/statestore.ts applies patches as :func:`apply` does, without touching the old state
-(views compare old and new parts). Pure functions.
+Numbers compare as in JSON (``1`` and ``1.0`` are one number there), but a ``True`` that becomes ``1`` at a leaf is
+sent. js/src/statestore.ts applies patches as :func:`apply` does, without touching the old state. Pure functions.
 """
 
 from __future__ import annotations

@@ -1,19 +1,10 @@
-"""The widget publisher: the one thread that writes to a live run's widget.
+"""The widget publisher: the one thread that writes to a live run's widget (docs/protocol.md section 2).
 
-``attach_widget(monitor)`` (widget/attach.py, called by ``%%trainmeter`` when the widget is shown)
-displays a :class:`~trainmeter.widget.widget.TrainmeterWidget` at the top of the cell's
-output with a display handle and starts a :class:`Publisher` thread. Twice a second the thread reads
-new points (widget/feed.py) and builds the state, and sends at most one message with what changed
-(docs/protocol.md section 2: new points, each on every x axis, and a state patch). The whole state and
-history go out only for a ``hello`` (a new or reloaded page), in the traitlets at the start and the end,
-and in marimo's keyframes. A sliding one-second window caps it all at 20 messages/s.
-``close()`` at the cell's end sends the final state and history and replaces the
-displayed widget view by the static dashboard (tables and chart images) that the
-live front end re-mounts, so the saved notebook reads anywhere. Nothing here raises into the user's code.
-
-Output routing: the thread runs inside a copy of the cell's ``contextvars``
-context, so ipykernel 7 (which keeps the parent header in context variables)
-tags its messages with the cell's request, as ipykernel 6 does by itself.
+``attach_widget`` (widget/attach.py) shows the widget and starts a :class:`Publisher`; twice a second it sends at
+most one message with what changed, 20 messages/s at most ("What goes when"). ``close()`` at the cell's end sends the
+final state and history and puts the static dashboard in place of the live view (section 4). Nothing here raises into
+the user's code. The thread runs in a copy of the cell's ``contextvars`` context, so ipykernel 7 (which keeps the
+parent header in context variables) tags its messages with the cell's request, as ipykernel 6 does by itself.
 """
 
 from __future__ import annotations
@@ -46,11 +37,7 @@ MAX_FAILURES = 3
 
 
 class WidgetLike(Protocol):
-    """What the publisher writes to (a TrainmeterWidget, or a recorder in tests).
-
-    The traitlets are set whole only at the start and the end (and in marimo's keyframes);
-    while the run is live, everything else goes in custom messages (``send``).
-    """
+    """What the publisher writes to (a TrainmeterWidget, or a recorder in tests): docs/protocol.md sections 1 and 2."""
 
     state: dict[str, Any]
     history: bytes
@@ -270,11 +257,8 @@ class Publisher:
     def show(self) -> Any:
         """Display the widget (one more view) with a display handle; returns the handle.
 
-        In marimo the widget object goes into the cell's output (no handle: it stays the live view), and
-        the ``state`` and ``history`` traitlets are set whole in keyframes (:data:`MARIMO_KEYFRAME_S`):
-        marimo's kernel reads the front end's messages only between cells, so ``hello`` is not answered
-        while the cell trains and the keyframes are the view's only catch-up for what it missed while its
-        front end loaded.
+        In marimo the widget object goes into the cell's output (no handle: it stays the live view), caught up by
+        keyframes (:data:`MARIMO_KEYFRAME_S`), as marimo answers no ``hello`` while the cell trains.
         """
         from trainmeter.widget.host import in_marimo, mimebundle, show_in_marimo
 
@@ -370,14 +354,7 @@ class Publisher:
         return 0 if router is None else int(router.diverted.get("kernel_info_request", 0))
 
     def _finish_displays(self, state: dict[str, Any]) -> dict[str, Any] | None:
-        """Replace every live view by the static dashboard, which the live front end re-mounts.
-
-        The final bundle has no widget-view mimetype: a notebook saved from here on
-        reopens without a kernel and without "model not found" (JupyterLab prefers
-        the widget view whenever it is in the bundle, and shows that error when its
-        model is gone). While this kernel lives, the widget's front end draws the
-        interactive dashboard in place of the HTML (``data-tm-mount``).
-        """
+        """Replace every live view by the static dashboard, re-mounted live (docs/protocol.md section 4)."""
         if not self.handles:
             return None
         from trainmeter.widget.snapshot import snapshot_bundle

@@ -1,32 +1,12 @@
 """Answer a reloaded page's widget restore while a ``%%trainmeter`` cell blocks the main shell.
 
-A page reloaded during a run sends, all without a ``subshell_id`` (JupyterLab
-4.6 and Notebook 7.6 start a comm's subshell only after the kernel's
-``kernel_info_reply``, and send the restore's first messages before that):
-``kernel_info_request``, then ipywidgets' restore (``comm_open`` of target
-``jupyter.widget.control`` + ``request_states``; after a 4 s timeout
-``comm_info_request`` + one ``request_state`` per comm), then each model's own
-messages (our ``hello``). ipykernel queues them all for the main shell, which
-is running the training loop, so the page shows "Loading widget..." until the
-cell ends.
-
-ipykernel 7 receives every shell message on its shell-channel thread and
-forwards it to the main shell or to a subshell thread. :func:`install` wraps
-that forwarding: while :func:`~trainmeter.widget.publisher.live_publisher`
-runs, the messages above (and nothing else: not ``execute_request``, not
-other widgets' messages) go to one subshell thread of ours, which answers
-them with the kernel's own handlers at once. Read-only work on that thread:
-``kernel_info``, ``comm_info`` (a dict copy of the comms), ipywidgets'
-``get_state`` of every widget (trait reads), our ``hello`` (sets an Event).
-
-Private ipykernel 7 API (``shell_channel_thread``, ``shell_stream``,
-``SubshellManager._create_subshell``): without it (ipykernel 6, another
-kernel), :func:`install` returns ``False`` and a reload still waits for the
-cell's end. Any fault in the wrapper forwards the message unchanged. Listed
-as the ``reload`` host patch (core/host_patches.py; ``TRAINMETER_DISABLE=reload``
-leaves the kernel alone). :meth:`RestoreRouter.uninstall`, called when the
-widget closes at the run's end, gives the kernel its own callback back and
-deletes our subshell.
+What the page sends and how it is routed: docs/protocol.md section 4, "Reload while the cell runs". :func:`install`
+wraps ipykernel 7's forwarding of shell messages so that, while a run is live, the restore's messages (and nothing
+else) go to one subshell thread of ours, answered at once by the kernel's own handlers (read-only work there).
+Private ipykernel 7 API (``shell_channel_thread``, ``shell_stream``, ``SubshellManager._create_subshell``): without
+it (ipykernel 6, another kernel), :func:`install` returns ``False``. Any fault in the wrapper forwards the message
+unchanged. The ``reload`` host patch (core/host_patches.py; ``TRAINMETER_DISABLE=reload`` leaves the kernel alone);
+:meth:`RestoreRouter.uninstall`, at the run's end, gives the kernel its own callback back and deletes our subshell.
 """
 
 from __future__ import annotations

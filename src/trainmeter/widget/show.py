@@ -1,16 +1,10 @@
-"""``tm.display()``: show the live run's dashboard again, or replay a saved run.
+"""``tm.display()``: show the live run's dashboard again, or replay a saved run (docs/spec.md section 12).
 
-- ``display()``: another view of the live run's widget (the same model, fed by
-  the same publisher; it becomes the static dashboard at the end). After the run,
-  the static dashboard, re-mounted live. With no widget run in this kernel it says so.
-- ``display(run_or_path)``: the static dashboard of a saved run (state from the
-  passport, history decimated from ``events.jsonl``) plus a widget model whose
-  front end draws the interactive dashboard in its place while the kernel lives.
-  No widget-view output is ever saved for a finished run, so the notebook reads
-  without a kernel and without "model not found".
-- In marimo both show the widget object in the cell's output (marimo draws anywidgets itself;
-  ``trainmeter.widget.host``).
-- Outside IPython and marimo (a script, a terminal) it prints the text summary instead.
+``display()`` is another view of the live run's widget (after the run, the static dashboard, re-mounted live);
+``display(run_or_path)`` the static dashboard of a saved run (state from the passport, history decimated from
+``events.jsonl``) plus a widget model that draws the interactive one in its place while the kernel lives. No
+widget-view output is ever saved for a finished run. In marimo both show the widget object (widget/host.py);
+outside IPython and marimo (a script, a terminal) it prints the text summary instead.
 """
 
 from __future__ import annotations
@@ -101,10 +95,9 @@ def replay_columns(events: Iterable[Record], *, budget_points: int = DEFAULT_BUD
 def replay(run_or_path: Run | str | Path) -> tuple[dict[str, Any], list[SeriesColumns], bytes]:
     """``(state, columns, history frame)`` of a saved run.
 
-    The run log is read once, streaming, at most ``REPLAY_MAX_BYTES`` of it
-    (:mod:`trainmeter.record.safe_read`); only the records the facts need are kept. A damaged
-    run (a file refused, records of the wrong types) replays as ``unfinished`` with the reason
-    among its warnings, never an error.
+    The run log is read once, streaming, at most ``REPLAY_MAX_BYTES`` of it (:mod:`trainmeter.record.safe_read`); only
+    the records the facts need are kept. A damaged run (a file refused, records of the wrong types) replays as
+    ``unfinished`` with the reason among its warnings, never an error.
 
     Raises:
         FileNotFoundError: When the path holds no run.

@@ -1,12 +1,11 @@
 """The smoothed training loss the loss chart draws: the text line's EMA over every step, as its own series.
 
-``train_loss.ema`` holds, at each step, the bias-corrected EMA (optim/smoothing.py,
-beta :data:`~trainmeter.optim.smoothing.EMA_BETA`) of every ``train_loss`` point up to it: the
-publisher folds each new point as it reads it, a replay folds the run log's points, so at a
-report's step the line passes through the text line's ``(ema ...)``. The front end smooths nothing;
-it draws the raw series faint under its twin (``smoothed`` in the chart spec). Only the training loss
-has a twin: a validation loss has a few points and a learning rate is not noisy. One reader per
-instance (not thread-safe).
+``train_loss.ema`` holds, at each step, the bias-corrected EMA (optim/smoothing.py, beta
+:data:`~trainmeter.optim.smoothing.EMA_BETA`) of every ``train_loss`` point up to it: the publisher folds each new point
+as it reads it, a replay folds the run log's points, so at a report's step the line passes through the text line's
+``(ema ...)``. The front end smooths nothing; it draws the raw series faint under its twin (``smoothed`` in the chart
+spec). Only the training loss has a twin: a validation loss has a few points and a learning rate is not noisy. One
+reader per instance (not thread-safe).
 """
 
 from __future__ import annotations

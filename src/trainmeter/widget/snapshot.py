@@ -1,23 +1,10 @@
-"""The static dashboard: tables and chart images, no JavaScript, readable anywhere.
+"""The static dashboard: tables and chart images, no JavaScript, readable anywhere (docs/protocol.md section 4).
 
-The cell's output at the end of a run (and every ``tm.display``) is this HTML,
-not a widget view: a saved notebook then reads the same in JupyterLab (trusted or
-not), Notebook 7, ``jupyter nbconvert --to html`` and sanitizing viewers, with no
-kernel and no "model not found". While the kernel lives, the widget's front end
-finds the ``data-tm-mount`` key of this HTML and draws the live dashboard in its
-place (js/src/mount.ts); everywhere else this is what shows.
-
-What survives a sanitizer:
-- text sits in ``<table>`` cells, so it stays laid out when CSS is stripped;
-- charts are self-contained SVG documents in ``<img src="data:image/svg+xml;base64,...">``
-  (no inline ``<svg>``, which sanitizers drop), with explicit colours that read
-  on light and dark backgrounds, 4-6 labelled ticks (:mod:`trainmeter.widget.ticks`)
-  and markers on sparse series, in the live charts' palette and layout (widget/look.py), the
-  training loss faint under its smoothed twin (widget/smoothed.py) as the live chart draws it;
-- styles are inline attributes with fallbacks (a ``<style>`` block is often removed).
-
-Charts are re-decimated to a few hundred points (a typical run's snapshot is
-well under 60 KB). Pure functions of the state dict and the series columns.
+What survives a sanitizer: text in ``<table>`` cells; each chart a self-contained SVG document in an ``<img>`` data
+URI (no inline ``<svg>``) with explicit colours for light and dark backgrounds, 4-6 labelled ticks (widget/ticks.py),
+the live charts' palette and layout (widget/look.py) and the training loss faint under its smoothed twin; inline
+style attributes with fallbacks (no ``<style>`` block). Charts are re-decimated to a few hundred points (a typical
+snapshot is well under 60 KB). Pure functions of the state dict and the series columns.
 """
 
 from __future__ import annotations
@@ -63,7 +50,6 @@ CHART_W, CHART_H = 360, 170
 PAD_L, PAD_R, PAD_T, PAD_B = 52, 10, 8, 30
 MAX_CHARTS = 6
 FONT = "var(--jp-ui-font-family, system-ui, -apple-system, 'Segoe UI', sans-serif)"
-FINAL_STATUSES = ("completed", "failed", "interrupted")
 
 
 def _esc(text: Any) -> str:
@@ -351,10 +337,10 @@ def render_snapshot(state: dict[str, Any], series: Sequence[Any], *, mount_key: 
 
 
 def snapshot_bundle(state: dict[str, Any], series: Sequence[Any], *, mount_key: str | None = None) -> dict[str, Any]:
-    """The output bundle of a finished dashboard: ``text/html`` plus a ``text/plain`` summary line.
+    """The output bundle of a finished dashboard: ``text/html`` plus a ``text/plain`` summary line, no widget view.
 
-    No ``application/vnd.jupyter.widget-view+json``: a saved notebook must not
-    reference a widget model that will not exist when it is reopened.
+    A saved notebook must not reference a widget model that will not exist when it is reopened (docs/protocol.md
+    section 4).
     """
     from trainmeter.widget.view_model import summary_text
 

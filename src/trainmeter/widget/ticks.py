@@ -1,14 +1,10 @@
-"""Axis ticks people can read: 4 to 6 labelled values inside the data, linear or log.
+"""Axis ticks people can read: 4 to 6 labelled values inside the data, linear or log (docs/spec.md section 12).
 
-Linear axes step by 1, 2 or 5 times a power of ten. Log axes label the 1-2-5
-sequence (denser inside one decade) of every decade the data covers, thinned to at most six; when the data
-spans less than a factor of about three (a loss between 2.1 and 2.6), they fall
-back to linear steps (also when the 1-2-3-4-5-6-8 sequence gives fewer than four
-labels), so several labels always fall inside the data. Pure functions.
-
-The rule's numbers (:data:`TICK_RULE`) go to the front end in ``state["look"]["ticks"]``
-(widget/look.py); js/src/ticks.ts implements the same steps with them for the live charts, and
-tests/fixtures/ticks_v1.json (cases from these functions) is checked by pytest and vitest alike.
+Linear axes step by 1, 2 or 5 times a power of ten. Log axes label the 1-2-5 sequence of every decade the data
+covers, thinned to at most six; when the data spans less than a factor of about three (a loss between 2.1 and 2.6),
+or the 1-2-3-4-5-6-8 sequence gives fewer than four labels, they fall back to linear steps. Pure functions.
+The rule's numbers (:data:`TICK_RULE`) go to js/src/ticks.ts in ``state["look"]["ticks"]`` (docs/protocol.md
+section 1); tests/fixtures/ticks_v1.json is checked by pytest and vitest alike.
 """
 
 from __future__ import annotations

@@ -48,9 +48,8 @@ def progress(*, steps: int, tokens: int, budget_steps: int | None, budget_tokens
              live: bool = True, recent: Any = None) -> dict[str, Any] | None:
     """The progress bar: fraction of the budget and the ETA (s) by the one rule (compute/eta.py).
 
-    While live with ``recent`` figures, the ETA is at the recent wall-clock pace (it
-    moves every second and counts eval and data waits); otherwise at the
-    training-only pace of the last report.
+    While live with ``recent`` figures, the ETA is at the recent wall-clock pace (it moves every second and counts eval
+    and data waits); otherwise at the training-only pace of the last report.
     """
     from trainmeter.compute.eta import REPORT_WINDOW, Pace, eta, pace_of, recent_pace
 
@@ -217,10 +216,9 @@ def _badged_derivation(d: dict[str, Any]) -> dict[str, Any]:
 def badge_tiles(tiles: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Badges only on values, and a derived value's badge follows its inputs.
 
-    A tile whose value is missing loses its badge and says why (``missing``: the reason
-    and the input that would enable it). A tile with derivations takes the weakest
-    provenance of their inputs (``assumed`` < ``declared`` < ``detected`` < ``measured``
-    < ``counted``), and each derivation says so (``provenance``, ``provenance_note``).
+    A tile whose value is missing loses its badge and says why (``missing``: the reason and the input that would enable
+    it). A tile with derivations takes the weakest provenance of their inputs (``assumed`` < ``declared`` < ``detected``
+    < ``measured`` < ``counted``), and each derivation says so (``provenance``, ``provenance_note``).
     """
     out = []
     for tile in tiles:

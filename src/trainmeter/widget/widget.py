@@ -1,13 +1,9 @@
-"""The live dashboard widget: an ``anywidget.AnyWidget`` with the traitlets of docs/protocol.md.
+"""The live dashboard widget: an ``anywidget.AnyWidget`` with the traitlets of docs/protocol.md section 1.
 
-The front end (``static/widget.js``, built from ``js/``) draws; this class only
-holds the synced traitlets (``state``, ``history``, ``schema_version``) and
-answers the front end's ``hello`` with a ``snapshot`` frame. While a run is
-live, the publisher thread (:mod:`trainmeter.widget.publisher`) is the only code that
-writes to the widget (patches and frames in custom messages; the traitlets hold the
-start's state until the end); ``hello`` is then forwarded to it, and a page restored
-meanwhile reads the publisher's newest state (:meth:`TrainmeterWidget.get_state`). Importing this module
-imports anywidget (ipywidgets): it is imported lazily, never by ``import trainmeter``.
+It holds the synced traitlets and answers ``hello`` with a ``snapshot`` frame; while a run is live, the publisher
+thread (:mod:`trainmeter.widget.publisher`) is the only code that writes to it, ``hello`` is forwarded to it, and a
+restored page reads its newest state (:meth:`TrainmeterWidget.get_state`). Importing this module imports anywidget
+(ipywidgets): it is imported lazily, never by ``import trainmeter``.
 """
 
 from __future__ import annotations
@@ -99,11 +95,10 @@ class SnapshotSource(Protocol):
 def allow_subshell_replies(widget: Any) -> bool:
     """Let front-end messages for ``widget`` be handled in a kernel subshell during a busy cell.
 
-    ipykernel >= 7 routes replies to the shell that sent the comm's last message,
-    which is the blocked main shell while a cell trains; dropping that routing lets
-    JupyterLab's per-comm-target subshell handle ``hello`` at once (docs/protocol.md
-    section 4). A private hook: without it, nothing changes.
-    Returns whether the override was installed.
+    ipykernel >= 7 routes replies to the shell that sent the comm's last message, which is the blocked main shell while
+    a cell trains; dropping that routing lets JupyterLab's per-comm-target subshell handle ``hello`` at once
+    (docs/protocol.md section 4). A private hook: without it, nothing changes. Returns whether the override was
+    installed.
     """
     comm = getattr(widget, "comm", None)
     if comm is None or not hasattr(comm, "_reply_subshell_for"):
@@ -123,11 +118,10 @@ def frame_seq(frame: bytes) -> int:
 class TrainmeterWidget(anywidget.AnyWidget):
     """The trainmeter dashboard.
 
-    Traits (synced): ``state`` (the view model dict), ``history`` (one frame
-    holding the decimated history of every series), ``schema_version`` (2).
-    Writes come from one thread at a time: the publisher while a run is live,
-    the caller otherwise. The ``hello`` handler may run in a kernel subshell thread;
-    it only sets a flag on the publisher, or sends the stored history when none runs.
+    Traits (synced): ``state`` (the view model dict), ``history`` (one frame holding the decimated history of every
+    series), ``schema_version`` (2). Writes come from one thread at a time: the publisher while a run is live, the
+    caller otherwise. The ``hello`` handler may run in a kernel subshell thread; it only sets a flag on the publisher,
+    or sends the stored history when none runs.
     """
 
     _esm = ESM_PATH if ESM_PATH.is_file() else FALLBACK_ESM

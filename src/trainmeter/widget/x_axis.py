@@ -1,16 +1,9 @@
 """The charts' switchable x axis (step, tokens, time): Python maps every point's x, the front end only draws.
 
-Every chart has a native x (``step`` or ``time``); the front end's x control draws them against
-step, tokens or time. Python sends each point with its x on every axis (the frames' mapped columns,
-docs/protocol.md section 3), worked out here from one monotone mapping, :class:`XMap`: at the end of
-each step, the cumulative tokens (or samples) and the seconds since the run began (the session clock:
-every phase counts, as on the throughput chart's time axis).
-
-The live publisher adds one point at most once a second and the newest step (its ``head``) at every
-read; the replay one per report (``interval`` records carry ``step``, ``tokens`` and ``elapsed_s``). The
-point ``(step 0, 0 tokens, 0 s)`` is implied. Between points x is interpolated linearly (exact while
-tokens per step are steady). Markers get their x on every axis too (:func:`place_markers`).
-``state["x_axis"]`` carries the labels and why an axis is off (no tokens counted, no step yet).
+The mapping, :class:`XMap` (docs/protocol.md section 3): tokens (or samples) cumulative at the end of each step and
+seconds since the run began (session clock), linear between points from the implied ``(step 0, 0 tokens, 0 s)``.
+Markers get their x on every axis too (:func:`place_markers`); ``state["x_axis"]`` carries the labels and why an axis
+is off (no tokens counted, no step yet).
 """
 
 from __future__ import annotations
