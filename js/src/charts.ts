@@ -112,7 +112,9 @@ export function createChartPanel(
   title.prepend(tools);
   const plot = h("div", "tm-chart-plot");
   const empty = h("div", "tm-chart-empty", "waiting for data");
-  const caption = h("div", "tm-x-label");
+  // one line from the first frame (a no-break space until the first redraw names the axis): a chart whose data
+  // comes after the first frame keeps the panel's height
+  const caption = h("div", "tm-x-label", "\u00a0");
   caption.dataset.tm = "x-label";
   plot.append(empty); // over the plot's reserved height: the panel has its final size from the first frame
   el.append(title, plot, caption);
