@@ -89,11 +89,6 @@ class Lifecycle:
         """The run folder the record sink made."""
         self.run_dir = path
 
-    @property
-    def record_opened(self) -> bool:
-        """Whether the record's open was attempted (its passport and close are then due at the end)."""
-        return self._opened_record
-
     def start(self) -> None:
         """Make the run folder, open the log, install probes, start the clocks.
 

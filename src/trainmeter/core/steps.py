@@ -289,7 +289,3 @@ class StepRecorder:
         self.user_loss = True
         return LOSS_SERIES, first
 
-    def held_loss(self) -> tuple[int, float] | None:
-        """The step and value of the loss held for the next step, or ``None`` (the alerts' NaN check)."""
-        return (self.held_step, self.held_value) if self.held_step else None
-
