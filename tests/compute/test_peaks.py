@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from trainmeter.compute.peak_table import LEFT_OUT, TABLE
+from trainmeter.compute.peak_table import AMBIGUOUS, BY_MEMORY_GIB, BY_PCI_DEVICE_ID, LEFT_OUT, TABLE
 from trainmeter.compute.peaks import (
     DTYPES,
     PeakRow,
@@ -16,8 +16,6 @@ from trainmeter.compute.peaks import (
     peak_flops,
     peak_for_device,
     peak_for_run,
-    peaks_markdown,
-    table_rows,
     why_no_peak,
 )
 
@@ -415,3 +413,47 @@ def test_a_peak_row_round_trips_through_the_passport():
     assert PeakRow.from_dict(row.to_dict()) == row
     assert list(row.to_dict()) == ["tflops", "card", "dtype", "source", "provenance"]
     assert PeakRow.from_dict(None) is None and PeakRow.from_dict({"tflops": -1}) is None
+
+
+_DOC_HEAD = """# Dense peaks: the table and its sources
+
+Generated from `trainmeter.compute.peak_table` by `peaks_markdown()` in tests/compute/test_peaks.py, which checks the
+two agree (regenerate with `python -m tests.compute.test_peaks`). The table MFU divides by (docs/spec.md section 5), TFLOP/s per
+device, **dense**. Each row keeps the figures as its source quotes them; where the source quotes only 2:4-sparse
+figures ("with sparsity") the dense peak is that / 2, and no sparse figure is ever divided by. "-": the card's
+tensor cores lack the dtype, or no source found gives it (the source column says which). A *secondary* source is
+used only where the vendor publishes none, and is labelled so. Caveats kept from the sources: Blackwell datasheets
+quote the peak at a clock below the deployed boost (MFU against it can read a little high); GeForce rows are the
+rate with FP32 accumulate (PyTorch's bf16/fp16 GEMMs), half the FP16-accumulate headline; MI250/MI250X are per
+GCD, since ROCm shows each GCD as a device; P100 has no tensor cores and its FP16 figure is the packed-FP16 rate.
+`tm.calibrate()` measures the achievable ceiling on the device itself.
+"""
+
+
+def peaks_markdown() -> str:
+    """docs/peaks.md: the matching rules, every row with its dense peaks and source, and the cards left out."""
+    def cell(v: float | None) -> str:
+        return "-" if v is None else f"{v:g}"
+
+    lines = [_DOC_HEAD, "Matching: the NVML / torch name (CUDA or ROCm), lower-cased, most specific row first, each "
+             "real name matching exactly one row. A name that says only its family gets no peak unless the PCI "
+             "device id or the memory size settles it: "
+             + ", ".join(f"PCI 0x{k:04x} -> {v}" for k, v in BY_PCI_DEVICE_ID.items()) + "; "
+             + ", ".join(f"`{p}` with {lo:g}-{hi:g} GiB -> {c}" for p, lo, hi, c in BY_MEMORY_GIB)
+             + ". Ambiguous without them: " + "; ".join(v for _, v in AMBIGUOUS) + ".", "",
+             "| card | BF16 | FP16 | TF32 | FP8 | source |", "|---|---|---|---|---|---|"]
+    for r in TABLE:
+        p = r.peaks
+        lines.append(f"| {r.card} | {cell(p['bf16'])} | {cell(p['fp16'])} | {cell(p['tf32'])} | {cell(p['fp8'])} "
+                     f"| {r.source} |")
+    lines += ["", "## Cards left out", "",
+              "No peak, so no MFU unless declared with `--peak-tflops X --peak-source TEXT` (or measured with "
+              "`tm.calibrate()`):", ""]
+    lines += [f"- **{card}**: {why}." for card, why in LEFT_OUT]
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":  # regenerate docs/peaks.md
+    from pathlib import Path
+
+    (Path(__file__).resolve().parents[2] / "docs" / "peaks.md").write_text(peaks_markdown())

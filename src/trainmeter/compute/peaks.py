@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from trainmeter.compute.peak_table import AMBIGUOUS, BY_MEMORY_GIB, BY_PCI_DEVICE_ID, LEFT_OUT, TABLE, CardRow
+from trainmeter.compute.peak_table import AMBIGUOUS, BY_MEMORY_GIB, BY_PCI_DEVICE_ID, TABLE, CardRow
 from trainmeter.core.provenance import Provenance, as_provenance, finite_number
 
 MAX_PEAK_TFLOPS = 1e6
@@ -233,47 +233,3 @@ def peak_for_run(device_name: str | None, dtype: str | None, memory_bytes: float
     opening = getattr(gpu, "opening", None)
     waiting = peak is None and identity is None and read is not None and bool(opening is not None and opening())
     return peak, reason, waiting
-
-
-def table_rows() -> tuple[tuple[str, str, dict[str, float | None], str], ...]:
-    """The table as (card, pattern, dense peaks by dtype, source) rows, most specific first (for docs)."""
-    return tuple((r.card, r.pattern, dict(r.peaks), r.source) for r in TABLE)
-
-
-_DOC_HEAD = """# Dense peaks: the table and its sources
-
-Generated from `trainmeter.compute.peak_table` by `trainmeter.compute.peaks.peaks_markdown()` (regenerate with
-`python -c "from trainmeter.compute.peaks import peaks_markdown; open('docs/peaks.md', 'w').write(peaks_markdown())"`;
-tests/compute/test_peaks.py checks the two agree). The table MFU divides by (docs/spec.md section 5), TFLOP/s per
-device, **dense**. Each row keeps the figures as its source quotes them; where the source quotes only 2:4-sparse
-figures ("with sparsity") the dense peak is that / 2, and no sparse figure is ever divided by. "-": the card's
-tensor cores lack the dtype, or no source found gives it (the source column says which). A *secondary* source is
-used only where the vendor publishes none, and is labelled so. Caveats kept from the sources: Blackwell datasheets
-quote the peak at a clock below the deployed boost (MFU against it can read a little high); GeForce rows are the
-rate with FP32 accumulate (PyTorch's bf16/fp16 GEMMs), half the FP16-accumulate headline; MI250/MI250X are per
-GCD, since ROCm shows each GCD as a device; P100 has no tensor cores and its FP16 figure is the packed-FP16 rate.
-`tm.calibrate()` measures the achievable ceiling on the device itself.
-"""
-
-
-def peaks_markdown() -> str:
-    """docs/peaks.md: the matching rules, every row with its dense peaks and source, and the cards left out."""
-    def cell(v: float | None) -> str:
-        return "-" if v is None else f"{v:g}"
-
-    lines = [_DOC_HEAD, "Matching: the NVML / torch name (CUDA or ROCm), lower-cased, most specific row first, each "
-             "real name matching exactly one row. A name that says only its family gets no peak unless the PCI "
-             "device id or the memory size settles it: "
-             + ", ".join(f"PCI 0x{k:04x} -> {v}" for k, v in BY_PCI_DEVICE_ID.items()) + "; "
-             + ", ".join(f"`{p}` with {lo:g}-{hi:g} GiB -> {c}" for p, lo, hi, c in BY_MEMORY_GIB)
-             + ". Ambiguous without them: " + "; ".join(v for _, v in AMBIGUOUS) + ".", "",
-             "| card | BF16 | FP16 | TF32 | FP8 | source |", "|---|---|---|---|---|---|"]
-    for r in TABLE:
-        p = r.peaks
-        lines.append(f"| {r.card} | {cell(p['bf16'])} | {cell(p['fp16'])} | {cell(p['tf32'])} | {cell(p['fp8'])} "
-                     f"| {r.source} |")
-    lines += ["", "## Cards left out", "",
-              "No peak, so no MFU unless declared with `--peak-tflops X --peak-source TEXT` (or measured with "
-              "`tm.calibrate()`):", ""]
-    lines += [f"- **{card}**: {why}." for card, why in LEFT_OUT]
-    return "\n".join(lines) + "\n"
