@@ -77,11 +77,9 @@ class AmdSmiBackend:
         self._handles = list(lib.amdsmi_get_processor_handles())
 
     def device_count(self) -> int:
-        """Number of AMD GPUs amdsmi lists."""
         return len(self._handles)
 
     def driver_version(self) -> str | None:
-        """The amdgpu driver version, or ``None``."""
         if not self._handles:
             return None
         try:
@@ -114,11 +112,7 @@ class AmdSmiBackend:
                              pci_bus_id=str(bdf) if bdf else None)
 
     def sample(self, index: int) -> GpuSample:
-        """Read device ``index`` now (fields AMD lacks are ``None`` with the reason).
-
-        Raises:
-            GpuUnavailableError: The backend is closed, or the GPU answers nothing at all (fatal).
-        """
+        """Fields AMD lacks are ``None`` with the reason; :class:`GpuUnavailableError` when closed or mute."""
         with self._lock:
             if self._closed:
                 raise GpuUnavailableError("the amdsmi backend is closed", fatal=True)

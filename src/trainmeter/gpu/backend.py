@@ -1,8 +1,7 @@
 """The GPU backend seam every reading goes through (NVML, amdsmi, the tests' fake): records, reasons, Protocol.
 
-A reading the device cannot give is ``None`` in the sample with a reason in :attr:`GpuSample.unavailable`; a
-device-level failure raises :class:`GpuUnavailableError` (``fatal``: stop sampling it); opening never raises
-(:class:`GpuBackendResult` holds a backend or the reason). Imports nothing heavy.
+A missing reading is ``None`` with a reason; a device-level failure raises :class:`GpuUnavailableError`; opening
+never raises (docs/spec.md section 8). Imports nothing heavy.
 """
 
 from __future__ import annotations
@@ -72,12 +71,8 @@ def throttle_reason_names(mask: int) -> tuple[str, ...]:
 
 
 class GpuUnavailableError(Exception):
-    """A device-level failure raised by :meth:`GpuBackend.sample`.
-
-    Attributes:
-        reason: Human-readable reason, shown as is.
-        fatal: True when the device will not come back (stop sampling it).
-    """
+    """A device-level failure raised by :meth:`GpuBackend.sample`: its ``reason``, ``fatal`` when it will not come
+    back (stop sampling it)."""
 
     def __init__(self, reason: str, *, fatal: bool) -> None:
         super().__init__(reason)
@@ -120,24 +115,10 @@ class MigGpmSample:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class GpuSample:
-    """One reading of one device (docs/spec.md section 8). Immutable; safe to share between threads.
+    """One reading of one device; every field, its unit and its source: docs/spec.md section 8. Immutable.
 
-    ``*_util``/``*_activity``/``*_occupancy`` are fractions 0-1; GPM values (``sm_activity`` ...) average over
-    ``gpm_window_s`` ending at ``t_s``. A field the device cannot give is ``None`` (:meth:`unavailable_reason`).
-
-    Attributes:
-        index, t_s: The NVML index; the backend clock (seconds) at the sample.
-        util_gpu: GPU-Util, the share of time a kernel ran (amdsmi: GFX activity).
-        mem_activity: The share of time memory was read or written (amdsmi: ``umc_activity``), not bandwidth.
-        mem_used_bytes, mem_total_bytes, process_mem_bytes: Bytes in use, in all, of this process (and watched pids).
-        power_w, power_limit_w, sm_clock_mhz, sm_clock_max_mhz, temperature_c: W, W, MHz, MHz, degrees Celsius.
-        throttle_reasons: Active clock-event reasons (``("sw_power_cap",)``); ``()`` none; ``None`` unreadable.
-        sm_activity, sm_occupancy, tensor_activity, hmma_activity, dram_bw_util: GPM SM_UTIL, SM_OCCUPANCY,
-            ANY_TENSOR_UTIL, HMMA_TENSOR_UTIL, DRAM_BW_UTIL (fractions; DRAM tops out near 0.8).
-        pcie_tx_bytes_per_s, pcie_rx_bytes_per_s, nvlink_tx_bytes_per_s, nvlink_rx_bytes_per_s: GPM traffic, bytes/s.
-        gpm_window_s: The interval the GPM values average over, seconds.
-        mig_gpm, mig_gpm_reason: GPM per MIG GPU instance (:class:`MigGpmSample`), or why a MIG GPU has none.
-        unavailable: ``(field, reason)`` for fields that are ``None``.
+    ``t_s``: the backend clock at the sample; GPM values average over ``gpm_window_s`` ending there; a field the
+    device cannot give is ``None`` with ``(field, reason)`` in ``unavailable``.
     """
 
     index: int
@@ -188,32 +169,20 @@ GPM_FIELDS: tuple[str, ...] = ("sm_activity", "sm_occupancy", "tensor_activity",
 class GpuBackend(Protocol):
     """Read-only access to the GPUs of this machine; thread-safe (:meth:`sample` may run concurrently per index).
 
-    An optional ``total_energy_mj(index) -> (mJ or None, reason or None)`` reads the energy counter (gpu/energy.py).
+    ``device_info`` never raises (it sets ``reason``); ``sample`` raises :class:`GpuUnavailableError` only for a
+    device-level failure; ``close`` is idempotent and never raises. An optional ``total_energy_mj(index) -> (mJ or
+    None, reason or None)`` reads the energy counter (gpu/energy.py).
     """
 
-    def device_count(self) -> int:
-        """Number of devices the backend can enumerate."""
-        ...
+    def device_count(self) -> int: ...
 
-    def device_info(self, index: int) -> GpuDeviceInfo:
-        """Static facts about device ``index`` (never raises; sets ``reason`` instead)."""
-        ...
+    def device_info(self, index: int) -> GpuDeviceInfo: ...
 
-    def sample(self, index: int) -> GpuSample:
-        """Read device ``index`` now.
+    def sample(self, index: int) -> GpuSample: ...
 
-        Raises:
-            GpuUnavailableError: On device-level failure only, never for a single field.
-        """
-        ...
+    def driver_version(self) -> str | None: ...
 
-    def driver_version(self) -> str | None:
-        """The NVIDIA driver version string, or ``None``."""
-        ...
-
-    def close(self) -> None:
-        """Release resources (GPM buffers, NVML refcount). Idempotent; never raises."""
-        ...
+    def close(self) -> None: ...
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

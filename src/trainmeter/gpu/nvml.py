@@ -1,8 +1,7 @@
 """The real GPU backend: NVML through ``pynvml`` (PyPI ``nvidia-ml-py``), the only module importing it (lazily).
 
-Every call goes through :func:`trainmeter.gpu.nvml_device.query` (errors mapped to reasons, docs/spec.md
-section 8). Thread safety: NVML is thread-safe; a per-device lock guards its GPM buffers, so
-:meth:`NvmlBackend.sample` may run concurrently for different devices.
+Every call goes through :func:`trainmeter.gpu.nvml_device.query` (docs/spec.md section 8). Thread-safe: a
+per-device lock guards its GPM buffers.
 """
 
 from __future__ import annotations
@@ -36,13 +35,8 @@ CLOSE_LOCK_TIMEOUT_S = 0.2
 
 
 def open_nvml(*, clock: Clock | None = None, pids: Iterable[int] | None = None, module: Any = None) -> GpuBackendResult:
-    """Open NVML; never raises (no backend: the reason, e.g. nvidia-ml-py missing or no devices).
-
-    Args:
-        clock: Clock for sample timestamps and GPM intervals (default monotonic).
-        pids: Processes whose GPU memory counts as "this process" (default: own pid).
-        module: A ``pynvml``-compatible module (tests); default imports ``pynvml``.
-    """
+    """Open NVML; never raises (no backend: the reason). ``pids``: processes whose GPU memory counts as this
+    process's (default: own pid); ``module``: a ``pynvml``-compatible module (tests)."""
     nv = module
     if nv is None:
         try:
@@ -69,13 +63,7 @@ def _init_reason(nv: Any, exc: BaseException) -> str:
 
 
 class NvmlBackend:
-    """:class:`~trainmeter.gpu.backend.GpuBackend` over ``pynvml``; use :func:`open_nvml`.
-
-    Args:
-        nv: The ``pynvml`` module, already initialised (``nvmlInit`` succeeded).
-        clock: Clock for timestamps and GPM intervals.
-        pids: Processes whose GPU memory counts as this process's.
-    """
+    """:class:`~trainmeter.gpu.backend.GpuBackend` over an initialised ``pynvml``; use :func:`open_nvml`."""
 
     name = "nvml"
 
@@ -93,24 +81,16 @@ class NvmlBackend:
         self._devices = [open_device(nv, i) for i in range(count)]
 
     def device_count(self) -> int:
-        """Number of NVML devices (including ones we may not open)."""
         return len(self._devices)
 
     def device_info(self, index: int) -> GpuDeviceInfo:
-        """Static facts about NVML device ``index``."""
         return self._devices[index].info
 
     def driver_version(self) -> str | None:
-        """NVIDIA driver version, e.g. ``"595.45.04"``."""
         return self._driver
 
     def sample(self, index: int) -> GpuSample:
-        """Read device ``index``; unsupported readings are ``None`` with a reason.
-
-        Raises:
-            GpuUnavailableError: The device is lost (fatal), unopenable (fatal), the backend
-                is closed (fatal) or NVML was shut down by other code (not fatal).
-        """
+        """Raises :class:`GpuUnavailableError`: fatal when lost, unopened or closed; not when NVML was shut down."""
         dev = self._devices[index]
         if self._closed:
             raise GpuUnavailableError("the NVML backend is closed", fatal=True)

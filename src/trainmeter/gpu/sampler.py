@@ -1,10 +1,8 @@
 """Background GPU sampler: each selected device read at 1-2 Hz on its own daemon thread (docs/spec.md section 8).
 
-A deadline loop per device waits on one shared ``threading.Event`` (``stop`` wakes all at once; a slow call delays
-only its device; missed ticks are skipped). :meth:`GpuSampler.step` does the same work synchronously (tests drive
-it with a fake clock). Never raises: errors are recorded per device; a fatal one or ``max_consecutive_errors`` stop
-that device. Memory is bounded. Means since start and over a window the caller opens and closes (the training
-window). Thread safety: every public method may be called from any thread (one lock).
+A deadline loop per device waits on one shared ``threading.Event`` (a slow call delays only its device; missed
+ticks are skipped); :meth:`GpuSampler.step` does the same work synchronously (tests). Never raises; memory is
+bounded. Thread safety: every public method may be called from any thread (one lock).
 """
 
 from __future__ import annotations
@@ -29,18 +27,9 @@ REASON_OPENING = "NVML is being opened on the sampler's thread"
 
 
 class GpuSampler:
-    """Samples selected GPUs in the background; see the module docstring.
-
-    Args:
-        backend: The opened backend, or ``None`` (nothing sampled; ``unavailable_reason`` says why).
-        indices: NVML indices to sample.
-        clock: Clock for scheduling.
-        interval_s: Seconds between samples of one device (0.5 = 2 Hz; at least 0.1).
-        history_len: Recent samples kept per device.
-        max_consecutive_errors: Stop a device after this many failures in a row.
-        unavailable_reason: Why there is no backend; ``selection``: how ``indices`` were chosen.
-        owns_backend: Close the backend in :meth:`stop`.
-    """
+    """Samples the NVML ``indices`` of ``backend`` (``None``: nothing, ``unavailable_reason`` says why) every
+    ``interval_s`` (at least 0.1 s), keeping ``history_len`` samples per device; a fatal error or
+    ``max_consecutive_errors`` in a row stop a device. ``owns_backend``: close it in :meth:`stop`."""
 
     def __init__(self, backend: GpuBackend | None, indices: Sequence[int], *, clock: Clock, interval_s: float = 0.5,
                  history_len: int = 120, max_consecutive_errors: int = 10, unavailable_reason: str | None = None,
@@ -83,20 +72,9 @@ class GpuSampler:
                 open_backend: Callable[..., GpuBackendResult] | None = None,
                 cuda_uuids: Sequence[str] | None | bool = True, env: Mapping[str, str] | None = None,
                 **kwargs: Any) -> GpuSampler:
-        """Open the backend, select devices and build a (not yet started) sampler.
-
-        Args:
-            gpus: ``--gpus`` value (see :func:`~trainmeter.gpu.selection.parse_gpus`).
-            clock: The run's clock.
-            interval_s: Seconds between samples.
-            open_backend: ``open_backend(clock=clock) -> GpuBackendResult``; default NVML, else amdsmi.
-            cuda_uuids: ``True`` to detect the CUDA context's devices, else the UUIDs or ``None``.
-            env: Environment for ``CUDA_VISIBLE_DEVICES`` (default ``os.environ``).
-            **kwargs: Passed to the constructor.
-
-        Raises:
-            ValueError: A malformed ``gpus`` value or one naming no device here.
-        """
+        """Open the backend (gpu/opening.py: ``open_backend``, ``env``), select the devices ``gpus`` names and build a
+        (not yet started) sampler; ``cuda_uuids``: ``True`` to detect the CUDA context's. ``ValueError``: a bad
+        ``gpus``."""
         uuids = (lambda: cuda_context_uuids()) if cuda_uuids is True else (cuda_uuids or None)
         opened = open_for_run(gpus, clock=clock, open_backend=open_backend, cuda_uuids=uuids, env=env)
         if opened.backend is None or opened.selection is None:
@@ -139,8 +117,7 @@ class GpuSampler:
         for t in self._threads:
             t.start()
 
-    def _own(self) -> None:
-        """The owner thread: open, adopt, sample until stopped, then join and close."""
+    def _own(self) -> None:  # the owner thread: open, adopt, sample until stopped, then join and close
         assert self._opener is not None
         try:
             opened = self._opener()
@@ -174,8 +151,7 @@ class GpuSampler:
         if self._owns_backend and self._backend is not None:
             safe(self._backend.close, None)
 
-    def _read_energy(self, *, end: bool) -> None:
-        """Read every device's energy counter on this (owner) thread: at the open and before the close."""
+    def _read_energy(self, *, end: bool) -> None:  # on the owner thread: at the open and before the close
         from trainmeter.gpu.energy import read_counters
 
         readings = read_counters(self._backend, tuple(self._states))  # never raises
@@ -200,10 +176,8 @@ class GpuSampler:
                 t.join(max(0.0, deadline - time.monotonic()))
 
     def stop(self, timeout_s: float = STOP_DEADLINE_S) -> None:
-        """Stop sampling; wait at most ``timeout_s`` in all, then abandon what still runs (``abandoned_reason``).
-
-        Never blocks on the backend: it closes on the owner (or a short-lived closer) thread.
-        """
+        """Stop; wait at most ``timeout_s`` in all, then abandon what still runs (the backend closes on another
+        thread)."""
         self._stop_event.set()
         deadline = time.monotonic() + timeout_s
         if self._opener is not None:
