@@ -36,11 +36,6 @@ class AlertRule:
     above: bool = True
     text: str = ""
 
-    def to_dict(self) -> dict[str, object]:
-        """The passport's form."""
-        return {"rule": self.text, "condition": self.condition, "action": self.action, "threshold": self.threshold,
-                "series": self.series}
-
 
 def _number(value: str, rule: str, what: str) -> float:
     try:

@@ -62,9 +62,7 @@ class LadderInputs(Protocol):
     sm_clock_mhz: float | None
     sm_clock_max_mhz: float | None
 
-    def unavailable_reason(self, name: str) -> str | None:
-        """Why ``name`` is ``None``."""
-        ...
+    def unavailable_reason(self, name: str) -> str | None: ...
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -95,10 +93,7 @@ class Ladder:
 
     def rung(self, key: str) -> Rung:
         """The rung with ``key`` (KeyError if none)."""
-        for r in (*self.rungs, self.dram_bw_util):
-            if r.key == key:
-                return r
-        raise KeyError(key)
+        return {r.key: r for r in (*self.rungs, self.dram_bw_util)}[key]
 
 
 def build_ladder(g: LadderInputs, *, mfu: float | None = None, mfu_source: str = "model FLOPs/s / dense peak FLOP/s",
@@ -133,27 +128,12 @@ def build_ladder(g: LadderInputs, *, mfu: float | None = None, mfu_source: str =
 
 def _ofu(g: LadderInputs) -> Derivation:
     t, clk, clk_max = g.tensor_activity, g.sm_clock_mhz, g.sm_clock_max_mhz
-    inputs = (
-        Input(
-            name="tensor_activity",
-            value=t,
-            unit="fraction",
-            provenance="measured",
-            source=SOURCES["tensor_activity"],
-        ),
-        Input(
-            name="sm_clock_mhz", value=clk, unit="MHz", provenance="measured", source=SOURCES["sm_clock_mhz"]
-        ),
-        Input(
-            name="sm_clock_max_mhz",
-            value=clk_max,
-            unit="MHz",
-            provenance="detected",
-            source=SOURCES["sm_clock_max_mhz"],
-        ),
-    )
-    value = None
-    missing = None
+    inputs = (Input(name="tensor_activity", value=t, unit="fraction", provenance="measured",
+                    source=SOURCES["tensor_activity"]),
+              Input(name="sm_clock_mhz", value=clk, unit="MHz", provenance="measured", source=SOURCES["sm_clock_mhz"]),
+              Input(name="sm_clock_max_mhz", value=clk_max, unit="MHz", provenance="detected",
+                    source=SOURCES["sm_clock_max_mhz"]))
+    value = missing = None
     if t is None:
         missing = f"tensor activity: {g.unavailable_reason('tensor_activity') or 'not read'}"
     elif clk is None or not clk_max:
@@ -171,8 +151,7 @@ def _intensity(flop_per_s: float | None, flop_source: str, flop_provenance: Prov
         Input(name="flop_per_s", value=flop_per_s, unit="FLOP/s", provenance=flop_provenance, source=flop_source),
         Input(name="dram_bw_util", value=dram.value, unit="fraction", provenance="measured", source=dram.source),
         Input(name="peak_dram_bytes_per_s", value=peak, unit="bytes/s", provenance="detected", source=peak_source))
-    missing = None
-    value = None
+    value = missing = None
     if flop_per_s is None:
         missing = "model FLOP/s (needs the FLOP count)"
     elif dram.value is None:
@@ -248,6 +227,6 @@ def ladder_panel_rows(ladder: Ladder) -> list[dict[str, Any]]:
         rows.append(row)
     for d, label, unit in ((ladder.ofu, "OFU (estimate)", "fraction"),
                            (ladder.arithmetic_intensity, "arithmetic intensity", "FLOP/byte")):
-        rows.append(
-            {"label": label, "value": d.value, "unit": unit, "provenance": "measured", "note": d.missing or d.formula})
+        rows.append({"label": label, "value": d.value, "unit": unit, "provenance": "measured",
+                     "note": d.missing or d.formula})
     return rows

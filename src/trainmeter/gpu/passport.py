@@ -22,20 +22,9 @@ def gpu_passport_section(*, devices: Mapping[int, GpuDeviceInfo], driver_version
                          status: Mapping[int, GpuDeviceStatus] | None = None, unavailable_reason: str | None = None,
                          ladders: Mapping[int, Ladder] | None = None, peaks_used: Mapping[str, Any] | None = None,
                          latest: Mapping[int, GpuSample] | None = None) -> dict[str, Any]:
-    """The ``gpu`` section; ``available`` False with ``reason`` when nothing was sampled.
-
-    Args:
-        devices: Sampled devices by NVML index.
-        driver_version: Driver version or ``None``.
-        selection: How the devices were chosen.
-        averages: Per-device averages over ``span`` (``"training window"`` or ``"whole run"``).
-        span: What the averages cover.
-        status: Sampling health per device.
-        unavailable_reason: Why there are no GPU counters at all (e.g. no NVML library).
-        ladders: Per-device ladders over ``span``; built from ``averages`` (without MFU) when omitted.
-        peaks_used: Peak figures used for MFU (a placeholder note when ``None``).
-        latest: The latest sample per device: a MIG-enabled GPU's gives ``mig_gpm`` or ``mig_gpm_reason``.
-    """
+    """The ``gpu`` section; ``available`` False with ``reason`` when nothing was sampled. ``averages`` cover ``span``
+    (``"training window"`` or ``"whole run"``); ``ladders`` default to ones built from them (without MFU);
+    ``latest``: a MIG-enabled GPU's latest sample gives ``mig_gpm``."""
     status = status or {}
     missing: list[str] = []
     if unavailable_reason:
@@ -49,16 +38,10 @@ def gpu_passport_section(*, devices: Mapping[int, GpuDeviceInfo], driver_version
         st = status.get(index)
         avg = averages.get(index)
         entry: dict[str, Any] = {
-            "index": index,
-            "name": info.name,
-            "uuid": info.uuid,
-            "mem_total_bytes": info.mem_total_bytes,
-            "mig_enabled": info.mig_enabled,
-            "gpm_supported": info.gpm_supported,
-            "gpm_reason": info.gpm_reason,
+            "index": index, "name": info.name, "uuid": info.uuid, "mem_total_bytes": info.mem_total_bytes,
+            "mig_enabled": info.mig_enabled, "gpm_supported": info.gpm_supported, "gpm_reason": info.gpm_reason,
             "mem_used_peak_bytes": None if avg is None else avg.mem_used_peak_bytes,
-            "n_samples": 0 if avg is None else avg.n_samples,
-        }
+            "n_samples": 0 if avg is None else avg.n_samples}
         if info.mig_enabled:
             entry.update(_mig_entry((latest or {}).get(index)))
             if entry["mig_gpm_reason"]:
@@ -79,41 +62,21 @@ def gpu_passport_section(*, devices: Mapping[int, GpuDeviceInfo], driver_version
         if ladder is not None:
             out_ladders.append(_ladder_dict(index, ladder))
             missing.extend(f"GPU {index}: {r.label}: {r.missing}" for r in ladder.rungs if r.missing and r.key != "mfu")
-    return {
-        "available": bool(out_devices) and not unavailable_reason,
-        "reason": unavailable_reason,
-        "driver_version": driver_version,
-        "selection": None
-        if selection is None
-        else {
-            "indices": list(selection.indices),
-            "provenance": selection.provenance,
-            "how": selection.how,
-            "notes": list(selection.notes),
-        },
-        "devices": out_devices,
-        "peaks_used": dict(peaks_used)
-        if peaks_used is not None
-        else {"value": None, "note": PEAKS_PLACEHOLDER_NOTE},
-        "averaged_over": span,
-        "ladder": out_ladders,
-        "missing": list(dict.fromkeys(missing)),
-    }
+    selected = None if selection is None else {"indices": list(selection.indices), "provenance": selection.provenance,
+                                               "how": selection.how, "notes": list(selection.notes)}
+    return {"available": bool(out_devices) and not unavailable_reason, "reason": unavailable_reason,
+            "driver_version": driver_version, "selection": selected, "devices": out_devices,
+            "peaks_used": dict(peaks_used) if peaks_used is not None else {"value": None,
+                                                                           "note": PEAKS_PLACEHOLDER_NOTE},
+            "averaged_over": span, "ladder": out_ladders, "missing": list(dict.fromkeys(missing))}
 
 
 def _ladder_dict(index: int, ladder: Ladder) -> dict[str, Any]:
-    return {
-        "index": index,
-        "rungs": {
-            r.key: {"value": r.value, "source": r.source, "provenance": r.provenance, "missing": r.missing}
-            for r in ladder.rungs
-        },
-        "dram_bw_util": ladder.dram_bw_util.value,
-        "ofu": ladder.ofu.to_dict(),
-        "arithmetic_intensity": ladder.arithmetic_intensity.to_dict(),
-        "falloff": ladder.falloff,
-        "sentence": ladder.sentence,
-    }
+    rungs = {r.key: {"value": r.value, "source": r.source, "provenance": r.provenance, "missing": r.missing}
+             for r in ladder.rungs}
+    return {"index": index, "rungs": rungs, "dram_bw_util": ladder.dram_bw_util.value, "ofu": ladder.ofu.to_dict(),
+            "arithmetic_intensity": ladder.arithmetic_intensity.to_dict(), "falloff": ladder.falloff,
+            "sentence": ladder.sentence}
 
 
 def _mig_entry(sample: GpuSample | None) -> dict[str, Any]:

@@ -1,13 +1,8 @@
 """The verdicts extension (name ``verdicts``): what is wrong with the run, one sentence each (docs/spec.md section 14).
 
-At each report it feeds :class:`~trainmeter.verdicts.rules.VerdictEngine` from numbers the run already has (nothing
-is measured anew); verdicts go to the warnings, chart markers (:mod:`trainmeter.verdicts.markers`) and the passport.
-Thread safety: at each report the training thread takes the new loss points and the report's
-numbers (copies) and hands the rules to the run's report worker (:mod:`trainmeter.core.report_worker`),
-which alone feeds the engine, in report order (docs/spec.md section 20): a report's ``fired`` and the
-warnings hold what the worker has fed so far, the final report's (and the passport's) every point.
-``warnings``, ``view``, ``markers`` and ``passport_section`` read the engine's immutable tuple from any
-thread.
+At each report it hands copies of the new loss points and the report's numbers to the report worker, which alone
+feeds :class:`~trainmeter.verdicts.rules.VerdictEngine`, in report order (docs/spec.md section 20); the readers
+(``warnings``, ``view``, ``markers``, ``passport_section``) read its immutable tuple from any thread.
 """
 
 from __future__ import annotations

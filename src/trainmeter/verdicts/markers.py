@@ -12,16 +12,10 @@ from typing import Any
 MAX_MARKERS = 16
 """Markers sent to the widget at most (each verdict kind fires once: 8 today)."""
 
-LABELS: dict[str, str] = {
-    "loss_nonfinite": "loss NaN/inf",
-    "loss_spike": "loss spike",
-    "throughput_drop": "throughput drop",
-    "memory_creep": "memory creep",
-    "data_starved": "data-starved",
-    "eval_heavy": "eval-heavy",
-    "checkpoint_heavy": "checkpoint-heavy",
-    "gpu_util_misleading": "GPU-Util misleading",
-}
+LABELS: dict[str, str] = {"loss_nonfinite": "loss NaN/inf", "loss_spike": "loss spike",
+                          "throughput_drop": "throughput drop", "memory_creep": "memory creep",
+                          "data_starved": "data-starved", "eval_heavy": "eval-heavy",
+                          "checkpoint_heavy": "checkpoint-heavy", "gpu_util_misleading": "GPU-Util misleading"}
 CHARTS: dict[str, str] = {"loss_nonfinite": "loss", "loss_spike": "loss", "memory_creep": "memory"}
 DEFAULT_CHART = "throughput"
 

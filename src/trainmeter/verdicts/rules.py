@@ -10,6 +10,7 @@ so other threads may read it.
 from __future__ import annotations
 
 import math
+import statistics
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -59,18 +60,9 @@ class Verdict:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ReportPoint:
-    """What one report knows (units in the names; ``None`` where unmeasured).
-
-    Attributes:
-        step: Optimizer steps so far.
-        elapsed_s: Session seconds so far.
-        tokens_per_s: Training-only tokens/s (or samples/s, see ``token_unit``) over the report window.
-        token_unit: What the run counts: ``tokens`` or ``samples`` (the sentences name it).
-        mem_bytes: CUDA allocator bytes allocated, or RSS without CUDA.
-        mem_source: ``"allocator"`` or ``"RSS"``.
-        phases_s: Cumulative seconds per phase (``train``, ``data_wait``, ``eval``, ...).
-        gpus: Per device index: ``{"util_gpu", "sm_activity", "tensor_activity"}`` fractions.
-    """
+    """What one report knows (units in the names; ``None`` where unmeasured): optimizer steps and session seconds so
+    far, training-only ``token_unit``/s over the report window, allocator bytes (``mem_source`` ``"allocator"``) or
+    RSS, cumulative seconds per phase, and per GPU index its ``util_gpu``/``sm_activity``/``tensor_activity``."""
 
     step: int
     elapsed_s: float
@@ -82,22 +74,12 @@ class ReportPoint:
     gpus: Mapping[int, Mapping[str, float | None]] = field(default_factory=dict)
 
 
-def _median(values: list[float]) -> float:
-    s = sorted(values)
-    n = len(s)
-    return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
-
-
 def _r2(ys: list[float]) -> float:
-    """R^2 of the least-squares line through ``(i, ys[i])``."""
-    n = len(ys)
-    mx, my = (n - 1) / 2, sum(ys) / n
-    sxx = sum((i - mx) ** 2 for i in range(n))
-    sxy = sum((i - mx) * (y - my) for i, y in enumerate(ys))
-    syy = sum((y - my) ** 2 for y in ys)
-    if syy == 0 or sxx == 0:
+    """R^2 of the least-squares line through ``(i, ys[i])`` (0 for a flat line)."""
+    try:
+        return statistics.correlation(range(len(ys)), ys) ** 2
+    except statistics.StatisticsError:
         return 0.0
-    return (sxy * sxy) / (sxx * syy)
 
 
 def _pct(x: float) -> str:
@@ -165,8 +147,8 @@ class VerdictEngine:
         if self._spike.n == 0 and self._since_ref >= REF_EVERY:  # frozen during a streak: a spike cannot lift it
             self._since_ref = 0
             window = list(self._losses)
-            median = _median(window)
-            mad = _median([abs(x - median) for x in window])
+            median = statistics.median(window)
+            mad = statistics.median([abs(x - median) for x in window])
             self._spike_ref = (median, max(MAD_TO_SIGMA * mad, SIGMA_FLOOR * abs(median), 1e-12))
         median, sigma = self._spike_ref
         z = (value - median) / sigma
@@ -194,7 +176,7 @@ class VerdictEngine:
         if tps is None or not math.isfinite(tps) or tps <= 0:
             return
         if len(self._tps) >= MIN_REPORTS:
-            median = _median(list(self._tps))
+            median = statistics.median(list(self._tps))
             if self._drop.hit(tps < (1 - DROP_FRACTION) * median, r.step, tps) and not self.fired("throughput_drop"):
                 rate = f"{r.token_unit}/s"
                 self._fire("throughput_drop", self._drop.first_step,
