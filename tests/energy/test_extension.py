@@ -11,6 +11,7 @@ from trainmeter.core.clock import FakeClock
 from trainmeter.energy.extension import EnergyExtension
 from trainmeter.energy.rapl import rapl_joules, read_rapl
 from trainmeter.extensions import make_monitor
+from trainmeter.gpu.energy import read_counters
 from trainmeter.gpu.sampler import GpuSampler
 from trainmeter.gpu.view import GpuView
 from trainmeter.options import make_options
@@ -19,24 +20,31 @@ TIMELINE = (Phase(duration_s=10.0, levels=IDLE), Phase(duration_s=1e9, levels=GE
 
 
 class StubGpu:
-    """The GPU extension's face the energy wing reads: ``name`` and the view of a (thread-less) sampler."""
+    """The GPU extension's face the energy wing reads: ``name`` and the view of a (thread-less) sampler, whose energy
+    counters are read at start and stop as its owner thread reads them at the open and before the close."""
 
     name = "gpu"
 
     def __init__(self, clock: FakeClock, devices: list[str], fault: str | None = None) -> None:
-        fake = FakeNvml(devices, clock=clock, timelines={i: TIMELINE for i in range(len(devices))})
+        self._fake = FakeNvml(devices, clock=clock, timelines={i: TIMELINE for i in range(len(devices))})
         if fault:
-            fake.inject(0, fault, field="total_energy_mj")
-        self.sampler = GpuSampler(fake, tuple(range(len(devices))), clock=clock, interval_s=0.5)
+            for i in range(len(devices)):
+                self._fake.inject(i, fault, field="total_energy_mj")
+        self._clock = clock
+        self.sampler = GpuSampler(self._fake, tuple(range(len(devices))), clock=clock, interval_s=0.5)
 
     def start(self, monitor) -> None:
         self.sampler.begin_window(monitor.clock())
+        self.sampler.energy_start_s = self._clock()
+        self.sampler.energy_start = read_counters(self._fake, self.sampler.indices)
 
     def view(self) -> GpuView:
         return GpuView(readings=self.sampler)
 
     def stop(self) -> None:
-        self.sampler.end_window(self.sampler._clock())
+        self.sampler.end_window(self._clock())
+        self.sampler.energy_end_s = self._clock()
+        self.sampler.energy_end = read_counters(self._fake, self.sampler.indices)
 
 
 def _opener(clock: FakeClock, devices: list[str], fault: str | None = None):
@@ -65,7 +73,7 @@ def _run(tmp_path, clock, gpu, energy, *, steps=100, tokens=1000, dt=1.0, sample
 def test_counter_is_differenced_over_the_session_and_j_per_token_is_pinned(tmp_path) -> None:
     clock = FakeClock(0.0)
     gpu = StubGpu(clock, ["h100_sxm", "h100_sxm"])
-    energy = EnergyExtension(open_backend=_opener(clock, ["h100_sxm", "h100_sxm"]), powercap_root=tmp_path / "none")
+    energy = EnergyExtension(powercap_root=tmp_path / "none")
     _, p = _run(tmp_path, clock, gpu, energy)
     e = p["energy"]
     # 100 s: 10 s at 60 W + 90 s at 650 W = 59,100 J per device, two devices
@@ -85,9 +93,8 @@ def test_counter_is_differenced_over_the_session_and_j_per_token_is_pinned(tmp_p
 
 def test_unsupported_counter_falls_back_to_integrated_power_and_says_so(tmp_path) -> None:
     clock = FakeClock(0.0)
-    gpu = StubGpu(clock, ["t4"])
-    energy = EnergyExtension(open_backend=_opener(clock, ["t4"], fault="not_supported"),
-                             powercap_root=tmp_path / "none")
+    gpu = StubGpu(clock, ["t4"], fault="not_supported")
+    energy = EnergyExtension(powercap_root=tmp_path / "none")
     _, p = _run(tmp_path, clock, gpu, energy, sample=True)
     e = p["energy"]
     assert e["source"] == "nvml_power_integrated"
@@ -102,9 +109,8 @@ def test_unsupported_counter_falls_back_to_integrated_power_and_says_so(tmp_path
 
 def test_unsupported_counter_without_power_samples_is_missing_with_both_reasons(tmp_path) -> None:
     clock = FakeClock(0.0)
-    gpu = StubGpu(clock, ["t4"])
-    energy = EnergyExtension(open_backend=_opener(clock, ["t4"], fault="no_permission"),
-                             powercap_root=tmp_path / "none")
+    gpu = StubGpu(clock, ["t4"], fault="no_permission")
+    energy = EnergyExtension(powercap_root=tmp_path / "none")
     _, p = _run(tmp_path, clock, gpu, energy, sample=False)
     e = p["energy"]
     assert e["joules"] is None and e["j_per_token"] is None and e["source"] is None
@@ -134,7 +140,7 @@ def test_per_pflop_uses_the_named_convention_and_carbon_only_when_declared(tmp_p
             return ComputeView(convention="megatron", derived=self.derived)
 
     gpu = StubGpu(clock, ["h100_sxm"])
-    energy = EnergyExtension(open_backend=_opener(clock, ["h100_sxm"]), powercap_root=tmp_path / "none")
+    energy = EnergyExtension(powercap_root=tmp_path / "none")
     m = make_monitor(make_options(run_dir=tmp_path, interval_s=3600, convention="megatron", grid_gco2_per_kwh=400,
                                   grid_source="utility report 2025"),
                      clock=clock, text=False, probes=False, extensions=[Compute(), gpu, energy]).start()
@@ -151,17 +157,19 @@ def test_per_pflop_uses_the_named_convention_and_carbon_only_when_declared(tmp_p
 def test_live_tile_shows_j_per_token_so_far_with_its_derivation(tmp_path) -> None:
     clock = FakeClock(0.0)
     gpu = StubGpu(clock, ["h100_sxm"])
-    energy = EnergyExtension(open_backend=_opener(clock, ["h100_sxm"]), powercap_root=tmp_path / "none")
+    energy = EnergyExtension(powercap_root=tmp_path / "none")
     m = make_monitor(make_options(run_dir=tmp_path, interval_s=3600), clock=clock, text=False, probes=False,
                      extensions=[gpu, energy]).start()
     assert energy.tiles() == []
     for _ in range(20):
         clock.advance(1.0)
+        gpu.sampler.step(clock())
         m.on_step(100)
     fields = energy.on_report(None)
     (tile,) = energy.tiles()
-    assert fields["joules"] == pytest.approx(10 * 60.0 + 10 * 650.0)
-    assert tile["value"] == pytest.approx(7100.0 / 2000) and tile["text"] == "3.55 J/token"
+    # live, the counters are read at the end only: mean sampled power (9 at 60 W, 11 at 650 W) x 20 s
+    assert fields["joules"] == pytest.approx((9 * 60.0 + 11 * 650.0) / 20 * 20.0)
+    assert tile["value"] == pytest.approx(7690.0 / 2000) and tile["text"].endswith(" J/token")
     assert tile["derivation"]["formula"] == "energy_j / tokens"
     m.finish("completed")
 

@@ -128,7 +128,7 @@ def test_every_typed_dict_is_documented(typ):
 
 
 def test_the_wings_tiles_panels_and_charts_fit_the_typed_state(run_root):
-    from tests.energy.test_extension import StubGpu, _opener
+    from tests.energy.test_extension import StubGpu
     from trainmeter.compute.extension import ComputeExtension
     from trainmeter.energy.extension import EnergyExtension
     from trainmeter.extensions import make_monitor
@@ -139,7 +139,7 @@ def test_the_wings_tiles_panels_and_charts_fit_the_typed_state(run_root):
 
     clock = FakeClock(0.0)
     gpu = StubGpu(clock, ["h100_sxm"])
-    energy = EnergyExtension(open_backend=_opener(clock, ["h100_sxm"]), powercap_root=run_root / "none")
+    energy = EnergyExtension(powercap_root=run_root / "none")
     m = make_monitor(make_options(run_dir=run_root, name="wings", interval_s=1.0, budget_tokens=10**5), clock=clock,
                      text=False, probes=False, extensions=[gpu, energy, TimeSplit(), ComputeExtension(), Verdicts()])
     m.start()

@@ -215,7 +215,7 @@ def test_replay_has_the_x_mappings_the_verdict_markers_and_the_energy_tile(run_r
 
 
 def test_replay_shows_every_tile_chart_panel_and_marker_the_live_view_ended_with(run_root):
-    from tests.energy.test_extension import StubGpu, _opener
+    from tests.energy.test_extension import StubGpu
     from trainmeter.energy.extension import EnergyExtension
     from trainmeter.timesplit.extension import TimeSplit
     from trainmeter.verdicts.extension import Verdicts
@@ -224,7 +224,7 @@ def test_replay_shows_every_tile_chart_panel_and_marker_the_live_view_ended_with
 
     clock = FakeClock(0.0)
     gpu = StubGpu(clock, ["h100_sxm"])
-    energy = EnergyExtension(open_backend=_opener(clock, ["h100_sxm"]), powercap_root=run_root / "none")
+    energy = EnergyExtension(powercap_root=run_root / "none")
     m = make_monitor(make_options(run_dir=run_root, name="full", interval_s=1.0), clock=clock, text=False,
                      probes=False, extensions=[gpu, energy, TimeSplit(), Verdicts()]).start()
     for i in range(120):

@@ -1,12 +1,9 @@
 """The energy extension (name ``energy``): joules per token, per sample and per PFLOP (docs/spec.md section 13).
 
-A wing of its own because it joins three wings' numbers and must outlive the GPU sampler (which closes its NVML
-handle at ``stop``): it opens its own NVML handle for the devices the GPU extension selected and reads their energy
-counters at the session's start and end (and at each report for the tile); without a counter, mean power times the
-window (:mod:`trainmeter.gpu.energy`); with no GPU, RAPL. Formulas: :mod:`trainmeter.energy.summary`. The window is
-the session (eval and checkpoint energy counts against the tokens trained).
-Thread safety: ``start``/``stop``/``on_report``/``passport_section`` run on the
-training thread; ``tiles`` (publisher thread) reads one immutable dict reference.
+A wing of its own because it joins three wings' numbers: the energy counters the GPU sampler's owner thread reads at
+its open and before its close; without a counter (and live, before the end), mean sampled power times the window
+(:mod:`trainmeter.gpu.energy`); with no GPU, RAPL. Formulas: :mod:`trainmeter.energy.summary`. The window is the
+session. Thread safety: ``tiles`` (publisher thread) reads one immutable dict reference.
 """
 
 from __future__ import annotations
@@ -17,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from trainmeter.core.extension import ExtensionBase, Report
 from trainmeter.energy.rapl import POWERCAP_ROOT, RaplReading, rapl_joules, read_rapl
 from trainmeter.energy.summary import energy_section, energy_tile
-from trainmeter.gpu.energy import DeviceEnergy, from_counter, from_power, read_counters
+from trainmeter.gpu.energy import DeviceEnergy, from_counter, from_power
 
 if TYPE_CHECKING:
     from trainmeter.compute.view import ComputeView
@@ -27,8 +24,7 @@ if TYPE_CHECKING:
 
 
 class EnergyExtension(ExtensionBase):
-    """Energy over the session (name ``energy``); tests pass a fake ``open_backend(clock=...) -> GpuBackendResult``
-    (default :func:`trainmeter.gpu.nvml.open_nvml`) and a ``powercap_root`` folder of fake RAPL files."""
+    """Energy over the session (name ``energy``); tests pass a ``powercap_root`` folder of fake RAPL files."""
 
     name = "energy"
     report_on_worker = True  # a steady report runs on_report on the report worker (docs/spec.md section 20)
@@ -36,12 +32,10 @@ class EnergyExtension(ExtensionBase):
     # after compute: J/PFLOP divides by the FLOPs spent of the same report
     requires = ("gpu", "compute")
 
-    def __init__(self, open_backend: Any = None, powercap_root: Path = POWERCAP_ROOT) -> None:
-        self._open_backend = open_backend
+    def __init__(self, powercap_root: Path = POWERCAP_ROOT) -> None:
         self._powercap_root = Path(powercap_root)
         self._m: Monitor | None = None
-        self._backend: Any = None
-        self._sampler: Any = None  # the GPU extension's background sampler, when NVML opens on its thread
+        self._sampler: Any = None  # the GPU extension's sampler: NVML opens on its thread
         self._gpu_view: GpuView | None = None
         self._t0_s = 0.0
         self._t1_s: float | None = None
@@ -57,58 +51,28 @@ class EnergyExtension(ExtensionBase):
 
     # -- lifecycle ----------------------------------------------------------------------
     def start(self, monitor: Monitor) -> None:
-        """Read every counter once: the session's starting point."""
+        """The session's starting point: RAPL now, in case no GPU opens (the GPU counters: the sampler's thread)."""
         self._m = monitor
         self._t0_s = monitor.clock()
         gpu = self._gpu()
-        sampler = gpu.readings if gpu is not None else None
-        if sampler is not None and gpu.opens_in_background:  # NVML opens on the sampler's own thread
-            self._sampler, self._gpu_view = sampler, gpu
-            self._gpu_missing = getattr(sampler, "unavailable_reason", None)
-            self._rapl_start = read_rapl(self._powercap_root)  # in case no GPU opens
-            return
-        self._indices = tuple(getattr(sampler, "indices", ()) or ())
-        devices = getattr(sampler, "devices", None) or {}
-        self._names = {i: str(getattr(devices.get(i), "name", "") or "") for i in self._indices}
-        if self._indices:
-            opener = self._open_backend
-            if opener is None:
-                from trainmeter.gpu.nvml import open_nvml
-
-                opener = open_nvml
-            result = opener(clock=monitor.clock)
-            self._backend = result.backend
-            if self._backend is None:
-                reason = result.reason or "NVML did not open"
-                self._start_mj = dict.fromkeys(self._indices, (None, reason))
-            else:
-                self._start_mj = read_counters(self._backend, self._indices)
-        else:
-            self._gpu_missing = (getattr(sampler, "unavailable_reason", None)
-                                 or ("the GPU extension is off" if sampler is None else "no GPU selected"))
-            self._rapl_start = read_rapl(self._powercap_root)
+        self._gpu_view = gpu
+        self._sampler = gpu.readings if gpu is not None else None
+        self._gpu_missing = (getattr(self._sampler, "unavailable_reason", None) if self._sampler is not None
+                             else "the GPU extension is off")
+        self._rapl_start = read_rapl(self._powercap_root)
 
     def stop(self) -> None:
-        """Read every counter at the end and release the NVML handle (idempotent)."""
+        """Take the end counters (idempotent): after the GPU extension's stop, its owner thread read them."""
         m = self._m
         if m is None or self._t1_s is not None:
             return
-        if self._sampler is not None:  # after the GPU extension's stop: the owner read the end counters
-            self._adopt_sampler(final=True)
-            end_s = self._sampler.energy_end_s
-            self._t1_s = end_s if end_s is not None and self._sampler.energy_end is not None else m.clock()
-            self._end_mj = dict(self._sampler.energy_end or {})
-            if self._rapl_start is not None:
-                self._rapl_end = read_rapl(self._powercap_root)
-            return
         self._t1_s = m.clock()
-        if self._backend is not None:
-            self._end_mj = read_counters(self._backend, self._indices)
-            backend, self._backend = self._backend, None
-            try:
-                backend.close()
-            except Exception:  # noqa: BLE001, S110 - closing never raises into the run
-                pass
+        sampler = self._sampler
+        if sampler is not None:
+            self._adopt_sampler(final=True)
+            if sampler.energy_end_s is not None and sampler.energy_end is not None:
+                self._t1_s = sampler.energy_end_s
+            self._end_mj = dict(sampler.energy_end or {})
         if self._rapl_start is not None:
             self._rapl_end = read_rapl(self._powercap_root)
 
@@ -192,9 +156,8 @@ class EnergyExtension(ExtensionBase):
             return {}
         if self._sampler is not None and self._t1_s is None:
             self._adopt_sampler()
-        if self._t1_s is None:
-            now_s = m.clock()
-            end = read_counters(self._backend, self._indices) if self._backend is not None else {}
+        if self._t1_s is None:  # live: the GPU's mean power so far (its counters are read at the end)
+            now_s, end = m.clock(), {}
             rapl_end = read_rapl(self._powercap_root) if self._rapl_start is not None else None
         else:
             now_s, end, rapl_end = self._t1_s, self._end_mj, self._rapl_end

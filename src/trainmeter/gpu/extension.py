@@ -82,7 +82,7 @@ class GpuExtension(ExtensionBase):
 
     def view(self) -> GpuView:
         """The sampler's readings and the last passport section (any thread)."""
-        return GpuView(readings=self.sampler, opens_in_background=self.sampler is not None, section=self.section)
+        return GpuView(readings=self.sampler, section=self.section)
 
     def _compute(self) -> ComputeView | None:
         return self._m.extension("compute") if self._m is not None else None

@@ -42,17 +42,11 @@ class GpuReadings(Protocol):
 
 @dataclass(frozen=True)
 class GpuView:
-    """The GPU wing at the time of asking.
-
-    Attributes:
-        readings: The sampler's readings, or ``None`` before it started (or with the wing off).
-        opens_in_background: NVML opens on the sampler's thread, which also reads the energy counters at the open
-            and before the close (``energy_start``/``energy_end``).
-        section: The last ``gpu`` passport section built, or ``None`` before the passport.
-    """
+    """The GPU wing at the time of asking: the sampler's ``readings`` (``None`` before it started or with the wing
+    off; NVML opens on its thread, which also reads the energy counters at the open and before the close), and the
+    last ``gpu`` passport ``section`` built (``None`` before the passport)."""
 
     readings: GpuReadings | None = None
-    opens_in_background: bool = False
     section: Mapping[str, Any] | None = None
 
     def opening(self) -> bool:
