@@ -63,9 +63,7 @@ class Calibration:
 def achieved_flops_per_s(shape: tuple[int, int, int], repeats: int, seconds: float) -> float | None:
     """2 x m x n x k x repeats / seconds, or ``None`` for a duration that is not positive."""
     m, n, k = shape
-    if seconds <= 0 or repeats <= 0:
-        return None
-    return 2.0 * m * n * k * repeats / seconds
+    return 2.0 * m * n * k * repeats / seconds if seconds > 0 and repeats > 0 else None
 
 
 def time_matmuls(run_once: Callable[[], Any], sync: Callable[[], Any], *, clock: Callable[[], float],
@@ -124,20 +122,10 @@ def _measure_one(torch: Any, device: Any, dtype: str, size: int, *, clock: Calla
 def calibrate(dtypes: Iterable[str] | None = None, *, device: Any = None, size: int | None = None,
               min_seconds: float = 0.25, max_repeats: int = 1000,
               clock: Callable[[], float] = time.perf_counter) -> Calibration:
-    """Measure the dense-matmul ceiling per dtype on ``device`` (default the current CUDA device, else the CPU); the
-    :class:`Calibration`, also kept as the last one (the next or current run reads it).
-
-    Args:
-        dtypes: Among :data:`CALIBRATION_DTYPES`; default ``bf16, fp16, tf32`` on CUDA, ``fp32, bf16`` on the CPU.
-        device: A torch device or its name.
-        size: Square matrix side; default 8192 on CUDA, 1024 on the CPU.
-        min_seconds: Time each dtype for at least this long (the clock read at 1, 2, 4... repeats).
-        max_repeats: At most this many timed matmuls per dtype.
-        clock: Seconds clock (tests pass a fake one).
-
-    Raises:
-        ValueError: An unknown dtype, or a size or duration out of range. RuntimeError: torch is not installed.
-    """
+    """Measure the dense-matmul ceiling per dtype (default ``bf16, fp16, tf32`` on CUDA, ``fp32, bf16`` on the CPU) on
+    ``device`` (default the current CUDA device, else the CPU) with ``size``-square matrices (default 8192 on CUDA,
+    1024 on the CPU), each for ``min_seconds`` (at most ``max_repeats`` matmuls); the :class:`Calibration`, also kept
+    as the last one. ``ValueError`` for an unknown dtype or a value out of range; ``RuntimeError`` without torch."""
     torch = sys.modules.get("torch")
     if torch is None:
         try:

@@ -1,11 +1,8 @@
 """The counted pass in two halves: the meta copy on the training thread, its forward and backward on another.
 
-:func:`prepare_counted` (training thread, between steps) reads the live model into a meta copy and the kept batch
-into meta inputs; :meth:`PreparedCount.run` runs the copy's forward and backward under the counter on any thread
-(the report worker: docs/spec.md section 20, "First report"). It touches only the copy and thread-local torch
-state (dispatch mode stack, grad mode, the meta autograd graph): no global module hook, no RNG fork (meta operators
-draw no random numbers), no compile stance (a process that compiled anything counts on the training thread). The
-copy's modules are new objects, so its calls are never counted as training.
+:func:`prepare_counted` (training thread, between steps) makes the meta copy and inputs; :meth:`PreparedCount.run`
+runs them under the counter on the report worker, touching only the copy and thread-local torch state (docs/spec.md
+section 20, "First report").
 """
 
 from __future__ import annotations
@@ -113,10 +110,8 @@ def after_meta(failed: CountedFlops, model: Any, example_args: Any = (),
 
 
 class CountOnWorker:
-    """The compute wing's counted pass across reports: begun at one, read at a later one (or the final one).
-
-    Training thread (the pass itself runs on the run's report worker).
-    """
+    """The compute wing's counted pass across reports: begun at one, read at a later one (or the final one); training
+    thread (the pass itself runs on the run's report worker)."""
 
     def __init__(self) -> None:
         self._prepared: PreparedCount | None = None

@@ -1,13 +1,8 @@
 """The ``counted`` convention: one forward and backward of a copy of the user's model under ``FlopCounterMode``.
 
-What it counts and where it differs from the analytic conventions (matmul-like ops only, SDPA's causal attention as
-the full square on the meta device, none on the CPU's fused kernel, recomputation counted again, a MoE's routed
-experts), how the copy is made (meta first; a real CPU copy under a forked RNG after a meta failure; never the
-user's module or hooks) and how a LightningModule's own ``training_step`` is counted: docs/spec.md section 5, "The
-counted pass". The counter runs without its module tracker (:class:`_NoModuleHooks`). FLOPs per token when the
-batch has token ids, per sample otherwise. Reads the model only; call on the training thread between steps
-(:mod:`trainmeter.compute.counted_pass` runs the pass on the report worker). Never raises: a failure gives
-``flops_per_unit=None`` and a ``reason``.
+What it counts, how the copy is made and how a LightningModule's ``training_step`` is counted: docs/spec.md section
+5, "The counted pass". FLOPs per token when the batch has token ids, per sample otherwise. Reads the model only, on
+the training thread between steps (compute/counted_pass.py runs the pass on the report worker). Never raises.
 """
 
 from __future__ import annotations
@@ -261,20 +256,11 @@ def counted_flops_per_token(model: Any, example_args: Any = (), example_kwargs: 
                             tokens: int | None = None, samples: int | None = None,
                             loss_fn: Callable[[Any], Any] | None = None, method: Method = "auto",
                             call: Call = "forward") -> CountedFlops:
-    """Count one training step's FLOPs per token (or per sample) on a copy of ``model``; never raises.
-
-    Args:
-        model: The ``torch.nn.Module`` (``torch.compile`` and DDP wrappers are read through).
-        example_args: Positional inputs of one forward (a tuple, or a single tensor).
-        example_kwargs: Keyword inputs of one forward.
-        tokens: Tokens in the example batch; default as the run counts them.
-        samples: Samples in it (a model without token ids); default dim 0 of its first float tensor. At most one
-            of ``tokens`` and ``samples``.
-        loss_fn: Model output to a scalar to differentiate; default ``output.loss``, else the first float output's sum.
-        method: ``"meta"`` (allocate nothing), ``"real"`` (a CPU copy with the real values) or ``"auto"`` (meta,
-            then real if meta fails).
-        call: ``"forward"`` or ``"training_step"`` (a LightningModule's own, its returned loss differentiated).
-    """
+    """Count one training step's FLOPs per token (or per sample) on a copy of ``model`` (wrappers read through) given
+    one forward's (or ``training_step``'s) inputs; never raises. ``tokens``/``samples``: the batch's count (default
+    as the run counts it); ``loss_fn``: output to the scalar differentiated (default ``output.loss``, else the first
+    float output's sum); ``method``: ``meta`` (allocate nothing), ``real`` (a CPU copy) or ``auto`` (meta, then
+    real)."""
     found = _inputs(example_args, example_kwargs, tokens, samples, call, method)
     if isinstance(found, CountedFlops):
         return found

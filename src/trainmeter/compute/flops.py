@@ -1,11 +1,8 @@
 """Training FLOPs per token under named conventions, with the inputs' provenance (docs/spec.md section 5).
 
-Symbols: N = parameters the forward passes through (MoE: the active ones), E = lookup-only embedding tables, L
-layers, d width, S sequence length; per token, forward plus backward. :data:`FORMULAS` is full training; with
-frozen parameters :data:`FROZEN_FORMULAS` splits each into forward, activation and weight gradients. ``counted``
-(:mod:`trainmeter.compute.flop_count`) is an F beside them (:data:`COUNTED`); :func:`mfu_conventions` and
-:func:`flops_input` are the one rule for which F a run or a launch derives MFU under, with what provenance. Never
-imports torch at module level. Pure and thread-safe.
+The symbols, :data:`FORMULAS` and, with frozen parameters, :data:`FROZEN_FORMULAS`: spec section 5.
+:func:`mfu_conventions` and :func:`flops_input` are the one rule for which F (a convention's, or :data:`COUNTED`) a
+run or a launch derives MFU under. Never imports torch at module level. Pure and thread-safe.
 """
 
 from __future__ import annotations
@@ -42,11 +39,7 @@ _ATTENTION_FACTOR = {"hf": 0, "megatron": 6, "titan": 12, "embeddings": 12}
 
 
 def validate_convention(name: str) -> str:
-    """Return the canonical convention for ``name`` (case-insensitive, aliases resolved).
-
-    Raises:
-        ValueError: ``name`` is not a convention; the message names it and lists the valid ones.
-    """
+    """The canonical convention for ``name`` (case-insensitive, aliases resolved); ``ValueError`` listing the valid."""
     key = str(name).strip().lower()
     if key in CONVENTIONS:
         return key
@@ -57,11 +50,7 @@ def validate_convention(name: str) -> str:
 
 
 def as_shape(model_or_shape: Any) -> ModelShape:
-    """Return a :class:`ModelShape` for a shape, a ``torch.nn.Module`` or a Hugging Face style config.
-
-    Raises:
-        TypeError: ``model_or_shape`` is none of these.
-    """
+    """A :class:`ModelShape` for a shape, a ``torch.nn.Module`` or a Hugging Face style config (else ``TypeError``)."""
     if isinstance(model_or_shape, ModelShape):
         return model_or_shape
     if hasattr(model_or_shape, "named_parameters") and hasattr(model_or_shape, "modules"):
@@ -169,21 +158,10 @@ def _symbol(formula: str, n_symbol: str) -> str:
     return re.sub(r"\bN\b", n_symbol, formula)
 
 
-def flops_per_token(
-    model_or_shape: Any, convention: str | None = None, seq_len: int | None = None
-) -> Derivation | dict[str, Derivation]:
-    """Training FLOPs per token (forward plus backward) under a named convention.
-
-    Args:
-        model_or_shape: A :class:`ModelShape`, a ``torch.nn.Module`` (meta fine) or a Hugging Face style config
-            (``TypeError`` otherwise).
-        convention: One of :data:`CONVENTIONS` or an alias (``ValueError`` otherwise); ``None`` gives every one.
-        seq_len: S in tokens, ``declared`` (``ValueError`` unless positive).
-
-    Returns:
-        A :class:`Derivation` named ``flops_per_token.<convention>`` in FLOP/token (``None`` with ``missing`` when
-        an input is unknown), or with ``convention=None`` a dict convention -> Derivation.
-    """
+def flops_per_token(model_or_shape: Any, convention: str | None = None,
+                    seq_len: int | None = None) -> Derivation | dict[str, Derivation]:
+    """Training FLOPs per token of a model, shape or config (:func:`as_shape`) under ``convention`` (an alias too):
+    the Derivation ``flops_per_token.<convention>``, or with ``None`` a dict of every one; ``seq_len``: S declared."""
     canonical = None if convention is None else validate_convention(convention)
     shape = as_shape(model_or_shape)
     if seq_len is not None:
@@ -197,9 +175,7 @@ def flops_per_token(
 def flops_range(derivations: Mapping[str, Derivation]) -> tuple[float, float] | None:
     """Return (lowest, highest) FLOPs per token over the derivations with a value, or ``None``."""
     values = [d.value for d in derivations.values() if d.value is not None]
-    if not values:
-        return None
-    return min(values), max(values)
+    return (min(values), max(values)) if values else None
 
 
 def shape_inputs(shape: ModelShape) -> tuple[Input, ...]:

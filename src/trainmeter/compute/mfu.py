@@ -1,9 +1,7 @@
 """MFU, FLOPs spent and required, and progress: pure functions returning Derivations (docs/spec.md section 5).
 
-Every quantity argument accepts a plain number (with the provenance the caller names), an
-:class:`~trainmeter.core.provenance.Input`, a :class:`~trainmeter.core.provenance.Derivation` or ``None`` (the
-result's value is then ``None`` and ``missing`` says what would enable it). No clock is read (the ETA:
-compute/eta.py). Never imports torch. Pure and thread-safe.
+Every quantity is a number, an ``Input``, a ``Derivation`` or ``None`` (the result's value is then ``None`` and
+``missing`` says what would enable it). Never imports torch. Pure and thread-safe.
 """
 
 from __future__ import annotations
@@ -33,19 +31,9 @@ def mfu_name(convention: str, pace: str = "training-only", prefix: str = "") -> 
 
 def mfu(flops_per_token: Quantity, tokens_per_s: Quantity, devices: Quantity, peak_flops_per_s: Quantity | PeakRow, *,
         pace: Pace = "training-only", peak_missing: str | None = None, unit: str = "tokens") -> Derivation:
-    """Model FLOPs utilization of one run, a 0-1 fraction: F x tokens/s / (devices x peak).
-
-    Args:
-        flops_per_token: F, FLOP per token (e.g. a ``flops_per_token.<convention>`` Derivation).
-        tokens_per_s: Tokens per second over all devices, on the clock ``pace`` names (the name ``mfu`` or
-            ``mfu.session``).
-        devices: Number of devices the peak applies to.
-        peak_flops_per_s: Dense peak per device in FLOP/s, or a :class:`PeakRow`; ``None`` when unknown
-            (``peak_missing``: why).
-        pace: ``training-only`` or ``session``.
-        peak_missing: Why there is no peak (:func:`trainmeter.compute.peaks.why_no_peak`).
-        unit: ``tokens`` or ``samples`` (F is then FLOP/sample, the rate samples/s).
-    """
+    """Model FLOPs utilization of one run, a 0-1 fraction: F x tokens/s (on the clock ``pace`` names: ``mfu`` or
+    ``mfu.session``) / (devices x dense peak per device, FLOP/s or a :class:`PeakRow`; ``peak_missing``: why there is
+    none); ``unit`` ``samples``: F per sample, samples/s."""
     _pace_label(pace)
     if isinstance(peak_flops_per_s, PeakRow):
         peak_in = peak_input(peak_flops_per_s)
@@ -67,13 +55,9 @@ def peak_input(row: PeakRow, name: str = "peak") -> Input:
 def mfu_derivation(*, name: str, flops_per_token: Input, rate: tuple[Input] | tuple[Input, Input], devices: Input,
                    peaks: tuple[Input, ...], pace: str = "training-only", peak_missing: str | None = None,
                    missing: str | None = None) -> Derivation:
-    """The one MFU formula and its checks (docs/spec.md section 5), for a run and for a launch of ranks.
-
-    MFU = F x ``rate`` (``(tokens_per_s,)`` or ``(tokens, seconds)``) / capacity: ``devices`` x one ``peaks`` input,
-    or the sum of one peak per device. ``pace`` names the rate's clock in a missing reason; ``peak_missing`` gets
-    the flags that declare a peak; ``missing`` is a reason the caller already knows (a launch's missing rank). A
-    Derivation named ``name``, unit ``fraction``; value ``None`` with ``missing`` saying what would enable it.
-    """
+    """The one MFU formula and its checks (docs/spec.md section 5), for a run and for a launch of ranks: F x ``rate``
+    (``(tokens_per_s,)`` or ``(tokens, seconds)``) / (``devices`` x one peak, or the sum of one peak per device);
+    ``missing``: a reason the caller already knows (a launch's missing rank)."""
     per_rank = len(peaks) > 1
     capacity = "sum over ranks of peak" if per_rank else "devices * peak"
     formula = f"F * {' / '.join(i.name for i in rate)} / ({capacity})"

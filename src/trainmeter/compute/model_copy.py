@@ -1,11 +1,7 @@
 """A copy of the user's model for the counted pass: on the meta device, never sharing or changing the live module.
 
-:func:`model_copy` builds a separate module tree (docs/spec.md section 5, "The counted pass"): each module a new
-object of its (FSDP2-free) class, its attributes deep-copied through a memo mapping every tensor to a new meta
-tensor (or, for the CPU's real pass, a detached clone), every hook dictionary and FSDP2's composable state to empty
-ones, and links to the run (a trainer, Lightning's ``_fabric``, data) to ``None``; wrappers (compile, DDP) are read
-through; a model that cannot be copied is rebuilt from its ``config`` on the meta device. Nothing of the live module
-is written. Call on the training thread between steps.
+How the separate module tree is built: docs/spec.md section 5, "The counted pass". Nothing of the live module is
+written. Call on the training thread between steps.
 """
 
 from __future__ import annotations

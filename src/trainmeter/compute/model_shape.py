@@ -22,23 +22,9 @@ class FieldSource:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ModelShape:
-    """Shape of a (transformer) model, every field optional (``None``: nobody could read it); the symbols of
-    docs/spec.md section 5.
-
-    Attributes:
-        layers, d_model, seq_len, vocab: L, d, S (tokens), V.
-        kv_heads: Key/value heads (``heads`` without GQA/MQA); ``head_dim`` ``d_model // heads`` unless the config says.
-        ffn_width: Hidden width of the feed-forward block (of one expert for MoE); ``ffn_kind`` ``mlp`` or ``gated``.
-        learned_positions: Rows of a learned absolute position table (0: none).
-        n_params: N, parameters the forward passes through (trained or frozen), each tensor once.
-        n_embedding_params: E, lookup-only embedding tables (token table unless tied, learned positions).
-        moe_experts: Routed experts per MoE layer (``None`` or 1: dense); ``moe_top_k``, ``moe_shared_experts``.
-        n_active_params: Parameters a token passes through (MoE: top-k plus shared plus dense; else N).
-        n_trained_params, n_trained_embedding_params: N_t, E_t (``requires_grad``; ``None``: all trained).
-        n_backward_params, n_backward_embedding_params, backward_layers: N_b, E_b, L_b: on the backward's path (the
-            modules after the first one holding a trained parameter); ``None``: all.
-        sources: Field name -> :class:`FieldSource`; a field set without one reads as declared.
-    """
+    """Shape of a (transformer) model, every field optional (``None``: nobody could read it): L, d, S, V, N, E, N_t,
+    E_t, N_b, E_b, L_b and the MoE fields are the symbols of docs/spec.md section 5; ``sources``: field name ->
+    :class:`FieldSource` (a field set without one reads as declared)."""
 
     layers: int | None = None
     d_model: int | None = None
@@ -79,10 +65,7 @@ class ModelShape:
         """Return the :class:`FieldSource` of field ``name`` (declared when unrecorded), or ``None`` when unset."""
         if getattr(self, name) is None:
             return None
-        found = self.sources.get(name)
-        if found is None:
-            return FieldSource(provenance="declared", source="ModelShape")
-        return found
+        return self.sources.get(name) or FieldSource(provenance="declared", source="ModelShape")
 
     def as_input(self, name: str, symbol: str, unit: str = "1") -> Input:
         """Return field ``name`` as a derivation :class:`Input` named ``symbol``."""

@@ -109,15 +109,9 @@ def _experts(root: Any, nn: Any, top_k: int | None) -> tuple[int, int, int | Non
 
 
 def shape_from_module(module: Any) -> ModelShape:
-    """Read a :class:`ModelShape` from a ``torch.nn.Module`` (compiled ones through ``_orig_mod``; meta works).
-
-    N (tied tensors once) and E (lookup-only ``nn.Embedding`` tables) are ``counted``, and with frozen parameters
-    N_t, E_t, N_b, E_b, L_b. A ``.config`` gives the structural fields first (``detected``); the module fills the
-    rest: L from the longest run of same-class blocks in a ``ModuleList``/``Sequential``, d and V from the token
-    table, heads from ``nn.MultiheadAttention`` or a ``num_heads``-style attribute, MoE experts from ``ModuleList``
-    s named ``*experts``, S (``assumed``) from the position table. Reads shapes only (fine while training runs; not
-    during a change of the model's structure).
-    """
+    """Read a :class:`ModelShape` from a ``torch.nn.Module`` (compiled ones through ``_orig_mod``; meta works): the
+    parameter counts ``counted``, the structure from a ``.config`` first, then from the modules (docs/spec.md section
+    5). Reads shapes only."""
     import torch.nn as nn
 
     root = getattr(module, "_orig_mod", module)

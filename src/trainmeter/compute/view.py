@@ -13,16 +13,9 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class ComputeView:
-    """The compute wing's figures at the time of asking (any thread; the mappings are never changed in place).
-
-    Attributes:
-        convention: The chosen FLOPs convention (``--convention``), or ``None``.
-        flops_per_token: FLOP/token by convention (analytic); ``counted``: counted on one step, or ``None``.
-        peak: The dense peak divided by (detected or declared), or ``None``; ``peak_missing``: why not.
-        derived: Every derived figure by name (``mfu[<conv>]``, ``progress``, ``eta_s``...), as of the last report.
-        unit: ``tokens`` or ``samples``: what FLOPs are per and rates are in (docs/spec.md section 5, "Units").
-        conventions_missing: Why the analytic conventions are withheld (not a language model), or ``None``.
-    """
+    """The compute wing's figures at the time of asking (any thread; the mappings are never changed in place): the
+    ``--convention``, F by convention and ``counted``, the peak (or why none), every derived figure by name as of the
+    last report, the ``unit`` (docs/spec.md section 5, "Units") and why the conventions are withheld, if they are."""
 
     convention: str | None = None
     flops_per_token: Mapping[str, Derivation] = field(default_factory=dict)

@@ -1,9 +1,7 @@
 """Which GPUs to watch: ``--gpus all | 0,1 | GPU-<uuid>,...`` or, by default, the CUDA context's devices.
 
-NVML indices are not CUDA ordinals: CUDA devices are mapped to NVML devices by UUID (which respects
-``CUDA_VISIBLE_DEVICES``). The default: the devices this process's CUDA context uses, else those
-``CUDA_VISIBLE_DEVICES`` names, else every NVML device; a CUDA device that is a MIG instance selects its parent
-GPU (docs/spec.md section 8). Pure functions except :func:`cuda_context_uuids`; thread-safe.
+CUDA devices map to NVML devices by UUID; the default and MIG instances: docs/spec.md section 8. Pure functions
+except :func:`cuda_context_uuids`; thread-safe.
 """
 
 from __future__ import annotations
@@ -48,11 +46,7 @@ class GpuSelection:
 
 def parse_gpus(value: str | int | Sequence[int | str] | None) -> GpusSpec | None:
     """Parse ``--gpus`` / ``tm.monitor(gpus=...)``: ``"all"``, ``"0,1"``, ``"GPU-<uuid>,..."``, an int or a sequence
-    of ints/UUIDs; ``None`` for the default selection.
-
-    Raises:
-        ValueError: Naming the bad value and what is valid.
-    """
+    of ints/UUIDs; ``None`` for the default selection. ``ValueError`` naming the bad value and what is valid."""
     if value is None:
         return None
     if isinstance(value, bool):
@@ -95,17 +89,8 @@ def _parse_entry(part: Any, whole: Any) -> int | str:
 
 def select_gpus(spec: GpusSpec | None, devices: Sequence[GpuDeviceInfo], *, cuda_uuids: Sequence[str] | None = None,
                 env: Mapping[str, str] | None = None) -> GpuSelection:
-    """Resolve a spec (or the default) against the NVML devices (index order).
-
-    Args:
-        spec: From :func:`parse_gpus`; ``None`` for the default.
-        devices: Every NVML device, index order.
-        cuda_uuids: UUIDs of the devices this process's CUDA context uses (:func:`cuda_context_uuids`), or ``None``.
-        env: Environment for ``CUDA_VISIBLE_DEVICES`` / ``CUDA_DEVICE_ORDER`` (default ``os.environ``).
-
-    Raises:
-        ValueError: An index or UUID in ``spec`` matches no device (the message lists the valid ones).
-    """
+    """Resolve a :func:`parse_gpus` spec (``None``: the default, from ``cuda_uuids`` of the CUDA context's devices or
+    ``env``'s ``CUDA_VISIBLE_DEVICES``) against every NVML device; ``ValueError`` listing the valid ones."""
     if env is None:
         env = os.environ
     if spec is not None:

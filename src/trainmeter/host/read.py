@@ -1,11 +1,7 @@
 """Reading a psutil-like source into :class:`NodeSample` records (pure math on counter deltas; docs/spec.md section 10).
 
-``cpu`` (0-1): busy = total - idle - iowait over per-CPU time deltas, total every field but guest/guest_nice (already
-in user/nice); memory as psutil's ``virtual_memory()`` (Linux: used = total - free - buffers - cached, as ``free``);
-disk and network rates in bytes/s (every NIC but ``lo*`` and ``ifb*`` mirrors); ``run_fs_used_fraction`` =
-used / (used + free) as ``df``, read every 5th sample with the sensors (°C, RPM); ``rss_bytes`` is read here so no
-psutil call runs on the training thread (docs/spec.md section 18).
-Not thread-safe: one :class:`NodeReader` belongs to one sampling thread.
+What each field is and how it is computed: spec section 10; ``rss_bytes`` is read here so no psutil call runs on the
+training thread (section 18). Not thread-safe: one :class:`NodeReader` belongs to one sampling thread.
 """
 
 from __future__ import annotations
@@ -15,9 +11,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-SLOW_EVERY = 5
-_SKIP_CPU = ("guest", "guest_nice")
-_SKIP_NIC = ("lo", "ifb")
+SLOW_EVERY = 5  # samples between two reads of the run folder's filesystem (used / (used + free), as df) and sensors
+_SKIP_CPU = ("guest", "guest_nice")  # already counted in user and nice
+_SKIP_NIC = ("lo", "ifb")  # loopback, and ifb devices mirroring another NIC's traffic
 
 
 class NodeSource(Protocol):
