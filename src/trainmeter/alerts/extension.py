@@ -1,9 +1,7 @@
 """The alerts extension (name ``alerts``): rules over what the run already detects, and what each does when it fires.
 
-Where each rule is checked and what a fired alert shows: docs/spec.md section 21, "Controls and alerts" (a stopping
-``nan`` rule at each step, the others once a second on the watchdog thread, :mod:`trainmeter.alerts.watchdog`).
-Thread safety: ``fire`` may run on the training or the watchdog thread (a lock; the record is replaced, never mutated);
-the publisher reads ``fired`` from any thread.
+Where each rule is checked: docs/spec.md section 21. Thread safety: ``fire`` may run on the training or the watchdog
+thread (a lock; the record is replaced, never mutated); the publisher reads ``fired`` from any thread.
 """
 
 from __future__ import annotations

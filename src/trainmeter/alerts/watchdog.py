@@ -1,9 +1,7 @@
 """The alerts' watchdog thread: once a second, the alert rules, the hang check and the run's control file.
 
 The training thread is never asked for anything (docs/spec.md section 21; the control file: docs/protocol.md,
-"Controls"): one ``os.lstat`` a second, obeyed only for this run's id and a known action, once per ``id``.
-Thread safety: its own thread; ``tick`` (also called by tests with an explicit time) reads the
-monitor's published state and files, and makes requests through ``monitor.controls`` (thread-safe).
+"Controls"). Thread safety: its own thread; requests go through ``monitor.controls`` (thread-safe).
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """The measured matmul ceiling: ``tm.calibrate()`` times a short dense matmul per dtype on the run's device.
 
-Explicit only (docs/spec.md section 5, "Measured ceiling"): its matrices are allocated when called and freed
-before it returns. Each dtype's :class:`Ceiling` (provenance ``measured``) gives "of achievable" beside MFU. The
-last calibration is kept (one per process, behind a lock), so one taken before a run serves the run.
+Explicit only (docs/spec.md section 5, "Measured ceiling"). The last calibration is kept (one per process, behind a
+lock), so one taken before a run serves the run.
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
 """The one ETA rule: seconds left at the recent pace when the run has one, else at the training-only pace.
 
-docs/spec.md section 5: the live progress bar, the run log's ``eta_s`` and the passport's all come from :func:`eta`,
-whose Derivation says which pace and window it used; ``eta_s.session`` is the same formula at the wall-clock pace.
+The progress bar, the run log's ``eta_s`` and the passport's all come from :func:`eta` (docs/spec.md section 5).
 Pure; any thread; no clock is read here.
 """
 

@@ -1,9 +1,7 @@
 """The compute extension: FLOPs per token, MFU, FLOPs spent and required, progress and ETA (docs/spec.md section 5).
 
-Reads the trained model once it is known (after the first optimizer step): its shape, S from the batch, one step
-counted on a copy of the model, the dense peak for the device and dtype. The conventions are withheld, with the
-reason, for a run counted in samples. Every figure is a :class:`~trainmeter.core.provenance.Derivation`. Runs
-inside reports (the count's copy on the training thread, its pass on the report worker).
+Reads the trained model once it is known (after the first optimizer step). Runs inside reports (the count's copy on
+the training thread, its pass on the report worker).
 """
 
 from __future__ import annotations

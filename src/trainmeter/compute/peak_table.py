@@ -1,8 +1,7 @@
 """The rows of the dense-peak table: one per card, its name pattern, the figures as its source quotes them, the source.
 
-The dense peak is derived (quoted / 2 when the source quotes 2:4 sparsity), so a sparse figure is never divided
-by; a row citing a page other than the vendor's own says ``secondary=True``; ``None``: no such dtype, or no source
-gives it. Rows are tried in order, most specific first (docs/peaks.md). Pure data.
+The dense peak is derived (quoted / 2 for a 2:4-sparse figure); rows are tried in order, most specific first
+(docs/peaks.md). Pure data.
 """
 
 from __future__ import annotations

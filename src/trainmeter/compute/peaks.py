@@ -1,9 +1,7 @@
 """Dense tensor-core peaks per card and dtype, each with its cited source: matching a device to its row.
 
-The rows live in :mod:`trainmeter.compute.peak_table` (docs/peaks.md). A device is matched by its NVML / torch name
-(CUDA and ROCm), most specific row first; a name that does not say its variant is settled by PCI device id or
-memory size when known, else it gets no peak and the reason says so. A card or dtype the table lacks has no peak,
-never a guess (docs/spec.md section 5). Pure; never imports torch. Thread-safe.
+The rows: :mod:`trainmeter.compute.peak_table` (docs/peaks.md, the matching rules); a card or dtype the table lacks
+has no peak, never a guess (docs/spec.md section 5). Pure; never imports torch. Thread-safe.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """The sequence length S the attention terms use: packed sequences, the run's token-weighted mean, the batch.
 
-S is token-weighted, ``sum(l * l) / sum(l)`` (docs/spec.md section 5, "S"): under padding-free packing the lengths
-come from the kept batch's ``cu_seqlens`` or ``position_ids`` (read once: a device's through a non-blocking copy
-polled at later reports, no sync); otherwise the run's token-weighted mean of dim 1 of the token ids (kept by the
-probes). Training thread (reports). Never raises.
+S is token-weighted, ``sum(l * l) / sum(l)`` (docs/spec.md section 5, "S"); a device's packed lengths come through a
+non-blocking copy polled at later reports, no sync. Training thread (reports). Never raises.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """CPU package energy (microjoules) from Linux RAPL (``/sys/class/powercap``), where readable (docs/spec.md section 13).
 
-Only top-level ``package*`` domains (sub-domains and ``psys`` would count twice); ``energy_uj`` wraps at
-``max_energy_range_uj`` and is root-only since CVE-2020-8694, which :func:`read_rapl` then says.
-Pure reads of small files; thread safety: none needed.
+Only top-level ``package*`` domains; ``energy_uj`` wraps at ``max_energy_range_uj`` and is root-only since
+CVE-2020-8694. Pure reads of small files.
 """
 
 from __future__ import annotations

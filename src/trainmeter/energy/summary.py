@@ -1,8 +1,6 @@
 """Energy figures of a run: J per token / sample / PFLOP, kWh, declared carbon; tile and card line.
 
-Inputs are readings already taken (GPU :class:`~trainmeter.gpu.energy.DeviceEnergy`, or RAPL joules); every figure
-is a :class:`~trainmeter.core.provenance.Derivation` (formulas: docs/spec.md section 13; ``kwh = energy_j / 3.6e6``),
-printed through :mod:`trainmeter.sizes`. Pure functions; thread safety: none needed.
+From readings already taken; every figure a Derivation (formulas: docs/spec.md section 13). Pure functions.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
 """The AMD GPU backend: ``amdsmi`` (ROCm's SMI library, imported only in :func:`open_amdsmi`) behind the seam.
 
-What it reads and what AMD does not expose (no GPM counterpart: SM, tensor and DRAM activity; throttle reasons,
-this process's memory) is docs/spec.md section 8, "AMD". A reading reported as ``"N/A"`` or that raises is
-``None`` with the reason; a device-level failure raises :class:`GpuUnavailableError`. Thread-safe.
+What it reads and what AMD does not expose: docs/spec.md section 8, "AMD". Thread-safe.
 """
 
 from __future__ import annotations

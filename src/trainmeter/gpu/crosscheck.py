@@ -1,8 +1,7 @@
 """Formula vs hardware: the model-FLOPs MFU checked against what the tensor pipes report doing. Pure.
 
-Observed tensor FLOP/s = OFU x dense peak (the ladder's estimate); r = formula MFU / OFU is judged against
-:data:`DISAGREE_FACTOR` either way (recomputation and padding, ~1.3x, stay inside it); outside the band the rules of
-docs/spec.md section 8, "Formula vs hardware", name the likely cause (first match, in :func:`cross_check`).
+r = formula MFU / OFU is judged against :data:`DISAGREE_FACTOR` either way; outside the band the rules of
+docs/spec.md section 8, "Formula vs hardware", name the likely cause (first match).
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """PyTorch caching-allocator memory: allocated, reserved, per-interval peaks, retries, OOMs; memory snapshots.
 
-Reads ``torch.cuda.memory_stats`` (host-side counters: no device sync) and resets the peak after each read, so
-each peak covers one interval (docs/spec.md sections 4 and 8). Without torch or CUDA every field is ``None`` and
-``reason`` says why; nothing raises. Snapshots for https://pytorch.org/memory_viz use torch's private
-``_record_memory_history`` / ``_dump_snapshot``, guarded. Thread safety: read an
+Host-side counters (no device sync), the peak reset after each read (docs/spec.md sections 4 and 8); without torch
+or CUDA every field is ``None`` and ``reason`` says why; nothing raises. Thread safety: read an
 :class:`AllocatorMemoryReader` from one thread at a time (it resets peaks).
 """
 

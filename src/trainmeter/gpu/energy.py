@@ -1,8 +1,6 @@
 """GPU energy over a window: NVML's cumulative counter differenced, else sampled power integrated.
 
-``nvml_energy_counter``: ``nvmlDeviceGetTotalEnergyConsumption`` (mJ since the driver loaded, Volta+) read at the
-window's start and end. ``nvml_power_integrated``: where the counter is unsupported, the window's mean sampled
-power times its length (at least :data:`MIN_POWER_SAMPLES` samples). Pure functions over readings; any thread.
+The two sources: docs/spec.md section 13. Pure functions over readings; any thread.
 """
 
 from __future__ import annotations

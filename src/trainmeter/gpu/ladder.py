@@ -1,9 +1,7 @@
 """The utilization ladder: GPU-Util -> SM activity -> tensor activity -> MFU, and where it falls off. Pure.
 
-Each rung is a 0-1 fraction with its source; beside it OFU (an estimate after Pedersen et al., "Overall FLOP
-Utilization", arXiv 2605.20799), DRAM bandwidth utilization and the achieved arithmetic intensity, each a
-:class:`~trainmeter.core.provenance.Derivation`. The fall-off rules and their sentence: docs/spec.md section 8
-(thresholds below).
+Beside the rungs: OFU (an estimate after Pedersen et al., arXiv 2605.20799), DRAM bandwidth utilization and the
+arithmetic intensity. The fall-off rules and their sentence: docs/spec.md section 8 (thresholds below).
 """
 
 from __future__ import annotations

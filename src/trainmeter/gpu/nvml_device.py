@@ -1,10 +1,7 @@
 """One NVML device: its state, the choke point every NVML call goes through, its facts at open, its samples.
 
-:func:`query` maps NotSupported, FunctionNotFound, NoPermission and ``NVMLLibraryMismatchError`` to ``None`` plus
-a reason (cached per device, so an unsupported call is not retried every tick) and GpuIsLost to a fatal
-:class:`~trainmeter.gpu.backend.GpuUnavailableError`. GPM comes from :mod:`trainmeter.gpu.nvml_gpm`. The
-``pynvml`` module is passed in (only :mod:`trainmeter.gpu.nvml` imports it). Thread safety: a device's state is
-guarded by its ``lock``; callers hold it once the device is shared with sampling threads.
+:func:`query` maps NVML's errors to reasons (docs/spec.md section 8), cached per device. ``pynvml`` is passed in.
+Thread safety: a device's state is guarded by its ``lock``; callers hold it once sampling threads share it.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """GPM (Hopper+) for the NVML backend: two rotating samples per device (or per MIG GPU instance).
 
-A tick takes a new ``nvmlGpmSampleGet`` into the older buffer and asks ``nvmlGpmMetricsGet`` for the averages
-between the two; the first tick only primes the pair; one within 100 ms of the previous repeats its values.
-Percent metrics become fractions 0-1, MiB/s bytes/s; a metric's non-zero ``nvmlReturn`` or a NaN is ``None`` with a
-reason. ``pynvml`` is passed in. Thread safety: none; the caller holds the device's lock.
+The first tick only primes the pair; one within 100 ms of the previous repeats its values (docs/spec.md section 8).
+``pynvml`` is passed in. Thread safety: none; the caller holds the device's lock.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """Readings NVIDIA documents as wrong, screened before they are counted: never a silent zero.
 
-After a GPU fault (an Xid) DCGM documents profiling counters reading 0 while GPU-Util reads 100%: SM activity
-exactly 0 while GPU-Util read at least :data:`BUSY_UTIL` at both ends of the GPM window is no reading; its
-activity fields become ``None`` with :data:`REASON_COUNTERS_STUCK` (docs/spec.md section 8). Pure; thread-safe.
+Profiling counters reading 0 while GPU-Util reads 100% (DCGM, after an Xid) are no reading: docs/spec.md section 8.
+Pure; thread-safe.
 """
 
 from __future__ import annotations

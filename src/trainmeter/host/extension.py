@@ -1,9 +1,8 @@
 """The node around the run: CPU, load, memory, swap, disks, network, temperatures, fans (docs/spec.md section 10).
 
-Extension ``"node"``: a thread samples a :class:`~trainmeter.host.read.NodeSource` about once a second (waiting on a
-``threading.Event``, so :meth:`NodeSampler.stop` is immediate); tests call :meth:`NodeSampler.step` instead.
-Thread safety: the sampler thread is the only writer; readers take a lock or
-read the latest immutable sample.
+Extension ``"node"``: a thread samples a :class:`~trainmeter.host.read.NodeSource` about once a second (tests call
+:meth:`NodeSampler.step`). Thread safety: the sampler thread is the only writer; readers take a lock or read the
+latest immutable sample.
 """
 
 from __future__ import annotations

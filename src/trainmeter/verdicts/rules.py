@@ -1,10 +1,7 @@
 """Verdicts on a run: one sentence each, with the step where the trouble began (thresholds: docs/spec.md section 14).
 
-:class:`VerdictEngine` is fed loss points and one :class:`ReportPoint` per report and keeps bounded state. Each kind
-fires at most once; no statistical kind fires on one sample (:data:`CONSECUTIVE` points in a row; a non-finite loss
-fires at once).
-Thread safety: feed from one thread; :attr:`VerdictEngine.verdicts` is replaced (never mutated)
-so other threads may read it.
+Each kind fires at most once; no statistical kind on one sample (:data:`CONSECUTIVE` points in a row). Thread safety:
+feed from one thread; :attr:`VerdictEngine.verdicts` is replaced (never mutated), so other threads may read it.
 """
 
 from __future__ import annotations
