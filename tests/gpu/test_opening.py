@@ -6,7 +6,7 @@ import pytest
 
 from tests.fakes.gpu.fake import FakeNvml, fake_uuid, open_fake
 from trainmeter.core.clock import FakeClock
-from trainmeter.gpu.opening import open_for_run
+from trainmeter.gpu.sampler import open_for_run
 
 
 def test_the_cuda_context_devices_are_chosen_and_read_only_once_the_backend_is_open():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from trainmeter.compute.flops import with_counted
+from trainmeter.compute.flops import flops_range, with_counted
 from trainmeter.core.provenance import Derivation
 from trainmeter.core.text import markdown_text
 from trainmeter.sizes import format_count, format_count_pair, format_flops, format_integer, format_percent, format_value
@@ -38,7 +38,7 @@ def compute_section(ext: ComputeState, markdown: bool = True) -> dict[str, Any]:
     m = ext._m
     convention = m.options.convention if m is not None else None
     fpt = {conv: d.value for conv, d in ext.fpt.items()}
-    values = [v for v in fpt.values() if v is not None]
+    fpt_range = flops_range(ext.fpt)
     peak = ext.peak
     derived = ext.derived
     mfu = _values(derived, "mfu")
@@ -49,7 +49,7 @@ def compute_section(ext: ComputeState, markdown: bool = True) -> dict[str, Any]:
         "conventions_missing": getattr(ext, "conventions_missing", None),
         "convention": convention,
         "flops_per_token": fpt,
-        "flops_per_token_range": [min(values), max(values)] if values and convention is None else None,
+        "flops_per_token_range": list(fpt_range) if fpt_range and convention is None else None,
         "counted_flops_per_token": ext.counted.value if ext.counted is not None else None,
         "counted_missing": ext.counted.missing if ext.counted is not None else _no_count(m),
         "flops_spent": _values(derived, "flops_spent"),

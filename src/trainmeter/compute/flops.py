@@ -17,7 +17,7 @@ from trainmeter.core.provenance import Derivation, Input, as_input, weakest
 
 __all__ = ["CONVENTIONS", "CONVENTION_ALIASES", "DESCRIPTIONS", "FORMULAS", "FieldSource", "ModelShape", "SHAPE_FIELDS",
            "as_shape", "flops_per_token", "flops_range", "override_shape", "shape_from_config", "shape_from_module",
-           "shape_inputs", "validate_convention"]
+           "validate_convention"]
 
 CONVENTIONS: tuple[str, ...] = ("hf", "megatron", "titan", "embeddings")
 """The analytic conventions, in increasing order of FLOPs for a usual decoder."""
@@ -178,9 +178,7 @@ def flops_range(derivations: Mapping[str, Derivation]) -> tuple[float, float] | 
     return (min(values), max(values)) if values else None
 
 
-def shape_inputs(shape: ModelShape) -> tuple[Input, ...]:
-    """Return every known field of ``shape`` as an :class:`Input` (for a passport's model section)."""
-    return tuple(shape.as_input(name, name) for name in SHAPE_FIELDS if getattr(shape, name) is not None)
+
 
 
 def modelled_flops(f: Derivation | float | None, unit: str = "tokens", source: str = "") -> Input:

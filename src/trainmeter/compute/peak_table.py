@@ -108,9 +108,9 @@ TABLE: tuple[CardRow, ...] = (
          f"a second public report gives the same ~756 / ~378 / ~1513 dense after Lenovo's ThinkSystem page; "
          f"{_SP}", sparse=True, secondary=True),
     _row("H20", r"(?<![a-z0-9])h20\b", _q(148.0, 148.0, 74.0, None),
-         f"secondary: no NVIDIA H20 datasheet in the sources found; press copies of its spec (zangshuxian.com, "
-         f"willitrunai.com) give 148 FP16 dense, 74 TF32; BF16 at the FP16 rate as on every Hopper part; "
-         f"FP8 not given", sparse=False, secondary=True),
+         "secondary: no NVIDIA H20 datasheet in the sources found; press copies of its spec (zangshuxian.com, "
+         "willitrunai.com) give 148 FP16 dense, 74 TF32; BF16 at the FP16 rate as on every Hopper part; "
+         "FP8 not given", sparse=False, secondary=True),
     # -- NVIDIA Ada / Ampere / Pascal / Volta / Turing datacenter --------------------------------------------------
     _row("L40S", r"\bl40s\b", _q(362.05, 362.05, 183.0, 733.0),
          f"NVIDIA L40S datasheet: 362 BF16/FP16, 183 TF32, 733 FP8, {_D} (sparse figures double)", sparse=False),

@@ -10,14 +10,14 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from trainmeter.core.clock import Clock
 from trainmeter.gpu.backend import GpuBackend, GpuBackendResult, GpuDeviceInfo, GpuSample, GpuUnavailableError
 from trainmeter.gpu.device_state import MAX_ERROR_CHARS, Accumulator, DeviceState, GpuAverages, GpuDeviceStatus
 from trainmeter.gpu.device_state import next_due as _next_due
-from trainmeter.gpu.opening import open_for_run, safe
-from trainmeter.gpu.selection import GpuSelection, cuda_context_uuids
+from trainmeter.gpu.selection import GpuSelection, cuda_context_uuids, parse_gpus, select_gpus
 
 __all__ = ["MIN_INTERVAL_S", "REASON_OPENING", "STOP_DEADLINE_S", "GpuAverages", "GpuDeviceStatus", "GpuSampler"]
 
@@ -72,7 +72,7 @@ class GpuSampler:
                 open_backend: Callable[..., GpuBackendResult] | None = None,
                 cuda_uuids: Sequence[str] | None | bool = True, env: Mapping[str, str] | None = None,
                 **kwargs: Any) -> GpuSampler:
-        """Open the backend (gpu/opening.py: ``open_backend``, ``env``), select the devices ``gpus`` names and build a
+        """Open the backend (:func:`open_for_run`: ``open_backend``, ``env``), select the devices ``gpus`` names and build a
         (not yet started) sampler; ``cuda_uuids``: ``True`` to detect the CUDA context's. ``ValueError``: a bad
         ``gpus``."""
         uuids = (lambda: cuda_context_uuids()) if cuda_uuids is True else (cuda_uuids or None)
@@ -302,3 +302,47 @@ class GpuSampler:
     def indices(self) -> tuple[int, ...]:
         """NVML indices being sampled."""
         return tuple(self._states)
+
+
+@dataclass(frozen=True, slots=True)
+class OpenedGpus:
+    """An opened backend (the caller closes it) and the devices chosen on it, or ``backend=None`` and why."""
+
+    backend: GpuBackend | None
+    selection: GpuSelection | None = None
+    reason: str | None = None
+
+
+def open_for_run(gpus: str | int | Sequence[int | str] | None, *, clock: Clock,
+                 open_backend: Callable[..., GpuBackendResult] | None = None,
+                 cuda_uuids: Sequence[str] | None | Callable[[], Sequence[str] | None] = cuda_context_uuids,
+                 env: Mapping[str, str] | None = None) -> OpenedGpus:
+    """Open the backend (on whichever thread opens it) and select the devices ``gpus`` names (see
+    :meth:`GpuSampler.for_run`); ``cuda_uuids``: the CUDA context's UUIDs, or a function reading them once it is open.
+    ``ValueError``: a bad ``gpus`` (the backend is closed first)."""
+    spec = parse_gpus(gpus)
+    if open_backend is None:
+        from trainmeter.gpu.backends import open_gpu_backend
+
+        open_backend = open_gpu_backend
+    result = open_backend(clock=clock)
+    backend = result.backend
+    if backend is None:
+        return OpenedGpus(None, reason=result.reason)
+    infos = [safe(lambda i=i: backend.device_info(i), GpuDeviceInfo(index=i, name="", uuid=""))
+             for i in range(backend.device_count())]
+    uuids = cuda_uuids() if callable(cuda_uuids) else cuda_uuids
+    try:
+        selection = select_gpus(spec, infos, cuda_uuids=uuids or None, env=env)
+    except ValueError:
+        backend.close()
+        raise
+    return OpenedGpus(backend, selection)
+
+
+def safe(fn: Callable[[], Any], default: Any) -> Any:
+    """``fn()``, or ``default`` when it raises."""
+    try:
+        return fn()
+    except Exception:  # noqa: BLE001
+        return default
