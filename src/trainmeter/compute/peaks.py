@@ -133,13 +133,8 @@ def peak_flops(device_name: str, dtype: object = "bf16", *, pci_device_id: int |
 
 
 def validate_peak(peak_tflops: object, peak_source: object) -> float | None:
-    """The one check of ``--peak-tflops X --peak-source TEXT`` (the flag's and the compute wing's): the peak in TFLOP/s
-    per device, or ``None`` when neither is given.
-
-    Raises:
-        ValueError: A peak without a source (or the reverse), or not a positive finite number up to
-            :data:`MAX_PEAK_TFLOPS`; the message names the value and what is valid.
-    """
+    """The one check of ``--peak-tflops X --peak-source TEXT``: the peak in TFLOP/s per device, or ``None`` when neither
+    is given; ``ValueError`` naming the value and what is valid (one without the other, or not in (0, 1e6])."""
     if peak_tflops is None and (peak_source is None or str(peak_source).strip() == ""):
         return None
     if peak_tflops is None:

@@ -19,12 +19,8 @@ REASON_NOT_INITIALISED = "CUDA is not initialised in this process yet"
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AllocatorMemory:
-    """One reading of the caching allocator for one device (bytes, counts); ``reason``: why the fields are ``None``.
-
-    ``peak_*`` are the highest since the previous reading; ``num_alloc_retries`` (allocations that had to free
-    cached blocks: memory pressure) and ``num_ooms`` are cumulative; ``headroom_bytes`` is ``device_total_bytes -
-    peak_reserved_bytes`` (other processes' and the CUDA context's memory not subtracted).
-    """
+    """One reading of the caching allocator for one device (bytes, counts; docs/spec.md section 8): ``peak_*`` since
+    the previous reading, the counts cumulative; ``reason``: why the fields are ``None``."""
 
     device_index: int | None = None
     allocated_bytes: int | None = None

@@ -33,14 +33,9 @@ class GpuDeviceStatus:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class GpuAverages:
-    """Per-sample means of one device's readings over a span (the sampler samples at a fixed interval).
-
-    ``means`` maps each numeric :class:`~trainmeter.gpu.backend.GpuSample` field to its mean over the samples that
-    had it; attribute access works too (``avg.sm_activity``), so averages feed the ladder like a sample.
-
-    ``start_s``/``end_s``: clock seconds of the first and last counted sample; ``mem_used_peak_bytes``: the highest
-    seen (not reduced by ``end_window``); ``unavailable``: ``(field, reason)`` for fields with no value in the span.
-    """
+    """Per-sample means of one device's numeric readings over a span (``start_s`` to ``end_s``, clock seconds); read
+    as attributes too (``avg.sm_activity``), so averages feed the ladder like a sample. ``mem_used_peak_bytes``: the
+    highest seen (not reduced by ``end_window``); ``unavailable``: ``(field, reason)`` for fields with no value."""
 
     index: int
     n_samples: int

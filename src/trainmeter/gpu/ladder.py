@@ -99,12 +99,9 @@ def build_ladder(g: LadderInputs, *, mfu: float | None = None, mfu_source: str =
                  flop_per_s: float | None = None, flop_source: str = "model FLOP/s",
                  flop_provenance: Provenance = "counted", peak_dram_bytes_per_s: float | None = None,
                  peak_dram_source: str = "", sources: dict[str, str] | None = None) -> Ladder:
-    """Build the ladder from GPU readings ``g`` (a sample or averages: fractions 0-1, MHz) and, optionally, MFU.
-
-    ``mfu*``: MFU 0-1 and its source, provenance and reason when ``None``; ``flop_*``: achieved model FLOP/s per
-    device and its source and provenance, with ``peak_dram_*`` (the datasheet DRAM bytes/s, gpu/dram_peaks.py) for
-    the arithmetic intensity; ``sources``: per-rung texts overriding :data:`SOURCES` (amdsmi's).
-    """
+    """Build the ladder from GPU readings ``g`` (a sample or averages) and, optionally, MFU (0-1); ``flop_per_s``
+    (model FLOP/s per device) and ``peak_dram_*`` (gpu/dram_peaks.py) give the arithmetic intensity; ``sources``:
+    per-rung texts overriding :data:`SOURCES` (amdsmi's)."""
 
     def measured(key: str) -> Rung:
         name = "util_gpu" if key == "gpu_util" else key  # rung key -> GpuSample field

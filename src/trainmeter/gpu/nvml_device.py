@@ -60,14 +60,9 @@ def _lost(dev: NvmlDevice) -> GpuUnavailableError:
 
 
 def query(nv: Any, dev: NvmlDevice, key: str, what: str, *calls: tuple[Any, ...]) -> tuple[Any, str | None]:
-    """``(value, None)`` from the first ``(function, *args)`` of ``calls`` the driver has, else ``(None, reason)``.
-
-    A later entry is the fallback for a driver that lacks an earlier one's symbol. Permanent failures are cached
-    per device under ``key``.
-
-    Raises:
-        GpuUnavailableError: GpuIsLost (fatal) or Uninitialized (not fatal).
-    """
+    """``(value, None)`` from the first ``(function, *args)`` of ``calls`` the driver has (a later one: the fallback),
+    else ``(None, reason)``, permanent ones cached under ``key``. ``GpuUnavailableError``: GpuIsLost (fatal) or
+    Uninitialized (not fatal)."""
     cached = dev.unsupported.get(key)
     if cached is not None:
         return None, cached
@@ -175,10 +170,7 @@ def _text(value: Any) -> str:
 
 def sample_device(nv: Any, dev: NvmlDevice, now_s: float, pids: Collection[int]) -> GpuSample:
     """Read every field of ``dev`` at ``now_s``; an unsupported one is missing with its reason. Hold ``dev.lock``.
-
-    Raises:
-        GpuUnavailableError: The device is lost (fatal) or NVML was shut down (not fatal).
-    """
+    ``GpuUnavailableError``: the device is lost (fatal) or NVML was shut down (not fatal)."""
     h = dev.handle
     values: dict[str, Any] = {}
     missing: dict[str, str] = {}
@@ -258,11 +250,7 @@ def _gpm_read(nv: Any, dev: NvmlDevice, pair: GpmPair, now_s: float,
 
 
 def gpm_tick(nv: Any, dev: NvmlDevice, now_s: float) -> GpmResult:
-    """One whole-GPU GPM tick: (values, reasons, window_s); errors mapped to reasons.
-
-    Raises:
-        GpuUnavailableError: The device is lost (fatal).
-    """
+    """One whole-GPU GPM tick: (values, reasons, window_s); errors mapped to reasons (a lost device raises)."""
     if not dev.gpm_ok:
         return all_missing(dev.gpm_reason or REASON_GPM_NOT_SUPPORTED)
     if dev.gpm is None:
@@ -277,11 +265,7 @@ def gpm_tick(nv: Any, dev: NvmlDevice, now_s: float) -> GpmResult:
 
 
 def mig_gpm_tick(nv: Any, dev: NvmlDevice, now_s: float) -> tuple[tuple[MigGpmSample, ...], str | None]:
-    """One GPM tick per MIG GPU instance of a MIG-enabled GPU (``nvmlGpmMigSampleGet``), or ``()`` and why not.
-
-    Raises:
-        GpuUnavailableError: The device is lost (fatal).
-    """
+    """One GPM tick per MIG GPU instance of a MIG-enabled GPU, or ``()`` and why not (a lost device raises)."""
     if not dev.info.mig_enabled:
         return (), None
     if dev.mig_reason is not None or not dev.info.mig_instances:

@@ -36,13 +36,8 @@ def all_missing(reason: str) -> GpmResult:
 
 
 class GpmPair:
-    """The two GPM sample buffers of one device, used ping-pong.
-
-    Args:
-        nv: The ``pynvml`` module.
-        handle: The device handle (the parent GPU's for a MIG GPU instance).
-        gpu_instance_id: A MIG GPU instance (``nvmlGpmMigSampleGet``), or ``None`` for the whole device.
-    """
+    """The two GPM sample buffers of one device (``handle``), used ping-pong; ``gpu_instance_id``: a MIG GPU instance
+    of it (``nvmlGpmMigSampleGet``), ``None`` for the whole device."""
 
     def __init__(self, nv: Any, handle: Any, gpu_instance_id: int | None = None) -> None:
         self._nv = nv

@@ -72,9 +72,9 @@ class GpuSampler:
                 open_backend: Callable[..., GpuBackendResult] | None = None,
                 cuda_uuids: Sequence[str] | None | bool = True, env: Mapping[str, str] | None = None,
                 **kwargs: Any) -> GpuSampler:
-        """Open the backend (:func:`open_for_run`: ``open_backend``, ``env``), select the devices ``gpus`` names and build a
-        (not yet started) sampler; ``cuda_uuids``: ``True`` to detect the CUDA context's. ``ValueError``: a bad
-        ``gpus``."""
+        """Open the backend (:func:`open_for_run`: ``open_backend``, ``env``), select the devices ``gpus`` names and
+        build a (not yet started) sampler; ``cuda_uuids``: ``True`` to detect the CUDA context's. ``ValueError``: a
+        bad ``gpus``."""
         uuids = (lambda: cuda_context_uuids()) if cuda_uuids is True else (cuda_uuids or None)
         opened = open_for_run(gpus, clock=clock, open_backend=open_backend, cuda_uuids=uuids, env=env)
         if opened.backend is None or opened.selection is None:
@@ -85,12 +85,8 @@ class GpuSampler:
     @classmethod
     def in_background(cls, gpus: str | int | Sequence[int | str] | None = None, *, clock: Clock,
                       **kwargs: Any) -> GpuSampler:
-        """A sampler that opens, samples and closes the backend only on its own threads.
-
-        Returns at once with no device; :meth:`start` starts an owner thread that runs :meth:`for_run` (``gpus``,
-        ``clock`` and ``kwargs`` as there), then the device threads, and closes the backend after :meth:`stop`.
-        Until the backend is open ``unavailable_reason`` says so; a failure to open becomes the reason.
-        """
+        """A sampler that opens, samples and closes the backend only on its own threads: :meth:`start` starts an owner
+        thread that runs :meth:`for_run`, then the device threads; until then ``unavailable_reason`` says why."""
         interval_s = kwargs.get("interval_s", 0.5)
         sampler = cls(None, (), clock=clock, interval_s=interval_s, unavailable_reason=REASON_OPENING)
         sampler._opener = lambda: cls.for_run(gpus, clock=clock, **kwargs)
