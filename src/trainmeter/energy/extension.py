@@ -80,12 +80,10 @@ class EnergyExtension(ExtensionBase):
         """Take the devices and start counters the background GPU sampler read on its own thread."""
         sampler = self._sampler
         start = sampler.energy_start
-        if start is None:
-            if final or self._gpu_view is None or not self._gpu_view.opening():
-                self._gpu_missing = sampler.unavailable_reason or "no GPU selected"
+        if self._indices:
             return
-        if self._indices or not start:
-            if not start:
+        if not start:  # None: not read yet (NVML may still be opening); {}: no device
+            if start is not None or final or not self._gpu_view.opening():
                 self._gpu_missing = sampler.unavailable_reason or "no GPU selected"
             return
         self._indices = tuple(start)
@@ -105,12 +103,10 @@ class EnergyExtension(ExtensionBase):
 
     def _devices(self, now_s: float, end: dict[int, tuple[float | None, str | None]]) -> list[DeviceEnergy]:
         window_s = now_s - self._t0_s
-        gpu = self._gpu()
-        sampler = gpu.readings if gpu is not None else None
         averages: Any = {}
-        if sampler is not None:
+        if self._sampler is not None:
             try:
-                averages = sampler.window_averages()
+                averages = self._sampler.window_averages()
             except Exception:  # noqa: BLE001
                 averages = {}
         out = []
