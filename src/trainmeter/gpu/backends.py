@@ -24,9 +24,7 @@ def looks_like_rocm(modules: Any = None, kfd_path: str = "/dev/kfd") -> bool:
 def open_gpu_backend(*, clock: Clock | None = None, open_nvml: Any = None, open_amdsmi: Any = None,
                      rocm: bool | None = None) -> GpuBackendResult:
     """NVML, else amdsmi when ``rocm`` (default :func:`looks_like_rocm`); the reason names what was tried.
-
-    ``open_nvml`` / ``open_amdsmi``: ``fn(clock=...)`` openers (tests); default the real ones.
-    """
+    ``open_nvml`` / ``open_amdsmi``: ``fn(clock=...)`` openers (tests)."""
     if open_nvml is None:
         from trainmeter.gpu.nvml import open_nvml
     nvml = open_nvml(clock=clock)

@@ -27,11 +27,8 @@ CAUSE_PEAK = ("wrong peak or dtype: the peak divided by is not the rate of the d
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CrossCheck:
-    """Formula MFU beside the tensor pipes' view, and the verdict (docs/spec.md section 8, passport ``gpu.crosscheck``).
-
-    ``observed_flops_per_s`` is OFU x dense peak (FLOP/s), a Derivation; ``ratio`` formula_mfu / ofu; ``verdict``
-    ``agree``, ``formula_high``, ``formula_low`` or ``None`` (not judged); ``cause`` when they disagree.
-    """
+    """Formula MFU beside the tensor pipes' view (OFU x dense peak, FLOP/s), ``ratio`` formula_mfu / ofu and the
+    ``verdict`` (``agree``, ``formula_high``, ``formula_low``, ``None``: not judged): docs/spec.md section 8."""
 
     observed_flops_per_s: Derivation
     ofu: float | None

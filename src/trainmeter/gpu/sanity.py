@@ -28,10 +28,8 @@ def counters_stuck(sample: GpuSample, previous: GpuSample | None) -> bool:
 
 
 def screen(sample: GpuSample, previous: GpuSample | None) -> GpuSample:
-    """The sample with counters that cannot be readings set to ``None`` and a reason each; else unchanged.
-
-    ``previous``: the device's previous sample (the start of the GPM window), or ``None``.
-    """
+    """The sample with counters that cannot be readings set to ``None`` and a reason each; else unchanged
+    (``previous``: the device's previous sample, the start of the GPM window)."""
     if not counters_stuck(sample, previous):
         return sample
     cleared = {f: None for f in ACTIVITY_FIELDS if getattr(sample, f) is not None}

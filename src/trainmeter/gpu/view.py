@@ -20,10 +20,7 @@ class DeviceIdentity:
 
 
 class GpuReadings(Protocol):
-    """The readings of the GPU sampler other wings may use (:class:`trainmeter.gpu.sampler.GpuSampler`).
-
-    Thread safety: every member may be read from any thread (the sampler's own lock).
-    """
+    """The readings of the GPU sampler other wings may use (:class:`trainmeter.gpu.sampler.GpuSampler`); any thread."""
 
     unavailable_reason: str | None
     devices: Mapping[int, Any]
