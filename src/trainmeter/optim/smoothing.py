@@ -139,6 +139,20 @@ class EmaCursor:
         if state is not None:
             self._ahead = state
 
+    def settle(self, series: Any, stop: int) -> int:
+        """Fold up to position ``stop`` into the state no later report goes behind (a drain between reports: the
+        report worker, after every report before it; docs/spec.md section 18); returns the position folded to, from
+        which on the series' points are still needed."""
+        state = self._fold(series, contiguous=False, stop=stop)
+        if state is not None:
+            self._reported = state
+        return self._reported[0]
+
+    @property
+    def needed_from(self) -> int:
+        """The first position a later fold may read (the points before it may be trimmed)."""
+        return self._reported[0]
+
     def fold_to_end(self, series: Any, stop: int | None = None) -> None:
         """Fold every point up to the series' end (or position ``stop``: the report's end, for a report read
         later on the report worker) and set :attr:`ema` (a report: the training thread, or the worker)."""
