@@ -12,6 +12,8 @@ Three measurements (figures only, no timed asserts; compare branches side by sid
   ``--real-steps`` steps: RSS growth and the points held when the run ends.
 - *after the run*: with every reference of the benchmark's own dropped, whether the monitor object is still
   alive (a weak reference) and who refers to it (``gc.get_referrers``, module globals named).
+- *Python heap*: the fake-clock runs again under ``tracemalloc``: the peak during the run and what is still held
+  after it (the publisher referenced), RSS aside (the allocator keeps freed arenas).
 
 Usage: ``PYTHONPATH=src python benchmarks/memory.py [--sizes 200000 1000000] [--rate 60000] [--real-steps 20000]``.
 """
@@ -25,6 +27,7 @@ import io
 import math
 import sys
 import tempfile
+import tracemalloc
 import types
 import weakref
 from pathlib import Path
@@ -67,10 +70,13 @@ def held_points(m: Any) -> int:
     return sum(s.pending for s in (m.step_series, *list(m.series.values())))
 
 
-def fake_run(steps: int, rate: float, root: Path) -> dict[str, Any]:
+def fake_run(steps: int, rate: float, root: Path, trace: bool = False) -> dict[str, Any]:
     """One fake-clock run of ``steps`` steps at ``rate`` steps/s; returns its memory figures."""
     clock = FakeClock(0.0)
     before = rss_bytes()
+    if trace:
+        tracemalloc.start()
+        heap_before = tracemalloc.get_traced_memory()[0]
     options = make_options(run_dir=root, name=f"mem{steps}", interval_s=10.0)
     m = make_monitor(options, clock=clock, text=False, probes=False, out=io.StringIO(),
                      extensions=default_extensions(options))
@@ -91,6 +97,11 @@ def fake_run(steps: int, rate: float, root: Path) -> dict[str, Any]:
     m.finish("completed")
     pub.close()
     after = rss_bytes()
+    heap_peak = heap_after = 0.0
+    if trace:
+        heap_after = (tracemalloc.get_traced_memory()[0] - heap_before) / MIB
+        heap_peak = (tracemalloc.get_traced_memory()[1] - heap_before) / MIB
+        tracemalloc.stop()
     ref = weakref.ref(m)
     held_after = held_points(m)
     del m
@@ -100,7 +111,8 @@ def fake_run(steps: int, rate: float, root: Path) -> dict[str, Any]:
     gc.collect()
     alive = ref()
     return {"steps": steps, "rate": rate, "rss_run_mib": (during - before) / MIB,
-            "rss_after_mib": (after - before) / MIB, "peak_held": peak_held, "held_after": held_after,
+            "rss_after_mib": (after - before) / MIB, "peak_held": peak_held, "heap_peak_mib": heap_peak,
+            "heap_after_mib": heap_after, "held_after": held_after,
             "alive_with_publisher": alive_with_publisher, "alive": alive is not None,
             "referrers": referrers(alive) if alive is not None else []}
 
@@ -169,6 +181,11 @@ def main() -> None:
             r = fake_run(n, args.rate, root)
             print(f"| {n:,} | {r['rss_run_mib']:+.1f} | {r['peak_held']:,} | {r['rss_after_mib']:+.1f} "
                   f"| {r['held_after']:,} | {r['alive_with_publisher']} | {r['alive']} {r['referrers']} |")
+        print("\nSame runs under tracemalloc (Python heap, MiB over the start):\n| steps | peak during run "
+              "| held after finish (publisher referenced) |\n|---:|---:|---:|")
+        for n in args.sizes:
+            r = fake_run(n, args.rate, root, trace=True)
+            print(f"| {n:,} | {r['heap_peak_mib']:+.1f} | {r['heap_after_mib']:+.1f} |")
         if args.real_steps:
             r = real_run(args.real_steps, root)
             print(f"\nReal loop (tm.monitor, Linear(16,1), SGD), {r['steps']:,} steps at {r['rate']:,.0f} steps/s:")

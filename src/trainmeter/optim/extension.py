@@ -213,6 +213,11 @@ class OptimExtension(ExtensionBase):
             self._m.next_step_hook_at(sys.maxsize, self)  # no more on_step calls
             self._m.warn_once("optim-step", f"learning rate and gradient norm capture disabled: {exc!r}")
 
+    def view(self) -> EmaCursor:
+        """The loss EMA's fold: the widget's ``train_loss.ema`` trace starts from and publishes to it, so every loss
+        point is folded once for the text line and the widget (widget/smoothed.py)."""
+        return self._ema_cursor
+
     def _drain(self, ends: dict[str, int]) -> None:
         """Between reports, when the series hold many points: fold the loss up to ``ends`` (report worker)."""
         m = self._m

@@ -98,9 +98,9 @@ class LossEma:
 
 
 class EmaCursor:
-    """A :class:`LossEma` over one series' points, folded by two threads (docs/spec.md section 20).
+    """A :class:`LossEma` over one series' points, folded once whoever folds first (docs/spec.md section 20).
 
-    The report worker folds ahead (:meth:`fold_ahead`, between reports); a report folds what is left up to
+    The widget's trace publishes the state it reached (:meth:`publish`); without a widget the report worker folds ahead (:meth:`fold_ahead`, between reports); a report folds what is left up to
     its end (:meth:`fold_to_end`, the training thread) and sets :attr:`ema` to the result. The state after
     the first ``k`` points is one pure fold, whoever computed it, so each fold starts from the furthest of the
     two published states: the value at a report is the one a fold of every point at that report gives, bit
@@ -137,6 +137,17 @@ class EmaCursor:
         """Fold the points appended since the furthest state (the report worker's thread)."""
         state = self._fold(series, contiguous=True) if series is not None else None
         if state is not None:
+            self._ahead = state
+
+    def state(self) -> tuple[int, float, int]:
+        """The furthest published fold state ``(position, average, count)`` (any thread)."""
+        ahead, reported = self._ahead, self._reported
+        return ahead if ahead[0] > reported[0] else reported
+
+    def publish(self, state: tuple[int, float, int]) -> None:
+        """Offer the state a fold of the first ``state[0]`` points reached elsewhere (the widget's trace, which
+        folds every point as it draws it: widget/smoothed.py); kept when it is the furthest. Any thread."""
+        if state[0] > self.state()[0]:
             self._ahead = state
 
     def settle(self, series: Any, stop: int) -> int:
