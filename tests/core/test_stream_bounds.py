@@ -92,3 +92,30 @@ def test_the_widget_draws_the_smoothed_loss_the_text_line_shows(run_root):
     reported = [r for r in map(json.loads, (m.run_dir / "events.jsonl").read_text().splitlines())
                 if r["kind"] == "interval" and r["step"] == 400][0]  # report_now's (the final one came after)
     assert reported["optim"]["loss_ema"] == ys[-1]
+
+
+def test_a_drain_that_runs_after_a_report_went_past_its_ends_writes_and_folds_nothing_twice(run_root):
+    """A drain queued on the report worker before a report of the training thread's (``report_now``, the first one)
+    runs after it: its ends lie behind what that report wrote and folded."""
+    clock = FakeClock(0.0)
+    m, pub = _run(run_root, clock)
+    losses = []
+    for _ in range(3000):
+        clock.advance(0.001)
+        losses.append(_loss(m.steps))
+        m.on_step(1024, loss_value=losses[-1])
+    queued = {s.name: s.end for s in (m.step_series, *m.series.values())}
+    for _ in range(1000):
+        clock.advance(0.001)
+        losses.append(_loss(m.steps))
+        m.on_step(1024, loss_value=losses[-1])
+    m.report_now()
+    m.registry._drain(queued, m.step_series)  # the late drain
+    m.finish("completed")
+    pub.close()
+    records = [json.loads(line) for line in (m.run_dir / "events.jsonl").read_text().splitlines()]
+    assert [s for r in records if r["kind"] == "steps" for s in r["step"]] == list(range(1, 4001))
+    assert [v for r in records if r["kind"] == "series" and r["name"] == "train_loss" for v in r["value"]] == losses
+    reference = LossEma()
+    reference.update(losses)
+    assert _wing(m, OptimExtension).ema.value == reference.value

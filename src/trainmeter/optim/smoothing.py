@@ -154,9 +154,10 @@ class EmaCursor:
         """Fold up to position ``stop`` into the state no later report goes behind (a drain between reports: the
         report worker, after every report before it; docs/spec.md section 18); returns the position folded to, from
         which on the series' points are still needed."""
-        state = self._fold(series, contiguous=False, stop=stop)
-        if state is not None:
-            self._reported = state
+        if stop > self._reported[0]:  # a report on the training thread may have folded past it meanwhile
+            state = self._fold(series, contiguous=False, stop=stop)
+            if state is not None:
+                self._reported = state
         return self._reported[0]
 
     @property
