@@ -90,6 +90,15 @@ class LossEma:
         return out
 
     @property
+    def raw(self) -> tuple[float, int]:
+        """The fold's state: the average before bias correction and the finite losses folded."""
+        return self._avg, self.count
+
+    def resume(self, avg: float, count: int) -> None:
+        """Continue from a fold state :attr:`raw` gave (the same fold, reached by another reader)."""
+        self._avg, self.count = avg, count
+
+    @property
     def value(self) -> float | None:
         """The bias-corrected average, or ``None`` before the first finite loss."""
         if self.count == 0:

@@ -5,7 +5,7 @@
 as it reads it, a replay folds the run log's points, so at a report's step the line passes through the text line's
 ``(ema ...)``. A live run's trace is the text line's fold itself: it starts from the state the optim wing's
 :class:`~trainmeter.optim.smoothing.EmaCursor` published and publishes the state it reaches, so each point is folded
-once (issue 37: one EMA fold). The front end smooths nothing; it draws the raw series faint under its twin (``smoothed`` in the chart
+once (docs/spec.md section 18). The front end smooths nothing; it draws the raw series faint under its twin (``smoothed`` in the chart
 spec). Only the training loss has a twin: a validation loss has a few points and a learning rate is not noisy. One
 reader per instance (not thread-safe).
 """
@@ -61,9 +61,9 @@ class LossSmoother:
             self._at = None  # points were skipped (trimmed before this read): a fold of its own from here
         at, avg, count = fold.state()
         if self._at is not None and at == start:
-            ema._avg, ema.count = avg, count  # the fold reached the same point: continue from its state
+            ema.resume(avg, count)  # the fold reached the same point: continue from its state
         out = ema.trace(list(map(float, values)))
         if self._at is not None:
             self._at = start + len(values)
-            fold.publish((self._at, ema._avg, ema.count))
+            fold.publish((self._at, *ema.raw))
         return twin, out
