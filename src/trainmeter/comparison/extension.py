@@ -35,7 +35,7 @@ class CurvesRecorder(ExtensionBase):
     def start(self, monitor: Monitor) -> None:
         """Register as a series reader (the loss series only)."""
         self._m = monitor
-        self._reader = SeriesReader(monitor, LOSS_SERIES)
+        self._reader = SeriesReader(monitor, LOSS_SERIES, feed=self._add_points)
 
     def stop(self) -> None:
         """Nothing to release (the final report feeds the last points)."""
@@ -56,9 +56,13 @@ class CurvesRecorder(ExtensionBase):
 
     def _feed(self, points: list[tuple[str, list[int], list[float]]], row: dict[str, Any]) -> None:
         """Decimate one report's points and add its row (the report worker's thread)."""
+        self._add_points(points)
+        self.curves.add_report(**row)
+
+    def _add_points(self, points: list[tuple[str, list[int], list[float]]]) -> None:
+        """Decimate loss points (a report's, or a drain's between reports: the report worker's thread)."""
         for name, steps, values in points:
             self.curves.add_series(name, steps, values)
-        self.curves.add_report(**row)
 
     def passport_section(self) -> dict[str, Any]:
         """Write ``curves.json``; the passport's ``curves`` names it and its size."""

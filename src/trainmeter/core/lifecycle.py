@@ -143,6 +143,8 @@ class Lifecycle:
         self._start_probes()
         run.dispatch.start(run)  # each extension in order (a fault disables that event of that extension)
         run.steps_state.restart_clock(run.phases.begin())
+        run.registry.watch(run.at_step, lambda: run.steps, lambda job: run.worker.submit("series-drain", job),
+                           run.steps_state.step_series)  # bounded points between reports (docs/spec.md section 18)
         self.status = "running"
         run.phases.resume_train()
         if record is not None or run.text:
@@ -207,6 +209,7 @@ class Lifecycle:
             if "status" not in done:
                 done.add("status")
                 self._end_status(status, error)
+                run.registry.stop_watching()
             worker = run.reporter.worker
             # a steady report's job still queued runs before the wings stop (docs/spec.md section 20; bounded)
             parts: list[tuple[str, Callable[..., Any], tuple[Any, ...]]] = [("report-drain", worker.drain, ())]

@@ -255,9 +255,10 @@ class Monitor:
     series_dropped_names = property(lambda self: self.registry.dropped_names, doc="The first of them.")
     queue_dropped = property(lambda self: self.emitter.dropped, doc="Emits from other threads dropped.")
 
-    def add_reader(self) -> dict[str, int]:
-        """Register a series reader; returns its cursor map (name -> position)."""
-        return self.registry.add_reader()
+    def add_reader(self, drain: Callable[[dict[str, int]], None] | None = None) -> dict[str, int]:
+        """Register a series reader; returns its cursor map (name -> position); ``drain``: see
+        ``SeriesRegistry.add_reader``."""
+        return self.registry.add_reader(drain)
 
     def locks(self) -> list[Any]:
         """The run's own locks (the series registry's, each series'), held around a fork (docs/spec.md section 19)."""

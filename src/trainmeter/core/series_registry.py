@@ -3,7 +3,9 @@
 Readers iterate a registry dict that never changes size: a new name publishes a grown copy (under the lock,
 since samplers create their series from their own threads). Each series has one writing thread. A reader
 registered with :meth:`SeriesRegistry.add_reader` holds back trimming until its cursor passes a point;
-:meth:`SeriesRegistry.trim` keeps at most ``MAX_PENDING`` points per series whatever the readers do.
+:meth:`SeriesRegistry.trim` keeps at most ``MAX_PENDING`` points per series whatever the readers do. Between
+reports a reader with a ``drain`` takes its points early once a series holds ``DRAIN_POINTS`` of them, so the
+points held stay bounded whatever the step rate (docs/spec.md section 18, "Points held between reports").
 """
 
 from __future__ import annotations
@@ -20,6 +22,10 @@ MAX_DROPPED_NAMES = 20
 MAX_SEEN_NAMES = 100_000
 DEFAULT_MAX_SERIES = 256
 MAX_PENDING = 100_000
+DRAIN_POINTS = 32_768
+"""Points a series may hold past its slowest reader before the readers with a ``drain`` are asked to take theirs."""
+DRAIN_CHECK_STEPS = 4_096
+"""Steps between two looks at the points held (one ``at_step`` callback: nothing in the hot path)."""
 RESERVED_SERIES = ("tokens_per_step",)
 _RESERVED_NAME = re.compile(r"(node|gpu\d+)\.|__")
 
@@ -45,6 +51,9 @@ class SeriesRegistry:
         self.info: dict[str, dict[str, Any]] = {}  # series name -> its source and provenance
         self.lock = threading.Lock()
         self._readers: list[dict[str, int]] = []
+        self._drains: list[Callable[[dict[str, int]], None]] = []
+        self._watch: tuple[Callable[[int, Callable[[], None]], None], Callable[[], int],
+                           Callable[[Callable[[], None]], None], StepSeries] | None = None
         self._user_series = 0
         self.dropped = 0
         self.dropped_names: list[str] = []
@@ -118,11 +127,52 @@ class SeriesRegistry:
                                       "and later new names are not recorded; the passport lists them")
 
     # -- readers and trimming ------------------------------------------------------------------------------
-    def add_reader(self) -> dict[str, int]:
-        """Register a series reader; returns its cursor map (name -> position)."""
+    def add_reader(self, drain: Callable[[dict[str, int]], None] | None = None) -> dict[str, int]:
+        """Register a series reader; returns its cursor map (name -> position).
+
+        ``drain(ends)``: takes the reader's points up to ``ends`` (series name -> absolute position) between
+        reports and moves its cursor there; called on the report worker, in order with the reports' jobs.
+        """
         cursor: dict[str, int] = {}
         self._readers.append(cursor)
+        if drain is not None:
+            self._drains.append(drain)
         return cursor
+
+    def watch(self, at_step: Callable[[int, Callable[[], None]], None], steps: Callable[[], int],
+              submit: Callable[[Callable[[], None]], None], step_series: StepSeries) -> None:
+        """Look at the points held every ``DRAIN_CHECK_STEPS`` steps (``at_step``, the training thread) and
+        hand a drain to ``submit`` (the report worker) when a series holds more than ``DRAIN_POINTS``."""
+        self._watch = (at_step, steps, submit, step_series)
+        at_step(steps() + DRAIN_CHECK_STEPS, self._look)
+
+    def held(self, step_series: StepSeries) -> int:
+        """Most points any series holds past its slowest reader (0 without readers). Any thread."""
+        if not self._readers:
+            return 0
+        return max(s.end - min(c.get(s.name, 0) for c in self._readers)
+                   for s in (step_series, *self.series.values()))
+
+    def _look(self) -> None:
+        """The training thread, every ``DRAIN_CHECK_STEPS`` steps: queue a drain when the points held are many."""
+        watch = self._watch
+        if watch is None:
+            return
+        at_step, steps, submit, step_series = watch
+        at_step(steps() + DRAIN_CHECK_STEPS, self._look)
+        if self._drains and self.held(step_series) > DRAIN_POINTS:
+            ends = {s.name: s.end for s in (step_series, *self.series.values())}
+            submit(lambda: self._drain(ends, step_series))
+
+    def _drain(self, ends: dict[str, int], step_series: StepSeries) -> None:
+        """Each draining reader takes its points up to ``ends``; then trim (the report worker)."""
+        for drain in list(self._drains):
+            drain(ends)
+        self.trim(step_series)
+
+    def stop_watching(self) -> None:
+        """No more drains (the run's end)."""
+        self._watch = None
 
     def trim(self, step_series: StepSeries) -> None:
         """Drop points every reader has seen; keep at most ``MAX_PENDING`` per series."""

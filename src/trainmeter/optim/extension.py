@@ -26,10 +26,11 @@ from trainmeter.optim.lr import LR_SERIES, read_lrs
 from trainmeter.optim.smoothing import EMA_BETA, EmaCursor, LossEma
 
 if TYPE_CHECKING:
-    from trainmeter.core.steps import StepRecorder
     from trainmeter.core.monitor import Monitor
+    from trainmeter.core.steps import StepRecorder
 
 MAX_POINTS_PER_S = 100.0
+_FAR = 1 << 62  # a reader cursor past any point: the series it stands for is never held back
 # The share of a step the rate read may take (its stride grows until the read costs no more, docs/spec.md section 2).
 MAX_READ_SHARE = 2e-4
 READ_EVERY_STEP_UNTIL = 100  # the first steps are read at every step whatever the cost (a short run: every rate)
@@ -75,6 +76,7 @@ class OptimExtension(ExtensionBase):
         self._handle: Any = None
         self._current: weakref.ReferenceType[Any] | None = None
         self._ema_cursor = EmaCursor(self.ema)
+        self._cursor: dict[str, int] = {}  # the EMA's series reader (only train_loss held back)
         self.reason: str | None = None
 
     # -- lifecycle -----------------------------------------------------------------
@@ -83,6 +85,8 @@ class OptimExtension(ExtensionBase):
         self._m = monitor
         self._hot = monitor.steps_state
         monitor.worker.every(self.name, lambda: self._ema_cursor.fold_ahead(monitor.series.get(LOSS_SERIES)))
+        self._cursor = monitor.add_reader(self._drain)
+        self._release()
         self.rank = rank_from_env(self._environ)
         if self.rank not in (None, 0):
             monitor.set_text(False)
@@ -209,6 +213,28 @@ class OptimExtension(ExtensionBase):
             self._m.next_step_hook_at(sys.maxsize, self)  # no more on_step calls
             self._m.warn_once("optim-step", f"learning rate and gradient norm capture disabled: {exc!r}")
 
+    def view(self) -> EmaCursor:
+        """The loss EMA's fold: the widget's ``train_loss.ema`` trace starts from and publishes to it, so every loss
+        point is folded once for the text line and the widget (widget/smoothed.py)."""
+        return self._ema_cursor
+
+    def _drain(self, ends: dict[str, int]) -> None:
+        """Between reports, when the series hold many points: fold the loss up to ``ends`` (report worker)."""
+        m = self._m
+        series = m.series.get(LOSS_SERIES) if m is not None else None
+        if series is not None:
+            self._ema_cursor.settle(series, ends.get(LOSS_SERIES, 0))
+        self._release()
+
+    def _release(self) -> None:
+        """Let the core trim every point the EMA no longer needs (the EMA reads train_loss only)."""
+        m = self._m
+        if m is None:
+            return
+        cursor = self._cursor
+        for name in [m.step_series.name, *list(m.series)]:
+            cursor[name] = self._ema_cursor.needed_from if name == LOSS_SERIES else _FAR
+
     # -- reports ---------------------------------------------------------------------
     def on_report(self, report: Report) -> dict[str, Any]:
         """Run-log ``interval["optim"]``: the smoothed loss and the sampling stride (training thread, or the report
@@ -222,6 +248,7 @@ class OptimExtension(ExtensionBase):
             # the report worker folded most points already (smoothing.EmaCursor, docs/spec.md section 20)
             self._ema_cursor.fold_to_end(series, report.ends.get(LOSS_SERIES) if report.ends else None)
             m.worker.wake()  # from the first report on, the worker folds ahead
+        self._release()
         interval = m.interval
         if interval is not None and interval.steps and interval.train_s > 0:
             rate = interval.steps / interval.train_s

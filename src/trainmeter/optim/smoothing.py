@@ -90,6 +90,15 @@ class LossEma:
         return out
 
     @property
+    def raw(self) -> tuple[float, int]:
+        """The fold's state: the average before bias correction and the finite losses folded."""
+        return self._avg, self.count
+
+    def resume(self, avg: float, count: int) -> None:
+        """Continue from a fold state :attr:`raw` gave (the same fold, reached by another reader)."""
+        self._avg, self.count = avg, count
+
+    @property
     def value(self) -> float | None:
         """The bias-corrected average, or ``None`` before the first finite loss."""
         if self.count == 0:
@@ -98,9 +107,9 @@ class LossEma:
 
 
 class EmaCursor:
-    """A :class:`LossEma` over one series' points, folded by two threads (docs/spec.md section 20).
+    """A :class:`LossEma` over one series' points, folded once whoever folds first (docs/spec.md section 20).
 
-    The report worker folds ahead (:meth:`fold_ahead`, between reports); a report folds what is left up to
+    The widget's trace publishes the state it reached (:meth:`publish`); without a widget the report worker folds ahead (:meth:`fold_ahead`, between reports); a report folds what is left up to
     its end (:meth:`fold_to_end`, the training thread) and sets :attr:`ema` to the result. The state after
     the first ``k`` points is one pure fold, whoever computed it, so each fold starts from the furthest of the
     two published states: the value at a report is the one a fold of every point at that report gives, bit
@@ -138,6 +147,32 @@ class EmaCursor:
         state = self._fold(series, contiguous=True) if series is not None else None
         if state is not None:
             self._ahead = state
+
+    def state(self) -> tuple[int, float, int]:
+        """The furthest published fold state ``(position, average, count)`` (any thread)."""
+        ahead, reported = self._ahead, self._reported
+        return ahead if ahead[0] > reported[0] else reported
+
+    def publish(self, state: tuple[int, float, int]) -> None:
+        """Offer the state a fold of the first ``state[0]`` points reached elsewhere (the widget's trace, which
+        folds every point as it draws it: widget/smoothed.py); kept when it is the furthest. Any thread."""
+        if state[0] > self.state()[0]:
+            self._ahead = state
+
+    def settle(self, series: Any, stop: int) -> int:
+        """Fold up to position ``stop`` into the state no later report goes behind (a drain between reports: the
+        report worker, after every report before it; docs/spec.md section 18); returns the position folded to, from
+        which on the series' points are still needed."""
+        if stop > self._reported[0]:  # a report on the training thread may have folded past it meanwhile
+            state = self._fold(series, contiguous=False, stop=stop)
+            if state is not None:
+                self._reported = state
+        return self._reported[0]
+
+    @property
+    def needed_from(self) -> int:
+        """The first position a later fold may read (the points before it may be trimmed)."""
+        return self._reported[0]
 
     def fold_to_end(self, series: Any, stop: int | None = None) -> None:
         """Fold every point up to the series' end (or position ``stop``: the report's end, for a report read

@@ -8,6 +8,7 @@ passport's ``record`` section); a run folder that cannot be made is tried again 
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
@@ -15,9 +16,9 @@ from typing import Any
 
 from trainmeter.record.column_lines import ColumnLines
 from trainmeter.record.events import LOG_FILE, end_record, gap_record, heartbeat_record, rank_record, start_record
-from trainmeter.record.reporter import format_text, summary_line, write_interval
-from trainmeter.record.runlog import RunLog
 from trainmeter.record.passport import record_options
+from trainmeter.record.reporter import format_text, summary_line, write_columns, write_interval
+from trainmeter.record.runlog import RunLog
 from trainmeter.record.runs import make_run_dir
 from trainmeter.record.view import RunView
 
@@ -66,6 +67,7 @@ class RunRecorder:
         self.passport_error: str | None = None
         self._start_written = False
         self._seat: Any = None
+        self._lock = threading.RLock()
 
     def open(self, run: RunView, started_at: str) -> Path | None:
         """Make the run folder (its root made absolute: a later ``os.chdir`` changes nothing), open the run log,
@@ -77,7 +79,7 @@ class RunRecorder:
         self._start_fields = {"name": run.options.name, "started_at": started_at,
                               "options": record_options(run.options), "environment": describe_environment()}
         self._seat = _rank_seat(self._root, run.options.name, datetime.fromisoformat(started_at))
-        self._cursor = run.add_reader()
+        self._cursor = run.add_reader(lambda ends: self._drain(run, ends))
         worker = getattr(run, "worker", None)
         if worker is not None:
             worker.every("run-log", lambda: self._ahead.encode_ahead([run.step_series, *run.series.values()],
@@ -115,7 +117,20 @@ class RunRecorder:
         self._write(run, lambda log, cursors: write_interval(run, log, cursors, elapsed_s, phases_s, extra,
                                                              self._ahead))
 
+    def _drain(self, run: RunView, ends: dict[str, int]) -> None:
+        """Write every series' columns up to ``ends`` between reports (a drain: the report worker; docs/spec.md
+        section 18), so the points held stay bounded; the next ``interval`` record follows as before."""
+        if run.elapsed_s() < self._retry_at_s:
+            return
+        self._write(run, lambda log, cursors: [
+            write_columns(log, cursors, "steps" if series is run.step_series else "series", series, self._ahead,
+                          ends.get(series.name, 0)) for series in (run.step_series, *list(run.series.values()))])
+
     def _write(self, run: RunView, body: Any) -> bool:
+        with self._lock:  # a drain on the report worker, a report on the training thread
+            return self._write_locked(run, body)
+
+    def _write_locked(self, run: RunView, body: Any) -> bool:
         if self._log is None and not self._try_open(run):
             return False
         assert self._log is not None

@@ -37,6 +37,8 @@ def write_columns(log: RunLog, cursors: dict[str, int], kind: str, series: Serie
     bytes); ``stop``: only the points before that absolute position (a report written later by the worker).
     """
     start = cursors.get(series.name, 0)
+    if stop is not None and stop <= start:
+        return 0  # written up to there already (a drain queued before a report of the training thread's)
     encoded = ahead.line(kind, series, start, stop) if ahead is not None else None
     if encoded is not None:
         line, cursors[series.name] = encoded

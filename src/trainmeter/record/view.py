@@ -3,6 +3,7 @@ record/ imports no monitor. Read on the training thread at reports and at the en
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -38,7 +39,7 @@ class RunView(Protocol):
 
     def elapsed_s(self) -> float: ...
 
-    def add_reader(self) -> dict[str, int]: ...
+    def add_reader(self, drain: Callable[[dict[str, int]], None] | None = None) -> dict[str, int]: ...
 
     def warn_once(self, key: str, message: str) -> None: ...
 

@@ -36,6 +36,12 @@ REPLACE_FACTOR = 3
 (after re-buckets the copy keeps the finer old points: it grows by about half a budget per re-bucket)."""
 
 
+def _loss_fold(monitor: Any) -> Any:
+    """The run's loss EMA fold (the optim wing's view), or ``None``."""
+    dispatch = getattr(monitor, "dispatch", None)
+    return dispatch.view("optim") if dispatch is not None else None
+
+
 def shown_series(state: dict[str, Any]) -> tuple[str, ...]:
     """The series the state's charts draw (and their smoothed twins), in chart order."""
     out: dict[str, None] = {}
@@ -112,7 +118,7 @@ class SeriesFeed:
         self._rss = RssReader()
         self._tokens_total = 0
         self._axis_t_s = -math.inf
-        self._smoother = LossSmoother()
+        self._smoother = LossSmoother(lambda: _loss_fold(monitor))
         self.shown: tuple[str, ...] = ()
         """The series the last state's charts draw (:func:`shown_series`): sent first past the series cap."""
         self.held: dict[str, int] = {}
@@ -133,7 +139,7 @@ class SeriesFeed:
             if values:
                 xs = steps if series.x_kind == "step" else times
                 fresh |= self.extend(name, series.x_kind, xs, values)
-                twin = self._smoother.twin(name, values)
+                twin = self._smoother.twin(name, values, end - len(values))
                 if twin is not None:
                     self.extend(twin[0], series.x_kind, xs, twin[1])
         step_series = m.step_series
@@ -196,6 +202,11 @@ class SeriesFeed:
             self.cursor[name] = _FAR
         for series in list(self.monitor.series):
             self.cursor[series] = _FAR
+
+    def release(self) -> None:
+        """The run ended and its final frames went out: drop the recent rate's window of steps (up to 10 s of them,
+        kept while the publisher stays referenced: the last widget of the kernel); the figures stay."""
+        self._recent = RecentRate(self._recent.window_s)
 
     @property
     def pending(self) -> bool:

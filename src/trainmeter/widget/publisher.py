@@ -305,6 +305,7 @@ class Publisher:
                     self._thread.join(timeout=10.0)
                 interrupted = self._close_parts()
                 self.closed_whole = True
+                self.feed.release()
         finally:
             from trainmeter.widget.attach import forget
 

@@ -3,14 +3,17 @@
 ``train_loss.ema`` holds, at each step, the bias-corrected EMA (optim/smoothing.py, beta
 :data:`~trainmeter.optim.smoothing.EMA_BETA`) of every ``train_loss`` point up to it: the publisher folds each new point
 as it reads it, a replay folds the run log's points, so at a report's step the line passes through the text line's
-``(ema ...)``. The front end smooths nothing; it draws the raw series faint under its twin (``smoothed`` in the chart
+``(ema ...)``. A live run's trace is the text line's fold itself: it starts from the state the optim wing's
+:class:`~trainmeter.optim.smoothing.EmaCursor` published and publishes the state it reaches, so each point is folded
+once (docs/spec.md section 18). The front end smooths nothing; it draws the raw series faint under its twin (``smoothed`` in the chart
 spec). Only the training loss has a twin: a validation loss has a few points and a learning rate is not noisy. One
 reader per instance (not thread-safe).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from trainmeter.optim.smoothing import EMA_BETA, LossEma
 
@@ -28,17 +31,39 @@ def twins_drawn(raw_points: dict[str, int]) -> dict[str, str]:
 
 
 class LossSmoother:
-    """The smoothed twins of the raw series in :data:`SMOOTHED`, fed in step order."""
+    """The smoothed twins of the raw series in :data:`SMOOTHED`, fed in step order.
 
-    def __init__(self) -> None:
+    Args:
+        shared: Returns the live run's loss EMA fold (``EmaCursor``: ``state``/``publish``) or ``None``; used for
+            ``train_loss`` points read with their position.
+    """
+
+    def __init__(self, shared: Callable[[], Any] | None = None) -> None:
         self._emas: dict[str, LossEma] = {}
+        self._shared = shared
+        self._at: int | None = 0  # position the train_loss fold reached (None: it skipped points, shares no more)
 
-    def twin(self, name: str, values: Sequence[float]) -> tuple[str, list[float]] | None:
-        """``(twin name, smoothed values)`` for new points of ``name``, or ``None`` when it has no twin."""
+    def twin(self, name: str, values: Sequence[float], start: int | None = None) -> tuple[str, list[float]] | None:
+        """``(twin name, smoothed values)`` for new points of ``name``, or ``None`` when it has no twin.
+
+        ``start``: the series position of ``values[0]`` (a live read): the fold is shared with the text line's.
+        """
         twin = SMOOTHED.get(name)
         if twin is None:
             return None
         ema = self._emas.get(name)
         if ema is None:
             ema = self._emas[name] = LossEma()
-        return twin, ema.trace(list(map(float, values)))
+        fold = self._shared() if self._shared is not None and start is not None else None
+        if fold is None or fold.ema.beta != ema.beta:
+            return twin, ema.trace(list(map(float, values)))
+        if start != self._at:
+            self._at = None  # points were skipped (trimmed before this read): a fold of its own from here
+        at, avg, count = fold.state()
+        if self._at is not None and at == start:
+            ema.resume(avg, count)  # the fold reached the same point: continue from its state
+        out = ema.trace(list(map(float, values)))
+        if self._at is not None:
+            self._at = start + len(values)
+            fold.publish((self._at, *ema.raw))
+        return twin, out
