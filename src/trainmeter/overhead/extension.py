@@ -2,7 +2,7 @@
 
 Definitions: docs/spec.md section 17. ``on_step_us`` is timed on 1 step in k, k from :data:`SAMPLE_EVERY` up to
 :data:`MAX_SAMPLE_EVERY` so the timed steps' bookkeeping stays within :data:`TIMED_SHARE` (the core runs the timed
-step through this wing's timer: ``Monitor.time_next_step``); thread CPU is read by the node sampler (docs/spec.md
+step through this wing's timer: ``RunContext.time_next_step``); thread CPU is read by the node sampler (docs/spec.md
 section 18). Placed first (``precedes = ("*",)``) so that at ``stop`` the other wings' threads still run.
 Thread safety: training thread only, except ``panels`` which reads one dict reference.
 """
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from trainmeter.core.extension import ExtensionBase, Report
 
 if TYPE_CHECKING:
-    from trainmeter.core.monitor import Monitor
+    from trainmeter.core.context import RunContext
 
 SAMPLE_EVERY = 64  # the fewest steps between two timed ones
 MAX_SAMPLE_EVERY = 4096  # the most
@@ -34,7 +34,7 @@ class Overhead(ExtensionBase):
 
     def __init__(self, perf_counter: Any = None) -> None:
         self._now = perf_counter or time.perf_counter
-        self._m: Monitor | None = None
+        self._m: RunContext | None = None
         self._calls = 0
         self._timed = 0
         self._timed_s = 0.0
@@ -46,16 +46,16 @@ class Overhead(ExtensionBase):
         self._thread_cpu: dict[int, tuple[str, float]] = {}
         self._figures: dict[str, Any] = {}
 
-    def start(self, monitor: Monitor) -> None:
+    def start(self, monitor: RunContext) -> None:
         """Time the step rule on 1 step in :attr:`every` (through the core's timing hook, for that step only)."""
         self._m = monitor
         self._t0 = self._now()
         monitor.at_step(SAMPLE_EVERY - 1, self._arm)
 
     def _arm(self) -> None:
-        """Time the next step's rule (the core's timing hook, ``Monitor.time_next_step``; no code on other steps).
+        """Time the next step's rule (the core's timing hook, ``RunContext.time_next_step``; no code on other steps).
 
-        Runs from ``Monitor.at_step`` the step before the one to time; the timed step arms again :attr:`every` - 1
+        Runs from ``RunContext.at_step`` the step before the one to time; the timed step arms again :attr:`every` - 1
         steps later (:meth:`_next_every`).
         """
         monitor = self._m

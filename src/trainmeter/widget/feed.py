@@ -92,7 +92,7 @@ class SeriesFeed:
     """One monitor's series, decimated, and the frames of them.
 
     Args:
-        monitor: The run's :class:`~trainmeter.core.monitor.Monitor` (read-only here).
+        monitor: The run's :class:`~trainmeter.core.context.RunContext`.
         budget_points: Points kept per series (decimated).
         history_points_total: Cap on points in a full frame across all series, shared by water-filling.
     """
