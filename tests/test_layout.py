@@ -438,10 +438,10 @@ def _context_modules() -> list[Path]:
     return [p for p in _modules() if p.parts[len(PKG.parts)] != "core" and str(p.relative_to(PKG)) not in OWNERS]
 
 
-def _context_reads(source: str) -> list[tuple[int, str]]:
-    """``(line, attribute)`` of every attribute read on the run context in ``source`` (and ``getattr`` with a
-    constant name), by the naming convention above."""
-    tree = ast.parse(source)
+def _context_reads(source: str | ast.AST) -> list[tuple[int, str]]:
+    """``(line, attribute)`` of every attribute read on the run context in ``source`` (a module's text or a parsed
+    node; ``getattr`` with a constant name too), by the naming convention above."""
+    tree = ast.parse(source) if isinstance(source, str) else source
     out = []
 
     def is_context(node: ast.expr, names: set[str]) -> bool:
@@ -489,4 +489,35 @@ def test_wings_and_sinks_read_the_run_only_through_the_contexts_published_member
 def test_no_wing_or_sink_imports_the_monitor():
     offenders = {f"{path.relative_to(PKG)} -> {mod}" for path in _context_modules() for mod in _imports(path)
                  if mod.startswith("trainmeter.core.monitor")}
+    assert offenders == set()
+
+
+# What a report read on the report worker takes from its Report, never from the live run (docs/spec.md section 20).
+LIVE_RUN = {"steps", "tokens", "token_unit", "elapsed_s", "interval", "session", "memory", "phases", "reports",
+            "text_line", "status", "steps_state", "step_series"}
+
+
+def _worker_report_reads(source: str) -> list[tuple[str, int, str]]:
+    """``(class, line, attribute)`` of live-run reads in ``on_report``/``text_fields`` of a ``report_on_worker``
+    class."""
+    out = []
+    for cls in [n for n in ast.walk(ast.parse(source)) if isinstance(n, ast.ClassDef)]:
+        flag = any(isinstance(s, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "report_on_worker"
+                                                     for t in s.targets)
+                   and isinstance(s.value, ast.Constant) and s.value.value is True for s in cls.body)
+        for fn in cls.body if flag else ():
+            if isinstance(fn, ast.FunctionDef) and fn.name in ("on_report", "text_fields"):
+                out += [(cls.name, line, attr) for line, attr in _context_reads(fn) if attr in LIVE_RUN]
+    return out
+
+
+def test_the_worker_report_check_sees_a_live_read():
+    source = ("class W:\n    report_on_worker = True\n    def on_report(self, report):\n        m = self._m\n"
+              "        return m.interval, report.steps\n")
+    assert _worker_report_reads(source) == [("W", 5, "interval")]
+
+
+def test_wings_on_the_report_worker_read_the_run_from_their_report():
+    offenders = {f"{path.relative_to(PKG)}: {cls} line {line} reads {attr}" for path in _context_modules()
+                 for cls, line, attr in _worker_report_reads(path.read_text(encoding="utf-8"))}
     assert offenders == set()

@@ -113,14 +113,18 @@ class Overhead(ExtensionBase):
     def _wall_s(self) -> float:
         return (self._t1 if self._t1 is not None else self._now()) - self._t0
 
-    def figures(self) -> dict[str, Any]:
-        """The overhead figures now (the passport section's content)."""
+    def figures(self, report: Report | None = None) -> dict[str, Any]:
+        """The overhead figures now (the passport section's content), or at ``report`` (its phases and elapsed
+        seconds: on the report worker the live ones moved on, docs/spec.md section 20)."""
         m = self._m
         wall_s = self._wall_s()
         cpu_s = sum(c for _, c in self._thread_cpu.values())
         have_cpu = bool(self._thread_cpu)
-        reporting_s = m.phases.totals_s.get("reporting", 0.0) if m is not None else 0.0
-        elapsed_s = m.elapsed_s() if m is not None else 0.0
+        if report is not None:
+            reporting_s, elapsed_s = report.phases_s.get("reporting", 0.0), report.elapsed_s
+        else:
+            reporting_s = m.phases.totals_s.get("reporting", 0.0) if m is not None else 0.0
+            elapsed_s = m.elapsed_s() if m is not None else 0.0
         browser = self._browser_bytes()
         log_bytes = None
         if m is not None and m.run_dir is not None:
@@ -156,7 +160,7 @@ class Overhead(ExtensionBase):
     def on_report(self, report: Report) -> dict[str, Any]:
         """The figures so far (run log, panel)."""
         self._read_threads()
-        self._figures = self.figures()
+        self._figures = self.figures(report)
         return dict(self._figures)
 
     def panels(self) -> list[dict[str, Any]]:
