@@ -521,3 +521,9 @@ def test_wings_on_the_report_worker_read_the_run_from_their_report():
     offenders = {f"{path.relative_to(PKG)}: {cls} line {line} reads {attr}" for path in _context_modules()
                  for cls, line, attr in _worker_report_reads(path.read_text(encoding="utf-8"))}
     assert offenders == set()
+
+
+def test_no_wing_or_sink_writes_the_runs_attributes():
+    offenders = {f"{path.relative_to(PKG)}:{line} {target}" for path in _context_modules()
+                 for line, target in _run_writes(path.read_text(encoding="utf-8"))}
+    assert offenders == set()

@@ -65,9 +65,12 @@ def test_the_context_writes_provenance_and_warnings_only_through_its_methods(tmp
     ctx = m.context
     ctx.describe_series("acc", {"provenance": "measured", "source": "keras"}, replace=False)
     ctx.describe_series("acc", {"provenance": "estimated"}, replace=False)  # kept: one was there
-    ctx.note_series("acc", "one")
-    ctx.note_series("acc", "two")
+    ctx.annotate_series("acc", "note", "one")
+    ctx.annotate_series("acc", "note", "two")
+    ctx.annotate_series("acc", "note", "two")  # once (a passport written again after a disk fault)
+    ctx.annotate_series("nothing", "note", "dropped")  # no entry: nothing
     assert dict(ctx.series_info["acc"]) == {"provenance": "measured", "source": "keras", "note": "one; two"}
+    assert "nothing" not in ctx.series_info
     with pytest.raises(TypeError):
         ctx.series_info["x"] = {}  # type: ignore[index]
     ctx.note_warning("a launch summary")

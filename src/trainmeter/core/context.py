@@ -104,11 +104,13 @@ class RunContext:
         already there)."""
         self._m.registry.describe(name, entry, replace=replace)
 
-    def note_series(self, name: str, note: str) -> None:
-        """Append ``note`` to the ``note`` of series ``name``'s provenance (nothing when it has none)."""
+    def annotate_series(self, name: str, key: str, text: str) -> None:
+        """Add ``text`` under ``key`` of series ``name``'s provenance, after "; " when another is there (once; nothing
+        when the series has no entry). In place: a passport section may still annotate the passport's
+        ``series_info``."""
         info = self._m.series_info.get(name)
-        if isinstance(info, dict):
-            info["note"] = "; ".join(n for n in (info.get("note"), note) if n)
+        if isinstance(info, dict) and text not in str(info.get(key) or ""):
+            info[key] = "; ".join(n for n in (info.get(key), text) if n)
 
     @property
     def series_info(self) -> Mapping[str, Any]:

@@ -257,9 +257,9 @@ class Integrations(ExtensionBase):
     def passport_section(self) -> dict[str, Any]:
         """``passport.json["frameworks"]``: fits seen, where steps came from, the framework's own step count."""
         if self.short_steps and self.monitor is not None:
-            self.monitor.note_series("train_loss", f"{self.short_steps} short accumulation step(s) (fewer "
-                                     "micro-batches than accelerate's gradient_accumulation_steps, each divided by "
-                                     "it) shown as the mean of their micro-batch losses")
+            self.monitor.annotate_series("train_loss", "note", (
+                f"{self.short_steps} short accumulation step(s) (fewer micro-batches than accelerate's "
+                "gradient_accumulation_steps, each divided by it) shown as the mean of their micro-batch losses"))
         return {"short_accumulation_steps": self.short_steps, "fits": dict(self.fits), "framework": self._framework,
                 "steps_source": self._steps_source(),
                 "framework_steps": dict(self.framework_steps), "explicit_steps": dict(self.explicit_steps),

@@ -212,11 +212,12 @@ class RanksExtension(ExtensionBase):
         """A rank started by its first optimizer step (its optimizer built before the arming): why step 1's tokens are
         missing."""
         m = self._monitor
-        info = getattr(m, "series_info", {}).get("tokens_per_step") if m is not None else None
-        if isinstance(info, dict) and "counted from step 2" in str(info.get("note") or ""):
-            info["first_step"] = ("not counted: this rank's optimizer was built before trainmeter was armed in it "
-                                  "(trainmeter imported after it, without trainmeter-autostart.pth), so its record "
-                                  "starts at its first optimizer step, after that step's batches were seen")
+        info = m.series_info.get("tokens_per_step") if m is not None else None
+        if info is not None and "counted from step 2" in str(info.get("note") or ""):
+            m.annotate_series("tokens_per_step", "first_step", (
+                "not counted: this rank's optimizer was built before trainmeter was armed in it (trainmeter imported "
+                "after it, without trainmeter-autostart.pth), so its record starts at its first optimizer step, after "
+                "that step's batches were seen"))
 
     def _add_own_node_ladder(self) -> None:
         """A parent sampled its node: the ranks' ladders come from its own ``gpu`` section (built just before)."""
