@@ -82,7 +82,7 @@ def fake_run(steps: int, rate: float, root: Path, trace: bool = False) -> dict[s
                      extensions=default_extensions(options))
     m.start()
     m.lifecycle.memory_probe.sample = lambda: MemoryReading(rss_bytes=2 * 10**9, rss_peak_bytes=2 * 10**9)
-    pub = Publisher(m, NullWidget(), clock=clock)
+    pub = Publisher(m.context, NullWidget(), clock=clock)
     per_tick = max(1, round(rate * TICK_S))
     dt = TICK_S / per_tick
     peak_held = 0

@@ -91,7 +91,7 @@ def run(steps: int, steps_per_s: float, root: Path) -> dict[str, Any]:
     m.start()
     m.lifecycle.memory_probe.sample = lambda: MemoryReading(rss_bytes=2 * 10**9, rss_peak_bytes=2 * 10**9)
     widget = CountingWidget(clock)
-    pub = Publisher(m, widget, clock=clock)
+    pub = Publisher(m.context, widget, clock=clock)
     per_tick = max(1, round(steps_per_s * TICK_S))
     dt = TICK_S / per_tick
     while m.steps < steps:

@@ -138,7 +138,7 @@ def _widget(m: Any) -> Any:
     from trainmeter.widget.view_model import build_state, facts_from_monitor
     from trainmeter.widget.widget import TrainmeterWidget
 
-    return TrainmeterWidget(state=build_state(facts_from_monitor(m)))
+    return TrainmeterWidget(state=build_state(facts_from_monitor(m.context)))
 
 
 def real(seconds: float, steps_per_s: float = 0.0) -> dict[str, Any]:

@@ -17,8 +17,8 @@ def _imports(path: Path) -> set[str]:
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.ImportFrom) and node.module:
             out.add(node.module)
-            if node.module == "trainmeter":
-                out.update(f"trainmeter.{a.name}" for a in node.names)
+            if node.module.startswith("trainmeter"):  # ``from trainmeter.core import monitor`` names the module
+                out.update(f"{node.module}.{a.name}" for a in node.names)
         elif isinstance(node, ast.Import):
             out.update(a.name for a in node.names)
     return out
@@ -419,5 +419,111 @@ def test_the_run_write_check_sees_attribute_item_and_setattr_writes():
 
 def test_no_part_of_the_core_writes_the_runs_attributes():
     offenders = {f"{path.relative_to(PKG)}:{line} {target}" for path in sorted((PKG / "core").glob("*.py"))
+                 for line, target in _run_writes(path.read_text(encoding="utf-8"))}
+    assert offenders == set()
+
+
+# -- the run context (core/context.py): the one surface wings and sinks reach a run through ---------------------
+# Modules that build and own the Monitor (the public API, the wiring, the ranks wing's process-level fork and
+# autostart handlers, which act on the process's active run through core methods): every other module outside
+# core/ is a wing or a sink and sees a RunContext.
+OWNERS = {"api.py", "magic.py", "extensions.py", "ranks/autostart.py", "ranks/fork.py"}
+# How a wing or sink names the run: these names and attributes, a parameter annotated RunContext, and a local
+# assigned from one of them (``m = self._monitor``).
+CONTEXT_NAMES = {"monitor", "ctx"}
+CONTEXT_ATTRS = {"_monitor", "monitor", "_m", "_ctx", "_run"}
+
+
+def _context_modules() -> list[Path]:
+    return [p for p in _modules() if p.parts[len(PKG.parts)] != "core" and str(p.relative_to(PKG)) not in OWNERS]
+
+
+def _context_reads(source: str | ast.AST) -> list[tuple[int, str]]:
+    """``(line, attribute)`` of every attribute read on the run context in ``source`` (a module's text or a parsed
+    node; ``getattr`` with a constant name too), by the naming convention above."""
+    tree = ast.parse(source) if isinstance(source, str) else source
+    out = []
+
+    def is_context(node: ast.expr, names: set[str]) -> bool:
+        if isinstance(node, ast.Name):
+            return node.id in names
+        return (isinstance(node, ast.Attribute) and node.attr in CONTEXT_ATTRS and isinstance(node.value, ast.Name)
+                and node.value.id == "self")
+
+    for fn in [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))]:
+        names = set(CONTEXT_NAMES)
+        args = fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs
+        names |= {a.arg for a in args if a.annotation is not None and "RunContext" in ast.unparse(a.annotation)}
+        for node in ast.walk(fn):  # locals bound from the context, as in ``m = self._monitor``
+            if isinstance(node, ast.Assign) and len(node.targets) == 1:
+                pairs = ([(node.targets[0], node.value)] if not isinstance(node.targets[0], ast.Tuple) else
+                         list(zip(node.targets[0].elts, getattr(node.value, "elts", []), strict=False)))
+                names |= {t.id for t, v in pairs if isinstance(t, ast.Name) and is_context(v, names)}
+        for node in ast.walk(fn):
+            if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load) and is_context(node.value, names):
+                out.append((node.lineno, node.attr))
+            elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("getattr",
+                  "hasattr") and len(node.args) > 1 and is_context(node.args[0], names)
+                  and isinstance(node.args[1], ast.Constant)):
+                out.append((node.lineno, str(node.args[1].value)))
+    return sorted(set(out))
+
+
+def test_the_context_check_sees_reads_through_names_attributes_annotations_and_locals():
+    source = ("def f(self, monitor, run: 'RunContext', other):\n    m = self._monitor\n    monitor.steps\n"
+              "    run.dispatch\n    m.registry\n    getattr(self._m, 'lifecycle', None)\n    other.registry\n")
+    assert _context_reads(source) == [(3, "steps"), (4, "dispatch"), (5, "registry"), (6, "lifecycle")]
+
+
+def test_wings_and_sinks_read_the_run_only_through_the_contexts_published_members():
+    from trainmeter.core.context import PUBLISHED
+    from trainmeter.core.reports import ReportSnapshot
+
+    allowed = PUBLISHED | set(ReportSnapshot.__slots__)  # a sink's steady report: the context and the report's figures
+    offenders = {f"{path.relative_to(PKG)}:{line} {attr}" for path in _context_modules()
+                 for line, attr in _context_reads(path.read_text(encoding="utf-8"))
+                 if attr not in allowed and not attr.startswith("__")}
+    assert offenders == set()
+
+
+def test_no_wing_or_sink_imports_the_monitor():
+    offenders = {f"{path.relative_to(PKG)} -> {mod}" for path in _context_modules() for mod in _imports(path)
+                 if mod.startswith("trainmeter.core.monitor")}
+    assert offenders == set()
+
+
+# What a report read on the report worker takes from its Report, never from the live run (docs/spec.md section 20).
+LIVE_RUN = {"steps", "tokens", "token_unit", "elapsed_s", "interval", "session", "memory", "phases", "reports",
+            "text_line", "status", "steps_state", "step_series"}
+
+
+def _worker_report_reads(source: str) -> list[tuple[str, int, str]]:
+    """``(class, line, attribute)`` of live-run reads in ``on_report``/``text_fields`` of a ``report_on_worker``
+    class."""
+    out = []
+    for cls in [n for n in ast.walk(ast.parse(source)) if isinstance(n, ast.ClassDef)]:
+        flag = any(isinstance(s, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "report_on_worker"
+                                                     for t in s.targets)
+                   and isinstance(s.value, ast.Constant) and s.value.value is True for s in cls.body)
+        for fn in cls.body if flag else ():
+            if isinstance(fn, ast.FunctionDef) and fn.name in ("on_report", "text_fields"):
+                out += [(cls.name, line, attr) for line, attr in _context_reads(fn) if attr in LIVE_RUN]
+    return out
+
+
+def test_the_worker_report_check_sees_a_live_read():
+    source = ("class W:\n    report_on_worker = True\n    def on_report(self, report):\n        m = self._m\n"
+              "        return m.interval, report.steps\n")
+    assert _worker_report_reads(source) == [("W", 5, "interval")]
+
+
+def test_wings_on_the_report_worker_read_the_run_from_their_report():
+    offenders = {f"{path.relative_to(PKG)}: {cls} line {line} reads {attr}" for path in _context_modules()
+                 for cls, line, attr in _worker_report_reads(path.read_text(encoding="utf-8"))}
+    assert offenders == set()
+
+
+def test_no_wing_or_sink_writes_the_runs_attributes():
+    offenders = {f"{path.relative_to(PKG)}:{line} {target}" for path in _context_modules()
                  for line, target in _run_writes(path.read_text(encoding="utf-8"))}
     assert offenders == set()

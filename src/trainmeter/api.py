@@ -236,7 +236,7 @@ def open_widget(m: Monitor, sinks: list[Any]) -> None:
     from trainmeter.widget.host import widget_sinks
 
     with HeldInterrupts() as held:
-        sinks.extend(widget_sinks(m))
+        sinks.extend(widget_sinks(m.context))
     held.deliver()
 
 

@@ -79,7 +79,7 @@ def test_widget_tiles_show_the_mfu_range_and_a_flops_budget_needs_a_convention(r
         time.sleep(0.15)  # past --interval: the next step reports, so MFU has a window
         train_steps(model, opt, batches[:1])
         assert m.reports >= 1
-        state = build_state(facts_from_monitor(m))
+        state = build_state(facts_from_monitor(m.context))
     mfu_tile = next(t for t in state["tiles"] if t["id"] == "mfu")
     assert mfu_tile["label"] == "MFU (range over conventions)" and mfu_tile["text"].endswith("%")
     assert mfu_tile["derivation"]["formula"] == "F * tokens_per_s / (devices * peak)"

@@ -173,6 +173,7 @@ def test_training_activity_is_sent_only_while_a_wing_watches_for_it():
     class Run:
         probes = Probes()
         steps = 0
+        context = None  # what the wings are handed (core/context.py)
 
         def elapsed_s(self):
             return 1.5
@@ -252,6 +253,8 @@ def test_a_torn_wing_is_left_out_of_the_forked_child_unless_it_rehomes_its_own_s
     plain, rehomes, untouched = Recorder("plain"), Rehomes("rehomes"), Recorder("untouched")
     d = Dispatcher([plain, rehomes, untouched], warn_once=lambda key, message: said.append((key, message)))
     class Child:
+        context = None  # what the wings are handed (core/context.py)
+
         def set_step_hook(self, *args, **kwargs):
             pass
 
@@ -264,6 +267,8 @@ def test_a_torn_wing_is_left_out_of_the_forked_child_unless_it_rehomes_its_own_s
 
 def test_a_torn_report_job_leaves_out_every_wing_reporting_on_the_worker_that_does_not_rehome() -> None:
     class Child:
+        context = None  # what the wings are handed (core/context.py)
+
         def set_step_hook(self, *args, **kwargs):
             pass
 

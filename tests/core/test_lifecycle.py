@@ -91,7 +91,8 @@ def test_the_passport_the_worker_writes_is_the_one_the_training_thread_builds_fr
     m = _train_with_every_extension(tmp_path, threaded=True)
     assert threads == ["trainmeter-report-worker"]
     written = _written(m)
-    again = json.loads(json_lines({**build_passport(m), "record": m._record.record_section(m)}))  # on this thread
+    run = m.context  # on this thread
+    again = json.loads(json_lines({**build_passport(run), "record": m._record.record_section(run)}))
     assert written["passport.md"] == render_markdown(again)
     on_worker = json.loads(written["passport.json"])
     for p in (on_worker, again):  # the log has grown by the passport's end record since: its size differs

@@ -33,7 +33,7 @@ def _run(run_root, clock):
                      extensions=default_extensions(options))
     m.start()
     m.lifecycle.memory_probe.sample = lambda: MemoryReading(rss_bytes=10**9, rss_peak_bytes=10**9)
-    return m, Publisher(m, _Widget(), clock=clock)
+    return m, Publisher(m.context, _Widget(), clock=clock)
 
 
 def _loss(step: int) -> float:

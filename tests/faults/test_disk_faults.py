@@ -249,7 +249,7 @@ def test_the_record_holds_no_absolute_path(run_root):
     from trainmeter.widget.publisher import save_dashboard
     from trainmeter.widget.view_model import build_state, facts_from_monitor
 
-    save_dashboard(m.run_dir, build_state(facts_from_monitor(m)))
+    save_dashboard(m.run_dir, build_state(facts_from_monitor(m.context)))
     root = str(run_root.resolve())
     for name in ("passport.json", "events.jsonl", "dashboard.json", "passport.md"):
         assert root not in (m.run_dir / name).read_text(), name

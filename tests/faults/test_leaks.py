@@ -23,7 +23,7 @@ def test_two_hundred_widget_cells_leave_only_the_last_widgets_comms(run_root, mo
     before = len(_instances)
     for i in range(200):
         m = make_monitor(make_options(run_dir=run_root, name=f"c{i}"), text=False, probes=False, extensions=[])
-        pub = publisher_module.attach_widget(m)
+        pub = publisher_module.attach_widget(m.context)
         m.start()
         m.on_step(1)
         m.finish("completed")

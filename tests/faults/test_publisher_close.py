@@ -59,7 +59,7 @@ def _close(run_root, sends):
                      extensions=[]).start()
     m.on_step(10)
     m.finish("completed")
-    pub = Publisher(m, _Widget(sends), clock=clock)
+    pub = Publisher(m.context, _Widget(sends), clock=clock)
     pub.handles = [_Handle(sends)]
     return m, pub
 

@@ -88,7 +88,7 @@ def test_at_the_highest_cap_the_widget_history_and_state_keep_their_budgets(run_
     names = [f"s{i}" for i in range(100_000)]
     m.registry.create(names)  # made at once (creation cost is not this test's)
     w = Recorder(clock)
-    pub = Publisher(m, w, clock=clock, state_interval_s=0.0)
+    pub = Publisher(m.context, w, clock=clock, state_interval_s=0.0)
     values = dict.fromkeys(names, 1.0)
     for _ in range(3):
         m.on_step(128, loss_value=1.0)
@@ -120,7 +120,7 @@ def test_long_names_and_long_histories_keep_the_history_frame_in_budget(run_root
     m, _ = _monitor(run_root, clock, max_series=1000)
     m.start()
     w = Recorder(clock)
-    pub = Publisher(m, w, clock=clock, state_interval_s=0.0)
+    pub = Publisher(m.context, w, clock=clock, state_interval_s=0.0)
     names = [f"{i:04d}" + "x" * 76 for i in range(400)]
     for step in range(1500):
         m.on_step(128, loss_value=1.0)

@@ -12,6 +12,7 @@ import pytest
 
 from tests.fakes.gpu.fake import FakeNvml, open_fake
 from trainmeter.core.clock import FakeClock
+from trainmeter.core.extension import Report
 from trainmeter.core.monitor import MonitorWarning
 from trainmeter.extensions import make_monitor
 from trainmeter.gpu.extension import GpuExtension
@@ -48,7 +49,8 @@ def test_start_returns_before_nvml_has_opened_and_the_window_begins_at_the_start
     ext = GpuExtension(open_backend=_slow_open(release, fake, opened))
     m = _monitor(tmp_path, ext).start()
     assert ext.sampler.indices == () and ext.sampler.unavailable_reason == REASON_OPENING  # start did not wait
-    assert "0" not in ext.on_report(None)  # a report before the open completes has no device yet
+    report = Report(steps=0, tokens=0, elapsed_s=0.0, final=False, phases_s={})
+    assert "0" not in ext.on_report(report)  # a report before the open completes has no device yet
     release.set()
     for _ in range(200):
         if ext.sampler.indices:

@@ -225,7 +225,7 @@ def test_the_widget_draws_lr_once_on_its_log_axis(run_root):
     ext = OptimExtension(environ={})
     m = _monitor(run_root, ext).start()
     _loop(steps=2)
-    charts = {c["id"]: c for c in build_state(facts_from_monitor(m))["charts"]}
+    charts = {c["id"]: c for c in build_state(facts_from_monitor(m.context))["charts"]}
     m.finish("completed")
     assert charts["lr"]["log_y"] is True and "series:lr" not in charts and "series:grad_norm" not in charts
     assert charts["grad_norm"]["series"] == ["grad_norm"]

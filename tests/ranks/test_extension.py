@@ -137,7 +137,7 @@ def test_the_live_view_of_a_parent_shows_its_ranks_panel(run_root):
         seat.mkdir()
         (seat / "events.jsonl").write_text(json.dumps({"kind": "rank", "rank": 0, "node": "elsewhere"}) + "\n"
                                            + json.dumps({"kind": "interval", "step": 12, "tokens": 48}) + "\n")
-        state = build_state(facts_from_monitor(m))
+        state = build_state(facts_from_monitor(m.context))
     (panel,) = [p for p in state["panels"] if p["id"] == "ranks"]
     assert panel["rows"][0]["label"] == "rank 0" and panel["rows"][0]["value"] == 12
 

@@ -92,8 +92,9 @@ def test_a_monitored_parent_gives_its_ranks_the_ladders_of_its_own_node_sampler(
     from trainmeter.gpu.view import GpuView
 
     gpu = GpuView(section=node_gpu_section())  # the GPU wing's view: its passport section, built just before
+    warnings: list[str] = []
     parent = SimpleNamespace(run_dir=tmp_path, extension={"gpu": gpu}.get, token_unit="tokens", steps=0,
-                             warnings=[], options=SimpleNamespace(convention="hf"))
+                             note_warning=warnings.append, options=SimpleNamespace(convention="hf"))
     ext = RanksExtension()
     ext._monitor = parent
     ext._section = ext._merge(parent)

@@ -79,7 +79,8 @@ def test_passport_json_is_one_key_a_line_and_parses_to_the_indented_cleaned_pass
 
     with monkeypatch.context() as patched:  # a NaN, an inf or a bool key still takes the C encoder
         patched.setattr(json.encoder, "_make_iterencode", python_encoder)
-        passport_module.write_passport(m, {"complete": True, "odd": [float("nan"), float("-inf")], "keys": {True: 1}})
+        odd = {"complete": True, "odd": [float("nan"), float("-inf")], "keys": {True: 1}}
+        passport_module.write_passport(m.context, odd)
     p = json.loads((m.run_dir / "passport.json").read_text())
     assert p["record"] == {"complete": True, "odd": [None, None], "keys": {"True": 1}}
     assert p == json.loads(json.dumps(clean(built[-1]), indent=2))

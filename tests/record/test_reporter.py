@@ -15,7 +15,7 @@ def _run(series, memory=None, extensions=()):
         store[name] = Series(name)
         store[name].append(10, 1.0, value)
     return SimpleNamespace(steps=10, token_unit="tokens", series=store, memory=memory,
-                           dispatch=Dispatcher(extensions),
+                           text_fields=Dispatcher(extensions).text_fields,  # the context's fan-out (core/context.py)
                            interval=interval_summary(tokens=125_000, steps=10, train_s=1.0))
 
 

@@ -36,7 +36,7 @@ def _publisher(run_root):
     m = make_monitor(make_options(run_dir=run_root, name="retry"), clock=clock, text=False, probes=False,
                      extensions=[]).start()
     m.on_step(10)
-    pub = Publisher(m, _Widget(), clock=clock)
+    pub = Publisher(m.context, _Widget(), clock=clock)
     pub.handles = [_Handle()]
     return m, pub
 

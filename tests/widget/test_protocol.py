@@ -90,7 +90,7 @@ def test_finished_replayed_and_extension_states_fit_the_typed_state(run_root):
     from trainmeter.widget.view_model import build_state, facts_from_monitor
 
     m = _saved_run(run_root)
-    finished = build_state(facts_from_monitor(m))
+    finished = build_state(facts_from_monitor(m.context))
     replayed, _, _ = replay(m.run_dir)
     for state in (finished, replayed):
         assert conformance_errors(json.loads(json.dumps(state)), protocol.State) == []
@@ -110,7 +110,7 @@ def test_every_message_the_publisher_sends_fits_a_kernel_message(run_root):
                 assert decode_frame(buffers[0]).seq == content["seq"]
 
     m = _monitor(run_root, clock, interval_s=1.0)
-    pub = Publisher(m, _Logged(clock), clock=clock)
+    pub = Publisher(m.context, _Logged(clock), clock=clock)
     _train(m, clock, pub, seconds=3, steps_per_s=40, hello_every_tick=True)
     _train(m, clock, pub, seconds=2, steps_per_s=40)
     for _ in range(2):  # a state patch alone: no new points since the last tick (the first sends the last ones)
@@ -147,9 +147,9 @@ def test_the_wings_tiles_panels_and_charts_fit_the_typed_state(run_root):
         clock.advance(0.25)
         gpu.sampler.step(clock())
         m.on_step(64, loss_value=(50.0 if 80 <= i < 83 else 2.0 + 0.001 * (i % 5)))
-    live = json.loads(json.dumps(build_state(facts_from_monitor(m))))
+    live = json.loads(json.dumps(build_state(facts_from_monitor(m.context))))
     m.finish("completed")
-    finished = json.loads(json.dumps(build_state(facts_from_monitor(m))))
+    finished = json.loads(json.dumps(build_state(facts_from_monitor(m.context))))
     assert {"energy", "mfu"} <= {t["id"] for t in finished["tiles"]} and live["markers"]
     for state in (live, finished):
         assert conformance_errors(state, protocol.State) == []

@@ -134,7 +134,7 @@ def test_fast_run_never_exceeds_twenty_messages_in_any_second(run_root):
     clock = FakeClock(0.0)
     m = _monitor(run_root, clock, interval_s=1.0)
     w = Recorder(clock)
-    pub = Publisher(m, w, clock=clock)
+    pub = Publisher(m.context, w, clock=clock)
     _train(m, clock, pub, seconds=30, steps_per_s=4000, hello_every_tick=True)
     assert w.max_per_window() <= 20
     assert sum(1 for _, k, _ in w.log if k == "snapshot") > 10
@@ -145,7 +145,7 @@ def test_message_budget_caps_a_tight_tick_loop_at_twenty_per_second(run_root):
     clock = FakeClock(0.0)
     m = _monitor(run_root, clock, interval_s=0.1)
     w = Recorder(clock)
-    pub = Publisher(m, w, clock=clock, tick_s=0.001, state_interval_s=0.0)
+    pub = Publisher(m.context, w, clock=clock, tick_s=0.001, state_interval_s=0.0)
     _train(m, clock, pub, seconds=3, steps_per_s=2000, tick_s=0.01, hello_every_tick=True)
     assert 15 <= w.max_per_window() <= 20
 
@@ -162,7 +162,7 @@ def test_a_fast_series_streams_about_fifty_points_a_second_from_the_start(run_ro
     clock = FakeClock(0.0)
     m = _monitor(run_root, clock, interval_s=1.0)
     w = Recorder(clock)
-    pub = Publisher(m, w, clock=clock)
+    pub = Publisher(m.context, w, clock=clock)
     _train(m, clock, pub, seconds=10, steps_per_s=4000)  # 40,000 steps: the budget alone keeps 2,000 points
     loss = len(w.store["train_loss"][0])
     assert loss <= 2 * STREAM_POINTS_PER_S * 10 and loss >= 100
@@ -173,7 +173,7 @@ def test_replayed_messages_rebuild_the_decimated_history_in_order(run_root):
     clock = FakeClock(0.0)
     m = _monitor(run_root, clock, interval_s=2.0)
     w = Recorder(clock)
-    pub = Publisher(m, w, clock=clock, budget_points=200)
+    pub = Publisher(m.context, w, clock=clock, budget_points=200)
     _train(m, clock, pub, seconds=20, steps_per_s=400)
     xs, ys = w.store["train_loss"]
     assert all(a < b for a, b in zip(xs, xs[1:], strict=False))  # each point once, in order, across re-buckets
@@ -193,7 +193,7 @@ def test_hello_gets_a_snapshot_of_every_series_on_the_next_tick(run_root):
     clock = FakeClock(0.0)
     m = _monitor(run_root, clock, interval_s=1.0)
     w = Recorder(clock)
-    pub = Publisher(m, w, clock=clock)
+    pub = Publisher(m.context, w, clock=clock)
     _train(m, clock, pub, seconds=3, steps_per_s=40)
     m.record({"lr": 0.1})
     w.view = {"name": "a reloaded page", "status": "starting"}  # holds the start's state: patches do not apply
@@ -212,7 +212,7 @@ def test_report_series_get_one_point_per_report_at_session_seconds(run_root):
     clock = FakeClock(0.0)
     m = _monitor(run_root, clock, interval_s=1.0)
     w = Recorder(clock)
-    pub = Publisher(m, w, clock=clock)
+    pub = Publisher(m.context, w, clock=clock)
     _train(m, clock, pub, seconds=5, steps_per_s=40)
     xs, ys = pub.decimators["train_tokens_per_s"].columns()
     assert len(xs) == m.reports and xs[-1] == pytest.approx(m.session.elapsed_s)
@@ -223,13 +223,13 @@ def test_report_series_get_one_point_per_report_at_session_seconds(run_root):
 def test_reader_cursor_lets_the_monitor_trim(run_root):
     clock = FakeClock(0.0)
     m = _monitor(run_root, clock, interval_s=1.0)
-    pub = Publisher(m, Recorder(clock), clock=clock)
+    pub = Publisher(m.context, Recorder(clock), clock=clock)
     _train(m, clock, pub, seconds=10, steps_per_s=1000)
     assert m.series["train_loss"].pending < 1500 and m.step_series.pending < 1500
 
 
 class SyntheticMonitor:
-    """The monitor surface the publisher reads, fed in bulk (no run log): a fast 1M-point run."""
+    """The run context's surface the publisher reads, fed in bulk (no run log): a fast 1M-point run."""
 
     def __init__(self, clock, interval_s=10.0):
         from trainmeter.core.phases import PhaseClock
@@ -248,10 +248,14 @@ class SyntheticMonitor:
         self.interval = self.session = None
         self.memory = MemoryReading(rss_bytes=10**9, rss_peak_bytes=10**9)
         self.warnings, self.dispatch, self.text = [], Dispatcher(), False
+        self.collect, self.progress_bar = self.dispatch.collect, lambda recent=None: None  # the context's fan-outs
         self._last_report_s = clock()
 
-    def add_reader(self):
+    def add_reader(self, drain=None):
         return {}
+
+    def extension(self, name):
+        return self.dispatch.view(name)
 
     def elapsed_s(self):
         return self.phases.session_elapsed_s(self.clock())
@@ -296,7 +300,7 @@ def test_bytes_per_second_stay_flat_over_a_million_point_run():
 def test_thread_publishes_during_the_run_and_stops_at_once(run_root):
     m = make_monitor(make_options(run_dir=run_root, name="thr", interval_s=0.1), text=False, probes=False).start()
     w = Recorder(time.perf_counter)
-    pub = Publisher(m, w, tick_s=0.01, state_interval_s=0.0).start()
+    pub = Publisher(m.context, w, tick_s=0.01, state_interval_s=0.0).start()
     deadline = time.perf_counter() + 0.4
     while time.perf_counter() < deadline:
         m.on_step(10, loss_value=1.0)
@@ -316,7 +320,7 @@ def test_a_broken_widget_disables_the_publisher_without_raising(run_root):
             raise RuntimeError("comm gone")
 
     m = make_monitor(make_options(run_dir=run_root, name="brk", interval_s=0.1), text=False, probes=False).start()
-    pub = Publisher(m, Broken(time.perf_counter), tick_s=0.002, state_interval_s=1e9)
+    pub = Publisher(m.context, Broken(time.perf_counter), tick_s=0.002, state_interval_s=1e9)
     pub._last_state_s = time.perf_counter()
     pub.start()
     with pytest.warns(MonitorWarning, match="live widget stopped"):
@@ -348,7 +352,7 @@ def test_close_replaces_every_display_by_the_static_dashboard_without_a_widget_v
         def update(self, data, metadata=None, raw=False):
             self.updates.append((data, metadata, raw))
 
-    pub = Publisher(m, Widget(clock), clock=clock)
+    pub = Publisher(m.context, Widget(clock), clock=clock)
     pub.handles = [Handle(), Handle()]
     _train(m, clock, pub, seconds=3, steps_per_s=40)
     m.finish("completed")
@@ -392,7 +396,7 @@ def test_close_sends_the_final_bundle_only_when_a_page_restored_during_the_run(r
             self.data = data
 
     widget = Widget(clock)
-    pub = Publisher(m, widget, clock=clock)
+    pub = Publisher(m.context, widget, clock=clock)
     pub.restore_router = Router()
     pub._restores_at_start = pub.restores_seen()
     pub.handles = [Handle()]
@@ -426,7 +430,7 @@ def test_attach_widget_displays_at_once_and_registers_the_live_publisher(run_roo
 
     monkeypatch.setattr(IPython.display, "display", fake_display)
     m = make_monitor(make_options(run_dir=run_root, name="att", interval_s=0.1), text=False, probes=False)
-    pub = publisher_module.attach_widget(m)
+    pub = publisher_module.attach_widget(m.context)
     try:
         assert shown[0][0] == "display" and "application/vnd.jupyter.widget-view+json" in shown[0][1]
         assert pub.running and publisher_module.live_publisher() is pub
@@ -507,7 +511,7 @@ def test_the_history_of_the_maximum_series_count_stays_within_the_frame_budget(r
     clock = FakeClock(0.0)
     m = _monitor(run_root, clock, interval_s=1.0)
     w = Recorder(clock)
-    pub = Publisher(m, w, clock=clock, state_interval_s=0.0)
+    pub = Publisher(m.context, w, clock=clock, state_interval_s=0.0)
     for step in range(2500):
         m.on_step(128, loss_value=1.0)
         m.record({f"s{i}": float(step + i) for i in range(255)})
@@ -527,7 +531,7 @@ def test_every_point_reaches_the_store_mapped_onto_tokens_and_time(run_root):
     clock = FakeClock(0.0)
     m = _monitor(run_root, clock, interval_s=1.0)
     w = Recorder(clock)
-    pub = Publisher(m, w, clock=clock)
+    pub = Publisher(m.context, w, clock=clock)
     _train(m, clock, pub, seconds=5, steps_per_s=40)
     steps, _ = w.store["train_loss"]
     tokens, times = w.mapped["train_loss"]["tokens"], w.mapped["train_loss"]["time"]
@@ -549,7 +553,7 @@ def test_the_smoothed_loss_is_the_text_lines_ema_over_every_step_at_every_drawn_
     optim = OptimExtension()
     m = make_monitor(make_options(run_dir=run_root, name="pub", interval_s=1.0), clock=clock, text=False,
                      probes=False, extensions=[optim]).start()
-    pub = Publisher(m, Recorder(clock), clock=clock, budget_points=64)  # re-buckets many times
+    pub = Publisher(m.context, Recorder(clock), clock=clock, budget_points=64)  # re-buckets many times
     m.add_reader()  # a reader that never advances: the monitor keeps every point for this test to read
     _train(m, clock, pub, seconds=6, steps_per_s=200, loss_at=lambda s: 2.0 + (0.5 if s % 3 else -0.7))
     m.finish("completed")

@@ -232,7 +232,7 @@ def test_replay_shows_every_tile_chart_panel_and_marker_the_live_view_ended_with
         gpu.sampler.step(clock())
         m.on_step(64, loss_value=(50.0 if 80 <= i < 83 else 2.0 + 0.001 * (i % 5)))
     m.finish("completed")
-    live = build_state(facts_from_monitor(m))
+    live = build_state(facts_from_monitor(m.context))
     save_dashboard(m.run_dir, live)  # what the publisher writes at the cell's end
     state, columns, _ = display_module.replay(m.run_dir)
     for key in ("tiles", "charts", "panels"):
@@ -264,7 +264,7 @@ def test_a_script_run_without_a_widget_replays_its_panels_too(run_root):
     state, _, _ = display_module.replay(m.run_dir)
     from trainmeter.widget.view_model import build_state, facts_from_monitor
 
-    ended = build_state(facts_from_monitor(m))  # what a live view would have ended with
+    ended = build_state(facts_from_monitor(m.context))  # what a live view would have ended with
     assert ended["panels"], "the time split has a panel"
     for key in ("tiles", "charts", "panels"):
         assert {x["id"] for x in ended[key]} <= {x["id"] for x in state[key]}, key

@@ -65,7 +65,7 @@ def _tile(state, tile_id):
 def test_live_state_reads_every_number_from_the_monitor(run_root):
     clock = FakeClock(10.0)
     m = _run(run_root, clock, budget_steps=20)
-    state = build_state(facts_from_monitor(m))
+    state = build_state(facts_from_monitor(m.context))
     assert state["name"] == "vm" and state["status"] == "running" and state["run_dir"] == str(m.run_dir)
     assert state["elapsed_s"] == pytest.approx(m.elapsed_s(), abs=0.05)
     assert state["text_line"] == m.text_line and state["text_line"].startswith("[step")
@@ -99,17 +99,17 @@ def test_progress_uses_the_training_only_pace():
 def test_state_progress_comes_from_the_budget_and_the_last_window(run_root):
     clock = FakeClock(0.0)
     m = _run(run_root, clock, budget_steps=20)
-    state = build_state(facts_from_monitor(m))
+    state = build_state(facts_from_monitor(m.context))
     assert state["progress"]["fraction"] == pytest.approx(6 / 20)
     assert state["progress"]["eta_s"] == pytest.approx(14 * m.interval.seconds_per_step)
     m.finish("completed")
-    assert build_state(facts_from_monitor(_run(run_root, FakeClock(0.0), steps=2)))["progress"] is None
+    assert build_state(facts_from_monitor(_run(run_root, FakeClock(0.0), steps=2).context))["progress"] is None
 
 
 def test_charts_put_losses_together_and_other_series_alone(run_root):
     m = _run(run_root, FakeClock(0.0))
     m.record({"val_loss": 2.0, "aux_loss": 0.1})
-    charts = build_state(facts_from_monitor(m))["charts"]
+    charts = build_state(facts_from_monitor(m.context))["charts"]
     by_id = {c["id"]: c for c in charts}
     assert by_id["loss"]["series"][:2] == ["train_loss", "val_loss"] and "aux_loss" in by_id["loss"]["series"]
     assert by_id["series:lr"]["series"] == ["lr"] and by_id["series:lr"]["x"] == "step"
@@ -124,7 +124,7 @@ def test_extension_panels_charts_and_warnings_are_included_and_faults_are_skippe
     m = _run(run_root, FakeClock(0.0), extensions=[_Ext(), _BrokenExt()])
     with pytest.warns(MonitorWarning):
         m.warn_once("x", "monitor warning")
-    state = build_state(facts_from_monitor(m))
+    state = build_state(facts_from_monitor(m.context))
     assert [p["id"] for p in state["panels"]] == ["mfu"]
     assert state["charts"][-1]["id"] == "gpu"
     assert "monitor warning" in state["warnings"] and state["warnings"].count("demo warning") == 2
@@ -132,7 +132,7 @@ def test_extension_panels_charts_and_warnings_are_included_and_faults_are_skippe
 
 def test_missing_readings_are_null_with_what_would_enable_them(run_root):
     m = make_monitor(make_options(run_dir=run_root, name="empty"), clock=FakeClock(0.0), text=False, probes=False)
-    state = build_state(facts_from_monitor(m))
+    state = build_state(facts_from_monitor(m.context))
     assert state["status"] == "starting" and state["run_dir"] is None
     assert _tile(state, "throughput")["value"] is None and "first report" in _tile(state, "throughput")["missing"]
     assert _tile(state, "loss")["value"] is None and "tm.emit" in _tile(state, "loss")["missing"]
@@ -142,7 +142,7 @@ def test_missing_readings_are_null_with_what_would_enable_them(run_root):
 def test_cuda_tile_appears_only_with_cuda_readings(run_root):
     m = _run(run_root, FakeClock(0.0))
     m.reporter.memory = MemoryReading(rss_bytes=1, rss_peak_bytes=1, cuda={"allocated_bytes": 3e9, "device_total_bytes": 80e9})
-    tiles = build_state(facts_from_monitor(m))["tiles"]
+    tiles = build_state(facts_from_monitor(m.context))["tiles"]
     cuda = next(t for t in tiles if t["id"] == "cuda_memory")
     assert cuda["value"] == 3e9 and "74.5 GiB" in cuda["sub"]
 
@@ -151,7 +151,7 @@ def test_finished_run_shows_whole_run_rate_and_replay_matches_it(run_root):
     clock = FakeClock(0.0)
     m = _run(run_root, clock, budget_steps=10)
     m.finish("completed")
-    live = build_state(facts_from_monitor(m))
+    live = build_state(facts_from_monitor(m.context))
     run = load(m.run_dir)
     replay = build_state(facts_from_run(run.passport, run.events(), run_dir=str(run.dir)))
     assert live["status"] == replay["status"] == "completed"
@@ -192,14 +192,14 @@ def test_live_rate_tile_and_eta_follow_the_recent_figures_between_reports(run_ro
     m.lifecycle.status = "running"
     recent = RecentFigures(tokens_per_s=1234.0, steps_per_s=5.0, window_tokens=12340, window_steps=50,
                            window_s=10.0, t_s=12.0, rss_bytes=123 * 2**20)
-    state = build_state(facts_from_monitor(m, recent=recent))
+    state = build_state(facts_from_monitor(m.context, recent=recent))
     rate = _tile(state, "throughput")
     assert rate["value"] == 1234.0 and rate["label"] == "session rate (last 10 s)"
     assert rate["derivation"]["formula"] == "window_tokens / window_s"
     assert _tile(state, "rss")["value"] == 123 * 2**20
     early = RecentFigures(tokens_per_s=1234.0, steps_per_s=5.0, window_tokens=300, window_s=0.4, window_steps=2,
                           t_s=0.4, rss_bytes=None)
-    assert _tile(build_state(facts_from_monitor(m, recent=early)), "throughput")["label"] == \
+    assert _tile(build_state(facts_from_monitor(m.context, recent=early)), "throughput")["label"] == \
         "session rate (first second)"
 
 
@@ -210,7 +210,7 @@ def test_the_live_rate_tile_names_one_window_for_the_session_and_the_training_on
     m.lifecycle.status = "running"
     recent = RecentFigures(tokens_per_s=5_100.0, steps_per_s=5.0, window_tokens=51_000, window_steps=50,
                            window_s=10.0, t_s=12.0, train_tokens_per_s=5_800.0, window_train_s=51_000 / 5_800)
-    rate = _tile(build_state(facts_from_monitor(m, recent=recent)), "throughput")
+    rate = _tile(build_state(facts_from_monitor(m.context, recent=recent)), "throughput")
     assert rate["label"] == "session rate (last 10 s)" and rate["value"] == 5_100.0
     assert rate["sub"] == "training-only 5.8k tok/s over the same last 10 s"  # never a second window
     assert [i["name"] for i in rate["derivation"]["inputs"]] == ["window_tokens", "window_s", "window_train_s"]
@@ -226,15 +226,15 @@ def test_the_live_eta_follows_the_recent_pace_labelled_so_when_the_compute_wing_
     m.lifecycle.status = "running"
     recent = RecentFigures(tokens_per_s=50.0, steps_per_s=0.5, window_tokens=500, window_steps=5, window_s=10.0,
                            t_s=6.0)
-    bar = build_state(facts_from_monitor(m, recent=recent))["progress"]
+    bar = build_state(facts_from_monitor(m.context, recent=recent))["progress"]
     assert bar["pace"] == "recent" and bar["eta_s"] == pytest.approx(14 / 0.5)
-    between = build_state(facts_from_monitor(m))["progress"]  # no recent figures yet: the report's pace
+    between = build_state(facts_from_monitor(m.context))["progress"]  # no recent figures yet: the report's pace
     assert between["pace"] == "training-only" and between["eta_s"] == pytest.approx(14 * m.interval.seconds_per_step)
 
 
 def test_finished_runs_have_no_eta_even_from_an_extension_bar(run_root):
     m = _run(run_root, FakeClock(0.0))
-    f = facts_from_monitor(m)
+    f = facts_from_monitor(m.context)
     bar = {"fraction": 0.5, "eta_s": 29.0, "pace": "training-only", "label": "x"}
     from dataclasses import replace
 
@@ -252,7 +252,7 @@ def test_a_nan_loss_becomes_a_marker_on_the_loss_chart_with_its_step_and_sentenc
     for _ in range(4):
         clock.advance(1.0)
         m.on_step(100, loss_value=2.0)
-    state = build_state(facts_from_monitor(m))
+    state = build_state(facts_from_monitor(m.context))
     marker = next(mk for mk in state["markers"] if mk["kind"] == "loss_nonfinite")
     assert marker["chart"] == "loss" and marker["step"] == 5 and marker["label"] == "loss NaN/inf"
     assert marker["sentence"] in state["warnings"]
@@ -263,14 +263,14 @@ def test_state_says_how_to_map_x_and_when_tokens_are_off(run_root):
     from trainmeter.widget.x_axis import NO_STEP_YET, XMap
 
     x_map = XMap(open_end=True)
-    assert build_state(facts_from_monitor(m, x_map=x_map))["x_axis"]["time_missing"] == NO_STEP_YET
+    assert build_state(facts_from_monitor(m.context, x_map=x_map))["x_axis"]["time_missing"] == NO_STEP_YET
     x_map.set_head(6, 600, 6.0)
-    live = build_state(facts_from_monitor(m, x_map=x_map))
+    live = build_state(facts_from_monitor(m.context, x_map=x_map))
     assert live["x_axis"]["time_missing"] is None and "head" not in live["x_axis"]
     assert live["x_axis"]["tokens_missing"] is None
     m.finish("completed")
     no_tokens = _run(run_root, FakeClock(0.0), steps=0)
-    assert "no tokens counted" in build_state(facts_from_monitor(no_tokens))["x_axis"]["tokens_missing"]
+    assert "no tokens counted" in build_state(facts_from_monitor(no_tokens.context))["x_axis"]["tokens_missing"]
 
 
 def test_the_phase_bar_has_each_phases_share_in_order_and_the_largest():
@@ -284,7 +284,7 @@ def test_the_phase_bar_has_each_phases_share_in_order_and_the_largest():
 
 def test_every_chart_series_has_a_human_label(run_root):
     m = _run(run_root, FakeClock(0.0), extensions=[_Ext()])
-    for chart in build_state(facts_from_monitor(m))["charts"]:
+    for chart in build_state(facts_from_monitor(m.context))["charts"]:
         assert set(chart["labels"]) == {*chart["series"], *(chart.get("smoothed") or {}).values()}
         assert all("_" not in label for label in chart["labels"].values()), chart["labels"]
 
@@ -292,7 +292,7 @@ def test_every_chart_series_has_a_human_label(run_root):
 def test_only_the_training_loss_gets_a_smoothed_twin_labelled_with_the_text_lines_ema_weight(run_root):
     m = _run(run_root, FakeClock(0.0), steps=51, extensions=[_Ext()])  # 50 losses read (one a step behind)
     m.record({"val_loss": 2.0})
-    charts = {c["id"]: c for c in build_state(facts_from_monitor(m))["charts"]}
+    charts = {c["id"]: c for c in build_state(facts_from_monitor(m.context))["charts"]}
     assert charts["loss"]["smoothed"] == {"train_loss": "train_loss.ema"}
     assert charts["loss"]["labels"]["train_loss.ema"] == "train loss, smoothed (EMA 0.98)"
     assert all("smoothed" not in c for i, c in charts.items() if i != "loss")  # never lr, val_loss, rates
@@ -303,7 +303,7 @@ def test_a_training_loss_with_fewer_points_than_the_emas_window_is_drawn_raw_alo
 
     assert WINDOW_POINTS == 50
     m = _run(run_root, FakeClock(0.0), steps=WINDOW_POINTS - 1)
-    loss = next(c for c in build_state(facts_from_monitor(m))["charts"] if c["id"] == "loss")
+    loss = next(c for c in build_state(facts_from_monitor(m.context))["charts"] if c["id"] == "loss")
     assert loss["smoothed"] == {} and "train_loss.ema" not in loss["labels"]
 
 
@@ -311,7 +311,7 @@ def test_the_state_carries_the_look_both_front_ends_draw_with(run_root):
     from trainmeter.widget.look import MAIN_CHARTS, PALETTE
     from trainmeter.widget.ticks import TICK_RULE
 
-    look = build_state(facts_from_monitor(_run(run_root, FakeClock(0.0))))["look"]
+    look = build_state(facts_from_monitor(_run(run_root, FakeClock(0.0)).context))["look"]
     assert look["palette"] == list(PALETTE) and len(PALETTE) == 8 and PALETTE[0] == "#4e79a7"
     assert look["main_charts"] == list(MAIN_CHARTS) == ["loss", "throughput"] and look["merged_panels"] == ["time"]
     assert look["ticks"] == TICK_RULE and look["ticks"]["linear_steps"] == [1.0, 2.0, 5.0, 2.5]
@@ -321,7 +321,7 @@ def test_badges_only_on_values_and_a_derived_badge_follows_its_inputs(run_root):
     from trainmeter.widget.view_model import badge_tiles
 
     m = make_monitor(make_options(run_dir=run_root, name="empty"), clock=FakeClock(0.0), text=False, probes=False)
-    state = build_state(facts_from_monitor(m))
+    state = build_state(facts_from_monitor(m.context))
     for tile in state["tiles"]:
         if tile["value"] is None and not tile.get("text"):
             assert "provenance" not in tile and tile["missing"], tile["id"]
@@ -356,7 +356,7 @@ def test_the_loss_reads_the_same_in_the_text_line_and_on_the_tile(run_root):
     for _ in range(3):
         clock.advance(1.0)
         m.on_step(100, loss_value=2.34567)
-    state = build_state(facts_from_monitor(m))
+    state = build_state(facts_from_monitor(m.context))
     tile = format_tile(_tile(state, "loss"))
     assert tile == "2.346" and state["text_line"].split(" | ")[0].endswith(f" loss={tile}")
 
@@ -394,7 +394,7 @@ def test_a_finished_runs_text_line_says_the_passports_whole_run_rate_not_the_las
         m.on_step(100, loss_value=2.0)
     assert "tok/s=400" in m.text_line
     m.finish("completed")
-    f = facts_from_monitor(m)
+    f = facts_from_monitor(m.context)
     passport = json.loads((m.run_dir / "passport.json").read_text())
     whole = passport["throughput"]["train_tokens_per_s"]
     from trainmeter.sizes import format_rate

@@ -18,7 +18,7 @@ from trainmeter.alerts.watchdog import Watchdog
 from trainmeter.core.extension import ExtensionBase
 
 if TYPE_CHECKING:
-    from trainmeter.core.monitor import Monitor
+    from trainmeter.core.context import RunContext
 
 TOP_FRAMES = 8
 _STOPPING = ("stop", "checkpoint-stop")
@@ -43,7 +43,7 @@ class Alerts(ExtensionBase):
         self.rules: tuple[AlertRule, ...] = parse_rules(rules)
         self.fired: tuple[dict[str, Any], ...] = ()
         self._lock = threading.Lock()
-        self._m: Monitor | None = None
+        self._m: RunContext | None = None
         self._train_ident: int | None = None
         self._watchdog: Watchdog | None = None
         self._watch_interval_s = watch_interval_s
@@ -53,7 +53,7 @@ class Alerts(ExtensionBase):
             self.on_step = self._check_step_loss
 
     # -- lifecycle -------------------------------------------------------------------------
-    def start(self, monitor: Monitor) -> None:
+    def start(self, monitor: RunContext) -> None:
         """Note the training thread; start the watchdog (hang rules, the other rules, the control file)."""
         self._m = monitor
         self._train_ident = threading.get_ident()

@@ -17,7 +17,7 @@ from trainmeter.core.extension import ExtensionBase, Report
 from trainmeter.core.reader import SeriesReader
 
 if TYPE_CHECKING:
-    from trainmeter.core.monitor import Monitor
+    from trainmeter.core.context import RunContext
 
 
 class CurvesRecorder(ExtensionBase):
@@ -29,10 +29,10 @@ class CurvesRecorder(ExtensionBase):
 
     def __init__(self) -> None:
         self.curves = Curves()
-        self._m: Monitor | None = None
+        self._m: RunContext | None = None
         self._reader: SeriesReader | None = None
 
-    def start(self, monitor: Monitor) -> None:
+    def start(self, monitor: RunContext) -> None:
         """Register as a series reader (the loss series only)."""
         self._m = monitor
         self._reader = SeriesReader(monitor, LOSS_SERIES, feed=self._add_points)
@@ -48,7 +48,7 @@ class CurvesRecorder(ExtensionBase):
         points = reader.new_points(report.ends)
         compute = m.extension("compute")
         mfu = compute.mfu_by_convention() if compute is not None else {}
-        interval = m.interval
+        interval = report.interval
         row = {"step": report.steps, "tokens": report.tokens, "elapsed_s": report.elapsed_s,
                "tokens_per_s": interval.train_tokens_per_s if interval else None, "mfu": mfu}
         m.worker.submit(self.name, lambda: self._feed(points, row))

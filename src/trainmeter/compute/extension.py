@@ -16,7 +16,7 @@ from trainmeter.core.provenance import Derivation, Input
 from trainmeter.sizes import format_percent
 
 if TYPE_CHECKING:
-    from trainmeter.core.monitor import Monitor
+    from trainmeter.core.context import RunContext
 
 
 class ComputeExtension(ExtensionBase):
@@ -25,7 +25,7 @@ class ComputeExtension(ExtensionBase):
     name, report_on_worker = "compute", True  # a steady report's on_report: on the report worker (section 20)
 
     def __init__(self) -> None:
-        self._m: Monitor | None = None
+        self._m: RunContext | None = None
         self.fpt: dict[str, Derivation] = {}
         self.counted: Derivation | None = None
         self.peak: Any = None
@@ -46,7 +46,7 @@ class ComputeExtension(ExtensionBase):
         self._ahead: Any = None  # compute/counted_pass.CountOnWorker: the counted pass, on the report worker
         self.derived: dict[str, Derivation] = {}
 
-    def start(self, monitor: Monitor) -> None:
+    def start(self, monitor: RunContext) -> None:
         """Remember the run; a declared peak is parsed now."""
         self._m = monitor
         o = monitor.options
@@ -59,7 +59,7 @@ class ComputeExtension(ExtensionBase):
         """Mark the end: the final report reads the model if no report did yet (its cost is ``reporting``)."""
         self._stopped = True
 
-    def after_fork_in_child(self, monitor: Monitor) -> None:
+    def after_fork_in_child(self, monitor: RunContext) -> None:
         """In a forked child: its model is read afresh at its first report (the parent's count, begun or not,
         stays the parent's: docs/spec.md section 19)."""
         self.__init__()  # type: ignore[misc]  # every field as a new wing's

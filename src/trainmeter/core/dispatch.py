@@ -128,13 +128,14 @@ class Dispatcher:
 
     # -- lifecycle ---------------------------------------------------------------------
     def start(self, monitor: Any) -> None:
-        """``start(monitor)`` on each extension in order; then the step schedule is armed."""
+        """``start(context)`` on each extension in order (``monitor.context``: the wings never get the monitor);
+        then the step schedule is armed."""
         self._monitor = monitor
         if self.order_error and self._warn is not None:
             self._warn("extension-order", self.order_error)
         for ext in self.extensions:
             self._started.append(ext)
-            self._call(ext, "start", monitor)
+            self._call(ext, "start", monitor.context)
         self._arm_steps()
 
     def stop_parts(self) -> list[tuple[str, Callable[[], None]]]:
@@ -193,7 +194,7 @@ class Dispatcher:
             passport.setdefault("derivations", []).extend(d.to_dict() for d in (more or []))
 
     def after_fork_in_child(self, monitor: Any, torn: str | None = None) -> None:
-        """``after_fork_in_child(monitor)`` on each extension (the forked child's thread). The wings a report
+        """``after_fork_in_child(monitor.context)`` on each extension (the forked child's thread). The wings a report
         worker job under way at the fork may have left half-updated (``torn``, its owner: that wing; the report's
         own job: every wing with ``report_on_worker``) are left out unless they have ``after_fork_in_child`` of
         their own, which makes their state the child's (docs/spec.md section 19)."""
@@ -208,7 +209,7 @@ class Dispatcher:
             if self._warn is not None:
                 self._warn("fork-torn", f"{', '.join(left)}: off in this forked child (its report work was under "
                            "way on the report worker at the fork)")
-        self.each("after_fork_in_child", monitor)
+        self.each("after_fork_in_child", monitor.context)
         self._arm_steps()
 
     # -- phases ------------------------------------------------------------------------

@@ -8,7 +8,7 @@ fault warns once and disables that event of that extension; docs/contracts/EXTEN
 
 The order of a run's extensions is computed from ``requires`` and ``precedes``
 (:func:`order_extensions`): a wing that reads another (through the view it publishes with
-``view()``, asked for with ``monitor.extension(name)``) requires it, so the other's report
+``view()``, asked for with ``context.extension(name)``) requires it, so the other's report
 fields, stop and passport section come first. ``"*"`` names every other wing.
 """
 
@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
+    from trainmeter.core.context import RunContext
     from trainmeter.core.provenance import Derivation
 
 Edge = Literal["begin", "end"]
@@ -39,6 +40,9 @@ class Report:
             reads the phases from here, since a report read later on the report worker finds the live totals moved on.
         ends: Each series' end position at the report (``Series.end``), when the report is read later on the
             report worker: the points past it came after the report. ``None``: the report is now.
+        interval: The report's ``IntervalSummary`` (core/throughput.py), ``memory`` its memory sample
+            (core/memory.py), ``token_unit`` what a counted batch held: a wing on the report worker reads these
+            here, never from the live run.
     """
 
     steps: int
@@ -47,6 +51,9 @@ class Report:
     final: bool
     phases_s: Mapping[str, float]
     ends: Mapping[str, int] | None = None
+    interval: Any = None
+    memory: Any = None
+    token_unit: str = "tokens"
 
 
 @dataclass(frozen=True)
@@ -66,16 +73,16 @@ EVENTS: tuple[Event, ...] = (
     Event("requires", "requires: tuple[str, ...]",
           "wings it reads (run before it when present; '*' = every other wing)", "-"),
     Event("precedes", "precedes: tuple[str, ...]", "wings that run after it when present ('*' = every other)", "-"),
-    Event("start", "start(monitor) -> None", "once, after the run folder exists, before the cell's code runs",
+    Event("start", "start(context) -> None", "once, after the run folder exists, before the cell's code runs",
           "training"),
-    Event("view", "view() -> object | None", "by `monitor.extension(name)`: the small frozen view other wings "
+    Event("view", "view() -> object | None", "by `context.extension(name)`: the small frozen view other wings "
           "read (`<wing>/view.py`)", "any"),
     Event("on_step", "on_step() -> None", "(`None` on the base) after a counted step of the primary optimizer, "
-          "before the report check; at every step until it calls `monitor.next_step_hook_at(step, self)` "
+          "before the report check; at every step until it calls `context.next_step_hook_at(step, self)` "
           "(skipped steps cost one integer compare); only defined by wings that need it", "training (hot path)"),
     Event("on_phase", "on_phase(name, edge, t_s) -> None", "a `tm.phase`/span `name` began or ended "
           "(`edge` 'begin'/'end', `t_s` seconds since the session began); ('train', 'begin') when training "
-          "activity is seen while a wing asked with `dispatch.watch_training(self)`", "training"),
+          "activity is seen while a wing asked with `context.watch_training(self)`", "training"),
     Event("on_report", "on_report(report) -> dict | None", "at each report (`Report`); a dict becomes the "
           "run log's `interval[name]`; a wing with `report_on_worker = True` gets a steady report on the report "
           "worker, in order, with the report's snapshot (`Report.ends`)", "training (or the report worker)"),
@@ -94,7 +101,7 @@ EVENTS: tuple[Event, ...] = (
           "`passport.json[name]` (None: no section)", "training"),
     Event("derivations", "derivations() -> list[Derivation]", "appended to the passport's `derivations`",
           "training"),
-    Event("after_fork_in_child", "after_fork_in_child(monitor) -> None", "in a forked child, after the ranks "
+    Event("after_fork_in_child", "after_fork_in_child(context) -> None", "in a forked child, after the ranks "
           "wing re-homed the inherited run: the wing makes its state the child's own (also when a report worker "
           "job of its was under way at the fork; a wing without it is then left out: docs/spec.md section 19)",
           "the child's forking thread"),
@@ -110,7 +117,7 @@ class Extension(Protocol):
     requires: tuple[str, ...]
     precedes: tuple[str, ...]
 
-    def start(self, monitor: Any) -> None: ...
+    def start(self, monitor: RunContext) -> None: ...
 
     def view(self) -> object | None: ...
 
@@ -140,7 +147,7 @@ class Extension(Protocol):
 
     def derivations(self) -> list[Derivation]: ...
 
-    def after_fork_in_child(self, monitor: Any) -> None: ...
+    def after_fork_in_child(self, monitor: RunContext) -> None: ...
 
 
 class ExtensionBase:
@@ -156,7 +163,7 @@ class ExtensionBase:
     # is then touched by one thread at a time, and on_report must not schedule step hooks from there
     report_on_worker = False
 
-    def start(self, monitor: Any) -> None:
+    def start(self, monitor: RunContext) -> None:
         """Nothing to start."""
 
     def view(self) -> object | None:
@@ -209,7 +216,7 @@ class ExtensionBase:
         """No derivations."""
         return []
 
-    def after_fork_in_child(self, monitor: Any) -> None:
+    def after_fork_in_child(self, monitor: RunContext) -> None:
         """Nothing to re-home."""
 
 
@@ -245,7 +252,7 @@ def order_extensions(extensions: Iterable[Any], known: Collection[str] | None = 
         extensions: The run's extensions (any objects with a ``name``).
         known: Every wing name that may be asked for. A requirement on a name not in the run
             is an error only when it is not in ``known`` either (``None``: absent names are
-            allowed; the wing reads ``None`` from ``monitor.extension``).
+            allowed; the wing reads ``None`` from ``context.extension``).
 
     Raises:
         RequirementError: A requirement names an unknown wing, or the requirements form a cycle

@@ -67,6 +67,11 @@ class Faults:
         except Exception:
             pass
 
+    def note(self, message: str) -> None:
+        """Keep ``message`` among the run's warnings without a Python warning (a merged launch's summary)."""
+        with self._lock:
+            self.warnings.append(printable(message))
+
     def guard(self, key: str, fn: Callable[..., Any], *args: Any) -> Any:
         """Call ``fn``; on a fault warn once and return ``None``."""
         try:

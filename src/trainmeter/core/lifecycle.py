@@ -133,7 +133,7 @@ class Lifecycle:
         if record is not None:
             self._opened_record = True
             try:
-                self.run_dir = record.open(run, self.started_at) or self.run_dir
+                self.run_dir = record.open(run.context, self.started_at) or self.run_dir
             except Exception as exc:  # an unwritable run folder: the run goes on in memory
                 run.warn_once("run-folder", f"run folder unavailable ({exc!r}): the record is kept in memory "
                                             "and the passport written at the end if the folder can be made then")
@@ -250,7 +250,7 @@ class Lifecycle:
             if not getattr(record, "passport_written", True):
                 slot._UNSAVED = run  # kept (bounded: MAX_PENDING points per series) until tm.save() or the next run
             try:
-                run.faults.say(record.closing_line(run))
+                run.faults.say(record.closing_line(run.context))
             except Exception:
                 pass
         return interrupted
@@ -274,14 +274,14 @@ class Lifecycle:
         def job() -> None:
             if claim.acquire(blocking=False):
                 try:
-                    run.record_sink.write_passport(run)
+                    run.record_sink.write_passport(run.context)
                 except Exception as exc:
                     failed.append(exc)
 
         worker.submit("passport", job)
         worker.drain()
         if claim.acquire(blocking=False):  # the worker did not take it (stuck, disabled, or not yet)
-            run.record_sink.write_passport(run)
+            run.record_sink.write_passport(run.context)
         if failed:
             raise failed[0]
 
@@ -292,7 +292,7 @@ class Lifecycle:
         if record is None:
             return True
         with HeldInterrupts():
-            run.guard("passport-retry", record.write_passport, run)
+            run.guard("passport-retry", record.write_passport, run.context)
             run.guard("log-close", record.close)
         return bool(getattr(record, "passport_written", True))
 
@@ -333,7 +333,7 @@ class Lifecycle:
         try:
             self.status = "terminated"
             self.ended_at = _utc_now()
-            record.write_passport(self._run)
+            record.write_passport(self._run.context)
             record.close()
         finally:
             self._terminate_lock.release()
@@ -353,7 +353,7 @@ class Lifecycle:
                 self.status = "terminated"
                 self.ended_at = _utc_now()
                 try:
-                    run.guard("passport", record.write_passport, run)
+                    run.guard("passport", record.write_passport, run.context)
                 finally:
                     self.status, self.ended_at = status, ended_at
         except BaseException:

@@ -17,19 +17,21 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any, TextIO
 
 from trainmeter.core.clock import Clock, MonotonicClock
+from trainmeter.core.context import RunContext
 from trainmeter.core.controls import Controls
 from trainmeter.core.dispatch import Dispatcher
 from trainmeter.core.emits import Emitter
 from trainmeter.core.faults import Faults, MonitorWarning
+from trainmeter.core.fork_locks import fresh_in_child
 from trainmeter.core.lane_steps import Lanes
 from trainmeter.core.lanes import LaneRecord
 from trainmeter.core.lifecycle import Lifecycle
-from trainmeter.core.memory import MemoryReading, ProcessMemory
+from trainmeter.core.memory import ProcessMemory
 from trainmeter.core.phases import PhaseClock, PhaseSpans, cuda_synchronize
 from trainmeter.core.report_worker import ReportWorker
 from trainmeter.core.reports import Reporter
@@ -39,11 +41,29 @@ from trainmeter.core.series_registry import DEFAULT_MAX_SERIES, SeriesRegistry
 from trainmeter.core.sink import RecordSink
 from trainmeter.core.steps import StepRecorder
 
-__all__ = ["Monitor", "MonitorWarning", "active", "save_unsaved"]
+__all__ = ["Monitor", "MonitorWarning", "active", "rehome_in_child", "save_unsaved"]
 
 _ACTIVE: Monitor | None = None
 _UNSAVED: Monitor | None = None  # the last run whose passport could not be written (a full disk at its end)
 _ACTIVE_LOCK = threading.Lock()
+fresh_in_child(globals(), "_ACTIVE_LOCK")  # a forked child makes its own (core/fork_locks.py)
+
+
+def rehome_in_child(make_record: Callable[[], RecordSink], drop: Collection[str], first_report_s: float
+                    ) -> Monitor | None:
+    """In a forked child, make the inherited active run the child's own (:meth:`Monitor.rehome_in_child`); the
+    run, or ``None`` when none is active or the move failed (then no run is active: a half-moved run never writes
+    anywhere). The child's forking thread; never raises."""
+    global _ACTIVE
+    run = _ACTIVE
+    if run is None:
+        return None
+    try:
+        run.rehome_in_child(make_record(), drop, first_report_s)
+        return run
+    except Exception:
+        _ACTIVE = None
+        return None
 
 
 def save_unsaved(say: Callable[[str], None] | None = None) -> Path | None:
@@ -54,12 +74,12 @@ def save_unsaved(say: Callable[[str], None] | None = None) -> Path | None:
     """
     global _UNSAVED
     run = _UNSAVED
-    if run is None or not run.retry_passport():
+    if run is None or not run.lifecycle.retry_passport():
         return None
     _UNSAVED = None
     if say is not None and run.record_sink is not None:
         try:
-            say(run.record_sink.closing_line(run))
+            say(run.record_sink.closing_line(run.context))
         except Exception:
             pass
     return run.run_dir
@@ -74,36 +94,26 @@ class Monitor:
     """One monitored run.
 
     Args:
-        options: Validated options (``trainmeter.options.MonitorOptions``: ``name``,
-            ``run_root``, ``interval_s``, ``to_dict()`` and the wings' fields).
+        options: Validated options (``trainmeter.options.MonitorOptions``: ``name``, ``run_root``, ``interval_s``,
+            ``to_dict()`` and the wings' fields).
         clock: Monotonic clock (injected in tests).
-        synchronize: Called at phase transitions; defaults to a CUDA sync when
-            CUDA is initialised, nothing otherwise.
+        synchronize: Called at phase transitions; defaults to a CUDA sync when CUDA is initialised, nothing otherwise.
         out: Where text lines go (``sys.stdout`` by default).
         text: Whether to print a text line each report.
-        extensions: The wings (docs/contracts/EXTENSIONS.md), ordered by their ``requires``.
-        record: The saved record (run folder, run log, text line, passport);
-            ``None`` keeps the run in memory only. ``make_monitor`` passes one.
+        extensions: The wings (docs/contracts/EXTENSIONS.md), ordered by their ``requires``; they see the run
+            through :attr:`context` (core/context.py), never this object.
+        record: The saved record (run folder, run log, text line, passport); ``None`` keeps the run in memory only.
         cuda_memory: Factory of the CUDA allocator reader for memory samples
             (``trainmeter.gpu.cuda_memory.CudaMemoryMonitor``), or ``None``.
         finish_imports: Imports what the passport's build imports of ours, on the training thread before the
             report worker builds it (the wiring's ``extensions.import_for_finish``).
     """
 
-    def __init__(
-        self,
-        options: Any,
-        *,
-        clock: Clock | None = None,
-        synchronize: Callable[[], None] | None = None,
-        out: TextIO | None = None,
-        text: bool = True,
-        probes: bool = True,
-        extensions: list[Any] | None = None,
-        record: RecordSink | None = None,
-        cuda_memory: Callable[[], Any] | None = None,
-        finish_imports: Callable[[], None] | None = None,
-    ) -> None:
+    def __init__(self, options: Any, *, clock: Clock | None = None, synchronize: Callable[[], None] | None = None,
+                 out: TextIO | None = None, text: bool = True, probes: bool = True,
+                 extensions: list[Any] | None = None, record: RecordSink | None = None,
+                 cuda_memory: Callable[[], Any] | None = None, finish_imports: Callable[[], None] | None = None
+                 ) -> None:
         self.options = options
         self.clock: Clock = clock or MonotonicClock()
         self._synchronize = synchronize or cuda_synchronize()
@@ -127,37 +137,47 @@ class Monitor:
         self.emitter = Emitter(self.registry, self.steps_state, self.faults.warn_once, report)
         self.lanes = Lanes(self.steps_state, self.registry, report)
         self._new_clocks()
+        self.context = RunContext(self)  # all that wings and sinks see of the run (docs/contracts/EXTENSIONS.md)
 
     def _new_clocks(self) -> None:
         self.phases = PhaseClock(self.clock, self._synchronize)
         self.spans = PhaseSpans(self.phases, self.clock, self.dispatch.phase, lambda: self.lifecycle.finished)
         self.process_memory = ProcessMemory()  # posted by the node sampler's thread (docs/spec.md section 18)
 
-    def _new_run_state(self) -> None:
-        """Every part's run state afresh, as at construction (a forked child's own run)."""
-        self.registry.new_run()
-        self.steps_state.new_run(0.0)
-        self.emitter.new_run(threading.get_ident())
-        self.lanes.new_run()
-        self.reporter.new_run()
-        self._new_clocks()
-
-    def become_child(self, record: RecordSink, first_report_s: float) -> None:
-        """Make the run inherited by a forked child this child's own (docs/spec.md section 19): its record,
-        no text, fresh counters, series, losses, queues, warnings and clocks running from now, the first
-        report within ``first_report_s``. The child's forking thread."""
+    def rehome_in_child(self, record: RecordSink, drop: Collection[str], first_report_s: float) -> None:
+        """Make the run inherited by a forked child this child's own (docs/spec.md section 19): the parent's
+        record let go, the wings ``drop`` left out, ``record`` its record, no text, fresh counters, series, losses,
+        queues, warnings and clocks running from now, the first report within ``first_report_s``, the root and
+        primary optimizer found afresh, then each wing's ``after_fork_in_child``. The child's forking thread."""
+        worker = self.open_worker
+        torn = worker.reset_in_child() if worker is not None else None
+        abandon = getattr(self._record, "abandon_in_child", None)  # the parent's events.jsonl: closed, never written
+        if abandon is not None:
+            try:
+                abandon()
+            except Exception:  # noqa: BLE001 (the child runs on without its parent's log either way)
+                pass
+        self.dispatch.drop(drop)
         self._record = record
         self.text = False
         self.faults.redirect(open(os.devnull, "w", encoding="utf-8"))  # noqa: SIM115 (lives as long as the child)
         self.faults.forget()
         training = self.phases.training
-        self._new_run_state()
+        self.registry.new_run()  # every part's run state afresh, as at construction
+        self.steps_state.new_run(0.0)
+        self.emitter.new_run(threading.get_ident())
+        self.lanes.new_run()
+        self.reporter.new_run()
+        self._new_clocks()
         self.lifecycle.child_started()
         t0_s = self.phases.begin()
         self.steps_state.restart_clock(t0_s)
         self.steps_state.report_by(t0_s + first_report_s)
         if training:
             self.phases.resume_train()
+        if self.probes is not None:  # the child may train another model
+            self.probes.reset_discovery()
+        self.dispatch.after_fork_in_child(self, torn=torn)
 
     # -- lifecycle -------------------------------------------------------------------------------------------
     def start(self) -> Monitor:
@@ -168,15 +188,6 @@ class Monitor:
     def finish(self, status: str, error: BaseException | None = None) -> None:
         """End the run (see :meth:`Lifecycle.finish <trainmeter.core.lifecycle.Lifecycle.finish>`)."""
         self.lifecycle.finish(status, error)
-
-    def retry_passport(self) -> bool:
-        """Write the passport again after a disk fault at the end; whether it is on disk now. Never raises."""
-        return self.lifecycle.retry_passport()
-
-    def sample_memory(self) -> MemoryReading | None:
-        """A memory sample for the report, or ``None`` before the start or on a fault. Training thread."""
-        probe = self.lifecycle.memory_probe
-        return self.guard("memory", probe.sample) if probe is not None else None
 
     # -- faults ----------------------------------------------------------------------------------------------
     def warn_once(self, key: str, message: str) -> None:
@@ -199,10 +210,6 @@ class Monitor:
 
     # -- status (the lifecycle's) ----------------------------------------------------------------------------
     status = property(lambda self: self.lifecycle.status, doc="starting, running, then the end status.")
-    started_at = property(lambda self: self.lifecycle.started_at, doc="UTC ISO time of the start.")
-    ended_at = property(lambda self: self.lifecycle.ended_at, doc="UTC ISO time of the end.")
-    error = property(lambda self: self.lifecycle.error, doc="A failed run's exception, as text.")
-    exit_code = property(lambda self: self.lifecycle.exit_code, doc="A failed run's SystemExit code.")
     run_dir = property(lambda self: self.lifecycle.run_dir, doc="The run folder, or None in memory.")
 
     def set_run_dir(self, path: Path | None) -> None:
@@ -256,8 +263,7 @@ class Monitor:
     queue_dropped = property(lambda self: self.emitter.dropped, doc="Emits from other threads dropped.")
 
     def add_reader(self, drain: Callable[[dict[str, int]], None] | None = None) -> dict[str, int]:
-        """Register a series reader; returns its cursor map (name -> position); ``drain``: see
-        ``SeriesRegistry.add_reader``."""
+        """Register a series reader; its cursor map (name -> position); ``drain``: ``SeriesRegistry.add_reader``."""
         return self.registry.add_reader(drain)
 
     def locks(self) -> list[Any]:
@@ -336,10 +342,6 @@ class Monitor:
     def open_worker(self) -> ReportWorker | None:
         """The report worker if one was made, else ``None`` (the fork handlers)."""
         return self.reporter.opened_worker
-
-    def extension_warnings(self) -> list[str]:
-        """Extensions' current warnings (a starving loader, a full disk, swap). Any thread."""
-        return self.reporter.extension_warnings()
 
     # -- extensions ------------------------------------------------------------------------------------------
     @property

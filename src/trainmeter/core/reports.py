@@ -22,11 +22,11 @@ PHASE_REPORT_AFTER_INTERVALS = 10
 
 class ReportSnapshot:
     """The run as a deferred report's job sees it: the report's step, tokens, throughput, memory and series ends
-    (``report_ends``), read at the report on the training thread; every other attribute is read from the run.
-    Read-only.
+    (``report_ends``), read at the report on the training thread; every other attribute is read from the run's
+    context (core/context.py). Read-only.
 
     Args:
-        run: The monitor.
+        run: The run's context.
         report: The report (its ``steps`` and ``tokens``).
         interval: The report's ``IntervalSummary``.
         session: The report's ``SessionSummary``.
@@ -180,7 +180,8 @@ class Reporter:
             for lane in list(lanes.lanes):
                 run.guard("lane-losses", lanes.flush, lane)
         lanes.note_lane1_times()
-        self.memory = run.sample_memory()
+        probe = run.lifecycle.memory_probe  # None before the start; a fault: None, warned once
+        self.memory = run.guard("memory", probe.sample) if probe is not None else None
         self.count += 1
         worker = self.worker
         if not final and self.count > 1 and worker.accepting and REPORT_JOB not in worker.disabled:
@@ -188,13 +189,14 @@ class Reporter:
             ends = {name: s.end for name, s in run.series.items()}
             ends[rule.step_series.name] = rule.step_series.end
             report = Report(steps=steps, tokens=tokens, elapsed_s=elapsed_s, final=final, phases_s=phases_s,
-                            ends=ends)
+                            ends=ends, interval=self.interval, memory=self.memory, token_unit=run.token_unit)
             inline = run.dispatch.report(report, on_worker=False)
-            view = ReportSnapshot(run, report, self.interval, self.session, self.memory)
+            view = ReportSnapshot(run.context, report, self.interval, self.session, self.memory)
             worker.submit(REPORT_JOB, lambda: self._out(view, report, inline, elapsed_s, phases_s))
             return
-        report = Report(steps=steps, tokens=tokens, elapsed_s=elapsed_s, final=final, phases_s=phases_s)
-        self._out(run, report, None, elapsed_s, phases_s)
+        report = Report(steps=steps, tokens=tokens, elapsed_s=elapsed_s, final=final, phases_s=phases_s,
+                        interval=self.interval, memory=self.memory, token_unit=run.token_unit)
+        self._out(run.context, report, None, elapsed_s, phases_s)
 
     def _out(self, view: Any, report: Report, inline: dict[str, Any] | None, elapsed_s: float,
              phases_s: dict[str, float]) -> None:

@@ -15,8 +15,7 @@ from typing import Any, Protocol
 class RecordSink(Protocol):
     """The saved record of one run. Every method runs on the training thread.
 
-    ``run`` is the :class:`~trainmeter.core.monitor.Monitor` (read through
-    ``trainmeter.record.view.RunView``).
+    ``run`` is the run's :class:`~trainmeter.core.context.RunContext` (a steady report's: its snapshot).
     """
 
     def open(self, run: Any, started_at: str) -> Path | None:

@@ -18,7 +18,7 @@ from trainmeter.gpu.energy import DeviceEnergy, from_counter, from_power
 
 if TYPE_CHECKING:
     from trainmeter.compute.view import ComputeView
-    from trainmeter.core.monitor import Monitor
+    from trainmeter.core.context import RunContext
     from trainmeter.core.provenance import Derivation
     from trainmeter.gpu.view import GpuView
 
@@ -34,7 +34,7 @@ class EnergyExtension(ExtensionBase):
 
     def __init__(self, powercap_root: Path = POWERCAP_ROOT) -> None:
         self._powercap_root = Path(powercap_root)
-        self._m: Monitor | None = None
+        self._m: RunContext | None = None
         self._sampler: Any = None  # the GPU extension's sampler: NVML opens on its thread
         self._gpu_view: GpuView | None = None
         self._t0_s = 0.0
@@ -50,7 +50,7 @@ class EnergyExtension(ExtensionBase):
         self._derivations: list[Derivation] = []
 
     # -- lifecycle ----------------------------------------------------------------------
-    def start(self, monitor: Monitor) -> None:
+    def start(self, monitor: RunContext) -> None:
         """The session's starting point: RAPL now, in case no GPU opens (the GPU counters: the sampler's thread)."""
         self._m = monitor
         self._t0_s = monitor.clock()
@@ -123,7 +123,7 @@ class EnergyExtension(ExtensionBase):
         return out
 
     def _build(self, now_s: float, end: dict[int, tuple[float | None, str | None]],
-               rapl_end: RaplReading | None) -> None:
+               rapl_end: RaplReading | None, report: Report | None = None) -> None:
         m = self._m
         assert m is not None
         rapl_j, rapl_missing = None, None
@@ -138,7 +138,8 @@ class EnergyExtension(ExtensionBase):
         o = m.options
         section, derivations = energy_section(
             devices=self._devices(now_s, end), gpu_missing=self._gpu_missing, rapl_j=rapl_j,
-            rapl_missing=rapl_missing, window_s=now_s - self._t0_s, tokens=m.tokens, token_unit=m.token_unit,
+            rapl_missing=rapl_missing, window_s=now_s - self._t0_s, tokens=report.tokens if report else m.tokens,
+            token_unit=report.token_unit if report else m.token_unit,
             flops_spent=getattr(spent, "value", None), convention=conv,
             flops_missing=getattr(spent, "missing", None),
             grid_gco2_per_kwh=getattr(o, "grid_gco2_per_kwh", None), grid_source=getattr(o, "grid_source", None))
@@ -157,7 +158,7 @@ class EnergyExtension(ExtensionBase):
             rapl_end = read_rapl(self._powercap_root) if self._rapl_start is not None else None
         else:
             now_s, end, rapl_end = self._t1_s, self._end_mj, self._rapl_end
-        self._build(now_s, end, rapl_end)
+        self._build(now_s, end, rapl_end, report)  # the report's tokens (on the report worker: docs/spec.md section 20)
         s = self._section
         return {"joules": s.get("joules"), "j_per_token": s.get("j_per_token"),
                 "j_per_sample": s.get("j_per_sample"), "source": s.get("source")}

@@ -13,7 +13,7 @@ from trainmeter.gpu.view import GpuView
 
 if TYPE_CHECKING:
     from trainmeter.compute.view import ComputeView
-    from trainmeter.core.monitor import Monitor
+    from trainmeter.core.context import RunContext
     from trainmeter.core.provenance import Provenance
 
 _SERIES = (("util_gpu", "util"), ("sm_activity", "sm_activity"), ("tensor_activity", "tensor_activity"))
@@ -51,13 +51,13 @@ class GpuExtension(ExtensionBase):
         self._open_backend = open_backend
         self._node_wide = node_wide
         self.section: dict[str, Any] | None = None
-        self._m: Monitor | None = None
+        self._m: RunContext | None = None
         self.sampler: Any = None
         self.ladders: dict[int, Any] = {}
         self.crosschecks: dict[int, Any] = {}
         self._snapshot_done = False
 
-    def start(self, monitor: Monitor) -> None:
+    def start(self, monitor: RunContext) -> None:
         """Open NVML and start sampling the selected devices."""
         from trainmeter.gpu.sampler import GpuSampler
 
@@ -178,7 +178,7 @@ class GpuExtension(ExtensionBase):
         m = self._m
         latest = self.sampler.latest()
         out: dict[str, Any] = {}
-        t_s = m.elapsed_s() if m is not None else 0.0
+        t_s = report.elapsed_s
         for index, sample in latest.items():
             row = {field: getattr(sample, field, None) for field in (
                 "util_gpu", "sm_activity", "tensor_activity", "dram_bw_util", "mem_used_bytes", "power_w",

@@ -18,7 +18,7 @@ from trainmeter.host.read import NodeReader, NodeSample, NodeSource
 from trainmeter.sizes import format_bytes
 
 if TYPE_CHECKING:
-    from trainmeter.core.monitor import Monitor
+    from trainmeter.core.context import RunContext
 
 DISK_FULL_FRACTION = 0.95
 SWAP_WARN_BYTES = 64 * 2**20
@@ -62,7 +62,7 @@ class NodeSampler(ExtensionBase):
         self.period_s = period_s
         self._background = background
         self._wait_clock = wait_clock or MonotonicClock()
-        self._monitor: Monitor | None = None
+        self._monitor: RunContext | None = None
         self._reader: NodeReader | None = None
         self._run_dir: str | None = None
         self._lock = threading.Lock()
@@ -75,16 +75,12 @@ class NodeSampler(ExtensionBase):
         self._stats = {name: _Stat() for name in STAT_FIELDS}
 
     # -- lifecycle -----------------------------------------------------------------
-    def start(self, monitor: Monitor) -> None:
+    def start(self, monitor: RunContext) -> None:
         """Start sampling (training thread; returns at once). psutil is read only on the sampler's thread, baseline
         included, but *imported* here first: a fork during the thread's import would leave the child an import lock
         held by a thread it does not have (docs/spec.md, fork safety)."""
         self._monitor = monitor
         self._run_dir = str(monitor.run_dir) if monitor.run_dir is not None else None
-        make = getattr(monitor, "_series", None)  # create our series on the training thread (see report)
-        if callable(make):
-            for series in SERIES.values():
-                make(series, "time")
         if self._background:
             if self._source is None:
                 try:

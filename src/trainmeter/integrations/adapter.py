@@ -49,9 +49,8 @@ def record_logged(monitor: Any, key: str, values: dict[str, Any], source: str, m
     ``measured``, a ``MEASURED_TWICE`` one it records already left out), ``series_info`` naming ``source``; how many."""
     values = {(f"{key}.{k}" if k in OWN_SERIES else k): v for k, v in values.items()
               if not (measured and k in MEASURED_TWICE and k in monitor.series)}
-    info = monitor.series_info
     for name in values:
-        info.setdefault(name, {"provenance": "measured", "source": source})
+        monitor.describe_series(name, {"provenance": "measured", "source": source}, replace=False)
     if values:
         monitor.record(values)
     return len(values)

@@ -27,7 +27,7 @@ from trainmeter.integrations.loggers import Loggers, tapped
 from trainmeter.integrations.view import FrameworksView
 
 if TYPE_CHECKING:
-    from trainmeter.core.monitor import Monitor
+    from trainmeter.core.context import RunContext
 
 ADAPTERS = (Loggers, HfAdapter, LightningAdapter, KerasAdapter, FastaiAdapter, AccelerateAdapter)
 SUMMARY_KEYS = {"transformers": "train_runtime"}  # a log carrying this key is the run's end summary
@@ -46,7 +46,7 @@ class Taps(ExtensionBase):
     def __init__(self, enabled: bool = True) -> None:
         self.enabled = enabled
         self.on = False  # read for this run: enabled, and not switched off (TRAINMETER_DISABLE=taps)
-        self.monitor: Monitor | None = None  # set by the wing's frameworks extension, which installs the taps
+        self.monitor: RunContext | None = None  # set by the wing's frameworks extension, which installs the taps
         self.disabled: set[str] = set()
         self.tapped: dict[str, int] = {}  # library -> calls recorded
         self.points: dict[str, int] = {}  # library -> scalars recorded
@@ -107,7 +107,7 @@ class Integrations(ExtensionBase):
 
     def __init__(self, tap: bool = True, *, adapters: tuple[type[Adapter], ...] = ADAPTERS) -> None:
         self.taps = Taps(tap)
-        self.monitor: Monitor | None = None
+        self.monitor: RunContext | None = None
         self.gate = Gate()  # depth: logger calls in progress
         self.patches = Patches()
         self.depth = 0  # fits in progress
@@ -123,7 +123,7 @@ class Integrations(ExtensionBase):
         self._framework: str | None = None
 
     # -- lifecycle -----------------------------------------------------------------
-    def start(self, monitor: Monitor) -> None:
+    def start(self, monitor: RunContext) -> None:
         """Wrap the libraries already imported and watch for the others (one hook for every adapter)."""
         self.monitor = self.taps.monitor = monitor
         taps = self.taps
@@ -222,7 +222,7 @@ class Integrations(ExtensionBase):
         if monitor is None or not self.gate.here():
             return
         self.explicit_steps[framework] = self.explicit_steps.get(framework, 0) + 1
-        explicit_steps.explicit_step(monitor, framework, model, samples)
+        monitor.explicit_step(framework, model, samples)
 
     def framework_logs(self, framework: str, logs: Any) -> None:
         """An epoch's logged numbers (Keras' ``logs``, fastai's Recorder row; not ``epoch``, ``time``) as series."""
@@ -250,17 +250,16 @@ class Integrations(ExtensionBase):
     def on_report(self, report: Report) -> dict[str, Any] | None:
         """The one warning for backward calls with no step trainmeter knows (at the first report that sees it)."""
         monitor = self.monitor
-        if monitor is not None and explicit_steps.steps_unknown(monitor):
-            monitor.warn_once("steps-unseen", explicit_steps.unseen_message(monitor))
+        if monitor is not None and report.steps == 0 and explicit_steps.backward_seen(monitor):
+            monitor.warn_once("steps-unseen", explicit_steps.unseen_message(report))  # the report's token unit
         return None
 
     def passport_section(self) -> dict[str, Any]:
         """``passport.json["frameworks"]``: fits seen, where steps came from, the framework's own step count."""
-        info = self.monitor.series_info.get("train_loss") if self.monitor is not None else None
-        if self.short_steps and isinstance(info, dict):
-            note = (f"{self.short_steps} short accumulation step(s) (fewer micro-batches than accelerate's "
-                    "gradient_accumulation_steps, each divided by it) shown as the mean of their micro-batch losses")
-            info["note"] = "; ".join(n for n in (info.get("note"), note) if n)
+        if self.short_steps and self.monitor is not None:
+            self.monitor.annotate_series("train_loss", "note", (
+                f"{self.short_steps} short accumulation step(s) (fewer micro-batches than accelerate's "
+                "gradient_accumulation_steps, each divided by it) shown as the mean of their micro-batch losses"))
         return {"short_accumulation_steps": self.short_steps, "fits": dict(self.fits), "framework": self._framework,
                 "steps_source": self._steps_source(),
                 "framework_steps": dict(self.framework_steps), "explicit_steps": dict(self.explicit_steps),

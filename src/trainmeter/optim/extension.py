@@ -3,7 +3,7 @@
 ``on_step`` runs right after the core counts a primary optimizer's step (before a scheduler's ``step()``), so the rate
 is the one the step used; it reads every k-th step, k the larger of the rate's stride (``max_points_per_s``) and the
 cost's (a read at most ``MAX_READ_SHARE`` of a step), and tells the core the next step it wants
-(``Monitor.next_step_hook_at``; docs/spec.md section 17). Costs: ``benchmarks/optim_step_hook.py``. On a rank other
+(``RunContext.next_step_hook_at``; docs/spec.md section 17). Costs: ``benchmarks/optim_step_hook.py``. On a rank other
 than 0 the text line is not printed (docs/spec.md section 19).
 
 Thread safety: hooks and reports on the training thread; ``panels``/``charts``
@@ -26,8 +26,8 @@ from trainmeter.optim.lr import LR_SERIES, read_lrs
 from trainmeter.optim.smoothing import EMA_BETA, EmaCursor, LossEma
 
 if TYPE_CHECKING:
-    from trainmeter.core.monitor import Monitor
     from trainmeter.core.steps import StepRecorder
+    from trainmeter.core.context import RunContext
 
 MAX_POINTS_PER_S = 100.0
 _FAR = 1 << 62  # a reader cursor past any point: the series it stands for is never held back
@@ -58,7 +58,7 @@ class OptimExtension(ExtensionBase):
 
     def __init__(self, *, max_points_per_s: float = MAX_POINTS_PER_S, ema_beta: float = EMA_BETA,
                  environ: Any = None) -> None:
-        self._m: Monitor | None = None
+        self._m: RunContext | None = None
         self._hot: StepRecorder | None = None  # the run's step state (monitor.steps_state), read at each sampled step
         self._max_points_per_s = max_points_per_s
         self._environ = environ
@@ -80,7 +80,7 @@ class OptimExtension(ExtensionBase):
         self.reason: str | None = None
 
     # -- lifecycle -----------------------------------------------------------------
-    def start(self, monitor: Monitor) -> None:
+    def start(self, monitor: RunContext) -> None:
         """Install the step pre-hook and the clip wrappers; read ``RANK`` (the core calls :meth:`on_step`)."""
         self._m = monitor
         self._hot = monitor.steps_state
@@ -181,7 +181,7 @@ class OptimExtension(ExtensionBase):
             if len(groups) == 1 and norm is None:
                 # hot path (docs/spec.md section 17): one group's float rate into its existing series, at the step's time
                 lr = groups[0]["lr"]
-                series = m.registry.series.get(LR_SERIES) if type(lr) is float else None  # type: ignore[union-attr]
+                series = m.series.get(LR_SERIES) if type(lr) is float else None  # type: ignore[union-attr]
                 if series is not None:
                     series.append(hot.steps, t_s, lr)  # type: ignore[union-attr]
                     self.groups = 1
@@ -249,14 +249,14 @@ class OptimExtension(ExtensionBase):
             self._ema_cursor.fold_to_end(series, report.ends.get(LOSS_SERIES) if report.ends else None)
             m.worker.wake()  # from the first report on, the worker folds ahead
         self._release()
-        interval = m.interval
+        interval = report.interval
         if interval is not None and interval.steps and interval.train_s > 0:
             rate = interval.steps / interval.train_s
             self._rate_stride = max(1, math.ceil(rate / self._max_points_per_s))
             if self._rate_stride > self.stride and not self._off:  # a smaller one is taken at the next read
                 self.stride = self._rate_stride
                 if not m.worker.on_worker_thread():  # the worker leaves the hook to the next read (section 20)
-                    m.next_step_hook_at(m.steps + self.stride, self)
+                    m.next_step_hook_at(report.steps + self.stride, self)
         return {"loss_ema": self.ema.value, "sample_every_steps": self.stride,
                 "grad_norm_missing": self.grad_norm_missing()}
 

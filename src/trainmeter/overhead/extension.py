@@ -2,7 +2,7 @@
 
 Definitions: docs/spec.md section 17. ``on_step_us`` is timed on 1 step in k, k from :data:`SAMPLE_EVERY` up to
 :data:`MAX_SAMPLE_EVERY` so the timed steps' bookkeeping stays within :data:`TIMED_SHARE` (the core runs the timed
-step through this wing's timer: ``Monitor.time_next_step``); thread CPU is read by the node sampler (docs/spec.md
+step through this wing's timer: ``RunContext.time_next_step``); thread CPU is read by the node sampler (docs/spec.md
 section 18). Placed first (``precedes = ("*",)``) so that at ``stop`` the other wings' threads still run.
 Thread safety: training thread only, except ``panels`` which reads one dict reference.
 """
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from trainmeter.core.extension import ExtensionBase, Report
 
 if TYPE_CHECKING:
-    from trainmeter.core.monitor import Monitor
+    from trainmeter.core.context import RunContext
 
 SAMPLE_EVERY = 64  # the fewest steps between two timed ones
 MAX_SAMPLE_EVERY = 4096  # the most
@@ -34,7 +34,7 @@ class Overhead(ExtensionBase):
 
     def __init__(self, perf_counter: Any = None) -> None:
         self._now = perf_counter or time.perf_counter
-        self._m: Monitor | None = None
+        self._m: RunContext | None = None
         self._calls = 0
         self._timed = 0
         self._timed_s = 0.0
@@ -46,16 +46,16 @@ class Overhead(ExtensionBase):
         self._thread_cpu: dict[int, tuple[str, float]] = {}
         self._figures: dict[str, Any] = {}
 
-    def start(self, monitor: Monitor) -> None:
+    def start(self, monitor: RunContext) -> None:
         """Time the step rule on 1 step in :attr:`every` (through the core's timing hook, for that step only)."""
         self._m = monitor
         self._t0 = self._now()
         monitor.at_step(SAMPLE_EVERY - 1, self._arm)
 
     def _arm(self) -> None:
-        """Time the next step's rule (the core's timing hook, ``Monitor.time_next_step``; no code on other steps).
+        """Time the next step's rule (the core's timing hook, ``RunContext.time_next_step``; no code on other steps).
 
-        Runs from ``Monitor.at_step`` the step before the one to time; the timed step arms again :attr:`every` - 1
+        Runs from ``RunContext.at_step`` the step before the one to time; the timed step arms again :attr:`every` - 1
         steps later (:meth:`_next_every`).
         """
         monitor = self._m
@@ -113,14 +113,18 @@ class Overhead(ExtensionBase):
     def _wall_s(self) -> float:
         return (self._t1 if self._t1 is not None else self._now()) - self._t0
 
-    def figures(self) -> dict[str, Any]:
-        """The overhead figures now (the passport section's content)."""
+    def figures(self, report: Report | None = None) -> dict[str, Any]:
+        """The overhead figures now (the passport section's content), or at ``report`` (its phases and elapsed
+        seconds: on the report worker the live ones moved on, docs/spec.md section 20)."""
         m = self._m
         wall_s = self._wall_s()
         cpu_s = sum(c for _, c in self._thread_cpu.values())
         have_cpu = bool(self._thread_cpu)
-        reporting_s = m.phases.totals_s.get("reporting", 0.0) if m is not None else 0.0
-        elapsed_s = m.elapsed_s() if m is not None else 0.0
+        if report is not None:
+            reporting_s, elapsed_s = report.phases_s.get("reporting", 0.0), report.elapsed_s
+        else:
+            reporting_s = m.phases.totals_s.get("reporting", 0.0) if m is not None else 0.0
+            elapsed_s = m.elapsed_s() if m is not None else 0.0
         browser = self._browser_bytes()
         log_bytes = None
         if m is not None and m.run_dir is not None:
@@ -156,7 +160,7 @@ class Overhead(ExtensionBase):
     def on_report(self, report: Report) -> dict[str, Any]:
         """The figures so far (run log, panel)."""
         self._read_threads()
-        self._figures = self.figures()
+        self._figures = self.figures(report)
         return dict(self._figures)
 
     def panels(self) -> list[dict[str, Any]]:

@@ -106,7 +106,7 @@ def _start() -> None:
     try:
         from trainmeter.core import monitor as monitor_module
 
-        if monitor_module._ACTIVE is not None:
+        if monitor_module.active() is not None:
             return
         m = _make()
         m.start()

@@ -22,6 +22,7 @@ from trainmeter.sizes import format_percent
 
 if TYPE_CHECKING:
     from trainmeter.compute.view import ComputeView
+    from trainmeter.core.context import RunContext
     from trainmeter.gpu.view import GpuView
 
 NAME_ENV = "TRAINMETER_RUN_NAME"
@@ -39,7 +40,7 @@ class RanksExtension(ExtensionBase):
     requires = ("compute", "gpu")
 
     def __init__(self) -> None:
-        self._monitor: Any = None
+        self._monitor: RunContext | None = None
         self.role = "parent"
         self._timing: Any = None
         self._saved_env: dict[str, str | None] = {}
@@ -54,7 +55,7 @@ class RanksExtension(ExtensionBase):
         self._ranks: list[Any] = []
         self._forks_at_start = 0
 
-    def start(self, monitor: Any) -> None:
+    def start(self, monitor: RunContext) -> None:
         """Seated: time the steps. Otherwise export the run folder for children."""
         self._monitor = monitor
         if host_patches.allow("fork", monitor.warn_once):
@@ -97,7 +98,7 @@ class RanksExtension(ExtensionBase):
         self._patches = Patches()
         self._patches.wrap(popen_spawn_posix.Popen, "_launch", make)
 
-    def _become_rank(self, monitor: Any) -> None:
+    def _become_rank(self, monitor: RunContext) -> None:
         from trainmeter.ranks.timing import StepTiming
 
         self.role = "rank"
@@ -124,7 +125,7 @@ class RanksExtension(ExtensionBase):
             self._backend = state[2] if state is not None else None
         return self._backend
 
-    def after_fork_in_child(self, monitor: Any) -> None:
+    def after_fork_in_child(self, monitor: RunContext) -> None:
         """In a forked child: the inherited parent role becomes a rank role (the export stays for the seat)."""
         self._saved_env = {}
         self._section = None
@@ -211,11 +212,12 @@ class RanksExtension(ExtensionBase):
         """A rank started by its first optimizer step (its optimizer built before the arming): why step 1's tokens are
         missing."""
         m = self._monitor
-        info = getattr(m, "series_info", {}).get("tokens_per_step") if m is not None else None
-        if isinstance(info, dict) and "counted from step 2" in str(info.get("note") or ""):
-            info["first_step"] = ("not counted: this rank's optimizer was built before trainmeter was armed in it "
-                                  "(trainmeter imported after it, without trainmeter-autostart.pth), so its record "
-                                  "starts at its first optimizer step, after that step's batches were seen")
+        info = m.series_info.get("tokens_per_step") if m is not None else None
+        if info is not None and "counted from step 2" in str(info.get("note") or ""):
+            m.annotate_series("tokens_per_step", "first_step", (
+                "not counted: this rank's optimizer was built before trainmeter was armed in it (trainmeter imported "
+                "after it, without trainmeter-autostart.pth), so its record starts at its first optimizer step, after "
+                "that step's batches were seen"))
 
     def _add_own_node_ladder(self) -> None:
         """A parent sampled its node: the ranks' ladders come from its own ``gpu`` section (built just before)."""
@@ -257,19 +259,19 @@ class RanksExtension(ExtensionBase):
             mfu = {k: v for k, v in (section.get("mfu_session") or {}).items() if v is not None}
             mfu_text = (", MFU over all " + f"{section['mfu_devices']} devices (wall clock) "
                         + ", ".join(f"{k} {format_percent(v)}" for k, v in mfu.items())) if mfu else ""
-            m.warnings.append(
+            m.note_warning(
                 f"training ran in {len(ranks)} child process(es), recorded as ranks "
                 f"({', '.join(r.seat for r in ranks)}): global steps {section['global_steps']}, "
                 f"global {m.token_unit} {section['global_tokens']}{mfu_text} (passport 'distributed')")
             if unseen:
-                m.warnings.append(unseen)
+                m.note_warning(unseen)
                 section["notes"].append(unseen)
             return section
         forks = fork.forks_seen() - self._forks_at_start
         if (forks or self.spawned) and m.steps == 0:
             note = unseen or (f"{forks} process(es) were forked during the run and none recorded a step here; "
                               "work they did is not in this run")
-            m.warnings.append(note)
+            m.note_warning(note)
             return {"role": "parent", "children_forked": forks, "children_spawned": self.spawned, "note": note}
         return None
 

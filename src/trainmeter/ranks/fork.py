@@ -2,10 +2,10 @@
 
 ``os.register_at_fork`` handlers, installed once per process by the ranks extension: before, take the monitor's
 series locks (bounded waits) and hold the report worker between jobs; after, in the parent, release them and
-count the fork; after, in the child, re-home the inherited monitor (:func:`rehome`): the parent's run log let go,
-sampler wings dropped, counters afresh, a :class:`~trainmeter.ranks.recorder.LazyRankRecorder` that seats the child
-at its first report (soon: :data:`CHILD_FIRST_REPORT_S`). The child's run is finished by a ``multiprocessing``
-finalizer (children that leave by ``os._exit``) or at interpreter exit.
+count the fork; after, in the child, re-home the inherited monitor (the core's ``rehome_in_child``): the parent's
+run log let go, sampler wings dropped, counters afresh, a :class:`~trainmeter.ranks.recorder.LazyRankRecorder` that
+seats the child at its first report (soon: :data:`CHILD_FIRST_REPORT_S`). The child's run is finished by a
+``multiprocessing`` finalizer (children that leave by ``os._exit``) or at interpreter exit.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from __future__ import annotations
 import atexit
 import os
 import sys
-import threading
 from typing import Any
 
 from trainmeter.core import monitor as monitor_module
@@ -62,7 +61,7 @@ def _locks(m: Any) -> list[Any]:
 
 
 def _before() -> None:
-    m = monitor_module._ACTIVE
+    m = monitor_module.active()
     if m is None:
         return
     try:
@@ -78,7 +77,7 @@ def _before() -> None:
 
 def _after_in_parent() -> None:
     global _forks
-    m = monitor_module._ACTIVE
+    m = monitor_module.active()
     try:
         worker = m.open_worker if m is not None else None
         if worker is not None:
@@ -90,7 +89,7 @@ def _after_in_parent() -> None:
             _held.pop().release()
         except Exception:
             pass
-    if monitor_module._ACTIVE is not None:
+    if monitor_module.active() is not None:
         _forks += 1
 
 
@@ -98,39 +97,17 @@ def _after_in_child() -> None:
     global _child_monitor, _child_pid, _forks
     _held.clear()  # the child's copies are replaced below, never released
     _forks = 0
-    monitor_module._ACTIVE_LOCK = threading.Lock()
-    m = monitor_module._ACTIVE
-    if m is None:
-        return
-    try:
-        rehome(m)
+    m = monitor_module.rehome_in_child(_child_record, THREAD_EXTENSIONS, CHILD_FIRST_REPORT_S)
+    if m is not None:
         _child_monitor, _child_pid = m, os.getpid()
-    except Exception:
-        monitor_module._ACTIVE = None  # never let a half-moved run write anywhere
 
 
-def rehome(m: Any) -> None:
-    """Turn the monitor inherited by a forked child into this child's own, unseated rank run."""
+def _child_record() -> Any:
+    """A forked child's record: an unseated rank's, seated at its first report."""
     from trainmeter.ranks.recorder import LazyRankRecorder
     from trainmeter.record.recorder import RunRecorder
 
-    worker = m.open_worker
-    torn = worker.reset_in_child() if worker is not None else None
-    inherited = m.record_sink
-    abandon = getattr(inherited, "abandon_in_child", None)  # the parent's events.jsonl: closed, never written
-    if abandon is not None:
-        try:
-            abandon()
-        except Exception:  # noqa: BLE001 (the child runs on without its parent's log either way)
-            pass
-    m.dispatch.drop(THREAD_EXTENSIONS)
-    # counters, series, held and pending losses, queued emits, provenance and clocks afresh. A child may end by
-    # os._exit (no finalizer, no passport): its log, flushed at each report, is its record, so the first report
-    # comes soon and os._exit loses at most the last interval (docs/spec.md section 19).
-    m.become_child(LazyRankRecorder(RunRecorder()), CHILD_FIRST_REPORT_S)
-    if m.probes is not None:  # the child may train another model: its root and primary optimizer found afresh
-        m.probes.reset_discovery()
-    m.dispatch.after_fork_in_child(m, torn=torn)
+    return LazyRankRecorder(RunRecorder())
 
 
 def _finish_child(status: str, error: BaseException | None = None) -> None:

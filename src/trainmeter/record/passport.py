@@ -7,13 +7,13 @@ import json
 from pathlib import Path
 from typing import Any
 
+from trainmeter.core.context import RunContext
 from trainmeter.core.explicit_steps import steps_unknown
 from trainmeter.core.provenance import Derivation, Input
 from trainmeter.core.text import markdown_text
 from trainmeter.core.throughput import ratio
 from trainmeter.record.environment import describe_environment
 from trainmeter.record.runlog import json_lines, write_file_atomic
-from trainmeter.record.view import RunView
 from trainmeter.sizes import (
     format_bytes,
     format_duration,
@@ -53,7 +53,7 @@ def record_options(options: Any) -> dict[str, Any]:
     return {**options.to_dict(), "run_root": RUN_ROOT_RECORDED}
 
 
-def build_passport(m: RunView) -> dict[str, Any]:
+def build_passport(m: RunContext) -> dict[str, Any]:
     """Return the passport dict of a finished (or finishing) run."""
     phases_s = dict(m.phases.totals_s)
     elapsed_s = m.elapsed_s()
@@ -96,7 +96,7 @@ def build_passport(m: RunView) -> dict[str, Any]:
     controls = getattr(m, "controls", None)  # stopped_by/stopped_at_step, checkpoints (core/controls.py)
     if controls is not None:
         passport.update(controls.passport_fields())
-    m.dispatch.passport(passport)  # each extension's section under its name, and its derivations
+    m.passport_sections(passport)  # each extension's section under its name, and its derivations
     if _launch(passport) and not m.steps:  # the parent trained nothing itself: its goodput is no figure
         passport["goodput"] = None
     time_section = passport.get("time")
@@ -215,7 +215,7 @@ def _lanes_table(lanes: Any, unit: str) -> list[str]:
     return rows + [""]
 
 
-def write_passport(m: RunView, record: dict[str, Any] | None = None) -> Path:
+def write_passport(m: RunContext, record: dict[str, Any] | None = None) -> Path:
     """Write ``passport.json`` (with the ``record`` section: is the saved record complete) and ``passport.md`` into
     the run folder; return the JSON path. ``OSError`` when a file cannot be written (none left half-written)."""
     assert m.run_dir is not None

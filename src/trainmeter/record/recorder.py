@@ -14,13 +14,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from trainmeter.core.context import RunContext
 from trainmeter.record.column_lines import ColumnLines
 from trainmeter.record.events import LOG_FILE, end_record, gap_record, heartbeat_record, rank_record, start_record
 from trainmeter.record.passport import record_options
 from trainmeter.record.reporter import format_text, summary_line, write_columns, write_interval
 from trainmeter.record.runlog import RunLog
 from trainmeter.record.runs import make_run_dir
-from trainmeter.record.view import RunView
 
 RETRY_FIRST_S = 5.0
 RETRY_MAX_S = 120.0
@@ -50,7 +50,7 @@ class RunRecorder:
     written; ``passport_error``: why it could not be.
     """
 
-    def __init__(self, after_passport: Callable[[RunView], None] | None = None) -> None:
+    def __init__(self, after_passport: Callable[[RunContext], None] | None = None) -> None:
         self.after_passport = after_passport  # the wiring's: e.g. the replay's dashboard.json; must not raise
         self._log: RunLog | None = None
         self._cursor: dict[str, int] = {}
@@ -69,7 +69,7 @@ class RunRecorder:
         self._seat: Any = None
         self._lock = threading.RLock()
 
-    def open(self, run: RunView, started_at: str) -> Path | None:
+    def open(self, run: RunContext, started_at: str) -> Path | None:
         """Make the run folder (its root made absolute: a later ``os.chdir`` changes nothing), open the run log,
         write ``start``; register the log as a series reader. ``None`` (warned) when the folder cannot be made."""
         from trainmeter.record.environment import describe_environment
@@ -87,7 +87,7 @@ class RunRecorder:
         self._try_open(run)
         return run.run_dir
 
-    def _try_open(self, run: RunView) -> bool:
+    def _try_open(self, run: RunContext) -> bool:
         try:
             if run.run_dir is None:
                 run.set_run_dir(self._seat.dir if self._seat is not None else
@@ -109,7 +109,7 @@ class RunRecorder:
             self._failed(run, exc, "the run folder")
             return False
 
-    def write_interval(self, run: RunView, elapsed_s: float, phases_s: dict[str, float], extra: dict[str, Any]) -> None:
+    def write_interval(self, run: RunContext, elapsed_s: float, phases_s: dict[str, float], extra: dict[str, Any]) -> None:
         """Write the columns since the last report and one ``interval`` record, then flush (after a failure, not
         before the back-off has passed); never raises ``OSError``."""
         if elapsed_s < self._retry_at_s:
@@ -117,7 +117,7 @@ class RunRecorder:
         self._write(run, lambda log, cursors: write_interval(run, log, cursors, elapsed_s, phases_s, extra,
                                                              self._ahead))
 
-    def _drain(self, run: RunView, ends: dict[str, int]) -> None:
+    def _drain(self, run: RunContext, ends: dict[str, int]) -> None:
         """Write every series' columns up to ``ends`` between reports (a drain: the report worker; docs/spec.md
         section 18), so the points held stay bounded; the next ``interval`` record follows as before."""
         if run.elapsed_s() < self._retry_at_s:
@@ -126,11 +126,11 @@ class RunRecorder:
             write_columns(log, cursors, "steps" if series is run.step_series else "series", series, self._ahead,
                           ends.get(series.name, 0)) for series in (run.step_series, *list(run.series.values()))])
 
-    def _write(self, run: RunView, body: Any) -> bool:
+    def _write(self, run: RunContext, body: Any) -> bool:
         with self._lock:  # a drain on the report worker, a report on the training thread
             return self._write_locked(run, body)
 
-    def _write_locked(self, run: RunView, body: Any) -> bool:
+    def _write_locked(self, run: RunContext, body: Any) -> bool:
         if self._log is None and not self._try_open(run):
             return False
         assert self._log is not None
@@ -155,7 +155,7 @@ class RunRecorder:
         self._retry_at_s = 0.0
         return True
 
-    def _dropped(self, run: RunView) -> int:
+    def _dropped(self, run: RunContext) -> int:
         """Points trimmed from memory before the log could take them (the pending cap)."""
         lost = 0
         for series in (run.step_series, *run.series.values()):
@@ -163,7 +163,7 @@ class RunRecorder:
             lost += max(0, kept_from - self._cursor.get(series.name, 0))
         return lost
 
-    def _failed(self, run: RunView, exc: BaseException, what: str) -> None:
+    def _failed(self, run: RunContext, exc: BaseException, what: str) -> None:
         self.failed_writes += 1
         if self._gap is None:
             self._gap = {"from_step": run.steps, "to_step": None, "failed_writes": 0, "dropped_points": 0,
@@ -184,11 +184,11 @@ class RunRecorder:
         if log is not None:
             log.write_now(heartbeat_record(**fields))
 
-    def text_line(self, run: RunView) -> str:
+    def text_line(self, run: RunContext) -> str:
         """The text line of the last report."""
         return format_text(run)
 
-    def record_section(self, run: RunView) -> dict[str, Any]:
+    def record_section(self, run: RunContext) -> dict[str, Any]:
         """The passport's ``record`` section: is the saved record complete, and where not."""
         gaps = [*self.gaps, *([self._gap] if self._gap is not None else [])]
         complete = not gaps and self.failed_writes == 0
@@ -209,7 +209,7 @@ class RunRecorder:
                 "failed_writes": self.failed_writes, "gaps": gaps, "points_complete": points_whole,
                 "summary": summary}
 
-    def write_passport(self, run: RunView) -> None:
+    def write_passport(self, run: RunContext) -> None:
         """The points not yet written, passport.json + passport.md, then the log's ``end`` record; tried whatever the
         back-off (the last chance); a failure is kept for the closing line and the warnings, never raised."""
         from trainmeter.record.passport import write_passport
@@ -255,7 +255,7 @@ class RunRecorder:
         """Whether the passport is on disk (``False`` after a disk fault at the end)."""
         return self.passport_path is not None
 
-    def closing_line(self, run: RunView) -> str:
+    def closing_line(self, run: RunContext) -> str:
         """One closing line: where the passport is, or why there is none; and whether the record is whole."""
         if self.passport_path is not None:
             saved = f"passport in {run.run_dir}"

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from trainmeter.core.context import RunContext
 from trainmeter.core.explicit_steps import steps_unknown
 from trainmeter.core.series import Series, StepSeries
 from trainmeter.record.column_lines import ColumnLines, micros
 from trainmeter.record.events import columns_record, interval_record
 from trainmeter.record.runlog import RunLog
 from trainmeter.record.textline import format_line, seed_values
-from trainmeter.record.view import RunView
 from trainmeter.sizes import format_count, format_rate
 
 
@@ -55,7 +55,7 @@ def write_columns(log: RunLog, cursors: dict[str, int], kind: str, series: Serie
     return max(0, end - start - len(steps))
 
 
-def write_interval(m: RunView, log: RunLog, cursors: dict[str, int], elapsed_s: float,
+def write_interval(m: RunContext, log: RunLog, cursors: dict[str, int], elapsed_s: float,
                    phases_s: dict[str, float], extra: dict[str, Any], ahead: ColumnLines | None = None) -> int:
     """Write the columns since the last report and one ``interval`` record, then flush; the points trimmed before
     they could be written (:func:`write_columns`). ``OSError`` when the log cannot be appended (``cursors`` then
@@ -82,7 +82,7 @@ def write_interval(m: RunView, log: RunLog, cursors: dict[str, int], elapsed_s: 
     return dropped
 
 
-def format_text(m: RunView) -> str:
+def format_text(m: RunContext) -> str:
     """The text line of the last report (docs/spec.md section 7): ``mem`` the interval's peak CUDA allocated bytes /
     device total, else RSS / host total; an extension's ``text_fields`` ``mfu`` and ``loss_ema`` in their places,
     its other fields after."""
@@ -102,7 +102,7 @@ def format_text(m: RunView) -> str:
     mfu = None
     loss_ema = None
     extra: dict[str, str] = {}
-    for fields in m.dispatch.text_fields():
+    for fields in m.text_fields():
         mfu = fields.pop("mfu", mfu)
         loss_ema = fields.pop("loss_ema", loss_ema)
         extra.update(fields)
@@ -111,7 +111,7 @@ def format_text(m: RunView) -> str:
                        token_unit=unit, mfu=mfu, mem_used_bytes=mem, mem_total_bytes=total, extra=extra)
 
 
-def summary_line(m: RunView, saved: str | None = None) -> str:
+def summary_line(m: RunContext, saved: str | None = None) -> str:
     """One closing line saying where the record is (``saved``: default "passport in <run folder>")."""
     rate = m.session.session_tokens_per_s if m.session else None
     stopped = getattr(getattr(m, "controls", None), "stopped", None)
@@ -126,6 +126,6 @@ def summary_line(m: RunView, saved: str | None = None) -> str:
             + f"; {saved if saved is not None else f'passport in {m.run_dir}'}")
 
 
-def latest_values(m: RunView, x_kind: str | None = "step") -> dict[str, float | None]:
+def latest_values(m: RunContext, x_kind: str | None = "step") -> dict[str, float | None]:
     """Last value of each series drawn against ``x_kind`` (all with ``None``)."""
     return {name: s.stats().last for name, s in m.series.items() if x_kind is None or s.x_kind == x_kind}

@@ -2,7 +2,7 @@
 
 Extension ``"time"``, training thread only, while the run is active: the data loader's ``__next__`` is carved into
 ``data_wait`` (``monitor.carve``, no device sync); ``root.eval()`` opens an ``eval`` span that closes at the next
-``on_phase("train", "begin", t_s)`` (the core sends it only while a span is open, ``dispatch.watch_training``: no
+``on_phase("train", "begin", t_s)`` (the core sends it only while a span is open, ``context.watch_training``: no
 per-step hook here); ``torch.save`` and the savers of :mod:`~trainmeter.timesplit.savers` become ``checkpoint``
 spans (:mod:`~trainmeter.timesplit.checkpoints`). Wrapped callables return the same value and raise the same
 exception as without trainmeter. Everything is removed at :meth:`TimeSplit.stop`.
@@ -24,7 +24,7 @@ from trainmeter.timesplit import savers
 from trainmeter.timesplit.checkpoints import CheckpointSpans
 
 if TYPE_CHECKING:
-    from trainmeter.core.monitor import Monitor
+    from trainmeter.core.context import RunContext
 
 STARVING_SHARE = 0.20
 STARVING_MIN_BATCHES = 20
@@ -40,7 +40,7 @@ class TimeSplit(CheckpointSpans, ExtensionBase):
     report_on_worker = True  # a steady report runs on_report on the report worker (docs/spec.md section 20)
 
     def __init__(self) -> None:
-        self._monitor: Monitor | None = None
+        self._monitor: RunContext | None = None
         self._gate = Gate()
         self._patches = Patches()
         self._hooks: PostImportHooks | None = None
@@ -60,7 +60,7 @@ class TimeSplit(CheckpointSpans, ExtensionBase):
         self._last_panel: list[dict[str, Any]] = []
 
     # -- lifecycle -----------------------------------------------------------------
-    def start(self, monitor: Monitor) -> None:
+    def start(self, monitor: RunContext) -> None:
         """Install the wrappers (torch must be importable; else nothing is done)."""
         self._monitor = monitor
         import importlib.util
@@ -202,7 +202,7 @@ class TimeSplit(CheckpointSpans, ExtensionBase):
             self._eval_open = True
             self.eval_spans += 1
             if self._monitor is not None:
-                self._monitor.dispatch.watch_training(self)
+                self._monitor.watch_training(self)
 
     def on_phase(self, name: str, edge: str, t_s: float) -> None:
         """Training activity (a training forward of the root, a backward, an optimizer step) while the
@@ -215,7 +215,7 @@ class TimeSplit(CheckpointSpans, ExtensionBase):
             return
         self._eval_open = False
         if self._monitor is not None:
-            self._monitor.dispatch.unwatch_training(self)
+            self._monitor.unwatch_training(self)
         if not self._ckpt_depth:  # during a save inside the span, the span is already paused
             self._exit()
 

@@ -16,7 +16,7 @@ from trainmeter.verdicts.rules import ReportPoint, VerdictEngine
 from trainmeter.verdicts.view import VerdictsView
 
 if TYPE_CHECKING:
-    from trainmeter.core.monitor import Monitor
+    from trainmeter.core.context import RunContext
 
 LOSS_NAMES = ("train_loss",)
 _GPU_FIELDS = ("util_gpu", "sm_activity", "tensor_activity")
@@ -31,10 +31,10 @@ class Verdicts(ExtensionBase):
 
     def __init__(self) -> None:
         self.engine = VerdictEngine()
-        self._m: Monitor | None = None
+        self._m: RunContext | None = None
         self._reader: SeriesReader | None = None
 
-    def start(self, monitor: Monitor) -> None:
+    def start(self, monitor: RunContext) -> None:
         """Register as a series reader (so loss points wait for us before they are trimmed)."""
         self._m = monitor
         self._reader = SeriesReader(monitor, LOSS_NAMES, feed=self._add_losses)
@@ -68,15 +68,15 @@ class Verdicts(ExtensionBase):
             return {}
         points = self._reader.new_points(report.ends) if self._reader is not None else []
         mem, source = None, "allocator"
-        if m.memory is not None:
-            cuda = m.memory.cuda or {}
+        if report.memory is not None:
+            cuda = report.memory.cuda or {}
             mem = cuda.get("allocated_bytes")
             if mem is None:
-                mem, source = m.memory.rss_bytes, "RSS"
-        interval = m.interval
+                mem, source = report.memory.rss_bytes, "RSS"
+        interval = report.interval
         point = ReportPoint(
             step=report.steps, elapsed_s=report.elapsed_s, tokens_per_s=interval.train_tokens_per_s if interval else None,
-            token_unit=str(getattr(m, "token_unit", None) or "tokens"), mem_bytes=mem, mem_source=source,
+            token_unit=report.token_unit, mem_bytes=mem, mem_source=source,
             phases_s=dict(report.phases_s), gpus=self._gpus())
         m.worker.submit(self.name, lambda: self._feed(points, point))
         if report.final:

@@ -1,10 +1,11 @@
 """What the widget's view shows, gathered: :class:`RunFacts` from a live monitor or from a saved run.
 
 Every number here is read from the monitor or the run record; the front end computes nothing. :func:`facts_from_monitor`
-reads a live (or just finished) :class:`~trainmeter.core.monitor.Monitor`, :func:`facts_from_run` a saved run's passport
-and events; widget/view_model.py turns the facts into the ``state`` (pure). Throughput and memory over time are the
-*report series*: one point per report, read from ``monitor.interval``, ``monitor.session`` and ``monitor.memory`` (live)
-or from the ``interval`` records of ``events.jsonl`` (replay), with x = session seconds at the report.
+reads a live (or just finished) run's :class:`~trainmeter.core.context.RunContext`, :func:`facts_from_run` a saved
+run's passport and events; widget/view_model.py turns the facts into the ``state`` (pure). Throughput and memory
+over time are the *report series*: one point per report, read from ``monitor.interval``, ``monitor.session`` and
+``monitor.memory`` (live) or from the ``interval`` records of ``events.jsonl`` (replay), with x = session seconds at
+the report.
 """
 
 # Annotations evaluated (no ``from __future__ import annotations``): dataclasses then skips its string checks of
@@ -94,13 +95,12 @@ def report_points_from_record(record: dict[str, Any]) -> tuple[float, dict[str, 
 # -- gathering ---------------------------------------------------------------------------------
 def _extension_extras(monitor: Any) -> tuple[list[str], list[dict[str, Any]], list[dict[str, Any]],
                                              list[dict[str, Any]], list[dict[str, Any]]]:
-    dispatch = monitor.dispatch  # a fault warns once and disables that event (core/dispatch.py)
-    return (dispatch.collect("warnings"), dispatch.collect("panels"), dispatch.collect("charts"),
-            dispatch.collect("tiles"), dispatch.collect("markers"))
+    collect = monitor.collect  # a fault warns once and disables that event (core/dispatch.py)
+    return collect("warnings"), collect("panels"), collect("charts"), collect("tiles"), collect("markers")
 
 
 def _progress_from_extensions(monitor: Any, recent: Any = None) -> dict[str, Any] | None:
-    return monitor.dispatch.first("progress_bar", recent)
+    return monitor.progress_bar(recent)
 
 
 def facts_from_monitor(monitor: Any, recent: Any = None, x_map: Any = None) -> RunFacts:

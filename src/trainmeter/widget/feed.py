@@ -38,8 +38,7 @@ REPLACE_FACTOR = 3
 
 def _loss_fold(monitor: Any) -> Any:
     """The run's loss EMA fold (the optim wing's view), or ``None``."""
-    dispatch = getattr(monitor, "dispatch", None)
-    return dispatch.view("optim") if dispatch is not None else None
+    return monitor.extension("optim")
 
 
 def shown_series(state: dict[str, Any]) -> tuple[str, ...]:
@@ -98,7 +97,7 @@ class SeriesFeed:
     """One monitor's series, decimated, and the frames of them.
 
     Args:
-        monitor: The run's :class:`~trainmeter.core.monitor.Monitor` (read-only here).
+        monitor: The run's :class:`~trainmeter.core.context.RunContext`.
         budget_points: Points kept per series (decimated).
         history_points_total: Cap on points in a full frame across all series, shared by water-filling.
     """

@@ -74,7 +74,7 @@ class Publisher:
     """Streams one monitor's series and state to one widget.
 
     Args:
-        monitor: The run's :class:`~trainmeter.core.monitor.Monitor` (read-only here).
+        monitor: The run's :class:`~trainmeter.core.context.RunContext`.
         widget: The widget to write (only this publisher writes it while it runs).
         clock: Seconds; defaults to the monitor's clock.
         tick_s: Seconds between ticks of the thread.

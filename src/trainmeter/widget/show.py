@@ -266,7 +266,7 @@ def _keep(widget: Any) -> None:
 
 
 def _display_live(shell: Any) -> None:
-    from trainmeter.core.monitor import active
+    from trainmeter.core.context import active_context
 
     publisher = None
     if "trainmeter.widget.publisher" in sys.modules:
@@ -287,7 +287,7 @@ def _display_live(shell: Any) -> None:
             ipy_display(snapshot_bundle(publisher.widget.state, publisher.series_columns(include_open=True),
                                         mount_key=publisher.widget.store_key), raw=True)
         return
-    monitor = active()
+    monitor = active_context()
     if monitor is not None:
         print(summary_text(build_state(facts_from_monitor(monitor))))
     elif publisher is not None:

@@ -1,0 +1,199 @@
+"""The run context: the one surface through which wings and sinks reach a run (docs/contracts/EXTENSIONS.md).
+
+A wing gets a :class:`RunContext` in ``start`` and ``after_fork_in_child``, a sink (the record sink, the widget)
+when it is opened; never the monitor. The context holds the monitor privately and publishes exactly the members
+listed in the contract: reads of the run, and the few core methods through which a wing acts on it (the core's
+state is written only by the core). Any other attribute raises ``AttributeError`` (``__slots__``, no
+``__getattr__``); tests/test_layout.py checks the wings' and sinks' source against :data:`PUBLISHED`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from operator import attrgetter
+from types import MappingProxyType
+from typing import Any
+
+# The widget's read-only extension events (docs/protocol.md): the only ones a sink may fan out through the context.
+PUBLISHER_EVENTS = frozenset({"warnings", "panels", "charts", "tiles", "markers"})
+
+
+def _read(path: str, doc: str) -> property:
+    """A read-only property passing the monitor's ``path`` through (``part.name``: one of its parts'); its getter is
+    C code, so a read costs no Python frame (a sampled ``on_step`` on the hot path)."""
+    return property(attrgetter(f"_m.{path}"), doc=doc)
+
+
+def active_context() -> RunContext | None:
+    """The context of the run in progress in this process, or ``None`` (``tm.display()`` with no path). Any thread."""
+    from trainmeter.core.monitor import active
+
+    run = active()
+    return run.context if run is not None else None
+
+
+class PhaseReadings:
+    """The phase clock, read-only: ``totals_s`` (a copy), ``totals_now()``, ``training``, ``session_elapsed_s``."""
+
+    __slots__ = ("_phases",)
+
+    def __init__(self, phases: Any) -> None:
+        self._phases = phases
+
+    @property
+    def totals_s(self) -> dict[str, float]:
+        """Seconds per phase up to the last transition (a copy). Training thread."""
+        return dict(self._phases.totals_s)
+
+    def totals_now(self) -> dict[str, float]:
+        """Seconds per phase including the open training segment, without a sync. Training thread."""
+        return self._phases.totals_now()
+
+    @property
+    def training(self) -> bool:
+        """Whether a training segment is open."""
+        return self._phases.training
+
+    def session_elapsed_s(self, now_s: float) -> float:
+        """Seconds since the session began at the run clock's ``now_s`` (0 before)."""
+        return self._phases.session_elapsed_s(now_s)
+
+
+# The monitor's members a context hands out as they are: bound methods and parts made once per run, so a call
+# through the context costs no frame of its own (a sampled on_step, the overhead wing's timing hook). Their
+# docstrings are the monitor's (core/monitor.py); docs/contracts/EXTENSIONS.md lists what each is for.
+BOUND = (
+    "clock", "elapsed_s", "steps_state",  # the run clock, the step rule read only (the hot path's reads)
+    "record", "record_at", "add_reader",  # recording; a sink's series reader
+    "carve", "enter_phase", "exit_phase",  # phases (training thread)
+    "warn_once", "set_text", "controls", "extension",  # faults, the text line, controls, other wings' views
+    "next_step_hook_at", "at_step", "time_next_step",  # step hooks; the overhead wing's timing hook
+    "lane_records", "set_run_dir",  # the record sink's
+)
+
+
+class RunContext:
+    """One run as its wings and sinks see it (docs/contracts/EXTENSIONS.md "The run context"). Read-only.
+
+    Args:
+        monitor: The run (``core.monitor.Monitor``), held privately.
+
+    Thread safety is each member's own (the contract says which thread may call what).
+    """
+
+    __slots__ = ("_m", *BOUND)
+
+    def __init__(self, monitor: Any) -> None:
+        set_ = object.__setattr__
+        set_(self, "_m", monitor)
+        for name in BOUND:
+            set_(self, name, getattr(monitor, name))
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"the run context is read-only ({name})")
+
+    steps = _read("steps", "Optimizer steps counted so far, over every lane. Any thread.")
+    tokens = _read("tokens", "Tokens (or samples, see token_unit) counted so far. Any thread.")
+    token_unit = _read("token_unit", "What a counted batch holds: 'tokens' or 'samples'.")
+    step_series = _read("step_series", "Tokens per step and the time of each step (a sink's reads).")
+    series = _read("registry.series", "The run's series by name (a dict that never changes size: iterate freely).")
+
+    # -- series provenance -----------------------------------------------------------------------------------
+    def describe_series(self, name: str, entry: dict[str, Any], *, replace: bool = True) -> None:
+        """Set the provenance of series ``name`` (the passport's ``series_info``; ``replace=False`` keeps one
+        already there)."""
+        self._m.registry.describe(name, entry, replace=replace)
+
+    def annotate_series(self, name: str, key: str, text: str) -> None:
+        """Add ``text`` under ``key`` of series ``name``'s provenance, after "; " when another is there (once; nothing
+        when the series has no entry). In place: a passport section may still annotate the passport's
+        ``series_info``."""
+        info = self._m.series_info.get(name)
+        if isinstance(info, dict) and text not in str(info.get(key) or ""):
+            info[key] = "; ".join(n for n in (info.get(key), text) if n)
+
+    @property
+    def series_info(self) -> Mapping[str, Any]:
+        """Series name -> its source and provenance, read-only (write with describe_series)."""
+        return MappingProxyType(self._m.series_info)
+
+    # -- phases ----------------------------------------------------------------------------------------------
+    @property
+    def phases(self) -> PhaseReadings:
+        """The phase clock, read-only."""
+        return PhaseReadings(self._m.phases)
+
+    def watch_training(self, ext: Any) -> None:
+        """Send ``ext`` ``on_phase("train", "begin", t_s)`` at the next training activity the probes see."""
+        self._m.dispatch.watch_training(ext)
+
+    def unwatch_training(self, ext: Any) -> None:
+        """Stop sending ``ext`` training activity."""
+        self._m.dispatch.unwatch_training(ext)
+
+    # -- faults, the report worker, the model ----------------------------------------------------------------
+    def note_warning(self, message: str) -> None:
+        """Add ``message`` to the run's warnings without a Python warning (a merged launch's summary)."""
+        self._m.faults.note(message)
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """The run's warnings so far. Any thread."""
+        return tuple(self._m.warnings)
+
+    warnings_suppressed = _read("warnings_suppressed", "Warnings past the cap, counted only.")
+    worker = _read("worker", "The report worker: per-point report work (core/report_worker.py). Any thread.")
+    process_memory = _read("process_memory", "The node's memory and thread CPU board (core/memory.py): the node "
+                           "sampler's thread posts it, the report and the overhead wing read it.")
+
+    def explicit_step(self, source: str, model: Any = None, samples: int | None = None) -> None:
+        """Count one optimizer step a framework made (core/explicit_steps.py ``explicit_step``). Training thread."""
+        from trainmeter.core.explicit_steps import explicit_step
+
+        explicit_step(self._m, source, model, samples)
+
+    model_ref = _read("model_ref", "Weakref to the trained root module (after the first optimizer step), or None.")
+    probes = _read("probes", "The torch probes (core/probes.py), or None without torch or before the start.")
+    params = _read("params", "Parameter counts of the trained model (empty until found).")
+
+    # -- the run, read-only ----------------------------------------------------------------------------------
+    options = _read("options", "The run's validated options (trainmeter.options.MonitorOptions).")
+    run_dir = _read("run_dir", "The run folder, or None for a run in memory.")
+    status = _read("status", "starting, running, then the end status.")
+    started_at = _read("lifecycle.started_at", "UTC ISO time of the start.")
+    ended_at = _read("lifecycle.ended_at", "UTC ISO time of the end.")
+    error = _read("lifecycle.error", "A failed run's exception, as text.")
+    exit_code = _read("lifecycle.exit_code", "A failed run's SystemExit code.")
+    series_dropped = _read("series_dropped", "New series names refused past max_series (the passport's).")
+    series_dropped_names = _read("series_dropped_names", "The first of them.")
+    queue_dropped = _read("queue_dropped", "Emits from other threads dropped (the passport's).")
+    record_sink = _read("record_sink", "The run's record sink (core/sink.py), or None in memory.")
+
+    # -- the last report (sinks) -----------------------------------------------------------------------------
+    reports = _read("reports", "Reports made so far.")
+    interval = _read("interval", "The last report's IntervalSummary (a training-thread wing's, a sink's).")
+    session = _read("session", "The last report's SessionSummary.")
+    memory = _read("memory", "The last report's memory sample.")
+    text_line = _read("text_line", "The last text line.")
+
+    # -- what the sinks fan out over the wings (each guarded by the dispatcher) ------------------------------
+    def text_fields(self) -> list[dict[str, Any]]:
+        """Each wing's text-line fields, in order (the record sink's text line)."""
+        return self._m.dispatch.text_fields()
+
+    def passport_sections(self, passport: dict[str, Any]) -> None:
+        """Add each wing's section and derivations to ``passport`` (the record sink, at the end)."""
+        self._m.dispatch.passport(passport)
+
+    def collect(self, event: str) -> list[Any]:
+        """Every wing's answer to the read-only widget event ``event`` (``PUBLISHER_EVENTS``), flattened."""
+        if event not in PUBLISHER_EVENTS:
+            raise ValueError(f"not a publisher event: {event!r}")
+        return self._m.dispatch.collect(event)
+
+    def progress_bar(self, recent: Any = None) -> dict[str, Any] | None:
+        """The header's progress bar: the first wing's that is not ``None``."""
+        return self._m.dispatch.first("progress_bar", recent)
+
+
+PUBLISHED = frozenset(n for n in vars(RunContext) if not n.startswith("_"))  # tests/test_layout.py checks against it
