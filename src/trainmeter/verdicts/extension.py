@@ -51,8 +51,7 @@ class Verdicts(ExtensionBase):
         """Feed one report's loss points, then its numbers (the report worker's thread)."""
         engine = self.engine
         for name, steps, values in points:
-            for step, value in zip(steps, values, strict=False):
-                engine.add_loss(step, value, name)
+            engine.add_losses(steps, values, name)
         engine.add_report(report)
 
     def _gpus(self) -> dict[int, dict[str, float | None]]:
