@@ -227,11 +227,14 @@ def monitored(train: Callable[..., int], root: str, interval_s: float, steps: in
         t1 = time.perf_counter()
         wall_s = t1 - t0
     pub.close()
+    widget.close()  # its comm closes now, not in __del__ at the interpreter's exit
+    time.sleep(0.2)
+    held = sorted(th.name for th in threading.enumerate() if th.name.startswith(OURS) and th.is_alive())
     if steady:
         steady = {"wall_s": t1 - steady["t"], "cpu": {tid: cpu - steady["cpu"].get(tid, 0.0) for tid, cpu in after.items()}}
     live_bytes = sum(n for _, k, n in wire.log if k != "open")
     return {"wall_s": wall_s, "steps": done, "main_tid": main_tid, "names": named.names, "bytes": live_bytes,
-            "cpu": {tid: cpu - before.get(tid, 0.0) for tid, cpu in after.items()}, "steady": steady}
+            "cpu": {tid: cpu - before.get(tid, 0.0) for tid, cpu in after.items()}, "steady": steady, "held": held}
 
 
 def bare(train: Callable[..., int], steps: int, seconds: float | None) -> dict[str, Any]:
@@ -254,6 +257,7 @@ def cpu_mode(seconds: float, interval_s: float, pairs: int, loop: str) -> None:
     ours_total: dict[str, list[float]] = {p: [] for p in parts}
     main_bare: list[float] = []
     bytes_s: list[float] = []
+    held: set[str] = set()
     for i in range(pairs):
         with tempfile.TemporaryDirectory() as root:
             arms = ("monitored", "bare") if i % 2 == 0 else ("bare", "monitored")
@@ -264,6 +268,7 @@ def cpu_mode(seconds: float, interval_s: float, pairs: int, loop: str) -> None:
                     continue
                 r = monitored(train, root, interval_s, 10**9, seconds)
                 bytes_s.append(r["bytes"] / r["wall_s"])
+                held.update(r["held"])
                 print(f"  run {i + 1}: monitored {r['wall_s']:.1f} s, {r['steps']} steps", file=sys.stderr)
                 for part, got in (("whole", r), ("steady", r["steady"])):
                     if not got:
@@ -297,6 +302,7 @@ def cpu_mode(seconds: float, interval_s: float, pairs: int, loop: str) -> None:
           f"{cell(main_mon['steady'], '.0f'):>24}")
     print(f"  {'training thread, bare':<32} {cell(main_bare, '.0f'):>24}")
     print(f"  widget bytes/s on the wire: {statistics.median(bytes_s):,.0f}")
+    print(f"  our threads alive 0.2 s after the run and the widget's close: {', '.join(sorted(held)) or 'none'}")
 
 
 def wall_mode(steps: int, interval_s: float, pairs: int, loop: str) -> None:
