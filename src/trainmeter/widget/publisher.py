@@ -29,7 +29,7 @@ from trainmeter.widget.view_model import build_state, facts_from_monitor
 from trainmeter.widget.x_axis import XMap
 
 TICK_S = 0.5
-STATE_INTERVAL_S = 1.0  # the state with the once-a-second live figures: a build costs ~1.5 ms (issue 37)
+STATE_INTERVAL_S = 1.0  # with the once-a-second live figures: a build costs ~1.5 ms (docs/spec.md section 20, threads)
 MARIMO_KEYFRAME_S = (2.0, 32.0)  # marimo answers no hello while the cell runs (Publisher.show): first, longest
 MAX_MESSAGES_PER_S = 20
 HISTORY_POINTS_TOTAL = 6000
