@@ -14,8 +14,9 @@ Modes:
   ``threading.enumerate()``), ours summed, the training thread's CPU ms per wall second monitored and bare, and the
   publisher's bytes/s.
 - ``wall``: the quickstart cell's ``--steps`` steps, bare and monitored side by side, ``--pairs`` pairs (order
-  alternating): the wall seconds of each and the ratio monitored/bare per pair and its median. A side-by-side
-  figure on a shared machine, not a timed assert.
+  alternating): the wall seconds of each, the ratio monitored/bare per pair and its median, and the same ratio of
+  the training thread's CPU seconds (less moved by other jobs on a shared machine). A side-by-side figure, not a
+  timed assert.
 
 Usage (the repository root on ``PYTHONPATH`` with ``src``)::
 
@@ -308,19 +309,25 @@ def cpu_mode(seconds: float, interval_s: float, pairs: int, loop: str) -> None:
 def wall_mode(steps: int, interval_s: float, pairs: int, loop: str) -> None:
     train = LOOPS[loop]()
     train(50)
-    ratios = []
+    ratios, cpu_ratios = [], []
     for i in range(pairs):
         with tempfile.TemporaryDirectory() as root:
-            if i % 2 == 0:
-                b = bare(train, steps, None)["wall_s"]
-                mon = monitored(train, root, interval_s, steps, None)["wall_s"]
-            else:
-                mon = monitored(train, root, interval_s, steps, None)["wall_s"]
-                b = bare(train, steps, None)["wall_s"]
+            runs = {}
+            for arm in (("bare", "monitored") if i % 2 == 0 else ("monitored", "bare")):
+                if arm == "bare":
+                    b = bare(train, steps, None)
+                    runs[arm] = (b["wall_s"], b["main_cpu_s"])
+                else:
+                    r = monitored(train, root, interval_s, steps, None)
+                    runs[arm] = (r["wall_s"], r["cpu"].get(r["main_tid"], 0.0))
+        (b, b_cpu), (mon, mon_cpu) = runs["bare"], runs["monitored"]
         ratios.append(mon / b)
-        print(f"  pair {i + 1}: bare {b:.2f} s, monitored {mon:.2f} s, ratio {mon / b:.3f}")
-    print(f"wall ratio monitored/bare, {steps} steps, --interval {interval_s:g}: median {statistics.median(ratios):.3f} "
-          f"[{' '.join(f'{r:.3f}' for r in ratios)}]")
+        cpu_ratios.append(mon_cpu / b_cpu)
+        print(f"  pair {i + 1}: bare {b:.2f} s ({b_cpu:.2f} s CPU), monitored {mon:.2f} s ({mon_cpu:.2f} s CPU), "
+              f"wall ratio {mon / b:.3f}, training thread's CPU ratio {mon_cpu / b_cpu:.3f}")
+    print(f"{loop} loop, {steps} steps, --interval {interval_s:g}: wall ratio monitored/bare median "
+          f"{statistics.median(ratios):.3f} [{' '.join(f'{r:.3f}' for r in ratios)}]; the training thread's CPU "
+          f"ratio median {statistics.median(cpu_ratios):.3f} [{' '.join(f'{r:.3f}' for r in cpu_ratios)}]")
 
 
 def main() -> None:
@@ -339,6 +346,9 @@ def main() -> None:
         cpu_mode(args.seconds, args.interval or 10.0, args.pairs or 1, args.loop)
     else:
         wall_mode(args.steps, args.interval or 5.0, args.pairs or 3, args.loop)
+    import ipywidgets
+
+    ipywidgets.Widget.close_all()  # their comms close now, not in __del__ at the interpreter's exit
 
 
 if __name__ == "__main__":
