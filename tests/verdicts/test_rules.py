@@ -134,3 +134,30 @@ def test_one_low_sm_sample_is_not_a_verdict() -> None:
 def test_each_kind_fires_once() -> None:
     engine = clean_run(loss=lambda s, v: math.nan if s % 1000 == 0 else v)
     assert [v.kind for v in engine.verdicts] == ["loss_nonfinite"]
+
+
+def _inside(engine: VerdictEngine) -> str:
+    return repr((list(engine._losses), engine._spike.n, engine._spike.first_step, engine._spike_ref, engine._since_ref,
+                 engine.verdicts))
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_add_losses_is_add_loss_on_each_point(seed) -> None:
+    """The report worker's batch feed leaves the engine as one add_loss per point would: NaN, inf, spikes,
+    reference updates and streaks across the batches' edges (docs/spec.md section 20)."""
+    rng = random.Random(seed)
+    values = []
+    for _ in range(rng.choice([60, 400, 3000])):
+        v = 1.0 + rng.gauss(0, rng.choice([0.0, 0.001, 0.1]))
+        r = rng.random()
+        values.append(math.nan if r < 0.003 else math.inf if r < 0.006 else 1e308 if r < 0.0065
+                      else 1.0 + rng.choice([1, 10, 1000]) * rng.random() if r < 0.02 else v)
+    each, batched = VerdictEngine(), VerdictEngine()
+    i = 0
+    while i < len(values):
+        k = rng.randint(1, 400)
+        for step, value in enumerate(values[i:i + k], start=i + 1):
+            each.add_loss(step, value)
+        batched.add_losses(list(range(i + 1, i + 1 + len(values[i:i + k]))), values[i:i + k])
+        assert _inside(batched) == _inside(each)
+        i += k

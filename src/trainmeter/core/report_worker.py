@@ -1,26 +1,13 @@
-"""The report worker: one thread of ours that runs the wings' per-point report work off the training thread.
+"""The report worker: one thread of ours that runs the wings' per-point report work off the training thread
+(docs/spec.md section 20, "Reports and the report worker": jobs in submission order, folds while it has no job,
+the drain at the end).
 
-At a report a wing takes its new points (slices of the series, copied in C) and hands the work on them (the
-verdicts' loss rules, the curves' decimation) to :class:`ReportWorker` as a job; the training thread goes on at
-once (docs/spec.md section 20). Jobs run in the order they were submitted, each wing's state touched only by
-the worker from then on, so every result is the one the training thread would have computed, only later. At
-the end the final report waits for the jobs still queued (:meth:`ReportWorker.drain`, bounded by
-``DRAIN_TIMEOUT_S``), so the passport holds every point. A wing may also register a fold to run ahead
-(:meth:`ReportWorker.every`): the worker runs it every ``fold_every_s`` while it has no job, so a fold that
-a report must finish itself (the loss EMA the text line shows) has little left to do then. A run folds every
-quarter of its report interval, within ``FOLD_EVERY_S`` .. ``MAX_FOLD_EVERY_S`` (:func:`fold_every_s`): each
-wake-up of this thread takes the GIL from the training thread once (docs/spec.md section 20).
-
-Bounded: at most ``MAX_JOBS`` jobs wait; a submit past that waits for the worker up to ``STUCK_AFTER_S`` and
-then declares it stuck (the queued jobs are dropped, their wings' work stops, a warning says so). A job that
-raises disables that job's owner (later jobs of the owner are skipped) and is reported once through
-``on_fault``. A job that submits a job runs it at once (it comes after every job queued before its own). With ``threaded=False`` (runs driven by a fake clock: tests) each job runs at once in the
-submitter's thread.
-
-Around a fork (docs/spec.md section 19, fork safety) the forking thread calls :meth:`hold_for_fork`: it waits a
-bounded time for the running job to end and holds the worker's lock so that none begins; the parent then calls
-:meth:`release_after_fork`, the child :meth:`reset_in_child`, which names the owner whose job was still under way
-(its wing's state may be half-updated in the child's copy).
+Bounded: at most ``MAX_JOBS`` jobs wait; a submit past that waits up to ``STUCK_AFTER_S``, then declares the worker
+stuck (the queued jobs dropped, their wings' work stopped, a warning). A job that raises disables its owner's later
+jobs and is reported once through ``on_fault``; a job that submits a job runs it at once. ``threaded=False`` (a fake
+clock: tests) runs each job at once in the submitter's thread. Around a fork (section 19) the forking thread calls
+:meth:`ReportWorker.hold_for_fork`, then the parent :meth:`~ReportWorker.release_after_fork` and the child
+:meth:`~ReportWorker.reset_in_child` (which names the owner whose job was under way).
 
 Thread safety: :meth:`submit`, :meth:`drain` and :meth:`close` from any thread; jobs run on the worker thread
 (started at the first job, again after a fork) one at a time.

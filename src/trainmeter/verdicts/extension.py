@@ -51,8 +51,7 @@ class Verdicts(ExtensionBase):
         """Feed loss points (a report's, or a drain's between reports: the report worker's thread)."""
         engine = self.engine
         for name, steps, values in points:
-            for step, value in zip(steps, values, strict=False):
-                engine.add_loss(step, value, name)
+            engine.add_losses(steps, values, name)
 
     def _gpus(self) -> dict[int, dict[str, float | None]]:
         gpu = self._m.extension("gpu") if self._m is not None else None

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from trainmeter.sizes import format_bytes, format_number, format_rate
@@ -156,6 +156,32 @@ class VerdictEngine:
                        f"on {CONSECUTIVE} points in a row).")
         if self._spike.n == 0:
             self._losses.append(value)
+
+    def add_losses(self, steps: Sequence[int], values: Sequence[float], name: str = "train_loss") -> None:
+        """A report's loss points in step order (the report worker): what :meth:`add_loss` on each does, with the
+        points that only join the window (finite, below the spike threshold, no streak under way) taken a run at
+        a time up to the next reference update, in C (docs/spec.md section 20)."""
+        i, n = 0, len(values)
+        losses = self._losses
+        while i < n:
+            fired = self.fired("loss_spike")
+            if not fired and (self._spike.n or len(losses) < SPIKE_MIN_POINTS):
+                self.add_loss(steps[i], values[i], name)
+                i += 1
+                continue
+            end = n if fired else max(i, min(n, i + REF_EVERY - 1 - self._since_ref))  # the next point updates the reference
+            run = values[i:end]
+            if run and not math.isfinite(sum(run)):  # a NaN or inf in it (or a sum past 1e308): to the first one
+                run = run[:next((k for k, v in enumerate(run) if not math.isfinite(v)), len(run))]
+            if not fired:
+                median, sigma = self._spike_ref
+                run = run[:next((k for k, v in enumerate(run) if (v - median) / sigma > SPIKE_Z), len(run))]
+                self._since_ref += len(run)
+            losses.extend(run)
+            i += len(run)
+            if i < n:
+                self.add_loss(steps[i], values[i], name)
+                i += 1
 
     # -- reports --------------------------------------------------------------------------
     def add_report(self, r: ReportPoint) -> None:

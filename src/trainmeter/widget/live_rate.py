@@ -1,19 +1,9 @@
 """Recent throughput from the step series: the live tiles' and chart's rate, about once a second.
 
-The run log's figures come at reports (``--interval``, 10 s by default); the dashboard's rate tile, ETA and throughput
-line must move at a human pace instead. :class:`RecentRate` keeps the steps of the last ``window_s`` seconds (time and
-tokens of each, read from ``monitor.step_series`` by the publisher) and gives
-
-    recent rate = tokens of the steps in the window / (time of the last step - time of the step before the window)
-
-a sliding-window mean: it is the smoothed line (no per-report spike), the last
-partial window is merged into a full-length one, and the window ends at the
-last *step*, not at "now", so an interrupt or a pause draws no cliff to 0. It is
-wall-clock time (every phase counts), labelled so. The training-only rate over the
-*same* window divides the same tokens by the training seconds between the window's
-two ends, read from the phase clock's samples (:meth:`RecentRate.note_clock`, once a
-second, linearly interpolated at the two step times), so it is never below the
-wall-clock one. Publisher thread only.
+:class:`RecentRate` keeps the steps of the last ``window_s`` seconds (time and tokens of each, read from
+``monitor.step_series`` by the publisher) and gives their sliding-window mean, ending at the last step, and the
+training-only rate over the same window from the phase clock's samples (:meth:`RecentRate.note_clock`):
+docs/protocol.md section 1, "Refresh". Publisher thread only.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """The widget publisher: the one thread that writes to a live run's widget (docs/protocol.md section 2).
 
 ``attach_widget`` (widget/attach.py) shows the widget and starts a :class:`Publisher`; twice a second it sends at
-most one message with what changed, 20 messages/s at most ("What goes when"). ``close()`` at the cell's end sends the
+most one message with what changed (new points; the state once a second, with the live figures), 20 messages/s at
+most ("What goes when"). ``close()`` at the cell's end sends the
 final state and history and puts the static dashboard in place of the live view (section 4). Nothing here raises into
 the user's code. The thread runs in a copy of the cell's ``contextvars`` context, so ipykernel 7 (which keeps the
 parent header in context variables) tags its messages with the cell's request, as ipykernel 6 does by itself.
@@ -28,7 +29,7 @@ from trainmeter.widget.view_model import build_state, facts_from_monitor
 from trainmeter.widget.x_axis import XMap
 
 TICK_S = 0.5
-STATE_INTERVAL_S = 0.5
+STATE_INTERVAL_S = 1.0  # with the once-a-second live figures: a build costs ~1.5 ms (docs/spec.md section 20, threads)
 MARIMO_KEYFRAME_S = (2.0, 32.0)  # marimo answers no hello while the cell runs (Publisher.show): first, longest
 MAX_MESSAGES_PER_S = 20
 HISTORY_POINTS_TOTAL = 6000

@@ -42,8 +42,8 @@ from trainmeter.widget.look import (
     STATUS_COLOURS,
     WARNING_COLOUR,
 )
-from trainmeter.widget.ticks import linear_ticks, log_ticks
 from trainmeter.widget.snapshot_tiles import format_tile, tiles_html  # noqa: F401  (format_tile: re-exported)
+from trainmeter.widget.ticks import linear_ticks, log_ticks
 
 CHART_POINTS = 240
 CHART_W, CHART_H = 360, 170
