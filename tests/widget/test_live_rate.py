@@ -86,3 +86,21 @@ def test_the_eta_from_the_smoothed_pace_counts_down_about_a_second_per_second_de
     assert t == 120 and all(b < a + 1.0 for a, b in zip(late, late[1:], strict=False)), late  # never up by > 1 s
     steps_down = [a - b for a, b in zip(late, late[1:], strict=False)]
     assert max(steps_down) < 6.0, steps_down  # no jump of many seconds between two samples
+
+
+def test_a_fast_run_holds_a_bounded_window_and_counts_every_step_in_it():
+    """60k steps/s for 30 s: the window holds at most MAX_WINDOW_ENTRIES (+ one tick) entries; the steps and tokens
+    it counts are exactly those after its first step's end."""
+    from trainmeter.widget.live_rate import MAX_WINDOW_ENTRIES
+
+    r, rate, tick = RecentRate(window_s=10.0), 60_000, 30_000  # a publisher tick of 0.5 s
+    times = [(i + 1) / rate for i in range(30 * rate)]
+    tokens = [1 + i % 7 for i in range(30 * rate)]
+    for lo in range(0, len(times), tick):
+        r.extend(times[lo:lo + tick], tokens[lo:lo + tick])
+        assert r.held_entries <= MAX_WINDOW_ENTRIES + tick
+    f = r.figures()
+    start_s = f.t_s - f.window_s
+    inside = [i for i, t in enumerate(times) if t > start_s]
+    assert f.window_steps == len(inside) and f.window_tokens == sum(tokens[i] for i in inside)
+    assert f.steps_per_s == pytest.approx(rate, rel=1e-3) and f.window_s == pytest.approx(10.0, abs=1e-3)

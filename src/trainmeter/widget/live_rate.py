@@ -15,6 +15,10 @@ from dataclasses import dataclass
 from itertools import accumulate, islice
 
 RECENT_WINDOW_S = 10.0
+MAX_WINDOW_ENTRIES = 4096
+"""Most entries the window holds: past it, the steps of each ``window_s / (MAX_WINDOW_ENTRIES // 2)`` cell of time are
+folded into one entry (the last step's time, cumulative tokens and steps), so a fast run's window is bounded; counts
+stay exact and the window still starts at a step's end (docs/spec.md section 18)."""
 PACE_TAU_S = 20.0  # time constant of the ETA's smoothed pace (an EMA of the recent rate, per second of steps)
 
 
@@ -64,8 +68,10 @@ class RecentRate:
         # thousands of steps a tick): seconds at each step's end, cumulative tokens (integers: exact sums)
         self._times: list[float] = []
         self._cum: list[float] = []
+        self._steps: list[int] = []  # cumulative steps at each entry (an entry is one step until the window folds)
         self._base = 0.0  # cumulative tokens before the window
-        self._before: tuple[float, float] | None = (0.0, 0.0)  # (t_s, tokens) of the step just before the window
+        self._steps_base = 0  # cumulative steps before the window
+        self._before: tuple[float, float] | None = (0.0, 0.0)  # (t_s, tokens) of the entry just before the window
         self._clock: deque[tuple[float, float]] = deque([(0.0, 0.0)])  # (session s, training s) samples
         self._pace: tuple[float, float, float] | None = None  # (t_s, steps/s, tokens/s) of the smoothed pace
 
@@ -74,15 +80,34 @@ class RecentRate:
         k = min(len(times_s), len(tokens))
         if k == 0:
             return
-        times, cum = self._times, self._cum
+        times, cum, steps = self._times, self._cum, self._steps
+        last_step = steps[-1] if steps else self._steps_base
         times.extend(map(float, times_s[:k]))
         cum.extend(islice(accumulate(map(float, tokens[:k]), initial=cum[-1] if cum else self._base), 1, None))
+        steps.extend(range(last_step + 1, last_step + k + 1))
         cut = min(bisect_left(times, times[-1] - self.window_s), len(times) - 1)  # the first step in the window
         if cut > 0:
             previous = cum[cut - 2] if cut > 1 else self._base
             self._before = (times[cut - 1], cum[cut - 1] - previous)
-            self._base = cum[cut - 1]
-            del times[:cut], cum[:cut]
+            self._base, self._steps_base = cum[cut - 1], steps[cut - 1]
+            del times[:cut], cum[:cut], steps[:cut]
+        if len(times) > MAX_WINDOW_ENTRIES:
+            self._fold()
+
+    @property
+    def held_entries(self) -> int:
+        """Entries the window holds now (at most :data:`MAX_WINDOW_ENTRIES` after an ``extend``'s fold)."""
+        return len(self._times)
+
+    def _fold(self) -> None:
+        """Keep the last entry of each cell of time (and the last entry): the window's bound."""
+        cell_s = self.window_s / (MAX_WINDOW_ENTRIES // 2)
+        keys = [int(t // cell_s) for t in self._times]
+        keep = [i for i in range(len(keys) - 1) if keys[i] != keys[i + 1]]
+        keep.append(len(keys) - 1)
+        self._times = [self._times[i] for i in keep]
+        self._cum = [self._cum[i] for i in keep]
+        self._steps = [self._steps[i] for i in keep]
 
     def note_clock(self, session_s: float, train_s: float) -> None:
         """Add a phase-clock sample: session seconds now and training-only seconds so far."""
@@ -118,7 +143,7 @@ class RecentRate:
         if span <= 0:
             return None
         tokens = self._cum[-1] - self._base
-        steps = len(self._times)
+        steps = self._steps[-1] - self._steps_base
         end, start = self.train_s_at(t_last), self.train_s_at(self._before[0])
         train_s = None if end is None or start is None else min(span, end - start)
         train_rate = tokens / train_s if train_s is not None and train_s > 0 else None
