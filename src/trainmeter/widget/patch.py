@@ -70,15 +70,9 @@ def apply(state: Any, ops: list[Op]) -> Any:
 
 
 class Revisions:
-    """The state a front end holds, numbered: each new state is sent as a patch of the last (docs/protocol.md).
-
-    Args:
-        start: The state the front end starts from (the traitlet's; its ``rev``, else 0).
-
-    Attributes:
-        rev: The revision of the last state noted.
-        full: The last state noted, whole, with its ``rev`` (replaced, never mutated: any thread may read it).
-    """
+    """The state a front end holds, numbered from ``start``'s ``rev`` (else 0): each new state is sent as a patch of
+    the last (docs/protocol.md). ``full``: the last state noted, whole, with its ``rev`` (replaced, never mutated:
+    any thread may read it)."""
 
     def __init__(self, start: dict[str, Any]) -> None:
         self.last = dict(start)

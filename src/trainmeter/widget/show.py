@@ -1,10 +1,7 @@
 """``tm.display()``: show the live run's dashboard again, or replay a saved run (docs/spec.md section 12).
 
-``display()`` is another view of the live run's widget (after the run, the static dashboard, re-mounted live);
-``display(run_or_path)`` the static dashboard of a saved run (state from the passport, history decimated from
-``events.jsonl``) plus a widget model that draws the interactive one in its place while the kernel lives. No
-widget-view output is ever saved for a finished run. In marimo both show the widget object (widget/host.py);
-outside IPython and marimo (a script, a terminal) it prints the text summary instead.
+A replay is the static dashboard (state from the passport, history decimated from ``events.jsonl``) that a widget
+model re-mounts live while the kernel lives; marimo gets the widget object; a script the text summary.
 """
 
 from __future__ import annotations
@@ -107,15 +104,8 @@ def replay_columns(events: Iterable[Record], *, budget_points: int = DEFAULT_BUD
 
 
 def replay(run_or_path: Run | str | Path) -> tuple[dict[str, Any], list[SeriesColumns], bytes]:
-    """``(state, columns, history frame)`` of a saved run.
-
-    The run log is read once, streaming, at most ``REPLAY_MAX_BYTES`` of it (:mod:`trainmeter.record.safe_read`); only
-    the records the facts need are kept. A damaged run (a file refused, records of the wrong types) replays as
-    ``unfinished`` with the reason among its warnings, never an error.
-
-    Raises:
-        FileNotFoundError: When the path holds no run.
-    """
+    """``(state, columns, history frame)`` of a saved run, its log streamed once (at most ``REPLAY_MAX_BYTES``). A
+    damaged run replays as ``unfinished`` with the reason among its warnings; ``FileNotFoundError``: no run there."""
     run = run_or_path if isinstance(run_or_path, Run) else load(run_or_path)
     read = ReadStats()
     passport = dict(run.passport)
@@ -232,11 +222,9 @@ def display(run_or_path: Run | str | Path | None = None, *, follow: bool = False
     """Show the live run's dashboard (no argument) or replay a saved run.
 
     Args:
-        run_or_path: ``None`` for the run in progress (or the last one shown in this
-            kernel); a :class:`~trainmeter.record.runs.Run`, a run folder, or its
-            ``passport.json``/``events.jsonl`` to replay a saved run.
-        follow: Follow a run another process is writing until it ends
-            (``trainmeter.ranks.watch``); with no ``run_or_path``, the newest live run.
+        run_or_path: ``None`` for the run in progress (or the last one shown in this kernel); a
+            :class:`~trainmeter.record.runs.Run`, a run folder, or its ``passport.json``/``events.jsonl`` to replay.
+        follow: Follow a run another process is writing until it ends; with no ``run_or_path``, the newest live run.
 
     Raises:
         FileNotFoundError: When ``run_or_path`` holds no run.

@@ -1,7 +1,4 @@
-"""The static snapshot's tiles (widget/snapshot.py): the values as the live tiles print them, in a table.
-
-A tile that does not apply on this machine (``not_here``: no GPU, no power reading)
-is folded into one line that says why, as js/src/tiles.ts folds it. Pure functions.
+"""The static snapshot's tiles (widget/snapshot.py), as the live tiles print and fold them (js/src/tiles.ts). Pure.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""Kernel subshells (ipykernel 7) and JupyterLab's comms-over-subshells setting, as the doctor reports them.
+"""Kernel subshells (ipykernel 7) and JupyterLab's ``commsOverSubshells`` setting, as the doctor reports them.
 
-The widget's messages are handled while a cell runs only when the kernel has subshells and the front end sends
-comms over them (JupyterLab 4.4's ``commsOverSubshells``, default ``perCommTarget``). The setting lives in the
-front end, so this reads the settings files JupyterLab would (user settings, this environment's
-``overrides.json``); a remote front end's setting is not visible. Reads files only; never raises.
+The setting is read from the files JupyterLab would read (a remote front end's is not visible). Never raises.
 """
 
 from __future__ import annotations
@@ -63,14 +60,9 @@ def _lab_setting(paths: Sequence[str]) -> tuple[str, str] | None:
 
 def subshell_findings(version_of: Callable[[str], str | None], shell: Any, env: Any,
                       lab_settings: Sequence[str] | None) -> list[Finding]:
-    """Two findings: ``kernel subshells`` (ipykernel 7) and ``comms over subshells`` (JupyterLab's setting).
-
-    Args:
-        version_of: Distribution name -> version, or ``None`` when not installed.
-        shell: The IPython shell, or ``None``.
-        env: ``os.environ`` (``JUPYTERLAB_SETTINGS_DIR``).
-        lab_settings: Settings files to search; default the user settings and this environment's overrides.
-    """
+    """Two findings: ``kernel subshells`` (ipykernel 7) and ``comms over subshells`` (JupyterLab's setting, searched
+    in ``lab_settings``, default the user settings and this environment's overrides); ``version_of``: distribution
+    name -> version or ``None``; ``env``: ``os.environ``."""
     version = version_of("ipykernel")
     major = _major(version) if version else None
     kernel = getattr(shell, "kernel", None)
