@@ -1,11 +1,8 @@
 """The run log's column records encoded ahead: the report worker turns a series' new points into JSON between reports.
 
-Encoding a report's ``steps``/``series`` records is most of a steady report's cost; the report worker encodes the
-points since the log's cursor in pieces while the run trains, and the report encodes only the rest and joins them:
-byte for byte the line :meth:`~trainmeter.record.runlog.RunLog.append` writes (docs/spec.md section 20). A piece
-is used only while the cursor it started from holds and nothing past it was trimmed; else the record is encoded
-whole. Thread safety: :meth:`ColumnLines.encode_ahead` on the worker, :meth:`ColumnLines.line` at reports; each
-entry is an immutable tuple replaced whole.
+The report joins them with the rest, byte for byte the line ``RunLog.append`` writes (docs/spec.md section 20); a
+piece is used only while its cursor holds and nothing past it was trimmed. :meth:`ColumnLines.encode_ahead` on the
+worker, :meth:`ColumnLines.line` at reports; each entry is an immutable tuple replaced whole.
 """
 
 from __future__ import annotations

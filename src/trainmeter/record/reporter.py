@@ -1,7 +1,6 @@
 """The report sinks: the run log's columns and interval record, the text line, the closing line.
 
-Called through :class:`~trainmeter.record.recorder.RunRecorder` at each report: on the training thread, or for a
-steady report on the report worker, up to the series' ends at the report (docs/spec.md section 20).
+Training thread, or the report worker for a steady report, up to the series' ends (docs/spec.md section 20).
 """
 
 from __future__ import annotations
@@ -30,12 +29,8 @@ def _upto(read: tuple[int, list[int], list[float], list[float]], stop: int | Non
 
 def write_columns(log: RunLog, cursors: dict[str, int], kind: str, series: Series | StepSeries,
                   ahead: ColumnLines | None = None, stop: int | None = None) -> int:
-    """Append the points of ``series`` since its cursor as one ``kind`` record and advance the cursor; how many
-    points past the cursor were trimmed before they could be written (0 unless writes failed long enough).
-
-    ``ahead``: join what the report worker encoded already (:mod:`~trainmeter.record.column_lines`, the same
-    bytes); ``stop``: only the points before that absolute position (a report written later by the worker).
-    """
+    """Append the points of ``series`` since its cursor (before absolute position ``stop``) as one ``kind`` record,
+    joined to what the worker encoded ``ahead``, and advance the cursor; how many points were trimmed unwritten."""
     start = cursors.get(series.name, 0)
     encoded = ahead.line(kind, series, start, stop) if ahead is not None else None
     if encoded is not None:
@@ -55,9 +50,8 @@ def write_columns(log: RunLog, cursors: dict[str, int], kind: str, series: Serie
 
 def write_interval(m: RunView, log: RunLog, cursors: dict[str, int], elapsed_s: float,
                    phases_s: dict[str, float], extra: dict[str, Any], ahead: ColumnLines | None = None) -> int:
-    """Write the columns since the last report and one ``interval`` record, then flush; the points trimmed before
-    they could be written (:func:`write_columns`). ``OSError`` when the log cannot be appended (``cursors`` then
-    holds positions not written)."""
+    """Write the columns since the last report and one ``interval`` record, then flush; the points trimmed unwritten.
+    ``OSError`` when the log cannot be appended (``cursors`` then holds positions not written)."""
     ends = getattr(m, "report_ends", None)  # a report written later (core.reports.ReportSnapshot): its ends
     stop = (lambda _name, _default=None: None) if ends is None else ends.get
     dropped = write_columns(log, cursors, "steps", m.step_series, ahead, stop(m.step_series.name))
@@ -81,9 +75,7 @@ def write_interval(m: RunView, log: RunLog, cursors: dict[str, int], elapsed_s: 
 
 
 def format_text(m: RunView) -> str:
-    """The text line of the last report (docs/spec.md section 7): ``mem`` the interval's peak CUDA allocated bytes /
-    device total, else RSS / host total; an extension's ``text_fields`` ``mfu`` and ``loss_ema`` in their places,
-    its other fields after."""
+    """The text line of the last report (docs/spec.md section 7)."""
     interval = m.interval
     mem = None
     total = None

@@ -1,6 +1,6 @@
-"""The run log's writer: an append-only ``events.jsonl``, flushed at every report (a killed kernel leaves a readable
-log up to the last interval); the JSON helpers of the record. Training thread only. The records and their reader
-are :mod:`trainmeter.record.events` (``read_events`` re-exported here).
+"""The run log's writer: an append-only ``events.jsonl``, flushed at every report; the record's JSON helpers.
+
+Training thread only. The records and their reader are :mod:`trainmeter.record.events`.
 """
 
 from __future__ import annotations
@@ -32,14 +32,8 @@ def clean(value: Any) -> Any:
 
 
 def json_lines(doc: dict[str, Any]) -> str:
-    """``doc`` as JSON with one top-level key a line, each value compact, non-finite floats as ``null``.
-
-    Parses to what ``json.dumps(clean(doc), indent=2)`` parses to, every value by json's C encoder (docs/spec.md
-    section 20); ``clean`` runs only for a non-finite value or an odd key (bool or ``None``: spelled ``str(key)``).
-
-    Raises:
-        TypeError: A value JSON cannot encode (as ``json.dumps`` raises it).
-    """
+    """``doc`` as JSON with one top-level key a line, each value compact, non-finite floats as ``null`` (parses to
+    ``json.dumps(clean(doc))``'s object; docs/spec.md section 20). ``TypeError``: a value JSON cannot encode."""
     encode = _STRICT.encode
     try:
         parts = []
@@ -72,12 +66,8 @@ def _spelled_keys(text: str) -> bool:
 
 
 class RunLog:
-    """Writes one JSON object per line to ``path`` (``<run dir>/events.jsonl``, created with its folder; ``OSError``
-    when it cannot be opened).
-
-    Records are buffered and written by :meth:`flush` as one append; a failed append (a full disk) is cut back to
-    the last complete line and the buffer dropped (the caller keeps what it must write again).
-    """
+    """Writes one JSON object per line to ``path`` (created with its folder), buffered until :meth:`flush`: one
+    append, cut back to the last whole line when it fails (a full disk)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
