@@ -1,9 +1,6 @@
 """``tm.display(path_or_run, follow=True)``: watch a run another process writes (docs/spec.md section 19).
 
-The run's log (or, for a launch without a parent, its lowest rank's) and every seat's, read with bounded tail reads
-(:mod:`trainmeter.ranks.follow`); only what the dashboard needs is kept and the widget's state rebuilt each poll.
-In a notebook a daemon thread updates the widget until the run ends or falls silent for ``idle_s``; elsewhere
-:func:`follow` prints one line per change in the caller's thread.
+In a notebook a daemon thread updates the widget until the run ends or falls silent; elsewhere one line per change.
 """
 
 from __future__ import annotations
@@ -24,12 +21,8 @@ IDLE_S = 600.0
 
 
 def resolve(run_or_path: Any = None, root: Path | None = None) -> Path:
-    """The run folder to follow: the one given, or the newest live run under ``root``.
-
-    Raises:
-        FileNotFoundError: When nothing is given and no run under the root grew in the last two minutes,
-            or the given path holds no run.
-    """
+    """The run folder to follow: the one given, or the newest live run under ``root`` (``FileNotFoundError``: none
+    grew in the last two minutes, or the path holds no run)."""
     from trainmeter.options import DEFAULT_RUN_ROOT
 
     if run_or_path is None:
@@ -50,12 +43,8 @@ def resolve(run_or_path: Any = None, root: Path | None = None) -> Path:
 
 
 class RunWatch:
-    """Incremental, bounded view of a run folder being written.
-
-    Args:
-        run_dir: The run folder.
-        max_bytes: Most bytes read per file per poll.
-    """
+    """Incremental, bounded view of a run folder being written (its log, else its lowest rank's, and every seat's;
+    ``max_bytes`` per file per poll)."""
 
     def __init__(self, run_dir: Path, max_bytes: int = MAX_READ_BYTES) -> None:
         from trainmeter.widget.show import ReplayFeed
@@ -146,11 +135,8 @@ class RunWatch:
 
 def follow(run_or_path: Any = None, *, poll_s: float = POLL_S, idle_s: float = IDLE_S,
            out: TextIO | None = None, shell: Any = None) -> RunWatch:
-    """Show a run another process writes, updating until it ends or falls silent for ``idle_s``; the watch.
-
-    Raises:
-        FileNotFoundError: When there is no such run (see :func:`resolve`).
-    """
+    """Show a run another process writes, updating until it ends or falls silent for ``idle_s``; the watch
+    (``FileNotFoundError``: see :func:`resolve`)."""
     watch = RunWatch(resolve(run_or_path))
     state = watch.poll()
     if shell is not None and type(shell).__name__ == "ZMQInteractiveShell":
