@@ -1,9 +1,6 @@
 """A run's curves, bounded: decimated losses and one row per report, saved as ``curves.json`` (docs/spec.md section 15).
 
-Losses are min/max-decimated to :data:`SERIES_BUDGET_POINTS` (:class:`~trainmeter.widget.decimate.Decimator`);
-report rows are thinned to every other (the latest kept) over :data:`MAX_REPORTS`; a loss point's tokens and seconds
-are interpolated by step. Filled by :class:`~trainmeter.comparison.extension.CurvesRecorder`, or from
-``events.jsonl`` (:func:`curves_from_events`). Not thread-safe: one thread fills it.
+Report rows are thinned to every other (the latest kept) over :data:`MAX_REPORTS`. One thread fills it.
 """
 
 from __future__ import annotations
@@ -75,13 +72,7 @@ class Curves:
 
 
 def write_curves(run_dir: Path, doc: dict[str, Any]) -> Path:
-    """Write ``curves.json`` atomically (non-finite floats as null); return its path.
-
-    A failure (a full disk) leaves no temporary file (docs/spec.md section 18).
-
-    Raises:
-        OSError: When the file cannot be written.
-    """
+    """Write ``curves.json`` atomically (non-finite floats as null; ``OSError`` leaves no temporary file); its path."""
     from trainmeter.record.runlog import clean, write_file_atomic
 
     path = run_dir / CURVES_FILE
@@ -94,13 +85,8 @@ def write_curves(run_dir: Path, doc: dict[str, Any]) -> Path:
 
 
 def curves_from_events(path: Path, max_bytes: int = MAX_LOG_BYTES) -> dict[str, Any]:
-    """Build the curves document from an ``events.jsonl`` (old or unfinished runs), streaming its first ``max_bytes``.
-
-    Only ``series`` and ``interval`` lines are parsed (``steps``, every step's tokens, is the bulk of the file).
-
-    Raises:
-        OSError: The log cannot be opened or is not a regular file (``safe_read.Damaged``).
-    """
+    """Build the curves document from an ``events.jsonl`` (old or unfinished runs), streaming its first ``max_bytes``
+    (only ``series`` and ``interval`` lines parsed); ``OSError`` (``Damaged``) when it cannot be read."""
     curves = Curves()
     for rec in iter_events(path, kinds=("series", "interval"), max_bytes=max_bytes):
         kind = rec.get("kind")

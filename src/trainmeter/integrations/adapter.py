@@ -20,18 +20,11 @@ MEASURED_TWICE = ("grad_norm",)  # also read by trainmeter from the same clip_gr
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Site:
-    """One patched call site: ``owner.attr`` in ``module`` (``owner`` ``""``: a module function), wrapped once the
-    module is imported.
-
-    Attributes:
-        tap: The library whose logging call this is (host patch ``taps``, ``--no-tap``), with ``extract``:
-            ``(args, kwargs) -> {name: scalar}``; ``""``: an entry point (``frameworks``, ``framework-<name>``).
-        logs: An entry point whose callback reads the framework's logs too (wrapped for the taps alone when its
-            adapter is switched off).
-        callbacks_at: Position of the callbacks argument after ``self`` (``-1``: none), ``callbacks_name`` its keyword.
-        fit: A fit (its control published, its steps compared); ``False``: the callback joins for the framework's
-            events alone (HF's ``evaluate`` outside ``train``).
-    """
+    """One patched call site: ``owner.attr`` in ``module`` (``owner`` ``""``: a module function). ``tap``: the library
+    whose logging call this is (``extract``: ``(args, kwargs) -> {name: scalar}``), ``""`` for an entry point;
+    ``logs``: an entry point whose callback reads the framework's logs too; ``callbacks_at``: position of the
+    callbacks argument after ``self`` (``-1``: none); ``fit``: ``False`` for a callback that joins for the
+    framework's events alone (HF's ``evaluate``)."""
 
     module: str
     owner: str
