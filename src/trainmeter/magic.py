@@ -1,7 +1,4 @@
-"""IPython magics: ``%%trainmeter`` (run a cell under the monitor) and ``%trainmeter VERB``.
-
-Flags are validated before anything runs; a bad flag raises ``UsageError`` naming the value and what is valid.
-"""
+"""IPython magics: ``%%trainmeter`` (run a cell under the monitor; flags validated first) and ``%trainmeter VERB``."""
 
 from __future__ import annotations
 
@@ -57,11 +54,7 @@ def help_text() -> str:
 
 
 def parse_flags(line: str) -> MonitorOptions:
-    """Parse and validate a ``%%trainmeter`` flag line.
-
-    Raises:
-        UsageError: Naming the bad flag or value and what is valid.
-    """
+    """Parse and validate a ``%%trainmeter`` flag line (``UsageError`` naming the bad flag or value, and what is valid)."""
     try:
         argv = shlex.split(line)
     except ValueError as exc:
@@ -196,8 +189,7 @@ def run_cell(shell: Any, cell: str, options: MonitorOptions) -> Any:
 
 
 def _cell_number(shell: Any) -> int:
-    """The running cell's execution count, as its traceback names it (``Cell In[N]``): the number IPython compiled the
-    calling cell under (IPython 8+ has already counted ``shell.execution_count`` on)."""
+    """The running cell's number as its traceback names it (``Cell In[N]``): the one IPython compiled it under."""
     names = getattr(shell.compile, "_filename_map", None) or {}
     frame = sys._getframe(1)
     while frame is not None:
@@ -228,8 +220,7 @@ class TextBlock:
 
 
 def load_ipython_extension(ipython: Any) -> None:
-    """Register the magics (``%load_ext trainmeter``) and import ahead what a monitored cell's start would
-    (:func:`trainmeter.extensions.preload`: the cost moves to this cell, out of the training cell's start)."""
+    """Register the magics (``%load_ext trainmeter``) and import ahead what a monitored cell's start would."""
     ipython.register_magics(TrainmeterMagics)
     from trainmeter.extensions import preload
 
