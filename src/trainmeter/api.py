@@ -155,7 +155,7 @@ def monitor(*, name: str | None = None, budget_tokens: Any = None, budget_steps:
                          f"{', '.join(MONITOR_KEYWORDS)}")
     options = make_options(name=name, budget_tokens=budget_tokens, budget_steps=budget_steps, budget_flops=budget_flops,
                            run_dir=run_dir, interval_s=interval_s, widget=widget, **flags)
-    return _Monitor(options, model)
+    return MonitoredBlock(options, model)
 
 
 def preload() -> None:
@@ -166,12 +166,14 @@ def preload() -> None:
     import_ahead()
 
 
-class _Monitor(ContextDecorator):
-    """``monitor``'s context: a new run (and widget) per entry. Not re-entrant; training thread."""
+class MonitoredBlock(ContextDecorator):
+    """``monitor``'s context and ``%%trainmeter``'s: a new run (and widget) per entry; ``show_widget`` ``None``: when
+    ``options.widget`` and a notebook hosts it. Not re-entrant; training thread."""
 
-    def __init__(self, options: Any, model: Any) -> None:
+    def __init__(self, options: Any, model: Any = None, show_widget: bool | None = None) -> None:
         self._options = options
         self._model = model
+        self._show_widget = show_widget
         self._sinks: list[Any] = []
         self._run: _Monitored | None = None
 
@@ -179,16 +181,21 @@ class _Monitor(ContextDecorator):
         from trainmeter.extensions import default_extensions, make_monitor
 
         options = self._options
-        show_widget = False
-        if options.widget:
+        show_widget = self._show_widget
+        if show_widget is None:
             from trainmeter.widget.host import widget_host
 
-            show_widget = widget_host() is not None
+            show_widget = options.widget and widget_host() is not None
         m = make_monitor(options, text=not show_widget, extensions=default_extensions(options))
         self._sinks = []
         try:
-            if show_widget:
-                open_widget(m, self._sinks)
+            if show_widget:  # the widget's sinks added with interrupts held, then a held Ctrl-C delivered
+                from trainmeter.core.interrupts import HeldInterrupts
+                from trainmeter.widget.host import widget_sinks
+
+                with HeldInterrupts() as held:
+                    self._sinks.extend(widget_sinks(m))
+                held.deliver()
             self._run = _Monitored(m, self._model)
             return self._run.__enter__()
         except BaseException:
@@ -206,17 +213,6 @@ class _Monitor(ContextDecorator):
         sinks, self._sinks = self._sinks, []
         for sink in sinks:
             sink.close()
-
-
-def open_widget(m: Monitor, sinks: list[Any]) -> None:
-    """Add the widget's sinks for ``m`` to ``sinks`` with interrupts held (its thread started, or not), then deliver
-    a held Ctrl-C (the caller closes ``sinks``)."""
-    from trainmeter.core.interrupts import HeldInterrupts
-    from trainmeter.widget.host import widget_sinks
-
-    with HeldInterrupts() as held:
-        sinks.extend(widget_sinks(m))
-    held.deliver()
 
 
 def run_monitored(m: Monitor, *, model: Any = None) -> AbstractContextManager[Monitor]:

@@ -159,7 +159,7 @@ def _runs_table(rest: list[str]) -> Any:
 def run_cell(shell: Any, cell: str, options: MonitorOptions) -> Any:
     """Run ``cell`` in the user's namespace under a monitor; return its last expression's value."""
     __tracebackhide__ = True  # noqa: F841
-    from trainmeter.api import open_widget, run_monitored
+    from trainmeter.api import MonitoredBlock
 
     code = shell.transform_cell(cell)
     tree = shell.compile.ast_parse(code)
@@ -169,22 +169,11 @@ def run_cell(shell: Any, cell: str, options: MonitorOptions) -> Any:
     filename = shell.compile.cache(code, _cell_number(shell))
     body = shell.compile(tree, filename, "exec")
     tail = shell.compile(last, filename, "eval") if last is not None else None
-    show_widget = options.widget and _in_notebook(shell)
-    from trainmeter.extensions import default_extensions, make_monitor
-
-    monitor = make_monitor(options, text=not show_widget, extensions=default_extensions(options))
-    sinks: list[Any] = []
-    result = None  # a stopped run (StopTraining, caught by run_monitored) has no last value
+    result = None  # a stopped run (StopTraining, caught by the block) has no last value
     ns = shell.user_ns
-    try:
-        if show_widget:
-            open_widget(monitor, sinks)
-        with run_monitored(monitor):
-            exec(body, ns)
-            result = eval(tail, ns) if tail is not None else None
-    finally:
-        for sink in sinks:
-            sink.close()
+    with MonitoredBlock(options, show_widget=options.widget and _in_notebook(shell)):
+        exec(body, ns)
+        result = eval(tail, ns) if tail is not None else None
     return result
 
 

@@ -257,7 +257,7 @@ def launch_status(ranks: list[RankSummary], world_size: int) -> str:
 
 def write_launch_passport(launch_dir: Path, name: str) -> dict[str, Any]:
     """Write ``passport.json``/``passport.md`` of a launch without a parent; return the passport."""
-    from trainmeter.record.runlog import clean
+    from trainmeter.record.runlog import clean, write_file_atomic
 
     ranks = read_launch(launch_dir)
     section = distributed_section(ranks, launch_dir=launch_dir)
@@ -269,14 +269,7 @@ def write_launch_passport(launch_dir: Path, name: str) -> dict[str, Any]:
                 "steps": section["global_steps"], "tokens": section["global_tokens"],
                 "token_unit": next((p.get("token_unit") for p in passports if p.get("token_unit")), "tokens"),
                 "distributed": section, "derivations": list(section["derivations"]), "warnings": list(section["notes"])}
-    path = launch_dir / "passport.json"
-    tmp = launch_dir / f".passport.{os.getpid()}.tmp"  # one per writer: ranks may close at once
-    try:
-        tmp.write_text(json.dumps(clean(passport), indent=2) + "\n", encoding="utf-8")
-        tmp.replace(path)
-    except OSError:
-        tmp.unlink(missing_ok=True)  # no temporary file left on a failure (a full disk)
-        raise
+    write_file_atomic(launch_dir / "passport.json", json.dumps(clean(passport), indent=2) + "\n")  # under the lock
     (launch_dir / "passport.md").write_text(render_markdown(passport), encoding="utf-8")
     return passport
 

@@ -96,7 +96,8 @@ def format_text(m: RunView) -> str:
         mfu = fields.pop("mfu", mfu)
         loss_ema = fields.pop("loss_ema", loss_ema)
         extra.update(fields)
-    return format_line(m.steps, series=seed_values(latest_values(m)), loss_ema=loss_ema,
+    latest = {name: s.stats().last for name, s in m.series.items() if s.x_kind == "step"}
+    return format_line(m.steps, series=seed_values(latest), loss_ema=loss_ema,
                        tokens_per_s=interval.train_tokens_per_s if interval else None,
                        token_unit=unit, mfu=mfu, mem_used_bytes=mem, mem_total_bytes=total, extra=extra)
 
@@ -114,8 +115,3 @@ def summary_line(m: RunView, saved: str | None = None) -> str:
             f"{format_count(m.tokens)} {m.token_unit}"
             + (f", {format_rate(rate, f'{m.token_unit}/s')} (session)" if rate else "")
             + f"; {saved if saved is not None else f'passport in {m.run_dir}'}")
-
-
-def latest_values(m: RunView, x_kind: str | None = "step") -> dict[str, float | None]:
-    """Last value of each series drawn against ``x_kind`` (all with ``None``)."""
-    return {name: s.stats().last for name, s in m.series.items() if x_kind is None or s.x_kind == x_kind}

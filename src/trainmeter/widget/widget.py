@@ -102,11 +102,6 @@ def allow_subshell_replies(widget: Any) -> bool:
         return False
 
 
-def frame_seq(frame: bytes) -> int:
-    """The ``seq`` written in a frame's header."""
-    return decode_frame(frame).seq
-
-
 class TrainmeterWidget(anywidget.AnyWidget):
     """The trainmeter dashboard. Written by one thread at a time: the publisher while a run is live, the caller
     otherwise; the ``hello`` handler (maybe on a kernel subshell) only asks the publisher, or sends ``history``."""
@@ -163,7 +158,7 @@ class TrainmeterWidget(anywidget.AnyWidget):
             return
         frame = bytes(self.history or b"")
         if frame:
-            self.send({"kind": "snapshot", "seq": frame_seq(frame)}, buffers=[frame])
+            self.send({"kind": "snapshot", "seq": decode_frame(frame).seq}, buffers=[frame])
             self.snapshots_sent += 1
 
     def text_line(self) -> str:
