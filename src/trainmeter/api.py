@@ -182,10 +182,10 @@ class MonitoredBlock(ContextDecorator):
 
         options = self._options
         show_widget = self._show_widget
-        if show_widget is None:
+        if show_widget is None and options.widget:
             from trainmeter.widget.host import widget_host
 
-            show_widget = options.widget and widget_host() is not None
+            show_widget = widget_host() is not None
         m = make_monitor(options, text=not show_widget, extensions=default_extensions(options))
         self._sinks = []
         try:

@@ -74,10 +74,7 @@ class RestoreRouter:
     def add_comm(self, comm_id: str | None) -> None:
         """Route this comm's front-end messages to the subshell while a run is live. Any thread."""
         if comm_id:
-            with _LOCK:
-                if len(self.comm_ids) >= MAX_COMMS_KEPT:
-                    self.comm_ids.clear()
-                self.comm_ids.add(comm_id)
+            _remember(self.comm_ids, comm_id)
 
     def decide(self, header: dict[str, Any], content: Callable[[], dict[str, Any]]) -> bool:
         """Whether a message with ``header`` goes to our subshell (``content()`` unpacks it, lazily)."""
@@ -89,10 +86,7 @@ class RestoreRouter:
         if msg_type == "comm_open":
             body = content()
             if body.get("target_name") == CONTROL_TARGET and body.get("comm_id"):
-                with _LOCK:
-                    if len(self.control_comm_ids) >= MAX_COMMS_KEPT:
-                        self.control_comm_ids.clear()
-                    self.control_comm_ids.add(str(body["comm_id"]))
+                _remember(self.control_comm_ids, str(body["comm_id"]))
                 return True
             return False
         if msg_type in COMM_MESSAGES:
@@ -137,6 +131,13 @@ class RestoreRouter:
         msg_type = str(header.get("msg_type"))
         self.diverted[msg_type] = self.diverted.get(msg_type, 0) + 1
         return socket, frames
+
+
+def _remember(ids: set[str], comm_id: str) -> None:
+    with _LOCK:
+        if len(ids) >= MAX_COMMS_KEPT:
+            ids.clear()
+        ids.add(comm_id)
 
 
 def _bytes(frame: Any) -> bytes:
