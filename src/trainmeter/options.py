@@ -62,11 +62,8 @@ class MonitorOptions:
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-ready dict of the options."""
-        out: dict[str, Any] = {}
-        for f in fields(self):
-            value = getattr(self, f.name)
-            out[f.name] = str(value) if isinstance(value, Path) else value
-        return out
+        values = {f.name: getattr(self, f.name) for f in fields(self)}
+        return {name: str(v) if isinstance(v, Path) else v for name, v in values.items()}
 
 
 @dataclass(frozen=True, slots=True)
