@@ -1,5 +1,4 @@
-"""MFU of a whole launch: compute's MFU (docs/spec.md section 5) with devices = world size (section 19). Pure.
-"""
+"""MFU of a whole launch: compute's MFU (docs/spec.md section 5) with devices = world size (section 19). Pure."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""The utilization ladder per rank and per node, matched by device UUID (docs/spec.md section 19). Pure.
-"""
+"""The utilization ladder per rank and per node, matched by device UUID (docs/spec.md section 19). Pure."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""Stragglers: which rank is slow, by how much, against the others and against itself (docs/spec.md section 19).
-"""
+"""Stragglers: which rank is slow, by how much, against the others and against itself (docs/spec.md section 19)."""
 
 from __future__ import annotations
 

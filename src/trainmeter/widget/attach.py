@@ -1,5 +1,4 @@
-"""Showing a run's live widget: ``attach_widget`` and the kernel's registry of publishers (live and last; one lock).
-"""
+"""Showing a run's live widget: ``attach_widget`` and the kernel's registry of publishers (live and last; one lock)."""
 
 from __future__ import annotations
 

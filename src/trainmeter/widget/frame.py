@@ -1,5 +1,4 @@
-"""Binary column frames: the widget's wire format for series (layout: docs/protocol.md section 3). Stdlib only; pure.
-"""
+"""Binary column frames: the widget's wire format for series (layout: docs/protocol.md section 3). Stdlib only; pure."""
 
 from __future__ import annotations
 

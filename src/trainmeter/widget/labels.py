@@ -1,5 +1,4 @@
-"""Human labels for series names, with their units, in each chart spec's ``labels`` (docs/spec.md section 12). Pure.
-"""
+"""Human labels for series names, with their units, in each chart spec's ``labels`` (docs/spec.md section 12). Pure."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""The static snapshot's tiles (widget/snapshot.py), as the live tiles print and fold them (js/src/tiles.ts). Pure.
-"""
+"""The static snapshot's tiles (widget/snapshot.py), as the live tiles print and fold them (js/src/tiles.ts). Pure."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""The charts' switchable x axis (step, tokens, time): Python maps every point's x (docs/protocol.md section 3).
-"""
+"""The charts' switchable x axis (step, tokens, time): Python maps every point's x (docs/protocol.md section 3)."""
 
 from __future__ import annotations
 
