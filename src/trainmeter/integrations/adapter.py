@@ -1,8 +1,5 @@
-"""What each adapter of the integration wing builds on: its call sites, the fit wrapper, the logged names.
-
-An adapter is one framework's part of the wing, or the loggers' (docs/spec.md section 11); the wing
-(``integrations/extension.py``) patches each of its sites once and hands it itself as ``wing``.
-"""
+"""What each adapter of the integration wing builds on: its call sites, the fit wrapper, the logged names
+(docs/spec.md section 11)."""
 
 from __future__ import annotations
 
@@ -51,10 +48,9 @@ def record_logged(monitor: Any, key: str, values: dict[str, Any], source: str, m
 
 
 class Adapter:
-    """One framework's part of the wing (one per run): ``framework`` names its control, warnings and switch
-    (``framework-<name>``), ``control`` is its control class, ``sites`` what it wraps, ``steps_at`` the attribute of
-    the framework's own step count, ``joins_iterables`` whether a callbacks argument of the framework's own list
-    type gets a list with ours."""
+    """One framework's part of the wing (one per run): its ``control`` class, the ``sites`` it wraps, ``steps_at`` the
+    attribute of the framework's own step count, ``joins_iterables``: whether a callbacks argument of the framework's
+    own list type gets a list with ours."""
 
     framework = ""
     control: type[FrameworkControl] | None = None

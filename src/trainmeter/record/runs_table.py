@@ -1,7 +1,6 @@
 """The ``%trainmeter runs`` table: one bounded row per run folder (passport, else the run log's head and tail).
 
-A damaged folder is a row whose status says ``damaged: <why>`` (:mod:`trainmeter.record.safe_read`),
-never an error. Pure functions over the run root; any thread.
+A damaged folder is a row whose status says ``damaged: <why>``, never an error. Any thread.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """State patches: what changed between two ``state`` dicts, as the front end applies it (docs/protocol.md section 2).
 
-Numbers compare as in JSON (``1`` and ``1.0`` are one number there), but a ``True`` that becomes ``1`` at a leaf is
-sent. js/src/statestore.ts applies patches as :func:`apply` does, without touching the old state. Pure functions.
+Numbers compare as in JSON, but a bool that becomes a number is sent; js/src/statestore.ts applies patches as
+:func:`apply` does. Pure functions.
 """
 
 from __future__ import annotations
