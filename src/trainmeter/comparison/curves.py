@@ -5,7 +5,6 @@ Report rows are thinned to every other (the latest kept) over :data:`MAX_REPORTS
 
 from __future__ import annotations
 
-import json
 from bisect import bisect_left
 from pathlib import Path
 from typing import Any
@@ -73,14 +72,10 @@ class Curves:
 
 def write_curves(run_dir: Path, doc: dict[str, Any]) -> Path:
     """Write ``curves.json`` atomically (non-finite floats as null; ``OSError`` leaves no temporary file); its path."""
-    from trainmeter.record.runlog import clean, write_file_atomic
+    from trainmeter.record.runlog import compact_json, write_file_atomic
 
     path = run_dir / CURVES_FILE
-    try:  # no bytecode per value when nothing is non-finite (the usual case); else each NaN gap becomes null
-        text = json.dumps(doc, separators=(",", ":"), allow_nan=False)
-    except ValueError:
-        text = json.dumps(clean(doc), separators=(",", ":"))
-    write_file_atomic(path, text)
+    write_file_atomic(path, compact_json(doc))  # each NaN gap becomes null
     return path
 
 

@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 from trainmeter.record.events import SCHEMA_VERSION
-from trainmeter.record.runlog import clean
+from trainmeter.record.runlog import compact_json
 
 _SEPARATORS = (",", ":")
 _US_PER_S = 1e6
@@ -20,11 +20,8 @@ Entry = tuple[int, int, str, str, str]
 
 
 def elements(values: list[Any]) -> str:
-    """The JSON of ``values``' elements, comma-separated (a list's JSON without its brackets)."""
-    try:
-        return json.dumps(values, separators=_SEPARATORS, allow_nan=False)[1:-1]
-    except ValueError:  # a NaN or inf: null, as RunLog.append's clean-up writes it
-        return json.dumps(clean(values), separators=_SEPARATORS)[1:-1]
+    """The JSON of ``values``' elements, comma-separated (a list's JSON without its brackets), as RunLog writes it."""
+    return compact_json(values)[1:-1]
 
 
 def micros(times_s: list[float]) -> list[int]:

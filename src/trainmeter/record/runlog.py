@@ -15,7 +15,7 @@ from typing import Any
 
 from trainmeter.record.events import SCHEMA_VERSION, Record, read_events
 
-__all__ = ["RunLog", "clean", "json_lines", "json_safe", "read_events", "write_file_atomic"]
+__all__ = ["RunLog", "clean", "compact_json", "json_lines", "json_safe", "read_events", "write_file_atomic"]
 
 _STRICT = json.JSONEncoder(separators=(",", ":"), allow_nan=False)  # the C encoder; a NaN or inf raises
 
@@ -29,6 +29,14 @@ def clean(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [clean(v) for v in value]
     return value
+
+
+def compact_json(value: Any) -> str:
+    """``value`` as compact JSON, non-finite floats as ``null`` (``clean`` runs only when one is there)."""
+    try:
+        return json.dumps(value, separators=(",", ":"), allow_nan=False)
+    except ValueError:
+        return json.dumps(clean(value), separators=(",", ":"))
 
 
 def json_lines(doc: dict[str, Any]) -> str:
@@ -82,13 +90,8 @@ class RunLog:
 
     def append(self, record: Record) -> None:
         """Buffer one record (built by :mod:`trainmeter.record.events`) until :meth:`flush`."""
-        if self._fd is None:
-            return
-        try:  # fast path: the C encoder, refusing NaN and inf
-            line = json.dumps(record, separators=(",", ":"), allow_nan=False)
-        except ValueError:
-            line = json.dumps(clean(record), separators=(",", ":"))
-        self._lines.append(line)
+        if self._fd is not None:
+            self._lines.append(compact_json(record))
 
     def append_line(self, line: str) -> None:
         """Buffer one record already encoded as its JSON line (:mod:`~trainmeter.record.column_lines`)."""
