@@ -85,7 +85,9 @@ def doctor(*, backend: GpuBackend | None = None, open_backend: Callable[[], GpuB
     checks.append(_front_end(shell, colab, env))
     checks.append(_widgets(version_of, colab, shell))
     checks.append(_ipykernel(version_of, shell))
-    checks.extend(_subshell_checks(version_of, shell, env, lab_settings))
+    from trainmeter.widget.subshells import subshell_findings  # ipykernel 7 subshells, JupyterLab's setting
+
+    checks.extend(subshell_findings(version_of, shell, env, lab_settings))
     torch = _import_torch() if torch_module is _UNSET else torch_module
     torch_checks, cuda_count = _torch_checks(torch)
     checks.extend(torch_checks)
@@ -151,14 +153,6 @@ def _ipykernel(version_of: Callable[[str], str | None], shell: Any) -> Check:
     else:
         detail = f"ipykernel {version}: background-thread output goes to the most recently run cell"
     return Check(name="ipykernel", ok=True, detail=detail)
-
-
-def _subshell_checks(version_of: Callable[[str], str | None], shell: Any, env: Any,
-                     lab_settings: Sequence[str] | None) -> list[Check]:
-    """ipykernel 7 kernel subshells and JupyterLab's ``commsOverSubshells`` (widget/subshells.py)."""
-    from trainmeter.widget.subshells import subshell_findings
-
-    return subshell_findings(version_of, shell, env, lab_settings)
 
 
 def _torch_checks(torch: Any) -> tuple[list[Check], int | None]:
