@@ -23,15 +23,10 @@ MONITOR_KEYWORDS: tuple[str, ...] = (*_NAMED, "model",
 
 
 def emit(**series: Any) -> None:
-    """Record named scalars for the run in progress (no-op when none is). Never raises.
+    """Record named scalars for the run in progress (no-op when none is), e.g. ``tm.emit(train_loss=loss, lr=lr)``.
 
-    Values are floats or 0-d tensors (CUDA ones read without a sync, appearing once copied). A bad value (a string,
-    a number too big for a float, a reserved name such as ``tokens_per_step``, a new name past ``max_series``) is
-    left out with one warning, the others recorded; from another thread they are queued and folded by trainmeter's
-    own thread (docs/spec.md section 18).
-
-    Example:
-        ``tm.emit(train_loss=loss, lr=sched.get_last_lr()[0])``
+    Values are floats or 0-d tensors (CUDA ones read without a sync); a bad value or name is left out with one
+    warning, the others recorded (docs/spec.md section 18). Any thread; never raises.
     """
     m = _monitor_module._ACTIVE
     if m is None:
@@ -46,15 +41,10 @@ def emit(**series: Any) -> None:
 
 
 def step(model: Any = None) -> None:
-    """Count one optimizer step the run cannot see (an optimizer that is not ``torch.optim``), right after each update.
-
-    The losses passed to backward since the previous step are its loss, the batches of ``model`` (found from the
-    optimizer otherwise, or ``tm.monitor(model=...)``) its tokens. Needed only where trainmeter warns of backward
-    calls with no step it knows (docs/spec.md section 11); beside a ``torch.optim`` step it is ignored with one
-    warning. No-op without a run; never raises.
-
-    Example:
-        ``opt.apply(grads); tm.step(model)``
+    """Count one optimizer step the run cannot see (an optimizer that is not ``torch.optim``), right after each update:
+    ``opt.apply(grads); tm.step(model)``. Its loss is what reached backward since the last step, its tokens the
+    batches of ``model``; needed only where trainmeter warns of backward calls with no step it knows (docs/spec.md
+    section 11). No-op without a run; never raises.
     """
     m = _monitor_module._ACTIVE
     if m is None:
@@ -75,15 +65,9 @@ def save() -> Path | None:
 def calibrate(dtypes: Any = None, *, device: Any = None, size: int | None = None, min_seconds: float = 0.25) -> Any:
     """Measure this device's dense-matmul ceiling per dtype, so MFU has a measured "of achievable" beside it.
 
-    A short square matmul per dtype (default bf16, fp16, tf32 on CUDA; fp32, bf16 on the CPU) on ``device``
-    (default the current CUDA device, else the CPU), about ``min_seconds`` each (docs/spec.md section 5, "Measured
-    ceiling"); inside a run credited to ``profiling``; before one, the next run on the device uses it.
-
-    Returns:
-        A :class:`trainmeter.compute.calibrate.Calibration` (``.ceilings`` by dtype, ``.skipped`` with reasons).
-
-    Raises:
-        ValueError: An unknown dtype, or a size or duration out of range (the message says what is valid).
+    A short square matmul per dtype on ``device``, about ``min_seconds`` each (docs/spec.md section 5, "Measured
+    ceiling"); inside a run credited to ``profiling``. Returns a :class:`trainmeter.compute.calibrate.Calibration`;
+    ``ValueError`` for an unknown dtype, or a size or duration out of range.
     """
     from trainmeter.compute.calibrate import calibrate as measure
 
@@ -161,12 +145,9 @@ def monitor(*, name: str | None = None, budget_tokens: Any = None, budget_steps:
     """Monitor the enclosed training code; the passport is written on exit.
 
     Arguments match the ``%%trainmeter`` flags (``run_dir`` is ``--dir``); ``model`` names the trained module when
-    discovery would not find it; ``widget=True`` shows the live widget in a Jupyter or marimo notebook. Ctrl-C ends
-    ``interrupted``, ``sys.exit(0)`` ``completed``, another exception ``failed`` (all propagate); ``tm.stop()``, the
-    widget's Stop and a stopping alert end the block ``stopped`` after a completed step (the code after it runs).
-
-    Raises:
-        ValueError: For a bad option or an unknown keyword (naming the valid ones), before anything runs.
+    discovery would not find it; ``widget=True`` shows the live widget in a notebook. Exceptions propagate (the run
+    ends ``interrupted``, ``completed`` or ``failed``); ``tm.stop()`` ends the block ``stopped`` after a step.
+    ``ValueError`` for a bad option or an unknown keyword, before anything runs.
     """
     unknown = sorted(set(flags) - set(MONITOR_KEYWORDS))
     if unknown:
@@ -174,25 +155,25 @@ def monitor(*, name: str | None = None, budget_tokens: Any = None, budget_steps:
                          f"{', '.join(MONITOR_KEYWORDS)}")
     options = make_options(name=name, budget_tokens=budget_tokens, budget_steps=budget_steps, budget_flops=budget_flops,
                            run_dir=run_dir, interval_s=interval_s, widget=widget, **flags)
-    return _Monitor(options, model)
+    return MonitoredBlock(options, model)
 
 
 def preload() -> None:
-    """Import now what a run's start, first report and finish import of trainmeter (~100 modules and psutil, ~40-60 ms
-    of CPU the first ``tm.monitor()`` would spend: docs/spec.md section 20, "Start"), as ``%load_ext trainmeter``
-    does. Imports no torch, starts no thread, never raises. Call it on the training thread, not while another
-    thread imports trainmeter."""
+    """Import now what a run's start, first report and finish import of trainmeter, as ``%load_ext trainmeter`` does
+    (docs/spec.md section 20, "Start"). Imports no torch, never raises. Call it on the training thread."""
     from trainmeter.extensions import preload as import_ahead
 
     import_ahead()
 
 
-class _Monitor(ContextDecorator):
-    """``monitor``'s context: a new run (and widget) per entry. Not re-entrant; training thread."""
+class MonitoredBlock(ContextDecorator):
+    """``monitor``'s context and ``%%trainmeter``'s: a new run (and widget) per entry; ``show_widget`` ``None``: when
+    ``options.widget`` and a notebook hosts it. Not re-entrant; training thread."""
 
-    def __init__(self, options: Any, model: Any) -> None:
+    def __init__(self, options: Any, model: Any = None, show_widget: bool | None = None) -> None:
         self._options = options
         self._model = model
+        self._show_widget = show_widget
         self._sinks: list[Any] = []
         self._run: _Monitored | None = None
 
@@ -200,16 +181,21 @@ class _Monitor(ContextDecorator):
         from trainmeter.extensions import default_extensions, make_monitor
 
         options = self._options
-        show_widget = False
-        if options.widget:
+        show_widget = self._show_widget
+        if show_widget is None and options.widget:
             from trainmeter.widget.host import widget_host
 
             show_widget = widget_host() is not None
         m = make_monitor(options, text=not show_widget, extensions=default_extensions(options))
         self._sinks = []
         try:
-            if show_widget:
-                open_widget(m, self._sinks)
+            if show_widget:  # the widget's sinks added with interrupts held, then a held Ctrl-C delivered
+                from trainmeter.core.interrupts import HeldInterrupts
+                from trainmeter.widget.host import widget_sinks
+
+                with HeldInterrupts() as held:
+                    self._sinks.extend(widget_sinks(m.context))
+                held.deliver()
             self._run = _Monitored(m, self._model)
             return self._run.__enter__()
         except BaseException:
@@ -229,28 +215,14 @@ class _Monitor(ContextDecorator):
             sink.close()
 
 
-def open_widget(m: Monitor, sinks: list[Any]) -> None:
-    """Add the widget's sinks for ``m`` to ``sinks`` with interrupts held (its thread started, or not), then deliver
-    a held Ctrl-C (the caller closes ``sinks``)."""
-    from trainmeter.core.interrupts import HeldInterrupts
-    from trainmeter.widget.host import widget_sinks
-
-    with HeldInterrupts() as held:
-        sinks.extend(widget_sinks(m.context))
-    held.deliver()
-
-
 def run_monitored(m: Monitor, *, model: Any = None) -> AbstractContextManager[Monitor]:
     """Start ``m``, run the body, finish with the right status; re-raise unchanged."""
     return _Monitored(m, model)
 
 
 class _Monitored:
-    """Start on entry, finish with the body's status on exit. Training thread.
-
-    A class, not a generator: a Ctrl-C landing as a generator's ``__enter__`` returns escapes before ``with`` holds
-    ``__exit__``, leaving the run active; here every point after the start is inside a ``try`` or the block.
-    """
+    """Start on entry, finish with the body's status on exit (a class: a generator's ``__enter__`` could let a Ctrl-C
+    escape before ``with`` holds ``__exit__``). Training thread."""
 
     __slots__ = ("_m", "_model")
 

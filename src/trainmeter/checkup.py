@@ -1,8 +1,7 @@
 """``tm.doctor()``: what trainmeter can see here, and why not (docs/spec.md section 8, "Doctor").
 
-One :class:`Check` per line; ``ok`` is ``True`` (works), ``False`` (should work here but does not; ``fix`` says
-how) or ``None`` (does not apply here). Never initialises CUDA; imports torch when installed (the doctor is an
-explicit request). Every probe is injectable for tests. Any thread.
+One :class:`Check` per line; ``ok``: ``True`` (works), ``False`` (should work here; ``fix`` says how) or ``None``
+(does not apply here). Never initialises CUDA; imports torch when installed. Any thread.
 """
 
 from __future__ import annotations
@@ -15,6 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from trainmeter.core.text import printable
 from trainmeter.gpu.backend import (
     REASON_LIBRARY_NOT_FOUND,
     REASON_MIG,
@@ -23,7 +23,6 @@ from trainmeter.gpu.backend import (
     GpuBackendResult,
     quietly,
 )
-from trainmeter.core.text import printable
 from trainmeter.sizes import format_bytes, format_percent, format_watts
 
 _UNSET: Any = object()
@@ -31,14 +30,7 @@ _UNSET: Any = object()
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Check:
-    """One doctor line.
-
-    Attributes:
-        name: What was checked, e.g. ``"NVML"``, ``"GPM GPU 0"``.
-        ok: True (works), False (broken, see ``fix``) or None (not applicable here).
-        detail: What was found.
-        fix: How to fix it, when there is a fix.
-    """
+    """One doctor line: what was checked (``"GPM GPU 0"``), ``ok``, what was found and how to fix it, if it can be."""
 
     name: str
     ok: bool | None
@@ -72,7 +64,8 @@ def _import_torch() -> Any:
         return None
 
 
-def _major(version: str) -> int | None:
+def major_version(version: str) -> int | None:
+    """The major version of a distribution's version text (``"7.1.0"`` -> 7), else ``None``."""
     head = version.split(".", 1)[0]
     return int(head) if head.isdigit() else None
 
@@ -80,20 +73,10 @@ def _major(version: str) -> int | None:
 def doctor(*, backend: GpuBackend | None = None, open_backend: Callable[[], GpuBackendResult] | None = None,
            ipython: Any = _UNSET, version_of: Callable[[str], str | None] = _version, torch_module: Any = _UNSET,
            modules: Any = None, env: Any = None, lab_settings: Sequence[str] | None = None) -> list[Check]:
-    """Run every check; never raises.
-
-    Args:
-        backend: An open GPU backend to inspect (not closed here); default opens NVML
-            with ``open_backend`` and closes it afterwards.
-        open_backend: ``() -> GpuBackendResult``; default :func:`trainmeter.gpu.nvml.open_nvml`.
-        ipython: The IPython shell or ``None``; default: detected.
-        version_of: Distribution name -> version or ``None`` if not installed.
-        torch_module: ``torch`` or ``None``; default: imported if installed.
-        modules: ``sys.modules`` (tests).
-        env: ``os.environ`` (tests).
-        lab_settings: JupyterLab settings files to look in for ``commsOverSubshells``; default the user
-            settings directory and this environment's ``overrides.json``.
-    """
+    """Run every check; never raises. Every probe can be injected (tests): an open GPU ``backend`` (not closed
+    here; default one from ``open_backend``, closed after), the IPython shell, ``version_of`` (distribution ->
+    version or ``None``), ``torch``, ``sys.modules``, ``os.environ`` and JupyterLab's settings files
+    (widget/subshells.py)."""
     modules = sys.modules if modules is None else modules
     env = os.environ if env is None else env
     shell = _detect_ipython() if ipython is _UNSET else ipython
@@ -102,7 +85,9 @@ def doctor(*, backend: GpuBackend | None = None, open_backend: Callable[[], GpuB
     checks.append(_front_end(shell, colab, env))
     checks.append(_widgets(version_of, colab, shell))
     checks.append(_ipykernel(version_of, shell))
-    checks.extend(_subshell_checks(version_of, shell, env, lab_settings))
+    from trainmeter.widget.subshells import subshell_findings  # ipykernel 7 subshells, JupyterLab's setting
+
+    checks.extend(subshell_findings(version_of, shell, env, lab_settings))
     torch = _import_torch() if torch_module is _UNSET else torch_module
     torch_checks, cuda_count = _torch_checks(torch)
     checks.extend(torch_checks)
@@ -161,22 +146,13 @@ def _ipykernel(version_of: Callable[[str], str | None], shell: Any) -> Check:
     version = version_of("ipykernel")
     if version is None:
         return Check(name="ipykernel", ok=None if shell is None else False, detail="ipykernel not installed")
-    major = _major(version)
+    major = major_version(version)
     if major is not None and major >= 7:
         detail = (f"ipykernel {version}: output from background threads reaches a cell only with explicit parent "
                   "routing; trainmeter routes its thread output to the cell that started the run")
     else:
         detail = f"ipykernel {version}: background-thread output goes to the most recently run cell"
     return Check(name="ipykernel", ok=True, detail=detail)
-
-
-def _subshell_checks(version_of: Callable[[str], str | None], shell: Any, env: Any,
-                     lab_settings: Sequence[str] | None) -> list[Check]:
-    """ipykernel 7 kernel subshells and JupyterLab's ``commsOverSubshells`` (widget/subshells.py)."""
-    from trainmeter.widget.subshells import subshell_findings
-
-    return [Check(name=f.name, ok=f.ok, detail=f.detail, fix=f.fix)
-            for f in subshell_findings(version_of, shell, env, lab_settings)]
 
 
 def _torch_checks(torch: Any) -> tuple[list[Check], int | None]:

@@ -1,8 +1,4 @@
-"""The wiring: which wings a run gets, and the monitor assembled with them.
-
-The core (``trainmeter.core``) imports no wing; this module hands it its record
-sink, its CUDA allocator reader and its extensions.
-"""
+"""The wiring: which wings a run gets, and the monitor assembled with them (the core imports no wing)."""
 
 from __future__ import annotations
 
@@ -14,17 +10,14 @@ from trainmeter.core.extension import order_extensions
 from trainmeter.core.monitor import Monitor
 from trainmeter.options import MonitorOptions
 
-
 # Every wing name a requirement may name (a name missing from a run, a rank's gpu and node, is allowed).
 WING_NAMES = ("overhead", "compute", "gpu", "energy", "time", "node", "taps", "distributed", "optim", "curves",
               "verdicts", "alerts", "frameworks")
 
 
 def default_extensions(options: MonitorOptions) -> list[Any]:
-    """Return the sources and sinks a run gets besides the core, in the order their ``requires`` and
-    ``precedes`` give (docs/contracts/EXTENSIONS.md; ties keep the order listed here). Never raises at
-    run time: a wrong requirement fails tests/test_extensions.py.
-    """
+    """The sources and sinks a run gets besides the core, in the order their ``requires`` and ``precedes`` give
+    (docs/contracts/EXTENSIONS.md; ties keep the order listed here)."""
     from trainmeter.alerts.extension import Alerts
     from trainmeter.comparison.extension import CurvesRecorder
     from trainmeter.compute.extension import ComputeExtension
@@ -59,9 +52,7 @@ def _cuda_memory() -> Any:
 
 
 def _save_dashboard(run: Any) -> None:
-    """Write the end-of-run view's state (``dashboard.json``) for every run, with a widget or not, so that
-    ``tm.display(run)`` replays the node, GPU, time-split and compute panels of a script's run too; a run
-    whose live widget is still open leaves it to the publisher's close (with the live view's figures)."""
+    """Write ``dashboard.json`` for a run with no widget open (a live widget's close writes it)."""
     from trainmeter.widget.dashboard_file import save_dashboard
     from trainmeter.widget.view_model import build_state, facts_from_monitor
 
@@ -73,13 +64,8 @@ def _save_dashboard(run: Any) -> None:
 
 
 def make_monitor(options: MonitorOptions, **kwargs: Any) -> Monitor:
-    """A :class:`Monitor` wired to the record wing (run folder, log, text line, passport).
-
-    Keyword arguments go to :class:`Monitor` (``clock``, ``text``, ``probes``,
-    ``extensions``, ``out``, ...); ``record`` and ``cuda_memory`` default to the
-    record wing's :class:`~trainmeter.record.recorder.RunRecorder` and the GPU
-    wing's allocator reader.
-    """
+    """A :class:`Monitor` wired to the record wing (``RunRecorder``) and the GPU wing's allocator reader; keyword
+    arguments go to :class:`Monitor`."""
     from trainmeter.record.recorder import RunRecorder
 
     kwargs.setdefault("record", RunRecorder(after_passport=_save_dashboard))
@@ -89,10 +75,7 @@ def make_monitor(options: MonitorOptions, **kwargs: Any) -> Monitor:
 
 
 # What ``%load_ext trainmeter`` imports ahead: the modules a run's start would otherwise import on the training
-# thread (docs/spec.md section 20, "Start"). ``%load_ext`` runs in a cell of its own, on the thread the monitored
-# cells run on, so nothing is imported by two threads at once. None of these imports torch, installs a patch or
-# starts a thread when imported; tests/test_extensions.py checks that after :func:`preload` a run's start imports
-# none of its own modules.
+# thread (docs/spec.md section 20, "Start"); none imports torch, installs a patch or starts a thread.
 START_MODULES = (
     # the wings (trainmeter.extensions.default_extensions) and what their modules import
     "trainmeter.extensions", "trainmeter.alerts.extension", "trainmeter.comparison.extension",
@@ -147,11 +130,8 @@ def import_for_finish() -> None:
 
 
 def preload() -> list[str]:
-    """Import :data:`START_MODULES` and :data:`REPORT_AND_FINISH_MODULES`; return ``"module: error"`` for each that
-    failed (never raises).
-
-    Thread safety: call on the thread that runs the user's cells (``%load_ext`` does), never on a thread of ours.
-    """
+    """Import :data:`START_MODULES` and :data:`REPORT_AND_FINISH_MODULES`; ``"module: error"`` for each that failed.
+    Call on the thread that runs the user's cells (``%load_ext`` does); never raises."""
     failed = []
     for name in (*START_MODULES, *REPORT_AND_FINISH_MODULES):
         try:

@@ -1,7 +1,4 @@
-"""IPython magics: ``%%trainmeter`` (run a cell under the monitor) and ``%trainmeter VERB``.
-
-Flags are validated before anything runs; a bad flag raises ``UsageError`` naming the value and what is valid.
-"""
+"""IPython magics: ``%%trainmeter`` (run a cell under the monitor; flags validated first) and ``%trainmeter VERB``."""
 
 from __future__ import annotations
 
@@ -57,11 +54,7 @@ def help_text() -> str:
 
 
 def parse_flags(line: str) -> MonitorOptions:
-    """Parse and validate a ``%%trainmeter`` flag line.
-
-    Raises:
-        UsageError: Naming the bad flag or value and what is valid.
-    """
+    """Parse and validate a ``%%trainmeter`` flag line (``UsageError`` naming the bad flag or value, and what is valid)."""
     try:
         argv = shlex.split(line)
     except ValueError as exc:
@@ -166,7 +159,7 @@ def _runs_table(rest: list[str]) -> Any:
 def run_cell(shell: Any, cell: str, options: MonitorOptions) -> Any:
     """Run ``cell`` in the user's namespace under a monitor; return its last expression's value."""
     __tracebackhide__ = True  # noqa: F841
-    from trainmeter.api import open_widget, run_monitored
+    from trainmeter.api import MonitoredBlock
 
     code = shell.transform_cell(cell)
     tree = shell.compile.ast_parse(code)
@@ -176,28 +169,16 @@ def run_cell(shell: Any, cell: str, options: MonitorOptions) -> Any:
     filename = shell.compile.cache(code, _cell_number(shell))
     body = shell.compile(tree, filename, "exec")
     tail = shell.compile(last, filename, "eval") if last is not None else None
-    show_widget = options.widget and _in_notebook(shell)
-    from trainmeter.extensions import default_extensions, make_monitor
-
-    monitor = make_monitor(options, text=not show_widget, extensions=default_extensions(options))
-    sinks: list[Any] = []
-    result = None  # a stopped run (StopTraining, caught by run_monitored) has no last value
+    result = None  # a stopped run (StopTraining, caught by the block) has no last value
     ns = shell.user_ns
-    try:
-        if show_widget:
-            open_widget(monitor, sinks)
-        with run_monitored(monitor):
-            exec(body, ns)
-            result = eval(tail, ns) if tail is not None else None
-    finally:
-        for sink in sinks:
-            sink.close()
+    with MonitoredBlock(options, show_widget=options.widget and _in_notebook(shell)):
+        exec(body, ns)
+        result = eval(tail, ns) if tail is not None else None
     return result
 
 
 def _cell_number(shell: Any) -> int:
-    """The running cell's execution count, as its traceback names it (``Cell In[N]``): the number IPython compiled the
-    calling cell under (IPython 8+ has already counted ``shell.execution_count`` on)."""
+    """The running cell's number as its traceback names it (``Cell In[N]``): the one IPython compiled it under."""
     names = getattr(shell.compile, "_filename_map", None) or {}
     frame = sys._getframe(1)
     while frame is not None:
@@ -228,8 +209,7 @@ class TextBlock:
 
 
 def load_ipython_extension(ipython: Any) -> None:
-    """Register the magics (``%load_ext trainmeter``) and import ahead what a monitored cell's start would
-    (:func:`trainmeter.extensions.preload`: the cost moves to this cell, out of the training cell's start)."""
+    """Register the magics (``%load_ext trainmeter``) and import ahead what a monitored cell's start would."""
     ipython.register_magics(TrainmeterMagics)
     from trainmeter.extensions import preload
 

@@ -1,8 +1,5 @@
-"""Run options: one frozen record built from magic flags or ``tm.monitor`` keywords (docs/spec.md section 1).
-
-Validation happens here, before anything runs and before a run folder exists (a bad flag never starts a half-run),
-one rule per kind of value: a whole number (:func:`_whole`), a size with a suffix (:func:`_count`), seconds, a
-switch (only a bool), a run name (valid on every OS), a device list. A bool is never a number.
+"""Run options: one frozen record built from magic flags or ``tm.monitor`` keywords (docs/spec.md section 1),
+validated before anything runs, one rule per kind of value (a bool is never a number).
 """
 
 from __future__ import annotations
@@ -39,8 +36,7 @@ MAX_GRID_GCO2_PER_KWH = 2000.0  # above any grid's intensity (coal: ~1000 gCO2/k
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MonitorOptions:
-    """What the user asked for, validated: one field per flag (:data:`FLAGS` says what each means, its units and
-    default); ``None`` where a flag was not given. ``alerts``: the rules as written back (``("nan:stop",)``)."""
+    """What the user asked for, validated: one field per flag (:data:`FLAGS`); ``None`` where a flag was not given."""
 
     name: str = "run"
     budget_tokens: int | None = None
@@ -66,18 +62,14 @@ class MonitorOptions:
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-ready dict of the options."""
-        out: dict[str, Any] = {}
-        for f in fields(self):
-            value = getattr(self, f.name)
-            out[f.name] = str(value) if isinstance(value, Path) else value
-        return out
+        values = {f.name: getattr(self, f.name) for f in fields(self)}
+        return {name: str(v) if isinstance(v, Path) else v for name, v in values.items()}
 
 
 @dataclass(frozen=True, slots=True)
 class Flag:
-    """One ``%%trainmeter`` flag, the one source for the magic's parser and ``%trainmeter help``: the flag as typed,
-    the :class:`MonitorOptions` field it sets, what follows it (``""`` for a switch), its help (valid values, units),
-    its default in words and its mutually exclusive ``group`` (``"budget"``) or ``""``."""
+    """One ``%%trainmeter`` flag, the one source for the magic's parser and ``%trainmeter help`` (``metavar`` ``""``:
+    a switch; ``group``: its mutually exclusive group, or ``""``)."""
 
     flag: str
     field: str

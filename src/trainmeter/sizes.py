@@ -1,9 +1,7 @@
 """Sizes and units: parsing ``20B`` or ``1e21`` for budgets and flags, and the one number formatter.
 
-Every text sink prints numbers through these functions, and js/src/format.ts prints the same text for the widget:
-the rules (counts, scalars, rates, FLOPs, bytes, shares, times; :data:`MISSING` for a missing or non-finite value)
-are docs/spec.md section 12, "Number formats"; tests/fixtures/format_cases.json holds the cases both sides read.
-Pure functions, any thread.
+The rules are docs/spec.md section 12, "Number formats", which js/src/format.ts follows too
+(tests/fixtures/format_cases.json holds the cases both sides read). Pure functions, any thread.
 """
 
 from __future__ import annotations
@@ -19,8 +17,8 @@ _SIZE_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]?)\
 
 
 def parse_size(text: str | int | float, *, flag: str, integer: bool = True) -> float:
-    """The number (a float; whole when ``integer``) a size denotes: a number, or text with an optional K, M, B (or G)
-    or T suffix, case-insensitive (``20B`` is 20 x 1e9); ``ValueError`` naming ``flag``, the value and what is valid.
+    """The number a size denotes: a number, or text with an optional K, M, B (or G) or T suffix, any case;
+    ``ValueError`` naming ``flag``, the value and what is valid.
 
     Examples:
         >>> parse_size("2B", flag="--budget-tokens")

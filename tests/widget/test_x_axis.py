@@ -9,8 +9,16 @@ def _nan_none(column):
     return [None if math.isnan(v) else v for v in column]
 
 
+def _saved(points):
+    """A saved run's map from ``(step, seconds, tokens)`` report points (as a replay adds them)."""
+    m = XMap()
+    for step, t_s, tokens in points:
+        m.add(step, tokens, t_s)
+    return m
+
+
 def test_a_saved_runs_map_starts_at_the_implied_origin_and_stops_at_its_last_point():
-    m = XMap.from_reports([(10, 2.0, 100.0), (20, 4.0, 300.0)])
+    m = _saved([(10, 2.0, 100.0), (20, 4.0, 300.0)])
     cols = m.columns("step", [5, 15, 20, 21, -1])
     assert _nan_none(cols["tokens"]) == [50.0, 200.0, 300.0, None, None]
     assert _nan_none(cols["time"]) == [1.0, 3.0, 4.0, None, None]
@@ -40,7 +48,7 @@ def test_a_map_keeps_a_bounded_number_of_points_and_its_newest():
 
 
 def test_markers_get_their_step_on_the_other_axes():
-    m = XMap.from_reports([(10, 2.0, 100.0)])
+    m = _saved([(10, 2.0, 100.0)])
     marker = {"kind": "loss_spike", "step": 5, "label": "spike", "sentence": "s", "chart": "loss"}
     assert place_markers([marker], m)[0]["at"] == {"tokens": 50.0, "time": 1.0}
     assert place_markers([{**marker, "step": 11}], m)[0]["at"] == {"tokens": None, "time": None}

@@ -1,14 +1,10 @@
 """A run's curves, bounded: decimated losses and one row per report, saved as ``curves.json`` (docs/spec.md section 15).
 
-Losses are min/max-decimated to :data:`SERIES_BUDGET_POINTS` (:class:`~trainmeter.widget.decimate.Decimator`);
-report rows are thinned to every other (the latest kept) over :data:`MAX_REPORTS`; a loss point's tokens and seconds
-are interpolated by step. Filled by :class:`~trainmeter.comparison.extension.CurvesRecorder`, or from
-``events.jsonl`` (:func:`curves_from_events`). Not thread-safe: one thread fills it.
+Report rows are thinned to every other (the latest kept) over :data:`MAX_REPORTS`. One thread fills it.
 """
 
 from __future__ import annotations
 
-import json
 from bisect import bisect_left
 from pathlib import Path
 from typing import Any
@@ -75,32 +71,17 @@ class Curves:
 
 
 def write_curves(run_dir: Path, doc: dict[str, Any]) -> Path:
-    """Write ``curves.json`` atomically (non-finite floats as null); return its path.
-
-    A failure (a full disk) leaves no temporary file (docs/spec.md section 18).
-
-    Raises:
-        OSError: When the file cannot be written.
-    """
-    from trainmeter.record.runlog import clean, write_file_atomic
+    """Write ``curves.json`` atomically (non-finite floats as null; ``OSError`` leaves no temporary file); its path."""
+    from trainmeter.record.runlog import compact_json, write_file_atomic
 
     path = run_dir / CURVES_FILE
-    try:  # no bytecode per value when nothing is non-finite (the usual case); else each NaN gap becomes null
-        text = json.dumps(doc, separators=(",", ":"), allow_nan=False)
-    except ValueError:
-        text = json.dumps(clean(doc), separators=(",", ":"))
-    write_file_atomic(path, text)
+    write_file_atomic(path, compact_json(doc))  # each NaN gap becomes null
     return path
 
 
 def curves_from_events(path: Path, max_bytes: int = MAX_LOG_BYTES) -> dict[str, Any]:
-    """Build the curves document from an ``events.jsonl`` (old or unfinished runs), streaming its first ``max_bytes``.
-
-    Only ``series`` and ``interval`` lines are parsed (``steps``, every step's tokens, is the bulk of the file).
-
-    Raises:
-        OSError: The log cannot be opened or is not a regular file (``safe_read.Damaged``).
-    """
+    """Build the curves document from an ``events.jsonl`` (old or unfinished runs), streaming its first ``max_bytes``
+    (only ``series`` and ``interval`` lines parsed); ``OSError`` (``Damaged``) when it cannot be read."""
     curves = Curves()
     for rec in iter_events(path, kinds=("series", "interval"), max_bytes=max_bytes):
         kind = rec.get("kind")

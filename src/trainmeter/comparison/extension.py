@@ -1,11 +1,6 @@
 """The curves recorder (name ``curves``): keeps a run's bounded curves and writes ``curves.json`` (docs/spec.md 15).
 
-Each run saves its decimated curves (:mod:`trainmeter.comparison.curves`) so :func:`trainmeter.compare` never re-reads
-every step of ``events.jsonl``.
-Thread safety: at each report the training thread takes the new points and the report's row (copies) and
-hands the decimation to the run's report worker (:mod:`trainmeter.core.report_worker`), which alone fills
-and reads :attr:`CurvesRecorder.curves` (docs/spec.md section 20): the passport has it build the document
-after every report's points and waits for it (``drain``).
+The report worker alone fills and reads :attr:`CurvesRecorder.curves` (docs/spec.md section 20).
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""``tm.compare``: saved runs side by side, one chart per y, one line per run, a table of what differs.
-
-docs/spec.md section 15. Each figure holds at most :data:`FIGURE_BUDGET_POINTS` points over all its lines; the
-:class:`Comparison` shows as static HTML/SVG (comparison/static.py); :meth:`Comparison.widget` builds bqplot figures
-(bqplot, ipywidgets and numpy are imported then, never by ``import trainmeter``).
+"""``tm.compare``: saved runs side by side, one chart per y, one line per run, a table of what differs (docs/spec.md
+section 15). bqplot, ipywidgets and numpy are imported only by :meth:`Comparison.widget`.
 """
 
 from __future__ import annotations
@@ -75,17 +72,8 @@ def _figure(title: str, lines: list[Line], colors: dict[str, str], xlab: str, yl
 
 
 class Comparison:
-    """What :func:`compare` returns: static HTML everywhere, the interactive figures on request.
-
-    Its rich display is the static comparison (comparison/static.py): a reopened notebook,
-    nbconvert and GitHub show the same charts and table as the live kernel, never "model not
-    found" or a widget repr. :meth:`widget` builds the bqplot figures for zooming.
-
-    Attributes:
-        lines: ``{y: [Line, ...]}``, one line (or why none) per run, for every ``y`` asked.
-        rows: The table's values, one dict per run.
-        html: The static comparison.
-    """
+    """What :func:`compare` returns: static HTML everywhere (comparison/static.py), the interactive figures on
+    request (:meth:`widget`). ``lines``: ``{y: [Line, ...]}``, one per run; ``rows``: the table's values."""
 
     def __init__(self, lines: dict[str, list[Line]], rows: list[dict[str, Any]], html: str,
                  labels: dict[str, tuple[str, str]], colors: dict[str, str], x: str) -> None:
@@ -105,10 +93,8 @@ class Comparison:
                 f"{', '.join(self.drawn) or 'no line'}>")
 
     def widget(self) -> Any:
-        """The interactive figures: an ``ipywidgets.HBox`` of bqplot figures (one per drawn y) and the table.
-
-        Its ``figures`` attribute lists the figures and ``rows`` the table's values.
-        """
+        """The interactive figures: an ``ipywidgets`` box of bqplot figures (one per drawn y, in ``.figures``) and
+        the table (``.rows``)."""
         import ipywidgets as w
 
         figures = []
@@ -130,17 +116,14 @@ def compare(runs: Any = None, x: str = "tokens",
     """Compare saved runs: one chart per ``y`` some run has (one line per run) and a table of what differs.
 
     Args:
-        runs: Runs (:class:`~trainmeter.record.runs.Run`, a run folder or passport path, or a
-            list of them); ``None`` picks the last ``last`` runs under ``root``. One run is drawn alone.
+        runs: Runs (:class:`~trainmeter.record.runs.Run`, a run folder or passport path, or a list of them);
+            ``None`` picks the last ``last`` runs under ``root`` (default ``.trainmeter/runs``).
         x: ``"tokens"``, ``"flops"`` (needs a convention), ``"time"`` or ``"step"``.
         y: Any of ``"train_loss"``, ``"val_loss"``, ``"tokens_per_s"``, ``"mfu"``.
-        root: Run root for ``runs=None`` (default ``.trainmeter/runs``).
-        last: How many recent runs ``runs=None`` picks.
         convention: FLOPs convention for ``x="flops"`` and ``"mfu"`` (default: each run's own).
 
     Returns:
-        A :class:`Comparison`: displayed as static HTML/SVG (it reads the same reopened and in
-        nbconvert); ``.widget()`` gives the interactive bqplot figures.
+        A :class:`Comparison`: displayed as static HTML/SVG; ``.widget()`` gives the interactive bqplot figures.
 
     Raises:
         ValueError: A bad ``x`` or ``y`` (naming what is valid).

@@ -34,10 +34,8 @@ class Line:
 
 
 def load_curves(run: Any) -> dict[str, Any]:
-    """A run's curves document: ``curves.json``, else built from ``events.jsonl`` (and cached for finished runs).
-
-    Both are read through :mod:`trainmeter.record.safe_read`: a damaged or refused file reads as no curves.
-    """
+    """A run's curves document: ``curves.json``, else built from ``events.jsonl`` (cached for finished runs); a
+    damaged file reads as no curves."""
     path = run.dir / CURVES_FILE
     events = run.dir / LOG_FILE
     size = _regular_size(events)

@@ -1,8 +1,5 @@
-"""``tm.compare`` as static HTML: one SVG chart per y that some run has, the missing lines named, the table.
-
-What a reopened notebook, nbconvert, GitHub and an untrusted page show: the snapshot's SVG charts
-(:func:`~trainmeter.widget.snapshot.chart_svg`) as ``<img>`` data URIs; a y no run has is a line of text. Pure
-functions.
+"""``tm.compare`` as static HTML (what a reopened notebook, nbconvert and GitHub show): one SVG chart per y that some
+run has (``<img>`` data URIs), the missing lines named, the table. Pure functions.
 """
 
 from __future__ import annotations

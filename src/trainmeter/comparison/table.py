@@ -1,8 +1,4 @@
-"""The table beside the comparison: one row per run, and what differs between them (docs/spec.md section 15).
-
-Every value comes from the passport (a missing one is ``-``), printed through :mod:`trainmeter.sizes`
-(docs/spec.md, "Number formats"). Pure functions; the HTML is escaped.
-"""
+"""The table beside the comparison: one row per run from its passport, and what differs (docs/spec.md section 15)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""The accelerate adapter: ``Accelerator.prepare`` publishes its control, ``backward`` its short step's divisor.
-
-The user's loop owns its end, so the control only saves (``save_state``). Steps come from the torch.optim hook.
-``backward`` divides each micro-batch by ``gradient_accumulation_steps`` k, also on a short last step of p < k
-micro-batches: that step's loss is multiplied by k / p after its last backward, so it is their mean like the full
-steps'. Training thread.
+"""The accelerate adapter: ``Accelerator.prepare`` publishes its control (save only), ``backward`` shows a short last
+accumulation step's loss as its micro-batches' mean (docs/spec.md section 11). Training thread.
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""What each adapter of the integration wing builds on: its call sites, the fit wrapper, the logged names.
-
-An adapter is one framework's part of the wing, or the loggers' (docs/spec.md section 11); the wing
-(``integrations/extension.py``) patches each of its sites once and hands it itself as ``wing``.
-"""
+"""What each adapter of the integration wing builds on: its call sites, the fit wrapper, the logged names
+(docs/spec.md section 11)."""
 
 from __future__ import annotations
 
@@ -20,18 +17,11 @@ MEASURED_TWICE = ("grad_norm",)  # also read by trainmeter from the same clip_gr
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Site:
-    """One patched call site: ``owner.attr`` in ``module`` (``owner`` ``""``: a module function), wrapped once the
-    module is imported.
-
-    Attributes:
-        tap: The library whose logging call this is (host patch ``taps``, ``--no-tap``), with ``extract``:
-            ``(args, kwargs) -> {name: scalar}``; ``""``: an entry point (``frameworks``, ``framework-<name>``).
-        logs: An entry point whose callback reads the framework's logs too (wrapped for the taps alone when its
-            adapter is switched off).
-        callbacks_at: Position of the callbacks argument after ``self`` (``-1``: none), ``callbacks_name`` its keyword.
-        fit: A fit (its control published, its steps compared); ``False``: the callback joins for the framework's
-            events alone (HF's ``evaluate`` outside ``train``).
-    """
+    """One patched call site: ``owner.attr`` in ``module`` (``owner`` ``""``: a module function). ``tap``: the library
+    whose logging call this is (``extract``: ``(args, kwargs) -> {name: scalar}``), ``""`` for an entry point;
+    ``logs``: an entry point whose callback reads the framework's logs too; ``callbacks_at``: position of the
+    callbacks argument after ``self`` (``-1``: none); ``fit``: ``False`` for a callback that joins for the
+    framework's events alone (HF's ``evaluate``)."""
 
     module: str
     owner: str
@@ -57,10 +47,9 @@ def record_logged(monitor: Any, key: str, values: dict[str, Any], source: str, m
 
 
 class Adapter:
-    """One framework's part of the wing (one per run): ``framework`` names its control, warnings and switch
-    (``framework-<name>``), ``control`` is its control class, ``sites`` what it wraps, ``steps_at`` the attribute of
-    the framework's own step count, ``joins_iterables`` whether a callbacks argument of the framework's own list
-    type gets a list with ours."""
+    """One framework's part of the wing (one per run): its ``control`` class, the ``sites`` it wraps, ``steps_at`` the
+    attribute of the framework's own step count, ``joins_iterables``: whether a callbacks argument of the framework's
+    own list type gets a list with ours."""
 
     framework = ""
     control: type[FrameworkControl] | None = None

@@ -1,11 +1,7 @@
 """The integration wing: each framework and logger read through its own API, one patch per class, no code change.
 
-Extensions ``"taps"`` (the loggers' section) and ``"frameworks"``, made together by :func:`pair` (docs/spec.md
-section 11). While the run is active, one post-import hook wraps every adapter's call sites (at once for a library
-already imported). A framework's fit adds its adapter's callback to the framework's own list for that call and
-publishes its control (view, ``monitor.controls``); hand loops need none of it (the core's torch hooks see them).
-Wrappers act on the training thread of the training process only (a :class:`~trainmeter.core.patches.Gate`);
-:meth:`Integrations.view` and ``control.request_stop`` from any thread.
+Extensions ``"taps"`` and ``"frameworks"``, made together by :func:`pair` (docs/spec.md section 11). Wrappers act on
+the training thread of the training process only (a ``Gate``); :meth:`Integrations.view` from any thread.
 """
 
 from __future__ import annotations
@@ -36,9 +32,8 @@ STEPS_SOURCE = {"keras": "keras optimizer updates (BaseOptimizer.apply; else its
 
 
 class Taps(ExtensionBase):
-    """The loggers' section of the wing (extension ``"taps"``): what logger calls and framework logs recorded.
-    ``enabled``: ``options.tap`` (``--no-tap``: none is read). Counters written on the training thread, read by
-    ``panels`` and ``on_report`` (any thread)."""
+    """The loggers' section of the wing (extension ``"taps"``): what logger calls and framework logs recorded
+    (``enabled``: ``options.tap``). Counters written on the training thread, read from any."""
 
     name = "taps"
     report_on_worker = True  # a steady report runs on_report on the report worker (docs/spec.md section 20)

@@ -1,8 +1,5 @@
-"""The fastai adapter: ``Learner.fit`` (``fit_one_cycle`` and friends go through it) gets trainmeter's callback.
-
-It counts a step at ``after_step`` when the optimizer is fastai's own (an ``OptimWrapper`` over torch.optim is
-counted by the torch hook), stops by ``CancelFitException`` at the batch end, records each epoch's Recorder row as
-series, and watches the model from ``before_fit`` (its batches counted from the first step). Training thread.
+"""The fastai adapter: ``Learner.fit`` (``fit_one_cycle`` and friends go through it) gets trainmeter's callback
+(docs/spec.md section 11). Training thread.
 """
 
 from __future__ import annotations

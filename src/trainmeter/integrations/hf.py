@@ -1,10 +1,6 @@
-"""The Hugging Face adapter (TRL's trainers are subclasses): ``Trainer.train`` and ``Trainer.evaluate`` get
-trainmeter's TrainerCallback (an evaluate inside train goes through train's; after it, its own for its logs).
-
-Two of them join the trainer's list for the call, first and last: the first's ``on_log`` records what
-``Trainer.log`` was given (the taps' library ``transformers``) and holds the other taps off until the last one's
-(the log going on to TensorBoard or W&B is recorded once); the last one's ``on_step_end`` carries out a stop.
-Steps come from the torch.optim hook. Training thread.
+"""The Hugging Face adapter (TRL's trainers are subclasses): ``Trainer.train`` and ``Trainer.evaluate`` get two
+TrainerCallbacks, first and last of the list: the first records what ``Trainer.log`` was given and holds the other
+taps off until the last (recorded once); the last carries out a stop. Training thread.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""The Keras 3 adapter (torch backend): ``fit``, ``train_on_batch`` and its optimizers' ``apply``/``scale_loss``.
-
-A step is each update the fitted model's optimizer applies (not torch.optim: no torch hook sees it; several per
-``train_function`` call under ``steps_per_execution``), a batch end counting one only where no update was seen.
-The model is watched from the fit's start; ``train_on_batch`` is one step, its NumPy batch's rows its samples; the
-optimizer's loss scale is divided out at backward; each epoch's ``logs`` become series. Training thread.
+"""The Keras 3 adapter (torch backend): ``fit``, ``train_on_batch`` and its optimizers' ``apply``/``scale_loss``
+(docs/spec.md section 11: a step is each update the fitted model's optimizer applies). Training thread.
 """
 
 from __future__ import annotations

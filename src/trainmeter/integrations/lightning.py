@@ -1,11 +1,5 @@
-"""The Lightning adapter (``lightning.pytorch`` and ``pytorch_lightning``): ``Trainer.fit`` and its logged metrics.
-
-``Trainer.fit`` publishes a ``LightningControl`` (``trainer.should_stop``, read by its loop after each batch;
-``trainer.save_checkpoint``); steps come from the torch.optim hook, ``trainer.global_step`` is kept at the end.
-What the module logs is read where Lightning hands it to its loggers, ``_LoggerConnector.log_metrics``, as the
-taps' library ``lightning``: no callback hook sees those values at the step they are logged (the connector logs
-a step's metrics after the callbacks' ``on_train_batch_end``, and an epoch's after their ``on_train_epoch_end``,
-and ``trainer.logged_metrics`` accumulates), so that method stays patched, here beside the fit.
+"""The Lightning adapter (``lightning.pytorch`` and ``pytorch_lightning``): ``Trainer.fit`` and its logged metrics,
+read at ``_LoggerConnector.log_metrics`` (no callback hook sees them at their step: docs/spec.md section 11).
 """
 
 from __future__ import annotations

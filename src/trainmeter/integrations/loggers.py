@@ -1,11 +1,5 @@
-"""The loggers' adapter: series the loop already logs through W&B, TensorBoard (and tensorboardX) and MLflow.
-
-While a run is active, W&B's ``Run.log`` (and ``wandb.log`` bound to a run before the start), ``SummaryWriter``'s
-``add_scalar``/``add_scalars`` and ``mlflow.log_metric``/``log_metrics`` also record their scalars (int, float,
-numpy scalars, 0-d tensors; not bools) at the current step, under the logged names (``main/tag`` for
-``add_scalars``). A call made inside another tapped call (the Trainer's log going on to TensorBoard) is recorded
-once, by the outermost. The call itself is unchanged (same arguments, return value and exception); the scalars are
-recorded after it returns, and a fault warns once and disables that library's tap.
+"""The loggers' adapter: series the loop already logs through W&B, TensorBoard (and tensorboardX) and MLflow
+(docs/spec.md section 11). The call is unchanged; its scalars are recorded after it returns, by the outermost call.
 """
 
 from __future__ import annotations

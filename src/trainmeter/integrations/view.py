@@ -12,11 +12,9 @@ SAVE_NAME = "trainmeter-checkpoint"  # the file or folder a control writes insid
 
 
 class FrameworkControl:
-    """Stop and save through the framework that is training (``name``: ``"hf"``, ``"lightning"``, ...), holding its
-    object weakly. :meth:`request_stop` sets ``stop_flag`` on it (``""``: only ``stop_requested``, which the adapter's
-    callback carries out at the next step boundary; ``can_stop`` False: no stop); :meth:`save_checkpoint` calls its
-    ``saver`` with ``<dir_path>/trainmeter-checkpoint<suffix>`` (``absolute``: as a Path). ``request_stop`` from any
-    thread, ``save_checkpoint`` on the training thread."""
+    """Stop and save through the framework that is training (``name``: ``"hf"``, ...), holding its object weakly:
+    ``stop_flag`` set on it (``""``: the adapter's callback stops), ``saver`` called with a path (``absolute``: as a
+    Path). ``request_stop`` from any thread, ``save_checkpoint`` on the training thread."""
 
     name = saver = suffix = stop_flag = ""
     can_stop, absolute = True, False
@@ -51,9 +49,8 @@ class FrameworkControl:
 
 @dataclass(frozen=True)
 class FrameworksView:
-    """The framework adapters at the time of asking (any thread): the ``control`` of the framework in its
-    ``fit``/``train`` now (``None``: none, or it ended), the ``framework`` of the last fit seen, and where the step
-    count comes from (``steps_source``)."""
+    """The framework adapters at the time of asking (any thread): the ``control`` of the framework in its fit now,
+    the ``framework`` of the last fit seen, and where the step count comes from."""
 
     control: FrameworkControl | None = None
     framework: str | None = None

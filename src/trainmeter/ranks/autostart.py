@@ -1,11 +1,8 @@
-"""A child of a monitored run monitors itself as a rank, once it trains (docs/spec.md section 19).
+"""A child of a monitored run monitors itself as a rank, once it trains (docs/spec.md section 19,
+"Children of a monitored cell").
 
-When a child with ``TRAINMETER_RUN_DIR`` imports trainmeter (its code, or ``trainmeter-autostart.pth``),
-:func:`arm` wraps ``torch.optim.Optimizer.__init__`` and registers one global optimizer step pre-hook: at the
-first optimizer built (or stepped), with no run monitored, a monitor starts as ``tm.monitor()`` would there, its
-record a :class:`~trainmeter.ranks.recorder.LazyRankRecorder`, printing nothing, finished when the process ends.
-A ``tm.monitor()`` in the child takes over from a started run that has not stepped (:func:`give_way`).
-``TRAINMETER_AUTOSTART=0`` turns it off.
+At the first optimizer built (or stepped) in a child with ``TRAINMETER_RUN_DIR``, a monitor starts as
+``tm.monitor()`` would, finished when the process ends; ``TRAINMETER_AUTOSTART=0`` turns it off.
 """
 
 from __future__ import annotations

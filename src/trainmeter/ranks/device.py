@@ -1,8 +1,6 @@
-"""Which GPU this rank trains on, by UUID (the node sampler's devices are matched to ranks by it).
+"""Which GPU this rank trains on, by UUID (docs/spec.md section 19, "Each rank's device and ladder").
 
-The rules (CUDA initialised, torch without CUDA, no torch: ``CUDA_VISIBLE_DEVICES[LOCAL_RANK]``) are docs/spec.md
-section 19, "Each rank's device and ladder". Never creates a CUDA context or imports torch; host-side reads only.
-Any thread; never raises.
+Never creates a CUDA context or imports torch. Any thread; never raises.
 """
 
 from __future__ import annotations

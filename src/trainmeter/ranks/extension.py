@@ -1,9 +1,7 @@
 """The ranks extension (``distributed``): one run across processes and nodes (docs/spec.md section 19).
 
-A **rank** (seated ``rank-<k>/`` in a launch's folder) times its steps and writes them with its identity; a
-**parent** (an ordinary run) exports ``TRAINMETER_RUN_DIR`` and ``TRAINMETER_RUN_PARENT`` while it runs so the
-children it launches become its ranks, follows their seats for the panel and merges them into its passport; a
-forked child switches from parent to rank. A fault disables this extension only.
+A rank times its steps and writes them with its identity; a parent exports its run folder while it runs, follows
+its children's seats for the panel and merges them into its passport; a forked child switches from parent to rank.
 """
 
 from __future__ import annotations
@@ -28,7 +26,6 @@ if TYPE_CHECKING:
 NAME_ENV = "TRAINMETER_RUN_NAME"
 INTERVAL_ENV = "TRAINMETER_RUN_INTERVAL_S"
 ROOT_ENV = "TRAINMETER_RUN_ROOT"
-EXPORTED = (RUN_DIR_ENV, PARENT_ENV, NAME_ENV, INTERVAL_ENV, ROOT_ENV)
 PANEL_POLL_S = 1.0
 
 

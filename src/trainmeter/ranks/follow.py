@@ -1,9 +1,6 @@
 """Follow a run another process is writing: bounded tail reads of its ``events.jsonl`` files (docs/spec.md section 19).
 
-A :class:`TailReader` reads at most ``max_bytes`` per call from its offset (a torn last line waits for its end, a
-line longer than the bound is skipped; each line by :func:`trainmeter.record.events.parse_line`). A
-:class:`RunFollower` follows a run folder's own log and each seat's, keeping per source only the latest figures.
-Any one thread at a time.
+One thread at a time.
 """
 
 from __future__ import annotations
@@ -22,12 +19,8 @@ MAX_READ_BYTES = 256 * 1024
 
 
 class TailReader:
-    """Reads the complete lines appended to ``path`` since the last call.
-
-    Args:
-        path: The JSON-lines file (may not exist yet).
-        max_bytes: Most bytes read per :meth:`read` call.
-    """
+    """Reads the complete lines appended to ``path`` (maybe not there yet) since the last call, at most ``max_bytes``
+    a call (a torn last line waits for its end; a longer line is skipped)."""
 
     def __init__(self, path: Path, max_bytes: int = MAX_READ_BYTES) -> None:
         self.path = path
@@ -90,12 +83,8 @@ class SourceState:
 
 
 class RunFollower:
-    """Follows a run folder and its rank seats.
-
-    Args:
-        run_dir: The run folder.
-        max_bytes: Most bytes read per file per :meth:`poll`.
-    """
+    """Follows a run folder's own log and each seat's (``max_bytes`` per file per :meth:`poll`), keeping the latest
+    figures of each."""
 
     def __init__(self, run_dir: Path, max_bytes: int = MAX_READ_BYTES) -> None:
         self.run_dir = Path(run_dir)

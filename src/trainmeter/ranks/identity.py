@@ -1,7 +1,5 @@
-"""Who this process is in a launch: rank, local rank, world size, node, launch key (docs/spec.md section 19).
-
-Read from the launchers' environment (torchrun, accelerate), else Slurm's, or an initialised ``torch.distributed``
-(which wins). Nothing here talks to other ranks. Pure reads; any thread.
+"""Who this process is in a launch, from the launchers' environment, Slurm's or ``torch.distributed`` (docs/spec.md
+section 19). Pure reads; any thread.
 """
 
 from __future__ import annotations
@@ -16,9 +14,7 @@ from typing import Any
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RankIdentity:
-    """This process's place in a launch (docs/spec.md section 19): ``rank`` ``None`` and ``world_size`` 1 when not
-    part of one; ``node`` is ``node-<8 hex>`` (a hash of its host name: passports name no host); ``source`` where rank
-    and world size were read (``torchrun``, ``env``, ``slurm``, ``torch.distributed``, ``none``)."""
+    """This process's place in a launch (docs/spec.md section 19; ``rank`` ``None`` when not part of one)."""
 
     rank: int | None
     local_rank: int | None

@@ -1,10 +1,5 @@
-"""One run folder per launch, chosen without a race; one seat (``rank-<k>/``) per rank.
-
-A rank finds its launch's folder from ``TRAINMETER_RUN_DIR`` (a monitored parent's export), else a launch key's
-claim file ``<root>/.launches/<hash>-<generation>`` published with an atomic ``link`` by the first rank to arrive
-(a claim whose folder already seats this rank is an earlier launch's: the next generation), else it is not a
-launch (docs/spec.md section 19). Seats are made with ``mkdir`` (atomic). Called once per rank, never in the
-hot path.
+"""One run folder per launch, chosen without a race (a claim file linked atomically by the first rank); one seat
+(``rank-<k>/``, made with ``mkdir``) per rank (docs/spec.md section 19). Once per rank.
 """
 
 from __future__ import annotations

@@ -1,10 +1,4 @@
-"""MFU of a whole launch: compute's MFU (docs/spec.md section 5) with devices = world size (section 19).
-
-The same derivation, conventions, F and names (:func:`trainmeter.compute.mfu.mfu_derivation`,
-:func:`~trainmeter.compute.flops.mfu_conventions`, prefix ``distributed.``) over every rank's tokens, the longest
-rank's seconds and one peak per device; F must be equal on every rank; missing, with the reason, when a rank of the
-world has no record, F or peak (a peak is never guessed). Pure functions; any thread.
-"""
+"""MFU of a whole launch: compute's MFU (docs/spec.md section 5) with devices = world size (section 19). Pure."""
 
 from __future__ import annotations
 
@@ -22,12 +16,8 @@ PREFIX = "distributed."  # a launch's MFU beside a rank's own: distributed.mfu[h
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RankCompute:
-    """What one rank's files say about its compute (its passport, else its latest interval record).
-
-    ``wall_s``/``train_s``: its session seconds and seconds inside training steps; ``flops_per_token`` by convention
-    (``counted`` included); ``peak``: its dense peak input (FLOP/s) as compute's MFU takes it, ``peak_missing`` why
-    none; ``own_mfu_provenance``: the weakest of its own ``mfu[conv]`` inputs. ``None``: its files do not say.
-    """
+    """What one rank's files say about its compute (its passport, else its latest interval record; ``None``: they
+    do not say); ``own_mfu_provenance``: the weakest of its own ``mfu[conv]`` inputs."""
 
     label: str
     tokens: int = 0
@@ -83,9 +73,8 @@ def conventions(ranks: Sequence[RankCompute], convention: str | None = None) -> 
 
 def launch_mfu(ranks: Sequence[RankCompute], world_size: int, convention: str, *,
                pace: str = "session", missing_ranks: Sequence[int] = ()) -> Derivation:
-    """The launch's MFU under ``convention`` over ``world_size`` devices (the module docstring), at ``pace``
-    (``session``: wall seconds; ``training-only``: seconds inside training steps); ``missing_ranks``: ranks of the
-    world with no record. A Derivation named ``distributed.mfu[conv]`` or ``distributed.mfu.session[conv]``."""
+    """The launch's MFU under ``convention`` over ``world_size`` devices at ``pace`` (``session`` or
+    ``training-only``), named ``distributed.mfu[conv]`` or ``distributed.mfu.session[conv]``."""
     name = mfu_name(convention, pace, PREFIX)
     seconds_name = "wall_s" if pace == "session" else "train_s"
     seconds = [getattr(r, seconds_name) for r in ranks]

@@ -1,8 +1,5 @@
-"""Merged figures of a launch: per-rank summaries, global steps and tokens, the ``distributed`` section.
-
-Read from the seats' files only (a rank's ``passport.json``, else its log's tail). A monitored parent puts the
-section into its passport; without a parent, every rank rewrites the launch's passport when it finishes, under an
-``flock`` (docs/spec.md section 19).
+"""Merged figures of a launch from its seats' files: per-rank summaries, the ``distributed`` section, and the
+launch's passport when no parent owns it (docs/spec.md section 19).
 """
 
 from __future__ import annotations
@@ -32,10 +29,8 @@ WINDOW_TAIL_BYTES = 4 * 1024 * 1024  # the tail of a rank's log read for its rep
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RankSummary:
-    """One seat of a launch, as its files say (its passport, else its last report): the keys of ``ranks[]``
-    (docs/spec.md section 19), its own ``mfu`` (one device) and ``mfu_missing``, ``compute`` (its inputs of the
-    launch's MFU) and ``node_gpu`` (its passport's ``gpu`` section when it sampled its node), neither written in
-    ``ranks[]``, and ``first_step_counted`` (``False`` when its tokens count from step 2)."""
+    """One seat of a launch, as its files say: the keys of ``ranks[]`` (docs/spec.md section 19), and ``compute`` and
+    ``node_gpu`` (its passport's ``gpu`` section), which ``ranks[]`` leaves out."""
 
     seat: str
     rank: int | None
@@ -184,12 +179,8 @@ def window_history(seat_dir: Path) -> list[dict[str, Any]]:
 def distributed_section(ranks: list[RankSummary], *, token_unit: str = "tokens",
                         launch_dir: Path | None = None, convention: str | None = None,
                         node_gpus: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
-    """The passport's ``distributed`` section for a launch (merged figures with derivations).
-
-    ``launch_dir``: also count, window by window, how often each rank was named a straggler; ``convention``: of
-    the launch's MFU (default the ranks' own, else every one); ``node_gpus``: node samplers' ``gpu`` sections
-    beside those in the ranks' passports (the monitored parent passes its own).
-    """
+    """The passport's ``distributed`` section for a launch; ``launch_dir``: also count each rank's straggler windows;
+    ``node_gpus``: node samplers' ``gpu`` sections beside those in the ranks' passports."""
     worlds = [r.world_size for r in ranks if r.world_size]
     world_size = max(worlds) if worlds else len(ranks)
     nodes = sorted({r.node for r in ranks if r.node})
@@ -266,7 +257,7 @@ def launch_status(ranks: list[RankSummary], world_size: int) -> str:
 
 def write_launch_passport(launch_dir: Path, name: str) -> dict[str, Any]:
     """Write ``passport.json``/``passport.md`` of a launch without a parent; return the passport."""
-    from trainmeter.record.runlog import clean
+    from trainmeter.record.runlog import clean, write_file_atomic
 
     ranks = read_launch(launch_dir)
     section = distributed_section(ranks, launch_dir=launch_dir)
@@ -278,14 +269,7 @@ def write_launch_passport(launch_dir: Path, name: str) -> dict[str, Any]:
                 "steps": section["global_steps"], "tokens": section["global_tokens"],
                 "token_unit": next((p.get("token_unit") for p in passports if p.get("token_unit")), "tokens"),
                 "distributed": section, "derivations": list(section["derivations"]), "warnings": list(section["notes"])}
-    path = launch_dir / "passport.json"
-    tmp = launch_dir / f".passport.{os.getpid()}.tmp"  # one per writer: ranks may close at once
-    try:
-        tmp.write_text(json.dumps(clean(passport), indent=2) + "\n", encoding="utf-8")
-        tmp.replace(path)
-    except OSError:
-        tmp.unlink(missing_ok=True)  # no temporary file left on a failure (a full disk)
-        raise
+    write_file_atomic(launch_dir / "passport.json", json.dumps(clean(passport), indent=2) + "\n")  # under the lock
     (launch_dir / "passport.md").write_text(render_markdown(passport), encoding="utf-8")
     return passport
 

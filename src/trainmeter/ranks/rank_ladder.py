@@ -1,9 +1,4 @@
-"""The utilization ladder per rank and per node, matched by device UUID (docs/spec.md section 19).
-
-Each rank gets the rungs of its own device from its node sampler's ``gpu`` section, with its own MFU (one device)
-as the last rung, and the fall-off decided again; an assumed NVML index is matched by index (said so); a rank with
-no device, or a node with no sampler record, gets the reason. Pure; any thread.
-"""
+"""The utilization ladder per rank and per node, matched by device UUID (docs/spec.md section 19). Pure."""
 
 from __future__ import annotations
 

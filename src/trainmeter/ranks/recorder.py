@@ -1,8 +1,5 @@
-"""A record sink that takes its seat only once the process trains (a forked child's, an autostarted child's).
-
-Until the first report after a step nothing is written; then the wrapped
-:class:`~trainmeter.record.recorder.RunRecorder` opens (seated as ``rank-<k>/`` of the parent's folder). A process
-that never steps leaves no trace. Training thread only.
+"""A record sink that takes its seat only at the first report after a step (a forked or autostarted child's): a
+process that never steps leaves no trace. Training thread only.
 """
 
 from __future__ import annotations

@@ -1,7 +1,5 @@
-"""Where a rank's record goes: its seat in the launch's run folder (the record wing's hook, ``RunRecorder.open``).
-
-A non-``None`` :func:`seat_for` replaces the ordinary ``<root>/<UTC>-<name>/``; the seat of this process's run is
-kept here (one run per process) for the ranks extension and the merge. Training thread, once per run.
+"""Where a rank's record goes: its seat in the launch's run folder, instead of ``<root>/<UTC>-<name>/``; kept here
+for the ranks extension and the merge (one run per process). Training thread, once per run.
 """
 
 from __future__ import annotations
@@ -18,9 +16,8 @@ from trainmeter.ranks.launch import PARENT_ENV, inherited_run_dir, launch_dir, t
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Seat:
-    """This process's place in a launch's run folder: its ``identity`` as seated, the ``launch_dir`` every rank shares,
-    its own ``dir`` (``rank-<k>``), the ``parent_pid`` owning ``launch_dir`` (``None``: the ranks own it) and its
-    ``device`` when known at seating (:func:`trainmeter.ranks.device.rank_device`)."""
+    """This process's place in a launch's run folder: its own ``dir`` (``rank-<k>``) in the shared ``launch_dir``, the
+    ``parent_pid`` owning that (``None``: the ranks own it) and its ``device`` when known at seating."""
 
     identity: RankIdentity
     launch_dir: Path

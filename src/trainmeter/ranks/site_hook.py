@@ -5,5 +5,3 @@ section 19): importing trainmeter arms :mod:`trainmeter.ranks.autostart`. torch 
 from __future__ import annotations
 
 import trainmeter  # noqa: F401  (arms trainmeter.ranks.autostart: see trainmeter/__init__.py)
-
-PTH_NAME = "trainmeter-autostart.pth"

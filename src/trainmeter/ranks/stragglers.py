@@ -1,9 +1,4 @@
-"""Stragglers: which rank is slow, by how much, against the others and against itself.
-
-Scores after NVIDIA's straggler detector (relative: over the median and the fastest rank; individual: the latest
-window over its best), on the time outside backward when measured, else the step time (docs/spec.md section 19).
-Pure functions; any thread.
-"""
+"""Stragglers: which rank is slow, by how much, against the others and against itself (docs/spec.md section 19)."""
 
 from __future__ import annotations
 

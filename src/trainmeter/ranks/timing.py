@@ -1,8 +1,5 @@
-"""Per-rank step timing from this rank's own clock: step time, and the part spent outside backward.
-
-Under DDP every rank waits for the slowest inside ``loss.backward()``, so step times name nobody; the time outside
-backward is each rank's own work (docs/spec.md section 19, "Stragglers"). Hot path: one global optimizer post-hook
-and a ``Tensor.backward`` wrapper (clock reads, no sync). The first step is not timed. Training thread only.
+"""Per-rank step timing from this rank's own clock: step time, and the part outside backward (docs/spec.md section
+19, "Stragglers"). One optimizer post-hook and a ``Tensor.backward`` wrapper: clock reads, no sync. Training thread.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
 """``tm.display(path_or_run, follow=True)``: watch a run another process writes (docs/spec.md section 19).
 
-The run's log (or, for a launch without a parent, its lowest rank's) and every seat's, read with bounded tail reads
-(:mod:`trainmeter.ranks.follow`); only what the dashboard needs is kept and the widget's state rebuilt each poll.
-In a notebook a daemon thread updates the widget until the run ends or falls silent for ``idle_s``; elsewhere
-:func:`follow` prints one line per change in the caller's thread.
+In a notebook a daemon thread updates the widget until the run ends or falls silent; elsewhere one line per change.
 """
 
 from __future__ import annotations
@@ -24,12 +21,8 @@ IDLE_S = 600.0
 
 
 def resolve(run_or_path: Any = None, root: Path | None = None) -> Path:
-    """The run folder to follow: the one given, or the newest live run under ``root``.
-
-    Raises:
-        FileNotFoundError: When nothing is given and no run under the root grew in the last two minutes,
-            or the given path holds no run.
-    """
+    """The run folder to follow: the one given, or the newest live run under ``root`` (``FileNotFoundError``: none
+    grew in the last two minutes, or the path holds no run)."""
     from trainmeter.options import DEFAULT_RUN_ROOT
 
     if run_or_path is None:
@@ -50,15 +43,11 @@ def resolve(run_or_path: Any = None, root: Path | None = None) -> Path:
 
 
 class RunWatch:
-    """Incremental, bounded view of a run folder being written.
-
-    Args:
-        run_dir: The run folder.
-        max_bytes: Most bytes read per file per poll.
-    """
+    """Incremental, bounded view of a run folder being written (its log, else its lowest rank's, and every seat's;
+    ``max_bytes`` per file per poll)."""
 
     def __init__(self, run_dir: Path, max_bytes: int = MAX_READ_BYTES) -> None:
-        from trainmeter.widget.decimate import DEFAULT_BUDGET_POINTS
+        from trainmeter.widget.show import ReplayFeed
 
         self.run_dir = Path(run_dir)
         self.max_bytes = max_bytes
@@ -67,11 +56,7 @@ class RunWatch:
         self._start: dict[str, Any] = {}
         self._interval: dict[str, Any] = {}
         self._latest_series: dict[str, dict[str, Any]] = {}
-        self._decimators: dict[str, Any] = {}
-        self._smoother: Any = None  # the smoothed training loss (widget/smoothed.py), made on first use
-        self._axis_step = 0  # last step of the x map fed
-        self._x_map: Any = None  # the charts' step -> tokens/time map (widget/x_axis.py), made on first use
-        self._budget = DEFAULT_BUDGET_POINTS
+        self._feed = ReplayFeed()  # the charts' history and step -> tokens/time map
         self.passport: dict[str, Any] = {}
         self.polls = 0
         self.widget: Any = None  # set by follow() in a notebook
@@ -108,7 +93,7 @@ class RunWatch:
             except OSError:  # missing, or damaged (Damaged): followed from the log
                 self.passport = {}
         events = [e for e in (self._start, *self._latest_series.values(), self._interval) if e]
-        facts = facts_from_run(self.passport, events, run_dir=str(self.run_dir), x_map=self._mapping())
+        facts = facts_from_run(self.passport, events, run_dir=str(self.run_dir), x_map=self._feed.x_map)
         state = build_state(facts)
         if not self.passport:
             state["status"] = "running"
@@ -133,60 +118,15 @@ class RunWatch:
             self._start = record
         elif kind == "interval":
             self._interval = record
-            from trainmeter.widget.view_model import report_points_from_record
-
-            t_s, values = report_points_from_record(record)
-            for name, value in values.items():
-                self._feed(name, "time", [t_s], [value])
-            from trainmeter.widget.x_axis import report_mapping
-
-            point = report_mapping(record, self._axis_step)  # the charts' step -> time/tokens map
-            if point is not None:
-                self._axis_step, at_s, tokens = point
-                self._mapping().add(self._axis_step, float("nan") if tokens is None else tokens, at_s)
         elif kind == "series":
             self._latest_series[str(record.get("name"))] = record
-            x_kind = record.get("x", "step")
-            xs = record.get("step") if x_kind == "step" else [t / 1e6 for t in record.get("t_us") or []]
-            if xs and record.get("value"):
-                self._feed(str(record["name"]), x_kind, xs, record["value"])
-
-    def _feed(self, name: str, x_kind: str, xs: list[Any], ys: list[Any], twin: bool = True) -> None:
-        from trainmeter.widget.decimate import Decimator
-
-        d = self._decimators.get(name)
-        if d is None:
-            d = self._decimators[name] = Decimator(name, x_kind, budget_points=self._budget)
-        values = [float("nan") if y is None else y for y in ys]
-        d.extend(xs, values)
-        if not twin:
-            return
-        if self._smoother is None:
-            from trainmeter.widget.smoothed import LossSmoother
-
-            self._smoother = LossSmoother()
-        smoothed = self._smoother.twin(name, values)
-        if smoothed is not None:  # the smoothed loss, fed as its own (twin-less) series
-            self._feed(smoothed[0], x_kind, xs, smoothed[1], twin=False)
-
-    def _mapping(self) -> Any:
-        if self._x_map is None:
-            from trainmeter.widget.x_axis import XMap
-
-            self._x_map = XMap()
-        return self._x_map
+        self._feed.take(record)
 
     def history(self) -> bytes:
         """The decimated history as a widget frame (each point on every x axis)."""
-        from trainmeter.widget.frame import SeriesColumns, encode_frame
+        from trainmeter.widget.frame import encode_frame
 
-        columns = []
-        x_map = self._mapping()
-        for d in self._decimators.values():
-            xs, ys = d.columns(include_open=True)
-            columns.append(SeriesColumns(name=d.name, x_kind=d.x_kind, xs=xs, ys=ys,  # type: ignore[arg-type]
-                                         mapped=x_map.columns(d.x_kind, xs)))
-        return encode_frame(self.polls, columns)
+        return encode_frame(self.polls, self._feed.columns(self._feed.decimators.values()))
 
     def ended(self) -> bool:
         """Whether the run wrote its passport (every rank of a launch merged, or the parent finished)."""
@@ -195,11 +135,8 @@ class RunWatch:
 
 def follow(run_or_path: Any = None, *, poll_s: float = POLL_S, idle_s: float = IDLE_S,
            out: TextIO | None = None, shell: Any = None) -> RunWatch:
-    """Show a run another process writes, updating until it ends or falls silent for ``idle_s``; the watch.
-
-    Raises:
-        FileNotFoundError: When there is no such run (see :func:`resolve`).
-    """
+    """Show a run another process writes, updating until it ends or falls silent for ``idle_s``; the watch
+    (``FileNotFoundError``: see :func:`resolve`)."""
     watch = RunWatch(resolve(run_or_path))
     state = watch.poll()
     if shell is not None and type(shell).__name__ == "ZMQInteractiveShell":

@@ -1,11 +1,8 @@
 """The run log's column records encoded ahead: the report worker turns a series' new points into JSON between reports.
 
-Encoding a report's ``steps``/``series`` records is most of a steady report's cost; the report worker encodes the
-points since the log's cursor in pieces while the run trains, and the report encodes only the rest and joins them:
-byte for byte the line :meth:`~trainmeter.record.runlog.RunLog.append` writes (docs/spec.md section 20). A piece
-is used only while the cursor it started from holds and nothing past it was trimmed; else the record is encoded
-whole. Thread safety: :meth:`ColumnLines.encode_ahead` on the worker, :meth:`ColumnLines.line` at reports; each
-entry is an immutable tuple replaced whole.
+The report joins them with the rest, byte for byte the line ``RunLog.append`` writes (docs/spec.md section 20); a
+piece is used only while its cursor holds and nothing past it was trimmed. :meth:`ColumnLines.encode_ahead` on the
+worker, :meth:`ColumnLines.line` at reports; each entry is an immutable tuple replaced whole.
 """
 
 from __future__ import annotations
@@ -14,7 +11,7 @@ import json
 from typing import Any
 
 from trainmeter.record.events import SCHEMA_VERSION
-from trainmeter.record.runlog import clean
+from trainmeter.record.runlog import compact_json
 
 _SEPARATORS = (",", ":")
 _US_PER_S = 1e6
@@ -23,11 +20,8 @@ Entry = tuple[int, int, str, str, str]
 
 
 def elements(values: list[Any]) -> str:
-    """The JSON of ``values``' elements, comma-separated (a list's JSON without its brackets)."""
-    try:
-        return json.dumps(values, separators=_SEPARATORS, allow_nan=False)[1:-1]
-    except ValueError:  # a NaN or inf: null, as RunLog.append's clean-up writes it
-        return json.dumps(clean(values), separators=_SEPARATORS)[1:-1]
+    """The JSON of ``values``' elements, comma-separated (a list's JSON without its brackets), as RunLog writes it."""
+    return compact_json(values)[1:-1]
 
 
 def micros(times_s: list[float]) -> list[int]:

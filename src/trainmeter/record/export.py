@@ -1,10 +1,6 @@
 """Data out (docs/spec.md section 16): a saved run as pandas DataFrames, TensorBoard event files, an offline W&B run.
 
-Read from the run folder (``events.jsonl`` at full resolution, ``passport.json``); nothing leaves the machine (W&B
-defaults to ``mode="offline"``); pandas, tensorboard and wandb are imported where needed. The frames are tidy:
-``series`` (name, x_kind, step, t_s, value), ``steps`` (step, t_s, tokens) and ``intervals`` (one row per report,
-nested fields flattened with ``.``). TensorBoard tags: each series by its name, ``tokens_per_step`` and per report
-``throughput/<field>``, ``phases_s/<phase>``, ``compute/<figure>``, ``energy/<figure>``. No thread of their own.
+Read from the run folder; pandas, tensorboard and wandb are imported where needed. No thread of their own.
 """
 
 from __future__ import annotations
@@ -177,14 +173,8 @@ def export_tensorboard(run_dir: Path, passport: dict[str, Any], logdir: str | Pa
 
 def export_wandb(run_dir: Path, passport: dict[str, Any], *, project: str, mode: str = "offline",
                  wandb_dir: str | Path | None = None) -> Any:
-    """Log the run to a W&B run (``mode="offline"`` by default: nothing is sent); return the finished run: series
-    points per step, report figures at their step, the passport's headline numbers as the summary, its options as
-    the config.
-
-    Raises:
-        ImportError: wandb is not installed.
-        ValueError: ``mode`` is not ``offline``, ``online`` or ``disabled``.
-    """
+    """Log the run to a W&B run (``mode="offline"`` by default: nothing is sent); return the finished run.
+    ``ImportError`` without wandb; ``ValueError`` for a ``mode`` other than offline, online, disabled."""
     if mode not in ("offline", "online", "disabled"):
         raise ValueError(f"invalid mode {mode!r} for export_wandb: valid are offline, online, disabled")
     try:

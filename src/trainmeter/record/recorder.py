@@ -1,8 +1,7 @@
 """The record sink of a run (:class:`trainmeter.core.sink.RecordSink`): run folder, run log, text line, passport.
 
-Disk faults never stop or slow the training (docs/spec.md section 18): a failed write is cut back to whole lines,
-the points stay in memory, writes are retried with back-off and the gap is recorded (a ``gap`` record, the
-passport's ``record`` section); a run folder that cannot be made is tried again later. Training thread only.
+Disk faults never stop or slow the training: writes are retried with back-off and the gap recorded (docs/spec.md
+section 18). Training thread only.
 """
 
 from __future__ import annotations
@@ -44,11 +43,8 @@ def _rank_seat(root: Path, name: str, now: Any) -> Any:
 
 
 class RunRecorder:
-    """Writes ``<run root>/<UTC>-<name>/events.jsonl`` at each report and the passport at the end.
-
-    ``gaps``: closed spans the record could not be written (``gap`` records' fields); ``passport_path`` once
-    written; ``passport_error``: why it could not be.
-    """
+    """Writes ``<run root>/<UTC>-<name>/events.jsonl`` at each report and the passport at the end; ``gaps``: closed
+    spans the record could not be written (``gap`` records' fields)."""
 
     def __init__(self, after_passport: Callable[[RunContext], None] | None = None) -> None:
         self.after_passport = after_passport  # the wiring's: e.g. the replay's dashboard.json; must not raise

@@ -1,7 +1,6 @@
 """The report sinks: the run log's columns and interval record, the text line, the closing line.
 
-Called through :class:`~trainmeter.record.recorder.RunRecorder` at each report: on the training thread, or for a
-steady report on the report worker, up to the series' ends at the report (docs/spec.md section 20).
+Training thread, or the report worker for a steady report, up to the series' ends (docs/spec.md section 20).
 """
 
 from __future__ import annotations
@@ -30,12 +29,8 @@ def _upto(read: tuple[int, list[int], list[float], list[float]], stop: int | Non
 
 def write_columns(log: RunLog, cursors: dict[str, int], kind: str, series: Series | StepSeries,
                   ahead: ColumnLines | None = None, stop: int | None = None) -> int:
-    """Append the points of ``series`` since its cursor as one ``kind`` record and advance the cursor; how many
-    points past the cursor were trimmed before they could be written (0 unless writes failed long enough).
-
-    ``ahead``: join what the report worker encoded already (:mod:`~trainmeter.record.column_lines`, the same
-    bytes); ``stop``: only the points before that absolute position (a report written later by the worker).
-    """
+    """Append the points of ``series`` since its cursor (before absolute position ``stop``) as one ``kind`` record,
+    joined to what the worker encoded ``ahead``, and advance the cursor; how many points were trimmed unwritten."""
     start = cursors.get(series.name, 0)
     if stop is not None and stop <= start:
         return 0  # written up to there already (a drain queued before a report of the training thread's)
@@ -57,9 +52,8 @@ def write_columns(log: RunLog, cursors: dict[str, int], kind: str, series: Serie
 
 def write_interval(m: RunContext, log: RunLog, cursors: dict[str, int], elapsed_s: float,
                    phases_s: dict[str, float], extra: dict[str, Any], ahead: ColumnLines | None = None) -> int:
-    """Write the columns since the last report and one ``interval`` record, then flush; the points trimmed before
-    they could be written (:func:`write_columns`). ``OSError`` when the log cannot be appended (``cursors`` then
-    holds positions not written)."""
+    """Write the columns since the last report and one ``interval`` record, then flush; the points trimmed unwritten.
+    ``OSError`` when the log cannot be appended (``cursors`` then holds positions not written)."""
     ends = getattr(m, "report_ends", None)  # a report written later (core.reports.ReportSnapshot): its ends
     stop = (lambda _name, _default=None: None) if ends is None else ends.get
     dropped = write_columns(log, cursors, "steps", m.step_series, ahead, stop(m.step_series.name))
@@ -83,9 +77,7 @@ def write_interval(m: RunContext, log: RunLog, cursors: dict[str, int], elapsed_
 
 
 def format_text(m: RunContext) -> str:
-    """The text line of the last report (docs/spec.md section 7): ``mem`` the interval's peak CUDA allocated bytes /
-    device total, else RSS / host total; an extension's ``text_fields`` ``mfu`` and ``loss_ema`` in their places,
-    its other fields after."""
+    """The text line of the last report (docs/spec.md section 7)."""
     interval = m.interval
     mem = None
     total = None
@@ -106,7 +98,8 @@ def format_text(m: RunContext) -> str:
         mfu = fields.pop("mfu", mfu)
         loss_ema = fields.pop("loss_ema", loss_ema)
         extra.update(fields)
-    return format_line(m.steps, series=seed_values(latest_values(m)), loss_ema=loss_ema,
+    latest = {name: s.stats().last for name, s in m.series.items() if s.x_kind == "step"}
+    return format_line(m.steps, series=seed_values(latest), loss_ema=loss_ema,
                        tokens_per_s=interval.train_tokens_per_s if interval else None,
                        token_unit=unit, mfu=mfu, mem_used_bytes=mem, mem_total_bytes=total, extra=extra)
 
@@ -124,8 +117,3 @@ def summary_line(m: RunContext, saved: str | None = None) -> str:
             f"{format_count(m.tokens)} {m.token_unit}"
             + (f", {format_rate(rate, f'{m.token_unit}/s')} (session)" if rate else "")
             + f"; {saved if saved is not None else f'passport in {m.run_dir}'}")
-
-
-def latest_values(m: RunContext, x_kind: str | None = "step") -> dict[str, float | None]:
-    """Last value of each series drawn against ``x_kind`` (all with ``None``)."""
-    return {name: s.stats().last for name, s in m.series.items() if x_kind is None or s.x_kind == x_kind}

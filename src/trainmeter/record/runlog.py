@@ -1,6 +1,6 @@
-"""The run log's writer: an append-only ``events.jsonl``, flushed at every report (a killed kernel leaves a readable
-log up to the last interval); the JSON helpers of the record. Training thread only. The records and their reader
-are :mod:`trainmeter.record.events` (``read_events`` re-exported here).
+"""The run log's writer: an append-only ``events.jsonl``, flushed at every report; the record's JSON helpers.
+
+Training thread only. The records and their reader are :mod:`trainmeter.record.events`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 
 from trainmeter.record.events import SCHEMA_VERSION, Record, read_events
 
-__all__ = ["RunLog", "clean", "json_lines", "json_safe", "read_events", "write_file_atomic"]
+__all__ = ["RunLog", "clean", "compact_json", "json_lines", "json_safe", "read_events", "write_file_atomic"]
 
 _STRICT = json.JSONEncoder(separators=(",", ":"), allow_nan=False)  # the C encoder; a NaN or inf raises
 
@@ -31,15 +31,17 @@ def clean(value: Any) -> Any:
     return value
 
 
+def compact_json(value: Any) -> str:
+    """``value`` as compact JSON, non-finite floats as ``null`` (``clean`` runs only when one is there)."""
+    try:
+        return json.dumps(value, separators=(",", ":"), allow_nan=False)
+    except ValueError:
+        return json.dumps(clean(value), separators=(",", ":"))
+
+
 def json_lines(doc: dict[str, Any]) -> str:
-    """``doc`` as JSON with one top-level key a line, each value compact, non-finite floats as ``null``.
-
-    Parses to what ``json.dumps(clean(doc), indent=2)`` parses to, every value by json's C encoder (docs/spec.md
-    section 20); ``clean`` runs only for a non-finite value or an odd key (bool or ``None``: spelled ``str(key)``).
-
-    Raises:
-        TypeError: A value JSON cannot encode (as ``json.dumps`` raises it).
-    """
+    """``doc`` as JSON with one top-level key a line, each value compact, non-finite floats as ``null`` (parses to
+    ``json.dumps(clean(doc))``'s object; docs/spec.md section 20). ``TypeError``: a value JSON cannot encode."""
     encode = _STRICT.encode
     try:
         parts = []
@@ -72,12 +74,8 @@ def _spelled_keys(text: str) -> bool:
 
 
 class RunLog:
-    """Writes one JSON object per line to ``path`` (``<run dir>/events.jsonl``, created with its folder; ``OSError``
-    when it cannot be opened).
-
-    Records are buffered and written by :meth:`flush` as one append; a failed append (a full disk) is cut back to
-    the last complete line and the buffer dropped (the caller keeps what it must write again).
-    """
+    """Writes one JSON object per line to ``path`` (created with its folder), buffered until :meth:`flush`: one
+    append, cut back to the last whole line when it fails (a full disk)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -92,13 +90,8 @@ class RunLog:
 
     def append(self, record: Record) -> None:
         """Buffer one record (built by :mod:`trainmeter.record.events`) until :meth:`flush`."""
-        if self._fd is None:
-            return
-        try:  # fast path: the C encoder, refusing NaN and inf
-            line = json.dumps(record, separators=(",", ":"), allow_nan=False)
-        except ValueError:
-            line = json.dumps(clean(record), separators=(",", ":"))
-        self._lines.append(line)
+        if self._fd is not None:
+            self._lines.append(compact_json(record))
 
     def append_line(self, line: str) -> None:
         """Buffer one record already encoded as its JSON line (:mod:`~trainmeter.record.column_lines`)."""

@@ -94,12 +94,8 @@ class Run:
 def load(path: str | Path) -> Run:
     """Load a saved run from its folder, its ``passport.json`` or its ``events.jsonl``.
 
-    A run without a readable passport is summarised from its run log (:func:`summarise_log`); a file of the folder
-    that cannot be read as what it should be (:mod:`trainmeter.record.safe_read`) makes the run ``damaged``
-    (``passport["damaged"]`` says why), the figures still readable kept.
-
-    Raises:
-        FileNotFoundError: When ``path`` holds no run (names the path).
+    Without a readable passport, it is summarised from its run log; a damaged file makes the run ``damaged``
+    (``passport["damaged"]`` says why). ``FileNotFoundError`` when ``path`` holds no run.
     """
     p = Path(path).expanduser()
     if not p.is_dir() and exists(p):
@@ -130,12 +126,8 @@ def damaged_passport(folder: Path, reason: str) -> dict[str, Any]:
 
 
 def summarise_log(path: Path, problem: str | None = None, max_bytes: int | None = None) -> dict[str, Any]:
-    """A passport-shaped summary of a run from its run log alone (a killed run, or a damaged passport).
-
-    Series figures come from its first ``max_bytes`` (default :data:`SUMMARY_MAX_BYTES`), the last report and end
-    from its tail; damaged lines and a log past the bound are said in the warnings. ``problem`` (the passport's
-    damage) makes the status ``damaged``.
-    """
+    """A passport-shaped summary of a run from its run log alone (series from its first ``max_bytes``, the last report
+    and end from its tail); ``problem`` (the passport's damage) makes the status ``damaged``."""
     bound = SUMMARY_MAX_BYTES if max_bytes is None else max_bytes
     read = ReadStats()
     start: dict[str, Any] = {}

@@ -1,7 +1,6 @@
 """The ``%trainmeter runs`` table: one bounded row per run folder (passport, else the run log's head and tail).
 
-A damaged folder is a row whose status says ``damaged: <why>`` (:mod:`trainmeter.record.safe_read`),
-never an error. Pure functions over the run root; any thread.
+A damaged folder is a row whose status says ``damaged: <why>``, never an error. Any thread.
 """
 
 from __future__ import annotations
@@ -124,9 +123,13 @@ def run_row(folder: Path) -> RunRow:
         return _damaged_row(folder, f"{type(exc).__name__}: {exc}")
 
 
+def _damaged(reason: str) -> str:
+    """A damaged run's status cell: ``damaged: <why>``, cut to :data:`DAMAGE_SHOWN_CHARS`."""
+    return "damaged: " + (reason if len(reason) <= DAMAGE_SHOWN_CHARS else reason[: DAMAGE_SHOWN_CHARS - 3] + "...")
+
+
 def _damaged_row(folder: Path, reason: str) -> RunRow:
-    short = reason if len(reason) <= DAMAGE_SHOWN_CHARS else reason[: DAMAGE_SHOWN_CHARS - 3] + "..."
-    return RunRow(started=_started(None, folder.name), name=folder.name, status=f"damaged: {short}", duration="-",
+    return RunRow(started=_started(None, folder.name), name=folder.name, status=_damaged(reason), duration="-",
                   steps="-", tokens="-", last_loss="-", path=_shown_path(folder))
 
 
@@ -151,8 +154,7 @@ def _run_row(folder: Path) -> RunRow:
     ranks = (p.get("distributed") or {}).get("ranks_recorded")
     status = str(p.get("status") or "unfinished") + (f" ({ranks} ranks)" if ranks else "") + (" *" if from_log else "")
     if damage is not None:
-        short = damage if len(damage) <= DAMAGE_SHOWN_CHARS else damage[: DAMAGE_SHOWN_CHARS - 3] + "..."
-        status = f"damaged: {short}"
+        status = _damaged(damage)
     return RunRow(started=_started(p.get("started_at"), folder.name), name=str(p.get("name") or folder.name),
                   status=status, duration=format_duration(p.get("elapsed_s")) if _finite(p.get("elapsed_s")) else "-",
                   steps=format_count(p.get("steps")) if _finite(p.get("steps")) else "-",

@@ -1,8 +1,7 @@
 """Reads of run-folder files that survive any folder: regular files only, inside the run folder, bounded.
 
-Every reader of a run folder opens its files through here (docs/spec.md section 18, "hostile run folders"): a
-regular file only (opened ``O_NONBLOCK``, checked with ``fstat``), no symlink out of its folder, a JSON document
-no larger than :data:`MAX_JSON_BYTES`; any failure is a :class:`Damaged` naming the file and why. Pure; any thread.
+Every reader of a run folder opens its files through here (docs/spec.md section 18, "hostile run folders"); any
+failure is a :class:`Damaged` naming the file and why. Pure; any thread.
 """
 
 from __future__ import annotations
@@ -10,8 +9,8 @@ from __future__ import annotations
 import json
 import os
 import stat
-from pathlib import Path
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any, BinaryIO
 
 from trainmeter.sizes import format_bytes
@@ -56,12 +55,8 @@ def _inside(path: Path, within: Path) -> bool:
 
 
 def open_regular(path: str | Path, *, within: str | Path | None = None) -> BinaryIO:
-    """Open ``path`` for binary reading if it is a regular file inside ``within`` (default: its own folder).
-
-    Raises:
-        FileNotFoundError: ``path`` does not exist.
-        Damaged: It is a FIFO, device, socket or folder, a symlink leaving ``within``, or cannot be opened.
-    """
+    """Open ``path`` for binary reading if it is a regular file inside ``within`` (default: its own folder), else
+    :class:`Damaged` (a FIFO, device, socket or folder, a symlink out, unopenable); ``FileNotFoundError``."""
     p = Path(path)
     if p.is_symlink() and not _inside(p, Path(within) if within is not None else p.parent):
         raise Damaged(f"{p.name} is a symlink out of its run folder (to {os.path.realpath(p)}); not read")
@@ -109,13 +104,8 @@ def read_bytes(path: str | Path, max_bytes: int, *, within: str | Path | None = 
 
 def read_json(path: str | Path, *, max_bytes: int = MAX_JSON_BYTES, within: str | Path | None = None,
               types: dict[str, tuple[type, ...]] | None = None) -> dict[str, Any]:
-    """The JSON object in a run-folder file, its ``types`` checked (see :data:`PASSPORT_TYPES`).
-
-    Raises:
-        FileNotFoundError: ``path`` does not exist.
-        Damaged: Not a regular file, too large, not UTF-8, not JSON, nested too deep, not an object,
-            or a field of the wrong type (the message names the file, the field and what it holds).
-    """
+    """The JSON object in a run-folder file, its ``types`` checked (see :data:`PASSPORT_TYPES`); ``FileNotFoundError``,
+    or :class:`Damaged` for anything else (too large, not UTF-8 or JSON, too deep, not an object, a field's type)."""
     name = Path(path).name
     data = read_bytes(path, max_bytes, within=within)
     try:
@@ -172,12 +162,8 @@ def _short(value: Any) -> str:
 
 def iter_lines(f: BinaryIO, *, max_bytes: int | None = None,
                max_line_bytes: int = MAX_LINE_BYTES) -> Iterator[tuple[bytes, bool]]:
-    """``(line, complete)`` for each line of ``f``, read a block at a time, memory bounded by ``max_line_bytes``.
-
-    A line comes with its newline; the piece after the last newline (a torn last line) with ``complete`` False; a
-    longer line as ``b"\\x00"`` (damaged to its reader), never held. Reading stops after ``max_bytes`` (``None``:
-    the whole file); the piece cut there is not yielded.
-    """
+    """``(line, complete)`` for each line of ``f`` (with its newline; a torn last line not ``complete``; one over
+    ``max_line_bytes`` as ``b"\\x00"``, never held), up to ``max_bytes`` (the piece cut there not yielded)."""
     rest: list[bytes] = []
     held = 0
     skipping = False

@@ -40,10 +40,8 @@ def format_line(step: int, *, series: Mapping[str, float | None], loss_ema: floa
                 tokens_per_s: float | None = None, token_unit: str = "tok", mfu: float | None = None,
                 mem_used_bytes: int | None = None, mem_total_bytes: int | None = None,
                 extra: Mapping[str, str] | None = None) -> str:
-    """Return ``[step N] loss=2.346 (ema 2.41) | lr=3.00e-04 | grad_norm=1.2 | tok/s=125k | mfu=52.3% | mem=71.2/80GiB``.
-
-    docs/spec.md section 7's order, then the other series and ``extra``; numbers by :mod:`trainmeter.sizes`, memory
-    in GiB (2**30 bytes; the total whole from 10 GiB); absent fields (``None``) left out.
+    """Return ``[step N] loss=2.346 (ema 2.41) | lr=3.00e-04 | grad_norm=1.2 | tok/s=125k | mfu=52.3% | mem=71.2/80GiB``
+    (docs/spec.md section 7; absent fields left out).
 
     Examples:
         >>> format_line(1000, series={"train_loss": 2.34, "lr": 3e-4}, tokens_per_s=125_000, mfu=0.523)

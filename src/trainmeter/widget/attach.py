@@ -1,11 +1,4 @@
-"""Showing a run's live widget: ``attach_widget`` and the kernel's registry of publishers (live and last).
-
-``%%trainmeter`` calls :func:`attach_widget` before the cell's code runs: it builds the
-:class:`~trainmeter.widget.widget.TrainmeterWidget`, lets a page reloaded during the run restore
-it (widget/restore_route.py), shows it and starts its :class:`~trainmeter.widget.publisher.Publisher`.
-:func:`live_publisher` is the run in progress, else the last widget run (``tm.display()``).
-The registry is guarded by one lock; any thread.
-"""
+"""Showing a run's live widget: ``attach_widget`` and the kernel's registry of publishers (live and last; one lock)."""
 
 from __future__ import annotations
 
@@ -31,14 +24,8 @@ def forget(publisher: Publisher) -> None:
             _LIVE = None
 
 def attach_widget(monitor: Any) -> Publisher:
-    """Show a live widget for ``monitor`` at the top of the cell's output and start its publisher.
-
-    Called by ``%%trainmeter`` before the cell's code runs; the returned sink's
-    ``close()`` must run at the cell's end (whatever happened).
-
-    Raises:
-        ImportError: Without anywidget/IPython (the caller falls back to the text line).
-    """
+    """Show a live widget for ``monitor`` at the top of the cell's output and start its publisher, whose ``close()``
+    must run at the cell's end; ``ImportError`` without anywidget/IPython."""
     global _LIVE, _LAST
     from trainmeter.widget.host import in_marimo
     from trainmeter.widget.widget import TrainmeterWidget
@@ -64,37 +51,36 @@ def attach_widget(monitor: Any) -> Publisher:
     return publisher
 
 
-def _cell_id() -> str | None:
-    """JupyterLab's id of the running cell (``metadata.cellId`` of the execute request), else ``None``."""
-    try:
-        from IPython import get_ipython
-
-        kernel = getattr(get_ipython(), "kernel", None)
-        parent = kernel.get_parent("shell") if kernel is not None else None
-        cell_id = ((parent or {}).get("metadata") or {}).get("cellId")
-        return cell_id if isinstance(cell_id, str) and cell_id else None
-    except Exception:
-        return None
-
-
 MAX_SOURCE_CHARS = 20_000  # a longer cell is found by its id alone
 
 
-def _cell_source() -> str | None:
-    """The running cell's code (``content.code`` of the execute request), else ``None``.
+def _kernel() -> Any:
+    from IPython import get_ipython
 
-    A notebook saved without cell ids gets new ones when a page reloads it: the front end then
-    finds the run's cell by this source (js/src/reattach.ts).
-    """
+    return getattr(get_ipython(), "kernel", None)
+
+
+def _request(part: str, key: str) -> Any:
+    """``part.key`` of the running cell's execute request, else ``None``."""
     try:
-        from IPython import get_ipython
-
-        kernel = getattr(get_ipython(), "kernel", None)
+        kernel = _kernel()
         parent = kernel.get_parent("shell") if kernel is not None else None
-        code = ((parent or {}).get("content") or {}).get("code")
-        return code if isinstance(code, str) and 0 < len(code) <= MAX_SOURCE_CHARS else None
+        return ((parent or {}).get(part) or {}).get(key)
     except Exception:
         return None
+
+
+def _cell_id() -> str | None:
+    """JupyterLab's id of the running cell (``metadata.cellId``), else ``None``."""
+    cell_id = _request("metadata", "cellId")
+    return cell_id if isinstance(cell_id, str) and cell_id else None
+
+
+def _cell_source() -> str | None:
+    """The running cell's code: how the front end finds a reloaded notebook's cell that had no id (js/src/reattach.ts).
+    """
+    code = _request("content", "code")
+    return code if isinstance(code, str) and 0 < len(code) <= MAX_SOURCE_CHARS else None
 
 
 def _live_running() -> bool:
@@ -106,11 +92,9 @@ def _live_running() -> bool:
 def _guard_status() -> None:
     """Keep the kernel's status Busy for the whole run (widget/kernel_status.py). Never raises."""
     try:
-        from IPython import get_ipython
-
         from trainmeter.widget import kernel_status
 
-        kernel = getattr(get_ipython(), "kernel", None)
+        kernel = _kernel()
         if kernel is not None:
             kernel_status.install(kernel, _live_running)
     except Exception:
@@ -119,15 +103,11 @@ def _guard_status() -> None:
 
 def _route_restores(widget: Any) -> Any:
     """Let a page reloaded during the run restore this widget (widget/restore_route.py); the router or ``None``.
-
-    Never raises.
-    """
+    Never raises."""
     try:
-        from IPython import get_ipython
-
         from trainmeter.widget.restore_route import install
 
-        kernel = getattr(get_ipython(), "kernel", None)
+        kernel = _kernel()
         if kernel is None:
             return None
         router = install(kernel, _live_running)

@@ -1,8 +1,5 @@
-"""A close retried: a publisher whose close never ran whole is closed after the next cell (docs/spec.md section 18).
-
-After every cell (IPython's ``post_run_cell`` event, host patch ``close-retry``) a watched publisher whose run is
-over and whose close did not complete is closed, so the static dashboard reaches its output one cell later at worst.
-The callback unregisters itself once nothing is watched. Main thread (IPython's events).
+"""A close retried: a publisher whose close never ran whole is closed after the next cell (docs/spec.md section 18;
+IPython's ``post_run_cell``, host patch ``close-retry``). Main thread.
 """
 
 from __future__ import annotations

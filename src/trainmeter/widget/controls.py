@@ -1,8 +1,5 @@
-"""The widget's controls: the ``controls`` part of the state (buttons, alerts), and the front end's control messages.
-
-The two paths to a live run (a ``control`` message on the widget's comm, or ``<run>/control.json``):
-docs/protocol.md section 5. A message is obeyed only from this widget's comm, only when it names this run's id (the
-run folder's name) and a known action; nothing in it is executed. Read-only on the run except the request; any thread.
+"""The widget's controls: the ``controls`` part of the state (buttons, alerts), and the front end's control messages
+(docs/protocol.md section 5: obeyed only when naming this run's id and a known action). Any thread.
 """
 
 from __future__ import annotations
@@ -84,13 +81,8 @@ def controls_state(monitor: Any) -> dict[str, Any] | None:
 
 
 def served_rel(run_rel: str | None) -> str | None:
-    """``run_rel`` (the run folder relative to the notebook's folder, ``state["run_rel"]``) when Jupyter serves it.
-
-    A relative link stays under the server's base URL (``/user/<name>/`` on a JupyterHub): JupyterLab resolves it
-    against the notebook. An absolute path would resolve against the server's root and leave the base URL, so a run
-    outside the notebook's folder gets no link; nor does one in a hidden folder (such as the default
-    ``.trainmeter/runs``): Jupyter serves no hidden files by default.
-    """
+    """``run_rel`` (``state["run_rel"]``) when Jupyter serves it as a link relative to the notebook (under the
+    server's base URL); ``None`` outside the notebook's folder or in a hidden one (Jupyter serves none)."""
     if not run_rel:
         return None
     parts = str(run_rel).replace("\\", "/").split("/")

@@ -13,11 +13,8 @@ DASHBOARD_FILE = "dashboard.json"
 
 
 def save_dashboard(run_dir: Any, state: dict[str, Any]) -> None:
-    """Write the final ``state`` to ``run_dir/dashboard.json``, so ``tm.display(run)`` replays every panel.
-
-    The extensions' panels, charts and tiles (node, GPU, time split, compute) are
-    built live and are not all in the passport. A few KB; a failure only loses the replay's extras.
-    """
+    """Write the final ``state`` to ``run_dir/dashboard.json`` (the live panels, charts and tiles the passport lacks);
+    a failure only loses the replay's extras."""
     if run_dir is None:
         return
     try:

@@ -1,9 +1,4 @@
-"""Binary column frames: the widget's wire format for series (layout: docs/protocol.md section 3).
-
-A missing y, and a mapped x that cannot be placed, is NaN; ``time`` x values are seconds since the run began.
-Stdlib only (``array``, ``struct``, ``json``), so that ``import trainmeter`` stays cheap. All functions are pure and
-safe to call from any thread.
-"""
+"""Binary column frames: the widget's wire format for series (layout: docs/protocol.md section 3). Stdlib only; pure."""
 
 from __future__ import annotations
 
@@ -33,16 +28,8 @@ class FrameError(ValueError):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SeriesColumns:
-    """One series of a frame, as two equal-length columns.
-
-    Attributes:
-        name: Series name, e.g. ``"loss/train"``.
-        x_kind: ``"step"`` (optimizer steps) or ``"time"`` (seconds since the run began).
-        xs: X values. :func:`decode_frame` yields ``array("d")``.
-        ys: Y values in the series' unit; NaN marks a missing value (a gap).
-        mapped: The same points' x on the other axes, by axis (``tokens``, ``time``, ``step``:
-            widget/x_axis.py), each as long as ``xs``; NaN where unmapped. Empty: native x only.
-    """
+    """One series of a frame: ``xs`` of ``x_kind`` (``step``, or ``time``: seconds since the run began), ``ys`` (NaN: a
+    gap) and ``mapped``, the same points' x on the other axes (widget/x_axis.py; NaN where unmapped)."""
 
     name: str
     x_kind: XKind
@@ -53,13 +40,7 @@ class SeriesColumns:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Frame:
-    """A decoded frame.
-
-    Attributes:
-        v: Frame format version (2).
-        seq: Sequence number of the message the frame belongs to.
-        series: The series, in wire order.
-    """
+    """A decoded frame: format version ``v`` (2), the message's ``seq`` and the series in wire order."""
 
     v: int
     seq: int
@@ -81,18 +62,8 @@ def _to_le_bytes(values: Sequence[float]) -> bytes:
 
 
 def encode_frame(seq: int, series: Sequence[SeriesColumns]) -> bytes:
-    """Encode series into one v2 frame.
-
-    Args:
-        seq: Sequence number written into the header.
-        series: Series to encode, in order; names should be unique.
-
-    Returns:
-        The frame bytes; its data section starts at a multiple of 8.
-
-    Raises:
-        FrameError: A series has columns of different lengths, an unknown ``x_kind`` or mapped axis.
-    """
+    """One v2 frame of ``series`` (in order) under ``seq``; ``FrameError`` for columns of different lengths, an
+    unknown ``x_kind`` or mapped axis."""
     entries: list[dict[str, Any]] = []
     chunks: list[bytes] = []
     for s in series:
@@ -146,17 +117,8 @@ def _read_column(data: memoryview, offset: int, n: int) -> array[float]:
 
 
 def decode_frame(data: bytes | bytearray | memoryview) -> Frame:
-    """Decode one v2 frame.
-
-    Args:
-        data: The frame bytes.
-
-    Returns:
-        The frame; each series' columns are ``array("d")`` copies (NaN kept as NaN), the mapped x ones in ``mapped``.
-
-    Raises:
-        FrameError: Bad magic, unsupported version, or a frame shorter than its header says.
-    """
+    """Decode one v2 frame (columns as ``array("d")`` copies); ``FrameError`` for a bad magic, an unsupported version
+    or a frame shorter than its header says."""
     view = memoryview(data).cast("B")
     header, offset = _read_header(view)
     series: list[SeriesColumns] = []

@@ -1,11 +1,5 @@
-"""Where the widget is shown: a Jupyter kernel (JupyterLab, Notebook 7, JupyterHub) or a marimo notebook.
-
-Jupyter gets the widget as a display output (a widget-view mimebundle with a display handle that the publisher
-later replaces by the static dashboard). marimo renders an ``anywidget.AnyWidget`` itself (wrapped in
-``mo.ui.anywidget``) and shows a raw widget-view mimebundle as text, so there the widget object is appended to the
-running cell's output (``marimo.output.append``) and stays the live view (docs/spec.md section 12).
-Detection is cheap: without ``marimo`` already imported (marimo's kernel imports it) nothing is imported.
-Call from the cell's thread (marimo's output belongs to the running cell).
+"""Where the widget is shown: a Jupyter kernel (a display output) or a marimo notebook (the widget object appended
+to the running cell's output); docs/architecture.md, "Where notebooks run". Imports nothing to detect. Cell's thread.
 """
 
 from __future__ import annotations
@@ -46,11 +40,7 @@ def ipython_shell() -> Any:
 
 
 def widget_host(shell: Any = None) -> str | None:
-    """``"marimo"``, ``"jupyter"`` (an IPython kernel with a front end), or ``None`` (a script, a terminal).
-
-    Args:
-        shell: The IPython shell when the caller has it; looked up otherwise.
-    """
+    """``"marimo"``, ``"jupyter"`` (an IPython kernel with a front end), or ``None`` (a script, a terminal)."""
     if in_marimo():
         return MARIMO
     shell = shell if shell is not None else ipython_shell()
@@ -81,10 +71,8 @@ def mimebundle(widget: Any) -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 def widget_sinks(monitor: Any) -> list[Any]:
-    """Show a live widget for ``monitor`` and start its publisher; ``[]`` (text line on) when that fails.
-
-    The returned sinks' ``close()`` must run when the run ends (whatever happened). Never raises.
-    """
+    """Show a live widget for ``monitor`` and start its publisher; ``[]`` (text line on) when that fails. The
+    sinks' ``close()`` must run when the run ends. Never raises."""
     try:
         from trainmeter.widget.publisher import attach_widget
     except ImportError:

@@ -1,12 +1,8 @@
 """Keep the kernel's busy/idle status true while a run holds the main shell (docs/protocol.md section 4).
 
-ipykernel 7 publishes ``idle`` after every message it handles on any thread, which the status bar shows as "Idle"
-for the rest of the run. :func:`install` wraps the kernel's ``_publish_status`` while a run started on the main
-thread is live: after an ``idle`` from any thread but the main one, it publishes ``busy`` again with the running
-cell's ``execute_request`` as parent. The wrapper removes itself at the first status after the run's end (or
-:data:`START_GRACE_S` after the install when the run never went live); it is installed before the widget's comm
-opens. The ``status`` host patch (core/host_patches.py; ``TRAINMETER_DISABLE=status`` leaves the kernel alone).
-Any thread: the wrapper only reads two attributes and calls the kernel's own method.
+After an ``idle`` published from any thread but the main one (ipykernel 7), the wrapper of ``_publish_status``
+publishes ``busy`` again for the running cell, until the run ends. The ``status`` host patch (core/host_patches.py).
+Any thread.
 """
 
 from __future__ import annotations
@@ -23,14 +19,9 @@ START_GRACE_S = 10.0  # from install to the run's start (the widget's comm opens
 
 
 class StatusGuard:
-    """The wrapper of one kernel's ``_publish_status``.
-
-    Args:
-        kernel: The ipykernel kernel.
-        original: Its bound ``_publish_status`` (``(status, channel, parent=None)``).
-        active: Whether the run is live now.
-        parent: The running cell's ``execute_request`` (the main shell's parent at install).
-    """
+    """The wrapper of one kernel's ``_publish_status`` (``original``), while ``active()``; ``parent``: the running
+    cell's ``execute_request``. It removes itself at the first status after the run's end, or :data:`START_GRACE_S`
+    after the install when the run never went live."""
 
     def __init__(self, kernel: Any, original: Callable[..., Any], active: Callable[[], bool],
                  parent: dict[str, Any] | None) -> None:
@@ -73,11 +64,8 @@ def guard_of(kernel: Any) -> StatusGuard | None:
 
 
 def install(kernel: Any, active: Callable[[], bool]) -> StatusGuard | None:
-    """Guard ``kernel``'s status for the run starting now on the main thread; ``None`` when not installed.
-
-    Call on the main thread at the run's start (the shell's parent then is the cell's ``execute_request``). Idempotent:
-    a guard already there takes the new run's parent. Never raises.
-    """
+    """Guard ``kernel``'s status for the run starting now on the main thread (idempotent: a guard already there
+    takes the new run's parent); ``None`` when not installed. Never raises."""
     try:
         if threading.current_thread() is not threading.main_thread():
             return None  # a run on another thread leaves the main shell free: its status is true as it is

@@ -1,8 +1,4 @@
-"""Human labels for series names: what the legends, the static snapshot and the replay print (docs/spec.md section 12).
-
-A series keeps its raw name on the wire; each chart spec carries ``labels: {name: label}`` built here, with the unit
-in the label. Names no table knows are turned into words (``my_metric_bytes`` -> "my metric (bytes)"). Pure functions.
-"""
+"""Human labels for series names, with their units, in each chart spec's ``labels`` (docs/spec.md section 12). Pure."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""The widget's look that both front ends share: colours, layout ids and tick rule, sent as ``state["look"]``.
-
-Every colour trainmeter draws with outside the live widget's stylesheet is in one file, ``colours.json``
-beside this module: Python reads it here (the static snapshot, its tiles and ``tm.compare`` import these
-names), js/src/protocol.ts imports the same file into its bundle (the look of a state that lacks one), and the
-state sends the palette and phase colours to the live charts. docs/protocol.md section 1.
+"""The widget's look that both front ends share: colours (``colours.json``, which js/src/protocol.ts bundles too),
+layout ids and tick rule, sent as ``state["look"]`` (docs/protocol.md section 1).
 """
 
 from __future__ import annotations

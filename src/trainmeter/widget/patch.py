@@ -1,7 +1,7 @@
 """State patches: what changed between two ``state`` dicts, as the front end applies it (docs/protocol.md section 2).
 
-Numbers compare as in JSON (``1`` and ``1.0`` are one number there), but a ``True`` that becomes ``1`` at a leaf is
-sent. js/src/statestore.ts applies patches as :func:`apply` does, without touching the old state. Pure functions.
+Numbers compare as in JSON, but a bool that becomes a number is sent; js/src/statestore.ts applies patches as
+:func:`apply` does. Pure functions.
 """
 
 from __future__ import annotations
@@ -70,15 +70,9 @@ def apply(state: Any, ops: list[Op]) -> Any:
 
 
 class Revisions:
-    """The state a front end holds, numbered: each new state is sent as a patch of the last (docs/protocol.md).
-
-    Args:
-        start: The state the front end starts from (the traitlet's; its ``rev``, else 0).
-
-    Attributes:
-        rev: The revision of the last state noted.
-        full: The last state noted, whole, with its ``rev`` (replaced, never mutated: any thread may read it).
-    """
+    """The state a front end holds, numbered from ``start``'s ``rev`` (else 0): each new state is sent as a patch of
+    the last (docs/protocol.md). ``full``: the last state noted, whole, with its ``rev`` (replaced, never mutated:
+    any thread may read it)."""
 
     def __init__(self, start: dict[str, Any]) -> None:
         self.last = dict(start)

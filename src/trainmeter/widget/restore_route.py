@@ -1,12 +1,8 @@
-"""Answer a reloaded page's widget restore while a ``%%trainmeter`` cell blocks the main shell.
+"""Answer a reloaded page's widget restore while a ``%%trainmeter`` cell blocks the main shell (docs/protocol.md
+section 4, "Reload while the cell runs"): while a run is live, the restore's messages go to a subshell of ours.
 
-What the page sends and how it is routed: docs/protocol.md section 4, "Reload while the cell runs". :func:`install`
-wraps ipykernel 7's forwarding of shell messages so that, while a run is live, the restore's messages (and nothing
-else) go to one subshell thread of ours, answered at once by the kernel's own handlers (read-only work there).
-Private ipykernel 7 API (``shell_channel_thread``, ``shell_stream``, ``SubshellManager._create_subshell``): without
-it (ipykernel 6, another kernel), :func:`install` returns ``False``. Any fault in the wrapper forwards the message
-unchanged. The ``reload`` host patch (core/host_patches.py; ``TRAINMETER_DISABLE=reload`` leaves the kernel alone);
-:meth:`RestoreRouter.uninstall`, at the run's end, gives the kernel its own callback back and deletes our subshell.
+Private ipykernel 7 API (without it :func:`install` returns ``None``); any fault forwards the message unchanged. The
+``reload`` host patch (core/host_patches.py).
 """
 
 from __future__ import annotations
@@ -29,15 +25,9 @@ fresh_in_child(globals(), "_LOCK")  # a forked child makes its own (core/fork_lo
 
 
 class RestoreRouter:
-    """Decides which shell messages go to our subshell, and forwards them there.
-
-    ``decide`` is pure (tested without a kernel); ``on_recv`` runs on ipykernel's
-    shell-channel thread. ``comm_ids`` (our widgets' comms) may be added from any thread.
-
-    Args:
-        active: Whether a run is live now (the main shell is busy with it).
-        original: The kernel's ``shell_channel_thread_main`` (gets every other message).
-    """
+    """Decides which shell messages go to our subshell while ``active()``, and forwards them there (the rest to
+    ``original``, the kernel's ``shell_channel_thread_main``). ``on_recv`` runs on ipykernel's shell-channel thread;
+    ``add_comm`` any thread."""
 
     def __init__(self, active: Callable[[], bool], original: Callable[[Any], Any] | None = None,
                  kernel: Any = None) -> None:
@@ -52,11 +42,8 @@ class RestoreRouter:
         self.loop: Any = None  # the shell-channel thread's IO loop (owns the stream)
 
     def uninstall(self) -> bool:
-        """Give the kernel its own shell routing back and delete our subshell; whether it was installed.
-
-        Idempotent, never raises, any thread: the swap runs on the shell-channel
-        thread's loop, as the install did. A restore already diverted is still answered.
-        """
+        """Give the kernel its own shell routing back and delete our subshell (on the shell-channel thread's loop);
+        whether it was installed. Idempotent, never raises, any thread."""
         kernel, stream, loop = self.kernel, self.stream, self.loop
         if kernel is None or kernel_router(kernel) is not self:
             return False
@@ -87,10 +74,7 @@ class RestoreRouter:
     def add_comm(self, comm_id: str | None) -> None:
         """Route this comm's front-end messages to the subshell while a run is live. Any thread."""
         if comm_id:
-            with _LOCK:
-                if len(self.comm_ids) >= MAX_COMMS_KEPT:
-                    self.comm_ids.clear()
-                self.comm_ids.add(comm_id)
+            _remember(self.comm_ids, comm_id)
 
     def decide(self, header: dict[str, Any], content: Callable[[], dict[str, Any]]) -> bool:
         """Whether a message with ``header`` goes to our subshell (``content()`` unpacks it, lazily)."""
@@ -102,10 +86,7 @@ class RestoreRouter:
         if msg_type == "comm_open":
             body = content()
             if body.get("target_name") == CONTROL_TARGET and body.get("comm_id"):
-                with _LOCK:
-                    if len(self.control_comm_ids) >= MAX_COMMS_KEPT:
-                        self.control_comm_ids.clear()
-                    self.control_comm_ids.add(str(body["comm_id"]))
+                _remember(self.control_comm_ids, str(body["comm_id"]))
                 return True
             return False
         if msg_type in COMM_MESSAGES:
@@ -152,17 +133,20 @@ class RestoreRouter:
         return socket, frames
 
 
+def _remember(ids: set[str], comm_id: str) -> None:
+    with _LOCK:
+        if len(ids) >= MAX_COMMS_KEPT:
+            ids.clear()
+        ids.add(comm_id)
+
+
 def _bytes(frame: Any) -> bytes:
     return frame.bytes if hasattr(frame, "bytes") else bytes(frame)
 
 
 def readdress(session: Any, idents: list[Any], rest: list[Any], subshell_id: str) -> list[bytes]:
-    """The wire frames of a message with ``subshell_id`` in its header, signed again.
-
-    ipykernel's subshell checks that the header names it; the header is in the
-    HMAC, so the signature is recomputed with the session's key (``session.sign``).
-    ``rest`` is what follows the delimiter: signature, header, parent, metadata, content, buffers.
-    """
+    """The wire frames of a message with ``subshell_id`` in its header, signed again (the header is in the HMAC);
+    ``rest``: what follows the delimiter."""
     from jupyter_client.session import DELIM
 
     header = session.unpack(_bytes(rest[1]))
@@ -177,11 +161,8 @@ def kernel_router(kernel: Any) -> RestoreRouter | None:
 
 
 def install(kernel: Any, active: Callable[[], bool]) -> RestoreRouter | None:
-    """Wrap ``kernel``'s shell-channel routing once (idempotent); ``None`` without ipykernel 7 subshells.
-
-    The stream's callback is replaced on the shell-channel thread's IO loop (that
-    thread owns the stream); messages already queued keep the old route.
-    """
+    """Wrap ``kernel``'s shell-channel routing once, on the thread that owns the stream (idempotent); ``None``
+    without ipykernel 7 subshells."""
     existing = kernel_router(kernel)
     if existing is not None:
         existing.active = active

@@ -1,10 +1,7 @@
 """``tm.display()``: show the live run's dashboard again, or replay a saved run (docs/spec.md section 12).
 
-``display()`` is another view of the live run's widget (after the run, the static dashboard, re-mounted live);
-``display(run_or_path)`` the static dashboard of a saved run (state from the passport, history decimated from
-``events.jsonl``) plus a widget model that draws the interactive one in its place while the kernel lives. No
-widget-view output is ever saved for a finished run. In marimo both show the widget object (widget/host.py);
-outside IPython and marimo (a script, a terminal) it prints the text summary instead.
+A replay is the static dashboard (state from the passport, history decimated from ``events.jsonl``) that a widget
+model re-mounts live while the kernel lives; marimo gets the widget object; a script the text summary.
 """
 
 from __future__ import annotations
@@ -43,65 +40,72 @@ MAX_REPLAYS_KEPT = 16
 _REPLAYS: deque[Any] = deque(maxlen=MAX_REPLAYS_KEPT)
 
 
-def replay_columns(events: Iterable[Record], *, budget_points: int = DEFAULT_BUDGET_POINTS,
-                   points_total: int = REPLAY_POINTS_TOTAL, x_map: XMap | None = None) -> list[SeriesColumns]:
-    """Decimated columns of every series of a saved run, plus the report series, each on every x axis.
+class ReplayFeed:
+    """Decimated columns of a saved run's series and report series, fed record by record (a replay, a followed run).
 
-    Series records carry ``x`` (``step`` or ``time``; ``step`` when absent); report
-    series (throughput, memory) and the x map (cumulative tokens and seconds at each report's step,
-    added to ``x_map`` when given: widget/x_axis.py) come from the ``interval`` records; the
-    training loss's smoothed twin (widget/smoothed.py) is folded over every recorded step.
+    Series records carry ``x`` (``step`` when absent); the report series and the x map (widget/x_axis.py) come from
+    the ``interval`` records; the training loss's smoothed twin (widget/smoothed.py) is folded over every step.
+    One thread.
     """
-    decimators: dict[str, Decimator] = {}
-    smoother = LossSmoother()  # the training loss's smoothed twin, folded over every recorded step
-    mapping = x_map if x_map is not None else XMap()
 
-    def feed(name: str, x_kind: str, xs: list[Any], ys: list[Any]) -> None:
-        d = decimators.get(name)
-        if d is None:
-            d = decimators[name] = Decimator(name, x_kind, budget_points=budget_points)
-        values = [float("nan") if y is None else y for y in ys]
-        d.extend(xs, values)
-        twin = smoother.twin(name, values)
-        if twin is not None:
-            feed(twin[0], x_kind, xs, twin[1])
+    def __init__(self, *, budget_points: int = DEFAULT_BUDGET_POINTS, x_map: XMap | None = None) -> None:
+        self.decimators: dict[str, Decimator] = {}
+        self.x_map = x_map if x_map is not None else XMap()
+        self._smoother = LossSmoother()
+        self._budget = budget_points
+        self._last_step = 0
 
-    last_step = 0
-    for e in events:
+    def take(self, e: Record) -> None:
+        """Fold one run-log record."""
         kind = e.get("kind")
         if kind == "series":
             x_kind = e.get("x", "step")
             xs = e.get("step") if x_kind == "step" else [t / 1e6 for t in e.get("t_us") or []]
             if xs and e.get("value"):
-                feed(str(e["name"]), x_kind, xs, e["value"])
+                self._feed(str(e["name"]), x_kind, xs, e["value"])
         elif kind == "interval":
             t_s, values = report_points_from_record(e)
             for name, value in values.items():
-                feed(name, "time", [t_s], [value])
-            point = report_mapping(e, last_step)  # the x map (widget/x_axis.py)
+                self._feed(name, "time", [t_s], [value])
+            point = report_mapping(e, self._last_step)
             if point is not None:
-                last_step, at_s, tokens = point
-                mapping.add(last_step, math.nan if tokens is None else tokens, at_s)
-    sent = pick_sent(decimators, (*LOSS_NAMES, *SMOOTHED.values()), points_total=points_total)  # the losses first
-    caps = frame_caps(sent, points_total, budget_points)  # headers included
-    out = []
-    for d in sent:
-        xs, ys = d.columns(include_open=True, max_points=caps[d.name])
-        out.append(SeriesColumns(name=d.name, x_kind=d.x_kind, xs=xs, ys=ys,  # type: ignore[arg-type]
-                                 mapped=mapping.columns(d.x_kind, xs)))
-    return out
+                self._last_step, at_s, tokens = point
+                self.x_map.add(self._last_step, math.nan if tokens is None else tokens, at_s)
+
+    def _feed(self, name: str, x_kind: str, xs: list[Any], ys: list[Any]) -> None:
+        d = self.decimators.get(name)
+        if d is None:
+            d = self.decimators[name] = Decimator(name, x_kind, budget_points=self._budget)
+        values = [float("nan") if y is None else y for y in ys]
+        d.extend(xs, values)
+        twin = self._smoother.twin(name, values)
+        if twin is not None:
+            self._feed(twin[0], x_kind, xs, twin[1])
+
+    def columns(self, decimators: Iterable[Decimator], caps: dict[str, int] | None = None) -> list[SeriesColumns]:
+        """``decimators``' columns (open buckets included, at most ``caps[name]`` points), each on every x axis."""
+        out = []
+        for d in decimators:
+            xs, ys = d.columns(include_open=True, max_points=caps[d.name] if caps else None)
+            out.append(SeriesColumns(name=d.name, x_kind=d.x_kind, xs=xs, ys=ys,  # type: ignore[arg-type]
+                                     mapped=self.x_map.columns(d.x_kind, xs)))
+        return out
+
+
+def replay_columns(events: Iterable[Record], *, budget_points: int = DEFAULT_BUDGET_POINTS,
+                   points_total: int = REPLAY_POINTS_TOTAL, x_map: XMap | None = None) -> list[SeriesColumns]:
+    """Decimated columns of every series of a saved run, plus the report series (:class:`ReplayFeed`), the losses
+    first, within ``points_total``; the x map is added to ``x_map`` when given."""
+    feed = ReplayFeed(budget_points=budget_points, x_map=x_map)
+    for e in events:
+        feed.take(e)
+    sent = pick_sent(feed.decimators, (*LOSS_NAMES, *SMOOTHED.values()), points_total=points_total)
+    return feed.columns(sent, frame_caps(sent, points_total, budget_points))  # headers included
 
 
 def replay(run_or_path: Run | str | Path) -> tuple[dict[str, Any], list[SeriesColumns], bytes]:
-    """``(state, columns, history frame)`` of a saved run.
-
-    The run log is read once, streaming, at most ``REPLAY_MAX_BYTES`` of it (:mod:`trainmeter.record.safe_read`); only
-    the records the facts need are kept. A damaged run (a file refused, records of the wrong types) replays as
-    ``unfinished`` with the reason among its warnings, never an error.
-
-    Raises:
-        FileNotFoundError: When the path holds no run.
-    """
+    """``(state, columns, history frame)`` of a saved run, its log streamed once (at most ``REPLAY_MAX_BYTES``). A
+    damaged run replays as ``unfinished`` with the reason among its warnings; ``FileNotFoundError``: no run there."""
     run = run_or_path if isinstance(run_or_path, Run) else load(run_or_path)
     read = ReadStats()
     passport = dict(run.passport)
@@ -218,11 +222,9 @@ def display(run_or_path: Run | str | Path | None = None, *, follow: bool = False
     """Show the live run's dashboard (no argument) or replay a saved run.
 
     Args:
-        run_or_path: ``None`` for the run in progress (or the last one shown in this
-            kernel); a :class:`~trainmeter.record.runs.Run`, a run folder, or its
-            ``passport.json``/``events.jsonl`` to replay a saved run.
-        follow: Follow a run another process is writing until it ends
-            (``trainmeter.ranks.watch``); with no ``run_or_path``, the newest live run.
+        run_or_path: ``None`` for the run in progress (or the last one shown in this kernel); a
+            :class:`~trainmeter.record.runs.Run`, a run folder, or its ``passport.json``/``events.jsonl`` to replay.
+        follow: Follow a run another process is writing until it ends; with no ``run_or_path``, the newest live run.
 
     Raises:
         FileNotFoundError: When ``run_or_path`` holds no run.

@@ -1,8 +1,4 @@
-"""The static snapshot's tiles (widget/snapshot.py): the values as the live tiles print them, in a table.
-
-A tile that does not apply on this machine (``not_here``: no GPU, no power reading)
-is folded into one line that says why, as js/src/tiles.ts folds it. Pure functions.
-"""
+"""The static snapshot's tiles (widget/snapshot.py), as the live tiles print and fold them (js/src/tiles.ts). Pure."""
 
 from __future__ import annotations
 
@@ -29,25 +25,16 @@ def format_tile(tile: dict[str, Any]) -> str:
     return format_value(tile["value"], str(tile.get("unit", "")))
 
 
-def not_here_text(tiles: Sequence[dict[str, Any]]) -> str:
-    """The one line that replaces the tiles that do not apply on this machine (as js/src/tiles.ts words it)."""
-    if not tiles:
-        return ""
-    return "Not on this machine: " + " · ".join(f"{t.get('label')}: {t.get('missing') or 'not available'}"
-                                                for t in tiles)
-
-
-def folded_tiles(tiles: Sequence[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """``(shown, folded)``: a tile whose value is missing for a reason about this machine is folded."""
-    folded = [t for t in tiles if t.get("not_here") and t.get("value") is None and not t.get("text")]
-    return [t for t in tiles if t not in folded], folded
-
-
 def tiles_html(all_tiles: Sequence[dict[str, Any]], per_row: int = 4) -> str:
-    """The tiles as a table, ``per_row`` a row, and the line of those folded (they do not apply here)."""
-    tiles, folded = folded_tiles(all_tiles)
-    line = (f'<div data-tm="not-here" style="font-size:11px;color:{MUTED};margin:2px 0 6px">'
-            f'{_esc(not_here_text(folded))}</div>') if folded else ""
+    """The tiles as a table, ``per_row`` a row, and one line for those folded: a tile whose value is missing for a
+    reason about this machine (as js/src/tiles.ts folds and words them)."""
+    folded = [t for t in all_tiles if t.get("not_here") and t.get("value") is None and not t.get("text")]
+    tiles = [t for t in all_tiles if t not in folded]
+    if not folded:
+        return _tile_table(tiles, per_row)
+    text = "Not on this machine: " + " · ".join(f"{t.get('label')}: {t.get('missing') or 'not available'}"
+                                                for t in folded)
+    line = f'<div data-tm="not-here" style="font-size:11px;color:{MUTED};margin:2px 0 6px">{_esc(text)}</div>'
     return _tile_table(tiles, per_row) + line
 
 

@@ -1,9 +1,6 @@
-"""Kernel subshells (ipykernel 7) and JupyterLab's comms-over-subshells setting, as the doctor reports them.
+"""Kernel subshells (ipykernel 7) and JupyterLab's ``commsOverSubshells`` setting, as the doctor reports them.
 
-The widget's messages are handled while a cell runs only when the kernel has subshells and the front end sends
-comms over them (JupyterLab 4.4's ``commsOverSubshells``, default ``perCommTarget``). The setting lives in the
-front end, so this reads the settings files JupyterLab would (user settings, this environment's
-``overrides.json``); a remote front end's setting is not visible. Reads files only; never raises.
+The setting is read from the files JupyterLab would read (a remote front end's is not visible). Never raises.
 """
 
 from __future__ import annotations
@@ -12,24 +9,9 @@ import os
 import re
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
-
-@dataclass(frozen=True, slots=True)
-class Finding:
-    """One doctor line: ``ok`` True (works), False (broken, see ``fix``) or None (not applicable)."""
-
-    name: str
-    ok: bool | None
-    detail: str
-    fix: str | None = None
-
-
-def _major(version: str) -> int | None:
-    head = version.split(".")[0]
-    return int(head) if head.isdigit() else None
-
+from trainmeter.checkup import Check, major_version
 
 _LAB_SETTING = re.compile(r'"commsOverSubshells"\s*:\s*"([A-Za-z]+)"')
 _MAX_SETTINGS_FILES = 200
@@ -37,14 +19,13 @@ _MAX_SETTINGS_FILES = 200
 
 def _lab_settings_files(env: Any) -> list[str]:
     """JupyterLab's user settings (``JUPYTERLAB_SETTINGS_DIR`` or ``~/.jupyter/lab/user-settings``) and overrides."""
-    roots = [env.get("JUPYTERLAB_SETTINGS_DIR") or os.path.join(os.path.expanduser("~"), ".jupyter", "lab",
-                                                                 "user-settings")]
+    root = env.get("JUPYTERLAB_SETTINGS_DIR") or os.path.join(os.path.expanduser("~"), ".jupyter", "lab",
+                                                               "user-settings")
     out = [os.path.join(sys.prefix, "share", "jupyter", "lab", "settings", "overrides.json")]
-    for root in roots:
-        for folder, _dirs, files in os.walk(root):
-            out.extend(os.path.join(folder, f) for f in files if f.endswith(".jupyterlab-settings"))
-            if len(out) > _MAX_SETTINGS_FILES:
-                return out[:_MAX_SETTINGS_FILES]
+    for folder, _dirs, files in os.walk(root):
+        out.extend(os.path.join(folder, f) for f in files if f.endswith(".jupyterlab-settings"))
+        if len(out) > _MAX_SETTINGS_FILES:
+            return out[:_MAX_SETTINGS_FILES]
     return out
 
 
@@ -62,48 +43,43 @@ def _lab_setting(paths: Sequence[str]) -> tuple[str, str] | None:
 
 
 def subshell_findings(version_of: Callable[[str], str | None], shell: Any, env: Any,
-                      lab_settings: Sequence[str] | None) -> list[Finding]:
-    """Two findings: ``kernel subshells`` (ipykernel 7) and ``comms over subshells`` (JupyterLab's setting).
-
-    Args:
-        version_of: Distribution name -> version, or ``None`` when not installed.
-        shell: The IPython shell, or ``None``.
-        env: ``os.environ`` (``JUPYTERLAB_SETTINGS_DIR``).
-        lab_settings: Settings files to search; default the user settings and this environment's overrides.
-    """
+                      lab_settings: Sequence[str] | None) -> list[Check]:
+    """Two findings: ``kernel subshells`` (ipykernel 7) and ``comms over subshells`` (JupyterLab's setting, searched
+    in ``lab_settings``, default the user settings and this environment's overrides); ``version_of``: distribution
+    name -> version or ``None``; ``env``: ``os.environ``."""
     version = version_of("ipykernel")
-    major = _major(version) if version else None
+    major = major_version(version) if version else None
     kernel = getattr(shell, "kernel", None)
     info = getattr(kernel, "kernel_info", None)
     features = info.get("supported_features", ()) if isinstance(info, dict) else ()
     if version is None:
-        sub = Finding(name="kernel subshells", ok=None, detail="ipykernel not installed")
+        sub = Check(name="kernel subshells", ok=None, detail="ipykernel not installed")
     elif major is not None and major >= 7:
         seen = "; this kernel advertises them" if "kernel subshells" in features else ""
-        sub = Finding(name="kernel subshells", ok=True, detail=f"ipykernel {version} supports kernel subshells{seen}")
+        sub = Check(name="kernel subshells", ok=True, detail=f"ipykernel {version} supports kernel subshells{seen}")
     else:
-        sub = Finding(name="kernel subshells", ok=False if shell is not None else None,
+        sub = Check(name="kernel subshells", ok=False if shell is not None else None,
                     detail=f"ipykernel {version} has no kernel subshells: widget messages wait while a cell runs",
                     fix="pip install 'ipykernel>=7', then restart the kernel")
     lab = version_of("jupyterlab")
     if lab is None:
-        comms = Finding(name="comms over subshells", ok=None,
+        comms = Check(name="comms over subshells", ok=None,
                       detail="JupyterLab is not installed here (a remote front end's setting is not visible)")
         return [sub, comms]
     parts = [int(p) if p.isdigit() else 0 for p in lab.split(".")[:2]] + [0, 0]
     if (parts[0], parts[1]) < (4, 4):
-        return [sub, Finding(name="comms over subshells", ok=None,
+        return [sub, Check(name="comms over subshells", ok=None,
                            detail=f"JupyterLab {lab} predates comms over subshells (JupyterLab 4.4)")]
     found = _lab_setting(_lab_settings_files(env) if lab_settings is None else lab_settings)
     if found is None:
         detail = (f"JupyterLab {lab}: commsOverSubshells not set here, so JupyterLab's default applies "
                   "(perCommTarget; jupyterlab#19719 proposes 'disabled')")
-        return [sub, Finding(name="comms over subshells", ok=True, detail=detail)]
+        return [sub, Check(name="comms over subshells", ok=True, detail=detail)]
     value, path = found
     if value == "disabled":
-        return [sub, Finding(name="comms over subshells", ok=False,
+        return [sub, Check(name="comms over subshells", ok=False,
                            detail=f"JupyterLab {lab}: commsOverSubshells is 'disabled' (in {path}): widget "
                                   "messages wait while a cell runs",
                            fix="set commsOverSubshells to 'perCommTarget' in JupyterLab's settings")]
-    return [sub, Finding(name="comms over subshells", ok=True,
+    return [sub, Check(name="comms over subshells", ok=True,
                        detail=f"JupyterLab {lab}: commsOverSubshells is '{value}' (in {path})")]

@@ -1,10 +1,7 @@
 """Axis ticks people can read: 4 to 6 labelled values inside the data, linear or log (docs/spec.md section 12).
 
-Linear axes step by 1, 2 or 5 times a power of ten. Log axes label the 1-2-5 sequence of every decade the data
-covers, thinned to at most six; when the data spans less than a factor of about three (a loss between 2.1 and 2.6),
-or the 1-2-3-4-5-6-8 sequence gives fewer than four labels, they fall back to linear steps. Pure functions.
-The rule's numbers (:data:`TICK_RULE`) go to js/src/ticks.ts in ``state["look"]["ticks"]`` (docs/protocol.md
-section 1); tests/fixtures/ticks_v1.json is checked by pytest and vitest alike.
+:data:`TICK_RULE` goes to js/src/ticks.ts in ``state["look"]["ticks"]`` (docs/protocol.md section 1);
+tests/fixtures/ticks_v1.json is checked by pytest and vitest alike. Pure functions.
 """
 
 from __future__ import annotations
@@ -35,9 +32,8 @@ def _ticks_with_step(lo: float, hi: float, step: float) -> list[float]:
 
 
 def linear_ticks(lo: float, hi: float, *, max_ticks: int = MAX_TICKS) -> list[float]:
-    """Round values inside ``[lo, hi]``: 4 to ``max_ticks`` of them, 5 when possible.
-
-    Steps are 1, 2, 2.5 or 5 times a power of ten (2.5 only when nothing else fits).
+    """Round values inside ``[lo, hi]``: 4 to ``max_ticks`` of them, 5 when possible, stepping 1, 2, 5 (or 2.5
+    when nothing else fits) times a power of ten.
 
     Examples:
         >>> linear_ticks(0, 1)
@@ -69,7 +65,8 @@ def linear_ticks(lo: float, hi: float, *, max_ticks: int = MAX_TICKS) -> list[fl
 
 
 def log_ticks(lo: float, hi: float, *, max_ticks: int = MAX_TICKS) -> list[float]:
-    """Labelled values for a log axis over ``[lo, hi]`` (both > 0).
+    """Labelled values for a log axis over ``[lo, hi]`` (both > 0): each decade's 1-2-5 sequence, thinned to
+    ``max_ticks``; linear steps under a factor of 3, or where the densest sequence gives fewer than 4.
 
     Examples:
         >>> log_ticks(0.05, 40)

@@ -1,9 +1,6 @@
 """The live dashboard widget: an ``anywidget.AnyWidget`` with the traitlets of docs/protocol.md section 1.
 
-It holds the synced traitlets and answers ``hello`` with a ``snapshot`` frame; while a run is live, the publisher
-thread (:mod:`trainmeter.widget.publisher`) is the only code that writes to it, ``hello`` is forwarded to it, and a
-restored page reads its newest state (:meth:`TrainmeterWidget.get_state`). Importing this module imports anywidget
-(ipywidgets): it is imported lazily, never by ``import trainmeter``.
+Imports anywidget: imported lazily, never by ``import trainmeter``.
 """
 
 from __future__ import annotations
@@ -93,13 +90,8 @@ class SnapshotSource(Protocol):
 
 
 def allow_subshell_replies(widget: Any) -> bool:
-    """Let front-end messages for ``widget`` be handled in a kernel subshell during a busy cell.
-
-    ipykernel >= 7 routes replies to the shell that sent the comm's last message, which is the blocked main shell while
-    a cell trains; dropping that routing lets JupyterLab's per-comm-target subshell handle ``hello`` at once
-    (docs/protocol.md section 4). A private hook: without it, nothing changes. Returns whether the override was
-    installed.
-    """
+    """Let front-end messages for ``widget`` be answered in a kernel subshell during a busy cell (docs/protocol.md
+    section 4; a private ipykernel 7 hook); whether the override was installed."""
     comm = getattr(widget, "comm", None)
     if comm is None or not hasattr(comm, "_reply_subshell_for"):
         return False
@@ -110,19 +102,9 @@ def allow_subshell_replies(widget: Any) -> bool:
         return False
 
 
-def frame_seq(frame: bytes) -> int:
-    """The ``seq`` written in a frame's header."""
-    return decode_frame(frame).seq
-
-
 class TrainmeterWidget(anywidget.AnyWidget):
-    """The trainmeter dashboard.
-
-    Traits (synced): ``state`` (the view model dict), ``history`` (one frame holding the decimated history of every
-    series), ``schema_version`` (2). Writes come from one thread at a time: the publisher while a run is live, the
-    caller otherwise. The ``hello`` handler may run in a kernel subshell thread; it only sets a flag on the publisher,
-    or sends the stored history when none runs.
-    """
+    """The trainmeter dashboard. Written by one thread at a time: the publisher while a run is live, the caller
+    otherwise; the ``hello`` handler (maybe on a kernel subshell) only asks the publisher, or sends ``history``."""
 
     _esm = ESM_PATH if ESM_PATH.is_file() else FALLBACK_ESM
     if CSS_PATH.is_file():
@@ -144,11 +126,8 @@ class TrainmeterWidget(anywidget.AnyWidget):
         allow_subshell_replies(self)
 
     def get_state(self, key: Any = None, drop_defaults: bool = False) -> dict[str, Any]:
-        """The synced traits' values; while a run is live, ``state`` is the publisher's newest (a restored page's).
-
-        ipywidgets reads this for a page's ``request_states``/``request_state`` (widget/restore_route.py): the
-        traitlet itself holds the start's state until the end, the live state goes out as patches.
-        """
+        """The synced traits' values; while a run is live, ``state`` is the publisher's newest (what a restored page
+        reads: the traitlet holds the start's state until the end)."""
         state = super().get_state(key, drop_defaults)
         if "state" in state:
             live = getattr(getattr(self, "_publisher", None), "live_state", None)  # None while __init__ runs
@@ -179,7 +158,7 @@ class TrainmeterWidget(anywidget.AnyWidget):
             return
         frame = bytes(self.history or b"")
         if frame:
-            self.send({"kind": "snapshot", "seq": frame_seq(frame)}, buffers=[frame])
+            self.send({"kind": "snapshot", "seq": decode_frame(frame).seq}, buffers=[frame])
             self.snapshots_sent += 1
 
     def text_line(self) -> str:

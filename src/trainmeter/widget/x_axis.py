@@ -1,10 +1,4 @@
-"""The charts' switchable x axis (step, tokens, time): Python maps every point's x, the front end only draws.
-
-The mapping, :class:`XMap` (docs/protocol.md section 3): tokens (or samples) cumulative at the end of each step and
-seconds since the run began (session clock), linear between points from the implied ``(step 0, 0 tokens, 0 s)``.
-Markers get their x on every axis too (:func:`place_markers`); ``state["x_axis"]`` carries the labels and why an axis
-is off (no tokens counted, no step yet).
-"""
+"""The charts' switchable x axis (step, tokens, time): Python maps every point's x (docs/protocol.md section 3)."""
 
 from __future__ import annotations
 
@@ -28,15 +22,9 @@ _NAN = math.nan
 
 
 class XMap:
-    """Step -> (cumulative tokens, seconds at its end), monotone, from the implied origin; bounded.
-
-    Args:
-        open_end: A live run's map: a time past the newest point maps to the newest step (no step
-            ended since, as far as read), a step past it is extrapolated along the last segment. A
-            saved run's map (``False``) maps nothing past its last point.
-        max_points: Points kept (past it every other one is dropped, the origin and the newest kept).
-
-    One thread writes it (the publisher, a replay); :meth:`columns` may run on the same thread only.
+    """Step -> (cumulative tokens, seconds at its end), linear between points from the implied origin, bounded to
+    ``max_points`` (thinned to every other). ``open_end`` (a live run's): a time past the newest point maps to the
+    newest step, a step past it is extrapolated; a saved run's maps nothing past its last point. One thread.
     """
 
     __slots__ = ("open_end", "max_points", "steps", "tokens", "times", "_head")
@@ -94,14 +82,6 @@ class XMap:
         cols = self.columns("step", [step])
         return {k: (None if math.isnan(v[0]) else v[0]) for k, v in cols.items()}
 
-    @classmethod
-    def from_reports(cls, points: Sequence[tuple[int, float, float | None]]) -> XMap:
-        """A saved run's map from :func:`report_mapping` points ``(step, seconds, tokens)``."""
-        out = cls(open_end=False)
-        for step, t_s, tokens in points:
-            out.add(step, _NAN if tokens is None else tokens, t_s)
-        return out
-
 
 def _positions(table: list[float], xs: Sequence[float], past: str) -> list[tuple[int, float] | None]:
     """Where each x lies in the non-decreasing ``table``: ``(i, f)``, between rows ``i`` and ``i + 1`` at fraction
@@ -143,13 +123,8 @@ def _at(ys: list[float], at: list[tuple[int, float] | None]) -> list[float]:
 
 
 def x_axis_state(*, tokens: int, token_unit: str, mapped: bool) -> dict[str, Any]:
-    """``state["x_axis"]``: axis labels, and why the tokens and time axes are off (``None`` when on).
-
-    Args:
-        tokens: Tokens (or samples) counted so far.
-        token_unit: ``"tokens"`` or ``"samples"``.
-        mapped: Whether the x map has a step past the origin (else no axis but step can be drawn).
-    """
+    """``state["x_axis"]``: axis labels, and why the tokens and time axes are off (``None`` when on); ``mapped``:
+    whether the x map has a step past the origin."""
     word = "tokens" if token_unit == "tokens" else "samples"
     missing = None if tokens > 0 else (
         f"no {word} counted yet: the {word} axis needs the batches the trained model receives "
@@ -166,10 +141,7 @@ def place_markers(markers: list[dict[str, Any]], x_map: XMap | None) -> list[dic
 
 
 def report_mapping(record: IntervalRecord, last_step: int) -> tuple[int, float, float | None] | None:
-    """``(step, seconds, tokens)`` of the x map from an ``interval`` record of the run log.
-
-    ``None`` when the record adds no step past ``last_step`` (the map must increase).
-    """
+    """``(step, seconds, tokens)`` of the x map from an ``interval`` record; ``None`` when not past ``last_step``."""
     step, tokens, t_s = record.get("step"), record.get("tokens"), record.get("elapsed_s")
     if not isinstance(step, int) or step <= max(0, last_step) or not isinstance(t_s, int | float):
         return None
