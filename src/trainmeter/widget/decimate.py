@@ -20,21 +20,26 @@ Bucket = list
 
 
 def _new_bucket(x: float, y: float) -> Bucket:
-    if y - y == 0.0:  # finite
-        return [1, x, y, x, y, None]
-    return [1, x, None, x, None, x]
+    b: Bucket = [0, None, None, None, None, None]
+    _add(b, x, y)
+    return b
+
+
+def _widen(b: Bucket, x_lo: float, y_lo: float, x_hi: float, y_hi: float) -> None:
+    """Take a lower minimum ``(x_lo, y_lo)`` and a higher maximum ``(x_hi, y_hi)`` into ``b`` (the first kept)."""
+    if b[2] is None:
+        b[1], b[2], b[3], b[4] = x_lo, y_lo, x_hi, y_hi
+        return
+    if y_lo < b[2]:
+        b[1], b[2] = x_lo, y_lo
+    if y_hi > b[4]:
+        b[3], b[4] = x_hi, y_hi
 
 
 def _add(b: Bucket, x: float, y: float) -> None:
     b[0] += 1
-    if y - y == 0.0:
-        if b[2] is None:
-            b[1], b[2], b[3], b[4] = x, y, x, y
-        else:
-            if y < b[2]:
-                b[1], b[2] = x, y
-            if y > b[4]:
-                b[3], b[4] = x, y
+    if y - y == 0.0:  # finite
+        _widen(b, x, y, x, y)
     elif b[5] is None:
         b[5] = x
 
@@ -45,14 +50,8 @@ def _combine(buckets: Sequence[Bucket]) -> Bucket:
     for b in buckets[1:]:
         out[0] += b[0]
         if b[2] is not None:
-            if out[2] is None:
-                out[1], out[2], out[3], out[4] = b[1], b[2], b[3], b[4]
-            else:
-                if b[2] < out[2]:
-                    out[1], out[2] = b[1], b[2]
-                if b[4] > out[4]:
-                    out[3], out[4] = b[3], b[4]
-        if out[5] is None and b[5] is not None:
+            _widen(out, b[1], b[2], b[3], b[4])
+        if out[5] is None:
             out[5] = b[5]
     return out
 
@@ -147,10 +146,7 @@ class Decimator:
         total = sum(vals)
         if total - total == 0.0:  # every value finite (a NaN, an inf or an overflow fails this)
             lo, hi = min(vals), max(vals)
-            if b[2] is None or lo < b[2]:
-                b[1], b[2] = float(xs[i + vals.index(lo)]), lo
-            if b[4] is None or hi > b[4]:
-                b[3], b[4] = float(xs[i + vals.index(hi)]), hi
+            _widen(b, float(xs[i + vals.index(lo)]), lo, float(xs[i + vals.index(hi)]), hi)
             b[0] += k
         else:  # point by point
             for j in range(k):
