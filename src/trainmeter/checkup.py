@@ -15,15 +15,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from trainmeter.core.text import printable
 from trainmeter.gpu.backend import (
     REASON_LIBRARY_NOT_FOUND,
     REASON_MIG,
     REASON_PYNVML_MISSING,
     GpuBackend,
     GpuBackendResult,
-    quietly,
+    safe,
 )
-from trainmeter.core.text import printable
 from trainmeter.sizes import format_bytes, format_percent, format_watts
 
 _UNSET: Any = object()
@@ -223,7 +223,7 @@ def _gpu_checks(backend: GpuBackend | None, open_backend: Callable[[], GpuBacken
         return [Check(name="NVML", ok=False, detail=f"reading GPUs failed: {exc}")]
     finally:
         if owned:
-            quietly(backend.close)
+            safe(backend.close)
 
 
 def _nvml_missing(reason: str, cuda_count: int | None) -> Check:

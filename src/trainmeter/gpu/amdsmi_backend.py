@@ -17,7 +17,7 @@ from trainmeter.gpu.backend import (
     GpuSample,
     GpuUnavailableError,
     opened,
-    quietly,
+    safe,
 )
 
 BACKEND_NAME = "amdsmi"
@@ -191,4 +191,4 @@ class AmdSmiBackend:
             if self._closed:
                 return
             self._closed = True
-        quietly(self._lib.amdsmi_shut_down)
+        safe(self._lib.amdsmi_shut_down)

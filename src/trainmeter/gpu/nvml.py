@@ -24,7 +24,7 @@ from trainmeter.gpu.backend import (
     GpuSample,
     GpuUnavailableError,
     opened,
-    quietly,
+    safe,
     throttle_reason_names,
 )
 from trainmeter.gpu.nvml_device import free_gpm, open_device, query, sample_device
@@ -128,4 +128,4 @@ class NvmlBackend:
                     free_gpm(dev)
                 finally:
                     dev.lock.release()
-        quietly(self._nv.nvmlShutdown)
+        safe(self._nv.nvmlShutdown)

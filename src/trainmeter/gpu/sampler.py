@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from trainmeter.core.clock import Clock
-from trainmeter.gpu.backend import GpuBackend, GpuBackendResult, GpuDeviceInfo, GpuSample, GpuUnavailableError
+from trainmeter.gpu.backend import GpuBackend, GpuBackendResult, GpuDeviceInfo, GpuSample, GpuUnavailableError, safe
 from trainmeter.gpu.device_state import MAX_ERROR_CHARS, Accumulator, DeviceState, GpuAverages, GpuDeviceStatus
 from trainmeter.gpu.device_state import next_due as _next_due
 from trainmeter.gpu.selection import GpuSelection, cuda_context_uuids, parse_gpus, select_gpus
@@ -334,11 +334,3 @@ def open_for_run(gpus: str | int | Sequence[int | str] | None, *, clock: Clock,
         backend.close()
         raise
     return OpenedGpus(backend, selection)
-
-
-def safe(fn: Callable[[], Any], default: Any) -> Any:
-    """``fn()``, or ``default`` when it raises."""
-    try:
-        return fn()
-    except Exception:  # noqa: BLE001
-        return default
