@@ -13,6 +13,7 @@ loss points into the EMA ahead of the next report (:class:`~trainmeter.optim.smo
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import sys
@@ -26,8 +27,8 @@ from trainmeter.optim.lr import LR_SERIES, read_lrs
 from trainmeter.optim.smoothing import EMA_BETA, EmaCursor, LossEma
 
 if TYPE_CHECKING:
-    from trainmeter.core.steps import StepRecorder
     from trainmeter.core.context import RunContext
+    from trainmeter.core.steps import StepRecorder
 
 MAX_POINTS_PER_S = 100.0
 _FAR = 1 << 62  # a reader cursor past any point: the series it stands for is never held back
@@ -108,10 +109,8 @@ class OptimExtension(ExtensionBase):
         """Remove the hook and the wrappers (the core calls no :meth:`on_step` after it). Idempotent."""
         handle, self._handle = self._handle, None
         if handle is not None:
-            try:
+            with contextlib.suppress(Exception):
                 handle.remove()
-            except Exception:
-                pass
         self.clip.remove()
 
     # -- per step ------------------------------------------------------------------

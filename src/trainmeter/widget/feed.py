@@ -36,11 +36,6 @@ REPLACE_FACTOR = 3
 (after re-buckets the copy keeps the finer old points: it grows by about half a budget per re-bucket)."""
 
 
-def _loss_fold(monitor: Any) -> Any:
-    """The run's loss EMA fold (the optim wing's view), or ``None``."""
-    return monitor.extension("optim")
-
-
 def shown_series(state: dict[str, Any]) -> tuple[str, ...]:
     """The series the state's charts draw (and their smoothed twins), in chart order."""
     out: dict[str, None] = {}
@@ -117,7 +112,7 @@ class SeriesFeed:
         self._rss = RssReader()
         self._tokens_total = 0
         self._axis_t_s = -math.inf
-        self._smoother = LossSmoother(lambda: _loss_fold(monitor))
+        self._smoother = LossSmoother(lambda: monitor.extension("optim"))  # the optim wing's view: the loss EMA fold
         self.shown: tuple[str, ...] = ()
         """The series the last state's charts draw (:func:`shown_series`): sent first past the series cap."""
         self.held: dict[str, int] = {}
