@@ -1,9 +1,7 @@
 """The gradient norm the loop already computes: the return value of its clipping call (docs/spec.md section 2).
 
-The wrappers call the original with the same arguments, let its exception through unchanged and return its value,
-keeping only a reference to the returned 0-d tensor; nested calls are one call (the outermost). Nothing is imported
-here. trainmeter never computes a norm itself (that would add device work). Training
-thread only (the :class:`~trainmeter.core.patches.Gate` skips other threads).
+The wrappers keep only a reference to the returned 0-d tensor (the outermost of nested calls); trainmeter never
+computes a norm itself. Training thread only (the :class:`~trainmeter.core.patches.Gate` skips other threads).
 """
 
 from __future__ import annotations
@@ -101,12 +99,8 @@ class ClipTap:
         return norm
 
     def take_at(self, steps: int) -> Any:
-        """Return and clear the pending norm if it was returned while step ``steps`` was computed (``None`` else).
-
-        ``steps`` is the count with that step included (the step hook's view), so the norm's ``pending_step``
-        is ``steps - 1``: a norm left from an earlier step (a loop that clips now and then, a step the
-        sampling skipped) is dropped, never recorded at a later step.
-        """
+        """Return and clear the pending norm if it was returned while step ``steps`` (the count with it included) was
+        computed, else ``None``: a norm left from an earlier step is dropped, never recorded at a later step."""
         norm, self.pending = self.pending, None
         return norm if norm is not None and self.pending_step == steps - 1 else None
 

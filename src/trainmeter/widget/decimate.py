@@ -1,10 +1,8 @@
 """Bounded, decimated history of one series: min/max per bucket, doubling bucket width (docs/spec.md section 12).
 
-Buckets of ``width`` raw points (not x units) keep their minimum and maximum point and one gap point (NaN or inf);
-past the budget the width doubles and buckets merge pairwise, so memory stays bounded and the extremes are never
-lost. Only closed buckets are final: ``take_new`` gives each point once, in x order, across re-buckets too
-(docs/protocol.md section 2, "Series"); ``columns(include_open=True)`` adds the open bucket. Stdlib only; pure apart
-from its own state. Not thread-safe: one thread owns a :class:`Decimator` (the widget publisher).
+Buckets of ``width`` raw points keep their minimum, maximum and one gap point (NaN or inf); past the budget the width
+doubles and buckets merge pairwise. ``take_new`` gives each point once (docs/protocol.md section 2, "Series"). Not
+thread-safe: one thread owns a :class:`Decimator` (the widget publisher).
 """
 
 from __future__ import annotations
@@ -82,19 +80,10 @@ def _n_points(b: Bucket) -> int:
 
 
 class Decimator:
-    """Min/max decimation of one series to at most ``budget_points`` points.
+    """Min/max decimation of series ``name`` (x ``"step"`` or ``"time"``) to at most ``budget_points`` (>= 8) points.
 
-    Args:
-        name: Series name (carried into frames).
-        x_kind: ``"step"`` or ``"time"``.
-        budget_points: Most points :meth:`columns` returns (>= 8).
-
-    Attributes:
-        width: Raw points per bucket (a power of two).
-        count: Raw points seen.
-        generation: How many times the buckets were re-bucketed (width doubled).
-        min_y: Smallest finite y seen, or ``None``.
-        max_y: Largest finite y seen, or ``None``.
+    ``width``: raw points per bucket (a power of two); ``count``: raw points seen; ``generation``: re-buckets so far;
+    ``min_y``/``max_y``: the finite extremes seen, or ``None``.
     """
 
     __slots__ = ("name", "x_kind", "budget_points", "width", "count", "generation", "min_y", "max_y",
@@ -174,20 +163,15 @@ class Decimator:
         self._double_while(lambda: self._closed_points > (self.budget_points - 3) // 2 + 3)
 
     def coarsen(self, width: int) -> bool:
-        """Double the width until it is at least ``width`` raw points; returns whether it did.
-
-        The live stream's cap on points per second (widget/feed.py): a fast series is decimated
-        coarser than its budget alone would ask, until the budget asks for more.
-        """
+        """Double the width until it is at least ``width`` raw points (the live stream's cap on points per second,
+        widget/feed.py); returns whether it did."""
         generation = self.generation
         self._double_while(lambda: self.width < width)
         return self.generation != generation
 
     def _double_while(self, more: Callable[[], bool]) -> None:
-        """Double the width while ``more()``: merge closed buckets pairwise (an odd last one joins the open bucket).
-
-        A merged bucket counts as taken when both of its halves were.
-        """
+        """Double the width while ``more()``: merge closed buckets pairwise (an odd last one joins the open bucket; a
+        merged bucket counts as taken when both halves were)."""
         taken = self._taken
         while more():
             closed = self._closed
@@ -218,14 +202,8 @@ class Decimator:
         return self._closed_points + (_n_points(self._open) if self._open is not None else 0)
 
     def columns(self, *, include_open: bool = True, max_points: int | None = None) -> tuple[list[float], list[float]]:
-        """Return the decimated history as ``(xs, ys)``; gaps are NaN ys.
-
-        Args:
-            include_open: Add the open (partial) bucket's points; leave it out for a live
-                frame that later appends must continue seamlessly.
-            max_points: Coarsen further (merging 2, 4, ... buckets) to at most this many
-                points; ``None`` for the full budget.
-        """
+        """The decimated history as ``(xs, ys)`` (gaps: NaN ys), with the open bucket's points when ``include_open``,
+        coarsened further (merging 2, 4, ... buckets) to at most ``max_points`` when given."""
         buckets = list(self._closed)
         if include_open and self._open is not None:
             buckets.append(self._open)
@@ -287,9 +265,8 @@ def decimate(xs: Sequence[float], ys: Sequence[float], budget_points: int, *, x_
 
 def share_budget(needs: dict[str, int], total_points: int, per_series: int = DEFAULT_BUDGET_POINTS,
                  floor_points: int = 64) -> dict[str, int]:
-    """Split ``total_points`` among series by water-filling: small series keep every point,
-    the rest share what is left equally (never more than ``per_series``, never under ``floor_points``
-    unless that many series would pass ``total_points``: then ``total_points // len(needs)``, at least 2).
+    """Split ``total_points`` among series by water-filling: small series keep every point, the rest share what is
+    left equally (at most ``per_series``, at least ``floor_points`` or ``total_points // len(needs)``, at least 2).
 
     Examples:
         >>> share_budget({"loss": 2000, "lr": 2000, "val": 40}, 3000)
