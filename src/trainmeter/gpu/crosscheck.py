@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from trainmeter.core.provenance import Derivation, Input
+from trainmeter.gpu.ladder import _pct
 
 DISAGREE_FACTOR = 2.0  # formula and hardware disagree when one is more than this many times the other
 SAMPLES_RATIO = 1.0 / 16.0  # a formula this far below the hardware counts samples, not tokens (S >= 16 lost)
@@ -45,10 +46,6 @@ class CrossCheck:
                 "formula_mfu": self.formula_mfu, "counted_mfu": self.counted_mfu, "ratio": self.ratio,
                 "verdict": self.verdict, "cause": self.cause, "sentence": self.sentence,
                 "factor": DISAGREE_FACTOR, "derivation": self.observed_flops_per_s.to_dict()}
-
-
-def _pct(v: float) -> str:
-    return f"{v * 100:.0f}%"
 
 
 def _within(a: float, b: float) -> bool:

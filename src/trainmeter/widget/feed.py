@@ -173,10 +173,8 @@ class SeriesFeed:
 
     def stop_reading(self) -> None:
         """Move every cursor past the end, so the monitor trims as if this reader had read everything."""
-        for name in list(self.cursor):
+        for name in [*self.cursor, *self.monitor.series]:
             self.cursor[name] = _FAR
-        for series in list(self.monitor.series):
-            self.cursor[series] = _FAR
 
     def release(self) -> None:
         """The run ended and its final frames went out: drop the recent rate's window of steps (up to 10 s of them,
