@@ -323,10 +323,8 @@ class ComputeExtension(ExtensionBase):
                            window="the whole run's wall clock" if whole_run else "the session's wall clock so far")
             out["eta_s.session"] = eta_s(tokens, budget, session)
             for conv, f in per_conv.items():
-                if o.budget_flops is not None:
-                    out[f"flops_required[{conv}]"] = flops_required(f, flops=o.budget_flops)
-                else:
-                    out[f"flops_required[{conv}]"] = flops_required(f, tokens=budget)
+                out[f"flops_required[{conv}]"] = (flops_required(f, flops=o.budget_flops) if o.budget_flops is not None
+                                                  else flops_required(f, tokens=budget))
         return out
 
     def on_report(self, report: Report) -> dict[str, Any]:
