@@ -23,12 +23,10 @@ POINT_BYTES = 8 * (len(X_MODES) + 1)
 MAX_SERIES_SENT = 400
 """Most series one frame carries (each costs a header entry and at least two points of the history)."""
 STREAM_POINTS_PER_S = 50
-"""Most points per second the live stream carries per series (about: widths are powers of two): a series that
-comes faster is decimated coarser from the start (``Decimator.coarsen``), so a fast run's first minute sends
-no more than a later one (its history is that coarse until the budget asks for coarser)."""
+"""Most points per second the live stream carries per series (about): a faster series is decimated coarser from the
+start (``Decimator.coarsen``), so a fast run's first minute sends no more than a later one."""
 REPLACE_FACTOR = 3
-"""A series whose front-end copy passed this many times its budget is replaced by its decimated history
-(after re-buckets the copy keeps the finer old points: it grows by about half a budget per re-bucket)."""
+"""A series whose front-end copy passed this many times its budget is replaced by its decimated history."""
 
 
 def shown_series(state: dict[str, Any]) -> tuple[str, ...]:

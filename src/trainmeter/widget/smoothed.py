@@ -24,12 +24,8 @@ def twins_drawn(raw_points: dict[str, int]) -> dict[str, str]:
 
 
 class LossSmoother:
-    """The smoothed twins of the raw series in :data:`SMOOTHED`, fed in step order.
-
-    Args:
-        shared: Returns the live run's loss EMA fold (``EmaCursor``: ``state``/``publish``) or ``None``; used for
-            ``train_loss`` points read with their position.
-    """
+    """The smoothed twins of the raw series in :data:`SMOOTHED`, fed in step order; ``shared`` returns the live run's
+    loss EMA fold (``EmaCursor``) or ``None``, used for ``train_loss`` points read with their position."""
 
     def __init__(self, shared: Callable[[], Any] | None = None) -> None:
         self._emas: dict[str, LossEma] = {}
@@ -37,10 +33,8 @@ class LossSmoother:
         self._at: int | None = 0  # position the train_loss fold reached (None: it skipped points, shares no more)
 
     def twin(self, name: str, values: Sequence[float], start: int | None = None) -> tuple[str, list[float]] | None:
-        """``(twin name, smoothed values)`` for new points of ``name``, or ``None`` when it has no twin.
-
-        ``start``: the series position of ``values[0]`` (a live read): the fold is shared with the text line's.
-        """
+        """``(twin name, smoothed values)`` for new points of ``name``, or ``None`` when it has no twin; ``start``: the
+        series position of ``values[0]`` (a live read: the fold is shared with the text line's)."""
         twin = SMOOTHED.get(name)
         if twin is None:
             return None
