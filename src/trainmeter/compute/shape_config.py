@@ -61,13 +61,11 @@ def _read(cfg: Mapping[str, Any], field: str) -> tuple[Any, str] | None:
 
 def _as_int(value: Any) -> int | None:
     """Return ``value`` as int when it is a whole positive number, else ``None``."""
-    if isinstance(value, bool):
-        return None
     try:
         number = int(value)
     except (TypeError, ValueError):
         return None
-    return number if number > 0 and number == value else None
+    return number if not isinstance(value, bool) and number > 0 and number == value else None
 
 
 def _family(cfg: Mapping[str, Any]) -> tuple[str | None, Provenance]:
