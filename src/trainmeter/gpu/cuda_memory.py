@@ -12,6 +12,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from trainmeter.gpu.backend import safe
+
 REASON_NO_TORCH = "torch is not imported in this process"
 REASON_NO_CUDA = "torch.cuda is not available (CPU-only build or no GPU)"
 REASON_NOT_INITIALISED = "CUDA is not initialised in this process yet"
@@ -123,12 +125,8 @@ def start_memory_history(*, max_entries: int = 100_000, torch_module: Any = None
 def stop_memory_history(*, torch_module: Any = None) -> None:
     """Stop recording allocation history; never raises."""
     torch = _torch(torch_module)
-    if _cuda_ready(torch) is not None:
-        return
-    try:
-        torch.cuda.memory._record_memory_history(enabled=None)
-    except Exception:  # noqa: BLE001, S110
-        pass
+    if _cuda_ready(torch) is None:
+        safe(lambda: torch.cuda.memory._record_memory_history(enabled=None))
 
 
 def memory_snapshot(step: int, path: str | Path, *, torch_module: Any = None) -> Path | None:
