@@ -15,7 +15,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from trainmeter.core.text import printable
 from trainmeter.gpu.backend import (
     REASON_LIBRARY_NOT_FOUND,
     REASON_MIG,
@@ -24,6 +23,7 @@ from trainmeter.gpu.backend import (
     GpuBackendResult,
     safe,
 )
+from trainmeter.core.text import printable
 from trainmeter.sizes import format_bytes, format_percent, format_watts
 
 _UNSET: Any = object()
