@@ -197,14 +197,11 @@ class GpuSampler:
 
     def step(self, now_s: float) -> int:
         """Sample, in this thread, every active device due at ``now_s``; returns how many."""
-        due = self._due(now_s)
+        with self._lock:
+            due = [st.index for st in self._states.values() if st.active and st.claim(now_s, self.interval_s)]
         for index in due:
             self._sample_device(index)
         return len(due)
-
-    def _due(self, now_s: float) -> list[int]:
-        with self._lock:
-            return [st.index for st in self._states.values() if st.active and st.claim(now_s, self.interval_s)]
 
     def _run(self, index: int) -> None:
         try:

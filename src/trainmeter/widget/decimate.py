@@ -155,12 +155,8 @@ class Decimator:
         self._open = None
         self._closed.append(b)
         self._closed_points += _n_points(b)
-        if self._closed_points > self.budget_points - 3:  # the open bucket may add up to 3
-            self._rebucket()
-
-    def _rebucket(self) -> None:
-        """Double the width until half the budget is left."""
-        self._double_while(lambda: self._closed_points > (self.budget_points - 3) // 2 + 3)
+        if self._closed_points > self.budget_points - 3:  # the open bucket may add up to 3: re-bucket to half the budget
+            self._double_while(lambda: self._closed_points > (self.budget_points - 3) // 2 + 3)
 
     def coarsen(self, width: int) -> bool:
         """Double the width until it is at least ``width`` raw points (the live stream's cap on points per second,
