@@ -248,18 +248,11 @@ class ComputeExtension(ExtensionBase):
         return {} if c is None else {f"of_achievable[{conv}]": of_achievable(f, train_tps, c, unit=unit)
                                      for conv, f in per_conv.items()}
 
-    def _view(self) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
-        from trainmeter.compute.card import compute_section
-
-        section = compute_section(self, markdown=False)
-        derivations = {d.name: d.to_dict() for d in self.derivations()}
-        return section, derivations
-
     def tiles(self) -> list[dict[str, Any]]:
         """MFU and FLOPs tiles for the widget (publisher thread; reads only)."""
-        from trainmeter.compute.card import compute_tiles
+        from trainmeter.compute.card import compute_section, compute_tiles
 
-        return compute_tiles(*self._view())
+        return compute_tiles(compute_section(self, markdown=False), {d.name: d.to_dict() for d in self.derivations()})
 
     def progress_bar(self, recent: Any = None) -> dict[str, Any] | None:
         """The header's progress bar, live: the current step and tokens; the ETA by the one rule (compute/eta.py):

@@ -237,17 +237,15 @@ class GpuSampler:
             return
         try:
             with self._lock:
-                self._states[index].take(sample, self._clock() - t0, self._in_window(sample.t_s))
+                begin, end = self._window_begin_s, self._window_end_s
+                in_window = begin is not None and sample.t_s >= begin and (end is None or sample.t_s <= end)
+                self._states[index].take(sample, self._clock() - t0, in_window)
         except Exception as exc:  # noqa: BLE001
             self._record_error(index, f"bookkeeping failed: {exc!r}", fatal=False)
 
     def _record_error(self, index: int, text: str, *, fatal: bool, call_s: float | None = None) -> None:
         with self._lock:
             self._states[index].fail(text, fatal=fatal, max_errors=self._max_errors, call_s=call_s)
-
-    def _in_window(self, t_s: float) -> bool:
-        begin, end = self._window_begin_s, self._window_end_s
-        return begin is not None and t_s >= begin and (end is None or t_s <= end)
 
     def begin_window(self, now_s: float) -> None:
         """Open the averaging window (e.g. at the first training step); resets it."""

@@ -17,12 +17,6 @@ _NAN = math.nan
 Bucket = list
 
 
-def _new_bucket(x: float, y: float) -> Bucket:
-    b: Bucket = [0, None, None, None, None, None]
-    _add(b, x, y)
-    return b
-
-
 def _widen(b: Bucket, x_lo: float, y_lo: float, x_hi: float, y_hi: float) -> None:
     """Take a lower minimum ``(x_lo, y_lo)`` and a higher maximum ``(x_hi, y_hi)`` into ``b`` (the first kept)."""
     if b[2] is None:
@@ -116,7 +110,8 @@ class Decimator:
         while i < n:
             b = self._open
             if b is None:
-                b = self._open = _new_bucket(float(xs[i]), float(ys[i]))
+                b = self._open = [0, None, None, None, None, None]
+                _add(b, float(xs[i]), float(ys[i]))
                 self._note_extremes(b)
                 i += 1
                 if b[0] >= self.width:
