@@ -197,10 +197,6 @@ class ComputeExtension(ExtensionBase):
             self.device_name, self.dtype, *self._device_key, gpu=self._m.extension("gpu") if self._m else None)
 
     # -- per report ----------------------------------------------------------------------
-    def _chosen(self) -> Derivation | None:
-        conv = self._m.options.convention if self._m is not None else None
-        return self.fpt.get(conv) if conv is not None and self.fpt else None
-
     def _update(self, whole_run: bool = False) -> None:
         """Recompute every figure: at a report over its window, at the end over the whole run."""
         m = self._m
@@ -288,7 +284,7 @@ class ComputeExtension(ExtensionBase):
         assert m is not None
         out: dict[str, Derivation] = {}
         o = m.options
-        chosen = self._chosen()
+        chosen = self.fpt.get(o.convention) if o.convention is not None and self.fpt else None
         if o.budget_steps is not None:
             steps_in = Input(name="steps", value=steps, unit="1", provenance="counted", source="optimizer steps")
             budget_in = Input(name="budget_steps", value=o.budget_steps, unit="1", provenance="declared",
