@@ -21,7 +21,7 @@ from trainmeter.gpu.backend import (
     REASON_PYNVML_MISSING,
     GpuBackend,
     GpuBackendResult,
-    quietly,
+    safe,
 )
 from trainmeter.sizes import format_bytes, format_percent, format_watts
 
@@ -199,7 +199,7 @@ def _gpu_checks(backend: GpuBackend | None, open_backend: Callable[[], GpuBacken
         return [Check(name="NVML", ok=False, detail=f"reading GPUs failed: {exc}")]
     finally:
         if owned:
-            quietly(backend.close)
+            safe(backend.close)
 
 
 def _nvml_missing(reason: str, cuda_count: int | None) -> Check:

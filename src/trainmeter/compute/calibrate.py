@@ -175,16 +175,13 @@ def forget_calibration() -> None:
 
 def run_dtype(param_dtype: str | None, on_cuda: bool, tf32_allowed: bool) -> str | None:
     """The calibration dtype a run's matmuls use: its autocast/param dtype, float32 as ``tf32`` when allowed on CUDA."""
-    if param_dtype is None:
-        return None
+    from trainmeter.compute.peaks import _DTYPE_ALIASES
+
     key = str(param_dtype).replace("torch.", "")
-    if key in ("bfloat16", "bf16"):
-        return "bf16"
-    if key in ("float16", "half", "fp16"):
-        return "fp16"
     if key in ("float32", "float", "fp32"):
         return "tf32" if on_cuda and tf32_allowed else "fp32"
-    return None
+    dtype = _DTYPE_ALIASES.get(key)
+    return dtype if dtype in ("bf16", "fp16") else None
 
 
 def of_achievable(flops_per_unit: Any, units_per_s: float | None, ceiling: Ceiling, *, unit: str = "tokens") -> Any:

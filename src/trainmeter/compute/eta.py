@@ -76,9 +76,8 @@ def eta_s(done: Quantity, budget: Quantity, pace: Pace, *, unit: str = "tokens")
         miss = f"{unit} seen unknown"
     elif rate is None or rate <= 0:
         miss = f"{pace.name} {unit}/s not measured yet"
-    if miss is not None or total is None or seen is None or rate is None:
-        return Derivation(name=name, formula=formula, value=None, unit="s", inputs=inputs, missing=miss)
-    return Derivation(name=name, formula=formula, value=max(total - seen, 0.0) / rate, unit="s", inputs=inputs)
+    return Derivation(name=name, formula=formula, unit="s", inputs=inputs, missing=miss,
+                      value=None if miss else max(total - seen, 0.0) / rate)  # type: ignore[operator]
 
 
 def eta(done: Quantity, budget: Quantity, *, recent: Pace | None, training: Pace, unit: str = "tokens") -> Derivation:

@@ -197,10 +197,6 @@ class ComputeExtension(ExtensionBase):
             self.device_name, self.dtype, *self._device_key, gpu=self._m.extension("gpu") if self._m else None)
 
     # -- per report ----------------------------------------------------------------------
-    def _chosen(self) -> Derivation | None:
-        conv = self._m.options.convention if self._m is not None else None
-        return self.fpt.get(conv) if conv is not None and self.fpt else None
-
     def _update(self, whole_run: bool = False) -> None:
         """Recompute every figure: at a report over its window, at the end over the whole run."""
         m = self._m
@@ -248,18 +244,11 @@ class ComputeExtension(ExtensionBase):
         return {} if c is None else {f"of_achievable[{conv}]": of_achievable(f, train_tps, c, unit=unit)
                                      for conv, f in per_conv.items()}
 
-    def _view(self) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
-        from trainmeter.compute.card import compute_section
-
-        section = compute_section(self, markdown=False)
-        derivations = {d.name: d.to_dict() for d in self.derivations()}
-        return section, derivations
-
     def tiles(self) -> list[dict[str, Any]]:
         """MFU and FLOPs tiles for the widget (publisher thread; reads only)."""
-        from trainmeter.compute.card import compute_tiles
+        from trainmeter.compute.card import compute_section, compute_tiles
 
-        return compute_tiles(*self._view())
+        return compute_tiles(compute_section(self, markdown=False), {d.name: d.to_dict() for d in self.derivations()})
 
     def progress_bar(self, recent: Any = None) -> dict[str, Any] | None:
         """The header's progress bar, live: the current step and tokens; the ETA by the one rule (compute/eta.py):
@@ -295,7 +284,7 @@ class ComputeExtension(ExtensionBase):
         assert m is not None
         out: dict[str, Derivation] = {}
         o = m.options
-        chosen = self._chosen()
+        chosen = self.fpt.get(o.convention) if o.convention is not None and self.fpt else None
         if o.budget_steps is not None:
             steps_in = Input(name="steps", value=steps, unit="1", provenance="counted", source="optimizer steps")
             budget_in = Input(name="budget_steps", value=o.budget_steps, unit="1", provenance="declared",
@@ -323,10 +312,8 @@ class ComputeExtension(ExtensionBase):
                            window="the whole run's wall clock" if whole_run else "the session's wall clock so far")
             out["eta_s.session"] = eta_s(tokens, budget, session)
             for conv, f in per_conv.items():
-                if o.budget_flops is not None:
-                    out[f"flops_required[{conv}]"] = flops_required(f, flops=o.budget_flops)
-                else:
-                    out[f"flops_required[{conv}]"] = flops_required(f, tokens=budget)
+                out[f"flops_required[{conv}]"] = (flops_required(f, flops=o.budget_flops) if o.budget_flops is not None
+                                                  else flops_required(f, tokens=budget))
         return out
 
     def on_report(self, report: Report) -> dict[str, Any]:

@@ -84,14 +84,6 @@ def _map_tensors(obj: Any, fn: Callable[[Any], Any], torch: Any) -> Any:
     return obj
 
 
-def _batch_count(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> tuple[int, Unit] | None:
-    """Tokens or samples of the batch, read as the run counts them (:func:`trainmeter.core.batch.count_batch`)."""
-    from trainmeter.core.batch import count_batch
-
-    counted = count_batch(args, kwargs)
-    return None if counted is None else (counted[0], counted[1])  # type: ignore[return-value]
-
-
 def _scalar(out: Any, torch: Any) -> Any:
     """A scalar to differentiate: ``out.loss`` / ``out["loss"]`` if present, else the sum of the first float tensor."""
     loss = None if isinstance(out, torch.Tensor) else getattr(out, "loss", None)
@@ -161,16 +153,10 @@ def _quiet(stack: contextlib.ExitStack) -> None:
     stack.callback(restore)
 
 
-class _NoModuleHooks:
+class _NoModuleHooks(contextlib.nullcontext):  # type: ignore[type-arg]
     """FlopCounterMode's module tracker, left out: no global module hook; every operator counts under "Global"."""
 
     parents = frozenset({"Global"})
-
-    def __enter__(self) -> _NoModuleHooks:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        return None
 
 
 def _copied(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
@@ -191,16 +177,6 @@ def _copied(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
         args = _map_tensors(args, lambda t: t.detach().clone(), torch)
         kwargs = _map_tensors(kwargs, lambda t: t.detach().clone(), torch)
     return clone, args, kwargs, how
-
-
-def _one_pass(
-    model: Any, args: tuple[Any, ...], kwargs: dict[str, Any], loss_fn: Callable[[Any], Any] | None, meta: bool,
-    call: Call = "forward",
-) -> tuple[int, dict[str, int], str]:
-    """Run one forward+backward of a copy of ``model`` under FlopCounterMode; (total, by operator, how copied)."""
-    clone, args, kwargs, how = _copied(model, args, kwargs, meta)
-    total, by_op = _counted_pass(clone, args, kwargs, loss_fn, call, on_training_thread=True)
-    return total, by_op, how
 
 
 def _counted_pass(clone: Any, args: tuple[Any, ...], kwargs: dict[str, Any], loss_fn: Callable[[Any], Any] | None,
@@ -271,7 +247,8 @@ def counted_flops_per_token(model: Any, example_args: Any = (), example_kwargs: 
     failures: list[str] = []
     for kind in passes:
         try:
-            total, by_op, how = _one_pass(model, args, kwargs, loss_fn, meta=kind == "meta", call=call)
+            clone, copy_args, copy_kwargs, how = _copied(model, args, kwargs, meta=kind == "meta")
+            total, by_op = _counted_pass(clone, copy_args, copy_kwargs, loss_fn, call, on_training_thread=True)
         except _NoCopy as exc:
             failures.append(f"{kind} pass skipped: {exc}")
             continue
@@ -286,11 +263,8 @@ def _inputs(example_args: Any, example_kwargs: Mapping[str, Any] | None, tokens:
             call: Call, method: str) -> tuple[tuple[Any, ...], dict[str, Any], int | None, Unit] | CountedFlops:
     """The batch as positional and keyword inputs, and its count and unit; or the failure, as a result."""
     try:
-        args = (
-            example_args
-            if isinstance(example_args, tuple)
-            else (tuple(example_args) if isinstance(example_args, list) else (example_args,))
-        )
+        args = example_args if isinstance(example_args, tuple) else (
+            tuple(example_args) if isinstance(example_args, list) else (example_args,))
         kwargs = dict(example_kwargs or {})
         if method not in ("auto", "meta", "real"):
             return CountedFlops(flops_per_unit=None, reason=f"unknown method {method!r}; valid: auto, meta, real")
@@ -300,8 +274,10 @@ def _inputs(example_args: Any, example_kwargs: Mapping[str, Any] | None, tokens:
         elif samples is not None:
             count, unit = samples, "samples"
         else:
-            found = _batch_count(args[:1], {}) if call == "training_step" else _batch_count(args, kwargs)
-            count, unit = (None, "tokens") if found is None else found
+            from trainmeter.core.batch import count_batch  # as the run counts the batch
+
+            found = count_batch(args[:1], {}) if call == "training_step" else count_batch(args, kwargs)
+            count, unit = (None, "tokens") if found is None else (found[0], found[1])  # type: ignore[assignment]
     except Exception as exc:  # noqa: BLE001 - never raise into training code
         return CountedFlops(flops_per_unit=None, reason=f"{type(exc).__name__}: {exc}")
     return args, kwargs, count, unit
@@ -311,11 +287,10 @@ def _result(kind: str, total: int, by_op: dict[str, int], how: str, unit: Unit, 
             failures: list[str]) -> CountedFlops:
     """The result of a pass that ran (``failures``: the passes tried before it)."""
     base = {"unit": unit, "count": count, "total_flops": total, "method": kind, "copy": how, "by_operator": by_op}
-    if total <= 0:
-        why = "FlopCounterMode counted 0 FLOPs (no operator with a FLOP formula ran)"
-        return CountedFlops(flops_per_unit=None, reason="; ".join([*failures, why]), **base)  # type: ignore[arg-type]
-    if not count:
-        why = "the example batch holds no tensor to count tokens or samples from: pass tokens= or samples="
+    why = ("FlopCounterMode counted 0 FLOPs (no operator with a FLOP formula ran)" if total <= 0 else
+           "the example batch holds no tensor to count tokens or samples from: pass tokens= or samples="
+           if not count else None)
+    if why is not None:
         return CountedFlops(flops_per_unit=None, reason="; ".join([*failures, why]), **base)  # type: ignore[arg-type]
     return CountedFlops(flops_per_unit=total / count, reason="; ".join(failures) or None,
                         **base)  # type: ignore[arg-type]

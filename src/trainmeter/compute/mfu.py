@@ -94,11 +94,9 @@ def flops_spent(flops_per_token: Quantity, tokens: Quantity, *, unit: str = "tok
     inputs = (as_input("F", flops_per_token, f"FLOP/{unit[:-1]}", "detected"),
               as_input("tokens", tokens, unit, "counted"))
     f, t = (input_number(i) for i in inputs)
-    if f is None or t is None:
-        miss = f"FLOPs per {unit[:-1]} unknown" if f is None else f"{unit} seen unknown"
-        return Derivation(name="flops_spent", formula="F * tokens", value=None, unit="FLOP", inputs=inputs,
-                          missing=miss)
-    return Derivation(name="flops_spent", formula="F * tokens", value=f * t, unit="FLOP", inputs=inputs)
+    miss = f"FLOPs per {unit[:-1]} unknown" if f is None else f"{unit} seen unknown" if t is None else None
+    return Derivation(name="flops_spent", formula="F * tokens", value=None if miss else f * t,  # type: ignore[operator]
+                      unit="FLOP", inputs=inputs, missing=miss)
 
 
 def budget_tokens(flops_per_token: Quantity = None, *, tokens: Quantity = None, steps: Quantity = None,
@@ -143,11 +141,9 @@ def flops_required(flops_per_token: Quantity, *, tokens: Quantity = None, steps:
     inputs = (as_input("F", flops_per_token, "FLOP/token", "detected"),
               as_input("budget_tokens", budget, "tokens", "declared"))
     f, b = (input_number(i) for i in inputs)
-    if f is None or b is None:
-        miss = "FLOPs per token unknown" if f is None else (budget.missing or "budget tokens unknown")
-        return Derivation(name="flops_required", formula="F * budget_tokens", value=None, unit="FLOP", inputs=inputs,
-                          missing=miss)
-    return Derivation(name="flops_required", formula="F * budget_tokens", value=f * b, unit="FLOP", inputs=inputs)
+    miss = "FLOPs per token unknown" if f is None else (budget.missing or "budget tokens unknown") if b is None else None
+    return Derivation(name="flops_required", formula="F * budget_tokens", value=None if miss else f * b,  # type: ignore[operator]
+                      unit="FLOP", inputs=inputs, missing=miss)
 
 
 def progress(tokens_seen: Quantity, budget: Quantity) -> Derivation:
@@ -155,16 +151,10 @@ def progress(tokens_seen: Quantity, budget: Quantity) -> Derivation:
     inputs = (as_input("tokens_seen", tokens_seen, "tokens", "counted"),
               as_input("budget_tokens", budget, "tokens", "declared"))
     seen, total = (input_number(i) for i in inputs)
-    formula = "min(1, tokens_seen / budget_tokens)"
-    if seen is None or total is None or total <= 0:
-        miss = (
-            "no budget: pass --budget-tokens, --budget-steps or --budget-flops"
-            if total is None or total <= 0
-            else "tokens seen unknown"
-        )
-        return Derivation(name="progress", formula=formula, value=None, unit="fraction", inputs=inputs, missing=miss)
-    return Derivation(name="progress", formula=formula, value=min(1.0, max(0.0, seen / total)), unit="fraction",
-                      inputs=inputs)
+    miss = ("no budget: pass --budget-tokens, --budget-steps or --budget-flops" if total is None or total <= 0
+            else "tokens seen unknown" if seen is None else None)
+    return Derivation(name="progress", formula="min(1, tokens_seen / budget_tokens)", unit="fraction", inputs=inputs,
+                      value=None if miss else min(1.0, max(0.0, seen / total)), missing=miss)  # type: ignore[operator]
 
 
 def parse_peak_args(peak_tflops: object, peak_source: object, dtype: object = None) -> PeakRow | None:

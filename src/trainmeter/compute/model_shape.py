@@ -107,17 +107,14 @@ OVERRIDE_FLAGS: dict[str, str] = {"layers": "--layers", "d_model": "--d-model", 
 
 def _positive_int(name: str, value: object) -> int:
     """Return ``value`` as a positive int or raise ValueError naming it."""
-    flag = OVERRIDE_FLAGS.get(name, name)
-    if isinstance(value, bool):
-        raise ValueError(f"{flag} must be a positive integer, got {value!r}")
+    bad = ValueError(f"{OVERRIDE_FLAGS.get(name, name)} must be a positive integer, got {value!r}")
     try:
         number = int(value)  # type: ignore[call-overload]
     except (TypeError, ValueError):
-        raise ValueError(f"{flag} must be a positive integer, got {value!r}") from None
-    if number != value and not (isinstance(value, str) and value.strip().isdigit()):
-        raise ValueError(f"{flag} must be a positive integer, got {value!r}")
-    if number <= 0:
-        raise ValueError(f"{flag} must be a positive integer, got {value!r}")
+        raise bad from None
+    if isinstance(value, bool) or number <= 0 or (
+            number != value and not (isinstance(value, str) and value.strip().isdigit())):
+        raise bad
     return number
 
 

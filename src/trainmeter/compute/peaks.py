@@ -142,17 +142,16 @@ def validate_peak(peak_tflops: object, peak_source: object) -> float | None:
             f"--peak-source {peak_source!r} given without --peak-tflops; pass both, e.g. "
             f"--peak-tflops 989.5 --peak-source 'H100 SXM datasheet, dense BF16'"
         )
-    valid = f"a positive number of TFLOP/s per device, at most {MAX_PEAK_TFLOPS:g} (e.g. 989.5)"
-    if isinstance(peak_tflops, bool):
-        raise ValueError(f"--peak-tflops must be {valid}, got {peak_tflops!r}")
+    bad = (f"--peak-tflops must be a positive number of TFLOP/s per device, at most {MAX_PEAK_TFLOPS:g} (e.g. 989.5), "
+           f"got {peak_tflops!r}")
     try:
         value = float(peak_tflops)  # type: ignore[arg-type]
     except (TypeError, ValueError):
-        raise ValueError(f"--peak-tflops must be {valid}, got {peak_tflops!r}") from None
-    if not math.isfinite(value) or value <= 0:
-        raise ValueError(f"--peak-tflops must be {valid}, got {peak_tflops!r}")
+        raise ValueError(bad) from None
+    if isinstance(peak_tflops, bool) or not math.isfinite(value) or value <= 0:
+        raise ValueError(bad)
     if value > MAX_PEAK_TFLOPS:
-        raise ValueError(f"--peak-tflops must be {valid}, got {peak_tflops!r} (FLOP/s given instead of TFLOP/s?)")
+        raise ValueError(f"{bad} (FLOP/s given instead of TFLOP/s?)")
     if peak_source is None or str(peak_source).strip() == "":
         raise ValueError(
             f"--peak-tflops {peak_tflops!r} needs --peak-source TEXT saying where the figure comes from "

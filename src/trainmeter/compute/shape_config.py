@@ -5,6 +5,7 @@ attributes): GPT-2 and Llama key spellings; N, E and a MoE's active count comput
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from typing import Any
 
@@ -39,12 +40,10 @@ def config_to_dict(config: Any) -> dict[str, Any]:
         return dict(config)
     to_dict = getattr(config, "to_dict", None)
     if callable(to_dict):
-        try:
+        with contextlib.suppress(Exception):  # a broken config reads as empty, never raises
             out = to_dict()
             if isinstance(out, Mapping):
                 return dict(out)
-        except Exception:  # noqa: BLE001 - a broken config reads as empty, never raises
-            pass
     try:
         return {k: v for k, v in vars(config).items() if not k.startswith("_")}
     except TypeError:
@@ -62,13 +61,11 @@ def _read(cfg: Mapping[str, Any], field: str) -> tuple[Any, str] | None:
 
 def _as_int(value: Any) -> int | None:
     """Return ``value`` as int when it is a whole positive number, else ``None``."""
-    if isinstance(value, bool):
-        return None
     try:
         number = int(value)
     except (TypeError, ValueError):
         return None
-    return number if number > 0 and number == value else None
+    return number if not isinstance(value, bool) and number > 0 and number == value else None
 
 
 def _family(cfg: Mapping[str, Any]) -> tuple[str | None, Provenance]:

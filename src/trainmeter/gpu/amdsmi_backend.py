@@ -17,7 +17,7 @@ from trainmeter.gpu.backend import (
     GpuSample,
     GpuUnavailableError,
     opened,
-    quietly,
+    safe,
 )
 
 BACKEND_NAME = "amdsmi"
@@ -78,12 +78,7 @@ class AmdSmiBackend:
         return len(self._handles)
 
     def driver_version(self) -> str | None:
-        if not self._handles:
-            return None
-        try:
-            info = self._lib.amdsmi_get_gpu_driver_info(self._handles[0])
-        except Exception:  # noqa: BLE001
-            return None
+        info = safe(lambda: self._lib.amdsmi_get_gpu_driver_info(self._handles[0])) if self._handles else None
         version = info.get("driver_version") if isinstance(info, dict) else None
         return str(version) if version else None
 
@@ -191,4 +186,4 @@ class AmdSmiBackend:
             if self._closed:
                 return
             self._closed = True
-        quietly(self._lib.amdsmi_shut_down)
+        safe(self._lib.amdsmi_shut_down)

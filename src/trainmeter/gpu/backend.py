@@ -193,12 +193,12 @@ class GpuBackendResult:
     reason: str | None = None
 
 
-def quietly(fn: Callable[..., Any], *args: Any) -> None:
-    """``fn(*args)``, its exception swallowed (cleanup must never raise)."""
+def safe(fn: Callable[[], Any], default: Any = None) -> Any:
+    """``fn()``, or ``default`` when it raises (cleanup and optional reads must never raise)."""
     try:
-        fn(*args)
-    except Exception:  # noqa: BLE001, S110
-        pass
+        return fn()
+    except Exception:  # noqa: BLE001
+        return default
 
 
 def opened(make: Callable[[], GpuBackend], shut_down: Callable[[], Any], library: str,
@@ -207,7 +207,7 @@ def opened(make: Callable[[], GpuBackend], shut_down: Callable[[], Any], library
     try:
         backend = make()
     except Exception as exc:  # noqa: BLE001
-        quietly(shut_down)
+        safe(shut_down)
         return GpuBackendResult(backend=None, reason=f"{library} started but listing GPUs failed: {exc}")
     if backend.device_count() == 0:
         backend.close()

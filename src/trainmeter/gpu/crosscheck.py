@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from trainmeter.core.provenance import Derivation, Input
+from trainmeter.gpu.ladder import _pct
 
 DISAGREE_FACTOR = 2.0  # formula and hardware disagree when one is more than this many times the other
 SAMPLES_RATIO = 1.0 / 16.0  # a formula this far below the hardware counts samples, not tokens (S >= 16 lost)
@@ -47,14 +48,6 @@ class CrossCheck:
                 "factor": DISAGREE_FACTOR, "derivation": self.observed_flops_per_s.to_dict()}
 
 
-def _pct(v: float) -> str:
-    return f"{v * 100:.0f}%"
-
-
-def _within(a: float, b: float) -> bool:
-    return b > 0 and 1.0 / DISAGREE_FACTOR <= a / b <= DISAGREE_FACTOR
-
-
 def cross_check(ofu: Derivation, *, tensor_activity: float | None, peak_flops_per_s: float | None,
                 peak_source: str = "dense peak", formula_mfu: float | None, counted_mfu: float | None = None,
                 tokens_are_samples: bool = False) -> CrossCheck:
@@ -86,7 +79,7 @@ def cross_check(ofu: Derivation, *, tensor_activity: float | None, peak_flops_pe
     low = ratio < 1.0 / DISAGREE_FACTOR
     if low and (tokens_are_samples or ratio < SAMPLES_RATIO):
         cause = CAUSE_SAMPLES
-    elif counted_mfu is not None and _within(counted_mfu, ofu.value):
+    elif counted_mfu is not None and 1.0 / DISAGREE_FACTOR <= counted_mfu / ofu.value <= DISAGREE_FACTOR:
         cause = CAUSE_CONVENTION
     elif not low and tensor_activity is not None and tensor_activity < LOW_TENSOR:
         cause = CAUSE_OUTSIDE

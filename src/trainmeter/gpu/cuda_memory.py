@@ -12,6 +12,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from trainmeter.gpu.backend import safe
+
 REASON_NO_TORCH = "torch is not imported in this process"
 REASON_NO_CUDA = "torch.cuda is not available (CPU-only build or no GPU)"
 REASON_NOT_INITIALISED = "CUDA is not initialised in this process yet"
@@ -61,6 +63,10 @@ class AllocatorMemoryReader:
         self._torch_module = torch_module
         self._reset = reset_peaks
 
+    def sample_interval(self) -> dict[str, Any]:
+        """One reading as a JSON-ready dict (fields of :class:`AllocatorMemory`)."""
+        return asdict(self.read())
+
     def read(self) -> AllocatorMemory:
         """One reading; never raises (failures become ``reason``)."""
         torch = _torch(self._torch_module)
@@ -90,22 +96,16 @@ class AllocatorMemoryReader:
                                headroom_bytes=None if peak_reserved is None else total - peak_reserved)
 
 
-class CudaMemoryMonitor:
-    """The interface :mod:`trainmeter.core.memory` uses: peaks reset once at start, then per interval (arguments as
-    :class:`AllocatorMemoryReader`'s). ``available``: torch is imported with a usable CUDA device (maybe not yet
-    initialised: readings then carry a reason)."""
+class CudaMemoryMonitor(AllocatorMemoryReader):
+    """The interface :mod:`trainmeter.core.memory` uses: peaks reset once at start, then per interval. ``available``:
+    torch is imported with a usable CUDA device (maybe not yet initialised: readings then carry a reason)."""
 
     def __init__(self, device_index: int | None = None, *, torch_module: Any = None) -> None:
-        self._reader = AllocatorMemoryReader(device_index, torch_module=torch_module)
-        torch = _torch(torch_module)
-        reason = _cuda_ready(torch)
+        super().__init__(device_index, torch_module=torch_module)
+        reason = _cuda_ready(_torch(torch_module))
         self.available = reason is None or reason == REASON_NOT_INITIALISED
         if reason is None:
-            self._reader.read()  # resets the peaks once, so the first interval starts now
-
-    def sample_interval(self) -> dict[str, Any]:
-        """One reading as a JSON-ready dict (fields of :class:`AllocatorMemory`)."""
-        return asdict(self._reader.read())
+            self.read()  # resets the peaks once, so the first interval starts now
 
 
 def start_memory_history(*, max_entries: int = 100_000, torch_module: Any = None) -> str | None:
@@ -125,12 +125,8 @@ def start_memory_history(*, max_entries: int = 100_000, torch_module: Any = None
 def stop_memory_history(*, torch_module: Any = None) -> None:
     """Stop recording allocation history; never raises."""
     torch = _torch(torch_module)
-    if _cuda_ready(torch) is not None:
-        return
-    try:
-        torch.cuda.memory._record_memory_history(enabled=None)
-    except Exception:  # noqa: BLE001, S110
-        pass
+    if _cuda_ready(torch) is None:
+        safe(lambda: torch.cuda.memory._record_memory_history(enabled=None))
 
 
 def memory_snapshot(step: int, path: str | Path, *, torch_module: Any = None) -> Path | None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from trainmeter.core.extension import ExtensionBase, Report
+from trainmeter.gpu.backend import safe
 from trainmeter.gpu.view import GpuView
 
 if TYPE_CHECKING:
@@ -29,10 +30,7 @@ def _import_before_threads() -> None:
     import importlib
 
     for name in _THREAD_MODULES:
-        try:
-            importlib.import_module(name)
-        except Exception:  # noqa: BLE001 - no pynvml: the sampler says so
-            pass
+        safe(lambda name=name: importlib.import_module(name))  # no pynvml: the sampler says so
 
 
 class GpuExtension(ExtensionBase):

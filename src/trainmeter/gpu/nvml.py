@@ -24,7 +24,7 @@ from trainmeter.gpu.backend import (
     GpuSample,
     GpuUnavailableError,
     opened,
-    quietly,
+    safe,
     throttle_reason_names,
 )
 from trainmeter.gpu.nvml_device import free_gpm, open_device, query, sample_device
@@ -73,10 +73,7 @@ class NvmlBackend:
         self._pids = frozenset(pids) if pids is not None else frozenset({os.getpid()})
         self._closed = False
         self._close_lock = threading.Lock()
-        try:
-            self._driver: str | None = str(nv.nvmlSystemGetDriverVersion())
-        except Exception:  # noqa: BLE001
-            self._driver = None
+        self._driver: str | None = safe(lambda: str(nv.nvmlSystemGetDriverVersion()))
         count = int(nv.nvmlDeviceGetCount())
         self._devices = [open_device(nv, i) for i in range(count)]
 
@@ -128,4 +125,4 @@ class NvmlBackend:
                     free_gpm(dev)
                 finally:
                     dev.lock.release()
-        quietly(self._nv.nvmlShutdown)
+        safe(self._nv.nvmlShutdown)

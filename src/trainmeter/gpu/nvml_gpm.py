@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from trainmeter.gpu.backend import REASON_GPM_FIRST_SAMPLE, reason_not_supported
+from trainmeter.gpu.backend import REASON_GPM_FIRST_SAMPLE, reason_not_supported, safe
 
 MIB_BYTES = 1024 * 1024
 GPM_MIN_INTERVAL_S = 0.1  # nvml.h: the interval between two GPM samples "should be greater than 100ms"
@@ -91,10 +91,7 @@ class GpmPair:
     def free(self) -> None:
         """Free both buffers; never raises."""
         for buf in self._bufs:
-            try:
-                self._nv.nvmlGpmSampleFree(buf)
-            except Exception:  # noqa: BLE001, S110 - cleanup must never raise
-                pass
+            safe(lambda buf=buf: self._nv.nvmlGpmSampleFree(buf))
         self._bufs = []
         self._t_prev = None
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from trainmeter.core.clock import Clock
-from trainmeter.gpu.backend import GpuBackend, GpuBackendResult, GpuDeviceInfo, GpuSample, GpuUnavailableError
+from trainmeter.gpu.backend import GpuBackend, GpuBackendResult, GpuDeviceInfo, GpuSample, GpuUnavailableError, safe
 from trainmeter.gpu.device_state import MAX_ERROR_CHARS, Accumulator, DeviceState, GpuAverages, GpuDeviceStatus
 from trainmeter.gpu.device_state import next_due as _next_due
 from trainmeter.gpu.selection import GpuSelection, cuda_context_uuids, parse_gpus, select_gpus
@@ -197,14 +197,11 @@ class GpuSampler:
 
     def step(self, now_s: float) -> int:
         """Sample, in this thread, every active device due at ``now_s``; returns how many."""
-        due = self._due(now_s)
+        with self._lock:
+            due = [st.index for st in self._states.values() if st.active and st.claim(now_s, self.interval_s)]
         for index in due:
             self._sample_device(index)
         return len(due)
-
-    def _due(self, now_s: float) -> list[int]:
-        with self._lock:
-            return [st.index for st in self._states.values() if st.active and st.claim(now_s, self.interval_s)]
 
     def _run(self, index: int) -> None:
         try:
@@ -240,17 +237,15 @@ class GpuSampler:
             return
         try:
             with self._lock:
-                self._states[index].take(sample, self._clock() - t0, self._in_window(sample.t_s))
+                begin, end = self._window_begin_s, self._window_end_s
+                in_window = begin is not None and sample.t_s >= begin and (end is None or sample.t_s <= end)
+                self._states[index].take(sample, self._clock() - t0, in_window)
         except Exception as exc:  # noqa: BLE001
             self._record_error(index, f"bookkeeping failed: {exc!r}", fatal=False)
 
     def _record_error(self, index: int, text: str, *, fatal: bool, call_s: float | None = None) -> None:
         with self._lock:
             self._states[index].fail(text, fatal=fatal, max_errors=self._max_errors, call_s=call_s)
-
-    def _in_window(self, t_s: float) -> bool:
-        begin, end = self._window_begin_s, self._window_end_s
-        return begin is not None and t_s >= begin and (end is None or t_s <= end)
 
     def begin_window(self, now_s: float) -> None:
         """Open the averaging window (e.g. at the first training step); resets it."""
@@ -334,11 +329,3 @@ def open_for_run(gpus: str | int | Sequence[int | str] | None, *, clock: Clock,
         backend.close()
         raise
     return OpenedGpus(backend, selection)
-
-
-def safe(fn: Callable[[], Any], default: Any) -> Any:
-    """``fn()``, or ``default`` when it raises."""
-    try:
-        return fn()
-    except Exception:  # noqa: BLE001
-        return default

@@ -1,18 +1,13 @@
 """The optimizer extension: ``lr`` and ``grad_norm`` series, the smoothed loss, rank-0 text (docs/spec.md section 2).
 
-``on_step`` runs right after the core counts a primary optimizer's step (before a scheduler's ``step()``), so the rate
-is the one the step used; it reads every k-th step, k the larger of the rate's stride (``max_points_per_s``) and the
-cost's (a read at most ``MAX_READ_SHARE`` of a step), and tells the core the next step it wants
-(``RunContext.next_step_hook_at``; docs/spec.md section 17). Costs: ``benchmarks/optim_step_hook.py``. On a rank other
-than 0 the text line is not printed (docs/spec.md section 19).
-
-Thread safety: hooks and reports on the training thread; ``panels``/``charts``
-read series statistics only (publisher thread); between reports the report worker folds the new
-loss points into the EMA ahead of the next report (:class:`~trainmeter.optim.smoothing.EmaCursor`).
+Reads every k-th primary optimizer step, k the larger of the rate's stride and the cost's (docs/spec.md section 17;
+costs: ``benchmarks/optim_step_hook.py``). Thread safety: hooks and reports on the training thread (a steady report
+on the report worker, which also folds the loss EMA ahead); ``panels``/``charts`` read series statistics only.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import sys
@@ -26,8 +21,8 @@ from trainmeter.optim.lr import LR_SERIES, read_lrs
 from trainmeter.optim.smoothing import EMA_BETA, EmaCursor, LossEma
 
 if TYPE_CHECKING:
-    from trainmeter.core.steps import StepRecorder
     from trainmeter.core.context import RunContext
+    from trainmeter.core.steps import StepRecorder
 
 MAX_POINTS_PER_S = 100.0
 _FAR = 1 << 62  # a reader cursor past any point: the series it stands for is never held back
@@ -108,10 +103,8 @@ class OptimExtension(ExtensionBase):
         """Remove the hook and the wrappers (the core calls no :meth:`on_step` after it). Idempotent."""
         handle, self._handle = self._handle, None
         if handle is not None:
-            try:
+            with contextlib.suppress(Exception):
                 handle.remove()
-            except Exception:
-                pass
         self.clip.remove()
 
     # -- per step ------------------------------------------------------------------
@@ -132,13 +125,8 @@ class OptimExtension(ExtensionBase):
                 self._m.warn_once("optim-pre-step", f"optimizer not identified: {exc!r}")
 
     def on_step(self) -> None:  # type: ignore[override]
-        """The primary optimizer's step was counted (the core's sampled ``on_step``); record its rate and norm.
-
-        Runs inside the optimizer's step post-hooks: after the step (and after a
-        closure's clip call, Lightning's pattern), before the scheduler's ``step()``.
-        The read is timed from the core's clock read of this step to the end of the read,
-        and the next sampled step set from it (the module's "Sampling").
-        """
+        """The primary optimizer's step was counted (in its step post-hooks, before the scheduler's ``step()``): record
+        its rate and norm, time the read and set the next sampled step from it."""
         hot = self._hot
         t_s = hot.step_t_s  # type: ignore[union-attr]  # the core's clock read of this step
         self._read(t_s)
@@ -214,8 +202,7 @@ class OptimExtension(ExtensionBase):
             self._m.warn_once("optim-step", f"learning rate and gradient norm capture disabled: {exc!r}")
 
     def view(self) -> EmaCursor:
-        """The loss EMA's fold: the widget's ``train_loss.ema`` trace starts from and publishes to it, so every loss
-        point is folded once for the text line and the widget (widget/smoothed.py)."""
+        """The loss EMA's fold, shared with the widget's ``train_loss.ema`` trace (widget/smoothed.py)."""
         return self._ema_cursor
 
     def _drain(self, ends: dict[str, int]) -> None:
@@ -237,8 +224,7 @@ class OptimExtension(ExtensionBase):
 
     # -- reports ---------------------------------------------------------------------
     def on_report(self, report: Report) -> dict[str, Any]:
-        """Run-log ``interval["optim"]``: the smoothed loss and the sampling stride (training thread, or the report
-        worker at a steady report); folds the new ``train_loss`` points, sets the stride from the window's rate."""
+        """Run-log ``interval["optim"]``: folds the new ``train_loss`` points, sets the stride from the window's rate."""
         m = self._m
         if m is None:
             return {}

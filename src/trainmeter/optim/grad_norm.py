@@ -1,13 +1,12 @@
 """The gradient norm the loop already computes: the return value of its clipping call (docs/spec.md section 2).
 
-The wrappers call the original with the same arguments, let its exception through unchanged and return its value,
-keeping only a reference to the returned 0-d tensor; nested calls are one call (the outermost). Nothing is imported
-here. trainmeter never computes a norm itself (that would add device work). Training
-thread only (the :class:`~trainmeter.core.patches.Gate` skips other threads).
+The wrappers keep only a reference to the returned 0-d tensor (the outermost of nested calls); trainmeter never
+computes a norm itself. Training thread only (the :class:`~trainmeter.core.patches.Gate` skips other threads).
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import sys
 from typing import Any
@@ -100,12 +99,8 @@ class ClipTap:
         return norm
 
     def take_at(self, steps: int) -> Any:
-        """Return and clear the pending norm if it was returned while step ``steps`` was computed (``None`` else).
-
-        ``steps`` is the count with that step included (the step hook's view), so the norm's ``pending_step``
-        is ``steps - 1``: a norm left from an earlier step (a loop that clips now and then, a step the
-        sampling skipped) is dropped, never recorded at a later step.
-        """
+        """Return and clear the pending norm if it was returned while step ``steps`` (the count with it included) was
+        computed, else ``None``: a norm left from an earlier step is dropped, never recorded at a later step."""
         norm, self.pending = self.pending, None
         return norm if norm is not None and self.pending_step == steps - 1 else None
 
@@ -121,11 +116,12 @@ class ClipTap:
 
     def _note_norm(self, norm: Any) -> None:
         """A clip-by-norm call returned on the training thread: count it and keep ``norm`` (outermost call only)."""
-        try:
+        with contextlib.suppress(Exception):
             self.norm_calls += 1
             self._keep(norm)
-        except Exception:
-            pass
+
+    def _note_value(self) -> None:
+        self.value_calls += 1
 
     def _wrap_norm(self, original: Any) -> Any:
         """A clipping call that returns the total norm (torch's, FSDP's, accelerate's)."""
@@ -149,30 +145,24 @@ class ClipTap:
 
     def _wrap_with_norm(self, original: Any) -> Any:
         """``clip_grads_with_norm_(parameters, max_norm, total_norm, foreach=None)``: the norm is its argument."""
-        tap = self
-        gate = self._gate
-
-        @functools.wraps(original)
-        def clip_grads_with_norm_(*args: Any, **kwargs: Any) -> Any:
-            result = original(*args, **kwargs)
-            if gate.here() and not gate.depth:
-                tap._note_norm(args[2] if len(args) > 2 else kwargs.get("total_norm"))
-            return result
-
-        return clip_grads_with_norm_
+        return self._after(original, lambda args, kwargs: self._note_norm(
+            args[2] if len(args) > 2 else kwargs.get("total_norm")), outermost=True)
 
     def _wrap_value(self, original: Any) -> Any:
-        tap = self
+        return self._after(original, lambda _args, _kwargs: self._note_value(), outermost=False)
+
+    def _after(self, original: Any, note: Any, *, outermost: bool) -> Any:
+        """``original``, then ``note(args, kwargs)`` on the training thread (``outermost``: outside a clip-by-norm)."""
         gate = self._gate
 
         @functools.wraps(original)
-        def clip_grad_value_(*args: Any, **kwargs: Any) -> Any:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
             result = original(*args, **kwargs)
-            if gate.here():
-                tap.value_calls += 1
+            if gate.here() and not (outermost and gate.depth):
+                note(args, kwargs)
             return result
 
-        return clip_grad_value_
+        return wrapper
 
     def missing_reason(self) -> str | None:
         """Why no norm was recorded, or ``None`` when one was."""

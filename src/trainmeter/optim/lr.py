@@ -19,11 +19,8 @@ def group_label(group: Any, index: int) -> str:
 
 
 def read_lrs(param_groups: Sequence[Any]) -> dict[str, Any]:
-    """Return ``{"lr": first group's rate}``, plus ``{"lr/<group>": rate}`` per group when they differ.
-
-    Rates are returned as stored (a float, or a tensor for a tensor ``lr``: the
-    caller reads tensors without a sync). Tensor rates are never compared (that
-    would read a CUDA tensor): groups with a tensor rate are always listed.
+    """Return ``{"lr": first group's rate}``, plus ``{"lr/<group>": rate}`` per group when they differ; rates as
+    stored (tensor rates are never compared, so such groups are always listed).
 
     Examples:
         >>> read_lrs([{"lr": 0.1}, {"lr": 0.1}])

@@ -1,7 +1,5 @@
 """The smoothed loss beside the raw one: a bias-corrected EMA over steps, ``beta = 0.98`` (docs/spec.md section 2).
-
-Non-finite losses are skipped. The widget's ``train_loss.ema`` (:meth:`LossEma.trace`) passes through the text
-line's figure (:attr:`LossEma.value`) at each report step. Not thread-safe: one writer.
+Not thread-safe: one writer.
 """
 
 from __future__ import annotations
@@ -28,12 +26,8 @@ class LossEma:
         self._settled = settled
 
     def update(self, losses: Iterable[float]) -> None:
-        """Fold in losses in step order (non-finite ones skipped).
-
-        The same float operations in the same order as one ``beta * avg + (1 - beta) * loss`` per loss
-        (bit for bit), with the filtering and the products done by C-level passes and four steps per
-        loop turn: a report's fold costs a fraction of the bytecode (docs/spec.md section 20).
-        """
+        """Fold in losses in step order (non-finite ones skipped): bit for bit one ``beta * avg + (1 - beta) * loss``
+        per loss, four a loop turn after C-level passes (docs/spec.md section 20)."""
         beta = self.beta
         values = losses if isinstance(losses, list) else list(losses)
         try:
@@ -60,14 +54,8 @@ class LossEma:
         self._avg, self.count = avg, n
 
     def trace(self, losses: Iterable[float]) -> list[float]:
-        """Fold in losses in step order and return the bias-corrected average after each one.
-
-        A non-finite loss is skipped as in :meth:`update` and gets NaN in the result (a gap
-        on the chart, as the raw line has one there). Bit for bit the average :attr:`value` gives
-        after each loss; past the steps where ``1 - beta**n`` rounds to 1.0 the correction is
-        left out (dividing by 1.0 changes nothing), and finite losses go through a two-operation loop
-        (the widget traces every step: docs/spec.md section 20).
-        """
+        """Fold in losses in step order; the bias-corrected average after each one, bit for bit :attr:`value`'s (NaN
+        for a skipped non-finite loss: a gap on the chart). Past ``1 - beta**n == 1.0`` the correction is left out."""
         beta, avg, n = self.beta, self._avg, self.count
         keep = 1.0 - beta
         values = losses if isinstance(losses, list) else list(losses)
@@ -107,20 +95,13 @@ class LossEma:
 
 
 class EmaCursor:
-    """A :class:`LossEma` over one series' points, folded once whoever folds first (docs/spec.md section 20).
+    """A :class:`LossEma` over one series' points, folded once by whoever folds first (docs/spec.md sections 18, 20):
+    the widget's trace (:meth:`publish`), the report worker between reports (:meth:`fold_ahead`), a report up to its
+    end (:meth:`fold_to_end`, which sets :attr:`ema`). Each fold starts from the furthest published state, so the
+    value at a report is, bit for bit, a fold of every point up to it.
 
-    The widget's trace publishes the state it reached (:meth:`publish`); without a widget the report worker folds ahead (:meth:`fold_ahead`, between reports); a report folds what is left up to
-    its end (:meth:`fold_to_end`, the training thread) and sets :attr:`ema` to the result. The state after
-    the first ``k`` points is one pure fold, whoever computed it, so each fold starts from the furthest of the
-    two published states: the value at a report is the one a fold of every point at that report gives, bit
-    for bit.
-    ``ema``: the average the report shows (its value and count are set at each report).
-
-    Thread safety: no lock (so a fork can leave none held). Each slot has one writer at a time (``_ahead`` the
-    worker's idle fold, ``_reported`` the report: the training thread at the first and final reports, the worker
-    at a steady one, never both at once), an immutable ``(position, average, count)`` tuple replaced whole;
-    either reads both. A report read later folds to its own end (``stop``), from ``_reported`` when the ahead
-    state went past it.
+    Thread safety: no lock (a fork leaves none held); each slot (``_ahead``: the worker's idle fold, ``_reported``:
+    the report's) has one writer at a time and holds an immutable ``(position, average, count)`` replaced whole.
     """
 
     def __init__(self, ema: LossEma) -> None:

@@ -29,6 +29,16 @@ def micros(times_s: list[float]) -> list[int]:
     return list(map(int, map(_US_PER_S.__mul__, times_s)))
 
 
+def upto(read: tuple[int, list[int], list[float], list[float]], stop: int | None
+         ) -> tuple[int, list[int], list[float], list[float]]:
+    """A ``Series.read`` result cut at absolute position ``stop`` (``None``: whole)."""
+    end, steps, times, values = read
+    if stop is None or end <= stop:
+        return read
+    keep = max(0, len(values) - (end - stop))
+    return stop, steps[:keep], times[:keep], values[:keep]
+
+
 def _join(a: str, b: str) -> str:
     return f"{a},{b}" if a and b else a or b
 
@@ -65,12 +75,9 @@ class ColumnLines:
         at = entry[1]
         if stop is not None and at > stop:
             return None  # the piece runs past the report: the record is encoded whole
-        end, steps, times, values = series.read(at)
+        end, steps, times, values = upto(series.read(at), stop)
         if end - len(values) != at:
             return None
-        if stop is not None and end > stop:
-            keep = stop - at
-            end, steps, times, values = stop, steps[:keep], times[:keep], values[:keep]
         step_json, us_json, value_json = entry[2], entry[3], entry[4]
         if steps:
             step_json = _join(step_json, elements(steps))

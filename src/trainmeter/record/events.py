@@ -37,23 +37,14 @@ class StartRecord(TypedDict):
 
 
 class RankRecord(TypedDict, total=False):
-    """Second record of a rank's log: where its launch is and which rank it is (``RankIdentity.to_dict()``'s keys)."""
+    """Second record of a rank's log: where its launch is and which rank it is; after these keys come
+    ``RankIdentity.to_dict()``'s (ranks/identity.py: rank, world size, node, source, provenance...)."""
 
     schema_version: int
     kind: Literal["rank"]
     launch_dir: str
     pid: int
     device: str | None
-    rank: int | None
-    local_rank: int | None
-    world_size: int
-    local_world_size: int | None
-    node_rank: int | None
-    node: str
-    launch_key: str | None
-    backend: str | None
-    source: str
-    provenance: str
 
 
 class ColumnsRecord(TypedDict):
@@ -230,18 +221,13 @@ def parse_line(line: bytes | str, stats: ReadStats | None = None) -> Record | No
     return None
 
 
-def _wanted(line: bytes, kinds: Collection[str] | None, needles: tuple[bytes, ...]) -> bool:
-    """Whether a line may hold one of ``kinds``: a cheap byte test before parsing (the kind is checked after)."""
-    return kinds is None or any(n in line for n in needles)
-
-
 def _needles(kinds: Collection[str] | None) -> tuple[bytes, ...]:
     return tuple(f'"{k}"'.encode() for k in kinds) if kinds is not None else ()
 
 
 def _take(line: bytes, kinds: Collection[str] | None, needles: tuple[bytes, ...],
           stats: ReadStats | None) -> Record | None:
-    if not _wanted(line, kinds, needles):
+    if kinds is not None and not any(n in line for n in needles):  # a cheap byte test before parsing
         return None
     record = parse_line(line, stats)
     if record is None or (kinds is not None and record.get("kind") not in kinds):

@@ -6,6 +6,7 @@ section 18). Training thread only.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from collections.abc import Callable
@@ -30,6 +31,11 @@ def _reason(exc: BaseException) -> str:
     if isinstance(exc, OSError) and exc.strerror:
         return f"{type(exc).__name__}: {exc.strerror}" + (f" ({exc.filename})" if exc.filename else "")
     return repr(exc)
+
+
+def _kinds(run: RunContext) -> list[tuple[str, Any]]:
+    """Each series with its column record's kind: the step series' ``steps``, then every ``series``."""
+    return [("steps", run.step_series), *(("series", series) for series in list(run.series.values()))]
 
 
 def _rank_seat(root: Path, name: str, now: Any) -> Any:
@@ -118,38 +124,33 @@ class RunRecorder:
         section 18), so the points held stay bounded; the next ``interval`` record follows as before."""
         if run.elapsed_s() < self._retry_at_s:
             return
-        self._write(run, lambda log, cursors: [
-            write_columns(log, cursors, "steps" if series is run.step_series else "series", series, self._ahead,
-                          ends.get(series.name, 0)) for series in (run.step_series, *list(run.series.values()))])
+        self._write(run, lambda log, cursors: [write_columns(log, cursors, kind, series, self._ahead,
+                                                             ends.get(series.name, 0)) for kind, series in _kinds(run)])
 
-    def _write(self, run: RunContext, body: Any) -> bool:
+    def _write(self, run: RunContext, body: Any) -> None:
         with self._lock:  # a drain on the report worker, a report on the training thread
-            return self._write_locked(run, body)
-
-    def _write_locked(self, run: RunContext, body: Any) -> bool:
-        if self._log is None and not self._try_open(run):
-            return False
-        assert self._log is not None
-        cursors = dict(self._cursor)
-        dropped = self._dropped(run)
-        try:
+            if self._log is None and not self._try_open(run):
+                return
+            assert self._log is not None
+            cursors = dict(self._cursor)
+            dropped = self._dropped(run)
+            try:
+                if self._gap is not None:
+                    self._gap.update(to_step=run.steps, dropped_points=self._gap["dropped_points"] + dropped)
+                    self._log.append(gap_record(**self._gap))
+                body(self._log, cursors)
+                self._log.flush()
+            except OSError as exc:
+                self._log.discard()
+                self._failed(run, exc, "the run log")
+                return
+            self._cursor.update(cursors)  # in place: the monitor trims by this map
             if self._gap is not None:
-                self._gap.update(to_step=run.steps, dropped_points=self._gap["dropped_points"] + dropped)
-                self._log.append(gap_record(**self._gap))
-            body(self._log, cursors)
-            self._log.flush()
-        except OSError as exc:
-            self._log.discard()
-            self._failed(run, exc, "the run log")
-            return False
-        self._cursor.update(cursors)  # in place: the monitor trims by this map
-        if self._gap is not None:
-            if len(self.gaps) < MAX_GAPS:
-                self.gaps.append(self._gap)
-            self._gap = None
-        self._backoff_s = RETRY_FIRST_S
-        self._retry_at_s = 0.0
-        return True
+                if len(self.gaps) < MAX_GAPS:
+                    self.gaps.append(self._gap)
+                self._gap = None
+            self._backoff_s = RETRY_FIRST_S
+            self._retry_at_s = 0.0
 
     def _dropped(self, run: RunContext) -> int:
         """Points trimmed from memory before the log could take them (the pending cap)."""
@@ -209,14 +210,8 @@ class RunRecorder:
         """The points not yet written, passport.json + passport.md, then the log's ``end`` record; tried whatever the
         back-off (the last chance); a failure is kept for the closing line and the warnings, never raised."""
         from trainmeter.record.passport import write_passport
-        from trainmeter.record.reporter import write_columns
 
-        def catch_up(log: RunLog, cursors: dict[str, int]) -> None:
-            write_columns(log, cursors, "steps", run.step_series)
-            for series in list(run.series.values()):
-                write_columns(log, cursors, "series", series)
-
-        self._write(run, catch_up)
+        self._write(run, lambda log, cursors: [write_columns(log, cursors, *pair) for pair in _kinds(run)])
         if run.run_dir is None:
             self.passport_error = self._gap["error"] if self._gap else "no run folder"
             return
@@ -272,8 +267,6 @@ class RunRecorder:
     def close(self) -> None:
         """Close the run log (idempotent; never raises ``OSError``)."""
         if self._log is not None:
-            try:
+            with contextlib.suppress(OSError):
                 self._log.close()
-            except OSError:
-                pass
             self._log = None

@@ -10,21 +10,11 @@ from typing import Any
 from trainmeter.core.context import RunContext
 from trainmeter.core.explicit_steps import steps_unknown
 from trainmeter.core.series import Series, StepSeries
-from trainmeter.record.column_lines import ColumnLines, micros
+from trainmeter.record.column_lines import ColumnLines, micros, upto
 from trainmeter.record.events import columns_record, interval_record
 from trainmeter.record.runlog import RunLog
 from trainmeter.record.textline import format_line, seed_values
 from trainmeter.sizes import format_count, format_rate
-
-
-def _upto(read: tuple[int, list[int], list[float], list[float]], stop: int | None
-          ) -> tuple[int, list[int], list[float], list[float]]:
-    """A ``Series.read`` result cut at absolute position ``stop`` (``None``: whole)."""
-    end, steps, times, values = read
-    if stop is None or end <= stop:
-        return read
-    keep = max(0, len(values) - (end - stop))
-    return stop, steps[:keep], times[:keep], values[:keep]
 
 
 def write_columns(log: RunLog, cursors: dict[str, int], kind: str, series: Series | StepSeries,
@@ -39,8 +29,7 @@ def write_columns(log: RunLog, cursors: dict[str, int], kind: str, series: Serie
         line, cursors[series.name] = encoded
         log.append_line(line)
         return 0
-    read = series.read(start)
-    end, steps, times, values = read if stop is None else _upto(read, stop)
+    end, steps, times, values = upto(series.read(start), stop)
     if steps:
         # integer microseconds: encoding an int costs a fraction of a float's shortest repr; map runs no bytecode
         # per point (float.__mul__ is the product t * 1e6 bit for bit)

@@ -49,15 +49,12 @@ def format_line(step: int, *, series: Mapping[str, float | None], loss_ema: floa
     """
     parts = [f"[step {step}]"]
     fields: list[str] = []
-    loss = series.get(LOSS_NAME)
-    if loss is not None:
+    if (loss := series.get(LOSS_NAME)) is not None:
         ema = f" (ema {format_number(loss_ema)})" if loss_ema is not None else ""
         fields.append(f"loss={format_number(loss)}{ema}")
-    lr = series.get("lr")
-    if lr is not None:
+    if (lr := series.get("lr")) is not None:
         fields.append(f"lr={format_scientific(lr)}")
-    grad_norm = series.get("grad_norm")
-    if grad_norm is not None:
+    if (grad_norm := series.get("grad_norm")) is not None:
         fields.append(f"grad_norm={format_number(grad_norm)}")
     if tokens_per_s is not None:
         fields.append(f"{token_unit}/s={format_rate(tokens_per_s, '')}")

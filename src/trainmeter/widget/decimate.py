@@ -1,10 +1,8 @@
 """Bounded, decimated history of one series: min/max per bucket, doubling bucket width (docs/spec.md section 12).
 
-Buckets of ``width`` raw points (not x units) keep their minimum and maximum point and one gap point (NaN or inf);
-past the budget the width doubles and buckets merge pairwise, so memory stays bounded and the extremes are never
-lost. Only closed buckets are final: ``take_new`` gives each point once, in x order, across re-buckets too
-(docs/protocol.md section 2, "Series"); ``columns(include_open=True)`` adds the open bucket. Stdlib only; pure apart
-from its own state. Not thread-safe: one thread owns a :class:`Decimator` (the widget publisher).
+Buckets of ``width`` raw points keep their minimum, maximum and one gap point (NaN or inf); past the budget the width
+doubles and buckets merge pairwise. ``take_new`` gives each point once (docs/protocol.md section 2, "Series"). Not
+thread-safe: one thread owns a :class:`Decimator` (the widget publisher).
 """
 
 from __future__ import annotations
@@ -19,22 +17,21 @@ _NAN = math.nan
 Bucket = list
 
 
-def _new_bucket(x: float, y: float) -> Bucket:
-    if y - y == 0.0:  # finite
-        return [1, x, y, x, y, None]
-    return [1, x, None, x, None, x]
+def _widen(b: Bucket, x_lo: float, y_lo: float, x_hi: float, y_hi: float) -> None:
+    """Take a lower minimum ``(x_lo, y_lo)`` and a higher maximum ``(x_hi, y_hi)`` into ``b`` (the first kept)."""
+    if b[2] is None:
+        b[1], b[2], b[3], b[4] = x_lo, y_lo, x_hi, y_hi
+        return
+    if y_lo < b[2]:
+        b[1], b[2] = x_lo, y_lo
+    if y_hi > b[4]:
+        b[3], b[4] = x_hi, y_hi
 
 
 def _add(b: Bucket, x: float, y: float) -> None:
     b[0] += 1
-    if y - y == 0.0:
-        if b[2] is None:
-            b[1], b[2], b[3], b[4] = x, y, x, y
-        else:
-            if y < b[2]:
-                b[1], b[2] = x, y
-            if y > b[4]:
-                b[3], b[4] = x, y
+    if y - y == 0.0:  # finite
+        _widen(b, x, y, x, y)
     elif b[5] is None:
         b[5] = x
 
@@ -45,14 +42,8 @@ def _combine(buckets: Sequence[Bucket]) -> Bucket:
     for b in buckets[1:]:
         out[0] += b[0]
         if b[2] is not None:
-            if out[2] is None:
-                out[1], out[2], out[3], out[4] = b[1], b[2], b[3], b[4]
-            else:
-                if b[2] < out[2]:
-                    out[1], out[2] = b[1], b[2]
-                if b[4] > out[4]:
-                    out[3], out[4] = b[3], b[4]
-        if out[5] is None and b[5] is not None:
+            _widen(out, b[1], b[2], b[3], b[4])
+        if out[5] is None:
             out[5] = b[5]
     return out
 
@@ -83,19 +74,10 @@ def _n_points(b: Bucket) -> int:
 
 
 class Decimator:
-    """Min/max decimation of one series to at most ``budget_points`` points.
+    """Min/max decimation of series ``name`` (x ``"step"`` or ``"time"``) to at most ``budget_points`` (>= 8) points.
 
-    Args:
-        name: Series name (carried into frames).
-        x_kind: ``"step"`` or ``"time"``.
-        budget_points: Most points :meth:`columns` returns (>= 8).
-
-    Attributes:
-        width: Raw points per bucket (a power of two).
-        count: Raw points seen.
-        generation: How many times the buckets were re-bucketed (width doubled).
-        min_y: Smallest finite y seen, or ``None``.
-        max_y: Largest finite y seen, or ``None``.
+    ``width``: raw points per bucket (a power of two); ``count``: raw points seen; ``generation``: re-buckets so far;
+    ``min_y``/``max_y``: the finite extremes seen, or ``None``.
     """
 
     __slots__ = ("name", "x_kind", "budget_points", "width", "count", "generation", "min_y", "max_y",
@@ -128,7 +110,8 @@ class Decimator:
         while i < n:
             b = self._open
             if b is None:
-                b = self._open = _new_bucket(float(xs[i]), float(ys[i]))
+                b = self._open = [0, None, None, None, None, None]
+                _add(b, float(xs[i]), float(ys[i]))
                 self._note_extremes(b)
                 i += 1
                 if b[0] >= self.width:
@@ -147,10 +130,7 @@ class Decimator:
         total = sum(vals)
         if total - total == 0.0:  # every value finite (a NaN, an inf or an overflow fails this)
             lo, hi = min(vals), max(vals)
-            if b[2] is None or lo < b[2]:
-                b[1], b[2] = float(xs[i + vals.index(lo)]), lo
-            if b[4] is None or hi > b[4]:
-                b[3], b[4] = float(xs[i + vals.index(hi)]), hi
+            _widen(b, float(xs[i + vals.index(lo)]), lo, float(xs[i + vals.index(hi)]), hi)
             b[0] += k
         else:  # point by point
             for j in range(k):
@@ -170,28 +150,19 @@ class Decimator:
         self._open = None
         self._closed.append(b)
         self._closed_points += _n_points(b)
-        if self._closed_points > self.budget_points - 3:  # the open bucket may add up to 3
-            self._rebucket()
-
-    def _rebucket(self) -> None:
-        """Double the width until half the budget is left."""
-        self._double_while(lambda: self._closed_points > (self.budget_points - 3) // 2 + 3)
+        if self._closed_points > self.budget_points - 3:  # the open bucket may add up to 3: re-bucket to half the budget
+            self._double_while(lambda: self._closed_points > (self.budget_points - 3) // 2 + 3)
 
     def coarsen(self, width: int) -> bool:
-        """Double the width until it is at least ``width`` raw points; returns whether it did.
-
-        The live stream's cap on points per second (widget/feed.py): a fast series is decimated
-        coarser than its budget alone would ask, until the budget asks for more.
-        """
+        """Double the width until it is at least ``width`` raw points (the live stream's cap on points per second,
+        widget/feed.py); returns whether it did."""
         generation = self.generation
         self._double_while(lambda: self.width < width)
         return self.generation != generation
 
     def _double_while(self, more: Callable[[], bool]) -> None:
-        """Double the width while ``more()``: merge closed buckets pairwise (an odd last one joins the open bucket).
-
-        A merged bucket counts as taken when both of its halves were.
-        """
+        """Double the width while ``more()``: merge closed buckets pairwise (an odd last one joins the open bucket; a
+        merged bucket counts as taken when both halves were)."""
         taken = self._taken
         while more():
             closed = self._closed
@@ -222,14 +193,8 @@ class Decimator:
         return self._closed_points + (_n_points(self._open) if self._open is not None else 0)
 
     def columns(self, *, include_open: bool = True, max_points: int | None = None) -> tuple[list[float], list[float]]:
-        """Return the decimated history as ``(xs, ys)``; gaps are NaN ys.
-
-        Args:
-            include_open: Add the open (partial) bucket's points; leave it out for a live
-                frame that later appends must continue seamlessly.
-            max_points: Coarsen further (merging 2, 4, ... buckets) to at most this many
-                points; ``None`` for the full budget.
-        """
+        """The decimated history as ``(xs, ys)`` (gaps: NaN ys), with the open bucket's points when ``include_open``,
+        coarsened further (merging 2, 4, ... buckets) to at most ``max_points`` when given."""
         buckets = list(self._closed)
         if include_open and self._open is not None:
             buckets.append(self._open)
@@ -291,9 +256,8 @@ def decimate(xs: Sequence[float], ys: Sequence[float], budget_points: int, *, x_
 
 def share_budget(needs: dict[str, int], total_points: int, per_series: int = DEFAULT_BUDGET_POINTS,
                  floor_points: int = 64) -> dict[str, int]:
-    """Split ``total_points`` among series by water-filling: small series keep every point,
-    the rest share what is left equally (never more than ``per_series``, never under ``floor_points``
-    unless that many series would pass ``total_points``: then ``total_points // len(needs)``, at least 2).
+    """Split ``total_points`` among series by water-filling: small series keep every point, the rest share what is
+    left equally (at most ``per_series``, at least ``floor_points`` or ``total_points // len(needs)``, at least 2).
 
     Examples:
         >>> share_budget({"loss": 2000, "lr": 2000, "val": 40}, 3000)

@@ -1,12 +1,7 @@
-"""The publisher's reading side: a run's new points into one decimator per series, and the frames cut from them.
-
-:meth:`SeriesFeed.read` moves what the monitor recorded since the last read (its own reader cursor,
-``monitor.add_reader()``: advancing it lets the monitor trim) into :class:`~trainmeter.widget.decimate.Decimator` s,
-with the training loss's smoothed twin (widget/smoothed.py), the report series and the x map (widget/x_axis.py);
-:meth:`SeriesFeed.sample_recent` adds the once-a-second recent rate. Each point goes out once; a series whose front
-end copy passes :data:`REPLACE_FACTOR` times its budget is sent whole (docs/protocol.md section 2, "Series").
-A frame carries at most :data:`MAX_SERIES_SENT` series (docs/spec.md section 18, "bounds at any cap"): the x mappings
-and the recent rate, then those the charts draw (:func:`shown_series`), then the oldest others. Publisher thread only.
+"""The publisher's reading side: a run's new points (its own reader cursor) into one decimator per series, with the
+loss's smoothed twin, the report series and the x map, and the frames cut from them: each point goes out once, at
+most :data:`MAX_SERIES_SENT` series a frame (docs/protocol.md section 2, "Series"; docs/spec.md section 18, "bounds
+at any cap"). Publisher thread only.
 """
 
 from __future__ import annotations
@@ -28,17 +23,10 @@ POINT_BYTES = 8 * (len(X_MODES) + 1)
 MAX_SERIES_SENT = 400
 """Most series one frame carries (each costs a header entry and at least two points of the history)."""
 STREAM_POINTS_PER_S = 50
-"""Most points per second the live stream carries per series (about: widths are powers of two): a series that
-comes faster is decimated coarser from the start (``Decimator.coarsen``), so a fast run's first minute sends
-no more than a later one (its history is that coarse until the budget asks for coarser)."""
+"""Most points per second the live stream carries per series (about): a faster series is decimated coarser from the
+start (``Decimator.coarsen``), so a fast run's first minute sends no more than a later one."""
 REPLACE_FACTOR = 3
-"""A series whose front-end copy passed this many times its budget is replaced by its decimated history
-(after re-buckets the copy keeps the finer old points: it grows by about half a budget per re-bucket)."""
-
-
-def _loss_fold(monitor: Any) -> Any:
-    """The run's loss EMA fold (the optim wing's view), or ``None``."""
-    return monitor.extension("optim")
+"""A series whose front-end copy passed this many times its budget is replaced by its decimated history."""
 
 
 def shown_series(state: dict[str, Any]) -> tuple[str, ...]:
@@ -55,20 +43,14 @@ def shown_series(state: dict[str, Any]) -> tuple[str, ...]:
 
 
 def header_points(name: str) -> int:
-    """What a series' JSON header entry (``{"name", "x", "n", "axes": [...]}``) costs in a frame, in points.
-
-    A point is :data:`POINT_BYTES`: its x on every axis and its y.
-    """
+    """What a series' JSON header entry (``{"name", "x", "n", "axes": [...]}``) costs in a frame, in points."""
     return -(-(len(json.dumps(name)) + 72) // POINT_BYTES)
 
 
 def pick_sent(decimators: dict[str, Decimator], shown: tuple[str, ...] = (), most: int = MAX_SERIES_SENT,
               points_total: int | None = None) -> list[Decimator]:
-    """The decimators a frame carries, in their own order.
-
-    All when they are at most ``most`` and their headers (with two points each) fit in half of ``points_total``; else
-    chosen in this order until one of those bounds: the recent rate, ``shown``, then the oldest.
-    """
+    """The decimators a frame carries, in their own order: all when they are at most ``most`` and their headers (with
+    two points each) fit in half of ``points_total``; else the recent rate, ``shown``, then the oldest, to a bound."""
     room = None if points_total is None else points_total // 2
     cost = sum(header_points(n) + 2 for n in decimators) if room is not None and len(decimators) <= most else 0
     if len(decimators) <= most and (room is None or cost <= room):
@@ -94,13 +76,8 @@ def frame_caps(decimators: list[Decimator], points_total: int, per_series: int) 
 
 
 class SeriesFeed:
-    """One monitor's series, decimated, and the frames of them.
-
-    Args:
-        monitor: The run's :class:`~trainmeter.core.context.RunContext`.
-        budget_points: Points kept per series (decimated).
-        history_points_total: Cap on points in a full frame across all series, shared by water-filling.
-    """
+    """One monitor's (a :class:`~trainmeter.core.context.RunContext`) series, decimated to ``budget_points`` each,
+    and the frames of them (a full frame holds at most ``history_points_total`` points, shared by water-filling)."""
 
     def __init__(self, monitor: Any, *, budget_points: int, history_points_total: int) -> None:
         self.monitor = monitor
@@ -117,7 +94,7 @@ class SeriesFeed:
         self._rss = RssReader()
         self._tokens_total = 0
         self._axis_t_s = -math.inf
-        self._smoother = LossSmoother(lambda: _loss_fold(monitor))
+        self._smoother = LossSmoother(lambda: monitor.extension("optim"))  # the optim wing's view: the loss EMA fold
         self.shown: tuple[str, ...] = ()
         """The series the last state's charts draw (:func:`shown_series`): sent first past the series cap."""
         self.held: dict[str, int] = {}
@@ -125,11 +102,8 @@ class SeriesFeed:
         self._first_read_s: float | None = None
 
     def read(self, now_s: float | None = None) -> bool:
-        """Move new points from the monitor into the decimators; returns whether any came.
-
-        ``now_s`` (the publisher's clock): the series faster than :data:`STREAM_POINTS_PER_S` since the
-        first read are coarsened to it.
-        """
+        """Move new points from the monitor into the decimators; returns whether any came. ``now_s`` (the publisher's
+        clock): the series faster than :data:`STREAM_POINTS_PER_S` since the first read are coarsened to it."""
         m = self.monitor
         fresh = False
         for name, series in list(m.series.items()):
@@ -197,10 +171,8 @@ class SeriesFeed:
 
     def stop_reading(self) -> None:
         """Move every cursor past the end, so the monitor trims as if this reader had read everything."""
-        for name in list(self.cursor):
+        for name in [*self.cursor, *self.monitor.series]:
             self.cursor[name] = _FAR
-        for series in list(self.monitor.series):
-            self.cursor[series] = _FAR
 
     def release(self) -> None:
         """The run ended and its final frames went out: drop the recent rate's window of steps (up to 10 s of them,
@@ -238,11 +210,8 @@ class SeriesFeed:
         return encode_frame(self.seq, columns)
 
     def append_frame(self) -> tuple[bytes, list[str]] | None:
-        """A frame of the points no frame carried yet, and the series whose copy it replaces (``append``).
-
-        ``None`` when there is nothing to send. A series whose front-end copy passed
-        :data:`REPLACE_FACTOR` times its budget goes out whole (its decimated history, closed buckets).
-        """
+        """A frame of the points no frame carried yet and the series whose copy it replaces (``append``), or ``None``;
+        a series whose front-end copy passed :data:`REPLACE_FACTOR` times its budget goes out whole."""
         columns = []
         replaced = []
         sent = {d.name for d in pick_sent(self.decimators, self.shown, points_total=self.history_points_total)}

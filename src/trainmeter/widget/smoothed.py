@@ -1,13 +1,8 @@
-"""The smoothed training loss the loss chart draws: the text line's EMA over every step, as its own series.
-
-``train_loss.ema`` holds, at each step, the bias-corrected EMA (optim/smoothing.py, beta
-:data:`~trainmeter.optim.smoothing.EMA_BETA`) of every ``train_loss`` point up to it: the publisher folds each new point
-as it reads it, a replay folds the run log's points, so at a report's step the line passes through the text line's
-``(ema ...)``. A live run's trace is the text line's fold itself: it starts from the state the optim wing's
-:class:`~trainmeter.optim.smoothing.EmaCursor` published and publishes the state it reaches, so each point is folded
-once (docs/spec.md section 18). The front end smooths nothing; it draws the raw series faint under its twin (``smoothed`` in the chart
-spec). Only the training loss has a twin: a validation loss has a few points and a learning rate is not noisy. One
-reader per instance (not thread-safe).
+"""The smoothed training loss the loss chart draws: the text line's EMA over every step, as its own series
+``train_loss.ema`` (docs/spec.md sections 12 and 18). A live run's trace shares the optim wing's
+:class:`~trainmeter.optim.smoothing.EmaCursor` fold, so each point is folded once and the line passes through the text
+line's ``(ema ...)``; a replay folds the run log's points. Only the training loss has a twin. One reader per instance
+(not thread-safe).
 """
 
 from __future__ import annotations
@@ -23,20 +18,14 @@ WINDOW_POINTS = round(1.0 / (1.0 - EMA_BETA))  # the EMA's window (50 points at 
 
 
 def twins_drawn(raw_points: dict[str, int]) -> dict[str, str]:
-    """The chart spec's ``smoothed`` map: a twin only for a series with at least :data:`WINDOW_POINTS` points.
-
-    Below its window an EMA is mostly its first points, so the chart draws the raw values alone.
-    """
+    """The chart spec's ``smoothed`` map: a twin only for a series with at least :data:`WINDOW_POINTS` points (below
+    its window an EMA is mostly its first points)."""
     return {n: t for n, t in SMOOTHED.items() if raw_points.get(n, 0) >= WINDOW_POINTS}
 
 
 class LossSmoother:
-    """The smoothed twins of the raw series in :data:`SMOOTHED`, fed in step order.
-
-    Args:
-        shared: Returns the live run's loss EMA fold (``EmaCursor``: ``state``/``publish``) or ``None``; used for
-            ``train_loss`` points read with their position.
-    """
+    """The smoothed twins of the raw series in :data:`SMOOTHED`, fed in step order; ``shared`` returns the live run's
+    loss EMA fold (``EmaCursor``) or ``None``, used for ``train_loss`` points read with their position."""
 
     def __init__(self, shared: Callable[[], Any] | None = None) -> None:
         self._emas: dict[str, LossEma] = {}
@@ -44,10 +33,8 @@ class LossSmoother:
         self._at: int | None = 0  # position the train_loss fold reached (None: it skipped points, shares no more)
 
     def twin(self, name: str, values: Sequence[float], start: int | None = None) -> tuple[str, list[float]] | None:
-        """``(twin name, smoothed values)`` for new points of ``name``, or ``None`` when it has no twin.
-
-        ``start``: the series position of ``values[0]`` (a live read): the fold is shared with the text line's.
-        """
+        """``(twin name, smoothed values)`` for new points of ``name``, or ``None`` when it has no twin; ``start``: the
+        series position of ``values[0]`` (a live read: the fold is shared with the text line's)."""
         twin = SMOOTHED.get(name)
         if twin is None:
             return None
