@@ -1,10 +1,8 @@
 """The run context: the one surface through which wings and sinks reach a run (docs/contracts/EXTENSIONS.md).
 
-A wing gets a :class:`RunContext` in ``start`` and ``after_fork_in_child``, a sink (the record sink, the widget)
-when it is opened; never the monitor. The context holds the monitor privately and publishes exactly the members
-listed in the contract: reads of the run, and the few core methods through which a wing acts on it (the core's
-state is written only by the core). Any other attribute raises ``AttributeError`` (``__slots__``, no
-``__getattr__``); tests/test_layout.py checks the wings' and sinks' source against :data:`PUBLISHED`.
+A wing gets a :class:`RunContext` in ``start`` and ``after_fork_in_child``, a sink when it is opened; never the
+monitor. It publishes exactly the contract's members (tests/test_layout.py checks the wings against
+:data:`PUBLISHED`); any other attribute raises ``AttributeError``.
 """
 
 from __future__ import annotations
@@ -19,8 +17,7 @@ PUBLISHER_EVENTS = frozenset({"warnings", "panels", "charts", "tiles", "markers"
 
 
 def _read(path: str, doc: str) -> property:
-    """A read-only property passing the monitor's ``path`` through (``part.name``: one of its parts'); its getter is
-    C code, so a read costs no Python frame (a sampled ``on_step`` on the hot path)."""
+    """A read-only property of the monitor's ``path`` whose getter is C code (no Python frame on the hot path)."""
     return property(attrgetter(f"_m.{path}"), doc=doc)
 
 
@@ -73,12 +70,9 @@ BOUND = (
 
 
 class RunContext:
-    """One run as its wings and sinks see it (docs/contracts/EXTENSIONS.md "The run context"). Read-only.
+    """One run (the monitor, held privately) as its wings and sinks see it. Read-only.
 
-    Args:
-        monitor: The run (``core.monitor.Monitor``), held privately.
-
-    Thread safety is each member's own (the contract says which thread may call what).
+    docs/contracts/EXTENSIONS.md "The run context" says which thread may call what.
     """
 
     __slots__ = ("_m", *BOUND)
@@ -105,9 +99,8 @@ class RunContext:
         self._m.registry.describe(name, entry, replace=replace)
 
     def annotate_series(self, name: str, key: str, text: str) -> None:
-        """Add ``text`` under ``key`` of series ``name``'s provenance, after "; " when another is there (once; nothing
-        when the series has no entry). In place: a passport section may still annotate the passport's
-        ``series_info``."""
+        """Add ``text`` under ``key`` of series ``name``'s provenance, after "; " when another is there (once; in
+        place, so a passport section may still annotate the passport's ``series_info``)."""
         info = self._m.series_info.get(name)
         if isinstance(info, dict) and text not in str(info.get(key) or ""):
             info[key] = "; ".join(n for n in (info.get(key), text) if n)

@@ -18,13 +18,8 @@ class MonitorWarning(UserWarning):
 
 
 class Faults:
-    """One run's warnings: each key warned once, the messages kept (at most ``MAX_WARNINGS``), text lines said.
-
-    Args:
-        out: Where text lines go (``sys.stdout`` when ``None``).
-
-    Thread safety: any thread (a key is taken under a lock, so two threads never warn the same key twice).
-    """
+    """One run's warnings: each key warned once, the messages kept (at most ``MAX_WARNINGS``), text lines said to
+    ``out`` (``sys.stdout`` when ``None``). Any thread."""
 
     def __init__(self, out: TextIO | None = None) -> None:
         self.out = out
@@ -48,11 +43,8 @@ class Faults:
             self.say(line)
 
     def warn_once(self, key: str, message: str) -> None:
-        """Warn once per ``key`` for this run; the message is kept for the passport. Any thread.
-
-        Control characters in ``message`` are escaped; after ``MAX_WARNINGS`` distinct warnings, later ones are
-        only counted (``suppressed``).
-        """
+        """Warn once per ``key`` for this run; the message (escaped) is kept for the passport, past ``MAX_WARNINGS``
+        only counted. Any thread."""
         with self._lock:
             if key in self._warned:
                 return

@@ -1,12 +1,7 @@
 """Memory at sampling points (docs/spec.md section 4): process RSS and, on CUDA, allocator figures, and utilization.
 
-RSS and the host's memory are read by psutil on the node sampler's thread
-(docs/spec.md section 18: no psutil call on the training thread), which posts
-them to a :class:`ProcessMemory` board; a report reads the last posted values
-(``None`` until the first, or without the node sampler). The highest RSS is the
-highest *seen at sampling points*, not a true continuous peak. CUDA figures come from
-an injected allocator reader (``trainmeter.gpu.cuda_memory``; ``None`` without CUDA): peaks reset once at the
-start and the per-interval peak resets at each sample. :class:`MemoryProbe`: call from one thread.
+RSS is read by the node sampler's thread and posted to a :class:`ProcessMemory` board (docs/spec.md section 18);
+the peak is the highest seen at sampling points. :class:`MemoryProbe`: call from one thread.
 """
 
 from __future__ import annotations
@@ -38,15 +33,9 @@ class ProcessMemory:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MemoryReading:
-    """One memory sample; ``None`` where the source is unavailable.
+    """One memory sample (docs/spec.md section 4); ``None`` where the source is unavailable.
 
-    Attributes:
-        rss_bytes: Resident set size of this process.
-        rss_peak_bytes: Highest RSS seen at sampling points so far.
-        cuda: Allocator fields from :func:`trainmeter.gpu.cuda_memory`, or ``None``.
-        host_total_bytes: Physical memory of the host (psutil), or ``None``.
-        utilization: The memory utilization of docs/spec.md section 4 (0-1): on CUDA the interval's peak allocated
-            bytes / device total; without CUDA, RSS / host total. ``None`` when an input is missing.
+    ``cuda``: the allocator fields of :mod:`trainmeter.gpu.cuda_memory`; ``utilization``: :func:`utilization`.
     """
 
     rss_bytes: int | None
@@ -96,16 +85,7 @@ class MemoryProbe:
 
 
 def utilization(cuda: dict[str, Any] | None, rss_bytes: int | None, host_total_bytes: int | None) -> float | None:
-    """``mem_utilization`` (0-1, docs/spec.md section 4): peak allocated / device total on CUDA, else RSS / host total.
-
-    Examples:
-        >>> utilization({"peak_allocated_bytes": 40, "device_total_bytes": 80}, 5, 100)
-        0.5
-        >>> utilization(None, 25, 100)
-        0.25
-        >>> utilization(None, 25, None) is None
-        True
-    """
+    """``mem_utilization`` (0-1, docs/spec.md section 4): peak allocated / device total on CUDA, else RSS / host."""
     if cuda and cuda.get("allocated_bytes") is not None:
         peak, total = cuda.get("peak_allocated_bytes"), cuda.get("device_total_bytes")
         return peak / total if peak is not None and total else None

@@ -1,10 +1,7 @@
 """Reading scalars from the user's values without a device sync.
 
-Python numbers are taken as they are. A CPU tensor is read directly (no device
-to sync). A CUDA tensor is copied into a pinned host buffer with
-``non_blocking=True`` and an event is recorded; its value is read only once
-``event.query()`` says the copy completed, so the training thread never waits.
-Not thread-safe: use from the training thread.
+A CUDA tensor is copied to a pinned host buffer without blocking and read once its event completes
+(docs/spec.md section 2). Training thread.
 """
 
 from __future__ import annotations
@@ -31,9 +28,7 @@ class ScalarReader:
         self.dropped = 0
 
     def read(self, value: Any, key: Hashable) -> float | None:
-        """Return ``value`` as a float now, or ``None`` if deferred (or unreadable).
-
-        Deferred values come back from :meth:`poll` with their ``key``.
+        """Return ``value`` as a float now, or ``None`` if deferred (back from :meth:`poll` with ``key``) or unreadable.
 
         Raises:
             TypeError: When ``value`` is neither a number nor a one-element tensor.
@@ -94,24 +89,11 @@ class ScalarReader:
 
 
 class StepLoss:
-    """The loss of one optimizer step, assembled from the values passed to backward.
+    """The loss of one optimizer step: the sum of ``value / scale`` over the backward calls (docs/spec.md section 2,
+    "Loss"), parts on CUDA read later through the :class:`ScalarReader` (keys ``(self, index, field)``).
 
-    Each backward call adds one micro-batch part ``value / scale`` (``scale`` is the
-    GradScaler scale that multiplied it, 1.0 when none did). The step's loss is the
-    sum of the parts: the loss whose gradient the step applied. Parts on CUDA are
-    read later through the :class:`ScalarReader` (keys ``(self, index, field)``);
-    the loss is ready once the step is closed and every part has been read.
-    Training thread only.
-
-    Attributes:
-        series: Name of the series the value goes to.
-        parts: ``[value, scale]`` per backward call (``None`` until read).
-        divided: Whether every part was divided by the loop (``DivBackward`` grad_fn).
-        scaled: Whether any part was unscaled by a GradScaler scale.
-        step: The optimizer step it belongs to (set when closed).
-        t_s: Seconds since the run began when the step closed.
-        closed: The step happened; no more parts.
-        broken: A part could not be read (the value is left out).
+    ``parts`` holds ``[value, scale]`` per backward call (``None`` until read); ``divided``: every part was divided
+    by the loop; ``broken``: a part could not be read. Training thread only.
     """
 
     __slots__ = ("series", "parts", "divided", "scaled", "step", "t_s", "closed", "broken", "_missing")
