@@ -42,7 +42,7 @@ def test_a_sigterm_the_program_survives_saves_a_terminated_passport_and_the_run_
     m = _monitor(tmp_path).start()
     m.on_step(4)
     with pytest.warns(MonitorWarning, match="SIGTERM at step 1"):
-        m.lifecycle.on_terminate(False)
+        m.lifecycle.on_terminate()
     assert json.loads((m.run_dir / "passport.json").read_text())["status"] == "terminated"
     assert m.status == "running" and active() is m
     m.finish("completed")

@@ -1,42 +1,25 @@
 """Signals around trainmeter's own state changes: Ctrl-C held back, parts of an end run whole.
 
-- :class:`HeldInterrupts` replaces the SIGINT handler (main thread only) by one
-  that only remembers the signal, so starting or finishing a run (taking and
-  freeing the active-run slot, installing and restoring patches, starting and
-  joining threads, writing the passport) is never cut in half. On exit the
-  previous handler is restored; :meth:`HeldInterrupts.deliver` then hands a
-  held Ctrl-C to it (the default one raises ``KeyboardInterrupt``).
-- :func:`run_parts` runs the parts of an end (the publisher's close) once each,
-  once more after a ``KeyboardInterrupt``.
-- SIGTERM: :mod:`trainmeter.core.terminate` (re-exported here).
-
-Off the main thread, both do nothing (Python only runs handlers there).
+:class:`HeldInterrupts` holds SIGINT back (main thread only) so a run's start or finish is never cut in half;
+:func:`run_parts` runs the parts of an end once each, once more after a ``KeyboardInterrupt``. SIGTERM:
+:mod:`trainmeter.core.terminate` (re-exported here).
 """
 
 from __future__ import annotations
 
 import signal
-import threading
 from collections.abc import Callable, Iterable
 from types import FrameType
 from typing import Any
 
 from trainmeter.core import host_patches
-from trainmeter.core.terminate import TerminateHandler
+from trainmeter.core.terminate import TerminateHandler, _in_main_thread
 
 __all__ = ["HeldInterrupts", "TerminateHandler", "run_parts"]
 
 
-def _in_main_thread() -> bool:
-    return threading.current_thread() is threading.main_thread()
-
-
 class HeldInterrupts:
-    """A context that holds SIGINT back; re-deliver it with :meth:`deliver`.
-
-    Attributes:
-        pending: ``True`` once a SIGINT arrived while held.
-    """
+    """A context that holds SIGINT back (``pending`` once one arrived); re-deliver it with :meth:`deliver`."""
 
     __slots__ = ("pending", "_frame", "_previous", "_installed")
 
@@ -73,8 +56,7 @@ class HeldInterrupts:
         """Hand a held SIGINT to the handler that was in place (no-op when none arrived).
 
         Raises:
-            KeyboardInterrupt: From the default handler (or when the previous
-                handler was not a Python callable).
+            KeyboardInterrupt: From the default handler (or a previous handler that was not a Python callable).
         """
         if not self.pending:
             return

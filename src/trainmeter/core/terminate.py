@@ -1,12 +1,7 @@
 """SIGTERM noted by a handler that does no work; the run saved outside it; then the signal's own action.
 
-The handler only notes the signal (docs/spec.md section 18): the run is saved at the
-next safe point (the training thread's next step boundary, or interpreter exit) or,
-past a deadline, by a watcher thread of ours, which also sees a SIGTERM that reaches
-a main thread blocked in C (through the signal wakeup descriptor); then the signal
-does what it would have done without trainmeter. A forked child never keeps our
-handler: SIGTERM is blocked across the fork and the child gets the previous handler
-back before it is unblocked. Off the main thread nothing is installed.
+docs/spec.md section 18. A forked child gets the previous handler back (SIGTERM blocked across the fork); off
+the main thread nothing is installed.
 """
 
 from __future__ import annotations
@@ -34,30 +29,17 @@ _STOP = b"\x00"  # never a signal number: the watcher's stop byte
 
 
 class TerminateHandler:
-    """SIGTERM noted, the run saved outside the handler, then the signal's own behaviour.
+    """SIGTERM noted (``pending``), the run saved outside the handler, then the signal's own behaviour.
 
-    The handler only notes the signal (``pending``), calls ``on_request`` (attribute writes
-    that bring the training thread to its safe point) and, for a previous Python handler,
-    calls it. What follows depends on the handler that was in place:
-
-    - Default action (the process ends): the training thread finishes the run as
-      ``terminated`` at its next step boundary and calls :meth:`redeliver`. A watcher
-      thread of ours sees the signal even when the main thread is blocked in C (through
-      ``signal.set_wakeup_fd`` when no one else holds it); if no safe point came within
-      ``wait_s`` it calls ``save_now`` on a helper thread, waits at most ``deadline_s``,
-      and ends the process by the signal with its default action.
-    - A Python handler (a framework's graceful stop): it runs at once, in the handler;
-      the training thread saves a passport as the run stands at its next step boundary
-      and the run goes on.
-    - Ignored (``SIG_IGN``): nothing happens, as without trainmeter.
+    With the default action in place, the training thread finishes the run at its next step boundary and calls
+    :meth:`redeliver`; a watcher thread (woken through ``signal.set_wakeup_fd`` when free) calls ``save_now`` when
+    no safe point came within ``wait_s`` and ends the process after ``deadline_s``. A previous Python handler runs
+    at once and the run goes on; ``SIG_IGN`` stays ignored (docs/spec.md section 18).
 
     Args:
-        on_request: Called in the signal handler and on the watcher thread; attribute writes
-            only (no lock, no I/O), must not raise.
-        save_now: Writes what can be written of the run; called on a helper thread of ours
-            when no safe point came; may block (it is abandoned after ``deadline_s``).
-        at_exit: The safe point at interpreter exit (a program that reached its end before the
-            training thread's next step): main thread, no frame of the program's left.
+        on_request: Called in the signal handler and on the watcher thread; attribute writes only, never raises.
+        save_now: Writes what can be written of the run, on a helper thread (abandoned after ``deadline_s``).
+        at_exit: The safe point at interpreter exit (main thread).
         wait_s: Seconds the watcher waits for the safe point.
         deadline_s: Seconds the watcher waits for ``save_now``.
         wakeup: Watch ``signal.set_wakeup_fd`` (tests of the handler alone pass ``False``).
@@ -124,10 +106,7 @@ class TerminateHandler:
             self._stop_watcher()
 
     def remove(self) -> None:
-        """Restore the previous handler; a SIGTERM noted and not yet acted on is re-delivered. Idempotent.
-
-        Main thread; elsewhere nothing changes (the watcher still acts on a SIGTERM).
-        """
+        """Restore the previous handler; a SIGTERM noted and not acted on is re-delivered. Idempotent; main thread."""
         global _INSTALLED
         if not self._installed or not _in_main_thread():
             return
@@ -286,11 +265,8 @@ _BLOCKED_AT_FORK = False
 
 
 def _block_at_fork() -> None:
-    """Before a fork: SIGTERM waits (blocked) until the child has its previous handler back.
-
-    A worker terminated right after it was forked (``Pool.terminate`` while it still starts) would else
-    run our handler, and write to our wakeup descriptor, which it shares with this process.
-    """
+    """Before a fork: SIGTERM waits (blocked) until the child has its previous handler back (a worker terminated
+    as it starts would else run our handler and write to our shared wakeup descriptor)."""
     global _BLOCKED_AT_FORK
     if _INSTALLED is None or not hasattr(signal, "pthread_sigmask"):
         return
@@ -320,16 +296,12 @@ def _reset_in_child() -> None:
     handler._installed = False
     handler._watcher = None
     handler.pending = False
+    handler._restore_wakeup()
     try:
-        if handler._wakeup_set:
-            current = signal.set_wakeup_fd(-1)
-            if handler._fds is not None and current not in (-1, handler._fds[1]):
-                signal.set_wakeup_fd(current)
         previous = handler._previous
         signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
     except (ValueError, OSError, TypeError, RuntimeError):
         pass
-    handler._wakeup_set = False
     fds, handler._fds = handler._fds, None
     for fd in fds or ():
         try:
