@@ -1,12 +1,12 @@
 """Reports: at step or emit boundaries once ``interval_s`` has passed, a snapshot is summarised and written.
 
-A report happens on whichever training thread reaches a boundary first (docs/spec.md section 3: snapshot first,
-then sample and write; its own cost is credited to ``reporting``); a steady report hands the wings' fields, the
-run-log write and the text line to the report worker (docs/spec.md section 20) with a :class:`ReportSnapshot`.
+docs/spec.md section 3; a steady report hands the rest to the report worker with a :class:`ReportSnapshot`
+(section 20).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from typing import Any
@@ -21,17 +21,8 @@ PHASE_REPORT_AFTER_INTERVALS = 10
 
 
 class ReportSnapshot:
-    """The run as a deferred report's job sees it: the report's step, tokens, throughput, memory and series ends
-    (``report_ends``), read at the report on the training thread; every other attribute is read from the run's
-    context (core/context.py). Read-only.
-
-    Args:
-        run: The run's context.
-        report: The report (its ``steps`` and ``tokens``).
-        interval: The report's ``IntervalSummary``.
-        session: The report's ``SessionSummary``.
-        memory: The report's memory sample.
-    """
+    """The run as a deferred report's job sees it: the report's counts, summaries, memory and series ends
+    (``report_ends``); every other attribute read from the run's context ``run``. Read-only."""
 
     __slots__ = ("_run", "steps", "tokens", "interval", "session", "memory", "report_ends")
 
@@ -53,11 +44,7 @@ class ReportSnapshot:
 
 
 class Reporter:
-    """The report of one interval and the final one, and what the last one found.
-
-    Args:
-        run: The monitor (its parts: the step rule, the lanes, the emitter, the series, the phases, the
-            dispatcher, the record sink, the faults). The reporter writes only its own attributes.
+    """The report of one interval and the final one of the monitor ``run``, and what the last one found.
 
     Training thread, except :meth:`extension_warnings` (any thread).
     """
@@ -82,8 +69,7 @@ class Reporter:
 
     @property
     def worker(self) -> ReportWorker:
-        """The run's report worker: the wings hand it their per-point report work. Threaded when the clock is
-        the real one (a fake clock's run runs each job at once). Any thread."""
+        """The run's report worker (threaded with the real clock). Any thread."""
         return self._worker or self.open_worker()
 
     def open_worker(self) -> ReportWorker:
@@ -103,8 +89,8 @@ class Reporter:
 
     # -- reports ---------------------------------------------------------------------------------------------
     def maybe_report(self) -> None:
-        """Report if the interval has passed, on whichever training thread got here first (docs/spec.md section 3):
-        never waits; a thread that finds another reporting goes on. A noted SIGTERM finishes the run here first."""
+        """Report if the interval has passed, on whichever training thread got here first; never waits
+        (docs/spec.md section 3). A noted SIGTERM is acted on first."""
         run = self._run
         run.lifecycle.at_safe_point()
         if run.finished or not self._lock.acquire(blocking=False):
@@ -183,27 +169,24 @@ class Reporter:
         probe = run.lifecycle.memory_probe  # None before the start; a fault: None, warned once
         self.memory = run.guard("memory", probe.sample) if probe is not None else None
         self.count += 1
+        report = Report(steps=steps, tokens=tokens, elapsed_s=elapsed_s, final=final, phases_s=phases_s,
+                        interval=self.interval, memory=self.memory, token_unit=run.token_unit)
         worker = self.worker
         if not final and self.count > 1 and worker.accepting and REPORT_JOB not in worker.disabled:
             # a steady report: the training thread keeps its own part and the snapshot, the worker the rest
             ends = {name: s.end for name, s in run.series.items()}
             ends[rule.step_series.name] = rule.step_series.end
-            report = Report(steps=steps, tokens=tokens, elapsed_s=elapsed_s, final=final, phases_s=phases_s,
-                            ends=ends, interval=self.interval, memory=self.memory, token_unit=run.token_unit)
+            report = dataclasses.replace(report, ends=ends)
             inline = run.dispatch.report(report, on_worker=False)
             view = ReportSnapshot(run.context, report, self.interval, self.session, self.memory)
             worker.submit(REPORT_JOB, lambda: self._out(view, report, inline, elapsed_s, phases_s))
             return
-        report = Report(steps=steps, tokens=tokens, elapsed_s=elapsed_s, final=final, phases_s=phases_s,
-                        interval=self.interval, memory=self.memory, token_unit=run.token_unit)
         self._out(run.context, report, None, elapsed_s, phases_s)
 
     def _out(self, view: Any, report: Report, inline: dict[str, Any] | None, elapsed_s: float,
              phases_s: dict[str, float]) -> None:
-        """The report from the wings' fields on: the run log, trimming, the text line and warnings printed.
-
-        On the training thread (``inline`` ``None``: every wing's fields taken here), or as the report worker's
-        job of a steady report (``inline``: the fields the training thread took; ``view`` its snapshot)."""
+        """The report from the wings' fields on: the run log, trimming, the text line and warnings printed (the
+        report worker's job when ``inline`` holds the fields the training thread took)."""
         run = self._run
         final = report.final
         if inline is None:
