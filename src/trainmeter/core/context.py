@@ -67,6 +67,16 @@ BOUND = (
     "next_step_hook_at", "at_step", "time_next_step",  # step hooks; the overhead wing's timing hook
     "lane_records", "set_run_dir",  # the record sink's
 )
+# The parts' own methods a context hands out the same way (each part is made once per monitor), by the name the
+# contract gives them.
+PARTS = {
+    "describe_series": "registry.describe",  # set series_info[name] (replace=False: only if it has none)
+    "watch_training": "dispatch.watch_training",  # on_phase("train", "begin", t_s) at the next training activity
+    "unwatch_training": "dispatch.unwatch_training",
+    "note_warning": "faults.note",  # a run warning without a Python warning (a merged launch's summary)
+    "text_fields": "dispatch.text_fields",  # each wing's text-line fields, in order (the record sink's)
+    "passport_sections": "dispatch.passport",  # each wing's section and derivations into a passport (at the end)
+}
 
 
 class RunContext:
@@ -75,13 +85,15 @@ class RunContext:
     docs/contracts/EXTENSIONS.md "The run context" says which thread may call what.
     """
 
-    __slots__ = ("_m", *BOUND)
+    __slots__ = ("_m", *BOUND, *PARTS)
 
     def __init__(self, monitor: Any) -> None:
         set_ = object.__setattr__
         set_(self, "_m", monitor)
         for name in BOUND:
             set_(self, name, getattr(monitor, name))
+        for name, path in PARTS.items():
+            set_(self, name, attrgetter(path)(monitor))
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError(f"the run context is read-only ({name})")
@@ -93,11 +105,6 @@ class RunContext:
     series = _read("registry.series", "The run's series by name (a dict that never changes size: iterate freely).")
 
     # -- series provenance -----------------------------------------------------------------------------------
-    def describe_series(self, name: str, entry: dict[str, Any], *, replace: bool = True) -> None:
-        """Set the provenance of series ``name`` (the passport's ``series_info``; ``replace=False`` keeps one
-        already there)."""
-        self._m.registry.describe(name, entry, replace=replace)
-
     def annotate_series(self, name: str, key: str, text: str) -> None:
         """Add ``text`` under ``key`` of series ``name``'s provenance, after "; " when another is there (once; in
         place, so a passport section may still annotate the passport's ``series_info``)."""
@@ -116,19 +123,7 @@ class RunContext:
         """The phase clock, read-only."""
         return PhaseReadings(self._m.phases)
 
-    def watch_training(self, ext: Any) -> None:
-        """Send ``ext`` ``on_phase("train", "begin", t_s)`` at the next training activity the probes see."""
-        self._m.dispatch.watch_training(ext)
-
-    def unwatch_training(self, ext: Any) -> None:
-        """Stop sending ``ext`` training activity."""
-        self._m.dispatch.unwatch_training(ext)
-
     # -- faults, the report worker, the model ----------------------------------------------------------------
-    def note_warning(self, message: str) -> None:
-        """Add ``message`` to the run's warnings without a Python warning (a merged launch's summary)."""
-        self._m.faults.note(message)
-
     @property
     def warnings(self) -> tuple[str, ...]:
         """The run's warnings so far. Any thread."""
@@ -170,14 +165,6 @@ class RunContext:
     text_line = _read("text_line", "The last text line.")
 
     # -- what the sinks fan out over the wings (each guarded by the dispatcher) ------------------------------
-    def text_fields(self) -> list[dict[str, Any]]:
-        """Each wing's text-line fields, in order (the record sink's text line)."""
-        return self._m.dispatch.text_fields()
-
-    def passport_sections(self, passport: dict[str, Any]) -> None:
-        """Add each wing's section and derivations to ``passport`` (the record sink, at the end)."""
-        self._m.dispatch.passport(passport)
-
     def collect(self, event: str) -> list[Any]:
         """Every wing's answer to the read-only widget event ``event`` (``PUBLISHER_EVENTS``), flattened."""
         if event not in PUBLISHER_EVENTS:
