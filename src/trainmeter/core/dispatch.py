@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Collection, Iterable
+from contextlib import suppress
 from typing import Any
 
 from trainmeter.core.extension import ExtensionBase, Report, RequirementError, order_extensions
@@ -53,10 +54,8 @@ class Dispatcher:
         key = f"{_KEY.get(event, event)}-{getattr(ext, 'name', ext)}"
         self._off.add((id(ext), event))
         if self._warn is not None:
-            try:
+            with suppress(Exception):
                 self._warn(key, f"{key} failed and was disabled: {exc!r}")
-            except Exception:
-                pass
 
     def _handler(self, ext: Any, event: str) -> Callable[..., Any] | None:
         if (id(ext), event) in self._off:

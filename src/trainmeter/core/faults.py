@@ -6,6 +6,7 @@ import sys
 import threading
 import warnings
 from collections.abc import Callable
+from contextlib import suppress
 from typing import Any, TextIO
 
 from trainmeter.core.text import printable
@@ -31,10 +32,8 @@ class Faults:
 
     def say(self, line: str) -> None:
         """Print one text line (one write with its newline: a steady report's line comes from the report worker)."""
-        try:
+        with suppress(Exception):
             print(printable(line) + "\n", end="", file=self.out or sys.stdout, flush=True)
-        except Exception:
-            pass
 
     def say_once(self, line: str) -> None:
         """Print ``line`` unless it was said before in this run (an extension's warning at each report)."""
@@ -54,10 +53,8 @@ class Faults:
                 return
             message = printable(message)
             self.warnings.append(message)
-        try:
+        with suppress(Exception):
             warnings.warn(f"trainmeter: {message}", MonitorWarning, stacklevel=2)
-        except Exception:
-            pass
 
     def note(self, message: str) -> None:
         """Keep ``message`` among the run's warnings without a Python warning (a merged launch's summary)."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import signal
 from collections.abc import Callable, Iterable
+from contextlib import suppress
 from types import FrameType
 from typing import Any
 
@@ -47,10 +48,8 @@ class HeldInterrupts:
     def __exit__(self, *exc: Any) -> None:
         if self._installed:
             self._installed = False
-            try:
+            with suppress(ValueError, OSError, TypeError, RuntimeError):
                 signal.signal(signal.SIGINT, self._previous if self._previous is not None else signal.default_int_handler)
-            except (ValueError, OSError, TypeError, RuntimeError):
-                pass
 
     def deliver(self) -> None:
         """Hand a held SIGINT to the handler that was in place (no-op when none arrived).
@@ -88,10 +87,8 @@ def run_parts(parts: Iterable[tuple[str, Callable[[], Any]]], warn: Callable[[st
                 interrupted = True
                 continue
             except Exception as exc:
-                try:
+                with suppress(Exception):  # a warning must not stop the parts
                     warn(key, exc)
-                except Exception:  # noqa: S110 - a warning must not stop the parts
-                    pass
             break
         if index == 0 and needs_first and not done:
             break

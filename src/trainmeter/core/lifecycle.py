@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 import threading
 from collections.abc import Callable, Iterator
+from contextlib import suppress
 from datetime import datetime, timezone
 from typing import Any
 
@@ -52,7 +53,7 @@ class Lifecycle:
         self.finish_imports = finish_imports
         self._terminate: TerminateHandler | None = None
         self._terminate_lock = threading.Lock()
-        self._heartbeat: Heartbeat | None = None
+        self.heartbeat: Heartbeat | None = None  # the heartbeat thread's owner while the run is live
         self.run_dir: Any = None
         self.new_run()
 
@@ -134,8 +135,8 @@ class Lifecycle:
         self.status = "running"
         run.phases.resume_train()
         if record is not None or run.text:
-            self._heartbeat = Heartbeat(run, run.steps_state.interval_s, run.faults.say)
-            self._heartbeat.start()
+            self.heartbeat = Heartbeat(run, run.steps_state.interval_s, run.faults.say)
+            self.heartbeat.start()
 
     def _start_probes(self) -> None:
         if not self._want_probes or not probes_available():
@@ -196,8 +197,8 @@ class Lifecycle:
             worker = run.reporter.worker
             # a steady report's job still queued runs before the wings stop (docs/spec.md section 20; bounded)
             parts: list[tuple[str, Callable[[], Any]]] = [("report-drain", worker.drain)]
-            if self._heartbeat is not None:
-                parts.append(("heartbeat-stop", self._heartbeat.stop))
+            if self.heartbeat is not None:
+                parts.append(("heartbeat-stop", self.heartbeat.stop))
             if run.probes is not None:
                 parts.append(("torch-probes-stop", run.probes.stop))
             parts += run.dispatch.stop_parts()  # before the final report: spans they close are in its snapshot
@@ -226,10 +227,8 @@ class Lifecycle:
             record = run.record_sink
             if not getattr(record, "passport_written", True):
                 slot._UNSAVED = run  # kept (bounded: MAX_PENDING points per series) until tm.save() or the next run
-            try:
+            with suppress(Exception):
                 run.faults.say(record.closing_line(run.context))
-            except Exception:
-                pass
         return interrupted
 
     def _passport_on_worker(self) -> None:
@@ -319,11 +318,6 @@ class Lifecycle:
                     self.status, self.ended_at = status, ended_at
         except BaseException:
             pass
-
-    @property
-    def heartbeat(self) -> Heartbeat | None:
-        """The heartbeat thread's owner while the run is live."""
-        return self._heartbeat
 
 
 def probes_available() -> bool:

@@ -11,6 +11,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Collection
+from contextlib import suppress
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -67,10 +68,8 @@ def save_unsaved(say: Callable[[str], None] | None = None) -> Path | None:
         return None
     _UNSAVED = None
     if say is not None and run.record_sink is not None:
-        try:
+        with suppress(Exception):
             say(run.record_sink.closing_line(run.context))
-        except Exception:
-            pass
     return run.run_dir
 
 
@@ -147,10 +146,8 @@ class Monitor:
         torn = worker.reset_in_child() if worker is not None else None
         abandon = getattr(self._record, "abandon_in_child", None)  # the parent's events.jsonl: closed, never written
         if abandon is not None:
-            try:
+            with suppress(Exception):  # (the child runs on without its parent's log either way)
                 abandon()
-            except Exception:  # noqa: BLE001 (the child runs on without its parent's log either way)
-                pass
         self.dispatch.drop(drop)
         self._record = record
         self.text = False

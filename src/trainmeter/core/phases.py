@@ -15,17 +15,13 @@ PHASES: tuple[str, ...] = ("train", "data_wait", "eval", "checkpoint", "reportin
 PHASE_NAME = re.compile(r"[a-z][a-z0-9_]{0,31}\Z")  # a custom phase's name (tm.phase)
 
 
-def _no_sync() -> None:
-    return None
-
-
 class PhaseClock:
     """Cumulative seconds per phase, plus the training seconds of the current window (``synchronize``: called at
     each phase transition)."""
 
     def __init__(self, clock: Clock, synchronize: Callable[[], None] | None = None) -> None:
         self._clock = clock
-        self._sync = synchronize or _no_sync
+        self._sync = synchronize or (lambda: None)
         self.totals_s: dict[str, float] = {p: 0.0 for p in PHASES}
         self.window_train_s = 0.0
         self.session_start_s: float | None = None

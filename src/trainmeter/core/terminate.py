@@ -13,6 +13,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable
+from contextlib import suppress
 from types import FrameType
 from typing import Any
 
@@ -139,19 +140,15 @@ class TerminateHandler:
         fds, self._fds = self._fds, None
         if fds is None:
             return
-        try:
+        with suppress(OSError):
             os.write(fds[1], _STOP)
-        except OSError:
-            pass
         # a watcher whose start failed or was cut (a Ctrl-C in Thread.start's wait for it) may not be started:
         # join would raise; one that runs reads the stop byte, or finds the descriptors gone
         if watcher is not None and watcher is not threading.current_thread() and watcher.is_alive():
             watcher.join(timeout=1.0)
         for fd in fds:
-            try:
+            with suppress(OSError):
                 os.close(fd)
-            except OSError:
-                pass
 
     def redeliver(self) -> None:
         """End the process by SIGTERM with its default action (main thread: at once; else through libc)."""
@@ -171,19 +168,15 @@ class TerminateHandler:
         if previous is signal.SIG_IGN:
             return
         self.pending = True
-        try:
+        with suppress(BaseException):  # the signal's own behaviour must still happen
             self._on_request()
-        except BaseException:  # noqa: S110 - the signal's own behaviour must still happen
-            pass
         if not self.ends:
             previous(signum, frame)
             return
         fds = self._fds
         if fds is not None:  # also with the wakeup descriptor: someone may have replaced it since (an event loop)
-            try:
+            with suppress(OSError):
                 os.write(fds[1], bytes((signum,)))
-            except OSError:
-                pass
 
     def _watch(self) -> None:
         fds = self._fds
@@ -201,10 +194,8 @@ class TerminateHandler:
             if signal.SIGTERM in data:
                 break
         self.pending = True
-        try:
+        with suppress(Exception):
             self._on_request()
-        except Exception:  # noqa: S110
-            pass
         if self._done.wait(self._wait_s):
             return  # the training thread finished the run and re-delivered (or the run ended meanwhile)
         save = self._save_now
@@ -217,10 +208,8 @@ class TerminateHandler:
 
 
 def _quiet(fn: Callable[[], None]) -> None:
-    try:
+    with suppress(BaseException):  # a helper thread of ours; the process ends next
         fn()
-    except BaseException:  # noqa: S110 - a helper thread of ours; the process ends next
-        pass
 
 
 def _die_by_sigterm() -> None:
@@ -280,10 +269,8 @@ def _unblock_after_fork() -> None:
     global _BLOCKED_AT_FORK
     if _BLOCKED_AT_FORK:
         _BLOCKED_AT_FORK = False
-        try:
+        with suppress(ValueError, OSError):
             signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})  # one that came meanwhile is delivered now
-        except (ValueError, OSError):
-            pass
 
 
 def _reset_in_child() -> None:
@@ -304,10 +291,8 @@ def _reset_in_child() -> None:
         pass
     fds, handler._fds = handler._fds, None
     for fd in fds or ():
-        try:
+        with suppress(OSError):
             os.close(fd)
-        except OSError:
-            pass
     _unblock_after_fork()  # a SIGTERM sent meanwhile now has the previous (default) action
 
 
