@@ -22,11 +22,8 @@ STOP_SOURCES = ("button", "tm.stop", "control-file")  # who may stop a run, besi
 
 
 class StopTraining(BaseException):
-    """Ends a hand loop after optimizer step ``step`` because ``by`` asked a stop.
-
-    A ``BaseException``, so a loop's ``except Exception:`` does not swallow it; ``tm.monitor()`` and
-    ``%%trainmeter`` end the run as ``stopped``.
-    """
+    """Ends a hand loop after optimizer step ``step`` because ``by`` asked a stop (a ``BaseException``, so a loop's
+    ``except Exception:`` does not swallow it; the run ends as ``stopped``)."""
 
     def __init__(self, by: str, step: int) -> None:
         super().__init__(f"training stopped by {by} after step {step}")
@@ -90,11 +87,8 @@ def _sharded(model: Any) -> bool:
 
 
 class Controls:
-    """The run's pending requests and what was done with them (``monitor.controls``).
-
-    Thread safety: ``request_*`` from any thread; the rest on the training thread; the records are replaced,
-    never mutated, so any thread may read them.
-    """
+    """The run's pending requests and what was done with them (``monitor.controls``). ``request_*`` from any
+    thread, the rest on the training thread; the records are replaced, never mutated (any thread reads them)."""
 
     def __init__(self, monitor: Any) -> None:
         self._m = monitor

@@ -25,10 +25,7 @@ def _defines(ext: Any, event: str) -> bool:
 
 class Dispatcher:
     """The run's extensions in their order (:func:`~trainmeter.core.extension.order_extensions` over ``known``),
-    and the events sent to them; faults go to ``warn_once(key, message)``.
-
-    Thread safety: the widget's read-only events and ``view`` from any thread; the rest on the training thread.
-    """
+    and the events sent to them. The widget's read-only events and ``view`` from any thread; the rest training."""
 
     def __init__(self, extensions: Iterable[Any] = (), warn_once: Callable[[str, str], None] | None = None,
                  known: Collection[str] | None = None) -> None:

@@ -26,10 +26,7 @@ STOP_WAIT_S = 0.5
 
 class Emitter:
     """The run's emitted values: the recording thread's, the cross-thread queue and its folding thread; ``report``
-    is called when a value recorded on the recording thread finds the next report due.
-
-    Thread safety: :meth:`record` from any thread; the rest as each method says.
-    """
+    is called when a value recorded on the recording thread finds the next report due. :meth:`record`: any thread."""
 
     def __init__(self, registry: SeriesRegistry, steps: StepRecorder, warn_once: Callable[[str, str], None],
                  report: Callable[[], None]) -> None:
@@ -37,10 +34,11 @@ class Emitter:
         self._steps = steps
         self._warn_once = warn_once
         self._report = report
-        self.owner_ident = threading.get_ident()  # the recording thread (set again at start)
-        self._new_queue()
+        self.new_run(threading.get_ident())  # the recording thread (set again at start)
 
-    def _new_queue(self) -> None:
+    def new_run(self, owner_ident: int) -> None:
+        """Nothing queued, no folding thread, ``owner_ident`` records (a start; a forked child's own run)."""
+        self.owner_ident = owner_ident
         self._queued: deque[tuple[dict[str, Any], int]] = deque()  # values from other threads (any appends)
         self._side_names: set[str] = set()  # series the folding thread writes (it alone)
         self._to_owner: deque[tuple[str, Any, int]] = deque()  # values for series the recording thread writes
@@ -50,11 +48,6 @@ class Emitter:
         self._closed = False
         self._fold_reader = ScalarReader()  # the folding thread's deferred reads (CUDA values)
         self.dropped = 0
-
-    def new_run(self, owner_ident: int) -> None:
-        """Nothing queued, no folding thread, ``owner_ident`` records (a start; a forked child's own run)."""
-        self.owner_ident = owner_ident
-        self._new_queue()
 
     # -- the recording thread ----------------------------------------------------------------------------------
     def record(self, values: dict[str, Any], step: int | None = None) -> None:

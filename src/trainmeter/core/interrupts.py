@@ -71,11 +71,8 @@ class HeldInterrupts:
 
 def run_parts(parts: Iterable[tuple[str, Callable[[], Any]]], warn: Callable[[str, Exception], None], *,
               needs_first: bool = False) -> bool:
-    """Run each part once, once more if a ``KeyboardInterrupt`` cut it; returns whether one came.
-
-    A part that raises another exception is reported to ``warn(key, exc)`` (its own faults ignored)
-    and the next parts still run, unless ``needs_first`` and the first part never completed.
-    """
+    """Run each part once, once more if a ``KeyboardInterrupt`` cut it; whether one came. Another exception goes
+    to ``warn(key, exc)`` and the next parts run, unless ``needs_first`` and the first never completed."""
     interrupted = False
     for index, (key, part) in enumerate(parts):
         done = False

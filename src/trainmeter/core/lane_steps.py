@@ -17,9 +17,7 @@ from trainmeter.core.steps import StepRecorder
 
 class Lanes:
     """The lanes of one run besides lane 1 (whose step rule is ``steps``), and lane 1's first and last step times.
-
-    Thread safety: per method.
-    """
+    Thread safety: per method."""
 
     def __init__(self, steps: StepRecorder, registry: SeriesRegistry, report: Callable[[], None]) -> None:
         self._steps = steps

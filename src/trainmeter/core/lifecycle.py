@@ -36,9 +36,7 @@ def _utc_now() -> str:
 
 class Lifecycle:
     """Start, finish and SIGTERM of one run (the monitor ``run``), and the run's status fields (written here only).
-
-    Training thread, except :meth:`retry_passport` (any thread) and the SIGTERM callbacks.
-    """
+    Training thread, except :meth:`retry_passport` (any thread) and the SIGTERM callbacks."""
 
     def __init__(self, run: Any, finish_imports: Callable[[], None] | None = None, *, probes: bool = True,
                  cuda_memory: Callable[[], Any] | None = None) -> None:
@@ -79,9 +77,8 @@ class Lifecycle:
         self.run_dir = path
 
     def start(self) -> None:
-        """Make the run folder, open the log, install probes, start the clocks; Ctrl-C held back meanwhile.
-
-        A Ctrl-C or any error during start finishes the run and is then re-raised.
+        """Make the run folder, open the log, install probes, start the clocks; Ctrl-C held back meanwhile (a
+        Ctrl-C or error during start finishes the run and is re-raised).
 
         Raises:
             RuntimeError: When another run is being monitored in this process.

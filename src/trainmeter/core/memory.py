@@ -14,10 +14,8 @@ from typing import Any
 class ProcessMemory:
     """What the node sampler last read of this process (each value swapped whole). Any thread.
 
-    Attributes:
-        latest: ``(rss_bytes, host_total_bytes)``, each ``None`` when unread or unavailable.
-        thread_cpu_s: CPU seconds (user + system) per native thread id, or ``None`` when unread
-            (the overhead wing's per-thread figures, docs/spec.md section 17).
+    ``latest``: ``(rss_bytes, host_total_bytes)``; ``thread_cpu_s``: CPU seconds per native thread id (docs/spec.md
+    section 17); ``None`` when unread.
     """
 
     __slots__ = ("latest", "thread_cpu_s")

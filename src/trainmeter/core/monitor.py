@@ -6,6 +6,7 @@ active-run slot and the wiring; wings and sinks see the run through its :class:`
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 import time
@@ -130,6 +131,8 @@ class Monitor:
         self.at_step = self.steps_state.call_at  # fn right after optimizer step `step`, once. Training thread
         self.time_next_step = self.steps_state.time_next_step  # the overhead wing's timing hook
         self.set_run_dir = self.lifecycle.set_run_dir  # the run folder the record sink made
+        self.finish = self.lifecycle.finish  # end the run with a status (and the error). Training thread
+        self.report_now = functools.partial(self.reporter.report, False)  # whatever the interval (tests; a control)
         self._new_clocks()
         self.context = RunContext(self)  # all that wings and sinks see of the run (docs/contracts/EXTENSIONS.md)
 
@@ -175,10 +178,6 @@ class Monitor:
         """Start the run (see :meth:`Lifecycle.start <trainmeter.core.lifecycle.Lifecycle.start>`)."""
         self.lifecycle.start()
         return self
-
-    def finish(self, status: str, error: BaseException | None = None) -> None:
-        """End the run (see :meth:`Lifecycle.finish <trainmeter.core.lifecycle.Lifecycle.finish>`)."""
-        self.lifecycle.finish(status, error)
 
     # -- faults ----------------------------------------------------------------------------------------------
     @property
@@ -289,10 +288,6 @@ class Monitor:
         return self._record
 
     # -- reports ---------------------------------------------------------------------------------------------
-    def report_now(self) -> None:
-        """Report now, whatever the interval (tests; a control). Training thread."""
-        self.reporter.report(False)
-
     reports = property(lambda self: self.reporter.count, doc="Reports made so far.")
     interval = property(lambda self: self.reporter.interval, doc="The last report's IntervalSummary.")
     session = property(lambda self: self.reporter.session, doc="The last report's SessionSummary.")

@@ -44,10 +44,8 @@ class ReportSnapshot:
 
 
 class Reporter:
-    """The report of one interval and the final one of the monitor ``run``, and what the last one found.
-
-    Training thread, except :meth:`extension_warnings` (any thread).
-    """
+    """The report of one interval and the final one of the monitor ``run``, and what the last one found. Training
+    thread, except :meth:`extension_warnings` (any thread)."""
 
     def __init__(self, run: Any) -> None:
         self._run = run

@@ -15,11 +15,7 @@ MAX_PENDING = 4096
 
 
 class ScalarReader:
-    """Turns floats and 0-d tensors into floats, deferring CUDA reads.
-
-    Args:
-        on_defer: Called (no arguments) each time a read is deferred (the hot state's: the next step polls).
-    """
+    """Turns floats and 0-d tensors into floats, deferring CUDA reads (``on_defer()`` at each)."""
 
     def __init__(self, on_defer: Callable[[], None] | None = None) -> None:
         self.on_defer = on_defer

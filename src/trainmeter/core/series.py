@@ -38,12 +38,8 @@ class SeriesStats:
 
 
 class Series:
-    """One named series. ``append`` from one thread; ``read``/``trim`` from any.
-
-    Args:
-        name: Series name, e.g. ``"train_loss"``.
-        x_kind: ``"step"`` or ``"time"``: which x the series is drawn against.
-    """
+    """One named series drawn against ``x_kind`` (``"step"`` or ``"time"``). ``append`` from one thread;
+    ``read``/``trim`` from any."""
 
     __slots__ = ("name", "x_kind", "_steps", "_times", "_values", "_base", "lock",
                  "_last", "_min", "_max", "_folded", "_last_step")
@@ -70,10 +66,8 @@ class Series:
         self._values.append(value)
 
     def open(self, step: int, t_s: float) -> None:
-        """Begin the next point: its step and time now, its value with :meth:`close` (writing thread only).
-
-        Until then the point is not in the series (every read counts values; docs/spec.md section 20).
-        """
+        """Begin the next point: its step and time now, its value (and its place in the series) with :meth:`close`
+        (docs/spec.md section 20). Writing thread only."""
         self._steps.append(step)
         self._times.append(t_s)
 
@@ -160,11 +154,8 @@ class StepSeries:
         self._max: int | None = None
 
     def set_tokens(self, tokens: int, step: int) -> None:
-        """Start a run of ``tokens`` per step at step ``step``'s point (before its time is appended).
-
-        The position is the writer's step, never ``_base + len(times)``, which a trim on another thread moves in
-        two writes (docs/spec.md section 20).
-        """
+        """Start a run of ``tokens`` per step at step ``step``'s point, before its time is appended (the writer's
+        step, never ``_base + len(times)``, which a trim moves in two writes: docs/spec.md section 20)."""
         self._runs.append((step - 1, tokens))
         self.tokens = tokens
         self._min = tokens if self._min is None else min(self._min, tokens)

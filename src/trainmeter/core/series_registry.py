@@ -27,9 +27,7 @@ _RESERVED_NAME = re.compile(r"(node|gpu\d+)\.|__")
 
 class SeriesRegistry:
     """Named series, their ``series_info`` entries, reader cursors and the cap ``max_series`` on the user's names.
-
-    Thread safety: :meth:`get`, :meth:`describe` and the reads from any thread; appends by each series' writer.
-    """
+    :meth:`get`, :meth:`describe` and the reads from any thread; appends by each series' writer."""
 
     def __init__(self, warn_once: Callable[[str, str], None], max_series: int = DEFAULT_MAX_SERIES) -> None:
         self._warn_once = warn_once
