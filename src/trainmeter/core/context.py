@@ -56,9 +56,8 @@ class PhaseReadings:
         return self._phases.session_elapsed_s(now_s)
 
 
-# The monitor's members a context hands out as they are: bound methods and parts made once per run, so a call
-# through the context costs no frame of its own (a sampled on_step, the overhead wing's timing hook). Their
-# docstrings are the monitor's (core/monitor.py); docs/contracts/EXTENSIONS.md lists what each is for.
+# The monitor's members a context hands out as they are (made once per run), so a call through the context costs
+# no frame of its own; docs/contracts/EXTENSIONS.md lists what each is for.
 BOUND = (
     "clock", "elapsed_s", "steps_state",  # the run clock, the step rule read only (the hot path's reads)
     "record", "record_at", "add_reader",  # recording; a sink's series reader
@@ -67,8 +66,7 @@ BOUND = (
     "next_step_hook_at", "at_step", "time_next_step",  # step hooks; the overhead wing's timing hook
     "lane_records", "set_run_dir",  # the record sink's
 )
-# The parts' own methods a context hands out the same way (each part is made once per monitor), by the name the
-# contract gives them.
+# The parts' own methods a context hands out the same way, by the names the contract gives them.
 PARTS = {
     "describe_series": "registry.describe",  # set series_info[name] (replace=False: only if it has none)
     "watch_training": "dispatch.watch_training",  # on_phase("train", "begin", t_s) at the next training activity
@@ -129,7 +127,7 @@ class RunContext:
         """The run's warnings so far. Any thread."""
         return tuple(self._m.warnings)
 
-    warnings_suppressed = _read("warnings_suppressed", "Warnings past the cap, counted only.")
+    warnings_suppressed = _read("faults.suppressed", "Warnings past the cap, counted only.")
     worker = _read("worker", "The report worker: per-point report work (core/report_worker.py). Any thread.")
     process_memory = _read("process_memory", "The node's memory and thread CPU board (core/memory.py): the node "
                            "sampler's thread posts it, the report and the overhead wing read it.")

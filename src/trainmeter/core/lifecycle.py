@@ -45,9 +45,7 @@ class Lifecycle:
         self._cuda_memory = cuda_memory
         self.probes: Any = None  # the torch probes once started (core/probes.py TorchProbes)
         self.memory_probe: MemoryProbe | None = None
-        # imports what the passport's build imports of ours, on the training thread before the worker builds it
-        # (the wiring's extensions.import_for_finish): a thread of ours imports nothing a fork or the user's
-        # thread could meet half done
+        # on the training thread before the worker builds the passport: a thread of ours imports nothing
         self.finish_imports = finish_imports
         self._terminate: TerminateHandler | None = None
         self._terminate_lock = threading.Lock()
@@ -301,7 +299,7 @@ class Lifecycle:
     def on_terminate(self) -> None:
         """SIGTERM with the program's own handler in place: save a passport as the run stands and go on."""
         run = self._run
-        try:
+        with suppress(BaseException):
             run.warn_once("sigterm", f"SIGTERM at step {run.steps_state.steps}: the program's own handler ran and "
                                      "the run went on; a passport was saved at that point")
             record = run.record_sink
@@ -313,8 +311,6 @@ class Lifecycle:
                     run.guard("passport", record.write_passport, run.context)
                 finally:
                     self.status, self.ended_at = status, ended_at
-        except BaseException:
-            pass
 
 
 def probes_available() -> bool:

@@ -185,11 +185,6 @@ class Monitor:
         """The run's warnings so far (at most ``faults.MAX_WARNINGS``). Any thread."""
         return self.faults.warnings
 
-    @property
-    def warnings_suppressed(self) -> int:
-        """Warnings past the cap, counted only."""
-        return self.faults.suppressed
-
     # -- status (the lifecycle's) ----------------------------------------------------------------------------
     status = property(lambda self: self.lifecycle.status, doc="starting, running, then the end status.")
     run_dir = property(lambda self: self.lifecycle.run_dir, doc="The run folder, or None in memory.")

@@ -103,9 +103,8 @@ class Reporter:
         run = self._run
         spans = run.spans
         if spans.depth:
-            # Reports wait for the phase to end (its time stays whole) unless it has been open for
-            # PHASE_REPORT_AFTER_INTERVALS intervals (a phase never exited, or a very long eval):
-            # then reports go on inside it and the phase is not credited with their time.
+            # reports wait for the phase to end, unless it has been open long (never exited, a very long eval):
+            # then they go on inside it and the phase is not credited with their time
             opened_s = spans.open_for_s()
             if opened_s < max(PHASE_REPORT_AFTER_S, PHASE_REPORT_AFTER_INTERVALS * run.steps_state.interval_s):
                 return

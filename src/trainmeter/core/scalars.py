@@ -39,8 +39,7 @@ class ScalarReader:
         if value.ndim != 0 and value.numel() != 1:
             raise TypeError(f"expected a float or a 0-d tensor, got a tensor of shape {tuple(value.shape)}")
         if is_cpu:
-            # A CPU tensor lives in host memory: reading it waits for no device (the rule against
-            # .item() in the hot path is about device syncs; CUDA tensors never take this path).
+            # host memory: reading it waits for no device (the rule against .item() is about device syncs)
             return float(value.item())
         if not value.is_cuda:
             return None  # other devices: no sync-free read path; leave the value out

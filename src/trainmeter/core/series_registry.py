@@ -52,23 +52,20 @@ class SeriesRegistry:
         """The series ``name``, made (with ``x_kind``) if new. Any thread."""
         series = self.series.get(name)
         if series is None:
-            with self.lock:
-                series = self.series.get(name)
-                if series is None:
-                    grown = dict(self.series)
-                    series = grown[name] = Series(name, x_kind)
-                    self.series = grown  # readers iterate a dict that never changes size
+            self.create([name], x_kind=x_kind)
+            series = self.series[name]
         return series
 
-    def create(self, names: list[str], skip: set[str] | frozenset[str] = frozenset()) -> None:
-        """Make the series of ``names`` not yet known (but those in ``skip``) with one copy of the registry."""
+    def create(self, names: list[str], skip: set[str] | frozenset[str] = frozenset(), x_kind: str = "step") -> None:
+        """Make the series of ``names`` not yet known (but those in ``skip``) with one copy of the registry (readers
+        iterate a dict that never changes size)."""
         with self.lock:
             grown: dict[str, Series] | None = None
             for name in names:
                 if name not in skip and name not in self.series and (grown is None or name not in grown):
                     if grown is None:
                         grown = dict(self.series)
-                    grown[name] = Series(name)
+                    grown[name] = Series(name, x_kind)
             if grown is not None:
                 self.series = grown
 

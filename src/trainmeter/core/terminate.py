@@ -7,6 +7,7 @@ the main thread nothing is installed.
 from __future__ import annotations
 
 import atexit
+import functools
 import os
 import select
 import signal
@@ -229,14 +230,11 @@ def _die_by_sigterm() -> None:
 
 
 _INSTALLED: TerminateHandler | None = None
-_AT_EXIT_REGISTERED = False
 
 
-def _register_at_exit() -> None:
-    global _AT_EXIT_REGISTERED
-    if not _AT_EXIT_REGISTERED:
-        _AT_EXIT_REGISTERED = True
-        atexit.register(_on_interpreter_exit)
+@functools.cache
+def _register_at_exit() -> None:  # once per process
+    atexit.register(_on_interpreter_exit)
 
 
 def _on_interpreter_exit() -> None:
