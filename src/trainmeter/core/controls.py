@@ -109,7 +109,7 @@ class Controls:
     def live(self) -> bool:
         """Whether the run takes requests now (started and not finishing)."""
         m = self._m
-        return m.status == "running" and not m.finished
+        return m.status == "running" and not m.lifecycle.finished
 
     def request_stop(self, by: str) -> bool:
         """Ask the training thread to stop after the next optimizer step; whether the run took it."""

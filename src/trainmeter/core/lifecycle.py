@@ -120,7 +120,8 @@ class Lifecycle:
                 run.warn_once("run-folder", f"run folder unavailable ({exc!r}): the record is kept in memory "
                                             "and the passport written at the end if the folder can be made then")
         self.memory_probe = MemoryProbe(self._cuda_memory, lambda: run.process_memory)
-        self._terminate = TerminateHandler(self._terminate_requested, self._terminate_save_now, self.at_safe_point)
+        # a noted SIGTERM (signal context, the watcher) makes the next step boundary a safe point: at_safe_point
+        self._terminate = TerminateHandler(run.steps_state.report_now, self._terminate_save_now, self.at_safe_point)
         self._terminate.install()
         self._start_probes()
         run.dispatch.start(run)  # each extension in order (a fault disables that event of that extension)
@@ -262,10 +263,6 @@ class Lifecycle:
         return bool(getattr(record, "passport_written", True))
 
     # -- SIGTERM (docs/spec.md section 18) -------------------------------------------------------------------
-    def _terminate_requested(self) -> None:
-        """A SIGTERM was noted (signal context or the watcher thread): the next step boundary is a safe point."""
-        self._run.steps_state.report_now()
-
     def at_safe_point(self) -> None:
         """Act on a noted SIGTERM at a step or emit boundary (docs/spec.md section 18)."""
         handler = self._terminate

@@ -193,11 +193,6 @@ class Monitor:
         """Print the text line each report, or not (a live widget shows it; a rank other than 0 stays quiet)."""
         self.text = on
 
-    @property
-    def finished(self) -> bool:
-        """Whether the run has ended (finish began)."""
-        return self.lifecycle.finished
-
     # -- counts (the step rule's and the lanes') ---------------------------------------------------------------
     @property
     def steps(self) -> int:

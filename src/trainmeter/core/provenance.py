@@ -11,8 +11,6 @@ from typing import Any, Literal
 
 Provenance = Literal["declared", "detected", "counted", "measured", "assumed"]
 
-PROVENANCES: tuple[str, ...] = ("declared", "detected", "counted", "measured", "assumed")
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Input:
@@ -57,8 +55,8 @@ def weakest(provenances: Any) -> str | None:
 
 
 def as_provenance(label: Any, default: Provenance = "detected") -> Provenance:
-    """``label`` when it is one of :data:`PROVENANCES` (a label read back from a passport), else ``default``."""
-    return label if label in PROVENANCES else default  # type: ignore[return-value]
+    """``label`` when it is one of the five (a label read back from a passport), else ``default``."""
+    return label if label in WEAKEST_FIRST else default  # type: ignore[return-value]
 
 
 def derived_provenance(derivation: Derivation, default: Provenance = "detected") -> Provenance:

@@ -91,7 +91,7 @@ class Reporter:
         (docs/spec.md section 3). A noted SIGTERM is acted on first."""
         run = self._run
         run.lifecycle.at_safe_point()
-        if run.finished or not self._lock.acquire(blocking=False):
+        if run.lifecycle.finished or not self._lock.acquire(blocking=False):
             return
         try:
             if run.steps_state.now() >= run.steps_state.next_report_s:
