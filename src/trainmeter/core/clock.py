@@ -11,7 +11,6 @@ class Clock(Protocol):
 
     def __call__(self) -> float:
         """Return monotonic time in seconds."""
-        ...
 
 
 class MonotonicClock:

@@ -14,7 +14,7 @@ import os
 import sys
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -45,8 +45,7 @@ class CheckpointRecord:
 
     def to_dict(self) -> dict[str, Any]:
         """The passport's form."""
-        return {"path": self.path, "step": self.step, "bytes": self.bytes, "seconds": self.seconds,
-                "source": self.source}
+        return asdict(self)
 
 
 @dataclass(frozen=True)

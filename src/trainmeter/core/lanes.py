@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import weakref
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from trainmeter.core.scalars import ScalarReader, StepLoss
@@ -35,9 +35,7 @@ class LaneRecord:
 
     def to_dict(self) -> dict[str, Any]:
         """The passport's ``lanes`` entry."""
-        return {"lane": self.lane, "thread": self.thread, "model": self.model, "optimizer": self.optimizer,
-                "steps": self.steps, "tokens": self.tokens, "unit": self.unit, "step_s": self.step_s,
-                "loss_series": self.loss_series}
+        return asdict(self)
 
 
 class Lane:
