@@ -92,7 +92,7 @@ def test_the_passport_the_worker_writes_is_the_one_the_training_thread_builds_fr
     assert threads == ["trainmeter-report-worker"]
     written = _written(m)
     run = m.context  # on this thread
-    again = json.loads(json_lines({**build_passport(run), "record": m._record.record_section(run)}))
+    again = json.loads(json_lines({**build_passport(run), "record": m.record_sink.record_section(run)}))
     assert written["passport.md"] == render_markdown(again)
     on_worker = json.loads(written["passport.json"])
     for p in (on_worker, again):  # the log has grown by the passport's end record since: its size differs

@@ -2,7 +2,7 @@
 
 :class:`HeldInterrupts` holds SIGINT back (main thread only) so a run's start or finish is never cut in half;
 :func:`run_parts` runs the parts of an end once each, once more after a ``KeyboardInterrupt``. SIGTERM:
-:mod:`trainmeter.core.terminate` (re-exported here).
+:mod:`trainmeter.core.terminate`.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from types import FrameType
 from typing import Any
 
 from trainmeter.core import host_patches
-from trainmeter.core.terminate import TerminateHandler, _in_main_thread
+from trainmeter.core.terminate import _in_main_thread
 
-__all__ = ["HeldInterrupts", "TerminateHandler", "run_parts"]
+__all__ = ["HeldInterrupts", "run_parts"]
 
 
 class HeldInterrupts:

@@ -105,7 +105,7 @@ class Monitor:
         self.text = text
         self.token_unit = "tokens"
         self.model_ref: weakref.ReferenceType[Any] | None = None
-        self._record = record
+        self.record_sink = record  # the run's record (core/sink.py), or None for a run kept in memory
         self.faults = Faults(out)
         self.dispatch = Dispatcher(extensions or [], self.faults.warn_once)  # the extensions' events, in order
         self.controls = Controls(self)  # stop/checkpoint requests, honoured at a step boundary (core/controls.py)
@@ -147,12 +147,12 @@ class Monitor:
         The child's forking thread."""
         worker = self.open_worker
         torn = worker.reset_in_child() if worker is not None else None
-        abandon = getattr(self._record, "abandon_in_child", None)  # the parent's events.jsonl: closed, never written
+        abandon = getattr(self.record_sink, "abandon_in_child", None)  # the parent's events.jsonl: closed, never written
         if abandon is not None:
             with suppress(Exception):  # (the child runs on without its parent's log either way)
                 abandon()
         self.dispatch.drop(drop)
-        self._record = record
+        self.record_sink = record
         self.text = False
         self.faults.redirect(open(os.devnull, "w", encoding="utf-8"))  # noqa: SIM115 (lives as long as the child)
         self.faults.forget()
@@ -271,11 +271,6 @@ class Monitor:
     def probes(self) -> Any:
         """The torch probes (``core.probes.TorchProbes``), or ``None`` without torch or before the start."""
         return self.lifecycle.probes
-
-    @property
-    def record_sink(self) -> Any:
-        """The run's record sink (``core.sink.RecordSink``), or ``None`` for a run kept in memory."""
-        return self._record
 
     # -- reports ---------------------------------------------------------------------------------------------
     reports = property(lambda self: self.reporter.count, doc="Reports made so far.")

@@ -45,7 +45,7 @@ class ReportSnapshot:
 
 class Reporter:
     """The report of one interval and the final one of the monitor ``run``, and what the last one found. Training
-    thread, except :meth:`extension_warnings` (any thread)."""
+    thread."""
 
     def __init__(self, run: Any) -> None:
         self._run = run
@@ -197,7 +197,7 @@ class Reporter:
             self.text_line = run.guard("text-line", record.text_line, view) or self.text_line
         if run.text and not final:
             run.faults.say(self.text_line)
-            for warning in self.extension_warnings():
+            for warning in run.dispatch.collect("warnings"):  # a starving loader, a full disk, swap
                 run.faults.say_once(f"trainmeter warning: {warning}")
 
     def _lane1_ident(self) -> int:
@@ -205,7 +205,3 @@ class Reporter:
         probes = self._run.probes
         ident = getattr(probes, "hot_ident", 0) if probes is not None else 0
         return ident or self._run.emitter.owner_ident
-
-    def extension_warnings(self) -> list[str]:
-        """Extensions' current warnings (a starving loader, a full disk, swap). Any thread."""
-        return [str(w) for w in self._run.dispatch.collect("warnings")]
