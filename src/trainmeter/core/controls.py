@@ -18,8 +18,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-STOP_SOURCES = ("button", "tm.stop", "control-file")  # who may stop a run, besides alert:<rule>
-
 
 class StopTraining(BaseException):
     """Ends a hand loop after optimizer step ``step`` because ``by`` asked a stop (a ``BaseException``, so a loop's

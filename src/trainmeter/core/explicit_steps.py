@@ -9,11 +9,6 @@ from __future__ import annotations
 
 from typing import Any
 
-UNSEEN_MESSAGE = ("backward was called but no optimizer step trainmeter knows came (an optimizer that is not "
-                  "torch.optim): steps, {unit} and the loss are not counted; call tm.step() after each update "
-                  "(or train through a framework trainmeter adapts: Hugging Face, Lightning, Keras, fastai, "
-                  "accelerate)")
-
 
 class Stepper:
     """A stand-in optimizer stepped by ``source`` (``"tm.step"``, ``"keras"``): ``param_groups`` of the trained
@@ -109,4 +104,7 @@ def steps_unknown(monitor: Any) -> bool:
 
 def unseen_message(monitor: Any) -> str:
     """The one warning for a loop whose updates trainmeter cannot see."""
-    return UNSEEN_MESSAGE.format(unit=getattr(monitor, "token_unit", "tokens") or "tokens")
+    unit = getattr(monitor, "token_unit", "tokens") or "tokens"
+    return (f"backward was called but no optimizer step trainmeter knows came (an optimizer that is not torch.optim): "
+            f"steps, {unit} and the loss are not counted; call tm.step() after each update (or train through a "
+            "framework trainmeter adapts: Hugging Face, Lightning, Keras, fastai, accelerate)")

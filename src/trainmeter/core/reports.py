@@ -63,24 +63,19 @@ class Reporter:
         self.text_line = ""
 
     # -- the worker ------------------------------------------------------------------------------------------
-    _worker: ReportWorker | None = None
+    opened_worker: ReportWorker | None = None  # the worker if one was made (the fork handlers: docs/spec.md §19)
 
     @property
     def worker(self) -> ReportWorker:
         """The run's report worker (threaded with the real clock). Any thread."""
-        return self._worker or self.open_worker()
+        return self.opened_worker or self.open_worker()
 
     def open_worker(self) -> ReportWorker:
         """Make the worker (at start, on the training thread; its thread starts at the first job)."""
         run = self._run
-        self._worker = ReportWorker(threaded=run.steps_state.now is time.perf_counter, on_fault=self._worker_fault,
-                                    report_interval_s=run.steps_state.interval_s)
-        return self._worker
-
-    @property
-    def opened_worker(self) -> ReportWorker | None:
-        """The worker if one was made, else ``None`` (the fork handlers, docs/spec.md section 19)."""
-        return self._worker
+        self.opened_worker = ReportWorker(threaded=run.steps_state.now is time.perf_counter,
+                                          on_fault=self._worker_fault, report_interval_s=run.steps_state.interval_s)
+        return self.opened_worker
 
     def _worker_fault(self, owner: str, exc: BaseException) -> None:
         self._run.warn_once(f"report-worker-{owner}", f"{owner}'s report work failed and was disabled: {exc!r}")
