@@ -71,25 +71,16 @@ class Dispatcher:
 
     def each(self, event: str, *args: Any) -> list[tuple[Any, Any]]:
         """``(extension, result)`` of ``event(*args)`` for every extension that has it, in order."""
-        out = []
-        for ext in self.extensions:
-            if self._handler(ext, event) is not None:
-                out.append((ext, self._call(ext, event, *args)))
-        return out
+        return [(ext, self._call(ext, event, *args)) for ext in self.extensions
+                if self._handler(ext, event) is not None]
 
     def collect(self, event: str) -> list[Any]:
         """The items of every extension's list-valued ``event`` (``warnings``, ``tiles``, ...), in order."""
-        out: list[Any] = []
-        for _, got in self.each(event):
-            out.extend(x for x in (got or []) if x is not None)
-        return out
+        return [x for _, got in self.each(event) for x in (got or []) if x is not None]
 
     def first(self, event: str, *args: Any) -> Any:
         """The first non-``None`` result of ``event(*args)`` (``progress_bar``)."""
-        for _, got in self.each(event, *args):
-            if got is not None:
-                return got
-        return None
+        return next((got for _, got in self.each(event, *args) if got is not None), None)
 
     # -- lookups ---------------------------------------------------------------------------
     def find(self, name: str) -> Any:
