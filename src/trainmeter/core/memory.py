@@ -7,6 +7,7 @@ the peak is the highest seen at sampling points. :class:`MemoryProbe`: call from
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -58,11 +59,9 @@ class MemoryProbe:
         self.rss_peak_bytes: int | None = None
         self.host_total_bytes: int | None = None
         self._cuda: Any = None
-        try:
+        with suppress(Exception):
             monitor = cuda_memory() if cuda_memory is not None else None
             self._cuda = monitor if monitor is not None and monitor.available else None
-        except Exception:
-            self._cuda = None
 
     def sample(self) -> MemoryReading:
         """Take one sample (and reset the CUDA per-interval peak)."""
@@ -73,10 +72,8 @@ class MemoryProbe:
             self.rss_peak_bytes = rss
         cuda = None
         if self._cuda is not None:
-            try:
+            with suppress(Exception):
                 cuda = self._cuda.sample_interval()
-            except Exception:
-                cuda = None
         return MemoryReading(rss_bytes=rss, rss_peak_bytes=self.rss_peak_bytes, cuda=cuda,
                              host_total_bytes=self.host_total_bytes,
                              utilization=utilization(cuda, rss, self.host_total_bytes))
