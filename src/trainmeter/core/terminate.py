@@ -92,14 +92,12 @@ class TerminateHandler:
             return
         self._fds = (r, w)
         if self._wakeup:
-            try:
+            with suppress(ValueError, OSError):
                 old = signal.set_wakeup_fd(w, warn_on_full_buffer=False)
                 if old == -1:
                     self._wakeup_set = True
                 else:  # someone else's (an event loop): keep theirs; the Python handler tells the watcher
                     signal.set_wakeup_fd(old)
-            except (ValueError, OSError):
-                pass
         watcher = self._watcher = threading.Thread(target=self._watch, name="trainmeter-sigterm", daemon=True)
         try:
             watcher.start()
@@ -117,11 +115,9 @@ class TerminateHandler:
         if _INSTALLED is self:
             _INSTALLED = None
         self._restore_wakeup()
-        try:
+        with suppress(ValueError, OSError, TypeError, RuntimeError):
             if signal.getsignal(signal.SIGTERM) == self._handle:
                 signal.signal(signal.SIGTERM, self._previous if self._previous is not None else signal.SIG_DFL)
-        except (ValueError, OSError, TypeError, RuntimeError):
-            pass
         self._stop_watcher()
         if self.pending and self.ends:
             self.redeliver()
@@ -129,12 +125,10 @@ class TerminateHandler:
     def _restore_wakeup(self) -> None:
         if self._wakeup_set and self._fds is not None:
             self._wakeup_set = False
-            try:
+            with suppress(ValueError, OSError):
                 current = signal.set_wakeup_fd(-1)
                 if current not in (-1, self._fds[1]):
                     signal.set_wakeup_fd(current)  # replaced by someone since: theirs stays
-            except (ValueError, OSError):
-                pass
 
     def _stop_watcher(self) -> None:
         watcher, self._watcher = self._watcher, None
@@ -155,12 +149,10 @@ class TerminateHandler:
         """End the process by SIGTERM with its default action (main thread: at once; else through libc)."""
         self.pending = False
         if _in_main_thread():
-            try:
+            with suppress(ValueError, OSError):
                 signal.signal(signal.SIGTERM, signal.SIG_DFL)
                 signal.raise_signal(signal.SIGTERM)
                 return
-            except (ValueError, OSError):
-                pass
         _die_by_sigterm()
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
@@ -215,7 +207,7 @@ def _quiet(fn: Callable[[], None]) -> None:
 
 def _die_by_sigterm() -> None:
     """End the process by SIGTERM's default action from any thread (Python sets handlers in the main thread only)."""
-    try:
+    with suppress(Exception):
         import ctypes
 
         libc = ctypes.CDLL(None, use_errno=True)
@@ -224,8 +216,6 @@ def _die_by_sigterm() -> None:
         libc.signal(int(signal.SIGTERM), None)  # SIG_DFL
         os.kill(os.getpid(), signal.SIGTERM)
         time.sleep(1.0)
-    except Exception:  # noqa: S110
-        pass
     os._exit(128 + int(signal.SIGTERM))
 
 
@@ -282,11 +272,9 @@ def _reset_in_child() -> None:
     handler._watcher = None
     handler.pending = False
     handler._restore_wakeup()
-    try:
+    with suppress(ValueError, OSError, TypeError, RuntimeError):
         previous = handler._previous
         signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
-    except (ValueError, OSError, TypeError, RuntimeError):
-        pass
     fds, handler._fds = handler._fds, None
     for fd in fds or ():
         with suppress(OSError):
