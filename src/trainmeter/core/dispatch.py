@@ -25,7 +25,7 @@ def _defines(ext: Any, event: str) -> bool:
 
 class Dispatcher:
     """The run's extensions in their order (:func:`~trainmeter.core.extension.order_extensions` over ``known``),
-    and the events sent to them. The widget's read-only events and ``view`` from any thread; the rest training."""
+    and the events sent to them. The widget's read-only events and ``view``: any thread; the rest: training thread."""
 
     def __init__(self, extensions: Iterable[Any] = (), warn_once: Callable[[str, str], None] | None = None,
                  known: Collection[str] | None = None) -> None:

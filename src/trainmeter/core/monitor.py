@@ -147,9 +147,9 @@ class Monitor:
         The child's forking thread."""
         worker = self.open_worker
         torn = worker.reset_in_child() if worker is not None else None
-        abandon = getattr(self.record_sink, "abandon_in_child", None)  # the parent's events.jsonl: closed, never written
+        abandon = getattr(self.record_sink, "abandon_in_child", None)  # the parent's events.jsonl: closed, unwritten
         if abandon is not None:
-            with suppress(Exception):  # (the child runs on without its parent's log either way)
+            with suppress(Exception):  # the child runs on without its parent's log either way
                 abandon()
         self.dispatch.drop(drop)
         self.record_sink = record
