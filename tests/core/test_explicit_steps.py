@@ -71,7 +71,7 @@ def test_backward_with_no_step_it_knows_warns_once_and_the_passport_says_steps_u
     assert p["steps_unknown"] is True and p["goodput"] is None and steps_unknown(m)
     md = (m.run_dir / "passport.md").read_text()
     assert "Steps: unknown" in md and "Goodput" not in md
-    assert "steps unknown" in m._record.closing_line(m) and "after 0 steps" not in m._record.closing_line(m)
+    assert "steps unknown" in m.record_sink.closing_line(m) and "after 0 steps" not in m.record_sink.closing_line(m)
 
 
 def test_a_run_with_no_backward_and_no_step_is_not_steps_unknown(run_root):

@@ -32,7 +32,7 @@ def test_past_the_cap_warnings_are_only_counted(tmp_path, monkeypatch):
     with pytest.warns(MonitorWarning):
         for key in "abcd":
             m.warn_once(key, f"fault {key}")
-    assert m.warnings == ["fault a", "fault b"] and m.warnings_suppressed == 2
+    assert m.warnings == ["fault a", "fault b"] and m.context.warnings_suppressed == 2
 
 
 def test_a_guarded_call_returns_its_value_or_none_with_one_warning(tmp_path):

@@ -42,7 +42,7 @@ def test_a_sigterm_the_program_survives_saves_a_terminated_passport_and_the_run_
     m = _monitor(tmp_path).start()
     m.on_step(4)
     with pytest.warns(MonitorWarning, match="SIGTERM at step 1"):
-        m.lifecycle.on_terminate(False)
+        m.lifecycle.on_terminate()
     assert json.loads((m.run_dir / "passport.json").read_text())["status"] == "terminated"
     assert m.status == "running" and active() is m
     m.finish("completed")
@@ -92,7 +92,7 @@ def test_the_passport_the_worker_writes_is_the_one_the_training_thread_builds_fr
     assert threads == ["trainmeter-report-worker"]
     written = _written(m)
     run = m.context  # on this thread
-    again = json.loads(json_lines({**build_passport(run), "record": m._record.record_section(run)}))
+    again = json.loads(json_lines({**build_passport(run), "record": m.record_sink.record_section(run)}))
     assert written["passport.md"] == render_markdown(again)
     on_worker = json.loads(written["passport.json"])
     for p in (on_worker, again):  # the log has grown by the passport's end record since: its size differs

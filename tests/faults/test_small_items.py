@@ -97,10 +97,10 @@ def test_a_killed_run_reads_unfinished_with_its_last_step_and_unit_everywhere(tm
     for _ in range(159):
         clock.advance(0.5)
         m.on_step(4)
-    m._record._log.flush()  # what a SIGKILL leaves: the log up to the last report, no passport
+    m.record_sink._log.flush()  # what a SIGKILL leaves: the log up to the last report, no passport
     run_dir = m.run_dir
-    m._record._log.close()
-    m._record._log = None
+    m.record_sink._log.close()
+    m.record_sink._log = None
     run = load(run_dir)
     assert run.status == "unfinished" and not run.has_passport
     assert run.passport["steps"] == 158 and run.passport["token_unit"] == "samples"

@@ -1,8 +1,4 @@
-"""Clocks: the only place trainmeter reads time.
-
-The math takes times as arguments; only the monitor and samplers hold a
-:class:`Clock`, so tests inject :class:`FakeClock` and assert exact numbers.
-"""
+"""Clocks: the only place trainmeter reads time (tests inject :class:`FakeClock`)."""
 
 from __future__ import annotations
 
@@ -15,7 +11,6 @@ class Clock(Protocol):
 
     def __call__(self) -> float:
         """Return monotonic time in seconds."""
-        ...
 
 
 class MonotonicClock:
@@ -29,11 +24,7 @@ class MonotonicClock:
 
 
 class FakeClock:
-    """A clock that moves only when told to; for tests.
-
-    Args:
-        start_s: Initial reading in seconds.
-    """
+    """A clock that moves only when told to, from ``start_s``; for tests."""
 
     def __init__(self, start_s: float = 0.0) -> None:
         self.now_s = float(start_s)

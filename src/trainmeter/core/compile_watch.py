@@ -11,16 +11,8 @@ from trainmeter.core.probe_state import guarded
 
 
 class CompileWatch:
-    """``torch.compile`` and ``OptimizedModule`` seen during the run.
-
-    Args:
-        discovery: The watched modules (told when something is compiled; a compiled wrapper replaces its module).
-        switches: The probes' switches (``active``).
-        patches: The run's patches.
-        warn: The run's ``warn_once``.
-
-    Training thread.
-    """
+    """``torch.compile`` and ``OptimizedModule`` seen during the run (``discovery`` told; a compiled wrapper
+    replaces its module). Training thread."""
 
     def __init__(self, discovery: Any, switches: Any, patches: Any, warn: Any) -> None:
         self._discovery = discovery

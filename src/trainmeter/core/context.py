@@ -1,10 +1,8 @@
 """The run context: the one surface through which wings and sinks reach a run (docs/contracts/EXTENSIONS.md).
 
-A wing gets a :class:`RunContext` in ``start`` and ``after_fork_in_child``, a sink (the record sink, the widget)
-when it is opened; never the monitor. The context holds the monitor privately and publishes exactly the members
-listed in the contract: reads of the run, and the few core methods through which a wing acts on it (the core's
-state is written only by the core). Any other attribute raises ``AttributeError`` (``__slots__``, no
-``__getattr__``); tests/test_layout.py checks the wings' and sinks' source against :data:`PUBLISHED`.
+A wing gets a :class:`RunContext` in ``start`` and ``after_fork_in_child``, a sink when it is opened; never the
+monitor. It publishes exactly the contract's members (tests/test_layout.py checks the wings against
+:data:`PUBLISHED`); any other attribute raises ``AttributeError``.
 """
 
 from __future__ import annotations
@@ -19,8 +17,7 @@ PUBLISHER_EVENTS = frozenset({"warnings", "panels", "charts", "tiles", "markers"
 
 
 def _read(path: str, doc: str) -> property:
-    """A read-only property passing the monitor's ``path`` through (``part.name``: one of its parts'); its getter is
-    C code, so a read costs no Python frame (a sampled ``on_step`` on the hot path)."""
+    """A read-only property of the monitor's ``path`` whose getter is C code (no Python frame on the hot path)."""
     return property(attrgetter(f"_m.{path}"), doc=doc)
 
 
@@ -59,9 +56,8 @@ class PhaseReadings:
         return self._phases.session_elapsed_s(now_s)
 
 
-# The monitor's members a context hands out as they are: bound methods and parts made once per run, so a call
-# through the context costs no frame of its own (a sampled on_step, the overhead wing's timing hook). Their
-# docstrings are the monitor's (core/monitor.py); docs/contracts/EXTENSIONS.md lists what each is for.
+# The monitor's members a context hands out as they are (made once per run), so a call through the context costs
+# no frame of its own; docs/contracts/EXTENSIONS.md lists what each is for.
 BOUND = (
     "clock", "elapsed_s", "steps_state",  # the run clock, the step rule read only (the hot path's reads)
     "record", "record_at", "add_reader",  # recording; a sink's series reader
@@ -70,24 +66,32 @@ BOUND = (
     "next_step_hook_at", "at_step", "time_next_step",  # step hooks; the overhead wing's timing hook
     "lane_records", "set_run_dir",  # the record sink's
 )
+# The parts' own methods a context hands out the same way, by the names the contract gives them.
+PARTS = {
+    "describe_series": "registry.describe",  # set series_info[name] (replace=False: only if it has none)
+    "watch_training": "dispatch.watch_training",  # on_phase("train", "begin", t_s) at the next training activity
+    "unwatch_training": "dispatch.unwatch_training",
+    "note_warning": "faults.note",  # a run warning without a Python warning (a merged launch's summary)
+    "text_fields": "dispatch.text_fields",  # each wing's text-line fields, in order (the record sink's)
+    "passport_sections": "dispatch.passport",  # each wing's section and derivations into a passport (at the end)
+}
 
 
 class RunContext:
-    """One run as its wings and sinks see it (docs/contracts/EXTENSIONS.md "The run context"). Read-only.
+    """One run (the monitor, held privately) as its wings and sinks see it. Read-only.
 
-    Args:
-        monitor: The run (``core.monitor.Monitor``), held privately.
-
-    Thread safety is each member's own (the contract says which thread may call what).
+    docs/contracts/EXTENSIONS.md "The run context" says which thread may call what.
     """
 
-    __slots__ = ("_m", *BOUND)
+    __slots__ = ("_m", *BOUND, *PARTS)
 
     def __init__(self, monitor: Any) -> None:
         set_ = object.__setattr__
         set_(self, "_m", monitor)
         for name in BOUND:
             set_(self, name, getattr(monitor, name))
+        for name, path in PARTS.items():
+            set_(self, name, attrgetter(path)(monitor))
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError(f"the run context is read-only ({name})")
@@ -99,15 +103,9 @@ class RunContext:
     series = _read("registry.series", "The run's series by name (a dict that never changes size: iterate freely).")
 
     # -- series provenance -----------------------------------------------------------------------------------
-    def describe_series(self, name: str, entry: dict[str, Any], *, replace: bool = True) -> None:
-        """Set the provenance of series ``name`` (the passport's ``series_info``; ``replace=False`` keeps one
-        already there)."""
-        self._m.registry.describe(name, entry, replace=replace)
-
     def annotate_series(self, name: str, key: str, text: str) -> None:
-        """Add ``text`` under ``key`` of series ``name``'s provenance, after "; " when another is there (once; nothing
-        when the series has no entry). In place: a passport section may still annotate the passport's
-        ``series_info``."""
+        """Add ``text`` under ``key`` of series ``name``'s provenance, after "; " when another is there (once; in
+        place, so a passport section may still annotate the passport's ``series_info``)."""
         info = self._m.series_info.get(name)
         if isinstance(info, dict) and text not in str(info.get(key) or ""):
             info[key] = "; ".join(n for n in (info.get(key), text) if n)
@@ -123,25 +121,13 @@ class RunContext:
         """The phase clock, read-only."""
         return PhaseReadings(self._m.phases)
 
-    def watch_training(self, ext: Any) -> None:
-        """Send ``ext`` ``on_phase("train", "begin", t_s)`` at the next training activity the probes see."""
-        self._m.dispatch.watch_training(ext)
-
-    def unwatch_training(self, ext: Any) -> None:
-        """Stop sending ``ext`` training activity."""
-        self._m.dispatch.unwatch_training(ext)
-
     # -- faults, the report worker, the model ----------------------------------------------------------------
-    def note_warning(self, message: str) -> None:
-        """Add ``message`` to the run's warnings without a Python warning (a merged launch's summary)."""
-        self._m.faults.note(message)
-
     @property
     def warnings(self) -> tuple[str, ...]:
         """The run's warnings so far. Any thread."""
         return tuple(self._m.warnings)
 
-    warnings_suppressed = _read("warnings_suppressed", "Warnings past the cap, counted only.")
+    warnings_suppressed = _read("faults.suppressed", "Warnings past the cap, counted only.")
     worker = _read("worker", "The report worker: per-point report work (core/report_worker.py). Any thread.")
     process_memory = _read("process_memory", "The node's memory and thread CPU board (core/memory.py): the node "
                            "sampler's thread posts it, the report and the overhead wing read it.")
@@ -177,14 +163,6 @@ class RunContext:
     text_line = _read("text_line", "The last text line.")
 
     # -- what the sinks fan out over the wings (each guarded by the dispatcher) ------------------------------
-    def text_fields(self) -> list[dict[str, Any]]:
-        """Each wing's text-line fields, in order (the record sink's text line)."""
-        return self._m.dispatch.text_fields()
-
-    def passport_sections(self, passport: dict[str, Any]) -> None:
-        """Add each wing's section and derivations to ``passport`` (the record sink, at the end)."""
-        self._m.dispatch.passport(passport)
-
     def collect(self, event: str) -> list[Any]:
         """Every wing's answer to the read-only widget event ``event`` (``PUBLISHER_EVENTS``), flattened."""
         if event not in PUBLISHER_EVENTS:

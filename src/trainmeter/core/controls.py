@@ -1,21 +1,11 @@
 """Requests to act on a live run (stop after this step, checkpoint now), honoured at the next optimizer step boundary.
 
-Any thread asks (``tm.stop()``, ``tm.checkpoint()``, the widget's buttons on the kernel's
-subshell, the control file's watcher, an alert); the training thread acts, right after a counted
-optimizer step has completed and never inside one (docs/spec.md, "Controls and alerts"). A request
-costs the step path nothing while none is pending: it swaps the monitor's step hook for
-:meth:`Controls._on_step` and sets the hook's next step to 0, so the comparison the step already
-makes (``steps >= hot.hook_at``) calls it; the trampoline gives the dispatcher's hook back, acts,
-and calls that hook once (a sampling wing reschedules itself there). A wing that reschedules itself
-in the instant between the request and the next step moves that call to its own next sampled step,
-which is where the request is then honoured.
-
-A stop goes through the framework in use when there is one (the control a wing hands
-:meth:`Controls.use_framework` while the framework's fit runs: ``request_stop()``, so the framework runs its own
-end); otherwise
-:class:`StopTraining` is raised from the step hook. A checkpoint goes through the framework's
-saver, otherwise ``torch.save`` of the watched root and the primary optimizer into
-``<run>/checkpoints/step-<n>.pt``, timed as the ``checkpoint`` phase.
+Any thread asks (``tm.stop()``, ``tm.checkpoint()``, the widget's buttons, the control file, an alert); the
+training thread acts right after a counted optimizer step (docs/spec.md, "Controls and alerts"). A request costs
+the step path nothing while none is pending: it swaps the step hook for :meth:`Controls._on_step` at step 0,
+which gives the dispatcher's hook back, acts, and calls that hook once. A stop or checkpoint goes through the
+framework in its fit (:meth:`Controls.use_framework`), else :class:`StopTraining` or ``torch.save`` into
+``<run>/checkpoints/step-<n>.pt``.
 """
 
 from __future__ import annotations
@@ -24,24 +14,14 @@ import os
 import sys
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-STOP_SOURCES = ("button", "tm.stop", "control-file")
-"""Who may stop a run, besides ``alert:<rule>``."""
-
 
 class StopTraining(BaseException):
-    """Ends a hand loop after a completed optimizer step because a stop was asked.
-
-    A ``BaseException`` (like ``KeyboardInterrupt``), so a loop's ``except Exception:`` does not
-    swallow it; ``tm.monitor()`` and ``%%trainmeter`` catch it and end the run as ``stopped``.
-
-    Attributes:
-        by: Who asked (``button``, ``tm.stop``, ``control-file``, ``alert:<rule>``).
-        step: The optimizer step after which training stopped.
-    """
+    """Ends a hand loop after optimizer step ``step`` because ``by`` asked a stop (a ``BaseException``, so a loop's
+    ``except Exception:`` does not swallow it; the run ends as ``stopped``)."""
 
     def __init__(self, by: str, step: int) -> None:
         super().__init__(f"training stopped by {by} after step {step}")
@@ -51,15 +31,9 @@ class StopTraining(BaseException):
 
 @dataclass(frozen=True)
 class CheckpointRecord:
-    """One checkpoint written during the run (passport.json ``checkpoints``, docs/spec.md).
-
-    Attributes:
-        path: Relative to the run folder, or as the framework wrote it when outside.
-        step: The optimizer step it holds.
-        bytes: Its size on disk (a folder: the sum of its files), ``None`` when unreadable.
-        seconds: Measured wall time of the save.
-        source: ``trainmeter`` (torch.save) or the framework's name.
-    """
+    """One checkpoint written during the run (passport.json ``checkpoints``, docs/spec.md): ``path`` relative to
+    the run folder when inside it, ``bytes`` on disk (``None``: unreadable), ``seconds`` of the save, ``source``
+    ``trainmeter`` or the framework's name."""
 
     path: str
     step: int
@@ -69,8 +43,7 @@ class CheckpointRecord:
 
     def to_dict(self) -> dict[str, Any]:
         """The passport's form."""
-        return {"path": self.path, "step": self.step, "bytes": self.bytes, "seconds": self.seconds,
-                "source": self.source}
+        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -111,15 +84,8 @@ def _sharded(model: Any) -> bool:
 
 
 class Controls:
-    """The run's pending requests and what was done with them (a part of the monitor, ``monitor.controls``).
-
-    Args:
-        monitor: The run (its ``hot`` state, ``steps``, ``run_dir``, ``model_ref``, ``probes``,
-            ``enter_phase``/``exit_phase``, ``warn_once``).
-
-    Thread safety: ``request_*`` from any thread; ``_on_step``, ``stop_now`` and ``checkpoint_now``
-    on the training thread; the records are replaced, never mutated, so any thread may read them.
-    """
+    """The run's pending requests and what was done with them (``monitor.controls``). ``request_*`` from any
+    thread, the rest on the training thread; the records are replaced, never mutated (any thread reads them)."""
 
     def __init__(self, monitor: Any) -> None:
         self._m = monitor
@@ -140,7 +106,7 @@ class Controls:
     def live(self) -> bool:
         """Whether the run takes requests now (started and not finishing)."""
         m = self._m
-        return m.status == "running" and not m.finished
+        return m.status == "running" and not m.lifecycle.finished
 
     def request_stop(self, by: str) -> bool:
         """Ask the training thread to stop after the next optimizer step; whether the run took it."""
@@ -163,8 +129,7 @@ class Controls:
         return True
 
     def request_call(self, key: str, fn: Callable[[], None]) -> bool:
-        """Run ``fn`` on the training thread right after the next counted step (a wing's work that must not run on
-        its own thread: it draws from the process's random generator, say); whether the run took it. A fault
+        """Run ``fn`` on the training thread right after the next counted step; whether the run took it. A fault
         warns once under ``key``. Any thread."""
         if not self.live():
             return False
@@ -182,8 +147,8 @@ class Controls:
         self._m.steps_state.set_hook(self._on_step, 0)  # the next counted step calls the trampoline
 
     def set_hook(self, fn: Callable[[], None] | None, at: int) -> None:
-        """The dispatcher's step hook ``fn`` from step ``at`` (``Monitor.set_step_hook``): installed now, or
-        kept for the trampoline to give back while a request is pending. Training thread."""
+        """The dispatcher's step hook ``fn`` from step ``at``: installed now, or given back after a pending
+        request. Training thread."""
         with self._lock:
             self._hook = (fn, at if fn is not None else sys.maxsize)
             if not self._armed:
@@ -214,11 +179,7 @@ class Controls:
                 self.stop_now(stop_by, asked_at)
 
     def stop_now(self, by: str, requested_at_step: int | None = None) -> None:
-        """Stop after the step just counted: through the framework's own stop, else raise :class:`StopTraining`.
-
-        Training thread, at a step boundary (the step hook). Raises:
-            StopTraining: When no framework took the stop.
-        """
+        """Stop after the step just counted: the framework's own stop, else raise :class:`StopTraining`."""
         step = self._m.steps
         control = self.framework()
         if control is not None:
@@ -234,8 +195,7 @@ class Controls:
 
     def use_framework(self, control: Any) -> None:
         """Stop and save through ``control`` (``name``, ``request_stop() -> bool``, ``save_checkpoint(dir_path)``)
-        from now on; ``None``: through none. Set by the integration wing while a framework's fit runs (training
-        thread)."""
+        while a framework's fit runs; ``None``: through none. Training thread."""
         self._framework = control
 
     def framework(self) -> Any:
@@ -243,10 +203,7 @@ class Controls:
         return self._framework
 
     def checkpoint_now(self, by: str) -> CheckpointRecord | None:
-        """Save a checkpoint of the step just counted; its record, or ``None`` when refused or failed (said once).
-
-        Training thread, at a step boundary. Never raises.
-        """
+        """Checkpoint the step just counted; its record, or ``None`` when refused (said once). Never raises."""
         m = self._m
         step = m.steps
         refusal = self._refusal()

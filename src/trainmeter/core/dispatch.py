@@ -1,17 +1,14 @@
 """The one place the core calls its extensions: each event over them in order, with one error policy.
 
-Policy (docs/contracts/EXTENSIONS.md): an event that raises warns once through
-``warn_once`` (key ``<event>-<name>``, the message says it was disabled) and that
-event of that extension is not called again; its other events go on (a wing whose
-``start`` failed still stops and says so in its passport section, as each wing
-handles a run it did not fully start). Nothing raises into the user's code.
-``KeyboardInterrupt`` is never caught here.
+Policy (docs/contracts/EXTENSIONS.md): an event that raises warns once (key ``<event>-<name>``) and that event of
+that extension is not called again; its other events go on. ``KeyboardInterrupt`` is never caught here.
 """
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Collection, Iterable
+from contextlib import suppress
 from typing import Any
 
 from trainmeter.core.extension import ExtensionBase, Report, RequirementError, order_extensions
@@ -27,18 +24,8 @@ def _defines(ext: Any, event: str) -> bool:
 
 
 class Dispatcher:
-    """The run's extensions in their computed order, and the events sent to them.
-
-    Args:
-        extensions: The run's extensions (ordered here by ``requires``/``precedes``).
-        warn_once: ``warn_once(key, message)`` of the run (any thread).
-        known: Every wing name a requirement may name (see
-            :func:`~trainmeter.core.extension.order_extensions`); ``None`` allows absent names.
-
-    Thread safety: ``start``, ``stop``, reports, phases and steps on the training thread; the
-    widget's events (``tiles``, ``panels``, ...) and ``view`` from any thread (they only read
-    the tuple of extensions and add to the sets of disabled events).
-    """
+    """The run's extensions in their order (:func:`~trainmeter.core.extension.order_extensions` over ``known``),
+    and the events sent to them. The widget's read-only events and ``view``: any thread; the rest: training thread."""
 
     def __init__(self, extensions: Iterable[Any] = (), warn_once: Callable[[str, str], None] | None = None,
                  known: Collection[str] | None = None) -> None:
@@ -64,10 +51,8 @@ class Dispatcher:
         key = f"{_KEY.get(event, event)}-{getattr(ext, 'name', ext)}"
         self._off.add((id(ext), event))
         if self._warn is not None:
-            try:
+            with suppress(Exception):
                 self._warn(key, f"{key} failed and was disabled: {exc!r}")
-            except Exception:
-                pass
 
     def _handler(self, ext: Any, event: str) -> Callable[..., Any] | None:
         if (id(ext), event) in self._off:
@@ -86,25 +71,16 @@ class Dispatcher:
 
     def each(self, event: str, *args: Any) -> list[tuple[Any, Any]]:
         """``(extension, result)`` of ``event(*args)`` for every extension that has it, in order."""
-        out = []
-        for ext in self.extensions:
-            if self._handler(ext, event) is not None:
-                out.append((ext, self._call(ext, event, *args)))
-        return out
+        return [(ext, self._call(ext, event, *args)) for ext in self.extensions
+                if self._handler(ext, event) is not None]
 
     def collect(self, event: str) -> list[Any]:
         """The items of every extension's list-valued ``event`` (``warnings``, ``tiles``, ...), in order."""
-        out: list[Any] = []
-        for _, got in self.each(event):
-            out.extend(x for x in (got or []) if x is not None)
-        return out
+        return [x for _, got in self.each(event) for x in (got or []) if x is not None]
 
     def first(self, event: str, *args: Any) -> Any:
         """The first non-``None`` result of ``event(*args)`` (``progress_bar``)."""
-        for _, got in self.each(event, *args):
-            if got is not None:
-                return got
-        return None
+        return next((got for _, got in self.each(event, *args) if got is not None), None)
 
     # -- lookups ---------------------------------------------------------------------------
     def find(self, name: str) -> Any:
@@ -151,13 +127,11 @@ class Dispatcher:
 
     def report(self, report: Report, on_worker: bool | None = None, before: dict[str, Any] | None = None
                ) -> dict[str, Any]:
-        """Each extension's ``on_report`` fields by its name (the interval record; ``None`` after a fault).
-        An extension that keeps the base's no-op ``on_report`` has no entry.
+        """Each extension's ``on_report`` fields by its name (``None`` after a fault; the base's no-op: no entry).
 
         Args:
             report: The report's snapshot.
-            on_worker: ``None``: every extension. ``False``: only those whose ``report_on_worker`` is false (the
-                training thread's part of a deferred report); ``True``: only the others (the report worker's).
+            on_worker: ``None``: every extension; ``False``: those without ``report_on_worker``; ``True``: the others.
             before: Fields already taken for the other part; they keep their place in the extension order.
         """
         out: dict[str, Any] = {}
@@ -194,10 +168,8 @@ class Dispatcher:
             passport.setdefault("derivations", []).extend(d.to_dict() for d in (more or []))
 
     def after_fork_in_child(self, monitor: Any, torn: str | None = None) -> None:
-        """``after_fork_in_child(monitor.context)`` on each extension (the forked child's thread). The wings a report
-        worker job under way at the fork may have left half-updated (``torn``, its owner: that wing; the report's
-        own job: every wing with ``report_on_worker``) are left out unless they have ``after_fork_in_child`` of
-        their own, which makes their state the child's (docs/spec.md section 19)."""
+        """``after_fork_in_child(monitor.context)`` on each extension; the wings the worker job ``torn`` at the fork
+        may have left half-updated are left out unless they define it (docs/spec.md section 19)."""
         self._monitor = monitor
         left: list[str] = []
         if torn is not None:
@@ -219,8 +191,8 @@ class Dispatcher:
             self._call(ext, "on_phase", name, edge, t_s)
 
     def watch_training(self, ext: Any) -> None:
-        """Send ``ext`` ``on_phase("train", "begin", t_s)`` at the next training forward, backward or optimizer
-        step the probes see (until :meth:`unwatch_training`); costs the probes' fast path while set."""
+        """Send ``ext`` ``on_phase("train", "begin", t_s)`` at the training activity the probes see, until
+        :meth:`unwatch_training`."""
         if ext not in self._watching:
             self._watching.append(ext)
         self._set_probe_slot()

@@ -1,12 +1,8 @@
 """Emitted values: ``tm.emit``, taps and samplers' points, checked one by one and recorded by one writer per series.
 
-On the recording thread (the one that started the run) values go to their series at once. From any other
-thread they are queued in O(1) (one bounded deque, no lock; over ``MAX_QUEUED`` waiting, later values are
-counted and dropped with one warning) and folded by the ``trainmeter-emits`` thread, which wakes every
-``FOLD_WAKE_S`` and folds at most ``FOLD_PER_WAKE`` values: checked, stamped then (one folding thread: no
-backwards times) and appended to series it is the only writer of. A name the recording thread had already
-written stays that thread's: those values wait in a second bounded deque for its next report (at most
-``OWNER_DRAIN`` per report). The final report folds what is left once the thread has stopped (docs/spec.md §18).
+On the recording thread values go to their series at once; from any other thread they are queued in O(1)
+(bounded) and folded by the ``trainmeter-emits`` thread, or by the recording thread's report for its own series
+(docs/spec.md §18).
 """
 
 from __future__ import annotations
@@ -29,16 +25,8 @@ STOP_WAIT_S = 0.5
 
 
 class Emitter:
-    """The run's emitted values: the recording thread's, the cross-thread queue and its folding thread.
-
-    Args:
-        registry: The run's series.
-        steps: The step rule (the current step, the clock mark, the loss routing, the 0-d reader).
-        warn_once: The run's ``warn_once``.
-        report: Called when a value recorded on the recording thread finds the next report due.
-
-    Thread safety: :meth:`record` from any thread; the rest as each method says.
-    """
+    """The run's emitted values: the recording thread's, the cross-thread queue and its folding thread; ``report``
+    is called when a value recorded on the recording thread finds the next report due. :meth:`record`: any thread."""
 
     def __init__(self, registry: SeriesRegistry, steps: StepRecorder, warn_once: Callable[[str, str], None],
                  report: Callable[[], None]) -> None:
@@ -46,10 +34,11 @@ class Emitter:
         self._steps = steps
         self._warn_once = warn_once
         self._report = report
-        self.owner_ident = threading.get_ident()  # the recording thread (set again at start)
-        self._new_queue()
+        self.new_run(threading.get_ident())  # the recording thread (set again at start)
 
-    def _new_queue(self) -> None:
+    def new_run(self, owner_ident: int) -> None:
+        """Nothing queued, no folding thread, ``owner_ident`` records (a start; a forked child's own run)."""
+        self.owner_ident = owner_ident
         self._queued: deque[tuple[dict[str, Any], int]] = deque()  # values from other threads (any appends)
         self._side_names: set[str] = set()  # series the folding thread writes (it alone)
         self._to_owner: deque[tuple[str, Any, int]] = deque()  # values for series the recording thread writes
@@ -60,19 +49,10 @@ class Emitter:
         self._fold_reader = ScalarReader()  # the folding thread's deferred reads (CUDA values)
         self.dropped = 0
 
-    def new_run(self, owner_ident: int) -> None:
-        """Nothing queued, no folding thread, ``owner_ident`` records (a start; a forked child's own run)."""
-        self.owner_ident = owner_ident
-        self._new_queue()
-
     # -- the recording thread ----------------------------------------------------------------------------------
     def record(self, values: dict[str, Any], step: int | None = None) -> None:
-        """Record named scalars at ``step`` (default: the current step); see the module docstring.
-
-        Each value is checked on its own: good ones are recorded, each bad one (not a number, too big for a
-        float, a ``__float__`` that raises, a tensor with no sync-free read, a reserved or over-the-cap name)
-        is left out with one warning. Any thread; never raises.
-        """
+        """Record named scalars at ``step`` (default: the current step); each bad value is left out with one
+        warning. Any thread; never raises."""
         if threading.get_ident() != self.owner_ident:
             self._enqueue(values, step)
             return
@@ -129,9 +109,7 @@ class Emitter:
             number: float | None = value
         else:
             try:
-                if isinstance(value, (str, bytes)):
-                    raise TypeError(f"expected a float or a 0-d tensor, got {type(value).__name__}")
-                number = (reader or self._steps.scalars).read(value, key)
+                number = (reader or self._steps.scalars).read(value, key)  # a TypeError for text
             except Exception as exc:  # TypeError, OverflowError, a __float__ that raises, ...
                 self._warn_once(f"emit-{name}", f"tm.emit({printable(name)}=...) ignored: {printable(exc)}")
                 return None
@@ -174,10 +152,8 @@ class Emitter:
                 return
 
     def _fold(self, limit: int | None) -> int:
-        """Record up to ``limit`` queued values (all with ``None``), stamped now; returns how many were taken.
-
-        The folding thread, or the finishing thread once that thread has stopped.
-        """
+        """Record up to ``limit`` queued values (all with ``None``), stamped now; how many were taken (the folding
+        thread, or the finishing thread once it has stopped)."""
         steps = self._steps
         t_s = steps.now() - steps.t0_s
         registry = self._registry

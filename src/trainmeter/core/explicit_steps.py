@@ -1,39 +1,18 @@
 """Steps no torch.optim hook sees: ``tm.step()`` and a framework's own step event, counted as optimizer steps.
 
-A framework whose optimizer is not a ``torch.optim.Optimizer`` (fastai's, Keras 3's on the torch
-backend) or a loop that says ``tm.step()`` itself reaches the probes through a :class:`Stepper`: a
-stand-in optimizer whose ``param_groups`` name the trained parameters, so the probes find the root
-from its calls, credit its batches and the losses passed to backward since the last step exactly as
-for a torch optimizer (docs/spec.md section 11). One stepper per source and model, kept for the run by
-its probes (:meth:`OptimizerSteps.stepper <trainmeter.core.optimizer_steps.OptimizerSteps.stepper>`); every
-function here reaches the probes through their methods.
-
-:func:`scaled_loss` tells the probes that a framework multiplied the loss by a scale before backward
-(Keras' loss scaling), so the step's loss is divided by it as a GradScaler's is.
-
-:func:`steps_unknown` says whether backward calls were seen while no optimizer step ever came: the
-passport then says "steps unknown" instead of "completed after 0 steps" with a goodput.
-
-Thread safety: training thread (the thread that calls backward and steps).
+A framework whose optimizer is not torch.optim (fastai, Keras 3) or a loop calling ``tm.step()`` reaches the
+probes through a :class:`Stepper`, a stand-in optimizer whose ``param_groups`` name the trained parameters
+(docs/spec.md section 11). Training thread.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-UNSEEN_MESSAGE = ("backward was called but no optimizer step trainmeter knows came (an optimizer that is not "
-                  "torch.optim): steps, {unit} and the loss are not counted; call tm.step() after each update "
-                  "(or train through a framework trainmeter adapts: Hugging Face, Lightning, Keras, fastai, "
-                  "accelerate)")
-
 
 class Stepper:
-    """A stand-in optimizer for the probes: ``param_groups`` of the trained parameters, no ``step`` of its own.
-
-    Attributes:
-        source: Who steps it (``"tm.step"``, ``"keras"``, ``"fastai"``).
-        param_groups: ``[{"params": [...]}]``, the parameters the model trains (may be empty).
-    """
+    """A stand-in optimizer stepped by ``source`` (``"tm.step"``, ``"keras"``): ``param_groups`` of the trained
+    parameters, no ``step`` of its own."""
 
     __slots__ = ("source", "param_groups", "__weakref__")
 
@@ -51,11 +30,7 @@ def trained_parameters(model: Any) -> list[Any]:
 
 
 def stepper(monitor: Any, source: str, model: Any = None) -> Stepper:
-    """The run's stepper for ``source`` and ``model``, made (and ``model`` watched as a candidate) once.
-
-    The steppers are the run's probes' (one per source and model, kept for the run); without probes a
-    stepper is made and kept by nobody.
-    """
+    """The run's probes' stepper for ``source`` and ``model`` (made once); without probes a fresh one."""
     probes = monitor.probes
     if probes is None:
         return Stepper(source, trained_parameters(model) if model is not None else [])
@@ -63,12 +38,8 @@ def stepper(monitor: Any, source: str, model: Any = None) -> Stepper:
 
 
 def explicit_step(monitor: Any, source: str = "tm.step", model: Any = None, samples: int | None = None) -> None:
-    """Count one optimizer step of ``source`` (``model``: what it trains, to find the root and count its batches).
-
-    ``samples``: the batch size the framework was given, used when the probes counted nothing this step
-    (a batch that reached the model as a NumPy array). Without probes (no torch) the step is counted with
-    no tokens. Never raises.
-    """
+    """Count one optimizer step of ``source`` (``model``: what it trains; ``samples``: the batch size, used when
+    the probes counted nothing this step). Without probes the step is counted with no tokens. Never raises."""
     try:
         probes = monitor.probes
         if probes is None:
@@ -90,9 +61,8 @@ def explicit_step(monitor: Any, source: str = "tm.step", model: Any = None, samp
 
 
 def scaled_loss(monitor: Any, out: Any, scale: Any, loss: Any) -> None:
-    """A framework multiplied ``loss`` by ``scale`` into ``out`` before backward (Keras' ``LossScaleOptimizer``,
-    ``loss_scale_factor``): ``out``'s backward is divided by ``scale``, as a GradScaler's (docs/spec.md section 2,
-    "Loss"). ``scale``: a float or a 0-d tensor (read like the loss). Training thread; never raises."""
+    """A framework multiplied ``loss`` by ``scale`` (a float or 0-d tensor) into ``out`` before backward: ``out``'s
+    backward is divided by it, as a GradScaler's (docs/spec.md section 2, "Loss"). Never raises."""
     probes = getattr(monitor, "probes", None)
     if probes is None:
         return
@@ -111,10 +81,7 @@ def pending_parts(monitor: Any) -> int:
 
 
 def scale_pending(monitor: Any, factor: float) -> bool:
-    """Multiply the pending step's loss by ``factor`` (a framework's short accumulation step, docs/spec.md section 11).
-
-    Returns whether it was done: the parts must be on the host already (a CUDA part not yet read is left alone).
-    """
+    """Multiply the pending step's loss by ``factor`` (docs/spec.md section 11); whether done (parts on the host)."""
     probes = getattr(monitor, "probes", None)
     return False if probes is None else probes.scale_pending(factor)
 
@@ -137,4 +104,7 @@ def steps_unknown(monitor: Any) -> bool:
 
 def unseen_message(monitor: Any) -> str:
     """The one warning for a loop whose updates trainmeter cannot see."""
-    return UNSEEN_MESSAGE.format(unit=getattr(monitor, "token_unit", "tokens") or "tokens")
+    unit = getattr(monitor, "token_unit", "tokens") or "tokens"
+    return (f"backward was called but no optimizer step trainmeter knows came (an optimizer that is not torch.optim): "
+            f"steps, {unit} and the loss are not counted; call tm.step() after each update (or train through a "
+            "framework trainmeter adapts: Hugging Face, Lightning, Keras, fastai, accelerate)")

@@ -1,15 +1,8 @@
 """The extension contract: the events the core sends a wing, their order from ``requires``, and a no-op base.
 
-A wing (``trainmeter/<wing>/extension.py``) is an object with a ``name`` and the events of
-:class:`Extension`; it need not subclass :class:`ExtensionBase`, but a member it defines must
-have the signature given here (tests/test_layout.py checks every wing's class). The core calls
-the events only through :class:`trainmeter.core.dispatch.Dispatcher` (one error policy: a
-fault warns once and disables that event of that extension; docs/contracts/EXTENSIONS.md).
-
-The order of a run's extensions is computed from ``requires`` and ``precedes``
-(:func:`order_extensions`): a wing that reads another (through the view it publishes with
-``view()``, asked for with ``context.extension(name)``) requires it, so the other's report
-fields, stop and passport section come first. ``"*"`` names every other wing.
+A wing is an object with a ``name`` and the events of :class:`Extension`, each with the signature given here
+(tests/test_layout.py checks); the core calls them only through :class:`trainmeter.core.dispatch.Dispatcher`.
+Their order comes from ``requires`` and ``precedes`` (:func:`order_extensions`). docs/contracts/EXTENSIONS.md.
 """
 
 from __future__ import annotations
@@ -28,22 +21,9 @@ EVERY = "*"
 
 @dataclass(frozen=True)
 class Report:
-    """What a report hands each extension's ``on_report`` (training thread, or the report worker for a wing with
-    ``report_on_worker`` at a steady report).
-
-    Attributes:
-        steps: Optimizer steps counted so far.
-        tokens: Tokens (or samples) counted so far.
-        elapsed_s: Seconds since the session began.
-        final: Whether this is the run's last report (after every ``stop``).
-        phases_s: Seconds in each phase at the report (``Phases.totals_s``, taken on the training thread): a wing
-            reads the phases from here, since a report read later on the report worker finds the live totals moved on.
-        ends: Each series' end position at the report (``Series.end``), when the report is read later on the
-            report worker: the points past it came after the report. ``None``: the report is now.
-        interval: The report's ``IntervalSummary`` (core/throughput.py), ``memory`` its memory sample
-            (core/memory.py), ``token_unit`` what a counted batch held: a wing on the report worker reads these
-            here, never from the live run.
-    """
+    """What a report hands each extension's ``on_report`` (docs/contracts/EXTENSIONS.md): the counts, session
+    seconds and phase seconds at the report, whether it is the last, each series' end position when read later on
+    the report worker (``None``: now), and the report's ``IntervalSummary`` and memory sample."""
 
     steps: int
     tokens: int
@@ -167,53 +147,42 @@ class ExtensionBase:
         """Nothing to start."""
 
     def view(self) -> object | None:
-        """No published view."""
         return None
 
     def on_phase(self, name: str, edge: Edge, t_s: float) -> None:
         """Phases are not watched."""
 
     def on_report(self, report: Report) -> Mapping[str, Any] | None:
-        """No interval fields."""
         return None
 
     def text_fields(self) -> Mapping[str, Any]:
-        """No text-line fields."""
         return {}
 
     def warnings(self) -> list[str]:
-        """No warnings."""
         return []
 
     def tiles(self) -> list[dict[str, Any]]:
-        """No tiles."""
         return []
 
     def panels(self) -> list[dict[str, Any]]:
-        """No panels."""
         return []
 
     def charts(self) -> list[dict[str, Any]]:
-        """No charts."""
         return []
 
     def markers(self) -> list[dict[str, Any]]:
-        """No markers."""
         return []
 
     def progress_bar(self, recent: Any = None) -> dict[str, Any] | None:
-        """No progress bar."""
         return None
 
     def stop(self) -> None:
         """Nothing to release."""
 
     def passport_section(self) -> Any:
-        """No passport section."""
         return None
 
     def derivations(self) -> list[Derivation]:
-        """No derivations."""
         return []
 
     def after_fork_in_child(self, monitor: RunContext) -> None:
@@ -245,18 +214,14 @@ def _named(name: str, i: int, index: Mapping[str, int], names: Sequence[str], kn
 
 
 def order_extensions(extensions: Iterable[Any], known: Collection[str] | None = None) -> list[Any]:
-    """The extensions in an order that honours every ``requires`` and ``precedes`` (stable: ties keep
-    the given order).
+    """The extensions in an order that honours every ``requires`` and ``precedes`` (stable).
 
     Args:
         extensions: The run's extensions (any objects with a ``name``).
-        known: Every wing name that may be asked for. A requirement on a name not in the run
-            is an error only when it is not in ``known`` either (``None``: absent names are
-            allowed; the wing reads ``None`` from ``context.extension``).
+        known: Every wing name that may be asked for (``None``: any absent name is allowed).
 
     Raises:
-        RequirementError: A requirement names an unknown wing, or the requirements form a cycle
-            (the message names the wings on it).
+        RequirementError: A requirement names an unknown wing, or the requirements form a cycle.
     """
     exts: Sequence[Any] = list(extensions)
     names = [str(getattr(e, "name", e)) for e in exts]

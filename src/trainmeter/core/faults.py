@@ -6,6 +6,7 @@ import sys
 import threading
 import warnings
 from collections.abc import Callable
+from contextlib import suppress
 from typing import Any, TextIO
 
 from trainmeter.core.text import printable
@@ -18,13 +19,8 @@ class MonitorWarning(UserWarning):
 
 
 class Faults:
-    """One run's warnings: each key warned once, the messages kept (at most ``MAX_WARNINGS``), text lines said.
-
-    Args:
-        out: Where text lines go (``sys.stdout`` when ``None``).
-
-    Thread safety: any thread (a key is taken under a lock, so two threads never warn the same key twice).
-    """
+    """One run's warnings: each key warned once, the messages kept (at most ``MAX_WARNINGS``), text lines said to
+    ``out`` (``sys.stdout`` when ``None``). Any thread."""
 
     def __init__(self, out: TextIO | None = None) -> None:
         self.out = out
@@ -36,10 +32,8 @@ class Faults:
 
     def say(self, line: str) -> None:
         """Print one text line (one write with its newline: a steady report's line comes from the report worker)."""
-        try:
+        with suppress(Exception):
             print(printable(line) + "\n", end="", file=self.out or sys.stdout, flush=True)
-        except Exception:
-            pass
 
     def say_once(self, line: str) -> None:
         """Print ``line`` unless it was said before in this run (an extension's warning at each report)."""
@@ -48,11 +42,8 @@ class Faults:
             self.say(line)
 
     def warn_once(self, key: str, message: str) -> None:
-        """Warn once per ``key`` for this run; the message is kept for the passport. Any thread.
-
-        Control characters in ``message`` are escaped; after ``MAX_WARNINGS`` distinct warnings, later ones are
-        only counted (``suppressed``).
-        """
+        """Warn once per ``key`` for this run; the message (escaped) is kept for the passport, past ``MAX_WARNINGS``
+        only counted. Any thread."""
         with self._lock:
             if key in self._warned:
                 return
@@ -62,10 +53,8 @@ class Faults:
                 return
             message = printable(message)
             self.warnings.append(message)
-        try:
+        with suppress(Exception):
             warnings.warn(f"trainmeter: {message}", MonitorWarning, stacklevel=2)
-        except Exception:
-            pass
 
     def note(self, message: str) -> None:
         """Keep ``message`` among the run's warnings without a Python warning (a merged launch's summary)."""

@@ -8,13 +8,7 @@ from typing import Any
 
 
 def fresh_in_child(namespace: dict[str, Any], name: str) -> None:
-    """Replace ``namespace[name]`` by a new :class:`threading.Lock` in every forked child.
-
-    Args:
-        namespace: The owning module's ``globals()``; callers read the lock through it at each use.
-        name: The global holding the lock.
-
-    Registered once per call at import time; does nothing where ``os.register_at_fork`` is missing.
-    """
+    """Replace ``namespace[name]`` (a module's ``globals()``, read at each use) by a new lock in every forked
+    child."""
     if hasattr(os, "register_at_fork"):
         os.register_at_fork(after_in_child=lambda: namespace.__setitem__(name, threading.Lock()))

@@ -1,42 +1,26 @@
 """Signals around trainmeter's own state changes: Ctrl-C held back, parts of an end run whole.
 
-- :class:`HeldInterrupts` replaces the SIGINT handler (main thread only) by one
-  that only remembers the signal, so starting or finishing a run (taking and
-  freeing the active-run slot, installing and restoring patches, starting and
-  joining threads, writing the passport) is never cut in half. On exit the
-  previous handler is restored; :meth:`HeldInterrupts.deliver` then hands a
-  held Ctrl-C to it (the default one raises ``KeyboardInterrupt``).
-- :func:`run_parts` runs the parts of an end (the publisher's close) once each,
-  once more after a ``KeyboardInterrupt``.
-- SIGTERM: :mod:`trainmeter.core.terminate` (re-exported here).
-
-Off the main thread, both do nothing (Python only runs handlers there).
+:class:`HeldInterrupts` holds SIGINT back (main thread only) so a run's start or finish is never cut in half;
+:func:`run_parts` runs the parts of an end once each, once more after a ``KeyboardInterrupt``. SIGTERM:
+:mod:`trainmeter.core.terminate`.
 """
 
 from __future__ import annotations
 
 import signal
-import threading
 from collections.abc import Callable, Iterable
+from contextlib import suppress
 from types import FrameType
 from typing import Any
 
 from trainmeter.core import host_patches
-from trainmeter.core.terminate import TerminateHandler
+from trainmeter.core.terminate import _in_main_thread
 
-__all__ = ["HeldInterrupts", "TerminateHandler", "run_parts"]
-
-
-def _in_main_thread() -> bool:
-    return threading.current_thread() is threading.main_thread()
+__all__ = ["HeldInterrupts", "run_parts"]
 
 
 class HeldInterrupts:
-    """A context that holds SIGINT back; re-deliver it with :meth:`deliver`.
-
-    Attributes:
-        pending: ``True`` once a SIGINT arrived while held.
-    """
+    """A context that holds SIGINT back (``pending`` once one arrived); re-deliver it with :meth:`deliver`."""
 
     __slots__ = ("pending", "_frame", "_previous", "_installed")
 
@@ -64,17 +48,14 @@ class HeldInterrupts:
     def __exit__(self, *exc: Any) -> None:
         if self._installed:
             self._installed = False
-            try:
+            with suppress(ValueError, OSError, TypeError, RuntimeError):
                 signal.signal(signal.SIGINT, self._previous if self._previous is not None else signal.default_int_handler)
-            except (ValueError, OSError, TypeError, RuntimeError):
-                pass
 
     def deliver(self) -> None:
         """Hand a held SIGINT to the handler that was in place (no-op when none arrived).
 
         Raises:
-            KeyboardInterrupt: From the default handler (or when the previous
-                handler was not a Python callable).
+            KeyboardInterrupt: From the default handler (or a previous handler that was not a Python callable).
         """
         if not self.pending:
             return
@@ -90,11 +71,8 @@ class HeldInterrupts:
 
 def run_parts(parts: Iterable[tuple[str, Callable[[], Any]]], warn: Callable[[str, Exception], None], *,
               needs_first: bool = False) -> bool:
-    """Run each part once, once more if a ``KeyboardInterrupt`` cut it; returns whether one came.
-
-    A part that raises another exception is reported to ``warn(key, exc)`` (its own faults ignored)
-    and the next parts still run, unless ``needs_first`` and the first part never completed.
-    """
+    """Run each part once, once more if a ``KeyboardInterrupt`` cut it; whether one came. Another exception goes
+    to ``warn(key, exc)`` and the next parts run, unless ``needs_first`` and the first never completed."""
     interrupted = False
     for index, (key, part) in enumerate(parts):
         done = False
@@ -106,10 +84,8 @@ def run_parts(parts: Iterable[tuple[str, Callable[[], Any]]], warn: Callable[[st
                 interrupted = True
                 continue
             except Exception as exc:
-                try:
+                with suppress(Exception):  # a warning must not stop the parts
                     warn(key, exc)
-                except Exception:  # noqa: S110 - a warning must not stop the parts
-                    pass
             break
         if index == 0 and needs_first and not done:
             break

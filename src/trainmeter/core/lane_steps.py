@@ -1,9 +1,6 @@
 """Lanes: steps and losses of models trained in other threads, and the headline sums (docs/spec.md §2).
 
-Each lane's counters and loss series are written by its own thread only; the headline steps and tokens add
-lane 1's (the step rule's) and every other lane's, read without a lock (each an int written by one thread).
-A lane's step may run the report when the interval has passed (the reporter never waits: one thread reports,
-the others go on).
+Each lane is written by its own thread only; the sums are read without a lock.
 """
 
 from __future__ import annotations
@@ -12,22 +9,15 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from trainmeter.core.lanes import MAX_LANE_LOSSES, MAX_LANES, Lane, LaneRecord, lane_loss_series
+from trainmeter.core.lanes import MAX_LANE_LOSSES, MAX_LANES, Lane, LaneRecord, lane_loss_series, mean_step_s
 from trainmeter.core.scalars import StepLoss
 from trainmeter.core.series_registry import SeriesRegistry
 from trainmeter.core.steps import StepRecorder
 
 
 class Lanes:
-    """The lanes of one run besides lane 1, and lane 1's first and last step times.
-
-    Args:
-        steps: Lane 1's step rule (the run's clock mark, next report time, step series).
-        registry: The run's series.
-        report: Called when a lane's step finds the next report due.
-
-    Thread safety: per method.
-    """
+    """The lanes of one run besides lane 1 (whose step rule is ``steps``), and lane 1's first and last step times.
+    Thread safety: per method."""
 
     def __init__(self, steps: StepRecorder, registry: SeriesRegistry, report: Callable[[], None]) -> None:
         self._steps = steps
@@ -117,10 +107,7 @@ class Lanes:
             self._lane1_last_t_s = times[-1]
 
     def records(self, unit: str, lane_one: Callable[[], tuple[str, Any, Any]] | None) -> list[LaneRecord]:
-        """Every lane with a step, lane 1 first, at most ``MAX_LANES`` (any thread).
-
-        ``lane_one()`` gives lane 1's thread name, model and optimizer names (the probes'), when there are probes.
-        """
+        """Every lane with a step, lane 1 (named by ``lane_one()``) first, at most ``MAX_LANES`` (any thread)."""
         steps = self._steps
         records: list[LaneRecord] = []
         if steps.steps:
@@ -129,8 +116,7 @@ class Lanes:
             thread, model, optimizer = lane_one() if lane_one is not None else ("", None, None)
             records.append(LaneRecord(
                 lane=1, thread=thread or threading.current_thread().name, model=model, optimizer=optimizer,
-                steps=steps.steps, tokens=steps.tokens, unit=unit,
-                step_s=(last - first) / (steps.steps - 1) if first is not None and last is not None and steps.steps > 1
-                else None, loss_series="train_loss"))
+                steps=steps.steps, tokens=steps.tokens, unit=unit, step_s=mean_step_s(first, last, steps.steps),
+                loss_series="train_loss"))
         records += [lane.record(unit) for lane in list(self.lanes)[:MAX_LANES]]
         return records

@@ -1,18 +1,14 @@
 """Training lanes: one per (thread, optimizer) training a model, each counted by its own thread (docs/spec.md §2).
 
-Lane 1 is the first training thread's primary optimizer: its counters are the step rule's and the probes'
-(:class:`~trainmeter.core.steps.StepRecorder`, :class:`~trainmeter.core.probe_state.ProbeState`), untouched by
-any other thread. Every other thread that trains gets a :class:`Lane` of its own: its steps, samples, pending
-batch counts, loss parts and reentrancy flags are written by that thread only, so no update is lost and no lock
-is taken per step.
-The headline steps and tokens are the sums over the lanes (docs/spec.md §2, "Threads").
+Lane 1 is the first training thread's primary optimizer (the step rule's and the probes' counters); every other
+thread that trains gets a :class:`Lane` written by that thread only, so no lock is taken per step.
 """
 
 from __future__ import annotations
 
 import weakref
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from trainmeter.core.scalars import ScalarReader, StepLoss
@@ -24,19 +20,8 @@ MAX_LANES = 64
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LaneRecord:
-    """One lane as the passport names it.
-
-    Attributes:
-        lane: Lane number (1: the first training thread's primary optimizer).
-        thread: Name of the thread that trains it.
-        model: Class name of its root module, or ``None`` when none was found.
-        optimizer: Class name of its optimizer.
-        steps: Optimizer steps counted.
-        tokens: Tokens or samples counted (``unit``).
-        unit: ``"tokens"`` or ``"samples"``.
-        step_s: Mean seconds per step between its first and last step, or ``None`` below 2 steps.
-        loss_series: The series holding its loss.
-    """
+    """One lane as the passport's ``lanes`` names it (docs/spec.md §2, "Threads"): ``model`` and ``optimizer`` are
+    class names; ``step_s`` is :func:`mean_step_s`."""
 
     lane: int
     thread: str
@@ -50,20 +35,13 @@ class LaneRecord:
 
     def to_dict(self) -> dict[str, Any]:
         """The passport's ``lanes`` entry."""
-        return {"lane": self.lane, "thread": self.thread, "model": self.model, "optimizer": self.optimizer,
-                "steps": self.steps, "tokens": self.tokens, "unit": self.unit, "step_s": self.step_s,
-                "loss_series": self.loss_series}
+        return asdict(self)
 
 
 class Lane:
-    """The per-thread state of one thread training a model (lane 2, 3, ...), or of lane 1's thread for its flags.
+    """The state of one thread training a model (lane 2, 3, ...), or of lane 1's thread (``hot``) for its flags.
 
     Written by its own thread only (``ident``); its counters are read by any thread (int reads).
-
-    Args:
-        ident: ``threading.get_ident()`` of its thread.
-        thread: The thread's name.
-        hot: Whether it is lane 1's thread (whose counters and losses are the hot state's).
     """
 
     __slots__ = ("ident", "thread", "hot", "number", "depth", "in_backward", "optimizer", "optimizer_name",
@@ -99,11 +77,16 @@ class Lane:
 
     def record(self, unit: str) -> LaneRecord:
         """This lane as the passport names it (any thread)."""
-        first, last, steps = self.first_t_s, self.last_t_s, self.steps
-        step_s = (last - first) / (steps - 1) if first is not None and last is not None and steps > 1 else None
         return LaneRecord(lane=self.number, thread=self.thread, model=self.root_name, optimizer=self.optimizer_name,
-                          steps=steps, tokens=self.tokens, unit=self.unit or unit, step_s=step_s,
-                          loss_series=self.loss_name)
+                          steps=self.steps, tokens=self.tokens, unit=self.unit or unit,
+                          step_s=mean_step_s(self.first_t_s, self.last_t_s, self.steps), loss_series=self.loss_name)
+
+
+def mean_step_s(first_t_s: float | None, last_t_s: float | None, steps: int) -> float | None:
+    """Mean seconds per step between the first and last step, or ``None`` below 2 steps."""
+    if first_t_s is None or last_t_s is None or steps < 2:
+        return None
+    return (last_t_s - first_t_s) / (steps - 1)
 
 
 def lane_loss_series(number: int) -> str:

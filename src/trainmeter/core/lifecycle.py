@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import suppress
 from datetime import datetime, timezone
 from typing import Any
 
 from trainmeter.core.heartbeat import Heartbeat
-from trainmeter.core.interrupts import HeldInterrupts
+from trainmeter.core.interrupts import HeldInterrupts, run_parts
 from trainmeter.core.memory import MemoryProbe
 from trainmeter.core.terminate import TerminateHandler
 
@@ -17,15 +18,8 @@ from trainmeter.core.terminate import TerminateHandler
 def exit_status(exc: BaseException | None) -> tuple[str, BaseException | None]:
     """The status of a monitored body that ended with ``exc`` (``None``: it returned), and the error to record.
 
-    ``SystemExit(0)``, ``SystemExit(None)`` (``sys.exit()``) and ``SystemExit(False)`` are a normal exit:
-    ``completed``. Other codes are ``failed`` (the code goes to the passport); KeyboardInterrupt is
-    ``interrupted``; any other exception ``failed``.
-
-    Examples:
-        >>> exit_status(SystemExit(0))
-        ('completed', None)
-        >>> exit_status(SystemExit(2))[0]
-        'failed'
+    ``SystemExit`` with code 0, ``None`` or ``False`` is ``completed``; KeyboardInterrupt ``interrupted``; else
+    ``failed``.
     """
     if exc is None:
         return "completed", None
@@ -41,15 +35,8 @@ def _utc_now() -> str:
 
 
 class Lifecycle:
-    """Start, finish and SIGTERM of one run, and the run's status fields (written here only).
-
-    Args:
-        run: The monitor (its parts: the record sink, the probes, the dispatcher, the worker, the reporter, the
-            step rule, the phases, the faults). The active-run slot stays in :mod:`trainmeter.core.monitor`.
-
-    Training thread, except :meth:`retry_passport` (any thread) and the SIGTERM callbacks (signal context, the
-    watcher thread).
-    """
+    """Start, finish and SIGTERM of one run (the monitor ``run``), and the run's status fields (written here only).
+    Training thread, except :meth:`retry_passport` (any thread) and the SIGTERM callbacks."""
 
     def __init__(self, run: Any, finish_imports: Callable[[], None] | None = None, *, probes: bool = True,
                  cuda_memory: Callable[[], Any] | None = None) -> None:
@@ -58,13 +45,11 @@ class Lifecycle:
         self._cuda_memory = cuda_memory
         self.probes: Any = None  # the torch probes once started (core/probes.py TorchProbes)
         self.memory_probe: MemoryProbe | None = None
-        # imports what the passport's build imports of ours, on the training thread before the worker builds it
-        # (the wiring's extensions.import_for_finish): a thread of ours imports nothing a fork or the user's
-        # thread could meet half done
+        # on the training thread before the worker builds the passport: a thread of ours imports nothing
         self.finish_imports = finish_imports
         self._terminate: TerminateHandler | None = None
         self._terminate_lock = threading.Lock()
-        self._heartbeat: Heartbeat | None = None
+        self.heartbeat: Heartbeat | None = None  # the heartbeat thread's owner while the run is live
         self.run_dir: Any = None
         self.new_run()
 
@@ -90,11 +75,8 @@ class Lifecycle:
         self.run_dir = path
 
     def start(self) -> None:
-        """Make the run folder, open the log, install probes, start the clocks.
-
-        Ctrl-C is held back until the run is fully started (or fully undone): a Ctrl-C or any error during
-        start finishes the run (slot freed, patches and threads restored, passport written where a folder
-        exists) and is then re-raised.
+        """Make the run folder, open the log, install probes, start the clocks; Ctrl-C held back meanwhile (a
+        Ctrl-C or error during start finishes the run and is re-raised).
 
         Raises:
             RuntimeError: When another run is being monitored in this process.
@@ -138,7 +120,8 @@ class Lifecycle:
                 run.warn_once("run-folder", f"run folder unavailable ({exc!r}): the record is kept in memory "
                                             "and the passport written at the end if the folder can be made then")
         self.memory_probe = MemoryProbe(self._cuda_memory, lambda: run.process_memory)
-        self._terminate = TerminateHandler(self._terminate_requested, self._terminate_save_now, self.at_safe_point)
+        # a noted SIGTERM (signal context, the watcher) makes the next step boundary a safe point: at_safe_point
+        self._terminate = TerminateHandler(run.steps_state.report_now, self._terminate_save_now, self.at_safe_point)
         self._terminate.install()
         self._start_probes()
         run.dispatch.start(run)  # each extension in order (a fault disables that event of that extension)
@@ -148,8 +131,8 @@ class Lifecycle:
         self.status = "running"
         run.phases.resume_train()
         if record is not None or run.text:
-            self._heartbeat = Heartbeat(run, run.steps_state.interval_s, run.faults.say)
-            self._heartbeat.start()
+            self.heartbeat = Heartbeat(run, run.steps_state.interval_s, run.faults.say)
+            self.heartbeat.start()
 
     def _start_probes(self) -> None:
         if not self._want_probes or not probes_available():
@@ -166,10 +149,7 @@ class Lifecycle:
             self.probes = None
 
     def finish(self, status: str, error: BaseException | None = None) -> None:
-        """End the run: final report, remove probes, write the passport.
-
-        Each part runs once, in order, with Ctrl-C held back; the active-run slot is freed and patches and
-        threads restored whatever happens. A Ctrl-C that arrived meanwhile is re-raised at the end, after cleanup.
+        """End the run: final report, remove probes, write the passport (each part once, Ctrl-C held back).
 
         Raises:
             KeyboardInterrupt: Only a Ctrl-C the user pressed during finish.
@@ -212,32 +192,26 @@ class Lifecycle:
                 run.registry.stop_watching()
             worker = run.reporter.worker
             # a steady report's job still queued runs before the wings stop (docs/spec.md section 20; bounded)
-            parts: list[tuple[str, Callable[..., Any], tuple[Any, ...]]] = [("report-drain", worker.drain, ())]
-            if self._heartbeat is not None:
-                parts.append(("heartbeat-stop", self._heartbeat.stop, ()))
+            parts: list[tuple[str, Callable[[], Any]]] = [("report-drain", worker.drain)]
+            if self.heartbeat is not None:
+                parts.append(("heartbeat-stop", self.heartbeat.stop))
             if run.probes is not None:
-                parts.append(("torch-probes-stop", run.probes.stop, ()))
-            # before the final report: spans they close are in its snapshot
-            parts += [(key, fn, ()) for key, fn in run.dispatch.stop_parts()]
+                parts.append(("torch-probes-stop", run.probes.stop))
+            parts += run.dispatch.stop_parts()  # before the final report: spans they close are in its snapshot
             if run.phases.session_start_s is not None:
-                parts.append(("open-phase", run.spans.close, ()))
-                parts.append(("final-report", run.reporter.report, (True,)))
+                parts += [("open-phase", run.spans.close), ("final-report", lambda: run.reporter.report(True))]
             if self._opened_record:
-                parts += [("passport", self._passport_on_worker, ()), ("log-close", run.record_sink.close, ())]
-            parts.append(("report-worker-close", worker.close, ()))  # drained by then: its thread ends
-            for key, fn, args in parts:
-                if key in done:
-                    continue
-                done.add(key)
-                for _attempt in range(2):  # a part cut by a Ctrl-C runs once more, so the record is whole
-                    try:
-                        fn(*args)
-                    except KeyboardInterrupt:
-                        interrupted = True
-                        continue
-                    except Exception as exc:
-                        run.warn_once(key, f"{key} failed and was disabled: {exc!r}")
-                    break
+                parts += [("passport", self._passport_on_worker), ("log-close", run.record_sink.close)]
+            parts.append(("report-worker-close", worker.close))  # drained by then: its thread ends
+
+            def todo() -> Iterator[tuple[str, Callable[[], Any]]]:
+                for key, fn in parts:
+                    if key not in done:
+                        done.add(key)  # each part once; one cut by a Ctrl-C runs once more (run_parts)
+                        yield key, fn
+
+            interrupted = run_parts(todo(), lambda key, exc: run.warn_once(
+                key, f"{key} failed and was disabled: {exc!r}"))
         finally:
             if self._terminate is not None:
                 self._terminate.remove()
@@ -249,21 +223,13 @@ class Lifecycle:
             record = run.record_sink
             if not getattr(record, "passport_written", True):
                 slot._UNSAVED = run  # kept (bounded: MAX_PENDING points per series) until tm.save() or the next run
-            try:
+            with suppress(Exception):
                 run.faults.say(record.closing_line(run.context))
-            except Exception:
-                pass
         return interrupted
 
     def _passport_on_worker(self) -> None:
-        """Write the passport (and the replay's dashboard file) on the report worker while this thread waits.
-
-        The run is over by then: probes, samplers and the heartbeat stopped, the final report made, so the
-        worker reads a final state that only it touches meanwhile (docs/spec.md section 20, "Finish"). The wait
-        is bounded by the worker's drain timeout; a worker that never took the job (stuck, or past the wait
-        before it began) leaves it to this thread, so the passport is on disk before finish returns. A failure
-        is raised here, as when it was written here. Ctrl-C is held back meanwhile (finish holds it).
-        """
+        """Write the passport on the report worker while this thread waits (docs/spec.md section 20, "Finish");
+        a job the worker never took is written here. A failure is raised here."""
         run = self._run
         if self.finish_imports is not None:
             run.guard("finish-imports", self.finish_imports)
@@ -297,16 +263,8 @@ class Lifecycle:
         return bool(getattr(record, "passport_written", True))
 
     # -- SIGTERM (docs/spec.md section 18) -------------------------------------------------------------------
-    def _terminate_requested(self) -> None:
-        """A SIGTERM was noted (signal context or the watcher thread): the next step boundary is a safe point."""
-        self._run.steps_state.report_now()
-
     def at_safe_point(self) -> None:
-        """Act on a noted SIGTERM on the training thread, outside any handler (a step or emit boundary).
-
-        When the process is to end, the run is finished as ``terminated`` and the signal re-delivered
-        with its default action (the process ends here); else a passport is saved and the run goes on.
-        """
+        """Act on a noted SIGTERM at a step or emit boundary (docs/spec.md section 18)."""
         handler = self._terminate
         if handler is None or not handler.pending or not self._terminate_lock.acquire(blocking=False):
             return
@@ -316,15 +274,12 @@ class Lifecycle:
                 handler.redeliver()
             else:
                 handler.pending = False
-                self.on_terminate(False)
+                self.on_terminate()
         finally:
             self._terminate_lock.release()
 
     def _terminate_save_now(self) -> None:
-        """The watcher's save when no safe point came (a blocked main thread): the passport as the run stands.
-
-        A helper thread of ours, abandoned past its deadline; nothing here is undone, the process ends next.
-        """
+        """The watcher's save when no safe point came: the passport as the run stands (the process ends next)."""
         record = self._run.record_sink
         if record is None or not self._opened_record or self.finished:
             return
@@ -338,13 +293,10 @@ class Lifecycle:
         finally:
             self._terminate_lock.release()
 
-    def on_terminate(self, ends_process: bool) -> None:
-        """SIGTERM: finish as ``terminated`` when the process is about to end; else save a passport and go on."""
+    def on_terminate(self) -> None:
+        """SIGTERM with the program's own handler in place: save a passport as the run stands and go on."""
         run = self._run
-        try:
-            if ends_process:
-                self._finish_parts("terminated", None)
-                return
+        with suppress(BaseException):
             run.warn_once("sigterm", f"SIGTERM at step {run.steps_state.steps}: the program's own handler ran and "
                                      "the run went on; a passport was saved at that point")
             record = run.record_sink
@@ -356,13 +308,6 @@ class Lifecycle:
                     run.guard("passport", record.write_passport, run.context)
                 finally:
                     self.status, self.ended_at = status, ended_at
-        except BaseException:
-            pass
-
-    @property
-    def heartbeat(self) -> Heartbeat | None:
-        """The heartbeat thread's owner while the run is live."""
-        return self._heartbeat
 
 
 def probes_available() -> bool:

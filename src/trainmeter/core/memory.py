@@ -1,17 +1,13 @@
 """Memory at sampling points (docs/spec.md section 4): process RSS and, on CUDA, allocator figures, and utilization.
 
-RSS and the host's memory are read by psutil on the node sampler's thread
-(docs/spec.md section 18: no psutil call on the training thread), which posts
-them to a :class:`ProcessMemory` board; a report reads the last posted values
-(``None`` until the first, or without the node sampler). The highest RSS is the
-highest *seen at sampling points*, not a true continuous peak. CUDA figures come from
-an injected allocator reader (``trainmeter.gpu.cuda_memory``; ``None`` without CUDA): peaks reset once at the
-start and the per-interval peak resets at each sample. :class:`MemoryProbe`: call from one thread.
+RSS is read by the node sampler's thread and posted to a :class:`ProcessMemory` board (docs/spec.md section 18);
+the peak is the highest seen at sampling points. :class:`MemoryProbe`: call from one thread.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -19,10 +15,8 @@ from typing import Any
 class ProcessMemory:
     """What the node sampler last read of this process (each value swapped whole). Any thread.
 
-    Attributes:
-        latest: ``(rss_bytes, host_total_bytes)``, each ``None`` when unread or unavailable.
-        thread_cpu_s: CPU seconds (user + system) per native thread id, or ``None`` when unread
-            (the overhead wing's per-thread figures, docs/spec.md section 17).
+    ``latest``: ``(rss_bytes, host_total_bytes)``; ``thread_cpu_s``: CPU seconds per native thread id (docs/spec.md
+    section 17); ``None`` when unread.
     """
 
     __slots__ = ("latest", "thread_cpu_s")
@@ -38,15 +32,9 @@ class ProcessMemory:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MemoryReading:
-    """One memory sample; ``None`` where the source is unavailable.
+    """One memory sample (docs/spec.md section 4); ``None`` where the source is unavailable.
 
-    Attributes:
-        rss_bytes: Resident set size of this process.
-        rss_peak_bytes: Highest RSS seen at sampling points so far.
-        cuda: Allocator fields from :func:`trainmeter.gpu.cuda_memory`, or ``None``.
-        host_total_bytes: Physical memory of the host (psutil), or ``None``.
-        utilization: The memory utilization of docs/spec.md section 4 (0-1): on CUDA the interval's peak allocated
-            bytes / device total; without CUDA, RSS / host total. ``None`` when an input is missing.
+    ``cuda``: the allocator fields of :mod:`trainmeter.gpu.cuda_memory`; ``utilization``: :func:`utilization`.
     """
 
     rss_bytes: int | None
@@ -71,11 +59,9 @@ class MemoryProbe:
         self.rss_peak_bytes: int | None = None
         self.host_total_bytes: int | None = None
         self._cuda: Any = None
-        try:
+        with suppress(Exception):
             monitor = cuda_memory() if cuda_memory is not None else None
             self._cuda = monitor if monitor is not None and monitor.available else None
-        except Exception:
-            self._cuda = None
 
     def sample(self) -> MemoryReading:
         """Take one sample (and reset the CUDA per-interval peak)."""
@@ -86,26 +72,15 @@ class MemoryProbe:
             self.rss_peak_bytes = rss
         cuda = None
         if self._cuda is not None:
-            try:
+            with suppress(Exception):
                 cuda = self._cuda.sample_interval()
-            except Exception:
-                cuda = None
         return MemoryReading(rss_bytes=rss, rss_peak_bytes=self.rss_peak_bytes, cuda=cuda,
                              host_total_bytes=self.host_total_bytes,
                              utilization=utilization(cuda, rss, self.host_total_bytes))
 
 
 def utilization(cuda: dict[str, Any] | None, rss_bytes: int | None, host_total_bytes: int | None) -> float | None:
-    """``mem_utilization`` (0-1, docs/spec.md section 4): peak allocated / device total on CUDA, else RSS / host total.
-
-    Examples:
-        >>> utilization({"peak_allocated_bytes": 40, "device_total_bytes": 80}, 5, 100)
-        0.5
-        >>> utilization(None, 25, 100)
-        0.25
-        >>> utilization(None, 25, None) is None
-        True
-    """
+    """``mem_utilization`` (0-1, docs/spec.md section 4): peak allocated / device total on CUDA, else RSS / host."""
     if cuda and cuda.get("allocated_bytes") is not None:
         peak, total = cuda.get("peak_allocated_bytes"), cuda.get("device_total_bytes")
         return peak / total if peak is not None and total else None

@@ -1,23 +1,18 @@
 """The monitor: one run, composed of parts that each own their state; fed by sources and read by sinks.
 
-The parts (docs/architecture.md): :class:`~trainmeter.core.faults.Faults` (warn once, say), the series
-registry (:class:`~trainmeter.core.series_registry.SeriesRegistry`), the step rule
-(:class:`~trainmeter.core.steps.StepRecorder`: the count, the clock mark, tokens per step, step losses), the
-emitter (:class:`~trainmeter.core.emits.Emitter`: ``tm.emit`` from any thread), the lanes (other training
-threads), the phase clocks and spans, the reporter (:class:`~trainmeter.core.reports.Reporter`), the lifecycle
-(:class:`~trainmeter.core.lifecycle.Lifecycle`: start, finish, SIGTERM, the status fields), the controls and
-the dispatcher of the wings. No part writes another's attributes; this class keeps the active-run slot, the
-wiring and the read-only surface sinks and wings use (docs/contracts/EXTENSIONS.md). Nothing here raises into
-the user's loop: faults warn once and degrade.
+The parts are listed in docs/architecture.md; no part writes another's attributes. This module keeps the
+active-run slot and the wiring; wings and sinks see the run through its :class:`RunContext`.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 import time
 import weakref
 from collections.abc import Callable, Collection
+from contextlib import suppress
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -51,9 +46,8 @@ fresh_in_child(globals(), "_ACTIVE_LOCK")  # a forked child makes its own (core/
 
 def rehome_in_child(make_record: Callable[[], RecordSink], drop: Collection[str], first_report_s: float
                     ) -> Monitor | None:
-    """In a forked child, make the inherited active run the child's own (:meth:`Monitor.rehome_in_child`); the
-    run, or ``None`` when none is active or the move failed (then no run is active: a half-moved run never writes
-    anywhere). The child's forking thread; never raises."""
+    """In a forked child, make the inherited active run the child's own; the run, or ``None`` (none, or the move
+    failed: then no run is active). The child's forking thread; never raises."""
     global _ACTIVE
     run = _ACTIVE
     if run is None:
@@ -67,21 +61,16 @@ def rehome_in_child(make_record: Callable[[], RecordSink], drop: Collection[str]
 
 
 def save_unsaved(say: Callable[[str], None] | None = None) -> Path | None:
-    """Write the passport of the last run whose passport could not be written; returns its folder.
-
-    ``None`` when no run is waiting or the disk still refuses (the run stays waiting).
-    Any thread; never raises.
-    """
+    """Write the passport of the last run whose passport could not be written; its folder, or ``None`` (none
+    waiting, or the disk still refuses). Any thread; never raises."""
     global _UNSAVED
     run = _UNSAVED
     if run is None or not run.lifecycle.retry_passport():
         return None
     _UNSAVED = None
     if say is not None and run.record_sink is not None:
-        try:
+        with suppress(Exception):
             say(run.record_sink.closing_line(run.context))
-        except Exception:
-            pass
     return run.run_dir
 
 
@@ -94,19 +83,15 @@ class Monitor:
     """One monitored run.
 
     Args:
-        options: Validated options (``trainmeter.options.MonitorOptions``: ``name``, ``run_root``, ``interval_s``,
-            ``to_dict()`` and the wings' fields).
+        options: Validated options (``trainmeter.options.MonitorOptions``).
         clock: Monotonic clock (injected in tests).
-        synchronize: Called at phase transitions; defaults to a CUDA sync when CUDA is initialised, nothing otherwise.
+        synchronize: Called at phase transitions; defaults to a CUDA sync when CUDA is initialised.
         out: Where text lines go (``sys.stdout`` by default).
         text: Whether to print a text line each report.
-        extensions: The wings (docs/contracts/EXTENSIONS.md), ordered by their ``requires``; they see the run
-            through :attr:`context` (core/context.py), never this object.
-        record: The saved record (run folder, run log, text line, passport); ``None`` keeps the run in memory only.
-        cuda_memory: Factory of the CUDA allocator reader for memory samples
-            (``trainmeter.gpu.cuda_memory.CudaMemoryMonitor``), or ``None``.
-        finish_imports: Imports what the passport's build imports of ours, on the training thread before the
-            report worker builds it (the wiring's ``extensions.import_for_finish``).
+        extensions: The wings; they see the run through :attr:`context`, never this object.
+        record: The saved record; ``None`` keeps the run in memory only.
+        cuda_memory: Factory of the CUDA allocator reader for memory samples, or ``None``.
+        finish_imports: Imports what the passport's build needs, on the training thread before the worker builds it.
     """
 
     def __init__(self, options: Any, *, clock: Clock | None = None, synchronize: Callable[[], None] | None = None,
@@ -120,7 +105,7 @@ class Monitor:
         self.text = text
         self.token_unit = "tokens"
         self.model_ref: weakref.ReferenceType[Any] | None = None
-        self._record = record
+        self.record_sink = record  # the run's record (core/sink.py), or None for a run kept in memory
         self.faults = Faults(out)
         self.dispatch = Dispatcher(extensions or [], self.faults.warn_once)  # the extensions' events, in order
         self.controls = Controls(self)  # stop/checkpoint requests, honoured at a step boundary (core/controls.py)
@@ -136,6 +121,18 @@ class Monitor:
                                         fault=self.dispatch.step_fault, guard=self.faults.guard)
         self.emitter = Emitter(self.registry, self.steps_state, self.faults.warn_once, report)
         self.lanes = Lanes(self.steps_state, self.registry, report)
+        # the parts' own methods, bound as they are (each part is made once; their docstrings say the rest)
+        self.warn_once = self.faults.warn_once  # once per key; kept for the passport. Any thread
+        self.guard = self.faults.guard  # call fn; on a fault warn once and return None
+        self.record = self.emitter.record  # named scalars at a step (tm.emit, taps). Any thread
+        self.add_reader = self.registry.add_reader  # a series reader's cursor map
+        self.maybe_report = self.reporter.maybe_report  # at a step or emit boundary. Training thread
+        self.extension = self.dispatch.view  # the view the wing `name` publishes, or None. Any thread
+        self.at_step = self.steps_state.call_at  # fn right after optimizer step `step`, once. Training thread
+        self.time_next_step = self.steps_state.time_next_step  # the overhead wing's timing hook
+        self.set_run_dir = self.lifecycle.set_run_dir  # the run folder the record sink made
+        self.finish = self.lifecycle.finish  # end the run with a status (and the error). Training thread
+        self.report_now = functools.partial(self.reporter.report, False)  # whatever the interval (tests; a control)
         self._new_clocks()
         self.context = RunContext(self)  # all that wings and sinks see of the run (docs/contracts/EXTENSIONS.md)
 
@@ -145,20 +142,17 @@ class Monitor:
         self.process_memory = ProcessMemory()  # posted by the node sampler's thread (docs/spec.md section 18)
 
     def rehome_in_child(self, record: RecordSink, drop: Collection[str], first_report_s: float) -> None:
-        """Make the run inherited by a forked child this child's own (docs/spec.md section 19): the parent's
-        record let go, the wings ``drop`` left out, ``record`` its record, no text, fresh counters, series, losses,
-        queues, warnings and clocks running from now, the first report within ``first_report_s``, the root and
-        primary optimizer found afresh, then each wing's ``after_fork_in_child``. The child's forking thread."""
+        """Make the run inherited by a forked child this child's own (docs/spec.md section 19): ``record`` its
+        record, the wings ``drop`` left out, every part's state fresh, the first report within ``first_report_s``.
+        The child's forking thread."""
         worker = self.open_worker
         torn = worker.reset_in_child() if worker is not None else None
-        abandon = getattr(self._record, "abandon_in_child", None)  # the parent's events.jsonl: closed, never written
+        abandon = getattr(self.record_sink, "abandon_in_child", None)  # the parent's events.jsonl: closed, unwritten
         if abandon is not None:
-            try:
+            with suppress(Exception):  # the child runs on without its parent's log either way
                 abandon()
-            except Exception:  # noqa: BLE001 (the child runs on without its parent's log either way)
-                pass
         self.dispatch.drop(drop)
-        self._record = record
+        self.record_sink = record
         self.text = False
         self.faults.redirect(open(os.devnull, "w", encoding="utf-8"))  # noqa: SIM115 (lives as long as the child)
         self.faults.forget()
@@ -185,51 +179,24 @@ class Monitor:
         self.lifecycle.start()
         return self
 
-    def finish(self, status: str, error: BaseException | None = None) -> None:
-        """End the run (see :meth:`Lifecycle.finish <trainmeter.core.lifecycle.Lifecycle.finish>`)."""
-        self.lifecycle.finish(status, error)
-
     # -- faults ----------------------------------------------------------------------------------------------
-    def warn_once(self, key: str, message: str) -> None:
-        """Warn once per ``key`` for this run; the message is kept for the passport. Any thread."""
-        self.faults.warn_once(key, message)
-
-    def guard(self, key: str, fn: Callable[..., Any], *args: Any) -> Any:
-        """Call ``fn``; on a fault warn once and return ``None``."""
-        return self.faults.guard(key, fn, *args)
-
     @property
     def warnings(self) -> list[str]:
         """The run's warnings so far (at most ``faults.MAX_WARNINGS``). Any thread."""
         return self.faults.warnings
 
-    @property
-    def warnings_suppressed(self) -> int:
-        """Warnings past the cap, counted only."""
-        return self.faults.suppressed
-
     # -- status (the lifecycle's) ----------------------------------------------------------------------------
     status = property(lambda self: self.lifecycle.status, doc="starting, running, then the end status.")
     run_dir = property(lambda self: self.lifecycle.run_dir, doc="The run folder, or None in memory.")
-
-    def set_run_dir(self, path: Path | None) -> None:
-        """The run folder the record sink made (at start, or later when it could be made only then)."""
-        self.lifecycle.set_run_dir(path)
 
     def set_text(self, on: bool) -> None:
         """Print the text line each report, or not (a live widget shows it; a rank other than 0 stays quiet)."""
         self.text = on
 
-    @property
-    def finished(self) -> bool:
-        """Whether the run has ended (finish began)."""
-        return self.lifecycle.finished
-
     # -- counts (the step rule's and the lanes') ---------------------------------------------------------------
     @property
     def steps(self) -> int:
-        """Optimizer steps counted so far: lane 1's primary optimizer's plus every other training thread's lane
-        (docs/spec.md section 2, "Threads"). Any thread (a read)."""
+        """Optimizer steps counted so far over every lane (docs/spec.md section 2, "Threads"). Any thread."""
         return self.steps_state.steps + self.lanes.steps() if self.lanes else self.steps_state.steps
 
     @property
@@ -262,17 +229,9 @@ class Monitor:
     series_dropped_names = property(lambda self: self.registry.dropped_names, doc="The first of them.")
     queue_dropped = property(lambda self: self.emitter.dropped, doc="Emits from other threads dropped.")
 
-    def add_reader(self, drain: Callable[[dict[str, int]], None] | None = None) -> dict[str, int]:
-        """Register a series reader; its cursor map (name -> position); ``drain``: ``SeriesRegistry.add_reader``."""
-        return self.registry.add_reader(drain)
-
     def locks(self) -> list[Any]:
         """The run's own locks (the series registry's, each series'), held around a fork (docs/spec.md section 19)."""
         return self.registry.locks(self.step_series)
-
-    def record(self, series: dict[str, Any], step: int | None = None) -> None:
-        """Record named scalars at ``step`` (default: the current step): ``tm.emit``, taps. Any thread."""
-        self.emitter.record(series, step)
 
     def record_at(self, name: str, t_s: float, value: float, *, x_kind: str = "time") -> None:
         """Record one point of a series owned by a background sampler (one writing thread per name;
@@ -313,20 +272,7 @@ class Monitor:
         """The torch probes (``core.probes.TorchProbes``), or ``None`` without torch or before the start."""
         return self.lifecycle.probes
 
-    @property
-    def record_sink(self) -> Any:
-        """The run's record sink (``core.sink.RecordSink``), or ``None`` for a run kept in memory."""
-        return self._record
-
     # -- reports ---------------------------------------------------------------------------------------------
-    def maybe_report(self) -> None:
-        """Report if the interval has passed (a step or emit boundary). Training thread."""
-        self.reporter.maybe_report()
-
-    def report_now(self) -> None:
-        """Report now, whatever the interval (tests; a control). Training thread."""
-        self.reporter.report(False)
-
     reports = property(lambda self: self.reporter.count, doc="Reports made so far.")
     interval = property(lambda self: self.reporter.interval, doc="The last report's IntervalSummary.")
     session = property(lambda self: self.reporter.session, doc="The last report's SessionSummary.")
@@ -349,36 +295,19 @@ class Monitor:
         """The run's extensions in their computed order (read-only; events go through :attr:`dispatch`)."""
         return self.dispatch.extensions
 
-    def extension(self, name: str) -> Any:
-        """The view the extension ``name`` publishes (``ComputeView``, ``GpuView``), or ``None``. Any thread."""
-        return self.dispatch.view(name)
-
     def set_step_hook(self, fn: Callable[[], None] | None, *, many: bool = False, at: int = 0) -> None:
-        """The dispatcher's: call ``fn`` after each counted step from step ``at`` (``None``: no call).
-
-        ``fn`` is one extension's own ``on_step`` (no frame in between), or with ``many`` the dispatcher's
-        fan-out. A fault is handed to ``dispatch.step_fault``. Training thread.
-        """
+        """Call ``fn`` (one wing's ``on_step``, or with ``many`` the dispatcher's fan-out) after each counted step
+        from step ``at`` (``None``: no call). Training thread."""
         self._step_many = many
         self.controls.set_hook(fn, at)  # while a control request is pending, its trampoline calls fn after it
 
     _step_many = False
 
     def next_step_hook_at(self, step: int, extension: Any = None) -> None:
-        """Call ``extension``'s ``on_step`` next at the first counted step ``>= step`` (so a sampling extension
-        costs one integer compare on the steps it skips). Training thread."""
+        """Call ``extension``'s ``on_step`` next at the first counted step ``>= step``. Training thread."""
         if self._step_many:
             step = self.dispatch.schedule(extension, step)
         self.steps_state.hook_next_at(step)
-
-    def at_step(self, step: int, fn: Callable[[], None]) -> None:
-        """Call ``fn`` on the training thread right after optimizer step ``step`` (once; a step already
-        counted never comes). Several callbacks may wait; the hot path compares one integer."""
-        self.steps_state.call_at(step, fn)
-
-    def time_next_step(self, timer: Callable[[Callable[[], None]], None]) -> None:
-        """Run the next step's rule through ``timer(run_step)`` (the overhead wing's timing). Training thread."""
-        self.steps_state.time_next_step(timer)
 
     # -- phases ----------------------------------------------------------------------------------------------
     def elapsed_s(self) -> float:

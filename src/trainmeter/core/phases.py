@@ -1,12 +1,6 @@
 """Phase clocks: training time versus everything else (docs/spec.md section 3).
 
-A session begins once; training time is accumulated in segments between
-``resume_train`` and ``pause_train``; auxiliary phases (eval, checkpoint,
-reporting, profiling, data_wait or a custom name) are credited with their own
-durations. On CUDA the injected ``synchronize`` runs at phase transitions only,
-so asynchronous work is bounded there and never after every step.
-
-Not thread-safe: call from the training thread.
+The injected ``synchronize`` runs at phase transitions only, never after a step. Training thread.
 """
 
 from __future__ import annotations
@@ -21,22 +15,13 @@ PHASES: tuple[str, ...] = ("train", "data_wait", "eval", "checkpoint", "reportin
 PHASE_NAME = re.compile(r"[a-z][a-z0-9_]{0,31}\Z")  # a custom phase's name (tm.phase)
 
 
-def _no_sync() -> None:
-    return None
-
-
 class PhaseClock:
-    """Cumulative seconds per phase, plus the training seconds of the current window.
-
-    Args:
-        clock: Monotonic clock in seconds.
-        synchronize: Called at each phase transition (``torch.cuda.synchronize``
-            on CUDA, nothing on CPU).
-    """
+    """Cumulative seconds per phase, plus the training seconds of the current window (``synchronize``: called at
+    each phase transition)."""
 
     def __init__(self, clock: Clock, synchronize: Callable[[], None] | None = None) -> None:
         self._clock = clock
-        self._sync = synchronize or _no_sync
+        self._sync = synchronize or (lambda: None)
         self.totals_s: dict[str, float] = {p: 0.0 for p in PHASES}
         self.window_train_s = 0.0
         self.session_start_s: float | None = None
@@ -79,11 +64,7 @@ class PhaseClock:
         return elapsed
 
     def carve(self, phase: str, seconds: float) -> None:
-        """Move ``seconds`` of the open training segment to ``phase``, without a sync.
-
-        For host-side spans measured inside a training segment (a data wait):
-        the segment's start moves forward, so the seconds count once.
-        """
+        """Move host-measured ``seconds`` of the open training segment to ``phase`` (a data wait), without a sync."""
         if seconds <= 0:
             return
         self.totals_s[phase] = self.totals_s.get(phase, 0.0) + seconds
@@ -124,12 +105,7 @@ def cuda_synchronize() -> Callable[[], None]:
 class PhaseSpans:
     """The outermost ``tm.phase`` (or wing span) open now: training paused, its time credited when it ends.
 
-    Args:
-        phases: The run's phase clocks.
-        clock: Monotonic clock in seconds.
-        on_edge: Called with ``(name, "begin"|"end", t_s)`` at each outermost span's edges (the dispatcher's).
-        finished: Whether the run has ended (training is then not resumed after a span).
-
+    ``on_edge(name, "begin"|"end", t_s)`` at each outermost span's edges; ``finished()``: training is not resumed.
     Training thread.
     """
 

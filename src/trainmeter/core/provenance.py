@@ -1,10 +1,6 @@
 """Provenance: where a number came from, how a derived number was computed, and the one rule that combines them.
 
-Every number trainmeter shows is either an input with a provenance or a
-:class:`Derivation` whose inputs have one. A user can redo each derivation by
-hand from ``formula`` and ``inputs``. A derived number is as good as its weakest
-input (:func:`weakest`, :func:`derived_provenance`); a label read back from a file
-is checked against the five (:func:`as_provenance`). Pure; any thread.
+A derived number is as good as its weakest input (docs/spec.md, "Provenance"). Pure; any thread.
 """
 
 from __future__ import annotations
@@ -14,29 +10,12 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 Provenance = Literal["declared", "detected", "counted", "measured", "assumed"]
-"""How an input was obtained.
-
-- ``declared``: the user said so (a flag or keyword).
-- ``detected``: read from the model, its config, the device or the batch.
-- ``counted``: counted by trainmeter (steps, tokens, FlopCounterMode).
-- ``measured``: timed or sampled by trainmeter (seconds, NVML counters).
-- ``assumed``: a default trainmeter chose; always named in the UI.
-"""
-
-PROVENANCES: tuple[str, ...] = ("declared", "detected", "counted", "measured", "assumed")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Input:
-    """One input of a derivation.
-
-    Attributes:
-        name: Symbol used in the formula, e.g. ``"N"`` or ``"tokens_per_s"``.
-        value: The value, in ``unit``; ``None`` when missing.
-        unit: Unit of ``value`` (``"FLOP"``, ``"tokens/s"``, ``"1"`` for counts).
-        provenance: Where the value came from.
-        source: Free text naming the concrete source (a config key, a datasheet).
-    """
+    """One input of a derivation: its symbol in the formula, value (``None``: missing) in ``unit`` (``"1"`` for
+    counts), provenance and the concrete source (a config key, a datasheet)."""
 
     name: str
     value: float | int | str | None
@@ -47,17 +26,8 @@ class Input:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Derivation:
-    """A derived number with the formula and inputs that produced it.
-
-    Attributes:
-        name: Key of the derived number, e.g. ``"mfu"``.
-        formula: Human-readable formula over the inputs' names.
-        value: The result in ``unit``; ``None`` when an input is missing.
-        unit: Unit of ``value``.
-        inputs: The inputs, each with its provenance.
-        missing: When ``value`` is ``None``: which input would enable it
-            (for example ``"--peak-tflops X --peak-source TEXT"``).
-    """
+    """A derived number (``value`` in ``unit``, ``None`` when an input is missing) with its formula over the
+    inputs' names and its inputs; ``missing`` names the input that would enable a ``None``."""
 
     name: str
     formula: str
@@ -67,8 +37,7 @@ class Derivation:
     missing: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """Return a JSON-ready dict (the passport's ``derivations`` entry): what ``dataclasses.asdict`` gives
-        (``inputs`` a tuple of dicts, fields in order), built directly (asdict deep-copies each scalar)."""
+        """The passport's ``derivations`` entry: ``dataclasses.asdict``'s, without its deep copies."""
         return {"name": self.name, "formula": self.formula, "value": self.value, "unit": self.unit,
                 "inputs": tuple({"name": i.name, "value": i.value, "unit": i.unit, "provenance": i.provenance,
                                  "source": i.source} for i in self.inputs),
@@ -80,19 +49,14 @@ WEAKEST_FIRST: tuple[str, ...] = ("assumed", "declared", "detected", "measured",
 
 
 def weakest(provenances: Any) -> str | None:
-    """The weakest of ``provenances`` (by :data:`WEAKEST_FIRST`), or ``None`` when there is none.
-
-    Examples:
-        >>> weakest(["counted", "detected"])
-        'detected'
-    """
+    """The weakest of ``provenances`` (by :data:`WEAKEST_FIRST`), or ``None`` when there is none."""
     found = set(provenances)
     return next((p for p in WEAKEST_FIRST if p in found), None)
 
 
 def as_provenance(label: Any, default: Provenance = "detected") -> Provenance:
-    """``label`` when it is one of :data:`PROVENANCES` (a label read back from a passport), else ``default``."""
-    return label if label in PROVENANCES else default  # type: ignore[return-value]
+    """``label`` when it is one of the five (a label read back from a passport), else ``default``."""
+    return label if label in WEAKEST_FIRST else default  # type: ignore[return-value]
 
 
 def derived_provenance(derivation: Derivation, default: Provenance = "detected") -> Provenance:
@@ -100,8 +64,7 @@ def derived_provenance(derivation: Derivation, default: Provenance = "detected")
     return as_provenance(weakest(i.provenance for i in derivation.inputs), default)
 
 
-Quantity = int | float | Input | Derivation | None
-"""A number, an Input, a Derivation (its value), or None when missing."""
+Quantity = int | float | Input | Derivation | None  # a Derivation stands for its value
 
 
 def as_input(symbol: str, quantity: Quantity, unit: str, provenance: Provenance, source: str = "") -> Input:

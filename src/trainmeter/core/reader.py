@@ -1,13 +1,7 @@
 """A wing's cursor over the run's series: new points of the series it reads, nothing held back for the others.
 
-A reader registered with ``Monitor.add_reader`` holds back the trimming of every series until its cursor
-moves past the points; a wing that reads a few series (the verdicts' and the curves' loss) moves past the
-others at once, so registering never keeps points in memory it will not read. With ``feed`` the reader also
-takes its points between reports when a series holds many (``SeriesRegistry`` drains, docs/spec.md section 18),
-so the points held stay bounded whatever the step rate.
-
-Thread safety: :meth:`SeriesReader.new_points` under the reader's lock (a report's thread, or the report worker
-for a steady report or a drain).
+The cursor moves past the series it does not read at once; with ``feed`` it also takes its points between
+reports (docs/spec.md section 18). Thread safety: :meth:`SeriesReader.new_points` under the reader's lock.
 """
 
 from __future__ import annotations
@@ -20,13 +14,8 @@ Points = list[tuple[str, list[int], list[float]]]
 
 
 class SeriesReader:
-    """New points of the series named ``names``, read from a cursor of ``monitor``'s.
-
-    Args:
-        monitor: The run (``add_reader``, ``series``, ``step_series``).
-        names: The series whose points are read; every other series is skipped.
-        feed: Takes the points read by a drain between reports (the report worker); ``None``: read at reports only.
-    """
+    """New points of the series named ``names``, read from a cursor of ``monitor``'s; ``feed`` takes the points a
+    drain reads between reports (``None``: read at reports only)."""
 
     def __init__(self, monitor: Any, names: Iterable[str], feed: Callable[[Points], None] | None = None) -> None:
         self._m = monitor
@@ -42,12 +31,8 @@ class SeriesReader:
             self._feed(points)
 
     def new_points(self, ends: Mapping[str, int] | None = None) -> Points:
-        """``(name, steps, values)`` of each read series' points since the last call (oldest first).
-
-        Args:
-            ends: Each series' end at the report (``Report.ends``, a report read later on the report worker):
-                the points past it are left for the next call. ``None``: every point up to now.
-        """
+        """``(name, steps, values)`` of each read series' points since the last call, up to ``ends``
+        (``Report.ends``; ``None``: now)."""
         with self._lock:
             return self._read(ends)
 

@@ -1,12 +1,12 @@
 """Reports: at step or emit boundaries once ``interval_s`` has passed, a snapshot is summarised and written.
 
-A report happens on whichever training thread reaches a boundary first (docs/spec.md section 3: snapshot first,
-then sample and write; its own cost is credited to ``reporting``); a steady report hands the wings' fields, the
-run-log write and the text line to the report worker (docs/spec.md section 20) with a :class:`ReportSnapshot`.
+docs/spec.md section 3; a steady report hands the rest to the report worker with a :class:`ReportSnapshot`
+(section 20).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from typing import Any
@@ -21,17 +21,8 @@ PHASE_REPORT_AFTER_INTERVALS = 10
 
 
 class ReportSnapshot:
-    """The run as a deferred report's job sees it: the report's step, tokens, throughput, memory and series ends
-    (``report_ends``), read at the report on the training thread; every other attribute is read from the run's
-    context (core/context.py). Read-only.
-
-    Args:
-        run: The run's context.
-        report: The report (its ``steps`` and ``tokens``).
-        interval: The report's ``IntervalSummary``.
-        session: The report's ``SessionSummary``.
-        memory: The report's memory sample.
-    """
+    """The run as a deferred report's job sees it: the report's counts, summaries, memory and series ends
+    (``report_ends``); every other attribute read from the run's context ``run``. Read-only."""
 
     __slots__ = ("_run", "steps", "tokens", "interval", "session", "memory", "report_ends")
 
@@ -53,14 +44,8 @@ class ReportSnapshot:
 
 
 class Reporter:
-    """The report of one interval and the final one, and what the last one found.
-
-    Args:
-        run: The monitor (its parts: the step rule, the lanes, the emitter, the series, the phases, the
-            dispatcher, the record sink, the faults). The reporter writes only its own attributes.
-
-    Training thread, except :meth:`extension_warnings` (any thread).
-    """
+    """The report of one interval and the final one of the monitor ``run``, and what the last one found. Training
+    thread."""
 
     def __init__(self, run: Any) -> None:
         self._run = run
@@ -78,36 +63,30 @@ class Reporter:
         self.text_line = ""
 
     # -- the worker ------------------------------------------------------------------------------------------
-    _worker: ReportWorker | None = None
+    opened_worker: ReportWorker | None = None  # the worker if one was made (the fork handlers: docs/spec.md §19)
 
     @property
     def worker(self) -> ReportWorker:
-        """The run's report worker: the wings hand it their per-point report work. Threaded when the clock is
-        the real one (a fake clock's run runs each job at once). Any thread."""
-        return self._worker or self.open_worker()
+        """The run's report worker (threaded with the real clock). Any thread."""
+        return self.opened_worker or self.open_worker()
 
     def open_worker(self) -> ReportWorker:
         """Make the worker (at start, on the training thread; its thread starts at the first job)."""
         run = self._run
-        self._worker = ReportWorker(threaded=run.steps_state.now is time.perf_counter, on_fault=self._worker_fault,
-                                    report_interval_s=run.steps_state.interval_s)
-        return self._worker
-
-    @property
-    def opened_worker(self) -> ReportWorker | None:
-        """The worker if one was made, else ``None`` (the fork handlers, docs/spec.md section 19)."""
-        return self._worker
+        self.opened_worker = ReportWorker(threaded=run.steps_state.now is time.perf_counter,
+                                          on_fault=self._worker_fault, report_interval_s=run.steps_state.interval_s)
+        return self.opened_worker
 
     def _worker_fault(self, owner: str, exc: BaseException) -> None:
         self._run.warn_once(f"report-worker-{owner}", f"{owner}'s report work failed and was disabled: {exc!r}")
 
     # -- reports ---------------------------------------------------------------------------------------------
     def maybe_report(self) -> None:
-        """Report if the interval has passed, on whichever training thread got here first (docs/spec.md section 3):
-        never waits; a thread that finds another reporting goes on. A noted SIGTERM finishes the run here first."""
+        """Report if the interval has passed, on whichever training thread got here first; never waits
+        (docs/spec.md section 3). A noted SIGTERM is acted on first."""
         run = self._run
         run.lifecycle.at_safe_point()
-        if run.finished or not self._lock.acquire(blocking=False):
+        if run.lifecycle.finished or not self._lock.acquire(blocking=False):
             return
         try:
             if run.steps_state.now() >= run.steps_state.next_report_s:
@@ -119,9 +98,8 @@ class Reporter:
         run = self._run
         spans = run.spans
         if spans.depth:
-            # Reports wait for the phase to end (its time stays whole) unless it has been open for
-            # PHASE_REPORT_AFTER_INTERVALS intervals (a phase never exited, or a very long eval):
-            # then reports go on inside it and the phase is not credited with their time.
+            # reports wait for the phase to end, unless it has been open long (never exited, a very long eval):
+            # then they go on inside it and the phase is not credited with their time
             opened_s = spans.open_for_s()
             if opened_s < max(PHASE_REPORT_AFTER_S, PHASE_REPORT_AFTER_INTERVALS * run.steps_state.interval_s):
                 return
@@ -183,27 +161,24 @@ class Reporter:
         probe = run.lifecycle.memory_probe  # None before the start; a fault: None, warned once
         self.memory = run.guard("memory", probe.sample) if probe is not None else None
         self.count += 1
+        report = Report(steps=steps, tokens=tokens, elapsed_s=elapsed_s, final=final, phases_s=phases_s,
+                        interval=self.interval, memory=self.memory, token_unit=run.token_unit)
         worker = self.worker
         if not final and self.count > 1 and worker.accepting and REPORT_JOB not in worker.disabled:
             # a steady report: the training thread keeps its own part and the snapshot, the worker the rest
             ends = {name: s.end for name, s in run.series.items()}
             ends[rule.step_series.name] = rule.step_series.end
-            report = Report(steps=steps, tokens=tokens, elapsed_s=elapsed_s, final=final, phases_s=phases_s,
-                            ends=ends, interval=self.interval, memory=self.memory, token_unit=run.token_unit)
+            report = dataclasses.replace(report, ends=ends)
             inline = run.dispatch.report(report, on_worker=False)
             view = ReportSnapshot(run.context, report, self.interval, self.session, self.memory)
             worker.submit(REPORT_JOB, lambda: self._out(view, report, inline, elapsed_s, phases_s))
             return
-        report = Report(steps=steps, tokens=tokens, elapsed_s=elapsed_s, final=final, phases_s=phases_s,
-                        interval=self.interval, memory=self.memory, token_unit=run.token_unit)
         self._out(run.context, report, None, elapsed_s, phases_s)
 
     def _out(self, view: Any, report: Report, inline: dict[str, Any] | None, elapsed_s: float,
              phases_s: dict[str, float]) -> None:
-        """The report from the wings' fields on: the run log, trimming, the text line and warnings printed.
-
-        On the training thread (``inline`` ``None``: every wing's fields taken here), or as the report worker's
-        job of a steady report (``inline``: the fields the training thread took; ``view`` its snapshot)."""
+        """The report from the wings' fields on: the run log, trimming, the text line and warnings printed (the
+        report worker's job when ``inline`` holds the fields the training thread took)."""
         run = self._run
         final = report.final
         if inline is None:
@@ -217,7 +192,7 @@ class Reporter:
             self.text_line = run.guard("text-line", record.text_line, view) or self.text_line
         if run.text and not final:
             run.faults.say(self.text_line)
-            for warning in self.extension_warnings():
+            for warning in run.dispatch.collect("warnings"):  # a starving loader, a full disk, swap
                 run.faults.say_once(f"trainmeter warning: {warning}")
 
     def _lane1_ident(self) -> int:
@@ -225,7 +200,3 @@ class Reporter:
         probes = self._run.probes
         ident = getattr(probes, "hot_ident", 0) if probes is not None else 0
         return ident or self._run.emitter.owner_ident
-
-    def extension_warnings(self) -> list[str]:
-        """Extensions' current warnings (a starving loader, a full disk, swap). Any thread."""
-        return [str(w) for w in self._run.dispatch.collect("warnings")]

@@ -1,10 +1,7 @@
 """Reading scalars from the user's values without a device sync.
 
-Python numbers are taken as they are. A CPU tensor is read directly (no device
-to sync). A CUDA tensor is copied into a pinned host buffer with
-``non_blocking=True`` and an event is recorded; its value is read only once
-``event.query()`` says the copy completed, so the training thread never waits.
-Not thread-safe: use from the training thread.
+A CUDA tensor is copied to a pinned host buffer without blocking and read once its event completes
+(docs/spec.md section 2). Training thread.
 """
 
 from __future__ import annotations
@@ -18,11 +15,7 @@ MAX_PENDING = 4096
 
 
 class ScalarReader:
-    """Turns floats and 0-d tensors into floats, deferring CUDA reads.
-
-    Args:
-        on_defer: Called (no arguments) each time a read is deferred (the hot state's: the next step polls).
-    """
+    """Turns floats and 0-d tensors into floats, deferring CUDA reads (``on_defer()`` at each)."""
 
     def __init__(self, on_defer: Callable[[], None] | None = None) -> None:
         self.on_defer = on_defer
@@ -31,9 +24,7 @@ class ScalarReader:
         self.dropped = 0
 
     def read(self, value: Any, key: Hashable) -> float | None:
-        """Return ``value`` as a float now, or ``None`` if deferred (or unreadable).
-
-        Deferred values come back from :meth:`poll` with their ``key``.
+        """Return ``value`` as a float now, or ``None`` if deferred (back from :meth:`poll` with ``key``) or unreadable.
 
         Raises:
             TypeError: When ``value`` is neither a number nor a one-element tensor.
@@ -48,8 +39,7 @@ class ScalarReader:
         if value.ndim != 0 and value.numel() != 1:
             raise TypeError(f"expected a float or a 0-d tensor, got a tensor of shape {tuple(value.shape)}")
         if is_cpu:
-            # A CPU tensor lives in host memory: reading it waits for no device (the rule against
-            # .item() in the hot path is about device syncs; CUDA tensors never take this path).
+            # host memory: reading it waits for no device (the rule against .item() is about device syncs)
             return float(value.item())
         if not value.is_cuda:
             return None  # other devices: no sync-free read path; leave the value out
@@ -94,24 +84,11 @@ class ScalarReader:
 
 
 class StepLoss:
-    """The loss of one optimizer step, assembled from the values passed to backward.
+    """The loss of one optimizer step: the sum of ``value / scale`` over the backward calls (docs/spec.md section 2,
+    "Loss"), parts on CUDA read later through the :class:`ScalarReader` (keys ``(self, index, field)``).
 
-    Each backward call adds one micro-batch part ``value / scale`` (``scale`` is the
-    GradScaler scale that multiplied it, 1.0 when none did). The step's loss is the
-    sum of the parts: the loss whose gradient the step applied. Parts on CUDA are
-    read later through the :class:`ScalarReader` (keys ``(self, index, field)``);
-    the loss is ready once the step is closed and every part has been read.
-    Training thread only.
-
-    Attributes:
-        series: Name of the series the value goes to.
-        parts: ``[value, scale]`` per backward call (``None`` until read).
-        divided: Whether every part was divided by the loop (``DivBackward`` grad_fn).
-        scaled: Whether any part was unscaled by a GradScaler scale.
-        step: The optimizer step it belongs to (set when closed).
-        t_s: Seconds since the run began when the step closed.
-        closed: The step happened; no more parts.
-        broken: A part could not be read (the value is left out).
+    ``parts`` holds ``[value, scale]`` per backward call (``None`` until read); ``divided``: every part was divided
+    by the loop; ``broken``: a part could not be read. Training thread only.
     """
 
     __slots__ = ("series", "parts", "divided", "scaled", "step", "t_s", "closed", "broken", "_missing")

@@ -6,13 +6,8 @@ from __future__ import annotations
 class TokenWeightedSeq:
     """Sum over the run of each batch's tokens times its sequence length S (dim 1 of 2-D token ids).
 
-    The root's batches are counted on two paths (docs/spec.md section 20): a batch shaped like the last
-    counted one adds its tokens on the call wrapper's fast path, anything else takes the slow path. S can
-    only change on the slow path, which calls :meth:`at` with the run's tokens so far; the tokens counted
-    between two changes all had the S of the first. So the sum is exact at the cost of one integer compare
-    per slow-path batch, and nothing on the fast path (docs/spec.md section 5, "S").
-
-    Thread safety: training thread only (the probes' calls), read at reports on the same thread.
+    S changes only on the probes' slow path, which calls :meth:`at`; the fast path costs nothing (docs/spec.md
+    sections 5, "S", and 20). Training thread only.
     """
 
     __slots__ = ("weighted", "with_seq", "mark", "seq")

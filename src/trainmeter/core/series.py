@@ -1,9 +1,7 @@
 """Series: append-only columns of (step, seconds, value) with running stats.
 
-The training thread appends without a lock (list appends are atomic under the
-GIL); readers (the run-log writer, the widget publisher) read from a cursor and
-the owner trims what every reader has seen, so memory stays bounded by what is
-pending, not by run length.
+The writer appends without a lock (atomic under the GIL); readers read from a cursor and the owner trims what
+every reader has seen, so memory is bounded by what is pending (docs/spec.md section 18).
 """
 
 from __future__ import annotations
@@ -25,15 +23,8 @@ def _finite_values(values: list[float]) -> list[float]:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SeriesStats:
-    """Running statistics of one series.
-
-    Attributes:
-        last: Last finite value, or ``None``.
-        min: Smallest finite value, or ``None``.
-        max: Largest finite value, or ``None``.
-        count: Points recorded (finite or not).
-        last_step: Step of the last point, or ``None``.
-    """
+    """Running statistics of one series: last, min and max finite value (``None``: none), points recorded
+    (finite or not) and the last point's step."""
 
     last: float | None
     min: float | None
@@ -47,14 +38,10 @@ class SeriesStats:
 
 
 class Series:
-    """One named series. ``append`` from one thread; ``read``/``trim`` from any.
+    """One named series drawn against ``x_kind`` (``"step"`` or ``"time"``). ``append`` from one thread;
+    ``read``/``trim`` from any."""
 
-    Args:
-        name: Series name, e.g. ``"train_loss"``.
-        x_kind: ``"step"`` or ``"time"``: which x the series is drawn against.
-    """
-
-    __slots__ = ("name", "x_kind", "_steps", "_times", "_values", "_base", "_lock",
+    __slots__ = ("name", "x_kind", "_steps", "_times", "_values", "_base", "lock",
                  "_last", "_min", "_max", "_folded", "_last_step")
 
     def __init__(self, name: str, x_kind: str = "step") -> None:
@@ -64,17 +51,12 @@ class Series:
         self._times: list[float] = []
         self._values: list[float] = []
         self._base = 0
-        self._lock = threading.Lock()
+        self.lock = threading.Lock()  # readers and trims take it (held around a fork: Monitor.locks)
         self._last: float | None = None
         self._min: float | None = None
         self._max: float | None = None
         self._folded = 0  # absolute position up to which the statistics are folded in
         self._last_step: int | None = None
-
-    @property
-    def lock(self) -> threading.Lock:
-        """The lock its readers and trims take (held around a fork: ``Monitor.locks``)."""
-        return self._lock
 
     def append(self, step: int, t_s: float, value: float) -> None:
         """Record one point. Cheap (three list appends; the statistics are folded in when read);
@@ -84,13 +66,8 @@ class Series:
         self._values.append(value)
 
     def open(self, step: int, t_s: float) -> None:
-        """Begin the next point: its step and time now, its value with :meth:`close` (writing thread only).
-
-        Until its value is appended the point is not in the series: ``read``, ``stats``, ``end``,
-        ``pending`` and ``trim`` count values, and a value is appended after its step and time
-        (the loss point held for one step, docs/spec.md section 20). Nothing else is appended
-        while a point is open.
-        """
+        """Begin the next point: its step and time now, its value (and its place in the series) with :meth:`close`
+        (docs/spec.md section 20). Writing thread only."""
         self._steps.append(step)
         self._times.append(t_s)
 
@@ -99,10 +76,7 @@ class Series:
         self._values.append(value)
 
     def columns(self) -> tuple[list[int], list[float], list[float]]:
-        """The lists ``open`` and ``close`` append to (steps, times, values), for a writer that inlines them.
-
-        They are never replaced (a trim deletes in place). Writing thread only.
-        """
+        """The lists (steps, times, values) ``open`` and ``close`` append to, never replaced. Writing thread only."""
         return self._steps, self._times, self._values
 
     def _fold(self) -> None:
@@ -129,19 +103,15 @@ class Series:
         return self._base + len(self._values)
 
     def read(self, start: int) -> tuple[int, list[int], list[float], list[float]]:
-        """Return ``(end, steps, times_s, values)`` of the points from ``start`` on.
-
-        Points already trimmed are skipped (the reader resumes at the oldest kept).
-        Safe to call from any thread.
-        """
-        with self._lock:
+        """Return ``(end, steps, times_s, values)`` of the points from ``start`` on (trimmed: skipped). Any thread."""
+        with self.lock:
             n = len(self._values)
             lo = max(0, start - self._base)
             return (self._base + n, self._steps[lo:n], self._times[lo:n], self._values[lo:n])
 
     def trim(self, upto: int) -> None:
         """Drop points before absolute position ``upto`` (their statistics are kept). Safe from any thread."""
-        with self._lock:
+        with self.lock:
             k = min(len(self._values), max(0, upto - self._base))
             if k:
                 self._fold()
@@ -157,25 +127,20 @@ class Series:
 
     def stats(self) -> SeriesStats:
         """Return the running statistics (folds in the points appended since the last call). Any thread."""
-        with self._lock:
+        with self.lock:
             self._fold()
             return SeriesStats(last=self._last, min=self._min, max=self._max,
                                count=self._base + len(self._values), last_step=self._last_step)
 
 
 class StepSeries:
-    """Tokens per optimizer step, one point per step, at the cost of one list append per step.
+    """Tokens per optimizer step, one point per step (position ``i`` is step ``i + 1``), read as a :class:`Series`.
 
-    Point ``i`` (absolute position) is step ``i + 1``: the writer calls :meth:`add` once per
-    step, in order. Only the times are stored per step; the tokens are kept as runs
-    (position, tokens), one per change, so a steady run adds nothing but the time.
-    Same reading interface as :class:`Series` (``read``, ``trim``, ``end``, ``pending``, ``stats``).
-
-    Thread safety: one writing thread (:meth:`set_tokens`, then ``times.append``);
-    ``read``/``trim`` from any thread.
+    Only the times are stored per step; the tokens as runs (position, tokens), one per change.
+    Thread safety: one writing thread (:meth:`set_tokens`, then ``times.append``); ``read``/``trim`` any thread.
     """
 
-    __slots__ = ("name", "x_kind", "times", "_runs", "_base", "_lock", "tokens", "_min", "_max")
+    __slots__ = ("name", "x_kind", "times", "_runs", "_base", "lock", "tokens", "_min", "_max")
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -183,23 +148,14 @@ class StepSeries:
         self.times: list[float] = []  # the writer appends here directly (the hot path)
         self._runs: list[tuple[int, int]] = []  # (first absolute position, tokens), positions increasing
         self._base = 0
-        self._lock = threading.Lock()
+        self.lock = threading.Lock()  # readers and trims take it (held around a fork: Monitor.locks)
         self.tokens: int | None = None  # tokens of the current run
         self._min: int | None = None
         self._max: int | None = None
 
-    @property
-    def lock(self) -> threading.Lock:
-        """The lock its readers and trims take (held around a fork: ``Monitor.locks``)."""
-        return self._lock
-
     def set_tokens(self, tokens: int, step: int) -> None:
-        """Start a run of ``tokens`` per step at step ``step``'s point (before its time is appended).
-
-        The position comes from the writer's own step count, never from ``_base + len(times)``: a trim on
-        another thread moves those two one after the other, and a position read between them put the run
-        before the points it was for (a reader then lost those steps' tokens: docs/spec.md section 20).
-        """
+        """Start a run of ``tokens`` per step at step ``step``'s point, before its time is appended (the writer's
+        step, never ``_base + len(times)``, which a trim moves in two writes: docs/spec.md section 20)."""
         self._runs.append((step - 1, tokens))
         self.tokens = tokens
         self._min = tokens if self._min is None else min(self._min, tokens)
@@ -218,7 +174,7 @@ class StepSeries:
 
     def read(self, start: int) -> tuple[int, list[int], list[float], list[float]]:
         """Return ``(end, steps, times_s, tokens)`` of the points from ``start`` on (any thread)."""
-        with self._lock:
+        with self.lock:
             n = len(self.times)
             base = self._base
             lo = max(0, start - base)
@@ -235,7 +191,7 @@ class StepSeries:
 
     def trim(self, upto: int) -> None:
         """Drop points before absolute position ``upto`` (and the runs that ended before it)."""
-        with self._lock:
+        with self.lock:
             k = min(len(self.times), max(0, upto - self._base))
             if not k:
                 return

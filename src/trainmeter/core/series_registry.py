@@ -1,11 +1,8 @@
 """The run's series by name, their provenance entries, their readers' cursors and the cap on new names.
 
-Readers iterate a registry dict that never changes size: a new name publishes a grown copy (under the lock,
-since samplers create their series from their own threads). Each series has one writing thread. A reader
-registered with :meth:`SeriesRegistry.add_reader` holds back trimming until its cursor passes a point;
-:meth:`SeriesRegistry.trim` keeps at most ``MAX_PENDING`` points per series whatever the readers do. Between
-reports a reader with a ``drain`` takes its points early once a series holds ``DRAIN_POINTS`` of them, so the
-points held stay bounded whatever the step rate (docs/spec.md section 18, "Points held between reports").
+Readers iterate a dict that never changes size (a new name publishes a grown copy, under the lock). A reader's
+cursor holds back trimming, to at most ``MAX_PENDING`` points per series; between reports a reader with a
+``drain`` takes its points once a series holds ``DRAIN_POINTS`` (docs/spec.md section 18).
 """
 
 from __future__ import annotations
@@ -22,23 +19,15 @@ MAX_DROPPED_NAMES = 20
 MAX_SEEN_NAMES = 100_000
 DEFAULT_MAX_SERIES = 256
 MAX_PENDING = 100_000
-DRAIN_POINTS = 32_768
-"""Points a series may hold past its slowest reader before the readers with a ``drain`` are asked to take theirs."""
-DRAIN_CHECK_STEPS = 4_096
-"""Steps between two looks at the points held (one ``at_step`` callback: nothing in the hot path)."""
+DRAIN_POINTS = 32_768  # points past the slowest reader before the drains are asked
+DRAIN_CHECK_STEPS = 4_096  # steps between two looks at the points held (an at_step callback)
 RESERVED_SERIES = ("tokens_per_step",)
 _RESERVED_NAME = re.compile(r"(node|gpu\d+)\.|__")
 
 
 class SeriesRegistry:
-    """Named series, their ``series_info`` entries, reader cursors and the user-series cap.
-
-    Args:
-        warn_once: The run's ``warn_once``.
-        max_series: New names of the user's (``tm.emit``, taps) past this many are counted and left out.
-
-    Thread safety: :meth:`get`, :meth:`describe` and the reads from any thread; appends by each series' writer.
-    """
+    """Named series, their ``series_info`` entries, reader cursors and the cap ``max_series`` on the user's names.
+    :meth:`get`, :meth:`describe` and the reads from any thread; appends by each series' writer."""
 
     def __init__(self, warn_once: Callable[[str, str], None], max_series: int = DEFAULT_MAX_SERIES) -> None:
         self._warn_once = warn_once
@@ -63,23 +52,20 @@ class SeriesRegistry:
         """The series ``name``, made (with ``x_kind``) if new. Any thread."""
         series = self.series.get(name)
         if series is None:
-            with self.lock:
-                series = self.series.get(name)
-                if series is None:
-                    grown = dict(self.series)
-                    series = grown[name] = Series(name, x_kind)
-                    self.series = grown  # readers iterate a dict that never changes size
+            self.create([name], x_kind=x_kind)
+            series = self.series[name]
         return series
 
-    def create(self, names: list[str], skip: set[str] | frozenset[str] = frozenset()) -> None:
-        """Make the series of ``names`` not yet known (but those in ``skip``) with one copy of the registry."""
+    def create(self, names: list[str], skip: set[str] | frozenset[str] = frozenset(), x_kind: str = "step") -> None:
+        """Make the series of ``names`` not yet known (but those in ``skip``) with one copy of the registry (readers
+        iterate a dict that never changes size)."""
         with self.lock:
             grown: dict[str, Series] | None = None
             for name in names:
                 if name not in skip and name not in self.series and (grown is None or name not in grown):
                     if grown is None:
                         grown = dict(self.series)
-                    grown[name] = Series(name)
+                    grown[name] = Series(name, x_kind)
             if grown is not None:
                 self.series = grown
 
@@ -128,11 +114,8 @@ class SeriesRegistry:
 
     # -- readers and trimming ------------------------------------------------------------------------------
     def add_reader(self, drain: Callable[[dict[str, int]], None] | None = None) -> dict[str, int]:
-        """Register a series reader; returns its cursor map (name -> position).
-
-        ``drain(ends)``: takes the reader's points up to ``ends`` (series name -> absolute position) between
-        reports and moves its cursor there; called on the report worker, in order with the reports' jobs.
-        """
+        """Register a series reader; its cursor map (name -> position). ``drain(ends)`` takes its points up to
+        ``ends`` between reports (on the report worker)."""
         cursor: dict[str, int] = {}
         self._readers.append(cursor)
         if drain is not None:

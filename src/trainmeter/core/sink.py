@@ -1,9 +1,6 @@
 """The seam between the run state and the saved record: what the monitor asks of its record sink.
 
-The core never imports a wing. The record sink (``trainmeter.record.recorder.RunRecorder``)
-is handed to :class:`~trainmeter.core.monitor.Monitor` by the wiring
-(``trainmeter.extensions.make_monitor``); without one a run keeps its state in
-memory only and writes nothing.
+The wiring hands the monitor ``trainmeter.record.recorder.RunRecorder``; without one a run writes nothing.
 """
 
 from __future__ import annotations
@@ -19,30 +16,21 @@ class RecordSink(Protocol):
     """
 
     def open(self, run: Any, started_at: str) -> Path | None:
-        """Make the run folder, open the run log and write its ``start`` record; return the folder.
-
-        ``None`` when the folder cannot be made now (warned; the run goes on in memory and the
-        sink may set ``run.run_dir`` later). Never raises for a disk fault.
-        """
-        ...
+        """Make the run folder, open the run log and write its ``start`` record; the folder, or ``None`` when it
+        cannot be made now (warned). Never raises for a disk fault."""
 
     def write_interval(self, run: Any, elapsed_s: float, phases_s: dict[str, float],
                        extra: dict[str, Any]) -> None:
         """Write the columns since the last report and one ``interval`` record, then flush."""
-        ...
 
     def text_line(self, run: Any) -> str:
         """The text line of the last report (docs/spec.md section 7)."""
-        ...
 
     def closing_line(self, run: Any) -> str:
         """One closing line naming the run folder."""
-        ...
 
     def write_passport(self, run: Any) -> None:
         """Write passport.json and passport.md and the log's ``end`` record."""
-        ...
 
     def close(self) -> None:
         """Close the run log (idempotent)."""
-        ...

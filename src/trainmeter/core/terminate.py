@@ -1,23 +1,20 @@
 """SIGTERM noted by a handler that does no work; the run saved outside it; then the signal's own action.
 
-The handler only notes the signal (docs/spec.md section 18): the run is saved at the
-next safe point (the training thread's next step boundary, or interpreter exit) or,
-past a deadline, by a watcher thread of ours, which also sees a SIGTERM that reaches
-a main thread blocked in C (through the signal wakeup descriptor); then the signal
-does what it would have done without trainmeter. A forked child never keeps our
-handler: SIGTERM is blocked across the fork and the child gets the previous handler
-back before it is unblocked. Off the main thread nothing is installed.
+docs/spec.md section 18. A forked child gets the previous handler back (SIGTERM blocked across the fork); off
+the main thread nothing is installed.
 """
 
 from __future__ import annotations
 
 import atexit
+import functools
 import os
 import select
 import signal
 import threading
 import time
 from collections.abc import Callable
+from contextlib import suppress
 from types import FrameType
 from typing import Any
 
@@ -34,30 +31,17 @@ _STOP = b"\x00"  # never a signal number: the watcher's stop byte
 
 
 class TerminateHandler:
-    """SIGTERM noted, the run saved outside the handler, then the signal's own behaviour.
+    """SIGTERM noted (``pending``), the run saved outside the handler, then the signal's own behaviour.
 
-    The handler only notes the signal (``pending``), calls ``on_request`` (attribute writes
-    that bring the training thread to its safe point) and, for a previous Python handler,
-    calls it. What follows depends on the handler that was in place:
-
-    - Default action (the process ends): the training thread finishes the run as
-      ``terminated`` at its next step boundary and calls :meth:`redeliver`. A watcher
-      thread of ours sees the signal even when the main thread is blocked in C (through
-      ``signal.set_wakeup_fd`` when no one else holds it); if no safe point came within
-      ``wait_s`` it calls ``save_now`` on a helper thread, waits at most ``deadline_s``,
-      and ends the process by the signal with its default action.
-    - A Python handler (a framework's graceful stop): it runs at once, in the handler;
-      the training thread saves a passport as the run stands at its next step boundary
-      and the run goes on.
-    - Ignored (``SIG_IGN``): nothing happens, as without trainmeter.
+    With the default action in place, the training thread finishes the run at its next step boundary and calls
+    :meth:`redeliver`; a watcher thread (woken through ``signal.set_wakeup_fd`` when free) calls ``save_now`` when
+    no safe point came within ``wait_s`` and ends the process after ``deadline_s``. A previous Python handler runs
+    at once and the run goes on; ``SIG_IGN`` stays ignored (docs/spec.md section 18).
 
     Args:
-        on_request: Called in the signal handler and on the watcher thread; attribute writes
-            only (no lock, no I/O), must not raise.
-        save_now: Writes what can be written of the run; called on a helper thread of ours
-            when no safe point came; may block (it is abandoned after ``deadline_s``).
-        at_exit: The safe point at interpreter exit (a program that reached its end before the
-            training thread's next step): main thread, no frame of the program's left.
+        on_request: Called in the signal handler and on the watcher thread; attribute writes only, never raises.
+        save_now: Writes what can be written of the run, on a helper thread (abandoned after ``deadline_s``).
+        at_exit: The safe point at interpreter exit (main thread).
         wait_s: Seconds the watcher waits for the safe point.
         deadline_s: Seconds the watcher waits for ``save_now``.
         wakeup: Watch ``signal.set_wakeup_fd`` (tests of the handler alone pass ``False``).
@@ -108,14 +92,12 @@ class TerminateHandler:
             return
         self._fds = (r, w)
         if self._wakeup:
-            try:
+            with suppress(ValueError, OSError):
                 old = signal.set_wakeup_fd(w, warn_on_full_buffer=False)
                 if old == -1:
                     self._wakeup_set = True
                 else:  # someone else's (an event loop): keep theirs; the Python handler tells the watcher
                     signal.set_wakeup_fd(old)
-            except (ValueError, OSError):
-                pass
         watcher = self._watcher = threading.Thread(target=self._watch, name="trainmeter-sigterm", daemon=True)
         try:
             watcher.start()
@@ -124,10 +106,7 @@ class TerminateHandler:
             self._stop_watcher()
 
     def remove(self) -> None:
-        """Restore the previous handler; a SIGTERM noted and not yet acted on is re-delivered. Idempotent.
-
-        Main thread; elsewhere nothing changes (the watcher still acts on a SIGTERM).
-        """
+        """Restore the previous handler; a SIGTERM noted and not acted on is re-delivered. Idempotent; main thread."""
         global _INSTALLED
         if not self._installed or not _in_main_thread():
             return
@@ -136,11 +115,9 @@ class TerminateHandler:
         if _INSTALLED is self:
             _INSTALLED = None
         self._restore_wakeup()
-        try:
+        with suppress(ValueError, OSError, TypeError, RuntimeError):
             if signal.getsignal(signal.SIGTERM) == self._handle:
                 signal.signal(signal.SIGTERM, self._previous if self._previous is not None else signal.SIG_DFL)
-        except (ValueError, OSError, TypeError, RuntimeError):
-            pass
         self._stop_watcher()
         if self.pending and self.ends:
             self.redeliver()
@@ -148,42 +125,34 @@ class TerminateHandler:
     def _restore_wakeup(self) -> None:
         if self._wakeup_set and self._fds is not None:
             self._wakeup_set = False
-            try:
+            with suppress(ValueError, OSError):
                 current = signal.set_wakeup_fd(-1)
                 if current not in (-1, self._fds[1]):
                     signal.set_wakeup_fd(current)  # replaced by someone since: theirs stays
-            except (ValueError, OSError):
-                pass
 
     def _stop_watcher(self) -> None:
         watcher, self._watcher = self._watcher, None
         fds, self._fds = self._fds, None
         if fds is None:
             return
-        try:
+        with suppress(OSError):
             os.write(fds[1], _STOP)
-        except OSError:
-            pass
         # a watcher whose start failed or was cut (a Ctrl-C in Thread.start's wait for it) may not be started:
         # join would raise; one that runs reads the stop byte, or finds the descriptors gone
         if watcher is not None and watcher is not threading.current_thread() and watcher.is_alive():
             watcher.join(timeout=1.0)
         for fd in fds:
-            try:
+            with suppress(OSError):
                 os.close(fd)
-            except OSError:
-                pass
 
     def redeliver(self) -> None:
         """End the process by SIGTERM with its default action (main thread: at once; else through libc)."""
         self.pending = False
         if _in_main_thread():
-            try:
+            with suppress(ValueError, OSError):
                 signal.signal(signal.SIGTERM, signal.SIG_DFL)
                 signal.raise_signal(signal.SIGTERM)
                 return
-            except (ValueError, OSError):
-                pass
         _die_by_sigterm()
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
@@ -192,19 +161,15 @@ class TerminateHandler:
         if previous is signal.SIG_IGN:
             return
         self.pending = True
-        try:
+        with suppress(BaseException):  # the signal's own behaviour must still happen
             self._on_request()
-        except BaseException:  # noqa: S110 - the signal's own behaviour must still happen
-            pass
         if not self.ends:
             previous(signum, frame)
             return
         fds = self._fds
         if fds is not None:  # also with the wakeup descriptor: someone may have replaced it since (an event loop)
-            try:
+            with suppress(OSError):
                 os.write(fds[1], bytes((signum,)))
-            except OSError:
-                pass
 
     def _watch(self) -> None:
         fds = self._fds
@@ -222,10 +187,8 @@ class TerminateHandler:
             if signal.SIGTERM in data:
                 break
         self.pending = True
-        try:
+        with suppress(Exception):
             self._on_request()
-        except Exception:  # noqa: S110
-            pass
         if self._done.wait(self._wait_s):
             return  # the training thread finished the run and re-delivered (or the run ended meanwhile)
         save = self._save_now
@@ -238,15 +201,13 @@ class TerminateHandler:
 
 
 def _quiet(fn: Callable[[], None]) -> None:
-    try:
+    with suppress(BaseException):  # a helper thread of ours; the process ends next
         fn()
-    except BaseException:  # noqa: S110 - a helper thread of ours; the process ends next
-        pass
 
 
 def _die_by_sigterm() -> None:
     """End the process by SIGTERM's default action from any thread (Python sets handlers in the main thread only)."""
-    try:
+    with suppress(Exception):
         import ctypes
 
         libc = ctypes.CDLL(None, use_errno=True)
@@ -255,20 +216,15 @@ def _die_by_sigterm() -> None:
         libc.signal(int(signal.SIGTERM), None)  # SIG_DFL
         os.kill(os.getpid(), signal.SIGTERM)
         time.sleep(1.0)
-    except Exception:  # noqa: S110
-        pass
     os._exit(128 + int(signal.SIGTERM))
 
 
 _INSTALLED: TerminateHandler | None = None
-_AT_EXIT_REGISTERED = False
 
 
-def _register_at_exit() -> None:
-    global _AT_EXIT_REGISTERED
-    if not _AT_EXIT_REGISTERED:
-        _AT_EXIT_REGISTERED = True
-        atexit.register(_on_interpreter_exit)
+@functools.cache
+def _register_at_exit() -> None:  # once per process
+    atexit.register(_on_interpreter_exit)
 
 
 def _on_interpreter_exit() -> None:
@@ -286,11 +242,8 @@ _BLOCKED_AT_FORK = False
 
 
 def _block_at_fork() -> None:
-    """Before a fork: SIGTERM waits (blocked) until the child has its previous handler back.
-
-    A worker terminated right after it was forked (``Pool.terminate`` while it still starts) would else
-    run our handler, and write to our wakeup descriptor, which it shares with this process.
-    """
+    """Before a fork: SIGTERM waits (blocked) until the child has its previous handler back (a worker terminated
+    as it starts would else run our handler and write to our shared wakeup descriptor)."""
     global _BLOCKED_AT_FORK
     if _INSTALLED is None or not hasattr(signal, "pthread_sigmask"):
         return
@@ -304,10 +257,8 @@ def _unblock_after_fork() -> None:
     global _BLOCKED_AT_FORK
     if _BLOCKED_AT_FORK:
         _BLOCKED_AT_FORK = False
-        try:
+        with suppress(ValueError, OSError):
             signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})  # one that came meanwhile is delivered now
-        except (ValueError, OSError):
-            pass
 
 
 def _reset_in_child() -> None:
@@ -320,22 +271,14 @@ def _reset_in_child() -> None:
     handler._installed = False
     handler._watcher = None
     handler.pending = False
-    try:
-        if handler._wakeup_set:
-            current = signal.set_wakeup_fd(-1)
-            if handler._fds is not None and current not in (-1, handler._fds[1]):
-                signal.set_wakeup_fd(current)
+    handler._restore_wakeup()
+    with suppress(ValueError, OSError, TypeError, RuntimeError):
         previous = handler._previous
         signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
-    except (ValueError, OSError, TypeError, RuntimeError):
-        pass
-    handler._wakeup_set = False
     fds, handler._fds = handler._fds, None
     for fd in fds or ():
-        try:
+        with suppress(OSError):
             os.close(fd)
-        except OSError:
-            pass
     _unblock_after_fork()  # a SIGTERM sent meanwhile now has the previous (default) action
 
 

@@ -1,12 +1,7 @@
 """User text made safe for the text sinks: terminal lines, Markdown, tables.
 
-Names and messages come from the user (series names, run names, exception
-messages, ``--peak-source``). Every text sink passes them through here, so a
-``\\n`` cannot forge a line, an escape sequence never reaches the terminal and
-``<script>`` in a passport.md stays text when the Markdown becomes HTML. Invisible
-format characters (Unicode category Cf: the bidi controls U+202A-202E and U+2066-2069
-that reverse the rest of a terminal line, zero-width spaces and joiners, the BOM) are
-escaped too (``\\u202e``), so a name reads as what it holds (docs/spec.md section 18).
+Control and format characters (Unicode Cf: bidi controls, zero-width spaces) are escaped and Markdown made
+literal, so a user's name reads as what it holds (docs/spec.md section 18).
 """
 
 from __future__ import annotations

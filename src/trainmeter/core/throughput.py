@@ -1,9 +1,4 @@
-"""Throughput summaries: pure functions of counts and seconds (docs/spec.md section 3).
-
-Training-only figures divide by training seconds; session figures divide by
-session elapsed seconds, which also hold eval, checkpoint, data waits and
-reporting. A zero duration gives ``None``, never inf or 0.
-"""
+"""Throughput summaries: pure functions of counts and seconds (docs/spec.md section 3); zero seconds give ``None``."""
 
 from __future__ import annotations
 
@@ -12,15 +7,7 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class IntervalSummary:
-    """One reporting window.
-
-    Attributes:
-        tokens: Tokens (or samples) trained in the window.
-        steps: Optimizer steps attempted in the window.
-        train_s: Training-only seconds in the window.
-        train_tokens_per_s: ``tokens / train_s`` or ``None``.
-        seconds_per_step: ``train_s / steps`` or ``None``.
-    """
+    """One reporting window: tokens (or samples), steps attempted, training-only seconds and their ratios."""
 
     tokens: int
     steps: int
@@ -31,13 +18,7 @@ class IntervalSummary:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SessionSummary:
-    """The session so far.
-
-    Attributes:
-        tokens: Tokens trained since the run began.
-        elapsed_s: Session seconds since the run began.
-        session_tokens_per_s: ``tokens / elapsed_s`` or ``None``.
-    """
+    """The session so far: tokens, session seconds and ``tokens / elapsed_s`` (``None`` at 0 s)."""
 
     tokens: int
     elapsed_s: float
@@ -45,14 +26,7 @@ class SessionSummary:
 
 
 def ratio(numerator: float, denominator: float) -> float | None:
-    """Return ``numerator / denominator``, or ``None`` when the denominator is not positive.
-
-    Examples:
-        >>> ratio(10, 4)
-        2.5
-        >>> ratio(10, 0) is None
-        True
-    """
+    """Return ``numerator / denominator``, or ``None`` when the denominator is not positive."""
     if denominator <= 0:
         return None
     return numerator / denominator
@@ -60,13 +34,8 @@ def ratio(numerator: float, denominator: float) -> float | None:
 
 def interval_summary(*, tokens: int, steps: int, train_s: float) -> IntervalSummary:
     """Summarise a window from its tokens, attempted steps and training seconds."""
-    return IntervalSummary(
-        tokens=tokens,
-        steps=steps,
-        train_s=train_s,
-        train_tokens_per_s=ratio(tokens, train_s),
-        seconds_per_step=ratio(train_s, steps) if steps > 0 else None,
-    )
+    return IntervalSummary(tokens=tokens, steps=steps, train_s=train_s, train_tokens_per_s=ratio(tokens, train_s),
+                           seconds_per_step=ratio(train_s, steps))
 
 
 def session_summary(*, tokens: int, elapsed_s: float) -> SessionSummary:
