@@ -40,6 +40,7 @@ from typing import Any
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from overhead import _thread_cpu_s as thread_cpu_s  # noqa: E402  (CPU seconds of each thread, schedstat)
 
 OURS = "trainmeter"  # our threads' names begin with it
 
@@ -159,18 +160,6 @@ def mlp() -> Callable[[int, Callable[[], bool] | None], int]:
 LOOPS = {"gpt": quickstart, "mlp": mlp}
 
 
-def thread_cpu_s() -> dict[int, float]:
-    """CPU seconds of every thread of this process by native id (``/proc/self/task/<tid>/schedstat``)."""
-    out = {}
-    for tid in os.listdir("/proc/self/task"):
-        try:
-            with open(f"/proc/self/task/{tid}/schedstat") as f:
-                out[int(tid)] = int(f.read().split()[0]) / 1e9
-        except (OSError, ValueError):
-            continue
-    return out
-
-
 class Named:
     """Names of the threads seen (native id -> name), polled by the training loop's stop check."""
 
@@ -205,7 +194,7 @@ def monitored(train: Callable[..., int], root: str, interval_s: float, steps: in
     main_tid = threading.main_thread().native_id
     before = thread_cpu_s()
     t0 = time.perf_counter()
-    widget = TrainmeterWidget(state=build_state(facts_from_monitor(m)))
+    widget = TrainmeterWidget(state=build_state(facts_from_monitor(m.context)))
     pub = Publisher(m.context, widget)
     widget.attach(pub)
     pub.start()
