@@ -2,14 +2,19 @@
 
 One command prints the table (``python benchmarks/overhead.py peer-table``, or this file alone):
 instructions on the training thread (``--separate-threads=yes``, thread 1), for each arm in a
-fresh process of its own under valgrind callgrind, on the tiny loop of benchmarks/overhead.py
-(a 32-64-1 MLP, batch 32, SGD, ``OMP_NUM_THREADS=1``, ``PYTHONHASHSEED=0``, so counts repeat
-to the instruction). Per step: after 200 warm-up steps, the slope between a 300-step and a
-1,000-step segment, ``(I(1000) - I(300)) / 700``, minus the same slope of the bare loop measured
-in that process first; the heap is collected and frozen (``gc.freeze``) before each slope, so its
+fresh process of its own under valgrind callgrind, on one of three loops (``--loop``; ``OMP_NUM_THREADS=1``,
+``PYTHONHASHSEED=0``, so counts repeat to the instruction): ``mlp``, the tiny loop of benchmarks/overhead.py (a
+32-64-1 MLP, batch 32, SGD); ``gpt``, a hand-written loop over a 2-block causal transformer called positionally
+(:func:`make_gpt_loop`); ``hf``, GPT-2 (2 layers) under the HF Trainer, which calls the model with keyword
+arguments and ``model.train()`` every step (:func:`make_hf_loop`). Per step: after the warm-up steps (mlp: 200),
+the slope between a short and a long segment (mlp: 300 and 1,000 steps, ``(I(1000) - I(300)) / 700``; ``SEGMENTS``
+has the gpt and hf loops' fewer, dearer steps), minus the same slope of the bare loop measured in that process
+first; the heap is collected and frozen (``gc.freeze``) before each slope, so its
 collections scan only what the slope's steps allocate. Start, first report (right after the 200
 warm-up steps), later report (after the slope) and finish are the instructions of each call.
-Reports are forced (the interval is 3600 s, so none falls inside a slope). Import is what loads each
+Reports are forced (the interval is 3600 s, so none falls inside a slope). The peer's venv (made on first use)
+reads torch, and for the hf loop transformers, from this interpreter's site-packages when it has no torch of its own
+(see :func:`peer_python`). Import is what loads each
 arm's monitor ahead of its run, once per process, after torch (and, for ``%%trainmeter``, IPython) is
 imported: the peer's agent module (its sitecustomize imports it at interpreter start), ``%load_ext
 trainmeter``, ``import trainmeter`` and ``tm.preload()``, or ``import trainmeter`` alone (a cold
@@ -76,7 +81,7 @@ LABELS = {"floor": "a step hook + one clock read (the floor)",
           "magic": "ours, `%%trainmeter`"}
 LOOPS = ("mlp", "gpt", "hf")
 # warm-up, short and long segment of each loop (steps): the GPT and HF steps cost ~10-30x the MLP's
-SEGMENTS = {"mlp": (200, 300, 1000), "gpt": (40, 60, 200), "hf": (30, 40, 140)}
+SEGMENTS = {"mlp": (200, 300, 1000), "gpt": (12, 15, 45), "hf": (10, 12, 42)}
 WARMUP, SHORT, LONG = SEGMENTS["mlp"]
 MARK = os.getppid  # callgrind dumps before each call (--dump-before=getppid)
 
@@ -314,17 +319,19 @@ def _force_report(m: Any) -> None:
 
 # -- the parent -------------------------------------------------------------------------------------
 def peer_python() -> Path:
-    """The peer venv's python, made on first use (``python3 -m venv``; the wheel ``--no-deps`` plus torch)."""
+    """The peer venv's python, made on first use (``python3 -m venv``, the wheel ``--no-deps``): its own
+    trainmeter comes first on its path, then this interpreter's site-packages (torch, transformers) through a
+    ``.pth`` line, so both sides run the same torch and nothing else is downloaded."""
     python = PEER_VENV / "bin" / "python"
     if python.exists():
         return python
-    import torch
+    import site
 
-    version = torch.__version__.split("+")[0]
     subprocess.run(["python3", "-m", "venv", str(PEER_VENV)], check=True)
-    pip = [str(python), "-m", "pip", "install", "-q"]
-    subprocess.run([*pip, "--no-deps", PEER_WHEEL], check=True)
-    subprocess.run([*pip, f"torch=={version}", "numpy"], check=True)
+    subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", PEER_WHEEL], check=True)
+    own = subprocess.run([str(python), "-c", "import site; print(site.getsitepackages()[0])"], check=True,
+                         capture_output=True, text=True).stdout.strip()
+    Path(own, "zz-host-site-packages.pth").write_text("\n".join(site.getsitepackages()) + "\n")
     return python
 
 
