@@ -2,14 +2,19 @@
 
 One command prints the table (``python benchmarks/overhead.py peer-table``, or this file alone):
 instructions on the training thread (``--separate-threads=yes``, thread 1), for each arm in a
-fresh process of its own under valgrind callgrind, on the tiny loop of benchmarks/overhead.py
-(a 32-64-1 MLP, batch 32, SGD, ``OMP_NUM_THREADS=1``, ``PYTHONHASHSEED=0``, so counts repeat
-to the instruction). Per step: after 200 warm-up steps, the slope between a 300-step and a
-1,000-step segment, ``(I(1000) - I(300)) / 700``, minus the same slope of the bare loop measured
-in that process first; the heap is collected and frozen (``gc.freeze``) before each slope, so its
+fresh process of its own under valgrind callgrind, on one of three loops (``--loop``; ``OMP_NUM_THREADS=1``,
+``PYTHONHASHSEED=0``, so counts repeat to the instruction): ``mlp``, the tiny loop of benchmarks/overhead.py (a
+32-64-1 MLP, batch 32, SGD); ``gpt``, a hand-written loop over a 2-block causal transformer called positionally
+(:func:`make_gpt_loop`); ``hf``, GPT-2 (2 layers) under the HF Trainer, which calls the model with keyword
+arguments and ``model.train()`` every step (:func:`make_hf_loop`). Per step: after the warm-up steps (mlp: 200),
+the slope between a short and a long segment (mlp: 300 and 1,000 steps, ``(I(1000) - I(300)) / 700``; ``SEGMENTS``
+has the gpt and hf loops' fewer, dearer steps), minus the same slope of the bare loop measured in that process
+first; the heap is collected and frozen (``gc.freeze``) before each slope, so its
 collections scan only what the slope's steps allocate. Start, first report (right after the 200
 warm-up steps), later report (after the slope) and finish are the instructions of each call.
-Reports are forced (the interval is 3600 s, so none falls inside a slope). Import is what loads each
+Reports are forced (the interval is 3600 s, so none falls inside a slope). The peer's venv (made on first use)
+reads torch, and for the hf loop transformers, from this interpreter's site-packages when it has no torch of its own
+(see :func:`peer_python`). Import is what loads each
 arm's monitor ahead of its run, once per process, after torch (and, for ``%%trainmeter``, IPython) is
 imported: the peer's agent module (its sitecustomize imports it at interpreter start), ``%load_ext
 trainmeter``, ``import trainmeter`` and ``tm.preload()``, or ``import trainmeter`` alone (a cold
@@ -74,7 +79,10 @@ LABELS = {"floor": "a step hook + one clock read (the floor)",
           "core": "ours, core only", "all": "ours, `tm.monitor()` with every extension",
           "preloaded": "ours, `tm.preload()` then `tm.monitor()`",
           "magic": "ours, `%%trainmeter`"}
-WARMUP, SHORT, LONG = 200, 300, 1000
+LOOPS = ("mlp", "gpt", "hf")
+# warm-up, short and long segment of each loop (steps): the GPT and HF steps cost ~10-30x the MLP's
+SEGMENTS = {"mlp": (200, 300, 1000), "gpt": (12, 15, 45), "hf": (10, 12, 42)}
+WARMUP, SHORT, LONG = SEGMENTS["mlp"]
 MARK = os.getppid  # callgrind dumps before each call (--dump-before=getppid)
 
 
@@ -109,6 +117,91 @@ def _segments(steps: Callable[[int], None], report: Callable[[], None], scale: i
     MARK()  # later report
 
 
+def make_gpt_loop() -> tuple[Callable[[int], None], Any]:
+    """The tiny GPT loop's ``steps(n)`` and model: a 2-block causal transformer (vocab 128, width 32, 4 heads,
+    batch 4 x 32 tokens) called positionally, cross-entropy, AdamW."""
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    vocab, seq, width, batch = 128, 32, 32, 4
+
+    class TinyGPT(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.embed = nn.Embedding(vocab, width)
+            self.pos = nn.Parameter(torch.zeros(seq, width))
+            layer = nn.TransformerEncoderLayer(width, 4, 4 * width, dropout=0.0, batch_first=True, norm_first=True)
+            self.blocks = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+            self.head = nn.Linear(width, vocab)
+            self.register_buffer("mask", nn.Transformer.generate_square_subsequent_mask(seq), persistent=False)
+
+        def forward(self, idx: torch.Tensor) -> torch.Tensor:
+            return self.head(self.blocks(self.embed(idx) + self.pos, mask=self.mask, is_causal=True))
+
+    model = TinyGPT()
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-4)
+    data = torch.randint(0, vocab, (batch, seq + 1))
+    x, y = data[:, :-1], data[:, 1:].flatten()
+
+    def steps(n: int) -> None:
+        for _ in range(n):
+            loss = F.cross_entropy(model(x).flatten(0, 1), y)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+
+    return steps, model
+
+
+def make_hf_loop() -> tuple[Callable[[int], None], Any]:
+    """The HF Trainer loop's ``steps(n)`` (one ``trainer.train()`` of ``max_steps=n``: its set-up is the same in
+    both slope segments, so the slope holds only the steps) and model: ``GPT2LMHeadModel`` built from a config
+    (2 layers, n_embd 32, vocab 128; nothing downloaded), batch 4 x 32 tokens, AdamW, no logging, eval or saves."""
+    import torch
+    import transformers
+    from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments
+
+    torch.set_num_threads(1)
+    transformers.set_seed(0)
+    transformers.logging.set_verbosity_error()
+    model = GPT2LMHeadModel(GPT2Config(vocab_size=128, n_positions=32, n_embd=32, n_layer=2, n_head=2))
+    ids = torch.randint(0, 128, (4 * 1200, 32), generator=torch.Generator().manual_seed(0))
+
+    class Rows(torch.utils.data.Dataset):
+        def __len__(self) -> int:
+            return len(ids)
+
+        def __getitem__(self, i: int) -> dict[str, Any]:
+            return {"input_ids": ids[i], "labels": ids[i]}
+
+    out = tempfile.mkdtemp(prefix="tm-peer-table-hf-")
+    args = TrainingArguments(output_dir=out, max_steps=1, per_device_train_batch_size=4, logging_strategy="no",
+                             save_strategy="no", eval_strategy="no", report_to="none", use_cpu=True,
+                             disable_tqdm=True, seed=0, dataloader_num_workers=0)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    trainer = Trainer(model=model, args=args, train_dataset=Rows(), optimizers=(opt, None))
+
+    def steps(n: int) -> None:
+        trainer.args.max_steps = max(n, 1)  # 0 would mean "by epochs"
+        trainer.train()
+
+    return steps, model
+
+
+def make_loop(loop: str) -> tuple[Callable[[int], None], Any]:
+    """``steps(n)`` and the model of ``loop`` (mlp: benchmarks/overhead.py's tiny loop)."""
+    if loop == "gpt":
+        return make_gpt_loop()
+    if loop == "hf":
+        return make_hf_loop()
+    from overhead import make_loop_and_model  # stdlib only at import: the peer's venv loads it too
+
+    return make_loop_and_model()
+
+
 def _peer_agent() -> Any:
     """The peer's agent, installed as its sitecustomize does (torch already imported: it attaches at once)."""
     import torch.optim.optimizer as optimizer_module
@@ -140,8 +233,11 @@ def _slow_threads(m: Any, factor: float) -> None:
     m.worker._fold_every_s *= factor
 
 
-def child(arm: str, scale: int, idle_thread: bool = False, preload: bool = False, slow_threads: float = 1.0) -> None:
+def child(arm: str, scale: int, idle_thread: bool = False, preload: bool = False, slow_threads: float = 1.0,
+          loop: str = "mlp") -> None:
     """One arm: bare slope first, then the arm's start, segments and finish, each ended by a MARK."""
+    global WARMUP, SHORT, LONG
+    WARMUP, SHORT, LONG = SEGMENTS[loop]
     if idle_thread:  # the process has a thread before the bare slope (see the module docstring)
         threading.Thread(target=threading.Event().wait, name="idle", daemon=True).start()
     import torch  # noqa: F401  (the user's import, before the monitor's)
@@ -163,10 +259,8 @@ def child(arm: str, scale: int, idle_thread: bool = False, preload: bool = False
     if arm == "magic":
         trainmeter.load_ipython_extension(shell)  # the notebook's `%load_ext trainmeter`, a cell before the run's
     MARK()  # import: the monitor loaded ahead of the run, once per process
-    from overhead import make_loop_and_model  # stdlib only at import: the peer's venv loads it too
-
-    steps, model = make_loop_and_model()
-    steps(50)
+    steps, model = make_loop(loop)
+    steps(WARMUP // 4)
     _settle()
     MARK()  # imports and set-up (ignored)
     steps(SHORT // scale)
@@ -225,17 +319,19 @@ def _force_report(m: Any) -> None:
 
 # -- the parent -------------------------------------------------------------------------------------
 def peer_python() -> Path:
-    """The peer venv's python, made on first use (``python3 -m venv``; the wheel ``--no-deps`` plus torch)."""
+    """The peer venv's python, made on first use (``python3 -m venv``, the wheel ``--no-deps``): its own
+    trainmeter comes first on its path, then this interpreter's site-packages (torch, transformers) through a
+    ``.pth`` line, so both sides run the same torch and nothing else is downloaded."""
     python = PEER_VENV / "bin" / "python"
     if python.exists():
         return python
-    import torch
+    import site
 
-    version = torch.__version__.split("+")[0]
     subprocess.run(["python3", "-m", "venv", str(PEER_VENV)], check=True)
-    pip = [str(python), "-m", "pip", "install", "-q"]
-    subprocess.run([*pip, "--no-deps", PEER_WHEEL], check=True)
-    subprocess.run([*pip, f"torch=={version}", "numpy"], check=True)
+    subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", PEER_WHEEL], check=True)
+    own = subprocess.run([str(python), "-c", "import site; print(site.getsitepackages()[0])"], check=True,
+                         capture_output=True, text=True).stdout.strip()
+    Path(own, "zz-host-site-packages.pth").write_text("\n".join(site.getsitepackages()) + "\n")
     return python
 
 
@@ -283,12 +379,12 @@ def _env(arm: str, sock: str | None) -> tuple[list[str], dict[str, str]]:
 
 
 def _run_arm(arm: str, out_dir: str, idle_thread: bool = False, preload: bool = False,
-             slow_threads: float = 1.0) -> tuple[str, list[int] | str]:
+             slow_threads: float = 1.0, loop: str = "mlp") -> tuple[str, list[int] | str]:
     sock = _Socket() if arm == "peer" else None
     try:
         python, env = _env(arm, sock.path if sock else None)
         script = [str(HERE), "_child", "--arm", arm, *(["--idle-thread"] if idle_thread else []),
-                  *(["--preload"] if preload else []), "--slow-threads", str(slow_threads)]
+                  *(["--preload"] if preload else []), "--slow-threads", str(slow_threads), "--loop", loop]
         warm = subprocess.run([*python, *script, "--scale", "20"], env=env, capture_output=True, text=True)
         if warm.returncode != 0:  # bytecode compiled, and the arm known to run, before valgrind
             return arm, f"failed: {warm.stderr[-1500:]}"
@@ -316,7 +412,7 @@ def _instr(n: float) -> str:
 
 
 def table(arms: tuple[str, ...] = ARMS, jobs: int = 2, idle_thread: bool = False,
-          preload: bool = False, slow_threads: float = 1.0, repeats: int = 1) -> list[tuple[str, ...]]:
+          preload: bool = False, slow_threads: float = 1.0, repeats: int = 1, loop: str = "mlp") -> list[tuple[str, ...]]:
     """Run each arm under callgrind in ``repeats`` processes (``jobs`` at a time) and return the table's rows.
 
     With several processes an arm's cells are the median over them, and the per-step cell lists each process's
@@ -334,7 +430,8 @@ def table(arms: tuple[str, ...] = ARMS, jobs: int = 2, idle_thread: bool = False
         os.makedirs(f"{out_dir}/{arm}-{i}", exist_ok=True)
     with ThreadPoolExecutor(jobs) as pool:
         done = list(pool.map(lambda r: _run_arm(r[0], f"{out_dir}/{r[0]}-{r[1]}", idle_thread, preload,
-                                                slow_threads)[1], runs))
+                                                slow_threads, loop)[1], runs))
+    _warmup, short_steps, long_steps = SEGMENTS[loop]
     shutil.rmtree(out_dir, ignore_errors=True)
     results: dict[str, list[list[int] | str]] = {arm: [] for arm in arms}
     for (arm, _i), seq in zip(runs, done, strict=True):
@@ -350,9 +447,9 @@ def table(arms: tuple[str, ...] = ARMS, jobs: int = 2, idle_thread: bool = False
         for seq in results[arm]:
             (_interpreter, loaded, _setup, b_short, b_long, start, _warm, first, _settled, short, long_, later,
              finish) = seq[:13]
-            bare = (b_long - b_short) / (LONG - SHORT)
+            bare = (b_long - b_short) / (long_steps - short_steps)
             bare_arm.append(bare)
-            added_all.append((long_ - short) / (LONG - SHORT) - bare)
+            added_all.append((long_ - short) / (long_steps - short_steps) - bare)
             cells.append((loaded, start, first, later, finish))
         bare_all += bare_arm
         added, bare = statistics.median(added_all), statistics.median(bare_arm)
@@ -381,6 +478,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("what", nargs="?", default="table", choices=("table", "_child"))
     ap.add_argument("--arm", action="append", choices=ARMS, help="arms to run (default: all six)")
+    ap.add_argument("--loop", choices=LOOPS, default="mlp",
+                    help="mlp: the tiny MLP loop; gpt: a tiny causal transformer, hand-written loop; hf: GPT-2 "
+                         "(2 layers) under the HF Trainer")
     ap.add_argument("--jobs", type=int, default=2, help="valgrind processes at a time")
     ap.add_argument("--scale", type=int, default=1, help=argparse.SUPPRESS)
     ap.add_argument("--idle-thread", action="store_true",
@@ -399,8 +499,8 @@ def main() -> None:
             ap.error(say)
     if args.what == "_child":
         sys.path.insert(0, str(HERE.parent))
-        return child(args.arm[0], args.scale, args.idle_thread, args.preload, args.slow_threads)
-    print(f"trainmeter side by side (callgrind, training thread; tiny loop; python {sys.version.split()[0]})")
+        return child(args.arm[0], args.scale, args.idle_thread, args.preload, args.slow_threads, args.loop)
+    print(f"trainmeter side by side (callgrind, training thread; {args.loop} loop; python {sys.version.split()[0]})")
     if args.idle_thread:
         print("(every arm's process has one idle thread before its bare slope: --idle-thread)")
     if args.preload:
@@ -408,7 +508,7 @@ def main() -> None:
     if args.slow_threads != 1.0:
         print(f"(our timed threads' periods x {args.slow_threads:g} after start: --slow-threads)")
     print_table(table(tuple(args.arm or ARMS), args.jobs, args.idle_thread, args.preload, args.slow_threads,
-                      args.repeats))
+                      args.repeats, args.loop))
 
 
 if __name__ == "__main__":

@@ -54,8 +54,33 @@ EXTENSION_CALLS_PER_STEP = {
     "overhead/extension.py:_next_every": 1 / 64,  # the stride to the next timed step (64 at least)
 }
 
+class _Keywords(nn.Module):
+    """A model called as Hugging Face's are: token ids and labels by keyword."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.body = nn.Sequential(nn.Embedding(32, 8), nn.Flatten(), nn.Linear(8 * 6, 1))
+
+    def forward(self, input_ids=None, labels=None):
+        return F.mse_loss(self.body(input_ids), labels)
+
+
 def _loop(kind: str):
     torch.manual_seed(0)
+    if kind == "keywords":  # model(input_ids=..., labels=...) returns the loss
+        model = _Keywords()
+        x = torch.randint(0, 32, (4, 6))
+        y = torch.randn(4, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=1e-4)
+
+        def steps(n: int) -> None:
+            for _ in range(n):
+                loss = model(input_ids=x, labels=y)
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                opt.step()
+
+        return steps
     if kind == "ids":
         model = nn.Sequential(nn.Embedding(32, 8), nn.Flatten(), nn.Linear(8 * 6, 1))
         x = torch.randint(0, 32, (4, 6))
@@ -103,7 +128,7 @@ def _calls_per_step(tmp_path: Path, kind: str, extensions: str) -> tuple[dict, d
     return py, c, m
 
 
-@pytest.mark.parametrize("kind", ["ids", "floats"])
+@pytest.mark.parametrize("kind", ["ids", "floats", "keywords"])
 @pytest.mark.parametrize("extensions", ["core", "all"])
 def test_a_step_in_steady_state_costs_a_fixed_handful_of_calls(tmp_path, kind, extensions):
     py, c, m = _calls_per_step(tmp_path, kind, extensions)
@@ -124,15 +149,27 @@ def test_only_the_named_extension_calls_run_per_step(tmp_path):
         assert per_step <= EXTENSION_CALLS_PER_STEP[name] + 1 / STEPS, (name, per_step)
 
 
-def test_the_batch_shape_is_read_not_recounted_and_a_new_shape_is_counted_exactly(tmp_path):
+@pytest.mark.parametrize("by_keyword", [False, True])
+def test_the_batch_shape_is_read_not_recounted_and_a_new_shape_is_counted_exactly(tmp_path, by_keyword):
     torch.manual_seed(0)
-    model = nn.Sequential(nn.Embedding(32, 8), nn.Linear(8, 1))
+
+    class Model(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.body = nn.Sequential(nn.Embedding(32, 8), nn.Linear(8, 1))
+
+        def forward(self, input_ids=None, attention_mask=None):
+            return self.body(input_ids)
+
+    model = Model()
     opt = torch.optim.SGD(model.parameters(), lr=1e-4)
     shapes = [(4, 6)] * 30 + [(4, 5)] + [(4, 6)] * 10 + [(2, 6), (8, 3)] * 5
     calls = collections.Counter()
+    batch_py = str(Path(PACKAGE) / "core" / "batch.py")
 
     def profile(frame, event, arg):
-        if event == "call" and frame.f_code.co_name == "count_batch":
+        if event == "call" and frame.f_code.co_filename == batch_py and frame.f_code.co_name in ("count",
+                                                                                                 "count_batch"):
             calls["count_batch"] += 1
 
     options = make_options(run_dir=tmp_path, interval_s=3600, widget=False)
@@ -140,7 +177,8 @@ def test_the_batch_shape_is_read_not_recounted_and_a_new_shape_is_counted_exactl
     sys.setprofile(profile)
     try:
         for shape in shapes:
-            loss = model(torch.randint(0, 32, shape)).pow(2).mean()
+            ids = torch.randint(0, 32, shape)
+            loss = (model(input_ids=ids, attention_mask=torch.ones(shape)) if by_keyword else model(ids)).pow(2).mean()
             opt.zero_grad()
             loss.backward()
             opt.step()
@@ -253,3 +291,45 @@ def test_a_steady_step_runs_a_bounded_number_of_trainmeter_opcodes(tmp_path, kin
     per_step = sum(counts.values()) / STEPS
     print(f"{kind}: {per_step:.1f} trainmeter opcodes per step")
     assert per_step <= bound, dict(counts)
+
+
+
+def test_an_empty_optimizer_step_in_steady_state_costs_the_step_hook_and_the_rule(tmp_path):
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=1e-4)
+    x, y = torch.randn(32, 32), torch.randn(32, 1)
+
+    def step(forward: bool) -> None:
+        if forward:
+            loss = F.mse_loss(model(x), y)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+        opt.step()
+
+    options = make_options(run_dir=tmp_path, interval_s=3600, widget=False)
+    m = make_monitor(options, extensions=[], text=False).start()
+    py: collections.Counter[str] = collections.Counter()
+
+    def profile(frame, event, arg):
+        if event == "call" and frame.f_code.co_filename.startswith(PACKAGE):
+            py[frame.f_code.co_name] += 1
+
+    try:
+        for _ in range(20):
+            step(True)
+        sys.setprofile(profile)
+        try:
+            for _ in range(STEPS):
+                step(False)  # no forward, no backward: no tokens, no loss
+        finally:
+            sys.setprofile(None)
+        tokens = m.tokens
+        for _ in range(5):
+            step(True)  # steady steps after the empty ones count as before
+    finally:
+        m.finish("completed")
+    # the step hook and the step rule (its loss-less part; a new tokens-per-step run and the held loss point once)
+    assert sum(py.values()) / STEPS <= 3 + 2 / STEPS, dict(py)
+    assert m.steps == 20 + STEPS + 5
+    assert m.tokens == tokens + 5 * 32 and tokens == 20 * 32

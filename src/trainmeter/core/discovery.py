@@ -7,7 +7,6 @@ import weakref
 from threading import get_ident
 from typing import Any
 
-from trainmeter.core.batch import count_batch
 from trainmeter.core.patches import ORIGINAL_ATTR
 from trainmeter.core.reachable import (
     _instance,
@@ -250,7 +249,7 @@ class Discovery:
         if candidate is None or candidate.ref() is not module:
             return
         try:
-            counted = count_batch(args[:1] if lightning else args, kwargs)
+            counted = self._root_calls.batches.count(args[:1] if lightning else args, kwargs)
             if id(module) == self.root_id:
                 self._root_calls.count(module, args, kwargs, lightning, counted)
                 return

@@ -34,7 +34,7 @@ class ProbeState:
     __slots__ = (
         "primary", "fast_ref", "call_impl", "fast_backward", "steady", "backward_on", "in_backward", "depth", "calls",
         "pending_tokens",
-        "last_type", "last_shape", "last_dtype", "last_tokens", "fast_calls",
+        "last_type", "last_shape", "last_dtype", "last_key", "last_before", "last_tokens", "fast_calls",
         "fast_parts", "fast_sum", "fast_divided", "fast_first",
     )
 
@@ -58,11 +58,14 @@ class ProbeState:
         self.depth = 0  # nesting of watched calls (the outermost one counts)
         self.calls = 0  # calls of the root since the last step
         self.pending_tokens = 0  # tokens counted since the last step
-        # the last counted positional batch of the root (the call wrapper's fast path): type, shape, dtype, count
+        # the last counted batch of the root (the call wrapper's fast path): type, shape, dtype, count; for a
+        # keyword-only batch the keyword it was counted by and the token keys absent before it (core/batch.py)
         self.fast_calls = False
         self.last_type: Any = None
         self.last_shape: Any = None
         self.last_dtype: Any = None
+        self.last_key: str | None = None  # None: a positional batch
+        self.last_before: tuple[str, ...] = ()
         self.last_tokens = 0
         self.clear_fast_loss()
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainmeter.core.batch import batch_seq, last_seq
+from trainmeter.core.batch import BatchCounter, batch_seq, token_key
 from trainmeter.core.seq_weights import TokenWeightedSeq
 
 
@@ -25,6 +25,7 @@ class RootCalls:
         example: One training batch of the root ``(args, kwargs)`` for the FLOP count, or ``None``.
         autocast_dtype: The autocast dtype in force at that batch, or ``None``.
         seq_weights: The run's token-weighted S (docs/spec.md section 5, "S").
+        batches: The run's batch counter (lane 1's calls; its last batch and S are this run's alone).
 
     Training thread (lane 1's).
     """
@@ -37,11 +38,13 @@ class RootCalls:
         self.example: tuple[Any, Any] | None = None
         self.autocast_dtype: str | None = None
         self.seq_weights = TokenWeightedSeq()
+        self.batches = BatchCounter()
 
     def reset(self) -> None:
         """No batch kept, no S seen (a forked child's own run)."""
         self.example = None
         self.seq_weights = TokenWeightedSeq()
+        self.batches = BatchCounter()
 
     def new_root(self) -> None:
         """Another root was chosen: its own batch is kept next."""
@@ -56,13 +59,23 @@ class RootCalls:
         elif lightning and self.autocast_dtype is None:  # its precision plugin's autocast is on here
             self.autocast_dtype = autocast()
         if counted is not None:
-            self.seq_weights.at(self._steps.tokens + hot.pending_tokens, last_seq())
+            self.seq_weights.at(self._steps.tokens + hot.pending_tokens, self.batches.seq)
             hot.pending_tokens += counted[0]
             self._monitor.set_token_unit(counted[1])
-        # remember a positional batch's shape: the call wrapper counts the next ones like it
-        first = args[0] if args and not kwargs else None
-        if not lightning and counted is not None and hasattr(first, "is_floating_point"):
+        # remember a positional batch's shape, or a keyword-only one's keyword and shape: the call wrapper counts
+        # the next ones like it
+        first, key = None, None
+        if lightning or counted is None:
+            pass
+        elif args and not kwargs:
+            first = args[0]
+        elif kwargs and not args:
+            key = token_key(kwargs)
+            if key is not None:
+                first = kwargs[key[0]]
+        if hasattr(first, "is_floating_point"):
             hot.last_type, hot.last_shape, hot.last_dtype = type(first), first.shape, first.dtype
+            hot.last_key, hot.last_before = key if key is not None else (None, ())
             hot.last_tokens = counted[0]
             hot.fast_calls = self.example is not None
         else:

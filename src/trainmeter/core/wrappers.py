@@ -112,6 +112,10 @@ class Wrappers:
                     count = rule.count
                     count(tokens, None, hot.fast_sum)
                     return
+                if (hot.steady and not hot.calls and not hot.fast_parts and hot.fast_backward
+                        and primary() is optimizer):  # an empty step (no forward, no backward): no tokens, no loss
+                    rule.count(0, None, None)
+                    return
             except Exception as exc:
                 monitor.warn_once("probe-step", f"step probe fault: {exc!r}")
                 return
@@ -158,31 +162,58 @@ class Wrappers:
                     return original(module, **kwargs)
                 return original(module, first, *args, **kwargs)
             fast_ref = hot.fast_ref  # a slot read, then a call
-            if fast_ref() is module and not kwargs and not hot.depth:
-                # hot path (docs/spec.md section 20): the root called with a positional batch like the last counted
-                # one counts the same (exact: same type, shape and dtype; no argument: not the last type); anything
-                # else takes Discovery.on_call
-                try:
-                    same = (type(first) is hot.last_type and first.shape == hot.last_shape
-                            and first.dtype is hot.last_dtype)
-                except Exception:  # a tensor without a shape (a nested tensor): on_call says so
-                    same = False
-                if same and is_grad_enabled():
-                    hot.pending_tokens += hot.last_tokens
-                    hot.calls += 1
-                    hot.depth = 1
+            if fast_ref() is module and not hot.depth:
+                # hot path (docs/spec.md section 20): the root called with a batch like the last counted one counts
+                # the same (exact: same type, shape and dtype; no argument: not the last type); anything else takes
+                # Discovery.on_call
+                if kwargs:  # a keyword-only batch under the last one's token keyword, no token keyword before it
+                    key = hot.last_key
+                    if key is not None and first is _NO_ARG and not args:
+                        batch = kwargs[key] if key in kwargs else None
+                        for before in hot.last_before:  # a token keyword before it would be counted instead
+                            if before in kwargs:
+                                batch = None
+                        try:
+                            same = (type(batch) is hot.last_type and batch.shape == hot.last_shape
+                                    and batch.dtype is hot.last_dtype)
+                        except Exception:  # a tensor without a shape (a nested tensor): on_call says so
+                            same = False
+                        if same and is_grad_enabled():
+                            hot.pending_tokens += hot.last_tokens
+                            hot.calls += 1
+                            hot.depth = 1
+                            try:
+                                if routed:  # torch's _wrapped_call_impl, inline
+                                    call_impl = hot.call_impl
+                                    if call_impl is not None:
+                                        return call_impl(module, **kwargs)
+                                    if module._compiled_call_impl is None:
+                                        return module._call_impl(**kwargs)
+                                return original(module, **kwargs)
+                            finally:
+                                hot.depth = 0
+                else:
                     try:
-                        if args:
-                            return original(module, first, *args)
-                        if routed:  # torch's _wrapped_call_impl, inline
-                            call_impl = hot.call_impl  # Module._call_impl while nothing is compiled (_refresh_fast)
-                            if call_impl is not None:
-                                return call_impl(module, first)
-                            if module._compiled_call_impl is None:
-                                return module._call_impl(first)
-                        return original(module, first)
-                    finally:
-                        hot.depth = 0
+                        same = (type(first) is hot.last_type and first.shape == hot.last_shape
+                                and first.dtype is hot.last_dtype)
+                    except Exception:  # a tensor without a shape (a nested tensor): on_call says so
+                        same = False
+                    if same and is_grad_enabled():
+                        hot.pending_tokens += hot.last_tokens
+                        hot.calls += 1
+                        hot.depth = 1
+                        try:
+                            if args:
+                                return original(module, first, *args)
+                            if routed:  # torch's _wrapped_call_impl, inline
+                                call_impl = hot.call_impl  # Module._call_impl while nothing is compiled (_refresh_fast)
+                                if call_impl is not None:
+                                    return call_impl(module, first)
+                                if module._compiled_call_impl is None:
+                                    return module._call_impl(first)
+                            return original(module, first)
+                        finally:
+                            hot.depth = 0
             if hot.depth and not threads.threaded and get_ident() == threads.hot_ident:
                 # a module inside the root's call on lane 1's thread: what the general path below ends in
                 if first is _NO_ARG:

@@ -15,8 +15,8 @@ import weakref
 from typing import TYPE_CHECKING, Any
 
 from trainmeter.core import host_patches
-from trainmeter.core.patches import Gate, Patches, PostImportHooks
 from trainmeter.core.extension import ExtensionBase, Report
+from trainmeter.core.patches import Gate, Patches, PostImportHooks
 from trainmeter.core.provenance import Derivation, Input
 from trainmeter.core.throughput import ratio
 from trainmeter.sizes import format_seconds
@@ -144,16 +144,18 @@ class TimeSplit(CheckpointSpans, ExtensionBase):
     def _make_train(self, original: Any) -> Any:
         split = self
 
+        # torch's own parameters (``train(self, mode=True)``), passed on positionally: ``model.train()`` recurses
+        # into every submodule's ``train``, and each of those calls costs one frame here, no tuple or dict
         @functools.wraps(original)
-        def train(module: Any, *args: Any, **kwargs: Any) -> Any:
+        def train(module: Any, mode: bool = True) -> Any:
             if split._train_depth or not split._gate.here():  # children of a .train()/.eval() call
-                return original(module, *args, **kwargs)
+                return original(module, mode)
             split._train_depth += 1
             try:
-                result = original(module, *args, **kwargs)
+                result = original(module, mode)
             finally:
                 split._train_depth -= 1
-            split._on_train(module, bool(args[0] if args else kwargs.get("mode", True)))
+            split._on_train(module, bool(mode))
             return result
 
         return train
