@@ -71,6 +71,7 @@ class RecentRate:
         self._steps: list[int] = []  # cumulative steps at each entry (an entry is one step until the window folds)
         self._base = 0.0  # cumulative tokens before the window
         self._steps_base = 0  # cumulative steps before the window
+        self._folded = 0  # leading entries already one per cell of time (see _fold)
         self._before: tuple[float, float] | None = (0.0, 0.0)  # (t_s, tokens) of the entry just before the window
         self._clock: deque[tuple[float, float]] = deque([(0.0, 0.0)])  # (session s, training s) samples
         self._pace: tuple[float, float, float] | None = None  # (t_s, steps/s, tokens/s) of the smoothed pace
@@ -91,6 +92,7 @@ class RecentRate:
             self._before = (times[cut - 1], cum[cut - 1] - previous)
             self._base, self._steps_base = cum[cut - 1], steps[cut - 1]
             del times[:cut], cum[:cut], steps[:cut]
+            self._folded = max(0, self._folded - cut)
         if len(times) > MAX_WINDOW_ENTRIES:
             self._fold()
 
@@ -100,14 +102,16 @@ class RecentRate:
         return len(self._times)
 
     def _fold(self) -> None:
-        """Keep the last entry of each cell of time (and the last entry): the window's bound."""
+        """Keep the last entry of each cell of time (and the last entry): the window's bound. Only the entries since
+        the last fold (and the last folded one, whose cell a new step may share) are read: O(new steps)."""
         cell_s = self.window_s / (MAX_WINDOW_ENTRIES // 2)
-        keys = [int(t // cell_s) for t in self._times]
-        keep = [i for i in range(len(keys) - 1) if keys[i] != keys[i + 1]]
-        keep.append(len(keys) - 1)
-        self._times = [self._times[i] for i in keep]
-        self._cum = [self._cum[i] for i in keep]
-        self._steps = [self._steps[i] for i in keep]
+        start = max(self._folded - 1, 0)
+        keys = [int(t // cell_s) for t in self._times[start:]]
+        keep = [start + i for i in range(len(keys) - 1) if keys[i] != keys[i + 1]]
+        keep.append(len(self._times) - 1)
+        for column in (self._times, self._cum, self._steps):
+            column[start:] = [column[i] for i in keep]
+        self._folded = len(self._times)
 
     def note_clock(self, session_s: float, train_s: float) -> None:
         """Add a phase-clock sample: session seconds now and training-only seconds so far."""
