@@ -161,7 +161,7 @@ def real(seconds: float, steps_per_s: float = 0.0) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as root:
         m = _monitor(root)
         widget = _widget(m)
-        pub = timed_publisher(Publisher)(m, widget)
+        pub = timed_publisher(Publisher)(m.context, widget)
         widget.attach(pub)
         with run_monitored(m, model=model):
             pub.start()
@@ -199,7 +199,7 @@ def sim(minutes: float, steps_per_s: float) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as root:
         m = _monitor(root, clock).start()
         widget = _widget(m)
-        pub = timed_publisher(Publisher)(m, widget, clock=clock)
+        pub = timed_publisher(Publisher)(m.context, widget, clock=clock)
         widget.attach(pub)
         per_tick = max(1, round(steps_per_s * 0.25))
         dt = 0.25 / per_tick
