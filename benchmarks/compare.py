@@ -118,7 +118,7 @@ def main() -> None:
             best_cpu = min(best_cpu, time.process_time() - c0)
             best_wall = min(best_wall, time.perf_counter() - w0)
         sent = widget_bytes(box)
-        points = sum(len(m.x) for f in box.figures for m in f.marks)
+        points = sum(len(line.x) for lines in box.lines.values() for line in lines)
         print(f"compare({args.runs} runs, 4 figures): {best_cpu:.3f} s CPU, {best_wall:.3f} s wall (best of "
               f"{args.repeat}); {points:,} points drawn; {sent / 1e6:.2f} MB to the browser")
         print(f"targets: < 1 s Python time: {'met' if best_cpu < 1 else 'NOT met'}; "
