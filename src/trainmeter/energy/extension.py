@@ -182,4 +182,4 @@ class EnergyExtension(ExtensionBase):
             return []
         chosen = "j_per_sample" if section.get("per") == "sample" else "j_per_token"
         derivation = next((d for d in self._derivations if d.name == chosen), None)
-        return [energy_tile(section, derivation)]
+        return [energy_tile(section, derivation.to_dict() if derivation is not None else None)]

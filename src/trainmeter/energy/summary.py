@@ -127,14 +127,14 @@ def card_line(section: dict[str, Any]) -> str:
     return "- Energy: " + "; ".join(parts)
 
 
-def energy_tile(section: dict[str, Any], derivation: Derivation | None) -> dict[str, Any]:
-    """The widget's energy tile (docs/protocol.md tile), J per token (or per sample)."""
+def energy_tile(section: dict[str, Any], derivation: dict[str, Any] | None) -> dict[str, Any]:
+    """The widget's energy tile (docs/protocol.md tile), J per token (or per sample); ``derivation`` as a dict."""
     per_sample = section.get("per") == "sample"
     value = section.get("j_per_sample") if per_sample else section.get("j_per_token")
     unit_word = "J/sample" if per_sample else "J/token"
     tile: dict[str, Any] = {"id": "energy", "label": f"Energy ({unit_word})", "value": value, "unit": "",
                             "provenance": "measured",
-                            "derivation": derivation.to_dict() if derivation is not None else None}
+                            "derivation": derivation}
     if value is not None:
         tile["text"] = f"{format_number(value)} {unit_word}"
         watts = [w for w in (section.get("avg_watts") or {}).values() if w is not None]
