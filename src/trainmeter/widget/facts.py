@@ -1,11 +1,7 @@
 """What the widget's view shows, gathered: :class:`RunFacts` from a live monitor or from a saved run.
 
-Every number here is read from the monitor or the run record; the front end computes nothing. :func:`facts_from_monitor`
-reads a live (or just finished) run's :class:`~trainmeter.core.context.RunContext`, :func:`facts_from_run` a saved
-run's passport and events; widget/view_model.py turns the facts into the ``state`` (pure). Throughput and memory
-over time are the *report series*: one point per report, read from ``monitor.interval``, ``monitor.session`` and
-``monitor.memory`` (live) or from the ``interval`` records of ``events.jsonl`` (replay), with x = session seconds at
-the report.
+Every number is read from the monitor or the run record (docs/architecture.md); widget/view_model.py turns the facts
+into the ``state``. The *report series* (:data:`REPORT_SERIES`): one point per report, x = session seconds at it.
 """
 
 # Annotations evaluated (no ``from __future__ import annotations``): dataclasses then skips its string checks of

@@ -1,9 +1,6 @@
 """The widget publisher: the one thread that writes to a live run's widget (docs/protocol.md section 2).
 
-``attach_widget`` (widget/attach.py) shows the widget and starts a :class:`Publisher`; twice a second it sends at
-most one message with what changed (new points; the state once a second, with the live figures), 20 messages/s at
-most ("What goes when"). ``close()`` at the cell's end sends the
-final state and history and puts the static dashboard in place of the live view (section 4). Nothing here raises into
+What it sends and when: docs/protocol.md section 2, "What goes when"; its close: section 4. Nothing here raises into
 the user's code. The thread runs in a copy of the cell's ``contextvars`` context, so ipykernel 7 (which keeps the
 parent header in context variables) tags its messages with the cell's request, as ipykernel 6 does by itself.
 """

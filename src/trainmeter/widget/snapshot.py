@@ -1,10 +1,8 @@
 """The static dashboard: tables and chart images, no JavaScript, readable anywhere (docs/protocol.md section 4).
 
-What survives a sanitizer: text in ``<table>`` cells; each chart a self-contained SVG document in an ``<img>`` data
-URI (no inline ``<svg>``) with explicit colours for light and dark backgrounds, 4-6 labelled ticks (widget/ticks.py),
-the live charts' palette and layout (widget/look.py) and the training loss faint under its smoothed twin; inline
-style attributes with fallbacks (no ``<style>`` block). Charts are re-decimated to a few hundred points (a typical
-snapshot is well under 60 KB). Pure functions of the state dict and the series columns.
+Only what survives a sanitizer (docs/protocol.md section 4); each chart an SVG with explicit colours for light and dark
+backgrounds, the live charts' look (widget/look.py), re-decimated to :data:`CHART_POINTS` (a snapshot well under
+60 KB). Pure functions of the state dict and the series columns.
 """
 
 from __future__ import annotations
