@@ -7,6 +7,7 @@ parent header in context variables) tags its messages with the cell's request, a
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import json
 import math
@@ -164,11 +165,9 @@ class Publisher:
     def _disable(self, exc: BaseException) -> None:
         self._stop.set()
         self.feed.stop_reading()
-        try:
+        with contextlib.suppress(Exception):
             self.monitor.set_text(True)
             self.monitor.warn_once("widget-publisher", f"live widget stopped updating: {exc!r}; text lines resume")
-        except Exception:
-            pass
 
     def request_snapshot(self) -> None:
         """Ask for a ``snapshot`` message on the next tick. Any thread."""
@@ -309,10 +308,8 @@ class Publisher:
             forget(self)
             uninstall = getattr(self.restore_router, "uninstall", None)  # no run live: the kernel's own routing
             if uninstall is not None:
-                try:
+                with contextlib.suppress(Exception):
                     uninstall()
-                except Exception:
-                    pass
         held.deliver()  # a Ctrl-C held back meanwhile: raised now, after the close
         if interrupted:
             raise KeyboardInterrupt
