@@ -12,6 +12,7 @@ import html
 import math
 from collections.abc import Sequence
 from typing import Any
+from urllib.parse import quote
 
 from trainmeter.sizes import (
     MISSING,
@@ -293,12 +294,6 @@ def _section(title: str, body: str) -> str:
             f"{body}</details>")
 
 
-def _href(path: str) -> str:
-    """A relative link's ``href`` (percent-encoded)."""
-    from urllib.parse import quote
-
-    return quote(path, safe="/.-_~")
-
 def render_snapshot(state: dict[str, Any], series: Sequence[Any], *, mount_key: str | None = None) -> str:
     """Return the static HTML dashboard of a run.
 
@@ -323,8 +318,9 @@ def render_snapshot(state: dict[str, Any], series: Sequence[Any], *, mount_key: 
     run_dir = state.get("run_dir")
     rel = served_rel(state.get("run_rel"))
     if rel:
-        where = (f'; full record in <a href="{_esc(_href(rel))}">{_esc(rel)}</a> '
-                 f'(<a href="{_esc(_href(rel))}/passport.md">passport.md</a>)')
+        href = _esc(quote(rel, safe="/.-_~"))  # percent-encoded
+        where = (f'; full record in <a href="{href}">{_esc(rel)}</a> '
+                 f'(<a href="{href}/passport.md">passport.md</a>)')
     else:
         where = f"; full record in {_esc(run_dir)}" if run_dir else ""
     foot = f'<div style="font-size:11px;color:{MUTED}">static view of the run{where}</div>'
