@@ -11,6 +11,7 @@ import base64
 import html
 import math
 from collections.abc import Sequence
+from itertools import groupby
 from typing import Any
 from urllib.parse import quote
 
@@ -186,13 +187,8 @@ def chart_svg(spec: dict[str, Any], series: dict[str, tuple[str, Sequence[float]
     for xs, ys, colour, faint in lines:
         color = colour + FAINT_ALPHA if faint else colour
         pts = [(x, y) for x, y in zip(xs, ys, strict=True) if math.isfinite(y) and (y > 0 or not log_y)]
-        segments: list[list[str]] = [[]]
-        for x, y in zip(xs, ys, strict=True):
-            if math.isfinite(y) and (y > 0 or not log_y):
-                segments[-1].append(f"{sx(x):.1f},{sy(y):.1f}")
-            elif segments[-1]:
-                segments.append([])
-        for seg in segments:
+        for drawn, run in groupby(zip(xs, ys, strict=True), key=lambda p: math.isfinite(p[1]) and (p[1] > 0 or not log_y)):
+            seg = [f"{sx(x):.1f},{sy(y):.1f}" for x, y in run] if drawn else []  # a gap breaks the line
             if len(seg) > 1:
                 parts.append(f'<polyline fill="none" stroke="{color}" stroke-width="{1 if faint else 1.5}" '
                              f'points="{" ".join(seg)}"/>')
