@@ -174,6 +174,4 @@ class EnergyExtension(ExtensionBase):
         section = self._section
         if not section:
             return []
-        chosen = "j_per_sample" if section.get("per") == "sample" else "j_per_token"
-        derivation = next((d for d in self._derivations if d.name == chosen), None)
-        return [energy_tile(section, derivation.to_dict() if derivation is not None else None)]
+        return [energy_tile(section, (d.to_dict() for d in self._derivations))]

@@ -253,10 +253,7 @@ def _energy_tiles(passport: dict[str, Any]) -> list[dict[str, Any]]:
     try:
         from trainmeter.energy.summary import energy_tile
 
-        chosen = "j_per_sample" if section.get("per") == "sample" else "j_per_token"
-        saved = next((d for d in passport.get("derivations") or []
-                      if isinstance(d, dict) and d.get("name") == chosen), None)
-        return [energy_tile(section, dict(saved) if saved else None)]
+        return [energy_tile(section, passport.get("derivations") or [])]
     except Exception:
         return []  # an odd passport loses the replay's energy tile, nothing else
 
