@@ -1,9 +1,7 @@
 """The energy extension (name ``energy``): joules per token, per sample and per PFLOP (docs/spec.md section 13).
 
-A wing of its own because it joins three wings' numbers: the energy counters the GPU sampler's owner thread reads at
-its open and before its close; without a counter (and live, before the end), mean sampled power times the window
-(:mod:`trainmeter.gpu.energy`); with no GPU, RAPL. Formulas: :mod:`trainmeter.energy.summary`. The window is the
-session. Thread safety: ``tiles`` (publisher thread) reads one immutable dict reference.
+A wing of its own because it joins three wings' numbers (GPU, compute, RAPL); sources and window: spec section 13.
+Thread safety: ``tiles`` (publisher thread) reads one immutable dict reference.
 """
 
 from __future__ import annotations
