@@ -188,20 +188,18 @@ def facts_from_run(passport: dict[str, Any], events: list[dict[str, Any]], run_d
         status, phases_s = str(passport.get("status", "completed")), dict(passport.get("phases_s") or {})
         steps, tokens = int(passport.get("steps") or 0), int(passport.get("tokens") or 0)
         elapsed_s, unit = float(passport.get("elapsed_s") or 0.0), str(passport.get("token_unit", "tokens"))
-        train_rate, session_rate = tp.get("train_tokens_per_s"), tp.get("session_tokens_per_s")
-        spp, loss_last, loss_min = tp.get("seconds_per_step"), loss.get("last"), loss.get("min")
+        loss_last, loss_min = loss.get("last"), loss.get("min")
     else:
         tp = last.get("throughput") or {}
         mem = last.get("memory") or {}
         status, phases_s = "interrupted", dict(last.get("phases_s") or {})
         steps, tokens = int(last.get("step") or 0), int(last.get("tokens") or 0)
         elapsed_s, unit = float(last.get("elapsed_s") or 0.0), "tokens"
-        train_rate, session_rate, spp = tp.get("train_tokens_per_s"), tp.get("session_tokens_per_s"), tp.get(
-            "seconds_per_step")
-        loss_last = _last_value(events, "train_loss")
-        loss_min = None
+        loss_last, loss_min = _last_value(events, "train_loss"), None
         warnings.append("this run has no passport: it did not finish (kernel killed?); figures are from its "
                         "last report")
+    train_rate, session_rate, spp = (tp.get(k) for k in ("train_tokens_per_s", "session_tokens_per_s",
+                                                         "seconds_per_step"))
     verdicts = _saved_verdicts(passport, events)
     warnings.extend(v["sentence"] for v in verdicts  # the live header showed them as warnings
                     if isinstance(v, dict) and v.get("sentence") and v["sentence"] not in warnings)
