@@ -230,7 +230,7 @@ def test_tile_of_a_sample_counting_run_says_j_per_sample_even_when_energy_is_mis
         devices=[], gpu_missing="no GPU", rapl_j=None, rapl_missing="no RAPL", window_s=10.0, tokens=100,
         token_unit="samples", flops_spent=None, convention=None, flops_missing=None, grid_gco2_per_kwh=None,
         grid_source=None)
-    tile = energy_tile(section, derivations[1])
+    tile = energy_tile(section, [d.to_dict() for d in derivations])
     assert tile["label"] == "Energy (J/sample)" and tile["value"] is None and "no RAPL" in tile["missing"]
     assert section["j_per_token"] is None and section["per"] == "sample"
 

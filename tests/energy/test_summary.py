@@ -12,7 +12,7 @@ def _section(**more):
 
 
 def test_the_tile_and_the_card_line_print_joules_per_token_alike():
-    tile = energy_tile(_section(), None)
+    tile = energy_tile(_section())
     assert tile["text"] == "0.01235 J/token" and tile["text"] in card_line(_section())
     assert tile["sub"] == "0.01642 kWh; 591 W avg/device; nvml_energy"
 

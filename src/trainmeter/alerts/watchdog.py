@@ -6,6 +6,7 @@ The training thread is never asked for anything (docs/spec.md section 21; the co
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import stat
@@ -71,10 +72,8 @@ class Watchdog:
             try:
                 self.tick(self._m.clock())
             except Exception as exc:  # never raise on our thread; one warning
-                try:
+                with contextlib.suppress(Exception):
                     self._m.warn_once("alerts-watchdog", f"the alerts' watchdog failed and stopped: {exc!r}")
-                except Exception:
-                    pass
                 return
 
     def tick(self, now_s: float) -> None:

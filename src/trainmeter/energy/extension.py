@@ -1,9 +1,7 @@
 """The energy extension (name ``energy``): joules per token, per sample and per PFLOP (docs/spec.md section 13).
 
-A wing of its own because it joins three wings' numbers: the energy counters the GPU sampler's owner thread reads at
-its open and before its close; without a counter (and live, before the end), mean sampled power times the window
-(:mod:`trainmeter.gpu.energy`); with no GPU, RAPL. Formulas: :mod:`trainmeter.energy.summary`. The window is the
-session. Thread safety: ``tiles`` (publisher thread) reads one immutable dict reference.
+A wing of its own because it joins three wings' numbers (GPU, compute, RAPL); sources and window: spec section 13.
+Thread safety: ``tiles`` (publisher thread) reads one immutable dict reference.
 """
 
 from __future__ import annotations
@@ -54,7 +52,7 @@ class EnergyExtension(ExtensionBase):
         """The session's starting point: RAPL now, in case no GPU opens (the GPU counters: the sampler's thread)."""
         self._m = monitor
         self._t0_s = monitor.clock()
-        gpu = self._gpu()
+        gpu: GpuView | None = monitor.extension("gpu")
         self._gpu_view = gpu
         self._sampler = gpu.readings if gpu is not None else None
         self._gpu_missing = (getattr(self._sampler, "unavailable_reason", None) if self._sampler is not None
@@ -95,12 +93,6 @@ class EnergyExtension(ExtensionBase):
         self._rapl_start = None  # GPU energy is used
 
     # -- figures --------------------------------------------------------------------------
-    def _gpu(self) -> GpuView | None:
-        return self._m.extension("gpu") if self._m is not None else None
-
-    def _compute(self) -> ComputeView | None:
-        return self._m.extension("compute") if self._m is not None else None
-
     def _devices(self, now_s: float, end: dict[int, tuple[float | None, str | None]]) -> list[DeviceEnergy]:
         window_s = now_s - self._t0_s
         averages: Any = {}
@@ -132,17 +124,17 @@ class EnergyExtension(ExtensionBase):
                                     else (None, "RAPL is read at the end of the run"))
         else:
             rapl_missing = "not read: GPU energy is used"
-        conv = m.options.convention
-        compute = self._compute()
-        spent = compute.flops_spent(conv) if compute is not None and conv else None
         o = m.options
+        conv = o.convention
+        compute: ComputeView | None = m.extension("compute")
+        spent = compute.flops_spent(conv) if compute is not None and conv else None
         section, derivations = energy_section(
             devices=self._devices(now_s, end), gpu_missing=self._gpu_missing, rapl_j=rapl_j,
             rapl_missing=rapl_missing, window_s=now_s - self._t0_s, tokens=report.tokens if report else m.tokens,
             token_unit=report.token_unit if report else m.token_unit,
             flops_spent=getattr(spent, "value", None), convention=conv,
             flops_missing=getattr(spent, "missing", None),
-            grid_gco2_per_kwh=getattr(o, "grid_gco2_per_kwh", None), grid_source=getattr(o, "grid_source", None))
+            grid_gco2_per_kwh=o.grid_gco2_per_kwh, grid_source=o.grid_source)
         self._derivations = derivations
         self._section = section
 
@@ -180,6 +172,4 @@ class EnergyExtension(ExtensionBase):
         section = self._section
         if not section:
             return []
-        chosen = "j_per_sample" if section.get("per") == "sample" else "j_per_token"
-        derivation = next((d for d in self._derivations if d.name == chosen), None)
-        return [energy_tile(section, derivation)]
+        return [energy_tile(section, (d.to_dict() for d in self._derivations))]

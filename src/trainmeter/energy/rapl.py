@@ -1,7 +1,6 @@
 """CPU package energy (microjoules) from Linux RAPL (``/sys/class/powercap``), where readable (docs/spec.md section 13).
 
-Only top-level ``package*`` domains; ``energy_uj`` wraps at ``max_energy_range_uj`` and is root-only since
-CVE-2020-8694. Pure reads of small files.
+Which domains, the wrap and the root-only read: spec section 13. Pure reads of small files.
 """
 
 from __future__ import annotations

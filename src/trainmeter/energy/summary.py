@@ -5,7 +5,7 @@ From readings already taken; every figure a Derivation (formulas: docs/spec.md s
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from trainmeter.core.provenance import Derivation, Input
@@ -127,14 +127,16 @@ def card_line(section: dict[str, Any]) -> str:
     return "- Energy: " + "; ".join(parts)
 
 
-def energy_tile(section: dict[str, Any], derivation: Derivation | None) -> dict[str, Any]:
-    """The widget's energy tile (docs/protocol.md tile), J per token (or per sample)."""
+def energy_tile(section: dict[str, Any], derivations: Iterable[Any] = ()) -> dict[str, Any]:
+    """The widget's energy tile (docs/protocol.md tile), J per token (or per sample), with the derivation of that
+    name among ``derivations`` (dicts, as Derivation.to_dict)."""
     per_sample = section.get("per") == "sample"
-    value = section.get("j_per_sample") if per_sample else section.get("j_per_token")
+    chosen = "j_per_sample" if per_sample else "j_per_token"
+    value = section.get(chosen)
     unit_word = "J/sample" if per_sample else "J/token"
+    derivation = next((dict(d) for d in derivations if isinstance(d, dict) and d.get("name") == chosen), None)
     tile: dict[str, Any] = {"id": "energy", "label": f"Energy ({unit_word})", "value": value, "unit": "",
-                            "provenance": "measured",
-                            "derivation": derivation.to_dict() if derivation is not None else None}
+                            "provenance": "measured", "derivation": derivation}
     if value is not None:
         tile["text"] = f"{format_number(value)} {unit_word}"
         watts = [w for w in (section.get("avg_watts") or {}).values() if w is not None]

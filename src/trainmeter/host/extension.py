@@ -7,6 +7,7 @@ latest immutable sample.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import threading
 from dataclasses import dataclass, fields
@@ -83,10 +84,8 @@ class NodeSampler(ExtensionBase):
         self._run_dir = str(monitor.run_dir) if monitor.run_dir is not None else None
         if self._background:
             if self._source is None:
-                try:
+                with contextlib.suppress(ImportError):
                     import psutil  # noqa: F401
-                except ImportError:
-                    pass
             self._thread = threading.Thread(target=self._run, name="trainmeter-node", daemon=True)
             self._thread.start()
         elif self._open():

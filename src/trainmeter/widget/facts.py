@@ -1,11 +1,7 @@
 """What the widget's view shows, gathered: :class:`RunFacts` from a live monitor or from a saved run.
 
-Every number here is read from the monitor or the run record; the front end computes nothing. :func:`facts_from_monitor`
-reads a live (or just finished) run's :class:`~trainmeter.core.context.RunContext`, :func:`facts_from_run` a saved
-run's passport and events; widget/view_model.py turns the facts into the ``state`` (pure). Throughput and memory
-over time are the *report series*: one point per report, read from ``monitor.interval``, ``monitor.session`` and
-``monitor.memory`` (live) or from the ``interval`` records of ``events.jsonl`` (replay), with x = session seconds at
-the report.
+Every number is read from the monitor or the run record (docs/architecture.md); widget/view_model.py turns the facts
+into the ``state``. The *report series* (:data:`REPORT_SERIES`): one point per report, x = session seconds at it.
 """
 
 # Annotations evaluated (no ``from __future__ import annotations``): dataclasses then skips its string checks of
@@ -70,39 +66,25 @@ class RunFacts:
 # -- report series -------------------------------------------------------------------------
 def report_points(interval: Any, session: Any, memory: Any) -> dict[str, float]:
     """Values of the report series at one report (``None`` readings are left out)."""
-    values = {
-        "train_tokens_per_s": getattr(interval, "train_tokens_per_s", None),
-        "session_tokens_per_s": getattr(session, "session_tokens_per_s", None),
-        "rss_bytes": getattr(memory, "rss_bytes", None),
-        "cuda_allocated_bytes": ((getattr(memory, "cuda", None) or {}).get("allocated_bytes")),
-    }
-    return {k: float(v) for k, v in values.items() if v is not None}
+    return _report_values(getattr(interval, "train_tokens_per_s", None),
+                          getattr(session, "session_tokens_per_s", None), getattr(memory, "rss_bytes", None),
+                          getattr(memory, "cuda", None))
 
 
 def report_points_from_record(record: dict[str, Any]) -> tuple[float, dict[str, float]]:
     """``(t_s, values)`` of the report series from an ``interval`` record of events.jsonl."""
     tp = record.get("throughput") or {}
     mem = record.get("memory") or {}
-    values = {
-        "train_tokens_per_s": tp.get("train_tokens_per_s"),
-        "session_tokens_per_s": tp.get("session_tokens_per_s"),
-        "rss_bytes": mem.get("rss_bytes"),
-        "cuda_allocated_bytes": (mem.get("cuda") or {}).get("allocated_bytes"),
-    }
-    return float(record.get("elapsed_s") or 0.0), {k: float(v) for k, v in values.items() if v is not None}
+    return float(record.get("elapsed_s") or 0.0), _report_values(
+        tp.get("train_tokens_per_s"), tp.get("session_tokens_per_s"), mem.get("rss_bytes"), mem.get("cuda"))
+
+
+def _report_values(train: Any, session: Any, rss: Any, cuda: Any) -> dict[str, float]:
+    values = zip(REPORT_SERIES, (train, session, rss, (cuda or {}).get("allocated_bytes")), strict=True)
+    return {k: float(v) for k, v in values if v is not None}
 
 
 # -- gathering ---------------------------------------------------------------------------------
-def _extension_extras(monitor: Any) -> tuple[list[str], list[dict[str, Any]], list[dict[str, Any]],
-                                             list[dict[str, Any]], list[dict[str, Any]]]:
-    collect = monitor.collect  # a fault warns once and disables that event (core/dispatch.py)
-    return collect("warnings"), collect("panels"), collect("charts"), collect("tiles"), collect("markers")
-
-
-def _progress_from_extensions(monitor: Any, recent: Any = None) -> dict[str, Any] | None:
-    return monitor.progress_bar(recent)
-
-
 def facts_from_monitor(monitor: Any, recent: Any = None, x_map: Any = None) -> RunFacts:
     """Gather facts from a live (or just finished) monitor. Read-only; any thread.
 
@@ -121,7 +103,9 @@ def facts_from_monitor(monitor: Any, recent: Any = None, x_map: Any = None) -> R
     series = dict(monitor.series)
     loss = series.get("train_loss")
     stats = loss.stats() if loss is not None else None
-    ext_warnings, panels, charts, extra_tiles, markers = _extension_extras(monitor)
+    collect = monitor.collect  # a fault warns once and disables that event (core/dispatch.py)
+    ext_warnings, panels, charts = collect("warnings"), collect("panels"), collect("charts")
+    extra_tiles, markers = collect("tiles"), collect("markers")
     steps, tokens = monitor.steps, monitor.tokens
     train_rate = interval.train_tokens_per_s if interval else None
     spp = interval.seconds_per_step if interval else None
@@ -158,7 +142,7 @@ def facts_from_monitor(monitor: Any, recent: Any = None, x_map: Any = None) -> R
         loss_points=stats.count if stats else 0,
         step_series=tuple(n for n, s in series.items() if s.x_kind == "step"),
         warnings=tuple(list(monitor.warnings) + ext_warnings), panels=tuple(panels), extra_charts=tuple(charts),
-        extra_tiles=tuple(extra_tiles), progress_bar=_progress_from_extensions(monitor, recent if live else None),
+        extra_tiles=tuple(extra_tiles), progress_bar=monitor.progress_bar(recent if live else None),
         error=getattr(monitor, "error", None), recent=recent if live else None, markers=tuple(markers),
         x_map=x_map, controls=_controls(monitor),
     )
@@ -204,20 +188,18 @@ def facts_from_run(passport: dict[str, Any], events: list[dict[str, Any]], run_d
         status, phases_s = str(passport.get("status", "completed")), dict(passport.get("phases_s") or {})
         steps, tokens = int(passport.get("steps") or 0), int(passport.get("tokens") or 0)
         elapsed_s, unit = float(passport.get("elapsed_s") or 0.0), str(passport.get("token_unit", "tokens"))
-        train_rate, session_rate = tp.get("train_tokens_per_s"), tp.get("session_tokens_per_s")
-        spp, loss_last, loss_min = tp.get("seconds_per_step"), loss.get("last"), loss.get("min")
+        loss_last, loss_min = loss.get("last"), loss.get("min")
     else:
         tp = last.get("throughput") or {}
         mem = last.get("memory") or {}
         status, phases_s = "interrupted", dict(last.get("phases_s") or {})
         steps, tokens = int(last.get("step") or 0), int(last.get("tokens") or 0)
         elapsed_s, unit = float(last.get("elapsed_s") or 0.0), "tokens"
-        train_rate, session_rate, spp = tp.get("train_tokens_per_s"), tp.get("session_tokens_per_s"), tp.get(
-            "seconds_per_step")
-        loss_last = _last_value(events, "train_loss")
-        loss_min = None
+        loss_last, loss_min = _last_value(events, "train_loss"), None
         warnings.append("this run has no passport: it did not finish (kernel killed?); figures are from its "
                         "last report")
+    train_rate, session_rate, spp = (tp.get(k) for k in ("train_tokens_per_s", "session_tokens_per_s",
+                                                         "seconds_per_step"))
     verdicts = _saved_verdicts(passport, events)
     warnings.extend(v["sentence"] for v in verdicts  # the live header showed them as warnings
                     if isinstance(v, dict) and v.get("sentence") and v["sentence"] not in warnings)
@@ -269,24 +251,9 @@ def _energy_tiles(passport: dict[str, Any]) -> list[dict[str, Any]]:
     try:
         from trainmeter.energy.summary import energy_tile
 
-        chosen = "j_per_sample" if section.get("per") == "sample" else "j_per_token"
-        saved = next((d for d in passport.get("derivations") or []
-                      if isinstance(d, dict) and d.get("name") == chosen), None)
-        return [energy_tile(section, _SavedDerivation(saved) if saved else None)]  # type: ignore[arg-type]
+        return [energy_tile(section, passport.get("derivations") or [])]
     except Exception:
         return []  # an odd passport loses the replay's energy tile, nothing else
-
-
-class _SavedDerivation:
-    """A passport's derivation dict where a Derivation is expected (only ``to_dict`` is read)."""
-
-    __slots__ = ("saved",)
-
-    def __init__(self, saved: dict[str, Any]) -> None:
-        self.saved = saved
-
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self.saved)
 
 
 def _last_value(events: list[dict[str, Any]], name: str) -> float | None:

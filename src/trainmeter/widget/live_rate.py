@@ -127,16 +127,11 @@ class RecentRate:
         samples = self._clock
         if not samples or session_s > samples[-1][0]:
             return None
-        prev = samples[0]
-        if session_s <= prev[0]:
-            return prev[1]
-        for point in samples:
-            if point[0] >= session_s:
-                span = point[0] - prev[0]
-                frac = (session_s - prev[0]) / span if span > 0 else 1.0
-                return prev[1] + frac * (point[1] - prev[1])
-            prev = point
-        return prev[1]
+        i = bisect_left(samples, session_s, key=lambda sample: sample[0])  # the first sample at or after it
+        if i == 0:
+            return samples[0][1]
+        (t0_s, train0_s), (t1_s, train1_s) = samples[i - 1], samples[i]
+        return train0_s + (session_s - t0_s) / (t1_s - t0_s) * (train1_s - train0_s)  # note_clock: t1_s > t0_s
 
     def figures(self, rss_bytes: int | None = None) -> RecentFigures | None:
         """The window's figures, or ``None`` before the first step."""

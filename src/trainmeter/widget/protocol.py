@@ -219,11 +219,7 @@ class AlertEntry(TypedDict):
 
 
 class Controls(TypedDict):
-    """The header's Stop/Checkpoint buttons and the alerts' banner (docs/protocol.md, "Controls").
-
-    ``path``: ``message`` (the comm reaches the busy kernel), ``file`` (``control_file`` through the
-    contents API) or ``None`` (the buttons are disabled; ``reason`` says why).
-    """
+    """The header's Stop/Checkpoint buttons and the alerts' banner (docs/protocol.md, "Controls": ``path``)."""
 
     run_id: str | None
     live: bool
@@ -244,10 +240,7 @@ class _StateBase(TypedDict):
 
 
 class State(_StateBase, total=False):
-    """The ``state`` traitlet (widget/view_model.py ``build_state``); non-finite floats are sent as null.
-
-    ``rev``: its revision (0 from ``build_state``; the live publisher numbers what it sends, section 2).
-    """
+    """The ``state`` traitlet (view_model.py ``build_state``; ``rev``: protocol.md section 2); non-finite: null."""
 
     rev: int
     elapsed_s: float

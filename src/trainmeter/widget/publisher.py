@@ -1,15 +1,13 @@
 """The widget publisher: the one thread that writes to a live run's widget (docs/protocol.md section 2).
 
-``attach_widget`` (widget/attach.py) shows the widget and starts a :class:`Publisher`; twice a second it sends at
-most one message with what changed (new points; the state once a second, with the live figures), 20 messages/s at
-most ("What goes when"). ``close()`` at the cell's end sends the
-final state and history and puts the static dashboard in place of the live view (section 4). Nothing here raises into
+What it sends and when: docs/protocol.md section 2, "What goes when"; its close: section 4. Nothing here raises into
 the user's code. The thread runs in a copy of the cell's ``contextvars`` context, so ipykernel 7 (which keeps the
 parent header in context variables) tags its messages with the cell's request, as ipykernel 6 does by itself.
 """
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import json
 import math
@@ -79,33 +77,32 @@ class Publisher:
         widget: The widget to write (only this publisher writes it while it runs).
         clock: Seconds; defaults to the monitor's clock.
         tick_s: Seconds between ticks of the thread.
-        budget_points: Points kept per series (decimated).
-        history_points_total: Cap on points in a full frame across all series, shared
-            by water-filling (keeps a saved notebook small: 6,000 points on three x axes are 192 KB).
-        keyframes: ``(first, longest)`` seconds between keyframes (the ``state`` and ``history``
-            traitlets set whole; the interval doubles after each), or ``None`` (Jupyter: a new page
-            says ``hello``). :meth:`show` sets :data:`MARIMO_KEYFRAME_S` in marimo.
+        state_interval_s: Seconds between two states sent.
+        budget_points: Points kept per series (decimated); a full frame holds at most :data:`HISTORY_POINTS_TOTAL`
+            across all series, shared by water-filling (a saved notebook stays small: 192 KB).
+
+    ``keyframes``: ``(first, longest)`` seconds between keyframes (the ``state`` and ``history`` traitlets set whole;
+    the interval doubles after each), set by :meth:`show` in marimo; ``None`` in Jupyter (a new page says ``hello``).
     """
 
     def __init__(self, monitor: Any, widget: WidgetLike, *, clock: Callable[[], float] | None = None,
                  tick_s: float = TICK_S, state_interval_s: float = STATE_INTERVAL_S,
-                 keyframes: tuple[float, float] | None = None, max_messages_per_s: int = MAX_MESSAGES_PER_S,
-                 budget_points: int = DEFAULT_BUDGET_POINTS, history_points_total: int = HISTORY_POINTS_TOTAL) -> None:
+                 budget_points: int = DEFAULT_BUDGET_POINTS) -> None:
         self.monitor = monitor
         self.widget = widget
         self.clock = clock or monitor.clock
         self.tick_s = tick_s
         self.state_interval_s = state_interval_s
-        self.keyframes = keyframes
-        self.feed = SeriesFeed(monitor, budget_points=budget_points, history_points_total=history_points_total)
+        self.keyframes: tuple[float, float] | None = None
+        self.feed = SeriesFeed(monitor, budget_points=budget_points, history_points_total=HISTORY_POINTS_TOTAL)
         self.handles: list[Any] = []
         self.messages_sent = 0
         self.bytes_sent = 0
-        self._budget = MessageBudget(max_messages_per_s)
+        self._budget = MessageBudget()
         self.states = Revisions(getattr(widget, "state", None) or {})  # what the front end holds, numbered
         self._last_state_s = -math.inf
         self._next_keyframe_s = -math.inf
-        self._keyframe_gap_s = keyframes[0] if keyframes else math.inf
+        self._keyframe_gap_s = math.inf
         self._snapshot = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -168,11 +165,9 @@ class Publisher:
     def _disable(self, exc: BaseException) -> None:
         self._stop.set()
         self.feed.stop_reading()
-        try:
+        with contextlib.suppress(Exception):
             self.monitor.set_text(True)
             self.monitor.warn_once("widget-publisher", f"live widget stopped updating: {exc!r}; text lines resume")
-        except Exception:
-            pass
 
     def request_snapshot(self) -> None:
         """Ask for a ``snapshot`` message on the next tick. Any thread."""
@@ -232,7 +227,7 @@ class Publisher:
         if not self._budget.allow(now):
             return 0
         self._next_keyframe_s = now + self._keyframe_gap_s
-        self._keyframe_gap_s = min(2 * self._keyframe_gap_s, self.keyframes[1] if self.keyframes else math.inf)
+        self._keyframe_gap_s = min(2 * self._keyframe_gap_s, MARIMO_KEYFRAME_S[1])
         self._note_state(self._build_state(now))
         self._set_state(self.states.full or {})  # an equal dict sends nothing (traitlets compares)
         self._set_history(self.feed.full_frame(include_open=False))
@@ -313,10 +308,8 @@ class Publisher:
             forget(self)
             uninstall = getattr(self.restore_router, "uninstall", None)  # no run live: the kernel's own routing
             if uninstall is not None:
-                try:
+                with contextlib.suppress(Exception):
                     uninstall()
-                except Exception:
-                    pass
         held.deliver()  # a Ctrl-C held back meanwhile: raised now, after the close
         if interrupted:
             raise KeyboardInterrupt

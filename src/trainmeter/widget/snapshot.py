@@ -1,10 +1,8 @@
 """The static dashboard: tables and chart images, no JavaScript, readable anywhere (docs/protocol.md section 4).
 
-What survives a sanitizer: text in ``<table>`` cells; each chart a self-contained SVG document in an ``<img>`` data
-URI (no inline ``<svg>``) with explicit colours for light and dark backgrounds, 4-6 labelled ticks (widget/ticks.py),
-the live charts' palette and layout (widget/look.py) and the training loss faint under its smoothed twin; inline
-style attributes with fallbacks (no ``<style>`` block). Charts are re-decimated to a few hundred points (a typical
-snapshot is well under 60 KB). Pure functions of the state dict and the series columns.
+Only what survives a sanitizer (docs/protocol.md section 4); each chart an SVG with explicit colours for light and dark
+backgrounds, the live charts' look (widget/look.py), re-decimated to :data:`CHART_POINTS` (a snapshot well under
+60 KB). Pure functions of the state dict and the series columns.
 """
 
 from __future__ import annotations
@@ -13,7 +11,9 @@ import base64
 import html
 import math
 from collections.abc import Sequence
+from itertools import groupby
 from typing import Any
+from urllib.parse import quote
 
 from trainmeter.sizes import (
     MISSING,
@@ -187,13 +187,8 @@ def chart_svg(spec: dict[str, Any], series: dict[str, tuple[str, Sequence[float]
     for xs, ys, colour, faint in lines:
         color = colour + FAINT_ALPHA if faint else colour
         pts = [(x, y) for x, y in zip(xs, ys, strict=True) if math.isfinite(y) and (y > 0 or not log_y)]
-        segments: list[list[str]] = [[]]
-        for x, y in zip(xs, ys, strict=True):
-            if math.isfinite(y) and (y > 0 or not log_y):
-                segments[-1].append(f"{sx(x):.1f},{sy(y):.1f}")
-            elif segments[-1]:
-                segments.append([])
-        for seg in segments:
+        for drawn, run in groupby(zip(xs, ys, strict=True), key=lambda p: math.isfinite(p[1]) and (p[1] > 0 or not log_y)):
+            seg = [f"{sx(x):.1f},{sy(y):.1f}" for x, y in run] if drawn else []  # a gap breaks the line
             if len(seg) > 1:
                 parts.append(f'<polyline fill="none" stroke="{color}" stroke-width="{1 if faint else 1.5}" '
                              f'points="{" ".join(seg)}"/>')
@@ -295,12 +290,6 @@ def _section(title: str, body: str) -> str:
             f"{body}</details>")
 
 
-def _href(path: str) -> str:
-    """A relative link's ``href`` (percent-encoded)."""
-    from urllib.parse import quote
-
-    return quote(path, safe="/.-_~")
-
 def render_snapshot(state: dict[str, Any], series: Sequence[Any], *, mount_key: str | None = None) -> str:
     """Return the static HTML dashboard of a run.
 
@@ -325,8 +314,9 @@ def render_snapshot(state: dict[str, Any], series: Sequence[Any], *, mount_key: 
     run_dir = state.get("run_dir")
     rel = served_rel(state.get("run_rel"))
     if rel:
-        where = (f'; full record in <a href="{_esc(_href(rel))}">{_esc(rel)}</a> '
-                 f'(<a href="{_esc(_href(rel))}/passport.md">passport.md</a>)')
+        href = _esc(quote(rel, safe="/.-_~"))  # percent-encoded
+        where = (f'; full record in <a href="{href}">{_esc(rel)}</a> '
+                 f'(<a href="{href}/passport.md">passport.md</a>)')
     else:
         where = f"; full record in {_esc(run_dir)}" if run_dir else ""
     foot = f'<div style="font-size:11px;color:{MUTED}">static view of the run{where}</div>'

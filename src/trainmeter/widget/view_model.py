@@ -69,22 +69,16 @@ def progress(*, steps: int, tokens: int, budget_steps: int | None, budget_tokens
 
 
 def _rate_derivation(f: RunFacts) -> dict[str, Any]:
-    unit = f"{f.token_unit}/s"
-    if f.live:
-        d = Derivation(name="train_tokens_per_s", formula="window_tokens / window_train_s",
-                       value=f.train_tokens_per_s, unit=unit,
-                       inputs=(Input(name="window_tokens", value=f.window_tokens, unit=f.token_unit,
-                                     provenance="counted", source="root module batches since the last report"),
-                               Input(name="window_train_s", value=f.window_train_s, unit="s",
-                                     provenance="measured", source="phase clock: train, since the last report")),
-                       missing=None if f.train_tokens_per_s is not None else "a report with training time")
-    else:
-        d = Derivation(name="train_tokens_per_s", formula="tokens / train_s", value=f.train_tokens_per_s,
-                       unit=unit, inputs=(Input(name="tokens", value=f.tokens, unit=f.token_unit,
-                                                provenance="counted", source="root module batches"),
-                                          Input(name="train_s", value=f.train_s, unit="s", provenance="measured",
-                                                source="phase clock: train")))
-    return d.to_dict()
+    """Live: the last report window's rate; finished: the whole run's (tokens / training seconds)."""
+    pre, since = ("window_", " since the last report") if f.live else ("", "")
+    tokens, train_s = (f.window_tokens, f.window_train_s) if f.live else (f.tokens, f.train_s)
+    missing = "a report with training time" if f.live and f.train_tokens_per_s is None else None
+    return Derivation(name="train_tokens_per_s", formula=f"{pre}tokens / {pre}train_s", value=f.train_tokens_per_s,
+                      unit=f"{f.token_unit}/s", missing=missing,
+                      inputs=(Input(name=f"{pre}tokens", value=tokens, unit=f.token_unit, provenance="counted",
+                                    source=f"root module batches{since}"),
+                              Input(name=f"{pre}train_s", value=train_s, unit="s", provenance="measured",
+                                    source="phase clock: train" + (f",{since}" if since else "")))).to_dict()
 
 
 def _recent_rate_tile(f: RunFacts, unit: str, short: str) -> dict[str, Any]:
@@ -259,16 +253,14 @@ def build_state(f: RunFacts) -> dict[str, Any]:
 
     The live publisher numbers the states it sends (``rev``) and sends each as a patch of the last.
     """
-    rate = f.train_tokens_per_s
     bar = f.progress_bar or progress(
         steps=f.steps, tokens=f.tokens, budget_steps=f.budget_steps, budget_tokens=f.budget_tokens,
-        seconds_per_step=f.seconds_per_step, train_tokens_per_s=rate, token_unit=f.token_unit, live=f.live,
+        seconds_per_step=f.seconds_per_step, train_tokens_per_s=f.train_tokens_per_s, token_unit=f.token_unit, live=f.live,
         recent=f.recent)
     if bar is not None and f.status not in LIVE_STATUSES:
         bar = {**bar, "eta_s": None}  # a finished run has no ETA, whoever built the bar
     run_path, run_rel = run_paths(f.run_dir)
     phases_s = {k: round(float(v), 3) for k, v in f.phases_s.items()}
-    x_map = f.x_map
     state = {
         "rev": 0, "name": f.name, "status": f.status, "elapsed_s": round(f.elapsed_s, 1), "run_dir": f.run_dir,
         "run_path": run_path, "run_rel": run_rel,
@@ -280,8 +272,8 @@ def build_state(f: RunFacts) -> dict[str, Any]:
         "charts": label_charts(charts(f), f.token_unit),
         "panels": [p for p in f.panels if isinstance(p, dict)],
         "warnings": [str(w) for w in f.warnings],
-        "markers": place_markers(verdict_markers(f.markers), x_map),
-        "x_axis": x_axis_state(tokens=f.tokens, token_unit=f.token_unit, mapped=x_map is not None and not x_map.empty),
+        "markers": place_markers(verdict_markers(f.markers), f.x_map),
+        "x_axis": x_axis_state(tokens=f.tokens, token_unit=f.token_unit, mapped=f.x_map is not None and not f.x_map.empty),
         "look": look(),
     }
     if f.controls is not None:  # the alerts' sentences show in its banner, not again among the warnings
