@@ -56,16 +56,12 @@ class _Key:
 _AFTER_FORK_KEY = _Key()
 
 
-def _locks(m: Any) -> list[Any]:
-    return m.locks()
-
-
 def _before() -> None:
     m = monitor_module.active()
     if m is None:
         return
     try:
-        for lock in _locks(m):
+        for lock in m.locks():
             if lock.acquire(timeout=LOCK_WAIT_S):
                 _held.append(lock)
         worker = m.open_worker
@@ -117,16 +113,11 @@ def _finish_child(status: str, error: BaseException | None = None) -> None:
     m.finish(status, error)
 
 
-def exit_status() -> tuple[str, BaseException | None]:
-    """The status of a process that is ending (``completed``, ``failed``, ``interrupted``): inside
-    ``multiprocessing``'s bootstrap ``finally`` the exception on its way out is still ``sys.exc_info()``'s."""
-    from trainmeter.core.lifecycle import exit_status as status_of
-
-    return status_of(sys.exc_info()[1])
-
-
 def _mp_finalizer() -> None:
-    status, error = exit_status()
+    from trainmeter.core.lifecycle import exit_status
+
+    # inside multiprocessing's bootstrap ``finally`` the exception on its way out is still sys.exc_info()'s
+    status, error = exit_status(sys.exc_info()[1])
     _finish_child(status, error)
     from trainmeter.ranks import autostart
 
