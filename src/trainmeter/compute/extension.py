@@ -341,10 +341,11 @@ class ComputeExtension(ExtensionBase):
         return compute_section(self)
 
     def derivations(self) -> list[Derivation]:
-        """Every compute derivation, for the passport's top-level ``derivations``."""
-        from trainmeter.compute.card import all_derivations
+        """Every compute derivation (F by convention, counted, every derived figure), for the passport's top-level
+        ``derivations``."""
+        from trainmeter.compute.flops import with_counted
 
-        return all_derivations(self)
+        return [*with_counted(self.fpt, self.counted).values(), *self.derived.values()]
 
 
 def _params(shape: Any) -> dict[str, int] | None:
