@@ -93,13 +93,13 @@ def _after_in_child() -> None:
     global _child_monitor, _child_pid, _forks
     _held.clear()  # the child's copies are replaced below, never released
     _forks = 0
-    m = monitor_module.rehome_in_child(_child_record, THREAD_EXTENSIONS, CHILD_FIRST_REPORT_S)
+    m = monitor_module.rehome_in_child(child_record, THREAD_EXTENSIONS, CHILD_FIRST_REPORT_S)
     if m is not None:
         _child_monitor, _child_pid = m, os.getpid()
 
 
-def _child_record() -> Any:
-    """A forked child's record: an unseated rank's, seated at its first report."""
+def child_record() -> Any:
+    """A child's record (forked, or autostarted): an unseated rank's, seated at its first report."""
     from trainmeter.ranks.recorder import LazyRankRecorder
     from trainmeter.record.recorder import RunRecorder
 
