@@ -2,37 +2,22 @@
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from trainmeter.compute.flops import flops_range
 from trainmeter.core.provenance import Derivation
 from trainmeter.core.text import markdown_text
 from trainmeter.sizes import format_count, format_count_pair, format_flops, format_integer, format_percent, format_value
 
-
-class ComputeState(Protocol):
-    """What the card reads of :class:`~trainmeter.compute.extension.ComputeExtension`."""
-
-    _m: Any
-    fpt: dict[str, Derivation]
-    counted: Derivation | None
-    derived: dict[str, Derivation]
-    peak: Any
-    device_name: str | None
-    dtype: str | None
-    conventions_missing: str | None
-    params: dict[str, int] | None
-
-    def ceiling(self) -> Any: ...
-
-    def derivations(self) -> list[Derivation]: ...
+if TYPE_CHECKING:
+    from trainmeter.compute.extension import ComputeExtension
 
 
 def _values(derived: dict[str, Derivation], prefix: str) -> dict[str, float | None]:
     return {name[len(prefix) + 1:-1]: d.value for name, d in derived.items() if name.startswith(prefix + "[")}
 
 
-def compute_section(ext: ComputeState, markdown: bool = True) -> dict[str, Any]:
+def compute_section(ext: ComputeExtension, markdown: bool = True) -> dict[str, Any]:
     """Return ``passport.json["compute"]``; without its model-card ``markdown`` for the tiles (they do not show it)."""
     m = ext._m
     convention = m.options.convention if m is not None else None

@@ -369,9 +369,8 @@ def _not_a_language_model(unit: str, shape: Any) -> str | None:
 
 
 def _withheld(convention: str, reason: str) -> Derivation:
-    """The chosen convention, withheld for a model it does not describe."""
-    from trainmeter.compute.flops import FORMULAS, validate_convention
+    """The chosen convention (canonical: options.py checked it), withheld for a model it does not describe."""
+    from trainmeter.compute.flops import FORMULAS
 
-    canonical = validate_convention(convention)
-    return Derivation(name=f"flops_per_token.{canonical}", formula=FORMULAS[canonical], value=None,
+    return Derivation(name=f"flops_per_token.{convention}", formula=FORMULAS[convention], value=None,
                       unit="FLOP/token", inputs=(), missing=reason)
