@@ -60,7 +60,7 @@ def test_no_lock_of_the_run_is_held_across_a_fork(run_root):
         steps(1)
         tm.emit(lr=0.1)
         fork._before()
-        locks = fork._locks(m)
+        locks = m.locks()
         assert locks and all(lock.locked() for lock in locks)  # taken by the forking thread, not a sampler
         fork._after_in_parent()
         assert not any(lock.locked() for lock in locks)

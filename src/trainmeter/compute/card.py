@@ -2,38 +2,22 @@
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
-from trainmeter.compute.flops import flops_range, with_counted
+from trainmeter.compute.flops import flops_range
 from trainmeter.core.provenance import Derivation
 from trainmeter.core.text import markdown_text
 from trainmeter.sizes import format_count, format_count_pair, format_flops, format_integer, format_percent, format_value
 
-
-class ComputeState(Protocol):
-    """What the card reads of :class:`~trainmeter.compute.extension.ComputeExtension`."""
-
-    _m: Any
-    fpt: dict[str, Derivation]
-    counted: Derivation | None
-    derived: dict[str, Derivation]
-    peak: Any
-    device_name: str | None
-    dtype: str | None
-    conventions_missing: str | None
-    params: dict[str, int] | None
+if TYPE_CHECKING:
+    from trainmeter.compute.extension import ComputeExtension
 
 
 def _values(derived: dict[str, Derivation], prefix: str) -> dict[str, float | None]:
     return {name[len(prefix) + 1:-1]: d.value for name, d in derived.items() if name.startswith(prefix + "[")}
 
 
-def all_derivations(ext: ComputeState) -> list[Derivation]:
-    """FLOPs per token per convention, counted, and every derived figure."""
-    return [*with_counted(ext.fpt, ext.counted).values(), *ext.derived.values()]
-
-
-def compute_section(ext: ComputeState, markdown: bool = True) -> dict[str, Any]:
+def compute_section(ext: ComputeExtension, markdown: bool = True) -> dict[str, Any]:
     """Return ``passport.json["compute"]``; without its model-card ``markdown`` for the tiles (they do not show it)."""
     m = ext._m
     convention = m.options.convention if m is not None else None
@@ -42,11 +26,12 @@ def compute_section(ext: ComputeState, markdown: bool = True) -> dict[str, Any]:
     peak = ext.peak
     derived = ext.derived
     mfu = _values(derived, "mfu")
+    ceiling = ext.ceiling()
     section: dict[str, Any] = {
         "hardware": {"device": ext.device_name or "cpu", "devices": 1, "dtype": ext.dtype},
         "unit": getattr(m, "token_unit", "tokens") if m is not None else "tokens",
-        "parameters": getattr(ext, "params", None),
-        "conventions_missing": getattr(ext, "conventions_missing", None),
+        "parameters": ext.params,
+        "conventions_missing": ext.conventions_missing,
         "convention": convention,
         "flops_per_token": fpt,
         "flops_per_token_range": list(fpt_range) if fpt_range and convention is None else None,
@@ -60,10 +45,14 @@ def compute_section(ext: ComputeState, markdown: bool = True) -> dict[str, Any]:
         "peak": None if peak is None else peak.to_dict(),
         "progress": derived["progress"].value if "progress" in derived else None,
         "eta_s": derived["eta_s"].value if "eta_s" in derived else None,
+        # of_achievable: model FLOP/s over the tm.calibrate() ceiling, beside mfu over the datasheet peak
+        "of_achievable": _values(derived, "of_achievable"),
+        "ceiling": ceiling.to_dict() if ceiling is not None else None,
+        "of_achievable_missing": None if ceiling is not None else
+        "no measured ceiling for this device and dtype: call tm.calibrate() (before or during the run)",
     }
-    section.update(_achievable(ext, derived))
     if markdown:
-        section["markdown"] = render_compute_markdown(section, all_derivations(ext))
+        section["markdown"] = render_compute_markdown(section, ext.derivations())
     return section
 
 
@@ -73,17 +62,6 @@ def _no_count(m: Any) -> str:
         return "no training batch was seen"
     return ("no batch of the trained model's own calls was kept (it was found as the trained model after its "
             "last training call): there is no example to count one step of")
-
-
-def _achievable(ext: Any, derived: dict[str, Derivation]) -> dict[str, Any]:
-    """``of_achievable`` (model FLOP/s over the ``tm.calibrate()`` ceiling) beside ``mfu`` (over the datasheet peak)."""
-    ceiling = ext.ceiling() if hasattr(ext, "ceiling") else None
-    return {
-        "of_achievable": _values(derived, "of_achievable"),
-        "ceiling": ceiling.to_dict() if ceiling is not None else None,
-        "of_achievable_missing": None if ceiling is not None else
-        "no measured ceiling for this device and dtype: call tm.calibrate() (before or during the run)",
-    }
 
 
 def _flops(value: float | None, per: str = "") -> str:

@@ -341,10 +341,11 @@ class ComputeExtension(ExtensionBase):
         return compute_section(self)
 
     def derivations(self) -> list[Derivation]:
-        """Every compute derivation, for the passport's top-level ``derivations``."""
-        from trainmeter.compute.card import all_derivations
+        """Every compute derivation (F by convention, counted, every derived figure), for the passport's top-level
+        ``derivations``."""
+        from trainmeter.compute.flops import with_counted
 
-        return all_derivations(self)
+        return [*with_counted(self.fpt, self.counted).values(), *self.derived.values()]
 
 
 def _params(shape: Any) -> dict[str, int] | None:
@@ -368,9 +369,8 @@ def _not_a_language_model(unit: str, shape: Any) -> str | None:
 
 
 def _withheld(convention: str, reason: str) -> Derivation:
-    """The chosen convention, withheld for a model it does not describe."""
-    from trainmeter.compute.flops import FORMULAS, validate_convention
+    """The chosen convention (canonical: options.py checked it), withheld for a model it does not describe."""
+    from trainmeter.compute.flops import FORMULAS
 
-    canonical = validate_convention(convention)
-    return Derivation(name=f"flops_per_token.{canonical}", formula=FORMULAS[canonical], value=None,
+    return Derivation(name=f"flops_per_token.{convention}", formula=FORMULAS[convention], value=None,
                       unit="FLOP/token", inputs=(), missing=reason)

@@ -7,6 +7,7 @@ run or a launch derives MFU under. Never imports torch at module level. Pure and
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any, TypeVar
 
@@ -112,7 +113,7 @@ def _derive(shape: ModelShape, convention: str) -> Derivation:
     n_input = shape.as_input(n_field, n_symbol, "params")
     frozen = shape.frozen
     table = FROZEN_FORMULAS if frozen else FORMULAS
-    formula = _symbol(table[convention], n_symbol) if moe else table[convention]
+    formula = re.sub(r"\bN\b", n_symbol, table[convention]) if moe else table[convention]  # N_b, N_t keep theirs
     inputs = [n_input]
     if convention != "embeddings":
         inputs.append(shape.as_input("n_embedding_params", "E", "params"))
@@ -136,26 +137,14 @@ def _derive(shape: ModelShape, convention: str) -> Derivation:
     # S may be a token-weighted mean (a float); counts are whole
     values: dict[str, Any] = {i.name: float(i.value) if i.name == "S" else int(i.value)  # type: ignore[arg-type]
                               for i in inputs}
-    n = values[n_symbol]
-    if not frozen:
-        dense = 6 * n if convention == "embeddings" else 6 * (n - values["E"])
-        attention = factor * values["L"] * values["d"] * values["S"] if factor else 0
-    else:
-        if convention == "embeddings":
-            dense = 2 * n + 2 * values["N_b"] + 2 * values["N_t"]
-        else:
-            dense = 2 * (n - values["E"]) + 2 * (values["N_b"] - values["E_b"]) + 2 * (values["N_t"] - values["E_t"])
-        third = factor // 3
-        attention = (third * values["L"] + 2 * third * values["L_b"]) * values["d"] * values["S"] if factor else 0
+    # one sum for both tables: with all trained, N_b = N_t = N, E_b = E_t = E and L_b = L (embeddings: E = 0)
+    n, e = values[n_symbol], values.get("E", 0)
+    n_b, e_b, n_t, e_t = values.get("N_b", n), values.get("E_b", e), values.get("N_t", n), values.get("E_t", e)
+    dense = 2 * (n - e) + 2 * (n_b - e_b) + 2 * (n_t - e_t)
+    l_b = values.get("L_b", values.get("L"))
+    attention = factor // 3 * (values["L"] + 2 * l_b) * values["d"] * values["S"] if factor else 0
     return Derivation(name=name, formula=formula, value=float(dense + attention), unit="FLOP/token",
                       inputs=tuple(inputs))
-
-
-def _symbol(formula: str, n_symbol: str) -> str:
-    """``formula`` with the forward's N named ``n_symbol`` (N_b and N_t keep their names)."""
-    import re
-
-    return re.sub(r"\bN\b", n_symbol, formula)
 
 
 def flops_per_token(model_or_shape: Any, convention: str | None = None,
@@ -176,9 +165,6 @@ def flops_range(derivations: Mapping[str, Derivation]) -> tuple[float, float] | 
     """Return (lowest, highest) FLOPs per token over the derivations with a value, or ``None``."""
     values = [d.value for d in derivations.values() if d.value is not None]
     return (min(values), max(values)) if values else None
-
-
-
 
 
 def modelled_flops(f: Derivation | float | None, unit: str = "tokens", source: str = "") -> Input:

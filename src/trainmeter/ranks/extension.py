@@ -226,9 +226,7 @@ class RanksExtension(ExtensionBase):
         from trainmeter.ranks.identity import this_node
         from trainmeter.ranks.rank_ladder import launch_ladders
 
-        gpus = {r.node: r.node_gpu for r in self._ranks if r.node and r.node_gpu}
-        gpus[this_node()] = section
-        self._section["gpu_ladder"] = launch_ladders(self._ranks, gpus)
+        self._section["gpu_ladder"] = launch_ladders(self._ranks, {this_node(): section})
 
     def _merge(self, m: Any) -> dict[str, Any] | None:
         """The parent's section: its seats merged, or a note on forked children it did not see."""

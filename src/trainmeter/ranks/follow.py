@@ -128,8 +128,12 @@ class RunFollower:
 
     def ranks(self) -> list[SourceState]:
         """The seats' states, by rank."""
-        seats = [s for k, s in self.sources.items() if k]
-        return sorted(seats, key=lambda s: (s.rank is None, s.rank if s.rank is not None else 0, s.seat))
+        return sorted((s for k, s in self.sources.items() if k), key=rank_order)
+
+
+def rank_order(seat: Any) -> tuple[bool, int, str]:
+    """The sort key of a seat's state or summary: by rank, seats without one last, by name."""
+    return seat.rank is None, seat.rank if seat.rank is not None else 0, seat.seat
 
 
 def apply_record(state: SourceState, record: Record) -> None:

@@ -56,16 +56,12 @@ class _Key:
 _AFTER_FORK_KEY = _Key()
 
 
-def _locks(m: Any) -> list[Any]:
-    return m.locks()
-
-
 def _before() -> None:
     m = monitor_module.active()
     if m is None:
         return
     try:
-        for lock in _locks(m):
+        for lock in m.locks():
             if lock.acquire(timeout=LOCK_WAIT_S):
                 _held.append(lock)
         worker = m.open_worker
@@ -97,13 +93,13 @@ def _after_in_child() -> None:
     global _child_monitor, _child_pid, _forks
     _held.clear()  # the child's copies are replaced below, never released
     _forks = 0
-    m = monitor_module.rehome_in_child(_child_record, THREAD_EXTENSIONS, CHILD_FIRST_REPORT_S)
+    m = monitor_module.rehome_in_child(child_record, THREAD_EXTENSIONS, CHILD_FIRST_REPORT_S)
     if m is not None:
         _child_monitor, _child_pid = m, os.getpid()
 
 
-def _child_record() -> Any:
-    """A forked child's record: an unseated rank's, seated at its first report."""
+def child_record() -> Any:
+    """A child's record (forked, or autostarted): an unseated rank's, seated at its first report."""
     from trainmeter.ranks.recorder import LazyRankRecorder
     from trainmeter.record.recorder import RunRecorder
 
@@ -117,16 +113,11 @@ def _finish_child(status: str, error: BaseException | None = None) -> None:
     m.finish(status, error)
 
 
-def exit_status() -> tuple[str, BaseException | None]:
-    """The status of a process that is ending (``completed``, ``failed``, ``interrupted``): inside
-    ``multiprocessing``'s bootstrap ``finally`` the exception on its way out is still ``sys.exc_info()``'s."""
-    from trainmeter.core.lifecycle import exit_status as status_of
-
-    return status_of(sys.exc_info()[1])
-
-
 def _mp_finalizer() -> None:
-    status, error = exit_status()
+    from trainmeter.core.lifecycle import exit_status
+
+    # inside multiprocessing's bootstrap ``finally`` the exception on its way out is still sys.exc_info()'s
+    status, error = exit_status(sys.exc_info()[1])
     _finish_child(status, error)
     from trainmeter.ranks import autostart
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from trainmeter.core.provenance import Derivation, Input
-from trainmeter.ranks.follow import SEAT_PREFIXES
+from trainmeter.ranks.follow import SEAT_PREFIXES, rank_order
 from trainmeter.ranks.identity import this_node
 from trainmeter.ranks.launch_mfu import (
     RankCompute,
@@ -104,22 +104,17 @@ def read_seat(seat_dir: Path) -> RankSummary:
                 "data_wait_s": (rec.get("phases_s") or {}).get("data_wait"),
                 "timing": dict(section.get("timing") or {})}
 
-    passport_path = seat_dir / "passport.json"
-    if passport_path.exists():
-        try:
-            p = read_json(passport_path, types=PASSPORT_TYPES)
-        except OSError:  # damaged (Damaged): summarised from its log, as a rank without one
-            p = None
-        if p is not None:
-            compute = p.get("compute") or {}
-            own_mfu, own_missing = _own_mfu(compute.get("mfu") or {}, compute.get("convention"),
-                                            compute.get("mfu_missing"))
-            gpu = p.get("gpu")
-            return RankSummary(**figures(p, "steps", p.get("distributed") or {}), mfu=own_mfu,
-                               mfu_missing=own_missing, compute=rank_compute_from_passport(label, p),
-                               node_gpu=gpu if isinstance(gpu, dict) and gpu.get("devices") else None,
-                               status=str(p.get("status") or "unfinished"), error=p.get("error"),
-                               first_step_counted=FIRST_STEP_MISSED not in _tokens_note(p))
+    p = load_passport(seat_dir / "passport.json")  # missing or damaged: summarised from its log
+    if p:
+        compute = p.get("compute") or {}
+        own_mfu, own_missing = _own_mfu(compute.get("mfu") or {}, compute.get("convention"),
+                                        compute.get("mfu_missing"))
+        gpu = p.get("gpu")
+        return RankSummary(**figures(p, "steps", p.get("distributed") or {}), mfu=own_mfu,
+                           mfu_missing=own_missing, compute=rank_compute_from_passport(label, p),
+                           node_gpu=gpu if isinstance(gpu, dict) and gpu.get("devices") else None,
+                           status=str(p.get("status") or "unfinished"), error=p.get("error"),
+                           first_step_counted=FIRST_STEP_MISSED not in _tokens_note(p))
     last = last_of_kinds(seat_dir / LOG_FILE, ("interval", "end"))
     interval = last.get("interval") or {}
     end = last.get("end") or {}
@@ -162,8 +157,7 @@ def seats(launch_dir: Path) -> list[Path]:
 
 def read_launch(launch_dir: Path) -> list[RankSummary]:
     """Every seat's summary, ordered by rank."""
-    found = [read_seat(p) for p in seats(launch_dir)]
-    return sorted(found, key=lambda s: (s.rank is None, s.rank if s.rank is not None else 0, s.seat))
+    return sorted((read_seat(p) for p in seats(launch_dir)), key=rank_order)
 
 
 def window_history(seat_dir: Path) -> list[dict[str, Any]]:
@@ -230,9 +224,7 @@ def distributed_section(ranks: list[RankSummary], *, token_unit: str = "tokens",
     derivations += mfu.pop("derivations")
     from trainmeter.ranks.rank_ladder import launch_ladders
 
-    gpus = {r.node: r.node_gpu for r in ranks if r.node and r.node_gpu}
-    gpus.update(node_gpus or {})
-    ladder = launch_ladders(ranks, gpus)
+    ladder = launch_ladders(ranks, node_gpus or {})
     return {"world_size": world_size, "ranks_recorded": len(ranks), "nodes": len(nodes), "node_names": nodes,
             "backend": backends[0] if len(backends) == 1 else (backends or None), "steps_together": together,
             "global_steps": global_steps, "global_tokens": global_tokens, "token_unit": token_unit,
@@ -261,7 +253,7 @@ def write_launch_passport(launch_dir: Path, name: str) -> dict[str, Any]:
 
     ranks = read_launch(launch_dir)
     section = distributed_section(ranks, launch_dir=launch_dir)
-    passports = [_load(launch_dir / r.seat / "passport.json") for r in ranks]
+    passports = [load_passport(launch_dir / r.seat / "passport.json") for r in ranks]
     starts = [p.get("started_at") for p in passports if p.get("started_at")]
     ends = [p.get("ended_at") for p in passports if p.get("ended_at")]
     passport = {"schema_version": 1, "name": name, "status": launch_status(ranks, section["world_size"]), "error": None,
@@ -274,7 +266,8 @@ def write_launch_passport(launch_dir: Path, name: str) -> dict[str, Any]:
     return passport
 
 
-def _load(path: Path) -> dict[str, Any]:
+def load_passport(path: Path) -> dict[str, Any]:
+    """A passport read back, or ``{}`` when it is missing or damaged."""
     try:
         return read_json(path, types=PASSPORT_TYPES)
     except OSError:  # missing, or damaged (Damaged)
@@ -316,7 +309,7 @@ def after_rank_finished(seat: Any) -> None:
         if fcntl is not None:
             fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
         try:
-            name = _load(seat.dir / "passport.json").get("name") or seat.launch_dir.name
+            name = load_passport(seat.dir / "passport.json").get("name") or seat.launch_dir.name
             write_launch_passport(seat.launch_dir, str(name))
         finally:
             if fcntl is not None:

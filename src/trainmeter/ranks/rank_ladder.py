@@ -59,8 +59,9 @@ def _rank_rungs(entry: Mapping[str, Any], mfu: float | None, mfu_missing: str | 
 
 def launch_ladders(ranks: Sequence[Any], node_gpus: Mapping[str, Mapping[str, Any]]) -> dict[str, Any] | None:
     """The ``distributed.gpu_ladder`` section (docs/spec.md section 19) of ``ranks``
-    (:class:`~trainmeter.ranks.merge.RankSummary`) from ``node_gpus`` (node -> its sampler's passport ``gpu``
-    section), or ``None`` when there is none."""
+    (:class:`~trainmeter.ranks.merge.RankSummary`) from the ranks' own ``node_gpu`` and ``node_gpus`` (node -> its
+    sampler's passport ``gpu`` section, over theirs), or ``None`` when there is none."""
+    node_gpus = {**{r.node: r.node_gpu for r in ranks if r.node and r.node_gpu}, **node_gpus}
     if not node_gpus:
         return None
     nodes = {node: _device_ladders(gpu) for node, gpu in node_gpus.items()}

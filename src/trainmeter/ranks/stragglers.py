@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import statistics
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 SLOW_RATIO = 1.2  # a rank this much slower than the median is named
@@ -113,5 +113,4 @@ def with_repeats(report: StragglerReport, counts: dict[int | str, int], compared
     verdict = report.verdict
     if report.straggler is not None and compared:
         verdict += f" (named in {counts.get(report.straggler, 0)} of {compared} report windows)"
-    return StragglerReport(figure=report.figure, scores=report.scores, straggler=report.straggler,
-                           verdict=verdict, named_windows=counts, windows=compared)
+    return replace(report, verdict=verdict, named_windows=counts, windows=compared)

@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from trainmeter.ranks.follow import MAX_READ_BYTES, RunFollower, TailReader, newest_live_run
+from trainmeter.ranks.merge import load_passport
 from trainmeter.ranks.panel import launch_mfu_tile, launch_tokens_tile, ranks_panel
 from trainmeter.record.events import LOG_FILE, Record
-from trainmeter.record.safe_read import PASSPORT_TYPES, read_json
 
 POLL_S = 1.0
 IDLE_S = 600.0
@@ -87,11 +87,8 @@ class RunWatch:
             for record in self._primary.read():
                 self._take(record)
         self.followers.poll()
-        if not self.passport and (self.run_dir / "passport.json").exists():
-            try:
-                self.passport = read_json(self.run_dir / "passport.json", types=PASSPORT_TYPES)
-            except OSError:  # missing, or damaged (Damaged): followed from the log
-                self.passport = {}
+        if not self.passport:  # missing, or damaged: followed from the log
+            self.passport = load_passport(self.run_dir / "passport.json")
         events = [e for e in (self._start, *self._latest_series.values(), self._interval) if e]
         facts = facts_from_run(self.passport, events, run_dir=str(self.run_dir), x_map=self._feed.x_map)
         state = build_state(facts)
