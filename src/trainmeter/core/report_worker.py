@@ -188,14 +188,10 @@ class ReportWorker:
                     owner, job = self._jobs.popleft()
                     self._owner = owner
                 self._busy = True
-            if job is None:
-                self._run_folds()
-                with cond:
-                    self._busy = False
-                    cond.notify_all()
-                continue
             try:
-                if owner not in self.disabled:
+                if job is None:
+                    self._run_folds()
+                elif owner not in self.disabled:
                     self._run(owner, job)
             finally:
                 with cond:
