@@ -13,6 +13,7 @@ from trainmeter.core.reachable import (
     _is_compiled,
     _is_lightning_module,
     _torch_class,
+    most_trained,
     reachable,
     trained_params,
 )
@@ -281,16 +282,11 @@ class Discovery:
             called = [self.candidates[k] for k in self.candidates if k not in before]
             called = [c for c in called if c.ref() is not None]
             late = True
-        best: tuple[int, int, Any, _Candidate] | None = None
-        for candidate in called:
-            module = candidate.ref()
-            overlap = sum(trained.get(id(p), 0) for p in module.parameters())
-            size = sum(1 for _ in module.modules())
-            if overlap and (best is None or (overlap, size) > best[:2]):
-                best = (overlap, size, module, candidate)
-        if best is None:
+        modules = [c.ref() for c in called]
+        index = most_trained(trained, modules)
+        if index is None:
             return False
-        _, _, module, candidate = best
+        module, candidate = modules[index], called[index]
         self._set_root(module)
         self.params.update(trained=sum(trained.values()), optimizer_tensors=len(trained))
         if late or self._steps.steps == 1:  # found at step 2: step 1's batches came before (an autostarted rank)

@@ -133,3 +133,17 @@ def trained_params(optimizer: Any) -> dict[int, int]:
         for p in group["params"]:
             trained[id(p)] = p.numel()
     return trained
+
+
+def most_trained(trained: dict[int, int], modules: list[Any]) -> int | None:
+    """The index in ``modules`` of the one holding most of ``trained`` (:func:`trained_params`), the larger on a
+    tie; ``None`` when none holds any (a ``None`` entry, a module gone, holds none)."""
+    best: tuple[int, int, int] | None = None
+    for index, module in enumerate(modules):
+        if module is None:
+            continue
+        overlap = sum(trained.get(id(p), 0) for p in module.parameters())
+        size = sum(1 for _ in module.modules())
+        if overlap and (best is None or (overlap, size) > best[:2]):
+            best = (overlap, size, index)
+    return None if best is None else best[2]
