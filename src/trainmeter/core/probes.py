@@ -189,11 +189,8 @@ class TorchProbes:
 
     @property
     def on_training(self) -> Any:
-        """Called at each training forward, backward and step while set (an open eval span). Training thread.
-
-        Set only by the extensions' dispatcher (``Dispatcher.watch_training``: the time split's open eval span),
-        which turns it into ``on_phase("train", "begin", t_s)``.
-        """
+        """Called at each training forward, backward and step while set: by ``Dispatcher.watch_training`` only (the
+        time split's open eval span), which turns it into ``on_phase("train", "begin", t_s)``. Training thread."""
         return self.switches.on_training
 
     @on_training.setter
