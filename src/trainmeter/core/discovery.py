@@ -13,6 +13,7 @@ from trainmeter.core.reachable import (
     _is_compiled,
     _is_lightning_module,
     _torch_class,
+    most_trained,
     reachable,
     trained_params,
 )
@@ -119,7 +120,7 @@ class Discovery:
     def scan(self, frame: Any) -> None:
         """At the start: optimizers already built (an earlier cell) name their modules."""
         objects = reachable(frame, self._torch.nn.Module)
-        modules = [o for o in objects if _instance(o, self._torch.nn.Module)]
+        modules = self._modules(objects)
         for optimizer in objects:
             if _instance(optimizer, self._torch.optim.Optimizer):
                 # known, never newer than the primary (event 0): another thread may step it (_drop_others)
@@ -129,8 +130,11 @@ class Discovery:
             self.on_compiling()  # a compiled model is about to be trained
 
     def on_optimizer_built(self, optimizer: Any, frame: Any) -> None:
-        modules = [o for o in reachable(frame, self._torch.nn.Module) if _instance(o, self._torch.nn.Module)]
-        self.note_optimizer(optimizer, modules)
+        self.note_optimizer(optimizer, self._modules(reachable(frame, self._torch.nn.Module)))
+
+    def _modules(self, objects: list[Any]) -> list[Any]:
+        """The modules among the objects reachable from a frame."""
+        return [o for o in objects if _instance(o, self._torch.nn.Module)]
 
     def note_optimizer(self, optimizer: Any, modules: list[Any]) -> None:
         """A new optimizer (or a framework's stand-in, core/explicit_steps.py): the modules holding its
@@ -209,7 +213,6 @@ class Discovery:
         self._unpatch_class(type(module))
 
     def _unpatch_class(self, cls: type) -> None:
-        """Put ``cls.__call__`` back when no watched instance needs the patch."""
         if (cls, "__call__") not in self._patched_classes:
             return
         if any(type(c.ref()) is cls for c in self.candidates.values()):
@@ -274,22 +277,16 @@ class Discovery:
         late = False
         if not called:  # the optimizer was not seen being built: look around the step's caller
             before = set(self.candidates)
-            module_type = self._torch.nn.Module
-            modules = [o for o in reachable(frame, module_type) if _instance(o, module_type)]
+            modules = self._modules(reachable(frame, self._torch.nn.Module))
             self.watch_owners(optimizer, modules, force=True)  # counting beats a possible recompile here
             called = [self.candidates[k] for k in self.candidates if k not in before]
             called = [c for c in called if c.ref() is not None]
             late = True
-        best: tuple[int, int, Any, _Candidate] | None = None
-        for candidate in called:
-            module = candidate.ref()
-            overlap = sum(trained.get(id(p), 0) for p in module.parameters())
-            size = sum(1 for _ in module.modules())
-            if overlap and (best is None or (overlap, size) > best[:2]):
-                best = (overlap, size, module, candidate)
-        if best is None:
+        modules = [c.ref() for c in called]
+        index = most_trained(trained, modules)
+        if index is None:
             return False
-        _, _, module, candidate = best
+        module, candidate = modules[index], called[index]
         self._set_root(module)
         self.params.update(trained=sum(trained.values()), optimizer_tensors=len(trained))
         if late or self._steps.steps == 1:  # found at step 2: step 1's batches came before (an autostarted rank)
@@ -302,10 +299,9 @@ class Discovery:
         return True
 
     def drop_others(self, final: bool = False) -> None:
-        """Stop watching every candidate but the root (docs/spec.md section 20): once it is known, the other modules'
-        calls (an old model left in the notebook's namespace, a submodule held by a name) need no wrapper.
-        A model built later for a new optimizer is watched again when that optimizer is built. Not once
-        something is compiled: Dynamo guards on the class dicts it traced, and a class put back would recompile."""
+        """Stop watching every candidate but the root and the models kept for other threads (docs/spec.md section 2,
+        "Threads"). Not once something is compiled: Dynamo guards on the class dicts it traced, and a class put back
+        would recompile."""
         if self.compiling or self._threads.threaded:  # several threads: the other lanes' models stay watched
             return
         root_id = self.root_id
@@ -380,11 +376,10 @@ class Discovery:
     def _no_root_message(self) -> str:
         """The warning when no root was found after DISCOVERY_STEPS steps: what was missing, and what to do."""
         declared = self.declared_model()
+        compiled = ("a model called only inside a torch.compile'd function is seen by Dynamo alone: compile the "
+                    "model itself, torch.compile(model), to have its batches counted)")
         if declared is not None:
             return (f"the model passed as model= ({type(declared).__name__}) was never seen called with gradients "
-                    "enabled: tokens are not counted (a model called only inside a torch.compile'd function is "
-                    "seen by Dynamo alone: compile the model itself, torch.compile(model), to have its batches "
-                    "counted)")
+                    f"enabled: tokens are not counted ({compiled}")
         return ("no module holding the optimizer's parameters was seen called: tokens are not counted (pass the "
-                "model to tm.monitor(model=...); a model called only inside a torch.compile'd function is seen by "
-                "Dynamo alone: compile the model itself, torch.compile(model), to have its batches counted)")
+                f"model to tm.monitor(model=...); {compiled}")

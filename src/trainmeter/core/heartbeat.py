@@ -1,19 +1,9 @@
 """The heartbeat: a small run-log record and a bounded text line while a step runs long (docs/spec.md section 18).
 
-Reports happen on the training thread at step boundaries, so during one 60 s step
-nothing would be written. A thread of ours looks at the run once a tick (reading
-two counters: no lock the training thread holds, no call into the user's code) and,
-when no report came for an interval, appends one ``heartbeat`` record to the run
-log (the step it is in and since when) and, on the text sink, prints a line such as
-"step 41 running for 60 s" for a step running :data:`TEXT_EVERY_S` or more, at most once per it. A killed run's
-log then says where it was and since when.
-
-The step's start is the end of the last counted step (the step series' last time), not
-before the look that last saw the counter move; the hot path is not touched. The thread
-looks once a tick only while a report is due or overdue; before that it sleeps until the
-next report is due (``StepRecorder.next_report_s``), so a run whose reports come on time wakes it
-about twice an interval (docs/spec.md section 18). Tests drive :meth:`Heartbeat.beat` with a
-``FakeClock`` instead of the thread.
+A thread of ours reads two counters once a tick while a report is due or overdue (no lock the training thread
+holds, no call into the user's code, the hot path untouched) and sleeps until the next report is due before that;
+what it writes and when: docs/spec.md section 18 (the "a step that runs long" row) and section 6 (``heartbeat``).
+Tests drive :meth:`Heartbeat.beat` with a ``FakeClock`` instead of the thread.
 """
 
 from __future__ import annotations

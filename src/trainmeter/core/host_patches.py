@@ -1,18 +1,12 @@
 """Every place trainmeter patches or hooks code it does not own: the list, its checks and its kill switch.
 
-Each :class:`HostPatch` names one trick (``key``), what it touches, the private
-names it relies on, how it is undone and where in the code it is installed
-(``sites``, checked against the source by tests/core/test_host_patches.py, so a
-new patch cannot land unlisted). The core imports no wing: the table names the
-wings' patches by key, and each installer asks :func:`allow` before it installs
-its own. ``TRAINMETER_DISABLE=reload,autostart,...`` (comma-separated keys)
-switches entries off; an unknown key is named in a warning that lists the valid
-ones. ``tm.doctor()`` lists every entry with :func:`report` (docs/spec.md section 18, host patches).
+The entries, ``TRAINMETER_DISABLE`` and the doctor's listing: docs/spec.md section 18, "Host patches". Each
+entry's ``sites`` are checked against the source by tests/core/test_host_patches.py, so a new patch cannot land
+unlisted. The core imports no wing: the table names the wings' patches by key, and each installer asks
+:func:`allow` at install time (never at call time).
 
-Install-time only: :func:`allow` checks the private names when the patch is
-installed and refuses that one entry with a ``warn_once`` when one is missing;
-nothing here runs at call time. Thread safety: pure reads of ``os.environ`` and
-``sys.modules``; the record of refusals is a dict written by installers (GIL-atomic).
+Thread safety: pure reads of ``os.environ`` and ``sys.modules``; the record of refusals is a dict written by
+installers (GIL-atomic).
 """
 
 from __future__ import annotations

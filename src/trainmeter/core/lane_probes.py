@@ -1,11 +1,8 @@
 """Training in several threads: each thread's calls, backward passes and steps go to its own lane (docs/spec.md §2).
 
-Lane 1's thread (the first that trains) keeps the probes' own state and fast paths while it trains
-alone (:class:`ProbeThreads` knows which thread that is). The first training event from another thread
-starts *threaded mode* for the rest of the run: the fast paths are switched off (they hold lane 1's state in
-place) and every wrapper takes its general path, which looks up the calling thread's
-:class:`~trainmeter.core.lanes.Lane` (one ``threading.get_ident()`` and one dict read; a lock only when a thread
-is seen first).
+Lane 1's thread keeps the probes' own state and fast paths while it trains alone; the first training event from
+another thread starts *threaded mode* for the rest of the run (docs/spec.md section 2, "Threads"): every wrapper
+takes its general path, which looks up the calling thread's :class:`~trainmeter.core.lanes.Lane`.
 """
 
 from __future__ import annotations
@@ -17,7 +14,7 @@ from typing import Any
 from trainmeter.core.batch import count_batch
 from trainmeter.core.lanes import Lane
 from trainmeter.core.loss_capture import add_part
-from trainmeter.core.reachable import trained_params
+from trainmeter.core.reachable import most_trained, trained_params
 from trainmeter.core.scalars import StepLoss
 
 _get_ident = threading.get_ident
@@ -174,24 +171,17 @@ class ProbeThreads:
 
     def _lane_root(self, lane: Lane, optimizer: Any) -> None:
         """Lane ``lane``'s root: the called module holding most of its optimizer's parameters; credit its batches."""
-        trained = trained_params(optimizer)
-        best: tuple[int, int, Any, list[Any]] | None = None
-        for seen in lane.seen.values():
-            module = seen[3]()
-            if module is None:
-                continue
-            overlap = sum(trained.get(id(p), 0) for p in module.parameters())
-            size = sum(1 for _ in module.modules())
-            if overlap and (best is None or (overlap, size) > best[:2]):
-                best = (overlap, size, module, seen)
+        called = list(lane.seen.values())
+        modules = [seen[3]() for seen in called]
+        index = most_trained(trained_params(optimizer), modules)
         lane.seen.clear()
-        if best is None:
+        if index is None:
             self._monitor.warn_once(f"lane-root-{lane.thread}", (
                 f"thread {lane.thread!r} steps {type(optimizer).__name__} but no module holding its parameters was "
                 "seen called there: its steps count, its samples do not (build its model and optimizer in the "
                 "monitored cell or in that thread)"))
             return
-        _, _, module, seen = best
+        module, seen = modules[index], called[index]
         lane.root_id = id(module)
         lane.root_name = type(module).__name__
         lane.pending_tokens += seen[0]

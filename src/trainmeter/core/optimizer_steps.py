@@ -12,10 +12,8 @@ from trainmeter.core.loss_capture import LOSS_SERIES
 
 
 class OptimizerSteps:
-    """The general path of the optimizer step post-hook, and the run's framework steppers.
-
-    The steady step takes the step hook's short path (core/wrappers.py); everything else comes here and ends in
-    the same step rule (:meth:`StepRecorder.count <trainmeter.core.steps.StepRecorder.step>`).
+    """The general path of the optimizer step post-hook (the steady step's is core/wrappers.py's; both end in
+    :meth:`StepRecorder.step <trainmeter.core.steps.StepRecorder.step>`), and the run's framework steppers.
 
     Args:
         hot: The probes' per-call state (the primary optimizer, pending tokens and calls, the fast loss parts).

@@ -1,18 +1,10 @@
 """Reversible patches for one run: attribute swaps and post-import hooks.
 
-Used by the integration wing (logger calls, framework entry points), the time split (DataLoader,
-``Module.train``, checkpoint savers), the optimizer wing, the probes and the autostart. Two pieces:
-
-- :class:`Patches` swaps an attribute of a module or class for a wrapper and
-  puts the original back at :meth:`Patches.restore_all`, only where the wrapper
-  is still in place (a later patch on top of ours is left alone; our wrapper
-  then goes inert because its :class:`Gate` is closed).
-- :class:`PostImportHooks` runs a callback right after a watched module
-  finishes importing, so a library imported during the run is patched before
-  its first call. Each registers into :data:`FINDER`, the one ``sys.meta_path``
-  finder of ours for the process (an unwatched name costs it one dict lookup).
-  It finds nothing itself: it asks the other finders and chains the loader
-  they return.
+:class:`Patches` swaps an attribute for a wrapper and puts the original back only where the wrapper is still in
+place (a later patch on top of ours is left alone; ours then goes inert behind its closed :class:`Gate`).
+:class:`PostImportHooks` patches a library imported during the run before its first call, through
+:data:`FINDER`, the one ``sys.meta_path`` finder of ours (an unwatched name costs it one dict lookup; it asks
+the other finders and chains the loader they return). Each entry is listed in core/host_patches.py.
 
 Thread safety: install/restore on the training thread; the finder may be
 consulted from any thread (a thread-local guard stops recursion).

@@ -1,9 +1,7 @@
 """The probes' per-call state (the fast flags, the last batch signature, the step's loss parts) and their switches.
 
-:class:`ProbeState` is one ``__slots__`` object owned by :class:`~trainmeter.core.probes.TorchProbes`, closed over
-by its wrappers (core/wrappers.py) and shared by its parts; the step itself is
-:class:`~trainmeter.core.steps.StepRecorder`'s. :class:`ProbeSwitches` holds the cold switches the parts read
-(installed, paused, an open eval span, loss capture on), each set through a method that recomputes the fast flags.
+:class:`ProbeState` is closed over by the wrappers (core/wrappers.py) and shared by the probes' parts;
+:class:`ProbeSwitches` holds the cold switches, each set through a method that recomputes the fast flags.
 Training thread (lane 1's).
 """
 

@@ -1,56 +1,11 @@
 """Torch probes: optimizer steps, tokens per step, the trained model, captured loss.
 
-Installed for one monitored cell and removed at its end, without any global
-module hook (those make Dynamo compile the model again, print torch's
-"global hooks" warning and leave an entry in torch's hook dicts):
-
-- a global optimizer step post-hook counts steps of the *primary* optimizer
-  (the first that steps; a newer optimizer replaces it once it steps, as in a
-  sweep that re-creates model and optimizer);
-- the trained model is found from the optimizers' parameters: at the start and
-  whenever an optimizer is constructed (``torch.optim.Optimizer.__init__`` is
-  wrapped), the modules reachable from the calling frames (their locals, the
-  attributes of the objects there, ``__main__``) that hold its parameters become
-  *candidates*; at the primary optimizer's first step the outermost called one
-  holding most of its parameters becomes the *root*;
-- candidates' batches are read by wrapping ``__call__`` on their *class* (or
-  ``training_step`` for a Lightning module), which acts only for the watched
-  instances: the module's ``__dict__`` is never touched, so ``copy.deepcopy``,
-  ``pickle`` and ``torch.save(model)`` carry nothing of ours and a copy computes
-  with its own weights; under Dynamo tracing the wrapper is a plain pass-through;
-- ``torch.autograd.backward`` (also behind ``Tensor.backward``) is wrapped to read
-  the 0-d loss without a sync, and ``GradScaler.scale`` to know the scale that
-  multiplied it (read with the loss, divided out on the host).
-
-Loss semantics (docs/spec.md §2): the step's loss is the sum of the values passed
-to backward since the previous optimizer step, each divided by the GradScaler scale
-that multiplied it: the loss whose gradient the step applied. When the loop divided
-each micro-batch loss by the accumulation count, that sum is the per-step loss.
-Several backward calls without a division are recorded as their sum and marked
-``ambiguous`` in ``series_info``. Losses before the step of a non-primary
-optimizer go to ``train_loss.optimizerN``.
-
-Hot path (docs/spec.md section 20, ``tests/core/test_hot_path.py``): in steady state a step costs the
-root's ``__call__`` wrapper (a positional batch with the type, shape and dtype of the
-last counted one counts the same, without ``count_batch``), the ``backward`` wrapper (torch's
-own six parameters, so no tuple or dict per call; a 0-d CPU loss, not scaled, is read with
-``tolist()``, item()'s number without its GIL release, and kept in place: no :class:`StepLoss`
-object, and its ``grad_fn`` is read only when a second part comes before the step) and the step
-hook, which hands the step to the run's one step rule (:class:`~trainmeter.core.steps.StepRecorder`).
-Anything else (a CUDA loss, a GradScaler, an open eval span, a new shape, a second call of the root in a
-step, a new optimizer) takes the general path, which ends in the same rule. What those wrappers read and
-write is the probes' own :class:`~trainmeter.core.probe_state.ProbeState`, which they close over.
-
-The parts, each an object that owns its state, made and wired here (collaborators passed to their
-constructors): :class:`~trainmeter.core.probe_state.ProbeSwitches` (installed, paused, an open eval span, loss
-capture on), :class:`~trainmeter.core.lane_probes.ProbeThreads` (lane 1's thread, the other threads' lanes),
-:class:`~trainmeter.core.root_calls.RootCalls` (the root's batches: tokens, S, the example),
-:class:`~trainmeter.core.discovery.Discovery` (candidates, the optimizers built, the root),
-:class:`~trainmeter.core.loss_capture.LossCapture` (the step's loss, its provenance),
-:class:`~trainmeter.core.optimizer_steps.OptimizerSteps` (the step hook's general path, other optimizers, the
-framework steppers), :class:`~trainmeter.core.compile_watch.CompileWatch` and, at the start,
-:class:`~trainmeter.core.wrappers.Wrappers` (the wrapper factories). This class keeps the surface the run,
-the wings and :mod:`~trainmeter.core.explicit_steps` use, and the one rule that recomputes the fast flags.
+Installed for one monitored cell and removed at its end, with no global module hook. What they see and how
+(the primary optimizer, candidates and the root, the class-level call wrapper, the backward and
+``GradScaler.scale`` wrappers, the loss semantics): docs/spec.md section 2. The steady-step hot path and its
+bounds: docs/architecture.md ("Hot path"), docs/spec.md section 20, tests/core/test_hot_path.py. The parts this
+class makes and wires: docs/architecture.md (``core/``); it keeps the surface the run, the wings and
+:mod:`~trainmeter.core.explicit_steps` use, and the one rule that recomputes the fast flags.
 
 Every callback is guarded: a fault warns once and disables that probe.
 Callbacks run on the training thread.
@@ -234,11 +189,8 @@ class TorchProbes:
 
     @property
     def on_training(self) -> Any:
-        """Called at each training forward, backward and step while set (an open eval span). Training thread.
-
-        Set only by the extensions' dispatcher (``Dispatcher.watch_training``: the time split's open eval span),
-        which turns it into ``on_phase("train", "begin", t_s)``.
-        """
+        """Called at each training forward, backward and step while set: by ``Dispatcher.watch_training`` only (the
+        time split's open eval span), which turns it into ``on_phase("train", "begin", t_s)``. Training thread."""
         return self.switches.on_training
 
     @on_training.setter
@@ -304,11 +256,6 @@ class TorchProbes:
     def release_example(self) -> None:
         """Drop the kept batch (after the FLOP count)."""
         self.root_calls.release_example()
-
-    @property
-    def unstepped_loss(self) -> bool:
-        """At stop: a loss was passed to backward after the last step (or with none)."""
-        return self.loss.unstepped
 
     # -- steps no torch.optim hook sees (core/explicit_steps.py) --------------------------------
     def stepper(self, source: str, model: Any) -> Stepper:

@@ -18,9 +18,7 @@ MAX_NAMES = 4096  # names looked at per namespace (a long notebook's user namesp
 _PLAIN = (str, bytes, int, float, bool, type(None))
 
 
-# Py_TPFLAGS_MANAGED_DICT (CPython 3.11 on): the instance keeps its attributes in values of the type's shared keys
-# until something asks for its ``__dict__``, which then becomes a dict object for good (docs/spec.md section 2,
-# "What the start looks at")
+# Py_TPFLAGS_MANAGED_DICT (CPython 3.11 on; docs/spec.md section 2, "What the start looks at")
 _MANAGED_DICT = 1 << 4 if sys.version_info >= (3, 11) else 0
 _type_flags = type.__dict__["__flags__"].__get__  # a class's flags by the C getter: no metaclass code runs
 _CONTAINERS = (dict, list, tuple, set, frozenset)
@@ -29,13 +27,9 @@ _CONTAINERS = (dict, list, tuple, set, frozenset)
 def _attribute_values(value: Any) -> list[Any]:
     """The values of ``value``'s instance attributes, at most :data:`MAX_ATTRS` (empty when it has none).
 
-    An instance whose attributes are still in the shared-keys values is read through ``gc.get_referents``
-    (its type's traverse, C only, no code of the object's runs), never by asking for ``__dict__``: that
-    would turn them into a dict object for the rest of its life, and on CPython 3.11 every load of its
-    attributes in the user's code (an optimizer's ``param_groups`` in ``zero_grad`` and ``step``) would then
-    miss its specialization at every step. Other objects, and subclasses of a container (their traverse gives
-    their items too), are read through their ``__dict__``. Never raises
-    (an object without one, or that refuses to be looked at, has none). Training thread.
+    An instance whose attributes are still in the shared-keys values is read through ``gc.get_referents``, never
+    by asking for ``__dict__`` (docs/spec.md section 2, "What the start looks at"); other objects, and subclasses
+    of a container, through their ``__dict__``. Never raises. Training thread.
     """
     cls = type(value)
     # a subclass of a container traverses its items too (maybe millions): its __dict__ is the bounded read
@@ -139,3 +133,17 @@ def trained_params(optimizer: Any) -> dict[int, int]:
         for p in group["params"]:
             trained[id(p)] = p.numel()
     return trained
+
+
+def most_trained(trained: dict[int, int], modules: list[Any]) -> int | None:
+    """The index in ``modules`` of the one holding most of ``trained`` (:func:`trained_params`), the larger on a
+    tie; ``None`` when none holds any (a ``None`` entry, a module gone, holds none)."""
+    best: tuple[int, int, int] | None = None
+    for index, module in enumerate(modules):
+        if module is None:
+            continue
+        overlap = sum(trained.get(id(p), 0) for p in module.parameters())
+        size = sum(1 for _ in module.modules())
+        if overlap and (best is None or (overlap, size) > best[:2]):
+            best = (overlap, size, index)
+    return None if best is None else best[2]

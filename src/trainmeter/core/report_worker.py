@@ -1,13 +1,10 @@
 """The report worker: one thread of ours that runs the wings' per-point report work off the training thread
 (docs/spec.md section 20, "Reports and the report worker": jobs in submission order, folds while it has no job,
-the drain at the end).
+bounded waits, the stuck worker, faults, the drain at the end; section 19: around a fork).
 
-Bounded: at most ``MAX_JOBS`` jobs wait; a submit past that waits up to ``STUCK_AFTER_S``, then declares the worker
-stuck (the queued jobs dropped, their wings' work stopped, a warning). A job that raises disables its owner's later
-jobs and is reported once through ``on_fault``; a job that submits a job runs it at once. ``threaded=False`` (a fake
-clock: tests) runs each job at once in the submitter's thread. Around a fork (section 19) the forking thread calls
-:meth:`ReportWorker.hold_for_fork`, then the parent :meth:`~ReportWorker.release_after_fork` and the child
-:meth:`~ReportWorker.reset_in_child` (which names the owner whose job was under way).
+At most ``MAX_JOBS`` jobs wait (a submit past that waits up to ``STUCK_AFTER_S``). A job that raises disables its
+owner's later jobs (reported once through ``on_fault``); a job that submits a job runs it at once.
+``threaded=False`` (a fake clock: tests) runs each job at once in the submitter's thread.
 
 Thread safety: :meth:`submit`, :meth:`drain` and :meth:`close` from any thread; jobs run on the worker thread
 (started at the first job, again after a fork) one at a time.
@@ -191,14 +188,10 @@ class ReportWorker:
                     owner, job = self._jobs.popleft()
                     self._owner = owner
                 self._busy = True
-            if job is None:
-                self._run_folds()
-                with cond:
-                    self._busy = False
-                    cond.notify_all()
-                continue
             try:
-                if owner not in self.disabled:
+                if job is None:
+                    self._run_folds()
+                elif owner not in self.disabled:
                     self._run(owner, job)
             finally:
                 with cond:

@@ -1,8 +1,6 @@
 """The root's training calls: each batch counted (tokens), one batch kept for the FLOP count.
 
-The kept batch is what the root was called with: a forward's inputs, or a LightningModule's
-``training_step`` arguments (its batch and ``batch_idx``), which the counted pass gives to the
-copy's own ``training_step`` (docs/spec.md section 5, "The counted pass")."""
+The kept batch is the root's call arguments (docs/spec.md section 5, "The counted pass")."""
 
 from __future__ import annotations
 

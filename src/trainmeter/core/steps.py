@@ -1,12 +1,8 @@
 """The step rule, written once: one run's step count, its clock mark, its tokens per step and its step losses.
 
-:class:`StepRecorder` owns what a counted optimizer step changes (docs/spec.md section 2): the count, the
-tokens (or samples), the time of each step on the run-length ``tokens_per_step`` series, and the step losses
-in order (a loss read on the host is held one step, so a ``tm.emit(train_loss=...)`` made right after its step
-is seen first; a loss whose read is deferred waits in order behind). Every source of steps calls
-:meth:`StepRecorder.step`: the probes' optimizer hook (its steady step included: docs/spec.md section 20), the
-explicit ``tm.step()``, the framework adapters. Nothing else writes these fields; readers call the properties
-and methods.
+:class:`StepRecorder` owns what a counted optimizer step changes (docs/spec.md section 2; its steady cost:
+docs/architecture.md, "Hot path"). Every source of steps calls :meth:`StepRecorder.step`; nothing else writes
+these fields.
 
 Thread safety: the writing thread is lane 1's training thread (the probes' and the monitor's); ``steps`` and
 ``tokens`` are plain ints any thread may read; the step series takes its own lock for readers and trims.

@@ -34,8 +34,6 @@ def _plain_backward(backward: Any) -> bool:
             and all(p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD for p in parameters))
 
 
-
-
 def direct_call_impl(module: Any, torch: Any) -> Any:
     """torch's ``Module._call_impl`` when the fast call may call it for ``module`` itself, else ``None``.
 
@@ -85,14 +83,9 @@ class Wrappers:
         self._optimizers = optimizers
 
     def step_hook(self) -> Any:
-        """The optimizer step post-hook: a steady step straight to the step rule, anything else to
-        :meth:`OptimizerSteps.on_step <trainmeter.core.optimizer_steps.OptimizerSteps.on_step>`.
-
-        The steady step (docs/spec.md section 20) is the primary optimizer of a known root, called once, with one
-        0-d CPU loss read at backward: its tokens and value go to the run's one step rule
-        (:meth:`StepRecorder.step <trainmeter.core.steps.StepRecorder.step>`, through its ``count`` slot, which
-        the overhead wing's timing hook swaps for one step). The general path ends in the same rule.
-        """
+        """The optimizer step post-hook: a steady step (docs/architecture.md, "Hot path") straight to the step rule's
+        ``count`` slot, anything else to :meth:`OptimizerSteps.on_step
+        <trainmeter.core.optimizer_steps.OptimizerSteps.on_step>`, which ends in the same rule."""
         hot = self._hot
         rule = self._steps
         monitor = self._monitor

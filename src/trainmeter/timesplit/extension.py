@@ -1,11 +1,9 @@
 """Where the time goes: data waits, eval spans and checkpoint saves, found with no code change (docs/spec.md section 9).
 
-Extension ``"time"``, training thread only, while the run is active: the data loader's ``__next__`` is carved into
-``data_wait`` (``monitor.carve``, no device sync); ``root.eval()`` opens an ``eval`` span that closes at the next
-``on_phase("train", "begin", t_s)`` (the core sends it only while a span is open, ``context.watch_training``: no
-per-step hook here); ``torch.save`` and the savers of :mod:`~trainmeter.timesplit.savers` become ``checkpoint``
-spans (:mod:`~trainmeter.timesplit.checkpoints`). Wrapped callables return the same value and raise the same
-exception as without trainmeter. Everything is removed at :meth:`TimeSplit.stop`.
+Extension ``"time"``, training thread only, while the run is active. An eval span closes at the next
+``on_phase("train", "begin", t_s)``, which the core sends only while a span is open (``context.watch_training``:
+no per-step hook here). Wrapped callables return the same value and raise the same exception as without
+trainmeter; everything is removed at :meth:`TimeSplit.stop`.
 """
 
 from __future__ import annotations

@@ -77,14 +77,10 @@ SITES: tuple[SaverSite, ...] = (
               where=_accelerate_state),
     SaverSite(module="accelerate.accelerator", owner="Accelerator", attr="save_model", source="accelerate save_model",
               where=_arg(2, "save_directory")),
-    SaverSite(module="torch.distributed.checkpoint", owner="", attr="save", source="torch.distributed.checkpoint",
-              where=_dcp),
-    SaverSite(module="torch.distributed.checkpoint", owner="", attr="async_save",
-              source="torch.distributed.checkpoint (async: the blocking part)", where=_dcp),
-    SaverSite(module="torch.distributed.checkpoint.state_dict_saver", owner="", attr="save",
-              source="torch.distributed.checkpoint", where=_dcp),
-    SaverSite(module="torch.distributed.checkpoint.state_dict_saver", owner="", attr="async_save",
-              source="torch.distributed.checkpoint (async: the blocking part)", where=_dcp),
+    *(SaverSite(module=module, owner="", attr=attr, source=source, where=_dcp)
+      for module in ("torch.distributed.checkpoint", "torch.distributed.checkpoint.state_dict_saver")
+      for attr, source in (("save", "torch.distributed.checkpoint"),
+                           ("async_save", "torch.distributed.checkpoint (async: the blocking part)"))),
     SaverSite(module="lightning.pytorch.trainer.trainer", owner="Trainer", attr="save_checkpoint",
               source="lightning save_checkpoint", where=_arg(1, "filepath")),
     SaverSite(module="pytorch_lightning.trainer.trainer", owner="Trainer", attr="save_checkpoint",
