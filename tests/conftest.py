@@ -119,13 +119,23 @@ def run_root(tmp_path: Path) -> Path:
 
 
 @pytest.fixture(scope="session")
-def ip():
-    """IPython's testing shell with the extension loaded."""
+def _ip_shell():
+    """IPython's testing shell with the extension loaded (one per session: starting it is slow)."""
     from IPython.testing.globalipapp import start_ipython
 
     shell = start_ipython()
     shell.run_line_magic("load_ext", "trainmeter")
     return shell
+
+
+@pytest.fixture
+def ip(_ip_shell):
+    """The session's shell; the names a test's cells left in its namespace are removed after it (a model and an
+    optimizer left there would be found by a later test's run, as a notebook's leftovers are)."""
+    before = set(_ip_shell.user_ns)
+    yield _ip_shell
+    for name in set(_ip_shell.user_ns) - before:
+        _ip_shell.user_ns.pop(name, None)
 
 
 @pytest.fixture

@@ -82,8 +82,8 @@ def test_a_flood_from_other_threads_is_bounded_counted_and_warned(run_root, monk
 
 
 STEP_RATE_BOUND = 0.4  # training's steps with a side thread emitting flat out / with one spinning as hard
-WINDOW_S = 0.4
-WINDOWS = 3  # alternating windows of each, summed: the machine's load shifts both alike
+WINDOW_S = 0.2
+WINDOWS = 6  # alternating windows of each, summed: the machine's load shifts both alike
 
 
 def _steps_in_window(run_root, side) -> tuple[int, object]:
