@@ -443,16 +443,11 @@ def bench_ops(arm: str = "core", n_steps: int = 100) -> list[tuple[str, ...]]:
 
 
 # -- f. tiny GPT, process level --------------------------------------------------------------------------
-def gpt_child(arm: str, n_steps: int) -> None:
-    """Prints ``RESULT <seconds per step>`` for ``n_steps`` timed steps of the tiny GPT (fresh process)."""
+def tiny_gpt(vocab: int, seq: int, width: int) -> Any:
+    """A 2-block causal transformer (4 heads, pre-norm, no dropout) over ``vocab`` tokens, ``seq`` positions and
+    ``width`` channels, called positionally with token ids (also benchmarks/peer_table.py's gpt loop)."""
     import torch
     import torch.nn as nn
-    import torch.nn.functional as F
-
-    torch.set_num_threads(1)
-    torch.manual_seed(0)
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    vocab, seq, width, batch = 512, 64, 128, 4
 
     class TinyGPT(nn.Module):
         def __init__(self) -> None:
@@ -467,7 +462,20 @@ def gpt_child(arm: str, n_steps: int) -> None:
         def forward(self, idx: torch.Tensor) -> torch.Tensor:
             return self.head(self.blocks(self.embed(idx) + self.pos, mask=self.mask, is_causal=True))
 
-    model = TinyGPT().to(device)
+    return TinyGPT()
+
+
+def gpt_child(arm: str, n_steps: int) -> None:
+    """Prints ``RESULT <seconds per step>`` for ``n_steps`` timed steps of the tiny GPT (fresh process)."""
+    import torch
+    import torch.nn.functional as F
+
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    vocab, seq, width, batch = 512, 64, 128, 4
+
+    model = tiny_gpt(vocab, seq, width).to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=3e-4)
     data = torch.randint(0, vocab, (batch, seq + 1), device=device)
     x, y = data[:, :-1], data[:, 1:]

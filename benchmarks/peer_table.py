@@ -121,27 +121,15 @@ def make_gpt_loop() -> tuple[Callable[[int], None], Any]:
     """The tiny GPT loop's ``steps(n)`` and model: a 2-block causal transformer (vocab 128, width 32, 4 heads,
     batch 4 x 32 tokens) called positionally, cross-entropy, AdamW."""
     import torch
-    import torch.nn as nn
     import torch.nn.functional as F
 
     torch.set_num_threads(1)
     torch.manual_seed(0)
     vocab, seq, width, batch = 128, 32, 32, 4
 
-    class TinyGPT(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.embed = nn.Embedding(vocab, width)
-            self.pos = nn.Parameter(torch.zeros(seq, width))
-            layer = nn.TransformerEncoderLayer(width, 4, 4 * width, dropout=0.0, batch_first=True, norm_first=True)
-            self.blocks = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
-            self.head = nn.Linear(width, vocab)
-            self.register_buffer("mask", nn.Transformer.generate_square_subsequent_mask(seq), persistent=False)
+    from overhead import tiny_gpt
 
-        def forward(self, idx: torch.Tensor) -> torch.Tensor:
-            return self.head(self.blocks(self.embed(idx) + self.pos, mask=self.mask, is_causal=True))
-
-    model = TinyGPT()
+    model = tiny_gpt(vocab, seq, width)
     opt = torch.optim.AdamW(model.parameters(), lr=3e-4)
     data = torch.randint(0, vocab, (batch, seq + 1))
     x, y = data[:, :-1], data[:, 1:].flatten()
