@@ -100,8 +100,10 @@ class EmaCursor:
     end (:meth:`fold_to_end`, which sets :attr:`ema`). Each fold starts from the furthest published state, so the
     value at a report is, bit for bit, a fold of every point up to it.
 
-    Thread safety: no lock (a fork leaves none held); each slot (``_ahead``: the worker's idle fold, ``_reported``:
-    the report's) has one writer at a time and holds an immutable ``(position, average, count)`` replaced whole.
+    Thread safety: no lock (a fork leaves none held); each slot holds an immutable ``(position, average, count)``
+    replaced whole. ``_reported`` (the report's) has one writer at a time; ``_ahead`` has two (the worker's idle fold
+    and the widget's :meth:`publish`): either may overwrite a further state with a shorter one, which is still the
+    fold of a prefix, so a later fold from it reaches the same value bit for bit.
     """
 
     def __init__(self, ema: LossEma) -> None:
