@@ -283,9 +283,13 @@ def test_no_wing_reads_a_private_attribute_of_the_monitor():
 CORE_BASES_ALLOWED = {"object", "Protocol", "NamedTuple", "TypedDict", "Enum", "ExtensionBase"}
 
 
-def _core_classes() -> list[tuple[Path, ast.ClassDef]]:
-    return [(path, node) for path in sorted((PKG / "core").glob("*.py"))
+def _classes(paths: list[Path]) -> list[tuple[Path, ast.ClassDef]]:
+    return [(path, node) for path in paths
             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))) if isinstance(node, ast.ClassDef)]
+
+
+def _core_classes() -> list[tuple[Path, ast.ClassDef]]:
+    return _classes(sorted((PKG / "core").glob("*.py")))
 
 
 def _base_name(base: ast.expr) -> str:
@@ -306,6 +310,31 @@ def test_no_class_in_the_core_has_a_mixin_base():
     offenders = {f"{path.relative_to(PKG)}:{node.lineno} {node.name}({_base_name(base)})"
                  for path, node in _core_classes() for base in node.bases if not _allowed_base(_base_name(base))}
     assert offenders == set()
+
+
+def _mixins(classes: list[ast.ClassDef]) -> set[str]:
+    """The names of ``classes`` that are mixins: methods but no ``__init__`` (nor a dataclass's), so the state their
+    methods use is made by a subclass; contracts (an allowed base: a Protocol, the no-op extension base) are not."""
+    def methods(node: ast.ClassDef) -> set[str]:
+        return {n.name for n in node.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+
+    return {node.name for node in classes if methods(node) and "__init__" not in methods(node)
+            and not node.decorator_list and not _allowed_base(node.name)
+            and not any(_allowed_base(_base_name(b)) for b in node.bases)}
+
+
+def test_no_class_in_a_wing_has_a_mixin_base():
+    """A wing's class may specialise a class that owns its state (a framework control, an adapter), never a mixin:
+    a part of the wing is an object the wing holds."""
+    everything = [node for _, node in _classes(sorted(PKG.rglob("*.py")))]
+    mixins = _mixins(everything)
+    offenders = {f"{path.relative_to(PKG)}:{node.lineno} {node.name}({_base_name(base)})"
+                 for wing in WINGS for path, node in _classes(_wing_modules(wing)) for base in node.bases
+                 if _base_name(base) in mixins}
+    assert offenders == set()
+    spans = ast.parse("class Spans:\n    def f(self):\n        return self.x\n"
+                      "class Owner(Spans):\n    def __init__(self):\n        self.x = 0\n").body
+    assert _mixins(spans) == {"Spans"}  # type: ignore[arg-type]
 
 
 def _targets(node: ast.AST) -> list[ast.expr]:

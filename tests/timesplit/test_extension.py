@@ -209,7 +209,7 @@ def test_a_checkpoint_saved_inside_an_eval_span_is_credited_to_checkpoint(tmp_pa
     p = _passport(m)
     assert p["phases_s"]["checkpoint"] == pytest.approx(2 * 0.5)
     assert p["phases_s"]["eval"] == pytest.approx(2 * 1.25)
-    assert split.eval_spans == 2 and split.checkpoint_saves == 2
+    assert split.eval_spans == 2 and split.checkpoints.saves == 2
 
 
 def test_data_waits_inside_an_eval_span_go_to_eval(tmp_path):

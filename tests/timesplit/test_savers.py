@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 
+from trainmeter.core import controls
 from trainmeter.timesplit import savers
 
 
@@ -26,7 +27,7 @@ def test_each_saver_names_where_it_writes_from_its_own_arguments():
     assert _site("fastai Learner.save").where((object(), "m"), {}, "models/m.pth") == "models/m.pth"
     dcp = next(s for s in savers.SITES if s.module == "torch.distributed.checkpoint" and s.attr == "save")
     assert dcp.where(({},), {"checkpoint_id": "ckpt"}, None) == "ckpt"
-    assert savers.torch_save_path(({}, "x.pt"), {}) == "x.pt"
+    assert savers.TORCH_SAVE.where(({}, "x.pt"), {}, None) == "x.pt"
 
 
 def test_a_record_sizes_a_file_or_a_folder_and_names_a_stream(tmp_path):
@@ -42,7 +43,7 @@ def test_a_record_sizes_a_file_or_a_folder_and_names_a_stream(tmp_path):
 
 
 def test_a_folder_of_too_many_files_has_no_size(tmp_path, monkeypatch):
-    monkeypatch.setattr(savers, "MAX_FILES", 2)
+    monkeypatch.setattr(controls, "MAX_FILES", 2)
     for name in "abc":
         (tmp_path / name).write_bytes(b"1")
     assert savers.size_bytes(tmp_path) is None

@@ -18,6 +18,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+MAX_FILES = 2000  # files summed for a checkpoint folder's bytes
+
 
 class StopTraining(BaseException):
     """Ends a hand loop after optimizer step ``step`` because ``by`` asked a stop (a ``BaseException``, so a loop's
@@ -57,12 +59,25 @@ class StopRecord:
     requested_at_step: int | None = None
 
 
-def _size_bytes(path: Path) -> int | None:
+def size_bytes(where: Any) -> int | None:
+    """Bytes on disk at ``where`` (a file, or a folder's files up to :data:`MAX_FILES`), else ``None``."""
+    if not isinstance(where, (str, os.PathLike)):
+        return None
     try:
-        if path.is_dir():
-            return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
-        return path.stat().st_size
-    except OSError:
+        path = os.fspath(where)
+        if os.path.isfile(path):
+            return os.path.getsize(path)
+        if not os.path.isdir(path):
+            return None
+        total = files = 0
+        for root, _dirs, names in os.walk(path):
+            for name in names:
+                files += 1
+                if files > MAX_FILES:
+                    return None
+                total += os.path.getsize(os.path.join(root, name))
+        return total
+    except (OSError, TypeError, ValueError):
         return None
 
 
@@ -231,7 +246,7 @@ class Controls:
             rel = str(path.relative_to(m.run_dir))
         except ValueError:
             rel = str(path)
-        record = CheckpointRecord(path=rel, step=step, bytes=_size_bytes(path), seconds=seconds, source=source)
+        record = CheckpointRecord(path=rel, step=step, bytes=size_bytes(path), seconds=seconds, source=source)
         self.checkpoints = (*self.checkpoints, record)
         return record
 

@@ -30,7 +30,7 @@ GOODPUT_SERIES = "time.goodput"
 DATA_WAIT_SERIES = "time.data_wait_share"
 
 
-class TimeSplit(CheckpointSpans, ExtensionBase):
+class TimeSplit(ExtensionBase):
     """Data-wait, eval and checkpoint probes of one run (extension ``"time"``). Thread safety: wrappers act on the
     training thread of the training process only; ``panels``/``charts``/``warnings`` only read, from any thread."""
 
@@ -38,21 +38,19 @@ class TimeSplit(CheckpointSpans, ExtensionBase):
     report_on_worker = True  # a steady report runs on_report on the report worker (docs/spec.md section 20)
 
     def __init__(self) -> None:
-        self._monitor: RunContext | None = None
-        self._gate = Gate()
+        self.monitor: RunContext | None = None
+        self.gate = Gate()
         self._patches = Patches()
         self._hooks: PostImportHooks | None = None
         self._in_next = False
-        self._ckpt_depth = 0
-        self._eval_open = False
+        self.eval_open = False
         self._train_depth = 0
         self._ancestors: dict[int, tuple[weakref.ReferenceType[Any], int, bool]] = {}
         self.batches = 0
         self.loader_wait_s = 0.0
         self.max_wait_s: float | None = None
         self.eval_spans = 0
-        self.checkpoint_saves = 0
-        self.checkpoints: list[dict[str, Any]] = []  # passport.json checkpoints (savers.record)
+        self.checkpoints = CheckpointSpans(self)  # the savers' spans and records
         self.patched: list[str] = []
         self._window = {"batches": 0, "totals": {}, "elapsed_s": 0.0}
         self._last_panel: list[dict[str, Any]] = []
@@ -60,7 +58,7 @@ class TimeSplit(CheckpointSpans, ExtensionBase):
     # -- lifecycle -----------------------------------------------------------------
     def start(self, monitor: RunContext) -> None:
         """Install the wrappers (torch must be importable; else nothing is done)."""
-        self._monitor = monitor
+        self.monitor = monitor
         import importlib.util
         import sys
 
@@ -69,12 +67,13 @@ class TimeSplit(CheckpointSpans, ExtensionBase):
         import torch
         from torch.utils.data import dataloader
 
-        if not host_patches.allow("time-split", self._warn):
+        if not host_patches.allow("time-split", self.warn):
             return
-        self._gate.open()
-        self._wrap(dataloader._BaseDataLoaderIter, "__next__", self._make_next, "DataLoader iterator __next__")
-        self._wrap(torch.nn.Module, "train", self._make_train, "torch.nn.Module.train")
-        self._wrap(torch.serialization, "save", functools.partial(self._make_saver, None), "torch.serialization.save")
+        self.gate.open()
+        self.wrap(dataloader._BaseDataLoaderIter, "__next__", self._make_next, "DataLoader iterator __next__")
+        self.wrap(torch.nn.Module, "train", self._make_train, "torch.nn.Module.train")
+        save = functools.partial(self.checkpoints.make_saver, savers.TORCH_SAVE)
+        self.wrap(torch.serialization, "save", save, "torch.serialization.save")
         wrapped = vars(torch.serialization).get("save")
         if getattr(wrapped, "__trainmeter_original__", None) is getattr(torch, "save", None):
             self._patches.set(torch, "save", wrapped)
@@ -82,25 +81,26 @@ class TimeSplit(CheckpointSpans, ExtensionBase):
         by_module: dict[str, list[savers.SaverSite]] = {}
         for site in savers.SITES:
             by_module.setdefault(site.module, []).append(site)
-        self._hooks = PostImportHooks({name: functools.partial(self._patch_savers, sites)
+        self._hooks = PostImportHooks({name: functools.partial(self.checkpoints.patch, sites)
                                        for name, sites in by_module.items()})
         self._hooks.install()
 
     def stop(self) -> None:
         """Close an open eval span, remove every wrapper, hook and patch. Idempotent."""
         self._close_eval()
-        self._gate.close()
+        self.gate.close()
         if self._hooks is not None:
             self._hooks.remove()
             self._hooks = None
         self._patches.restore_all()
 
-    def _wrap(self, owner: Any, attr: str, make: Any, label: str) -> None:
+    def wrap(self, owner: Any, attr: str, make: Any, label: str) -> None:
+        """Wrap ``owner.attr`` with ``make(original)``, listed as ``label`` (a fault: warned, left unwrapped)."""
         try:
             if self._patches.wrap(owner, attr, make):
                 self.patched.append(label)
         except Exception as exc:
-            self._warn(f"time-{attr}", f"{label} not timed: {exc!r}")
+            self.warn(f"time-{attr}", f"{label} not timed: {exc!r}")
 
     # -- wrappers ------------------------------------------------------------------
     def _make_next(self, original: Any) -> Any:
@@ -108,9 +108,9 @@ class TimeSplit(CheckpointSpans, ExtensionBase):
 
         @functools.wraps(original)
         def __next__(iterator: Any) -> Any:
-            if split._in_next or not split._gate.here():
+            if split._in_next or not split.gate.here():
                 return original(iterator)
-            monitor = split._monitor
+            monitor = split.monitor
             split._in_next = True
             ok = False
             t0 = monitor.clock() if monitor is not None else 0.0
@@ -126,7 +126,7 @@ class TimeSplit(CheckpointSpans, ExtensionBase):
         return __next__
 
     def _on_wait(self, seconds: float, counted: bool) -> None:
-        monitor = self._monitor
+        monitor = self.monitor
         try:
             if monitor is None or not monitor.phases.training:
                 return  # inside an eval/checkpoint span, or before/after the session: not a training wait
@@ -136,8 +136,8 @@ class TimeSplit(CheckpointSpans, ExtensionBase):
                 self.batches += 1
                 self.max_wait_s = seconds if self.max_wait_s is None else max(self.max_wait_s, seconds)
         except Exception as exc:
-            self._warn("time-data-wait", f"data-wait timing disabled: {exc!r}")
-            self._gate.close()
+            self.warn("time-data-wait", f"data-wait timing disabled: {exc!r}")
+            self.gate.close()
 
     def _make_train(self, original: Any) -> Any:
         split = self
@@ -146,7 +146,7 @@ class TimeSplit(CheckpointSpans, ExtensionBase):
         # into every submodule's ``train``, and each of those calls costs one frame here, no tuple or dict
         @functools.wraps(original)
         def train(module: Any, mode: bool = True) -> Any:
-            if split._train_depth or not split._gate.here():  # children of a .train()/.eval() call
+            if split._train_depth or not split.gate.here():  # children of a .train()/.eval() call
                 return original(module, mode)
             split._train_depth += 1
             try:
@@ -159,14 +159,14 @@ class TimeSplit(CheckpointSpans, ExtensionBase):
         return train
 
     def _root(self) -> Any:
-        monitor = self._monitor
+        monitor = self.monitor
         ref: weakref.ReferenceType[Any] | None = monitor.model_ref if monitor is not None else None
         return ref() if ref is not None else None
 
     def _is_root(self, module: Any) -> bool:
         root = self._root()
         if root is None:
-            probes = getattr(self._monitor, "probes", None)
+            probes = getattr(self.monitor, "probes", None)
             return probes is not None and probes.is_candidate(module)
         if module is root:
             return True
@@ -189,58 +189,61 @@ class TimeSplit(CheckpointSpans, ExtensionBase):
 
     def _on_train(self, module: Any, mode: bool) -> None:
         try:
-            if not mode and not self._eval_open:
+            if not mode and not self.eval_open:
                 if self._is_root(module):
                     self._open_eval()
-            elif mode and self._eval_open and self._is_root(module):
+            elif mode and self.eval_open and self._is_root(module):
                 self._close_eval()
         except Exception as exc:
-            self._warn("time-eval", f"eval spans disabled: {exc!r}")
+            self.warn("time-eval", f"eval spans disabled: {exc!r}")
 
     def _open_eval(self) -> None:
-        if self._enter("eval"):
-            self._eval_open = True
+        if self.enter_span("eval"):
+            self.eval_open = True
             self.eval_spans += 1
-            if self._monitor is not None:
-                self._monitor.watch_training(self)
+            if self.monitor is not None:
+                self.monitor.watch_training(self)
 
     def on_phase(self, name: str, edge: str, t_s: float) -> None:
         """Training activity (a training forward of the root, a backward, an optimizer step) while the
         eval span is open: the span is over."""
-        if name == "train" and edge == "begin" and self._eval_open and self._gate.here():
+        if name == "train" and edge == "begin" and self.eval_open and self.gate.here():
             self._close_eval()
 
     def _close_eval(self) -> None:
-        if not self._eval_open:
+        if not self.eval_open:
             return
-        self._eval_open = False
-        if self._monitor is not None:
-            self._monitor.unwatch_training(self)
-        if not self._ckpt_depth:  # during a save inside the span, the span is already paused
-            self._exit()
+        self.eval_open = False
+        if self.monitor is not None:
+            self.monitor.unwatch_training(self)
+        if not self.checkpoints.depth:  # during a save inside the span, the span is already paused
+            self.exit_span()
 
-    def _enter(self, phase: str) -> bool:
-        monitor = self._monitor
+    def enter_span(self, phase: str) -> bool:
+        """Open a ``phase`` span; whether it opened (a fault: warned)."""
+        monitor = self.monitor
         if monitor is None:
             return False
         try:
             monitor.enter_phase(phase)
             return True
         except Exception as exc:
-            self._warn(f"time-{phase}", f"{phase} spans disabled: {exc!r}")
+            self.warn(f"time-{phase}", f"{phase} spans disabled: {exc!r}")
             return False
 
-    def _exit(self) -> None:
-        monitor = self._monitor
+    def exit_span(self) -> None:
+        """Close the span :meth:`enter_span` opened (a fault: warned)."""
+        monitor = self.monitor
         if monitor is not None:
             try:
                 monitor.exit_phase()
             except Exception as exc:
-                self._warn("time-exit", f"phase timing fault: {exc!r}")
+                self.warn("time-exit", f"phase timing fault: {exc!r}")
 
-    def _warn(self, key: str, message: str) -> None:
-        if self._monitor is not None:
-            self._monitor.warn_once(key, message)
+    def warn(self, key: str, message: str) -> None:
+        """Warn once per ``key`` through the run."""
+        if self.monitor is not None:
+            self.monitor.warn_once(key, message)
 
     # -- figures -------------------------------------------------------------------
     def data_wait_share(self, totals_s: dict[str, float]) -> float | None:
@@ -251,7 +254,7 @@ class TimeSplit(CheckpointSpans, ExtensionBase):
 
     def on_report(self, report: Report) -> dict[str, Any]:
         """Run-log ``interval["time"]``: this window's waits; records the per-window share series."""
-        monitor = self._monitor
+        monitor = self.monitor
         if monitor is None:
             return {}
         totals = dict(report.phases_s)  # the report's own (read later on the report worker, the live ones moved on)
@@ -268,11 +271,11 @@ class TimeSplit(CheckpointSpans, ExtensionBase):
         if share is not None:
             monitor.record_at(DATA_WAIT_SERIES, elapsed_s, share)
         return {"data_wait_s": window.get("data_wait", 0.0), "data_wait_share": share, "batches": batches,
-                "goodput": goodput, "eval_spans": self.eval_spans, "checkpoint_saves": self.checkpoint_saves}
+                "goodput": goodput, "eval_spans": self.eval_spans, "checkpoint_saves": self.checkpoints.saves}
 
     def passport_section(self) -> dict[str, Any]:
         """``passport.json["time"]``: data-wait statistics and the probes' counts."""
-        monitor = self._monitor
+        monitor = self.monitor
         totals = dict(monitor.phases.totals_s) if monitor is not None else {}
         share = self.data_wait_share(totals)
         inputs = (Input(name="data_wait_s", value=totals.get("data_wait", 0.0), unit="s", provenance="measured",
@@ -289,15 +292,15 @@ class TimeSplit(CheckpointSpans, ExtensionBase):
             "mean_wait_s": ratio(self.loader_wait_s, self.batches),
             "max_wait_s": self.max_wait_s,
             "eval_spans": self.eval_spans,
-            "checkpoint_saves": self.checkpoint_saves,
-            "checkpoints": list(self.checkpoints),
+            "checkpoint_saves": self.checkpoints.saves,
+            "checkpoints": list(self.checkpoints.records),
             "patched": sorted(set(self.patched)),
             "derivations": [derivation.to_dict()],
         }
 
     def panels(self) -> list[dict[str, Any]]:
         """The "Where the time goes" panel: each phase's share of session time (publisher thread)."""
-        monitor = self._monitor
+        monitor = self.monitor
         if monitor is None:
             return []
         try:
@@ -322,7 +325,7 @@ class TimeSplit(CheckpointSpans, ExtensionBase):
 
     def warnings(self) -> list[str]:
         """A starving loader: data waits above 20% of step time (after 20 batches)."""
-        monitor = self._monitor
+        monitor = self.monitor
         if monitor is None or self.batches < STARVING_MIN_BATCHES:
             return []
         try:

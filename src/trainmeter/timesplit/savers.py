@@ -2,7 +2,7 @@
 
 Each :class:`SaverSite` is one saver, patched where callers look it up; the outermost saver of a nested set is the
 checkpoint (docs/spec.md section 11, "Checkpoints"). A record is ``{"path", "step", "bytes", "seconds", "source"}``
-(passport.json ``checkpoints``; ``bytes`` summed over at most :data:`MAX_FILES` files, ``None`` off the local disk).
+(passport.json ``checkpoints``; ``bytes``: :func:`trainmeter.core.controls.size_bytes`).
 Thread safety: the training thread (the wrappers' gate).
 """
 
@@ -13,7 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-MAX_FILES = 2000  # files summed for a checkpoint folder's bytes
+from trainmeter.core.controls import size_bytes
+
 MAX_RECORDS = 1000  # checkpoint records kept (the count goes on)
 
 Where = Callable[[tuple[Any, ...], dict[str, Any], Any], Any]
@@ -61,7 +62,6 @@ class SaverSite:
     where: Where
 
 
-_TORCH_SAVE = _arg(1, "f")
 SITES: tuple[SaverSite, ...] = (
     SaverSite(module="safetensors.torch", owner="", attr="save_file", source="safetensors", where=_arg(1, "filename")),
     SaverSite(module="safetensors.torch", owner="", attr="save_model", source="safetensors", where=_arg(1, "filename")),
@@ -91,12 +91,8 @@ SITES: tuple[SaverSite, ...] = (
               where=_arg(1, "filepath")),
     SaverSite(module="fastai.learner", owner="Learner", attr="save", source="fastai Learner.save", where=_result),
 )
-TORCH_SAVE_SOURCE = "torch.save"
-
-
-def torch_save_path(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    """Where a ``torch.save`` call writes (its ``f``)."""
-    return _TORCH_SAVE(args, kwargs, None)
+TORCH_SAVE = SaverSite(module="torch.serialization", owner="", attr="save", source="torch.save", where=_arg(1, "f"))
+"""``torch.save``: wrapped at start (torch is imported by then), and bound as ``torch.save`` too."""
 
 
 def describe(where: Any) -> str:
@@ -107,28 +103,6 @@ def describe(where: Any) -> str:
     if where is None:
         return "<unknown>"
     return f"<{type(where).__name__}>"
-
-
-def size_bytes(where: Any) -> int | None:
-    """Bytes on disk at ``where`` (a file, or a folder's files up to :data:`MAX_FILES`), else ``None``."""
-    if not isinstance(where, (str, os.PathLike)):
-        return None
-    try:
-        path = os.fspath(where)
-        if os.path.isfile(path):
-            return os.path.getsize(path)
-        if not os.path.isdir(path):
-            return None
-        total = files = 0
-        for root, _dirs, names in os.walk(path):
-            for name in names:
-                files += 1
-                if files > MAX_FILES:
-                    return None
-                total += os.path.getsize(os.path.join(root, name))
-        return total
-    except (OSError, TypeError, ValueError):
-        return None
 
 
 def record(where: Any, step: int, seconds: float | None, source: str) -> dict[str, Any]:
