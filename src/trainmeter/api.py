@@ -11,6 +11,7 @@ from typing import Any
 
 from trainmeter.core import monitor as _monitor_module
 from trainmeter.core.controls import StopTraining
+from trainmeter.core.lifecycle import exit_status
 from trainmeter.core.monitor import Monitor
 from trainmeter.core.phases import PHASE_NAME
 from trainmeter.options import make_options
@@ -75,6 +76,8 @@ def calibrate(dtypes: Any = None, *, device: Any = None, size: int | None = None
         return measure(dtypes, device=device, size=size, min_seconds=min_seconds)
     with phase("profiling"):
         return measure(dtypes, device=device, size=size, min_seconds=min_seconds)
+
+
 def stop() -> bool:
     """Stop the run in progress after its next optimizer step (any thread); whether a live run took the request.
 
@@ -240,7 +243,7 @@ class _Monitored:
             if self._model is not None:
                 m.declare_model(self._model)
         except BaseException as exc:
-            _finish(m, exc)
+            m.finish(*exit_status(exc))
             raise
         return m
 
@@ -251,11 +254,6 @@ class _Monitored:
             self._m.finish("stopped")  # the closing line says who stopped it and when; no traceback
             return True
         else:
-            _finish(self._m, exc)
+            self._m.finish(*exit_status(exc))
         return False
 
-
-def _finish(m: Monitor, exc: BaseException) -> None:
-    from trainmeter.core.lifecycle import exit_status
-
-    m.finish(*exit_status(exc))

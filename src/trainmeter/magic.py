@@ -93,14 +93,14 @@ class TrainmeterMagics(Magics):
         options = parse_flags(line)
         return run_cell(self.shell, cell, options)
 
-    def _show_text(self, text: str, kind: str) -> None:
-        """Print ``text``; in a notebook, display it as HTML that wraps at spaces (and the text as text/plain)."""
+    def _show(self, text: str, html: Any) -> None:
+        """Print ``text``; in a notebook, display ``html`` (an object with an HTML form and ``text`` as text/plain)."""
         if not _in_notebook(self.shell):
             print(text)
             return
         from IPython.display import display
 
-        display(TextBlock(text, kind))
+        display(html)
 
     def _verb(self, line: str) -> Any:
         try:
@@ -110,22 +110,19 @@ class TrainmeterMagics(Magics):
         verb = words[0] if words else "help"
         if verb == "runs":
             table = _runs_table(words[1:])
-            if _in_notebook(self.shell):
-                from IPython.display import display
-
-                display(table)  # an HTML table, with the text table as text/plain
-            else:
-                print(table.text())
+            self._show(table.text(), table)  # an HTML table, with the text table as text/plain
             return None
         if verb == "doctor":
             from trainmeter.checkup import doctor, format_doctor
 
-            self._show_text(format_doctor(doctor()), "doctor")
+            text = format_doctor(doctor())
+            self._show(text, TextBlock(text, "doctor"))
             return None
         if verb == "help":
             if len(words) > 1:
                 raise UsageError(f"%trainmeter help: unexpected {' '.join(words[1:])!r}; usage: %trainmeter help")
-            self._show_text(help_text(), "help")
+            text = help_text()
+            self._show(text, TextBlock(text, "help"))
             return None
         raise UsageError(f"%trainmeter: unknown verb {verb!r}; valid verbs: {', '.join(VERBS)}")
 

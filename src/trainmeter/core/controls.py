@@ -1,11 +1,7 @@
 """Requests to act on a live run (stop after this step, checkpoint now), honoured at the next optimizer step boundary.
 
-Any thread asks (``tm.stop()``, ``tm.checkpoint()``, the widget's buttons, the control file, an alert); the
-training thread acts right after a counted optimizer step (docs/spec.md, "Controls and alerts"). A request costs
-the step path nothing while none is pending: it swaps the step hook for :meth:`Controls._on_step` at step 0,
-which gives the dispatcher's hook back, acts, and calls that hook once. A stop or checkpoint goes through the
-framework in its fit (:meth:`Controls.use_framework`), else :class:`StopTraining` or ``torch.save`` into
-``<run>/checkpoints/step-<n>.pt``.
+Any thread asks; the training thread acts right after a counted step, through a step-hook trampoline that costs
+nothing while no request is pending (docs/spec.md section 21).
 """
 
 from __future__ import annotations
@@ -196,7 +192,7 @@ class Controls:
     def stop_now(self, by: str, requested_at_step: int | None = None) -> None:
         """Stop after the step just counted: the framework's own stop, else raise :class:`StopTraining`."""
         step = self._m.steps
-        control = self.framework()
+        control = self._framework
         if control is not None:
             try:
                 if control.request_stop():
@@ -213,17 +209,14 @@ class Controls:
         while a framework's fit runs; ``None``: through none. Training thread."""
         self._framework = control
 
-    def framework(self) -> Any:
-        """The control of the framework in its fit now (:meth:`use_framework`), or ``None``."""
-        return self._framework
-
     def checkpoint_now(self, by: str) -> CheckpointRecord | None:
         """Checkpoint the step just counted; its record, or ``None`` when refused (said once). Never raises."""
         m = self._m
         step = m.steps
-        refusal = self._refusal()
-        if refusal is not None:
-            return self._refuse(step, by, refusal)
+        if m.run_dir is None:
+            return self._refuse(step, by, "the run has no folder (its record is kept in memory)")
+        if _compiling():
+            return self._refuse(step, by, "the optimizer step runs inside a torch.compile region")
         entered = False
         try:
             m.enter_phase("checkpoint")
@@ -250,23 +243,14 @@ class Controls:
         self.checkpoints = (*self.checkpoints, record)
         return record
 
-    def _refusal(self) -> str | None:
-        m = self._m
-        if m.run_dir is None:
-            return "the run has no folder (its record is kept in memory)"
-        if _compiling():
-            return "the optimizer step runs inside a torch.compile region"
-        return None
-
     def _refuse(self, step: int, by: str, reason: str) -> None:
         self.refused = (*self.refused, {"step": step, "by": by, "reason": reason})
         self._m.warn_once(f"checkpoint-refused-{len(self.refused)}", f"checkpoint at step {step} refused: {reason}")
-        return None
 
     def _save(self, step: int) -> tuple[Path, str]:
         m = self._m
         folder = Path(m.run_dir) / "checkpoints"
-        control = self.framework()
+        control = self._framework
         if control is not None:
             folder.mkdir(parents=True, exist_ok=True)
             written = control.save_checkpoint(str(folder))
@@ -299,8 +283,8 @@ class Controls:
     def passport_fields(self) -> dict[str, Any]:
         """passport.json's ``stopped_by``/``stopped_at_step`` (when stopped), ``checkpoints`` and refusals."""
         out: dict[str, Any] = {}
-        if self.stopped is not None:
-            s = self.stopped
+        s = self.stopped
+        if s is not None:
             out.update(stopped_by=s.by, stopped_at_step=s.step, stopped_via=s.via,
                        stop_requested_at_step=s.requested_at_step)
         out["checkpoints"] = [c.to_dict() for c in self.checkpoints]

@@ -44,7 +44,7 @@ class Dispatcher:
         self._next_step: dict[int, int] = {}
         self._watching: list[Any] = []
         self._phase_watchers = tuple(e for e in self.extensions if _defines(e, "on_phase"))  # most runs: one
-        self._inline_reporters: tuple[Any, ...] | None = None
+        self._reporters: tuple[Any, ...] | None = None
 
     # -- the policy ----------------------------------------------------------------------
     def _fault(self, ext: Any, event: str, exc: BaseException) -> None:
@@ -98,7 +98,7 @@ class Dispatcher:
         self._started = [e for e in self._started if e in self.extensions]
         self._watching = [e for e in self._watching if e in self.extensions]
         self._phase_watchers = tuple(e for e in self._phase_watchers if e in self.extensions)
-        self._inline_reporters = None
+        self._reporters = None
         if self._monitor is not None:
             self._arm_steps()
 
@@ -135,23 +135,15 @@ class Dispatcher:
             before: Fields already taken for the other part; they keep their place in the extension order.
         """
         out: dict[str, Any] = {}
-        if on_worker is False:  # the training thread's part: the few wings that keep theirs there, found once
-            inline = self._inline_reporters
-            if inline is None:
-                inline = self._inline_reporters = tuple(
-                    e for e in self.extensions if not getattr(e, "report_on_worker", False)
-                    and _defines(e, "on_report"))
-            for ext in inline:
+        reporters = self._reporters
+        if reporters is None:  # the wings with an on_report of their own, found once
+            reporters = self._reporters = tuple(e for e in self.extensions if _defines(e, "on_report"))
+        for ext in reporters:
+            if on_worker is None or bool(getattr(ext, "report_on_worker", False)) is on_worker:
                 if (id(ext), "on_report") not in self._off:
                     out[ext.name] = self._call(ext, "on_report", report)
-            return out
-        for ext in self.extensions:
-            if on_worker is not None and bool(getattr(ext, "report_on_worker", False)) is not on_worker:
-                if before is not None and ext.name in before:
-                    out[ext.name] = before[ext.name]
-                continue
-            if self._handler(ext, "on_report") is not None and _defines(ext, "on_report"):
-                out[ext.name] = self._call(ext, "on_report", report)
+            elif before is not None and ext.name in before:
+                out[ext.name] = before[ext.name]
         return out
 
     def text_fields(self) -> list[dict[str, Any]]:

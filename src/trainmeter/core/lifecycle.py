@@ -51,10 +51,6 @@ class Lifecycle:
         self._terminate_lock = threading.Lock()
         self.heartbeat: Heartbeat | None = None  # the heartbeat thread's owner while the run is live
         self.run_dir: Any = None
-        self.new_run()
-
-    def new_run(self) -> None:
-        """The status fields as before a start (construction; a forked child sets its own next)."""
         self.status = "starting"
         self.started_at: str | None = None
         self.ended_at: str | None = None

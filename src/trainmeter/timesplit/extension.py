@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from trainmeter.core import host_patches
 from trainmeter.core.extension import ExtensionBase, Report
+from trainmeter.core.lifecycle import probes_available
 from trainmeter.core.patches import Gate, Patches, PostImportHooks
 from trainmeter.core.provenance import Derivation, Input
 from trainmeter.core.throughput import ratio
@@ -59,10 +60,7 @@ class TimeSplit(ExtensionBase):
     def start(self, monitor: RunContext) -> None:
         """Install the wrappers (torch must be importable; else nothing is done)."""
         self.monitor = monitor
-        import importlib.util
-        import sys
-
-        if "torch" not in sys.modules and importlib.util.find_spec("torch") is None:
+        if not probes_available():
             return
         import torch
         from torch.utils.data import dataloader
