@@ -1,7 +1,6 @@
 """``tm.doctor()``: what trainmeter can see here, and why not (docs/spec.md section 8, "Doctor").
 
-One :class:`Check` per line; ``ok``: ``True`` (works), ``False`` (should work here; ``fix`` says how) or ``None``
-(does not apply here). Never initialises CUDA; imports torch when installed. Any thread.
+Never initialises CUDA; imports torch when installed. Any thread.
 """
 
 from __future__ import annotations
@@ -30,7 +29,8 @@ _UNSET: Any = object()
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Check:
-    """One doctor line: what was checked (``"GPM GPU 0"``), ``ok``, what was found and how to fix it, if it can be."""
+    """One doctor line: what was checked (``"GPM GPU 0"``), ``ok`` (``True`` works, ``False`` should work here and
+    ``fix`` says how, ``None`` does not apply here), what was found."""
 
     name: str
     ok: bool | None
@@ -56,8 +56,6 @@ def _detect_ipython() -> Any:
 
 
 def _import_torch() -> Any:
-    if "torch" in sys.modules:
-        return sys.modules["torch"]
     try:
         return importlib.import_module("torch")
     except Exception:  # noqa: BLE001

@@ -1,7 +1,6 @@
 """Sizes and units: parsing ``20B`` or ``1e21`` for budgets and flags, and the one number formatter.
 
-The rules are docs/spec.md section 12, "Number formats", which js/src/format.ts follows too
-(tests/fixtures/format_cases.json holds the cases both sides read). Pure functions, any thread.
+The rules: docs/spec.md section 12, "Number formats" (js/src/format.ts follows them too). Pure; any thread.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
 """The run context: the one surface through which wings and sinks reach a run (docs/contracts/EXTENSIONS.md).
 
-A wing gets a :class:`RunContext` in ``start`` and ``after_fork_in_child``, a sink when it is opened; never the
-monitor. It publishes exactly the contract's members (tests/test_layout.py checks the wings against
-:data:`PUBLISHED`); any other attribute raises ``AttributeError``.
+It publishes exactly the contract's members (:data:`PUBLISHED`, checked by tests/test_layout.py).
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
 """The one place the core calls its extensions: each event over them in order, with one error policy.
 
-Policy (docs/contracts/EXTENSIONS.md): an event that raises warns once (key ``<event>-<name>``) and that event of
-that extension is not called again; its other events go on. ``KeyboardInterrupt`` is never caught here.
+An event that raises warns once and is not called again (docs/contracts/EXTENSIONS.md); KeyboardInterrupt goes on.
 """
 
 from __future__ import annotations

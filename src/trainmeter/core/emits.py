@@ -1,8 +1,6 @@
 """Emitted values: ``tm.emit``, taps and samplers' points, checked one by one and recorded by one writer per series.
 
-On the recording thread values go to their series at once; from any other thread they are queued in O(1)
-(bounded) and folded by the ``trainmeter-emits`` thread, or by the recording thread's report for its own series
-(docs/spec.md §18).
+Other threads' values are queued (bounded) and folded by the ``trainmeter-emits`` thread (docs/spec.md §18).
 """
 
 from __future__ import annotations

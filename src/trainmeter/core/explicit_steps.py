@@ -1,8 +1,6 @@
 """Steps no torch.optim hook sees: ``tm.step()`` and a framework's own step event, counted as optimizer steps.
 
-A framework whose optimizer is not torch.optim (fastai, Keras 3) or a loop calling ``tm.step()`` reaches the
-probes through a :class:`Stepper`, a stand-in optimizer whose ``param_groups`` name the trained parameters
-(docs/spec.md section 11). Training thread.
+They reach the probes through a :class:`Stepper` (docs/spec.md section 11). Training thread.
 """
 
 from __future__ import annotations

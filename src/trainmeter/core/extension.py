@@ -1,8 +1,6 @@
 """The extension contract: the events the core sends a wing, their order from ``requires``, and a no-op base.
 
-A wing is an object with a ``name`` and the events of :class:`Extension`, each with the signature given here
-(tests/test_layout.py checks); the core calls them only through :class:`trainmeter.core.dispatch.Dispatcher`.
-Their order comes from ``requires`` and ``precedes`` (:func:`order_extensions`). docs/contracts/EXTENSIONS.md.
+The core calls them only through :class:`trainmeter.core.dispatch.Dispatcher` (docs/contracts/EXTENSIONS.md).
 """
 
 from __future__ import annotations

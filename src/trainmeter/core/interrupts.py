@@ -1,9 +1,4 @@
-"""Signals around trainmeter's own state changes: Ctrl-C held back, parts of an end run whole.
-
-:class:`HeldInterrupts` holds SIGINT back (main thread only) so a run's start or finish is never cut in half;
-:func:`run_parts` runs the parts of an end once each, once more after a ``KeyboardInterrupt``. SIGTERM:
-:mod:`trainmeter.core.terminate`.
-"""
+"""Signals around trainmeter's own state changes: Ctrl-C held back, parts of an end run whole (SIGTERM: terminate.py)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,4 @@
-"""Lanes: steps and losses of models trained in other threads, and the headline sums (docs/spec.md §2).
-
-Each lane is written by its own thread only; the sums are read without a lock.
-"""
+"""Lanes: steps and losses of models trained in other threads, and the headline sums (docs/spec.md §2)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,4 @@
-"""Training lanes: one per (thread, optimizer) training a model, each counted by its own thread (docs/spec.md §2).
-
-Lane 1 is the first training thread's primary optimizer (the step rule's and the probes' counters); every other
-thread that trains gets a :class:`Lane` written by that thread only, so no lock is taken per step.
-"""
+"""Training lanes: one per (thread, optimizer) training a model, each counted by its own thread (docs/spec.md §2)."""
 
 from __future__ import annotations
 
@@ -40,9 +36,7 @@ class LaneRecord:
 
 class Lane:
     """The state of one thread training a model (lane 2, 3, ...), or of lane 1's thread (``hot``) for its flags.
-
-    Written by its own thread only (``ident``); its counters are read by any thread (int reads).
-    """
+    Written by its own thread only (``ident``); its counters are read by any thread (int reads)."""
 
     __slots__ = ("ident", "thread", "hot", "number", "depth", "in_backward", "optimizer", "optimizer_name",
                  "root_id", "root_name", "unit", "seen", "pending_tokens", "calls", "loss", "scaled", "reader",

@@ -1,8 +1,4 @@
-"""Memory at sampling points (docs/spec.md section 4): process RSS and, on CUDA, allocator figures, and utilization.
-
-RSS is read by the node sampler's thread and posted to a :class:`ProcessMemory` board (docs/spec.md section 18);
-the peak is the highest seen at sampling points. :class:`MemoryProbe`: call from one thread.
-"""
+"""Memory at sampling points (docs/spec.md section 4): process RSS and, on CUDA, allocator figures, and utilization."""
 
 from __future__ import annotations
 
@@ -32,10 +28,7 @@ class ProcessMemory:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MemoryReading:
-    """One memory sample (docs/spec.md section 4); ``None`` where the source is unavailable.
-
-    ``cuda``: the allocator fields of :mod:`trainmeter.gpu.cuda_memory`; ``utilization``: :func:`utilization`.
-    """
+    """One memory sample (docs/spec.md section 4); ``None`` where the source is unavailable."""
 
     rss_bytes: int | None
     rss_peak_bytes: int | None
@@ -49,7 +42,7 @@ class MemoryReading:
 
 
 class MemoryProbe:
-    """Reads the last posted RSS and CUDA allocator statistics when CUDA is in use; never calls psutil."""
+    """Reads the last posted RSS and CUDA allocator statistics when CUDA is in use; never calls psutil. One thread."""
 
     def __init__(self, cuda_memory: Callable[[], Any] | None = None,
                  process: Callable[[], ProcessMemory] | None = None) -> None:

@@ -1,8 +1,4 @@
-"""The monitor: one run, composed of parts that each own their state; fed by sources and read by sinks.
-
-The parts are listed in docs/architecture.md; no part writes another's attributes. This module keeps the
-active-run slot and the wiring; wings and sinks see the run through its :class:`RunContext`.
-"""
+"""The monitor: one run of parts that each own their state (docs/architecture.md), and the active-run slot."""
 
 from __future__ import annotations
 

@@ -1,7 +1,4 @@
-"""Phase clocks: training time versus everything else (docs/spec.md section 3).
-
-The injected ``synchronize`` runs at phase transitions only, never after a step. Training thread.
-"""
+"""Phase clocks: training time versus everything else, synced at transitions only (docs/spec.md section 3)."""
 
 from __future__ import annotations
 
@@ -104,10 +101,7 @@ def cuda_synchronize() -> Callable[[], None]:
 
 class PhaseSpans:
     """The outermost ``tm.phase`` (or wing span) open now: training paused, its time credited when it ends.
-
-    ``on_edge(name, "begin"|"end", t_s)`` at each outermost span's edges; ``finished()``: training is not resumed.
-    Training thread.
-    """
+    ``on_edge(name, "begin"|"end", t_s)`` at each outermost span's edges; ``finished()``: training is not resumed."""
 
     def __init__(self, phases: PhaseClock, clock: Clock, on_edge: Callable[[str, str, float], None],
                  finished: Callable[[], bool]) -> None:

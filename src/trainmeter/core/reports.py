@@ -1,8 +1,4 @@
-"""Reports: at step or emit boundaries once ``interval_s`` has passed, a snapshot is summarised and written.
-
-docs/spec.md section 3; a steady report hands the rest to the report worker with a :class:`ReportSnapshot`
-(section 20).
-"""
+"""Reports: at step or emit boundaries once ``interval_s`` has passed (docs/spec.md section 3; the worker: 20)."""
 
 from __future__ import annotations
 

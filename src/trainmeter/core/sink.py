@@ -1,7 +1,4 @@
-"""The seam between the run state and the saved record: what the monitor asks of its record sink.
-
-The wiring hands the monitor ``trainmeter.record.recorder.RunRecorder``; without one a run writes nothing.
-"""
+"""The seam between the run state and the saved record (``trainmeter.record.recorder.RunRecorder``)."""
 
 from __future__ import annotations
 
@@ -10,10 +7,7 @@ from typing import Any, Protocol
 
 
 class RecordSink(Protocol):
-    """The saved record of one run. Every method runs on the training thread.
-
-    ``run`` is the run's :class:`~trainmeter.core.context.RunContext` (a steady report's: its snapshot).
-    """
+    """The saved record of one run; ``run``: its RunContext (a steady report's: its snapshot). Training thread."""
 
     def open(self, run: Any, started_at: str) -> Path | None:
         """Make the run folder, open the run log and write its ``start`` record; the folder, or ``None`` when it

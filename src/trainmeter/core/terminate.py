@@ -31,12 +31,8 @@ _STOP = b"\x00"  # never a signal number: the watcher's stop byte
 
 
 class TerminateHandler:
-    """SIGTERM noted (``pending``), the run saved outside the handler, then the signal's own behaviour.
-
-    With the default action in place, the training thread finishes the run at its next step boundary and calls
-    :meth:`redeliver`; a watcher thread (woken through ``signal.set_wakeup_fd`` when free) calls ``save_now`` when
-    no safe point came within ``wait_s`` and ends the process after ``deadline_s``. A previous Python handler runs
-    at once and the run goes on; ``SIG_IGN`` stays ignored (docs/spec.md section 18).
+    """SIGTERM noted (``pending``), the run saved outside the handler, then the signal's own behaviour: at the next
+    step boundary, else by the watcher thread after ``wait_s`` (docs/spec.md section 18).
 
     Args:
         on_request: Called in the signal handler and on the watcher thread; attribute writes only, never raises.

@@ -1,8 +1,4 @@
-"""User text made safe for the text sinks: terminal lines, Markdown, tables.
-
-Control and format characters (Unicode Cf: bidi controls, zero-width spaces) are escaped and Markdown made
-literal, so a user's name reads as what it holds (docs/spec.md section 18).
-"""
+"""User text made safe for the text sinks: terminal lines, Markdown, tables (docs/spec.md section 18)."""
 
 from __future__ import annotations
 

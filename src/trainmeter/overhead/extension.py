@@ -1,10 +1,7 @@
 """The monitor's own cost (name ``overhead``): the number to quote when asked whether monitoring slowed the run.
 
-Definitions: docs/spec.md section 17. ``on_step_us`` is timed on 1 step in k, k from :data:`SAMPLE_EVERY` up to
-:data:`MAX_SAMPLE_EVERY` so the timed steps' bookkeeping stays within :data:`TIMED_SHARE` (the core runs the timed
-step through this wing's timer: ``RunContext.time_next_step``); thread CPU is read by the node sampler (docs/spec.md
-section 18). Placed first (``precedes = ("*",)``) so that at ``stop`` the other wings' threads still run.
-Thread safety: training thread only, except ``panels`` which reads one dict reference.
+Definitions: docs/spec.md section 17 (thread CPU: the node sampler's, section 18). Thread safety: training thread
+only, except ``panels`` which reads one dict reference.
 """
 
 from __future__ import annotations
@@ -53,11 +50,7 @@ class Overhead(ExtensionBase):
         monitor.at_step(SAMPLE_EVERY - 1, self._arm)
 
     def _arm(self) -> None:
-        """Time the next step's rule (the core's timing hook, ``RunContext.time_next_step``; no code on other steps).
-
-        Runs from ``RunContext.at_step`` the step before the one to time; the timed step arms again :attr:`every` - 1
-        steps later (:meth:`_next_every`).
-        """
+        """Time the next step's rule (``RunContext.time_next_step``; no code on other steps), from ``at_step``."""
         monitor = self._m
         if monitor is None or self._t1 is not None:
             return

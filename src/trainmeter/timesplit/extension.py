@@ -1,9 +1,6 @@
 """Where the time goes: data waits, eval spans and checkpoint saves, found with no code change (docs/spec.md section 9).
 
-Extension ``"time"``, training thread only, while the run is active. An eval span closes at the next
-``on_phase("train", "begin", t_s)``, which the core sends only while a span is open (``context.watch_training``:
-no per-step hook here). Wrapped callables return the same value and raise the same exception as without
-trainmeter; everything is removed at :meth:`TimeSplit.stop`.
+An eval span closes at the next ``on_phase("train", "begin", t_s)`` (``context.watch_training``: no per-step hook).
 """
 
 from __future__ import annotations
@@ -203,8 +200,7 @@ class TimeSplit(ExtensionBase):
                 self.monitor.watch_training(self)
 
     def on_phase(self, name: str, edge: str, t_s: float) -> None:
-        """Training activity (a training forward of the root, a backward, an optimizer step) while the
-        eval span is open: the span is over."""
+        """Training activity while the eval span is open: the span is over."""
         if name == "train" and edge == "begin" and self.eval_open and self.gate.here():
             self._close_eval()
 

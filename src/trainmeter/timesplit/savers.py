@@ -1,8 +1,6 @@
 """The checkpoint savers the time split wraps, where each writes, and the record of each checkpoint.
 
-Each :class:`SaverSite` is one saver, patched where callers look it up; the outermost saver of a nested set is the
-checkpoint (docs/spec.md section 11, "Checkpoints"). A record is ``{"path", "step", "bytes", "seconds", "source"}``
-(passport.json ``checkpoints``; ``bytes``: :func:`trainmeter.core.controls.size_bytes`).
+Each :class:`SaverSite` is one saver, patched where callers look it up (docs/spec.md section 11, "Checkpoints").
 Thread safety: the training thread (the wrappers' gate).
 """
 
