@@ -16,27 +16,21 @@ PHASE_REPORT_AFTER_S = 60.0
 PHASE_REPORT_AFTER_INTERVALS = 10
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
 class ReportSnapshot:
     """The run as a deferred report's job sees it: the report's counts, summaries, memory and series ends
-    (``report_ends``); every other attribute read from the run's context ``run``. Read-only."""
+    (``report_ends``); every other attribute read from the run's context ``_run``. Read-only."""
 
-    __slots__ = ("_run", "steps", "tokens", "interval", "session", "memory", "report_ends")
-
-    def __init__(self, run: Any, report: Report, interval: Any, session: Any, memory: Any) -> None:
-        set_ = object.__setattr__
-        set_(self, "_run", run)
-        set_(self, "steps", report.steps)
-        set_(self, "tokens", report.tokens)
-        set_(self, "interval", interval)
-        set_(self, "session", session)
-        set_(self, "memory", memory)
-        set_(self, "report_ends", report.ends)
+    _run: Any
+    steps: int
+    tokens: int
+    interval: Any
+    session: Any
+    memory: Any
+    report_ends: Any
 
     def __getattr__(self, name: str) -> Any:
         return getattr(object.__getattribute__(self, "_run"), name)
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        raise AttributeError(f"a report's snapshot is read-only ({name})")
 
 
 class Reporter:
@@ -166,7 +160,7 @@ class Reporter:
             ends[rule.step_series.name] = rule.step_series.end
             report = dataclasses.replace(report, ends=ends)
             inline = run.dispatch.report(report, on_worker=False)
-            view = ReportSnapshot(run.context, report, self.interval, self.session, self.memory)
+            view = ReportSnapshot(run.context, steps, tokens, self.interval, self.session, self.memory, ends)
             worker.submit(REPORT_JOB, lambda: self._out(view, report, inline, elapsed_s, phases_s))
             return
         self._out(run.context, report, None, elapsed_s, phases_s)
