@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Iterator
-from contextlib import AbstractContextManager, ContextDecorator, contextmanager
+from contextlib import AbstractContextManager, ContextDecorator, contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -72,9 +72,7 @@ def calibrate(dtypes: Any = None, *, device: Any = None, size: int | None = None
     """
     from trainmeter.compute.calibrate import calibrate as measure
 
-    if _monitor_module._ACTIVE is None:
-        return measure(dtypes, device=device, size=size, min_seconds=min_seconds)
-    with phase("profiling"):
+    with phase("profiling") if _monitor_module._ACTIVE is not None else nullcontext():
         return measure(dtypes, device=device, size=size, min_seconds=min_seconds)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import sys
+from contextlib import suppress
 from typing import Any
 
 from trainmeter.core.extension import order_extensions
@@ -123,10 +124,8 @@ def import_for_finish() -> None:
     the report worker builds them (already imported after :func:`preload`: a lookup each). Never raises."""
     for name in FINISH_MODULES:
         if name not in sys.modules:
-            try:
+            with suppress(Exception):  # the build imports it again and says what failed
                 importlib.import_module(name)
-            except Exception:  # noqa: BLE001 - the build imports it again and says what failed
-                pass
 
 
 def preload() -> list[str]:

@@ -230,6 +230,9 @@ def make_options(*, name: str | None = None, budget_tokens: Any = None, budget_s
     Raises:
         ValueError: For any bad value, naming it and what is valid.
     """
+    from trainmeter.alerts.rules import parse_rules  # each --alert rule parsed and written back
+    from trainmeter.compute.peaks import validate_peak  # the one peak check: a peak the flag takes, the wing uses
+
     for flag, value in (("widget", widget), ("tap", tap)):
         if not isinstance(value, bool):
             raise ValueError(f"invalid value {value!r} for {flag}: expected True or False")
@@ -239,7 +242,7 @@ def make_options(*, name: str | None = None, budget_tokens: Any = None, budget_s
         raise ValueError("give at most one budget: --budget-tokens, --budget-steps or --budget-flops")
     interval = _seconds(interval_s)
     flops = _count(budget_flops, "--budget-flops", integer=False)
-    peak = _peak(peak_tflops, _text(peak_source, "--peak-source"))
+    peak = validate_peak(peak_tflops, _text(peak_source, "--peak-source"))
     conv = _convention(_text(convention, "--convention"))
     gpu_spec = _gpus(gpus)
     grid = _grid(grid_gco2_per_kwh, _text(grid_source, "--grid-source"))
@@ -251,21 +254,8 @@ def make_options(*, name: str | None = None, budget_tokens: Any = None, budget_s
                           vocab=_whole(vocab, "--vocab"), gpus=gpu_spec,
                           memory_snapshot_step=_whole(memory_snapshot_step, "--memory-snapshot-step"), tap=bool(tap),
                           grid_gco2_per_kwh=grid, grid_source=str(grid_source).strip() if grid is not None else None,
-                          max_series=_whole(max_series, "--max-series") or 256, alerts=_alerts(alert))
-
-
-def _alerts(alert: Any) -> tuple[str, ...]:
-    """``--alert``: each rule parsed (trainmeter/alerts/rules.py) and written back; a bad one names what is valid."""
-    from trainmeter.alerts.rules import parse_rules
-
-    return tuple(r.text for r in parse_rules(alert))
-
-
-def _peak(peak_tflops: Any, peak_source: str | None) -> float | None:
-    """The one peak check (compute/peaks.py), so a peak the flag accepts is one the compute wing uses."""
-    from trainmeter.compute.peaks import validate_peak
-
-    return validate_peak(peak_tflops, peak_source)
+                          max_series=_whole(max_series, "--max-series") or 256,
+                          alerts=tuple(r.text for r in parse_rules(alert)))
 
 
 def _grid(gco2_per_kwh: Any, source: str | None) -> float | None:

@@ -244,12 +244,8 @@ def format_value(value: Any, unit: str) -> str:
 
 def format_axis(value: float, unit: str) -> str:
     """A compact axis label in ``unit`` (no unit word where the chart title says it)."""
-    if unit == "bytes":
-        return format_bytes(value)
-    if unit == "fraction":
-        return format_percent(value)
-    if unit == "s":
-        return format_seconds(value)
+    if unit in ("bytes", "fraction", "s"):
+        return _BY_UNIT[unit](value)
     if unit in ("flop", "flop/s"):
         text, prefix = _scaled(value, 1000.0, _SI_PREFIX)
         return f"{text}{prefix}"

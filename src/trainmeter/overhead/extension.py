@@ -11,6 +11,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
+from trainmeter.core.controls import size_bytes
 from trainmeter.core.extension import ExtensionBase, Report
 
 if TYPE_CHECKING:
@@ -119,12 +120,7 @@ class Overhead(ExtensionBase):
             reporting_s = m.phases.totals_s.get("reporting", 0.0) if m is not None else 0.0
             elapsed_s = m.elapsed_s() if m is not None else 0.0
         browser = self._browser_bytes()
-        log_bytes = None
-        if m is not None and m.run_dir is not None:
-            try:
-                log_bytes = (m.run_dir / "events.jsonl").stat().st_size
-            except OSError:
-                log_bytes = None
+        log_bytes = size_bytes(m.run_dir / "events.jsonl") if m is not None and m.run_dir is not None else None
         return {
             "on_step_us": self._timed_s / self._timed * 1e6 if self._timed else None,
             "on_step_samples": self._timed, "sample_every": self.every,
