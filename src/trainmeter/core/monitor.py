@@ -19,8 +19,7 @@ from trainmeter.core.dispatch import Dispatcher
 from trainmeter.core.emits import Emitter
 from trainmeter.core.faults import Faults, MonitorWarning
 from trainmeter.core.fork_locks import fresh_in_child
-from trainmeter.core.lane_steps import Lanes
-from trainmeter.core.lanes import LaneRecord
+from trainmeter.core.lanes import LaneRecord, Lanes
 from trainmeter.core.lifecycle import Lifecycle
 from trainmeter.core.memory import ProcessMemory
 from trainmeter.core.phases import PhaseClock, PhaseSpans, cuda_synchronize

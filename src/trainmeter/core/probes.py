@@ -36,7 +36,7 @@ class StepSink(Protocol):
 
     steps: int
     steps_state: Any  # the step rule (core/steps.py StepRecorder): count(tokens, loss, value), add_loss, steps, now
-    lanes: Any  # the other training threads' lanes (core/lane_steps.py Lanes): add, on_step, on_loss
+    lanes: Any  # the other training threads' lanes (core/lanes.py Lanes): add, on_step, on_loss
     token_unit: str
     registry: Any  # the series registry (core/series_registry.py): describe(name, entry, replace=)
 

@@ -17,7 +17,6 @@ from trainmeter.core.provenance import Derivation, Input
 from trainmeter.core.throughput import ratio
 from trainmeter.sizes import format_seconds
 from trainmeter.timesplit import savers
-from trainmeter.timesplit.checkpoints import CheckpointSpans
 
 if TYPE_CHECKING:
     from trainmeter.core.context import RunContext
@@ -48,7 +47,7 @@ class TimeSplit(ExtensionBase):
         self.loader_wait_s = 0.0
         self.max_wait_s: float | None = None
         self.eval_spans = 0
-        self.checkpoints = CheckpointSpans(self)  # the savers' spans and records
+        self.checkpoints = savers.CheckpointSpans(self)  # the savers' spans and records
         self.patched: list[str] = []
         self._window = {"batches": 0, "totals": {}, "elapsed_s": 0.0}
         self._last_panel: list[dict[str, Any]] = []
