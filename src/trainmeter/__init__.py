@@ -69,14 +69,13 @@ def load_ipython_extension(ipython: Any) -> None:
 def _arm_rank_autostart() -> None:
     """A child of a monitored run records itself as a rank once it trains (trainmeter.ranks.autostart)."""
     import os
+    from contextlib import suppress
 
     if os.environ.get("TRAINMETER_RUN_DIR"):
-        try:
+        with suppress(Exception):  # importing trainmeter never fails because of monitoring
             from trainmeter.ranks.autostart import arm
 
             arm()
-        except Exception:  # importing trainmeter never fails because of monitoring
-            pass
 
 
 _arm_rank_autostart()

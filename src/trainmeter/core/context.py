@@ -76,10 +76,8 @@ PARTS = {
 
 
 class RunContext:
-    """One run (the monitor, held privately) as its wings and sinks see it. Read-only.
-
-    docs/contracts/EXTENSIONS.md "The run context" says which thread may call what.
-    """
+    """One run (the monitor, held privately) as its wings and sinks see it. Read-only; which thread may call what:
+    docs/contracts/EXTENSIONS.md, "The run context"."""
 
     __slots__ = ("_m", *BOUND, *PARTS)
 

@@ -16,11 +16,8 @@ from trainmeter.core.terminate import TerminateHandler
 
 
 def exit_status(exc: BaseException | None) -> tuple[str, BaseException | None]:
-    """The status of a monitored body that ended with ``exc`` (``None``: it returned), and the error to record.
-
-    ``SystemExit`` with code 0, ``None`` or ``False`` is ``completed``; KeyboardInterrupt ``interrupted``; else
-    ``failed``.
-    """
+    """The status of a monitored body that ended with ``exc`` (``None``: it returned), and the error to record
+    (docs/spec.md, passport ``status``)."""
     if exc is None:
         return "completed", None
     if isinstance(exc, SystemExit):

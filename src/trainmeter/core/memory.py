@@ -9,11 +9,8 @@ from typing import Any
 
 
 class ProcessMemory:
-    """What the node sampler last read of this process (each value swapped whole). Any thread.
-
-    ``latest``: ``(rss_bytes, host_total_bytes)``; ``thread_cpu_s``: CPU seconds per native thread id (docs/spec.md
-    section 17); ``None`` when unread.
-    """
+    """What the node sampler last read of this process (each value swapped whole): ``latest`` ``(rss_bytes,
+    host_total_bytes)``, ``thread_cpu_s`` per native thread id (docs/spec.md section 17); ``None`` unread. Any thread."""
 
     __slots__ = ("latest", "thread_cpu_s")
 

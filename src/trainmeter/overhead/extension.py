@@ -158,8 +158,7 @@ class Overhead(ExtensionBase):
         threads = f.get("threads") or {}
         rows = [
             {"label": f"on_step (us, 1 in {f.get('sample_every', self.every)} steps)", "value": f.get("on_step_us"),
-             "unit": "",
-             "provenance": "measured"},
+             "unit": "", "provenance": "measured"},
             {"label": "reporting share of session", "value": f.get("reporting_share"), "unit": "fraction",
              "provenance": "measured"},
             {"label": "trainmeter threads (share of one core)", "value": threads.get("share_of_one_core"),
