@@ -225,11 +225,7 @@ def make_options(*, name: str | None = None, budget_tokens: Any = None, budget_s
                  gpus: str | None = None, memory_snapshot_step: Any = None, tap: bool = True,
                  grid_gco2_per_kwh: Any = None, grid_source: str | None = None, max_series: Any = None,
                  alert: Any = None) -> MonitorOptions:
-    """Validate user input and build :class:`MonitorOptions`.
-
-    Raises:
-        ValueError: For any bad value, naming it and what is valid.
-    """
+    """Validate user input and build :class:`MonitorOptions`; ``ValueError`` naming a bad value and what is valid."""
     from trainmeter.alerts.rules import parse_rules  # each --alert rule parsed and written back
     from trainmeter.compute.peaks import validate_peak  # the one peak check: a peak the flag takes, the wing uses
 

@@ -126,13 +126,9 @@ class Dispatcher:
 
     def report(self, report: Report, on_worker: bool | None = None, before: dict[str, Any] | None = None
                ) -> dict[str, Any]:
-        """Each extension's ``on_report`` fields by its name (``None`` after a fault; the base's no-op: no entry).
-
-        Args:
-            report: The report's snapshot.
-            on_worker: ``None``: every extension; ``False``: those without ``report_on_worker``; ``True``: the others.
-            before: Fields already taken for the other part; they keep their place in the extension order.
-        """
+        """Each extension's ``on_report`` fields by its name (``None`` after a fault; the base's no-op: no entry):
+        ``on_worker`` ``None``: every extension's; ``False``: those without ``report_on_worker``; ``True``: the
+        others', with ``before`` (the fields taken for the other part) in their place in the extension order."""
         out: dict[str, Any] = {}
         reporters = self._reporters
         if reporters is None:  # the wings with an on_report of their own, found once

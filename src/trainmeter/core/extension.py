@@ -212,15 +212,9 @@ def _named(name: str, i: int, index: Mapping[str, int], names: Sequence[str], kn
 
 
 def order_extensions(extensions: Iterable[Any], known: Collection[str] | None = None) -> list[Any]:
-    """The extensions in an order that honours every ``requires`` and ``precedes`` (stable).
-
-    Args:
-        extensions: The run's extensions (any objects with a ``name``).
-        known: Every wing name that may be asked for (``None``: any absent name is allowed).
-
-    Raises:
-        RequirementError: A requirement names an unknown wing, or the requirements form a cycle.
-    """
+    """The extensions (objects with a ``name``) in an order that honours every ``requires`` and ``precedes``
+    (stable); ``known``: every wing name that may be asked for (``None``: any). ``RequirementError`` for a name
+    not known, or a cycle."""
     exts: Sequence[Any] = list(extensions)
     names = [str(getattr(e, "name", e)) for e in exts]
     index = {n: i for i, n in enumerate(names)}

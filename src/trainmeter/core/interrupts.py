@@ -47,11 +47,8 @@ class HeldInterrupts:
                 signal.signal(signal.SIGINT, self._previous if self._previous is not None else signal.default_int_handler)
 
     def deliver(self) -> None:
-        """Hand a held SIGINT to the handler that was in place (no-op when none arrived).
-
-        Raises:
-            KeyboardInterrupt: From the default handler (or a previous handler that was not a Python callable).
-        """
+        """Hand a held SIGINT to the handler that was in place (no-op when none arrived); with the default handler
+        (or one that is not a Python callable), raise KeyboardInterrupt."""
         if not self.pending:
             return
         self.pending = False

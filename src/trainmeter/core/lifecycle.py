@@ -69,12 +69,8 @@ class Lifecycle:
 
     def start(self) -> None:
         """Make the run folder, open the log, install probes, start the clocks; Ctrl-C held back meanwhile (a
-        Ctrl-C or error during start finishes the run and is re-raised).
-
-        Raises:
-            RuntimeError: When another run is being monitored in this process.
-            KeyboardInterrupt: When Ctrl-C arrived during start (after cleanup).
-        """
+        Ctrl-C or error during start finishes the run and is re-raised). ``RuntimeError`` while another run is
+        monitored in this process."""
         from trainmeter.core import monitor as slot
 
         run = self._run
@@ -142,11 +138,8 @@ class Lifecycle:
             self.probes = None
 
     def finish(self, status: str, error: BaseException | None = None) -> None:
-        """End the run: final report, remove probes, write the passport (each part once, Ctrl-C held back).
-
-        Raises:
-            KeyboardInterrupt: Only a Ctrl-C the user pressed during finish.
-        """
+        """End the run: final report, remove probes, write the passport (each part once, Ctrl-C held back, then
+        raised as KeyboardInterrupt)."""
         raised = False
         held: HeldInterrupts | None = None
         for _ in range(3):  # a Ctrl-C before the handler was in place: finish again (parts run once)

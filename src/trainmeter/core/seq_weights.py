@@ -4,11 +4,8 @@ from __future__ import annotations
 
 
 class TokenWeightedSeq:
-    """Sum over the run of each batch's tokens times its sequence length S (dim 1 of 2-D token ids).
-
-    S changes only on the probes' slow path, which calls :meth:`at`; the fast path costs nothing (docs/spec.md
-    sections 5, "S", and 20). Training thread only.
-    """
+    """Sum over the run of each batch's tokens times its sequence length S (dim 1 of 2-D token ids); :meth:`at` is
+    called on the probes' slow path only (docs/spec.md sections 5, "S", and 20). Training thread only."""
 
     __slots__ = ("weighted", "with_seq", "mark", "seq")
 
