@@ -236,7 +236,7 @@ def test_every_extension_class_conforms_to_the_protocol():
             except TypeError:
                 raise AssertionError(f"{cls.__name__}.{member}{inspect.signature(mine)} does not take the "
                                      f"contract's {wanted} argument(s)") from None
-        on_step = getattr(cls, "on_step")
+        on_step = cls.on_step
         assert on_step is None or len(inspect.signature(on_step).parameters) == 1, cls
         for attr in ("requires", "precedes"):
             assert isinstance(getattr(cls, attr), tuple), (cls, attr)
