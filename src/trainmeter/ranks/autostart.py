@@ -8,6 +8,7 @@ At the first optimizer built (or stepped) in a child with ``TRAINMETER_RUN_DIR``
 from __future__ import annotations
 
 import atexit
+import contextlib
 import functools
 import os
 import sys
@@ -140,10 +141,8 @@ def finish_from_exit(status: str, error: BaseException | None) -> None:
     if m is not None:
         m.finish(status, error)
     if _handle is not None:
-        try:
+        with contextlib.suppress(Exception):
             _handle.remove()
-        except Exception:
-            pass
         _handle = None
     if _import_hooks is not None:
         _import_hooks.remove()

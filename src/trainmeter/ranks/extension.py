@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from trainmeter.core import host_patches
 from trainmeter.core.extension import ExtensionBase, Report
 from trainmeter.ranks import fork
-from trainmeter.ranks.launch import PARENT_ENV, RUN_DIR_ENV, SEAT_PREFIXES
+from trainmeter.ranks.launch import PARENT_ENV, RUN_DIR_ENV, seats
 from trainmeter.ranks.seating import clear_seat, current_seat
 from trainmeter.sizes import format_percent
 
@@ -190,8 +190,7 @@ class RanksExtension(ExtensionBase):
         """Rank: identity and timing. Parent: the merged section of its seats, or a note on unseen children."""
         if self.role == "rank":
             seat = current_seat()
-            section: dict[str, Any] = {"role": "rank"}
-            section["backend"] = self._backend_now()
+            section: dict[str, Any] = {"role": "rank", "backend": self._backend_now()}
             if seat is not None:
                 section["identity"] = seat.identity.to_dict()
                 section["launch_dir"] = os.path.relpath(seat.launch_dir, seat.dir)  # relative: no user name
@@ -233,7 +232,7 @@ class RanksExtension(ExtensionBase):
         if m.run_dir is None:
             return None
         ranks = []
-        if _has_seats(m.run_dir):  # a run without seats (one process) never loads the merge
+        if seats(m.run_dir):  # a run without seats (one process) never loads the merge
             from trainmeter.ranks.merge import read_launch
 
             ranks = read_launch(m.run_dir)
@@ -290,7 +289,7 @@ class RanksExtension(ExtensionBase):
         if now - self._polled_s < PANEL_POLL_S:
             return self._panels
         self._polled_s = now
-        if self._follower is None and not _has_seats(self._monitor.run_dir):
+        if self._follower is None and not seats(self._monitor.run_dir):
             self._panels = []  # no seat folder, so no rank wrote a record (one process): nothing loaded or read
             return self._panels
         from trainmeter.ranks.follow import RunFollower
@@ -306,12 +305,3 @@ class RanksExtension(ExtensionBase):
         panel = ranks_panel(self._follower)
         self._panels = [panel] if panel is not None else []
         return self._panels
-
-
-def _has_seats(launch_dir: Any) -> bool:
-    """Whether ``launch_dir`` holds a seat folder (``rank-<k>``, ``proc-<pid>``): one directory listing."""
-    try:
-        with os.scandir(launch_dir) as entries:
-            return any(e.name.startswith(SEAT_PREFIXES) and e.is_dir() for e in entries)
-    except OSError:
-        return False

@@ -11,6 +11,7 @@ seats the child at its first report (soon: :data:`CHILD_FIRST_REPORT_S`). The ch
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import sys
 from typing import Any
@@ -41,12 +42,10 @@ def install() -> None:
     _installed_pid = os.getpid()
     os.register_at_fork(before=_before, after_in_parent=_after_in_parent, after_in_child=_after_in_child)
     atexit.register(_at_exit)
-    try:
+    with contextlib.suppress(Exception):
         from multiprocessing import util
 
         util.register_after_fork(_AFTER_FORK_KEY, _mp_after_fork)
-    except Exception:
-        pass
 
 
 class _Key:
@@ -60,31 +59,25 @@ def _before() -> None:
     m = monitor_module.active()
     if m is None:
         return
-    try:
+    with contextlib.suppress(Exception):
         for lock in m.locks():
             if lock.acquire(timeout=LOCK_WAIT_S):
                 _held.append(lock)
         worker = m.open_worker
         if worker is not None:
             worker.hold_for_fork(LOCK_WAIT_S)
-    except Exception:
-        pass
 
 
 def _after_in_parent() -> None:
     global _forks
     m = monitor_module.active()
-    try:
+    with contextlib.suppress(Exception):
         worker = m.open_worker if m is not None else None
         if worker is not None:
             worker.release_after_fork()
-    except Exception:
-        pass
     while _held:
-        try:
+        with contextlib.suppress(Exception):
             _held.pop().release()
-        except Exception:
-            pass
     if monitor_module.active() is not None:
         _forks += 1
 
@@ -126,12 +119,10 @@ def _mp_finalizer() -> None:
 
 def _mp_after_fork(_key: Any = None) -> None:
     """In a ``multiprocessing`` child (fork or spawn), after its finalizer registry was cleared."""
-    try:
+    with contextlib.suppress(Exception):
         from multiprocessing import util
 
         util.Finalize(_AFTER_FORK_KEY, _mp_finalizer, exitpriority=100)
-    except Exception:
-        pass
 
 
 def _at_exit() -> None:
@@ -140,10 +131,8 @@ def _at_exit() -> None:
 
 def watch_exit() -> None:
     """In a ``multiprocessing`` child whose bootstrap already ran: finish its runs from a finalizer."""
-    try:
+    with contextlib.suppress(Exception):
         import multiprocessing
 
         if multiprocessing.parent_process() is not None:
             _mp_after_fork()
-    except Exception:
-        pass

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import threading
@@ -80,10 +81,8 @@ def _publish_claim(path: Path, folder: str) -> bool:
     except FileExistsError:
         return False
     finally:
-        try:
+        with contextlib.suppress(OSError):
             tmp.unlink()
-        except OSError:
-            pass
 
 
 def launch_dir(root: Path, name: str, identity: RankIdentity, now: datetime) -> Path:
@@ -113,6 +112,14 @@ def launch_dir(root: Path, name: str, identity: RankIdentity, now: datetime) -> 
         if target.is_dir() and not (target / seat).exists():
             return target
     raise RuntimeError(f"no free seat for {seat} under {root} after {MAX_GENERATIONS} launches with one key")
+
+
+def seats(launch_dir: Path) -> list[Path]:
+    """The seat folders of a launch (``rank-<k>``, ``proc-<pid>``), by name."""
+    try:
+        return sorted(p for p in Path(launch_dir).iterdir() if p.name.startswith(SEAT_PREFIXES) and p.is_dir())
+    except OSError:
+        return []
 
 
 def take_seat(run_dir: Path, identity: RankIdentity, pid: int | None = None) -> Path:

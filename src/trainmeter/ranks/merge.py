@@ -11,14 +11,16 @@ from pathlib import Path
 from typing import Any
 
 from trainmeter.core.provenance import Derivation, Input
-from trainmeter.ranks.follow import SEAT_PREFIXES, rank_order
+from trainmeter.ranks.follow import rank_order
 from trainmeter.ranks.identity import this_node
+from trainmeter.ranks.launch import seats
 from trainmeter.ranks.launch_mfu import (
     RankCompute,
     launch_mfu_figures,
     rank_compute_from_interval,
     rank_compute_from_passport,
 )
+from trainmeter.ranks.rank_ladder import launch_ladders
 from trainmeter.ranks.stragglers import repeated_offenders, score_ranks, with_repeats
 from trainmeter.record.events import LOG_FILE, head, last_of_kinds, tail
 from trainmeter.record.safe_read import PASSPORT_TYPES, read_json
@@ -147,14 +149,6 @@ def process_alive(pid: Any) -> bool:
     return True
 
 
-def seats(launch_dir: Path) -> list[Path]:
-    """The seat folders of a launch, by name."""
-    try:
-        return sorted(p for p in Path(launch_dir).iterdir() if p.is_dir() and p.name.startswith(SEAT_PREFIXES))
-    except OSError:
-        return []
-
-
 def read_launch(launch_dir: Path) -> list[RankSummary]:
     """Every seat's summary, ordered by rank."""
     return sorted((read_seat(p) for p in seats(launch_dir)), key=rank_order)
@@ -162,12 +156,9 @@ def read_launch(launch_dir: Path) -> list[RankSummary]:
 
 def window_history(seat_dir: Path) -> list[dict[str, Any]]:
     """The rank's report windows (``distributed.timing.window`` of its interval records, last 4 MiB of its log)."""
-    out = []
-    for record in tail(seat_dir / LOG_FILE, max_bytes=WINDOW_TAIL_BYTES, kinds=("interval",)):
-        window = ((record.get("distributed") or {}).get("timing") or {}).get("window")
-        if window:
-            out.append(window)
-    return out
+    records = tail(seat_dir / LOG_FILE, max_bytes=WINDOW_TAIL_BYTES, kinds=("interval",))
+    windows = (((r.get("distributed") or {}).get("timing") or {}).get("window") for r in records)
+    return [w for w in windows if w]
 
 
 def distributed_section(ranks: list[RankSummary], *, token_unit: str = "tokens",
@@ -222,8 +213,6 @@ def distributed_section(ranks: list[RankSummary], *, token_unit: str = "tokens",
     mfu = launch_mfu_figures([r.compute or RankCompute(label=r.label, tokens=r.tokens) for r in ranks],
                              world_size, convention, missing)
     derivations += mfu.pop("derivations")
-    from trainmeter.ranks.rank_ladder import launch_ladders
-
     ladder = launch_ladders(ranks, node_gpus or {})
     return {"world_size": world_size, "ranks_recorded": len(ranks), "nodes": len(nodes), "node_names": nodes,
             "backend": backends[0] if len(backends) == 1 else (backends or None), "steps_together": together,
@@ -304,13 +293,8 @@ def after_rank_finished(seat: Any) -> None:
         import fcntl
     except ImportError:  # not POSIX: merge without the lock
         fcntl = None  # type: ignore[assignment]
-    lock_path = seat.launch_dir / ".merge.lock"
-    with lock_path.open("a") as lock:
+    with (seat.launch_dir / ".merge.lock").open("a") as lock:
         if fcntl is not None:
-            fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
-        try:
-            name = load_passport(seat.dir / "passport.json").get("name") or seat.launch_dir.name
-            write_launch_passport(seat.launch_dir, str(name))
-        finally:
-            if fcntl is not None:
-                fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
+            fcntl.flock(lock.fileno(), fcntl.LOCK_EX)  # released as the file closes
+        name = load_passport(seat.dir / "passport.json").get("name") or seat.launch_dir.name
+        write_launch_passport(seat.launch_dir, str(name))

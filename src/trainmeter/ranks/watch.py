@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from trainmeter.ranks.follow import MAX_READ_BYTES, RunFollower, TailReader, newest_live_run
+from trainmeter.ranks.launch import SEAT_PREFIXES
 from trainmeter.ranks.merge import load_passport
 from trainmeter.ranks.panel import launch_mfu_tile, launch_tokens_tile, ranks_panel
 from trainmeter.record.events import LOG_FILE, Record
@@ -35,7 +36,7 @@ def resolve(run_or_path: Any = None, root: Path | None = None) -> Path:
     path = Path(getattr(run_or_path, "dir", run_or_path))
     if path.is_file():
         path = path.parent
-    if path.name.startswith(("rank-", "proc-")) and path.parent.is_dir():
+    if path.name.startswith(SEAT_PREFIXES) and path.parent.is_dir():
         path = path.parent  # a seat: follow its launch
     if not path.is_dir():
         raise FileNotFoundError(f"no trainmeter run at {str(run_or_path)!r}: expected a run folder")
