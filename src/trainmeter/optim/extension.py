@@ -255,13 +255,10 @@ class OptimExtension(ExtensionBase):
         m = self._m
         if m is not None and any(name in m.series for name in (GRAD_NORM_SERIES, *GRAD_NORM_ALIASES)):
             return None
-        if self.reason is not None:
-            return self.reason
-        return self.clip.missing_reason()
+        return self.reason if self.reason is not None else self.clip.missing_reason()
 
     def _lr_names(self) -> list[str]:
-        m = self._m
-        names = list(m.series) if m is not None else []
+        names = list(self._m.series) if self._m is not None else []
         return [n for n in names if n == LR_SERIES or n.startswith(LR_SERIES + "/")]
 
     def passport_section(self) -> dict[str, Any]:
@@ -269,10 +266,8 @@ class OptimExtension(ExtensionBase):
         m = self._m
         series = m.series if m is not None else {}
         lr_names = self._lr_names()
-        grad_source = None
-        if self.clip.norm_calls:
-            grad_source = CLIP_SOURCE
-        elif any(name in series for name in (GRAD_NORM_SERIES, *GRAD_NORM_ALIASES)):
+        grad_source = CLIP_SOURCE if self.clip.norm_calls else None
+        if not grad_source and any(name in series for name in (GRAD_NORM_SERIES, *GRAD_NORM_ALIASES)):
             grad_source = "logged by the training framework (taps)"
         return {
             "lr": {"series": lr_names,
@@ -331,17 +326,10 @@ class OptimExtension(ExtensionBase):
 
 
 def _positive(m: Any, names: list[str]) -> bool:
-    for name in names:
-        series = m.series.get(name)
-        low = series.stats().min if series is not None else None
-        if low is None or low <= 0:
-            return False
-    return True
+    lows = [series.stats().min if (series := m.series.get(name)) is not None else None for name in names]
+    return all(low is not None and low > 0 for low in lows)
 
 
 def _last(m: Any, name: str, aliases: tuple[str, ...]) -> float | None:
-    for candidate in (name, *aliases):
-        series = m.series.get(candidate)
-        if series is not None and series.stats().last is not None:
-            return series.stats().last
-    return None
+    lasts = (series.stats().last for candidate in (name, *aliases) if (series := m.series.get(candidate)) is not None)
+    return next((last for last in lasts if last is not None), None)
