@@ -13,9 +13,13 @@ from typing import TYPE_CHECKING, Any
 
 from trainmeter.core import host_patches
 from trainmeter.core.extension import ExtensionBase, Report
+from trainmeter.core.patches import Patches
 from trainmeter.ranks import fork
+from trainmeter.ranks.device import rank_device
+from trainmeter.ranks.identity import dist_state, this_node
 from trainmeter.ranks.launch import PARENT_ENV, RUN_DIR_ENV, seats
 from trainmeter.ranks.seating import clear_seat, current_seat
+from trainmeter.ranks.timing import StepTiming
 from trainmeter.sizes import format_percent
 
 if TYPE_CHECKING:
@@ -76,17 +80,14 @@ class RanksExtension(ExtensionBase):
             from multiprocessing import popen_spawn_posix
         except ImportError:  # not POSIX
             return
-        from trainmeter.core.patches import Patches
-
         if not host_patches.allow("spawn-count", self._monitor.warn_once):
             return
-        ext = self
 
         def make(launch: Any) -> Any:
             @functools.wraps(launch)
             def _launch(popen: Any, process_obj: Any) -> Any:
-                if os.getpid() == ext._pid:
-                    ext.spawned += 1
+                if os.getpid() == self._pid:
+                    self.spawned += 1
                 return launch(popen, process_obj)
 
             return _launch
@@ -96,8 +97,6 @@ class RanksExtension(ExtensionBase):
         self._patches.wrap(popen_spawn_posix.Popen, "_launch", make)
 
     def _become_rank(self, monitor: RunContext) -> None:
-        from trainmeter.ranks.timing import StepTiming
-
         self.role = "rank"
         self._monitor = monitor
         seat = current_seat()
@@ -116,8 +115,6 @@ class RanksExtension(ExtensionBase):
     def _backend_now(self) -> str | None:
         """The ``torch.distributed`` backend, once seen initialised (it may be destroyed before the end)."""
         if self._backend is None:
-            from trainmeter.ranks.identity import dist_state
-
             state = dist_state(None)
             self._backend = state[2] if state is not None else None
         return self._backend
@@ -165,8 +162,6 @@ class RanksExtension(ExtensionBase):
     def _device_now(self) -> dict[str, Any] | None:
         """This rank's GPU; looked up at each report until torch names it (then kept)."""
         if self._device is None or self._device.get("provenance") != "detected":
-            from trainmeter.ranks.device import rank_device
-
             self._device = rank_device() or self._device
         return self._device
 
@@ -222,7 +217,6 @@ class RanksExtension(ExtensionBase):
         section = gpu.section if gpu is not None else None
         if not isinstance(section, dict) or self._section is None:
             return
-        from trainmeter.ranks.identity import this_node
         from trainmeter.ranks.rank_ladder import launch_ladders
 
         self._section["gpu_ladder"] = launch_ladders(self._ranks, {this_node(): section})
@@ -233,7 +227,7 @@ class RanksExtension(ExtensionBase):
             return None
         ranks = []
         if seats(m.run_dir):  # a run without seats (one process) never loads the merge
-            from trainmeter.ranks.merge import read_launch
+            from trainmeter.ranks.merge import distributed_section, read_launch
 
             ranks = read_launch(m.run_dir)
         self._ranks = ranks
@@ -245,8 +239,6 @@ class RanksExtension(ExtensionBase):
                       "imports trainmeter (import it in the module that defines its worker function); "
                       "TRAINMETER_AUTOSTART=0 turns this off")
         if ranks:
-            from trainmeter.ranks.merge import distributed_section
-
             section = {"role": "launch", **distributed_section(ranks, token_unit=m.token_unit, launch_dir=m.run_dir,
                                                                convention=m.options.convention),
                        "children_spawned": self.spawned}

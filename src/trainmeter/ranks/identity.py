@@ -4,6 +4,7 @@ section 19). Pure reads; any thread.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import socket
 import sys
@@ -40,8 +41,6 @@ class RankIdentity:
 
 def this_node() -> str:
     """This machine's label: ``node-`` and the first 8 hex digits of the SHA-1 of its host name."""
-    import hashlib
-
     return "node-" + hashlib.sha1(socket.gethostname().encode()).hexdigest()[:8]
 
 

@@ -14,6 +14,7 @@ from datetime import datetime
 from pathlib import Path
 
 from trainmeter.ranks.identity import RankIdentity
+from trainmeter.record.runs import make_run_dir
 from trainmeter.record.safe_read import read_bytes
 
 RUN_DIR_ENV = "TRAINMETER_RUN_DIR"
@@ -91,8 +92,6 @@ def launch_dir(root: Path, name: str, identity: RankIdentity, now: datetime) -> 
     Raises:
         ValueError: When ``identity`` has no launch key (not a launch).
     """
-    from trainmeter.record.runs import make_run_dir
-
     if identity.launch_key is None:
         raise ValueError("not a launch: no rank environment (RANK/WORLD_SIZE, SLURM_PROCID) was found")
     root.mkdir(parents=True, exist_ok=True)

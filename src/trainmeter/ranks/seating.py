@@ -10,6 +10,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from trainmeter.ranks.device import rank_device
 from trainmeter.ranks.identity import RankIdentity, detect_identity
 from trainmeter.ranks.launch import PARENT_ENV, inherited_run_dir, launch_dir, take_seat
 
@@ -54,8 +55,6 @@ def seat_for(root: Path, name: str, now: datetime) -> Seat | None:
         base = launch_dir(root, name, identity, now)
     else:
         return None
-    from trainmeter.ranks.device import rank_device
-
     seat = Seat(identity=identity, launch_dir=base, dir=take_seat(base, identity), parent_pid=parent_pid,
                 device=rank_device())
     _SEAT, _SEAT_PID = seat, os.getpid()
