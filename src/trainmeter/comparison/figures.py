@@ -22,6 +22,8 @@ from trainmeter.comparison.lines import (
     y_label,
 )
 from trainmeter.comparison.table import table_html, table_rows
+from trainmeter.record.runs import Run, damaged_passport, load
+from trainmeter.record.runs import runs as saved_runs
 from trainmeter.widget.look import FIGURE_PALETTE, MUTED, PALETTE
 from trainmeter.widget.snapshot import CHART_H, CHART_W, chart_svg
 
@@ -34,9 +36,6 @@ MIN_LINE_POINTS = 64
 
 
 def _resolve(runs: Any, root: str | Path | None, last: int) -> list[Any]:
-    from trainmeter.record.runs import Run, load
-    from trainmeter.record.runs import runs as saved_runs
-
     if runs is None:
         return saved_runs(root)[-last:] if last > 0 else []
     if isinstance(runs, (Run, str, Path)):
@@ -204,8 +203,6 @@ def compare(runs: Any = None, x: str = "tokens",
 
 def _readable(name: str, run: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     """A run's passport and curves, or (a damaged one) a stand-in saying why: one run never breaks the rest."""
-    from trainmeter.record.runs import damaged_passport
-
     try:
         doc = load_curves(run)
         table_rows([name], [run.passport])  # the table reads what it needs of the passport

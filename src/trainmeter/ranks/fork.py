@@ -18,6 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from trainmeter.core import monitor as monitor_module
+from trainmeter.core.lifecycle import exit_status
+from trainmeter.ranks import autostart
+from trainmeter.record.recorder import RunRecorder
 
 LOCK_WAIT_S = 0.5
 CHILD_FIRST_REPORT_S = 1.0  # a child's first report (its seat, its steps on disk) comes this soon
@@ -94,8 +97,6 @@ def _after_in_child() -> None:
 
 def child_record() -> Any:
     """A child's record (forked, or autostarted): an unseated rank's, seated at its first report."""
-    from trainmeter.record.recorder import RunRecorder
-
     return LazyRankRecorder(RunRecorder())
 
 
@@ -160,13 +161,9 @@ def _finish_child(status: str, error: BaseException | None = None) -> None:
 
 
 def _mp_finalizer() -> None:
-    from trainmeter.core.lifecycle import exit_status
-
     # inside multiprocessing's bootstrap ``finally`` the exception on its way out is still sys.exc_info()'s
     status, error = exit_status(sys.exc_info()[1])
     _finish_child(status, error)
-    from trainmeter.ranks import autostart
-
     autostart.finish_from_exit(status, error)
 
 

@@ -23,6 +23,7 @@ from trainmeter.ranks.launch_mfu import (
 from trainmeter.ranks.rank_ladder import launch_ladders
 from trainmeter.ranks.stragglers import repeated_offenders, score_ranks, with_repeats
 from trainmeter.record.events import LOG_FILE, head, last_of_kinds, tail
+from trainmeter.record.runlog import clean, write_file_atomic
 from trainmeter.record.safe_read import PASSPORT_TYPES, read_json
 from trainmeter.sizes import format_integer, format_percent
 
@@ -238,8 +239,6 @@ def launch_status(ranks: list[RankSummary], world_size: int) -> str:
 
 def write_launch_passport(launch_dir: Path, name: str) -> dict[str, Any]:
     """Write ``passport.json``/``passport.md`` of a launch without a parent; return the passport."""
-    from trainmeter.record.runlog import clean, write_file_atomic
-
     ranks = read_launch(launch_dir)
     section = distributed_section(ranks, launch_dir=launch_dir)
     passports = [load_passport(launch_dir / r.seat / "passport.json") for r in ranks]

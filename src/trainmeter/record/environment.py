@@ -9,6 +9,8 @@ import platform
 import sys
 from typing import Any
 
+from trainmeter._version import __version__
+
 
 def _cpu_model() -> str | None:
     with contextlib.suppress(OSError):
@@ -36,8 +38,6 @@ def platform_name() -> str:
 @functools.cache
 def _host() -> dict[str, Any]:
     """Facts fixed for the life of the process, read once."""
-    from trainmeter._version import __version__
-
     return {"trainmeter": __version__, "python": platform.python_version(), "platform": platform_name(),
             "cpu": _cpu_model(), "cpu_count": os.cpu_count()}
 
