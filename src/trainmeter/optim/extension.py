@@ -12,18 +12,19 @@ import math
 import os
 import sys
 import weakref
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from trainmeter.core import host_patches
 from trainmeter.core.extension import ExtensionBase, Report
 from trainmeter.optim.grad_norm import CLIP_SOURCE, GRAD_NORM_SERIES, ClipTap
-from trainmeter.optim.lr import LR_SERIES, read_lrs
 from trainmeter.optim.smoothing import EMA_BETA, EmaCursor, LossEma
 
 if TYPE_CHECKING:
     from trainmeter.core.context import RunContext
     from trainmeter.core.steps import StepRecorder
 
+LR_SERIES = "lr"  # the first param group's rate; when the groups' rates differ, also lr/<group> (read_lrs)
 MAX_POINTS_PER_S = 100.0
 _FAR = 1 << 62  # a reader cursor past any point: the series it stands for is never held back
 # The share of a step the rate read may take (its stride grows until the read costs no more, docs/spec.md section 2).
@@ -42,6 +43,35 @@ def rank_from_env(environ: Any = None) -> int | None:
         return int(value) if value not in (None, "") else None
     except ValueError:
         return None
+
+
+
+def group_label(group: Any, index: int) -> str:
+    """``name`` of a param group when it is a non-empty string, else its index."""
+    name = group.get("name") if hasattr(group, "get") else None
+    return name if isinstance(name, str) and name else str(index)
+
+
+def read_lrs(param_groups: Sequence[Any]) -> dict[str, Any]:
+    """Return ``{"lr": first group's rate}``, plus ``{"lr/<group>": rate}`` per group when they differ; rates as
+    stored (tensor rates are never compared, so such groups are always listed).
+
+    Examples:
+        >>> read_lrs([{"lr": 0.1}, {"lr": 0.1}])
+        {'lr': 0.1}
+        >>> read_lrs([{"lr": 0.1}, {"lr": 0.01, "name": "head"}])
+        {'lr': 0.1, 'lr/0': 0.1, 'lr/head': 0.01}
+    """
+    first = param_groups[0]["lr"]
+    out: dict[str, Any] = {LR_SERIES: first}
+    if len(param_groups) == 1:
+        return out
+    rates = [group["lr"] for group in param_groups]
+    if all(type(rate) in (float, int) for rate in rates) and all(rate == first for rate in rates):
+        return out
+    for index, (group, rate) in enumerate(zip(param_groups, rates, strict=True)):
+        out[f"{LR_SERIES}/{group_label(group, index)}"] = rate
+    return out
 
 
 class OptimExtension(ExtensionBase):
