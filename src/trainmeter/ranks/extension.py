@@ -15,8 +15,7 @@ from trainmeter.core import host_patches
 from trainmeter.core.extension import ExtensionBase, Report
 from trainmeter.core.patches import Patches
 from trainmeter.ranks import fork
-from trainmeter.ranks.device import rank_device
-from trainmeter.ranks.identity import dist_state, this_node
+from trainmeter.ranks.identity import dist_state, rank_device, this_node
 from trainmeter.ranks.launch import PARENT_ENV, RUN_DIR_ENV, seats
 from trainmeter.ranks.seating import clear_seat, current_seat
 from trainmeter.ranks.timing import StepTiming

@@ -10,8 +10,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from trainmeter.ranks.device import rank_device
-from trainmeter.ranks.identity import RankIdentity, detect_identity
+from trainmeter.ranks.identity import RankIdentity, detect_identity, rank_device
 from trainmeter.ranks.launch import PARENT_ENV, inherited_run_dir, launch_dir, take_seat
 
 
