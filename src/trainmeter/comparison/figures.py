@@ -113,22 +113,16 @@ DIFF_IGNORED = ("options.name", "options.run_root")
 """Keys that differ by design and are not worth a mention."""
 
 
-def _flat(prefix: str, value: Any, out: dict[str, Any]) -> None:
-    if isinstance(value, dict):
-        for k, v in value.items():
-            _flat(f"{prefix}.{k}", v, out)
-    else:
-        out[prefix] = value
+def _flat(prefix: str, value: Any) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        return {prefix: value}
+    return {key: v for k, sub in value.items() for key, v in _flat(f"{prefix}.{k}", sub).items()}
 
 
 def differences(passports: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per run: ``{key: value}`` of ``environment.*`` and ``options.*`` keys that differ from the first run."""
-    flats = []
-    for p in passports:
-        flat: dict[str, Any] = {}
-        _flat("environment", p.get("environment") or {}, flat)
-        _flat("options", p.get("options") or {}, flat)
-        flats.append(flat)
+    flats = [{**_flat("environment", p.get("environment") or {}), **_flat("options", p.get("options") or {})}
+             for p in passports]
     keys = sorted({k for f in flats for k in f} - set(DIFF_IGNORED))
     varying = [k for k in keys if len({repr(f.get(k)) for f in flats}) > 1]
     base = flats[0] if flats else {}
@@ -138,12 +132,8 @@ def differences(passports: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def _fmt(value: Any, kind: str = "") -> str:
     if value is None:
         return "-"
-    if kind == "pct":
-        return format_percent(value)
-    if kind == "count":
-        return format_count(value)
-    if kind == "rate":
-        return format_rate(value, "")
+    if kind:
+        return {"pct": format_percent, "count": format_count, "rate": lambda v: format_rate(v, "")}[kind](value)
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return format_number(value)
     return str(value)
@@ -212,10 +202,7 @@ class Comparison:
         the table (``.rows``)."""
         import ipywidgets as w
 
-        figures = []
-        for yk in self.drawn:
-            xlab, ylab = self._labels[yk]
-            figures.append(_figure(f"{yk} vs {self._x}", self.lines[yk], self._colors, xlab, ylab))
+        figures = [_figure(f"{yk} vs {self._x}", self.lines[yk], self._colors, *self._labels[yk]) for yk in self.drawn]
         table = w.HTML(table_html(self.rows), layout=w.Layout(overflow="auto", max_width="100%"))
         plots = w.VBox(figures, layout=w.Layout(flex="0 0 auto"))
         box = w.VBox([plots, table], layout=w.Layout(align_items="flex-start", max_width="100%"))

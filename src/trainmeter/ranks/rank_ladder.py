@@ -48,12 +48,11 @@ def _rank_rungs(entry: Mapping[str, Any], mfu: float | None, mfu_missing: str | 
     rungs["mfu"] = {"value": mfu, "source": "this rank's MFU (its tokens, one device)",
                     "provenance": as_provenance(mfu_provenance, "counted"),
                     "missing": None if mfu is not None else (mfu_missing or "this rank has no MFU")}
-    objects = []
-    for key in ("gpu_util", "sm_activity", "tensor_activity", "mfu"):
-        r = rungs.get(key) or {}
-        objects.append(Rung(key=key, label=LABELS.get(key, key), value=r.get("value"), source=r.get("source") or "",
-                            provenance=as_provenance(r.get("provenance"), "measured"), missing=r.get("missing")))
-    falloff, sentence = diagnose(tuple(objects), ofu=entry.get("ofu"), dram_bw_util=entry.get("dram_bw_util"))
+    shown = {key: rungs.get(key) or {} for key in ("gpu_util", "sm_activity", "tensor_activity", "mfu")}
+    objects = tuple(Rung(key=key, label=LABELS.get(key, key), value=r.get("value"), source=r.get("source") or "",
+                         provenance=as_provenance(r.get("provenance"), "measured"), missing=r.get("missing"))
+                    for key, r in shown.items())
+    falloff, sentence = diagnose(objects, ofu=entry.get("ofu"), dram_bw_util=entry.get("dram_bw_util"))
     return rungs, falloff, sentence
 
 
