@@ -262,14 +262,11 @@ class RanksExtension(ExtensionBase):
 
     def tiles(self) -> list[dict[str, Any]]:
         """Parent with ranks: the launch's MFU tile (devices = world size). Reads the last poll's state."""
-        if self.role != "parent" or self._follower is None:
-            return []
-        ranks = self._follower.ranks()
-        if not ranks:
+        if self.role != "parent" or self._follower is None or not self._follower.ranks():
             return []
         from trainmeter.ranks.panel import launch_mfu_tile
 
-        tile = launch_mfu_tile(ranks)
+        tile = launch_mfu_tile(self._follower.ranks())
         return [tile] if tile is not None else []
 
     def panels(self) -> list[dict[str, Any]]:
@@ -281,18 +278,16 @@ class RanksExtension(ExtensionBase):
             return self._panels
         self._polled_s = now
         if self._follower is None and not seats(self._monitor.run_dir):
-            self._panels = []  # no seat folder, so no rank wrote a record (one process): nothing loaded or read
-            return self._panels
-        from trainmeter.ranks.follow import RunFollower
-
+            return self._panels  # no seat folder, so no rank wrote a record (one process): nothing loaded or read
         if self._follower is None:
+            from trainmeter.ranks.follow import RunFollower
+
             self._follower = RunFollower(self._monitor.run_dir)
         self._follower.poll()
-        if not self._follower.ranks():  # no rank wrote a record (one process): no panel, and no panel module loaded
-            self._panels = []
-            return self._panels
-        from trainmeter.ranks.panel import ranks_panel
+        self._panels = []
+        if self._follower.ranks():  # a rank wrote a record: only then is the panel module loaded
+            from trainmeter.ranks.panel import ranks_panel
 
-        panel = ranks_panel(self._follower)
-        self._panels = [panel] if panel is not None else []
+            panel = ranks_panel(self._follower)
+            self._panels = [panel] if panel is not None else []
         return self._panels

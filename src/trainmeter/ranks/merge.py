@@ -91,9 +91,7 @@ def _tokens_note(p: dict[str, Any]) -> str:
 
 def read_seat(seat_dir: Path) -> RankSummary:
     """Summarise one seat from its passport, or from the tail of its log when it has none."""
-    ident: dict[str, Any] = {}
-    for record in head(seat_dir / LOG_FILE, 1, kinds=("rank",)):
-        ident = dict(record)
+    ident: dict[str, Any] = next((dict(r) for r in head(seat_dir / LOG_FILE, 1, kinds=("rank",))), {})
     base = {"seat": seat_dir.name, "rank": ident.get("rank"), "local_rank": ident.get("local_rank"),
             "node": ident.get("node"), "world_size": ident.get("world_size")}
     label = f"rank {base['rank']}" if base["rank"] is not None else seat_dir.name
@@ -167,8 +165,7 @@ def distributed_section(ranks: list[RankSummary], *, token_unit: str = "tokens",
                         node_gpus: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
     """The passport's ``distributed`` section for a launch; ``launch_dir``: also count each rank's straggler windows;
     ``node_gpus``: node samplers' ``gpu`` sections beside those in the ranks' passports."""
-    worlds = [r.world_size for r in ranks if r.world_size]
-    world_size = max(worlds) if worlds else len(ranks)
+    world_size = max((r.world_size for r in ranks if r.world_size), default=len(ranks))
     nodes = sorted({r.node for r in ranks if r.node})
     backends = sorted({r.backend for r in ranks if r.backend})
     steps = [r.steps for r in ranks]
