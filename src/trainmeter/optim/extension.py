@@ -38,9 +38,8 @@ GRAD_NORM_ALIASES = ("grad_2.0_norm_total", "grad_norm_total")  # Lightning's ut
 
 def rank_from_env(environ: Any = None) -> int | None:
     """The process rank from ``RANK`` (torchrun, accelerate, Lightning), or ``None`` when unset or not a number."""
-    value = (os.environ if environ is None else environ).get("RANK")
     try:
-        return int(value) if value not in (None, "") else None
+        return int((os.environ if environ is None else environ).get("RANK", ""))
     except ValueError:
         return None
 

@@ -48,15 +48,10 @@ class TailReader:
         self._partial = lines.pop()
         if len(self._partial) > self.max_bytes:  # one line longer than a read: skip it to its end
             self._partial, self._skipping = b"", True
-        out = []
-        for i, line in enumerate(lines):
-            if self._skipping and i == 0:
-                self._skipping = False
-                continue
-            record = parse_line(line)
-            if record is not None:
-                out.append(record)
-        return out
+        if self._skipping and lines:  # the first line is the end of the one skipped
+            self._skipping = False
+            lines = lines[1:]
+        return [record for record in map(parse_line, lines) if record is not None]
 
 
 @dataclass(slots=True)

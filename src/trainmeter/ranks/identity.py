@@ -46,11 +46,8 @@ def this_node() -> str:
 
 
 def _int(environ: Mapping[str, str], key: str) -> int | None:
-    raw = environ.get(key)
-    if raw is None or raw.strip() == "":
-        return None
     try:
-        return int(raw)
+        return int(environ.get(key, ""))  # unset or blank: not a number
     except ValueError:
         return None
 

@@ -31,13 +31,9 @@ def inherited_run_dir(environ: Mapping[str, str] | None = None, pid: int | None 
     ``TRAINMETER_RUN_PARENT``) and when the folder does not exist."""
     env = os.environ if environ is None else environ
     raw = env.get(RUN_DIR_ENV)
-    if not raw:
+    if not raw or env.get(PARENT_ENV) == str(os.getpid() if pid is None else pid):
         return None
-    parent = env.get(PARENT_ENV)
-    if parent is not None and parent == str(os.getpid() if pid is None else pid):
-        return None
-    path = Path(raw)
-    return path if path.is_dir() else None
+    return Path(raw) if Path(raw).is_dir() else None
 
 
 def claim_name(name: str, key: str, generation: int) -> str:
