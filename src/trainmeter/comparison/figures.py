@@ -237,11 +237,8 @@ def compare(runs: Any = None, x: str = "tokens",
         where = html.escape(str(root or ".trainmeter/runs"))
         return Comparison({}, [], f"<p>no saved runs under {where}</p>", {}, {}, x)
     names = _unique([r.name for r in chosen])
-    passports, docs = [], []
-    for n, r in zip(names, chosen, strict=True):
-        passport, doc = _readable(n, r)
-        passports.append(passport)
-        docs.append(doc)
+    readable = [_readable(n, r) for n, r in zip(names, chosen, strict=True)]
+    passports, docs = [p for p, _ in readable], [d for _, d in readable]
     colors = {n: FIGURE_PALETTE[i % len(FIGURE_PALETTE)] for i, n in enumerate(names)}
     per_line = max(MIN_LINE_POINTS, min(MAX_LINE_POINTS, FIGURE_BUDGET_POINTS // len(chosen)))
     units = {p.get("token_unit", "tokens") for p in passports}
