@@ -30,13 +30,12 @@ def auto_monitor() -> Any:
 
 def arm() -> None:
     """Arm the start at the first optimizer built (or stepped) in a child of a monitored run (never raises)."""
-    global _armed
+    global _armed, _import_hooks
     if _armed or not os.environ.get(RUN_DIR_ENV) or os.environ.get(AUTOSTART_ENV, "1") == "0":
         return
-    try:
-        if not host_patches.enabled("autostart"):  # TRAINMETER_DISABLE=autostart (core/host_patches.py)
-            return
-        if inherited_run_dir() is None:
+    with contextlib.suppress(Exception):
+        # TRAINMETER_DISABLE=autostart (core/host_patches.py); no inherited folder in the parent itself, or gone
+        if not host_patches.enabled("autostart") or inherited_run_dir() is None:
             return
         _armed = True
         module = sys.modules.get("torch.optim.optimizer")
@@ -45,11 +44,8 @@ def arm() -> None:
         else:
             from trainmeter.core.patches import PostImportHooks
 
-            global _import_hooks
             _import_hooks = PostImportHooks({"torch.optim.optimizer": _register})
             _import_hooks.install()
-    except Exception:
-        return
 
 
 _armed = False

@@ -27,10 +27,8 @@ def ranks_panel(follower: RunFollower, now_s: float | None = None) -> dict[str, 
     for r in ranks:
         interval = r.interval or {}
         fields = interval.get("distributed") or {}
-        timing = fields.get("timing") or {}
-        key: int | str = r.rank if r.rank is not None else r.seat
-        if timing:
-            timings[key] = timing
+        if fields.get("timing"):
+            timings[r.rank if r.rank is not None else r.seat] = fields["timing"]
         status = r.status
         if status == "running" and r.node == this_node() and not process_alive(r.pid):
             status = f"died at step {r.steps}"
