@@ -113,12 +113,9 @@ def make_line(name: str, passport: dict[str, Any], doc: dict[str, Any], x: str, 
         ys = [float("nan") if v is None else float(v) for v in s["value"]]
         xs = _to_x(x, steps, reports, fpt)
     else:
-        if y == "mfu":
-            if conv is None:
-                return Line(run=name, x=[], y=[], missing="MFU needs a named convention")
-            values = (doc.get("mfu") or {}).get(conv) or []
-        else:
-            values = reports.get("tokens_per_s") or []
+        if y == "mfu" and conv is None:
+            return Line(run=name, x=[], y=[], missing="MFU needs a named convention")
+        values = ((doc.get("mfu") or {}).get(conv) if y == "mfu" else reports.get("tokens_per_s")) or []
         keep = [i for i, v in enumerate(values) if v is not None]
         if not keep:
             why = (passport.get("compute") or {}).get("mfu_missing") if y == "mfu" else None

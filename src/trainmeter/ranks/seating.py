@@ -4,6 +4,7 @@ for the ranks extension and the merge (one run per process). Training thread, on
 
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass
 from datetime import datetime
@@ -46,10 +47,8 @@ def seat_for(root: Path, name: str, now: datetime) -> Seat | None:
     parent_pid: int | None = None
     if inherited is not None:
         base = inherited
-        try:
+        with contextlib.suppress(ValueError):  # not a pid: the ranks own the launch folder
             parent_pid = int(os.environ.get(PARENT_ENV, ""))
-        except ValueError:
-            parent_pid = None
     elif identity.distributed:
         base = launch_dir(root, name, identity, now)
     else:
