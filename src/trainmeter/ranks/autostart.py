@@ -1,8 +1,5 @@
-"""A child of a monitored run monitors itself as a rank, once it trains (docs/spec.md section 19,
-"Children of a monitored cell").
-
-At the first optimizer built (or stepped) in a child with ``TRAINMETER_RUN_DIR``, a monitor starts as
-``tm.monitor()`` would, finished when the process ends; ``TRAINMETER_AUTOSTART=0`` turns it off.
+"""A child of a monitored run monitors itself as a rank from its first optimizer built (or stepped), finished when
+the process ends (docs/spec.md section 19, "Children of a monitored cell"; ``TRAINMETER_AUTOSTART=0``: off).
 """
 
 from __future__ import annotations

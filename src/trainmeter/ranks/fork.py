@@ -2,10 +2,9 @@
 
 ``os.register_at_fork`` handlers, installed once per process by the ranks extension: before, take the monitor's
 series locks (bounded waits) and hold the report worker between jobs; after, in the parent, release them and
-count the fork; after, in the child, re-home the inherited monitor (the core's ``rehome_in_child``): the parent's
-run log let go, sampler wings dropped, counters afresh, a :class:`LazyRankRecorder` that
-seats the child at its first report (soon: :data:`CHILD_FIRST_REPORT_S`). The child's run is finished by a
-``multiprocessing`` finalizer (children that leave by ``os._exit``) or at interpreter exit.
+count the fork; after, in the child, re-home the inherited monitor (the core's ``rehome_in_child``, seated at its
+first report by a :class:`LazyRankRecorder`). The child's run is finished by a ``multiprocessing`` finalizer or at
+interpreter exit (what re-homing drops and keeps: docs/spec.md section 19, "fork").
 """
 
 from __future__ import annotations
