@@ -1,6 +1,6 @@
 """The compare table: one row per run, its numbers as the widget and passport.md print them."""
 
-from trainmeter.comparison.table import table_html, table_rows
+from trainmeter.comparison.figures import table_html, table_rows
 
 
 def _passport(loss, steps, tokens_per_s, mfu):

@@ -21,7 +21,7 @@ def test_the_returned_norm_is_kept_unchanged_and_taken_once():
     try:
         returned = torch.nn.utils.clip_grad_norm_([_param()], 1.0)
         assert tap.pending is returned and float(returned) == pytest.approx(6.0)
-        assert tap.take() is returned and tap.take() is None
+        assert tap.take_at(0) is returned and tap.take_at(0) is None  # no step counter: kept at step -1
         assert tap.missing_reason() is None
     finally:
         tap.remove()

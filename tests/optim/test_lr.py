@@ -2,7 +2,7 @@
 
 import torch
 
-from trainmeter.optim.lr import group_label, read_lrs
+from trainmeter.optim.extension import group_label, read_lrs
 
 
 def test_one_group_gives_lr_only():

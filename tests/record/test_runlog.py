@@ -107,10 +107,10 @@ def test_json_lines_parses_to_exactly_the_indented_dump_of_the_cleaned_document(
         assert len(text.splitlines()) == (len(doc) + 2 if doc else 1)  # one top-level key a line
 
 
-def test_json_lines_and_json_safe_use_only_the_c_encoder(monkeypatch):
+def test_json_lines_uses_only_the_c_encoder(monkeypatch):
     import json.encoder
 
-    from trainmeter.record.runlog import json_lines, json_safe
+    from trainmeter.record.runlog import json_lines
 
     def python_encoder(*args, **kwargs):
         raise AssertionError("json's pure-Python encoder ran")
@@ -118,15 +118,12 @@ def test_json_lines_and_json_safe_use_only_the_c_encoder(monkeypatch):
     monkeypatch.setattr(json.encoder, "_make_iterencode", python_encoder)
     for doc in _documents():
         assert json.loads(json_lines(doc)) == clean(doc)
-        assert json_safe(doc) == clean(doc)
 
 
-def test_json_safe_is_clean_even_for_what_json_cannot_encode():
-    from trainmeter.record.runlog import json_safe
-
+def test_clean_keeps_what_json_cannot_encode_and_spells_odd_keys():
     marker = object()
-    assert json_safe({"m": [marker, float("nan")], (1, 2): 3}) == {"m": [marker, None], "(1, 2)": 3}
-    assert json_safe({"t": (1, [2.5])}) == {"t": [1, [2.5]]}
+    assert clean({"m": [marker, float("nan")], (1, 2): 3}) == {"m": [marker, None], "(1, 2)": 3}
+    assert clean({"t": (1, [2.5])}) == {"t": [1, [2.5]]}
 
 
 def test_json_lines_raises_type_error_for_a_value_json_cannot_encode():

@@ -1,9 +1,10 @@
-"""``tm.compare``: saved runs side by side, one chart per y, one line per run, a table of what differs (docs/spec.md
-section 15). bqplot, ipywidgets and numpy are imported only by :meth:`Comparison.widget`.
+"""``tm.compare``: saved runs side by side, one chart per y, one line per run, a table of what differs, one row per
+run from its passport (docs/spec.md section 15). bqplot, ipywidgets and numpy are imported only by :meth:`Comparison.widget`.
 """
 
 from __future__ import annotations
 
+import base64
 import html
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -20,8 +21,11 @@ from trainmeter.comparison.lines import (
     x_label,
     y_label,
 )
-from trainmeter.comparison.table import table_html, table_rows
-from trainmeter.widget.look import FIGURE_PALETTE
+from trainmeter.record.runs import Run, damaged_passport, load
+from trainmeter.record.runs import runs as saved_runs
+from trainmeter.sizes import format_count, format_number, format_percent, format_rate
+from trainmeter.widget.look import FIGURE_PALETTE, MUTED, PALETTE
+from trainmeter.widget.snapshot import CHART_H, CHART_W, chart_svg
 
 DEFAULT_LAST_RUNS = 5
 """Runs :func:`compare` picks under the run root when given none (the most recent)."""
@@ -32,9 +36,6 @@ MIN_LINE_POINTS = 64
 
 
 def _resolve(runs: Any, root: str | Path | None, last: int) -> list[Any]:
-    from trainmeter.record.runs import Run, load
-    from trainmeter.record.runs import runs as saved_runs
-
     if runs is None:
         return saved_runs(root)[-last:] if last > 0 else []
     if isinstance(runs, (Run, str, Path)):
@@ -71,8 +72,112 @@ def _figure(title: str, lines: list[Line], colors: dict[str, str], xlab: str, yl
     return fig
 
 
+def _esc(text: Any) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def figure_html(title: str, lines: Sequence[Line], x_kind: str, x_caption: str, y_label: str) -> str | None:
+    """One figure (title, chart, legend, the runs without a line), or ``None`` when no run has a line."""
+    drawn = [ln for ln in lines if ln.missing is None and ln.x]
+    missing = [f"{ln.run}: {ln.missing}" for ln in lines if ln.missing is not None]
+    if not drawn:
+        return None
+    spec = {"id": title, "title": title, "x": "time" if x_kind == "time" else "step", "unit": "",
+            "series": [ln.run for ln in drawn], "x_label": x_caption}
+    series = {ln.run: ("step", ln.x, ln.y) for ln in drawn}
+    svg = chart_svg(spec, series)
+    if svg is None:
+        return None
+    uri = "data:image/svg+xml;base64," + base64.b64encode(svg.encode("utf-8")).decode("ascii")
+    legend = " &nbsp; ".join(f'<span style="color:{PALETTE[i % len(PALETTE)]}">&#9632;</span> {_esc(ln.run)}'
+                             for i, ln in enumerate(drawn))
+    note = (f'<div style="font-size:11px;color:{MUTED}">no line for {_esc("; ".join(missing))}</div>'
+            if missing else "")
+    return (f'<div class="tm-compare-figure" data-tm-figure="{_esc(title)}" style="display:inline-block;'
+            f'vertical-align:top;margin:0 12px 8px 0;max-width:100%">'
+            f'<div style="font-size:12px;font-weight:600">{_esc(title)}'
+            f' <span style="font-weight:400;color:{MUTED}">({_esc(y_label)})</span></div>'
+            f'<img src="{uri}" alt="{_esc(title)} chart" width="{CHART_W}" height="{CHART_H}" style="max-width:100%">'
+            f'<div style="font-size:11px;color:{MUTED}">{legend}</div>{note}</div>')
+
+
+def comparison_html(figures: Sequence[str], absent: Sequence[str], table: str) -> str:
+    """The whole comparison: the figures, one line per y no run has, the table (scrolling sideways if wide)."""
+    gone = "".join(f'<div style="font-size:12px;color:{MUTED}">{_esc(a)}</div>' for a in absent)
+    return (f'<div class="trainmeter-compare" style="font-family:var(--jp-ui-font-family, system-ui, sans-serif);'
+            f'max-width:100%">{"".join(figures)}{gone}'
+            f'<div style="max-width:100%;overflow-x:auto">{table}</div></div>')
+
+
+DIFF_IGNORED = ("options.name", "options.run_root")
+"""Keys that differ by design and are not worth a mention."""
+
+
+def _flat(prefix: str, value: Any) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        return {prefix: value}
+    return {key: v for k, sub in value.items() for key, v in _flat(f"{prefix}.{k}", sub).items()}
+
+
+def differences(passports: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per run: ``{key: value}`` of ``environment.*`` and ``options.*`` keys that differ from the first run."""
+    flats = [{**_flat("environment", p.get("environment") or {}), **_flat("options", p.get("options") or {})}
+             for p in passports]
+    keys = sorted({k for f in flats for k in f} - set(DIFF_IGNORED))
+    varying = [k for k in keys if len({repr(f.get(k)) for f in flats}) > 1]
+    base = flats[0] if flats else {}
+    return [{k: f.get(k) for k in varying if i == 0 or f.get(k) != base.get(k)} for i, f in enumerate(flats)]
+
+
+def _fmt(value: Any, kind: str = "") -> str:
+    if value is None:
+        return "-"
+    if kind:
+        return {"pct": format_percent, "count": format_count, "rate": lambda v: format_rate(v, "")}[kind](value)
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return format_number(value)
+    return str(value)
+
+
+def table_rows(names: list[str], passports: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One dict per run with the table's values (numbers, not text)."""
+    diffs = differences(passports)
+    rows = []
+    for name, p, diff in zip(names, passports, diffs, strict=True):
+        loss = (p.get("series") or {}).get("train_loss") or {}
+        compute = p.get("compute") or {}
+        conv = compute.get("convention")
+        energy = p.get("energy") or {}
+        rows.append({
+            "run": name, "status": p.get("status", "unfinished"), "steps": p.get("steps"), "tokens": p.get("tokens"),
+            "final_loss": loss.get("last"), "best_loss": loss.get("min"),
+            "tokens_per_s": (p.get("throughput") or {}).get("train_tokens_per_s"),
+            "mfu": (compute.get("mfu") or {}).get(conv) if conv else None, "convention": conv,
+            "j_per_token": energy.get("j_per_token"), "goodput": p.get("goodput"), "differs": diff,
+        })
+    return rows
+
+
+def table_html(rows: list[dict[str, Any]]) -> str:
+    """The rows as an HTML table (class ``tm-compare-table``)."""
+    head = ("run", "status", "steps", "tokens", "final loss", "best loss", "tokens/s", "MFU", "J/token", "goodput",
+            "differs from the first run")
+    out = ['<table class="tm-compare-table" style="border-collapse:collapse;font-size:12px">',
+           "<tr>" + "".join(f'<th style="text-align:left;padding:2px 6px;white-space:nowrap">{h}</th>' for h in head) + "</tr>"]
+    for r in rows:
+        mfu = _fmt(r["mfu"], "pct") + (f" ({r['convention']})" if r["mfu"] is not None else "")
+        differs = "; ".join(f"{k.split('.', 1)[1]}={v}" for k, v in r["differs"].items()) or "-"
+        cells = (r["run"], r["status"], _fmt(r["steps"], "count"), _fmt(r["tokens"], "count"), _fmt(r["final_loss"]),
+                 _fmt(r["best_loss"]), _fmt(r["tokens_per_s"], "rate"), mfu, _fmt(r["j_per_token"]),
+                 _fmt(r["goodput"], "pct"), differs)
+        out.append("<tr>" + "".join(f'<td style="padding:2px 6px;white-space:nowrap">{html.escape(str(c))}</td>' for c in cells)
+                   + "</tr>")
+    out.append("</table>")
+    return "\n".join(out)
+
+
 class Comparison:
-    """What :func:`compare` returns: static HTML everywhere (comparison/static.py), the interactive figures on
+    """What :func:`compare` returns: static HTML everywhere (:func:`figure_html`), the interactive figures on
     request (:meth:`widget`). ``lines``: ``{y: [Line, ...]}``, one per run; ``rows``: the table's values."""
 
     def __init__(self, lines: dict[str, list[Line]], rows: list[dict[str, Any]], html: str,
@@ -97,10 +202,7 @@ class Comparison:
         the table (``.rows``)."""
         import ipywidgets as w
 
-        figures = []
-        for yk in self.drawn:
-            xlab, ylab = self._labels[yk]
-            figures.append(_figure(f"{yk} vs {self._x}", self.lines[yk], self._colors, xlab, ylab))
+        figures = [_figure(f"{yk} vs {self._x}", self.lines[yk], self._colors, *self._labels[yk]) for yk in self.drawn]
         table = w.HTML(table_html(self.rows), layout=w.Layout(overflow="auto", max_width="100%"))
         plots = w.VBox(figures, layout=w.Layout(flex="0 0 auto"))
         box = w.VBox([plots, table], layout=w.Layout(align_items="flex-start", max_width="100%"))
@@ -129,19 +231,14 @@ def compare(runs: Any = None, x: str = "tokens",
         ValueError: A bad ``x`` or ``y`` (naming what is valid).
         FileNotFoundError: A path that holds no run.
     """
-    from trainmeter.comparison.static import comparison_html, figure_html
-
     ys = _validate(x, y)
     chosen = _resolve(runs, root, last)
     if not chosen:
         where = html.escape(str(root or ".trainmeter/runs"))
         return Comparison({}, [], f"<p>no saved runs under {where}</p>", {}, {}, x)
     names = _unique([r.name for r in chosen])
-    passports, docs = [], []
-    for n, r in zip(names, chosen, strict=True):
-        passport, doc = _readable(n, r)
-        passports.append(passport)
-        docs.append(doc)
+    readable = [_readable(n, r) for n, r in zip(names, chosen, strict=True)]
+    passports, docs = [p for p, _ in readable], [d for _, d in readable]
     colors = {n: FIGURE_PALETTE[i % len(FIGURE_PALETTE)] for i, n in enumerate(names)}
     per_line = max(MIN_LINE_POINTS, min(MAX_LINE_POINTS, FIGURE_BUDGET_POINTS // len(chosen)))
     units = {p.get("token_unit", "tokens") for p in passports}
@@ -167,8 +264,6 @@ def compare(runs: Any = None, x: str = "tokens",
 
 def _readable(name: str, run: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     """A run's passport and curves, or (a damaged one) a stand-in saying why: one run never breaks the rest."""
-    from trainmeter.record.runs import damaged_passport
-
     try:
         doc = load_curves(run)
         table_rows([name], [run.passport])  # the table reads what it needs of the passport

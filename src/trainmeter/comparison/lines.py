@@ -5,6 +5,7 @@ Pure functions over a run's passport and curves document; no plotting library.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass
 from typing import Any
@@ -39,12 +40,10 @@ def load_curves(run: Any) -> dict[str, Any]:
     path = run.dir / CURVES_FILE
     events = run.dir / LOG_FILE
     size = _regular_size(events)
-    try:
+    with contextlib.suppress(OSError):  # missing, or damaged (Damaged): built again from the log
         doc = read_json(path, types=CURVES_TYPES)
         if doc.get("events_bytes") is None or size is None or size == doc["events_bytes"]:
             return doc
-    except OSError:  # missing, or damaged (Damaged): built again from the log
-        pass
     if size is None or run.damaged:
         return dict(EMPTY_CURVES)
     try:
@@ -53,10 +52,8 @@ def load_curves(run: Any) -> dict[str, Any]:
         return dict(EMPTY_CURVES)
     if run.passport.get("status"):  # finished: cache it (keyed on the log's size)
         doc["events_bytes"] = size
-        try:
+        with contextlib.suppress(OSError):
             write_curves(run.dir, doc)
-        except OSError:
-            pass
     return doc
 
 
@@ -116,12 +113,9 @@ def make_line(name: str, passport: dict[str, Any], doc: dict[str, Any], x: str, 
         ys = [float("nan") if v is None else float(v) for v in s["value"]]
         xs = _to_x(x, steps, reports, fpt)
     else:
-        if y == "mfu":
-            if conv is None:
-                return Line(run=name, x=[], y=[], missing="MFU needs a named convention")
-            values = (doc.get("mfu") or {}).get(conv) or []
-        else:
-            values = reports.get("tokens_per_s") or []
+        if y == "mfu" and conv is None:
+            return Line(run=name, x=[], y=[], missing="MFU needs a named convention")
+        values = ((doc.get("mfu") or {}).get(conv) if y == "mfu" else reports.get("tokens_per_s")) or []
         keep = [i for i, v in enumerate(values) if v is not None]
         if not keep:
             why = (passport.get("compute") or {}).get("mfu_missing") if y == "mfu" else None

@@ -147,11 +147,8 @@ class Integrations(ExtensionBase):
         self._publish(None)
 
     def view(self) -> FrameworksView:
-        """The control of the framework in its fit now, and where steps come from (any thread)."""
-        return FrameworksView(control=self._control, framework=self._framework, steps_source=self._steps_source())
-
-    def _steps_source(self) -> str:
-        return STEPS_SOURCE.get(self._framework or "", "torch.optim step hook")
+        """The control of the framework in its fit now, and the last fit's framework (any thread)."""
+        return FrameworksView(control=self._control, framework=self._framework)
 
     # -- wrapping ------------------------------------------------------------------
     def _patch_module(self, entries: list[tuple[Adapter, Site]], module: ModuleType) -> None:
@@ -256,7 +253,7 @@ class Integrations(ExtensionBase):
                 f"{self.short_steps} short accumulation step(s) (fewer micro-batches than accelerate's "
                 "gradient_accumulation_steps, each divided by it) shown as the mean of their micro-batch losses"))
         return {"short_accumulation_steps": self.short_steps, "fits": dict(self.fits), "framework": self._framework,
-                "steps_source": self._steps_source(),
+                "steps_source": STEPS_SOURCE.get(self._framework or "", "torch.optim step hook"),
                 "framework_steps": dict(self.framework_steps), "explicit_steps": dict(self.explicit_steps),
                 "patched": sorted(set(self.patched))}
 

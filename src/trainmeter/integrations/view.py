@@ -50,8 +50,7 @@ class FrameworkControl:
 @dataclass(frozen=True)
 class FrameworksView:
     """The framework adapters at the time of asking (any thread): the ``control`` of the framework in its fit now,
-    the ``framework`` of the last fit seen, and where the step count comes from."""
+    the ``framework`` of the last fit seen."""
 
     control: FrameworkControl | None = None
     framework: str | None = None
-    steps_source: str = "torch.optim step hook"

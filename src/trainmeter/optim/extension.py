@@ -12,18 +12,19 @@ import math
 import os
 import sys
 import weakref
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from trainmeter.core import host_patches
 from trainmeter.core.extension import ExtensionBase, Report
 from trainmeter.optim.grad_norm import CLIP_SOURCE, GRAD_NORM_SERIES, ClipTap
-from trainmeter.optim.lr import LR_SERIES, read_lrs
 from trainmeter.optim.smoothing import EMA_BETA, EmaCursor, LossEma
 
 if TYPE_CHECKING:
     from trainmeter.core.context import RunContext
     from trainmeter.core.steps import StepRecorder
 
+LR_SERIES = "lr"  # the first param group's rate; when the groups' rates differ, also lr/<group> (read_lrs)
 MAX_POINTS_PER_S = 100.0
 _FAR = 1 << 62  # a reader cursor past any point: the series it stands for is never held back
 # The share of a step the rate read may take (its stride grows until the read costs no more, docs/spec.md section 2).
@@ -37,11 +38,39 @@ GRAD_NORM_ALIASES = ("grad_2.0_norm_total", "grad_norm_total")  # Lightning's ut
 
 def rank_from_env(environ: Any = None) -> int | None:
     """The process rank from ``RANK`` (torchrun, accelerate, Lightning), or ``None`` when unset or not a number."""
-    value = (os.environ if environ is None else environ).get("RANK")
     try:
-        return int(value) if value not in (None, "") else None
+        return int((os.environ if environ is None else environ).get("RANK", ""))
     except ValueError:
         return None
+
+
+
+def group_label(group: Any, index: int) -> str:
+    """``name`` of a param group when it is a non-empty string, else its index."""
+    name = group.get("name") if hasattr(group, "get") else None
+    return name if isinstance(name, str) and name else str(index)
+
+
+def read_lrs(param_groups: Sequence[Any]) -> dict[str, Any]:
+    """Return ``{"lr": first group's rate}``, plus ``{"lr/<group>": rate}`` per group when they differ; rates as
+    stored (tensor rates are never compared, so such groups are always listed).
+
+    Examples:
+        >>> read_lrs([{"lr": 0.1}, {"lr": 0.1}])
+        {'lr': 0.1}
+        >>> read_lrs([{"lr": 0.1}, {"lr": 0.01, "name": "head"}])
+        {'lr': 0.1, 'lr/0': 0.1, 'lr/head': 0.01}
+    """
+    first = param_groups[0]["lr"]
+    out: dict[str, Any] = {LR_SERIES: first}
+    if len(param_groups) == 1:
+        return out
+    rates = [group["lr"] for group in param_groups]
+    if all(type(rate) in (float, int) for rate in rates) and all(rate == first for rate in rates):
+        return out
+    for index, (group, rate) in enumerate(zip(param_groups, rates, strict=True)):
+        out[f"{LR_SERIES}/{group_label(group, index)}"] = rate
+    return out
 
 
 class OptimExtension(ExtensionBase):
@@ -255,13 +284,10 @@ class OptimExtension(ExtensionBase):
         m = self._m
         if m is not None and any(name in m.series for name in (GRAD_NORM_SERIES, *GRAD_NORM_ALIASES)):
             return None
-        if self.reason is not None:
-            return self.reason
-        return self.clip.missing_reason()
+        return self.reason if self.reason is not None else self.clip.missing_reason()
 
     def _lr_names(self) -> list[str]:
-        m = self._m
-        names = list(m.series) if m is not None else []
+        names = list(self._m.series) if self._m is not None else []
         return [n for n in names if n == LR_SERIES or n.startswith(LR_SERIES + "/")]
 
     def passport_section(self) -> dict[str, Any]:
@@ -269,10 +295,8 @@ class OptimExtension(ExtensionBase):
         m = self._m
         series = m.series if m is not None else {}
         lr_names = self._lr_names()
-        grad_source = None
-        if self.clip.norm_calls:
-            grad_source = CLIP_SOURCE
-        elif any(name in series for name in (GRAD_NORM_SERIES, *GRAD_NORM_ALIASES)):
+        grad_source = CLIP_SOURCE if self.clip.norm_calls else None
+        if not grad_source and any(name in series for name in (GRAD_NORM_SERIES, *GRAD_NORM_ALIASES)):
             grad_source = "logged by the training framework (taps)"
         return {
             "lr": {"series": lr_names,
@@ -331,17 +355,10 @@ class OptimExtension(ExtensionBase):
 
 
 def _positive(m: Any, names: list[str]) -> bool:
-    for name in names:
-        series = m.series.get(name)
-        low = series.stats().min if series is not None else None
-        if low is None or low <= 0:
-            return False
-    return True
+    lows = [series.stats().min if (series := m.series.get(name)) is not None else None for name in names]
+    return all(low is not None and low > 0 for low in lows)
 
 
 def _last(m: Any, name: str, aliases: tuple[str, ...]) -> float | None:
-    for candidate in (name, *aliases):
-        series = m.series.get(candidate)
-        if series is not None and series.stats().last is not None:
-            return series.stats().last
-    return None
+    lasts = (series.stats().last for candidate in (name, *aliases) if (series := m.series.get(candidate)) is not None)
+    return next((last for last in lasts if last is not None), None)

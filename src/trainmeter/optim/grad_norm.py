@@ -93,11 +93,6 @@ class ClipTap:
         self._patches.restore_all()
         self.pending = None
 
-    def take(self) -> Any:
-        """Return and clear the pending norm."""
-        norm, self.pending = self.pending, None
-        return norm
-
     def take_at(self, steps: int) -> Any:
         """Return and clear the pending norm if it was returned while step ``steps`` (the count with it included) was
         computed, else ``None``: a norm left from an earlier step is dropped, never recorded at a later step."""

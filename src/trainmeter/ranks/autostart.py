@@ -1,13 +1,11 @@
-"""A child of a monitored run monitors itself as a rank, once it trains (docs/spec.md section 19,
-"Children of a monitored cell").
-
-At the first optimizer built (or stepped) in a child with ``TRAINMETER_RUN_DIR``, a monitor starts as
-``tm.monitor()`` would, finished when the process ends; ``TRAINMETER_AUTOSTART=0`` turns it off.
+"""A child of a monitored run monitors itself as a rank from its first optimizer built (or stepped), finished when
+the process ends (docs/spec.md section 19, "Children of a monitored cell"; ``TRAINMETER_AUTOSTART=0``: off).
 """
 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import functools
 import os
 import sys
@@ -29,13 +27,12 @@ def auto_monitor() -> Any:
 
 def arm() -> None:
     """Arm the start at the first optimizer built (or stepped) in a child of a monitored run (never raises)."""
-    global _armed
+    global _armed, _import_hooks
     if _armed or not os.environ.get(RUN_DIR_ENV) or os.environ.get(AUTOSTART_ENV, "1") == "0":
         return
-    try:
-        if not host_patches.enabled("autostart"):  # TRAINMETER_DISABLE=autostart (core/host_patches.py)
-            return
-        if inherited_run_dir() is None:
+    with contextlib.suppress(Exception):
+        # TRAINMETER_DISABLE=autostart (core/host_patches.py); no inherited folder in the parent itself, or gone
+        if not host_patches.enabled("autostart") or inherited_run_dir() is None:
             return
         _armed = True
         module = sys.modules.get("torch.optim.optimizer")
@@ -44,11 +41,8 @@ def arm() -> None:
         else:
             from trainmeter.core.patches import PostImportHooks
 
-            global _import_hooks
             _import_hooks = PostImportHooks({"torch.optim.optimizer": _register})
             _import_hooks.install()
-    except Exception:
-        return
 
 
 _armed = False
@@ -140,10 +134,8 @@ def finish_from_exit(status: str, error: BaseException | None) -> None:
     if m is not None:
         m.finish(status, error)
     if _handle is not None:
-        try:
+        with contextlib.suppress(Exception):
             _handle.remove()
-        except Exception:
-            pass
         _handle = None
     if _import_hooks is not None:
         _import_hooks.remove()

@@ -13,9 +13,12 @@ from typing import TYPE_CHECKING, Any
 
 from trainmeter.core import host_patches
 from trainmeter.core.extension import ExtensionBase, Report
+from trainmeter.core.patches import Patches
 from trainmeter.ranks import fork
-from trainmeter.ranks.launch import PARENT_ENV, RUN_DIR_ENV, SEAT_PREFIXES
+from trainmeter.ranks.identity import dist_state, rank_device, this_node
+from trainmeter.ranks.launch import PARENT_ENV, RUN_DIR_ENV, seats
 from trainmeter.ranks.seating import clear_seat, current_seat
+from trainmeter.ranks.timing import StepTiming
 from trainmeter.sizes import format_percent
 
 if TYPE_CHECKING:
@@ -76,17 +79,14 @@ class RanksExtension(ExtensionBase):
             from multiprocessing import popen_spawn_posix
         except ImportError:  # not POSIX
             return
-        from trainmeter.core.patches import Patches
-
         if not host_patches.allow("spawn-count", self._monitor.warn_once):
             return
-        ext = self
 
         def make(launch: Any) -> Any:
             @functools.wraps(launch)
             def _launch(popen: Any, process_obj: Any) -> Any:
-                if os.getpid() == ext._pid:
-                    ext.spawned += 1
+                if os.getpid() == self._pid:
+                    self.spawned += 1
                 return launch(popen, process_obj)
 
             return _launch
@@ -96,8 +96,6 @@ class RanksExtension(ExtensionBase):
         self._patches.wrap(popen_spawn_posix.Popen, "_launch", make)
 
     def _become_rank(self, monitor: RunContext) -> None:
-        from trainmeter.ranks.timing import StepTiming
-
         self.role = "rank"
         self._monitor = monitor
         seat = current_seat()
@@ -116,8 +114,6 @@ class RanksExtension(ExtensionBase):
     def _backend_now(self) -> str | None:
         """The ``torch.distributed`` backend, once seen initialised (it may be destroyed before the end)."""
         if self._backend is None:
-            from trainmeter.ranks.identity import dist_state
-
             state = dist_state(None)
             self._backend = state[2] if state is not None else None
         return self._backend
@@ -165,8 +161,6 @@ class RanksExtension(ExtensionBase):
     def _device_now(self) -> dict[str, Any] | None:
         """This rank's GPU; looked up at each report until torch names it (then kept)."""
         if self._device is None or self._device.get("provenance") != "detected":
-            from trainmeter.ranks.device import rank_device
-
             self._device = rank_device() or self._device
         return self._device
 
@@ -190,8 +184,7 @@ class RanksExtension(ExtensionBase):
         """Rank: identity and timing. Parent: the merged section of its seats, or a note on unseen children."""
         if self.role == "rank":
             seat = current_seat()
-            section: dict[str, Any] = {"role": "rank"}
-            section["backend"] = self._backend_now()
+            section: dict[str, Any] = {"role": "rank", "backend": self._backend_now()}
             if seat is not None:
                 section["identity"] = seat.identity.to_dict()
                 section["launch_dir"] = os.path.relpath(seat.launch_dir, seat.dir)  # relative: no user name
@@ -223,7 +216,6 @@ class RanksExtension(ExtensionBase):
         section = gpu.section if gpu is not None else None
         if not isinstance(section, dict) or self._section is None:
             return
-        from trainmeter.ranks.identity import this_node
         from trainmeter.ranks.rank_ladder import launch_ladders
 
         self._section["gpu_ladder"] = launch_ladders(self._ranks, {this_node(): section})
@@ -233,8 +225,8 @@ class RanksExtension(ExtensionBase):
         if m.run_dir is None:
             return None
         ranks = []
-        if _has_seats(m.run_dir):  # a run without seats (one process) never loads the merge
-            from trainmeter.ranks.merge import read_launch
+        if seats(m.run_dir):  # a run without seats (one process) never loads the merge
+            from trainmeter.ranks.merge import distributed_section, read_launch
 
             ranks = read_launch(m.run_dir)
         self._ranks = ranks
@@ -246,8 +238,6 @@ class RanksExtension(ExtensionBase):
                       "imports trainmeter (import it in the module that defines its worker function); "
                       "TRAINMETER_AUTOSTART=0 turns this off")
         if ranks:
-            from trainmeter.ranks.merge import distributed_section
-
             section = {"role": "launch", **distributed_section(ranks, token_unit=m.token_unit, launch_dir=m.run_dir,
                                                                convention=m.options.convention),
                        "children_spawned": self.spawned}
@@ -272,14 +262,11 @@ class RanksExtension(ExtensionBase):
 
     def tiles(self) -> list[dict[str, Any]]:
         """Parent with ranks: the launch's MFU tile (devices = world size). Reads the last poll's state."""
-        if self.role != "parent" or self._follower is None:
-            return []
-        ranks = self._follower.ranks()
-        if not ranks:
+        if self.role != "parent" or self._follower is None or not self._follower.ranks():
             return []
         from trainmeter.ranks.panel import launch_mfu_tile
 
-        tile = launch_mfu_tile(ranks)
+        tile = launch_mfu_tile(self._follower.ranks())
         return [tile] if tile is not None else []
 
     def panels(self) -> list[dict[str, Any]]:
@@ -290,28 +277,17 @@ class RanksExtension(ExtensionBase):
         if now - self._polled_s < PANEL_POLL_S:
             return self._panels
         self._polled_s = now
-        if self._follower is None and not _has_seats(self._monitor.run_dir):
-            self._panels = []  # no seat folder, so no rank wrote a record (one process): nothing loaded or read
-            return self._panels
-        from trainmeter.ranks.follow import RunFollower
-
+        if self._follower is None and not seats(self._monitor.run_dir):
+            return self._panels  # no seat folder, so no rank wrote a record (one process): nothing loaded or read
         if self._follower is None:
+            from trainmeter.ranks.follow import RunFollower
+
             self._follower = RunFollower(self._monitor.run_dir)
         self._follower.poll()
-        if not self._follower.ranks():  # no rank wrote a record (one process): no panel, and no panel module loaded
-            self._panels = []
-            return self._panels
-        from trainmeter.ranks.panel import ranks_panel
+        self._panels = []
+        if self._follower.ranks():  # a rank wrote a record: only then is the panel module loaded
+            from trainmeter.ranks.panel import ranks_panel
 
-        panel = ranks_panel(self._follower)
-        self._panels = [panel] if panel is not None else []
+            panel = ranks_panel(self._follower)
+            self._panels = [panel] if panel is not None else []
         return self._panels
-
-
-def _has_seats(launch_dir: Any) -> bool:
-    """Whether ``launch_dir`` holds a seat folder (``rank-<k>``, ``proc-<pid>``): one directory listing."""
-    try:
-        with os.scandir(launch_dir) as entries:
-            return any(e.name.startswith(SEAT_PREFIXES) and e.is_dir() for e in entries)
-    except OSError:
-        return False

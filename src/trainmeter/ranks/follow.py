@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trainmeter.ranks.launch import SEAT_PREFIXES
+from trainmeter.ranks.launch import seats
 from trainmeter.record.events import LOG_FILE, Record, parse_line
 from trainmeter.record.safe_read import open_regular
 
@@ -48,15 +48,10 @@ class TailReader:
         self._partial = lines.pop()
         if len(self._partial) > self.max_bytes:  # one line longer than a read: skip it to its end
             self._partial, self._skipping = b"", True
-        out = []
-        for i, line in enumerate(lines):
-            if self._skipping and i == 0:
-                self._skipping = False
-                continue
-            record = parse_line(line)
-            if record is not None:
-                out.append(record)
-        return out
+        if self._skipping and lines:  # the first line is the end of the one skipped
+            self._skipping = False
+            lines = lines[1:]
+        return [record for record in map(parse_line, lines) if record is not None]
 
 
 @dataclass(slots=True)
@@ -100,15 +95,9 @@ class RunFollower:
     def _discover(self) -> None:
         if "" not in self._readers and (self.run_dir / LOG_FILE).exists():
             self._add("", self.run_dir / LOG_FILE)
-        try:
-            children = list(os.scandir(self.run_dir))
-        except OSError:
-            return
-        for entry in children:
-            if entry.name.startswith(SEAT_PREFIXES) and entry.name not in self._readers and entry.is_dir():
-                path = Path(entry.path) / LOG_FILE
-                if path.exists():
-                    self._add(entry.name, path)
+        for seat in seats(self.run_dir):
+            if seat.name not in self._readers and (seat / LOG_FILE).exists():
+                self._add(seat.name, seat / LOG_FILE)
 
     def _add(self, seat: str, path: Path) -> None:
         self._readers[seat] = TailReader(path, self.max_bytes)
@@ -164,7 +153,7 @@ def newest_live_run(root: Path, within_s: float = 120.0) -> Path | None:
     except OSError:
         return None
     for folder in folders:
-        logs = [folder / LOG_FILE, *(log for prefix in SEAT_PREFIXES for log in folder.glob(f"{prefix}*/{LOG_FILE}"))]
+        logs = [folder / LOG_FILE, *(seat / LOG_FILE for seat in seats(folder))]
         for log in logs:
             try:
                 mtime = log.stat().st_mtime

@@ -2,20 +2,24 @@
 
 ``os.register_at_fork`` handlers, installed once per process by the ranks extension: before, take the monitor's
 series locks (bounded waits) and hold the report worker between jobs; after, in the parent, release them and
-count the fork; after, in the child, re-home the inherited monitor (the core's ``rehome_in_child``): the parent's
-run log let go, sampler wings dropped, counters afresh, a :class:`~trainmeter.ranks.recorder.LazyRankRecorder` that
-seats the child at its first report (soon: :data:`CHILD_FIRST_REPORT_S`). The child's run is finished by a
-``multiprocessing`` finalizer (children that leave by ``os._exit``) or at interpreter exit.
+count the fork; after, in the child, re-home the inherited monitor (the core's ``rehome_in_child``, seated at its
+first report by a :class:`LazyRankRecorder`). The child's run is finished by a ``multiprocessing`` finalizer or at
+interpreter exit (what re-homing drops and keeps: docs/spec.md section 19, "fork").
 """
 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 from trainmeter.core import monitor as monitor_module
+from trainmeter.core.lifecycle import exit_status
+from trainmeter.ranks import autostart
+from trainmeter.record.recorder import RunRecorder
 
 LOCK_WAIT_S = 0.5
 CHILD_FIRST_REPORT_S = 1.0  # a child's first report (its seat, its steps on disk) comes this soon
@@ -41,12 +45,10 @@ def install() -> None:
     _installed_pid = os.getpid()
     os.register_at_fork(before=_before, after_in_parent=_after_in_parent, after_in_child=_after_in_child)
     atexit.register(_at_exit)
-    try:
+    with contextlib.suppress(Exception):
         from multiprocessing import util
 
         util.register_after_fork(_AFTER_FORK_KEY, _mp_after_fork)
-    except Exception:
-        pass
 
 
 class _Key:
@@ -60,31 +62,25 @@ def _before() -> None:
     m = monitor_module.active()
     if m is None:
         return
-    try:
+    with contextlib.suppress(Exception):
         for lock in m.locks():
             if lock.acquire(timeout=LOCK_WAIT_S):
                 _held.append(lock)
         worker = m.open_worker
         if worker is not None:
             worker.hold_for_fork(LOCK_WAIT_S)
-    except Exception:
-        pass
 
 
 def _after_in_parent() -> None:
     global _forks
     m = monitor_module.active()
-    try:
+    with contextlib.suppress(Exception):
         worker = m.open_worker if m is not None else None
         if worker is not None:
             worker.release_after_fork()
-    except Exception:
-        pass
     while _held:
-        try:
+        with contextlib.suppress(Exception):
             _held.pop().release()
-        except Exception:
-            pass
     if monitor_module.active() is not None:
         _forks += 1
 
@@ -100,10 +96,60 @@ def _after_in_child() -> None:
 
 def child_record() -> Any:
     """A child's record (forked, or autostarted): an unseated rank's, seated at its first report."""
-    from trainmeter.ranks.recorder import LazyRankRecorder
-    from trainmeter.record.recorder import RunRecorder
-
     return LazyRankRecorder(RunRecorder())
+
+
+class LazyRankRecorder:
+    """A record sink that takes its seat only at the first report after a step (a forked or autostarted child's):
+    a process that never steps leaves no trace. Defers :meth:`open` of ``inner`` to then (RecordSink)."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self._open = False
+        self._started_at: str | None = None
+
+    @property
+    def seated(self) -> bool:
+        """Whether the run took its seat (wrote anything)."""
+        return self._open
+
+    def open(self, run: Any, started_at: str) -> Path | None:  # type: ignore[override]
+        """Remember the start; make nothing yet (the run's ``run_dir`` stays ``None``)."""
+        self._started_at = started_at
+        return None
+
+    def _seat(self, run: Any) -> bool:
+        if not self._open and run.steps > 0:
+            self._open = True
+            run.set_run_dir(self._inner.open(run, self._started_at or run.started_at))
+        return self._open
+
+    def write_interval(self, run: Any, elapsed_s: float, phases_s: dict[str, float], extra: dict[str, Any]) -> None:
+        """Seat on the first report after a step, then write like the ordinary record."""
+        if self._seat(run):
+            self._inner.write_interval(run, elapsed_s, phases_s, extra)
+
+    def text_line(self, run: Any) -> str:
+        """The text line (computed even when nothing is written)."""
+        return self._inner.text_line(run)
+
+    def closing_line(self, run: Any) -> str:
+        """The closing line, or an empty one when the run never took a seat."""
+        return self._inner.closing_line(run) if self._open else ""
+
+    def write_passport(self, run: Any) -> None:
+        """The rank's passport, when it took a seat."""
+        if self._seat(run):
+            self._inner.write_passport(run)
+
+    def abandon_in_child(self) -> None:
+        """In a forked child: let go of the parent's run log without writing to it."""
+        self._inner.abandon_in_child()
+
+    def close(self) -> None:
+        """Close the run log, if opened."""
+        if self._open:
+            self._inner.close()
 
 
 def _finish_child(status: str, error: BaseException | None = None) -> None:
@@ -114,24 +160,18 @@ def _finish_child(status: str, error: BaseException | None = None) -> None:
 
 
 def _mp_finalizer() -> None:
-    from trainmeter.core.lifecycle import exit_status
-
     # inside multiprocessing's bootstrap ``finally`` the exception on its way out is still sys.exc_info()'s
     status, error = exit_status(sys.exc_info()[1])
     _finish_child(status, error)
-    from trainmeter.ranks import autostart
-
     autostart.finish_from_exit(status, error)
 
 
 def _mp_after_fork(_key: Any = None) -> None:
     """In a ``multiprocessing`` child (fork or spawn), after its finalizer registry was cleared."""
-    try:
+    with contextlib.suppress(Exception):
         from multiprocessing import util
 
         util.Finalize(_AFTER_FORK_KEY, _mp_finalizer, exitpriority=100)
-    except Exception:
-        pass
 
 
 def _at_exit() -> None:
@@ -140,10 +180,8 @@ def _at_exit() -> None:
 
 def watch_exit() -> None:
     """In a ``multiprocessing`` child whose bootstrap already ran: finish its runs from a finalizer."""
-    try:
+    with contextlib.suppress(Exception):
         import multiprocessing
 
         if multiprocessing.parent_process() is not None:
             _mp_after_fork()
-    except Exception:
-        pass

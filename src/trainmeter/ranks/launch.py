@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import threading
@@ -13,6 +14,7 @@ from datetime import datetime
 from pathlib import Path
 
 from trainmeter.ranks.identity import RankIdentity
+from trainmeter.record.runs import make_run_dir
 from trainmeter.record.safe_read import read_bytes
 
 RUN_DIR_ENV = "TRAINMETER_RUN_DIR"
@@ -29,13 +31,9 @@ def inherited_run_dir(environ: Mapping[str, str] | None = None, pid: int | None 
     ``TRAINMETER_RUN_PARENT``) and when the folder does not exist."""
     env = os.environ if environ is None else environ
     raw = env.get(RUN_DIR_ENV)
-    if not raw:
+    if not raw or env.get(PARENT_ENV) == str(os.getpid() if pid is None else pid):
         return None
-    parent = env.get(PARENT_ENV)
-    if parent is not None and parent == str(os.getpid() if pid is None else pid):
-        return None
-    path = Path(raw)
-    return path if path.is_dir() else None
+    return Path(raw) if Path(raw).is_dir() else None
 
 
 def claim_name(name: str, key: str, generation: int) -> str:
@@ -80,10 +78,8 @@ def _publish_claim(path: Path, folder: str) -> bool:
     except FileExistsError:
         return False
     finally:
-        try:
+        with contextlib.suppress(OSError):
             tmp.unlink()
-        except OSError:
-            pass
 
 
 def launch_dir(root: Path, name: str, identity: RankIdentity, now: datetime) -> Path:
@@ -92,8 +88,6 @@ def launch_dir(root: Path, name: str, identity: RankIdentity, now: datetime) -> 
     Raises:
         ValueError: When ``identity`` has no launch key (not a launch).
     """
-    from trainmeter.record.runs import make_run_dir
-
     if identity.launch_key is None:
         raise ValueError("not a launch: no rank environment (RANK/WORLD_SIZE, SLURM_PROCID) was found")
     root.mkdir(parents=True, exist_ok=True)
@@ -113,6 +107,14 @@ def launch_dir(root: Path, name: str, identity: RankIdentity, now: datetime) -> 
         if target.is_dir() and not (target / seat).exists():
             return target
     raise RuntimeError(f"no free seat for {seat} under {root} after {MAX_GENERATIONS} launches with one key")
+
+
+def seats(launch_dir: Path) -> list[Path]:
+    """The seat folders of a launch (``rank-<k>``, ``proc-<pid>``), by name."""
+    try:
+        return sorted(p for p in Path(launch_dir).iterdir() if p.name.startswith(SEAT_PREFIXES) and p.is_dir())
+    except OSError:
+        return []
 
 
 def take_seat(run_dir: Path, identity: RankIdentity, pid: int | None = None) -> Path:

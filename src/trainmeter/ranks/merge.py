@@ -11,16 +11,19 @@ from pathlib import Path
 from typing import Any
 
 from trainmeter.core.provenance import Derivation, Input
-from trainmeter.ranks.follow import SEAT_PREFIXES, rank_order
+from trainmeter.ranks.follow import rank_order
 from trainmeter.ranks.identity import this_node
+from trainmeter.ranks.launch import seats
 from trainmeter.ranks.launch_mfu import (
     RankCompute,
     launch_mfu_figures,
     rank_compute_from_interval,
     rank_compute_from_passport,
 )
+from trainmeter.ranks.rank_ladder import launch_ladders
 from trainmeter.ranks.stragglers import repeated_offenders, score_ranks, with_repeats
 from trainmeter.record.events import LOG_FILE, head, last_of_kinds, tail
+from trainmeter.record.runlog import clean, write_file_atomic
 from trainmeter.record.safe_read import PASSPORT_TYPES, read_json
 from trainmeter.sizes import format_integer, format_percent
 
@@ -88,9 +91,7 @@ def _tokens_note(p: dict[str, Any]) -> str:
 
 def read_seat(seat_dir: Path) -> RankSummary:
     """Summarise one seat from its passport, or from the tail of its log when it has none."""
-    ident: dict[str, Any] = {}
-    for record in head(seat_dir / LOG_FILE, 1, kinds=("rank",)):
-        ident = dict(record)
+    ident: dict[str, Any] = next((dict(r) for r in head(seat_dir / LOG_FILE, 1, kinds=("rank",))), {})
     base = {"seat": seat_dir.name, "rank": ident.get("rank"), "local_rank": ident.get("local_rank"),
             "node": ident.get("node"), "world_size": ident.get("world_size")}
     label = f"rank {base['rank']}" if base["rank"] is not None else seat_dir.name
@@ -147,14 +148,6 @@ def process_alive(pid: Any) -> bool:
     return True
 
 
-def seats(launch_dir: Path) -> list[Path]:
-    """The seat folders of a launch, by name."""
-    try:
-        return sorted(p for p in Path(launch_dir).iterdir() if p.is_dir() and p.name.startswith(SEAT_PREFIXES))
-    except OSError:
-        return []
-
-
 def read_launch(launch_dir: Path) -> list[RankSummary]:
     """Every seat's summary, ordered by rank."""
     return sorted((read_seat(p) for p in seats(launch_dir)), key=rank_order)
@@ -162,12 +155,9 @@ def read_launch(launch_dir: Path) -> list[RankSummary]:
 
 def window_history(seat_dir: Path) -> list[dict[str, Any]]:
     """The rank's report windows (``distributed.timing.window`` of its interval records, last 4 MiB of its log)."""
-    out = []
-    for record in tail(seat_dir / LOG_FILE, max_bytes=WINDOW_TAIL_BYTES, kinds=("interval",)):
-        window = ((record.get("distributed") or {}).get("timing") or {}).get("window")
-        if window:
-            out.append(window)
-    return out
+    records = tail(seat_dir / LOG_FILE, max_bytes=WINDOW_TAIL_BYTES, kinds=("interval",))
+    windows = (((r.get("distributed") or {}).get("timing") or {}).get("window") for r in records)
+    return [w for w in windows if w]
 
 
 def distributed_section(ranks: list[RankSummary], *, token_unit: str = "tokens",
@@ -175,8 +165,7 @@ def distributed_section(ranks: list[RankSummary], *, token_unit: str = "tokens",
                         node_gpus: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
     """The passport's ``distributed`` section for a launch; ``launch_dir``: also count each rank's straggler windows;
     ``node_gpus``: node samplers' ``gpu`` sections beside those in the ranks' passports."""
-    worlds = [r.world_size for r in ranks if r.world_size]
-    world_size = max(worlds) if worlds else len(ranks)
+    world_size = max((r.world_size for r in ranks if r.world_size), default=len(ranks))
     nodes = sorted({r.node for r in ranks if r.node})
     backends = sorted({r.backend for r in ranks if r.backend})
     steps = [r.steps for r in ranks]
@@ -222,8 +211,6 @@ def distributed_section(ranks: list[RankSummary], *, token_unit: str = "tokens",
     mfu = launch_mfu_figures([r.compute or RankCompute(label=r.label, tokens=r.tokens) for r in ranks],
                              world_size, convention, missing)
     derivations += mfu.pop("derivations")
-    from trainmeter.ranks.rank_ladder import launch_ladders
-
     ladder = launch_ladders(ranks, node_gpus or {})
     return {"world_size": world_size, "ranks_recorded": len(ranks), "nodes": len(nodes), "node_names": nodes,
             "backend": backends[0] if len(backends) == 1 else (backends or None), "steps_together": together,
@@ -249,8 +236,6 @@ def launch_status(ranks: list[RankSummary], world_size: int) -> str:
 
 def write_launch_passport(launch_dir: Path, name: str) -> dict[str, Any]:
     """Write ``passport.json``/``passport.md`` of a launch without a parent; return the passport."""
-    from trainmeter.record.runlog import clean, write_file_atomic
-
     ranks = read_launch(launch_dir)
     section = distributed_section(ranks, launch_dir=launch_dir)
     passports = [load_passport(launch_dir / r.seat / "passport.json") for r in ranks]
@@ -304,13 +289,8 @@ def after_rank_finished(seat: Any) -> None:
         import fcntl
     except ImportError:  # not POSIX: merge without the lock
         fcntl = None  # type: ignore[assignment]
-    lock_path = seat.launch_dir / ".merge.lock"
-    with lock_path.open("a") as lock:
+    with (seat.launch_dir / ".merge.lock").open("a") as lock:
         if fcntl is not None:
-            fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
-        try:
-            name = load_passport(seat.dir / "passport.json").get("name") or seat.launch_dir.name
-            write_launch_passport(seat.launch_dir, str(name))
-        finally:
-            if fcntl is not None:
-                fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
+            fcntl.flock(lock.fileno(), fcntl.LOCK_EX)  # released as the file closes
+        name = load_passport(seat.dir / "passport.json").get("name") or seat.launch_dir.name
+        write_launch_passport(seat.launch_dir, str(name))

@@ -5,8 +5,10 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from trainmeter.core.provenance import Derivation, Input, derived_provenance
 from trainmeter.ranks.follow import RunFollower
 from trainmeter.ranks.identity import this_node
+from trainmeter.ranks.launch_mfu import conventions, launch_mfu, rank_compute_from_interval
 from trainmeter.ranks.merge import process_alive
 from trainmeter.ranks.stragglers import score_ranks
 from trainmeter.sizes import format_seconds
@@ -25,10 +27,8 @@ def ranks_panel(follower: RunFollower, now_s: float | None = None) -> dict[str, 
     for r in ranks:
         interval = r.interval or {}
         fields = interval.get("distributed") or {}
-        timing = fields.get("timing") or {}
-        key: int | str = r.rank if r.rank is not None else r.seat
-        if timing:
-            timings[key] = timing
+        if fields.get("timing"):
+            timings[r.rank if r.rank is not None else r.seat] = fields["timing"]
         status = r.status
         if status == "running" and r.node == this_node() and not process_alive(r.pid):
             status = f"died at step {r.steps}"
@@ -49,8 +49,6 @@ def ranks_panel(follower: RunFollower, now_s: float | None = None) -> dict[str, 
 def launch_mfu_now(ranks: list[Any]) -> tuple[str, int, Any]:
     """``(convention, world size, Derivation)``: the launch's MFU so far over the wall clock, devices = world size,
     from each rank's latest interval record."""
-    from trainmeter.ranks.launch_mfu import conventions, launch_mfu, rank_compute_from_interval
-
     inputs = [rank_compute_from_interval(r.label, r.interval or {}) for r in ranks]
     world = max([int(r.world_size) for r in ranks if r.world_size] + [len(ranks)])
     seen = {r.rank for r in ranks if r.rank is not None}
@@ -62,8 +60,6 @@ def launch_mfu_now(ranks: list[Any]) -> tuple[str, int, Any]:
 
 def launch_mfu_row(ranks: list[Any]) -> dict[str, Any]:
     """The Ranks panel's MFU row (its note: the formula, or what is missing)."""
-    from trainmeter.core.provenance import derived_provenance
-
     conv, world, d = launch_mfu_now(ranks)
     return {"label": f"MFU, all ranks ({conv}, {world} devices)", "value": d.value, "unit": "fraction",
             "provenance": derived_provenance(d),
@@ -74,8 +70,6 @@ def launch_mfu_tile(ranks: list[Any]) -> dict[str, Any] | None:
     """The header tile of the launch's MFU (docs/protocol.md tile), or ``None`` before any rank reported."""
     if not ranks:
         return None
-    from trainmeter.core.provenance import derived_provenance
-
     conv, world, d = launch_mfu_now(ranks)
     tile: dict[str, Any] = {"id": "mfu_ranks", "label": f"MFU, all ranks ({conv})", "value": d.value,
                             "unit": "fraction", "provenance": derived_provenance(d), "derivation": d.to_dict(),
@@ -90,8 +84,6 @@ def launch_tokens_tile(ranks: list[Any], token_unit: str = "tokens") -> dict[str
     without a parent, as the merged passport's ``global_tokens``); ``None`` with fewer than two ranks."""
     if len(ranks) < 2:
         return None
-    from trainmeter.core.provenance import Derivation, Input
-
     total = sum(int(r.tokens) for r in ranks)
     inputs = [Input(name=f"{r.seat}.tokens", value=int(r.tokens), unit=token_unit, provenance="counted") for r in ranks]
     d = Derivation(name="global_tokens", formula="sum over ranks of tokens (each at its latest report)",

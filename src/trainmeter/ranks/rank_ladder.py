@@ -5,6 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from trainmeter.core.provenance import as_provenance
+from trainmeter.gpu.ladder import LABELS, Rung, diagnose
+
 
 def _device_ladders(gpu: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Each sampled device of a node's ``gpu`` section: index, name, uuid, rungs, sentence."""
@@ -41,19 +44,15 @@ def _rank_rungs(entry: Mapping[str, Any], mfu: float | None, mfu_missing: str | 
                 mfu_provenance: str | None = None) -> tuple[dict[str, Any], str | None, str]:
     """The device's first three rungs with the rank's own MFU (its provenance by the one rule, from its
     passport's MFU derivation), and the fall-off decided again."""
-    from trainmeter.core.provenance import as_provenance
-    from trainmeter.gpu.ladder import LABELS, Rung, diagnose
-
     rungs = {k: dict(v) for k, v in (entry.get("rungs") or {}).items()}
     rungs["mfu"] = {"value": mfu, "source": "this rank's MFU (its tokens, one device)",
                     "provenance": as_provenance(mfu_provenance, "counted"),
                     "missing": None if mfu is not None else (mfu_missing or "this rank has no MFU")}
-    objects = []
-    for key in ("gpu_util", "sm_activity", "tensor_activity", "mfu"):
-        r = rungs.get(key) or {}
-        objects.append(Rung(key=key, label=LABELS.get(key, key), value=r.get("value"), source=r.get("source") or "",
-                            provenance=as_provenance(r.get("provenance"), "measured"), missing=r.get("missing")))
-    falloff, sentence = diagnose(tuple(objects), ofu=entry.get("ofu"), dram_bw_util=entry.get("dram_bw_util"))
+    shown = {key: rungs.get(key) or {} for key in ("gpu_util", "sm_activity", "tensor_activity", "mfu")}
+    objects = tuple(Rung(key=key, label=LABELS.get(key, key), value=r.get("value"), source=r.get("source") or "",
+                         provenance=as_provenance(r.get("provenance"), "measured"), missing=r.get("missing"))
+                    for key, r in shown.items())
+    falloff, sentence = diagnose(objects, ofu=entry.get("ofu"), dram_bw_util=entry.get("dram_bw_util"))
     return rungs, falloff, sentence
 
 

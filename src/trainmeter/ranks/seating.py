@@ -4,13 +4,14 @@ for the ranks extension and the merge (one run per process). Training thread, on
 
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from trainmeter.ranks.identity import RankIdentity, detect_identity
+from trainmeter.ranks.identity import RankIdentity, detect_identity, rank_device
 from trainmeter.ranks.launch import PARENT_ENV, inherited_run_dir, launch_dir, take_seat
 
 
@@ -46,16 +47,12 @@ def seat_for(root: Path, name: str, now: datetime) -> Seat | None:
     parent_pid: int | None = None
     if inherited is not None:
         base = inherited
-        try:
+        with contextlib.suppress(ValueError):  # not a pid: the ranks own the launch folder
             parent_pid = int(os.environ.get(PARENT_ENV, ""))
-        except ValueError:
-            parent_pid = None
     elif identity.distributed:
         base = launch_dir(root, name, identity, now)
     else:
         return None
-    from trainmeter.ranks.device import rank_device
-
     seat = Seat(identity=identity, launch_dir=base, dir=take_seat(base, identity), parent_pid=parent_pid,
                 device=rank_device())
     _SEAT, _SEAT_PID = seat, os.getpid()

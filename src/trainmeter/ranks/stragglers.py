@@ -20,10 +20,6 @@ class RankScore:
     vs_fastest: float
     vs_own_best: float | None
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict."""
-        return asdict(self)
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StragglerReport:
@@ -40,7 +36,7 @@ class StragglerReport:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (the passport's ``distributed.stragglers``)."""
         return {"figure": self.figure, "straggler": self.straggler, "verdict": self.verdict,
-                "slow_ratio": SLOW_RATIO, "scores": [s.to_dict() for s in self.scores],
+                "slow_ratio": SLOW_RATIO, "scores": [asdict(s) for s in self.scores],
                 "named_windows": {str(k): v for k, v in (self.named_windows or {}).items()}, "windows": self.windows}
 
 

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import time
 import weakref
@@ -57,10 +58,8 @@ class StepTiming:
     def stop(self) -> None:
         """Remove the hook and the wrapper (idempotent); leave torch as it was before the run."""
         if self._handle is not None:
-            try:
+            with contextlib.suppress(Exception):
                 self._handle.remove()
-            except Exception:
-                pass
             self._handle = None
         torch = self._torch
         if torch is not None and self._patched is not None:

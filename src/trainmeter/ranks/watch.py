@@ -11,10 +11,15 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
+from trainmeter.options import DEFAULT_RUN_ROOT
 from trainmeter.ranks.follow import MAX_READ_BYTES, RunFollower, TailReader, newest_live_run
+from trainmeter.ranks.launch import SEAT_PREFIXES
 from trainmeter.ranks.merge import load_passport
 from trainmeter.ranks.panel import launch_mfu_tile, launch_tokens_tile, ranks_panel
 from trainmeter.record.events import LOG_FILE, Record
+from trainmeter.widget.frame import encode_frame
+from trainmeter.widget.show import ReplayFeed
+from trainmeter.widget.view_model import build_state, facts_from_run, summary_text
 
 POLL_S = 1.0
 IDLE_S = 600.0
@@ -23,8 +28,6 @@ IDLE_S = 600.0
 def resolve(run_or_path: Any = None, root: Path | None = None) -> Path:
     """The run folder to follow: the one given, or the newest live run under ``root`` (``FileNotFoundError``: none
     grew in the last two minutes, or the path holds no run)."""
-    from trainmeter.options import DEFAULT_RUN_ROOT
-
     if run_or_path is None:
         base = Path(root) if root is not None else DEFAULT_RUN_ROOT
         found = newest_live_run(base)
@@ -35,7 +38,7 @@ def resolve(run_or_path: Any = None, root: Path | None = None) -> Path:
     path = Path(getattr(run_or_path, "dir", run_or_path))
     if path.is_file():
         path = path.parent
-    if path.name.startswith(("rank-", "proc-")) and path.parent.is_dir():
+    if path.name.startswith(SEAT_PREFIXES) and path.parent.is_dir():
         path = path.parent  # a seat: follow its launch
     if not path.is_dir():
         raise FileNotFoundError(f"no trainmeter run at {str(run_or_path)!r}: expected a run folder")
@@ -47,8 +50,6 @@ class RunWatch:
     ``max_bytes`` per file per poll)."""
 
     def __init__(self, run_dir: Path, max_bytes: int = MAX_READ_BYTES) -> None:
-        from trainmeter.widget.show import ReplayFeed
-
         self.run_dir = Path(run_dir)
         self.max_bytes = max_bytes
         self.followers = RunFollower(self.run_dir, max_bytes)
@@ -76,8 +77,6 @@ class RunWatch:
 
     def poll(self) -> dict[str, Any]:
         """Read what was appended since the last poll; return the widget state."""
-        from trainmeter.widget.view_model import build_state, facts_from_run
-
         self.polls += 1
         if self._primary is None:
             log = self._primary_log()
@@ -121,8 +120,6 @@ class RunWatch:
 
     def history(self) -> bytes:
         """The decimated history as a widget frame (each point on every x axis)."""
-        from trainmeter.widget.frame import encode_frame
-
         return encode_frame(self.polls, self._feed.columns(self._feed.decimators.values()))
 
     def ended(self) -> bool:
@@ -171,8 +168,6 @@ def _update_widget(watch: RunWatch, widget: Any, poll_s: float, idle_s: float) -
 
 
 def _print_until_end(watch: RunWatch, state: dict[str, Any], poll_s: float, idle_s: float, out: TextIO) -> None:
-    from trainmeter.widget.view_model import summary_text
-
     begun = time.time()
     last = ""
     while True:

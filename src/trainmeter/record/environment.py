@@ -2,21 +2,22 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import platform
 import sys
 from typing import Any
 
+from trainmeter._version import __version__
+
 
 def _cpu_model() -> str | None:
-    try:
+    with contextlib.suppress(OSError):
         with open("/proc/cpuinfo", encoding="utf-8") as f:
             for line in f:
                 if line.startswith("model name"):
                     return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
     return platform.processor() or None
 
 
@@ -37,8 +38,6 @@ def platform_name() -> str:
 @functools.cache
 def _host() -> dict[str, Any]:
     """Facts fixed for the life of the process, read once."""
-    from trainmeter._version import __version__
-
     return {"trainmeter": __version__, "python": platform.python_version(), "platform": platform_name(),
             "cpu": _cpu_model(), "cpu_count": os.cpu_count()}
 
@@ -50,12 +49,10 @@ def describe_environment() -> dict[str, Any]:
     cuda_version = None
     cuda_devices: list[str] = []
     if torch is not None:
-        try:
+        with contextlib.suppress(Exception):
             cuda_version = torch.version.cuda
             if torch.cuda.is_available() and torch.cuda.is_initialized():
                 cuda_devices = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
-        except Exception:
-            pass
     host = _host()
     return {"trainmeter": host["trainmeter"], "python": host["python"],
             "torch": str(torch_version) if torch_version is not None else None, "cuda": cuda_version,

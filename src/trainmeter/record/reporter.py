@@ -68,8 +68,7 @@ def write_interval(m: RunContext, log: RunLog, cursors: dict[str, int], elapsed_
 def format_text(m: RunContext) -> str:
     """The text line of the last report (docs/spec.md section 7)."""
     interval = m.interval
-    mem = None
-    total = None
+    mem = total = None
     if m.memory is not None:
         cuda = m.memory.cuda or {}
         if cuda.get("allocated_bytes") is not None:
@@ -80,8 +79,7 @@ def format_text(m: RunContext) -> str:
             mem = m.memory.rss_bytes
             total = getattr(m.memory, "host_total_bytes", None)
     unit = "tok" if m.token_unit == "tokens" else "samples"
-    mfu = None
-    loss_ema = None
+    mfu = loss_ema = None
     extra: dict[str, str] = {}
     for fields in m.text_fields():
         mfu = fields.pop("mfu", mfu)

@@ -15,7 +15,7 @@ from typing import Any
 
 from trainmeter.record.events import SCHEMA_VERSION, Record, read_events
 
-__all__ = ["RunLog", "clean", "compact_json", "json_lines", "json_safe", "read_events", "write_file_atomic"]
+__all__ = ["RunLog", "clean", "compact_json", "json_lines", "read_events", "write_file_atomic"]
 
 _STRICT = json.JSONEncoder(separators=(",", ":"), allow_nan=False)  # the C encoder; a NaN or inf raises
 
@@ -55,16 +55,6 @@ def json_lines(doc: dict[str, Any]) -> str:
     except (TypeError, ValueError):  # a NaN or inf, an odd key, or a value clean() does not fix (raised below)
         parts = [f"  {encode(k)}: {encode(v)}" for k, v in clean(doc).items()]
     return "{\n" + ",\n".join(parts) + "\n}" if parts else "{}"
-
-
-def json_safe(value: Any) -> Any:
-    """``clean(value)``, through json's C encoder and decoder where that gives the same object (no NaN or inf,
-    no bool or ``None`` key, nothing JSON cannot encode): no bytecode per value (docs/spec.md section 20)."""
-    try:
-        text = _STRICT.encode(value)
-    except (TypeError, ValueError):
-        return clean(value)
-    return clean(value) if _spelled_keys(text) else json.loads(text)
 
 
 def _spelled_keys(text: str) -> bool:

@@ -9,24 +9,22 @@ from typing import Any
 
 from trainmeter.options import DEFAULT_RUN_ROOT
 from trainmeter.record.events import LOG_FILE, ReadStats, Record, iter_events, last_of_kinds, read_events
+from trainmeter.record.export import export_tensorboard, export_wandb, to_pandas
 from trainmeter.record.runs_table import (  # the runs table, re-exported (``trainmeter.record.runs.runs_table``)
     PASSPORT_FILE,
     RUN_COLUMNS,
     RUNS_SHOWN,
-    RunRow,
-    RunsTable,
     _finite,
     format_runs,
     log_tail_summary,
     run_folders,
-    run_row,
     runs_table,
 )
 from trainmeter.record.safe_read import PASSPORT_TYPES, exists, read_json, wrong_type
 from trainmeter.sizes import format_bytes
 
-__all__ = ["RUNS_SHOWN", "RUN_COLUMNS", "Run", "RunRow", "RunsTable", "damaged_passport", "format_runs", "load",
-           "log_tail_summary", "make_run_dir", "run_row", "runs", "runs_table", "summarise_log"]
+__all__ = ["RUNS_SHOWN", "RUN_COLUMNS", "Run", "damaged_passport", "format_runs", "load", "log_tail_summary",
+           "make_run_dir", "runs", "runs_table", "summarise_log"]
 
 SUMMARY_MAX_BYTES = 16 * 1024 * 1024  # of a run log a summary (a run without a passport) reads in full; then its tail
 REPLAY_MAX_BYTES = 512 * 1024 * 1024  # of a run log Run.events reads (the rest is left out, and said)
@@ -71,20 +69,14 @@ class Run:
 
     def to_pandas(self) -> Any:
         """Series, steps and intervals as tidy DataFrames (``.series``, ``.steps``, ``.intervals``); needs pandas."""
-        from trainmeter.record.export import to_pandas
-
         return to_pandas(self.dir)
 
     def export_tensorboard(self, logdir: str | Path) -> Path:
         """Write this run as a TensorBoard event file under ``logdir``; returns its path. Needs tensorboard."""
-        from trainmeter.record.export import export_tensorboard
-
         return export_tensorboard(self.dir, self.passport, logdir)
 
     def export_wandb(self, project: str, mode: str = "offline", **kwargs: Any) -> Any:
         """Log this run to W&B (offline by default: nothing is sent); returns the finished run. Needs wandb."""
-        from trainmeter.record.export import export_wandb
-
         return export_wandb(self.dir, self.passport, project=project, mode=mode, **kwargs)
 
     def __repr__(self) -> str:
@@ -146,8 +138,7 @@ def summarise_log(path: Path, problem: str | None = None, max_bytes: int | None 
             elif kind == "end":
                 end = dict(e)
             elif kind == "steps" and isinstance(e.get("step"), list) and e["step"]:
-                last_step = max(last_step or 0, max(v for v in e["step"] if _finite(v)) if any(
-                    _finite(v) for v in e["step"]) else 0)
+                last_step = max([last_step or 0, *filter(_finite, e["step"])])
             elif kind == "series":
                 _add_series(stats, e)
     except FileNotFoundError:

@@ -5,6 +5,7 @@ A damaged folder is a row whose status says ``damaged: <why>``, never an error. 
 
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -109,8 +110,7 @@ def runs_table(root: str | Path | None = None, limit: int | None = RUNS_SHOWN) -
     """The runs under ``root`` (default ``.trainmeter/runs``), newest first, at most ``limit`` (``None``: all; the
     rest counted): each listed run's passport, else its log's head and tail (bounded). Never an error."""
     base = Path(root).expanduser() if root is not None else DEFAULT_RUN_ROOT
-    children = run_folders(base)
-    children.sort(key=lambda c: c.name, reverse=True)  # folders are named <UTC stamp>-<name>
+    children = run_folders(base)[::-1]  # newest first: folders are named <UTC stamp>-<name>
     shown = children if limit is None else children[:limit]
     return RunsTable(rows=tuple(run_row(c) for c in shown), more=len(children) - len(shown), root=str(base))
 
@@ -166,8 +166,7 @@ def log_tail_summary(path: Path, head_bytes: int = HEAD_BYTES, tail_bytes: int =
     """Name, start, status and the last report's figures of a run log, from its head and tail only (a torn or cut line
     skipped); keys as in a passport, plus ``last_loss``."""
     try:
-        with open_regular(path):
-            pass
+        open_regular(path).close()
     except FileNotFoundError:
         pass
     except OSError as exc:  # Damaged included: head and tail would read it as empty
@@ -195,11 +194,8 @@ def _finite(value: Any) -> bool:
 
 def _started(started_at: Any, folder_name: str) -> str:
     when = None
-    if isinstance(started_at, str):
-        try:
-            when = datetime.fromisoformat(started_at)
-        except ValueError:
-            when = None
+    with contextlib.suppress(TypeError, ValueError):  # not a string, or not an ISO time
+        when = datetime.fromisoformat(started_at)
     if when is None:
         try:
             when = datetime.strptime(folder_name[:16], "%Y%m%dT%H%M%SZ").replace(tzinfo=timezone.utc)

@@ -280,7 +280,7 @@ def build_state(f: RunFacts) -> dict[str, Any]:
         state["controls"] = f.controls
         shown = {a.get("sentence") for a in f.controls.get("alerts") or []}
         state["warnings"] = [w for w in state["warnings"] if w not in shown]
-    return clean(state)  # json_safe (the C encoder and decoder) takes 1.5-2x as long on a ~10 KB state
+    return clean(state)  # the C encoder and decoder round trip takes 1.5-2x as long on a ~10 KB state
 
 
 def summary_text(state: dict[str, Any]) -> str:
