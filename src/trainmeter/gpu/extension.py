@@ -227,16 +227,14 @@ class GpuExtension(ExtensionBase):
 
     def passport_section(self) -> dict[str, Any]:
         """The passport's ``gpu`` section."""
-        from trainmeter.gpu.passport import gpu_passport_from_sampler
+        from trainmeter.gpu.passport import gpu_passport_from_sampler, training_averages
 
         if self.sampler is None:
             return {"available": False, "reason": "GPU sampling did not start"}
         compute = self._compute()
         peak = compute.peak if compute is not None else None
         peaks_used = None if peak is None else {k: v for k, v in peak.to_dict().items() if k != "provenance"}
-        window = self.sampler.window_averages()
-        readings = window if any(a.n_samples > 0 for a in window.values()) else self.sampler.averages()
-        self.ladders = self._build(readings)
+        self.ladders = self._build(training_averages(self.sampler)[0])
         self.section = gpu_passport_from_sampler(self.sampler, ladders=self.ladders, peaks_used=peaks_used)
         self.section["crosscheck"] = {str(i): c.to_dict() for i, c in sorted(self.crosschecks.items())}
         return self.section
