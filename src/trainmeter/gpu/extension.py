@@ -6,6 +6,7 @@ At each report the rungs are recorded as time series (``gpu<i>.util``, ``gpu<i>.
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Any
 
 from trainmeter.core.extension import ExtensionBase, Report
@@ -24,13 +25,6 @@ _GPU_ROWS = (("GPU-Util", "util_gpu", "fraction", "measured"), ("memory used", "
 # imported on the training thread before the sampler's threads start (they import them otherwise): a fork while
 # one of them imports would leave the child an import lock held by a thread it does not have (docs/spec.md)
 _THREAD_MODULES = ("trainmeter.gpu.nvml", "trainmeter.gpu.energy", "pynvml")
-
-
-def _import_before_threads() -> None:
-    import importlib
-
-    for name in _THREAD_MODULES:
-        safe(lambda name=name: importlib.import_module(name))  # no pynvml: the sampler says so
 
 
 class GpuExtension(ExtensionBase):
@@ -65,7 +59,8 @@ class GpuExtension(ExtensionBase):
             kwargs["open_backend"] = self._open_backend
         if self._node_wide:
             kwargs["cuda_uuids"] = None  # not this process's devices: every device of the node's ranks
-        _import_before_threads()
+        for name in _THREAD_MODULES:
+            safe(lambda name=name: importlib.import_module(name))  # no pynvml: the sampler says so
         self.sampler = GpuSampler.in_background(monitor.options.gpus, **kwargs)  # opens on its own thread
         self.sampler.begin_window(monitor.clock())
         self.sampler.start()
