@@ -1,4 +1,4 @@
-"""The AMD GPU backend: ``amdsmi`` (ROCm's SMI library, imported only in :func:`open_amdsmi`) behind the seam.
+"""The AMD GPU backend: ``amdsmi`` (ROCm's SMI library, imported only by :func:`open_amdsmi`) behind the seam.
 
 What it reads and what AMD does not expose: docs/spec.md section 8, "AMD". Thread-safe.
 """

@@ -1,4 +1,4 @@
-"""The real GPU backend: NVML through ``pynvml`` (PyPI ``nvidia-ml-py``), the only module importing it (lazily).
+"""The real GPU backend: NVML through ``pynvml`` (PyPI ``nvidia-ml-py``), imported only by :func:`open_nvml`.
 
 Every call goes through :func:`trainmeter.gpu.nvml_device.query` (docs/spec.md section 8). Thread-safe: a
 per-device lock guards its GPM buffers.
