@@ -109,7 +109,6 @@ def _measure_one(torch: Any, device: Any, dtype: str, size: int, *, clock: Calla
     finally:
         if on_cuda:
             torch.backends.cuda.matmul.allow_tf32 = allow
-        del a, b, out
     rate = achieved_flops_per_s((size, size, size), repeats, seconds)
     if rate is None:
         raise RuntimeError(f"the clock did not advance over {repeats} matmuls")

@@ -79,13 +79,6 @@ def _normalize(device_name: object) -> str:
     return " ".join(str(device_name).lower().replace("_", " ").split())
 
 
-def _by_name(name: str) -> CardRow | None:
-    for row in TABLE:
-        if re.search(row.pattern, name) and not (row.exclude and re.search(row.exclude, name)):
-            return row
-    return None
-
-
 def _row_named(card: str) -> CardRow:
     return next(r for r in TABLE if r.card == card)
 
@@ -93,9 +86,9 @@ def _row_named(card: str) -> CardRow:
 def _find(device_name: object, pci_device_id: int | None = None, memory_bytes: float | None = None) -> CardRow | None:
     """The matching row: by name first; a name matching only a family is settled by PCI device id or memory."""
     name = _normalize(device_name)
-    row = _by_name(name)
-    if row is not None:
-        return row
+    for row in TABLE:
+        if re.search(row.pattern, name) and not (row.exclude and re.search(row.exclude, name)):
+            return row
     if pci_device_id is not None:
         device = int(pci_device_id) >> 16 if int(pci_device_id) > 0xFFFF else int(pci_device_id)
         card = BY_PCI_DEVICE_ID.get(device)

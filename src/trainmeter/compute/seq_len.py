@@ -6,6 +6,7 @@ non-blocking copy polled at later reports, no sync. Training thread (reports). N
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping
 from typing import Any
 
@@ -22,19 +23,12 @@ def weighted_length(lengths: list[int]) -> float | None:
 def lengths_from(key: str, values: list[list[int]] | list[int]) -> list[int]:
     """Sequence lengths from ``cu_seqlens``-style boundaries or ``position_ids`` rows (plain ints)."""
     if key != "position_ids":
-        flat = [int(v) for v in values]  # type: ignore[arg-type]
-        return [b - a for a, b in zip(flat, flat[1:], strict=False)]
+        return [b - a for a, b in itertools.pairwise(int(v) for v in values)]  # type: ignore[arg-type]
     rows = values if values and isinstance(values[0], list) else [values]
     out: list[int] = []
-    for row in rows:
-        length = 0
-        for position in row:  # type: ignore[union-attr]
-            if position == 0 and length:
-                out.append(length)
-                length = 0
-            length += 1
-        if length:
-            out.append(length)
+    for row in rows:  # a sequence starts at each position 0 (and at the row's start)
+        starts = [0, *(i for i, position in enumerate(row) if position == 0 and i), len(row)]  # type: ignore[arg-type]
+        out += [b - a for a, b in itertools.pairwise(starts) if b > a]
     return out
 
 

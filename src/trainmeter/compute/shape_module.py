@@ -14,11 +14,6 @@ _HEAD_ATTRS = ("num_heads", "n_head", "n_heads", "num_attention_heads")
 _TOPK_ATTRS = ("top_k", "num_experts_per_tok", "k")
 
 
-def _is_composite(module: Any) -> bool:
-    """True when ``module`` has child modules (a block, not a leaf like Linear)."""
-    return any(True for _ in module.children())
-
-
 def _numel(params: Any) -> int:
     """Sum of ``numel()`` of the tensors in ``params`` (trained or frozen)."""
     return sum(int(p.numel()) for p in params)
@@ -63,7 +58,7 @@ def _repeated_blocks(root: Any, nn: Any) -> tuple[str, list[Any], str] | None:
         for child in module.children():
             groups[type(child)].append(child)
         for cls, items in groups.items():
-            if len(items) < 2 or not all(_is_composite(c) for c in items):
+            if len(items) < 2 or not all(next(c.children(), None) is not None for c in items):  # blocks, not leaves
                 continue
             size = sum(_numel(c.parameters()) for c in items)
             if best is None or size > best[0]:

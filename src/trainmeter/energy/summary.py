@@ -52,7 +52,6 @@ def energy_section(*, devices: Sequence[DeviceEnergy], gpu_missing: str | None, 
         energy_src = ""
     energy_in = Input(name="energy_j", value=joules, unit="J", provenance="measured", source=energy_src)
     tokens_in = Input(name="tokens", value=tokens, unit="1", provenance="counted", source="root module batches")
-    unit_missing = None
     if token_unit == "tokens":
         j_tok = _ratio("j_per_token", "energy_j / tokens", energy_in, tokens_in, "J/token")
         j_sample = Derivation(name="j_per_sample", formula="energy_j / samples", value=None, unit="J/sample",
@@ -60,9 +59,8 @@ def energy_section(*, devices: Sequence[DeviceEnergy], gpu_missing: str | None, 
     else:
         samples_in = Input(name="samples", value=tokens, unit="1", provenance="counted", source="batch dim 0")
         j_sample = _ratio("j_per_sample", "energy_j / samples", energy_in, samples_in, "J/sample")
-        unit_missing = "the batch has no token ids (a 2-D integer tensor); only samples are counted"
         j_tok = Derivation(name="j_per_token", formula="energy_j / tokens", value=None, unit="J/token",
-                           missing=unit_missing)
+                           missing="the batch has no token ids (a 2-D integer tensor); only samples are counted")
     flops_in = Input(name="flops_spent", value=flops_spent, unit="FLOP", provenance="counted",
                      source=f"compute: flops_spent[{convention}]" if convention else "compute")
     pflop_missing = None

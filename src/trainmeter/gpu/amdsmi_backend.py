@@ -1,11 +1,10 @@
-"""The AMD GPU backend: ``amdsmi`` (ROCm's SMI library, imported only in :func:`open_amdsmi`) behind the seam.
+"""The AMD GPU backend: ``amdsmi`` (ROCm's SMI library, imported only by :func:`open_amdsmi`) behind the seam.
 
 What it reads and what AMD does not expose: docs/spec.md section 8, "AMD". Thread-safe.
 """
 
 from __future__ import annotations
 
-import importlib
 import threading
 from typing import Any
 
@@ -16,7 +15,7 @@ from trainmeter.gpu.backend import (
     GpuDeviceInfo,
     GpuSample,
     GpuUnavailableError,
-    opened,
+    open_library,
     safe,
 )
 
@@ -34,19 +33,14 @@ LADDER_SOURCES = {"gpu_util": "amdsmi gfx_activity (share of time the GFX engine
 
 def open_amdsmi(*, clock: Clock | None = None, module: Any = None) -> GpuBackendResult:
     """Open amdsmi (``module``: an ``amdsmi``-compatible one, for tests); never raises (no backend: the reason)."""
-    lib = module
-    if lib is None:
-        try:
-            lib = importlib.import_module("amdsmi")
-        except ImportError:
-            return GpuBackendResult(backend=None, reason=REASON_AMDSMI_MISSING)
-    try:
-        flags = getattr(getattr(lib, "AmdSmiInitFlags", None), "INIT_AMD_GPUS", None)
-        lib.amdsmi_init(flags) if flags is not None else lib.amdsmi_init()
-    except Exception as exc:  # noqa: BLE001 - every init failure becomes a reason
-        return GpuBackendResult(backend=None, reason=f"amdsmi could not start: {type(exc).__name__}: {exc}")
-    return opened(lambda: AmdSmiBackend(lib, clock=clock or MonotonicClock()), lib.amdsmi_shut_down, "amdsmi",
-                  REASON_AMD_NO_DEVICES)
+    return open_library(module, "amdsmi", "amdsmi", missing=REASON_AMDSMI_MISSING, init=_init,
+                        make=lambda lib: AmdSmiBackend(lib, clock=clock or MonotonicClock()),
+                        shut_down="amdsmi_shut_down", no_devices=REASON_AMD_NO_DEVICES)
+
+
+def _init(lib: Any) -> None:
+    flags = getattr(getattr(lib, "AmdSmiInitFlags", None), "INIT_AMD_GPUS", None)
+    lib.amdsmi_init(flags) if flags is not None else lib.amdsmi_init()
 
 
 def _number(value: Any) -> float | None:

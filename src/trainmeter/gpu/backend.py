@@ -6,6 +6,7 @@ never raises (docs/spec.md section 8). Imports nothing heavy.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any, Protocol
@@ -201,13 +202,27 @@ def safe(fn: Callable[[], Any], default: Any = None) -> Any:
         return default
 
 
-def opened(make: Callable[[], GpuBackend], shut_down: Callable[[], Any], library: str,
-           no_devices: str) -> GpuBackendResult:
-    """The result of building a backend over an initialised ``library``: listing failures and no device are reasons."""
+def open_library(module: Any, import_name: str, library: str, *, missing: str, init: Callable[[Any], Any],
+                 make: Callable[[Any], GpuBackend], shut_down: str, no_devices: str,
+                 init_reason: Callable[[Any, BaseException], str | None] = lambda lib, exc: None) -> GpuBackendResult:
+    """A backend over ``module`` (else ``import_name`` imported; ``missing``: the reason without it), initialised by
+    ``init`` and built by ``make``; never raises: a failure is the result's reason (``init_reason``: a known init
+    failure's text), listing no device too (``no_devices``)."""
+    lib = module
+    if lib is None:
+        try:
+            lib = importlib.import_module(import_name)
+        except ImportError:
+            return GpuBackendResult(backend=None, reason=missing)
     try:
-        backend = make()
+        init(lib)
+    except Exception as exc:  # noqa: BLE001 - every init failure becomes a reason
+        why = init_reason(lib, exc) or f"{library} could not start: {type(exc).__name__}: {exc}"
+        return GpuBackendResult(backend=None, reason=why)
+    try:
+        backend = make(lib)
     except Exception as exc:  # noqa: BLE001
-        safe(shut_down)
+        safe(lambda: getattr(lib, shut_down)())
         return GpuBackendResult(backend=None, reason=f"{library} started but listing GPUs failed: {exc}")
     if backend.device_count() == 0:
         backend.close()

@@ -36,22 +36,20 @@ class AllocatorMemory:
     reason: str | None = None
 
 
-def _torch(torch_module: Any) -> Any:
-    return torch_module if torch_module is not None else sys.modules.get("torch")
-
-
-def _cuda_ready(torch: Any) -> str | None:
-    """``None`` when CUDA is usable, else the reason. Never initialises CUDA."""
+def _cuda_ready(torch_module: Any) -> tuple[Any, str | None]:
+    """``torch`` (``torch_module``, else the imported one) and ``None`` when CUDA is usable, else the reason. Never
+    initialises CUDA."""
+    torch = torch_module if torch_module is not None else sys.modules.get("torch")
     if torch is None:
-        return REASON_NO_TORCH
+        return None, REASON_NO_TORCH
     try:
         if not torch.cuda.is_available():
-            return REASON_NO_CUDA
+            return torch, REASON_NO_CUDA
         if not torch.cuda.is_initialized():
-            return REASON_NOT_INITIALISED
+            return torch, REASON_NOT_INITIALISED
     except Exception as exc:  # noqa: BLE001
-        return f"torch.cuda failed: {exc}"
-    return None
+        return torch, f"torch.cuda failed: {exc}"
+    return torch, None
 
 
 class AllocatorMemoryReader:
@@ -69,8 +67,7 @@ class AllocatorMemoryReader:
 
     def read(self) -> AllocatorMemory:
         """One reading; never raises (failures become ``reason``)."""
-        torch = _torch(self._torch_module)
-        reason = _cuda_ready(torch)
+        torch, reason = _cuda_ready(self._torch_module)
         if reason is not None:
             return AllocatorMemory(device_index=self._device_index, reason=reason)
         try:
@@ -102,7 +99,7 @@ class CudaMemoryMonitor(AllocatorMemoryReader):
 
     def __init__(self, device_index: int | None = None, *, torch_module: Any = None) -> None:
         super().__init__(device_index, torch_module=torch_module)
-        reason = _cuda_ready(_torch(torch_module))
+        reason = _cuda_ready(torch_module)[1]
         self.available = reason is None or reason == REASON_NOT_INITIALISED
         if reason is None:
             self.read()  # resets the peaks once, so the first interval starts now
@@ -111,8 +108,7 @@ class CudaMemoryMonitor(AllocatorMemoryReader):
 def start_memory_history(*, max_entries: int = 100_000, torch_module: Any = None) -> str | None:
     """Start recording allocation history (with stacks; a snapshot shows only later allocations): ``None``, or why
     not."""
-    torch = _torch(torch_module)
-    reason = _cuda_ready(torch)
+    torch, reason = _cuda_ready(torch_module)
     if reason is not None:
         return reason
     try:
@@ -124,16 +120,16 @@ def start_memory_history(*, max_entries: int = 100_000, torch_module: Any = None
 
 def stop_memory_history(*, torch_module: Any = None) -> None:
     """Stop recording allocation history; never raises."""
-    torch = _torch(torch_module)
-    if _cuda_ready(torch) is None:
+    torch, reason = _cuda_ready(torch_module)
+    if reason is None:
         safe(lambda: torch.cuda.memory._record_memory_history(enabled=None))
 
 
 def memory_snapshot(step: int, path: str | Path, *, torch_module: Any = None) -> Path | None:
     """Write a snapshot that https://pytorch.org/memory_viz opens: to ``path`` (a ``.pickle``), or a directory as
     ``memory_snapshot_step<step>.pickle``. The file, or ``None`` without CUDA or on failure (never raises)."""
-    torch = _torch(torch_module)
-    if _cuda_ready(torch) is not None:
+    torch, reason = _cuda_ready(torch_module)
+    if reason is not None:
         return None
     target = Path(path)
     try:

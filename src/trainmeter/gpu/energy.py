@@ -38,11 +38,10 @@ class DeviceEnergy:
 def read_counters(backend: Any, indices: Iterable[int]) -> dict[int, tuple[float | None, str | None]]:
     """Read each device's energy counter (mJ) now; ``(None, reason)`` where it cannot. Never raises."""
     read = getattr(backend, "total_energy_mj", None)
+    if read is None:
+        return dict.fromkeys(indices, (None, "this GPU backend has no energy counter"))
     out: dict[int, tuple[float | None, str | None]] = {}
     for index in indices:
-        if read is None:
-            out[index] = (None, "this GPU backend has no energy counter")
-            continue
         try:
             out[index] = read(index)
         except Exception as exc:  # noqa: BLE001 - a backend fault is a reason, never an exception

@@ -6,6 +6,7 @@ At each report the rungs are recorded as time series (``gpu<i>.util``, ``gpu<i>.
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Any
 
 from trainmeter.core.extension import ExtensionBase, Report
@@ -24,13 +25,6 @@ _GPU_ROWS = (("GPU-Util", "util_gpu", "fraction", "measured"), ("memory used", "
 # imported on the training thread before the sampler's threads start (they import them otherwise): a fork while
 # one of them imports would leave the child an import lock held by a thread it does not have (docs/spec.md)
 _THREAD_MODULES = ("trainmeter.gpu.nvml", "trainmeter.gpu.energy", "pynvml")
-
-
-def _import_before_threads() -> None:
-    import importlib
-
-    for name in _THREAD_MODULES:
-        safe(lambda name=name: importlib.import_module(name))  # no pynvml: the sampler says so
 
 
 class GpuExtension(ExtensionBase):
@@ -65,7 +59,8 @@ class GpuExtension(ExtensionBase):
             kwargs["open_backend"] = self._open_backend
         if self._node_wide:
             kwargs["cuda_uuids"] = None  # not this process's devices: every device of the node's ranks
-        _import_before_threads()
+        for name in _THREAD_MODULES:
+            safe(lambda name=name: importlib.import_module(name))  # no pynvml: the sampler says so
         self.sampler = GpuSampler.in_background(monitor.options.gpus, **kwargs)  # opens on its own thread
         self.sampler.begin_window(monitor.clock())
         self.sampler.start()
@@ -227,16 +222,14 @@ class GpuExtension(ExtensionBase):
 
     def passport_section(self) -> dict[str, Any]:
         """The passport's ``gpu`` section."""
-        from trainmeter.gpu.passport import gpu_passport_from_sampler
+        from trainmeter.gpu.passport import gpu_passport_from_sampler, training_averages
 
         if self.sampler is None:
             return {"available": False, "reason": "GPU sampling did not start"}
         compute = self._compute()
         peak = compute.peak if compute is not None else None
         peaks_used = None if peak is None else {k: v for k, v in peak.to_dict().items() if k != "provenance"}
-        window = self.sampler.window_averages()
-        readings = window if any(a.n_samples > 0 for a in window.values()) else self.sampler.averages()
-        self.ladders = self._build(readings)
+        self.ladders = self._build(training_averages(self.sampler)[0])
         self.section = gpu_passport_from_sampler(self.sampler, ladders=self.ladders, peaks_used=peaks_used)
         self.section["crosscheck"] = {str(i): c.to_dict() for i, c in sorted(self.crosschecks.items())}
         return self.section

@@ -1,4 +1,4 @@
-"""The real GPU backend: NVML through ``pynvml`` (PyPI ``nvidia-ml-py``), the only module importing it (lazily).
+"""The real GPU backend: NVML through ``pynvml`` (PyPI ``nvidia-ml-py``), imported only by :func:`open_nvml`.
 
 Every call goes through :func:`trainmeter.gpu.nvml_device.query` (docs/spec.md section 8). Thread-safe: a
 per-device lock guards its GPM buffers.
@@ -6,7 +6,6 @@ per-device lock guards its GPM buffers.
 
 from __future__ import annotations
 
-import importlib
 import os
 import threading
 from collections.abc import Iterable
@@ -23,7 +22,7 @@ from trainmeter.gpu.backend import (
     GpuDeviceInfo,
     GpuSample,
     GpuUnavailableError,
-    opened,
+    open_library,
     safe,
     throttle_reason_names,
 )
@@ -37,21 +36,12 @@ CLOSE_LOCK_TIMEOUT_S = 0.2
 def open_nvml(*, clock: Clock | None = None, pids: Iterable[int] | None = None, module: Any = None) -> GpuBackendResult:
     """Open NVML; never raises (no backend: the reason). ``pids``: processes whose GPU memory counts as this
     process's (default: own pid); ``module``: a ``pynvml``-compatible module (tests)."""
-    nv = module
-    if nv is None:
-        try:
-            nv = importlib.import_module("pynvml")
-        except ImportError:
-            return GpuBackendResult(backend=None, reason=REASON_PYNVML_MISSING)
-    try:
-        nv.nvmlInit()
-    except Exception as exc:  # noqa: BLE001 - every init failure becomes a reason
-        return GpuBackendResult(backend=None, reason=_init_reason(nv, exc))
-    return opened(lambda: NvmlBackend(nv, clock=clock or MonotonicClock(), pids=pids), nv.nvmlShutdown, "NVML",
-                  REASON_NO_DEVICES)
+    return open_library(module, "pynvml", "NVML", missing=REASON_PYNVML_MISSING, init=lambda nv: nv.nvmlInit(),
+                        make=lambda nv: NvmlBackend(nv, clock=clock or MonotonicClock(), pids=pids),
+                        shut_down="nvmlShutdown", no_devices=REASON_NO_DEVICES, init_reason=_init_reason)
 
 
-def _init_reason(nv: Any, exc: BaseException) -> str:
+def _init_reason(nv: Any, exc: BaseException) -> str | None:
     code = getattr(exc, "value", None)
     if code == getattr(nv, "NVML_ERROR_LIBRARY_NOT_FOUND", 12):
         return REASON_LIBRARY_NOT_FOUND
@@ -59,7 +49,7 @@ def _init_reason(nv: Any, exc: BaseException) -> str:
         return REASON_DRIVER_NOT_LOADED
     if code == getattr(nv, "NVML_ERROR_NO_PERMISSION", 4):
         return "NVML refused to start (no permission)"
-    return f"NVML could not start: {type(exc).__name__}: {exc}"
+    return None
 
 
 class NvmlBackend:

@@ -1,6 +1,6 @@
 """The passport's ``gpu`` section (docs/spec.md section 8): devices, driver, peaks used, ladder averages, reasons.
 
-Pure apart from :func:`gpu_passport_from_sampler`, which reads a sampler's snapshots (thread-safe). JSON-ready.
+Reads a sampler's snapshots (thread-safe). JSON-ready.
 """
 
 from __future__ import annotations
@@ -8,24 +8,30 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from trainmeter.gpu.backend import GpuDeviceInfo, GpuSample
+from trainmeter.gpu.backend import GpuSample
 from trainmeter.gpu.dram_peaks import peak_dram_bandwidth
 from trainmeter.gpu.ladder import Ladder, build_ladder
-from trainmeter.gpu.sampler import GpuAverages, GpuDeviceStatus, GpuSampler
-from trainmeter.gpu.selection import GpuSelection
+from trainmeter.gpu.sampler import GpuAverages, GpuSampler
 
 PEAKS_PLACEHOLDER_NOTE = "peak FLOP/s used for MFU: filled in by the FLOPs/peaks module"
 
 
-def gpu_passport_section(*, devices: Mapping[int, GpuDeviceInfo], driver_version: str | None,
-                         selection: GpuSelection | None, averages: Mapping[int, GpuAverages], span: str,
-                         status: Mapping[int, GpuDeviceStatus] | None = None, unavailable_reason: str | None = None,
-                         ladders: Mapping[int, Ladder] | None = None, peaks_used: Mapping[str, Any] | None = None,
-                         latest: Mapping[int, GpuSample] | None = None) -> dict[str, Any]:
-    """The ``gpu`` section; ``available`` False with ``reason`` when nothing was sampled. ``averages`` cover ``span``
-    (``"training window"`` or ``"whole run"``); ``ladders`` default to ones built from them (without MFU);
-    ``latest``: a MIG-enabled GPU's latest sample gives ``mig_gpm``."""
-    status = status or {}
+def training_averages(sampler: GpuSampler) -> tuple[Mapping[int, GpuAverages], str]:
+    """The sampler's means over the training window when it holds samples, else over the whole run, and which."""
+    window = sampler.window_averages()
+    if any(a.n_samples > 0 for a in window.values()):
+        return window, "training window"
+    return sampler.averages(), "whole run"
+
+
+def gpu_passport_from_sampler(sampler: GpuSampler, *, ladders: Mapping[int, Ladder] | None = None,
+                              peaks_used: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The ``gpu`` section from a (stopped or running) sampler; ``available`` False with ``reason`` when nothing was
+    sampled. Averages cover :func:`training_averages`; ``ladders`` default to ones built from them (without MFU); a
+    MIG-enabled GPU's latest sample gives ``mig_gpm``."""
+    averages, span = training_averages(sampler)
+    devices, status, latest = sampler.devices, sampler.status(), sampler.latest()
+    unavailable_reason, selection = sampler.unavailable_reason, sampler.selection
     missing: list[str] = []
     if unavailable_reason:
         missing.append(unavailable_reason)
@@ -43,7 +49,7 @@ def gpu_passport_section(*, devices: Mapping[int, GpuDeviceInfo], driver_version
             "mem_used_peak_bytes": None if avg is None else avg.mem_used_peak_bytes,
             "n_samples": 0 if avg is None else avg.n_samples}
         if info.mig_enabled:
-            entry.update(_mig_entry((latest or {}).get(index)))
+            entry.update(_mig_entry(latest.get(index)))
             if entry["mig_gpm_reason"]:
                 missing.append(f"GPU {index}: {entry['mig_gpm_reason']}")
         if info.reason:
@@ -65,7 +71,7 @@ def gpu_passport_section(*, devices: Mapping[int, GpuDeviceInfo], driver_version
     selected = None if selection is None else {"indices": list(selection.indices), "provenance": selection.provenance,
                                                "how": selection.how, "notes": list(selection.notes)}
     return {"available": bool(out_devices) and not unavailable_reason, "reason": unavailable_reason,
-            "driver_version": driver_version, "selection": selected, "devices": out_devices,
+            "driver_version": sampler.driver_version, "selection": selected, "devices": out_devices,
             "peaks_used": dict(peaks_used) if peaks_used is not None else {"value": None,
                                                                            "note": PEAKS_PLACEHOLDER_NOTE},
             "averaged_over": span, "ladder": out_ladders, "missing": list(dict.fromkeys(missing))}
@@ -87,14 +93,3 @@ def _mig_entry(sample: GpuSample | None) -> dict[str, Any]:
              **dict(m.values), "missing": dict(m.unavailable)} for m in sample.mig_gpm]
     return {"mig_gpm": rows, "mig_gpm_reason": sample.mig_gpm_reason}
 
-
-def gpu_passport_from_sampler(sampler: GpuSampler, *, ladders: Mapping[int, Ladder] | None = None,
-                              peaks_used: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The ``gpu`` section from a (stopped or running) sampler: over the training window when it holds samples."""
-    window = sampler.window_averages()
-    use_window = any(a.n_samples > 0 for a in window.values())
-    return gpu_passport_section(devices=sampler.devices, driver_version=sampler.driver_version,
-                                selection=sampler.selection, averages=window if use_window else sampler.averages(),
-                                span="training window" if use_window else "whole run", status=sampler.status(),
-                                unavailable_reason=sampler.unavailable_reason, ladders=ladders, peaks_used=peaks_used,
-                                latest=sampler.latest())

@@ -132,9 +132,7 @@ class GpuSampler:
             self.devices = opened.devices
             self.driver_version = opened.driver_version
             self.selection = opened.selection
-            for st in opened._states.values():
-                st.window = Accumulator()
-            self._states = opened._states  # one assignment: readers see the old or the new map
+            self._states = opened._states  # one assignment, fresh windows: readers see the old or the new map
             self.unavailable_reason = opened.unavailable_reason
         self._start_devices()
         self._read_energy(end=False)  # after the device threads start: a hung counter read delays no sampling

@@ -62,12 +62,7 @@ def parse_gpus(value: str | int | Sequence[int | str] | None) -> GpusSpec | None
         parts = list(value)
     if not parts:
         raise ValueError(f"--gpus: {value!r} names no device; {VALID_GPUS_TEXT}")
-    entries: list[int | str] = []
-    for part in parts:
-        entry = _parse_entry(part, value)
-        if entry not in entries:
-            entries.append(entry)
-    return GpusSpec(entries=tuple(entries))
+    return GpusSpec(entries=tuple(dict.fromkeys(_parse_entry(part, value) for part in parts)))  # each once, in order
 
 
 def _parse_entry(part: Any, whole: Any) -> int | str:
