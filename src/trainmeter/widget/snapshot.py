@@ -42,7 +42,6 @@ from trainmeter.widget.look import (
     STATUS_COLOURS,
     WARNING_COLOUR,
 )
-from trainmeter.widget.snapshot_tiles import format_tile, tiles_html  # noqa: F401  (format_tile: re-exported)
 from trainmeter.widget.ticks import linear_ticks, log_ticks
 
 CHART_POINTS = 240
@@ -95,6 +94,54 @@ def _header(state: dict[str, Any]) -> str:
             f'<td style="text-align:left;padding:2px 8px;color:{MUTED}">{_esc(format_duration(state.get("elapsed_s") or 0.0))}</td>'
             f'<td style="text-align:left;padding:2px 0 2px 8px;width:60%">{_esc(progress_text(state))}{bar}</td>'
             f"</tr></table>")
+
+
+# -- tiles (as js/src/tiles.ts prints and folds them) ----------------------------------------
+def format_tile(tile: dict[str, Any]) -> str:
+    """A tile's value as text (the same text the live tile shows)."""
+    if tile.get("text"):
+        return str(tile["text"])
+    if tile.get("value") is None:
+        return MISSING
+    if tile.get("id") == "step":
+        return format_integer(tile["value"])
+    return format_value(tile["value"], str(tile.get("unit", "")))
+
+
+def tiles_html(all_tiles: Sequence[dict[str, Any]], per_row: int = 4) -> str:
+    """The tiles as a table, ``per_row`` a row, and one line for those folded: a tile whose value is missing for a
+    reason about this machine (as js/src/tiles.ts folds and words them)."""
+    folded = [t for t in all_tiles if t.get("not_here") and t.get("value") is None and not t.get("text")]
+    table = _tile_table([t for t in all_tiles if t not in folded], per_row)
+    if not folded:
+        return table
+    text = "Not on this machine: " + " · ".join(f"{t.get('label')}: {t.get('missing') or 'not available'}"
+                                                for t in folded)
+    return table + f'<div data-tm="not-here" style="font-size:11px;color:{MUTED};margin:2px 0 6px">{_esc(text)}</div>'
+
+
+def _tile_table(tiles: Sequence[dict[str, Any]], per_row: int) -> str:
+    if not tiles:
+        return ""
+    rows = []
+    for i in range(0, len(tiles), per_row):
+        chunk = tiles[i:i + per_row]
+        labels = "".join(f'<th style="text-align:left;font-weight:400;font-size:11px;color:{MUTED};'
+                         f'padding:4px 12px 0 0">{_esc(t.get("label", ""))}</th>' for t in chunk)
+        values = "".join(
+            '<td style="text-align:left;font-size:16px;font-weight:600;padding:0 12px 0 0;white-space:nowrap"'
+            + (' data-tm="step"' if t.get("id") == "step" else "") + f">{_esc(format_tile(t))}</td>"
+            for t in chunk)
+        subs = "".join(f'<td style="text-align:left;font-size:11px;color:{MUTED};padding:0 12px 2px 0">{_esc(_tile_note(t))}</td>'
+                       for t in chunk)
+        rows.append(f"<tr>{labels}</tr><tr>{values}</tr><tr>{subs}</tr>")
+    return f'<table style="border-collapse:collapse;margin:4px 0">{"".join(rows)}</table>'
+
+
+def _tile_note(tile: dict[str, Any]) -> str:
+    if tile.get("value") is None and not tile.get("text"):
+        return str(tile.get("missing") or "")  # the reason, or the input that would enable it, as the live tile says
+    return str(tile.get("sub") or "")
 
 
 # -- charts ------------------------------------------------------------------------------------
