@@ -29,7 +29,6 @@ class StatusGuard:
         self.original = original
         self.active = active
         self.parent = parent
-        self.reasserted = 0
         self.seen_active = False
         self.installed_at = time.monotonic()
 
@@ -43,7 +42,6 @@ class StatusGuard:
                 return result
             if status == "idle" and self.parent and threading.current_thread() is not threading.main_thread():
                 self.original("busy", "shell", parent=self.parent)
-                self.reasserted += 1
         except Exception:  # noqa: BLE001 - the kernel's own status was published above
             pass
         return result

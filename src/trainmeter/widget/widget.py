@@ -121,7 +121,6 @@ class TrainmeterWidget(anywidget.AnyWidget):
         kwargs.setdefault("store_key", uuid.uuid4().hex)
         super().__init__(state=state or {"name": "run", "status": "starting"}, history=history, **kwargs)
         self._publisher: SnapshotSource | None = None
-        self.snapshots_sent = 0
         self.on_msg(self._on_front_message)
         allow_subshell_replies(self)
 
@@ -159,7 +158,6 @@ class TrainmeterWidget(anywidget.AnyWidget):
         frame = bytes(self.history or b"")
         if frame:
             self.send({"kind": "snapshot", "seq": decode_frame(frame).seq}, buffers=[frame])
-            self.snapshots_sent += 1
 
     def text_line(self) -> str:
         """The current text line (what shows where the widget cannot)."""
