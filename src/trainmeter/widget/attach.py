@@ -40,8 +40,8 @@ def attach_widget(monitor: Any) -> Publisher:
     widget = TrainmeterWidget(state=build_state(facts_from_monitor(monitor)))
     publisher = Publisher(monitor, widget)
     widget.attach(publisher)
-    widget.output_ref = {"model_id": getattr(widget, "model_id", None), "cell_id": _cell_id(),
-                         "source": _cell_source()}
+    widget.output_ref = {"model_id": getattr(widget, "model_id", None), "cell_id": _request_text("metadata", "cellId"),
+                         "source": _request_text("content", "code")}
     publisher.restore_router = _route_restores(widget)
     publisher._restores_at_start = publisher.restores_seen()
     publisher.show()
@@ -60,27 +60,17 @@ def _kernel() -> Any:
     return getattr(get_ipython(), "kernel", None)
 
 
-def _request(part: str, key: str) -> Any:
-    """``part.key`` of the running cell's execute request, else ``None``."""
+def _request_text(part: str, key: str) -> str | None:
+    """``part.key`` of the running cell's execute request when a text of 1 to :data:`MAX_SOURCE_CHARS` characters:
+    the cell's id (``metadata.cellId``), its code (how the front end finds a reloaded notebook's cell that had no id,
+    js/src/reattach.ts); else ``None``."""
     try:
         kernel = _kernel()
         parent = kernel.get_parent("shell") if kernel is not None else None
-        return ((parent or {}).get(part) or {}).get(key)
+        value = ((parent or {}).get(part) or {}).get(key)
     except Exception:
         return None
-
-
-def _cell_id() -> str | None:
-    """JupyterLab's id of the running cell (``metadata.cellId``), else ``None``."""
-    cell_id = _request("metadata", "cellId")
-    return cell_id if isinstance(cell_id, str) and cell_id else None
-
-
-def _cell_source() -> str | None:
-    """The running cell's code: how the front end finds a reloaded notebook's cell that had no id (js/src/reattach.ts).
-    """
-    code = _request("content", "code")
-    return code if isinstance(code, str) and 0 < len(code) <= MAX_SOURCE_CHARS else None
+    return value if isinstance(value, str) and 0 < len(value) <= MAX_SOURCE_CHARS else None
 
 
 def _live_running() -> bool:
