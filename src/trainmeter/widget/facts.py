@@ -1,8 +1,5 @@
-"""What the widget's view shows, gathered: :class:`RunFacts` from a live monitor or from a saved run.
-
-Every number is read from the monitor or the run record (docs/architecture.md); widget/view_model.py turns the facts
-into the ``state``. The *report series* (:data:`REPORT_SERIES`): one point per report, x = session seconds at it.
-"""
+"""What the widget's view shows, gathered (docs/architecture.md): :class:`RunFacts` from a live monitor or a saved run,
+and the *report series* (:data:`REPORT_SERIES`: one point per report, x = session seconds at it)."""
 
 # Annotations evaluated (no ``from __future__ import annotations``): dataclasses then skips its string checks of
 # RunFacts' 38 fields, a third of this module's import, paid at a script run's finish (docs/spec.md section 20).
@@ -11,7 +8,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trainmeter.record.textline import format_line
+from trainmeter.sizes import format_rate
 from trainmeter.verdicts.markers import markers as verdict_markers
+from trainmeter.widget.controls import controls_state
 
 REPORT_SERIES: tuple[str, ...] = ("train_tokens_per_s", "session_tokens_per_s", "rss_bytes", "cuda_allocated_bytes")
 LIVE_STATUSES = ("starting", "running")
@@ -110,16 +109,15 @@ def facts_from_monitor(monitor: Any, recent: Any = None, x_map: Any = None) -> R
     train_rate = interval.train_tokens_per_s if interval else None
     spp = interval.seconds_per_step if interval else None
     session_rate = session.session_tokens_per_s if session else None
-    if not live:  # whole-run figures, as the passport has them
+    text_line = monitor.text_line or f"[step {steps}]"
+    if not live:  # whole-run figures, as the passport has them (the last report window's would contradict them)
         from trainmeter.record.passport import throughput_derivations
 
         whole = {d.name: d.value for d in throughput_derivations(
             tokens=tokens, steps=steps, train_s=float(phases_s.get("train", 0.0)), elapsed_s=elapsed_s,
             unit=monitor.token_unit)}
-        train_rate, spp, session_rate = whole["train_tokens_per_s"], whole["seconds_per_step"], whole[
-            "session_tokens_per_s"]
-    text_line = monitor.text_line or f"[step {steps}]"
-    if not live:  # the last report's window rate would contradict the passport's whole-run one
+        train_rate, spp, session_rate = (whole[k] for k in ("train_tokens_per_s", "seconds_per_step",
+                                                            "session_tokens_per_s"))
         text_line = whole_run_line(text_line, "tok" if monitor.token_unit == "tokens" else "samples", train_rate)
     rss_bytes = memory.rss_bytes if memory else None
     if live and recent is not None and recent.rss_bytes is not None:
@@ -144,23 +142,12 @@ def facts_from_monitor(monitor: Any, recent: Any = None, x_map: Any = None) -> R
         warnings=tuple(list(monitor.warnings) + ext_warnings), panels=tuple(panels), extra_charts=tuple(charts),
         extra_tiles=tuple(extra_tiles), progress_bar=monitor.progress_bar(recent if live else None),
         error=getattr(monitor, "error", None), recent=recent if live else None, markers=tuple(markers),
-        x_map=x_map, controls=_controls(monitor),
+        x_map=x_map, controls=controls_state(monitor),
     )
-
-
-def _controls(monitor: Any) -> dict[str, Any] | None:
-    from trainmeter.widget.controls import controls_state
-
-    try:
-        return controls_state(monitor)
-    except Exception:
-        return None
 
 
 def whole_run_line(line: str, unit_word: str, tokens_per_s: float | None) -> str:
     """``line`` with its ``tok/s=`` field (the last report window's) replaced by the whole run's rate."""
-    from trainmeter.sizes import format_rate
-
     head, sep, rest = line.partition("] ")
     fields = [f for f in rest.split(" | ") if f] if sep else []
     fields = [f for f in fields if not f.startswith(f"{unit_word}/s=")]
