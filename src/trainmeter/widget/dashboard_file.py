@@ -1,7 +1,5 @@
-"""The end-of-run dashboard file: ``dashboard.json``, the final view state that ``tm.display(run)`` replays.
-
-Its own module so a run without a widget writes it at the end without loading the live publisher.
-"""
+"""``dashboard.json``: the final view state that ``tm.display(run)`` replays; its own module so a run without a widget
+writes it at the end without loading the live publisher."""
 
 from __future__ import annotations
 

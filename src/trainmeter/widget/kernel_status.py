@@ -1,9 +1,6 @@
-"""Keep the kernel's busy/idle status true while a run holds the main shell (docs/protocol.md section 4).
-
-After an ``idle`` published from any thread but the main one (ipykernel 7), the wrapper of ``_publish_status``
-publishes ``busy`` again for the running cell, until the run ends. The ``status`` host patch (core/host_patches.py).
-Any thread.
-"""
+"""Keep the kernel's busy/idle status true while a run holds the main shell (docs/protocol.md section 4): after an
+``idle`` published off the main thread (ipykernel 7), ``busy`` again for the running cell until the run ends. The
+``status`` host patch (core/host_patches.py). Any thread."""
 
 from __future__ import annotations
 

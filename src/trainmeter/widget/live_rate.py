@@ -1,10 +1,6 @@
-"""Recent throughput from the step series: the live tiles' and chart's rate, about once a second.
-
-:class:`RecentRate` keeps the steps of the last ``window_s`` seconds (time and tokens of each, read from
-``monitor.step_series`` by the publisher) and gives their sliding-window mean, ending at the last step, and the
-training-only rate over the same window from the phase clock's samples (:meth:`RecentRate.note_clock`):
-docs/protocol.md section 1, "Refresh". Publisher thread only.
-"""
+"""Recent throughput about once a second (docs/protocol.md section 1, "Refresh"): the sliding-window rate of the last
+``window_s`` seconds of steps, and the training-only rate over the same window from the phase clock's samples.
+Publisher thread only."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""State patches: what changed between two ``state`` dicts, as the front end applies it (docs/protocol.md section 2).
-
-Numbers compare as in JSON, but a bool that becomes a number is sent; js/src/statestore.ts applies patches as
-:func:`apply` does. Pure functions.
-"""
+"""State patches: what changed between two ``state`` dicts (docs/protocol.md section 2); a bool that becomes a number is
+sent; js/src/statestore.ts applies patches as :func:`apply` does. Pure functions."""
 
 from __future__ import annotations
 

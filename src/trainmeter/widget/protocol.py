@@ -1,10 +1,6 @@
-"""The widget's wire as types: the ``state`` traitlet, its tiles, charts, panels and look, and the custom messages.
-
-docs/protocol.md says what each field means; js/src/protocol.ts declares the same shapes for the
-front end. The golden state tests/fixtures/state_v2.json (tests/fixtures/make_state_v2.py, a
-FakeClock run) is checked against these types by pytest and parsed into the TS types by vitest.
-``NotRequired`` keys: a sender may leave them out. Types only: nothing here runs.
-"""
+"""The widget's wire as types (docs/protocol.md; js/src/protocol.ts declares the same shapes), checked against the golden
+state tests/fixtures/state_v2.json by pytest, as vitest parses it into the TS types. ``NotRequired``: a key a sender may
+leave out. Types only: nothing here runs."""
 
 from typing import Any, Literal, NotRequired, TypedDict
 

@@ -1,9 +1,6 @@
-"""Answer a reloaded page's widget restore while a ``%%trainmeter`` cell blocks the main shell (docs/protocol.md
-section 4, "Reload while the cell runs"): while a run is live, the restore's messages go to a subshell of ours.
-
-Private ipykernel 7 API (without it :func:`install` returns ``None``); any fault forwards the message unchanged. The
-``reload`` host patch (core/host_patches.py).
-"""
+"""While a run is live, a reloaded page's widget restore goes to a subshell of ours (docs/protocol.md section 4, "Reload
+while the cell runs"). Private ipykernel 7 API (without it :func:`install` returns ``None``); any fault forwards the
+message unchanged. The ``reload`` host patch (core/host_patches.py)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""The static dashboard: tables and chart images, no JavaScript, readable anywhere (docs/protocol.md section 4).
-
-Only what survives a sanitizer (docs/protocol.md section 4); each chart an SVG with explicit colours for light and dark
-backgrounds, the live charts' look (widget/look.py), re-decimated to :data:`CHART_POINTS` (a snapshot well under
-60 KB). Pure functions of the state dict and the series columns.
-"""
+"""The static dashboard (docs/protocol.md section 4): tables and SVG chart images, no JavaScript, in the live charts' look
+(widget/look.py), re-decimated to :data:`CHART_POINTS` (a snapshot well under 60 KB). Pure functions."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""Kernel subshells (ipykernel 7) and JupyterLab's ``commsOverSubshells`` setting, as the doctor reports them.
-
-The setting is read from the files JupyterLab would read (a remote front end's is not visible). Never raises.
-"""
+"""Kernel subshells (ipykernel 7) and JupyterLab's ``commsOverSubshells`` setting (from the files JupyterLab would read:
+a remote front end's is not visible), as the doctor reports them. Never raises."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""Axis ticks people can read: 4 to 6 labelled values inside the data, linear or log (docs/spec.md section 12).
-
-:data:`TICK_RULE` goes to js/src/ticks.ts in ``state["look"]["ticks"]`` (docs/protocol.md section 1);
-tests/fixtures/ticks_v1.json is checked by pytest and vitest alike. Pure functions.
-"""
+"""Axis ticks people can read (docs/spec.md section 12); :data:`TICK_RULE` goes to js/src/ticks.ts in the state's
+``look`` (tests/fixtures/ticks_v1.json is checked by pytest and vitest alike). Pure functions."""
 
 from __future__ import annotations
 

@@ -1,7 +1,4 @@
-"""The live dashboard widget: an ``anywidget.AnyWidget`` with the traitlets of docs/protocol.md section 1.
-
-Imports anywidget: imported lazily, never by ``import trainmeter``.
-"""
+"""The live dashboard widget: the traitlets of docs/protocol.md section 1. Imports anywidget: never by ``import trainmeter``."""
 
 from __future__ import annotations
 
