@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from contextlib import suppress
 from typing import Any
 
 from trainmeter.core.fork_locks import fresh_in_child
@@ -81,14 +82,12 @@ def _live_running() -> bool:
 
 def _guard_status() -> None:
     """Keep the kernel's status Busy for the whole run (widget/kernel_status.py). Never raises."""
-    try:
+    with suppress(Exception):
         from trainmeter.widget import kernel_status
 
         kernel = _kernel()
         if kernel is not None:
             kernel_status.install(kernel, _live_running)
-    except Exception:
-        pass
 
 
 def _route_restores(widget: Any) -> Any:
@@ -113,10 +112,8 @@ def _close_comms(widget: Any) -> None:
     for w in (getattr(widget, "layout", None), widget):
         close = getattr(w, "close", None)
         if close is not None:
-            try:
+            with suppress(Exception):
                 close()
-            except Exception:
-                pass
 
 
 def live_publisher() -> Publisher | None:

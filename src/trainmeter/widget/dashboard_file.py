@@ -4,6 +4,7 @@ writes it at the end without loading the live publisher."""
 from __future__ import annotations
 
 import json
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -15,12 +16,10 @@ def save_dashboard(run_dir: Any, state: dict[str, Any]) -> None:
     a failure only loses the replay's extras."""
     if run_dir is None:
         return
-    try:
+    with suppress(Exception):
         from trainmeter.record.runlog import write_file_atomic
 
         # no absolute path in the record (it can hold a user name; docs/spec.md section 18): a replay
         # places the run from where it is read
         kept = {k: v for k, v in state.items() if k not in ("run_dir", "run_path", "run_rel")}
         write_file_atomic(Path(run_dir) / DASHBOARD_FILE, json.dumps(kept, separators=(",", ":")))
-    except Exception:
-        pass

@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from contextlib import suppress
 from typing import Any
 
 from trainmeter.core import host_patches
@@ -31,7 +32,7 @@ class StatusGuard:
 
     def __call__(self, status: Any, channel: Any = None, *args: Any, **kwargs: Any) -> Any:
         result = self.original(status, channel, *args, **kwargs)
-        try:
+        with suppress(Exception):  # the kernel's own status was published above
             if self.active():
                 self.seen_active = True
             elif self.seen_active or time.monotonic() - self.installed_at > START_GRACE_S:
@@ -39,17 +40,13 @@ class StatusGuard:
                 return result
             if status == "idle" and self.parent and threading.current_thread() is not threading.main_thread():
                 self.original("busy", "shell", parent=self.parent)
-        except Exception:  # noqa: BLE001 - the kernel's own status was published above
-            pass
         return result
 
     def remove(self) -> None:
         """Give the kernel its own method back (idempotent, any thread)."""
-        try:
+        with suppress(Exception):
             if self.kernel.__dict__.get(ATTR) is self:
                 del self.kernel.__dict__[ATTR]
-        except Exception:  # noqa: BLE001
-            pass
 
 
 def guard_of(kernel: Any) -> StatusGuard | None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from contextlib import suppress
 from typing import Any
 
 from trainmeter.core import host_patches
@@ -44,23 +45,17 @@ class RestoreRouter:
         kernel, stream, loop = self.kernel, self.stream, self.loop
         if kernel is None or kernel_router(kernel) is not self:
             return False
-        try:
+        with suppress(Exception):
             del kernel._trainmeter_restore_router
-        except Exception:  # noqa: BLE001
-            pass
         self.stream = self.loop = None
 
         def restore() -> None:
-            try:
+            with suppress(Exception):
                 stream.on_recv(self.original, copy=False)
-            except Exception:  # noqa: BLE001
-                pass
             subshell_id, self.subshell_id = self.subshell_id, None
             if subshell_id is not None:
-                try:
+                with suppress(Exception):  # already gone
                     kernel.shell_channel_thread.manager._delete_subshell(subshell_id)
-                except Exception:  # noqa: BLE001 - already gone
-                    pass
 
         try:
             loop.add_callback(restore)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from contextlib import suppress
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -136,15 +137,13 @@ class TrainmeterWidget(anywidget.AnyWidget):
         self._publisher = publisher
 
     def _on_front_message(self, _widget: Any, content: Any, _buffers: Any) -> None:
-        try:
+        with suppress(Exception):  # a front-end message must never break the kernel side
             if isinstance(content, dict) and content.get("kind") == "hello":
                 self.answer_hello()
             elif isinstance(content, dict) and content.get("kind") == "control":  # stop/checkpoint (widget/controls.py)
                 from trainmeter.widget.controls import obey
 
                 obey(getattr(self._publisher, "monitor", None), content)
-        except Exception:
-            pass  # a front-end message must never break the kernel side
 
     def answer_hello(self) -> None:
         """Send a ``snapshot`` (now from ``history``, or via the live publisher's next tick)."""
