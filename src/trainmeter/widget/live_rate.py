@@ -68,7 +68,7 @@ class RecentRate:
         self._base = 0.0  # cumulative tokens before the window
         self._steps_base = 0  # cumulative steps before the window
         self._folded = 0  # leading entries already one per cell of time (see _fold)
-        self._before: tuple[float, float] | None = (0.0, 0.0)  # (t_s, tokens) of the entry just before the window
+        self._start_s = 0.0  # session seconds of the entry just before the window: where the window starts
         self._clock: deque[tuple[float, float]] = deque([(0.0, 0.0)])  # (session s, training s) samples
         self._pace: tuple[float, float, float] | None = None  # (t_s, steps/s, tokens/s) of the smoothed pace
 
@@ -84,8 +84,7 @@ class RecentRate:
         steps.extend(range(last_step + 1, last_step + k + 1))
         cut = min(bisect_left(times, times[-1] - self.window_s), len(times) - 1)  # the first step in the window
         if cut > 0:
-            previous = cum[cut - 2] if cut > 1 else self._base
-            self._before = (times[cut - 1], cum[cut - 1] - previous)
+            self._start_s = times[cut - 1]
             self._base, self._steps_base = cum[cut - 1], steps[cut - 1]
             del times[:cut], cum[:cut], steps[:cut]
             self._folded = max(0, self._folded - cut)
@@ -114,8 +113,7 @@ class RecentRate:
         if self._clock and session_s <= self._clock[-1][0]:
             return
         self._clock.append((float(session_s), max(float(train_s), self._clock[-1][1] if self._clock else 0.0)))
-        start = self._before[0] if self._before is not None else 0.0
-        while len(self._clock) > 2 and self._clock[1][0] <= start:
+        while len(self._clock) > 2 and self._clock[1][0] <= self._start_s:
             self._clock.popleft()  # keep one sample at or before the window's start
 
     def train_s_at(self, session_s: float) -> float | None:
@@ -131,15 +129,15 @@ class RecentRate:
 
     def figures(self, rss_bytes: int | None = None) -> RecentFigures | None:
         """The window's figures, or ``None`` before the first step."""
-        if not self._times or self._before is None:
+        if not self._times:
             return None
         t_last = self._times[-1]
-        span = t_last - self._before[0]
+        span = t_last - self._start_s
         if span <= 0:
             return None
         tokens = self._cum[-1] - self._base
         steps = self._steps[-1] - self._steps_base
-        end, start = self.train_s_at(t_last), self.train_s_at(self._before[0])
+        end, start = self.train_s_at(t_last), self.train_s_at(self._start_s)
         train_s = None if end is None or start is None else min(span, end - start)
         train_rate = tokens / train_s if train_s is not None and train_s > 0 else None
         smooth = self._smooth(t_last, steps / span, tokens / span)

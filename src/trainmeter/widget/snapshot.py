@@ -141,33 +141,18 @@ def _tile_note(tile: dict[str, Any]) -> str:
 
 
 # -- charts ------------------------------------------------------------------------------------
-def marker_xs(spec: dict[str, Any], markers: Sequence[dict[str, Any]],
-              series: dict[str, tuple[str, Sequence[float], Sequence[float]]]) -> list[tuple[float, dict[str, Any]]]:
-    """``(x, marker)`` of the verdict markers that belong on ``spec``, in its native x.
-
-    A step chart takes the marker's step; a time chart its seconds, mapped by Python (``at``,
-    widget/x_axis.py ``place_markers``); a marker that cannot be placed is left out.
-    """
-    out = []
-    for m in markers:
-        if m.get("chart") != spec.get("id") or not isinstance(m.get("step"), int | float):
-            continue
-        if spec.get("x") == "time":
-            x = (m.get("at") or {}).get("time")
-        else:
-            x = float(m["step"])
-        if x is not None:
-            out.append((x, m))
-    return out
+def marker_xs(spec: dict[str, Any], markers: Sequence[dict[str, Any]]) -> list[tuple[float, dict[str, Any]]]:
+    """``(x, marker)`` of the verdict markers that belong on ``spec``, in its native x (a time chart's mapped by Python:
+    ``at``, widget/x_axis.py ``place_markers``); a marker that cannot be placed is left out."""
+    mine = [m for m in markers if m.get("chart") == spec.get("id") and isinstance(m.get("step"), int | float)]
+    xs = [(m.get("at") or {}).get("time") if spec.get("x") == "time" else float(m["step"]) for m in mine]
+    return [(x, m) for x, m in zip(xs, mine, strict=True) if x is not None]
 
 
 def chart_svg(spec: dict[str, Any], series: dict[str, tuple[str, Sequence[float], Sequence[float]]],
               markers: Sequence[dict[str, Any]] = ()) -> str | None:
-    """A standalone SVG document for one chart spec, or ``None`` without data.
-
-    ``markers`` (``state["markers"]``): those for this chart are drawn as a dashed vertical
-    line at the step where the verdict began, with the marker's short label on top.
-    """
+    """A standalone SVG document for one chart spec, or ``None`` without data; ``markers`` (``state["markers"]``) of
+    this chart drawn as a dashed vertical line where the verdict began, the marker's short label on top."""
     lines = []  # (xs, ys, colour, faint): a raw series with a smoothed twin is drawn faint, the twin over it
     twins = spec.get("smoothed") if isinstance(spec.get("smoothed"), dict) else {}
     for i, name in enumerate(drawn_series(spec, series)):
@@ -182,10 +167,9 @@ def chart_svg(spec: dict[str, Any], series: dict[str, tuple[str, Sequence[float]
               if math.isfinite(y) and (y > 0 or not log_y)]
     if not finite:
         return None
-    placed = marker_xs(spec, markers, series)
-    x0, x1 = min(p[0] for p in finite), max(p[0] for p in finite)
-    if placed:
-        x0, x1 = min(x0, *(x for x, _ in placed)), max(x1, *(x for x, _ in placed))
+    placed = marker_xs(spec, markers)
+    all_xs = [x for x, _ in finite] + [x for x, _ in placed]
+    x0, x1 = min(all_xs), max(all_xs)
     y0, y1 = min(p[1] for p in finite), max(p[1] for p in finite)
     if x1 == x0:
         x0, x1 = x0 - 1, x1 + 1
@@ -275,7 +259,7 @@ def _chart(spec: dict[str, Any], series: dict[str, tuple[str, Sequence[float], S
                              f'{_esc(labels.get(n) or series_label(n))}' for i, n in enumerate(names))
     notes = "".join(f'<div style="font-size:11px;color:{MARKER_COLOUR}">&#9660; {_esc(m.get("label", ""))} at step '
                     f'{_esc(format_integer(m.get("step")))}: {_esc(m.get("sentence", ""))}</div>'
-                    for _, m in marker_xs(spec, markers, series))
+                    for _, m in marker_xs(spec, markers))
     uri = "data:image/svg+xml;base64," + base64.b64encode(svg.encode("utf-8")).decode("ascii")
     title = _esc(spec.get("title", ""))
     return (f'<td style="text-align:left;vertical-align:top;padding:4px 8px 4px 0">'

@@ -52,10 +52,8 @@ class XMap:
         if self._head is not None and self._head[0] <= step:
             self._head = None
         if len(self.steps) > self.max_points:
-            keep = list(range(0, len(self.steps) - 1, 2)) + [len(self.steps) - 1]
-            self.steps = [self.steps[i] for i in keep]
-            self.tokens = [self.tokens[i] for i in keep]
-            self.times = [self.times[i] for i in keep]
+            keep = [*range(0, len(self.steps) - 1, 2), len(self.steps) - 1]
+            self.steps, self.tokens, self.times = ([col[i] for i in keep] for col in (self.steps, self.tokens, self.times))
 
     def set_head(self, step: float, tokens: float, t_s: float) -> None:
         """The newest step read (not kept as a point until :meth:`add`)."""
