@@ -18,11 +18,8 @@ LIVE_STATUSES = ("starting", "running")
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunFacts:
-    """What the view shows, gathered from one source. Seconds, bytes, tokens as named.
-
-    ``live`` runs show the latest report window's training-only rate; finished runs
-    the whole run's (tokens / training seconds).
-    """
+    """What the view shows, gathered from one source. Seconds, bytes, tokens as named; the training-only rate is the
+    last report window's while ``live``, else the whole run's."""
 
     name: str
     status: str
@@ -85,12 +82,9 @@ def _report_values(train: Any, session: Any, rss: Any, cuda: Any) -> dict[str, f
 
 # -- gathering ---------------------------------------------------------------------------------
 def facts_from_monitor(monitor: Any, recent: Any = None, x_map: Any = None) -> RunFacts:
-    """Gather facts from a live (or just finished) monitor. Read-only; any thread.
-
-    ``recent`` (:class:`~trainmeter.widget.live_rate.RecentFigures`, from the publisher
-    once a second) drives the live rate tile, the ETA and RSS between reports; ``x_map``
-    (the publisher's :class:`~trainmeter.widget.x_axis.XMap`) places the markers on every x axis.
-    """
+    """Gather facts from a live (or just finished) monitor; ``recent`` (the publisher's once-a-second
+    :class:`~trainmeter.widget.live_rate.RecentFigures`) drives the live rate tile, the ETA and RSS between reports,
+    ``x_map`` (:class:`~trainmeter.widget.x_axis.XMap`) places the markers on every x axis. Read-only; any thread."""
     opts = monitor.options
     live = monitor.status in LIVE_STATUSES
     interval, session, memory = monitor.interval, monitor.session, monitor.memory

@@ -52,11 +52,7 @@ class RecentFigures:
 
 
 class RecentRate:
-    """Sliding window over the step series.
-
-    Args:
-        window_s: Seconds of steps the rate averages over.
-    """
+    """Sliding window over the step series: the last ``window_s`` seconds of steps."""
 
     def __init__(self, window_s: float = RECENT_WINDOW_S) -> None:
         self.window_s = window_s

@@ -318,15 +318,9 @@ def _section(title: str, body: str) -> str:
 
 
 def render_snapshot(state: dict[str, Any], series: Sequence[Any], *, mount_key: str | None = None) -> str:
-    """Return the static HTML dashboard of a run.
-
-    Args:
-        state: The ``state`` dict (docs/protocol.md).
-        series: Series columns (objects with ``name``, ``x_kind``, ``xs``, ``ys``, such as
-            :class:`~trainmeter.widget.frame.SeriesColumns`).
-        mount_key: The widget's ``store_key``: while the kernel lives, the widget's front
-            end draws the live dashboard in place of this HTML.
-    """
+    """The static HTML dashboard of a run from its ``state`` and ``series`` columns (``name``, ``x_kind``, ``xs``,
+    ``ys``: :class:`~trainmeter.widget.frame.SeriesColumns`); ``mount_key``: the widget's ``store_key``, where its front
+    end draws the live dashboard in place of this HTML while the kernel lives."""
     by_name = {s.name: (s.x_kind, s.xs, s.ys) for s in series}
     specs = state.get("charts") or []
     marks = [m for m in state.get("markers") or [] if isinstance(m, dict)]
@@ -354,11 +348,8 @@ def render_snapshot(state: dict[str, Any], series: Sequence[Any], *, mount_key: 
 
 
 def snapshot_bundle(state: dict[str, Any], series: Sequence[Any], *, mount_key: str | None = None) -> dict[str, Any]:
-    """The output bundle of a finished dashboard: ``text/html`` plus a ``text/plain`` summary line, no widget view.
-
-    A saved notebook must not reference a widget model that will not exist when it is reopened (docs/protocol.md
-    section 4).
-    """
+    """The output bundle of a finished dashboard: ``text/html`` plus a ``text/plain`` summary line, no widget view
+    (docs/protocol.md section 4)."""
     from trainmeter.widget.view_model import summary_text
 
     return {"text/html": render_snapshot(state, series, mount_key=mount_key), "text/plain": summary_text(state)}

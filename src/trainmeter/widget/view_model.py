@@ -42,11 +42,8 @@ RECENT_SERIES = "recent_tokens_per_s"  # the once-a-second sliding-window rate (
 def progress(*, steps: int, tokens: int, budget_steps: int | None, budget_tokens: int | None,
              seconds_per_step: float | None, train_tokens_per_s: float | None, token_unit: str = "tokens",
              live: bool = True, recent: Any = None) -> dict[str, Any] | None:
-    """The progress bar: fraction of the budget and the ETA (s) by the one rule (compute/eta.py).
-
-    While live with ``recent`` figures, the ETA is at the recent wall-clock pace (it moves every second and counts eval
-    and data waits); otherwise at the training-only pace of the last report.
-    """
+    """The progress bar: fraction of the budget and the ETA (s) by the one rule (compute/eta.py): at the recent
+    wall-clock pace while live with ``recent`` figures, else at the last report's training-only pace."""
     from trainmeter.compute.eta import REPORT_WINDOW, Pace, eta, pace_of, recent_pace
 
     if budget_steps:
@@ -234,10 +231,8 @@ def phase_bar(phases_s: dict[str, float]) -> dict[str, Any]:
 
 
 def build_state(f: RunFacts) -> dict[str, Any]:
-    """Return the ``state`` traitlet value (JSON-safe: non-finite floats become null), at revision 0.
-
-    The live publisher numbers the states it sends (``rev``) and sends each as a patch of the last.
-    """
+    """The ``state`` traitlet value (JSON-safe: non-finite floats become null), at revision 0 (the publisher numbers
+    the states it sends)."""
     bar = f.progress_bar or progress(
         steps=f.steps, tokens=f.tokens, budget_steps=f.budget_steps, budget_tokens=f.budget_tokens,
         seconds_per_step=f.seconds_per_step, train_tokens_per_s=f.train_tokens_per_s, token_unit=f.token_unit, live=f.live,
