@@ -162,20 +162,17 @@ def facts_from_run(passport: dict[str, Any], events: list[dict[str, Any]], run_d
     step_names = list(dict.fromkeys(e["name"] for e in events
                                     if e.get("kind") == "series" and e.get("x", "step") == "step"))
     warnings = list(passport.get("warnings") or [])
+    src = passport or last  # a run without a passport: the figures of its last report
+    tp = src.get("throughput") or {}
+    mem = src.get("memory") or {}
+    phases_s, elapsed_s = dict(src.get("phases_s") or {}), float(src.get("elapsed_s") or 0.0)
+    steps, tokens = int(src.get("steps" if passport else "step") or 0), int(src.get("tokens") or 0)
     if passport:
-        tp = passport.get("throughput") or {}
-        mem = passport.get("memory") or {}
         loss = (passport.get("series") or {}).get("train_loss") or {}
-        status, phases_s = str(passport.get("status", "completed")), dict(passport.get("phases_s") or {})
-        steps, tokens = int(passport.get("steps") or 0), int(passport.get("tokens") or 0)
-        elapsed_s, unit = float(passport.get("elapsed_s") or 0.0), str(passport.get("token_unit", "tokens"))
+        status, unit = str(passport.get("status", "completed")), str(passport.get("token_unit", "tokens"))
         loss_last, loss_min = loss.get("last"), loss.get("min")
     else:
-        tp = last.get("throughput") or {}
-        mem = last.get("memory") or {}
-        status, phases_s = "interrupted", dict(last.get("phases_s") or {})
-        steps, tokens = int(last.get("step") or 0), int(last.get("tokens") or 0)
-        elapsed_s, unit = float(last.get("elapsed_s") or 0.0), "tokens"
+        status, unit = "interrupted", "tokens"
         loss_last, loss_min = _last_value(events, "train_loss"), None
         warnings.append("this run has no passport: it did not finish (kernel killed?); figures are from its "
                         "last report")
@@ -184,17 +181,13 @@ def facts_from_run(passport: dict[str, Any], events: list[dict[str, Any]], run_d
     verdicts = _saved_verdicts(passport, events)
     warnings.extend(v["sentence"] for v in verdicts  # the live header showed them as warnings
                     if isinstance(v, dict) and v.get("sentence") and v["sentence"] not in warnings)
-    extra_tiles: tuple[dict[str, Any], ...] = ()
-    bar = None
-    energy = _energy_tiles(passport)
+    card, bar = [], None  # the compute wing's tiles and progress bar
     compute = passport.get("compute")
     if isinstance(compute, dict):
         from trainmeter.compute.card import compute_tiles, progress_bar
 
         derivations = {d["name"]: d for d in passport.get("derivations") or [] if isinstance(d, dict)}
-        extra_tiles = tuple(compute_tiles(compute, derivations))
-        bar = progress_bar(compute, derivations)
-    extra_tiles = extra_tiles + tuple(energy)
+        card, bar = list(compute_tiles(compute, derivations)), progress_bar(compute, derivations)
     unit_word = "tok" if unit == "tokens" else "samples"
     line = format_line(steps, series={"train_loss": loss_last}, tokens_per_s=train_rate, token_unit=unit_word)
     return RunFacts(
@@ -208,7 +201,7 @@ def facts_from_run(passport: dict[str, Any], events: list[dict[str, Any]], run_d
         loss_last=loss_last, loss_min=loss_min, step_series=tuple(step_names), warnings=tuple(warnings),
         loss_points=loss_points if loss_points is not None else sum(
             len(e.get("value") or ()) for e in events if e.get("kind") == "series" and e.get("name") == "train_loss"),
-        extra_tiles=extra_tiles, progress_bar=bar, error=passport.get("error"),
+        extra_tiles=tuple(card + _energy_tiles(passport)), progress_bar=bar, error=passport.get("error"),
         markers=tuple(verdict_markers(verdicts)), x_map=x_map,
     )
 
