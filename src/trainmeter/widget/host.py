@@ -74,7 +74,7 @@ def widget_sinks(monitor: Any) -> list[Any]:
     """Show a live widget for ``monitor`` and start its publisher; ``[]`` (text line on) when that fails. The
     sinks' ``close()`` must run when the run ends. Never raises."""
     try:
-        from trainmeter.widget.publisher import attach_widget
+        from trainmeter.widget.attach import attach_widget
     except ImportError:
         return []
     try:

@@ -20,23 +20,11 @@ PACE_TAU_S = 20.0  # time constant of the ETA's smoothed pace (an EMA of the rec
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RecentFigures:
-    """Figures over the last window of steps (wall-clock), as of the last step.
-
-    Attributes:
-        tokens_per_s: Tokens (or samples) per second over the window.
-        steps_per_s: Optimizer steps per second over the window.
-        window_tokens: Tokens of the steps in the window.
-        window_steps: Steps in the window.
-        window_s: Seconds the window spans (shorter than ``RECENT_WINDOW_S`` early in a run).
-        t_s: Session seconds of the last step (the point's x on the throughput chart).
-        rss_bytes: Process RSS read by the publisher with the figures, or ``None``.
-        train_tokens_per_s: Tokens per training-only second over the same window, or ``None``
-            (no phase-clock sample yet, or no training time in the window).
-        window_train_s: Training-only seconds in the window, or ``None``.
-        smoothed_steps_per_s: The ETA's pace: an exponential mean (time constant :data:`PACE_TAU_S`)
-            of ``steps_per_s`` over the run's seconds of steps so far.
-        smoothed_tokens_per_s: The same for ``tokens_per_s``.
-    """
+    """Figures over the last window of steps (wall-clock), as of the last step; tokens are samples where the run counts
+    those. ``window_s`` is shorter than :data:`RECENT_WINDOW_S` early in a run; ``t_s``: the last step's session seconds
+    (the point's x on the throughput chart); ``rss_bytes``: read by the publisher with the figures. The training-only
+    figures are ``None`` without a phase-clock sample or training time in the window; the smoothed rates are the ETA's
+    pace (an exponential mean, time constant :data:`PACE_TAU_S`, over the run's seconds of steps)."""
 
     tokens_per_s: float
     steps_per_s: float

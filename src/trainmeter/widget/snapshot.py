@@ -176,7 +176,8 @@ def chart_svg(spec: dict[str, Any], series: dict[str, tuple[str, Sequence[float]
     if y1 - y0 <= 1e-9 * max(abs(y0), abs(y1)):  # flat (to rounding): centre it in a readable span
         y0 = y1 = (y0 + y1) / 2
         y0, y1 = (y0 / 2, y1 * 2) if log_y else (y0 - 0.5 * (abs(y0) or 1), y1 + 0.5 * (abs(y1) or 1))
-    pad = (math.log10(y1) - math.log10(y0)) * 0.05 if log_y else (y1 - y0) * 0.05
+    scale = math.log10 if log_y else float  # where a y value sits along the axis
+    pad = (scale(y1) - scale(y0)) * 0.05
     if log_y:
         y0, y1 = 10 ** (math.log10(y0) - pad), 10 ** (math.log10(y1) + pad)
     elif spec.get("unit") == "fraction":  # shares on their whole 0-100% scale, as the live chart draws them
@@ -188,11 +189,8 @@ def chart_svg(spec: dict[str, Any], series: dict[str, tuple[str, Sequence[float]
     def sx(x: float) -> float:
         return PAD_L + (x - x0) / (x1 - x0) * w
 
-    def fy(y: float) -> float:
-        return (math.log10(y) - math.log10(y0)) / (math.log10(y1) - math.log10(y0)) if log_y else (y - y0) / (y1 - y0)
-
     def sy(y: float) -> float:
-        return PAD_T + (1 - fy(y)) * h
+        return PAD_T + (1 - (scale(y) - scale(y0)) / (scale(y1) - scale(y0))) * h
 
     unit = str(spec.get("unit", ""))
     parts = [f'<rect x="{PAD_L}" y="{PAD_T}" width="{w}" height="{h}" fill="none" stroke="{GRID}"/>']

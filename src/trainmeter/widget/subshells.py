@@ -64,8 +64,7 @@ def subshell_findings(version_of: Callable[[str], str | None], shell: Any, env: 
         comms = Check(name="comms over subshells", ok=None,
                       detail="JupyterLab is not installed here (a remote front end's setting is not visible)")
         return [sub, comms]
-    parts = [int(p) if p.isdigit() else 0 for p in lab.split(".")[:2]] + [0, 0]
-    if (parts[0], parts[1]) < (4, 4):
+    if tuple(int(p) if p.isdigit() else 0 for p in [*lab.split("."), "0"][:2]) < (4, 4):
         return [sub, Check(name="comms over subshells", ok=None,
                            detail=f"JupyterLab {lab} predates comms over subshells (JupyterLab 4.4)")]
     found = _lab_setting(_lab_settings_files(env) if lab_settings is None else lab_settings)
