@@ -7,6 +7,7 @@ from contextlib import suppress
 from typing import Any
 
 from trainmeter.core.fork_locks import fresh_in_child
+from trainmeter.widget.host import in_marimo, ipython_shell
 from trainmeter.widget.publisher import Publisher
 from trainmeter.widget.view_model import build_state, facts_from_monitor
 
@@ -28,7 +29,6 @@ def attach_widget(monitor: Any) -> Publisher:
     """Show a live widget for ``monitor`` at the top of the cell's output and start its publisher, whose ``close()``
     must run at the cell's end; ``ImportError`` without anywidget/IPython."""
     global _LIVE, _LAST
-    from trainmeter.widget.host import in_marimo
     from trainmeter.widget.widget import TrainmeterWidget
 
     with _REGISTRY_LOCK:
@@ -56,9 +56,7 @@ MAX_SOURCE_CHARS = 20_000  # a longer cell is found by its id alone
 
 
 def _kernel() -> Any:
-    from IPython import get_ipython
-
-    return getattr(get_ipython(), "kernel", None)
+    return getattr(ipython_shell(), "kernel", None)
 
 
 def _request_text(part: str, key: str) -> str | None:

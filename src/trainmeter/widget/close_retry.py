@@ -9,6 +9,7 @@ from contextlib import suppress
 from typing import Any
 
 from trainmeter.core import host_patches
+from trainmeter.widget.host import ipython_shell
 
 _LIVE_STATUSES = ("starting", "running")
 _WATCHED: weakref.WeakSet[Any] = weakref.WeakSet()
@@ -23,9 +24,7 @@ def watch(publisher: Any) -> None:
         _WATCHED.add(publisher)
         if _REGISTERED:
             return
-        from IPython import get_ipython
-
-        shell = get_ipython()
+        shell = ipython_shell()
         if shell is None:
             return
         shell.events.register("post_run_cell", _after_cell)

@@ -1,5 +1,5 @@
-"""The static dashboard (docs/protocol.md section 4): tables and SVG chart images, no JavaScript, in the live charts' look
-(widget/look.py), re-decimated to :data:`CHART_POINTS` (a snapshot well under 60 KB). Pure functions."""
+"""The static dashboard (docs/protocol.md section 4): tables and SVG chart images, no JavaScript, in the live charts'
+look (widget/look.py), re-decimated to :data:`CHART_POINTS` (a snapshot well under 60 KB). Pure functions."""
 
 from __future__ import annotations
 

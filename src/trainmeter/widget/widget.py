@@ -1,4 +1,5 @@
-"""The live dashboard widget: the traitlets of docs/protocol.md section 1. Imports anywidget: never by ``import trainmeter``."""
+"""The live dashboard widget: the traitlets of docs/protocol.md section 1. Imports anywidget: loaded lazily, never by
+``import trainmeter``."""
 
 from __future__ import annotations
 

@@ -53,7 +53,8 @@ class XMap:
             self._head = None
         if len(self.steps) > self.max_points:
             keep = [*range(0, len(self.steps) - 1, 2), len(self.steps) - 1]
-            self.steps, self.tokens, self.times = ([col[i] for i in keep] for col in (self.steps, self.tokens, self.times))
+            columns = (self.steps, self.tokens, self.times)
+            self.steps, self.tokens, self.times = ([column[i] for i in keep] for column in columns)
 
     def set_head(self, step: float, tokens: float, t_s: float) -> None:
         """The newest step read (not kept as a point until :meth:`add`)."""
