@@ -7,6 +7,7 @@ from contextlib import suppress
 from typing import Any
 
 from trainmeter.core.fork_locks import fresh_in_child
+from trainmeter.widget import kernel_status, restore_route
 from trainmeter.widget.host import in_marimo, ipython_shell
 from trainmeter.widget.publisher import Publisher
 from trainmeter.widget.view_model import build_state, facts_from_monitor
@@ -81,8 +82,6 @@ def _live_running() -> bool:
 def _guard_status() -> None:
     """Keep the kernel's status Busy for the whole run (widget/kernel_status.py). Never raises."""
     with suppress(Exception):
-        from trainmeter.widget import kernel_status
-
         kernel = _kernel()
         if kernel is not None:
             kernel_status.install(kernel, _live_running)
@@ -92,12 +91,10 @@ def _route_restores(widget: Any) -> Any:
     """Let a page reloaded during the run restore this widget (widget/restore_route.py); the router or ``None``.
     Never raises."""
     try:
-        from trainmeter.widget.restore_route import install
-
         kernel = _kernel()
         if kernel is None:
             return None
-        router = install(kernel, _live_running)
+        router = restore_route.install(kernel, _live_running)
         if router is not None:
             router.add_comm(getattr(getattr(widget, "comm", None), "comm_id", None))
         return router

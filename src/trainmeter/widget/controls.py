@@ -7,6 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from trainmeter.widget.host import in_marimo
+
 ACTIONS = ("stop", "checkpoint")
 MAX_LISTED = 16
 NO_MESSAGES = "this kernel reads widget messages only between cells (ipykernel 6, or no kernel subshells)"
@@ -40,7 +42,6 @@ def _message_path() -> tuple[bool, str | None]:
     """Whether this widget's messages reach the kernel while a cell runs, and why not."""
     try:
         from trainmeter.widget.attach import live_publisher
-        from trainmeter.widget.host import in_marimo
 
         publisher = live_publisher()
         if publisher is not None and getattr(publisher, "restore_router", None) is not None:

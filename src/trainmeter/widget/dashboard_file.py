@@ -8,6 +8,8 @@ from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
+from trainmeter.record.runlog import write_file_atomic
+
 DASHBOARD_FILE = "dashboard.json"
 
 
@@ -17,8 +19,6 @@ def save_dashboard(run_dir: Any, state: dict[str, Any]) -> None:
     if run_dir is None:
         return
     with suppress(Exception):
-        from trainmeter.record.runlog import write_file_atomic
-
         # no absolute path in the record (it can hold a user name; docs/spec.md section 18): a replay
         # places the run from where it is read
         kept = {k: v for k, v in state.items() if k not in ("run_dir", "run_path", "run_rel")}

@@ -39,6 +39,7 @@ from trainmeter.widget.look import (
     WARNING_COLOUR,
 )
 from trainmeter.widget.ticks import linear_ticks, log_ticks
+from trainmeter.widget.view_model import phase_bar, summary_text
 
 CHART_POINTS = 240
 CHART_W, CHART_H = 360, 170
@@ -275,8 +276,6 @@ def _phases(state: dict[str, Any], panels: Sequence[dict[str, Any]]) -> str:
     phases_s = state.get("phases_s") or {}
     bar = state.get("phase_bar")
     if not isinstance(bar, dict):  # a state saved before the view model sent the shares
-        from trainmeter.widget.view_model import phase_bar
-
         bar = phase_bar(phases_s)
     shares = bar.get("shares") or {}
     if not shares:
@@ -348,6 +347,4 @@ def render_snapshot(state: dict[str, Any], series: Sequence[Any], *, mount_key: 
 def snapshot_bundle(state: dict[str, Any], series: Sequence[Any], *, mount_key: str | None = None) -> dict[str, Any]:
     """The output bundle of a finished dashboard: ``text/html`` plus a ``text/plain`` summary line, no widget view
     (docs/protocol.md section 4)."""
-    from trainmeter.widget.view_model import summary_text
-
     return {"text/html": render_snapshot(state, series, mount_key=mount_key), "text/plain": summary_text(state)}

@@ -7,6 +7,7 @@ import math
 import os
 from typing import Any
 
+from trainmeter.compute.eta import REPORT_WINDOW, Pace, eta, pace_of, recent_pace
 from trainmeter.core.provenance import Derivation, Input, weakest
 from trainmeter.record.runlog import clean
 from trainmeter.sizes import (
@@ -44,8 +45,6 @@ def progress(*, steps: int, tokens: int, budget_steps: int | None, budget_tokens
              live: bool = True, recent: Any = None) -> dict[str, Any] | None:
     """The progress bar: fraction of the budget and the ETA (s) by the one rule (compute/eta.py): at the recent
     wall-clock pace while live with ``recent`` figures, else at the last report's training-only pace."""
-    from trainmeter.compute.eta import REPORT_WINDOW, Pace, eta, pace_of, recent_pace
-
     if budget_steps:
         done, budget, unit, label_unit = steps, budget_steps, "steps", "steps"
         training = 1.0 / seconds_per_step if seconds_per_step else None

@@ -11,6 +11,7 @@ from typing import Any, Protocol
 import anywidget
 import traitlets
 
+from trainmeter.widget.controls import obey
 from trainmeter.widget.frame import decode_frame
 
 STATIC = Path(__file__).parent.parent / "static"
@@ -142,8 +143,6 @@ class TrainmeterWidget(anywidget.AnyWidget):
             if isinstance(content, dict) and content.get("kind") == "hello":
                 self.answer_hello()
             elif isinstance(content, dict) and content.get("kind") == "control":  # stop/checkpoint (widget/controls.py)
-                from trainmeter.widget.controls import obey
-
                 obey(getattr(self._publisher, "monitor", None), content)
 
     def answer_hello(self) -> None:
