@@ -1,6 +1,5 @@
 """A close retried: a publisher whose close never ran whole is closed after the next cell (docs/spec.md section 18;
-IPython's ``post_run_cell``, host patch ``close-retry``). Main thread.
-"""
+IPython's ``post_run_cell``, host patch ``close-retry``). Main thread."""
 
 from __future__ import annotations
 
@@ -9,9 +8,9 @@ from contextlib import suppress
 from typing import Any
 
 from trainmeter.core import host_patches
+from trainmeter.widget.facts import LIVE_STATUSES
 from trainmeter.widget.host import ipython_shell
 
-_LIVE_STATUSES = ("starting", "running")
 _WATCHED: weakref.WeakSet[Any] = weakref.WeakSet()
 _REGISTERED: list[Any] = []  # the shell whose events hold our callback
 
@@ -36,7 +35,7 @@ def _after_cell(result: Any = None) -> None:
         if publisher.closed_whole:
             _WATCHED.discard(publisher)
             continue
-        if getattr(publisher.monitor, "status", None) in _LIVE_STATUSES:
+        if getattr(publisher.monitor, "status", None) in LIVE_STATUSES:
             continue  # its run is still live (a run started by tm.monitor() across cells)
         _WATCHED.discard(publisher)
         with suppress(BaseException):  # a Ctrl-C now is the user's for this cell, which has ended

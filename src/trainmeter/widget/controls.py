@@ -1,6 +1,5 @@
 """The widget's controls: the ``controls`` part of the state (buttons, alerts), and the front end's control messages
-(docs/protocol.md section 5: obeyed only when naming this run's id and a known action). Any thread.
-"""
+(docs/protocol.md section 5: obeyed only when naming this run's id and a known action). Any thread."""
 
 from __future__ import annotations
 

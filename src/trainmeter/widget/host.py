@@ -1,6 +1,5 @@
 """Where the widget is shown: a Jupyter kernel (a display output) or a marimo notebook (the widget object appended
-to the running cell's output); docs/architecture.md, "Where notebooks run". Imports nothing to detect. Cell's thread.
-"""
+to the running cell's output); docs/architecture.md, "Where notebooks run". Imports nothing to detect. Cell's thread."""
 
 from __future__ import annotations
 

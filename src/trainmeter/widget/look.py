@@ -1,6 +1,5 @@
 """The widget's look that both front ends share: colours (``colours.json``, which js/src/protocol.ts bundles too),
-layout ids and tick rule, sent as ``state["look"]`` (docs/protocol.md section 1).
-"""
+layout ids and tick rule, sent as ``state["look"]`` (docs/protocol.md section 1)."""
 
 from __future__ import annotations
 

@@ -9,10 +9,10 @@ Path = list[str | int]
 Op = list[Any]  # [path] (delete) or [path, value] (set)
 
 
-def diff(old: Any, new: Any, path: Path | None = None) -> list[Op]:
+def diff(old: Any, new: Any) -> list[Op]:
     """The operations that turn ``old`` into ``new`` (both JSON-like); ``[]`` when equal."""
     ops: list[Op] = []
-    _diff(old, new, [] if path is None else path, ops)
+    _diff(old, new, [], ops)
     return ops
 
 

@@ -24,8 +24,7 @@ _NAN = math.nan
 class XMap:
     """Step -> (cumulative tokens, seconds at its end), linear between points from the implied origin, bounded to
     ``max_points`` (thinned to every other). ``open_end`` (a live run's): a time past the newest point maps to the
-    newest step, a step past it is extrapolated; a saved run's maps nothing past its last point. One thread.
-    """
+    newest step, a step past it is extrapolated; a saved run's maps nothing past its last point. One thread."""
 
     __slots__ = ("open_end", "max_points", "steps", "tokens", "times", "_head")
 
@@ -85,8 +84,7 @@ class XMap:
 def _positions(table: list[float], xs: Sequence[float], past: str) -> list[tuple[int, float] | None]:
     """Where each x lies in the non-decreasing ``table``: ``(i, f)``, between rows ``i`` and ``i + 1`` at fraction
     ``f`` (``None``: before the origin, or past the end with ``past`` ``"none"``; ``"clamp"``: the last row;
-    ``"extrapolate"``: along the last segment). ``xs`` in order costs no search.
-    """
+    ``"extrapolate"``: along the last segment). ``xs`` in order costs no search."""
     n, last = len(table), table[-1]
     out: list[tuple[int, float] | None] = []
     i = 0
