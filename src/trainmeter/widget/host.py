@@ -62,10 +62,7 @@ def show_in_marimo(widget: Any) -> None:
 def mimebundle(widget: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     """The widget's mimebundle as ``(data, metadata)`` (anywidget returns a tuple)."""
     bundle = widget._repr_mimebundle_()
-    if isinstance(bundle, tuple):
-        data, metadata = bundle
-    else:
-        data, metadata = bundle, {}
+    data, metadata = bundle if isinstance(bundle, tuple) else (bundle, {})
     return dict(data or {}), dict(metadata or {})
 
 

@@ -52,8 +52,7 @@ def apply(state: Any, ops: list[Op]) -> Any:
         if not path:
             state = op[1]
             continue
-        root = _copy(state)
-        node = root
+        root = node = _copy(state)
         for key in path[:-1]:
             child = _copy(node[key])
             node[key] = child
