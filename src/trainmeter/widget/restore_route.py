@@ -169,14 +169,11 @@ def install(kernel: Any, active: Callable[[], bool]) -> RestoreRouter | None:
         original = kernel.shell_channel_thread_main
         loop = thread.io_loop
         manager = thread.manager  # created by now (the kernel started); fails loudly on an API change
-        for name in ("_create_subshell", "list_subshell", "get_shell_channel_to_subshell_socket"):
-            if not callable(getattr(manager, name, None)):
-                return None
-    except Exception:
-        return None
-    router = RestoreRouter(active, original, kernel)
-    router.stream, router.loop = stream, loop
-    try:
+        if not all(callable(getattr(manager, name, None))
+                   for name in ("_create_subshell", "list_subshell", "get_shell_channel_to_subshell_socket")):
+            return None
+        router = RestoreRouter(active, original, kernel)
+        router.stream, router.loop = stream, loop
         kernel._trainmeter_restore_router = router
         loop.add_callback(lambda: stream.on_recv(router.on_recv, copy=False))
     except Exception:
