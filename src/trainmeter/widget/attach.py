@@ -26,6 +26,7 @@ def forget(publisher: Publisher) -> None:
         if _LIVE is publisher:
             _LIVE = None
 
+
 def attach_widget(monitor: Any) -> Publisher:
     """Show a live widget for ``monitor`` at the top of the cell's output and start its publisher, whose ``close()``
     must run at the cell's end; ``ImportError`` without anywidget/IPython."""
