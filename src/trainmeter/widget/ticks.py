@@ -45,7 +45,7 @@ def linear_ticks(lo: float, hi: float, *, max_ticks: int = MAX_TICKS) -> list[fl
             if not 2 <= len(ticks) <= max_ticks:
                 continue
             # 4..max_ticks labels first (5 best), then as many as fit; 2.5 steps only when they help
-            short = MIN_TICKS - len(ticks) if len(ticks) < MIN_TICKS else 0
+            short = max(0, MIN_TICKS - len(ticks))
             score = 10 * short + abs(len(ticks) - 5) + (1.5 if rank == len(LINEAR_STEPS) - 1 else 0.0)
             if best is None or score < best[0]:
                 best = (score, ticks)
@@ -63,12 +63,9 @@ def log_ticks(lo: float, hi: float, *, max_ticks: int = MAX_TICKS) -> list[float
     if hi / lo < 3.0:
         return linear_ticks(lo, hi, max_ticks=max_ticks)
     for i, mults in enumerate(_LOG_MULTS):
-        ticks = []
-        for e in range(math.floor(math.log10(lo)) - 1, math.ceil(math.log10(hi)) + 1):
-            for m in mults:
-                v = float(f"{m * 10.0 ** e:.12g}")
-                if lo * (1 - 1e-9) <= v <= hi * (1 + 1e-9):
-                    ticks.append(v)
+        decades = range(math.floor(math.log10(lo)) - 1, math.ceil(math.log10(hi)) + 1)
+        values = (float(f"{m * 10.0 ** e:.12g}") for e in decades for m in mults)
+        ticks = [v for v in values if lo * (1 - 1e-9) <= v <= hi * (1 + 1e-9)]
         if i == 0 and len(ticks) < MIN_TICKS:  # under a decade or so: round linear values read better
             return linear_ticks(lo, hi, max_ticks=max_ticks)
         if len(ticks) <= max_ticks and len(ticks) >= 2:
