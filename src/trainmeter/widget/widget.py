@@ -77,16 +77,13 @@ class SnapshotSource(Protocol):
     @property
     def running(self) -> bool:
         """Whether the publisher thread still runs (and will send the snapshot)."""
-        ...
 
     @property
     def live_state(self) -> dict[str, Any] | None:
         """The newest state sent, whole (``None`` once the thread stopped). Any thread."""
-        ...
 
     def request_snapshot(self) -> None:
         """Ask for a ``snapshot`` message on the next tick. Thread-safe."""
-        ...
 
 
 def allow_subshell_replies(widget: Any) -> bool:
