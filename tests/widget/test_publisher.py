@@ -584,6 +584,7 @@ def test_the_output_ref_carries_the_running_cells_id_and_source(monkeypatch):
         kernel = Kernel()
 
     monkeypatch.setattr(IPython, "get_ipython", lambda: Shell())
-    assert attach._cell_id() == "c-1" and attach._cell_source() == "%%trainmeter\ntrain()"
+    assert attach._request_text("metadata", "cellId") == "c-1"
+    assert attach._request_text("content", "code") == "%%trainmeter\ntrain()"
     Kernel.get_parent = lambda self, channel="shell": {"content": {"code": "x" * (attach.MAX_SOURCE_CHARS + 1)}}
-    assert attach._cell_source() is None  # a huge cell: found by its id alone
+    assert attach._request_text("content", "code") is None  # a huge cell: found by its id alone

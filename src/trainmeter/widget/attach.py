@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import threading
+from contextlib import suppress
 from typing import Any
 
 from trainmeter.core.fork_locks import fresh_in_child
+from trainmeter.widget import kernel_status, restore_route
+from trainmeter.widget.host import in_marimo, ipython_shell
 from trainmeter.widget.publisher import Publisher
 from trainmeter.widget.view_model import build_state, facts_from_monitor
 
@@ -23,11 +26,11 @@ def forget(publisher: Publisher) -> None:
         if _LIVE is publisher:
             _LIVE = None
 
+
 def attach_widget(monitor: Any) -> Publisher:
     """Show a live widget for ``monitor`` at the top of the cell's output and start its publisher, whose ``close()``
     must run at the cell's end; ``ImportError`` without anywidget/IPython."""
     global _LIVE, _LAST
-    from trainmeter.widget.host import in_marimo
     from trainmeter.widget.widget import TrainmeterWidget
 
     with _REGISTRY_LOCK:
@@ -40,8 +43,8 @@ def attach_widget(monitor: Any) -> Publisher:
     widget = TrainmeterWidget(state=build_state(facts_from_monitor(monitor)))
     publisher = Publisher(monitor, widget)
     widget.attach(publisher)
-    widget.output_ref = {"model_id": getattr(widget, "model_id", None), "cell_id": _cell_id(),
-                         "source": _cell_source()}
+    widget.output_ref = {"model_id": getattr(widget, "model_id", None), "cell_id": _request_text("metadata", "cellId"),
+                         "source": _request_text("content", "code")}
     publisher.restore_router = _route_restores(widget)
     publisher._restores_at_start = publisher.restores_seen()
     publisher.show()
@@ -55,32 +58,20 @@ MAX_SOURCE_CHARS = 20_000  # a longer cell is found by its id alone
 
 
 def _kernel() -> Any:
-    from IPython import get_ipython
-
-    return getattr(get_ipython(), "kernel", None)
+    return getattr(ipython_shell(), "kernel", None)
 
 
-def _request(part: str, key: str) -> Any:
-    """``part.key`` of the running cell's execute request, else ``None``."""
+def _request_text(part: str, key: str) -> str | None:
+    """``part.key`` of the running cell's execute request when a text of 1 to :data:`MAX_SOURCE_CHARS` characters:
+    the cell's id (``metadata.cellId``), its code (how the front end finds a reloaded notebook's cell that had no id,
+    js/src/reattach.ts); else ``None``."""
     try:
         kernel = _kernel()
         parent = kernel.get_parent("shell") if kernel is not None else None
-        return ((parent or {}).get(part) or {}).get(key)
+        value = ((parent or {}).get(part) or {}).get(key)
     except Exception:
         return None
-
-
-def _cell_id() -> str | None:
-    """JupyterLab's id of the running cell (``metadata.cellId``), else ``None``."""
-    cell_id = _request("metadata", "cellId")
-    return cell_id if isinstance(cell_id, str) and cell_id else None
-
-
-def _cell_source() -> str | None:
-    """The running cell's code: how the front end finds a reloaded notebook's cell that had no id (js/src/reattach.ts).
-    """
-    code = _request("content", "code")
-    return code if isinstance(code, str) and 0 < len(code) <= MAX_SOURCE_CHARS else None
+    return value if isinstance(value, str) and 0 < len(value) <= MAX_SOURCE_CHARS else None
 
 
 def _live_running() -> bool:
@@ -91,26 +82,20 @@ def _live_running() -> bool:
 
 def _guard_status() -> None:
     """Keep the kernel's status Busy for the whole run (widget/kernel_status.py). Never raises."""
-    try:
-        from trainmeter.widget import kernel_status
-
+    with suppress(Exception):
         kernel = _kernel()
         if kernel is not None:
             kernel_status.install(kernel, _live_running)
-    except Exception:
-        pass
 
 
 def _route_restores(widget: Any) -> Any:
     """Let a page reloaded during the run restore this widget (widget/restore_route.py); the router or ``None``.
     Never raises."""
     try:
-        from trainmeter.widget.restore_route import install
-
         kernel = _kernel()
         if kernel is None:
             return None
-        router = install(kernel, _live_running)
+        router = restore_route.install(kernel, _live_running)
         if router is not None:
             router.add_comm(getattr(getattr(widget, "comm", None), "comm_id", None))
         return router
@@ -123,10 +108,8 @@ def _close_comms(widget: Any) -> None:
     for w in (getattr(widget, "layout", None), widget):
         close = getattr(w, "close", None)
         if close is not None:
-            try:
+            with suppress(Exception):
                 close()
-            except Exception:
-                pass
 
 
 def live_publisher() -> Publisher | None:

@@ -1,36 +1,33 @@
 """A close retried: a publisher whose close never ran whole is closed after the next cell (docs/spec.md section 18;
-IPython's ``post_run_cell``, host patch ``close-retry``). Main thread.
-"""
+IPython's ``post_run_cell``, host patch ``close-retry``). Main thread."""
 
 from __future__ import annotations
 
 import weakref
+from contextlib import suppress
 from typing import Any
 
 from trainmeter.core import host_patches
+from trainmeter.widget.facts import LIVE_STATUSES
+from trainmeter.widget.host import ipython_shell
 
-_LIVE_STATUSES = ("starting", "running")
 _WATCHED: weakref.WeakSet[Any] = weakref.WeakSet()
 _REGISTERED: list[Any] = []  # the shell whose events hold our callback
 
 
 def watch(publisher: Any) -> None:
     """Close ``publisher`` after a later cell if its own close did not complete. Never raises."""
-    try:
+    with suppress(Exception):  # without IPython events the close simply is not retried
         if not host_patches.allow("close-retry"):
             return
         _WATCHED.add(publisher)
         if _REGISTERED:
             return
-        from IPython import get_ipython
-
-        shell = get_ipython()
+        shell = ipython_shell()
         if shell is None:
             return
         shell.events.register("post_run_cell", _after_cell)
         _REGISTERED.append(shell)
-    except Exception:  # noqa: S110 - without IPython events the close simply is not retried
-        pass
 
 
 def _after_cell(result: Any = None) -> None:
@@ -38,13 +35,11 @@ def _after_cell(result: Any = None) -> None:
         if publisher.closed_whole:
             _WATCHED.discard(publisher)
             continue
-        if getattr(publisher.monitor, "status", None) in _LIVE_STATUSES:
+        if getattr(publisher.monitor, "status", None) in LIVE_STATUSES:
             continue  # its run is still live (a run started by tm.monitor() across cells)
         _WATCHED.discard(publisher)
-        try:
+        with suppress(BaseException):  # a Ctrl-C now is the user's for this cell, which has ended
             publisher.close(retry=True)
-        except BaseException:  # noqa: S110 - a Ctrl-C now is the user's for this cell, which has ended
-            pass
     if not _WATCHED and _REGISTERED:
         unregister()
 
@@ -53,7 +48,5 @@ def unregister() -> None:
     """Take our callback off the shell's events (idempotent)."""
     while _REGISTERED:
         shell = _REGISTERED.pop()
-        try:
+        with suppress(Exception):  # already gone
             shell.events.unregister("post_run_cell", _after_cell)
-        except Exception:  # noqa: S110 - already gone
-            pass

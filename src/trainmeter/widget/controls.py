@@ -1,11 +1,12 @@
 """The widget's controls: the ``controls`` part of the state (buttons, alerts), and the front end's control messages
-(docs/protocol.md section 5: obeyed only when naming this run's id and a known action). Any thread.
-"""
+(docs/protocol.md section 5: obeyed only when naming this run's id and a known action). Any thread."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
+
+from trainmeter.widget.host import in_marimo
 
 ACTIONS = ("stop", "checkpoint")
 MAX_LISTED = 16
@@ -40,7 +41,6 @@ def _message_path() -> tuple[bool, str | None]:
     """Whether this widget's messages reach the kernel while a cell runs, and why not."""
     try:
         from trainmeter.widget.attach import live_publisher
-        from trainmeter.widget.host import in_marimo
 
         publisher = live_publisher()
         if publisher is not None and getattr(publisher, "restore_router", None) is not None:
@@ -51,33 +51,37 @@ def _message_path() -> tuple[bool, str | None]:
 
 
 def controls_state(monitor: Any) -> dict[str, Any] | None:
-    """The state's ``controls`` (docs/protocol.md): which path the buttons take, what is pending, what was done."""
-    controls = getattr(monitor, "controls", None)
-    if controls is None:
-        return None
-    from trainmeter.widget.view_model import run_paths
+    """The state's ``controls`` (docs/protocol.md): which path the buttons take, what is pending, what was done;
+    ``None`` without controls or on a fault. Never raises."""
+    try:
+        controls = getattr(monitor, "controls", None)
+        if controls is None:
+            return None
+        from trainmeter.widget.view_model import run_paths
 
-    live = bool(controls.live())
-    messages, reason = _message_path() if live else (False, None)
-    run_dir = getattr(monitor, "run_dir", None)
-    run_rel = run_paths(str(run_dir))[1] if run_dir is not None else None
-    rel = served_rel(run_rel)  # the folder as the server serves it, or None
-    control_file = f"{rel}/control.json" if rel and run_id(monitor) else None
-    path = "message" if messages else ("file" if control_file else None)
-    if path is None and live and reason is not None:
-        reason = f"{reason}; {NO_FILE}{NO_FILE_WHY['hidden' if run_rel else 'outside']}"
-    stop_by, checkpoint_by = controls.pending()
-    stopped = controls.stopped
-    alerts = getattr(monitor.extension("alerts"), "fired", ()) or ()
-    return {
-        "run_id": run_id(monitor), "live": live, "path": path, "reason": reason, "control_file": control_file,
-        "pending": {"stop": stop_by, "checkpoint": checkpoint_by},
-        "stopped": {"by": stopped.by, "step": stopped.step} if stopped is not None else None,
-        "checkpoints": [c.to_dict() for c in controls.checkpoints[-MAX_LISTED:]],
-        "refused": [dict(r) for r in controls.refused[-MAX_LISTED:]],
-        "alerts": [{k: a.get(k) for k in ("rule", "action", "step", "sentence", "notify")}
-                   for a in alerts[-MAX_LISTED:]],
-    }
+        live = bool(controls.live())
+        messages, reason = _message_path() if live else (False, None)
+        run_dir = getattr(monitor, "run_dir", None)
+        run_rel = run_paths(str(run_dir))[1] if run_dir is not None else None
+        rel = served_rel(run_rel)  # the folder as the server serves it, or None
+        control_file = f"{rel}/control.json" if rel and run_id(monitor) else None
+        path = "message" if messages else ("file" if control_file else None)
+        if path is None and live and reason is not None:
+            reason = f"{reason}; {NO_FILE}{NO_FILE_WHY['hidden' if run_rel else 'outside']}"
+        stop_by, checkpoint_by = controls.pending()
+        stopped = controls.stopped
+        alerts = getattr(monitor.extension("alerts"), "fired", ()) or ()
+        return {
+            "run_id": run_id(monitor), "live": live, "path": path, "reason": reason, "control_file": control_file,
+            "pending": {"stop": stop_by, "checkpoint": checkpoint_by},
+            "stopped": {"by": stopped.by, "step": stopped.step} if stopped is not None else None,
+            "checkpoints": [c.to_dict() for c in controls.checkpoints[-MAX_LISTED:]],
+            "refused": [dict(r) for r in controls.refused[-MAX_LISTED:]],
+            "alerts": [{k: a.get(k) for k in ("rule", "action", "step", "sentence", "notify")}
+                       for a in alerts[-MAX_LISTED:]],
+        }
+    except Exception:  # a fault loses the buttons' state, never the view
+        return None
 
 
 def served_rel(run_rel: str | None) -> str | None:

@@ -1,13 +1,14 @@
-"""The end-of-run dashboard file: ``dashboard.json``, the final view state that ``tm.display(run)`` replays.
-
-Its own module so a run without a widget writes it at the end without loading the live publisher.
-"""
+"""``dashboard.json``: the final view state that ``tm.display(run)`` replays; its own module so a run without a widget
+writes it at the end without loading the live publisher."""
 
 from __future__ import annotations
 
 import json
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
+
+from trainmeter.record.runlog import write_file_atomic
 
 DASHBOARD_FILE = "dashboard.json"
 
@@ -17,12 +18,8 @@ def save_dashboard(run_dir: Any, state: dict[str, Any]) -> None:
     a failure only loses the replay's extras."""
     if run_dir is None:
         return
-    try:
-        from trainmeter.record.runlog import write_file_atomic
-
+    with suppress(Exception):
         # no absolute path in the record (it can hold a user name; docs/spec.md section 18): a replay
         # places the run from where it is read
         kept = {k: v for k, v in state.items() if k not in ("run_dir", "run_path", "run_rel")}
         write_file_atomic(Path(run_dir) / DASHBOARD_FILE, json.dumps(kept, separators=(",", ":")))
-    except Exception:
-        pass

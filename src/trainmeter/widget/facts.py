@@ -1,8 +1,5 @@
-"""What the widget's view shows, gathered: :class:`RunFacts` from a live monitor or from a saved run.
-
-Every number is read from the monitor or the run record (docs/architecture.md); widget/view_model.py turns the facts
-into the ``state``. The *report series* (:data:`REPORT_SERIES`): one point per report, x = session seconds at it.
-"""
+"""What the widget's view shows, gathered (docs/architecture.md): :class:`RunFacts` from a live monitor or a saved run,
+and the *report series* (:data:`REPORT_SERIES`: one point per report, x = session seconds at it)."""
 
 # Annotations evaluated (no ``from __future__ import annotations``): dataclasses then skips its string checks of
 # RunFacts' 38 fields, a third of this module's import, paid at a script run's finish (docs/spec.md section 20).
@@ -11,7 +8,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trainmeter.record.textline import format_line
+from trainmeter.sizes import format_rate
 from trainmeter.verdicts.markers import markers as verdict_markers
+from trainmeter.widget.controls import controls_state
 
 REPORT_SERIES: tuple[str, ...] = ("train_tokens_per_s", "session_tokens_per_s", "rss_bytes", "cuda_allocated_bytes")
 LIVE_STATUSES = ("starting", "running")
@@ -19,11 +18,8 @@ LIVE_STATUSES = ("starting", "running")
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunFacts:
-    """What the view shows, gathered from one source. Seconds, bytes, tokens as named.
-
-    ``live`` runs show the latest report window's training-only rate; finished runs
-    the whole run's (tokens / training seconds).
-    """
+    """What the view shows, gathered from one source. Seconds, bytes, tokens as named; the training-only rate is the
+    last report window's while ``live``, else the whole run's."""
 
     name: str
     status: str
@@ -86,12 +82,9 @@ def _report_values(train: Any, session: Any, rss: Any, cuda: Any) -> dict[str, f
 
 # -- gathering ---------------------------------------------------------------------------------
 def facts_from_monitor(monitor: Any, recent: Any = None, x_map: Any = None) -> RunFacts:
-    """Gather facts from a live (or just finished) monitor. Read-only; any thread.
-
-    ``recent`` (:class:`~trainmeter.widget.live_rate.RecentFigures`, from the publisher
-    once a second) drives the live rate tile, the ETA and RSS between reports; ``x_map``
-    (the publisher's :class:`~trainmeter.widget.x_axis.XMap`) places the markers on every x axis.
-    """
+    """Gather facts from a live (or just finished) monitor; ``recent`` (the publisher's once-a-second
+    :class:`~trainmeter.widget.live_rate.RecentFigures`) drives the live rate tile, the ETA and RSS between reports,
+    ``x_map`` (:class:`~trainmeter.widget.x_axis.XMap`) places the markers on every x axis. Read-only; any thread."""
     opts = monitor.options
     live = monitor.status in LIVE_STATUSES
     interval, session, memory = monitor.interval, monitor.session, monitor.memory
@@ -110,16 +103,15 @@ def facts_from_monitor(monitor: Any, recent: Any = None, x_map: Any = None) -> R
     train_rate = interval.train_tokens_per_s if interval else None
     spp = interval.seconds_per_step if interval else None
     session_rate = session.session_tokens_per_s if session else None
-    if not live:  # whole-run figures, as the passport has them
+    text_line = monitor.text_line or f"[step {steps}]"
+    if not live:  # whole-run figures, as the passport has them (the last report window's would contradict them)
         from trainmeter.record.passport import throughput_derivations
 
         whole = {d.name: d.value for d in throughput_derivations(
             tokens=tokens, steps=steps, train_s=float(phases_s.get("train", 0.0)), elapsed_s=elapsed_s,
             unit=monitor.token_unit)}
-        train_rate, spp, session_rate = whole["train_tokens_per_s"], whole["seconds_per_step"], whole[
-            "session_tokens_per_s"]
-    text_line = monitor.text_line or f"[step {steps}]"
-    if not live:  # the last report's window rate would contradict the passport's whole-run one
+        train_rate, spp, session_rate = (whole[k] for k in ("train_tokens_per_s", "seconds_per_step",
+                                                            "session_tokens_per_s"))
         text_line = whole_run_line(text_line, "tok" if monitor.token_unit == "tokens" else "samples", train_rate)
     rss_bytes = memory.rss_bytes if memory else None
     if live and recent is not None and recent.rss_bytes is not None:
@@ -144,23 +136,12 @@ def facts_from_monitor(monitor: Any, recent: Any = None, x_map: Any = None) -> R
         warnings=tuple(list(monitor.warnings) + ext_warnings), panels=tuple(panels), extra_charts=tuple(charts),
         extra_tiles=tuple(extra_tiles), progress_bar=monitor.progress_bar(recent if live else None),
         error=getattr(monitor, "error", None), recent=recent if live else None, markers=tuple(markers),
-        x_map=x_map, controls=_controls(monitor),
+        x_map=x_map, controls=controls_state(monitor),
     )
-
-
-def _controls(monitor: Any) -> dict[str, Any] | None:
-    from trainmeter.widget.controls import controls_state
-
-    try:
-        return controls_state(monitor)
-    except Exception:
-        return None
 
 
 def whole_run_line(line: str, unit_word: str, tokens_per_s: float | None) -> str:
     """``line`` with its ``tok/s=`` field (the last report window's) replaced by the whole run's rate."""
-    from trainmeter.sizes import format_rate
-
     head, sep, rest = line.partition("] ")
     fields = [f for f in rest.split(" | ") if f] if sep else []
     fields = [f for f in fields if not f.startswith(f"{unit_word}/s=")]
@@ -181,20 +162,17 @@ def facts_from_run(passport: dict[str, Any], events: list[dict[str, Any]], run_d
     step_names = list(dict.fromkeys(e["name"] for e in events
                                     if e.get("kind") == "series" and e.get("x", "step") == "step"))
     warnings = list(passport.get("warnings") or [])
+    src = passport or last  # a run without a passport: the figures of its last report
+    tp = src.get("throughput") or {}
+    mem = src.get("memory") or {}
+    phases_s, elapsed_s = dict(src.get("phases_s") or {}), float(src.get("elapsed_s") or 0.0)
+    steps, tokens = int(src.get("steps" if passport else "step") or 0), int(src.get("tokens") or 0)
     if passport:
-        tp = passport.get("throughput") or {}
-        mem = passport.get("memory") or {}
         loss = (passport.get("series") or {}).get("train_loss") or {}
-        status, phases_s = str(passport.get("status", "completed")), dict(passport.get("phases_s") or {})
-        steps, tokens = int(passport.get("steps") or 0), int(passport.get("tokens") or 0)
-        elapsed_s, unit = float(passport.get("elapsed_s") or 0.0), str(passport.get("token_unit", "tokens"))
+        status, unit = str(passport.get("status", "completed")), str(passport.get("token_unit", "tokens"))
         loss_last, loss_min = loss.get("last"), loss.get("min")
     else:
-        tp = last.get("throughput") or {}
-        mem = last.get("memory") or {}
-        status, phases_s = "interrupted", dict(last.get("phases_s") or {})
-        steps, tokens = int(last.get("step") or 0), int(last.get("tokens") or 0)
-        elapsed_s, unit = float(last.get("elapsed_s") or 0.0), "tokens"
+        status, unit = "interrupted", "tokens"
         loss_last, loss_min = _last_value(events, "train_loss"), None
         warnings.append("this run has no passport: it did not finish (kernel killed?); figures are from its "
                         "last report")
@@ -203,17 +181,13 @@ def facts_from_run(passport: dict[str, Any], events: list[dict[str, Any]], run_d
     verdicts = _saved_verdicts(passport, events)
     warnings.extend(v["sentence"] for v in verdicts  # the live header showed them as warnings
                     if isinstance(v, dict) and v.get("sentence") and v["sentence"] not in warnings)
-    extra_tiles: tuple[dict[str, Any], ...] = ()
-    bar = None
-    energy = _energy_tiles(passport)
+    card, bar = [], None  # the compute wing's tiles and progress bar
     compute = passport.get("compute")
     if isinstance(compute, dict):
         from trainmeter.compute.card import compute_tiles, progress_bar
 
         derivations = {d["name"]: d for d in passport.get("derivations") or [] if isinstance(d, dict)}
-        extra_tiles = tuple(compute_tiles(compute, derivations))
-        bar = progress_bar(compute, derivations)
-    extra_tiles = extra_tiles + tuple(energy)
+        card, bar = list(compute_tiles(compute, derivations)), progress_bar(compute, derivations)
     unit_word = "tok" if unit == "tokens" else "samples"
     line = format_line(steps, series={"train_loss": loss_last}, tokens_per_s=train_rate, token_unit=unit_word)
     return RunFacts(
@@ -227,7 +201,7 @@ def facts_from_run(passport: dict[str, Any], events: list[dict[str, Any]], run_d
         loss_last=loss_last, loss_min=loss_min, step_series=tuple(step_names), warnings=tuple(warnings),
         loss_points=loss_points if loss_points is not None else sum(
             len(e.get("value") or ()) for e in events if e.get("kind") == "series" and e.get("name") == "train_loss"),
-        extra_tiles=extra_tiles, progress_bar=bar, error=passport.get("error"),
+        extra_tiles=tuple(card + _energy_tiles(passport)), progress_bar=bar, error=passport.get("error"),
         markers=tuple(verdict_markers(verdicts)), x_map=x_map,
     )
 

@@ -129,12 +129,8 @@ def decode_frame(data: bytes | bytearray | memoryview) -> Frame:
             raise FrameError(f"series {entry.get('name')!r}: data truncated")
         if entry["x"] not in X_KINDS or axes[0] != entry["x"] or not set(axes) <= set(X_MODES):
             raise FrameError(f"series {entry.get('name')!r}: unknown x kind {entry['x']!r} or axes {axes!r}")
-        columns = []
-        for _ in axes:
-            columns.append(_read_column(view, offset, n))
-            offset += 8 * n
-        ys = _read_column(view, offset, n)
-        offset += 8 * n
-        series.append(SeriesColumns(name=str(entry["name"]), x_kind=entry["x"], xs=columns[0], ys=ys,
-                                    mapped=dict(zip(axes[1:], columns[1:], strict=True))))
+        columns = [_read_column(view, offset + 8 * n * k, n) for k in range(len(axes) + 1)]  # the axes', then ys
+        offset += 8 * n * len(columns)
+        series.append(SeriesColumns(name=str(entry["name"]), x_kind=entry["x"], xs=columns[0], ys=columns[-1],
+                                    mapped=dict(zip(axes[1:], columns[1:-1], strict=True))))
     return Frame(v=int(header["v"]), seq=int(header["seq"]), series=tuple(series))

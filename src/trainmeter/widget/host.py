@@ -1,6 +1,5 @@
 """Where the widget is shown: a Jupyter kernel (a display output) or a marimo notebook (the widget object appended
-to the running cell's output); docs/architecture.md, "Where notebooks run". Imports nothing to detect. Cell's thread.
-"""
+to the running cell's output); docs/architecture.md, "Where notebooks run". Imports nothing to detect. Cell's thread."""
 
 from __future__ import annotations
 
@@ -63,10 +62,7 @@ def show_in_marimo(widget: Any) -> None:
 def mimebundle(widget: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     """The widget's mimebundle as ``(data, metadata)`` (anywidget returns a tuple)."""
     bundle = widget._repr_mimebundle_()
-    if isinstance(bundle, tuple):
-        data, metadata = bundle
-    else:
-        data, metadata = bundle, {}
+    data, metadata = bundle if isinstance(bundle, tuple) else (bundle, {})
     return dict(data or {}), dict(metadata or {})
 
 
@@ -74,7 +70,7 @@ def widget_sinks(monitor: Any) -> list[Any]:
     """Show a live widget for ``monitor`` and start its publisher; ``[]`` (text line on) when that fails. The
     sinks' ``close()`` must run when the run ends. Never raises."""
     try:
-        from trainmeter.widget.publisher import attach_widget
+        from trainmeter.widget.attach import attach_widget
     except ImportError:
         return []
     try:

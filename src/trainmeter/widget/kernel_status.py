@@ -1,15 +1,13 @@
-"""Keep the kernel's busy/idle status true while a run holds the main shell (docs/protocol.md section 4).
-
-After an ``idle`` published from any thread but the main one (ipykernel 7), the wrapper of ``_publish_status``
-publishes ``busy`` again for the running cell, until the run ends. The ``status`` host patch (core/host_patches.py).
-Any thread.
-"""
+"""Keep the kernel's busy/idle status true while a run holds the main shell (docs/protocol.md section 4): after an
+``idle`` published off the main thread (ipykernel 7), ``busy`` again for the running cell until the run ends. The
+``status`` host patch (core/host_patches.py). Any thread."""
 
 from __future__ import annotations
 
 import threading
 import time
 from collections.abc import Callable
+from contextlib import suppress
 from typing import Any
 
 from trainmeter.core import host_patches
@@ -29,13 +27,12 @@ class StatusGuard:
         self.original = original
         self.active = active
         self.parent = parent
-        self.reasserted = 0
         self.seen_active = False
         self.installed_at = time.monotonic()
 
     def __call__(self, status: Any, channel: Any = None, *args: Any, **kwargs: Any) -> Any:
         result = self.original(status, channel, *args, **kwargs)
-        try:
+        with suppress(Exception):  # the kernel's own status was published above
             if self.active():
                 self.seen_active = True
             elif self.seen_active or time.monotonic() - self.installed_at > START_GRACE_S:
@@ -43,18 +40,13 @@ class StatusGuard:
                 return result
             if status == "idle" and self.parent and threading.current_thread() is not threading.main_thread():
                 self.original("busy", "shell", parent=self.parent)
-                self.reasserted += 1
-        except Exception:  # noqa: BLE001 - the kernel's own status was published above
-            pass
         return result
 
     def remove(self) -> None:
         """Give the kernel its own method back (idempotent, any thread)."""
-        try:
+        with suppress(Exception):
             if self.kernel.__dict__.get(ATTR) is self:
                 del self.kernel.__dict__[ATTR]
-        except Exception:  # noqa: BLE001
-            pass
 
 
 def guard_of(kernel: Any) -> StatusGuard | None:

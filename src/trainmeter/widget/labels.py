@@ -50,14 +50,10 @@ def series_label(name: str, token_unit: str = "tokens") -> str:
         return f"GPU {head[3:]} {_GPU[reading]}"
     if name.startswith("lr/"):
         return f"learning rate, {name[3:]}"
-    base, unit = name, ""
-    for suffix, words in _SUFFIXES:
-        if name.endswith(suffix) and len(name) > len(suffix):
-            base, unit = name[: -len(suffix)], words
-            if unit == "/s":
-                return f"{_words(base)} per second"
-            break
-    text = _words(base)
+    suffix, unit = next(((s, u) for s, u in _SUFFIXES if name.endswith(s) and len(name) > len(s)), ("", ""))
+    text = _words(name[: len(name) - len(suffix)])
+    if unit == "/s":
+        return f"{text} per second"
     return f"{text} ({unit})" if unit else text
 
 

@@ -1,10 +1,6 @@
-"""Recent throughput from the step series: the live tiles' and chart's rate, about once a second.
-
-:class:`RecentRate` keeps the steps of the last ``window_s`` seconds (time and tokens of each, read from
-``monitor.step_series`` by the publisher) and gives their sliding-window mean, ending at the last step, and the
-training-only rate over the same window from the phase clock's samples (:meth:`RecentRate.note_clock`):
-docs/protocol.md section 1, "Refresh". Publisher thread only.
-"""
+"""Recent throughput about once a second (docs/protocol.md section 1, "Refresh"): the sliding-window rate of the last
+``window_s`` seconds of steps, and the training-only rate over the same window from the phase clock's samples.
+Publisher thread only."""
 
 from __future__ import annotations
 
@@ -24,23 +20,11 @@ PACE_TAU_S = 20.0  # time constant of the ETA's smoothed pace (an EMA of the rec
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RecentFigures:
-    """Figures over the last window of steps (wall-clock), as of the last step.
-
-    Attributes:
-        tokens_per_s: Tokens (or samples) per second over the window.
-        steps_per_s: Optimizer steps per second over the window.
-        window_tokens: Tokens of the steps in the window.
-        window_steps: Steps in the window.
-        window_s: Seconds the window spans (shorter than ``RECENT_WINDOW_S`` early in a run).
-        t_s: Session seconds of the last step (the point's x on the throughput chart).
-        rss_bytes: Process RSS read by the publisher with the figures, or ``None``.
-        train_tokens_per_s: Tokens per training-only second over the same window, or ``None``
-            (no phase-clock sample yet, or no training time in the window).
-        window_train_s: Training-only seconds in the window, or ``None``.
-        smoothed_steps_per_s: The ETA's pace: an exponential mean (time constant :data:`PACE_TAU_S`)
-            of ``steps_per_s`` over the run's seconds of steps so far.
-        smoothed_tokens_per_s: The same for ``tokens_per_s``.
-    """
+    """Figures over the last window of steps (wall-clock), as of the last step; tokens are samples where the run counts
+    those. ``window_s`` is shorter than :data:`RECENT_WINDOW_S` early in a run; ``t_s``: the last step's session seconds
+    (the point's x on the throughput chart); ``rss_bytes``: read by the publisher with the figures. The training-only
+    figures are ``None`` without a phase-clock sample or training time in the window; the smoothed rates are the ETA's
+    pace (an exponential mean, time constant :data:`PACE_TAU_S`, over the run's seconds of steps)."""
 
     tokens_per_s: float
     steps_per_s: float
@@ -56,11 +40,7 @@ class RecentFigures:
 
 
 class RecentRate:
-    """Sliding window over the step series.
-
-    Args:
-        window_s: Seconds of steps the rate averages over.
-    """
+    """Sliding window over the step series: the last ``window_s`` seconds of steps."""
 
     def __init__(self, window_s: float = RECENT_WINDOW_S) -> None:
         self.window_s = window_s
@@ -72,7 +52,7 @@ class RecentRate:
         self._base = 0.0  # cumulative tokens before the window
         self._steps_base = 0  # cumulative steps before the window
         self._folded = 0  # leading entries already one per cell of time (see _fold)
-        self._before: tuple[float, float] | None = (0.0, 0.0)  # (t_s, tokens) of the entry just before the window
+        self._start_s = 0.0  # session seconds of the entry just before the window: where the window starts
         self._clock: deque[tuple[float, float]] = deque([(0.0, 0.0)])  # (session s, training s) samples
         self._pace: tuple[float, float, float] | None = None  # (t_s, steps/s, tokens/s) of the smoothed pace
 
@@ -88,8 +68,7 @@ class RecentRate:
         steps.extend(range(last_step + 1, last_step + k + 1))
         cut = min(bisect_left(times, times[-1] - self.window_s), len(times) - 1)  # the first step in the window
         if cut > 0:
-            previous = cum[cut - 2] if cut > 1 else self._base
-            self._before = (times[cut - 1], cum[cut - 1] - previous)
+            self._start_s = times[cut - 1]
             self._base, self._steps_base = cum[cut - 1], steps[cut - 1]
             del times[:cut], cum[:cut], steps[:cut]
             self._folded = max(0, self._folded - cut)
@@ -118,8 +97,7 @@ class RecentRate:
         if self._clock and session_s <= self._clock[-1][0]:
             return
         self._clock.append((float(session_s), max(float(train_s), self._clock[-1][1] if self._clock else 0.0)))
-        start = self._before[0] if self._before is not None else 0.0
-        while len(self._clock) > 2 and self._clock[1][0] <= start:
+        while len(self._clock) > 2 and self._clock[1][0] <= self._start_s:
             self._clock.popleft()  # keep one sample at or before the window's start
 
     def train_s_at(self, session_s: float) -> float | None:
@@ -135,15 +113,15 @@ class RecentRate:
 
     def figures(self, rss_bytes: int | None = None) -> RecentFigures | None:
         """The window's figures, or ``None`` before the first step."""
-        if not self._times or self._before is None:
+        if not self._times:
             return None
         t_last = self._times[-1]
-        span = t_last - self._before[0]
+        span = t_last - self._start_s
         if span <= 0:
             return None
         tokens = self._cum[-1] - self._base
         steps = self._steps[-1] - self._steps_base
-        end, start = self.train_s_at(t_last), self.train_s_at(self._before[0])
+        end, start = self.train_s_at(t_last), self.train_s_at(self._start_s)
         train_s = None if end is None or start is None else min(span, end - start)
         train_rate = tokens / train_s if train_s is not None and train_s > 0 else None
         smooth = self._smooth(t_last, steps / span, tokens / span)

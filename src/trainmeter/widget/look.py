@@ -1,6 +1,5 @@
 """The widget's look that both front ends share: colours (``colours.json``, which js/src/protocol.ts bundles too),
-layout ids and tick rule, sent as ``state["look"]`` (docs/protocol.md section 1).
-"""
+layout ids and tick rule, sent as ``state["look"]`` (docs/protocol.md section 1)."""
 
 from __future__ import annotations
 
@@ -40,10 +39,7 @@ FAINT_ALPHA = "55"  # hex alpha of a raw line drawn under its smoothed twin (wid
 
 
 def look() -> Look:
-    """The ``look`` entry of the state (a fresh dict: callers may keep it)."""
-    return {"palette": list(PALETTE), "phase_colours": dict(PHASE_COLOURS), "main_charts": list(MAIN_CHARTS),
-            "merged_panels": list(MERGED_PANELS), "marker_max_points": MARKER_MAX_POINTS,
-            "faint_alpha": FAINT_ALPHA,
-            "ticks": {"max_ticks": TICK_RULE["max_ticks"], "min_ticks": TICK_RULE["min_ticks"],
-                      "linear_steps": list(TICK_RULE["linear_steps"]),
-                      "log_steps": [list(m) for m in TICK_RULE["log_steps"]]}}
+    """The ``look`` entry of the state (it shares this module's dicts: build_state's ``clean`` copies them)."""
+    return {"palette": list(PALETTE), "phase_colours": PHASE_COLOURS, "main_charts": list(MAIN_CHARTS),
+            "merged_panels": list(MERGED_PANELS), "marker_max_points": MARKER_MAX_POINTS, "faint_alpha": FAINT_ALPHA,
+            "ticks": TICK_RULE}

@@ -1,8 +1,5 @@
-"""State patches: what changed between two ``state`` dicts, as the front end applies it (docs/protocol.md section 2).
-
-Numbers compare as in JSON, but a bool that becomes a number is sent; js/src/statestore.ts applies patches as
-:func:`apply` does. Pure functions.
-"""
+"""State patches: what changed between two ``state`` dicts (docs/protocol.md section 2); a bool that becomes a number is
+sent; js/src/statestore.ts applies patches as :func:`apply` does. Pure functions."""
 
 from __future__ import annotations
 
@@ -12,10 +9,10 @@ Path = list[str | int]
 Op = list[Any]  # [path] (delete) or [path, value] (set)
 
 
-def diff(old: Any, new: Any, path: Path | None = None) -> list[Op]:
+def diff(old: Any, new: Any) -> list[Op]:
     """The operations that turn ``old`` into ``new`` (both JSON-like); ``[]`` when equal."""
     ops: list[Op] = []
-    _diff(old, new, [] if path is None else path, ops)
+    _diff(old, new, [], ops)
     return ops
 
 
@@ -55,8 +52,7 @@ def apply(state: Any, ops: list[Op]) -> Any:
         if not path:
             state = op[1]
             continue
-        root = _copy(state)
-        node = root
+        root = node = _copy(state)
         for key in path[:-1]:
             child = _copy(node[key])
             node[key] = child

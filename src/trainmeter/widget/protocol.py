@@ -1,14 +1,14 @@
-"""The widget's wire as types: the ``state`` traitlet, its tiles, charts, panels and look, and the custom messages.
+"""The widget's wire as types (docs/protocol.md; js/src/protocol.ts declares the same shapes), checked against the
+golden state tests/fixtures/state_v2.json by pytest, as vitest parses it into the TS types. ``NotRequired``: a key a
+sender may leave out. Types only: nothing here runs."""
 
-docs/protocol.md says what each field means; js/src/protocol.ts declares the same shapes for the
-front end. The golden state tests/fixtures/state_v2.json (tests/fixtures/make_state_v2.py, a
-FakeClock run) is checked against these types by pytest and parsed into the TS types by vitest.
-``total=False`` classes hold the keys a sender may leave out. Types only: nothing here runs.
-"""
-
-from __future__ import annotations
-
+import sys
 from typing import Any, Literal, TypedDict
+
+if sys.version_info >= (3, 11):
+    from typing import NotRequired
+else:  # Python 3.10: anywidget depends on typing_extensions
+    from typing_extensions import NotRequired
 
 # "unfinished": a replayed run that has no end record
 Status = Literal["starting", "running", "completed", "interrupted", "failed", "stopped", "unfinished"]
@@ -27,40 +27,34 @@ class DerivationInput(TypedDict):
     source: str
 
 
-class _DerivationBase(TypedDict):
+class Derivation(TypedDict):
+    """How a tile's value was worked out; on a tile, badged with its weakest input."""
+
     name: str
     formula: str
     value: float | None
     unit: str
     inputs: list[DerivationInput]
     missing: str | None
-
-
-class Derivation(_DerivationBase, total=False):
-    """How a tile's value was worked out; on a tile, badged with its weakest input."""
-
-    provenance: str
-    provenance_note: str
+    provenance: NotRequired[str]
+    provenance_note: NotRequired[str]
 
 
 # -- tiles, progress, phases --------------------------------------------------------------------------
-class _TileBase(TypedDict):
+class Tile(TypedDict):
+    """A headline number: ``value`` in ``unit``, or ``missing`` (what would enable it) when null."""
+
     id: str
     label: str
     value: float | None
     unit: str
-
-
-class Tile(_TileBase, total=False):
-    """A headline number: ``value`` in ``unit``, or ``missing`` (what would enable it) when null."""
-
-    text: str
-    sub: str
-    provenance: str
-    missing: str
-    not_here: bool  # ``missing`` is about this machine (no GPU, no power reading): folded into one line
-    derivation: Derivation | None
-    derivations: list[Derivation]
+    text: NotRequired[str]
+    sub: NotRequired[str]
+    provenance: NotRequired[str]
+    missing: NotRequired[str]
+    not_here: NotRequired[bool]  # ``missing`` is about this machine (no GPU, no power reading): folded into one line
+    derivation: NotRequired[Derivation | None]
+    derivations: NotRequired[list[Derivation]]
 
 
 class Progress(TypedDict):
@@ -73,20 +67,17 @@ class Progress(TypedDict):
 
 
 # -- charts and markers -------------------------------------------------------------------------------
-class _ChartBase(TypedDict):
+class Chart(TypedDict):
+    """One chart: its series in drawing order; ``smoothed`` maps a raw series to its smoothed twin."""
+
     id: str
     title: str
     x: XKind
     unit: str
     series: list[str]
-
-
-class Chart(_ChartBase, total=False):
-    """One chart: its series in drawing order; ``smoothed`` maps a raw series to its smoothed twin."""
-
-    log_y: bool
-    labels: dict[str, str]
-    smoothed: dict[str, str]
+    log_y: NotRequired[bool]
+    labels: NotRequired[dict[str, str]]
+    smoothed: NotRequired[dict[str, str]]
 
 
 class MarkerAt(TypedDict):
@@ -96,18 +87,15 @@ class MarkerAt(TypedDict):
     time: float | None
 
 
-class _MarkerBase(TypedDict):
+class Marker(TypedDict):
+    """A verdict drawn on chart ``chart`` at ``step`` (verdicts/markers.py), ``at`` that step on the other axes."""
+
     kind: str
     step: int
     label: str
     sentence: str
     chart: str
-
-
-class Marker(_MarkerBase, total=False):
-    """A verdict drawn on chart ``chart`` at ``step`` (verdicts/markers.py), ``at`` that step on the other axes."""
-
-    at: MarkerAt
+    at: NotRequired[MarkerAt]
 
 
 class XAxis(TypedDict):
@@ -127,30 +115,25 @@ class PhaseBar(TypedDict):
 
 
 # -- panels -------------------------------------------------------------------------------------------
-class _PanelRowBase(TypedDict):
+class PanelRow(TypedDict):
+    """One row of a key/value panel."""
+
     label: str
     value: float | str | None
     unit: str
+    provenance: NotRequired[str]
+    note: NotRequired[str | None]
 
 
-class PanelRow(_PanelRowBase, total=False):
-    """One row of a key/value panel."""
+class Panel(TypedDict):
+    """A generic key/value panel (MFU, GPU, node, where the time goes)."""
 
-    provenance: str
-    note: str | None
-
-
-class _PanelBase(TypedDict):
     id: str
     title: str
     rows: list[PanelRow]
-
-
-class Panel(_PanelBase, total=False):
-    """A generic key/value panel (MFU, GPU, node, where the time goes)."""
-
-    note: str | None
-    pending: bool  # its values come at the first report: a box from the start, never the one-line "absent" form
+    note: NotRequired[str | None]
+    # its values come at the first report: a box from the start, never the one-line "absent" form
+    pending: NotRequired[bool]
 
 
 # -- the look (widget/look.py) ------------------------------------------------------------------------
@@ -234,33 +217,30 @@ class Controls(TypedDict):
 
 
 # -- the state ----------------------------------------------------------------------------------------
-class _StateBase(TypedDict):
-    name: str
-    status: Status
-
-
-class State(_StateBase, total=False):
+class State(TypedDict):
     """The ``state`` traitlet (view_model.py ``build_state``; ``rev``: protocol.md section 2); non-finite: null."""
 
-    rev: int
-    elapsed_s: float
-    run_dir: str | None
-    run_path: str | None
-    run_rel: str | None
-    text_line: str
-    step: int
-    error: str | None
-    progress: Progress | None
-    tiles: list[Tile]
-    phases_s: dict[str, float]
-    phase_bar: PhaseBar
-    charts: list[Chart]
-    panels: list[Panel]
-    warnings: list[str]
-    markers: list[Marker]
-    x_axis: XAxis
-    look: Look
-    controls: Controls
+    name: str
+    status: Status
+    rev: NotRequired[int]
+    elapsed_s: NotRequired[float]
+    run_dir: NotRequired[str | None]
+    run_path: NotRequired[str | None]
+    run_rel: NotRequired[str | None]
+    text_line: NotRequired[str]
+    step: NotRequired[int]
+    error: NotRequired[str | None]
+    progress: NotRequired[Progress | None]
+    tiles: NotRequired[list[Tile]]
+    phases_s: NotRequired[dict[str, float]]
+    phase_bar: NotRequired[PhaseBar]
+    charts: NotRequired[list[Chart]]
+    panels: NotRequired[list[Panel]]
+    warnings: NotRequired[list[str]]
+    markers: NotRequired[list[Marker]]
+    x_axis: NotRequired[XAxis]
+    look: NotRequired[Look]
+    controls: NotRequired[Controls]
 
 
 class OutputRef(TypedDict):
@@ -287,16 +267,13 @@ class FullState(TypedDict):
     full: State
 
 
-class _AppendBase(TypedDict):
-    kind: Literal["append"]
-    seq: int
-
-
-class AppendMessage(_AppendBase, total=False):
+class AppendMessage(TypedDict):
     """Kernel -> front end, with one buffer: a frame of new points (``replace``: series whose copy it replaces)."""
 
-    replace: list[str]
-    state: StatePatch
+    kind: Literal["append"]
+    seq: int
+    replace: NotRequired[list[str]]
+    state: NotRequired[StatePatch]
 
 
 class StateMessage(TypedDict):

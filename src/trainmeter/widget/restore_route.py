@@ -1,14 +1,12 @@
-"""Answer a reloaded page's widget restore while a ``%%trainmeter`` cell blocks the main shell (docs/protocol.md
-section 4, "Reload while the cell runs"): while a run is live, the restore's messages go to a subshell of ours.
-
-Private ipykernel 7 API (without it :func:`install` returns ``None``); any fault forwards the message unchanged. The
-``reload`` host patch (core/host_patches.py).
-"""
+"""While a run is live, a reloaded page's widget restore goes to a subshell of ours (docs/protocol.md section 4, "Reload
+while the cell runs"). Private ipykernel 7 API (without it :func:`install` returns ``None``); any fault forwards the
+message unchanged. The ``reload`` host patch (core/host_patches.py)."""
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from contextlib import suppress
 from typing import Any
 
 from trainmeter.core import host_patches
@@ -47,23 +45,17 @@ class RestoreRouter:
         kernel, stream, loop = self.kernel, self.stream, self.loop
         if kernel is None or kernel_router(kernel) is not self:
             return False
-        try:
+        with suppress(Exception):
             del kernel._trainmeter_restore_router
-        except Exception:  # noqa: BLE001
-            pass
         self.stream = self.loop = None
 
         def restore() -> None:
-            try:
+            with suppress(Exception):
                 stream.on_recv(self.original, copy=False)
-            except Exception:  # noqa: BLE001
-                pass
             subshell_id, self.subshell_id = self.subshell_id, None
             if subshell_id is not None:
-                try:
+                with suppress(Exception):  # already gone
                     kernel.shell_channel_thread.manager._delete_subshell(subshell_id)
-                except Exception:  # noqa: BLE001 - already gone
-                    pass
 
         try:
             loop.add_callback(restore)
@@ -177,14 +169,11 @@ def install(kernel: Any, active: Callable[[], bool]) -> RestoreRouter | None:
         original = kernel.shell_channel_thread_main
         loop = thread.io_loop
         manager = thread.manager  # created by now (the kernel started); fails loudly on an API change
-        for name in ("_create_subshell", "list_subshell", "get_shell_channel_to_subshell_socket"):
-            if not callable(getattr(manager, name, None)):
-                return None
-    except Exception:
-        return None
-    router = RestoreRouter(active, original, kernel)
-    router.stream, router.loop = stream, loop
-    try:
+        if not all(callable(getattr(manager, name, None))
+                   for name in ("_create_subshell", "list_subshell", "get_shell_channel_to_subshell_socket")):
+            return None
+        router = RestoreRouter(active, original, kernel)
+        router.stream, router.loop = stream, loop
         kernel._trainmeter_restore_router = router
         loop.add_callback(lambda: stream.on_recv(router.on_recv, copy=False))
     except Exception:

@@ -1,9 +1,5 @@
-"""The static dashboard: tables and chart images, no JavaScript, readable anywhere (docs/protocol.md section 4).
-
-Only what survives a sanitizer (docs/protocol.md section 4); each chart an SVG with explicit colours for light and dark
-backgrounds, the live charts' look (widget/look.py), re-decimated to :data:`CHART_POINTS` (a snapshot well under
-60 KB). Pure functions of the state dict and the series columns.
-"""
+"""The static dashboard (docs/protocol.md section 4): tables and SVG chart images, no JavaScript, in the live charts'
+look (widget/look.py), re-decimated to :data:`CHART_POINTS` (a snapshot well under 60 KB). Pure functions."""
 
 from __future__ import annotations
 
@@ -42,8 +38,8 @@ from trainmeter.widget.look import (
     STATUS_COLOURS,
     WARNING_COLOUR,
 )
-from trainmeter.widget.snapshot_tiles import format_tile, tiles_html  # noqa: F401  (format_tile: re-exported)
 from trainmeter.widget.ticks import linear_ticks, log_ticks
+from trainmeter.widget.view_model import phase_bar, summary_text
 
 CHART_POINTS = 240
 CHART_W, CHART_H = 360, 170
@@ -97,34 +93,67 @@ def _header(state: dict[str, Any]) -> str:
             f"</tr></table>")
 
 
-# -- charts ------------------------------------------------------------------------------------
-def marker_xs(spec: dict[str, Any], markers: Sequence[dict[str, Any]],
-              series: dict[str, tuple[str, Sequence[float], Sequence[float]]]) -> list[tuple[float, dict[str, Any]]]:
-    """``(x, marker)`` of the verdict markers that belong on ``spec``, in its native x.
+# -- tiles (as js/src/tiles.ts prints and folds them) ----------------------------------------
+def format_tile(tile: dict[str, Any]) -> str:
+    """A tile's value as text (the same text the live tile shows)."""
+    if tile.get("text"):
+        return str(tile["text"])
+    if tile.get("value") is None:
+        return MISSING
+    if tile.get("id") == "step":
+        return format_integer(tile["value"])
+    return format_value(tile["value"], str(tile.get("unit", "")))
 
-    A step chart takes the marker's step; a time chart its seconds, mapped by Python (``at``,
-    widget/x_axis.py ``place_markers``); a marker that cannot be placed is left out.
-    """
-    out = []
-    for m in markers:
-        if m.get("chart") != spec.get("id") or not isinstance(m.get("step"), int | float):
-            continue
-        if spec.get("x") == "time":
-            x = (m.get("at") or {}).get("time")
-        else:
-            x = float(m["step"])
-        if x is not None:
-            out.append((x, m))
-    return out
+
+def tiles_html(all_tiles: Sequence[dict[str, Any]], per_row: int = 4) -> str:
+    """The tiles as a table, ``per_row`` a row, and one line for those folded: a tile whose value is missing for a
+    reason about this machine (as js/src/tiles.ts folds and words them)."""
+    folded = [t for t in all_tiles if t.get("not_here") and t.get("value") is None and not t.get("text")]
+    table = _tile_table([t for t in all_tiles if t not in folded], per_row)
+    if not folded:
+        return table
+    text = "Not on this machine: " + " · ".join(f"{t.get('label')}: {t.get('missing') or 'not available'}"
+                                                for t in folded)
+    return table + f'<div data-tm="not-here" style="font-size:11px;color:{MUTED};margin:2px 0 6px">{_esc(text)}</div>'
+
+
+def _tile_table(tiles: Sequence[dict[str, Any]], per_row: int) -> str:
+    if not tiles:
+        return ""
+    rows = []
+    for i in range(0, len(tiles), per_row):
+        chunk = tiles[i:i + per_row]
+        labels = "".join(f'<th style="text-align:left;font-weight:400;font-size:11px;color:{MUTED};'
+                         f'padding:4px 12px 0 0">{_esc(t.get("label", ""))}</th>' for t in chunk)
+        values = "".join(
+            '<td style="text-align:left;font-size:16px;font-weight:600;padding:0 12px 0 0;white-space:nowrap"'
+            + (' data-tm="step"' if t.get("id") == "step" else "") + f">{_esc(format_tile(t))}</td>"
+            for t in chunk)
+        subs = "".join(f'<td style="text-align:left;font-size:11px;color:{MUTED};padding:0 12px 2px 0">{_esc(_tile_note(t))}</td>'
+                       for t in chunk)
+        rows.append(f"<tr>{labels}</tr><tr>{values}</tr><tr>{subs}</tr>")
+    return f'<table style="border-collapse:collapse;margin:4px 0">{"".join(rows)}</table>'
+
+
+def _tile_note(tile: dict[str, Any]) -> str:
+    if tile.get("value") is None and not tile.get("text"):
+        return str(tile.get("missing") or "")  # the reason, or the input that would enable it, as the live tile says
+    return str(tile.get("sub") or "")
+
+
+# -- charts ------------------------------------------------------------------------------------
+def marker_xs(spec: dict[str, Any], markers: Sequence[dict[str, Any]]) -> list[tuple[float, dict[str, Any]]]:
+    """``(x, marker)`` of the verdict markers that belong on ``spec``, in its native x (a time chart's mapped by Python:
+    ``at``, widget/x_axis.py ``place_markers``); a marker that cannot be placed is left out."""
+    mine = [m for m in markers if m.get("chart") == spec.get("id") and isinstance(m.get("step"), int | float)]
+    xs = [(m.get("at") or {}).get("time") if spec.get("x") == "time" else float(m["step"]) for m in mine]
+    return [(x, m) for x, m in zip(xs, mine, strict=True) if x is not None]
 
 
 def chart_svg(spec: dict[str, Any], series: dict[str, tuple[str, Sequence[float], Sequence[float]]],
               markers: Sequence[dict[str, Any]] = ()) -> str | None:
-    """A standalone SVG document for one chart spec, or ``None`` without data.
-
-    ``markers`` (``state["markers"]``): those for this chart are drawn as a dashed vertical
-    line at the step where the verdict began, with the marker's short label on top.
-    """
+    """A standalone SVG document for one chart spec, or ``None`` without data; ``markers`` (``state["markers"]``) of
+    this chart drawn as a dashed vertical line where the verdict began, the marker's short label on top."""
     lines = []  # (xs, ys, colour, faint): a raw series with a smoothed twin is drawn faint, the twin over it
     twins = spec.get("smoothed") if isinstance(spec.get("smoothed"), dict) else {}
     for i, name in enumerate(drawn_series(spec, series)):
@@ -139,17 +168,17 @@ def chart_svg(spec: dict[str, Any], series: dict[str, tuple[str, Sequence[float]
               if math.isfinite(y) and (y > 0 or not log_y)]
     if not finite:
         return None
-    placed = marker_xs(spec, markers, series)
-    x0, x1 = min(p[0] for p in finite), max(p[0] for p in finite)
-    if placed:
-        x0, x1 = min(x0, *(x for x, _ in placed)), max(x1, *(x for x, _ in placed))
+    placed = marker_xs(spec, markers)
+    all_xs = [x for x, _ in finite] + [x for x, _ in placed]
+    x0, x1 = min(all_xs), max(all_xs)
     y0, y1 = min(p[1] for p in finite), max(p[1] for p in finite)
     if x1 == x0:
         x0, x1 = x0 - 1, x1 + 1
     if y1 - y0 <= 1e-9 * max(abs(y0), abs(y1)):  # flat (to rounding): centre it in a readable span
         y0 = y1 = (y0 + y1) / 2
         y0, y1 = (y0 / 2, y1 * 2) if log_y else (y0 - 0.5 * (abs(y0) or 1), y1 + 0.5 * (abs(y1) or 1))
-    pad = (math.log10(y1) - math.log10(y0)) * 0.05 if log_y else (y1 - y0) * 0.05
+    scale = math.log10 if log_y else float  # where a y value sits along the axis
+    pad = (scale(y1) - scale(y0)) * 0.05
     if log_y:
         y0, y1 = 10 ** (math.log10(y0) - pad), 10 ** (math.log10(y1) + pad)
     elif spec.get("unit") == "fraction":  # shares on their whole 0-100% scale, as the live chart draws them
@@ -161,11 +190,8 @@ def chart_svg(spec: dict[str, Any], series: dict[str, tuple[str, Sequence[float]
     def sx(x: float) -> float:
         return PAD_L + (x - x0) / (x1 - x0) * w
 
-    def fy(y: float) -> float:
-        return (math.log10(y) - math.log10(y0)) / (math.log10(y1) - math.log10(y0)) if log_y else (y - y0) / (y1 - y0)
-
     def sy(y: float) -> float:
-        return PAD_T + (1 - fy(y)) * h
+        return PAD_T + (1 - (scale(y) - scale(y0)) / (scale(y1) - scale(y0))) * h
 
     unit = str(spec.get("unit", ""))
     parts = [f'<rect x="{PAD_L}" y="{PAD_T}" width="{w}" height="{h}" fill="none" stroke="{GRID}"/>']
@@ -232,7 +258,7 @@ def _chart(spec: dict[str, Any], series: dict[str, tuple[str, Sequence[float], S
                              f'{_esc(labels.get(n) or series_label(n))}' for i, n in enumerate(names))
     notes = "".join(f'<div style="font-size:11px;color:{MARKER_COLOUR}">&#9660; {_esc(m.get("label", ""))} at step '
                     f'{_esc(format_integer(m.get("step")))}: {_esc(m.get("sentence", ""))}</div>'
-                    for _, m in marker_xs(spec, markers, series))
+                    for _, m in marker_xs(spec, markers))
     uri = "data:image/svg+xml;base64," + base64.b64encode(svg.encode("utf-8")).decode("ascii")
     title = _esc(spec.get("title", ""))
     return (f'<td style="text-align:left;vertical-align:top;padding:4px 8px 4px 0">'
@@ -250,8 +276,6 @@ def _phases(state: dict[str, Any], panels: Sequence[dict[str, Any]]) -> str:
     phases_s = state.get("phases_s") or {}
     bar = state.get("phase_bar")
     if not isinstance(bar, dict):  # a state saved before the view model sent the shares
-        from trainmeter.widget.view_model import phase_bar
-
         bar = phase_bar(phases_s)
     shares = bar.get("shares") or {}
     if not shares:
@@ -291,15 +315,9 @@ def _section(title: str, body: str) -> str:
 
 
 def render_snapshot(state: dict[str, Any], series: Sequence[Any], *, mount_key: str | None = None) -> str:
-    """Return the static HTML dashboard of a run.
-
-    Args:
-        state: The ``state`` dict (docs/protocol.md).
-        series: Series columns (objects with ``name``, ``x_kind``, ``xs``, ``ys``, such as
-            :class:`~trainmeter.widget.frame.SeriesColumns`).
-        mount_key: The widget's ``store_key``: while the kernel lives, the widget's front
-            end draws the live dashboard in place of this HTML.
-    """
+    """The static HTML dashboard of a run from its ``state`` and ``series`` columns (``name``, ``x_kind``, ``xs``,
+    ``ys``: :class:`~trainmeter.widget.frame.SeriesColumns`); ``mount_key``: the widget's ``store_key``, where its front
+    end draws the live dashboard in place of this HTML while the kernel lives."""
     by_name = {s.name: (s.x_kind, s.xs, s.ys) for s in series}
     specs = state.get("charts") or []
     marks = [m for m in state.get("markers") or [] if isinstance(m, dict)]
@@ -327,11 +345,6 @@ def render_snapshot(state: dict[str, Any], series: Sequence[Any], *, mount_key: 
 
 
 def snapshot_bundle(state: dict[str, Any], series: Sequence[Any], *, mount_key: str | None = None) -> dict[str, Any]:
-    """The output bundle of a finished dashboard: ``text/html`` plus a ``text/plain`` summary line, no widget view.
-
-    A saved notebook must not reference a widget model that will not exist when it is reopened (docs/protocol.md
-    section 4).
-    """
-    from trainmeter.widget.view_model import summary_text
-
+    """The output bundle of a finished dashboard: ``text/html`` plus a ``text/plain`` summary line, no widget view
+    (docs/protocol.md section 4)."""
     return {"text/html": render_snapshot(state, series, mount_key=mount_key), "text/plain": summary_text(state)}

@@ -1,7 +1,5 @@
-"""Kernel subshells (ipykernel 7) and JupyterLab's ``commsOverSubshells`` setting, as the doctor reports them.
-
-The setting is read from the files JupyterLab would read (a remote front end's is not visible). Never raises.
-"""
+"""Kernel subshells (ipykernel 7) and JupyterLab's ``commsOverSubshells`` setting (from the files JupyterLab would read:
+a remote front end's is not visible), as the doctor reports them. Never raises."""
 
 from __future__ import annotations
 
@@ -62,24 +60,18 @@ def subshell_findings(version_of: Callable[[str], str | None], shell: Any, env: 
                     detail=f"ipykernel {version} has no kernel subshells: widget messages wait while a cell runs",
                     fix="pip install 'ipykernel>=7', then restart the kernel")
     lab = version_of("jupyterlab")
+    ok, fix = True, None
     if lab is None:
-        comms = Check(name="comms over subshells", ok=None,
-                      detail="JupyterLab is not installed here (a remote front end's setting is not visible)")
-        return [sub, comms]
-    parts = [int(p) if p.isdigit() else 0 for p in lab.split(".")[:2]] + [0, 0]
-    if (parts[0], parts[1]) < (4, 4):
-        return [sub, Check(name="comms over subshells", ok=None,
-                           detail=f"JupyterLab {lab} predates comms over subshells (JupyterLab 4.4)")]
-    found = _lab_setting(_lab_settings_files(env) if lab_settings is None else lab_settings)
-    if found is None:
+        ok, detail = None, "JupyterLab is not installed here (a remote front end's setting is not visible)"
+    elif tuple(int(p) if p.isdigit() else 0 for p in [*lab.split("."), "0"][:2]) < (4, 4):
+        ok, detail = None, f"JupyterLab {lab} predates comms over subshells (JupyterLab 4.4)"
+    elif (found := _lab_setting(_lab_settings_files(env) if lab_settings is None else lab_settings)) is None:
         detail = (f"JupyterLab {lab}: commsOverSubshells not set here, so JupyterLab's default applies "
                   "(perCommTarget; jupyterlab#19719 proposes 'disabled')")
-        return [sub, Check(name="comms over subshells", ok=True, detail=detail)]
-    value, path = found
-    if value == "disabled":
-        return [sub, Check(name="comms over subshells", ok=False,
-                           detail=f"JupyterLab {lab}: commsOverSubshells is 'disabled' (in {path}): widget "
-                                  "messages wait while a cell runs",
-                           fix="set commsOverSubshells to 'perCommTarget' in JupyterLab's settings")]
-    return [sub, Check(name="comms over subshells", ok=True,
-                       detail=f"JupyterLab {lab}: commsOverSubshells is '{value}' (in {path})")]
+    elif found[0] == "disabled":
+        ok, fix = False, "set commsOverSubshells to 'perCommTarget' in JupyterLab's settings"
+        detail = (f"JupyterLab {lab}: commsOverSubshells is 'disabled' (in {found[1]}): widget messages wait while a "
+                  "cell runs")
+    else:
+        detail = f"JupyterLab {lab}: commsOverSubshells is '{found[0]}' (in {found[1]})"
+    return [sub, Check(name="comms over subshells", ok=ok, detail=detail, fix=fix)]

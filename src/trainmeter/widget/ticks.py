@@ -1,8 +1,5 @@
-"""Axis ticks people can read: 4 to 6 labelled values inside the data, linear or log (docs/spec.md section 12).
-
-:data:`TICK_RULE` goes to js/src/ticks.ts in ``state["look"]["ticks"]`` (docs/protocol.md section 1);
-tests/fixtures/ticks_v1.json is checked by pytest and vitest alike. Pure functions.
-"""
+"""Axis ticks people can read (docs/spec.md section 12); :data:`TICK_RULE` goes to js/src/ticks.ts in the state's
+``look`` (tests/fixtures/ticks_v1.json is checked by pytest and vitest alike). Pure functions."""
 
 from __future__ import annotations
 
@@ -33,16 +30,7 @@ def _ticks_with_step(lo: float, hi: float, step: float) -> list[float]:
 
 def linear_ticks(lo: float, hi: float, *, max_ticks: int = MAX_TICKS) -> list[float]:
     """Round values inside ``[lo, hi]``: 4 to ``max_ticks`` of them, 5 when possible, stepping 1, 2, 5 (or 2.5
-    when nothing else fits) times a power of ten.
-
-    Examples:
-        >>> linear_ticks(0, 1)
-        [0.0, 0.2, 0.4, 0.6, 0.8, 1.0]
-        >>> linear_ticks(2.13, 2.61)
-        [2.2, 2.3, 2.4, 2.5, 2.6]
-        >>> linear_ticks(1.1, 4.2)
-        [1.5, 2.0, 2.5, 3.0, 3.5, 4.0]
-    """
+    when nothing else fits) times a power of ten: ``(2.13, 2.61)`` -> 2.2 to 2.6 by 0.1 (more in ticks_v1.json)."""
     if not (math.isfinite(lo) and math.isfinite(hi)):
         return []
     if hi < lo:
@@ -57,7 +45,7 @@ def linear_ticks(lo: float, hi: float, *, max_ticks: int = MAX_TICKS) -> list[fl
             if not 2 <= len(ticks) <= max_ticks:
                 continue
             # 4..max_ticks labels first (5 best), then as many as fit; 2.5 steps only when they help
-            short = MIN_TICKS - len(ticks) if len(ticks) < MIN_TICKS else 0
+            short = max(0, MIN_TICKS - len(ticks))
             score = 10 * short + abs(len(ticks) - 5) + (1.5 if rank == len(LINEAR_STEPS) - 1 else 0.0)
             if best is None or score < best[0]:
                 best = (score, ticks)
@@ -66,16 +54,8 @@ def linear_ticks(lo: float, hi: float, *, max_ticks: int = MAX_TICKS) -> list[fl
 
 def log_ticks(lo: float, hi: float, *, max_ticks: int = MAX_TICKS) -> list[float]:
     """Labelled values for a log axis over ``[lo, hi]`` (both > 0): each decade's 1-2-5 sequence, thinned to
-    ``max_ticks``; linear steps under a factor of 3, or where the densest sequence gives fewer than 4.
-
-    Examples:
-        >>> log_ticks(0.05, 40)
-        [0.1, 0.3, 1.0, 3.0, 10.0, 30.0]
-        >>> log_ticks(1.2, 9.5)
-        [2.0, 3.0, 4.0, 5.0, 6.0, 8.0]
-        >>> log_ticks(2.13, 2.61)
-        [2.2, 2.3, 2.4, 2.5, 2.6]
-    """
+    ``max_ticks``; linear steps under a factor of 3, or where the densest sequence gives fewer than 4: ``(0.05, 40)``
+    -> 0.1, 0.3, 1, 3, 10, 30 (more in ticks_v1.json)."""
     if not (math.isfinite(lo) and math.isfinite(hi)) or lo <= 0 or hi <= 0:
         return []
     if hi < lo:
@@ -83,12 +63,9 @@ def log_ticks(lo: float, hi: float, *, max_ticks: int = MAX_TICKS) -> list[float
     if hi / lo < 3.0:
         return linear_ticks(lo, hi, max_ticks=max_ticks)
     for i, mults in enumerate(_LOG_MULTS):
-        ticks = []
-        for e in range(math.floor(math.log10(lo)) - 1, math.ceil(math.log10(hi)) + 1):
-            for m in mults:
-                v = float(f"{m * 10.0 ** e:.12g}")
-                if lo * (1 - 1e-9) <= v <= hi * (1 + 1e-9):
-                    ticks.append(v)
+        decades = range(math.floor(math.log10(lo)) - 1, math.ceil(math.log10(hi)) + 1)
+        values = (float(f"{m * 10.0 ** e:.12g}") for e in decades for m in mults)
+        ticks = [v for v in values if lo * (1 - 1e-9) <= v <= hi * (1 + 1e-9)]
         if i == 0 and len(ticks) < MIN_TICKS:  # under a decade or so: round linear values read better
             return linear_ticks(lo, hi, max_ticks=max_ticks)
         if len(ticks) <= max_ticks and len(ticks) >= 2:

@@ -1,15 +1,13 @@
-"""The widget's view model: the ``state`` dict of docs/protocol.md (widget/protocol.py ``State``), from facts.
-
-:func:`build_state` is pure: it turns the :class:`~trainmeter.widget.facts.RunFacts` of a live run
-or a saved one (widget/facts.py) into the tiles, charts, progress bar and the rest of the state,
-with the look (palette, layout ids, tick rule: widget/look.py) the front ends draw with.
-"""
+"""The widget's view model: :func:`build_state` (pure) turns the :class:`~trainmeter.widget.facts.RunFacts` of a live
+or saved run into the ``state`` of docs/protocol.md (widget/protocol.py ``State``)."""
 
 from __future__ import annotations
 
 import math
+import os
 from typing import Any
 
+from trainmeter.compute.eta import REPORT_WINDOW, Pace, eta, pace_of, recent_pace
 from trainmeter.core.provenance import Derivation, Input, weakest
 from trainmeter.record.runlog import clean
 from trainmeter.sizes import (
@@ -23,7 +21,6 @@ from trainmeter.sizes import (
 from trainmeter.verdicts.markers import markers as verdict_markers
 from trainmeter.widget.facts import (  # noqa: F401  (re-exported: the view model's inputs)
     LIVE_STATUSES,
-    REPORT_SERIES,
     RunFacts,
     facts_from_monitor,
     facts_from_run,
@@ -46,13 +43,8 @@ RECENT_SERIES = "recent_tokens_per_s"  # the once-a-second sliding-window rate (
 def progress(*, steps: int, tokens: int, budget_steps: int | None, budget_tokens: int | None,
              seconds_per_step: float | None, train_tokens_per_s: float | None, token_unit: str = "tokens",
              live: bool = True, recent: Any = None) -> dict[str, Any] | None:
-    """The progress bar: fraction of the budget and the ETA (s) by the one rule (compute/eta.py).
-
-    While live with ``recent`` figures, the ETA is at the recent wall-clock pace (it moves every second and counts eval
-    and data waits); otherwise at the training-only pace of the last report.
-    """
-    from trainmeter.compute.eta import REPORT_WINDOW, Pace, eta, pace_of, recent_pace
-
+    """The progress bar: fraction of the budget and the ETA (s) by the one rule (compute/eta.py): at the recent
+    wall-clock pace while live with ``recent`` figures, else at the last report's training-only pace."""
     if budget_steps:
         done, budget, unit, label_unit = steps, budget_steps, "steps", "steps"
         training = 1.0 / seconds_per_step if seconds_per_step else None
@@ -183,15 +175,10 @@ def _capped_title(title: str, lines: int) -> str:
 
 
 def run_paths(run_dir: str | None, cwd: str | None = None) -> tuple[str | None, str | None]:
-    """The run folder absolute, and relative to ``cwd`` (the kernel's folder: the notebook's) or ``None``.
-
-    The front end turns them into links the Jupyter server serves (js/src/runlinks.ts).
-    No filesystem access beyond the working folder's name.
-    """
+    """The run folder absolute, and relative to ``cwd`` (the kernel's folder: the notebook's) or ``None``: links the
+    Jupyter server serves (js/src/runlinks.ts). No filesystem access beyond the working folder's name."""
     if not run_dir:
         return None, None
-    import os
-
     base = cwd or os.getcwd()
     path = os.path.abspath(os.path.join(base, run_dir))
     rel = os.path.relpath(path, base)
@@ -208,12 +195,8 @@ def _badged_derivation(d: dict[str, Any]) -> dict[str, Any]:
 
 
 def badge_tiles(tiles: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Badges only on values, and a derived value's badge follows its inputs.
-
-    A tile whose value is missing loses its badge and says why (``missing``: the reason and the input that would enable
-    it). A tile with derivations takes the weakest provenance of their inputs (``assumed`` < ``declared`` < ``detected``
-    < ``measured`` < ``counted``), and each derivation says so (``provenance``, ``provenance_note``).
-    """
+    """Badges only on values (a missing one says why instead); a derived value's is the weakest of its inputs', and
+    each derivation says so (docs/spec.md section 5)."""
     out = []
     for tile in tiles:
         t = dict(tile)
@@ -236,10 +219,8 @@ def badge_tiles(tiles: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def phase_bar(phases_s: dict[str, float]) -> dict[str, Any]:
-    """The phase bar: each phase's share of the time (phases with time, in ``phases_s``'s order) and the largest.
-
-    Shares are rounded to 1e-4 (the bar prints tenths of a percent).
-    """
+    """The phase bar: each phase's share of the time (phases with time, in ``phases_s``'s order, rounded to 1e-4:
+    the bar prints tenths of a percent) and the largest."""
     entries = [(k, float(v)) for k, v in phases_s.items() if isinstance(v, int | float) and 0 < v < math.inf]
     total = sum(v for _, v in entries)
     if total <= 0:
@@ -249,10 +230,8 @@ def phase_bar(phases_s: dict[str, float]) -> dict[str, Any]:
 
 
 def build_state(f: RunFacts) -> dict[str, Any]:
-    """Return the ``state`` traitlet value (JSON-safe: non-finite floats become null), at revision 0.
-
-    The live publisher numbers the states it sends (``rev``) and sends each as a patch of the last.
-    """
+    """The ``state`` traitlet value (JSON-safe: non-finite floats become null), at revision 0 (the publisher numbers
+    the states it sends)."""
     bar = f.progress_bar or progress(
         steps=f.steps, tokens=f.tokens, budget_steps=f.budget_steps, budget_tokens=f.budget_tokens,
         seconds_per_step=f.seconds_per_step, train_tokens_per_s=f.train_tokens_per_s, token_unit=f.token_unit, live=f.live,

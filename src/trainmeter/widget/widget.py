@@ -1,17 +1,17 @@
-"""The live dashboard widget: an ``anywidget.AnyWidget`` with the traitlets of docs/protocol.md section 1.
-
-Imports anywidget: imported lazily, never by ``import trainmeter``.
-"""
+"""The live dashboard widget: the traitlets of docs/protocol.md section 1. Imports anywidget: loaded lazily, never by
+``import trainmeter``."""
 
 from __future__ import annotations
 
 import uuid
+from contextlib import suppress
 from pathlib import Path
 from typing import Any, Protocol
 
 import anywidget
 import traitlets
 
+from trainmeter.widget.controls import obey
 from trainmeter.widget.frame import decode_frame
 
 STATIC = Path(__file__).parent.parent / "static"
@@ -77,16 +77,13 @@ class SnapshotSource(Protocol):
     @property
     def running(self) -> bool:
         """Whether the publisher thread still runs (and will send the snapshot)."""
-        ...
 
     @property
     def live_state(self) -> dict[str, Any] | None:
         """The newest state sent, whole (``None`` once the thread stopped). Any thread."""
-        ...
 
     def request_snapshot(self) -> None:
         """Ask for a ``snapshot`` message on the next tick. Thread-safe."""
-        ...
 
 
 def allow_subshell_replies(widget: Any) -> bool:
@@ -121,7 +118,6 @@ class TrainmeterWidget(anywidget.AnyWidget):
         kwargs.setdefault("store_key", uuid.uuid4().hex)
         super().__init__(state=state or {"name": "run", "status": "starting"}, history=history, **kwargs)
         self._publisher: SnapshotSource | None = None
-        self.snapshots_sent = 0
         self.on_msg(self._on_front_message)
         allow_subshell_replies(self)
 
@@ -140,15 +136,11 @@ class TrainmeterWidget(anywidget.AnyWidget):
         self._publisher = publisher
 
     def _on_front_message(self, _widget: Any, content: Any, _buffers: Any) -> None:
-        try:
+        with suppress(Exception):  # a front-end message must never break the kernel side
             if isinstance(content, dict) and content.get("kind") == "hello":
                 self.answer_hello()
             elif isinstance(content, dict) and content.get("kind") == "control":  # stop/checkpoint (widget/controls.py)
-                from trainmeter.widget.controls import obey
-
                 obey(getattr(self._publisher, "monitor", None), content)
-        except Exception:
-            pass  # a front-end message must never break the kernel side
 
     def answer_hello(self) -> None:
         """Send a ``snapshot`` (now from ``history``, or via the live publisher's next tick)."""
@@ -159,7 +151,6 @@ class TrainmeterWidget(anywidget.AnyWidget):
         frame = bytes(self.history or b"")
         if frame:
             self.send({"kind": "snapshot", "seq": decode_frame(frame).seq}, buffers=[frame])
-            self.snapshots_sent += 1
 
     def text_line(self) -> str:
         """The current text line (what shows where the widget cannot)."""

@@ -24,8 +24,7 @@ _NAN = math.nan
 class XMap:
     """Step -> (cumulative tokens, seconds at its end), linear between points from the implied origin, bounded to
     ``max_points`` (thinned to every other). ``open_end`` (a live run's): a time past the newest point maps to the
-    newest step, a step past it is extrapolated; a saved run's maps nothing past its last point. One thread.
-    """
+    newest step, a step past it is extrapolated; a saved run's maps nothing past its last point. One thread."""
 
     __slots__ = ("open_end", "max_points", "steps", "tokens", "times", "_head")
 
@@ -52,10 +51,9 @@ class XMap:
         if self._head is not None and self._head[0] <= step:
             self._head = None
         if len(self.steps) > self.max_points:
-            keep = list(range(0, len(self.steps) - 1, 2)) + [len(self.steps) - 1]
-            self.steps = [self.steps[i] for i in keep]
-            self.tokens = [self.tokens[i] for i in keep]
-            self.times = [self.times[i] for i in keep]
+            keep = [*range(0, len(self.steps) - 1, 2), len(self.steps) - 1]
+            columns = (self.steps, self.tokens, self.times)
+            self.steps, self.tokens, self.times = ([column[i] for i in keep] for column in columns)
 
     def set_head(self, step: float, tokens: float, t_s: float) -> None:
         """The newest step read (not kept as a point until :meth:`add`)."""
@@ -86,8 +84,7 @@ class XMap:
 def _positions(table: list[float], xs: Sequence[float], past: str) -> list[tuple[int, float] | None]:
     """Where each x lies in the non-decreasing ``table``: ``(i, f)``, between rows ``i`` and ``i + 1`` at fraction
     ``f`` (``None``: before the origin, or past the end with ``past`` ``"none"``; ``"clamp"``: the last row;
-    ``"extrapolate"``: along the last segment). ``xs`` in order costs no search.
-    """
+    ``"extrapolate"``: along the last segment). ``xs`` in order costs no search."""
     n, last = len(table), table[-1]
     out: list[tuple[int, float] | None] = []
     i = 0
