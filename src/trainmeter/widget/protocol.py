@@ -3,12 +3,12 @@ golden state tests/fixtures/state_v2.json by pytest, as vitest parses it into th
 sender may leave out. Types only: nothing here runs."""
 
 import sys
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal
 
 if sys.version_info >= (3, 11):
-    from typing import NotRequired
-else:  # Python 3.10: anywidget depends on typing_extensions
-    from typing_extensions import NotRequired
+    from typing import NotRequired, TypedDict
+else:  # Python 3.10's TypedDict has no NotRequired; anywidget depends on typing_extensions
+    from typing_extensions import NotRequired, TypedDict
 
 # "unfinished": a replayed run that has no end record
 Status = Literal["starting", "running", "completed", "interrupted", "failed", "stopped", "unfinished"]
