@@ -41,11 +41,7 @@ class SeriesReader:
         out: Points = []
         for name, series in list(m.series.items()):
             if name in self.names:
-                end, steps, _, values = series.read(cursor.get(name, 0))
-                if ends is not None and end > ends.get(name, 0):
-                    stop = ends.get(name, 0)
-                    keep = max(0, len(values) - (end - stop))
-                    end, steps, values = max(stop, end - len(values)), steps[:keep], values[:keep]
+                end, steps, _, values = series.read(cursor.get(name, 0), None if ends is None else ends.get(name, 0))
                 if steps:
                     out.append((name, steps, values))
                 cursor[name] = end

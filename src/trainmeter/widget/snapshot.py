@@ -15,6 +15,7 @@ from itertools import groupby
 from typing import Any
 from urllib.parse import quote
 
+from trainmeter.core.decimate import decimate
 from trainmeter.sizes import (
     MISSING,
     axis_labels,
@@ -26,7 +27,6 @@ from trainmeter.sizes import (
     format_value,
 )
 from trainmeter.widget.controls import served_rel
-from trainmeter.widget.decimate import decimate
 from trainmeter.widget.labels import series_label
 from trainmeter.widget.look import (
     FAINT_ALPHA,

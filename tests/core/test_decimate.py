@@ -5,7 +5,7 @@ import random
 
 import pytest
 
-from trainmeter.widget.decimate import Decimator, decimate
+from trainmeter.core.decimate import Decimator, decimate
 
 
 def _noisy(start: int, n: int, rng: random.Random) -> tuple[list[int], list[float]]:
@@ -139,7 +139,7 @@ def test_decimate_helper_and_budget_validation():
 
 
 def test_share_budget_lets_small_series_keep_every_point_and_splits_the_rest():
-    from trainmeter.widget.decimate import share_budget
+    from trainmeter.core.decimate import share_budget
 
     caps = share_budget({"train_loss": 2000, "lr": 2000, "val_loss": 40, "rss_bytes": 12}, 3000)
     assert caps == {"rss_bytes": 12, "val_loss": 40, "train_loss": 1474, "lr": 1474}
@@ -154,7 +154,7 @@ def test_a_bucket_emits_its_points_in_x_order_as_a_stable_sort_would() -> None:
     import itertools
     import math
 
-    from trainmeter.widget.decimate import _points
+    from trainmeter.core.decimate import _points
 
     def by_sort(b):
         pts = []
