@@ -4,7 +4,7 @@ Subscribers name the series they read (``None``: all) under a key; one cursor re
 once, on whichever thread asks first (the publisher's tick, a curves report job or a drain on the report worker), into
 one :class:`~trainmeter.core.decimate.Decimator` per series, with the smoothed twin a subscriber derives (docs/spec.md
 sections 12 and 18). A saved run read back (a replay, ``curves.json`` from a log) fills a view of its own with
-:meth:`SeriesViews.extend`. Thread safety: every method takes :attr:`SeriesViews.lock`; a reader of
+:meth:`SeriesViews.extend`. Thread safety: every method takes :attr:`SeriesViews.lock` (reentrant); a reader of
 :attr:`~SeriesViews.decimators` holds it.
 """
 
@@ -38,7 +38,7 @@ class SeriesViews:
     def new_run(self) -> None:
         """Construction; a forked child's own run: a new lock (the parent's was held around the fork with the
         registry's: core/series_registry.py) and a new cursor on the child's series (the decimators go on)."""
-        self.lock = threading.Lock()
+        self.lock = threading.RLock()
         self._cursor: dict[str, int] | None = None
         if self._wants:
             self._open()

@@ -68,11 +68,10 @@ def pick_sent(decimators: dict[str, Decimator], shown: tuple[str, ...] = (), mos
     return [d for name, d in decimators.items() if name in picked]
 
 
-def frame_caps(decimators: list[Decimator], points_total: int, per_series: int) -> dict[str, int]:
+def frame_caps(decimators: list[Decimator], points_total: int) -> dict[str, int]:
     """Points per series so that the frame, headers included, holds at most ``points_total`` points."""
     headers = sum(header_points(d.name) for d in decimators)
-    return share_budget({d.name: d.points for d in decimators}, max(2 * len(decimators), points_total - headers),
-                        per_series)
+    return share_budget({d.name: d.points for d in decimators}, max(2 * len(decimators), points_total - headers))
 
 
 class SeriesFeed:
@@ -177,30 +176,19 @@ class SeriesFeed:
             return any(d.pending for d in self.decimators.values())
 
     # -- frames ----------------------------------------------------------------------------------
-    def _column(self, d: Decimator, xs: list[float], ys: list[float], mapped: bool) -> SeriesColumns:
-        return SeriesColumns(name=d.name, x_kind=d.x_kind, xs=xs, ys=ys,  # type: ignore[arg-type]
-                             mapped=self.x_map.columns(d.x_kind, xs) if mapped else {})
-
     def series_columns(self, *, include_open: bool, max_points: int | None = None,
                        mapped: bool = True) -> list[SeriesColumns]:
         """Every series' decimated history (frames: ``mapped`` x columns too; the HTML snapshot: native x only)."""
         with self.views.lock:
-            cut = self._cut(include_open, max_points)
-        return [self._column(d, xs, ys, mapped) for d, xs, ys in cut]
-
-    def _cut(self, include_open: bool, max_points: int | None) -> list[tuple[Decimator, list[float], list[float]]]:
-        """``(decimator, xs, ys)`` of each series a frame carries (the caller holds ``views.lock``)."""
-        decimators = pick_sent(self.decimators, self.shown, points_total=self.history_points_total)
-        caps = frame_caps(decimators, self.history_points_total, self.budget_points)  # headers included
-        return [(d, *d.columns(include_open=include_open, max_points=max_points or caps[d.name])) for d in decimators]
+            return history_columns(self.decimators, self.x_map, self.shown, self.history_points_total,
+                                   include_open=include_open, max_points=max_points, mapped=mapped)
 
     def full_frame(self, *, include_open: bool) -> bytes:
         """A frame of the whole history (``snapshot`` or ``history``); every point counts as sent."""
         with self.views.lock:
-            cut = self._cut(include_open, None)
+            columns = self.series_columns(include_open=include_open)
             for d in self.decimators.values():
                 d.mark_all_taken()
-        columns = [self._column(d, xs, ys, True) for d, xs, ys in cut]
         self.held = {c.name: len(c.ys) for c in columns}
         self.seq += 1
         return encode_frame(self.seq, columns)
@@ -208,30 +196,46 @@ class SeriesFeed:
     def append_frame(self) -> tuple[bytes, list[str]] | None:
         """A frame of the points no frame carried yet and the series whose copy it replaces (``append``), or ``None``;
         a series whose front-end copy passed :data:`REPLACE_FACTOR` times its budget goes out whole."""
-        with self.views.lock:
-            return self._append_frame()
-
-    def _append_frame(self) -> tuple[bytes, list[str]] | None:
         columns = []
         replaced = []
-        sent = {d.name for d in pick_sent(self.decimators, self.shown, points_total=self.history_points_total)}
-        for d in self.decimators.values():
-            held = self.held.get(d.name, 0)
-            whole = held > REPLACE_FACTOR * d.budget_points
-            if not (d.pending or whole):
-                continue
-            if whole:
-                xs, ys = d.columns(include_open=False)
-                d.mark_all_taken()
-                held = 0
-            else:
-                xs, ys = d.take_new()
-            if d.name in sent and (xs or whole):  # past the series cap the others stay here (module docstring)
-                columns.append(self._column(d, xs, ys, True))
-                self.held[d.name] = held + len(xs)
+        with self.views.lock:
+            sent = {d.name for d in pick_sent(self.decimators, self.shown, points_total=self.history_points_total)}
+            for d in self.decimators.values():
+                held = self.held.get(d.name, 0)
+                whole = held > REPLACE_FACTOR * d.budget_points
+                if not (d.pending or whole):
+                    continue
                 if whole:
-                    replaced.append(d.name)
+                    xs, ys = d.columns(include_open=False)
+                    d.mark_all_taken()
+                    held = 0
+                else:
+                    xs, ys = d.take_new()
+                if d.name in sent and (xs or whole):  # past the series cap the others stay here (module docstring)
+                    columns.append(_column(d, xs, ys, self.x_map))
+                    self.held[d.name] = held + len(xs)
+                    if whole:
+                        replaced.append(d.name)
         if not columns:
             return None
         self.seq += 1
         return encode_frame(self.seq, columns), replaced
+
+
+def _column(d: Decimator, xs: list[float], ys: list[float], x_map: XMap | None) -> SeriesColumns:
+    return SeriesColumns(name=d.name, x_kind=d.x_kind, xs=xs, ys=ys,  # type: ignore[arg-type]
+                         mapped=x_map.columns(d.x_kind, xs) if x_map is not None else {})
+
+
+def history_columns(decimators: dict[str, Decimator], x_map: XMap, shown: tuple[str, ...] = (),
+                    points_total: int | None = None, *, include_open: bool = True, max_points: int | None = None,
+                    mapped: bool = True) -> list[SeriesColumns]:
+    """The columns of the decimators a frame carries (:func:`pick_sent`), within ``points_total`` points (headers
+    included) or ``max_points`` per series when given, on every x axis of ``x_map`` when ``mapped``."""
+    sent = pick_sent(decimators, shown, points_total=points_total)
+    caps = frame_caps(sent, points_total) if points_total is not None else {}
+    out = []
+    for d in sent:
+        xs, ys = d.columns(include_open=include_open, max_points=max_points or caps.get(d.name))
+        out.append(_column(d, xs, ys, x_map if mapped else None))
+    return out

@@ -13,14 +13,14 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from trainmeter.core.decimate import DEFAULT_BUDGET_POINTS, Decimator
+from trainmeter.core.decimate import DEFAULT_BUDGET_POINTS
 from trainmeter.core.series_views import SeriesViews
 from trainmeter.core.text import printable
 from trainmeter.record.events import LOG_FILE, ReadStats, Record, iter_events
 from trainmeter.record.runs import REPLAY_MAX_BYTES, Run, damaged_passport, load
 from trainmeter.record.safe_read import DASHBOARD_TYPES, read_json
 from trainmeter.sizes import format_bytes
-from trainmeter.widget.feed import frame_caps, pick_sent
+from trainmeter.widget.feed import history_columns
 from trainmeter.widget.frame import SeriesColumns, encode_frame
 from trainmeter.widget.host import in_marimo, ipython_shell, is_jupyter_shell, show_in_marimo
 from trainmeter.widget.labels import label_charts
@@ -73,14 +73,10 @@ class ReplayFeed:
                 self._last_step, at_s, tokens = point
                 self.x_map.add(self._last_step, math.nan if tokens is None else tokens, at_s)
 
-    def columns(self, decimators: Iterable[Decimator], caps: dict[str, int] | None = None) -> list[SeriesColumns]:
-        """``decimators``' columns (open buckets included, at most ``caps[name]`` points), each on every x axis."""
-        out = []
-        for d in decimators:
-            xs, ys = d.columns(include_open=True, max_points=caps[d.name] if caps else None)
-            out.append(SeriesColumns(name=d.name, x_kind=d.x_kind, xs=xs, ys=ys,  # type: ignore[arg-type]
-                                     mapped=self.x_map.columns(d.x_kind, xs)))
-        return out
+    def columns(self, shown: tuple[str, ...] = (), points_total: int | None = None) -> list[SeriesColumns]:
+        """The series' columns (open buckets included; ``shown`` first within ``points_total`` points, headers
+        included, when given), each on every x axis."""
+        return history_columns(self.decimators, self.x_map, shown, points_total)
 
 
 def replay_columns(events: Iterable[Record], *, budget_points: int = DEFAULT_BUDGET_POINTS,
@@ -90,8 +86,7 @@ def replay_columns(events: Iterable[Record], *, budget_points: int = DEFAULT_BUD
     feed = ReplayFeed(budget_points=budget_points, x_map=x_map)
     for e in events:
         feed.take(e)
-    sent = pick_sent(feed.decimators, (*LOSS_NAMES, *SMOOTHED.values()), points_total=points_total)
-    return feed.columns(sent, frame_caps(sent, points_total, budget_points))  # headers included
+    return feed.columns((*LOSS_NAMES, *SMOOTHED.values()), points_total)
 
 
 def replay(run_or_path: Run | str | Path) -> tuple[dict[str, Any], list[SeriesColumns], bytes]:
