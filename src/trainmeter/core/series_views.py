@@ -84,22 +84,19 @@ class SeriesViews:
                 end, steps, times, values = s.read(cursor.get(name, 0), None if ends is None else ends.get(name, 0))
                 cursor[name] = end
                 if values:
-                    self._extend(name, s.x_kind, steps if s.x_kind == "step" else times, values, end - len(values))
+                    self.extend(name, s.x_kind, steps if s.x_kind == "step" else times, values, end - len(values))
                     fresh = True
             return fresh
 
-    def extend(self, name: str, x_kind: str, xs: Sequence[Any], ys: Sequence[float]) -> bool:
-        """Add points to series ``name`` (a series the view does not read: report figures, a saved run's records);
-        returns ``True``."""
+    def extend(self, name: str, x_kind: str, xs: Sequence[Any], ys: Sequence[float], start: int | None = None) -> bool:
+        """Add points to series ``name`` (by :meth:`catch_up` with ``start``, the position of ``ys[0]``; else a series
+        the view does not read: report figures, a saved run's records) and to its twin; returns ``True``."""
         with self.lock:
-            self._extend(name, x_kind, xs, ys, None)
+            d = self.decimators.get(name)
+            if d is None:
+                d = self.decimators[name] = Decimator(name, x_kind, budget_points=self.budget_points)
+            d.extend(xs, ys)
+            twin = self._twins(name, ys, start) if self._twins is not None else None
+            if twin is not None:
+                self.extend(twin[0], x_kind, xs, twin[1])
         return True
-
-    def _extend(self, name: str, x_kind: str, xs: Sequence[Any], ys: Sequence[float], start: int | None) -> None:
-        d = self.decimators.get(name)
-        if d is None:
-            d = self.decimators[name] = Decimator(name, x_kind, budget_points=self.budget_points)
-        d.extend(xs, ys)
-        twin = self._twins(name, ys, start) if self._twins is not None else None
-        if twin is not None:
-            self._extend(twin[0], x_kind, xs, twin[1], None)

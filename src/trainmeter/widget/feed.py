@@ -80,11 +80,10 @@ class SeriesFeed:
 
     def __init__(self, monitor: Any, *, budget_points: int, history_points_total: int) -> None:
         self.monitor = monitor
-        self.budget_points = budget_points
         self.history_points_total = history_points_total
         self.views = monitor.series_views
-        smoother = LossSmoother(lambda: monitor.extension("optim"))  # the optim wing's view: the loss EMA fold
-        self.views.subscribe("widget", budget_points=budget_points, twins=smoother.twin)
+        shared = LossSmoother(lambda: monitor.extension("optim"))  # the optim wing's view: the loss EMA fold
+        self.views.subscribe("widget", budget_points=budget_points, twins=shared.twin)
         step_name = monitor.step_series.name
         self.cursor: dict[str, int] = monitor.add_reader(reads=lambda name: name == step_name)
         self.seq = 0
