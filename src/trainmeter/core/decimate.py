@@ -67,10 +67,7 @@ def _points(b: Bucket) -> list[tuple[float, float]]:
 
 
 def _n_points(b: Bucket) -> int:
-    n = 0
-    if b[2] is not None:
-        n = 1 if (b[3] == b[1] and b[4] == b[2]) else 2
-    return n + (b[5] is not None)
+    return len(_points(b))
 
 
 class Decimator:
