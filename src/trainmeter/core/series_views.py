@@ -4,7 +4,7 @@ Subscribers name the series they read (``None``: all) under a key; one cursor re
 once, on whichever thread asks first (the publisher's tick, a curves report job or a drain on the report worker), into
 one :class:`~trainmeter.core.decimate.Decimator` per series, with the smoothed twin a subscriber derives (docs/spec.md
 sections 12 and 18). A saved run read back (a replay, ``curves.json`` from a log) fills a view of its own with
-:meth:`SeriesViews.extend`. Thread safety: every method takes :attr:`SeriesViews.lock` (reentrant); a reader of
+:meth:`SeriesViews.extend`. Thread safety: every method takes :attr:`SeriesViews.lock`; a reader of
 :attr:`~SeriesViews.decimators` holds it.
 """
 
@@ -38,7 +38,7 @@ class SeriesViews:
     def new_run(self) -> None:
         """Construction; a forked child's own run: a new lock (the parent's was held around the fork with the
         registry's: core/series_registry.py) and a new cursor on the child's series (the decimators go on)."""
-        self.lock = threading.RLock()
+        self.lock = threading.Lock()
         self._cursor: dict[str, int] | None = None
         if self._wants:
             self._open()
@@ -84,19 +84,23 @@ class SeriesViews:
                 end, steps, times, values = s.read(cursor.get(name, 0), None if ends is None else ends.get(name, 0))
                 cursor[name] = end
                 if values:
-                    self.extend(name, s.x_kind, steps if s.x_kind == "step" else times, values, end - len(values))
+                    self._extend(name, s.x_kind, steps if s.x_kind == "step" else times, values, end - len(values))
                     fresh = True
             return fresh
 
-    def extend(self, name: str, x_kind: str, xs: Sequence[Any], ys: Sequence[float], start: int | None = None) -> bool:
-        """Add points to series ``name`` (by :meth:`catch_up` with ``start``, the position of ``ys[0]``; else a series
-        the view does not read: report figures, a saved run's records) and to its twin; returns ``True``."""
+    def extend(self, name: str, x_kind: str, xs: Sequence[Any], ys: Sequence[float]) -> bool:
+        """Add points to series ``name``, one the view does not read (report figures, a saved run's records), and to
+        its twin; returns ``True``."""
         with self.lock:
-            d = self.decimators.get(name)
-            if d is None:
-                d = self.decimators[name] = Decimator(name, x_kind, budget_points=self.budget_points)
-            d.extend(xs, ys)
-            twin = self._twins(name, ys, start) if self._twins is not None else None
-            if twin is not None:
-                self.extend(twin[0], x_kind, xs, twin[1])
+            self._extend(name, x_kind, xs, ys, None)
         return True
+
+    def _extend(self, name: str, x_kind: str, xs: Sequence[Any], ys: Sequence[float], start: int | None) -> None:
+        """``extend`` under the lock; ``start``: the series position of ``ys[0]`` (a catch-up's)."""
+        d = self.decimators.get(name)
+        if d is None:
+            d = self.decimators[name] = Decimator(name, x_kind, budget_points=self.budget_points)
+        d.extend(xs, ys)
+        twin = self._twins(name, ys, start) if self._twins is not None else None
+        if twin is not None:
+            self._extend(twin[0], x_kind, xs, twin[1], None)

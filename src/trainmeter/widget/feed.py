@@ -1,7 +1,8 @@
 """The publisher's reading side: the run's decimated views (core/series_views.py, every series with the loss's
 smoothed twin) plus the report series, the recent rate and the x map (its own cursor on the step series), and the
 frames cut from them: each point goes out once, at most :data:`MAX_SERIES_SENT` series a frame (docs/protocol.md
-section 2, "Series"; docs/spec.md section 18, "bounds at any cap"). Publisher thread only.
+section 2, "Series"; docs/spec.md section 18, "bounds at any cap"). The feed's own state: publisher thread only; the
+decimators under the views' lock (the report worker catches them up too).
 """
 
 from __future__ import annotations
@@ -185,7 +186,8 @@ class SeriesFeed:
     def full_frame(self, *, include_open: bool) -> bytes:
         """A frame of the whole history (``snapshot`` or ``history``); every point counts as sent."""
         with self.views.lock:
-            columns = self.series_columns(include_open=include_open)
+            columns = history_columns(self.decimators, self.x_map, self.shown, self.history_points_total,
+                                      include_open=include_open)
             for d in self.decimators.values():
                 d.mark_all_taken()
         self.held = {c.name: len(c.ys) for c in columns}
