@@ -28,20 +28,18 @@ class SeriesViews:
                  add_reader: Callable[..., dict[str, int]] | None = None) -> None:
         self._series = series
         self._add_reader = add_reader
+        self.new_run()
+
+    def new_run(self) -> None:
+        """No subscriber, no decimator (construction; a forked child's own run, whose wings subscribe again: the
+        parent's lock was held around the fork with the registry's, core/series_registry.py)."""
+        self.lock = threading.Lock()
         self.decimators: dict[str, Decimator] = {}
         self.budget_points = DEFAULT_BUDGET_POINTS
         """Points each new decimator keeps: the smallest any subscriber asked for."""
         self._wants: dict[str, frozenset[str] | None] = {}  # replaced whole: reads() iterates it from any thread
         self._twins: Twins | None = None
-        self.new_run()
-
-    def new_run(self) -> None:
-        """Construction; a forked child's own run: a new lock (the parent's was held around the fork with the
-        registry's: core/series_registry.py) and a new cursor on the child's series (the decimators go on)."""
-        self.lock = threading.Lock()
         self._cursor: dict[str, int] | None = None
-        if self._wants:
-            self._open()
 
     def subscribe(self, key: str, names: Iterable[str] | None = None, *,
                   budget_points: int = DEFAULT_BUDGET_POINTS, twins: Twins | None = None) -> None:
