@@ -220,10 +220,9 @@ def _columns(buckets: list[Bucket], max_points: int | None) -> tuple[list[float]
     return xs, ys
 
 
-def decimate(xs: Sequence[float], ys: Sequence[float], budget_points: int, *, x_kind: str = "step",
-             name: str = "") -> tuple[list[float], list[float]]:
+def decimate(xs: Sequence[float], ys: Sequence[float], budget_points: int) -> tuple[list[float], list[float]]:
     """Decimate whole columns to at most ``budget_points`` points (min/max per bucket)."""
-    d = Decimator(name, x_kind, budget_points=budget_points)
+    d = Decimator("", budget_points=budget_points)
     d.extend(xs, ys)
     return d.columns(include_open=True)
 
