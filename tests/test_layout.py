@@ -171,7 +171,7 @@ def test_wings_find_each_other_only_through_published_views():
 # shared drawing, holding no run state of that wing. Never an ``extension`` module.
 PUBLISHED = {
     "record": {"runs", "runlog", "events", "recorder", "textline", "passport", "safe_read"},  # saved runs, log, sinks
-    "widget": {"decimate", "view_model", "frame", "widget", "x_axis", "smoothed", "show",  # the follower's dashboard (ranks/watch.py)
+    "widget": {"view_model", "frame", "widget", "x_axis", "smoothed", "show",  # the follower's dashboard (ranks/watch.py)
                "snapshot",  # the static SVG chart, tm.compare's figures (comparison/figures.py)
                "look"},  # the one colours file's names (widget/colours.json): tm.compare's palettes and muted text
     "gpu": {"energy", "nvml", "ladder"},  # energy's counter reads (docs/architecture.md: the energy wing's), the ladder

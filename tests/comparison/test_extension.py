@@ -44,8 +44,8 @@ def test_import_trainmeter_stays_free_of_bqplot_pandas_and_torch() -> None:
 def test_decimation_runs_on_the_report_worker_and_the_curves_match_a_fed_in_place_run(tmp_path, monkeypatch) -> None:
     import threading
 
+    from trainmeter.core import decimate
     from trainmeter.core.report_worker import THREAD_NAME
-    from trainmeter.widget import decimate
 
     threads: set[str] = set()
     extend = decimate.Decimator.extend

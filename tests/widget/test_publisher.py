@@ -234,6 +234,7 @@ class SyntheticMonitor:
     def __init__(self, clock, interval_s=10.0):
         from trainmeter.core.phases import PhaseClock
         from trainmeter.core.series import Series
+        from trainmeter.core.series_views import SeriesViews
         from trainmeter.core.throughput import interval_summary, session_summary
 
         self._interval_summary, self._session_summary = interval_summary, session_summary
@@ -250,8 +251,9 @@ class SyntheticMonitor:
         self.warnings, self.dispatch, self.text = [], Dispatcher(), False
         self.collect, self.progress_bar = self.dispatch.collect, lambda recent=None: None  # the context's fan-outs
         self._last_report_s = clock()
+        self.series_views = SeriesViews(lambda: self.series, self.add_reader)  # the run context's decimated views
 
-    def add_reader(self, drain=None):
+    def add_reader(self, drain=None, reads=None):
         return {}
 
     def extension(self, name):

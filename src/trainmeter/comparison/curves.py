@@ -1,6 +1,8 @@
 """A run's curves, bounded: decimated losses and one row per report, saved as ``curves.json`` (docs/spec.md section 15).
 
-Report rows are thinned to every other (the latest kept) over :data:`MAX_REPORTS`. One thread fills it.
+The losses are the run's decimated views (core/series_views.py: the widget draws the same buckets), or a view of
+their own filled from a run log. Report rows are thinned to every other (the latest kept) over :data:`MAX_REPORTS`.
+One thread adds the rows.
 """
 
 from __future__ import annotations
@@ -9,8 +11,8 @@ from bisect import bisect_left
 from pathlib import Path
 from typing import Any
 
+from trainmeter.core.series_views import SeriesViews
 from trainmeter.record.events import iter_events
-from trainmeter.widget.decimate import Decimator
 
 CURVES_FILE = "curves.json"
 CURVES_SCHEMA_VERSION = 1
@@ -23,23 +25,21 @@ MAX_LOG_BYTES = 512 * 1024 * 1024
 
 
 class Curves:
-    """Bounded curves of one run (see the module docstring)."""
+    """Bounded curves of one run (see the module docstring): the losses of ``views`` (a live run's), else of a view
+    filled by :meth:`add_series`."""
 
-    def __init__(self, budget_points: int = SERIES_BUDGET_POINTS, max_reports: int = MAX_REPORTS) -> None:
-        self._budget = budget_points
+    def __init__(self, budget_points: int = SERIES_BUDGET_POINTS, max_reports: int = MAX_REPORTS,
+                 views: SeriesViews | None = None) -> None:
+        self.views = views if views is not None else SeriesViews()
+        self.views.subscribe("curves", LOSS_SERIES, budget_points=budget_points)
         self._max_reports = max_reports
-        self.series: dict[str, Decimator] = {}
         self.reports: dict[str, list[float | None]] = {c: [] for c in REPORT_COLUMNS}
         self.mfu: dict[str, list[float | None]] = {}
 
     def add_series(self, name: str, steps: list[int] | list[float], values: list[float]) -> None:
-        """Points of a loss series (steps non-decreasing)."""
-        if not steps:
-            return
-        d = self.series.get(name)
-        if d is None:
-            d = self.series[name] = Decimator(name, "step", budget_points=self._budget)
-        d.extend(list(map(float, steps)), values)
+        """Points of a loss series read from a run log (steps non-decreasing)."""
+        if steps:
+            self.views.extend(name, "step", steps, values)
 
     def add_report(self, *, step: int, tokens: int, elapsed_s: float, tokens_per_s: float | None,
                    mfu: dict[str, float | None] | None = None) -> None:
@@ -63,9 +63,11 @@ class Curves:
     def to_dict(self) -> dict[str, Any]:
         """The ``curves.json`` document."""
         series = {}
-        for name, d in self.series.items():
-            xs, ys = d.columns(include_open=True)
-            series[name] = {"step": [int(x) for x in xs], "value": ys, "count": d.count}
+        with self.views.lock:
+            for name, d in self.views.decimators.items():
+                if name in LOSS_SERIES and d.x_kind == "step":
+                    xs, ys = d.columns(include_open=True)
+                    series[name] = {"step": [int(x) for x in xs], "value": ys, "count": d.count}
         return {"schema_version": CURVES_SCHEMA_VERSION, "series": series, "reports": dict(self.reports),
                 "mfu": dict(self.mfu)}
 

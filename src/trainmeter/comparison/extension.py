@@ -1,15 +1,16 @@
 """The curves recorder (name ``curves``): keeps a run's bounded curves and writes ``curves.json`` (docs/spec.md 15).
 
-The report worker alone fills and reads :attr:`CurvesRecorder.curves` (docs/spec.md section 20).
+The report worker alone adds the rows of :attr:`CurvesRecorder.curves` and catches its losses up to each report
+(docs/spec.md section 20); the losses are the run's decimated views (core/series_views.py).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from trainmeter.comparison.curves import CURVES_FILE, LOSS_SERIES, Curves, write_curves
+from trainmeter.comparison.curves import CURVES_FILE, Curves, write_curves
 from trainmeter.core.extension import ExtensionBase, Report
-from trainmeter.core.reader import SeriesReader
 
 if TYPE_CHECKING:
     from trainmeter.core.context import RunContext
@@ -25,39 +26,36 @@ class CurvesRecorder(ExtensionBase):
     def __init__(self) -> None:
         self.curves = Curves()
         self._m: RunContext | None = None
-        self._reader: SeriesReader | None = None
 
     def start(self, monitor: RunContext) -> None:
-        """Register as a series reader (the loss series only)."""
+        """Subscribe to the run's decimated views of the loss series."""
         self._m = monitor
-        self._reader = SeriesReader(monitor, LOSS_SERIES, feed=self._add_points)
+        self.curves = Curves(views=monitor.series_views)
+
+    def after_fork_in_child(self, monitor: RunContext) -> None:
+        """In a forked child: the curves of the child's own run (docs/spec.md section 19)."""
+        self.start(monitor)
 
     def stop(self) -> None:
         """Nothing to release (the final report feeds the last points)."""
 
     def on_report(self, report: Report) -> dict[str, Any]:
         """Hand this report's points and row to the report worker; nothing goes to the run log."""
-        m, reader = self._m, self._reader
-        if m is None or reader is None:
+        m = self._m
+        if m is None:
             return {}
-        points = reader.new_points(report.ends)
         compute = m.extension("compute")
         mfu = compute.mfu_by_convention() if compute is not None else {}
         interval = report.interval
         row = {"step": report.steps, "tokens": report.tokens, "elapsed_s": report.elapsed_s,
                "tokens_per_s": interval.train_tokens_per_s if interval else None, "mfu": mfu}
-        m.worker.submit(self.name, lambda: self._feed(points, row))
+        m.worker.submit(self.name, lambda: self._feed(report.ends, row))
         return {}
 
-    def _feed(self, points: list[tuple[str, list[int], list[float]]], row: dict[str, Any]) -> None:
-        """Decimate one report's points and add its row (the report worker's thread)."""
-        self._add_points(points)
+    def _feed(self, ends: Mapping[str, int] | None, row: dict[str, Any]) -> None:
+        """Decimate the losses up to the report's ``ends`` and add its row (the report worker's thread)."""
+        self.curves.views.catch_up(ends)
         self.curves.add_report(**row)
-
-    def _add_points(self, points: list[tuple[str, list[int], list[float]]]) -> None:
-        """Decimate loss points (a report's, or a drain's between reports: the report worker's thread)."""
-        for name, steps, values in points:
-            self.curves.add_series(name, steps, values)
 
     def passport_section(self) -> dict[str, Any]:
         """Write ``curves.json``; the passport's ``curves`` names it and its size."""

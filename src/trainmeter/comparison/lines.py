@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from trainmeter.comparison.curves import CURVES_FILE, curves_from_events, interpolate, write_curves
+from trainmeter.core.decimate import decimate
 from trainmeter.record.events import LOG_FILE
 from trainmeter.record.safe_read import open_regular, read_json
-from trainmeter.widget.decimate import decimate
 
 X_KINDS = ("tokens", "flops", "time", "step")
 Y_KINDS = ("train_loss", "val_loss", "tokens_per_s", "mfu")

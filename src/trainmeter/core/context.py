@@ -97,6 +97,8 @@ class RunContext:
     token_unit = _read("token_unit", "What a counted batch holds: 'tokens' or 'samples'.")
     step_series = _read("step_series", "Tokens per step and the time of each step (a sink's reads).")
     series = _read("registry.series", "The run's series by name (a dict that never changes size: iterate freely).")
+    series_views = _read("registry.views", "One decimated view per series (core/series_views.py): the widget's "
+                         "frames and curves.json subscribe to it. Any thread.")
 
     # -- series provenance -----------------------------------------------------------------------------------
     def annotate_series(self, name: str, key: str, text: str) -> None:

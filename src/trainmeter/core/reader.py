@@ -1,7 +1,6 @@
 """A wing's cursor over the run's series: new points of the series it reads, nothing held back for the others.
 
-The cursor moves past the series it does not read at once; with ``feed`` it also takes its points between
-reports (docs/spec.md section 18). Thread safety: :meth:`SeriesReader.new_points` under the reader's lock.
+With ``feed`` it also takes its points between reports (docs/spec.md section 18). Thread safety: :meth:`SeriesReader.new_points` under the reader's lock.
 """
 
 from __future__ import annotations
@@ -21,8 +20,9 @@ class SeriesReader:
         self._m = monitor
         self._lock = threading.Lock()
         self._feed = feed
-        self._cursor: dict[str, int] = monitor.add_reader(None if feed is None else self._drain)
         self.names = frozenset(names)
+        self._cursor: dict[str, int] = monitor.add_reader(None if feed is None else self._drain,
+                                                          reads=self.names.__contains__)
 
     def _drain(self, ends: Mapping[str, int]) -> None:
         assert self._feed is not None
@@ -33,23 +33,13 @@ class SeriesReader:
     def new_points(self, ends: Mapping[str, int] | None = None) -> Points:
         """``(name, steps, values)`` of each read series' points since the last call, up to ``ends``
         (``Report.ends``; ``None``: now)."""
-        with self._lock:
-            return self._read(ends)
-
-    def _read(self, ends: Mapping[str, int] | None) -> Points:
-        m, cursor = self._m, self._cursor
         out: Points = []
-        for name, series in list(m.series.items()):
-            if name in self.names:
-                end, steps, _, values = series.read(cursor.get(name, 0))
-                if ends is not None and end > ends.get(name, 0):
-                    stop = ends.get(name, 0)
-                    keep = max(0, len(values) - (end - stop))
-                    end, steps, values = max(stop, end - len(values)), steps[:keep], values[:keep]
-                if steps:
-                    out.append((name, steps, values))
-                cursor[name] = end
-            else:  # not read: never hold back trimming
-                cursor[name] = series.end if ends is None else max(cursor.get(name, 0), ends.get(name, 0))
-        cursor[m.step_series.name] = m.step_series.end
+        with self._lock:
+            for name, series in list(self._m.series.items()):
+                if name in self.names:
+                    start = self._cursor.get(name, 0)
+                    end, steps, _, values = series.read(start, None if ends is None else ends.get(name, 0))
+                    if steps:
+                        out.append((name, steps, values))
+                    self._cursor[name] = end
         return out

@@ -102,12 +102,13 @@ class Series:
         """Absolute position just past the last complete point."""
         return self._base + len(self._values)
 
-    def read(self, start: int) -> tuple[int, list[int], list[float], list[float]]:
-        """Return ``(end, steps, times_s, values)`` of the points from ``start`` on (trimmed: skipped). Any thread."""
+    def read(self, start: int, stop: int | None = None) -> tuple[int, list[int], list[float], list[float]]:
+        """Return ``(end, steps, times_s, values)`` of the points from ``start`` (trimmed: skipped) up to ``stop`` (a
+        report's end; ``None``: every complete point); ``end``: where the next read starts. Any thread."""
         with self.lock:
-            n = len(self._values)
             lo = max(0, start - self._base)
-            return (self._base + n, self._steps[lo:n], self._times[lo:n], self._values[lo:n])
+            hi = len(self._values) if stop is None else max(lo, min(len(self._values), stop - self._base))
+            return (self._base + hi, self._steps[lo:hi], self._times[lo:hi], self._values[lo:hi])
 
     def trim(self, upto: int) -> None:
         """Drop points before absolute position ``upto`` (their statistics are kept). Safe from any thread."""

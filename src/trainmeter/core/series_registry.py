@@ -1,8 +1,9 @@
-"""The run's series by name, their provenance entries, their readers' cursors and the cap on new names.
+"""The run's series by name, their provenance entries, their readers' cursors, their decimated views and the cap on
+new names.
 
 Readers iterate a dict that never changes size (a new name publishes a grown copy, under the lock). A reader's
-cursor holds back trimming, to at most ``MAX_PENDING`` points per series; between reports a reader with a
-``drain`` takes its points once a series holds ``DRAIN_POINTS`` (docs/spec.md section 18).
+cursor holds back trimming of the series it reads, to at most ``MAX_PENDING`` points per series; between reports a
+reader with a ``drain`` takes its points once a series holds ``DRAIN_POINTS`` (docs/spec.md section 18).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from trainmeter.core.series import Series, StepSeries
+from trainmeter.core.series_views import SeriesViews
 from trainmeter.core.text import printable
 
 MAX_DROPPED_NAMES = 20
@@ -26,12 +28,14 @@ _RESERVED_NAME = re.compile(r"(node|gpu\d+)\.|__")
 
 
 class SeriesRegistry:
-    """Named series, their ``series_info`` entries, reader cursors and the cap ``max_series`` on the user's names.
-    :meth:`get`, :meth:`describe` and the reads from any thread; appends by each series' writer."""
+    """Named series, their ``series_info`` entries, reader cursors, the one decimated view per series (``views``)
+    and the cap ``max_series`` on the user's names. :meth:`get`, :meth:`describe` and the reads from any thread;
+    appends by each series' writer."""
 
     def __init__(self, warn_once: Callable[[str, str], None], max_series: int = DEFAULT_MAX_SERIES) -> None:
         self._warn_once = warn_once
         self.max_series = max_series
+        self.views = SeriesViews(lambda: self.series, self.add_reader)
         self.new_run()
 
     def new_run(self) -> None:
@@ -39,7 +43,7 @@ class SeriesRegistry:
         self.series: dict[str, Series] = {}
         self.info: dict[str, dict[str, Any]] = {}  # series name -> its source and provenance
         self.lock = threading.Lock()
-        self._readers: list[dict[str, int]] = []
+        self._readers: list[tuple[dict[str, int], Callable[[str], bool] | None]] = []
         self._drains: list[Callable[[dict[str, int]], None]] = []
         self._watch: tuple[Callable[[int, Callable[[], None]], None], Callable[[], int],
                            Callable[[Callable[[], None]], None], StepSeries] | None = None
@@ -47,6 +51,7 @@ class SeriesRegistry:
         self.dropped = 0
         self.dropped_names: list[str] = []
         self._dropped_seen: set[str] = set()
+        self.views.new_run()
 
     def get(self, name: str, x_kind: str = "step") -> Series:
         """The series ``name``, made (with ``x_kind``) if new. Any thread."""
@@ -113,11 +118,13 @@ class SeriesRegistry:
                                       "and later new names are not recorded; the passport lists them")
 
     # -- readers and trimming ------------------------------------------------------------------------------
-    def add_reader(self, drain: Callable[[dict[str, int]], None] | None = None) -> dict[str, int]:
+    def add_reader(self, drain: Callable[[dict[str, int]], None] | None = None, *,
+                   reads: Callable[[str], bool] | None = None) -> dict[str, int]:
         """Register a series reader; its cursor map (name -> position). ``drain(ends)`` takes its points up to
-        ``ends`` between reports (on the report worker)."""
+        ``ends`` between reports (on the report worker); ``reads(name)``: whether it holds back that series (``None``:
+        every series)."""
         cursor: dict[str, int] = {}
-        self._readers.append(cursor)
+        self._readers.append((cursor, reads))
         if drain is not None:
             self._drains.append(drain)
         return cursor
@@ -129,12 +136,16 @@ class SeriesRegistry:
         self._watch = (at_step, steps, submit, step_series)
         at_step(steps() + DRAIN_CHECK_STEPS, self._look)
 
+    def _slowest(self, series: Series | StepSeries) -> int:
+        """The position of the slowest reader of ``series`` (its end when none reads it)."""
+        name = series.name
+        return min((c.get(name, 0) for c, reads in self._readers if reads is None or reads(name)), default=series.end)
+
     def held(self, step_series: StepSeries) -> int:
         """Most points any series holds past its slowest reader (0 without readers). Any thread."""
         if not self._readers:
             return 0
-        return max(s.end - min(c.get(s.name, 0) for c in self._readers)
-                   for s in (step_series, *self.series.values()))
+        return max(s.end - self._slowest(s) for s in (step_series, *self.series.values()))
 
     def _look(self) -> None:
         """The training thread, every ``DRAIN_CHECK_STEPS`` steps: queue a drain when the points held are many."""
@@ -162,9 +173,8 @@ class SeriesRegistry:
         if not self._readers:
             return
         for series in (step_series, *self.series.values()):
-            upto = min(cursor.get(series.name, 0) for cursor in self._readers)
-            series.trim(max(upto, series.end - MAX_PENDING))
+            series.trim(max(self._slowest(series), series.end - MAX_PENDING))
 
     def locks(self, step_series: StepSeries) -> list[threading.Lock]:
-        """The registry's lock and each series' (held around a fork: docs/spec.md section 19)."""
-        return [self.lock, *(s.lock for s in (step_series, *self.series.values()))]
+        """The registry's lock, the views' and each series' (held around a fork: docs/spec.md section 19)."""
+        return [self.lock, self.views.lock, *(s.lock for s in (step_series, *self.series.values()))]

@@ -120,7 +120,7 @@ class RunWatch:
 
     def history(self) -> bytes:
         """The decimated history as a widget frame (each point on every x axis)."""
-        return encode_frame(self.polls, self._feed.columns(self._feed.decimators.values()))
+        return encode_frame(self.polls, self._feed.columns())
 
     def ended(self) -> bool:
         """Whether the run wrote its passport (every rank of a launch merged, or the parent finished)."""

@@ -1,7 +1,8 @@
-"""The publisher's reading side: a run's new points (its own reader cursor) into one decimator per series, with the
-loss's smoothed twin, the report series and the x map, and the frames cut from them: each point goes out once, at
-most :data:`MAX_SERIES_SENT` series a frame (docs/protocol.md section 2, "Series"; docs/spec.md section 18, "bounds
-at any cap"). Publisher thread only.
+"""The publisher's reading side: the run's decimated views (core/series_views.py, every series with the loss's
+smoothed twin) plus the report series, the recent rate and the x map (its own cursor on the step series), and the
+frames cut from them: each point goes out once, at most :data:`MAX_SERIES_SENT` series a frame (docs/protocol.md
+section 2, "Series"; docs/spec.md section 18, "bounds at any cap"). The feed's own state: publisher thread only; the
+decimators under the views' lock (the report worker catches them up too).
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import json
 import math
 from typing import Any
 
-from trainmeter.widget.decimate import Decimator, share_budget
+from trainmeter.core.decimate import Decimator, share_budget
 from trainmeter.widget.frame import SeriesColumns, encode_frame
 from trainmeter.widget.live_rate import RecentFigures, RecentRate, RssReader
 from trainmeter.widget.smoothed import LossSmoother
@@ -68,11 +69,10 @@ def pick_sent(decimators: dict[str, Decimator], shown: tuple[str, ...] = (), mos
     return [d for name, d in decimators.items() if name in picked]
 
 
-def frame_caps(decimators: list[Decimator], points_total: int, per_series: int) -> dict[str, int]:
+def frame_caps(decimators: list[Decimator], points_total: int) -> dict[str, int]:
     """Points per series so that the frame, headers included, holds at most ``points_total`` points."""
     headers = sum(header_points(d.name) for d in decimators)
-    return share_budget({d.name: d.points for d in decimators}, max(2 * len(decimators), points_total - headers),
-                        per_series)
+    return share_budget({d.name: d.points for d in decimators}, max(2 * len(decimators), points_total - headers))
 
 
 class SeriesFeed:
@@ -81,10 +81,12 @@ class SeriesFeed:
 
     def __init__(self, monitor: Any, *, budget_points: int, history_points_total: int) -> None:
         self.monitor = monitor
-        self.budget_points = budget_points
         self.history_points_total = history_points_total
-        self.decimators: dict[str, Decimator] = {}
-        self.cursor: dict[str, int] = monitor.add_reader()
+        self.views = monitor.series_views
+        shared = LossSmoother(lambda: monitor.extension("optim"))  # the optim wing's view: the loss EMA fold
+        self.views.subscribe("widget", budget_points=budget_points, twins=shared.twin)
+        step_name = monitor.step_series.name
+        self.cursor: dict[str, int] = monitor.add_reader(reads=lambda name: name == step_name)
         self.seq = 0
         self.recent: RecentFigures | None = None
         self.x_map = XMap(open_end=True)
@@ -94,27 +96,22 @@ class SeriesFeed:
         self._rss = RssReader()
         self._tokens_total = 0
         self._axis_t_s = -math.inf
-        self._smoother = LossSmoother(lambda: monitor.extension("optim"))  # the optim wing's view: the loss EMA fold
         self.shown: tuple[str, ...] = ()
         """The series the last state's charts draw (:func:`shown_series`): sent first past the series cap."""
         self.held: dict[str, int] = {}
         """Points the front end holds per series (what frames sent since its last full copy)."""
         self._first_read_s: float | None = None
 
+    @property
+    def decimators(self) -> dict[str, Decimator]:
+        """One decimator per series (the run's views); read them under ``views.lock``."""
+        return self.views.decimators
+
     def read(self, now_s: float | None = None) -> bool:
         """Move new points from the monitor into the decimators; returns whether any came. ``now_s`` (the publisher's
         clock): the series faster than :data:`STREAM_POINTS_PER_S` since the first read are coarsened to it."""
         m = self.monitor
-        fresh = False
-        for name, series in list(m.series.items()):
-            end, steps, times, values = series.read(self.cursor.get(name, 0))
-            self.cursor[name] = end
-            if values:
-                xs = steps if series.x_kind == "step" else times
-                fresh |= self.extend(name, series.x_kind, xs, values)
-                twin = self._smoother.twin(name, values, end - len(values))
-                if twin is not None:
-                    self.extend(twin[0], series.x_kind, xs, twin[1])
+        fresh = self.views.catch_up()
         step_series = m.step_series
         end, steps, times, tokens = step_series.read(self.cursor.get(step_series.name, 0))
         self.cursor[step_series.name] = end  # not drawn: read for the recent rate, then let the monitor trim it
@@ -133,7 +130,7 @@ class SeriesFeed:
             t_s = session.elapsed_s if session is not None else m.elapsed_s()
             for name, value in report_points(m.interval, session, m.memory).items():
                 if name not in m.series:
-                    fresh |= self.extend(name, "time", [t_s], [value])
+                    fresh |= self.views.extend(name, "time", [t_s], [value])
         if now_s is not None:
             if self._first_read_s is None:
                 self._first_read_s = now_s
@@ -143,10 +140,11 @@ class SeriesFeed:
     def _cap_stream(self, elapsed_s: float) -> None:
         """Coarsen each series whose raw points came faster than the stream carries (two points a bucket)."""
         seconds = max(1.0, elapsed_s)
-        for d in self.decimators.values():
-            per_s = d.count / seconds
-            if 2 * per_s / d.width > STREAM_POINTS_PER_S:
-                d.coarsen(2 * per_s / STREAM_POINTS_PER_S)
+        with self.views.lock:
+            for d in self.decimators.values():
+                per_s = d.count / seconds
+                if 2 * per_s / d.width > STREAM_POINTS_PER_S:
+                    d.coarsen(2 * per_s / STREAM_POINTS_PER_S)
 
     def sample_recent(self) -> bool:
         """Take the once-a-second figures (recent rate, RSS); returns whether a chart point was added."""
@@ -159,20 +157,12 @@ class SeriesFeed:
         self.recent = self._recent.figures(rss_bytes=self._rss.read())
         if self.recent is None or (previous is not None and self.recent.t_s <= previous.t_s):
             return False
-        return self.extend(RECENT_SERIES, "time", [self.recent.t_s], [self.recent.tokens_per_s])
-
-    def extend(self, name: str, x_kind: str, xs: list[Any], ys: list[float]) -> bool:
-        """Add points to series ``name`` (its decimator is made on first use); returns ``True``."""
-        d = self.decimators.get(name)
-        if d is None:
-            d = self.decimators[name] = Decimator(name, x_kind, budget_points=self.budget_points)
-        d.extend(xs, ys)
-        return True
+        return self.views.extend(RECENT_SERIES, "time", [self.recent.t_s], [self.recent.tokens_per_s])
 
     def stop_reading(self) -> None:
-        """Move every cursor past the end, so the monitor trims as if this reader had read everything."""
-        for name in [*self.cursor, *self.monitor.series]:
-            self.cursor[name] = _FAR
+        """Read no more, so the monitor trims as if this reader had read everything."""
+        self.views.unsubscribe("widget")
+        self.cursor[self.monitor.step_series.name] = _FAR
 
     def release(self) -> None:
         """The run ended and its final frames went out: drop the recent rate's window of steps (up to 10 s of them,
@@ -182,29 +172,24 @@ class SeriesFeed:
     @property
     def pending(self) -> bool:
         """Whether some decimator holds points no frame has carried yet."""
-        return any(d.pending for d in self.decimators.values())
+        with self.views.lock:
+            return any(d.pending for d in self.decimators.values())
 
     # -- frames ----------------------------------------------------------------------------------
-    def _column(self, d: Decimator, xs: list[float], ys: list[float], mapped: bool) -> SeriesColumns:
-        return SeriesColumns(name=d.name, x_kind=d.x_kind, xs=xs, ys=ys,  # type: ignore[arg-type]
-                             mapped=self.x_map.columns(d.x_kind, xs) if mapped else {})
-
     def series_columns(self, *, include_open: bool, max_points: int | None = None,
                        mapped: bool = True) -> list[SeriesColumns]:
         """Every series' decimated history (frames: ``mapped`` x columns too; the HTML snapshot: native x only)."""
-        decimators = pick_sent(self.decimators, self.shown, points_total=self.history_points_total)
-        caps = frame_caps(decimators, self.history_points_total, self.budget_points)  # headers included
-        out = []
-        for d in decimators:
-            xs, ys = d.columns(include_open=include_open, max_points=max_points or caps[d.name])
-            out.append(self._column(d, xs, ys, mapped))
-        return out
+        with self.views.lock:
+            return history_columns(self.decimators, self.x_map, self.shown, self.history_points_total,
+                                   include_open=include_open, max_points=max_points, mapped=mapped)
 
     def full_frame(self, *, include_open: bool) -> bytes:
         """A frame of the whole history (``snapshot`` or ``history``); every point counts as sent."""
-        columns = self.series_columns(include_open=include_open)
-        for d in self.decimators.values():
-            d.mark_all_taken()
+        with self.views.lock:
+            columns = history_columns(self.decimators, self.x_map, self.shown, self.history_points_total,
+                                      include_open=include_open)
+            for d in self.decimators.values():
+                d.mark_all_taken()
         self.held = {c.name: len(c.ys) for c in columns}
         self.seq += 1
         return encode_frame(self.seq, columns)
@@ -214,24 +199,44 @@ class SeriesFeed:
         a series whose front-end copy passed :data:`REPLACE_FACTOR` times its budget goes out whole."""
         columns = []
         replaced = []
-        sent = {d.name for d in pick_sent(self.decimators, self.shown, points_total=self.history_points_total)}
-        for d in self.decimators.values():
-            held = self.held.get(d.name, 0)
-            whole = held > REPLACE_FACTOR * d.budget_points
-            if not (d.pending or whole):
-                continue
-            if whole:
-                xs, ys = d.columns(include_open=False)
-                d.mark_all_taken()
-                held = 0
-            else:
-                xs, ys = d.take_new()
-            if d.name in sent and (xs or whole):  # past the series cap the others stay here (module docstring)
-                columns.append(self._column(d, xs, ys, True))
-                self.held[d.name] = held + len(xs)
+        with self.views.lock:
+            sent = {d.name for d in pick_sent(self.decimators, self.shown, points_total=self.history_points_total)}
+            for d in self.decimators.values():
+                held = self.held.get(d.name, 0)
+                whole = held > REPLACE_FACTOR * d.budget_points
+                if not (d.pending or whole):
+                    continue
                 if whole:
-                    replaced.append(d.name)
+                    xs, ys = d.columns(include_open=False)
+                    d.mark_all_taken()
+                    held = 0
+                else:
+                    xs, ys = d.take_new()
+                if d.name in sent and (xs or whole):  # past the series cap the others stay here (module docstring)
+                    columns.append(_column(d, xs, ys, self.x_map))
+                    self.held[d.name] = held + len(xs)
+                    if whole:
+                        replaced.append(d.name)
         if not columns:
             return None
         self.seq += 1
         return encode_frame(self.seq, columns), replaced
+
+
+def _column(d: Decimator, xs: list[float], ys: list[float], x_map: XMap | None) -> SeriesColumns:
+    return SeriesColumns(name=d.name, x_kind=d.x_kind, xs=xs, ys=ys,  # type: ignore[arg-type]
+                         mapped=x_map.columns(d.x_kind, xs) if x_map is not None else {})
+
+
+def history_columns(decimators: dict[str, Decimator], x_map: XMap, shown: tuple[str, ...] = (),
+                    points_total: int | None = None, *, include_open: bool = True, max_points: int | None = None,
+                    mapped: bool = True) -> list[SeriesColumns]:
+    """The columns of the decimators a frame carries (:func:`pick_sent`), within ``points_total`` points (headers
+    included) or ``max_points`` per series when given, on every x axis of ``x_map`` when ``mapped``."""
+    sent = pick_sent(decimators, shown, points_total=points_total)
+    caps = frame_caps(sent, points_total) if points_total is not None else {}
+    out = []
+    for d in sent:
+        xs, ys = d.columns(include_open=include_open, max_points=max_points or caps.get(d.name))
+        out.append(_column(d, xs, ys, x_map if mapped else None))
+    return out

@@ -16,9 +16,9 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from trainmeter.core.decimate import DEFAULT_BUDGET_POINTS, Decimator
 from trainmeter.core.interrupts import HeldInterrupts, run_parts
 from trainmeter.widget.dashboard_file import DASHBOARD_FILE, save_dashboard  # noqa: F401  (also named from here)
-from trainmeter.widget.decimate import DEFAULT_BUDGET_POINTS, Decimator
 from trainmeter.widget.feed import SeriesFeed, shown_series
 from trainmeter.widget.frame import SeriesColumns
 from trainmeter.widget.live_rate import RecentFigures

@@ -13,13 +13,14 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from trainmeter.core.decimate import DEFAULT_BUDGET_POINTS
+from trainmeter.core.series_views import SeriesViews
 from trainmeter.core.text import printable
 from trainmeter.record.events import LOG_FILE, ReadStats, Record, iter_events
 from trainmeter.record.runs import REPLAY_MAX_BYTES, Run, damaged_passport, load
 from trainmeter.record.safe_read import DASHBOARD_TYPES, read_json
 from trainmeter.sizes import format_bytes
-from trainmeter.widget.decimate import DEFAULT_BUDGET_POINTS, Decimator
-from trainmeter.widget.feed import frame_caps, pick_sent
+from trainmeter.widget.feed import history_columns
 from trainmeter.widget.frame import SeriesColumns, encode_frame
 from trainmeter.widget.host import in_marimo, ipython_shell, is_jupyter_shell, show_in_marimo
 from trainmeter.widget.labels import label_charts
@@ -44,15 +45,15 @@ class ReplayFeed:
     """Decimated columns of a saved run's series and report series, fed record by record (a replay, a followed run).
 
     Series records carry ``x`` (``step`` when absent); the report series and the x map (widget/x_axis.py) come from
-    the ``interval`` records; the training loss's smoothed twin (widget/smoothed.py) is folded over every step.
-    One thread.
+    the ``interval`` records; the training loss's smoothed twin (widget/smoothed.py) is folded over every step. A
+    view of its own (a saved run is not the live stream). One thread.
     """
 
     def __init__(self, *, budget_points: int = DEFAULT_BUDGET_POINTS, x_map: XMap | None = None) -> None:
-        self.decimators: dict[str, Decimator] = {}
+        self.views = SeriesViews()
+        self.views.subscribe("replay", budget_points=budget_points, twins=LossSmoother().twin)
+        self.decimators = self.views.decimators
         self.x_map = x_map if x_map is not None else XMap()
-        self._smoother = LossSmoother()
-        self._budget = budget_points
         self._last_step = 0
 
     def take(self, e: Record) -> None:
@@ -62,34 +63,20 @@ class ReplayFeed:
             x_kind = e.get("x", "step")
             xs = e.get("step") if x_kind == "step" else [t / 1e6 for t in e.get("t_us") or []]
             if xs and e.get("value"):
-                self._feed(str(e["name"]), x_kind, xs, e["value"])
+                self.views.extend(str(e["name"]), x_kind, xs, [math.nan if y is None else y for y in e["value"]])
         elif kind == "interval":
             t_s, values = report_points_from_record(e)
             for name, value in values.items():
-                self._feed(name, "time", [t_s], [value])
+                self.views.extend(name, "time", [t_s], [value])
             point = report_mapping(e, self._last_step)
             if point is not None:
                 self._last_step, at_s, tokens = point
                 self.x_map.add(self._last_step, math.nan if tokens is None else tokens, at_s)
 
-    def _feed(self, name: str, x_kind: str, xs: list[Any], ys: list[Any]) -> None:
-        d = self.decimators.get(name)
-        if d is None:
-            d = self.decimators[name] = Decimator(name, x_kind, budget_points=self._budget)
-        values = [float("nan") if y is None else y for y in ys]
-        d.extend(xs, values)
-        twin = self._smoother.twin(name, values)
-        if twin is not None:
-            self._feed(twin[0], x_kind, xs, twin[1])
-
-    def columns(self, decimators: Iterable[Decimator], caps: dict[str, int] | None = None) -> list[SeriesColumns]:
-        """``decimators``' columns (open buckets included, at most ``caps[name]`` points), each on every x axis."""
-        out = []
-        for d in decimators:
-            xs, ys = d.columns(include_open=True, max_points=caps[d.name] if caps else None)
-            out.append(SeriesColumns(name=d.name, x_kind=d.x_kind, xs=xs, ys=ys,  # type: ignore[arg-type]
-                                     mapped=self.x_map.columns(d.x_kind, xs)))
-        return out
+    def columns(self, shown: tuple[str, ...] = (), points_total: int | None = None) -> list[SeriesColumns]:
+        """The series' columns (open buckets included; ``shown`` first within ``points_total`` points, headers
+        included, when given), each on every x axis."""
+        return history_columns(self.decimators, self.x_map, shown, points_total)
 
 
 def replay_columns(events: Iterable[Record], *, budget_points: int = DEFAULT_BUDGET_POINTS,
@@ -99,8 +86,7 @@ def replay_columns(events: Iterable[Record], *, budget_points: int = DEFAULT_BUD
     feed = ReplayFeed(budget_points=budget_points, x_map=x_map)
     for e in events:
         feed.take(e)
-    sent = pick_sent(feed.decimators, (*LOSS_NAMES, *SMOOTHED.values()), points_total=points_total)
-    return feed.columns(sent, frame_caps(sent, points_total, budget_points))  # headers included
+    return feed.columns((*LOSS_NAMES, *SMOOTHED.values()), points_total)
 
 
 def replay(run_or_path: Run | str | Path) -> tuple[dict[str, Any], list[SeriesColumns], bytes]:

@@ -24,11 +24,11 @@ def twins_drawn(raw_points: dict[str, int]) -> dict[str, str]:
 
 
 class LossSmoother:
-    """The smoothed twins of the raw series in :data:`SMOOTHED`, fed in step order; ``shared`` returns the live run's
+    """The smoothed twin of the raw series in :data:`SMOOTHED`, fed in step order; ``shared`` returns the live run's
     loss EMA fold (``EmaCursor``) or ``None``, used for ``train_loss`` points read with their position."""
 
     def __init__(self, shared: Callable[[], Any] | None = None) -> None:
-        self._emas: dict[str, LossEma] = {}
+        self._ema = LossEma()
         self._shared = shared
         self._at: int | None = 0  # position the train_loss fold reached (None: it skipped points, shares no more)
 
@@ -38,9 +38,7 @@ class LossSmoother:
         twin = SMOOTHED.get(name)
         if twin is None:
             return None
-        ema = self._emas.get(name)
-        if ema is None:
-            ema = self._emas[name] = LossEma()
+        ema = self._ema
         fold = self._shared() if self._shared is not None and start is not None else None
         if fold is None or fold.ema.beta != ema.beta:
             return twin, ema.trace(list(map(float, values)))

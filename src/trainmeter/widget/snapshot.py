@@ -11,6 +11,7 @@ from itertools import groupby
 from typing import Any
 from urllib.parse import quote
 
+from trainmeter.core.decimate import decimate
 from trainmeter.sizes import (
     MISSING,
     axis_labels,
@@ -22,7 +23,6 @@ from trainmeter.sizes import (
     format_value,
 )
 from trainmeter.widget.controls import served_rel
-from trainmeter.widget.decimate import decimate
 from trainmeter.widget.labels import series_label
 from trainmeter.widget.look import (
     FAINT_ALPHA,

@@ -2,7 +2,7 @@
 
 Buckets of ``width`` raw points keep their minimum, maximum and one gap point (NaN or inf); past the budget the width
 doubles and buckets merge pairwise. ``take_new`` gives each point once (docs/protocol.md section 2, "Series"). Not
-thread-safe: one thread owns a :class:`Decimator` (the widget publisher).
+thread-safe: a live run's decimators are read and written under their view's lock (core/series_views.py).
 """
 
 from __future__ import annotations
@@ -67,21 +67,17 @@ def _points(b: Bucket) -> list[tuple[float, float]]:
 
 
 def _n_points(b: Bucket) -> int:
-    n = 0
-    if b[2] is not None:
-        n = 1 if (b[3] == b[1] and b[4] == b[2]) else 2
-    return n + (b[5] is not None)
+    return len(_points(b))
 
 
 class Decimator:
     """Min/max decimation of series ``name`` (x ``"step"`` or ``"time"``) to at most ``budget_points`` (>= 8) points.
 
-    ``width``: raw points per bucket (a power of two); ``count``: raw points seen; ``generation``: re-buckets so far;
-    ``min_y``/``max_y``: the finite extremes seen, or ``None``.
+    ``width``: raw points per bucket (a power of two); ``count``: raw points seen.
     """
 
-    __slots__ = ("name", "x_kind", "budget_points", "width", "count", "generation", "min_y", "max_y",
-                 "_closed", "_closed_points", "_open", "_taken", "_last_x")
+    __slots__ = ("name", "x_kind", "budget_points", "width", "count", "_closed", "_closed_points", "_open", "_taken",
+                 "_last_x")
 
     def __init__(self, name: str, x_kind: str = "step", *, budget_points: int = DEFAULT_BUDGET_POINTS) -> None:
         if budget_points < 8:
@@ -91,9 +87,6 @@ class Decimator:
         self.budget_points = budget_points
         self.width = 1
         self.count = 0
-        self.generation = 0
-        self.min_y: float | None = None
-        self.max_y: float | None = None
         self._closed: list[Bucket] = []
         self._closed_points = 0
         self._open: Bucket | None = None
@@ -101,18 +94,16 @@ class Decimator:
         self._last_x = -math.inf  # x of the last point taken (take_new sends only what lies past it)
 
     # -- writing -----------------------------------------------------------------------
-    def extend(self, xs: Sequence[float], ys: Sequence[float]) -> bool:
-        """Add a chunk of points (x non-decreasing). Returns whether it re-bucketed."""
+    def extend(self, xs: Sequence[float], ys: Sequence[float]) -> None:
+        """Add a chunk of points (x non-decreasing)."""
         if len(xs) != len(ys):
             raise ValueError(f"series {self.name!r}: {len(xs)} xs but {len(ys)} ys")
-        generation = self.generation
         i, n = 0, len(ys)
         while i < n:
             b = self._open
             if b is None:
                 b = self._open = [0, None, None, None, None, None]
                 _add(b, float(xs[i]), float(ys[i]))
-                self._note_extremes(b)
                 i += 1
                 if b[0] >= self.width:
                     self._close()
@@ -123,7 +114,6 @@ class Decimator:
             if b[0] >= self.width:
                 self._close()
         self.count += n
-        return self.generation != generation
 
     def _fill(self, b: Bucket, xs: Sequence[float], ys: Sequence[float], i: int, k: int) -> None:
         vals = [float(v) for v in ys[i:i + k]]
@@ -135,14 +125,6 @@ class Decimator:
         else:  # point by point
             for j in range(k):
                 _add(b, float(xs[i + j]), vals[j])
-        self._note_extremes(b)
-
-    def _note_extremes(self, b: Bucket) -> None:
-        if b[2] is not None:
-            if self.min_y is None or b[2] < self.min_y:
-                self.min_y = b[2]
-            if self.max_y is None or b[4] > self.max_y:
-                self.max_y = b[4]
 
     def _close(self) -> None:
         b = self._open
@@ -153,12 +135,10 @@ class Decimator:
         if self._closed_points > self.budget_points - 3:  # the open bucket may add up to 3: re-bucket to half the budget
             self._double_while(lambda: self._closed_points > (self.budget_points - 3) // 2 + 3)
 
-    def coarsen(self, width: int) -> bool:
+    def coarsen(self, width: float) -> None:
         """Double the width until it is at least ``width`` raw points (the live stream's cap on points per second,
-        widget/feed.py); returns whether it did."""
-        generation = self.generation
+        widget/feed.py)."""
         self._double_while(lambda: self.width < width)
-        return self.generation != generation
 
     def _double_while(self, more: Callable[[], bool]) -> None:
         """Double the width while ``more()``: merge closed buckets pairwise (an odd last one joins the open bucket; a
@@ -172,7 +152,6 @@ class Decimator:
                 tail = [closed[-1]] if self._open is None else [closed[-1], self._open]
                 self._open = _combine(tail)
             self.width *= 2
-            self.generation += 1
             self._closed = merged
             self._closed_points = sum(_n_points(b) for b in merged)
             if self._open is not None and self._open[0] >= self.width:
@@ -182,11 +161,6 @@ class Decimator:
         self._taken = taken
 
     # -- reading -----------------------------------------------------------------------
-    @property
-    def closed_buckets(self) -> int:
-        """Buckets that are final."""
-        return len(self._closed)
-
     @property
     def points(self) -> int:
         """Points :meth:`columns` would return with the open bucket."""
@@ -246,10 +220,9 @@ def _columns(buckets: list[Bucket], max_points: int | None) -> tuple[list[float]
     return xs, ys
 
 
-def decimate(xs: Sequence[float], ys: Sequence[float], budget_points: int, *, x_kind: str = "step",
-             name: str = "") -> tuple[list[float], list[float]]:
+def decimate(xs: Sequence[float], ys: Sequence[float], budget_points: int) -> tuple[list[float], list[float]]:
     """Decimate whole columns to at most ``budget_points`` points (min/max per bucket)."""
-    d = Decimator(name, x_kind, budget_points=budget_points)
+    d = Decimator("", budget_points=budget_points)
     d.extend(xs, ys)
     return d.columns(include_open=True)
 

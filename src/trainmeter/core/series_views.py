@@ -1,0 +1,104 @@
+"""One decimated view per series of the live run: the widget's frames and ``curves.json`` read the same decimator.
+
+Subscribers name the series they read (``None``: all) under a key; one cursor reads each subscribed series' points
+once, on whichever thread asks first (the publisher's tick, a curves report job or a drain on the report worker), into
+one :class:`~trainmeter.core.decimate.Decimator` per series, with the smoothed twin a subscriber derives (docs/spec.md
+sections 12 and 18). A saved run read back (a replay, ``curves.json`` from a log) fills a view of its own with
+:meth:`SeriesViews.extend`. Thread safety: every method takes :attr:`SeriesViews.lock`; a reader of
+:attr:`~SeriesViews.decimators` holds it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from trainmeter.core.decimate import DEFAULT_BUDGET_POINTS, Decimator
+
+Twins = Callable[[str, Sequence[float], "int | None"], "tuple[str, list[float]] | None"]
+"""``(name, values, position of values[0] or None)`` -> ``(twin name, its values)`` or ``None`` (widget/smoothed.py)."""
+
+
+class SeriesViews:
+    """The decimated series of one run: ``series()`` gives the run's series by name, ``add_reader`` registers the
+    cursor (core/series_registry.py); both ``None`` for a view filled only by :meth:`extend`."""
+
+    def __init__(self, series: Callable[[], Mapping[str, Any]] | None = None,
+                 add_reader: Callable[..., dict[str, int]] | None = None) -> None:
+        self._series = series
+        self._add_reader = add_reader
+        self.new_run()
+
+    def new_run(self) -> None:
+        """No subscriber, no decimator (construction; a forked child's own run, whose wings subscribe again: the
+        parent's lock was held around the fork with the registry's, core/series_registry.py)."""
+        self.lock = threading.Lock()
+        self.decimators: dict[str, Decimator] = {}
+        self.budget_points = DEFAULT_BUDGET_POINTS
+        """Points each new decimator keeps: the smallest any subscriber asked for."""
+        self._wants: dict[str, frozenset[str] | None] = {}  # replaced whole: reads() iterates it from any thread
+        self._twins: Twins | None = None
+        self._cursor: dict[str, int] | None = None
+
+    def subscribe(self, key: str, names: Iterable[str] | None = None, *,
+                  budget_points: int = DEFAULT_BUDGET_POINTS, twins: Twins | None = None) -> None:
+        """Read series ``names`` (``None``: every series) for subscriber ``key``, with decimators of at most
+        ``budget_points`` and the twins ``twins`` derives."""
+        with self.lock:
+            self._wants = {**self._wants, key: None if names is None else frozenset(names)}
+            self.budget_points = min(self.budget_points, budget_points)
+            if twins is not None:
+                self._twins = twins
+            if self._cursor is None:
+                self._open()
+
+    def unsubscribe(self, key: str) -> None:
+        """Stop reading for ``key`` (its decimators stay as they are)."""
+        with self.lock:
+            self._wants = {k: v for k, v in self._wants.items() if k != key}
+
+    def _open(self) -> None:
+        if self._add_reader is not None:
+            self._cursor = self._add_reader(self.catch_up, reads=self.reads)
+
+    def reads(self, name: str) -> bool:
+        """Whether some subscriber reads series ``name`` (not the step series: the registry trims the others past
+        this cursor). Any thread."""
+        series = self._series
+        return series is not None and name in series() and any(n is None or name in n for n in self._wants.values())
+
+    def catch_up(self, ends: Mapping[str, int] | None = None) -> bool:
+        """Decimate the subscribed series' new points, up to ``ends`` (a report's or a drain's positions; ``None``:
+        now); returns whether any came."""
+        with self.lock:
+            cursor, series = self._cursor, self._series
+            if cursor is None or series is None:
+                return False
+            fresh = False
+            for name, s in list(series().items()):
+                if not self.reads(name):
+                    continue
+                end, steps, times, values = s.read(cursor.get(name, 0), None if ends is None else ends.get(name, 0))
+                cursor[name] = end
+                if values:
+                    self._extend(name, s.x_kind, steps if s.x_kind == "step" else times, values, end - len(values))
+                    fresh = True
+            return fresh
+
+    def extend(self, name: str, x_kind: str, xs: Sequence[Any], ys: Sequence[float]) -> bool:
+        """Add points to series ``name``, one the view does not read (report figures, a saved run's records), and to
+        its twin; returns ``True``."""
+        with self.lock:
+            self._extend(name, x_kind, xs, ys, None)
+        return True
+
+    def _extend(self, name: str, x_kind: str, xs: Sequence[Any], ys: Sequence[float], start: int | None) -> None:
+        """``extend`` under the lock; ``start``: the series position of ``ys[0]`` (a catch-up's)."""
+        d = self.decimators.get(name)
+        if d is None:
+            d = self.decimators[name] = Decimator(name, x_kind, budget_points=self.budget_points)
+        d.extend(xs, ys)
+        twin = self._twins(name, ys, start) if self._twins is not None else None
+        if twin is not None:
+            self._extend(twin[0], x_kind, xs, twin[1], None)
