@@ -79,6 +79,32 @@ def _r2(ys: list[float]) -> float:
         return 0.0
 
 
+def _median(ordered: list[float]) -> float:
+    """``statistics.median`` of a list already sorted (the same arithmetic, without its sort)."""
+    half = len(ordered) // 2
+    return ordered[half] if len(ordered) % 2 else (ordered[half - 1] + ordered[half]) / 2
+
+
+def _mad(ordered: list[float], median: float) -> float:
+    """``statistics.median([abs(x - median) for x in ordered])`` of a sorted list, bit for bit, in a few steps: the
+    ``k`` smallest deviations are a block of neighbours (found by bisection), the ``k``-th the larger of its ends."""
+    n = len(ordered)
+    k = n // 2 + 1
+    lo, hi = 0, n - k
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if median - ordered[mid] > ordered[mid + k] - median:
+            lo = mid + 1
+        else:
+            hi = mid
+    first, last = abs(ordered[lo] - median), abs(ordered[lo + k - 1] - median)
+    if n % 2:
+        return max(first, last)
+    if first >= last:  # and the (k-1)-th: the block less its larger end
+        return (first + max(abs(ordered[lo + 1] - median), last)) / 2
+    return (max(first, abs(ordered[lo + k - 2] - median)) + last) / 2
+
+
 def _pct(x: float) -> str:
     return f"{x * 100:.0f}%"
 
@@ -143,9 +169,9 @@ class VerdictEngine:
         self._since_ref += 1
         if self._spike.n == 0 and self._since_ref >= REF_EVERY:  # frozen during a streak: a spike cannot lift it
             self._since_ref = 0
-            window = list(self._losses)
-            median = statistics.median(window)
-            mad = statistics.median([abs(x - median) for x in window])
+            window = sorted(self._losses)
+            median = _median(window)
+            mad = _mad(window, median)
             self._spike_ref = (median, max(MAD_TO_SIGMA * mad, SIGMA_FLOOR * abs(median), 1e-12))
         median, sigma = self._spike_ref
         z = (value - median) / sigma
@@ -173,9 +199,10 @@ class VerdictEngine:
             run = values[i:end]
             if run and not math.isfinite(sum(run)):  # a NaN or inf in it (or a sum past 1e308): to the first one
                 run = run[:next((k for k, v in enumerate(run) if not math.isfinite(v)), len(run))]
-            if not fired:
+            if not fired and run:
                 median, sigma = self._spike_ref
-                run = run[:next((k for k, v in enumerate(run) if (v - median) / sigma > SPIKE_Z), len(run))]
+                if (max(run) - median) / sigma > SPIKE_Z:  # z rises with the value: the largest says if any is over
+                    run = run[:next(k for k, v in enumerate(run) if (v - median) / sigma > SPIKE_Z)]
                 self._since_ref += len(run)
             losses.extend(run)
             i += len(run)
