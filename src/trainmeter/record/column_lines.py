@@ -59,19 +59,24 @@ class ColumnLines:
         """Encode each series' points appended since its last piece (the report worker's thread); the step series
         first, so the others may join its strings."""
         for series in series_list:
-            name = series.name
-            start = cursors.get(name, 0)
-            entry = self._entries.get(name)
-            if entry is None or entry[0] != start:
-                entry = (start, start, (), (), ())
-            at = entry[1]
-            if series.end - series.pending > at:
-                continue  # trimmed past the piece: the report encodes the record whole
-            end, steps, times, values = series.read(at)
-            if not steps or end - len(values) != at:
-                continue
-            pieces = self._encode(series, steps, times, values)
-            self._entries[name] = (start, end, *(have + (new,) for have, new in zip(entry[2:], pieces, strict=True)))
+            self._extend(series, cursors.get(series.name, 0))
+
+    def _extend(self, series: Any, start: int, stop: int | None = None) -> Entry | None:
+        """``series``' entry from cursor ``start`` with its points since the last piece (up to ``stop``) encoded;
+        ``None`` when trimmed past the piece (the record is then encoded whole)."""
+        entry = self._entries.get(series.name)
+        if entry is None or entry[0] != start:
+            entry = (start, start, (), (), ())
+        at = entry[1]
+        if series.end - series.pending > at:
+            return None
+        end, steps, times, values = upto(series.read(at), stop)
+        if end - len(values) != at:
+            return None
+        if steps:
+            pieces = zip(entry[2:], self._encode(series, steps, times, values), strict=True)
+            entry = self._entries[series.name] = (start, end, *(have + (new,) for have, new in pieces))
+        return entry
 
     def _encode(self, series: Any, steps: list[int], times: list[float], values: list[Any]) -> tuple[str, str, str]:
         """The step, t_us and value JSON of one chunk of ``series``' points (elements, comma-joined)."""
@@ -102,14 +107,12 @@ class ColumnLines:
         entry = self._entries.get(series.name)
         if entry is None or entry[0] != start or entry[1] == start or series.end - series.pending > start:
             return None
-        at = entry[1]
-        if stop is not None and at > stop:
+        if stop is not None and entry[1] > stop:
             return None  # the piece runs past the report: the record is encoded whole
-        end, steps, times, values = upto(series.read(at), stop)
-        if end - len(values) != at:
+        entry = self._extend(series, start, stop)
+        if entry is None:
             return None
-        tail = self._encode(series, steps, times, values) if steps else ()
-        step_json, us_json, value_json = (",".join((*pieces, *tail[i:i + 1])) for i, pieces in enumerate(entry[2:]))
+        step_json, us_json, value_json = map(",".join, entry[2:])
         head = json.dumps({"schema_version": SCHEMA_VERSION, "kind": kind, "name": series.name, "x": series.x_kind},
                           separators=_SEPARATORS)[:-1]
-        return f'{head},"step":[{step_json}],"t_us":[{us_json}],"value":[{value_json}]}}', end
+        return f'{head},"step":[{step_json}],"t_us":[{us_json}],"value":[{value_json}]}}', entry[1]
