@@ -79,17 +79,13 @@ def _r2(ys: list[float]) -> float:
         return 0.0
 
 
-def _median(ordered: list[float]) -> float:
-    """``statistics.median`` of a list already sorted (the same arithmetic, without its sort)."""
-    half = len(ordered) // 2
-    return ordered[half] if len(ordered) % 2 else (ordered[half - 1] + ordered[half]) / 2
-
-
-def _mad(ordered: list[float], median: float) -> float:
-    """``statistics.median([abs(x - median) for x in ordered])`` of a sorted list, bit for bit, in a few steps: the
-    ``k`` smallest deviations are a block of neighbours (found by bisection), the ``k``-th the larger of its ends."""
+def _median_mad(ordered: list[float]) -> tuple[float, float]:
+    """``statistics.median`` of a sorted list and that of its absolute deviations from it, bit for bit, in a few
+    steps: the ``k`` smallest deviations are a block of neighbours (found by bisection), the ``k``-th the larger of
+    its ends."""
     n = len(ordered)
     k = n // 2 + 1
+    median = ordered[k - 1] if n % 2 else (ordered[k - 2] + ordered[k - 1]) / 2
     lo, hi = 0, n - k
     while lo < hi:
         mid = (lo + hi) // 2
@@ -99,10 +95,10 @@ def _mad(ordered: list[float], median: float) -> float:
             hi = mid
     first, last = abs(ordered[lo] - median), abs(ordered[lo + k - 1] - median)
     if n % 2:
-        return max(first, last)
+        return median, max(first, last)
     if first >= last:  # and the (k-1)-th: the block less its larger end
-        return (first + max(abs(ordered[lo + 1] - median), last)) / 2
-    return (max(first, abs(ordered[lo + k - 2] - median)) + last) / 2
+        return median, (first + max(abs(ordered[lo + 1] - median), last)) / 2
+    return median, (max(first, abs(ordered[lo + k - 2] - median)) + last) / 2
 
 
 def _pct(x: float) -> str:
@@ -169,9 +165,7 @@ class VerdictEngine:
         self._since_ref += 1
         if self._spike.n == 0 and self._since_ref >= REF_EVERY:  # frozen during a streak: a spike cannot lift it
             self._since_ref = 0
-            window = sorted(self._losses)
-            median = _median(window)
-            mad = _mad(window, median)
+            median, mad = _median_mad(sorted(self._losses))
             self._spike_ref = (median, max(MAD_TO_SIGMA * mad, SIGMA_FLOOR * abs(median), 1e-12))
         median, sigma = self._spike_ref
         z = (value - median) / sigma
