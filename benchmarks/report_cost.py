@@ -91,7 +91,7 @@ def main() -> None:
     _, counts, cpu_s = counted(lambda: cm.__exit__(None, None, None))
     parts.append(("finish", counts, cpu_s))
     print(f"training-thread Python opcodes (python {sys.version.split()[0]}; traced CPU seconds are not timings)")
-    for (label, counts, cpu_s), imported in zip(parts, IMPORTED):
+    for (label, counts, cpu_s), imported in zip(parts, IMPORTED, strict=False):
         print(f"\n{label}: {sum(counts.values()):,} opcodes ({cpu_s:.2f} s traced), {len(imported)} modules imported")
         if args.imports and imported:
             print("  imported: " + " ".join(imported))

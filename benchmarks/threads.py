@@ -20,7 +20,7 @@ Modes:
 
 Usage (the repository root on ``PYTHONPATH`` with ``src``)::
 
-    python benchmarks/threads.py cpu --seconds 25 [--interval 10] [--pairs 1] [--loop gpt|mlp]
+    python benchmarks/threads.py cpu --seconds 25 [--interval 10] [--pairs 1] [--loop gpt|mlp|paced]
     python benchmarks/threads.py wall --steps 500 --pairs 3 [--interval 5]
 """
 
@@ -157,7 +157,36 @@ def mlp() -> Callable[[int, Callable[[], bool] | None], int]:
     return train
 
 
-LOOPS = {"gpt": quickstart, "mlp": mlp}
+def paced(steps_per_s: float = 10_000.0) -> Callable[[int, Callable[[], bool] | None], int]:
+    """No model: one step with a loss counted as the step rule counts a captured one, every ``1 / steps_per_s``
+    seconds (a busy wait), with the eval phase and ``tm.emit(val_loss=...)`` every 250 steps: the mlp loop's points
+    at its unloaded rate, where a shared machine runs the mlp loop itself far slower."""
+    import random
+
+    import trainmeter as tm
+    from trainmeter.core.context import active_context
+
+    def train(steps: int, stop: Callable[[], bool] | None = None) -> int:
+        run = active_context()
+        count = run.steps_state.count if run is not None else (lambda tokens, loss, value: None)
+        rng = random.Random(0)
+        t0 = time.perf_counter()
+        for step in range(1, steps + 1):
+            while time.perf_counter() < t0 + step / steps_per_s:
+                pass
+            count(32, None, 1.0 + 0.1 * rng.random())
+            if step % 250 == 0:
+                with tm.phase("eval"):
+                    pass
+                tm.emit(val_loss=1.0 + rng.random())
+            if stop is not None and step % 10 == 0 and stop():
+                return step
+        return steps
+
+    return train
+
+
+LOOPS = {"gpt": quickstart, "mlp": mlp, "paced": paced}
 
 
 class Named:
@@ -328,7 +357,8 @@ def main() -> None:
                         help="the run's --interval (default: 10 for cpu, the options' default; 5 for wall, "
                              "the quickstart's)")
     parser.add_argument("--loop", choices=tuple(LOOPS), default="gpt",
-                        help="gpt: the quickstart's model (default); mlp: a tiny loop of thousands of steps a second")
+                        help="gpt: the quickstart's model (default); mlp: a tiny loop of thousands of steps a second; "
+                             "paced: no model, 10k steps a second (the mlp loop's points whatever the machine's load)")
     parser.add_argument("--pairs", type=int, default=None, help="runs of each arm (default: cpu 1, wall 3)")
     args = parser.parse_args()
     if args.mode == "cpu":

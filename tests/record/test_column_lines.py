@@ -40,13 +40,12 @@ def _fill(series, rng, n, start_step):
 
 
 def test_pieces_joined_at_a_report_are_the_whole_records_bytes_nan_and_runs_included() -> None:
-    rng = random.Random(3)
     for make, kind in ((lambda: Series("tr\u00e4in_loss"), "series"), (lambda: StepSeries("tokens_per_step"), "steps")):
         whole, pieced = make(), make()
         ahead, cursors_a, cursors_b = ColumnLines(), {}, {}
         log_a, log_b = _Log(), _Log()
         step = 1
-        for report in range(4):
+        for _report in range(4):
             for chunk in (7, 1, 130, 0, 55):  # the worker's pieces between reports
                 for s in (whole, pieced):
                     _fill(s, random.Random(step), chunk, step)
@@ -129,3 +128,33 @@ def test_a_report_written_later_stops_at_its_ends_with_the_bytes_of_a_report_wri
             step += 5 + report
             assert cursors_b == cursors_a
         assert log_b.lines == log_a.lines and log_b.joined == 2  # reports 0 and 2 joined their pieces
+
+
+def test_a_loss_on_the_step_series_times_joins_its_strings_with_the_bytes_of_a_whole_encode() -> None:
+    """The captured loss (the step series' own time objects, one step behind) joins the step series' step and t_us
+    strings; a point at another time or a float step is encoded on its own: the bytes are the whole record's."""
+    rng = random.Random(5)
+    ahead, cursors_a, cursors_b = ColumnLines(), {}, {}
+    log_a, log_b = _Log(), _Log()
+    pieced = (StepSeries("tokens_per_step"), Series("train_loss"))
+    whole = (StepSeries("tokens_per_step"), Series("train_loss"))
+    step, prev = 1, 0.0
+    for report in range(5):
+        for chunk in (40, 3, 0, 17):
+            for _ in range(chunk):
+                t = rng.random() + step
+                tokens = 64 if report != 2 else 32 + step % 2
+                odd = rng.random() < 0.01  # another time object, or a float step
+                at, t_at = (float(step - 1) if odd and report == 3 else step - 1), (t - 1e-7 if odd else prev)
+                value = rng.lognormvariate(0, 1)
+                for steps, loss in (pieced, whole):
+                    steps.append(step, t, tokens)
+                    if step > 1:  # one step behind, at the step series' time object
+                        loss.append(at, t_at, value)
+                prev = t
+                step += 1
+            ahead.encode_ahead(list(pieced), cursors_b)
+        for kind, a, b in zip(("steps", "series"), whole, pieced, strict=True):
+            write_columns(log_a, cursors_a, kind, a)
+            write_columns(log_b, cursors_b, kind, b, ahead)
+    assert log_b.lines == log_a.lines and log_b.joined == 10

@@ -214,10 +214,10 @@ def test_report_series_get_one_point_per_report_at_session_seconds(run_root):
     w = Recorder(clock)
     pub = Publisher(m.context, w, clock=clock)
     _train(m, clock, pub, seconds=5, steps_per_s=40)
-    xs, ys = pub.decimators["train_tokens_per_s"].columns()
+    xs, ys = pub.feed.decimators["train_tokens_per_s"].columns()
     assert len(xs) == m.reports and xs[-1] == pytest.approx(m.session.elapsed_s)
     assert ys[-1] == pytest.approx(m.interval.train_tokens_per_s)
-    assert pub.decimators["rss_bytes"].x_kind == "time"
+    assert pub.feed.decimators["rss_bytes"].x_kind == "time"
 
 
 def test_reader_cursor_lets_the_monitor_trim(run_root):
@@ -295,7 +295,7 @@ def test_bytes_per_second_stay_flat_over_a_million_point_run():
     assert 0 < late <= 1.25 * early  # ten times the points, the same bytes per second
     assert late / 50 < 2_000  # the state goes as patches, each point once
     assert all(n <= 2 * 2000 * 32 + 4096 for _, k, n in w.log)  # the loss and its twin replaced at once, at most
-    assert 1000 <= len(pub.decimators["train_loss"].columns()[0]) <= 2000
+    assert 1000 <= len(pub.feed.decimators["train_loss"].columns()[0]) <= 2000
     assert w.max_store_points <= (REPLACE_FACTOR + 1) * 2000
 
 
@@ -313,7 +313,7 @@ def test_thread_publishes_during_the_run_and_stops_at_once(run_root):
     pub.close()
     assert time.perf_counter() - t0 < 0.5
     assert not pub.running and w.state["status"] == "completed"
-    assert 0 <= m.steps - w.store["train_loss"][0][-1] < pub.decimators["train_loss"].width  # the last bucket's
+    assert 0 <= m.steps - w.store["train_loss"][0][-1] < pub.feed.decimators["train_loss"].width  # the last bucket's
 
 
 def test_a_broken_widget_disables_the_publisher_without_raising(run_root):
@@ -562,12 +562,12 @@ def test_the_smoothed_loss_is_the_text_lines_ema_over_every_step_at_every_drawn_
     pub.feed.read()
     raw_xs, raw_ys = m.series["train_loss"].read(0)[1], m.series["train_loss"].read(0)[3]
     every_step = dict(zip(raw_xs, LossEma().trace(raw_ys), strict=True))
-    xs, ys = pub.decimators["train_loss.ema"].columns()
+    xs, ys = pub.feed.decimators["train_loss.ema"].columns()
     assert len(every_step) > 1000 and 0 < len(xs) <= 200
     assert all(y == pytest.approx(every_step[int(x)]) for x, y in zip(xs, ys, strict=True))
     text_line_ema = optim.text_fields()["loss_ema"]  # the final report's, printed as "(ema ...)"
     assert ys[-1] == pytest.approx(text_line_ema) and xs[-1] == raw_xs[-1]
-    assert "val_loss.ema" not in pub.decimators and "lr.ema" not in pub.decimators
+    assert "val_loss.ema" not in pub.feed.decimators and "lr.ema" not in pub.feed.decimators
 
 
 

@@ -18,7 +18,7 @@ import os
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, TypedDict, Union
+from typing import Any, Literal, TypedDict
 
 from trainmeter.record.safe_read import has_lone_surrogate, iter_lines, open_regular
 
@@ -128,7 +128,7 @@ class EndRecord(TypedDict):
     error: str | None
 
 
-Record = Union[StartRecord, RankRecord, ColumnsRecord, IntervalRecord, GapRecord, HeartbeatRecord, EndRecord]
+Record = StartRecord | RankRecord | ColumnsRecord | IntervalRecord | GapRecord | HeartbeatRecord | EndRecord
 
 
 # the writer's constructors (field order is the line's key order)

@@ -79,6 +79,28 @@ def _r2(ys: list[float]) -> float:
         return 0.0
 
 
+def _median_mad(ordered: list[float]) -> tuple[float, float]:
+    """``statistics.median`` of a sorted list and that of its absolute deviations from it, bit for bit, in a few
+    steps: the ``k`` smallest deviations are a block of neighbours (found by bisection), the ``k``-th the larger of
+    its ends."""
+    n = len(ordered)
+    k = n // 2 + 1
+    median = ordered[k - 1] if n % 2 else (ordered[k - 2] + ordered[k - 1]) / 2
+    lo, hi = 0, n - k
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if median - ordered[mid] > ordered[mid + k] - median:
+            lo = mid + 1
+        else:
+            hi = mid
+    first, last = abs(ordered[lo] - median), abs(ordered[lo + k - 1] - median)
+    if n % 2:
+        return median, max(first, last)
+    if first >= last:  # and the (k-1)-th: the block less its larger end
+        return median, (first + max(abs(ordered[lo + 1] - median), last)) / 2
+    return median, (max(first, abs(ordered[lo + k - 2] - median)) + last) / 2
+
+
 def _pct(x: float) -> str:
     return f"{x * 100:.0f}%"
 
@@ -143,9 +165,7 @@ class VerdictEngine:
         self._since_ref += 1
         if self._spike.n == 0 and self._since_ref >= REF_EVERY:  # frozen during a streak: a spike cannot lift it
             self._since_ref = 0
-            window = list(self._losses)
-            median = statistics.median(window)
-            mad = statistics.median([abs(x - median) for x in window])
+            median, mad = _median_mad(sorted(self._losses))
             self._spike_ref = (median, max(MAD_TO_SIGMA * mad, SIGMA_FLOOR * abs(median), 1e-12))
         median, sigma = self._spike_ref
         z = (value - median) / sigma
@@ -173,9 +193,10 @@ class VerdictEngine:
             run = values[i:end]
             if run and not math.isfinite(sum(run)):  # a NaN or inf in it (or a sum past 1e308): to the first one
                 run = run[:next((k for k, v in enumerate(run) if not math.isfinite(v)), len(run))]
-            if not fired:
+            if not fired and run:
                 median, sigma = self._spike_ref
-                run = run[:next((k for k, v in enumerate(run) if (v - median) / sigma > SPIKE_Z), len(run))]
+                if (max(run) - median) / sigma > SPIKE_Z:  # z rises with the value: the largest says if any is over
+                    run = run[:next(k for k, v in enumerate(run) if (v - median) / sigma > SPIKE_Z)]
                 self._since_ref += len(run)
             losses.extend(run)
             i += len(run)

@@ -16,15 +16,12 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from trainmeter.core.decimate import DEFAULT_BUDGET_POINTS, Decimator
+from trainmeter.core.decimate import DEFAULT_BUDGET_POINTS
 from trainmeter.core.interrupts import HeldInterrupts, run_parts
 from trainmeter.widget.dashboard_file import DASHBOARD_FILE, save_dashboard  # noqa: F401  (also named from here)
 from trainmeter.widget.feed import SeriesFeed, shown_series
-from trainmeter.widget.frame import SeriesColumns
-from trainmeter.widget.live_rate import RecentFigures
 from trainmeter.widget.patch import Revisions
 from trainmeter.widget.view_model import build_state, facts_from_monitor
-from trainmeter.widget.x_axis import XMap
 
 TICK_S = 0.5
 STATE_INTERVAL_S = 1.0  # with the once-a-second live figures: a build costs ~1.5 ms (docs/spec.md section 20, threads)
@@ -114,25 +111,6 @@ class Publisher:
         self._restores_at_start = 0
 
     @property
-    def decimators(self) -> dict[str, Decimator]:
-        """One decimator per series (widget/feed.py)."""
-        return self.feed.decimators
-
-    @property
-    def recent(self) -> RecentFigures | None:
-        """The once-a-second figures (recent rate, RSS), ``None`` before the first."""
-        return self.feed.recent
-
-    @property
-    def x_map(self) -> XMap:
-        """The step -> tokens, seconds map the frames' points are mapped with (widget/x_axis.py)."""
-        return self.feed.x_map
-
-    def series_columns(self, *, include_open: bool, max_points: int | None = None) -> list[SeriesColumns]:
-        """Every series' decimated history in its native x (for the HTML snapshot)."""
-        return self.feed.series_columns(include_open=include_open, max_points=max_points, mapped=False)
-
-    @property
     def live_state(self) -> dict[str, Any] | None:
         """The newest state sent, whole, while the thread runs (a restored page reads it); else ``None``. Any thread."""
         return self.states.full if self.running else None
@@ -216,7 +194,7 @@ class Publisher:
 
     def _build_state(self, now: float) -> dict[str, Any]:
         self._last_state_s = now
-        return build_state(facts_from_monitor(self.monitor, recent=self.recent, x_map=self.x_map))
+        return build_state(facts_from_monitor(self.monitor, recent=self.feed.recent, x_map=self.feed.x_map))
 
     def _note_state(self, state: dict[str, Any]) -> list[list[Any]]:
         self.feed.shown = shown_series(state)  # past the series cap, frames carry what the charts draw
@@ -320,7 +298,7 @@ class Publisher:
 
         def final_state() -> None:
             self.feed.read()
-            state = build_state(facts_from_monitor(self.monitor, x_map=self.x_map))
+            state = build_state(facts_from_monitor(self.monitor, x_map=self.feed.x_map))
             self._note_state(state)
             box["state"] = self.states.full or state
             self._set_state(box["state"])
@@ -354,11 +332,12 @@ class Publisher:
             return None
         from trainmeter.widget.snapshot import snapshot_bundle
 
-        data = snapshot_bundle(state, self.series_columns(include_open=True, max_points=None),
+        data = snapshot_bundle(state, self.feed.series_columns(include_open=True, mapped=False),
                                mount_key=getattr(self.widget, "store_key", None))
         for handle in self.handles:
             handle.update(data, raw=True)
         return data
+
 
 
 def __getattr__(name: str) -> Any:

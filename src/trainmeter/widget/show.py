@@ -272,7 +272,7 @@ def _display_live(shell: Any) -> None:
 
             from trainmeter.widget.snapshot import snapshot_bundle
 
-            ipy_display(snapshot_bundle(publisher.widget.state, publisher.series_columns(include_open=True),
+            ipy_display(snapshot_bundle(publisher.widget.state, publisher.feed.series_columns(include_open=True, mapped=False),
                                         mount_key=publisher.widget.store_key), raw=True)
         return
     monitor = active_context()
