@@ -40,7 +40,7 @@ def test_the_widget_and_curves_json_share_one_decimator_per_loss_series(run_root
             pub.tick()
     m.finish("completed")
     pub.close()
-    loss = pub.decimators["train_loss"]
+    loss = pub.feed.decimators["train_loss"]
     assert m.context.series_views.decimators["train_loss"] is loss and loss.budget_points == 100  # the smallest budget asked
     doc = json.loads((m.run_dir / "curves.json").read_text())["series"]["train_loss"]
     xs, ys = loss.columns(include_open=True)
