@@ -20,12 +20,14 @@ imported: the peer's agent module (its sitecustomize imports it at interpreter s
 trainmeter``, ``import trainmeter`` and ``tm.preload()``, or ``import trainmeter`` alone (a cold
 ``tm.monitor()`` then imports its wings at its start).
 
-``--idle-thread`` starts one idle thread in each arm's process before anything else, so the bare slope and the
-arm's run in a process that already has a thread, as a notebook kernel (its own threads) or a loop with a
-DataLoader's pin-memory thread does. Without it, an arm that starts threads (ours: samplers, heartbeat, report
-worker) also pays for turning a single-threaded process into a threaded one, which the bare slope before it did
-not (by callgrind function, the difference sits in glibc's malloc and free, a mutex and dictionary lookups: the
-loop's own allocations cost more in a threaded process).
+Each arm's process starts one idle thread before anything else (``--no-idle-thread``: none), so every bare
+slope runs in a process that already has a thread, as the ``%%trainmeter`` arm's always does (IPython's history
+thread) and a real loop's does (a kernel's threads, a DataLoader's pin-memory thread, torch's intra-op pool:
+``OMP_NUM_THREADS=1`` here keeps it out). In a process that never had a thread glibc's malloc and free skip their
+locks, so an arm that starts threads (ours) would also pay for the loop's own allocations getting dearer, which
+the bare slope before it did not, the magic arm's bare slope did, and the peer (no thread) never does: on the gpt
+loop +59k instructions a step (``_int_free``, ``pthread_mutex_unlock``, ``malloc``), which the ``preloaded`` arm
+carried and the ``magic`` arm did not (docs/spec.md section 20, "One thread before the bare slope").
 
 ``--preload`` runs ``trainmeter.extensions.preload()`` (what ``%load_ext trainmeter`` imports ahead) in the core and
 ``tm.monitor()`` arms' processes before their bare slope, as the ``%%trainmeter`` arm's ``%load_ext`` does: the
@@ -38,11 +40,8 @@ wall-clock periods, so each step would meet ~40x its native wake-ups (each takes
 ``--repeats N`` runs each arm in N processes: medians, and each process's per-step figure (the same code differs
 by ~1-3k per step from process to process: docs/spec.md section 20, "From process to process").
 
-valgrind runs with ``--fair-sched=yes``: with its default lock a thread of ours that woke and waits for the GIL can
-be kept off the CPU for a whole segment while the training thread runs on, and each of the training thread's ~28
-GIL releases a step (torch's ops release it) then signals a waiter, ~1.1k instructions a step that a native run,
-where the waiter takes the GIL within microseconds, does not pay (docs/spec.md section 20, "Two sources of the
-spread").
+valgrind runs with ``--fair-sched=yes``: its default lock can keep a thread of ours that waits for the GIL off the
+CPU for a whole segment (docs/spec.md section 20, "Two sources of the spread").
 
 Arms: ``floor`` (a step hook and one clock read), ``minimal`` (benchmarks/minimal_monitor.py:
 batch shape, loss read, step hook), ``peer`` (trainmeter 0.0.7 from PyPI, in its own venv
@@ -221,7 +220,7 @@ def _slow_threads(m: Any, factor: float) -> None:
     m.worker._fold_every_s *= factor
 
 
-def child(arm: str, scale: int, idle_thread: bool = False, preload: bool = False, slow_threads: float = 1.0,
+def child(arm: str, scale: int, idle_thread: bool = True, preload: bool = False, slow_threads: float = 1.0,
           loop: str = "mlp") -> None:
     """One arm: bare slope first, then the arm's start, segments and finish, each ended by a MARK."""
     global WARMUP, SHORT, LONG
@@ -366,12 +365,12 @@ def _env(arm: str, sock: str | None) -> tuple[list[str], dict[str, str]]:
     return [sys.executable], env
 
 
-def _run_arm(arm: str, out_dir: str, idle_thread: bool = False, preload: bool = False,
+def _run_arm(arm: str, out_dir: str, idle_thread: bool = True, preload: bool = False,
              slow_threads: float = 1.0, loop: str = "mlp") -> tuple[str, list[int] | str]:
     sock = _Socket() if arm == "peer" else None
     try:
         python, env = _env(arm, sock.path if sock else None)
-        script = [str(HERE), "_child", "--arm", arm, *(["--idle-thread"] if idle_thread else []),
+        script = [str(HERE), "_child", "--arm", arm, "--idle-thread" if idle_thread else "--no-idle-thread",
                   *(["--preload"] if preload else []), "--slow-threads", str(slow_threads), "--loop", loop]
         warm = subprocess.run([*python, *script, "--scale", "20"], env=env, capture_output=True, text=True)
         if warm.returncode != 0:  # bytecode compiled, and the arm known to run, before valgrind
@@ -399,9 +398,13 @@ def _instr(n: float) -> str:
     return f"{n / 1e6:.1f}M" if abs(n) >= 1e6 else f"{n / 1e3:.0f}k"
 
 
-def table(arms: tuple[str, ...] = ARMS, jobs: int = 2, idle_thread: bool = False,
-          preload: bool = False, slow_threads: float = 1.0, repeats: int = 1, loop: str = "mlp") -> list[tuple[str, ...]]:
+def table(arms: tuple[str, ...] = ARMS, jobs: int = 2, idle_thread: bool = True,
+          preload: bool = False, slow_threads: float = 1.0, repeats: int = 1, loop: str = "mlp",
+          keep: str | None = None) -> list[tuple[str, ...]]:
     """Run each arm under callgrind in ``repeats`` processes (``jobs`` at a time) and return the table's rows.
+
+    ``keep``: a folder that keeps the callgrind files (``<arm>-<i>/<arm>.<pid>.<part>-<thread>``, for
+    ``callgrind_annotate``); without it they are deleted.
 
     With several processes an arm's cells are the median over them, and the per-step cell lists each process's
     figure: the same code differs by ~1-3k per step from process to process (docs/spec.md section 20, "From
@@ -412,7 +415,7 @@ def table(arms: tuple[str, ...] = ARMS, jobs: int = 2, idle_thread: bool = False
     import statistics
     from concurrent.futures import ThreadPoolExecutor
 
-    out_dir = tempfile.mkdtemp(prefix="tm-peer-table-cg-")
+    out_dir = keep or tempfile.mkdtemp(prefix="tm-peer-table-cg-")
     runs = [(arm, i) for i in range(repeats) for arm in arms]
     for arm, i in runs:
         os.makedirs(f"{out_dir}/{arm}-{i}", exist_ok=True)
@@ -420,7 +423,8 @@ def table(arms: tuple[str, ...] = ARMS, jobs: int = 2, idle_thread: bool = False
         done = list(pool.map(lambda r: _run_arm(r[0], f"{out_dir}/{r[0]}-{r[1]}", idle_thread, preload,
                                                 slow_threads, loop)[1], runs))
     _warmup, short_steps, long_steps = SEGMENTS[loop]
-    shutil.rmtree(out_dir, ignore_errors=True)
+    if keep is None:
+        shutil.rmtree(out_dir, ignore_errors=True)
     results: dict[str, list[list[int] | str]] = {arm: [] for arm in arms}
     for (arm, _i), seq in zip(runs, done, strict=True):
         results[arm].append(seq)
@@ -471,8 +475,9 @@ def main() -> None:
                          "(2 layers) under the HF Trainer")
     ap.add_argument("--jobs", type=int, default=2, help="valgrind processes at a time")
     ap.add_argument("--scale", type=int, default=1, help=argparse.SUPPRESS)
-    ap.add_argument("--idle-thread", action="store_true",
-                    help="one idle thread in each arm's process before the bare slope (a notebook kernel's case)")
+    ap.add_argument("--idle-thread", action=argparse.BooleanOptionalAction, default=True,
+                    help="one idle thread in each arm's process before the bare slope (default; the magic arm's "
+                         "process has IPython's either way)")
     ap.add_argument("--preload", action="store_true",
                     help="the core and tm.monitor() arms import what %%load_ext imports ahead before their bare slope")
     ap.add_argument("--slow-threads", type=float, default=1.0, metavar="N",
@@ -480,6 +485,7 @@ def main() -> None:
                          "per step as natively)")
     ap.add_argument("--repeats", type=int, default=1, metavar="N",
                     help="N processes per arm: medians, and each process's per-step figure")
+    ap.add_argument("--keep", metavar="DIR", help="keep the callgrind files in DIR (for callgrind_annotate)")
     args = ap.parse_args()
     for bad, say in ((args.repeats < 1, f"--repeats must be at least 1 (got {args.repeats})"),
                      (not args.slow_threads > 0, f"--slow-threads must be above 0 (got {args.slow_threads:g})")):
@@ -489,14 +495,14 @@ def main() -> None:
         sys.path.insert(0, str(HERE.parent))
         return child(args.arm[0], args.scale, args.idle_thread, args.preload, args.slow_threads, args.loop)
     print(f"trainmeter side by side (callgrind, training thread; {args.loop} loop; python {sys.version.split()[0]})")
-    if args.idle_thread:
-        print("(every arm's process has one idle thread before its bare slope: --idle-thread)")
+    if not args.idle_thread:
+        print("(no idle thread: --no-idle-thread; the script arms' figures include the process's first thread)")
     if args.preload:
         print("(the core and tm.monitor() arms import what %load_ext imports ahead before their bare slope: --preload)")
     if args.slow_threads != 1.0:
         print(f"(our timed threads' periods x {args.slow_threads:g} after start: --slow-threads)")
     print_table(table(tuple(args.arm or ARMS), args.jobs, args.idle_thread, args.preload, args.slow_threads,
-                      args.repeats, args.loop))
+                      args.repeats, args.loop, args.keep))
 
 
 if __name__ == "__main__":

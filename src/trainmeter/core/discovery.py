@@ -42,14 +42,7 @@ class _Candidate:
 class Discovery:
     """The watched modules (candidates), the optimizers built in the run, and the root chosen among them.
 
-    Args:
-        hot: The probes' per-call state (the primary optimizer; a new root clears the fast flags).
-        steps: The run's step rule (``steps``, ``now``).
-        monitor: The run (``set_model``, ``token_unit``, ``at_step``, ``warn_once``).
-        switches: The probes' switches (paused, ``refresh``).
-        threads: The probes' training threads (threaded mode keeps the other lanes' models watched).
-        root_calls: What the root's calls count (credited when the root is found at a step).
-        patches: The run's patches (the watched classes' call wrapper).
+    Its arguments are the probes' parts and the run (core/probes.py wires them).
 
     Attributes:
         candidates: ``id(module) -> _Candidate`` of the watched modules (read by the call wrapper).

@@ -23,10 +23,7 @@ _get_ident = threading.get_ident
 class ProbeThreads:
     """The probes' training threads: lane 1's thread, the other threads' lanes, threaded mode.
 
-    Args:
-        hot: The probes' per-call state (threaded mode turns its backward fast path off).
-        switches: The probes' switches (their ``refresh`` after lane 1's thread is known).
-        monitor: The run (``warn_once``; ``lanes``: the other lanes' steps and losses).
+    Its arguments are the probes' parts and the run (core/probes.py wires them).
 
     Attributes:
         hot_ident: ``threading.get_ident()`` of lane 1's thread, 0 before any training event. Any thread.

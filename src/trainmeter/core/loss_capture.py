@@ -34,11 +34,7 @@ def add_part(loss: StepLoss, reader: Any, tensor: Any, scaled: tuple[Any, Any, b
 class LossCapture:
     """A step's loss from its backward calls, and the provenance of ``train_loss`` and ``tokens_per_step``.
 
-    Args:
-        hot: The probes' per-call state (the loss parts read on the backward fast path).
-        monitor: The run (``scalar_reader``, ``warn_once``).
-        switches: The probes' switches (``on_training``, loss capture on or off, ``refresh``).
-        threads: The probes' training threads (another thread's backward goes to its lane).
+    Its arguments are the probes' parts and the run (core/probes.py wires them).
 
     Attributes:
         step_loss: The step's loss parts on the general path (a :class:`StepLoss`), or ``None``.

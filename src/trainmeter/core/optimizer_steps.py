@@ -15,14 +15,7 @@ class OptimizerSteps:
     """The general path of the optimizer step post-hook (the steady step's is core/wrappers.py's; both end in
     :meth:`StepRecorder.step <trainmeter.core.steps.StepRecorder.step>`), and the run's framework steppers.
 
-    Args:
-        hot: The probes' per-call state (the primary optimizer, pending tokens and calls, the fast loss parts).
-        steps: The run's step rule.
-        monitor: The run (``warn_once``).
-        switches: The probes' switches.
-        threads: The probes' training threads (another thread's step goes to its lane).
-        discovery: The watched modules and the root (found at the primary's steps).
-        loss: The step's loss (taken at each step).
+    Its arguments are the probes' parts (core/probes.py wires them).
 
     Attributes:
         general_steps: Lane 1's steps counted here (the others took the steady path).

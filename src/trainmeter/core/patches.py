@@ -73,9 +73,6 @@ class Patches:
     def __init__(self) -> None:
         self._patches: list[_Patch] = []
 
-    def __len__(self) -> int:
-        return len(self._patches)
-
     def wrap(self, owner: Any, attr: str, make: Callable[[Any], Any]) -> bool:
         """Replace ``owner.attr`` by ``make(original)``; returns whether it was patched.
 

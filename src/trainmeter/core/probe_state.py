@@ -99,40 +99,36 @@ class ProbeSwitches:
         capture_on: Loss capture is installed and not disabled by a fault.
     """
 
-    __slots__ = ("active", "paused", "paused_ident", "on_training", "capture_on", "_hot", "_refresh")
+    __slots__ = ("active", "paused", "paused_ident", "on_training", "capture_on", "_hot", "refresh")
 
     def __init__(self, hot: ProbeState, refresh: Callable[[], None]) -> None:
         self._hot = hot
-        self._refresh = refresh
+        self.refresh = refresh
         self.active = False
         self.paused = False
         self.paused_ident = 0
         self.on_training: Callable[[], None] | None = None
         self.capture_on = False
 
-    def refresh(self) -> None:
-        """Recompute the hot paths' flags (after one of their inputs changed, in any part)."""
-        self._refresh()
-
     def set_active(self, active: bool) -> None:
         self.active = active
-        self._refresh()
+        self.refresh()
 
     def pause(self, paused: bool, *, refresh: bool = True) -> None:
         """Stop (or resume) counting the calling thread's calls (``refresh``: recompute the fast flags)."""
         self.paused = paused
         self.paused_ident = get_ident()
         if refresh:
-            self._refresh()
+            self.refresh()
 
     def watch_training(self, callback: Callable[[], None] | None) -> None:
         self.on_training = callback
-        self._refresh()
+        self.refresh()
 
     def capture(self, on: bool) -> None:
         """Loss capture installed (``True``) or turned off by a fault."""
         self.capture_on = self._hot.backward_on = on
-        self._refresh()
+        self.refresh()
 
     def paused_in(self, ident: int) -> bool:
         """Our own forward and backward (the FLOP count) run in thread ``ident`` now."""

@@ -1,14 +1,8 @@
-"""Torch probes: optimizer steps, tokens per step, the trained model, captured loss.
+"""Torch probes: optimizer steps, tokens per step, the trained model, captured loss (docs/spec.md section 2).
 
-Installed for one monitored cell and removed at its end, with no global module hook. What they see and how
-(the primary optimizer, candidates and the root, the class-level call wrapper, the backward and
-``GradScaler.scale`` wrappers, the loss semantics): docs/spec.md section 2. The steady-step hot path and its
-bounds: docs/architecture.md ("Hot path"), docs/spec.md section 20, tests/core/test_hot_path.py. The parts this
-class makes and wires: docs/architecture.md (``core/``); it keeps the surface the run, the wings and
-:mod:`~trainmeter.core.explicit_steps` use, and the one rule that recomputes the fast flags.
-
-Every callback is guarded: a fault warns once and disables that probe.
-Callbacks run on the training thread.
+Installed for one monitored cell and removed at its end, with no global module hook. The hot path and its bounds:
+docs/architecture.md ("Hot path"), tests/core/test_hot_path.py; the parts wired here: docs/architecture.md
+(``core/``). Every callback is guarded (a fault warns once and disables that probe) and runs on the training thread.
 """
 
 from __future__ import annotations
@@ -53,17 +47,9 @@ class StepSink(Protocol):
 
 
 class TorchProbes:
-    """The in-process torch hooks of one run: the owner of their parts.
-
-    Args:
-        monitor: The run they report to.
-
-    Attributes:
-        hot: The parts' per-call state (:class:`~trainmeter.core.probe_state.ProbeState`), closed over by the
-            wrappers.
-        switches, threads, root_calls, discovery, loss, optimizers, compile_watch: The parts.
-        wrappers: The wrapper factories, made at :meth:`start` (``None`` before).
-    """
+    """The in-process torch hooks of one run (``monitor``): the owner of their parts (``hot``, the per-call state the
+    wrappers close over; ``switches``, ``threads``, ``root_calls``, ``discovery``, ``loss``, ``optimizers``,
+    ``compile_watch``; ``wrappers``, made at :meth:`start`)."""
 
     name = "torch"
 

@@ -13,11 +13,7 @@ from trainmeter.core.seq_weights import TokenWeightedSeq
 class RootCalls:
     """What the root's calls count: tokens, the token-weighted S, the example batch and its autocast dtype.
 
-    Args:
-        hot: The probes' per-call state (pending tokens and calls, the last counted batch's signature).
-        steps: The run's step rule (``tokens`` so far).
-        monitor: The run (``set_token_unit``).
-        switches: The probes' switches (``on_training``, ``refresh``).
+    Its arguments are the probes' parts and the run (core/probes.py wires them).
 
     Attributes:
         example: One training batch of the root ``(args, kwargs)`` for the FLOP count, or ``None``.

@@ -54,21 +54,7 @@ def direct_call_impl(module: Any, torch: Any) -> Any:
 
 class Wrappers:
     """The wrapper factories of one run's probes: each takes the original callable and returns its wrapper
-    (``Patches.wrap``), closing over the parts it calls.
-
-    Args:
-        torch: The ``torch`` module.
-        hot: The probes' per-call state (what the steady paths read and write).
-        steps: The run's step rule (the steady step's ``count``).
-        monitor: The run (``warn_once``).
-        switches: The probes' switches.
-        threads: The probes' training threads.
-        discovery: The watched modules (their calls' general path; an optimizer built).
-        loss: The step's loss (the backward wrapper's general path; ``GradScaler.scale``).
-        optimizers: The step hook's general path.
-
-    Training thread.
-    """
+    (``Patches.wrap``), closing over the probes' parts it calls (core/probes.py wires them). Training thread."""
 
     def __init__(self, torch: Any, hot: Any, steps: Any, monitor: Any, switches: Any, threads: Any, discovery: Any,
                  loss: Any, optimizers: Any) -> None:
