@@ -19,7 +19,6 @@ from trainmeter.compute import counted_pass  # noqa: E402
 from trainmeter.compute.counted_pass import after_meta, prepare_counted  # noqa: E402
 from trainmeter.compute.flop_count import counted_flops_per_token  # noqa: E402
 
-
 _COMPILED_ANYTHING = counted_pass._compiled_anything
 
 

@@ -24,7 +24,7 @@ def _learner(out_dir, sleeps: bool):
     set_seed(0, reproducible=True)
     g = torch.Generator().manual_seed(0)
     x = torch.randn(ROWS + VALID, 4, generator=g)
-    rows = list(zip(x, x.sum(1, keepdim=True)))
+    rows = list(zip(x, x.sum(1, keepdim=True), strict=True))
     dls = DataLoaders.from_dsets(rows[:ROWS], rows[ROWS:], bs=BATCH, shuffle=False, num_workers=0)
     model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1))
     if sleeps:

@@ -129,7 +129,7 @@ def test_keras_several_steps_per_execution_counts_each_optimizer_update(keras, t
     for epoch in range(EPOCHS):
         rows = [BATCH] * (batches - 1) + [BATCH // 2]  # Keras weights each batch's loss by its rows
         part = ours_loss[epoch * batches:(epoch + 1) * batches]
-        mean = sum(v * r for v, r in zip(part, rows)) / sum(rows)
+        mean = sum(v * r for v, r in zip(part, rows, strict=True)) / sum(rows)
         assert mean == pytest.approx(history["loss"][epoch], rel=1e-5)
     assert p["frameworks"]["framework_steps"] == {"keras": m.steps}
     assert printed_by_us(bare, ours) == [] and p["warnings"] == []

@@ -77,7 +77,7 @@ def _fastai_learner():
     set_seed(0)
     g = torch.Generator().manual_seed(0)
     x = torch.randn(64, 4, generator=g)
-    rows = list(zip(x, x.sum(1, keepdim=True)))
+    rows = list(zip(x, x.sum(1, keepdim=True), strict=True))
     dls = DataLoaders.from_dsets(rows[:48], rows[48:], bs=8, shuffle=False, num_workers=0)
     return Learner(dls, torch.nn.Linear(4, 1), loss_func=MSELossFlat())
 

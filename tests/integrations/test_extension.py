@@ -42,7 +42,7 @@ def _learner(opt_func=None):
 
     g = torch.Generator().manual_seed(0)
     x = torch.randn(32, 4, generator=g)
-    rows = list(zip(x, x.sum(1, keepdim=True)))
+    rows = list(zip(x, x.sum(1, keepdim=True), strict=True))
     dls = DataLoaders.from_dsets(rows[:24], rows[24:], bs=8, shuffle=False, num_workers=0)
     extra = {"opt_func": opt_func} if opt_func is not None else {}
     return Learner(dls, torch.nn.Linear(4, 1), loss_func=MSELossFlat(), **extra)

@@ -12,9 +12,9 @@ import torch
 from trainmeter.core.clock import FakeClock
 from trainmeter.core.patches import FINDER
 from trainmeter.extensions import make_monitor
+from trainmeter.integrations.extension import pair
 from trainmeter.options import make_options
 from trainmeter.record.runlog import read_events
-from trainmeter.integrations.extension import pair
 
 
 def _monitor(tmp_path, wing):

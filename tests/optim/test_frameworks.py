@@ -7,11 +7,11 @@ import torch
 
 from trainmeter.core.clock import FakeClock
 from trainmeter.extensions import make_monitor
+from trainmeter.integrations.extension import pair
 from trainmeter.optim.extension import OptimExtension
 from trainmeter.optim.grad_norm import CLIP_SOURCE
 from trainmeter.options import make_options
 from trainmeter.record.runlog import read_events
-from trainmeter.integrations.extension import pair
 
 pytestmark = pytest.mark.slow
 

@@ -217,9 +217,8 @@ def test_the_live_rate_tile_names_one_window_for_the_session_and_the_training_on
 
 
 def test_the_live_eta_follows_the_recent_pace_labelled_so_when_the_compute_wing_builds_the_bar(run_root):
-    from trainmeter.widget.live_rate import RecentFigures
-
     from trainmeter.compute.extension import ComputeExtension
+    from trainmeter.widget.live_rate import RecentFigures
 
     # 6 of 20 steps, 1 s each (training-only pace 1 step/s); the compute wing builds the bar
     m = _run(run_root, FakeClock(0.0), budget_steps=20, extensions=[ComputeExtension()])
