@@ -7,21 +7,13 @@ import io
 import json
 import threading
 
+from tests.fakes.widget import SilentWidget
 from trainmeter.comparison.extension import CurvesRecorder
 from trainmeter.core.clock import FakeClock
 from trainmeter.extensions import make_monitor
 from trainmeter.options import make_options
 from trainmeter.widget.frame import decode_frame
 from trainmeter.widget.publisher import Publisher
-
-
-class _Widget:
-    def __init__(self) -> None:
-        self.state: dict = {}
-        self.history = b""
-
-    def send(self, content, buffers=None) -> None:
-        pass
 
 
 def _monitor(run_root, clock, **kw):
@@ -32,7 +24,7 @@ def _monitor(run_root, clock, **kw):
 def test_the_widget_and_curves_json_share_one_decimator_per_loss_series(run_root):
     clock = FakeClock(0.0)
     m = _monitor(run_root, clock, extensions=[CurvesRecorder()])
-    pub = Publisher(m.context, _Widget(), clock=clock, budget_points=100)
+    pub = Publisher(m.context, SilentWidget(), clock=clock, budget_points=100)
     for step in range(1, 5001):
         clock.advance(0.01)
         m.on_step(64, loss_value=1.0 + (step * 7919 % 1000) / 1000.0)

@@ -7,6 +7,7 @@ import io
 import json
 import math
 
+from tests.fakes.widget import SilentWidget
 from trainmeter.comparison.extension import CurvesRecorder
 from trainmeter.core.clock import FakeClock
 from trainmeter.core.memory import MemoryReading
@@ -18,22 +19,13 @@ from trainmeter.options import make_options
 from trainmeter.widget.publisher import Publisher
 
 
-class _Widget:
-    def __init__(self) -> None:
-        self.state: dict = {}
-        self.history = b""
-
-    def send(self, content, buffers=None) -> None:
-        pass
-
-
 def _run(run_root, clock):
     options = make_options(run_dir=run_root, name="stream", interval_s=10.0)
     m = make_monitor(options, clock=clock, text=False, probes=False, out=io.StringIO(),
                      extensions=default_extensions(options))
     m.start()
     m.lifecycle.memory_probe.sample = lambda: MemoryReading(rss_bytes=10**9, rss_peak_bytes=10**9)
-    return m, Publisher(m.context, _Widget(), clock=clock)
+    return m, Publisher(m.context, SilentWidget(), clock=clock)
 
 
 def _loss(step: int) -> float:
