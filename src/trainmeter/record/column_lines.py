@@ -89,7 +89,7 @@ class ColumnLines:
                 us_strs.insert(0, last[3][-1])
                 times = [last[1][-1], *times]
             self._shared = (steps[0] - len(step_strs) + len(steps), times, step_strs, us_strs)
-            if values.count(values[0]) == len(values):  # one tokens run (ints: equal is the same text)
+            if values.count(values[0]) == len(values) and set(map(type, values)) == {int}:  # one run of ints: one text
                 return *own, ",".join(repeat(elements(values[:1]), len(values)))
             return *own, elements(values)
         shared, n = self._shared, len(steps)
