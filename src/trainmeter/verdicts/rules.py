@@ -79,7 +79,7 @@ def _r2(ys: list[float]) -> float:
         return 0.0
 
 
-def _median_mad(ordered: list[float]) -> tuple[float, float]:
+def median_mad(ordered: list[float]) -> tuple[float, float]:
     """``statistics.median`` of a sorted list and that of its absolute deviations from it, bit for bit, in a few
     steps: the ``k`` smallest deviations are a block of neighbours (found by bisection), the ``k``-th the larger of
     its ends."""
@@ -165,7 +165,7 @@ class VerdictEngine:
         self._since_ref += 1
         if self._spike.n == 0 and self._since_ref >= REF_EVERY:  # frozen during a streak: a spike cannot lift it
             self._since_ref = 0
-            median, mad = _median_mad(sorted(self._losses))
+            median, mad = median_mad(sorted(self._losses))
             self._spike_ref = (median, max(MAD_TO_SIGMA * mad, SIGMA_FLOOR * abs(median), 1e-12))
         median, sigma = self._spike_ref
         z = (value - median) / sigma
