@@ -23,6 +23,7 @@ from trainmeter.gpu.backend import (
     safe,
 )
 from trainmeter.sizes import format_bytes, format_percent, format_watts
+from trainmeter.widget.host import ipython_shell
 
 _UNSET: Any = object()
 
@@ -42,16 +43,6 @@ def _version(dist: str) -> str | None:
     try:
         return importlib.metadata.version(dist)
     except importlib.metadata.PackageNotFoundError:
-        return None
-
-
-def _detect_ipython() -> Any:
-    mod = sys.modules.get("IPython")
-    if mod is None:
-        return None
-    try:
-        return mod.get_ipython()
-    except Exception:  # noqa: BLE001
         return None
 
 
@@ -77,7 +68,7 @@ def doctor(*, backend: GpuBackend | None = None, open_backend: Callable[[], GpuB
     (widget/subshells.py)."""
     modules = sys.modules if modules is None else modules
     env = os.environ if env is None else env
-    shell = _detect_ipython() if ipython is _UNSET else ipython
+    shell = ipython_shell() if ipython is _UNSET else ipython
     checks: list[Check] = []
     colab = "google.colab" in modules
     checks.append(_front_end(shell, colab, env))
