@@ -5,7 +5,7 @@ gradient-accumulation schedule, a skipped loss): a steady primary optimizer's em
 straight to the step rule (core/wrappers.py ``step_hook``). The table is benchmarks/peer_table.py's, run on an
 ``empty`` loop through its own machinery (imported, not copied: the peer's venv, the arms, callgrind with
 ``--separate-threads=yes`` and ``--fair-sched=yes``, ``OMP_NUM_THREADS=1``, ``PYTHONHASHSEED=0``, ``gc.freeze``
-before each slope, ``--idle-thread``, ``--slow-threads``, ``--repeats``): instructions on the training thread per
+before each slope, one idle thread before it, ``--slow-threads``, ``--repeats``, ``--keep``): instructions on the training thread per
 empty step, the slope between a short and a long segment (2,000 and 6,000 empty steps, after 200 warm-up) minus the
 same slope of the bare loop measured first in that process. Each ``steps(n)`` call first runs two real steps of
 benchmarks/overhead.py's tiny MLP loop (so the optimizer is the steady primary when the empty steps come), then
@@ -166,10 +166,12 @@ def main() -> None:
     ap.add_argument("--loop", default="empty", help=argparse.SUPPRESS)
     ap.add_argument("--jobs", type=int, default=2, help="valgrind processes at a time")
     ap.add_argument("--scale", type=int, default=1, help=argparse.SUPPRESS)
-    ap.add_argument("--idle-thread", action="store_true", help="as benchmarks/peer_table.py's")
+    ap.add_argument("--idle-thread", action=argparse.BooleanOptionalAction, default=True,
+                    help="as benchmarks/peer_table.py's (default: one idle thread before the bare slope)")
     ap.add_argument("--preload", action="store_true", help="as benchmarks/peer_table.py's")
     ap.add_argument("--slow-threads", type=float, default=1.0, metavar="N", help="as benchmarks/peer_table.py's")
     ap.add_argument("--repeats", type=int, default=1, metavar="N", help="N processes per arm (callgrind)")
+    ap.add_argument("--keep", metavar="DIR", help="keep the callgrind files in DIR (for callgrind_annotate)")
     ap.add_argument("--no-callgrind", action="store_true", help="only the native timing")
     ap.add_argument("--no-native", action="store_true", help="only the callgrind table")
     ap.add_argument("--native-steps", type=int, default=2000, help="empty steps per timeit run")
@@ -184,12 +186,12 @@ def main() -> None:
     if not args.no_callgrind:
         print(f"empty optimizer steps (callgrind, training thread; python {sys.version.split()[0]}; "
               f"{SEGMENTS[1]:,} and {SEGMENTS[2]:,} steps)")
-        if args.idle_thread:
-            print("(every arm's process has one idle thread before its bare slope: --idle-thread)")
+        if not args.idle_thread:
+            print("(no idle thread: --no-idle-thread; our arms' figures include the process's first thread)")
         if args.slow_threads != 1.0:
             print(f"(our timed threads' periods x {args.slow_threads:g} after start: --slow-threads)")
         pt.print_table(pt.table(arms, args.jobs, args.idle_thread, args.preload, args.slow_threads, args.repeats,
-                                "empty"))
+                                "empty", args.keep))
     if not args.no_native:
         print(f"\nempty optimizer steps natively (best of {args.native_repeat} x {args.native_steps:,} steps)")
         pt.print_table(native(tuple(a for a in arms if a in NATIVE_ARMS), args.native_steps, args.native_repeat))
