@@ -134,8 +134,8 @@ class StepRecorder:
             self.loss_times.append(t_s)
             self.held_step = steps
             self.held_value = value
-        else:
-            self._step_losses(steps, t_s, loss, value)
+        elif value is not None or loss is not None or self.held_step or self.losses or self.scalars.queue:
+            self._step_losses(steps, t_s, loss, value)  # (an empty step with nothing held or queued: nothing to do)
         if steps == self.at_step:
             self._run_at_step()
         if steps >= self.hook_at:
