@@ -329,7 +329,8 @@ def test_an_empty_optimizer_step_in_steady_state_costs_the_step_hook_and_the_rul
             step(True)  # steady steps after the empty ones count as before
     finally:
         m.finish("completed")
-    # the step hook and the step rule (its loss-less part; a new tokens-per-step run and the held loss point once)
-    assert sum(py.values()) / STEPS <= 3 + 2 / STEPS, dict(py)
+    # the step hook and the step rule alone (its loss-less part, a new tokens-per-step run and the held loss point
+    # once: benchmarks/empty_step.py)
+    assert sum(py.values()) / STEPS <= 2 + 3 / STEPS, dict(py)
     assert m.steps == 20 + STEPS + 5
     assert m.tokens == tokens + 5 * 32 and tokens == 20 * 32
