@@ -52,16 +52,9 @@ WARMUP_REAL_STEPS = 20  # ... of a warm-up call (fewer steps than the short segm
 def make_empty_loop() -> tuple[Callable[[int], None], Callable[[int], None], Any, Any]:
     """``steps(n)`` (two real steps, then ``n`` empty ones), ``empty(n)`` (``n`` empty steps), the model and its
     optimizer: benchmarks/overhead.py's tiny loop (a 32-64-1 MLP, batch 32, SGD)."""
-    import torch
-    import torch.nn as nn
-    import torch.nn.functional as F
+    from overhead import tiny_mlp
 
-    torch.set_num_threads(1)
-    torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 1))
-    opt = torch.optim.SGD(model.parameters(), lr=1e-4)
-    x, y = torch.randn(32, 32), torch.randn(32, 1)
-    mse = F.mse_loss
+    train, model, opt = tiny_mlp()
 
     def empty(n: int) -> None:
         for _ in range(n):
@@ -69,11 +62,7 @@ def make_empty_loop() -> tuple[Callable[[int], None], Callable[[int], None], Any
             opt.zero_grad(set_to_none=True)
 
     def steps(n: int) -> None:
-        for _ in range(REAL_STEPS if n >= SEGMENTS[1] else WARMUP_REAL_STEPS):
-            loss = mse(model(x), y)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
+        train(REAL_STEPS if n >= SEGMENTS[1] else WARMUP_REAL_STEPS)
         opt.zero_grad(set_to_none=True)
         empty(n)
 

@@ -88,6 +88,12 @@ def make_loop() -> Callable[[int], None]:
 
 def make_loop_and_model() -> tuple[Callable[[int], None], Any]:
     """The tiny loop's ``steps(n)`` and the model it trains (a monitor given ``model=``)."""
+    steps, model, _opt = tiny_mlp()
+    return steps, model
+
+
+def tiny_mlp() -> tuple[Callable[[int], None], Any, Any]:
+    """The tiny loop's ``steps(n)``, its model and its optimizer (a 32-64-1 MLP, batch 32, SGD)."""
     import torch
     import torch.nn as nn
     import torch.nn.functional as F
@@ -106,7 +112,7 @@ def make_loop_and_model() -> tuple[Callable[[int], None], Any]:
             loss.backward()
             opt.step()
 
-    return steps, model
+    return steps, model, opt
 
 
 def timed(steps: Callable[[int], None], n: int) -> float:
