@@ -399,8 +399,7 @@ def test_close_sends_the_final_bundle_only_when_a_page_restored_during_the_run(r
 
     widget = Widget(clock)
     pub = Publisher(m.context, widget, clock=clock)
-    pub.restore_router = Router()
-    pub._restores_at_start = pub.restores_seen()
+    pub.use_restore_router(Router())
     pub.handles = [Handle()]
     _train(m, clock, pub, seconds=2, steps_per_s=40)
     if restored:

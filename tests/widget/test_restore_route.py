@@ -317,7 +317,7 @@ def test_the_widgets_close_at_the_runs_end_uninstalls_the_router(run_root: Any) 
     m = make_monitor(make_options(run_dir=run_root, name="rr"), clock=clock, text=False, probes=False)
     m.start()
     pub = Publisher(m.context, Widget(), clock=clock)
-    pub.restore_router = router
+    pub.use_restore_router(router)
     m.on_step(8, loss_value=1.0)
     m.finish("completed")
     pub.close()

@@ -45,8 +45,7 @@ def attach_widget(monitor: Any) -> Publisher:
     widget.attach(publisher)
     widget.output_ref = {"model_id": getattr(widget, "model_id", None), "cell_id": _request_text("metadata", "cellId"),
                          "source": _request_text("content", "code")}
-    publisher.restore_router = _route_restores(widget)
-    publisher._restores_at_start = publisher.restores_seen()
+    publisher.use_restore_router(_route_restores(widget))
     publisher.show()
     publisher.start()
     with _REGISTRY_LOCK:

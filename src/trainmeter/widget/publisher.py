@@ -317,6 +317,12 @@ class Publisher:
         return run_parts(parts, lambda key, exc: self.monitor.warn_once(
             f"widget-close-{key}", f"the widget's final update failed: {exc!r}"), needs_first=True)
 
+    def use_restore_router(self, router: Any) -> None:
+        """Count page restores with ``router`` (widget/restore_route.py's, or ``None``) from now on. Main thread,
+        before :meth:`start`."""
+        self.restore_router = router
+        self._restores_at_start = self.restores_seen()
+
     def restored_during_run(self) -> bool:
         """Whether a page restored this kernel's widgets while the run was live (widget/restore_route.py)."""
         return self.restores_seen() > self._restores_at_start
