@@ -13,7 +13,7 @@ def test_two_hundred_widget_cells_leave_only_the_last_widgets_comms(run_root, mo
     import IPython.display
     from ipywidgets.widgets.widget import _instances
 
-    from trainmeter.widget import publisher as publisher_module
+    from trainmeter.widget import attach as attach_module
 
     class Handle:
         def update(self, data, metadata=None, raw=False):
@@ -23,10 +23,10 @@ def test_two_hundred_widget_cells_leave_only_the_last_widgets_comms(run_root, mo
     before = len(_instances)
     for i in range(200):
         m = make_monitor(make_options(run_dir=run_root, name=f"c{i}"), text=False, probes=False, extensions=[])
-        pub = publisher_module.attach_widget(m.context)
+        pub = attach_module.attach_widget(m.context)
         m.start()
         m.on_step(1)
         m.finish("completed")
         pub.close()
     assert len(_instances) - before <= 2  # the last widget and its layout: tm.display() can still show it
-    assert publisher_module.live_publisher() is pub
+    assert attach_module.live_publisher() is pub

@@ -10,7 +10,8 @@ import pytest
 
 import trainmeter as tm
 from trainmeter.widget import host
-from trainmeter.widget.publisher import MARIMO_KEYFRAME_S, Publisher, live_publisher
+from trainmeter.widget.attach import live_publisher
+from trainmeter.widget.publisher import MARIMO_KEYFRAME_S, Publisher
 from trainmeter.widget.widget import TrainmeterWidget
 
 show_module = importlib.import_module("trainmeter.widget.show")

@@ -417,7 +417,7 @@ def test_attach_widget_displays_at_once_and_registers_the_live_publisher(run_roo
     pytest.importorskip("anywidget")
     import IPython.display
 
-    from trainmeter.widget import publisher as publisher_module
+    from trainmeter.widget import attach as attach_module
 
     shown = []
 
@@ -431,10 +431,10 @@ def test_attach_widget_displays_at_once_and_registers_the_live_publisher(run_roo
 
     monkeypatch.setattr(IPython.display, "display", fake_display)
     m = make_monitor(make_options(run_dir=run_root, name="att", interval_s=0.1), text=False, probes=False)
-    pub = publisher_module.attach_widget(m.context)
+    pub = attach_module.attach_widget(m.context)
     try:
         assert shown[0][0] == "display" and "application/vnd.jupyter.widget-view+json" in shown[0][1]
-        assert pub.running and publisher_module.live_publisher() is pub
+        assert pub.running and attach_module.live_publisher() is pub
         # outside a kernel: no cell id, no restore router (a reload keeps the old behaviour)
         assert pub.widget.output_ref == {"model_id": pub.widget.model_id, "cell_id": None, "source": None}
         assert pub.restore_router is None
@@ -444,7 +444,7 @@ def test_attach_widget_displays_at_once_and_registers_the_live_publisher(run_roo
     finally:
         pub.close()
     assert shown[-1][0] == "update" and "text/html" in shown[-1][1]
-    assert publisher_module.live_publisher() is pub and not pub.running
+    assert attach_module.live_publisher() is pub and not pub.running
 
 
 @pytest.mark.slow

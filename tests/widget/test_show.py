@@ -111,18 +111,18 @@ def test_display_of_a_saved_run_shows_the_static_dashboard_that_the_live_model_m
 
 def test_display_without_a_run_says_how_to_replay(monkeypatch, capsys):
     monkeypatch.setattr(display_module, "ipython_shell", lambda: None)
-    import trainmeter.widget.publisher as publisher_module
+    import trainmeter.widget.attach as attach_module
 
-    monkeypatch.setattr(publisher_module, "live_publisher", lambda: None)
+    monkeypatch.setattr(attach_module, "live_publisher", lambda: None)
     display_module.display()
     assert "tm.display(path)" in capsys.readouterr().out
 
 
 def test_display_without_argument_outside_notebook_prints_the_live_runs_line(run_root, monkeypatch, capsys):
     monkeypatch.setattr(display_module, "ipython_shell", lambda: None)
-    import trainmeter.widget.publisher as publisher_module
+    import trainmeter.widget.attach as attach_module
 
-    monkeypatch.setattr(publisher_module, "live_publisher", lambda: None)
+    monkeypatch.setattr(attach_module, "live_publisher", lambda: None)
     _saved_run(run_root, finish=False)
     display_module.display()
     assert capsys.readouterr().out.startswith("trainmeter: saved [running] [step")
@@ -130,7 +130,7 @@ def test_display_without_argument_outside_notebook_prints_the_live_runs_line(run
 
 def test_display_without_argument_adds_a_view_of_the_live_widget(monkeypatch):
     shown = _notebook(monkeypatch)
-    import trainmeter.widget.publisher as publisher_module
+    import trainmeter.widget.attach as attach_module
 
     class Live:
         running = True
@@ -140,7 +140,7 @@ def test_display_without_argument_adds_a_view_of_the_live_widget(monkeypatch):
             self.views += 1
 
     live = Live()
-    monkeypatch.setattr(publisher_module, "live_publisher", lambda: live)
+    monkeypatch.setattr(attach_module, "live_publisher", lambda: live)
     display_module.display()
     assert live.views == 1 and shown == []
 
@@ -149,9 +149,9 @@ def test_tm_display_stays_callable_after_the_module_was_imported(monkeypatch, ca
     import trainmeter as tm
 
     monkeypatch.setattr(display_module, "ipython_shell", lambda: None)
-    import trainmeter.widget.publisher as publisher_module
+    import trainmeter.widget.attach as attach_module
 
-    monkeypatch.setattr(publisher_module, "live_publisher", lambda: None)
+    monkeypatch.setattr(attach_module, "live_publisher", lambda: None)
     tm.display()
     assert "no run in progress" in capsys.readouterr().out
 
@@ -171,7 +171,7 @@ def test_replays_past_the_cap_are_closed_so_memory_stays_bounded(monkeypatch):
 
 
 def test_replay_adds_the_panels_charts_and_tiles_the_live_view_had(run_root):
-    from trainmeter.widget.publisher import save_dashboard
+    from trainmeter.widget.dashboard_file import save_dashboard
 
     m = _saved_run(run_root)
     live = {"tiles": [{"id": "step", "label": "step", "value": 1}, {"id": "mfu", "label": "MFU", "value": 0.4}],
@@ -219,7 +219,7 @@ def test_replay_shows_every_tile_chart_panel_and_marker_the_live_view_ended_with
     from trainmeter.energy.extension import EnergyExtension
     from trainmeter.timesplit.extension import TimeSplit
     from trainmeter.verdicts.extension import Verdicts
-    from trainmeter.widget.publisher import save_dashboard
+    from trainmeter.widget.dashboard_file import save_dashboard
     from trainmeter.widget.view_model import build_state, facts_from_monitor
 
     clock = FakeClock(0.0)
@@ -249,7 +249,7 @@ def test_replay_shows_every_tile_chart_panel_and_marker_the_live_view_ended_with
 def test_a_script_run_without_a_widget_replays_its_panels_too(run_root):
     from tests.energy.test_extension import StubGpu
     from trainmeter.timesplit.extension import TimeSplit
-    from trainmeter.widget.publisher import DASHBOARD_FILE
+    from trainmeter.widget.dashboard_file import DASHBOARD_FILE
 
     clock = FakeClock(0.0)
     gpu = StubGpu(clock, ["h100_sxm"])

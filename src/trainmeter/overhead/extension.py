@@ -138,10 +138,10 @@ class Overhead(ExtensionBase):
     def _browser_bytes(self) -> int | None:
         import sys
 
-        publisher_mod = sys.modules.get("trainmeter.widget.publisher")
-        if publisher_mod is None:
+        attach = sys.modules.get("trainmeter.widget.attach")
+        if attach is None:
             return None
-        publisher = publisher_mod.live_publisher()
+        publisher = attach.live_publisher()
         if publisher is None or getattr(publisher, "monitor", None) is not self._m:
             return None
         return int(publisher.bytes_sent)

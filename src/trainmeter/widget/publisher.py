@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 from trainmeter.core.decimate import DEFAULT_BUDGET_POINTS
 from trainmeter.core.interrupts import HeldInterrupts, run_parts
-from trainmeter.widget.dashboard_file import DASHBOARD_FILE, save_dashboard  # noqa: F401  (also named from here)
+from trainmeter.widget.dashboard_file import save_dashboard
 from trainmeter.widget.feed import SeriesFeed, shown_series
 from trainmeter.widget.patch import Revisions
 from trainmeter.widget.view_model import build_state, facts_from_monitor
@@ -343,13 +343,3 @@ class Publisher:
         for handle in self.handles:
             handle.update(data, raw=True)
         return data
-
-
-
-def __getattr__(name: str) -> Any:
-    """``attach_widget`` and ``live_publisher`` moved to widget/attach.py; old imports still find them."""
-    if name in ("attach_widget", "live_publisher"):
-        from trainmeter.widget import attach
-
-        return getattr(attach, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -172,7 +172,7 @@ class _FactsRecords:
 
 
 def _saved_dashboard(run_dir: Path) -> dict[str, Any] | None:
-    from trainmeter.widget.publisher import DASHBOARD_FILE
+    from trainmeter.widget.dashboard_file import DASHBOARD_FILE
 
     try:
         return read_json(run_dir / DASHBOARD_FILE, types=DASHBOARD_TYPES)
@@ -257,8 +257,8 @@ def _display_live(shell: Any) -> None:
     from trainmeter.core.context import active_context
 
     publisher = None
-    if "trainmeter.widget.publisher" in sys.modules:
-        from trainmeter.widget.publisher import live_publisher
+    if "trainmeter.widget.attach" in sys.modules:  # a widget was attached in this kernel
+        from trainmeter.widget.attach import live_publisher
 
         publisher = live_publisher()
     if publisher is not None and in_marimo():  # the same widget once more (it keeps its final state)
