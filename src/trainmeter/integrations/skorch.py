@@ -7,7 +7,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from trainmeter.integrations.adapter import Adapter, Site
+from trainmeter.integrations.adapter import Adapter, Site, evaluating
 from trainmeter.integrations.view import FrameworkControl
 
 NAME = "trainmeter"  # our entry's name in ``net.callbacks_``
@@ -86,19 +86,6 @@ class SkorchAdapter(Adapter):
 
     def on_run_single_epoch(self, original: Any, net: Any, *args: Any, **kwargs: Any) -> Any:
         """skorch's validation loop (``training=False``) inside a fit: an eval span around it."""
-        wing, monitor = self.wing, self.wing.monitor
-        training = kwargs.get("training", args[1] if len(args) > 1 else True)
-        if training or not wing.depth or monitor is None or not wing.gate.here():
+        if kwargs.get("training", args[1] if len(args) > 1 else True) or not self.wing.depth:
             return original(net, *args, **kwargs)
-        try:
-            monitor.enter_phase("eval")
-        except Exception as exc:
-            wing.warn("skorch", f"skorch validation not timed as eval: {exc!r}")
-            return original(net, *args, **kwargs)
-        try:
-            return original(net, *args, **kwargs)
-        finally:
-            try:
-                monitor.exit_phase()
-            except Exception as exc:
-                wing.warn("skorch", f"skorch validation not timed as eval: {exc!r}")
+        return evaluating(self.wing, "skorch", original, net, *args, **kwargs)
