@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pickle
+import pickletools
 import time
 from pathlib import Path
 
@@ -130,3 +132,33 @@ def test_skorch_checkpoint_is_one_record_per_save_with_its_final_path_and_bytes(
         path = Path(record["path"])
         assert path.exists() and saves in (path, *path.parents) and record["bytes"] == _size(path), record
     assert within(p["phases_s"]["checkpoint"], 2 * SAVE_SLEEP_S), p["phases_s"]
+
+
+def test_skorch_early_stopping_still_records_its_last_epoch(tmp_path):
+    from skorch.callbacks import EarlyStopping
+
+    stop = EarlyStopping(patience=1, threshold=10.0, threshold_mode="abs")  # the second epoch misses: it stops there
+    net, X, y = _net([stop])
+    with tm.monitor(run_dir=tmp_path / "runs", interval_s=3600) as m:
+        net.fit(X, y)
+    assert len(net.history) == 2 < EPOCHS
+    assert [v for _, v in logged(m, "valid_loss")] == net.history[:, "valid_loss"]
+
+
+class Pickles(Callback):
+    """Pickles the net at its epoch's end (as ``Checkpoint(f_pickle=...)`` does)."""
+
+    def on_epoch_end(self, net, **kwargs):
+        self.pickled = pickle.dumps(net)
+
+
+def test_a_skorch_net_pickled_during_its_fit_carries_nothing_of_trainmeter(tmp_path):
+    pickles = Pickles()
+    net, X, y = _net([pickles], epochs=1)
+    with tm.monitor(run_dir=tmp_path / "runs", interval_s=3600):
+        net.fit(X, y)
+    strings = [arg for op, arg, _ in pickletools.genops(pickles.pickled) if isinstance(arg, str)]
+    assert not [s for s in strings if s.startswith("trainmeter.")]  # no class of ours: it loads without trainmeter
+    loaded = pickle.loads(pickles.pickled)
+    assert type(dict(loaded.callbacks_)["trainmeter"]) is Callback  # a no-op in our callback's place
+    assert loaded.history[:, "valid_loss"] == net.history[:, "valid_loss"]

@@ -49,7 +49,7 @@ def _callback_class() -> type:
                 raise KeyboardInterrupt  # skorch's own stop (EarlyStopping's): partial_fit catches it
 
         def on_epoch_end(self, net: Any, **kwargs: Any) -> None:  # after the scoring callbacks wrote the row
-            self._adapter.wing.framework_logs("skorch", epoch_values(net.history[-1]))
+            self._adapter.epochs_ended(net)
 
     return TrainmeterSkorchCallback
 
@@ -65,17 +65,26 @@ class SkorchAdapter(Adapter):
     def __init__(self, wing: Any) -> None:
         super().__init__(wing)
         self._first_epoch = 0  # the fit's first row of net.history
+        self._logged = 0  # rows of net.history recorded as series
 
     def begin(self, site: Site, target: Any, args: tuple[Any, ...],
               kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any], Any]:
         """Our callback joins the net's initialized callbacks, last (a new list: the user's is unchanged)."""
-        self._first_epoch = len(target.history)
+        self._first_epoch = self._logged = len(target.history)
         extra = _callback_class()(self)
         target.callbacks_ = [*target.callbacks_, (NAME, extra)]
         return args, kwargs, extra
 
     def end(self, target: Any, extra: Any) -> None:
+        """Our callback leaves; an epoch whose end a callback before ours stopped (``EarlyStopping``) is recorded."""
         target.callbacks_ = [entry for entry in target.callbacks_ if entry[1] is not extra]
+        self.epochs_ended(target)
+
+    def epochs_ended(self, net: Any) -> None:
+        """Record the rows of ``net.history`` not recorded yet, each epoch's values as series."""
+        rows, self._logged = net.history[self._logged:], len(net.history)
+        for row in rows:
+            self.wing.framework_logs("skorch", epoch_values(row))
 
     def own_steps(self, target: Any) -> int | None:
         """skorch's own count: the fit's training batches in ``net.history`` (each one optimizer step)."""
