@@ -21,8 +21,8 @@ class SkorchControl(FrameworkControl):
 
 
 def epoch_values(row: Any) -> dict[str, Any]:
-    """The numbers of one row of skorch's ``net.history`` (``train_loss``, ``valid_loss``, ``valid_acc``, ...), not
-    its bookkeeping (``epoch`` is left out by the wing, ``dur``, ``*_batch_count``, the ``*_best`` flags)."""
+    """One row of skorch's ``net.history`` (``train_loss``, ``valid_loss``, ``valid_acc``, ...) without ``dur`` and
+    the ``*_batch_count`` (the wing leaves out ``epoch``, the ``batches`` list and the ``*_best`` flags)."""
     return {k: v for k, v in row.items() if k not in NOT_SERIES and not k.endswith("_batch_count")}
 
 
