@@ -49,7 +49,7 @@ def record_logged(monitor: Any, key: str, values: dict[str, Any], source: str, m
 def evaluating(wing: Any, framework: str, original: Any, *args: Any, **kwargs: Any) -> Any:
     """``original(*args, **kwargs)``, the framework's own evaluation, as an eval span (docs/spec.md section 9)."""
     monitor, entered = wing.monitor, False
-    if monitor is not None and wing.gate.here():
+    if monitor is not None and wing.gate.here() and wing.adapts(framework):
         try:
             monitor.enter_phase("eval")
             entered = True
