@@ -69,7 +69,10 @@ class SkorchAdapter(Adapter):
 
     def begin(self, site: Site, target: Any, args: tuple[Any, ...],
               kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any], Any]:
-        """Our callback joins the net's initialized callbacks, last (a new list: the user's is unchanged)."""
+        """Our callback joins the net's initialized callbacks, last (a new list: the user's is unchanged); an
+        uninitialized net is left to skorch's own error."""
+        if not getattr(target, "initialized_", False):
+            return args, kwargs, None
         self._first_epoch = self._logged = len(target.history)
         extra = _callback_class()(self)
         target.callbacks_ = [*target.callbacks_, (NAME, extra)]
@@ -77,6 +80,8 @@ class SkorchAdapter(Adapter):
 
     def end(self, target: Any, extra: Any) -> None:
         """Our callback leaves; an epoch whose end a callback before ours stopped (``EarlyStopping``) is recorded."""
+        if extra is None:
+            return
         target.callbacks_ = [entry for entry in target.callbacks_ if entry[1] is not extra]
         self.epochs_ended(target)
 
