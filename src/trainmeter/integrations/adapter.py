@@ -46,25 +46,6 @@ def record_logged(monitor: Any, key: str, values: dict[str, Any], source: str, m
     return len(values)
 
 
-def evaluating(wing: Any, framework: str, original: Any, *args: Any, **kwargs: Any) -> Any:
-    """``original(*args, **kwargs)``, the framework's own evaluation, as an eval span (docs/spec.md section 9)."""
-    monitor, entered = wing.monitor, False
-    if monitor is not None and wing.gate.here() and wing.adapts(framework):
-        try:
-            monitor.enter_phase("eval")
-            entered = True
-        except Exception as exc:
-            wing.warn(framework, f"{framework} evaluation not timed as eval: {exc!r}")
-    try:
-        return original(*args, **kwargs)
-    finally:
-        if entered:
-            try:
-                monitor.exit_phase()
-            except Exception as exc:
-                wing.warn(framework, f"{framework} evaluation not timed as eval: {exc!r}")
-
-
 class Adapter:
     """One framework's part of the wing (one per run): its ``control`` class, the ``sites`` it wraps, ``steps_at`` the
     attribute of the framework's own step count, ``joins_iterables``: whether a callbacks argument of the framework's

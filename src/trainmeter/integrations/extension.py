@@ -229,10 +229,6 @@ class Integrations(ExtensionBase):
         except Exception as exc:
             self.warn(framework, f"{framework} logs not recorded: {exc!r}")
 
-    def adapts(self, framework: str) -> bool:
-        """Whether ``framework``'s fits are adapted in this run (``frameworks`` and ``framework-<name>`` on)."""
-        return self._allowed.get(framework, False)
-
     def stop_requested(self, framework: str) -> bool:
         """Whether the control was asked to stop (the callback ends the fit its framework's way)."""
         held = self._control

@@ -8,7 +8,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from trainmeter.integrations.adapter import Adapter, Site, evaluating
+from trainmeter.integrations.adapter import Adapter, Site
 from trainmeter.integrations.loggers import scalars
 from trainmeter.integrations.view import FrameworkControl
 
@@ -65,19 +65,6 @@ class HfAdapter(Adapter):
     def __init__(self, wing: Any) -> None:
         super().__init__(wing)
         self._held = 0  # taps held off by the first callback's on_log, until the last one's
-
-    def wrap(self, site: Site, original: Any) -> Any:
-        """``Trainer.evaluate`` is an eval span (the model it evaluates may sit inside a loss module that is watched:
-        sentence-transformers), and joins the callbacks outside ``train``."""
-        wrapped = super().wrap(site, original)
-        if site.attr != "evaluate":
-            return wrapped
-
-        @functools.wraps(original)
-        def evaluate(trainer: Any, *args: Any, **kwargs: Any) -> Any:
-            return evaluating(self.wing, "hf", wrapped, trainer, *args, **kwargs)
-
-        return evaluate
 
     def begin(self, site: Site, target: Any, args: tuple[Any, ...],
               kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any], Any]:

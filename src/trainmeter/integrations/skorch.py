@@ -7,7 +7,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from trainmeter.integrations.adapter import Adapter, Site, evaluating
+from trainmeter.integrations.adapter import Adapter, Site
 from trainmeter.integrations.view import FrameworkControl
 
 NAME = "trainmeter"  # our entry's name in ``net.callbacks_``
@@ -99,7 +99,21 @@ class SkorchAdapter(Adapter):
             return None
 
     def on_run_single_epoch(self, original: Any, net: Any, *args: Any, **kwargs: Any) -> Any:
-        """skorch's validation loop (``training=False``) inside a fit: an eval span around it."""
-        if kwargs.get("training", args[1] if len(args) > 1 else True) or not self.wing.depth:
+        """skorch's validation loop (``training=False``) inside a fit: an eval span around it, entered as
+        ``tm.phase("eval")`` is (docs/spec.md section 9)."""
+        wing, monitor, entered = self.wing, self.wing.monitor, False
+        validation = not kwargs.get("training", args[1] if len(args) > 1 else True)
+        if validation and wing.depth and monitor is not None and wing.gate.here():
+            try:
+                monitor.enter_phase("eval")
+                entered = True
+            except Exception as exc:
+                wing.warn("skorch", f"skorch validation not timed as eval: {exc!r}")
+        try:
             return original(net, *args, **kwargs)
-        return evaluating(self.wing, "skorch", original, net, *args, **kwargs)
+        finally:
+            if entered:
+                try:
+                    monitor.exit_phase()
+                except Exception as exc:
+                    wing.warn("skorch", f"skorch validation not timed as eval: {exc!r}")
