@@ -107,8 +107,8 @@ PATCHES: tuple[HostPatch, ...] = (
               private=("lightning.pytorch.trainer.connectors.logger_connector.logger_connector._LoggerConnector",),
               fallback="a library whose logging class is missing is not tapped"),
     HostPatch(key="frameworks", touches="the fit/train entry points of Hugging Face Trainer, Lightning Trainer, "
-              "Keras 3 (torch backend; its optimizers' apply and scale_loss), fastai Learner and accelerate's "
-              "Accelerator.prepare/backward: trainmeter's "
+              "Keras 3 (torch backend; its optimizers' apply and scale_loss), fastai Learner, accelerate's "
+              "Accelerator.prepare/backward and skorch NeuralNet.fit_loop/run_single_epoch: trainmeter's "
               "callback is added to the framework's own list for that call (steps of optimizers outside torch.optim, "
               "stop and save; accelerate's short accumulation step)",
               uninstall="the originals are put back at the run's end; each callback leaves with its fit",
@@ -120,7 +120,8 @@ PATCHES: tuple[HostPatch, ...] = (
                          ("keras", "Keras 3 TorchTrainer.fit and train_on_batch, "
                                    "keras BaseOptimizer.apply/scale_loss, LossScaleOptimizer.scale_loss"),
                          ("fastai", "fastai Learner.fit"),
-                         ("accelerate", "accelerate Accelerator.prepare and backward"))),
+                         ("accelerate", "accelerate Accelerator.prepare and backward"),
+                         ("skorch", "skorch NeuralNet.fit_loop and run_single_epoch"))),
     HostPatch(key="import-hooks", touches="sys.meta_path: one finder (for every hook of the process) that patches a "
               "library imported during the run (compile-watch, time-split, taps, frameworks, clip-grad, autostart)",
               uninstall="the finder is removed at the run's end",

@@ -1,0 +1,119 @@
+"""The skorch adapter: ``NeuralNet.fit_loop`` (``fit`` and ``partial_fit`` go through it) gets trainmeter's callback,
+and ``run_single_epoch`` over the validation set is an eval span (docs/spec.md sections 9 and 11). Training thread.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from trainmeter.integrations.adapter import Adapter, Site
+from trainmeter.integrations.view import FrameworkControl
+
+NAME = "trainmeter"  # our entry's name in ``net.callbacks_``
+NOT_SERIES = ("dur",)  # skorch's epoch time: trainmeter measures time itself
+
+
+class SkorchControl(FrameworkControl):
+    """A skorch ``NeuralNet``: the adapter's callback raises skorch's own stop at the batch end; ``save_params``."""
+
+    name, saver, suffix = "skorch", "save_params", ".pt"
+
+
+def epoch_values(row: Any) -> dict[str, Any]:
+    """One row of skorch's ``net.history`` (``train_loss``, ``valid_loss``, ``valid_acc``, ...) without ``dur`` and
+    the ``*_batch_count`` (the wing leaves out ``epoch``, the ``batches`` list and the ``*_best`` flags)."""
+    return {k: v for k, v in row.items() if k not in NOT_SERIES and not k.endswith("_batch_count")}
+
+
+def train_batches(rows: Any) -> int:
+    """Training batches in ``rows`` of skorch's history: each holds a ``train_loss`` (one optimizer step each)."""
+    return sum(1 for row in rows for batch in row.get("batches", ()) if "train_loss" in batch)
+
+
+@functools.cache
+def _callback_class() -> type:
+    from skorch.callbacks import Callback
+
+    class TrainmeterSkorchCallback(Callback):
+        """trainmeter's epoch series and stop in ``NeuralNet.fit_loop`` (removed with it)."""
+
+        def __init__(self, adapter: SkorchAdapter) -> None:
+            self._adapter = adapter
+
+        def __reduce__(self) -> Any:  # a net pickled mid-fit (Checkpoint's f_pickle) carries a plain callback
+            return (Callback, ())
+
+        def on_batch_end(self, net: Any, batch: Any = None, training: Any = None, **kwargs: Any) -> None:
+            if training and self._adapter.wing.stop_requested("skorch"):
+                raise KeyboardInterrupt  # skorch's own stop (EarlyStopping's): partial_fit catches it
+
+        def on_epoch_end(self, net: Any, **kwargs: Any) -> None:  # after the scoring callbacks wrote the row
+            self._adapter.epochs_ended(net)
+
+    return TrainmeterSkorchCallback
+
+
+class SkorchAdapter(Adapter):
+    """``skorch.net.NeuralNet.fit_loop`` and ``run_single_epoch``."""
+
+    framework = "skorch"
+    control = SkorchControl
+    sites = (Site(module="skorch.net", owner="NeuralNet", attr="fit_loop"),
+             Site(module="skorch.net", owner="NeuralNet", attr="run_single_epoch"))
+
+    def __init__(self, wing: Any) -> None:
+        super().__init__(wing)
+        self._first_epoch = 0  # the fit's first row of net.history
+        self._logged = 0  # rows of net.history recorded as series
+
+    def begin(self, site: Site, target: Any, args: tuple[Any, ...],
+              kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any], Any]:
+        """Our callback joins the net's initialized callbacks, last (a new list: the user's is unchanged); an
+        uninitialized net is left to skorch's own error."""
+        if not getattr(target, "initialized_", False):
+            return args, kwargs, None
+        self._first_epoch = self._logged = len(target.history)
+        extra = _callback_class()(self)
+        target.callbacks_ = [*target.callbacks_, (NAME, extra)]
+        return args, kwargs, extra
+
+    def end(self, target: Any, extra: Any) -> None:
+        """Our callback leaves; an epoch whose end a callback before ours stopped (``EarlyStopping``) is recorded."""
+        if extra is None:
+            return
+        target.callbacks_ = [entry for entry in target.callbacks_ if entry[1] is not extra]
+        self.epochs_ended(target)
+
+    def epochs_ended(self, net: Any) -> None:
+        """Record the rows of ``net.history`` not recorded yet, each epoch's values as series."""
+        rows, self._logged = net.history[self._logged:], len(net.history)
+        for row in rows:
+            self.wing.framework_logs("skorch", epoch_values(row))
+
+    def own_steps(self, target: Any) -> int | None:
+        """skorch's own count: the fit's training batches in ``net.history`` (each one optimizer step)."""
+        try:
+            return train_batches(target.history[self._first_epoch:])
+        except Exception:
+            return None
+
+    def on_run_single_epoch(self, original: Any, net: Any, *args: Any, **kwargs: Any) -> Any:
+        """skorch's validation loop (``training=False``) inside a fit: an eval span around it, entered as
+        ``tm.phase("eval")`` is (docs/spec.md section 9)."""
+        wing, monitor, entered = self.wing, self.wing.monitor, False
+        validation = not kwargs.get("training", args[1] if len(args) > 1 else True)
+        if validation and wing.depth and monitor is not None and wing.gate.here():
+            try:
+                monitor.enter_phase("eval")
+                entered = True
+            except Exception as exc:
+                wing.warn("skorch", f"skorch validation not timed as eval: {exc!r}")
+        try:
+            return original(net, *args, **kwargs)
+        finally:
+            if entered:
+                try:
+                    monitor.exit_phase()
+                except Exception as exc:
+                    wing.warn("skorch", f"skorch validation not timed as eval: {exc!r}")
