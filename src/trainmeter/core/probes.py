@@ -12,6 +12,7 @@ from threading import get_ident
 from typing import Any, Protocol
 
 from trainmeter.core import host_patches
+from trainmeter.core.batch import SAMPLE_KINDS
 from trainmeter.core.compile_watch import CompileWatch
 from trainmeter.core.discovery import Discovery
 from trainmeter.core.explicit_steps import Stepper
@@ -156,9 +157,14 @@ class TorchProbes:
         describe = self._monitor.registry.describe
         n = self.loss.write_info(describe, self.steady_steps, self.optimizers.other_numbers())
         discovery = self.discovery
-        if discovery.roots_found:
-            describe(TOKENS_SERIES, tokens_info(n, self.optimizers.max_calls, discovery.first_step_missed,
-                                                discovery.root_name))
+        root_calls = self.root_calls
+        if root_calls.declared:  # docs/spec.md section 2, "The batch rule"
+            describe(TOKENS_SERIES, {"provenance": "declared", "source": "tm.batch()", "note": ""})
+        elif discovery.roots_found:
+            info = tokens_info(n, self.optimizers.max_calls, discovery.first_step_missed, discovery.root_name)
+            if root_calls.kind:  # what a sample is: a graph batch's graphs, or its nodes
+                info["note"] = "; ".join(filter(None, (SAMPLE_KINDS[root_calls.kind], info["note"])))
+            describe(TOKENS_SERIES, info)
 
     # -- the surface the run and the wings read ----------------------------------------
     @property

@@ -20,6 +20,8 @@ class RootCalls:
         autocast_dtype: The autocast dtype in force at that batch, or ``None``.
         seq_weights: The run's token-weighted S (docs/spec.md section 5, "S").
         batches: The run's batch counter (lane 1's calls; its last batch and S are this run's alone).
+        kind: What the counted samples are where the unit does not say it (``"graphs"``, ``"nodes"``), else ``""``.
+        declared: Whether the batches are declared (``tm.batch``): from then on none is counted.
 
     Training thread (lane 1's).
     """
@@ -33,12 +35,33 @@ class RootCalls:
         self.autocast_dtype: str | None = None
         self.seq_weights = TokenWeightedSeq()
         self.batches = BatchCounter()
+        self.kind = ""
+        self.declared = False
+        self._declared_at = -1  # the steps counted at the last declaration
 
     def reset(self) -> None:
-        """No batch kept, no S seen (a forked child's own run)."""
+        """No batch kept, no S seen, none declared (a forked child's own run)."""
         self.example = None
         self.seq_weights = TokenWeightedSeq()
         self.batches = BatchCounter()
+        self.kind = ""
+        self.declared = False
+        self._declared_at = -1
+
+    def declare(self, count: int, unit: str) -> None:
+        """``tm.batch``: a batch of ``count`` ``unit`` for the step in progress (docs/spec.md section 2, "The batch
+        rule"). The step's first declaration replaces what was counted of it, later ones add (micro-batches); from
+        the first one on no batch is counted."""
+        hot, steps = self._hot, self._steps.steps
+        if steps != self._declared_at:
+            hot.pending_tokens = 0
+            self._declared_at = steps
+        hot.pending_tokens += count
+        self._monitor.set_token_unit(unit)
+        if not self.declared:
+            self.declared = True
+            hot.fast_calls = False
+            self._switches.refresh()
 
     def new_root(self) -> None:
         """Another root was chosen: its own batch is kept next."""
@@ -52,10 +75,15 @@ class RootCalls:
             self._capture_example(args, kwargs)
         elif lightning and self.autocast_dtype is None:  # its precision plugin's autocast is on here
             self.autocast_dtype = autocast()
-        if counted is not None:
+        if self.declared:
+            counted = None
+        elif counted is not None:
             self.seq_weights.at(self._steps.tokens + hot.pending_tokens, self.batches.seq)
             hot.pending_tokens += counted[0]
             self._monitor.set_token_unit(counted[1])
+            self.kind = self.batches.kind
+        else:
+            self._unread()
         # remember a positional batch's shape, or a keyword-only one's keyword and shape: the call wrapper counts
         # the next ones like it
         first, key = None, None
@@ -84,15 +112,26 @@ class RootCalls:
         """The root was found at a step: its batches of that step (seen as a candidate's) count, its first is kept."""
         example = candidate.example
         hot = self._hot
-        if example is not None and candidate.unit == "tokens":  # S of the first step: its first batch's
-            self.seq_weights.at(self._steps.tokens + hot.pending_tokens, batch_seq(example[0], example[1]))
-        hot.pending_tokens += candidate.tokens
-        hot.calls += candidate.calls
-        if candidate.unit:
+        if self.declared:  # what was declared of this step stands
+            pass
+        elif candidate.unit:
+            if example is not None and candidate.unit == "tokens":  # S of the first step: its first batch's
+                self.seq_weights.at(self._steps.tokens + hot.pending_tokens, batch_seq(example[0], example[1]))
+            hot.pending_tokens += candidate.tokens
             self._monitor.set_token_unit(candidate.unit)
+            self.kind = self.batches.kind  # (the last batch read: the root's, at its first step)
+        elif candidate.calls:
+            self._unread()
+        hot.calls += candidate.calls
         if example is not None:
             self.example = example[:2]
             self.autocast_dtype = example[2]
+
+    def _unread(self) -> None:
+        """The root's batch was not read: its count is unknown (never 0), the warning names the declaring call."""
+        self._monitor.warn_once("batch-unread", (
+            f"the batches of the trained model are {self.batches.unread}, which trainmeter cannot read: its samples "
+            "and tokens are unknown; declare each batch with tm.batch(samples=...) or tm.batch(tokens=...)"))
 
     def _capture_example(self, args: Any, kwargs: Any) -> None:
         """Keep one training batch (for the counted FLOPs) and the autocast dtype."""
