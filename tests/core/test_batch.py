@@ -193,8 +193,8 @@ def test_an_unreadable_batch_warns_naming_tm_batch_and_tm_batch_declares_it(run_
     ours = [str(w.message) for w in caught if "cannot read" in str(w.message)]
     assert m.tokens == 0 and len(ours) == 1 and "a Pair" in ours[0] and "tm.batch(samples=...)" in ours[0]
     with tm.monitor(run_dir=run_root, interval_s=3600) as m:
-        for step in range(3):
-            for _ in range(2):  # two micro-batches a step: declared batches add up
+        for _ in range(3):
+            for _micro in range(2):  # two micro-batches a step: declared batches add up
                 model(batch).backward()
                 tm.batch(samples=6)
             opt.step()
