@@ -199,7 +199,10 @@ def test_an_unreadable_batch_warns_naming_tm_batch_and_tm_batch_declares_it(run_
                 tm.batch(samples=6)
             opt.step()
     assert m.steps == 3 and m.tokens == 36 and m.token_unit == "samples" and m.warnings == []
-    assert _passport(m)["series_info"]["tokens_per_step"]["provenance"] == "declared"
+    p = _passport(m)
+    assert p["series_info"]["tokens_per_step"]["provenance"] == "declared"
+    counted = next(d for d in p["derivations"] if d["name"] == "flops_per_token.counted")  # per declared sample
+    assert counted["value"] is not None and [i["value"] for i in counted["inputs"] if i["name"] == "B"] == [6]
 
 
 def test_a_declared_batch_replaces_what_was_counted_of_its_step_and_no_batch_is_counted_after_it(run_root):

@@ -232,6 +232,11 @@ class TorchProbes:
         return self.root_calls.example
 
     @property
+    def example_declared(self) -> dict[str, int]:
+        """The kept batch's count where ``tm.batch`` declared it (``{"samples": n}``, ``{"tokens": n}``), else empty."""
+        return self.root_calls.example_declared
+
+    @property
     def autocast_dtype(self) -> str | None:
         return self.root_calls.autocast_dtype
 

@@ -17,6 +17,8 @@ class RootCalls:
 
     Attributes:
         example: One training batch of the root ``(args, kwargs)`` for the FLOP count, or ``None``.
+        example_declared: Its count where ``tm.batch`` declared it (``{"samples": n}`` or ``{"tokens": n}``: the
+            first declaration of the step it was kept in), else empty.
         autocast_dtype: The autocast dtype in force at that batch, or ``None``.
         seq_weights: The run's token-weighted S (docs/spec.md section 5, "S").
         batches: The run's batch counter (lane 1's calls; its last batch and S are this run's alone).
@@ -38,6 +40,9 @@ class RootCalls:
         self.kind = ""
         self.declared = False
         self._declared_at = -1  # the steps counted at the last declaration
+        self._first_declared: dict[str, int] = {}  # the first declaration of that step
+        self._example_at = -1  # the steps counted when the example was kept
+        self.example_declared: dict[str, int] = {}
 
     def reset(self) -> None:
         """No batch kept, no S seen, none declared (a forked child's own run)."""
@@ -47,6 +52,7 @@ class RootCalls:
         self.kind = ""
         self.declared = False
         self._declared_at = -1
+        self.example_declared = {}
 
     def declare(self, count: int, unit: str) -> None:
         """``tm.batch``: a batch of ``count`` ``unit`` for the step in progress (docs/spec.md section 2, "The batch
@@ -55,7 +61,9 @@ class RootCalls:
         hot, steps = self._hot, self._steps.steps
         if steps != self._declared_at:
             hot.pending_tokens = 0
-            self._declared_at = steps
+            self._declared_at, self._first_declared = steps, {unit: count}
+            if self._example_at == steps and self.example is not None:  # the kept batch's own count
+                self.example_declared = self._first_declared
         hot.pending_tokens += count
         self._monitor.set_token_unit(unit)
         if not self.declared:
@@ -67,6 +75,7 @@ class RootCalls:
         """Another root was chosen: its own batch is kept next."""
         self.example = None
         self.autocast_dtype = None
+        self.example_declared = {}
 
     def count(self, module: Any, args: Any, kwargs: Any, lightning: bool, counted: tuple[int, str] | None) -> None:
         """A training call of the root (``counted``: its batch's ``(count, unit)``, or ``None``)."""
@@ -126,6 +135,8 @@ class RootCalls:
         if example is not None:
             self.example = example[:2]
             self.autocast_dtype = example[2]
+            self._kept()
+
 
     def _unread(self) -> None:
         """The root's batch was not read: its count is unknown (never 0), the warning names the declaring call."""
@@ -137,6 +148,12 @@ class RootCalls:
         """Keep one training batch (for the counted FLOPs) and the autocast dtype."""
         self.example = (args, dict(kwargs or {}))
         self.autocast_dtype = autocast()
+        self._kept()
+
+    def _kept(self) -> None:
+        """A batch was kept: its count is the first one declared in its step, if any (:meth:`declare`)."""
+        self._example_at = steps = self._steps.steps
+        self.example_declared = self._first_declared if self._declared_at == steps else {}
 
     def release_example(self) -> None:
         """Drop the kept batch (after the FLOP count).
