@@ -158,6 +158,7 @@ class TorchProbes:
         n = self.loss.write_info(describe, self.steady_steps, self.optimizers.other_numbers())
         discovery = self.discovery
         root_calls = self.root_calls
+        root_calls.warn_unread()
         if root_calls.declared:  # docs/spec.md section 2, "The batch rule"
             describe(TOKENS_SERIES, {"provenance": "declared", "source": "tm.batch()", "note": ""})
         elif discovery.roots_found:

@@ -22,6 +22,7 @@ class RootCalls:
         autocast_dtype: The autocast dtype in force at that batch, or ``None``.
         seq_weights: The run's token-weighted S (docs/spec.md section 5, "S").
         batches: The run's batch counter (lane 1's calls; its last batch and S are this run's alone).
+        unread: Why the root's first batch not read was not (``None``: each one was read).
         kind: What the counted samples are where the unit does not say it (``"graphs"``, ``"nodes"``), else ``""``.
         declared: Whether the batches are declared (``tm.batch``): from then on none is counted.
 
@@ -38,6 +39,7 @@ class RootCalls:
         self.seq_weights = TokenWeightedSeq()
         self.batches = BatchCounter()
         self.kind = ""
+        self.unread: str | None = None
         self.declared = False
         self._declared_at = -1  # the steps counted at the last declaration
         self._first_declared: dict[str, int] = {}  # the first declaration of that step
@@ -50,6 +52,7 @@ class RootCalls:
         self.seq_weights = TokenWeightedSeq()
         self.batches = BatchCounter()
         self.kind = ""
+        self.unread = None
         self.declared = False
         self._declared_at = -1
         self.example_declared = {}
@@ -91,8 +94,8 @@ class RootCalls:
             hot.pending_tokens += counted[0]
             self._monitor.set_token_unit(counted[1])
             self.kind = self.batches.kind
-        else:
-            self._unread()
+        elif self.unread is None:
+            self.unread = self.batches.unread
         # remember a positional batch's shape, or a keyword-only one's keyword and shape: the call wrapper counts
         # the next ones like it
         first, key = None, None
@@ -129,8 +132,8 @@ class RootCalls:
             hot.pending_tokens += candidate.tokens
             self._monitor.set_token_unit(candidate.unit)
             self.kind = self.batches.kind  # (the last batch read: the root's, at its first step)
-        elif candidate.calls:
-            self._unread()
+        elif candidate.calls and self.unread is None:
+            self.unread = self.batches.unread
         hot.calls += candidate.calls
         if example is not None:
             self.example = example[:2]
@@ -138,11 +141,13 @@ class RootCalls:
             self._kept()
 
 
-    def _unread(self) -> None:
-        """The root's batch was not read: its count is unknown (never 0), the warning names the declaring call."""
-        self._monitor.warn_once("batch-unread", (
-            f"the batches of the trained model are {self.batches.unread}, which trainmeter cannot read: its samples "
-            "and tokens are unknown; declare each batch with tm.batch(samples=...) or tm.batch(tokens=...)"))
+    def warn_unread(self) -> None:
+        """At the end: a run whose root's batches were not read and that counted nothing (no adapter's count
+        either) warns once, naming the declaring call; its count is unknown, never 0."""
+        if self.unread is not None and not self.declared and self._steps.steps and not self._steps.tokens:
+            self._monitor.warn_once("batch-unread", (
+                f"the batches of the trained model are {self.unread}, which trainmeter cannot read: its samples "
+                "and tokens are unknown; declare each batch with tm.batch(samples=...) or tm.batch(tokens=...)"))
 
     def _capture_example(self, args: Any, kwargs: Any) -> None:
         """Keep one training batch (for the counted FLOPs) and the autocast dtype."""
