@@ -22,7 +22,7 @@ class RootCalls:
         autocast_dtype: The autocast dtype in force at that batch, or ``None``.
         seq_weights: The run's token-weighted S (docs/spec.md section 5, "S").
         batches: The run's batch counter (lane 1's calls; its last batch and S are this run's alone).
-        unread: Why the root's first batch not read was not (``None``: each one was read).
+        unread: Why the first of the root's batches that could not be read could not (``None``: each was read).
         kind: What the counted samples are where the unit does not say it (``"graphs"``, ``"nodes"``), else ``""``.
         declared: Whether the batches are declared (``tm.batch``): from then on none is counted.
 
@@ -139,7 +139,6 @@ class RootCalls:
             self.example = example[:2]
             self.autocast_dtype = example[2]
             self._kept()
-
 
     def warn_unread(self) -> None:
         """At the end: a run whose root's batches were not read and that counted nothing (no adapter's count
