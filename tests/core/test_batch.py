@@ -226,3 +226,23 @@ def test_tm_batch_takes_one_non_negative_count_and_does_nothing_without_a_run():
     for bad in ({}, {"samples": 1, "tokens": 2}, {"samples": -1}, {"tokens": 2.5}, {"samples": "8"}):
         with pytest.raises(ValueError):
             tm.batch(**bad)
+
+
+def test_a_0_d_first_argument_is_skipped_and_the_batch_after_it_counted_at_every_call(run_root):
+    class Scaled(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = torch.nn.Embedding(10, 2)
+
+        def forward(self, scale, ids):
+            return self.embed(ids).sum() * scale
+
+    model = Scaled()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    scale = torch.tensor(0.5)
+    assert count_batch((scale, _ids(2, 3)), None) == (6, "tokens")
+    with tm.monitor(run_dir=run_root, interval_s=3600) as m:
+        for rows in (2, 2, 3, 3, 1):
+            model(scale, _ids(rows, 4)).backward()
+            opt.step()
+    assert m.tokens == 4 * (2 + 2 + 3 + 3 + 1)

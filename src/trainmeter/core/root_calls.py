@@ -107,7 +107,7 @@ class RootCalls:
             key = token_key(kwargs)
             if key is not None:
                 first = kwargs[key[0]]
-        if hasattr(first, "is_floating_point"):
+        if hasattr(first, "is_floating_point") and first.shape:  # (a 0-d one is skipped: the count is not its)
             hot.last_type, hot.last_shape, hot.last_dtype = type(first), first.shape, first.dtype
             hot.last_key, hot.last_before = key if key is not None else (None, ())
             hot.last_tokens = counted[0]
