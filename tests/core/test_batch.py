@@ -136,6 +136,9 @@ def test_a_graph_batch_counts_its_graphs_else_its_nodes_and_says_which():
     counter = BatchCounter()
     assert counter.count((Graph(30, graphs=3),), None) == (3, "samples") and counter.kind == "graphs"
     assert counter.count((Graph(30),), None) == (30, "samples") and counter.kind == "nodes"
+    sampled = Graph(30)
+    sampled.batch_size = 8  # a sampled subgraph around 8 seed nodes (PyG's NeighborLoader)
+    assert counter.count((sampled,), None) == (8, "samples") and counter.kind == "seeds"
     assert "nodes" in SAMPLE_KINDS["nodes"] and "graphs" in SAMPLE_KINDS["graphs"]
 
 

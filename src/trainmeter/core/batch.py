@@ -40,7 +40,8 @@ def _tensor(tensor: Any) -> Reading:
 
 def _graph(value: Any) -> Reading | None:
     """A graph batch (PyG's ``Data``/``Batch`` or one like it: ``edge_index`` and a node tensor ``x``): its graphs
-    (``num_graphs``, a number) as samples, else its nodes (dim 0 of ``x``), said which; ``None``: not one.
+    (``num_graphs``, a number) as samples, else its seed nodes (``batch_size``, a number: a sampled subgraph), else
+    its nodes (dim 0 of ``x``), said which; ``None``: not one.
     Nothing of the graph library is imported; ``num_nodes`` is never asked (it may infer from the edges' values)."""
     edges = getattr(value, "edge_index", None)
     if not _is_tensor(edges):
@@ -48,6 +49,9 @@ def _graph(value: Any) -> Reading | None:
     graphs = getattr(value, "num_graphs", None)
     if type(graphs) is int:
         return graphs, "samples", 0, "graphs"
+    seeds = getattr(value, "batch_size", None)  # a sampled subgraph's seed nodes (PyG's NeighborLoader)
+    if type(seeds) is int:
+        return seeds, "samples", 0, "seeds"
     nodes = getattr(value, "x", None)
     if _is_tensor(nodes) and nodes.shape:
         return int(nodes.shape[0]), "samples", 0, "nodes"
@@ -55,6 +59,7 @@ def _graph(value: Any) -> Reading | None:
 
 
 SAMPLE_KINDS = {"graphs": "samples are graphs (a graph batch's num_graphs)",
+                "seeds": "samples are seed nodes (a sampled graph batch's batch_size)",
                 "nodes": "samples are nodes (dim 0 of a graph batch's node tensor x)"}
 """What a sample is, by the reading's kind (said in ``series_info.tokens_per_step.note``)."""
 _KNOWN_TYPES = (_graph,)  # the registry of known batch objects: each gives a reading or None (not its kind)
