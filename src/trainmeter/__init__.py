@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from trainmeter._version import __version__
-from trainmeter.api import alert, calibrate, checkpoint, emit, monitor, phase, preload, save, step, stop
+from trainmeter.api import alert, batch, calibrate, checkpoint, emit, monitor, phase, preload, save, step, stop
 from trainmeter.core.controls import StopTraining
 from trainmeter.record.runs import Run, load, runs
 
@@ -19,6 +19,7 @@ __all__ = [
     "StopTraining",
     "__version__",
     "alert",
+    "batch",
     "calibrate",
     "checkpoint",
     "compare",

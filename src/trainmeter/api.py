@@ -1,9 +1,10 @@
-"""The public API for scripts and notebooks: ``monitor``, ``preload``, ``emit``, ``phase``, ``step``, ``calibrate``,
-``stop``, ``checkpoint``, ``alert``."""
+"""The public API for scripts and notebooks: ``monitor``, ``preload``, ``emit``, ``phase``, ``step``, ``batch``,
+``calibrate``, ``stop``, ``checkpoint``, ``alert``."""
 
 from __future__ import annotations
 
 import inspect
+import operator
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, ContextDecorator, contextmanager, nullcontext
 from pathlib import Path
@@ -53,6 +54,32 @@ def step(model: Any = None) -> None:
     from trainmeter.core.explicit_steps import explicit_step
 
     explicit_step(m, "tm.step", model)
+
+
+def batch(*, samples: int | None = None, tokens: int | None = None) -> None:
+    """Declare what the step's batch holds where trainmeter cannot read it (a custom batch object), once per batch:
+    ``tm.batch(samples=len(batch))`` or ``tm.batch(tokens=n)``. Batches declared between two optimizer steps add
+    up (micro-batches); the step's first one replaces what was counted of that step, and from it on no batch is
+    counted (provenance ``declared``; docs/spec.md section 2, "The batch rule"). Lane 1's training thread. No-op
+    without a run; ``ValueError`` unless exactly one of them is given, as a non-negative int.
+    """
+    if (samples is None) == (tokens is None):
+        raise ValueError("tm.batch takes exactly one of samples= or tokens=")
+    unit, value = ("samples", samples) if tokens is None else ("tokens", tokens)
+    try:
+        count = operator.index(value)  # type: ignore[arg-type]
+    except TypeError:
+        count = -1
+    if count < 0:
+        raise ValueError(f"tm.batch({unit}={value!r}): a count is a non-negative int")
+    m = _monitor_module._ACTIVE
+    probes = None if m is None else m.probes
+    if probes is None:
+        return
+    try:
+        probes.root_calls.declare(count, unit)
+    except Exception as exc:
+        m.warn_once("batch-declared", f"tm.batch failed and was skipped: {exc!r}")
 
 
 def save() -> Path | None:

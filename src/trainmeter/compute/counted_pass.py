@@ -77,7 +77,8 @@ class PreparedCount:
 
 
 def prepare_counted(model: Any, example_args: Any = (), example_kwargs: Mapping[str, Any] | None = None,
-                    *, call: Call = "forward") -> PreparedCount | None:
+                    *, call: Call = "forward", tokens: int | None = None,
+                    samples: int | None = None) -> PreparedCount | None:
     """The training thread's half of a meta count: the meta copy and inputs; ``None`` where the count must run whole
     on the training thread (a ``training_step``, a process that compiled anything, a model with no meta copy, a
     batch that cannot be read). Never raises."""
@@ -87,7 +88,7 @@ def prepare_counted(model: Any, example_args: Any = (), example_kwargs: Mapping[
         import torch.utils.flop_counter  # noqa: F401  (imported here: the pass's thread imports nothing of torch's)
     except Exception:  # noqa: BLE001
         return None
-    found = _inputs(example_args, example_kwargs, None, None, call, "meta")
+    found = _inputs(example_args, example_kwargs, tokens, samples, call, "meta")
     if isinstance(found, CountedFlops):
         return None
     args, kwargs, count, unit = found
@@ -101,10 +102,10 @@ def prepare_counted(model: Any, example_args: Any = (), example_kwargs: Mapping[
 
 
 def after_meta(failed: CountedFlops, model: Any, example_args: Any = (),
-               example_kwargs: Mapping[str, Any] | None = None) -> CountedFlops:
+               example_kwargs: Mapping[str, Any] | None = None, **declared: int) -> CountedFlops:
     """The real pass after a failed :class:`PreparedCount` of a CPU model: ``method="auto"``'s second pass, its
     reason led by the meta pass's failure, as :func:`counted_flops_per_token` gives it. Training thread."""
-    real = counted_flops_per_token(model, example_args, example_kwargs, method="real")
+    real = counted_flops_per_token(model, example_args, example_kwargs, method="real", **declared)
     reasons = [r for r in (failed.reason, real.reason) if r]
     return replace(real, reason="; ".join(reasons) or None)
 
@@ -132,7 +133,9 @@ class CountOnWorker:
             return
         on_cpu = all(p.device.type == "cpu" for p in model.parameters())
         call = kept_from(model)
-        prepared = prepare_counted(model, example[0], example[1], call=call)
+        declared = getattr(probes, "example_declared", None) or {}  # its count, where tm.batch declared it
+        example = (example[0], example[1], declared)
+        prepared = prepare_counted(model, example[0], example[1], call=call, **declared)
         if prepared is not None:
             self._prepared, self._example = prepared, example if on_cpu else None
             probes.release_example()
@@ -141,7 +144,7 @@ class CountOnWorker:
         probes.paused = True  # our own forward/backward must not count as training
         try:
             self._whole = counted_flops_per_token(model, example[0], example[1],
-                                                  method="auto" if on_cpu else "meta", call=call)
+                                                  method="auto" if on_cpu else "meta", call=call, **declared)
         finally:
             probes.paused = False
         probes.release_example()
@@ -196,6 +199,6 @@ class CountOnWorker:
             return failed
         probes.paused = True  # our own forward/backward must not count as training
         try:
-            return after_meta(failed, model, example[0], example[1])
+            return after_meta(failed, model, example[0], example[1], **example[2])
         finally:
             probes.paused = False

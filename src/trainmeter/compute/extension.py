@@ -144,14 +144,9 @@ class ComputeExtension(ExtensionBase):
         example = getattr(probes, "example", None)
         if not example:
             return None
-        from trainmeter.core.batch import _first_tensor
+        from trainmeter.core.batch import batch_seq  # as the run reads the batch (its columns' token-weighted S)
 
-        tensor = _first_tensor(example[1]) if example[1] else None
-        if tensor is None:
-            tensor = _first_tensor(example[0])
-        if tensor is None or tensor.is_floating_point() or len(tensor.shape) < 2:
-            return None
-        return int(tensor.shape[1])
+        return round(batch_seq(example[0], example[1])) or None
 
     def _count(self, model: Any, probes: Any) -> None:
         if self._m is not None:  # on the report worker where it can run there (compute/counted_pass.py)

@@ -288,7 +288,8 @@ def _result(kind: str, total: int, by_op: dict[str, int], how: str, unit: Unit, 
     """The result of a pass that ran (``failures``: the passes tried before it)."""
     base = {"unit": unit, "count": count, "total_flops": total, "method": kind, "copy": how, "by_operator": by_op}
     why = ("FlopCounterMode counted 0 FLOPs (no operator with a FLOP formula ran)" if total <= 0 else
-           "the example batch holds no tensor to count tokens or samples from: pass tokens= or samples="
+           "the example batch holds nothing its tokens or samples are read from: declare each batch with "
+           "tm.batch(samples=...) or tm.batch(tokens=...)"
            if not count else None)
     if why is not None:
         return CountedFlops(flops_per_unit=None, reason="; ".join([*failures, why]), **base)  # type: ignore[arg-type]

@@ -1,80 +1,162 @@
-"""Tokens (or samples) in a batch, read from shapes only (no data access, no sync).
+"""Samples or tokens in a batch, read from shapes only (no data access, no sync): the batch rule, docs/spec.md
+section 2 ("The batch rule").
 
 :func:`count_batch` and :func:`batch_seq` keep no state; :class:`BatchCounter` keeps the last positional batch's
-answer and S for one run's probes (an object per run and per lane, never a module global).
+answer, S, what a sample is and why a batch was not read, for one run's probes (an object per run and per lane,
+never a module global).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from itertools import islice
 from typing import Any
 
 _TOKEN_KEYS = ("input_ids", "idx", "tokens", "input", "x")
+_ITEMS = 4  # items of a sequence or mapping looked at for its first readable one
+
+# a reading: (count, unit, tokens x S summed over its columns, what a sample is: "" or "graphs"/"nodes"), or the
+# reason the batch could not be read (a str)
+Reading = tuple[int, str, int, str] | str
 
 
-def _first_tensor(value: Any, depth: int = 0) -> Any:
-    if hasattr(value, "is_floating_point") and hasattr(value, "shape"):
-        return value
-    if depth > 2:
-        return None
-    if type(value) is dict or isinstance(value, Mapping):
-        for key in _TOKEN_KEYS:
-            if key in value:
-                found = _first_tensor(value[key], depth + 1)
-                if found is not None:
-                    return found
-        for item in value.values():
-            found = _first_tensor(item, depth + 1)
-            if found is not None:
-                return found
-    elif type(value) in (tuple, list) or isinstance(value, Sequence) and not isinstance(value, (str, bytes)):
-        for item in value[:4]:
-            found = _first_tensor(item, depth + 1)
-            if found is not None:
-                return found
-    return None
+def _is_tensor(value: Any) -> bool:
+    return hasattr(value, "is_floating_point") and hasattr(value, "shape")
 
 
-def _batch_tensor(args: tuple[Any, ...], kwargs: Mapping[str, Any] | None) -> Any:
-    """The tensor a batch is counted by: the keyword arguments' first, else the positional ones'."""
-    tensor = _first_tensor(kwargs) if kwargs else None
-    if tensor is None and args:
-        first = args[0]
-        tensor = first if hasattr(first, "is_floating_point") else _first_tensor(args)
-    return tensor
-
-
-def _count(tensor: Any) -> tuple[tuple[int, str] | None, int]:
-    """``((count, unit), S)`` of a batch tensor (S: dim 1 of 2-D or larger token ids, else 0)."""
+def _tensor(tensor: Any) -> Reading:
+    """Integer ids of rank >= 2: batch x sequence tokens; of rank 1: its length in tokens; else dim 0 samples."""
     shape = tensor.shape
     if not shape:
-        return None, 0
+        return "a 0-d tensor"
     if not tensor.is_floating_point() and not tensor.is_complex() and str(tensor.dtype) != "torch.bool":
         if len(shape) >= 2:
             seq = int(shape[1])
-            return (int(shape[0]) * seq, "tokens"), seq
-        return (int(shape[0]), "tokens"), 0
-    return (int(shape[0]), "samples"), 0
+            tokens = int(shape[0]) * seq
+            return tokens, "tokens", tokens * seq, ""
+        return int(shape[0]), "tokens", 0, ""
+    return int(shape[0]), "samples", 0, ""
+
+
+def _graph(value: Any) -> Reading | None:
+    """A graph batch (PyG's ``Data``/``Batch`` or one like it: ``edge_index`` and a node tensor ``x``): its graphs
+    (``num_graphs``, a number) as samples, else its seed nodes (``batch_size``, a number: a sampled subgraph), else
+    its nodes (dim 0 of ``x``), said which; ``None``: not one.
+    Nothing of the graph library is imported; ``num_nodes`` is never asked (it may infer from the edges' values)."""
+    edges = getattr(value, "edge_index", None)
+    if not _is_tensor(edges):
+        return None
+    graphs = getattr(value, "num_graphs", None)
+    if type(graphs) is int:
+        return graphs, "samples", 0, "graphs"
+    seeds = getattr(value, "batch_size", None)  # a sampled subgraph's seed nodes (PyG's NeighborLoader)
+    if type(seeds) is int:
+        return seeds, "samples", 0, "seeds"
+    nodes = getattr(value, "x", None)
+    if _is_tensor(nodes) and nodes.shape:
+        return int(nodes.shape[0]), "samples", 0, "nodes"
+    return f"a graph batch ({type(value).__name__}) with neither num_graphs nor a node tensor x"
+
+
+SAMPLE_KINDS = {"graphs": "samples are graphs (a graph batch's num_graphs)",
+                "seeds": "samples are seed nodes (a sampled graph batch's batch_size)",
+                "nodes": "samples are nodes (dim 0 of a graph batch's node tensor x)"}
+"""What a sample is, by the reading's kind (said in ``series_info.tokens_per_step.note``)."""
+_KNOWN_TYPES = (_graph,)  # the registry of known batch objects: each gives a reading or None (not its kind)
+
+
+def _read(value: Any, depth: int) -> Reading:
+    """The reading of one input of the trained call (the batch rule)."""
+    if _is_tensor(value):
+        return _tensor(value)
+    if depth > 3:
+        return "nested deeper than 3 levels"
+    if isinstance(value, Mapping):  # one column: its token ids once (not its mask or labels)
+        for key in _TOKEN_KEYS:
+            if key in value:
+                found = _read(value[key], depth + 1)
+                if type(found) is tuple:
+                    return found
+        items = list(value.values())
+    elif isinstance(value, Sequence) and not isinstance(value, (str, bytes)):
+        items = value
+    else:
+        for known in _KNOWN_TYPES:
+            found = known(value)
+            if found is not None:
+                return found
+        return f"a {type(value).__name__}"
+    if items and all(isinstance(item, Mapping) for item in items):  # columns (a contrastive pair): each counts
+        return _columns(items, depth)
+    return _first(items, depth)
+
+
+def _first(items: Any, depth: int) -> Reading:
+    """The first readable of a sequence's first items ((x, y) counts x once), else why the first is not."""
+    why: str | None = None
+    for item in islice(items, _ITEMS):
+        if item is None:
+            continue
+        found = _read(item, depth + 1)
+        if type(found) is tuple:
+            return found
+        why = why or found
+    return why or "no input"
+
+
+def _columns(items: Any, depth: int) -> Reading:
+    """The sum over columns (feature dicts): each column's token ids once."""
+    count, weighted, unit = 0, 0, ""
+    for item in items:
+        found = _read(item, depth + 1)
+        if type(found) is not tuple:
+            return found
+        if unit and found[1] != unit:
+            return "columns in tokens and in samples"
+        count, weighted, unit = count + found[0], weighted + found[2], found[1]
+    return count, unit, weighted, ""
+
+
+def read_call(args: tuple[Any, ...], kwargs: Mapping[str, Any] | None) -> Reading:
+    """The reading of a trained call's inputs: a keyword under a token key, else the positional arguments (the
+    first readable), else the keyword arguments as one mapping."""
+    if kwargs:
+        for key in _TOKEN_KEYS:
+            if key in kwargs:
+                found = _read(kwargs[key], 1)
+                if type(found) is tuple:
+                    return found
+        if not args:
+            return _read(kwargs, 0)
+    return _first(args, -1) if args else "no input"
 
 
 def count_batch(args: tuple[Any, ...], kwargs: Mapping[str, Any] | None) -> tuple[int, str] | None:
-    """Return ``(count, unit)`` for the batch a root module received.
+    """Return ``(count, unit)`` for the batch a root module received (the batch rule, docs/spec.md section 2).
 
-    Integer tensors are token ids: a 2-D or larger tensor counts batch x sequence, a 1-D one (packed sequences)
-    counts its length; the unit is ``"tokens"``. Any other tensor counts its first dimension as ``"samples"``.
-    Padding is counted as tokens (reading a mask would need its values). Keyword arguments are searched first.
+    Every column counts once: a tensor by its shape (integer ids: ``"tokens"``, else dim 0 ``"samples"``), a
+    mapping by its token ids (``input_ids``, ...), a list, tuple or mapping of feature mappings (a contrastive
+    batch) by the sum of its columns, other sequences by their first readable item, a known batch object (a graph
+    batch) through the registry.
 
     Returns:
-        ``None`` when no tensor is found.
+        ``None`` when nothing readable was found (the count is unknown, never 0).
     """
-    tensor = _batch_tensor(args, kwargs)
-    return None if tensor is None else _count(tensor)[0]
+    found = read_call(args, kwargs)
+    return (found[0], found[1]) if type(found) is tuple else None
 
 
-def batch_seq(args: tuple[Any, ...], kwargs: Mapping[str, Any] | None) -> int:
-    """S of a batch found as :func:`count_batch` finds it (dim 1 of 2-D token ids, else 0), without counting it."""
-    tensor = _batch_tensor(args, kwargs)
-    return 0 if tensor is None else _count(tensor)[1]
+def batch_seq(args: tuple[Any, ...], kwargs: Mapping[str, Any] | None) -> float:
+    """S of a batch read as :func:`count_batch` reads it: its token-weighted sequence length over its columns of
+    2-D token ids (an int when they agree), 0 without one; without counting it."""
+    return _seq(read_call(args, kwargs))
+
+
+def _seq(found: Reading) -> float:
+    if type(found) is not tuple or not found[2]:
+        return 0
+    seq = found[2] / found[0]
+    return int(seq) if seq == int(seq) else seq
 
 
 def token_key(kwargs: Mapping[str, Any]) -> tuple[str, tuple[str, ...]] | None:
@@ -84,41 +166,47 @@ def token_key(kwargs: Mapping[str, Any]) -> tuple[str, tuple[str, ...]] | None:
     for i, key in enumerate(_TOKEN_KEYS):
         if key in kwargs:
             value = kwargs[key]
-            if hasattr(value, "is_floating_point") and hasattr(value, "shape"):
+            if _is_tensor(value):
                 return key, _TOKEN_KEYS[:i]
             return None
     return None
 
 
 class BatchCounter:
-    """:func:`count_batch` for one run's probes (or one lane): a positional-only batch whose tensor has the type,
-    shape and dtype of the last one counted here gets the same answer without being read again, and ``seq`` holds
-    S of the batch counted last (dim 1 of 2-D token ids; 0: none).
+    """:func:`count_batch` for one run's probes (or one lane): a positional-only batch whose first argument is a
+    tensor of the type, shape and dtype of the last one counted here gets the same answer without being read again.
+    ``seq`` holds S of the batch counted last (0: none), ``kind`` what its samples are (``""``: the unit says it;
+    ``"graphs"``, ``"nodes"``), ``unread`` why the last batch not read was not (``None``: every one was).
 
     The thread that owns the probes (or the lane) only.
     """
 
-    __slots__ = ("_last", "seq")
+    __slots__ = ("_last", "seq", "kind", "unread")
 
     def __init__(self) -> None:
-        self._last: tuple[Any, Any, Any, Any, int] = (None, None, None, None, 0)  # type, shape, dtype -> count, S
-        self.seq = 0
+        self._last: tuple[Any, Any, Any, Any, float] = (None, None, None, None, 0)  # type, shape, dtype -> count, S
+        self.seq: float = 0
+        self.kind = ""
+        self.unread: str | None = None
 
     def count(self, args: tuple[Any, ...], kwargs: Mapping[str, Any] | None) -> tuple[int, str] | None:
-        """As :func:`count_batch`; sets ``seq``."""
+        """As :func:`count_batch`; sets ``seq``, ``kind`` and (when nothing is read) ``unread``."""
         if args and not kwargs:
             first = args[0]
             last = self._last
             if type(first) is last[0] and first.shape == last[1] and first.dtype is last[2]:
-                self.seq = last[4]
+                self.seq, self.kind = last[4], ""
                 return last[3]
-            if hasattr(first, "is_floating_point") and hasattr(first, "shape"):
-                counted, self.seq = _count(first)
-                self._last = (type(first), first.shape, first.dtype, counted, self.seq)
-                return counted
-        tensor = _batch_tensor(args, kwargs)
-        if tensor is None:
-            self.seq = 0
+            if _is_tensor(first):
+                found = _tensor(first)
+                if type(found) is tuple:
+                    self.seq, self.kind = _seq(found), ""
+                    counted = found[0], found[1]
+                    self._last = (type(first), first.shape, first.dtype, counted, self.seq)
+                    return counted
+        found = read_call(args, kwargs)
+        if type(found) is not tuple:
+            self.seq, self.kind, self.unread = 0, "", found
             return None
-        counted, self.seq = _count(tensor)
-        return counted
+        self.seq, self.kind = _seq(found), found[3]
+        return found[0], found[1]

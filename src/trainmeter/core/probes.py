@@ -12,6 +12,7 @@ from threading import get_ident
 from typing import Any, Protocol
 
 from trainmeter.core import host_patches
+from trainmeter.core.batch import SAMPLE_KINDS
 from trainmeter.core.compile_watch import CompileWatch
 from trainmeter.core.discovery import Discovery
 from trainmeter.core.explicit_steps import Stepper
@@ -156,9 +157,15 @@ class TorchProbes:
         describe = self._monitor.registry.describe
         n = self.loss.write_info(describe, self.steady_steps, self.optimizers.other_numbers())
         discovery = self.discovery
-        if discovery.roots_found:
-            describe(TOKENS_SERIES, tokens_info(n, self.optimizers.max_calls, discovery.first_step_missed,
-                                                discovery.root_name))
+        root_calls = self.root_calls
+        root_calls.warn_unread()
+        if root_calls.declared:  # docs/spec.md section 2, "The batch rule"
+            describe(TOKENS_SERIES, {"provenance": "declared", "source": "tm.batch()", "note": ""})
+        elif discovery.roots_found:
+            info = tokens_info(n, self.optimizers.max_calls, discovery.first_step_missed, discovery.root_name)
+            if root_calls.kind:  # what a sample is: a graph batch's graphs, or its nodes
+                info["note"] = "; ".join(filter(None, (SAMPLE_KINDS[root_calls.kind], info["note"])))
+            describe(TOKENS_SERIES, info)
 
     # -- the surface the run and the wings read ----------------------------------------
     @property
@@ -224,6 +231,11 @@ class TorchProbes:
     def example(self) -> tuple[Any, Any] | None:
         """One training batch of the root ``(args, kwargs)`` for the FLOP count, or ``None``."""
         return self.root_calls.example
+
+    @property
+    def example_declared(self) -> dict[str, int]:
+        """The kept batch's count where ``tm.batch`` declared it (``{"samples": n}``, ``{"tokens": n}``), else empty."""
+        return self.root_calls.example_declared
 
     @property
     def autocast_dtype(self) -> str | None:

@@ -17,9 +17,14 @@ class RootCalls:
 
     Attributes:
         example: One training batch of the root ``(args, kwargs)`` for the FLOP count, or ``None``.
+        example_declared: Its count where ``tm.batch`` declared it (``{"samples": n}`` or ``{"tokens": n}``: the
+            first declaration of the step it was kept in), else empty.
         autocast_dtype: The autocast dtype in force at that batch, or ``None``.
         seq_weights: The run's token-weighted S (docs/spec.md section 5, "S").
         batches: The run's batch counter (lane 1's calls; its last batch and S are this run's alone).
+        unread: Why the first of the root's batches that could not be read could not (``None``: each was read).
+        kind: What the counted samples are where the unit does not say it (``"graphs"``, ``"nodes"``), else ``""``.
+        declared: Whether the batches are declared (``tm.batch``): from then on none is counted.
 
     Training thread (lane 1's).
     """
@@ -33,17 +38,47 @@ class RootCalls:
         self.autocast_dtype: str | None = None
         self.seq_weights = TokenWeightedSeq()
         self.batches = BatchCounter()
+        self.kind = ""
+        self.unread: str | None = None
+        self.declared = False
+        self._declared_at = -1  # the steps counted at the last declaration
+        self._first_declared: dict[str, int] = {}  # the first declaration of that step
+        self._example_at = -1  # the steps counted when the example was kept
+        self.example_declared: dict[str, int] = {}
 
     def reset(self) -> None:
-        """No batch kept, no S seen (a forked child's own run)."""
+        """No batch kept, no S seen, none declared (a forked child's own run)."""
         self.example = None
         self.seq_weights = TokenWeightedSeq()
         self.batches = BatchCounter()
+        self.kind = ""
+        self.unread = None
+        self.declared = False
+        self._declared_at = -1
+        self.example_declared = {}
+
+    def declare(self, count: int, unit: str) -> None:
+        """``tm.batch``: a batch of ``count`` ``unit`` for the step in progress (docs/spec.md section 2, "The batch
+        rule"). The step's first declaration replaces what was counted of it, later ones add (micro-batches); from
+        the first one on no batch is counted."""
+        hot, steps = self._hot, self._steps.steps
+        if steps != self._declared_at:
+            hot.pending_tokens = 0
+            self._declared_at, self._first_declared = steps, {unit: count}
+            if self._example_at == steps and self.example is not None:  # the kept batch's own count
+                self.example_declared = self._first_declared
+        hot.pending_tokens += count
+        self._monitor.set_token_unit(unit)
+        if not self.declared:
+            self.declared = True
+            hot.fast_calls = False
+            self._switches.refresh()
 
     def new_root(self) -> None:
         """Another root was chosen: its own batch is kept next."""
         self.example = None
         self.autocast_dtype = None
+        self.example_declared = {}
 
     def count(self, module: Any, args: Any, kwargs: Any, lightning: bool, counted: tuple[int, str] | None) -> None:
         """A training call of the root (``counted``: its batch's ``(count, unit)``, or ``None``)."""
@@ -52,10 +87,15 @@ class RootCalls:
             self._capture_example(args, kwargs)
         elif lightning and self.autocast_dtype is None:  # its precision plugin's autocast is on here
             self.autocast_dtype = autocast()
-        if counted is not None:
+        if self.declared:
+            counted = None
+        elif counted is not None:
             self.seq_weights.at(self._steps.tokens + hot.pending_tokens, self.batches.seq)
             hot.pending_tokens += counted[0]
             self._monitor.set_token_unit(counted[1])
+            self.kind = self.batches.kind
+        elif self.unread is None:
+            self.unread = self.batches.unread
         # remember a positional batch's shape, or a keyword-only one's keyword and shape: the call wrapper counts
         # the next ones like it
         first, key = None, None
@@ -67,7 +107,7 @@ class RootCalls:
             key = token_key(kwargs)
             if key is not None:
                 first = kwargs[key[0]]
-        if hasattr(first, "is_floating_point"):
+        if hasattr(first, "is_floating_point") and first.shape:  # (a 0-d one is skipped: the count is not its)
             hot.last_type, hot.last_shape, hot.last_dtype = type(first), first.shape, first.dtype
             hot.last_key, hot.last_before = key if key is not None else (None, ())
             hot.last_tokens = counted[0]
@@ -84,20 +124,40 @@ class RootCalls:
         """The root was found at a step: its batches of that step (seen as a candidate's) count, its first is kept."""
         example = candidate.example
         hot = self._hot
-        if example is not None and candidate.unit == "tokens":  # S of the first step: its first batch's
-            self.seq_weights.at(self._steps.tokens + hot.pending_tokens, batch_seq(example[0], example[1]))
-        hot.pending_tokens += candidate.tokens
-        hot.calls += candidate.calls
-        if candidate.unit:
+        if self.declared:  # what was declared of this step stands
+            pass
+        elif candidate.unit:
+            if example is not None and candidate.unit == "tokens":  # S of the first step: its first batch's
+                self.seq_weights.at(self._steps.tokens + hot.pending_tokens, batch_seq(example[0], example[1]))
+            hot.pending_tokens += candidate.tokens
             self._monitor.set_token_unit(candidate.unit)
+            self.kind = self.batches.kind  # (the last batch read: the root's, at its first step)
+        elif candidate.calls and self.unread is None:
+            self.unread = self.batches.unread
+        hot.calls += candidate.calls
         if example is not None:
             self.example = example[:2]
             self.autocast_dtype = example[2]
+            self._kept()
+
+    def warn_unread(self) -> None:
+        """At the end: a run whose root's batches were not read and that counted nothing (no adapter's count
+        either) warns once, naming the declaring call; its count is unknown, never 0."""
+        if self.unread is not None and not self.declared and self._steps.steps and not self._steps.tokens:
+            self._monitor.warn_once("batch-unread", (
+                f"the batches of the trained model are {self.unread}, which trainmeter cannot read: its samples "
+                "and tokens are unknown; declare each batch with tm.batch(samples=...) or tm.batch(tokens=...)"))
 
     def _capture_example(self, args: Any, kwargs: Any) -> None:
         """Keep one training batch (for the counted FLOPs) and the autocast dtype."""
         self.example = (args, dict(kwargs or {}))
         self.autocast_dtype = autocast()
+        self._kept()
+
+    def _kept(self) -> None:
+        """A batch was kept: its count is the first one declared in its step, if any (:meth:`declare`)."""
+        self._example_at = steps = self._steps.steps
+        self.example_declared = self._first_declared if self._declared_at == steps else {}
 
     def release_example(self) -> None:
         """Drop the kept batch (after the FLOP count).
