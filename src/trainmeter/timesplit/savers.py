@@ -138,10 +138,11 @@ def path_of(where: Any) -> str | None:
 
 def record(where: Any, step: int, seconds: float | None, source: str, written: tuple[Any, ...] = (),
            run_dir: Any = None) -> dict[str, Any] | None:
-    """One ``checkpoints`` entry: the saver's own path, else the files its nested saves wrote (one file, or their
-    folder with their sizes summed), relative to ``run_dir`` when inside it; ``None``: it wrote nothing seen."""
+    """One ``checkpoints`` entry: the saver's own path, else the files its nested saves wrote and left (one file, or
+    their folder with their sizes summed), relative to ``run_dir`` when inside it; ``None``: it wrote nothing seen."""
     path = path_of(where)
     files = [] if path is not None else list(dict.fromkeys(p for p in map(path_of, written) if p is not None))
+    files = [f for f in files if os.path.exists(f)] or files  # a temp file renamed to the final one is gone
     if path is None and files:
         sizes = [size_bytes(f) for f in files]
         size = None if None in sizes else sum(s for s in sizes if s is not None)
