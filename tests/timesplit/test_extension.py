@@ -217,6 +217,25 @@ def test_a_checkpoint_saved_inside_an_eval_span_is_credited_to_checkpoint(tmp_pa
     assert split.eval_spans == 1 and split.inference_spans == 2 and split.checkpoints.saves == 2
 
 
+def test_a_model_switched_to_eval_mode_inside_a_span_of_its_own_is_that_span(tmp_path):
+    clock = FakeClock()
+    model = Clocked(clock, 0.1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    x, y = torch.zeros(2, 6, dtype=torch.long), torch.zeros(2, dtype=torch.long)
+    split = TimeSplit()
+    m = _monitor(tmp_path, clock, split).start()
+    _step(model, opt, x, y)
+    with tm.phase("rollout"):  # an adapter's own phase (reinforcement-learning rollouts)
+        model.eval()
+        clock.advance(2.0)
+    model.train()
+    _step(model, opt, x, y)
+    m.finish("completed")
+    p = _passport(m)
+    assert p["phases_s"]["rollout"] == pytest.approx(2.0) and p["phases_s"]["inference"] == 0
+    assert split.inference_spans == 0 and split.eval_spans == 0
+
+
 def test_data_waits_inside_an_inference_span_go_to_it(tmp_path):
     clock = FakeClock()
     model = Clocked(clock, 0.1)
@@ -278,7 +297,7 @@ def test_savers_return_and_raise_as_without_trainmeter_and_count_as_checkpoints(
     with pytest.raises(OSError) as caught:
         st.save_model(None, "c")
     assert caught.value is st.ERROR
-    assert m.phases.training and m._phase_depth == 0  # the failed save closed its span
+    assert m.phases.training and m.spans.depth == 0  # the failed save closed its span
     with pytest.raises(RuntimeError):
         torch.save({}, str(tmp_path / "missing" / "dir" / "x.pt"))
     m.finish("completed")
