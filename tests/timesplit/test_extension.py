@@ -158,7 +158,7 @@ def _train_run(run_root, with_aux: bool):
 def test_eval_and_checkpoint_are_credited_and_training_throughput_is_unchanged(tmp_path):
     base = _train_run(tmp_path / "base", with_aux=False)
     aux = _train_run(tmp_path / "aux", with_aux=True)
-    assert aux["phases_s"]["eval"] == pytest.approx(3 * 1.25) and aux["phases_s"]["inference"] == 0
+    assert aux["phases_s"]["eval"] == pytest.approx(3 * 1.25) and aux["phases_s"].get("inference", 0) == 0
     assert aux["phases_s"]["checkpoint"] == pytest.approx(3 * 0.5)
     assert aux["time"]["eval_spans"] == 3 and aux["time"]["inference_spans"] == 3  # each replaced by tm.phase and aux["time"]["checkpoint_saves"] == 3
     assert aux["phases_s"]["train"] == pytest.approx(base["phases_s"]["train"]) == pytest.approx(12 * 0.25)
@@ -232,8 +232,42 @@ def test_a_model_switched_to_eval_mode_inside_a_span_of_its_own_is_that_span(tmp
     _step(model, opt, x, y)
     m.finish("completed")
     p = _passport(m)
-    assert p["phases_s"]["rollout"] == pytest.approx(2.0) and p["phases_s"]["inference"] == 0
+    assert p["phases_s"]["rollout"] == pytest.approx(2.0) and p["phases_s"].get("inference", 0) == 0
     assert split.inference_spans == 0 and split.eval_spans == 0
+
+
+class LossModule(nn.Module):
+    """The watched module, the model inside it (sentence-transformers' losses)."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return F.cross_entropy(self.model(x), y)
+
+
+def test_a_watched_loss_module_follows_the_model_inside_it_not_a_small_part(tmp_path):
+    clock = FakeClock()
+    loss_module = LossModule(Clocked(clock, 0.1))
+    opt = torch.optim.SGD(loss_module.parameters(), lr=0.1)
+    x, y = torch.zeros(2, 6, dtype=torch.long), torch.zeros(2, dtype=torch.long)
+    split = TimeSplit()
+    m = _monitor(tmp_path, clock, split).start()
+    for _ in range(2):
+        opt.zero_grad()
+        loss_module(x, y).backward()
+        opt.step()
+    assert m.model_ref() is loss_module
+    loss_module.model.emb.eval()  # a small part in eval mode (a frozen layer): no span
+    clock.advance(0.5)
+    loss_module.model.emb.train()
+    loss_module.model.eval()  # the model inside: the loss module follows it
+    clock.advance(1.0)
+    loss_module.model.train()
+    m.finish("completed")
+    p = _passport(m)
+    assert p["phases_s"]["inference"] == pytest.approx(1.0) and split.inference_spans == 1
 
 
 def test_data_waits_inside_an_inference_span_go_to_it(tmp_path):

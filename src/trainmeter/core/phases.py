@@ -8,8 +8,8 @@ from collections.abc import Callable
 
 from trainmeter.core.clock import Clock
 
-PHASES: tuple[str, ...] = ("train", "data_wait", "eval", "inference", "checkpoint", "reporting", "profiling")
-WEAK_PHASES = frozenset({"inference"})  # a model in eval mode: any span entered while it is outermost replaces it
+PHASES: tuple[str, ...] = ("train", "data_wait", "eval", "checkpoint", "reporting", "profiling")
+WEAK_PHASES = frozenset({"inference"})  # a model in eval mode: a span entered while it is outermost replaces it
 PHASE_NAME = re.compile(r"[a-z][a-z0-9_]{0,31}\Z")  # a custom phase's name (tm.phase)
 
 

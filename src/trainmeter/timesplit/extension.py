@@ -169,20 +169,18 @@ class TimeSplit(ExtensionBase):
         if root is None:
             probes = getattr(self.monitor, "probes", None)
             return probes is not None and probes.is_candidate(module)
-        if module is root:
-            return True
-        inner = vars(root).get("_modules", {})
-        if module is inner.get("module") or module is inner.get("_orig_mod"):
-            return True
-        return self._contains(module, root)
+        return module is root or self._related(module, root)
 
-    def _contains(self, module: Any, root: Any) -> bool:
-        """Whether ``module`` holds ``root`` (cached per module, so a per-step ``.train()`` stays cheap)."""
+    def _related(self, module: Any, root: Any) -> bool:
+        """Whether ``module`` holds ``root`` (Lightning's ``trainer.model``), or sits inside it with most of its
+        parameters (DDP's ``.module``, a compiled ``._orig_mod``, the model inside a loss module): cached per module,
+        so a per-step ``.train()`` (a frozen batch norm's ``.eval()``) stays cheap."""
         key = id(module)
         cached = self._ancestors.get(key)
         if cached is not None and cached[0]() is module and cached[1] == id(root):
             return cached[2]
-        found = any(m is root for m in module.modules())
+        found = any(m is root for m in module.modules()) or (
+            any(m is module for m in root.modules()) and 2 * _numel(module) >= _numel(root) > 0)
         if len(self._ancestors) > 256:
             self._ancestors.clear()
         self._ancestors[key] = (weakref.ref(module), id(root), found)
@@ -371,6 +369,10 @@ class TimeSplit(ExtensionBase):
         if share is None or share <= STARVING_SHARE:
             return []
         return [f"data waits are {share * 100:.0f}% of step time: the loader is starving the GPU"]
+
+
+def _numel(module: Any) -> int:
+    return sum(p.numel() for p in module.parameters())
 
 
 def _ms(seconds: float | None) -> str:
