@@ -342,7 +342,8 @@ class TimeSplit(ExtensionBase):
             session_s = monitor.elapsed_s()
         except Exception:  # a phase added while we read: show the last panel
             return self._last_panel
-        rows = [{"label": LABELS.get(phase, phase), "value": ratio(seconds, session_s), "unit": "fraction", "provenance": "measured",
+        rows = [{"label": LABELS.get(phase, phase), "value": ratio(seconds, session_s), "unit": "fraction",
+                 "provenance": "measured",
                  "note": format_seconds(seconds)}  # as passport.md's "Time:" line
                 for phase, seconds in totals.items() if seconds > 0 or phase in ("train", "data_wait")]
         share = self.data_wait_share(totals)
