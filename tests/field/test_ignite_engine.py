@@ -32,7 +32,7 @@ class Slow:
 
 def _engines(out_dir, sleeps: bool, stop=None):
     from ignite.engine import Events, create_supervised_evaluator, create_supervised_trainer
-    from ignite.handlers import ModelCheckpoint, global_step_from_engine
+    from ignite.handlers import ModelCheckpoint
     from ignite.metrics import Loss
 
     torch.manual_seed(0)
@@ -48,7 +48,7 @@ def _engines(out_dir, sleeps: bool, stop=None):
                                         batch_size=BATCH)
     seen = {"losses": [], "val_mse": [], "saved": [], "rows": rows}
     checkpoint = ModelCheckpoint(str(out_dir), "m", n_saved=None, require_empty=False,
-                                 global_step_transform=global_step_from_engine(trainer))
+                                 global_step_transform=lambda engine, event: trainer.state.iteration)
     evaluator.add_event_handler(Events.ITERATION_COMPLETED, lambda e: time.sleep(EVAL_SLEEP_S if sleeps else 0.0))
     evaluator.add_event_handler(Events.COMPLETED, checkpoint, {"model": model, "slow": Slow(SAVE_SLEEP_S * sleeps)})
     evaluator.add_event_handler(Events.COMPLETED, lambda e: seen["saved"].append(checkpoint.last_checkpoint))
@@ -85,6 +85,7 @@ def test_ignite_engine_counts_steps_samples_loss_and_times_its_evaluator_and_mod
     assert [(c["path"], c["step"], c["source"]) for c in p["checkpoints"]] == [
         (str(path), EVERY * (i + 1), "ignite Checkpoint") for i, path in enumerate(seen["saved"])]
     assert [c["bytes"] for c in p["checkpoints"]] == [os.path.getsize(path) for path in seen["saved"]]
+    assert [os.path.basename(path) for path in seen["saved"]] == ["m_checkpoint_3.pt", "m_checkpoint_6.pt"]
     assert p["time"]["checkpoint_saves"] == evaluations and p["frameworks"]["fits"] == {"ignite": 1}
     assert printed_by_us(bare, ours) == [] and p["warnings"] == []
 
