@@ -131,7 +131,8 @@ def test_one_framework_is_switched_off_alone(run_root, monkeypatch):
     original = Learner.fit
     with tm.monitor(run_dir=run_root, interval_s=3600):
         assert Learner.fit is original
-    assert {"framework-hf", "framework-lightning", "framework-keras", "framework-accelerate"} <= set(host_patches.KEYS)
+    assert {"framework-hf", "framework-lightning", "framework-keras", "framework-accelerate", "framework-fabric",
+            "framework-ignite"} <= set(host_patches.KEYS)
 
 
 def test_fastai_fit_one_cycle_goes_through_the_adapted_fit(run_root):

@@ -54,3 +54,31 @@ def test_two_top_level_torch_saves_are_two_checkpoints(run_root, tmp_path):
         torch.save({"b": 2}, tmp_path / "b.pt")
     p = _passport(m)
     assert [r["source"] for r in p["checkpoints"]] == ["torch.save", "torch.save"]  # two top-level saves: two
+
+
+def test_a_stable_baselines3_save_is_one_record_of_the_zip_file_it_writes(run_root, tmp_path):
+    sb3 = pytest.importorskip("stable_baselines3")
+    with tm.monitor(run_dir=run_root, interval_s=3600) as m:
+        model = sb3.PPO("MlpPolicy", "CartPole-v1", n_steps=16, batch_size=16, device="cpu")
+        model.save(tmp_path / "ppo")  # its torch.save calls write into the zip: nested, not checkpoints
+    [record] = _passport(m)["checkpoints"]
+    assert record["path"] == str(tmp_path / "ppo.zip") and record["source"] == "stable-baselines3 save"
+    assert record["bytes"] == (tmp_path / "ppo.zip").stat().st_size
+
+
+def test_a_skorch_checkpoint_is_one_record_of_the_files_it_writes(run_root, tmp_path):
+    skorch = pytest.importorskip("skorch")
+    from skorch.callbacks import Checkpoint
+
+    x = torch.randn(16, 4, generator=torch.Generator().manual_seed(0)).numpy()
+    net = skorch.NeuralNetRegressor(torch.nn.Linear(4, 1), max_epochs=2, train_split=None, verbose=0,
+                                    callbacks=[Checkpoint(dirname=str(tmp_path / "ck"), monitor=None)])
+    with tm.monitor(run_dir=run_root, interval_s=3600) as m:
+        net.fit(x, x.sum(1, keepdims=True))
+        net.save_params(f_params=str(tmp_path / "params.pt"))
+    records = _passport(m)["checkpoints"]
+    assert [(r["path"], r["source"]) for r in records] == [(str(tmp_path / "ck"), "skorch Checkpoint")] * 2 + [
+        (str(tmp_path / "params.pt"), "skorch save_params")]
+    files = [f for f in (tmp_path / "ck").iterdir() if f.is_file()]  # params, optimizer, criterion, history
+    assert len(files) == 4 and records[-2]["bytes"] == sum(f.stat().st_size for f in files)
+    assert records[-1]["bytes"] == (tmp_path / "params.pt").stat().st_size

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import sys
@@ -14,6 +15,7 @@ import torch.nn.functional as F
 from torch.utils.data import DataLoader, Dataset
 from torch.utils.data.dataloader import _BaseDataLoaderIter
 
+import trainmeter as tm
 from trainmeter.core.clock import FakeClock
 from trainmeter.core.patches import FINDER
 from trainmeter.extensions import make_monitor
@@ -144,9 +146,9 @@ def _train_run(run_root, with_aux: bool):
         _step(model, opt, x, y)
         if with_aux and step % 4 == 3:
             model.eval()
-            with torch.no_grad():
+            with tm.phase("eval"), torch.no_grad():  # what says it is eval
                 model(x)  # 0.25 s of eval forward
-            clock.advance(1.0)  # the rest of the evaluation
+                clock.advance(1.0)  # the rest of the evaluation
             model.train()
             torch.save({"model": model.state_dict(), "delay": Delay(clock, 0.5)}, io.BytesIO())
     m.finish("completed")
@@ -156,16 +158,17 @@ def _train_run(run_root, with_aux: bool):
 def test_eval_and_checkpoint_are_credited_and_training_throughput_is_unchanged(tmp_path):
     base = _train_run(tmp_path / "base", with_aux=False)
     aux = _train_run(tmp_path / "aux", with_aux=True)
-    assert aux["phases_s"]["eval"] == pytest.approx(3 * 1.25)
+    assert aux["phases_s"]["eval"] == pytest.approx(3 * 1.25) and aux["phases_s"].get("inference", 0) == 0
     assert aux["phases_s"]["checkpoint"] == pytest.approx(3 * 0.5)
     assert aux["time"]["eval_spans"] == 3 and aux["time"]["checkpoint_saves"] == 3
+    assert aux["time"]["inference_spans"] == 3  # each replaced by tm.phase("eval")
     assert aux["phases_s"]["train"] == pytest.approx(base["phases_s"]["train"]) == pytest.approx(12 * 0.25)
     assert aux["throughput"]["train_tokens_per_s"] == pytest.approx(base["throughput"]["train_tokens_per_s"])
     assert aux["throughput"]["session_tokens_per_s"] < base["throughput"]["session_tokens_per_s"]
     assert aux["goodput"] == pytest.approx(3.0 / (3.0 + 3.75 + 1.5))
 
 
-def test_an_eval_span_ends_at_the_next_training_work_and_nothing_is_warned(tmp_path):
+def test_a_model_switched_to_eval_mode_is_inference_until_the_next_training_work_and_nothing_is_warned(tmp_path):
     clock = FakeClock()
     model = Clocked(clock, 0.1)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
@@ -186,9 +189,11 @@ def test_an_eval_span_ends_at_the_next_training_work_and_nothing_is_warned(tmp_p
     clock.advance(0.5)
     m.finish("completed")
     p = _passport(m)
-    assert p["phases_s"]["eval"] == pytest.approx(1.0 + 2.0 + 0.1 + 3.0)
-    assert split.eval_spans == 3
-    assert p["warnings"] == []
+    assert p["phases_s"]["inference"] == pytest.approx(1.0 + 2.0 + 0.1 + 3.0)
+    assert p["phases_s"]["eval"] == 0 and split.eval_spans == 0  # nothing said it was an evaluation
+    assert split.inference_spans == 3 and p["warnings"] == []
+    (panel,) = split.panels()
+    assert "inference (no grad)" in [r["label"] for r in panel["rows"]]
 
 
 def test_a_checkpoint_saved_inside_an_eval_span_is_credited_to_checkpoint(tmp_path):
@@ -198,21 +203,75 @@ def test_a_checkpoint_saved_inside_an_eval_span_is_credited_to_checkpoint(tmp_pa
     x, y = torch.zeros(2, 6, dtype=torch.long), torch.zeros(2, dtype=torch.long)
     split = TimeSplit()
     m = _monitor(tmp_path, clock, split).start()
-    for _ in range(2):
+    for said in (True, False):  # an evaluation that says so, then a model merely in eval mode
         _step(model, opt, x, y)
-        model.eval()  # Hugging Face: evaluate(), then save, then train() at the next step
-        clock.advance(1.0)
-        torch.save({"delay": Delay(clock, 0.5)}, io.BytesIO())
-        clock.advance(0.25)  # the rest of the evaluation, after the save
+        model.eval()
+        with tm.phase("eval") if said else contextlib.nullcontext():
+            clock.advance(1.0)
+            torch.save({"delay": Delay(clock, 0.5)}, io.BytesIO())  # Lightning: ModelCheckpoint at validation end
+            clock.advance(0.25)  # the rest of the evaluation, after the save
         model.train()
     m.finish("completed")
     p = _passport(m)
     assert p["phases_s"]["checkpoint"] == pytest.approx(2 * 0.5)
-    assert p["phases_s"]["eval"] == pytest.approx(2 * 1.25)
-    assert split.eval_spans == 2 and split.checkpoints.saves == 2
+    assert p["phases_s"]["eval"] == pytest.approx(1.25) and p["phases_s"]["inference"] == pytest.approx(1.25)
+    assert split.eval_spans == 1 and split.inference_spans == 2 and split.checkpoints.saves == 2
 
 
-def test_data_waits_inside_an_eval_span_go_to_eval(tmp_path):
+def test_a_model_switched_to_eval_mode_inside_a_span_of_its_own_is_that_span(tmp_path):
+    clock = FakeClock()
+    model = Clocked(clock, 0.1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    x, y = torch.zeros(2, 6, dtype=torch.long), torch.zeros(2, dtype=torch.long)
+    split = TimeSplit()
+    m = _monitor(tmp_path, clock, split).start()
+    _step(model, opt, x, y)
+    with tm.phase("rollout"):  # an adapter's own phase (reinforcement-learning rollouts)
+        model.eval()
+        clock.advance(2.0)
+    model.train()
+    _step(model, opt, x, y)
+    m.finish("completed")
+    p = _passport(m)
+    assert p["phases_s"]["rollout"] == pytest.approx(2.0) and p["phases_s"].get("inference", 0) == 0
+    assert split.inference_spans == 0 and split.eval_spans == 0
+
+
+class LossModule(nn.Module):
+    """The watched module, the model inside it (sentence-transformers' losses)."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return F.cross_entropy(self.model(x), y)
+
+
+def test_a_watched_loss_module_follows_the_model_inside_it_not_a_small_part(tmp_path):
+    clock = FakeClock()
+    loss_module = LossModule(Clocked(clock, 0.1))
+    opt = torch.optim.SGD(loss_module.parameters(), lr=0.1)
+    x, y = torch.zeros(2, 6, dtype=torch.long), torch.zeros(2, dtype=torch.long)
+    split = TimeSplit()
+    m = _monitor(tmp_path, clock, split).start()
+    for _ in range(2):
+        opt.zero_grad()
+        loss_module(x, y).backward()
+        opt.step()
+    assert m.model_ref() is loss_module
+    loss_module.model.emb.eval()  # a small part in eval mode (a frozen layer): no span
+    clock.advance(0.5)
+    loss_module.model.emb.train()
+    loss_module.model.eval()  # the model inside: the loss module follows it
+    clock.advance(1.0)
+    loss_module.model.train()
+    m.finish("completed")
+    p = _passport(m)
+    assert p["phases_s"]["inference"] == pytest.approx(1.0) and split.inference_spans == 1
+
+
+def test_data_waits_inside_an_inference_span_go_to_it(tmp_path):
     clock = FakeClock()
     model = Clocked(clock, 0.1)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
@@ -226,7 +285,7 @@ def test_data_waits_inside_an_eval_span_go_to_eval(tmp_path):
     m.finish("completed")
     p = _passport(m)
     assert p["phases_s"]["data_wait"] == 0.0 and split.batches == 0
-    assert p["phases_s"]["eval"] == pytest.approx(8 * 0.01 + 2 * 0.1)
+    assert p["phases_s"]["inference"] == pytest.approx(8 * 0.01 + 2 * 0.1)
 
 
 @pytest.fixture
@@ -273,7 +332,7 @@ def test_savers_return_and_raise_as_without_trainmeter_and_count_as_checkpoints(
     with pytest.raises(OSError) as caught:
         st.save_model(None, "c")
     assert caught.value is st.ERROR
-    assert m.phases.training and m._phase_depth == 0  # the failed save closed its span
+    assert m.phases.training and m.spans.depth == 0  # the failed save closed its span
     with pytest.raises(RuntimeError):
         torch.save({}, str(tmp_path / "missing" / "dir" / "x.pt"))
     m.finish("completed")

@@ -30,7 +30,7 @@ def test_each_saver_names_where_it_writes_from_its_own_arguments():
     assert savers.TORCH_SAVE.where(({}, "x.pt"), {}, None) == "x.pt"
 
 
-def test_a_record_sizes_a_file_or_a_folder_and_names_a_stream(tmp_path):
+def test_a_record_sizes_a_file_or_a_folder_and_never_names_a_stream(tmp_path):
     (tmp_path / "d").mkdir()
     (tmp_path / "d" / "a").write_bytes(b"12345")
     (tmp_path / "d" / "b").write_bytes(b"123")
@@ -38,8 +38,32 @@ def test_a_record_sizes_a_file_or_a_folder_and_names_a_stream(tmp_path):
                                                           "seconds": 0.5, "source": "x"}
     assert savers.record(tmp_path / "d" / "a", 1, None, "x")["bytes"] == 5
     stream = savers.record(io.BytesIO(), 1, 0.1, "torch.save")
-    assert stream["path"] == "<BytesIO>" and stream["bytes"] is None
+    assert stream["path"] is None and stream["bytes"] is None  # never an object's repr
+    with open(tmp_path / "d" / "a", "rb") as f:
+        assert savers.record(f, 1, 0.1, "torch.save")["path"] == str(tmp_path / "d" / "a")
     assert savers.record(tmp_path / "missing", 1, 0.1, "x")["bytes"] is None
+
+
+def test_a_saver_without_a_path_of_its_own_is_the_files_its_nested_saves_wrote(tmp_path):
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "params.pt").write_bytes(b"12345")
+    (tmp_path / "d" / "optimizer.pt").write_bytes(b"123")
+    two = savers.record(None, 2, 0.1, "skorch Checkpoint", (tmp_path / "d" / "params.pt", io.BytesIO(),
+                                                             str(tmp_path / "d" / "optimizer.pt")), tmp_path)
+    assert two["path"] == "d" and two["bytes"] == 8  # their folder, relative to the run folder; their sizes
+    one = savers.record(None, 2, 0.1, "ignite Checkpoint", (str(tmp_path / "d" / "params.pt"),))
+    assert one["path"] == str(tmp_path / "d" / "params.pt") and one["bytes"] == 5
+    assert savers.record(None, 2, 0.1, "ignite Checkpoint") is None  # it decided not to save
+
+
+def test_the_final_file_of_savers_that_add_a_suffix_or_write_through_a_temp_file():
+    class Disk:
+        dirname = "ckpts"
+
+    assert _site("stable-baselines3 save").where((object(), "ppo"), {}, None) == "ppo.zip"
+    assert _site("stable-baselines3 save").where((object(), "ppo.zip"), {}, None) == "ppo.zip"
+    assert _site("ignite DiskSaver").where((Disk(), {}, "model_3.pt"), {}, None) == "ckpts/model_3.pt"
+    assert _site("lightning Fabric.save").where((object(), "f.ckpt", {}), {}, None) == "f.ckpt"
 
 
 def test_a_folder_of_too_many_files_has_no_size(tmp_path, monkeypatch):

@@ -96,7 +96,8 @@ PATCHES: tuple[HostPatch, ...] = (
               fallback="torch.nn.utils.clip_grad_norm_ is wrapped alone"),
     HostPatch(key="time-split", touches="the DataLoader iterator's __next__, torch.nn.Module.train, torch.save and "
               "the checkpoint savers of safetensors, transformers, peft, accelerate, torch.distributed.checkpoint, "
-              "Lightning, Keras and fastai (timesplit/savers.py: data waits, eval and checkpoint spans)",
+              "Lightning and Fabric, Keras, fastai, skorch, stable-baselines3 and Ignite (timesplit/savers.py: data "
+              "waits, inference and checkpoint spans)",
               uninstall="the originals are put back at the run's end",
               sites=("timesplit/extension.py:owner.attr", "timesplit/extension.py:torch.save"),
               private=("torch.utils.data.dataloader._BaseDataLoaderIter.__next__",)),
@@ -108,9 +109,12 @@ PATCHES: tuple[HostPatch, ...] = (
               fallback="a library whose logging class is missing is not tapped"),
     HostPatch(key="frameworks", touches="the fit/train entry points of Hugging Face Trainer, Lightning Trainer, "
               "Keras 3 (torch backend; its optimizers' apply and scale_loss), fastai Learner, accelerate's "
-              "Accelerator.prepare/backward and skorch NeuralNet.fit_loop/run_single_epoch: trainmeter's "
+              "Accelerator.prepare/backward, Lightning Fabric's setup/load, Ignite's Engine.run and skorch "
+              "NeuralNet.fit_loop/run_single_epoch: trainmeter's "
               "callback is added to the framework's own list for that call (steps of optimizers outside torch.optim, "
-              "stop and save; accelerate's short accumulation step)",
+              "stop and save; accelerate's short accumulation step); the framework's own evaluation (HF evaluate, "
+              "Lightning's evaluation loop, Keras evaluate, fastai's validation, an Ignite run inside the trainer's) "
+              "is an eval span",
               uninstall="the originals are put back at the run's end; each callback leaves with its fit",
               sites=("integrations/extension.py:owner.site.attr",)),
     *(HostPatch(key=f"framework-{name}", touches=f"{what} only (one framework of the frameworks entry)",
@@ -121,6 +125,8 @@ PATCHES: tuple[HostPatch, ...] = (
                                    "keras BaseOptimizer.apply/scale_loss, LossScaleOptimizer.scale_loss"),
                          ("fastai", "fastai Learner.fit"),
                          ("accelerate", "accelerate Accelerator.prepare and backward"),
+                         ("fabric", "Lightning Fabric setup, setup_module and load"),
+                         ("ignite", "Ignite Engine.run"),
                          ("skorch", "skorch NeuralNet.fit_loop and run_single_epoch"))),
     HostPatch(key="import-hooks", touches="sys.meta_path: one finder (for every hook of the process) that patches a "
               "library imported during the run (compile-watch, time-split, taps, frameworks, clip-grad, autostart)",

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from trainmeter.core.clock import Clock
 
 PHASES: tuple[str, ...] = ("train", "data_wait", "eval", "checkpoint", "reporting", "profiling")
+WEAK_PHASES = frozenset({"inference"})  # a model in eval mode: a span entered while it is outermost replaces it
 PHASE_NAME = re.compile(r"[a-z][a-z0-9_]{0,31}\Z")  # a custom phase's name (tm.phase)
 
 
@@ -115,7 +116,15 @@ class PhaseSpans:
         self._resume = False
 
     def enter(self, name: str) -> None:
-        """Pause training and start crediting ``name`` (the outermost span wins)."""
+        """Pause training and start crediting ``name`` (the outermost span wins, unless it is weak: then ``name``
+        replaces it, its end edge sent, and its owner exits it no more)."""
+        if self.depth == 1 and self.name in WEAK_PHASES and name != self.name:
+            self._phases.finish_phase(self.name, self.started_s)
+            now_s = self._clock()
+            self._on_edge(self.name, "end", self._phases.session_elapsed_s(now_s))
+            self.name, self.started_s = name, now_s
+            self._on_edge(name, "begin", self._phases.session_elapsed_s(now_s))
+            return
         self.depth += 1
         if self.depth > 1:
             return

@@ -21,7 +21,8 @@ class Site:
     whose logging call this is (``extract``: ``(args, kwargs) -> {name: scalar}``), ``""`` for an entry point;
     ``logs``: an entry point whose callback reads the framework's logs too; ``callbacks_at``: position of the
     callbacks argument after ``self`` (``-1``: none); ``fit``: ``False`` for a callback that joins for the
-    framework's events alone (HF's ``evaluate``)."""
+    framework's events alone (HF's ``evaluate``); ``phase``: each call is a span of that phase (``"eval"``: the
+    framework's own evaluation, docs/spec.md section 9), when ``when(adapter, target)`` says so (``None``: always)."""
 
     module: str
     owner: str
@@ -32,6 +33,8 @@ class Site:
     callbacks_at: int = -1
     callbacks_name: str = ""
     fit: bool = True
+    phase: str = ""
+    when: Callable[[Any, Any], bool] | None = None
 
 
 def record_logged(monitor: Any, key: str, values: dict[str, Any], source: str, measured: bool = True) -> int:
@@ -61,16 +64,43 @@ class Adapter:
         self.wing = wing
 
     def wrap(self, site: Site, original: Any) -> Any:
-        """The wrapper of ``site``: the adapter's ``on_<attr>(original, owner_self, *args, **kwargs)``, else a fit."""
+        """The wrapper of ``site``: the adapter's ``on_<attr>(original, owner_self, *args, **kwargs)``, else a fit
+        (or the call alone, for a site that is only a ``phase``), inside the site's phase span."""
         method = getattr(self, f"on_{site.attr}", None)
-        if method is None:
-            return self.fit(site, original)
+        if method is not None:
+            @functools.wraps(original)
+            def wrapper(target: Any, *args: Any, **kwargs: Any) -> Any:
+                return method(original, target, *args, **kwargs)
 
-        @functools.wraps(original)
-        def wrapper(target: Any, *args: Any, **kwargs: Any) -> Any:
-            return method(original, target, *args, **kwargs)
+            inner = wrapper
+        else:
+            inner = original if site.phase and not site.fit and not site.logs else self.fit(site, original)
+        return self.span(site, inner) if site.phase else inner
 
-        return wrapper
+    def span(self, site: Site, inner: Any) -> Any:
+        """``inner`` as a span of ``site.phase`` (entered as ``tm.phase`` is: the outermost span wins)."""
+        wing = self.wing
+
+        @functools.wraps(inner)
+        def span(target: Any, *args: Any, **kwargs: Any) -> Any:
+            monitor, entered = wing.monitor, False
+            if monitor is not None and wing.gate.here():
+                try:
+                    if site.when is None or site.when(self, target):
+                        monitor.enter_phase(site.phase)
+                        entered = True
+                except Exception as exc:
+                    wing.warn(self.framework, f"{self.framework} {site.phase} spans disabled: {exc!r}")
+            try:
+                return inner(target, *args, **kwargs)
+            finally:
+                if entered:
+                    try:
+                        monitor.exit_phase()
+                    except Exception as exc:
+                        wing.warn(self.framework, f"{self.framework} {site.phase} spans disabled: {exc!r}")
+
+        return span
 
     def after_wrap(self, site: Site, owner: Any) -> None:
         """Called once ``site`` is wrapped on ``owner``."""

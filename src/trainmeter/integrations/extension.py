@@ -15,8 +15,10 @@ from trainmeter.core.extension import ExtensionBase, Report
 from trainmeter.core.patches import Gate, Patches, PostImportHooks
 from trainmeter.integrations.accelerate import AccelerateAdapter
 from trainmeter.integrations.adapter import Adapter, Site, record_logged
+from trainmeter.integrations.fabric import FabricAdapter
 from trainmeter.integrations.fastai import FastaiAdapter
 from trainmeter.integrations.hf import HfAdapter
+from trainmeter.integrations.ignite import IgniteAdapter
 from trainmeter.integrations.keras import KerasAdapter
 from trainmeter.integrations.lightning import LightningAdapter
 from trainmeter.integrations.loggers import Loggers, tapped
@@ -26,7 +28,8 @@ from trainmeter.integrations.view import FrameworksView
 if TYPE_CHECKING:
     from trainmeter.core.context import RunContext
 
-ADAPTERS = (Loggers, HfAdapter, LightningAdapter, KerasAdapter, FastaiAdapter, AccelerateAdapter, SkorchAdapter)
+ADAPTERS = (Loggers, HfAdapter, LightningAdapter, KerasAdapter, FastaiAdapter, AccelerateAdapter, FabricAdapter,
+            IgniteAdapter, SkorchAdapter)
 SUMMARY_KEYS = {"transformers": "train_runtime"}  # a log carrying this key is the run's end summary
 STEPS_SOURCE = {"keras": "keras optimizer updates (BaseOptimizer.apply; else its callback's on_train_batch_end)",
                 "fastai": "fastai callback (after_step)"}

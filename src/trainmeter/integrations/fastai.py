@@ -67,7 +67,9 @@ class FastaiAdapter(Adapter):
 
     framework = "fastai"
     control = FastaiControl
-    sites = (Site(module="fastai.learner", owner="Learner", attr="fit", callbacks_at=3, callbacks_name="cbs"),)
+    sites = (Site(module="fastai.learner", owner="Learner", attr="fit", callbacks_at=3, callbacks_name="cbs"),
+             Site(module="fastai.learner", owner="Learner", attr="_do_epoch_validate", fit=False,
+                  phase="eval"))
     steps_at = "train_iter"
 
     def callback(self) -> Any:

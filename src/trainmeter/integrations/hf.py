@@ -59,7 +59,8 @@ class HfAdapter(Adapter):
     framework = "hf"
     control = HfControl
     sites = (Site(module="transformers.trainer", owner="Trainer", attr="train", logs=True),
-             Site(module="transformers.trainer", owner="Trainer", attr="evaluate", logs=True, fit=False))
+             Site(module="transformers.trainer", owner="Trainer", attr="evaluate", logs=True, fit=False,
+                  phase="eval"))
     steps_at = "state.global_step"
 
     def __init__(self, wing: Any) -> None:

@@ -78,6 +78,7 @@ class KerasAdapter(Adapter):
         Site(module="keras.src.backend.torch.trainer", owner="TorchTrainer", attr="fit", callbacks_at=5,
              callbacks_name="callbacks"),
         Site(module="keras.src.backend.torch.trainer", owner="TorchTrainer", attr="train_on_batch"),
+        Site(module="keras.src.backend.torch.trainer", owner="TorchTrainer", attr="evaluate", fit=False, phase="eval"),
         Site(module=f"{_OPT}.base_optimizer", owner="BaseOptimizer", attr="apply"),
         Site(module=f"{_OPT}.base_optimizer", owner="BaseOptimizer", attr="scale_loss"),
         Site(module=f"{_OPT}.loss_scale_optimizer", owner="LossScaleOptimizer", attr="scale_loss"),

@@ -25,6 +25,7 @@ class LightningAdapter(Adapter):
     control = LightningControl
     sites = tuple(site for package in ("lightning.pytorch", "pytorch_lightning") for site in (
         Site(module=f"{package}.trainer.trainer", owner="Trainer", attr="fit"),
+        Site(module=f"{package}.loops.evaluation_loop", owner="_EvaluationLoop", attr="run", fit=False, phase="eval"),
         Site(tap="lightning", module=f"{package}.{_LC}", owner="_LoggerConnector", attr="log_metrics",
              extract=method_dict("metrics"))))
     steps_at = "global_step"

@@ -41,7 +41,10 @@ class FrameworkControl:
         return True
 
     def save_checkpoint(self, dir_path: str) -> str:
-        """Save through the framework's saver into ``dir_path``; the path it wrote (its own answer, else ours)."""
+        """Save through the framework's saver into ``dir_path``; the path it wrote (its own answer, else ours);
+        ``None`` with no ``saver`` (trainmeter's own save then)."""
+        if not self.saver:
+            return None
         path = Path(dir_path) / f"{SAVE_NAME}{self.suffix}"
         written = getattr(self.target(), self.saver)(path.absolute() if self.absolute else str(path))
         return str(written) if written is not None else str(path)

@@ -1,6 +1,8 @@
-"""Where the time goes: data waits, eval spans and checkpoint saves, found with no code change (docs/spec.md section 9).
+"""Where the time goes: data waits, inference and checkpoint spans, found with no code change (docs/spec.md section 9).
 
-An eval span closes at the next ``on_phase("train", "begin", t_s)`` (``context.watch_training``: no per-step hook).
+Eval is what says it is eval (a framework's evaluation, ``tm.phase("eval")``); the watched model switched to eval mode
+with no span open is ``inference`` (no grad), a span any other one replaces and that closes at the next
+``on_phase("train", "begin", t_s)`` (``context.watch_training``: no per-step hook).
 """
 
 from __future__ import annotations
@@ -25,10 +27,12 @@ STARVING_SHARE = 0.20
 STARVING_MIN_BATCHES = 20
 GOODPUT_SERIES = "time.goodput"
 DATA_WAIT_SERIES = "time.data_wait_share"
+INFERENCE = "inference"  # core/phases.py WEAK_PHASES: a later span replaces it
+LABELS = {INFERENCE: "inference (no grad)"}
 
 
 class TimeSplit(ExtensionBase):
-    """Data-wait, eval and checkpoint probes of one run (extension ``"time"``). Thread safety: wrappers act on the
+    """Data-wait, inference and checkpoint probes of one run (extension ``"time"``). Thread safety: wrappers act on the
     training thread of the training process only; ``panels``/``charts``/``warnings`` only read, from any thread."""
 
     name = "time"
@@ -40,13 +44,16 @@ class TimeSplit(ExtensionBase):
         self._patches = Patches()
         self._hooks: PostImportHooks | None = None
         self._in_next = False
-        self.eval_open = False
+        self.inference_open = False  # this split's own span: the watched model in eval mode
+        self.open_phase: str | None = None  # the outermost span open now (its on_phase edges)
+        self._quiet = False  # a span paused for a save and resumed: its edges are no new span
         self._train_depth = 0
         self._ancestors: dict[int, tuple[weakref.ReferenceType[Any], int, bool]] = {}
         self.batches = 0
         self.loader_wait_s = 0.0
         self.max_wait_s: float | None = None
         self.eval_spans = 0
+        self.inference_spans = 0
         self.checkpoints = savers.CheckpointSpans(self)  # the savers' spans and records
         self.patched: list[str] = []
         self._window = {"batches": 0, "totals": {}, "elapsed_s": 0.0}
@@ -80,8 +87,8 @@ class TimeSplit(ExtensionBase):
         self._hooks.install()
 
     def stop(self) -> None:
-        """Close an open eval span, remove every wrapper, hook and patch. Idempotent."""
-        self._close_eval()
+        """Close an open inference span, remove every wrapper, hook and patch. Idempotent."""
+        self._close_inference()
         self.gate.close()
         if self._hooks is not None:
             self._hooks.remove()
@@ -162,20 +169,18 @@ class TimeSplit(ExtensionBase):
         if root is None:
             probes = getattr(self.monitor, "probes", None)
             return probes is not None and probes.is_candidate(module)
-        if module is root:
-            return True
-        inner = vars(root).get("_modules", {})
-        if module is inner.get("module") or module is inner.get("_orig_mod"):
-            return True
-        return self._contains(module, root)
+        return module is root or self._related(module, root)
 
-    def _contains(self, module: Any, root: Any) -> bool:
-        """Whether ``module`` holds ``root`` (cached per module, so a per-step ``.train()`` stays cheap)."""
+    def _related(self, module: Any, root: Any) -> bool:
+        """Whether ``module`` holds ``root`` (Lightning's ``trainer.model``), or sits inside it with most of its
+        parameters (DDP's ``.module``, a compiled ``._orig_mod``, the model inside a loss module): cached per module,
+        so a per-step ``.train()`` (a frozen batch norm's ``.eval()``) stays cheap."""
         key = id(module)
         cached = self._ancestors.get(key)
         if cached is not None and cached[0]() is module and cached[1] == id(root):
             return cached[2]
-        found = any(m is root for m in module.modules())
+        found = any(m is root for m in module.modules()) or (
+            any(m is module for m in root.modules()) and 2 * _numel(module) >= _numel(root) > 0)
         if len(self._ancestors) > 256:
             self._ancestors.clear()
         self._ancestors[key] = (weakref.ref(module), id(root), found)
@@ -183,34 +188,68 @@ class TimeSplit(ExtensionBase):
 
     def _on_train(self, module: Any, mode: bool) -> None:
         try:
-            if not mode and not self.eval_open:
+            if not mode and not self.inference_open and self.open_phase is None:  # no span says what this is
                 if self._is_root(module):
-                    self._open_eval()
-            elif mode and self.eval_open and self._is_root(module):
-                self._close_eval()
+                    self._open_inference()
+            elif mode and self.inference_open and self._is_root(module):
+                self._close_inference()
         except Exception as exc:
-            self.warn("time-eval", f"eval spans disabled: {exc!r}")
+            self.warn("time-inference", f"inference spans disabled: {exc!r}")
 
-    def _open_eval(self) -> None:
-        if self.enter_span("eval"):
-            self.eval_open = True
-            self.eval_spans += 1
+    def _open_inference(self) -> None:
+        if self.enter_span(INFERENCE):
+            self.inference_open = True
+            self.inference_spans += 1
             if self.monitor is not None:
                 self.monitor.watch_training(self)
 
     def on_phase(self, name: str, edge: str, t_s: float) -> None:
-        """Training activity while the eval span is open: the span is over."""
-        if name == "train" and edge == "begin" and self.eval_open and self.gate.here():
-            self._close_eval()
-
-    def _close_eval(self) -> None:
-        if not self.eval_open:
+        """Each outermost span's edges (an eval span counted); training activity ends the inference span, and so
+        does another span replacing it."""
+        if name == "train":
+            if edge == "begin" and self.inference_open and self.gate.here():
+                self._close_inference()
             return
-        self.eval_open = False
+        self.open_phase = name if edge == "begin" else None
+        if self._quiet:
+            return
+        if edge == "begin" and name == "eval":
+            self.eval_spans += 1
+        elif edge == "end" and name == INFERENCE and self.inference_open:  # replaced by an eval or other span
+            self.inference_open = False
+            if self.monitor is not None:
+                self.monitor.unwatch_training(self)
+
+    def _close_inference(self) -> None:
+        if not self.inference_open:
+            return
+        self.inference_open = False
         if self.monitor is not None:
             self.monitor.unwatch_training(self)
         if not self.checkpoints.depth:  # during a save inside the span, the span is already paused
             self.exit_span()
+
+    def pause_span(self) -> str | None:
+        """Close the outermost span open now (not a checkpoint) for a save; its name for :meth:`resume_span`."""
+        name = self.open_phase
+        if name is None or name == "checkpoint":
+            return None
+        self._quiet = True
+        try:
+            self.exit_span()
+        finally:
+            self._quiet = False
+        return name
+
+    def resume_span(self, name: str | None) -> None:
+        """Reopen the span :meth:`pause_span` closed (the inference span only while it is still open)."""
+        if name is None or (name == INFERENCE and not self.inference_open):
+            return
+        self._quiet = True
+        try:
+            self.enter_span(name)
+        finally:
+            self._quiet = False
 
     def enter_span(self, phase: str) -> bool:
         """Open a ``phase`` span; whether it opened (a fault: warned)."""
@@ -264,7 +303,8 @@ class TimeSplit(ExtensionBase):
         if share is not None:
             monitor.record_at(DATA_WAIT_SERIES, elapsed_s, share)
         return {"data_wait_s": window.get("data_wait", 0.0), "data_wait_share": share, "batches": batches,
-                "goodput": goodput, "eval_spans": self.eval_spans, "checkpoint_saves": self.checkpoints.saves}
+                "goodput": goodput, "eval_spans": self.eval_spans, "inference_spans": self.inference_spans,
+                "checkpoint_saves": self.checkpoints.saves}
 
     def passport_section(self) -> dict[str, Any]:
         """``passport.json["time"]``: data-wait statistics and the probes' counts."""
@@ -285,6 +325,7 @@ class TimeSplit(ExtensionBase):
             "mean_wait_s": ratio(self.loader_wait_s, self.batches),
             "max_wait_s": self.max_wait_s,
             "eval_spans": self.eval_spans,
+            "inference_spans": self.inference_spans,
             "checkpoint_saves": self.checkpoints.saves,
             "checkpoints": list(self.checkpoints.records),
             "patched": sorted(set(self.patched)),
@@ -301,7 +342,8 @@ class TimeSplit(ExtensionBase):
             session_s = monitor.elapsed_s()
         except Exception:  # a phase added while we read: show the last panel
             return self._last_panel
-        rows = [{"label": phase, "value": ratio(seconds, session_s), "unit": "fraction", "provenance": "measured",
+        rows = [{"label": LABELS.get(phase, phase), "value": ratio(seconds, session_s), "unit": "fraction",
+                 "provenance": "measured",
                  "note": format_seconds(seconds)}  # as passport.md's "Time:" line
                 for phase, seconds in totals.items() if seconds > 0 or phase in ("train", "data_wait")]
         share = self.data_wait_share(totals)
@@ -328,6 +370,10 @@ class TimeSplit(ExtensionBase):
         if share is None or share <= STARVING_SHARE:
             return []
         return [f"data waits are {share * 100:.0f}% of step time: the loader is starving the GPU"]
+
+
+def _numel(module: Any) -> int:
+    return sum(p.numel() for p in module.parameters())
 
 
 def _ms(seconds: float | None) -> str:

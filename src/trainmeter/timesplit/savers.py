@@ -53,6 +53,22 @@ def _accelerate_state(args: tuple[Any, ...], kwargs: dict[str, Any], result: Any
                                                                    else kwargs.get("output_dir"))
 
 
+def _inner(args: tuple[Any, ...], kwargs: dict[str, Any], result: Any) -> Any:
+    return None  # the saver writes through savers nested in it: the record takes their files
+
+
+def _sb3_zip(args: tuple[Any, ...], kwargs: dict[str, Any], result: Any) -> Any:
+    given = _arg(1, "path")(args, kwargs, result)  # stable-baselines3 adds ".zip" to a path with no suffix
+    if isinstance(given, (str, os.PathLike)) and not os.path.splitext(os.fspath(given))[1]:
+        return f"{os.fspath(given)}.zip"
+    return given
+
+
+def _ignite_disk(args: tuple[Any, ...], kwargs: dict[str, Any], result: Any) -> Any:
+    filename = _arg(2, "filename")(args, kwargs, result)
+    return os.path.join(os.fspath(args[0].dirname), filename) if isinstance(filename, str) else None
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SaverSite:
     """One saver: ``attr`` of class ``owner`` (``""``: a function) in ``module`` (wrapped once imported); ``where`` is
@@ -93,25 +109,52 @@ SITES: tuple[SaverSite, ...] = (
     SaverSite(module="keras.src.models.model", owner="Model", attr="save_weights", source="keras Model.save_weights",
               where=_arg(1, "filepath")),
     SaverSite(module="fastai.learner", owner="Learner", attr="save", source="fastai Learner.save", where=_result),
+    SaverSite(module="lightning.fabric.fabric", owner="Fabric", attr="save", source="lightning Fabric.save",
+              where=_arg(1, "path")),
+    SaverSite(module="skorch.net", owner="NeuralNet", attr="save_params", source="skorch save_params", where=_inner),
+    SaverSite(module="skorch.callbacks.training", owner="Checkpoint", attr="save_model", source="skorch Checkpoint",
+              where=_inner),
+    SaverSite(module="skorch.history", owner="History", attr="to_file", source="skorch History.to_file",
+              where=_arg(1, "f")),
+    SaverSite(module="stable_baselines3.common.base_class", owner="BaseAlgorithm", attr="save",
+              source="stable-baselines3 save", where=_sb3_zip),
+    SaverSite(module="ignite.handlers.checkpoint", owner="Checkpoint", attr="__call__", source="ignite Checkpoint",
+              where=_inner),
+    SaverSite(module="ignite.handlers.checkpoint", owner="DiskSaver", attr="__call__", source="ignite DiskSaver",
+              where=_ignite_disk),
 )
 TORCH_SAVE = SaverSite(module="torch.serialization", owner="", attr="save", source="torch.save", where=_arg(1, "f"))
 """``torch.save``: wrapped at start (torch is imported by then), and bound as ``torch.save`` too."""
 
 
-def describe(where: Any) -> str:
-    """The record's ``path``: the path as given, or what a stream is (``<BytesIO>``)."""
-    if isinstance(where, (str, bytes, os.PathLike)):
-        path = os.fspath(where)
-        return path.decode(errors="replace") if isinstance(path, bytes) else path
-    if where is None:
-        return "<unknown>"
-    return f"<{type(where).__name__}>"
+def path_of(where: Any) -> str | None:
+    """The file a saver wrote: a path as given, a file object's ``name``; ``None`` for a stream (never its repr)."""
+    name = where if isinstance(where, (str, bytes, os.PathLike)) else getattr(where, "name", None)
+    if not isinstance(name, (str, bytes, os.PathLike)):
+        return None  # a buffer, a temp file's descriptor, a zip member: no file of its own
+    path = os.fspath(name)
+    return path.decode(errors="replace") if isinstance(path, bytes) else path
 
 
-def record(where: Any, step: int, seconds: float | None, source: str) -> dict[str, Any]:
-    """One ``checkpoints`` entry."""
-    return {"path": describe(where), "step": int(step), "bytes": size_bytes(where), "seconds": seconds,
-            "source": source}
+def record(where: Any, step: int, seconds: float | None, source: str, written: tuple[Any, ...] = (),
+           run_dir: Any = None) -> dict[str, Any] | None:
+    """One ``checkpoints`` entry: the saver's own path, else the files its nested saves wrote and left (one file, or
+    their folder with their sizes summed), relative to ``run_dir`` when inside it; ``None``: it wrote nothing seen."""
+    path = path_of(where)
+    files = [] if path is not None else list(dict.fromkeys(p for p in map(path_of, written) if p is not None))
+    files = [f for f in files if os.path.exists(f)] or files  # a temp file renamed to the final one is gone
+    if path is None and files:
+        sizes = [size_bytes(f) for f in files]
+        size = None if None in sizes else sum(s for s in sizes if s is not None)
+        path = files[0] if len(files) == 1 else os.path.commonpath([os.path.abspath(f) for f in files])
+    elif path is None and where is None and not written:
+        return None  # a saver that decided not to save (Ignite's Checkpoint with no better score)
+    else:
+        size = size_bytes(path)
+    if path is not None and run_dir is not None:
+        full, root = os.path.abspath(path), os.path.abspath(os.fspath(run_dir))
+        path = os.path.relpath(full, root) if os.path.commonpath([full, root]) == root else path
+    return {"path": path, "step": int(step), "bytes": size, "seconds": seconds, "source": source}
 
 
 class CheckpointSpans:
@@ -122,6 +165,7 @@ class CheckpointSpans:
         self.depth = 0  # nesting of saves in progress (the outermost one is the checkpoint)
         self.saves = 0
         self.records: list[dict[str, Any]] = []  # passport.json checkpoints (record)
+        self._written: list[Any] = []  # where the saves nested in the outermost one wrote
 
     def patch(self, sites: list[SaverSite], module: ModuleType) -> None:
         """Wrap the savers of ``sites`` in ``module``, just imported."""
@@ -135,16 +179,19 @@ class CheckpointSpans:
                 split.wrap(owner, site.attr, functools.partial(self.make_saver, site), label)
 
     def make_saver(self, site: SaverSite, original: Any) -> Any:
-        """The wrapper of ``site``'s saver ``original``: the outermost save is a checkpoint span and a record."""
+        """The wrapper of ``site``'s saver ``original``: the outermost save is a checkpoint span and a record, the
+        saves nested in it say which files it wrote."""
         spans, split = self, self._split
 
         @functools.wraps(original)
         def saver(*args: Any, **kwargs: Any) -> Any:
-            if spans.depth or not split.gate.here():
+            if not split.gate.here():
                 return original(*args, **kwargs)
-            in_eval = split.eval_open
-            if in_eval:
-                split.exit_span()  # the eval span pauses: the save is checkpoint time
+            if spans.depth:
+                result = original(*args, **kwargs)
+                spans._nested(site, args, kwargs, result)
+                return result
+            paused = split.pause_span()  # an eval (or other) span pauses: the save is checkpoint time
             entered = split.enter_span("checkpoint")
             spans.depth += 1
             result = None
@@ -155,24 +202,37 @@ class CheckpointSpans:
                 return result
             finally:
                 spans.depth -= 1
+                written, spans._written = tuple(spans._written), []
                 if entered:
                     seconds = monitor.clock() - t0_s if monitor is not None and t0_s is not None else None
-                    spans.saves += 1
                     split.exit_span()
-                    spans._note(site, args, kwargs, result, seconds)
-                if in_eval and split.eval_open:
-                    split.enter_span("eval")  # the same span goes on
+                    spans._note(site, args, kwargs, result, seconds, written)
+                split.resume_span(paused)  # the same span goes on
 
         return saver
 
-    def _note(self, site: SaverSite, args: Any, kwargs: Any, result: Any, seconds: float | None) -> None:
-        """One record per outermost save (after its span closed: the size is read outside the span)."""
+    def _nested(self, site: SaverSite, args: Any, kwargs: Any, result: Any) -> None:
+        try:
+            if len(self._written) < MAX_RECORDS:
+                self._written.append(site.where(args, kwargs, result))
+        except Exception as exc:
+            self._split.warn("time-checkpoint-record", f"a nested save's path not read: {exc!r}")
+
+    def _note(self, site: SaverSite, args: Any, kwargs: Any, result: Any, seconds: float | None,
+              written: tuple[Any, ...]) -> None:
+        """One record per outermost save that wrote something (after its span closed: sizes read outside it)."""
         monitor = self._split.monitor
         try:
-            if len(self.records) >= MAX_RECORDS or monitor is None:
+            if monitor is None:
                 return
             if getattr(getattr(monitor, "controls", None), "saving", False):
+                self.saves += 1
                 return  # tm.checkpoint()'s own save: core/controls.py records it, with its final path
-            self.records.append(record(site.where(args, kwargs, result), monitor.steps, seconds, site.source))
+            entry = record(site.where(args, kwargs, result), monitor.steps, seconds, site.source, written,
+                           monitor.run_dir)
+            if entry is not None:
+                self.saves += 1
+                if len(self.records) < MAX_RECORDS:
+                    self.records.append(entry)
         except Exception as exc:
             self._split.warn("time-checkpoint-record", f"checkpoint records disabled: {exc!r}")
