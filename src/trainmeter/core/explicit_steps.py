@@ -72,18 +72,6 @@ def scaled_loss(monitor: Any, out: Any, scale: Any, loss: Any) -> None:
         monitor.warn_once("scaled-loss", f"a framework's loss scale is not divided out: {exc!r}")
 
 
-def pending_parts(monitor: Any) -> int:
-    """How many values were passed to backward since the last counted step (0 without probes)."""
-    probes = getattr(monitor, "probes", None)
-    return 0 if probes is None else probes.pending_parts()
-
-
-def scale_pending(monitor: Any, factor: float) -> bool:
-    """Multiply the pending step's loss by ``factor`` (docs/spec.md section 11); whether done (parts on the host)."""
-    probes = getattr(monitor, "probes", None)
-    return False if probes is None else probes.scale_pending(factor)
-
-
 def backward_seen(monitor: Any) -> bool:
     """Whether a loss was passed to backward since the last counted step (or ever, with no step)."""
     probes = getattr(monitor, "probes", None)
