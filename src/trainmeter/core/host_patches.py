@@ -59,12 +59,10 @@ class PatchCheck:
 
 
 PATCHES: tuple[HostPatch, ...] = (
-    HostPatch(key="step-hooks", touches="torch.optim's global optimizer step hooks (the probes' step count, the "
-              "optimizer wing's learning-rate read)", uninstall="each hook's handle is removed at the run's end",
-              sites=("core/probes.py:register_optimizer_step_post_hook",
-                     "optim/extension.py:register_optimizer_step_pre_hook"),
-              private=("torch.optim.optimizer.register_optimizer_step_post_hook",
-                       "torch.optim.optimizer.register_optimizer_step_pre_hook")),
+    HostPatch(key="step-hooks", touches="torch.optim's global optimizer step post-hook (the probes' step count; "
+              "the optimizer wing reads the rates there)", uninstall="its handle is removed at the run's end",
+              sites=("core/probes.py:register_optimizer_step_post_hook",),
+              private=("torch.optim.optimizer.register_optimizer_step_post_hook",)),
     HostPatch(key="optimizer-init", touches="torch.optim.Optimizer.__init__ (an optimizer built in the run is "
               "seen, to find the trained model)", uninstall="the original is put back at the run's end",
               sites=("core/probes.py:Optimizer.__init__",), private=("torch.optim.Optimizer.__init__",)),

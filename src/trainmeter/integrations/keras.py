@@ -43,6 +43,17 @@ def loss_scale(optimizer: Any) -> Any:
         return None
 
 
+def learning_rate(optimizer: Any) -> Any:
+    """The rate a Keras optimizer (or a loss-scale wrapper's inner one) applies: its rate variable's 0-d tensor, read
+    as it is (no device work); ``None`` for a ``LearningRateSchedule`` (computing it would be device work) or no
+    rate. Never raises."""
+    try:
+        value = getattr(getattr(getattr(optimizer, "inner_optimizer", optimizer), "_learning_rate", None), "value", None)
+        return value if getattr(value, "ndim", None) == 0 else None
+    except Exception:
+        return None
+
+
 @functools.cache
 def _callback_class() -> type:
     import keras
@@ -114,6 +125,9 @@ class KerasAdapter(Adapter):
             applied, self._applied = self._applied, 0
             if applied:
                 return  # the updates since the last batch end were its steps
+        rate = learning_rate(getattr(model, "optimizer", None))
+        if rate is not None:  # the stand-in optimizer's group holds the rate (the optim wing reads it at the step)
+            explicit_steps.stepper(wing.monitor, "keras", model).param_groups[0]["lr"] = rate
         wing.framework_step("keras", model, samples)
 
     def on_train_on_batch(self, original: Any, target: Any, *args: Any, **kwargs: Any) -> Any:
