@@ -35,6 +35,13 @@ def stepper(monitor: Any, source: str, model: Any = None) -> Stepper:
     return probes.stepper(source, model)
 
 
+def hold_rate(monitor: Any, source: str, model: Any, rate: Any) -> None:
+    """The rate ``source``'s own optimizer applies at this step (a float or 0-d tensor, as it holds it; ``None``:
+    unknown), held as ``"lr"`` in its stepper's group, where the optim wing reads a rate (docs/spec.md section 2)."""
+    if rate is not None and monitor is not None:
+        stepper(monitor, source, model).param_groups[0]["lr"] = rate
+
+
 def explicit_step(monitor: Any, source: str = "tm.step", model: Any = None, samples: int | None = None) -> None:
     """Count one optimizer step of ``source`` (``model``: what it trains; ``samples``: the batch size, used when
     the probes counted nothing this step). Without probes the step is counted with no tokens. Never raises."""

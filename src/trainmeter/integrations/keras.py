@@ -125,9 +125,7 @@ class KerasAdapter(Adapter):
             applied, self._applied = self._applied, 0
             if applied:
                 return  # the updates since the last batch end were its steps
-        rate = learning_rate(getattr(model, "optimizer", None))
-        if rate is not None:  # the stand-in optimizer's group holds the rate (the optim wing reads it at the step)
-            explicit_steps.stepper(wing.monitor, "keras", model).param_groups[0]["lr"] = rate
+        explicit_steps.hold_rate(wing.monitor, "keras", model, learning_rate(getattr(model, "optimizer", None)))
         wing.framework_step("keras", model, samples)
 
     def on_train_on_batch(self, original: Any, target: Any, *args: Any, **kwargs: Any) -> Any:
