@@ -407,45 +407,48 @@ def test_a_steady_report_on_the_worker_raises_the_stride_for_the_next_read_and_s
 
 
 def test_a_schedule_free_optimizers_rate_is_the_one_its_warmup_applied_not_the_flat_base(run_root):
+    import trainmeter as tm
+
     schedulefree = pytest.importorskip("schedulefree")
-    m = _monitor(run_root, OptimExtension(environ={})).start()
-    p = nn.Parameter(torch.ones(2))
-    opt = schedulefree.AdamWScheduleFree([p], lr=0.01, warmup_steps=4)
+    model = nn.Linear(4, 1)
+    opt = schedulefree.AdamWScheduleFree(model.parameters(), lr=0.01, warmup_steps=4)
     opt.train()
     applied = []
-    for _ in range(6):
-        p.grad = torch.ones(2)
-        opt.step()
-        applied.append(opt.param_groups[0]["scheduled_lr"])  # the library's own "for logging" rate
-    m.finish("completed")
+    with tm.monitor(run_dir=run_root, interval_s=3600) as m:
+        for _ in range(6):
+            model(torch.ones(2, 4)).pow(2).mean().backward()
+            opt.step()
+            opt.zero_grad()
+            applied.append(opt.param_groups[0]["scheduled_lr"])  # the library's own "for logging" rate
     assert _points(m, "lr") == [(i + 1, lr) for i, lr in enumerate(applied)]
     assert applied[0] < applied[3] == 0.01  # the warmup, where param_groups' "lr" stays 0.01 throughout
-    source = json.loads((m.run_dir / "passport.json").read_text())["optim"]["lr"]["source"]
-    assert "'scheduled_lr'" in source
+    assert "'scheduled_lr'" in json.loads((m.run_dir / "passport.json").read_text())["optim"]["lr"]["source"]
+    assert m.warnings == []
 
 
 def test_muon_with_adamw_records_both_rates_each_as_its_own_series(run_root):
+    import trainmeter as tm
+
     if not hasattr(torch.optim, "Muon"):
         pytest.skip("torch.optim.Muon needs torch 2.9")
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.Linear(8, 3))
-    hidden = [p for p in model.parameters() if p.ndim == 2]
+    hidden = [p for p in model.parameters() if p.ndim == 2]  # the usual recipe: Muon for matrices, AdamW the rest
     rest = [p for p in model.parameters() if p.ndim != 2]
-    m = _monitor(run_root, OptimExtension(environ={})).start()
-    muon, adamw = torch.optim.Muon(hidden, lr=0.02), torch.optim.AdamW(rest, lr=3e-4)
-    scheds = [torch.optim.lr_scheduler.LinearLR(o, start_factor=0.5, total_iters=3) for o in (muon, adamw)]
     used = []
-    for _ in range(4):
-        model(torch.randn(4, 6)).pow(2).mean().backward()
-        used.append((muon.param_groups[0]["lr"], adamw.param_groups[0]["lr"]))
-        muon.step()
-        adamw.step()
-        for sched in scheds:
-            sched.step()
-        muon.zero_grad()
-        adamw.zero_grad()
-    m.finish("completed")
+    with tm.monitor(run_dir=run_root, interval_s=3600) as m:
+        muon, adamw = torch.optim.Muon(hidden, lr=0.02), torch.optim.AdamW(rest, lr=3e-4)
+        scheds = [torch.optim.lr_scheduler.LinearLR(o, start_factor=0.5, total_iters=3) for o in (muon, adamw)]
+        for _ in range(4):
+            model(torch.randn(4, 6)).pow(2).mean().backward()
+            used.append((muon.param_groups[0]["lr"], adamw.param_groups[0]["lr"]))
+            muon.step()
+            adamw.step()
+            for sched in scheds:
+                sched.step()
+            muon.zero_grad()
+            adamw.zero_grad()
     assert _points(m, "lr") == [(i + 1, a) for i, (a, _) in enumerate(used)]
     assert _points(m, "lr.optimizer2") == [(i + 1, b) for i, (_, b) in enumerate(used)]
     lr = json.loads((m.run_dir / "passport.json").read_text())["optim"]["lr"]
-    assert lr["optimizers"] == {"lr": "Muon", "lr.optimizer2": "AdamW"}
+    assert lr["optimizers"] == {"lr": "Muon", "lr.optimizer2": "AdamW"} and m.steps == 4 and m.warnings == []
