@@ -164,8 +164,9 @@ def test_keras_with_a_learning_rate_schedule_says_why_its_rate_is_not_read(keras
     with tm.monitor(run_dir=tmp_path / "runs", interval_s=3600) as m:
         model.fit(x, x.sum(1, keepdims=True), batch_size=BATCH, epochs=2, verbose=0)
     assert m.steps == 2 and logged(m, "lr") == [] and m.warnings == []
-    assert passport(m)["optim"]["lr"]["missing"] == ("the steps are counted from keras's updates and its "
-                                                     "optimizer's rate is not read")
+    optim = passport(m)["optim"]
+    assert optim["lr"]["missing"] == "the steps are counted from keras's updates and its optimizer's rate is not read"
+    assert "clip_grad_norm_" in optim["grad_norm"]["missing"]  # its own reason, not the rate's
 
 
 @pytest.mark.parametrize("scaled", ["loss_scale_optimizer", "loss_scale_factor"])

@@ -24,8 +24,9 @@ if TYPE_CHECKING:
     from trainmeter.core.context import RunContext
     from trainmeter.core.steps import StepRecorder
 
-LR_SERIES = "lr"  # the first param group's rate; when the groups' rates differ, also lr/<group> (read_lrs)
-# Another optimizer's rates: lr.optimizer<N> (N as its train_loss.optimizer<N>: 2, 3, ... in the order they step)
+# The primary optimizer's first param group's rate; when the groups' rates differ, also lr/<group> (read_lrs); each
+# other optimizer's as lr.optimizer<N> (N as in its train_loss.optimizer<N>: 2, 3, ... in the order they step)
+LR_SERIES = "lr"
 # The param-group key an optimizer documents as the rate its step applied, read instead of "lr" where present:
 # schedule-free's "scheduled_lr" (its warmup times lr, set in step() "for logging purposes")
 APPLIED_LR_KEYS = ("scheduled_lr",)
@@ -113,6 +114,7 @@ class OptimExtension(ExtensionBase):
         self.optimizer_class: str | None = None
         self.optimizers: dict[str, str] = {}  # series -> the class of the optimizer whose rate it holds
         self.groups = 0
+        self.lr_missing: str | None = None  # why the primary's rate is not read (a stand-in holding none)
         self._ema_cursor = EmaCursor(self.ema)
         self._cursor: dict[str, int] = {}  # the EMA's series reader (only train_loss held back)
         self.reason: str | None = None
@@ -239,10 +241,10 @@ class OptimExtension(ExtensionBase):
         self.optimizer_class = f"{source}'s optimizer" if source else type(optimizer).__name__
         self._key = lr_key(optimizer.param_groups[0])
         self.groups = len(optimizer.param_groups)
+        self.lr_missing = None if self._key is not None else (
+            f"the steps are counted from {source}'s updates and its optimizer's rate is not read")
         if self._key is not None:
             self.optimizers[LR_SERIES] = self.optimizer_class
-        else:
-            self.reason = f"the steps are counted from {source}'s updates and its optimizer's rate is not read"
 
     def _disable(self, exc: BaseException) -> None:
         self._off = True
@@ -324,7 +326,7 @@ class OptimExtension(ExtensionBase):
                    "source": f"param_groups of the primary optimizer ({self.optimizer_class}) at its step, key "
                    f"{self._key!r}; each other optimizer's at the same step as lr.optimizer<N>" if self._key else None,
                    "optimizers": dict(self.optimizers), "groups": self.groups,
-                   "missing": None if lr_names else (self.reason or "no optimizer step was seen")},
+                   "missing": None if lr_names else (self.lr_missing or self.reason or "no optimizer step was seen")},
             "grad_norm": {"series": GRAD_NORM_SERIES if GRAD_NORM_SERIES in series else None,
                           "source": grad_source, "clip_norm_calls": self.clip.norm_calls,
                           "clip_value_calls": self.clip.value_calls, "missing": self.grad_norm_missing(),
@@ -362,7 +364,7 @@ class OptimExtension(ExtensionBase):
         rows = [
             {"label": "learning rate", "value": lr, "unit": "lr", "provenance": "detected",
              "note": f"param_groups at the optimizer's step, {every}" if lr is not None
-             else (self.reason or "no optimizer step yet")},
+             else (self.lr_missing or self.reason or "no optimizer step yet")},
             {"label": "gradient norm", "value": grad, "unit": "", "provenance": "measured",
              "note": f"{CLIP_SOURCE}, {every}" if grad is not None
              else self.grad_norm_missing()},
