@@ -17,6 +17,8 @@ from __future__ import annotations
 import argparse
 import tempfile
 import timeit
+import types
+import weakref
 
 import torch
 import torch.nn as nn
@@ -44,7 +46,8 @@ def main() -> None:
                          extensions=[ext]).start()
         m.set_step_hook(None)
         base = _best_us(lambda: m.on_step(0), a.number, a.repeat)
-        ext._current = ext._primary = __import__("weakref").ref(opt)  # as after the first counted step
+        # the probes' step state after the first counted step (its primary: the optimizer whose step was counted)
+        ext._state = types.SimpleNamespace(primary=weakref.ref(opt))
         m.set_step_hook(ext.on_step)  # as the dispatcher arms it (the wing's own method, no frame between)
         m.next_step_hook_at(10**12, ext)  # as on the steps a stride skips
         skipped = _best_us(lambda: m.on_step(0), a.number, a.repeat)

@@ -91,21 +91,6 @@ def test_the_stepper_names_the_trained_parameters_only():
     assert sum(p.numel() for p in stepper.param_groups[0]["params"]) == 2 + 2 + 1
 
 
-def test_the_pending_steps_loss_is_scaled_in_place_before_its_step(run_root):
-    from trainmeter.core.explicit_steps import pending_parts, scale_pending
-
-    model = torch.nn.Linear(4, 1)
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    x = torch.randn(8, 4)
-    with tm.monitor(run_dir=run_root, interval_s=3600) as m:
-        assert pending_parts(m) == 0 and scale_pending(m, 2.0) is False  # nothing to scale
-        loss = model(x).pow(2).mean() / 2
-        loss.backward()
-        assert pending_parts(m) == 1 and scale_pending(m, 2.0) is True
-        opt.step()
-    assert [v for _, v in logged(m, "train_loss")] == pytest.approx([loss.item() * 2])
-
-
 def test_tm_step_beside_a_torch_optimizer_is_ignored_with_one_warning(run_root):
     model = torch.nn.Linear(4, 1)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)

@@ -16,7 +16,9 @@ BATCHES, BATCH, ACCUM, SEQ = 8, 4, 2, 6
 SAVE_SLEEP_S = 0.8  # inside save_state (the model's state dict is read there)
 
 
-def _train(save_dir=None, batches: int = BATCHES):
+def _train(save_dir=None, batches: int = BATCHES, epochs: int = 1):
+    """The accumulate idiom; returns each optimizer step's micro-batch losses as ``accelerator.backward`` passes them
+    to torch (divided by k: the same float32 division, so the same bits)."""
     from accelerate import Accelerator
 
     torch.manual_seed(0)
@@ -27,31 +29,34 @@ def _train(save_dir=None, batches: int = BATCHES):
     data = torch.utils.data.TensorDataset(torch.randint(0, 32, (batches * BATCH, SEQ), generator=g),
                                           torch.randint(0, 32, (batches * BATCH,), generator=g))
     model, opt, loader = accelerator.prepare(model, opt, torch.utils.data.DataLoader(data, batch_size=BATCH))
-    micro = []
-    for x, y in loader:
-        with accelerator.accumulate(model):
-            loss = F.cross_entropy(model(x), y)
-            micro.append(loss.item())
-            accelerator.backward(loss)
-            opt.step()
-            opt.zero_grad()
+    steps, micro = [], []
+    for _ in range(epochs):
+        for x, y in loader:
+            with accelerator.accumulate(model):
+                loss = F.cross_entropy(model(x), y)
+                micro.append((loss / ACCUM).item())
+                accelerator.backward(loss)
+                if accelerator.sync_gradients:  # this opt.step() is a real step: its micro-batches end here
+                    steps.append(micro)
+                    micro = []
+                opt.step()
+                opt.zero_grad()
     if save_dir is not None:  # accelerate binds torch.save and safetensors at its import: its own saver is wrapped
         import time
 
         accelerator.unwrap_model(model).register_state_dict_post_hook(lambda *a: time.sleep(SAVE_SLEEP_S))
         accelerator.save_state(str(save_dir))
-    return micro
+    return steps
 
 
 def test_accelerate_accumulation_counts_real_steps_all_tokens_and_the_per_step_loss(tmp_path, printed):
     with printed() as bare:
         _train()
     with printed() as ours, tm.monitor(run_dir=tmp_path / "runs", interval_s=3600) as m:
-        micro = _train()
-    assert m.steps == BATCHES // ACCUM
+        steps = _train()
+    assert m.steps == BATCHES // ACCUM == len(steps)
     assert m.tokens == BATCHES * BATCH * SEQ and m.token_unit == "tokens"
-    truth = [sum(micro[i:i + ACCUM]) / ACCUM for i in range(0, BATCHES, ACCUM)]
-    assert [v for _, v in logged(m, "train_loss")] == pytest.approx(truth, rel=1e-5)
+    assert [v for _, v in logged(m, "train_loss")] == pytest.approx([sum(s) for s in steps], rel=1e-5)
     assert m.series_info["train_loss"]["ambiguous"] is False
     assert printed_by_us(bare, ours) == [] and m.warnings == []
 
@@ -67,12 +72,15 @@ def test_accelerate_save_state_is_one_checkpoint_timed_against_a_sleep_inside_it
     assert within(p["phases_s"]["checkpoint"], SAVE_SLEEP_S) and p["phases_s"]["eval"] == 0, p["phases_s"]
 
 
-def test_accelerates_short_last_accumulation_step_shows_its_whole_loss_not_half(tmp_path):
-    odd = BATCHES + 1  # the last optimizer step has one micro-batch, divided by 2 like the full ones
+def test_accelerate_accumulate_idiom_loss_is_the_sum_of_each_steps_micro_batches_short_steps_too(tmp_path):
+    """docs/spec.md section 2: a step's train_loss is the sum of the values passed to backward since the previous
+    step (accelerate divides each micro-batch by k), also on each epoch's short last step (p < k micro-batches)."""
+    batches, epochs = BATCHES + 1, 2  # each epoch ends with a step of one micro-batch (accelerate syncs there)
+    bare = _train(batches=batches, epochs=epochs)
     with tm.monitor(run_dir=tmp_path / "runs", interval_s=3600) as m:
-        micro = _train(batches=odd)
-    assert m.steps == odd // ACCUM + 1
-    truth = [sum(micro[i:i + ACCUM]) / len(micro[i:i + ACCUM]) for i in range(0, odd, ACCUM)]
-    assert [v for _, v in logged(m, "train_loss")] == pytest.approx(truth, rel=1e-5)
-    assert "1 short accumulation step(s)" in passport(m)["series_info"]["train_loss"]["note"]
-    assert m.warnings == []
+        steps = _train(batches=batches, epochs=epochs)
+    assert steps == bare  # bit-identical micro-batch losses, bare and monitored
+    assert [len(s) for s in steps] == ([ACCUM] * (BATCHES // ACCUM) + [1]) * epochs
+    assert m.steps == len(steps)
+    assert [v for _, v in logged(m, "train_loss")] == [sum(s) for s in steps]  # every step, the same bits
+    assert m.series_info["train_loss"]["ambiguous"] is False and m.warnings == []

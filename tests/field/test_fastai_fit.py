@@ -74,4 +74,17 @@ def test_fastai_fit_counts_steps_samples_and_loss_and_times_eval_and_checkpoints
     assert [(c["step"], c["source"]) for c in p["checkpoints"]] == [
         (steps // EPOCHS * (e + 1), "fastai Learner.save") for e in range(EPOCHS)]
     assert all(c["bytes"] > 0 for c in p["checkpoints"]) and p["time"]["checkpoint_saves"] == EPOCHS
+    # the rate its own Adam applied at each step (fit without a schedule: the lr given)
+    assert [v for _, v in logged(m, "lr")] == [1e-2] * steps and p["optim"]["lr"]["missing"] is None
     assert printed_by_us(bare, ours) == [] and p["warnings"] == []
+
+
+def test_fastai_one_cycle_rate_is_the_one_each_step_applied(tmp_path):
+    import fastai.callback.schedule  # noqa: F401  (adds Learner.fit_one_cycle)
+
+    learn, _ = _learner(tmp_path / "ours", sleeps=False)
+    learn.remove_cb(learn.cbs.filter(lambda cb: type(cb).__name__ == "SaveModelCallback")[0])
+    with tm.monitor(run_dir=tmp_path / "runs", interval_s=3600) as m:
+        learn.fit_one_cycle(1, 1e-2)
+    assert [v for _, v in logged(m, "lr")] == learn.recorder.lrs  # the Recorder's rate of each batch, one group
+    assert len(learn.recorder.lrs) == m.steps == ROWS // BATCH and m.warnings == []

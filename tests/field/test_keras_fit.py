@@ -83,6 +83,9 @@ def test_keras_fit_counts_steps_samples_and_loss_and_times_eval_and_checkpoints(
         (steps_per_epoch * (e + 1), "keras Model.save") for e in range(EPOCHS)]
     assert all(c["bytes"] > 0 for c in p["checkpoints"]) and p["time"]["checkpoint_saves"] == EPOCHS
     assert p.get("steps_unknown") is None and p["goodput"] is not None
+    # the rate its optimizer applied, read at each counted update (no "no optimizer step was seen")
+    assert [v for _, v in logged(m, "lr")] == pytest.approx([float(model.optimizer.learning_rate)] * m.steps)
+    assert p["optim"]["lr"]["missing"] is None and p["optim"]["lr"]["optimizers"] == {"lr": "keras's optimizer"}
     assert printed_by_us(bare, ours) == [] and p["warnings"] == []
 
 
@@ -146,6 +149,24 @@ def test_keras_train_on_batch_counts_one_step_per_call(keras, tmp_path):
         losses = [float(model.train_on_batch(x, x.sum(1, keepdims=True))) for _ in range(3)]
     assert m.steps == 3 == int(model.optimizer.iterations) and m.tokens == 3 * BATCH
     assert [v for _, v in logged(m, "train_loss")] == pytest.approx(losses, rel=1e-6)
+    assert [v for _, v in logged(m, "lr")] == pytest.approx([0.01] * 3)  # SGD's default, read where steps count
+    assert passport(m)["optim"]["lr"]["missing"] is None and m.warnings == []
+
+
+def test_keras_with_a_learning_rate_schedule_says_why_its_rate_is_not_read(keras, tmp_path):
+    import numpy as np
+
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+    model.compile(optimizer=keras.optimizers.SGD(keras.optimizers.schedules.ExponentialDecay(0.1, 2, 0.5)),
+                  loss="mse")
+    x = np.random.RandomState(0).randn(BATCH, 4).astype("float32")
+    with tm.monitor(run_dir=tmp_path / "runs", interval_s=3600) as m:
+        model.fit(x, x.sum(1, keepdims=True), batch_size=BATCH, epochs=2, verbose=0)
+    assert m.steps == 2 and logged(m, "lr") == [] and m.warnings == []
+    optim = passport(m)["optim"]
+    assert optim["lr"]["missing"] == "the steps are counted from keras's updates and its optimizer's rate is not read"
+    assert "clip_grad_norm_" in optim["grad_norm"]["missing"]  # its own reason, not the rate's
 
 
 @pytest.mark.parametrize("scaled", ["loss_scale_optimizer", "loss_scale_factor"])

@@ -138,16 +138,22 @@ def test_a_manual_rate_change_is_recorded_at_the_step_that_uses_it(run_root):
     assert _points(m, "lr") == [(1, 0.1), (2, 0.5), (3, 0.5)]
 
 
-def test_only_the_primary_optimizer_is_read(run_root):
+def test_each_optimizer_has_its_own_rate_series_the_primarys_is_lr(run_root):
     m = _monitor(run_root, OptimExtension(environ={})).start()
     a, b = nn.Parameter(torch.ones(1)), nn.Parameter(torch.ones(1))
     opt_a, opt_b = torch.optim.SGD([a], lr=0.1), torch.optim.SGD([b], lr=0.9)
-    for _ in range(2):
+    sched_b = torch.optim.lr_scheduler.StepLR(opt_b, step_size=1, gamma=0.5)
+    for _ in range(3):
         a.grad, b.grad = torch.ones(1), torch.ones(1)
         opt_a.step()
         opt_b.step()
+        sched_b.step()
     m.finish("completed")
-    assert [v for _, v in _points(m, "lr")] == [0.1, 0.1]
+    p = json.loads((m.run_dir / "passport.json").read_text())["optim"]["lr"]
+    assert _points(m, "lr") == [(1, 0.1), (2, 0.1), (3, 0.1)]
+    # read at the primary's step: the rate opt_b's step of that iteration used (its scheduler steps after it)
+    assert _points(m, "lr.optimizer2") == [(1, 0.9), (2, 0.45), (3, 0.225)]
+    assert p["series"] == ["lr", "lr.optimizer2"] and p["optimizers"] == {"lr": "SGD", "lr.optimizer2": "SGD"}
 
 
 def test_their_optimizer_copies_and_pickles_without_our_hook(run_root):
@@ -231,7 +237,7 @@ def test_the_widget_draws_lr_once_on_its_log_axis(run_root):
     assert charts["grad_norm"]["series"] == ["grad_norm"]
 
 
-def test_a_new_optimizer_is_adopted_once_the_first_is_gone(run_root):
+def test_a_new_optimizer_is_read_from_its_first_step_once_the_first_is_gone(run_root):
     import gc
 
     m = _monitor(run_root, OptimExtension(environ={})).start()
@@ -245,7 +251,7 @@ def test_a_new_optimizer_is_adopted_once_the_first_is_gone(run_root):
     for _ in range(3):
         opt.step()
     m.finish("completed")
-    assert _points(m, "lr") == [(1, 0.1), (3, 0.7), (4, 0.7)]
+    assert _points(m, "lr") == [(1, 0.1), (2, 0.7), (3, 0.7), (4, 0.7)]
 
 
 def test_a_norm_from_an_earlier_step_is_never_recorded_at_a_later_one(run_root):
@@ -398,3 +404,51 @@ def test_a_steady_report_on_the_worker_raises_the_stride_for_the_next_read_and_s
     strides = [e["optim"]["sample_every_steps"] for e in read_events(m.run_dir / "events.jsonl")
                if e["kind"] == "interval"]
     assert strides[1] > strides[0] > 1
+
+
+def test_a_schedule_free_optimizers_rate_is_the_one_its_warmup_applied_not_the_flat_base(run_root):
+    import trainmeter as tm
+
+    schedulefree = pytest.importorskip("schedulefree")
+    model = nn.Linear(4, 1)
+    opt = schedulefree.AdamWScheduleFree(model.parameters(), lr=0.01, warmup_steps=4)
+    opt.train()
+    applied = []
+    with tm.monitor(run_dir=run_root, interval_s=3600) as m:
+        for _ in range(6):
+            model(torch.ones(2, 4)).pow(2).mean().backward()
+            opt.step()
+            opt.zero_grad()
+            applied.append(opt.param_groups[0]["scheduled_lr"])  # the library's own "for logging" rate
+    assert _points(m, "lr") == [(i + 1, lr) for i, lr in enumerate(applied)]
+    assert applied[0] < applied[3] == 0.01  # the warmup, where param_groups' "lr" stays 0.01 throughout
+    assert "'scheduled_lr'" in json.loads((m.run_dir / "passport.json").read_text())["optim"]["lr"]["source"]
+    assert m.warnings == []
+
+
+def test_muon_with_adamw_records_both_rates_each_as_its_own_series(run_root):
+    import trainmeter as tm
+
+    if not hasattr(torch.optim, "Muon"):
+        pytest.skip("torch.optim.Muon needs torch 2.9")
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.Linear(8, 3))
+    hidden = [p for p in model.parameters() if p.ndim == 2]  # the usual recipe: Muon for matrices, AdamW the rest
+    rest = [p for p in model.parameters() if p.ndim != 2]
+    used = []
+    with tm.monitor(run_dir=run_root, interval_s=3600) as m:
+        muon, adamw = torch.optim.Muon(hidden, lr=0.02), torch.optim.AdamW(rest, lr=3e-4)
+        scheds = [torch.optim.lr_scheduler.LinearLR(o, start_factor=0.5, total_iters=3) for o in (muon, adamw)]
+        for _ in range(4):
+            model(torch.randn(4, 6)).pow(2).mean().backward()
+            used.append((muon.param_groups[0]["lr"], adamw.param_groups[0]["lr"]))
+            muon.step()
+            adamw.step()
+            for sched in scheds:
+                sched.step()
+            muon.zero_grad()
+            adamw.zero_grad()
+    assert _points(m, "lr") == [(i + 1, a) for i, (a, _) in enumerate(used)]
+    assert _points(m, "lr.optimizer2") == [(i + 1, b) for i, (_, b) in enumerate(used)]
+    lr = json.loads((m.run_dir / "passport.json").read_text())["optim"]["lr"]
+    assert lr["optimizers"] == {"lr": "Muon", "lr.optimizer2": "AdamW"} and m.steps == 4 and m.warnings == []

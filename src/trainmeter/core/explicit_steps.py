@@ -35,6 +35,13 @@ def stepper(monitor: Any, source: str, model: Any = None) -> Stepper:
     return probes.stepper(source, model)
 
 
+def hold_rate(monitor: Any, source: str, model: Any, rate: Any) -> None:
+    """The rate ``source``'s own optimizer applies at this step (a float or 0-d tensor, as it holds it; ``None``:
+    unknown), held as ``"lr"`` in its stepper's group, where the optim wing reads a rate (docs/spec.md section 2)."""
+    if rate is not None and monitor is not None:
+        stepper(monitor, source, model).param_groups[0]["lr"] = rate
+
+
 def explicit_step(monitor: Any, source: str = "tm.step", model: Any = None, samples: int | None = None) -> None:
     """Count one optimizer step of ``source`` (``model``: what it trains; ``samples``: the batch size, used when
     the probes counted nothing this step). Without probes the step is counted with no tokens. Never raises."""
@@ -70,18 +77,6 @@ def scaled_loss(monitor: Any, out: Any, scale: Any, loss: Any) -> None:
         probes.note_scaled(out, scale, _divided(getattr(loss, "grad_fn", None)))
     except Exception as exc:
         monitor.warn_once("scaled-loss", f"a framework's loss scale is not divided out: {exc!r}")
-
-
-def pending_parts(monitor: Any) -> int:
-    """How many values were passed to backward since the last counted step (0 without probes)."""
-    probes = getattr(monitor, "probes", None)
-    return 0 if probes is None else probes.pending_parts()
-
-
-def scale_pending(monitor: Any, factor: float) -> bool:
-    """Multiply the pending step's loss by ``factor`` (docs/spec.md section 11); whether done (parts on the host)."""
-    probes = getattr(monitor, "probes", None)
-    return False if probes is None else probes.scale_pending(factor)
 
 
 def backward_seen(monitor: Any) -> bool:

@@ -59,12 +59,10 @@ class PatchCheck:
 
 
 PATCHES: tuple[HostPatch, ...] = (
-    HostPatch(key="step-hooks", touches="torch.optim's global optimizer step hooks (the probes' step count, the "
-              "optimizer wing's learning-rate read)", uninstall="each hook's handle is removed at the run's end",
-              sites=("core/probes.py:register_optimizer_step_post_hook",
-                     "optim/extension.py:register_optimizer_step_pre_hook"),
-              private=("torch.optim.optimizer.register_optimizer_step_post_hook",
-                       "torch.optim.optimizer.register_optimizer_step_pre_hook")),
+    HostPatch(key="step-hooks", touches="torch.optim's global optimizer step post-hook (the probes' step count; "
+              "the optimizer wing reads the rates there)", uninstall="its handle is removed at the run's end",
+              sites=("core/probes.py:register_optimizer_step_post_hook",),
+              private=("torch.optim.optimizer.register_optimizer_step_post_hook",)),
     HostPatch(key="optimizer-init", touches="torch.optim.Optimizer.__init__ (an optimizer built in the run is "
               "seen, to find the trained model)", uninstall="the original is put back at the run's end",
               sites=("core/probes.py:Optimizer.__init__",), private=("torch.optim.Optimizer.__init__",)),
@@ -109,12 +107,11 @@ PATCHES: tuple[HostPatch, ...] = (
               fallback="a library whose logging class is missing is not tapped"),
     HostPatch(key="frameworks", touches="the fit/train entry points of Hugging Face Trainer, Lightning Trainer, "
               "Keras 3 (torch backend; its optimizers' apply and scale_loss), fastai Learner, accelerate's "
-              "Accelerator.prepare/backward, Lightning Fabric's setup/load, Ignite's Engine.run and skorch "
-              "NeuralNet.fit_loop/run_single_epoch: trainmeter's "
-              "callback is added to the framework's own list for that call (steps of optimizers outside torch.optim, "
-              "stop and save; accelerate's short accumulation step); the framework's own evaluation (HF evaluate, "
-              "Lightning's evaluation loop, Keras evaluate, fastai's validation, an Ignite run inside the trainer's) "
-              "is an eval span",
+              "Accelerator.prepare, Lightning Fabric's setup/load, Ignite's Engine.run and skorch "
+              "NeuralNet.fit_loop/run_single_epoch: trainmeter's callback is added to the framework's own list for "
+              "that call (steps of optimizers outside torch.optim, stop and save); the framework's own evaluation "
+              "(HF evaluate, Lightning's evaluation loop, Keras evaluate, fastai's validation, an Ignite run inside "
+              "the trainer's, skorch's validation loop) is an eval span",
               uninstall="the originals are put back at the run's end; each callback leaves with its fit",
               sites=("integrations/extension.py:owner.site.attr",)),
     *(HostPatch(key=f"framework-{name}", touches=f"{what} only (one framework of the frameworks entry)",
@@ -124,7 +121,7 @@ PATCHES: tuple[HostPatch, ...] = (
                          ("keras", "Keras 3 TorchTrainer.fit and train_on_batch, "
                                    "keras BaseOptimizer.apply/scale_loss, LossScaleOptimizer.scale_loss"),
                          ("fastai", "fastai Learner.fit"),
-                         ("accelerate", "accelerate Accelerator.prepare and backward"),
+                         ("accelerate", "accelerate Accelerator.prepare"),
                          ("fabric", "Lightning Fabric setup, setup_module and load"),
                          ("ignite", "Ignite Engine.run"),
                          ("skorch", "skorch NeuralNet.fit_loop and run_single_epoch"))),

@@ -169,25 +169,6 @@ class LossCapture:
         info["scaled"] += loss.scaled
 
     # -- what a framework asks (core/explicit_steps.py) ------------------------------------
-    def pending_parts(self) -> int:
-        """How many values were passed to backward since the last counted step."""
-        loss = self.step_loss
-        return len(loss.parts) if loss is not None else int(self._hot.fast_parts)
-
-    def scale_pending(self, factor: float) -> bool:
-        """Multiply the pending step's loss by ``factor``; whether it was done (its parts on the host already)."""
-        loss = self.step_loss
-        if loss is None:
-            if not self._hot.fast_parts:
-                return False
-            self._hot.fast_sum *= factor
-            return True
-        if any(part[0] is None for part in loss.parts):
-            return False
-        for part in loss.parts:
-            part[0] *= factor
-        return True
-
     def backward_seen(self) -> bool:
         """Whether a loss was passed to backward since the last counted step (or ever, with no step)."""
         return self.step_loss is not None or bool(self._hot.fast_parts) or self.unstepped

@@ -33,7 +33,11 @@ class OptimizerSteps:
         self._threads = threads
         self._discovery = discovery
         self._loss = loss
-        self._others: dict[int, int] = {}  # non-primary optimizer id -> its number (2, 3, ...)
+        self._others: dict[int, int] = {}  # non-primary optimizer id -> its number (2, 3, ...), in the order they step
+        self._refs: dict[int, weakref.ReferenceType[Any]] = {}  # number -> that optimizer
+        self.on_other_step: Any = None  # fn(number, optimizer) after another optimizer's step (optim/ reads its rate)
+        self._losses: list[int] = []  # the numbers whose losses were kept
+        self._numbered = 0  # numbers given
         self._steppers: dict[tuple[str, int], Stepper] = {}  # (source, id(model)) -> its stand-in optimizer
         self.general_steps = 0
         self.max_calls = 0
@@ -41,11 +45,14 @@ class OptimizerSteps:
     def reset(self) -> None:
         """No other optimizer, no step counted here yet (a forked child's own run)."""
         self._others.clear()
+        self._refs.clear()
+        self._losses.clear()
+        self._numbered = 0
         self.general_steps = 0
 
     def other_numbers(self) -> list[int]:
         """The numbers (2, 3, ...) of the non-primary optimizers whose losses were kept."""
-        return list(self._others.values())
+        return list(self._losses)
 
     def on_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         """The general path of the step post-hook (:meth:`Wrappers.step_hook` takes the steady one)."""
@@ -67,7 +74,7 @@ class OptimizerSteps:
                     self._on_other_step(optimizer)
                     return
                 hot.primary = weakref.ref(optimizer)  # the first, or a sweep's new optimizer
-                self._others.pop(id(optimizer), None)
+                self._refs.pop(self._others.pop(id(optimizer), 0), None)
                 discovery.new_primary()
             self.general_steps += 1
             discovery.on_primary_step(optimizer, sys._getframe(1))
@@ -89,14 +96,23 @@ class OptimizerSteps:
             self._monitor.warn_once("probe-step", f"step probe fault: {exc!r}")
 
     def _on_other_step(self, optimizer: Any) -> None:
-        """A secondary optimizer stepped: what was computed since the last step was its work."""
+        """A secondary optimizer stepped: what was computed since the last step was its work. It is numbered at its
+        first step (2, 3, ...: its ``train_loss.optimizer<N>`` and ``lr.optimizer<N>``)."""
+        number = self._others.get(id(optimizer))
+        if number is None or self._refs[number]() is not optimizer:
+            self._numbered += 1
+            number = self._others[id(optimizer)] = 1 + self._numbered
+            self._refs[number] = weakref.ref(optimizer)
+        if self.on_other_step is not None:
+            self.on_other_step(number, optimizer)
         self._hot.pending_tokens = 0
         self._hot.calls = 0
         loss = self._loss.take()
         if loss is None and self._hot.fast_parts:
             loss = self._loss.fast_loss()
         if loss is not None:
-            number = self._others.setdefault(id(optimizer), len(self._others) + 2)
+            if number not in self._losses:
+                self._losses.append(number)
             loss.series = f"{LOSS_SERIES}.optimizer{number}"
             self._steps.add_loss(loss)
 

@@ -279,14 +279,6 @@ class TorchProbes:
         """A framework multiplied the loss by ``scale`` into ``out``: divided out at ``out``'s backward."""
         self.loss.note_scaled(out, scale, divided)
 
-    def pending_parts(self) -> int:
-        """How many values were passed to backward since the last counted step."""
-        return self.loss.pending_parts()
-
-    def scale_pending(self, factor: float) -> bool:
-        """Multiply the pending step's loss by ``factor``; whether it was done."""
-        return self.loss.scale_pending(factor)
-
     def backward_seen(self) -> bool:
         """Whether a loss was passed to backward since the last counted step (or ever, with no step)."""
         return self.loss.backward_seen()

@@ -110,7 +110,6 @@ class Integrations(ExtensionBase):
         self.gate = Gate()  # depth: logger calls in progress
         self.patches = Patches()
         self.depth = 0  # fits in progress
-        self.short_steps = 0  # accelerate's short accumulation steps shown as their mean
         self.fits: dict[str, int] = {}
         self.framework_steps: dict[str, int] = {}
         self.explicit_steps: dict[str, int] = {}
@@ -252,11 +251,7 @@ class Integrations(ExtensionBase):
 
     def passport_section(self) -> dict[str, Any]:
         """``passport.json["frameworks"]``: fits seen, where steps came from, the framework's own step count."""
-        if self.short_steps and self.monitor is not None:
-            self.monitor.annotate_series("train_loss", "note", (
-                f"{self.short_steps} short accumulation step(s) (fewer micro-batches than accelerate's "
-                "gradient_accumulation_steps, each divided by it) shown as the mean of their micro-batch losses"))
-        return {"short_accumulation_steps": self.short_steps, "fits": dict(self.fits), "framework": self._framework,
+        return {"fits": dict(self.fits), "framework": self._framework,
                 "steps_source": STEPS_SOURCE.get(self._framework or "", "torch.optim step hook"),
                 "framework_steps": dict(self.framework_steps), "explicit_steps": dict(self.explicit_steps),
                 "patched": sorted(set(self.patched))}

@@ -47,6 +47,10 @@ def _callback_class() -> type:
 
         def after_step(self) -> None:
             if self._counts_steps:
+                hypers = getattr(getattr(self.learn, "opt", None), "hypers", None)  # its groups' rates this step
+                rate = hypers[0].get("lr") if hypers else None
+                explicit_steps.hold_rate(self._adapter.wing.monitor, "fastai", self.learn.model,
+                                         rate if isinstance(rate, (int, float)) else None)
                 self._adapter.wing.framework_step("fastai", self.learn.model)
 
         def after_batch(self) -> None:

@@ -43,6 +43,17 @@ def loss_scale(optimizer: Any) -> Any:
         return None
 
 
+def learning_rate(optimizer: Any) -> Any:
+    """The rate a Keras optimizer (or a loss-scale wrapper's inner one) applies: its rate variable's 0-d tensor, read
+    as it is (no device work); ``None`` for a ``LearningRateSchedule`` (computing it would be device work) or no
+    rate. Never raises."""
+    try:
+        value = getattr(getattr(getattr(optimizer, "inner_optimizer", optimizer), "_learning_rate", None), "value", None)
+        return value if getattr(value, "ndim", None) == 0 else None
+    except Exception:
+        return None
+
+
 @functools.cache
 def _callback_class() -> type:
     import keras
@@ -115,6 +126,7 @@ class KerasAdapter(Adapter):
             applied, self._applied = self._applied, 0
             if applied:
                 return  # the updates since the last batch end were its steps
+        explicit_steps.hold_rate(wing.monitor, "keras", model, learning_rate(getattr(model, "optimizer", None)))
         wing.framework_step("keras", model, samples)
 
     def on_train_on_batch(self, original: Any, target: Any, *args: Any, **kwargs: Any) -> Any:

@@ -7,7 +7,6 @@ on the report worker, which also folds the loss EMA ahead); ``panels``/``charts`
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 import sys
@@ -16,6 +15,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from trainmeter.core import host_patches
+from trainmeter.core.explicit_steps import Stepper
 from trainmeter.core.extension import ExtensionBase, Report
 from trainmeter.optim.grad_norm import CLIP_SOURCE, GRAD_NORM_SERIES, ClipTap
 from trainmeter.optim.smoothing import EMA_BETA, EmaCursor, LossEma
@@ -24,7 +24,12 @@ if TYPE_CHECKING:
     from trainmeter.core.context import RunContext
     from trainmeter.core.steps import StepRecorder
 
-LR_SERIES = "lr"  # the first param group's rate; when the groups' rates differ, also lr/<group> (read_lrs)
+# The primary optimizer's first param group's rate; when the groups' rates differ, also lr/<group> (read_lrs); each
+# other optimizer's as lr.optimizer<N> (N as in its train_loss.optimizer<N>: 2, 3, ... in the order they step)
+LR_SERIES = "lr"
+# The param-group key an optimizer documents as the rate its step applied, read instead of "lr" where present:
+# schedule-free's "scheduled_lr" (its warmup times lr, set in step() "for logging purposes")
+APPLIED_LR_KEYS = ("scheduled_lr",)
 MAX_POINTS_PER_S = 100.0
 _FAR = 1 << 62  # a reader cursor past any point: the series it stands for is never held back
 # The share of a step the rate read may take (its stride grows until the read costs no more, docs/spec.md section 2).
@@ -51,25 +56,33 @@ def group_label(group: Any, index: int) -> str:
     return name if isinstance(name, str) and name else str(index)
 
 
-def read_lrs(param_groups: Sequence[Any]) -> dict[str, Any]:
-    """Return ``{"lr": first group's rate}``, plus ``{"lr/<group>": rate}`` per group when they differ; rates as
-    stored (tensor rates are never compared, so such groups are always listed).
+def lr_key(group: Any) -> str | None:
+    """The key of the rate a param group's step applied: an applied-rate key it holds (``APPLIED_LR_KEYS``), else
+    ``"lr"``; ``None`` when it holds no rate (a framework's stand-in optimizer)."""
+    return next((key for key in (*APPLIED_LR_KEYS, "lr") if key in group), None)
+
+
+def read_lrs(param_groups: Sequence[Any], key: str = "lr", name: str = LR_SERIES) -> dict[str, Any]:
+    """Return ``{name: first group's rate}``, plus ``{"<name>/<group>": rate}`` per group when they differ; rates
+    (``group[key]``) as stored (tensor rates are never compared, so such groups are always listed).
 
     Examples:
         >>> read_lrs([{"lr": 0.1}, {"lr": 0.1}])
         {'lr': 0.1}
         >>> read_lrs([{"lr": 0.1}, {"lr": 0.01, "name": "head"}])
         {'lr': 0.1, 'lr/0': 0.1, 'lr/head': 0.01}
+        >>> read_lrs([{"lr": 0.1, "scheduled_lr": 0.02}], "scheduled_lr", "lr.optimizer2")
+        {'lr.optimizer2': 0.02}
     """
-    first = param_groups[0]["lr"]
-    out: dict[str, Any] = {LR_SERIES: first}
+    first = param_groups[0][key]
+    out: dict[str, Any] = {name: first}
     if len(param_groups) == 1:
         return out
-    rates = [group["lr"] for group in param_groups]
+    rates = [group[key] for group in param_groups]
     if all(type(rate) in (float, int) for rate in rates) and all(rate == first for rate in rates):
         return out
     for index, (group, rate) in enumerate(zip(param_groups, rates, strict=True)):
-        out[f"{LR_SERIES}/{group_label(group, index)}"] = rate
+        out[f"{name}/{group_label(group, index)}"] = rate
     return out
 
 
@@ -94,18 +107,21 @@ class OptimExtension(ExtensionBase):
         self._read_s: float | None = None  # the cheapest read timed so far (seconds on the run's clock)
         self._read_at = (0, 0.0)  # the last read's step and step time (seconds since the run's start)
         self._off = False  # disabled by a fault: no more reads
+        self._state: Any = None  # the probes' step state: its ``primary`` is the optimizer whose step was counted
+        self._optimizers: Any = None  # the probes' optimizer steps: they call _read_other at another's step
         self._primary: weakref.ReferenceType[Any] | None = None
+        self._key: str | None = None  # the primary's rate key (lr_key)
         self.optimizer_class: str | None = None
+        self.optimizers: dict[str, str] = {}  # series -> the class of the optimizer whose rate it holds
         self.groups = 0
-        self._handle: Any = None
-        self._current: weakref.ReferenceType[Any] | None = None
+        self.lr_missing: str | None = None  # why the primary's rate is not read (a stand-in holding none)
         self._ema_cursor = EmaCursor(self.ema)
         self._cursor: dict[str, int] = {}  # the EMA's series reader (only train_loss held back)
         self.reason: str | None = None
 
     # -- lifecycle -----------------------------------------------------------------
     def start(self, monitor: RunContext) -> None:
-        """Install the step pre-hook and the clip wrappers; read ``RANK`` (the core calls :meth:`on_step`)."""
+        """Install the clip wrappers; read ``RANK`` (the core calls :meth:`on_step`)."""
         self._m = monitor
         self._hot = monitor.steps_state
         monitor.worker.every(self.name, lambda: self._ema_cursor.fold_ahead(monitor.series.get(LOSS_SERIES)))
@@ -119,7 +135,6 @@ class OptimExtension(ExtensionBase):
             self.reason = "torch is not imported"
             monitor.next_step_hook_at(sys.maxsize, self)  # no optimizer to read: the core never calls on_step
             return
-        self._watch_steps()
         self.clip.counter = monitor.steps_state
         try:
             if host_patches.allow("clip-grad", monitor.warn_once):
@@ -129,30 +144,13 @@ class OptimExtension(ExtensionBase):
             monitor.warn_once("optim-clip", f"gradient norm capture disabled: {exc!r}")
 
     def stop(self) -> None:
-        """Remove the hook and the wrappers (the core calls no :meth:`on_step` after it). Idempotent."""
-        handle, self._handle = self._handle, None
-        if handle is not None:
-            with contextlib.suppress(Exception):
-                handle.remove()
+        """Remove the wrappers and the other optimizers' callback (the core calls no :meth:`on_step` after it).
+        Idempotent."""
         self.clip.remove()
+        if self._optimizers is not None:
+            self._optimizers.on_other_step = None
 
     # -- per step ------------------------------------------------------------------
-    def _watch_steps(self) -> None:
-        from torch.optim.optimizer import register_optimizer_step_pre_hook
-
-        if not host_patches.allow("step-hooks", getattr(self._m, "warn_once", None)):
-            return
-        self._handle = register_optimizer_step_pre_hook(self._before_step)
-
-    def _before_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
-        """Global step pre-hook until the first counted step: the optimizer whose step is running."""
-        try:
-            self._current = weakref.ref(optimizer)
-        except Exception as exc:  # no stop() here: removing a hook while torch iterates them would raise
-            self._current = None
-            if self._m is not None:
-                self._m.warn_once("optim-pre-step", f"optimizer not identified: {exc!r}")
-
     def on_step(self) -> None:  # type: ignore[override]
         """The primary optimizer's step was counted (in its step post-hooks, before the scheduler's ``step()``): record
         its rate and norm, time the read and set the next sampled step from it."""
@@ -180,30 +178,37 @@ class OptimExtension(ExtensionBase):
             self._disable(exc)
 
     def _read(self, t_s: float) -> None:
-        """Record the primary optimizer's rate (and a clipped norm) at this step, whose time is ``t_s``."""
+        """Record the rate of the optimizer whose step the core counted (the primary, the probes' own) and a clipped
+        norm at this step, whose time is ``t_s``."""
         try:
-            if self._primary is None:
-                self._adopt_primary()
             m = self._m
             hot = self._hot
-            optimizer = self._primary() if self._primary is not None else None
-            if optimizer is None:  # collected: adopt the next one (from its second counted step)
-                self._primary = self._current = None
-                if self._handle is None:
-                    self._watch_steps()
+            state = self._state
+            if state is None:
+                probes = m.probes  # type: ignore[union-attr]
+                if probes is None:
+                    return
+                state = self._state = probes.hot
+                self._optimizers = probes.optimizers
+                self._optimizers.on_other_step = self._read_other
+            ref = state.primary
+            if ref is not self._primary:
+                self._adopt(ref)
+            optimizer = ref() if ref is not None else None
+            key = self._key
+            if optimizer is None or key is None:
                 return
             groups = optimizer.param_groups
             clip = self.clip
             norm = clip.take_at(hot.steps) if clip.pending is not None else None  # type: ignore[union-attr]
             if len(groups) == 1 and norm is None:
                 # hot path (docs/spec.md section 17): one group's float rate into its existing series, at the step's time
-                lr = groups[0]["lr"]
+                lr = groups[0][key]
                 series = m.series.get(LR_SERIES) if type(lr) is float else None  # type: ignore[union-attr]
                 if series is not None:
                     series.append(hot.steps, t_s, lr)  # type: ignore[union-attr]
-                    self.groups = 1
                     return
-            values = read_lrs(groups)
+            values = read_lrs(groups, key)
             self.groups = len(groups)
             if norm is not None:
                 values[GRAD_NORM_SERIES] = norm
@@ -211,17 +216,35 @@ class OptimExtension(ExtensionBase):
         except Exception as exc:
             self._disable(exc)
 
-    def _adopt_primary(self) -> None:
-        """The optimizer whose step the core just counted is the primary; its pre-hook goes (safe: called from the
-        step post-hooks)."""
-        self._primary = self._current
-        optimizer = self._primary() if self._primary is not None else None
+    def _read_other(self, number: int, optimizer: Any) -> None:
+        """Another optimizer stepped (the core numbered it: 2, 3, ...): its rate as ``lr.optimizer<N>``, at the
+        primary's step count, when that step was read (the same sampling)."""
+        try:
+            hot = self._hot
+            if self._off or self._read_at[0] != hot.steps:  # type: ignore[union-attr]
+                return
+            key = lr_key(optimizer.param_groups[0])
+            if key is not None:
+                name = f"{LR_SERIES}.optimizer{number}"
+                self.optimizers[name] = type(optimizer).__name__
+                self._m.record(read_lrs(optimizer.param_groups, key, name))  # type: ignore[union-attr]
+        except Exception as exc:
+            self._disable(exc)
+
+    def _adopt(self, ref: Any) -> None:
+        """The core's primary optimizer changed (its first step, a sweep's new one, or none): read its rate key."""
+        self._primary = ref
+        optimizer = ref() if ref is not None else None
         if optimizer is None:
             return
-        self.optimizer_class = type(optimizer).__name__
-        handle, self._handle = self._handle, None
-        if handle is not None:
-            handle.remove()
+        source = optimizer.source if isinstance(optimizer, Stepper) else None  # a framework's stand-in
+        self.optimizer_class = f"{source}'s optimizer" if source else type(optimizer).__name__
+        self._key = lr_key(optimizer.param_groups[0])
+        self.groups = len(optimizer.param_groups)
+        self.lr_missing = None if self._key is not None else (
+            f"the steps are counted from {source}'s updates and its optimizer's rate is not read")
+        if self._key is not None:
+            self.optimizers[LR_SERIES] = self.optimizer_class
 
     def _disable(self, exc: BaseException) -> None:
         self._off = True
@@ -288,7 +311,7 @@ class OptimExtension(ExtensionBase):
 
     def _lr_names(self) -> list[str]:
         names = list(self._m.series) if self._m is not None else []
-        return [n for n in names if n == LR_SERIES or n.startswith(LR_SERIES + "/")]
+        return [n for n in names if n == LR_SERIES or n.startswith((LR_SERIES + "/", LR_SERIES + ".optimizer"))]
 
     def passport_section(self) -> dict[str, Any]:
         """``passport.json["optim"]``: sources, sampling, the missing reasons and the smoothed loss."""
@@ -300,10 +323,10 @@ class OptimExtension(ExtensionBase):
             grad_source = "logged by the training framework (taps)"
         return {
             "lr": {"series": lr_names,
-                   "source": f"param_groups of the primary optimizer ({self.optimizer_class}) at its step"
-                   if self.optimizer_class else None,
-                   "groups": self.groups,
-                   "missing": None if lr_names else (self.reason or "no optimizer step was seen")},
+                   "source": f"param_groups of the primary optimizer ({self.optimizer_class}) at its step, key "
+                   f"{self._key!r}; each other optimizer's at the same step as lr.optimizer<N>" if self._key else None,
+                   "optimizers": dict(self.optimizers), "groups": self.groups,
+                   "missing": None if lr_names else (self.lr_missing or self.reason or "no optimizer step was seen")},
             "grad_norm": {"series": GRAD_NORM_SERIES if GRAD_NORM_SERIES in series else None,
                           "source": grad_source, "clip_norm_calls": self.clip.norm_calls,
                           "clip_value_calls": self.clip.value_calls, "missing": self.grad_norm_missing(),
@@ -341,7 +364,7 @@ class OptimExtension(ExtensionBase):
         rows = [
             {"label": "learning rate", "value": lr, "unit": "lr", "provenance": "detected",
              "note": f"param_groups at the optimizer's step, {every}" if lr is not None
-             else (self.reason or "no optimizer step yet")},
+             else (self.lr_missing or self.reason or "no optimizer step yet")},
             {"label": "gradient norm", "value": grad, "unit": "", "provenance": "measured",
              "note": f"{CLIP_SOURCE}, {every}" if grad is not None
              else self.grad_norm_missing()},
