@@ -238,16 +238,18 @@ class RanksExtension(ExtensionBase):
                       "imports trainmeter (import it in the module that defines its worker function); "
                       "TRAINMETER_AUTOSTART=0 turns this off")
         if ranks:
-            section = {"role": "launch", **distributed_section(ranks, token_unit=m.token_unit, launch_dir=m.run_dir,
+            section = {"role": "launch", **distributed_section(ranks, launch_dir=m.run_dir,
                                                                convention=m.options.convention),
                        "children_spawned": self.spawned}
             mfu = {k: v for k, v in (section.get("mfu_session") or {}).items() if v is not None}
+            tokens = section["global_tokens"]
             mfu_text = (", MFU over all " + f"{section['mfu_devices']} devices (wall clock) "
                         + ", ".join(f"{k} {format_percent(v)}" for k, v in mfu.items())) if mfu else ""
             m.note_warning(
                 f"training ran in {len(ranks)} child process(es), recorded as ranks "
                 f"({', '.join(r.seat for r in ranks)}): global steps {section['global_steps']}, "
-                f"global {m.token_unit} {section['global_tokens']}{mfu_text} (passport 'distributed')")
+                f"global {section['token_unit'] or 'samples/tokens'} {'—' if tokens is None else tokens}{mfu_text} "
+                "(passport 'distributed')")
             if unseen:
                 m.note_warning(unseen)
                 section["notes"].append(unseen)
