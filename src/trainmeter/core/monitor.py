@@ -246,10 +246,12 @@ class Monitor:
     @property
     def token_unit(self) -> str | None:
         """What the counted batches hold: ``tokens`` (token ids were read) or ``samples``; ``None`` while no batch was
-        read, the count then unknown, never 0 (docs/spec.md section 2). A count from a source naming no unit is
-        tokens. Any thread (a read)."""
+        read, the count then unknown, never 0 (docs/spec.md section 2): lane 1's, else another lane's; a count from
+        a source naming no unit is tokens. Any thread (a read)."""
         unit = self._token_unit
-        return unit if unit is not None or not self.tokens else "tokens"
+        if unit is not None or not self.tokens:
+            return unit
+        return next((lane.unit for lane in list(self.lanes.lanes) if lane.unit), "tokens")
 
     def set_token_unit(self, unit: str | None) -> None:
         """What a counted batch holds: ``tokens`` or ``samples`` (the probes, at each new kind of batch)."""

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from trainmeter.core.provenance import Derivation, Input
-from trainmeter.core.throughput import BATCH_CALL
+from trainmeter.core.throughput import NO_RANK_READ
 from trainmeter.ranks.follow import rank_order
 from trainmeter.ranks.identity import this_node
 from trainmeter.ranks.launch import seats
@@ -189,7 +189,7 @@ def distributed_section(ranks: list[RankSummary], *,
                    value=global_steps, unit="1", inputs=step_inputs),
         Derivation(name="global_tokens", formula="sum over ranks of tokens", value=global_tokens,
                    unit=token_unit or "tokens", inputs=token_inputs,
-                   missing=None if token_unit else "no rank read a batch: declare each with " + BATCH_CALL),
+                   missing=None if token_unit else NO_RANK_READ),
     ]
     ranked = {r.rank for r in ranks if r.rank is not None}
     # children with no rank (proc-<pid>: a subprocess of a cell) are not a world: none of them is missing
@@ -274,7 +274,8 @@ def render_markdown(p: dict[str, Any]) -> str:
     lines = [f"## Training run: {p['name']} ({d['world_size']} ranks on {d['nodes']} node(s))", "",
              f"- Status: **{p['status']}**",
              f"- Global steps: {format_integer(d['global_steps'])}; {d['token_unit'] or 'samples/tokens'}: "
-             f"{format_integer(d['global_tokens'])} (sum over ranks)"]
+             + (f"{format_integer(d['global_tokens'])} (sum over ranks)" if d['global_tokens'] is not None
+                else f"— ({NO_RANK_READ})")]
     mfu = {k: v for k, v in (d.get("mfu_session") or {}).items() if v is not None}
     if mfu:
         lines.append(f"- MFU over all {d['mfu_devices']} devices (wall clock): "

@@ -10,7 +10,7 @@ from trainmeter.core.context import RunContext
 from trainmeter.core.explicit_steps import steps_unknown
 from trainmeter.core.provenance import Derivation, Input
 from trainmeter.core.text import markdown_text
-from trainmeter.core.throughput import ratio, tokens_missing
+from trainmeter.core.throughput import NO_RANK_READ, ratio, tokens_missing
 from trainmeter.record.environment import describe_environment
 from trainmeter.record.runlog import json_lines, write_file_atomic
 from trainmeter.sizes import (
@@ -141,7 +141,7 @@ def _launch_rate(launch: dict[str, Any], elapsed_s: float) -> Derivation:
                                     source="distributed: sum over ranks"),
                               Input(name="session_s", value=elapsed_s, unit="s", provenance="measured",
                                     source="session clock")),
-                      missing=None if tokens is not None else "no rank read a batch")
+                      missing=None if tokens is not None else NO_RANK_READ)
 
 
 def count_text(count: Any, unit: Any, missing: Any = None) -> str:
@@ -158,7 +158,7 @@ def headline(p: dict[str, Any]) -> str:
     if launch is not None and not p.get("steps"):
         unit, rate = launch.get("token_unit"), launch.get("session_tokens_per_s")
         return (f"{launch.get('global_steps')} steps (global, over {launch.get('ranks_recorded')} rank(s)), "
-                f"{count_text(launch.get('global_tokens'), unit, 'no rank read a batch')}"
+                f"{count_text(launch.get('global_tokens'), unit, NO_RANK_READ)}"
                 + (f", {format_rate(rate, f'{unit}/s')} (all ranks, session)" if rate else ""))
     unit, rate = p.get("token_unit", "tokens"), (p.get("throughput") or {}).get("session_tokens_per_s")
     return (f"{p.get('steps')} steps, {count_text(p.get('tokens'), unit, p.get('tokens_missing'))}"
@@ -168,11 +168,11 @@ def headline(p: dict[str, Any]) -> str:
 def _steps_line(p: dict[str, Any]) -> str:
     launch = _launch(p)
     if launch is not None and not p.get("steps"):
-        unit = launch.get("token_unit") or "samples/tokens"
+        unit, tokens = launch.get("token_unit") or "samples/tokens", launch.get("global_tokens")
         return (f"- Steps: {format_integer(launch.get('global_steps'))} (global, over "
                 f"{format_integer(launch.get('ranks_recorded'))} rank(s) of world size "
                 f"{format_integer(launch.get('world_size'))}); {unit}: "
-                f"{format_integer(launch.get('global_tokens'))} (sum over ranks)")
+                + (f"{format_integer(tokens)} (sum over ranks)" if tokens is not None else f"— ({NO_RANK_READ})"))
     unit = p.get("token_unit", "tokens") or "samples/tokens"  # null: no batch read (no key: an older passport's)
     if p.get("steps_unknown"):
         return (f"- Steps: unknown (backward calls with no optimizer step trainmeter knows: call tm.step() after "
