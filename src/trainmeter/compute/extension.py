@@ -209,8 +209,8 @@ class ComputeExtension(ExtensionBase):
         out: dict[str, Derivation] = {}
         tokens = m.tokens if m.token_unit is not None else None  # no batch read: unknown, never 0 (spec section 2)
         if whole_run:
-            train_tps = ratio(tokens, m.phases.totals_s.get("train", 0.0)) if tokens is not None else None
-            session_tps = ratio(tokens, m.elapsed_s()) if tokens is not None else None
+            train_tps = ratio(tokens, m.phases.totals_s.get("train", 0.0))
+            session_tps = ratio(tokens, m.elapsed_s())
         else:
             interval, session = m.interval, m.session
             train_tps = interval.train_tokens_per_s if interval else None

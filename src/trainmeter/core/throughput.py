@@ -32,9 +32,10 @@ class SessionSummary:
     session_tokens_per_s: float | None
 
 
-def ratio(numerator: float, denominator: float) -> float | None:
-    """Return ``numerator / denominator``, or ``None`` when the denominator is not positive."""
-    if denominator <= 0:
+def ratio(numerator: float | None, denominator: float) -> float | None:
+    """Return ``numerator / denominator``, or ``None`` when the numerator is unknown or the denominator not
+    positive."""
+    if numerator is None or denominator <= 0:
         return None
     return numerator / denominator
 

@@ -35,10 +35,10 @@ def throughput_derivations(*, tokens: int | None, steps: int, train_s: float, el
     tok = Input(name="tokens", value=tokens, unit=unit, provenance="counted", source="root module batches")
     train = Input(name="train_s", value=train_s, unit="s", provenance="measured", source="phase clock: train")
     return [
-        Derivation(name="train_tokens_per_s", formula="tokens / train_s", value=_rate(tokens, train_s),
+        Derivation(name="train_tokens_per_s", formula="tokens / train_s", value=ratio(tokens, train_s),
                    unit=f"{unit}/s", inputs=(tok, train), missing=missing),
         Derivation(name="session_tokens_per_s", formula="tokens / session_s",
-                   value=_rate(tokens, elapsed_s), unit=f"{unit}/s", missing=missing,
+                   value=ratio(tokens, elapsed_s), unit=f"{unit}/s", missing=missing,
                    inputs=(tok, Input(name="session_s", value=elapsed_s, unit="s", provenance="measured",
                                       source="session clock")),),
         Derivation(name="seconds_per_step", formula="train_s / steps",
@@ -46,10 +46,6 @@ def throughput_derivations(*, tokens: int | None, steps: int, train_s: float, el
                    inputs=(train, Input(name="steps", value=steps, unit="1", provenance="counted",
                                         source="optimizer step hook"))),
     ]
-
-
-def _rate(count: float | None, seconds: float) -> float | None:
-    return None if count is None else ratio(count, seconds)
 
 
 RUN_ROOT_RECORDED = ".."  # the run root as the record says it: the run folder's parent (docs/spec.md section 18)
@@ -136,7 +132,7 @@ def _launch_rate(launch: dict[str, Any], elapsed_s: float) -> Derivation:
     unit = launch.get("token_unit") or "tokens"
     tokens = launch.get("global_tokens")
     return Derivation(name="launch_session_tokens_per_s", formula="global_tokens / session_s",
-                      value=_rate(tokens, elapsed_s), unit=f"{unit}/s",
+                      value=ratio(tokens, elapsed_s), unit=f"{unit}/s",
                       inputs=(Input(name="global_tokens", value=tokens, unit=unit, provenance="counted",
                                     source="distributed: sum over ranks"),
                               Input(name="session_s", value=elapsed_s, unit="s", provenance="measured",
