@@ -64,11 +64,12 @@ def test_forked_children_become_ranks_and_never_touch_the_parent_run(tmp_path):
 def test_a_parent_that_trained_nothing_gives_the_launchs_global_figures_in_its_headline_and_closing_line(tmp_path):
     run_dir, passport, stdout = launch(tmp_path, "fork", 10, parent_steps=0)  # notebook_launcher's way
     d = passport["distributed"]
-    assert (passport["steps"], d["global_steps"], d["global_tokens"], d["token_unit"]) == (
-        0, 10, 20 * TOKENS_PER_STEP, "tokens")
-    assert passport["tokens"] is None and passport["token_unit"] is None  # the parent read no batch itself
-    rate = next(x for x in passport["derivations"] if x["name"] == "launch_session_tokens_per_s")
+    assert (d["global_steps"], d["global_tokens"], d["token_unit"]) == (10, 20 * TOKENS_PER_STEP, "tokens")
+    assert (passport["steps"], passport["tokens"], passport["token_unit"]) == (10, 20 * TOKENS_PER_STEP, "tokens")
+    rate = next(x for x in passport["derivations"] if x["name"] == "session_tokens_per_s")
+    assert rate["value"] == passport["throughput"]["session_tokens_per_s"]
     assert rate["value"] == pytest.approx(20 * TOKENS_PER_STEP / passport["elapsed_s"])
+    assert passport["goodput"] is None and passport["throughput"]["train_tokens_per_s"] is None
     (closing,) = [line for line in stdout.splitlines() if line.startswith("trainmeter: run ")]
     assert f"completed after 10 steps (global, over 2 rank(s)), {20 * TOKENS_PER_STEP} tokens, " in closing
     assert "tokens/s (all ranks, session)" in closing

@@ -104,12 +104,8 @@ def build_passport(m: RunContext) -> dict[str, Any]:
         passport.update(controls.passport_fields())
     m.passport_sections(passport)  # each extension's section under its name, and its derivations
     launch = _launch(passport)
-    if launch and not m.steps:  # the parent trained nothing itself: no goodput; the launch's figures speak for it
-        passport["goodput"] = None
-        passport["tokens_missing"] = "this process trained nothing itself: its launch's ranks did (distributed)"
-        rate = _launch_rate(launch, elapsed_s)
-        launch["session_tokens_per_s"] = rate.value
-        passport["derivations"].append(rate.to_dict())
+    if launch and not m.steps:  # the parent trained nothing itself: it speaks for its launch
+        _speak_for_launch(passport, launch, elapsed_s)
     time_section = passport.get("time")
     if isinstance(time_section, dict) and "checkpoints" in time_section:  # one record per checkpoint, at the top
         ours = passport.get("checkpoints") or []  # tm.checkpoint() and the widget's (core/controls.py)
@@ -127,17 +123,28 @@ def _launch(p: dict[str, Any]) -> dict[str, Any] | None:
     return section if isinstance(section, dict) and section.get("role") == "launch" else None
 
 
-def _launch_rate(launch: dict[str, Any], elapsed_s: float) -> Derivation:
-    """The launch's tokens (or samples) per second of this parent's session (its wall clock over the launch)."""
-    unit = launch.get("token_unit") or "tokens"
-    tokens = launch.get("global_tokens")
-    return Derivation(name="launch_session_tokens_per_s", formula="global_tokens / session_s",
-                      value=ratio(tokens, elapsed_s), unit=f"{unit}/s",
+def _speak_for_launch(p: dict[str, Any], launch: dict[str, Any], elapsed_s: float) -> None:
+    """A parent that trained nothing: its steps, tokens and unit are its launch's (the ranks'), its session rate the
+    launch's over its session; no goodput, training-only rate or step time of its own (docs/spec.md section 19)."""
+    unit, tokens = launch.get("token_unit") or "tokens", launch.get("global_tokens")
+    rate = Derivation(name="session_tokens_per_s", formula="global_tokens / session_s", unit=f"{unit}/s",
+                      value=ratio(tokens, elapsed_s), missing=None if tokens is not None else NO_RANK_READ,
                       inputs=(Input(name="global_tokens", value=tokens, unit=unit, provenance="counted",
                                     source="distributed: sum over ranks"),
                               Input(name="session_s", value=elapsed_s, unit="s", provenance="measured",
-                                    source="session clock")),
-                      missing=None if tokens is not None else NO_RANK_READ)
+                                    source="session clock")))
+    launch["parent_trained"] = False
+    p.update(steps=launch.get("global_steps"), tokens=tokens, token_unit=launch.get("token_unit"), goodput=None,
+             tokens_missing=None if tokens is not None else NO_RANK_READ,
+             throughput={"train_tokens_per_s": None, "session_tokens_per_s": rate.value, "seconds_per_step": None})
+    p["derivations"] = [d for d in p["derivations"] if d.get("name") not in p["throughput"]] + [rate.to_dict()]
+
+
+def _for_launch(p: dict[str, Any]) -> dict[str, Any] | None:
+    """The ``distributed`` section of a parent that trained nothing and speaks for its launch (an older passport's:
+    0 steps of its own), else ``None``."""
+    launch = _launch(p)
+    return launch if launch is not None and (launch.get("parent_trained") is False or not p.get("steps")) else None
 
 
 def count_text(count: Any, unit: Any, missing: Any = None) -> str:
@@ -150,20 +157,16 @@ def count_text(count: Any, unit: Any, missing: Any = None) -> str:
 def headline(p: dict[str, Any]) -> str:
     """``N steps, T tokens, R tokens/s (session)`` of a passport for the closing line: a parent that trained nothing
     gives its launch's global figures in the ranks' unit (docs/spec.md section 7)."""
-    launch = _launch(p)
-    if launch is not None and not p.get("steps"):
-        unit, rate = launch.get("token_unit"), launch.get("session_tokens_per_s")
-        return (f"{launch.get('global_steps')} steps (global, over {launch.get('ranks_recorded')} rank(s)), "
-                f"{count_text(launch.get('global_tokens'), unit, NO_RANK_READ)}"
-                + (f", {format_rate(rate, f'{unit}/s')} (all ranks, session)" if rate else ""))
+    launch = _for_launch(p)
     unit, rate = p.get("token_unit", "tokens"), (p.get("throughput") or {}).get("session_tokens_per_s")
-    return (f"{p.get('steps')} steps, {count_text(p.get('tokens'), unit, p.get('tokens_missing'))}"
-            + (f", {format_rate(rate, f'{unit}/s')} (session)" if rate else ""))
+    return (f"{p.get('steps')} steps" + (f" (global, over {launch.get('ranks_recorded')} rank(s))" if launch else "")
+            + f", {count_text(p.get('tokens'), unit, p.get('tokens_missing'))}"
+            + (f", {format_rate(rate, f'{unit}/s')} ({'all ranks, ' if launch else ''}session)" if rate else ""))
 
 
 def _steps_line(p: dict[str, Any]) -> str:
-    launch = _launch(p)
-    if launch is not None and not p.get("steps"):
+    launch = _for_launch(p)
+    if launch is not None:
         unit, tokens = launch.get("token_unit") or "samples/tokens", launch.get("global_tokens")
         return (f"- Steps: {format_integer(launch.get('global_steps'))} (global, over "
                 f"{format_integer(launch.get('ranks_recorded'))} rank(s) of world size "
@@ -179,11 +182,10 @@ def _steps_line(p: dict[str, Any]) -> str:
 
 
 def _throughput_line(p: dict[str, Any]) -> str:
-    tp, unit, launch = p.get("throughput") or {}, p.get("token_unit", "tokens"), _launch(p)
-    if launch is not None and not p.get("steps"):
-        label = f"{launch.get('token_unit') or 'samples/tokens'}/s"
-        return (f"- Throughput: {format_rate(launch.get('session_tokens_per_s'), label)} over all ranks "
-                "(global / this session)")
+    tp, unit = p.get("throughput") or {}, p.get("token_unit", "tokens")
+    if _for_launch(p) is not None:
+        label = f"{unit or 'samples/tokens'}/s"
+        return f"- Throughput: {format_rate(tp.get('session_tokens_per_s'), label)} over all ranks (global / this session)"
     if unit is None:  # no batch read: the rates are unknown, the step time is not
         return (f"- Throughput: — (samples/tokens unknown, see above); "
                 f"{format_seconds(tp.get('seconds_per_step'))} per step training-only")
