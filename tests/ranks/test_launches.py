@@ -76,6 +76,7 @@ def test_a_parent_that_trained_nothing_gives_the_launchs_global_figures_in_its_h
     markdown = (run_dir / "passport.md").read_text()
     assert f"- Steps: 10 (global, over 2 rank(s) of world size 2); tokens: {20 * TOKENS_PER_STEP}" in markdown
     assert "tokens/s over all ranks" in markdown
+    assert f"TILES 10 {20 * TOKENS_PER_STEP} tokens False" in stdout  # the dashboard's step and tokens tiles too
     assert not re.search(r"\b0(\.0)? tokens|tokens: 0\b|\b0 steps", markdown + closing)
 
 

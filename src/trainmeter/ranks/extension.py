@@ -180,6 +180,11 @@ class RanksExtension(ExtensionBase):
                 "peak_text": peak.source if peak is not None else "",
                 "peak_provenance": peak.provenance if peak is not None else None, "peak_missing": ext.peak_missing}
 
+    def view(self) -> dict[str, Any] | None:
+        """A parent's merged launch section once its children ended (the widget's headline of a parent that trained
+        nothing), else ``None``. Any thread (a read)."""
+        return self._section if self.role == "parent" else None
+
     def passport_section(self) -> dict[str, Any] | None:
         """Rank: identity and timing. Parent: the merged section of its seats, or a note on unseen children."""
         if self.role == "rank":

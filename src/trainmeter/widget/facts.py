@@ -7,7 +7,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from trainmeter.core.throughput import tokens_missing
+from trainmeter.core.throughput import NO_RANK_READ, ratio, tokens_missing
 from trainmeter.record.textline import format_line
 from trainmeter.sizes import format_rate
 from trainmeter.verdicts.markers import markers as verdict_markers
@@ -101,7 +101,7 @@ def facts_from_monitor(monitor: Any, recent: Any = None, x_map: Any = None) -> R
     collect = monitor.collect  # a fault warns once and disables that event (core/dispatch.py)
     ext_warnings, panels, charts = collect("warnings"), collect("panels"), collect("charts")
     extra_tiles, markers = collect("tiles"), collect("markers")
-    missing = tokens_missing(monitor)
+    missing, unit = tokens_missing(monitor), monitor.token_unit
     steps, tokens = monitor.steps, None if missing else monitor.tokens
     train_rate = interval.train_tokens_per_s if interval else None
     spp = interval.seconds_per_step if interval else None
@@ -116,7 +116,12 @@ def facts_from_monitor(monitor: Any, recent: Any = None, x_map: Any = None) -> R
         train_rate, spp, session_rate = (whole[k] for k in ("train_tokens_per_s", "seconds_per_step",
                                                             "session_tokens_per_s"))
         if not missing:
-            text_line = whole_run_line(text_line, "tok" if monitor.token_unit == "tokens" else "samples", train_rate)
+            text_line = whole_run_line(text_line, "tok" if unit == "tokens" else "samples", train_rate)
+        launch = monitor.extension("distributed") if not steps else None
+        if isinstance(launch, dict) and launch.get("role") == "launch":  # a parent that trained nothing speaks for
+            steps, tokens, unit = launch.get("global_steps") or 0, launch.get("global_tokens"), launch.get("token_unit")
+            missing = None if tokens is not None else NO_RANK_READ  # its launch (docs/spec.md section 19)
+            train_rate, spp, session_rate = None, None, ratio(tokens, elapsed_s)
     rss_bytes = memory.rss_bytes if memory else None
     if live and recent is not None and recent.rss_bytes is not None:
         rss_bytes = recent.rss_bytes
@@ -124,7 +129,7 @@ def facts_from_monitor(monitor: Any, recent: Any = None, x_map: Any = None) -> R
         name=opts.name, status=monitor.status, elapsed_s=elapsed_s,
         run_dir=str(monitor.run_dir) if monitor.run_dir is not None else None,
         text_line=text_line, steps=steps, tokens=tokens,
-        token_unit=monitor.token_unit, tokens_missing=missing, budget_steps=opts.budget_steps,
+        token_unit=unit, tokens_missing=missing, budget_steps=opts.budget_steps,
         budget_tokens=opts.budget_tokens,
         interval_s=opts.interval_s, live=live,
         window_tokens=interval.tokens if interval else None,

@@ -38,6 +38,11 @@ def main() -> None:
         else:
             mp.start_processes(workers.train, args=(steps, slow, sleep_s, kill_at), nprocs=2, start_method=how)
     print("PARENT", m.steps, m.run_dir)
+    from trainmeter.widget.view_model import build_state, facts_from_monitor
+
+    tiles = {t["id"]: t for t in build_state(facts_from_monitor(m.context))["tiles"]}  # the end's dashboard
+    print("TILES", tiles["step"]["value"], tiles["tokens"]["value"], tiles["tokens"]["label"],
+          tiles["throughput"]["value"] is not None)
 
 
 if __name__ == "__main__":
