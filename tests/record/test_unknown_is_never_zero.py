@@ -38,7 +38,7 @@ def _train(run_root, capsys):
     torch.manual_seed(0)
     model = Net()
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    with tm.monitor(name="custom-batch", run_dir=run_root, interval_s=0.1) as m:
+    with tm.monitor(name="custom-batch", run_dir=run_root, interval_s=0.1, budget_tokens=1000) as m:
         for _ in range(STEPS):
             batch = Batch(torch.randn(8, 4), torch.randn(8, 1))
             loss = torch.nn.functional.mse_loss(model(batch), batch.y)
@@ -81,6 +81,8 @@ def test_a_run_with_no_readable_batch_shows_no_zero_count_rate_or_flops_anywhere
     assert all(v is None for v in compute["flops_spent"].values()) and all(v is None for v in compute["mfu"].values())
     rates = {d["name"]: d for d in passport["derivations"] if d["name"].endswith("tokens_per_s")}
     assert all(d["value"] is None and BATCH_CALL in d["missing"] for d in rates.values()) and rates
+    progress = next(d for d in passport["derivations"] if d["name"] == "progress")  # of the tokens budget
+    assert compute["progress"] is None and progress["value"] is None and BATCH_CALL in progress["missing"]
 
     # the tiles, live and replayed: "—" with why and the call, never 0; the step and loss tiles hold their values
     run = tm.load(m.run_dir)
@@ -90,6 +92,7 @@ def test_a_run_with_no_readable_batch_shows_no_zero_count_rate_or_flops_anywhere
         tiles = {t["id"]: t for t in state["tiles"]}
         assert tiles["step"]["value"] == STEPS and tiles["loss"]["value"] is not None
         assert "throughput" not in {c["id"] for c in state["charts"]}  # no rate line drawn at 0
+        assert state["progress"] is None  # no bar at 0 of the tokens budget
 
     # the text line of every report and the closing line
     lines = [line for line in out.splitlines() if line.startswith("[step ")]

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from trainmeter.compute.view import ComputeView
 from trainmeter.core.extension import ExtensionBase, Report
 from trainmeter.core.provenance import Derivation, Input
-from trainmeter.core.throughput import BATCH_CALL
+from trainmeter.core.throughput import BATCH_CALL, tokens_missing
 from trainmeter.sizes import format_percent
 
 if TYPE_CHECKING:
@@ -317,6 +317,10 @@ class ComputeExtension(ExtensionBase):
             for conv, f in per_conv.items():
                 out[f"flops_required[{conv}]"] = (flops_required(f, flops=o.budget_flops) if o.budget_flops is not None
                                                   else flops_required(f, tokens=budget))
+        if tokens is None:  # no batch read: say why and the call that declares one (docs/spec.md section 6)
+            why = tokens_missing(m)
+            out.update({k: replace(d, missing=f"{d.missing}: {why}") for k, d in out.items()
+                        if d.value is None and d.missing == "tokens seen unknown"})
         return out
 
     def on_report(self, report: Report) -> dict[str, Any]:
