@@ -8,6 +8,8 @@ from typing import Any
 
 BATCH_CALL = "tm.batch(samples=..., tokens=...)"
 """The public call that declares what a batch holds where trainmeter cannot read it (named in every such message)."""
+NO_BATCH_READ = f"no batch was read: declare each batch with {BATCH_CALL}"
+"""Why a run's tokens are unknown, where no more is known (a report's record)."""
 NO_RANK_READ = f"no rank read a batch: declare each with {BATCH_CALL}"
 """Why a launch's global tokens are unknown (docs/spec.md section 19)."""
 

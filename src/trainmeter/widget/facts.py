@@ -7,7 +7,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from trainmeter.core.throughput import NO_RANK_READ, ratio, tokens_missing
+from trainmeter.core.throughput import NO_BATCH_READ, NO_RANK_READ, ratio, tokens_missing
 from trainmeter.record.textline import format_line
 from trainmeter.sizes import format_rate
 from trainmeter.verdicts.markers import markers as verdict_markers
@@ -205,7 +205,7 @@ def facts_from_run(passport: dict[str, Any], events: list[dict[str, Any]], run_d
     return RunFacts(
         name=str(passport.get("name") or start.get("name") or "run"), status=status, elapsed_s=elapsed_s,
         run_dir=run_dir, text_line=line, steps=steps, tokens=tokens, token_unit=unit if tokens is not None else None,
-        tokens_missing=src.get("tokens_missing") or (None if tokens is not None else "no batch was read"),
+        tokens_missing=src.get("tokens_missing") or (None if tokens is not None else NO_BATCH_READ),
         budget_steps=opts.get("budget_steps"), budget_tokens=opts.get("budget_tokens"),
         interval_s=float(opts.get("interval_s") or 10.0), live=False,
         train_tokens_per_s=train_rate, seconds_per_step=spp, session_tokens_per_s=session_rate,

@@ -9,6 +9,7 @@ from typing import Any
 
 from trainmeter.compute.eta import REPORT_WINDOW, Pace, eta, pace_of, recent_pace
 from trainmeter.core.provenance import Derivation, Input, weakest
+from trainmeter.core.throughput import NO_BATCH_READ
 from trainmeter.record.runlog import clean
 from trainmeter.sizes import (
     format_bytes,
@@ -66,7 +67,7 @@ def _rate_derivation(f: RunFacts) -> dict[str, Any]:
     tokens, train_s = (f.window_tokens, f.window_train_s) if f.live else (f.tokens, f.train_s)
     missing = "a report with training time" if f.live and f.train_tokens_per_s is None else None
     if f.tokens is None:
-        tokens, missing = None, f.tokens_missing or "no batch was read"
+        tokens, missing = None, f.tokens_missing or NO_BATCH_READ
     unit = f.token_unit or "samples/tokens"
     return Derivation(name="train_tokens_per_s", formula=f"{pre}tokens / {pre}train_s", value=f.train_tokens_per_s,
                       unit=f"{unit}/s", missing=missing,
@@ -111,14 +112,14 @@ def tiles(f: RunFacts) -> list[dict[str, Any]]:
          "sub": f"of {format_count(f.budget_tokens)}" if f.budget_tokens else "", "provenance": "counted"},
     ]
     if f.tokens is None:  # no batch read: unknown, never 0 (docs/spec.md section 12)
-        out[1]["missing"] = f.tokens_missing or "no batch was read"
+        out[1]["missing"] = f.tokens_missing or NO_BATCH_READ
     rate: dict[str, Any] = {
         "id": "throughput", "label": "training-only rate" + ("" if f.live else " (whole run)"),
         "value": f.train_tokens_per_s, "unit": "tokens/s" if f.token_unit == "tokens" else "samples/s",
         "provenance": "measured",
         "sub": f"session {format_rate(f.session_tokens_per_s, f'{short}/s')}", "derivation": _rate_derivation(f)}
     if f.tokens is None and f.steps:
-        rate["missing"] = f.tokens_missing or "no batch was read"
+        rate["missing"] = f.tokens_missing or NO_BATCH_READ
     elif f.train_tokens_per_s is None:
         rate["missing"] = f"the first report (every {f.interval_s:g} s) with training time"
     if f.live and f.recent is not None and f.tokens is not None:
