@@ -93,7 +93,7 @@ def test_a_killed_run_reads_unfinished_with_its_last_step_and_unit_everywhere(tm
 
     m = make_monitor(make_options(run_dir=tmp_path, name="killed", interval_s=1.0), clock=(clock := FakeClock()),
                      text=False, probes=False, extensions=[]).start()
-    m.token_unit = "samples"
+    m.set_token_unit("samples")
     for _ in range(159):
         clock.advance(0.5)
         m.on_step(4)

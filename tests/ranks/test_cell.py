@@ -38,8 +38,10 @@ def test_accelerate_fork_launch_from_a_cell_is_recorded_as_ranks_of_the_cell_run
     assert (d["world_size"], d["ranks_recorded"], d["backend"]) == (2, 2, "gloo")
     assert [(r["seat"], r["status"], r["steps"], r["tokens"]) for r in d["ranks"]] == [
         ("rank-0", "completed", 6, 6 * 12), ("rank-1", "completed", 6, 6 * 12)]
-    assert passport["steps"] == 0 and (d["global_steps"], d["global_tokens"]) == (6, 144)
+    assert (d["global_steps"], d["global_tokens"]) == (6, 144)  # the cell trained nothing: it speaks for its launch
+    assert (passport["steps"], passport["tokens"], passport["token_unit"]) == (6, 144, "tokens")
     lines = [w for w in passport["warnings"] if "recorded as ranks (rank-0, rank-1)" in w]
     assert len(lines) == 1
     out = capfd.readouterr().out
     assert "[step" not in out and out.count("trainmeter: run ") == 1  # no child printed its text line
+    assert "completed after 6 steps (global, over 2 rank(s)), 144 tokens, " in out

@@ -21,12 +21,14 @@ SRC = Path(__file__).parents[2] / "src"
 TOKENS_PER_STEP = 12
 
 
-def launch(root: Path, how: str, steps: int, *, slow: int = -1, sleep_s: float = 0.0, kill_at: int = -1):
+def launch(root: Path, how: str, steps: int, *, slow: int = -1, sleep_s: float = 0.0, kill_at: int = -1,
+           parent_steps: int = 3):
     env = {**os.environ, "PYTHONPATH": f"{SRC}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     for key in ("TRAINMETER_RUN_DIR", "TRAINMETER_RUN_PARENT", "RANK", "WORLD_SIZE", "LOCAL_RANK"):
         env.pop(key, None)
     done = subprocess.run([sys.executable, str(SCRIPTS / "launch_children.py"), str(root), how, str(steps), str(slow),
-                           str(sleep_s), str(kill_at)], capture_output=True, text=True, env=env, timeout=180)
+                           str(sleep_s), str(kill_at), str(parent_steps)], capture_output=True, text=True, env=env,
+                          timeout=180)
     assert done.returncode == 0, done.stderr[-3000:]
     (run_dir,) = [p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")]
     return run_dir, json.loads((run_dir / "passport.json").read_text()), done.stdout
@@ -55,6 +57,27 @@ def test_forked_children_become_ranks_and_never_touch_the_parent_run(tmp_path):
         ("rank-0", "completed", 10, 10 * TOKENS_PER_STEP), ("rank-1", "completed", 10, 10 * TOKENS_PER_STEP)]
     assert (d["global_steps"], d["global_tokens"]) == (10, 20 * TOKENS_PER_STEP)
     assert any("training ran in 2 child process(es), recorded as ranks" in w for w in passport["warnings"])
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(200)
+def test_a_parent_that_trained_nothing_gives_the_launchs_global_figures_in_its_headline_and_closing_line(tmp_path):
+    run_dir, passport, stdout = launch(tmp_path, "fork", 10, parent_steps=0)  # notebook_launcher's way
+    d = passport["distributed"]
+    assert (d["global_steps"], d["global_tokens"], d["token_unit"]) == (10, 20 * TOKENS_PER_STEP, "tokens")
+    assert (passport["steps"], passport["tokens"], passport["token_unit"]) == (10, 20 * TOKENS_PER_STEP, "tokens")
+    rate = next(x for x in passport["derivations"] if x["name"] == "session_tokens_per_s")
+    assert rate["value"] == passport["throughput"]["session_tokens_per_s"]
+    assert rate["value"] == pytest.approx(20 * TOKENS_PER_STEP / passport["elapsed_s"])
+    assert passport["goodput"] is None and passport["throughput"]["train_tokens_per_s"] is None
+    (closing,) = [line for line in stdout.splitlines() if line.startswith("trainmeter: run ")]
+    assert f"completed after 10 steps (global, over 2 rank(s)), {20 * TOKENS_PER_STEP} tokens, " in closing
+    assert "tokens/s (all ranks, session)" in closing
+    markdown = (run_dir / "passport.md").read_text()
+    assert f"- Steps: 10 (global, over 2 rank(s) of world size 2); tokens: {20 * TOKENS_PER_STEP}" in markdown
+    assert "tokens/s over all ranks" in markdown
+    assert f"TILES 10 {20 * TOKENS_PER_STEP} tokens False" in stdout  # the dashboard's step and tokens tiles too
+    assert not re.search(r"\b0(\.0)? tokens|tokens: 0\b|\b0 steps", markdown + closing)
 
 
 @pytest.mark.slow

@@ -104,3 +104,19 @@ def test_children_with_no_rank_are_not_a_world_with_missing_ranks(tmp_path):
                                                status="completed")])
     assert section["notes"] == [] and section["world_size"] == 1
     assert not section["mfu_missing"].startswith("no record from rank")
+
+
+def test_a_launch_whose_ranks_read_no_batch_has_unknown_global_tokens_never_zero(tmp_path):
+    from trainmeter.core.throughput import BATCH_CALL
+    from trainmeter.ranks.merge import render_markdown
+
+    for k in (0, 1):
+        d = seat(tmp_path, k, steps=5, tokens=None)
+        p = json.loads((d / "passport.json").read_text())
+        (d / "passport.json").write_text(json.dumps({**p, "token_unit": None}))
+    p = write_launch_passport(tmp_path, "ddp")
+    d = p["distributed"]
+    assert (p["steps"], p["tokens"], p["token_unit"], d["global_tokens"]) == (5, None, None, None)
+    assert [r["tokens"] for r in d["ranks"]] == [None, None]
+    assert BATCH_CALL in next(x for x in d["derivations"] if x["name"] == "global_tokens")["missing"]
+    assert f"samples/tokens: — (no rank read a batch: declare each with {BATCH_CALL})" in render_markdown(p)

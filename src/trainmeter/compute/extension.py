@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from trainmeter.compute.view import ComputeView
 from trainmeter.core.extension import ExtensionBase, Report
 from trainmeter.core.provenance import Derivation, Input
+from trainmeter.core.throughput import BATCH_CALL, tokens_missing
 from trainmeter.sizes import format_percent
 
 if TYPE_CHECKING:
@@ -68,7 +69,7 @@ class ComputeExtension(ExtensionBase):
     def view(self) -> ComputeView:
         """The figures other wings read (MFU, FLOPs spent, FLOP/token, the peak); any thread."""
         conv = self._m.options.convention if self._m is not None else None
-        unit = self._m.token_unit if self._m is not None else "tokens"
+        unit = (self._m.token_unit if self._m is not None else None) or "tokens"  # a label where no batch was read
         return ComputeView(convention=conv, flops_per_token=self.fpt, counted=self.counted, peak=self.peak,
                            peak_missing=self.peak_missing, derived=self.derived, unit=unit,
                            conventions_missing=self.conventions_missing)
@@ -201,24 +202,25 @@ class ComputeExtension(ExtensionBase):
         from trainmeter.core.throughput import ratio
 
         out: dict[str, Derivation] = {}
+        tokens = m.tokens if m.token_unit is not None else None  # no batch read: unknown, never 0 (spec section 2)
         if whole_run:
-            train_tps = ratio(m.tokens, m.phases.totals_s.get("train", 0.0))
-            session_tps = ratio(m.tokens, m.elapsed_s())
+            train_tps = ratio(tokens, m.phases.totals_s.get("train", 0.0))
+            session_tps = ratio(tokens, m.elapsed_s())
         else:
             interval, session = m.interval, m.session
             train_tps = interval.train_tokens_per_s if interval else None
             session_tps = session.session_tokens_per_s if session else None
         from trainmeter.compute.flops import flops_input, with_counted
 
-        unit = m.token_unit
+        unit = m.token_unit or "tokens"  # a label only where no batch was read: every figure of it is None
         per_conv = {conv: flops_input(conv, f, unit) for conv, f in with_counted(self.fpt, self.counted).items()}
         for conv, f in per_conv.items():
             for pace, tps in (("training-only", train_tps), ("session", session_tps)):
                 out[mfu_name(conv, pace)] = mfu(f, tps, 1, self.peak, pace=pace,  # type: ignore[arg-type]
                                                 peak_missing=self.peak_missing, unit=unit)
-            out[f"flops_spent[{conv}]"] = flops_spent(f, m.tokens, unit=unit)
+            out[f"flops_spent[{conv}]"] = flops_spent(f, tokens, unit=unit)
         out.update(self._of_achievable(per_conv, train_tps))
-        out.update(self._budget(m.steps, m.tokens, train_tps, session_tps, per_conv, whole_run=whole_run))
+        out.update(self._budget(m.steps, tokens, train_tps, session_tps, per_conv, whole_run=whole_run))
         self.derived = {name: replace(d, name=name) for name, d in out.items()}
 
     def ceiling(self) -> Any:
@@ -235,7 +237,7 @@ class ComputeExtension(ExtensionBase):
         from trainmeter.compute.calibrate import of_achievable
 
         c = self.ceiling()
-        unit = self._m.token_unit if self._m is not None else "tokens"
+        unit = (self._m.token_unit if self._m is not None else None) or "tokens"
         return {} if c is None else {f"of_achievable[{conv}]": of_achievable(f, train_tps, c, unit=unit)
                                      for conv, f in per_conv.items()}
 
@@ -254,7 +256,8 @@ class ComputeExtension(ExtensionBase):
         if m is None:
             return None
         interval, session = m.interval, m.session
-        figures = self._budget(m.steps, m.tokens, interval.train_tokens_per_s if interval else None,
+        tokens = m.tokens if m.token_unit is not None else None
+        figures = self._budget(m.steps, tokens, interval.train_tokens_per_s if interval else None,
                                session.session_tokens_per_s if session else None, {}, recent=recent)
         return progress_bar({}, {name: d.to_dict() for name, d in figures.items()})
 
@@ -269,7 +272,7 @@ class ComputeExtension(ExtensionBase):
             out["progress"] = format_percent(prog.value)  # as the widget's progress bar
         return out
 
-    def _budget(self, steps: int, tokens: int, train_tps: float | None, session_tps: float | None,
+    def _budget(self, steps: int, tokens: int | None, train_tps: float | None, session_tps: float | None,
                 per_conv: dict[str, Input], *, recent: Any = None, whole_run: bool = False) -> dict[str, Derivation]:
         """Progress, budget in tokens, ETA (the one rule) and the session ETA, FLOPs required (pure in its inputs)."""
         from trainmeter.compute.eta import REPORT_WINDOW, WHOLE_RUN, Pace, eta, eta_s, recent_pace
@@ -287,7 +290,7 @@ class ComputeExtension(ExtensionBase):
             out["progress"] = Derivation(name="progress", formula="min(1, steps / budget_steps)",
                                          value=min(1.0, steps / o.budget_steps), unit="fraction",
                                          inputs=(steps_in, budget_in))
-            tps = tokens / steps if steps else None
+            tps = tokens / steps if steps and tokens is not None else None
             budget = budget_tokens(steps=o.budget_steps, tokens_per_step=tps)
         elif o.budget_tokens is not None:
             budget = budget_tokens(tokens=o.budget_tokens)
@@ -309,6 +312,10 @@ class ComputeExtension(ExtensionBase):
             for conv, f in per_conv.items():
                 out[f"flops_required[{conv}]"] = (flops_required(f, flops=o.budget_flops) if o.budget_flops is not None
                                                   else flops_required(f, tokens=budget))
+        if tokens is None:  # no batch read: say why and the call that declares one (docs/spec.md section 6)
+            why = tokens_missing(m)
+            out.update({k: replace(d, missing=f"{d.missing}: {why}") for k, d in out.items()
+                        if d.value is None and d.missing == "tokens seen unknown"})
         return out
 
     def on_report(self, report: Report) -> dict[str, Any]:
@@ -352,8 +359,11 @@ def _params(shape: Any) -> dict[str, int] | None:
     return {"total": int(total), "trained": int(trained), "frozen": int(total - trained)}
 
 
-def _not_a_language_model(unit: str, shape: Any) -> str | None:
+def _not_a_language_model(unit: str | None, shape: Any) -> str | None:
     """Why the FLOPs conventions do not apply (docs/spec.md section 5, "Units"), or ``None`` when they do."""
+    if unit is None:
+        return (f"the FLOPs conventions count per token, and no batch was read (no token ids seen): declare each "
+                f"batch with {BATCH_CALL}")
     if unit != "tokens":
         return ("the FLOPs conventions apply to transformer language models; this run is counted in samples "
                 "(its batch has no token ids): FLOPs per sample come from the counted pass")

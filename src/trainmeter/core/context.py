@@ -94,7 +94,8 @@ class RunContext:
 
     steps = _read("steps", "Optimizer steps counted so far, over every lane. Any thread.")
     tokens = _read("tokens", "Tokens (or samples, see token_unit) counted so far. Any thread.")
-    token_unit = _read("token_unit", "What a counted batch holds: 'tokens' or 'samples'.")
+    token_unit = _read("token_unit", "What a counted batch holds: 'tokens' or 'samples'; None while no batch was "
+                       "read (tokens unknown, never 0: docs/spec.md section 6).")
     step_series = _read("step_series", "Tokens per step and the time of each step (a sink's reads).")
     series = _read("registry.series", "The run's series by name (a dict that never changes size: iterate freely).")
     series_views = _read("registry.views", "One decimated view per series (core/series_views.py): the widget's "

@@ -31,7 +31,7 @@ class Report:
     ends: Mapping[str, int] | None = None
     interval: Any = None
     memory: Any = None
-    token_unit: str = "tokens"
+    token_unit: str | None = "tokens"  # None: no batch read (docs/spec.md section 2)
 
 
 @dataclass(frozen=True)

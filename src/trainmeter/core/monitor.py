@@ -98,7 +98,7 @@ class Monitor:
         self.clock: Clock = clock or MonotonicClock()
         self._synchronize = synchronize or cuda_synchronize()
         self.text = text
-        self.token_unit = "tokens"
+        self._token_unit: str | None = None
         self.model_ref: weakref.ReferenceType[Any] | None = None
         self.record_sink = record  # the run's record (core/sink.py), or None for a run kept in memory
         self.faults = Faults(out)
@@ -243,14 +243,24 @@ class Monitor:
         """One optimizer step of lane 1 (the step rule: :meth:`StepRecorder.step`). Training thread."""
         self.steps_state.count(tokens, loss, loss_value)
 
-    def set_token_unit(self, unit: str) -> None:
-        """What a counted batch holds: ``tokens`` or ``samples`` (the probes, at each new kind of batch)."""
-        self.token_unit = unit
+    @property
+    def token_unit(self) -> str | None:
+        """What the counted batches hold: ``tokens`` (token ids were read) or ``samples``; ``None`` while no batch was
+        read, the count then unknown, never 0 (docs/spec.md section 2): lane 1's, else another lane's; a count from
+        a source naming no unit is tokens. Any thread (a read)."""
+        unit = self._token_unit
+        if unit is not None or not self.tokens:
+            return unit
+        return next((lane.unit for lane in list(self.lanes.lanes) if lane.unit), "tokens")
 
-    def set_model(self, module: Any, token_unit: str) -> None:
+    def set_token_unit(self, unit: str | None) -> None:
+        """What a counted batch holds: ``tokens`` or ``samples`` (the probes, at each new kind of batch)."""
+        self._token_unit = unit
+
+    def set_model(self, module: Any, token_unit: str | None) -> None:
         """Record the trained root module (from the probes) and the token unit."""
         self.model_ref = weakref.ref(module)
-        self.token_unit = token_unit
+        self._token_unit = token_unit
 
     def declare_model(self, module: Any) -> None:
         """Name the trained module explicitly instead of discovering it."""

@@ -127,10 +127,11 @@ class Reporter:
         rule = run.steps_state
         phases = run.phases
         steps, tokens = run.steps, run.tokens  # summed over the lanes
+        read = run.token_unit is not None  # no batch read: no rate, never 0 (docs/spec.md section 3)
         self.interval = interval_summary(tokens=tokens - self._window_tokens, steps=steps - self._window_steps,
-                                         train_s=phases.take_window_train_s())
+                                         train_s=phases.take_window_train_s(), read=read)
         elapsed_s = phases.session_elapsed_s(t0)
-        self.session = session_summary(tokens=tokens, elapsed_s=elapsed_s)
+        self.session = session_summary(tokens=tokens, elapsed_s=elapsed_s, read=read)
         phases_s = dict(phases.totals_s)
         self._window_tokens, self._window_steps = tokens, steps
         # lane 1's queues and held losses are its thread's: another lane's thread reporting leaves them to it

@@ -29,7 +29,7 @@ def _ratio(name: str, formula: str, energy: Input, denom: Input, unit: str, scal
 
 
 def energy_section(*, devices: Sequence[DeviceEnergy], gpu_missing: str | None, rapl_j: float | None,
-                   rapl_missing: str | None, window_s: float, tokens: int, token_unit: str,
+                   rapl_missing: str | None, window_s: float, tokens: int, token_unit: str | None,
                    flops_spent: float | None, convention: str | None, flops_missing: str | None,
                    grid_gco2_per_kwh: float | None, grid_source: str | None) -> tuple[dict[str, Any], list[Derivation]]:
     """The passport's ``energy`` section and its derivations (see the module docstring)."""
@@ -93,7 +93,7 @@ def energy_section(*, devices: Sequence[DeviceEnergy], gpu_missing: str | None, 
             {"cpu": joules / window_s} if joules is not None and window_s > 0 else {}),
         "devices": [d.to_dict() for d in devices],
         "cpu_rapl": {"joules": rapl_j, "missing": rapl_missing},
-        "per": "token" if token_unit == "tokens" else "sample",
+        "per": None if token_unit is None else "token" if token_unit == "tokens" else "sample",  # None: none read
         "j_per_token": j_tok.value,
         "j_per_sample": j_sample.value,
         "j_per_pflop": {"value": j_pflop.value, "convention": convention, "missing": j_pflop.missing},
@@ -131,7 +131,7 @@ def energy_tile(section: dict[str, Any], derivations: Iterable[Any] = ()) -> dic
     per_sample = section.get("per") == "sample"
     chosen = "j_per_sample" if per_sample else "j_per_token"
     value = section.get(chosen)
-    unit_word = "J/sample" if per_sample else "J/token"
+    unit_word = "J/sample" if per_sample else "J/token" if section.get("per") is not None else "J/sample or token"
     derivation = next((dict(d) for d in derivations if isinstance(d, dict) and d.get("name") == chosen), None)
     tile: dict[str, Any] = {"id": "energy", "label": f"Energy ({unit_word})", "value": value, "unit": "",
                             "provenance": "measured", "derivation": derivation}

@@ -180,6 +180,11 @@ class RanksExtension(ExtensionBase):
                 "peak_text": peak.source if peak is not None else "",
                 "peak_provenance": peak.provenance if peak is not None else None, "peak_missing": ext.peak_missing}
 
+    def view(self) -> dict[str, Any] | None:
+        """A parent's merged launch section once its children ended (the widget's headline of a parent that trained
+        nothing), else ``None``. Any thread (a read)."""
+        return self._section if self.role == "parent" else None
+
     def passport_section(self) -> dict[str, Any] | None:
         """Rank: identity and timing. Parent: the merged section of its seats, or a note on unseen children."""
         if self.role == "rank":
@@ -238,16 +243,18 @@ class RanksExtension(ExtensionBase):
                       "imports trainmeter (import it in the module that defines its worker function); "
                       "TRAINMETER_AUTOSTART=0 turns this off")
         if ranks:
-            section = {"role": "launch", **distributed_section(ranks, token_unit=m.token_unit, launch_dir=m.run_dir,
+            section = {"role": "launch", **distributed_section(ranks, launch_dir=m.run_dir,
                                                                convention=m.options.convention),
                        "children_spawned": self.spawned}
             mfu = {k: v for k, v in (section.get("mfu_session") or {}).items() if v is not None}
+            tokens = section["global_tokens"]
             mfu_text = (", MFU over all " + f"{section['mfu_devices']} devices (wall clock) "
                         + ", ".join(f"{k} {format_percent(v)}" for k, v in mfu.items())) if mfu else ""
             m.note_warning(
                 f"training ran in {len(ranks)} child process(es), recorded as ranks "
                 f"({', '.join(r.seat for r in ranks)}): global steps {section['global_steps']}, "
-                f"global {m.token_unit} {section['global_tokens']}{mfu_text} (passport 'distributed')")
+                f"global {section['token_unit'] or 'samples/tokens'} {'—' if tokens is None else tokens}{mfu_text} "
+                "(passport 'distributed')")
             if unseen:
                 m.note_warning(unseen)
                 section["notes"].append(unseen)

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from trainmeter.core.provenance import Derivation, Input
+from trainmeter.core.throughput import NO_RANK_READ
 from trainmeter.ranks.follow import rank_order
 from trainmeter.ranks.identity import this_node
 from trainmeter.ranks.launch import seats
@@ -44,6 +45,7 @@ class RankSummary:
     status: str = "unfinished"
     steps: int = 0
     tokens: int = 0
+    token_unit: str | None = "tokens"  # what its batches held; None: it read none (its tokens unknown, never 0)
     elapsed_s: float | None = None
     seconds_per_step: float | None = None
     peak_memory_bytes: int | None = None
@@ -62,6 +64,8 @@ class RankSummary:
         out = asdict(self)
         out.pop("compute", None)
         out.pop("node_gpu", None)
+        if not self.token_unit:
+            out["tokens"] = None
         return out
 
     @property
@@ -99,7 +103,8 @@ def read_seat(seat_dir: Path) -> RankSummary:
     def figures(rec: dict[str, Any], steps_key: str, section: dict[str, Any]) -> dict[str, Any]:
         return {**base, "backend": section.get("backend") or ident.get("backend"),
                 "device": section.get("device") or ident.get("device"), "steps": int(rec.get(steps_key) or 0),
-                "tokens": int(rec.get("tokens") or 0), "elapsed_s": rec.get("elapsed_s"),
+                "tokens": int(rec.get("tokens") or 0), "token_unit": rec.get("token_unit", "tokens"),
+                "elapsed_s": rec.get("elapsed_s"),
                 "seconds_per_step": (rec.get("throughput") or {}).get("seconds_per_step"),
                 "peak_memory_bytes": _peak_memory(rec.get("memory")),
                 "data_wait_s": (rec.get("phases_s") or {}).get("data_wait"),
@@ -160,27 +165,31 @@ def window_history(seat_dir: Path) -> list[dict[str, Any]]:
     return [w for w in windows if w]
 
 
-def distributed_section(ranks: list[RankSummary], *, token_unit: str = "tokens",
+def distributed_section(ranks: list[RankSummary], *,
                         launch_dir: Path | None = None, convention: str | None = None,
                         node_gpus: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
     """The passport's ``distributed`` section for a launch; ``launch_dir``: also count each rank's straggler windows;
-    ``node_gpus``: node samplers' ``gpu`` sections beside those in the ranks' passports."""
+    ``node_gpus``: node samplers' ``gpu`` sections beside those in the ranks' passports. Tokens are in the ranks'
+    unit (the first that read a batch); ``None`` when none did (docs/spec.md section 19)."""
+    token_unit = next((r.token_unit for r in ranks if r.token_unit), None)
     world_size = max((r.world_size for r in ranks if r.world_size), default=len(ranks))
     nodes = sorted({r.node for r in ranks if r.node})
     backends = sorted({r.backend for r in ranks if r.backend})
     steps = [r.steps for r in ranks]
     together = len(set(steps)) <= 1
     global_steps = max(steps) if steps else 0
-    global_tokens = sum(r.tokens for r in ranks)
+    global_tokens = sum(r.tokens for r in ranks if r.token_unit) if token_unit else None
     step_inputs = tuple(Input(name=f"steps[{r.seat}]", value=r.steps, unit="1", provenance="counted",
                               source=f"{r.seat}: optimizer step hook") for r in ranks)
-    token_inputs = tuple(Input(name=f"tokens[{r.seat}]", value=r.tokens, unit=token_unit, provenance="counted",
+    token_inputs = tuple(Input(name=f"tokens[{r.seat}]", value=r.tokens if r.token_unit else None,
+                               unit=token_unit or "tokens", provenance="counted",
                                source=f"{r.seat}: root module batches") for r in ranks)
     derivations = [
         Derivation(name="global_steps", formula="max over ranks of steps (ranks step together under DDP/FSDP)",
                    value=global_steps, unit="1", inputs=step_inputs),
-        Derivation(name="global_tokens", formula="sum over ranks of tokens", value=global_tokens, unit=token_unit,
-                   inputs=token_inputs),
+        Derivation(name="global_tokens", formula="sum over ranks of tokens", value=global_tokens,
+                   unit=token_unit or "tokens", inputs=token_inputs,
+                   missing=None if token_unit else NO_RANK_READ),
     ]
     ranked = {r.rank for r in ranks if r.rank is not None}
     # children with no rank (proc-<pid>: a subprocess of a cell) are not a world: none of them is missing
@@ -244,7 +253,7 @@ def write_launch_passport(launch_dir: Path, name: str) -> dict[str, Any]:
     passport = {"schema_version": 1, "name": name, "status": launch_status(ranks, section["world_size"]), "error": None,
                 "started_at": min(starts) if starts else None, "ended_at": max(ends) if ends else None,
                 "steps": section["global_steps"], "tokens": section["global_tokens"],
-                "token_unit": next((p.get("token_unit") for p in passports if p.get("token_unit")), "tokens"),
+                "token_unit": section["token_unit"],
                 "distributed": section, "derivations": list(section["derivations"]), "warnings": list(section["notes"])}
     write_file_atomic(launch_dir / "passport.json", json.dumps(clean(passport), indent=2) + "\n")  # under the lock
     (launch_dir / "passport.md").write_text(render_markdown(passport), encoding="utf-8")
@@ -264,8 +273,9 @@ def render_markdown(p: dict[str, Any]) -> str:
     d = p["distributed"]
     lines = [f"## Training run: {p['name']} ({d['world_size']} ranks on {d['nodes']} node(s))", "",
              f"- Status: **{p['status']}**",
-             f"- Global steps: {format_integer(d['global_steps'])}; {d['token_unit']}: "
-             f"{format_integer(d['global_tokens'])} (sum over ranks)"]
+             f"- Global steps: {format_integer(d['global_steps'])}; {d['token_unit'] or 'samples/tokens'}: "
+             + (f"{format_integer(d['global_tokens'])} (sum over ranks)" if d['global_tokens'] is not None
+                else f"— ({NO_RANK_READ})")]
     mfu = {k: v for k, v in (d.get("mfu_session") or {}).items() if v is not None}
     if mfu:
         lines.append(f"- MFU over all {d['mfu_devices']} devices (wall clock): "

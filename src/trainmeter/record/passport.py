@@ -4,18 +4,18 @@ card), built from the monitor's state at the end of the run."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 from trainmeter.core.context import RunContext
 from trainmeter.core.explicit_steps import steps_unknown
 from trainmeter.core.provenance import Derivation, Input
 from trainmeter.core.text import markdown_text
-from trainmeter.core.throughput import ratio
+from trainmeter.core.throughput import NO_RANK_READ, ratio, tokens_missing
 from trainmeter.record.environment import describe_environment
 from trainmeter.record.runlog import json_lines, write_file_atomic
 from trainmeter.sizes import (
     format_bytes,
+    format_count,
     format_duration,
     format_integer,
     format_number,
@@ -27,15 +27,18 @@ from trainmeter.sizes import (
 PASSPORT_SCHEMA_VERSION = 1
 
 
-def throughput_derivations(*, tokens: int, steps: int, train_s: float, elapsed_s: float, unit: str) -> list[Derivation]:
-    """Whole-run throughput with its inputs (training-only and session denominators)."""
+def throughput_derivations(*, tokens: int | None, steps: int, train_s: float, elapsed_s: float, unit: str | None,
+                           missing: str | None = None) -> list[Derivation]:
+    """Whole-run throughput with its inputs (training-only and session denominators); ``tokens`` ``None``: no batch
+    was read (``missing`` says why), so no rate (docs/spec.md section 3)."""
+    unit = unit or "tokens"
     tok = Input(name="tokens", value=tokens, unit=unit, provenance="counted", source="root module batches")
     train = Input(name="train_s", value=train_s, unit="s", provenance="measured", source="phase clock: train")
     return [
         Derivation(name="train_tokens_per_s", formula="tokens / train_s", value=ratio(tokens, train_s),
-                   unit=f"{unit}/s", inputs=(tok, train)),
+                   unit=f"{unit}/s", inputs=(tok, train), missing=missing),
         Derivation(name="session_tokens_per_s", formula="tokens / session_s",
-                   value=ratio(tokens, elapsed_s), unit=f"{unit}/s",
+                   value=ratio(tokens, elapsed_s), unit=f"{unit}/s", missing=missing,
                    inputs=(tok, Input(name="session_s", value=elapsed_s, unit="s", provenance="measured",
                                       source="session clock")),),
         Derivation(name="seconds_per_step", formula="train_s / steps",
@@ -57,8 +60,10 @@ def build_passport(m: RunContext) -> dict[str, Any]:
     """Return the passport dict of a finished (or finishing) run."""
     phases_s = dict(m.phases.totals_s)
     elapsed_s = m.elapsed_s()
-    derivations = throughput_derivations(tokens=m.tokens, steps=m.steps, train_s=phases_s.get("train", 0.0),
-                                         elapsed_s=elapsed_s, unit=m.token_unit)
+    missing = tokens_missing(m)  # no batch read: tokens, rates null, never 0 (docs/spec.md section 6)
+    tokens = None if missing else m.tokens
+    derivations = throughput_derivations(tokens=tokens, steps=m.steps, train_s=phases_s.get("train", 0.0),
+                                         elapsed_s=elapsed_s, unit=m.token_unit, missing=missing)
     by_name = {d.name: d.value for d in derivations}
     memory: dict[str, Any] = {"rss_peak_bytes": None, "cuda": None}
     if m.memory is not None:
@@ -73,8 +78,9 @@ def build_passport(m: RunContext) -> dict[str, Any]:
         "ended_at": m.ended_at,
         "elapsed_s": elapsed_s,
         "steps": m.steps,
-        "tokens": m.tokens,
+        "tokens": tokens,
         "token_unit": m.token_unit,
+        "tokens_missing": missing,
         "phases_s": phases_s,
         "goodput": ratio(phases_s.get("train", 0.0), elapsed_s),
         "throughput": {k: by_name[k] for k in ("train_tokens_per_s", "session_tokens_per_s", "seconds_per_step")},
@@ -97,8 +103,9 @@ def build_passport(m: RunContext) -> dict[str, Any]:
     if controls is not None:
         passport.update(controls.passport_fields())
     m.passport_sections(passport)  # each extension's section under its name, and its derivations
-    if _launch(passport) and not m.steps:  # the parent trained nothing itself: its goodput is no figure
-        passport["goodput"] = None
+    launch = _launch(passport)
+    if launch and not m.steps:  # the parent trained nothing itself: it speaks for its launch
+        _speak_for_launch(passport, launch, elapsed_s)
     time_section = passport.get("time")
     if isinstance(time_section, dict) and "checkpoints" in time_section:  # one record per checkpoint, at the top
         ours = passport.get("checkpoints") or []  # tm.checkpoint() and the widget's (core/controls.py)
@@ -116,29 +123,85 @@ def _launch(p: dict[str, Any]) -> dict[str, Any] | None:
     return section if isinstance(section, dict) and section.get("role") == "launch" else None
 
 
-def _steps_line(p: dict[str, Any], unit: str) -> str:
+def _speak_for_launch(p: dict[str, Any], launch: dict[str, Any], elapsed_s: float) -> None:
+    """A parent that trained nothing: its steps, tokens and unit are its launch's (the ranks'), its session rate the
+    launch's over its session; no goodput, training-only rate or step time of its own (docs/spec.md section 19)."""
+    unit, tokens = launch.get("token_unit") or "tokens", launch.get("global_tokens")
+    rate = Derivation(name="session_tokens_per_s", formula="global_tokens / session_s", unit=f"{unit}/s",
+                      value=ratio(tokens, elapsed_s), missing=None if tokens is not None else NO_RANK_READ,
+                      inputs=(Input(name="global_tokens", value=tokens, unit=unit, provenance="counted",
+                                    source="distributed: sum over ranks"),
+                              Input(name="session_s", value=elapsed_s, unit="s", provenance="measured",
+                                    source="session clock")))
+    launch["parent_trained"] = False
+    p.update(steps=launch.get("global_steps"), tokens=tokens, token_unit=launch.get("token_unit"), goodput=None,
+             tokens_missing=None if tokens is not None else NO_RANK_READ,
+             throughput={"train_tokens_per_s": None, "session_tokens_per_s": rate.value, "seconds_per_step": None})
+    p["derivations"] = [d for d in p["derivations"] if d.get("name") not in p["throughput"]] + [rate.to_dict()]
+
+
+def _for_launch(p: dict[str, Any]) -> dict[str, Any] | None:
+    """The ``distributed`` section of a parent that trained nothing and speaks for its launch (an older passport's:
+    0 steps of its own), else ``None``."""
     launch = _launch(p)
-    if launch is not None and not p.get("steps"):
+    return launch if launch is not None and (launch.get("parent_trained") is False or not p.get("steps")) else None
+
+
+def count_text(count: Any, unit: Any, missing: Any = None) -> str:
+    """``1,234 tokens``, or ``samples/tokens — (why)`` when no batch was read (never 0: docs/spec.md section 6)."""
+    if count is None or not unit:
+        return f"samples/tokens — ({missing or 'no batch was read'})"
+    return f"{format_count(count)} {unit}"
+
+
+def headline(p: dict[str, Any]) -> str:
+    """``N steps, T tokens, R tokens/s (session)`` of a passport for the closing line: a parent that trained nothing
+    gives its launch's global figures in the ranks' unit (docs/spec.md section 7)."""
+    launch = _for_launch(p)
+    unit, rate = p.get("token_unit", "tokens"), (p.get("throughput") or {}).get("session_tokens_per_s")
+    return (f"{p.get('steps')} steps" + (f" (global, over {launch.get('ranks_recorded')} rank(s))" if launch else "")
+            + f", {count_text(p.get('tokens'), unit, p.get('tokens_missing'))}"
+            + (f", {format_rate(rate, f'{unit}/s')} ({'all ranks, ' if launch else ''}session)" if rate else ""))
+
+
+def _steps_line(p: dict[str, Any]) -> str:
+    launch = _for_launch(p)
+    if launch is not None:
+        unit, tokens = launch.get("token_unit") or "samples/tokens", launch.get("global_tokens")
         return (f"- Steps: {format_integer(launch.get('global_steps'))} (global, over "
                 f"{format_integer(launch.get('ranks_recorded'))} rank(s) of world size "
-                f"{format_integer(launch.get('world_size'))}); {launch.get('token_unit') or unit}: "
-                f"{format_integer(launch.get('global_tokens'))} (sum over ranks)")
+                f"{format_integer(launch.get('world_size'))}); {unit}: "
+                + (f"{format_integer(tokens)} (sum over ranks)" if tokens is not None else f"— ({NO_RANK_READ})"))
+    unit = p.get("token_unit", "tokens") or "samples/tokens"  # null: no batch read (no key: an older passport's)
     if p.get("steps_unknown"):
         return (f"- Steps: unknown (backward calls with no optimizer step trainmeter knows: call tm.step() after "
                 f"each update); {unit}: unknown")
+    if p.get("tokens") is None:
+        return f"- Steps: {format_integer(p['steps'])}; {unit}: — ({markdown_text(p.get('tokens_missing'))})"
     return f"- Steps: {format_integer(p['steps'])}; {unit}: {format_integer(p['tokens'])}"
+
+
+def _throughput_line(p: dict[str, Any]) -> str:
+    tp, unit = p.get("throughput") or {}, p.get("token_unit", "tokens")
+    if _for_launch(p) is not None:
+        label = f"{unit or 'samples/tokens'}/s"
+        return f"- Throughput: {format_rate(tp.get('session_tokens_per_s'), label)} over all ranks (global / this session)"
+    if unit is None:  # no batch read: the rates are unknown, the step time is not
+        return (f"- Throughput: — (samples/tokens unknown, see above); "
+                f"{format_seconds(tp.get('seconds_per_step'))} per step training-only")
+    return (f"- Throughput: {format_rate(tp.get('train_tokens_per_s'), f'{unit}/s')} training-only, "
+            f"{format_rate(tp.get('session_tokens_per_s'), f'{unit}/s')} session")
 
 
 def render_markdown(p: dict[str, Any]) -> str:
     """Return ``passport.md``: a short summary to paste into a model card (numbers as the widget shows them)."""
-    unit = p.get("token_unit", "tokens")
-    tp = p.get("throughput", {})
+    unit = p.get("token_unit", "tokens") or "samples/tokens"
     lines = [
         f"## Training run: {markdown_text(p['name'])}",
         "",
         f"- Status: **{markdown_text(p['status'])}**" + (f" ({markdown_text(p['error'])})" if p.get("error") else ""),
         f"- Started {p.get('started_at')}, ended {p.get('ended_at')} (UTC); session {format_duration(p.get('elapsed_s'))}",
-        _steps_line(p, unit),
+        _steps_line(p),
     ]
     lines += _lanes_table(p.get("lanes"), unit)
     launch = _launch(p)
@@ -147,8 +210,7 @@ def render_markdown(p: dict[str, Any]) -> str:
     params = p.get("params") or {}
     if params.get("trained"):
         lines.append(f"- Trained parameters: {format_integer(params['trained'])}")
-    lines.append(f"- Throughput: {format_rate(tp.get('train_tokens_per_s'), f'{unit}/s')} training-only, "
-                 f"{format_rate(tp.get('session_tokens_per_s'), f'{unit}/s')} session")
+    lines.append(_throughput_line(p))
     goodput = p.get("goodput")
     if goodput is not None:
         lines.append(f"- Goodput (training time / session time): {format_percent(goodput)}")
@@ -216,9 +278,10 @@ def _lanes_table(lanes: Any, unit: str) -> list[str]:
     return rows + [""]
 
 
-def write_passport(m: RunContext, record: dict[str, Any] | None = None) -> Path:
+def write_passport(m: RunContext, record: dict[str, Any] | None = None) -> dict[str, Any]:
     """Write ``passport.json`` (with the ``record`` section: is the saved record complete) and ``passport.md`` into
-    the run folder; return the JSON path. ``OSError`` when a file cannot be written (none left half-written)."""
+    the run folder; return the passport as written. ``OSError`` when a file cannot be written (none left
+    half-written)."""
     assert m.run_dir is not None
     passport = build_passport(m)
     if record is not None:
@@ -226,5 +289,6 @@ def write_passport(m: RunContext, record: dict[str, Any] | None = None) -> Path:
     text = json_lines(passport)  # json's C encoder, one key a line (docs/spec.md section 20)
     path = m.run_dir / "passport.json"
     write_file_atomic(path, text + "\n")
-    write_file_atomic(m.run_dir / "passport.md", render_markdown(json.loads(text)))
-    return path
+    written = json.loads(text)
+    write_file_atomic(m.run_dir / "passport.md", render_markdown(written))
+    return written

@@ -66,6 +66,7 @@ class RunRecorder:
         self.gaps: list[dict[str, Any]] = []
         self.failed_writes = 0
         self.passport_path: Path | None = None
+        self.passport: dict[str, Any] | None = None  # as written: the closing line's figures
         self.passport_error: str | None = None
         self._start_written = False
         self._seat: Any = None
@@ -216,7 +217,8 @@ class RunRecorder:
             self.passport_error = self._gap["error"] if self._gap else "no run folder"
             return
         try:
-            self.passport_path = write_passport(run, self.record_section(run))
+            self.passport = write_passport(run, self.record_section(run))
+            self.passport_path = run.run_dir / "passport.json"
             self.passport_error = None
             if self.after_passport is not None:
                 try:
@@ -256,7 +258,7 @@ class RunRecorder:
             saved = (f"passport NOT written ({self.passport_error or 'no passport'}); "
                      f"run folder {run.run_dir or self._root}; it is kept in memory and written by tm.save() "
                      "or at the next monitored run once the disk accepts it")
-        return summary_line(run, saved)
+        return summary_line(run, saved, self.passport if self.passport_path is not None else None)
 
     def abandon_in_child(self) -> None:
         """In a forked child: let go of the parent's run log without writing to it (docs/spec.md section 19)."""

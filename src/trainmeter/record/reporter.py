@@ -10,11 +10,12 @@ from typing import Any
 from trainmeter.core.context import RunContext
 from trainmeter.core.explicit_steps import steps_unknown
 from trainmeter.core.series import Series, StepSeries
+from trainmeter.core.throughput import tokens_missing
 from trainmeter.record.column_lines import ColumnLines, micros, upto
 from trainmeter.record.events import columns_record, interval_record
+from trainmeter.record.passport import headline
 from trainmeter.record.runlog import RunLog
 from trainmeter.record.textline import format_line, seed_values
-from trainmeter.sizes import format_count, format_rate
 
 
 def write_columns(log: RunLog, cursors: dict[str, int], kind: str, series: Series | StepSeries,
@@ -78,7 +79,7 @@ def format_text(m: RunContext) -> str:
         else:
             mem = m.memory.rss_bytes
             total = getattr(m.memory, "host_total_bytes", None)
-    unit = "tok" if m.token_unit == "tokens" else "samples"
+    unit = None if m.token_unit is None else "tok" if m.token_unit == "tokens" else "samples"
     mfu = loss_ema = None
     extra: dict[str, str] = {}
     for fields in m.text_fields():
@@ -91,16 +92,18 @@ def format_text(m: RunContext) -> str:
                        token_unit=unit, mfu=mfu, mem_used_bytes=mem, mem_total_bytes=total, extra=extra)
 
 
-def summary_line(m: RunContext, saved: str | None = None) -> str:
-    """One closing line saying where the record is (``saved``: default "passport in <run folder>")."""
-    rate = m.session.session_tokens_per_s if m.session else None
+def summary_line(m: RunContext, saved: str | None = None, passport: dict[str, Any] | None = None) -> str:
+    """One closing line saying where the record is (``saved``: default "passport in <run folder>"), with the figures
+    of the ``passport`` written (else the run's own): docs/spec.md section 7."""
     stopped = getattr(getattr(m, "controls", None), "stopped", None)
     status = f"{m.status} by {stopped.by} at step {stopped.step}" if stopped is not None else m.status
+    saved = saved if saved is not None else f"passport in {m.run_dir}"
     if steps_unknown(m):
         return (f"trainmeter: run {m.options.name!r} {status}, steps unknown (backward calls with no optimizer step "
-                f"trainmeter knows: call tm.step() after each update); "
-                f"{saved if saved is not None else f'passport in {m.run_dir}'}")
-    return (f"trainmeter: run {m.options.name!r} {status} after {m.steps} steps, "
-            f"{format_count(m.tokens)} {m.token_unit}"
-            + (f", {format_rate(rate, f'{m.token_unit}/s')} (session)" if rate else "")
-            + f"; {saved if saved is not None else f'passport in {m.run_dir}'}")
+                f"trainmeter knows: call tm.step() after each update); {saved}")
+    if passport is None:
+        missing = tokens_missing(m)
+        passport = {"steps": m.steps, "tokens": None if missing else m.tokens, "token_unit": m.token_unit,
+                    "tokens_missing": missing,
+                    "throughput": {"session_tokens_per_s": m.session.session_tokens_per_s if m.session else None}}
+    return f"trainmeter: run {m.options.name!r} {status} after {headline(passport)}; {saved}"

@@ -164,7 +164,9 @@ def summarise_log(path: Path, problem: str | None = None, max_bytes: int | None 
     out = {"name": start.get("name"), "status": "damaged" if damage else (end.get("status") or "unfinished"),
            "error": end.get("error"), "started_at": start.get("started_at"), "ended_at": end.get("ended_at"),
            "elapsed_s": last.get("elapsed_s"), "steps": last_step if last_step is not None else 0,
-           "tokens": last.get("tokens") or 0, "token_unit": last.get("token_unit") or "tokens",
+           # token_unit null in a report: no batch read, the count unknown (docs/spec.md section 6)
+           "tokens": last.get("tokens") or 0 if last.get("token_unit", "tokens") else None,
+           "token_unit": last.get("token_unit", "tokens"),
            "phases_s": last.get("phases_s") or {}, "throughput": last.get("throughput") or {},
            "memory": last.get("memory") or {}, "series": stats, "options": start.get("options") or {},
            "warnings": notes, "summarised_from": "events.jsonl"}

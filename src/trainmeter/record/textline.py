@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from trainmeter.core.text import printable
+from trainmeter.core.throughput import BATCH_CALL
 from trainmeter.sizes import format_gib, format_number, format_percent, format_rate, format_scientific
 
 LOSS_NAME = "train_loss"
@@ -37,11 +38,11 @@ MAX_TEXT_SERIES = 12  # a line stays a line; the widget and the run log have the
 
 
 def format_line(step: int, *, series: Mapping[str, float | None], loss_ema: float | None = None,
-                tokens_per_s: float | None = None, token_unit: str = "tok", mfu: float | None = None,
+                tokens_per_s: float | None = None, token_unit: str | None = "tok", mfu: float | None = None,
                 mem_used_bytes: int | None = None, mem_total_bytes: int | None = None,
                 extra: Mapping[str, str] | None = None) -> str:
     """Return ``[step N] loss=2.346 (ema 2.41) | lr=3.00e-04 | grad_norm=1.2 | tok/s=125k | mfu=52.3% | mem=71.2/80GiB``
-    (docs/spec.md section 7; absent fields left out).
+    (docs/spec.md section 7; absent fields left out; ``token_unit`` ``None``: no batch was read, the rate is ``—``).
 
     Examples:
         >>> format_line(1000, series={"train_loss": 2.34, "lr": 3e-4}, tokens_per_s=125_000, mfu=0.523)
@@ -56,7 +57,9 @@ def format_line(step: int, *, series: Mapping[str, float | None], loss_ema: floa
         fields.append(f"lr={format_scientific(lr)}")
     if (grad_norm := series.get("grad_norm")) is not None:
         fields.append(f"grad_norm={format_number(grad_norm)}")
-    if tokens_per_s is not None:
+    if token_unit is None:  # no batch read: the rate is unknown, never 0 (docs/spec.md section 7)
+        fields.append(f"rate=— (no batch read: {BATCH_CALL})")
+    elif tokens_per_s is not None:
         fields.append(f"{token_unit}/s={format_rate(tokens_per_s, '')}")
     if mfu is not None:
         fields.append(f"mfu={format_percent(mfu)}")

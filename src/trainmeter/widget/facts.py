@@ -7,6 +7,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from trainmeter.core.throughput import NO_BATCH_READ, NO_RANK_READ, ratio, tokens_missing
 from trainmeter.record.textline import format_line
 from trainmeter.sizes import format_rate
 from trainmeter.verdicts.markers import markers as verdict_markers
@@ -27,8 +28,9 @@ class RunFacts:
     run_dir: str | None = None
     text_line: str = ""
     steps: int = 0
-    tokens: int = 0
-    token_unit: str = "tokens"
+    tokens: int | None = 0
+    token_unit: str | None = "tokens"  # None, and tokens None: no batch was read (docs/spec.md section 12)
+    tokens_missing: str | None = None  # why, naming the call that declares them
     budget_steps: int | None = None
     budget_tokens: int | None = None
     interval_s: float = 10.0
@@ -99,7 +101,8 @@ def facts_from_monitor(monitor: Any, recent: Any = None, x_map: Any = None) -> R
     collect = monitor.collect  # a fault warns once and disables that event (core/dispatch.py)
     ext_warnings, panels, charts = collect("warnings"), collect("panels"), collect("charts")
     extra_tiles, markers = collect("tiles"), collect("markers")
-    steps, tokens = monitor.steps, monitor.tokens
+    missing, unit = tokens_missing(monitor), monitor.token_unit
+    steps, tokens = monitor.steps, None if missing else monitor.tokens
     train_rate = interval.train_tokens_per_s if interval else None
     spp = interval.seconds_per_step if interval else None
     session_rate = session.session_tokens_per_s if session else None
@@ -112,7 +115,13 @@ def facts_from_monitor(monitor: Any, recent: Any = None, x_map: Any = None) -> R
             unit=monitor.token_unit)}
         train_rate, spp, session_rate = (whole[k] for k in ("train_tokens_per_s", "seconds_per_step",
                                                             "session_tokens_per_s"))
-        text_line = whole_run_line(text_line, "tok" if monitor.token_unit == "tokens" else "samples", train_rate)
+        if not missing:
+            text_line = whole_run_line(text_line, "tok" if unit == "tokens" else "samples", train_rate)
+        launch = monitor.extension("distributed") if not steps else None
+        if isinstance(launch, dict) and launch.get("role") == "launch":  # a parent that trained nothing speaks for
+            steps, tokens, unit = launch.get("global_steps") or 0, launch.get("global_tokens"), launch.get("token_unit")
+            missing = None if tokens is not None else NO_RANK_READ  # its launch (docs/spec.md section 19)
+            train_rate, spp, session_rate = None, None, ratio(tokens, elapsed_s)
     rss_bytes = memory.rss_bytes if memory else None
     if live and recent is not None and recent.rss_bytes is not None:
         rss_bytes = recent.rss_bytes
@@ -120,7 +129,8 @@ def facts_from_monitor(monitor: Any, recent: Any = None, x_map: Any = None) -> R
         name=opts.name, status=monitor.status, elapsed_s=elapsed_s,
         run_dir=str(monitor.run_dir) if monitor.run_dir is not None else None,
         text_line=text_line, steps=steps, tokens=tokens,
-        token_unit=monitor.token_unit, budget_steps=opts.budget_steps, budget_tokens=opts.budget_tokens,
+        token_unit=unit, tokens_missing=missing, budget_steps=opts.budget_steps,
+        budget_tokens=opts.budget_tokens,
         interval_s=opts.interval_s, live=live,
         window_tokens=interval.tokens if interval else None,
         window_train_s=interval.train_s if interval else None,
@@ -166,13 +176,15 @@ def facts_from_run(passport: dict[str, Any], events: list[dict[str, Any]], run_d
     tp = src.get("throughput") or {}
     mem = src.get("memory") or {}
     phases_s, elapsed_s = dict(src.get("phases_s") or {}), float(src.get("elapsed_s") or 0.0)
-    steps, tokens = int(src.get("steps" if passport else "step") or 0), int(src.get("tokens") or 0)
+    steps, tokens = int(src.get("steps" if passport else "step") or 0), src.get("tokens")
+    unit = src.get("token_unit", "tokens")  # None: no batch was read (an older record names no unit: tokens)
+    tokens = int(tokens) if tokens is not None and unit else None
     if passport:
         loss = (passport.get("series") or {}).get("train_loss") or {}
-        status, unit = str(passport.get("status", "completed")), str(passport.get("token_unit", "tokens"))
+        status = str(passport.get("status", "completed"))
         loss_last, loss_min = loss.get("last"), loss.get("min")
     else:
-        status, unit = "interrupted", "tokens"
+        status = "interrupted"
         loss_last, loss_min = _last_value(events, "train_loss"), None
         warnings.append("this run has no passport: it did not finish (kernel killed?); figures are from its "
                         "last report")
@@ -188,11 +200,12 @@ def facts_from_run(passport: dict[str, Any], events: list[dict[str, Any]], run_d
 
         derivations = {d["name"]: d for d in passport.get("derivations") or [] if isinstance(d, dict)}
         card, bar = list(compute_tiles(compute, derivations)), progress_bar(compute, derivations)
-    unit_word = "tok" if unit == "tokens" else "samples"
+    unit_word = None if tokens is None else "tok" if unit == "tokens" else "samples"
     line = format_line(steps, series={"train_loss": loss_last}, tokens_per_s=train_rate, token_unit=unit_word)
     return RunFacts(
         name=str(passport.get("name") or start.get("name") or "run"), status=status, elapsed_s=elapsed_s,
-        run_dir=run_dir, text_line=line, steps=steps, tokens=tokens, token_unit=unit,
+        run_dir=run_dir, text_line=line, steps=steps, tokens=tokens, token_unit=unit if tokens is not None else None,
+        tokens_missing=src.get("tokens_missing") or (None if tokens is not None else NO_BATCH_READ),
         budget_steps=opts.get("budget_steps"), budget_tokens=opts.get("budget_tokens"),
         interval_s=float(opts.get("interval_s") or 10.0), live=False,
         train_tokens_per_s=train_rate, seconds_per_step=spp, session_tokens_per_s=session_rate,

@@ -9,6 +9,7 @@ from typing import Any
 
 from trainmeter.compute.eta import REPORT_WINDOW, Pace, eta, pace_of, recent_pace
 from trainmeter.core.provenance import Derivation, Input, weakest
+from trainmeter.core.throughput import NO_BATCH_READ
 from trainmeter.record.runlog import clean
 from trainmeter.sizes import (
     format_bytes,
@@ -40,15 +41,15 @@ RECENT_SERIES = "recent_tokens_per_s"  # the once-a-second sliding-window rate (
 
 
 # -- the state --------------------------------------------------------------------------------
-def progress(*, steps: int, tokens: int, budget_steps: int | None, budget_tokens: int | None,
-             seconds_per_step: float | None, train_tokens_per_s: float | None, token_unit: str = "tokens",
+def progress(*, steps: int, tokens: int | None, budget_steps: int | None, budget_tokens: int | None,
+             seconds_per_step: float | None, train_tokens_per_s: float | None, token_unit: str | None = "tokens",
              live: bool = True, recent: Any = None) -> dict[str, Any] | None:
     """The progress bar: fraction of the budget and the ETA (s) by the one rule (compute/eta.py): at the recent
     wall-clock pace while live with ``recent`` figures, else at the last report's training-only pace."""
     if budget_steps:
         done, budget, unit, label_unit = steps, budget_steps, "steps", "steps"
         training = 1.0 / seconds_per_step if seconds_per_step else None
-    elif budget_tokens:
+    elif budget_tokens and tokens is not None:
         done, budget, unit, label_unit = tokens, budget_tokens, "tokens", token_unit
         training = train_tokens_per_s
     else:
@@ -65,9 +66,12 @@ def _rate_derivation(f: RunFacts) -> dict[str, Any]:
     pre, since = ("window_", " since the last report") if f.live else ("", "")
     tokens, train_s = (f.window_tokens, f.window_train_s) if f.live else (f.tokens, f.train_s)
     missing = "a report with training time" if f.live and f.train_tokens_per_s is None else None
+    if f.tokens is None:
+        tokens, missing = None, f.tokens_missing or NO_BATCH_READ
+    unit = f.token_unit or "samples/tokens"
     return Derivation(name="train_tokens_per_s", formula=f"{pre}tokens / {pre}train_s", value=f.train_tokens_per_s,
-                      unit=f"{f.token_unit}/s", missing=missing,
-                      inputs=(Input(name=f"{pre}tokens", value=tokens, unit=f.token_unit, provenance="counted",
+                      unit=f"{unit}/s", missing=missing,
+                      inputs=(Input(name=f"{pre}tokens", value=tokens, unit=unit, provenance="counted",
                                     source=f"root module batches{since}"),
                               Input(name=f"{pre}train_s", value=train_s, unit="s", provenance="measured",
                                     source="phase clock: train" + (f",{since}" if since else "")))).to_dict()
@@ -98,23 +102,27 @@ def _recent_rate_tile(f: RunFacts, unit: str, short: str) -> dict[str, Any]:
 
 def tiles(f: RunFacts) -> list[dict[str, Any]]:
     """The tiles: step, tokens, training-only vs session rate, loss, memory (RSS, CUDA)."""
-    short = "tok" if f.token_unit == "tokens" else f.token_unit
+    short = "tok" if f.token_unit == "tokens" else f.token_unit or "samples/tokens"
     step_sub = f"of {format_count(f.budget_steps)}" if f.budget_steps else (
         f"{format_seconds(f.seconds_per_step)}/step" if f.seconds_per_step else "")
     out: list[dict[str, Any]] = [
         {"id": "step", "label": "step", "value": f.steps, "unit": "count", "sub": step_sub, "provenance": "counted"},
-        {"id": "tokens", "label": f.token_unit, "value": f.tokens,
+        {"id": "tokens", "label": f.token_unit or "samples/tokens", "value": f.tokens,
          "unit": "tokens" if f.token_unit == "tokens" else "count",
          "sub": f"of {format_count(f.budget_tokens)}" if f.budget_tokens else "", "provenance": "counted"},
     ]
+    if f.tokens is None:  # no batch read: unknown, never 0 (docs/spec.md section 12)
+        out[1]["missing"] = f.tokens_missing or NO_BATCH_READ
     rate: dict[str, Any] = {
         "id": "throughput", "label": "training-only rate" + ("" if f.live else " (whole run)"),
         "value": f.train_tokens_per_s, "unit": "tokens/s" if f.token_unit == "tokens" else "samples/s",
         "provenance": "measured",
         "sub": f"session {format_rate(f.session_tokens_per_s, f'{short}/s')}", "derivation": _rate_derivation(f)}
-    if f.train_tokens_per_s is None:
+    if f.tokens is None and f.steps:
+        rate["missing"] = f.tokens_missing or NO_BATCH_READ
+    elif f.train_tokens_per_s is None:
         rate["missing"] = f"the first report (every {f.interval_s:g} s) with training time"
-    if f.live and f.recent is not None:
+    if f.live and f.recent is not None and f.tokens is not None:
         out.append(_recent_rate_tile(f, rate["unit"], short))
     else:
         out.append(rate)
@@ -156,9 +164,10 @@ def charts(f: RunFacts) -> list[dict[str, Any]]:
         more = others[MAX_SERIES_CHARTS:]
         out.append({"id": "series:more", "title": _capped_title("more series", len(more)), "x": "step", "unit": "",
                     "series": more[:MAX_CHART_LINES]})
-    out.append({"id": "throughput", "title": f"throughput ({f.token_unit}/s)", "x": "time",
-                "unit": "tokens/s" if f.token_unit == "tokens" else "samples/s",
-                "series": [RECENT_SERIES, "train_tokens_per_s"]})
+    if f.token_unit is not None:  # no batch read: no rate to draw (never a line at 0)
+        out.append({"id": "throughput", "title": f"throughput ({f.token_unit}/s)", "x": "time",
+                    "unit": "tokens/s" if f.token_unit == "tokens" else "samples/s",
+                    "series": [RECENT_SERIES, "train_tokens_per_s"]})
     out.append({"id": "memory", "title": "memory", "x": "time", "unit": "bytes",
                 "series": ["rss_bytes", "cuda_allocated_bytes"]})
     seen = {c["id"] for c in out}
@@ -252,7 +261,8 @@ def build_state(f: RunFacts) -> dict[str, Any]:
         "panels": [p for p in f.panels if isinstance(p, dict)],
         "warnings": [str(w) for w in f.warnings],
         "markers": place_markers(verdict_markers(f.markers), f.x_map),
-        "x_axis": x_axis_state(tokens=f.tokens, token_unit=f.token_unit, mapped=f.x_map is not None and not f.x_map.empty),
+        "x_axis": x_axis_state(tokens=f.tokens or 0, token_unit=f.token_unit or "tokens",  # the axis' name
+                               mapped=f.x_map is not None and not f.x_map.empty),
         "look": look(),
     }
     if f.controls is not None:  # the alerts' sentences show in its banner, not again among the warnings

@@ -1,7 +1,7 @@
 """A monitored parent that launches two children (tests/ranks/test_launches.py).
 
-argv: run_root how(fork|spawn|process) steps slow sleep_s kill_at
-The parent trains 3 steps itself first, so its own figures can be told apart.
+argv: run_root how(fork|spawn|process) steps slow sleep_s kill_at [parent_steps]
+The parent trains 3 steps itself first (parent_steps), so its own figures can be told apart.
 """
 
 import os
@@ -19,10 +19,11 @@ import trainmeter as tm  # noqa: E402
 def main() -> None:
     root, how, steps, slow, sleep_s, kill_at = (sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]),
                                                 float(sys.argv[5]), int(sys.argv[6]))
+    parent_steps = int(sys.argv[7]) if len(sys.argv) > 7 else 3
     with tm.monitor(name="launch", run_dir=root, interval_s=0.1) as m:
         model = torch.nn.Linear(4, 1)
         opt = torch.optim.SGD(model.parameters(), lr=0.1)
-        for _ in range(3):
+        for _ in range(parent_steps):
             model(torch.randn(2, 4)).sum().backward()
             opt.step()
             opt.zero_grad()
@@ -37,6 +38,11 @@ def main() -> None:
         else:
             mp.start_processes(workers.train, args=(steps, slow, sleep_s, kill_at), nprocs=2, start_method=how)
     print("PARENT", m.steps, m.run_dir)
+    from trainmeter.widget.view_model import build_state, facts_from_monitor
+
+    tiles = {t["id"]: t for t in build_state(facts_from_monitor(m.context))["tiles"]}  # the end's dashboard
+    print("TILES", tiles["step"]["value"], tiles["tokens"]["value"], tiles["tokens"]["label"],
+          tiles["throughput"]["value"] is not None)
 
 
 if __name__ == "__main__":
