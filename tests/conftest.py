@@ -37,6 +37,25 @@ if importlib.util.find_spec("xdist") is not None:
 
 
 @pytest.fixture(autouse=True)
+def _monitor_warnings_are_errors():
+    """trainmeter's own warnings fail the test that did not expect them (``pytest.warns(MonitorWarning)`` where one is
+    expected). Recorded from every thread; other warnings go on to pytest's summary as before."""
+    import warnings
+
+    from trainmeter.core.faults import MonitorWarning
+
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always", MonitorWarning)
+        yield
+    ours = [str(w.message) for w in seen if issubclass(w.category, MonitorWarning)]
+    for w in seen:
+        if not issubclass(w.category, MonitorWarning):
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
+    if ours:
+        pytest.fail(f"unexpected trainmeter warning(s): {ours}")
+
+
+@pytest.fixture(autouse=True)
 def _no_active_run_left():
     """A test that fails mid-run must not leave its run active for the next test."""
     yield
