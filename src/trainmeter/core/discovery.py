@@ -25,6 +25,7 @@ DISCOVERY_STEPS = 20
 # how long (run clock) another optimizer's models stay watched for a thread that has not trained yet: the GIL's switch
 # interval lets the first thread run tens of short steps before another runs at all (docs/spec.md section 2, "Threads")
 KEEP_OTHERS_S = 10.0
+MODEL_SHARE = 0.5  # the model holds at least this share of the optimizer's parameters (docs/spec.md section 2)
 
 
 class _Candidate:
@@ -46,11 +47,14 @@ class Discovery:
 
     Attributes:
         candidates: ``id(module) -> _Candidate`` of the watched modules (read by the call wrapper).
-        root: A weak reference to the root, or ``None``; ``root_id`` its ``id``.
+        model: A weak reference to the trained model (the module holding the optimizer's parameters), or ``None``.
+        root: A weak reference to the module whose calls are counted as the batches (the model, or the module
+            inside it holding most of its trained parameters when the model is never called itself), or ``None``;
+            ``root_id`` its ``id``.
         direct_call: torch's ``Module._call_impl`` when the root's fast call may call it itself, else ``None``.
         compiling: Something is or was compiled in the run: torch's own classes are not patched.
-        params: The root's parameter counts and the primary optimizer's (``trained``, ``optimizer_tensors``).
-        root_name: The root's class name, or ``None``.
+        params: The model's parameter counts and the primary optimizer's (``trained``, ``optimizer_tensors``).
+        root_name: The model's class name, or ``None``.
         roots_found, first_step_missed: For the ``tokens_per_step`` provenance.
 
     Training thread.
@@ -71,6 +75,7 @@ class Discovery:
         self.candidates: dict[int, _Candidate] = {}
         self._patched_classes: set[tuple[type, str]] = set()
         self._set_aside: set[int] = set()  # candidates unwatched while something is compiled
+        self.model: weakref.ReferenceType[Any] | None = None
         self.root: weakref.ReferenceType[Any] | None = None
         self.root_id = 0
         self._declared: weakref.ReferenceType[Any] | None = None  # tm.monitor(model=...)
@@ -138,16 +143,18 @@ class Discovery:
         self.watch_owners(optimizer, modules)
 
     def is_newer(self, optimizer: Any) -> bool:
-        """A non-primary optimizer built after the primary's last step (a sweep's next model)."""
+        """A non-primary optimizer built after the primary's last step (a sweep's next model). One not seen built is
+        known from here on, never newer (its parameters count as trained: :meth:`run_params`)."""
         if self._hot.primary_optimizer() is None:
             return True
-        created = self._created.get(id(optimizer))
+        created = self._created.setdefault(id(optimizer), (weakref.ref(optimizer), 0))
         return created is not None and created[0]() is optimizer and created[1] > self._primary_last_event
 
     def new_primary(self) -> None:
         """Another optimizer became the primary: its root is found afresh."""
-        self.root = None
+        self.model = self.root = None
         self.root_id = 0
+        self.params = {}
         self._hot.steady = False
         self._switches.refresh()
         self._gave_up = False
@@ -263,33 +270,52 @@ class Discovery:
 
     # -- the root ------------------------------------------------------------------------
     def _choose_root(self, optimizer: Any, frame: Any) -> bool:
-        """Pick the root for ``optimizer``; credit its batches of this step. Returns whether found."""
+        """Pick the model for ``optimizer`` and the module whose calls are its batches (docs/spec.md section 2, "The
+        model rule"); credit its batches of this step. Returns whether the batches' module was found."""
         trained = trained_params(optimizer)
-        self.params = {"trained": sum(trained.values()), "optimizer_tensors": len(trained)}
-        called = [c for c in self.candidates.values() if c.calls and c.ref() is not None]
-        late = False
-        if not called:  # the optimizer was not seen being built: look around the step's caller
-            before = set(self.candidates)
-            modules = self._modules(reachable(frame, self._torch.nn.Module))
-            self.watch_owners(optimizer, modules, force=True)  # counting beats a possible recompile here
-            called = [self.candidates[k] for k in self.candidates if k not in before]
-            called = [c for c in called if c.ref() is not None]
-            late = True
-        modules = [c.ref() for c in called]
-        index = most_trained(trained, modules)
-        if index is None:
-            return False
-        module, candidate = modules[index], called[index]
-        self._set_root(module)
         self.params.update(trained=sum(trained.values()), optimizer_tensors=len(trained))
-        if late or self._steps.steps == 1:  # found at step 2: step 1's batches came before (an autostarted rank)
-            self.first_step_missed = self.first_step_missed or self._steps.steps <= 1
-        if not late:
-            self._root_calls.credit(candidate)
+        called = [c for c in self.candidates.values() if c.calls and c.ref() is not None]
+        model = self.model() if self.model is not None else None
+        if model is None:
+            everything = [c.ref() for c in self.candidates.values()]
+            index = most_trained(trained, everything, frozenset(id(c.ref()) for c in called), MODEL_SHARE)
+            model = everything[index] if index is not None else None
+            if model is None:  # the optimizer was not seen being built: look around the step's caller
+                before = set(self.candidates)
+                self.watch_owners(optimizer, self._modules(reachable(frame, self._torch.nn.Module)), force=True)
+                late = [self.candidates[k].ref() for k in self.candidates if k not in before]
+                index = most_trained(trained, late, share=MODEL_SHARE)
+                if index is None:
+                    return False
+                # counting beats a possible recompile here; its batches are read from the next step on
+                self.first_step_missed = self.first_step_missed or self._steps.steps <= 1
+                self._set_model(late[index])
+                self.watch_inside(late[index], trained)
+                return False
+            self._set_model(model)
+        inside = [c for c in called if c.ref() is model or _holds(model, c.ref())]
+        index = most_trained(trained, [c.ref() for c in inside], frozenset([id(model)]))
+        if index is None:  # the model is never called itself (trained through a method of its): its parts are
+            self.watch_inside(model, trained)
+            return False
+        candidate = inside[index]
+        self._set_root(candidate.ref())
+        if self._steps.steps == 1:  # found at step 2: step 1's batches came before (an autostarted rank)
+            self.first_step_missed = True
+        self._root_calls.credit(candidate)
+        if candidate.ref() is not model:  # no pass of the model can be made from its part's batch
+            self._root_calls.release_example()
         for other in self.candidates.values():
             other.example = None
         self.drop_others()
         return True
+
+    def watch_inside(self, model: Any, trained: dict[int, int]) -> None:
+        """Watch ``model`` and its children holding trained parameters: the next step shows which are called."""
+        for module in (model, *model.children()):
+            if id(module) not in self.candidates and len(self.candidates) < MAX_CANDIDATES and any(
+                    id(p) in trained for p in module.parameters()):
+                self.watch(module, force=module is model)
 
     def drop_others(self, final: bool = False) -> None:
         """Stop watching every candidate but the root and the models kept for other threads (docs/spec.md section 2,
@@ -333,6 +359,8 @@ class Discovery:
     def _set_root(self, module: Any) -> None:
         if id(module) not in self.candidates:
             self.watch(module, force=True)
+        if self.model is None or self.model() is None:
+            self._set_model(module)
         self.root = weakref.ref(module)
         self.root_id = id(module)
         # its fast call may call torch's _call_impl itself while torch.compile is watched (core/wrappers.py)
@@ -341,12 +369,37 @@ class Discovery:
         self._hot.steady = False
         self._switches.refresh()
         self.roots_found += 1
-        self.root_name = type(module).__name__
-        self.params = {}
-        self.params["root_total"] = sum(p.numel() for p in module.parameters())
-        self.params["root_trainable"] = sum(p.numel() for p in module.parameters() if p.requires_grad)
         self._root_calls.new_root()
+
+    def _set_model(self, module: Any) -> None:
+        """The trained model: its name and parameter counts, and the module the run's wings read."""
+        self.model = weakref.ref(module)
+        self.root_name = type(module).__name__
+        self.params.update(root_total=sum(p.numel() for p in module.parameters()),
+                           root_trainable=sum(p.numel() for p in module.parameters() if p.requires_grad))
         self._monitor.set_model(module, self._monitor.token_unit)
+
+    def reader(self) -> str | None:
+        """Whose calls are the batches when that is not the model itself (``"MlpExtractor inside ActorCriticPolicy"``),
+        else ``None``."""
+        root, model = self.root() if self.root else None, self.model() if self.model else None
+        if root is None or model is None or root is model:
+            return None
+        return f"{type(root).__name__} inside {type(model).__name__}"
+
+    def run_params(self) -> dict[str, Any]:
+        """:attr:`params` with ``trained`` = the model's parameters that any optimizer of the run trains (each
+        tensor once; docs/spec.md section 2, "Parameters"): the one trained figure of the passport."""
+        params = dict(self.params)
+        model = self.model() if self.model is not None else None
+        if model is None or "trained" not in params:
+            return params
+        trained: dict[int, int] = {}
+        for optimizer in [self._hot.primary_optimizer(), *(ref() for ref, _ in self._created.values())]:
+            if optimizer is not None:
+                trained.update(trained_params(optimizer))
+        params["trained"] = sum({id(p): p.numel() for p in model.parameters() if id(p) in trained}.values())
+        return params
 
     def is_candidate(self, module: Any) -> bool:
         """Whether ``module`` is watched as a possible root (before the root is known). Any thread."""
@@ -360,6 +413,7 @@ class Discovery:
     def declare_root(self, module: Any) -> None:
         """Use ``module`` as the trained root (``tm.monitor(model=...)``)."""
         self._declared = weakref.ref(module)
+        self._set_model(module)
         self._set_root(module)
 
     def declared_model(self) -> Any:
@@ -374,5 +428,10 @@ class Discovery:
         if declared is not None:
             return (f"the model passed as model= ({type(declared).__name__}) was never seen called with gradients "
                     f"enabled: tokens are not counted ({compiled}")
-        return ("no module holding the optimizer's parameters was seen called: tokens are not counted (pass the "
-                f"model to tm.monitor(model=...); {compiled}")
+        return ("no module holding most of the optimizer's parameters, or a part of it, was seen called: tokens are "
+                f"not counted (pass the model to tm.monitor(model=...); {compiled}")
+
+
+def _holds(model: Any, module: Any) -> bool:
+    """Whether ``module`` is one of ``model``'s submodules."""
+    return any(m is module for m in model.modules())
