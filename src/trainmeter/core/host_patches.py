@@ -120,7 +120,9 @@ PATCHES: tuple[HostPatch, ...] = (
                          ("keras", "Keras 3 TorchTrainer.fit and train_on_batch, "
                                    "keras BaseOptimizer.apply/scale_loss, LossScaleOptimizer.scale_loss"),
                          ("fastai", "fastai Learner.fit"),
-                         ("accelerate", "accelerate Accelerator.prepare and backward"))),
+                         ("accelerate", "accelerate Accelerator.prepare and backward"),
+                         ("sb3", "stable-baselines3 OnPolicyAlgorithm.learn, OffPolicyAlgorithm.learn and "
+                                 "EvalCallback's evaluate_policy"))),
     HostPatch(key="import-hooks", touches="sys.meta_path: one finder (for every hook of the process) that patches a "
               "library imported during the run (compile-watch, time-split, taps, frameworks, clip-grad, autostart)",
               uninstall="the finder is removed at the run's end",
