@@ -102,8 +102,7 @@ class Discovery:
     def stop(self) -> None:
         self._patched_classes.clear()
         self.candidates.clear()
-        self._set_aside.clear()
-        self._created.clear()
+        self._set_aside.clear()  # the optimizers built stay known (weakly): the passport's params.trained
 
     def reset(self) -> None:
         """Forget the root (a forked child may train another model); the candidates' counts start afresh."""
@@ -193,6 +192,10 @@ class Discovery:
                 continue
             if any(id(p) in trained for p in module.parameters()):
                 self.watch(module, force)
+        owners = [m for m in modules if id(m) in self.candidates]
+        index = most_trained(trained, owners, share=1.0)
+        if index is not None and self.root is None:  # it may be trained through a method of its: its parts show
+            self.watch_inside(owners[index], trained)  # its batches from the first step (dropped with the others)
 
     def watch(self, module: Any, force: bool = False) -> None:
         cls = type(module)
@@ -311,8 +314,10 @@ class Discovery:
         return True
 
     def watch_inside(self, model: Any, trained: dict[int, int]) -> None:
-        """Watch ``model`` and its children holding trained parameters: the next step shows which are called."""
-        for module in (model, *model.children()):
+        """Watch ``model`` and its children holding trained parameters: the next step shows which are called. Not
+        the children once something is compiled (Dynamo guards on the classes it traces)."""
+        parts = () if self.compiling or _is_compiled(model) else tuple(model.children())
+        for module in (model, *parts):
             if id(module) not in self.candidates and len(self.candidates) < MAX_CANDIDATES and any(
                     id(p) in trained for p in module.parameters()):
                 self.watch(module, force=module is model)

@@ -121,7 +121,7 @@ PATCHES: tuple[HostPatch, ...] = (
                                    "keras BaseOptimizer.apply/scale_loss, LossScaleOptimizer.scale_loss"),
                          ("fastai", "fastai Learner.fit"),
                          ("accelerate", "accelerate Accelerator.prepare and backward"),
-                         ("sb3", "stable-baselines3 OnPolicyAlgorithm.learn, OffPolicyAlgorithm.learn and "
+                         ("stable-baselines", "stable-baselines3 OnPolicyAlgorithm.learn, OffPolicyAlgorithm.learn and "
                                  "EvalCallback's evaluate_policy"))),
     HostPatch(key="import-hooks", touches="sys.meta_path: one finder (for every hook of the process) that patches a "
               "library imported during the run (compile-watch, time-split, taps, frameworks, clip-grad, autostart)",

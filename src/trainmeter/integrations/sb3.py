@@ -26,7 +26,7 @@ class Sb3Control(FrameworkControl):
     """A stable-baselines3 algorithm: the adapter's callback returns ``False`` from ``_on_step``; ``save`` writes a
     ``.zip``."""
 
-    name, saver, suffix = "sb3", "save", ".zip"
+    name, saver, suffix = "stable-baselines", "save", ".zip"
 
 
 @functools.cache
@@ -49,7 +49,7 @@ def _callback_class() -> type:
                 probes.watch_model(policy)
 
         def _on_step(self) -> bool:
-            return not self._adapter.wing.stop_requested("sb3")
+            return not self._adapter.wing.stop_requested("stable-baselines")
 
     return TrainmeterSb3Callback
 
@@ -58,7 +58,7 @@ class Sb3Adapter(Adapter):
     """``OnPolicyAlgorithm.learn`` (PPO, A2C) and ``OffPolicyAlgorithm.learn`` (SAC, TD3, DQN, ...); SB3's own
     ``_n_updates`` counts epochs for PPO, not optimizer steps, so it is not compared (``steps_at`` empty)."""
 
-    framework = "sb3"
+    framework = "stable-baselines"
     control = Sb3Control
     sites = (Site(module="stable_baselines3.common.on_policy_algorithm", owner="OnPolicyAlgorithm", attr="learn",
                   callbacks_at=1, callbacks_name="callback"),
