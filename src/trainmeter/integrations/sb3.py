@@ -94,6 +94,8 @@ class Sb3Adapter(Adapter):
 
     def on_collect_rollouts(self, original: Any, algorithm: Any, *args: Any, **kwargs: Any) -> Any:
         """One rollout: the ``rollout`` phase."""
+        if not self.wing.gate.here():
+            return original(algorithm, *args, **kwargs)
         self.enter(ROLLOUT_PHASE)
         try:
             return original(algorithm, *args, **kwargs)
@@ -102,6 +104,8 @@ class Sb3Adapter(Adapter):
 
     def on_evaluate_policy(self, original: Any, model: Any, *args: Any, **kwargs: Any) -> Any:
         """``EvalCallback``'s evaluation, inside a rollout: ``eval``, and the rollout goes on after it."""
+        if not self.wing.gate.here():
+            return original(model, *args, **kwargs)
         rollout = self._phase is not None
         self.leave()
         try:
