@@ -7,6 +7,7 @@ import weakref
 from threading import get_ident
 from typing import Any
 
+from trainmeter.core.model_rule import MODEL_SHARE, holds, no_root_message, others_only, reader_name, trained_in
 from trainmeter.core.patches import ORIGINAL_ATTR
 from trainmeter.core.reachable import (
     _instance,
@@ -25,7 +26,6 @@ DISCOVERY_STEPS = 20
 # how long (run clock) another optimizer's models stay watched for a thread that has not trained yet: the GIL's switch
 # interval lets the first thread run tens of short steps before another runs at all (docs/spec.md section 2, "Threads")
 KEEP_OTHERS_S = 10.0
-MODEL_SHARE = 0.5  # the model holds at least this share of the optimizer's parameters (docs/spec.md section 2)
 
 
 class _Candidate:
@@ -47,9 +47,8 @@ class Discovery:
 
     Attributes:
         candidates: ``id(module) -> _Candidate`` of the watched modules (read by the call wrapper).
-        model: A weak reference to the trained model (the module holding the optimizer's parameters), or ``None``.
-        root: A weak reference to the module whose calls are counted as the batches (the model, or the module
-            inside it holding most of its trained parameters when the model is never called itself), or ``None``;
+        model: A weak reference to the trained model (docs/spec.md section 2, "The model rule"), or ``None``.
+        root: A weak reference to the module whose calls are the batches (the model, or a part of it), or ``None``;
             ``root_id`` its ``id``.
         direct_call: torch's ``Module._call_impl`` when the root's fast call may call it itself, else ``None``.
         compiling: Something is or was compiled in the run: torch's own classes are not patched.
@@ -147,7 +146,7 @@ class Discovery:
         if self._hot.primary_optimizer() is None:
             return True
         created = self._created.setdefault(id(optimizer), (weakref.ref(optimizer), 0))
-        return created is not None and created[0]() is optimizer and created[1] > self._primary_last_event
+        return created[0]() is optimizer and created[1] > self._primary_last_event
 
     def new_primary(self) -> None:
         """Another optimizer became the primary: its root is found afresh."""
@@ -165,7 +164,7 @@ class Discovery:
         if self.root is None and not self._gave_up:
             if not self._choose_root(optimizer, frame) and self._steps.steps + 1 >= DISCOVERY_STEPS:
                 self._gave_up = True
-                self._monitor.warn_once("probe-root", self._no_root_message())
+                self._monitor.warn_once("probe-root", no_root_message(self.declared_model()))
         elif "trained" not in self.params:
             trained = trained_params(optimizer)
             self.params.update(trained=sum(trained.values()), optimizer_tensors=len(trained))
@@ -296,7 +295,7 @@ class Discovery:
                 self.watch_inside(late[index], trained)
                 return False
             self._set_model(model)
-        inside = [c for c in called if c.ref() is model or _holds(model, c.ref())]
+        inside = [c for c in called if holds(model, c.ref())]
         index = most_trained(trained, [c.ref() for c in inside], frozenset([id(model)]))
         if index is None:  # the model is never called itself (trained through a method of its): its parts are
             self.watch_inside(model, trained)
@@ -332,7 +331,9 @@ class Discovery:
         now_s = self._steps.now()
         if not final:
             self._keep_others_until_s = now_s + KEEP_OTHERS_S
-        kept = self._other_optimizers_modules() if not final or now_s < self._keep_others_until_s else set()
+        optimizers = [ref() for ref, _ in self._created.values()]
+        kept = (others_only(self._hot.primary_optimizer(), optimizers, self.candidates, root_id)
+                if not final or now_s < self._keep_others_until_s else set())
         for key in [k for k in self.candidates if k != root_id and k not in kept]:
             del self.candidates[key]
         if kept:  # models of optimizers another thread may step (docs/spec.md section 2, "Threads"): for
@@ -341,25 +342,6 @@ class Discovery:
         for cls, attr in list(self._patched_classes):
             if attr == "__call__":
                 self._unpatch_class(cls)
-
-    def _other_optimizers_modules(self) -> set[int]:
-        """Candidates holding parameters of another optimizer built in the run and none of the primary's."""
-        primary = self._hot.primary_optimizer()
-        mine = trained_params(primary) if primary is not None else {}
-        others: set[int] = set()
-        for ref, _ in self._created.values():
-            optimizer = ref()
-            if optimizer is not None and optimizer is not primary:
-                others.update(trained_params(optimizer))
-        kept: set[int] = set()
-        for key, candidate in self.candidates.items():
-            module = candidate.ref()
-            if key == self.root_id or module is None or not others:
-                continue
-            ids = [id(p) for p in module.parameters()]
-            if any(i in others for i in ids) and not any(i in mine for i in ids):
-                kept.add(key)
-        return kept
 
     def _set_root(self, module: Any) -> None:
         if id(module) not in self.candidates:
@@ -385,25 +367,17 @@ class Discovery:
         self._monitor.set_model(module, self._monitor.token_unit)
 
     def reader(self) -> str | None:
-        """Whose calls are the batches when that is not the model itself (``"MlpExtractor inside ActorCriticPolicy"``),
-        else ``None``."""
-        root, model = self.root() if self.root else None, self.model() if self.model else None
-        if root is None or model is None or root is model:
-            return None
-        return f"{type(root).__name__} inside {type(model).__name__}"
+        """Whose calls are the batches when not the model's (``"MlpExtractor inside ActorCriticPolicy"``), or ``None``."""
+        return reader_name(self.root() if self.root else None, self.model() if self.model else None)
 
     def run_params(self) -> dict[str, Any]:
         """:attr:`params` with ``trained`` = the model's parameters that any optimizer of the run trains (each
         tensor once; docs/spec.md section 2, "Parameters"): the one trained figure of the passport."""
         params = dict(self.params)
         model = self.model() if self.model is not None else None
-        if model is None or "trained" not in params:
-            return params
-        trained: dict[int, int] = {}
-        for optimizer in [self._hot.primary_optimizer(), *(ref() for ref, _ in self._created.values())]:
-            if optimizer is not None:
-                trained.update(trained_params(optimizer))
-        params["trained"] = sum({id(p): p.numel() for p in model.parameters() if id(p) in trained}.values())
+        if model is not None and "trained" in params:
+            optimizers = [self._hot.primary_optimizer(), *(ref() for ref, _ in self._created.values())]
+            params["trained"] = trained_in(model, optimizers)
         return params
 
     def is_candidate(self, module: Any) -> bool:
@@ -424,19 +398,3 @@ class Discovery:
     def declared_model(self) -> Any:
         """The module passed as ``model=``, or ``None``."""
         return self._declared() if self._declared is not None else None
-
-    def _no_root_message(self) -> str:
-        """The warning when no root was found after DISCOVERY_STEPS steps: what was missing, and what to do."""
-        declared = self.declared_model()
-        compiled = ("a model called only inside a torch.compile'd function is seen by Dynamo alone: compile the "
-                    "model itself, torch.compile(model), to have its batches counted)")
-        if declared is not None:
-            return (f"the model passed as model= ({type(declared).__name__}) was never seen called with gradients "
-                    f"enabled: tokens are not counted ({compiled}")
-        return ("no module holding most of the optimizer's parameters, or a part of it, was seen called: tokens are "
-                f"not counted (pass the model to tm.monitor(model=...); {compiled}")
-
-
-def _holds(model: Any, module: Any) -> bool:
-    """Whether ``module`` is one of ``model``'s submodules."""
-    return any(m is module for m in model.modules())
