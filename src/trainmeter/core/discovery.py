@@ -297,7 +297,7 @@ class Discovery:
             self._set_model(model)
         inside = [c for c in called if holds(model, c.ref())]
         index = most_trained(trained, [c.ref() for c in inside], frozenset([id(model)]))
-        if index is None:  # the model is never called itself (trained through a method of its): its parts are
+        if index is None:  # the model is never called itself (trained through a method of its): watch its parts
             self.watch_inside(model, trained)
             return False
         candidate = inside[index]
