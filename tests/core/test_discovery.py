@@ -222,3 +222,16 @@ def test_muon_and_adamw_on_one_model_give_one_trained_figure_in_the_passport(tmp
     assert p["params"]["trained"] == p["compute"]["parameters"]["trained"] == total
     lines = [line for line in (Path(m.run_dir) / "passport.md").read_text().splitlines() if "arameters" in line]
     assert lines == ["- Trained parameters: 577", "- Parameters: 577 total; 577 trained; 0 frozen"]
+
+
+def test_with_no_model_the_trained_figure_is_every_parameter_the_optimizers_train(tmp_path):
+    import trainmeter as tm
+
+    weight, bias = torch.zeros(3, requires_grad=True), torch.zeros(2, requires_grad=True)  # held by no module
+    with tm.monitor(run_dir=tmp_path, interval_s=3600) as m:
+        first, second = torch.optim.SGD([weight], lr=0.1), torch.optim.SGD([bias], lr=0.1)
+        for _ in range(2):
+            (weight.sum() + bias.sum()).backward()
+            first.step()
+            second.step()
+    assert m.probes.root_name is None and _passport(m)["params"]["trained"] == 5

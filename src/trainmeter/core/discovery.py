@@ -371,13 +371,12 @@ class Discovery:
         return reader_name(self.root() if self.root else None, self.model() if self.model else None)
 
     def run_params(self) -> dict[str, Any]:
-        """:attr:`params` with ``trained`` = the model's parameters that any optimizer of the run trains (each
-        tensor once; docs/spec.md section 2, "Parameters"): the one trained figure of the passport."""
+        """:attr:`params` with ``trained`` = the model's parameters that any optimizer of the run trains (with no
+        model, all they train; docs/spec.md section 2, "Parameters"): the passport's one trained figure."""
         params = dict(self.params)
-        model = self.model() if self.model is not None else None
-        if model is not None and "trained" in params:
+        if "trained" in params:
             optimizers = [self._hot.primary_optimizer(), *(ref() for ref, _ in self._created.values())]
-            params["trained"] = trained_in(model, optimizers)
+            params["trained"] = trained_in(self.model() if self.model is not None else None, optimizers)
         return params
 
     def is_candidate(self, module: Any) -> bool:

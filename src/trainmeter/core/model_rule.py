@@ -16,12 +16,14 @@ def holds(model: Any, module: Any) -> bool:
 
 
 def trained_in(model: Any, optimizers: list[Any]) -> int:
-    """Elements of ``model``'s parameters that any of ``optimizers`` trains (each tensor once; ``None`` entries,
-    optimizers gone, train none)."""
+    """Elements of ``model``'s parameters that any of ``optimizers`` trains, or (``model`` ``None``) of every parameter
+    they train (each tensor once; ``None`` entries, optimizers gone, train none)."""
     trained: dict[int, int] = {}
     for optimizer in optimizers:
         if optimizer is not None:
             trained.update(trained_params(optimizer))
+    if model is None:
+        return sum(trained.values())
     return sum({id(p): p.numel() for p in model.parameters() if id(p) in trained}.values())
 
 
