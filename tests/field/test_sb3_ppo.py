@@ -137,3 +137,18 @@ def test_sb3_model_save_is_one_checkpoint_of_the_zip_it_wrote(tmp_path):
     p = passport(m)
     zipped = tmp_path / "ppo.zip"
     assert [(Path(c["path"]), c["bytes"]) for c in p["checkpoints"]] == [(zipped, zipped.stat().st_size)]
+
+
+def test_sb3_an_exception_inside_a_rollout_reaches_the_user_unchanged(tmp_path):
+    from stable_baselines3.common.callbacks import BaseCallback
+
+    class Fails(BaseCallback):
+        def _on_step(self):
+            raise KeyError("the user's own")
+
+    model = _ppo()
+    with pytest.raises(KeyError, match="the user's own"), tm.monitor(run_dir=tmp_path / "runs", interval_s=3600) as m:
+        model.learn(total_timesteps=N_STEPS, callback=Fails())
+    p = passport(m)
+    assert p["status"] == "failed" and p["phases_s"]["rollout"] > 0 and p["warnings"] == []
+    assert m.extension("frameworks").control is None

@@ -88,10 +88,6 @@ class Sb3Adapter(Adapter):
         if phase is not None:
             phase.close()
 
-    def end(self, target: Any, extra: Any) -> None:
-        """``learn`` ended (also by an exception inside a rollout): no phase stays open."""
-        self.leave()
-
     def on_collect_rollouts(self, original: Any, algorithm: Any, *args: Any, **kwargs: Any) -> Any:
         """One rollout: the ``rollout`` phase."""
         if not self.wing.gate.here():
