@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -144,3 +146,92 @@ def test_the_start_finds_an_optimizer_held_by_an_attribute_and_leaves_its_attrib
     assert m.model_ref() is model and m.steps_state.steps == 3
     if sys.version_info >= (3, 11):
         assert not _has_dict_object(holder, "opt") and not _has_dict_object(holder.opt, "param_groups")
+
+
+class _Policy(nn.Module):
+    """Trained through ``evaluate`` (as stable-baselines3 trains its policy), never called itself for training."""
+
+    def __init__(self):
+        super().__init__()
+        self.trunk = nn.Sequential(nn.Linear(4, 64), nn.Tanh(), nn.Linear(64, 64), nn.Tanh())
+        self.head = nn.Linear(64, 1)
+
+    def forward(self, x):  # acting only, under no_grad
+        return self.head(self.trunk(x))
+
+    def evaluate(self, x):
+        return self.head(self.trunk(x)).pow(2).mean()
+
+
+def _passport(m):
+    return json.loads((Path(m.run_dir) / "passport.json").read_text())
+
+
+def test_a_model_trained_through_a_method_is_the_model_its_batches_read_from_its_largest_called_part(tmp_path):
+    import trainmeter as tm
+
+    torch.manual_seed(0)
+    policy = _Policy()
+    with tm.monitor(run_dir=tmp_path, interval_s=3600) as m:
+        opt = torch.optim.Adam(policy.parameters(), lr=1e-3)
+        for _ in range(4):
+            with torch.no_grad():
+                policy(torch.ones(16, 4))  # a rollout: no batch of training
+            policy.evaluate(torch.ones(8, 4)).backward()
+            opt.step()
+    p = _passport(m)
+    total = sum(q.numel() for q in policy.parameters())
+    assert [lane["model"] for lane in p["lanes"]] == ["_Policy"]  # not its head, Linear(64, 1): 65 of 4,545
+    assert p["params"]["trained"] == p["params"]["root_total"] == total
+    assert m.tokens == 4 * 8 and m.token_unit == "samples"  # every batch, from step 1
+    assert p["series_info"]["tokens_per_step"]["source"].startswith("batches of Sequential inside _Policy")
+    assert p["compute"]["counted_flops_per_token"] is None  # no pass of the head's, nor of the policy's own call
+    assert "_Policy is trained without being called itself" in p["compute"]["counted_missing"]
+
+
+def test_a_module_holding_a_small_part_of_the_trained_parameters_is_never_the_model(tmp_path):
+    import trainmeter as tm
+
+    trunk, head = nn.Sequential(nn.Linear(4, 64)), nn.Linear(64, 1)
+    with tm.monitor(run_dir=tmp_path, interval_s=3600) as m:
+        opt = torch.optim.SGD([*trunk.parameters(), *head.parameters()], lr=0.1)
+        for _ in range(3):
+            with torch.no_grad():
+                features = trunk(torch.ones(8, 4))
+            head(features).sum().backward()  # only the head is called with gradients: 65 of 385 parameters
+            opt.step()
+    assert m.probes.root_name == "Sequential" and m.steps == 3  # the trunk holds most of them
+
+
+def test_muon_and_adamw_on_one_model_give_one_trained_figure_in_the_passport(tmp_path):
+    import trainmeter as tm
+
+    model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 1))
+    matrices = [q for q in model.parameters() if q.ndim == 2]
+    others = [q for q in model.parameters() if q.ndim != 2]
+    muon = getattr(torch.optim, "Muon", torch.optim.SGD)  # the usual recipe: Muon on matrices, AdamW on the rest
+    with tm.monitor(run_dir=tmp_path, interval_s=3600) as m:
+        first, second = muon(matrices, lr=0.02), torch.optim.AdamW(others, lr=1e-3)
+        for _ in range(3):
+            model(torch.ones(4, 16)).pow(2).mean().backward()
+            first.step()
+            second.step()
+    p = _passport(m)
+    total = sum(q.numel() for q in model.parameters())
+    assert sum(q.numel() for q in matrices) < total
+    assert p["params"]["trained"] == p["compute"]["parameters"]["trained"] == total
+    lines = [line for line in (Path(m.run_dir) / "passport.md").read_text().splitlines() if "arameters" in line]
+    assert lines == ["- Trained parameters: 577", "- Parameters: 577 total; 577 trained; 0 frozen"]
+
+
+def test_with_no_model_the_trained_figure_is_every_parameter_the_optimizers_train(tmp_path):
+    import trainmeter as tm
+
+    weight, bias = torch.zeros(3, requires_grad=True), torch.zeros(2, requires_grad=True)  # held by no module
+    with tm.monitor(run_dir=tmp_path, interval_s=3600) as m:
+        first, second = torch.optim.SGD([weight], lr=0.1), torch.optim.SGD([bias], lr=0.1)
+        for _ in range(2):
+            (weight.sum() + bias.sum()).backward()
+            first.step()
+            second.step()
+    assert m.probes.root_name is None and _passport(m)["params"]["trained"] == 5

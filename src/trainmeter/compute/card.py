@@ -58,6 +58,9 @@ def compute_section(ext: ComputeExtension, markdown: bool = True) -> dict[str, A
 
 def _no_count(m: Any) -> str:
     """Why there is no counted F when the pass never ran: no batch at all, or no forward call with one."""
+    missing = getattr(getattr(m, "probes", None), "example_missing", None)
+    if missing:
+        return missing
     if m is None or not getattr(m, "tokens", 0):
         return "no training batch was seen"
     return ("no batch of the trained model's own calls was kept (it was found as the trained model after its "

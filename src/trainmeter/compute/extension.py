@@ -340,6 +340,10 @@ class ComputeExtension(ExtensionBase):
         self._take_count(final=True)
         self._refresh_seq()
         self._update(whole_run=True)  # the passport holds whole-run figures
+        trained = self._m.params.get("trained") if self._m is not None else None
+        if self.params is not None and trained is not None and trained <= self.params["total"]:
+            # the one trained figure (params.trained: what the run's optimizers train; docs/spec.md section 2)
+            self.params = {**self.params, "trained": trained, "frozen": self.params["total"] - trained}
         return compute_section(self)
 
     def derivations(self) -> list[Derivation]:

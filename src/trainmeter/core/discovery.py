@@ -7,6 +7,7 @@ import weakref
 from threading import get_ident
 from typing import Any
 
+from trainmeter.core.model_rule import MODEL_SHARE, holds, no_root_message, others_only, reader_name, trained_in
 from trainmeter.core.patches import ORIGINAL_ATTR
 from trainmeter.core.reachable import (
     _instance,
@@ -46,11 +47,13 @@ class Discovery:
 
     Attributes:
         candidates: ``id(module) -> _Candidate`` of the watched modules (read by the call wrapper).
-        root: A weak reference to the root, or ``None``; ``root_id`` its ``id``.
+        model: A weak reference to the trained model (docs/spec.md section 2, "The model rule"), or ``None``.
+        root: A weak reference to the module whose calls are the batches (the model, or a part of it), or ``None``;
+            ``root_id`` its ``id``.
         direct_call: torch's ``Module._call_impl`` when the root's fast call may call it itself, else ``None``.
         compiling: Something is or was compiled in the run: torch's own classes are not patched.
-        params: The root's parameter counts and the primary optimizer's (``trained``, ``optimizer_tensors``).
-        root_name: The root's class name, or ``None``.
+        params: The model's parameter counts and the primary optimizer's (``trained``, ``optimizer_tensors``).
+        root_name: The model's class name, or ``None``.
         roots_found, first_step_missed: For the ``tokens_per_step`` provenance.
 
     Training thread.
@@ -71,6 +74,7 @@ class Discovery:
         self.candidates: dict[int, _Candidate] = {}
         self._patched_classes: set[tuple[type, str]] = set()
         self._set_aside: set[int] = set()  # candidates unwatched while something is compiled
+        self.model: weakref.ReferenceType[Any] | None = None
         self.root: weakref.ReferenceType[Any] | None = None
         self.root_id = 0
         self._declared: weakref.ReferenceType[Any] | None = None  # tm.monitor(model=...)
@@ -97,8 +101,7 @@ class Discovery:
     def stop(self) -> None:
         self._patched_classes.clear()
         self.candidates.clear()
-        self._set_aside.clear()
-        self._created.clear()
+        self._set_aside.clear()  # the optimizers built stay known (weakly): the passport's params.trained
 
     def reset(self) -> None:
         """Forget the root (a forked child may train another model); the candidates' counts start afresh."""
@@ -138,16 +141,18 @@ class Discovery:
         self.watch_owners(optimizer, modules)
 
     def is_newer(self, optimizer: Any) -> bool:
-        """A non-primary optimizer built after the primary's last step (a sweep's next model)."""
+        """A non-primary optimizer built after the primary's last step (a sweep's next model). One not seen built is
+        known from here on, never newer (its parameters count as trained: :meth:`run_params`)."""
         if self._hot.primary_optimizer() is None:
             return True
-        created = self._created.get(id(optimizer))
-        return created is not None and created[0]() is optimizer and created[1] > self._primary_last_event
+        created = self._created.setdefault(id(optimizer), (weakref.ref(optimizer), 0))
+        return created[0]() is optimizer and created[1] > self._primary_last_event
 
     def new_primary(self) -> None:
         """Another optimizer became the primary: its root is found afresh."""
-        self.root = None
+        self.model = self.root = None
         self.root_id = 0
+        self.params = {}
         self._hot.steady = False
         self._switches.refresh()
         self._gave_up = False
@@ -159,7 +164,7 @@ class Discovery:
         if self.root is None and not self._gave_up:
             if not self._choose_root(optimizer, frame) and self._steps.steps + 1 >= DISCOVERY_STEPS:
                 self._gave_up = True
-                self._monitor.warn_once("probe-root", self._no_root_message())
+                self._monitor.warn_once("probe-root", no_root_message(self.declared_model()))
         elif "trained" not in self.params:
             trained = trained_params(optimizer)
             self.params.update(trained=sum(trained.values()), optimizer_tensors=len(trained))
@@ -186,6 +191,10 @@ class Discovery:
                 continue
             if any(id(p) in trained for p in module.parameters()):
                 self.watch(module, force)
+        owners = [m for m in modules if id(m) in self.candidates]
+        index = most_trained(trained, owners, share=1.0)
+        if index is not None and self.root is None:  # it may be trained through a method of its: its parts show
+            self.watch_inside(owners[index], trained)  # its batches from the first step (dropped with the others)
 
     def watch(self, module: Any, force: bool = False) -> None:
         cls = type(module)
@@ -263,33 +272,54 @@ class Discovery:
 
     # -- the root ------------------------------------------------------------------------
     def _choose_root(self, optimizer: Any, frame: Any) -> bool:
-        """Pick the root for ``optimizer``; credit its batches of this step. Returns whether found."""
+        """Pick the model for ``optimizer`` and the module whose calls are its batches (docs/spec.md section 2, "The
+        model rule"); credit its batches of this step. Returns whether the batches' module was found."""
         trained = trained_params(optimizer)
-        self.params = {"trained": sum(trained.values()), "optimizer_tensors": len(trained)}
-        called = [c for c in self.candidates.values() if c.calls and c.ref() is not None]
-        late = False
-        if not called:  # the optimizer was not seen being built: look around the step's caller
-            before = set(self.candidates)
-            modules = self._modules(reachable(frame, self._torch.nn.Module))
-            self.watch_owners(optimizer, modules, force=True)  # counting beats a possible recompile here
-            called = [self.candidates[k] for k in self.candidates if k not in before]
-            called = [c for c in called if c.ref() is not None]
-            late = True
-        modules = [c.ref() for c in called]
-        index = most_trained(trained, modules)
-        if index is None:
-            return False
-        module, candidate = modules[index], called[index]
-        self._set_root(module)
         self.params.update(trained=sum(trained.values()), optimizer_tensors=len(trained))
-        if late or self._steps.steps == 1:  # found at step 2: step 1's batches came before (an autostarted rank)
-            self.first_step_missed = self.first_step_missed or self._steps.steps <= 1
-        if not late:
-            self._root_calls.credit(candidate)
+        called = [c for c in self.candidates.values() if c.calls and c.ref() is not None]
+        model = self.model() if self.model is not None else None
+        if model is None:
+            everything = [c.ref() for c in self.candidates.values()]
+            index = most_trained(trained, everything, frozenset(id(c.ref()) for c in called), MODEL_SHARE)
+            model = everything[index] if index is not None else None
+            if model is None:  # the optimizer was not seen being built: look around the step's caller
+                before = set(self.candidates)
+                self.watch_owners(optimizer, self._modules(reachable(frame, self._torch.nn.Module)), force=True)
+                late = [self.candidates[k].ref() for k in self.candidates if k not in before]
+                index = most_trained(trained, late, share=MODEL_SHARE)
+                if index is None:
+                    return False
+                # counting beats a possible recompile here; its batches are read from the next step on
+                self.first_step_missed = self.first_step_missed or self._steps.steps <= 1
+                self._set_model(late[index])
+                self.watch_inside(late[index], trained)
+                return False
+            self._set_model(model)
+        inside = [c for c in called if holds(model, c.ref())]
+        index = most_trained(trained, [c.ref() for c in inside], frozenset([id(model)]))
+        if index is None:  # the model is never called itself (trained through a method of its): watch its parts
+            self.watch_inside(model, trained)
+            return False
+        candidate = inside[index]
+        self._set_root(candidate.ref())
+        if self._steps.steps == 1:  # found at step 2: step 1's batches came before (an autostarted rank)
+            self.first_step_missed = True
+        self._root_calls.credit(candidate)
+        if candidate.ref() is not model:  # no pass of the model can be made from its part's batch
+            self._root_calls.release_example()
         for other in self.candidates.values():
             other.example = None
         self.drop_others()
         return True
+
+    def watch_inside(self, model: Any, trained: dict[int, int]) -> None:
+        """Watch ``model`` and its children holding trained parameters: the next step shows which are called. Not
+        the children once something is compiled (Dynamo guards on the classes it traces)."""
+        parts = () if self.compiling or _is_compiled(model) else tuple(model.children())
+        for module in (model, *parts):
+            if id(module) not in self.candidates and len(self.candidates) < MAX_CANDIDATES and any(
+                    id(p) in trained for p in module.parameters()):
+                self.watch(module, force=module is model)
 
     def drop_others(self, final: bool = False) -> None:
         """Stop watching every candidate but the root and the models kept for other threads (docs/spec.md section 2,
@@ -301,7 +331,9 @@ class Discovery:
         now_s = self._steps.now()
         if not final:
             self._keep_others_until_s = now_s + KEEP_OTHERS_S
-        kept = self._other_optimizers_modules() if not final or now_s < self._keep_others_until_s else set()
+        optimizers = [ref() for ref, _ in self._created.values()]
+        kept = (others_only(self._hot.primary_optimizer(), optimizers, self.candidates, root_id)
+                if not final or now_s < self._keep_others_until_s else set())
         for key in [k for k in self.candidates if k != root_id and k not in kept]:
             del self.candidates[key]
         if kept:  # models of optimizers another thread may step (docs/spec.md section 2, "Threads"): for
@@ -311,28 +343,11 @@ class Discovery:
             if attr == "__call__":
                 self._unpatch_class(cls)
 
-    def _other_optimizers_modules(self) -> set[int]:
-        """Candidates holding parameters of another optimizer built in the run and none of the primary's."""
-        primary = self._hot.primary_optimizer()
-        mine = trained_params(primary) if primary is not None else {}
-        others: set[int] = set()
-        for ref, _ in self._created.values():
-            optimizer = ref()
-            if optimizer is not None and optimizer is not primary:
-                others.update(trained_params(optimizer))
-        kept: set[int] = set()
-        for key, candidate in self.candidates.items():
-            module = candidate.ref()
-            if key == self.root_id or module is None or not others:
-                continue
-            ids = [id(p) for p in module.parameters()]
-            if any(i in others for i in ids) and not any(i in mine for i in ids):
-                kept.add(key)
-        return kept
-
     def _set_root(self, module: Any) -> None:
         if id(module) not in self.candidates:
             self.watch(module, force=True)
+        if self.model is None or self.model() is None:
+            self._set_model(module)
         self.root = weakref.ref(module)
         self.root_id = id(module)
         # its fast call may call torch's _call_impl itself while torch.compile is watched (core/wrappers.py)
@@ -341,12 +356,28 @@ class Discovery:
         self._hot.steady = False
         self._switches.refresh()
         self.roots_found += 1
-        self.root_name = type(module).__name__
-        self.params = {}
-        self.params["root_total"] = sum(p.numel() for p in module.parameters())
-        self.params["root_trainable"] = sum(p.numel() for p in module.parameters() if p.requires_grad)
         self._root_calls.new_root()
+
+    def _set_model(self, module: Any) -> None:
+        """The trained model: its name and parameter counts, and the module the run's wings read."""
+        self.model = weakref.ref(module)
+        self.root_name = type(module).__name__
+        self.params.update(root_total=sum(p.numel() for p in module.parameters()),
+                           root_trainable=sum(p.numel() for p in module.parameters() if p.requires_grad))
         self._monitor.set_model(module, self._monitor.token_unit)
+
+    def reader(self) -> str | None:
+        """Whose calls are the batches when not the model's (``"MlpExtractor inside ActorCriticPolicy"``), or ``None``."""
+        return reader_name(self.root() if self.root else None, self.model() if self.model else None)
+
+    def run_params(self) -> dict[str, Any]:
+        """:attr:`params` with ``trained`` = the model's parameters that any optimizer of the run trains (with no
+        model, all they train; docs/spec.md section 2, "Parameters"): the passport's one trained figure."""
+        params = dict(self.params)
+        if "trained" in params:
+            optimizers = [self._hot.primary_optimizer(), *(ref() for ref, _ in self._created.values())]
+            params["trained"] = trained_in(self.model() if self.model is not None else None, optimizers)
+        return params
 
     def is_candidate(self, module: Any) -> bool:
         """Whether ``module`` is watched as a possible root (before the root is known). Any thread."""
@@ -360,19 +391,9 @@ class Discovery:
     def declare_root(self, module: Any) -> None:
         """Use ``module`` as the trained root (``tm.monitor(model=...)``)."""
         self._declared = weakref.ref(module)
+        self._set_model(module)
         self._set_root(module)
 
     def declared_model(self) -> Any:
         """The module passed as ``model=``, or ``None``."""
         return self._declared() if self._declared is not None else None
-
-    def _no_root_message(self) -> str:
-        """The warning when no root was found after DISCOVERY_STEPS steps: what was missing, and what to do."""
-        declared = self.declared_model()
-        compiled = ("a model called only inside a torch.compile'd function is seen by Dynamo alone: compile the "
-                    "model itself, torch.compile(model), to have its batches counted)")
-        if declared is not None:
-            return (f"the model passed as model= ({type(declared).__name__}) was never seen called with gradients "
-                    f"enabled: tokens are not counted ({compiled}")
-        return ("no module holding the optimizer's parameters was seen called: tokens are not counted (pass the "
-                f"model to tm.monitor(model=...); {compiled}")

@@ -124,7 +124,9 @@ PATCHES: tuple[HostPatch, ...] = (
                          ("accelerate", "accelerate Accelerator.prepare"),
                          ("fabric", "Lightning Fabric setup, setup_module and load"),
                          ("ignite", "Ignite Engine.run"),
-                         ("skorch", "skorch NeuralNet.fit_loop and run_single_epoch"))),
+                         ("skorch", "skorch NeuralNet.fit_loop and run_single_epoch"),
+                         ("stable-baselines", "stable-baselines3 OnPolicyAlgorithm.learn, OffPolicyAlgorithm.learn and "
+                                 "EvalCallback's evaluate_policy"))),
     HostPatch(key="import-hooks", touches="sys.meta_path: one finder (for every hook of the process) that patches a "
               "library imported during the run (compile-watch, time-split, taps, frameworks, clip-grad, autostart)",
               uninstall="the finder is removed at the run's end",

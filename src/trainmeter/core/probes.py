@@ -162,7 +162,8 @@ class TorchProbes:
         if root_calls.declared:  # docs/spec.md section 2, "The batch rule"
             describe(TOKENS_SERIES, {"provenance": "declared", "source": "tm.batch()", "note": ""})
         elif discovery.roots_found:
-            info = tokens_info(n, self.optimizers.max_calls, discovery.first_step_missed, discovery.root_name)
+            info = tokens_info(n, self.optimizers.max_calls, discovery.first_step_missed,
+                              discovery.reader() or discovery.root_name)
             if root_calls.kind:  # what a sample is: a graph batch's graphs, or its nodes
                 info["note"] = "; ".join(filter(None, (SAMPLE_KINDS[root_calls.kind], info["note"])))
             describe(TOKENS_SERIES, info)
@@ -212,8 +213,9 @@ class TorchProbes:
 
     @property
     def params(self) -> dict[str, Any]:
-        """The root's parameter counts and the primary optimizer's (empty until found)."""
-        return self.discovery.params
+        """The model's parameter counts, and ``trained``: its parameters the run's optimizers train (empty until
+        found)."""
+        return self.discovery.run_params()
 
     @property
     def root_name(self) -> str | None:
@@ -229,8 +231,18 @@ class TorchProbes:
 
     @property
     def example(self) -> tuple[Any, Any] | None:
-        """One training batch of the root ``(args, kwargs)`` for the FLOP count, or ``None``."""
-        return self.root_calls.example
+        """One training batch of the model ``(args, kwargs)`` for the FLOP count, or ``None`` (also when the model is
+        never called itself: its part's batch is no input of it)."""
+        return self.root_calls.example if self.discovery.reader() is None else None
+
+    @property
+    def example_missing(self) -> str | None:
+        """Why no batch of the model is kept for the FLOP count when it is never called itself, else ``None``."""
+        reader = self.discovery.reader()
+        if reader is None:
+            return None
+        return (f"{self.discovery.root_name} is trained without being called itself (through a method of its): no "
+                f"pass of it can be counted (its batches are read from the calls of {reader})")
 
     @property
     def example_declared(self) -> dict[str, int]:
@@ -249,7 +261,7 @@ class TorchProbes:
     @property
     def example_pending(self) -> bool:
         """The root is known and a training batch of it will be kept at its next training call."""
-        return self.discovery.root_watched() and self.root_calls.example is None
+        return self.discovery.root_watched() and self.root_calls.example is None and self.discovery.reader() is None
 
     def release_example(self) -> None:
         """Drop the kept batch (after the FLOP count)."""
@@ -259,6 +271,14 @@ class TorchProbes:
     def stepper(self, source: str, model: Any) -> Stepper:
         """The run's stepper for ``source`` and ``model`` (made, and ``model`` watched, once)."""
         return self.optimizers.stepper(source, model)
+
+    def watch_model(self, module: Any) -> None:
+        """A framework trains ``module`` through a method of its, never calling it (an adapter says so before its
+        first step): it and its children holding parameters are watched, so the first step's batches are read from
+        them (docs/spec.md section 2, "The model rule"). Training thread."""
+        discovery = self.discovery
+        if discovery.root is None:  # once found, the root stays (another fit of the same model)
+            discovery.watch_inside(module, {id(p): p.numel() for p in module.parameters()})
 
     def declared_model(self) -> Any:
         """The module passed as ``model=``, or ``None``."""

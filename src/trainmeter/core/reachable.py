@@ -135,15 +135,19 @@ def trained_params(optimizer: Any) -> dict[int, int]:
     return trained
 
 
-def most_trained(trained: dict[int, int], modules: list[Any]) -> int | None:
-    """The index in ``modules`` of the one holding most of ``trained`` (:func:`trained_params`), the larger on a
-    tie; ``None`` when none holds any (a ``None`` entry, a module gone, holds none)."""
-    best: tuple[int, int, int] | None = None
+def most_trained(trained: dict[int, int], modules: list[Any], called: frozenset[int] = frozenset(),
+                 share: float = 0.0) -> int | None:
+    """The index in ``modules`` of the one holding most of ``trained`` (:func:`trained_params`); on a tie one whose
+    ``id`` is in ``called``, then the larger. ``None`` when none holds any, or less than the ``share`` of it (a
+    ``None`` entry, a module gone, holds none)."""
+    best: tuple[int, bool, int, int] | None = None
     for index, module in enumerate(modules):
         if module is None:
             continue
         overlap = sum(trained.get(id(p), 0) for p in module.parameters())
-        size = sum(1 for _ in module.modules())
-        if overlap and (best is None or (overlap, size) > best[:2]):
-            best = (overlap, size, index)
-    return None if best is None else best[2]
+        key = (overlap, id(module) in called, sum(1 for _ in module.modules()))
+        if overlap and (best is None or key > best[:3]):
+            best = (*key, index)
+    if best is None or best[0] < share * sum(trained.values()):
+        return None
+    return best[3]

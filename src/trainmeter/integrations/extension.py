@@ -23,13 +23,14 @@ from trainmeter.integrations.keras import KerasAdapter
 from trainmeter.integrations.lightning import LightningAdapter
 from trainmeter.integrations.loggers import Loggers, tapped
 from trainmeter.integrations.skorch import SkorchAdapter
+from trainmeter.integrations.sb3 import Sb3Adapter
 from trainmeter.integrations.view import FrameworksView
 
 if TYPE_CHECKING:
     from trainmeter.core.context import RunContext
 
 ADAPTERS = (Loggers, HfAdapter, LightningAdapter, KerasAdapter, FastaiAdapter, AccelerateAdapter, FabricAdapter,
-            IgniteAdapter, SkorchAdapter)
+            IgniteAdapter, SkorchAdapter, Sb3Adapter)
 SUMMARY_KEYS = {"transformers": "train_runtime"}  # a log carrying this key is the run's end summary
 STEPS_SOURCE = {"keras": "keras optimizer updates (BaseOptimizer.apply; else its callback's on_train_batch_end)",
                 "fastai": "fastai callback (after_step)"}
