@@ -12,6 +12,7 @@ torch = pytest.importorskip("torch")
 import trainmeter as tm  # noqa: E402
 from tests.field.conftest import logged  # noqa: E402
 from trainmeter.core.explicit_steps import Stepper, steps_unknown  # noqa: E402
+from trainmeter.core.faults import MonitorWarning  # noqa: E402
 
 
 class PlainSGD:
@@ -94,7 +95,7 @@ def test_the_stepper_names_the_trained_parameters_only():
 def test_tm_step_beside_a_torch_optimizer_is_ignored_with_one_warning(run_root):
     model = torch.nn.Linear(4, 1)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    with tm.monitor(run_dir=run_root, interval_s=3600) as m:
+    with pytest.warns(MonitorWarning, match=r"tm\.step\(\) ignored"), tm.monitor(run_dir=run_root, interval_s=3600) as m:
         losses = _train(model, opt, torch.randn(8, 4), 3, explicit=tm.step)
     assert m.steps == 3 and [v for _, v in logged(m, "train_loss")] == pytest.approx(losses)
     assert [w for w in m.warnings if w.startswith("tm.step() ignored")] and len(m.warnings) == 1

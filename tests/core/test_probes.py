@@ -14,6 +14,7 @@ from torch.optim import optimizer as optim_module  # noqa: E402
 
 import trainmeter as tm  # noqa: E402
 from tests.conftest import tiny_model_and_data, train_steps  # noqa: E402
+from trainmeter.core.faults import MonitorWarning  # noqa: E402
 
 
 def _hook_counts():
@@ -675,7 +676,8 @@ def test_a_compiled_function_calling_the_watched_model_traces_a_pass_through_wit
                 losses.append(loss.item())
 
         if monitored:
-            with tm.monitor(run_dir=run_root, interval_s=3600, model=model) as m:
+            with pytest.warns(MonitorWarning, match="never seen called"), \
+                    tm.monitor(run_dir=run_root, interval_s=3600, model=model) as m:
                 train()
             assert m.steps == 30  # steps count; the batches, seen only by Dynamo, are not, and the warning says why
             assert len(m.warnings) == 1 and "model passed as model= (Net) was never seen called" in m.warnings[0]

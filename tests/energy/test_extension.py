@@ -8,6 +8,7 @@ import pytest
 
 from tests.fakes.gpu.fake import GEMM, IDLE, FakeNvml, Phase, open_fake
 from trainmeter.core.clock import FakeClock
+from trainmeter.core.faults import MonitorWarning
 from trainmeter.energy.extension import EnergyExtension
 from trainmeter.energy.rapl import rapl_joules, read_rapl
 from trainmeter.extensions import make_monitor
@@ -276,5 +277,6 @@ def test_with_no_nvml_in_the_background_the_final_reason_is_the_open_failure(tmp
 
     clock = FakeClock(0.0)
     energy = EnergyExtension(powercap_root=tmp_path / "none")
-    _, p = _run(tmp_path, clock, GpuExtension(open_backend=opener), energy, steps=3)
+    with pytest.warns(MonitorWarning, match="GPU sampling off"):
+        _, p = _run(tmp_path, clock, GpuExtension(open_backend=opener), energy, steps=3)
     assert "being opened" not in json.dumps(p["energy"])

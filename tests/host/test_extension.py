@@ -11,6 +11,7 @@ from types import SimpleNamespace
 import pytest
 
 from trainmeter.core.clock import FakeClock
+from trainmeter.core.faults import MonitorWarning
 from trainmeter.extensions import make_monitor
 from trainmeter.host.extension import SERIES, NodeSampler
 from trainmeter.host.read import NodeSample
@@ -156,16 +157,17 @@ def test_warns_when_swap_grows_during_the_run_but_not_for_old_swap(tmp_path):
     assert len(warnings) == 1 and warnings[0].startswith("swap in use")
 
 
-@pytest.mark.filterwarnings("ignore::trainmeter.core.monitor.MonitorWarning")
 def test_a_failing_reading_gives_none_warns_once_each_and_the_rest_still_samples(tmp_path):
     src, clock = FakeSource(), FakeClock()
     src.fail = {"mem"}
-    m, sampler = _start(tmp_path, src, clock)
-    src.fail = {"mem", "cpu"}
-    src.disk = [1000, 0]
-    clock.advance(1.0)
-    sample = sampler.step(clock())
-    m.finish("completed")
+    with pytest.warns(MonitorWarning) as said:
+        m, sampler = _start(tmp_path, src, clock)
+        src.fail = {"mem", "cpu"}
+        src.disk = [1000, 0]
+        clock.advance(1.0)
+        sample = sampler.step(clock())
+        m.finish("completed")
+    assert len(said) == 2
     assert sample.mem_used_bytes is None and sample.cpu is None
     assert sample.disk_read_bytes_per_s == pytest.approx(1000)
     # each failing reading is said once (psutil failures were once silent)

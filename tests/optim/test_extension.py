@@ -167,7 +167,7 @@ def test_their_optimizer_copies_and_pickles_without_our_hook(run_root):
     m.finish("completed")
 
 
-@pytest.mark.filterwarnings("ignore::trainmeter.core.monitor.MonitorWarning")  # no model: tokens not counted
+@pytest.mark.monitor_warns("no module holding")  # a bare parameter: no batch
 def test_a_high_step_rate_is_sampled_every_kth_step(run_root):
     clock = FakeClock(100.0)
     ext = OptimExtension(environ={}, max_points_per_s=100.0)
@@ -279,6 +279,7 @@ def test_a_norm_from_an_earlier_step_is_never_recorded_at_a_later_one(run_root):
     assert [v for _, v in points] == pytest.approx([returned[s] for s, _ in points])
 
 
+@pytest.mark.monitor_warns("no module holding")  # a bare parameter: no batch
 def test_steps_the_sampling_skips_run_no_code_of_the_wing(run_root):
     """At a sampled rate the core calls the hook only at the steps it asked for (Monitor.next_step_hook_at)."""
     clock = FakeClock(100.0)
@@ -352,7 +353,7 @@ class _TickingClock(FakeClock):
         return self.now_s
 
 
-@pytest.mark.filterwarnings("ignore::trainmeter.core.monitor.MonitorWarning")  # no model: tokens not counted
+@pytest.mark.monitor_warns("no module holding")  # a bare parameter: no batch
 def test_a_read_costly_beside_its_step_is_sampled_by_its_cost_after_step_100(run_root):
     """1 ms steps and a 1 us read: read at most 0.02% of a step, so 1 step in 5 (a ratio: no wall rate used)."""
     clock = _TickingClock(100.0, 1e-6)

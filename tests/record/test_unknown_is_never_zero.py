@@ -8,9 +8,11 @@ import json
 import re
 import time
 
+import pytest
 import torch
 
 import trainmeter as tm
+from trainmeter.core.faults import MonitorWarning
 from trainmeter.core.throughput import BATCH_CALL
 from trainmeter.widget.view_model import build_state, facts_from_monitor, facts_from_run
 
@@ -66,7 +68,8 @@ def _says_unknown(tiles) -> None:
 
 
 def test_a_run_with_no_readable_batch_shows_no_zero_count_rate_or_flops_anywhere(run_root, capsys):
-    m, live, out = _train(run_root, capsys)
+    with pytest.warns(MonitorWarning, match="which trainmeter cannot read"):
+        m, live, out = _train(run_root, capsys)
     passport = json.loads((m.run_dir / "passport.json").read_text())
     markdown = (m.run_dir / "passport.md").read_text()
 

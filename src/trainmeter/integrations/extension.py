@@ -22,8 +22,8 @@ from trainmeter.integrations.ignite import IgniteAdapter
 from trainmeter.integrations.keras import KerasAdapter
 from trainmeter.integrations.lightning import LightningAdapter
 from trainmeter.integrations.loggers import Loggers, tapped
-from trainmeter.integrations.skorch import SkorchAdapter
 from trainmeter.integrations.sb3 import Sb3Adapter
+from trainmeter.integrations.skorch import SkorchAdapter
 from trainmeter.integrations.view import FrameworksView
 
 if TYPE_CHECKING:
