@@ -58,6 +58,7 @@ def _run(run_root: Path) -> tuple[object, list[dict]]:
 
 
 @pytest.mark.slow
+@pytest.mark.monitor_warns("training in several threads")  # said once a run, checked in each passport below
 def test_three_models_in_three_threads_are_counted_exactly_run_after_run(run_root, monkeypatch):
     for _ in range(REPEATS):
         m, intervals = _run(run_root)
