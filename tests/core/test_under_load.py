@@ -63,17 +63,40 @@ def _batches(seed: int) -> list[tuple[int, int]]:
     return [(rnd.randint(6, 64), rnd.choice(BUCKETS)) for _ in range(STEPS)]
 
 
-def _run_bucketed(run_root: Path, seed: int) -> tuple[dict, dict[int, int], dict[int, int], list[tuple[int, int]]]:
-    """One monitored run; its passport, tokens_per_step and train_loss points per step (counts), and the batches."""
+class PairLoss(nn.Module):
+    """A contrastive loss module called with two columns, each a feature dict (as sentence-transformers calls its
+    loss): both columns' token ids count (docs/spec.md section 2, "The batch rule")."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.model = TinyGPT()
+
+    def forward(self, columns: list[dict[str, torch.Tensor]]) -> torch.Tensor:
+        return sum(F.cross_entropy(self.model(c["input_ids"]).reshape(-1, VOCAB), c["input_ids"].reshape(-1))
+                   for c in columns)
+
+
+def _run_bucketed(run_root: Path, seed: int,
+                  pairs: bool = False) -> tuple[dict, dict[int, int], dict[int, int], dict[int, int]]:
+    """One monitored run; its passport, tokens_per_step and train_loss points per step (counts), and the tokens
+    each step's batch holds (``pairs``: two columns of one length each, through a :class:`PairLoss`)."""
     torch.manual_seed(seed)
-    model = TinyGPT()
+    model = PairLoss() if pairs else TinyGPT()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     g = torch.Generator().manual_seed(seed)
     plan = _batches(seed)
+    other = random.Random(seed + 1000)
+    want: dict[int, int] = {}
     with tm.monitor(name="bucketed", run_dir=run_root, interval_s=0.1) as m:
-        for rows, length in plan:
+        for step, (rows, length) in enumerate(plan, start=1):
             ids = torch.randint(0, VOCAB, (rows, length), generator=g)
-            loss = F.cross_entropy(model(ids).reshape(-1, VOCAB), ids.reshape(-1))
+            if pairs:
+                positive = torch.randint(0, VOCAB, (rows, other.choice(BUCKETS)), generator=g)
+                loss = model([{"input_ids": ids}, {"input_ids": positive}])
+                want[step] = ids.numel() + positive.numel()
+            else:
+                loss = F.cross_entropy(model(ids).reshape(-1, VOCAB), ids.reshape(-1))
+                want[step] = ids.numel()
             opt.zero_grad()
             loss.backward()
             opt.step()
@@ -87,15 +110,15 @@ def _run_bucketed(run_root: Path, seed: int) -> tuple[dict, dict[int, int], dict
         elif event["kind"] == "series" and event["name"] == "train_loss":
             for step in event["step"]:
                 losses[step] = losses.get(step, 0) + 1
-    return json.loads((run_dir / "passport.json").read_text()), tokens, losses, plan
+    return json.loads((run_dir / "passport.json").read_text()), tokens, losses, want
 
 
 @pytest.mark.slow
-def test_length_bucketed_steps_keep_every_token_and_loss_beside_cpu_burners(run_root, cpu_burners):
+@pytest.mark.parametrize("pairs", [False, True], ids=["one-column", "two-columns"])
+def test_length_bucketed_steps_keep_every_token_and_loss_beside_cpu_burners(run_root, cpu_burners, pairs):
     failures = []
-    for seed in range(REPEATS):
-        passport, tokens, losses, plan = _run_bucketed(run_root / str(seed), seed)
-        want = {step: rows * length for step, (rows, length) in enumerate(plan, start=1)}
+    for seed in range(REPEATS // 2 if pairs else REPEATS):
+        passport, tokens, losses, want = _run_bucketed(run_root / str(seed), seed, pairs)
         wrong = sorted(step for step in want if tokens.get(step) != want[step])
         missing = sorted(set(want) - set(losses))
         if (passport["steps"], passport["tokens"]) != (STEPS, sum(want.values())) or wrong or missing or any(
