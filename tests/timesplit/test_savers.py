@@ -39,6 +39,7 @@ def test_a_record_sizes_a_file_or_a_folder_and_never_names_a_stream(tmp_path):
     assert savers.record(tmp_path / "d" / "a", 1, None, "x")["bytes"] == 5
     stream = savers.record(io.BytesIO(), 1, 0.1, "torch.save")
     assert stream["path"] is None and stream["bytes"] is None  # never an object's repr
+    assert stream["note"] == savers.STREAM_NOTE and "note" not in savers.record(tmp_path / "d", 4, 0.5, "x")
     with open(tmp_path / "d" / "a", "rb") as f:
         assert savers.record(f, 1, 0.1, "torch.save")["path"] == str(tmp_path / "d" / "a")
     assert savers.record(tmp_path / "missing", 1, 0.1, "x")["bytes"] is None

@@ -99,6 +99,11 @@ PATCHES: tuple[HostPatch, ...] = (
               uninstall="the originals are put back at the run's end",
               sites=("timesplit/extension.py:owner.attr", "timesplit/extension.py:torch.save"),
               private=("torch.utils.data.dataloader._BaseDataLoaderIter.__next__",)),
+    HostPatch(key="checkpoint-rename", touches="os.replace and os.rename (Path.replace and Path.rename call them), "
+              "on the training thread: the file a checkpoint record just wrote, renamed before the next optimizer "
+              "step (a temp file, then a rename), moves the record to the final file; any other rename goes "
+              "straight through", uninstall="the originals are put back at the run's end",
+              sites=("timesplit/extension.py:os.replace", "timesplit/extension.py:os.rename")),
     HostPatch(key="taps", touches="logging calls of W&B, TensorBoard and MLflow, Lightning's logger connector, and "
               "Hugging Face Trainer.train for its logs (the integration wing's callback reads them at on_log; "
               "read as series)", uninstall="the originals are put back at the run's end",

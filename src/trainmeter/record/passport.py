@@ -243,7 +243,7 @@ def render_markdown(p: dict[str, Any]) -> str:
         lines.append(f"- Stopped by {markdown_text(p['stopped_by'])} after step {p.get('stopped_at_step')}")
     for ckpt in p.get("checkpoints") or []:
         if isinstance(ckpt, dict):
-            where = ckpt.get("path") if ckpt.get("path") is not None else "a stream, no file"  # never its repr
+            where = ckpt.get("path") or f"a stream, no file: {ckpt.get('note') or 'not seen'}"  # never its repr
             lines.append(f"- Checkpoint at step {ckpt.get('step')}: {markdown_text(where)} "
                          f"({format_bytes(ckpt.get('bytes'))}, {format_seconds(ckpt.get('seconds'))}, "
                          f"{markdown_text(ckpt.get('source'))})")

@@ -8,6 +8,7 @@ with no span open is ``inference`` (no grad), a span any other one replaces and 
 from __future__ import annotations
 
 import functools
+import os
 import weakref
 from typing import TYPE_CHECKING, Any
 
@@ -79,6 +80,10 @@ class TimeSplit(ExtensionBase):
         if getattr(wrapped, "__trainmeter_original__", None) is getattr(torch, "save", None):
             self._patches.set(torch, "save", wrapped)
             self.patched.append("torch.save")
+        if host_patches.allow("checkpoint-rename", self.warn):  # a temp file, then a rename (docs/spec.md section 9)
+            self._patches.wrap(os, "replace", self.checkpoints.make_renamer)
+            self._patches.wrap(os, "rename", self.checkpoints.make_renamer)
+            self.patched += ["os.replace", "os.rename"]
         by_module: dict[str, list[savers.SaverSite]] = {}
         for site in savers.SITES:
             by_module.setdefault(site.module, []).append(site)

@@ -19,6 +19,8 @@ if TYPE_CHECKING:
     from trainmeter.timesplit.extension import TimeSplit
 
 MAX_RECORDS = 1000  # checkpoint records kept (the count goes on)
+STREAM_NOTE = ("the file its bytes reach later is not seen (open() is not patched); pass the save a path or an open "
+               "file to record the file, its size and the write's time")
 
 Where = Callable[[tuple[Any, ...], dict[str, Any], Any], Any]
 
@@ -140,6 +142,12 @@ def record(where: Any, step: int, seconds: float | None, source: str, written: t
            run_dir: Any = None) -> dict[str, Any] | None:
     """One ``checkpoints`` entry: the saver's own path, else the files its nested saves wrote and left (one file, or
     their folder with their sizes summed), relative to ``run_dir`` when inside it; ``None``: it wrote nothing seen."""
+    found = located(where, written)
+    return None if found is None else entry(found, step, seconds, source, run_dir)
+
+
+def located(where: Any, written: tuple[Any, ...] = ()) -> tuple[str | None, int | None] | None:
+    """``(path as given, bytes)`` of what a save wrote (see :func:`record`); ``None``: it wrote nothing seen."""
     path = path_of(where)
     files = [] if path is not None else list(dict.fromkeys(p for p in map(path_of, written) if p is not None))
     files = [f for f in files if os.path.exists(f)] or files  # a temp file renamed to the final one is gone
@@ -151,10 +159,18 @@ def record(where: Any, step: int, seconds: float | None, source: str, written: t
         return None  # a saver that decided not to save (Ignite's Checkpoint with no better score)
     else:
         size = size_bytes(path)
+    return path, size
+
+
+def entry(found: tuple[str | None, int | None], step: int, seconds: float | None, source: str,
+          run_dir: Any = None) -> dict[str, Any]:
+    """The record of ``found`` (:func:`located`); a stream's says why it has no file (docs/spec.md section 9)."""
+    path, size = found
     if path is not None and run_dir is not None:
         full, root = os.path.abspath(path), os.path.abspath(os.fspath(run_dir))
         path = os.path.relpath(full, root) if os.path.commonpath([full, root]) == root else path
-    return {"path": path, "step": int(step), "bytes": size, "seconds": seconds, "source": source}
+    out = {"path": path, "step": int(step), "bytes": size, "seconds": seconds, "source": source}
+    return out if path is not None else {**out, "note": STREAM_NOTE}
 
 
 class CheckpointSpans:
@@ -166,6 +182,7 @@ class CheckpointSpans:
         self.saves = 0
         self.records: list[dict[str, Any]] = []  # passport.json checkpoints (record)
         self._written: list[Any] = []  # where the saves nested in the outermost one wrote
+        self._renamable: tuple[int, str, int] | None = None  # the last record's (index, absolute path, step)
 
     def patch(self, sites: list[SaverSite], module: ModuleType) -> None:
         """Wrap the savers of ``sites`` in ``module``, just imported."""
@@ -191,25 +208,56 @@ class CheckpointSpans:
                 result = original(*args, **kwargs)
                 spans._nested(site, args, kwargs, result)
                 return result
-            paused = split.pause_span()  # an eval (or other) span pauses: the save is checkpoint time
-            entered = split.enter_span("checkpoint")
-            spans.depth += 1
-            result = None
-            monitor = split.monitor
-            t0_s = monitor.clock() if monitor is not None else None
-            try:
-                result = original(*args, **kwargs)
-                return result
-            finally:
-                spans.depth -= 1
-                written, spans._written = tuple(spans._written), []
-                if entered:
-                    seconds = monitor.clock() - t0_s if monitor is not None and t0_s is not None else None
-                    split.exit_span()
-                    spans._note(site, args, kwargs, result, seconds, written)
-                split.resume_span(paused)  # the same span goes on
+            spans._written = []
+
+            def done(ok: bool, result: Any, seconds: float | None) -> None:
+                spans._note(site, args, kwargs, result, seconds, tuple(spans._written))
+
+            return spans._span(original, args, kwargs, done)
 
         return saver
+
+    def make_renamer(self, original: Any) -> Any:
+        """The wrapper of ``os.replace``/``os.rename`` (``Path.replace``/``rename`` call them): the file the last
+        record wrote, renamed before the next optimizer step (a temp file, then a rename), moves that record to the
+        final file, the rename's time added (docs/spec.md section 9); any other call costs one attribute read."""
+        spans, split = self, self._split
+
+        @functools.wraps(original)
+        def rename(*args: Any, **kwargs: Any) -> Any:
+            if (spans._renamable is None or spans.depth or kwargs or len(args) != 2 or not split.gate.here()
+                    or not spans._renames(args[0])):
+                return original(*args, **kwargs)
+
+            def done(ok: bool, result: Any, seconds: float | None) -> None:
+                if ok:
+                    spans._moved(args[1], seconds)
+
+            return spans._span(original, args, kwargs, done)
+
+        return rename
+
+    def _span(self, original: Any, args: Any, kwargs: Any, done: Callable[[bool, Any, float | None], None]) -> Any:
+        """``original(*args, **kwargs)`` as checkpoint time (an open span paused for it), then ``done(returned,
+        result, seconds)`` once its span closed (a save that raised too)."""
+        split = self._split
+        paused = split.pause_span()  # an eval (or other) span pauses: the save is checkpoint time
+        entered = split.enter_span("checkpoint")
+        self.depth += 1
+        ok, result = False, None
+        monitor = split.monitor
+        t0_s = monitor.clock() if monitor is not None else None
+        try:
+            result = original(*args, **kwargs)
+            ok = True
+            return result
+        finally:
+            self.depth -= 1
+            if entered:
+                seconds = monitor.clock() - t0_s if monitor is not None and t0_s is not None else None
+                split.exit_span()
+                done(ok, result, seconds)
+            split.resume_span(paused)  # the same span goes on
 
     def _nested(self, site: SaverSite, args: Any, kwargs: Any, result: Any) -> None:
         try:
@@ -222,17 +270,43 @@ class CheckpointSpans:
               written: tuple[Any, ...]) -> None:
         """One record per outermost save that wrote something (after its span closed: sizes read outside it)."""
         monitor = self._split.monitor
+        self._renamable = None
         try:
             if monitor is None:
                 return
             if getattr(getattr(monitor, "controls", None), "saving", False):
                 self.saves += 1
                 return  # tm.checkpoint()'s own save: core/controls.py records it, with its final path
-            entry = record(site.where(args, kwargs, result), monitor.steps, seconds, site.source, written,
-                           monitor.run_dir)
-            if entry is not None:
-                self.saves += 1
-                if len(self.records) < MAX_RECORDS:
-                    self.records.append(entry)
+            found = located(site.where(args, kwargs, result), written)
+            if found is None:
+                return
+            self.saves += 1
+            if len(self.records) < MAX_RECORDS:
+                self.records.append(entry(found, monitor.steps, seconds, site.source, monitor.run_dir))
+                if found[0] is not None:
+                    self._renamable = (len(self.records) - 1, os.path.abspath(found[0]), monitor.steps)
         except Exception as exc:
             self._split.warn("time-checkpoint-record", f"checkpoint records disabled: {exc!r}")
+
+    def _renames(self, source: Any) -> bool:
+        """Whether renaming ``source`` now moves the last record's file (the step it was written at)."""
+        try:
+            _index, full, step = self._renamable or (0, None, None)
+            monitor = self._split.monitor
+            return monitor is not None and monitor.steps == step and os.path.abspath(os.fsdecode(source)) == full
+        except Exception:  # a descriptor, an odd path: not a recorded file
+            return False
+
+    def _moved(self, target: Any, seconds: float | None) -> None:
+        """The last record now names ``target``, its size, and its time with the rename's ``seconds``."""
+        monitor = self._split.monitor
+        try:
+            if self._renamable is None or monitor is None:
+                return
+            index, self._renamable = self._renamable[0], None
+            old = self.records[index]
+            path = os.fsdecode(target)
+            spent = None if old["seconds"] is None or seconds is None else old["seconds"] + seconds
+            self.records[index] = entry((path, size_bytes(path)), old["step"], spent, old["source"], monitor.run_dir)
+        except Exception as exc:
+            self._split.warn("time-checkpoint-record", f"a renamed checkpoint's final file not read: {exc!r}")
