@@ -82,3 +82,12 @@ def test_a_skorch_checkpoint_is_one_record_of_the_files_it_writes(run_root, tmp_
     files = [f for f in (tmp_path / "ck").iterdir() if f.is_file()]  # params, optimizer, criterion, history
     assert len(files) == 4 and records[-2]["bytes"] == sum(f.stat().st_size for f in files)
     assert records[-1]["bytes"] == (tmp_path / "params.pt").stat().st_size
+
+
+def test_a_temp_file_renamed_in_a_hand_loop_is_one_record_of_the_final_file(run_root, tmp_path):
+    with tm.monitor(run_dir=run_root, interval_s=3600) as m:  # the atomic-save idiom
+        torch.save({"w": torch.ones(32)}, tmp_path / "model.pt.tmp")
+        (tmp_path / "model.pt.tmp").replace(tmp_path / "model.pt")
+    [record] = _passport(m)["checkpoints"]
+    assert record["path"] == str(tmp_path / "model.pt") and record["source"] == "torch.save"
+    assert record["bytes"] == (tmp_path / "model.pt").stat().st_size and record["seconds"] > 0
