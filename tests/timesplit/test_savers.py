@@ -8,6 +8,11 @@ from trainmeter.core import controls
 from trainmeter.timesplit import savers
 
 
+def _record(where, step, seconds, source, written=(), run_dir=None):
+    found = savers.located(where, written)
+    return None if found is None else savers.entry(found, step, seconds, source, run_dir)
+
+
 def _site(source):
     return next(s for s in savers.SITES if s.source == source)
 
@@ -34,27 +39,27 @@ def test_a_record_sizes_a_file_or_a_folder_and_never_names_a_stream(tmp_path):
     (tmp_path / "d").mkdir()
     (tmp_path / "d" / "a").write_bytes(b"12345")
     (tmp_path / "d" / "b").write_bytes(b"123")
-    assert savers.record(tmp_path / "d", 4, 0.5, "x") == {"path": str(tmp_path / "d"), "step": 4, "bytes": 8,
+    assert _record(tmp_path / "d", 4, 0.5, "x") == {"path": str(tmp_path / "d"), "step": 4, "bytes": 8,
                                                           "seconds": 0.5, "source": "x"}
-    assert savers.record(tmp_path / "d" / "a", 1, None, "x")["bytes"] == 5
-    stream = savers.record(io.BytesIO(), 1, 0.1, "torch.save")
+    assert _record(tmp_path / "d" / "a", 1, None, "x")["bytes"] == 5
+    stream = _record(io.BytesIO(), 1, 0.1, "torch.save")
     assert stream["path"] is None and stream["bytes"] is None  # never an object's repr
-    assert stream["note"] == savers.STREAM_NOTE and "note" not in savers.record(tmp_path / "d", 4, 0.5, "x")
+    assert stream["note"] == savers.STREAM_NOTE and "note" not in _record(tmp_path / "d", 4, 0.5, "x")
     with open(tmp_path / "d" / "a", "rb") as f:
-        assert savers.record(f, 1, 0.1, "torch.save")["path"] == str(tmp_path / "d" / "a")
-    assert savers.record(tmp_path / "missing", 1, 0.1, "x")["bytes"] is None
+        assert _record(f, 1, 0.1, "torch.save")["path"] == str(tmp_path / "d" / "a")
+    assert _record(tmp_path / "missing", 1, 0.1, "x")["bytes"] is None
 
 
 def test_a_saver_without_a_path_of_its_own_is_the_files_its_nested_saves_wrote(tmp_path):
     (tmp_path / "d").mkdir()
     (tmp_path / "d" / "params.pt").write_bytes(b"12345")
     (tmp_path / "d" / "optimizer.pt").write_bytes(b"123")
-    two = savers.record(None, 2, 0.1, "skorch Checkpoint", (tmp_path / "d" / "params.pt", io.BytesIO(),
+    two = _record(None, 2, 0.1, "skorch Checkpoint", (tmp_path / "d" / "params.pt", io.BytesIO(),
                                                              str(tmp_path / "d" / "optimizer.pt")), tmp_path)
     assert two["path"] == "d" and two["bytes"] == 8  # their folder, relative to the run folder; their sizes
-    one = savers.record(None, 2, 0.1, "ignite Checkpoint", (str(tmp_path / "d" / "params.pt"),))
+    one = _record(None, 2, 0.1, "ignite Checkpoint", (str(tmp_path / "d" / "params.pt"),))
     assert one["path"] == str(tmp_path / "d" / "params.pt") and one["bytes"] == 5
-    assert savers.record(None, 2, 0.1, "ignite Checkpoint") is None  # it decided not to save
+    assert _record(None, 2, 0.1, "ignite Checkpoint") is None  # it decided not to save
 
 
 def test_the_final_file_of_savers_that_add_a_suffix_or_write_through_a_temp_file():

@@ -138,16 +138,9 @@ def path_of(where: Any) -> str | None:
     return path.decode(errors="replace") if isinstance(path, bytes) else path
 
 
-def record(where: Any, step: int, seconds: float | None, source: str, written: tuple[Any, ...] = (),
-           run_dir: Any = None) -> dict[str, Any] | None:
-    """One ``checkpoints`` entry: the saver's own path, else the files its nested saves wrote and left (one file, or
-    their folder with their sizes summed), relative to ``run_dir`` when inside it; ``None``: it wrote nothing seen."""
-    found = located(where, written)
-    return None if found is None else entry(found, step, seconds, source, run_dir)
-
-
 def located(where: Any, written: tuple[Any, ...] = ()) -> tuple[str | None, int | None] | None:
-    """``(path as given, bytes)`` of what a save wrote (see :func:`record`); ``None``: it wrote nothing seen."""
+    """``(path as given, bytes)`` of what a save wrote: the saver's own path, else the files its nested saves wrote and
+    left (one file, or their folder with their sizes summed); ``None``: it wrote nothing seen."""
     path = path_of(where)
     files = [] if path is not None else list(dict.fromkeys(p for p in map(path_of, written) if p is not None))
     files = [f for f in files if os.path.exists(f)] or files  # a temp file renamed to the final one is gone
@@ -164,7 +157,8 @@ def located(where: Any, written: tuple[Any, ...] = ()) -> tuple[str | None, int 
 
 def entry(found: tuple[str | None, int | None], step: int, seconds: float | None, source: str,
           run_dir: Any = None) -> dict[str, Any]:
-    """The record of ``found`` (:func:`located`); a stream's says why it has no file (docs/spec.md section 9)."""
+    """One ``checkpoints`` entry of ``found`` (:func:`located`), its path relative to ``run_dir`` when inside it; a
+    stream's says why it has no file (docs/spec.md section 9)."""
     path, size = found
     if path is not None and run_dir is not None:
         full, root = os.path.abspath(path), os.path.abspath(os.fspath(run_dir))
@@ -208,7 +202,6 @@ class CheckpointSpans:
                 result = original(*args, **kwargs)
                 spans._nested(site, args, kwargs, result)
                 return result
-            spans._written = []
 
             def done(ok: bool, result: Any, seconds: float | None) -> None:
                 spans._note(site, args, kwargs, result, seconds, tuple(spans._written))
@@ -238,8 +231,8 @@ class CheckpointSpans:
         return rename
 
     def _span(self, original: Any, args: Any, kwargs: Any, done: Callable[[bool, Any, float | None], None]) -> Any:
-        """``original(*args, **kwargs)`` as checkpoint time (an open span paused for it), then ``done(returned,
-        result, seconds)`` once its span closed (a save that raised too)."""
+        """``original(*args, **kwargs)`` as checkpoint time (an open span paused for it), then ``done(ok, result,
+        seconds)`` once its span closed (``ok``: it returned; a save that raised is recorded too)."""
         split = self._split
         paused = split.pause_span()  # an eval (or other) span pauses: the save is checkpoint time
         entered = split.enter_span("checkpoint")
@@ -257,6 +250,7 @@ class CheckpointSpans:
                 seconds = monitor.clock() - t0_s if monitor is not None and t0_s is not None else None
                 split.exit_span()
                 done(ok, result, seconds)
+            self._written = []  # never holds the user's buffers past the save
             split.resume_span(paused)  # the same span goes on
 
     def _nested(self, site: SaverSite, args: Any, kwargs: Any, result: Any) -> None:
