@@ -287,7 +287,10 @@ class CheckpointSpans:
         try:
             _index, full, step = self._renamable or (0, None, None)
             monitor = self._split.monitor
-            return monitor is not None and monitor.steps == step and os.path.abspath(os.fsdecode(source)) == full
+            if monitor is None or monitor.steps != step:
+                self._renamable = None  # a step since: the next renames cost one attribute read
+                return False
+            return os.path.abspath(os.fsdecode(source)) == full
         except Exception:  # a descriptor, an odd path: not a recorded file
             return False
 
