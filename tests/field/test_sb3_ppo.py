@@ -101,11 +101,24 @@ def test_sb3_eval_callback_evaluation_is_eval_inside_a_rollout(tmp_path):
     model = _ppo()
     env = SlowStep(EVAL_SLEEP_S)
     evals = EvalCallback(env, n_eval_episodes=1, eval_freq=2 * N_STEPS, verbose=0, warn=False)
+    spent_s = []  # the test's own clock around the callback's steps, which hold every evaluation
+    on_step = evals._on_step
+
+    def timed() -> bool:
+        started_s = time.perf_counter()
+        try:
+            return on_step()
+        finally:
+            spent_s.append(time.perf_counter() - started_s)
+
+    evals._on_step = timed
     with tm.monitor(run_dir=tmp_path / "runs", interval_s=3600) as m:
         model.learn(total_timesteps=TIMESTEPS, callback=evals)
     p = passport(m)
     assert sum(sum(lengths) for lengths in evals.evaluations_length) * EVAL_SLEEP_S <= env.slept_s
-    assert within(p["phases_s"]["eval"], env.slept_s), (p["phases_s"], env.slept_s)
+    # the sleeps inside the evaluations, and no more than the callback's own time (a busy machine stretches the
+    # policy's own work there, so a fixed slack over the sleeps alone failed beside other tests)
+    assert env.slept_s <= p["phases_s"]["eval"] <= sum(spent_s), (p["phases_s"], env.slept_s, sum(spent_s))
     assert m.steps == STEPS and p["warnings"] == []
 
 
