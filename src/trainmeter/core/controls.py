@@ -6,7 +6,9 @@ nothing while no request is pending (docs/spec.md section 21).
 
 from __future__ import annotations
 
+import errno
 import os
+import shutil
 import sys
 import threading
 from collections.abc import Callable
@@ -15,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 MAX_FILES = 2000  # files summed for a checkpoint folder's bytes
+LOW_DISK_BYTES = 1 << 20  # free bytes under which a failed save is named a full disk (its saver may not say)
+_DISK_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG, errno.EIO)
 
 
 class StopTraining(BaseException):
@@ -205,7 +209,7 @@ class Controls:
         raise StopTraining(by, step)
 
     def use_framework(self, control: Any) -> None:
-        """Stop and save through ``control`` (``name``, ``request_stop() -> bool``, ``save_checkpoint(dir_path)``)
+        """Stop and save through ``control`` (``name``, ``request_stop() -> bool``, ``save_checkpoint(dir_path, name)``)
         while a framework's fit runs; ``None``: through none. Training thread."""
         self._framework = control
 
@@ -248,12 +252,28 @@ class Controls:
         self._m.warn_once(f"checkpoint-refused-{len(self.refused)}", f"checkpoint at step {step} refused: {reason}")
 
     def _save(self, step: int) -> tuple[Path, str]:
+        """Save as ``<run>/checkpoints/step-<step>`` (plus the saver's suffix; never over an earlier checkpoint);
+        on failure what it left under that name is removed and a disk error is named (docs/spec.md section 21)."""
         m = self._m
         folder = Path(m.run_dir) / "checkpoints"
+        folder.mkdir(parents=True, exist_ok=True)
+        stem = _free_stem(folder, f"step-{step}")
+        try:
+            return self._write(folder, stem, step)
+        except _Refused:
+            raise
+        except Exception as exc:
+            disk = _disk_error(exc, folder)
+            _remove_partial(folder, stem)
+            if disk is not None:
+                raise _Refused(disk) from exc
+            raise
+
+    def _write(self, folder: Path, stem: str, step: int) -> tuple[Path, str]:
+        m = self._m
         control = self._framework
         if control is not None:
-            folder.mkdir(parents=True, exist_ok=True)
-            written = control.save_checkpoint(str(folder))
+            written = control.save_checkpoint(str(folder), stem)
             if written:
                 return Path(written), str(getattr(control, "name", "framework"))
         model = m.model_ref() if m.model_ref is not None else None
@@ -268,10 +288,10 @@ class Controls:
         optimizer = getattr(probes, "primary_optimizer", None) if probes is not None else None
         payload = {"model": model.state_dict(), "optimizer": optimizer.state_dict() if optimizer is not None else None,
                    "step": step}
-        folder.mkdir(parents=True, exist_ok=True)
-        path = folder / f"step-{step}.pt"
+        path = folder / f"{stem}.pt"
         tmp = path.with_name(path.name + ".tmp")
-        torch.save(payload, tmp)
+        with open(tmp, "wb") as f:  # a file object: the write's own OSError (ENOSPC...) reaches us, not torch's
+            torch.save(payload, f)
         os.replace(tmp, path)
         return path, "trainmeter"
 
@@ -291,6 +311,50 @@ class Controls:
         if self.refused:
             out["checkpoints_refused"] = list(self.refused)
         return out
+
+
+def _free_stem(folder: Path, stem: str) -> str:
+    """``stem``, or ``stem-2``, ``stem-3``... when a checkpoint of that step is already in ``folder``."""
+    taken = {name.split(".")[0] for name in os.listdir(folder)}
+    n = 1
+    name = stem
+    while name in taken:
+        n += 1
+        name = f"{stem}-{n}"
+    return name
+
+
+def _remove_partial(folder: Path, stem: str) -> None:
+    """Remove what a failed save left named ``stem`` (a file, its ``.tmp``, a saver's folder); never raises."""
+    try:
+        for name in os.listdir(folder):
+            if name == stem or name.startswith(stem + "."):
+                path = folder / name
+                if path.is_dir() and not path.is_symlink():
+                    shutil.rmtree(path, ignore_errors=True)
+                else:
+                    path.unlink(missing_ok=True)
+    except OSError:
+        pass
+
+
+def _disk_error(exc: BaseException, folder: Path) -> str | None:
+    """The sentence naming a disk error behind ``exc`` (its OSError chain, else under :data:`LOW_DISK_BYTES` free
+    at ``folder`` when the save failed: a saver that writes by path reports only a short write), else ``None``."""
+    seen: BaseException | None = exc
+    for _ in range(8):
+        if seen is None:
+            break
+        if isinstance(seen, OSError) and seen.errno in _DISK_ERRNOS:
+            return f"disk error: {os.strerror(seen.errno).lower()} ({errno.errorcode[seen.errno]}) writing {folder}"
+        seen = seen.__cause__ or seen.__context__
+    try:
+        free = shutil.disk_usage(folder).free
+    except OSError:
+        return None
+    if free < LOW_DISK_BYTES:
+        return f"disk error: no space left on device ({free} bytes free at {folder}; the saver said {exc!r})"
+    return None
 
 
 class _Refused(Exception):
