@@ -35,17 +35,22 @@ class StopTraining(BaseException):
 class CheckpointRecord:
     """One checkpoint written during the run (passport.json ``checkpoints``, docs/spec.md): ``path`` relative to
     the run folder when inside it, ``bytes`` on disk (``None``: unreadable), ``seconds`` of the save, ``source``
-    ``trainmeter`` or the framework's name."""
+    ``trainmeter`` or the framework's name; ``recovery``: the sentence marking the recovery point a non-finite
+    loss asked for (which step's weights it holds), else ``None``."""
 
     path: str
     step: int
     bytes: int | None
     seconds: float | None
     source: str
+    recovery: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """The passport's form."""
-        return asdict(self)
+        """The passport's form (``recovery`` only on the recovery point)."""
+        out = asdict(self)
+        if self.recovery is None:
+            del out["recovery"]
+        return out
 
 
 @dataclass(frozen=True)
@@ -110,6 +115,9 @@ class Controls:
         self._stop_by: str | None = None
         self._stop_asked_at: int | None = None  # the step counted when the stop was asked
         self._checkpoint_by: str | None = None
+        self._checkpoint_finite = False  # the pending checkpoint is a non-finite loss's recovery point
+        self._finite_by: str | None = None  # who asked for a save before a step whose loss is not finite
+        self._recovery: CheckpointRecord | None = None  # saved before the step whose loss was not finite
         self._calls: list[tuple[str, Callable[[], None]]] = []  # work a wing asked to run at the next boundary
         self.stopped: StopRecord | None = None
         self.checkpoints: tuple[CheckpointRecord, ...] = ()
@@ -133,13 +141,15 @@ class Controls:
             self._arm()
         return True
 
-    def request_checkpoint(self, by: str) -> bool:
-        """Ask the training thread to checkpoint after the next optimizer step; whether the run took it."""
+    def request_checkpoint(self, by: str, *, finite: bool = False) -> bool:
+        """Ask the training thread to checkpoint after the next optimizer step (``finite``: as the recovery point,
+        see :meth:`checkpoint_now`); whether the run took it."""
         if not self.live():
             return False
         with self._lock:
             if self._checkpoint_by is None:
                 self._checkpoint_by = by
+            self._checkpoint_finite = self._checkpoint_finite or finite
             self._arm()
         return True
 
@@ -178,6 +188,7 @@ class Controls:
             stop_by, self._stop_by = self._stop_by, None
             asked_at, self._stop_asked_at = self._stop_asked_at, None
             checkpoint_by, self._checkpoint_by = self._checkpoint_by, None
+            finite, self._checkpoint_finite = self._checkpoint_finite, False
             calls, self._calls = self._calls, []
             self._armed = False
             fn, at = self._hook
@@ -186,7 +197,7 @@ class Controls:
             for key, call in calls:
                 self._m.guard(key, call)
             if checkpoint_by is not None:
-                self.checkpoint_now(checkpoint_by)
+                self.checkpoint_now(checkpoint_by, finite=finite)
             if fn is not None:
                 fn()
         finally:
@@ -213,8 +224,41 @@ class Controls:
         while a framework's fit runs; ``None``: through none. Training thread."""
         self._framework = control
 
-    def checkpoint_now(self, by: str) -> CheckpointRecord | None:
-        """Checkpoint the step just counted; its record, or ``None`` when refused (said once). Never raises."""
+    def save_before_nonfinite(self, by: str) -> None:
+        """From now on, the first primary optimizer step whose loss read on the host is not finite is preceded by a
+        checkpoint of the weights it is about to change: ``by``'s recovery point (docs/spec.md section 21). A
+        global optimizer step pre-hook (the ``nan-checkpoint`` host patch) until the run's end. Training thread."""
+        probes = self._m.probes
+        if probes is not None:
+            self._finite_by = by
+            probes.add_pre_step_hook(self._before_step)
+
+    def _before_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        """Before an optimizer step: lane 1's primary step with a non-finite loss read -> save the finite state."""
+        probes = self._m.probes
+        if self._recovery is not None or self._finite_by is None or probes is None or not self.live():
+            return
+        try:
+            primary = probes.primary_optimizer
+            if (probes.hot_ident not in (0, threading.get_ident()) or (primary is not None and primary is not optimizer)
+                    or not probes.loss_not_finite()):
+                return
+            self._recovery = self._checkpoint(self._finite_by, "before")
+            self._finite_by = None  # one try
+        except Exception as exc:
+            self._m.warn_once("checkpoint-before-step", f"the checkpoint before a non-finite step failed: {exc!r}")
+
+    def checkpoint_now(self, by: str, *, finite: bool = False) -> CheckpointRecord | None:
+        """Checkpoint the step just counted; its record, or ``None`` when refused (said once). Never raises.
+
+        ``finite``: the recovery point a non-finite loss asks for: the checkpoint saved before that step's
+        optimizer step, else the weights now where every tensor is finite, else refused saying no finite state
+        exists."""
+        if finite and self._recovery is not None:
+            return self._recovery
+        return self._checkpoint(by, "after" if finite else None)
+
+    def _checkpoint(self, by: str, recovery: str | None) -> CheckpointRecord | None:
         m = self._m
         step = m.steps
         if m.run_dir is None:
@@ -226,6 +270,7 @@ class Controls:
             m.enter_phase("checkpoint")
             entered = True
             t0 = m.clock()
+            note = self._finite_state(step, recovery) if recovery is not None else None
             self.saving = True
             try:
                 path, source = self._save(step)
@@ -243,13 +288,32 @@ class Controls:
             rel = str(path.relative_to(m.run_dir))
         except ValueError:
             rel = str(path)
-        record = CheckpointRecord(path=rel, step=step, bytes=size_bytes(path), seconds=seconds, source=source)
+        record = CheckpointRecord(path=rel, step=step, bytes=size_bytes(path), seconds=seconds, source=source,
+                                  recovery=note)
         self.checkpoints = (*self.checkpoints, record)
         return record
 
     def _refuse(self, step: int, by: str, reason: str) -> None:
         self.refused = (*self.refused, {"step": step, "by": by, "reason": reason})
         self._m.warn_once(f"checkpoint-refused-{len(self.refused)}", f"checkpoint at step {step} refused: {reason}")
+
+    def _finite_state(self, step: int, when: str) -> str | None:
+        """The recovery point's sentence when the weights after ``step`` are all finite; else ``_Refused`` saying
+        no finite state exists (``when``: ``before`` the step whose loss was not finite, or ``after`` it)."""
+        model = self._m.model_ref() if self._m.model_ref is not None else None
+        if model is None:
+            return None  # the save refuses it
+        bad, total = _nonfinite(model)
+        if bad:
+            last = self.checkpoints[-1] if self.checkpoints else None
+            earlier = f"; the last checkpoint is {last.path} (step {last.step})" if last is not None else ""
+            raise _Refused(f"no finite state to save: {bad} of {total} tensors of the weights after step {step} are "
+                           "not finite and none was kept from before the step whose loss was not finite (a loss read "
+                           f"on the device or inside an optimizer's closure is known only after its step){earlier}")
+        if when == "before":
+            return (f"the recovery point: the weights after step {step}, saved before step {step + 1} applied the "
+                    "gradients of its non-finite loss")
+        return f"the recovery point: the weights after step {step}, finite after the step whose loss was not"
 
     def _save(self, step: int) -> tuple[Path, str]:
         """Save as ``<run>/checkpoints/step-<step>`` (plus the saver's suffix; never over an earlier checkpoint);
@@ -311,6 +375,17 @@ class Controls:
         if self.refused:
             out["checkpoints_refused"] = list(self.refused)
         return out
+
+
+def _nonfinite(model: Any) -> tuple[int, int]:
+    """``(not finite, all)`` floating tensors of ``model``'s state dict, each read through a CPU copy as a save
+    copies it (no device allocation; the sync is the checkpoint's)."""
+    bad = total = 0
+    for tensor in model.state_dict().values():
+        if getattr(tensor, "is_floating_point", None) is not None and tensor.is_floating_point():
+            total += 1
+            bad += not bool(tensor.detach().cpu().isfinite().all())
+    return bad, total
 
 
 def _free_stem(folder: Path, stem: str) -> str:
