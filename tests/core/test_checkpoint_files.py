@@ -131,3 +131,37 @@ def test_a_failed_save_that_is_no_disk_error_is_still_removed_and_keeps_its_own_
     [refused] = _passport(m)["checkpoints_refused"]
     assert "cannot pickle this" in refused["reason"] and "disk" not in refused["reason"]
     assert os.listdir(m.run_dir / "checkpoints") == []
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 2 MiB tmpfs (root only; skipped elsewhere), unmounted after the test."""
+    import subprocess
+
+    where = tmp_path / "disk"
+    where.mkdir()
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(where)],
+                                           capture_output=True).returncode != 0:
+        pytest.skip("mounting a small tmpfs needs root")
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)], capture_output=True)
+
+
+@pytest.mark.monitor_warns("refused")
+def test_a_checkpoint_bigger_than_a_real_full_disk_leaves_it_free_and_the_passport_written(small_disk):
+    torch.manual_seed(0)
+    model = nn.Linear(512, 512)  # 1 MiB of weights and 2 MiB of Adam state: more than the disk holds
+    opt = torch.optim.Adam(model.parameters())
+    with tm.monitor(run_dir=small_disk, name="full") as m:
+        for i in range(6):
+            loss = F.mse_loss(model(torch.randn(4, 512)), torch.randn(4, 512))
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            if i == 2:
+                tm.checkpoint()
+    p = _passport(m)
+    assert p["checkpoints_refused"][0]["reason"].startswith("disk error: no space left on device (ENOSPC)")
+    assert os.listdir(m.run_dir / "checkpoints") == [] and p["status"] == "completed"
