@@ -6,9 +6,7 @@ nothing while no request is pending (docs/spec.md section 21).
 
 from __future__ import annotations
 
-import errno
 import os
-import shutil
 import sys
 import threading
 from collections.abc import Callable
@@ -16,9 +14,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from trainmeter.core.checkpoint_files import disk_error, free_stem, nonfinite_tensors, remove_partial
+
 MAX_FILES = 2000  # files summed for a checkpoint folder's bytes
-LOW_DISK_BYTES = 1 << 20  # free bytes under which a failed save is named a full disk (its saver may not say)
-_DISK_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG, errno.EIO)
 
 
 class StopTraining(BaseException):
@@ -303,7 +301,7 @@ class Controls:
         model = self._m.model_ref() if self._m.model_ref is not None else None
         if model is None:
             return None  # the save refuses it
-        bad, total = _nonfinite(model)
+        bad, total = nonfinite_tensors(model)
         if bad:
             last = self.checkpoints[-1] if self.checkpoints else None
             earlier = f"; the last checkpoint is {last.path} (step {last.step})" if last is not None else ""
@@ -321,14 +319,14 @@ class Controls:
         m = self._m
         folder = Path(m.run_dir) / "checkpoints"
         folder.mkdir(parents=True, exist_ok=True)
-        stem = _free_stem(folder, f"step-{step}")
+        stem = free_stem(folder, f"step-{step}")
         try:
             return self._write(folder, stem, step)
         except _Refused:
             raise
         except Exception as exc:
-            disk = _disk_error(exc, folder)
-            _remove_partial(folder, stem)
+            disk = disk_error(exc, folder)
+            remove_partial(folder, stem)
             if disk is not None:
                 raise _Refused(disk) from exc
             raise
@@ -375,61 +373,6 @@ class Controls:
         if self.refused:
             out["checkpoints_refused"] = list(self.refused)
         return out
-
-
-def _nonfinite(model: Any) -> tuple[int, int]:
-    """``(not finite, all)`` floating tensors of ``model``'s state dict, each read through a CPU copy as a save
-    copies it (no device allocation; the sync is the checkpoint's)."""
-    bad = total = 0
-    for tensor in model.state_dict().values():
-        if getattr(tensor, "is_floating_point", None) is not None and tensor.is_floating_point():
-            total += 1
-            bad += not bool(tensor.detach().cpu().isfinite().all())
-    return bad, total
-
-
-def _free_stem(folder: Path, stem: str) -> str:
-    """``stem``, or ``stem-2``, ``stem-3``... when a checkpoint of that step is already in ``folder``."""
-    taken = {name.split(".")[0] for name in os.listdir(folder)}
-    n = 1
-    name = stem
-    while name in taken:
-        n += 1
-        name = f"{stem}-{n}"
-    return name
-
-
-def _remove_partial(folder: Path, stem: str) -> None:
-    """Remove what a failed save left named ``stem`` (a file, its ``.tmp``, a saver's folder); never raises."""
-    try:
-        for name in os.listdir(folder):
-            if name == stem or name.startswith(stem + "."):
-                path = folder / name
-                if path.is_dir() and not path.is_symlink():
-                    shutil.rmtree(path, ignore_errors=True)
-                else:
-                    path.unlink(missing_ok=True)
-    except OSError:
-        pass
-
-
-def _disk_error(exc: BaseException, folder: Path) -> str | None:
-    """The sentence naming a disk error behind ``exc`` (its OSError chain, else under :data:`LOW_DISK_BYTES` free
-    at ``folder`` when the save failed: a saver that writes by path reports only a short write), else ``None``."""
-    seen: BaseException | None = exc
-    for _ in range(8):
-        if seen is None:
-            break
-        if isinstance(seen, OSError) and seen.errno in _DISK_ERRNOS:
-            return f"disk error: {os.strerror(seen.errno).lower()} ({errno.errorcode[seen.errno]}) writing {folder}"
-        seen = seen.__cause__ or seen.__context__
-    try:
-        free = shutil.disk_usage(folder).free
-    except OSError:
-        return None
-    if free < LOW_DISK_BYTES:
-        return f"disk error: no space left on device ({free} bytes free at {folder}; the saver said {exc!r})"
-    return None
 
 
 class _Refused(Exception):
