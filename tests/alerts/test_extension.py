@@ -64,14 +64,14 @@ def test_nan_stop_ends_the_run_at_the_step_whose_loss_was_not_finite(run_root):
                                  "sentence": fired["sentence"], "chart": "loss"}]
 
 
-def test_checkpoint_stop_saves_the_step_then_stops(run_root):
+def test_checkpoint_stop_saves_the_step_before_the_nan_then_stops(run_root):
     run = _loop(nan_at=12)
     m = _run(run_root, [Alerts(["nan:checkpoint-stop"], watch_interval_s=3600)])
     with tm.api.run_monitored(m):
         run()
     p = _passport(m)
-    assert p["stopped_at_step"] == 12 and [c["step"] for c in p["checkpoints"]] == [12]
-    assert (m.run_dir / "checkpoints" / "step-12.pt").is_file()
+    assert p["stopped_at_step"] == 12 and [c["step"] for c in p["checkpoints"]] == [11]
+    assert (m.run_dir / "checkpoints" / "step-11.pt").is_file()
 
 
 def test_without_a_stopping_nan_rule_the_wing_has_no_step_hook(run_root):

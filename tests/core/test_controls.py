@@ -179,8 +179,8 @@ class _FakeControl:
         self.stops += 1
         return True
 
-    def save_checkpoint(self, dir_path: str) -> str | None:
-        target = f"{dir_path}/fake-{len(self.saved)}"
+    def save_checkpoint(self, dir_path: str, name: str) -> str | None:
+        target = f"{dir_path}/{name}.fake"
         with open(target, "wb") as f:
             f.write(b"x" * 10)
         self.saved.append(target)
@@ -210,7 +210,7 @@ def test_a_framework_in_use_is_asked_to_stop_and_to_save_through_its_own_mechani
     p = _passport(m)
     assert control.stops == 1 and m.steps == 5  # no StopTraining: the framework ends itself
     assert p["status"] == "stopped" and p["stopped_via"] == "fake" and p["stopped_at_step"] == 1
-    assert p["checkpoints"] == [{"path": "checkpoints/fake-0", "step": 1, "bytes": 10,
+    assert p["checkpoints"] == [{"path": "checkpoints/step-1.fake", "step": 1, "bytes": 10,
                                  "seconds": p["checkpoints"][0]["seconds"], "source": "fake"}]
 
 

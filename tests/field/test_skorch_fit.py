@@ -63,7 +63,7 @@ class Counts(Callback):
         if training and self.steps == self.stop_at:  # the controls wing asks at a step boundary
             control = self.m.extension("frameworks").control
             assert control.name == "skorch" and control.request_stop() is True
-            self.saved.append(control.save_checkpoint(str(self.saved_dir)))
+            self.saved.append(control.save_checkpoint(str(self.saved_dir), f"step-{self.steps}"))
 
 
 def _net(callbacks=(), sleeps: bool = False, epochs: int = EPOCHS):
@@ -115,7 +115,7 @@ def test_skorch_stops_at_the_step_asked_by_its_own_stop_and_saves_through_save_p
         counts.m = m
         net.fit(X, y)  # skorch's partial_fit catches its own stop: nothing raised here
     assert m.steps == counts.steps == 4 and passport(m)["status"] == "completed"
-    assert counts.saved == [str(tmp_path / "trainmeter-checkpoint.pt")] and Path(counts.saved[0]).stat().st_size > 0
+    assert counts.saved == [str(tmp_path / "step-4.pt")] and Path(counts.saved[0]).stat().st_size > 0
     assert m.extension("frameworks").control is None  # the fit is over
 
 

@@ -41,12 +41,12 @@ def test_keras_stops_through_stop_training_and_saves_a_keras_file(tmp_path, monk
             if batch + 1 == STOP_AT:
                 control = _control(m)
                 assert control.name == "keras" and control.request_stop() is True
-                saved.append(control.save_checkpoint(str(tmp_path)))
+                saved.append(control.save_checkpoint(str(tmp_path), "step-1"))
 
     with tm.monitor(run_dir=tmp_path / "runs", interval_s=3600) as m:
         model.fit(x, x[:, :1], batch_size=8, epochs=3, verbose=0, callbacks=[AtStep()])
     assert m.steps == STOP_AT == int(model.optimizer.iterations)
-    assert saved == [str(tmp_path / "trainmeter-checkpoint.keras")] and Path(saved[0]).stat().st_size > 0
+    assert saved == [str(tmp_path / "step-1.keras")] and Path(saved[0]).stat().st_size > 0
     assert m.extension("frameworks").control is None  # the fit is over
 
 
@@ -62,13 +62,13 @@ def test_fastai_stops_by_cancel_fit_at_the_batch_end_and_saves_through_learn_sav
             if self.learn.train_iter + 1 == STOP_AT:
                 control = _control(m)
                 assert control.name == "fastai" and control.request_stop() is True
-                saved.append(control.save_checkpoint(str(tmp_path)))
+                saved.append(control.save_checkpoint(str(tmp_path), "step-1"))
 
     with tm.monitor(run_dir=tmp_path / "runs", interval_s=3600) as m:
         with learn.no_logging():
             learn.fit(3, 1e-2, cbs=AtStep())
     assert m.steps == STOP_AT == learn.train_iter
-    assert saved == [str(tmp_path / "trainmeter-checkpoint.pth")] and Path(saved[0]).exists()
+    assert saved == [str(tmp_path / "step-1.pth")] and Path(saved[0]).exists()
 
 
 def _fastai_learner():
@@ -108,14 +108,14 @@ def test_hf_trainer_stops_through_should_training_stop_and_saves_through_save_mo
             if state.global_step == STOP_AT:
                 ours = _control(m)
                 assert ours.name == "hf" and ours.request_stop() is True
-                saved.append(ours.save_checkpoint(str(tmp_path)))
+                saved.append(ours.save_checkpoint(str(tmp_path), "step-1"))
 
     trainer = _hf_trainer(tmp_path, AtStep())
     with tm.monitor(run_dir=tmp_path / "runs", interval_s=3600) as m:
         trainer.train()
     assert m.steps == STOP_AT == trainer.state.global_step
-    assert saved == [str(tmp_path / "trainmeter-checkpoint")]
-    assert (tmp_path / "trainmeter-checkpoint" / "config.json").exists()
+    assert saved == [str(tmp_path / "step-1")]
+    assert (tmp_path / "step-1" / "config.json").exists()
     assert not any("Trainmeter" in type(c).__name__ for c in trainer.callback_handler.callbacks)
 
 
@@ -140,7 +140,7 @@ def test_lightning_stops_through_should_stop_and_saves_through_save_checkpoint(t
             if trainer.global_step == STOP_AT:
                 ours = _control(m)
                 assert ours.name == "lightning" and ours.request_stop() is True
-                saved.append(ours.save_checkpoint(str(tmp_path)))
+                saved.append(ours.save_checkpoint(str(tmp_path), "step-1"))
 
     data = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.randn(64, 4)), batch_size=8)
     trainer = pl.Trainer(max_epochs=3, accelerator="cpu", logger=False, enable_checkpointing=False,
@@ -149,7 +149,7 @@ def test_lightning_stops_through_should_stop_and_saves_through_save_checkpoint(t
     with tm.monitor(run_dir=tmp_path / "runs", interval_s=3600) as m:
         trainer.fit(Tiny(), data)
     assert m.steps == STOP_AT == trainer.global_step
-    assert saved == [str(tmp_path / "trainmeter-checkpoint.ckpt")] and Path(saved[0]).exists()
+    assert saved == [str(tmp_path / "step-1.ckpt")] and Path(saved[0]).exists()
 
 
 def test_accelerate_cannot_stop_a_users_loop_and_saves_through_save_state(tmp_path):
@@ -162,8 +162,8 @@ def test_accelerate_cannot_stop_a_users_loop_and_saves_through_save_state(tmp_pa
         model, opt = accelerator.prepare(model, opt)
         control = _control(m)
         assert control.name == "accelerate" and control.request_stop() is False
-        written = control.save_checkpoint(str(tmp_path))
-    assert written == str(tmp_path / "trainmeter-checkpoint") and any(Path(written).iterdir())
+        written = control.save_checkpoint(str(tmp_path), "step-1")
+    assert written == str(tmp_path / "step-1") and any(Path(written).iterdir())
 
 
 def test_a_control_whose_framework_object_is_gone_says_so():

@@ -59,6 +59,9 @@ class Alerts(ExtensionBase):
         self._train_ident = threading.get_ident()
         self._watchdog = Watchdog(monitor, self, interval_s=self._watch_interval_s)
         self._watchdog.start()
+        rule = self._nan_stop
+        if rule is not None and rule.action == "checkpoint-stop":  # its checkpoint: the weights before the NaN step
+            monitor.controls.save_before_nonfinite(f"alert:{rule.text}")
 
     def stop(self) -> None:
         """Join the watchdog (idempotent)."""
@@ -151,7 +154,8 @@ class Alerts(ExtensionBase):
             return
         by, controls = f"alert:{rule.text}", m.controls
         if rule.action == "checkpoint-stop":
-            (controls.checkpoint_now if on_training_thread else controls.request_checkpoint)(by)
+            finite = rule.condition == "nan"  # the recovery point: finite weights (docs/spec.md section 21)
+            (controls.checkpoint_now if on_training_thread else controls.request_checkpoint)(by, finite=finite)
         # stop_now raises StopTraining unless a framework takes the stop
         (controls.stop_now if on_training_thread else controls.request_stop)(by)
 

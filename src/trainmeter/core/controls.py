@@ -14,6 +14,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from trainmeter.core.checkpoint_files import disk_error, free_stem, nonfinite_tensors, remove_partial
+
 MAX_FILES = 2000  # files summed for a checkpoint folder's bytes
 
 
@@ -31,17 +33,22 @@ class StopTraining(BaseException):
 class CheckpointRecord:
     """One checkpoint written during the run (passport.json ``checkpoints``, docs/spec.md): ``path`` relative to
     the run folder when inside it, ``bytes`` on disk (``None``: unreadable), ``seconds`` of the save, ``source``
-    ``trainmeter`` or the framework's name."""
+    ``trainmeter`` or the framework's name; ``recovery``: the sentence marking the recovery point a non-finite
+    loss asked for (which step's weights it holds), else ``None``."""
 
     path: str
     step: int
     bytes: int | None
     seconds: float | None
     source: str
+    recovery: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """The passport's form."""
-        return asdict(self)
+        """The passport's form (``recovery`` only on the recovery point)."""
+        out = asdict(self)
+        if self.recovery is None:
+            del out["recovery"]
+        return out
 
 
 @dataclass(frozen=True)
@@ -106,6 +113,9 @@ class Controls:
         self._stop_by: str | None = None
         self._stop_asked_at: int | None = None  # the step counted when the stop was asked
         self._checkpoint_by: str | None = None
+        self._checkpoint_finite = False  # the pending checkpoint is a non-finite loss's recovery point
+        self._finite_by: str | None = None  # who asked for a save before a step whose loss is not finite
+        self._recovery: CheckpointRecord | None = None  # saved before the step whose loss was not finite
         self._calls: list[tuple[str, Callable[[], None]]] = []  # work a wing asked to run at the next boundary
         self.stopped: StopRecord | None = None
         self.checkpoints: tuple[CheckpointRecord, ...] = ()
@@ -129,13 +139,15 @@ class Controls:
             self._arm()
         return True
 
-    def request_checkpoint(self, by: str) -> bool:
-        """Ask the training thread to checkpoint after the next optimizer step; whether the run took it."""
+    def request_checkpoint(self, by: str, *, finite: bool = False) -> bool:
+        """Ask the training thread to checkpoint after the next optimizer step (``finite``: as the recovery point,
+        see :meth:`checkpoint_now`); whether the run took it."""
         if not self.live():
             return False
         with self._lock:
             if self._checkpoint_by is None:
                 self._checkpoint_by = by
+            self._checkpoint_finite = self._checkpoint_finite or finite
             self._arm()
         return True
 
@@ -174,6 +186,7 @@ class Controls:
             stop_by, self._stop_by = self._stop_by, None
             asked_at, self._stop_asked_at = self._stop_asked_at, None
             checkpoint_by, self._checkpoint_by = self._checkpoint_by, None
+            finite, self._checkpoint_finite = self._checkpoint_finite, False
             calls, self._calls = self._calls, []
             self._armed = False
             fn, at = self._hook
@@ -182,7 +195,7 @@ class Controls:
             for key, call in calls:
                 self._m.guard(key, call)
             if checkpoint_by is not None:
-                self.checkpoint_now(checkpoint_by)
+                self.checkpoint_now(checkpoint_by, finite=finite)
             if fn is not None:
                 fn()
         finally:
@@ -205,12 +218,45 @@ class Controls:
         raise StopTraining(by, step)
 
     def use_framework(self, control: Any) -> None:
-        """Stop and save through ``control`` (``name``, ``request_stop() -> bool``, ``save_checkpoint(dir_path)``)
+        """Stop and save through ``control`` (``name``, ``request_stop() -> bool``, ``save_checkpoint(dir_path, name)``)
         while a framework's fit runs; ``None``: through none. Training thread."""
         self._framework = control
 
-    def checkpoint_now(self, by: str) -> CheckpointRecord | None:
-        """Checkpoint the step just counted; its record, or ``None`` when refused (said once). Never raises."""
+    def save_before_nonfinite(self, by: str) -> None:
+        """From now on, the first primary optimizer step whose loss read on the host is not finite is preceded by a
+        checkpoint of the weights it is about to change: ``by``'s recovery point (docs/spec.md section 21). A
+        global optimizer step pre-hook (the ``nan-checkpoint`` host patch) until the run's end. Training thread."""
+        probes = self._m.probes
+        if probes is not None:
+            self._finite_by = by
+            probes.add_pre_step_hook(self._before_step)
+
+    def _before_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        """Before an optimizer step: lane 1's primary step with a non-finite loss read -> save the finite state."""
+        probes = self._m.probes
+        if self._recovery is not None or self._finite_by is None or probes is None or not self.live():
+            return
+        try:
+            primary = probes.primary_optimizer
+            if (probes.hot_ident not in (0, threading.get_ident()) or (primary is not None and primary is not optimizer)
+                    or not probes.loss_not_finite()):
+                return
+            self._recovery = self._checkpoint(self._finite_by, "before")
+            self._finite_by = None  # one try
+        except Exception as exc:
+            self._m.warn_once("checkpoint-before-step", f"the checkpoint before a non-finite step failed: {exc!r}")
+
+    def checkpoint_now(self, by: str, *, finite: bool = False) -> CheckpointRecord | None:
+        """Checkpoint the step just counted; its record, or ``None`` when refused (said once). Never raises.
+
+        ``finite``: the recovery point a non-finite loss asks for: the checkpoint saved before that step's
+        optimizer step, else the weights now where every tensor is finite, else refused saying no finite state
+        exists."""
+        if finite and self._recovery is not None:
+            return self._recovery
+        return self._checkpoint(by, "after" if finite else None)
+
+    def _checkpoint(self, by: str, recovery: str | None) -> CheckpointRecord | None:
         m = self._m
         step = m.steps
         if m.run_dir is None:
@@ -222,6 +268,7 @@ class Controls:
             m.enter_phase("checkpoint")
             entered = True
             t0 = m.clock()
+            note = self._finite_state(step, recovery) if recovery is not None else None
             self.saving = True
             try:
                 path, source = self._save(step)
@@ -239,7 +286,8 @@ class Controls:
             rel = str(path.relative_to(m.run_dir))
         except ValueError:
             rel = str(path)
-        record = CheckpointRecord(path=rel, step=step, bytes=size_bytes(path), seconds=seconds, source=source)
+        record = CheckpointRecord(path=rel, step=step, bytes=size_bytes(path), seconds=seconds, source=source,
+                                  recovery=note)
         self.checkpoints = (*self.checkpoints, record)
         return record
 
@@ -247,13 +295,47 @@ class Controls:
         self.refused = (*self.refused, {"step": step, "by": by, "reason": reason})
         self._m.warn_once(f"checkpoint-refused-{len(self.refused)}", f"checkpoint at step {step} refused: {reason}")
 
+    def _finite_state(self, step: int, when: str) -> str | None:
+        """The recovery point's sentence when the weights after ``step`` are all finite; else ``_Refused`` saying
+        no finite state exists (``when``: ``before`` the step whose loss was not finite, or ``after`` it)."""
+        model = self._m.model_ref() if self._m.model_ref is not None else None
+        if model is None:
+            return None  # the save refuses it
+        bad, total = nonfinite_tensors(model)
+        if bad:
+            last = self.checkpoints[-1] if self.checkpoints else None
+            earlier = f"; the last checkpoint is {last.path} (step {last.step})" if last is not None else ""
+            raise _Refused(f"no finite state to save: {bad} of {total} tensors of the weights after step {step} are "
+                           "not finite and none was kept from before the step whose loss was not finite (a loss read "
+                           f"on the device or inside an optimizer's closure is known only after its step){earlier}")
+        if when == "before":
+            return (f"the recovery point: the weights after step {step}, saved before step {step + 1} applied the "
+                    "gradients of its non-finite loss")
+        return f"the recovery point: the weights after step {step}, finite after the step whose loss was not"
+
     def _save(self, step: int) -> tuple[Path, str]:
+        """Save as ``<run>/checkpoints/step-<step>`` (plus the saver's suffix; never over an earlier checkpoint);
+        on failure what it left under that name is removed and a disk error is named (docs/spec.md section 21)."""
         m = self._m
         folder = Path(m.run_dir) / "checkpoints"
+        folder.mkdir(parents=True, exist_ok=True)
+        stem = free_stem(folder, f"step-{step}")
+        try:
+            return self._write(folder, stem, step)
+        except _Refused:
+            raise
+        except Exception as exc:
+            disk = disk_error(exc, folder)
+            remove_partial(folder, stem)
+            if disk is not None:
+                raise _Refused(disk) from exc
+            raise
+
+    def _write(self, folder: Path, stem: str, step: int) -> tuple[Path, str]:
+        m = self._m
         control = self._framework
         if control is not None:
-            folder.mkdir(parents=True, exist_ok=True)
-            written = control.save_checkpoint(str(folder))
+            written = control.save_checkpoint(str(folder), stem)
             if written:
                 return Path(written), str(getattr(control, "name", "framework"))
         model = m.model_ref() if m.model_ref is not None else None
@@ -268,10 +350,10 @@ class Controls:
         optimizer = getattr(probes, "primary_optimizer", None) if probes is not None else None
         payload = {"model": model.state_dict(), "optimizer": optimizer.state_dict() if optimizer is not None else None,
                    "step": step}
-        folder.mkdir(parents=True, exist_ok=True)
-        path = folder / f"step-{step}.pt"
+        path = folder / f"{stem}.pt"
         tmp = path.with_name(path.name + ".tmp")
-        torch.save(payload, tmp)
+        with open(tmp, "wb") as f:  # a file object: the write's own OSError (ENOSPC...) reaches us, not torch's
+            torch.save(payload, f)
         os.replace(tmp, path)
         return path, "trainmeter"
 

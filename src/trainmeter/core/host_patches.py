@@ -63,6 +63,11 @@ PATCHES: tuple[HostPatch, ...] = (
               "the optimizer wing reads the rates there)", uninstall="its handle is removed at the run's end",
               sites=("core/probes.py:register_optimizer_step_post_hook",),
               private=("torch.optim.optimizer.register_optimizer_step_post_hook",)),
+    HostPatch(key="nan-checkpoint", touches="a global optimizer step pre-hook, only with a nan:checkpoint-stop "
+              "alert: a step whose loss read on the host is not finite is preceded by a checkpoint of the weights "
+              "it changes", uninstall="its handle is removed at the run's end",
+              sites=("core/probes.py:register_optimizer_step_pre_hook",),
+              private=("torch.optim.optimizer.register_optimizer_step_pre_hook",)),
     HostPatch(key="optimizer-init", touches="torch.optim.Optimizer.__init__ (an optimizer built in the run is "
               "seen, to find the trained model)", uninstall="the original is put back at the run's end",
               sites=("core/probes.py:Optimizer.__init__",), private=("torch.optim.Optimizer.__init__",)),

@@ -7,6 +7,7 @@ docs/architecture.md ("Hot path"), tests/core/test_hot_path.py; the parts wired 
 
 from __future__ import annotations
 
+import math
 import sys
 from threading import get_ident
 from typing import Any, Protocol
@@ -200,6 +201,23 @@ class TorchProbes:
     def primary_optimizer(self) -> Any:
         """The primary optimizer (whose steps are counted), or ``None`` before its first step. Any thread."""
         return self.hot.primary_optimizer()
+
+    def add_pre_step_hook(self, fn: Any) -> None:
+        """Install ``fn(optimizer, args, kwargs)`` as a global optimizer step pre-hook until the run's end (the
+        ``nan-checkpoint`` host patch: only a ``nan:checkpoint-stop`` alert asks). Training thread."""
+        from torch.optim.optimizer import register_optimizer_step_pre_hook
+
+        if host_patches.allow("nan-checkpoint", self._monitor.warn_once):
+            self._handles.append(register_optimizer_step_pre_hook(fn))
+
+    def loss_not_finite(self) -> bool:
+        """Whether a part of lane 1's step loss read on the host since the last step is not finite (``False``
+        where none was read: a device loss is read after its step). Lane 1's thread."""
+        hot = self.hot
+        if hot.fast_parts:
+            return not math.isfinite(hot.fast_sum)
+        loss = self.loss.step_loss
+        return loss is not None and any(v is not None and not math.isfinite(v) for v, _ in loss.parts)
 
     @property
     def hot_ident(self) -> int:

@@ -8,8 +8,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-SAVE_NAME = "trainmeter-checkpoint"  # the file or folder a control writes inside dir_path
-
 
 class FrameworkControl:
     """Stop and save through the framework that is training (``name``: ``"hf"``, ...), holding its object weakly:
@@ -40,12 +38,12 @@ class FrameworkControl:
         self.stop_requested = True
         return True
 
-    def save_checkpoint(self, dir_path: str) -> str:
-        """Save through the framework's saver into ``dir_path``; the path it wrote (its own answer, else ours);
-        ``None`` with no ``saver`` (trainmeter's own save then)."""
+    def save_checkpoint(self, dir_path: str, name: str) -> str | None:
+        """Save through the framework's saver as ``name`` (``step-<n>``) plus its suffix inside ``dir_path``; the
+        path it wrote (its own answer, else ours); ``None`` with no ``saver`` (trainmeter's own save then)."""
         if not self.saver:
             return None
-        path = Path(dir_path) / f"{SAVE_NAME}{self.suffix}"
+        path = Path(dir_path) / f"{name}{self.suffix}"
         written = getattr(self.target(), self.saver)(path.absolute() if self.absolute else str(path))
         return str(written) if written is not None else str(path)
 

@@ -246,7 +246,8 @@ def render_markdown(p: dict[str, Any]) -> str:
             where = ckpt.get("path") or f"a stream, no file: {ckpt.get('note') or 'not seen'}"  # never its repr
             lines.append(f"- Checkpoint at step {ckpt.get('step')}: {markdown_text(where)} "
                          f"({format_bytes(ckpt.get('bytes'))}, {format_seconds(ckpt.get('seconds'))}, "
-                         f"{markdown_text(ckpt.get('source'))})")
+                         f"{markdown_text(ckpt.get('source'))})"
+                         + (f": {markdown_text(ckpt['recovery'])}" if ckpt.get("recovery") else ""))
     for alert in p.get("alerts") or []:  # the alerts wing: what fired and what it did
         if isinstance(alert, dict) and alert.get("sentence"):
             lines.append(f"- Alert: {markdown_text(alert['sentence'])}")

@@ -1,0 +1,68 @@
+"""Checkpoint files: a free name per step, what a failed save left removed, a disk error named as one, and the
+finite check of a NaN's recovery point (docs/spec.md section 21). Training thread (a checkpoint's)."""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+LOW_DISK_BYTES = 1 << 20  # free bytes under which a failed save is named a full disk (its saver may not say)
+DISK_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG, errno.EIO)
+
+
+def nonfinite_tensors(model: Any) -> tuple[int, int]:
+    """``(not finite, all)`` floating tensors of ``model``'s state dict, each read through a CPU copy as a save
+    copies it (no device allocation; the sync is the checkpoint's)."""
+    bad = total = 0
+    for tensor in model.state_dict().values():
+        if getattr(tensor, "is_floating_point", None) is not None and tensor.is_floating_point():
+            total += 1
+            bad += not bool(tensor.detach().cpu().isfinite().all())
+    return bad, total
+
+
+def free_stem(folder: Path, stem: str) -> str:
+    """``stem``, or ``stem-2``, ``stem-3``... when a checkpoint of that step is already in ``folder``."""
+    taken = {name.split(".")[0] for name in os.listdir(folder)}
+    n = 1
+    name = stem
+    while name in taken:
+        n += 1
+        name = f"{stem}-{n}"
+    return name
+
+
+def remove_partial(folder: Path, stem: str) -> None:
+    """Remove what a failed save left named ``stem`` (a file, its ``.tmp``, a saver's folder); never raises."""
+    try:
+        for name in os.listdir(folder):
+            if name == stem or name.startswith(stem + "."):
+                path = folder / name
+                if path.is_dir() and not path.is_symlink():
+                    shutil.rmtree(path, ignore_errors=True)
+                else:
+                    path.unlink(missing_ok=True)
+    except OSError:
+        pass
+
+
+def disk_error(exc: BaseException, folder: Path) -> str | None:
+    """The sentence naming a disk error behind ``exc`` (its OSError chain, else under :data:`LOW_DISK_BYTES` free
+    at ``folder`` when the save failed: a saver that writes by path reports only a short write), else ``None``."""
+    seen: BaseException | None = exc
+    for _ in range(8):
+        if seen is None:
+            break
+        if isinstance(seen, OSError) and seen.errno in DISK_ERRNOS:
+            return f"disk error: {os.strerror(seen.errno).lower()} ({errno.errorcode[seen.errno]}) writing {folder}"
+        seen = seen.__cause__ or seen.__context__
+    try:
+        free = shutil.disk_usage(folder).free
+    except OSError:
+        return None
+    if free < LOW_DISK_BYTES:
+        return f"disk error: no space left on device ({free} bytes free at {folder}; the saver said {exc!r})"
+    return None
