@@ -99,6 +99,10 @@ PATCHES: tuple[HostPatch, ...] = (
               uninstall="the originals are put back at the run's end",
               sites=("timesplit/extension.py:owner.attr", "timesplit/extension.py:torch.save"),
               private=("torch.utils.data.dataloader._BaseDataLoaderIter.__next__",)),
+    HostPatch(key="lineage", touches="torch.load, only in a run given --resume whose parent listed checkpoints (the "
+              "path loaded is matched to them: the step resumed from, docs/spec.md section 22)",
+              uninstall="the original is put back at the run's end",
+              sites=("lineage/extension.py:torch.serialization.load", "lineage/extension.py:torch.load")),
     HostPatch(key="taps", touches="logging calls of W&B, TensorBoard and MLflow, Lightning's logger connector, and "
               "Hugging Face Trainer.train for its logs (the integration wing's callback reads them at on_log; "
               "read as series)", uninstall="the originals are put back at the run's end",
