@@ -74,6 +74,16 @@ def test_a_resumed_run_reads_its_parent_step_from_the_checkpoint_it_loads_and_co
     assert "- Lineage: first → second" in md and "Resumed from step 80 (detected" in md
     assert "lost work 20 steps" in md
 
+    with tm.monitor(name="third", run_dir=run_root, resume=m.run_dir) as third:  # a path; nothing listed to load
+        for step in range(201, 211):
+            _step(model, opt, step)
+    lineage = _passport(third)["lineage"]
+    assert [(r["path"], r["resumed_from_step"], r["lost_steps"]) for r in lineage["runs"]] == [
+        (f"../{first.run_dir.name}", None, 20), (f"../{m.run_dir.name}", 80, 0), (".", 200, None)]
+    assert lineage["resumed_from"]["provenance"] == "assumed" and "in memory" in lineage["resumed_from"]["source"]
+    assert lineage["training"]["steps"] == 210 and lineage["training"]["lost_steps"] == 20
+    assert lineage["training"]["tokens"] == 210 * 4 * 6
+
 
 def test_a_resumed_run_that_loads_nothing_assumes_the_parents_last_checkpoint_and_says_why(run_root):
     _first_run(run_root)

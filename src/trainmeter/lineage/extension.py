@@ -129,20 +129,28 @@ class Lineage(ExtensionBase):
         return LineageView(steps_before=before["steps"], tokens_before=before["tokens"])
 
     # -- the record ------------------------------------------------------------------------------------------
+    def _at_resume(self) -> tuple[int | None, dict[str, Any]]:
+        """The parent's own tokens and FLOPs by convention after the step resumed from (FLOPs: its FLOPs spent times
+        the share of its tokens trained by then)."""
+        parent, k = self.parent, self.resumed.step
+        tokens = parent.tokens_after.get(k) if parent is not None else None
+        total = parent.passport.get("tokens") if parent is not None else None
+        share = tokens / total if tokens is not None and total else (0.0 if tokens == 0 else None)
+        return tokens, {conv: None if share is None or v is None else v * share
+                        for conv, v in self._parent_flops().items()}
+
     def _before(self) -> dict[str, Any]:
         """The training at the resumed step: the parent's ``before`` plus the parent's own counts at its step."""
-        parent, k = self.parent, self.resumed.step
+        parent = self.parent
         if parent is None:
             return {"steps": 0, "tokens": None, "token_unit": None, "flops_spent": {}}
-        base = parent.lineage.get("before") or {"steps": 0, "tokens": 0, "flops_spent": None}
-        own_tokens = parent.tokens_at(k)
-        share = own_tokens / parent.passport["tokens"] if own_tokens is not None and parent.passport.get("tokens") \
-            else (0.0 if own_tokens == 0 else None)
-        flops = {conv: _plus(None if share is None or v is None else v * share,
-                             0.0 if base.get("flops_spent") is None else base["flops_spent"].get(conv))
-                 for conv, v in self._parent_flops().items()}
-        return {"steps": (base.get("steps") or 0) + k, "tokens": _plus(base.get("tokens"), own_tokens),
-                "token_unit": parent.passport.get("token_unit"), "flops_spent": flops}
+        base = parent.lineage.get("before") or {"steps": 0, "tokens": 0}
+        base_flops = base.get("flops_spent") if "flops_spent" in base else {}
+        tokens, flops = self._at_resume()
+        return {"steps": (base.get("steps") or 0) + self.resumed.step, "tokens": _plus(base.get("tokens"), tokens),
+                "token_unit": parent.passport.get("token_unit"),
+                "flops_spent": {conv: _plus(v, base_flops.get(conv, 0.0) if isinstance(base_flops, dict) else None)
+                                for conv, v in flops.items()}}
 
     def _parent_flops(self) -> dict[str, Any]:
         compute = self.parent.passport.get("compute") if self.parent is not None else None
@@ -170,12 +178,9 @@ class Lineage(ExtensionBase):
         compute = m.extension("compute")
         spent = {name[12:-1]: d.value for name, d in getattr(compute, "derived", {}).items()
                  if name.startswith("flops_spent[")}
-        parent_tokens = parent.passport.get("tokens")
-        lost = {"steps": parent.steps - r.step, "tokens": _minus(parent_tokens, parent.tokens_at(r.step)),
-                "flops_spent": {conv: _minus(v, _minus(before["flops_spent"].get(conv),
-                                                       (parent.lineage.get("before") or {}).get("flops_spent", {})
-                                                       .get(conv, 0.0)))
-                                for conv, v in self._parent_flops().items()}}
+        tokens_at, flops_at = self._at_resume()
+        lost = {"steps": parent.steps - r.step, "tokens": _minus(parent.tokens_after.get(parent.steps), tokens_at),
+                "flops_spent": {conv: _minus(v, flops_at.get(conv)) for conv, v in self._parent_flops().items()}}
         restart_s = self._restart_s()
         earlier = parent.lineage.get("training") or {}
         training = {"steps": before["steps"] + m.steps, "token_unit": unit if same_unit else None,

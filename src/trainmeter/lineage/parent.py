@@ -38,11 +38,12 @@ def resolve_parent(spec: Any, root: Path) -> Path:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ParentRecord:
-    """What the parent's record says: its passport and per-step token counts (``None``: not read)."""
+    """What the parent's record says: its passport, and its own tokens (or samples) after each checkpoint's step
+    and its last (``tokens_after``; empty when they were not read: no batch, or a log missing steps)."""
 
     folder: Path
     passport: dict[str, Any]
-    tokens_per_step: tuple[int, ...] | None
+    tokens_after: dict[int, int]
 
     @property
     def steps(self) -> int:
@@ -53,9 +54,7 @@ class ParentRecord:
     @property
     def checkpoints(self) -> list[dict[str, Any]]:
         """Its checkpoint records (``tm.checkpoint()`` and every saver's), in step order."""
-        out = [c for c in self.passport.get("checkpoints") or [] if isinstance(c, dict) and
-               isinstance(c.get("step"), int) and isinstance(c.get("path"), str)]
-        return sorted(out, key=lambda c: c["step"])
+        return checkpoints_of(self.passport)
 
     @property
     def lineage(self) -> dict[str, Any]:
@@ -69,22 +68,31 @@ class ParentRecord:
         inside = self.folder / path
         return os.path.abspath(inside if not path.is_absolute() and inside.exists() else path)
 
-    def tokens_at(self, step: int) -> int | None:
-        """The parent's own tokens (or samples) after its step ``step``; ``None`` when not read."""
-        if self.tokens_per_step is None or step > len(self.tokens_per_step):
-            return None
-        return sum(self.tokens_per_step[:step])
+
+def checkpoints_of(passport: dict[str, Any]) -> list[dict[str, Any]]:
+    """A passport's checkpoint records with a step and a path, in step order."""
+    out = [c for c in passport.get("checkpoints") or [] if isinstance(c, dict) and
+           isinstance(c.get("step"), int) and isinstance(c.get("path"), str)]
+    return sorted(out, key=lambda c: c["step"])
 
 
 def read_parent(folder: Path) -> ParentRecord:
-    """The parent's record (a run without a passport is summarised from its log, as ``tm.load`` does)."""
+    """The parent's record (a run without a passport is summarised from its log, as ``tm.load`` does); its tokens
+    summed from the log's per-step counts (docs/spec.md section 6 ``steps``), bounded to the steps it needs."""
     passport = load(folder).passport
-    per_step: list[int] | None = None
+    steps = passport.get("steps") if isinstance(passport.get("steps"), int) else 0
+    wanted = {c["step"] for c in checkpoints_of(passport)} | {steps}
+    after: dict[int, int] = {}
     if passport.get("token_unit") is not None:
-        per_step = []
+        seen = total = 0
         try:
             for e in iter_events(folder / LOG_FILE, kinds=("steps",)):
-                per_step += [int(v) for v in e.get("value") or []]
+                for value in e.get("value") or []:
+                    seen, total = seen + 1, total + int(value)
+                    if seen in wanted:
+                        after[seen] = total
         except (OSError, TypeError, ValueError):
-            per_step = None
-    return ParentRecord(folder=folder, passport=passport, tokens_per_step=None if per_step is None else tuple(per_step))
+            seen = -1
+        if seen != steps:  # a gap in the log: the counts are not all there (unknown, never a guess)
+            after = {}
+    return ParentRecord(folder=folder, passport=passport, tokens_after=after)
