@@ -123,8 +123,11 @@ class Lineage(ExtensionBase):
             self.first_step_s = m.elapsed_s()
             m.next_step_hook_at(sys.maxsize, self)
 
-    def view(self) -> LineageView:
-        """The training's counts at the resumed step (compute's progress and ETA read them)."""
+    def view(self) -> LineageView | None:
+        """The training's counts at the resumed step (compute's progress and ETA read them); ``None`` until the
+        parent was read (a fault: the run counts as its own)."""
+        if self.parent is None:
+            return None
         before = self._before()
         return LineageView(steps_before=before["steps"], tokens_before=before["tokens"])
 
