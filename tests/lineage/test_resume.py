@@ -54,7 +54,9 @@ def test_a_resumed_run_reads_its_parent_step_from_the_checkpoint_it_loads_and_co
         opt.load_state_dict(saved["optimizer"])
         for step in range(81, 201):
             _step(model, opt, step)
+    assert not hasattr(torch.load, "__trainmeter_original__")  # torch.load put back at the run's end
     p = _passport(m)
+    assert "lineage" not in p1 and p1["options"]["resume"] is None
     lineage = p["lineage"]
     assert lineage["parent"] == f"../{first.run_dir.name}" and p["options"]["resume"] == lineage["parent"]
     assert lineage["resumed_from"] == {"step": 80, "parent_step": 80, "provenance": "detected",
