@@ -116,3 +116,19 @@ def test_the_resume_flag_alone_means_last_and_a_bad_one_is_a_usage_error(run_roo
     assert parse_flags(f"--dir {run_root} --resume first --name again").resume == first.run_dir.resolve()
     with pytest.raises(UsageError, match="invalid value 'second' for --resume"):
         parse_flags(f"--dir {run_root} --resume second")
+
+
+def test_loading_a_file_the_parents_own_torch_save_wrote_is_the_step_resumed_from(run_root, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    model, opt = _setup()
+    with tm.monitor(name="saver", run_dir=run_root):
+        for step in range(1, 11):
+            _step(model, opt, step)
+            if step == 6:
+                torch.save(model.state_dict(), "mine.pt")  # the loop's own saver: a checkpoint record
+    with tm.monitor(name="again", run_dir=run_root, resume="saver") as m:
+        model.load_state_dict(torch.load("mine.pt", weights_only=True))
+        _step(model, opt, 7)
+    lineage = _passport(m)["lineage"]
+    assert lineage["resumed_from"]["step"] == 6 and lineage["resumed_from"]["provenance"] == "detected"
+    assert lineage["resumed_from"]["checkpoint"] == "mine.pt" and lineage["lost_work"]["steps"] == 4
