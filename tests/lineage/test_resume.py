@@ -99,7 +99,7 @@ def test_a_resumed_run_that_loads_nothing_assumes_the_parents_last_checkpoint_an
     assert _passport(m)["compute"]["progress"] == pytest.approx(90 / 200)
 
 
-@pytest.mark.parametrize("value", ["nothing-here", "", 3, "/no/such/run"])
+@pytest.mark.parametrize("value", ["nothing-here", "", 3, "/no/such/run", "x" * 5000, True])
 def test_resume_naming_no_saved_run_is_refused_before_the_run_starts_naming_the_value(run_root, value):
     with pytest.raises(ValueError, match="for --resume: .*expected last, the name of a saved run"):
         tm.monitor(run_dir=run_root, resume=value)

@@ -21,12 +21,11 @@ def resolve_parent(spec: Any, root: Path) -> Path:
     if not isinstance(spec, (str, Path)) or not str(spec).strip() or "\x00" in str(spec):
         raise ValueError(f"invalid value {spec!r} for --resume: {VALID}")
     text = str(spec)
-    folders = run_folders(Path(root).expanduser())
+    folders, folder = run_folders(Path(root).expanduser()), Path(text).expanduser()
     if text == "last":
         found = folders[-1:]
-    elif Path(text).expanduser().is_dir():
-        folder = Path(text).expanduser()
-        found = [folder] if folder in run_folders(folder.parent) else []
+    elif _is_run_folder(folder):
+        found = [folder]
     else:  # a run name: <stamp>-<name> or <stamp>-<name>-<n> (record/runs.py make_run_dir)
         same = re.compile(r"[0-9]{8}T[0-9]{6}Z-" + re.escape(text) + r"(-[0-9]+)?\Z")
         found = [f for f in folders if same.match(f.name)][-1:]
@@ -34,6 +33,13 @@ def resolve_parent(spec: Any, root: Path) -> Path:
         raise ValueError(f"invalid value {spec!r} for --resume: no saved run by that name or path under "
                          f"{str(root)!r}; {VALID}")
     return Path(os.path.abspath(found[0]))
+
+
+def _is_run_folder(folder: Path) -> bool:
+    try:
+        return folder.is_dir() and folder in run_folders(folder.parent)
+    except OSError:  # a name too long for the file system, say: no run
+        return False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
