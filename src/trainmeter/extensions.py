@@ -13,7 +13,7 @@ from trainmeter.options import MonitorOptions
 
 # Every wing name a requirement may name (a name missing from a run, a rank's gpu and node, is allowed).
 WING_NAMES = ("overhead", "compute", "gpu", "energy", "time", "node", "taps", "distributed", "optim", "curves",
-              "verdicts", "alerts", "frameworks")
+              "verdicts", "alerts", "frameworks", "lineage")
 
 
 def default_extensions(options: MonitorOptions) -> list[Any]:
@@ -26,6 +26,7 @@ def default_extensions(options: MonitorOptions) -> list[Any]:
     from trainmeter.gpu.extension import GpuExtension
     from trainmeter.host.extension import NodeSampler
     from trainmeter.integrations.extension import pair
+    from trainmeter.lineage.extension import Lineage
     from trainmeter.optim.extension import OptimExtension
     from trainmeter.overhead.extension import Overhead
     from trainmeter.ranks.extension import RanksExtension
@@ -40,6 +41,8 @@ def default_extensions(options: MonitorOptions) -> list[Any]:
     out: list[Any] = [Overhead(), ComputeExtension(), gpu, EnergyExtension(), TimeSplit(), NodeSampler(),
                       *pair(tap=options.tap), RanksExtension(), OptimExtension(),
                       CurvesRecorder(), Verdicts(), Alerts(options.alerts)]  # curves: curves.json, so tm.compare need not re-read the log
+    if options.resume is not None:  # a run that continues a saved one (docs/spec.md section 22)
+        out.append(Lineage(options.resume))
     # node samplers run once per node: on local rank 0, and not in a child whose monitored parent samples
     if identity.local_rank not in (None, 0) or inherited_run_dir() is not None:
         out = [ext for ext in out if ext.name not in ("gpu", "node")]
@@ -85,6 +88,7 @@ START_MODULES = (
     "trainmeter.overhead.extension", "trainmeter.ranks.extension", "trainmeter.ranks.identity",
     "trainmeter.ranks.launch", "trainmeter.ranks.autostart",
     "trainmeter.timesplit.extension", "trainmeter.verdicts.extension", "trainmeter.record.recorder",
+    "trainmeter.lineage.extension", "trainmeter.lineage.parent",
     "trainmeter.record.environment",
     # the core's probes, installed at start
     "trainmeter.core.probes", "trainmeter.core.wrappers", "trainmeter.core.discovery",

@@ -30,7 +30,9 @@ def build_parser() -> argparse.ArgumentParser:
     groups: dict[str, Any] = {}
     for f in FLAGS:
         target = groups.setdefault(f.group, p.add_mutually_exclusive_group()) if f.group else p
-        if f.metavar:
+        if f.metavar and f.bare:
+            target.add_argument(f.flag, dest=f.dest, nargs="?", const=f.bare)
+        elif f.metavar:
             target.add_argument(f.flag, dest=f.dest)
         else:
             target.add_argument(f.flag, dest=f.dest, action="store_true")

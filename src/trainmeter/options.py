@@ -59,6 +59,7 @@ class MonitorOptions:
     grid_source: str | None = None
     max_series: int = 256
     alerts: tuple[str, ...] = ()
+    resume: Path | None = None  # the parent run's folder (lineage/parent.py), resolved before the run starts
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-ready dict of the options."""
@@ -77,6 +78,7 @@ class Flag:
     help: str
     default: str
     group: str = ""
+    bare: str = ""  # the value of the flag given with none (``--resume`` alone: ``last``)
 
     @property
     def dest(self) -> str:
@@ -120,6 +122,9 @@ FLAGS: tuple[Flag, ...] = (
     Flag("--alert", "alerts", "RULES", "alerts that act, CONDITION[:ACTION] joined by commas: conditions nan, spike, "
          "throughput, starved, memory[=F], hang[=S], SERIES>X, SERIES<X; actions show, notify, stop, "
          "checkpoint-stop (nan:stop,hang=120:notify)", "none"),
+    Flag("--resume", "resume", "RUN", "continue a saved run as one training: last (the default), a run name or a "
+         "run folder; its counts, budget progress and lost work carry on (docs/spec.md section 22)", "none",
+         bare="last"),
 )
 """Every ``%%trainmeter`` flag, in help order (tests/test_options.py checks it covers every option)."""
 
@@ -127,7 +132,7 @@ FLAGS: tuple[Flag, ...] = (
 def flags_help() -> str:
     """The ``%%trainmeter`` flags, one per line: flag, value, what it does (valid values, units), default."""
     lines = ["%%trainmeter [flags]: run the cell monitored. Flags (each at most once):"]
-    heads = [f"{f.flag} {f.metavar}".rstrip() for f in FLAGS]
+    heads = [f"{f.flag} {f'[{f.metavar}]' if f.bare else f.metavar}".rstrip() for f in FLAGS]
     width = max(len(h) for h in heads)
     for head, f in zip(heads, FLAGS, strict=True):
         excl = [g.flag for g in FLAGS if f.group and g.group == f.group and g is not f]
@@ -224,7 +229,7 @@ def make_options(*, name: str | None = None, budget_tokens: Any = None, budget_s
                  layers: Any = None, d_model: Any = None, seq_len: Any = None, vocab: Any = None,
                  gpus: str | None = None, memory_snapshot_step: Any = None, tap: bool = True,
                  grid_gco2_per_kwh: Any = None, grid_source: str | None = None, max_series: Any = None,
-                 alert: Any = None) -> MonitorOptions:
+                 alert: Any = None, resume: Any = None) -> MonitorOptions:
     """Validate user input and build :class:`MonitorOptions`; ``ValueError`` naming a bad value and what is valid."""
     from trainmeter.alerts.rules import parse_rules  # each --alert rule parsed and written back
     from trainmeter.compute.peaks import validate_peak  # the one peak check: a peak the flag takes, the wing uses
@@ -242,16 +247,26 @@ def make_options(*, name: str | None = None, budget_tokens: Any = None, budget_s
     conv = _convention(_text(convention, "--convention"))
     gpu_spec = _gpus(gpus)
     grid = _grid(grid_gco2_per_kwh, _text(grid_source, "--grid-source"))
+    root = _run_root(run_dir)
     return MonitorOptions(name=run_name, budget_tokens=_count(budget_tokens, "--budget-tokens"),
                           budget_steps=_count(budget_steps, "--budget-steps"), budget_flops=flops,
-                          run_root=_run_root(run_dir), interval_s=interval, widget=bool(widget), convention=conv,
+                          run_root=root, interval_s=interval, widget=bool(widget), convention=conv,
                           peak_tflops=peak, peak_source=peak_source, layers=_whole(layers, "--layers"),
                           d_model=_whole(d_model, "--d-model"), seq_len=_whole(seq_len, "--seq-len"),
                           vocab=_whole(vocab, "--vocab"), gpus=gpu_spec,
                           memory_snapshot_step=_whole(memory_snapshot_step, "--memory-snapshot-step"), tap=bool(tap),
                           grid_gco2_per_kwh=grid, grid_source=str(grid_source).strip() if grid is not None else None,
                           max_series=_whole(max_series, "--max-series") or 256,
-                          alerts=tuple(r.text for r in parse_rules(alert)))
+                          alerts=tuple(r.text for r in parse_rules(alert)), resume=_resume(resume, root))
+
+
+def _resume(spec: Any, root: Path) -> Path | None:
+    """``--resume``: ``last``, a run name or a run folder, resolved to the parent's folder (lineage/parent.py)."""
+    if spec is None or spec is False:
+        return None
+    from trainmeter.lineage.parent import resolve_parent
+
+    return resolve_parent("last" if spec is True else spec, root)
 
 
 def _grid(gco2_per_kwh: Any, source: str | None) -> float | None:

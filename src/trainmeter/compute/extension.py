@@ -14,6 +14,7 @@ from trainmeter.compute.view import ComputeView
 from trainmeter.core.extension import ExtensionBase, Report
 from trainmeter.core.provenance import Derivation, Input
 from trainmeter.core.throughput import BATCH_CALL, tokens_missing
+from trainmeter.lineage.view import training_counts
 from trainmeter.sizes import format_percent
 
 if TYPE_CHECKING:
@@ -220,7 +221,8 @@ class ComputeExtension(ExtensionBase):
                                                 peak_missing=self.peak_missing, unit=unit)
             out[f"flops_spent[{conv}]"] = flops_spent(f, tokens, unit=unit)
         out.update(self._of_achievable(per_conv, train_tps))
-        out.update(self._budget(m.steps, tokens, train_tps, session_tps, per_conv, whole_run=whole_run))
+        out.update(self._budget(*training_counts(m, m.steps, tokens), train_tps, session_tps, per_conv,
+                                whole_run=whole_run))  # over the training when resumed (docs/spec.md section 22)
         self.derived = {name: replace(d, name=name) for name, d in out.items()}
 
     def ceiling(self) -> Any:
@@ -257,7 +259,7 @@ class ComputeExtension(ExtensionBase):
             return None
         interval, session = m.interval, m.session
         tokens = m.tokens if m.token_unit is not None else None
-        figures = self._budget(m.steps, tokens, interval.train_tokens_per_s if interval else None,
+        figures = self._budget(*training_counts(m, m.steps, tokens), interval.train_tokens_per_s if interval else None,
                                session.session_tokens_per_s if session else None, {}, recent=recent)
         return progress_bar({}, {name: d.to_dict() for name, d in figures.items()})
 

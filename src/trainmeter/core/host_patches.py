@@ -109,6 +109,10 @@ PATCHES: tuple[HostPatch, ...] = (
               "step (a temp file, then a rename), moves the record to the final file; any other rename goes "
               "straight through", uninstall="the originals are put back at the run's end",
               sites=("timesplit/extension.py:os.replace", "timesplit/extension.py:os.rename")),
+    HostPatch(key="lineage", touches="torch.load, only in a run given --resume whose parent listed checkpoints (the "
+              "path loaded is matched to them: the step resumed from, docs/spec.md section 22)",
+              uninstall="the original is put back at the run's end",
+              sites=("lineage/extension.py:torch.serialization.load", "lineage/extension.py:torch.load")),
     HostPatch(key="taps", touches="logging calls of W&B, TensorBoard and MLflow, Lightning's logger connector, and "
               "Hugging Face Trainer.train for its logs (the integration wing's callback reads them at on_log; "
               "read as series)", uninstall="the originals are put back at the run's end",

@@ -4,6 +4,8 @@ card), built from the monitor's state at the end of the run."""
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 from typing import Any
 
 from trainmeter.core.context import RunContext
@@ -53,7 +55,18 @@ RUN_ROOT_RECORDED = ".."  # the run root as the record says it: the run folder's
 
 def record_options(options: Any) -> dict[str, Any]:
     """The options as the record keeps them: no absolute path (it can hold a user name), the run root relative."""
-    return {**options.to_dict(), "run_root": RUN_ROOT_RECORDED}
+    out = {**options.to_dict(), "run_root": RUN_ROOT_RECORDED}
+    if getattr(options, "resume", None) is not None:  # the parent's folder, relative (docs/spec.md section 22)
+        out["resume"] = relative_to_run(options.resume, options.run_root)
+    return out
+
+
+def relative_to_run(parent: Path, run_root: Path) -> str:
+    """The parent's folder as a run folder under ``run_root`` reaches it (the record holds no absolute path)."""
+    try:
+        return Path(os.path.relpath(parent, Path(os.path.abspath(run_root)) / "run")).as_posix()
+    except ValueError:  # another drive: its folder name only
+        return f"../{parent.name}"
 
 
 def build_passport(m: RunContext) -> dict[str, Any]:
@@ -226,6 +239,9 @@ def render_markdown(p: dict[str, Any]) -> str:
     mem = p.get("memory") or {}
     if mem.get("rss_peak_bytes"):
         lines.append(f"- Host memory (RSS) peak at sampling points: {format_bytes(mem['rss_peak_bytes'])}")
+    lineage = p.get("lineage")  # the lineage wing: a resumed run (docs/spec.md section 22)
+    if isinstance(lineage, dict) and lineage.get("markdown"):
+        lines.append(lineage["markdown"])
     compute = p.get("compute")
     if isinstance(compute, dict) and compute.get("markdown"):
         lines += ["", compute["markdown"]]

@@ -1,0 +1,239 @@
+"""The lineage wing (extension ``"lineage"``): a run resumed from a saved one (``--resume``) counts on from the step it
+resumed from, read from the loop's ``torch.load`` of a checkpoint the parent listed, else assumed and said; its
+passport section holds the lineage, the training's counts and the work the restart cost (docs/spec.md section 22).
+Thread safety: the ``torch.load`` wrapper runs on any thread and only sets one attribute; the rest on the training
+thread."""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from trainmeter.core import host_patches
+from trainmeter.core.context import RunContext
+from trainmeter.core.extension import ExtensionBase
+from trainmeter.core.lifecycle import probes_available
+from trainmeter.core.patches import ORIGINAL_ATTR, Patches
+from trainmeter.core.provenance import Derivation, Input
+from trainmeter.core.text import markdown_text
+from trainmeter.lineage.parent import ParentRecord, read_parent
+from trainmeter.lineage.view import LineageView
+from trainmeter.record.passport import relative_to_run
+from trainmeter.sizes import format_count, format_duration
+
+
+@dataclass(frozen=True, slots=True)
+class Resumed:
+    """The parent's own step this run resumed from, its provenance (``detected`` or ``assumed``) and why."""
+
+    step: int
+    provenance: str
+    source: str
+    checkpoint: str | None = None
+
+
+def _plus(a: Any, b: Any) -> Any:
+    return None if a is None or b is None else a + b
+
+
+def _minus(a: Any, b: Any) -> Any:
+    return None if a is None or b is None else a - b
+
+
+def _time(iso: Any) -> datetime | None:
+    try:
+        return datetime.fromisoformat(iso)
+    except (TypeError, ValueError):
+        return None
+
+
+class Lineage(ExtensionBase):
+    """One resumed run's lineage: in the wiring only when ``--resume`` is given."""
+
+    name = "lineage"
+    requires = ("compute",)  # this run's FLOPs spent, read at the passport
+
+    def __init__(self, parent_folder: Path) -> None:
+        self._folder = parent_folder
+        self._m: RunContext | None = None
+        self.parent: ParentRecord | None = None
+        self.resumed = Resumed(0, "assumed", "the parent's record was not read")
+        self._paths: dict[str, dict[str, Any]] = {}  # absolute path of each parent checkpoint -> its record
+        self._patches = Patches()
+        self.first_step_s: float | None = None  # session seconds at this run's first optimizer step
+
+    def start(self, context: RunContext) -> None:
+        """Read the parent's record; watch ``torch.load`` for one of its checkpoints."""
+        self._m = context
+        parent = self.parent = read_parent(self._folder)
+        checkpoints = parent.checkpoints
+        if checkpoints:
+            last = checkpoints[-1]
+            self.resumed = Resumed(last["step"], "assumed", "the parent's last checkpoint: no checkpoint it listed "
+                                   "was loaded during this run", last["path"])
+        else:
+            self.resumed = Resumed(parent.steps, "assumed", "the parent listed no checkpoint: the model in memory "
+                                   "is taken to go on from the parent's last step")
+        self._paths = {parent.checkpoint_path(c): c for c in checkpoints}
+        if not self._paths or not probes_available() or not host_patches.allow("lineage", context.warn_once):
+            return
+        import torch
+
+        self._patches.wrap(torch.serialization, "load", self._make_load)
+        wrapped = vars(torch.serialization).get("load")
+        if getattr(wrapped, ORIGINAL_ATTR, None) is getattr(torch, "load", None):
+            self._patches.set(torch, "load", wrapped)
+
+    def stop(self) -> None:
+        """Put ``torch.load`` back. Idempotent."""
+        self._patches.restore_all()
+
+    def _make_load(self, original: Any) -> Any:
+        lineage = self
+
+        @functools.wraps(original)
+        def load(f: Any, *args: Any, **kwargs: Any) -> Any:
+            lineage._loaded(f)
+            return original(f, *args, **kwargs)
+
+        return load
+
+    def _loaded(self, f: Any) -> None:
+        """A ``torch.load`` of ``f``: a file in (or the file of) a parent checkpoint record is the step resumed from."""
+        try:
+            if not isinstance(f, (str, os.PathLike)):
+                return
+            path = os.path.abspath(os.fspath(f))
+            for where, record in self._paths.items():
+                if path == where or path.startswith(where + os.sep):
+                    self.resumed = Resumed(record["step"], "detected", f"torch.load of the parent's checkpoint "
+                                           f"({record.get('source')} record)", record["path"])
+        except Exception:  # never into the user's load (docs/spec.md section 18)
+            return
+
+    def on_step(self) -> None:
+        """This run's first optimizer step: the end of the restart time."""
+        m = self._m
+        if m is not None and self.first_step_s is None:
+            self.first_step_s = m.elapsed_s()
+            m.next_step_hook_at(sys.maxsize, self)
+
+    def view(self) -> LineageView | None:
+        """The training's counts at the resumed step (compute's progress and ETA read them); ``None`` until the
+        parent was read (a fault: the run counts as its own)."""
+        if self.parent is None:
+            return None
+        before = self._before()
+        return LineageView(steps_before=before["steps"], tokens_before=before["tokens"])
+
+    # -- the record ------------------------------------------------------------------------------------------
+    def _at_resume(self) -> tuple[int | None, dict[str, Any]]:
+        """The parent's own tokens and FLOPs by convention after the step resumed from (FLOPs: its FLOPs spent times
+        the share of its tokens trained by then)."""
+        parent, k = self.parent, self.resumed.step
+        tokens = parent.tokens_after.get(k) if parent is not None else None
+        total = parent.passport.get("tokens") if parent is not None else None
+        share = tokens / total if tokens is not None and total else (0.0 if tokens == 0 else None)
+        return tokens, {conv: None if share is None or v is None else v * share
+                        for conv, v in self._parent_flops().items()}
+
+    def _before(self) -> dict[str, Any]:
+        """The training at the resumed step: the parent's ``before`` plus the parent's own counts at its step."""
+        parent = self.parent
+        if parent is None:
+            return {"steps": 0, "tokens": None, "token_unit": None, "flops_spent": {}}
+        base = parent.lineage.get("before") or {"steps": 0, "tokens": 0}
+        base_flops = base.get("flops_spent") if "flops_spent" in base else {}
+        tokens, flops = self._at_resume()
+        return {"steps": (base.get("steps") or 0) + self.resumed.step, "tokens": _plus(base.get("tokens"), tokens),
+                "token_unit": parent.passport.get("token_unit"),
+                "flops_spent": {conv: _plus(v, base_flops.get(conv, 0.0) if isinstance(base_flops, dict) else None)
+                                for conv, v in flops.items()}}
+
+    def _parent_flops(self) -> dict[str, Any]:
+        compute = self.parent.passport.get("compute") if self.parent is not None else None
+        spent = compute.get("flops_spent") if isinstance(compute, dict) else None
+        return dict(spent) if isinstance(spent, dict) else {}
+
+    def _restart_s(self) -> float | None:
+        m, parent = self._m, self.parent
+        ended = _time(parent.passport.get("ended_at")) if parent is not None else None
+        started = _time(m.started_at) if m is not None else None
+        if ended is None or started is None or self.first_step_s is None:
+            return None
+        return max(0.0, (started - ended).total_seconds() + self.first_step_s)
+
+    def passport_section(self) -> dict[str, Any] | None:
+        """``passport.json["lineage"]`` (docs/spec.md section 22)."""
+        m, parent = self._m, self.parent
+        if m is None or parent is None:
+            return None
+        rel = relative_to_run(parent.folder, m.options.run_root)
+        before, r = self._before(), self.resumed
+        unit = m.token_unit
+        own_tokens = m.tokens if unit is not None else None
+        same_unit = unit == before["token_unit"]
+        compute = m.extension("compute")
+        spent = {name[12:-1]: d.value for name, d in getattr(compute, "derived", {}).items()
+                 if name.startswith("flops_spent[")}
+        tokens_at, flops_at = self._at_resume()
+        lost = {"steps": parent.steps - r.step, "tokens": _minus(parent.tokens_after.get(parent.steps), tokens_at),
+                "flops_spent": {conv: _minus(v, flops_at.get(conv)) for conv, v in self._parent_flops().items()}}
+        restart_s = self._restart_s()
+        earlier = parent.lineage.get("training") or {}
+        training = {"steps": before["steps"] + m.steps, "token_unit": unit if same_unit else None,
+                    "tokens": _plus(before["tokens"], own_tokens) if same_unit else None,
+                    "flops_spent": {conv: _plus(v, spent.get(conv)) for conv, v in before["flops_spent"].items()},
+                    "lost_steps": (earlier.get("lost_steps") or 0) + lost["steps"],
+                    "lost_tokens": _plus(earlier.get("lost_tokens", 0), lost["tokens"]),
+                    "restart_s": _plus(earlier.get("restart_s", 0.0), restart_s)}
+        runs = [{**run, "path": Path(os.path.normpath(Path(rel) / run.get("path", "."))).as_posix()}
+                for run in parent.lineage.get("runs") or [{"path": ".", "name": parent.passport.get("name"),
+                                                           "resumed_from_step": None}]]
+        runs[-1].update(status=parent.passport.get("status"), steps=parent.steps, lost_steps=lost["steps"])
+        runs.append({"path": ".", "name": m.options.name, "resumed_from_step": before["steps"],
+                     "status": m.status, "steps": m.steps, "lost_steps": None})
+        section = {"parent": rel, "runs": runs,
+                   "resumed_from": {"step": before["steps"], "parent_step": r.step, "provenance": r.provenance,
+                                    "source": r.source, "checkpoint": r.checkpoint},
+                   "before": before, "training": training, "lost_work": lost, "restart_s": restart_s}
+        section["markdown"] = _markdown(section)
+        return section
+
+    def derivations(self) -> list[Derivation]:
+        """The training's steps and the restart's lost steps, with their inputs' provenance."""
+        section = self.passport_section()
+        if section is None:
+            return []
+        r, parent_steps = section["resumed_from"], self.parent.steps if self.parent is not None else 0
+        resumed = Input(name="resumed_step", value=r["step"], unit="1", provenance=r["provenance"], source=r["source"])
+        return [
+            Derivation(name="training_steps", formula="resumed_step + steps", unit="1",
+                       value=section["training"]["steps"],
+                       inputs=(resumed, Input(name="steps", value=section["runs"][-1]["steps"], unit="1",
+                                              provenance="counted", source="this run's optimizer steps"))),
+            Derivation(name="lost_steps", formula="parent_steps - parent_resumed_step", unit="1",
+                       value=section["lost_work"]["steps"],
+                       inputs=(Input(name="parent_steps", value=parent_steps, unit="1", provenance="counted",
+                                     source="the parent's passport"),
+                               Input(name="parent_resumed_step", value=r["parent_step"], unit="1",
+                                     provenance=r["provenance"], source=r["source"]))),
+        ]
+
+
+def _markdown(s: dict[str, Any]) -> str:
+    """passport.md's lineage lines."""
+    r, t, lost = s["resumed_from"], s["training"], s["lost_work"]
+    chain = " → ".join(markdown_text(run.get("name")) for run in s["runs"])
+    unit = t.get("token_unit") or "samples/tokens"
+    return "\n".join([
+        f"- Lineage: {chain} (parent {markdown_text(s['parent'])})",
+        f"- Resumed from step {format_count(r['step'])} ({r['provenance']}: {markdown_text(r['source'])})",
+        f"- Training: {format_count(t['steps'])} steps, {unit} {format_count(t['tokens'])}; lost work "
+        f"{format_count(lost['steps'])} steps, {unit} {format_count(lost['tokens'])}; restart time "
+        f"{format_duration(s['restart_s'])}"])
