@@ -99,30 +99,34 @@ def test_an_end_with_nothing_blocked_gives_up_on_nothing(tmp_path):
 
 
 class Holder(ExtensionBase):
-    """A wing whose inline report holds the training thread 30 s of the run's clock."""
+    """A wing whose inline report holds the training thread 45 s of the run's clock."""
 
     name = "holder"
 
     def __init__(self, clock: FakeClock) -> None:
         self.clock = clock
         self.reports = 0
+        self.stopped = False
+
+    def stop(self):
+        self.stopped = True
 
     def on_report(self, report):
         self.reports += 1
-        self.clock.advance(30.0)
+        self.clock.advance(45.0)
         return {}
 
 
-def test_a_wing_holding_the_training_thread_past_the_bound_is_disabled_and_named(tmp_path):
+def test_a_wing_holding_the_training_thread_past_the_bound_is_disabled_and_named_and_still_stopped(tmp_path):
     clock = FakeClock()
     wing = Holder(clock)
     m = make_monitor(make_options(run_dir=tmp_path, interval_s=3600, widget=False, name="held"), clock=clock,
                      text=False, probes=False, extensions=[wing])
-    with pytest.warns(MonitorWarning, match=r"extension 'holder' held the training thread 30\.0 s in on_report "
-                                            r"\(bound 5 s\) and was disabled"):
+    with pytest.warns(MonitorWarning, match=r"extension 'holder' held the training thread 45\.0 s in on_report "
+                                            r"\(bound 30 s\) and was disabled"):
         with run_monitored(m):
             m.on_step(8, loss_value=1.0)
             m.report_now()
             m.on_step(8, loss_value=0.5)
             m.report_now()
-    assert wing.reports == 1
+    assert wing.reports == 1 and wing.stopped  # disabled after its first report, still stopped at the end

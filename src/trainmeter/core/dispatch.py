@@ -19,7 +19,9 @@ from trainmeter.core.report_worker import REPORT_JOB
 
 # warning keys as the run has always named them (tests and passports read them)
 _KEY = {"on_report": "fields", "text_fields": "text", "passport_section": "passport", "after_fork_in_child": "fork"}
-HOOK_BOUND_S = 5.0  # the longest one event of a wing may hold the training thread while the run is live
+# the longest one event of a wing may hold the training thread while the run is live (a counted pass on the training
+# thread takes seconds on a large model: docs/spec.md section 5)
+HOOK_BOUND_S = 30.0
 _EVENTS = ("on_step", *(n for n, f in vars(ExtensionBase).items() if callable(f) and not n.startswith("_")))
 
 
@@ -101,7 +103,7 @@ class Dispatcher:
                 getattr(monitor, "lifecycle", None), "finished", True):
             return
         name = getattr(ext, "name", ext)
-        self.disable(name)
+        self.disable(name, but=("stop",))  # its threads are still stopped at the end
         if self._warn is not None:
             with suppress(Exception):
                 self._warn(f"held-{name}", f"extension {name!r} held the training thread {held_s:.1f} s in "
