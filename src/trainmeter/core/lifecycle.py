@@ -267,7 +267,7 @@ class Lifecycle:
         worker.abandon()
         waited_s = run.clock() - (self._end_began_s or 0.0)
         self.gave_up.append({"wing": wing, "job": job, "part": part, "waited_s": round(waited_s, 1)})
-        run.warn_once("end-gave-up", f"the run's end gave up on extension {wing!r} after {waited_s:.0f} s: {job} on "
+        run.warn_once("end-gave-up", f"the run's end gave up on {wing!r} after {waited_s:.0f} s: {job} on "
                       f"the report worker did not return within the end's bound ({self.end_wait_s:g} s); it is "
                       "left out of the final report and the passport, and its thread does nothing more")
         return False
