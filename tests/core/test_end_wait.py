@@ -32,10 +32,15 @@ class Blocker(ExtensionBase):
         self.release = threading.Event()
         self.reports = 0
 
+    def start(self, context):
+        self.context = context
+
     def on_report(self, report):
         self.reports += 1
         if self.where == "report" and not report.final and self.reports == 2:
             self.release.wait(120)
+        if self.where == "job" and self.reports == 1:
+            self.context.worker.submit(self.name, lambda: self.release.wait(120))
         return {"reports": self.reports}
 
     def passport_section(self):
@@ -53,7 +58,8 @@ def _run_folder_files(root) -> dict[str, tuple[int, int]]:
 
 
 @pytest.mark.parametrize(("where", "job"), [("report", "on_report in the 'report' job"),
-                                            ("passport", "passport_section in the 'passport' job")])
+                                            ("passport", "passport_section in the 'passport' job"),
+                                            ("job", "the 'blocker' job")])
 def test_a_wing_blocking_on_the_report_worker_is_given_up_on_within_the_bound_and_named(
         tmp_path, monkeypatch, where, job):
     monkeypatch.setattr(lifecycle, "END_WAIT_S", BOUND_S)
