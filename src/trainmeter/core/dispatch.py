@@ -58,7 +58,7 @@ class Dispatcher:
         self._reporters: tuple[Any, ...] | None = None
         self._clock = clock  # times each event (None: untimed)
         self._calls: dict[int, tuple[str, str]] = {}  # thread ident -> (wing, event) under way
-        self.abandoned: threading.Thread | None = None  # the thread the run's end gave up on
+        self._abandoned: threading.Thread | None = None  # the thread the run's end gave up on
 
     # -- the policy ----------------------------------------------------------------------
     def _fault(self, ext: Any, event: str, exc: BaseException) -> None:
@@ -91,7 +91,7 @@ class Dispatcher:
                 calls.pop(ident, None)
             else:
                 calls[ident] = outer
-            if self.abandoned is not None and threading.current_thread() is self.abandoned:
+            if self._abandoned is not None and threading.current_thread() is self._abandoned:
                 raise Abandoned  # the run ended without this call: nothing of it is kept (its thread ends)
             if clock is not None and clock() - t0_s > HOOK_BOUND_S:
                 self._held(ext, event, clock() - t0_s)
@@ -112,6 +112,12 @@ class Dispatcher:
     def calling(self, thread: threading.Thread | None) -> tuple[str, str] | None:
         """``(wing, event)`` of the call under way in ``thread``, else ``None``. Any thread."""
         return self._calls.get(thread.ident) if thread is not None and thread.ident is not None else None
+
+    def give_up(self, name: str, thread: threading.Thread | None) -> None:
+        """The run's end gave up on the extension ``name``'s call in ``thread``: it is called no more, and that call
+        raises :class:`Abandoned` in ``thread`` as it returns."""
+        self._abandoned = thread
+        self.disable(name)
 
     def disable(self, name: str, but: Collection[str] = ()) -> None:
         """Call the extension ``name`` no more, but for the events ``but``."""

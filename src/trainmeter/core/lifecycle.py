@@ -261,8 +261,7 @@ class Lifecycle:
         thread, (owner, kind) = worker.thread, worker.running or ("report-worker", "job")
         wing, event = run.dispatch.calling(thread) or (owner, "")
         job = f"{event} in the {owner!r} {kind}" if event else f"the {owner!r} {kind}"
-        run.dispatch.abandoned = thread
-        run.dispatch.disable(wing)
+        run.dispatch.give_up(wing, thread)
         worker.disabled.add(wing)
         worker.abandon()
         waited_s = run.clock() - (self._end_began_s or 0.0)
