@@ -149,6 +149,7 @@ class RunContext:
     ended_at = _read("lifecycle.ended_at", "UTC ISO time of the end.")
     error = _read("lifecycle.error", "A failed run's exception, as text.")
     exit_code = _read("lifecycle.exit_code", "A failed run's SystemExit code.")
+    end_gave_up = _read("lifecycle.gave_up", "The wings the run's end gave up on: wing, job, part, waited_s.")
     series_dropped = _read("series_dropped", "New series names refused past max_series (the passport's).")
     series_dropped_names = _read("series_dropped_names", "The first of them.")
     queue_dropped = _read("queue_dropped", "Emits from other threads dropped (the passport's).")

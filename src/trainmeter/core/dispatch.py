@@ -1,11 +1,15 @@
 """The one place the core calls its extensions: each event over them in order, with one error policy.
 
 An event that raises warns once and is not called again (docs/contracts/EXTENSIONS.md); KeyboardInterrupt goes on.
+A wing whose event holds a thread not of ours (the training thread) past ``HOOK_BOUND_S`` of the run's clock is
+disabled, named in a warning; a wing the run's end gave up on is disabled too (docs/spec.md section 20, "The end's
+bound").
 """
 
 from __future__ import annotations
 
 import sys
+import threading
 from collections.abc import Callable, Collection, Iterable
 from contextlib import suppress
 from typing import Any
@@ -15,6 +19,14 @@ from trainmeter.core.report_worker import REPORT_JOB
 
 # warning keys as the run has always named them (tests and passports read them)
 _KEY = {"on_report": "fields", "text_fields": "text", "passport_section": "passport", "after_fork_in_child": "fork"}
+# the longest one event of a wing may hold the training thread while the run is live (a counted pass on the training
+# thread takes seconds on a large model: docs/spec.md section 5)
+HOOK_BOUND_S = 30.0
+_EVENTS = ("on_step", *(n for n, f in vars(ExtensionBase).items() if callable(f) and not n.startswith("_")))
+
+
+class Abandoned(BaseException):
+    """Raised in a thread the run's end gave up on when its wing's call returns: it does nothing more."""
 
 
 def _defines(ext: Any, event: str) -> bool:
@@ -27,7 +39,7 @@ class Dispatcher:
     and the events sent to them. The widget's read-only events and ``view``: any thread; the rest: training thread."""
 
     def __init__(self, extensions: Iterable[Any] = (), warn_once: Callable[[str, str], None] | None = None,
-                 known: Collection[str] | None = None) -> None:
+                 known: Collection[str] | None = None, clock: Callable[[], float] | None = None) -> None:
         given = list(extensions)
         self.order_error: str | None = None
         try:
@@ -44,6 +56,9 @@ class Dispatcher:
         self._watching: list[Any] = []
         self._phase_watchers = tuple(e for e in self.extensions if _defines(e, "on_phase"))  # most runs: one
         self._reporters: tuple[Any, ...] | None = None
+        self._clock = clock  # times each event (None: untimed)
+        self._calls: dict[int, tuple[str, str]] = {}  # thread ident -> (wing, event) under way
+        self._abandoned: threading.Thread | None = None  # the thread the run's end gave up on
 
     # -- the policy ----------------------------------------------------------------------
     def _fault(self, ext: Any, event: str, exc: BaseException) -> None:
@@ -62,11 +77,56 @@ class Dispatcher:
         fn = self._handler(ext, event)
         if fn is None:
             return None
+        clock, ident, calls = self._clock, threading.get_ident(), self._calls
+        outer = calls.get(ident)
+        calls[ident] = (getattr(ext, "name", "?"), event)
+        t0_s = clock() if clock is not None else 0.0
         try:
             return fn(*args)
         except Exception as exc:
             self._fault(ext, event, exc)
             return None
+        finally:
+            if outer is None:
+                calls.pop(ident, None)
+            else:
+                calls[ident] = outer
+            if self._abandoned is not None and threading.current_thread() is self._abandoned:
+                raise Abandoned  # the run ended without this call: nothing of it is kept (its thread ends)
+            if clock is not None and clock() - t0_s > HOOK_BOUND_S:
+                self._held(ext, event, clock() - t0_s)
+
+    def _held(self, ext: Any, event: str, held_s: float) -> None:
+        """``ext``'s ``event`` held its thread ``held_s``: a thread not of ours, in a live run, disables the wing."""
+        monitor = self._monitor
+        if threading.current_thread().name.startswith("trainmeter-") or getattr(
+                getattr(monitor, "lifecycle", None), "finished", True):
+            return
+        name = getattr(ext, "name", ext)
+        self.disable(name, but=("stop",))  # its threads are still stopped at the end
+        if self._warn is not None:
+            with suppress(Exception):
+                self._warn(f"held-{name}", f"extension {name!r} held the training thread {held_s:.1f} s in "
+                           f"{event} (bound {HOOK_BOUND_S:g} s) and was disabled")
+
+    def calling(self, thread: threading.Thread | None) -> tuple[str, str] | None:
+        """``(wing, event)`` of the call under way in ``thread``, else ``None``. Any thread."""
+        return self._calls.get(thread.ident) if thread is not None and thread.ident is not None else None
+
+    def give_up(self, name: str, thread: threading.Thread | None) -> None:
+        """The run's end gave up on the extension ``name``'s call in ``thread``: it is called no more, and that call
+        raises :class:`Abandoned` in ``thread`` as it returns."""
+        self._abandoned = thread
+        self.disable(name)
+
+    def disable(self, name: str, but: Collection[str] = ()) -> None:
+        """Call the extension ``name`` no more, but for the events ``but``."""
+        for ext in self.extensions:
+            if getattr(ext, "name", None) == name:
+                self._off.update((id(ext), e) for e in _EVENTS if e not in but)
+                self.unwatch_training(ext)
+                self._phase_watchers = tuple(e for e in self._phase_watchers if e is not ext)
+                self._arm_steps()
 
     def each(self, event: str, *args: Any) -> list[tuple[Any, Any]]:
         """``(extension, result)`` of ``event(*args)`` for every extension that has it, in order."""
@@ -229,8 +289,11 @@ class Dispatcher:
     def _on_step_many(self) -> None:
         steps = self._monitor.steps
         for ext in self._steppers:
-            if steps >= self._next_step.get(id(ext), 0):
-                self._call(ext, "on_step")
+            if steps >= self._next_step.get(id(ext), 0) and (id(ext), "on_step") not in self._off:
+                try:  # untimed: the hot path (docs/spec.md section 20)
+                    ext.on_step()
+                except Exception as exc:
+                    self._fault(ext, "on_step", exc)
         self._monitor.next_step_hook_at(self._first_step())  # many: the monitor asks schedule() again
 
     def step_fault(self, exc: BaseException) -> None:

@@ -14,6 +14,8 @@ from trainmeter.core.interrupts import HeldInterrupts, run_parts
 from trainmeter.core.memory import MemoryProbe
 from trainmeter.core.terminate import TerminateHandler
 
+END_WAIT_S = 60.0  # every wait at a run's end, in all (docs/spec.md section 20, "The end's bound")
+
 
 def exit_status(exc: BaseException | None) -> tuple[str, BaseException | None]:
     """The status of a monitored body that ended with ``exc`` (``None``: it returned), and the error to record
@@ -54,6 +56,9 @@ class Lifecycle:
         self.error: str | None = None
         self.exit_code: int | str | None = None  # a failed run's SystemExit code
         self.finished = False
+        self.end_wait_s = END_WAIT_S  # read here: tests set the module's constant
+        self._end_began_s: float | None = None
+        self.gave_up: list[dict[str, Any]] = []  # the wings the end gave up on (passport "end_gave_up")
         self._opened_record = False
         self._done: set[str] = set()
 
@@ -176,11 +181,14 @@ class Lifecycle:
                 done.add("status")
                 self._end_status(status, error)
                 run.registry.stop_watching()
+                self._end_began_s = run.clock()
             worker = run.reporter.worker
-            # a steady report's job still queued runs before the wings stop (docs/spec.md section 20; bounded)
-            parts: list[tuple[str, Callable[[], Any]]] = [("report-drain", worker.drain)]
+            worker.wait_left_s = self.end_left_s  # every wait of the worker's from here draws from the end's bound
+            parts: list[tuple[str, Callable[[], Any]]] = []
             if self.heartbeat is not None:
                 parts.append(("heartbeat-stop", self.heartbeat.stop))
+            # a steady report's job still queued runs before the wings stop (docs/spec.md section 20; bounded)
+            parts.append(("report-drain", lambda: self._wait_for_worker("report-drain")))
             if run.probes is not None:
                 parts.append(("torch-probes-stop", run.probes.stop))
             parts += run.dispatch.stop_parts()  # before the final report: spans they close are in its snapshot
@@ -231,11 +239,37 @@ class Lifecycle:
                     failed.append(exc)
 
         worker.submit("passport", job)
-        worker.drain()
-        if claim.acquire(blocking=False):  # the worker did not take it (stuck, disabled, or not yet)
+        # the worker did not take it (stuck, disabled, or not yet), or the end gave up on it under way
+        if not self._wait_for_worker("passport") or claim.acquire(blocking=False):
             run.record_sink.write_passport(run.context)
         if failed:
             raise failed[0]
+
+    def end_left_s(self) -> float:
+        """Seconds left of the end's bound (all of it before the end began). Any thread."""
+        began = self._end_began_s
+        return self.end_wait_s if began is None else max(0.0, began + self.end_wait_s - self._run.clock())
+
+    def _wait_for_worker(self, part: str) -> bool:
+        """Drain the report worker within what is left of the end's bound; past it, give up on the wing whose call
+        or job it runs: named in one warning and the passport, disabled, its thread left to end when that returns,
+        writing nothing (docs/spec.md section 20, "The end's bound"). Returns whether the worker drained."""
+        run = self._run
+        worker = run.reporter.worker
+        if worker.drain(self.end_left_s()):
+            return True
+        thread, (owner, kind) = worker.thread, worker.running or ("report-worker", "job")
+        wing, event = run.dispatch.calling(thread) or (owner, "")
+        job = f"{event} in the {owner!r} {kind}" if event else f"the {owner!r} {kind}"
+        run.dispatch.give_up(wing, thread)
+        worker.disabled.add(wing)
+        worker.abandon()
+        waited_s = run.clock() - (self._end_began_s or 0.0)
+        self.gave_up.append({"wing": wing, "job": job, "part": part, "waited_s": round(waited_s, 1)})
+        run.warn_once("end-gave-up", f"the run's end gave up on {wing!r} after {waited_s:.0f} s: {job} on "
+                      f"the report worker did not return within the end's bound ({self.end_wait_s:g} s); it is "
+                      "left out of the final report and the passport, and its thread does nothing more")
+        return False
 
     def retry_passport(self) -> bool:
         """Write the passport again after a disk fault at the end; returns whether it is on disk now. Never raises."""

@@ -20,6 +20,7 @@ from collections.abc import Callable
 MAX_JOBS = 256
 STUCK_AFTER_S = 10.0
 DRAIN_TIMEOUT_S = 60.0
+JOIN_S = 1.0  # a drained worker's thread, told to end: it only wakes
 FOLD_EVERY_S = 0.2
 MAX_FOLD_EVERY_S = 5.0
 THREAD_NAME = "trainmeter-report-worker"
@@ -53,6 +54,7 @@ class ReportWorker:
         self._fold_every_s = FOLD_EVERY_S if report_interval_s is None else fold_every_s(report_interval_s)
         self._on_fault = on_fault
         self._max_jobs = max_jobs
+        self.wait_left_s: Callable[[], float] = lambda: DRAIN_TIMEOUT_S  # a wait's default bound (the run's end's)
         self._reset()
 
     def _reset(self) -> None:
@@ -61,6 +63,7 @@ class ReportWorker:
         self._jobs: deque[tuple[str, Job]] = deque()
         self._busy = False
         self._owner: str | None = None  # the owner of the job running (None: the folds, safe beside a fork)
+        self._fold_owner: str | None = None  # the owner of the fold running
         self._held_for_fork = False
         self._closed = False
         self._stuck = False
@@ -106,8 +109,11 @@ class ReportWorker:
             self._thread = threading.Thread(target=self._loop, name=THREAD_NAME, daemon=True)
             self._thread.start()
 
-    def drain(self, timeout_s: float = DRAIN_TIMEOUT_S) -> bool:
-        """Wait until every job submitted so far has run; returns whether they did within ``timeout_s``."""
+    def drain(self, timeout_s: float | None = None) -> bool:
+        """Wait until every job submitted so far has run; returns whether they did within ``timeout_s`` (``None``:
+        :attr:`wait_left_s`, what is left of the run end's bound once it began)."""
+        if timeout_s is None:
+            timeout_s = self.wait_left_s()
         if self._thread is None or os.getpid() != self._pid:
             return True
         if threading.current_thread() is self._thread:
@@ -126,19 +132,50 @@ class ReportWorker:
         return self.threaded and not self._closed and not self._stuck and os.getpid() == self._pid
 
     @property
+    def running(self) -> tuple[str, str] | None:
+        """``(owner, "job" or "fold")`` of what the worker's thread runs now, else ``None``. Any thread."""
+        if not self._busy:
+            return None
+        return (self._owner, "job") if self._owner is not None else (self._fold_owner or "?", "fold")
+
+    @property
+    def thread(self) -> threading.Thread | None:
+        """The worker's thread, while it runs."""
+        return self._thread
+
+    def abandon(self) -> None:
+        """Give up on the job under way (the run's end, past its bound: docs/spec.md section 20): the jobs queued
+        behind it run now in the caller's thread, later ones at once, and the thread ends when that job returns,
+        running nothing more. Any thread but the worker's."""
+        thread = self._thread
+        with self._cond:
+            jobs, self._jobs = list(self._jobs), deque()
+            self._closed = True
+            self._thread = None
+            self._cond.notify_all()
+        if thread is not None:
+            thread.name = f"{THREAD_NAME} (abandoned)"
+        for owner, job in jobs:
+            if owner not in self.disabled:
+                self._run(owner, job)
+
+    @property
     def pending(self) -> int:
         """Jobs waiting or running (0 once drained)."""
         return len(self._jobs) + int(self._busy)
 
-    def close(self, timeout_s: float = DRAIN_TIMEOUT_S) -> None:
-        """Run what is queued, then end the thread (joined up to ``timeout_s``); later jobs run at once."""
+    def close(self, timeout_s: float | None = None) -> None:
+        """Run what is queued, then end the thread (joined up to ``timeout_s`` in all; ``None``: as :meth:`drain`);
+        later jobs run at once."""
         thread = self._thread
-        self.drain(timeout_s)
+        if timeout_s is None:
+            timeout_s = self.wait_left_s()
+        drained = self.drain(timeout_s)
         with self._cond:
             self._closed = True
             self._cond.notify_all()
         if thread is not None and thread is not threading.current_thread() and os.getpid() == self._pid:
-            thread.join(timeout_s)
+            thread.join(JOIN_S if drained else max(0.0, self.wait_left_s()))  # drained: it ends at once
         self._thread = None
 
     def hold_for_fork(self, wait_s: float) -> None:
@@ -193,6 +230,8 @@ class ReportWorker:
                     self._run_folds()
                 elif owner not in self.disabled:
                     self._run(owner, job)
+            except BaseException:  # a call the run's end gave up on returned (core/dispatch.py Abandoned): no more
+                return
             finally:
                 with cond:
                     self._busy = False
@@ -201,6 +240,7 @@ class ReportWorker:
     def _run_folds(self) -> None:
         for owner, fold in list(self._folds):
             if owner not in self.disabled:
+                self._fold_owner = owner
                 self._run(owner, fold)
 
     def _run(self, owner: str, job: Job) -> None:

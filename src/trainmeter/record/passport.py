@@ -87,6 +87,7 @@ def build_passport(m: RunContext) -> dict[str, Any]:
         "status": m.status,
         "error": m.error,
         "exit_code": getattr(m, "exit_code", None),
+        "end_gave_up": list(getattr(m, "end_gave_up", [])),
         "started_at": m.started_at,
         "ended_at": m.ended_at,
         "elapsed_s": elapsed_s,
