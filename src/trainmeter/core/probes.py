@@ -277,10 +277,9 @@ class TorchProbes:
 
     @property
     def example_pending(self) -> bool:
-        """The root is known and a training batch of it will be kept at its next training call."""
-        if self.discovery.reader() is None:
-            return self.discovery.root_watched() and self.root_calls.example is None
-        return self._through is not None and self._through[2] is None and self.discovery.root_watched()
+        """The root is known and a training batch of it will be kept at its next training call (never for a model
+        trained through a method: its call, before the first step, was kept then or never is)."""
+        return self.discovery.root_watched() and self.root_calls.example is None and self.discovery.reader() is None
 
     def release_example(self) -> None:
         """Drop the kept batch (after the FLOP count)."""
