@@ -104,7 +104,8 @@ def prepare_counted(model: Any, example_args: Any = (), example_kwargs: Mapping[
 
 
 def after_meta(failed: CountedFlops, model: Any, example_args: Any = (),
-               example_kwargs: Mapping[str, Any] | None = None, call: Call = "forward", **declared: int) -> CountedFlops:
+               example_kwargs: Mapping[str, Any] | None = None, call: Call = "forward",
+               **declared: int) -> CountedFlops:
     """The real pass after a failed :class:`PreparedCount` of a CPU model: ``method="auto"``'s second pass, its
     reason led by the meta pass's failure, as :func:`counted_flops_per_token` gives it. Training thread."""
     real = counted_flops_per_token(model, example_args, example_kwargs, method="real", call=call, **declared)

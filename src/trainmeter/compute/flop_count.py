@@ -246,10 +246,10 @@ def counted_flops_per_token(model: Any, example_args: Any = (), example_kwargs: 
                             loss_fn: Callable[[Any], Any] | None = None, method: Method = "auto",
                             call: Call = "forward") -> CountedFlops:
     """Count one training step's FLOPs per token (or per sample) on a copy of ``model`` (wrappers read through) given
-    one forward's (or ``call``'s: a ``training_step``, a method trained through) inputs; never raises. ``tokens``/``samples``: the batch's count (default
-    as the run counts it); ``loss_fn``: output to the scalar differentiated (default ``output.loss``, else the first
-    float output's sum); ``method``: ``meta`` (allocate nothing), ``real`` (a CPU copy) or ``auto`` (meta, then
-    real)."""
+    one forward's (or ``call``'s: a ``training_step``, a method trained through) inputs; never raises.
+    ``tokens``/``samples``: the batch's count (default as the run counts it); ``loss_fn``: output to the scalar
+    differentiated (default ``output.loss``, else the first float output's sum, every one's for a method);
+    ``method``: ``meta`` (allocate nothing), ``real`` (a CPU copy) or ``auto`` (meta, then real)."""
     found = _inputs(example_args, example_kwargs, tokens, samples, call, method)
     if isinstance(found, CountedFlops):
         return found
