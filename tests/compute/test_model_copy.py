@@ -121,3 +121,32 @@ def test_the_copy_holds_no_trainer_or_data_the_live_module_links_to() -> None:
     assert why is None and how == "meta copy"
     assert clone._trainer is None and clone.run is None and clone.data is None
     assert model._trainer is trainer and model.run is trainer and model.data is data
+
+
+class _Policy(nn.Module):
+    """Holds its own optimizer and the distribution of its last forward (as stable-baselines3's policy does); trained
+    through ``evaluate``, whose two outputs both enter the loss."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pi, self.v = nn.Linear(4, 2), nn.Linear(4, 1)
+        self.optimizer = torch.optim.Adam(self.parameters())
+        self.dist = SimpleNamespace(last=None)
+
+    def evaluate(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        self.dist.last = torch.distributions.Categorical(logits=self.pi(obs), validate_args=False)
+        return self.v(obs).squeeze(-1), self.dist.last.entropy()
+
+
+def test_a_method_the_model_is_trained_through_is_counted_on_a_copy_without_its_optimizer_state() -> None:
+    policy = _Policy()
+    values, entropy = policy.evaluate(torch.ones(8, 4))
+    (values.sum() + entropy.sum()).backward()
+    policy.optimizer.step()  # its state holds tensors; the distribution's logits hold a graph
+    clone, how, why = model_copy(policy)
+    assert why is None and clone.optimizer is None and policy.optimizer.param_groups[0]["params"][0] is policy.pi.weight
+    assert clone.dist.last.logits.device.type == "meta" and policy.dist.last.logits.device.type == "cpu"
+    for method in ("meta", "real"):
+        result = counted_flops_per_token(policy, (torch.ones(8, 4),), call="evaluate", method=method)
+        # both heads, forward and weight gradient: (2 * 4 * 2 + 2 * 4 * 1) * 2 FLOP per sample
+        assert result.flops_per_sample == 48 and result.copy == f"{method} copy's evaluate", result.reason

@@ -83,9 +83,8 @@ def test_sb3_ppo_trains_the_policy_counted_exactly_with_rollouts_in_their_own_ph
     assert p["params"]["trained"] == p["params"]["root_total"] == policy_params == 9155
     assert [lane["model"] for lane in p["lanes"]] == ["ActorCriticPolicy"]
     assert p["compute"]["parameters"] == {"total": policy_params, "trained": policy_params, "frozen": 0}
-    # no pass of the policy's own call is the training step: FLOPs unknown, with the reason (never the head's)
-    assert p["compute"]["counted_flops_per_token"] is None
-    assert "ActorCriticPolicy is trained without being called itself" in p["compute"]["counted_missing"]
+    # its FLOPs are a pass of the method it is trained through (never the head's): 52,352 FLOP/sample
+    assert p["compute"]["counted_flops_per_token"] == 52352 and p["compute"]["counted_missing"] is None
     # the rollouts (policy in eval mode, under no_grad) are their own phase, not evaluation
     assert p["phases_s"]["eval"] == 0.0
     slept_s = model.get_env().envs[0].env.slept_s  # inside SB3's Monitor wrapper
@@ -93,6 +92,48 @@ def test_sb3_ppo_trains_the_policy_counted_exactly_with_rollouts_in_their_own_ph
     assert within(p["phases_s"]["rollout"], slept_s, bare_s), (p["phases_s"], bare_s)
     assert p["frameworks"]["fits"] == {"stable-baselines": 1}
     assert printed_by_us(bare_printed, ours) == [] and p["warnings"] == []
+
+
+def test_sb3_ppo_counted_flops_are_one_evaluate_actions_pass_as_flop_counter_mode_counts_it(tmp_path, monkeypatch):
+    from stable_baselines3.common.callbacks import BaseCallback
+    from stable_baselines3.common.policies import ActorCriticPolicy
+    from torch.utils.flop_counter import FlopCounterMode
+
+    class ReportAfterFirstUpdate(BaseCallback):  # the counted pass runs mid-training, between two train() calls
+        def _on_rollout_start(self):
+            if self.model._n_updates >= EPOCHS:
+                m.report_now()
+
+        def _on_step(self):
+            return True
+
+    bare = _ppo()
+    bare.learn(total_timesteps=TIMESTEPS)
+    model = _ppo()
+    first = []  # the test's own batch: the first training call of evaluate_actions
+    evaluate_actions = ActorCriticPolicy.evaluate_actions
+
+    def keep_first(policy, *args):
+        if policy is model.policy and torch.is_grad_enabled() and not first:
+            first.append(args)
+        return evaluate_actions(policy, *args)
+
+    monkeypatch.setattr(ActorCriticPolicy, "evaluate_actions", keep_first)
+    with tm.monitor(run_dir=tmp_path / "runs", interval_s=3600) as m:
+        model.learn(total_timesteps=TIMESTEPS, callback=ReportAfterFirstUpdate())
+    p = passport(m)
+    for name, value in bare.policy.state_dict().items():  # the pass mid-training changed nothing of theirs
+        assert torch.equal(value, model.policy.state_dict()[name]), name
+    assert bare.logger.name_to_value["train/loss"] == model.logger.name_to_value["train/loss"]
+    assert m.steps == STEPS and m.tokens == STEPS * BATCH  # the copy's pass counted no step or sample
+    obs, actions = first[0]
+    with FlopCounterMode(display=False) as counter:  # one forward and backward of every output, as PPO's loss
+        values, log_prob, entropy = model.policy.evaluate_actions(obs, actions)
+        torch.autograd.grad(values.sum() + log_prob.sum() + entropy.sum(), list(model.policy.parameters()))
+    assert p["compute"]["counted_flops_per_token"] == counter.get_total_flops() / obs.shape[0] == 52352
+    counted = next(d for d in p["derivations"] if d["name"] == "flops_per_token.counted")
+    assert counted["unit"] == "FLOP/sample" and [i["provenance"] for i in counted["inputs"]] == ["counted"] * 2
+    assert "evaluate_actions" in counted["inputs"][0]["source"] and p["warnings"] == []
 
 
 def test_sb3_eval_callback_evaluation_is_eval_inside_a_rollout(tmp_path):

@@ -22,6 +22,7 @@ from trainmeter.compute.flop_count import (
     _failure,
     _inputs,
     _result,
+    _through,
     counted_flops_per_token,
     kept_from,
 )
@@ -43,11 +44,11 @@ class PreparedCount:
     """The meta pass of :func:`prepare_counted`, ready to run: a meta copy of the model and meta inputs, ours only;
     :meth:`run` runs it once, on any thread (later calls return the first result), then lets the copy go."""
 
-    __slots__ = ("_clone", "_args", "_kwargs", "_how", "_unit", "_count", "_lock", "_result")
+    __slots__ = ("_clone", "_args", "_kwargs", "_how", "_call", "_unit", "_count", "_lock", "_result")
 
     def __init__(self, clone: Any, args: tuple[Any, ...], kwargs: dict[str, Any], how: str, unit: Unit,
-                 count: int | None) -> None:
-        self._clone, self._args, self._kwargs, self._how = clone, args, kwargs, how
+                 count: int | None, call: Call = "forward") -> None:
+        self._clone, self._args, self._kwargs, self._how, self._call = clone, args, kwargs, how, call
         self._unit, self._count = unit, count
         self._lock = threading.Lock()
         self._result: CountedFlops | None = None
@@ -66,23 +67,24 @@ class PreparedCount:
 
     def _pass(self) -> CountedFlops:
         try:
-            total, by_op = _counted_pass(self._clone, self._args, self._kwargs, None, "forward",
+            total, by_op = _counted_pass(self._clone, self._args, self._kwargs, None, self._call,
                                          on_training_thread=False)
         except Exception as exc:  # noqa: BLE001 - never raise into training code
             return CountedFlops(flops_per_unit=None, unit=self._unit, count=self._count,
-                                reason=f"meta pass failed: {_failure(exc, 'forward')}")
+                                reason=f"meta pass failed: {_failure(exc, self._call)}")
         finally:
             self._clone = self._args = self._kwargs = None
-        return _result("meta", total, by_op, self._how, self._unit, self._count, [])
+        return _result("meta", total, by_op, _through(self._how, self._call), self._unit, self._count, [])
 
 
 def prepare_counted(model: Any, example_args: Any = (), example_kwargs: Mapping[str, Any] | None = None,
                     *, call: Call = "forward", tokens: int | None = None,
                     samples: int | None = None) -> PreparedCount | None:
-    """The training thread's half of a meta count: the meta copy and inputs; ``None`` where the count must run whole
-    on the training thread (a ``training_step``, a process that compiled anything, a model with no meta copy, a
-    batch that cannot be read). Never raises."""
-    if call != "forward" or _compiled_anything():
+    """The training thread's half of a meta count (of the forward, or of the method ``call`` the model is trained
+    through): the meta copy and inputs; ``None`` where the count must run whole on the training thread (a
+    ``training_step``, a process that compiled anything, a model with no meta copy, a batch that cannot be read).
+    Never raises."""
+    if call == "training_step" or _compiled_anything():
         return None
     try:
         import torch.utils.flop_counter  # noqa: F401  (imported here: the pass's thread imports nothing of torch's)
@@ -98,14 +100,15 @@ def prepare_counted(model: Any, example_args: Any = (), example_kwargs: Mapping[
         return None
     if how != "meta copy":
         return None
-    return PreparedCount(clone, args, kwargs, how, unit, count)
+    return PreparedCount(clone, args, kwargs, how, unit, count, call)
 
 
 def after_meta(failed: CountedFlops, model: Any, example_args: Any = (),
-               example_kwargs: Mapping[str, Any] | None = None, **declared: int) -> CountedFlops:
+               example_kwargs: Mapping[str, Any] | None = None, call: Call = "forward",
+               **declared: int) -> CountedFlops:
     """The real pass after a failed :class:`PreparedCount` of a CPU model: ``method="auto"``'s second pass, its
     reason led by the meta pass's failure, as :func:`counted_flops_per_token` gives it. Training thread."""
-    real = counted_flops_per_token(model, example_args, example_kwargs, method="real", **declared)
+    real = counted_flops_per_token(model, example_args, example_kwargs, method="real", call=call, **declared)
     reasons = [r for r in (failed.reason, real.reason) if r]
     return replace(real, reason="; ".join(reasons) or None)
 
@@ -132,9 +135,9 @@ class CountOnWorker:
         if not example or not example[0] and not example[1]:
             return
         on_cpu = all(p.device.type == "cpu" for p in model.parameters())
-        call = kept_from(model)
+        call = getattr(probes, "example_call", None) or kept_from(model)  # a method the model is trained through
         declared = getattr(probes, "example_declared", None) or {}  # its count, where tm.batch declared it
-        example = (example[0], example[1], declared)
+        example = (example[0], example[1], declared, call)
         prepared = prepare_counted(model, example[0], example[1], call=call, **declared)
         if prepared is not None:
             self._prepared, self._example = prepared, example if on_cpu else None
@@ -199,6 +202,6 @@ class CountOnWorker:
             return failed
         probes.paused = True  # our own forward/backward must not count as training
         try:
-            return after_meta(failed, model, example[0], example[1], **example[2])
+            return after_meta(failed, model, example[0], example[1], example[3], **example[2])
         finally:
             probes.paused = False

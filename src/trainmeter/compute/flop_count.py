@@ -22,7 +22,10 @@ NOTE = (
     "counts attention over the full square, not model FLOPs"
 )
 Unit = Literal["tokens", "samples"]
-Call = Literal["forward", "training_step"]
+Call = str
+"""The call counted: ``"forward"`` (the module called), ``"training_step"`` (a LightningModule's), or the name of the
+method a framework trains the model through (stable-baselines3's ``evaluate_actions``), every float output of
+which is differentiated."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -84,8 +87,13 @@ def _map_tensors(obj: Any, fn: Callable[[Any], Any], torch: Any) -> Any:
     return obj
 
 
-def _scalar(out: Any, torch: Any) -> Any:
-    """A scalar to differentiate: ``out.loss`` / ``out["loss"]`` if present, else the sum of the first float tensor."""
+def _scalar(out: Any, torch: Any, every: bool = False) -> Any:
+    """A scalar to differentiate: ``out.loss`` / ``out["loss"]`` if present, else the sum of the first float tensor
+    (``every``: the sum of every float tensor output, as a method's outputs all enter the loss)."""
+    if every and isinstance(out, (list, tuple)):
+        parts = [value.sum() for value in out if isinstance(value, torch.Tensor) and value.is_floating_point()]
+        if parts:
+            return sum(parts[1:], parts[0])
     loss = None if isinstance(out, torch.Tensor) else getattr(out, "loss", None)
     if loss is None and isinstance(out, Mapping):
         loss = out.get("loss")
@@ -199,13 +207,18 @@ def _counted_pass(clone: Any, args: tuple[Any, ...], kwargs: dict[str, Any], los
         if call == "training_step":
             _quiet(stack)
         stack.enter_context(counter)
-        out = clone.training_step(*args, **kwargs) if call == "training_step" else clone(*args, **kwargs)
-        loss = loss_fn(out) if loss_fn is not None else _scalar(out, torch)
+        out = clone(*args, **kwargs) if call == "forward" else getattr(clone, call)(*args, **kwargs)
+        loss = loss_fn(out) if loss_fn is not None else _scalar(out, torch, call not in ("forward", "training_step"))
         wrt = [p for p in clone.parameters() if p.requires_grad]
         if wrt and loss.requires_grad:
             torch.autograd.grad(loss, wrt, allow_unused=True)
     by_op = {str(op): int(n) for op, n in counter.get_flop_counts().get("Global", {}).items()}
     return int(counter.get_total_flops()), by_op
+
+
+def _through(how: str, call: Call) -> str:
+    """How the copy was made, with the method counted where it is not the forward or a ``training_step``."""
+    return how if call in ("forward", "training_step") else f"{how}'s {call}"
 
 
 def _failure(exc: BaseException, call: Call) -> str:
@@ -233,10 +246,10 @@ def counted_flops_per_token(model: Any, example_args: Any = (), example_kwargs: 
                             loss_fn: Callable[[Any], Any] | None = None, method: Method = "auto",
                             call: Call = "forward") -> CountedFlops:
     """Count one training step's FLOPs per token (or per sample) on a copy of ``model`` (wrappers read through) given
-    one forward's (or ``training_step``'s) inputs; never raises. ``tokens``/``samples``: the batch's count (default
-    as the run counts it); ``loss_fn``: output to the scalar differentiated (default ``output.loss``, else the first
-    float output's sum); ``method``: ``meta`` (allocate nothing), ``real`` (a CPU copy) or ``auto`` (meta, then
-    real)."""
+    one forward's (or ``call``'s: a ``training_step``, a method trained through) inputs; never raises.
+    ``tokens``/``samples``: the batch's count (default as the run counts it); ``loss_fn``: output to the scalar
+    differentiated (default ``output.loss``, else the first float output's sum, every one's for a method);
+    ``method``: ``meta`` (allocate nothing), ``real`` (a CPU copy) or ``auto`` (meta, then real)."""
     found = _inputs(example_args, example_kwargs, tokens, samples, call, method)
     if isinstance(found, CountedFlops):
         return found
@@ -255,7 +268,7 @@ def counted_flops_per_token(model: Any, example_args: Any = (), example_kwargs: 
         except Exception as exc:  # noqa: BLE001 - never raise into training code
             failures.append(f"{kind} pass failed: {_failure(exc, call)}")
             continue
-        return _result(kind, total, by_op, how, unit, count, failures)
+        return _result(kind, total, by_op, _through(how, call), unit, count, failures)
     return CountedFlops(flops_per_unit=None, unit=unit, count=count, reason="; ".join(failures))
 
 

@@ -7,17 +7,19 @@ written. Call on the training thread between steps.
 from __future__ import annotations
 
 import copy
+import types
 from collections import OrderedDict
 from typing import Any
 
 _WRAPPERS = ("DistributedDataParallel", "DataParallel")
 _COMPOSABLE_KEY = "__composable_api_state_key"
 _DETACHED_KEYS = ("_trainer", "_fabric", "_device_mesh")  # a LightningModule's links to its run
-_DETACHED_CLASSES = frozenset({"Trainer", "LightningDataModule", "Dataset", "IterableDataset", "DataLoader", "Fabric"})
+_DETACHED_CLASSES = frozenset({"Trainer", "LightningDataModule", "Dataset", "IterableDataset", "DataLoader", "Fabric",
+                               "Optimizer"})  # an optimizer a module holds (SB3's policy): its state is not copied
 
 
 def _detached(key: str, value: Any) -> bool:
-    """Whether an attribute is a link to the run (a trainer, the data) that the copy holds as ``None``."""
+    """Whether an attribute is a link to the run (a trainer, the data, an optimizer) that the copy holds as ``None``."""
     if value is None:
         return False
     if key in _DETACHED_KEYS:
@@ -91,13 +93,18 @@ def _memo(root: Any, torch: Any, real: bool) -> dict[int, Any]:
 
 
 def _scan(value: Any, memo: dict[int, Any], torch: Any, real: bool, depth: int) -> None:
-    """Map the tensors in an attribute (a rotary cache, a mask; inside lists, tuples and dicts, 4 levels deep) to new
-    ones in ``memo``, like buffers: the deep copy of the rest then allocates nothing on a device."""
+    """Map the tensors in an attribute (a rotary cache, a mask, a distribution's logits kept from the last forward;
+    inside lists, tuples, dicts and plain objects, 4 levels deep) to new ones in ``memo``, like buffers: the deep copy
+    of the rest then allocates nothing on a device and copies no autograd graph."""
     if isinstance(value, torch.Tensor):
         if id(value) not in memo:
             memo[id(value)] = _tensor_copy(value, torch, real)
     elif depth < 4 and isinstance(value, (list, tuple, dict)):
         for item in value.values() if isinstance(value, dict) else value:
+            _scan(item, memo, torch, real, depth + 1)
+    elif depth < 4 and isinstance(getattr(value, "__dict__", None), dict) and not isinstance(
+            value, (type, types.ModuleType, torch.nn.Module)) and not _detached("", value):
+        for item in vars(value).values():
             _scan(item, memo, torch, real, depth + 1)
 
 

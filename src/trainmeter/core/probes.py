@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import sys
+import weakref
 from threading import get_ident
 from typing import Any, Protocol
 
@@ -70,6 +71,9 @@ class TorchProbes:
         self.optimizers = OptimizerSteps(hot, steps, monitor, switches, threads, discovery, loss)
         self.compile_watch = CompileWatch(discovery, switches, self._patches, monitor.warn_once)
         self.wrappers: Wrappers | None = None
+        # a model trained through a method of its (watch_model's ``through``): its ref, the method, the first
+        # training call's (args, kwargs) once kept (empty once counted)
+        self._through: tuple[Any, str, tuple[Any, Any] | None] | None = None
 
     def _refresh_fast(self) -> None:
         """Recompute the hot paths' flags from their inputs (after any of them changed, in any part)."""
@@ -151,6 +155,7 @@ class TorchProbes:
         hot.calls = 0
         self.loss.reset()
         self.root_calls.reset()
+        self._through = None
         self._refresh_fast()
 
     def _write_info(self) -> None:
@@ -249,15 +254,27 @@ class TorchProbes:
 
     @property
     def example(self) -> tuple[Any, Any] | None:
-        """One training batch of the model ``(args, kwargs)`` for the FLOP count, or ``None`` (also when the model is
-        never called itself: its part's batch is no input of it)."""
-        return self.root_calls.example if self.discovery.reader() is None else None
+        """One training batch of the model ``(args, kwargs)`` for the FLOP count, or ``None``; when the model is
+        never called itself, the first training call of the method it is trained through, where an adapter named
+        one (:attr:`example_call`), else ``None`` (its part's batch is no input of it)."""
+        if self.discovery.reader() is None:
+            return self.root_calls.example
+        through = self._through
+        model = self.discovery.model
+        if through is None or model is None or through[0]() is not model():
+            return None
+        return through[2]
+
+    @property
+    def example_call(self) -> str | None:
+        """The method the kept example is a call of, when the model is trained through one, else ``None``."""
+        return self._through[1] if self.discovery.reader() is not None and self.example is not None else None
 
     @property
     def example_missing(self) -> str | None:
         """Why no batch of the model is kept for the FLOP count when it is never called itself, else ``None``."""
         reader = self.discovery.reader()
-        if reader is None:
+        if reader is None or self.example is not None:
             return None
         return (f"{self.discovery.root_name} is trained without being called itself (through a method of its): no "
                 f"pass of it can be counted (its batches are read from the calls of {reader})")
@@ -278,25 +295,37 @@ class TorchProbes:
 
     @property
     def example_pending(self) -> bool:
-        """The root is known and a training batch of it will be kept at its next training call."""
+        """The root is known and a training batch of it will be kept at its next training call (never for a model
+        trained through a method: its call, before the first step, was kept then or never is)."""
         return self.discovery.root_watched() and self.root_calls.example is None and self.discovery.reader() is None
 
     def release_example(self) -> None:
         """Drop the kept batch (after the FLOP count)."""
         self.root_calls.release_example()
+        if self._through is not None and self._through[2] is not None:
+            self._through = (self._through[0], self._through[1], ((), {}))  # empty: no other call is kept
 
     # -- steps no torch.optim hook sees (core/explicit_steps.py) --------------------------------
     def stepper(self, source: str, model: Any) -> Stepper:
         """The run's stepper for ``source`` and ``model`` (made, and ``model`` watched, once)."""
         return self.optimizers.stepper(source, model)
 
-    def watch_model(self, module: Any) -> None:
+    def watch_model(self, module: Any, through: str | None = None) -> None:
         """A framework trains ``module`` through a method of its, never calling it (an adapter says so before its
         first step): it and its children holding parameters are watched, so the first step's batches are read from
-        them (docs/spec.md section 2, "The model rule"). Training thread."""
+        them (docs/spec.md section 2, "The model rule"); ``through``: that method, whose first training call the
+        adapter hands to :meth:`keep_call` for the counted FLOPs (section 5). Training thread."""
         discovery = self.discovery
         if discovery.root is None:  # once found, the root stays (another fit of the same model)
             discovery.watch_inside(module, {id(p): p.numel() for p in module.parameters()})
+            self._through = (weakref.ref(module), through, None) if through else None
+
+    def keep_call(self, module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        """A training call (gradients enabled) of the method :meth:`watch_model` named, on ``module``: the first one's
+        arguments are kept (references only) as the model's example batch. Training thread."""
+        through = self._through
+        if through is not None and through[2] is None and through[0]() is module:
+            self._through = (through[0], through[1], (args, dict(kwargs)))
 
     def declared_model(self) -> Any:
         """The module passed as ``model=``, or ``None``."""

@@ -4,7 +4,8 @@
 Steps are the torch optimizer's (the step hook counts them). SB3 trains its policy through its methods
 (``evaluate_actions``, ...) and never calls it for training: the callback names the policy to the core before the
 first step, so the policy is the model and its batches are read from its parts (docs/spec.md section 2, "The model
-rule"). Rollouts (the policy acting in the environment, in eval mode under ``no_grad``) are the ``rollout`` phase,
+rule"), and the first training call of ``evaluate_actions`` (PPO's, A2C's) is handed to the core: the counted FLOPs
+are a pass of that method on a copy (section 5). Rollouts (the policy acting in the environment, in eval mode under ``no_grad``) are the ``rollout`` phase,
 not evaluation: ``collect_rollouts`` is the span, since it puts the policy in eval mode before its callbacks'
 ``on_rollout_start``; ``evaluate_policy`` (``EvalCallback``'s) is ``eval``.
 """
@@ -29,6 +30,12 @@ class Sb3Control(FrameworkControl):
     name, saver, suffix = "stable-baselines", "save", ".zip"
 
 
+def _grad_enabled() -> bool:
+    import torch
+
+    return torch.is_grad_enabled()
+
+
 @functools.cache
 def _callback_class() -> type:
     from stable_baselines3.common.callbacks import BaseCallback
@@ -46,7 +53,7 @@ def _callback_class() -> type:
             policy = getattr(self.model, "policy", None)
             probes = getattr(monitor, "probes", None)
             if probes is not None and policy is not None and adapter.wing.gate.here():
-                probes.watch_model(policy)
+                probes.watch_model(policy, "evaluate_actions" if hasattr(policy, "evaluate_actions") else None)
 
         def _on_step(self) -> bool:
             return not self._adapter.wing.stop_requested("stable-baselines")
@@ -66,7 +73,9 @@ class Sb3Adapter(Adapter):
                   callbacks_at=1, callbacks_name="callback"),
              *(Site(module=f"stable_baselines3.common.{kind}_policy_algorithm", owner=f"{kind.title()}PolicyAlgorithm",
                     attr="collect_rollouts", fit=False) for kind in ("on", "off")),
-             Site(module="stable_baselines3.common.callbacks", owner="", attr="evaluate_policy", fit=False))
+             Site(module="stable_baselines3.common.callbacks", owner="", attr="evaluate_policy", fit=False),
+             Site(module="stable_baselines3.common.policies", owner="ActorCriticPolicy", attr="evaluate_actions",
+                  fit=False))
 
     def __init__(self, wing: Any) -> None:
         super().__init__(wing)
@@ -97,6 +106,15 @@ class Sb3Adapter(Adapter):
             return original(algorithm, *args, **kwargs)
         finally:
             self.leave()
+
+    def on_evaluate_actions(self, original: Any, policy: Any, *args: Any, **kwargs: Any) -> Any:
+        """A call of the policy's training method: the first with gradients enabled is kept for the counted pass
+        (references to its arguments only)."""
+        if self.wing.gate.here() and _grad_enabled():
+            probes = getattr(self.wing.monitor, "probes", None)
+            if probes is not None:
+                probes.keep_call(policy, args, kwargs)
+        return original(policy, *args, **kwargs)
 
     def on_evaluate_policy(self, original: Any, model: Any, *args: Any, **kwargs: Any) -> Any:
         """``EvalCallback``'s evaluation, inside a rollout: ``eval``, and the rollout goes on after it."""
