@@ -149,6 +149,8 @@ def test_a_child_forked_just_after_the_start_finishes_its_own_run(run_root: Path
     assert m.steps == 1
 
 
+@pytest.mark.monitor_warns("no module holding")  # 1 run in 3: a sweep of 1-step models while the counted
+# pass is held loses a root (seen at 425fa9e, not yet explained: the stop note of issue 38 names it)
 def test_a_child_forked_while_the_parents_counted_pass_runs_on_the_worker_counts_its_own_model(
         run_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The fork comes while the report worker is inside the parent's counted pass (its lock held): the child
