@@ -78,6 +78,8 @@ def test_tm_stop_from_the_main_thread_ends_every_lane_at_its_next_step_quietly(r
     assert all(lane["stopped_at_step"] == WARM_STEPS + 1 == lane["steps"] for lane in p["lanes"])
     assert p["stopped_at_step"] == n * (WARM_STEPS + 1) == p["steps"]
     assert p["stop_requested_at_step"] == n * WARM_STEPS
+    stopped_line = f"after step {n * (WARM_STEPS + 1)}; lanes 1 at {WARM_STEPS + 1}, 2 at {WARM_STEPS + 1}"
+    assert stopped_line in (m.run_dir / "passport.md").read_text()
 
 
 def test_a_stopped_lane_that_catches_stop_training_runs_its_own_code_after_the_loop(run_root, excepthook_calls):
@@ -102,11 +104,12 @@ def test_a_stopped_lane_that_catches_stop_training_runs_its_own_code_after_the_l
     assert caught == [WARM_STEPS + 1] * 2 and excepthook_calls == [] and m.status == "stopped"
 
 
-def test_nan_stop_fires_on_a_nan_in_lane_3_names_the_lane_and_stops_every_lane(run_root, excepthook_calls):
-    n = 4
+def test_nan_stop_fires_on_a_nan_in_lane_3_names_the_lane_and_stops_it_at_that_step_and_every_lane(
+        run_root, excepthook_calls):
+    n, nan_at = 4, WARM_STEPS + 5  # lane 3's loss is NaN from its step nan_at + 1
     ready, go, done = threading.Barrier(n + 1), threading.Event(), {}
     firsts = [threading.Event() for _ in range(n)]
-    threads = [_lane_thread(k, ready, go, done, nan_at=WARM_STEPS + 5 if k == 2 else None,
+    threads = [_lane_thread(k, ready, go, done, nan_at=nan_at if k == 2 else None,
                             after_first=firsts[k - 1] if k else None, first=firsts[k]) for k in range(n)]
     with tm.monitor(run_dir=run_root, widget=False, alert="nan:stop") as m:
         for t in threads:
@@ -114,14 +117,36 @@ def test_nan_stop_fires_on_a_nan_in_lane_3_names_the_lane_and_stops_every_lane(r
         ready.wait(30)
         go.set()
         for t in threads:
-            t.join(60)  # the alerts' watchdog looks once a second; then each lane stops at its next step
+            t.join(60)
     assert not any(t.is_alive() for t in threads) and excepthook_calls == []
-    assert max(done.values()) < MAX_STEPS
+    assert done[2] == nan_at and max(done.values()) < MAX_STEPS  # lane 3 raised at its NaN step, the others after
     p = json.loads((m.run_dir / "passport.json").read_text())
     assert p["status"] == "stopped" and p["stopped_by"] == "alert:nan:stop"
     [alert] = p["alerts"]
-    assert alert["rule"] == "nan:stop" and alert["lane"] == 3 and "lane 3" in alert["sentence"]
+    assert alert["rule"] == "nan:stop" and alert["lane"] == 3
+    assert f"the loss of lane 3 (thread 'lane-thread-2', train_loss.lane3) was nan at its step {nan_at + 1}" in (
+        alert["sentence"])
     lanes = {lane["lane"]: lane for lane in p["lanes"]}
-    assert lanes[3]["thread"] == "lane-thread-2" and all(lane["stopped_at_step"] for lane in lanes.values())
+    assert lanes[3]["stopped_at_step"] == nan_at + 1 and all(lane["stopped_at_step"] for lane in lanes.values())
     stats = p["series"]["train_loss.lane3"]
-    assert stats["last"] is None and stats["nonfinite"] == stats["count"] - WARM_STEPS - 5  # never a stale last
+    assert stats["last"] is None and stats["nonfinite"] == 1 and stats["count"] == nan_at + 1  # never a stale last
+
+
+def test_a_nan_in_another_lane_is_seen_by_a_show_rule_and_named_without_stopping(run_root, excepthook_calls):
+    ready, go, done = threading.Barrier(3), threading.Event(), {}
+    first = threading.Event()
+    threads = [_lane_thread(0, ready, go, done, first=first),
+               _lane_thread(1, ready, go, done, nan_at=WARM_STEPS, after_first=first)]
+    with tm.monitor(run_dir=run_root, widget=False, alert="nan:show") as m:
+        for t in threads:
+            t.start()
+        ready.wait(30)
+        go.set()
+        while not m.extension("alerts").fired and any(t.is_alive() for t in threads):
+            threading.Event().wait(0.05)  # the watchdog looks once a second
+        assert m.status == "running"  # show: the run goes on
+        tm.stop()
+        for t in threads:
+            t.join(30)
+    [alert] = json.loads((m.run_dir / "passport.json").read_text())["alerts"]
+    assert alert["rule"] == "nan:show" and alert["lane"] == 2 and "lane 2" in alert["sentence"]

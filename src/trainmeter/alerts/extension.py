@@ -59,9 +59,13 @@ class Alerts(ExtensionBase):
         self._train_ident = threading.get_ident()
         self._watchdog = Watchdog(monitor, self, interval_s=self._watch_interval_s)
         self._watchdog.start()
+        if self._nan_stop is not None:  # each lane's step, in its thread (lane 1's: on_step)
+            monitor.watch_lane_losses(self._lane_loss)
 
     def stop(self) -> None:
-        """Join the watchdog (idempotent)."""
+        """Join the watchdog, stop watching the lanes (idempotent)."""
+        if self._m is not None and self._nan_stop is not None:
+            self._m.watch_lane_losses(None)
         if self._watchdog is not None:
             self._watchdog.stop()
 
@@ -127,6 +131,12 @@ class Alerts(ExtensionBase):
                         last > rule.threshold if rule.above else last < rule.threshold):
                     op = ">" if rule.above else "<"
                     self.fire(rule, m.steps, f"{rule.series} = {last:.4g} {op} {rule.threshold:g}")
+
+    def _lane_loss(self, lane: Any, step: int, value: float) -> None:
+        """Lane ``lane``'s loss at its ``step`` was not finite (its thread): fire; every lane stops at its next
+        step, this one at this step."""
+        what = f"the loss of lane {lane.number} (thread {lane.thread!r}, {lane.loss_name}) was {value} at its step {step}"
+        self.fire(self._nan_stop, self._m.steps, what, lane=lane.number)  # type: ignore[arg-type, union-attr]
 
     def _check_lanes(self, rule: AlertRule) -> None:
         """A point of lane 2, 3, ...'s loss series not finite -> fire ``rule`` naming the lane (docs/spec.md §21)."""

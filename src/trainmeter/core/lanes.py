@@ -5,6 +5,7 @@ Each lane is written by its own thread only; the headline sums over them are rea
 
 from __future__ import annotations
 
+import math
 import threading
 import weakref
 from collections import deque
@@ -108,6 +109,7 @@ class Lanes:
         self._steps = steps
         self._registry = registry
         self._report = report
+        self._nonfinite: Callable[[Lane, int, float], None] | None = None  # watch_losses'
         self.new_run()
 
     def new_run(self) -> None:
@@ -141,6 +143,12 @@ class Lanes:
             "source": f"loss capture in thread {lane.thread!r} (lane {lane.number}): the sum of the values passed "
                       f"to backward there between steps of its optimizer {lane.optimizer_name}",
             "note": "x is the lane's own step"}, replace=False)
+
+    def watch_losses(self, fn: Callable[[Lane, int, float], None] | None) -> None:
+        """Call ``fn(lane, step, value)`` on a lane's thread when its loss (``train_loss.lane<N>``) recorded at the
+        lane's ``step`` is not finite, before that step's stop check (the alerts' per-step ``nan`` check of lanes
+        2, 3, ..., docs/spec.md section 21); ``None``: no call. Costs a lane step one test per loss while set."""
+        self._nonfinite = fn
 
     def on_step(self, lane: Lane, tokens: int, loss: StepLoss | None) -> None:
         """One optimizer step of ``lane`` (its own thread): counted, its loss recorded, the report run if due."""
@@ -186,6 +194,9 @@ class Lanes:
             value = loss.value()
             if value is not None:
                 self._registry.get(loss.series).append(loss.step, loss.t_s, value)
+                watch = self._nonfinite
+                if watch is not None and loss.series == lane.loss_name and not math.isfinite(value):
+                    watch(lane, loss.step, value)
 
     def note_lane1_times(self) -> None:
         """Remember lane 1's first and last step times before the step series is trimmed (at a report)."""
