@@ -16,7 +16,8 @@ SRC = Path(__file__).resolve().parents[2] / "src" / "trainmeter"
 JS = SRC.parents[1] / "js" / "src"
 HOOK_CALLS = {"register_at_fork", "register_after_fork", "register_optimizer_step_post_hook",
               "register_optimizer_step_pre_hook", "on_recv"}
-FOREIGN_ROOTS = {"torch", "sys", "os", "signal", "builtins", "multiprocessing", "threading", "cls", "kernel", "module"}
+FOREIGN_ROOTS = {"torch", "sys", "os", "signal", "builtins", "multiprocessing", "threading", "cls", "kernel", "module",
+                 "thread"}
 
 
 def _name(node: ast.AST) -> str:

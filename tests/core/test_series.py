@@ -24,12 +24,25 @@ def test_trim_bounds_memory_and_keeps_absolute_positions():
     assert end == 10 and steps == [7, 8, 9]
 
 
-def test_stats_track_last_min_max_count_and_skip_non_finite():
+def test_stats_track_min_max_count_skip_non_finite_and_count_them():
     s = Series("loss")
-    for v in (3.0, 1.0, math.nan, 2.0, math.inf):
+    for v in (3.0, 1.0, math.nan, 2.0):
         s.append(1, 0.0, v)
     st = s.stats()
-    assert (st.last, st.min, st.max, st.count) == (2.0, 1.0, 3.0, 5)
+    assert (st.last, st.min, st.max, st.count, st.nonfinite) == (2.0, 1.0, 3.0, 4, 1)
+    assert st.to_dict()["nonfinite"] == 1
+
+
+def test_a_non_finite_latest_point_makes_last_none_never_a_stale_finite_value():
+    s = Series("loss")
+    s.append(1, 0.0, 0.196)
+    assert s.stats().last == 0.196 and "nonfinite" not in s.stats().to_dict()
+    for step in range(2, 5):
+        s.append(step, 0.0, math.nan)
+    st = s.stats()
+    assert (st.last, st.min, st.max, st.count, st.last_step, st.nonfinite) == (None, 0.196, 0.196, 4, 4, 3)
+    s.append(5, 0.0, 0.5)
+    assert s.stats().last == 0.5
 
 
 def test_step_series_reads_one_point_per_step_with_its_tokens_across_changes_and_trims():
@@ -57,7 +70,7 @@ def test_series_stats_skip_nan_and_infinities():
     for v in (float("nan"), 2.0, float("inf"), -1.0, float("-inf")):
         s.append(1, 0.0, v)
     stats = s.stats()
-    assert (stats.last, stats.min, stats.max, stats.count) == (-1.0, -1.0, 2.0, 5)
+    assert (stats.last, stats.min, stats.max, stats.count, stats.nonfinite) == (None, -1.0, 2.0, 5, 3)
 
 
 def test_stats_fold_matches_a_point_by_point_fold_first_extreme_kept_non_finite_skipped() -> None:
@@ -68,8 +81,8 @@ def test_stats_fold_matches_a_point_by_point_fold_first_extreme_kept_non_finite_
     for i, v in enumerate(values[:5]):
         s.append(i + 1, float(i), v)
     first = s.stats()
-    assert (first.last, first.min, first.max) == (2.5, 0.0, 2.5) and str(first.min) == "0.0"  # 0.0 came first
+    assert (first.last, first.min, first.max) == (None, 0.0, 2.5) and str(first.min) == "0.0"  # 0.0 came first
     for i, v in enumerate(values[5:], start=6):
         s.append(i, float(i), v)
     st = s.stats()  # an int past float range is finite (the compare the fold always used), not an error
-    assert (st.last, st.min, st.max, st.count, st.last_step) == (3.0, -1.0, 10**400, 11, 11)
+    assert (st.last, st.min, st.max, st.count, st.last_step, st.nonfinite) == (3.0, -1.0, 10**400, 11, 11, 3)

@@ -62,9 +62,13 @@ class Alerts(ExtensionBase):
         rule = self._nan_stop
         if rule is not None and rule.action == "checkpoint-stop":  # its checkpoint: the weights before the NaN step
             monitor.controls.save_before_nonfinite(f"alert:{rule.text}")
+        if self._nan_stop is not None:  # each lane's step, in its thread (lane 1's: on_step)
+            monitor.watch_lane_losses(self._lane_loss)
 
     def stop(self) -> None:
-        """Join the watchdog (idempotent)."""
+        """Join the watchdog, stop watching the lanes (idempotent)."""
+        if self._m is not None and self._nan_stop is not None:
+            self._m.watch_lane_losses(None)
         if self._watchdog is not None:
             self._watchdog.stop()
 
@@ -114,6 +118,8 @@ class Alerts(ExtensionBase):
         verdicts = getattr(m.extension("verdicts"), "verdicts", ()) or ()
         by_kind = {v.get("kind"): v for v in verdicts if isinstance(v, dict)}
         for rule in self.rules:
+            if rule.condition == "nan":
+                self._check_lanes(rule)
             if rule.condition in VERDICT_CONDITIONS:
                 v = by_kind.get(VERDICT_CONDITIONS[rule.condition])
                 if v is not None:
@@ -129,6 +135,24 @@ class Alerts(ExtensionBase):
                     op = ">" if rule.above else "<"
                     self.fire(rule, m.steps, f"{rule.series} = {last:.4g} {op} {rule.threshold:g}")
 
+    def _lane_loss(self, lane: Any, step: int, value: float) -> None:
+        """Lane ``lane``'s loss at its ``step`` was not finite (its thread): fire; every lane stops at its next
+        step, this one at this step."""
+        what = f"the loss of lane {lane.number} (thread {lane.thread!r}, {lane.loss_name}) was {value} at its step {step}"
+        self.fire(self._nan_stop, self._m.steps, what, lane=lane.number)  # type: ignore[arg-type, union-attr]
+
+    def _check_lanes(self, rule: AlertRule) -> None:
+        """A point of lane 2, 3, ...'s loss series not finite -> fire ``rule`` naming the lane (docs/spec.md §21)."""
+        m: Any = self._m
+        for lane in m.lane_records()[1:]:  # lane 1's loss: its verdict and the per-step check
+            series = m.series.get(lane.loss_series)
+            stats = series.stats() if series is not None else None
+            if stats is not None and stats.nonfinite:
+                what = (f"the loss of lane {lane.lane} (thread {lane.thread!r}, {lane.loss_series}) was not finite at "
+                        f"{stats.nonfinite} of its {stats.count} steps (the lane at step {stats.last_step})")
+                self.fire(rule, m.steps, what, lane=lane.lane)
+                return
+
     def hang_rules(self) -> list[AlertRule]:
         """The ``hang`` rules not yet fired."""
         done = {a["rule"] for a in self.fired}
@@ -136,9 +160,10 @@ class Alerts(ExtensionBase):
 
     # -- firing -----------------------------------------------------------------------------
     def fire(self, rule: AlertRule, step: int, what: str, *, on_training_thread: bool = False,
-             where: list[str] | None = None) -> None:
-        """Record ``rule`` as fired at ``step`` (once) and act. On the training thread a stop raises
-        ``StopTraining`` now (the step has completed); elsewhere it is a request for the next step."""
+             where: list[str] | None = None, lane: int | None = None) -> None:
+        """Record ``rule`` as fired at ``step`` (once; ``lane``: the lane whose series fired it) and act. On the
+        training thread a stop raises ``StopTraining`` now (the step has completed); elsewhere it is a request for
+        every lane's next step."""
         m = self._m
         if m is None:
             return
@@ -148,7 +173,8 @@ class Alerts(ExtensionBase):
             sentence = f"alert {rule.text}: {what}"
             event: dict[str, Any] = {"rule": rule.text, "condition": rule.condition, "action": rule.action,
                                      "step": int(step), "t_s": m.elapsed_s(), "sentence": sentence,
-                                     "notify": rule.action != "show", **({"where": where} if where is not None else {})}
+                                     "notify": rule.action != "show", **({"where": where} if where is not None else {}),
+                                     **({"lane": lane} if lane is not None else {})}
             self.fired = (*self.fired, event)
         if rule.action not in _STOPPING:
             return

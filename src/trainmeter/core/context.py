@@ -67,6 +67,7 @@ BOUND = (
 # The parts' own methods a context hands out the same way, by the names the contract gives them.
 PARTS = {
     "describe_series": "registry.describe",  # set series_info[name] (replace=False: only if it has none)
+    "watch_lane_losses": "lanes.watch_losses",  # fn(lane, step, value) at a lane's non-finite loss (its thread)
     "watch_training": "dispatch.watch_training",  # on_phase("train", "begin", t_s) at the next training activity
     "unwatch_training": "dispatch.unwatch_training",
     "note_warning": "faults.note",  # a run warning without a Python warning (a merged launch's summary)

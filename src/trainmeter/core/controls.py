@@ -15,13 +15,19 @@ from pathlib import Path
 from typing import Any
 
 from trainmeter.core.checkpoint_files import disk_error, free_stem, nonfinite_tensors, remove_partial
+from trainmeter.core.host_patches import allow
 
 MAX_FILES = 2000  # files summed for a checkpoint folder's bytes
 
 
 class StopTraining(BaseException):
-    """Ends a hand loop after optimizer step ``step`` because ``by`` asked a stop (a ``BaseException``, so a loop's
-    ``except Exception:`` does not swallow it; the run ends as ``stopped``)."""
+    """Ends a hand loop after optimizer step ``step`` (the lane's own) because ``by`` asked a stop.
+
+    A ``BaseException``, so a loop's ``except Exception:`` does not swallow it: ``tm.monitor()`` and ``%%trainmeter``
+    catch it and end the run ``stopped``; a training thread of yours that does not catch it ends quietly (threading's
+    excepthook is not called for it: host patch ``thread-stop``); catch it there to run code after that lane's loop
+    (docs/spec.md section 21).
+    """
 
     def __init__(self, by: str, step: int) -> None:
         super().__init__(f"training stopped by {by} after step {step}")
@@ -53,8 +59,9 @@ class CheckpointRecord:
 
 @dataclass(frozen=True)
 class StopRecord:
-    """Who stopped the run, after which step, through what (``StopTraining`` or a framework's name), and the
-    step counted when the stop was asked (``None``: asked on the training thread, at the step itself)."""
+    """Who stopped the run, after which step (the sum over the lanes of the step each stopped at), through what
+    (``StopTraining`` or a framework's name), and the step counted when the stop was asked (``None``: asked on the
+    training thread, at the step itself)."""
 
     by: str
     step: int
@@ -82,6 +89,21 @@ def size_bytes(where: Any) -> int | None:
         return total
     except (OSError, TypeError, ValueError):
         return None
+
+
+def raise_stop(by: str, step: int, quiet: bool) -> None:
+    """Raise :class:`StopTraining` in the calling thread; ``quiet``: the thread, ended by it uncaught, does not call
+    threading's excepthook for it (host patch ``thread-stop``, on that thread object only)."""
+    thread = threading.current_thread()
+    invoke = getattr(thread, "_invoke_excepthook", None)
+    if quiet and callable(invoke) and not getattr(invoke, "trainmeter_quiet", False):
+        def quiet_invoke(t: threading.Thread, _invoke: Callable[[threading.Thread], None] = invoke) -> None:
+            if not isinstance(sys.exc_info()[1], StopTraining):  # called inside Thread's except block
+                _invoke(t)
+
+        quiet_invoke.trainmeter_quiet = True  # type: ignore[attr-defined]
+        thread._invoke_excepthook = quiet_invoke  # type: ignore[attr-defined]
+    raise StopTraining(by, step)
 
 
 def _compiling() -> bool:
@@ -117,7 +139,8 @@ class Controls:
         self._finite_by: str | None = None  # who asked for a save before a step whose loss is not finite
         self._recovery: CheckpointRecord | None = None  # saved before the step whose loss was not finite
         self._calls: list[tuple[str, Callable[[], None]]] = []  # work a wing asked to run at the next boundary
-        self.stopped: StopRecord | None = None
+        self._stopped: StopRecord | None = None  # lane 1's stop (its own step)
+        self._asked: tuple[str, int | None] | None = None  # the first stop asked: by whom, at which step
         self.checkpoints: tuple[CheckpointRecord, ...] = ()
         self.refused: tuple[dict[str, Any], ...] = ()
         self.saving = False  # True while checkpoint_now saves: the time wing leaves that save's record to this one
@@ -130,14 +153,37 @@ class Controls:
         return m.status == "running" and not m.lifecycle.finished
 
     def request_stop(self, by: str) -> bool:
-        """Ask the training thread to stop after the next optimizer step; whether the run took it."""
+        """Ask every lane to stop after its next optimizer step; whether the run took it."""
         if not self.live() or self.stopped is not None:
             return False
         with self._lock:
             if self._stop_by is None:
                 self._stop_by, self._stop_asked_at = by, self._m.steps
+                self._ask_lanes(by, self._stop_asked_at)
             self._arm()
         return True
+
+    def _ask_lanes(self, by: str, asked_at: int | None) -> None:
+        if self._asked is None:
+            self._asked = (by, asked_at)
+        lanes = self._m.lanes
+        if lanes.stop_by is None:
+            lanes.quiet_stop = allow("thread-stop", self._m.warn_once)
+            lanes.stop_by = by  # lanes 2, 3, ... raise StopTraining at their next step (core/lanes.py)
+
+    @property
+    def stopped(self) -> StopRecord | None:
+        """The run's stop once a lane honoured it (lane 1, or another lane), ``None`` before. Any thread."""
+        lanes, own = self._m.lanes, self._stopped
+        if not lanes or self._asked is None:
+            return own
+        others = list(lanes.lanes)
+        if own is None and all(lane.stopped_at is None for lane in others):
+            return None
+        by, asked_at = self._asked if own is None else (own.by, own.requested_at_step)
+        step = self._m.steps_state.steps if own is None else own.step  # a lane that ended counts its last step
+        step += sum(lane.steps if lane.stopped_at is None else lane.stopped_at for lane in others)
+        return StopRecord(by=by, step=step, via="StopTraining" if own is None else own.via, requested_at_step=asked_at)
 
     def request_checkpoint(self, by: str, *, finite: bool = False) -> bool:
         """Ask the training thread to checkpoint after the next optimizer step (``finite``: as the recovery point,
@@ -203,19 +249,25 @@ class Controls:
                 self.stop_now(stop_by, asked_at)
 
     def stop_now(self, by: str, requested_at_step: int | None = None) -> None:
-        """Stop after the step just counted: the framework's own stop, else raise :class:`StopTraining`."""
-        step = self._m.steps
+        """Stop lane 1 after the step just counted (the framework's own stop, else raise :class:`StopTraining`);
+        every other lane after its next step."""
+        step = self._m.steps_state.steps  # lane 1's step (the run's while it trains alone)
+        self._ask_lanes(by, requested_at_step)
         control = self._framework
         if control is not None:
             try:
                 if control.request_stop():
-                    self.stopped = StopRecord(by=by, step=step, via=str(getattr(control, "name", "framework")),
-                                              requested_at_step=requested_at_step)
+                    self._stopped = StopRecord(by=by, step=step, via=str(getattr(control, "name", "framework")),
+                                               requested_at_step=requested_at_step)
                     return
             except Exception as exc:
                 self._m.warn_once("control-stop", f"the framework's stop failed ({exc!r}); stopping the loop instead")
-        self.stopped = StopRecord(by=by, step=step, via="StopTraining", requested_at_step=requested_at_step)
-        raise StopTraining(by, step)
+        self._stopped = StopRecord(by=by, step=step, via="StopTraining", requested_at_step=requested_at_step)
+        raise_stop(by, step, self._m.lanes.quiet_stop)
+
+    def lane1_stop_step(self) -> int | None:
+        """The step lane 1 stopped at, ``None`` when it did not. Any thread."""
+        return self._stopped.step if self._stopped is not None else None
 
     def use_framework(self, control: Any) -> None:
         """Stop and save through ``control`` (``name``, ``request_stop() -> bool``, ``save_checkpoint(dir_path, name)``)

@@ -153,6 +153,11 @@ PATCHES: tuple[HostPatch, ...] = (
               uninstall="the previous handler and wakeup descriptor are put back at the run's end",
               sites=("core/interrupts.py:signal.signal", "core/terminate.py:signal.signal",
                      "core/terminate.py:register_at_fork")),
+    HostPatch(key="thread-stop", touches="the _invoke_excepthook of a training thread that a stop ends with "
+              "StopTraining (threading's excepthook is not called for it; any other exception is passed on)",
+              uninstall="it lives on that thread object only and ends with the thread",
+              sites=("core/controls.py:thread._invoke_excepthook",), private=("threading._make_invoke_excepthook",),
+              fallback="the thread's uncaught StopTraining is printed by threading's excepthook (catch it)"),
     HostPatch(key="close-retry", touches="IPython's post_run_cell event: a widget whose close at the cell's end was "
               "cut before it completed is closed after the next cell (the static dashboard reaches its output)",
               uninstall="the callback unregisters itself once no shown widget waits",

@@ -5,6 +5,7 @@ Each lane is written by its own thread only; the headline sums over them are rea
 
 from __future__ import annotations
 
+import math
 import threading
 import weakref
 from collections import deque
@@ -12,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from trainmeter.core.controls import raise_stop
 from trainmeter.core.scalars import ScalarReader, StepLoss
 from trainmeter.core.series_registry import SeriesRegistry
 from trainmeter.core.steps import StepRecorder
@@ -35,6 +37,7 @@ class LaneRecord:
     unit: str
     step_s: float | None
     loss_series: str
+    stopped_at_step: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The passport's ``lanes`` entry."""
@@ -47,7 +50,8 @@ class Lane:
 
     __slots__ = ("ident", "thread", "hot", "number", "depth", "in_backward", "optimizer", "optimizer_name",
                  "root_id", "root_name", "unit", "seen", "pending_tokens", "calls", "loss", "scaled", "reader",
-                 "losses", "series", "loss_name", "others", "steps", "tokens", "first_t_s", "last_t_s")
+                 "losses", "series", "loss_name", "others", "steps", "tokens", "first_t_s", "last_t_s",
+                 "stopped_at")
 
     def __init__(self, ident: int, thread: str, hot: bool = False) -> None:
         self.ident = ident
@@ -75,12 +79,14 @@ class Lane:
         self.tokens = 0
         self.first_t_s: float | None = None
         self.last_t_s: float | None = None
+        self.stopped_at: int | None = None  # the lane's step at which StopTraining was raised in its thread
 
     def record(self, unit: str) -> LaneRecord:
         """This lane as the passport names it (any thread)."""
         return LaneRecord(lane=self.number, thread=self.thread, model=self.root_name, optimizer=self.optimizer_name,
                           steps=self.steps, tokens=self.tokens, unit=self.unit or unit,
-                          step_s=mean_step_s(self.first_t_s, self.last_t_s, self.steps), loss_series=self.loss_name)
+                          step_s=mean_step_s(self.first_t_s, self.last_t_s, self.steps), loss_series=self.loss_name,
+                          stopped_at_step=self.stopped_at)
 
 
 def mean_step_s(first_t_s: float | None, last_t_s: float | None, steps: int) -> float | None:
@@ -103,6 +109,7 @@ class Lanes:
         self._steps = steps
         self._registry = registry
         self._report = report
+        self._nonfinite: Callable[[Lane, int, float], None] | None = None  # watch_losses'
         self.new_run()
 
     def new_run(self) -> None:
@@ -111,6 +118,8 @@ class Lanes:
         self._lock = threading.Lock()
         self._lane1_first_t_s: float | None = None
         self._lane1_last_t_s: float | None = None
+        self.stop_by: str | None = None  # a stop asked (core/controls.py): each lane raises at its next step
+        self.quiet_stop = False  # the stop's StopTraining ends a thread without its excepthook (host patch)
 
     def __bool__(self) -> bool:
         return bool(self.lanes)
@@ -135,6 +144,12 @@ class Lanes:
                       f"to backward there between steps of its optimizer {lane.optimizer_name}",
             "note": "x is the lane's own step"}, replace=False)
 
+    def watch_losses(self, fn: Callable[[Lane, int, float], None] | None) -> None:
+        """Call ``fn(lane, step, value)`` on a lane's thread when its loss (``train_loss.lane<N>``) recorded at the
+        lane's ``step`` is not finite, before that step's stop check (the alerts' per-step ``nan`` check of lanes
+        2, 3, ..., docs/spec.md section 21); ``None``: no call. Costs a lane step one test per loss while set."""
+        self._nonfinite = fn
+
     def on_step(self, lane: Lane, tokens: int, loss: StepLoss | None) -> None:
         """One optimizer step of ``lane`` (its own thread): counted, its loss recorded, the report run if due."""
         steps = self._steps
@@ -151,6 +166,9 @@ class Lanes:
             self.flush(lane)
         if now >= steps.next_report_s:
             self._report()
+        if self.stop_by is not None and lane.stopped_at is None:  # the lane's step boundary (docs/spec.md §21)
+            lane.stopped_at = count
+            raise_stop(self.stop_by, count, self.quiet_stop)
 
     def on_loss(self, lane: Lane, loss: StepLoss) -> None:
         """The loss of another optimizer's step in ``lane``'s thread, at the lane's current step (its thread)."""
@@ -176,6 +194,9 @@ class Lanes:
             value = loss.value()
             if value is not None:
                 self._registry.get(loss.series).append(loss.step, loss.t_s, value)
+                watch = self._nonfinite
+                if watch is not None and loss.series == lane.loss_name and not math.isfinite(value):
+                    watch(lane, loss.step, value)
 
     def note_lane1_times(self) -> None:
         """Remember lane 1's first and last step times before the step series is trimmed (at a report)."""
@@ -186,8 +207,10 @@ class Lanes:
                 self._lane1_first_t_s = times[0]
             self._lane1_last_t_s = times[-1]
 
-    def records(self, unit: str, lane_one: Callable[[], tuple[str, Any, Any]] | None) -> list[LaneRecord]:
-        """Every lane with a step, lane 1 (named by ``lane_one()``) first, at most ``MAX_LANES`` (any thread)."""
+    def records(self, unit: str, lane_one: Callable[[], tuple[str, Any, Any]] | None,
+                lane1_stopped_at: int | None = None) -> list[LaneRecord]:
+        """Every lane with a step, lane 1 (named by ``lane_one()``, stopped at ``lane1_stopped_at``) first, at most
+        ``MAX_LANES`` (any thread)."""
         steps = self._steps
         records: list[LaneRecord] = []
         if steps.steps:
@@ -197,6 +220,6 @@ class Lanes:
             records.append(LaneRecord(
                 lane=1, thread=thread or threading.current_thread().name, model=model, optimizer=optimizer,
                 steps=steps.steps, tokens=steps.tokens, unit=unit, step_s=mean_step_s(first, last, steps.steps),
-                loss_series="train_loss"))
+                loss_series="train_loss", stopped_at_step=lane1_stopped_at))
         records += [lane.record(unit) for lane in list(self.lanes)[:MAX_LANES]]
         return records

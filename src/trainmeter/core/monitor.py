@@ -207,7 +207,8 @@ class Monitor:
     def lane_records(self) -> list[LaneRecord]:
         """Every lane with a step, lane 1 first (the passport's ``lanes``). Any thread."""
         probes = self.probes
-        return self.lanes.records(self.token_unit, probes.lane_one if probes is not None else None)
+        return self.lanes.records(self.token_unit, probes.lane_one if probes is not None else None,
+                                  self.controls.lane1_stop_step())
 
     # -- series ----------------------------------------------------------------------------------------------
     @property

@@ -23,18 +23,21 @@ def _finite_values(values: list[float]) -> list[float]:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SeriesStats:
-    """Running statistics of one series: last, min and max finite value (``None``: none), points recorded
-    (finite or not) and the last point's step."""
+    """Running statistics of one series: the last point's value (``None`` when it is not finite: never an earlier
+    finite one), min and max finite value (``None``: none), points recorded (finite or not), the last point's step
+    and the points that were not finite (NaN, +-inf)."""
 
     last: float | None
     min: float | None
     max: float | None
     count: int
     last_step: int | None
+    nonfinite: int = 0
 
     def to_dict(self) -> dict[str, float | int | None]:
-        """Return the passport's per-series entry."""
-        return {"last": self.last, "min": self.min, "max": self.max, "count": self.count, "last_step": self.last_step}
+        """Return the passport's per-series entry (``nonfinite`` only when some points were not finite)."""
+        out = {"last": self.last, "min": self.min, "max": self.max, "count": self.count, "last_step": self.last_step}
+        return {**out, "nonfinite": self.nonfinite} if self.nonfinite else out
 
 
 class Series:
@@ -42,7 +45,7 @@ class Series:
     ``read``/``trim`` from any."""
 
     __slots__ = ("name", "x_kind", "_steps", "_times", "_values", "_base", "lock",
-                 "_last", "_min", "_max", "_folded", "_last_step")
+                 "_last", "_min", "_max", "_folded", "_last_step", "_nonfinite")
 
     def __init__(self, name: str, x_kind: str = "step") -> None:
         self.name = name
@@ -57,6 +60,7 @@ class Series:
         self._max: float | None = None
         self._folded = 0  # absolute position up to which the statistics are folded in
         self._last_step: int | None = None
+        self._nonfinite = 0
 
     def append(self, step: int, t_s: float, value: float) -> None:
         """Record one point. Cheap (three list appends; the statistics are folded in when read);
@@ -88,9 +92,11 @@ class Series:
             return
         # no bytecode per point (docs/spec.md section 20): min/max keep the first extreme, as a strict compare does
         finite = _finite_values(values[lo:n])
-        last, low, high = self._last, self._min, self._max
+        low, high = self._min, self._max
+        self._nonfinite += n - lo - len(finite)
+        tail = values[n - 1]
+        last = tail if finite and -_INF < tail < _INF else None  # the latest point's value, never a stale one
         if finite:
-            last = finite[-1]
             low = min(finite) if low is None else min(low, min(finite))
             high = max(finite) if high is None else max(high, max(finite))
         self._last, self._min, self._max = last, low, high
@@ -131,7 +137,8 @@ class Series:
         with self.lock:
             self._fold()
             return SeriesStats(last=self._last, min=self._min, max=self._max,
-                               count=self._base + len(self._values), last_step=self._last_step)
+                               count=self._base + len(self._values), last_step=self._last_step,
+                               nonfinite=self._nonfinite)
 
 
 class StepSeries:

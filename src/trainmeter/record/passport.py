@@ -257,7 +257,10 @@ def render_markdown(p: dict[str, Any]) -> str:
         if isinstance(check, dict) and check.get("verdict"):
             lines.append(f"- GPU {index}, formula vs hardware: {markdown_text(check['sentence'])}")
     if p.get("stopped_by"):
-        lines.append(f"- Stopped by {markdown_text(p['stopped_by'])} after step {p.get('stopped_at_step')}")
+        lanes = [lane for lane in p.get("lanes") or [] if isinstance(lane, dict) and lane.get("stopped_at_step")]
+        at = ", ".join(f"{lane.get('lane')} at {lane['stopped_at_step']}" for lane in lanes)  # each lane's own step
+        where = f"; lanes {at}" if len(lanes) > 1 else ""  # docs/spec.md section 21
+        lines.append(f"- Stopped by {markdown_text(p['stopped_by'])} after step {p.get('stopped_at_step')}{where}")
     for ckpt in p.get("checkpoints") or []:
         if isinstance(ckpt, dict):
             where = ckpt.get("path") or f"a stream, no file: {ckpt.get('note') or 'not seen'}"  # never its repr
