@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 
-from trainmeter.core import controls
+from trainmeter.core import checkpoint_files
 from trainmeter.timesplit import savers
 
 
@@ -73,7 +73,7 @@ def test_the_final_file_of_savers_that_add_a_suffix_or_write_through_a_temp_file
 
 
 def test_a_folder_of_too_many_files_has_no_size(tmp_path, monkeypatch):
-    monkeypatch.setattr(controls, "MAX_FILES", 2)
+    monkeypatch.setattr(checkpoint_files, "MAX_FILES", 2)
     for name in "abc":
         (tmp_path / name).write_bytes(b"1")
     assert savers.size_bytes(tmp_path) is None

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 LOW_DISK_BYTES = 1 << 20  # free bytes under which a failed save is named a full disk (its saver may not say)
+MAX_FILES = 2000  # files summed for a checkpoint folder's bytes
 DISK_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG, errno.EIO)
 
 
@@ -66,3 +67,59 @@ def disk_error(exc: BaseException, folder: Path) -> str | None:
     if free < LOW_DISK_BYTES:
         return f"disk error: no space left on device ({free} bytes free at {folder}; the saver said {exc!r})"
     return None
+
+
+class NoFiniteState(Exception):
+    """No finite state to save for a non-finite loss's recovery point; the message says why."""
+
+
+def recovery_note(model: Any, step: int, when: str, last: Any) -> str:
+    """The recovery point's sentence when every floating tensor of ``model`` is finite after ``step`` (``when``:
+    ``before`` the step whose loss was not finite, or ``after`` it; ``last``: the run's last checkpoint record or
+    ``None``); else :class:`NoFiniteState` (docs/spec.md section 21)."""
+    bad, total = nonfinite_tensors(model)
+    if bad:
+        earlier = f"; the last checkpoint is {last.path} (step {last.step})" if last is not None else ""
+        raise NoFiniteState(f"no finite state to save: {bad} of {total} tensors of the weights after step {step} are "
+                            "not finite and none was kept from before the step whose loss was not finite (a loss "
+                            f"read on the device or inside an optimizer's closure is known only after its step){earlier}")
+    if when == "before":
+        return (f"the recovery point: the weights after step {step}, saved before step {step + 1} applied the "
+                "gradients of its non-finite loss")
+    return f"the recovery point: the weights after step {step}, finite after the step whose loss was not"
+
+
+def write_own(path: Path, model: Any, optimizer: Any, step: int) -> Path:
+    """trainmeter's own checkpoint of ``model`` (and ``optimizer``) at ``path``: written to ``<path>.tmp`` through
+    a file object (the write's own OSError, ENOSPC..., reaches the caller, not torch's), then renamed."""
+    import torch
+
+    payload = {"model": model.state_dict(), "optimizer": optimizer.state_dict() if optimizer is not None else None,
+               "step": step}
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as f:
+        torch.save(payload, f)
+    os.replace(tmp, path)
+    return path
+
+
+def size_bytes(where: Any) -> int | None:
+    """Bytes on disk at ``where`` (a file, or a folder's files up to :data:`MAX_FILES`), else ``None``."""
+    if not isinstance(where, (str, os.PathLike)):
+        return None
+    try:
+        path = os.fspath(where)
+        if os.path.isfile(path):
+            return os.path.getsize(path)
+        if not os.path.isdir(path):
+            return None
+        total = files = 0
+        for root, _dirs, names in os.walk(path):
+            for name in names:
+                files += 1
+                if files > MAX_FILES:
+                    return None
+                total += os.path.getsize(os.path.join(root, name))
+        return total
+    except (OSError, TypeError, ValueError):
+        return None

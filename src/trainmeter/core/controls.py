@@ -6,7 +6,6 @@ nothing while no request is pending (docs/spec.md section 21).
 
 from __future__ import annotations
 
-import os
 import sys
 import threading
 from collections.abc import Callable
@@ -14,10 +13,16 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from trainmeter.core.checkpoint_files import disk_error, free_stem, nonfinite_tensors, remove_partial
+from trainmeter.core.checkpoint_files import (
+    NoFiniteState,
+    disk_error,
+    free_stem,
+    recovery_note,
+    remove_partial,
+    size_bytes,
+    write_own,
+)
 from trainmeter.core.host_patches import allow
-
-MAX_FILES = 2000  # files summed for a checkpoint folder's bytes
 
 
 class StopTraining(BaseException):
@@ -67,28 +72,6 @@ class StopRecord:
     step: int
     via: str
     requested_at_step: int | None = None
-
-
-def size_bytes(where: Any) -> int | None:
-    """Bytes on disk at ``where`` (a file, or a folder's files up to :data:`MAX_FILES`), else ``None``."""
-    if not isinstance(where, (str, os.PathLike)):
-        return None
-    try:
-        path = os.fspath(where)
-        if os.path.isfile(path):
-            return os.path.getsize(path)
-        if not os.path.isdir(path):
-            return None
-        total = files = 0
-        for root, _dirs, names in os.walk(path):
-            for name in names:
-                files += 1
-                if files > MAX_FILES:
-                    return None
-                total += os.path.getsize(os.path.join(root, name))
-        return total
-    except (OSError, TypeError, ValueError):
-        return None
 
 
 def raise_stop(by: str, step: int, quiet: bool) -> None:
@@ -348,22 +331,15 @@ class Controls:
         self._m.warn_once(f"checkpoint-refused-{len(self.refused)}", f"checkpoint at step {step} refused: {reason}")
 
     def _finite_state(self, step: int, when: str) -> str | None:
-        """The recovery point's sentence when the weights after ``step`` are all finite; else ``_Refused`` saying
-        no finite state exists (``when``: ``before`` the step whose loss was not finite, or ``after`` it)."""
+        """The recovery point's sentence when the weights after ``step`` are all finite (``when``: ``before`` the step
+        whose loss was not finite, or ``after`` it); else ``_Refused`` saying no finite state exists."""
         model = self._m.model_ref() if self._m.model_ref is not None else None
         if model is None:
             return None  # the save refuses it
-        bad, total = nonfinite_tensors(model)
-        if bad:
-            last = self.checkpoints[-1] if self.checkpoints else None
-            earlier = f"; the last checkpoint is {last.path} (step {last.step})" if last is not None else ""
-            raise _Refused(f"no finite state to save: {bad} of {total} tensors of the weights after step {step} are "
-                           "not finite and none was kept from before the step whose loss was not finite (a loss read "
-                           f"on the device or inside an optimizer's closure is known only after its step){earlier}")
-        if when == "before":
-            return (f"the recovery point: the weights after step {step}, saved before step {step + 1} applied the "
-                    "gradients of its non-finite loss")
-        return f"the recovery point: the weights after step {step}, finite after the step whose loss was not"
+        try:
+            return recovery_note(model, step, when, self.checkpoints[-1] if self.checkpoints else None)
+        except NoFiniteState as exc:
+            raise _Refused(str(exc)) from exc
 
     def _save(self, step: int) -> tuple[Path, str]:
         """Save as ``<run>/checkpoints/step-<step>`` (plus the saver's suffix; never over an earlier checkpoint);
@@ -384,30 +360,21 @@ class Controls:
             raise
 
     def _write(self, folder: Path, stem: str, step: int) -> tuple[Path, str]:
-        m = self._m
         control = self._framework
         if control is not None:
             written = control.save_checkpoint(str(folder), stem)
             if written:
                 return Path(written), str(getattr(control, "name", "framework"))
+        m = self._m
         model = m.model_ref() if m.model_ref is not None else None
         if model is None:
             raise _Refused("no trained model is known (the first optimizer step names it; one called only inside a "
                            "torch.compile'd function is not seen: pass tm.monitor(model=...))")
         if _sharded(model):
             raise _Refused("the model is sharded (DTensor parameters) and no framework saver is in use")
-        import torch
-
         probes = m.probes
         optimizer = getattr(probes, "primary_optimizer", None) if probes is not None else None
-        payload = {"model": model.state_dict(), "optimizer": optimizer.state_dict() if optimizer is not None else None,
-                   "step": step}
-        path = folder / f"{stem}.pt"
-        tmp = path.with_name(path.name + ".tmp")
-        with open(tmp, "wb") as f:  # a file object: the write's own OSError (ENOSPC...) reaches us, not torch's
-            torch.save(payload, f)
-        os.replace(tmp, path)
-        return path, "trainmeter"
+        return write_own(folder / f"{stem}.pt", model, optimizer, step), "trainmeter"
 
     # -- the record ---------------------------------------------------------------------
     def end_status(self, default: str) -> str:

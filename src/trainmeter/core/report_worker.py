@@ -147,14 +147,11 @@ class ReportWorker:
         """Give up on the job under way (the run's end, past its bound: docs/spec.md section 20): the jobs queued
         behind it run now in the caller's thread, later ones at once, and the thread ends when that job returns,
         running nothing more. Any thread but the worker's."""
-        thread = self._thread
         with self._cond:
             jobs, self._jobs = list(self._jobs), deque()
             self._closed = True
             self._thread = None
             self._cond.notify_all()
-        if thread is not None:
-            thread.name = f"{THREAD_NAME} (abandoned)"
         for owner, job in jobs:
             if owner not in self.disabled:
                 self._run(owner, job)

@@ -11,7 +11,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-from trainmeter.core.controls import size_bytes
+from trainmeter.core.checkpoint_files import size_bytes
 from trainmeter.core.extension import ExtensionBase, Report
 
 if TYPE_CHECKING:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from trainmeter.core.controls import size_bytes
+from trainmeter.core.checkpoint_files import size_bytes
 
 if TYPE_CHECKING:
     from trainmeter.timesplit.extension import TimeSplit
