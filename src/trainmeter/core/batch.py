@@ -140,8 +140,8 @@ def count_batch(args: tuple[Any, ...], kwargs: Mapping[str, Any] | None) -> tupl
 
     Every column counts once: a tensor by its shape (integer ids: ``"tokens"``, else dim 0 ``"samples"``), a
     mapping by its token ids (``input_ids``, ...), a list, tuple or mapping of feature mappings (a contrastive
-    batch) or a mapping of ``<column>_input_ids`` by the sum of its columns, other sequences by their first readable item, a known batch object (a graph
-    batch) through the registry.
+    batch) or a mapping of ``<column>_input_ids`` by the sum of its columns, other sequences by their first
+    readable item, a known batch object (a graph batch) through the registry.
 
     Returns:
         ``None`` when nothing readable was found (the count is unknown, never 0).
