@@ -254,11 +254,9 @@ class Discovery:
         if candidate is None or candidate.ref() is not module:
             return
         try:
-            calls = self._root_calls
-            counted = (None if calls.declared or calls.framework is not None  # counted already: not read
-                       else calls.batches.count(args[:1] if lightning else args, kwargs))
+            counted = self._root_calls.read(args[:1] if lightning else args, kwargs)
             if id(module) == self.root_id:
-                calls.count(module, args, kwargs, lightning, counted)
+                self._root_calls.count(module, args, kwargs, lightning, counted)
                 return
             self._candidate_calls = True
             self._hot.steady = False
@@ -367,11 +365,6 @@ class Discovery:
         self.params.update(root_total=sum(p.numel() for p in module.parameters()),
                            root_trainable=sum(p.numel() for p in module.parameters() if p.requires_grad))
         self._monitor.set_model(module, self._monitor.token_unit)
-
-    def root_lightning(self) -> str:
-        """The source of the root's batches when it is a LightningModule (its ``training_step``'s), else ""."""
-        root = self.root() if self.root is not None else None
-        return "lightning training_step batch" if root is not None and _is_lightning_module(root) else ""
 
     def reader(self) -> str | None:
         """Whose calls are the batches when not the model's (``"MlpExtractor inside ActorCriticPolicy"``), or ``None``."""

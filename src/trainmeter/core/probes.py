@@ -21,9 +21,16 @@ from trainmeter.core.loss_capture import TOKENS_SERIES, LossCapture, tokens_info
 from trainmeter.core.optimizer_steps import OptimizerSteps
 from trainmeter.core.patches import Patches
 from trainmeter.core.probe_state import NO_ROOT, ProbeState, ProbeSwitches, guarded
+from trainmeter.core.reachable import _is_lightning_module
 from trainmeter.core.root_calls import RootCalls
 from trainmeter.core.seq_weights import TokenWeightedSeq
 from trainmeter.core.wrappers import Wrappers
+
+
+def lightning_source(root: Any) -> str:
+    """The source of the root's batches when it is a LightningModule (its ``training_step``'s), else ""."""
+    module = root() if root is not None else None
+    return "lightning training_step batch" if module is not None and _is_lightning_module(module) else ""
 
 
 class StepSink(Protocol):
@@ -164,7 +171,7 @@ class TorchProbes:
         elif discovery.roots_found or root_calls.framework_counted:
             root = discovery.reader() or discovery.root_name or "the model"
             info = tokens_info(n, self.optimizers.max_calls, discovery.first_step_missed, root,
-                               root_calls.framework_counted or discovery.root_lightning())
+                               root_calls.framework_counted or lightning_source(discovery.root))
             unread = root_calls.framework_unread  # the framework's batches the rule could not read
             notes = (SAMPLE_KINDS.get(root_calls.kind), info["note"],
                      unread and f"where {unread}, the calls of {root} counted the batch")

@@ -106,6 +106,11 @@ class RootCalls:
             hot.fast_calls = False
             self._switches.refresh()
 
+    def read(self, args: Any, kwargs: Any) -> tuple[int, str] | None:
+        """A watched module's training call's ``(count, unit)`` (:attr:`batches`), ``None`` when unread or when its
+        batch is counted already (``tm.batch``, the framework's batch): then it is not read."""
+        return None if self.declared or self.framework is not None else self.batches.count(args, kwargs)
+
     def new_root(self) -> None:
         """Another root was chosen: its own batch is kept next."""
         self.example = None
