@@ -99,6 +99,13 @@ def test_every_column_of_a_contrastive_batch_counts_its_token_ids_once():
     assert count_batch((), {"features": [anchor, positive]}) == (72, "tokens")
 
 
+def test_columns_flattened_into_one_mapping_each_count_their_token_ids():
+    flat = {"anchor_input_ids": _ids(4, 7), "anchor_attention_mask": _ids(4, 7), "positive_input_ids": _ids(4, 11),
+            "positive_attention_mask": _ids(4, 11), "return_loss": True}  # sentence-transformers' training inputs
+    assert count_batch((flat,), None) == (4 * 7 + 4 * 11, "tokens")
+    assert count_batch((), {"input_ids": _ids(2, 5), "decoder_input_ids": _ids(2, 9)}) == (10, "tokens")  # plain first
+
+
 def test_a_column_s_mask_and_labels_and_a_positional_pair_s_target_are_not_counted_again():
     assert count_batch((), {"input_ids": _ids(2, 5), "attention_mask": _ids(2, 5), "labels": _ids(2, 5)}) == (
         10, "tokens")
@@ -249,3 +256,23 @@ def test_a_0_d_first_argument_is_skipped_and_the_batch_after_it_counted_at_every
             model(scale, _ids(rows, 4)).backward()
             opt.step()
     assert m.tokens == 4 * (2 + 2 + 3 + 3 + 1)
+
+
+def test_a_framework_s_own_batch_counts_in_the_model_s_stead_and_one_the_rule_cannot_read_falls_back_to_it(run_root):
+    model = torch.nn.Embedding(10, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    pair = {"anchor_input_ids": _ids(2, 3), "positive_input_ids": _ids(2, 5)}  # the model is called with one column
+    with tm.monitor(run_dir=run_root, interval_s=3600) as m:
+        # the integration wing's call, as an adapter makes it (HF's training_step inputs, skorch's X, ...)
+        wing = next(wing for wing in m.extensions if wing.name == "frameworks")
+        for batch in (pair, pair, Pair(torch.randn(2, 2), torch.randn(2, 2)), pair):
+            for _micro in range(2):  # two micro-batches a step: each counts
+                wing.framework_batch("fw", "step batch", batch)
+                model(pair["anchor_input_ids"]).sum().backward()
+                wing.framework_batch("fw", "step batch", None)
+            opt.step()
+    info = _passport(m)["series_info"]["tokens_per_step"]
+    assert m.steps == 4 and m.tokens == 3 * 2 * (6 + 10) + 2 * 6 and m.token_unit == "tokens"  # 6: the model's
+    assert info["provenance"] == "counted" and info["source"] == "fw step batch"
+    assert "where fw step batch are a Pair, the calls of Embedding counted the batch" in info["note"]
+    assert m.warnings == []

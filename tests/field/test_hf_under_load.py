@@ -65,5 +65,6 @@ def test_hf_trainer_counts_every_micro_batch_beside_cpu_burners(tmp_path, cpu_bu
         if (passport["steps"], passport["tokens"]) != (STEPS, STEPS * per_step) or wrong:
             failures.append(f"run {repeat}: {passport['steps']} steps, {passport['tokens']:,} of "
                             f"{STEPS * per_step:,} tokens; steps short of {per_step}: {wrong}")
-        assert passport["series_info"]["tokens_per_step"]["provenance"] == "counted"
+        info = passport["series_info"]["tokens_per_step"]
+        assert info["provenance"] == "counted" and info["source"] == "hf training_step inputs"
     assert not failures, "\n".join(failures)

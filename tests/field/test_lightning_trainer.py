@@ -83,6 +83,7 @@ def test_lightning_steps_samples_loss_validation_checkpoint_and_nothing_printed(
     p = passport(m)
     assert m.steps == STEPS == trainer.global_step
     assert m.tokens == STEPS * ACCUM * BATCH and m.token_unit == "samples"
+    assert p["series_info"]["tokens_per_step"]["source"] == "lightning training_step batch"
     # headline: the per-step loss, the mean of the micro-batch losses (Lightning divides each by 2)
     truth = [sum(module.micro_losses[i:i + ACCUM]) / ACCUM for i in range(0, STEPS * ACCUM, ACCUM)]
     assert [v for _, v in logged(m, "train_loss")] == pytest.approx(truth, rel=1e-5)

@@ -98,7 +98,8 @@ def test_sentence_transformers_counts_every_column_s_tokens_and_changes_no_loss(
     assert m.steps == steps == trainer.state.global_step
     assert m.tokens == seen.tokens == bare.tokens and m.token_unit == "tokens"  # anchor and positive columns
     assert len(seen.losses) == steps and all(torch.equal(a, b) for a, b in zip(seen.losses, bare.losses, strict=True))
-    assert p["series_info"]["tokens_per_step"]["provenance"] == "counted"
+    info = p["series_info"]["tokens_per_step"]  # the Trainer's own batch: a flat dict of every column's ids
+    assert info["provenance"] == "counted" and info["source"] == "hf training_step inputs", info
     assert printed_by_us(bare_printed, ours) == [] and p["warnings"] == []
 
 

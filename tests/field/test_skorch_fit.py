@@ -96,6 +96,7 @@ def test_skorch_fit_counts_steps_samples_and_loss_records_its_epochs_and_times_i
     assert net.history[:, "valid_loss"] == bare_net.history[:, "valid_loss"]
     assert m.steps == counts.steps == STEPS and p["frameworks"]["framework_steps"] == {"skorch": STEPS}
     assert m.tokens == counts.samples == EPOCHS * TRAIN_ROWS and m.token_unit == "samples"
+    assert p["series_info"]["tokens_per_step"]["source"] == "skorch on_batch_begin X"
     assert [v for _, v in logged(m, "train_loss")] == pytest.approx(_batch_losses(net), rel=1e-6)
     epoch_ends = [STEPS // EPOCHS * (e + 1) for e in range(EPOCHS)]
     assert logged(m, "valid_loss") == list(zip(epoch_ends, net.history[:, "valid_loss"], strict=True))

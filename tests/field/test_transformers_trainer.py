@@ -67,6 +67,7 @@ def test_hf_trainer_steps_tokens_loss_eval_checkpoint_and_nothing_printed(tmp_pa
     p = passport(m)
     assert m.steps == STEPS == trainer.state.global_step
     assert m.tokens == STEPS * ACCUM * BATCH * SEQ and m.token_unit == "tokens"
+    assert p["series_info"]["tokens_per_step"]["source"] == "hf training_step inputs"  # each micro-batch's
     # the headline is the per-step loss the Trainer itself logs as `loss` (logging_steps=1)
     ours_loss = dict(logged(m, "train_loss"))
     hf_loss = dict(logged(m, "loss"))

@@ -67,6 +67,7 @@ def test_sft_with_lora_counts_steps_tokens_and_loss_and_times_each_adapter_check
     p = passport(m)
     assert m.steps == STEPS == trainer.state.global_step
     assert [(s, v) for s, v in logged(m, "num_tokens")][-1] == (STEPS, m.tokens) == (STEPS, STEPS * BATCH * SEQ)
+    assert p["series_info"]["tokens_per_step"]["source"] == "hf training_step inputs"  # SFTTrainer's, through HF's
     hf_loss = dict(logged(m, "loss"))
     ours_loss = dict(logged(m, "train_loss"))
     assert sorted(ours_loss) == sorted(hf_loss) == list(range(1, STEPS + 1))

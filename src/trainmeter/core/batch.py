@@ -13,6 +13,7 @@ from itertools import islice
 from typing import Any
 
 _TOKEN_KEYS = ("input_ids", "idx", "tokens", "input", "x")
+_COLUMN_IDS = "_input_ids"  # a flat mapping's column token ids (sentence-transformers: anchor_input_ids, ...)
 _ITEMS = 4  # items of a sequence or mapping looked at for its first readable one
 
 # a reading: (count, unit, tokens x S summed over its columns, what a sample is: "" or "graphs"/"nodes"), or the
@@ -77,6 +78,9 @@ def _read(value: Any, depth: int) -> Reading:
                 found = _read(value[key], depth + 1)
                 if type(found) is tuple:
                     return found
+        columns = [v for k, v in value.items() if isinstance(k, str) and k.endswith(_COLUMN_IDS)]
+        if columns:  # columns flattened into one mapping (anchor_input_ids, positive_input_ids): each counts
+            return _columns(columns, depth)
         items = list(value.values())
     elif isinstance(value, Sequence) and not isinstance(value, (str, bytes)):
         items = value
@@ -136,8 +140,8 @@ def count_batch(args: tuple[Any, ...], kwargs: Mapping[str, Any] | None) -> tupl
 
     Every column counts once: a tensor by its shape (integer ids: ``"tokens"``, else dim 0 ``"samples"``), a
     mapping by its token ids (``input_ids``, ...), a list, tuple or mapping of feature mappings (a contrastive
-    batch) by the sum of its columns, other sequences by their first readable item, a known batch object (a graph
-    batch) through the registry.
+    batch) or a mapping of ``<column>_input_ids`` by the sum of its columns, other sequences by their first
+    readable item, a known batch object (a graph batch) through the registry.
 
     Returns:
         ``None`` when nothing readable was found (the count is unknown, never 0).
@@ -149,10 +153,11 @@ def count_batch(args: tuple[Any, ...], kwargs: Mapping[str, Any] | None) -> tupl
 def batch_seq(args: tuple[Any, ...], kwargs: Mapping[str, Any] | None) -> float:
     """S of a batch read as :func:`count_batch` reads it: its token-weighted sequence length over its columns of
     2-D token ids (an int when they agree), 0 without one; without counting it."""
-    return _seq(read_call(args, kwargs))
+    return reading_seq(read_call(args, kwargs))
 
 
-def _seq(found: Reading) -> float:
+def reading_seq(found: Reading) -> float:
+    """S of a reading (:func:`read_call`'s): tokens x S over tokens, 0 without 2-D token ids."""
     if type(found) is not tuple or not found[2]:
         return 0
     seq = found[2] / found[0]
@@ -200,7 +205,7 @@ class BatchCounter:
             if _is_tensor(first):
                 found = _tensor(first)
                 if type(found) is tuple:
-                    self.seq, self.kind = _seq(found), ""
+                    self.seq, self.kind = reading_seq(found), ""
                     counted = found[0], found[1]
                     self._last = (type(first), first.shape, first.dtype, counted, self.seq)
                     return counted
@@ -208,5 +213,5 @@ class BatchCounter:
         if type(found) is not tuple:
             self.seq, self.kind, self.unread = 0, "", found
             return None
-        self.seq, self.kind = _seq(found), found[3]
+        self.seq, self.kind = reading_seq(found), found[3]
         return found[0], found[1]

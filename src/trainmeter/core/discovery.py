@@ -254,7 +254,7 @@ class Discovery:
         if candidate is None or candidate.ref() is not module:
             return
         try:
-            counted = self._root_calls.batches.count(args[:1] if lightning else args, kwargs)
+            counted = self._root_calls.read(args[:1] if lightning else args, kwargs)
             if id(module) == self.root_id:
                 self._root_calls.count(module, args, kwargs, lightning, counted)
                 return

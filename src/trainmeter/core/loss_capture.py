@@ -204,9 +204,10 @@ class LossCapture:
         return n
 
 
-def tokens_info(n: dict[str, int], max_calls: int, first_step_missed: bool, root_name: str | None) -> dict[str, Any]:
+def tokens_info(n: dict[str, int], max_calls: int, first_step_missed: bool, root_name: str | None,
+                framework: str = "") -> dict[str, Any]:
     """``series_info["tokens_per_step"]``: whose batches, and notes (``n``: the loss counts, ``max_calls``: the
-    most root calls in a step)."""
+    most root calls in a step; ``framework``: the source of the framework's own batches that counted, if any)."""
     notes = []
     if max_calls > 1 and n["max_parts"] >= max_calls and n["divided"] and not n["ambiguous"]:
         # a divided backward per call: micro-batches of gradient accumulation
@@ -217,5 +218,5 @@ def tokens_info(n: dict[str, int], max_calls: int, first_step_missed: bool, root
     if first_step_missed:
         notes.append("counted from step 2: the optimizer was built before the run where it could "
                      "not be seen (pass model= to count step 1)")
-    return {"provenance": "counted", "source": f"batches of {root_name} called with gradients enabled",
-            "note": "; ".join(notes)}
+    source = framework or f"batches of {root_name} called with gradients enabled"
+    return {"provenance": "counted", "source": source, "note": "; ".join(notes)}

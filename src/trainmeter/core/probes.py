@@ -23,9 +23,16 @@ from trainmeter.core.loss_capture import TOKENS_SERIES, LossCapture, tokens_info
 from trainmeter.core.optimizer_steps import OptimizerSteps
 from trainmeter.core.patches import Patches
 from trainmeter.core.probe_state import NO_ROOT, ProbeState, ProbeSwitches, guarded
+from trainmeter.core.reachable import _is_lightning_module
 from trainmeter.core.root_calls import RootCalls
 from trainmeter.core.seq_weights import TokenWeightedSeq
 from trainmeter.core.wrappers import Wrappers
+
+
+def lightning_source(root: Any) -> str:
+    """The source of the root's batches when it is a LightningModule (its ``training_step``'s), else ""."""
+    module = root() if root is not None else None
+    return "lightning training_step batch" if module is not None and _is_lightning_module(module) else ""
 
 
 class StepSink(Protocol):
@@ -167,11 +174,14 @@ class TorchProbes:
         root_calls.warn_unread()
         if root_calls.declared:  # docs/spec.md section 2, "The batch rule"
             describe(TOKENS_SERIES, {"provenance": "declared", "source": "tm.batch()", "note": ""})
-        elif discovery.roots_found:
-            info = tokens_info(n, self.optimizers.max_calls, discovery.first_step_missed,
-                              discovery.reader() or discovery.root_name)
-            if root_calls.kind:  # what a sample is: a graph batch's graphs, or its nodes
-                info["note"] = "; ".join(filter(None, (SAMPLE_KINDS[root_calls.kind], info["note"])))
+        elif discovery.roots_found or root_calls.framework_counted:
+            root = discovery.reader() or discovery.root_name or "the model"
+            info = tokens_info(n, self.optimizers.max_calls, discovery.first_step_missed, root,
+                               root_calls.framework_counted or lightning_source(discovery.root))
+            unread = root_calls.framework_unread  # the framework's batches the rule could not read
+            notes = (SAMPLE_KINDS.get(root_calls.kind), info["note"],
+                     unread and f"where {unread}, the calls of {root} counted the batch")
+            info["note"] = "; ".join(filter(None, notes))
             describe(TOKENS_SERIES, info)
 
     # -- the surface the run and the wings read ----------------------------------------
@@ -330,6 +340,12 @@ class TorchProbes:
     def declared_model(self) -> Any:
         """The module passed as ``model=``, or ``None``."""
         return self.discovery.declared_model()
+
+    def framework_batch(self, batch: Any, source: str) -> None:
+        """The framework's own batch for the step in progress, counted in the root's calls' stead (``None``: that
+        batch is over; core/root_calls.py ``RootCalls.framework_batch``). Lane 1's training thread."""
+        if self.switches.active:
+            self.root_calls.framework_batch(batch, source)
 
     def count_samples(self, samples: int) -> bool:
         """Count ``samples`` for this step when no batch of the root was counted; whether they were."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainmeter.core.batch import BatchCounter, batch_seq, token_key
+from trainmeter.core.batch import BatchCounter, batch_seq, read_call, reading_seq, token_key
 from trainmeter.core.seq_weights import TokenWeightedSeq
 
 
@@ -25,6 +25,11 @@ class RootCalls:
         unread: Why the first of the root's batches that could not be read could not (``None``: each was read).
         kind: What the counted samples are where the unit does not say it (``"graphs"``, ``"nodes"``), else ``""``.
         declared: Whether the batches are declared (``tm.batch``): from then on none is counted.
+        framework: The source of the framework's batch in progress, counted in its stead (:meth:`framework_batch`;
+            the root's calls are not counted meanwhile), or ``None``.
+        framework_counted: The source of the first framework batch counted (``"hf training_step inputs"``), or "".
+        framework_unread: Why the first framework batch the rule could not read was not (its root's calls counted
+            it), or ``None``.
 
     Training thread (lane 1's).
     """
@@ -41,6 +46,9 @@ class RootCalls:
         self.kind = ""
         self.unread: str | None = None
         self.declared = False
+        self.framework: str | None = None
+        self.framework_counted = ""
+        self.framework_unread: str | None = None
         self._declared_at = -1  # the steps counted at the last declaration
         self._first_declared: dict[str, int] = {}  # the first declaration of that step
         self._example_at = -1  # the steps counted when the example was kept
@@ -54,6 +62,7 @@ class RootCalls:
         self.kind = ""
         self.unread = None
         self.declared = False
+        self.framework, self.framework_counted, self.framework_unread = None, "", None
         self._declared_at = -1
         self.example_declared = {}
 
@@ -74,6 +83,34 @@ class RootCalls:
             hot.fast_calls = False
             self._switches.refresh()
 
+    def framework_batch(self, batch: Any, source: str) -> None:
+        """An adapter's: the framework's own batch for the step in progress (``None``: that batch is over), read by
+        the batch rule (docs/spec.md section 2). Read, it counts (provenance ``counted``, ``source``) and the root's
+        calls are not counted until it is over; micro-batches add up. One the rule cannot read is left to the root's
+        calls (never 0). Nothing after ``tm.batch`` (a declaration wins)."""
+        self.framework = None
+        if batch is None or self.declared:
+            return
+        found = read_call((batch,), None)
+        if type(found) is not tuple:
+            self.framework_unread = self.framework_unread or f"{source} are {found}"
+            return
+        hot = self._hot
+        self.seq_weights.at(self._steps.tokens + hot.pending_tokens, reading_seq(found))
+        hot.pending_tokens += found[0]
+        self._monitor.set_token_unit(found[1])
+        self.kind = found[3]
+        self.framework = source
+        self.framework_counted = self.framework_counted or source
+        if hot.fast_calls:  # the root's calls take the general path, which does not count them meanwhile
+            hot.fast_calls = False
+            self._switches.refresh()
+
+    def read(self, args: Any, kwargs: Any) -> tuple[int, str] | None:
+        """A watched module's training call's ``(count, unit)`` (:attr:`batches`), ``None`` when unread or when its
+        batch is counted already (``tm.batch``, the framework's batch): then it is not read."""
+        return None if self.declared or self.framework is not None else self.batches.count(args, kwargs)
+
     def new_root(self) -> None:
         """Another root was chosen: its own batch is kept next."""
         self.example = None
@@ -87,7 +124,7 @@ class RootCalls:
             self._capture_example(args, kwargs)
         elif lightning and self.autocast_dtype is None:  # its precision plugin's autocast is on here
             self.autocast_dtype = autocast()
-        if self.declared:
+        if self.declared or self.framework is not None:  # counted already (tm.batch, the framework's batch)
             counted = None
         elif counted is not None:
             self.seq_weights.at(self._steps.tokens + hot.pending_tokens, self.batches.seq)

@@ -220,6 +220,18 @@ class Integrations(ExtensionBase):
         self.explicit_steps[framework] = self.explicit_steps.get(framework, 0) + 1
         monitor.explicit_step(framework, model, samples)
 
+    def framework_batch(self, framework: str, source: str, batch: Any) -> None:
+        """The framework's own batch for the step in progress, counted by the batch rule in the model's calls' stead
+        (``None``: that batch is over; docs/spec.md section 2, "The batch rule"). Training thread."""
+        monitor = self.monitor
+        probes = None if monitor is None else monitor.probes
+        if probes is None or not self.gate.here():
+            return
+        try:
+            probes.framework_batch(batch, f"{framework} {source}")
+        except Exception as exc:
+            self.warn(framework, f"{framework} batches not read: {exc!r}")
+
     def framework_logs(self, framework: str, logs: Any) -> None:
         """An epoch's logged numbers (Keras' ``logs``, fastai's Recorder row; not ``epoch``, ``time``) as series."""
         monitor = self.monitor

@@ -1,6 +1,7 @@
-"""The Hugging Face adapter (TRL's trainers are subclasses): ``Trainer.train`` and ``Trainer.evaluate`` get two
-TrainerCallbacks, first and last of the list: the first records what ``Trainer.log`` was given and holds the other
-taps off until the last (recorded once); the last carries out a stop. Training thread.
+"""The Hugging Face adapter (TRL's and sentence-transformers' trainers are subclasses): ``Trainer.train`` and
+``Trainer.evaluate`` get two TrainerCallbacks, first and last of the list: the first records what ``Trainer.log`` was
+given and holds the other taps off until the last (recorded once); the last carries out a stop. ``training_step``'s
+``inputs`` are the step's batch. Training thread.
 """
 
 from __future__ import annotations
@@ -60,7 +61,8 @@ class HfAdapter(Adapter):
     control = HfControl
     sites = (Site(module="transformers.trainer", owner="Trainer", attr="train", logs=True),
              Site(module="transformers.trainer", owner="Trainer", attr="evaluate", logs=True, fit=False,
-                  phase="eval"))
+                  phase="eval"),
+             Site(module="transformers.trainer", owner="Trainer", attr="training_step"))
     steps_at = "state.global_step"
 
     def __init__(self, wing: Any) -> None:
@@ -80,6 +82,18 @@ class HfAdapter(Adapter):
         self._held = 0
         for one in extra:
             target.remove_callback(one)
+
+    def on_training_step(self, original: Any, trainer: Any, model: Any, inputs: Any, *args: Any, **kwargs: Any) -> Any:
+        """``Trainer.training_step(model, inputs)``: its ``inputs`` are the step's batch (a micro-batch of it), counted
+        in the model's calls' stead (docs/spec.md section 2, "The batch rule")."""
+        wing = self.wing
+        if not wing.depth:  # outside a train call: the model's calls count
+            return original(trainer, model, inputs, *args, **kwargs)
+        wing.framework_batch("hf", "training_step inputs", inputs)
+        try:
+            return original(trainer, model, inputs, *args, **kwargs)
+        finally:
+            wing.framework_batch("hf", "training_step inputs", None)
 
     def logged(self, args: Any, logs: Any, last: bool) -> None:
         """One ``Trainer.log``: the first callback records it, the last lets the other taps record again."""

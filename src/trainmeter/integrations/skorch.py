@@ -1,5 +1,6 @@
-"""The skorch adapter: ``NeuralNet.fit_loop`` (``fit`` and ``partial_fit`` go through it) gets trainmeter's callback,
-and ``run_single_epoch`` over the validation set is an eval span (docs/spec.md sections 9 and 11). Training thread.
+"""The skorch adapter: ``NeuralNet.fit_loop`` (``fit`` and ``partial_fit`` go through it) gets trainmeter's callback
+(each training batch's X counted, its epochs recorded, its stop), and ``run_single_epoch`` over the validation set is
+an eval span (docs/spec.md sections 9 and 11). Training thread.
 """
 
 from __future__ import annotations
@@ -44,9 +45,16 @@ def _callback_class() -> type:
         def __reduce__(self) -> Any:  # a net pickled mid-fit (Checkpoint's f_pickle) carries a plain callback
             return (Callback, ())
 
+        def on_batch_begin(self, net: Any, batch: Any = None, training: Any = None, **kwargs: Any) -> None:
+            if training:  # the batch's X, counted in the module's calls' stead (docs/spec.md section 2)
+                X = batch[0] if isinstance(batch, (tuple, list)) and batch else batch
+                self._adapter.wing.framework_batch("skorch", "on_batch_begin X", X)
+
         def on_batch_end(self, net: Any, batch: Any = None, training: Any = None, **kwargs: Any) -> None:
-            if training and self._adapter.wing.stop_requested("skorch"):
-                raise KeyboardInterrupt  # skorch's own stop (EarlyStopping's): partial_fit catches it
+            if training:
+                self._adapter.wing.framework_batch("skorch", "on_batch_begin X", None)
+                if self._adapter.wing.stop_requested("skorch"):
+                    raise KeyboardInterrupt  # skorch's own stop (EarlyStopping's): partial_fit catches it
 
         def on_epoch_end(self, net: Any, **kwargs: Any) -> None:  # after the scoring callbacks wrote the row
             self._adapter.epochs_ended(net)
@@ -82,6 +90,7 @@ class SkorchAdapter(Adapter):
         """Our callback leaves; an epoch whose end a callback before ours stopped (``EarlyStopping``) is recorded."""
         if extra is None:
             return
+        self.wing.framework_batch("skorch", "on_batch_begin X", None)  # a batch a fault ended is over
         target.callbacks_ = [entry for entry in target.callbacks_ if entry[1] is not extra]
         self.epochs_ended(target)
 
