@@ -255,3 +255,22 @@ def test_the_record_holds_no_absolute_path(run_root):
         assert root not in (m.run_dir / name).read_text(), name
     passport = json.loads((m.run_dir / "passport.json").read_text())
     assert passport["options"]["run_root"] == ".." and passport["record"]["log"] == "events.jsonl"
+
+
+def test_a_run_with_every_default_wing_holds_no_absolute_path_in_its_record(run_root):
+    import torch
+
+    import trainmeter as tm
+
+    model = torch.nn.Linear(4, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with tm.monitor(run_dir=run_root, interval_s=0.1) as m:
+        for _ in range(5):
+            model(torch.randn(2, 4)).sum().backward()
+            opt.step()
+        tm.checkpoint()
+        model(torch.randn(2, 4)).sum().backward()
+        opt.step()
+    root = str(run_root.resolve())
+    for name in ("passport.json", "events.jsonl", "passport.md"):
+        assert root not in (m.run_dir / name).read_text(), name

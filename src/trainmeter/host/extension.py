@@ -185,7 +185,6 @@ class NodeSampler(ExtensionBase):
             "mem_total_bytes": sample.mem_total_bytes if sample else None,
             "swap_total_bytes": sample.swap_total_bytes if sample else None,
             "run_fs_total_bytes": sample.run_fs_total_bytes if sample else None,
-            "run_dir": self._run_dir,
             "swap_growth_bytes": reader.swap_growth_bytes if reader else None,
             "swap_io_bytes": reader.swap_io_bytes if reader else None,
             **stats, "warnings": self.warnings(), "abandoned": self.abandoned_reason,
