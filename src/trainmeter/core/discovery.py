@@ -46,7 +46,8 @@ class Discovery:
     Its arguments are the probes' parts and the run (core/probes.py wires them).
 
     Attributes:
-        candidates: ``id(module) -> _Candidate`` of the watched modules (read by the call wrapper).
+        candidates: ``id(module) -> _Candidate`` of the watched modules (read by the call wrapper; an optimizer
+            built in another thread adds to it, so it and ``_created`` are iterated through ``list()`` snapshots).
         model: A weak reference to the trained model (docs/spec.md section 2, "The model rule"), or ``None``.
         root: A weak reference to the module whose calls are the batches (the model, or a part of it), or ``None``;
             ``root_id`` its ``id``.
@@ -108,7 +109,7 @@ class Discovery:
         self.new_primary()
         self.params = {}
         self.root_name = None
-        for candidate in self.candidates.values():
+        for candidate in list(self.candidates.values()):
             candidate.tokens = candidate.calls = 0
             candidate.example = None
 
@@ -122,7 +123,7 @@ class Discovery:
                 # known, never newer than the primary (event 0): another thread may step it (_drop_others)
                 self._created.setdefault(id(optimizer), (weakref.ref(optimizer), 0))
                 self.watch_owners(optimizer, modules)
-        if any(_is_compiled(c.ref()) for c in self.candidates.values()):
+        if any(_is_compiled(c.ref()) for c in list(self.candidates.values())):
             self.on_compiling()  # a compiled model is about to be trained
 
     def on_optimizer_built(self, optimizer: Any, frame: Any) -> None:
@@ -170,7 +171,7 @@ class Discovery:
             self.params.update(trained=sum(trained.values()), optimizer_tensors=len(trained))
         if self._candidate_calls:
             self._candidate_calls = False
-            for candidate in self.candidates.values():
+            for candidate in list(self.candidates.values()):
                 candidate.tokens = candidate.calls = 0
 
     # -- watching ------------------------------------------------------------------------
@@ -217,7 +218,7 @@ class Discovery:
     def _unpatch_class(self, cls: type) -> None:
         if (cls, "__call__") not in self._patched_classes:
             return
-        if any(type(c.ref()) is cls for c in self.candidates.values()):
+        if any(type(c.ref()) is cls for c in list(self.candidates.values())):
             return
         self._patched_classes.discard((cls, "__call__"))
         ours = vars(cls).get("__call__")
@@ -276,16 +277,16 @@ class Discovery:
         model rule"); credit its batches of this step. Returns whether the batches' module was found."""
         trained = trained_params(optimizer)
         self.params.update(trained=sum(trained.values()), optimizer_tensors=len(trained))
-        called = [c for c in self.candidates.values() if c.calls and c.ref() is not None]
+        called = [c for c in list(self.candidates.values()) if c.calls and c.ref() is not None]
         model = self.model() if self.model is not None else None
         if model is None:
-            everything = [c.ref() for c in self.candidates.values()]
+            everything = [c.ref() for c in list(self.candidates.values())]
             index = most_trained(trained, everything, frozenset(id(c.ref()) for c in called), MODEL_SHARE)
             model = everything[index] if index is not None else None
             if model is None:  # the optimizer was not seen being built: look around the step's caller
                 before = set(self.candidates)
                 self.watch_owners(optimizer, self._modules(reachable(frame, self._torch.nn.Module)), force=True)
-                late = [self.candidates[k].ref() for k in self.candidates if k not in before]
+                late = [c.ref() for k, c in list(self.candidates.items()) if k not in before]
                 index = most_trained(trained, late, share=MODEL_SHARE)
                 if index is None:
                     return False
@@ -307,7 +308,7 @@ class Discovery:
         self._root_calls.credit(candidate)
         if candidate.ref() is not model:  # no pass of the model can be made from its part's batch
             self._root_calls.release_example()
-        for other in self.candidates.values():
+        for other in list(self.candidates.values()):
             other.example = None
         self.drop_others()
         return True
@@ -331,10 +332,10 @@ class Discovery:
         now_s = self._steps.now()
         if not final:
             self._keep_others_until_s = now_s + KEEP_OTHERS_S
-        optimizers = [ref() for ref, _ in self._created.values()]
+        optimizers = [ref() for ref, _ in list(self._created.values())]
         kept = (others_only(self._hot.primary_optimizer(), optimizers, self.candidates, root_id)
                 if not final or now_s < self._keep_others_until_s else set())
-        for key in [k for k in self.candidates if k != root_id and k not in kept]:
+        for key in [k for k in list(self.candidates) if k != root_id and k not in kept]:
             del self.candidates[key]
         if kept:  # models of optimizers another thread may step (docs/spec.md section 2, "Threads"): for
             # DISCOVERY_STEPS steps and KEEP_OTHERS_S seconds at least, looked at again every DISCOVERY_STEPS steps
@@ -375,7 +376,7 @@ class Discovery:
         model, all they train; docs/spec.md section 2, "Parameters"): the passport's one trained figure."""
         params = dict(self.params)
         if "trained" in params:
-            optimizers = [self._hot.primary_optimizer(), *(ref() for ref, _ in self._created.values())]
+            optimizers = [self._hot.primary_optimizer(), *(ref() for ref, _ in list(self._created.values()))]
             params["trained"] = trained_in(self.model() if self.model is not None else None, optimizers)
         return params
 

@@ -79,3 +79,14 @@ class Faults:
         self._said = set()
         self.warnings = []
         self.suppressed = 0
+
+
+def fault_site(exc: BaseException) -> str:
+    """`` at <file>:<line>`` of the innermost frame ``exc`` was raised in (a fault's warning says where), else ``""``."""
+    tb = exc.__traceback__
+    if tb is None:
+        return ""
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    code = tb.tb_frame.f_code
+    return f" at {code.co_filename.rsplit('/', 1)[-1]}:{tb.tb_lineno} ({code.co_name})"

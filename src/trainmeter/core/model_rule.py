@@ -37,7 +37,7 @@ def others_only(primary: Any, optimizers: list[Any], candidates: dict[int, Any],
         if optimizer is not None and optimizer is not primary:
             others.update(trained_params(optimizer))
     kept: set[int] = set()
-    for key, candidate in candidates.items():
+    for key, candidate in list(candidates.items()):
         module = candidate.ref()
         if key == root_id or module is None or not others:
             continue

@@ -8,6 +8,7 @@ from threading import get_ident
 from typing import Any
 
 from trainmeter.core.explicit_steps import Stepper, trained_parameters
+from trainmeter.core.faults import fault_site
 from trainmeter.core.loss_capture import LOSS_SERIES
 
 
@@ -93,7 +94,7 @@ class OptimizerSteps:
                 self._loss.note(loss)
             self._steps.count(tokens, loss)
         except Exception as exc:
-            self._monitor.warn_once("probe-step", f"step probe fault: {exc!r}")
+            self._monitor.warn_once("probe-step", f"step probe fault: {exc!r}{fault_site(exc)}")
 
     def _on_other_step(self, optimizer: Any) -> None:
         """A secondary optimizer stepped: what was computed since the last step was its work. It is numbered at its

@@ -14,6 +14,7 @@ from threading import get_ident
 from typing import Any
 
 from trainmeter.core import host_patches
+from trainmeter.core.faults import fault_site
 from trainmeter.core.loss_capture import _divided
 from trainmeter.core.probe_state import guarded
 
@@ -96,7 +97,7 @@ class Wrappers:
                     rule.count(0, None, None)
                     return
             except Exception as exc:
-                monitor.warn_once("probe-step", f"step probe fault: {exc!r}")
+                monitor.warn_once("probe-step", f"step probe fault: {exc!r}{fault_site(exc)}")
                 return
             on_step(optimizer, args, kwargs)
 
