@@ -22,7 +22,8 @@ class Site:
     ``logs``: an entry point whose callback reads the framework's logs too; ``callbacks_at``: position of the
     callbacks argument after ``self`` (``-1``: none); ``fit``: ``False`` for a callback that joins for the
     framework's events alone (HF's ``evaluate``); ``phase``: each call is a span of that phase (``"eval"``: the
-    framework's own evaluation, docs/spec.md section 9), when ``when(adapter, target)`` says so (``None``: always)."""
+    framework's own evaluation, docs/spec.md section 9), when ``when(adapter, target, args, kwargs)`` says so
+    (``None``: always)."""
 
     module: str
     owner: str
@@ -34,7 +35,7 @@ class Site:
     callbacks_name: str = ""
     fit: bool = True
     phase: str = ""
-    when: Callable[[Any, Any], bool] | None = None
+    when: Callable[[Any, Any, tuple[Any, ...], dict[str, Any]], bool] | None = None
 
 
 def record_logged(monitor: Any, key: str, values: dict[str, Any], source: str, measured: bool = True) -> int:
@@ -86,7 +87,7 @@ class Adapter:
             monitor, entered = wing.monitor, False
             if monitor is not None and wing.gate.here():
                 try:
-                    if site.when is None or site.when(self, target):
+                    if site.when is None or site.when(self, target, args, kwargs):
                         monitor.enter_phase(site.phase)
                         entered = True
                 except Exception as exc:

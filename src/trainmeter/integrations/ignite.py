@@ -20,7 +20,7 @@ class IgniteControl(FrameworkControl):
     name = "ignite"
 
 
-def _inside_a_run(adapter: Adapter, engine: Any) -> bool:
+def _inside_a_run(adapter: Adapter, engine: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
     return bool(adapter.wing.depth)  # the trainer's run is the fit in progress
 
 

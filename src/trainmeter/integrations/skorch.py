@@ -62,13 +62,19 @@ def _callback_class() -> type:
     return TrainmeterSkorchCallback
 
 
+def _validation(adapter: Adapter, net: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """skorch's validation loop inside a fit: ``run_single_epoch(iterator, training=False, ...)``."""
+    return bool(adapter.wing.depth) and not kwargs.get("training", args[1] if len(args) > 1 else True)
+
+
 class SkorchAdapter(Adapter):
     """``skorch.net.NeuralNet.fit_loop`` and ``run_single_epoch``."""
 
     framework = "skorch"
     control = SkorchControl
     sites = (Site(module="skorch.net", owner="NeuralNet", attr="fit_loop"),
-             Site(module="skorch.net", owner="NeuralNet", attr="run_single_epoch"))
+             Site(module="skorch.net", owner="NeuralNet", attr="run_single_epoch", fit=False, phase="eval",
+                  when=_validation))
 
     def __init__(self, wing: Any) -> None:
         super().__init__(wing)
@@ -106,23 +112,3 @@ class SkorchAdapter(Adapter):
             return train_batches(target.history[self._first_epoch:])
         except Exception:
             return None
-
-    def on_run_single_epoch(self, original: Any, net: Any, *args: Any, **kwargs: Any) -> Any:
-        """skorch's validation loop (``training=False``) inside a fit: an eval span around it, entered as
-        ``tm.phase("eval")`` is (docs/spec.md section 9)."""
-        wing, monitor, entered = self.wing, self.wing.monitor, False
-        validation = not kwargs.get("training", args[1] if len(args) > 1 else True)
-        if validation and wing.depth and monitor is not None and wing.gate.here():
-            try:
-                monitor.enter_phase("eval")
-                entered = True
-            except Exception as exc:
-                wing.warn("skorch", f"skorch validation not timed as eval: {exc!r}")
-        try:
-            return original(net, *args, **kwargs)
-        finally:
-            if entered:
-                try:
-                    monitor.exit_phase()
-                except Exception as exc:
-                    wing.warn("skorch", f"skorch validation not timed as eval: {exc!r}")
