@@ -61,7 +61,8 @@ def test_a_resumed_run_reads_its_parent_step_from_the_checkpoint_it_loads_and_co
     assert lineage["parent"] == f"../{first.run_dir.name}" and p["options"]["resume"] == lineage["parent"]
     assert lineage["resumed_from"] == {"step": 80, "parent_step": 80, "provenance": "detected",
                                        "source": "torch.load of the parent's checkpoint (trainmeter record)",
-                                       "checkpoint": "checkpoints/step-80.pt"}
+                                       "checkpoint": "checkpoints/step-80.pt", "framework": None,
+                                       "framework_step": None}
     assert [(r["path"], r["name"], r["steps"]) for r in lineage["runs"]] == [
         (f"../{first.run_dir.name}", "first", 100), (".", "second", 120)]
     assert lineage["lost_work"]["steps"] == 20 and lineage["lost_work"]["tokens"] == 20 * 4 * 6

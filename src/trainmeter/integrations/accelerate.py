@@ -22,7 +22,8 @@ class AccelerateAdapter(Adapter):
 
     framework = "accelerate"
     control = AccelerateControl
-    sites = (Site(module="accelerate.accelerator", owner="Accelerator", attr="prepare"),)
+    sites = (Site(module="accelerate.accelerator", owner="Accelerator", attr="prepare"),
+             Site(module="accelerate.accelerator", owner="Accelerator", attr="load_state"))
 
     def on_prepare(self, original: Any, accelerator: Any, *args: Any, **kwargs: Any) -> Any:
         """Its control is published (prepare is no fit: the accelerator stays the control)."""
@@ -32,3 +33,12 @@ class AccelerateAdapter(Adapter):
             except Exception as exc:
                 self.wing.warn("accelerate", f"accelerate adapter disabled: {exc!r}")
         return original(accelerator, *args, **kwargs)
+
+    def on_load_state(self, original: Any, accelerator: Any, *args: Any, **kwargs: Any) -> Any:
+        """``load_state(input_dir)``: the folder it resumed from, matched to the parent's checkpoint records by the
+        lineage wing (accelerate keeps no step count of the training: docs/spec.md section 22)."""
+        result = original(accelerator, *args, **kwargs)
+        path = args[0] if args else kwargs.get("input_dir")
+        self.wing.resumed("accelerate", None, path, "detected", "accelerate load_state(" + ("input_dir)" if path else
+                          ") with automatic checkpoint naming: its folder was not read"))
+        return result

@@ -24,7 +24,7 @@ from trainmeter.integrations.lightning import LightningAdapter
 from trainmeter.integrations.loggers import Loggers, tapped
 from trainmeter.integrations.sb3 import Sb3Adapter
 from trainmeter.integrations.skorch import SkorchAdapter
-from trainmeter.integrations.view import FrameworksView
+from trainmeter.integrations.view import FrameworkResume, FrameworksView
 
 if TYPE_CHECKING:
     from trainmeter.core.context import RunContext
@@ -120,6 +120,7 @@ class Integrations(ExtensionBase):
         self._allowed: dict[str, bool] = {}  # framework -> its fits are adapted (frameworks, framework-<name> on)
         self._control: Any = None
         self._framework: str | None = None
+        self._resumed: FrameworkResume | None = None
 
     # -- lifecycle -----------------------------------------------------------------
     def start(self, monitor: RunContext) -> None:
@@ -152,7 +153,7 @@ class Integrations(ExtensionBase):
 
     def view(self) -> FrameworksView:
         """The control of the framework in its fit now, and the last fit's framework (any thread)."""
-        return FrameworksView(control=self._control, framework=self._framework)
+        return FrameworksView(control=self._control, framework=self._framework, resumed=self._resumed)
 
     # -- wrapping ------------------------------------------------------------------
     def _patch_module(self, entries: list[tuple[Adapter, Site]], module: ModuleType) -> None:
@@ -203,8 +204,11 @@ class Integrations(ExtensionBase):
             self.monitor.controls.use_framework(control)
 
     def compare_steps(self, framework: str, steps: int) -> None:
-        """The framework's own count is the truth: a count of ours that differs after its one fit is said."""
-        monitor = self.monitor
+        """The framework's own count is the truth: a count of ours that differs after its one fit is said (a resumed
+        fit's count from the step it resumed at)."""
+        monitor, resumed = self.monitor, self._resumed
+        if resumed is not None and resumed.framework == framework and resumed.step is not None:
+            steps -= resumed.step
         if monitor is None or sum(self.fits.values()) != 1 or monitor.steps in (0, steps):
             return
         monitor.warn_once(f"framework-steps-{framework}",
@@ -243,6 +247,22 @@ class Integrations(ExtensionBase):
             record_logged(monitor, framework, values, f"logged by {framework} at each epoch's end", measured=False)
         except Exception as exc:
             self.warn(framework, f"{framework} logs not recorded: {exc!r}")
+
+    def resumed(self, framework: str, step: Any, path: Any, provenance: str, source: str) -> None:
+        """The framework resumed its own training (its ``step``, the ``path`` it loaded): published for the lineage
+        wing (docs/spec.md section 22); without ``--resume`` the run says it counts its own steps. Training thread."""
+        monitor = self.monitor
+        if monitor is None or not self.gate.here():
+            return
+        try:
+            self._resumed = FrameworkResume(framework, None if step is None else int(step),
+                                            None if path is None else str(path), provenance, source)
+            if monitor.extension("lineage") is None and step:
+                monitor.warn_once(f"framework-resume-{framework}", f"{framework} resumed its training at its step "
+                                  f"{step}: this run counts its own steps; --resume (tm.monitor(resume=...)) names "
+                                  "the run it continues, to count the training's (docs/spec.md section 22)")
+        except Exception as exc:
+            self.warn(framework, f"{framework} resume not read: {exc!r}")
 
     def stop_requested(self, framework: str) -> bool:
         """Whether the control was asked to stop (the callback ends the fit its framework's way)."""

@@ -43,6 +43,10 @@ def callback_class() -> type:
             self._adapter = adapter
             self._last = last
 
+        def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
+            if not self._last:
+                self._adapter.began(args, state)
+
         def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **kwargs: Any) -> Any:
             self._adapter.logged(args, logs, self._last)
 
@@ -68,9 +72,12 @@ class HfAdapter(Adapter):
     def __init__(self, wing: Any) -> None:
         super().__init__(wing)
         self._held = 0  # taps held off by the first callback's on_log, until the last one's
+        self._resume: Any = None  # the train call's resume_from_checkpoint
 
     def begin(self, site: Site, target: Any, args: tuple[Any, ...],
               kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any], Any]:
+        if site.attr == "train":
+            self._resume = args[0] if args else kwargs.get("resume_from_checkpoint")
         pair = (callback_class()(self, False), callback_class()(self, True))  # the first and the last of the list
         listed = target.callback_handler.callbacks
         listed.insert(0, pair[0])
@@ -82,6 +89,23 @@ class HfAdapter(Adapter):
         self._held = 0
         for one in extra:
             target.remove_callback(one)
+
+    def began(self, args: Any, state: Any) -> None:
+        """``on_train_begin`` of a ``train(resume_from_checkpoint=...)``: the Trainer loaded that folder's
+        ``trainer_state.json``, so ``state.global_step`` is its own step resumed from (``True``: its output_dir's last
+        checkpoint, found as it finds it)."""
+        resume = self._resume
+        if resume is None or resume is False:
+            return
+        try:
+            if resume is True:
+                from transformers.trainer_utils import get_last_checkpoint
+
+                resume = get_last_checkpoint(args.output_dir)
+            self.wing.resumed("hf", state.global_step, resume, "detected", "HF Trainer train(resume_from_checkpoint="
+                              f"...): its state.global_step {state.global_step} at on_train_begin")
+        except Exception as exc:
+            self.wing.warn("hf", f"hf resume not read: {exc!r}")
 
     def on_training_step(self, original: Any, trainer: Any, model: Any, inputs: Any, *args: Any, **kwargs: Any) -> Any:
         """``Trainer.training_step(model, inputs)``: its ``inputs`` are the step's batch (a micro-batch of it), counted

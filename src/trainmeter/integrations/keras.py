@@ -65,6 +65,9 @@ def _callback_class() -> type:
             super().__init__()
             self._adapter = adapter
 
+        def on_train_begin(self, logs: Any = None) -> None:
+            self._adapter.began(self.params)
+
         def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
             self._adapter.step(self.model)
 
@@ -99,6 +102,7 @@ class KerasAdapter(Adapter):
         super().__init__(wing)
         self.held: Any = None  # (model, rows of a train_on_batch batch) while a Keras fit or batch runs
         self._applied = 0  # updates of that model's optimizer counted since its last batch end
+        self._initial_epoch: Any = 0  # the fit's initial_epoch
 
     def callback(self) -> Any:
         """A ``keras.callbacks.Callback``: each training batch's end is a step of its model (unless its optimizer's
@@ -108,12 +112,27 @@ class KerasAdapter(Adapter):
     def begin(self, site: Site, target: Any, args: tuple[Any, ...],
               kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any], Any]:
         self.held, self._applied = (target, None), 0
+        self._initial_epoch = args[11] if len(args) > 11 else kwargs.get("initial_epoch", 0)
         if self.wing.monitor is not None:
             explicit_steps.stepper(self.wing.monitor, "keras", target)  # the model watched from its first batch
         return super().begin(site, target, args, kwargs)
 
     def end(self, target: Any, extra: Any) -> None:
         self.held = None
+
+    def began(self, params: Any) -> None:
+        """``on_train_begin`` of a ``fit(initial_epoch=n)``: the step resumed from is ``n`` epochs of its batches per
+        epoch (``params["steps"]``; unknown: not read). Declared: Keras keeps no step count of the epochs skipped."""
+        epoch = self._initial_epoch
+        if not epoch:
+            return
+        try:
+            per = params.get("steps")
+            self.wing.resumed("keras", epoch * per if per else None, None, "declared", f"Keras fit(initial_epoch="
+                              f"{epoch}) × its {per} batches per epoch" if per else f"Keras fit(initial_epoch={epoch}): "
+                              "its batches per epoch unknown (a dataset of unknown length)")
+        except Exception as exc:
+            self.wing.warn("keras", f"keras resume not read: {exc!r}")
 
     def step(self, model: Any, samples: int | None = None, update: bool = False) -> None:
         """An update of its optimizer is a step; a batch end is one only when no update was seen since the last."""

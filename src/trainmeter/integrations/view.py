@@ -48,10 +48,24 @@ class FrameworkControl:
         return str(written) if written is not None else str(path)
 
 
+@dataclass(frozen=True, slots=True)
+class FrameworkResume:
+    """A framework's own resume, read at its start (docs/spec.md section 22): ``framework``, its own ``step`` count
+    there (``None``: not read) with its ``provenance``, the ``path`` it resumed from (as given; ``None``: not read)
+    and ``source`` (what was read where)."""
+
+    framework: str
+    step: int | None
+    path: str | None
+    provenance: str
+    source: str
+
+
 @dataclass(frozen=True)
 class FrameworksView:
     """The framework adapters at the time of asking (any thread): the ``control`` of the framework in its fit now,
-    the ``framework`` of the last fit seen."""
+    the ``framework`` of the last fit seen, the last framework resume seen (``resumed``)."""
 
     control: FrameworkControl | None = None
     framework: str | None = None
+    resumed: FrameworkResume | None = None

@@ -1,5 +1,6 @@
 """The lineage wing (extension ``"lineage"``): a run resumed from a saved one (``--resume``) counts on from the step it
-resumed from, read from the loop's ``torch.load`` of a checkpoint the parent listed, else assumed and said; its
+resumed from, read from the framework's own resume (the integration wing's view) or the loop's ``torch.load`` of a
+checkpoint the parent listed, else assumed and said; its
 passport section holds the lineage, the training's counts and the work the restart cost (docs/spec.md section 22).
 Thread safety: the ``torch.load`` wrapper runs on any thread and only sets one attribute; the rest on the training
 thread."""
@@ -29,12 +30,15 @@ from trainmeter.sizes import format_count, format_duration
 
 @dataclass(frozen=True, slots=True)
 class Resumed:
-    """The parent's own step this run resumed from, its provenance (``detected`` or ``assumed``) and why."""
+    """The parent's own step this run resumed from, its provenance (``detected``, ``declared`` or ``assumed``) and
+    why; ``framework`` and its own ``framework_step`` when a framework's resume said it."""
 
     step: int
     provenance: str
     source: str
     checkpoint: str | None = None
+    framework: str | None = None
+    framework_step: int | None = None
 
 
 def _plus(a: Any, b: Any) -> Any:
@@ -108,13 +112,37 @@ class Lineage(ExtensionBase):
         try:
             if not isinstance(f, (str, os.PathLike)):
                 return
-            path = os.path.abspath(os.fspath(f))
-            for where, record in self._paths.items():
-                if path == where or path.startswith(where + os.sep):
-                    self.resumed = Resumed(record["step"], "detected", f"torch.load of the parent's checkpoint "
-                                           f"({record.get('source')} record)", record["path"])
+            record = self._record_at(f)
+            if record is not None:
+                self.resumed = Resumed(record["step"], "detected", f"torch.load of the parent's checkpoint "
+                                       f"({record.get('source')} record)", record["path"])
         except Exception:  # never into the user's load (docs/spec.md section 18)
             return
+
+    def _record_at(self, f: Any) -> dict[str, Any] | None:
+        """The parent's checkpoint record whose file is ``f`` or holds it (the last in step order), else ``None``."""
+        path, found = os.path.abspath(os.fspath(f)), None
+        for where, record in self._paths.items():
+            if path == where or path.startswith(where + os.sep):
+                found = record
+        return found
+
+    def _current(self) -> Resumed:
+        """The step resumed from: a framework's own resume (its path matched to a parent's checkpoint record, else its
+        step as the training's), else :attr:`resumed` (docs/spec.md section 22). Any thread."""
+        m, parent = self._m, self.parent
+        fw = getattr(m.extension("frameworks"), "resumed", None) if m is not None else None
+        if fw is None or parent is None:
+            return self.resumed
+        record = self._record_at(fw.path) if fw.path else None
+        if record is not None:
+            return Resumed(record["step"], fw.provenance, f"{fw.source}; its path is the parent's checkpoint "
+                           f"({record.get('source')} record)", record["path"], fw.framework, fw.step)
+        k = None if fw.step is None else fw.step - ((parent.lineage.get("before") or {}).get("steps") or 0)
+        if k is None or not 0 <= k <= parent.steps:
+            return self.resumed
+        return Resumed(k, fw.provenance, f"{fw.source}; {fw.framework}'s step is the training's step (no checkpoint "
+                       "record of the parent at its path)", None, fw.framework, fw.step)
 
     def on_step(self) -> None:
         """This run's first optimizer step: the end of the restart time."""
@@ -128,29 +156,29 @@ class Lineage(ExtensionBase):
         parent was read (a fault: the run counts as its own)."""
         if self.parent is None:
             return None
-        before = self._before()
+        before = self._before(self._current())
         return LineageView(steps_before=before["steps"], tokens_before=before["tokens"])
 
     # -- the record ------------------------------------------------------------------------------------------
-    def _at_resume(self) -> tuple[int | None, dict[str, Any]]:
+    def _at_resume(self, r: Resumed) -> tuple[int | None, dict[str, Any]]:
         """The parent's own tokens and FLOPs by convention after the step resumed from (FLOPs: its FLOPs spent times
         the share of its tokens trained by then)."""
-        parent, k = self.parent, self.resumed.step
+        parent, k = self.parent, r.step
         tokens = parent.tokens_after.get(k) if parent is not None else None
         total = parent.passport.get("tokens") if parent is not None else None
         share = tokens / total if tokens is not None and total else (0.0 if tokens == 0 else None)
         return tokens, {conv: None if share is None or v is None else v * share
                         for conv, v in self._parent_flops().items()}
 
-    def _before(self) -> dict[str, Any]:
+    def _before(self, r: Resumed) -> dict[str, Any]:
         """The training at the resumed step: the parent's ``before`` plus the parent's own counts at its step."""
         parent = self.parent
         if parent is None:
             return {"steps": 0, "tokens": None, "token_unit": None, "flops_spent": {}}
         base = parent.lineage.get("before") or {"steps": 0, "tokens": 0}
         base_flops = base.get("flops_spent") if "flops_spent" in base else {}
-        tokens, flops = self._at_resume()
-        return {"steps": (base.get("steps") or 0) + self.resumed.step, "tokens": _plus(base.get("tokens"), tokens),
+        tokens, flops = self._at_resume(r)
+        return {"steps": (base.get("steps") or 0) + r.step, "tokens": _plus(base.get("tokens"), tokens),
                 "token_unit": parent.passport.get("token_unit"),
                 "flops_spent": {conv: _plus(v, base_flops.get(conv, 0.0) if isinstance(base_flops, dict) else None)
                                 for conv, v in flops.items()}}
@@ -174,14 +202,15 @@ class Lineage(ExtensionBase):
         if m is None or parent is None:
             return None
         rel = relative_to_run(parent.folder, m.options.run_root)
-        before, r = self._before(), self.resumed
+        r = self._current()
+        before = self._before(r)
         unit = m.token_unit
         own_tokens = m.tokens if unit is not None else None
         same_unit = unit == before["token_unit"]
         compute = m.extension("compute")
         spent = {name[12:-1]: d.value for name, d in getattr(compute, "derived", {}).items()
                  if name.startswith("flops_spent[")}
-        tokens_at, flops_at = self._at_resume()
+        tokens_at, flops_at = self._at_resume(r)
         lost = {"steps": parent.steps - r.step, "tokens": _minus(parent.tokens_after.get(parent.steps), tokens_at),
                 "flops_spent": {conv: _minus(v, flops_at.get(conv)) for conv, v in self._parent_flops().items()}}
         restart_s = self._restart_s()
@@ -200,7 +229,8 @@ class Lineage(ExtensionBase):
                      "status": m.status, "steps": m.steps, "lost_steps": None})
         section = {"parent": rel, "runs": runs,
                    "resumed_from": {"step": before["steps"], "parent_step": r.step, "provenance": r.provenance,
-                                    "source": r.source, "checkpoint": r.checkpoint},
+                                    "source": r.source, "checkpoint": r.checkpoint, "framework": r.framework,
+                                    "framework_step": r.framework_step},
                    "before": before, "training": training, "lost_work": lost, "restart_s": restart_s}
         section["markdown"] = _markdown(section)
         return section
