@@ -205,11 +205,10 @@ class Integrations(ExtensionBase):
 
     def compare_steps(self, framework: str, steps: int) -> None:
         """The framework's own count is the truth: a count of ours that differs after its one fit is said (a resumed
-        fit's count from the step it resumed at)."""
+        fit's count may start at the step it resumed from)."""
         monitor, resumed = self.monitor, self._resumed
-        if resumed is not None and resumed.framework == framework and resumed.step is not None:
-            steps -= resumed.step
-        if monitor is None or sum(self.fits.values()) != 1 or monitor.steps in (0, steps):
+        start = resumed.step if resumed is not None and resumed.framework == framework and resumed.step else 0
+        if monitor is None or sum(self.fits.values()) != 1 or monitor.steps in (0, steps, steps - start):
             return
         monitor.warn_once(f"framework-steps-{framework}",
                           f"{framework} counted {steps} optimizer steps, trainmeter {monitor.steps}: the step "
