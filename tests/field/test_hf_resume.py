@@ -11,7 +11,7 @@ transformers = pytest.importorskip("transformers")
 import trainmeter as tm  # noqa: E402
 from tests.field.conftest import passport  # noqa: E402
 
-SEQ, BATCH, STEPS, SAVE_EVERY, STOP_AT = 16, 2, 20, 4, 10
+SEQ, BATCH, STEPS, SAVE_EVERY, STOP_AT = 16, 2, 12, 4, 10
 
 
 class Rows(torch.utils.data.Dataset):
@@ -36,6 +36,11 @@ def _trainer(out_dir, callbacks=()):
     return Trainer(model=model, args=args, train_dataset=Rows(64), callbacks=list(callbacks))
 
 
+def _losses(trainer) -> list[float]:
+    """The Trainer's logged losses of the steps after 8 (its history holds the checkpoint's too)."""
+    return [e["loss"] for e in trainer.state.log_history if "loss" in e and e["step"] > 8]
+
+
 def _first_run(tmp_path):
     """Steps 1-10 with the Trainer's own checkpoints at 4 and 8, stopped after step 10 (``tm.stop()`` at 9)."""
     from transformers import TrainerCallback
@@ -54,6 +59,8 @@ def test_hf_resume_from_checkpoint_is_the_step_resumed_from_read_from_the_traine
     first = passport(_first_run(tmp_path))
     assert first["status"] == "stopped" and first["steps"] == STOP_AT
     assert [c["step"] for c in first["checkpoints"]] == [4, 8]
+    bare = _trainer(tmp_path / "bare")
+    bare.train(resume_from_checkpoint=str(tmp_path / "out" / "checkpoint-8"))
     trainer = _trainer(tmp_path / "out")
     with tm.monitor(name="hf-second", run_dir=tmp_path / "runs", interval_s=3600, budget_steps=STEPS,
                     resume="hf-first") as m:
@@ -70,6 +77,7 @@ def test_hf_resume_from_checkpoint_is_the_step_resumed_from_read_from_the_traine
     assert p["frameworks"]["framework_steps"] == {"hf": STEPS}  # the Trainer's own count, over the training
     assert lineage["training"]["tokens"] == STEPS * BATCH * SEQ and lineage["training"]["token_unit"] == "tokens"
     assert p["compute"]["progress"] == pytest.approx(1.0)
+    assert _losses(trainer) == _losses(bare) and len(_losses(bare)) == STEPS - 8  # bit-identical to a bare resume
     assert "Resumed from step 8 (detected: HF Trainer" in (m.run_dir / "passport.md").read_text()
 
 

@@ -15,7 +15,7 @@ import torch.nn.functional as F  # noqa: E402
 import trainmeter as tm  # noqa: E402
 from tests.field.conftest import passport  # noqa: E402
 
-STEPS, BATCH, SAVE_EVERY, STOP_AT = 20, 4, 4, 10
+STEPS, BATCH, SAVE_EVERY, STOP_AT = 12, 4, 4, 10
 
 
 class Regressor(L.LightningModule):
