@@ -1,9 +1,8 @@
 """The lineage wing (extension ``"lineage"``): a run resumed from a saved one (``--resume``) counts on from the step it
 resumed from, read from the framework's own resume (the integration wing's view) or the loop's ``torch.load`` of a
-checkpoint the parent listed, else assumed and said; its
-passport section holds the lineage, the training's counts and the work the restart cost (docs/spec.md section 22).
-Thread safety: the ``torch.load`` wrapper runs on any thread and only sets one attribute; the rest on the training
-thread."""
+checkpoint the parent listed, else assumed and said; its passport section holds the lineage, the training's counts
+and the work the restart cost (docs/spec.md section 22). Thread safety: the ``torch.load`` wrapper runs on any thread
+and only sets one attribute; ``view`` on any; the rest on the training thread."""
 
 from __future__ import annotations
 
