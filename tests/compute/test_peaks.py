@@ -7,7 +7,16 @@ import re
 
 import pytest
 
-from trainmeter.compute.peak_table import AMBIGUOUS, BY_MEMORY_GIB, BY_PCI_DEVICE_ID, LEFT_OUT, TABLE
+from trainmeter.compute.peak_table import (
+    AMBIGUOUS,
+    BY_MEMORY_GIB,
+    BY_PCI_DEVICE_ID,
+    LEFT_OUT,
+    MIG_NAME,
+    SM_SOURCES,
+    TABLE,
+    VGPU_NAME,
+)
 from trainmeter.compute.peaks import (
     DTYPES,
     PeakRow,
@@ -476,11 +485,18 @@ def peaks_markdown() -> str:
              + ", ".join(f"PCI 0x{k:04x} -> {v}" for k, v in BY_PCI_DEVICE_ID.items()) + "; "
              + ", ".join(f"`{p}` with {lo:g}-{hi:g} GiB -> {c}" for p, lo, hi, c in BY_MEMORY_GIB)
              + ". Ambiguous without them: " + "; ".join(v for _, v in AMBIGUOUS) + ".", "",
-             "| card | BF16 | FP16 | TF32 | FP8 | source |", "|---|---|---|---|---|---|"]
+             "A share of a card (docs/spec.md section 5): a device that reads fewer SMs than its card (torch's "
+             "`multi_processor_count`: a MIG instance, an AMD compute partition) divides by the card's dense peak x "
+             "its SMs / the card's (the SMs column), labelled so in the peak's card and source (`A100 SXM4 40GB, MIG "
+             "3g.20gb (42 of the card's 108 SMs)`). A MIG instance's name (its suffix matching "
+             f"`{MIG_NAME}`) is matched by the card's part; it gets no peak where its SM count or the card's is not "
+             f"known. A vGPU profile's name (`{VGPU_NAME}`: `NVIDIA A10-4Q`, `GRID A100-40C`) gets no peak: the share "
+             f"of the card it is given cannot be read inside the VM. SM counts: {SM_SOURCES}.", "",
+             "| card | BF16 | FP16 | TF32 | FP8 | SMs (CUs) | source |", "|---|---|---|---|---|---|---|"]
     for r in TABLE:
         p = r.peaks
         lines.append(f"| {r.card} | {cell(p['bf16'])} | {cell(p['fp16'])} | {cell(p['tf32'])} | {cell(p['fp8'])} "
-                     f"| {r.source} |")
+                     f"| {cell(r.sms)} | {r.source} |")
     lines += ["", "## Cards left out", "",
               "No peak, so no MFU unless declared with `--peak-tflops X --peak-source TEXT` (or measured with "
               "`tm.calibrate()`):", ""]
