@@ -6,7 +6,8 @@
 1. Ladder on two known loads (sampler at 2 Hz on this process's CUDA devices, mapped by UUID; each phase one
    averaging window): bf16 8192^3 matmuls back to back (tensor cores busy), then a Python loop of 1-element adds
    (GPU-Util high, SM activity low); the expected fall-off rung must be named.
-2. Peak table: the card's row by torch name (and memory size), its dense bf16/fp16/tf32 peaks and sources.
+2. Peak table: the device's SM count (torch), its MIG state (NVML, and the torch name) and the row chosen by torch
+   name, memory size and SM count (a MIG instance's share), its dense bf16/fp16/tf32 peaks and sources.
 3. Calibration: ``tm.calibrate()`` on the device; a measured ceiling above 1.05 x the table's peak fails (the
    table's figure would be too low, MFU too high).
 4. A real training step: a small causal transformer LM, bf16 autocast, AdamW, under ``tm.monitor`` (convention
@@ -109,7 +110,8 @@ def ladder_phases(torch: Any, dev: Any, sampler: Any, clock: Any, seconds: float
     return out, ok
 
 
-def calibration(tm: Any, dev: Any, name: str, memory_bytes: int | None, dry: bool) -> tuple[dict[str, Any], bool]:
+def calibration(tm: Any, dev: Any, name: str, memory_bytes: int | None, sms: int | None,
+                dry: bool) -> tuple[dict[str, Any], bool]:
     """Phases 2 and 3: the table's peaks for this card, and the measured ceilings against them."""
     from trainmeter.compute.peaks import peak_flops, why_no_peak
 
@@ -119,7 +121,7 @@ def calibration(tm: Any, dev: Any, name: str, memory_bytes: int | None, dry: boo
     rows: dict[str, Any] = {}
     for dtype in dtypes:
         ceiling = cal.ceilings.get(dtype)
-        table = None if dtype == "fp32" or dry else peak_flops(name, dtype, memory_bytes=memory_bytes)
+        table = None if dtype == "fp32" or dry else peak_flops(name, dtype, memory_bytes=memory_bytes, sm_count=sms)
         ratio = (ceiling.flops_per_s / table.flops_per_s) if ceiling and table else None
         within = ratio is None or ratio <= 1.05
         ok = ok and within
@@ -127,7 +129,8 @@ def calibration(tm: Any, dev: Any, name: str, memory_bytes: int | None, dry: boo
                        "table_tflops": None if table is None else table.tflops,
                        "table_card": None if table is None else table.card,
                        "table_source": None if table is None else table.source,
-                       "no_peak": None if table is not None or dtype == "fp32" else why_no_peak(name, dtype),
+                       "no_peak": None if table is not None or dtype == "fp32" else why_no_peak(
+                           name, dtype, memory_bytes=memory_bytes, sm_count=sms),
                        "ceiling_over_peak": ratio, "ceiling_within_peak": within, "skipped": cal.skipped.get(dtype)}
         c = "-" if ceiling is None else f"{ceiling.flops_per_s / 1e12:.1f} TFLOP/s"
         t = "-" if table is None else f"{table.tflops:g} TFLOP/s ({table.card})"
@@ -195,7 +198,8 @@ def main(argv: list[str] | None = None) -> int:
     from tests.fakes.gpu.fake import FakeNvml
 
     import trainmeter as tm
-    from trainmeter.compute.peaks import peak_flops
+    from trainmeter.compute.peak_table import TABLE
+    from trainmeter.compute.peaks import match_card, peak_flops, why_no_peak
     from trainmeter.core.clock import FakeClock, MonotonicClock
     from trainmeter.gpu.sampler import GpuSampler
 
@@ -217,16 +221,26 @@ def main(argv: list[str] | None = None) -> int:
         fake = FakeNvml(["h100_sxm"], clock=clock)
         sampler = GpuSampler(fake, (0,), clock=clock)
         name, memory, torch_uuid = fake.device_info(0).name, fake.device_info(0).mem_total_bytes, fake_uuid0(fake)
+        sms = None  # no torch device: the fake NVML reads no SM count
     else:
         clock = MonotonicClock()
         sampler = GpuSampler.for_run(None, clock=clock, interval_s=0.5)
         props = torch.cuda.get_device_properties(0)
         name, memory, torch_uuid = torch.cuda.get_device_name(0), props.total_memory, "GPU-" + str(props.uuid)
-    table = peak_flops(name, "bf16", memory_bytes=memory)
+        sms = props.multi_processor_count
+    table = peak_flops(name, "bf16", memory_bytes=memory, sm_count=sms)
+    card = match_card(name, memory_bytes=memory)
+    card_sms = next((r.sms for r in TABLE if r.card == card), None)
+    mig = {i: d.mig_enabled for i, d in sampler.devices.items()}
+    print(f"[device] {name}: {sms} SMs (torch multi_processor_count; the table's {card or 'no row'}: {card_sms}), "
+          f"MIG mode {mig or 'not read'} (NVML), the name {'says' if ' MIG ' in name else 'does not say'} MIG; "
+          f"peak row: " + (f"{table.card}, {table.tflops:g} TFLOP/s bf16" if table else
+                           f"none ({why_no_peak(name, 'bf16', memory_bytes=memory, sm_count=sms)})"))
     report: dict[str, Any] = {
         "dry_run": dry, "device_name": name, "torch_uuid": torch_uuid,
         "selection": None if sampler.selection is None else sampler.selection.how,
-        "nvml_devices": {i: (d.name, d.uuid, d.gpm_supported) for i, d in sampler.devices.items()},
+        "nvml_devices": {i: (d.name, d.uuid, d.gpm_supported, d.mig_enabled) for i, d in sampler.devices.items()},
+        "sm_count": sms, "table_card": card, "table_card_sms": card_sms, "mig_enabled": mig,
         "unavailable_reason": sampler.unavailable_reason, "driver": sampler.driver_version,
         "table_bf16": None if table is None else {"tflops": table.tflops, "card": table.card, "source": table.source},
     }
@@ -243,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
     sampler.stop()
     report["phases"] = phases
     report["status"] = {i: st.last_error for i, st in sampler.status().items()}
-    report["calibration"], cal_ok = calibration(tm, dev, name, memory, dry)
+    report["calibration"], cal_ok = calibration(tm, dev, name, memory, sms, dry)
     report["training"], train_ok = training(tm, torch, dev, out, 1.6 if dry else args.train_seconds, dry)
     report["checks"] = {"uuid_mapped": ok, "ladder": phases_ok, "calibration": cal_ok, "training": train_ok}
     report["ok"] = all(report["checks"].values())

@@ -7,7 +7,16 @@ import re
 
 import pytest
 
-from trainmeter.compute.peak_table import AMBIGUOUS, BY_MEMORY_GIB, BY_PCI_DEVICE_ID, LEFT_OUT, TABLE
+from trainmeter.compute.peak_table import (
+    AMBIGUOUS,
+    BY_MEMORY_GIB,
+    BY_PCI_DEVICE_ID,
+    LEFT_OUT,
+    MIG_NAME,
+    SM_SOURCES,
+    TABLE,
+    VGPU_NAME,
+)
 from trainmeter.compute.peaks import (
     DTYPES,
     PeakRow,
@@ -36,6 +45,7 @@ REAL_NAMES = {
     "NVIDIA H100 PCIe": "H100 PCIe",
     "NVIDIA H100 80GB HBM3": "H100 SXM",
     "NVIDIA H800 80GB HBM3": "H800 SXM",
+    "NVIDIA H800": "H800 SXM",
     "NVIDIA H800 PCIe": "H800 PCIe",
     "NVIDIA H20": "H20",
     "NVIDIA L40S": "L40S",
@@ -67,10 +77,12 @@ REAL_NAMES = {
     "Tesla P100-SXM2-16GB": "P100 SXM2",
     "NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition": "RTX PRO 6000 Blackwell Max-Q",
     "NVIDIA RTX PRO 6000 Blackwell Workstation Edition": "RTX PRO 6000 Blackwell Workstation",
+    "NVIDIA RTX PRO 6000 Blackwell Server Edition": "RTX PRO 6000 Blackwell Server",
     "NVIDIA RTX 6000 Ada Generation": "RTX 6000 Ada",
     "NVIDIA RTX A6000": "RTX A6000",
     "NVIDIA GeForce RTX 5090": "GeForce RTX 5090",
     "NVIDIA GeForce RTX 5080": "GeForce RTX 5080",
+    "NVIDIA GeForce RTX 5070": "GeForce RTX 5070",
     "NVIDIA GeForce RTX 4080": "GeForce RTX 4080",
     "GeForce RTX 4080": "GeForce RTX 4080",
     "NVIDIA GeForce RTX 4090": "GeForce RTX 4090",
@@ -110,7 +122,8 @@ def test_every_row_cites_a_source_and_never_divides_by_a_sparse_figure(row) -> N
     if row.secondary:
         assert row.source.startswith("secondary:"), row.card
     else:
-        assert re.search(r"\b(NVIDIA|AMD)\b.*(datasheet|whitepaper|page|specifications)", row.source), row.card
+        assert re.search(r"\b(NVIDIA|AMD)\b.*(datasheet|whitepaper|page|specifications|aiconfigurator)",
+                         row.source), row.card
     stated_sparse = "quoted with sparsity" in row.source
     assert stated_sparse == row.sparse_quoted, row.card
     for dtype, quoted in row.quoted.items():
@@ -124,6 +137,27 @@ def test_every_row_cites_a_source_and_never_divides_by_a_sparse_figure(row) -> N
         assert row_peak is not None and row_peak.tflops == dense
 
 
+# what a source says where a figure comes from a page other than the vendor's own document
+THIRD_PARTY = re.compile(r"as reproduced|as transcribed|quotes? (it|them)|public [a-z0-9/ ]{0,20}(note|report|table|code)"
+                         r"|spec copies|press copies|per (Microway|Baseten)|reseller|hmc-tech|deepseek", re.IGNORECASE)
+
+
+@pytest.mark.parametrize("row", TABLE, ids=[r.card for r in TABLE])
+def test_every_row_whose_source_is_not_a_vendor_document_is_marked_secondary(row) -> None:
+    assert row.secondary == bool(THIRD_PARTY.search(row.source)), row.card
+
+
+def test_mfu_above_100_percent_on_a_geforce_card_is_explained_in_the_derivation_it_shows():
+    from trainmeter.compute.mfu import mfu
+
+    for name in ("NVIDIA GeForce RTX 4090", "NVIDIA GeForce RTX 5070", "NVIDIA GeForce RTX 3070 Ti"):
+        peak = peak_flops(name)
+        d = mfu(2e12, 100.0, 1, peak)  # 2e14 FLOP/s: above the card's figure
+        assert d.value > 1
+        source = next(i.source for i in d.inputs if i.name == "peak")
+        assert "boost above the clock the peak is quoted at" in source and "above 100%" in source
+
+
 @pytest.mark.parametrize(
     ("name", "card", "bf16", "fp16"),
     [
@@ -131,8 +165,8 @@ def test_every_row_cites_a_source_and_never_divides_by_a_sparse_figure(row) -> N
         ("NVIDIA B300 SXM6 AC", "B300", 2250.0, 2250.0),
         ("NVIDIA GB300", "GB300", 2500.0, 2500.0),
         ("AMD Instinct MI300X", "MI300X", 1307.4, 1307.4),
-        ("AMD Instinct MI355X", "MI355X", 2500.0, 2500.0),
-        ("AMD Instinct MI350X", "MI350X", 2300.0, 2300.0),
+        ("AMD Instinct MI355X", "MI355X", 2516.6, 2516.6),
+        ("AMD Instinct MI350X", "MI350X", 2306.9, 2306.9),
         ("AMD Instinct MI300A", "MI300A", 980.6, 980.6),
         ("AMD Instinct MI250X", "MI250X (one GCD)", 191.5, 191.5),
         ("NVIDIA L40", "L40", 181.05, 181.05),
@@ -144,6 +178,8 @@ def test_every_row_cites_a_source_and_never_divides_by_a_sparse_figure(row) -> N
         ("NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition", "RTX PRO 6000 Blackwell Max-Q", 438.9, None),
         ("Tesla P100-PCIE-16GB", "P100 PCIe", None, 18.7),
         ("NVIDIA H20", "H20", 148.0, 148.0),
+        ("NVIDIA GeForce RTX 5070", "GeForce RTX 5070", 61.7, None),
+        ("NVIDIA RTX PRO 6000 Blackwell Server Edition", "RTX PRO 6000 Blackwell Server", 467.8, None),
     ],
 )
 def test_new_cards_give_their_cited_dense_peak(name: str, card: str, bf16: float | None, fp16: float | None) -> None:
@@ -160,11 +196,11 @@ def test_gb300_is_not_taken_for_b300_nor_gb200_for_b200() -> None:
     assert match_card("NVIDIA GB200") == "GB200"
 
 
-def test_rtx_pro_6000_variants_differ_and_the_server_edition_is_left_out_saying_so() -> None:
+def test_rtx_pro_6000_variants_differ_and_the_server_edition_has_nvidias_dense_figure_at_its_clock() -> None:
     assert peak_flops("NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition").tflops == 438.9
     assert peak_flops("NVIDIA RTX PRO 6000 Blackwell Workstation Edition").tflops == 503.8
-    assert peak_flops("NVIDIA RTX PRO 6000 Blackwell Server Edition") is None
-    assert "no datasheet peak" in why_no_peak("NVIDIA RTX PRO 6000 Blackwell Server Edition")
+    server = peak_flops("NVIDIA RTX PRO 6000 Blackwell Server Edition", "fp8")
+    assert server.tflops == 935.6 and "scaled to 2430 MHz" in server.source and "sparse" in server.source
 
 
 def test_an_ambiguous_name_is_settled_by_pci_device_id_or_memory_size() -> None:
@@ -236,10 +272,12 @@ def test_a_missing_dtype_names_the_rows_source() -> None:
 
 def test_cards_left_out_are_listed_with_a_reason() -> None:
     left = dict(LEFT_OUT)
-    for card in ("RTX PRO 6000 Blackwell Server Edition", "GeForce RTX 5070 Ti, 5070", "GeForce RTX 4070 Ti, 4070"):
+    for card in ("GeForce RTX 5070 Ti", "GeForce RTX 4070 Ti, 4070", "RTX A5000, RTX A4500, RTX A4000",
+                 "RTX 4000 Ada, RTX 2000 Ada", "L20", "H800 NVL (H800 PCIe 94 GB)"):
         assert left[card]
-    for name in ("NVIDIA RTX PRO 6000 Blackwell Server Edition", "NVIDIA GeForce RTX 5070 Ti",
-                 "NVIDIA GeForce RTX 5070", "NVIDIA GeForce RTX 4070 Ti", "NVIDIA GeForce RTX 4070"):
+    for name in ("NVIDIA GeForce RTX 5070 Ti", "NVIDIA GeForce RTX 4070 Ti", "NVIDIA GeForce RTX 4070",
+                 "NVIDIA RTX A5000", "NVIDIA RTX A4500", "NVIDIA RTX A4000", "NVIDIA RTX 4000 Ada Generation",
+                 "NVIDIA RTX 2000 Ada Generation", "NVIDIA L20", "NVIDIA H800 NVL"):
         assert peak_flops(name) is None
 
 
@@ -256,9 +294,12 @@ def test_newly_sourced_cells_give_their_dense_peak() -> None:
     assert peak_flops("NVIDIA GB300", "tf32").tflops == 1250.0  # the NVL72 rack's 180 PFLOPS sparse / 72 / 2
     assert peak_flops("NVIDIA H800 80GB HBM3", "fp8").tflops == 1979.0
     assert peak_flops("NVIDIA H800", pci_device_id=0x2324).card == "H800 SXM"
-    assert peak_flops("AMD Instinct MI355X", "fp8").tflops == 5000.0
+    assert peak_flops("AMD Instinct MI355X", "fp8").tflops == 5033.2
+    assert peak_flops("AMD Instinct MI350X", "fp8").tflops == 4613.7
+    assert peak_flops("NVIDIA B200", "tf32").tflops == 1125.0  # HGX B200: 18 PFLOPS sparse / 8 GPUs / 2
+    assert peak_flops("NVIDIA H20", "fp8").tflops == 294.0
     assert peak_flops("AMD Instinct MI300A", "tf32").tflops == 490.3
-    assert peak_flops("NVIDIA H800") is None and "H800 SXM, PCIe or NVL" in why_no_peak("NVIDIA H800")
+    assert peak_flops("NVIDIA H800").card == "H800 SXM"  # the plain NVML name: PCIe and NVL say so
 
 
 def test_geforce_4080_5080_and_a6000_tf32_give_the_whitepapers_dense_figures() -> None:
@@ -280,7 +321,8 @@ def test_geforce_4080_5080_and_a6000_tf32_give_the_whitepapers_dense_figures() -
         ("NVIDIA GeForce RTX 5080", "GeForce RTX 5080"),
         ("NVIDIA GeForce RTX 5080 Laptop GPU", None),
         ("NVIDIA GeForce RTX 5070 Ti", None),
-        ("NVIDIA GeForce RTX 5070", None),
+        ("NVIDIA GeForce RTX 5070", "GeForce RTX 5070"),
+        ("NVIDIA GeForce RTX 5070 Laptop GPU", None),
         ("NVIDIA GeForce RTX 4070 Ti SUPER", None),
         ("NVIDIA GeForce RTX 4090 D", None),
     ],
@@ -337,12 +379,10 @@ def test_most_specific_row_wins(name: str, card: str) -> None:
         "NVIDIA GeForce RTX 3090 Ti",
         "NVIDIA GeForce RTX 4090 D",
         "NVIDIA GeForce RTX 4090 Laptop GPU",
-        "NVIDIA H800",
         "NVIDIA GeForce RTX 4080 SUPER",  # not the RTX 4080 row: a different card
         "NVIDIA GeForce RTX 4080 Laptop GPU",
         "NVIDIA GeForce RTX 5080 Laptop GPU",
-        "NVIDIA GeForce RTX 5070 Ti",  # not the RTX 5070 row (there is none), nor RTX 5080
-        "NVIDIA GeForce RTX 5070",
+        "NVIDIA GeForce RTX 5070 Ti",  # not the RTX 5070 row, nor RTX 5080
         "NVIDIA GeForce RTX 4070 Ti",
         "NVIDIA GeForce RTX 4070",
         "cpu",
@@ -421,12 +461,16 @@ Generated from `trainmeter.compute.peak_table` (its rows: `compute/peak_table.js
 two agree (regenerate with `python -m tests.compute.test_peaks`). The table MFU divides by (docs/spec.md section 5), TFLOP/s per
 device, **dense**. Each row keeps the figures as its source quotes them; where the source quotes only 2:4-sparse
 figures ("with sparsity") the dense peak is that / 2, and no sparse figure is ever divided by. "-": the card's
-tensor cores lack the dtype, or no source found gives it (the source column says which). A *secondary* source is
-used only where the vendor publishes none, and is labelled so. Caveats kept from the sources: Blackwell datasheets
-quote the peak at a clock below the deployed boost (MFU against it can read a little high); GeForce rows are the
-rate with FP32 accumulate (PyTorch's bf16/fp16 GEMMs), half the FP16-accumulate headline; MI250/MI250X are per
-GCD, since ROCm shows each GCD as a device; P100 has no tensor cores and its FP16 figure is the packed-FP16 rate.
-`tm.calibrate()` measures the achievable ceiling on the device itself.
+tensor cores lack the dtype, or no source found gives it (the source column says which). A row is *secondary*
+(its source starts so) wherever a figure comes from a page other than the vendor's own document (a reseller's or a
+public note's copy of it, a press copy); tests/compute/test_peaks.py checks every such row is marked. Caveats kept
+from the sources: Blackwell datasheets quote the peak at a clock below the deployed boost (MFU against it can read a
+little high); GeForce rows are the rate with FP32 accumulate (PyTorch's bf16/fp16 GEMMs), half the FP16-accumulate
+headline, and GeForce cards boost above the clock that rate is quoted at, so MFU can read above 100% (the peak's
+source, shown in the MFU derivation, says so); MI250/MI250X are per GCD, since ROCm shows each GCD as a device; P100
+has no tensor cores and its FP16 figure is the packed-FP16 rate. `tm.calibrate()` measures the achievable ceiling on
+the device itself. The table is for CUDA and ROCm devices (NVIDIA and AMD GPUs): a TPU (torch_xla) or another
+accelerator has no row, so no MFU unless its peak is declared with `--peak-tflops X --peak-source TEXT`.
 """
 
 
@@ -441,11 +485,18 @@ def peaks_markdown() -> str:
              + ", ".join(f"PCI 0x{k:04x} -> {v}" for k, v in BY_PCI_DEVICE_ID.items()) + "; "
              + ", ".join(f"`{p}` with {lo:g}-{hi:g} GiB -> {c}" for p, lo, hi, c in BY_MEMORY_GIB)
              + ". Ambiguous without them: " + "; ".join(v for _, v in AMBIGUOUS) + ".", "",
-             "| card | BF16 | FP16 | TF32 | FP8 | source |", "|---|---|---|---|---|---|"]
+             "A share of a card (docs/spec.md section 5): a device that reads fewer SMs than its card (torch's "
+             "`multi_processor_count`: a MIG instance, an AMD compute partition) divides by the card's dense peak x "
+             "its SMs / the card's (the SMs column), labelled so in the peak's card and source (`A100 SXM4 40GB, MIG "
+             "3g.20gb (42 of the card's 108 SMs)`). A MIG instance's name (its suffix matching "
+             f"`{MIG_NAME}`) is matched by the card's part; it gets no peak where its SM count or the card's is not "
+             f"known. A vGPU profile's name (`{VGPU_NAME}`: `NVIDIA A10-4Q`, `GRID A100-40C`) gets no peak: the share "
+             f"of the card it is given cannot be read inside the VM. SM counts: {SM_SOURCES}.", "",
+             "| card | BF16 | FP16 | TF32 | FP8 | SMs (CUs) | source |", "|---|---|---|---|---|---|---|"]
     for r in TABLE:
         p = r.peaks
         lines.append(f"| {r.card} | {cell(p['bf16'])} | {cell(p['fp16'])} | {cell(p['tf32'])} | {cell(p['fp8'])} "
-                     f"| {r.source} |")
+                     f"| {cell(r.sms)} | {r.source} |")
     lines += ["", "## Cards left out", "",
               "No peak, so no MFU unless declared with `--peak-tflops X --peak-source TEXT` (or measured with "
               "`tm.calibrate()`):", ""]

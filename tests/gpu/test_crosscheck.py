@@ -94,7 +94,8 @@ def test_the_gpu_wing_shows_the_verdict_on_the_ladder_panel_and_in_the_passport(
     sample = _sample(case.levels)
     formula = Derivation(name="mfu", formula="f", value=case.formula_mfu, unit="fraction", inputs=())
     counted = Derivation(name="mfu", formula="f", value=case.counted_mfu, unit="fraction", inputs=())
-    view = SimpleNamespace(peak=H100, mfu=lambda conv=None: counted if conv == "counted" else formula)
+    view = SimpleNamespace(peak=H100, mfu=lambda conv=None: counted if conv == "counted" else formula,
+                           flop_per_s=lambda conv=None: None)
     ext = GpuExtension()
     monkeypatch.setattr(ext, "_compute", lambda: view)
     ext._m = SimpleNamespace(token_unit="tokens")
@@ -110,7 +111,7 @@ def test_an_unjudged_check_stays_out_of_the_ladder_panel_note(monkeypatch):
     from tests.fakes.gpu.fake_profiles import GEMM
 
     sample = _sample(GEMM)
-    view = SimpleNamespace(peak=None, mfu=lambda conv=None: None)
+    view = SimpleNamespace(peak=None, mfu=lambda conv=None: None, flop_per_s=lambda conv=None: None)
     ext = GpuExtension()
     monkeypatch.setattr(ext, "_compute", lambda: view)
     ext._m = SimpleNamespace(token_unit="tokens")

@@ -23,6 +23,9 @@ def test_dry_run_writes_the_ladder_calibration_and_formula_vs_hardware_side_by_s
     assert report["dry_run"] is True and report["ok"] is True
     assert set(report["phases"]) == {"gemm", "launch_bound"}
     assert report["table_bf16"]["card"] == "H100 SXM"
+    # the SM count (torch's; none on the dry run's CPU), the MIG state and the row chosen, so a lent GPU confirms them
+    assert report["table_card"] == "H100 SXM" and report["table_card_sms"] == 132 and report["sm_count"] is None
+    assert report["mig_enabled"] == {"0": False}
     fp32 = report["calibration"]["fp32"]["ceiling"]
     assert fp32["provenance"] == "measured" and fp32["flops_per_s"] > 0
     train = report["training"]

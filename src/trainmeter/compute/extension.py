@@ -33,7 +33,7 @@ class ComputeExtension(ExtensionBase):
         self.peak: Any = None
         self.peak_missing: str | None = None
         self.device_name: str | None = None
-        self._device_key: tuple[Any, Any, Any] = (None, None, None)  # torch's memory bytes, UUID; dtype as read
+        self._device_key: tuple[Any, ...] = (None, None, None, None)  # torch's memory, UUID, dtype as read, SMs
         self._await_identity = False  # the peak waits for the GPU wing's device identity (NVML opening)
         self.dtype: str | None = None
         self.run_dtype: str | None = None
@@ -172,17 +172,18 @@ class ComputeExtension(ExtensionBase):
         except ValueError:
             self.dtype = None
         on_cuda = param is not None and param.device.type == "cuda"
-        tf32, memory, uuid = False, None, None
+        tf32, memory, uuid, sms = False, None, None, None
         if on_cuda:
             torch = sys.modules["torch"]
             self.device_name = torch.cuda.get_device_name(param.device)
             props = torch.cuda.get_device_properties(param.device)
             memory, uuid = getattr(props, "total_memory", None), getattr(props, "uuid", None)
+            sms = getattr(props, "multi_processor_count", None)  # a MIG instance's own (docs/spec.md section 5)
             tf32 = bool(torch.backends.cuda.matmul.allow_tf32)
         from trainmeter.compute.calibrate import run_dtype
 
         self.run_dtype = run_dtype(dtype, on_cuda, tf32)
-        self._device_key = (memory, uuid, dtype)
+        self._device_key = (memory, uuid, dtype, sms)
         if self.peak is None:  # else declared
             self._match_peak()
 

@@ -8,13 +8,11 @@ from __future__ import annotations
 
 from typing import Literal
 
-from trainmeter.compute.peaks import PeakRow, normalize_dtype, validate_peak
+from trainmeter.compute.peaks import PEAK_FLAGS, PeakRow, normalize_dtype, validate_peak
 from trainmeter.core.provenance import Derivation, Input, Quantity, as_input, input_number
 
 PACES: tuple[str, ...] = ("training-only", "session")  # tokens/s over time inside training steps; over the wall clock
 Pace = Literal["training-only", "session"]
-
-PEAK_FLAGS = "--peak-tflops X --peak-source TEXT"
 
 
 def _pace_label(pace: str) -> str:

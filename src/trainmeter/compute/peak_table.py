@@ -15,7 +15,8 @@ from pathlib import Path
 class CardRow:
     """One card: its short name (``"H100 SXM"``), a regex searched in the normalized device name (``exclude``: one that
     rules the row out), TFLOP/s per dtype as the ``source`` quotes them (``sparse_quoted``: 2:4-sparse, dense = / 2)
-    and ``secondary``: a page other than the vendor's is cited."""
+    and ``secondary``: a page other than the vendor's is cited; ``sms``: the whole card's SM count (CUs on AMD,
+    ``sm_word``), or ``None`` where the table lacks it."""
 
     card: str
     pattern: str
@@ -24,6 +25,8 @@ class CardRow:
     sparse_quoted: bool
     source: str
     secondary: bool = False
+    sms: int | None = None
+    sm_word: str = "SMs"
 
     @property
     def peaks(self) -> dict[str, float | None]:
@@ -37,7 +40,8 @@ _DATA = json.loads((Path(__file__).parent / "peak_table.json").read_text(encodin
 TABLE: tuple[CardRow, ...] = tuple(
     CardRow(card=r["card"], pattern=r["pattern"], exclude=r.get("exclude"), quoted=r["quoted"],
             sparse_quoted=r["sparse"], source=r["source"].format_map(_DATA["notes"]),
-            secondary=r.get("secondary", False))
+            secondary=r.get("secondary", False), sms=r.get("sms") or r.get("cus"),
+            sm_word="CUs" if "cus" in r else "SMs")
     for r in _DATA["rows"])
 """The table, most specific first: the first row whose pattern matches (and whose exclusion does not) wins."""
 
@@ -58,3 +62,12 @@ reads about 93.6 GiB in NVML (95830 MiB) and a little less in torch; the 80 GB p
 
 LEFT_OUT: tuple[tuple[str, str], ...] = tuple((card, why) for card, why in _DATA["left_out"])
 """Cards asked for that the table leaves out, and why (docs/spec.md section 5 lists them)."""
+
+MIG_NAME: str = _DATA["mig_name"]
+"""The MIG suffix of a device name (``"NVIDIA A100-SXM4-40GB MIG 3g.20gb"``): the card is matched without it."""
+
+VGPU_NAME: str = _DATA["vgpu_name"]
+"""A vGPU profile's name (``"NVIDIA A10-4Q"``, ``"GRID A100-40C"``): its share of the card cannot be read."""
+
+SM_SOURCES: str = _DATA["notes"]["SMS"]
+"""Where the rows' SM (CU) counts come from."""

@@ -11,10 +11,19 @@ import re
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from trainmeter.compute.peak_table import AMBIGUOUS, BY_MEMORY_GIB, BY_PCI_DEVICE_ID, TABLE, CardRow
+from trainmeter.compute.peak_table import (
+    AMBIGUOUS,
+    BY_MEMORY_GIB,
+    BY_PCI_DEVICE_ID,
+    MIG_NAME,
+    TABLE,
+    VGPU_NAME,
+    CardRow,
+)
 from trainmeter.core.provenance import Provenance, as_provenance, finite_number
 
 MAX_PEAK_TFLOPS = 1e6
+PEAK_FLAGS = "--peak-tflops X --peak-source TEXT"
 """The one limit on a declared peak (docs/spec.md section 5): 1 EFLOP/s per device; a larger figure is a unit slip."""
 
 DTYPES: tuple[str, ...] = ("bf16", "fp16", "tf32", "fp8")  # dtypes with a peak column
@@ -84,8 +93,11 @@ def _row_named(card: str) -> CardRow:
 
 
 def _find(device_name: object, pci_device_id: int | None = None, memory_bytes: float | None = None) -> CardRow | None:
-    """The matching row: by name first; a name matching only a family is settled by PCI device id or memory."""
-    name = _normalize(device_name)
+    """The matching row: by name (a MIG instance's without its MIG suffix; a vGPU profile's: none) first; a name
+    matching only a family is settled by PCI device id or memory."""
+    name = re.sub(MIG_NAME, "", _normalize(device_name))
+    if re.search(VGPU_NAME, name):
+        return None
     for row in TABLE:
         if re.search(row.pattern, name) and not (row.exclude and re.search(row.exclude, name)):
             return row
@@ -110,19 +122,54 @@ def match_card(device_name: object, *, pci_device_id: int | None = None,
     return row.card if row is not None else None
 
 
-def peak_flops(device_name: str, dtype: object = "bf16", *, pci_device_id: int | None = None,
-               memory_bytes: float | None = None) -> PeakRow | None:
-    """The dense peak of ``device_name`` (``"NVIDIA H100 80GB HBM3"``) for ``dtype`` (a name or torch dtype;
-    ``ValueError`` if unknown), or ``None`` (:func:`why_no_peak` says why); ``pci_device_id`` and ``memory_bytes``
-    settle a name that does not say its variant."""
+def _lookup(device_name: object, dtype: object, pci_device_id: int | None = None, memory_bytes: float | None = None,
+            sm_count: int | None = None, nvml_name: str | None = None) -> tuple[PeakRow | None, str | None]:
+    """``(peak, None)`` or ``(None, reason)``: the row of ``device_name`` (else of ``nvml_name``), times the device's
+    share of the card's SMs where it reads fewer (``sm_count``: torch's ``multi_processor_count``; docs/spec.md
+    section 5, "A share of a card"). ``ValueError`` for an unknown ``dtype``."""
+    enable = f"pass {PEAK_FLAGS} to declare one"
+    if not device_name or str(device_name).strip().lower() in ("cpu", "none"):
+        return None, f"no GPU: no datasheet peak; {enable}"
     canonical = normalize_dtype(dtype)
-    row = _find(device_name, pci_device_id, memory_bytes)
+    name = _normalize(device_name)
+    if re.search(VGPU_NAME, name):
+        return None, (f"{device_name!r} is a vGPU profile: the share of the card it is given (time slices, or a MIG "
+                      f"slice under the hypervisor) cannot be read inside the VM, and the whole card's peak would "
+                      f"overstate it; {enable} (or measure the ceiling with tm.calibrate())")
+    row = _find(name, pci_device_id, memory_bytes) or (_find(nvml_name, pci_device_id, memory_bytes)
+                                                       if nvml_name else None)
     if row is None:
-        return None
+        for pattern, variants in AMBIGUOUS:
+            if re.search(pattern, name):
+                return None, (f"{device_name!r} does not say which variant it is ({variants}), whose peaks differ; "
+                              f"{enable}")
+        return None, f"no datasheet peak for {device_name!r} in trainmeter's table; {enable}"
     value = row.peaks.get(canonical)
     if value is None:
-        return None
-    return PeakRow(card=row.card, dtype=canonical, tflops=value, source=row.source, provenance="detected")
+        return None, (f"{row.card} has no dense {canonical} tensor peak in trainmeter's table (its source: "
+                      f"{row.source}); {enable}")
+    mig = re.search(MIG_NAME, name)
+    if mig and not (sm_count and row.sms):
+        missing = "the instance's SM count was not read" if row.sms else f"the {row.card}'s SM count is not in the table"
+        return None, (f"{device_name!r} is a MIG instance and its share of the card cannot be read ({missing}); the "
+                      f"whole card's peak would overstate it; {enable}")
+    peak = PeakRow(card=row.card, dtype=canonical, tflops=value, source=row.source)
+    if sm_count and row.sms and sm_count < row.sms:  # a MIG instance, an AMD compute partition, an MPS limit
+        part = mig.group().strip().replace("mig", "MIG") if mig else "a partition"
+        share = f"{sm_count} of the card's {row.sms} {row.sm_word}"
+        peak = PeakRow(card=f"{row.card}, {part} ({share})", dtype=canonical, tflops=value * sm_count / row.sms,
+                       source=f"{share} (torch multi_processor_count on this device / the card's full count) x the "
+                              f"card's dense {value:g}: {row.source}")
+    return peak, None
+
+
+def peak_flops(device_name: str, dtype: object = "bf16", *, pci_device_id: int | None = None,
+               memory_bytes: float | None = None, sm_count: int | None = None) -> PeakRow | None:
+    """The dense peak of ``device_name`` (``"NVIDIA H100 80GB HBM3"``) for ``dtype`` (a name or torch dtype;
+    ``ValueError`` if unknown), or ``None`` (:func:`why_no_peak` says why); ``pci_device_id`` and ``memory_bytes``
+    settle a name that does not say its variant; ``sm_count`` (torch's ``multi_processor_count``) gives a MIG
+    instance's or a partition's share of the card (a MIG instance without it: ``None``)."""
+    return _lookup(device_name, dtype, pci_device_id, memory_bytes, sm_count)[0]
 
 
 def validate_peak(peak_tflops: object, peak_source: object) -> float | None:
@@ -154,26 +201,12 @@ def validate_peak(peak_tflops: object, peak_source: object) -> float | None:
 
 
 def why_no_peak(device_name: str | None, dtype: object = "bf16", *, pci_device_id: int | None = None,
-                memory_bytes: float | None = None) -> str | None:
+                memory_bytes: float | None = None, sm_count: int | None = None) -> str | None:
     """Why :func:`peak_flops` gives no peak (ending with the flags that enable MFU anyway), or ``None``."""
-    enable = "pass --peak-tflops X --peak-source TEXT to declare one"
-    if not device_name or str(device_name).strip().lower() in ("cpu", "none"):
-        return f"no GPU: no datasheet peak; {enable}"
     try:
-        canonical = normalize_dtype(dtype)
+        return _lookup(device_name, dtype, pci_device_id, memory_bytes, sm_count)[1]
     except ValueError as exc:
-        return f"{exc}; {enable}"
-    row = _find(device_name, pci_device_id, memory_bytes)
-    if row is None:
-        name = _normalize(device_name)
-        for pattern, variants in AMBIGUOUS:
-            if re.search(pattern, name):
-                return f"{device_name!r} does not say which variant it is ({variants}), whose peaks differ; {enable}"
-        return f"no datasheet peak for {device_name!r} in trainmeter's table; {enable}"
-    if row.peaks.get(canonical) is None:
-        return (f"{row.card} has no dense {canonical} tensor peak in trainmeter's table (its source: "
-                f"{row.source}); {enable}")
-    return None
+        return f"{exc}; pass {PEAK_FLAGS} to declare one"
 
 
 class DeviceIdentityLike(Protocol):
@@ -185,23 +218,20 @@ class DeviceIdentityLike(Protocol):
 
 
 def peak_for_device(device_name: str, dtype: object, *, memory_bytes: float | None = None,
-                    identity: DeviceIdentityLike | None = None) -> tuple[PeakRow | None, str | None]:
-    """``(peak, None)`` or ``(None, reason)`` for a run's device: its torch name and memory (bytes), settled by the
-    ``identity`` the GPU wing read (PCI device id, memory, NVML name), or ``None``. ``ValueError`` for an unknown
-    ``dtype``."""
+                    identity: DeviceIdentityLike | None = None,
+                    sm_count: int | None = None) -> tuple[PeakRow | None, str | None]:
+    """``(peak, None)`` or ``(None, reason)`` for a run's device: its torch name, memory (bytes) and SM count, settled
+    by the ``identity`` the GPU wing read (PCI device id, memory, NVML name), or ``None``. ``ValueError`` for an
+    unknown ``dtype``."""
     pci = identity.pci_device_id if identity is not None else None
     memory = identity.mem_total_bytes if identity is not None and identity.mem_total_bytes else memory_bytes
     name = device_name or (identity.name if identity is not None else "")
-    peak = peak_flops(name, dtype, pci_device_id=pci, memory_bytes=memory)
-    if peak is None and identity is not None and identity.name and _find(name, pci, memory) is None:
-        peak = peak_flops(identity.name, dtype, pci_device_id=pci, memory_bytes=memory)  # NVML's name may say more
-    if peak is not None:
-        return peak, None
-    return None, why_no_peak(name, dtype, pci_device_id=pci, memory_bytes=memory)
+    nvml_name = identity.name if identity is not None else None  # NVML's name may say more
+    return _lookup(name, dtype, pci, memory, sm_count, nvml_name)
 
 
 def peak_for_run(device_name: str | None, dtype: str | None, memory_bytes: float | None = None,
-                 uuid: object = None, dtype_read: object = None, *,
+                 uuid: object = None, dtype_read: object = None, sm_count: int | None = None, *,
                  gpu: object = None) -> tuple[PeakRow | None, str | None, bool]:
     """:func:`peak_for_device` for a run's device (``None``: the CPU) and dtype (``None``: one without a tensor-core
     peak, ``dtype_read`` named), its identity read by ``uuid`` through the GPU wing's view ``gpu``: ``(peak, reason,
@@ -214,7 +244,7 @@ def peak_for_run(device_name: str | None, dtype: str | None, memory_bytes: float
         return None, f"dtype {dtype_read} has no tensor-core peak; pass --peak-tflops X --peak-source TEXT", False
     read = getattr(gpu, "device_identity", None)
     identity = read(None if uuid is None else str(uuid)) if read is not None else None
-    peak, reason = peak_for_device(device_name, dtype, memory_bytes=memory_bytes, identity=identity)
+    peak, reason = peak_for_device(device_name, dtype, memory_bytes=memory_bytes, identity=identity, sm_count=sm_count)
     opening = getattr(gpu, "opening", None)
     waiting = peak is None and identity is None and read is not None and bool(opening is not None and opening())
     return peak, reason, waiting

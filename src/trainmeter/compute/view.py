@@ -38,6 +38,21 @@ class ComputeView:
         conv = convention or self.convention
         return self.derived.get(mfu_name(conv)) if conv else None
 
+    def flop_per_s(self, convention: str | None = None) -> Derivation | None:
+        """Model FLOP/s per device under ``convention`` (default: the chosen one) at the training-only pace: F x
+        tokens/s, the numerator of its MFU (the GPU ladder's arithmetic intensity, docs/spec.md section 8), or
+        ``None`` when that MFU is not derived; known without a peak."""
+        from trainmeter.core.provenance import Derivation, input_number
+
+        d = self.mfu(convention)
+        inputs = {i.name: i for i in d.inputs} if d is not None else {}
+        if "F" not in inputs or "tokens_per_s" not in inputs:
+            return None
+        f, rate = inputs["F"], inputs["tokens_per_s"]
+        value = (input_number(f) or 0.0) * (input_number(rate) or 0.0)
+        return Derivation(name="flop_per_s", formula="F * tokens_per_s", value=value or None, unit="FLOP/s",
+                          inputs=(f, rate), missing=None if value else "FLOPs per token or tokens/s not known yet")
+
     def flops_spent(self, convention: str | None = None) -> Derivation | None:
         """FLOPs spent so far under ``convention`` (default: the chosen one), or ``None``."""
         conv = convention or self.convention

@@ -107,28 +107,31 @@ class GpuExtension(ExtensionBase):
         if error and self._m is not None:
             self._m.warn_once("gpu-open", f"{error} (the run goes on without GPU readings)")
 
-    def _mfu(self) -> tuple[float | None, str | None, Provenance]:
-        """MFU under the chosen convention from the compute extension, with its provenance (the weakest input's)."""
+    def _mfu(self) -> tuple[float | None, str | None, Provenance, dict[str, Any]]:
+        """MFU under the chosen convention from the compute extension, with its provenance (the weakest input's), and
+        the model FLOP/s it divides (compute's view) as :func:`~trainmeter.gpu.ladder.build_ladder`'s flop keywords."""
         from trainmeter.core.provenance import derived_provenance
 
         compute = self._compute()
         if compute is None:
-            return None, "the compute extension is off", "counted"
-        d = compute.mfu()
+            return None, "the compute extension is off", "counted", {}
+        d, flops = compute.mfu(), compute.flop_per_s()
         if d is None:
-            return None, "MFU needs a named convention (--convention) and a peak", "counted"
-        return d.value, d.missing, derived_provenance(d)
+            return None, "MFU needs a named convention (--convention) and a peak", "counted", {}
+        flop = {} if flops is None else {"flop_per_s": flops.value, "flop_provenance": derived_provenance(flops),
+                                         "flop_source": f"{flops.formula}, the numerator of {d.name} (compute's view)"}
+        return d.value, d.missing, derived_provenance(d), flop
 
     def _build(self, readings: dict[int, Any]) -> dict[int, Any]:
         from trainmeter.gpu.dram_peaks import peak_dram_bandwidth
         from trainmeter.gpu.ladder import build_ladder
 
-        mfu, missing, provenance = self._mfu()
+        mfu, missing, provenance, flop = self._mfu()
         out = {}
         for index, reading in readings.items():
             name = self._device_name(index)
             peak = peak_dram_bandwidth(name) if name else None
-            out[index] = build_ladder(reading, mfu=mfu, mfu_missing=missing, mfu_provenance=provenance,
+            out[index] = build_ladder(reading, mfu=mfu, mfu_missing=missing, mfu_provenance=provenance, **flop,
                                       peak_dram_bytes_per_s=peak[0] if peak else None,
                                       peak_dram_source=peak[1] if peak else "", sources=self._sources(index))
         self.crosschecks = {index: self._cross_check(ladder, readings[index], mfu) for index, ladder in out.items()}
