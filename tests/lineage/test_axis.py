@@ -61,6 +61,10 @@ def test_a_resumed_runs_points_are_recorded_at_steps_of_the_training(run_root):
     curves = json.loads((second.run_dir / "curves.json").read_text())
     assert curves["series"]["train_loss"]["step"] == list(range(81, 201))
     assert curves["reports"]["step"][-1] == 200  # report rows on the same axis as the points
+    views = second.context.series_views  # what the live widget sent: the parent's curve once, up to step 80
+    with views.lock:
+        xs, _ = views.decimators["train_loss.parent"].columns(include_open=True)
+    assert list(xs) == list(range(1, 81)) and "train_loss.parent" not in passport["series"]  # drawn, not recorded
 
 
 def test_the_display_of_a_resumed_run_draws_the_whole_training_on_one_axis(run_root):
