@@ -1,7 +1,7 @@
 """A resumed run's chart shows the whole training in a real browser (JupyterLab 4, chromium; docs/spec.md section
 22): one cell trains steps 1-100 with ``tm.checkpoint()`` at 80 and stops; the next resumes from step 80's
 checkpoint under a live widget and trains 81-200. Its loss chart draws the earlier run's loss (steps 1-80, faint,
-"train loss, earlier runs") before its own (81-200). Screenshot: test-artifacts/browser/lineage-lab-widget.png."""
+"train loss, earlier runs") before its own (81-200): hovering the chart's left tenth reads a step of the first run. Screenshot: test-artifacts/browser/lineage-lab-widget.png."""
 
 from __future__ import annotations
 
@@ -43,6 +43,14 @@ with tm.monitor(name="second", run_dir=root, budget_steps=200, resume="last", wi
     for step in range(81, 201):
         train(model, opt, step)
         time.sleep(0.02)"""
+HOVER_JS = """(sel) => {
+  const roots = [...document.querySelectorAll(sel)];
+  const loss = roots[roots.length - 1].querySelector('[data-tm-chart="loss"]');
+  const rows = [...loss.querySelectorAll('.u-legend .u-series')];
+  const value = (r) => (r?.querySelector('.u-value')?.textContent || '').trim();
+  return {step: value(rows[0]).replace(/,/g, ''),
+          parent: value(rows.find((r) => r.textContent.includes('earlier runs')))};
+}"""
 LIVE = ".jp-NotebookPanel:not(.lm-mod-hidden) .trainmeter:not(.trainmeter-snapshot)"
 READ_JS = """(sel) => {
   const roots = [...document.querySelectorAll(sel)];
@@ -77,9 +85,16 @@ def test_a_resumed_runs_loss_chart_draws_the_earlier_runs_curve_before_its_own(s
         page.keyboard.press("Control+b")  # close the file browser: the dashboard gets the width
         page.wait_for_timeout(800)
         screenshot(page, "lineage-lab")
+        plot = page.locator(LIVE).last.locator('[data-tm-chart="loss"] .u-over').first
+        box = plot.bounding_box()
+        page.mouse.move(box["x"] + 0.1 * box["width"], box["y"] + box["height"] / 2)  # the chart's left tenth
+        page.wait_for_timeout(500)
+        hovered = page.evaluate(HOVER_JS, LIVE)
     finally:
         context.close()
         server.shut_down(nb_name)
     assert read is not None and read["status"] == "completed", read
     assert "train loss, earlier runs" in read["legends"], read  # the parent's curve, drawn
-    assert read["points"] == 80 + 120, read  # steps 1-80 of the first run, 81-200 of this one
+    # the x axis spans the training: the left tenth of the chart is a step of the first run, with its loss there
+    assert hovered is not None and 1 <= float(hovered["step"]) < 60, hovered
+    assert hovered["parent"] not in ("", "—"), hovered
