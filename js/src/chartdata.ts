@@ -18,7 +18,7 @@ export interface ChartLine {
   name: string;
   /** Index of its colour in the palette: the raw series' place among the drawn ones. */
   colour: number;
-  role: "line" | "raw" | "smoothed";
+  role: "line" | "raw" | "smoothed" | "parent";
 }
 
 export interface ChartData {
@@ -86,10 +86,12 @@ export function buildChartData(
     if (!raw) continue;
     const twinName = smoothed ? spec.smoothed?.[name] : undefined;
     const twin = twinName ? column(twinName) : null;
-    const colour = names.length;
+    // a resumed run's earlier runs (`<series>.parent`): faint, in the colour of the series it continues
+    const parent = name.endsWith(".parent");
+    const colour = parent ? 0 : names.length;
     names.push(name);
     tables.push([raw.xs, raw.ys]);
-    lines.push({ name, colour, role: twin ? "raw" : "line" });
+    lines.push({ name, colour, role: parent ? "parent" : twin ? "raw" : "line" });
     points += raw.xs.length;
     if (twin && twinName) {
       tables.push([twin.xs, twin.ys]);

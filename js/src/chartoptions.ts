@@ -75,10 +75,10 @@ export function chartOptions(
       return shown == null ? MISSING : formatValue(shown, spec.unit);
     };
     const label = seriesLabel(spec, line.name);
-    if (line.role === "raw") {
+    if (line.role === "raw" || line.role === "parent") {
       const faint = `${colour}${look.faint_alpha}`;
       series.push({
-        label: `${label} (raw)`,
+        label: line.role === "raw" ? `${label} (raw)` : label,
         stroke: faint,
         width: 1,
         spanGaps: true, // aligned x: a sparse series (val_loss) is null between its points

@@ -16,4 +16,4 @@ def test_the_table_prints_losses_steps_rates_and_shares_with_the_one_formatter()
     html = table_html(rows)
     for text in ("2.346", "2.246", "1,150", "1,100", "2.0M", "850", "49.1k", "42.3% (hf)", "90.0%"):
         assert f">{text}<" in html, text
-    assert ">-<" in html  # J/token: missing
+    assert ">—<" in html  # J/token: missing

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from trainmeter.core.series_views import SeriesViews
+from trainmeter.lineage.view import step_origin
 from trainmeter.record.events import iter_events
 
 CURVES_FILE = "curves.json"
@@ -85,16 +86,19 @@ def curves_from_events(path: Path, max_bytes: int = MAX_LOG_BYTES) -> dict[str, 
     """Build the curves document from an ``events.jsonl`` (old or unfinished runs), streaming its first ``max_bytes``
     (only ``series`` and ``interval`` lines parsed); ``OSError`` (``Damaged``) when it cannot be read."""
     curves = Curves()
-    for rec in iter_events(path, kinds=("series", "interval"), max_bytes=max_bytes):
+    origin = None  # a resumed run's first step of the training, less one: its report rows' steps are its own
+    for rec in iter_events(path, kinds=("steps", "series", "interval"), max_bytes=max_bytes):
         kind = rec.get("kind")
-        if kind == "series" and rec.get("name") in LOSS_SERIES:
+        if kind == "steps" and origin is None:
+            origin = step_origin(rec)
+        elif kind == "series" and rec.get("name") in LOSS_SERIES:
             values = [float("nan") if v is None else v for v in rec.get("value", [])]
             curves.add_series(rec["name"], rec.get("step", []), values)
         elif kind == "interval":
             tp = rec.get("throughput") or {}
             compute = rec.get("compute") or {}
             mfu = {k[4:-1]: v for k, v in compute.items() if k.startswith("mfu[")}
-            curves.add_report(step=rec.get("step", 0), tokens=rec.get("tokens", 0),
+            curves.add_report(step=rec.get("step", 0) + (origin or 0), tokens=rec.get("tokens", 0),
                               elapsed_s=rec.get("elapsed_s", 0.0), tokens_per_s=tp.get("train_tokens_per_s"),
                               mfu=mfu)
     return curves.to_dict()

@@ -47,7 +47,7 @@ class CurvesRecorder(ExtensionBase):
         compute = m.extension("compute")
         mfu = compute.mfu_by_convention() if compute is not None else {}
         interval = report.interval
-        row = {"step": report.steps, "tokens": report.tokens, "elapsed_s": report.elapsed_s,
+        row = {"step": report.steps + m.step_origin, "tokens": report.tokens, "elapsed_s": report.elapsed_s,
                "tokens_per_s": interval.train_tokens_per_s if interval else None, "mfu": mfu}
         m.worker.submit(self.name, lambda: self._feed(report.ends, row))
         return {}

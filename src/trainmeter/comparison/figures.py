@@ -21,6 +21,7 @@ from trainmeter.comparison.lines import (
     x_label,
     y_label,
 )
+from trainmeter.comparison.training import training_curves
 from trainmeter.record.runs import Run, damaged_passport, load
 from trainmeter.record.runs import runs as saved_runs
 from trainmeter.sizes import format_count, format_number, format_percent, format_rate
@@ -129,9 +130,13 @@ def differences(passports: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{k: f.get(k) for k in varying if i == 0 or f.get(k) != base.get(k)} for i, f in enumerate(flats)]
 
 
+MISSING = "—"
+"""A missing value in the table (docs/spec.md section 12, "Number formats")."""
+
+
 def _fmt(value: Any, kind: str = "") -> str:
     if value is None:
-        return "-"
+        return MISSING
     if kind:
         return {"pct": format_percent, "count": format_count, "rate": lambda v: format_rate(v, "")}[kind](value)
     if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -146,7 +151,7 @@ def table_rows(names: list[str], passports: list[dict[str, Any]]) -> list[dict[s
     for name, p, diff in zip(names, passports, diffs, strict=True):
         loss = (p.get("series") or {}).get("train_loss") or {}
         compute = p.get("compute") or {}
-        conv = compute.get("convention")
+        conv = convention_of(p, None)
         energy = p.get("energy") or {}
         rows.append({
             "run": name, "status": p.get("status", "unfinished"), "steps": p.get("steps"), "tokens": p.get("tokens"),
@@ -162,16 +167,18 @@ def table_html(rows: list[dict[str, Any]]) -> str:
     """The rows as an HTML table (class ``tm-compare-table``)."""
     head = ("run", "status", "steps", "tokens", "final loss", "best loss", "tokens/s", "MFU", "J/token", "goodput",
             "differs from the first run")
-    out = ['<table class="tm-compare-table" style="border-collapse:collapse;font-size:12px">',
+    # the table scrolls sideways in its own box and its last column wraps: never cut by a narrow output area
+    out = ['<table class="tm-compare-table" style="border-collapse:collapse;font-size:12px;display:block;'
+           'max-width:100%;overflow-x:auto">',
            "<tr>" + "".join(f'<th style="text-align:left;padding:2px 6px;white-space:nowrap">{h}</th>' for h in head) + "</tr>"]
     for r in rows:
         mfu = _fmt(r["mfu"], "pct") + (f" ({r['convention']})" if r["mfu"] is not None else "")
-        differs = "; ".join(f"{k.split('.', 1)[1]}={v}" for k, v in r["differs"].items()) or "-"
+        differs = "; ".join(f"{k.split('.', 1)[1]}={_fmt(v)}" for k, v in r["differs"].items()) or MISSING
         cells = (r["run"], r["status"], _fmt(r["steps"], "count"), _fmt(r["tokens"], "count"), _fmt(r["final_loss"]),
                  _fmt(r["best_loss"]), _fmt(r["tokens_per_s"], "rate"), mfu, _fmt(r["j_per_token"]),
-                 _fmt(r["goodput"], "pct"), differs)
+                 _fmt(r["goodput"], "pct"))
         out.append("<tr>" + "".join(f'<td style="padding:2px 6px;white-space:nowrap">{html.escape(str(c))}</td>' for c in cells)
-                   + "</tr>")
+                   + f'<td style="padding:2px 6px;min-width:16em;overflow-wrap:anywhere">{html.escape(differs)}</td></tr>')
     out.append("</table>")
     return "\n".join(out)
 
@@ -213,8 +220,8 @@ class Comparison:
 
 def compare(runs: Any = None, x: str = "tokens",
             y: Sequence[str] | str = ("train_loss", "val_loss", "tokens_per_s", "mfu"), *,
-            root: str | Path | None = None, last: int = DEFAULT_LAST_RUNS, convention: str | None = None
-            ) -> Comparison:
+            root: str | Path | None = None, last: int = DEFAULT_LAST_RUNS, convention: str | None = None,
+            training: bool = True) -> Comparison:
     """Compare saved runs: one chart per ``y`` some run has (one line per run) and a table of what differs.
 
     Args:
@@ -223,6 +230,8 @@ def compare(runs: Any = None, x: str = "tokens",
         x: ``"tokens"``, ``"flops"`` (needs a convention), ``"time"`` or ``"step"``.
         y: Any of ``"train_loss"``, ``"val_loss"``, ``"tokens_per_s"``, ``"mfu"``.
         convention: FLOPs convention for ``x="flops"`` and ``"mfu"`` (default: each run's own).
+        training: A resumed run (``--resume``) is drawn as its whole training, one curve across its lineage, and
+            its row counts the training's steps and tokens; ``False``: its own points only.
 
     Returns:
         A :class:`Comparison`: displayed as static HTML/SVG; ``.widget()`` gives the interactive bqplot figures.
@@ -237,7 +246,7 @@ def compare(runs: Any = None, x: str = "tokens",
         where = html.escape(str(root or ".trainmeter/runs"))
         return Comparison({}, [], f"<p>no saved runs under {where}</p>", {}, {}, x)
     names = _unique([r.name for r in chosen])
-    readable = [_readable(n, r) for n, r in zip(names, chosen, strict=True)]
+    readable = [_readable(n, r, training) for n, r in zip(names, chosen, strict=True)]
     passports, docs = [p for p, _ in readable], [d for _, d in readable]
     colors = {n: FIGURE_PALETTE[i % len(FIGURE_PALETTE)] for i, n in enumerate(names)}
     per_line = max(MIN_LINE_POINTS, min(MAX_LINE_POINTS, FIGURE_BUDGET_POINTS // len(chosen)))
@@ -262,12 +271,17 @@ def compare(runs: Any = None, x: str = "tokens",
     return Comparison(lines, rows, comparison_html(figures, absent, table_html(rows)), labels, colors, x)
 
 
-def _readable(name: str, run: Any) -> tuple[dict[str, Any], dict[str, Any]]:
-    """A run's passport and curves, or (a damaged one) a stand-in saying why: one run never breaks the rest."""
+def _readable(name: str, run: Any, training: bool = False) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A run's passport and curves (``training``: its whole training's, docs/spec.md section 22), or (a damaged one)
+    a stand-in saying why: one run never breaks the rest."""
     try:
-        doc = load_curves(run)
-        table_rows([name], [run.passport])  # the table reads what it needs of the passport
-        return run.passport, doc
+        doc, passport = load_curves(run), run.passport
+        counts = (passport.get("lineage") or {}).get("training")
+        if training and isinstance(counts, dict):
+            doc = training_curves(run.dir, passport, doc)
+            passport = {**passport, "steps": counts.get("steps"), "tokens": counts.get("tokens")}
+        table_rows([name], [passport])  # the table reads what it needs of the passport
+        return passport, doc
     except Exception as exc:
         reason = f"{run.damaged or 'its passport or curves'} ({type(exc).__name__}: {exc})"
         return damaged_passport(run.dir, reason), dict(EMPTY_CURVES)

@@ -66,8 +66,16 @@ def _regular_size(path: Any) -> int | None:
 
 
 def convention_of(passport: dict[str, Any], convention: str | None) -> str | None:
-    """The FLOPs convention to use: the one asked for, else the run's own."""
-    return convention or (passport.get("compute") or {}).get("convention")
+    """The FLOPs convention to use: the one asked for, else the run's own, else the one its MFU tile showed
+    (compute/card.py: ``counted`` for a model with no convention, else the lowest of the range over conventions)."""
+    compute = passport.get("compute") or {}
+    if convention or compute.get("convention"):
+        return convention or compute.get("convention")
+    mfu = compute.get("mfu") if isinstance(compute.get("mfu"), dict) else {}
+    if compute.get("conventions_missing"):
+        return "counted" if mfu.get("counted") is not None else None
+    shown = {c: v for c, v in mfu.items() if c != "counted" and isinstance(v, int | float)}
+    return min(shown, key=shown.__getitem__) if shown else None
 
 
 def x_label(x: str, unit: str, convention: str | None) -> str:

@@ -63,6 +63,7 @@ BOUND = (
     "warn_once", "set_text", "controls", "extension",  # faults, the text line, controls, other wings' views
     "next_step_hook_at", "at_step", "time_next_step",  # step hooks; the overhead wing's timing hook
     "lane_records", "set_run_dir",  # the record sink's
+    "set_step_origin",  # a resumed run's points on its training's step axis (the lineage wing's)
 )
 # The parts' own methods a context hands out the same way, by the names the contract gives them.
 PARTS = {
@@ -97,6 +98,8 @@ class RunContext:
     tokens = _read("tokens", "Tokens (or samples, see token_unit) counted so far. Any thread.")
     token_unit = _read("token_unit", "What a counted batch holds: 'tokens' or 'samples'; None while no batch was "
                        "read (tokens unknown, never 0: docs/spec.md section 6).")
+    step_origin = _read("registry.origin", "The step this run's step axis starts from (0, or a resumed run's step of "
+                        "its training: docs/spec.md section 22). Any thread.")
     step_series = _read("step_series", "Tokens per step and the time of each step (a sink's reads).")
     series = _read("registry.series", "The run's series by name (a dict that never changes size: iterate freely).")
     series_views = _read("registry.views", "One decimated view per series (core/series_views.py): the widget's "

@@ -229,6 +229,11 @@ class Monitor:
         """The run's own locks (the series registry's, each series'), held around a fork (docs/spec.md section 19)."""
         return self.registry.locks(self.step_series)
 
+    def set_step_origin(self, steps: int) -> None:
+        """Record and draw every point ``steps`` further along the step axis: a resumed run's points at steps of
+        its training (docs/spec.md section 22; set before the first step). Any thread."""
+        self.registry.set_origin(steps, self.step_series)
+
     def record_at(self, name: str, t_s: float, value: float, *, x_kind: str = "time") -> None:
         """Record one point of a series owned by a background sampler (one writing thread per name;
         ``t_s``: seconds since the run began)."""

@@ -45,7 +45,7 @@ class Series:
     ``read``/``trim`` from any."""
 
     __slots__ = ("name", "x_kind", "_steps", "_times", "_values", "_base", "lock",
-                 "_last", "_min", "_max", "_folded", "_last_step", "_nonfinite")
+                 "_last", "_min", "_max", "_folded", "_last_step", "_nonfinite", "origin")
 
     def __init__(self, name: str, x_kind: str = "step") -> None:
         self.name = name
@@ -61,6 +61,11 @@ class Series:
         self._folded = 0  # absolute position up to which the statistics are folded in
         self._last_step: int | None = None
         self._nonfinite = 0
+        self.origin = 0  # added to every step read: a resumed run's points on the training's axis (spec section 22)
+
+    def set_origin(self, steps: int) -> None:
+        """Read every point ``steps`` further along the step axis (docs/spec.md section 22). Any thread."""
+        self.origin = steps
 
     def append(self, step: int, t_s: float, value: float) -> None:
         """Record one point. Cheap (three list appends; the statistics are folded in when read);
@@ -114,7 +119,10 @@ class Series:
         with self.lock:
             lo = max(0, start - self._base)
             hi = len(self._values) if stop is None else max(lo, min(len(self._values), stop - self._base))
-            return (self._base + hi, self._steps[lo:hi], self._times[lo:hi], self._values[lo:hi])
+            steps = self._steps[lo:hi]
+            if self.origin:
+                steps = list(map(self.origin.__add__, steps))  # in C: no bytecode per point
+            return (self._base + hi, steps, self._times[lo:hi], self._values[lo:hi])
 
     def trim(self, upto: int) -> None:
         """Drop points before absolute position ``upto`` (their statistics are kept). Safe from any thread."""
@@ -137,7 +145,8 @@ class Series:
         with self.lock:
             self._fold()
             return SeriesStats(last=self._last, min=self._min, max=self._max,
-                               count=self._base + len(self._values), last_step=self._last_step,
+                               count=self._base + len(self._values),
+                               last_step=None if self._last_step is None else self._last_step + self.origin,
                                nonfinite=self._nonfinite)
 
 
@@ -148,7 +157,7 @@ class StepSeries:
     Thread safety: one writing thread (:meth:`set_tokens`, then ``times.append``); ``read``/``trim`` any thread.
     """
 
-    __slots__ = ("name", "x_kind", "times", "_runs", "_base", "lock", "tokens", "_min", "_max")
+    __slots__ = ("name", "x_kind", "times", "_runs", "_base", "lock", "tokens", "_min", "_max", "origin")
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -160,6 +169,11 @@ class StepSeries:
         self.tokens: int | None = None  # tokens of the current run
         self._min: int | None = None
         self._max: int | None = None
+        self.origin = 0  # added to every step read, as Series.origin
+
+    def set_origin(self, steps: int) -> None:
+        """Read every step ``steps`` further along the step axis (docs/spec.md section 22). Any thread."""
+        self.origin = steps
 
     def set_tokens(self, tokens: int, step: int) -> None:
         """Start a run of ``tokens`` per step at step ``step``'s point, before its time is appended (the writer's
@@ -195,7 +209,7 @@ class StepSeries:
             a, b = max(at, first), min(until, last)
             if b > a:
                 values.extend([tokens] * (b - a))
-        return last, list(range(first + 1, last + 1)), times, values
+        return last, list(range(first + 1 + self.origin, last + 1 + self.origin)), times, values
 
     def trim(self, upto: int) -> None:
         """Drop points before absolute position ``upto`` (and the runs that ended before it)."""
@@ -219,4 +233,5 @@ class StepSeries:
         """Running statistics of the tokens per step."""
         count = self._base + len(self.times)
         last = self._runs[-1][1] if self._runs and count else None
-        return SeriesStats(last=last, min=self._min, max=self._max, count=count, last_step=count or None)
+        return SeriesStats(last=last, min=self._min, max=self._max, count=count,
+                           last_step=count + self.origin if count else None)

@@ -48,6 +48,7 @@ class SeriesRegistry:
         self._watch: tuple[Callable[[int, Callable[[], None]], None], Callable[[], int],
                            Callable[[Callable[[], None]], None], StepSeries] | None = None
         self._user_series = 0
+        self.origin = 0  # the step this run's axis starts from (set_origin)
         self.dropped = 0
         self.dropped_names: list[str] = []
         self._dropped_seen: set[str] = set()
@@ -71,8 +72,17 @@ class SeriesRegistry:
                     if grown is None:
                         grown = dict(self.series)
                     grown[name] = Series(name, x_kind)
+                    grown[name].set_origin(self.origin)
             if grown is not None:
                 self.series = grown
+
+    def set_origin(self, steps: int, step_series: StepSeries) -> None:
+        """Every series (``step_series`` too) is read ``steps`` further along the step axis from now on: a resumed
+        run's points at steps of the training (docs/spec.md section 22). Any thread."""
+        with self.lock:
+            self.origin = steps
+            for series in (step_series, *self.series.values()):
+                series.set_origin(steps)
 
     def describe(self, name: str, entry: dict[str, Any], *, replace: bool = True) -> None:
         """Set ``series_info[name]`` (``replace=False``: only if it has none)."""

@@ -7,6 +7,7 @@ and only sets one attribute; ``view`` on any; the rest on the training thread.""
 from __future__ import annotations
 
 import functools
+import math
 import os
 import sys
 from dataclasses import dataclass
@@ -22,7 +23,7 @@ from trainmeter.core.patches import ORIGINAL_ATTR, Patches
 from trainmeter.core.provenance import Derivation, Input
 from trainmeter.core.text import markdown_text
 from trainmeter.lineage.parent import ParentRecord, read_parent
-from trainmeter.lineage.view import LineageView
+from trainmeter.lineage.view import PARENT_LOSS, LineageView, earlier_points, earlier_runs
 from trainmeter.record.passport import relative_to_run
 from trainmeter.sizes import format_count, format_duration
 
@@ -83,6 +84,10 @@ class Lineage(ExtensionBase):
             self.resumed = Resumed(parent.steps, "assumed", "the parent listed no checkpoint: the model in memory "
                                    "is taken to go on from the parent's last step")
         self._paths = {parent.checkpoint_path(c): c for c in checkpoints}
+        at = self._before(self._current())["steps"]
+        context.set_step_origin(at)  # this run's points at steps of the training
+        runs = earlier_runs(parent.folder, [*(parent.lineage.get("runs") or [{"path": "."}]), {"resumed_from_step": at}])
+        context.worker.submit(self.name, lambda: self._draw_earlier(runs))  # read off the training thread
         if not self._paths or not probes_available() or not host_patches.allow("lineage", context.warn_once):
             return
         import torch
@@ -91,6 +96,13 @@ class Lineage(ExtensionBase):
         wrapped = vars(torch.serialization).get("load")
         if getattr(wrapped, ORIGINAL_ATTR, None) is getattr(torch, "load", None):
             self._patches.set(torch, "load", wrapped)
+
+    def _draw_earlier(self, runs: list[tuple[Path, int]]) -> None:
+        """The earlier runs' training loss up to the step resumed from, into the run's decimated views: the live
+        widget draws it under this run's (bounded like every series; not in this run's record)."""
+        views = self._m.series_views if self._m is not None else None
+        for steps, values in earlier_points(runs) if views is not None else ():
+            views.extend(PARENT_LOSS, "step", steps, [math.nan if v is None else v for v in values])
 
     def stop(self) -> None:
         """Put ``torch.load`` back. Idempotent."""
@@ -148,6 +160,7 @@ class Lineage(ExtensionBase):
         m = self._m
         if m is not None and self.first_step_s is None:
             self.first_step_s = m.elapsed_s()
+            m.set_step_origin(self._before(self._current())["steps"])  # a load before the first step moved it; later ones do not
             m.next_step_hook_at(sys.maxsize, self)
 
     def view(self) -> LineageView | None:

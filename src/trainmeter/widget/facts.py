@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trainmeter.core.throughput import NO_BATCH_READ, NO_RANK_READ, ratio, tokens_missing
+from trainmeter.lineage.view import PARENT_LOSS
 from trainmeter.record.textline import format_line
 from trainmeter.sizes import format_rate
 from trainmeter.verdicts.markers import markers as verdict_markers
@@ -142,7 +143,7 @@ def facts_from_monitor(monitor: Any, recent: Any = None, x_map: Any = None) -> R
         cuda=memory.cuda if memory else None, phases_s=phases_s,
         loss_last=stats.last if stats else None, loss_min=stats.min if stats else None,
         loss_points=stats.count if stats else 0,
-        step_series=tuple(n for n, s in series.items() if s.x_kind == "step"),
+        step_series=tuple(n for n, s in series.items() if s.x_kind == "step") + ((PARENT_LOSS,) if opts.resume else ()),
         warnings=tuple(list(monitor.warnings) + ext_warnings), panels=tuple(panels), extra_charts=tuple(charts),
         extra_tiles=tuple(extra_tiles), progress_bar=monitor.progress_bar(recent if live else None),
         error=getattr(monitor, "error", None), recent=recent if live else None, markers=tuple(markers),
@@ -171,6 +172,7 @@ def facts_from_run(passport: dict[str, Any], events: list[dict[str, Any]], run_d
     opts = passport.get("options") or start.get("options") or {}
     step_names = list(dict.fromkeys(e["name"] for e in events
                                     if e.get("kind") == "series" and e.get("x", "step") == "step"))
+    step_names += [PARENT_LOSS] if opts.get("resume") else []  # the earlier runs' loss (docs/spec.md section 22)
     warnings = list(passport.get("warnings") or [])
     src = passport or last  # a run without a passport: the figures of its last report
     tp = src.get("throughput") or {}

@@ -117,6 +117,8 @@ class SeriesFeed:
         self.cursor[step_series.name] = end  # not drawn: read for the recent rate, then let the monitor trim it
         self._recent.extend(times, tokens)
         if steps and times:  # the x map (widget/x_axis.py): the head always, a point once a second
+            if self.x_map.empty:  # from the step the run's axis starts at (a resumed run's: docs/spec.md section 22)
+                self.x_map.steps[0] = float(m.step_origin)
             self._tokens_total += int(sum(tokens))
             if float(times[-1]) - self._axis_t_s >= XMAP_EVERY_S:
                 self._axis_t_s = float(times[-1])

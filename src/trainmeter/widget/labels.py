@@ -12,6 +12,7 @@ from trainmeter.widget.smoothed import SMOOTHED, TWINS
 _FIXED: dict[str, str] = {
     "train_loss": "train loss",
     "val_loss": "validation loss",
+    "train_loss.parent": "train loss, earlier runs",
     "eval_loss": "eval loss",
     "rss_bytes": "process RSS (bytes)",
     "cuda_allocated_bytes": "CUDA allocated (bytes)",

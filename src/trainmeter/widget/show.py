@@ -16,6 +16,7 @@ from typing import Any
 from trainmeter.core.decimate import DEFAULT_BUDGET_POINTS
 from trainmeter.core.series_views import SeriesViews
 from trainmeter.core.text import printable
+from trainmeter.lineage.view import PARENT_LOSS, earlier_points, earlier_runs, step_origin
 from trainmeter.record.events import LOG_FILE, ReadStats, Record, iter_events
 from trainmeter.record.runs import REPLAY_MAX_BYTES, Run, damaged_passport, load
 from trainmeter.record.safe_read import DASHBOARD_TYPES, read_json
@@ -55,6 +56,7 @@ class ReplayFeed:
         self.decimators = self.views.decimators
         self.x_map = x_map if x_map is not None else XMap()
         self._last_step = 0
+        self._origin: int | None = None  # the step its axis starts from (docs/spec.md section 22)
 
     def take(self, e: Record) -> None:
         """Fold one run-log record."""
@@ -64,6 +66,10 @@ class ReplayFeed:
             xs = e.get("step") if x_kind == "step" else [t / 1e6 for t in e.get("t_us") or []]
             if xs and e.get("value"):
                 self.views.extend(str(e["name"]), x_kind, xs, [math.nan if y is None else y for y in e["value"]])
+        elif kind == "steps" and self._origin is None:
+            self._origin = step_origin(e)
+            if self._origin and self.x_map.empty:  # a resumed run's map starts at its first step of the training
+                self.x_map.steps[0] = float(self._origin)
         elif kind == "interval":
             t_s, values = report_points_from_record(e)
             for name, value in values.items():
@@ -71,7 +77,7 @@ class ReplayFeed:
             point = report_mapping(e, self._last_step)
             if point is not None:
                 self._last_step, at_s, tokens = point
-                self.x_map.add(self._last_step, math.nan if tokens is None else tokens, at_s)
+                self.x_map.add(self._last_step + (self._origin or 0), math.nan if tokens is None else tokens, at_s)
 
     def columns(self, shown: tuple[str, ...] = (), points_total: int | None = None) -> list[SeriesColumns]:
         """The series' columns (open buckets included; ``shown`` first within ``points_total`` points, headers
@@ -80,10 +86,14 @@ class ReplayFeed:
 
 
 def replay_columns(events: Iterable[Record], *, budget_points: int = DEFAULT_BUDGET_POINTS,
-                   points_total: int = REPLAY_POINTS_TOTAL, x_map: XMap | None = None) -> list[SeriesColumns]:
-    """Decimated columns of every series of a saved run, plus the report series (:class:`ReplayFeed`), the losses
-    first, within ``points_total``; the x map is added to ``x_map`` when given."""
+                   points_total: int = REPLAY_POINTS_TOTAL, x_map: XMap | None = None,
+                   earlier: Iterable[tuple[list[int], list[Any]]] = ()) -> list[SeriesColumns]:
+    """Decimated columns of every series of a saved run, plus the report series (:class:`ReplayFeed`) and the
+    ``earlier`` runs' training loss (a resumed run's, docs/spec.md section 22), the losses first, within
+    ``points_total``; the x map is added to ``x_map`` when given."""
     feed = ReplayFeed(budget_points=budget_points, x_map=x_map)
+    for steps, values in earlier:
+        feed.views.extend(PARENT_LOSS, "step", steps, [math.nan if v is None else v for v in values])
     for e in events:
         feed.take(e)
     return feed.columns((*LOSS_NAMES, *SMOOTHED.values()), points_total)
@@ -98,7 +108,8 @@ def replay(run_or_path: Run | str | Path) -> tuple[dict[str, Any], list[SeriesCo
     try:
         kept = _FactsRecords()
         x_map = XMap()
-        columns = replay_columns(kept.watch(_log_records(run.dir, read)), x_map=x_map)
+        earlier = earlier_points(earlier_runs(run.dir, (passport.get("lineage") or {}).get("runs")))
+        columns = replay_columns(kept.watch(_log_records(run.dir, read)), x_map=x_map, earlier=earlier)
         if read.bytes_left_out:
             passport["warnings"] = [*list(passport.get("warnings") or []),
                                     f"its run log is longer than {format_bytes(REPLAY_MAX_BYTES)}: the last "

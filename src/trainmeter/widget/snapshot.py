@@ -159,10 +159,11 @@ def chart_svg(spec: dict[str, Any], series: dict[str, tuple[str, Sequence[float]
     for i, name in enumerate(drawn_series(spec, series)):
         twin = twins.get(name)
         smoothed = twin is not None and len(series.get(twin, ("", ()))[1]) > 0
-        for drawn, faint in ((name, smoothed), (twin if smoothed else None, False)):
+        parent = name.endswith(".parent")  # a resumed run's earlier runs: faint, in the training loss's colour
+        for drawn, faint in ((name, smoothed or parent), (twin if smoothed else None, False)):
             if drawn is not None:
                 xs, ys = decimate(series[drawn][1], series[drawn][2], CHART_POINTS)
-                lines.append((list(xs), list(ys), PALETTE[i % len(PALETTE)], faint))
+                lines.append((list(xs), list(ys), PALETTE[0 if parent else i % len(PALETTE)], faint))
     log_y = bool(spec.get("log_y"))
     finite = [(x, y) for xs, ys, _, _ in lines for x, y in zip(xs, ys, strict=True)
               if math.isfinite(y) and (y > 0 or not log_y)]
