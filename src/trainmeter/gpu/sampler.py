@@ -93,47 +93,25 @@ class GpuSampler:
         return sampler
 
     def start(self) -> None:
-        """Start sampling in the background (the owner thread first when opening lazily). Idempotent."""
-        if self._opener is not None:
-            with self._lock:
-                if self._owner is not None or self._stop_event.is_set():
-                    return
-                self._owner = threading.Thread(target=self._own, name="trainmeter-gpu-open", daemon=True)
-            self._owner.start()
-            return
-        self._start_devices()
+        """Start sampling in the background: an owner thread (that opens the backend first when opening lazily)
+        starts the device threads. Idempotent."""
+        with self._lock:
+            if self._owner is not None or self._stop_event.is_set():
+                return
+            self._owner = threading.Thread(target=self._own, name="trainmeter-gpu-open", daemon=True)
+        self._owner.start()
 
     def _start_devices(self) -> None:
         with self._lock:
-            if self._threads or self._stop_event.is_set():
-                return
             for index in self._states:
                 self._threads.append(threading.Thread(target=self._run, args=(index,),
                                                       name=f"trainmeter-gpu-{index}", daemon=True))
         for t in self._threads:
             t.start()
 
-    def _own(self) -> None:  # the owner thread: open, adopt, sample until stopped, then join and close
-        assert self._opener is not None
-        try:
-            opened = self._opener()
-        except Exception as exc:  # noqa: BLE001 - a bad --gpus for this machine, a broken driver
-            self.unavailable_reason = f"GPU sampling off: {type(exc).__name__}: {exc}"[:MAX_ERROR_CHARS]
-            self.open_error = self.unavailable_reason  # the run warns once (training thread)
+    def _own(self) -> None:  # the owner thread: open and adopt, sample until stopped, then join and close
+        if self._opener is not None and not self._adopt_opened():
             return
-        if self._stop_event.is_set():  # the run ended while NVML was opening
-            if opened._owns_backend and opened._backend is not None:
-                safe(opened._backend.close, None)
-            self.unavailable_reason = "the run ended before NVML opened"
-            return
-        with self._lock:
-            self._backend = opened._backend
-            self._owns_backend = opened._owns_backend
-            self.devices = opened.devices
-            self.driver_version = opened.driver_version
-            self.selection = opened.selection
-            self._states = opened._states  # one assignment, fresh windows: readers see the old or the new map
-            self.unavailable_reason = opened.unavailable_reason
         self._start_devices()
         self._read_energy(end=False)  # after the device threads start: a hung counter read delays no sampling
         self._stop_event.wait()
@@ -144,6 +122,30 @@ class GpuSampler:
             self._read_energy(end=True)
         if self._owns_backend and self._backend is not None:
             safe(self._backend.close, None)
+
+    def _adopt_opened(self) -> bool:
+        """Open the backend on the owner thread and take its devices; ``False`` when sampling goes no further."""
+        assert self._opener is not None
+        try:
+            opened = self._opener()
+        except Exception as exc:  # noqa: BLE001 - a bad --gpus for this machine, a broken driver
+            self.unavailable_reason = f"GPU sampling off: {type(exc).__name__}: {exc}"[:MAX_ERROR_CHARS]
+            self.open_error = self.unavailable_reason  # the run warns once (training thread)
+            return False
+        if self._stop_event.is_set():  # the run ended while NVML was opening
+            if opened._owns_backend and opened._backend is not None:
+                safe(opened._backend.close, None)
+            self.unavailable_reason = "the run ended before NVML opened"
+            return False
+        with self._lock:
+            self._backend = opened._backend
+            self._owns_backend = opened._owns_backend
+            self.devices = opened.devices
+            self.driver_version = opened.driver_version
+            self.selection = opened.selection
+            self._states = opened._states  # one assignment, fresh windows: readers see the old or the new map
+            self.unavailable_reason = opened.unavailable_reason
+        return True
 
     def _read_energy(self, *, end: bool) -> None:  # on the owner thread: at the open and before the close
         from trainmeter.gpu.energy import read_counters
@@ -170,28 +172,18 @@ class GpuSampler:
                 t.join(max(0.0, deadline - time.monotonic()))
 
     def stop(self, timeout_s: float = STOP_DEADLINE_S) -> None:
-        """Stop; wait at most ``timeout_s`` in all, then abandon what still runs (the backend closes on another
-        thread)."""
+        """Stop; wait at most ``timeout_s`` for the owner thread (which closes the backend), then abandon what still
+        runs. A sampler never started closes an owned backend here."""
         self._stop_event.set()
-        deadline = time.monotonic() + timeout_s
-        if self._opener is not None:
-            owner = self._owner
-            if owner is not None and owner is not threading.current_thread():
-                owner.join(timeout_s)
-                stuck = owner.is_alive()
-            else:
-                stuck = False
-        else:
-            self._join_devices(timeout_s)
-            closer = None
+        owner = self._owner
+        if owner is None:
             if self._owns_backend and self._backend is not None:
-                closer = threading.Thread(target=safe, args=(self._backend.close, None),
-                                          name="trainmeter-gpu-close", daemon=True)
-                closer.start()
-                closer.join(max(0.0, deadline - time.monotonic()))
-            stuck = any(t.is_alive() for t in self._threads) or (closer is not None and closer.is_alive())
-        if stuck:
-            self._abandon(timeout_s)
+                safe(self._backend.close, None)
+            return
+        if owner is not threading.current_thread():
+            owner.join(timeout_s)
+            if owner.is_alive():
+                self._abandon(timeout_s)
 
     def step(self, now_s: float) -> int:
         """Sample, in this thread, every active device due at ``now_s``; returns how many."""

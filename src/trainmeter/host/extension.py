@@ -181,12 +181,9 @@ class NodeSampler(ExtensionBase):
             sample = self.latest
             stats = {name: stat.to_dict() for name, stat in self._stats.items()}
         return {
-            "samples": self.samples, "period_s": self.period_s, "cpu_count": reader.cpu_count if reader else None,
-            "mem_total_bytes": sample.mem_total_bytes if sample else None,
-            "swap_total_bytes": sample.swap_total_bytes if sample else None,
-            "run_fs_total_bytes": sample.run_fs_total_bytes if sample else None,
-            "swap_growth_bytes": reader.swap_growth_bytes if reader else None,
-            "swap_io_bytes": reader.swap_io_bytes if reader else None,
+            "samples": self.samples, "period_s": self.period_s, "cpu_count": getattr(reader, "cpu_count", None),
+            **{k: getattr(sample, k, None) for k in ("mem_total_bytes", "swap_total_bytes", "run_fs_total_bytes")},
+            **{k: getattr(reader, k, None) for k in ("swap_growth_bytes", "swap_io_bytes")},
             **stats, "warnings": self.warnings(), "abandoned": self.abandoned_reason,
         }
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -103,8 +104,9 @@ class RunFollower:
         self._readers[seat] = TailReader(path, self.max_bytes)
         self.sources[seat] = SourceState(seat=seat)
 
-    def poll(self) -> dict[str, SourceState]:
-        """Read what was appended since the last poll; return the state of every source."""
+    def poll(self, on_record: Callable[[str, Record], None] | None = None) -> dict[str, SourceState]:
+        """Read what was appended since the last poll, each record also to ``on_record(seat, record)``; return the
+        state of every source."""
         self._discover()
         now = time.time()
         for seat, reader in self._readers.items():
@@ -113,6 +115,8 @@ class RunFollower:
                 self.sources[seat].updated_s = now
             for record in records:
                 apply_record(self.sources[seat], record)
+                if on_record is not None:
+                    on_record(seat, record)
         return self.sources
 
     def ranks(self) -> list[SourceState]:

@@ -48,14 +48,7 @@ def install() -> None:
     with contextlib.suppress(Exception):
         from multiprocessing import util
 
-        util.register_after_fork(_AFTER_FORK_KEY, _mp_after_fork)
-
-
-class _Key:
-    """A long-lived object for ``multiprocessing.util.register_after_fork`` (weakly referenced there)."""
-
-
-_AFTER_FORK_KEY = _Key()
+        util.register_after_fork(_mp_after_fork, _mp_after_fork)  # the key, weakly referenced: a long-lived object
 
 
 def _before() -> None:
@@ -171,7 +164,7 @@ def _mp_after_fork(_key: Any = None) -> None:
     with contextlib.suppress(Exception):
         from multiprocessing import util
 
-        util.Finalize(_AFTER_FORK_KEY, _mp_finalizer, exitpriority=100)
+        util.Finalize(_mp_after_fork, _mp_finalizer, exitpriority=100)
 
 
 def _at_exit() -> None:

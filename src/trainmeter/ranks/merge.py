@@ -165,12 +165,10 @@ def window_history(seat_dir: Path) -> list[dict[str, Any]]:
     return [w for w in windows if w]
 
 
-def distributed_section(ranks: list[RankSummary], *,
-                        launch_dir: Path | None = None, convention: str | None = None,
-                        node_gpus: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
-    """The passport's ``distributed`` section for a launch; ``launch_dir``: also count each rank's straggler windows;
-    ``node_gpus``: node samplers' ``gpu`` sections beside those in the ranks' passports. Tokens are in the ranks'
-    unit (the first that read a batch); ``None`` when none did (docs/spec.md section 19)."""
+def distributed_section(ranks: list[RankSummary], *, launch_dir: Path | None = None,
+                        convention: str | None = None) -> dict[str, Any]:
+    """The passport's ``distributed`` section for a launch; ``launch_dir``: also count each rank's straggler windows.
+    Tokens are in the ranks' unit (the first that read a batch); ``None`` when none did (docs/spec.md section 19)."""
     token_unit = next((r.token_unit for r in ranks if r.token_unit), None)
     world_size = max((r.world_size for r in ranks if r.world_size), default=len(ranks))
     nodes = sorted({r.node for r in ranks if r.node})
@@ -220,7 +218,7 @@ def distributed_section(ranks: list[RankSummary], *,
     mfu = launch_mfu_figures([r.compute or RankCompute(label=r.label, tokens=r.tokens) for r in ranks],
                              world_size, convention, missing)
     derivations += mfu.pop("derivations")
-    ladder = launch_ladders(ranks, node_gpus or {})
+    ladder = launch_ladders(ranks, {})  # a parent adds its own node's (ranks/extension.py)
     return {"world_size": world_size, "ranks_recorded": len(ranks), "nodes": len(nodes), "node_names": nodes,
             "backend": backends[0] if len(backends) == 1 else (backends or None), "steps_together": together,
             "global_steps": global_steps, "global_tokens": global_tokens, "token_unit": token_unit,

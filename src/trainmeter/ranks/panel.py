@@ -40,7 +40,10 @@ def ranks_panel(follower: RunFollower, now_s: float | None = None) -> dict[str, 
         if device.get("uuid"):
             note += f"; {device['uuid']}"  # its GPU (the merged passport has its ladder)
         rows.append({"label": r.label, "value": r.steps, "unit": "steps", "provenance": "counted", "note": note})
-    rows.append(launch_mfu_row(ranks))
+    conv, world, d = launch_mfu_now(ranks)
+    rows.append({"label": f"MFU, all ranks ({conv}, {world} devices)", "value": d.value, "unit": "fraction",
+                 "provenance": derived_provenance(d),
+                 "note": d.missing if d.value is None else "F x global tokens / wall s / (devices x peak)"})
     report = score_ranks(timings)
     note = report.verdict if report is not None else "straggler scores need two ranks with timed steps"
     return {"id": "ranks", "title": f"Ranks ({len(ranks)})", "rows": rows, "note": note}
@@ -56,14 +59,6 @@ def launch_mfu_now(ranks: list[Any]) -> tuple[str, int, Any]:
     convention = next((c.convention for c in inputs if c.convention), None)
     conv = (conventions(inputs, convention) or ["hf"])[0]
     return conv, world, launch_mfu(inputs, world, conv, pace="session", missing_ranks=missing_ranks)
-
-
-def launch_mfu_row(ranks: list[Any]) -> dict[str, Any]:
-    """The Ranks panel's MFU row (its note: the formula, or what is missing)."""
-    conv, world, d = launch_mfu_now(ranks)
-    return {"label": f"MFU, all ranks ({conv}, {world} devices)", "value": d.value, "unit": "fraction",
-            "provenance": derived_provenance(d),
-            "note": d.missing if d.value is None else "F x global tokens / wall s / (devices x peak)"}
 
 
 def launch_mfu_tile(ranks: list[Any]) -> dict[str, Any] | None:

@@ -26,9 +26,7 @@ class StepTiming:
         self.steps = 0  # timed steps (the first is not)
         self.step_s_sum = 0.0
         self.outside_s_sum = 0.0
-        self._w_steps = 0
-        self._w_step_s = 0.0
-        self._w_outside_s = 0.0
+        self._window_from = (0, 0.0, 0.0)  # the sums above when the report window began
         self.best_window_outside_s: float | None = None
         self.best_window_step_s: float | None = None
         self.last_window: dict[str, Any] = {}
@@ -83,22 +81,20 @@ class StepTiming:
         self.steps += 1
         self.step_s_sum += step_s
         self.outside_s_sum += outside_s
-        self._w_steps += 1
-        self._w_step_s += step_s
-        self._w_outside_s += outside_s
 
     def take_window(self) -> dict[str, Any]:
         """The report window's means (seconds per step) and the run's so far; resets the window."""
-        n = self._w_steps
+        steps, step_s, outside_s = self._window_from
+        n = self.steps - steps
         window: dict[str, Any] = {"steps": n, "step_s": None, "outside_backward_s": None}
         if n:
-            window["step_s"] = self._w_step_s / n
-            window["outside_backward_s"] = self._w_outside_s / n
+            window["step_s"] = (self.step_s_sum - step_s) / n
+            window["outside_backward_s"] = (self.outside_s_sum - outside_s) / n
             if self.best_window_outside_s is None or window["outside_backward_s"] < self.best_window_outside_s:
                 self.best_window_outside_s = window["outside_backward_s"]
             if self.best_window_step_s is None or window["step_s"] < self.best_window_step_s:
                 self.best_window_step_s = window["step_s"]
-        self._w_steps, self._w_step_s, self._w_outside_s = 0, 0.0, 0.0
+        self._window_from = (self.steps, self.step_s_sum, self.outside_s_sum)
         self.last_window = window
         return self.summary(window)
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from trainmeter.options import DEFAULT_RUN_ROOT
-from trainmeter.ranks.follow import MAX_READ_BYTES, RunFollower, TailReader, newest_live_run
+from trainmeter.ranks.follow import MAX_READ_BYTES, RunFollower, newest_live_run
 from trainmeter.ranks.launch import SEAT_PREFIXES
 from trainmeter.ranks.merge import load_passport
 from trainmeter.ranks.panel import launch_mfu_tile, launch_tokens_tile, ranks_panel
@@ -51,9 +51,8 @@ class RunWatch:
 
     def __init__(self, run_dir: Path, max_bytes: int = MAX_READ_BYTES) -> None:
         self.run_dir = Path(run_dir)
-        self.max_bytes = max_bytes
         self.followers = RunFollower(self.run_dir, max_bytes)
-        self._primary: TailReader | None = None
+        self._primary: str | None = None  # the seat whose log feeds the charts: "" (the run's own), else a rank's
         self._start: dict[str, Any] = {}
         self._interval: dict[str, Any] = {}
         self._latest_series: dict[str, dict[str, Any]] = {}
@@ -65,27 +64,13 @@ class RunWatch:
 
     @property
     def bytes_read(self) -> int:
-        """Bytes read so far (the primary log and every seat's)."""
-        return self.followers.bytes_read + (self._primary.bytes_read if self._primary else 0)
-
-    def _primary_log(self) -> Path | None:
-        own = self.run_dir / LOG_FILE
-        if own.exists():
-            return own
-        seats = sorted(self.run_dir.glob(f"rank-*/{LOG_FILE}"), key=lambda p: (len(p.parent.name), p.parent.name))
-        return seats[0] if seats else None
+        """Bytes read so far (the run's log and every seat's)."""
+        return self.followers.bytes_read
 
     def poll(self) -> dict[str, Any]:
         """Read what was appended since the last poll; return the widget state."""
         self.polls += 1
-        if self._primary is None:
-            log = self._primary_log()
-            if log is not None:
-                self._primary = TailReader(log, self.max_bytes)
-        if self._primary is not None:
-            for record in self._primary.read():
-                self._take(record)
-        self.followers.poll()
+        self.followers.poll(self._take)
         if not self.passport:  # missing, or damaged: followed from the log
             self.passport = load_passport(self.run_dir / "passport.json")
         events = [e for e in (self._start, *self._latest_series.values(), self._interval) if e]
@@ -108,7 +93,12 @@ class RunWatch:
                 state["tiles"] = [total if t.get("id") == "tokens" else t for t in state.get("tiles", [])]
         return state
 
-    def _take(self, record: Record) -> None:
+    def _take(self, seat: str, record: Record) -> None:
+        if self._primary is None:  # the run's own log, else its lowest rank's
+            ranks = sorted((k for k in self.followers.sources if k.startswith("rank-")), key=lambda k: (len(k), k))
+            self._primary = "" if "" in self.followers.sources else next(iter(ranks), None)
+        if seat != self._primary:
+            return
         kind = record.get("kind")
         if kind == "start":
             self._start = record

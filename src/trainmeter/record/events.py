@@ -133,53 +133,50 @@ Record = StartRecord | RankRecord | ColumnsRecord | IntervalRecord | GapRecord |
 
 # the writer's constructors (field order is the line's key order)
 
+def _record(kind: str, **fields: Any) -> Any:
+    return {"schema_version": SCHEMA_VERSION, "kind": kind, **fields}
+
+
 def start_record(*, name: str, started_at: str, options: dict[str, Any], environment: dict[str, Any]) -> StartRecord:
     """The ``start`` record."""
-    return {"schema_version": SCHEMA_VERSION, "kind": "start", "name": name, "started_at": started_at,
-            "options": options, "environment": environment}
+    return _record("start", name=name, started_at=started_at, options=options, environment=environment)
 
 
 def rank_record(*, launch_dir: str, pid: int, device: str | None, identity: dict[str, Any]) -> RankRecord:
     """The ``rank`` record of one rank's log (``identity``: ``RankIdentity.to_dict()``)."""
-    record = {"schema_version": SCHEMA_VERSION, "kind": "rank", "launch_dir": launch_dir, "pid": pid,
-              "device": device, **identity}
-    return record  # type: ignore[return-value]
+    return _record("rank", launch_dir=launch_dir, pid=pid, device=device, **identity)
 
 
 def columns_record(kind: str, *, name: str, x: str, step: list[int], t_us: list[int],
                    value: list[Any]) -> ColumnsRecord:
     """A ``steps`` or ``series`` record (``kind``); ``x`` is ``step`` or ``time``."""
-    record = {"schema_version": SCHEMA_VERSION, "kind": kind, "name": name, "x": x, "step": step, "t_us": t_us,
-              "value": value}
-    return record  # type: ignore[return-value]
+    return _record(kind, name=name, x=x, step=step, t_us=t_us, value=value)
 
 
 def interval_record(*, step: int, tokens: int, token_unit: str, elapsed_s: float, phases_s: dict[str, float],
                     throughput: Throughput, memory: dict[str, Any] | None, sections: dict[str, Any]) -> IntervalRecord:
     """The ``interval`` record; ``sections`` are the wings' fields, by extension name."""
-    record = {"schema_version": SCHEMA_VERSION, "kind": "interval", "step": step, "tokens": tokens,
-              "token_unit": token_unit, "elapsed_s": elapsed_s, "phases_s": phases_s, "throughput": throughput,
-              "memory": memory, **sections}
-    return record  # type: ignore[return-value]
+    return _record("interval", step=step, tokens=tokens, token_unit=token_unit, elapsed_s=elapsed_s,
+                   phases_s=phases_s, throughput=throughput, memory=memory, **sections)
 
 
 def gap_record(*, from_step: int, to_step: int | None, failed_writes: int, dropped_points: int,
                error: str) -> GapRecord:
     """The ``gap`` record."""
-    return {"schema_version": SCHEMA_VERSION, "kind": "gap", "from_step": from_step, "to_step": to_step,
-            "failed_writes": failed_writes, "dropped_points": dropped_points, "error": error}
+    return _record("gap", from_step=from_step, to_step=to_step, failed_writes=failed_writes,
+                   dropped_points=dropped_points, error=error)
 
 
 def heartbeat_record(*, step: int, steps_done: int, step_running_s: float, phase: str, elapsed_s: float,
                      since_report_s: float) -> HeartbeatRecord:
     """The ``heartbeat`` record (docs/spec.md section 18); ``phase``: the open ``tm.phase``, else ``train``."""
-    return {"schema_version": SCHEMA_VERSION, "kind": "heartbeat", "step": step, "steps_done": steps_done,
-            "step_running_s": step_running_s, "phase": phase, "elapsed_s": elapsed_s, "since_report_s": since_report_s}
+    return _record("heartbeat", step=step, steps_done=steps_done, step_running_s=step_running_s,
+                   phase=phase, elapsed_s=elapsed_s, since_report_s=since_report_s)
 
 
 def end_record(*, status: str, ended_at: str | None, error: str | None) -> EndRecord:
     """The ``end`` record."""
-    return {"schema_version": SCHEMA_VERSION, "kind": "end", "status": status, "ended_at": ended_at, "error": error}
+    return _record("end", status=status, ended_at=ended_at, error=error)
 
 
 LOG_FILE = "events.jsonl"
