@@ -589,3 +589,30 @@ def test_the_output_ref_carries_the_running_cells_id_and_source(monkeypatch):
     assert attach._request_text("content", "code") == "%%trainmeter\ntrain()"
     Kernel.get_parent = lambda self, channel="shell": {"content": {"code": "x" * (attach.MAX_SOURCE_CHARS + 1)}}
     assert attach._request_text("content", "code") is None  # a huge cell: found by its id alone
+
+
+def test_a_stall_decays_the_rate_names_it_and_grows_the_eta(run_root):
+    clock = FakeClock(0.0)
+    m = _monitor(run_root, clock, interval_s=5.0, budget_steps=10_000)
+    rec = Recorder(clock)
+    pub = Publisher(m.context, rec, clock=clock)
+    _train(m, clock, pub, seconds=20, steps_per_s=40)
+
+    def shown():
+        tiles = {t["id"]: t for t in rec.view["tiles"]}
+        return tiles["throughput"], rec.view["progress"]["eta_s"]
+
+    before, eta_before = shown()
+    assert before["label"] == "session rate (last 10 s)"
+    seen = []
+    for _ in range(9):  # 9 s without a step: the publisher still ticks every second
+        clock.advance(1.0)
+        pub.tick()
+        seen.append(shown())
+    (rate, eta), (rate1, eta1) = seen[-1], seen[0]
+    assert rate["label"] == "session rate (stalled for 9 s)"
+    assert rate["value"] == pytest.approx(before["value"] * 10 / 19, rel=0.02)  # the window's tokens over 19 s
+    assert [r["value"] for r, _ in seen] == sorted((r["value"] for r, _ in seen), reverse=True)
+    assert eta > eta1 > eta_before  # the ETA grows while no step comes
+    _train(m, clock, pub, seconds=1, steps_per_s=40)
+    assert shown()[0]["label"].startswith("session rate (last ")  # a step came: the window ends at it again

@@ -149,12 +149,14 @@ class SeriesFeed:
     def sample_recent(self) -> bool:
         """Take the once-a-second figures (recent rate, RSS); returns whether a chart point was added."""
         previous = self.recent
+        now_s = None
         try:
             m = self.monitor
-            self._recent.note_clock(m.elapsed_s(), float(m.phases.totals_now().get("train", 0.0)))
+            now_s = m.elapsed_s()
+            self._recent.note_clock(now_s, float(m.phases.totals_now().get("train", 0.0)))
         except (RuntimeError, TypeError, AttributeError):  # the training thread changed the phases mid-read
             pass
-        self.recent = self._recent.figures(rss_bytes=self._rss.read())
+        self.recent = self._recent.figures(rss_bytes=self._rss.read(), now_s=now_s)
         if self.recent is None or (previous is not None and self.recent.t_s <= previous.t_s):
             return False
         return self.views.extend(RECENT_SERIES, "time", [self.recent.t_s], [self.recent.tokens_per_s])

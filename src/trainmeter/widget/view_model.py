@@ -81,16 +81,19 @@ def _recent_rate_tile(f: RunFacts, unit: str, short: str) -> dict[str, Any]:
     """The live rate tile: wall-clock rate over the last window of steps, training-only over the same window."""
     r = f.recent
     window = f"last {r.window_s:.0f} s" if r.window_s >= 1 else "first second"
+    stalled = getattr(r, "stalled_s", None)  # no step for a while: the window ends now (widget/live_rate.py)
     train = getattr(r, "train_tokens_per_s", None)
     inputs = [Input(name="window_tokens", value=r.window_tokens, unit=f.token_unit, provenance="counted",
                     source=f"root module batches of the last {r.window_steps} steps"),
               Input(name="window_s", value=r.window_s, unit="s", provenance="measured",
-                    source="wall clock from the step before the window to the last step")]
+                    source="wall clock from the step before the window to "
+                    + (f"now (no step for {stalled:.0f} s)" if stalled is not None else "the last step"))]
     if train is not None:
         inputs.append(Input(name="window_train_s", value=r.window_train_s, unit="s", provenance="measured",
                             source="phase clock: train, between the same two steps"))
     return {
-        "id": "throughput", "label": f"session rate ({window})", "value": r.tokens_per_s, "unit": unit,
+        "id": "throughput", "label": f"session rate ({f'stalled for {stalled:.0f} s' if stalled else window})",
+        "value": r.tokens_per_s, "unit": unit,
         "provenance": "measured",
         "sub": (f"training-only {format_rate(train, f'{short}/s')} over the same {window}" if train is not None
                 else "wall clock, every phase"),
