@@ -114,9 +114,8 @@ def test_charts_put_losses_together_and_other_series_alone(run_root):
     assert by_id["loss"]["series"][:2] == ["train_loss", "val_loss"] and "aux_loss" in by_id["loss"]["series"]
     assert by_id["series:lr"]["series"] == ["lr"] and by_id["series:lr"]["x"] == "step"
     assert by_id["throughput"] == {"id": "throughput", "title": "throughput (tokens/s)", "x": "time",
-                                   "unit": "tokens/s", "series": ["recent_tokens_per_s", "train_tokens_per_s"],
-                                   "labels": {"recent_tokens_per_s": "tokens/s (last 10 s, wall clock)",
-                                              "train_tokens_per_s": "tokens/s (training-only, per report)"}}
+                                   "unit": "tokens/s", "series": ["train_tokens_per_s"],  # no widget measured
+                                   "labels": {"train_tokens_per_s": "tokens/s, training-only (per report window)"}}
     assert by_id["memory"]["series"] == ["rss_bytes", "cuda_allocated_bytes"] and by_id["memory"]["unit"] == "bytes"
 
 
@@ -400,4 +399,4 @@ def test_a_finished_runs_text_line_says_the_passports_whole_run_rate_not_the_las
     from trainmeter.sizes import format_rate
 
     assert f"tok/s={format_rate(whole, '')}" in f.text_line and f.train_tokens_per_s == pytest.approx(whole)
-    assert f.text_line.startswith("[step 14] loss=2 | lr=1.00e-01 | tok/s=") and "mem=" in f.text_line
+    assert f.text_line.startswith("[step 14] loss=2 | lr=1.00e-01 | train_tok/s=") and "mem=" in f.text_line

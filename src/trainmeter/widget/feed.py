@@ -15,7 +15,7 @@ from trainmeter.core.decimate import Decimator, share_budget
 from trainmeter.widget.frame import SeriesColumns, encode_frame
 from trainmeter.widget.live_rate import RecentFigures, RecentRate, RssReader
 from trainmeter.widget.smoothed import LossSmoother
-from trainmeter.widget.view_model import RECENT_SERIES, report_points
+from trainmeter.widget.view_model import RECENT_SERIES, RECENT_TRAIN_SERIES, report_points
 from trainmeter.widget.x_axis import X_MODES, XMAP_EVERY_S, XMap
 
 _FAR = 1 << 62
@@ -159,7 +159,10 @@ class SeriesFeed:
         self.recent = self._recent.figures(rss_bytes=self._rss.read(), now_s=now_s)
         if self.recent is None or (previous is not None and self.recent.t_s <= previous.t_s):
             return False
-        return self.views.extend(RECENT_SERIES, "time", [self.recent.t_s], [self.recent.tokens_per_s])
+        r = self.recent
+        if r.train_tokens_per_s is not None:  # over the same window: never below the session rate
+            self.views.extend(RECENT_TRAIN_SERIES, "time", [r.t_s], [r.train_tokens_per_s])
+        return self.views.extend(RECENT_SERIES, "time", [r.t_s], [r.tokens_per_s])
 
     def stop_reading(self) -> None:
         """Read no more, so the monitor trims as if this reader had read everything."""

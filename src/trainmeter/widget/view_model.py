@@ -38,6 +38,7 @@ MAX_SERIES_CHARTS = 8
 MAX_CHART_LINES = 24
 """Most lines of the loss and the "more series" charts, whatever ``--max-series`` is; the title counts the rest."""
 RECENT_SERIES = "recent_tokens_per_s"  # the once-a-second sliding-window rate (widget/live_rate.py)
+RECENT_TRAIN_SERIES = "recent_train_tokens_per_s"  # its training-only rate over the same window
 
 
 # -- the state --------------------------------------------------------------------------------
@@ -92,7 +93,7 @@ def _recent_rate_tile(f: RunFacts, unit: str, short: str) -> dict[str, Any]:
         inputs.append(Input(name="window_train_s", value=r.window_train_s, unit="s", provenance="measured",
                             source="phase clock: train, between the same two steps"))
     return {
-        "id": "throughput", "label": f"session rate ({f'stalled for {stalled:.0f} s' if stalled else window})",
+        "id": "throughput", "label": f"session rate ({f'no step for {stalled:.0f} s' if stalled else window})",
         "value": r.tokens_per_s, "unit": unit,
         "provenance": "measured",
         "sub": (f"training-only {format_rate(train, f'{short}/s')} over the same {window}" if train is not None
@@ -168,9 +169,11 @@ def charts(f: RunFacts) -> list[dict[str, Any]]:
         out.append({"id": "series:more", "title": _capped_title("more series", len(more)), "x": "step", "unit": "",
                     "series": more[:MAX_CHART_LINES]})
     if f.token_unit is not None:  # no batch read: no rate to draw (never a line at 0)
+        # one window per chart: the tile's pair over the last 10 s where the widget measured it, else the reports'
+        # training-only rate (a replay); docs/spec.md section 12
+        rates = [RECENT_SERIES, RECENT_TRAIN_SERIES] if f.recent is not None else ["train_tokens_per_s"]
         out.append({"id": "throughput", "title": f"throughput ({f.token_unit}/s)", "x": "time",
-                    "unit": "tokens/s" if f.token_unit == "tokens" else "samples/s",
-                    "series": [RECENT_SERIES, "train_tokens_per_s"]})
+                    "unit": "tokens/s" if f.token_unit == "tokens" else "samples/s", "series": rates})
     out.append({"id": "memory", "title": "memory", "x": "time", "unit": "bytes",
                 "series": ["rss_bytes", "cuda_allocated_bytes"]})
     seen = {c["id"] for c in out}
@@ -247,7 +250,7 @@ def build_state(f: RunFacts) -> dict[str, Any]:
     bar = f.progress_bar or progress(
         steps=f.steps, tokens=f.tokens, budget_steps=f.budget_steps, budget_tokens=f.budget_tokens,
         seconds_per_step=f.seconds_per_step, train_tokens_per_s=f.train_tokens_per_s, token_unit=f.token_unit, live=f.live,
-        recent=f.recent)
+        recent=f.recent if f.live else None)
     if bar is not None and f.status not in LIVE_STATUSES:
         bar = {**bar, "eta_s": None}  # a finished run has no ETA, whoever built the bar
     run_path, run_rel = run_paths(f.run_dir)
