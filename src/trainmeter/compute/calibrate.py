@@ -208,5 +208,5 @@ def of_achievable(flops_per_unit: Any, units_per_s: float | None, ceiling: Ceili
     peak = Input(name="ceiling", value=ceiling.flops_per_s, unit="FLOP/s", provenance="measured", source=ceiling.source)
     return mfu_derivation(
         name="of_achievable", flops_per_token=as_input("F", flops_per_unit, f"FLOP/{unit[:-1]}", "detected"),
-        rate=(as_input("tokens_per_s", units_per_s, f"{unit}/s", "measured", f"training-only {unit}/s"),),
+        rate=(as_input(f"{unit}_per_s", units_per_s, f"{unit}/s", "measured", f"training-only {unit}/s"),),
         devices=as_input("devices", 1, "1", "detected"), peaks=(peak,))

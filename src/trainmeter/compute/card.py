@@ -198,10 +198,11 @@ def compute_tiles(section: dict[str, Any], derivations: dict[str, dict[str, Any]
     spent = (section.get("flops_spent") or {}).get(key)
     required = (section.get("flops_required") or {}).get(key)
     spent_d = derivations.get(f"flops_spent[{key}]")
+    hint = "--budget-tokens N" if per == "token" else "--budget-steps N, or --budget-tokens N counted in samples"
     flops: dict[str, Any] = {
         "id": "flops", "label": f"FLOPs spent ({key})", "value": spent, "unit": "flop", "derivation": spent_d,
         "sub": (f"of {format_flops(required)} required" if required is not None
-                else "FLOPs required: give a budget (--budget-tokens N)"),
+                else f"FLOPs required: give a budget ({hint})"),
     }
     if spent is None:
         fpt = derivations.get(f"flops_per_token.{key}") or {}

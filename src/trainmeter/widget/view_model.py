@@ -69,10 +69,10 @@ def _rate_derivation(f: RunFacts) -> dict[str, Any]:
     missing = "a report with training time" if f.live and f.train_tokens_per_s is None else None
     if f.tokens is None:
         tokens, missing = None, f.tokens_missing or NO_BATCH_READ
-    unit = f.token_unit or "samples/tokens"
-    return Derivation(name="train_tokens_per_s", formula=f"{pre}tokens / {pre}train_s", value=f.train_tokens_per_s,
+    unit, word = f.token_unit or "samples/tokens", f.token_unit or "tokens"  # a samples run's names say samples
+    return Derivation(name=f"train_{word}_per_s", formula=f"{pre}{word} / {pre}train_s", value=f.train_tokens_per_s,
                       unit=f"{unit}/s", missing=missing,
-                      inputs=(Input(name=f"{pre}tokens", value=tokens, unit=unit, provenance="counted",
+                      inputs=(Input(name=f"{pre}{word}", value=tokens, unit=unit, provenance="counted",
                                     source=f"root module batches{since}"),
                               Input(name=f"{pre}train_s", value=train_s, unit="s", provenance="measured",
                                     source="phase clock: train" + (f",{since}" if since else "")))).to_dict()
@@ -84,7 +84,7 @@ def _recent_rate_tile(f: RunFacts, unit: str, short: str) -> dict[str, Any]:
     window = f"last {r.window_s:.0f} s" if r.window_s >= 1 else "first second"
     stalled = getattr(r, "stalled_s", None)  # no step for a while: the window ends now (widget/live_rate.py)
     train = getattr(r, "train_tokens_per_s", None)
-    inputs = [Input(name="window_tokens", value=r.window_tokens, unit=f.token_unit, provenance="counted",
+    inputs = [Input(name=f"window_{f.token_unit}", value=r.window_tokens, unit=f.token_unit, provenance="counted",
                     source=f"root module batches of the last {r.window_steps} steps"),
               Input(name="window_s", value=r.window_s, unit="s", provenance="measured",
                     source="wall clock from the step before the window to "
@@ -99,8 +99,8 @@ def _recent_rate_tile(f: RunFacts, unit: str, short: str) -> dict[str, Any]:
         "sub": (f"training-only {format_rate(train, f'{short}/s')} over the same {window}" if train is not None
                 else "wall clock, every phase"),
         "derivation": Derivation(
-            name="recent_tokens_per_s", formula="window_tokens / window_s"
-            + ("; training-only: window_tokens / window_train_s" if train is not None else ""),
+            name=f"recent_{f.token_unit}_per_s", formula=f"window_{f.token_unit} / window_s"
+            + (f"; training-only: window_{f.token_unit} / window_train_s" if train is not None else ""),
             value=r.tokens_per_s, unit=f"{f.token_unit}/s", inputs=tuple(inputs)).to_dict()}
 
 
