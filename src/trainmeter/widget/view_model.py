@@ -256,8 +256,11 @@ def build_state(f: RunFacts) -> dict[str, Any]:
     run_path, run_rel = run_paths(f.run_dir)
     phases_s = {k: round(float(v), 3) for k, v in f.phases_s.items()}
     state = {
-        "rev": 0, "name": f.name, "status": f.status, "elapsed_s": round(f.elapsed_s, 1), "run_dir": f.run_dir,
-        "run_path": run_path, "run_rel": run_rel,
+        "rev": 0, "name": f.name, "status": f.status, "elapsed_s": round(f.elapsed_s, 1),
+        # what a saved notebook keeps (outputs, text): relative to the notebook, else the folder's name; the absolute
+        # path only in run_path, for the live page's links (js/src/runlinks.ts)
+        "run_dir": run_rel or (os.path.basename(f.run_dir) if f.run_dir else None), "run_path": run_path,
+        "run_rel": run_rel,
         "text_line": f.text_line, "step": f.steps, "error": f.error,
         "progress": bar,
         "tiles": badge_tiles(tiles(f) + [t for t in f.extra_tiles if isinstance(t, dict)]),
