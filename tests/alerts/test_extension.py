@@ -240,3 +240,14 @@ def test_a_hang_in_a_notebook_cell_names_the_cell_and_line_not_ipythons_temporar
     where = ip.user_ns["where"]
     assert f"cell [{second.execution_count}], line 1 in <module>" in where[-3]
     assert f"cell [{first.execution_count}], line 5 in stuck" in where[-2]  # the innermost: thread_frames itself
+
+
+def test_a_hang_deep_below_a_cell_still_names_the_cell(ip):
+    library = ("import threading\nfrom trainmeter.alerts.extension import thread_frames\n"
+               "def deep(n):\n    return thread_frames(threading.get_ident(), limit=2) if n == 0 else deep(n - 1)\n")
+    ip.user_ns["library"] = library
+    ip.run_cell("exec(compile(library, '/site-packages/lib.py', 'exec'))", store_history=True)
+    run = ip.run_cell("where = deep(12)", store_history=True)
+    where = ip.user_ns["where"]
+    assert where[0] == f"cell [{run.execution_count}], line 1 in <module>"
+    assert where[1:] == ["/site-packages/lib.py:4 in deep", where[2]] and "thread_frames" in where[2]
