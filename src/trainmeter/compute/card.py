@@ -226,7 +226,7 @@ def _with_achievable(tile: dict[str, Any], section: dict[str, Any], derivations:
         f"{format_percent(lo)}-{format_percent(hi)}")
     ceiling = section.get("ceiling") or {}
     rate = format_flops(ceiling["flops_per_s"], per_second=True) if ceiling.get("flops_per_s") else "-"
-    said = f"of achievable {text} (measured: tm.calibrate() ceiling {rate} {ceiling.get('dtype', '')})".replace(" )", ")")
+    said = f"of achievable {text} (measured: tm.calibrate() ceiling {rate} {ceiling.get('dtype') or ''}".rstrip() + ")"
     worked = [derivations[f"of_achievable[{c}]"] for c in ach if f"of_achievable[{c}]" in derivations]
     if tile["value"] is None:  # no datasheet peak (the CPU): the measured figure is the tile's
         tile.update(label=f"of achievable ({conv or 'range over conventions'})", value=lo, text=text,

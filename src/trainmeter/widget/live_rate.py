@@ -17,8 +17,8 @@ folded into one entry (the last step's time, cumulative tokens and steps), so a 
 stay exact and the window still starts at a step's end (docs/spec.md section 18)."""
 PACE_TAU_S = 20.0  # time constant of the ETA's smoothed pace (an EMA of the recent rate, per second of steps)
 STALL_MIN_S = 1.0
-"""No step for this long, and for twice the window's mean seconds per step, is a stall (a hang, or eval time): the window then ends now, so
-the rate decays and the ETA grows while no step comes (docs/spec.md section 12)."""
+"""No step for this long, and for twice the window's mean seconds per step, is a stall (a hang, or eval time): the
+window then ends now, so the rate decays and the ETA grows while no step comes (docs/spec.md section 12)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
