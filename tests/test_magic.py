@@ -209,3 +209,9 @@ def test_in_a_notebook_help_and_doctor_display_html_that_wraps_at_spaces(ip, mon
         bundle = block._repr_mimebundle_()
         assert bundle["text/plain"] == block.text and "--budget-tokens" in shown[0].text
         assert "word-break:normal" in bundle["text/html"] and "<pre" in bundle["text/html"]
+    help_html = shown[0]._repr_mimebundle_()["text/html"]
+    from trainmeter.options import FLAGS
+
+    for f in FLAGS:  # a flag with a hyphen inside is never split at it
+        if "-" in f.flag[2:]:
+            assert f'<span style="white-space:nowrap">{f.flag}' in help_html, f.flag

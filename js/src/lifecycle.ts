@@ -155,7 +155,9 @@ export function initialize({ model }: { model: Model }): () => void {
     // cell shows the view by now; a page reloaded during the run may not (reattach.ts)
     if (!checkedView && isLive(states.state)) {
       checkedView = true;
-      reattach(model, (nb, ref) => addViewIfMissing(nb, ref, "trainmeter: live dashboard"));
+      reattach(model, (nb, ref) =>
+        addViewIfMissing(nb, ref, "trainmeter: live dashboard", model.get("store_key")),
+      );
     }
   };
   const onHistory = (): void => {

@@ -10,16 +10,23 @@
 //   the static dashboard, so the notebook saved afterwards keeps it.
 // In the page that ran the cell both find nothing to do: its outputs already changed.
 // A cell's trust is the user's decision: nothing here writes it. In an untrusted cell (an
-// unsigned notebook reloads its cells untrusted) JupyterLab draws only the added view's
-// text/plain, which then says how to see the live view; the final static dashboard
-// shows either way (docs/protocol.md section 4).
+// unsigned notebook reloads its cells untrusted) JupyterLab draws no widget view, but it
+// draws the added output's sanitized text/html: that copy hosts the live view, mounted
+// by this page's script (mount.ts) once an anchor is put in it (the sanitizer strips
+// data-tm-mount and renames the id to data-jupyter-id). Its text, and the text/plain
+// where even that is not drawn, say how to trust the notebook. The final static
+// dashboard shows either way (docs/protocol.md section 4).
 // Needs @jupyter-widgets/jupyterlab-manager (JupyterLab 4, Notebook 7), whose manager
 // exposes the document context; elsewhere (VS Code, Colab) nothing happens.
 
 export const WIDGET_VIEW = "application/vnd.jupyter.widget-view+json";
 export const UNTRUSTED_NOTE =
-  " (live view hidden: this notebook is not trusted. Trust it to see the live view, or wait for the" +
-  " cell's end: the static dashboard shows then)";
+  " (this notebook is not trusted: Jupyter draws no widget in it, so trainmeter draws the live view" +
+  " itself where it can; to trust the notebook: Notebook 7: File > Trust Notebook; JupyterLab: Trust" +
+  " Notebook in the command palette; or `jupyter trust NOTEBOOK.ipynb`. The static dashboard shows at" +
+  " the cell's end either way)";
+/** The id of the untrusted copy's element that hosts the live view of store key `key`. */
+export const liveHostId = (key: string): string => `tm-live-${key}`;
 
 export interface OutputRef {
   model_id?: string;
@@ -90,20 +97,54 @@ export function viewsOf(nb: NotebookLike, modelId: string): Array<[OutputListLik
  * Add a widget view of `ref.model_id` to the cell `ref.cell_id` when no output of the
  * notebook shows it. @returns whether a view was added.
  */
-export function addViewIfMissing(nb: NotebookLike, ref: OutputRef | null | undefined, text: string): boolean {
+export function addViewIfMissing(
+  nb: NotebookLike,
+  ref: OutputRef | null | undefined,
+  text: string,
+  key?: unknown,
+): boolean {
   const modelId = ref?.model_id;
   const cellId = ref?.cell_id;
   if (!modelId || (!cellId && !ref?.source) || viewsOf(nb, modelId).length > 0) return false;
   const cell = runCell(cellsOf(nb), ref);
   if (!cell?.outputs || typeof cell.outputs.add !== "function") return false;
   // An untrusted cell draws a widget view as its text/plain only: that text says so (never change the trust).
-  const plain = cell.trusted === false ? text + UNTRUSTED_NOTE : text;
-  cell.outputs.add({
-    output_type: "display_data",
-    data: { [WIDGET_VIEW]: { model_id: modelId, version_major: 2, version_minor: 1 }, "text/plain": plain },
-    metadata: {},
-  });
+  const untrusted = cell.trusted === false;
+  const plain = untrusted ? text + UNTRUSTED_NOTE : text;
+  const data: Record<string, unknown> = {
+    [WIDGET_VIEW]: { model_id: modelId, version_major: 2, version_minor: 1 },
+    "text/plain": plain,
+  };
+  if (untrusted && typeof key === "string" && /^[\w-]+$/.test(key)) {
+    const note = plain.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
+    data["text/html"] = `<div id="${liveHostId(key)}">${note}</div>`;
+    anchorWhenShown(key);
+  }
+  cell.outputs.add({ output_type: "display_data", data, metadata: {} });
   return true;
+}
+
+/**
+ * Put a `data-tm-mount` anchor in the untrusted copy's host element once the page draws it, so
+ * mount.ts draws the live view there (its note stays above, saying the notebook is not trusted).
+ */
+export function anchorWhenShown(key: string, doc: Document = globalThis.document, waitMs = 60_000): void {
+  if (!doc?.body) return;
+  const place = (): boolean => {
+    const id = liveHostId(key); // JupyterLab's sanitizer renames an untrusted id to data-jupyter-id
+    const host = doc.getElementById(id) ?? doc.querySelector(`[data-jupyter-id="${id}"]`);
+    if (!host) return false;
+    const anchor = doc.createElement("div");
+    anchor.dataset.tmMount = key;
+    host.append(anchor);
+    return true;
+  };
+  if (place() || typeof MutationObserver === "undefined") return;
+  const observer = new MutationObserver(() => {
+    if (place()) observer.disconnect();
+  });
+  observer.observe(doc.body, { childList: true, subtree: true });
+  setTimeout(() => observer.disconnect(), waitMs);
 }
 
 /**

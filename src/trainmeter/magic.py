@@ -190,15 +190,18 @@ def _cell_number(shell: Any) -> int:
 
 class TextBlock:
     """A verb's text for a notebook: ``text/html`` that wraps at spaces, never mid-word (JupyterLab's stream output
-    breaks anywhere), and ``text/plain``."""
+    breaks anywhere) nor at a hyphen (``--budget-tokens`` stays whole: a browser breaks after a hyphen unless told
+    not to), and ``text/plain``."""
 
     def __init__(self, text: str, kind: str) -> None:
         self.text, self.kind = text, kind
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
         import html
+        import re
 
-        body = html.escape(self.text)
+        body = re.sub(r"\S*\w-\S*", lambda w: f'<span style="white-space:nowrap">{w.group()}</span>',
+                      html.escape(self.text))
         return {"text/plain": self.text,
                 "text/html": f'<pre class="trainmeter-{self.kind}" style="white-space:pre-wrap;word-break:normal;'
                              f'overflow-wrap:normal;margin:0">{body}</pre>'}

@@ -231,3 +231,23 @@ def test_a_device_loss_is_checked_when_its_value_arrives_after_its_step(run_root
         raise StopTraining("alert:nan:stop", 9)  # what the step hook would have let through
     (fired,) = _passport(m)["alerts"]
     assert fired["step"] == 9 and "the loss was inf at step 8 (read at step 9)" in fired["sentence"]
+
+
+def test_a_hang_in_a_notebook_cell_names_the_cell_and_line_not_ipythons_temporary_file(ip):
+    first = ip.run_cell("import threading\nfrom trainmeter.alerts.extension import thread_frames\n\n"
+                        "def stuck():\n    return thread_frames(threading.get_ident())\n", store_history=True)
+    second = ip.run_cell("where = stuck()", store_history=True)
+    where = ip.user_ns["where"]
+    assert f"cell [{second.execution_count}], line 1 in <module>" in where[-3]
+    assert f"cell [{first.execution_count}], line 5 in stuck" in where[-2]  # the innermost: thread_frames itself
+
+
+def test_a_hang_deep_below_a_cell_still_names_the_cell(ip):
+    library = ("import threading\nfrom trainmeter.alerts.extension import thread_frames\n"
+               "def deep(n):\n    return thread_frames(threading.get_ident(), limit=2) if n == 0 else deep(n - 1)\n")
+    ip.user_ns["library"] = library
+    ip.run_cell("exec(compile(library, '/site-packages/lib.py', 'exec'))", store_history=True)
+    run = ip.run_cell("where = deep(12)", store_history=True)
+    where = ip.user_ns["where"]
+    assert where[0] == f"cell [{run.execution_count}], line 1 in <module>"
+    assert where[1:] == ["/site-packages/lib.py:4 in deep", where[2]] and "thread_frames" in where[2]

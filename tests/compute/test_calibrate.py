@@ -127,3 +127,41 @@ def test_calibrate_inside_a_run_is_credited_to_profiling(run_root):
         train_steps(model, opt, batches[2:])
     p = json.loads((m.run_dir / "passport.json").read_text())
     assert p["phases_s"]["profiling"] > 0
+
+
+def test_calibrate_prints_a_short_table_of_its_ceilings_and_skips():
+    c = Ceiling(device="cuda:0", device_name="NVIDIA H100 80GB HBM3", dtype="bf16", shape=(8192, 8192, 8192),
+                repeats=40, seconds=0.29, flops_per_s=7.6e14)
+    text = repr(Calibration(ceilings={"bf16": c}, skipped={"fp16": "RuntimeError: no"}))
+    assert text.splitlines() == [
+        "tm.calibrate(): measured dense-matmul ceilings on NVIDIA H100 80GB HBM3 (cuda:0)",
+        "dtype  ceiling      matmuls              time",
+        "bf16   760 TFLOP/s  40 x 8192x8192x8192  0.29 s",
+        "fp16   skipped: RuntimeError: no"]
+
+
+def test_after_calibrate_the_mfu_tile_shows_the_measured_of_achievable_and_asks_for_nothing_done(run_root):
+    from trainmeter.widget.show import replay
+
+    tm.calibrate(["fp32"], device="cpu", size=64, min_seconds=0.01)
+    model, opt, batches = tiny_model_and_data()
+    with tm.monitor(run_dir=run_root, convention="hf") as m:
+        train_steps(model, opt, batches)
+    achievable = json.loads((m.run_dir / "passport.json").read_text())["compute"]["of_achievable"]["hf"]
+    tile = {t["id"]: t for t in replay(m.run_dir)[0]["tiles"]}["mfu"]
+    assert tile["value"] == pytest.approx(achievable) and tile["label"] == "of achievable (hf)"
+    assert tile["sub"].startswith(f"of achievable {tile['text']} (measured: tm.calibrate() ceiling ")
+    assert [d["name"] for d in tile["derivations"]] == ["of_achievable[hf]"] and "missing" not in tile
+    assert "call tm.calibrate()" not in json.dumps(tile) and tile["provenance"] == "detected"
+    md = (m.run_dir / "passport.md").read_text()
+    assert "call tm.calibrate()" not in md and "of achievable, measured, is below" in md
+
+
+def test_without_a_calibration_the_cpu_mfu_tile_says_calibrate_would_measure_one(run_root):
+    from trainmeter.widget.show import replay
+
+    model, opt, batches = tiny_model_and_data()
+    with tm.monitor(run_dir=run_root, convention="hf") as m:
+        train_steps(model, opt, batches)
+    tile = {t["id"]: t for t in replay(m.run_dir)[0]["tiles"]}["mfu"]
+    assert tile["value"] is None and "call tm.calibrate() for a measured of-achievable" in tile["missing"]

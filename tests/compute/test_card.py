@@ -137,3 +137,31 @@ def test_the_mfu_tile_on_the_cpu_without_a_declared_peak_does_not_apply_here():
     assert mfu["value"] is None and mfu["not_here"] is True and "on the CPU" in mfu["missing"]
     on_gpu = compute_tiles({**section, "hardware": {"device": "NVIDIA H100"}}, {})[0]
     assert on_gpu["not_here"] is False
+
+
+def test_a_samples_run_names_its_rates_samples_per_s_and_is_not_told_to_budget_tokens(run_root):
+    import json
+
+    import pytest
+
+    torch = pytest.importorskip("torch")
+    import trainmeter as tm
+    from trainmeter.widget.show import replay
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    with tm.monitor(run_dir=run_root, peak_tflops=1, peak_source="a test's figure") as m:
+        for _ in range(6):
+            loss = model(torch.randn(4, 8)).pow(2).mean()
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+    tiles = {t["id"]: t for t in replay(m.run_dir)[0]["tiles"]}
+    assert tiles["tokens"]["label"] == "samples" and tiles["mfu"]["value"] is not None
+    names = [i["name"] for d in [tiles["mfu"]["derivation"], tiles["throughput"]["derivation"]] for i in d["inputs"]]
+    assert "samples_per_s" in names and not any("token" in n for n in names)
+    assert tiles["mfu"]["derivation"]["formula"] == "F * samples_per_s / (devices * peak)"
+    assert tiles["throughput"]["derivation"]["name"] == "train_samples_per_s"
+    assert "--budget-steps N, or --budget-tokens N counted in samples" in tiles["flops"]["sub"]
+    assert "tokens_per_s" not in json.dumps(tiles["mfu"])

@@ -30,18 +30,18 @@ def test_cuda_line_shows_the_interval_peak_over_the_device_total_and_the_smoothe
     cuda = {"allocated_bytes": 60 * 2**30, "peak_allocated_bytes": int(71.2 * 2**30), "device_total_bytes": 80 * 2**30}
     run = _run({"train_loss": 2.34, "lr": 3e-4, "grad_norm": 1.2},
                memory=MemoryReading(rss_bytes=1, rss_peak_bytes=1, cuda=cuda), extensions=[_Ext()])
-    assert format_text(run) == ("[step 10] loss=2.34 (ema 2.41) | lr=3.00e-04 | grad_norm=1.2 | tok/s=125k"
+    assert format_text(run) == ("[step 10] loss=2.34 (ema 2.41) | lr=3.00e-04 | grad_norm=1.2 | train_tok/s=125k"
                                 " | mem=71.2/80GiB")
 
 
 def test_cpu_line_shows_rss_over_host_memory():
     memory = MemoryReading(rss_bytes=2**30, rss_peak_bytes=2**30, cuda=None, host_total_bytes=16 * 2**30)
-    assert format_text(_run({}, memory=memory)) == "[step 10] tok/s=125k | mem=1.0/16GiB"
+    assert format_text(_run({}, memory=memory)) == "[step 10] train_tok/s=125k | mem=1.0/16GiB"
 
 
 def test_hugging_face_and_lightning_names_fill_lr_and_grad_norm():
     line = format_text(_run({"loss": 1.5, "learning_rate": 5e-5, "grad_2.0_norm_total": 0.25}))
-    assert line == "[step 10] loss=1.5 | lr=5.00e-05 | grad_norm=0.25 | tok/s=125k"  # loss in its own place
+    assert line == "[step 10] loss=1.5 | lr=5.00e-05 | grad_norm=0.25 | train_tok/s=125k"  # loss in its own place
 
 
 def test_the_closing_line_prints_the_session_rate_as_a_rate():

@@ -62,3 +62,15 @@ def test_the_state_lists_what_is_pending_and_what_was_done(run):
     assert state["pending"] == {"stop": "button", "checkpoint": None}
     assert state["stopped"] is None and state["checkpoints"] == [] and state["alerts"] == []
 
+
+
+def test_in_marimo_the_buttons_reason_says_what_marimo_lacks_not_ipykernel(run, monkeypatch):
+    from trainmeter.widget import attach
+    from trainmeter.widget.publisher import MARIMO_KEYFRAME_S
+
+    marimo_publisher = type("P", (), {"restore_router": None, "keyframes": MARIMO_KEYFRAME_S})()
+    monkeypatch.setattr(attach, "live_publisher", lambda: marimo_publisher)  # on the publisher thread: no context
+    monkeypatch.chdir(run.run_dir.parent.parent)  # served by a Jupyter server, were there one
+    state = wc.controls_state(run)
+    assert state["path"] is None and state["control_file"] is None and state["reason"] == wc.NO_MESSAGES_MARIMO
+    assert "ipykernel" not in state["reason"] and "marimo passes a widget's messages" in state["reason"]

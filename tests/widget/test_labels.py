@@ -6,8 +6,9 @@ from trainmeter.widget.labels import label_charts, series_label
 
 
 def test_known_series_get_human_labels_with_their_unit():
-    assert series_label("recent_tokens_per_s") == "tokens/s (last 10 s, wall clock)"
-    assert series_label("recent_tokens_per_s", "samples") == "samples/s (last 10 s, wall clock)"
+    assert series_label("recent_tokens_per_s") == "tokens/s, session (last 10 s, wall clock)"
+    assert series_label("recent_tokens_per_s", "samples") == "samples/s, session (last 10 s, wall clock)"
+    assert series_label("recent_train_tokens_per_s") == "tokens/s, training-only (same last 10 s)"
     assert series_label("rss_bytes") == "process RSS (bytes)"
     assert series_label("gpu1.sm_activity") == "GPU 1 SM activity (%)"
     assert series_label("lr/decay") == "learning rate, decay"

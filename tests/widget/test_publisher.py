@@ -589,3 +589,61 @@ def test_the_output_ref_carries_the_running_cells_id_and_source(monkeypatch):
     assert attach._request_text("content", "code") == "%%trainmeter\ntrain()"
     Kernel.get_parent = lambda self, channel="shell": {"content": {"code": "x" * (attach.MAX_SOURCE_CHARS + 1)}}
     assert attach._request_text("content", "code") is None  # a huge cell: found by its id alone
+
+
+def test_a_stall_decays_the_rate_names_it_and_grows_the_eta(run_root):
+    clock = FakeClock(0.0)
+    m = _monitor(run_root, clock, interval_s=5.0, budget_steps=10_000)
+    rec = Recorder(clock)
+    pub = Publisher(m.context, rec, clock=clock)
+    _train(m, clock, pub, seconds=20, steps_per_s=40)
+
+    def shown():
+        tiles = {t["id"]: t for t in rec.view["tiles"]}
+        return tiles["throughput"], rec.view["progress"]["eta_s"]
+
+    before, eta_before = shown()
+    assert before["label"] == "session rate (last 10 s)"
+    seen = []
+    for _ in range(9):  # 9 s without a step: the publisher still ticks every second
+        clock.advance(1.0)
+        pub.tick()
+        seen.append(shown())
+    (rate, eta), eta1 = seen[-1], seen[0][1]
+    assert rate["label"] == "session rate (no step for 9 s)"
+    assert rate["value"] == pytest.approx(before["value"] * 10 / 19, rel=0.02)  # the window's tokens over 19 s
+    assert [r["value"] for r, _ in seen] == sorted((r["value"] for r, _ in seen), reverse=True)
+    assert eta > eta1 > eta_before  # the ETA grows while no step comes
+    _train(m, clock, pub, seconds=1, steps_per_s=40)
+    assert shown()[0]["label"].startswith("session rate (last ")  # a step came: the window ends at it again
+
+
+def test_the_chart_draws_the_rate_tiles_window_and_training_only_never_below_session_with_eval_time(run_root):
+    clock = FakeClock(0.0)
+    m = _monitor(run_root, clock, interval_s=3.0)
+    rec = Recorder(clock)
+    pub = Publisher(m.context, rec, clock=clock)
+    for _ in range(6):  # 4 s of steps, then 2 s of eval, then 1.5 s of checkpoint
+        _train(m, clock, pub, seconds=4, steps_per_s=40)
+        for phase, seconds in (("eval", 2.0), ("checkpoint", 1.5)):
+            m.enter_phase(phase)
+            clock.advance(seconds)
+            pub.tick()
+            m.exit_phase()
+    _train(m, clock, pub, seconds=4, steps_per_s=40)
+    chart = {c["id"]: c for c in rec.view["charts"]}["throughput"]
+    assert chart["series"] == ["recent_tokens_per_s", "recent_train_tokens_per_s"]
+    assert chart["labels"] == {"recent_tokens_per_s": "tokens/s, session (last 10 s, wall clock)",
+                               "recent_train_tokens_per_s": "tokens/s, training-only (same last 10 s)"}
+    session = dict(zip(*rec.store["recent_tokens_per_s"], strict=True))
+    train = dict(zip(*rec.store["recent_train_tokens_per_s"], strict=True))
+    assert len(train) > 20 and set(train) <= set(session)
+    assert all(train[t] >= session[t] for t in train)
+    assert any(train[t] > 1.3 * session[t] for t in train)  # eval and checkpoint time: the two differ
+    tile = {t["id"]: t for t in rec.view["tiles"]}["throughput"]
+    last_t = max(train)
+    from trainmeter.sizes import format_rate
+
+    assert tile["value"] == session[last_t]  # the tile is the chart's last point, over the same window
+    assert tile["sub"] == f"training-only {format_rate(train[last_t], 'tok/s')} over the same last 10 s"
+    assert "| train_tok/s=" in m.text_line  # the text line names its rate: training-only (the report window)

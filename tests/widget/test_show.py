@@ -53,7 +53,7 @@ def _notebook(monkeypatch):
 def test_replay_builds_state_and_a_decimated_history_from_the_saved_run(run_root):
     m = _saved_run(run_root)
     state, columns, frame = display_module.replay(m.run_dir)
-    assert state["name"] == "saved" and state["status"] == "completed" and state["run_dir"] == str(m.run_dir)
+    assert state["name"] == "saved" and state["status"] == "completed" and state["run_dir"] == m.run_dir.name
     names = {c.name: c for c in columns}
     assert list(names["train_loss"].xs) == [float(s) for s in range(1, 51)]
     assert names["train_loss"].ys[0] == 4.0 and names["val_loss"].x_kind == "step"

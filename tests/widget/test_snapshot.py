@@ -179,7 +179,7 @@ def test_legends_print_the_human_labels():
     state = _state()
     state["charts"][0]["labels"] = {"train_loss": "train loss", "val_loss": "validation loss"}
     html = render_snapshot(state, _series())
-    assert "validation loss" in html and "train_tokens_per_s" not in html and "tokens/s (training-only" in html
+    assert "validation loss" in html and "train_tokens_per_s" not in html and "tokens/s, training-only" in html
 
 
 def test_the_footer_links_the_run_folder_relative_to_the_notebook_when_it_can():

@@ -66,7 +66,8 @@ def test_live_state_reads_every_number_from_the_monitor(run_root):
     clock = FakeClock(10.0)
     m = _run(run_root, clock, budget_steps=20)
     state = build_state(facts_from_monitor(m.context))
-    assert state["name"] == "vm" and state["status"] == "running" and state["run_dir"] == str(m.run_dir)
+    assert state["name"] == "vm" and state["status"] == "running" and state["run_path"] == str(m.run_dir)
+    assert state["run_dir"] == m.run_dir.name  # outside the notebook's folder: its name, never an absolute path
     assert state["elapsed_s"] == pytest.approx(m.elapsed_s(), abs=0.05)
     assert state["text_line"] == m.text_line and state["text_line"].startswith("[step")
     assert _tile(state, "step")["value"] == 6 and _tile(state, "tokens")["value"] == 600
@@ -114,9 +115,8 @@ def test_charts_put_losses_together_and_other_series_alone(run_root):
     assert by_id["loss"]["series"][:2] == ["train_loss", "val_loss"] and "aux_loss" in by_id["loss"]["series"]
     assert by_id["series:lr"]["series"] == ["lr"] and by_id["series:lr"]["x"] == "step"
     assert by_id["throughput"] == {"id": "throughput", "title": "throughput (tokens/s)", "x": "time",
-                                   "unit": "tokens/s", "series": ["recent_tokens_per_s", "train_tokens_per_s"],
-                                   "labels": {"recent_tokens_per_s": "tokens/s (last 10 s, wall clock)",
-                                              "train_tokens_per_s": "tokens/s (training-only, per report)"}}
+                                   "unit": "tokens/s", "series": ["train_tokens_per_s"],  # no widget measured
+                                   "labels": {"train_tokens_per_s": "tokens/s, training-only (per report window)"}}
     assert by_id["memory"]["series"] == ["rss_bytes", "cuda_allocated_bytes"] and by_id["memory"]["unit"] == "bytes"
 
 
@@ -400,4 +400,22 @@ def test_a_finished_runs_text_line_says_the_passports_whole_run_rate_not_the_las
     from trainmeter.sizes import format_rate
 
     assert f"tok/s={format_rate(whole, '')}" in f.text_line and f.train_tokens_per_s == pytest.approx(whole)
-    assert f.text_line.startswith("[step 14] loss=2 | lr=1.00e-01 | tok/s=") and "mem=" in f.text_line
+    assert f.text_line.startswith("[step 14] loss=2 | lr=1.00e-01 | train_tok/s=") and "mem=" in f.text_line
+
+
+def test_what_a_saved_notebook_keeps_names_the_run_folder_relative_to_the_notebook_never_absolute(run_root,
+                                                                                                     monkeypatch):
+    from trainmeter.widget.snapshot import snapshot_bundle
+
+    m = _run(run_root, FakeClock(0.0))
+    m.finish("completed")
+    monkeypatch.chdir(run_root.parent)  # the notebook's folder holds runs/
+    state = build_state(facts_from_monitor(m.context))
+    assert state["run_dir"] == state["run_rel"] == f"runs/{m.run_dir.name}"
+    bundle = snapshot_bundle(state, [])
+    (run_root.parent / "notebooks").mkdir()
+    monkeypatch.chdir(run_root.parent / "notebooks")  # the run outside the notebook's folder: its name only
+    outside = snapshot_bundle(build_state(facts_from_monitor(m.context)), [])
+    for saved in (bundle, outside):
+        assert str(run_root.parent) not in saved["text/html"] + saved["text/plain"]
+    assert f"run folder {m.run_dir.name}" in outside["text/plain"]

@@ -26,11 +26,23 @@ _CHARTS = {"nan": "loss", "spike": "loss", "series": "loss", "memory": "memory"}
 
 
 def thread_frames(ident: int | None, limit: int = TOP_FRAMES) -> list[str]:
-    """The top ``limit`` frames of thread ``ident``, innermost last (``file:line in function``); ``[]`` if gone."""
+    """The top ``limit`` frames of thread ``ident``, innermost last (``file:line in function``), after the innermost
+    notebook cell's frame when it is deeper; ``[]`` if gone."""
     frame = sys._current_frames().get(ident) if ident is not None else None
     if frame is None:
         return []
-    return [f"{f.filename}:{f.lineno} in {f.name}" for f in traceback.extract_stack(frame)[-limit:]]
+    stack = [f"{code_place(f.filename, f.lineno)} in {f.name}" for f in traceback.extract_stack(frame)]
+    cell = next((s for s in reversed(stack) if s.startswith("cell [")), None)
+    return stack[-limit:] if cell is None or cell in stack[-limit:] else [cell, *stack[-limit:]]
+
+
+def code_place(filename: str, line: int | None) -> str:
+    """``cell [n], line m`` for a notebook cell's code (IPython compiles a cell under a temporary file named by a hash
+    of its code, ``/tmp/ipykernel_<pid>/<hash>.py``, and maps it to the cell's execution count), else ``file:line``."""
+    get = getattr(sys.modules.get("IPython"), "get_ipython", None)
+    names = getattr(getattr(get() if get is not None else None, "compile", None), "_filename_map", None)
+    number = names.get(filename) if isinstance(names, dict) else None
+    return f"cell [{number}], line {line}" if isinstance(number, int) else f"{filename}:{line}"
 
 
 class Alerts(ExtensionBase):

@@ -95,6 +95,8 @@ class Watchdog:
 
                 where = thread_frames(self._alerts.training_ident)
                 top = where[-1] if where else "its stack could not be read"
+                cell = next((w for w in reversed(where) if w.startswith("cell [")), top)  # the notebook's line
+                top += "" if cell == top else f", called from {cell}"
                 self._alerts.fire(rule, steps, f"no optimizer step for {quiet_s:.0f} s after step {steps}; "
                                                f"the training thread is at {top}", where=where)
 

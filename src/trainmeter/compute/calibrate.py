@@ -58,6 +58,22 @@ class Calibration:
         """The ceiling for ``dtype``, or ``None``."""
         return self.ceilings.get(dtype) if dtype else None
 
+    def __repr__(self) -> str:
+        """A short table: one row per dtype (rate, matmuls, seconds) or why it was skipped."""
+        from trainmeter.sizes import format_flops, format_seconds
+
+        first = next(iter(self.ceilings.values()), None)
+        rows = [("dtype", "ceiling", "matmuls", "time")]
+        rows += [(d, format_flops(c.flops_per_s, per_second=True), f"{c.repeats} x {'x'.join(map(str, c.shape))}",
+                  format_seconds(c.seconds)) for d, c in self.ceilings.items()]
+        widths = [max(len(r[i]) for r in rows) for i in range(4)]
+        where = "" if first is None else f" on {first.device_name}" + (
+            f" ({first.device})" if first.device != first.device_name else "")
+        lines = [f"tm.calibrate(): measured dense-matmul ceilings{where}"]
+        lines += ["  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+        lines += [f"{d.ljust(widths[0])}  skipped: {why}" for d, why in self.skipped.items()]
+        return "\n".join(lines)
+
 
 def achieved_flops_per_s(shape: tuple[int, int, int], repeats: int, seconds: float) -> float | None:
     """2 x m x n x k x repeats / seconds, or ``None`` for a duration that is not positive."""
@@ -192,5 +208,5 @@ def of_achievable(flops_per_unit: Any, units_per_s: float | None, ceiling: Ceili
     peak = Input(name="ceiling", value=ceiling.flops_per_s, unit="FLOP/s", provenance="measured", source=ceiling.source)
     return mfu_derivation(
         name="of_achievable", flops_per_token=as_input("F", flops_per_unit, f"FLOP/{unit[:-1]}", "detected"),
-        rate=(as_input("tokens_per_s", units_per_s, f"{unit}/s", "measured", f"training-only {unit}/s"),),
+        rate=(as_input(f"{unit}_per_s", units_per_s, f"{unit}/s", "measured", f"training-only {unit}/s"),),
         devices=as_input("devices", 1, "1", "detected"), peaks=(peak,))

@@ -51,6 +51,8 @@ def compute_section(ext: ComputeExtension, markdown: bool = True) -> dict[str, A
         "of_achievable_missing": None if ceiling is not None else
         "no measured ceiling for this device and dtype: call tm.calibrate() (before or during the run)",
     }
+    if ceiling is None and section["mfu_missing"] and peak is None:
+        section["mfu_missing"] += "; or call tm.calibrate() for a measured of-achievable"
     if markdown:
         section["markdown"] = render_compute_markdown(section, ext.derivations())
     return section
@@ -120,7 +122,8 @@ def render_compute_markdown(s: dict[str, Any], derivations: list[Derivation]) ->
     if mfu:
         lines.append("- MFU (training-only): " + ", ".join(f"`{k}` {format_percent(v)}" for k, v in mfu.items()))
     elif s["mfu_missing"]:
-        lines.append(f"- MFU not shown: {s['mfu_missing']}")
+        shown = " (of achievable, measured, is below)" if any((s.get("of_achievable") or {}).values()) else ""
+        lines.append(f"- MFU over a datasheet peak not shown{shown}: {s['mfu_missing']}")
     peak = s["peak"]
     if peak:
         lines.append(f"- Peak: {peak['tflops']:g} TFLOP/s dense {peak['dtype']} ({peak['card']}; "
@@ -182,6 +185,7 @@ def compute_tiles(section: dict[str, Any], derivations: dict[str, dict[str, Any]
                 "sub": "; ".join(p for p in (each, without, "name one with --convention", peak_text) if p)}
         if in_range:
             tile["text"] = range_text
+    _with_achievable(tile, section, derivations, conv)
     if tile["value"] is None:
         no_count = withheld and section.get("counted_flops_per_token") is None
         tile["missing"] = ((section.get("counted_missing") if no_count else section.get("mfu_missing"))
@@ -194,10 +198,11 @@ def compute_tiles(section: dict[str, Any], derivations: dict[str, dict[str, Any]
     spent = (section.get("flops_spent") or {}).get(key)
     required = (section.get("flops_required") or {}).get(key)
     spent_d = derivations.get(f"flops_spent[{key}]")
+    hint = "--budget-tokens N" if per == "token" else "--budget-steps N, or --budget-tokens N counted in samples"
     flops: dict[str, Any] = {
         "id": "flops", "label": f"FLOPs spent ({key})", "value": spent, "unit": "flop", "derivation": spent_d,
         "sub": (f"of {format_flops(required)} required" if required is not None
-                else "FLOPs required: give a budget (--budget-tokens N)"),
+                else f"FLOPs required: give a budget ({hint})"),
     }
     if spent is None:
         fpt = derivations.get(f"flops_per_token.{key}") or {}
@@ -205,6 +210,31 @@ def compute_tiles(section: dict[str, Any], derivations: dict[str, dict[str, Any]
         flops["missing"] = (f"FLOPs per {per} ({key}) unknown: {why}" if why else
                             f"FLOPs per {per}: the model is read at the first report after its first step")
     return [tile, flops]
+
+
+def _with_achievable(tile: dict[str, Any], section: dict[str, Any], derivations: dict[str, dict[str, Any]],
+                     conv: str | None) -> None:
+    """Put the measured "of achievable" (``tm.calibrate()``'s ceiling) on the MFU tile: its text first in the second
+    line and its derivation in the popover; the tile's value where no datasheet peak gives MFU (docs/spec.md section
+    5, "The MFU and FLOPs tiles")."""
+    ach = {k: v for k, v in (section.get("of_achievable") or {}).items()
+           if v is not None and (k == conv if conv else k != "counted")}
+    if not ach:
+        return
+    lo, hi = min(ach.values()), max(ach.values())
+    text = format_percent(lo) if format_percent(lo) == format_percent(hi) else (
+        f"{format_percent(lo)}-{format_percent(hi)}")
+    ceiling = section.get("ceiling") or {}
+    rate = format_flops(ceiling["flops_per_s"], per_second=True) if ceiling.get("flops_per_s") else "-"
+    said = f"of achievable {text} (measured: tm.calibrate() ceiling {rate} {ceiling.get('dtype') or ''}".rstrip() + ")"
+    worked = [derivations[f"of_achievable[{c}]"] for c in ach if f"of_achievable[{c}]" in derivations]
+    if tile["value"] is None:  # no datasheet peak (the CPU): the measured figure is the tile's
+        tile.update(label=f"of achievable ({conv or 'range over conventions'})", value=lo, text=text,
+                    derivation=worked[0] if worked else None, derivations=worked,
+                    sub=said + "; MFU over a datasheet peak: none for this device (--peak-tflops declares one)")
+        return
+    mfu_worked = tile.get("derivations") or ([tile["derivation"]] if tile.get("derivation") else [])
+    tile.update(derivations=[*mfu_worked, *worked], sub="; ".join(p for p in (said, tile.get("sub")) if p))
 
 
 def progress_bar(section: dict[str, Any], derivations: dict[str, dict[str, Any]]) -> dict[str, Any] | None:

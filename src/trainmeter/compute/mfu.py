@@ -39,7 +39,7 @@ def mfu(flops_per_token: Quantity, tokens_per_s: Quantity, devices: Quantity, pe
         peak_in = as_input("peak", peak_flops_per_s, "FLOP/s", "detected", "datasheet dense peak")
     return mfu_derivation(name="mfu" if pace == "training-only" else "mfu.session",
                           flops_per_token=as_input("F", flops_per_token, f"FLOP/{unit[:-1]}", "detected"),
-                          rate=(as_input("tokens_per_s", tokens_per_s, f"{unit}/s", "measured", f"{pace} {unit}/s"),),
+                          rate=(as_input(f"{unit}_per_s", tokens_per_s, f"{unit}/s", "measured", f"{pace} {unit}/s"),),
                           devices=as_input("devices", devices, "1", "detected"), peaks=(peak_in,), pace=pace,
                           peak_missing=peak_missing)
 

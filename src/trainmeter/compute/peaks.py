@@ -238,8 +238,7 @@ def peak_for_run(device_name: str | None, dtype: str | None, memory_bytes: float
     waiting)``, ``waiting`` while NVML still opens (a later report matches again)."""
     if device_name is None:
         return None, ("the model is on the CPU: there is no dense datasheet peak to divide by; pass "
-                      "--peak-tflops X --peak-source TEXT to declare one (or call tm.calibrate() for a measured "
-                      "of-achievable)"), False
+                      "--peak-tflops X --peak-source TEXT to declare one"), False
     if dtype is None:
         return None, f"dtype {dtype_read} has no tensor-core peak; pass --peak-tflops X --peak-source TEXT", False
     read = getattr(gpu, "device_identity", None)

@@ -9,7 +9,7 @@ from trainmeter.core.throughput import BATCH_CALL
 from trainmeter.sizes import format_gib, format_number, format_percent, format_rate, format_scientific
 
 LOSS_NAME = "train_loss"
-SEED_ORDER = (LOSS_NAME, "lr", "grad_norm")  # then tok/s, mfu, mem, then other series and extras
+SEED_ORDER = (LOSS_NAME, "lr", "grad_norm")  # then train_tok/s, mfu, mem, then other series and extras
 # What frameworks log under other names, recorded by the taps: used when trainmeter's own series is absent.
 SERIES_ALIASES: dict[str, tuple[str, ...]] = {
     LOSS_NAME: ("loss",),  # Hugging Face Trainer.log: the line's loss= is one field
@@ -41,12 +41,13 @@ def format_line(step: int, *, series: Mapping[str, float | None], loss_ema: floa
                 tokens_per_s: float | None = None, token_unit: str | None = "tok", mfu: float | None = None,
                 mem_used_bytes: int | None = None, mem_total_bytes: int | None = None,
                 extra: Mapping[str, str] | None = None) -> str:
-    """Return ``[step N] loss=2.346 (ema 2.41) | lr=3.00e-04 | grad_norm=1.2 | tok/s=125k | mfu=52.3% | mem=71.2/80GiB``
-    (docs/spec.md section 7; absent fields left out; ``token_unit`` ``None``: no batch was read, the rate is ``—``).
+    """Return ``[step N] loss=2.346 (ema 2.41) | lr=3.00e-04 | grad_norm=1.2 | train_tok/s=125k | mfu=52.3% |
+    mem=71.2/80GiB`` (docs/spec.md section 7; absent fields left out; ``token_unit`` ``None``: no batch was read, the
+    rate is ``—``). The rate is the training-only one: ``train_`` says so.
 
     Examples:
         >>> format_line(1000, series={"train_loss": 2.34, "lr": 3e-4}, tokens_per_s=125_000, mfu=0.523)
-        '[step 1000] loss=2.34 | lr=3.00e-04 | tok/s=125k | mfu=52.3%'
+        '[step 1000] loss=2.34 | lr=3.00e-04 | train_tok/s=125k | mfu=52.3%'
     """
     parts = [f"[step {step}]"]
     fields: list[str] = []
@@ -60,7 +61,7 @@ def format_line(step: int, *, series: Mapping[str, float | None], loss_ema: floa
     if token_unit is None:  # no batch read: the rate is unknown, never 0 (docs/spec.md section 7)
         fields.append(f"rate=— (no batch read: {BATCH_CALL})")
     elif tokens_per_s is not None:
-        fields.append(f"{token_unit}/s={format_rate(tokens_per_s, '')}")
+        fields.append(f"train_{token_unit}/s={format_rate(tokens_per_s, '')}")
     if mfu is not None:
         fields.append(f"mfu={format_percent(mfu)}")
     if mem_used_bytes is not None:

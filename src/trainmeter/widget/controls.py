@@ -11,7 +11,8 @@ from trainmeter.widget.host import in_marimo
 ACTIONS = ("stop", "checkpoint")
 MAX_LISTED = 16
 NO_MESSAGES = "this kernel reads widget messages only between cells (ipykernel 6, or no kernel subshells)"
-NO_MESSAGES_MARIMO = "marimo reads widget messages only between cells"
+NO_MESSAGES_MARIMO = ("marimo passes a widget's messages to Python only between cells and serves no file for a "
+                      "control file: tm.stop() from another thread, or an --alert rule, still stops the run")
 NO_FILE = "the run folder is not served for a control file"
 NO_FILE_WHY = {"hidden": " (a hidden folder: run with --dir runs)", "outside": " (outside the notebook's folder)"}
 
@@ -38,14 +39,17 @@ def obey(monitor: Any, content: Any) -> bool:
 
 
 def _message_path() -> tuple[bool, str | None]:
-    """Whether this widget's messages reach the kernel while a cell runs, and why not."""
+    """Whether this widget's messages reach the kernel while a cell runs, and why not (marimo: said by the
+    publisher's marimo keyframes, as the publisher thread has no marimo context of its own)."""
     try:
         from trainmeter.widget.attach import live_publisher
+        from trainmeter.widget.publisher import MARIMO_KEYFRAME_S
 
         publisher = live_publisher()
         if publisher is not None and getattr(publisher, "restore_router", None) is not None:
             return True, None
-        return False, NO_MESSAGES_MARIMO if in_marimo() else NO_MESSAGES
+        marimo = in_marimo() or getattr(publisher, "keyframes", None) == MARIMO_KEYFRAME_S
+        return False, NO_MESSAGES_MARIMO if marimo else NO_MESSAGES
     except Exception:
         return False, NO_MESSAGES
 
@@ -65,8 +69,10 @@ def controls_state(monitor: Any) -> dict[str, Any] | None:
         run_rel = run_paths(str(run_dir))[1] if run_dir is not None else None
         rel = served_rel(run_rel)  # the folder as the server serves it, or None
         control_file = f"{rel}/control.json" if rel and run_id(monitor) else None
+        if reason == NO_MESSAGES_MARIMO:  # no Jupyter server to write a control file through
+            control_file = None
         path = "message" if messages else ("file" if control_file else None)
-        if path is None and live and reason is not None:
+        if path is None and live and reason not in (None, NO_MESSAGES_MARIMO):
             reason = f"{reason}; {NO_FILE}{NO_FILE_WHY['hidden' if run_rel else 'outside']}"
         stop_by, checkpoint_by = controls.pending()
         stopped = controls.stopped

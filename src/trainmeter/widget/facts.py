@@ -146,19 +146,19 @@ def facts_from_monitor(monitor: Any, recent: Any = None, x_map: Any = None) -> R
         step_series=tuple(n for n, s in series.items() if s.x_kind == "step") + ((PARENT_LOSS,) if opts.resume else ()),
         warnings=tuple(list(monitor.warnings) + ext_warnings), panels=tuple(panels), extra_charts=tuple(charts),
         extra_tiles=tuple(extra_tiles), progress_bar=monitor.progress_bar(recent if live else None),
-        error=getattr(monitor, "error", None), recent=recent if live else None, markers=tuple(markers),
+        error=getattr(monitor, "error", None), recent=recent, markers=tuple(markers),
         x_map=x_map, controls=controls_state(monitor),
     )
 
 
 def whole_run_line(line: str, unit_word: str, tokens_per_s: float | None) -> str:
-    """``line`` with its ``tok/s=`` field (the last report window's) replaced by the whole run's rate."""
+    """``line`` with its ``train_tok/s=`` field (the last report window's) replaced by the whole run's rate."""
     head, sep, rest = line.partition("] ")
     fields = [f for f in rest.split(" | ") if f] if sep else []
-    fields = [f for f in fields if not f.startswith(f"{unit_word}/s=")]
+    fields = [f for f in fields if not f.startswith(f"train_{unit_word}/s=")]
     if tokens_per_s is not None:
         at = next((i for i, f in enumerate(fields) if f.split("=", 1)[0] in ("mfu", "mem")), len(fields))
-        fields.insert(at, f"{unit_word}/s={format_rate(tokens_per_s, '')}")
+        fields.insert(at, f"train_{unit_word}/s={format_rate(tokens_per_s, '')}")
     return f"{head}] {' | '.join(fields)}" if sep else line
 
 

@@ -15,7 +15,7 @@ from trainmeter.core.decimate import Decimator, share_budget
 from trainmeter.widget.frame import SeriesColumns, encode_frame
 from trainmeter.widget.live_rate import RecentFigures, RecentRate, RssReader
 from trainmeter.widget.smoothed import LossSmoother
-from trainmeter.widget.view_model import RECENT_SERIES, report_points
+from trainmeter.widget.view_model import RECENT_SERIES, RECENT_TRAIN_SERIES, report_points
 from trainmeter.widget.x_axis import X_MODES, XMAP_EVERY_S, XMap
 
 _FAR = 1 << 62
@@ -151,15 +151,20 @@ class SeriesFeed:
     def sample_recent(self) -> bool:
         """Take the once-a-second figures (recent rate, RSS); returns whether a chart point was added."""
         previous = self.recent
+        now_s = None
         try:
             m = self.monitor
-            self._recent.note_clock(m.elapsed_s(), float(m.phases.totals_now().get("train", 0.0)))
+            now_s = m.elapsed_s()
+            self._recent.note_clock(now_s, float(m.phases.totals_now().get("train", 0.0)))
         except (RuntimeError, TypeError, AttributeError):  # the training thread changed the phases mid-read
             pass
-        self.recent = self._recent.figures(rss_bytes=self._rss.read())
+        self.recent = self._recent.figures(rss_bytes=self._rss.read(), now_s=now_s)
         if self.recent is None or (previous is not None and self.recent.t_s <= previous.t_s):
             return False
-        return self.views.extend(RECENT_SERIES, "time", [self.recent.t_s], [self.recent.tokens_per_s])
+        r = self.recent
+        if r.train_tokens_per_s is not None:  # over the same window: never below the session rate
+            self.views.extend(RECENT_TRAIN_SERIES, "time", [r.t_s], [r.train_tokens_per_s])
+        return self.views.extend(RECENT_SERIES, "time", [r.t_s], [r.tokens_per_s])
 
     def stop_reading(self) -> None:
         """Read no more, so the monitor trims as if this reader had read everything."""

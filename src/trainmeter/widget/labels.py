@@ -28,8 +28,9 @@ _FIXED: dict[str, str] = {
     "node.net_tx_bytes_per_s": "network sent (bytes/s)",
 }
 _RATES: dict[str, str] = {  # {u}: the run's token unit ("tokens" or "samples")
-    "recent_tokens_per_s": "{u}/s (last 10 s, wall clock)",
-    "train_tokens_per_s": "{u}/s (training-only, per report)",
+    "recent_tokens_per_s": "{u}/s, session (last 10 s, wall clock)",
+    "recent_train_tokens_per_s": "{u}/s, training-only (same last 10 s)",
+    "train_tokens_per_s": "{u}/s, training-only (per report window)",
     "session_tokens_per_s": "{u}/s (session, per report)",
 }
 _GPU = {"util": "GPU-Util (%)", "sm_activity": "SM activity (%)", "tensor_activity": "tensor activity (%)"}

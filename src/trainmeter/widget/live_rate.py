@@ -16,6 +16,9 @@ MAX_WINDOW_ENTRIES = 4096
 folded into one entry (the last step's time, cumulative tokens and steps), so a fast run's window is bounded; counts
 stay exact and the window still starts at a step's end (docs/spec.md section 18)."""
 PACE_TAU_S = 20.0  # time constant of the ETA's smoothed pace (an EMA of the recent rate, per second of steps)
+STALL_MIN_S = 1.0
+"""No step for this long, and for twice the window's mean seconds per step, is a stall (a hang, or eval time): the
+window then ends now, so the rate decays and the ETA grows while no step comes (docs/spec.md section 12)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -24,7 +27,8 @@ class RecentFigures:
     those. ``window_s`` is shorter than :data:`RECENT_WINDOW_S` early in a run; ``t_s``: the last step's session seconds
     (the point's x on the throughput chart); ``rss_bytes``: read by the publisher with the figures. The training-only
     figures are ``None`` without a phase-clock sample or training time in the window; the smoothed rates are the ETA's
-    pace (an exponential mean, time constant :data:`PACE_TAU_S`, over the run's seconds of steps)."""
+    pace (an exponential mean, time constant :data:`PACE_TAU_S`, over the run's seconds of steps). ``stalled_s``: the
+    seconds since the last step in a stall (:data:`STALL_MIN_S`), when the window and ``t_s`` end now, else ``None``."""
 
     tokens_per_s: float
     steps_per_s: float
@@ -37,6 +41,7 @@ class RecentFigures:
     window_train_s: float | None = None
     smoothed_steps_per_s: float | None = None
     smoothed_tokens_per_s: float | None = None
+    stalled_s: float | None = None
 
 
 class RecentRate:
@@ -111,8 +116,9 @@ class RecentRate:
         (t0_s, train0_s), (t1_s, train1_s) = samples[i - 1], samples[i]
         return train0_s + (session_s - t0_s) / (t1_s - t0_s) * (train1_s - train0_s)  # note_clock: t1_s > t0_s
 
-    def figures(self, rss_bytes: int | None = None) -> RecentFigures | None:
-        """The window's figures, or ``None`` before the first step."""
+    def figures(self, rss_bytes: int | None = None, now_s: float | None = None) -> RecentFigures | None:
+        """The window's figures, or ``None`` before the first step; ``now_s`` (session seconds): a stall ends the
+        window now."""
         if not self._times:
             return None
         t_last = self._times[-1]
@@ -121,6 +127,10 @@ class RecentRate:
             return None
         tokens = self._cum[-1] - self._base
         steps = self._steps[-1] - self._steps_base
+        gap_s = now_s - t_last if now_s is not None else 0.0
+        stalled = gap_s >= max(STALL_MIN_S, 2 * span / steps)
+        if stalled:
+            t_last, span = now_s, now_s - self._start_s
         end, start = self.train_s_at(t_last), self.train_s_at(self._start_s)
         train_s = None if end is None or start is None else min(span, end - start)
         train_rate = tokens / train_s if train_s is not None and train_s > 0 else None
@@ -128,7 +138,8 @@ class RecentRate:
         return RecentFigures(tokens_per_s=tokens / span, steps_per_s=steps / span, window_tokens=int(tokens),
                              window_steps=steps, window_s=span, t_s=t_last, rss_bytes=rss_bytes,
                              train_tokens_per_s=train_rate, window_train_s=train_s,
-                             smoothed_steps_per_s=smooth[1], smoothed_tokens_per_s=smooth[2])
+                             smoothed_steps_per_s=smooth[1], smoothed_tokens_per_s=smooth[2],
+                             stalled_s=gap_s if stalled else None)
 
     def _smooth(self, t_s: float, steps_per_s: float, tokens_per_s: float) -> tuple[float, float, float]:
         """Fold this second's rates into the smoothed pace (weight by the seconds of steps since the last)."""

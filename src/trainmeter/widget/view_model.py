@@ -38,6 +38,7 @@ MAX_SERIES_CHARTS = 8
 MAX_CHART_LINES = 24
 """Most lines of the loss and the "more series" charts, whatever ``--max-series`` is; the title counts the rest."""
 RECENT_SERIES = "recent_tokens_per_s"  # the once-a-second sliding-window rate (widget/live_rate.py)
+RECENT_TRAIN_SERIES = "recent_train_tokens_per_s"  # its training-only rate over the same window
 
 
 # -- the state --------------------------------------------------------------------------------
@@ -68,10 +69,10 @@ def _rate_derivation(f: RunFacts) -> dict[str, Any]:
     missing = "a report with training time" if f.live and f.train_tokens_per_s is None else None
     if f.tokens is None:
         tokens, missing = None, f.tokens_missing or NO_BATCH_READ
-    unit = f.token_unit or "samples/tokens"
-    return Derivation(name="train_tokens_per_s", formula=f"{pre}tokens / {pre}train_s", value=f.train_tokens_per_s,
+    unit, word = f.token_unit or "samples/tokens", f.token_unit or "tokens"  # a samples run's names say samples
+    return Derivation(name=f"train_{word}_per_s", formula=f"{pre}{word} / {pre}train_s", value=f.train_tokens_per_s,
                       unit=f"{unit}/s", missing=missing,
-                      inputs=(Input(name=f"{pre}tokens", value=tokens, unit=unit, provenance="counted",
+                      inputs=(Input(name=f"{pre}{word}", value=tokens, unit=unit, provenance="counted",
                                     source=f"root module batches{since}"),
                               Input(name=f"{pre}train_s", value=train_s, unit="s", provenance="measured",
                                     source="phase clock: train" + (f",{since}" if since else "")))).to_dict()
@@ -81,22 +82,25 @@ def _recent_rate_tile(f: RunFacts, unit: str, short: str) -> dict[str, Any]:
     """The live rate tile: wall-clock rate over the last window of steps, training-only over the same window."""
     r = f.recent
     window = f"last {r.window_s:.0f} s" if r.window_s >= 1 else "first second"
+    stalled = getattr(r, "stalled_s", None)  # no step for a while: the window ends now (widget/live_rate.py)
     train = getattr(r, "train_tokens_per_s", None)
-    inputs = [Input(name="window_tokens", value=r.window_tokens, unit=f.token_unit, provenance="counted",
+    inputs = [Input(name=f"window_{f.token_unit}", value=r.window_tokens, unit=f.token_unit, provenance="counted",
                     source=f"root module batches of the last {r.window_steps} steps"),
               Input(name="window_s", value=r.window_s, unit="s", provenance="measured",
-                    source="wall clock from the step before the window to the last step")]
+                    source="wall clock from the step before the window to "
+                    + (f"now (no step for {stalled:.0f} s)" if stalled is not None else "the last step"))]
     if train is not None:
         inputs.append(Input(name="window_train_s", value=r.window_train_s, unit="s", provenance="measured",
                             source="phase clock: train, between the same two steps"))
     return {
-        "id": "throughput", "label": f"session rate ({window})", "value": r.tokens_per_s, "unit": unit,
+        "id": "throughput", "label": f"session rate ({f'no step for {stalled:.0f} s' if stalled else window})",
+        "value": r.tokens_per_s, "unit": unit,
         "provenance": "measured",
         "sub": (f"training-only {format_rate(train, f'{short}/s')} over the same {window}" if train is not None
                 else "wall clock, every phase"),
         "derivation": Derivation(
-            name="recent_tokens_per_s", formula="window_tokens / window_s"
-            + ("; training-only: window_tokens / window_train_s" if train is not None else ""),
+            name=f"recent_{f.token_unit}_per_s", formula=f"window_{f.token_unit} / window_s"
+            + (f"; training-only: window_{f.token_unit} / window_train_s" if train is not None else ""),
             value=r.tokens_per_s, unit=f"{f.token_unit}/s", inputs=tuple(inputs)).to_dict()}
 
 
@@ -165,9 +169,11 @@ def charts(f: RunFacts) -> list[dict[str, Any]]:
         out.append({"id": "series:more", "title": _capped_title("more series", len(more)), "x": "step", "unit": "",
                     "series": more[:MAX_CHART_LINES]})
     if f.token_unit is not None:  # no batch read: no rate to draw (never a line at 0)
+        # one window per chart: the tile's pair over the last 10 s where the widget measured it, else the reports'
+        # training-only rate (a replay); docs/spec.md section 12
+        rates = [RECENT_SERIES, RECENT_TRAIN_SERIES] if f.recent is not None else ["train_tokens_per_s"]
         out.append({"id": "throughput", "title": f"throughput ({f.token_unit}/s)", "x": "time",
-                    "unit": "tokens/s" if f.token_unit == "tokens" else "samples/s",
-                    "series": [RECENT_SERIES, "train_tokens_per_s"]})
+                    "unit": "tokens/s" if f.token_unit == "tokens" else "samples/s", "series": rates})
     out.append({"id": "memory", "title": "memory", "x": "time", "unit": "bytes",
                 "series": ["rss_bytes", "cuda_allocated_bytes"]})
     seen = {c["id"] for c in out}
@@ -244,14 +250,17 @@ def build_state(f: RunFacts) -> dict[str, Any]:
     bar = f.progress_bar or progress(
         steps=f.steps, tokens=f.tokens, budget_steps=f.budget_steps, budget_tokens=f.budget_tokens,
         seconds_per_step=f.seconds_per_step, train_tokens_per_s=f.train_tokens_per_s, token_unit=f.token_unit, live=f.live,
-        recent=f.recent)
+        recent=f.recent if f.live else None)
     if bar is not None and f.status not in LIVE_STATUSES:
         bar = {**bar, "eta_s": None}  # a finished run has no ETA, whoever built the bar
     run_path, run_rel = run_paths(f.run_dir)
     phases_s = {k: round(float(v), 3) for k, v in f.phases_s.items()}
     state = {
-        "rev": 0, "name": f.name, "status": f.status, "elapsed_s": round(f.elapsed_s, 1), "run_dir": f.run_dir,
-        "run_path": run_path, "run_rel": run_rel,
+        "rev": 0, "name": f.name, "status": f.status, "elapsed_s": round(f.elapsed_s, 1),
+        # what a saved notebook keeps (outputs, text): relative to the notebook, else the folder's name; the absolute
+        # path only in run_path, for the live page's links (js/src/runlinks.ts)
+        "run_dir": run_rel or (os.path.basename(f.run_dir) if f.run_dir else None), "run_path": run_path,
+        "run_rel": run_rel,
         "text_line": f.text_line, "step": f.steps, "error": f.error,
         "progress": bar,
         "tiles": badge_tiles(tiles(f) + [t for t in f.extra_tiles if isinstance(t, dict)]),
