@@ -209,7 +209,8 @@ def _run_row(folder: Path) -> RunRow:
     ranks = (p.get("distributed") or {}).get("ranks_recorded")
     status = str(p.get("status") or "unfinished")
     if p.get("killed"):
-        status = f"killed (last seen {_started(p.get('last_seen_at'), '')})"
+        seen = _started(p.get("last_seen_at"), "", "%Y-%m-%d %H:%M:%S")
+        status = f"killed (last seen {seen[11:] if seen[:10] == _started(p.get('started_at'), '')[:10] else seen})"
     status += (f" ({ranks} ranks)" if ranks else "") + (" *" if from_log else "")
     if damage is not None:
         status = _damaged(damage)
@@ -288,7 +289,7 @@ def _finite(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def _started(started_at: Any, folder_name: str) -> str:
+def _started(started_at: Any, folder_name: str, form: str = "%Y-%m-%d %H:%M") -> str:
     when = None
     with contextlib.suppress(TypeError, ValueError):  # not a string, or not an ISO time
         when = datetime.fromisoformat(started_at)
@@ -299,7 +300,7 @@ def _started(started_at: Any, folder_name: str) -> str:
             return "-"
     if when.tzinfo is not None:
         when = when.astimezone(timezone.utc)
-    return when.strftime("%Y-%m-%d %H:%M")
+    return when.strftime(form)
 
 
 def _shown_path(folder: Path) -> str:
