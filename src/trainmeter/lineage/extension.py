@@ -133,6 +133,12 @@ class Lineage(ExtensionBase):
         return LineageView(steps_before=before["steps"], tokens_before=before["tokens"])
 
     # -- the record ------------------------------------------------------------------------------------------
+    def on_report(self, report: Any) -> dict[str, Any] | None:
+        """Run-log ``interval["lineage"]``: the training's ``before``, ``training`` and ``runs`` so far, so that this run
+        killed before its passport is resumed with them (docs/spec.md section 22)."""
+        section = self.passport_section()
+        return None if section is None else {key: section[key] for key in ("before", "training", "runs")}
+
     def _at_resume(self) -> tuple[int | None, dict[str, Any]]:
         """The parent's own tokens and FLOPs by convention after the step resumed from (FLOPs: its FLOPs spent times
         the share of its tokens trained by then)."""

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from trainmeter.record.events import LOG_FILE, iter_events
+from trainmeter.record.events import LOG_FILE, iter_events, last_of_kinds
 from trainmeter.record.runs import load, run_folders
 
 VALID = "expected last, the name of a saved run under the run root, or a run folder (one holding events.jsonl)"
@@ -117,13 +117,31 @@ def folder_checkpoints(folder: Path) -> list[dict[str, Any]]:
             for m in found if m is not None and m.group(3) != ".tmp"]
 
 
+def _logged_lineage(folder: Path, summary: dict[str, Any]) -> dict[str, Any]:
+    """A resumed run with no passport: its last report's ``lineage`` (the lineage wing's ``on_report``), the
+    training's wall time carried on to the run's last report or heartbeat; ``{}`` when it wrote none."""
+    last = last_of_kinds(folder / LOG_FILE, ("interval",)).get("interval") or {}
+    lineage = last.get("lineage")
+    if not isinstance(lineage, dict) or not isinstance(lineage.get("training"), dict):
+        return {}
+    training = dict(lineage["training"])
+    late_s = _minus(summary.get("elapsed_s"), last.get("elapsed_s"))
+    training["wall_s"] = None if late_s is None or training.get("wall_s") is None else training["wall_s"] + late_s
+    return {"lineage": {**lineage, "training": training}}
+
+
+def _minus(a: Any, b: Any) -> Any:
+    ok = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (a, b))
+    return a - b if ok else None
+
+
 def read_parent(folder: Path) -> ParentRecord:
     """The parent's record (a run without a passport is summarised from its log, as ``tm.load`` does, its checkpoints
     those in its folder); its tokens and step times from the log's per-step records (docs/spec.md section 6
     ``steps``), bounded to the steps it needs."""
     passport = load(folder).passport
     if "summarised_from" in passport:
-        passport = {**passport, "checkpoints": folder_checkpoints(folder)}
+        passport = {**passport, "checkpoints": folder_checkpoints(folder), **_logged_lineage(folder, passport)}
     steps = passport.get("steps") if isinstance(passport.get("steps"), int) else 0
     wanted = {c["step"] for c in checkpoints_of(passport)} | {steps}
     after: dict[int, int] = {}
