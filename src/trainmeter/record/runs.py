@@ -234,15 +234,15 @@ def runs(root: str | Path | None = None) -> list[Run]:
 
 
 def trainings(root: str | Path | None = None) -> list[list[Run]]:
-    """The saved runs under ``root`` by training (docs/spec.md section 22), oldest training first: each a first run,
-    then every run that resumed one of its runs (under its parent, oldest first). Never an error."""
+    """The saved runs under ``root`` by training (docs/spec.md section 22), in the order of their first runs: each a
+    first run, then every run that resumed one of its runs (under its parent, oldest first). Never an error."""
     found = {r.dir.name: r for r in runs(root)}
     blocks: list[list[Run]] = []
     for name, depth in training_order({n: parent_name(r.passport) for n, r in found.items()}):
         if not depth:
             blocks.append([])
         blocks[-1].append(found[name])
-    return blocks[::-1]
+    return sorted(blocks, key=lambda b: b[0].dir.name)
 
 
 def make_run_dir(root: Path, name: str, now: datetime) -> Path:

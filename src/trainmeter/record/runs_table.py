@@ -278,8 +278,10 @@ def log_tail_summary(path: Path, head_bytes: int = HEAD_BYTES, tail_bytes: int =
             last_loss = next((v for v in reversed(values) if _finite(v)), None)
     last, beat, end = found.get("interval", {}), found.get("heartbeat", {}), found.get("end", {})
     seen_at, killed = last_seen(start, [last, beat], end)
-    return {"name": start.get("name"), "started_at": start.get("started_at"),
-            "status": end.get("status") or "unfinished", "elapsed_s": last.get("elapsed_s"), "steps": last.get("step"),
+    counts = [c for c in (last.get("step"), beat.get("steps_done")) if _finite(c)]  # a heartbeat's: counted later
+    return {"name": start.get("name"), "started_at": start.get("started_at"), "status": end.get("status") or "unfinished",
+            "elapsed_s": max([r["elapsed_s"] for r in (last, beat) if _finite(r.get("elapsed_s"))], default=None),
+            "steps": max(counts, default=None),
             "tokens": last.get("tokens"), "token_unit": last.get("token_unit") or "tokens", "last_loss": last_loss,
             "options": start.get("options") if isinstance(start.get("options"), dict) else {},
             "last_seen_at": seen_at, "killed": killed}
