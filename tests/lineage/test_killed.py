@@ -120,6 +120,10 @@ def test_a_killed_run_is_listed_killed_and_resumed_from_its_last_checkpoint_with
     assert training["wall_s"] >= origin_s + killed.passport["elapsed_s"] and 0 < training["goodput"] < 1
     assert training["useful_s"] == pytest.approx(training["wall_s"] - training["lost_s"] - training["restart_s"])
     assert "- Goodput of the training: " in (m.run_dir / "passport.md").read_text()
+    (panel,) = [p for p in json.loads((m.run_dir / "dashboard.json").read_text())["panels"] if p["id"] == "lineage"]
+    rows = {row["label"]: row["value"] for row in panel["rows"]}
+    assert rows["Runs"] == "origin → doomed → again" and rows["Steps of the training"] == 26
+    assert rows["Lost work (steps)"] == killed_steps - 8 and 0 < rows["Goodput of the training"] < 1
 
     ip.run_line_magic("trainmeter", f"runs --dir {run_root}")
     lines = capsys.readouterr().out.splitlines()

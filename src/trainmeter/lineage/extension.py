@@ -67,6 +67,7 @@ class Lineage(ExtensionBase):
         self._paths: dict[str, dict[str, Any]] = {}  # absolute path of each parent checkpoint -> its record
         self._patches = Patches()
         self.first_step_s: float | None = None  # session seconds at this run's first optimizer step
+        self._panel: list[dict[str, Any]] = []  # the last "Training" panel (publisher thread)
 
     def start(self, context: RunContext) -> None:
         """Read the parent's record; watch ``torch.load`` for one of its checkpoints."""
@@ -219,6 +220,30 @@ class Lineage(ExtensionBase):
                    "before": before, "training": training, "lost_work": lost, "restart_s": restart_s}
         section["markdown"] = _markdown(section)
         return section
+
+    def panels(self) -> list[dict[str, Any]]:
+        """The "Training" panel: the lineage, the step resumed from, the training's steps, lost work, restart time and
+        goodput so far (publisher thread, read-only; docs/spec.md section 22)."""
+        try:
+            s = self.passport_section()
+        except Exception:  # a count moved while we read: the last panel stays
+            return self._panel
+        if s is None:
+            return []
+        r, t = s["resumed_from"], s["training"]
+        self._panel = [{"id": "lineage", "title": "Training (resumed runs)", "rows": [
+            {"label": "Runs", "value": " → ".join(str(run.get("name")) for run in s["runs"]), "unit": ""},
+            {"label": "Resumed from step", "value": r["step"], "unit": "count", "provenance": r["provenance"],
+             "note": r["source"]},
+            {"label": "Steps of the training", "value": t["steps"], "unit": "count", "provenance": "counted"},
+            {"label": "Lost work (steps)", "value": t["lost_steps"], "unit": "count", "provenance": r["provenance"],
+             "note": "steps trained twice: after the step each run resumed from"},
+            {"label": "Lost work (time)", "value": t["lost_s"], "unit": "s", "provenance": "measured"},
+            {"label": "Restart time", "value": t["restart_s"], "unit": "s", "provenance": "measured",
+             "note": "from a run's end to the next one's first step"},
+            {"label": "Goodput of the training", "value": t["goodput"], "unit": "fraction", "provenance": "measured",
+             "note": "wall time not lost to a restart, across the lineage"}]}]
+        return self._panel
 
     def derivations(self) -> list[Derivation]:
         """The training's steps and the restart's lost steps, with their inputs' provenance."""
