@@ -194,7 +194,7 @@ class Lineage(ExtensionBase):
                 "flops_spent": {conv: _minus(v, flops_at.get(conv)) for conv, v in self._parent_flops().items()},
                 "time_s": _minus(parent.last_step_s, parent.step_s.get(r.step))}
         restart_s = self._restart_s()
-        earlier = parent.lineage.get("training") or {}
+        earlier = parent.lineage.get("training") if isinstance(parent.lineage.get("training"), dict) else {}
         ended, started = _time(parent.ended_at), _time(m.started_at)
         wall = training_time(
             parent_wall_s=earlier.get("wall_s") if parent.lineage else parent.passport.get("elapsed_s"),

@@ -122,7 +122,8 @@ def _logged_lineage(folder: Path, summary: dict[str, Any]) -> dict[str, Any]:
     training's wall time carried on to the run's last report or heartbeat; ``{}`` when it wrote none."""
     last = last_of_kinds(folder / LOG_FILE, ("interval",)).get("interval") or {}
     lineage = last.get("lineage")
-    if not isinstance(lineage, dict) or not isinstance(lineage.get("training"), dict):
+    runs = lineage.get("runs") if isinstance(lineage, dict) else None
+    if not isinstance(lineage.get("training") if runs else None, dict) or not all(isinstance(r, dict) for r in runs):
         return {}
     training = dict(lineage["training"])
     late_s = _minus(summary.get("elapsed_s"), last.get("elapsed_s"))
