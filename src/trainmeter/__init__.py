@@ -12,7 +12,7 @@ from typing import Any
 from trainmeter._version import __version__
 from trainmeter.api import alert, batch, calibrate, checkpoint, emit, monitor, phase, preload, save, step, stop
 from trainmeter.core.controls import StopTraining
-from trainmeter.record.runs import Run, load, runs
+from trainmeter.record.runs import Run, load, runs, trainings
 
 __all__ = [
     "Run",
@@ -37,6 +37,7 @@ __all__ = [
     "save",
     "step",
     "stop",
+    "trainings",
 ]
 
 _LAZY = {

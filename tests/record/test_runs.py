@@ -44,10 +44,10 @@ def test_rows_are_newest_first_with_dated_utc_start_formatted_figures_and_path(t
     assert row.path.endswith("20260102T101500Z-new") and not row.from_log
 
 
-def test_a_run_without_a_passport_is_read_from_its_log_and_marked(tmp_path):
+def test_a_run_without_a_passport_is_read_from_its_log_and_marked_killed_once_its_log_fell_silent(tmp_path):
     _log_only_run(tmp_path, "20260304T050607Z", "killed")
     (row,) = runs_table(tmp_path).rows
-    assert row.from_log and row.status == "unfinished *"
+    assert row.from_log and row.status == "killed (last seen 05:07:12) *"  # start + the last report's 65 s
     assert (row.started, row.steps, row.tokens, row.last_loss, row.duration) == (
         "2026-03-04 05:06", "40", "20.5k", "3.25", "0:01:05")
     assert "no passport" in runs_table(tmp_path).text()

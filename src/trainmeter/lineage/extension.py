@@ -22,6 +22,7 @@ from trainmeter.core.lifecycle import probes_available
 from trainmeter.core.patches import ORIGINAL_ATTR, Patches
 from trainmeter.core.provenance import Derivation, Input
 from trainmeter.core.text import markdown_text
+from trainmeter.lineage.goodput import goodput_derivation, goodput_line, training_time
 from trainmeter.lineage.parent import ParentRecord, read_parent
 from trainmeter.lineage.view import PARENT_LOSS, LineageView, earlier_points, earlier_runs
 from trainmeter.record.passport import relative_to_run
@@ -70,6 +71,7 @@ class Lineage(ExtensionBase):
         self._paths: dict[str, dict[str, Any]] = {}  # absolute path of each parent checkpoint -> its record
         self._patches = Patches()
         self.first_step_s: float | None = None  # session seconds at this run's first optimizer step
+        self._panel: list[dict[str, Any]] = []  # the last "Training" panel (publisher thread)
 
     def start(self, context: RunContext) -> None:
         """Read the parent's record; watch ``torch.load`` for one of its checkpoints."""
@@ -172,6 +174,12 @@ class Lineage(ExtensionBase):
         return LineageView(steps_before=before["steps"], tokens_before=before["tokens"])
 
     # -- the record ------------------------------------------------------------------------------------------
+    def on_report(self, report: Any) -> dict[str, Any] | None:
+        """Run-log ``interval["lineage"]``: the training's ``before``, ``training`` and ``runs`` so far, so that this run
+        killed before its passport is resumed with them (docs/spec.md section 22)."""
+        section = self.passport_section()
+        return None if section is None else {key: section[key] for key in ("before", "training", "runs")}
+
     def _at_resume(self, r: Resumed) -> tuple[int | None, dict[str, Any]]:
         """The parent's own tokens and FLOPs by convention after the step resumed from (FLOPs: its FLOPs spent times
         the share of its tokens trained by then)."""
@@ -202,7 +210,7 @@ class Lineage(ExtensionBase):
 
     def _restart_s(self) -> float | None:
         m, parent = self._m, self.parent
-        ended = _time(parent.passport.get("ended_at")) if parent is not None else None
+        ended = _time(parent.ended_at) if parent is not None else None
         started = _time(m.started_at) if m is not None else None
         if ended is None or started is None or self.first_step_s is None:
             return None
@@ -224,28 +232,60 @@ class Lineage(ExtensionBase):
                  if name.startswith("flops_spent[")}
         tokens_at, flops_at = self._at_resume(r)
         lost = {"steps": parent.steps - r.step, "tokens": _minus(parent.tokens_after.get(parent.steps), tokens_at),
-                "flops_spent": {conv: _minus(v, flops_at.get(conv)) for conv, v in self._parent_flops().items()}}
+                "flops_spent": {conv: _minus(v, flops_at.get(conv)) for conv, v in self._parent_flops().items()},
+                "time_s": _minus(parent.last_step_s, parent.step_s.get(r.step))}
         restart_s = self._restart_s()
-        earlier = parent.lineage.get("training") or {}
+        earlier = parent.lineage.get("training") if isinstance(parent.lineage.get("training"), dict) else {}
+        ended, started = _time(parent.ended_at), _time(m.started_at)
+        wall = training_time(
+            parent_wall_s=earlier.get("wall_s") if parent.lineage else parent.passport.get("elapsed_s"),
+            gap_s=max(0.0, (started - ended).total_seconds()) if ended and started else None,
+            elapsed_s=m.elapsed_s(), earlier_lost_s=earlier.get("lost_s") if parent.lineage else 0.0,
+            lost_s=lost["time_s"], restart_s=_plus(earlier.get("restart_s", 0.0), restart_s))
         training = {"steps": before["steps"] + m.steps, "token_unit": unit if same_unit else None,
                     "tokens": _plus(before["tokens"], own_tokens) if same_unit else None,
                     "flops_spent": {conv: _plus(v, spent.get(conv)) for conv, v in before["flops_spent"].items()},
                     "lost_steps": (earlier.get("lost_steps") or 0) + lost["steps"],
                     "lost_tokens": _plus(earlier.get("lost_tokens", 0), lost["tokens"]),
-                    "restart_s": _plus(earlier.get("restart_s", 0.0), restart_s)}
+                    "restart_s": _plus(earlier.get("restart_s", 0.0), restart_s), **wall}
         runs = [{**run, "path": Path(os.path.normpath(Path(rel) / run.get("path", "."))).as_posix()}
                 for run in parent.lineage.get("runs") or [{"path": ".", "name": parent.passport.get("name"),
                                                            "resumed_from_step": None}]]
-        runs[-1].update(status=parent.passport.get("status"), steps=parent.steps, lost_steps=lost["steps"])
+        runs[-1].update(status=parent.status, steps=parent.steps, lost_steps=lost["steps"])
         runs.append({"path": ".", "name": m.options.name, "resumed_from_step": before["steps"],
                      "status": m.status, "steps": m.steps, "lost_steps": None})
         section = {"parent": rel, "runs": runs,
                    "resumed_from": {"step": before["steps"], "parent_step": r.step, "provenance": r.provenance,
-                                    "source": r.source, "checkpoint": r.checkpoint, "framework": r.framework,
-                                    "framework_step": r.framework_step},
+                                    "source": r.source if "summarised_from" not in parent.passport else
+                                    f"{r.source}; the parent's record: {parent.read_from}", "checkpoint": r.checkpoint,
+                                    "framework": r.framework, "framework_step": r.framework_step},
                    "before": before, "training": training, "lost_work": lost, "restart_s": restart_s}
         section["markdown"] = _markdown(section)
         return section
+
+    def panels(self) -> list[dict[str, Any]]:
+        """The "Training" panel: the lineage, the step resumed from, the training's steps, lost work, restart time and
+        goodput so far (publisher thread, read-only; docs/spec.md section 22)."""
+        try:
+            s = self.passport_section()
+        except Exception:  # a count moved while we read: the last panel stays
+            return self._panel
+        if s is None:
+            return []
+        r, t = s["resumed_from"], s["training"]
+        self._panel = [{"id": "lineage", "title": "Training (resumed runs)", "rows": [
+            {"label": "Runs", "value": " → ".join(str(run.get("name")) for run in s["runs"]), "unit": ""},
+            {"label": "Resumed from step", "value": r["step"], "unit": "count", "provenance": r["provenance"],
+             "note": r["source"]},
+            {"label": "Steps of the training", "value": t["steps"], "unit": "count", "provenance": "counted"},
+            {"label": "Lost work (steps)", "value": t["lost_steps"], "unit": "count", "provenance": r["provenance"],
+             "note": "steps trained twice: after the step each run resumed from"},
+            {"label": "Lost work (time)", "value": t["lost_s"], "unit": "s", "provenance": "measured"},
+            {"label": "Restart time", "value": t["restart_s"], "unit": "s", "provenance": "measured",
+             "note": "from a run's end to the next one's first step"},
+            {"label": "Goodput of the training", "value": t["goodput"], "unit": "fraction", "provenance": "measured",
+             "note": "wall time not lost to a restart, across the lineage"}]}]
+        return self._panel
 
     def derivations(self) -> list[Derivation]:
         """The training's steps and the restart's lost steps, with their inputs' provenance."""
@@ -265,6 +305,7 @@ class Lineage(ExtensionBase):
                                      source="the parent's passport"),
                                Input(name="parent_resumed_step", value=r["parent_step"], unit="1",
                                      provenance=r["provenance"], source=r["source"]))),
+            goodput_derivation(section["training"]),
         ]
 
 
@@ -278,4 +319,4 @@ def _markdown(s: dict[str, Any]) -> str:
         f"- Resumed from step {format_count(r['step'])} ({r['provenance']}: {markdown_text(r['source'])})",
         f"- Training: {format_count(t['steps'])} steps, {unit} {format_count(t['tokens'])}; lost work "
         f"{format_count(lost['steps'])} steps, {unit} {format_count(lost['tokens'])}; restart time "
-        f"{format_duration(s['restart_s'])}"])
+        f"{format_duration(s['restart_s'])}", goodput_line(t)])

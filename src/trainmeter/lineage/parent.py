@@ -1,5 +1,6 @@
-"""The parent of a resumed run: ``--resume last|NAME|PATH`` resolved to a saved run folder, and what its record says
-(docs/spec.md section 22). Pure reads of the parent's ``passport.json`` and ``events.jsonl``; any thread."""
+"""The parent of a resumed run: ``--resume last|NAME|PATH`` resolved to a saved run folder (a killed run's too), and
+what its record says (docs/spec.md section 22). Pure reads of the parent's ``passport.json``, else its
+``events.jsonl`` and ``checkpoints/`` folder; any thread."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from trainmeter.record.events import LOG_FILE, iter_events
+from trainmeter.record.events import LOG_FILE, iter_events, last_of_kinds
 from trainmeter.record.runs import load, run_folders
 
 VALID = "expected last, the name of a saved run under the run root, or a run folder (one holding events.jsonl)"
@@ -44,12 +45,34 @@ def _is_run_folder(folder: Path) -> bool:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ParentRecord:
-    """What the parent's record says: its passport, and its own tokens (or samples) after each checkpoint's step
-    and its last (``tokens_after``; empty when they were not read: no batch, or a log missing steps)."""
+    """What the parent's record says: its passport (a killed run's: its log's summary, :attr:`read_from`), its own
+    tokens (or samples) after each checkpoint's step and its last (``tokens_after``; empty when they were not read: no
+    batch, or a log missing steps) and its session seconds at the end of each (``step_s``; step 0 at 0) and of its
+    last step logged (``last_step_s``)."""
 
     folder: Path
     passport: dict[str, Any]
     tokens_after: dict[int, int]
+    step_s: dict[int, float]
+    last_step_s: float = 0.0
+
+    @property
+    def read_from(self) -> str:
+        """Where the record was read: its passport, or its run log (a run with no passport)."""
+        if "summarised_from" not in self.passport:
+            return "its passport"
+        why = "killed: its log fell silent" if self.passport.get("killed") else "no passport"
+        return f"its run log and checkpoints folder ({why}; its end is its last report or heartbeat)"
+
+    @property
+    def status(self) -> Any:
+        """Its passport's status; ``killed`` for a run with no end whose log fell silent."""
+        return "killed" if self.passport.get("killed") else self.passport.get("status")
+
+    @property
+    def ended_at(self) -> Any:
+        """When it ended (ISO): its passport's ``ended_at``, a killed run's last report or heartbeat."""
+        return self.passport.get("ended_at") or self.passport.get("last_seen_at")
 
     @property
     def steps(self) -> int:
@@ -82,23 +105,63 @@ def checkpoints_of(passport: dict[str, Any]) -> list[dict[str, Any]]:
     return sorted(out, key=lambda c: c["step"])
 
 
+def folder_checkpoints(folder: Path) -> list[dict[str, Any]]:
+    """The checkpoints in a run folder's ``checkpoints/`` (``tm.checkpoint()``'s and the controls', named
+    ``step-<n>``, docs/spec.md section 21; a save cut short, ``.tmp``, left out): a killed run's records."""
+    try:
+        names = sorted(os.listdir(folder / "checkpoints"))
+    except OSError:
+        return []
+    found = (re.fullmatch(r"step-([0-9]{1,18})(-[0-9]+)?(\.[A-Za-z0-9]+)?", name) for name in names)
+    return [{"path": f"checkpoints/{m.group(0)}", "step": int(m.group(1)), "source": "checkpoints folder"}
+            for m in found if m is not None and m.group(3) != ".tmp"]
+
+
+def _logged_lineage(folder: Path, summary: dict[str, Any]) -> dict[str, Any]:
+    """A resumed run with no passport: its last report's ``lineage`` (the lineage wing's ``on_report``), the
+    training's wall time carried on to the run's last report or heartbeat; ``{}`` when it wrote none."""
+    last = last_of_kinds(folder / LOG_FILE, ("interval",)).get("interval") or {}
+    lineage = last.get("lineage")
+    runs = lineage.get("runs") if isinstance(lineage, dict) else None
+    if not isinstance(lineage.get("training") if runs else None, dict) or not all(isinstance(r, dict) for r in runs):
+        return {}
+    training = dict(lineage["training"])
+    late_s = _minus(summary.get("elapsed_s"), last.get("elapsed_s"))
+    training["wall_s"] = None if late_s is None or training.get("wall_s") is None else training["wall_s"] + late_s
+    return {"lineage": {**lineage, "training": training}}
+
+
+def _minus(a: Any, b: Any) -> Any:
+    ok = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (a, b))
+    return a - b if ok else None
+
+
 def read_parent(folder: Path) -> ParentRecord:
-    """The parent's record (a run without a passport is summarised from its log, as ``tm.load`` does); its tokens
-    summed from the log's per-step counts (docs/spec.md section 6 ``steps``), bounded to the steps it needs."""
+    """The parent's record (a run without a passport is summarised from its log, as ``tm.load`` does, its checkpoints
+    those in its folder); its tokens and step times from the log's per-step records (docs/spec.md section 6
+    ``steps``), bounded to the steps it needs."""
     passport = load(folder).passport
+    if "summarised_from" in passport:
+        passport = {**passport, "checkpoints": folder_checkpoints(folder), **_logged_lineage(folder, passport)}
     steps = passport.get("steps") if isinstance(passport.get("steps"), int) else 0
     wanted = {c["step"] for c in checkpoints_of(passport)} | {steps}
     after: dict[int, int] = {}
-    if passport.get("token_unit") is not None:
-        seen = total = 0
-        try:
-            for e in iter_events(folder / LOG_FILE, kinds=("steps",)):
-                for value in e.get("value") or []:
-                    seen, total = seen + 1, total + int(value)
-                    if seen in wanted:
-                        after[seen] = total
-        except (OSError, TypeError, ValueError):
-            seen = -1
-        if seen != steps:  # a gap in the log: the counts are not all there (unknown, never a guess)
-            after = {}
-    return ParentRecord(folder=folder, passport=passport, tokens_after=after)
+    step_s: dict[int, float] = {0: 0.0}
+    seen = last = 0
+    total: int | None = 0
+    last_s = 0.0
+    try:
+        for e in iter_events(folder / LOG_FILE, kinds=("steps",)):
+            for n, value, t_us in zip(e.get("step") or [], e.get("value") or [], e.get("t_us") or [], strict=False):
+                seen, last = seen + 1, int(n)
+                total = None if total is None or value is None else total + int(value)
+                last_s = t_us / 1e6
+                if last in wanted:
+                    step_s[last] = last_s
+                    if total is not None:
+                        after[last] = total
+    except (OSError, TypeError, ValueError):
+        seen = -1
+    if seen != last or passport.get("token_unit") is None:  # a gap in the log, or no batch read: unknown
+        after = {}
+    return ParentRecord(folder=folder, passport=passport, tokens_after=after, step_s=step_s, last_step_s=last_s)

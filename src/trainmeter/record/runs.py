@@ -16,15 +16,18 @@ from trainmeter.record.runs_table import (  # the runs table, re-exported (``tra
     RUNS_SHOWN,
     _finite,
     format_runs,
+    last_seen,
     log_tail_summary,
+    parent_name,
     run_folders,
     runs_table,
+    training_order,
 )
 from trainmeter.record.safe_read import PASSPORT_TYPES, exists, read_json, wrong_type
 from trainmeter.sizes import format_bytes
 
 __all__ = ["RUNS_SHOWN", "RUN_COLUMNS", "Run", "damaged_passport", "format_runs", "load", "log_tail_summary",
-           "make_run_dir", "runs", "runs_table", "summarise_log"]
+           "make_run_dir", "runs", "runs_table", "summarise_log", "trainings"]
 
 SUMMARY_MAX_BYTES = 16 * 1024 * 1024  # of a run log a summary (a run without a passport) reads in full; then its tail
 REPLAY_MAX_BYTES = 512 * 1024 * 1024  # of a run log Run.events reads (the rest is left out, and said)
@@ -45,8 +48,17 @@ class Run:
 
     @property
     def status(self) -> str:
-        """``completed`` ... ``terminated``, ``unfinished`` without a passport, or ``damaged`` (see :attr:`damaged`)."""
+        """``completed`` ... ``terminated``; without a passport ``killed`` (no end record and its log silent: docs/spec.md
+        section 22) or ``unfinished`` (it may still run); ``damaged`` (see :attr:`damaged`)."""
+        if self.passport.get("killed") and self.passport.get("status") == "unfinished":
+            return "killed"
         return str(self.passport.get("status") or "unfinished")
+
+    @property
+    def parent(self) -> Path | None:
+        """The folder of the run this one resumed (``--resume``: docs/spec.md section 22), ``None`` for a first run."""
+        name = parent_name(self.passport)
+        return self.dir.parent / name if name is not None else None
 
     @property
     def has_passport(self) -> bool:
@@ -124,6 +136,7 @@ def summarise_log(path: Path, problem: str | None = None, max_bytes: int | None 
     read = ReadStats()
     start: dict[str, Any] = {}
     last: dict[str, Any] = {}
+    beat: dict[str, Any] = {}
     end: dict[str, Any] = {}
     stats: dict[str, dict[str, Any]] = {}
     last_step = None
@@ -135,6 +148,8 @@ def summarise_log(path: Path, problem: str | None = None, max_bytes: int | None 
                 start = dict(e)
             elif kind == "interval":
                 last = dict(e)
+            elif kind == "heartbeat":
+                beat = dict(e)
             elif kind == "end":
                 end = dict(e)
             elif kind == "steps" and isinstance(e.get("step"), list) and e["step"]:
@@ -146,13 +161,18 @@ def summarise_log(path: Path, problem: str | None = None, max_bytes: int | None 
     except OSError as exc:  # Damaged included
         log_damage = str(exc)
     if read.bytes_left_out:
-        tail_found = last_of_kinds(path, ("interval", "end"))
+        tail_found = last_of_kinds(path, ("interval", "heartbeat", "end"))
         last = dict(tail_found.get("interval") or last)
+        beat = dict(tail_found.get("heartbeat") or beat)
         end = dict(tail_found.get("end") or end)
-    if _finite(last.get("step")):
-        last_step = max(last_step or 0, last["step"])
+    for count in (last.get("step"), beat.get("steps_done")):  # a heartbeat's: counted after the last report
+        if _finite(count):
+            last_step = max(last_step or 0, count)
+    seen_at, killed = last_seen(start, [last, beat], end)
     damage = "; ".join(d for d in (problem, log_damage) if d) or None
-    why = f"damaged: {problem}" if problem else "no passport: the run did not finish (kernel killed?)"
+    why = f"damaged: {problem}" if problem else ("no passport: the run was killed (no end record; its log fell "
+                                                 f"silent at {seen_at})" if killed else
+                                                 "no passport: the run did not finish (kernel killed?)")
     notes = [f"{why}; figures are from its run log's last report"]
     if read.lines_skipped:
         notes.append(f"its run log is damaged: {read.lines_skipped} unreadable lines skipped")
@@ -163,13 +183,14 @@ def summarise_log(path: Path, problem: str | None = None, max_bytes: int | None 
         notes.append(f"damaged: {log_damage}")
     out = {"name": start.get("name"), "status": "damaged" if damage else (end.get("status") or "unfinished"),
            "error": end.get("error"), "started_at": start.get("started_at"), "ended_at": end.get("ended_at"),
-           "elapsed_s": last.get("elapsed_s"), "steps": last_step if last_step is not None else 0,
+           "elapsed_s": max([r["elapsed_s"] for r in (last, beat) if _finite(r.get("elapsed_s"))], default=None),
+           "steps": last_step if last_step is not None else 0,
            # token_unit null in a report: no batch read, the count unknown (docs/spec.md section 6)
            "tokens": last.get("tokens") or 0 if last.get("token_unit", "tokens") else None,
            "token_unit": last.get("token_unit", "tokens"),
            "phases_s": last.get("phases_s") or {}, "throughput": last.get("throughput") or {},
            "memory": last.get("memory") or {}, "series": stats, "options": start.get("options") or {},
-           "warnings": notes, "summarised_from": "events.jsonl"}
+           "warnings": notes, "summarised_from": "events.jsonl", "last_seen_at": seen_at, "killed": killed}
     bad = wrong_type(out, PASSPORT_TYPES)
     if bad is not None:  # a log record of the wrong types: keep the counters out
         damage = "; ".join(d for d in (damage, f"events.jsonl: {bad}") if d)
@@ -210,6 +231,18 @@ def runs(root: str | Path | None = None) -> list[Run]:
         except Exception as exc:  # never because of one folder
             found.append(Run(dir=child, passport=damaged_passport(child, f"{type(exc).__name__}: {exc}")))
     return found
+
+
+def trainings(root: str | Path | None = None) -> list[list[Run]]:
+    """The saved runs under ``root`` by training (docs/spec.md section 22), in the order of their first runs: each a
+    first run, then every run that resumed one of its runs (under its parent, oldest first). Never an error."""
+    found = {r.dir.name: r for r in runs(root)}
+    blocks: list[list[Run]] = []
+    for name, depth in training_order({n: parent_name(r.passport) for n, r in found.items()}):
+        if not depth:
+            blocks.append([])
+        blocks[-1].append(found[name])
+    return sorted(blocks, key=lambda b: b[0].dir.name)
 
 
 def make_run_dir(root: Path, name: str, now: datetime) -> Path:

@@ -1,25 +1,28 @@
-"""The ``%trainmeter runs`` table: one bounded row per run folder (passport, else the run log's head and tail).
+"""The ``%trainmeter runs`` table: one bounded row per run folder (passport, else the run log's head and tail), the
+runs of one training grouped (a resumed run under its parent, then the training's counts; docs/spec.md section 22).
 
-A damaged folder is a row whose status says ``damaged: <why>``, never an error. Any thread.
+A damaged folder is a row whose status says ``damaged: <why>``, never an error; a run with no end whose log fell silent
+says ``killed``. Any thread.
 """
 
 from __future__ import annotations
 
 import contextlib
 import math
-from dataclasses import dataclass
-from datetime import datetime, timezone
-from pathlib import Path
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta, timezone
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from trainmeter.core.text import printable
 from trainmeter.options import DEFAULT_RUN_ROOT
 from trainmeter.record.events import HEAD_BYTES, LOG_FILE, TAIL_BYTES, head, tail
 from trainmeter.record.safe_read import PASSPORT_TYPES, exists, open_regular, read_json
-from trainmeter.sizes import format_count, format_duration, format_number
+from trainmeter.sizes import format_count, format_duration, format_number, format_percent
 
 PASSPORT_FILE = "passport.json"
 DAMAGE_SHOWN_CHARS = 72  # characters of a damaged run's reason shown in its status cell
+SILENT_MARGIN_S = 5.0  # past two report intervals of silence, a run with no end record is killed (section 18)
 
 
 def run_folders(base: Path) -> list[Path]:
@@ -45,7 +48,8 @@ RUN_COLUMNS: tuple[str, ...] = ("started (UTC)", "name", "status", "duration", "
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunRow:
     """One row of the runs table (docs/spec.md section 8, "Runs"), every cell formatted (``-`` where unknown);
-    ``from_log``: the figures come from the run log (no passport)."""
+    ``from_log``: the figures come from the run log (no passport); ``parent``: the folder name of the run it resumed;
+    ``training``: its passport's ``lineage.training`` (section 22), for the training's row."""
 
     started: str
     name: str
@@ -56,6 +60,8 @@ class RunRow:
     last_loss: str
     path: str
     from_log: bool = False
+    parent: str | None = None
+    training: dict[str, Any] | None = field(default=None, compare=False)
 
     def cells(self) -> tuple[str, ...]:
         """The cells in :data:`RUN_COLUMNS` order."""
@@ -112,7 +118,56 @@ def runs_table(root: str | Path | None = None, limit: int | None = RUNS_SHOWN) -
     base = Path(root).expanduser() if root is not None else DEFAULT_RUN_ROOT
     children = run_folders(base)[::-1]  # newest first: folders are named <UTC stamp>-<name>
     shown = children if limit is None else children[:limit]
-    return RunsTable(rows=tuple(run_row(c) for c in shown), more=len(children) - len(shown), root=str(base))
+    return RunsTable(rows=grouped({c.name: run_row(c) for c in shown}), more=len(children) - len(shown),
+                     root=str(base))
+
+
+def training_order(parents: dict[str, str | None]) -> list[tuple[str, int]]:
+    """Run folder names (``parents``: each one's parent's, ``None`` for a first run) in trainings: each training's
+    first run, then every run that resumed it under it (oldest first, with its depth), trainings newest first by their
+    newest run; a run whose parent is not among them starts its own."""
+    children: dict[str | None, list[str]] = {}
+    for name in sorted(parents):
+        parent = parents[name]
+        children.setdefault(parent if parent in parents and parent != name else None, []).append(name)
+
+    def walk(name: str, depth: int, block: list[tuple[str, int]]) -> None:
+        if depth <= len(parents):  # a cycle of parents (edited folders) ends here
+            block.append((name, depth))
+            for child in children.get(name, []):
+                walk(child, depth + 1, block)
+
+    blocks: list[list[tuple[str, int]]] = []
+    for root in children.get(None, []):
+        blocks.append([])
+        walk(root, 0, blocks[-1])
+    blocks.sort(key=lambda b: max(n for n, _ in b), reverse=True)
+    return [item for block in blocks for item in block]
+
+
+def grouped(rows: dict[str, RunRow]) -> tuple[RunRow, ...]:
+    """The rows in :func:`training_order`, a resumed run's name marked ``└`` under its parent and, after the last run
+    of a training, a row of the training's counts (its passport's ``lineage.training``)."""
+    order = training_order({name: row.parent for name, row in rows.items()})
+    has_child = {rows[name].parent for name, _ in order}
+    out: list[RunRow] = []
+    for name, depth in order:
+        row = rows[name]
+        out.append(row if not depth else replace(row, name="  " * (depth - 1) + "└ " + row.name))
+        if row.training is not None and name not in has_child:
+            out.append(_training_row(row.training, "  " * depth))
+    return tuple(out)
+
+
+def _training_row(t: dict[str, Any], indent: str) -> RunRow:
+    """The row of one training's counts: steps, tokens, wall time, lost work, restart time and goodput."""
+    unit = t.get("token_unit") or "tokens"
+    status = (f"lost {format_count(t.get('lost_steps'))} steps, restart {format_duration(t.get('restart_s'))}, "
+              f"goodput {format_percent(t.get('goodput'))}")
+    return RunRow(started="", name=indent + "= training", status=status, duration=format_duration(t.get("wall_s")),
+                  steps=format_count(t.get("steps")), last_loss="-", path="",
+                  tokens=format_count(t.get("tokens")) + (f" {unit}" if unit != "tokens" and _finite(t.get("tokens"))
+                                                          else ""))
 
 
 def run_row(folder: Path) -> RunRow:
@@ -152,14 +207,53 @@ def _run_row(folder: Path) -> RunRow:
     unit = p.get("token_unit") or "tokens"
     tokens = p.get("tokens")
     ranks = (p.get("distributed") or {}).get("ranks_recorded")
-    status = str(p.get("status") or "unfinished") + (f" ({ranks} ranks)" if ranks else "") + (" *" if from_log else "")
+    status = str(p.get("status") or "unfinished")
+    if p.get("killed"):
+        seen = _started(p.get("last_seen_at"), "", "%Y-%m-%d %H:%M:%S")
+        status = f"killed (last seen {seen[11:] if seen[:10] == _started(p.get('started_at'), '')[:10] else seen})"
+    status += (f" ({ranks} ranks)" if ranks else "") + (" *" if from_log else "")
     if damage is not None:
         status = _damaged(damage)
+    lineage = p.get("lineage") if isinstance(p.get("lineage"), dict) else {}
+    training = lineage.get("training")
     return RunRow(started=_started(p.get("started_at"), folder.name), name=str(p.get("name") or folder.name),
                   status=status, duration=format_duration(p.get("elapsed_s")) if _finite(p.get("elapsed_s")) else "-",
                   steps=format_count(p.get("steps")) if _finite(p.get("steps")) else "-",
                   tokens=(format_count(tokens) + ("" if unit == "tokens" else f" {unit}")) if _finite(tokens) else "-",
-                  last_loss=format_number(loss) if _finite(loss) else "-", path=_shown_path(folder), from_log=from_log)
+                  last_loss=format_number(loss) if _finite(loss) else "-", path=_shown_path(folder), from_log=from_log,
+                  parent=parent_name(p), training=training if isinstance(training, dict) else None)
+
+
+def parent_name(passport: dict[str, Any]) -> str | None:
+    """The folder name of the run a passport's (or a log summary's) run resumed (its ``lineage.parent``, else its
+    options' ``resume``: ``../<folder>``, a sibling under the run root), ``None`` for a first run."""
+    lineage = passport.get("lineage") if isinstance(passport.get("lineage"), dict) else {}
+    options = passport.get("options") if isinstance(passport.get("options"), dict) else {}
+    rel = lineage.get("parent") or options.get("resume")
+    if not isinstance(rel, str) or not rel.strip():
+        return None
+    parts = PurePosixPath(rel).parts
+    return parts[1] if len(parts) == 2 and parts[0] == ".." else None
+
+
+def last_seen(start: dict[str, Any], records: list[dict[str, Any]], end: dict[str, Any],
+              now: datetime | None = None) -> tuple[str | None, bool]:
+    """When a run was last seen (its ``started_at`` plus the latest ``elapsed_s`` of ``records``, its reports and
+    heartbeats; ISO, to the second) and whether it was killed: no ``end`` and that time more than two report intervals
+    (its options' ``interval_s``) plus :data:`SILENT_MARGIN_S` before ``now``, as a live run writes a report or a
+    heartbeat at least once an interval (docs/spec.md section 18)."""
+    try:
+        started = datetime.fromisoformat(start.get("started_at"))  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None, False
+    if started.tzinfo is None:
+        started = started.replace(tzinfo=timezone.utc)
+    seen = started + timedelta(seconds=max([r["elapsed_s"] for r in records if _finite(r.get("elapsed_s"))],
+                                           default=0.0))
+    interval = (start.get("options") or {}).get("interval_s") if isinstance(start.get("options"), dict) else None
+    silent_s = 2 * (interval if _finite(interval) and interval > 0 else 10.0) + SILENT_MARGIN_S
+    late = ((now or datetime.now(timezone.utc)) - seen).total_seconds() > silent_s
+    return seen.isoformat(timespec="seconds"), not end and late
 
 
 def log_tail_summary(path: Path, head_bytes: int = HEAD_BYTES, tail_bytes: int = TAIL_BYTES) -> dict[str, Any]:
@@ -177,22 +271,27 @@ def log_tail_summary(path: Path, head_bytes: int = HEAD_BYTES, tail_bytes: int =
     last_loss = None
     for r in reversed(tail(path, max_bytes=tail_bytes)):
         kind = r.get("kind")
-        if kind in ("interval", "end") and kind not in found:
+        if kind in ("interval", "heartbeat", "end") and kind not in found:
             found[kind] = r
         values = r.get("value")
         if last_loss is None and kind == "series" and r.get("name") == "train_loss" and isinstance(values, list):
             last_loss = next((v for v in reversed(values) if _finite(v)), None)
-    last, end = found.get("interval", {}), found.get("end", {})
-    return {"name": start.get("name"), "started_at": start.get("started_at"),
-            "status": end.get("status") or "unfinished", "elapsed_s": last.get("elapsed_s"), "steps": last.get("step"),
-            "tokens": last.get("tokens"), "token_unit": last.get("token_unit") or "tokens", "last_loss": last_loss}
+    last, beat, end = found.get("interval", {}), found.get("heartbeat", {}), found.get("end", {})
+    seen_at, killed = last_seen(start, [last, beat], end)
+    counts = [c for c in (last.get("step"), beat.get("steps_done")) if _finite(c)]  # a heartbeat's: counted later
+    return {"name": start.get("name"), "started_at": start.get("started_at"), "status": end.get("status") or "unfinished",
+            "elapsed_s": max([r["elapsed_s"] for r in (last, beat) if _finite(r.get("elapsed_s"))], default=None),
+            "steps": max(counts, default=None),
+            "tokens": last.get("tokens"), "token_unit": last.get("token_unit") or "tokens", "last_loss": last_loss,
+            "options": start.get("options") if isinstance(start.get("options"), dict) else {},
+            "last_seen_at": seen_at, "killed": killed}
 
 
 def _finite(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def _started(started_at: Any, folder_name: str) -> str:
+def _started(started_at: Any, folder_name: str, form: str = "%Y-%m-%d %H:%M") -> str:
     when = None
     with contextlib.suppress(TypeError, ValueError):  # not a string, or not an ISO time
         when = datetime.fromisoformat(started_at)
@@ -203,7 +302,7 @@ def _started(started_at: Any, folder_name: str) -> str:
             return "-"
     if when.tzinfo is not None:
         when = when.astimezone(timezone.utc)
-    return when.strftime("%Y-%m-%d %H:%M")
+    return when.strftime(form)
 
 
 def _shown_path(folder: Path) -> str:
