@@ -47,8 +47,10 @@ def _wait(what: str, ready) -> None:
 
 
 def _logged_steps(run: tm.Run) -> int:
-    """The last step of the run log's per-step records (a heartbeat may have counted later ones)."""
-    return max([0, *(n for e in run.events() if e.get("kind") == "steps" for n in e["step"])])
+    """The run's own last step in its log's per-step records (a heartbeat may have counted later ones); a resumed
+    run logs steps of the training, from its first one on (docs/spec.md section 22)."""
+    logged = [n for e in run.events() if e.get("kind") == "steps" for n in e["step"]]
+    return max(logged) - logged[0] + 1 if logged else 0
 
 
 def _step(model, opt, step: int) -> None:

@@ -148,12 +148,14 @@ def read_parent(folder: Path) -> ParentRecord:
     after: dict[int, int] = {}
     step_s: dict[int, float] = {0: 0.0}
     seen = last = 0
+    origin = None  # a resumed parent logs steps of the training from origin + 1 (docs/spec.md section 22)
     total: int | None = 0
     last_s = 0.0
     try:
         for e in iter_events(folder / LOG_FILE, kinds=("steps",)):
             for n, value, t_us in zip(e.get("step") or [], e.get("value") or [], e.get("t_us") or [], strict=False):
-                seen, last = seen + 1, int(n)
+                origin = int(n) - 1 if origin is None else origin
+                seen, last = seen + 1, int(n) - origin
                 total = None if total is None or value is None else total + int(value)
                 last_s = t_us / 1e6
                 if last in wanted:

@@ -139,7 +139,7 @@ def summarise_log(path: Path, problem: str | None = None, max_bytes: int | None 
     beat: dict[str, Any] = {}
     end: dict[str, Any] = {}
     stats: dict[str, dict[str, Any]] = {}
-    last_step = None
+    last_step = origin = None
     log_damage = None
     try:
         for e in iter_events(path, stats=read, max_bytes=bound):
@@ -153,7 +153,9 @@ def summarise_log(path: Path, problem: str | None = None, max_bytes: int | None 
             elif kind == "end":
                 end = dict(e)
             elif kind == "steps" and isinstance(e.get("step"), list) and e["step"]:
-                last_step = max([last_step or 0, *filter(_finite, e["step"])])
+                if origin is None:  # a resumed run logs steps of the training from origin + 1 (section 22)
+                    origin = e["step"][0] - 1 if _finite(e["step"][0]) else 0
+                last_step = max([last_step or 0, *(n - origin for n in e["step"] if _finite(n))])
             elif kind == "series":
                 _add_series(stats, e)
     except FileNotFoundError:
