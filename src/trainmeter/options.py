@@ -28,6 +28,7 @@ RANGES: dict[str, tuple[int, int | float, str]] = {
     "--max-series": (1, MAX_SERIES_LIMIT, "series"),
     "--budget-steps": (1, 10**12, "optimizer steps"),
     "--budget-tokens": (1, 10**18, "tokens"),
+    "--budget-samples": (1, 10**18, "samples"),
     "--budget-flops": (1, 1e32, "FLOPs"),
 }
 """The physical range of each whole-number and budget flag: ``(lowest, highest, what it counts)``."""
@@ -41,6 +42,7 @@ class MonitorOptions:
     name: str = "run"
     budget_tokens: int | None = None
     budget_steps: int | None = None
+    budget_samples: int | None = None
     budget_flops: float | None = None
     run_root: Path = DEFAULT_RUN_ROOT
     interval_s: float = 10.0
@@ -93,6 +95,8 @@ FLAGS: tuple[Flag, ...] = (
     Flag("--budget-tokens", "budget_tokens", "N", "planned training tokens, with K/M/B/T suffixes (20B, 1.5M); "
          "gives progress, ETA and FLOPs required", "none", "budget"),
     Flag("--budget-steps", "budget_steps", "N", "planned optimizer steps (1000, 1.5k)", "none", "budget"),
+    Flag("--budget-samples", "budget_samples", "N", "planned training samples (50k, 1.2M) where the run counts samples",
+         "none", "budget"),
     Flag("--budget-flops", "budget_flops", "X", "planned training FLOPs (1e21, 3.5T)", "none", "budget"),
     Flag("--dir", "run_root", "PATH", "folder that holds run folders (~ expanded)", str(DEFAULT_RUN_ROOT)),
     Flag("--interval", "interval_s", "SECONDS", "seconds between reports (run-log records, text lines), "
@@ -224,8 +228,8 @@ def _run_root(run_dir: Any) -> Path:
 
 
 def make_options(*, name: str | None = None, budget_tokens: Any = None, budget_steps: Any = None,
-                 budget_flops: Any = None, run_dir: Any = None, interval_s: Any = None, widget: bool = True,
-                 convention: str | None = None, peak_tflops: Any = None, peak_source: str | None = None,
+                 budget_flops: Any = None, budget_samples: Any = None, run_dir: Any = None, interval_s: Any = None,
+                 widget: bool = True, convention: str | None = None, peak_tflops: Any = None, peak_source: str | None = None,
                  layers: Any = None, d_model: Any = None, seq_len: Any = None, vocab: Any = None,
                  gpus: str | None = None, memory_snapshot_step: Any = None, tap: bool = True,
                  grid_gco2_per_kwh: Any = None, grid_source: str | None = None, max_series: Any = None,
@@ -238,9 +242,9 @@ def make_options(*, name: str | None = None, budget_tokens: Any = None, budget_s
         if not isinstance(value, bool):
             raise ValueError(f"invalid value {value!r} for {flag}: expected True or False")
     run_name = _name(name)
-    budgets = [b for b in (budget_tokens, budget_steps, budget_flops) if b is not None]
+    budgets = [b for b in (budget_tokens, budget_steps, budget_samples, budget_flops) if b is not None]
     if len(budgets) > 1:
-        raise ValueError("give at most one budget: --budget-tokens, --budget-steps or --budget-flops")
+        raise ValueError("give at most one budget: --budget-tokens, --budget-steps, --budget-samples or --budget-flops")
     interval = _seconds(interval_s)
     flops = _count(budget_flops, "--budget-flops", integer=False)
     peak = validate_peak(peak_tflops, _text(peak_source, "--peak-source"))
@@ -250,6 +254,7 @@ def make_options(*, name: str | None = None, budget_tokens: Any = None, budget_s
     root = _run_root(run_dir)
     return MonitorOptions(name=run_name, budget_tokens=_count(budget_tokens, "--budget-tokens"),
                           budget_steps=_count(budget_steps, "--budget-steps"), budget_flops=flops,
+                          budget_samples=_count(budget_samples, "--budget-samples"),
                           run_root=root, interval_s=interval, widget=bool(widget), convention=conv,
                           peak_tflops=peak, peak_source=peak_source, layers=_whole(layers, "--layers"),
                           d_model=_whole(d_model, "--d-model"), seq_len=_whole(seq_len, "--seq-len"),

@@ -163,5 +163,5 @@ def test_a_samples_run_names_its_rates_samples_per_s_and_is_not_told_to_budget_t
     assert "samples_per_s" in names and not any("token" in n for n in names)
     assert tiles["mfu"]["derivation"]["formula"] == "F * samples_per_s / (devices * peak)"
     assert tiles["throughput"]["derivation"]["name"] == "train_samples_per_s"
-    assert "--budget-steps N, or --budget-tokens N counted in samples" in tiles["flops"]["sub"]
+    assert "--budget-samples N or --budget-steps N" in tiles["flops"]["sub"]
     assert "tokens_per_s" not in json.dumps(tiles["mfu"])

@@ -198,7 +198,7 @@ def compute_tiles(section: dict[str, Any], derivations: dict[str, dict[str, Any]
     spent = (section.get("flops_spent") or {}).get(key)
     required = (section.get("flops_required") or {}).get(key)
     spent_d = derivations.get(f"flops_spent[{key}]")
-    hint = "--budget-tokens N" if per == "token" else "--budget-steps N, or --budget-tokens N counted in samples"
+    hint = "--budget-tokens N" if per == "token" else "--budget-samples N or --budget-steps N"
     flops: dict[str, Any] = {
         "id": "flops", "label": f"FLOPs spent ({key})", "value": spent, "unit": "flop", "derivation": spent_d,
         "sub": (f"of {format_flops(required)} required" if required is not None

@@ -71,7 +71,7 @@ def eta_s(done: Quantity, budget: Quantity, pace: Pace, *, unit: str = "tokens")
     name = "eta_s.session" if pace.name == "session" else "eta_s"
     miss = None
     if total is None or total <= 0:
-        miss = "no budget: pass --budget-tokens, --budget-steps or --budget-flops"
+        miss = "no budget: pass --budget-tokens, --budget-steps, --budget-samples or --budget-flops"
     elif seen is None:
         miss = f"{unit} seen unknown"
     elif rate is None or rate <= 0:

@@ -298,6 +298,13 @@ class ComputeExtension(ExtensionBase):
         elif o.budget_tokens is not None:
             budget = budget_tokens(tokens=o.budget_tokens)
             out["progress"] = progress(tokens, budget)
+        elif o.budget_samples is not None:  # a budget in the run's counted unit only (docs/spec.md section 5)
+            budget = budget_tokens(tokens=o.budget_samples)
+            budget = replace(budget, inputs=tuple(replace(i, source="--budget-samples") for i in budget.inputs))
+            out["progress"] = progress(tokens, budget)
+            if m.token_unit not in (None, "samples"):
+                why = f"--budget-samples counts samples; this run counts {m.token_unit}: give --budget-tokens"
+                budget, out["progress"] = (replace(d, value=None, missing=why) for d in (budget, out["progress"]))
         elif o.budget_flops is not None:
             budget = budget_tokens(chosen, flops=o.budget_flops)
             if chosen is None:  # FLOPs per token differ by convention: do not pick one silently

@@ -149,7 +149,7 @@ def progress(tokens_seen: Quantity, budget: Quantity) -> Derivation:
     inputs = (as_input("tokens_seen", tokens_seen, "tokens", "counted"),
               as_input("budget_tokens", budget, "tokens", "declared"))
     seen, total = (input_number(i) for i in inputs)
-    miss = ("no budget: pass --budget-tokens, --budget-steps or --budget-flops" if total is None or total <= 0
+    miss = ("no budget: pass --budget-tokens, --budget-steps, --budget-samples or --budget-flops" if total is None or total <= 0
             else "tokens seen unknown" if seen is None else None)
     return Derivation(name="progress", formula="min(1, tokens_seen / budget_tokens)", unit="fraction", inputs=inputs,
                       value=None if miss else min(1.0, max(0.0, seen / total)), missing=miss)  # type: ignore[operator]
