@@ -27,6 +27,11 @@ def test_a_samples_budget_gives_progress_over_the_samples_the_run_counted(run_ro
     c, d = _compute(m)
     assert m.token_unit == "samples" and c["progress"] == pytest.approx(0.5)
     assert d["budget_tokens"]["value"] == 160 and d["budget_tokens"]["inputs"][0]["source"] == "--budget-samples"
+    from trainmeter.widget.view_model import build_state, facts_from_run
+
+    run = tm.load(m.run_dir)
+    assert build_state(facts_from_run(run.passport, run.events(), str(run.dir)))["progress"]["label"] == (
+        "80 / 160 samples")
 
 
 def test_a_samples_budget_on_a_run_that_counts_tokens_is_unknown_and_says_which_flag_fits(run_root):

@@ -251,5 +251,6 @@ def progress_bar(section: dict[str, Any], derivations: dict[str, dict[str, Any]]
     if "budget_steps" in inputs:
         label = " / ".join(format_count_pair(inputs.get("steps"), inputs["budget_steps"])) + " steps"
     else:
-        label = " / ".join(format_count_pair(inputs.get("tokens_seen"), inputs.get("budget_tokens"))) + " tokens"
+        unit = section.get("unit") or "tokens"  # the run's counted unit: samples where no token ids were read
+        label = " / ".join(format_count_pair(inputs.get("tokens_seen"), inputs.get("budget_tokens"))) + f" {unit}"
     return {"fraction": prog["value"], "eta_s": eta.get("value"), "pace": pace_of(eta or None), "label": label}

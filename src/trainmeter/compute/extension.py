@@ -262,7 +262,7 @@ class ComputeExtension(ExtensionBase):
         tokens = m.tokens if m.token_unit is not None else None
         figures = self._budget(*training_counts(m, m.steps, tokens), interval.train_tokens_per_s if interval else None,
                                session.session_tokens_per_s if session else None, {}, recent=recent)
-        return progress_bar({}, {name: d.to_dict() for name, d in figures.items()})
+        return progress_bar({"unit": m.token_unit}, {name: d.to_dict() for name, d in figures.items()})
 
     def text_fields(self) -> dict[str, Any]:
         """``mfu`` (chosen convention only) and progress for the text line."""
