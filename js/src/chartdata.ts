@@ -13,12 +13,12 @@ export interface ChartContext {
   look?: Look;
 }
 
-/** One drawn column: a plain series, a raw one under its twin, or the smoothed twin. */
+/** One drawn column: a series as read, or the smoothed twin drawn light over it. */
 export interface ChartLine {
   name: string;
   /** Index of its colour in the palette: the raw series' place among the drawn ones. */
   colour: number;
-  role: "line" | "raw" | "smoothed";
+  role: "line" | "smoothed";
 }
 
 export interface ChartData {
@@ -89,7 +89,7 @@ export function buildChartData(
     const colour = names.length;
     names.push(name);
     tables.push([raw.xs, raw.ys]);
-    lines.push({ name, colour, role: twin ? "raw" : "line" });
+    lines.push({ name, colour, role: "line" });
     points += raw.xs.length;
     if (twin && twinName) {
       tables.push([twin.xs, twin.ys]);

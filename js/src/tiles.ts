@@ -57,6 +57,7 @@ function updateTile(view: TileView, tile: Tile): void {
   else delete view.value.dataset.value;
   const missing = tile.value == null && !tile.text;
   view.root.classList.toggle("tm-tile--missing", missing);
+  view.root.classList.toggle("tm-tile--alert", !!tile.alert);
   const subText = missing ? (tile.missing ?? "") : (tile.sub ?? "");
   setText(view.sub, subText);
   view.sub.title = subText; // clamped to two lines: the whole text on hover
