@@ -23,7 +23,7 @@ export interface ChartView {
   latest?: ChartSpec["latest"];
 }
 
-export const CHART_HEIGHT_PX = 180;
+export const CHART_HEIGHT_PX = 190;
 
 function cssVar(el: HTMLElement, name: string, fallback: string): string {
   const value = getComputedStyle(el).getPropertyValue(name).trim();
@@ -117,6 +117,7 @@ export function chartOptions(
       {
         ...axis((_u, splits) => xTicks(x, splits)),
         space: x === "time" ? 80 : 60,
+        size: 28, // the tick labels' line: the plot keeps the rest (uPlot's 50 px would leave it less)
         splits: (_u, _i, min, max) => linearTicks(min, max, x === "time" ? 5 : rule.max_ticks, rule),
       },
       {

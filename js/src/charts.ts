@@ -112,12 +112,12 @@ export function createChartPanel(
   title.prepend(tools);
   const plot = h("div", "tm-chart-plot");
   const empty = h("div", "tm-chart-empty", "waiting for data");
-  // one line from the first frame (a no-break space until the first redraw names the axis): a chart whose data
-  // comes after the first frame keeps the panel's height
-  const caption = h("div", "tm-x-label", "\u00a0");
+  // the x axis' name in the title row (not a line of its own under the plot: the plot keeps that height)
+  const caption = h("span", "tm-x-label");
   caption.dataset.tm = "x-label";
+  title.append(caption);
   plot.append(empty); // over the plot's reserved height: the panel has its final size from the first frame
-  el.append(title, plot, caption);
+  el.append(title, plot);
   let placed: { x: number; marker: Marker }[] = [];
   const markerLayer = h("div", "tm-markers");
   let chart: uPlot | null = null;

@@ -42,9 +42,8 @@ export function buildHeader(): Component {
     el,
     update(state) {
       setText(name, state.name ?? "");
-      const loss = state.loss_state
-        ? ` · loss ${state.loss_state === "diverged" ? "diverged" : "nan/inf"}`
-        : "";
+      const read = state.tiles?.find((t) => t.id === "loss")?.text ?? "nan/inf"; // the loss tile's "nan", "inf"
+      const loss = state.loss_state ? ` · loss ${state.loss_state === "diverged" ? "diverged" : read}` : "";
       setText(status, (state.status ?? "") + loss);
       status.dataset.status = state.status ?? "";
       if (state.loss_state) status.dataset.loss = state.loss_state;
