@@ -13,12 +13,12 @@ export interface ChartContext {
   look?: Look;
 }
 
-/** One drawn column: a plain series, a raw one under its twin, or the smoothed twin. */
+/** One drawn column: a series as read, or the smoothed twin drawn light over it. */
 export interface ChartLine {
   name: string;
   /** Index of its colour in the palette: the raw series' place among the drawn ones. */
   colour: number;
-  role: "line" | "raw" | "smoothed" | "parent";
+  role: "line" | "smoothed" | "parent";
 }
 
 export interface ChartData {
@@ -91,7 +91,7 @@ export function buildChartData(
     const colour = parent ? 0 : names.length;
     names.push(name);
     tables.push([raw.xs, raw.ys]);
-    lines.push({ name, colour, role: parent ? "parent" : twin ? "raw" : "line" });
+    lines.push({ name, colour, role: parent ? "parent" : "line" });
     points += raw.xs.length;
     if (twin && twinName) {
       tables.push([twin.xs, twin.ys]);

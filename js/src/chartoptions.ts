@@ -17,11 +17,13 @@ import type { XMode } from "./xaxis";
 
 export interface ChartView {
   logY: boolean;
-  /** Whether the smoothed twins the spec names are drawn (the raw series then faint under them). */
+  /** Whether the smoothed twins the spec names are drawn (a light band over the raw series). */
   smoothed: boolean;
+  /** The spec's `latest` values, read when the legend is drawn (the newest state's, not the first one's). */
+  latest?: ChartSpec["latest"];
 }
 
-export const CHART_HEIGHT_PX = 180;
+export const CHART_HEIGHT_PX = 190;
 
 function cssVar(el: HTMLElement, name: string, fallback: string): string {
   const value = getComputedStyle(el).getPropertyValue(name).trim();
@@ -42,7 +44,7 @@ function xLabel(x: XMode, v: number): string {
 
 /**
  * uPlot's options for `lines`. Colours, the tick rule and the dot threshold are the state's look
- * (widget/look.py); a raw series under its smoothed twin is drawn faint (the kernel computes the
+ * (widget/look.py); a smoothed twin is a light band over its raw series (the kernel computes the
  * twin: nothing is smoothed here).
  */
 export function chartOptions(
@@ -71,33 +73,40 @@ export function chartOptions(
     const sparse = col != null && finiteCount(col) <= look.marker_max_points;
     // off the chart, the legend reads the newest value (the hovered one under the pointer)
     const value = (u: uPlot, v: number | null, sidx: number, idx: number | null) => {
-      const shown = idx == null ? lastFinite(u.data[sidx]) : v;
+      const latest = idx == null ? view.latest?.[line.name] : undefined;
+      if (typeof latest === "string") return latest; // "nan" / "inf": what was read, as the tile says it
+      const shown = idx == null ? (latest ?? lastFinite(u.data[sidx])) : v;
       return shown == null ? MISSING : formatValue(shown, spec.unit);
     };
     const label = seriesLabel(spec, line.name);
-    if (line.role === "raw" || line.role === "parent") {
+    if (line.role === "parent") {
+      // a resumed run's earlier runs: faint and thin, under this run's line
       const faint = `${colour}${look.faint_alpha}`;
       series.push({
-        label: line.role === "raw" ? `${label} (raw)` : label,
+        label,
         stroke: faint,
         width: 1,
-        spanGaps: true, // aligned x: a sparse series (val_loss) is null between its points
+        spanGaps: true,
         value,
         points: { show: sparse, size: 5, fill: faint, stroke: faint },
       });
       return;
     }
+    // the loss as read is the named line; its smoothed twin (the kernel's, widget/smoothed.py) a light band over it
+    const smoothed = line.role === "smoothed";
+    const stroke = smoothed ? `${colour}${look.faint_alpha}` : colour;
     series.push({
       label,
-      stroke: colour,
-      width: 1.5,
+      stroke,
+      width: smoothed ? 4 : 1.5,
       spanGaps: true, // aligned x: a sparse series (val_loss) is null between its points
       value,
-      points: { show: sparse, size: 6, fill: colour },
+      points: { show: sparse && !smoothed, size: 6, fill: colour },
     });
   });
   const rule = look.ticks;
-  const logY = view.logY;
+  const logY = view.logY && !flat(data); // a constant (an lr never scheduled) on a log axis reads as nothing
+  const fixed = spec.y_range;
   return {
     width,
     height: CHART_HEIGHT_PX,
@@ -112,12 +121,16 @@ export function chartOptions(
         : spec.unit === "fraction"
           ? // shares and utilisations on their whole 0-100% scale: a 0.5% dip stays a dip, not a cliff
             { distr: 1, range: (_u, _min, max) => [0, Math.max(1, max)] }
-          : { distr: 1 },
+          : fixed
+            ? // 0 to the device's total (memory): how full it is, not the wiggle (a reading past it still shows)
+              { distr: 1, range: (_u, _min, max) => [fixed[0], Math.max(fixed[1] ?? 0, max)] }
+            : { distr: 1 },
     },
     axes: [
       {
         ...axis((_u, splits) => xTicks(x, splits)),
         space: x === "time" ? 80 : 60,
+        size: 28, // the tick labels' line: the plot keeps the rest (uPlot's 50 px would leave it less)
         splits: (_u, _i, min, max) => linearTicks(min, max, x === "time" ? 5 : rule.max_ticks, rule),
       },
       {
@@ -144,6 +157,19 @@ export function chartOptions(
     cursor: { drag: { x: true, y: false } },
     legend: { show: true },
   };
+}
+
+/** Whether every finite value of the data's y columns is the same one (none: not flat). */
+export function flat(data?: uPlot.AlignedData): boolean {
+  let first: number | null = null;
+  for (const col of data?.slice(1) ?? []) {
+    for (const v of Array.from(col as ArrayLike<number | null>)) {
+      if (v == null || !Number.isFinite(v)) continue;
+      if (first === null) first = v;
+      else if (v !== first) return false;
+    }
+  }
+  return first !== null;
 }
 
 /** Labels closer than this on a log axis would touch ("1" over "0.8"). */

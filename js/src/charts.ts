@@ -2,7 +2,7 @@
 
 import uPlot from "uplot";
 import { buildChartData, type ChartContext, finiteCount, placeMarkers, seriesLabel } from "./chartdata";
-import { CHART_HEIGHT_PX, type ChartView, chartOptions } from "./chartoptions";
+import { CHART_HEIGHT_PX, type ChartView, chartOptions, flat } from "./chartoptions";
 import { h } from "./dom";
 import { type ChartSpec, FALLBACK_LOOK, type Marker } from "./protocol";
 import type { SeriesStore } from "./store";
@@ -112,12 +112,12 @@ export function createChartPanel(
   title.prepend(tools);
   const plot = h("div", "tm-chart-plot");
   const empty = h("div", "tm-chart-empty", "waiting for data");
-  // one line from the first frame (a no-break space until the first redraw names the axis): a chart whose data
-  // comes after the first frame keeps the panel's height
-  const caption = h("div", "tm-x-label", "\u00a0");
+  // the x axis' name in the title row (not a line of its own under the plot: the plot keeps that height)
+  const caption = h("span", "tm-x-label");
   caption.dataset.tm = "x-label";
+  title.append(caption);
   plot.append(empty); // over the plot's reserved height: the panel has its final size from the first frame
-  el.append(title, plot, caption);
+  el.append(title, plot);
   let placed: { x: number; marker: Marker }[] = [];
   const markerLayer = h("div", "tm-markers");
   let chart: uPlot | null = null;
@@ -162,6 +162,7 @@ export function createChartPanel(
     const ctx = context?.();
     const look = ctx?.look ?? FALLBACK_LOOK;
     const built = buildChartData(current, store, ctx, view.smoothed);
+    view.latest = current.latest;
     const { names, lines, data, points } = built;
     const x = built.x ?? current.x;
     placed = placeMarkers(current, x, ctx);
@@ -178,7 +179,17 @@ export function createChartPanel(
       .map((col) => finiteCount(col as (number | null)[]) <= look.marker_max_points);
     const labels = lines.map((l) => seriesLabel(current, l.name));
     drawn(el).tmDrawn = { labels, data }; // what is drawn, read by the browser tests (drawn = recorded)
-    const key = JSON.stringify([x, current.unit, view.logY, lines, labels, sparse, look]);
+    const key = JSON.stringify([
+      x,
+      current.unit,
+      view.logY,
+      lines,
+      labels,
+      sparse,
+      look,
+      current.y_range,
+      flat(data),
+    ]);
     if (names.length === 0 || key !== chartKey) {
       chart?.destroy();
       chart = null;
@@ -197,7 +208,6 @@ export function createChartPanel(
       options.hooks = { ...options.hooks, draw: [(u: uPlot) => positionMarkers(u)] };
       options.scales = { ...options.scales, x: { ...options.scales?.x, range: xRange } };
       chart = new uPlot(options, data, plot);
-      hideRawLegend(chart);
       showNewest(chart);
       positionMarkers(chart);
     } catch (err) {
@@ -269,15 +279,6 @@ function setCaption(el: HTMLElement, text: string): void {
 /** Off the chart, the legend shows each series' newest value (under the pointer, the hovered one). */
 export function showNewest(chart: uPlot): void {
   if (chart.cursor.idx == null) chart.setLegend({ idx: null as unknown as number });
-}
-
-/** The faint raw lines under an EMA keep their colour but leave the legend to the smoothed ones. */
-export function hideRawLegend(chart: uPlot): void {
-  const rows = chart.root.querySelectorAll<HTMLElement>(".u-legend .u-series");
-  chart.series.forEach((series, i) => {
-    const row = rows[i];
-    if (row && typeof series.label === "string" && series.label.endsWith(" (raw)")) row.hidden = true;
-  });
 }
 
 /** Call `onChange` when the host switches light/dark (JupyterLab, Notebook 7, VS Code). */

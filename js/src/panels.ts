@@ -42,8 +42,12 @@ export function buildHeader(): Component {
     el,
     update(state) {
       setText(name, state.name ?? "");
-      setText(status, state.status ?? "");
+      const read = state.tiles?.find((t) => t.id === "loss")?.text ?? "nan/inf"; // the loss tile's "nan", "inf"
+      const loss = state.loss_state ? ` · loss ${state.loss_state === "diverged" ? "diverged" : read}` : "";
+      setText(status, (state.status ?? "") + loss);
       status.dataset.status = state.status ?? "";
+      if (state.loss_state) status.dataset.loss = state.loss_state;
+      else delete status.dataset.loss;
       setText(elapsed, state.elapsed_s == null ? "" : formatDuration(state.elapsed_s));
       const p = state.progress;
       setText(outcome, p ? "" : endText(state));

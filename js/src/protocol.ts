@@ -95,6 +95,8 @@ export interface Tile {
   derivation?: Derivation | null;
   /** Several worked out in the popover (the MFU range: one per convention); else `derivation`. */
   derivations?: Derivation[];
+  /** Drawn in the alert colour (a loss that went non-finite or diverged). */
+  alert?: boolean;
 }
 
 export interface Progress {
@@ -115,9 +117,13 @@ export interface ChartSpec {
   labels?: Record<string, string>;
   /**
    * Raw series -> its smoothed twin, computed by the kernel over every step (widget/smoothed.py):
-   * the raw line is drawn faint under the twin, in the raw series' colour. The front end smooths nothing.
+   * a light band over the raw line, in its colour. The front end smooths nothing.
    */
   smoothed?: Record<string, string>;
+  /** A series' newest value as read (the loss tile's; "nan"/"inf" when not finite): the legend's off the chart. */
+  latest?: Record<string, number | string | null>;
+  /** The y axis from `[0]` to at least `[1]` (the memory chart: 0 to the device's total). */
+  y_range?: [number, number | null] | null;
 }
 
 /** A verdict's marker: where on which chart a trouble began (verdicts/markers.py). */
@@ -235,6 +241,8 @@ export interface WidgetState {
   rev?: number;
   name: string;
   status: Status | string;
+  /** The loss went non-finite or diverged (widget/loss_health.py): the status chip says so in its colour. */
+  loss_state?: "nonfinite" | "diverged" | null;
   elapsed_s?: number;
   run_dir?: string | null;
   /** The run folder, absolute (the header's links). */

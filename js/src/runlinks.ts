@@ -69,9 +69,7 @@ function encodePath(path: string): string {
   return path.split("/").map(encodeURIComponent).join("/");
 }
 
-export const HIDDEN_HINT =
-  "Jupyter does not serve hidden folders: run with --dir runs, " +
-  "or start Jupyter with --ContentsManager.allow_hidden=True";
+export const HIDDEN_HINT = "Jupyter does not serve hidden folders by default: run with --dir runs";
 
 type Probe = "ok" | "refused" | "pending";
 
@@ -137,8 +135,10 @@ export function buildRunLinks(
     if (!runDir) return;
     const finished = !["starting", "running"].includes(state.status ?? "");
     const path = config ? serverPath(state.run_path, state.run_rel, config, pathname) : null;
-    const folderState = path ? probe(path) : "refused";
-    const passport = path && finished ? `${path}/passport.md` : null;
+    // a hidden folder is not asked for: Jupyter refuses it by default, and each refusal is a 404 in the console
+    const asked = path && !isHidden(path) ? path : null;
+    const folderState = asked ? probe(asked) : "refused";
+    const passport = asked && finished ? `${asked}/passport.md` : null;
     const passportState = passport ? probe(passport) : "refused";
     const key = JSON.stringify([runDir, path, folderState, passportState, finished]);
     if (key === last && !force) return;

@@ -47,6 +47,7 @@ function makeTile(id: string, onToggle: (id: string) => void): TileView {
 function updateTile(view: TileView, tile: Tile): void {
   view.tile = tile;
   setText(view.labelText, tile.label);
+  view.labelText.title = tile.label; // two lines at most: the whole label on hover
   setText(view.badge, tile.provenance ?? "");
   // a badge qualifies a value: none on a missing one
   view.badge.hidden = !tile.provenance || (tile.value == null && !tile.text);
@@ -57,9 +58,10 @@ function updateTile(view: TileView, tile: Tile): void {
   else delete view.value.dataset.value;
   const missing = tile.value == null && !tile.text;
   view.root.classList.toggle("tm-tile--missing", missing);
+  view.root.classList.toggle("tm-tile--alert", !!tile.alert);
   const subText = missing ? (tile.missing ?? "") : (tile.sub ?? "");
   setText(view.sub, subText);
-  view.sub.title = subText; // clamped to two lines: the whole text on hover
+  view.sub.title = subText; // clamped to one line: the whole text on hover
   const derivable = tileDerivations(tile).length > 0;
   view.root.classList.toggle("tm-tile--derivable", derivable);
   if (derivable) {
@@ -194,6 +196,7 @@ export function buildTiles(): Component {
         }
       }
       el.hidden = tiles.length === 0;
+      grid.style.setProperty("--tm-tile-count", String(Math.max(1, tiles.length))); // one row (tiles.css)
       showPopover();
     },
   };

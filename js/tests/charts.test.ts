@@ -1,7 +1,8 @@
 // @vitest-environment happy-dom
+import type uPlot from "uplot";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { buildChartData, plainLines } from "../src/chartdata";
-import { chartOptions } from "../src/chartoptions";
+import { chartOptions, flat } from "../src/chartoptions";
 import { createChartPanel, FrameScheduler } from "../src/charts";
 import { type ChartSpec, FALLBACK_LOOK, type Look } from "../src/protocol";
 import { SeriesStore } from "../src/store";
@@ -259,7 +260,7 @@ describe("smoothed twins (computed by the kernel, widget/smoothed.py)", () => {
     smoothed: { train_loss: "train_loss.ema" },
     labels: {
       train_loss: "train loss",
-      "train_loss.ema": "train loss (EMA 0.98)",
+      "train_loss.ema": "smoothed (EMA, ~50 steps)",
       val_loss: "validation loss",
     },
   };
@@ -279,7 +280,7 @@ describe("smoothed twins (computed by the kernel, widget/smoothed.py)", () => {
     const { names, lines, data, points } = buildChartData(spec, store());
     expect(names).toEqual(["train_loss", "val_loss"]);
     expect(lines).toEqual([
-      { name: "train_loss", colour: 0, role: "raw" },
+      { name: "train_loss", colour: 0, role: "line" },
       { name: "train_loss.ema", colour: 0, role: "smoothed" },
       { name: "val_loss", colour: 1, role: "line" },
     ]);
@@ -287,7 +288,7 @@ describe("smoothed twins (computed by the kernel, widget/smoothed.py)", () => {
     expect(points).toBe(5);
   });
 
-  it("draws the raw series faint under the twin, with the look's palette, and only the twin in the legend", () => {
+  it("draws the raw loss as the named line and its twin as a light band over it, both in the legend", () => {
     const look: Look = { ...FALLBACK_LOOK, palette: ["#111111", "#222222"], faint_alpha: "40" };
     const built = buildChartData(spec, store());
     const opts = chartOptions(
@@ -302,10 +303,24 @@ describe("smoothed twins (computed by the kernel, widget/smoothed.py)", () => {
     );
     const drawn = opts.series.slice(1).map((s) => [s.label, s.stroke, s.width]);
     expect(drawn).toEqual([
-      ["train loss (raw)", "#11111140", 1],
-      ["train loss (EMA 0.98)", "#111111", 1.5],
+      ["train loss", "#111111", 1.5],
+      ["smoothed (EMA, ~50 steps)", "#11111140", 4],
       ["validation loss", "#222222", 1.5],
     ]);
+  });
+
+  it("off the chart, the legend shows the spec's latest value (the tile's), 'nan' as read", () => {
+    const built = buildChartData(spec, store());
+    const view = { logY: false, smoothed: true, latest: { train_loss: 0.3112 } as ChartSpec["latest"] };
+    const opts = chartOptions(spec, built.lines, document.createElement("div"), 400, view, built.data);
+    const u = { data: built.data } as unknown as uPlot;
+    type Value = (u: uPlot, v: number | null, s: number, idx: number | null) => string;
+    const legend = (i: number): unknown =>
+      ((opts.series[i] as uPlot.Series).value as Value)(u, null, i, null);
+    expect(legend(1)).toBe("0.3112"); // not the last drawn point (1): the decimated column may end on a bucket's min
+    expect(legend(2)).toBe("2.49"); // the twin's own newest value
+    view.latest = { train_loss: "nan" };
+    expect(legend(1)).toBe("nan");
   });
 
   it("without the twin in the store, or with the toggle off, the raw series is a plain line", () => {
@@ -360,5 +375,43 @@ describe("axis ranges and log tick spacing", () => {
       expect(px(kept[i] as number) - px(kept[i - 1] as number)).toBeGreaterThanOrEqual(MIN_LABEL_GAP_PX);
     }
     expect(kept).not.toContain(0.8); // 0.8 would touch 1
+  });
+});
+
+describe("y scales", () => {
+  const spec: ChartSpec = { id: "lr", title: "lr", x: "step", unit: "lr", series: ["lr"], log_y: true };
+  const el = (): HTMLElement => document.createElement("div");
+
+  it("draws a constant (an lr never scheduled) on a linear axis, a varying one on its log axis", () => {
+    const constant: uPlot.AlignedData = [
+      [1, 2, 3],
+      [3e-4, 3e-4, 3e-4],
+    ];
+    expect(flat(constant)).toBe(true);
+    expect(chartOptions(spec, plainLines(["lr"]), el(), 400, undefined, constant).scales?.y?.distr).toBe(1);
+    const decaying: uPlot.AlignedData = [
+      [1, 2, 3],
+      [3e-4, 2e-4, 1e-4],
+    ];
+    expect(flat(decaying)).toBe(false);
+    expect(chartOptions(spec, plainLines(["lr"]), el(), 400, undefined, decaying).scales?.y?.distr).toBe(3);
+  });
+
+  it("draws memory from 0 to the device's total, or to a reading past it", () => {
+    const mem: ChartSpec = {
+      id: "memory",
+      title: "memory",
+      x: "time",
+      unit: "bytes",
+      series: ["a"],
+      y_range: [0, 80],
+    };
+    const range = chartOptions(mem, plainLines(["a"]), el(), 400).scales?.y?.range as (
+      u: unknown,
+      min: number,
+      max: number,
+    ) => [number, number];
+    expect(range(null, 30, 40)).toEqual([0, 80]);
+    expect(range(null, 30, 90)).toEqual([0, 90]);
   });
 });

@@ -319,3 +319,29 @@ describe("the time split", () => {
     expect(panels.el.querySelector('[data-tm-panel="time"]')).toBeNull();
   });
 });
+
+describe("a loss that went non-finite or diverged", () => {
+  const nan: Tile = { id: "loss", label: "loss", value: null, unit: "", text: "nan", alert: true };
+
+  it("reads nan in the alert colour's class on its tile", () => {
+    const tiles = buildTiles();
+    tiles.update({ name: "r", status: "running", tiles: [nan] });
+    const tile = tiles.el.querySelector('[data-tm-tile="loss"]') as HTMLElement;
+    expect(tile.classList.contains("tm-tile--alert")).toBe(true);
+    expect(tile.classList.contains("tm-tile--missing")).toBe(false);
+    expect(tile.querySelector(".tm-tile-value")?.textContent).toBe("nan");
+  });
+
+  it("says so in the status chip (Python's loss_state), never a plain completed", () => {
+    const header = buildHeader();
+    header.update({ name: "r", status: "completed", loss_state: "nonfinite", tiles: [nan] });
+    const status = header.el.querySelector('[data-tm="status"]') as HTMLElement;
+    expect(status.textContent).toBe("completed · loss nan");
+    expect(status.dataset.loss).toBe("nonfinite");
+    header.update({ name: "r", status: "completed", loss_state: "diverged" });
+    expect(status.textContent).toBe("completed · loss diverged");
+    header.update({ name: "r", status: "completed", loss_state: null });
+    expect(status.textContent).toBe("completed");
+    expect(status.dataset.loss).toBeUndefined();
+  });
+});

@@ -185,6 +185,7 @@ const STATE_KEYS: Record<keyof WidgetState, true> = {
   rev: true,
   name: true,
   status: true,
+  loss_state: true,
   elapsed_s: true,
   run_dir: true,
   run_path: true,
@@ -216,6 +217,7 @@ const TILE_KEYS: Record<keyof Tile, true> = {
   not_here: true,
   derivation: true,
   derivations: true,
+  alert: true,
 };
 const CHART_KEYS: Record<keyof ChartSpec, true> = {
   id: true,
@@ -226,6 +228,8 @@ const CHART_KEYS: Record<keyof ChartSpec, true> = {
   log_y: true,
   labels: true,
   smoothed: true,
+  latest: true,
+  y_range: true,
 };
 const PANEL_KEYS: Record<keyof PanelSpec, true> = {
   id: true,
@@ -324,7 +328,8 @@ describe("golden state shared with pytest", () => {
       const loss = root.querySelector<HTMLElement>('[data-tm-chart="loss"]') as HTMLElement;
       expect(loss.dataset.tmPoints).toBe("4"); // train_loss and val_loss; the twin is not counted
       const legend = loss.querySelector(".u-legend")?.textContent ?? "";
-      expect(legend).toContain("train loss, smoothed (EMA 0.98)");
+      expect(legend).toContain("smoothed (EMA, ~6 steps)");
+      expect(legend).toContain("train loss2.038"); // the raw loss is the named line, the tile's value in the legend
       // off the chart, every legend row reads its series' newest value (not a blank until hovered)
       expect(legend).toMatch(/validation loss\d/);
       const toggle = loss.querySelector('[data-tm="smoothing"]') as HTMLElement;

@@ -73,8 +73,16 @@ describe("header links", () => {
     expect(links.el.querySelector('[data-tm="passport-link"]')).toBeNull();
   });
 
-  it("shows a hidden folder the server refuses as text with what would make it a link", async () => {
-    const links = buildRunLinks(LAB, async () => false, "/base/lab");
+  it("shows a hidden folder as text with what would make it a link, never asking the server (a 404)", async () => {
+    const asked: string[] = [];
+    const links = buildRunLinks(
+      LAB,
+      async (p) => {
+        asked.push(p);
+        return false;
+      },
+      "/base/lab",
+    );
     const hidden = "/home/me/work/.trainmeter/runs/20260101T000000Z-r";
     links.update(
       state({ run_dir: hidden, run_rel: ".trainmeter/runs/20260101T000000Z-r", run_path: hidden }),
@@ -89,6 +97,9 @@ describe("header links", () => {
     expect(hint.open).toBe(false);
     expect(hint.querySelector("summary")?.textContent).toBe("not a link: why");
     expect(links.el.textContent?.split(HIDDEN_HINT)).toHaveLength(2);
+    links.update(state({ run_dir: hidden, run_path: hidden, status: "completed" }));
+    await tick();
+    expect(asked).toEqual([]);
   });
 
   it("is plain text outside Jupyter's pages (no page config: VS Code, Colab)", () => {

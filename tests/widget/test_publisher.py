@@ -546,9 +546,9 @@ def test_every_point_reaches_the_store_mapped_onto_tokens_and_time(run_root):
     m.finish("completed")
 
 
-def test_the_smoothed_loss_is_the_text_lines_ema_over_every_step_at_every_drawn_point(run_root):
+def test_the_smoothed_loss_is_folded_over_every_step_at_every_drawn_point(run_root):
     from trainmeter.optim.extension import OptimExtension
-    from trainmeter.optim.smoothing import LossEma
+    from trainmeter.widget.smoothed import LossSmoother
 
     clock = FakeClock(0.0)
     optim = OptimExtension()
@@ -560,12 +560,11 @@ def test_the_smoothed_loss_is_the_text_lines_ema_over_every_step_at_every_drawn_
     m.finish("completed")
     pub.feed.read()
     raw_xs, raw_ys = m.series["train_loss"].read(0)[1], m.series["train_loss"].read(0)[3]
-    every_step = dict(zip(raw_xs, LossEma().trace(raw_ys), strict=True))
+    every_step = dict(zip(raw_xs, LossSmoother().twin("train_loss", raw_ys)[1], strict=True))
     xs, ys = pub.feed.decimators["train_loss.ema"].columns()
     assert len(every_step) > 1000 and 0 < len(xs) <= 200
     assert all(y == pytest.approx(every_step[int(x)]) for x, y in zip(xs, ys, strict=True))
-    text_line_ema = optim.text_fields()["loss_ema"]  # the final report's, printed as "(ema ...)"
-    assert ys[-1] == pytest.approx(text_line_ema) and xs[-1] == raw_xs[-1]
+    assert ys[-1] == every_step[raw_xs[-1]] and xs[-1] == raw_xs[-1]
     assert "val_loss.ema" not in pub.feed.decimators and "lr.ema" not in pub.feed.decimators
 
 

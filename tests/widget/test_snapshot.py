@@ -200,21 +200,21 @@ def test_a_run_in_a_hidden_folder_gets_no_link_jupyter_would_refuse():
     assert "full record in /nb/.trainmeter/runs/x" in html and "<a href" not in html
 
 
-def test_the_training_loss_is_drawn_faint_under_its_smoothed_twin_in_the_live_palette():
+def test_the_training_loss_is_the_named_line_under_a_light_smoothed_band_in_the_live_palette():
     from trainmeter.widget.look import FAINT_ALPHA, PALETTE
 
     state = _state()
     state["charts"][0]["smoothed"] = {"train_loss": "train_loss.ema"}
-    state["charts"][0]["labels"] = {"train_loss": "train loss", "train_loss.ema": "train loss, smoothed (EMA 0.98)",
+    state["charts"][0]["labels"] = {"train_loss": "train loss", "train_loss.ema": "smoothed (EMA, ~50 steps)",
                                     "val_loss": "validation loss"}
     series = _series()
     series.append(SeriesColumns(name="train_loss.ema", x_kind="step", xs=series[0].xs, ys=[2.0] * 2000))
     svg = chart_svg(state["charts"][0], {s.name: (s.x_kind, s.xs, s.ys) for s in series})
     strokes = re.findall(r'<polyline fill="none" stroke="(#[0-9a-f]+)" stroke-width="([\d.]+)"', svg)
-    assert (PALETTE[0] + FAINT_ALPHA, "1") in strokes and (PALETTE[0], "1.5") in strokes
-    assert strokes.index((PALETTE[0] + FAINT_ALPHA, "1")) < strokes.index((PALETTE[0], "1.5"))  # the twin on top
+    assert (PALETTE[0] + FAINT_ALPHA, "4") in strokes and (PALETTE[0], "1.5") in strokes
+    assert strokes.index((PALETTE[0], "1.5")) < strokes.index((PALETTE[0] + FAINT_ALPHA, "4"))  # the band on top
     html = render_snapshot(state, series)
-    assert "</span> train loss, smoothed (EMA 0.98) &nbsp;" in html and "</span> train loss &nbsp;" not in html
+    assert "</span> train loss &nbsp;" in html and "</span> smoothed (EMA, ~50 steps) &nbsp;" in html
 
 
 def test_the_snapshot_has_the_live_charts_eight_colours_in_order():

@@ -289,20 +289,20 @@ def test_every_chart_series_has_a_human_label(run_root):
         assert all("_" not in label for label in chart["labels"].values()), chart["labels"]
 
 
-def test_only_the_training_loss_gets_a_smoothed_twin_labelled_with_the_text_lines_ema_weight(run_root):
-    m = _run(run_root, FakeClock(0.0), steps=51, extensions=[_Ext()])  # 50 losses read (one a step behind)
+def test_only_the_training_loss_gets_a_smoothed_twin_labelled_with_its_window_in_steps(run_root):
+    m = _run(run_root, FakeClock(0.0), steps=101, extensions=[_Ext()])  # 100 losses read (one a step behind)
     m.record({"val_loss": 2.0})
     charts = {c["id"]: c for c in build_state(facts_from_monitor(m.context))["charts"]}
     assert charts["loss"]["smoothed"] == {"train_loss": "train_loss.ema"}
-    assert charts["loss"]["labels"]["train_loss.ema"] == "train loss, smoothed (EMA 0.98)"
+    assert charts["loss"]["labels"]["train_loss.ema"] == "smoothed (EMA, ~5 steps)"  # 5% of the run so far
     assert all("smoothed" not in c for i, c in charts.items() if i != "loss")  # never lr, val_loss, rates
 
 
-def test_a_training_loss_with_fewer_points_than_the_emas_window_is_drawn_raw_alone(run_root):
-    from trainmeter.widget.smoothed import WINDOW_POINTS
+def test_a_training_loss_with_fewer_points_than_the_smoothings_minimum_is_drawn_raw_alone(run_root):
+    from trainmeter.widget.smoothed import MIN_POINTS
 
-    assert WINDOW_POINTS == 50
-    m = _run(run_root, FakeClock(0.0), steps=WINDOW_POINTS - 1)
+    assert MIN_POINTS == 100
+    m = _run(run_root, FakeClock(0.0), steps=MIN_POINTS - 1)
     loss = next(c for c in build_state(facts_from_monitor(m.context))["charts"] if c["id"] == "loss")
     assert loss["smoothed"] == {} and "train_loss.ema" not in loss["labels"]
 

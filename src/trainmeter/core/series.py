@@ -33,6 +33,7 @@ class SeriesStats:
     count: int
     last_step: int | None
     nonfinite: int = 0
+    last_read: float | None = None  # the latest point's value as read, NaN or inf included (the widget says which)
 
     def to_dict(self) -> dict[str, float | int | None]:
         """Return the passport's per-series entry (``nonfinite`` only when some points were not finite)."""
@@ -45,7 +46,7 @@ class Series:
     ``read``/``trim`` from any."""
 
     __slots__ = ("name", "x_kind", "_steps", "_times", "_values", "_base", "lock",
-                 "_last", "_min", "_max", "_folded", "_last_step", "_nonfinite", "origin")
+                 "_last", "_min", "_max", "_folded", "_last_step", "_nonfinite", "origin", "_tail")
 
     def __init__(self, name: str, x_kind: str = "step") -> None:
         self.name = name
@@ -61,6 +62,7 @@ class Series:
         self._folded = 0  # absolute position up to which the statistics are folded in
         self._last_step: int | None = None
         self._nonfinite = 0
+        self._tail: float | None = None
         self.origin = 0  # added to every step read: a resumed run's points on the training's axis (spec section 22)
 
     def set_origin(self, steps: int) -> None:
@@ -104,7 +106,7 @@ class Series:
         if finite:
             low = min(finite) if low is None else min(low, min(finite))
             high = max(finite) if high is None else max(high, max(finite))
-        self._last, self._min, self._max = last, low, high
+        self._last, self._min, self._max, self._tail = last, low, high, tail
         self._last_step = self._steps[n - 1]
         self._folded = self._base + n
 
@@ -147,7 +149,7 @@ class Series:
             return SeriesStats(last=self._last, min=self._min, max=self._max,
                                count=self._base + len(self._values),
                                last_step=None if self._last_step is None else self._last_step + self.origin,
-                               nonfinite=self._nonfinite)
+                               nonfinite=self._nonfinite, last_read=self._tail)
 
 
 class StepSeries:

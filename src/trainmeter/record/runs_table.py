@@ -98,11 +98,15 @@ class RunsTable:
     def _repr_html_(self) -> str:
         from html import escape
 
+        from trainmeter.widget.look import STATUS_COLOURS  # the alert colour (widget/colours.json)
+
+        alert = f";color:{STATUS_COLOURS['failed']}"
         if not self.rows:
             return f"<p>{escape(self.text())}</p>"
         head = "".join(f'<th style="text-align:left">{escape(c)}</th>' for c in RUN_COLUMNS)
         body = "".join(
-            "<tr>" + "".join(f'<td style="text-align:{"right" if i in (3, 4, 5, 6) else "left"}">'
+            "<tr>" + "".join(f'<td style="text-align:{"right" if i in (3, 4, 5, 6) else "left"}'
+                             f'{alert if c == "nan/inf" else ""}">'
                              f'{escape(printable(c))}</td>' for i, c in enumerate(r.cells())) + "</tr>"
             for r in self.rows)
         notes = "".join(f"<div><small>{escape(n)}</small></div>" for n in self._notes())
@@ -203,7 +207,9 @@ def _run_row(folder: Path) -> RunRow:
         damage = p.get("damaged")
     if damage is not None and not p.get("started_at") and not p.get("steps"):
         return _damaged_row(folder, damage)
-    loss = ((p.get("series") or {}).get("train_loss") or {}).get("last") if not from_log else p.get("last_loss")
+    entry = (p.get("series") or {}).get("train_loss") or {}
+    loss = entry.get("last") if not from_log else p.get("last_loss")
+    nonfinite = not from_log and loss is None and entry.get("nonfinite")  # its last point: said, in red (section 12)
     unit = p.get("token_unit") or "tokens"
     tokens = p.get("tokens")
     ranks = (p.get("distributed") or {}).get("ranks_recorded")
@@ -220,7 +226,8 @@ def _run_row(folder: Path) -> RunRow:
                   status=status, duration=format_duration(p.get("elapsed_s")) if _finite(p.get("elapsed_s")) else "-",
                   steps=format_count(p.get("steps")) if _finite(p.get("steps")) else "-",
                   tokens=(format_count(tokens) + ("" if unit == "tokens" else f" {unit}")) if _finite(tokens) else "-",
-                  last_loss=format_number(loss) if _finite(loss) else "-", path=_shown_path(folder), from_log=from_log,
+                  last_loss=format_number(loss) if _finite(loss) else "nan/inf" if nonfinite else "-",
+                  path=_shown_path(folder), from_log=from_log,
                   parent=parent_name(p), training=training if isinstance(training, dict) else None)
 
 

@@ -83,8 +83,7 @@ class SeriesFeed:
         self.monitor = monitor
         self.history_points_total = history_points_total
         self.views = monitor.series_views
-        shared = LossSmoother(lambda: monitor.extension("optim"))  # the optim wing's view: the loss EMA fold
-        self.views.subscribe("widget", budget_points=budget_points, twins=shared.twin)
+        self.views.subscribe("widget", budget_points=budget_points, twins=LossSmoother().twin)
         step_name = monitor.step_series.name
         self.cursor: dict[str, int] = monitor.add_reader(reads=lambda name: name == step_name)
         self.seq = 0

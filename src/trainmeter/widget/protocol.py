@@ -55,6 +55,7 @@ class Tile(TypedDict):
     not_here: NotRequired[bool]  # ``missing`` is about this machine (no GPU, no power reading): folded into one line
     derivation: NotRequired[Derivation | None]
     derivations: NotRequired[list[Derivation]]
+    alert: NotRequired[bool]  # drawn in the alert colour (a loss that went non-finite or diverged)
 
 
 class Progress(TypedDict):
@@ -78,6 +79,8 @@ class Chart(TypedDict):
     log_y: NotRequired[bool]
     labels: NotRequired[dict[str, str]]
     smoothed: NotRequired[dict[str, str]]
+    latest: NotRequired[dict[str, float | str | None]]  # a series' newest value as read ("nan"/"inf"): the legend's
+    y_range: NotRequired[list[float | None]]  # [0, the device's total]: the y axis from 0 to at least that
 
 
 class MarkerAt(TypedDict):
@@ -222,6 +225,7 @@ class State(TypedDict):
 
     name: str
     status: Status
+    loss_state: NotRequired[str | None]  # "nonfinite" | "diverged": the status says so (widget/loss_health.py)
     rev: NotRequired[int]
     elapsed_s: NotRequired[float]
     run_dir: NotRequired[str | None]

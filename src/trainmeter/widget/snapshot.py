@@ -154,13 +154,13 @@ def chart_svg(spec: dict[str, Any], series: dict[str, tuple[str, Sequence[float]
               markers: Sequence[dict[str, Any]] = ()) -> str | None:
     """A standalone SVG document for one chart spec, or ``None`` without data; ``markers`` (``state["markers"]``) of
     this chart drawn as a dashed vertical line where the verdict began, the marker's short label on top."""
-    lines = []  # (xs, ys, colour, faint): a raw series with a smoothed twin is drawn faint, the twin over it
+    lines = []  # (xs, ys, colour, faint): the raw series as read, its smoothed twin a light band over it
     twins = spec.get("smoothed") if isinstance(spec.get("smoothed"), dict) else {}
     for i, name in enumerate(drawn_series(spec, series)):
         twin = twins.get(name)
         smoothed = twin is not None and len(series.get(twin, ("", ()))[1]) > 0
         parent = name.endswith(".parent")  # a resumed run's earlier runs: faint, in the training loss's colour
-        for drawn, faint in ((name, smoothed or parent), (twin if smoothed else None, False)):
+        for drawn, faint in ((name, parent), (twin if smoothed else None, True)):
             if drawn is not None:
                 xs, ys = decimate(series[drawn][1], series[drawn][2], CHART_POINTS)
                 lines.append((list(xs), list(ys), PALETTE[0 if parent else i % len(PALETTE)], faint))
@@ -217,7 +217,7 @@ def chart_svg(spec: dict[str, Any], series: dict[str, tuple[str, Sequence[float]
         for drawn, run in groupby(zip(xs, ys, strict=True), key=lambda p: math.isfinite(p[1]) and (p[1] > 0 or not log_y)):
             seg = [f"{sx(x):.1f},{sy(y):.1f}" for x, y in run] if drawn else []  # a gap breaks the line
             if len(seg) > 1:
-                parts.append(f'<polyline fill="none" stroke="{color}" stroke-width="{1 if faint else 1.5}" '
+                parts.append(f'<polyline fill="none" stroke="{color}" stroke-width="{4 if faint else 1.5}" '
                              f'points="{" ".join(seg)}"/>')
         if len(pts) <= MARKER_MAX_POINTS:
             parts.extend(f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="2.5" fill="{color}"/>' for x, y in pts)
@@ -253,10 +253,12 @@ def _chart(spec: dict[str, Any], series: dict[str, tuple[str, Sequence[float], S
         return None
     labels = spec.get("labels") if isinstance(spec.get("labels"), dict) else {}
     twins = spec.get("smoothed") if isinstance(spec.get("smoothed"), dict) else {}
-    # a smoothed series is named by its twin (the solid line), as in the live legend
-    names = [twins[n] if twins.get(n) in series else n for n in drawn_series(spec, series)]
-    legend = " &nbsp; ".join(f'<span style="color:{PALETTE[i % len(PALETTE)]}">&#9632;</span> '
-                             f'{_esc(labels.get(n) or series_label(n))}' for i, n in enumerate(names))
+    # the raw series and its smoothed twin (the light band) are both named, as in the live legend
+    named = [(n, colour) for i, raw in enumerate(drawn_series(spec, series)) for n, colour in
+             ((raw, PALETTE[i % len(PALETTE)]), (twins.get(raw), PALETTE[i % len(PALETTE)] + FAINT_ALPHA))
+             if n is not None and n in series]
+    legend = " &nbsp; ".join(f'<span style="color:{colour}">&#9632;</span> {_esc(labels.get(n) or series_label(n))}'
+                             for n, colour in named)
     notes = "".join(f'<div style="font-size:11px;color:{MARKER_COLOUR}">&#9660; {_esc(m.get("label", ""))} at step '
                     f'{_esc(format_integer(m.get("step")))}: {_esc(m.get("sentence", ""))}</div>'
                     for _, m in marker_xs(spec, markers))

@@ -30,7 +30,8 @@ from trainmeter.widget.facts import (  # noqa: F401  (re-exported: the view mode
 )
 from trainmeter.widget.labels import label_charts
 from trainmeter.widget.look import look
-from trainmeter.widget.smoothed import twins_drawn
+from trainmeter.widget.loss_health import loss_state
+from trainmeter.widget.smoothed import smoothed_spec
 from trainmeter.widget.x_axis import place_markers, x_axis_state
 
 LOSS_NAMES: tuple[str, ...] = ("train_loss", "val_loss")
@@ -133,8 +134,12 @@ def tiles(f: RunFacts) -> list[dict[str, Any]]:
     loss: dict[str, Any] = {"id": "loss", "label": "loss", "value": f.loss_last, "unit": "",
                             "sub": f"min {format_number(f.loss_min)}" if f.loss_min is not None else "",
                             "provenance": "measured"}
-    if f.loss_last is None:
+    if f.loss_nonfinite is not None:  # said as read, in the alert colour (widget/loss_health.py)
+        loss["text"] = f.loss_nonfinite
+    elif f.loss_last is None:
         loss["missing"] = "a loss: return it from the loss module, or tm.emit(train_loss=loss)"
+    if loss_state(f.loss_last, f.loss_min, f.loss_nonfinite) is not None:
+        loss["alert"] = True
     out.append(loss)
     rss: dict[str, Any] = {"id": "rss", "label": "memory (RSS)", "value": f.rss_bytes, "unit": "bytes",
                            "sub": f"peak {format_bytes(f.rss_peak_bytes)} sampled" if f.rss_peak_bytes else "",
@@ -159,7 +164,8 @@ def charts(f: RunFacts) -> list[dict[str, Any]]:
     losses = losses[:MAX_CHART_LINES]
     out: list[dict[str, Any]] = [{"id": "loss", "title": loss_title, "x": "step", "unit": "", "series": losses,
                                   "log_y": f.loss_min is not None and f.loss_min > 0,  # early spikes stay readable
-                                  "smoothed": twins_drawn({"train_loss": f.loss_points})}]  # widget/smoothed.py
+                                  **smoothed_spec(f.loss_points, f.steps),  # widget/smoothed.py
+                                  "latest": {"train_loss": f.loss_nonfinite or f.loss_last}}]  # the tile's value
     drawn = {n for c in f.extra_charts if isinstance(c, dict) for n in (c.get("series") or ())}  # lr on its log axis
     others = [n for n in f.step_series if "loss" not in n and n not in drawn]
     for name in others[:MAX_SERIES_CHARTS]:
@@ -175,7 +181,8 @@ def charts(f: RunFacts) -> list[dict[str, Any]]:
         out.append({"id": "throughput", "title": f"throughput ({f.token_unit}/s)", "x": "time",
                     "unit": "tokens/s" if f.token_unit == "tokens" else "samples/s", "series": rates})
     out.append({"id": "memory", "title": "memory", "x": "time", "unit": "bytes",
-                "series": ["rss_bytes", "cuda_allocated_bytes"]})
+                "series": ["rss_bytes", "cuda_allocated_bytes"],
+                "y_range": [0, (f.cuda or {}).get("device_total_bytes")]})  # 0 to the device's total
     seen = {c["id"] for c in out}
     out.extend(c for c in f.extra_charts if isinstance(c, dict) and c.get("id") not in seen)
     return out
@@ -256,7 +263,8 @@ def build_state(f: RunFacts) -> dict[str, Any]:
     run_path, run_rel = run_paths(f.run_dir)
     phases_s = {k: round(float(v), 3) for k, v in f.phases_s.items()}
     state = {
-        "rev": 0, "name": f.name, "status": f.status, "elapsed_s": round(f.elapsed_s, 1),
+        "rev": 0, "name": f.name, "status": f.status,
+        "loss_state": loss_state(f.loss_last, f.loss_min, f.loss_nonfinite), "elapsed_s": round(f.elapsed_s, 1),
         # what a saved notebook keeps (outputs, text): relative to the notebook, else the folder's name; the absolute
         # path only in run_path, for the live page's links (js/src/runlinks.ts)
         "run_dir": run_rel or (os.path.basename(f.run_dir) if f.run_dir else None), "run_path": run_path,
