@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from trainmeter.core.clock import Clock
+from trainmeter.core.threads import OurThread
 from trainmeter.gpu.backend import GpuBackend, GpuBackendResult, GpuDeviceInfo, GpuSample, GpuUnavailableError, safe
 from trainmeter.gpu.device_state import MAX_ERROR_CHARS, Accumulator, DeviceState, GpuAverages, GpuDeviceStatus
 from trainmeter.gpu.device_state import next_due as _next_due
@@ -98,7 +99,7 @@ class GpuSampler:
             with self._lock:
                 if self._owner is not None or self._stop_event.is_set():
                     return
-                self._owner = threading.Thread(target=self._own, name="trainmeter-gpu-open", daemon=True)
+                self._owner = OurThread(target=self._own, name="trainmeter-gpu-open")
             self._owner.start()
             return
         self._start_devices()
@@ -108,8 +109,7 @@ class GpuSampler:
             if self._threads or self._stop_event.is_set():
                 return
             for index in self._states:
-                self._threads.append(threading.Thread(target=self._run, args=(index,),
-                                                      name=f"trainmeter-gpu-{index}", daemon=True))
+                self._threads.append(OurThread(target=self._run, args=(index,), name=f"trainmeter-gpu-{index}"))
         for t in self._threads:
             t.start()
 
@@ -185,8 +185,7 @@ class GpuSampler:
             self._join_devices(timeout_s)
             closer = None
             if self._owns_backend and self._backend is not None:
-                closer = threading.Thread(target=safe, args=(self._backend.close, None),
-                                          name="trainmeter-gpu-close", daemon=True)
+                closer = OurThread(target=safe, args=(self._backend.close, None), name="trainmeter-gpu-close")
                 closer.start()
                 closer.join(max(0.0, deadline - time.monotonic()))
             stuck = any(t.is_alive() for t in self._threads) or (closer is not None and closer.is_alive())
