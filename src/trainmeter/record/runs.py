@@ -20,7 +20,7 @@ from trainmeter.record.runs_table import (  # the runs table, re-exported (``tra
     run_folders,
     runs_table,
 )
-from trainmeter.record.safe_read import PASSPORT_TYPES, exists, read_json, wrong_type
+from trainmeter.record.safe_read import NO_PASSPORT, PASSPORT_TYPES, exists, read_passport, wrong_type
 from trainmeter.sizes import format_bytes
 
 __all__ = ["RUNS_SHOWN", "RUN_COLUMNS", "Run", "damaged_passport", "format_runs", "load", "log_tail_summary",
@@ -96,7 +96,7 @@ def load(path: str | Path) -> Run:
         raise FileNotFoundError(f"no trainmeter run at {str(path)!r}: expected a folder with events.jsonl or passport.json")
     problem = None
     try:
-        passport = read_json(p / PASSPORT_FILE, types=PASSPORT_TYPES)
+        passport = read_passport(p)
         if passport:
             return Run(dir=p, passport=passport)
         problem = "passport.json holds no passport"
@@ -151,6 +151,7 @@ def summarise_log(path: Path, problem: str | None = None, max_bytes: int | None 
         end = dict(tail_found.get("end") or end)
     if _finite(last.get("step")):
         last_step = max(last_step or 0, last["step"])
+    problem = problem or (NO_PASSPORT if end else None)  # ended, then killed before its passport was written
     damage = "; ".join(d for d in (problem, log_damage) if d) or None
     why = f"damaged: {problem}" if problem else "no passport: the run did not finish (kernel killed?)"
     notes = [f"{why}; figures are from its run log's last report"]
