@@ -138,3 +138,24 @@ def test_ctrl_c_inside_the_start_of_each_thread_of_ours_is_the_users_keyboard_in
         assert type(raised) is KeyboardInterrupt, f"{mode} start of {started[k - 1]}: {raised!r}"
         _settle()
         assert_left_nothing(patch_points)
+
+
+def test_a_real_ctrl_c_as_the_block_ends_before_finish_began_still_finishes_the_run(run_root, patch_points,
+                                                                                       monkeypatch):
+    import signal
+
+    from trainmeter.core.controls import Controls
+
+    end_status = Controls.end_status
+
+    def interrupted(self, default):  # the user's Ctrl-C lands between the body's end and the finish
+        signal.raise_signal(signal.SIGINT)
+        return end_status(self, default)
+
+    monkeypatch.setattr(Controls, "end_status", interrupted)
+    block = tm.monitor(run_dir=run_root, name="ending", interval_s=60.0)
+    m = block.__enter__()
+    with pytest.raises(KeyboardInterrupt):
+        block.__exit__(None, None, None)
+    assert m.status == "completed" and (m.run_dir / "passport.json").exists()
+    assert_left_nothing(patch_points)
