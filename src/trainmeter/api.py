@@ -273,12 +273,19 @@ class _Monitored:
         return m
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
-        if exc is None:
-            self._m.finish(self._m.controls.end_status("completed"))  # a framework that took a stop ended itself
-        elif isinstance(exc, StopTraining):
-            self._m.finish("stopped")  # the closing line says who stopped it and when; no traceback
-            return True
-        else:
-            self._m.finish(*exit_status(exc))
-        return False
+        from trainmeter.core.interrupts import HeldInterrupts
+
+        held = HeldInterrupts()  # a Ctrl-C before finish holds its own is delivered after it, never instead of it
+        try:
+            with held:
+                if exc is None:
+                    self._m.finish(self._m.controls.end_status("completed"))  # a framework that took a stop ended
+                elif isinstance(exc, StopTraining):
+                    self._m.finish("stopped")  # the closing line says who stopped it and when; no traceback
+                    return True
+                else:
+                    self._m.finish(*exit_status(exc))
+                return False
+        finally:
+            held.deliver()
 

@@ -95,6 +95,7 @@ def test_the_passport_the_worker_writes_is_the_one_the_training_thread_builds_fr
     again = json.loads(json_lines({**build_passport(run), "record": m.record_sink.record_section(run)}))
     assert written["passport.md"] == render_markdown(again)
     on_worker = json.loads(written["passport.json"])
+    assert on_worker.pop("files")[-2:] == ["passport.md", "dashboard.json"]  # written last (spec section 6)
     for p in (on_worker, again):  # the log has grown by the passport's end record since: its size differs
         p["overhead"].pop("run_log_bytes"), p["overhead"].pop("run_log_bytes_per_s")
     assert on_worker == again

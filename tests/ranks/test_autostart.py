@@ -9,7 +9,7 @@ import torch
 
 from trainmeter.core import monitor as monitor_module
 from trainmeter.ranks import autostart
-from trainmeter.ranks.launch import PARENT_ENV, RUN_DIR_ENV
+from trainmeter.ranks.launch import PARENT_ENV, RUN_DIR_ENV, mark_parent_folder
 
 
 def reset(monkeypatch) -> None:
@@ -23,7 +23,8 @@ def test_the_first_step_of_an_armed_child_starts_a_rank_run_that_seats_itself(tm
 
     reset(monkeypatch)
     monkeypatch.setenv(RUN_DIR_ENV, str(tmp_path))
-    monkeypatch.setenv(PARENT_ENV, "1")  # some other process: the parent
+    monkeypatch.setenv(PARENT_ENV, "1")
+    mark_parent_folder(tmp_path, 1)  # some other process: the parent
     for key in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
         monkeypatch.delenv(key, raising=False)
     pre_hooks = dict(optimizer._global_optimizer_pre_hooks)
@@ -48,6 +49,7 @@ def test_autostart_can_be_turned_off_and_is_off_in_the_parent_itself(tmp_path, m
     reset(monkeypatch)
     monkeypatch.setenv(RUN_DIR_ENV, str(tmp_path))
     monkeypatch.setenv(PARENT_ENV, "1")
+    mark_parent_folder(tmp_path, 1)
     monkeypatch.setenv(autostart.AUTOSTART_ENV, "0")
     autostart.arm()
     assert not autostart._armed
@@ -61,6 +63,7 @@ def _armed_child(tmp_path, monkeypatch) -> None:
     reset(monkeypatch)
     monkeypatch.setenv(RUN_DIR_ENV, str(tmp_path))
     monkeypatch.setenv(PARENT_ENV, "1")
+    mark_parent_folder(tmp_path, 1)
     for key in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
         monkeypatch.delenv(key, raising=False)
     autostart.arm()

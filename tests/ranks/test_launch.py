@@ -10,7 +10,14 @@ from pathlib import Path
 import pytest
 
 from trainmeter.ranks.identity import RankIdentity
-from trainmeter.ranks.launch import PARENT_ENV, RUN_DIR_ENV, inherited_run_dir, launch_dir, take_seat
+from trainmeter.ranks.launch import (
+    PARENT_ENV,
+    RUN_DIR_ENV,
+    inherited_run_dir,
+    launch_dir,
+    mark_parent_folder,
+    take_seat,
+)
 
 NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
 
@@ -65,6 +72,7 @@ def test_seats_are_rank_folders_and_never_shared(tmp_path):
 
 def test_the_exporting_parent_does_not_see_its_own_run_as_inherited(tmp_path):
     env = {RUN_DIR_ENV: str(tmp_path), PARENT_ENV: str(os.getpid())}
+    mark_parent_folder(tmp_path)
     assert inherited_run_dir(env) is None
     assert inherited_run_dir(env, pid=os.getpid() + 1) == tmp_path
     assert inherited_run_dir({RUN_DIR_ENV: str(tmp_path / "gone"), PARENT_ENV: "1"}) is None

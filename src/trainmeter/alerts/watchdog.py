@@ -14,6 +14,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from trainmeter.core.threads import OurThread
+
 CONTROL_FILE = "control.json"
 CONTROL_ACTIONS = ("stop", "checkpoint")
 MAX_CONTROL_BYTES = 4096
@@ -57,7 +59,7 @@ class Watchdog:
     def start(self) -> None:
         """Start the thread."""
         self._last_change_s = self._m.clock()
-        self._thread = threading.Thread(target=self._run, name="trainmeter-alerts", daemon=True)
+        self._thread = OurThread(target=self._run, name="trainmeter-alerts")
         self._thread.start()
 
     def stop(self) -> None:

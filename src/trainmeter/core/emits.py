@@ -14,6 +14,7 @@ from trainmeter.core.scalars import ScalarReader
 from trainmeter.core.series_registry import SeriesRegistry
 from trainmeter.core.steps import LATE_USER_LOSS, LOSS_SERIES, StepRecorder
 from trainmeter.core.text import printable
+from trainmeter.core.threads import OurThread
 
 MAX_QUEUED = 100_000
 FOLD_WAKE_S = 0.05
@@ -136,7 +137,7 @@ class Emitter:
         with self._folder_lock:  # once per run
             if self._folder is not None:
                 return
-            self._folder = threading.Thread(target=self._fold_loop, name="trainmeter-emits", daemon=True)
+            self._folder = OurThread(target=self._fold_loop, name="trainmeter-emits")
             self._folder.start()
 
     def _fold_loop(self) -> None:

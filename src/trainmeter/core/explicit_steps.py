@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from trainmeter.core.host_patches import blind_message
+
 
 class Stepper:
     """A stand-in optimizer stepped by ``source`` (``"tm.step"``, ``"keras"``): ``param_groups`` of the trained
@@ -96,7 +98,10 @@ def steps_unknown(monitor: Any) -> bool:
 
 
 def unseen_message(monitor: Any) -> str:
-    """The one warning for a loop whose updates trainmeter cannot see."""
+    """The one warning for a loop whose updates trainmeter cannot see (a step source switched off: that switch)."""
+    blind = blind_message()
+    if blind is not None:
+        return blind
     unit = getattr(monitor, "token_unit", "tokens") or "tokens"
     return (f"backward was called but no optimizer step trainmeter knows came (an optimizer that is not torch.optim): "
             f"steps, {unit} and the loss are not counted; call tm.step() after each update (or train through a "

@@ -12,6 +12,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from trainmeter.core.threads import OurThread
+
 TICK_S = 1.0
 TEXT_EVERY_S = 30.0
 STOP_DEADLINE_S = 0.5
@@ -52,7 +54,7 @@ class Heartbeat:
     def start(self) -> None:
         """Start the thread (training thread; returns at once)."""
         self.beat(self._m.clock())
-        self._thread = threading.Thread(target=self._run, name="trainmeter-heartbeat", daemon=True)
+        self._thread = OurThread(target=self._run, name="trainmeter-heartbeat")
         self._thread.start()
 
     def stop(self) -> None:

@@ -227,6 +227,19 @@ def disabled(env: Mapping[str, str] | None = None) -> frozenset[str]:
     return frozenset(k for k in keys if k in _BY_KEY)
 
 
+STEP_SOURCES = ("step-hooks", "frameworks")  # what counts the steps: torch.optim's hook, the frameworks' callbacks
+
+
+def blind_message(env: Mapping[str, str] | None = None) -> str | None:
+    """Why a run that counted no step may be blind: the step sources ``TRAINMETER_DISABLE`` switched off (named),
+    else ``None`` (docs/spec.md section 18, "Host patches")."""
+    off = sorted(k for k in disabled(env) if k in STEP_SOURCES)
+    if not off:
+        return None
+    return (f"no step was counted, and {DISABLE_ENV} switched off {', '.join(off)}, which count(s) the steps: the "
+            f"run is blind to its training; remove it from {DISABLE_ENV}, or count steps with tm.step()")
+
+
 def unknown_message(unknown: Any) -> str:
     """The warning for unknown ``TRAINMETER_DISABLE`` keys, naming the valid ones."""
     names = ", ".join(repr(k) for k in unknown)

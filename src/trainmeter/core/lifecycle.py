@@ -9,6 +9,7 @@ from contextlib import suppress
 from datetime import datetime, timezone
 from typing import Any
 
+from trainmeter.core import host_patches
 from trainmeter.core.heartbeat import Heartbeat
 from trainmeter.core.interrupts import HeldInterrupts, run_parts
 from trainmeter.core.memory import MemoryProbe
@@ -180,6 +181,9 @@ class Lifecycle:
             if "status" not in done:
                 done.add("status")
                 self._end_status(status, error)
+                blind = host_patches.blind_message() if run.steps == 0 and self._opened_record else None
+                if blind is not None:
+                    run.warn_once("steps-unseen", blind)  # said once (core/explicit_steps.py), and in the passport
                 run.registry.stop_watching()
                 self._end_began_s = run.clock()
             worker = run.reporter.worker

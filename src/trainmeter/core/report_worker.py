@@ -17,6 +17,8 @@ import threading
 from collections import deque
 from collections.abc import Callable
 
+from trainmeter.core.threads import OurThread
+
 MAX_JOBS = 256
 STUCK_AFTER_S = 10.0
 DRAIN_TIMEOUT_S = 60.0
@@ -106,8 +108,13 @@ class ReportWorker:
     def _start(self) -> None:
         """Start the thread if it is not running (caller holds the lock)."""
         if self._thread is None:
-            self._thread = threading.Thread(target=self._loop, name=THREAD_NAME, daemon=True)
-            self._thread.start()
+            thread = self._thread = OurThread(target=self._loop, name=THREAD_NAME)
+            try:
+                thread.start()
+            except BaseException:  # a Ctrl-C cut the start: a thread that never began is no worker
+                if not thread.began():
+                    self._thread = None  # one beginning later sees it is not the worker and ends (_loop)
+                raise
 
     def drain(self, timeout_s: float | None = None) -> bool:
         """Wait until every job submitted so far has run; returns whether they did within ``timeout_s`` (``None``:
@@ -213,6 +220,8 @@ class ReportWorker:
         cond = self._cond
         while True:
             with cond:
+                if self._thread is not threading.current_thread():
+                    return  # given up (abandon) or began after its start was given up (_start)
                 if not cond.wait_for(lambda: self._jobs or self._closed, self._fold_every_s if self._folds else None):
                     job = None  # idle for the fold period: the folds
                     self._owner = None

@@ -19,6 +19,7 @@ from types import FrameType
 from typing import Any
 
 from trainmeter.core import host_patches
+from trainmeter.core.threads import OurThread
 
 
 def _in_main_thread() -> bool:
@@ -94,7 +95,7 @@ class TerminateHandler:
                     self._wakeup_set = True
                 else:  # someone else's (an event loop): keep theirs; the Python handler tells the watcher
                     signal.set_wakeup_fd(old)
-        watcher = self._watcher = threading.Thread(target=self._watch, name="trainmeter-sigterm", daemon=True)
+        watcher = self._watcher = OurThread(target=self._watch, name="trainmeter-sigterm")
         try:
             watcher.start()
         except Exception:  # no thread to be had (a thread limit): SIGTERM is noted without the watcher
@@ -189,7 +190,7 @@ class TerminateHandler:
             return  # the training thread finished the run and re-delivered (or the run ended meanwhile)
         save = self._save_now
         if save is not None:
-            helper = threading.Thread(target=_quiet, args=(save,), name="trainmeter-sigterm-save", daemon=True)
+            helper = OurThread(target=_quiet, args=(save,), name="trainmeter-sigterm-save")
             helper.start()
             helper.join(self._deadline_s)
         if not self._done.is_set() or self.pending:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from trainmeter.core.clock import Clock
+from trainmeter.core.threads import OurThread
 from trainmeter.gpu.backend import GpuBackend, GpuBackendResult, GpuDeviceInfo, GpuSample, GpuUnavailableError, safe
 from trainmeter.gpu.device_state import MAX_ERROR_CHARS, Accumulator, DeviceState, GpuAverages, GpuDeviceStatus
 from trainmeter.gpu.device_state import next_due as _next_due
@@ -98,14 +99,13 @@ class GpuSampler:
         with self._lock:
             if self._owner is not None or self._stop_event.is_set():
                 return
-            self._owner = threading.Thread(target=self._own, name="trainmeter-gpu-open", daemon=True)
+            self._owner = OurThread(target=self._own, name="trainmeter-gpu-open")
         self._owner.start()
 
     def _start_devices(self) -> None:
         with self._lock:
             for index in self._states:
-                self._threads.append(threading.Thread(target=self._run, args=(index,),
-                                                      name=f"trainmeter-gpu-{index}", daemon=True))
+                self._threads.append(OurThread(target=self._run, args=(index,), name=f"trainmeter-gpu-{index}"))
         for t in self._threads:
             t.start()
 

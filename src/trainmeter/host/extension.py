@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from trainmeter.core.clock import Clock, MonotonicClock
 from trainmeter.core.extension import ExtensionBase, Report
+from trainmeter.core.threads import OurThread
 from trainmeter.host.read import NodeReader, NodeSample, NodeSource
 from trainmeter.sizes import format_bytes
 
@@ -86,7 +87,7 @@ class NodeSampler(ExtensionBase):
             if self._source is None:
                 with contextlib.suppress(ImportError):
                     import psutil  # noqa: F401
-            self._thread = threading.Thread(target=self._run, name="trainmeter-node", daemon=True)
+            self._thread = OurThread(target=self._run, name="trainmeter-node")
             self._thread.start()
         elif self._open():
             self.step(monitor.clock())

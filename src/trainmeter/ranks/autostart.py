@@ -12,7 +12,8 @@ import sys
 from typing import Any
 
 from trainmeter.core import host_patches
-from trainmeter.ranks.launch import RUN_DIR_ENV, inherited_run_dir
+from trainmeter.core.text import printable
+from trainmeter.ranks.launch import PARENT_ENV, RUN_DIR_ENV, inherited_run_dir
 
 AUTOSTART_ENV = "TRAINMETER_AUTOSTART"
 
@@ -27,12 +28,18 @@ def auto_monitor() -> Any:
 
 def arm() -> None:
     """Arm the start at the first optimizer built (or stepped) in a child of a monitored run (never raises)."""
-    global _armed, _import_hooks
+    global _armed, _import_hooks, _refused
     if _armed or not os.environ.get(RUN_DIR_ENV) or os.environ.get(AUTOSTART_ENV, "1") == "0":
         return
     with contextlib.suppress(Exception):
-        # TRAINMETER_DISABLE=autostart (core/host_patches.py); no inherited folder in the parent itself, or gone
-        if not host_patches.enabled("autostart") or inherited_run_dir() is None:
+        # TRAINMETER_DISABLE=autostart (core/host_patches.py)
+        if not host_patches.enabled("autostart"):
+            return
+        if inherited_run_dir() is None:  # unmarked: never written to (docs/spec.md section 19)
+            if os.environ.get(PARENT_ENV) != str(os.getpid()) and not _refused:  # a child: said once a process
+                _refused = True
+                sys.stderr.write(f"trainmeter: this child is not recorded: {RUN_DIR_ENV}="
+                                 f"{printable(os.environ[RUN_DIR_ENV])} is not the run folder of a monitored parent\n")
             return
         _armed = True
         module = sys.modules.get("torch.optim.optimizer")
@@ -46,6 +53,7 @@ def arm() -> None:
 
 
 _armed = False
+_refused = False  # an inherited folder no monitored parent marked: said once
 _fired = False
 _handle: Any = None
 _import_hooks: Any = None

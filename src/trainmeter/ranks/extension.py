@@ -16,7 +16,7 @@ from trainmeter.core.extension import ExtensionBase, Report
 from trainmeter.core.patches import Patches
 from trainmeter.ranks import fork
 from trainmeter.ranks.identity import dist_state, rank_device, this_node
-from trainmeter.ranks.launch import PARENT_ENV, RUN_DIR_ENV, seats
+from trainmeter.ranks.launch import PARENT_ENV, RUN_DIR_ENV, mark_parent_folder, seats
 from trainmeter.ranks.seating import clear_seat, current_seat
 from trainmeter.ranks.timing import StepTiming
 from trainmeter.sizes import format_percent
@@ -64,8 +64,8 @@ class RanksExtension(ExtensionBase):
         if current_seat() is not None or getattr(monitor.record_sink, "seated", None) is not None:
             self._become_rank(monitor)
             return
-        if monitor.run_dir is None:
-            return
+        if monitor.run_dir is None or not mark_parent_folder(monitor.run_dir):
+            return  # children are seated only in a folder this process marked (docs/spec.md section 19)
         values = {RUN_DIR_ENV: str(monitor.run_dir), PARENT_ENV: str(os.getpid()), NAME_ENV: monitor.options.name,
                   INTERVAL_ENV: repr(float(monitor.options.interval_s)), ROOT_ENV: str(monitor.options.run_root)}
         for key, value in values.items():

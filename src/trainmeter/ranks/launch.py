@@ -19,6 +19,7 @@ from trainmeter.record.safe_read import read_bytes
 
 RUN_DIR_ENV = "TRAINMETER_RUN_DIR"
 PARENT_ENV = "TRAINMETER_RUN_PARENT"
+PARENT_MARKER = ".trainmeter-parent"  # the pid of the monitored parent that made the run folder and exported it
 CLAIMS = ".launches"
 SEAT_PREFIXES = ("rank-", "proc-")  # what a seat folder's name starts with (seat_name, take_seat)
 MAX_GENERATIONS = 10_000
@@ -28,12 +29,27 @@ CLAIM_MAX_BYTES = 4096  # a claim holds one folder name; a larger file is not on
 
 def inherited_run_dir(environ: Mapping[str, str] | None = None, pid: int | None = None) -> Path | None:
     """The run folder a monitored parent handed to this process; ``None`` in the parent itself (its pid is
-    ``TRAINMETER_RUN_PARENT``) and when the folder does not exist."""
+    ``TRAINMETER_RUN_PARENT``) and when the folder is not one that parent marked (:func:`mark_parent_folder`:
+    a folder that does not exist, or any other folder, ``/`` included, is never written to)."""
     env = os.environ if environ is None else environ
-    raw = env.get(RUN_DIR_ENV)
-    if not raw or env.get(PARENT_ENV) == str(os.getpid() if pid is None else pid):
+    raw, parent = env.get(RUN_DIR_ENV), env.get(PARENT_ENV)
+    if not raw or not parent or parent == str(os.getpid() if pid is None else pid):
         return None
-    return Path(raw) if Path(raw).is_dir() else None
+    try:  # a regular file of a few bytes (record/safe_read.py)
+        marked = read_bytes(Path(raw) / PARENT_MARKER, 32).decode("ascii", "replace").strip() == parent
+    except OSError:
+        return None
+    return Path(raw) if marked else None
+
+
+def mark_parent_folder(run_dir: Path, pid: int | None = None) -> bool:
+    """Mark ``run_dir`` as the run folder of the monitored process ``pid`` (default: this one), which its children
+    may seat themselves in; returns whether the mark was written."""
+    try:
+        (Path(run_dir) / PARENT_MARKER).write_text(str(os.getpid() if pid is None else pid), encoding="ascii")
+    except OSError:
+        return False
+    return True
 
 
 def claim_name(name: str, key: str, generation: int) -> str:

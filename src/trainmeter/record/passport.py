@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -299,17 +300,24 @@ def _lanes_table(lanes: Any, unit: str) -> list[str]:
     return rows + [""]
 
 
-def write_passport(m: RunContext, record: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Write ``passport.json`` (with the ``record`` section: is the saved record complete) and ``passport.md`` into
-    the run folder; return the passport as written. ``OSError`` when a file cannot be written (none left
-    half-written)."""
+RECORD_FILES = ("events.jsonl", "curves.json", "passport.md", "dashboard.json")  # a passport's `files` (section 6)
+
+
+def write_passport(m: RunContext, record: dict[str, Any] | None = None,
+                   before_json: Callable[[], None] | None = None) -> dict[str, Any]:
+    """Write ``passport.md``, then ``before_json()`` (the dashboard, the log's end record), then ``passport.json``
+    last, with the record section and ``files``: the record's files in the folder by then, so a kill between the
+    files is seen on read (docs/spec.md section 6). Returns the passport as written. ``OSError`` when a file cannot
+    be written (none left half-written)."""
     assert m.run_dir is not None
     passport = build_passport(m)
     if record is not None:
         passport["record"] = record
     text = json_lines(passport)  # json's C encoder, one key a line (docs/spec.md section 20)
-    path = m.run_dir / "passport.json"
-    write_file_atomic(path, text + "\n")
     written = json.loads(text)
     write_file_atomic(m.run_dir / "passport.md", render_markdown(written))
+    if before_json is not None:
+        before_json()
+    written["files"] = [name for name in RECORD_FILES if (m.run_dir / name).is_file()]
+    write_file_atomic(m.run_dir / "passport.json", f"{text[:-2]},\n  \"files\": {json.dumps(written['files'])}\n}}\n")
     return written

@@ -208,32 +208,35 @@ class RunRecorder:
                 "summary": summary}
 
     def write_passport(self, run: RunContext) -> None:
-        """The points not yet written, passport.json + passport.md, then the log's ``end`` record; tried whatever the
-        back-off (the last chance); a failure is kept for the closing line and the warnings, never raised."""
+        """The points not yet written, passport.md, dashboard.json, the log's ``end`` record, then passport.json; tried
+        whatever the back-off (the last chance); a failure is kept for the closing line and the warnings, never
+        raised."""
         from trainmeter.record.passport import write_passport
 
         self._write(run, lambda log, cursors: [write_columns(log, cursors, *pair) for pair in _kinds(run)])
         if run.run_dir is None:
             self.passport_error = self._gap["error"] if self._gap else "no run folder"
             return
-        try:
-            self.passport = write_passport(run, self.record_section(run))
-            self.passport_path = run.run_dir / "passport.json"
-            self.passport_error = None
+        ended: list[bool] = []
+
+        def before_json() -> None:  # between passport.md and passport.json, written last (docs/spec.md section 6)
             if self.after_passport is not None:
                 try:
                     self.after_passport(run)
                 except Exception as exc:
                     run.warn_once("after-passport", f"the replay's dashboard file was not written: {exc!r}")
+            ended.append(True)
+            self._append_end(run)
+
+        try:
+            self.passport = write_passport(run, self.record_section(run), before_json)
+            self.passport_path = run.run_dir / "passport.json"
+            self.passport_error = None
         except OSError as exc:
             self.passport_error = _reason(exc)
             run.warn_once("passport-write", f"passport not written in {run.run_dir}: {self.passport_error}")
-        if self._log is not None:
-            self._log.append(end_record(status=run.status, ended_at=run.ended_at, error=run.error))
-            try:
-                self._log.flush()
-            except OSError:
-                self._log.discard()
+            if not ended:
+                self._append_end(run)
 
         if self._seat is not None:  # the last rank to finish merges the launch's passport
             try:
@@ -242,6 +245,15 @@ class RunRecorder:
                 after_rank_finished(self._seat)
             except Exception as exc:
                 run.warn_once("ranks-merge", f"merging the launch's passport failed: {exc!r}")
+
+    def _append_end(self, run: RunContext) -> None:
+        log = self._log
+        if log is not None:
+            log.append(end_record(status=run.status, ended_at=run.ended_at, error=run.error))
+            try:
+                log.flush()
+            except OSError:
+                log.discard()
 
     @property
     def passport_written(self) -> bool:

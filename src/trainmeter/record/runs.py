@@ -23,7 +23,7 @@ from trainmeter.record.runs_table import (  # the runs table, re-exported (``tra
     runs_table,
     training_order,
 )
-from trainmeter.record.safe_read import PASSPORT_TYPES, exists, read_json, wrong_type
+from trainmeter.record.safe_read import NO_PASSPORT, PASSPORT_TYPES, exists, read_passport, wrong_type
 from trainmeter.sizes import format_bytes
 
 __all__ = ["RUNS_SHOWN", "RUN_COLUMNS", "Run", "damaged_passport", "format_runs", "load", "log_tail_summary",
@@ -108,7 +108,7 @@ def load(path: str | Path) -> Run:
         raise FileNotFoundError(f"no trainmeter run at {str(path)!r}: expected a folder with events.jsonl or passport.json")
     problem = None
     try:
-        passport = read_json(p / PASSPORT_FILE, types=PASSPORT_TYPES)
+        passport = read_passport(p)
         if passport:
             return Run(dir=p, passport=passport)
         problem = "passport.json holds no passport"
@@ -171,6 +171,7 @@ def summarise_log(path: Path, problem: str | None = None, max_bytes: int | None 
         if _finite(count):
             last_step = max(last_step or 0, count)
     seen_at, killed = last_seen(start, [last, beat], end)
+    problem = problem or (NO_PASSPORT if end else None)  # ended, then killed before its passport was written
     damage = "; ".join(d for d in (problem, log_damage) if d) or None
     why = f"damaged: {problem}" if problem else ("no passport: the run was killed (no end record; its log fell "
                                                  f"silent at {seen_at})" if killed else

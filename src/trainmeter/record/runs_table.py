@@ -17,7 +17,7 @@ from typing import Any
 from trainmeter.core.text import printable
 from trainmeter.options import DEFAULT_RUN_ROOT
 from trainmeter.record.events import HEAD_BYTES, LOG_FILE, TAIL_BYTES, head, tail
-from trainmeter.record.safe_read import PASSPORT_TYPES, exists, open_regular, read_json
+from trainmeter.record.safe_read import NO_PASSPORT, exists, open_regular, read_passport
 from trainmeter.sizes import format_count, format_duration, format_number, format_percent
 
 PASSPORT_FILE = "passport.json"
@@ -196,14 +196,14 @@ def _run_row(folder: Path) -> RunRow:
     passport: dict[str, Any] = {}
     damage = None
     try:
-        passport = read_json(folder / PASSPORT_FILE, types=PASSPORT_TYPES)
+        passport = read_passport(folder)
     except FileNotFoundError:
         passport = {}
     except OSError as exc:  # Damaged included
         damage = str(exc)
     from_log = not passport
     p = passport or log_tail_summary(folder / LOG_FILE)
-    if damage is None and from_log:
+    if damage is None:  # the log's, or a passport's that lists a file the folder lacks
         damage = p.get("damaged")
     if damage is not None and not p.get("started_at") and not p.get("steps"):
         return _damaged_row(folder, damage)
@@ -286,7 +286,8 @@ def log_tail_summary(path: Path, head_bytes: int = HEAD_BYTES, tail_bytes: int =
     last, beat, end = found.get("interval", {}), found.get("heartbeat", {}), found.get("end", {})
     seen_at, killed = last_seen(start, [last, beat], end)
     counts = [c for c in (last.get("step"), beat.get("steps_done")) if _finite(c)]  # a heartbeat's: counted later
-    return {"name": start.get("name"), "started_at": start.get("started_at"), "status": end.get("status") or "unfinished",
+    return {"name": start.get("name"), "started_at": start.get("started_at"), "status": "damaged" if end else "unfinished",
+            "damaged": NO_PASSPORT if end else None,
             "elapsed_s": max([r["elapsed_s"] for r in (last, beat) if _finite(r.get("elapsed_s"))], default=None),
             "steps": max(counts, default=None),
             "tokens": last.get("tokens"), "token_unit": last.get("token_unit") or "tokens", "last_loss": last_loss,

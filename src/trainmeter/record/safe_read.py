@@ -128,6 +128,22 @@ def read_json(path: str | Path, *, max_bytes: int = MAX_JSON_BYTES, within: str 
     return doc
 
 
+NO_PASSPORT = "incomplete: passport.json missing"  # a log with its end record and no passport (section 6)
+
+
+def read_passport(folder: str | Path) -> dict[str, Any]:
+    """A run folder's ``passport.json`` (:func:`read_json`, :data:`PASSPORT_TYPES`). It is written last and lists
+    the record's files in ``files`` (docs/spec.md section 6): one the folder lacks makes the status ``damaged`` and
+    ``damaged`` say which (``incomplete: passport.md missing``). Raises as :func:`read_json`."""
+    passport = read_json(Path(folder) / "passport.json", types=PASSPORT_TYPES)
+    files = passport.get("files") if isinstance(passport, dict) else None
+    missing = [f for f in files if isinstance(f, str) and not exists(Path(folder) / Path(f).name)] if isinstance(
+        files, list) else []
+    if missing:
+        passport = {**passport, "status": "damaged", "damaged": f"incomplete: {', '.join(missing)} missing"}
+    return passport
+
+
 def has_lone_surrogate(raw: str | bytes, doc: Any) -> bool:
     """Whether ``doc``, parsed from ``raw``, holds a string no UTF-8 sink can write (a lone ``\\udXXX`` escape); only
     a text holding a ``\\ud`` escape is walked (re-encoded)."""

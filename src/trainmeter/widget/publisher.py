@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 from trainmeter.core.decimate import DEFAULT_BUDGET_POINTS
 from trainmeter.core.interrupts import HeldInterrupts, run_parts
+from trainmeter.core.threads import OurThread
 from trainmeter.widget.dashboard_file import save_dashboard
 from trainmeter.widget.feed import SeriesFeed, shown_series
 from trainmeter.widget.patch import Revisions
@@ -124,8 +125,7 @@ class Publisher:
     def start(self) -> Publisher:
         """Start the thread in a copy of the caller's context (call from the cell)."""
         context = contextvars.copy_context()
-        self._thread = threading.Thread(target=context.run, args=(self._loop,), name="trainmeter-publisher",
-                                        daemon=True)
+        self._thread = OurThread(target=context.run, args=(self._loop,), name="trainmeter-publisher")
         self._thread.start()
         return self
 
