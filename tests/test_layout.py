@@ -171,14 +171,14 @@ def test_wings_find_each_other_only_through_published_views():
 # shared drawing, holding no run state of that wing. Never an ``extension`` module.
 PUBLISHED = {
     "record": {"runs", "runlog", "events", "recorder", "textline", "passport", "safe_read"},  # saved runs, log, sinks
-    "widget": {"view_model", "frame", "widget", "x_axis", "smoothed", "show",  # the follower's dashboard (ranks/watch.py)
+    "widget": {"view_model", "frame", "widget", "x_axis", "show",  # the follower's dashboard (ranks/watch.py)
                "snapshot",  # the static SVG chart, tm.compare's figures (comparison/figures.py)
                "look"},  # the one colours file's names (widget/colours.json): tm.compare's palettes and muted text
     "gpu": {"energy", "nvml", "ladder"},  # energy's counter reads (docs/architecture.md: the energy wing's), the ladder
     "ranks": {"seating", "merge", "watch"},  # a rank's seat, the merged section, tm.display(follow=True)
     "compute": {"card", "mfu", "eta",  # the compute tiles from a passport; the one MFU and ETA rules (docs/spec.md section 5)
                 "flops", "peaks"},  # the one convention rule (a launch's MFU: ranks/launch_mfu.py); a passport's peak read back
-    "optim": {"smoothing"},  # the one loss EMA: the text line's, the chart's smoothed twin
+    "optim": {"smoothing"},  # the one loss EMA: the text line's, the passport's, the chart's twin
     "energy": {"summary"},  # the energy tile, likewise
     "verdicts": {"markers"},  # chart markers from saved verdicts
 }

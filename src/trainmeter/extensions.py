@@ -114,7 +114,7 @@ REPORT_AND_FINISH_MODULES = (
     "trainmeter.compute.model_copy",
     "trainmeter.compute.card", "trainmeter.gpu.dram_peaks", "trainmeter.gpu.ladder", "trainmeter.gpu.passport",
     "trainmeter.record.passport", "trainmeter.widget.view_model", "trainmeter.widget.facts",
-    "trainmeter.widget.labels", "trainmeter.widget.look", "trainmeter.widget.smoothed", "trainmeter.widget.ticks",
+    "trainmeter.widget.labels", "trainmeter.widget.look", "trainmeter.optim.smoothing", "trainmeter.widget.ticks",
     "trainmeter.widget.x_axis", "trainmeter.widget.controls", "trainmeter.widget.dashboard_file",
 )
 

@@ -62,15 +62,13 @@ def test_at_sixty_thousand_steps_a_second_the_points_held_stay_bounded_and_every
     passport = json.loads((m.run_dir / "passport.json").read_text())
     assert passport["series"]["train_loss"]["count"] == 150_000 and passport["record"]["complete"]
     reference = LossEma()
-    reference.update(losses)
+    reference.twin("train_loss", range(len(losses)), losses)
     assert _wing(m, OptimExtension).ema.value == reference.value  # folded by drains and reports, bit for bit
     curve = _wing(m, CurvesRecorder).curves.to_dict()["series"]["train_loss"]
     assert curve["count"] == 150_000  # the curves took every point, the drained ones too
 
 
 def test_the_widget_draws_the_smoothed_loss_of_every_step_up_to_the_newest(run_root):
-    from trainmeter.widget.smoothed import LossSmoother
-
     clock = FakeClock(0.0)
     m, pub = _run(run_root, clock)
     for _ in range(400):
@@ -80,7 +78,7 @@ def test_the_widget_draws_the_smoothed_loss_of_every_step_up_to_the_newest(run_r
     m.report_now()
     pub.tick()
     xs, ys = pub.feed.decimators["train_loss.ema"].columns(include_open=True)
-    every = LossSmoother().twin("train_loss", [_loss(s) for s in range(m.steps - 1)])[1]
+    every = LossEma().twin("train_loss", range(m.steps - 1), [_loss(s) for s in range(m.steps - 1)])[1]
     assert xs[-1] == m.steps - 1 and ys[-1] == every[-1]  # the last point is held a step
     m.finish("completed")
     pub.close()
@@ -109,5 +107,5 @@ def test_a_drain_that_runs_after_a_report_went_past_its_ends_writes_and_folds_no
     assert [s for r in records if r["kind"] == "steps" for s in r["step"]] == list(range(1, 4001))
     assert [v for r in records if r["kind"] == "series" and r["name"] == "train_loss" for v in r["value"]] == losses
     reference = LossEma()
-    reference.update(losses)
+    reference.twin("train_loss", range(len(losses)), losses)
     assert _wing(m, OptimExtension).ema.value == reference.value

@@ -197,7 +197,7 @@ def test_smoothed_loss_is_beside_the_raw_loss_on_the_text_line(run_root):
     m.finish("completed")
     # a step's captured loss is appended once the next step begins (a tm.emit right after the step may replace it)
     second = out.getvalue().splitlines()[1]
-    assert second.startswith("[step 2] loss=") and " (ema " in second and " | lr=" in second and " | grad_norm=" in second
+    assert second.startswith("[step 2] loss=") and " (ema~" in second and " | lr=" in second and " | grad_norm=" in second
     assert ext.ema.count == 3
 
 
@@ -301,44 +301,43 @@ def test_steps_the_sampling_skips_run_no_code_of_the_wing(run_root):
     assert len(calls) == first_report + len(after)  # every step before the first report, then 1 in 10
 
 
-def test_the_report_worker_folds_the_loss_ema_ahead_and_each_report_shows_the_exact_average(run_root,
-                                                                                             monkeypatch) -> None:
+def test_the_report_worker_folds_the_loss_ahead_and_each_report_shows_the_fold_up_to_its_step(run_root,
+                                                                                              monkeypatch) -> None:
     import math
     import threading
     import time
 
     from trainmeter.core import report_worker
     from trainmeter.core.report_worker import THREAD_NAME
-    from trainmeter.optim import smoothing
+    from trainmeter.core.series_views import SeriesViews
+    from trainmeter.optim.smoothing import LossEma
 
     monkeypatch.setattr(report_worker, "FOLD_EVERY_S", 0.01)
     monkeypatch.setattr(report_worker, "MAX_FOLD_EVERY_S", 0.01)
-    ahead: list[str] = []
-    fold_ahead = smoothing.EmaCursor.fold_ahead
+    threads: list[str] = []
+    catch_up = SeriesViews.catch_up
 
-    def spy(self, series):
-        ahead.append(threading.current_thread().name)
-        return fold_ahead(self, series)
+    def spy(self, ends=None):
+        threads.append(threading.current_thread().name)
+        return catch_up(self, ends)
 
-    monkeypatch.setattr(smoothing.EmaCursor, "fold_ahead", spy)
-    def run(root, clock):
-        m = _monitor(root, OptimExtension(), probes=False, clock=clock).start()
-        for step in range(1, 601):
-            m.record({"train_loss": math.nan if step == 77 else 1.0 + math.sin(step / 9.0) / (1 + step / 100)},
-                     step=step)
-            m.on_step(8)
-            if step % 100 == 0:
-                if clock is None:
-                    time.sleep(0.1)  # the worker's turn: from the first report on, it folds the points ahead
-                m.steps_state.next_report_s = float("-inf")
-                m.maybe_report()  # the first report starts the worker; later ones find most points folded
-        m.finish("completed")
-        return [e["optim"]["loss_ema"] for e in read_events(m.run_dir / "events.jsonl") if e["kind"] == "interval"]
-
-    threaded = run(run_root / "threaded", None)  # the real clock: a threaded worker
-    assert ahead and set(ahead) == {THREAD_NAME}
-    in_place = run(run_root / "in-place", FakeClock())  # a fake clock: every fold at its report, as before
-    assert len(threaded) == 7 and threaded == in_place  # exact: the same floats at every report
+    monkeypatch.setattr(SeriesViews, "catch_up", spy)
+    losses = {step: math.nan if step == 77 else 1.0 + math.sin(step / 9.0) / (1 + step / 100) for step in range(1, 601)}
+    m = _monitor(run_root, OptimExtension(), probes=False).start()  # the real clock: a threaded worker
+    for step in range(1, 601):
+        m.record({"train_loss": losses[step]}, step=step)
+        m.on_step(8)
+        if step % 100 == 0:
+            time.sleep(0.1)  # the worker's turn: from the first report on, it folds the points ahead
+            m.steps_state.next_report_s = float("-inf")
+            m.maybe_report()
+    m.finish("completed")
+    assert THREAD_NAME in threads and threading.main_thread().name in threads  # ahead, and the first report's
+    reported = [e["optim"]["loss_ema"] for e in read_events(m.run_dir / "events.jsonl") if e["kind"] == "interval"]
+    twin = LossEma().twin("train_loss", list(losses), list(losses.values()))[1]
+    assert len(reported) == 7 and reported[-1]["step"] == 600
+    for r in reported:  # each report: the fold of every point up to the step it names, bit for bit
+        assert r["step"] >= 100 * (reported.index(r) + 1) and r["value"] == twin[r["step"] - 1]
 
 
 class _TickingClock(FakeClock):

@@ -1,110 +1,94 @@
-"""The smoothed loss: bias-corrected EMA, non-finite losses skipped, beta checked."""
+"""The run's one smoothed loss (docs/spec.md section 2): one rule, one fold, read by the text line, the passport and
+the chart's twin (issue 42 item 1)."""
 
+from __future__ import annotations
+
+import json
 import math
 
-import pytest
+import torch
+import torch.nn as nn
 
-from trainmeter.optim.smoothing import EMA_BETA, LossEma
+from trainmeter.optim.smoothing import MIN_POINTS, LossEma, twin_label
+from trainmeter.record.runlog import read_events
+from trainmeter.sizes import format_number
 
 
-def test_a_constant_loss_smooths_to_itself_from_the_first_step():
+def _smoothed(values: list[float]) -> list[float]:
+    return LossEma().twin("train_loss", range(len(values)), values)[1]
+
+
+def test_the_smoothing_window_is_five_percent_of_the_run_so_far():
+    # a loss that halves at point n: the twin is a quarter of the way down after about window * ln(4/3) points
+    for n in (200, 2000):
+        twin = _smoothed([2.0] * n + [1.0] * n)
+        lag = next(i for i, v in enumerate(twin[n:], start=1) if v < 1.75)  # ln(4/3) = 0.29 windows
+        assert 0.2 * 0.05 * n < lag < 0.4 * 0.05 * n, (n, lag)
+    assert twin_label(1150) == "smoothed (EMA, ~58 steps)" and twin_label(10) == "smoothed (EMA, ~1 steps)"
+
+
+def test_at_step_250_of_a_falling_loss_the_smoothed_value_is_within_5_percent_of_the_raw_loss():
+    # issue 42: at step 250 of 1,150 the fixed beta 0.98 EMA read 0.81 where the loss was 0.45 (1.8x); on this
+    # synthetic fall it reads 0.556 for 0.447 (+24.5%), the run's rule 0.457 (+2.3%)
+    loss = [0.4 + 3.0 * math.exp(-s / 60.0) for s in range(1150)]
+    twin = _smoothed(loss)
+    assert abs(twin[250] - loss[250]) < 0.05 * loss[250]
+    assert twin[250] >= loss[250]  # it lags a falling loss, never leads it
+
+
+def test_a_non_finite_point_is_a_gap_and_leaves_the_average_as_it_was():
     ema = LossEma()
-    ema.update([2.0])
-    assert ema.value == pytest.approx(2.0)
-    ema.update([2.0] * 10)
-    assert ema.value == pytest.approx(2.0)
+    twin = ema.twin("train_loss", [1, 2, 3, 4], [1.0, math.nan, 3.0, math.inf])[1]
+    assert twin[0] == 1.0 and math.isnan(twin[1]) and twin[2] == 3.0 and math.isnan(twin[3])
+    assert (ema.value, ema.step, ema.count) == (3.0, 3, 2)
 
 
-def test_the_average_follows_the_stated_recurrence():
-    ema = LossEma(0.5)
-    ema.update([4.0, 2.0])
-    # raw: 0.5*0 + 0.5*4 = 2; 0.5*2 + 0.5*2 = 2; corrected by 1 - 0.5**2 = 0.75
-    assert ema.value == pytest.approx(2.0 / 0.75)
+def test_the_fold_in_pieces_is_the_fold_of_the_whole_and_other_series_have_no_twin():
+    values = [1.0 + math.sin(i / 3.0) for i in range(300)]
+    whole, pieces = LossEma(), LossEma()
+    expected = whole.twin("train_loss", range(300), values)[1]
+    got = [v for a, b in ((0, 7), (7, 150), (150, 300)) for v in pieces.twin("train_loss", range(a, b), values[a:b])[1]]
+    assert got == expected and pieces.to_dict() == whole.to_dict() == {"value": expected[-1], "step": 299,
+                                                                        "window_steps": 15}
+    assert LossEma().twin("val_loss", [1], [1.0]) is None and LossEma().value is None
 
 
-def test_non_finite_losses_are_skipped():
-    ema = LossEma()
-    ema.update([1.0, math.nan, math.inf, 1.0])
-    assert ema.count == 2 and ema.value == pytest.approx(1.0)
+def test_the_text_line_the_passport_and_the_chart_twin_show_one_smoothed_loss_at_one_step(run_root, capsys):
+    import trainmeter as tm
+    from tests.fakes.widget import SilentWidget
+    from trainmeter.widget.publisher import Publisher
 
+    torch.manual_seed(0)
+    model = nn.Linear(4, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    x, y = torch.randn(8, 4), torch.randn(8, 1)
+    with tm.monitor(run_dir=run_root, interval_s=3600, name="one-ema") as m:
+        pub = Publisher(m.context, SilentWidget())  # the widget's feed, drawing the same run
+        for step in range(1, 2 * MIN_POINTS + 1):
+            (model(x) - y).pow(2).mean().backward()
+            opt.step()
+            opt.zero_grad()
+            if step == MIN_POINTS + 50:
+                m.report_now()  # a public report-now: the report runs at the next step's boundary
+            pub.tick()
+    pub.tick()
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("[step ")]
+    events = list(read_events(m.run_dir / "events.jsonl"))
+    losses = {s: v for e in events if e["kind"] == "series" and e["name"] == "train_loss"
+              for s, v in zip(e["step"], e["value"], strict=True)}
+    reported = next(e["optim"]["loss_ema"] for e in events if e["kind"] == "interval")
+    passport = json.loads((m.run_dir / "passport.json").read_text())["optim"]["loss_ema"]
+    with m.context.series_views.lock:
+        twin = dict(zip(*pub.feed.decimators["train_loss.ema"].columns(include_open=True), strict=True))
+    steps = sorted(losses)
+    reference = dict(zip(steps, _smoothed([losses[s] for s in steps]), strict=True))  # the rule over the run log
 
-def test_no_value_before_the_first_loss_and_bad_beta_is_refused():
-    assert LossEma().value is None
-    assert EMA_BETA == 0.98
-    with pytest.raises(ValueError, match=r"EMA beta must be in \[0, 1\), got 1.0"):
-        LossEma(1.0)
-
-
-def test_the_trace_gives_the_value_after_each_loss_and_a_gap_at_a_non_finite_one():
-    losses = [3.0, 2.5, math.nan, 2.0, 1.75]
-    traced = LossEma(0.9).trace(losses)
-    for i, loss in enumerate(losses):
-        ema = LossEma(0.9)
-        ema.update(losses[: i + 1])
-        if math.isfinite(loss):
-            assert traced[i] == pytest.approx(ema.value)
-        else:
-            assert math.isnan(traced[i])
-
-
-def test_a_trace_in_pieces_continues_where_the_last_one_ended():
-    whole = LossEma().trace([1.0, 4.0, 2.0, 3.0])
-    ema = LossEma()
-    pieces = ema.trace([1.0, 4.0]) + ema.trace([2.0, 3.0])
-    assert pieces == pytest.approx(whole) and ema.count == 4 and ema.value == pytest.approx(whole[-1])
-
-
-def _reference(beta, chunks):
-    avg, n = 0.0, 0
-    for chunk in chunks:
-        for loss in chunk:
-            if math.isfinite(loss):
-                avg = beta * avg + (1.0 - beta) * loss
-                n += 1
-    return avg, n
-
-
-def test_the_batched_fold_is_bit_for_bit_the_point_by_point_recurrence_in_any_chunking():
-    import random
-
-    rng = random.Random(7)
-    losses = [rng.lognormvariate(0.0, 1.0) for _ in range(1001)]
-    for i in (3, 40, 41, 500):
-        losses[i] = (math.nan, math.inf, -math.inf, math.nan)[i % 4]
-    for sizes in ((1001,), (1, 2, 3, 995), (7,) * 143, (4, 5, 6, 7, 979)):
-        ema, chunks, at = LossEma(), [], 0
-        for size in sizes:
-            chunks.append(losses[at:at + size])
-            at += size
-        for chunk in chunks:
-            ema.update(iter(chunk) if len(chunk) == 5 else chunk)
-        avg, n = _reference(EMA_BETA, chunks)
-        assert ema.count == n == 997 and ema.value == avg / (1.0 - EMA_BETA**n)  # exact, not approximate
-    ints, floats = LossEma(), LossEma()
-    ints.update([1, 2, 3, 4, 5])
-    floats.update([1.0, 2.0, 3.0, 4.0, 5.0])
-    assert (ints.value, ints.count) == (floats.value, floats.count)
-
-
-def test_a_report_folded_later_stops_at_its_end_even_when_the_fold_ahead_went_past_it():
-    from trainmeter.core.series import Series
-    from trainmeter.optim.smoothing import EmaCursor
-
-    series = Series("train_loss")
-    values = [1.0 + math.sin(i / 3.0) for i in range(60)]
-    for i, v in enumerate(values[:40]):
-        series.append(i + 1, float(i), v)
-    cursor = EmaCursor(LossEma())
-    cursor.fold_to_end(series, 20)  # a report at position 20, folded after points up to 40 came
-    expected = LossEma()
-    expected.update(values[:20])
-    assert (cursor.ema.value, cursor.ema.count) == (expected.value, expected.count)
-    cursor.fold_ahead(series)  # the worker's idle fold: up to 40
-    for i, v in enumerate(values[40:], start=40):
-        series.append(i + 1, float(i), v)
-    cursor.fold_to_end(series, 30)  # the next report ended at 30, before the ahead state
-    expected.update(values[20:30])
-    assert (cursor.ema.value, cursor.ema.count) == (expected.value, expected.count)
-    cursor.fold_to_end(series)  # the final report: every point
-    expected.update(values[30:])
-    assert (cursor.ema.value, cursor.ema.count) == (expected.value, expected.count)
+    text = lines[0]  # the report's text line: its smoothed value and window, the run log's figures
+    assert f"(ema~{reported['window_steps']} {format_number(reported['value'])})" in text
+    assert reported["value"] == reference[reported["step"]]  # bit for bit: the one fold, at the step it names
+    assert reported["step"] >= MIN_POINTS + 49 and reported["window_steps"] == round(0.05 * reported["step"])
+    assert twin and all(y == reference[int(x)] for x, y in twin.items())  # every drawn point (the stream decimates)
+    last = max(twin)
+    assert (last, twin[last]) == (passport["step"], passport["value"]) == (steps[-1], reference[steps[-1]])
+    assert passport["step"] == steps[-1] and passport["points"] == len(steps)
+    assert passport["window_steps"] == 10 and "5% of the points" in passport["rule"]

@@ -127,8 +127,8 @@ def test_a_launch_followed_without_a_parent_shows_the_tokens_of_every_rank(tmp_p
 
 def test_a_followed_run_draws_the_smoothed_loss_folded_over_every_step_it_read(run_root):
     from tests.widget.test_show import _saved_run
+    from trainmeter.optim.smoothing import LossEma
     from trainmeter.widget.frame import decode_frame
-    from trainmeter.widget.smoothed import LossSmoother
 
     m = _saved_run(run_root)
     watch = RunWatch(m.run_dir)
@@ -136,5 +136,5 @@ def test_a_followed_run_draws_the_smoothed_loss_folded_over_every_step_it_read(r
     by_name = {s.name: s for s in decode_frame(watch.history()).series}
     assert list(by_name["train_loss.ema"].xs) == list(by_name["train_loss"].xs)
     raw = list(by_name["train_loss"].ys)
-    assert list(by_name["train_loss.ema"].ys) == pytest.approx(LossSmoother().twin("train_loss", raw)[1])
+    assert list(by_name["train_loss.ema"].ys) == pytest.approx(LossEma().twin("train_loss", range(len(raw)), raw)[1])
     assert "val_loss.ema" not in by_name

@@ -23,14 +23,14 @@ class _Ext:
     name = "optim"
 
     def text_fields(self):
-        return {"loss_ema": 2.41}
+        return {"loss_ema": (2.41, 50)}
 
 
 def test_cuda_line_shows_the_interval_peak_over_the_device_total_and_the_smoothed_loss():
     cuda = {"allocated_bytes": 60 * 2**30, "peak_allocated_bytes": int(71.2 * 2**30), "device_total_bytes": 80 * 2**30}
     run = _run({"train_loss": 2.34, "lr": 3e-4, "grad_norm": 1.2},
                memory=MemoryReading(rss_bytes=1, rss_peak_bytes=1, cuda=cuda), extensions=[_Ext()])
-    assert format_text(run) == ("[step 10] loss=2.34 (ema 2.41) | lr=3.00e-04 | grad_norm=1.2 | train_tok/s=125k"
+    assert format_text(run) == ("[step 10] loss=2.34 (ema~50 2.41) | lr=3.00e-04 | grad_norm=1.2 | train_tok/s=125k"
                                 " | mem=71.2/80GiB")
 
 

@@ -10,8 +10,8 @@ def test_pinned_example_matches_seed_002_format_order_and_units():
 
 
 def test_smoothed_loss_sits_beside_the_raw_one():
-    line = format_line(7, series={"train_loss": 2.34, "lr": 1e-3}, loss_ema=2.41)
-    assert line == "[step 7] loss=2.34 (ema 2.41) | lr=1.00e-03"
+    line = format_line(1000, series={"train_loss": 2.34, "lr": 1e-3}, loss_ema=(2.41, 1234))
+    assert line == "[step 1000] loss=2.34 (ema~1,234 2.41) | lr=1.00e-03"  # the smoothed value and its window
 
 
 def test_seed_order_holds_whatever_the_series_order_and_other_series_follow_mem():

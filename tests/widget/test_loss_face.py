@@ -1,4 +1,4 @@
-"""The loss as the face shows it (docs/spec.md section 12): a smoothed twin whose window follows the run's length,
+"""The loss as the face shows it (docs/spec.md section 12; the smoothing rule: tests/optim/test_smoothing.py):
 the tile's number in the legend, NaN/inf said as read in the alert colour, a diverged run's status."""
 
 from __future__ import annotations
@@ -10,33 +10,7 @@ from trainmeter.extensions import make_monitor
 from trainmeter.options import make_options
 from trainmeter.record.runs import load
 from trainmeter.record.runs_table import RunsTable, run_row
-from trainmeter.widget.smoothed import LossSmoother, twin_label
 from trainmeter.widget.view_model import build_state, facts_from_monitor, facts_from_run
-
-
-def _smoothed(values: list[float]) -> list[float]:
-    return LossSmoother().twin("train_loss", values)[1]
-
-
-def test_the_smoothing_window_is_five_percent_of_the_run_so_far():
-    # a loss that halves at point n: the twin is a quarter of the way down after about window * ln(4/3) points
-    for n in (200, 2000):
-        twin = _smoothed([2.0] * n + [1.0] * n)
-        lag = next(i for i, v in enumerate(twin[n:], start=1) if v < 1.75)  # ln(4/3) = 0.29 windows
-        assert 0.2 * 0.05 * n < lag < 0.4 * 0.05 * n, (n, lag)
-    assert twin_label(1150) == "smoothed (EMA, ~58 steps)" and twin_label(10) == "smoothed (EMA, ~1 steps)"
-
-
-def test_the_twin_stays_close_to_a_falling_loss_early_in_the_run():
-    # the issue's case: step 250 of a loss falling fast; the 0.98 EMA read 0.81 where the loss was 0.45
-    loss = [0.4 + 3.0 * math.exp(-s / 60.0) for s in range(1150)]
-    twin = _smoothed(loss)
-    assert twin[250] / loss[250] < 1.1
-
-
-def test_a_non_finite_point_is_a_gap_and_leaves_the_average_as_it_was():
-    twin = _smoothed([1.0, math.nan, 3.0, math.inf])
-    assert twin[0] == 1.0 and math.isnan(twin[1]) and twin[2] == 3.0 and math.isnan(twin[3])
 
 
 def _run(run_root, losses: list[float]):

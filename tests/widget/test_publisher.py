@@ -548,7 +548,7 @@ def test_every_point_reaches_the_store_mapped_onto_tokens_and_time(run_root):
 
 def test_the_smoothed_loss_is_folded_over_every_step_at_every_drawn_point(run_root):
     from trainmeter.optim.extension import OptimExtension
-    from trainmeter.widget.smoothed import LossSmoother
+    from trainmeter.optim.smoothing import LossEma
 
     clock = FakeClock(0.0)
     optim = OptimExtension()
@@ -560,7 +560,7 @@ def test_the_smoothed_loss_is_folded_over_every_step_at_every_drawn_point(run_ro
     m.finish("completed")
     pub.feed.read()
     raw_xs, raw_ys = m.series["train_loss"].read(0)[1], m.series["train_loss"].read(0)[3]
-    every_step = dict(zip(raw_xs, LossSmoother().twin("train_loss", raw_ys)[1], strict=True))
+    every_step = dict(zip(raw_xs, LossEma().twin("train_loss", range(len(raw_ys)), raw_ys)[1], strict=True))
     xs, ys = pub.feed.decimators["train_loss.ema"].columns()
     assert len(every_step) > 1000 and 0 < len(xs) <= 200
     assert all(y == pytest.approx(every_step[int(x)]) for x, y in zip(xs, ys, strict=True))

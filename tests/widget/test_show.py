@@ -271,14 +271,14 @@ def test_a_script_run_without_a_widget_replays_its_panels_too(run_root):
 
 
 def test_a_replay_draws_the_smoothed_loss_folded_over_every_recorded_step(run_root):
-    from trainmeter.widget.smoothed import LossSmoother
+    from trainmeter.optim.smoothing import LossEma
 
     m = _saved_run(run_root)
     state, columns, _ = display_module.replay(m.run_dir)
     by_name = {c.name: c for c in columns}
     assert list(by_name["train_loss.ema"].xs) == list(by_name["train_loss"].xs)
     raw = by_name["train_loss"].ys
-    assert list(by_name["train_loss.ema"].ys) == pytest.approx(LossSmoother().twin("train_loss", raw)[1])
+    assert list(by_name["train_loss.ema"].ys) == pytest.approx(LossEma().twin("train_loss", range(len(raw)), raw)[1])
     assert "val_loss.ema" not in by_name
     assert {c["id"]: c for c in state["charts"]}["loss"]["smoothed"] == {}  # 50 points: below MIN_POINTS, raw alone
 

@@ -299,7 +299,7 @@ def test_only_the_training_loss_gets_a_smoothed_twin_labelled_with_its_window_in
 
 
 def test_a_training_loss_with_fewer_points_than_the_smoothings_minimum_is_drawn_raw_alone(run_root):
-    from trainmeter.widget.smoothed import MIN_POINTS
+    from trainmeter.optim.smoothing import MIN_POINTS
 
     assert MIN_POINTS == 100
     m = _run(run_root, FakeClock(0.0), steps=MIN_POINTS - 1)

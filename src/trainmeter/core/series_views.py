@@ -16,8 +16,8 @@ from typing import Any
 
 from trainmeter.core.decimate import DEFAULT_BUDGET_POINTS, Decimator
 
-Twins = Callable[[str, Sequence[float], "int | None"], "tuple[str, list[float]] | None"]
-"""``(name, values, position of values[0] or None)`` -> ``(twin name, its values)`` or ``None`` (widget/smoothed.py)."""
+Twins = Callable[[str, Sequence[Any], Sequence[float]], "tuple[str, list[float]] | None"]
+"""``(name, xs, values)`` -> ``(twin name, its values)`` or ``None`` (the loss EMA's fold: optim/smoothing.py)."""
 
 
 class SeriesViews:
@@ -82,7 +82,7 @@ class SeriesViews:
                 end, steps, times, values = s.read(cursor.get(name, 0), None if ends is None else ends.get(name, 0))
                 cursor[name] = end
                 if values:
-                    self._extend(name, s.x_kind, steps if s.x_kind == "step" else times, values, end - len(values))
+                    self._extend(name, s.x_kind, steps if s.x_kind == "step" else times, values)
                     fresh = True
             return fresh
 
@@ -90,15 +90,15 @@ class SeriesViews:
         """Add points to series ``name``, one the view does not read (report figures, a saved run's records), and to
         its twin; returns ``True``."""
         with self.lock:
-            self._extend(name, x_kind, xs, ys, None)
+            self._extend(name, x_kind, xs, ys)
         return True
 
-    def _extend(self, name: str, x_kind: str, xs: Sequence[Any], ys: Sequence[float], start: int | None) -> None:
-        """``extend`` under the lock; ``start``: the series position of ``ys[0]`` (a catch-up's)."""
+    def _extend(self, name: str, x_kind: str, xs: Sequence[Any], ys: Sequence[float]) -> None:
+        """``extend`` under the lock."""
         d = self.decimators.get(name)
         if d is None:
             d = self.decimators[name] = Decimator(name, x_kind, budget_points=self.budget_points)
         d.extend(xs, ys)
-        twin = self._twins(name, ys, start) if self._twins is not None else None
+        twin = self._twins(name, xs, ys) if self._twins is not None else None
         if twin is not None:
-            self._extend(twin[0], x_kind, xs, twin[1], None)
+            self._extend(twin[0], x_kind, xs, twin[1])

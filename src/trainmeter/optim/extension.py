@@ -2,7 +2,8 @@
 
 Reads every k-th primary optimizer step, k the larger of the rate's stride and the cost's (docs/spec.md section 17;
 costs: ``benchmarks/optim_step_hook.py``). Thread safety: hooks and reports on the training thread (a steady report
-on the report worker, which also folds the loss EMA ahead); ``panels``/``charts`` read series statistics only.
+on the report worker); the loss EMA is folded where the run's views are caught up (optim/smoothing.py), never on the
+training thread but at the first and final reports; ``panels``/``charts`` read series statistics only.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from trainmeter.core import host_patches
 from trainmeter.core.explicit_steps import Stepper
 from trainmeter.core.extension import ExtensionBase, Report
 from trainmeter.optim.grad_norm import CLIP_SOURCE, GRAD_NORM_SERIES, ClipTap
-from trainmeter.optim.smoothing import EMA_BETA, EmaCursor, LossEma
+from trainmeter.optim.smoothing import LOSS_SERIES, RULE, LossEma
 
 if TYPE_CHECKING:
     from trainmeter.core.context import RunContext
@@ -31,11 +32,9 @@ LR_SERIES = "lr"
 # schedule-free's "scheduled_lr" (its warmup times lr, set in step() "for logging purposes")
 APPLIED_LR_KEYS = ("scheduled_lr",)
 MAX_POINTS_PER_S = 100.0
-_FAR = 1 << 62  # a reader cursor past any point: the series it stands for is never held back
 # The share of a step the rate read may take (its stride grows until the read costs no more, docs/spec.md section 2).
 MAX_READ_SHARE = 2e-4
 READ_EVERY_STEP_UNTIL = 100  # the first steps are read at every step whatever the cost (a short run: every rate)
-LOSS_SERIES = "train_loss"
 # Names the taps record from frameworks' own logs, read when trainmeter's own series is absent.
 LR_ALIASES = ("learning_rate",)  # Hugging Face Trainer.log
 GRAD_NORM_ALIASES = ("grad_2.0_norm_total", "grad_norm_total")  # Lightning's utilities.grad_norm(self, 2)
@@ -93,14 +92,13 @@ class OptimExtension(ExtensionBase):
     name = "optim"
     report_on_worker = True  # a steady report runs on_report on the report worker (docs/spec.md section 20)
 
-    def __init__(self, *, max_points_per_s: float = MAX_POINTS_PER_S, ema_beta: float = EMA_BETA,
-                 environ: Any = None) -> None:
+    def __init__(self, *, max_points_per_s: float = MAX_POINTS_PER_S, environ: Any = None) -> None:
         self._m: RunContext | None = None
         self._hot: StepRecorder | None = None  # the run's step state (monitor.steps_state), read at each sampled step
         self._max_points_per_s = max_points_per_s
         self._environ = environ
         self.rank: int | None = None
-        self.ema = LossEma(ema_beta)
+        self.ema = LossEma()  # the run's one smoothed loss (optim/smoothing.py)
         self.clip = ClipTap()
         self.stride = 1  # the stride in use: the larger of the rate's and the cost's
         self._rate_stride = 1  # from the last report's step rate (max_points_per_s)
@@ -115,18 +113,18 @@ class OptimExtension(ExtensionBase):
         self.optimizers: dict[str, str] = {}  # series -> the class of the optimizer whose rate it holds
         self.groups = 0
         self.lr_missing: str | None = None  # why the primary's rate is not read (a stand-in holding none)
-        self._ema_cursor = EmaCursor(self.ema)
-        self._cursor: dict[str, int] = {}  # the EMA's series reader (only train_loss held back)
         self.reason: str | None = None
 
     # -- lifecycle -----------------------------------------------------------------
     def start(self, monitor: RunContext) -> None:
-        """Install the clip wrappers; read ``RANK`` (the core calls :meth:`on_step`)."""
+        """Fold the loss into the smoothed loss; install the clip wrappers; read ``RANK`` (the core calls
+        :meth:`on_step`)."""
         self._m = monitor
         self._hot = monitor.steps_state
-        monitor.worker.every(self.name, lambda: self._ema_cursor.fold_ahead(monitor.series.get(LOSS_SERIES)))
-        self._cursor = monitor.add_reader(self._drain)
-        self._release()
+        # the one fold: the views' twin deriver, caught up by the publisher, drains, reports and, between reports,
+        # the report worker's idle fold (docs/spec.md sections 2, 20)
+        monitor.series_views.subscribe(self.name, (LOSS_SERIES,), twins=self.ema.twin)
+        monitor.worker.every(self.name, monitor.series_views.catch_up)
         self.rank = rank_from_env(self._environ)
         if self.rank not in (None, 0):
             monitor.set_text(False)
@@ -253,26 +251,10 @@ class OptimExtension(ExtensionBase):
             self._m.next_step_hook_at(sys.maxsize, self)  # no more on_step calls
             self._m.warn_once("optim-step", f"learning rate and gradient norm capture disabled: {exc!r}")
 
-    def view(self) -> EmaCursor:
-        """The loss EMA's fold, shared with the widget's ``train_loss.ema`` trace (widget/smoothed.py)."""
-        return self._ema_cursor
-
-    def _drain(self, ends: dict[str, int]) -> None:
-        """Between reports, when the series hold many points: fold the loss up to ``ends`` (report worker)."""
-        m = self._m
-        series = m.series.get(LOSS_SERIES) if m is not None else None
-        if series is not None:
-            self._ema_cursor.settle(series, ends.get(LOSS_SERIES, 0))
-        self._release()
-
-    def _release(self) -> None:
-        """Let the core trim every point the EMA no longer needs (the EMA reads train_loss only)."""
-        m = self._m
-        if m is None:
-            return
-        cursor = self._cursor
-        for name in [m.step_series.name, *list(m.series)]:
-            cursor[name] = self._ema_cursor.needed_from if name == LOSS_SERIES else _FAR
+    def after_fork_in_child(self, monitor: RunContext) -> None:
+        """In a forked child: the smoothed loss of the child's own run (docs/spec.md section 19)."""
+        self.ema = LossEma()
+        monitor.series_views.subscribe(self.name, (LOSS_SERIES,), twins=self.ema.twin)
 
     # -- reports ---------------------------------------------------------------------
     def on_report(self, report: Report) -> dict[str, Any]:
@@ -280,13 +262,8 @@ class OptimExtension(ExtensionBase):
         m = self._m
         if m is None:
             return {}
-        series = m.series.get(LOSS_SERIES)
-        if series is not None:
-            # not a registered reader: the core trims only after this report's writes, so no point is missed;
-            # the report worker folded most points already (smoothing.EmaCursor, docs/spec.md section 20)
-            self._ema_cursor.fold_to_end(series, report.ends.get(LOSS_SERIES) if report.ends else None)
-            m.worker.wake()  # from the first report on, the worker folds ahead
-        self._release()
+        m.series_views.catch_up(report.ends)  # the loss up to this report folded (most of it was, ahead of it)
+        m.worker.wake()  # from the first report on, the worker folds ahead
         interval = report.interval
         if interval is not None and interval.steps and interval.train_s > 0:
             rate = interval.steps / interval.train_s
@@ -295,12 +272,13 @@ class OptimExtension(ExtensionBase):
                 self.stride = self._rate_stride
                 if not m.worker.on_worker_thread():  # the worker leaves the hook to the next read (section 20)
                     m.next_step_hook_at(report.steps + self.stride, self)
-        return {"loss_ema": self.ema.value, "sample_every_steps": self.stride,
+        return {"loss_ema": self.ema.to_dict(), "sample_every_steps": self.stride,
                 "grad_norm_missing": self.grad_norm_missing()}
 
     def text_fields(self) -> dict[str, Any]:
-        """``loss_ema`` (a float; placed beside ``loss``)."""
-        return {"loss_ema": self.ema.value} if self.ema.value is not None else {}
+        """``loss_ema``: ``(value, window in steps)``, placed beside ``loss`` (docs/spec.md section 7)."""
+        ema = self.ema.to_dict()
+        return {"loss_ema": (ema["value"], ema["window_steps"])} if ema["value"] is not None else {}
 
     def grad_norm_missing(self) -> str | None:
         """Why ``grad_norm`` is absent, or ``None`` when it is recorded (or logged by the framework)."""
@@ -333,7 +311,7 @@ class OptimExtension(ExtensionBase):
                           "patched": list(self.clip.wrapped)},
             "sample_every_steps": self.stride,
             "max_points_per_s": self._max_points_per_s,
-            "loss_ema": {"value": self.ema.value, "beta": self.ema.beta, "steps": self.ema.count},
+            "loss_ema": {**self.ema.to_dict(), "points": self.ema.count, "rule": RULE},
             "rank": self.rank,
         }
 
@@ -369,10 +347,10 @@ class OptimExtension(ExtensionBase):
              "note": f"{CLIP_SOURCE}, {every}" if grad is not None
              else self.grad_norm_missing()},
         ]
-        ema = self.ema.value
-        if ema is not None:
-            rows.append({"label": "loss (EMA)", "value": ema, "unit": "", "provenance": "measured",
-                         "note": f"bias-corrected EMA of train_loss, beta {self.ema.beta}"})
+        ema = self.ema.to_dict()
+        if ema["value"] is not None:
+            rows.append({"label": "loss (EMA)", "value": ema["value"], "unit": "", "provenance": "measured",
+                         "note": f"EMA of train_loss over ~{ema['window_steps']:,} steps (5% of the run so far)"})
         return [{"id": "optim", "title": "Optimizer", "rows": rows,
                  "note": "read from what the loop computes; trainmeter adds no device work"}]
 

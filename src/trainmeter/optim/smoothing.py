@@ -1,166 +1,99 @@
-"""The smoothed loss beside the raw one: a bias-corrected EMA over steps, ``beta = 0.98`` (docs/spec.md section 2).
-Not thread-safe: one writer.
+"""The smoothed training loss: one rule, one fold, read by the text line, the passport and the chart's twin
+(docs/spec.md section 2).
+
+The rule: an EMA whose window is :data:`WINDOW_SHARE` of the points folded so far (the newest point's weight is
+``1 / (0.05 n)``, 1 for the first 20 points), so a point at step ``n`` averages about the last ``n / 20`` steps: light
+early, when the loss falls fastest, and the same share of the x axis at any length, as W&B's default time-weighted EMA
+scales its decay to the x range (TensorBoard's default, 0.6 per logged point, is about 2.5 points at any length; a
+fixed beta 0.98 read 0.81 at step 250 of 1,150 where the loss was 0.45: section 12). A NaN or inf is a gap in the
+twin and leaves the average as it was. The run's one fold is the optim wing's :class:`LossEma`, the twin deriver of
+the run's decimated views (core/series_views.py): each point is folded once, off the training thread, on whichever
+thread catches the views up (the publisher's tick, the report worker; the first and final reports their own). A
+replay folds a saved run's points by the same rule.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Sequence
 from typing import Any
 
-EMA_BETA = 0.98
+LOSS_SERIES = "train_loss"
+SMOOTHED: dict[str, str] = {LOSS_SERIES: "train_loss.ema"}  # raw series -> its smoothed twin
+WINDOW_SHARE = 0.05  # the window: this share of the points so far
+MIN_POINTS = 100  # the first point whose window is 5 points; below it the chart draws the raw loss alone
+RULE = "EMA of train_loss, window 5% of the points so far (newest weight 1/(0.05 n)); non-finite points skipped"
+
+
+def window_steps(span_steps: float) -> int:
+    """The window in steps of a fold over ``span_steps`` steps of points (at least 1)."""
+    return max(1, round(WINDOW_SHARE * span_steps))
+
+
+def twin_label(steps: int) -> str:
+    """The twin's legend label, its window in steps at the newest point (``steps``: the steps its points span)."""
+    return f"smoothed (EMA, ~{window_steps(steps):,} steps)"
+
+
+def smoothed_spec(loss_points: int, steps: int) -> dict[str, dict[str, str]]:
+    """The loss chart's ``smoothed`` map and the twin's label: a twin from :data:`MIN_POINTS` points on (section 12)."""
+    twins = SMOOTHED if loss_points >= MIN_POINTS else {}
+    return {"smoothed": dict(twins), "labels": {t: twin_label(steps) for t in twins.values()}}
 
 
 class LossEma:
-    """Bias-corrected EMA of per-step losses; ``beta`` (the last average's weight) in ``[0, 1)``, else ValueError."""
+    """The fold of :data:`LOSS_SERIES`'s points in step order by the rule above.
 
-    def __init__(self, beta: float = EMA_BETA) -> None:
-        if not 0.0 <= beta < 1.0:
-            raise ValueError(f"EMA beta must be in [0, 1), got {beta!r}")
-        self.beta = beta
-        self._avg = 0.0
-        self.count = 0
-        settled = 1
-        while 1.0 - beta**settled != 1.0:  # past it the bias correction divides by exactly 1.0
-            settled += 1
-        self._settled = settled
+    Thread safety: one writer (:meth:`twin`, under the views' lock); the state is one tuple replaced whole, so
+    :attr:`value`, :attr:`step` and :attr:`window_steps` read from any thread agree with one another.
+    """
 
-    def update(self, losses: Iterable[float]) -> None:
-        """Fold in losses in step order (non-finite ones skipped): bit for bit one ``beta * avg + (1 - beta) * loss``
-        per loss, four a loop turn after C-level passes (docs/spec.md section 20)."""
-        beta = self.beta
-        values = losses if isinstance(losses, list) else list(losses)
-        try:
-            scaled = list(map((1.0 - beta).__mul__, filter(math.isfinite, values)))
-        except (TypeError, OverflowError):  # not all floats: one loss at a time
-            self._update_each(values)
-            return
-        n = len(scaled)
-        cut = n - n % 4
-        avg = self._avg
-        quads = iter(scaled[:cut])
-        for a, b, c, d in zip(quads, quads, quads, quads, strict=True):
-            avg = beta * (beta * (beta * (beta * avg + a) + b) + c) + d
-        for a in scaled[cut:]:
-            avg = beta * avg + a
-        self._avg, self.count = avg, self.count + n
+    def __init__(self) -> None:
+        self._state: tuple[float, int, Any, Any] = (0.0, 0, None, None)  # average, finite points, first, last step
 
-    def _update_each(self, losses: Iterable[float]) -> None:
-        beta, avg, n = self.beta, self._avg, self.count
-        for loss in losses:
-            if math.isfinite(loss):
-                avg = beta * avg + (1.0 - beta) * loss
-                n += 1
-        self._avg, self.count = avg, n
-
-    def trace(self, losses: Iterable[float]) -> list[float]:
-        """Fold in losses in step order; the bias-corrected average after each one, bit for bit :attr:`value`'s (NaN
-        for a skipped non-finite loss: a gap on the chart). Past ``1 - beta**n == 1.0`` the correction is left out."""
-        beta, avg, n = self.beta, self._avg, self.count
-        keep = 1.0 - beta
-        values = losses if isinstance(losses, list) else list(losses)
-        out: list[float] = []
-        append = out.append
-        if n >= self._settled and all(map(math.isfinite, values)):
-            for a in map(keep.__mul__, values):
-                avg = beta * avg + a
-                append(avg)
-            self._avg, self.count = avg, n + len(values)
-            return out
-        for loss in values:
-            if math.isfinite(loss):
-                avg = beta * avg + keep * loss
-                n += 1
-                append(avg if n >= self._settled else avg / (1.0 - beta**n))
-            else:
-                append(math.nan)
-        self._avg, self.count = avg, n
-        return out
-
-    @property
-    def raw(self) -> tuple[float, int]:
-        """The fold's state: the average before bias correction and the finite losses folded."""
-        return self._avg, self.count
-
-    def resume(self, avg: float, count: int) -> None:
-        """Continue from a fold state :attr:`raw` gave (the same fold, reached by another reader)."""
-        self._avg, self.count = avg, count
+    def twin(self, name: str, steps: Sequence[Any], values: Sequence[float]) -> tuple[str, list[float]] | None:
+        """Fold new points of ``name`` (``steps`` their x); ``(twin name, the average after each point)``, NaN at a
+        non-finite one, or ``None`` for a series with no twin (the views' twin deriver)."""
+        twin = SMOOTHED.get(name)
+        if twin is None:
+            return None
+        avg, n, first, last = self._state
+        out = []
+        for x, v in zip(steps, map(float, values), strict=True):
+            if not math.isfinite(v):
+                out.append(math.nan)
+                continue
+            n += 1
+            avg += min(1.0, 1.0 / (WINDOW_SHARE * n)) * (v - avg)  # 1 for the first 20 points: the point itself
+            first = x if first is None else first
+            last = x
+            out.append(avg)
+        self._state = (avg, n, first, last)
+        return twin, out
 
     @property
     def value(self) -> float | None:
-        """The bias-corrected average, or ``None`` before the first finite loss."""
-        if self.count == 0:
-            return None
-        return self._avg / (1.0 - self.beta**self.count)
-
-
-class EmaCursor:
-    """A :class:`LossEma` over one series' points, folded once by whoever folds first (docs/spec.md sections 18, 20):
-    the widget's trace (:meth:`publish`), the report worker between reports (:meth:`fold_ahead`), a report up to its
-    end (:meth:`fold_to_end`, which sets :attr:`ema`). Each fold starts from the furthest published state, so the
-    value at a report is, bit for bit, a fold of every point up to it.
-
-    Thread safety: no lock (a fork leaves none held); each slot holds an immutable ``(position, average, count)``
-    replaced whole. ``_reported`` (the report's) has one writer at a time; ``_ahead`` has two (the worker's idle fold
-    and the widget's :meth:`publish`): either may overwrite a further state with a shorter one, which is still the
-    fold of a prefix, so a later fold from it reaches the same value bit for bit.
-    """
-
-    def __init__(self, ema: LossEma) -> None:
-        self.ema = ema
-        self._ahead: tuple[int, float, int] = (0, 0.0, 0)
-        self._reported: tuple[int, float, int] = (0, 0.0, 0)
-
-    def _fold(self, series: Any, contiguous: bool, stop: int | None = None) -> tuple[int, float, int] | None:
-        ahead, reported = self._ahead, self._reported
-        pos, avg, count = ahead if ahead[0] > reported[0] and (stop is None or ahead[0] <= stop) else reported
-        end, _, _, values = series.read(pos)
-        if contiguous and end - len(values) != pos:
-            return None  # a report trimmed past this state meanwhile: its own state is further
-        if stop is not None and end > stop:  # a report read later: the points past its end came after it
-            values = values[:max(0, len(values) - (end - stop))]
-            end = stop
-        folded = LossEma(self.ema.beta)
-        folded._avg, folded.count = avg, count
-        folded.update(values)
-        return (end, folded._avg, folded.count)
-
-    def fold_ahead(self, series: Any) -> None:
-        """Fold the points appended since the furthest state (the report worker's thread)."""
-        state = self._fold(series, contiguous=True) if series is not None else None
-        if state is not None:
-            self._ahead = state
-
-    def state(self) -> tuple[int, float, int]:
-        """The furthest published fold state ``(position, average, count)`` (any thread)."""
-        ahead, reported = self._ahead, self._reported
-        return ahead if ahead[0] > reported[0] else reported
-
-    def publish(self, state: tuple[int, float, int]) -> None:
-        """Offer the state a fold of the first ``state[0]`` points reached elsewhere (the widget's trace, which
-        folds every point as it draws it: widget/smoothed.py); kept when it is the furthest. Any thread."""
-        if state[0] > self.state()[0]:
-            self._ahead = state
-
-    def settle(self, series: Any, stop: int) -> int:
-        """Fold up to position ``stop`` into the state no later report goes behind (a drain between reports: the
-        report worker, after every report before it; docs/spec.md section 18); returns the position folded to, from
-        which on the series' points are still needed."""
-        if stop > self._reported[0]:  # a report on the training thread may have folded past it meanwhile
-            state = self._fold(series, contiguous=False, stop=stop)
-            if state is not None:
-                self._reported = state
-        return self._reported[0]
+        """The smoothed loss at :attr:`step`, or ``None`` before the first finite point."""
+        avg, n, _, _ = self._state
+        return avg if n else None
 
     @property
-    def needed_from(self) -> int:
-        """The first position a later fold may read (the points before it may be trimmed)."""
-        return self._reported[0]
+    def step(self) -> int | None:
+        """The step of the newest point folded (``None`` before the first)."""
+        return self._state[3]
 
-    def fold_to_end(self, series: Any, stop: int | None = None) -> None:
-        """Fold every point up to the series' end (or position ``stop``: the report's end, for a report read
-        later on the report worker) and set :attr:`ema` (a report: the training thread, or the worker)."""
-        state = self._fold(series, contiguous=False, stop=stop)
-        if state is not None:
-            self._reported = state
-            self.ema._avg, self.ema.count = state[1], state[2]
+    @property
+    def count(self) -> int:
+        """Finite points folded."""
+        return self._state[1]
+
+    @property
+    def window_steps(self) -> int | None:
+        """The window at the newest point, in steps (``None`` before the first finite point)."""
+        _, n, first, last = self._state
+        return window_steps(last - first + 1) if n else None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The run log's ``interval.optim.loss_ema``: ``value``, ``step``, ``window_steps`` (all None before a point)."""
+        avg, n, first, last = self._state
+        return {"value": avg if n else None, "step": last, "window_steps": window_steps(last - first + 1) if n else None}

@@ -37,22 +37,23 @@ def seed_values(latest: Mapping[str, float | None]) -> dict[str, float | None]:
 MAX_TEXT_SERIES = 12  # a line stays a line; the widget and the run log have them all
 
 
-def format_line(step: int, *, series: Mapping[str, float | None], loss_ema: float | None = None,
+def format_line(step: int, *, series: Mapping[str, float | None], loss_ema: tuple[float, int] | None = None,
                 tokens_per_s: float | None = None, token_unit: str | None = "tok", mfu: float | None = None,
                 mem_used_bytes: int | None = None, mem_total_bytes: int | None = None,
                 extra: Mapping[str, str] | None = None) -> str:
-    """Return ``[step N] loss=2.346 (ema 2.41) | lr=3.00e-04 | grad_norm=1.2 | train_tok/s=125k | mfu=52.3% |
+    """Return ``[step N] loss=2.346 (ema~50 2.41) | lr=3.00e-04 | grad_norm=1.2 | train_tok/s=125k | mfu=52.3% |
     mem=71.2/80GiB`` (docs/spec.md section 7; absent fields left out; ``token_unit`` ``None``: no batch was read, the
-    rate is ``—``). The rate is the training-only one: ``train_`` says so.
+    rate is ``—``). ``loss_ema``: the smoothed loss and its window in steps (optim/smoothing.py). The rate is the
+    training-only one: ``train_`` says so.
 
     Examples:
-        >>> format_line(1000, series={"train_loss": 2.34, "lr": 3e-4}, tokens_per_s=125_000, mfu=0.523)
-        '[step 1000] loss=2.34 | lr=3.00e-04 | train_tok/s=125k | mfu=52.3%'
+        >>> format_line(1000, series={"train_loss": 2.34, "lr": 3e-4}, loss_ema=(2.41, 50), tokens_per_s=125_000)
+        '[step 1000] loss=2.34 (ema~50 2.41) | lr=3.00e-04 | train_tok/s=125k'
     """
     parts = [f"[step {step}]"]
     fields: list[str] = []
     if (loss := series.get(LOSS_NAME)) is not None:
-        ema = f" (ema {format_number(loss_ema)})" if loss_ema is not None else ""
+        ema = f" (ema~{loss_ema[1]:,} {format_number(loss_ema[0])})" if loss_ema is not None else ""
         fields.append(f"loss={format_number(loss)}{ema}")
     if (lr := series.get("lr")) is not None:
         fields.append(f"lr={format_scientific(lr)}")

@@ -50,7 +50,7 @@ class RunFacts:
     loss_last: float | None = None
     loss_min: float | None = None
     loss_nonfinite: str | None = None  # the newest train_loss point when not finite ("nan", "inf"; widget/loss_health.py)
-    loss_points: int = 0  # train_loss points so far (its smoothed twin is drawn from widget/smoothed.py's window)
+    loss_points: int = 0  # train_loss points so far (its smoothed twin is drawn from optim/smoothing.py's MIN_POINTS)
     step_series: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
     panels: tuple[dict[str, Any], ...] = ()

@@ -14,7 +14,6 @@ from typing import Any
 from trainmeter.core.decimate import Decimator, share_budget
 from trainmeter.widget.frame import SeriesColumns, encode_frame
 from trainmeter.widget.live_rate import RecentFigures, RecentRate, RssReader
-from trainmeter.widget.smoothed import LossSmoother
 from trainmeter.widget.view_model import RECENT_SERIES, RECENT_TRAIN_SERIES, report_points
 from trainmeter.widget.x_axis import X_MODES, XMAP_EVERY_S, XMap
 
@@ -83,7 +82,7 @@ class SeriesFeed:
         self.monitor = monitor
         self.history_points_total = history_points_total
         self.views = monitor.series_views
-        self.views.subscribe("widget", budget_points=budget_points, twins=LossSmoother().twin)
+        self.views.subscribe("widget", budget_points=budget_points)  # the loss's twin: the optim wing's fold
         step_name = monitor.step_series.name
         self.cursor: dict[str, int] = monitor.add_reader(reads=lambda name: name == step_name)
         self.seq = 0

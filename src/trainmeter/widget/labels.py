@@ -6,9 +6,6 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from trainmeter.optim.smoothing import EMA_BETA
-from trainmeter.widget.smoothed import SMOOTHED, TWINS
-
 _FIXED: dict[str, str] = {
     "train_loss": "train loss",
     "val_loss": "validation loss",
@@ -40,9 +37,6 @@ _SUFFIXES = (("_bytes_per_s", "bytes/s"), ("_tokens_per_s", "tokens/s"), ("_samp
 
 def series_label(name: str, token_unit: str = "tokens") -> str:
     """The human label of series ``name`` (with its unit where it has one)."""
-    if name in TWINS:  # a smoothed twin (widget/smoothed.py): its raw series' label and the EMA's weight
-        raw = next(r for r, t in SMOOTHED.items() if t == name)
-        return f"{series_label(raw, token_unit)}, smoothed (EMA {EMA_BETA:g})"
     if name in _FIXED:
         return _FIXED[name]
     if name in _RATES:

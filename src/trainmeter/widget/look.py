@@ -35,7 +35,7 @@ WARNING_COLOUR: str = _COLOURS["warning_text"]
 MAIN_CHARTS: tuple[str, ...] = ("loss", "throughput")  # the first screen; the other charts fold into "More charts"
 MERGED_PANELS: tuple[str, ...] = ("time",)  # shown inside the phase section, not as panels of their own
 MARKER_MAX_POINTS = 40  # a series with at most this many points gets a dot on each (a lone val_loss shows)
-FAINT_ALPHA = "55"  # hex alpha of a raw line drawn under its smoothed twin (widget/smoothed.py)
+FAINT_ALPHA = "55"  # hex alpha of a raw line drawn under its smoothed twin (optim/smoothing.py)
 
 
 def look() -> Look:

@@ -17,6 +17,7 @@ from trainmeter.core.decimate import DEFAULT_BUDGET_POINTS
 from trainmeter.core.series_views import SeriesViews
 from trainmeter.core.text import printable
 from trainmeter.lineage.view import PARENT_LOSS, earlier_points, earlier_runs, step_origin
+from trainmeter.optim.smoothing import SMOOTHED, LossEma
 from trainmeter.record.events import LOG_FILE, ReadStats, Record, iter_events
 from trainmeter.record.runs import REPLAY_MAX_BYTES, Run, damaged_passport, load
 from trainmeter.record.safe_read import DASHBOARD_TYPES, read_json
@@ -25,7 +26,6 @@ from trainmeter.widget.feed import history_columns
 from trainmeter.widget.frame import SeriesColumns, encode_frame
 from trainmeter.widget.host import in_marimo, ipython_shell, is_jupyter_shell, show_in_marimo
 from trainmeter.widget.labels import label_charts
-from trainmeter.widget.smoothed import SMOOTHED, LossSmoother
 from trainmeter.widget.view_model import (
     LOSS_NAMES,
     build_state,
@@ -46,13 +46,13 @@ class ReplayFeed:
     """Decimated columns of a saved run's series and report series, fed record by record (a replay, a followed run).
 
     Series records carry ``x`` (``step`` when absent); the report series and the x map (widget/x_axis.py) come from
-    the ``interval`` records; the training loss's smoothed twin (widget/smoothed.py) is folded over every step. A
+    the ``interval`` records; the training loss's smoothed twin is folded over every step by the run's one rule (optim/smoothing.py). A
     view of its own (a saved run is not the live stream). One thread.
     """
 
     def __init__(self, *, budget_points: int = DEFAULT_BUDGET_POINTS, x_map: XMap | None = None) -> None:
         self.views = SeriesViews()
-        self.views.subscribe("replay", budget_points=budget_points, twins=LossSmoother().twin)
+        self.views.subscribe("replay", budget_points=budget_points, twins=LossEma().twin)
         self.decimators = self.views.decimators
         self.x_map = x_map if x_map is not None else XMap()
         self._last_step = 0

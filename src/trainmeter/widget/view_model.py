@@ -10,6 +10,7 @@ from typing import Any
 from trainmeter.compute.eta import REPORT_WINDOW, Pace, eta, pace_of, recent_pace
 from trainmeter.core.provenance import Derivation, Input, weakest
 from trainmeter.core.throughput import NO_BATCH_READ
+from trainmeter.optim.smoothing import smoothed_spec
 from trainmeter.record.runlog import clean
 from trainmeter.sizes import (
     format_bytes,
@@ -31,7 +32,6 @@ from trainmeter.widget.facts import (  # noqa: F401  (re-exported: the view mode
 from trainmeter.widget.labels import label_charts
 from trainmeter.widget.look import look
 from trainmeter.widget.loss_health import loss_state
-from trainmeter.widget.smoothed import smoothed_spec
 from trainmeter.widget.x_axis import place_markers, x_axis_state
 
 LOSS_NAMES: tuple[str, ...] = ("train_loss", "val_loss")
@@ -164,7 +164,7 @@ def charts(f: RunFacts) -> list[dict[str, Any]]:
     losses = losses[:MAX_CHART_LINES]
     out: list[dict[str, Any]] = [{"id": "loss", "title": loss_title, "x": "step", "unit": "", "series": losses,
                                   "log_y": f.loss_min is not None and f.loss_min > 0,  # early spikes stay readable
-                                  **smoothed_spec(f.loss_points, f.steps),  # widget/smoothed.py
+                                  **smoothed_spec(f.loss_points, f.steps),  # optim/smoothing.py
                                   "latest": {"train_loss": f.loss_nonfinite or f.loss_last}}]  # the tile's value
     drawn = {n for c in f.extra_charts if isinstance(c, dict) for n in (c.get("series") or ())}  # lr on its log axis
     others = [n for n in f.step_series if "loss" not in n and n not in drawn]
