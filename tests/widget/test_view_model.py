@@ -419,3 +419,10 @@ def test_what_a_saved_notebook_keeps_names_the_run_folder_relative_to_the_notebo
     for saved in (bundle, outside):
         assert str(run_root.parent) not in saved["text/html"] + saved["text/plain"]
     assert f"run folder {m.run_dir.name}" in outside["text/plain"]
+
+
+def test_a_live_runs_memory_tile_before_its_first_reading_waits_for_the_report_and_asks_for_no_install(run_root):
+    pytest.importorskip("psutil")
+    m = _run(run_root, FakeClock(0.0), steps=0)  # the first frame: nothing read yet
+    rss = _tile(build_state(facts_from_monitor(m.context)), "rss")
+    assert rss["value"] is None and rss["missing"] == "the first report (every 2 s)", rss

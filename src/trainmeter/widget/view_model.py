@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import os
+from importlib.util import find_spec
 from typing import Any
 
 from trainmeter.compute.eta import REPORT_WINDOW, Pace, eta, pace_of, recent_pace
@@ -144,8 +145,9 @@ def tiles(f: RunFacts) -> list[dict[str, Any]]:
     rss: dict[str, Any] = {"id": "rss", "label": "memory (RSS)", "value": f.rss_bytes, "unit": "bytes",
                            "sub": f"peak {format_bytes(f.rss_peak_bytes)} sampled" if f.rss_peak_bytes else "",
                            "provenance": "measured"}
-    if f.rss_bytes is None:
-        rss["missing"] = "psutil (pip install psutil)"
+    if f.rss_bytes is None:  # live with psutil: not read yet (the first frame), never "install psutil"
+        rss["missing"] = (f"the first report (every {f.interval_s:g} s)" if f.live and find_spec("psutil")
+                          else "psutil (pip install psutil)")
     out.append(rss)
     cuda = f.cuda or {}
     if cuda.get("allocated_bytes") is not None:
