@@ -122,8 +122,8 @@ export function chartOptions(
           ? // shares and utilisations on their whole 0-100% scale: a 0.5% dip stays a dip, not a cliff
             { distr: 1, range: (_u, _min, max) => [0, Math.max(1, max)] }
           : fixed
-            ? // 0 to the device's total (memory): how full it is, not the wiggle (a reading past it still shows)
-              { distr: 1, range: (_u, _min, max) => [fixed[0], Math.max(fixed[1] ?? 0, max)] }
+            ? // from 0 (rates) or 0 to the device's total (memory): the scale, not the wiggle; a reading past it shows
+              { distr: 1, range: (_u, _min, max) => [fixed[0], Math.max(fixed[1] ?? max * 1.05, max) || 1] }
             : { distr: 1 },
     },
     axes: [

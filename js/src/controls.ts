@@ -180,7 +180,7 @@ export function buildControls(options: ControlsOptions = {}): ControlsComponent 
     update(s: WidgetState) {
       const c = s.controls ?? null;
       state = c;
-      runPath = config ? serverPath(s.run_path, s.run_rel, config, pathname) : null;
+      runPath = config ? serverPath(s.run_rel, pathname) : null;
       renderAlerts(c?.alerts ?? []);
       const done = !!c && !c.live && (c.stopped != null || c.checkpoints.length > 0);
       el.hidden = !c?.live && !done;

@@ -19,6 +19,11 @@ export function endText(state: WidgetState): string {
   if (state.status === "completed") return `finished in ${took}`;
   if (state.status === "failed") return `failed at step ${step}${state.error ? `: ${state.error}` : ""}`;
   if (state.status === "interrupted") return `interrupted at step ${step} after ${took}`;
+  if (state.status === "stopped") {
+    // by a control or an alert (docs/spec.md section 21), in the static view's words (widget/snapshot.py)
+    const by = state.controls?.stopped?.by;
+    return `stopped${by ? ` by ${by}` : ""} at step ${step} after ${took}`;
+  }
   return "";
 }
 

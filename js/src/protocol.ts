@@ -245,8 +245,6 @@ export interface WidgetState {
   loss_state?: "nonfinite" | "diverged" | null;
   elapsed_s?: number;
   run_dir?: string | null;
-  /** The run folder, absolute (the header's links). */
-  run_path?: string | null;
   /** The run folder relative to the kernel's working folder (the notebook's), or null outside it. */
   run_rel?: string | null;
   text_line?: string;

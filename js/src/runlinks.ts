@@ -1,8 +1,10 @@
 // The header's links to the run folder and its passport.md.
 //
 // A link is drawn only where it works: inside JupyterLab or Notebook 7 (their page
-// config names the server's root folder and base URL), for a run under that root,
-// after the server's contents API has answered that it serves the path. Jupyter
+// config names the server's base URL, their URL the notebook's path: `lab/tree/<path>`,
+// `notebooks/<path>`), for a run under the notebook's folder (the state's `run_rel`: no
+// absolute path is sent, so none is saved), after the server's contents API has
+// answered that it serves the path. Jupyter
 // refuses hidden paths by default (`.trainmeter/`): then the path is shown as text
 // with what would make it a link. A link opens a new browser tab on the app's own
 // URL for the path (JupyterLab: `lab/tree/<path>`; Notebook 7: `tree/` for the folder,
@@ -15,7 +17,6 @@ import type { WidgetState } from "./protocol";
 
 export interface PageConfig {
   baseUrl: string;
-  serverRoot: string | null;
   token: string | null;
 }
 
@@ -26,39 +27,34 @@ export function readPageConfig(doc: Document = document): PageConfig | null {
   try {
     const data = JSON.parse(el.textContent) as Record<string, unknown>;
     const baseUrl = typeof data.baseUrl === "string" ? data.baseUrl : "/";
-    const root = typeof data.serverRoot === "string" ? data.serverRoot : null;
     const token = typeof data.token === "string" && data.token ? data.token : null;
-    return { baseUrl: baseUrl.endsWith("/") ? baseUrl : `${baseUrl}/`, serverRoot: root, token };
+    return { baseUrl: baseUrl.endsWith("/") ? baseUrl : `${baseUrl}/`, token };
   } catch {
     return null;
   }
 }
 
+/** The notebook's path on the server, from the page's URL (JupyterLab's `lab/tree/<path>`, with or without
+ * `workspaces/<name>/`, and `doc/tree/<path>`; Notebook 7's `notebooks/<path>`), or null (`/lab`, VS Code). */
+export function notebookPath(pathname: string): string | null {
+  const m = /\/(?:(?:lab|doc)(?:\/workspaces\/[^/]+)?\/tree|notebooks)\/(.+)$/.exec(pathname);
+  try {
+    return m?.[1] ? decodeURIComponent(m[1]) : null;
+  } catch {
+    return null; // a malformed escape: no link
+  }
+}
+
 /**
- * The run folder's path relative to the server's root, or null when it is not under it.
- *
- * `runPath` is absolute (POSIX or Windows); `runRel` is relative to the kernel's
- * folder, which is the notebook's: Notebook 7's URL (`/notebooks/<path>`) names it
- * when the page config has no `serverRoot`.
+ * The run folder's path on the server, or null: `runRel` (relative to the kernel's folder,
+ * which is the notebook's) joined to the notebook's folder named by the page's URL. A run
+ * outside the notebook's folder (no `runRel`) has none.
  */
-export function serverPath(
-  runPath: string | null | undefined,
-  runRel: string | null | undefined,
-  config: PageConfig,
-  pathname = "",
-): string | null {
-  const norm = (p: string): string => p.replace(/\\/g, "/").replace(/\/+$/, "");
-  if (runPath && config.serverRoot) {
-    const root = norm(config.serverRoot.startsWith("~") ? "" : config.serverRoot);
-    const abs = norm(runPath);
-    if (root && abs.startsWith(`${root}/`)) return abs.slice(root.length + 1);
-  }
-  const nb = /\/notebooks\/(.+)$/.exec(pathname);
-  if (runRel && nb?.[1] && !runRel.startsWith("..") && !runRel.startsWith("/")) {
-    const parts = decodeURIComponent(nb[1]).split("/").slice(0, -1);
-    return [...parts, norm(runRel)].filter((p) => p && p !== ".").join("/");
-  }
-  return null;
+export function serverPath(runRel: string | null | undefined, pathname = ""): string | null {
+  const nb = notebookPath(pathname);
+  if (!runRel || nb == null || runRel.startsWith("..") || runRel.startsWith("/")) return null;
+  const parts = nb.split("/").slice(0, -1);
+  return [...parts, ...runRel.replace(/\\/g, "/").split("/")].filter((p) => p && p !== ".").join("/") || null;
 }
 
 export function isHidden(path: string): boolean {
@@ -134,7 +130,7 @@ export function buildRunLinks(
     el.hidden = !runDir;
     if (!runDir) return;
     const finished = !["starting", "running"].includes(state.status ?? "");
-    const path = config ? serverPath(state.run_path, state.run_rel, config, pathname) : null;
+    const path = config ? serverPath(state.run_rel, pathname) : null;
     // a hidden folder is not asked for: Jupyter refuses it by default, and each refusal is a 404 in the console
     const asked = path && !isHidden(path) ? path : null;
     const folderState = asked ? probe(asked) : "refused";
@@ -148,7 +144,7 @@ export function buildRunLinks(
       parts.push(link(runDir, path, "folder"));
     } else {
       const code = h("code", "tm-mono", runDir);
-      code.title = state.run_path ?? runDir;
+      code.title = runDir;
       parts.push(code);
     }
     if (passport && passportState === "ok" && config) {

@@ -414,4 +414,22 @@ describe("y scales", () => {
     expect(range(null, 30, 40)).toEqual([0, 80]);
     expect(range(null, 30, 90)).toEqual([0, 90]);
   });
+
+  it("draws a rate from 0 (rates are non-negative: autoscale hid the scale)", () => {
+    const rate: ChartSpec = {
+      id: "throughput",
+      title: "t",
+      x: "time",
+      unit: "tokens/s",
+      series: ["a"],
+      y_range: [0, null],
+    };
+    const range = chartOptions(rate, plainLines(["a"]), el(), 400).scales?.y?.range as (
+      u: unknown,
+      min: number,
+      max: number,
+    ) => [number, number];
+    expect(range(null, 40_000, 42_000)).toEqual([0, 44_100]);
+    expect(range(null, 0, 0)).toEqual([0, 1]); // no rate yet: still an axis
+  });
 });

@@ -4,7 +4,7 @@ import { buildControls, CONFIRM_MS } from "../src/controls";
 import type { AlertEntry, ControlMessage, ControlsState, WidgetState } from "../src/protocol";
 import type { PageConfig } from "../src/runlinks";
 
-const LAB: PageConfig = { baseUrl: "/base/", serverRoot: "/home/me/work", token: "t" };
+const LAB: PageConfig = { baseUrl: "/base/", token: "t" };
 
 function controls(over: Partial<ControlsState> = {}): ControlsState {
   return {
@@ -26,7 +26,6 @@ function state(c: ControlsState | null): WidgetState {
   return {
     name: "r",
     status: "running",
-    run_path: "/home/me/work/runs/20260101T000000Z-r",
     run_rel: "runs/20260101T000000Z-r",
     controls: c,
   };
@@ -71,7 +70,7 @@ describe("the header's controls", () => {
         writes.push([path, body]);
         return true;
       },
-      pathname: "/base/lab",
+      pathname: "/base/lab/tree/nb.ipynb",
     });
     c.update(state(controls({ path: "file", control_file: "runs/20260101T000000Z-r/control.json" })));
     button(c.el, "checkpoint").click();

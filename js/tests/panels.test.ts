@@ -275,6 +275,17 @@ describe("phase bar, panels, warnings", () => {
     expect(header.el.textContent).toContain("finished in 0:01:02");
   });
 
+  it("says a stopped run stopped, and by whom, in the static view's words", () => {
+    const header = buildHeader();
+    const progress = { fraction: 0.3, eta_s: 29, pace: "training-only" as const, label: "300 / 1k steps" };
+    header.update(state({ status: "stopped", step: 300, elapsed_s: 62, progress }));
+    expect(header.el.textContent).toContain("stopped at step 300 after 0:01:02");
+    expect(header.el.textContent).not.toContain("ETA");
+    const controls = { stopped: { by: "alert loss_nan", step: 300 } } as unknown as WidgetState["controls"];
+    header.update(state({ status: "stopped", step: 300, elapsed_s: 62, progress, controls }));
+    expect(header.el.textContent).toContain("stopped by alert loss_nan at step 300 after 0:01:02");
+  });
+
   it("remembers which sections are open per widget", () => {
     localStorage.clear();
     const first = buildPhaseBar("w1");

@@ -188,7 +188,6 @@ const STATE_KEYS: Record<keyof WidgetState, true> = {
   loss_state: true,
   elapsed_s: true,
   run_dir: true,
-  run_path: true,
   run_rel: true,
   text_line: true,
   step: true,

@@ -1,16 +1,23 @@
 // @vitest-environment happy-dom
 import { describe, expect, it } from "vitest";
 import type { WidgetState } from "../src/protocol";
-import { buildRunLinks, HIDDEN_HINT, type PageConfig, readPageConfig, serverPath } from "../src/runlinks";
+import {
+  buildRunLinks,
+  HIDDEN_HINT,
+  notebookPath,
+  type PageConfig,
+  readPageConfig,
+  serverPath,
+} from "../src/runlinks";
 
-const LAB: PageConfig = { baseUrl: "/base/", serverRoot: "/home/me/work", token: null };
+const LAB: PageConfig = { baseUrl: "/base/", token: null };
+const LAB_NB = "/base/lab/tree/proj/nb.ipynb"; // JupyterLab's URL names the notebook shown
 
 function state(over: Partial<WidgetState> = {}): WidgetState {
   return {
     name: "r",
     status: "completed",
     run_dir: "runs/20260101T000000Z-r",
-    run_path: "/home/me/work/proj/runs/20260101T000000Z-r",
     run_rel: "runs/20260101T000000Z-r",
     ...over,
   };
@@ -19,26 +26,30 @@ function state(over: Partial<WidgetState> = {}): WidgetState {
 const tick = () => new Promise((r) => setTimeout(r, 0));
 
 describe("server paths", () => {
-  it("is the run folder under the server root, else null", () => {
-    expect(serverPath("/home/me/work/proj/runs/x", null, LAB)).toBe("proj/runs/x");
-    expect(serverPath("/elsewhere/runs/x", null, LAB)).toBeNull();
-    expect(serverPath("C:\\work\\runs\\x", null, { ...LAB, serverRoot: "C:/work" })).toBe("runs/x");
+  it("reads the notebook's path from JupyterLab's and Notebook 7's URLs, else null", () => {
+    expect(notebookPath("/base/lab/tree/proj/my%20nb.ipynb")).toBe("proj/my nb.ipynb");
+    expect(notebookPath("/lab/workspaces/auto-x/tree/nb.ipynb")).toBe("nb.ipynb");
+    expect(notebookPath("/doc/tree/a/nb.ipynb")).toBe("a/nb.ipynb");
+    expect(notebookPath("/base/notebooks/proj/sub/nb.ipynb")).toBe("proj/sub/nb.ipynb");
+    expect(notebookPath("/base/lab")).toBeNull();
+    expect(notebookPath("/lab/tree/%E0%A4%A")).toBeNull(); // a malformed escape
   });
 
-  it("joins the notebook's folder from Notebook 7's URL when there is no server root", () => {
-    const nb7 = { ...LAB, serverRoot: null };
-    expect(serverPath("/x/runs/a", "runs/a", nb7, "/base/notebooks/proj/sub/nb.ipynb")).toBe(
-      "proj/sub/runs/a",
-    );
-    expect(serverPath("/x/runs/a", "../runs/a", nb7, "/base/notebooks/proj/nb.ipynb")).toBeNull();
+  it("joins the run's path relative to the notebook to the notebook's folder; none outside it", () => {
+    expect(serverPath("runs/a", "/base/notebooks/proj/sub/nb.ipynb")).toBe("proj/sub/runs/a");
+    expect(serverPath("runs/a", "/lab/tree/nb.ipynb")).toBe("runs/a");
+    expect(serverPath("runs\\a", "/lab/tree/p/nb.ipynb")).toBe("p/runs/a");
+    expect(serverPath("../runs/a", "/base/notebooks/proj/nb.ipynb")).toBeNull();
+    expect(serverPath(null, "/base/notebooks/proj/nb.ipynb")).toBeNull();
+    expect(serverPath("runs/a", "/base/lab")).toBeNull(); // the URL names no notebook
   });
 
-  it("reads the page config's base URL and root", () => {
+  it("reads the page config's base URL", () => {
     const el = document.createElement("script");
     el.id = "jupyter-config-data";
     el.textContent = JSON.stringify({ baseUrl: "/b", serverRoot: "/srv" });
     document.body.append(el);
-    expect(readPageConfig()).toEqual({ baseUrl: "/b/", serverRoot: "/srv", token: null });
+    expect(readPageConfig()).toEqual({ baseUrl: "/b/", token: null });
     el.remove();
     expect(readPageConfig()).toBeNull();
   });
@@ -53,7 +64,7 @@ describe("header links", () => {
         asked.push(p);
         return true;
       },
-      "/base/lab",
+      LAB_NB,
     );
     links.update(state());
     await tick();
@@ -66,7 +77,7 @@ describe("header links", () => {
   });
 
   it("has no passport link while the run is live", async () => {
-    const links = buildRunLinks(LAB, async () => true, "/base/lab");
+    const links = buildRunLinks(LAB, async () => true, LAB_NB);
     links.update(state({ status: "running" }));
     await tick();
     expect(links.el.querySelector('[data-tm="run-folder-link"]')).not.toBeNull();
@@ -81,12 +92,10 @@ describe("header links", () => {
         asked.push(p);
         return false;
       },
-      "/base/lab",
+      LAB_NB,
     );
-    const hidden = "/home/me/work/.trainmeter/runs/20260101T000000Z-r";
-    links.update(
-      state({ run_dir: hidden, run_rel: ".trainmeter/runs/20260101T000000Z-r", run_path: hidden }),
-    );
+    const hidden = ".trainmeter/runs/20260101T000000Z-r";
+    links.update(state({ run_dir: hidden, run_rel: hidden }));
     await tick();
     expect(links.el.querySelector("a")).toBeNull();
     expect(links.el.textContent).toContain(".trainmeter/runs/20260101T000000Z-r");
@@ -97,7 +106,7 @@ describe("header links", () => {
     expect(hint.open).toBe(false);
     expect(hint.querySelector("summary")?.textContent).toBe("not a link: why");
     expect(links.el.textContent?.split(HIDDEN_HINT)).toHaveLength(2);
-    links.update(state({ run_dir: hidden, run_path: hidden, status: "completed" }));
+    links.update(state({ run_dir: hidden, run_rel: hidden, status: "completed" }));
     await tick();
     expect(asked).toEqual([]);
   });
@@ -110,11 +119,7 @@ describe("header links", () => {
   });
 
   it("uses Notebook 7's own routes there", async () => {
-    const links = buildRunLinks(
-      { ...LAB, serverRoot: null },
-      async () => true,
-      "/base/notebooks/proj/nb.ipynb",
-    );
+    const links = buildRunLinks(LAB, async () => true, "/base/notebooks/proj/nb.ipynb");
     links.update(state());
     await tick();
     expect(links.el.querySelector('[data-tm="run-folder-link"]')?.getAttribute("href")).toBe(

@@ -646,3 +646,22 @@ def test_the_chart_draws_the_rate_tiles_window_and_training_only_never_below_ses
     assert tile["value"] == session[last_t]  # the tile is the chart's last point, over the same window
     assert tile["sub"] == f"training-only {format_rate(train[last_t], 'tok/s')} over the same last 10 s"
     assert "| train_tok/s=" in m.text_line  # the text line names its rate: training-only (the report window)
+
+
+def test_a_stall_grows_the_eta_of_a_young_run_whose_pace_still_rises(run_root):
+    # the browser's case (tests/browser/test_stall_browser.py): a slow first step, 4 s of steps, then 9 s of none; the
+    # smoothed pace still trails the rising rate, so folding the decaying rate into it would shrink the ETA
+    clock = FakeClock(0.0)
+    m = _monitor(run_root, clock, interval_s=1.0, budget_steps=20_000)
+    rec = Recorder(clock)
+    pub = Publisher(m.context, rec, clock=clock)
+    clock.advance(2.0)
+    m.on_step(128, loss_value=1.0)
+    pub.tick()
+    _train(m, clock, pub, seconds=4, steps_per_s=150)
+    etas = [rec.view["progress"]["eta_s"]]
+    for _ in range(9):
+        clock.advance(1.0)
+        pub.tick()
+        etas.append(rec.view["progress"]["eta_s"])
+    assert etas == sorted(etas) and len(set(etas)) == len(etas), etas

@@ -265,3 +265,38 @@ def test_a_share_is_drawn_on_its_whole_0_to_100_percent_scale():
     spec = {"id": "node_cpu", "title": "Node CPU", "x": "time", "unit": "fraction", "series": ["node.cpu"]}
     svg = chart_svg(spec, {"node.cpu": ("time", [0.0, 1.0, 2.0], [1.0, 0.995, 1.0])})
     assert svg is not None and ">0.0%<" in svg and ">100.0%<" in svg  # a 0.5% dip is not a cliff
+
+
+def _y_labels(svg):
+    return re.findall(r'text-anchor="end">([^<]+)</text>', svg)[:-1]  # the last is the x caption
+
+
+def test_memory_is_drawn_from_0_to_the_device_total_as_live():
+    spec = {"id": "memory", "x": "time", "unit": "bytes", "series": ["m"], "y_range": [0, 80 * 2**30]}
+    svg = chart_svg(spec, {"m": ("time", [0.0, 1.0, 2.0], [30 * 2**30, 31 * 2**30, 32 * 2**30])})
+    labels = _y_labels(svg)
+    assert labels[0] == "0 B" and labels[-1].endswith("GiB") and float(labels[-1].split()[0]) >= 60, labels
+
+
+def test_a_rate_axis_starts_at_0():
+    spec = {"id": "throughput", "x": "time", "unit": "tokens/s", "series": ["r"], "y_range": [0, None]}
+    svg = chart_svg(spec, {"r": ("time", [0.0, 1.0, 2.0], [40_000.0, 41_000.0, 42_000.0])})
+    assert _y_labels(svg)[0].startswith("0"), _y_labels(svg)
+
+
+def test_a_constant_lr_is_drawn_on_a_linear_axis_and_a_varying_one_on_its_log_axis():
+    spec = {"id": "lr", "x": "step", "unit": "lr", "series": ["lr"], "log_y": True}
+    assert "(log y)" not in chart_svg(spec, {"lr": ("step", [1.0, 2.0, 3.0], [3e-4] * 3)})
+    assert "(log y)" in chart_svg(spec, {"lr": ("step", [1.0, 2.0, 3.0], [3e-4, 2e-4, 1e-4])})
+
+
+def test_the_parent_runs_legend_entry_is_faint_as_its_line():
+    from trainmeter.widget.snapshot import FAINT_ALPHA, PALETTE
+
+    state = _state(charts=[{"id": "loss", "title": "loss", "x": "step", "unit": "",
+                            "series": ["train_loss", "train_loss.parent"]}])
+    series = [SeriesColumns(name="train_loss", x_kind="step", xs=[11.0, 12.0], ys=[1.0, 0.9]),
+              SeriesColumns(name="train_loss.parent", x_kind="step", xs=[1.0, 10.0], ys=[2.0, 1.1])]
+    html = render_snapshot(state, series)
+    assert f'<span style="color:{PALETTE[0] + FAINT_ALPHA}">&#9632;</span>' in html
+    assert f'<span style="color:{PALETTE[1]}">' not in html  # the parent takes the training loss's colour, faint

@@ -66,7 +66,7 @@ def test_live_state_reads_every_number_from_the_monitor(run_root):
     clock = FakeClock(10.0)
     m = _run(run_root, clock, budget_steps=20)
     state = build_state(facts_from_monitor(m.context))
-    assert state["name"] == "vm" and state["status"] == "running" and state["run_path"] == str(m.run_dir)
+    assert state["name"] == "vm" and state["status"] == "running" and "run_path" not in state
     assert state["run_dir"] == m.run_dir.name  # outside the notebook's folder: its name, never an absolute path
     assert state["elapsed_s"] == pytest.approx(m.elapsed_s(), abs=0.05)
     assert state["text_line"] == m.text_line and state["text_line"].startswith("[step")
@@ -116,6 +116,7 @@ def test_charts_put_losses_together_and_other_series_alone(run_root):
     assert by_id["series:lr"]["series"] == ["lr"] and by_id["series:lr"]["x"] == "step"
     assert by_id["throughput"] == {"id": "throughput", "title": "throughput (tokens/s)", "x": "time",
                                    "unit": "tokens/s", "series": ["train_tokens_per_s"],  # no widget measured
+                                   "y_range": [0, None],  # from 0: rates are non-negative
                                    "labels": {"train_tokens_per_s": "tokens/s, training-only (per report window)"}}
     assert by_id["memory"]["series"] == ["rss_bytes", "cuda_allocated_bytes"] and by_id["memory"]["unit"] == "bytes"
 
@@ -337,13 +338,12 @@ def test_badges_only_on_values_and_a_derived_badge_follows_its_inputs(run_root):
     assert "provenance" not in blank and blank["missing"] == "b: pass --b"
 
 
-def test_run_paths_are_absolute_and_relative_to_the_notebook_folder_when_inside_it(tmp_path):
-    from trainmeter.widget.view_model import run_paths
+def test_the_run_folder_is_relative_to_the_notebook_folder_when_inside_it(tmp_path):
+    from trainmeter.widget.view_model import run_rel
 
-    assert run_paths(".trainmeter/runs/x", str(tmp_path)) == (str(tmp_path / ".trainmeter/runs/x"),
-                                                             ".trainmeter/runs/x")
-    assert run_paths(str(tmp_path / "r"), str(tmp_path / "nb"))[1] is None  # outside the notebook's folder
-    assert run_paths(None) == (None, None)
+    assert run_rel(str(tmp_path / ".trainmeter/runs/x"), str(tmp_path)) == ".trainmeter/runs/x"
+    assert run_rel(str(tmp_path / "r"), str(tmp_path / "nb")) is None  # outside the notebook's folder
+    assert run_rel(None) is None
 
 
 def test_the_loss_reads_the_same_in_the_text_line_and_on_the_tile(run_root):
@@ -419,3 +419,10 @@ def test_what_a_saved_notebook_keeps_names_the_run_folder_relative_to_the_notebo
     for saved in (bundle, outside):
         assert str(run_root.parent) not in saved["text/html"] + saved["text/plain"]
     assert f"run folder {m.run_dir.name}" in outside["text/plain"]
+
+
+def test_a_live_runs_memory_tile_before_its_first_reading_waits_for_the_report_and_asks_for_no_install(run_root):
+    pytest.importorskip("psutil")
+    m = _run(run_root, FakeClock(0.0), steps=0)  # the first frame: nothing read yet
+    rss = _tile(build_state(facts_from_monitor(m.context)), "rss")
+    assert rss["value"] is None and rss["missing"] == "the first report (every 2 s)", rss

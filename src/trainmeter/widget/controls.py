@@ -61,19 +61,19 @@ def controls_state(monitor: Any) -> dict[str, Any] | None:
         controls = getattr(monitor, "controls", None)
         if controls is None:
             return None
-        from trainmeter.widget.view_model import run_paths
+        from trainmeter.widget.view_model import run_rel
 
         live = bool(controls.live())
         messages, reason = _message_path() if live else (False, None)
         run_dir = getattr(monitor, "run_dir", None)
-        run_rel = run_paths(str(run_dir))[1] if run_dir is not None else None
-        rel = served_rel(run_rel)  # the folder as the server serves it, or None
+        inside = run_rel(str(run_dir)) if run_dir is not None else None
+        rel = served_rel(inside)  # the folder as the server serves it, or None
         control_file = f"{rel}/control.json" if rel and run_id(monitor) else None
         if reason == NO_MESSAGES_MARIMO:  # no Jupyter server to write a control file through
             control_file = None
         path = "message" if messages else ("file" if control_file else None)
         if path is None and live and reason not in (None, NO_MESSAGES_MARIMO):
-            reason = f"{reason}; {NO_FILE}{NO_FILE_WHY['hidden' if run_rel else 'outside']}"
+            reason = f"{reason}; {NO_FILE}{NO_FILE_WHY['hidden' if inside else 'outside']}"
         stop_by, checkpoint_by = controls.pending()
         stopped = controls.stopped
         alerts = getattr(monitor.extension("alerts"), "fired", ()) or ()

@@ -27,7 +27,8 @@ class RecentFigures:
     those. ``window_s`` is shorter than :data:`RECENT_WINDOW_S` early in a run; ``t_s``: the last step's session seconds
     (the point's x on the throughput chart); ``rss_bytes``: read by the publisher with the figures. The training-only
     figures are ``None`` without a phase-clock sample or training time in the window; the smoothed rates are the ETA's
-    pace (an exponential mean, time constant :data:`PACE_TAU_S`, over the run's seconds of steps). ``stalled_s``: the
+    pace (an exponential mean, time constant :data:`PACE_TAU_S`, over the run's seconds of steps; in a stall scaled down
+    as the window's rate is). ``stalled_s``: the
     seconds since the last step in a stall (:data:`STALL_MIN_S`), when the window and ``t_s`` end now, else ``None``."""
 
     tokens_per_s: float
@@ -121,7 +122,7 @@ class RecentRate:
         window now."""
         if not self._times:
             return None
-        t_last = self._times[-1]
+        t_last = t_step = self._times[-1]
         span = t_last - self._start_s
         if span <= 0:
             return None
@@ -134,11 +135,14 @@ class RecentRate:
         end, start = self.train_s_at(t_last), self.train_s_at(self._start_s)
         train_s = None if end is None or start is None else min(span, end - start)
         train_rate = tokens / train_s if train_s is not None and train_s > 0 else None
-        smooth = self._smooth(t_last, steps / span, tokens / span)
+        # in a stall the pace falls as the window's rate does, unfolded (a young run's smoothed pace may still trail
+        # its rising rate, and folding would raise it), so the ETA grows from the first stalled second on
+        pace = self._pace if stalled and self._pace is not None else self._smooth(t_last, steps / span, tokens / span)
+        decay = (t_step - self._start_s) / span
         return RecentFigures(tokens_per_s=tokens / span, steps_per_s=steps / span, window_tokens=int(tokens),
                              window_steps=steps, window_s=span, t_s=t_last, rss_bytes=rss_bytes,
                              train_tokens_per_s=train_rate, window_train_s=train_s,
-                             smoothed_steps_per_s=smooth[1], smoothed_tokens_per_s=smooth[2],
+                             smoothed_steps_per_s=pace[1] * decay, smoothed_tokens_per_s=pace[2] * decay,
                              stalled_s=gap_s if stalled else None)
 
     def _smooth(self, t_s: float, steps_per_s: float, tokens_per_s: float) -> tuple[float, float, float]:

@@ -80,7 +80,7 @@ class Chart(TypedDict):
     labels: NotRequired[dict[str, str]]
     smoothed: NotRequired[dict[str, str]]
     latest: NotRequired[dict[str, float | str | None]]  # a series' newest value as read ("nan"/"inf"): the legend's
-    y_range: NotRequired[list[float | None]]  # [0, the device's total]: the y axis from 0 to at least that
+    y_range: NotRequired[list[float | None]]  # [0, the device's total or None]: the y axis from 0 to at least that
 
 
 class MarkerAt(TypedDict):
@@ -229,7 +229,6 @@ class State(TypedDict):
     rev: NotRequired[int]
     elapsed_s: NotRequired[float]
     run_dir: NotRequired[str | None]
-    run_path: NotRequired[str | None]
     run_rel: NotRequired[str | None]
     text_line: NotRequired[str]
     step: NotRequired[int]

@@ -242,7 +242,8 @@ def display(run_or_path: Run | str | Path | None = None, *, follow: bool = False
         show_in_marimo(TrainmeterWidget(state=state, history=frame))
         return
     if not is_jupyter_shell(shell):  # a terminal: the whole path (nothing is saved there)
-        print(summary_text({**state, "run_dir": state.get("run_path") or state.get("run_dir")}))
+        run = run_or_path if isinstance(run_or_path, Run) else load(run_or_path)
+        print(summary_text({**state, "run_dir": str(run.dir)}))
         return
     from IPython.display import display as ipy_display
 

@@ -164,7 +164,8 @@ def chart_svg(spec: dict[str, Any], series: dict[str, tuple[str, Sequence[float]
             if drawn is not None:
                 xs, ys = decimate(series[drawn][1], series[drawn][2], CHART_POINTS)
                 lines.append((list(xs), list(ys), PALETTE[0 if parent else i % len(PALETTE)], faint))
-    log_y = bool(spec.get("log_y"))
+    # a constant (an lr never scheduled) on a log axis reads as nothing: a linear one, as live (js/src/chartoptions.ts)
+    log_y = bool(spec.get("log_y")) and len({y for _, ys, _, _ in lines for y in ys if math.isfinite(y)}) > 1
     finite = [(x, y) for xs, ys, _, _ in lines for x, y in zip(xs, ys, strict=True)
               if math.isfinite(y) and (y > 0 or not log_y)]
     if not finite:
@@ -184,6 +185,9 @@ def chart_svg(spec: dict[str, Any], series: dict[str, tuple[str, Sequence[float]
         y0, y1 = 10 ** (math.log10(y0) - pad), 10 ** (math.log10(y1) + pad)
     elif spec.get("unit") == "fraction":  # shares on their whole 0-100% scale, as the live chart draws them
         y0, y1 = 0.0, max(1.0, y1)
+    elif spec.get("y_range"):  # from 0 (to the device's total, memory), as live; a reading past it still shows
+        low, high = spec["y_range"]
+        y0, y1 = float(low), max(high or y1 * 1.05, y1) or 1.0
     else:
         y0, y1 = y0 - pad, y1 + pad
     w, h = CHART_W - PAD_L - PAD_R, CHART_H - PAD_T - PAD_B
@@ -255,7 +259,8 @@ def _chart(spec: dict[str, Any], series: dict[str, tuple[str, Sequence[float], S
     twins = spec.get("smoothed") if isinstance(spec.get("smoothed"), dict) else {}
     # the raw series and its smoothed twin (the light band) are both named, as in the live legend
     named = [(n, colour) for i, raw in enumerate(drawn_series(spec, series)) for n, colour in
-             ((raw, PALETTE[i % len(PALETTE)]), (twins.get(raw), PALETTE[i % len(PALETTE)] + FAINT_ALPHA))
+             ((raw, PALETTE[0] + FAINT_ALPHA if raw.endswith(".parent") else PALETTE[i % len(PALETTE)]),
+              (twins.get(raw), PALETTE[i % len(PALETTE)] + FAINT_ALPHA))
              if n is not None and n in series]
     legend = " &nbsp; ".join(f'<span style="color:{colour}">&#9632;</span> {_esc(labels.get(n) or series_label(n))}'
                              for n, colour in named)

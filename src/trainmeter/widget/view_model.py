@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import os
+from importlib.util import find_spec
 from typing import Any
 
 from trainmeter.compute.eta import REPORT_WINDOW, Pace, eta, pace_of, recent_pace
@@ -144,8 +145,9 @@ def tiles(f: RunFacts) -> list[dict[str, Any]]:
     rss: dict[str, Any] = {"id": "rss", "label": "memory (RSS)", "value": f.rss_bytes, "unit": "bytes",
                            "sub": f"peak {format_bytes(f.rss_peak_bytes)} sampled" if f.rss_peak_bytes else "",
                            "provenance": "measured"}
-    if f.rss_bytes is None:
-        rss["missing"] = "psutil (pip install psutil)"
+    if f.rss_bytes is None:  # live with psutil: not read yet (the first frame), never "install psutil"
+        rss["missing"] = (f"the first report (every {f.interval_s:g} s)" if f.live and find_spec("psutil")
+                          else "psutil (pip install psutil)")
     out.append(rss)
     cuda = f.cuda or {}
     if cuda.get("allocated_bytes") is not None:
@@ -179,7 +181,8 @@ def charts(f: RunFacts) -> list[dict[str, Any]]:
         # training-only rate (a replay); docs/spec.md section 12
         rates = [RECENT_SERIES, RECENT_TRAIN_SERIES] if f.recent is not None else ["train_tokens_per_s"]
         out.append({"id": "throughput", "title": f"throughput ({f.token_unit}/s)", "x": "time",
-                    "unit": "tokens/s" if f.token_unit == "tokens" else "samples/s", "series": rates})
+                    "unit": "tokens/s" if f.token_unit == "tokens" else "samples/s", "series": rates,
+                    "y_range": [0, None]})  # rates are non-negative: autoscale hid the scale
     out.append({"id": "memory", "title": "memory", "x": "time", "unit": "bytes",
                 "series": ["rss_bytes", "cuda_allocated_bytes"],
                 "y_range": [0, (f.cuda or {}).get("device_total_bytes")]})  # 0 to the device's total
@@ -196,15 +199,15 @@ def _capped_title(title: str, lines: int) -> str:
             "tm.load(path).to_pandas())")
 
 
-def run_paths(run_dir: str | None, cwd: str | None = None) -> tuple[str | None, str | None]:
-    """The run folder absolute, and relative to ``cwd`` (the kernel's folder: the notebook's) or ``None``: links the
-    Jupyter server serves (js/src/runlinks.ts). No filesystem access beyond the working folder's name."""
+def run_rel(run_dir: str | None, cwd: str | None = None) -> str | None:
+    """The run folder relative to ``cwd`` (the kernel's folder: the notebook's), or ``None`` outside it: the live
+    page joins it to the notebook's path in its URL for its links (js/src/runlinks.ts), so no absolute path is
+    saved. No filesystem access beyond the working folder's name."""
     if not run_dir:
-        return None, None
+        return None
     base = cwd or os.getcwd()
-    path = os.path.abspath(os.path.join(base, run_dir))
-    rel = os.path.relpath(path, base)
-    return path, (None if rel == ".." or rel.startswith(".." + os.sep) else rel.replace(os.sep, "/"))
+    rel = os.path.relpath(os.path.abspath(os.path.join(base, run_dir)), base)
+    return None if rel == ".." or rel.startswith(".." + os.sep) else rel.replace(os.sep, "/")
 
 
 def _badged_derivation(d: dict[str, Any]) -> dict[str, Any]:
@@ -260,15 +263,13 @@ def build_state(f: RunFacts) -> dict[str, Any]:
         recent=f.recent if f.live else None)
     if bar is not None and f.status not in LIVE_STATUSES:
         bar = {**bar, "eta_s": None}  # a finished run has no ETA, whoever built the bar
-    run_path, run_rel = run_paths(f.run_dir)
+    rel = run_rel(f.run_dir)
     phases_s = {k: round(float(v), 3) for k, v in f.phases_s.items()}
     state = {
         "rev": 0, "name": f.name, "status": f.status,
         "loss_state": loss_state(f.loss_last, f.loss_min, f.loss_nonfinite), "elapsed_s": round(f.elapsed_s, 1),
-        # what a saved notebook keeps (outputs, text): relative to the notebook, else the folder's name; the absolute
-        # path only in run_path, for the live page's links (js/src/runlinks.ts)
-        "run_dir": run_rel or (os.path.basename(f.run_dir) if f.run_dir else None), "run_path": run_path,
-        "run_rel": run_rel,
+        # what a saved notebook keeps (outputs, text): relative to the notebook, else the folder's name; never absolute
+        "run_dir": rel or (os.path.basename(f.run_dir) if f.run_dir else None), "run_rel": rel,
         "text_line": f.text_line, "step": f.steps, "error": f.error,
         "progress": bar,
         "tiles": badge_tiles(tiles(f) + [t for t in f.extra_tiles if isinstance(t, dict)]),
