@@ -52,6 +52,12 @@ def test_a_diverged_loss_ends_with_a_status_that_says_so(run_root):
     assert chart["latest"]["train_loss"] == tile["value"]  # the legend's number is the tile's
 
 
+def test_a_noisy_step_of_a_converged_run_is_not_called_diverged(run_root):
+    m = _run(run_root, [4.0, 1.0, 0.01, 0.001, 0.05, 0.05])  # 50x its lowest, far under where it started
+    m.finish("completed")
+    assert build_state(facts_from_monitor(m.context))["loss_state"] is None
+
+
 def test_a_finite_loss_has_no_alert_and_the_legend_reads_the_tiles_value(run_root):
     m = _run(run_root, [3.0, 2.0, 1.5, 1.2])
     state = build_state(facts_from_monitor(m.context))

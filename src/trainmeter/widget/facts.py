@@ -49,6 +49,7 @@ class RunFacts:
     phases_s: dict[str, float] = field(default_factory=dict)
     loss_last: float | None = None
     loss_min: float | None = None
+    loss_max: float | None = None
     loss_nonfinite: str | None = None  # the newest train_loss point when not finite ("nan", "inf"; widget/loss_health.py)
     loss_points: int = 0  # train_loss points so far (its smoothed twin is drawn from optim/smoothing.py's MIN_POINTS)
     step_series: tuple[str, ...] = ()
@@ -144,6 +145,7 @@ def facts_from_monitor(monitor: Any, recent: Any = None, x_map: Any = None) -> R
         or None,
         cuda=memory.cuda if memory else None, phases_s=phases_s,
         loss_last=stats.last if stats else None, loss_min=stats.min if stats else None,
+        loss_max=stats.max if stats else None,
         loss_points=stats.count if stats else 0, loss_nonfinite=newest_nonfinite(stats) if stats else None,
         step_series=tuple(n for n, s in series.items() if s.x_kind == "step") + ((PARENT_LOSS,) if opts.resume else ()),
         warnings=tuple(list(monitor.warnings) + ext_warnings), panels=tuple(panels), extra_charts=tuple(charts),
@@ -187,9 +189,10 @@ def facts_from_run(passport: dict[str, Any], events: list[dict[str, Any]], run_d
         loss = (passport.get("series") or {}).get("train_loss") or {}
         status = str(passport.get("status", "completed"))
         loss_last, loss_min, nonfinite = loss.get("last"), loss.get("min"), saved_nonfinite(loss)
+        loss_max = loss.get("max")
     else:
         status = "interrupted"
-        loss_last, loss_min, nonfinite = _last_value(events, "train_loss"), None, None
+        loss_last, loss_min, loss_max, nonfinite = _last_value(events, "train_loss"), None, None, None
         warnings.append("this run has no passport: it did not finish (kernel killed?); figures are from its "
                         "last report")
     train_rate, session_rate, spp = (tp.get(k) for k in ("train_tokens_per_s", "session_tokens_per_s",
@@ -215,7 +218,7 @@ def facts_from_run(passport: dict[str, Any], events: list[dict[str, Any]], run_d
         train_tokens_per_s=train_rate, seconds_per_step=spp, session_tokens_per_s=session_rate,
         train_s=float(phases_s.get("train", 0.0)), rss_bytes=mem.get("rss_bytes"),
         rss_peak_bytes=mem.get("rss_peak_bytes"), cuda=mem.get("cuda"), phases_s=phases_s,
-        loss_last=loss_last, loss_min=loss_min, loss_nonfinite=nonfinite, step_series=tuple(step_names), warnings=tuple(warnings),
+        loss_last=loss_last, loss_min=loss_min, loss_max=loss_max, loss_nonfinite=nonfinite, step_series=tuple(step_names), warnings=tuple(warnings),
         loss_points=loss_points if loss_points is not None else sum(
             len(e.get("value") or ()) for e in events if e.get("kind") == "series" and e.get("name") == "train_loss"),
         extra_tiles=tuple(card + _energy_tiles(passport)), progress_bar=bar, error=passport.get("error"),

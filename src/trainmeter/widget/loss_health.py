@@ -1,6 +1,7 @@
 """How the training loss stands, said plainly (docs/spec.md section 12): the newest point's ``nan``/``inf`` when it
 was not finite (never "no loss found" nor an earlier finite value), and the run's ``loss_state`` field, ``nonfinite``
-or ``diverged`` (the loss now above :data:`DIVERGED_RATIO` times its lowest), that colours the status. Pure, any
+or ``diverged`` (the loss now above :data:`DIVERGED_RATIO` times its lowest and at least half its highest: it went
+back up to where it started or beyond, not a noisy step of a converged run), that colours the status. Pure, any
 thread.
 """
 
@@ -29,10 +30,10 @@ def saved_nonfinite(entry: dict[str, Any]) -> str | None:
     return UNKNOWN_KIND if entry.get("last") is None and entry.get("nonfinite") else None
 
 
-def loss_state(last: float | None, lowest: float | None, nonfinite: str | None) -> str | None:
+def loss_state(last: float | None, lowest: float | None, highest: float | None, nonfinite: str | None) -> str | None:
     """``nonfinite``, ``diverged`` or ``None`` (the loss as it should be, or none read)."""
     if nonfinite is not None:
         return "nonfinite"
-    if last is not None and lowest is not None and lowest > 0 and last > DIVERGED_RATIO * lowest:
-        return "diverged"
-    return None
+    if None in (last, lowest, highest) or lowest <= 0:  # type: ignore[operator]
+        return None
+    return "diverged" if last > DIVERGED_RATIO * lowest and last >= highest / 2 else None  # type: ignore[operator]

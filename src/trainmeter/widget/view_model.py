@@ -139,7 +139,7 @@ def tiles(f: RunFacts) -> list[dict[str, Any]]:
         loss["text"] = f.loss_nonfinite
     elif f.loss_last is None:
         loss["missing"] = "a loss: return it from the loss module, or tm.emit(train_loss=loss)"
-    if loss_state(f.loss_last, f.loss_min, f.loss_nonfinite) is not None:
+    if loss_state(f.loss_last, f.loss_min, f.loss_max, f.loss_nonfinite) is not None:
         loss["alert"] = True
     out.append(loss)
     rss: dict[str, Any] = {"id": "rss", "label": "memory (RSS)", "value": f.rss_bytes, "unit": "bytes",
@@ -267,7 +267,7 @@ def build_state(f: RunFacts) -> dict[str, Any]:
     phases_s = {k: round(float(v), 3) for k, v in f.phases_s.items()}
     state = {
         "rev": 0, "name": f.name, "status": f.status,
-        "loss_state": loss_state(f.loss_last, f.loss_min, f.loss_nonfinite), "elapsed_s": round(f.elapsed_s, 1),
+        "loss_state": loss_state(f.loss_last, f.loss_min, f.loss_max, f.loss_nonfinite), "elapsed_s": round(f.elapsed_s, 1),
         # what a saved notebook keeps (outputs, text): relative to the notebook, else the folder's name; never absolute
         "run_dir": rel or (os.path.basename(f.run_dir) if f.run_dir else None), "run_rel": rel,
         "text_line": f.text_line, "step": f.steps, "error": f.error,
