@@ -92,7 +92,7 @@ export function chartOptions(
       });
       return;
     }
-    // the loss as read is the named line; its smoothed twin (the kernel's, widget/smoothed.py) a light band over it
+    // the loss as read is the named line; its smoothed twin (the kernel's, optim/smoothing.py) a light band over it
     const smoothed = line.role === "smoothed";
     const stroke = smoothed ? `${colour}${look.faint_alpha}` : colour;
     series.push({

@@ -116,7 +116,7 @@ export interface ChartSpec {
   /** Human label (with its unit) of each series, keyed by series name: what the legend prints. */
   labels?: Record<string, string>;
   /**
-   * Raw series -> its smoothed twin, computed by the kernel over every step (widget/smoothed.py):
+   * Raw series -> its smoothed twin, computed by the kernel over every step (optim/smoothing.py):
    * a light band over the raw line, in its colour. The front end smooths nothing.
    */
   smoothed?: Record<string, string>;

@@ -196,7 +196,6 @@ export function buildTiles(): Component {
         }
       }
       el.hidden = tiles.length === 0;
-      grid.style.setProperty("--tm-tile-count", String(Math.max(1, tiles.length))); // one row (tiles.css)
       showPopover();
     },
   };

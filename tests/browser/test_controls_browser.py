@@ -215,7 +215,7 @@ def message_path(request: Any, servers: Any, browser: Any, notebook_root: Path) 
 def nan_alert(servers: Any, browser: Any, notebook_root: Path) -> Any:
     for page, _server in _notebook(servers, browser, notebook_root, "controls-nan.ipynb", [SETUP, NAN_RUN]):
         passport = _passport(_wait_run(notebook_root, "nanstop"), timeout_s=150)
-        read = _wait(page, "nanstop", lambda r: r["status"] == "stopped" and r["alert_marker"], 60,
+        read = _wait(page, "nanstop", lambda r: r["status"].startswith("stopped") and r["alert_marker"], 60,
                      "the nan alert's marker")
         page.keyboard.press("Escape")
         page.keyboard.press("Control+b")
@@ -250,6 +250,7 @@ def test_a_nan_alert_stops_the_run_at_the_nan_step_and_shows_on_the_chart(nan_al
     assert [(a["rule"], a["step"]) for a in p["alerts"]] == [("nan:stop", 300)]
     read = nan_alert["read"]
     assert "nan:stop" in read["banner"] and read["alert_marker"]
+    assert read["status"] == "stopped · loss nan"  # the status says why, in the alert colour (spec section 12)
     assert read["warnings"].count("alert nan:stop") == 0  # in the banner only, not again among the warnings
 
 
