@@ -324,6 +324,9 @@ class Controls:
         record = CheckpointRecord(path=rel, step=step, bytes=size_bytes(path), seconds=seconds, source=source,
                                   recovery=note)
         self.checkpoints = (*self.checkpoints, record)
+        write = getattr(m.record_sink, "write_checkpoint", None)  # in the run log now: a killed run's (section 6)
+        if write is not None:
+            write(record.to_dict())
         return record
 
     def _refuse(self, step: int, by: str, reason: str) -> None:
