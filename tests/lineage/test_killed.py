@@ -1,6 +1,7 @@
 """A killed kernel resumed in a new one (docs/spec.md section 22): a process training under ``tm.monitor`` (itself
 resuming a first run of 6 steps) is killed with SIGKILL after ``tm.checkpoint()`` at its step 8; a new run
-``resume="last"`` loads that checkpoint."""
+``resume="last"`` loads that checkpoint; and a loop's own ``torch.save`` outside the run folder, read from the killed
+run's log (its ``checkpoint`` records, docs/spec.md section 6)."""
 
 from __future__ import annotations
 
