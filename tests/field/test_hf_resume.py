@@ -3,6 +3,13 @@ is read from the Trainer, matched to the parent's checkpoint record (docs/spec.m
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -89,3 +96,52 @@ def test_hf_resume_without_the_resume_flag_says_the_run_counts_its_own_steps(tmp
     p = passport(m)
     assert "lineage" not in p and p["steps"] == STEPS - 8
     assert not any("counted" in w for w in p["warnings"])  # the step comparison starts at the resumed step
+
+
+KILLED = """
+import sys, time, trainmeter as tm
+from transformers import TrainerCallback
+from tests.field.test_hf_resume import _trainer
+
+class Slow(TrainerCallback):
+    def on_step_end(self, args, state, control, **kwargs):
+        time.sleep(0.2)
+
+with tm.monitor(name="hf-killed", run_dir=sys.argv[1], interval_s=0.2):
+    trainer = _trainer(sys.argv[2], [Slow()])
+    trainer.args.max_steps = 10_000
+    trainer.train()
+"""
+
+
+@pytest.mark.slow  # a second process importing transformers: about 20 s on 2 busy cores
+@pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="SIGKILL is POSIX")
+def test_hf_trainer_killed_after_its_save_steps_checkpoint_is_resumed_from_it_read_from_the_killed_runs_log(tmp_path):
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root / "src"), str(root), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.Popen([sys.executable, "-c", KILLED, str(tmp_path / "runs"), str(tmp_path / "out")], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 180
+    try:
+        while not (tmp_path / "out" / "checkpoint-4").exists() or not any(
+                e.get("kind") == "checkpoint" for f in (tmp_path / "runs").glob("*-hf-killed")
+                for e in tm.load(f).events()):
+            assert proc.poll() is None and time.monotonic() < deadline, "no checkpoint before the kill"
+            time.sleep(0.2)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    (folder,) = (tmp_path / "runs").glob("*-hf-killed")
+    assert not (folder / "passport.json").exists()
+    last = max(int(p.name.split("-")[1]) for p in (tmp_path / "out").glob("checkpoint-*"))  # 4, or 8 by the kill
+    logged = tm.load(folder).passport["checkpoints"]
+    assert [(c["path"], c["source"]) for c in logged][:1] == [
+        (str(tmp_path / "out" / "checkpoint-4"), "transformers Trainer checkpoint")]
+    trainer = _trainer(tmp_path / "out")
+    with tm.monitor(name="hf-after-kill", run_dir=tmp_path / "runs", interval_s=3600, resume="last") as m:
+        trainer.train(resume_from_checkpoint=True)  # the output_dir's last checkpoint
+    resumed = passport(m)["lineage"]["resumed_from"]
+    assert (resumed["parent_step"], resumed["framework_step"], resumed["provenance"], resumed["framework"]) == (
+        last, last, "detected", "hf")
+    assert resumed["checkpoint"] == str(tmp_path / "out" / f"checkpoint-{last}")
+    assert passport(m)["steps"] == STEPS - last

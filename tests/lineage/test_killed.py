@@ -1,6 +1,7 @@
 """A killed kernel resumed in a new one (docs/spec.md section 22): a process training under ``tm.monitor`` (itself
 resuming a first run of 6 steps) is killed with SIGKILL after ``tm.checkpoint()`` at its step 8; a new run
-``resume="last"`` loads that checkpoint."""
+``resume="last"`` loads that checkpoint; and a loop's own ``torch.save`` outside the run folder, read from the killed
+run's log (its ``checkpoint`` records, docs/spec.md section 6)."""
 
 from __future__ import annotations
 
@@ -134,3 +135,62 @@ def test_a_killed_run_is_listed_killed_and_resumed_from_its_last_checkpoint_with
     assert "  └ again" in lines[first + 2] and "= training" in lines[first + 3]
     assert f"lost {killed_steps - 8} steps" in lines[first + 3] and " 26 " in lines[first + 3]
     assert [[r.status for r in t] for t in tm.trainings(run_root)] == [["completed", "killed", "completed"]]
+
+
+OWN_SAVER = """
+import sys, time, torch, trainmeter as tm
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Embedding(50, 8), torch.nn.Flatten(), torch.nn.Linear(8 * 6, 50))
+opt = torch.optim.SGD(model.parameters(), lr=0.05)
+with tm.monitor(name="own-saver", run_dir=sys.argv[1], interval_s=0.2):
+    for i in range(1_000_000):
+        g = torch.Generator().manual_seed(i + 1)
+        x = torch.randint(0, 50, (4, 6), generator=g)
+        torch.nn.functional.cross_entropy(model(x), x[:, 0]).backward()
+        opt.step()
+        opt.zero_grad()
+        if i == 7:  # step 8: the loop's own save, outside the run folder, by a path relative to the working folder
+            torch.save({"model": model.state_dict(), "optimizer": opt.state_dict()}, "ckpt/step8.pt")
+        time.sleep(0.01)
+"""
+
+
+def test_a_killed_runs_own_torch_save_outside_its_folder_is_read_from_its_log_and_loaded_as_detected(
+        run_root, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the notebook's working folder, the same after the kernel restarts
+    (tmp_path / "ckpt").mkdir()
+    src = str(Path(tm.__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.Popen([sys.executable, "-c", OWN_SAVER, str(run_root)], env=env, cwd=tmp_path,
+                            stdout=subprocess.DEVNULL)
+    try:
+        def logged_past_the_save() -> bool:
+            assert proc.poll() is None, "the loop ended before it was killed"
+            folders = [f for f in run_root.glob("*-own-saver") if (f / "events.jsonl").exists()]
+            return bool(folders) and _logged_steps(tm.load(folders[0])) >= 12
+
+        _wait("the run's log to pass step 12", logged_past_the_save)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    (folder,) = run_root.glob("*-own-saver")
+    assert not (folder / "passport.json").exists() and not (folder / "checkpoints").exists()
+    (logged,) = [e for e in tm.load(folder).events() if e["kind"] == "checkpoint"]
+    size = (tmp_path / "ckpt" / "step8.pt").stat().st_size
+    assert logged == {"schema_version": 1, "kind": "checkpoint", "step": 8, "path": "ckpt/step8.pt", "bytes": size,
+                      "source": "torch.save"}
+    assert tm.load(folder).passport["checkpoints"] == [
+        {"path": "ckpt/step8.pt", "step": 8, "bytes": size, "source": "torch.save"}]
+    _wait("the killed run's log to fall silent", lambda: tm.load(folder).status == "killed")
+    model, opt = _model()
+    with tm.monitor(name="after-kill", run_dir=run_root, resume="last") as m:
+        saved = torch.load("ckpt/step8.pt", weights_only=True)
+        model.load_state_dict(saved["model"])
+        opt.load_state_dict(saved["optimizer"])
+        for step in range(9, 13):
+            _step(model, opt, step)
+    lineage = json.loads((m.run_dir / "passport.json").read_text())["lineage"]
+    resumed = lineage["resumed_from"]
+    assert (resumed["step"], resumed["parent_step"], resumed["provenance"], resumed["checkpoint"]) == (
+        8, 8, "detected", "ckpt/step8.pt")
+    assert lineage["training"]["steps"] == 12 and lineage["lost_work"]["steps"] == tm.load(folder).passport["steps"] - 8

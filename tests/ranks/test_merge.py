@@ -59,6 +59,22 @@ def test_a_killed_rank_shows_its_last_step_and_that_it_died(tmp_path):
     assert "rank-1 died at step 6" in section["notes"]
 
 
+def test_a_rank_killed_between_its_passport_files_is_incomplete_never_counted_completed(tmp_path):
+    seat(tmp_path, 0, steps=10, tokens=10)
+    cut = seat(tmp_path, 1, steps=10, tokens=10)  # passport.json lists passport.md, which the kill left unwritten
+    (cut / "passport.json").write_text(json.dumps({**json.loads((cut / "passport.json").read_text()),
+                                                   "files": ["events.jsonl", "passport.md"]}))
+    (cut / "events.jsonl").touch()
+    assert read_seat(cut).status == "damaged"
+    section = distributed_section(read_launch(tmp_path))
+    assert [r["status"] for r in section["ranks"]] == ["completed", "damaged"]
+    assert "rank-1 damaged at step 10 (incomplete: passport.md missing)" in section["notes"]
+    launch = write_launch_passport(tmp_path, "ddp")
+    assert launch["status"] == "damaged" and launch["steps"] == 10
+    (cut / "passport.md").write_text("# rank 1\n")  # whole again: completed
+    assert write_launch_passport(tmp_path, "ddp")["status"] == "completed"
+
+
 def test_a_rank_still_running_is_unfinished(tmp_path):
     import os
 

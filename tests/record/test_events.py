@@ -15,6 +15,7 @@ from trainmeter.record import events
 from trainmeter.record.events import (
     BLOCK_BYTES,
     KINDS,
+    CheckpointLogRecord,
     ColumnsRecord,
     EndRecord,
     GapRecord,
@@ -32,7 +33,8 @@ from trainmeter.record.runlog import RunLog
 from trainmeter.record.runs import load, runs, summarise_log
 
 SCHEMAS: dict[str, Any] = {"start": StartRecord, "rank": RankRecord, "steps": ColumnsRecord,
-                           "series": ColumnsRecord, "interval": IntervalRecord, "gap": GapRecord, "end": EndRecord}
+                           "series": ColumnsRecord, "interval": IntervalRecord, "gap": GapRecord, "end": EndRecord,
+                           "checkpoint": CheckpointLogRecord}
 
 
 def _one_of_each() -> list[events.Record]:
@@ -49,6 +51,8 @@ def _one_of_each() -> list[events.Record]:
                                            "window_train_s": 1.0},
                                memory=None, sections={"compute": {"mfu[hf]": 0.4}}),
         events.gap_record(from_step=2, to_step=5, failed_writes=3, dropped_points=0, error="OSError: No space"),
+        events.checkpoint_record({"path": "ckpt/step2.pt", "step": 2, "bytes": 1024, "source": "torch.save",
+                                  "seconds": 0.1}),
         events.end_record(status="completed", ended_at="2026-01-01T00:01:00+00:00", error=None),
     ]
 
@@ -66,7 +70,8 @@ def test_every_kind_the_writer_builds_reads_back_equal_and_typed(tmp_path):
     log.close()
     got = read_events(tmp_path / "events.jsonl")
     assert got == written
-    assert [r["kind"] for r in got] == ["start", "rank", "steps", "series", "interval", "gap", "end"]
+    assert [r["kind"] for r in got] == ["start", "rank", "steps", "series", "interval", "gap", "checkpoint",
+                                          "end"]
     assert set(r["kind"] for r in got) == set(KINDS)
     for record in got:
         assert record["schema_version"] == events.SCHEMA_VERSION

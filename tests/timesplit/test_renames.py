@@ -92,3 +92,20 @@ def test_the_rename_patch_is_switched_off_by_its_key(tmp_path, clock, monkeypatc
     m.finish("completed")
     [record] = _passport(m)["checkpoints"]
     assert record["path"] == str(tmp_path / "a.tmp") and record["seconds"] == pytest.approx(SAVE_S)
+
+
+def test_the_run_log_says_each_checkpoint_as_it_is_recorded_and_a_rename_replaces_the_temp_files_record(tmp_path,
+                                                                                                       clock):
+    from trainmeter.record.runs import summarise_log
+
+    out = tmp_path / "ckpts"
+    out.mkdir()
+    m = _monitor(tmp_path / "runs", clock, TimeSplit()).start()
+    torch.save({"w": torch.ones(64)}, str(out / "a.pt.tmp"))
+    logged = [json.loads(line) for line in (m.run_dir / "events.jsonl").read_text().splitlines()]
+    assert [(e["path"], e["step"]) for e in logged if e["kind"] == "checkpoint"] == [(str(out / "a.pt.tmp"), 0)]
+    os.replace(str(out / "a.pt.tmp"), str(out / "a.pt"))
+    size = os.path.getsize(out / "a.pt")
+    summary = summarise_log(m.run_dir / "events.jsonl")  # as a killed run is read: no passport
+    assert summary["checkpoints"] == [{"path": str(out / "a.pt"), "step": 0, "bytes": size, "source": "torch.save"}]
+    m.finish("completed")

@@ -157,6 +157,7 @@ class RunContext:
     series_dropped = _read("series_dropped", "New series names refused past max_series (the passport's).")
     series_dropped_names = _read("series_dropped_names", "The first of them.")
     queue_dropped = _read("queue_dropped", "Emits from other threads dropped (the passport's).")
+    emits_ignored = _read("emits_ignored", "Emitted values left out as bad: unreadable, or a refused name.")
     record_sink = _read("record_sink", "The run's record sink (core/sink.py), or None in memory.")
 
     # -- the last report (sinks) -----------------------------------------------------------------------------

@@ -324,6 +324,7 @@ class Controls:
         record = CheckpointRecord(path=rel, step=step, bytes=size_bytes(path), seconds=seconds, source=source,
                                   recovery=note)
         self.checkpoints = (*self.checkpoints, record)
+        getattr(m.record_sink, "write_checkpoint", lambda _entry: None)(record.to_dict())  # in the log now: section 6
         return record
 
     def _refuse(self, step: int, by: str, reason: str) -> None:

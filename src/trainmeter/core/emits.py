@@ -17,6 +17,7 @@ from trainmeter.core.text import printable
 from trainmeter.core.threads import OurThread
 
 MAX_QUEUED = 100_000
+MAX_REFUSED_NAMES = 10_000  # names whose values are refused by name, remembered (past it: refused by the registry)
 FOLD_WAKE_S = 0.05
 FOLD_PER_WAKE = 1_000
 OWNER_DRAIN = 10_000
@@ -46,7 +47,11 @@ class Emitter:
         self._folder_stop = threading.Event()
         self._closed = False
         self._fold_reader = ScalarReader()  # the folding thread's deferred reads (CUDA values)
+        self._refused: set[str] = set()  # names refused as names (reserved, past the cap): each value only counted
+        self._bad_said: set[str] = set()  # names whose unreadable value was said: later ones only counted
+        self._full_said = False
         self.dropped = 0
+        self.ignored = 0  # values left out as bad (an unreadable value, a refused name): passport emits_ignored
 
     # -- the recording thread ----------------------------------------------------------------------------------
     def record(self, values: dict[str, Any], step: int | None = None) -> None:
@@ -101,8 +106,15 @@ class Emitter:
         return name
 
     def checked(self, name: Any, value: Any, key: Any, reader: ScalarReader | None = None) -> float | None:
-        """``value`` as a float to record under ``name``, or ``None`` (warned once per name and fault)."""
-        if not self._registry.admit(name):
+        """``value`` as a float to record under ``name``, or ``None`` (warned once per name and fault; a flood of bad
+        values costs a count each, the warning formatted once: docs/spec.md section 18)."""
+        if name in self._refused:
+            self.ignored += 1
+            return None
+        if not self._registry.admit(name):  # refused by name: every later value of it too
+            self.ignored += 1
+            if len(self._refused) < MAX_REFUSED_NAMES and type(name) is str:
+                self._refused.add(name)
             return None
         if type(value) is float:
             number: float | None = value
@@ -110,15 +122,19 @@ class Emitter:
             try:
                 number = (reader or self._steps.scalars).read(value, key)  # a TypeError for text
             except Exception as exc:  # TypeError, OverflowError, a __float__ that raises, ...
-                self._warn_once(f"emit-{name}", f"tm.emit({printable(name)}=...) ignored: {printable(exc)}")
-                return None
+                return self._bad(name, exc)
             if number is None and getattr(value, "is_cpu", None) is False and not getattr(value, "is_cuda", False):
-                device = getattr(value, "device", "?")
-                self._warn_once(f"emit-{name}", f"tm.emit({printable(name)}=...) ignored: a tensor on {device} has "
-                                                "no sync-free read (pass a CPU or CUDA tensor or a float)")
-                return None
+                return self._bad(name, f"a tensor on {getattr(value, 'device', '?')} has no sync-free read (pass a "
+                                       "CPU or CUDA tensor or a float)")
         self._registry.count_new(name)
         return number
+
+    def _bad(self, name: str, why: Any) -> None:
+        """Count a value of ``name`` left out; the first of its name warns ``why``."""
+        self.ignored += 1
+        if name not in self._bad_said and len(self._bad_said) < MAX_REFUSED_NAMES:
+            self._bad_said.add(name)
+            self._warn_once(f"emit-{name}", f"tm.emit({printable(name)}=...) ignored: {printable(why)}")
 
     # -- other threads -----------------------------------------------------------------------------------------
     def _enqueue(self, values: dict[str, Any], step: int | None) -> None:
@@ -126,8 +142,10 @@ class Emitter:
         queued = self._queued
         if len(queued) >= MAX_QUEUED:
             self.dropped += 1
-            self._warn_once("emit-queue", f"tm.emit from other threads: more than {MAX_QUEUED:,} values waiting to "
-                                          "be recorded; later ones are counted and dropped (emits_dropped)")
+            if not self._full_said:  # said once; every later drop is a count
+                self._full_said = True
+                self._warn_once("emit-queue", f"tm.emit from other threads: more than {MAX_QUEUED:,} values waiting "
+                                              "to be recorded; later ones are counted and dropped (emits_dropped)")
             return
         queued.append((dict(values), self._steps.steps if step is None else step))
         if self._folder is None and not self._closed:

@@ -224,6 +224,7 @@ class Monitor:
     series_dropped = property(lambda self: self.registry.dropped, doc="New names past max_series.")
     series_dropped_names = property(lambda self: self.registry.dropped_names, doc="The first of them.")
     queue_dropped = property(lambda self: self.emitter.dropped, doc="Emits from other threads dropped.")
+    emits_ignored = property(lambda self: self.emitter.ignored, doc="Emitted values left out as bad (counted).")
 
     def locks(self) -> list[Any]:
         """The run's own locks (the series registry's, each series'), held around a fork (docs/spec.md section 19)."""

@@ -1,6 +1,6 @@
 """The parent of a resumed run: ``--resume last|NAME|PATH`` resolved to a saved run folder (a killed run's too), and
 what its record says (docs/spec.md section 22). Pure reads of the parent's ``passport.json``, else its
-``events.jsonl`` and ``checkpoints/`` folder; any thread."""
+``events.jsonl`` (its ``checkpoint`` records) and ``checkpoints/`` folder; any thread."""
 
 from __future__ import annotations
 
@@ -107,7 +107,8 @@ def checkpoints_of(passport: dict[str, Any]) -> list[dict[str, Any]]:
 
 def folder_checkpoints(folder: Path) -> list[dict[str, Any]]:
     """The checkpoints in a run folder's ``checkpoints/`` (``tm.checkpoint()``'s and the controls', named
-    ``step-<n>``, docs/spec.md section 21; a save cut short, ``.tmp``, left out): a killed run's records."""
+    ``step-<n>``, docs/spec.md section 21; a save cut short, ``.tmp``, left out): a killed run's whose log lacks
+    their ``checkpoint`` records (a failed write)."""
     try:
         names = sorted(os.listdir(folder / "checkpoints"))
     except OSError:
@@ -138,11 +139,14 @@ def _minus(a: Any, b: Any) -> Any:
 
 def read_parent(folder: Path) -> ParentRecord:
     """The parent's record (a run without a passport is summarised from its log, as ``tm.load`` does, its checkpoints
-    those in its folder); its tokens and step times from the log's per-step records (docs/spec.md section 6
+    its log's and those in its folder); its tokens and step times from the log's per-step records (docs/spec.md section 6
     ``steps``), bounded to the steps it needs."""
     passport = load(folder).passport
-    if "summarised_from" in passport:
-        passport = {**passport, "checkpoints": folder_checkpoints(folder), **_logged_lineage(folder, passport)}
+    if "summarised_from" in passport:  # its log's checkpoint records, then any file of its checkpoints/ they lack
+        logged = [c for c in passport.get("checkpoints") or [] if isinstance(c, dict)]
+        paths = {c.get("path") for c in logged}
+        ckpts = [*logged, *(c for c in folder_checkpoints(folder) if c["path"] not in paths)]
+        passport = {**passport, "checkpoints": ckpts, **_logged_lineage(folder, passport)}
     steps = passport.get("steps") if isinstance(passport.get("steps"), int) else 0
     wanted = {c["step"] for c in checkpoints_of(passport)} | {steps}
     after: dict[int, int] = {}

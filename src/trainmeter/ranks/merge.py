@@ -25,7 +25,7 @@ from trainmeter.ranks.rank_ladder import launch_ladders
 from trainmeter.ranks.stragglers import repeated_offenders, score_ranks, with_repeats
 from trainmeter.record.events import LOG_FILE, head, last_of_kinds, tail
 from trainmeter.record.runlog import clean, write_file_atomic
-from trainmeter.record.safe_read import PASSPORT_TYPES, read_json
+from trainmeter.record.safe_read import read_passport
 from trainmeter.sizes import format_integer, format_percent
 
 WINDOW_TAIL_BYTES = 4 * 1024 * 1024  # the tail of a rank's log read for its report windows
@@ -119,7 +119,8 @@ def read_seat(seat_dir: Path) -> RankSummary:
         return RankSummary(**figures(p, "steps", p.get("distributed") or {}), mfu=own_mfu,
                            mfu_missing=own_missing, compute=rank_compute_from_passport(label, p),
                            node_gpu=gpu if isinstance(gpu, dict) and gpu.get("devices") else None,
-                           status=str(p.get("status") or "unfinished"), error=p.get("error"),
+                           status=str(p.get("status") or "unfinished"),
+                           error="; ".join(str(e) for e in (p.get("damaged"), p.get("error")) if e) or None,
                            first_step_counted=FIRST_STEP_MISSED not in _tokens_note(p))
     last = last_of_kinds(seat_dir / LOG_FILE, ("interval", "end"))
     interval = last.get("interval") or {}
@@ -233,7 +234,7 @@ def _key(r: RankSummary) -> int | str:
 def launch_status(ranks: list[RankSummary], world_size: int) -> str:
     """``completed`` when every rank of the world completed; else the first bad status, or ``running``."""
     statuses = [r.status for r in ranks]
-    for bad in ("failed", "died", "interrupted", "terminated"):
+    for bad in ("failed", "died", "interrupted", "terminated", "damaged"):
         if bad in statuses:
             return bad
     if len(ranks) >= world_size and all(s == "completed" for s in statuses):
@@ -259,9 +260,10 @@ def write_launch_passport(launch_dir: Path, name: str) -> dict[str, Any]:
 
 
 def load_passport(path: Path) -> dict[str, Any]:
-    """A passport read back, or ``{}`` when it is missing or damaged."""
+    """A passport read back with its ``files`` checked (record/safe_read.py ``read_passport``: a file it lists that
+    the folder lacks makes it ``damaged``, ``incomplete: passport.md missing``), or ``{}`` when missing or damaged."""
     try:
-        return read_json(path, types=PASSPORT_TYPES)
+        return read_passport(path.parent)
     except OSError:  # missing, or damaged (Damaged)
         return {}
 

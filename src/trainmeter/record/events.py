@@ -118,6 +118,23 @@ class HeartbeatRecord(TypedDict):
     since_report_s: float
 
 
+class _CheckpointBase(TypedDict):
+    schema_version: int
+    kind: Literal["checkpoint"]
+    step: int
+    path: str | None
+    bytes: int | None
+    source: str
+
+
+class CheckpointLogRecord(_CheckpointBase, total=False):
+    """One checkpoint, written when it is recorded (passport ``checkpoints``' path, step, bytes and source: docs/spec.md
+    section 9), so a killed run's checkpoints are read from its log; ``renamed_from``: the path of the record it
+    replaces (a temp file renamed to its final name)."""
+
+    renamed_from: str
+
+
 class EndRecord(TypedDict):
     """Last record of a finished run."""
 
@@ -128,7 +145,8 @@ class EndRecord(TypedDict):
     error: str | None
 
 
-Record = StartRecord | RankRecord | ColumnsRecord | IntervalRecord | GapRecord | HeartbeatRecord | EndRecord
+Record = (StartRecord | RankRecord | ColumnsRecord | IntervalRecord | GapRecord | HeartbeatRecord | CheckpointLogRecord
+          | EndRecord)
 
 
 # the writer's constructors (field order is the line's key order)
@@ -174,6 +192,12 @@ def heartbeat_record(*, step: int, steps_done: int, step_running_s: float, phase
                    phase=phase, elapsed_s=elapsed_s, since_report_s=since_report_s)
 
 
+def checkpoint_record(entry: dict[str, Any], renamed_from: str | None = None) -> CheckpointLogRecord:
+    """The ``checkpoint`` record of one passport ``checkpoints`` entry (its ``step``, ``path``, ``bytes``, ``source``)."""
+    fields = {k: entry.get(k) for k in ("step", "path", "bytes", "source")}
+    return _record("checkpoint", **fields, **({"renamed_from": renamed_from} if renamed_from is not None else {}))
+
+
 def end_record(*, status: str, ended_at: str | None, error: str | None) -> EndRecord:
     """The ``end`` record."""
     return _record("end", status=status, ended_at=ended_at, error=error)
@@ -184,7 +208,7 @@ HEAD_BYTES = 64 * 1024
 TAIL_BYTES = 256 * 1024
 BLOCK_BYTES = 16 * 1024  # bytes read per call by head and tail when they may stop early (n records)
 
-KINDS: tuple[str, ...] = ("start", "rank", "steps", "series", "interval", "gap", "end")
+KINDS: tuple[str, ...] = ("start", "rank", "steps", "series", "interval", "gap", "checkpoint", "end")
 
 @dataclass(slots=True)
 class ReadStats:

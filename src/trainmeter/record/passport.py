@@ -112,6 +112,7 @@ def build_passport(m: RunContext) -> dict[str, Any]:
                            "names": list(getattr(m, "series_dropped_names", [])),
                            "max_series": getattr(m.options, "max_series", None)},
         "emits_dropped": getattr(m, "queue_dropped", 0),
+        "emits_ignored": getattr(m, "emits_ignored", 0),
         "lanes": [lane.to_dict() for lane in m.lane_records()] if hasattr(m, "lane_records") else [],
     }
     controls = getattr(m, "controls", None)  # stopped_by/stopped_at_step, checkpoints (core/controls.py)

@@ -16,7 +16,15 @@ from typing import Any
 
 from trainmeter.core.context import RunContext
 from trainmeter.record.column_lines import ColumnLines
-from trainmeter.record.events import LOG_FILE, end_record, gap_record, heartbeat_record, rank_record, start_record
+from trainmeter.record.events import (
+    LOG_FILE,
+    checkpoint_record,
+    end_record,
+    gap_record,
+    heartbeat_record,
+    rank_record,
+    start_record,
+)
 from trainmeter.record.passport import record_options
 from trainmeter.record.reporter import format_text, summary_line, write_columns, write_interval
 from trainmeter.record.runlog import RunLog
@@ -181,6 +189,13 @@ class RunRecorder:
         log = self._log
         if log is not None:
             log.write_now(heartbeat_record(**fields))
+
+    def write_checkpoint(self, entry: dict[str, Any], renamed_from: str | None = None) -> None:
+        """Append one ``checkpoint`` record now, as it is recorded (a kill after it leaves it in the log; docs/spec.md
+        section 6): ``entry`` is the passport's ``checkpoints`` entry. Training thread (one ``write``). Never raises."""
+        log = self._log
+        if log is not None:
+            log.write_now(checkpoint_record(entry, renamed_from))
 
     def text_line(self, run: RunContext) -> str:
         """The text line of the last report."""

@@ -29,6 +29,7 @@ from trainmeter.sizes import format_bytes
 __all__ = ["RUNS_SHOWN", "RUN_COLUMNS", "Run", "damaged_passport", "format_runs", "load", "log_tail_summary",
            "make_run_dir", "runs", "runs_table", "summarise_log", "trainings"]
 
+MAX_CHECKPOINTS = 1000  # checkpoint records a log summary keeps (the last ones: a resume reads the last)
 SUMMARY_MAX_BYTES = 16 * 1024 * 1024  # of a run log a summary (a run without a passport) reads in full; then its tail
 REPLAY_MAX_BYTES = 512 * 1024 * 1024  # of a run log Run.events reads (the rest is left out, and said)
 
@@ -139,6 +140,7 @@ def summarise_log(path: Path, problem: str | None = None, max_bytes: int | None 
     beat: dict[str, Any] = {}
     end: dict[str, Any] = {}
     stats: dict[str, dict[str, Any]] = {}
+    checkpoints: list[dict[str, Any]] = []
     last_step = origin = None
     log_damage = None
     try:
@@ -158,15 +160,18 @@ def summarise_log(path: Path, problem: str | None = None, max_bytes: int | None 
                 last_step = max([last_step or 0, *(n - origin for n in e["step"] if _finite(n))])
             elif kind == "series":
                 _add_series(stats, e)
+            elif kind == "checkpoint":
+                _add_checkpoint(checkpoints, e)
     except FileNotFoundError:
         pass
     except OSError as exc:  # Damaged included
         log_damage = str(exc)
     if read.bytes_left_out:
-        tail_found = last_of_kinds(path, ("interval", "heartbeat", "end"))
+        tail_found = last_of_kinds(path, ("interval", "heartbeat", "end", "checkpoint"))
         last = dict(tail_found.get("interval") or last)
         beat = dict(tail_found.get("heartbeat") or beat)
         end = dict(tail_found.get("end") or end)
+        _add_checkpoint(checkpoints, tail_found.get("checkpoint") or {})  # the last, past the bound
     for count in (last.get("step"), beat.get("steps_done")):  # a heartbeat's: counted after the last report
         if _finite(count):
             last_step = max(last_step or 0, count)
@@ -193,6 +198,7 @@ def summarise_log(path: Path, problem: str | None = None, max_bytes: int | None 
            "token_unit": last.get("token_unit", "tokens"),
            "phases_s": last.get("phases_s") or {}, "throughput": last.get("throughput") or {},
            "memory": last.get("memory") or {}, "series": stats, "options": start.get("options") or {},
+           "checkpoints": checkpoints,
            "warnings": notes, "summarised_from": "events.jsonl", "last_seen_at": seen_at, "killed": killed}
     bad = wrong_type(out, PASSPORT_TYPES)
     if bad is not None:  # a log record of the wrong types: keep the counters out
@@ -203,6 +209,18 @@ def summarise_log(path: Path, problem: str | None = None, max_bytes: int | None 
     if damage:
         out["damaged"] = damage
     return out
+
+
+def _add_checkpoint(found: list[dict[str, Any]], e: Any) -> None:
+    """Fold one ``checkpoint`` record into ``found`` (the passport's entries, the last :data:`MAX_CHECKPOINTS`): a
+    rename's replaces the record of the file it renamed; one already there (the tail's) is not added twice."""
+    if not isinstance(e.get("step"), int) or e.get("kind") != "checkpoint":
+        return
+    entry = {k: e.get(k) for k in ("path", "step", "bytes", "source")}
+    moved = e.get("renamed_from")
+    found[:] = [c for c in found if c != entry and (moved is None or c["path"] != moved or c["step"] != e["step"])]
+    found.append(entry)
+    del found[:-MAX_CHECKPOINTS]
 
 
 def _add_series(stats: dict[str, dict[str, Any]], e: Record) -> None:

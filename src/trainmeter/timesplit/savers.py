@@ -167,6 +167,13 @@ def entry(found: tuple[str | None, int | None], step: int, seconds: float | None
     return out if path is not None else {**out, "note": STREAM_NOTE}
 
 
+def _log(monitor: Any, record: dict[str, Any], renamed_from: str | None = None) -> None:
+    """``record`` into the run log now (the record sink's ``checkpoint`` record), for a killed run's resume."""
+    write = getattr(monitor.record_sink, "write_checkpoint", None)
+    if write is not None:
+        write(record, renamed_from)
+
+
 class CheckpointSpans:
     """The saver wrappers of the time split ``split`` and their records. Training thread."""
 
@@ -275,8 +282,10 @@ class CheckpointSpans:
             if found is None:
                 return
             self.saves += 1
+            record = entry(found, monitor.steps, seconds, site.source, monitor.run_dir)
+            _log(monitor, record)
             if len(self.records) < MAX_RECORDS:
-                self.records.append(entry(found, monitor.steps, seconds, site.source, monitor.run_dir))
+                self.records.append(record)
                 if found[0] is not None:
                     self._renamable = (len(self.records) - 1, os.path.abspath(found[0]), monitor.steps)
         except Exception as exc:
@@ -305,5 +314,6 @@ class CheckpointSpans:
             path = os.fsdecode(target)
             spent = None if old["seconds"] is None or seconds is None else old["seconds"] + seconds
             self.records[index] = entry((path, size_bytes(path)), old["step"], spent, old["source"], monitor.run_dir)
+            _log(monitor, self.records[index], old["path"])
         except Exception as exc:
             self._split.warn("time-checkpoint-record", f"a renamed checkpoint's final file not read: {exc!r}")
