@@ -226,7 +226,7 @@ def test_the_live_eta_follows_the_recent_pace_labelled_so_when_the_compute_wing_
     m = _run(run_root, FakeClock(0.0), budget_steps=20, extensions=[ComputeExtension()])
     m.lifecycle.status = "running"
     recent = RecentFigures(tokens_per_s=50.0, steps_per_s=0.5, window_tokens=500, window_steps=5, window_s=10.0,
-                           t_s=6.0)
+                           t_s=6.0, smoothed_steps_per_s=0.5, smoothed_tokens_per_s=50.0)
     bar = build_state(facts_from_monitor(m.context, recent=recent))["progress"]
     assert bar["pace"] == "recent" and bar["eta_s"] == pytest.approx(14 / 0.5)
     between = build_state(facts_from_monitor(m.context))["progress"]  # no recent figures yet: the report's pace
