@@ -45,3 +45,45 @@ def test_report_windows_with_no_step_the_first_and_the_final_have_a_null_rate_an
     rate = next(c for c in columns if c.name == "train_tokens_per_s")
     assert rate.ys and min(rate.ys) > 0 and first["elapsed_s"] < min(rate.xs) <= max(rate.xs) < final["elapsed_s"]
     capsys.readouterr()
+
+
+def test_a_window_whose_one_step_is_the_runs_first_is_kept_in_the_record_but_not_drawn(tmp_path, capsys):
+    # the browser's case: `import torch` in the cell made the first report's window the startup plus one step, drawn
+    # as a point near 0 before the run's rate (the ETA's pace leaves that step out too: widget/live_rate.py)
+    import torch
+
+    model = torch.nn.Linear(4, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    x = torch.randn(8, 4)
+    with tm.monitor(name="slow-start", interval_s=0.1, run_dir=tmp_path, widget=False) as run:
+        time.sleep(0.3)  # the cell's imports and model build, before the first step
+        for _ in range(12):
+            opt.zero_grad()
+            model(x).pow(2).mean().backward()
+            opt.step()
+            time.sleep(0.02)
+    first = _intervals(run.run_dir)[0]
+    assert first["step"] == 1 and first["throughput"]["train_tokens_per_s"] > 0  # measured, kept
+    _, columns, _ = replay(run.run_dir)
+    rate = next(c for c in columns if c.name == "train_tokens_per_s")
+    assert rate.ys and min(rate.xs) > first["elapsed_s"], (rate.xs, first["elapsed_s"])
+    capsys.readouterr()
+
+
+def test_the_live_chart_leaves_out_the_first_steps_window_too(run_root):
+    from tests.widget.test_publisher import Recorder, _monitor, _train
+    from trainmeter.core.clock import FakeClock
+    from trainmeter.widget.publisher import Publisher
+
+    clock = FakeClock(0.0)
+    m = _monitor(run_root, clock, interval_s=1.0)
+    rec = Recorder(clock)
+    pub = Publisher(m.context, rec, clock=clock)
+    clock.advance(2.0)  # the startup: the first step ends 2 s in, past the first report's time
+    m.on_step(128, loss_value=1.0)
+    pub.tick()
+    _train(m, clock, pub, seconds=4, steps_per_s=40)
+    m.finish("completed")
+    pub.close()
+    xs, ys = rec.store["train_tokens_per_s"]
+    assert xs and min(xs) > 2.0 and min(ys) > 1000, (xs, ys)  # 40 steps/s x 128 tokens: no point near 0
