@@ -178,7 +178,7 @@ def test_replay_without_a_passport_uses_the_last_report_and_says_so(run_root):
 
 
 def test_report_points_skip_missing_readings():
-    interval = interval_summary(tokens=100, steps=1, train_s=0.5)
+    interval = interval_summary(tokens=100, steps=2, train_s=0.5)
     session = session_summary(tokens=100, elapsed_s=2.0)
     points = report_points(interval, session, MemoryReading(rss_bytes=None, rss_peak_bytes=None))
     assert points == {"train_tokens_per_s": 200.0, "session_tokens_per_s": 50.0}
@@ -226,7 +226,7 @@ def test_the_live_eta_follows_the_recent_pace_labelled_so_when_the_compute_wing_
     m = _run(run_root, FakeClock(0.0), budget_steps=20, extensions=[ComputeExtension()])
     m.lifecycle.status = "running"
     recent = RecentFigures(tokens_per_s=50.0, steps_per_s=0.5, window_tokens=500, window_steps=5, window_s=10.0,
-                           t_s=6.0)
+                           t_s=6.0, smoothed_steps_per_s=0.5, smoothed_tokens_per_s=50.0)
     bar = build_state(facts_from_monitor(m.context, recent=recent))["progress"]
     assert bar["pace"] == "recent" and bar["eta_s"] == pytest.approx(14 / 0.5)
     between = build_state(facts_from_monitor(m.context))["progress"]  # no recent figures yet: the report's pace

@@ -34,12 +34,11 @@ def recent_pace(recent: Any, unit: str = "tokens") -> Pace | None:
     if recent is None:
         return None
     key = "steps_per_s" if unit == "steps" else "tokens_per_s"
-    smoothed = getattr(recent, f"smoothed_{key}", None)
     window_s = getattr(recent, "window_s", None)
     span = f"{window_s:.3g} s" if isinstance(window_s, (int, float)) else "seconds"
-    if smoothed is not None:  # widget/live_rate.py: an exponential mean, so the ETA counts down steadily
-        return Pace(name="recent", per_s=smoothed, window=f"the last {span} of steps, wall clock (every phase "
-                    "counts), smoothed over about 20 s")
+    if hasattr(recent, f"smoothed_{key}"):  # widget/live_rate.py: an exponential mean, so the ETA counts down steadily
+        return Pace(name="recent", per_s=getattr(recent, f"smoothed_{key}"), window=f"the last {span} of steps after "
+                    "the first (its startup), wall clock (every phase counts), smoothed over min(20 s, a quarter of the run)")
     return Pace(name="recent", per_s=getattr(recent, key, None),
                 window=f"the last {span} of steps, wall clock (every phase counts)")
 

@@ -43,9 +43,10 @@ def ratio(numerator: float | None, denominator: float) -> float | None:
 
 
 def interval_summary(*, tokens: int, steps: int, train_s: float, read: bool = True) -> IntervalSummary:
-    """Summarise a window from its tokens, attempted steps and training seconds (``read``: was any batch read)."""
+    """Summarise a window from its tokens, attempted steps and training seconds (``read``: was any batch read); a
+    window with no step has no rate (tokens are counted at a step: a report at an emit, the final one)."""
     return IntervalSummary(tokens=tokens, steps=steps, train_s=train_s,
-                           train_tokens_per_s=ratio(tokens, train_s) if read else None,
+                           train_tokens_per_s=ratio(tokens, train_s) if read and steps else None,
                            seconds_per_step=ratio(train_s, steps))
 
 

@@ -15,7 +15,10 @@ MAX_WINDOW_ENTRIES = 4096
 """Most entries the window holds: past it, the steps of each ``window_s / (MAX_WINDOW_ENTRIES // 2)`` cell of time are
 folded into one entry (the last step's time, cumulative tokens and steps), so a fast run's window is bounded; counts
 stay exact and the window still starts at a step's end (docs/spec.md section 18)."""
-PACE_TAU_S = 20.0  # time constant of the ETA's smoothed pace (an EMA of the recent rate, per second of steps)
+PACE_TAU_S = 20.0
+"""Longest time constant of the ETA's smoothed pace: an EMA of the rate over the last min(window_s, age / 2) seconds of
+steps, time constant min(PACE_TAU_S, age / 4), age the seconds since the run's first step: a young run's ETA follows
+its measured pace, startup left out, and an older one's counts down steadily (docs/spec.md section 5)."""
 STALL_MIN_S = 1.0
 """No step for this long, and for twice the window's mean seconds per step, is a stall (a hang, or eval time): the
 window then ends now, so the rate decays and the ETA grows while no step comes (docs/spec.md section 12)."""
@@ -27,8 +30,8 @@ class RecentFigures:
     those. ``window_s`` is shorter than :data:`RECENT_WINDOW_S` early in a run; ``t_s``: the last step's session seconds
     (the point's x on the throughput chart); ``rss_bytes``: read by the publisher with the figures. The training-only
     figures are ``None`` without a phase-clock sample or training time in the window; the smoothed rates are the ETA's
-    pace (an exponential mean, time constant :data:`PACE_TAU_S`, over the run's seconds of steps; in a stall scaled down
-    as the window's rate is). ``stalled_s``: the
+    pace (:data:`PACE_TAU_S`; ``None`` before a step after the first; in a stall scaled down as the window's rate is).
+    ``stalled_s``: the
     seconds since the last step in a stall (:data:`STALL_MIN_S`), when the window and ``t_s`` end now, else ``None``."""
 
     tokens_per_s: float
@@ -61,6 +64,7 @@ class RecentRate:
         self._start_s = 0.0  # session seconds of the entry just before the window: where the window starts
         self._clock: deque[tuple[float, float]] = deque([(0.0, 0.0)])  # (session s, training s) samples
         self._pace: tuple[float, float, float] | None = None  # (t_s, steps/s, tokens/s) of the smoothed pace
+        self._first_s = 0.0  # session seconds at the end of the run's first step (its startup: never in the pace)
 
     def extend(self, times_s: list[float], tokens: list[float]) -> None:
         """Add steps (session seconds at each step's end, tokens of each step)."""
@@ -69,6 +73,8 @@ class RecentRate:
             return
         times, cum, steps = self._times, self._cum, self._steps
         last_step = steps[-1] if steps else self._steps_base
+        if not steps and not self._steps_base:
+            self._first_s = float(times_s[0])
         times.extend(map(float, times_s[:k]))
         cum.extend(islice(accumulate(map(float, tokens[:k]), initial=cum[-1] if cum else self._base), 1, None))
         steps.extend(range(last_step + 1, last_step + k + 1))
@@ -137,21 +143,32 @@ class RecentRate:
         train_rate = tokens / train_s if train_s is not None and train_s > 0 else None
         # in a stall the pace falls as the window's rate does, unfolded (a young run's smoothed pace may still trail
         # its rising rate, and folding would raise it), so the ETA grows from the first stalled second on
-        pace = self._pace if stalled and self._pace is not None else self._smooth(t_last, steps / span, tokens / span)
+        pace = self._pace if stalled else self._smooth(t_step)
         decay = (t_step - self._start_s) / span
         return RecentFigures(tokens_per_s=tokens / span, steps_per_s=steps / span, window_tokens=int(tokens),
                              window_steps=steps, window_s=span, t_s=t_last, rss_bytes=rss_bytes,
                              train_tokens_per_s=train_rate, window_train_s=train_s,
-                             smoothed_steps_per_s=pace[1] * decay, smoothed_tokens_per_s=pace[2] * decay,
+                             smoothed_steps_per_s=None if pace is None else pace[1] * decay,
+                             smoothed_tokens_per_s=None if pace is None else pace[2] * decay,
                              stalled_s=gap_s if stalled else None)
 
-    def _smooth(self, t_s: float, steps_per_s: float, tokens_per_s: float) -> tuple[float, float, float]:
-        """Fold this second's rates into the smoothed pace (weight by the seconds of steps since the last)."""
-        last = self._pace
+    def _smooth(self, t_s: float) -> tuple[float, float, float] | None:
+        """Fold the rates over the last min(``window_s``, age / 2) seconds of steps, as of the step ending at ``t_s``,
+        into the smoothed pace, time constant min(:data:`PACE_TAU_S`, age / 4): age is the seconds since the run's
+        first step, whose startup (imports, the model built, lazy init) is never in the pace; ``None`` before a second
+        step (docs/spec.md section 5)."""
+        age_s, last = t_s - self._first_s, self._pace  # figures(): a step was read
+        i = bisect_left(self._times, t_s - min(self.window_s, age_s / 2))  # the first step in the pace's window
+        if age_s <= 0 or (i == 0 and self._start_s < self._first_s):
+            return last
+        start_s, tokens, steps = ((self._times[i - 1], self._cum[i - 1], self._steps[i - 1]) if i
+                                  else (self._start_s, self._base, self._steps_base))
+        span = t_s - start_s
+        steps_per_s, tokens_per_s = (self._steps[-1] - steps) / span, (self._cum[-1] - tokens) / span
         if last is None:
             self._pace = (t_s, steps_per_s, tokens_per_s)
         elif t_s > last[0]:
-            alpha = 1.0 - math.exp(-(t_s - last[0]) / PACE_TAU_S)
+            alpha = 1.0 - math.exp(-(t_s - last[0]) / min(PACE_TAU_S, age_s / 4))
             self._pace = (t_s, last[1] + alpha * (steps_per_s - last[1]), last[2] + alpha * (tokens_per_s - last[2]))
         return self._pace
 
