@@ -178,7 +178,7 @@ def test_replay_without_a_passport_uses_the_last_report_and_says_so(run_root):
 
 
 def test_report_points_skip_missing_readings():
-    interval = interval_summary(tokens=100, steps=2, train_s=0.5)
+    interval = interval_summary(tokens=100, steps=1, train_s=0.5)
     session = session_summary(tokens=100, elapsed_s=2.0)
     points = report_points(interval, session, MemoryReading(rss_bytes=None, rss_peak_bytes=None))
     assert points == {"train_tokens_per_s": 200.0, "session_tokens_per_s": 50.0}

@@ -68,9 +68,7 @@ class RunFacts:
 # -- report series -------------------------------------------------------------------------
 def report_points(interval: Any, session: Any, memory: Any) -> dict[str, float]:
     """Values of the report series at one report (``None`` readings are left out)."""
-    startup = _startup_only(getattr(interval, "steps", None), getattr(interval, "tokens", None),
-                            getattr(session, "tokens", None))
-    return _report_values(None if startup else getattr(interval, "train_tokens_per_s", None),
+    return _report_values(getattr(interval, "train_tokens_per_s", None),
                           getattr(session, "session_tokens_per_s", None), getattr(memory, "rss_bytes", None),
                           getattr(memory, "cuda", None))
 
@@ -79,17 +77,8 @@ def report_points_from_record(record: dict[str, Any]) -> tuple[float, dict[str, 
     """``(t_s, values)`` of the report series from an ``interval`` record of events.jsonl."""
     tp = record.get("throughput") or {}
     mem = record.get("memory") or {}
-    startup = _startup_only(tp.get("window_steps"), tp.get("window_tokens"), record.get("tokens"))
     return float(record.get("elapsed_s") or 0.0), _report_values(
-        None if startup else tp.get("train_tokens_per_s"), tp.get("session_tokens_per_s"), mem.get("rss_bytes"),
-        mem.get("cuda"))
-
-
-def _startup_only(window_steps: Any, window_tokens: Any, run_tokens: Any) -> bool:
-    """Whether a report window's one step is the run's first: its training seconds are the cell's startup (imports,
-    the model built) more than a step, so its training-only rate is not drawn (the record keeps it; docs/spec.md
-    section 12, as the ETA's pace leaves that step out, section 5)."""
-    return window_steps == 1 and window_tokens is not None and window_tokens == run_tokens
+        tp.get("train_tokens_per_s"), tp.get("session_tokens_per_s"), mem.get("rss_bytes"), mem.get("cuda"))
 
 
 def _report_values(train: Any, session: Any, rss: Any, cuda: Any) -> dict[str, float]:
