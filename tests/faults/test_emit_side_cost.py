@@ -38,7 +38,8 @@ def _calls_per_step(run_root, side_threads: int) -> tuple[dict[str, int], int]:
 
     def profile(frame, event, arg):
         if event == "call" and "/trainmeter/" in frame.f_code.co_filename:
-            name = frame.f_code.co_qualname
+            code = frame.f_code  # (3.10: no co_qualname; the function's place names it)
+            name = getattr(code, "co_qualname", f"{code.co_filename}:{code.co_firstlineno}:{code.co_name}")
             calls[name] = calls.get(name, 0) + 1
 
     with tm.monitor(run_dir=run_root, name=f"side{side_threads}", interval_s=3600):

@@ -96,8 +96,13 @@ class ReportWorker:
                 self._declare_stuck()
                 return
             self._jobs.append((owner, job))
-            self._start()
+            started = self._start()
             self._cond.notify_all()
+            inline = () if started else tuple(self._jobs)
+            if not started:
+                self._jobs.clear()
+        for queued in inline:  # no thread can start (the interpreter's shutdown): in order, on this thread
+            self._run(*queued)
 
     def wake(self) -> None:
         """Start the thread for the folds registered with :meth:`every` (a report calls it; idempotent)."""
@@ -105,16 +110,22 @@ class ReportWorker:
             with self._cond:
                 self._start()
 
-    def _start(self) -> None:
-        """Start the thread if it is not running (caller holds the lock)."""
+    def _start(self) -> bool:
+        """Start the thread if it is not running (caller holds the lock); ``False`` when no thread can start: a run
+        that ends at the interpreter's exit (an autostarted child's atexit finish) on Python 3.12+, whose jobs then
+        run on the calling thread (docs/spec.md section 20)."""
         if self._thread is None:
             thread = self._thread = OurThread(target=self._loop, name=THREAD_NAME)
             try:
                 thread.start()
+            except RuntimeError:  # "can't create new thread at interpreter shutdown"
+                self._thread, self.threaded = None, False
+                return False
             except BaseException:  # a Ctrl-C cut the start: a thread that never began is no worker
                 if not thread.began():
                     self._thread = None  # one beginning later sees it is not the worker and ends (_loop)
                 raise
+        return True
 
     def drain(self, timeout_s: float | None = None) -> bool:
         """Wait until every job submitted so far has run; returns whether they did within ``timeout_s`` (``None``:
