@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -42,6 +43,16 @@ c.LabApp.extension_manager = "readonly"
 c.LanguageServerManager.autodetect = False
 c.ServerApp.open_browser = False
 """
+DONE = re.compile(r"^\[\d+\]:?$")  # a code cell's prompt once it ran
+LIVE_READ_JS = """
+() => {
+  const panel = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden)');
+  const root = panel && [...panel.querySelectorAll('.trainmeter:not(.trainmeter-snapshot)')].pop();
+  const prompts = panel ? [...panel.querySelectorAll('.jp-Cell.jp-CodeCell')].map(
+    (c) => (c.querySelector('.jp-InputPrompt')?.textContent || '').trim()) : [];
+  if (!root) return {prompts, root: false};"""
+"""The head of a page read: the shown notebook's live widget (``root``) and its cells' prompts (``prompts``); a test
+appends its own reads of ``root`` and the closing brace."""
 QUIET_NOTIFICATIONS = {"fetchNews": "false", "checkForUpdates": False}
 
 # Reads the live widget of the visible notebook panel (JupyterLab and Notebook 7 alike).

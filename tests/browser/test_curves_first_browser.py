@@ -5,14 +5,20 @@ widget is at most 700 px tall, in JupyterLab and Notebook 7; the legend reads th
 
 from __future__ import annotations
 
-import re
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.browser.jupyter_harness import open_notebook, run_all_cells, screenshot, write_notebook
+from tests.browser.jupyter_harness import (
+    DONE,
+    LIVE_READ_JS,
+    open_notebook,
+    run_all_cells,
+    screenshot,
+    write_notebook,
+)
 
 pytestmark = pytest.mark.browser
 
@@ -27,15 +33,8 @@ t_end = time.perf_counter() + 8
 while time.perf_counter() < t_end:
     loss = F.cross_entropy(model(x), y) * (float("nan") if time.perf_counter() > t_end - {nan_s} else 1.0)
     opt.zero_grad(); loss.backward(); opt.step(); time.sleep(0.004)"""
-DONE = re.compile(r"^\[\d+\]:?$")
 
-READ_JS = """
-() => {
-  const panel = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden)');
-  const root = panel && [...panel.querySelectorAll('.trainmeter:not(.trainmeter-snapshot)')].pop();
-  const prompts = panel ? [...panel.querySelectorAll('.jp-Cell.jp-CodeCell')].map(
-    (c) => (c.querySelector('.jp-InputPrompt')?.textContent || '').trim()) : [];
-  if (!root) return {prompts, root: false};
+READ_JS = LIVE_READ_JS + """
   const rect = (e) => { const r = e?.getBoundingClientRect(); return r ? {top: r.top, bottom: r.bottom} : null; };
   const loss = root.querySelector('[data-tm-chart="loss"]');
   const tile = root.querySelector('[data-tm-tile="loss"] .tm-tile-value');

@@ -12,7 +12,14 @@ from typing import Any
 
 import pytest
 
-from tests.browser.jupyter_harness import open_notebook, run_all_cells, screenshot, write_notebook
+from tests.browser.jupyter_harness import (
+    DONE,
+    LIVE_READ_JS,
+    open_notebook,
+    run_all_cells,
+    screenshot,
+    write_notebook,
+)
 
 pytestmark = pytest.mark.browser
 
@@ -31,15 +38,8 @@ while time.perf_counter() < t0 + {4 + STALL_S + 3}:
     if not stalled and time.perf_counter() > t0 + 4:
         stalled = True
         time.sleep({STALL_S})  # the user's loop stalls: no step for {STALL_S} s"""
-DONE = re.compile(r"^\[\d+\]:?$")
 
-READ_JS = """
-() => {
-  const panel = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden)');
-  const root = panel && [...panel.querySelectorAll('.trainmeter:not(.trainmeter-snapshot)')].pop();
-  const prompts = panel ? [...panel.querySelectorAll('.jp-Cell.jp-CodeCell')].map(
-    (c) => (c.querySelector('.jp-InputPrompt')?.textContent || '').trim()) : [];
-  if (!root) return {prompts, root: false};
+READ_JS = LIVE_READ_JS + """
   const tile = root.querySelector('[data-tm-tile="throughput"]');
   const progress = root.querySelector('[data-tm="progress"]');
   return {prompts, root: true, status: root.querySelector('[data-tm="status"]')?.dataset.status,

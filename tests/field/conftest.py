@@ -32,6 +32,14 @@ class Sleeper:
         return (int, (0,))
 
 
+def token_rows(n: int, seq: int) -> list[dict[str, Any]]:
+    """``n`` rows of ``seq`` token ids under 64 (seeded), each its own labels: the HF Trainer's tiny dataset."""
+    import torch
+
+    ids = torch.randint(0, 64, (n, seq), generator=torch.Generator().manual_seed(0))
+    return [{"input_ids": row, "labels": row} for row in ids]
+
+
 def passport(m: Any) -> dict[str, Any]:
     return json.loads((Path(m.run_dir) / "passport.json").read_text())
 

@@ -16,20 +16,9 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 import trainmeter as tm  # noqa: E402
-from tests.field.conftest import passport  # noqa: E402
+from tests.field.conftest import passport, token_rows  # noqa: E402
 
 SEQ, BATCH, STEPS, SAVE_EVERY, STOP_AT = 16, 2, 12, 4, 10
-
-
-class Rows(torch.utils.data.Dataset):
-    def __init__(self, n: int) -> None:
-        self.ids = torch.randint(0, 64, (n, SEQ), generator=torch.Generator().manual_seed(0))
-
-    def __len__(self) -> int:
-        return len(self.ids)
-
-    def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
-        return {"input_ids": self.ids[i], "labels": self.ids[i]}
 
 
 def _trainer(out_dir, callbacks=()):
@@ -40,7 +29,7 @@ def _trainer(out_dir, callbacks=()):
     args = TrainingArguments(output_dir=str(out_dir), max_steps=STEPS, per_device_train_batch_size=BATCH,
                              save_strategy="steps", save_steps=SAVE_EVERY, report_to="none", use_cpu=True,
                              disable_tqdm=True, seed=0, dataloader_num_workers=0, logging_steps=1)
-    return Trainer(model=model, args=args, train_dataset=Rows(64), callbacks=list(callbacks))
+    return Trainer(model=model, args=args, train_dataset=token_rows(64, SEQ), callbacks=list(callbacks))
 
 
 def _losses(trainer) -> list[float]:

@@ -17,20 +17,10 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 import trainmeter as tm  # noqa: E402
+from tests.field.conftest import token_rows  # noqa: E402
 from trainmeter.record.runlog import read_events  # noqa: E402
 
 SEQ, STEPS, BATCH, REPEATS = 32, 20, 4, 20
-
-
-class Rows(torch.utils.data.Dataset):
-    def __init__(self, n: int) -> None:
-        self.ids = torch.randint(0, 64, (n, SEQ), generator=torch.Generator().manual_seed(0))
-
-    def __len__(self) -> int:
-        return len(self.ids)
-
-    def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
-        return {"input_ids": self.ids[i], "labels": self.ids[i]}
 
 
 def _trainer(out_dir: Path, accumulation: int):
@@ -43,7 +33,7 @@ def _trainer(out_dir: Path, accumulation: int):
         output_dir=str(out_dir), max_steps=STEPS, per_device_train_batch_size=BATCH,
         gradient_accumulation_steps=accumulation, logging_steps=1, report_to="none", use_cpu=True,
         disable_tqdm=True, seed=0, dataloader_num_workers=0, save_strategy="no")
-    return Trainer(model=model, args=args, train_dataset=Rows(STEPS * BATCH * accumulation))
+    return Trainer(model=model, args=args, train_dataset=token_rows(STEPS * BATCH * accumulation, SEQ))
 
 
 @pytest.mark.slow

@@ -9,21 +9,10 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 import trainmeter as tm  # noqa: E402
-from tests.field.conftest import passport  # noqa: E402
+from tests.field.conftest import passport, token_rows  # noqa: E402
 
 SEQ, BATCH, STEPS = 16, 2, 10
 NAN_STEP = 6  # the Trainer's global step whose loss is NaN
-
-
-class Rows(torch.utils.data.Dataset):
-    def __init__(self, n: int) -> None:
-        self.ids = torch.randint(0, 64, (n, SEQ), generator=torch.Generator().manual_seed(0))
-
-    def __len__(self) -> int:
-        return len(self.ids)
-
-    def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
-        return {"input_ids": self.ids[i], "labels": self.ids[i]}
 
 
 def _trainer(out_dir, callbacks=(), trainer_class=None):
@@ -34,7 +23,7 @@ def _trainer(out_dir, callbacks=(), trainer_class=None):
     args = TrainingArguments(output_dir=str(out_dir), max_steps=STEPS, per_device_train_batch_size=BATCH,
                              save_strategy="no", report_to="none", use_cpu=True, disable_tqdm=True, seed=0,
                              dataloader_num_workers=0, logging_steps=1)
-    return (trainer_class or Trainer)(model=model, args=args, train_dataset=Rows(64), callbacks=list(callbacks))
+    return (trainer_class or Trainer)(model=model, args=args, train_dataset=token_rows(64, SEQ), callbacks=list(callbacks))
 
 
 def _weights(folder):
