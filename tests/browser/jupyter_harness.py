@@ -299,7 +299,15 @@ def wait_until_ready(page: Any, server: JupyterServer, nb_name: str) -> None:
     """
     page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Cell .jp-InputArea-editor:visible").first.wait_for(
         timeout=90_000)
-    server.wait_kernel_idle(nb_name)
+    try:
+        server.wait_kernel_idle(nb_name, KERNEL_IDLE_TIMEOUT_S / 2)
+    except TimeoutError:  # a kernel left "starting" by a zmq message its session rejects ("Invalid Signature", a
+        # port another test's kernel used): restart it once through the server's API, as a user would
+        kernel = server.kernel_of(nb_name)
+        if kernel is None:
+            raise
+        server.api(f"/api/kernels/{kernel['id']}/restart", method="POST", timeout_s=60.0)
+        server.wait_kernel_idle(nb_name)
     try:
         page.wait_for_function(INDICATOR_IDLE_JS, timeout=INDICATOR_TIMEOUT_MS, polling=100)
     except Exception:  # playwright's TimeoutError: no indicator on this page
