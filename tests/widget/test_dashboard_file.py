@@ -31,9 +31,9 @@ def test_the_file_drops_the_absolute_run_paths(tmp_path) -> None:
     assert json.loads((tmp_path / DASHBOARD_FILE).read_text()) == {"name": "x"}
 
 
-def test_a_headless_run_writes_it_without_loading_the_publisher_snapshot_or_wire_types() -> None:
+def test_a_headless_run_writes_it_without_loading_the_publisher_or_snapshot() -> None:
     run_dir, loaded = headless_run(("trainmeter.widget.publisher", "trainmeter.widget.snapshot",
-                                    "trainmeter.widget.protocol", "trainmeter.widget.attach"))
+                                    "trainmeter.widget.attach"))
     assert loaded == []
     state = json.loads(open(f"{run_dir}/{DASHBOARD_FILE}").read())
     assert state["look"]["palette"] and "run_dir" not in state

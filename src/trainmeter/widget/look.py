@@ -5,12 +5,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
 from trainmeter.widget.ticks import TICK_RULE
-
-if TYPE_CHECKING:  # the wire types: not loaded to build a state
-    from trainmeter.widget.protocol import Look
 
 _COLOURS = json.loads((Path(__file__).parent / "colours.json").read_text(encoding="utf-8"))
 PALETTE: tuple[str, ...] = tuple(_COLOURS["palette"])
@@ -38,7 +35,7 @@ MARKER_MAX_POINTS = 40  # a series with at most this many points gets a dot on e
 FAINT_ALPHA = "55"  # hex alpha of a raw line drawn under its smoothed twin (optim/smoothing.py)
 
 
-def look() -> Look:
+def look() -> dict[str, Any]:
     """The ``look`` entry of the state (it shares this module's dicts: build_state's ``clean`` copies them)."""
     return {"palette": list(PALETTE), "phase_colours": PHASE_COLOURS, "main_charts": list(MAIN_CHARTS),
             "merged_panels": list(MERGED_PANELS), "marker_max_points": MARKER_MAX_POINTS, "faint_alpha": FAINT_ALPHA,

@@ -4,10 +4,7 @@
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:  # the wire types: not loaded to build a state
-    from trainmeter.widget.protocol import TickRule
+from typing import Any
 
 MAX_TICKS = 6
 MIN_TICKS = 4
@@ -15,7 +12,7 @@ MIN_TICKS = 4
 LINEAR_STEPS = (1.0, 2.0, 5.0, 2.5)
 # denser first: the first set that gives at most MAX_TICKS labels inside the data wins
 _LOG_MULTS = ((1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0), (1.0, 2.0, 4.0, 6.0, 8.0), (1.0, 2.0, 5.0), (1.0, 3.0), (1.0,))
-TICK_RULE: TickRule = {"max_ticks": MAX_TICKS, "min_ticks": MIN_TICKS, "linear_steps": list(LINEAR_STEPS),
+TICK_RULE: dict[str, Any] = {"max_ticks": MAX_TICKS, "min_ticks": MIN_TICKS, "linear_steps": list(LINEAR_STEPS),
                         "log_steps": [list(m) for m in _LOG_MULTS]}
 
 

@@ -1,5 +1,5 @@
 """The widget's view model: :func:`build_state` (pure) turns the :class:`~trainmeter.widget.facts.RunFacts` of a live
-or saved run into the ``state`` of docs/protocol.md (widget/protocol.py ``State``)."""
+or saved run into the ``state`` of docs/protocol.md (tests/widget/wire_types.py ``State``)."""
 
 from __future__ import annotations
 

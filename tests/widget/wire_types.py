@@ -1,6 +1,6 @@
 """The widget's wire as types (docs/protocol.md; js/src/protocol.ts declares the same shapes), checked against the
 golden state tests/fixtures/state_v2.json by pytest, as vitest parses it into the TS types. ``NotRequired``: a key a
-sender may leave out. Types only: nothing here runs."""
+sender may leave out. Types only: only the tests import it."""
 
 import sys
 from typing import Any, Literal
