@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 
 from tests.fixtures.make_state_v2 import FIXTURE
-from trainmeter.widget.patch import Revisions, apply, diff
+from tests.widget.wire_types import apply
+from trainmeter.widget.patch import Revisions, diff
 
 
 def _golden() -> dict:

@@ -1,6 +1,6 @@
 """The widget's wire as types (docs/protocol.md; js/src/protocol.ts declares the same shapes), checked against the
 golden state tests/fixtures/state_v2.json by pytest, as vitest parses it into the TS types. ``NotRequired``: a key a
-sender may leave out. Types only: only the tests import it."""
+sender may leave out; :func:`apply`: a patch applied as js/src/statestore.ts does. Only the tests import it."""
 
 import sys
 from typing import Any, Literal
@@ -317,3 +317,28 @@ class ControlMessage(TypedDict):
 
 KernelMessage = AppendMessage | StateMessage | SnapshotMessage | FinalMessage
 FrontMessage = HelloMessage | ControlMessage
+
+
+def apply(state: Any, ops: list[list[Any]]) -> Any:
+    """``state`` with ``ops`` applied as js/src/statestore.ts does; the containers along each path are copied."""
+    for op in ops:
+        path = op[0]
+        if not path:
+            state = op[1]
+            continue
+        root = node = _copy(state)
+        for key in path[:-1]:
+            child = _copy(node[key])
+            node[key] = child
+            node = child
+        if len(op) == 1:
+            del node[path[-1]]
+        else:
+            node[path[-1]] = op[1]
+        state = root
+    return state
+
+
+def _copy(node: Any) -> Any:
+    return dict(node) if isinstance(node, dict) else list(node)
+

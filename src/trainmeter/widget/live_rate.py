@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from bisect import bisect_left
 from collections import deque
+from contextlib import suppress
 from dataclasses import dataclass
 from itertools import accumulate, islice
 
@@ -177,18 +178,14 @@ class RssReader:
     """Reads this process's RSS with psutil (``None`` without it). Publisher thread; about 20 us a read."""
 
     def __init__(self) -> None:
-        try:
+        self._process = None
+        with suppress(Exception):
             import psutil
 
             self._process = psutil.Process()
-        except Exception:
-            self._process = None
 
     def read(self) -> int | None:
         """Current RSS in bytes, or ``None``."""
-        if self._process is None:
-            return None
-        try:
-            return int(self._process.memory_info().rss)
-        except Exception:
-            return None
+        with suppress(Exception):  # no psutil (None has no memory_info), or the read failed
+            return int(self._process.memory_info().rss)  # type: ignore[union-attr]
+        return None

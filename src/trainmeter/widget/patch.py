@@ -1,5 +1,5 @@
 """State patches: what changed between two ``state`` dicts (docs/protocol.md section 2); a bool that becomes a number is
-sent; js/src/statestore.ts applies patches as :func:`apply` does. Pure functions."""
+sent; js/src/statestore.ts applies them (tests/widget/test_patch.py ``apply``: the same rule). Pure functions."""
 
 from __future__ import annotations
 
@@ -45,26 +45,6 @@ def _diff(a: Any, b: Any, path: Path, ops: list[Op]) -> None:
         ops.append([path, b])
 
 
-def apply(state: Any, ops: list[Op]) -> Any:
-    """``state`` with ``ops`` applied; the containers along each path are copied, the rest shared."""
-    for op in ops:
-        path = op[0]
-        if not path:
-            state = op[1]
-            continue
-        root = node = _copy(state)
-        for key in path[:-1]:
-            child = _copy(node[key])
-            node[key] = child
-            node = child
-        if len(op) == 1:
-            del node[path[-1]]
-        else:
-            node[path[-1]] = op[1]
-        state = root
-    return state
-
-
 class Revisions:
     """The state a front end holds, numbered from ``start``'s ``rev`` (else 0): each new state is sent as a patch of
     the last (docs/protocol.md). ``full``: the last state noted, whole, with its ``rev`` (replaced, never mutated:
@@ -84,6 +64,3 @@ class Revisions:
             self.full = {**state, "rev": self.rev}
         return ops
 
-
-def _copy(node: Any) -> Any:
-    return dict(node) if isinstance(node, dict) else list(node)

@@ -14,7 +14,7 @@ import math
 import threading
 from collections import deque
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
 
 from trainmeter.core.decimate import DEFAULT_BUDGET_POINTS
 from trainmeter.core.interrupts import HeldInterrupts, run_parts
@@ -31,17 +31,6 @@ MAX_MESSAGES_PER_S = 20
 HISTORY_POINTS_TOTAL = 6000
 LIVE_INTERVAL_S = 1.0  # recent rate, RSS and their chart point: once a second, whatever --interval is
 MAX_FAILURES = 3
-
-
-class WidgetLike(Protocol):
-    """What the publisher writes to (a TrainmeterWidget, or a recorder in tests): docs/protocol.md sections 1 and 2."""
-
-    state: dict[str, Any]
-    history: bytes
-
-    def send(self, content: dict[str, Any], buffers: list[Any] | None = None) -> None:
-        """Send a custom message with binary buffers."""
-        ...
 
 
 class MessageBudget:
@@ -72,7 +61,8 @@ class Publisher:
 
     Args:
         monitor: The run's :class:`~trainmeter.core.context.RunContext`.
-        widget: The widget to write (only this publisher writes it while it runs).
+        widget: The widget to write (a TrainmeterWidget, or a recorder in tests: ``state``, ``history``, ``send``;
+            only this publisher writes it while it runs).
         clock: Seconds; defaults to the monitor's clock.
         tick_s: Seconds between ticks of the thread.
         state_interval_s: Seconds between two states sent.
@@ -83,7 +73,7 @@ class Publisher:
     the interval doubles after each), set by :meth:`show` in marimo; ``None`` in Jupyter (a new page says ``hello``).
     """
 
-    def __init__(self, monitor: Any, widget: WidgetLike, *, clock: Callable[[], float] | None = None,
+    def __init__(self, monitor: Any, widget: Any, *, clock: Callable[[], float] | None = None,
                  tick_s: float = TICK_S, state_interval_s: float = STATE_INTERVAL_S,
                  budget_points: int = DEFAULT_BUDGET_POINTS) -> None:
         self.monitor = monitor
@@ -94,7 +84,6 @@ class Publisher:
         self.keyframes: tuple[float, float] | None = None
         self.feed = SeriesFeed(monitor, budget_points=budget_points, history_points_total=HISTORY_POINTS_TOTAL)
         self.handles: list[Any] = []
-        self.messages_sent = 0
         self.bytes_sent = 0
         self._budget = MessageBudget()
         self.states = Revisions(getattr(widget, "state", None) or {})  # what the front end holds, numbered
@@ -105,7 +94,7 @@ class Publisher:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._failures = 0
-        self._closed = False
+        self.closed = False  # close() ran (it writes the final state and dashboard.json); any thread reads it
         self.closed_whole = False  # every part of the close ran (widget/close_retry.py retries one that did not)
         self._last_live_s = -math.inf
         self.restore_router: Any = None  # widget/restore_route.py's router, when installed
@@ -207,25 +196,19 @@ class Publisher:
         self._next_keyframe_s = now + self._keyframe_gap_s
         self._keyframe_gap_s = min(2 * self._keyframe_gap_s, MARIMO_KEYFRAME_S[1])
         self._note_state(self._build_state(now))
-        self._set_state(self.states.full or {})  # an equal dict sends nothing (traitlets compares)
-        self._set_history(self.feed.full_frame(include_open=False))
+        self._set("state", self.states.full or {})  # an equal dict sends nothing (traitlets compares)
+        self._set("history", self.feed.full_frame(include_open=False))
         return 2
 
     # -- sends -------------------------------------------------------------------------------------
     def _send(self, content: dict[str, Any], buffers: list[bytes]) -> None:
         self.widget.send(content, buffers=buffers or None)
-        self.messages_sent += 1
         self.bytes_sent += sum(len(b) for b in buffers) + len(json.dumps(content))
 
-    def _set_state(self, state: dict[str, Any]) -> None:
-        self.widget.state = state
-        self.messages_sent += 1
-        self.bytes_sent += len(json.dumps(state))
-
-    def _set_history(self, frame: bytes) -> None:
-        self.widget.history = frame
-        self.messages_sent += 1
-        self.bytes_sent += len(frame)
+    def _set(self, trait: str, value: Any) -> None:
+        """Set the ``state`` or ``history`` traitlet whole."""
+        setattr(self.widget, trait, value)
+        self.bytes_sent += len(value) if isinstance(value, bytes) else len(json.dumps(value))
 
     # -- display and the end -----------------------------------------------------------------------
     def show(self) -> Any:
@@ -252,11 +235,6 @@ class Publisher:
             close_retry.watch(self)  # a close cut before it began is run after the next cell
         return handle
 
-    @property
-    def closed(self) -> bool:
-        """Whether :meth:`close` ran (it writes the final state and ``dashboard.json``). Any thread."""
-        return self._closed
-
     def close(self, *, retry: bool = False) -> None:
         """Stop the thread; send the final state and history; add the HTML snapshot (docs/spec.md section 18).
 
@@ -267,13 +245,13 @@ class Publisher:
         Raises:
             KeyboardInterrupt: Only for a Ctrl-C during the close, once the close is whole.
         """
-        if self.closed_whole or (self._closed and not retry):
+        if self.closed_whole or (self.closed and not retry):
             return
         held = HeldInterrupts()
         interrupted = False
         try:
             with held:
-                self._closed = True
+                self.closed = True
                 self._stop.set()
                 if self._thread is not None and self._thread is not threading.current_thread():
                     self._thread.join(timeout=10.0)
@@ -301,18 +279,18 @@ class Publisher:
             state = build_state(facts_from_monitor(self.monitor, x_map=self.feed.x_map))
             self._note_state(state)
             box["state"] = self.states.full or state
-            self._set_state(box["state"])
+            self._set("state", box["state"])
 
         def displays() -> None:
             bundle = self._finish_displays(box["state"])
-            if bundle is not None and self.restored_during_run():
+            if bundle is not None and self.restores_seen() > self._restores_at_start:  # restored while live
                 self.widget.send({"kind": "final", "data": bundle})  # a reloaded page's output (reattach.ts)
 
         attach = getattr(self.widget, "attach", None)  # called with None: hello is answered from the history
         parts: tuple[tuple[str, Callable[[], Any]], ...] = (
             ("state", final_state),
             ("dashboard-file", lambda: save_dashboard(getattr(self.monitor, "run_dir", None), box["state"])),
-            ("history", lambda: self._set_history(self.feed.full_frame(include_open=True))),
+            ("history", lambda: self._set("history", self.feed.full_frame(include_open=True))),
             ("attach", lambda: attach(None) if attach is not None else None), ("displays", displays))
         return run_parts(parts, lambda key, exc: self.monitor.warn_once(
             f"widget-close-{key}", f"the widget's final update failed: {exc!r}"), needs_first=True)
@@ -322,10 +300,6 @@ class Publisher:
         before :meth:`start`."""
         self.restore_router = router
         self._restores_at_start = self.restores_seen()
-
-    def restored_during_run(self) -> bool:
-        """Whether a page restored this kernel's widgets while the run was live (widget/restore_route.py)."""
-        return self.restores_seen() > self._restores_at_start
 
     def restores_seen(self) -> int:
         """Restore requests the kernel's router diverted so far (0 without one)."""

@@ -10,6 +10,7 @@ import math
 import sys
 from collections import deque
 from collections.abc import Iterable, Iterator
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -258,10 +259,8 @@ def display(run_or_path: Run | str | Path | None = None, *, follow: bool = False
 def _keep(widget: Any) -> None:
     """Keep a replay's model alive for its mount; the oldest past MAX_REPLAYS_KEPT is closed (its static view stays)."""
     if len(_REPLAYS) == _REPLAYS.maxlen:
-        try:
+        with suppress(Exception):
             _REPLAYS[0].close()
-        except Exception:
-            pass
     _REPLAYS.append(widget)
 
 

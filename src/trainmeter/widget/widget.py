@@ -6,7 +6,7 @@ from __future__ import annotations
 import uuid
 from contextlib import suppress
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import anywidget
 import traitlets
@@ -71,21 +71,6 @@ export default { render };
 """
 
 
-class SnapshotSource(Protocol):
-    """What a widget forwards ``hello`` to while a run is live (the publisher)."""
-
-    @property
-    def running(self) -> bool:
-        """Whether the publisher thread still runs (and will send the snapshot)."""
-
-    @property
-    def live_state(self) -> dict[str, Any] | None:
-        """The newest state sent, whole (``None`` once the thread stopped). Any thread."""
-
-    def request_snapshot(self) -> None:
-        """Ask for a ``snapshot`` message on the next tick. Thread-safe."""
-
-
 def allow_subshell_replies(widget: Any) -> bool:
     """Let front-end messages for ``widget`` be answered in a kernel subshell during a busy cell (docs/protocol.md
     section 4; a private ipykernel 7 hook); whether the override was installed."""
@@ -117,7 +102,7 @@ class TrainmeterWidget(anywidget.AnyWidget):
     def __init__(self, *, state: dict[str, Any] | None = None, history: bytes = b"", **kwargs: Any) -> None:
         kwargs.setdefault("store_key", uuid.uuid4().hex)
         super().__init__(state=state or {"name": "run", "status": "starting"}, history=history, **kwargs)
-        self._publisher: SnapshotSource | None = None
+        self._publisher: Any = None  # the live run's publisher: running, live_state, request_snapshot, monitor
         self.on_msg(self._on_front_message)
         allow_subshell_replies(self)
 
@@ -131,7 +116,7 @@ class TrainmeterWidget(anywidget.AnyWidget):
                 state["state"] = live
         return state
 
-    def attach(self, publisher: SnapshotSource | None) -> None:
+    def attach(self, publisher: Any) -> None:
         """Forward ``hello`` to ``publisher`` (``None`` to answer from ``history``)."""
         self._publisher = publisher
 
