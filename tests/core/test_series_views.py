@@ -8,11 +8,11 @@ import json
 import threading
 
 from tests.fakes.widget import SilentWidget
+from tests.widget.wire_types import decode_frame
 from trainmeter.comparison.extension import CurvesRecorder
 from trainmeter.core.clock import FakeClock
 from trainmeter.extensions import make_monitor
 from trainmeter.options import make_options
-from trainmeter.widget.frame import decode_frame
 from trainmeter.widget.publisher import Publisher
 
 

@@ -127,8 +127,8 @@ def test_a_launch_followed_without_a_parent_shows_the_tokens_of_every_rank(tmp_p
 
 def test_a_followed_run_draws_the_smoothed_loss_folded_over_every_step_it_read(run_root):
     from tests.widget.test_show import _saved_run
+    from tests.widget.wire_types import decode_frame
     from trainmeter.optim.smoothing import LossEma
-    from trainmeter.widget.frame import decode_frame
 
     m = _saved_run(run_root)
     watch = RunWatch(m.run_dir)

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from trainmeter.widget.frame import FrameError, SeriesColumns, decode_frame, encode_frame
+from tests.widget.wire_types import decode_frame
+from trainmeter.widget.frame import FrameError, SeriesColumns, encode_frame
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 

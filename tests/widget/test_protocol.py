@@ -10,8 +10,8 @@ from typing import Any, Literal, Union, get_args, get_origin, get_type_hints, is
 import pytest
 
 from tests.widget import wire_types as protocol
+from tests.widget.wire_types import decode_frame
 from trainmeter.core.clock import FakeClock
-from trainmeter.widget.frame import decode_frame
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from tests.widget.wire_types import apply
+from tests.widget.wire_types import apply, decode_frame
 from trainmeter.core.clock import FakeClock
 from trainmeter.core.dispatch import Dispatcher
 from trainmeter.core.memory import MemoryReading
@@ -14,7 +14,6 @@ from trainmeter.core.monitor import MonitorWarning
 from trainmeter.extensions import make_monitor
 from trainmeter.options import make_options
 from trainmeter.widget.feed import REPLACE_FACTOR
-from trainmeter.widget.frame import decode_frame
 from trainmeter.widget.publisher import MessageBudget, Publisher
 
 

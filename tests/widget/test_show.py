@@ -5,11 +5,11 @@ import json
 
 import pytest
 
+from tests.widget.wire_types import decode_frame
 from trainmeter.core.clock import FakeClock
 from trainmeter.core.memory import MemoryReading
 from trainmeter.extensions import make_monitor
 from trainmeter.options import make_options
-from trainmeter.widget.frame import decode_frame
 
 # the package's lazy ``display`` attribute is the function; the module is reached by name
 display_module = importlib.import_module("trainmeter.widget.show")

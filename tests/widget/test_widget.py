@@ -4,7 +4,8 @@ import pytest
 
 pytest.importorskip("anywidget")
 
-from trainmeter.widget.frame import SeriesColumns, decode_frame, encode_frame  # noqa: E402
+from tests.widget.wire_types import decode_frame  # noqa: E402
+from trainmeter.widget.frame import SeriesColumns, encode_frame  # noqa: E402
 from trainmeter.widget.widget import FALLBACK_ESM, HINT, TrainmeterWidget, allow_subshell_replies  # noqa: E402
 
 

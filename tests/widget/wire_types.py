@@ -1,9 +1,25 @@
 """The widget's wire as types (docs/protocol.md; js/src/protocol.ts declares the same shapes), checked against the
 golden state tests/fixtures/state_v2.json by pytest, as vitest parses it into the TS types. ``NotRequired``: a key a
-sender may leave out; :func:`apply`: a patch applied as js/src/statestore.ts does. Only the tests import it."""
+sender may leave out; :func:`apply`: a patch applied as js/src/statestore.ts does; :func:`decode_frame`: a binary
+frame read back (docs/protocol.md section 3). Only the tests import it."""
 
+import json
 import sys
+from array import array
+from dataclasses import dataclass
 from typing import Any, Literal
+
+from trainmeter.widget.frame import (
+    _LITTLE,
+    _PREFIX,
+    FRAME_MAGIC,
+    FRAME_VERSION,
+    X_KINDS,
+    FrameError,
+    SeriesColumns,
+    _padding_bytes,
+)
+from trainmeter.widget.x_axis import X_MODES
 
 if sys.version_info >= (3, 11):
     from typing import NotRequired, TypedDict
@@ -342,3 +358,57 @@ def apply(state: Any, ops: list[list[Any]]) -> Any:
 def _copy(node: Any) -> Any:
     return dict(node) if isinstance(node, dict) else list(node)
 
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Frame:
+    """A decoded frame: format version ``v`` (2), the message's ``seq`` and the series in wire order."""
+
+    v: int
+    seq: int
+    series: tuple[SeriesColumns, ...]
+
+
+def _read_header(data: memoryview) -> tuple[dict[str, Any], int]:
+    if len(data) < _PREFIX.size:
+        raise FrameError(f"frame too short: {len(data)} bytes")
+    magic, header_len = _PREFIX.unpack_from(data, 0)
+    if magic != FRAME_MAGIC:
+        raise FrameError(f"bad magic {bytes(magic)!r}")
+    end = _PREFIX.size + header_len
+    if len(data) < end:
+        raise FrameError("frame truncated inside its header")
+    try:
+        header = json.loads(bytes(data[_PREFIX.size : end]).decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise FrameError(f"bad header: {exc}") from exc
+    if not isinstance(header, dict) or header.get("v") != FRAME_VERSION:
+        raise FrameError(f"unsupported frame header {header!r:.80}")
+    return header, end + _padding_bytes(header_len)
+
+
+def _read_column(data: memoryview, offset: int, n: int) -> array:
+    column = array("d")
+    column.frombytes(data[offset : offset + 8 * n])
+    if not _LITTLE:
+        column.byteswap()
+    return column
+
+
+def decode_frame(data: bytes | bytearray | memoryview) -> Frame:
+    """Decode one v2 frame (columns as ``array("d")`` copies); ``FrameError`` for a bad magic, an unsupported version
+    or a frame shorter than its header says."""
+    view = memoryview(data).cast("B")
+    header, offset = _read_header(view)
+    series: list[SeriesColumns] = []
+    for entry in header.get("series", []):
+        n = int(entry["n"])
+        axes = [str(a) for a in entry.get("axes") or [entry["x"]]]
+        if n < 0 or offset + 8 * n * (len(axes) + 1) > len(view):
+            raise FrameError(f"series {entry.get('name')!r}: data truncated")
+        if entry["x"] not in X_KINDS or axes[0] != entry["x"] or not set(axes) <= set(X_MODES):
+            raise FrameError(f"series {entry.get('name')!r}: unknown x kind {entry['x']!r} or axes {axes!r}")
+        columns = [_read_column(view, offset + 8 * n * k, n) for k in range(len(axes) + 1)]  # the axes', then ys
+        offset += 8 * n * len(columns)
+        series.append(SeriesColumns(name=str(entry["name"]), x_kind=entry["x"], xs=columns[0], ys=columns[-1],
+                                    mapped=dict(zip(axes[1:], columns[1:-1], strict=True))))
+    return Frame(v=int(header["v"]), seq=int(header["seq"]), series=tuple(series))

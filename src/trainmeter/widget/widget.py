@@ -12,7 +12,7 @@ import anywidget
 import traitlets
 
 from trainmeter.widget.controls import obey
-from trainmeter.widget.frame import decode_frame
+from trainmeter.widget.frame import frame_seq
 
 STATIC = Path(__file__).parent.parent / "static"
 ESM_PATH = STATIC / "widget.js"
@@ -135,7 +135,7 @@ class TrainmeterWidget(anywidget.AnyWidget):
             return
         frame = bytes(self.history or b"")
         if frame:
-            self.send({"kind": "snapshot", "seq": decode_frame(frame).seq}, buffers=[frame])
+            self.send({"kind": "snapshot", "seq": frame_seq(frame)}, buffers=[frame])
 
     def text_line(self) -> str:
         """The current text line (what shows where the widget cannot)."""
