@@ -39,13 +39,18 @@ def attach_widget(monitor: Any) -> Publisher:
         # its saved output keeps the static snapshot; the kernel keeps no comm (in marimo the finished
         # widget is still another cell's live view)
         _close_comms(previous.widget)
-    _guard_status()  # before the widget's comm opens: the front end answers it at once
+    kernel = _kernel()
+    if kernel is not None:  # Busy for the whole run, from before the widget's comm opens (the front end answers it)
+        kernel_status.install(kernel, _live_running)  # never raises
     widget = TrainmeterWidget(state=build_state(facts_from_monitor(monitor)))
     publisher = Publisher(monitor, widget)
     widget.attach(publisher)
     widget.output_ref = {"model_id": getattr(widget, "model_id", None), "cell_id": _request_text("metadata", "cellId"),
                          "source": _request_text("content", "code")}
-    publisher.use_restore_router(_route_restores(widget))
+    router = restore_route.install(kernel, _live_running) if kernel is not None else None  # never raises
+    if router is not None:  # a page reloaded during the run restores this widget
+        router.add_comm(getattr(getattr(widget, "comm", None), "comm_id", None))
+    publisher.use_restore_router(router)
     publisher.show()
     publisher.start()
     with _REGISTRY_LOCK:
@@ -77,29 +82,6 @@ def _live_running() -> bool:
     with _REGISTRY_LOCK:
         live = _LIVE
     return live is not None and live.running
-
-
-def _guard_status() -> None:
-    """Keep the kernel's status Busy for the whole run (widget/kernel_status.py). Never raises."""
-    with suppress(Exception):
-        kernel = _kernel()
-        if kernel is not None:
-            kernel_status.install(kernel, _live_running)
-
-
-def _route_restores(widget: Any) -> Any:
-    """Let a page reloaded during the run restore this widget (widget/restore_route.py); the router or ``None``.
-    Never raises."""
-    try:
-        kernel = _kernel()
-        if kernel is None:
-            return None
-        router = restore_route.install(kernel, _live_running)
-        if router is not None:
-            router.add_comm(getattr(getattr(widget, "comm", None), "comm_id", None))
-        return router
-    except Exception:
-        return None
 
 
 def _close_comms(widget: Any) -> None:

@@ -52,9 +52,6 @@ def pick_sent(decimators: dict[str, Decimator], shown: tuple[str, ...] = (), mos
     """The decimators a frame carries, in their own order: all when they are at most ``most`` and their headers (with
     two points each) fit in half of ``points_total``; else the recent rate, ``shown``, then the oldest, to a bound."""
     room = None if points_total is None else points_total // 2
-    cost = sum(header_points(n) + 2 for n in decimators) if room is not None and len(decimators) <= most else 0
-    if len(decimators) <= most and (room is None or cost <= room):
-        return list(decimators.values())
     picked: set[str] = set()
     spent = 0
     for name in (RECENT_SERIES, *shown, *decimators):
