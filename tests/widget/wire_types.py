@@ -241,7 +241,7 @@ class State(TypedDict):
 
     name: str
     status: Status
-    loss_state: NotRequired[str | None]  # "nonfinite" | "diverged": the status says so (widget/loss_health.py)
+    loss_state: NotRequired[str | None]  # "nonfinite" | "diverged": the status says so (widget/facts.py loss_state)
     rev: NotRequired[int]
     elapsed_s: NotRequired[float]
     run_dir: NotRequired[str | None]

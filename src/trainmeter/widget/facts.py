@@ -13,10 +13,11 @@ from trainmeter.record.textline import format_line
 from trainmeter.sizes import format_rate
 from trainmeter.verdicts.markers import markers as verdict_markers
 from trainmeter.widget.controls import controls_state
-from trainmeter.widget.loss_health import newest_nonfinite, saved_nonfinite
 
 REPORT_SERIES: tuple[str, ...] = ("train_tokens_per_s", "session_tokens_per_s", "rss_bytes", "cuda_allocated_bytes")
 LIVE_STATUSES = ("starting", "running")
+DIVERGED_RATIO = 10.0
+UNKNOWN_KIND = "nan/inf"  # a saved run's record keeps that the point was not finite, not which
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -50,7 +51,7 @@ class RunFacts:
     loss_last: float | None = None
     loss_min: float | None = None
     loss_max: float | None = None
-    loss_nonfinite: str | None = None  # the newest train_loss point when not finite ("nan", "inf"; widget/loss_health.py)
+    loss_nonfinite: str | None = None  # the newest train_loss point when not finite ("nan", "inf": newest_nonfinite)
     loss_points: int = 0  # train_loss points so far (its smoothed twin is drawn from optim/smoothing.py's MIN_POINTS)
     step_series: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
@@ -63,6 +64,35 @@ class RunFacts:
     markers: tuple[dict[str, Any], ...] = ()  # verdict markers (verdicts/markers.py)
     x_map: Any = None  # the step -> tokens, seconds map (widget/x_axis.py XMap): markers' x on every axis
     controls: dict[str, Any] | None = None  # the buttons' path, pending requests, alerts (widget/controls.py)
+
+
+# -- how the training loss stands, said plainly (docs/spec.md section 12): the newest point's ``nan``/``inf`` when it
+# was not finite (never "no loss found" nor an earlier finite value), and the run's ``loss_state``, ``nonfinite`` or
+# ``diverged`` (the loss now above DIVERGED_RATIO times its lowest and at least half its highest: back up to where it
+# started or beyond, not a noisy step of a converged run), that colours the status. Pure, any thread.
+def nonfinite_text(value: float) -> str:
+    """``nan``, ``inf`` or ``-inf``: how Python prints the value (the text line's spelling)."""
+    return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+
+
+def newest_nonfinite(stats: Any) -> str | None:
+    """The live series' newest point as text (its :class:`~trainmeter.core.series.SeriesStats`) when not finite."""
+    value = stats.last_read
+    return None if value is None or math.isfinite(value) else nonfinite_text(value)
+
+
+def saved_nonfinite(entry: dict[str, Any]) -> str | None:
+    """A passport's ``series.train_loss`` entry: :data:`UNKNOWN_KIND` when its newest point was not finite."""
+    return UNKNOWN_KIND if entry.get("last") is None and entry.get("nonfinite") else None
+
+
+def loss_state(last: float | None, lowest: float | None, highest: float | None, nonfinite: str | None) -> str | None:
+    """``nonfinite``, ``diverged`` or ``None`` (the loss as it should be, or none read)."""
+    if nonfinite is not None:
+        return "nonfinite"
+    if None in (last, lowest, highest) or lowest <= 0:  # type: ignore[operator]
+        return None
+    return "diverged" if last > DIVERGED_RATIO * lowest and last >= highest / 2 else None  # type: ignore[operator]
 
 
 # -- report series -------------------------------------------------------------------------

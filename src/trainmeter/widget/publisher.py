@@ -34,23 +34,15 @@ MAX_FAILURES = 3
 
 
 class MessageBudget:
-    """At most ``per_s`` messages in any ``window_s`` window. Publisher thread only.
-
-    Args:
-        per_s: Messages allowed per window.
-        window_s: Window length in seconds.
-    """
+    """At most ``per_s`` (>= 1) messages in any ``window_s`` seconds. Publisher thread only."""
 
     def __init__(self, per_s: int = MAX_MESSAGES_PER_S, window_s: float = 1.0) -> None:
-        self.per_s = per_s
         self.window_s = window_s
-        self._sent: deque[float] = deque()
+        self._sent: deque[float] = deque(maxlen=per_s)  # the last per_s messages' times
 
     def allow(self, now_s: float) -> bool:
         """Whether one more message may go at ``now_s``; if so it is counted."""
-        while self._sent and now_s - self._sent[0] >= self.window_s:
-            self._sent.popleft()
-        if len(self._sent) >= self.per_s:
+        if len(self._sent) == self._sent.maxlen and now_s - self._sent[0] < self.window_s:
             return False
         self._sent.append(now_s)
         return True

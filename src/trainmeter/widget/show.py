@@ -237,23 +237,27 @@ def display(run_or_path: Run | str | Path | None = None, *, follow: bool = False
         _display_live(shell)
         return
     state, columns, frame = replay(run_or_path)
-    if in_marimo():  # marimo draws the widget object itself, from its history
-        from trainmeter.widget.widget import TrainmeterWidget
-
-        show_in_marimo(TrainmeterWidget(state=state, history=frame))
-        return
-    if not is_jupyter_shell(shell):  # a terminal: the whole path (nothing is saved there)
+    if not in_marimo() and not is_jupyter_shell(shell):  # a terminal: the whole path (nothing is saved there)
         run = run_or_path if isinstance(run_or_path, Run) else load(run_or_path)
         print(summary_text({**state, "run_dir": str(run.dir)}))
         return
-    from IPython.display import display as ipy_display
-
-    from trainmeter.widget.snapshot import snapshot_bundle
     from trainmeter.widget.widget import TrainmeterWidget
 
     widget = TrainmeterWidget(state=state, history=frame)
+    if in_marimo():  # marimo draws the widget object itself, from its history
+        show_in_marimo(widget)
+        return
     _keep(widget)
-    ipy_display(snapshot_bundle(state, columns, mount_key=widget.store_key), raw=True)
+    _show_static(state, columns, widget.store_key)
+
+
+def _show_static(state: dict[str, Any], columns: list[Any], mount_key: str) -> None:
+    """The static dashboard, re-mounted live by the widget model (``mount_key``) while the kernel lives."""
+    from IPython.display import display as ipy_display
+
+    from trainmeter.widget.snapshot import snapshot_bundle
+
+    ipy_display(snapshot_bundle(state, columns, mount_key=mount_key), raw=True)
 
 
 def _keep(widget: Any) -> None:
@@ -278,13 +282,9 @@ def _display_live(shell: Any) -> None:
     if publisher is not None and is_jupyter_shell(shell):
         if publisher.running:
             publisher.show()
-        else:  # finished: the static dashboard, re-mounted live by the model's front end
-            from IPython.display import display as ipy_display
-
-            from trainmeter.widget.snapshot import snapshot_bundle
-
-            ipy_display(snapshot_bundle(publisher.widget.state, publisher.feed.series_columns(include_open=True, mapped=False),
-                                        mount_key=publisher.widget.store_key), raw=True)
+        else:  # finished
+            columns = publisher.feed.series_columns(include_open=True, mapped=False)
+            _show_static(publisher.widget.state, columns, publisher.widget.store_key)
         return
     monitor = active_context()
     if monitor is not None:

@@ -27,12 +27,12 @@ from trainmeter.widget.facts import (  # noqa: F401  (re-exported: the view mode
     RunFacts,
     facts_from_monitor,
     facts_from_run,
+    loss_state,
     report_points,
     report_points_from_record,
 )
 from trainmeter.widget.labels import label_charts
 from trainmeter.widget.look import look
-from trainmeter.widget.loss_health import loss_state
 from trainmeter.widget.x_axis import place_markers, x_axis_state
 
 LOSS_NAMES: tuple[str, ...] = ("train_loss", "val_loss")
@@ -135,7 +135,7 @@ def tiles(f: RunFacts) -> list[dict[str, Any]]:
     loss: dict[str, Any] = {"id": "loss", "label": "loss", "value": f.loss_last, "unit": "",
                             "sub": f"min {format_number(f.loss_min)}" if f.loss_min is not None else "",
                             "provenance": "measured"}
-    if f.loss_nonfinite is not None:  # said as read, in the alert colour (widget/loss_health.py)
+    if f.loss_nonfinite is not None:  # said as read, in the alert colour (widget/facts.py loss_state)
         loss["text"] = f.loss_nonfinite
     elif f.loss_last is None:
         loss["missing"] = "a loss: return it from the loss module, or tm.emit(train_loss=loss)"
