@@ -87,10 +87,8 @@ def _live_running() -> bool:
 def _close_comms(widget: Any) -> None:
     """Close a finished widget's comms: its layout's and its own (ipywidgets keeps both open otherwise)."""
     for w in (getattr(widget, "layout", None), widget):
-        close = getattr(w, "close", None)
-        if close is not None:
-            with suppress(Exception):
-                close()
+        with suppress(Exception):  # None (no layout) has no close
+            w.close()
 
 
 def live_publisher() -> Publisher | None:

@@ -79,6 +79,7 @@ class SeriesFeed:
         self.monitor = monitor
         self.history_points_total = history_points_total
         self.views = monitor.series_views
+        self.decimators: dict[str, Decimator] = self.views.decimators  # one per series; read under ``views.lock``
         self.views.subscribe("widget", budget_points=budget_points)  # the loss's twin: the optim wing's fold
         step_name = monitor.step_series.name
         self.cursor: dict[str, int] = monitor.add_reader(reads=lambda name: name == step_name)
@@ -96,11 +97,6 @@ class SeriesFeed:
         self.held: dict[str, int] = {}
         """Points the front end holds per series (what frames sent since its last full copy)."""
         self._first_read_s: float | None = None
-
-    @property
-    def decimators(self) -> dict[str, Decimator]:
-        """One decimator per series (the run's views); read them under ``views.lock``."""
-        return self.views.decimators
 
     def read(self, now_s: float | None = None) -> bool:
         """Move new points from the monitor into the decimators; returns whether any came. ``now_s`` (the publisher's

@@ -59,13 +59,6 @@ def show_in_marimo(widget: Any) -> None:
     marimo.output.append(widget)
 
 
-def mimebundle(widget: Any) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The widget's mimebundle as ``(data, metadata)`` (anywidget returns a tuple)."""
-    bundle = widget._repr_mimebundle_()
-    data, metadata = bundle if isinstance(bundle, tuple) else (bundle, {})
-    return dict(data or {}), dict(metadata or {})
-
-
 def widget_sinks(monitor: Any) -> list[Any]:
     """Show a live widget for ``monitor`` and start its publisher; ``[]`` (text line on) when that fails. The
     sinks' ``close()`` must run when the run ends. Never raises."""

@@ -144,7 +144,7 @@ class Publisher:
             if not self._budget.allow(now):
                 return 0
             self._snapshot.clear()
-            self._note_state(self._build_state(now))
+            self._note_state(now)
             frame = self.feed.full_frame(include_open=False)
             full = {"rev": self.states.rev, "full": self.states.full}
             self._send({"kind": "snapshot", "seq": self.feed.seq, "state": full}, [frame])
@@ -158,7 +158,7 @@ class Publisher:
         buffers: list[bytes] = []
         if due_state:
             base = self.states.rev
-            ops = self._note_state(self._build_state(now))
+            ops = self._note_state(now)
             if ops:
                 content["state"] = {"rev": self.states.rev, "base": base, "ops": ops}
         appended = self.feed.append_frame()
@@ -173,11 +173,13 @@ class Publisher:
         self._send(content, buffers)
         return 1
 
-    def _build_state(self, now: float) -> dict[str, Any]:
-        self._last_state_s = now
-        return build_state(facts_from_monitor(self.monitor, recent=self.feed.recent, x_map=self.feed.x_map))
-
-    def _note_state(self, state: dict[str, Any]) -> list[list[Any]]:
+    def _note_state(self, now: float | None) -> list[list[Any]]:
+        """Build the state (``now``: a live one, with the recent figures; ``None``: the final one) and take it as the
+        front end's next; returns the patch."""
+        if now is not None:
+            self._last_state_s = now
+        recent = self.feed.recent if now is not None else None
+        state = build_state(facts_from_monitor(self.monitor, recent=recent, x_map=self.feed.x_map))
         self.feed.shown = shown_series(state)  # past the series cap, frames carry what the charts draw
         return self.states.note(state)
 
@@ -187,8 +189,8 @@ class Publisher:
             return 0
         self._next_keyframe_s = now + self._keyframe_gap_s
         self._keyframe_gap_s = min(2 * self._keyframe_gap_s, MARIMO_KEYFRAME_S[1])
-        self._note_state(self._build_state(now))
-        self._set("state", self.states.full or {})  # an equal dict sends nothing (traitlets compares)
+        self._note_state(now)
+        self._set("state", self.states.full)  # an equal dict sends nothing (traitlets compares)
         self._set("history", self.feed.full_frame(include_open=False))
         return 2
 
@@ -209,7 +211,7 @@ class Publisher:
         In marimo the widget object goes into the cell's output (no handle: it stays the live view), caught up by
         keyframes (:data:`MARIMO_KEYFRAME_S`), as marimo answers no ``hello`` while the cell trains.
         """
-        from trainmeter.widget.host import in_marimo, mimebundle, show_in_marimo
+        from trainmeter.widget.host import in_marimo, show_in_marimo
 
         if in_marimo():
             self.keyframes = MARIMO_KEYFRAME_S
@@ -218,8 +220,9 @@ class Publisher:
             return None
         from IPython.display import display
 
-        data, metadata = mimebundle(self.widget)
-        handle = display(data, metadata=metadata, raw=True, display_id=True)
+        bundle = self.widget._repr_mimebundle_()  # anywidget returns (data, metadata)
+        data, metadata = bundle if isinstance(bundle, tuple) else (bundle, {})
+        handle = display(dict(data or {}), metadata=dict(metadata or {}), raw=True, display_id=True)
         if handle is not None:
             self.handles.append(handle)
             from trainmeter.widget import close_retry
@@ -268,9 +271,8 @@ class Publisher:
 
         def final_state() -> None:
             self.feed.read()
-            state = build_state(facts_from_monitor(self.monitor, x_map=self.feed.x_map))
-            self._note_state(state)
-            box["state"] = self.states.full or state
+            self._note_state(None)
+            box["state"] = self.states.full
             self._set("state", box["state"])
 
         def displays() -> None:

@@ -92,11 +92,7 @@ class TrainmeterWidget(anywidget.AnyWidget):
         if frame:
             self.send({"kind": "snapshot", "seq": frame_seq(frame)}, buffers=[frame])
 
-    def text_line(self) -> str:
-        """The current text line (what shows where the widget cannot)."""
+    def __repr__(self) -> str:  # the current text line, where the widget cannot show
         s = self.state or {}
-        line = s.get("text_line") or ""
-        return f"trainmeter: {s.get('name', 'run')} [{s.get('status', '?')}] {line}".rstrip()
-
-    def __repr__(self) -> str:
-        return f"{self.text_line()}\n{HINT}"
+        line = f"trainmeter: {s.get('name', 'run')} [{s.get('status', '?')}] {s.get('text_line') or ''}".rstrip()
+        return f"{line}\n{HINT}"
