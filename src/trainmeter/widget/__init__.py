@@ -1,1 +1,1 @@
-"""The widget wing: the live anywidget sink, its typed wire, the static dashboard and replay (docs/spec.md section 12)."""
+"""The widget wing: the live anywidget sink, its wire, the static dashboard and replay (docs/spec.md section 12)."""

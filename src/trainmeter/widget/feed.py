@@ -174,12 +174,10 @@ class SeriesFeed:
             return any(d.pending for d in self.decimators.values())
 
     # -- frames ----------------------------------------------------------------------------------
-    def series_columns(self, *, include_open: bool, max_points: int | None = None,
-                       mapped: bool = True) -> list[SeriesColumns]:
-        """Every series' decimated history (frames: ``mapped`` x columns too; the HTML snapshot: native x only)."""
+    def series_columns(self) -> list[SeriesColumns]:
+        """Every series' decimated history, open buckets included, on its native x only (the HTML snapshot)."""
         with self.views.lock:
-            return history_columns(self.decimators, self.x_map, self.shown, self.history_points_total,
-                                   include_open=include_open, max_points=max_points, mapped=mapped)
+            return history_columns(self.decimators, None, self.shown, self.history_points_total)
 
     def full_frame(self, *, include_open: bool) -> bytes:
         """A frame of the whole history (``snapshot`` or ``history``); every point counts as sent."""
@@ -226,15 +224,10 @@ def _column(d: Decimator, xs: list[float], ys: list[float], x_map: XMap | None) 
                          mapped=x_map.columns(d.x_kind, xs) if x_map is not None else {})
 
 
-def history_columns(decimators: dict[str, Decimator], x_map: XMap, shown: tuple[str, ...] = (),
-                    points_total: int | None = None, *, include_open: bool = True, max_points: int | None = None,
-                    mapped: bool = True) -> list[SeriesColumns]:
+def history_columns(decimators: dict[str, Decimator], x_map: XMap | None, shown: tuple[str, ...] = (),
+                    points_total: int | None = None, *, include_open: bool = True) -> list[SeriesColumns]:
     """The columns of the decimators a frame carries (:func:`pick_sent`), within ``points_total`` points (headers
-    included) or ``max_points`` per series when given, on every x axis of ``x_map`` when ``mapped``."""
+    included), on every x axis of ``x_map`` (``None``: native x only)."""
     sent = pick_sent(decimators, shown, points_total=points_total)
     caps = frame_caps(sent, points_total) if points_total is not None else {}
-    out = []
-    for d in sent:
-        xs, ys = d.columns(include_open=include_open, max_points=max_points or caps.get(d.name))
-        out.append(_column(d, xs, ys, x_map if mapped else None))
-    return out
+    return [_column(d, *d.columns(include_open=include_open, max_points=caps.get(d.name)), x_map) for d in sent]

@@ -47,14 +47,11 @@ def series_label(name: str, token_unit: str = "tokens") -> str:
     if name.startswith("lr/"):
         return f"learning rate, {name[3:]}"
     suffix, unit = next(((s, u) for s, u in _SUFFIXES if name.endswith(s) and len(name) > len(s)), ("", ""))
-    text = _words(name[: len(name) - len(suffix)])
+    stem = name[: len(name) - len(suffix)]
+    text = re.sub(r"[_.]+", " ", stem).strip() or stem
     if unit == "/s":
         return f"{text} per second"
     return f"{text} ({unit})" if unit else text
-
-
-def _words(name: str) -> str:
-    return re.sub(r"[_.]+", " ", name).strip() or name
 
 
 def label_charts(charts: Iterable[Any], token_unit: str = "tokens") -> list[Any]:

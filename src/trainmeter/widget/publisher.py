@@ -306,8 +306,7 @@ class Publisher:
             return None
         from trainmeter.widget.snapshot import snapshot_bundle
 
-        data = snapshot_bundle(state, self.feed.series_columns(include_open=True, mapped=False),
-                               mount_key=getattr(self.widget, "store_key", None))
+        data = snapshot_bundle(state, self.feed.series_columns(), mount_key=getattr(self.widget, "store_key", None))
         for handle in self.handles:
             handle.update(data, raw=True)
         return data

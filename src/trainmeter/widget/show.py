@@ -166,9 +166,8 @@ class _FactsRecords:
                     self._names[name] = stub  # type: ignore[assignment]
                 if name == "train_loss" and isinstance(e.get("value"), list):
                     self.loss_points += len(e["value"])
-                if name == "train_loss" and isinstance(e.get("value"), list) and any(
-                        isinstance(v, (int, float)) and math.isfinite(v) for v in e["value"]):
-                    self._loss = e
+                    if any(isinstance(v, int | float) and math.isfinite(v) for v in e["value"]):
+                        self._loss = e
             elif kind == "interval":
                 self._last = e
                 if isinstance((e.get("verdicts") or {}).get("fired"), list):
@@ -283,8 +282,7 @@ def _display_live(shell: Any) -> None:
         if publisher.running:
             publisher.show()
         else:  # finished
-            columns = publisher.feed.series_columns(include_open=True, mapped=False)
-            _show_static(publisher.widget.state, columns, publisher.widget.store_key)
+            _show_static(publisher.widget.state, publisher.feed.series_columns(), publisher.widget.store_key)
         return
     monitor = active_context()
     if monitor is not None:
