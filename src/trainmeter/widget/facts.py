@@ -281,9 +281,5 @@ def _energy_tiles(passport: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _last_value(events: list[dict[str, Any]], name: str) -> float | None:
-    for e in reversed(events):
-        if e.get("kind") == "series" and e.get("name") == name:
-            for v in reversed(e.get("value") or []):
-                if v is not None and math.isfinite(v):
-                    return float(v)
-    return None
+    return next((float(v) for e in reversed(events) if e.get("kind") == "series" and e.get("name") == name
+                 for v in reversed(e.get("value") or []) if v is not None and math.isfinite(v)), None)

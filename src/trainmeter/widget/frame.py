@@ -44,12 +44,11 @@ def _padding_bytes(header_len: int) -> int:
 
 
 def _to_le_bytes(values: Sequence[float]) -> bytes:
-    column = values if isinstance(values, array) and values.typecode == "d" else array("d", values)
-    if _LITTLE:
-        return column.tobytes()
-    swapped = array("d", column)
-    swapped.byteswap()
-    return swapped.tobytes()
+    little = _LITTLE and isinstance(values, array) and values.typecode == "d"
+    column = values if little else array("d", values)  # a copy where it is swapped: never the caller's
+    if not _LITTLE:
+        column.byteswap()
+    return column.tobytes()
 
 
 def encode_frame(seq: int, series: Sequence[SeriesColumns]) -> bytes:
