@@ -266,24 +266,23 @@ class Publisher:
             raise KeyboardInterrupt
 
     def _close_parts(self) -> bool:
-        """The close's sends, each once and once more after a ``KeyboardInterrupt``; returns whether one came."""
-        box: dict[str, Any] = {}
+        """The close's sends, each once and once more after a ``KeyboardInterrupt``; returns whether one came. The
+        parts after the first read the final state it noted (``states.full``): they run only once it completed."""
 
         def final_state() -> None:
             self.feed.read()
             self._note_state(None)
-            box["state"] = self.states.full
-            self._set("state", box["state"])
+            self._set("state", self.states.full)
 
         def displays() -> None:
-            bundle = self._finish_displays(box["state"])
+            bundle = self._finish_displays(self.states.full)
             if bundle is not None and self.restores_seen() > self._restores_at_start:  # restored while live
                 self.widget.send({"kind": "final", "data": bundle})  # a reloaded page's output (reattach.ts)
 
         attach = getattr(self.widget, "attach", None)  # called with None: hello is answered from the history
         parts: tuple[tuple[str, Callable[[], Any]], ...] = (
             ("state", final_state),
-            ("dashboard-file", lambda: save_dashboard(getattr(self.monitor, "run_dir", None), box["state"])),
+            ("dashboard-file", lambda: save_dashboard(getattr(self.monitor, "run_dir", None), self.states.full)),
             ("history", lambda: self._set("history", self.feed.full_frame(include_open=True))),
             ("attach", lambda: attach(None) if attach is not None else None), ("displays", displays))
         return run_parts(parts, lambda key, exc: self.monitor.warn_once(
