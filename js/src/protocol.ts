@@ -1,6 +1,6 @@
 // Wire protocol v2 (docs/protocol.md): the frame decoder and the shapes of
 // the traitlets and custom messages. Mirrors src/trainmeter/widget/frame.py (frames) and
-// src/trainmeter/widget/protocol.py (the typed state and messages); the golden
+// tests/widget/wire_types.py (the typed state and messages); the golden
 // tests/fixtures/state_v2.json is parsed into these types by js/tests/protocol.test.ts.
 
 // The one colours file (src/trainmeter/widget/colours.json: Python reads it too), bundled in.
@@ -241,7 +241,7 @@ export interface WidgetState {
   rev?: number;
   name: string;
   status: Status | string;
-  /** The loss went non-finite or diverged (widget/loss_health.py): the status chip says so in its colour. */
+  /** The loss went non-finite or diverged (widget/facts.py): the status chip says so in its colour. */
   loss_state?: "nonfinite" | "diverged" | null;
   elapsed_s?: number;
   run_dir?: string | null;
