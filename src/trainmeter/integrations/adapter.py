@@ -51,18 +51,30 @@ def record_logged(monitor: Any, key: str, values: dict[str, Any], source: str, m
 
 
 class Adapter:
-    """One framework's part of the wing (one per run): its ``control`` class, the ``sites`` it wraps, ``steps_at`` the
-    attribute of the framework's own step count, ``joins_iterables``: whether a callbacks argument of the framework's
-    own list type gets a list with ours."""
+    """One framework's part of the wing (one per run): its ``control`` (the :class:`FrameworkControl` settings;
+    ``None``: none), the ``sites`` it wraps, ``steps_at`` the attribute of the framework's own step count,
+    ``joins_iterables``: whether a callbacks argument of the framework's own list type gets a list with ours."""
 
     framework = ""
-    control: type[FrameworkControl] | None = None
+    control: dict[str, Any] | None = None
     sites: tuple[Site, ...] = ()
     steps_at = ""
     joins_iterables = True
 
     def __init__(self, wing: Any) -> None:
         self.wing = wing
+
+    def make_control(self, target: Any) -> FrameworkControl:
+        """The control of ``target``, this framework's object in its fit."""
+        return FrameworkControl(target, self.framework, **(self.control or {}))
+
+    def publish(self, original: Any, target: Any, *args: Any, **kwargs: Any) -> Any:
+        """A call (accelerate's ``prepare``, Fabric's ``setup``) that publishes ``target``'s control and is no fit:
+        the object stays the control."""
+        if not self.wing.depth and self.wing.gate.here():
+            with self.wing.guard(self.framework, "adapter disabled"):
+                self.wing.begin(self, target)
+        return original(target, *args, **kwargs)
 
     def wrap(self, site: Site, original: Any) -> Any:
         """The wrapper of ``site``: the adapter's ``on_<attr>(original, owner_self, *args, **kwargs)``, else a fit
@@ -86,20 +98,16 @@ class Adapter:
         def span(target: Any, *args: Any, **kwargs: Any) -> Any:
             monitor, entered = wing.monitor, False
             if monitor is not None and wing.gate.here():
-                try:
+                with wing.guard(self.framework, f"{site.phase} spans disabled"):
                     if site.when is None or site.when(self, target, args, kwargs):
                         monitor.enter_phase(site.phase)
                         entered = True
-                except Exception as exc:
-                    wing.warn(self.framework, f"{self.framework} {site.phase} spans disabled: {exc!r}")
             try:
                 return inner(target, *args, **kwargs)
             finally:
                 if entered:
-                    try:
+                    with wing.guard(self.framework, f"{site.phase} spans disabled"):
                         monitor.exit_phase()
-                    except Exception as exc:
-                        wing.warn(self.framework, f"{self.framework} {site.phase} spans disabled: {exc!r}")
 
         return span
 

@@ -9,13 +9,6 @@ from typing import Any
 
 from trainmeter.core import explicit_steps
 from trainmeter.integrations.adapter import Adapter, Site
-from trainmeter.integrations.view import FrameworkControl
-
-
-class KerasControl(FrameworkControl):
-    """A Keras 3 model in ``fit``: ``model.stop_training`` (read after each batch)."""
-
-    name, stop_flag, saver, suffix = "keras", "stop_training", "save", ".keras"
 
 
 def rows(x: Any) -> int | None:
@@ -85,7 +78,7 @@ class KerasAdapter(Adapter):
     ``LossScaleOptimizer.scale_loss``."""
 
     framework = "keras"
-    control = KerasControl
+    control = {"stop_flag": "stop_training", "saver": "save", "suffix": ".keras"}  # read after each batch
     joins_iterables = False
     steps_at = "optimizer.iterations"
     sites = (
@@ -126,13 +119,11 @@ class KerasAdapter(Adapter):
         epoch = self._initial_epoch
         if not epoch:
             return
-        try:
+        with self.wing.guard("keras", "resume not read"):
             per = params.get("steps")
             self.wing.resumed("keras", epoch * per if per else None, None, "declared", f"Keras fit(initial_epoch="
                               f"{epoch}) × its {per} batches per epoch" if per else f"Keras fit(initial_epoch={epoch}): "
                               "its batches per epoch unknown (a dataset of unknown length)")
-        except Exception as exc:
-            self.wing.warn("keras", f"keras resume not read: {exc!r}")
 
     def step(self, model: Any, samples: int | None = None, update: bool = False) -> None:
         """An update of its optimizer is a step; a batch end is one only when no update was seen since the last."""

@@ -18,16 +18,8 @@ from typing import Any
 
 from trainmeter import api
 from trainmeter.integrations.adapter import Adapter, Site
-from trainmeter.integrations.view import FrameworkControl
 
 ROLLOUT_PHASE = "rollout"
-
-
-class Sb3Control(FrameworkControl):
-    """A stable-baselines3 algorithm: the adapter's callback returns ``False`` from ``_on_step``; ``save`` writes a
-    ``.zip``."""
-
-    name, saver, suffix = "stable-baselines", "save", ".zip"
 
 
 def _grad_enabled() -> bool:
@@ -66,7 +58,7 @@ class Sb3Adapter(Adapter):
     ``_n_updates`` counts epochs for PPO, not optimizer steps, so it is not compared (``steps_at`` empty)."""
 
     framework = "stable-baselines"
-    control = Sb3Control
+    control = {"saver": "save", "suffix": ".zip"}  # the callback's _on_step returns False to stop
     sites = (Site(module="stable_baselines3.common.on_policy_algorithm", owner="OnPolicyAlgorithm", attr="learn",
                   callbacks_at=1, callbacks_name="callback"),
              Site(module="stable_baselines3.common.off_policy_algorithm", owner="OffPolicyAlgorithm", attr="learn",
