@@ -221,7 +221,7 @@ class RanksExtension(ExtensionBase):
         section = gpu.section if gpu is not None else None
         if not isinstance(section, dict) or self._section is None:
             return
-        from trainmeter.ranks.rank_ladder import launch_ladders
+        from trainmeter.ranks.launch_mfu import launch_ladders
 
         self._section["gpu_ladder"] = launch_ladders(self._ranks, {this_node(): section})
 
@@ -271,7 +271,7 @@ class RanksExtension(ExtensionBase):
         """Parent with ranks: the launch's MFU tile (devices = world size). Reads the last poll's state."""
         if self.role != "parent" or self._follower is None or not self._follower.ranks():
             return []
-        from trainmeter.ranks.panel import launch_mfu_tile
+        from trainmeter.ranks.merge import launch_mfu_tile
 
         tile = launch_mfu_tile(self._follower.ranks())
         return [tile] if tile is not None else []
@@ -292,8 +292,8 @@ class RanksExtension(ExtensionBase):
             self._follower = RunFollower(self._monitor.run_dir)
         self._follower.poll()
         self._panels = []
-        if self._follower.ranks():  # a rank wrote a record: only then is the panel module loaded
-            from trainmeter.ranks.panel import ranks_panel
+        if self._follower.ranks():  # a rank wrote a record: only then is the merge module loaded
+            from trainmeter.ranks.merge import ranks_panel
 
             panel = ranks_panel(self._follower)
             self._panels = [panel] if panel is not None else []
