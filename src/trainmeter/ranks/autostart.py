@@ -123,7 +123,7 @@ def _make() -> Any:
     from trainmeter.extensions import default_extensions, make_monitor
     from trainmeter.options import make_options
     from trainmeter.ranks.extension import INTERVAL_ENV, NAME_ENV
-    from trainmeter.ranks.fork import child_record
+    from trainmeter.ranks.fork import LazyRankRecorder
 
     try:
         interval_s: Any = float(os.environ.get(INTERVAL_ENV, ""))
@@ -132,7 +132,7 @@ def _make() -> Any:
     options = make_options(name=os.environ.get(NAME_ENV) or "run", interval_s=interval_s, widget=False)
     out = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 (lives as long as the process)
     return make_monitor(options, text=False, out=out, extensions=default_extensions(options),
-                        record=child_record())
+                        record=LazyRankRecorder())
 
 
 def finish_from_exit(status: str, error: BaseException | None) -> None:
