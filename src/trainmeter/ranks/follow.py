@@ -93,21 +93,13 @@ class RunFollower:
         """Bytes read so far over every file."""
         return sum(r.bytes_read for r in self._readers.values())
 
-    def _discover(self) -> None:
-        if "" not in self._readers and (self.run_dir / LOG_FILE).exists():
-            self._add("", self.run_dir / LOG_FILE)
-        for seat in seats(self.run_dir):
-            if seat.name not in self._readers and (seat / LOG_FILE).exists():
-                self._add(seat.name, seat / LOG_FILE)
-
-    def _add(self, seat: str, path: Path) -> None:
-        self._readers[seat] = TailReader(path, self.max_bytes)
-        self.sources[seat] = SourceState(seat=seat)
-
     def poll(self, on_record: Callable[[str, Record], None] | None = None) -> dict[str, SourceState]:
         """Read what was appended since the last poll, each record also to ``on_record(seat, record)``; return the
-        state of every source."""
-        self._discover()
+        state of every source (the run's own log, ``""``, and each seat's, found as they appear)."""
+        for seat, folder in (("", self.run_dir), *((p.name, p) for p in seats(self.run_dir))):
+            if seat not in self._readers and (folder / LOG_FILE).exists():
+                self._readers[seat] = TailReader(folder / LOG_FILE, self.max_bytes)
+                self.sources[seat] = SourceState(seat=seat)
         now = time.time()
         for seat, reader in self._readers.items():
             records = reader.read()
@@ -151,20 +143,18 @@ def apply_record(state: SourceState, record: Record) -> None:
 
 def newest_live_run(root: Path, within_s: float = 120.0) -> Path | None:
     """The run folder under ``root`` whose log (or a rank's) grew last, if it grew in the last ``within_s``."""
-    best: tuple[float, Path] | None = None
     try:
         folders = [p for p in Path(root).iterdir() if p.is_dir() and not p.name.startswith(".")]
     except OSError:
         return None
-    for folder in folders:
-        logs = [folder / LOG_FILE, *(seat / LOG_FILE for seat in seats(folder))]
-        for log in logs:
-            try:
-                mtime = log.stat().st_mtime
-            except OSError:
-                continue
-            if best is None or mtime > best[0]:
-                best = (mtime, folder)
-    if best is None or time.time() - best[0] > within_s:
+    grown = [(mtime, folder) for folder in folders for log in (folder, *seats(folder))
+             if (mtime := _mtime(log / LOG_FILE)) is not None]
+    best = max(grown, key=lambda pair: pair[0], default=None)
+    return None if best is None or time.time() - best[0] > within_s else best[1]
+
+
+def _mtime(path: Path) -> float | None:
+    try:
+        return path.stat().st_mtime
+    except OSError:
         return None
-    return best[1]

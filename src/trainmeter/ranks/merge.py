@@ -225,7 +225,8 @@ def launch_status(ranks: list[RankSummary], world_size: int) -> str:
     """``completed`` when every rank of the world completed; else the first bad status, or ``running``."""
     statuses = [r.status for r in ranks]
     bad = next((s for s in ("failed", "died", "interrupted", "terminated", "damaged") if s in statuses), None)
-    return bad or ("completed" if len(ranks) >= world_size and all(s == "completed" for s in statuses) else "unfinished")
+    done = len(ranks) >= world_size and all(s == "completed" for s in statuses)
+    return bad or ("completed" if done else "unfinished")
 
 
 def write_launch_passport(launch_dir: Path, name: str) -> dict[str, Any]:
