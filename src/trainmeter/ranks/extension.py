@@ -148,15 +148,10 @@ class RanksExtension(ExtensionBase):
         """Rank: its identity and step timing of the window. Parent: nothing."""
         if self.role != "rank":
             return None
-        seat = current_seat()
-        out: dict[str, Any] = {"rank": seat.identity.rank if seat else None, "backend": self._backend_now()}
-        if self._timing is not None:
-            out["timing"] = self._timing.take_window()
-        out["device"] = self._device_now()
-        compute = self._compute_fields()
-        if compute:
-            out["compute"] = compute
-        return out
+        seat, compute = current_seat(), self._compute_fields()
+        timing = {"timing": self._timing.take_window()} if self._timing is not None else {}
+        return {"rank": seat.identity.rank if seat else None, "backend": self._backend_now(), **timing,
+                "device": self._device_now(), **({"compute": compute} if compute else {})}
 
     def _device_now(self) -> dict[str, Any] | None:
         """This rank's GPU; looked up at each report until torch names it (then kept)."""
@@ -176,9 +171,8 @@ class RanksExtension(ExtensionBase):
         fpt = {conv: d.value for conv, d in with_counted(ext.flops_per_token, ext.counted).items()}
         peak = peak_input(ext.peak) if ext.peak is not None else None
         return {"convention": m.options.convention, "flops_per_token": fpt,
-                "peak_flops_per_s": peak.value if peak is not None else None,
-                "peak_text": peak.source if peak is not None else "",
-                "peak_provenance": peak.provenance if peak is not None else None, "peak_missing": ext.peak_missing}
+                "peak_flops_per_s": getattr(peak, "value", None), "peak_text": getattr(peak, "source", ""),
+                "peak_provenance": getattr(peak, "provenance", None), "peak_missing": ext.peak_missing}
 
     def view(self) -> dict[str, Any] | None:
         """A parent's merged launch section once its children ended (the widget's headline of a parent that trained
@@ -284,9 +278,9 @@ class RanksExtension(ExtensionBase):
         if now - self._polled_s < PANEL_POLL_S:
             return self._panels
         self._polled_s = now
-        if self._follower is None and not seats(self._monitor.run_dir):
-            return self._panels  # no seat folder, so no rank wrote a record (one process): nothing loaded or read
         if self._follower is None:
+            if not seats(self._monitor.run_dir):
+                return self._panels  # no seat folder, so no rank wrote a record (one process): nothing loaded or read
             from trainmeter.ranks.follow import RunFollower
 
             self._follower = RunFollower(self._monitor.run_dir)

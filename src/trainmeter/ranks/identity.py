@@ -52,13 +52,15 @@ def _int(environ: Mapping[str, str], key: str) -> int | None:
         return None
 
 
+_LAUNCHER_KEYS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK")
+_SLURM_KEYS = ("SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE", "SLURM_NODEID")
+
+
 def dist_state(dist: Any) -> tuple[int, int, str | None] | None:
     """``(rank, world_size, backend)`` from an initialised ``torch.distributed``, else ``None``."""
+    dist = sys.modules.get("torch.distributed") if dist is None else dist
     if dist is None:
-        mod = sys.modules.get("torch.distributed")
-        if mod is None:
-            return None
-        dist = mod
+        return None
     try:
         if not (dist.is_available() and dist.is_initialized()):
             return None
@@ -74,17 +76,10 @@ def detect_identity(environ: Mapping[str, str] | None = None, dist: Any = None) 
     env = os.environ if environ is None else environ
     node = this_node()
     state = dist_state(dist)
-    rank = _int(env, "RANK")
-    world = _int(env, "WORLD_SIZE")
-    local_rank = _int(env, "LOCAL_RANK")
-    local_world = _int(env, "LOCAL_WORLD_SIZE")
-    node_rank = _int(env, "GROUP_RANK")
+    rank, world, local_rank, local_world, node_rank = (_int(env, key) for key in _LAUNCHER_KEYS)
     source = "torchrun" if env.get("TORCHELASTIC_RUN_ID") else "env"
     if rank is None and _int(env, "SLURM_PROCID") is not None:
-        rank, world = _int(env, "SLURM_PROCID"), _int(env, "SLURM_NTASKS")
-        local_rank = _int(env, "SLURM_LOCALID")
-        local_world = _int(env, "SLURM_NTASKS_PER_NODE")
-        node_rank = _int(env, "SLURM_NODEID")
+        rank, world, local_rank, local_world, node_rank = (_int(env, key) for key in _SLURM_KEYS)
         source = "slurm"
     backend = None
     if state is not None:
@@ -105,17 +100,9 @@ def launch_key(environ: Mapping[str, str], world_size: int) -> str | None:
 
     Two launches can share a key (torchrun's default ``"none"`` on one port): the seats tell them apart.
     """
-    parts = [f"world={world_size}"]
-    for key in ("TORCHELASTIC_RUN_ID", "MASTER_ADDR", "MASTER_PORT", "SLURM_JOB_ID", "SLURM_STEP_ID"):
-        value = environ.get(key)
-        if value:
-            parts.append(f"{key}={value}")
-    return ";".join(parts) if len(parts) > 1 else None
-
-
-def _uuid_text(raw: Any) -> str:
-    text = str(raw)
-    return text if text[:4].upper() in ("GPU-", "MIG-") else "GPU-" + text
+    parts = [f"{key}={environ[key]}" for key in ("TORCHELASTIC_RUN_ID", "MASTER_ADDR", "MASTER_PORT", "SLURM_JOB_ID",
+                                                 "SLURM_STEP_ID") if environ.get(key)]
+    return ";".join([f"world={world_size}", *parts]) if parts else None
 
 
 def rank_device(environ: Mapping[str, str] | None = None, modules: Mapping[str, Any] | None = None
@@ -135,13 +122,13 @@ def rank_device(environ: Mapping[str, str] | None = None, modules: Mapping[str, 
                 ordinal, how = held[0], "the one CUDA device where this rank's allocator holds memory"
             else:
                 ordinal, how = int(cuda.current_device()), "torch.cuda.current_device() of this rank"
-            uuid = _uuid_text(cuda.get_device_properties(ordinal).uuid)
+            uuid = str(cuda.get_device_properties(ordinal).uuid)
+            uuid = uuid if uuid[:4].upper() in ("GPU-", "MIG-") else "GPU-" + uuid
             return {"uuid": uuid, "cuda_ordinal": ordinal, "nvml_index": None, "how": how, "provenance": "detected"}
         except Exception:  # noqa: BLE001 - detection never raises into training
             return None
-    try:
-        ordinal = int(env.get("LOCAL_RANK", ""))
-    except ValueError:
+    ordinal = _int(env, "LOCAL_RANK")
+    if ordinal is None:
         return None
     cvd = env.get("CUDA_VISIBLE_DEVICES")
     if cvd is None:
