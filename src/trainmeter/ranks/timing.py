@@ -74,13 +74,10 @@ class StepTiming:
         now = time.perf_counter()
         last, self._last_s = self._last_s, now
         backward_s, self._backward_s = self._backward_s, 0.0
-        if last is None:
-            return
-        step_s = now - last
-        outside_s = max(0.0, step_s - backward_s)
-        self.steps += 1
-        self.step_s_sum += step_s
-        self.outside_s_sum += outside_s
+        if last is not None:
+            self.steps += 1
+            self.step_s_sum += now - last
+            self.outside_s_sum += max(0.0, now - last - backward_s)
 
     def take_window(self) -> dict[str, Any]:
         """The report window's means (seconds per step) and the run's so far; resets the window."""
@@ -88,12 +85,11 @@ class StepTiming:
         n = self.steps - steps
         window: dict[str, Any] = {"steps": n, "step_s": None, "outside_backward_s": None}
         if n:
-            window["step_s"] = (self.step_s_sum - step_s) / n
-            window["outside_backward_s"] = (self.outside_s_sum - outside_s) / n
-            if self.best_window_outside_s is None or window["outside_backward_s"] < self.best_window_outside_s:
-                self.best_window_outside_s = window["outside_backward_s"]
-            if self.best_window_step_s is None or window["step_s"] < self.best_window_step_s:
-                self.best_window_step_s = window["step_s"]
+            window["step_s"] = step = (self.step_s_sum - step_s) / n
+            window["outside_backward_s"] = outside = (self.outside_s_sum - outside_s) / n
+            self.best_window_step_s = min(step, self.best_window_step_s if self.best_window_step_s is not None else step)
+            self.best_window_outside_s = min(outside, outside if self.best_window_outside_s is None
+                                             else self.best_window_outside_s)
         self._window_from = (self.steps, self.step_s_sum, self.outside_s_sum)
         self.last_window = window
         return self.summary(window)
