@@ -9,8 +9,6 @@ from dataclasses import dataclass
 from operator import attrgetter
 from typing import Any
 
-from trainmeter.integrations.view import FrameworkControl
-
 OWN_SERIES = ("train_loss", "tokens_per_step")  # measured by trainmeter: a logged key of that name is prefixed
 MEASURED_TWICE = ("grad_norm",)  # also read by trainmeter from the same clip_grad_norm_: one point per step
 
@@ -63,10 +61,6 @@ class Adapter:
 
     def __init__(self, wing: Any) -> None:
         self.wing = wing
-
-    def make_control(self, target: Any) -> FrameworkControl:
-        """The control of ``target``, this framework's object in its fit."""
-        return FrameworkControl(target, self.framework, **(self.control or {}))
 
     def publish(self, original: Any, target: Any, *args: Any, **kwargs: Any) -> Any:
         """A call (accelerate's ``prepare``, Fabric's ``setup``) that publishes ``target``'s control and is no fit:

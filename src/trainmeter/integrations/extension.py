@@ -28,7 +28,7 @@ from trainmeter.integrations.hf import HfAdapter
 from trainmeter.integrations.keras import KerasAdapter
 from trainmeter.integrations.loggers import Loggers, tapped
 from trainmeter.integrations.sb3 import Sb3Adapter
-from trainmeter.integrations.view import FrameworkResume, FrameworksView
+from trainmeter.integrations.view import FrameworkControl, FrameworkResume, FrameworksView
 
 if TYPE_CHECKING:
     from trainmeter.core.context import RunContext
@@ -187,7 +187,7 @@ class Integrations(ExtensionBase):
             return  # wrapped for the taps alone
         self._framework = framework
         self.fits[framework] = self.fits.get(framework, 0) + 1
-        self._publish(adapter.make_control(target))
+        self._publish(FrameworkControl(target, framework, **adapter.control))
 
     def end(self, adapter: Adapter, target: Any, extra: Any) -> None:
         """The fit ended: its callback leaves, the framework's own step count is kept (training thread)."""

@@ -81,10 +81,6 @@ class AccelerateAdapter(Adapter):
         return result
 
 
-def _inside_a_run(adapter: Adapter, engine: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
-    return bool(adapter.wing.depth)  # the trainer's run is the fit in progress
-
-
 class IgniteAdapter(Adapter):
     """``ignite.engine.engine.Engine.run``: the outermost is the trainer's, which gets trainmeter's handler (a stop
     through ``engine.terminate()`` after the iteration; Ignite's savers need the user's objects, so trainmeter's own
@@ -93,7 +89,8 @@ class IgniteAdapter(Adapter):
 
     framework = "ignite"
     control: dict[str, Any] = {}
-    sites = (Site(module="ignite.engine.engine", owner="Engine", attr="run", phase="eval", when=_inside_a_run),)
+    sites = (Site(module="ignite.engine.engine", owner="Engine", attr="run", phase="eval",
+                  when=lambda adapter, *call: bool(adapter.wing.depth)),)  # inside the trainer's run, the fit
 
     def wrap(self, site: Site, original: Any) -> Any:
         """The trainer's run as a fit; an evaluator's run inside it as an eval span whose metrics are recorded."""
@@ -126,12 +123,6 @@ class IgniteAdapter(Adapter):
 
 SKORCH_NAME = "trainmeter"  # our entry's name in skorch's ``net.callbacks_``
 SKORCH_NOT_SERIES = ("dur",)  # skorch's epoch time: trainmeter measures time itself
-
-
-def epoch_values(row: Any) -> dict[str, Any]:
-    """One row of skorch's ``net.history`` (``train_loss``, ``valid_loss``, ``valid_acc``, ...) without ``dur`` and
-    the ``*_batch_count`` (the wing leaves out ``epoch``, the ``batches`` list and the ``*_best`` flags)."""
-    return {k: v for k, v in row.items() if k not in SKORCH_NOT_SERIES and not k.endswith("_batch_count")}
 
 
 @functools.cache
@@ -205,10 +196,13 @@ class SkorchAdapter(Adapter):
         self.epochs_ended(target)
 
     def epochs_ended(self, net: Any) -> None:
-        """Record the rows of ``net.history`` not recorded yet, each epoch's values as series."""
+        """Record the rows of ``net.history`` not recorded yet, each epoch's values as series (``train_loss``,
+        ``valid_loss``, ...: not ``dur`` nor the ``*_batch_count``; the wing leaves out ``epoch``, the ``batches``
+        list and the ``*_best`` flags)."""
         rows, self._logged = net.history[self._logged:], len(net.history)
         for row in rows:
-            self.wing.framework_logs("skorch", epoch_values(row))
+            self.wing.framework_logs("skorch", {k: v for k, v in row.items()
+                                                if k not in SKORCH_NOT_SERIES and not k.endswith("_batch_count")})
 
     def own_steps(self, target: Any) -> int | None:
         """skorch's own count: the fit's training batches in ``net.history`` (each holds a ``train_loss``: one

@@ -13,6 +13,7 @@ not evaluation: ``collect_rollouts`` is the span, since it puts the policy in ev
 from __future__ import annotations
 
 import functools
+import sys
 from contextlib import ExitStack
 from typing import Any
 
@@ -20,12 +21,6 @@ from trainmeter import api
 from trainmeter.integrations.adapter import Adapter, Site
 
 ROLLOUT_PHASE = "rollout"
-
-
-def _grad_enabled() -> bool:
-    import torch
-
-    return torch.is_grad_enabled()
 
 
 @functools.cache
@@ -102,7 +97,7 @@ class Sb3Adapter(Adapter):
     def on_evaluate_actions(self, original: Any, policy: Any, *args: Any, **kwargs: Any) -> Any:
         """A call of the policy's training method: the first with gradients enabled is kept for the counted pass
         (references to its arguments only)."""
-        if self.wing.gate.here() and _grad_enabled():
+        if self.wing.gate.here() and sys.modules["torch"].is_grad_enabled():  # torch: the policy's own
             probes = getattr(self.wing.monitor, "probes", None)
             if probes is not None:
                 probes.keep_call(policy, args, kwargs)

@@ -190,34 +190,22 @@ class RanksExtension(ExtensionBase):
             section["device"] = self._device_now()
             if self._timing is not None:
                 section["timing"] = self._timing.summary()
-            self._say_first_step()
+            m = self._monitor  # a rank started by its first optimizer step: why step 1's tokens are missing
+            info = m.series_info.get("tokens_per_step") if m is not None else None
+            if info is not None and "counted from step 2" in str(info.get("note") or ""):
+                m.annotate_series("tokens_per_step", "first_step", (
+                    "not counted: this rank's optimizer was built before trainmeter was armed in it (trainmeter "
+                    "imported after it, without trainmeter-autostart.pth), so its record starts at its first optimizer "
+                    "step, after that step's batches were seen"))
             clear_seat()
             return section
-        if self._section is not None and self._ranks:
-            self._add_own_node_ladder()
+        gpu: GpuView | None = self._monitor.extension("gpu") if self._monitor is not None else None
+        own = gpu.section if gpu is not None else None  # a parent sampled its node: the ranks' ladders from it
+        if self._section is not None and self._ranks and isinstance(own, dict):
+            from trainmeter.ranks.launch_mfu import launch_ladders
+
+            self._section["gpu_ladder"] = launch_ladders(self._ranks, {this_node(): own})
         return self._section
-
-    def _say_first_step(self) -> None:
-        """A rank started by its first optimizer step (its optimizer built before the arming): why step 1's tokens are
-        missing."""
-        m = self._monitor
-        info = m.series_info.get("tokens_per_step") if m is not None else None
-        if info is not None and "counted from step 2" in str(info.get("note") or ""):
-            m.annotate_series("tokens_per_step", "first_step", (
-                "not counted: this rank's optimizer was built before trainmeter was armed in it (trainmeter imported "
-                "after it, without trainmeter-autostart.pth), so its record starts at its first optimizer step, after "
-                "that step's batches were seen"))
-
-    def _add_own_node_ladder(self) -> None:
-        """A parent sampled its node: the ranks' ladders come from its own ``gpu`` section (built just before)."""
-        m = self._monitor
-        gpu: GpuView | None = m.extension("gpu") if m is not None else None
-        section = gpu.section if gpu is not None else None
-        if not isinstance(section, dict) or self._section is None:
-            return
-        from trainmeter.ranks.launch_mfu import launch_ladders
-
-        self._section["gpu_ladder"] = launch_ladders(self._ranks, {this_node(): section})
 
     def _merge(self, m: Any) -> dict[str, Any] | None:
         """The parent's section: its seats merged, or a note on forked children it did not see."""

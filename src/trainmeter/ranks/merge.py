@@ -83,13 +83,6 @@ class RankSummary:
         return self.rank if self.rank is not None else self.seat
 
 
-def _peak_memory(memory: dict[str, Any] | None) -> int | None:
-    cuda = (memory or {}).get("cuda") or {}
-    peak = next((cuda[k] for k in ("max_allocated_bytes", "peak_allocated_bytes", "allocated_bytes")
-                 if cuda.get(k) is not None), (memory or {}).get("rss_peak_bytes"))
-    return int(peak) if peak is not None else None
-
-
 FIRST_STEP_MISSED = "counted from step 2"  # the probes' tokens_per_step note (core/loss_capture.py)
 
 
@@ -101,12 +94,16 @@ def read_seat(seat_dir: Path) -> RankSummary:
     label = f"rank {base['rank']}" if base["rank"] is not None else seat_dir.name
 
     def figures(rec: dict[str, Any], steps_key: str, section: dict[str, Any]) -> dict[str, Any]:
+        memory = rec.get("memory") or {}
+        cuda = memory.get("cuda") or {}
+        peak = next((cuda[k] for k in ("max_allocated_bytes", "peak_allocated_bytes", "allocated_bytes")
+                     if cuda.get(k) is not None), memory.get("rss_peak_bytes"))
         return {**base, "backend": section.get("backend") or ident.get("backend"),
                 "device": section.get("device") or ident.get("device"), "steps": int(rec.get(steps_key) or 0),
                 "tokens": int(rec.get("tokens") or 0), "token_unit": rec.get("token_unit", "tokens"),
                 "elapsed_s": rec.get("elapsed_s"),
                 "seconds_per_step": (rec.get("throughput") or {}).get("seconds_per_step"),
-                "peak_memory_bytes": _peak_memory(rec.get("memory")),
+                "peak_memory_bytes": int(peak) if peak is not None else None,
                 "data_wait_s": (rec.get("phases_s") or {}).get("data_wait"),
                 "timing": dict(section.get("timing") or {})}
 
@@ -156,8 +153,7 @@ def read_launch(launch_dir: Path) -> list[RankSummary]:
 def window_history(seat_dir: Path) -> list[dict[str, Any]]:
     """The rank's report windows (``distributed.timing.window`` of its interval records, last 4 MiB of its log)."""
     records = tail(seat_dir / LOG_FILE, max_bytes=WINDOW_TAIL_BYTES, kinds=("interval",))
-    windows = (((r.get("distributed") or {}).get("timing") or {}).get("window") for r in records)
-    return [w for w in windows if w]
+    return [w for r in records if (w := ((r.get("distributed") or {}).get("timing") or {}).get("window"))]
 
 
 def distributed_section(ranks: list[RankSummary], *, launch_dir: Path | None = None,

@@ -43,11 +43,6 @@ class StragglerReport:
 _FIGURES = {"outside_backward_s": "work outside backward (data loading, forward, optimizer)", "step_s": "step time"}
 
 
-def _latest(timing: dict[str, Any], figure: str) -> float | None:
-    window = timing.get("window") or {}
-    return window.get(figure) if window.get(figure) is not None else timing.get(figure)
-
-
 def score_ranks(timings: dict[int | str, dict[str, Any]], data_wait_share: dict[int | str, float] | None = None
                 ) -> StragglerReport | None:
     """Score ranks from their timing summaries (``StepTiming.summary()``); ``None`` under two timed ranks.
@@ -66,7 +61,8 @@ def score_ranks(timings: dict[int | str, dict[str, Any]], data_wait_share: dict[
     scores = []
     for rank, value in values.items():
         best = timings[rank].get(f"best_window_{figure}")
-        latest = _latest(timings[rank], figure)
+        latest = (timings[rank].get("window") or {}).get(figure)  # its latest window, else its run's
+        latest = latest if latest is not None else timings[rank].get(figure)
         own = latest / best if best and latest is not None and best > 0 else None
         scores.append(RankScore(rank=rank, seconds_per_step=value, vs_median=value / median if median > 0 else 1.0,
                                 vs_fastest=value / fastest if fastest > 0 else 1.0, vs_own_best=own))
