@@ -158,48 +158,24 @@ def launch_mfu_figures(ranks: Sequence[RankCompute], world_size: int, convention
 def _device_ladders(gpu: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Each sampled device of a node's ``gpu`` section: index, name, uuid, rungs, sentence."""
     ladders = {int(entry["index"]): entry for entry in gpu.get("ladder") or [] if "index" in entry}
-    out = []
-    for dev in gpu.get("devices") or []:
-        entry = ladders.get(int(dev.get("index", -1)))
-        if entry is None:
-            continue
-        out.append({"index": dev.get("index"), "name": dev.get("name"), "uuid": dev.get("uuid"),
-                    "rungs": dict(entry.get("rungs") or {}), "dram_bw_util": entry.get("dram_bw_util"),
-                    "ofu": (entry.get("ofu") or {}).get("value"), "falloff": entry.get("falloff"),
-                    "sentence": entry.get("sentence")})
-    return out
+    return [{"index": dev.get("index"), "name": dev.get("name"), "uuid": dev.get("uuid"),
+             "rungs": dict(entry.get("rungs") or {}), "dram_bw_util": entry.get("dram_bw_util"),
+             "ofu": (entry.get("ofu") or {}).get("value"), "falloff": entry.get("falloff"),
+             "sentence": entry.get("sentence")}
+            for dev in gpu.get("devices") or [] if (entry := ladders.get(int(dev.get("index", -1)))) is not None]
 
 
 def _match(device: Mapping[str, Any] | None, ladders: Sequence[dict[str, Any]]) -> tuple[dict[str, Any] | None, str]:
     if not device:
         return None, "no device recorded for this rank (it has no CUDA context, or never reported)"
-    uuid = (device.get("uuid") or "").lower()
+    uuid, index = (device.get("uuid") or "").lower(), device.get("nvml_index")
     if uuid:
-        for entry in ladders:
-            if (entry.get("uuid") or "").lower() == uuid:
-                return entry, "matched by UUID"
-        return None, f"its device {device['uuid']} is not among the devices its node's sampler read"
-    index = device.get("nvml_index")
-    for entry in ladders:
-        if index is not None and entry.get("index") == index:
-            return entry, f"matched by NVML index {index} ({device.get('how')})"
-    return None, f"its device (NVML index {index}, assumed) is not among the devices its node's sampler read"
-
-
-def _rank_rungs(entry: Mapping[str, Any], mfu: float | None, mfu_missing: str | None,
-                mfu_provenance: str | None = None) -> tuple[dict[str, Any], str | None, str]:
-    """The device's first three rungs with the rank's own MFU (its provenance by the one rule, from its
-    passport's MFU derivation), and the fall-off decided again."""
-    rungs = {k: dict(v) for k, v in (entry.get("rungs") or {}).items()}
-    rungs["mfu"] = {"value": mfu, "source": "this rank's MFU (its tokens, one device)",
-                    "provenance": as_provenance(mfu_provenance, "counted"),
-                    "missing": None if mfu is not None else (mfu_missing or "this rank has no MFU")}
-    shown = {key: rungs.get(key) or {} for key in ("gpu_util", "sm_activity", "tensor_activity", "mfu")}
-    objects = tuple(Rung(key=key, label=LABELS.get(key, key), value=r.get("value"), source=r.get("source") or "",
-                         provenance=as_provenance(r.get("provenance"), "measured"), missing=r.get("missing"))
-                    for key, r in shown.items())
-    falloff, sentence = diagnose(objects, ofu=entry.get("ofu"), dram_bw_util=entry.get("dram_bw_util"))
-    return rungs, falloff, sentence
+        entry = next((e for e in ladders if (e.get("uuid") or "").lower() == uuid), None)
+        return entry, ("matched by UUID" if entry is not None
+                       else f"its device {device['uuid']} is not among the devices its node's sampler read")
+    entry = next((e for e in ladders if index is not None and e.get("index") == index), None)
+    return entry, (f"matched by NVML index {index} ({device.get('how')})" if entry is not None
+                   else f"its device (NVML index {index}, assumed) is not among the devices its node's sampler read")
 
 
 def launch_ladders(ranks: Sequence[Any], node_gpus: Mapping[str, Mapping[str, Any]]) -> dict[str, Any] | None:
@@ -214,17 +190,27 @@ def launch_ladders(ranks: Sequence[Any], node_gpus: Mapping[str, Mapping[str, An
                if not gpu.get("available", True) and gpu.get("reason")]
     rows = []
     for r in ranks:
-        label = r.label
         ladders = nodes.get(r.node or "")
         if ladders is None:
-            missing.append(f"{label}: no GPU sampler's record from its node {r.node}")
+            missing.append(f"{r.label}: no GPU sampler's record from its node {r.node}")
             continue
         entry, how = _match(r.device, ladders)
         if entry is None:
-            missing.append(f"{label}: {how}")
+            missing.append(f"{r.label}: {how}")
             continue
+        # the device's first three rungs with the rank's own MFU (its provenance by the one rule, from its passport's
+        # MFU derivation), and the fall-off decided again
+        rungs = {k: dict(v) for k, v in (entry.get("rungs") or {}).items()}
         own = getattr(getattr(r, "compute", None), "own_mfu_provenance", None)
-        rungs, falloff, sentence = _rank_rungs(entry, r.mfu, r.mfu_missing, own)
+        rungs["mfu"] = {"value": r.mfu, "source": "this rank's MFU (its tokens, one device)",
+                        "provenance": as_provenance(own, "counted"),
+                        "missing": None if r.mfu is not None else (r.mfu_missing or "this rank has no MFU")}
+        shown = {key: rungs.get(key) or {} for key in ("gpu_util", "sm_activity", "tensor_activity", "mfu")}
+        falloff, sentence = diagnose(tuple(Rung(key=key, label=LABELS.get(key, key), value=g.get("value"),
+                                                source=g.get("source") or "", missing=g.get("missing"),
+                                                provenance=as_provenance(g.get("provenance"), "measured"))
+                                           for key, g in shown.items()),
+                                     ofu=entry.get("ofu"), dram_bw_util=entry.get("dram_bw_util"))
         rows.append({"seat": r.seat, "rank": r.rank, "node": r.node, "index": entry["index"],
                      "uuid": entry.get("uuid"), "name": entry.get("name"), "matched": how, "rungs": rungs,
                      "falloff": falloff, "sentence": sentence})

@@ -87,9 +87,9 @@ class StepTiming:
         if n:
             window["step_s"] = step = (self.step_s_sum - step_s) / n
             window["outside_backward_s"] = outside = (self.outside_s_sum - outside_s) / n
-            self.best_window_step_s = min(step, self.best_window_step_s if self.best_window_step_s is not None else step)
-            self.best_window_outside_s = min(outside, outside if self.best_window_outside_s is None
-                                             else self.best_window_outside_s)
+            best_step, best_outside = self.best_window_step_s, self.best_window_outside_s
+            self.best_window_step_s = step if best_step is None else min(step, best_step)
+            self.best_window_outside_s = outside if best_outside is None else min(outside, best_outside)
         self._window_from = (self.steps, self.step_s_sum, self.outside_s_sum)
         self.last_window = window
         return self.summary(window)
