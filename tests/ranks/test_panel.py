@@ -9,8 +9,8 @@ import sys
 import time
 
 from trainmeter.ranks.follow import RunFollower
-from trainmeter.ranks.identity import this_node
 from trainmeter.ranks.merge import ranks_panel
+from trainmeter.ranks.seating import this_node
 
 
 def write_seat(root, k, *, steps, outside, pid, end=None):

@@ -109,7 +109,7 @@ def test_in_a_notebook_a_widget_is_shown_and_updated_until_the_run_ends(tmp_path
 def test_a_launch_followed_without_a_parent_shows_the_tokens_of_every_rank(tmp_path):
     import json
 
-    from trainmeter.ranks.identity import this_node
+    from trainmeter.ranks.seating import this_node
 
     for k, (step, tokens) in enumerate([(40, 1280), (38, 1216)]):
         seat = tmp_path / f"rank-{k}"

@@ -13,7 +13,7 @@ from typing import Any
 
 from trainmeter.core import host_patches
 from trainmeter.core.text import printable
-from trainmeter.ranks.launch import PARENT_ENV, RUN_DIR_ENV, inherited_run_dir
+from trainmeter.ranks.seating import PARENT_ENV, RUN_DIR_ENV, inherited_run_dir
 
 AUTOSTART_ENV = "TRAINMETER_AUTOSTART"
 

@@ -15,9 +15,17 @@ from trainmeter.core import host_patches
 from trainmeter.core.extension import ExtensionBase, Report
 from trainmeter.core.patches import Patches
 from trainmeter.ranks import fork
-from trainmeter.ranks.identity import dist_state, rank_device, this_node
-from trainmeter.ranks.launch import PARENT_ENV, RUN_DIR_ENV, mark_parent_folder, seats
-from trainmeter.ranks.seating import clear_seat, current_seat
+from trainmeter.ranks.seating import (
+    PARENT_ENV,
+    RUN_DIR_ENV,
+    clear_seat,
+    current_seat,
+    dist_state,
+    mark_parent_folder,
+    rank_device,
+    seats,
+    this_node,
+)
 from trainmeter.ranks.timing import StepTiming
 from trainmeter.sizes import format_percent
 

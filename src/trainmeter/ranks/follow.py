@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trainmeter.ranks.launch import seats
+from trainmeter.ranks.seating import seats
 from trainmeter.record.events import LOG_FILE, Record, parse_line
 from trainmeter.record.safe_read import open_regular
 

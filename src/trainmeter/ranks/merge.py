@@ -15,8 +15,6 @@ from typing import Any
 from trainmeter.core.provenance import Derivation, Input, derived_provenance
 from trainmeter.core.throughput import NO_RANK_READ
 from trainmeter.ranks.follow import RunFollower, rank_order
-from trainmeter.ranks.identity import this_node
-from trainmeter.ranks.launch import seats
 from trainmeter.ranks.launch_mfu import (
     RankCompute,
     conventions,
@@ -26,6 +24,7 @@ from trainmeter.ranks.launch_mfu import (
     rank_compute_from_interval,
     rank_compute_from_passport,
 )
+from trainmeter.ranks.seating import seats, this_node
 from trainmeter.ranks.stragglers import repeated_offenders, score_ranks, with_repeats
 from trainmeter.record.events import LOG_FILE, head, last_of_kinds, tail
 from trainmeter.record.runlog import clean, write_file_atomic

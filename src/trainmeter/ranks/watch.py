@@ -14,8 +14,8 @@ from typing import Any, TextIO
 
 from trainmeter.options import DEFAULT_RUN_ROOT
 from trainmeter.ranks.follow import MAX_READ_BYTES, RunFollower, newest_live_run
-from trainmeter.ranks.launch import SEAT_PREFIXES
 from trainmeter.ranks.merge import launch_mfu_tile, launch_tokens_tile, load_passport, ranks_panel
+from trainmeter.ranks.seating import SEAT_PREFIXES
 from trainmeter.record.events import LOG_FILE, Record
 from trainmeter.widget.frame import encode_frame
 from trainmeter.widget.show import ReplayFeed
