@@ -22,12 +22,12 @@ from trainmeter.integrations.frameworks import (
     FastaiAdapter,
     IgniteAdapter,
     LightningAdapter,
+    Sb3Adapter,
     SkorchAdapter,
 )
 from trainmeter.integrations.hf import HfAdapter
 from trainmeter.integrations.keras import KerasAdapter
 from trainmeter.integrations.loggers import Loggers, tapped
-from trainmeter.integrations.sb3 import Sb3Adapter
 from trainmeter.integrations.view import FrameworkControl, FrameworkResume, FrameworksView
 
 if TYPE_CHECKING:
