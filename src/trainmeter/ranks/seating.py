@@ -196,15 +196,12 @@ def mark_parent_folder(run_dir: Path, pid: int | None = None) -> bool:
 
 def claim_name(name: str, key: str, generation: int) -> str:
     """File name of a launch claim (hash of run name and launch key, plus generation)."""
-    digest = hashlib.sha1(f"{name}|{key}".encode()).hexdigest()[:16]
-    return f"{digest}-{generation}"
+    return f"{hashlib.sha1(f'{name}|{key}'.encode()).hexdigest()[:16]}-{generation}"
 
 
 def seat_name(identity: RankIdentity, pid: int | None = None) -> str:
     """The seat folder's preferred name: ``rank-<k>`` or ``proc-<pid>`` without a rank."""
-    if identity.rank is None:
-        return f"proc-{os.getpid() if pid is None else pid}"
-    return f"rank-{identity.rank}"
+    return f"rank-{identity.rank}" if identity.rank is not None else f"proc-{os.getpid() if pid is None else pid}"
 
 
 def _read_claim(path: Path, wait_s: float) -> str | None:
@@ -281,11 +278,10 @@ def take_seat(run_dir: Path, identity: RankIdentity, pid: int | None = None) -> 
     seat = run_dir / seat_name(identity, pid)
     try:
         seat.mkdir(parents=True)
-        return seat
     except FileExistsError:
         seat = run_dir / f"{seat.name}-{pid}"
         seat.mkdir(parents=True, exist_ok=True)
-        return seat
+    return seat
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -300,35 +296,27 @@ class Seat:
     device: dict[str, Any] | None = None
 
 
-_SEAT: Seat | None = None
+_SEAT: tuple[Seat, int] | None = None  # this process's seat and its pid (a forked child's inherited one is not)
 
 
 def current_seat() -> Seat | None:
     """The seat of this process's run, or ``None`` when it is not a rank."""
-    return _SEAT if _SEAT is not None and _SEAT_PID == os.getpid() else None
-
-
-_SEAT_PID = 0
+    return _SEAT[0] if _SEAT is not None and _SEAT[1] == os.getpid() else None
 
 
 def seat_for(root: Path, name: str, now: datetime) -> Seat | None:
     """Seat this process when it is a rank (a parent's child, or one rank of a launch); else ``None``."""
-    global _SEAT, _SEAT_PID
+    global _SEAT
     _SEAT = None  # a new run: a seat of an earlier run in this process is not this one's
     identity = detect_identity()
-    inherited = inherited_run_dir()
-    parent_pid: int | None = None
-    if inherited is not None:
-        base = inherited
-        with contextlib.suppress(ValueError):  # not a pid: the ranks own the launch folder
-            parent_pid = int(os.environ.get(PARENT_ENV, ""))
-    elif identity.distributed:
-        base = launch_dir(root, name, identity, now)
-    else:
-        return None
+    base, parent_pid = inherited_run_dir(), _int(os.environ, PARENT_ENV)  # not a pid: the ranks own the folder
+    if base is None:
+        if not identity.distributed:
+            return None
+        base, parent_pid = launch_dir(root, name, identity, now), None
     seat = Seat(identity=identity, launch_dir=base, dir=take_seat(base, identity), parent_pid=parent_pid,
                 device=rank_device())
-    _SEAT, _SEAT_PID = seat, os.getpid()
+    _SEAT = (seat, os.getpid())
     return seat
 
 
