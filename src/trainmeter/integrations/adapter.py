@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from operator import attrgetter
 from typing import Any
 
+Args = tuple[Any, ...]  # a wrapped call's positional arguments after ``self``
+Kwargs = dict[str, Any]
 OWN_SERIES = ("train_loss", "tokens_per_step")  # measured by trainmeter: a logged key of that name is prefixed
 MEASURED_TWICE = ("grad_norm",)  # also read by trainmeter from the same clip_grad_norm_: one point per step
 
@@ -112,8 +114,7 @@ class Adapter:
         """The callback that joins a fit's callbacks argument (``None``: none)."""
         return None
 
-    def begin(self, site: Site, target: Any, args: tuple[Any, ...],
-              kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any], Any]:
+    def begin(self, site: Site, target: Any, args: Args, kwargs: Kwargs) -> tuple[Args, Kwargs, Any]:
         """A fit of ``target`` begins: the arguments to call it with and what :meth:`end` gets (its callback)."""
         extra = self.callback()
         if extra is not None and site.callbacks_at >= 0:
@@ -157,8 +158,7 @@ class Adapter:
 
         return fit
 
-    def with_callback(self, site: Site, args: tuple[Any, ...], kwargs: dict[str, Any],
-                      extra: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    def with_callback(self, site: Site, args: Args, kwargs: Kwargs, extra: Any) -> tuple[Args, Kwargs]:
         """``args, kwargs`` with ``extra`` appended to the site's callbacks argument (a new list)."""
         at = site.callbacks_at
         given = args[at] if len(args) > at else kwargs.get(site.callbacks_name)

@@ -16,7 +16,7 @@ from typing import Any
 
 from trainmeter import api
 from trainmeter.core import explicit_steps
-from trainmeter.integrations.adapter import Adapter, Site
+from trainmeter.integrations.adapter import Adapter, Args, Kwargs, Site
 from trainmeter.integrations.loggers import method_dict
 
 _LC = "trainer.connectors.logger_connector.logger_connector"
@@ -108,8 +108,7 @@ class IgniteAdapter(Adapter):
 
         return self.span(site, run)
 
-    def begin(self, site: Site, engine: Any, args: tuple[Any, ...],
-              kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any], Any]:
+    def begin(self, site: Site, engine: Any, args: Args, kwargs: Kwargs) -> tuple[Args, Kwargs, Any]:
         from ignite.engine import Events
 
         engine.add_event_handler(Events.ITERATION_COMPLETED, self._iteration_completed)
@@ -178,8 +177,7 @@ class SkorchAdapter(Adapter):
         self._first_epoch = 0  # the fit's first row of net.history
         self._logged = 0  # rows of net.history recorded as series
 
-    def begin(self, site: Site, target: Any, args: tuple[Any, ...],
-              kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any], Any]:
+    def begin(self, site: Site, target: Any, args: Args, kwargs: Kwargs) -> tuple[Args, Kwargs, Any]:
         """Our callback joins the net's initialized callbacks, last (a new list: the user's is unchanged); an
         uninitialized net is left to skorch's own error."""
         if not getattr(target, "initialized_", False):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from trainmeter.integrations.adapter import Adapter, Site
+from trainmeter.integrations.adapter import Adapter, Args, Kwargs, Site
 from trainmeter.integrations.loggers import scalars
 
 
@@ -68,8 +68,7 @@ class HfAdapter(Adapter):
         self._held = 0  # taps held off by the first callback's on_log, until the last one's
         self._resume: Any = None  # the train call's resume_from_checkpoint
 
-    def begin(self, site: Site, target: Any, args: tuple[Any, ...],
-              kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any], Any]:
+    def begin(self, site: Site, target: Any, args: Args, kwargs: Kwargs) -> tuple[Args, Kwargs, Any]:
         if site.attr == "train":
             self._resume = args[0] if args else kwargs.get("resume_from_checkpoint")
         pair = (callback_class()(self, False), callback_class()(self, True))  # the first and the last of the list

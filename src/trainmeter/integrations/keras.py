@@ -8,7 +8,7 @@ import functools
 from typing import Any
 
 from trainmeter.core import explicit_steps
-from trainmeter.integrations.adapter import Adapter, Site
+from trainmeter.integrations.adapter import Adapter, Args, Kwargs, Site
 
 
 def rows(x: Any) -> int | None:
@@ -102,8 +102,7 @@ class KerasAdapter(Adapter):
         updates were counted), each epoch's ``logs`` series."""
         return _callback_class()(self)
 
-    def begin(self, site: Site, target: Any, args: tuple[Any, ...],
-              kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any], Any]:
+    def begin(self, site: Site, target: Any, args: Args, kwargs: Kwargs) -> tuple[Args, Kwargs, Any]:
         self.held, self._applied = (target, None), 0
         self._initial_epoch = args[11] if len(args) > 11 else kwargs.get("initial_epoch", 0)
         if self.wing.monitor is not None:
@@ -161,12 +160,10 @@ class KerasAdapter(Adapter):
         result = original(optimizer, *args, **kwargs)
         if held is None or not self.wing.gate.here():
             return result
-        try:
+        with self.wing.guard("keras", "adapter's step count disabled"):
             own = getattr(held[0], "optimizer", None)
             if optimizer is own or optimizer is getattr(own, "inner_optimizer", None):
                 self.step(held[0], held[1], update=True)
-        except Exception as exc:
-            self.wing.warn("keras", f"keras adapter's step count disabled: {exc!r}")
         return result
 
     def on_scale_loss(self, original: Any, optimizer: Any, *args: Any, **kwargs: Any) -> Any:
@@ -175,11 +172,8 @@ class KerasAdapter(Adapter):
         monitor, held, loss = self.wing.monitor, self.held, args[0] if args else kwargs.get("loss")
         if held is None or out is loss or monitor is None or not self.wing.gate.here():
             return out
-        try:
-            if optimizer is getattr(held[0], "optimizer", None):
-                scale = loss_scale(optimizer)
-                if scale is not None:
-                    explicit_steps.scaled_loss(monitor, out, scale, loss)
-        except Exception as exc:
-            self.wing.warn("keras", f"keras adapter's loss scale disabled: {exc!r}")
+        with self.wing.guard("keras", "adapter's loss scale disabled"):
+            scale = loss_scale(optimizer) if optimizer is getattr(held[0], "optimizer", None) else None
+            if scale is not None:
+                explicit_steps.scaled_loss(monitor, out, scale, loss)
         return out
