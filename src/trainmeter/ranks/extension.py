@@ -26,7 +26,7 @@ from trainmeter.ranks.seating import (
     seats,
     this_node,
 )
-from trainmeter.ranks.timing import StepTiming
+from trainmeter.ranks.stragglers import StepTiming
 from trainmeter.sizes import format_percent
 
 if TYPE_CHECKING:
