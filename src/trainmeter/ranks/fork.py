@@ -44,7 +44,7 @@ def install() -> None:
         return
     _installed_pid = os.getpid()
     os.register_at_fork(before=_before, after_in_parent=_after_in_parent, after_in_child=_after_in_child)
-    atexit.register(_at_exit)
+    atexit.register(_finish_child, "completed")
     with contextlib.suppress(Exception):
         from multiprocessing import util
 
@@ -74,7 +74,7 @@ def _after_in_parent() -> None:
     while _held:
         with contextlib.suppress(Exception):
             _held.pop().release()
-    if monitor_module.active() is not None:
+    if m is not None:
         _forks += 1
 
 
@@ -142,10 +142,6 @@ def _mp_after_fork(_key: Any = None) -> None:
         from multiprocessing import util
 
         util.Finalize(_mp_after_fork, _mp_finalizer, exitpriority=100)
-
-
-def _at_exit() -> None:
-    _finish_child("completed")
 
 
 def watch_exit() -> None:
