@@ -76,9 +76,8 @@ class RanksExtension(ExtensionBase):
             return  # children are seated only in a folder this process marked (docs/spec.md section 19)
         values = {RUN_DIR_ENV: str(monitor.run_dir), PARENT_ENV: str(os.getpid()), NAME_ENV: monitor.options.name,
                   INTERVAL_ENV: repr(float(monitor.options.interval_s)), ROOT_ENV: str(monitor.options.run_root)}
-        for key, value in values.items():
-            self._saved_env[key] = os.environ.get(key)
-            os.environ[key] = value
+        self._saved_env = {key: os.environ.get(key) for key in values}
+        os.environ.update(values)
         self._count_spawns()
 
     def _count_spawns(self) -> None:
@@ -121,17 +120,13 @@ class RanksExtension(ExtensionBase):
 
     def _backend_now(self) -> str | None:
         """The ``torch.distributed`` backend, once seen initialised (it may be destroyed before the end)."""
-        if self._backend is None:
-            state = dist_state(None)
-            self._backend = state[2] if state is not None else None
+        if self._backend is None and (state := dist_state(None)) is not None:
+            self._backend = state[2]
         return self._backend
 
     def after_fork_in_child(self, monitor: RunContext) -> None:
         """In a forked child: the inherited parent role becomes a rank role (the export stays for the seat)."""
-        self._saved_env = {}
-        self._section = None
-        self._follower = None
-        self._panels = []
+        self._saved_env, self._section, self._follower, self._panels = {}, None, None, []
         if self._timing is not None:
             self._timing.stop()
             self._timing = None

@@ -35,8 +35,7 @@ class TailReader:
         """Parse and return the complete records appended since the last call (never raises)."""
         try:
             with open_regular(self.path) as f:  # a FIFO or a device is never followed
-                size = os.fstat(f.fileno()).st_size
-                if size < self.offset:  # truncated or replaced: start over
+                if os.fstat(f.fileno()).st_size < self.offset:  # truncated or replaced: start over
                     self.offset, self._partial, self._skipping = 0, b"", False
                 f.seek(self.offset)
                 chunk = f.read(self.max_bytes)
@@ -44,8 +43,7 @@ class TailReader:
             return []
         self.offset += len(chunk)
         self.bytes_read += len(chunk)
-        data = self._partial + chunk
-        lines = data.split(b"\n")
+        lines = (self._partial + chunk).split(b"\n")
         self._partial = lines.pop()
         if len(self._partial) > self.max_bytes:  # one line longer than a read: skip it to its end
             self._partial, self._skipping = b"", True
@@ -128,15 +126,11 @@ def apply_record(state: SourceState, record: Record) -> None:
         state.interval = record
         state.steps = int(record.get("step") or 0)
         state.tokens = int(record.get("tokens") or 0)
-    elif kind == "steps":
-        steps = record.get("step") or []
-        if steps:
-            state.steps = max(state.steps, int(steps[-1]))
+    elif kind == "steps" and (steps := record.get("step")):
+        state.steps = max(state.steps, int(steps[-1]))
     elif kind == "rank":
-        state.rank = record.get("rank")
-        state.node = record.get("node")
-        state.pid = record.get("pid")
-        state.world_size = record.get("world_size")
+        for key in ("rank", "node", "pid", "world_size"):
+            setattr(state, key, record.get(key))
     elif kind == "end":
         state.status = str(record.get("status") or "ended")
 
