@@ -68,11 +68,6 @@ def rank_compute_from_interval(label: str, interval: Mapping[str, Any]) -> RankC
         peak_missing=fields.get("peak_missing"), convention=fields.get("convention"))
 
 
-def conventions(ranks: Sequence[RankCompute], convention: str | None = None) -> list[str]:
-    """The conventions to report, by compute's rule (:func:`trainmeter.compute.flops.mfu_conventions`)."""
-    return mfu_conventions((c for r in ranks for c in r.flops_per_token), convention)
-
-
 def launch_mfu(ranks: Sequence[RankCompute], world_size: int, convention: str, *,
                pace: str = "session", missing_ranks: Sequence[int] = ()) -> Derivation:
     """The launch's MFU under ``convention`` over ``world_size`` devices at ``pace`` (``session`` or
@@ -146,7 +141,7 @@ def launch_mfu_figures(ranks: Sequence[RankCompute], world_size: int, convention
     derivations: list[Derivation] = []
     mfu: dict[str, float | None] = {}
     session: dict[str, float | None] = {}
-    for conv in conventions(ranks, convention) or ["hf"]:
+    for conv in mfu_conventions((c for r in ranks for c in r.flops_per_token), convention) or ["hf"]:  # compute's rule
         train, wall = (launch_mfu(ranks, world_size, conv, pace=pace, missing_ranks=missing_ranks) for pace in PACES)
         mfu[conv], session[conv] = train.value, wall.value
         derivations += [train, wall]

@@ -12,12 +12,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trainmeter.compute.flops import mfu_conventions
 from trainmeter.core.provenance import Derivation, Input, derived_provenance
 from trainmeter.core.throughput import NO_RANK_READ
 from trainmeter.ranks.follow import RunFollower, rank_order
 from trainmeter.ranks.launch_mfu import (
     RankCompute,
-    conventions,
     launch_ladders,
     launch_mfu,
     launch_mfu_figures,
@@ -332,7 +332,7 @@ def launch_mfu_now(ranks: list[Any]) -> tuple[str, int, Any]:
     seen = {r.rank for r in ranks if r.rank is not None}
     missing_ranks = sorted(set(range(world)) - seen)
     convention = next((c.convention for c in inputs if c.convention), None)
-    conv = (conventions(inputs, convention) or ["hf"])[0]
+    conv = (mfu_conventions((c for r in inputs for c in r.flops_per_token), convention) or ["hf"])[0]
     return conv, world, launch_mfu(inputs, world, conv, pace="session", missing_ranks=missing_ranks)
 
 
