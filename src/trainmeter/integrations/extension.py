@@ -63,8 +63,7 @@ class Taps(ExtensionBase):
         if monitor is None or library in self.disabled:
             return
         try:
-            summary_key = SUMMARY_KEYS.get(library)
-            if summary_key is not None and summary_key in values:
+            if SUMMARY_KEYS.get(library) in values:  # the run's end summary
                 self.summaries.setdefault(library, {}).update(
                     {k: float(v) for k, v in values.items() if isinstance(v, (int, float))})
             else:
