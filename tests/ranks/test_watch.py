@@ -52,7 +52,7 @@ def test_the_watch_shows_the_steps_of_a_run_another_process_writes_rising(tmp_pa
     assert writer.returncode == 0, writer.stderr.read()[-2000:]
     assert watch is not None and watch.ended() and state["status"] == "completed"
     assert len(seen) >= 3 and seen == sorted(seen) and seen[-1] == 60  # rising, to the end
-    assert watch.bytes_read <= (watch.run_dir / "events.jsonl").stat().st_size * 2
+    assert watch.followers.bytes_read <= (watch.run_dir / "events.jsonl").stat().st_size * 2
 
 
 def test_follow_outside_a_notebook_prints_the_run_until_it_ends(tmp_path, run_root):

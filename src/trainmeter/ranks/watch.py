@@ -62,11 +62,6 @@ class RunWatch:
         self.widget: Any = None  # set by follow() in a notebook
         self.thread: threading.Thread | None = None
 
-    @property
-    def bytes_read(self) -> int:
-        """Bytes read so far (the run's log and every seat's)."""
-        return self.followers.bytes_read
-
     def poll(self) -> dict[str, Any]:
         """Read what was appended since the last poll; return the widget state."""
         self.polls += 1
