@@ -229,10 +229,9 @@ def write_launch_passport(launch_dir: Path, name: str) -> dict[str, Any]:
     ranks = read_launch(launch_dir)
     section = distributed_section(ranks, launch_dir=launch_dir)
     passports = [load_passport(launch_dir / r.seat / "passport.json") for r in ranks]
-    starts = [p.get("started_at") for p in passports if p.get("started_at")]
-    ends = [p.get("ended_at") for p in passports if p.get("ended_at")]
     passport = {"schema_version": 1, "name": name, "status": launch_status(ranks, section["world_size"]), "error": None,
-                "started_at": min(starts) if starts else None, "ended_at": max(ends) if ends else None,
+                "started_at": min((p["started_at"] for p in passports if p.get("started_at")), default=None),
+                "ended_at": max((p["ended_at"] for p in passports if p.get("ended_at")), default=None),
                 "steps": section["global_steps"], "tokens": section["global_tokens"],
                 "token_unit": section["token_unit"],
                 "distributed": section, "derivations": list(section["derivations"]), "warnings": list(section["notes"])}
@@ -341,12 +340,9 @@ def launch_mfu_tile(ranks: list[Any]) -> dict[str, Any] | None:
     if not ranks:
         return None
     conv, world, d = launch_mfu_now(ranks)
-    tile: dict[str, Any] = {"id": "mfu_ranks", "label": f"MFU, all ranks ({conv})", "value": d.value,
-                            "unit": "fraction", "provenance": derived_provenance(d), "derivation": d.to_dict(),
-                            "sub": f"{world} devices; wall clock"}
-    if d.value is None:
-        tile["missing"] = d.missing
-    return tile
+    return {"id": "mfu_ranks", "label": f"MFU, all ranks ({conv})", "value": d.value, "unit": "fraction",
+            "provenance": derived_provenance(d), "derivation": d.to_dict(), "sub": f"{world} devices; wall clock",
+            **({"missing": d.missing} if d.value is None else {})}
 
 
 def launch_tokens_tile(ranks: list[Any], token_unit: str = "tokens") -> dict[str, Any] | None:
