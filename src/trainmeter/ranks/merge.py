@@ -5,10 +5,11 @@ launch's passport when no parent owns it, and the ranks panel and tiles of a fol
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -63,13 +64,9 @@ class RankSummary:
     node_gpu: dict[str, Any] | None = field(default=None, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict (one entry of ``distributed.ranks``)."""
-        out = asdict(self)
-        out.pop("compute", None)
-        out.pop("node_gpu", None)
-        if not self.token_unit:
-            out["tokens"] = None
-        return out
+        """JSON-ready dict (one entry of ``distributed.ranks``: the fields shown in its repr)."""
+        out = {f.name: copy.deepcopy(getattr(self, f.name)) for f in fields(self) if f.repr}
+        return {**out, "tokens": self.tokens if self.token_unit else None}
 
     @property
     def label(self) -> str:
