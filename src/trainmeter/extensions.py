@@ -30,8 +30,7 @@ def default_extensions(options: MonitorOptions) -> list[Any]:
     from trainmeter.optim.extension import OptimExtension
     from trainmeter.overhead.extension import Overhead
     from trainmeter.ranks.extension import RanksExtension
-    from trainmeter.ranks.identity import detect_identity
-    from trainmeter.ranks.launch import inherited_run_dir
+    from trainmeter.ranks.seating import detect_identity, inherited_run_dir
     from trainmeter.timesplit.extension import TimeSplit
     from trainmeter.verdicts.extension import Verdicts
 
@@ -85,8 +84,8 @@ START_MODULES = (
     "trainmeter.extensions", "trainmeter.alerts.extension", "trainmeter.comparison.extension",
     "trainmeter.compute.extension", "trainmeter.energy.extension", "trainmeter.integrations.extension",
     "trainmeter.gpu.extension", "trainmeter.host.extension", "trainmeter.optim.extension",
-    "trainmeter.overhead.extension", "trainmeter.ranks.extension", "trainmeter.ranks.identity",
-    "trainmeter.ranks.launch", "trainmeter.ranks.autostart",
+    "trainmeter.overhead.extension", "trainmeter.ranks.extension", "trainmeter.ranks.seating",
+    "trainmeter.ranks.autostart",
     "trainmeter.timesplit.extension", "trainmeter.verdicts.extension", "trainmeter.record.recorder",
     "trainmeter.lineage.extension", "trainmeter.lineage.parent",
     "trainmeter.record.environment",

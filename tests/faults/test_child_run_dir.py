@@ -60,7 +60,7 @@ def test_a_folder_no_monitored_parent_marked_is_never_written_and_said_once(tmp_
 
     from trainmeter.core import monitor as monitor_module
     from trainmeter.ranks import autostart
-    from trainmeter.ranks.launch import mark_parent_folder
+    from trainmeter.ranks.seating import mark_parent_folder
 
     target = tmp_path / folder
     target.mkdir()

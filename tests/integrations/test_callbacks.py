@@ -7,7 +7,8 @@ from types import SimpleNamespace
 import pytest
 
 from trainmeter.core.patches import Gate
-from trainmeter.integrations import fastai, hf, keras
+from trainmeter.integrations import frameworks as fastai
+from trainmeter.integrations import hf, keras
 
 
 class Wing:

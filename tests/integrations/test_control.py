@@ -167,13 +167,11 @@ def test_accelerate_cannot_stop_a_users_loop_and_saves_through_save_state(tmp_pa
 
 
 def test_a_control_whose_framework_object_is_gone_says_so():
-    from trainmeter.integrations.keras import KerasControl
-
     class Model:
         pass
 
     model = Model()
-    control = KerasControl(model)
+    control = FrameworkControl(model, "keras", stop_flag="stop_training")
     del model
     with pytest.raises(RuntimeError, match="keras object this control drove is gone"):
         control.request_stop()

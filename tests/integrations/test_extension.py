@@ -10,7 +10,7 @@ torch = pytest.importorskip("torch")
 import trainmeter as tm  # noqa: E402
 from trainmeter.core.monitor import MonitorWarning  # noqa: E402
 from trainmeter.integrations.adapter import Site  # noqa: E402
-from trainmeter.integrations.fastai import FastaiAdapter  # noqa: E402
+from trainmeter.integrations.frameworks import FastaiAdapter  # noqa: E402
 from trainmeter.integrations.keras import KerasAdapter  # noqa: E402
 
 KERAS = Site(module="m", owner="C", attr="fit", callbacks_at=5, callbacks_name="callbacks")

@@ -8,7 +8,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from trainmeter.integrations import fastai, hf, keras  # noqa: E402
+from trainmeter.integrations import frameworks as fastai  # noqa: E402
+from trainmeter.integrations import hf, keras  # noqa: E402
 
 
 def test_each_frameworks_own_step_count_is_read():

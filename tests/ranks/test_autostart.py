@@ -9,7 +9,7 @@ import torch
 
 from trainmeter.core import monitor as monitor_module
 from trainmeter.ranks import autostart
-from trainmeter.ranks.launch import PARENT_ENV, RUN_DIR_ENV, mark_parent_folder
+from trainmeter.ranks.seating import PARENT_ENV, RUN_DIR_ENV, mark_parent_folder
 
 
 def reset(monkeypatch) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from trainmeter.ranks.identity import rank_device
+from trainmeter.ranks.seating import rank_device
 
 
 def fake_torch(*, initialised=True, current=1, reserved=(0, 0), uuids=("aaaa-1", "bbbb-2")):

@@ -11,7 +11,7 @@ import torch
 import trainmeter as tm
 from trainmeter.core import monitor as monitor_module
 from trainmeter.ranks import fork
-from trainmeter.ranks.launch import PARENT_ENV, RUN_DIR_ENV
+from trainmeter.ranks.seating import PARENT_ENV, RUN_DIR_ENV
 
 
 def steps(n: int) -> None:

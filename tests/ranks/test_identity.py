@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from trainmeter.ranks.identity import detect_identity, launch_key
+from trainmeter.ranks.seating import detect_identity, launch_key
 
 TORCHRUN = {"RANK": "3", "LOCAL_RANK": "1", "WORLD_SIZE": "4", "LOCAL_WORLD_SIZE": "2", "GROUP_RANK": "1",
             "TORCHELASTIC_RUN_ID": "abc", "MASTER_ADDR": "node0", "MASTER_PORT": "29500"}

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from trainmeter.ranks.identity import RankIdentity
-from trainmeter.ranks.launch import (
+from trainmeter.ranks.seating import (
     PARENT_ENV,
     RUN_DIR_ENV,
+    RankIdentity,
     inherited_run_dir,
     launch_dir,
     mark_parent_folder,
@@ -81,8 +81,8 @@ def test_the_exporting_parent_does_not_see_its_own_run_as_inherited(tmp_path):
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs (POSIX)")
 @pytest.mark.parametrize("claim", ["fifo", "../../outside", "/etc"])
 def test_a_hostile_claim_never_blocks_nor_seats_a_rank_outside_the_run_root(tmp_path, monkeypatch, claim):
-    import trainmeter.ranks.launch as launch
-    from trainmeter.ranks.launch import CLAIMS, claim_name
+    import trainmeter.ranks.seating as launch
+    from trainmeter.ranks.seating import CLAIMS, claim_name
 
     monkeypatch.setattr(launch, "CLAIM_WAIT_S", 0.05)
     path = tmp_path / CLAIMS / claim_name("ddp", rank(0).launch_key, 0)

@@ -7,9 +7,9 @@ import json
 import pytest
 
 from trainmeter.core.provenance import Input
-from trainmeter.ranks.identity import this_node
 from trainmeter.ranks.launch_mfu import RankCompute, launch_mfu, launch_mfu_figures
 from trainmeter.ranks.merge import distributed_section, read_launch, write_launch_passport
+from trainmeter.ranks.seating import this_node
 
 F_HF = 6.0e9
 

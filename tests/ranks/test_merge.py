@@ -6,8 +6,8 @@ import json
 import subprocess
 import sys
 
-from trainmeter.ranks.identity import this_node
 from trainmeter.ranks.merge import distributed_section, read_launch, read_seat, write_launch_passport
+from trainmeter.ranks.seating import this_node
 
 
 def seat(root, k, *, steps, tokens, status="completed", timing=None, pid=None, passport=True):

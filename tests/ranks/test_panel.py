@@ -9,8 +9,8 @@ import sys
 import time
 
 from trainmeter.ranks.follow import RunFollower
-from trainmeter.ranks.identity import this_node
-from trainmeter.ranks.panel import ranks_panel
+from trainmeter.ranks.merge import ranks_panel
+from trainmeter.ranks.seating import this_node
 
 
 def write_seat(root, k, *, steps, outside, pid, end=None):
@@ -63,7 +63,7 @@ def write_compute_seat(root, k, *, world_size=2, peak=989e12):
 
 
 def test_the_panel_and_a_tile_show_mfu_over_every_ranks_device_live(tmp_path):
-    from trainmeter.ranks.panel import launch_mfu_tile
+    from trainmeter.ranks.merge import launch_mfu_tile
 
     write_compute_seat(tmp_path, 0)
     write_compute_seat(tmp_path, 1)
@@ -80,7 +80,7 @@ def test_the_panel_and_a_tile_show_mfu_over_every_ranks_device_live(tmp_path):
 
 
 def test_the_launch_mfu_row_and_tile_badge_is_the_weakest_of_the_derivations_inputs(tmp_path):
-    from trainmeter.ranks.panel import launch_mfu_tile
+    from trainmeter.ranks.merge import launch_mfu_tile
 
     write_compute_seat(tmp_path, 0)
     write_compute_seat(tmp_path, 1)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from trainmeter.ranks.timing import StepTiming
+from trainmeter.ranks.stragglers import StepTiming
 
 
 def train(steps: int, opt: torch.optim.Optimizer, model: torch.nn.Module, other=None) -> None:

@@ -52,7 +52,7 @@ def test_the_watch_shows_the_steps_of_a_run_another_process_writes_rising(tmp_pa
     assert writer.returncode == 0, writer.stderr.read()[-2000:]
     assert watch is not None and watch.ended() and state["status"] == "completed"
     assert len(seen) >= 3 and seen == sorted(seen) and seen[-1] == 60  # rising, to the end
-    assert watch.bytes_read <= (watch.run_dir / "events.jsonl").stat().st_size * 2
+    assert watch.followers.bytes_read <= (watch.run_dir / "events.jsonl").stat().st_size * 2
 
 
 def test_follow_outside_a_notebook_prints_the_run_until_it_ends(tmp_path, run_root):
@@ -109,7 +109,7 @@ def test_in_a_notebook_a_widget_is_shown_and_updated_until_the_run_ends(tmp_path
 def test_a_launch_followed_without_a_parent_shows_the_tokens_of_every_rank(tmp_path):
     import json
 
-    from trainmeter.ranks.identity import this_node
+    from trainmeter.ranks.seating import this_node
 
     for k, (step, tokens) in enumerate([(40, 1280), (38, 1216)]):
         seat = tmp_path / f"rank-{k}"

@@ -170,7 +170,8 @@ PATCHES: tuple[HostPatch, ...] = (
               private=("multiprocessing.util.register_after_fork",)),
     HostPatch(key="rank-timing", touches="torch.Tensor.backward and a global optimizer step post-hook, in a rank "
               "(per-rank step timing)", uninstall="the hook is removed and Tensor.backward put back at the run's end",
-              sites=("ranks/timing.py:register_optimizer_step_post_hook", "ranks/timing.py:torch.Tensor.backward")),
+              sites=("ranks/stragglers.py:register_optimizer_step_post_hook",
+                     "ranks/stragglers.py:torch.Tensor.backward")),
     HostPatch(key="calibrate-matmul-mode", touches="torch.backends.cuda.matmul.allow_tf32, only inside tm.calibrate() "
               "(the user's explicit call) on CUDA: on for the tf32 matmul, off for the others",
               uninstall="the user's value is put back before tm.calibrate() returns (a finally block)",

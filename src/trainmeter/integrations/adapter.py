@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from operator import attrgetter
 from typing import Any
 
-from trainmeter.integrations.view import FrameworkControl
-
+Args = tuple[Any, ...]  # a wrapped call's positional arguments after ``self``
+Kwargs = dict[str, Any]
 OWN_SERIES = ("train_loss", "tokens_per_step")  # measured by trainmeter: a logged key of that name is prefixed
 MEASURED_TWICE = ("grad_norm",)  # also read by trainmeter from the same clip_grad_norm_: one point per step
 
@@ -51,18 +51,26 @@ def record_logged(monitor: Any, key: str, values: dict[str, Any], source: str, m
 
 
 class Adapter:
-    """One framework's part of the wing (one per run): its ``control`` class, the ``sites`` it wraps, ``steps_at`` the
-    attribute of the framework's own step count, ``joins_iterables``: whether a callbacks argument of the framework's
-    own list type gets a list with ours."""
+    """One framework's part of the wing (one per run): its ``control`` (the :class:`FrameworkControl` settings;
+    ``None``: none), the ``sites`` it wraps, ``steps_at`` the attribute of the framework's own step count,
+    ``joins_iterables``: whether a callbacks argument of the framework's own list type gets a list with ours."""
 
     framework = ""
-    control: type[FrameworkControl] | None = None
+    control: dict[str, Any] | None = None
     sites: tuple[Site, ...] = ()
     steps_at = ""
     joins_iterables = True
 
     def __init__(self, wing: Any) -> None:
         self.wing = wing
+
+    def publish(self, original: Any, target: Any, *args: Any, **kwargs: Any) -> Any:
+        """A call (accelerate's ``prepare``, Fabric's ``setup``) that publishes ``target``'s control and is no fit:
+        the object stays the control."""
+        if not self.wing.depth and self.wing.gate.here():
+            with self.wing.guard(self.framework, "adapter disabled"):
+                self.wing.begin(self, target)
+        return original(target, *args, **kwargs)
 
     def wrap(self, site: Site, original: Any) -> Any:
         """The wrapper of ``site``: the adapter's ``on_<attr>(original, owner_self, *args, **kwargs)``, else a fit
@@ -86,20 +94,16 @@ class Adapter:
         def span(target: Any, *args: Any, **kwargs: Any) -> Any:
             monitor, entered = wing.monitor, False
             if monitor is not None and wing.gate.here():
-                try:
+                with wing.guard(self.framework, f"{site.phase} spans disabled"):
                     if site.when is None or site.when(self, target, args, kwargs):
                         monitor.enter_phase(site.phase)
                         entered = True
-                except Exception as exc:
-                    wing.warn(self.framework, f"{self.framework} {site.phase} spans disabled: {exc!r}")
             try:
                 return inner(target, *args, **kwargs)
             finally:
                 if entered:
-                    try:
+                    with wing.guard(self.framework, f"{site.phase} spans disabled"):
                         monitor.exit_phase()
-                    except Exception as exc:
-                        wing.warn(self.framework, f"{self.framework} {site.phase} spans disabled: {exc!r}")
 
         return span
 
@@ -110,8 +114,7 @@ class Adapter:
         """The callback that joins a fit's callbacks argument (``None``: none)."""
         return None
 
-    def begin(self, site: Site, target: Any, args: tuple[Any, ...],
-              kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any], Any]:
+    def begin(self, site: Site, target: Any, args: Args, kwargs: Kwargs) -> tuple[Args, Kwargs, Any]:
         """A fit of ``target`` begins: the arguments to call it with and what :meth:`end` gets (its callback)."""
         extra = self.callback()
         if extra is not None and site.callbacks_at >= 0:
@@ -155,8 +158,7 @@ class Adapter:
 
         return fit
 
-    def with_callback(self, site: Site, args: tuple[Any, ...], kwargs: dict[str, Any],
-                      extra: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    def with_callback(self, site: Site, args: Args, kwargs: Kwargs, extra: Any) -> tuple[Args, Kwargs]:
         """``args, kwargs`` with ``extra`` appended to the site's callbacks argument (a new list)."""
         at = site.callbacks_at
         given = args[at] if len(args) > at else kwargs.get(site.callbacks_name)

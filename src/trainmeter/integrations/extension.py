@@ -6,25 +6,29 @@ the training thread of the training process only (a ``Gate``); :meth:`Integratio
 
 from __future__ import annotations
 
+import contextlib
 import functools
+from collections.abc import Iterator
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from trainmeter.core import explicit_steps, host_patches
 from trainmeter.core.extension import ExtensionBase, Report
 from trainmeter.core.patches import Gate, Patches, PostImportHooks
-from trainmeter.integrations.accelerate import AccelerateAdapter
 from trainmeter.integrations.adapter import Adapter, Site, record_logged
-from trainmeter.integrations.fabric import FabricAdapter
-from trainmeter.integrations.fastai import FastaiAdapter
+from trainmeter.integrations.frameworks import (
+    AccelerateAdapter,
+    FabricAdapter,
+    FastaiAdapter,
+    IgniteAdapter,
+    LightningAdapter,
+    Sb3Adapter,
+    SkorchAdapter,
+)
 from trainmeter.integrations.hf import HfAdapter
-from trainmeter.integrations.ignite import IgniteAdapter
 from trainmeter.integrations.keras import KerasAdapter
-from trainmeter.integrations.lightning import LightningAdapter
 from trainmeter.integrations.loggers import Loggers, tapped
-from trainmeter.integrations.sb3 import Sb3Adapter
-from trainmeter.integrations.skorch import SkorchAdapter
-from trainmeter.integrations.view import FrameworkResume, FrameworksView
+from trainmeter.integrations.view import FrameworkControl, FrameworkResume, FrameworksView
 
 if TYPE_CHECKING:
     from trainmeter.core.context import RunContext
@@ -59,8 +63,7 @@ class Taps(ExtensionBase):
         if monitor is None or library in self.disabled:
             return
         try:
-            summary_key = SUMMARY_KEYS.get(library)
-            if summary_key is not None and summary_key in values:
+            if SUMMARY_KEYS.get(library) in values:  # the run's end summary
                 self.summaries.setdefault(library, {}).update(
                     {k: float(v) for k, v in values.items() if isinstance(v, (int, float))})
             else:
@@ -183,19 +186,17 @@ class Integrations(ExtensionBase):
             return  # wrapped for the taps alone
         self._framework = framework
         self.fits[framework] = self.fits.get(framework, 0) + 1
-        self._publish(adapter.control(target))
+        self._publish(FrameworkControl(target, framework, **adapter.control))
 
     def end(self, adapter: Adapter, target: Any, extra: Any) -> None:
         """The fit ended: its callback leaves, the framework's own step count is kept (training thread)."""
         framework = adapter.framework
-        try:
+        with self.guard(framework, "adapter fault at the fit's end"):
             adapter.end(target, extra)
             steps = adapter.own_steps(target) if self._allowed.get(framework) else None
             if steps is not None:
                 self.framework_steps[framework] = steps
                 self.compare_steps(framework, steps)
-        except Exception as exc:
-            self.warn(framework, f"{framework} adapter fault at the fit's end: {exc!r}")
         self._publish(None)
 
     def _publish(self, control: Any) -> None:
@@ -240,12 +241,10 @@ class Integrations(ExtensionBase):
         monitor = self.monitor
         if monitor is None or not self.gate.here() or not hasattr(logs, "items"):
             return
-        try:
+        with self.guard(framework, "logs not recorded"):
             values = {str(k): float(v) for k, v in logs.items()
                       if k not in ("epoch", "time") and isinstance(v, (int, float)) and not isinstance(v, bool)}
             record_logged(monitor, framework, values, f"logged by {framework} at each epoch's end", measured=False)
-        except Exception as exc:
-            self.warn(framework, f"{framework} logs not recorded: {exc!r}")
 
     def resumed(self, framework: str, step: Any, path: Any, provenance: str, source: str) -> None:
         """The framework resumed its own training (its ``step``, the ``path`` it loaded): published for the lineage
@@ -253,15 +252,13 @@ class Integrations(ExtensionBase):
         monitor = self.monitor
         if monitor is None or not self.gate.here():
             return
-        try:
+        with self.guard(framework, "resume not read"):
             self._resumed = FrameworkResume(framework, None if step is None else int(step),
                                             None if path is None else str(path), provenance, source)
             if monitor.extension("lineage") is None and step:
                 monitor.warn_once(f"framework-resume-{framework}", f"{framework} resumed its training at its step "
                                   f"{step}: this run counts its own steps; --resume (tm.monitor(resume=...)) names "
                                   "the run it continues, to count the training's (docs/spec.md section 22)")
-        except Exception as exc:
-            self.warn(framework, f"{framework} resume not read: {exc!r}")
 
     def stop_requested(self, framework: str) -> bool:
         """Whether the control was asked to stop (the callback ends the fit its framework's way)."""
@@ -272,6 +269,14 @@ class Integrations(ExtensionBase):
         """A fault of ``framework``'s adapter, said once."""
         if self.monitor is not None:
             self.monitor.warn_once(f"framework-{framework}", message)
+
+    @contextlib.contextmanager
+    def guard(self, framework: str, what: str) -> Iterator[None]:
+        """A fault inside goes no further: said once as ``<framework> <what>: <fault>``."""
+        try:
+            yield
+        except Exception as exc:
+            self.warn(framework, f"{framework} {what}: {exc!r}")
 
     # -- sinks ---------------------------------------------------------------------
     def on_report(self, report: Report) -> dict[str, Any] | None:

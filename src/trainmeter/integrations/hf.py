@@ -9,15 +9,8 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from trainmeter.integrations.adapter import Adapter, Site
+from trainmeter.integrations.adapter import Adapter, Args, Kwargs, Site
 from trainmeter.integrations.loggers import scalars
-from trainmeter.integrations.view import FrameworkControl
-
-
-class HfControl(FrameworkControl):
-    """A ``transformers.Trainer``: the adapter's callback sets ``control.should_training_stop`` at the step end."""
-
-    name, saver = "hf", "save_model"
 
 
 def as_passed(args: Any, logs: Any) -> dict[str, Any]:
@@ -59,10 +52,11 @@ def callback_class() -> type:
 
 
 class HfAdapter(Adapter):
-    """``transformers.Trainer.train``: its logs (for the taps) and its stop and save (``HfControl``)."""
+    """``transformers.Trainer.train``: its logs (for the taps), its stop (the last callback sets
+    ``control.should_training_stop`` at the step end) and ``save_model``."""
 
     framework = "hf"
-    control = HfControl
+    control = {"saver": "save_model"}
     sites = (Site(module="transformers.trainer", owner="Trainer", attr="train", logs=True),
              Site(module="transformers.trainer", owner="Trainer", attr="evaluate", logs=True, fit=False,
                   phase="eval"),
@@ -74,8 +68,7 @@ class HfAdapter(Adapter):
         self._held = 0  # taps held off by the first callback's on_log, until the last one's
         self._resume: Any = None  # the train call's resume_from_checkpoint
 
-    def begin(self, site: Site, target: Any, args: tuple[Any, ...],
-              kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any], Any]:
+    def begin(self, site: Site, target: Any, args: Args, kwargs: Kwargs) -> tuple[Args, Kwargs, Any]:
         if site.attr == "train":
             self._resume = args[0] if args else kwargs.get("resume_from_checkpoint")
         pair = (callback_class()(self, False), callback_class()(self, True))  # the first and the last of the list
@@ -97,15 +90,13 @@ class HfAdapter(Adapter):
         resume = self._resume
         if resume is None or resume is False:
             return
-        try:
+        with self.wing.guard("hf", "resume not read"):
             if resume is True:
                 from transformers.trainer_utils import get_last_checkpoint
 
                 resume = get_last_checkpoint(args.output_dir)
             self.wing.resumed("hf", state.global_step, resume, "detected", "HF Trainer train(resume_from_checkpoint="
                               f"...): its state.global_step {state.global_step} at on_train_begin")
-        except Exception as exc:
-            self.wing.warn("hf", f"hf resume not read: {exc!r}")
 
     def on_training_step(self, original: Any, trainer: Any, model: Any, inputs: Any, *args: Any, **kwargs: Any) -> Any:
         """``Trainer.training_step(model, inputs)``: its ``inputs`` are the step's batch (a micro-batch of it), counted

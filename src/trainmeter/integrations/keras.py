@@ -8,14 +8,7 @@ import functools
 from typing import Any
 
 from trainmeter.core import explicit_steps
-from trainmeter.integrations.adapter import Adapter, Site
-from trainmeter.integrations.view import FrameworkControl
-
-
-class KerasControl(FrameworkControl):
-    """A Keras 3 model in ``fit``: ``model.stop_training`` (read after each batch)."""
-
-    name, stop_flag, saver, suffix = "keras", "stop_training", "save", ".keras"
+from trainmeter.integrations.adapter import Adapter, Args, Kwargs, Site
 
 
 def rows(x: Any) -> int | None:
@@ -85,7 +78,7 @@ class KerasAdapter(Adapter):
     ``LossScaleOptimizer.scale_loss``."""
 
     framework = "keras"
-    control = KerasControl
+    control = {"stop_flag": "stop_training", "saver": "save", "suffix": ".keras"}  # read after each batch
     joins_iterables = False
     steps_at = "optimizer.iterations"
     sites = (
@@ -109,8 +102,7 @@ class KerasAdapter(Adapter):
         updates were counted), each epoch's ``logs`` series."""
         return _callback_class()(self)
 
-    def begin(self, site: Site, target: Any, args: tuple[Any, ...],
-              kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any], Any]:
+    def begin(self, site: Site, target: Any, args: Args, kwargs: Kwargs) -> tuple[Args, Kwargs, Any]:
         self.held, self._applied = (target, None), 0
         self._initial_epoch = args[11] if len(args) > 11 else kwargs.get("initial_epoch", 0)
         if self.wing.monitor is not None:
@@ -126,13 +118,11 @@ class KerasAdapter(Adapter):
         epoch = self._initial_epoch
         if not epoch:
             return
-        try:
+        with self.wing.guard("keras", "resume not read"):
             per = params.get("steps")
             self.wing.resumed("keras", epoch * per if per else None, None, "declared", f"Keras fit(initial_epoch="
                               f"{epoch}) × its {per} batches per epoch" if per else f"Keras fit(initial_epoch={epoch}): "
                               "its batches per epoch unknown (a dataset of unknown length)")
-        except Exception as exc:
-            self.wing.warn("keras", f"keras resume not read: {exc!r}")
 
     def step(self, model: Any, samples: int | None = None, update: bool = False) -> None:
         """An update of its optimizer is a step; a batch end is one only when no update was seen since the last."""
@@ -170,12 +160,10 @@ class KerasAdapter(Adapter):
         result = original(optimizer, *args, **kwargs)
         if held is None or not self.wing.gate.here():
             return result
-        try:
+        with self.wing.guard("keras", "adapter's step count disabled"):
             own = getattr(held[0], "optimizer", None)
             if optimizer is own or optimizer is getattr(own, "inner_optimizer", None):
                 self.step(held[0], held[1], update=True)
-        except Exception as exc:
-            self.wing.warn("keras", f"keras adapter's step count disabled: {exc!r}")
         return result
 
     def on_scale_loss(self, original: Any, optimizer: Any, *args: Any, **kwargs: Any) -> Any:
@@ -184,11 +172,8 @@ class KerasAdapter(Adapter):
         monitor, held, loss = self.wing.monitor, self.held, args[0] if args else kwargs.get("loss")
         if held is None or out is loss or monitor is None or not self.wing.gate.here():
             return out
-        try:
-            if optimizer is getattr(held[0], "optimizer", None):
-                scale = loss_scale(optimizer)
-                if scale is not None:
-                    explicit_steps.scaled_loss(monitor, out, scale, loss)
-        except Exception as exc:
-            self.wing.warn("keras", f"keras adapter's loss scale disabled: {exc!r}")
+        with self.wing.guard("keras", "adapter's loss scale disabled"):
+            scale = loss_scale(optimizer) if optimizer is getattr(held[0], "optimizer", None) else None
+            if scale is not None:
+                explicit_steps.scaled_loss(monitor, out, scale, loss)
         return out

@@ -19,16 +19,11 @@ def _arg(args: tuple[Any, ...], kwargs: dict[str, Any], index: int, name: str) -
 
 def scalar(value: Any) -> Any:
     """Return ``value`` if it is a loggable scalar (number or 0-d tensor/array), else ``None``."""
-    if isinstance(value, bool) or value is None:
-        return None
     if isinstance(value, numbers.Real):
-        return value
-    if getattr(value, "ndim", None) == 0 and hasattr(value, "item"):
-        dtype = getattr(value, "dtype", None)
-        if getattr(dtype, "is_complex", False) or str(dtype) in ("torch.bool", "bool"):
-            return None
-        return value
-    return None
+        return None if isinstance(value, bool) else value
+    dtype = getattr(value, "dtype", None)
+    number = getattr(value, "ndim", None) == 0 and hasattr(value, "item") and not getattr(dtype, "is_complex", False)
+    return value if number and str(dtype) not in ("torch.bool", "bool") else None
 
 
 def scalars(items: Any, prefix: str = "") -> dict[str, Any]:

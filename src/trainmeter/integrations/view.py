@@ -11,14 +11,14 @@ from typing import Any
 
 class FrameworkControl:
     """Stop and save through the framework that is training (``name``: ``"hf"``, ...), holding its object weakly:
-    ``stop_flag`` set on it (``""``: the adapter's callback stops), ``saver`` called with a path (``absolute``: as a
-    Path). ``request_stop`` from any thread, ``save_checkpoint`` on the training thread."""
+    ``stop_flag`` set on it (``""``: the adapter's callback stops), ``saver`` called with a path plus ``suffix``
+    (``absolute``: as a Path). ``request_stop`` from any thread, ``save_checkpoint`` on the training thread."""
 
-    name = saver = suffix = stop_flag = ""
-    can_stop, absolute = True, False
-
-    def __init__(self, target: Any) -> None:
+    def __init__(self, target: Any, name: str, *, saver: str = "", suffix: str = "", stop_flag: str = "",
+                 can_stop: bool = True, absolute: bool = False) -> None:
         self._ref = weakref.ref(target)
+        self.name, self.saver, self.suffix, self.stop_flag = name, saver, suffix, stop_flag
+        self.can_stop, self.absolute = can_stop, absolute
         self.stop_requested = False
 
     def target(self) -> Any:

@@ -13,7 +13,7 @@ from typing import Any
 
 from trainmeter.core import host_patches
 from trainmeter.core.text import printable
-from trainmeter.ranks.launch import PARENT_ENV, RUN_DIR_ENV, inherited_run_dir
+from trainmeter.ranks.seating import PARENT_ENV, RUN_DIR_ENV, inherited_run_dir
 
 AUTOSTART_ENV = "TRAINMETER_AUTOSTART"
 
@@ -93,46 +93,35 @@ def give_way() -> None:
     if m is None or m.steps:
         return
     _monitor = None
-    try:
+    with contextlib.suppress(Exception):
         m.finish("completed")
-    except Exception:
-        return
 
 
 def _start() -> None:
     global _fired, _monitor, _pid
     _fired = True
-    try:
+    with contextlib.suppress(Exception):
         from trainmeter.core import monitor as monitor_module
+        from trainmeter.extensions import default_extensions, make_monitor
+        from trainmeter.options import make_options
+        from trainmeter.ranks import fork
+        from trainmeter.ranks.extension import INTERVAL_ENV, NAME_ENV
 
         if monitor_module.active() is not None:
             return
-        m = _make()
+        try:
+            interval_s: Any = float(os.environ.get(INTERVAL_ENV, ""))
+        except ValueError:
+            interval_s = None
+        options = make_options(name=os.environ.get(NAME_ENV) or "run", interval_s=interval_s, widget=False)
+        out = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 (lives as long as the process)
+        m = make_monitor(options, text=False, out=out, extensions=default_extensions(options),
+                         record=fork.LazyRankRecorder())
         m.start()
         _monitor, _pid = m, os.getpid()
-        from trainmeter.ranks import fork
-
         fork.install()
         fork.watch_exit()
         atexit.register(finish_from_exit, "completed", None)
-    except Exception:
-        return
-
-
-def _make() -> Any:
-    from trainmeter.extensions import default_extensions, make_monitor
-    from trainmeter.options import make_options
-    from trainmeter.ranks.extension import INTERVAL_ENV, NAME_ENV
-    from trainmeter.ranks.fork import child_record
-
-    try:
-        interval_s: Any = float(os.environ.get(INTERVAL_ENV, ""))
-    except ValueError:
-        interval_s = None
-    options = make_options(name=os.environ.get(NAME_ENV) or "run", interval_s=interval_s, widget=False)
-    out = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 (lives as long as the process)
-    return make_monitor(options, text=False, out=out, extensions=default_extensions(options),
-                        record=child_record())
 
 
 def finish_from_exit(status: str, error: BaseException | None) -> None:

@@ -15,10 +15,18 @@ from trainmeter.core import host_patches
 from trainmeter.core.extension import ExtensionBase, Report
 from trainmeter.core.patches import Patches
 from trainmeter.ranks import fork
-from trainmeter.ranks.identity import dist_state, rank_device, this_node
-from trainmeter.ranks.launch import PARENT_ENV, RUN_DIR_ENV, mark_parent_folder, seats
-from trainmeter.ranks.seating import clear_seat, current_seat
-from trainmeter.ranks.timing import StepTiming
+from trainmeter.ranks.seating import (
+    PARENT_ENV,
+    RUN_DIR_ENV,
+    clear_seat,
+    current_seat,
+    dist_state,
+    mark_parent_folder,
+    rank_device,
+    seats,
+    this_node,
+)
+from trainmeter.ranks.stragglers import StepTiming
 from trainmeter.sizes import format_percent
 
 if TYPE_CHECKING:
@@ -68,9 +76,8 @@ class RanksExtension(ExtensionBase):
             return  # children are seated only in a folder this process marked (docs/spec.md section 19)
         values = {RUN_DIR_ENV: str(monitor.run_dir), PARENT_ENV: str(os.getpid()), NAME_ENV: monitor.options.name,
                   INTERVAL_ENV: repr(float(monitor.options.interval_s)), ROOT_ENV: str(monitor.options.run_root)}
-        for key, value in values.items():
-            self._saved_env[key] = os.environ.get(key)
-            os.environ[key] = value
+        self._saved_env = {key: os.environ.get(key) for key in values}
+        os.environ.update(values)
         self._count_spawns()
 
     def _count_spawns(self) -> None:
@@ -113,17 +120,13 @@ class RanksExtension(ExtensionBase):
 
     def _backend_now(self) -> str | None:
         """The ``torch.distributed`` backend, once seen initialised (it may be destroyed before the end)."""
-        if self._backend is None:
-            state = dist_state(None)
-            self._backend = state[2] if state is not None else None
+        if self._backend is None and (state := dist_state(None)) is not None:
+            self._backend = state[2]
         return self._backend
 
     def after_fork_in_child(self, monitor: RunContext) -> None:
         """In a forked child: the inherited parent role becomes a rank role (the export stays for the seat)."""
-        self._saved_env = {}
-        self._section = None
-        self._follower = None
-        self._panels = []
+        self._saved_env, self._section, self._follower, self._panels = {}, None, None, []
         if self._timing is not None:
             self._timing.stop()
             self._timing = None
@@ -148,15 +151,10 @@ class RanksExtension(ExtensionBase):
         """Rank: its identity and step timing of the window. Parent: nothing."""
         if self.role != "rank":
             return None
-        seat = current_seat()
-        out: dict[str, Any] = {"rank": seat.identity.rank if seat else None, "backend": self._backend_now()}
-        if self._timing is not None:
-            out["timing"] = self._timing.take_window()
-        out["device"] = self._device_now()
-        compute = self._compute_fields()
-        if compute:
-            out["compute"] = compute
-        return out
+        seat, compute = current_seat(), self._compute_fields()
+        timing = {"timing": self._timing.take_window()} if self._timing is not None else {}
+        return {"rank": seat.identity.rank if seat else None, "backend": self._backend_now(), **timing,
+                "device": self._device_now(), **({"compute": compute} if compute else {})}
 
     def _device_now(self) -> dict[str, Any] | None:
         """This rank's GPU; looked up at each report until torch names it (then kept)."""
@@ -176,9 +174,8 @@ class RanksExtension(ExtensionBase):
         fpt = {conv: d.value for conv, d in with_counted(ext.flops_per_token, ext.counted).items()}
         peak = peak_input(ext.peak) if ext.peak is not None else None
         return {"convention": m.options.convention, "flops_per_token": fpt,
-                "peak_flops_per_s": peak.value if peak is not None else None,
-                "peak_text": peak.source if peak is not None else "",
-                "peak_provenance": peak.provenance if peak is not None else None, "peak_missing": ext.peak_missing}
+                "peak_flops_per_s": getattr(peak, "value", None), "peak_text": getattr(peak, "source", ""),
+                "peak_provenance": getattr(peak, "provenance", None), "peak_missing": ext.peak_missing}
 
     def view(self) -> dict[str, Any] | None:
         """A parent's merged launch section once its children ended (the widget's headline of a parent that trained
@@ -196,34 +193,22 @@ class RanksExtension(ExtensionBase):
             section["device"] = self._device_now()
             if self._timing is not None:
                 section["timing"] = self._timing.summary()
-            self._say_first_step()
+            m = self._monitor  # a rank started by its first optimizer step: why step 1's tokens are missing
+            info = m.series_info.get("tokens_per_step") if m is not None else None
+            if info is not None and "counted from step 2" in str(info.get("note") or ""):
+                m.annotate_series("tokens_per_step", "first_step", (
+                    "not counted: this rank's optimizer was built before trainmeter was armed in it (trainmeter "
+                    "imported after it, without trainmeter-autostart.pth), so its record starts at its first optimizer "
+                    "step, after that step's batches were seen"))
             clear_seat()
             return section
-        if self._section is not None and self._ranks:
-            self._add_own_node_ladder()
+        gpu: GpuView | None = self._monitor.extension("gpu") if self._monitor is not None else None
+        own = gpu.section if gpu is not None else None  # a parent sampled its node: the ranks' ladders from it
+        if self._section is not None and self._ranks and isinstance(own, dict):
+            from trainmeter.ranks.launch_mfu import launch_ladders
+
+            self._section["gpu_ladder"] = launch_ladders(self._ranks, {this_node(): own})
         return self._section
-
-    def _say_first_step(self) -> None:
-        """A rank started by its first optimizer step (its optimizer built before the arming): why step 1's tokens are
-        missing."""
-        m = self._monitor
-        info = m.series_info.get("tokens_per_step") if m is not None else None
-        if info is not None and "counted from step 2" in str(info.get("note") or ""):
-            m.annotate_series("tokens_per_step", "first_step", (
-                "not counted: this rank's optimizer was built before trainmeter was armed in it (trainmeter imported "
-                "after it, without trainmeter-autostart.pth), so its record starts at its first optimizer step, after "
-                "that step's batches were seen"))
-
-    def _add_own_node_ladder(self) -> None:
-        """A parent sampled its node: the ranks' ladders come from its own ``gpu`` section (built just before)."""
-        m = self._monitor
-        gpu: GpuView | None = m.extension("gpu") if m is not None else None
-        section = gpu.section if gpu is not None else None
-        if not isinstance(section, dict) or self._section is None:
-            return
-        from trainmeter.ranks.rank_ladder import launch_ladders
-
-        self._section["gpu_ladder"] = launch_ladders(self._ranks, {this_node(): section})
 
     def _merge(self, m: Any) -> dict[str, Any] | None:
         """The parent's section: its seats merged, or a note on forked children it did not see."""
@@ -271,7 +256,7 @@ class RanksExtension(ExtensionBase):
         """Parent with ranks: the launch's MFU tile (devices = world size). Reads the last poll's state."""
         if self.role != "parent" or self._follower is None or not self._follower.ranks():
             return []
-        from trainmeter.ranks.panel import launch_mfu_tile
+        from trainmeter.ranks.merge import launch_mfu_tile
 
         tile = launch_mfu_tile(self._follower.ranks())
         return [tile] if tile is not None else []
@@ -284,16 +269,16 @@ class RanksExtension(ExtensionBase):
         if now - self._polled_s < PANEL_POLL_S:
             return self._panels
         self._polled_s = now
-        if self._follower is None and not seats(self._monitor.run_dir):
-            return self._panels  # no seat folder, so no rank wrote a record (one process): nothing loaded or read
         if self._follower is None:
+            if not seats(self._monitor.run_dir):
+                return self._panels  # no seat folder, so no rank wrote a record (one process): nothing loaded or read
             from trainmeter.ranks.follow import RunFollower
 
             self._follower = RunFollower(self._monitor.run_dir)
         self._follower.poll()
         self._panels = []
-        if self._follower.ranks():  # a rank wrote a record: only then is the panel module loaded
-            from trainmeter.ranks.panel import ranks_panel
+        if self._follower.ranks():  # a rank wrote a record: only then is the merge module loaded
+            from trainmeter.ranks.merge import ranks_panel
 
             panel = ranks_panel(self._follower)
             self._panels = [panel] if panel is not None else []

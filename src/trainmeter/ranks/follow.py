@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trainmeter.ranks.launch import seats
+from trainmeter.ranks.seating import seats
 from trainmeter.record.events import LOG_FILE, Record, parse_line
 from trainmeter.record.safe_read import open_regular
 
@@ -35,8 +35,7 @@ class TailReader:
         """Parse and return the complete records appended since the last call (never raises)."""
         try:
             with open_regular(self.path) as f:  # a FIFO or a device is never followed
-                size = os.fstat(f.fileno()).st_size
-                if size < self.offset:  # truncated or replaced: start over
+                if os.fstat(f.fileno()).st_size < self.offset:  # truncated or replaced: start over
                     self.offset, self._partial, self._skipping = 0, b"", False
                 f.seek(self.offset)
                 chunk = f.read(self.max_bytes)
@@ -44,8 +43,7 @@ class TailReader:
             return []
         self.offset += len(chunk)
         self.bytes_read += len(chunk)
-        data = self._partial + chunk
-        lines = data.split(b"\n")
+        lines = (self._partial + chunk).split(b"\n")
         self._partial = lines.pop()
         if len(self._partial) > self.max_bytes:  # one line longer than a read: skip it to its end
             self._partial, self._skipping = b"", True
@@ -93,21 +91,13 @@ class RunFollower:
         """Bytes read so far over every file."""
         return sum(r.bytes_read for r in self._readers.values())
 
-    def _discover(self) -> None:
-        if "" not in self._readers and (self.run_dir / LOG_FILE).exists():
-            self._add("", self.run_dir / LOG_FILE)
-        for seat in seats(self.run_dir):
-            if seat.name not in self._readers and (seat / LOG_FILE).exists():
-                self._add(seat.name, seat / LOG_FILE)
-
-    def _add(self, seat: str, path: Path) -> None:
-        self._readers[seat] = TailReader(path, self.max_bytes)
-        self.sources[seat] = SourceState(seat=seat)
-
     def poll(self, on_record: Callable[[str, Record], None] | None = None) -> dict[str, SourceState]:
         """Read what was appended since the last poll, each record also to ``on_record(seat, record)``; return the
-        state of every source."""
-        self._discover()
+        state of every source (the run's own log, ``""``, and each seat's, found as they appear)."""
+        for seat, folder in (("", self.run_dir), *((p.name, p) for p in seats(self.run_dir))):
+            if seat not in self._readers and (folder / LOG_FILE).exists():
+                self._readers[seat] = TailReader(folder / LOG_FILE, self.max_bytes)
+                self.sources[seat] = SourceState(seat=seat)
         now = time.time()
         for seat, reader in self._readers.items():
             records = reader.read()
@@ -136,35 +126,29 @@ def apply_record(state: SourceState, record: Record) -> None:
         state.interval = record
         state.steps = int(record.get("step") or 0)
         state.tokens = int(record.get("tokens") or 0)
-    elif kind == "steps":
-        steps = record.get("step") or []
-        if steps:
-            state.steps = max(state.steps, int(steps[-1]))
+    elif kind == "steps" and (steps := record.get("step")):
+        state.steps = max(state.steps, int(steps[-1]))
     elif kind == "rank":
-        state.rank = record.get("rank")
-        state.node = record.get("node")
-        state.pid = record.get("pid")
-        state.world_size = record.get("world_size")
+        for key in ("rank", "node", "pid", "world_size"):
+            setattr(state, key, record.get(key))
     elif kind == "end":
         state.status = str(record.get("status") or "ended")
 
 
 def newest_live_run(root: Path, within_s: float = 120.0) -> Path | None:
     """The run folder under ``root`` whose log (or a rank's) grew last, if it grew in the last ``within_s``."""
-    best: tuple[float, Path] | None = None
     try:
         folders = [p for p in Path(root).iterdir() if p.is_dir() and not p.name.startswith(".")]
     except OSError:
         return None
-    for folder in folders:
-        logs = [folder / LOG_FILE, *(seat / LOG_FILE for seat in seats(folder))]
-        for log in logs:
-            try:
-                mtime = log.stat().st_mtime
-            except OSError:
-                continue
-            if best is None or mtime > best[0]:
-                best = (mtime, folder)
-    if best is None or time.time() - best[0] > within_s:
+    grown = [(mtime, folder) for folder in folders for log in (folder, *seats(folder))
+             if (mtime := _mtime(log / LOG_FILE)) is not None]
+    best = max(grown, key=lambda pair: pair[0], default=None)
+    return None if best is None or time.time() - best[0] > within_s else best[1]
+
+
+def _mtime(path: Path) -> float | None:
+    try:
+        return path.stat().st_mtime
+    except OSError:
         return None
-    return best[1]

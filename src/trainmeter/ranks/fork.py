@@ -44,7 +44,7 @@ def install() -> None:
         return
     _installed_pid = os.getpid()
     os.register_at_fork(before=_before, after_in_parent=_after_in_parent, after_in_child=_after_in_child)
-    atexit.register(_at_exit)
+    atexit.register(_finish_child, "completed")
     with contextlib.suppress(Exception):
         from multiprocessing import util
 
@@ -74,7 +74,7 @@ def _after_in_parent() -> None:
     while _held:
         with contextlib.suppress(Exception):
             _held.pop().release()
-    if monitor_module.active() is not None:
+    if m is not None:
         _forks += 1
 
 
@@ -82,67 +82,44 @@ def _after_in_child() -> None:
     global _child_monitor, _child_pid, _forks
     _held.clear()  # the child's copies are replaced below, never released
     _forks = 0
-    m = monitor_module.rehome_in_child(child_record, THREAD_EXTENSIONS, CHILD_FIRST_REPORT_S)
+    m = monitor_module.rehome_in_child(LazyRankRecorder, THREAD_EXTENSIONS, CHILD_FIRST_REPORT_S)
     if m is not None:
         _child_monitor, _child_pid = m, os.getpid()
 
 
-def child_record() -> Any:
-    """A child's record (forked, or autostarted): an unseated rank's, seated at its first report."""
-    return LazyRankRecorder(RunRecorder())
+class LazyRankRecorder(RunRecorder):
+    """A child's record (forked, or autostarted): an unseated rank's, which takes its seat only at the first report
+    after a step, so a process that never steps leaves no trace (:meth:`open` is deferred to then)."""
 
+    def __init__(self) -> None:
+        super().__init__()
+        self.seated = False  # whether the run took its seat (wrote anything)
+        self._opened_at: str | None = None
 
-class LazyRankRecorder:
-    """A record sink that takes its seat only at the first report after a step (a forked or autostarted child's):
-    a process that never steps leaves no trace. Defers :meth:`open` of ``inner`` to then (RecordSink)."""
-
-    def __init__(self, inner: Any) -> None:
-        self._inner = inner
-        self._open = False
-        self._started_at: str | None = None
-
-    @property
-    def seated(self) -> bool:
-        """Whether the run took its seat (wrote anything)."""
-        return self._open
-
-    def open(self, run: Any, started_at: str) -> Path | None:  # type: ignore[override]
+    def open(self, run: Any, started_at: str) -> Path | None:
         """Remember the start; make nothing yet (the run's ``run_dir`` stays ``None``)."""
-        self._started_at = started_at
+        self._opened_at = started_at
         return None
 
-    def _seat(self, run: Any) -> bool:
-        if not self._open and run.steps > 0:
-            self._open = True
-            run.set_run_dir(self._inner.open(run, self._started_at or run.started_at))
-        return self._open
+    def _seated_now(self, run: Any) -> bool:
+        if not self.seated and run.steps > 0:
+            self.seated = True
+            run.set_run_dir(super().open(run, self._opened_at or run.started_at))
+        return self.seated
 
     def write_interval(self, run: Any, elapsed_s: float, phases_s: dict[str, float], extra: dict[str, Any]) -> None:
         """Seat on the first report after a step, then write like the ordinary record."""
-        if self._seat(run):
-            self._inner.write_interval(run, elapsed_s, phases_s, extra)
-
-    def text_line(self, run: Any) -> str:
-        """The text line (computed even when nothing is written)."""
-        return self._inner.text_line(run)
+        if self._seated_now(run):
+            super().write_interval(run, elapsed_s, phases_s, extra)
 
     def closing_line(self, run: Any) -> str:
         """The closing line, or an empty one when the run never took a seat."""
-        return self._inner.closing_line(run) if self._open else ""
+        return super().closing_line(run) if self.seated else ""
 
     def write_passport(self, run: Any) -> None:
         """The rank's passport, when it took a seat."""
-        if self._seat(run):
-            self._inner.write_passport(run)
-
-    def abandon_in_child(self) -> None:
-        """In a forked child: let go of the parent's run log without writing to it."""
-        self._inner.abandon_in_child()
-
-    def close(self) -> None:
-        """Close the run log, if opened."""
-        if self._open:
-            self._inner.close()
+        if self._seated_now(run):
+            super().write_passport(run)
 
 
 def _finish_child(status: str, error: BaseException | None = None) -> None:
@@ -165,10 +142,6 @@ def _mp_after_fork(_key: Any = None) -> None:
         from multiprocessing import util
 
         util.Finalize(_mp_after_fork, _mp_finalizer, exitpriority=100)
-
-
-def _at_exit() -> None:
-    _finish_child("completed")
 
 
 def watch_exit() -> None:

@@ -1,4 +1,5 @@
-"""MFU of a whole launch: compute's MFU (docs/spec.md section 5) with devices = world size (section 19). Pure."""
+"""MFU of a whole launch: compute's MFU (docs/spec.md section 5) with devices = world size, and the utilization
+ladder per rank and per node, matched by device UUID (section 19). Pure."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from trainmeter.compute.flops import flops_input, mfu_conventions, with_counted
 from trainmeter.compute.mfu import PACES, PEAK_FLAGS, mfu_derivation, mfu_name, peak_input
 from trainmeter.compute.peaks import PeakRow
 from trainmeter.core.provenance import Derivation, Input, Provenance, as_provenance, finite_number, weakest
+from trainmeter.gpu.ladder import LABELS, Rung, diagnose
 
 PREFIX = "distributed."  # a launch's MFU beside a rank's own: distributed.mfu[hf], distributed.mfu.session[hf]
 
@@ -64,11 +66,6 @@ def rank_compute_from_interval(label: str, interval: Mapping[str, Any]) -> RankC
         peak=None if peak is None else Input(name="peak", value=peak, unit="FLOP/s", source=str(
             fields.get("peak_text") or ""), provenance=as_provenance(fields.get("peak_provenance"))),
         peak_missing=fields.get("peak_missing"), convention=fields.get("convention"))
-
-
-def conventions(ranks: Sequence[RankCompute], convention: str | None = None) -> list[str]:
-    """The conventions to report, by compute's rule (:func:`trainmeter.compute.flops.mfu_conventions`)."""
-    return mfu_conventions((c for r in ranks for c in r.flops_per_token), convention)
 
 
 def launch_mfu(ranks: Sequence[RankCompute], world_size: int, convention: str, *,
@@ -144,10 +141,72 @@ def launch_mfu_figures(ranks: Sequence[RankCompute], world_size: int, convention
     derivations: list[Derivation] = []
     mfu: dict[str, float | None] = {}
     session: dict[str, float | None] = {}
-    for conv in conventions(ranks, convention) or ["hf"]:
+    for conv in mfu_conventions((c for r in ranks for c in r.flops_per_token), convention) or ["hf"]:  # compute's rule
         train, wall = (launch_mfu(ranks, world_size, conv, pace=pace, missing_ranks=missing_ranks) for pace in PACES)
         mfu[conv], session[conv] = train.value, wall.value
         derivations += [train, wall]
     missing = next((d.missing for d in derivations if d.missing), None)
     return {"mfu": mfu, "mfu_session": session, "mfu_devices": world_size, "mfu_convention": convention,
             "mfu_missing": missing, "derivations": derivations}
+
+
+def _device_ladders(gpu: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Each sampled device of a node's ``gpu`` section: index, name, uuid, rungs, sentence."""
+    ladders = {int(entry["index"]): entry for entry in gpu.get("ladder") or [] if "index" in entry}
+    return [{"index": dev.get("index"), "name": dev.get("name"), "uuid": dev.get("uuid"),
+             "rungs": dict(entry.get("rungs") or {}), "dram_bw_util": entry.get("dram_bw_util"),
+             "ofu": (entry.get("ofu") or {}).get("value"), "falloff": entry.get("falloff"),
+             "sentence": entry.get("sentence")}
+            for dev in gpu.get("devices") or [] if (entry := ladders.get(int(dev.get("index", -1)))) is not None]
+
+
+def _match(device: Mapping[str, Any] | None, ladders: Sequence[dict[str, Any]]) -> tuple[dict[str, Any] | None, str]:
+    if not device:
+        return None, "no device recorded for this rank (it has no CUDA context, or never reported)"
+    uuid, index = (device.get("uuid") or "").lower(), device.get("nvml_index")
+    if uuid:
+        entry = next((e for e in ladders if (e.get("uuid") or "").lower() == uuid), None)
+        return entry, ("matched by UUID" if entry is not None
+                       else f"its device {device['uuid']} is not among the devices its node's sampler read")
+    entry = next((e for e in ladders if index is not None and e.get("index") == index), None)
+    return entry, (f"matched by NVML index {index} ({device.get('how')})" if entry is not None
+                   else f"its device (NVML index {index}, assumed) is not among the devices its node's sampler read")
+
+
+def launch_ladders(ranks: Sequence[Any], node_gpus: Mapping[str, Mapping[str, Any]]) -> dict[str, Any] | None:
+    """The ``distributed.gpu_ladder`` section (docs/spec.md section 19) of ``ranks``
+    (:class:`~trainmeter.ranks.merge.RankSummary`) from the ranks' own ``node_gpu`` and ``node_gpus`` (node -> its
+    sampler's passport ``gpu`` section, over theirs), or ``None`` when there is none."""
+    node_gpus = {**{r.node: r.node_gpu for r in ranks if r.node and r.node_gpu}, **node_gpus}
+    if not node_gpus:
+        return None
+    nodes = {node: _device_ladders(gpu) for node, gpu in node_gpus.items()}
+    missing = [f"{node}: {gpu.get('reason')}" for node, gpu in node_gpus.items()
+               if not gpu.get("available", True) and gpu.get("reason")]
+    rows = []
+    for r in ranks:
+        ladders = nodes.get(r.node or "")
+        if ladders is None:
+            missing.append(f"{r.label}: no GPU sampler's record from its node {r.node}")
+            continue
+        entry, how = _match(r.device, ladders)
+        if entry is None:
+            missing.append(f"{r.label}: {how}")
+            continue
+        # the device's first three rungs with the rank's own MFU (its provenance by the one rule, from its passport's
+        # MFU derivation), and the fall-off decided again
+        rungs = {k: dict(v) for k, v in (entry.get("rungs") or {}).items()}
+        own = getattr(getattr(r, "compute", None), "own_mfu_provenance", None)
+        rungs["mfu"] = {"value": r.mfu, "source": "this rank's MFU (its tokens, one device)",
+                        "provenance": as_provenance(own, "counted"),
+                        "missing": None if r.mfu is not None else (r.mfu_missing or "this rank has no MFU")}
+        shown = {key: rungs.get(key) or {} for key in ("gpu_util", "sm_activity", "tensor_activity", "mfu")}
+        falloff, sentence = diagnose(tuple(Rung(key=key, label=LABELS.get(key, key), value=g.get("value"),
+                                                source=g.get("source") or "", missing=g.get("missing"),
+                                                provenance=as_provenance(g.get("provenance"), "measured"))
+                                           for key, g in shown.items()),
+                                     ofu=entry.get("ofu"), dram_bw_util=entry.get("dram_bw_util"))
+        rows.append({"seat": r.seat, "rank": r.rank, "node": r.node, "index": entry["index"],
+                     "uuid": entry.get("uuid"), "name": entry.get("name"), "matched": how, "rungs": rungs,
+                     "falloff": falloff, "sentence": sentence})
+    return {"ranks": rows, "nodes": nodes, "missing": missing}

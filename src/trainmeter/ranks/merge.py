@@ -1,32 +1,36 @@
-"""Merged figures of a launch from its seats' files: per-rank summaries, the ``distributed`` section, and the
-launch's passport when no parent owns it (docs/spec.md section 19).
+"""Merged figures of a launch from its seats' files: per-rank summaries, the ``distributed`` section, the
+launch's passport when no parent owns it, and the ranks panel and tiles of a followed launch (docs/spec.md section
+19; docs/protocol.md panel and tile).
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import os
-from dataclasses import asdict, dataclass, field
+import time
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from trainmeter.core.provenance import Derivation, Input
+from trainmeter.compute.flops import mfu_conventions
+from trainmeter.core.provenance import Derivation, Input, derived_provenance
 from trainmeter.core.throughput import NO_RANK_READ
-from trainmeter.ranks.follow import rank_order
-from trainmeter.ranks.identity import this_node
-from trainmeter.ranks.launch import seats
+from trainmeter.ranks.follow import RunFollower, rank_order
 from trainmeter.ranks.launch_mfu import (
     RankCompute,
+    launch_ladders,
+    launch_mfu,
     launch_mfu_figures,
     rank_compute_from_interval,
     rank_compute_from_passport,
 )
-from trainmeter.ranks.rank_ladder import launch_ladders
+from trainmeter.ranks.seating import seats, this_node
 from trainmeter.ranks.stragglers import repeated_offenders, score_ranks, with_repeats
 from trainmeter.record.events import LOG_FILE, head, last_of_kinds, tail
 from trainmeter.record.runlog import clean, write_file_atomic
 from trainmeter.record.safe_read import read_passport
-from trainmeter.sizes import format_integer, format_percent
+from trainmeter.sizes import format_integer, format_percent, format_seconds
 
 WINDOW_TAIL_BYTES = 4 * 1024 * 1024  # the tail of a rank's log read for its report windows
 
@@ -60,37 +64,22 @@ class RankSummary:
     node_gpu: dict[str, Any] | None = field(default=None, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict (one entry of ``distributed.ranks``)."""
-        out = asdict(self)
-        out.pop("compute", None)
-        out.pop("node_gpu", None)
-        if not self.token_unit:
-            out["tokens"] = None
-        return out
+        """JSON-ready dict (one entry of ``distributed.ranks``: the fields shown in its repr)."""
+        out = {f.name: copy.deepcopy(getattr(self, f.name)) for f in fields(self) if f.repr}
+        return {**out, "tokens": self.tokens if self.token_unit else None}
 
     @property
     def label(self) -> str:
         """``rank 1``, or the seat name for a child with no rank."""
         return f"rank {self.rank}" if self.rank is not None else self.seat
 
-
-def _peak_memory(memory: dict[str, Any] | None) -> int | None:
-    if not memory:
-        return None
-    cuda = memory.get("cuda") or {}
-    for key in ("max_allocated_bytes", "peak_allocated_bytes", "allocated_bytes"):
-        if cuda.get(key) is not None:
-            return int(cuda[key])
-    peak = memory.get("rss_peak_bytes")
-    return int(peak) if peak is not None else None
+    @property
+    def key(self) -> int | str:
+        """Its rank, else its seat name (the straggler scores' key)."""
+        return self.rank if self.rank is not None else self.seat
 
 
 FIRST_STEP_MISSED = "counted from step 2"  # the probes' tokens_per_step note (core/loss_capture.py)
-
-
-def _tokens_note(p: dict[str, Any]) -> str:
-    info = (p.get("series_info") or {}).get("tokens_per_step") or {}
-    return str(info.get("note") or "") if isinstance(info, dict) else ""
 
 
 def read_seat(seat_dir: Path) -> RankSummary:
@@ -101,27 +90,34 @@ def read_seat(seat_dir: Path) -> RankSummary:
     label = f"rank {base['rank']}" if base["rank"] is not None else seat_dir.name
 
     def figures(rec: dict[str, Any], steps_key: str, section: dict[str, Any]) -> dict[str, Any]:
+        memory = rec.get("memory") or {}
+        cuda = memory.get("cuda") or {}
+        peak = next((cuda[k] for k in ("max_allocated_bytes", "peak_allocated_bytes", "allocated_bytes")
+                     if cuda.get(k) is not None), memory.get("rss_peak_bytes"))
         return {**base, "backend": section.get("backend") or ident.get("backend"),
                 "device": section.get("device") or ident.get("device"), "steps": int(rec.get(steps_key) or 0),
                 "tokens": int(rec.get("tokens") or 0), "token_unit": rec.get("token_unit", "tokens"),
                 "elapsed_s": rec.get("elapsed_s"),
                 "seconds_per_step": (rec.get("throughput") or {}).get("seconds_per_step"),
-                "peak_memory_bytes": _peak_memory(rec.get("memory")),
+                "peak_memory_bytes": int(peak) if peak is not None else None,
                 "data_wait_s": (rec.get("phases_s") or {}).get("data_wait"),
                 "timing": dict(section.get("timing") or {})}
 
     p = load_passport(seat_dir / "passport.json")  # missing or damaged: summarised from its log
     if p:
         compute = p.get("compute") or {}
-        own_mfu, own_missing = _own_mfu(compute.get("mfu") or {}, compute.get("convention"),
-                                        compute.get("mfu_missing"))
-        gpu = p.get("gpu")
-        return RankSummary(**figures(p, "steps", p.get("distributed") or {}), mfu=own_mfu,
-                           mfu_missing=own_missing, compute=rank_compute_from_passport(label, p),
+        mfu, key = compute.get("mfu") or {}, compute.get("convention") or "hf"  # its own, under its convention
+        missing = compute.get("mfu_missing") or (f"no MFU under {key}" if mfu else "no MFU recorded")
+        gpu, tokens_info = p.get("gpu"), (p.get("series_info") or {}).get("tokens_per_step")
+        return RankSummary(**figures(p, "steps", p.get("distributed") or {}),
+                           mfu=None if mfu.get(key) is None else float(mfu[key]),
+                           mfu_missing=missing if mfu.get(key) is None else None,
+                           compute=rank_compute_from_passport(label, p),
                            node_gpu=gpu if isinstance(gpu, dict) and gpu.get("devices") else None,
                            status=str(p.get("status") or "unfinished"),
                            error="; ".join(str(e) for e in (p.get("damaged"), p.get("error")) if e) or None,
-                           first_step_counted=FIRST_STEP_MISSED not in _tokens_note(p))
+                           first_step_counted=not isinstance(tokens_info, dict)
+                           or FIRST_STEP_MISSED not in str(tokens_info.get("note") or ""))
     last = last_of_kinds(seat_dir / LOG_FILE, ("interval", "end"))
     interval = last.get("interval") or {}
     end = last.get("end") or {}
@@ -130,15 +126,6 @@ def read_seat(seat_dir: Path) -> RankSummary:
         status = "died"  # its process is gone and it wrote no end: killed (SIGKILL, out of memory)
     return RankSummary(**figures(interval, "step", interval.get("distributed") or {}),
                        compute=rank_compute_from_interval(label, interval), status=status, error=end.get("error"))
-
-
-def _own_mfu(mfu: dict[str, Any], convention: str | None, missing: str | None) -> tuple[float | None, str | None]:
-    """A rank's own MFU under its convention (else the ``hf`` one), and why it is missing."""
-    key = convention or "hf"
-    value = mfu.get(key)
-    if value is None:
-        return None, missing or (f"no MFU under {key}" if mfu else "no MFU recorded")
-    return float(value), None
 
 
 def process_alive(pid: Any) -> bool:
@@ -162,8 +149,7 @@ def read_launch(launch_dir: Path) -> list[RankSummary]:
 def window_history(seat_dir: Path) -> list[dict[str, Any]]:
     """The rank's report windows (``distributed.timing.window`` of its interval records, last 4 MiB of its log)."""
     records = tail(seat_dir / LOG_FILE, max_bytes=WINDOW_TAIL_BYTES, kinds=("interval",))
-    windows = (((r.get("distributed") or {}).get("timing") or {}).get("window") for r in records)
-    return [w for w in windows if w]
+    return [w for r in records if (w := ((r.get("distributed") or {}).get("timing") or {}).get("window"))]
 
 
 def distributed_section(ranks: list[RankSummary], *, launch_dir: Path | None = None,
@@ -195,10 +181,10 @@ def distributed_section(ranks: list[RankSummary], *, launch_dir: Path | None = N
     missing = sorted(set(range(world_size)) - ranked) if ranked else []
     if not ranked:
         world_size = max(world_size, len(ranks))  # one device per child process
-    waits = {_key(r): r.data_wait_s / r.elapsed_s for r in ranks if r.data_wait_s is not None and r.elapsed_s}
-    report = score_ranks({_key(r): r.timing for r in ranks if r.timing}, waits)
+    waits = {r.key: r.data_wait_s / r.elapsed_s for r in ranks if r.data_wait_s is not None and r.elapsed_s}
+    report = score_ranks({r.key: r.timing for r in ranks if r.timing}, waits)
     if report is not None and launch_dir is not None:
-        counts, compared = repeated_offenders({_key(r): window_history(launch_dir / r.seat) for r in ranks})
+        counts, compared = repeated_offenders({r.key: window_history(launch_dir / r.seat) for r in ranks})
         report = with_repeats(report, counts, compared)
     notes = []
     if not together:
@@ -227,19 +213,12 @@ def distributed_section(ranks: list[RankSummary], *, launch_dir: Path | None = N
             **mfu, "gpu_ladder": ladder, "notes": notes, "derivations": [d.to_dict() for d in derivations]}
 
 
-def _key(r: RankSummary) -> int | str:
-    return r.rank if r.rank is not None else r.seat
-
-
 def launch_status(ranks: list[RankSummary], world_size: int) -> str:
     """``completed`` when every rank of the world completed; else the first bad status, or ``running``."""
     statuses = [r.status for r in ranks]
-    for bad in ("failed", "died", "interrupted", "terminated", "damaged"):
-        if bad in statuses:
-            return bad
-    if len(ranks) >= world_size and all(s == "completed" for s in statuses):
-        return "completed"
-    return "unfinished"
+    bad = next((s for s in ("failed", "died", "interrupted", "terminated", "damaged") if s in statuses), None)
+    done = len(ranks) >= world_size and all(s == "completed" for s in statuses)
+    return bad or ("completed" if done else "unfinished")
 
 
 def write_launch_passport(launch_dir: Path, name: str) -> dict[str, Any]:
@@ -247,10 +226,9 @@ def write_launch_passport(launch_dir: Path, name: str) -> dict[str, Any]:
     ranks = read_launch(launch_dir)
     section = distributed_section(ranks, launch_dir=launch_dir)
     passports = [load_passport(launch_dir / r.seat / "passport.json") for r in ranks]
-    starts = [p.get("started_at") for p in passports if p.get("started_at")]
-    ends = [p.get("ended_at") for p in passports if p.get("ended_at")]
     passport = {"schema_version": 1, "name": name, "status": launch_status(ranks, section["world_size"]), "error": None,
-                "started_at": min(starts) if starts else None, "ended_at": max(ends) if ends else None,
+                "started_at": min((p["started_at"] for p in passports if p.get("started_at")), default=None),
+                "ended_at": max((p["ended_at"] for p in passports if p.get("ended_at")), default=None),
                 "steps": section["global_steps"], "tokens": section["global_tokens"],
                 "token_unit": section["token_unit"],
                 "distributed": section, "derivations": list(section["derivations"]), "warnings": list(section["notes"])}
@@ -304,3 +282,75 @@ def after_rank_finished(seat: Any) -> None:
             fcntl.flock(lock.fileno(), fcntl.LOCK_EX)  # released as the file closes
         name = load_passport(seat.dir / "passport.json").get("name") or seat.launch_dir.name
         write_launch_passport(seat.launch_dir, str(name))
+
+
+STALE_S = 60.0
+
+
+def ranks_panel(follower: RunFollower, now_s: float | None = None) -> dict[str, Any] | None:
+    """The panel dict, or ``None`` before any rank wrote a record."""
+    ranks = follower.ranks()
+    if not ranks:
+        return None
+    now = time.time() if now_s is None else now_s
+    rows = []
+    timings: dict[int | str, dict[str, Any]] = {}
+    for r in ranks:
+        interval = r.interval or {}
+        fields = interval.get("distributed") or {}
+        if fields.get("timing"):
+            timings[r.rank if r.rank is not None else r.seat] = fields["timing"]
+        status = r.status
+        if status == "running" and r.node == this_node() and not process_alive(r.pid):
+            status = f"died at step {r.steps}"
+        elif status == "running" and r.updated_s and now - r.updated_s > STALE_S:
+            status = f"silent for {now - r.updated_s:.0f} s"
+        sps = (interval.get("throughput") or {}).get("seconds_per_step")
+        note = f"{status}; {format_seconds(sps)}/step" if sps else status  # as the step tile
+        device = fields.get("device") or {}
+        if device.get("uuid"):
+            note += f"; {device['uuid']}"  # its GPU (the merged passport has its ladder)
+        rows.append({"label": r.label, "value": r.steps, "unit": "steps", "provenance": "counted", "note": note})
+    conv, world, d = launch_mfu_now(ranks)
+    rows.append({"label": f"MFU, all ranks ({conv}, {world} devices)", "value": d.value, "unit": "fraction",
+                 "provenance": derived_provenance(d),
+                 "note": d.missing if d.value is None else "F x global tokens / wall s / (devices x peak)"})
+    report = score_ranks(timings)
+    note = report.verdict if report is not None else "straggler scores need two ranks with timed steps"
+    return {"id": "ranks", "title": f"Ranks ({len(ranks)})", "rows": rows, "note": note}
+
+
+def launch_mfu_now(ranks: list[Any]) -> tuple[str, int, Any]:
+    """``(convention, world size, Derivation)``: the launch's MFU so far over the wall clock, devices = world size,
+    from each rank's latest interval record."""
+    inputs = [rank_compute_from_interval(r.label, r.interval or {}) for r in ranks]
+    world = max([int(r.world_size) for r in ranks if r.world_size] + [len(ranks)])
+    seen = {r.rank for r in ranks if r.rank is not None}
+    missing_ranks = sorted(set(range(world)) - seen)
+    convention = next((c.convention for c in inputs if c.convention), None)
+    conv = (mfu_conventions((c for r in inputs for c in r.flops_per_token), convention) or ["hf"])[0]
+    return conv, world, launch_mfu(inputs, world, conv, pace="session", missing_ranks=missing_ranks)
+
+
+def launch_mfu_tile(ranks: list[Any]) -> dict[str, Any] | None:
+    """The header tile of the launch's MFU (docs/protocol.md tile), or ``None`` before any rank reported."""
+    if not ranks:
+        return None
+    conv, world, d = launch_mfu_now(ranks)
+    return {"id": "mfu_ranks", "label": f"MFU, all ranks ({conv})", "value": d.value, "unit": "fraction",
+            "provenance": derived_provenance(d), "derivation": d.to_dict(), "sub": f"{world} devices; wall clock",
+            **({"missing": d.missing} if d.value is None else {})}
+
+
+def launch_tokens_tile(ranks: list[Any], token_unit: str = "tokens") -> dict[str, Any] | None:
+    """The launch's tokens over every rank, each at its latest report (the ``tokens`` tile of a launch followed
+    without a parent, as the merged passport's ``global_tokens``); ``None`` with fewer than two ranks."""
+    if len(ranks) < 2:
+        return None
+    total = sum(int(r.tokens) for r in ranks)
+    inputs = [Input(name=f"{r.seat}.tokens", value=int(r.tokens), unit=token_unit, provenance="counted") for r in ranks]
+    d = Derivation(name="global_tokens", formula="sum over ranks of tokens (each at its latest report)",
+                   value=total, unit=token_unit, inputs=inputs)
+    return {"id": "tokens", "label": f"{token_unit}, all ranks", "value": total, "unit": token_unit,
+            "provenance": "counted", "derivation": d.to_dict(),
+            "sub": f"{len(ranks)} ranks; max step {max(int(r.steps) for r in ranks):,}"}

@@ -1,8 +1,17 @@
-"""Stragglers: which rank is slow, by how much, against the others and against itself (docs/spec.md section 19)."""
+"""Stragglers: which rank is slow, by how much, against the others and against itself (docs/spec.md section 19).
+
+Each rank times its steps by its own clock (:class:`StepTiming`: step time, and the part outside backward; one
+optimizer post-hook and a ``Tensor.backward`` wrapper: clock reads, no sync; training thread); the scores compare
+those (pure).
+"""
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import statistics
+import time
+import weakref
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
@@ -43,11 +52,6 @@ class StragglerReport:
 _FIGURES = {"outside_backward_s": "work outside backward (data loading, forward, optimizer)", "step_s": "step time"}
 
 
-def _latest(timing: dict[str, Any], figure: str) -> float | None:
-    window = timing.get("window") or {}
-    return window.get(figure) if window.get(figure) is not None else timing.get(figure)
-
-
 def score_ranks(timings: dict[int | str, dict[str, Any]], data_wait_share: dict[int | str, float] | None = None
                 ) -> StragglerReport | None:
     """Score ranks from their timing summaries (``StepTiming.summary()``); ``None`` under two timed ranks.
@@ -66,7 +70,8 @@ def score_ranks(timings: dict[int | str, dict[str, Any]], data_wait_share: dict[
     scores = []
     for rank, value in values.items():
         best = timings[rank].get(f"best_window_{figure}")
-        latest = _latest(timings[rank], figure)
+        latest = (timings[rank].get("window") or {}).get(figure)  # its latest window, else its run's
+        latest = latest if latest is not None else timings[rank].get(figure)
         own = latest / best if best and latest is not None and best > 0 else None
         scores.append(RankScore(rank=rank, seconds_per_step=value, vs_median=value / median if median > 0 else 1.0,
                                 vs_fastest=value / fastest if fastest > 0 else 1.0, vs_own_best=own))
@@ -110,3 +115,96 @@ def with_repeats(report: StragglerReport, counts: dict[int | str, int], compared
     if report.straggler is not None and compared:
         verdict += f" (named in {counts.get(report.straggler, 0)} of {compared} report windows)"
     return replace(report, verdict=verdict, named_windows=counts, windows=compared)
+
+
+class StepTiming:
+    """Installs the timing hooks for one run and sums them per report window (``Tensor.backward`` is wrapped; the
+    probes wrap ``torch.autograd.backward``, another function, so either may be removed first)."""
+
+    def __init__(self) -> None:
+        self._torch: Any = None
+        self._handle: Any = None
+        self._base: Any = None
+        self._patched: Any = None
+        self._primary: weakref.ReferenceType[Any] | None = None
+        self._last_s: float | None = None
+        self._backward_s = 0.0
+        self.steps = 0  # timed steps (the first is not)
+        self.step_s_sum = 0.0
+        self.outside_s_sum = 0.0
+        self._window_from = (0, 0.0, 0.0)  # the sums above when the report window began
+        self.best_window_outside_s: float | None = None
+        self.best_window_step_s: float | None = None
+        self.last_window: dict[str, Any] = {}
+
+    def start(self) -> None:
+        """Install the optimizer post-hook and the backward wrapper (imports torch)."""
+        import torch
+        from torch.optim.optimizer import register_optimizer_step_post_hook
+
+        self._torch = torch
+        self._handle = register_optimizer_step_post_hook(self._on_step)
+        base = torch.Tensor.backward
+        self._base = base
+        timing = self
+
+        @functools.wraps(base)
+        def backward(tensor: Any, *args: Any, **kwargs: Any) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return base(tensor, *args, **kwargs)
+            finally:
+                timing._backward_s += time.perf_counter() - t0
+
+        self._patched = backward
+        torch.Tensor.backward = backward  # type: ignore[method-assign]
+
+    def stop(self) -> None:
+        """Remove the hook and the wrapper (idempotent); leave torch as it was before the run."""
+        if self._handle is not None:
+            with contextlib.suppress(Exception):
+                self._handle.remove()
+            self._handle = None
+        torch = self._torch
+        if torch is not None and self._patched is not None:
+            if torch.Tensor.backward is self._patched:  # another wrapper on top of ours: leave both
+                torch.Tensor.backward = self._base  # type: ignore[method-assign]
+            self._patched = None
+
+    def _on_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        primary = self._primary() if self._primary is not None else None
+        if primary is None:
+            self._primary = weakref.ref(optimizer)
+        elif primary is not optimizer:
+            return
+        now = time.perf_counter()
+        last, self._last_s = self._last_s, now
+        backward_s, self._backward_s = self._backward_s, 0.0
+        if last is not None:
+            self.steps += 1
+            self.step_s_sum += now - last
+            self.outside_s_sum += max(0.0, now - last - backward_s)
+
+    def take_window(self) -> dict[str, Any]:
+        """The report window's means (seconds per step) and the run's so far; resets the window."""
+        steps, step_s, outside_s = self._window_from
+        n = self.steps - steps
+        window: dict[str, Any] = {"steps": n, "step_s": None, "outside_backward_s": None}
+        if n:
+            window["step_s"] = step = (self.step_s_sum - step_s) / n
+            window["outside_backward_s"] = outside = (self.outside_s_sum - outside_s) / n
+            best_step, best_outside = self.best_window_step_s, self.best_window_outside_s
+            self.best_window_step_s = step if best_step is None else min(step, best_step)
+            self.best_window_outside_s = outside if best_outside is None else min(outside, best_outside)
+        self._window_from = (self.steps, self.step_s_sum, self.outside_s_sum)
+        self.last_window = window
+        return self.summary(window)
+
+    def summary(self, window: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Run means, best window means, and ``window`` (the last one when omitted)."""
+        n = self.steps
+        return {"timed_steps": n, "step_s": self.step_s_sum / n if n else None,
+                "outside_backward_s": self.outside_s_sum / n if n else None,
+                "best_window_step_s": self.best_window_step_s,
+                "best_window_outside_backward_s": self.best_window_outside_s,
+                "window": dict(self.last_window if window is None else window)}

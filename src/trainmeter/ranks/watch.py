@@ -8,14 +8,14 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
 from trainmeter.options import DEFAULT_RUN_ROOT
 from trainmeter.ranks.follow import MAX_READ_BYTES, RunFollower, newest_live_run
-from trainmeter.ranks.launch import SEAT_PREFIXES
-from trainmeter.ranks.merge import load_passport
-from trainmeter.ranks.panel import launch_mfu_tile, launch_tokens_tile, ranks_panel
+from trainmeter.ranks.merge import launch_mfu_tile, launch_tokens_tile, load_passport, ranks_panel
+from trainmeter.ranks.seating import SEAT_PREFIXES
 from trainmeter.record.events import LOG_FILE, Record
 from trainmeter.widget.frame import encode_frame
 from trainmeter.widget.show import ReplayFeed
@@ -61,11 +61,6 @@ class RunWatch:
         self.polls = 0
         self.widget: Any = None  # set by follow() in a notebook
         self.thread: threading.Thread | None = None
-
-    @property
-    def bytes_read(self) -> int:
-        """Bytes read so far (the run's log and every seat's)."""
-        return self.followers.bytes_read
 
     def poll(self) -> dict[str, Any]:
         """Read what was appended since the last poll; return the widget state."""
@@ -131,41 +126,37 @@ def follow(run_or_path: Any = None, *, poll_s: float = POLL_S, idle_s: float = I
         widget = TrainmeterWidget(state=state, history=watch.history())
         ipy_display(widget)
         watch.widget = widget
-        watch.thread = threading.Thread(target=_update_widget, args=(watch, widget, poll_s, idle_s),
+
+        def show(state: dict[str, Any]) -> None:
+            widget.state, widget.history = state, watch.history()
+
+        watch.thread = threading.Thread(target=_until_end, args=(watch, show, poll_s, idle_s, True),
                                         name="trainmeter-follow", daemon=True)
         watch.thread.start()
         return watch
-    _print_until_end(watch, state, poll_s, idle_s, out or sys.stdout)
+    printed = [""]
+
+    def say(state: dict[str, Any]) -> None:
+        if (line := summary_text(state)) != printed[0]:
+            print(line, file=out or sys.stdout, flush=True)
+            printed[0] = line
+
+    say(state)
+    _until_end(watch, say, poll_s, idle_s, False)
     return watch
 
 
-def _quiet_for(watch: RunWatch, since_s: float) -> float:
-    updated = [s.updated_s for s in watch.followers.sources.values() if s.updated_s]
-    return time.time() - max([since_s, *updated])
-
-
-def _update_widget(watch: RunWatch, widget: Any, poll_s: float, idle_s: float) -> None:
+def _until_end(watch: RunWatch, show: Callable[[dict[str, Any]], None], poll_s: float, idle_s: float,
+               quiet: bool) -> None:
+    """``show`` each poll's state until the run ends or every log was silent for ``idle_s``; ``quiet``: a fault
+    ends the updates silently (the widget's thread)."""
     begun = time.time()
-    while True:
+    while not watch.ended() and time.time() - max(
+            [begun, *(s.updated_s for s in watch.followers.sources.values() if s.updated_s)]) <= idle_s:
         time.sleep(poll_s)
         try:
-            widget.state = watch.poll()
-            widget.history = watch.history()
+            show(watch.poll())
         except Exception:
+            if not quiet:
+                raise
             return
-        if watch.ended() or _quiet_for(watch, begun) > idle_s:
-            return
-
-
-def _print_until_end(watch: RunWatch, state: dict[str, Any], poll_s: float, idle_s: float, out: TextIO) -> None:
-    begun = time.time()
-    last = ""
-    while True:
-        line = summary_text(state)
-        if line != last:
-            print(line, file=out, flush=True)
-            last = line
-        if watch.ended() or _quiet_for(watch, begun) > idle_s:
-            return
-        time.sleep(poll_s)
-        state = watch.poll()

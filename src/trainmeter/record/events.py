@@ -38,7 +38,7 @@ class StartRecord(TypedDict):
 
 class RankRecord(TypedDict, total=False):
     """Second record of a rank's log: where its launch is and which rank it is; after these keys come
-    ``RankIdentity.to_dict()``'s (ranks/identity.py: rank, world size, node, source, provenance...)."""
+    ``RankIdentity.to_dict()``'s (ranks/seating.py: rank, world size, node, source, provenance...)."""
 
     schema_version: int
     kind: Literal["rank"]
