@@ -95,7 +95,7 @@ START_MODULES = (
     "trainmeter.core.optimizer_steps", "trainmeter.core.lane_probes", "trainmeter.core.loss_capture",
     "trainmeter.core.root_calls", "trainmeter.core.seq_weights", "trainmeter.core.batch",
     "trainmeter.core.compile_watch", "trainmeter.core.reachable", "trainmeter.core.probe_state",
-    "trainmeter.compute.peaks", "trainmeter.compute.peak_table",
+    "trainmeter.compute.peaks",
     # the GPU sampler's modules (it opens NVML on its own thread: imported here, no import runs there)
     "trainmeter.gpu.sampler", "trainmeter.gpu.selection", "trainmeter.gpu.cuda_memory", "trainmeter.gpu.backends",
     "trainmeter.gpu.nvml", "trainmeter.gpu.nvml_device", "trainmeter.gpu.nvml_gpm",

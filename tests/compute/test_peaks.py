@@ -7,18 +7,16 @@ import re
 
 import pytest
 
-from trainmeter.compute.peak_table import (
+from trainmeter.compute.peaks import (
     AMBIGUOUS,
     BY_MEMORY_GIB,
     BY_PCI_DEVICE_ID,
+    DTYPES,
     LEFT_OUT,
     MIG_NAME,
     SM_SOURCES,
     TABLE,
     VGPU_NAME,
-)
-from trainmeter.compute.peaks import (
-    DTYPES,
     PeakRow,
     match_card,
     normalize_dtype,
@@ -457,7 +455,7 @@ def test_a_peak_row_round_trips_through_the_passport():
 
 _DOC_HEAD = """# Dense peaks: the table and its sources
 
-Generated from `trainmeter.compute.peak_table` (its rows: `compute/peak_table.json`) by `peaks_markdown()` in tests/compute/test_peaks.py, which checks the
+Generated from `trainmeter.compute.peaks` (its rows: `compute/peak_table.json`) by `peaks_markdown()` in tests/compute/test_peaks.py, which checks the
 two agree (regenerate with `python -m tests.compute.test_peaks`). The table MFU divides by (docs/spec.md section 5), TFLOP/s per
 device, **dense**. Each row keeps the figures as its source quotes them; where the source quotes only 2:4-sparse
 figures ("with sparsity") the dense peak is that / 2, and no sparse figure is ever divided by. "-": the card's
