@@ -86,10 +86,10 @@ class ModelShape:
             sources[name] = FieldSource(provenance=provenance, source=source)
         return replace(self, **{name: value, "sources": sources})
 
-    def merged_under(self, base: ModelShape) -> ModelShape:
-        """Return ``base`` with every field this shape knows set from this shape (with its source)."""
+    def merged_under(self, base: ModelShape, names: tuple[str, ...] | None = None) -> ModelShape:
+        """Return ``base`` with every field (of ``names``, default all) this shape knows set from it (with its source)."""
         out = base
-        for name in SHAPE_FIELDS:
+        for name in names or SHAPE_FIELDS:
             value = getattr(self, name)
             if value is not None:
                 found = self.source_of(name)
