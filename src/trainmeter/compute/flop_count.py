@@ -177,14 +177,10 @@ def _copied(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
     clone, how, why = model_copy(model, real=not meta)
     if clone is None:
         raise _NoCopy(why or "the model could not be copied")
-    if meta:
-        to_meta = lambda t: torch.empty(tuple(t.shape), dtype=t.dtype, device="meta")  # noqa: E731
-        args = _map_tensors(args, to_meta, torch)
-        kwargs = _map_tensors(kwargs, to_meta, torch)
-    else:
-        args = _map_tensors(args, lambda t: t.detach().clone(), torch)
-        kwargs = _map_tensors(kwargs, lambda t: t.detach().clone(), torch)
-    return clone, args, kwargs, how
+    def fn(t: Any) -> Any:
+        return torch.empty(tuple(t.shape), dtype=t.dtype, device="meta") if meta else t.detach().clone()
+
+    return clone, _map_tensors(args, fn, torch), _map_tensors(kwargs, fn, torch), how
 
 
 def _counted_pass(clone: Any, args: tuple[Any, ...], kwargs: dict[str, Any], loss_fn: Callable[[Any], Any] | None,
