@@ -103,15 +103,13 @@ def budget_tokens(flops_per_token: Quantity = None, *, tokens: Quantity = None, 
     otherwise); plain numbers count as ``declared``, ``tokens_per_step`` as ``counted``."""
     given = [k for k, v in (("tokens", tokens), ("steps", steps), ("flops", flops)) if v is not None]
     if len(given) != 1:
-        raise ValueError(
-            f"give exactly one budget (--budget-tokens, --budget-steps or --budget-flops); got "
-            f"{', '.join(given) or 'none'}"
-        )
+        raise ValueError(f"give exactly one budget (--budget-tokens, --budget-steps or --budget-flops); got "
+                         f"{', '.join(given) or 'none'}")
     if tokens is not None:
         inp = as_input("budget_tokens", tokens, "tokens", "declared", "--budget-tokens")
-        return Derivation(name="budget_tokens", formula="budget_tokens", value=input_number(inp), unit="tokens",
-                          inputs=(inp,),
-                          missing=None if input_number(inp) is not None else "budget tokens not a number")
+        value = input_number(inp)
+        return Derivation(name="budget_tokens", formula="budget_tokens", value=value, unit="tokens", inputs=(inp,),
+                          missing=None if value is not None else "budget tokens not a number")
     if steps is not None:
         inputs = (as_input("budget_steps", steps, "steps", "declared", "--budget-steps"),
                   as_input("tokens_per_step", tokens_per_step, "tokens/step", "counted"))
