@@ -6,6 +6,7 @@ Thread safety: ``tiles`` (publisher thread) reads one immutable dict reference.
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -97,10 +98,8 @@ class EnergyExtension(ExtensionBase):
         window_s = now_s - self._t0_s
         averages: Any = {}
         if self._sampler is not None:
-            try:
+            with contextlib.suppress(Exception):  # no averages where the sampler cannot give them
                 averages = self._sampler.window_averages()
-            except Exception:  # noqa: BLE001
-                averages = {}
         out = []
         for index in self._indices:
             name = self._names.get(index, "")
@@ -118,25 +117,21 @@ class EnergyExtension(ExtensionBase):
                rapl_end: RaplReading | None, report: Report | None = None) -> None:
         m = self._m
         assert m is not None
-        rapl_j, rapl_missing = None, None
+        rapl_j, rapl_missing = None, "not read: GPU energy is used"
         if self._rapl_start is not None:
             rapl_j, rapl_missing = (rapl_joules(self._rapl_start, rapl_end) if rapl_end is not None
                                     else (None, "RAPL is read at the end of the run"))
-        else:
-            rapl_missing = "not read: GPU energy is used"
         o = m.options
         conv = o.convention
         compute: ComputeView | None = m.extension("compute")
         spent = compute.flops_spent(conv) if compute is not None and conv else None
-        section, derivations = energy_section(
+        self._section, self._derivations = energy_section(
             devices=self._devices(now_s, end), gpu_missing=self._gpu_missing, rapl_j=rapl_j,
             rapl_missing=rapl_missing, window_s=now_s - self._t0_s, tokens=report.tokens if report else m.tokens,
             token_unit=report.token_unit if report else m.token_unit,
             flops_spent=getattr(spent, "value", None), convention=conv,
             flops_missing=getattr(spent, "missing", None),
             grid_gco2_per_kwh=o.grid_gco2_per_kwh, grid_source=o.grid_source)
-        self._derivations = derivations
-        self._section = section
 
     def on_report(self, report: Report) -> dict[str, Any]:
         """Energy so far (live tile and run log): joules, J/token, source."""
@@ -151,9 +146,7 @@ class EnergyExtension(ExtensionBase):
         else:
             now_s, end, rapl_end = self._t1_s, self._end_mj, self._rapl_end
         self._build(now_s, end, rapl_end, report)  # the report's tokens (on the report worker: docs/spec.md section 20)
-        s = self._section
-        return {"joules": s.get("joules"), "j_per_token": s.get("j_per_token"),
-                "j_per_sample": s.get("j_per_sample"), "source": s.get("source")}
+        return {key: self._section.get(key) for key in ("joules", "j_per_token", "j_per_sample", "source")}
 
     def passport_section(self) -> dict[str, Any]:
         """The passport's ``energy`` section (docs/spec.md, "Energy")."""
