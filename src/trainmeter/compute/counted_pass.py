@@ -23,7 +23,6 @@ from trainmeter.compute.flop_count import (
     _failure,
     _inputs,
     _result,
-    _through,
     counted_flops_per_token,
     kept_from,
 )
@@ -71,8 +70,7 @@ class PreparedCount:
             try:
                 total, by_op = _counted_pass(self._clone, self._args, self._kwargs, None, self._call,
                                              on_training_thread=False)
-                how = _through(self._how, self._call)
-                self.result = _result("meta", total, by_op, how, self._unit, self._count, [])
+                self.result = _result("meta", total, by_op, self._how, self._call, self._unit, self._count, [])
             except Exception as exc:  # noqa: BLE001 - never raise into training code
                 self.result = CountedFlops(flops_per_unit=None, unit=self._unit, count=self._count,
                                            reason=f"meta pass failed: {_failure(exc, self._call)}")
