@@ -109,7 +109,7 @@ START_MODULES = (
 # replay's dashboard file) import of ours; ``%load_ext`` imports them too (docs/spec.md section 20, "Finish").
 REPORT_AND_FINISH_MODULES = (
     "trainmeter.compute.flops", "trainmeter.compute.mfu", "trainmeter.compute.eta", "trainmeter.compute.calibrate",
-    "trainmeter.compute.model_shape", "trainmeter.compute.shape_config", "trainmeter.compute.shape_module",
+    "trainmeter.compute.model_shape", "trainmeter.compute.shape_module",
     "trainmeter.compute.seq_len", "trainmeter.compute.flop_count", "trainmeter.compute.counted_pass",
     "trainmeter.compute.model_copy",
     "trainmeter.compute.card", "trainmeter.gpu.dram_peaks", "trainmeter.gpu.ladder", "trainmeter.gpu.passport",

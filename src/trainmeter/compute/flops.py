@@ -12,8 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any, TypeVar
 
-from trainmeter.compute.model_shape import ModelShape, override_shape
-from trainmeter.compute.shape_config import shape_from_config
+from trainmeter.compute.model_shape import ModelShape, override_shape, shape_from_config
 from trainmeter.compute.shape_module import shape_from_module
 from trainmeter.core.provenance import Derivation, Input, as_input, weakest
 

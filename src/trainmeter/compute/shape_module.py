@@ -7,8 +7,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from trainmeter.compute.model_shape import ModelShape
-from trainmeter.compute.shape_config import config_to_dict, shape_from_config
+from trainmeter.compute.model_shape import ModelShape, config_to_dict, shape_from_config
 
 _HEAD_ATTRS = ("num_heads", "n_head", "n_heads", "num_attention_heads")
 _TOPK_ATTRS = ("top_k", "num_experts_per_tok", "k")
