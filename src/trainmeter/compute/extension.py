@@ -114,10 +114,14 @@ class ComputeExtension(ExtensionBase):
         if m is None or shape is None:
             return
         o = m.options
-        if self.conventions_missing is not None:
+        from trainmeter.compute.flops import FORMULAS, flops_per_token
+
+        conv = o.convention  # canonical: options.py checked it
+        if self.conventions_missing is not None:  # the chosen convention withheld for a model it does not describe
             if force:
-                self.fpt = {} if o.convention is None else {o.convention: _withheld(o.convention,
-                                                                                   self.conventions_missing)}
+                self.fpt = {} if conv is None else {conv: Derivation(
+                    name=f"flops_per_token.{conv}", formula=FORMULAS[conv], value=None, unit="FLOP/token",
+                    missing=self.conventions_missing)}
             return
         if o.seq_len is None:
             packed = self._packed.result() if self._packed is not None else None
@@ -136,11 +140,9 @@ class ComputeExtension(ExtensionBase):
                                              f"{weighted[1]} tokens (dim 1 of the token ids)")
         if not force and shape.seq_len == self._seq_used:
             return
-        from trainmeter.compute.flops import flops_per_token
-
         self._seq_used = shape.seq_len
-        result = flops_per_token(shape, o.convention)
-        fpt = {o.convention: result} if isinstance(result, Derivation) and o.convention else dict(result)
+        result = flops_per_token(shape, conv)
+        fpt = {conv: result} if isinstance(result, Derivation) and conv else dict(result)
         if shape.seq_len is None and self._packed is not None:  # waiting for the device copy, never for a sync
             why = "S waits for the packed batch's sequence lengths, copied from the device (read at a later report)"
             fpt = {c: d if d.value is not None else replace(d, missing=why) for c, d in fpt.items()}
@@ -368,11 +370,3 @@ def _not_a_language_model(unit: str | None, shape: Any) -> str | None:
         return ("the FLOPs conventions apply to transformer language models; this model has no token embedding "
                 "table (nn.Embedding) or config vocab: FLOPs per token come from the counted pass")
     return None
-
-
-def _withheld(convention: str, reason: str) -> Derivation:
-    """The chosen convention (canonical: options.py checked it), withheld for a model it does not describe."""
-    from trainmeter.compute.flops import FORMULAS
-
-    return Derivation(name=f"flops_per_token.{convention}", formula=FORMULAS[convention], value=None,
-                      unit="FLOP/token", inputs=(), missing=reason)
