@@ -267,7 +267,6 @@ class ComputeExtension(ExtensionBase):
         from trainmeter.compute.mfu import budget_tokens, flops_required, progress
 
         m = self._m
-        assert m is not None
         out: dict[str, Derivation] = {}
         o = m.options
         chosen = self.fpt.get(o.convention) if o.convention is not None and self.fpt else None

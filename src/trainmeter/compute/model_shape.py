@@ -97,7 +97,6 @@ class ModelShape:
             value = getattr(self, name)
             if value is not None:
                 found = self.source_of(name)
-                assert found is not None
                 out = out.with_value(name, value, found.provenance, found.source)
         return out
 
@@ -168,12 +167,14 @@ def config_to_dict(config: Any) -> dict[str, Any]:
         return {}
 
 
-def _read(cfg: Mapping[str, Any], field: str) -> tuple[Any, str] | None:
-    """Return (value, "config.KEY") of the first key of ``field`` present with a non-None value."""
+def _read(cfg: Mapping[str, Any], field: str, whole: bool = True) -> tuple[Any, str] | None:
+    """Return (value, "config.KEY") of the first key of ``field`` present with a non-None value (``whole``: as a
+    positive int, else ``None``)."""
     for key in _KEYS[field]:
         value = cfg.get(key)
         if value is not None and not isinstance(value, (dict, list)):
-            return value, f"config.{key}"
+            value = _as_int(value) if whole else value
+            return None if value is None else (value, f"config.{key}")
     return None
 
 
@@ -189,9 +190,7 @@ def _as_int(value: Any) -> int | None:
 def _family(cfg: Mapping[str, Any]) -> tuple[str | None, Provenance]:
     """Return the parameter layout (``"gpt2"``/``"llama"``/None) and how sure we are."""
     model_type = str(cfg.get("model_type") or "").lower()
-    if model_type in GPT2_TYPES:
-        return "gpt2", "detected"
-    if model_type in LLAMA_TYPES:
+    if model_type in GPT2_TYPES | LLAMA_TYPES:
         return model_type, "detected"
     if model_type:
         return None, "assumed"
@@ -207,7 +206,6 @@ def _gpt2_counts(s: ModelShape) -> tuple[int, int, int] | None:
     L, d, f, V, P = s.layers, s.d_model, s.ffn_width, s.vocab, s.learned_positions
     if None in (L, d, f, V, P):
         return None
-    assert L is not None and d is not None and f is not None and V is not None and P is not None
     block = (2 * 2 * d) + (d * 3 * d + 3 * d) + (d * d + d) + (d * f + f) + (f * d + d)
     tables = V * d + P * d
     head = 0 if s.tied_embeddings else V * d
@@ -221,8 +219,6 @@ def _llama_counts(s: ModelShape, family: str, cfg: Mapping[str, Any]) -> tuple[i
     L, d, H, KV, hd, f, V = s.layers, s.d_model, s.heads, s.kv_heads, s.head_dim, s.ffn_width, s.vocab
     if None in (L, d, H, KV, hd, f, V):
         return None
-    assert L is not None and d is not None and H is not None and KV is not None
-    assert hd is not None and f is not None and V is not None
     attn = d * H * hd + 2 * d * KV * hd + H * hd * d
     if family in ("qwen2",):
         attn += H * hd + 2 * KV * hd  # q, k, v biases
@@ -233,8 +229,7 @@ def _llama_counts(s: ModelShape, family: str, cfg: Mapping[str, Any]) -> tuple[i
     mlp_one = (3 if s.ffn_kind != "mlp" else 2) * d * f
     if cfg.get("mlp_bias"):
         mlp_one += (2 * f + d) if s.ffn_kind != "mlp" else (f + d)
-    experts = s.moe_experts if s.is_moe else 1
-    assert experts is not None
+    experts: int = s.moe_experts if s.is_moe else 1  # type: ignore[assignment]
     top_k = s.moe_top_k if s.is_moe else 1
     if top_k is None:
         return None
@@ -261,23 +256,22 @@ def shape_from_config(config: Any) -> ModelShape:
     for name in ("layers", "d_model", "heads", "kv_heads", "head_dim", "vocab", "moe_experts", "moe_top_k",
                  "moe_shared_experts"):
         found = _read(cfg, name)
-        if found is not None and _as_int(found[0]) is not None:
-            shape = shape.with_value(name, _as_int(found[0]), "detected", found[1])
-    tied = _read(cfg, "tied_embeddings")
+        if found is not None:
+            shape = shape.with_value(name, found[0], "detected", found[1])
+    tied = _read(cfg, "tied_embeddings", whole=False)
     family, family_prov = _family(cfg)
     if tied is not None:
         shape = shape.with_value("tied_embeddings", bool(tied[0]), "detected", tied[1])
     elif family is not None:
         # transformers' PretrainedConfig defaults tie_word_embeddings to True; LlamaConfig to False.
-        default = family == "gpt2"
-        shape = shape.with_value("tied_embeddings", default, "assumed", f"{family} config default")
+        shape = shape.with_value("tied_embeddings", family == "gpt2", "assumed", f"{family} config default")
     if shape.heads and shape.kv_heads is None:
         shape = shape.with_value("kv_heads", shape.heads, "assumed", "no kv heads key: full multi-head attention")
     if shape.heads and shape.d_model and shape.head_dim is None and shape.d_model % shape.heads == 0:
         shape = shape.with_value("head_dim", shape.d_model // shape.heads, "detected", "d_model / heads")
     ffn = _read(cfg, "ffn_width")
-    if ffn is not None and _as_int(ffn[0]) is not None:
-        shape = shape.with_value("ffn_width", _as_int(ffn[0]), "detected", ffn[1])
+    if ffn is not None:
+        shape = shape.with_value("ffn_width", ffn[0], "detected", ffn[1])
     elif family == "gpt2" and shape.d_model:
         shape = shape.with_value("ffn_width", 4 * shape.d_model, "detected", "config.n_inner is None: 4 * d_model")
     act = str(cfg.get("hidden_act") or cfg.get("activation_function") or "").lower()
@@ -288,17 +282,15 @@ def shape_from_config(config: Any) -> ModelShape:
     elif "glu" in act:
         shape = shape.with_value("ffn_kind", "gated", "detected", f"hidden_act {act!r}")
     pos = _read(cfg, "positions")
-    if pos is not None and _as_int(pos[0]) is not None:
-        ctx = _as_int(pos[0])
+    if pos is not None:
+        ctx = pos[0]
         shape = shape.with_value("seq_len", ctx, "assumed",
                                  f"{pos[1]} (context length; the batch's sequence length replaces it)")
         if family == "gpt2":
             shape = shape.with_value("learned_positions", ctx, family_prov, f"{pos[1]}: learned position table")
     if family is not None and family != "gpt2":
         shape = shape.with_value("learned_positions", 0, family_prov, f"{family} layout: rotary positions")
-    counts = (
-        _gpt2_counts(shape) if family == "gpt2" else (_llama_counts(shape, family, cfg) if family is not None else None)
-    )
+    counts = _gpt2_counts(shape) if family == "gpt2" else _llama_counts(shape, family, cfg) if family else None
     if counts is not None:
         n, e, active = counts
         layout = "GPT-2" if family == "gpt2" else f"{family}"

@@ -182,7 +182,6 @@ class EnergyExtension(ExtensionBase):
     def _build(self, now_s: float, end: dict[int, tuple[float | None, str | None]],
                rapl_end: RaplReading | None, report: Report | None = None) -> None:
         m = self._m
-        assert m is not None
         rapl_j, rapl_missing = None, "not read: GPU energy is used"
         if self._rapl_start is not None:
             rapl_j, rapl_missing = (rapl_joules(self._rapl_start, rapl_end) if rapl_end is not None
