@@ -21,7 +21,6 @@ from trainmeter.compute.peaks import (
     match_card,
     normalize_dtype,
     peak_flops,
-    peak_for_device,
     peak_for_run,
     why_no_peak,
 )
@@ -226,22 +225,29 @@ def _identity(name="NVIDIA H100", pci_device_id=None, mem_total_bytes=None):
     return SimpleNamespace(name=name, pci_device_id=pci_device_id, mem_total_bytes=mem_total_bytes)
 
 
-def test_peak_for_device_settles_a_family_name_by_the_pci_id_nvml_read():
-    peak, why = peak_for_device("NVIDIA H100", "bf16", identity=_identity(pci_device_id=0x2330))
+def _peak_with(identity, memory_bytes=None):
+    """``peak_for_run`` of an "NVIDIA H100" whose identity the GPU wing read (NVML opened)."""
+    from types import SimpleNamespace
+
+    gpu = SimpleNamespace(device_identity=lambda uuid: identity, opening=lambda: False)
+    return peak_for_run("NVIDIA H100", "bf16", memory_bytes, "GPU-0", gpu=gpu)[:2]
+
+
+def test_peak_for_run_settles_a_family_name_by_the_pci_id_nvml_read():
+    peak, why = _peak_with(_identity(pci_device_id=0x2330))
     assert peak is not None and peak.card == "H100 SXM" and peak.tflops == 989.5 and why is None
 
 
-def test_peak_for_device_without_id_or_memory_names_the_variants():
+def test_peak_for_run_without_id_or_memory_names_the_variants():
     for identity in (None, _identity()):
-        peak, why = peak_for_device("NVIDIA H100", "bf16", identity=identity)
+        peak, why = _peak_with(identity)
         assert peak is None and "H100 SXM, PCIe or NVL" in why and "--peak-tflops X --peak-source TEXT" in why
 
 
-def test_peak_for_device_uses_nvml_memory_and_its_name_when_torch_says_less():
-    peak, _ = peak_for_device("NVIDIA H100", "bf16", memory_bytes=None,
-                              identity=_identity(mem_total_bytes=95830 * MIB))
+def test_peak_for_run_uses_nvml_memory_and_its_name_when_torch_says_less():
+    peak, _ = _peak_with(_identity(mem_total_bytes=95830 * MIB))
     assert peak.card == "H100 NVL"
-    peak, _ = peak_for_device("NVIDIA H100", "bf16", identity=_identity(name="NVIDIA H100 PCIe"))
+    peak, _ = _peak_with(_identity(name="NVIDIA H100 PCIe"))
     assert peak.card == "H100 PCIe"
 
 

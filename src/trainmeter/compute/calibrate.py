@@ -87,14 +87,12 @@ def time_matmuls(run_once: Callable[[], Any], sync: Callable[[], Any], *, clock:
     sync()
     start = clock()
     repeats = 0
-    elapsed = 0.0
     while repeats < max_repeats:
         run_once()
         repeats += 1
         if repeats & (repeats - 1) == 0 or repeats == max_repeats:  # check the clock at 1, 2, 4, 8... repeats
             sync()
-            elapsed = clock() - start
-            if elapsed >= min_seconds:
+            if clock() - start >= min_seconds:
                 break
     sync()
     return repeats, clock() - start

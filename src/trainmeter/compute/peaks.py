@@ -250,25 +250,14 @@ def why_no_peak(device_name: str | None, dtype: object = "bf16", *, pci_device_i
         return f"{exc}; pass {PEAK_FLAGS} to declare one"
 
 
-def peak_for_device(device_name: str, dtype: object, *, memory_bytes: float | None = None,
-                    identity: Any = None,
-                    sm_count: int | None = None) -> tuple[PeakRow | None, str | None]:
-    """``(peak, None)`` or ``(None, reason)`` for a run's device: its torch name, memory (bytes) and SM count, settled
-    by the ``identity`` the GPU wing read (its ``DeviceIdentity``: PCI device id, memory, NVML name), or ``None``. ``ValueError`` for an
-    unknown ``dtype``."""
-    pci = identity.pci_device_id if identity is not None else None
-    memory = identity.mem_total_bytes if identity is not None and identity.mem_total_bytes else memory_bytes
-    name = device_name or (identity.name if identity is not None else "")
-    nvml_name = identity.name if identity is not None else None  # NVML's name may say more
-    return _lookup(name, dtype, pci, memory, sm_count, nvml_name)
-
-
 def peak_for_run(device_name: str | None, dtype: str | None, memory_bytes: float | None = None,
                  uuid: object = None, dtype_read: object = None, sm_count: int | None = None, *,
                  gpu: object = None) -> tuple[PeakRow | None, str | None, bool]:
-    """:func:`peak_for_device` for a run's device (``None``: the CPU) and dtype (``None``: one without a tensor-core
-    peak, ``dtype_read`` named), its identity read by ``uuid`` through the GPU wing's view ``gpu``: ``(peak, reason,
-    waiting)``, ``waiting`` while NVML still opens (a later report matches again)."""
+    """The peak of a run's device (``None``: the CPU; its torch name, memory in bytes and SM count) and dtype
+    (``None``: one without a tensor-core peak, ``dtype_read`` named), settled by the identity the GPU wing's view
+    ``gpu`` read for ``uuid`` (its ``DeviceIdentity``: PCI device id, memory, NVML name): ``(peak, reason,
+    waiting)``, ``waiting`` while NVML still opens (a later report matches again). ``ValueError`` for an unknown
+    ``dtype``."""
     if device_name is None:
         return None, ("the model is on the CPU: there is no dense datasheet peak to divide by; pass "
                       "--peak-tflops X --peak-source TEXT to declare one"), False
@@ -276,7 +265,11 @@ def peak_for_run(device_name: str | None, dtype: str | None, memory_bytes: float
         return None, f"dtype {dtype_read} has no tensor-core peak; pass --peak-tflops X --peak-source TEXT", False
     read = getattr(gpu, "device_identity", None)
     identity = read(None if uuid is None else str(uuid)) if read is not None else None
-    peak, reason = peak_for_device(device_name, dtype, memory_bytes=memory_bytes, identity=identity, sm_count=sm_count)
+    if identity is not None:  # NVML's name may say more; its memory reads the whole card
+        memory_bytes = identity.mem_total_bytes or memory_bytes
+        device_name = device_name or identity.name
+    peak, reason = _lookup(device_name, dtype, getattr(identity, "pci_device_id", None), memory_bytes, sm_count,
+                           getattr(identity, "name", None))
     opening = getattr(gpu, "opening", None)
     waiting = peak is None and identity is None and read is not None and bool(opening is not None and opening())
     return peak, reason, waiting
