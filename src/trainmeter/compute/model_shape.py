@@ -91,7 +91,7 @@ class ModelShape:
         return replace(self, **{name: value, "sources": sources})
 
     def merged_under(self, base: ModelShape, names: tuple[str, ...] | None = None) -> ModelShape:
-        """Return ``base`` with every field (of ``names``, default all) this shape knows set from it (with its source)."""
+        """``base`` with every field (of ``names``, default all) this shape knows set from it, with its source."""
         out = base
         for name in names or SHAPE_FIELDS:
             value = getattr(self, name)
