@@ -6,6 +6,7 @@ the training thread, its pass on the report worker).
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -158,10 +159,8 @@ class ComputeExtension(ExtensionBase):
 
         param = next(iter(model.parameters()), None)
         dtype = getattr(probes, "autocast_dtype", None) or (str(param.dtype) if param is not None else None)
-        try:
+        with contextlib.suppress(ValueError):  # a dtype without a peak column (float32): none
             self.dtype = normalize_dtype(dtype) if dtype else None
-        except ValueError:
-            self.dtype = None
         on_cuda = param is not None and param.device.type == "cuda"
         tf32, memory, uuid, sms = False, None, None, None
         if on_cuda:
