@@ -7,6 +7,7 @@ only, except ``panels`` which reads one dict reference.
 from __future__ import annotations
 
 import math
+import sys
 import threading
 import time
 from typing import TYPE_CHECKING, Any
@@ -131,15 +132,11 @@ class Overhead(ExtensionBase):
         }
 
     def _browser_bytes(self) -> int | None:
-        import sys
-
+        """The live widget's bytes sent, where its publisher shows this run (``None``: no live widget)."""
         attach = sys.modules.get("trainmeter.widget.attach")
-        if attach is None:
-            return None
-        publisher = attach.live_publisher()
-        if publisher is None or getattr(publisher, "monitor", None) is not self._m:
-            return None
-        return int(publisher.bytes_sent)
+        publisher = attach.live_publisher() if attach is not None else None
+        return None if publisher is None or getattr(publisher, "monitor", None) is not self._m else int(
+            publisher.bytes_sent)
 
     def on_report(self, report: Report) -> dict[str, Any]:
         """The figures so far (run log, panel)."""
