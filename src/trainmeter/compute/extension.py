@@ -90,7 +90,10 @@ class ComputeExtension(ExtensionBase):
 
         o, probes = m.options, m.probes
         shape = shape_from_module(model)
-        self.params = _params(shape)
+        total, trained = shape.n_params, shape.n_trained_params  # docs/spec.md section 5, "Frozen weights"
+        trained = total if trained is None else trained
+        self.params = None if total is None else {"total": int(total), "trained": int(trained),
+                                                  "frozen": int(total - trained)}  # type: ignore[operator]
         example = getattr(probes, "example", None)
         seq = (round(batch_seq(example[0], example[1])) or None) if example else None
         if seq is not None and o.seq_len is None:
@@ -345,15 +348,6 @@ class ComputeExtension(ExtensionBase):
         from trainmeter.compute.flops import with_counted
 
         return [*with_counted(self.fpt, self.counted).values(), *self.derived.values()]
-
-
-def _params(shape: Any) -> dict[str, int] | None:
-    """Total, trained and frozen parameters of the model (docs/spec.md section 5, "Frozen weights")."""
-    total = shape.n_params
-    if total is None:
-        return None
-    trained = shape.n_trained_params if shape.n_trained_params is not None else total
-    return {"total": int(total), "trained": int(trained), "frozen": int(total - trained)}
 
 
 def _not_a_language_model(unit: str | None, shape: Any) -> str | None:
