@@ -33,10 +33,8 @@ def mfu(flops_per_token: Quantity, tokens_per_s: Quantity, devices: Quantity, pe
     ``mfu.session``) / (devices x dense peak per device, FLOP/s or a :class:`PeakRow`; ``peak_missing``: why there is
     none); ``unit`` ``samples``: F per sample, samples/s."""
     _pace_label(pace)
-    if isinstance(peak_flops_per_s, PeakRow):
-        peak_in = peak_input(peak_flops_per_s)
-    else:
-        peak_in = as_input("peak", peak_flops_per_s, "FLOP/s", "detected", "datasheet dense peak")
+    peak_in = (peak_input(peak_flops_per_s) if isinstance(peak_flops_per_s, PeakRow) else
+               as_input("peak", peak_flops_per_s, "FLOP/s", "detected", "datasheet dense peak"))
     return mfu_derivation(name="mfu" if pace == "training-only" else "mfu.session",
                           flops_per_token=as_input("F", flops_per_token, f"FLOP/{unit[:-1]}", "detected"),
                           rate=(as_input(f"{unit}_per_s", tokens_per_s, f"{unit}/s", "measured", f"{pace} {unit}/s"),),
