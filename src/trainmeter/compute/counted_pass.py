@@ -65,18 +65,20 @@ class PreparedCount:
     def run(self) -> CountedFlops:
         """The meta pass's result, as ``counted_flops_per_token(..., method="meta")`` gives it. Never raises."""
         with self._lock:
-            if self.result is not None:
-                return self.result
-            try:
-                total, by_op = _counted_pass(self._clone, self._args, self._kwargs, None, self._call,
-                                             on_training_thread=False)
-                self.result = _result("meta", total, by_op, self._how, self._call, self._unit, self._count, [])
-            except Exception as exc:  # noqa: BLE001 - never raise into training code
-                self.result = CountedFlops(flops_per_unit=None, unit=self._unit, count=self._count,
-                                           reason=f"meta pass failed: {_failure(exc, self._call)}")
-            finally:
-                self._clone = self._args = self._kwargs = None
+            if self.result is None:
+                self.result = self._pass()
             return self.result
+
+    def _pass(self) -> CountedFlops:
+        try:
+            total, by_op = _counted_pass(self._clone, self._args, self._kwargs, None, self._call,
+                                         on_training_thread=False)
+            return _result("meta", total, by_op, self._how, self._call, self._unit, self._count, [])
+        except Exception as exc:  # noqa: BLE001 - never raise into training code
+            return CountedFlops(flops_per_unit=None, unit=self._unit, count=self._count,
+                                reason=f"meta pass failed: {_failure(exc, self._call)}")
+        finally:
+            self._clone = self._args = self._kwargs = None
 
 
 def prepare_counted(model: Any, example_args: Any = (), example_kwargs: Mapping[str, Any] | None = None,
