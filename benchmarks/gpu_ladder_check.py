@@ -198,8 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     from tests.fakes.gpu.fake import FakeNvml
 
     import trainmeter as tm
-    from trainmeter.compute.peak_table import TABLE
-    from trainmeter.compute.peaks import match_card, peak_flops, why_no_peak
+    from trainmeter.compute.peaks import TABLE, match_card, peak_flops, why_no_peak
     from trainmeter.core.clock import FakeClock, MonotonicClock
     from trainmeter.gpu.sampler import GpuSampler
 

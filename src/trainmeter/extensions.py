@@ -94,7 +94,7 @@ START_MODULES = (
     "trainmeter.core.optimizer_steps", "trainmeter.core.lane_probes", "trainmeter.core.loss_capture",
     "trainmeter.core.root_calls", "trainmeter.core.seq_weights", "trainmeter.core.batch",
     "trainmeter.core.compile_watch", "trainmeter.core.reachable", "trainmeter.core.probe_state",
-    "trainmeter.compute.peaks", "trainmeter.compute.peak_table",
+    "trainmeter.compute.peaks",
     # the GPU sampler's modules (it opens NVML on its own thread: imported here, no import runs there)
     "trainmeter.gpu.sampler", "trainmeter.gpu.selection", "trainmeter.gpu.cuda_memory", "trainmeter.gpu.backends",
     "trainmeter.gpu.nvml", "trainmeter.gpu.nvml_device", "trainmeter.gpu.nvml_gpm",
@@ -108,7 +108,7 @@ START_MODULES = (
 # replay's dashboard file) import of ours; ``%load_ext`` imports them too (docs/spec.md section 20, "Finish").
 REPORT_AND_FINISH_MODULES = (
     "trainmeter.compute.flops", "trainmeter.compute.mfu", "trainmeter.compute.eta", "trainmeter.compute.calibrate",
-    "trainmeter.compute.model_shape", "trainmeter.compute.shape_config", "trainmeter.compute.shape_module",
+    "trainmeter.compute.model_shape", "trainmeter.compute.shape_module",
     "trainmeter.compute.seq_len", "trainmeter.compute.flop_count", "trainmeter.compute.counted_pass",
     "trainmeter.compute.model_copy",
     "trainmeter.compute.card", "trainmeter.gpu.dram_peaks", "trainmeter.gpu.ladder", "trainmeter.gpu.passport",

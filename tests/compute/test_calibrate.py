@@ -4,11 +4,11 @@ import json
 
 import pytest
 
+from trainmeter.compute import calibrate
 from trainmeter.compute.calibrate import (
     Calibration,
     Ceiling,
     achieved_flops_per_s,
-    forget_calibration,
     last_calibration,
     run_dtype,
     time_matmuls,
@@ -17,10 +17,8 @@ from trainmeter.core.clock import FakeClock
 
 
 @pytest.fixture(autouse=True)
-def _no_kept_calibration():
-    forget_calibration()
-    yield
-    forget_calibration()
+def _no_kept_calibration(monkeypatch):
+    monkeypatch.setattr(calibrate, "_LAST", None)  # none kept from before; a test's own is not kept after
 
 
 def test_achieved_rate_is_two_mnk_times_repeats_over_seconds():

@@ -8,8 +8,7 @@ import time
 
 import pytest
 
-from trainmeter.compute.peak_table import TABLE
-from trainmeter.compute.peaks import match_card, peak_flops, peak_for_run, why_no_peak
+from trainmeter.compute.peaks import TABLE, match_card, peak_flops, peak_for_run, why_no_peak
 
 GIB = 1024**3
 

@@ -7,23 +7,20 @@ import re
 
 import pytest
 
-from trainmeter.compute.peak_table import (
+from trainmeter.compute.peaks import (
     AMBIGUOUS,
     BY_MEMORY_GIB,
     BY_PCI_DEVICE_ID,
+    DTYPES,
     LEFT_OUT,
     MIG_NAME,
     SM_SOURCES,
     TABLE,
     VGPU_NAME,
-)
-from trainmeter.compute.peaks import (
-    DTYPES,
     PeakRow,
     match_card,
     normalize_dtype,
     peak_flops,
-    peak_for_device,
     peak_for_run,
     why_no_peak,
 )
@@ -228,22 +225,29 @@ def _identity(name="NVIDIA H100", pci_device_id=None, mem_total_bytes=None):
     return SimpleNamespace(name=name, pci_device_id=pci_device_id, mem_total_bytes=mem_total_bytes)
 
 
-def test_peak_for_device_settles_a_family_name_by_the_pci_id_nvml_read():
-    peak, why = peak_for_device("NVIDIA H100", "bf16", identity=_identity(pci_device_id=0x2330))
+def _peak_with(identity, memory_bytes=None):
+    """``peak_for_run`` of an "NVIDIA H100" whose identity the GPU wing read (NVML opened)."""
+    from types import SimpleNamespace
+
+    gpu = SimpleNamespace(device_identity=lambda uuid: identity, opening=lambda: False)
+    return peak_for_run("NVIDIA H100", "bf16", memory_bytes, "GPU-0", gpu=gpu)[:2]
+
+
+def test_peak_for_run_settles_a_family_name_by_the_pci_id_nvml_read():
+    peak, why = _peak_with(_identity(pci_device_id=0x2330))
     assert peak is not None and peak.card == "H100 SXM" and peak.tflops == 989.5 and why is None
 
 
-def test_peak_for_device_without_id_or_memory_names_the_variants():
+def test_peak_for_run_without_id_or_memory_names_the_variants():
     for identity in (None, _identity()):
-        peak, why = peak_for_device("NVIDIA H100", "bf16", identity=identity)
+        peak, why = _peak_with(identity)
         assert peak is None and "H100 SXM, PCIe or NVL" in why and "--peak-tflops X --peak-source TEXT" in why
 
 
-def test_peak_for_device_uses_nvml_memory_and_its_name_when_torch_says_less():
-    peak, _ = peak_for_device("NVIDIA H100", "bf16", memory_bytes=None,
-                              identity=_identity(mem_total_bytes=95830 * MIB))
+def test_peak_for_run_uses_nvml_memory_and_its_name_when_torch_says_less():
+    peak, _ = _peak_with(_identity(mem_total_bytes=95830 * MIB))
     assert peak.card == "H100 NVL"
-    peak, _ = peak_for_device("NVIDIA H100", "bf16", identity=_identity(name="NVIDIA H100 PCIe"))
+    peak, _ = _peak_with(_identity(name="NVIDIA H100 PCIe"))
     assert peak.card == "H100 PCIe"
 
 
@@ -457,7 +461,7 @@ def test_a_peak_row_round_trips_through_the_passport():
 
 _DOC_HEAD = """# Dense peaks: the table and its sources
 
-Generated from `trainmeter.compute.peak_table` (its rows: `compute/peak_table.json`) by `peaks_markdown()` in tests/compute/test_peaks.py, which checks the
+Generated from `trainmeter.compute.peaks` (its rows: `compute/peak_table.json`) by `peaks_markdown()` in tests/compute/test_peaks.py, which checks the
 two agree (regenerate with `python -m tests.compute.test_peaks`). The table MFU divides by (docs/spec.md section 5), TFLOP/s per
 device, **dense**. Each row keeps the figures as its source quotes them; where the source quotes only 2:4-sparse
 figures ("with sparsity") the dense peak is that / 2, and no sparse figure is ever divided by. "-": the card's

@@ -9,8 +9,7 @@ import pytest
 from tests.fakes.gpu.fake import GEMM, IDLE, FakeNvml, Phase, open_fake
 from trainmeter.core.clock import FakeClock
 from trainmeter.core.faults import MonitorWarning
-from trainmeter.energy.extension import EnergyExtension
-from trainmeter.energy.rapl import rapl_joules, read_rapl
+from trainmeter.energy.extension import EnergyExtension, rapl_joules, read_rapl
 from trainmeter.extensions import make_monitor
 from trainmeter.gpu.energy import read_counters
 from trainmeter.gpu.sampler import GpuSampler

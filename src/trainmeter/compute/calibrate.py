@@ -10,7 +10,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 CALIBRATION_DTYPES: tuple[str, ...] = ("fp32", "tf32", "bf16", "fp16")  # tf32: float32 with TF32 matmuls (CUDA)
@@ -42,9 +42,7 @@ class Ceiling:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form for the passport."""
-        return {"device": self.device, "device_name": self.device_name, "dtype": self.dtype,
-                "shape": list(self.shape), "repeats": self.repeats, "seconds": self.seconds,
-                "flops_per_s": self.flops_per_s, "provenance": "measured"}
+        return {**asdict(self), "shape": list(self.shape), "provenance": "measured"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,23 +87,15 @@ def time_matmuls(run_once: Callable[[], Any], sync: Callable[[], Any], *, clock:
     sync()
     start = clock()
     repeats = 0
-    elapsed = 0.0
     while repeats < max_repeats:
         run_once()
         repeats += 1
         if repeats & (repeats - 1) == 0 or repeats == max_repeats:  # check the clock at 1, 2, 4, 8... repeats
             sync()
-            elapsed = clock() - start
-            if elapsed >= min_seconds:
+            if clock() - start >= min_seconds:
                 break
     sync()
     return repeats, clock() - start
-
-
-def _resolve_device(torch: Any, device: Any) -> Any:
-    if device is not None:
-        return torch.device(device)
-    return torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu")
 
 
 def _measure_one(torch: Any, device: Any, dtype: str, size: int, *, clock: Callable[[], float],
@@ -146,7 +136,8 @@ def calibrate(dtypes: Iterable[str] | None = None, *, device: Any = None, size: 
             import torch  # the user asked for a measurement: torch is needed now
         except ImportError as exc:
             raise RuntimeError("tm.calibrate() needs torch installed") from exc
-    dev = _resolve_device(torch, device)
+    dev = torch.device(device) if device is not None else (
+        torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu"))
     wanted = tuple(dtypes) if dtypes is not None else (("bf16", "fp16", "tf32") if dev.type == "cuda"
                                                         else ("fp32", "bf16"))
     bad = [d for d in wanted if d not in CALIBRATION_DTYPES]
@@ -179,13 +170,6 @@ def last_calibration() -> Calibration | None:
     """The last :func:`calibrate` result in this process, or ``None``; any thread."""
     with _LOCK:
         return _LAST
-
-
-def forget_calibration() -> None:
-    """Drop the kept calibration (tests; a new device)."""
-    global _LAST
-    with _LOCK:
-        _LAST = None
 
 
 def run_dtype(param_dtype: str | None, on_cuda: bool, tf32_allowed: bool) -> str | None:

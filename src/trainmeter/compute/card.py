@@ -21,25 +21,21 @@ def compute_section(ext: ComputeExtension, markdown: bool = True) -> dict[str, A
     """Return ``passport.json["compute"]``; without its model-card ``markdown`` for the tiles (they do not show it)."""
     m = ext._m
     convention = m.options.convention if m is not None else None
-    fpt = {conv: d.value for conv, d in ext.fpt.items()}
     fpt_range = flops_range(ext.fpt)
-    peak = ext.peak
-    derived = ext.derived
-    mfu = _values(derived, "mfu")
-    ceiling = ext.ceiling()
+    peak, derived, ceiling = ext.peak, ext.derived, ext.ceiling()
     section: dict[str, Any] = {
         "hardware": {"device": ext.device_name or "cpu", "devices": 1, "dtype": ext.dtype},
         "unit": getattr(m, "token_unit", "tokens") if m is not None else "tokens",
         "parameters": ext.params,
         "conventions_missing": ext.conventions_missing,
         "convention": convention,
-        "flops_per_token": fpt,
+        "flops_per_token": {conv: d.value for conv, d in ext.fpt.items()},
         "flops_per_token_range": list(fpt_range) if fpt_range and convention is None else None,
         "counted_flops_per_token": ext.counted.value if ext.counted is not None else None,
         "counted_missing": ext.counted.missing if ext.counted is not None else _no_count(m),
         "flops_spent": _values(derived, "flops_spent"),
         "flops_required": _values(derived, "flops_required"),
-        "mfu": mfu,
+        "mfu": _values(derived, "mfu"),
         "mfu_session": _values(derived, "mfu.session"),
         "mfu_missing": next((d.missing for n, d in derived.items() if n.startswith("mfu[") and d.missing), None),
         "peak": None if peak is None else peak.to_dict(),
@@ -150,6 +146,13 @@ def _pct(value: float | None) -> str:
     return "-" if value is None else format_percent(value)
 
 
+def _span(values: Any) -> str:
+    """The percentages' range, ``"12%-15%"`` (one figure where both ends read the same), or ``""`` for none."""
+    values = list(values)
+    lo, hi = (format_percent(min(values)), format_percent(max(values))) if values else ("", "")
+    return lo if lo == hi else f"{lo}-{hi}"
+
+
 def compute_tiles(section: dict[str, Any], derivations: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     """The MFU and FLOPs tiles (docs/protocol.md; docs/spec.md section 5) from a ``compute`` section and derivations
     by name, live and in replay alike (the badge: :func:`trainmeter.widget.view_model.badge_tiles`)."""
@@ -161,9 +164,7 @@ def compute_tiles(section: dict[str, Any], derivations: dict[str, dict[str, Any]
     peak_text = (f"peak {format_flops(peak['tflops'] * 1e12, per_second=True)} {peak['dtype']} "
                  f"({peak['card']}: {peak['source']})") if peak else ""
     in_range = {k: v for k, v in mfu.items() if v is not None and k != "counted"}
-    lo, hi = (min(in_range.values()), max(in_range.values())) if in_range else (None, None)
-    range_text = "" if lo is None else format_percent(lo) if format_percent(lo) == format_percent(hi) else (
-        f"{format_percent(lo)}-{format_percent(hi)}")
+    lo, range_text = min(in_range.values(), default=None), _span(in_range.values())
     if conv is not None:
         session = (section.get("mfu_session") or {}).get(conv)
         counted = mfu.get("counted")
@@ -221,9 +222,7 @@ def _with_achievable(tile: dict[str, Any], section: dict[str, Any], derivations:
            if v is not None and (k == conv if conv else k != "counted")}
     if not ach:
         return
-    lo, hi = min(ach.values()), max(ach.values())
-    text = format_percent(lo) if format_percent(lo) == format_percent(hi) else (
-        f"{format_percent(lo)}-{format_percent(hi)}")
+    lo, text = min(ach.values()), _span(ach.values())
     ceiling = section.get("ceiling") or {}
     rate = format_flops(ceiling["flops_per_s"], per_second=True) if ceiling.get("flops_per_s") else "-"
     said = f"of achievable {text} (measured: tm.calibrate() ceiling {rate} {ceiling.get('dtype') or ''}".rstrip() + ")"

@@ -7,9 +7,10 @@ section 20, "First report").
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -22,10 +23,19 @@ from trainmeter.compute.flop_count import (
     _failure,
     _inputs,
     _result,
-    _through,
     counted_flops_per_token,
     kept_from,
 )
+
+
+@contextlib.contextmanager
+def _paused(probes: Any) -> Iterator[None]:
+    """Our own forward/backward on the training thread must not count as training: the probes pause meanwhile."""
+    probes.paused = True
+    try:
+        yield
+    finally:
+        probes.paused = False
 
 
 def _compiled_anything() -> bool:
@@ -42,39 +52,33 @@ def _compiled_anything() -> bool:
 
 class PreparedCount:
     """The meta pass of :func:`prepare_counted`, ready to run: a meta copy of the model and meta inputs, ours only;
-    :meth:`run` runs it once, on any thread (later calls return the first result), then lets the copy go."""
-
-    __slots__ = ("_clone", "_args", "_kwargs", "_how", "_call", "_unit", "_count", "_lock", "_result")
+    :meth:`run` runs it once, on any thread (later calls return the first result), then lets the copy go;
+    ``result``: its result once it returned, else ``None`` (any thread)."""
 
     def __init__(self, clone: Any, args: tuple[Any, ...], kwargs: dict[str, Any], how: str, unit: Unit,
                  count: int | None, call: Call = "forward") -> None:
         self._clone, self._args, self._kwargs, self._how, self._call = clone, args, kwargs, how, call
         self._unit, self._count = unit, count
         self._lock = threading.Lock()
-        self._result: CountedFlops | None = None
-
-    @property
-    def result(self) -> CountedFlops | None:
-        """The result once :meth:`run` returned, else ``None``. Any thread."""
-        return self._result
+        self.result: CountedFlops | None = None
 
     def run(self) -> CountedFlops:
         """The meta pass's result, as ``counted_flops_per_token(..., method="meta")`` gives it. Never raises."""
         with self._lock:
-            if self._result is None:
-                self._result = self._pass()
-            return self._result
+            if self.result is None:
+                self.result = self._pass()
+            return self.result
 
     def _pass(self) -> CountedFlops:
         try:
             total, by_op = _counted_pass(self._clone, self._args, self._kwargs, None, self._call,
                                          on_training_thread=False)
+            return _result("meta", total, by_op, self._how, self._call, self._unit, self._count, [])
         except Exception as exc:  # noqa: BLE001 - never raise into training code
             return CountedFlops(flops_per_unit=None, unit=self._unit, count=self._count,
                                 reason=f"meta pass failed: {_failure(exc, self._call)}")
         finally:
             self._clone = self._args = self._kwargs = None
-        return _result("meta", total, by_op, _through(self._how, self._call), self._unit, self._count, [])
 
 
 def prepare_counted(model: Any, example_args: Any = (), example_kwargs: Mapping[str, Any] | None = None,
@@ -144,12 +148,9 @@ class CountOnWorker:
             probes.release_example()
             monitor.worker.submit("compute", prepared.run)
             return
-        probes.paused = True  # our own forward/backward must not count as training
-        try:
+        with _paused(probes):
             self._whole = counted_flops_per_token(model, example[0], example[1],
                                                   method="auto" if on_cpu else "meta", call=call, **declared)
-        finally:
-            probes.paused = False
         probes.release_example()
 
     def take(self, monitor: Any, final: bool) -> CountedFlops | None:
@@ -200,8 +201,5 @@ class CountOnWorker:
         probes = monitor.probes
         if model is None or probes is None:
             return failed
-        probes.paused = True  # our own forward/backward must not count as training
-        try:
+        with _paused(probes):
             return after_meta(failed, model, example[0], example[1], example[3], **example[2])
-        finally:
-            probes.paused = False

@@ -68,13 +68,9 @@ def eta_s(done: Quantity, budget: Quantity, pace: Pace, *, unit: str = "tokens")
     seen, total, rate = (input_number(i) for i in inputs[:3])
     formula = f"max({budget_name} - {seen_name}, 0) / {rate_name}"
     name = "eta_s.session" if pace.name == "session" else "eta_s"
-    miss = None
-    if total is None or total <= 0:
-        miss = "no budget: pass --budget-tokens, --budget-steps, --budget-samples or --budget-flops"
-    elif seen is None:
-        miss = f"{unit} seen unknown"
-    elif rate is None or rate <= 0:
-        miss = f"{pace.name} {unit}/s not measured yet"
+    miss = ("no budget: pass --budget-tokens, --budget-steps, --budget-samples or --budget-flops"
+            if total is None or total <= 0 else f"{unit} seen unknown" if seen is None else
+            f"{pace.name} {unit}/s not measured yet" if rate is None or rate <= 0 else None)
     return Derivation(name=name, formula=formula, unit="s", inputs=inputs, missing=miss,
                       value=None if miss else max(total - seen, 0.0) / rate)  # type: ignore[operator]
 
@@ -86,12 +82,6 @@ def eta(done: Quantity, budget: Quantity, *, recent: Pace | None, training: Pace
 
 def pace_of(derivation: Derivation | dict[str, Any] | None) -> str:
     """The pace an ETA derivation (or its dict) used; ``training-only`` when it does not say."""
-    if derivation is None:
-        return "training-only"
-    inputs = derivation.get("inputs", ()) if isinstance(derivation, dict) else derivation.inputs
-    for i in inputs:
-        name = i.get("name") if isinstance(i, dict) else i.name
-        value = i.get("value") if isinstance(i, dict) else i.value
-        if name == "pace" and value in PACES:
-            return str(value)
-    return "training-only"
+    d = derivation.to_dict() if isinstance(derivation, Derivation) else derivation or {}
+    return next((str(i["value"]) for i in d.get("inputs", ()) if i.get("name") == "pace" and i.get("value") in PACES),
+                "training-only")

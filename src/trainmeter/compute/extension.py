@@ -6,6 +6,7 @@ the training thread, its pass on the report worker).
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -85,12 +86,16 @@ class ComputeExtension(ExtensionBase):
             return  # the first training batch is not kept yet: S and the counted FLOPs need it
         self._ready = True
         from trainmeter.compute.flops import override_shape, shape_from_module
+        from trainmeter.core.batch import batch_seq  # as the run reads the batch (its columns' token-weighted S)
 
-        o = m.options
-        probes = m.probes
+        o, probes = m.options, m.probes
         shape = shape_from_module(model)
-        self.params = _params(shape)
-        seq = self._seq_len(probes)
+        total, trained = shape.n_params, shape.n_trained_params  # docs/spec.md section 5, "Frozen weights"
+        trained = total if trained is None else trained
+        self.params = None if total is None else {"total": int(total), "trained": int(trained),
+                                                  "frozen": int(total - trained)}  # type: ignore[operator]
+        example = getattr(probes, "example", None)
+        seq = (round(batch_seq(example[0], example[1])) or None) if example else None
         if seq is not None and o.seq_len is None:
             shape = shape.with_value("seq_len", seq, "detected", "batch shape (dim 1 of the token ids)")
         self._shape = override_shape(shape, layers=o.layers, d_model=o.d_model, seq_len=o.seq_len, vocab=o.vocab)
@@ -98,9 +103,13 @@ class ComputeExtension(ExtensionBase):
         if o.seq_len is None and self.conventions_missing is None:
             from trainmeter.compute.seq_len import packed_read
 
-            self._packed = packed_read(getattr(probes, "example", None))
+            self._packed = packed_read(example)
         self._refresh_seq(force=True)
-        self._count(model, probes)
+        from trainmeter.compute.counted_pass import CountOnWorker
+
+        self._ahead = CountOnWorker()  # the pass on the report worker where it can run there (compute/counted_pass.py)
+        self._ahead.begin(m, model, probes)
+        self._take_count(final=self._stopped)
         self._detect_device(model, probes)
 
     def _refresh_seq(self, force: bool = False) -> None:
@@ -109,10 +118,14 @@ class ComputeExtension(ExtensionBase):
         if m is None or shape is None:
             return
         o = m.options
-        if self.conventions_missing is not None:
+        from trainmeter.compute.flops import FORMULAS, flops_per_token
+
+        conv = o.convention  # canonical: options.py checked it
+        if self.conventions_missing is not None:  # the chosen convention withheld for a model it does not describe
             if force:
-                self.fpt = {} if o.convention is None else {o.convention: _withheld(o.convention,
-                                                                                   self.conventions_missing)}
+                self.fpt = {} if conv is None else {conv: Derivation(
+                    name=f"flops_per_token.{conv}", formula=FORMULAS[conv], value=None, unit="FLOP/token",
+                    missing=self.conventions_missing)}
             return
         if o.seq_len is None:
             packed = self._packed.result() if self._packed is not None else None
@@ -131,31 +144,13 @@ class ComputeExtension(ExtensionBase):
                                              f"{weighted[1]} tokens (dim 1 of the token ids)")
         if not force and shape.seq_len == self._seq_used:
             return
-        from trainmeter.compute.flops import flops_per_token
-
         self._seq_used = shape.seq_len
-        result = flops_per_token(shape, o.convention)
-        fpt = {o.convention: result} if isinstance(result, Derivation) and o.convention else dict(result)
+        result = flops_per_token(shape, conv)
+        fpt = {conv: result} if isinstance(result, Derivation) and conv else dict(result)
         if shape.seq_len is None and self._packed is not None:  # waiting for the device copy, never for a sync
             why = "S waits for the packed batch's sequence lengths, copied from the device (read at a later report)"
             fpt = {c: d if d.value is not None else replace(d, missing=why) for c, d in fpt.items()}
         self.fpt = fpt
-
-    @staticmethod
-    def _seq_len(probes: Any) -> int | None:
-        example = getattr(probes, "example", None)
-        if not example:
-            return None
-        from trainmeter.core.batch import batch_seq  # as the run reads the batch (its columns' token-weighted S)
-
-        return round(batch_seq(example[0], example[1])) or None
-
-    def _count(self, model: Any, probes: Any) -> None:
-        if self._m is not None:  # on the report worker where it can run there (compute/counted_pass.py)
-            from trainmeter.compute.counted_pass import CountOnWorker
-            self._ahead = CountOnWorker()
-            self._ahead.begin(self._m, model, probes)
-            self._take_count(final=self._stopped)
 
     def _take_count(self, final: bool) -> None:
         counted = self._ahead.take(self._m, final) if self._m is not None and self._ahead is not None else None
@@ -167,10 +162,8 @@ class ComputeExtension(ExtensionBase):
 
         param = next(iter(model.parameters()), None)
         dtype = getattr(probes, "autocast_dtype", None) or (str(param.dtype) if param is not None else None)
-        try:
+        with contextlib.suppress(ValueError):  # a dtype without a peak column (float32): none
             self.dtype = normalize_dtype(dtype) if dtype else None
-        except ValueError:
-            self.dtype = None
         on_cuda = param is not None and param.device.type == "cuda"
         tf32, memory, uuid, sms = False, None, None, None
         if on_cuda:
@@ -200,6 +193,8 @@ class ComputeExtension(ExtensionBase):
         m = self._m
         if m is None:
             return
+        from trainmeter.compute.calibrate import of_achievable
+        from trainmeter.compute.flops import flops_input, with_counted
         from trainmeter.compute.mfu import flops_spent, mfu, mfu_name
         from trainmeter.core.throughput import ratio
 
@@ -212,8 +207,6 @@ class ComputeExtension(ExtensionBase):
             interval, session = m.interval, m.session
             train_tps = interval.train_tokens_per_s if interval else None
             session_tps = session.session_tokens_per_s if session else None
-        from trainmeter.compute.flops import flops_input, with_counted
-
         unit = m.token_unit or "tokens"  # a label only where no batch was read: every figure of it is None
         per_conv = {conv: flops_input(conv, f, unit) for conv, f in with_counted(self.fpt, self.counted).items()}
         for conv, f in per_conv.items():
@@ -221,7 +214,10 @@ class ComputeExtension(ExtensionBase):
                 out[mfu_name(conv, pace)] = mfu(f, tps, 1, self.peak, pace=pace,  # type: ignore[arg-type]
                                                 peak_missing=self.peak_missing, unit=unit)
             out[f"flops_spent[{conv}]"] = flops_spent(f, tokens, unit=unit)
-        out.update(self._of_achievable(per_conv, train_tps))
+        ceiling = self.ceiling()  # of_achievable: model FLOP/s over the measured ceiling, once tm.calibrate() ran
+        if ceiling is not None:
+            out.update({f"of_achievable[{conv}]": of_achievable(f, train_tps, ceiling, unit=unit)
+                        for conv, f in per_conv.items()})
         out.update(self._budget(*training_counts(m, m.steps, tokens), train_tps, session_tps, per_conv,
                                 whole_run=whole_run))  # over the training when resumed (docs/spec.md section 22)
         self.derived = {name: replace(d, name=name) for name, d in out.items()}
@@ -234,15 +230,6 @@ class ComputeExtension(ExtensionBase):
         cal = last_calibration()
         c = cal.ceiling(self.run_dtype) if cal is not None else None
         return c if c is not None and c.device_name == (self.device_name or "cpu") else None
-
-    def _of_achievable(self, per_conv: dict[str, Input], train_tps: float | None) -> dict[str, Derivation]:
-        """``of_achievable[conv]``: model FLOP/s over the measured ceiling (only once ``tm.calibrate()`` ran)."""
-        from trainmeter.compute.calibrate import of_achievable
-
-        c = self.ceiling()
-        unit = (self._m.token_unit if self._m is not None else None) or "tokens"
-        return {} if c is None else {f"of_achievable[{conv}]": of_achievable(f, train_tps, c, unit=unit)
-                                     for conv, f in per_conv.items()}
 
     def tiles(self) -> list[dict[str, Any]]:
         """MFU and FLOPs tiles for the widget (publisher thread; reads only)."""
@@ -282,7 +269,6 @@ class ComputeExtension(ExtensionBase):
         from trainmeter.compute.mfu import budget_tokens, flops_required, progress
 
         m = self._m
-        assert m is not None
         out: dict[str, Derivation] = {}
         o = m.options
         chosen = self.fpt.get(o.convention) if o.convention is not None and self.fpt else None
@@ -364,15 +350,6 @@ class ComputeExtension(ExtensionBase):
         return [*with_counted(self.fpt, self.counted).values(), *self.derived.values()]
 
 
-def _params(shape: Any) -> dict[str, int] | None:
-    """Total, trained and frozen parameters of the model (docs/spec.md section 5, "Frozen weights")."""
-    total = shape.n_params
-    if total is None:
-        return None
-    trained = shape.n_trained_params if shape.n_trained_params is not None else total
-    return {"total": int(total), "trained": int(trained), "frozen": int(total - trained)}
-
-
 def _not_a_language_model(unit: str | None, shape: Any) -> str | None:
     """Why the FLOPs conventions do not apply (docs/spec.md section 5, "Units"), or ``None`` when they do."""
     if unit is None:
@@ -385,11 +362,3 @@ def _not_a_language_model(unit: str | None, shape: Any) -> str | None:
         return ("the FLOPs conventions apply to transformer language models; this model has no token embedding "
                 "table (nn.Embedding) or config vocab: FLOPs per token come from the counted pass")
     return None
-
-
-def _withheld(convention: str, reason: str) -> Derivation:
-    """The chosen convention (canonical: options.py checked it), withheld for a model it does not describe."""
-    from trainmeter.compute.flops import FORMULAS
-
-    return Derivation(name=f"flops_per_token.{convention}", formula=FORMULAS[convention], value=None,
-                      unit="FLOP/token", inputs=(), missing=reason)

@@ -64,12 +64,10 @@ class CountedFlops:
         word = "token" if self.unit == "tokens" else "sample"
         how = f"{self.method or 'failed'} pass" + (f" on a {self.copy}" if self.copy and "copy" in self.copy else
                                                     f", {self.copy}" if self.copy else "")
-        inputs = (
-            Input(name="C", value=self.total_flops, unit="FLOP", provenance="counted",
-                  source=f"FlopCounterMode, one forward+backward ({how})"),
-            Input(name="T" if self.unit == "tokens" else "B", value=self.count, unit=self.unit, provenance="counted",
-                  source=f"{self.unit} in the example batch"),
-        )
+        inputs = (Input(name="C", value=self.total_flops, unit="FLOP", provenance="counted",
+                        source=f"FlopCounterMode, one forward+backward ({how})"),
+                  Input(name="T" if self.unit == "tokens" else "B", value=self.count, unit=self.unit,
+                        provenance="counted", source=f"{self.unit} in the example batch"))
         missing = None if self.flops_per_unit is not None else f"counted FLOPs unavailable: {self.reason}"
         return Derivation(name="flops_per_token.counted", formula="C / T" if self.unit == "tokens" else "C / B",
                           value=self.flops_per_unit, unit=f"FLOP/{word}", inputs=inputs, missing=missing)
@@ -97,10 +95,9 @@ def _scalar(out: Any, torch: Any, every: bool = False) -> Any:
     loss = None if isinstance(out, torch.Tensor) else getattr(out, "loss", None)
     if loss is None and isinstance(out, Mapping):
         loss = out.get("loss")
-    if isinstance(loss, torch.Tensor):
-        return loss if loss.dim() == 0 else loss.sum()
-    if isinstance(out, torch.Tensor):
-        return out if out.dim() == 0 else out.sum()
+    target = loss if isinstance(loss, torch.Tensor) else out
+    if isinstance(target, torch.Tensor):
+        return target if target.dim() == 0 else target.sum()
     values = out.values() if isinstance(out, Mapping) else out if isinstance(out, (list, tuple)) else ()
     for value in values:
         if isinstance(value, torch.Tensor) and value.is_floating_point():
@@ -177,14 +174,10 @@ def _copied(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
     clone, how, why = model_copy(model, real=not meta)
     if clone is None:
         raise _NoCopy(why or "the model could not be copied")
-    if meta:
-        to_meta = lambda t: torch.empty(tuple(t.shape), dtype=t.dtype, device="meta")  # noqa: E731
-        args = _map_tensors(args, to_meta, torch)
-        kwargs = _map_tensors(kwargs, to_meta, torch)
-    else:
-        args = _map_tensors(args, lambda t: t.detach().clone(), torch)
-        kwargs = _map_tensors(kwargs, lambda t: t.detach().clone(), torch)
-    return clone, args, kwargs, how
+    def fn(t: Any) -> Any:
+        return torch.empty(tuple(t.shape), dtype=t.dtype, device="meta") if meta else t.detach().clone()
+
+    return clone, _map_tensors(args, fn, torch), _map_tensors(kwargs, fn, torch), how
 
 
 def _counted_pass(clone: Any, args: tuple[Any, ...], kwargs: dict[str, Any], loss_fn: Callable[[Any], Any] | None,
@@ -216,24 +209,15 @@ def _counted_pass(clone: Any, args: tuple[Any, ...], kwargs: dict[str, Any], los
     return int(counter.get_total_flops()), by_op
 
 
-def _through(how: str, call: Call) -> str:
-    """How the copy was made, with the method counted where it is not the forward or a ``training_step``."""
-    return how if call in ("forward", "training_step") else f"{how}'s {call}"
-
-
 def _failure(exc: BaseException, call: Call) -> str:
     """Why a pass failed, in one line; a ``training_step`` that needs the trainer (absent on the copy) says so."""
     text = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
     if call != "training_step":
         return text
-    if "Trainer" in text:
-        hint = (" (the copy has no trainer: a training_step that uses self.trainer, self.optimizers() or "
-                "self.manual_backward cannot be counted)")
-    elif "meta" in text:
-        hint = (" (a training_step runs on a meta copy only, never a copy with real values, so a step that reads "
-                "a value, .item() or a print of a tensor, cannot be counted)")
-    else:
-        hint = ""
+    hint = (" (the copy has no trainer: a training_step that uses self.trainer, self.optimizers() or "
+            "self.manual_backward cannot be counted)" if "Trainer" in text else
+            " (a training_step runs on a meta copy only, never a copy with real values, so a step that reads "
+            "a value, .item() or a print of a tensor, cannot be counted)" if "meta" in text else "")
     return f"the training_step of a copy of the LightningModule raised {text}{hint}"
 
 
@@ -268,7 +252,7 @@ def counted_flops_per_token(model: Any, example_args: Any = (), example_kwargs: 
         except Exception as exc:  # noqa: BLE001 - never raise into training code
             failures.append(f"{kind} pass failed: {_failure(exc, call)}")
             continue
-        return _result(kind, total, by_op, _through(how, call), unit, count, failures)
+        return _result(kind, total, by_op, how, call, unit, count, failures)
     return CountedFlops(flops_per_unit=None, unit=unit, count=count, reason="; ".join(failures))
 
 
@@ -296,15 +280,15 @@ def _inputs(example_args: Any, example_kwargs: Mapping[str, Any] | None, tokens:
     return args, kwargs, count, unit
 
 
-def _result(kind: str, total: int, by_op: dict[str, int], how: str, unit: Unit, count: int | None,
+def _result(kind: str, total: int, by_op: dict[str, int], how: str, call: Call, unit: Unit, count: int | None,
             failures: list[str]) -> CountedFlops:
-    """The result of a pass that ran (``failures``: the passes tried before it)."""
+    """The result of a pass that ran on a copy made ``how`` (``failures``: the passes tried before it); the copy
+    names the method counted where it is not the forward or a ``training_step``."""
+    how = how if call in ("forward", "training_step") else f"{how}'s {call}"
     base = {"unit": unit, "count": count, "total_flops": total, "method": kind, "copy": how, "by_operator": by_op}
     why = ("FlopCounterMode counted 0 FLOPs (no operator with a FLOP formula ran)" if total <= 0 else
            "the example batch holds nothing its tokens or samples are read from: declare each batch with "
            "tm.batch(samples=...) or tm.batch(tokens=...)"
            if not count else None)
-    if why is not None:
-        return CountedFlops(flops_per_unit=None, reason="; ".join([*failures, why]), **base)  # type: ignore[arg-type]
-    return CountedFlops(flops_per_unit=total / count, reason="; ".join(failures) or None,
-                        **base)  # type: ignore[arg-type]
+    return CountedFlops(flops_per_unit=None if why else total / count,  # type: ignore[operator, arg-type]
+                        reason="; ".join([*failures, why] if why else failures) or None, **base)

@@ -9,16 +9,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from typing import Any, TypeVar
 
-from trainmeter.compute.model_shape import SHAPE_FIELDS, FieldSource, ModelShape, override_shape
-from trainmeter.compute.shape_config import shape_from_config
+from trainmeter.compute.model_shape import ModelShape, override_shape, shape_from_config
 from trainmeter.compute.shape_module import shape_from_module
 from trainmeter.core.provenance import Derivation, Input, as_input, weakest
-
-__all__ = ["CONVENTIONS", "CONVENTION_ALIASES", "DESCRIPTIONS", "FORMULAS", "FieldSource", "ModelShape", "SHAPE_FIELDS",
-           "as_shape", "flops_per_token", "flops_range", "override_shape", "shape_from_config", "shape_from_module",
-           "validate_convention"]
 
 CONVENTIONS: tuple[str, ...] = ("hf", "megatron", "titan", "embeddings")
 """The analytic conventions, in increasing order of FLOPs for a usual decoder."""
@@ -28,24 +24,22 @@ MFU_ORDER: tuple[str, ...] = (*CONVENTIONS, COUNTED)  # the order MFU, FLOPs spe
 CONVENTION_ALIASES: dict[str, str] = {"nanochat": "titan", "torchtitan": "titan", "all_params": "embeddings"}
 FORMULAS: dict[str, str] = {"hf": "6 * (N - E)", "megatron": "6 * (N - E) + 6 * L * d * S",
                             "titan": "6 * (N - E) + 12 * L * d * S", "embeddings": "6 * N + 12 * L * d * S"}
-DESCRIPTIONS: dict[str, str] = {
-    "hf": "Hugging Face Trainer count: 6 per non-embedding parameter, no attention term",
-    "megatron": "Megatron-LM: adds attention scores and values with the causal half",
-    "titan": "TorchTitan and nanochat: adds attention scores and values over the full square",
-    "embeddings": "embedding tables counted as matmuls, full-square attention",
+FROZEN_FORMULAS: dict[str, str] = {
+    "hf": "2 * (N - E) + 2 * (N_b - E_b) + 2 * (N_t - E_t)",
+    "megatron": "2 * (N - E) + 2 * (N_b - E_b) + 2 * (N_t - E_t) + 2 * L * d * S + 4 * L_b * d * S",
+    "titan": "2 * (N - E) + 2 * (N_b - E_b) + 2 * (N_t - E_t) + 4 * L * d * S + 8 * L_b * d * S",
+    "embeddings": "2 * N + 2 * N_b + 2 * N_t + 4 * L * d * S + 8 * L_b * d * S",
 }
-"""One line per convention, for the UI and the passport."""
-
+"""The conventions with frozen parameters (docs/spec.md section 5, "Frozen weights"): :data:`FORMULAS` when all is
+trained."""
 _ATTENTION_FACTOR = {"hf": 0, "megatron": 6, "titan": 12, "embeddings": 12}
 
 
 def validate_convention(name: str) -> str:
     """The canonical convention for ``name`` (case-insensitive, aliases resolved); ``ValueError`` listing the valid."""
-    key = str(name).strip().lower()
+    key = CONVENTION_ALIASES.get(str(name).strip().lower(), str(name).strip().lower())
     if key in CONVENTIONS:
         return key
-    if key in CONVENTION_ALIASES:
-        return CONVENTION_ALIASES[key]
     aliases = ", ".join(f"{a} (= {c})" for a, c in CONVENTION_ALIASES.items())
     raise ValueError(f"unknown FLOPs convention {name!r}; valid: {', '.join(CONVENTIONS)}; aliases: {aliases}")
 
@@ -63,8 +57,7 @@ def as_shape(model_or_shape: Any) -> ModelShape:
 
 def _missing_text(shape: ModelShape, symbols: list[str]) -> str:
     """Name what would enable a derivation whose ``symbols`` are unknown."""
-    flags = {"L": "--layers N", "d": "--d-model D", "S": "--seq-len S"}
-    parts = [flags[s] for s in symbols if s in flags]
+    parts = [flag for s, flag in (("L", "--layers N"), ("d", "--d-model D"), ("S", "--seq-len S")) if s in symbols]
     text = []
     if "N" in symbols or "N_active" in symbols:
         if shape.is_moe:
@@ -78,28 +71,16 @@ def _missing_text(shape: ModelShape, symbols: list[str]) -> str:
     return "; ".join(text)
 
 
-FROZEN_FORMULAS: dict[str, str] = {
-    "hf": "2 * (N - E) + 2 * (N_b - E_b) + 2 * (N_t - E_t)",
-    "megatron": "2 * (N - E) + 2 * (N_b - E_b) + 2 * (N_t - E_t) + 2 * L * d * S + 4 * L_b * d * S",
-    "titan": "2 * (N - E) + 2 * (N_b - E_b) + 2 * (N_t - E_t) + 4 * L * d * S + 8 * L_b * d * S",
-    "embeddings": "2 * N + 2 * N_b + 2 * N_t + 4 * L * d * S + 8 * L_b * d * S",
-}
-"""The conventions with frozen parameters (docs/spec.md section 5, "Frozen weights"): :data:`FORMULAS` when all is
-trained."""
-
-
 def _frozen_inputs(shape: ModelShape, n_symbol: str, convention: str) -> list[Input]:
     """The trained and backward-path inputs of a frozen model (MoE: scaled to the active share, assumed)."""
-    names = [("n_backward_params", "N_b"), ("n_trained_params", "N_t")]
-    if convention != "embeddings":
-        names = [("n_backward_params", "N_b"), ("n_backward_embedding_params", "E_b"),
-                 ("n_trained_params", "N_t"), ("n_trained_embedding_params", "E_t")]
-    inputs = [shape.as_input(field, symbol, "params") for field, symbol in names]
+    names = (("n_backward_params", "N_b"), ("n_backward_embedding_params", "E_b"), ("n_trained_params", "N_t"),
+             ("n_trained_embedding_params", "E_t"))  # the embeddings convention has no E terms
+    inputs = [shape.as_input(f, sym, "params") for f, sym in names if convention != "embeddings" or sym[0] == "N"]
     if shape.is_moe and n_symbol == "N_active" and shape.n_params and shape.n_active_params:
         share = shape.n_active_params / shape.n_params
         inputs = [i if i.value is None or i.name.startswith("E") else
-                  Input(name=i.name, value=int(round(i.value * share)), unit=i.unit, provenance="assumed",
-                        source=f"{i.source}, x {share:.4g} (the active share of N)") for i in inputs]
+                  replace(i, value=int(round(i.value * share)), provenance="assumed",  # type: ignore[operator]
+                          source=f"{i.source}, x {share:.4g} (the active share of N)") for i in inputs]
     return inputs
 
 
@@ -107,14 +88,12 @@ def _derive(shape: ModelShape, convention: str) -> Derivation:
     """Return the :class:`Derivation` of FLOPs per token for one canonical convention."""
     moe = shape.is_moe
     n_symbol = "N_active" if moe else "N"
-    n_field = "n_active_params" if moe else "n_params"
-    if not moe and shape.n_params is None and shape.n_active_params is not None:
-        n_field = "n_active_params"
-    n_input = shape.as_input(n_field, n_symbol, "params")
+    dense_active = shape.n_params is None and shape.n_active_params is not None
+    n_field = "n_active_params" if moe or dense_active else "n_params"
     frozen = shape.frozen
     table = FROZEN_FORMULAS if frozen else FORMULAS
     formula = re.sub(r"\bN\b", n_symbol, table[convention]) if moe else table[convention]  # N_b, N_t keep theirs
-    inputs = [n_input]
+    inputs = [shape.as_input(n_field, n_symbol, "params")]
     if convention != "embeddings":
         inputs.append(shape.as_input("n_embedding_params", "E", "params"))
     if frozen:
@@ -156,9 +135,7 @@ def flops_per_token(model_or_shape: Any, convention: str | None = None,
     if seq_len is not None:
         shape = override_shape(shape, seq_len=seq_len)
         shape = shape.with_value("seq_len", shape.seq_len, "declared", f"seq_len={shape.seq_len}")
-    if canonical is None:
-        return {c: _derive(shape, c) for c in CONVENTIONS}
-    return _derive(shape, canonical)
+    return {c: _derive(shape, c) for c in CONVENTIONS} if canonical is None else _derive(shape, canonical)
 
 
 def flops_range(derivations: Mapping[str, Derivation]) -> tuple[float, float] | None:
@@ -171,9 +148,7 @@ def modelled_flops(f: Derivation | float | None, unit: str = "tokens", source: s
     """A FLOPs convention's F as an input of MFU and FLOPs spent: provenance at most ``detected`` (a model of the work,
     never badged ``counted``: docs/spec.md section 5)."""
     inp = as_input("F", f, f"FLOP/{unit[:-1]}", "detected", source)
-    capped = weakest((inp.provenance, "detected")) or "detected"
-    return Input(name=inp.name, value=inp.value, unit=inp.unit, provenance=capped,  # type: ignore[arg-type]
-                 source=inp.source)
+    return replace(inp, provenance=weakest((inp.provenance, "detected")) or "detected")  # type: ignore[arg-type]
 
 
 def flops_input(convention: str, f: Derivation | float | None, unit: str = "tokens", source: str = "") -> Input:

@@ -33,10 +33,8 @@ def mfu(flops_per_token: Quantity, tokens_per_s: Quantity, devices: Quantity, pe
     ``mfu.session``) / (devices x dense peak per device, FLOP/s or a :class:`PeakRow`; ``peak_missing``: why there is
     none); ``unit`` ``samples``: F per sample, samples/s."""
     _pace_label(pace)
-    if isinstance(peak_flops_per_s, PeakRow):
-        peak_in = peak_input(peak_flops_per_s)
-    else:
-        peak_in = as_input("peak", peak_flops_per_s, "FLOP/s", "detected", "datasheet dense peak")
+    peak_in = (peak_input(peak_flops_per_s) if isinstance(peak_flops_per_s, PeakRow) else
+               as_input("peak", peak_flops_per_s, "FLOP/s", "detected", "datasheet dense peak"))
     return mfu_derivation(name="mfu" if pace == "training-only" else "mfu.session",
                           flops_per_token=as_input("F", flops_per_token, f"FLOP/{unit[:-1]}", "detected"),
                           rate=(as_input(f"{unit}_per_s", tokens_per_s, f"{unit}/s", "measured", f"{pace} {unit}/s"),),
@@ -103,15 +101,13 @@ def budget_tokens(flops_per_token: Quantity = None, *, tokens: Quantity = None, 
     otherwise); plain numbers count as ``declared``, ``tokens_per_step`` as ``counted``."""
     given = [k for k, v in (("tokens", tokens), ("steps", steps), ("flops", flops)) if v is not None]
     if len(given) != 1:
-        raise ValueError(
-            f"give exactly one budget (--budget-tokens, --budget-steps or --budget-flops); got "
-            f"{', '.join(given) or 'none'}"
-        )
+        raise ValueError(f"give exactly one budget (--budget-tokens, --budget-steps or --budget-flops); got "
+                         f"{', '.join(given) or 'none'}")
     if tokens is not None:
         inp = as_input("budget_tokens", tokens, "tokens", "declared", "--budget-tokens")
-        return Derivation(name="budget_tokens", formula="budget_tokens", value=input_number(inp), unit="tokens",
-                          inputs=(inp,),
-                          missing=None if input_number(inp) is not None else "budget tokens not a number")
+        value = input_number(inp)
+        return Derivation(name="budget_tokens", formula="budget_tokens", value=value, unit="tokens", inputs=(inp,),
+                          missing=None if value is not None else "budget tokens not a number")
     if steps is not None:
         inputs = (as_input("budget_steps", steps, "steps", "declared", "--budget-steps"),
                   as_input("tokens_per_step", tokens_per_step, "tokens/step", "counted"))

@@ -65,25 +65,19 @@ def _plain_class(module: Any) -> type:
 def _tensor_copy(t: Any, torch: Any, real: bool) -> Any:
     """A new tensor like ``t`` (same shape, dtype, ``requires_grad``): meta, or a detached clone for ``real``."""
     grad = bool(t.requires_grad)
-    if real:
-        local = t.detach().clone()
-    else:
-        local = torch.empty(tuple(t.shape), dtype=t.dtype, device="meta")
+    local = t.detach().clone() if real else torch.empty(tuple(t.shape), dtype=t.dtype, device="meta")
     if isinstance(t, torch.nn.Parameter):
         return torch.nn.Parameter(local, requires_grad=grad)
     return local.requires_grad_(grad) if grad and local.is_floating_point() else local
 
 
 def _memo(root: Any, torch: Any, real: bool) -> dict[int, Any]:
-    """The deepcopy memo: tensors to new tensors, hook dictionaries and FSDP2 state to empty ones."""
+    """The deepcopy memo: tensors (parameters, buffers, those in attributes) to new tensors, hook dictionaries and
+    FSDP2 state to empty ones."""
     memo: dict[int, Any] = {}
     for module in root.modules():
         for key, value in vars(module).items():
-            if key in ("_parameters", "_buffers"):
-                for t in value.values():
-                    if t is not None and id(t) not in memo:
-                        memo[id(t)] = _tensor_copy(t, torch, real)
-            elif key.startswith(_COMPOSABLE_KEY) or ("hooks" in key and isinstance(value, dict)):
+            if key.startswith(_COMPOSABLE_KEY) or ("hooks" in key and isinstance(value, dict)):
                 memo[id(value)] = type(value)() if isinstance(value, OrderedDict) else {}
             elif _detached(key, value):
                 memo[id(value)] = None

@@ -1,10 +1,14 @@
-"""The model's shape as FLOPs formulas need it, each field with its provenance and source. Pure; never imports torch."""
+"""The model's shape as FLOPs formulas need it, each field with its provenance and source, and its read from a
+Hugging Face style config (dict, ``to_dict()``, attributes): GPT-2 and Llama key spellings; N, E and a MoE's active
+count computed for the GPT-2 and Llama layouts (Mistral, Mixtral, Qwen2, Qwen3 too). Pure; never imports torch.
+"""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
-from typing import Literal
+from typing import Any, Literal
 
 from trainmeter.core.provenance import Input, Provenance
 
@@ -86,14 +90,13 @@ class ModelShape:
             sources[name] = FieldSource(provenance=provenance, source=source)
         return replace(self, **{name: value, "sources": sources})
 
-    def merged_under(self, base: ModelShape) -> ModelShape:
-        """Return ``base`` with every field this shape knows set from this shape (with its source)."""
+    def merged_under(self, base: ModelShape, names: tuple[str, ...] | None = None) -> ModelShape:
+        """``base`` with every field (of ``names``, default all) this shape knows set from it, with its source."""
         out = base
-        for name in SHAPE_FIELDS:
+        for name in names or SHAPE_FIELDS:
             value = getattr(self, name)
             if value is not None:
                 found = self.source_of(name)
-                assert found is not None
                 out = out.with_value(name, value, found.provenance, found.source)
         return out
 
@@ -106,15 +109,10 @@ OVERRIDE_FLAGS: dict[str, str] = {"layers": "--layers", "d_model": "--d-model", 
 
 
 def _positive_int(name: str, value: object) -> int:
-    """Return ``value`` as a positive int or raise ValueError naming it."""
-    bad = ValueError(f"{OVERRIDE_FLAGS.get(name, name)} must be a positive integer, got {value!r}")
-    try:
-        number = int(value)  # type: ignore[call-overload]
-    except (TypeError, ValueError):
-        raise bad from None
-    if isinstance(value, bool) or number <= 0 or (
-            number != value and not (isinstance(value, str) and value.strip().isdigit())):
-        raise bad
+    """Return ``value`` (a digit string too) as a positive int or raise ValueError naming its flag."""
+    number = _as_int(int(value) if isinstance(value, str) and value.strip().isdigit() else value)
+    if number is None:
+        raise ValueError(f"{OVERRIDE_FLAGS.get(name, name)} must be a positive integer, got {value!r}")
     return number
 
 
@@ -129,3 +127,176 @@ def override_shape(shape: ModelShape, *, layers: int | None = None, d_model: int
         number = _positive_int(name, value)
         out = out.with_value(name, number, "declared", f"{OVERRIDE_FLAGS[name]} {number}")
     return out
+
+
+_KEYS: dict[str, tuple[str, ...]] = {
+    "layers": ("num_hidden_layers", "n_layer", "num_layers", "n_layers"),
+    "d_model": ("hidden_size", "n_embd", "d_model", "dim"),
+    "heads": ("num_attention_heads", "n_head", "num_heads", "n_heads"),
+    "kv_heads": ("num_key_value_heads", "n_kv_heads", "num_kv_heads"),
+    "head_dim": ("head_dim",),
+    "ffn_width": ("moe_intermediate_size", "intermediate_size", "n_inner", "ffn_dim", "d_ff"),
+    "vocab": ("vocab_size", "n_vocab", "padded_vocab_size"),
+    "tied_embeddings": ("tie_word_embeddings",),
+    "positions": ("n_positions", "max_position_embeddings", "n_ctx", "seq_length", "max_seq_len"),
+    "moe_experts": ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts"),
+    "moe_top_k": ("num_experts_per_tok", "moe_top_k", "num_experts_per_token"),
+    "moe_shared_experts": ("n_shared_experts", "num_shared_experts"),
+}
+# ``top_k`` is deliberately absent: older PretrainedConfig carries a generation ``top_k`` (50).
+
+GPT2_TYPES = frozenset({"gpt2"})
+LLAMA_TYPES = frozenset({"llama", "mistral", "mixtral", "qwen2", "qwen3"})
+
+
+def config_to_dict(config: Any) -> dict[str, Any]:
+    """Return ``config`` as a plain dict (dict, ``to_dict()`` or attributes); ``{}`` when unreadable."""
+    if config is None:
+        return {}
+    if isinstance(config, Mapping):
+        return dict(config)
+    to_dict = getattr(config, "to_dict", None)
+    if callable(to_dict):
+        with contextlib.suppress(Exception):  # a broken config reads as empty, never raises
+            out = to_dict()
+            if isinstance(out, Mapping):
+                return dict(out)
+    try:
+        return {k: v for k, v in vars(config).items() if not k.startswith("_")}
+    except TypeError:
+        return {}
+
+
+def _read(cfg: Mapping[str, Any], field: str, whole: bool = True) -> tuple[Any, str] | None:
+    """Return (value, "config.KEY") of the first key of ``field`` present with a non-None value (``whole``: as a
+    positive int, else ``None``)."""
+    for key in _KEYS[field]:
+        value = cfg.get(key)
+        if value is not None and not isinstance(value, (dict, list)):
+            value = _as_int(value) if whole else value
+            return None if value is None else (value, f"config.{key}")
+    return None
+
+
+def _as_int(value: Any) -> int | None:
+    """Return ``value`` as int when it is a whole positive number, else ``None``."""
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        return None
+    return number if not isinstance(value, bool) and number > 0 and number == value else None
+
+
+def _family(cfg: Mapping[str, Any]) -> tuple[str | None, Provenance]:
+    """Return the parameter layout (``"gpt2"``/``"llama"``/None) and how sure we are."""
+    model_type = str(cfg.get("model_type") or "").lower()
+    if model_type in GPT2_TYPES | LLAMA_TYPES:
+        return model_type, "detected"
+    if model_type:
+        return None, "assumed"
+    if "n_embd" in cfg and "n_layer" in cfg:
+        return "gpt2", "assumed"
+    if "num_key_value_heads" in cfg and "intermediate_size" in cfg and "rms_norm_eps" in cfg:
+        return "llama", "assumed"
+    return None, "assumed"
+
+
+def _gpt2_counts(s: ModelShape) -> tuple[int, int, int] | None:
+    """(N, E, N_active) of a GPT-2 layout: LayerNorm weight+bias, biased linears, learned positions."""
+    L, d, f, V, P = s.layers, s.d_model, s.ffn_width, s.vocab, s.learned_positions
+    if None in (L, d, f, V, P):
+        return None
+    block = (2 * 2 * d) + (d * 3 * d + 3 * d) + (d * d + d) + (d * f + f) + (f * d + d)
+    tables = V * d + P * d
+    head = 0 if s.tied_embeddings else V * d
+    n = L * block + tables + 2 * d + head
+    e = P * d + (0 if s.tied_embeddings else V * d)
+    return n, e, n
+
+
+def _llama_counts(s: ModelShape, family: str, cfg: Mapping[str, Any]) -> tuple[int, int, int] | None:
+    """(N, E, N_active) of a Llama layout: RMSNorm weights, bias-free GQA attention, gated MLP, rotary positions."""
+    L, d, H, KV, hd, f, V = s.layers, s.d_model, s.heads, s.kv_heads, s.head_dim, s.ffn_width, s.vocab
+    if None in (L, d, H, KV, hd, f, V):
+        return None
+    attn = d * H * hd + 2 * d * KV * hd + H * hd * d
+    if family in ("qwen2",):
+        attn += H * hd + 2 * KV * hd  # q, k, v biases
+    elif cfg.get("attention_bias"):
+        attn += H * hd + 2 * KV * hd + d
+    if family == "qwen3":
+        attn += 2 * hd  # q_norm, k_norm
+    mlp_one = (3 if s.ffn_kind != "mlp" else 2) * d * f
+    if cfg.get("mlp_bias"):
+        mlp_one += (2 * f + d) if s.ffn_kind != "mlp" else (f + d)
+    experts: int = s.moe_experts if s.is_moe else 1  # type: ignore[assignment]
+    top_k = s.moe_top_k if s.is_moe else 1
+    if top_k is None:
+        return None
+    shared = (s.moe_shared_experts or 0) * mlp_one
+    router = d * experts if s.is_moe else 0
+    norms = 2 * d
+    block = attn + experts * mlp_one + shared + router + norms
+    block_active = attn + top_k * mlp_one + shared + router + norms
+    head = 0 if s.tied_embeddings else V * d
+    rest = V * d + head + d
+    e = 0 if s.tied_embeddings else V * d
+    return L * block + rest, e, L * block_active + rest
+
+
+def shape_from_config(config: Any) -> ModelShape:
+    """Read a :class:`ModelShape` from a config (a dict, a ``PretrainedConfig``-like object, or ``None``); never raises.
+
+    Keys read are ``detected`` (the key as source); a GPT-2 config without ``n_inner`` gets ffn width 4d, one without
+    kv heads ``kv_heads = heads`` (assumed); S is the context length, ``assumed``; N and E are analytic for the GPT-2 and
+    Llama layouts (``detected`` when ``model_type`` names the family, ``assumed`` from the key spelling alone).
+    """
+    cfg = config_to_dict(config)
+    shape = ModelShape()
+    for name in ("layers", "d_model", "heads", "kv_heads", "head_dim", "vocab", "moe_experts", "moe_top_k",
+                 "moe_shared_experts"):
+        found = _read(cfg, name)
+        if found is not None:
+            shape = shape.with_value(name, found[0], "detected", found[1])
+    tied = _read(cfg, "tied_embeddings", whole=False)
+    family, family_prov = _family(cfg)
+    if tied is not None:
+        shape = shape.with_value("tied_embeddings", bool(tied[0]), "detected", tied[1])
+    elif family is not None:
+        # transformers' PretrainedConfig defaults tie_word_embeddings to True; LlamaConfig to False.
+        shape = shape.with_value("tied_embeddings", family == "gpt2", "assumed", f"{family} config default")
+    if shape.heads and shape.kv_heads is None:
+        shape = shape.with_value("kv_heads", shape.heads, "assumed", "no kv heads key: full multi-head attention")
+    if shape.heads and shape.d_model and shape.head_dim is None and shape.d_model % shape.heads == 0:
+        shape = shape.with_value("head_dim", shape.d_model // shape.heads, "detected", "d_model / heads")
+    ffn = _read(cfg, "ffn_width")
+    if ffn is not None:
+        shape = shape.with_value("ffn_width", ffn[0], "detected", ffn[1])
+    elif family == "gpt2" and shape.d_model:
+        shape = shape.with_value("ffn_width", 4 * shape.d_model, "detected", "config.n_inner is None: 4 * d_model")
+    act = str(cfg.get("hidden_act") or cfg.get("activation_function") or "").lower()
+    if family == "gpt2":
+        shape = shape.with_value("ffn_kind", "mlp", family_prov, "GPT-2 layout: 2-matrix MLP")
+    elif family is not None:
+        shape = shape.with_value("ffn_kind", "gated", family_prov, f"{family} layout: gated MLP ({act or 'silu'})")
+    elif "glu" in act:
+        shape = shape.with_value("ffn_kind", "gated", "detected", f"hidden_act {act!r}")
+    pos = _read(cfg, "positions")
+    if pos is not None:
+        ctx = pos[0]
+        shape = shape.with_value("seq_len", ctx, "assumed",
+                                 f"{pos[1]} (context length; the batch's sequence length replaces it)")
+        if family == "gpt2":
+            shape = shape.with_value("learned_positions", ctx, family_prov, f"{pos[1]}: learned position table")
+    if family is not None and family != "gpt2":
+        shape = shape.with_value("learned_positions", 0, family_prov, f"{family} layout: rotary positions")
+    counts = _gpt2_counts(shape) if family == "gpt2" else _llama_counts(shape, family, cfg) if family else None
+    if counts is not None:
+        n, e, active = counts
+        layout = "GPT-2" if family == "gpt2" else f"{family}"
+        src = f"analytic {layout} parameter count from the config"
+        shape = shape.with_value("n_params", n, family_prov, src)
+        shape = shape.with_value("n_embedding_params", e, family_prov, src + " (lookup-only tables)")
+        shape = shape.with_value("n_active_params", active, family_prov,
+                                 src + (" (top-k experts)" if shape.is_moe else ""))
+    return shape

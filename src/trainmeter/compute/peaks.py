@@ -1,30 +1,83 @@
-"""Dense tensor-core peaks per card and dtype, each with its cited source: matching a device to its row.
+"""Dense tensor-core peaks per card and dtype, each with its cited source: the table and matching a device to its row.
 
-The rows: :mod:`trainmeter.compute.peak_table` (docs/peaks.md, the matching rules); a card or dtype the table lacks
-has no peak, never a guess (docs/spec.md section 5). Pure; never imports torch. Thread-safe.
+The rows are data, in ``peak_table.json`` beside this module (docs/peaks.md is generated from them, with the matching
+rules); the dense peak is derived (quoted / 2 for a 2:4-sparse figure); rows are tried in order, most specific first.
+A card or dtype the table lacks has no peak, never a guess (docs/spec.md section 5). Pure; never imports torch.
+Thread-safe.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from dataclasses import dataclass
-from typing import Any, Protocol
+from pathlib import Path
+from typing import Any
 
-from trainmeter.compute.peak_table import (
-    AMBIGUOUS,
-    BY_MEMORY_GIB,
-    BY_PCI_DEVICE_ID,
-    MIG_NAME,
-    TABLE,
-    VGPU_NAME,
-    CardRow,
-)
 from trainmeter.core.provenance import Provenance, as_provenance, finite_number
 
-MAX_PEAK_TFLOPS = 1e6
+
+@dataclass(frozen=True, slots=True)
+class CardRow:
+    """One card: its short name (``"H100 SXM"``), a regex searched in the normalized device name (``exclude``: one that
+    rules the row out), TFLOP/s per dtype as the ``source`` quotes them (``sparse_quoted``: 2:4-sparse, dense = / 2)
+    and ``secondary``: a page other than the vendor's is cited; ``sms``: the whole card's SM count (CUs on AMD,
+    ``sm_word``), or ``None`` where the table lacks it."""
+
+    card: str
+    pattern: str
+    exclude: str | None
+    quoted: dict[str, float | None]
+    sparse_quoted: bool
+    source: str
+    secondary: bool = False
+    sms: int | None = None
+    sm_word: str = "SMs"
+
+    @property
+    def peaks(self) -> dict[str, float | None]:
+        """Dense TFLOP/s per dtype: the quoted figure, halved when the source quotes it with sparsity."""
+        div = 2.0 if self.sparse_quoted else 1.0
+        return {k: (None if v is None else v / div) for k, v in self.quoted.items()}
+
+
+_DATA = json.loads((Path(__file__).parent / "peak_table.json").read_text(encoding="utf-8"))
+
+TABLE: tuple[CardRow, ...] = tuple(
+    CardRow(card=r["card"], pattern=r["pattern"], exclude=r.get("exclude"), quoted=r["quoted"],
+            sparse_quoted=r["sparse"], source=r["source"].format_map(_DATA["notes"]),
+            secondary=r.get("secondary", False), sms=r.get("sms") or r.get("cus"),
+            sm_word="CUs" if "cus" in r else "SMs")
+    for r in _DATA["rows"])
+"""The table, most specific first: the first row whose pattern matches (and whose exclusion does not) wins."""
+
+AMBIGUOUS: tuple[tuple[str, str], ...] = tuple(map(tuple, _DATA["ambiguous"]))
+"""Names that match a family but not a variant: no peak from the name alone, and the reason says so."""
+
+BY_PCI_DEVICE_ID: dict[int, str] = {int(key, 16): card for key, card in _DATA["by_pci_device_id"].items()}
+"""PCI device ids (``nvmlDeviceGetPciInfo().pciDeviceId >> 16``) that settle an ambiguous name, to the card; the
+ids are NVIDIA's own (open-gpu-kernel-modules README, "Compatible GPUs": 2330 "NVIDIA H100 80GB HBM3", 2331
+"NVIDIA H100 PCIe", 2321 "NVIDIA H100 NVL"; 2324 "NVIDIA H800" is its only H800 id not named PCIe (2322) or NVL
+(233A), and an NCCL issue log shows H800 SXM5 devices named "NVIDIA H800"). Its 2339 "NVIDIA H100" says no
+variant and settles nothing."""
+
+BY_MEMORY_GIB: tuple[tuple[str, float, float, str], ...] = tuple(map(tuple, _DATA["by_memory_gib"]))
+"""(family pattern, lowest GiB, highest GiB, card): a memory size that settles an ambiguous name. H100 NVL (94 GB)
+reads about 93.6 GiB in NVML (95830 MiB) and a little less in torch; the 80 GB parts read 79.6 GiB."""
+
+LEFT_OUT: tuple[tuple[str, str], ...] = tuple(map(tuple, _DATA["left_out"]))  # cards left out, and why
+SM_SOURCES: str = _DATA["notes"]["SMS"]  # where the rows' SM (CU) counts come from
+
+MIG_NAME: str = _DATA["mig_name"]
+"""The MIG suffix of a device name (``"NVIDIA A100-SXM4-40GB MIG 3g.20gb"``): the card is matched without it."""
+
+VGPU_NAME: str = _DATA["vgpu_name"]
+"""A vGPU profile's name (``"NVIDIA A10-4Q"``, ``"GRID A100-40C"``): its share of the card cannot be read."""
+_BY_CARD = {r.card: r for r in TABLE}
+
+MAX_PEAK_TFLOPS = 1e6  # the one limit on a declared peak (spec section 5): 1 EFLOP/s per device, more is a unit slip
 PEAK_FLAGS = "--peak-tflops X --peak-source TEXT"
-"""The one limit on a declared peak (docs/spec.md section 5): 1 EFLOP/s per device; a larger figure is a unit slip."""
 
 DTYPES: tuple[str, ...] = ("bf16", "fp16", "tf32", "fp8")  # dtypes with a peak column
 
@@ -72,24 +125,15 @@ def normalize_dtype(dtype: object) -> str:
     key = str(dtype).strip().lower()
     if key in _DTYPE_ALIASES:
         return _DTYPE_ALIASES[key]
-    hint = ""
-    if key in ("fp32", "float32", "float", "torch.float32", "torch.float"):
-        hint = (
-            " (float32 matmuls run on tensor cores only as TF32, when torch.backends.cuda.matmul.allow_tf32 "
-            "or set_float32_matmul_precision('high') allows it; pass 'tf32' then)"
-        )
-    raise ValueError(
-        f"unknown dtype {dtype!r} for a peak; valid: {', '.join(DTYPES)} "
-        f"(or torch.bfloat16, torch.float16, torch.float8_e4m3fn, torch.float8_e5m2){hint}"
-    )
+    hint = (" (float32 matmuls run on tensor cores only as TF32, when torch.backends.cuda.matmul.allow_tf32 or "
+            "set_float32_matmul_precision('high') allows it; pass 'tf32' then)"
+            if key in ("fp32", "float32", "float", "torch.float32", "torch.float") else "")
+    raise ValueError(f"unknown dtype {dtype!r} for a peak; valid: {', '.join(DTYPES)} "
+                     f"(or torch.bfloat16, torch.float16, torch.float8_e4m3fn, torch.float8_e5m2){hint}")
 
 
 def _normalize(device_name: object) -> str:
     return " ".join(str(device_name).lower().replace("_", " ").split())
-
-
-def _row_named(card: str) -> CardRow:
-    return next(r for r in TABLE if r.card == card)
 
 
 def _find(device_name: object, pci_device_id: int | None = None, memory_bytes: float | None = None) -> CardRow | None:
@@ -105,12 +149,12 @@ def _find(device_name: object, pci_device_id: int | None = None, memory_bytes: f
         device = int(pci_device_id) >> 16 if int(pci_device_id) > 0xFFFF else int(pci_device_id)
         card = BY_PCI_DEVICE_ID.get(device)
         if card is not None:
-            return _row_named(card)
+            return _BY_CARD[card]
     if memory_bytes:
         gib = float(memory_bytes) / 2**30
         for pattern, low, high, card in BY_MEMORY_GIB:
             if re.search(pattern, name) and low <= gib <= high:
-                return _row_named(card)
+                return _BY_CARD[card]
     return None
 
 
@@ -175,13 +219,12 @@ def peak_flops(device_name: str, dtype: object = "bf16", *, pci_device_id: int |
 def validate_peak(peak_tflops: object, peak_source: object) -> float | None:
     """The one check of ``--peak-tflops X --peak-source TEXT``: the peak in TFLOP/s per device, or ``None`` when neither
     is given; ``ValueError`` naming the value and what is valid (one without the other, or not in (0, 1e6])."""
-    if peak_tflops is None and (peak_source is None or str(peak_source).strip() == ""):
+    no_source = peak_source is None or str(peak_source).strip() == ""
+    if peak_tflops is None and no_source:
         return None
     if peak_tflops is None:
-        raise ValueError(
-            f"--peak-source {peak_source!r} given without --peak-tflops; pass both, e.g. "
-            f"--peak-tflops 989.5 --peak-source 'H100 SXM datasheet, dense BF16'"
-        )
+        raise ValueError(f"--peak-source {peak_source!r} given without --peak-tflops; pass both, e.g. "
+                         f"--peak-tflops 989.5 --peak-source 'H100 SXM datasheet, dense BF16'")
     bad = (f"--peak-tflops must be a positive number of TFLOP/s per device, at most {MAX_PEAK_TFLOPS:g} (e.g. 989.5), "
            f"got {peak_tflops!r}")
     try:
@@ -192,11 +235,9 @@ def validate_peak(peak_tflops: object, peak_source: object) -> float | None:
         raise ValueError(bad)
     if value > MAX_PEAK_TFLOPS:
         raise ValueError(f"{bad} (FLOP/s given instead of TFLOP/s?)")
-    if peak_source is None or str(peak_source).strip() == "":
-        raise ValueError(
-            f"--peak-tflops {peak_tflops!r} needs --peak-source TEXT saying where the figure comes from "
-            f"(a datasheet, a measured matmul); got {peak_source!r}"
-        )
+    if no_source:
+        raise ValueError(f"--peak-tflops {peak_tflops!r} needs --peak-source TEXT saying where the figure comes from "
+                         f"(a datasheet, a measured matmul); got {peak_source!r}")
     return value
 
 
@@ -209,33 +250,14 @@ def why_no_peak(device_name: str | None, dtype: object = "bf16", *, pci_device_i
         return f"{exc}; pass {PEAK_FLAGS} to declare one"
 
 
-class DeviceIdentityLike(Protocol):
-    """What :func:`peak_for_device` reads of a device's identity (the GPU wing's ``DeviceIdentity``)."""
-
-    name: str
-    pci_device_id: int | None
-    mem_total_bytes: int | None
-
-
-def peak_for_device(device_name: str, dtype: object, *, memory_bytes: float | None = None,
-                    identity: DeviceIdentityLike | None = None,
-                    sm_count: int | None = None) -> tuple[PeakRow | None, str | None]:
-    """``(peak, None)`` or ``(None, reason)`` for a run's device: its torch name, memory (bytes) and SM count, settled
-    by the ``identity`` the GPU wing read (PCI device id, memory, NVML name), or ``None``. ``ValueError`` for an
-    unknown ``dtype``."""
-    pci = identity.pci_device_id if identity is not None else None
-    memory = identity.mem_total_bytes if identity is not None and identity.mem_total_bytes else memory_bytes
-    name = device_name or (identity.name if identity is not None else "")
-    nvml_name = identity.name if identity is not None else None  # NVML's name may say more
-    return _lookup(name, dtype, pci, memory, sm_count, nvml_name)
-
-
 def peak_for_run(device_name: str | None, dtype: str | None, memory_bytes: float | None = None,
                  uuid: object = None, dtype_read: object = None, sm_count: int | None = None, *,
                  gpu: object = None) -> tuple[PeakRow | None, str | None, bool]:
-    """:func:`peak_for_device` for a run's device (``None``: the CPU) and dtype (``None``: one without a tensor-core
-    peak, ``dtype_read`` named), its identity read by ``uuid`` through the GPU wing's view ``gpu``: ``(peak, reason,
-    waiting)``, ``waiting`` while NVML still opens (a later report matches again)."""
+    """The peak of a run's device (``None``: the CPU; its torch name, memory in bytes and SM count) and dtype
+    (``None``: one without a tensor-core peak, ``dtype_read`` named), settled by the identity the GPU wing's view
+    ``gpu`` read for ``uuid`` (its ``DeviceIdentity``: PCI device id, memory, NVML name): ``(peak, reason,
+    waiting)``, ``waiting`` while NVML still opens (a later report matches again). ``ValueError`` for an unknown
+    ``dtype``."""
     if device_name is None:
         return None, ("the model is on the CPU: there is no dense datasheet peak to divide by; pass "
                       "--peak-tflops X --peak-source TEXT to declare one"), False
@@ -243,7 +265,11 @@ def peak_for_run(device_name: str | None, dtype: str | None, memory_bytes: float
         return None, f"dtype {dtype_read} has no tensor-core peak; pass --peak-tflops X --peak-source TEXT", False
     read = getattr(gpu, "device_identity", None)
     identity = read(None if uuid is None else str(uuid)) if read is not None else None
-    peak, reason = peak_for_device(device_name, dtype, memory_bytes=memory_bytes, identity=identity, sm_count=sm_count)
+    if identity is not None:  # NVML's name may say more; its memory reads the whole card
+        memory_bytes = identity.mem_total_bytes or memory_bytes
+        device_name = device_name or identity.name
+    peak, reason = _lookup(device_name, dtype, getattr(identity, "pci_device_id", None), memory_bytes, sm_count,
+                           getattr(identity, "name", None))
     opening = getattr(gpu, "opening", None)
     waiting = peak is None and identity is None and read is not None and bool(opening is not None and opening())
     return peak, reason, waiting

@@ -38,7 +38,6 @@ class PackedRead:
 
     def __init__(self, key: str, tensor: Any, torch: Any) -> None:
         self.key = key
-        self._values: Any = None
         self._event: Any = None
         self.rows = int(tensor.shape[0]) if tensor.dim() > 1 else 1
         if tensor.device.type == "cuda":

@@ -7,16 +7,22 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from trainmeter.compute.model_shape import ModelShape
-from trainmeter.compute.shape_config import config_to_dict, shape_from_config
+from trainmeter.compute.model_shape import ModelShape, config_to_dict, shape_from_config
 
 _HEAD_ATTRS = ("num_heads", "n_head", "n_heads", "num_attention_heads")
 _TOPK_ATTRS = ("top_k", "num_experts_per_tok", "k")
+_COUNTS = ("n_params", "n_embedding_params", "n_active_params", "tied_embeddings", "n_trained_params",
+           "n_trained_embedding_params", "n_backward_params", "n_backward_embedding_params", "backward_layers")
 
 
 def _numel(params: Any) -> int:
     """Sum of ``numel()`` of the tensors in ``params`` (trained or frozen)."""
     return sum(int(p.numel()) for p in params)
+
+
+def _owned(modules: list[Any]) -> list[Any]:
+    """The parameters the ``modules`` hold themselves, each tensor once."""
+    return list({id(p): p for m in modules for p in m.parameters(recurse=False)}.values())
 
 
 def _frozen_split(root: Any, lookup_ids: set[int], blocks: list[Any]) -> dict[str, int]:
@@ -25,27 +31,14 @@ def _frozen_split(root: Any, lookup_ids: set[int], blocks: list[Any]) -> dict[st
     order = [m for _, m in root.named_modules()]
     first = next((i for i, m in enumerate(order) if any(p.requires_grad for p in m.parameters(recurse=False))),
                  len(order))
+    trained = [p for p in _owned(order) if p.requires_grad]
+    backward = _owned(order[first + 1:])
     after = {id(m) for m in order[first + 1:]}
-    out = {"n_trained_params": 0, "n_trained_embedding_params": 0, "n_backward_params": 0,
-           "n_backward_embedding_params": 0}
-    seen: set[int] = set()
-    for module in order:
-        for p in module.parameters(recurse=False):
-            if id(p) in seen:
-                continue
-            seen.add(id(p))
-            size = int(p.numel())
-            if p.requires_grad:
-                out["n_trained_params"] += size
-                out["n_trained_embedding_params"] += size if id(p) in lookup_ids else 0
-    for module in order[first + 1:]:
-        for p in module.parameters(recurse=False):
-            if id(p) in seen:
-                seen.discard(id(p))
-                out["n_backward_params"] += int(p.numel())
-                out["n_backward_embedding_params"] += int(p.numel()) if id(p) in lookup_ids else 0
-    out["backward_layers"] = sum(1 for b in blocks if any(id(m) in after for m in b.modules()))
-    return out
+    return {"n_trained_params": _numel(trained),
+            "n_trained_embedding_params": _numel(p for p in trained if id(p) in lookup_ids),
+            "n_backward_params": _numel(backward),
+            "n_backward_embedding_params": _numel(p for p in backward if id(p) in lookup_ids),
+            "backward_layers": sum(1 for b in blocks if any(id(m) in after for m in b.modules()))}
 
 
 def _repeated_blocks(root: Any, nn: Any) -> tuple[str, list[Any], str] | None:
@@ -176,13 +169,7 @@ def shape_from_module(module: Any) -> ModelShape:
         shape = shape.with_value("n_active_params", n, "counted", "dense model: active = N")
 
     # The config wins for structural fields; the counts (N, E, active) stay counted.
-    merged = from_config.merged_under(shape)
-    counts = ("n_params", "n_embedding_params", "n_active_params", "tied_embeddings", "n_trained_params",
-              "n_trained_embedding_params", "n_backward_params", "n_backward_embedding_params", "backward_layers")
-    for name in counts:
-        found = shape.source_of(name)
-        if found is not None:
-            merged = merged.with_value(name, getattr(shape, name), found.provenance, found.source)
+    merged = shape.merged_under(from_config.merged_under(shape), names=_COUNTS)
     if experts is None and from_config.is_moe and from_config.n_active_params and from_config.n_params:
         inactive = from_config.n_params - from_config.n_active_params
         merged = merged.with_value("n_active_params", n - inactive, "detected",

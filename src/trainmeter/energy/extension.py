@@ -1,16 +1,19 @@
 """The energy extension (name ``energy``): joules per token, per sample and per PFLOP (docs/spec.md section 13).
 
 A wing of its own because it joins three wings' numbers (GPU, compute, RAPL); sources and window: spec section 13.
-Thread safety: ``tiles`` (publisher thread) reads one immutable dict reference.
+CPU package energy (microjoules) is read from Linux RAPL (``/sys/class/powercap``), where readable: which domains,
+the wrap and the root-only read, spec section 13. Thread safety: ``tiles`` (publisher thread) reads one immutable
+dict reference.
 """
 
 from __future__ import annotations
 
+import contextlib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trainmeter.core.extension import ExtensionBase, Report
-from trainmeter.energy.rapl import POWERCAP_ROOT, RaplReading, rapl_joules, read_rapl
 from trainmeter.energy.summary import energy_section, energy_tile
 from trainmeter.gpu.energy import DeviceEnergy, from_counter, from_power
 
@@ -19,6 +22,70 @@ if TYPE_CHECKING:
     from trainmeter.core.context import RunContext
     from trainmeter.core.provenance import Derivation
     from trainmeter.gpu.view import GpuView
+
+
+POWERCAP_ROOT = Path("/sys/class/powercap")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RaplReading:
+    """One read of every package domain: folder name -> cumulative energy and wrap-around range (``None`` unknown),
+    microjoules; ``missing`` says why there is no reading, else ``None``."""
+
+    energy_uj: dict[str, int]
+    range_uj: dict[str, int | None]
+    missing: str | None = None
+
+
+def read_rapl(root: Path = POWERCAP_ROOT) -> RaplReading:
+    """Read the package domains under ``root``; never raises."""
+    if not root.is_dir():
+        return RaplReading(energy_uj={}, range_uj={}, missing=f"no RAPL here ({root} does not exist)")
+    energy: dict[str, int] = {}
+    ranges: dict[str, int | None] = {}
+    refused = []
+    for domain in sorted(root.glob("*rapl:*")):
+        if domain.name.count(":") != 1:  # a sub-domain (intel-rapl:0:0)
+            continue
+        try:
+            name = (domain / "name").read_text().strip()
+        except OSError:
+            continue
+        if not name.startswith("package"):
+            continue
+        try:
+            energy[domain.name] = int((domain / "energy_uj").read_text().strip())
+        except (OSError, ValueError):
+            refused.append(domain.name)
+            continue
+        try:
+            ranges[domain.name] = int((domain / "max_energy_range_uj").read_text().strip())
+        except (OSError, ValueError):
+            ranges[domain.name] = None
+    if not energy:
+        why = (f"RAPL energy_uj under {root} is not readable by this user (root-only since CVE-2020-8694)"
+               if refused else f"no RAPL package domain under {root}")
+        return RaplReading(energy_uj={}, range_uj={}, missing=why)
+    return RaplReading(energy_uj=energy, range_uj=ranges)
+
+
+def rapl_joules(start: RaplReading, end: RaplReading) -> tuple[float | None, str | None]:
+    """Joules used by all package domains between two reads (one wrap per domain allowed)."""
+    if start.missing or end.missing:
+        return None, start.missing or end.missing
+    total_uj = 0
+    for name, first in start.energy_uj.items():
+        last = end.energy_uj.get(name)
+        if last is None:
+            return None, f"RAPL domain {name} disappeared during the run"
+        delta = last - first
+        if delta < 0:
+            wrap = start.range_uj.get(name)
+            if wrap is None:
+                return None, f"RAPL domain {name} wrapped and its range is unknown"
+            delta += wrap
+        total_uj += delta
+    return total_uj / 1e6, None
 
 
 class EnergyExtension(ExtensionBase):
@@ -97,10 +164,8 @@ class EnergyExtension(ExtensionBase):
         window_s = now_s - self._t0_s
         averages: Any = {}
         if self._sampler is not None:
-            try:
+            with contextlib.suppress(Exception):  # no averages where the sampler cannot give them
                 averages = self._sampler.window_averages()
-            except Exception:  # noqa: BLE001
-                averages = {}
         out = []
         for index in self._indices:
             name = self._names.get(index, "")
@@ -117,26 +182,21 @@ class EnergyExtension(ExtensionBase):
     def _build(self, now_s: float, end: dict[int, tuple[float | None, str | None]],
                rapl_end: RaplReading | None, report: Report | None = None) -> None:
         m = self._m
-        assert m is not None
-        rapl_j, rapl_missing = None, None
+        rapl_j, rapl_missing = None, "not read: GPU energy is used"
         if self._rapl_start is not None:
             rapl_j, rapl_missing = (rapl_joules(self._rapl_start, rapl_end) if rapl_end is not None
                                     else (None, "RAPL is read at the end of the run"))
-        else:
-            rapl_missing = "not read: GPU energy is used"
         o = m.options
         conv = o.convention
         compute: ComputeView | None = m.extension("compute")
         spent = compute.flops_spent(conv) if compute is not None and conv else None
-        section, derivations = energy_section(
+        self._section, self._derivations = energy_section(
             devices=self._devices(now_s, end), gpu_missing=self._gpu_missing, rapl_j=rapl_j,
             rapl_missing=rapl_missing, window_s=now_s - self._t0_s, tokens=report.tokens if report else m.tokens,
             token_unit=report.token_unit if report else m.token_unit,
             flops_spent=getattr(spent, "value", None), convention=conv,
             flops_missing=getattr(spent, "missing", None),
             grid_gco2_per_kwh=o.grid_gco2_per_kwh, grid_source=o.grid_source)
-        self._derivations = derivations
-        self._section = section
 
     def on_report(self, report: Report) -> dict[str, Any]:
         """Energy so far (live tile and run log): joules, J/token, source."""
@@ -151,9 +211,7 @@ class EnergyExtension(ExtensionBase):
         else:
             now_s, end, rapl_end = self._t1_s, self._end_mj, self._rapl_end
         self._build(now_s, end, rapl_end, report)  # the report's tokens (on the report worker: docs/spec.md section 20)
-        s = self._section
-        return {"joules": s.get("joules"), "j_per_token": s.get("j_per_token"),
-                "j_per_sample": s.get("j_per_sample"), "source": s.get("source")}
+        return {key: self._section.get(key) for key in ("joules", "j_per_token", "j_per_sample", "source")}
 
     def passport_section(self) -> dict[str, Any]:
         """The passport's ``energy`` section (docs/spec.md, "Energy")."""

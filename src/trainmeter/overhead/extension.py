@@ -7,6 +7,7 @@ only, except ``panels`` which reads one dict reference.
 from __future__ import annotations
 
 import math
+import sys
 import threading
 import time
 from typing import TYPE_CHECKING, Any
@@ -33,7 +34,6 @@ class Overhead(ExtensionBase):
     def __init__(self, perf_counter: Any = None) -> None:
         self._now = perf_counter or time.perf_counter
         self._m: RunContext | None = None
-        self._calls = 0
         self._timed = 0
         self._timed_s = 0.0
         self._t0 = 0.0
@@ -55,7 +55,6 @@ class Overhead(ExtensionBase):
         monitor = self._m
         if monitor is None or self._t1 is not None:
             return
-        self._calls += 1
         self._reports_at_arm = monitor.reports
         monitor.time_next_step(self._timed_step)
 
@@ -104,14 +103,11 @@ class Overhead(ExtensionBase):
             if tid in names:
                 self._thread_cpu[tid] = (names[tid], seconds)
 
-    def _wall_s(self) -> float:
-        return (self._t1 if self._t1 is not None else self._now()) - self._t0
-
     def figures(self, report: Report | None = None) -> dict[str, Any]:
         """The overhead figures now (the passport section's content), or at ``report`` (its phases and elapsed
         seconds: on the report worker the live ones moved on, docs/spec.md section 20)."""
         m = self._m
-        wall_s = self._wall_s()
+        wall_s = (self._t1 if self._t1 is not None else self._now()) - self._t0
         cpu_s = sum(c for _, c in self._thread_cpu.values())
         have_cpu = bool(self._thread_cpu)
         if report is not None:
@@ -136,15 +132,11 @@ class Overhead(ExtensionBase):
         }
 
     def _browser_bytes(self) -> int | None:
-        import sys
-
+        """The live widget's bytes sent, where its publisher shows this run (``None``: no live widget)."""
         attach = sys.modules.get("trainmeter.widget.attach")
-        if attach is None:
-            return None
-        publisher = attach.live_publisher()
-        if publisher is None or getattr(publisher, "monitor", None) is not self._m:
-            return None
-        return int(publisher.bytes_sent)
+        publisher = attach.live_publisher() if attach is not None else None
+        return None if publisher is None or getattr(publisher, "monitor", None) is not self._m else int(
+            publisher.bytes_sent)
 
     def on_report(self, report: Report) -> dict[str, Any]:
         """The figures so far (run log, panel)."""
@@ -156,17 +148,13 @@ class Overhead(ExtensionBase):
         """A "Monitoring cost" panel (publisher thread; reads one dict reference)."""
         f = self._figures or {}  # before the first report: the rows without values (the panel keeps its place)
         threads = f.get("threads") or {}
-        rows = [
-            {"label": f"on_step (us, 1 in {f.get('sample_every', self.every)} steps)", "value": f.get("on_step_us"),
-             "unit": "", "provenance": "measured"},
-            {"label": "reporting share of session", "value": f.get("reporting_share"), "unit": "fraction",
-             "provenance": "measured"},
-            {"label": "trainmeter threads (share of one core)", "value": threads.get("share_of_one_core"),
-             "unit": "fraction", "provenance": "measured"},
-            {"label": "to the browser (bytes/s)", "value": f.get("browser_bytes_per_s"), "unit": "",
-             "provenance": "counted", "note": None if f.get("browser_bytes") is not None else "no live widget"},
-            {"label": "run log", "value": f.get("run_log_bytes"), "unit": "bytes", "provenance": "counted"},
-        ]
+        rows = [{"label": label, "value": value, "unit": unit, "provenance": prov} for label, value, unit, prov in (
+            (f"on_step (us, 1 in {f.get('sample_every', self.every)} steps)", f.get("on_step_us"), "", "measured"),
+            ("reporting share of session", f.get("reporting_share"), "fraction", "measured"),
+            ("trainmeter threads (share of one core)", threads.get("share_of_one_core"), "fraction", "measured"),
+            ("to the browser (bytes/s)", f.get("browser_bytes_per_s"), "", "counted"),
+            ("run log", f.get("run_log_bytes"), "bytes", "counted"))]
+        rows[3]["note"] = None if f.get("browser_bytes") is not None else "no live widget"
         return [{"id": "overhead", "title": "Monitoring cost", "rows": rows, "pending": not self._figures}]
 
     def passport_section(self) -> dict[str, Any]:
