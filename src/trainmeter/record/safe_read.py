@@ -176,16 +176,17 @@ def _short(value: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def iter_lines(f: BinaryIO, *, max_bytes: int | None = None,
-               max_line_bytes: int = MAX_LINE_BYTES) -> Iterator[tuple[bytes, bool]]:
+def iter_lines(f: BinaryIO, *, max_bytes: int | None = None, max_line_bytes: int = MAX_LINE_BYTES,
+               block_bytes: int | None = None) -> Iterator[tuple[bytes, bool]]:
     """``(line, complete)`` for each line of ``f`` (with its newline; a torn last line not ``complete``; one over
-    ``max_line_bytes`` as ``b"\\x00"``, never held), up to ``max_bytes`` (the piece cut there not yielded)."""
+    ``max_line_bytes`` as ``b"\\x00"``, never held), up to ``max_bytes`` (the piece cut there not yielded), read
+    ``block_bytes`` (default :data:`READ_BLOCK_BYTES`) at a time."""
     rest: list[bytes] = []
     held = 0
     skipping = False
-    left = max_bytes
+    left, block = max_bytes, block_bytes or READ_BLOCK_BYTES
     while left is None or left > 0:
-        chunk = f.read(READ_BLOCK_BYTES if left is None else min(READ_BLOCK_BYTES, left))
+        chunk = f.read(block if left is None else min(block, left))
         if not chunk:
             break
         if left is not None:
