@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import math
+import operator
 import os
 import sys
 from dataclasses import dataclass
@@ -22,11 +23,10 @@ from trainmeter.core.lifecycle import probes_available
 from trainmeter.core.patches import ORIGINAL_ATTR, Patches
 from trainmeter.core.provenance import Derivation, Input
 from trainmeter.core.text import markdown_text
-from trainmeter.lineage.goodput import goodput_derivation, goodput_line, training_time
-from trainmeter.lineage.parent import ParentRecord, read_parent
+from trainmeter.lineage.parent import ParentRecord, minus, read_parent
 from trainmeter.lineage.view import PARENT_LOSS, LineageView, earlier_points, earlier_runs
 from trainmeter.record.passport import relative_to_run
-from trainmeter.sizes import format_count, format_duration
+from trainmeter.sizes import format_count, format_duration, format_percent
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,12 +42,8 @@ class Resumed:
     framework_step: int | None = None
 
 
-def _plus(a: Any, b: Any) -> Any:
-    return None if a is None or b is None else a + b
-
-
-def _minus(a: Any, b: Any) -> Any:
-    return None if a is None or b is None else a - b
+def _plus(*values: Any) -> Any:
+    return None if any(v is None for v in values) else functools.reduce(operator.add, values)
 
 
 def _time(iso: Any) -> datetime | None:
@@ -231,9 +227,9 @@ class Lineage(ExtensionBase):
         spent = {name[12:-1]: d.value for name, d in getattr(compute, "derived", {}).items()
                  if name.startswith("flops_spent[")}
         tokens_at, flops_at = self._at_resume(r)
-        lost = {"steps": parent.steps - r.step, "tokens": _minus(parent.tokens_after.get(parent.steps), tokens_at),
-                "flops_spent": {conv: _minus(v, flops_at.get(conv)) for conv, v in self._parent_flops().items()},
-                "time_s": _minus(parent.last_step_s, parent.step_s.get(r.step))}
+        lost = {"steps": parent.steps - r.step, "tokens": minus(parent.tokens_after.get(parent.steps), tokens_at),
+                "flops_spent": {conv: minus(v, flops_at.get(conv)) for conv, v in self._parent_flops().items()},
+                "time_s": minus(parent.last_step_s, parent.step_s.get(r.step))}
         restart_s = self._restart_s()
         earlier = parent.lineage.get("training") if isinstance(parent.lineage.get("training"), dict) else {}
         ended, started = _time(parent.ended_at), _time(m.started_at)
@@ -320,3 +316,41 @@ def _markdown(s: dict[str, Any]) -> str:
         f"- Training: {format_count(t['steps'])} steps, {unit} {format_count(t['tokens'])}; lost work "
         f"{format_count(lost['steps'])} steps, {unit} {format_count(lost['tokens'])}; restart time "
         f"{format_duration(s['restart_s'])}", goodput_line(t)])
+
+
+# the training's goodput: the share of its wall time across the lineage not lost to a restart (docs/spec.md
+# section 22, "The training's goodput")
+
+def training_time(*, parent_wall_s: float | None, gap_s: float | None, elapsed_s: float, earlier_lost_s: float | None,
+                  lost_s: float | None, restart_s: float | None) -> dict[str, Any]:
+    """``wall_s``, ``lost_s``, ``useful_s`` and ``goodput`` of the training up to this run's end (``None`` where an
+    input is unknown): ``wall_s = parent_wall_s + gap_s + elapsed_s``, ``lost_s = earlier_lost_s + lost_s``,
+    ``useful_s = wall_s - lost_s - restart_s`` with ``restart_s`` summed over the lineage, ``goodput = useful_s /
+    wall_s``."""
+    wall_s = _plus(parent_wall_s, gap_s, elapsed_s)
+    lost_total_s = _plus(earlier_lost_s, lost_s)
+    useful_s = None if wall_s is None or lost_total_s is None or restart_s is None else \
+        max(0.0, wall_s - lost_total_s - restart_s)
+    goodput = useful_s / wall_s if useful_s is not None and wall_s else None
+    return {"wall_s": wall_s, "lost_s": lost_total_s, "useful_s": useful_s, "goodput": goodput}
+
+
+def goodput_derivation(t: dict[str, Any]) -> Derivation:
+    """The training's goodput with its three measured inputs."""
+    def seconds(name: str, source: str) -> Input:
+        return Input(name=name, value=t.get(name), unit="s", provenance="measured", source=source)
+
+    return Derivation(name="training_goodput", formula="(wall_s - lost_s - restart_s) / wall_s", unit="1",
+                      value=t.get("goodput"), inputs=(
+                          seconds("wall_s", "each run's session clock plus the gaps between a run's end and the next "
+                                            "one's start (started_at, ended_at)"),
+                          seconds("lost_s", "each parent's session seconds after the step resumed from (its step "
+                                            "series' time at that step to its end)"),
+                          seconds("restart_s", "each gap plus the next run's session seconds to its first step")))
+
+
+def goodput_line(t: dict[str, Any]) -> str:
+    """passport.md's goodput line of the training."""
+    return (f"- Goodput of the training: {format_percent(t.get('goodput'))} (useful {format_duration(t.get('useful_s'))}"
+            f" of {format_duration(t.get('wall_s'))} wall; lost work {format_duration(t.get('lost_s'))}, restart "
+            f"{format_duration(t.get('restart_s'))})")

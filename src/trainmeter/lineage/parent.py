@@ -127,12 +127,12 @@ def _logged_lineage(folder: Path, summary: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(lineage.get("training") if runs else None, dict) or not all(isinstance(r, dict) for r in runs):
         return {}
     training = dict(lineage["training"])
-    late_s = _minus(summary.get("elapsed_s"), last.get("elapsed_s"))
+    late_s = minus(summary.get("elapsed_s"), last.get("elapsed_s"))
     training["wall_s"] = None if late_s is None or training.get("wall_s") is None else training["wall_s"] + late_s
     return {"lineage": {**lineage, "training": training}}
 
 
-def _minus(a: Any, b: Any) -> Any:
+def minus(a: Any, b: Any) -> Any:
     ok = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (a, b))
     return a - b if ok else None
 
