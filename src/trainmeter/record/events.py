@@ -17,6 +17,7 @@ import json
 import os
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -89,6 +90,7 @@ BLOCK_BYTES = 16 * 1024  # bytes read per call by head and tail when they may st
 
 KINDS: tuple[str, ...] = ("start", "rank", "steps", "series", "interval", "gap", "checkpoint", "end")
 
+
 @dataclass(slots=True)
 class ReadStats:
     """What a read took: bytes read from the file and lines that were not records (skipped).
@@ -146,24 +148,18 @@ def _take_last(line: bytes, torn: bool, kinds: Collection[str] | None, needles: 
 
 def iter_events(path: Path, *, kinds: Collection[str] | None = None, stats: ReadStats | None = None,
                 max_bytes: int | None = None) -> Iterator[Record]:
-    """Every record of the log at ``path``, in order (``kinds``: only those; other lines are not parsed).
-
-    Read a block at a time, a line over its bound skipped as damaged; ``max_bytes`` stops the read there (the
-    bytes past it counted in ``stats.bytes_left_out``).
-
-    Raises:
-        OSError: When the file cannot be opened (a missing log is the caller's to say), or is not a
-            regular file (:class:`~trainmeter.record.safe_read.Damaged`).
-    """
+    """Every record of the log at ``path``, in order (``kinds``: only those; other lines are not parsed), read a block
+    at a time, a line over its bound skipped as damaged; ``max_bytes`` stops the read there (the bytes past it counted
+    in ``stats.bytes_left_out``). ``OSError`` when the file cannot be opened (a missing log is the caller's to say)
+    or is not a regular file (:class:`~trainmeter.record.safe_read.Damaged`)."""
     needles = _needles(kinds)
     with open_regular(path) as f:
         if max_bytes is not None and stats is not None:
             stats.bytes_left_out = max(0, os.fstat(f.fileno()).st_size - max_bytes)
         for line, whole in iter_lines(f, max_bytes=max_bytes):
-            torn = not whole  # only the last line can be
             if stats is not None:
                 stats.bytes_read += len(line)
-            record = _take_last(line, torn, kinds, needles, stats)
+            record = _take_last(line, not whole, kinds, needles, stats)  # only the last line can be torn
             if record is not None:
                 yield record
 
@@ -178,75 +174,60 @@ def head(path: Path, n: int | None = None, *, max_bytes: int = HEAD_BYTES, kinds
          stats: ReadStats | None = None) -> list[Record]:
     """The records on the whole lines within the first ``max_bytes`` of ``path`` (at most ``n``, reading stops once
     ``n`` records of ``kinds`` are found; never raises). The piece after the window's last newline is left out."""
+    return list(islice(_forwards(path, max_bytes, kinds, stats, None if n is None else BLOCK_BYTES), n))
+
+
+def _forwards(path: Path, max_bytes: int, kinds: Collection[str] | None, stats: ReadStats | None,
+              block_bytes: int | None) -> Iterator[Record]:
     needles = _needles(kinds)
-    out: list[Record] = []
     with contextlib.suppress(OSError), open_regular(path) as f:
-        for line, whole in iter_lines(f, max_bytes=max_bytes, block_bytes=None if n is None else BLOCK_BYTES):
+        for line, whole in iter_lines(f, max_bytes=max_bytes, block_bytes=block_bytes):
             if stats is not None:
                 stats.bytes_read += len(line)
             record = _take(line, kinds, needles, stats) if whole else None
             if record is not None:
-                out.append(record)
-                if n is not None and len(out) >= n:
-                    break
-    return out
+                yield record
 
 
 def _backwards(path: Path, max_bytes: int, kinds: Collection[str] | None, stats: ReadStats | None,
                block_bytes: int | None) -> Iterator[Record]:
     """The records within the last ``max_bytes`` of ``path``, newest first, read ``block_bytes`` at a time."""
     needles = _needles(kinds)
-    try:
-        with open_regular(path) as f:
-            size = os.fstat(f.fileno()).st_size
-            low = max(0, size - max_bytes)
-            end = size
-            rest = b""
-            newest = True
-            while end > low:
-                start = low if block_bytes is None else max(low, end - block_bytes)
-                f.seek(start)
-                chunk = f.read(end - start)
-                if stats is not None:
-                    stats.bytes_read += len(chunk)
-                end = start
-                lines = (chunk + rest).split(b"\n")
-                rest = lines[0]  # may go on in the bytes before this block
-                for line in reversed(lines[1:]):
-                    torn, newest = newest, False  # the piece after the last newline: a torn last line if any
-                    record = _take_last(line, torn, kinds, needles, stats)
-                    if record is not None:
-                        yield record
-            if low == 0:  # the file's first line, whole
-                record = _take(rest, kinds, needles, stats)
+    with contextlib.suppress(OSError), open_regular(path) as f:
+        end = os.fstat(f.fileno()).st_size
+        low, rest, newest = max(0, end - max_bytes), b"", True
+        while end > low:
+            start = low if block_bytes is None else max(low, end - block_bytes)
+            f.seek(start)
+            chunk = f.read(end - start)
+            if stats is not None:
+                stats.bytes_read += len(chunk)
+            end = start
+            lines = (chunk + rest).split(b"\n")
+            rest = lines[0]  # may go on in the bytes before this block
+            for line in reversed(lines[1:]):
+                torn, newest = newest, False  # the piece after the last newline: a torn last line if any
+                record = _take_last(line, torn, kinds, needles, stats)
                 if record is not None:
                     yield record
-    except OSError:
-        return
+        if low == 0:  # the file's first line, whole
+            record = _take(rest, kinds, needles, stats)
+            if record is not None:
+                yield record
 
 
 def tail(path: Path, n: int | None = None, *, max_bytes: int = TAIL_BYTES, kinds: Collection[str] | None = None,
          stats: ReadStats | None = None) -> list[Record]:
-    """The records on the whole lines within the last ``max_bytes`` of ``path``, oldest first (never raises).
-
-    When the file is longer than the window, the window's first line is left out (it may be cut).
-    With ``n``, only the last ``n`` records (of ``kinds``) are returned and reading (backwards,
-    :data:`BLOCK_BYTES` at a time) stops once they are found.
-    """
-    found: list[Record] = []
-    for record in _backwards(path, max_bytes, kinds, stats, None if n is None else BLOCK_BYTES):
-        found.append(record)
-        if n is not None and len(found) >= n:
-            break
-    return found[::-1]
+    """The records on the whole lines within the last ``max_bytes`` of ``path``, oldest first (never raises); the
+    window's first line is left out when the file is longer (it may be cut). With ``n``, only the last ``n`` records
+    (of ``kinds``), and reading (backwards, :data:`BLOCK_BYTES` at a time) stops once they are found."""
+    return list(islice(_backwards(path, max_bytes, kinds, stats, None if n is None else BLOCK_BYTES), n))[::-1]
 
 
 def last_of_kinds(path: Path, kinds: Collection[str], *, max_bytes: int = TAIL_BYTES,
                   stats: ReadStats | None = None) -> dict[str, Record]:
-    """The last record of each of ``kinds`` within the last ``max_bytes`` of ``path`` (never raises).
-
-    Reads backwards :data:`BLOCK_BYTES` at a time and stops once each kind is found.
-    """
+    """The last record of each of ``kinds`` within the last ``max_bytes`` of ``path`` (never raises); reads backwards
+    :data:`BLOCK_BYTES` at a time and stops once each kind is found."""
     found: dict[str, Record] = {}
     for record in _backwards(path, max_bytes, kinds, stats, BLOCK_BYTES):
         kind = str(record.get("kind"))
