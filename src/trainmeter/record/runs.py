@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from itertools import chain, count
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +18,7 @@ from trainmeter.record.runs_table import (  # the runs table, re-exported (``tra
     RUNS_SHOWN,
     _finite,
     format_runs,
-    last_seen,
+    last_report,
     log_tail_summary,
     parent_name,
     run_folders,
@@ -172,14 +174,13 @@ def summarise_log(path: Path, problem: str | None = None, max_bytes: int | None 
         beat = dict(tail_found.get("heartbeat") or beat)
         end = dict(tail_found.get("end") or end)
         _add_checkpoint(checkpoints, tail_found.get("checkpoint") or {})  # the last, past the bound
-    for count in (last.get("step"), beat.get("steps_done")):  # a heartbeat's: counted after the last report
-        if _finite(count):
-            last_step = max(last_step or 0, count)
-    seen_at, killed = last_seen(start, [last, beat], end)
+    figures = last_report(start, last, beat, end)
+    if figures["steps"] is not None:  # a heartbeat's: counted after the last report
+        last_step = max(last_step or 0, figures["steps"])
     problem = problem or (NO_PASSPORT if end else None)  # ended, then killed before its passport was written
     damage = "; ".join(d for d in (problem, log_damage) if d) or None
     why = f"damaged: {problem}" if problem else ("no passport: the run was killed (no end record; its log fell "
-                                                 f"silent at {seen_at})" if killed else
+                                                 f"silent at {figures['last_seen_at']})" if figures["killed"] else
                                                  "no passport: the run did not finish (kernel killed?)")
     notes = [f"{why}; figures are from its run log's last report"]
     if read.lines_skipped:
@@ -191,15 +192,15 @@ def summarise_log(path: Path, problem: str | None = None, max_bytes: int | None 
         notes.append(f"damaged: {log_damage}")
     out = {"name": start.get("name"), "status": "damaged" if damage else (end.get("status") or "unfinished"),
            "error": end.get("error"), "started_at": start.get("started_at"), "ended_at": end.get("ended_at"),
-           "elapsed_s": max([r["elapsed_s"] for r in (last, beat) if _finite(r.get("elapsed_s"))], default=None),
-           "steps": last_step if last_step is not None else 0,
+           "elapsed_s": figures["elapsed_s"], "steps": last_step if last_step is not None else 0,
            # token_unit null in a report: no batch read, the count unknown (docs/spec.md section 6)
            "tokens": last.get("tokens") or 0 if last.get("token_unit", "tokens") else None,
            "token_unit": last.get("token_unit", "tokens"),
            "phases_s": last.get("phases_s") or {}, "throughput": last.get("throughput") or {},
            "memory": last.get("memory") or {}, "series": stats, "options": start.get("options") or {},
            "checkpoints": checkpoints,
-           "warnings": notes, "summarised_from": "events.jsonl", "last_seen_at": seen_at, "killed": killed}
+           "warnings": notes, "summarised_from": "events.jsonl", "last_seen_at": figures["last_seen_at"],
+           "killed": figures["killed"]}
     bad = wrong_type(out, PASSPORT_TYPES)
     if bad is not None:  # a log record of the wrong types: keep the counters out
         damage = "; ".join(d for d in (damage, f"events.jsonl: {bad}") if d)
@@ -270,12 +271,8 @@ def make_run_dir(root: Path, name: str, now: datetime) -> Path:
     """Create and return ``<root>/<UTC timestamp>-<name>`` (suffixed if taken)."""
     stamp = now.astimezone(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     root.mkdir(parents=True, exist_ok=True)
-    candidate = root / f"{stamp}-{name}"
-    n = 2
-    while True:
-        try:
+    for candidate in chain([root / f"{stamp}-{name}"], (root / f"{stamp}-{name}-{n}" for n in count(2))):
+        with contextlib.suppress(FileExistsError):
             candidate.mkdir()
             return candidate
-        except FileExistsError:
-            candidate = root / f"{stamp}-{name}-{n}"
-            n += 1
+    raise AssertionError("unreachable")  # count() is endless
