@@ -60,8 +60,7 @@ class Run:
     @property
     def parent(self) -> Path | None:
         """The folder of the run this one resumed (``--resume``: docs/spec.md section 22), ``None`` for a first run."""
-        name = parent_name(self.passport)
-        return self.dir.parent / name if name is not None else None
+        return self.dir.parent / name if (name := parent_name(self.passport)) is not None else None
 
     @property
     def has_passport(self) -> bool:
@@ -71,8 +70,7 @@ class Run:
     @property
     def damaged(self) -> str | None:
         """Why a file of this run folder could not be read (``None`` when none is damaged)."""
-        reason = self.passport.get("damaged")
-        return str(reason) if reason else None
+        return str(self.passport["damaged"]) if self.passport.get("damaged") else None
 
     def events(self, stats: ReadStats | None = None) -> list[Record]:
         """The run log's records, at most :data:`REPLAY_MAX_BYTES` (``stats.bytes_left_out``: the rest); none for a
@@ -232,10 +230,8 @@ def _add_series(stats: dict[str, dict[str, Any]], e: Record) -> None:
     if not values:
         return
     st = stats.setdefault(str(e.get("name")), {"last": None, "min": None, "max": None, "count": 0, "last_step": None})
-    st["last"] = values[-1]
-    st["min"] = min(values) if st["min"] is None else min(st["min"], min(values))
-    st["max"] = max(values) if st["max"] is None else max(st["max"], max(values))
-    st["count"] += len(e["value"])
+    kept = [v for v in (st["min"], st["max"]) if v is not None]
+    st.update(last=values[-1], min=min(values + kept), max=max(values + kept), count=st["count"] + len(e["value"]))
     steps = e.get("step")
     st["last_step"] = steps[-1] if isinstance(steps, list) and steps else None
 
