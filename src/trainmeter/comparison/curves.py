@@ -46,20 +46,15 @@ class Curves:
                    mfu: dict[str, float | None] | None = None) -> None:
         """One report's row."""
         n = len(self.reports["step"])
-        for key, value in (("step", step), ("tokens", tokens), ("elapsed_s", elapsed_s),
-                           ("tokens_per_s", tokens_per_s)):
+        for key, value in zip(REPORT_COLUMNS, (step, tokens, elapsed_s, tokens_per_s), strict=True):
             self.reports[key].append(value)
-        for conv, value in (mfu or {}).items():
-            self.mfu.setdefault(conv, [None] * n).append(value)
-        for column in self.mfu.values():
-            if len(column) < n + 1:
-                column.append(None)
+        for conv in mfu or {}:
+            self.mfu.setdefault(conv, [None] * n)
+        for conv, column in self.mfu.items():
+            column.append((mfu or {}).get(conv))
         if n + 1 > self._max_reports:  # keep every other row, the latest included
-            first = n % 2
-            for key in self.reports:
-                self.reports[key] = self.reports[key][first::2]
-            for conv in self.mfu:
-                self.mfu[conv] = self.mfu[conv][first::2]
+            for columns in (self.reports, self.mfu):
+                columns.update({key: column[n % 2::2] for key, column in columns.items()})
 
     def to_dict(self) -> dict[str, Any]:
         """The ``curves.json`` document."""
@@ -107,15 +102,8 @@ def curves_from_events(path: Path, max_bytes: int = MAX_LOG_BYTES) -> dict[str, 
 def interpolate(xs: list[float], table_x: list[float], table_y: list[float]) -> list[float]:
     """Piecewise-linear ``table_y`` at each of ``xs`` (``table_x`` increasing; clamped at the ends)."""
     out = []
-    n = len(table_x)
     for x in xs:
-        i = bisect_left(table_x, x)
-        if i <= 0:
-            out.append(table_y[0])
-        elif i >= n:
-            out.append(table_y[-1])
-        else:
-            x0, x1 = table_x[i - 1], table_x[i]
-            y0, y1 = table_y[i - 1], table_y[i]
-            out.append(y0 if x1 == x0 else y0 + (y1 - y0) * (x - x0) / (x1 - x0))
+        i = min(max(bisect_left(table_x, x), 1), len(table_x) - 1)
+        x0, x1, y0, y1 = table_x[i - 1], table_x[i], table_y[i - 1], table_y[i]
+        out.append(y0 if x <= x0 else y1 if x > x1 else y0 + (y1 - y0) * (x - x0) / (x1 - x0))
     return out
