@@ -181,9 +181,7 @@ def iter_lines(f: BinaryIO, *, max_bytes: int | None = None, max_line_bytes: int
     """``(line, complete)`` for each line of ``f`` (with its newline; a torn last line not ``complete``; one over
     ``max_line_bytes`` as ``b"\\x00"``, never held), up to ``max_bytes`` (the piece cut there not yielded), read
     ``block_bytes`` (default :data:`READ_BLOCK_BYTES`) at a time."""
-    rest: list[bytes] = []
-    held = 0
-    skipping = False
+    rest: bytearray | None = bytearray()  # the line so far; None: one over max_line_bytes, skipped to its end
     left, block = max_bytes, block_bytes or READ_BLOCK_BYTES
     while left is None or left > 0:
         chunk = f.read(block if left is None else min(block, left))
@@ -191,27 +189,13 @@ def iter_lines(f: BinaryIO, *, max_bytes: int | None = None, max_line_bytes: int
             break
         if left is not None:
             left -= len(chunk)
-        pieces = chunk.split(b"\n")
-        last = pieces.pop()
+        *pieces, last = chunk.split(b"\n")
         for piece in pieces:
-            if skipping:
-                skipping = False
-                yield b"\x00", True
-            elif rest:
-                yield b"".join(rest) + piece + b"\n", True
-                rest, held = [], 0
-            else:
-                yield piece + b"\n", True
-        if skipping or not last:
-            continue
-        held += len(last)
-        if held > max_line_bytes:
-            rest, held, skipping = [], 0, True
-        else:
-            rest.append(last)
-    if left is not None and left <= 0:
-        return
-    if skipping:
-        yield b"\x00", False
-    elif rest:
-        yield b"".join(rest), False
+            yield (b"\x00" if rest is None else (bytes(rest) + piece if rest else piece) + b"\n"), True
+            rest = bytearray()
+        if rest is not None and len(rest) + len(last) > max_line_bytes:
+            rest = None
+        elif rest is not None:
+            rest += last
+    if (left is None or left > 0) and (rest is None or rest):
+        yield (b"\x00" if rest is None else bytes(rest)), False
