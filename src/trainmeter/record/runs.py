@@ -135,25 +135,15 @@ def summarise_log(path: Path, problem: str | None = None, max_bytes: int | None 
     and end from its tail); ``problem`` (the passport's damage) makes the status ``damaged``."""
     bound = SUMMARY_MAX_BYTES if max_bytes is None else max_bytes
     read = ReadStats()
-    start: dict[str, Any] = {}
-    last: dict[str, Any] = {}
-    beat: dict[str, Any] = {}
-    end: dict[str, Any] = {}
+    found: dict[str, dict[str, Any]] = {}  # the first start, the last interval, heartbeat and end
     stats: dict[str, dict[str, Any]] = {}
     checkpoints: list[dict[str, Any]] = []
-    last_step = origin = None
-    log_damage = None
+    last_step = origin = log_damage = None
     try:
         for e in iter_events(path, stats=read, max_bytes=bound):
             kind = e.get("kind")
-            if kind == "start" and not start:
-                start = dict(e)
-            elif kind == "interval":
-                last = dict(e)
-            elif kind == "heartbeat":
-                beat = dict(e)
-            elif kind == "end":
-                end = dict(e)
+            if kind in ("interval", "heartbeat", "end") or (kind == "start" and "start" not in found):
+                found[str(kind)] = dict(e)
             elif kind == "steps" and isinstance(e.get("step"), list) and e["step"]:
                 if origin is None:  # a resumed run logs steps of the training from origin + 1 (section 22)
                     origin = e["step"][0] - 1 if _finite(e["step"][0]) else 0
@@ -168,10 +158,9 @@ def summarise_log(path: Path, problem: str | None = None, max_bytes: int | None 
         log_damage = str(exc)
     if read.bytes_left_out:
         tail_found = last_of_kinds(path, ("interval", "heartbeat", "end", "checkpoint"))
-        last = dict(tail_found.get("interval") or last)
-        beat = dict(tail_found.get("heartbeat") or beat)
-        end = dict(tail_found.get("end") or end)
-        _add_checkpoint(checkpoints, tail_found.get("checkpoint") or {})  # the last, past the bound
+        _add_checkpoint(checkpoints, tail_found.pop("checkpoint", {}))  # the last, past the bound
+        found.update({kind: dict(record) for kind, record in tail_found.items()})
+    start, last, beat, end = (found.get(kind, {}) for kind in ("start", "interval", "heartbeat", "end"))
     figures = last_report(start, last, beat, end)
     if figures["steps"] is not None:  # a heartbeat's: counted after the last report
         last_step = max(last_step or 0, figures["steps"])
