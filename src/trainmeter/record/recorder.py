@@ -66,7 +66,6 @@ class RunRecorder:
         self._cursor: dict[str, int] = {}
         self._ahead = ColumnLines()  # the columns' JSON, encoded by the report worker between reports
         self._root: Path | None = None
-        self._started_at = ""
         self._start_fields: dict[str, Any] = {}
         self._retry_at_s = 0.0
         self._backoff_s = RETRY_FIRST_S
@@ -86,7 +85,6 @@ class RunRecorder:
         from trainmeter.record.environment import describe_environment
 
         self._root = Path(run.options.run_root).expanduser().absolute()
-        self._started_at = started_at
         self._start_fields = {"name": run.options.name, "started_at": started_at,
                               "options": record_options(run.options), "environment": describe_environment()}
         self._seat = _rank_seat(self._root, run.options.name, datetime.fromisoformat(started_at))
@@ -103,7 +101,7 @@ class RunRecorder:
             if run.run_dir is None:
                 run.set_run_dir(self._seat.dir if self._seat is not None else
                                 make_run_dir(self._root or Path("."), run.options.name,
-                                             datetime.fromisoformat(self._started_at)))
+                                             datetime.fromisoformat(self._start_fields["started_at"])))
             self._log = RunLog(run.run_dir / LOG_FILE)
             if not self._start_written:
                 self._log.append(start_record(**self._start_fields))
