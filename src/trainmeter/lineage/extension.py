@@ -107,11 +107,9 @@ class Lineage(ExtensionBase):
         self._patches.restore_all()
 
     def _make_load(self, original: Any) -> Any:
-        lineage = self
-
         @functools.wraps(original)
         def load(f: Any, *args: Any, **kwargs: Any) -> Any:
-            lineage._loaded(f)
+            self._loaded(f)
             return original(f, *args, **kwargs)
 
         return load
@@ -204,14 +202,6 @@ class Lineage(ExtensionBase):
         spent = compute.get("flops_spent") if isinstance(compute, dict) else None
         return dict(spent) if isinstance(spent, dict) else {}
 
-    def _restart_s(self) -> float | None:
-        m, parent = self._m, self.parent
-        ended = _time(parent.ended_at) if parent is not None else None
-        started = _time(m.started_at) if m is not None else None
-        if ended is None or started is None or self.first_step_s is None:
-            return None
-        return max(0.0, (started - ended).total_seconds() + self.first_step_s)
-
     def passport_section(self) -> dict[str, Any] | None:
         """``passport.json["lineage"]`` (docs/spec.md section 22)."""
         m, parent = self._m, self.parent
@@ -230,12 +220,13 @@ class Lineage(ExtensionBase):
         lost = {"steps": parent.steps - r.step, "tokens": minus(parent.tokens_after.get(parent.steps), tokens_at),
                 "flops_spent": {conv: minus(v, flops_at.get(conv)) for conv, v in self._parent_flops().items()},
                 "time_s": minus(parent.last_step_s, parent.step_s.get(r.step))}
-        restart_s = self._restart_s()
-        earlier = parent.lineage.get("training") if isinstance(parent.lineage.get("training"), dict) else {}
         ended, started = _time(parent.ended_at), _time(m.started_at)
+        gap_s = (started - ended).total_seconds() if ended and started else None  # the parent's end to our start
+        restart_s = None if gap_s is None or self.first_step_s is None else max(0.0, gap_s + self.first_step_s)
+        earlier = parent.lineage.get("training") if isinstance(parent.lineage.get("training"), dict) else {}
         wall = training_time(
             parent_wall_s=earlier.get("wall_s") if parent.lineage else parent.passport.get("elapsed_s"),
-            gap_s=max(0.0, (started - ended).total_seconds()) if ended and started else None,
+            gap_s=None if gap_s is None else max(0.0, gap_s),
             elapsed_s=m.elapsed_s(), earlier_lost_s=earlier.get("lost_s") if parent.lineage else 0.0,
             lost_s=lost["time_s"], restart_s=_plus(earlier.get("restart_s", 0.0), restart_s))
         training = {"steps": before["steps"] + m.steps, "token_unit": unit if same_unit else None,
