@@ -26,7 +26,7 @@ from trainmeter.record.events import (
     start_record,
 )
 from trainmeter.record.passport import record_options
-from trainmeter.record.reporter import format_text, summary_line, write_columns, write_interval
+from trainmeter.record.reporter import column_kinds, format_text, summary_line, write_columns, write_interval
 from trainmeter.record.runlog import RunLog
 from trainmeter.record.runs import make_run_dir
 
@@ -39,11 +39,6 @@ def _reason(exc: BaseException) -> str:
     if isinstance(exc, OSError) and exc.strerror:
         return f"{type(exc).__name__}: {exc.strerror}" + (f" ({exc.filename})" if exc.filename else "")
     return repr(exc)
-
-
-def _kinds(run: RunContext) -> list[tuple[str, Any]]:
-    """Each series with its column record's kind: the step series' ``steps``, then every ``series``."""
-    return [("steps", run.step_series), *(("series", series) for series in list(run.series.values()))]
 
 
 def _rank_seat(root: Path, name: str, now: Any) -> Any:
@@ -132,7 +127,8 @@ class RunRecorder:
         if run.elapsed_s() < self._retry_at_s:
             return
         self._write(run, lambda log, cursors: [write_columns(log, cursors, kind, series, self._ahead,
-                                                             ends.get(series.name, 0)) for kind, series in _kinds(run)])
+                                                             ends.get(series.name, 0))
+                                               for kind, series in column_kinds(run)])
 
     def _write(self, run: RunContext, body: Any) -> None:
         with self._lock:  # a drain on the report worker, a report on the training thread
@@ -226,7 +222,7 @@ class RunRecorder:
         raised."""
         from trainmeter.record.passport import write_passport
 
-        self._write(run, lambda log, cursors: [write_columns(log, cursors, *pair) for pair in _kinds(run)])
+        self._write(run, lambda log, cursors: [write_columns(log, cursors, *pair) for pair in column_kinds(run)])
         if run.run_dir is None:
             self.passport_error = self._gap["error"] if self._gap else "no run folder"
             return
