@@ -1,13 +1,10 @@
 """The run log's records and reader (docs/spec.md section 6): the writer's constructors, and bounded reads.
 
-The record wing's published view of the run log: the writer builds its records with the constructors here, and
-every reader, in any wing, reads the log through :func:`iter_events`, :func:`head`, :func:`tail`,
-:func:`last_of_kinds` or :func:`parse_line`, every file opened through :mod:`trainmeter.record.safe_read`.
-
-The one tolerance rule: a line is a record when it decodes as UTF-8 and parses as a JSON object holding only text a
-UTF-8 sink can write; any other line (torn, cut by a read window, damaged) is skipped and counted in
-:class:`ReadStats`, never raised. :func:`iter_events` raises ``OSError`` only when the file cannot be opened;
-:func:`head` and :func:`tail` read an unreadable file as empty. Pure; a :class:`ReadStats` is its caller's.
+Every reader, in any wing, reads the log through :func:`iter_events`, :func:`head`, :func:`tail`,
+:func:`last_of_kinds` or :func:`parse_line`, every file opened through :mod:`trainmeter.record.safe_read`. The one
+tolerance rule: a line is a record when it decodes as UTF-8 and parses as a JSON object holding only text a UTF-8 sink
+can write; any other line (torn, cut by a read window, damaged) is skipped and counted in :class:`ReadStats`, never
+raised. Pure; a :class:`ReadStats` is its caller's.
 """
 
 from __future__ import annotations
