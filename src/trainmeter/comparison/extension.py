@@ -36,6 +36,9 @@ class CurvesRecorder(ExtensionBase):
         """In a forked child: the curves of the child's own run (docs/spec.md section 19)."""
         self.start(monitor)
 
+    def stop(self) -> None:
+        """Nothing to release (the final report feeds the last points)."""
+
     def on_report(self, report: Report) -> dict[str, Any]:
         """Hand this report's points and row to the report worker; nothing goes to the run log."""
         m = self._m
