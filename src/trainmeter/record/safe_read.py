@@ -136,10 +136,8 @@ def read_passport(folder: str | Path) -> dict[str, Any]:
     the record's files in ``files`` (docs/spec.md section 6): one the folder lacks makes the status ``damaged`` and
     ``damaged`` say which (``incomplete: passport.md missing``). Raises as :func:`read_json`."""
     passport = read_json(Path(folder) / "passport.json", types=PASSPORT_TYPES)
-    files = passport.get("files") if isinstance(passport, dict) else None
-    missing = [f for f in files if isinstance(f, str) and not exists(Path(folder) / Path(f).name)] if isinstance(
-        files, list) else []
-    if missing:
+    files = passport.get("files") if isinstance(passport.get("files"), list) else []
+    if missing := [f for f in files if isinstance(f, str) and not exists(Path(folder) / Path(f).name)]:
         passport = {**passport, "status": "damaged", "damaged": f"incomplete: {', '.join(missing)} missing"}
     return passport
 
