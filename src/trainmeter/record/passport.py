@@ -78,7 +78,6 @@ def build_passport(m: RunContext) -> dict[str, Any]:
     tokens = None if missing else m.tokens
     derivations = throughput_derivations(tokens=tokens, steps=m.steps, train_s=phases_s.get("train", 0.0),
                                          elapsed_s=elapsed_s, unit=m.token_unit, missing=missing)
-    by_name = {d.name: d.value for d in derivations}
     memory: dict[str, Any] = {"rss_peak_bytes": None, "cuda": None}
     if m.memory is not None:
         memory = {"rss_peak_bytes": m.memory.rss_peak_bytes, "rss_bytes": m.memory.rss_bytes, "cuda": m.memory.cuda}
@@ -98,7 +97,7 @@ def build_passport(m: RunContext) -> dict[str, Any]:
         "tokens_missing": missing,
         "phases_s": phases_s,
         "goodput": ratio(phases_s.get("train", 0.0), elapsed_s),
-        "throughput": {k: by_name[k] for k in ("train_tokens_per_s", "session_tokens_per_s", "seconds_per_step")},
+        "throughput": {d.name: d.value for d in derivations},  # train_tokens_per_s, session_..., seconds_per_step
         "memory": memory,
         "params": dict(m.params),
         "series": {name: s.stats().to_dict() for name, s in sorted(m.series.items())},

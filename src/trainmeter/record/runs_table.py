@@ -197,10 +197,8 @@ def _run_row(folder: Path) -> RunRow:
     damage = None
     try:
         passport = read_passport(folder)
-    except FileNotFoundError:
-        passport = {}
-    except OSError as exc:  # Damaged included
-        damage = str(exc)
+    except OSError as exc:  # missing, or Damaged
+        damage = None if isinstance(exc, FileNotFoundError) else str(exc)
     from_log = not passport
     p = passport or log_tail_summary(folder / LOG_FILE)
     if damage is None:  # the log's, or a passport's that lists a file the folder lacks
