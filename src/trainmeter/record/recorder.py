@@ -156,12 +156,9 @@ class RunRecorder:
             self._retry_at_s = 0.0
 
     def _dropped(self, run: RunContext) -> int:
-        """Points trimmed from memory before the log could take them (the pending cap)."""
-        lost = 0
-        for series in (run.step_series, *run.series.values()):
-            kept_from = series.end - series.pending
-            lost += max(0, kept_from - self._cursor.get(series.name, 0))
-        return lost
+        """Points trimmed from memory before the log could take them (the pending cap: kept from ``end - pending``)."""
+        every = (run.step_series, *run.series.values())
+        return sum(max(0, s.end - s.pending - self._cursor.get(s.name, 0)) for s in every)
 
     def _failed(self, run: RunContext, exc: BaseException, what: str) -> None:
         self.failed_writes += 1
