@@ -129,9 +129,7 @@ def _take(line: bytes, kinds: Collection[str] | None, needles: tuple[bytes, ...]
     if kinds is not None and not any(n in line for n in needles):  # a cheap byte test before parsing
         return None
     record = parse_line(line, stats)
-    if record is None or (kinds is not None and record.get("kind") not in kinds):
-        return None
-    return record
+    return record if record is not None and (kinds is None or record.get("kind") in kinds) else None
 
 
 def _take_last(line: bytes, torn: bool, kinds: Collection[str] | None, needles: tuple[bytes, ...],

@@ -107,16 +107,13 @@ def load(path: str | Path) -> Run:
         p = p.parent
     if not exists(p / LOG_FILE) and not exists(p / PASSPORT_FILE):
         raise FileNotFoundError(f"no trainmeter run at {str(path)!r}: expected a folder with events.jsonl or passport.json")
-    problem = None
     try:
         passport = read_passport(p)
         if passport:
             return Run(dir=p, passport=passport)
         problem = "passport.json holds no passport"
-    except FileNotFoundError:
-        pass
-    except OSError as exc:  # Damaged included
-        problem = str(exc)
+    except OSError as exc:  # missing, or Damaged
+        problem = None if isinstance(exc, FileNotFoundError) else str(exc)
     try:
         return Run(dir=p, passport=summarise_log(p / LOG_FILE, problem))
     except Exception as exc:  # a log of odd records: the run is damaged, never the caller's error

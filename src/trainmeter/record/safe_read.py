@@ -161,8 +161,7 @@ def wrong_type(doc: dict[str, Any], types: dict[str, tuple[type, ...]]) -> str |
         value = doc.get(key)
         if value is None:
             continue
-        is_bool = isinstance(value, bool)
-        if (is_bool and bool not in allowed) or not isinstance(value, allowed):
+        if (isinstance(value, bool) and bool not in allowed) or not isinstance(value, allowed):
             want = " or ".join({"str": "a string", "int": "a whole number", "float": "a number", "dict": "an object",
                                 "list": "a list"}[t.__name__] for t in allowed)
             return f"{key!r} holds {type(value).__name__} {_short(value)}, expected {want}"
