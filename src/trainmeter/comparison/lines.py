@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from trainmeter.comparison.curves import CURVES_FILE, curves_from_events, interpolate, write_curves
+from trainmeter.comparison.extension import CURVES_FILE, curves_from_events, interpolate, write_curves
 from trainmeter.core.decimate import decimate
 from trainmeter.lineage.view import earlier_runs
 from trainmeter.record.events import LOG_FILE
