@@ -73,15 +73,14 @@ class Lineage(ExtensionBase):
         """Read the parent's record; watch ``torch.load`` for one of its checkpoints."""
         self._m = context
         parent = self.parent = read_parent(self._folder)
-        checkpoints = parent.checkpoints
-        if checkpoints:
-            last = checkpoints[-1]
+        if parent.checkpoints:
+            last = parent.checkpoints[-1]
             self.resumed = Resumed(last["step"], "assumed", "the parent's last checkpoint: no checkpoint it listed "
                                    "was loaded during this run", last["path"])
         else:
             self.resumed = Resumed(parent.steps, "assumed", "the parent listed no checkpoint: the model in memory "
                                    "is taken to go on from the parent's last step")
-        self._paths = {parent.checkpoint_path(c): c for c in checkpoints}
+        self._paths = {parent.checkpoint_path(c): c for c in parent.checkpoints}
         at = self._before(self._current())["steps"]
         context.set_step_origin(at)  # this run's points at steps of the training
         runs = earlier_runs(parent.folder, [*(parent.lineage.get("runs") or [{"path": "."}]), {"resumed_from_step": at}])
@@ -128,11 +127,9 @@ class Lineage(ExtensionBase):
 
     def _record_at(self, f: Any) -> dict[str, Any] | None:
         """The parent's checkpoint record whose file is ``f`` or holds it (the last in step order), else ``None``."""
-        path, found = os.path.abspath(os.fspath(f)), None
-        for where, record in self._paths.items():
-            if path == where or path.startswith(where + os.sep):
-                found = record
-        return found
+        path = os.path.abspath(os.fspath(f))
+        return next((record for where, record in reversed(self._paths.items())
+                     if path == where or path.startswith(where + os.sep)), None)
 
     def _current(self) -> Resumed:
         """The step resumed from: a framework's own resume (its path matched to a parent's checkpoint record, else its
