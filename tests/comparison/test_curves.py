@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from trainmeter.comparison.curves import Curves, curves_from_events, interpolate
+from trainmeter.comparison.extension import Curves, curves_from_events, interpolate
 
 
 def test_a_million_loss_points_keep_the_budget_and_the_extremes() -> None:

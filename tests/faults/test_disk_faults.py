@@ -231,7 +231,7 @@ def test_after_the_disk_recovers_the_record_summary_says_every_point_was_written
 
 
 def test_a_full_disk_leaves_no_temporary_curves_or_dashboard_file(tmp_path, disk):
-    from trainmeter.comparison.curves import write_curves
+    from trainmeter.comparison.extension import write_curves
     from trainmeter.widget.dashboard_file import save_dashboard
 
     disk.full = True

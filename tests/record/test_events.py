@@ -8,6 +8,15 @@ from typing import Any
 
 import pytest
 
+from tests.record.schema import (
+    CheckpointLogRecord,
+    ColumnsRecord,
+    EndRecord,
+    GapRecord,
+    IntervalRecord,
+    RankRecord,
+    StartRecord,
+)
 from trainmeter.core.clock import FakeClock
 from trainmeter.extensions import make_monitor
 from trainmeter.options import make_options
@@ -15,14 +24,7 @@ from trainmeter.record import events
 from trainmeter.record.events import (
     BLOCK_BYTES,
     KINDS,
-    CheckpointLogRecord,
-    ColumnsRecord,
-    EndRecord,
-    GapRecord,
-    IntervalRecord,
-    RankRecord,
     ReadStats,
-    StartRecord,
     head,
     iter_events,
     last_of_kinds,

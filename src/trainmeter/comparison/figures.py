@@ -18,10 +18,10 @@ from trainmeter.comparison.lines import (
     convention_of,
     load_curves,
     make_line,
+    training_curves,
     x_label,
     y_label,
 )
-from trainmeter.comparison.training import training_curves
 from trainmeter.record.runs import Run, damaged_passport, load
 from trainmeter.record.runs import runs as saved_runs
 from trainmeter.sizes import format_count, format_number, format_percent, format_rate

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import math
+import operator
 import os
 import sys
 from dataclasses import dataclass
@@ -22,11 +23,10 @@ from trainmeter.core.lifecycle import probes_available
 from trainmeter.core.patches import ORIGINAL_ATTR, Patches
 from trainmeter.core.provenance import Derivation, Input
 from trainmeter.core.text import markdown_text
-from trainmeter.lineage.goodput import goodput_derivation, goodput_line, training_time
-from trainmeter.lineage.parent import ParentRecord, read_parent
+from trainmeter.lineage.parent import ParentRecord, minus, read_parent
 from trainmeter.lineage.view import PARENT_LOSS, LineageView, earlier_points, earlier_runs
 from trainmeter.record.passport import relative_to_run
-from trainmeter.sizes import format_count, format_duration
+from trainmeter.sizes import format_count, format_duration, format_percent
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,12 +42,8 @@ class Resumed:
     framework_step: int | None = None
 
 
-def _plus(a: Any, b: Any) -> Any:
-    return None if a is None or b is None else a + b
-
-
-def _minus(a: Any, b: Any) -> Any:
-    return None if a is None or b is None else a - b
+def _plus(*values: Any) -> Any:
+    return None if any(v is None for v in values) else functools.reduce(operator.add, values)
 
 
 def _time(iso: Any) -> datetime | None:
@@ -77,15 +73,14 @@ class Lineage(ExtensionBase):
         """Read the parent's record; watch ``torch.load`` for one of its checkpoints."""
         self._m = context
         parent = self.parent = read_parent(self._folder)
-        checkpoints = parent.checkpoints
-        if checkpoints:
-            last = checkpoints[-1]
+        if parent.checkpoints:
+            last = parent.checkpoints[-1]
             self.resumed = Resumed(last["step"], "assumed", "the parent's last checkpoint: no checkpoint it listed "
                                    "was loaded during this run", last["path"])
         else:
             self.resumed = Resumed(parent.steps, "assumed", "the parent listed no checkpoint: the model in memory "
                                    "is taken to go on from the parent's last step")
-        self._paths = {parent.checkpoint_path(c): c for c in checkpoints}
+        self._paths = {parent.checkpoint_path(c): c for c in parent.checkpoints}
         at = self._before(self._current())["steps"]
         context.set_step_origin(at)  # this run's points at steps of the training
         runs = earlier_runs(parent.folder, [*(parent.lineage.get("runs") or [{"path": "."}]), {"resumed_from_step": at}])
@@ -111,11 +106,9 @@ class Lineage(ExtensionBase):
         self._patches.restore_all()
 
     def _make_load(self, original: Any) -> Any:
-        lineage = self
-
         @functools.wraps(original)
         def load(f: Any, *args: Any, **kwargs: Any) -> Any:
-            lineage._loaded(f)
+            self._loaded(f)
             return original(f, *args, **kwargs)
 
         return load
@@ -134,11 +127,9 @@ class Lineage(ExtensionBase):
 
     def _record_at(self, f: Any) -> dict[str, Any] | None:
         """The parent's checkpoint record whose file is ``f`` or holds it (the last in step order), else ``None``."""
-        path, found = os.path.abspath(os.fspath(f)), None
-        for where, record in self._paths.items():
-            if path == where or path.startswith(where + os.sep):
-                found = record
-        return found
+        path = os.path.abspath(os.fspath(f))
+        return next((record for where, record in reversed(self._paths.items())
+                     if path == where or path.startswith(where + os.sep)), None)
 
     def _current(self) -> Resumed:
         """The step resumed from: a framework's own resume (its path matched to a parent's checkpoint record, else its
@@ -208,14 +199,6 @@ class Lineage(ExtensionBase):
         spent = compute.get("flops_spent") if isinstance(compute, dict) else None
         return dict(spent) if isinstance(spent, dict) else {}
 
-    def _restart_s(self) -> float | None:
-        m, parent = self._m, self.parent
-        ended = _time(parent.ended_at) if parent is not None else None
-        started = _time(m.started_at) if m is not None else None
-        if ended is None or started is None or self.first_step_s is None:
-            return None
-        return max(0.0, (started - ended).total_seconds() + self.first_step_s)
-
     def passport_section(self) -> dict[str, Any] | None:
         """``passport.json["lineage"]`` (docs/spec.md section 22)."""
         m, parent = self._m, self.parent
@@ -231,15 +214,16 @@ class Lineage(ExtensionBase):
         spent = {name[12:-1]: d.value for name, d in getattr(compute, "derived", {}).items()
                  if name.startswith("flops_spent[")}
         tokens_at, flops_at = self._at_resume(r)
-        lost = {"steps": parent.steps - r.step, "tokens": _minus(parent.tokens_after.get(parent.steps), tokens_at),
-                "flops_spent": {conv: _minus(v, flops_at.get(conv)) for conv, v in self._parent_flops().items()},
-                "time_s": _minus(parent.last_step_s, parent.step_s.get(r.step))}
-        restart_s = self._restart_s()
-        earlier = parent.lineage.get("training") if isinstance(parent.lineage.get("training"), dict) else {}
+        lost = {"steps": parent.steps - r.step, "tokens": minus(parent.tokens_after.get(parent.steps), tokens_at),
+                "flops_spent": {conv: minus(v, flops_at.get(conv)) for conv, v in self._parent_flops().items()},
+                "time_s": minus(parent.last_step_s, parent.step_s.get(r.step))}
         ended, started = _time(parent.ended_at), _time(m.started_at)
+        gap_s = (started - ended).total_seconds() if ended and started else None  # the parent's end to our start
+        restart_s = None if gap_s is None or self.first_step_s is None else max(0.0, gap_s + self.first_step_s)
+        earlier = parent.lineage.get("training") if isinstance(parent.lineage.get("training"), dict) else {}
         wall = training_time(
             parent_wall_s=earlier.get("wall_s") if parent.lineage else parent.passport.get("elapsed_s"),
-            gap_s=max(0.0, (started - ended).total_seconds()) if ended and started else None,
+            gap_s=None if gap_s is None else max(0.0, gap_s),
             elapsed_s=m.elapsed_s(), earlier_lost_s=earlier.get("lost_s") if parent.lineage else 0.0,
             lost_s=lost["time_s"], restart_s=_plus(earlier.get("restart_s", 0.0), restart_s))
         training = {"steps": before["steps"] + m.steps, "token_unit": unit if same_unit else None,
@@ -320,3 +304,41 @@ def _markdown(s: dict[str, Any]) -> str:
         f"- Training: {format_count(t['steps'])} steps, {unit} {format_count(t['tokens'])}; lost work "
         f"{format_count(lost['steps'])} steps, {unit} {format_count(lost['tokens'])}; restart time "
         f"{format_duration(s['restart_s'])}", goodput_line(t)])
+
+
+# the training's goodput: the share of its wall time across the lineage not lost to a restart (docs/spec.md
+# section 22, "The training's goodput")
+
+def training_time(*, parent_wall_s: float | None, gap_s: float | None, elapsed_s: float, earlier_lost_s: float | None,
+                  lost_s: float | None, restart_s: float | None) -> dict[str, Any]:
+    """``wall_s``, ``lost_s``, ``useful_s`` and ``goodput`` of the training up to this run's end (``None`` where an
+    input is unknown): ``wall_s = parent_wall_s + gap_s + elapsed_s``, ``lost_s = earlier_lost_s + lost_s``,
+    ``useful_s = wall_s - lost_s - restart_s`` with ``restart_s`` summed over the lineage, ``goodput = useful_s /
+    wall_s``."""
+    wall_s = _plus(parent_wall_s, gap_s, elapsed_s)
+    lost_total_s = _plus(earlier_lost_s, lost_s)
+    useful_s = None if wall_s is None or lost_total_s is None or restart_s is None else \
+        max(0.0, wall_s - lost_total_s - restart_s)
+    goodput = useful_s / wall_s if useful_s is not None and wall_s else None
+    return {"wall_s": wall_s, "lost_s": lost_total_s, "useful_s": useful_s, "goodput": goodput}
+
+
+def goodput_derivation(t: dict[str, Any]) -> Derivation:
+    """The training's goodput with its three measured inputs."""
+    def seconds(name: str, source: str) -> Input:
+        return Input(name=name, value=t.get(name), unit="s", provenance="measured", source=source)
+
+    return Derivation(name="training_goodput", formula="(wall_s - lost_s - restart_s) / wall_s", unit="1",
+                      value=t.get("goodput"), inputs=(
+                          seconds("wall_s", "each run's session clock plus the gaps between a run's end and the next "
+                                            "one's start (started_at, ended_at)"),
+                          seconds("lost_s", "each parent's session seconds after the step resumed from (its step "
+                                            "series' time at that step to its end)"),
+                          seconds("restart_s", "each gap plus the next run's session seconds to its first step")))
+
+
+def goodput_line(t: dict[str, Any]) -> str:
+    """passport.md's goodput line of the training."""
+    return (f"- Goodput of the training: {format_percent(t.get('goodput'))} (useful {format_duration(t.get('useful_s'))}"
+            f" of {format_duration(t.get('wall_s'))} wall; lost work {format_duration(t.get('lost_s'))}, restart "
+            f"{format_duration(t.get('restart_s'))})")

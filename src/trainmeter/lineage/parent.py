@@ -45,64 +45,30 @@ def _is_run_folder(folder: Path) -> bool:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ParentRecord:
-    """What the parent's record says: its passport (a killed run's: its log's summary, :attr:`read_from`), its own
-    tokens (or samples) after each checkpoint's step and its last (``tokens_after``; empty when they were not read: no
-    batch, or a log missing steps) and its session seconds at the end of each (``step_s``; step 0 at 0) and of its
-    last step logged (``last_step_s``)."""
+    """What the parent's record says: its passport (a killed run's: its log's summary, ``read_from`` says which), its
+    own ``steps``, ``status`` (``killed``: no end and its log fell silent), ``ended_at`` (ISO; a killed run's last
+    report or heartbeat), ``checkpoints`` (with a step and a path, in step order), its ``lineage`` section (empty: it
+    started the training), its own tokens (or samples) after each checkpoint's step and its last (``tokens_after``;
+    empty when they were not read: no batch, or a log missing steps) and its session seconds at the end of each
+    (``step_s``; step 0 at 0) and of its last step logged (``last_step_s``)."""
 
     folder: Path
     passport: dict[str, Any]
+    read_from: str
+    steps: int
+    status: Any
+    ended_at: Any
+    checkpoints: list[dict[str, Any]]
+    lineage: dict[str, Any]
     tokens_after: dict[int, int]
     step_s: dict[int, float]
     last_step_s: float = 0.0
-
-    @property
-    def read_from(self) -> str:
-        """Where the record was read: its passport, or its run log (a run with no passport)."""
-        if "summarised_from" not in self.passport:
-            return "its passport"
-        why = "killed: its log fell silent" if self.passport.get("killed") else "no passport"
-        return f"its run log and checkpoints folder ({why}; its end is its last report or heartbeat)"
-
-    @property
-    def status(self) -> Any:
-        """Its passport's status; ``killed`` for a run with no end whose log fell silent."""
-        return "killed" if self.passport.get("killed") else self.passport.get("status")
-
-    @property
-    def ended_at(self) -> Any:
-        """When it ended (ISO): its passport's ``ended_at``, a killed run's last report or heartbeat."""
-        return self.passport.get("ended_at") or self.passport.get("last_seen_at")
-
-    @property
-    def steps(self) -> int:
-        """The parent's own optimizer steps."""
-        steps = self.passport.get("steps")
-        return steps if isinstance(steps, int) else 0
-
-    @property
-    def checkpoints(self) -> list[dict[str, Any]]:
-        """Its checkpoint records (``tm.checkpoint()`` and every saver's), in step order."""
-        return checkpoints_of(self.passport)
-
-    @property
-    def lineage(self) -> dict[str, Any]:
-        """The parent's own ``lineage`` section (empty: it started the training)."""
-        section = self.passport.get("lineage")
-        return section if isinstance(section, dict) else {}
 
     def checkpoint_path(self, record: dict[str, Any]) -> str:
         """A checkpoint record's path, absolute: relative to the parent's folder when there, else as written."""
         path = Path(record["path"]).expanduser()
         inside = self.folder / path
         return os.path.abspath(inside if not path.is_absolute() and inside.exists() else path)
-
-
-def checkpoints_of(passport: dict[str, Any]) -> list[dict[str, Any]]:
-    """A passport's checkpoint records with a step and a path, in step order."""
-    out = [c for c in passport.get("checkpoints") or [] if isinstance(c, dict) and
-           isinstance(c.get("step"), int) and isinstance(c.get("path"), str)]
-    return sorted(out, key=lambda c: c["step"])
 
 
 def folder_checkpoints(folder: Path) -> list[dict[str, Any]]:
@@ -127,12 +93,12 @@ def _logged_lineage(folder: Path, summary: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(lineage.get("training") if runs else None, dict) or not all(isinstance(r, dict) for r in runs):
         return {}
     training = dict(lineage["training"])
-    late_s = _minus(summary.get("elapsed_s"), last.get("elapsed_s"))
+    late_s = minus(summary.get("elapsed_s"), last.get("elapsed_s"))
     training["wall_s"] = None if late_s is None or training.get("wall_s") is None else training["wall_s"] + late_s
     return {"lineage": {**lineage, "training": training}}
 
 
-def _minus(a: Any, b: Any) -> Any:
+def minus(a: Any, b: Any) -> Any:
     ok = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (a, b))
     return a - b if ok else None
 
@@ -148,7 +114,9 @@ def read_parent(folder: Path) -> ParentRecord:
         ckpts = [*logged, *(c for c in folder_checkpoints(folder) if c["path"] not in paths)]
         passport = {**passport, "checkpoints": ckpts, **_logged_lineage(folder, passport)}
     steps = passport.get("steps") if isinstance(passport.get("steps"), int) else 0
-    wanted = {c["step"] for c in checkpoints_of(passport)} | {steps}
+    checkpoints = sorted([c for c in passport.get("checkpoints") or [] if isinstance(c, dict) and
+                          isinstance(c.get("step"), int) and isinstance(c.get("path"), str)], key=lambda c: c["step"])
+    wanted = {c["step"] for c in checkpoints} | {steps}
     after: dict[int, int] = {}
     step_s: dict[int, float] = {0: 0.0}
     seen = last = 0
@@ -170,4 +138,11 @@ def read_parent(folder: Path) -> ParentRecord:
         seen = -1
     if seen != last or passport.get("token_unit") is None:  # a gap in the log, or no batch read: unknown
         after = {}
-    return ParentRecord(folder=folder, passport=passport, tokens_after=after, step_s=step_s, last_step_s=last_s)
+    why = "killed: its log fell silent" if passport.get("killed") else "no passport"
+    return ParentRecord(folder=folder, passport=passport, steps=steps, checkpoints=checkpoints, tokens_after=after,
+                        step_s=step_s, last_step_s=last_s,
+                        read_from="its passport" if "summarised_from" not in passport else
+                        f"its run log and checkpoints folder ({why}; its end is its last report or heartbeat)",
+                        status="killed" if passport.get("killed") else passport.get("status"),
+                        ended_at=passport.get("ended_at") or passport.get("last_seen_at"),
+                        lineage=passport["lineage"] if isinstance(passport.get("lineage"), dict) else {})

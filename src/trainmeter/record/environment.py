@@ -45,7 +45,7 @@ def _host() -> dict[str, Any]:
 def describe_environment() -> dict[str, Any]:
     """Python, torch (if already imported), platform and CPU facts; the host's read once per process. Any thread."""
     torch = sys.modules.get("torch")
-    torch_version = getattr(torch, "__version__", None) if torch is not None else None
+    torch_version = getattr(torch, "__version__", None)
     cuda_version = None
     cuda_devices: list[str] = []
     if torch is not None:
@@ -56,5 +56,4 @@ def describe_environment() -> dict[str, Any]:
     host = _host()
     return {"trainmeter": host["trainmeter"], "python": host["python"],
             "torch": str(torch_version) if torch_version is not None else None, "cuda": cuda_version,
-            "cuda_devices": cuda_devices, "platform": host["platform"], "cpu": host["cpu"],
-            "cpu_count": host["cpu_count"]}
+            "cuda_devices": cuda_devices, **{k: host[k] for k in ("platform", "cpu", "cpu_count")}}

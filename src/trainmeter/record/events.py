@@ -1,205 +1,82 @@
-"""The run log's schema and reader (docs/spec.md section 6): one TypedDict per record kind, the writer's
-constructors, and bounded reads.
+"""The run log's records and reader (docs/spec.md section 6): the writer's constructors, and bounded reads.
 
-The record wing's published view of the run log: the writer builds its records with the constructors here, and
-every reader, in any wing, reads the log through :func:`iter_events`, :func:`head`, :func:`tail`,
-:func:`last_of_kinds` or :func:`parse_line`, every file opened through :mod:`trainmeter.record.safe_read`.
-
-The one tolerance rule: a line is a record when it decodes as UTF-8 and parses as a JSON object holding only text a
-UTF-8 sink can write; any other line (torn, cut by a read window, damaged) is skipped and counted in
-:class:`ReadStats`, never raised. :func:`iter_events` raises ``OSError`` only when the file cannot be opened;
-:func:`head` and :func:`tail` read an unreadable file as empty. Pure; a :class:`ReadStats` is its caller's.
+Every reader, in any wing, reads the log through :func:`iter_events`, :func:`head`, :func:`tail`,
+:func:`last_of_kinds` or :func:`parse_line`, every file opened through :mod:`trainmeter.record.safe_read`. The one
+tolerance rule: a line is a record when it decodes as UTF-8 and parses as a JSON object holding only text a UTF-8 sink
+can write; any other line (torn, cut by a read window, damaged) is skipped and counted in :class:`ReadStats`, never
+raised. Pure; a :class:`ReadStats` is its caller's.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
+from itertools import islice
 from pathlib import Path
-from typing import Any, Literal, TypedDict
+from typing import Any
 
 from trainmeter.record.safe_read import has_lone_surrogate, iter_lines, open_regular
 
 SCHEMA_VERSION = 1
 
 
-class StartRecord(TypedDict):
-    """First record of a log: the run's name, start and options (``options.run_root`` absolute)."""
-
-    schema_version: int
-    kind: Literal["start"]
-    name: str
-    started_at: str
-    options: dict[str, Any]
-    environment: dict[str, Any]
-
-
-class RankRecord(TypedDict, total=False):
-    """Second record of a rank's log: where its launch is and which rank it is; after these keys come
-    ``RankIdentity.to_dict()``'s (ranks/seating.py: rank, world size, node, source, provenance...)."""
-
-    schema_version: int
-    kind: Literal["rank"]
-    launch_dir: str
-    pid: int
-    device: str | None
-
-
-class ColumnsRecord(TypedDict):
-    """The points of one series since the last report: ``steps`` (tokens per step) or ``series``; ``step[i]``,
-    ``t_us[i]`` (session microseconds), ``value[i]`` (``None`` if not finite) are one point; ``x`` its x axis."""
-
-    schema_version: int
-    kind: Literal["steps", "series"]
-    name: str
-    x: Literal["step", "time"]
-    step: list[int]
-    t_us: list[int]
-    value: list[float | None]
-
-
-class Throughput(TypedDict):
-    """The ``throughput`` of an interval record (``None`` before the first measured window)."""
-
-    train_tokens_per_s: float | None
-    seconds_per_step: float | None
-    session_tokens_per_s: float | None
-    window_tokens: int
-    window_steps: int
-    window_train_s: float
-
-
-class _IntervalBase(TypedDict):
-    schema_version: int
-    kind: Literal["interval"]
-    step: int
-    tokens: int
-    token_unit: str
-    elapsed_s: float
-    phases_s: dict[str, float]
-    throughput: Throughput
-    memory: dict[str, Any] | None
-
-
-class IntervalRecord(_IntervalBase, total=False):
-    """One report: counters, phases, throughput, memory, then each wing's ``on_report`` fields under its name (those
-    listed here are the ones readers outside the wing look at)."""
-
-    compute: dict[str, Any]
-    distributed: dict[str, Any]
-    energy: dict[str, Any]
-    gpu: dict[str, Any]
-
-
-class GapRecord(TypedDict):
-    """A closed span the log could not be written (a full disk), written once writes work again."""
-
-    schema_version: int
-    kind: Literal["gap"]
-    from_step: int
-    to_step: int | None
-    failed_writes: int
-    dropped_points: int
-    error: str
-
-
-class HeartbeatRecord(TypedDict):
-    """Written by a thread of ours when no report came for an interval: the step in progress and since when."""
-
-    schema_version: int
-    kind: Literal["heartbeat"]
-    step: int
-    steps_done: int
-    step_running_s: float
-    phase: str
-    elapsed_s: float
-    since_report_s: float
-
-
-class _CheckpointBase(TypedDict):
-    schema_version: int
-    kind: Literal["checkpoint"]
-    step: int
-    path: str | None
-    bytes: int | None
-    source: str
-
-
-class CheckpointLogRecord(_CheckpointBase, total=False):
-    """One checkpoint, written when it is recorded (passport ``checkpoints``' path, step, bytes and source: docs/spec.md
-    section 9), so a killed run's checkpoints are read from its log; ``renamed_from``: the path of the record it
-    replaces (a temp file renamed to its final name)."""
-
-    renamed_from: str
-
-
-class EndRecord(TypedDict):
-    """Last record of a finished run."""
-
-    schema_version: int
-    kind: Literal["end"]
-    status: str
-    ended_at: str | None
-    error: str | None
-
-
-Record = (StartRecord | RankRecord | ColumnsRecord | IntervalRecord | GapRecord | HeartbeatRecord | CheckpointLogRecord
-          | EndRecord)
+Record = dict[str, Any]
+"""One record of the log (its keys per kind: docs/spec.md section 6; tests/record/schema.py)."""
 
 
 # the writer's constructors (field order is the line's key order)
 
-def _record(kind: str, **fields: Any) -> Any:
+def _record(kind: str, **fields: Any) -> Record:
     return {"schema_version": SCHEMA_VERSION, "kind": kind, **fields}
 
 
-def start_record(*, name: str, started_at: str, options: dict[str, Any], environment: dict[str, Any]) -> StartRecord:
-    """The ``start`` record."""
+def start_record(*, name: str, started_at: str, options: dict[str, Any], environment: dict[str, Any]) -> Record:
+    """The ``start`` record: the run's name, start and options (``options.run_root`` relative)."""
     return _record("start", name=name, started_at=started_at, options=options, environment=environment)
 
 
-def rank_record(*, launch_dir: str, pid: int, device: str | None, identity: dict[str, Any]) -> RankRecord:
+def rank_record(*, launch_dir: str, pid: int, device: str | None, identity: dict[str, Any]) -> Record:
     """The ``rank`` record of one rank's log (``identity``: ``RankIdentity.to_dict()``)."""
     return _record("rank", launch_dir=launch_dir, pid=pid, device=device, **identity)
 
 
-def columns_record(kind: str, *, name: str, x: str, step: list[int], t_us: list[int],
-                   value: list[Any]) -> ColumnsRecord:
-    """A ``steps`` or ``series`` record (``kind``); ``x`` is ``step`` or ``time``."""
+def columns_record(kind: str, *, name: str, x: str, step: list[int], t_us: list[int], value: list[Any]) -> Record:
+    """A ``steps`` or ``series`` record (``kind``); ``x`` is ``step`` or ``time``; ``t_us``: session microseconds."""
     return _record(kind, name=name, x=x, step=step, t_us=t_us, value=value)
 
 
 def interval_record(*, step: int, tokens: int, token_unit: str, elapsed_s: float, phases_s: dict[str, float],
-                    throughput: Throughput, memory: dict[str, Any] | None, sections: dict[str, Any]) -> IntervalRecord:
+                    throughput: dict[str, Any], memory: dict[str, Any] | None, sections: dict[str, Any]) -> Record:
     """The ``interval`` record; ``sections`` are the wings' fields, by extension name."""
     return _record("interval", step=step, tokens=tokens, token_unit=token_unit, elapsed_s=elapsed_s,
                    phases_s=phases_s, throughput=throughput, memory=memory, **sections)
 
 
-def gap_record(*, from_step: int, to_step: int | None, failed_writes: int, dropped_points: int,
-               error: str) -> GapRecord:
-    """The ``gap`` record."""
+def gap_record(*, from_step: int, to_step: int | None, failed_writes: int, dropped_points: int, error: str) -> Record:
+    """The ``gap`` record: a closed span the log could not be written, written once writes work again."""
     return _record("gap", from_step=from_step, to_step=to_step, failed_writes=failed_writes,
                    dropped_points=dropped_points, error=error)
 
 
 def heartbeat_record(*, step: int, steps_done: int, step_running_s: float, phase: str, elapsed_s: float,
-                     since_report_s: float) -> HeartbeatRecord:
+                     since_report_s: float) -> Record:
     """The ``heartbeat`` record (docs/spec.md section 18); ``phase``: the open ``tm.phase``, else ``train``."""
     return _record("heartbeat", step=step, steps_done=steps_done, step_running_s=step_running_s,
                    phase=phase, elapsed_s=elapsed_s, since_report_s=since_report_s)
 
 
-def checkpoint_record(entry: dict[str, Any], renamed_from: str | None = None) -> CheckpointLogRecord:
-    """The ``checkpoint`` record of one passport ``checkpoints`` entry (its ``step``, ``path``, ``bytes``, ``source``)."""
+def checkpoint_record(entry: dict[str, Any], renamed_from: str | None = None) -> Record:
+    """The ``checkpoint`` record of one passport ``checkpoints`` entry (its ``step``, ``path``, ``bytes``, ``source``);
+    ``renamed_from``: the path of the record it replaces (a temp file renamed to its final name)."""
     fields = {k: entry.get(k) for k in ("step", "path", "bytes", "source")}
     return _record("checkpoint", **fields, **({"renamed_from": renamed_from} if renamed_from is not None else {}))
 
 
-def end_record(*, status: str, ended_at: str | None, error: str | None) -> EndRecord:
-    """The ``end`` record."""
+def end_record(*, status: str, ended_at: str | None, error: str | None) -> Record:
+    """The ``end`` record: the last of a finished run."""
     return _record("end", status=status, ended_at=ended_at, error=error)
 
 
@@ -209,6 +86,7 @@ TAIL_BYTES = 256 * 1024
 BLOCK_BYTES = 16 * 1024  # bytes read per call by head and tail when they may stop early (n records)
 
 KINDS: tuple[str, ...] = ("start", "rank", "steps", "series", "interval", "gap", "checkpoint", "end")
+
 
 @dataclass(slots=True)
 class ReadStats:
@@ -251,9 +129,7 @@ def _take(line: bytes, kinds: Collection[str] | None, needles: tuple[bytes, ...]
     if kinds is not None and not any(n in line for n in needles):  # a cheap byte test before parsing
         return None
     record = parse_line(line, stats)
-    if record is None or (kinds is not None and record.get("kind") not in kinds):
-        return None
-    return record
+    return record if record is not None and (kinds is None or record.get("kind") in kinds) else None
 
 
 def _take_last(line: bytes, torn: bool, kinds: Collection[str] | None, needles: tuple[bytes, ...],
@@ -267,24 +143,18 @@ def _take_last(line: bytes, torn: bool, kinds: Collection[str] | None, needles: 
 
 def iter_events(path: Path, *, kinds: Collection[str] | None = None, stats: ReadStats | None = None,
                 max_bytes: int | None = None) -> Iterator[Record]:
-    """Every record of the log at ``path``, in order (``kinds``: only those; other lines are not parsed).
-
-    Read a block at a time, a line over its bound skipped as damaged; ``max_bytes`` stops the read there (the
-    bytes past it counted in ``stats.bytes_left_out``).
-
-    Raises:
-        OSError: When the file cannot be opened (a missing log is the caller's to say), or is not a
-            regular file (:class:`~trainmeter.record.safe_read.Damaged`).
-    """
+    """Every record of the log at ``path``, in order (``kinds``: only those; other lines are not parsed), read a block
+    at a time, a line over its bound skipped as damaged; ``max_bytes`` stops the read there (the bytes past it counted
+    in ``stats.bytes_left_out``). ``OSError`` when the file cannot be opened (a missing log is the caller's to say)
+    or is not a regular file (:class:`~trainmeter.record.safe_read.Damaged`)."""
     needles = _needles(kinds)
     with open_regular(path) as f:
         if max_bytes is not None and stats is not None:
             stats.bytes_left_out = max(0, os.fstat(f.fileno()).st_size - max_bytes)
         for line, whole in iter_lines(f, max_bytes=max_bytes):
-            torn = not whole  # only the last line can be
             if stats is not None:
                 stats.bytes_read += len(line)
-            record = _take_last(line, torn, kinds, needles, stats)
+            record = _take_last(line, not whole, kinds, needles, stats)  # only the last line can be torn
             if record is not None:
                 yield record
 
@@ -297,92 +167,62 @@ def read_events(path: Path, *, kinds: Collection[str] | None = None, stats: Read
 
 def head(path: Path, n: int | None = None, *, max_bytes: int = HEAD_BYTES, kinds: Collection[str] | None = None,
          stats: ReadStats | None = None) -> list[Record]:
-    """The records on the whole lines within the first ``max_bytes`` of ``path`` (at most ``n``; never raises).
+    """The records on the whole lines within the first ``max_bytes`` of ``path`` (at most ``n``, reading stops once
+    ``n`` records of ``kinds`` are found; never raises). The piece after the window's last newline is left out."""
+    return list(islice(_forwards(path, max_bytes, kinds, stats, None if n is None else BLOCK_BYTES), n))
 
-    The piece after the window's last newline is left out (a line the window cut, or a torn last
-    line). With ``n``, reading stops once ``n`` records (of ``kinds``) are found.
-    """
+
+def _forwards(path: Path, max_bytes: int, kinds: Collection[str] | None, stats: ReadStats | None,
+              block_bytes: int | None) -> Iterator[Record]:
     needles = _needles(kinds)
-    out: list[Record] = []
-    try:
-        with open_regular(path) as f:
-            rest = b""
-            left = max_bytes
-            while left > 0:
-                chunk = f.read(left if n is None else min(left, BLOCK_BYTES))
-                if not chunk:
-                    break
-                left -= len(chunk)
-                if stats is not None:
-                    stats.bytes_read += len(chunk)
-                lines = (rest + chunk).split(b"\n")
-                rest = lines.pop()
-                for line in lines:
-                    record = _take(line, kinds, needles, stats)
-                    if record is not None:
-                        out.append(record)
-                        if n is not None and len(out) >= n:
-                            return out
-    except OSError:
-        return out
-    return out
+    with contextlib.suppress(OSError), open_regular(path) as f:
+        for line, whole in iter_lines(f, max_bytes=max_bytes, block_bytes=block_bytes):
+            if stats is not None:
+                stats.bytes_read += len(line)
+            record = _take(line, kinds, needles, stats) if whole else None
+            if record is not None:
+                yield record
 
 
 def _backwards(path: Path, max_bytes: int, kinds: Collection[str] | None, stats: ReadStats | None,
                block_bytes: int | None) -> Iterator[Record]:
     """The records within the last ``max_bytes`` of ``path``, newest first, read ``block_bytes`` at a time."""
     needles = _needles(kinds)
-    try:
-        with open_regular(path) as f:
-            size = os.fstat(f.fileno()).st_size
-            low = max(0, size - max_bytes)
-            end = size
-            rest = b""
-            newest = True
-            while end > low:
-                start = low if block_bytes is None else max(low, end - block_bytes)
-                f.seek(start)
-                chunk = f.read(end - start)
-                if stats is not None:
-                    stats.bytes_read += len(chunk)
-                end = start
-                lines = (chunk + rest).split(b"\n")
-                rest = lines[0]  # may go on in the bytes before this block
-                for line in reversed(lines[1:]):
-                    torn, newest = newest, False  # the piece after the last newline: a torn last line if any
-                    record = _take_last(line, torn, kinds, needles, stats)
-                    if record is not None:
-                        yield record
-            if low == 0:  # the file's first line, whole
-                record = _take(rest, kinds, needles, stats)
+    with contextlib.suppress(OSError), open_regular(path) as f:
+        end = os.fstat(f.fileno()).st_size
+        low, rest, newest = max(0, end - max_bytes), b"", True
+        while end > low:
+            start = low if block_bytes is None else max(low, end - block_bytes)
+            f.seek(start)
+            chunk = f.read(end - start)
+            if stats is not None:
+                stats.bytes_read += len(chunk)
+            end = start
+            lines = (chunk + rest).split(b"\n")
+            rest = lines[0]  # may go on in the bytes before this block
+            for line in reversed(lines[1:]):
+                torn, newest = newest, False  # the piece after the last newline: a torn last line if any
+                record = _take_last(line, torn, kinds, needles, stats)
                 if record is not None:
                     yield record
-    except OSError:
-        return
+        if low == 0:  # the file's first line, whole
+            record = _take(rest, kinds, needles, stats)
+            if record is not None:
+                yield record
 
 
 def tail(path: Path, n: int | None = None, *, max_bytes: int = TAIL_BYTES, kinds: Collection[str] | None = None,
          stats: ReadStats | None = None) -> list[Record]:
-    """The records on the whole lines within the last ``max_bytes`` of ``path``, oldest first (never raises).
-
-    When the file is longer than the window, the window's first line is left out (it may be cut).
-    With ``n``, only the last ``n`` records (of ``kinds``) are returned and reading (backwards,
-    :data:`BLOCK_BYTES` at a time) stops once they are found.
-    """
-    found: list[Record] = []
-    for record in _backwards(path, max_bytes, kinds, stats, None if n is None else BLOCK_BYTES):
-        found.append(record)
-        if n is not None and len(found) >= n:
-            break
-    return found[::-1]
+    """The records on the whole lines within the last ``max_bytes`` of ``path``, oldest first (never raises); the
+    window's first line is left out when the file is longer (it may be cut). With ``n``, only the last ``n`` records
+    (of ``kinds``), and reading (backwards, :data:`BLOCK_BYTES` at a time) stops once they are found."""
+    return list(islice(_backwards(path, max_bytes, kinds, stats, None if n is None else BLOCK_BYTES), n))[::-1]
 
 
 def last_of_kinds(path: Path, kinds: Collection[str], *, max_bytes: int = TAIL_BYTES,
                   stats: ReadStats | None = None) -> dict[str, Record]:
-    """The last record of each of ``kinds`` within the last ``max_bytes`` of ``path`` (never raises).
-
-    Reads backwards :data:`BLOCK_BYTES` at a time and stops once each kind is found.
-    """
+    """The last record of each of ``kinds`` within the last ``max_bytes`` of ``path`` (never raises); reads backwards
+    :data:`BLOCK_BYTES` at a time and stops once each kind is found."""
     found: dict[str, Record] = {}
     for record in _backwards(path, max_bytes, kinds, stats, BLOCK_BYTES):
         kind = str(record.get("kind"))

@@ -79,24 +79,19 @@ def to_pandas(run_dir: Path) -> RunFrames:
         import pandas as pd
     except ImportError as exc:
         raise ImportError("Run.to_pandas needs pandas: pip install 'trainmeter[figures]' (or pandas)") from exc
-    read = ReadStats()
-    notes: list[str] = []
+    read, notes = ReadStats(), []
     try:
         series, steps, intervals, odd = _columns(iter_events(run_dir / LOG_FILE, stats=read))
-    except FileNotFoundError:
+    except OSError as exc:  # missing, or Damaged (not a regular file)
         series, steps, intervals, odd = _columns(())
-    except OSError as exc:  # Damaged included: not a regular file
-        series, steps, intervals, odd = _columns(())
-        notes.append(f"damaged: {exc}")
+        notes += [] if isinstance(exc, FileNotFoundError) else [f"damaged: {exc}"]
     if odd:
         notes.append(f"{odd} records of the wrong types left out")
     if read.lines_skipped:
         notes.append(f"{read.lines_skipped} unreadable lines of the run log skipped")
-    s = pd.DataFrame({"name": pd.Categorical(series["name"]), "x_kind": pd.Categorical(series["x_kind"]),
-                      "step": pd.array(series["step"], dtype="int64"), "t_s": pd.array(series["t_s"], dtype="float64"),
-                      "value": pd.array(series["value"], dtype="float64")})
-    st = pd.DataFrame({"step": pd.array(steps["step"], dtype="int64"), "t_s": pd.array(steps["t_s"], dtype="float64"),
-                       "tokens": pd.array(steps["tokens"], dtype="int64")})
+    dtypes = {"name": "category", "x_kind": "category", "step": "int64", "t_s": "float64", "value": "float64",
+              "tokens": "int64"}
+    s, st = (pd.DataFrame({k: pd.array(v, dtype=dtypes[k]) for k, v in cols.items()}) for cols in (series, steps))
     try:
         iv = pd.json_normalize(intervals, sep=".") if intervals else None
     except (ValueError, TypeError, RecursionError) as exc:

@@ -78,7 +78,6 @@ def build_passport(m: RunContext) -> dict[str, Any]:
     tokens = None if missing else m.tokens
     derivations = throughput_derivations(tokens=tokens, steps=m.steps, train_s=phases_s.get("train", 0.0),
                                          elapsed_s=elapsed_s, unit=m.token_unit, missing=missing)
-    by_name = {d.name: d.value for d in derivations}
     memory: dict[str, Any] = {"rss_peak_bytes": None, "cuda": None}
     if m.memory is not None:
         memory = {"rss_peak_bytes": m.memory.rss_peak_bytes, "rss_bytes": m.memory.rss_bytes, "cuda": m.memory.cuda}
@@ -98,7 +97,7 @@ def build_passport(m: RunContext) -> dict[str, Any]:
         "tokens_missing": missing,
         "phases_s": phases_s,
         "goodput": ratio(phases_s.get("train", 0.0), elapsed_s),
-        "throughput": {k: by_name[k] for k in ("train_tokens_per_s", "session_tokens_per_s", "seconds_per_step")},
+        "throughput": {d.name: d.value for d in derivations},  # train_tokens_per_s, session_..., seconds_per_step
         "memory": memory,
         "params": dict(m.params),
         "series": {name: s.stats().to_dict() for name, s in sorted(m.series.items())},
@@ -242,37 +241,28 @@ def render_markdown(p: dict[str, Any]) -> str:
     mem = p.get("memory") or {}
     if mem.get("rss_peak_bytes"):
         lines.append(f"- Host memory (RSS) peak at sampling points: {format_bytes(mem['rss_peak_bytes'])}")
-    lineage = p.get("lineage")  # the lineage wing: a resumed run (docs/spec.md section 22)
-    if isinstance(lineage, dict) and lineage.get("markdown"):
-        lines.append(lineage["markdown"])
-    compute = p.get("compute")
-    if isinstance(compute, dict) and compute.get("markdown"):
-        lines += ["", compute["markdown"]]
-    energy = p.get("energy")  # the energy wing's line on the compute card
-    if isinstance(energy, dict) and energy.get("markdown"):
-        lines.append(energy["markdown"])
-    for verdict in p.get("verdicts") or []:  # the verdicts wing: one sentence each
-        if isinstance(verdict, dict) and verdict.get("sentence"):
-            lines.append(f"- Verdict: {verdict['sentence']}")
+    # the wings' lines: lineage (a resumed run, docs/spec.md section 22), the compute card, energy's line on it
+    for key, before in (("lineage", []), ("compute", [""]), ("energy", [])):
+        section = p.get(key)
+        if isinstance(section, dict) and section.get("markdown"):
+            lines += [*before, section["markdown"]]
+    lines += [f"- Verdict: {v['sentence']}" for v in _dicts(p.get("verdicts")) if v.get("sentence")]
     gpu = p.get("gpu") if isinstance(p.get("gpu"), dict) else {}
     for index, check in sorted((gpu.get("crosscheck") or {}).items()):  # docs/spec.md section 8
         if isinstance(check, dict) and check.get("verdict"):
             lines.append(f"- GPU {index}, formula vs hardware: {markdown_text(check['sentence'])}")
     if p.get("stopped_by"):
-        lanes = [lane for lane in p.get("lanes") or [] if isinstance(lane, dict) and lane.get("stopped_at_step")]
+        lanes = [lane for lane in _dicts(p.get("lanes")) if lane.get("stopped_at_step")]
         at = ", ".join(f"{lane.get('lane')} at {lane['stopped_at_step']}" for lane in lanes)  # each lane's own step
         where = f"; lanes {at}" if len(lanes) > 1 else ""  # docs/spec.md section 21
         lines.append(f"- Stopped by {markdown_text(p['stopped_by'])} after step {p.get('stopped_at_step')}{where}")
-    for ckpt in p.get("checkpoints") or []:
-        if isinstance(ckpt, dict):
-            where = ckpt.get("path") or f"a stream, no file: {ckpt.get('note') or 'not seen'}"  # never its repr
-            lines.append(f"- Checkpoint at step {ckpt.get('step')}: {markdown_text(where)} "
-                         f"({format_bytes(ckpt.get('bytes'))}, {format_seconds(ckpt.get('seconds'))}, "
-                         f"{markdown_text(ckpt.get('source'))})"
-                         + (f": {markdown_text(ckpt['recovery'])}" if ckpt.get("recovery") else ""))
-    for alert in p.get("alerts") or []:  # the alerts wing: what fired and what it did
-        if isinstance(alert, dict) and alert.get("sentence"):
-            lines.append(f"- Alert: {markdown_text(alert['sentence'])}")
+    for ckpt in _dicts(p.get("checkpoints")):
+        where = ckpt.get("path") or f"a stream, no file: {ckpt.get('note') or 'not seen'}"  # never its repr
+        lines.append(f"- Checkpoint at step {ckpt.get('step')}: {markdown_text(where)} "
+                     f"({format_bytes(ckpt.get('bytes'))}, {format_seconds(ckpt.get('seconds'))}, "
+                     f"{markdown_text(ckpt.get('source'))})"
+                     + (f": {markdown_text(ckpt['recovery'])}" if ckpt.get("recovery") else ""))
+    lines += [f"- Alert: {markdown_text(a['sentence'])}" for a in _dicts(p.get("alerts")) if a.get("sentence")]
     env = p.get("environment") or {}
     record = p.get("record") or {}
     if record and not record.get("complete", True):
@@ -283,15 +273,18 @@ def render_markdown(p: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _dicts(items: Any) -> list[dict[str, Any]]:
+    """The dicts in a passport's list (a damaged or older one may hold other things)."""
+    return [item for item in items or [] if isinstance(item, dict)]
+
+
 def _lanes_table(lanes: Any, unit: str) -> list[str]:
     """A short table of the lanes when several threads trained (docs/spec.md section 2, "Threads")."""
     if not isinstance(lanes, list) or len(lanes) < 2:
         return []
     rows = ["", "| lane | thread | model | optimizer | steps | " + markdown_text(unit) + " | s/step | loss series |",
             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
-    for lane in lanes:
-        if not isinstance(lane, dict):
-            continue
+    for lane in _dicts(lanes):
         step_s = lane.get("step_s")
         rows.append("| " + " | ".join([
             str(lane.get("lane")), markdown_text(lane.get("thread")), markdown_text(lane.get("model") or "-"),

@@ -26,7 +26,7 @@ from trainmeter.record.events import (
     start_record,
 )
 from trainmeter.record.passport import record_options
-from trainmeter.record.reporter import format_text, summary_line, write_columns, write_interval
+from trainmeter.record.reporter import column_kinds, format_text, summary_line, write_columns, write_interval
 from trainmeter.record.runlog import RunLog
 from trainmeter.record.runs import make_run_dir
 
@@ -39,11 +39,6 @@ def _reason(exc: BaseException) -> str:
     if isinstance(exc, OSError) and exc.strerror:
         return f"{type(exc).__name__}: {exc.strerror}" + (f" ({exc.filename})" if exc.filename else "")
     return repr(exc)
-
-
-def _kinds(run: RunContext) -> list[tuple[str, Any]]:
-    """Each series with its column record's kind: the step series' ``steps``, then every ``series``."""
-    return [("steps", run.step_series), *(("series", series) for series in list(run.series.values()))]
 
 
 def _rank_seat(root: Path, name: str, now: Any) -> Any:
@@ -66,7 +61,6 @@ class RunRecorder:
         self._cursor: dict[str, int] = {}
         self._ahead = ColumnLines()  # the columns' JSON, encoded by the report worker between reports
         self._root: Path | None = None
-        self._started_at = ""
         self._start_fields: dict[str, Any] = {}
         self._retry_at_s = 0.0
         self._backoff_s = RETRY_FIRST_S
@@ -86,7 +80,6 @@ class RunRecorder:
         from trainmeter.record.environment import describe_environment
 
         self._root = Path(run.options.run_root).expanduser().absolute()
-        self._started_at = started_at
         self._start_fields = {"name": run.options.name, "started_at": started_at,
                               "options": record_options(run.options), "environment": describe_environment()}
         self._seat = _rank_seat(self._root, run.options.name, datetime.fromisoformat(started_at))
@@ -103,7 +96,7 @@ class RunRecorder:
             if run.run_dir is None:
                 run.set_run_dir(self._seat.dir if self._seat is not None else
                                 make_run_dir(self._root or Path("."), run.options.name,
-                                             datetime.fromisoformat(self._started_at)))
+                                             datetime.fromisoformat(self._start_fields["started_at"])))
             self._log = RunLog(run.run_dir / LOG_FILE)
             if not self._start_written:
                 self._log.append(start_record(**self._start_fields))
@@ -134,7 +127,8 @@ class RunRecorder:
         if run.elapsed_s() < self._retry_at_s:
             return
         self._write(run, lambda log, cursors: [write_columns(log, cursors, kind, series, self._ahead,
-                                                             ends.get(series.name, 0)) for kind, series in _kinds(run)])
+                                                             ends.get(series.name, 0))
+                                               for kind, series in column_kinds(run)])
 
     def _write(self, run: RunContext, body: Any) -> None:
         with self._lock:  # a drain on the report worker, a report on the training thread
@@ -162,12 +156,9 @@ class RunRecorder:
             self._retry_at_s = 0.0
 
     def _dropped(self, run: RunContext) -> int:
-        """Points trimmed from memory before the log could take them (the pending cap)."""
-        lost = 0
-        for series in (run.step_series, *run.series.values()):
-            kept_from = series.end - series.pending
-            lost += max(0, kept_from - self._cursor.get(series.name, 0))
-        return lost
+        """Points trimmed from memory before the log could take them (the pending cap: kept from ``end - pending``)."""
+        every = (run.step_series, *run.series.values())
+        return sum(max(0, s.end - s.pending - self._cursor.get(s.name, 0)) for s in every)
 
     def _failed(self, run: RunContext, exc: BaseException, what: str) -> None:
         self.failed_writes += 1
@@ -228,7 +219,7 @@ class RunRecorder:
         raised."""
         from trainmeter.record.passport import write_passport
 
-        self._write(run, lambda log, cursors: [write_columns(log, cursors, *pair) for pair in _kinds(run)])
+        self._write(run, lambda log, cursors: [write_columns(log, cursors, *pair) for pair in column_kinds(run)])
         if run.run_dir is None:
             self.passport_error = self._gap["error"] if self._gap else "no run folder"
             return

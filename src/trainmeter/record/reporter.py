@@ -18,18 +18,23 @@ from trainmeter.record.runlog import RunLog
 from trainmeter.record.textline import format_line, seed_values
 
 
+def column_kinds(run: Any) -> list[tuple[str, Series | StepSeries]]:
+    """Each series with its column record's kind: the step series' ``steps``, then every ``series``."""
+    return [("steps", run.step_series), *(("series", series) for series in list(run.series.values()))]
+
+
 def write_columns(log: RunLog, cursors: dict[str, int], kind: str, series: Series | StepSeries,
-                  ahead: ColumnLines | None = None, stop: int | None = None) -> int:
+                  ahead: ColumnLines | None = None, stop: int | None = None) -> None:
     """Append the points of ``series`` since its cursor (before absolute position ``stop``) as one ``kind`` record,
-    joined to what the worker encoded ``ahead``, and advance the cursor; how many points were trimmed unwritten."""
+    joined to what the worker encoded ``ahead``, and advance the cursor."""
     start = cursors.get(series.name, 0)
     if stop is not None and stop <= start:
-        return 0  # written up to there already (a drain queued before a report of the training thread's)
+        return  # written up to there already (a drain queued before a report of the training thread's)
     encoded = ahead.line(kind, series, start, stop) if ahead is not None else None
     if encoded is not None:
         line, cursors[series.name] = encoded
         log.append_line(line)
-        return 0
+        return
     end, steps, times, values = upto(series.read(start), stop)
     if steps:
         # integer microseconds: encoding an int costs a fraction of a float's shortest repr; map runs no bytecode
@@ -37,18 +42,16 @@ def write_columns(log: RunLog, cursors: dict[str, int], kind: str, series: Serie
         log.append(columns_record(kind, name=series.name, x=series.x_kind, step=steps, t_us=micros(times),
                                   value=values))
     cursors[series.name] = end
-    return max(0, end - start - len(steps))
 
 
 def write_interval(m: RunContext, log: RunLog, cursors: dict[str, int], elapsed_s: float,
-                   phases_s: dict[str, float], extra: dict[str, Any], ahead: ColumnLines | None = None) -> int:
-    """Write the columns since the last report and one ``interval`` record, then flush; the points trimmed unwritten.
-    ``OSError`` when the log cannot be appended (``cursors`` then holds positions not written)."""
+                   phases_s: dict[str, float], extra: dict[str, Any], ahead: ColumnLines | None = None) -> None:
+    """Write the columns since the last report and one ``interval`` record, then flush. ``OSError`` when the log
+    cannot be appended (``cursors`` then holds positions not written)."""
     ends = getattr(m, "report_ends", None)  # a report written later (core.reports.ReportSnapshot): its ends
-    stop = (lambda _name, _default=None: None) if ends is None else ends.get
-    dropped = write_columns(log, cursors, "steps", m.step_series, ahead, stop(m.step_series.name))
-    for series in list(m.series.values()):
-        dropped += write_columns(log, cursors, "series", series, ahead, stop(series.name, 0))
+    for kind, series in column_kinds(m):
+        write_columns(log, cursors, kind, series, ahead,
+                      None if ends is None else ends.get(series.name, None if kind == "steps" else 0))
     interval, session = m.interval, m.session
     log.append(interval_record(
         step=m.steps, tokens=m.tokens, token_unit=m.token_unit, elapsed_s=elapsed_s, phases_s=phases_s,
@@ -63,7 +66,6 @@ def write_interval(m: RunContext, log: RunLog, cursors: dict[str, int], elapsed_
         memory=m.memory.to_dict() if m.memory else None, sections=extra,
     ))
     log.flush()
-    return dropped
 
 
 def format_text(m: RunContext) -> str:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from itertools import chain, count
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +18,7 @@ from trainmeter.record.runs_table import (  # the runs table, re-exported (``tra
     RUNS_SHOWN,
     _finite,
     format_runs,
-    last_seen,
+    last_report,
     log_tail_summary,
     parent_name,
     run_folders,
@@ -58,8 +60,7 @@ class Run:
     @property
     def parent(self) -> Path | None:
         """The folder of the run this one resumed (``--resume``: docs/spec.md section 22), ``None`` for a first run."""
-        name = parent_name(self.passport)
-        return self.dir.parent / name if name is not None else None
+        return self.dir.parent / name if (name := parent_name(self.passport)) is not None else None
 
     @property
     def has_passport(self) -> bool:
@@ -69,8 +70,7 @@ class Run:
     @property
     def damaged(self) -> str | None:
         """Why a file of this run folder could not be read (``None`` when none is damaged)."""
-        reason = self.passport.get("damaged")
-        return str(reason) if reason else None
+        return str(self.passport["damaged"]) if self.passport.get("damaged") else None
 
     def events(self, stats: ReadStats | None = None) -> list[Record]:
         """The run log's records, at most :data:`REPLAY_MAX_BYTES` (``stats.bytes_left_out``: the rest); none for a
@@ -107,16 +107,13 @@ def load(path: str | Path) -> Run:
         p = p.parent
     if not exists(p / LOG_FILE) and not exists(p / PASSPORT_FILE):
         raise FileNotFoundError(f"no trainmeter run at {str(path)!r}: expected a folder with events.jsonl or passport.json")
-    problem = None
     try:
         passport = read_passport(p)
         if passport:
             return Run(dir=p, passport=passport)
         problem = "passport.json holds no passport"
-    except FileNotFoundError:
-        pass
-    except OSError as exc:  # Damaged included
-        problem = str(exc)
+    except OSError as exc:  # missing, or Damaged
+        problem = None if isinstance(exc, FileNotFoundError) else str(exc)
     try:
         return Run(dir=p, passport=summarise_log(p / LOG_FILE, problem))
     except Exception as exc:  # a log of odd records: the run is damaged, never the caller's error
@@ -135,25 +132,15 @@ def summarise_log(path: Path, problem: str | None = None, max_bytes: int | None 
     and end from its tail); ``problem`` (the passport's damage) makes the status ``damaged``."""
     bound = SUMMARY_MAX_BYTES if max_bytes is None else max_bytes
     read = ReadStats()
-    start: dict[str, Any] = {}
-    last: dict[str, Any] = {}
-    beat: dict[str, Any] = {}
-    end: dict[str, Any] = {}
+    found: dict[str, dict[str, Any]] = {}  # the first start, the last interval, heartbeat and end
     stats: dict[str, dict[str, Any]] = {}
     checkpoints: list[dict[str, Any]] = []
-    last_step = origin = None
-    log_damage = None
+    last_step = origin = log_damage = None
     try:
         for e in iter_events(path, stats=read, max_bytes=bound):
             kind = e.get("kind")
-            if kind == "start" and not start:
-                start = dict(e)
-            elif kind == "interval":
-                last = dict(e)
-            elif kind == "heartbeat":
-                beat = dict(e)
-            elif kind == "end":
-                end = dict(e)
+            if kind in ("interval", "heartbeat", "end") or (kind == "start" and "start" not in found):
+                found[str(kind)] = dict(e)
             elif kind == "steps" and isinstance(e.get("step"), list) and e["step"]:
                 if origin is None:  # a resumed run logs steps of the training from origin + 1 (section 22)
                     origin = e["step"][0] - 1 if _finite(e["step"][0]) else 0
@@ -168,18 +155,16 @@ def summarise_log(path: Path, problem: str | None = None, max_bytes: int | None 
         log_damage = str(exc)
     if read.bytes_left_out:
         tail_found = last_of_kinds(path, ("interval", "heartbeat", "end", "checkpoint"))
-        last = dict(tail_found.get("interval") or last)
-        beat = dict(tail_found.get("heartbeat") or beat)
-        end = dict(tail_found.get("end") or end)
-        _add_checkpoint(checkpoints, tail_found.get("checkpoint") or {})  # the last, past the bound
-    for count in (last.get("step"), beat.get("steps_done")):  # a heartbeat's: counted after the last report
-        if _finite(count):
-            last_step = max(last_step or 0, count)
-    seen_at, killed = last_seen(start, [last, beat], end)
+        _add_checkpoint(checkpoints, tail_found.pop("checkpoint", {}))  # the last, past the bound
+        found.update({kind: dict(record) for kind, record in tail_found.items()})
+    start, last, beat, end = (found.get(kind, {}) for kind in ("start", "interval", "heartbeat", "end"))
+    figures = last_report(start, last, beat, end)
+    if figures["steps"] is not None:  # a heartbeat's: counted after the last report
+        last_step = max(last_step or 0, figures["steps"])
     problem = problem or (NO_PASSPORT if end else None)  # ended, then killed before its passport was written
     damage = "; ".join(d for d in (problem, log_damage) if d) or None
     why = f"damaged: {problem}" if problem else ("no passport: the run was killed (no end record; its log fell "
-                                                 f"silent at {seen_at})" if killed else
+                                                 f"silent at {figures['last_seen_at']})" if figures["killed"] else
                                                  "no passport: the run did not finish (kernel killed?)")
     notes = [f"{why}; figures are from its run log's last report"]
     if read.lines_skipped:
@@ -191,15 +176,15 @@ def summarise_log(path: Path, problem: str | None = None, max_bytes: int | None 
         notes.append(f"damaged: {log_damage}")
     out = {"name": start.get("name"), "status": "damaged" if damage else (end.get("status") or "unfinished"),
            "error": end.get("error"), "started_at": start.get("started_at"), "ended_at": end.get("ended_at"),
-           "elapsed_s": max([r["elapsed_s"] for r in (last, beat) if _finite(r.get("elapsed_s"))], default=None),
-           "steps": last_step if last_step is not None else 0,
+           "elapsed_s": figures["elapsed_s"], "steps": last_step if last_step is not None else 0,
            # token_unit null in a report: no batch read, the count unknown (docs/spec.md section 6)
            "tokens": last.get("tokens") or 0 if last.get("token_unit", "tokens") else None,
            "token_unit": last.get("token_unit", "tokens"),
            "phases_s": last.get("phases_s") or {}, "throughput": last.get("throughput") or {},
            "memory": last.get("memory") or {}, "series": stats, "options": start.get("options") or {},
            "checkpoints": checkpoints,
-           "warnings": notes, "summarised_from": "events.jsonl", "last_seen_at": seen_at, "killed": killed}
+           "warnings": notes, "summarised_from": "events.jsonl", "last_seen_at": figures["last_seen_at"],
+           "killed": figures["killed"]}
     bad = wrong_type(out, PASSPORT_TYPES)
     if bad is not None:  # a log record of the wrong types: keep the counters out
         damage = "; ".join(d for d in (damage, f"events.jsonl: {bad}") if d)
@@ -231,10 +216,8 @@ def _add_series(stats: dict[str, dict[str, Any]], e: Record) -> None:
     if not values:
         return
     st = stats.setdefault(str(e.get("name")), {"last": None, "min": None, "max": None, "count": 0, "last_step": None})
-    st["last"] = values[-1]
-    st["min"] = min(values) if st["min"] is None else min(st["min"], min(values))
-    st["max"] = max(values) if st["max"] is None else max(st["max"], max(values))
-    st["count"] += len(e["value"])
+    kept = [v for v in (st["min"], st["max"]) if v is not None]
+    st.update(last=values[-1], min=min(values + kept), max=max(values + kept), count=st["count"] + len(e["value"]))
     steps = e.get("step")
     st["last_step"] = steps[-1] if isinstance(steps, list) and steps else None
 
@@ -270,12 +253,8 @@ def make_run_dir(root: Path, name: str, now: datetime) -> Path:
     """Create and return ``<root>/<UTC timestamp>-<name>`` (suffixed if taken)."""
     stamp = now.astimezone(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     root.mkdir(parents=True, exist_ok=True)
-    candidate = root / f"{stamp}-{name}"
-    n = 2
-    while True:
-        try:
+    for candidate in chain([root / f"{stamp}-{name}"], (root / f"{stamp}-{name}-{n}" for n in count(2))):
+        with contextlib.suppress(FileExistsError):
             candidate.mkdir()
             return candidate
-        except FileExistsError:
-            candidate = root / f"{stamp}-{name}-{n}"
-            n += 1
+    raise AssertionError("unreachable")  # count() is endless

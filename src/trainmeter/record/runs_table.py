@@ -197,10 +197,8 @@ def _run_row(folder: Path) -> RunRow:
     damage = None
     try:
         passport = read_passport(folder)
-    except FileNotFoundError:
-        passport = {}
-    except OSError as exc:  # Damaged included
-        damage = str(exc)
+    except OSError as exc:  # missing, or Damaged
+        damage = None if isinstance(exc, FileNotFoundError) else str(exc)
     from_log = not passport
     p = passport or log_tail_summary(folder / LOG_FILE)
     if damage is None:  # the log's, or a passport's that lists a file the folder lacks
@@ -283,15 +281,20 @@ def log_tail_summary(path: Path, head_bytes: int = HEAD_BYTES, tail_bytes: int =
         values = r.get("value")
         if last_loss is None and kind == "series" and r.get("name") == "train_loss" and isinstance(values, list):
             last_loss = next((v for v in reversed(values) if _finite(v)), None)
-    last, beat, end = found.get("interval", {}), found.get("heartbeat", {}), found.get("end", {})
-    seen_at, killed = last_seen(start, [last, beat], end)
-    counts = [c for c in (last.get("step"), beat.get("steps_done")) if _finite(c)]  # a heartbeat's: counted later
+    last, end = found.get("interval", {}), found.get("end", {})
     return {"name": start.get("name"), "started_at": start.get("started_at"), "status": "damaged" if end else "unfinished",
-            "damaged": NO_PASSPORT if end else None,
-            "elapsed_s": max([r["elapsed_s"] for r in (last, beat) if _finite(r.get("elapsed_s"))], default=None),
-            "steps": max(counts, default=None),
+            "damaged": NO_PASSPORT if end else None, **last_report(start, last, found.get("heartbeat", {}), end),
             "tokens": last.get("tokens"), "token_unit": last.get("token_unit") or "tokens", "last_loss": last_loss,
-            "options": start.get("options") if isinstance(start.get("options"), dict) else {},
+            "options": start.get("options") if isinstance(start.get("options"), dict) else {}}
+
+
+def last_report(start: dict[str, Any], last: dict[str, Any], beat: dict[str, Any],
+                end: dict[str, Any]) -> dict[str, Any]:
+    """A passport's ``elapsed_s``, ``steps`` (``None``: neither counted), ``last_seen_at`` and ``killed``
+    (:func:`last_seen`) of a run with no passport: from its last report and heartbeat (counted after that report)."""
+    seen_at, killed = last_seen(start, [last, beat], end)
+    return {"elapsed_s": max([r["elapsed_s"] for r in (last, beat) if _finite(r.get("elapsed_s"))], default=None),
+            "steps": max([c for c in (last.get("step"), beat.get("steps_done")) if _finite(c)], default=None),
             "last_seen_at": seen_at, "killed": killed}
 
 

@@ -136,10 +136,8 @@ def read_passport(folder: str | Path) -> dict[str, Any]:
     the record's files in ``files`` (docs/spec.md section 6): one the folder lacks makes the status ``damaged`` and
     ``damaged`` say which (``incomplete: passport.md missing``). Raises as :func:`read_json`."""
     passport = read_json(Path(folder) / "passport.json", types=PASSPORT_TYPES)
-    files = passport.get("files") if isinstance(passport, dict) else None
-    missing = [f for f in files if isinstance(f, str) and not exists(Path(folder) / Path(f).name)] if isinstance(
-        files, list) else []
-    if missing:
+    files = passport.get("files") if isinstance(passport.get("files"), list) else []
+    if missing := [f for f in files if isinstance(f, str) and not exists(Path(folder) / Path(f).name)]:
         passport = {**passport, "status": "damaged", "damaged": f"incomplete: {', '.join(missing)} missing"}
     return passport
 
@@ -163,8 +161,7 @@ def wrong_type(doc: dict[str, Any], types: dict[str, tuple[type, ...]]) -> str |
         value = doc.get(key)
         if value is None:
             continue
-        is_bool = isinstance(value, bool)
-        if (is_bool and bool not in allowed) or not isinstance(value, allowed):
+        if (isinstance(value, bool) and bool not in allowed) or not isinstance(value, allowed):
             want = " or ".join({"str": "a string", "int": "a whole number", "float": "a number", "dict": "an object",
                                 "list": "a list"}[t.__name__] for t in allowed)
             return f"{key!r} holds {type(value).__name__} {_short(value)}, expected {want}"
@@ -176,41 +173,26 @@ def _short(value: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def iter_lines(f: BinaryIO, *, max_bytes: int | None = None,
-               max_line_bytes: int = MAX_LINE_BYTES) -> Iterator[tuple[bytes, bool]]:
+def iter_lines(f: BinaryIO, *, max_bytes: int | None = None, max_line_bytes: int = MAX_LINE_BYTES,
+               block_bytes: int | None = None) -> Iterator[tuple[bytes, bool]]:
     """``(line, complete)`` for each line of ``f`` (with its newline; a torn last line not ``complete``; one over
-    ``max_line_bytes`` as ``b"\\x00"``, never held), up to ``max_bytes`` (the piece cut there not yielded)."""
-    rest: list[bytes] = []
-    held = 0
-    skipping = False
-    left = max_bytes
+    ``max_line_bytes`` as ``b"\\x00"``, never held), up to ``max_bytes`` (the piece cut there not yielded), read
+    ``block_bytes`` (default :data:`READ_BLOCK_BYTES`) at a time."""
+    rest: bytearray | None = bytearray()  # the line so far; None: one over max_line_bytes, skipped to its end
+    left, block = max_bytes, block_bytes or READ_BLOCK_BYTES
     while left is None or left > 0:
-        chunk = f.read(READ_BLOCK_BYTES if left is None else min(READ_BLOCK_BYTES, left))
+        chunk = f.read(block if left is None else min(block, left))
         if not chunk:
             break
         if left is not None:
             left -= len(chunk)
-        pieces = chunk.split(b"\n")
-        last = pieces.pop()
+        *pieces, last = chunk.split(b"\n")
         for piece in pieces:
-            if skipping:
-                skipping = False
-                yield b"\x00", True
-            elif rest:
-                yield b"".join(rest) + piece + b"\n", True
-                rest, held = [], 0
-            else:
-                yield piece + b"\n", True
-        if skipping or not last:
-            continue
-        held += len(last)
-        if held > max_line_bytes:
-            rest, held, skipping = [], 0, True
-        else:
-            rest.append(last)
-    if left is not None and left <= 0:
-        return
-    if skipping:
-        yield b"\x00", False
-    elif rest:
-        yield b"".join(rest), False
+            yield (b"\x00" if rest is None else (bytes(rest) + piece if rest else piece) + b"\n"), True
+            rest = bytearray()
+        if rest is not None and len(rest) + len(last) > max_line_bytes:
+            rest = None
+        elif rest is not None:
+            rest += last
+    if (left is None or left > 0) and (rest is None or rest):
+        yield (b"\x00" if rest is None else bytes(rest)), False

@@ -50,7 +50,6 @@ def format_line(step: int, *, series: Mapping[str, float | None], loss_ema: tupl
         >>> format_line(1000, series={"train_loss": 2.34, "lr": 3e-4}, loss_ema=(2.41, 50), tokens_per_s=125_000)
         '[step 1000] loss=2.34 (ema~50 2.41) | lr=3.00e-04 | train_tok/s=125k'
     """
-    parts = [f"[step {step}]"]
     fields: list[str] = []
     if (loss := series.get(LOSS_NAME)) is not None:
         ema = f" (ema~{loss_ema[1]:,} {format_number(loss_ema[0])})" if loss_ema is not None else ""
@@ -69,12 +68,8 @@ def format_line(step: int, *, series: Mapping[str, float | None], loss_ema: tupl
         total = f"/{format_gib(mem_total_bytes, whole=True)}" if mem_total_bytes else ""
         fields.append(f"mem={format_gib(mem_used_bytes)}{total}GiB")
     others = [(name, value) for name, value in series.items() if value is not None and name not in SEED_ORDER]
-    for name, value in others[:MAX_TEXT_SERIES]:
-        fields.append(f"{printable(name)[:40]}={format_number(value)}")
+    fields += [f"{printable(name)[:40]}={format_number(value)}" for name, value in others[:MAX_TEXT_SERIES]]
     if len(others) > MAX_TEXT_SERIES:
         fields.append(f"+{len(others) - MAX_TEXT_SERIES} more series")
-    for key, text in (extra or {}).items():
-        fields.append(f"{printable(key)}={printable(text)}")
-    if fields:
-        parts.append(" | ".join(fields))
-    return " ".join(parts)
+    fields += [f"{printable(key)}={printable(text)}" for key, text in (extra or {}).items()]
+    return f"[step {step}] " + " | ".join(fields) if fields else f"[step {step}]"

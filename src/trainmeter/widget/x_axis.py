@@ -5,10 +5,7 @@ from __future__ import annotations
 import bisect
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from trainmeter.record.events import IntervalRecord
+from typing import Any
 
 X_MODES = ("step", "tokens", "time")
 """The x control's choices; a frame's mapped columns are named so (``time``: seconds since the start)."""
@@ -137,7 +134,7 @@ def place_markers(markers: list[dict[str, Any]], x_map: XMap | None) -> list[dic
     return [{**m, "at": x_map.point(float(m["step"]))} for m in markers]
 
 
-def report_mapping(record: IntervalRecord, last_step: int) -> tuple[int, float, float | None] | None:
+def report_mapping(record: dict[str, Any], last_step: int) -> tuple[int, float, float | None] | None:
     """``(step, seconds, tokens)`` of the x map from an ``interval`` record; ``None`` when not past ``last_step``."""
     step, tokens, t_s = record.get("step"), record.get("tokens"), record.get("elapsed_s")
     if not isinstance(step, int) or step <= max(0, last_step) or not isinstance(t_s, int | float):
