@@ -37,17 +37,13 @@ class GpuSampler:
                  selection: GpuSelection | None = None, owns_backend: bool = False) -> None:
         if not interval_s >= MIN_INTERVAL_S:
             raise ValueError(f"interval_s must be >= {MIN_INTERVAL_S} s (got {interval_s!r})")
-        self._backend = backend
         self._clock = clock
         self.interval_s = float(interval_s)
         self._max_errors = max_consecutive_errors
-        self.unavailable_reason = unavailable_reason
-        self.selection = selection
-        self._owns_backend = owns_backend
         self._lock = threading.Lock()
         self._stop_event = threading.Event()
         self._threads: list[threading.Thread] = []
-        self._opener: Callable[[], GpuSampler] | None = None
+        self._opener: Callable[[], OpenedGpus] | None = None
         self._owner: threading.Thread | None = None
         self.abandoned_reason: str | None = None
         self.open_error: str | None = None  # opening in the background raised (in_background): why
@@ -59,38 +55,45 @@ class GpuSampler:
         self.energy_end_s: float | None = None
         self._window_begin_s: float | None = None
         self._window_end_s: float | None = None
+        self._history_len = history_len
+        self._use(backend, indices, selection, owns_backend, unavailable_reason)
+
+    def _use(self, backend: GpuBackend | None, indices: Sequence[int], selection: GpuSelection | None, owns: bool,
+             reason: str | None) -> None:
+        """Take ``backend``'s devices ``indices`` (fresh windows: readers see the old or the new map)."""
         chosen = tuple(indices) if backend is not None else ()
-        self._states = {i: DeviceState(i, history_len) for i in chosen}
-        self.devices: dict[int, GpuDeviceInfo] = {}
-        self.driver_version: str | None = None
-        if backend is not None:
-            self.driver_version = safe(backend.driver_version, None)
-            for i in chosen:
-                self.devices[i] = safe(lambda i=i: backend.device_info(i), GpuDeviceInfo(index=i, name="", uuid=""))
+        driver = safe(backend.driver_version) if backend is not None else None
+        devices = {i: safe(lambda i=i: backend.device_info(i), GpuDeviceInfo(index=i, name="", uuid=""))
+                   for i in chosen}
+        with self._lock:
+            self._backend, self._owns_backend, self.selection = backend, owns, selection
+            self.devices, self.driver_version, self.unavailable_reason = devices, driver, reason
+            self._states = {i: DeviceState(i, self._history_len) for i in chosen}
+
+    def _take(self, opened: OpenedGpus) -> None:
+        indices = opened.selection.indices if opened.selection is not None else ()
+        self._use(opened.backend, indices, opened.selection, opened.backend is not None, opened.reason)
 
     @classmethod
-    def for_run(cls, gpus: str | int | Sequence[int | str] | None = None, *, clock: Clock, interval_s: float = 0.5,
-                open_backend: Callable[..., GpuBackendResult] | None = None,
-                cuda_uuids: Sequence[str] | None | bool = True, env: Mapping[str, str] | None = None,
-                **kwargs: Any) -> GpuSampler:
-        """Open the backend (:func:`open_for_run`: ``open_backend``, ``env``), select the devices ``gpus`` names and
-        build a (not yet started) sampler; ``cuda_uuids``: ``True`` to detect the CUDA context's. ``ValueError``: a
-        bad ``gpus``."""
-        uuids = (lambda: cuda_context_uuids()) if cuda_uuids is True else (cuda_uuids or None)
-        opened = open_for_run(gpus, clock=clock, open_backend=open_backend, cuda_uuids=uuids, env=env)
-        if opened.backend is None or opened.selection is None:
-            return cls(None, (), clock=clock, interval_s=interval_s, unavailable_reason=opened.reason, **kwargs)
-        return cls(opened.backend, opened.selection.indices, clock=clock, interval_s=interval_s,
-                   selection=opened.selection, owns_backend=True, **kwargs)
+    def for_run(cls, gpus: str | int | Sequence[int | str] | None = None, *, clock: Clock, **kwargs: Any) -> GpuSampler:
+        """Open the backend (:func:`open_for_run`), select the devices ``gpus`` names and build a (not yet started)
+        sampler; the keywords as :meth:`in_background`'s. ``ValueError``: a bad ``gpus``."""
+        sampler = cls.in_background(gpus, clock=clock, **kwargs)
+        opener, sampler._opener = sampler._opener, None
+        sampler._take(opener())  # type: ignore[misc]
+        return sampler
 
     @classmethod
     def in_background(cls, gpus: str | int | Sequence[int | str] | None = None, *, clock: Clock,
+                      open_backend: Callable[..., GpuBackendResult] | None = None,
+                      cuda_uuids: Sequence[str] | None | bool = True, env: Mapping[str, str] | None = None,
                       **kwargs: Any) -> GpuSampler:
         """A sampler that opens, samples and closes the backend only on its own threads: :meth:`start` starts an owner
-        thread that runs :meth:`for_run`, then the device threads; until then ``unavailable_reason`` says why."""
-        interval_s = kwargs.get("interval_s", 0.5)
-        sampler = cls(None, (), clock=clock, interval_s=interval_s, unavailable_reason=REASON_OPENING)
-        sampler._opener = lambda: cls.for_run(gpus, clock=clock, **kwargs)
+        thread that opens (:func:`open_for_run`: ``open_backend``, ``env``; ``cuda_uuids``: ``True`` to detect the
+        CUDA context's), then the device threads; until then ``unavailable_reason`` says why."""
+        uuids = cuda_context_uuids if cuda_uuids is True else (cuda_uuids or None)
+        sampler = cls(None, (), clock=clock, unavailable_reason=REASON_OPENING, **kwargs)
+        sampler._opener = lambda: open_for_run(gpus, clock=clock, open_backend=open_backend, cuda_uuids=uuids, env=env)
         return sampler
 
     def start(self) -> None:
@@ -125,26 +128,18 @@ class GpuSampler:
 
     def _adopt_opened(self) -> bool:
         """Open the backend on the owner thread and take its devices; ``False`` when sampling goes no further."""
-        assert self._opener is not None
         try:
-            opened = self._opener()
+            opened = self._opener()  # type: ignore[misc]
         except Exception as exc:  # noqa: BLE001 - a bad --gpus for this machine, a broken driver
             self.unavailable_reason = f"GPU sampling off: {type(exc).__name__}: {exc}"[:MAX_ERROR_CHARS]
             self.open_error = self.unavailable_reason  # the run warns once (training thread)
             return False
         if self._stop_event.is_set():  # the run ended while NVML was opening
-            if opened._owns_backend and opened._backend is not None:
-                safe(opened._backend.close, None)
+            if opened.backend is not None:
+                safe(opened.backend.close)
             self.unavailable_reason = "the run ended before NVML opened"
             return False
-        with self._lock:
-            self._backend = opened._backend
-            self._owns_backend = opened._owns_backend
-            self.devices = opened.devices
-            self.driver_version = opened.driver_version
-            self.selection = opened.selection
-            self._states = opened._states  # one assignment, fresh windows: readers see the old or the new map
-            self.unavailable_reason = opened.unavailable_reason
+        self._take(opened)
         return True
 
     def _read_energy(self, *, end: bool) -> None:  # on the owner thread: at the open and before the close

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from trainmeter.gpu.sampler import GpuSampler
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -19,31 +22,14 @@ class DeviceIdentity:
     mem_total_bytes: int | None = None
 
 
-class GpuReadings(Protocol):
-    """The readings of the GPU sampler other wings may use (:class:`trainmeter.gpu.sampler.GpuSampler`); any thread."""
-
-    unavailable_reason: str | None
-    devices: Mapping[int, Any]
-    energy_start: dict[int, tuple[float | None, str | None]] | None
-    energy_end: dict[int, tuple[float | None, str | None]] | None
-    energy_start_s: float | None
-    energy_end_s: float | None
-
-    @property
-    def indices(self) -> tuple[int, ...]: ...
-
-    def latest(self) -> Mapping[int, Any]: ...
-
-    def window_averages(self) -> Mapping[int, Any]: ...
-
-
 @dataclass(frozen=True)
 class GpuView:
     """The GPU wing at the time of asking: the sampler's ``readings`` (``None`` before it started or with the wing
-    off; NVML opens on its thread, which also reads the energy counters at the open and before the close), and the
-    last ``gpu`` passport ``section`` built (``None`` before the passport)."""
+    off; NVML opens on its thread, which also reads the energy counters at the open and before the close: its
+    ``unavailable_reason``, ``devices``, ``indices``, ``latest()``, ``window_averages()`` and ``energy_*`` are the
+    readings other wings use, from any thread), and the last ``gpu`` passport ``section`` built (``None`` before)."""
 
-    readings: GpuReadings | None = None
+    readings: GpuSampler | None = None
     section: Mapping[str, Any] | None = None
 
     def opening(self) -> bool:
