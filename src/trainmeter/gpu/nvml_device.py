@@ -93,10 +93,9 @@ def query(nv: Any, dev: NvmlDevice, key: str, what: str, *calls: tuple[Any, ...]
     return None, reason
 
 
-def query_memory(nv: Any, dev: NvmlDevice, handle: Any) -> tuple[Any, str | None]:
-    """The device's memory info (v2 where the driver has it, else v1) and why it is missing, through :func:`query`."""
-    return query(nv, dev, "memory", "memory", (nv.nvmlDeviceGetMemoryInfo, handle, NVML_MEMORY_V2),
-                 (nv.nvmlDeviceGetMemoryInfo, handle))
+def _memory_calls(nv: Any, handle: Any) -> tuple[tuple[Any, ...], ...]:
+    """The memory info call: v2 (reserved memory counted apart) where the driver has it, else v1."""
+    return (nv.nvmlDeviceGetMemoryInfo, handle, NVML_MEMORY_V2), (nv.nvmlDeviceGetMemoryInfo, handle)
 
 
 def open_device(nv: Any, index: int) -> NvmlDevice:
@@ -109,7 +108,7 @@ def open_device(nv: Any, index: int) -> NvmlDevice:
     dev.handle = handle
     name, _ = query(nv, dev, "name", "name", (nv.nvmlDeviceGetName, handle))
     uuid, _ = query(nv, dev, "uuid", "UUID", (nv.nvmlDeviceGetUUID, handle))
-    mem, _ = query_memory(nv, dev, handle)
+    mem, _ = query(nv, dev, "memory", "memory", *_memory_calls(nv, handle))
     pci, _ = query(nv, dev, "pci", "PCI info", (nv.nvmlDeviceGetPciInfo, handle))
     mig, _ = query(nv, dev, "mig", "MIG mode", (nv.nvmlDeviceGetMigMode, handle))
     mig_enabled = None if mig is None else bool(mig[0])
@@ -168,6 +167,24 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
+def _readings(nv: Any, h: Any) -> tuple[tuple[Any, ...], ...]:
+    """Each NVML read of a sample: ``(query key, what, calls with fallbacks, ((GpuSample field, convert), ...))``."""
+    return (("util", "GPU-Util", ((nv.nvmlDeviceGetUtilizationRates, h),),
+             (("util_gpu", lambda u: u.gpu / 100.0), ("mem_activity", lambda u: u.memory / 100.0))),
+            ("memory", "memory", _memory_calls(nv, h),
+             (("mem_used_bytes", lambda m: int(m.used)), ("mem_total_bytes", lambda m: int(m.total)))),
+            ("power", "power draw", ((nv.nvmlDeviceGetPowerUsage, h),), (("power_w", lambda mw: mw / 1000.0),)),
+            ("power_limit", "power limit", ((nv.nvmlDeviceGetEnforcedPowerLimit, h),),
+             (("power_limit_w", lambda mw: mw / 1000.0),)),
+            ("sm_clock", "SM clock", ((nv.nvmlDeviceGetClockInfo, h, NVML_CLOCK_SM),), (("sm_clock_mhz", float),)),
+            ("temperature", "temperature", ((nv.nvmlDeviceGetTemperatureV, h, NVML_TEMPERATURE_GPU),
+                                            (nv.nvmlDeviceGetTemperature, h, NVML_TEMPERATURE_GPU)),
+             (("temperature_c", float),)),
+            ("throttle", "clock-event reasons", ((nv.nvmlDeviceGetCurrentClocksEventReasons, h),
+                                                 (nv.nvmlDeviceGetCurrentClocksThrottleReasons, h)),
+             (("throttle_reasons", lambda mask: throttle_reason_names(int(mask))),)))
+
+
 def sample_device(nv: Any, dev: NvmlDevice, now_s: float, pids: Collection[int]) -> GpuSample:
     """Read every field of ``dev`` at ``now_s``; an unsupported one is missing with its reason. Hold ``dev.lock``.
     ``GpuUnavailableError``: the device is lost (fatal) or NVML was shut down (not fatal)."""
@@ -181,31 +198,16 @@ def sample_device(nv: Any, dev: NvmlDevice, now_s: float, pids: Collection[int])
         else:
             values[fld] = value
 
-    util, why = query(nv, dev, "util", "GPU-Util", (nv.nvmlDeviceGetUtilizationRates, h))
-    if util is None and dev.info.mig_enabled:
-        why = REASON_MIG
-    put("util_gpu", None if util is None else util.gpu / 100.0, why)
-    put("mem_activity", None if util is None else util.memory / 100.0, why)
-    mem, why = query_memory(nv, dev, h)
-    put("mem_used_bytes", None if mem is None else int(mem.used), why)
-    put("mem_total_bytes", None if mem is None else int(mem.total), why)
-    power, why = query(nv, dev, "power", "power draw", (nv.nvmlDeviceGetPowerUsage, h))
-    put("power_w", None if power is None else power / 1000.0, why)
-    limit, why = query(nv, dev, "power_limit", "power limit", (nv.nvmlDeviceGetEnforcedPowerLimit, h))
-    put("power_limit_w", None if limit is None else limit / 1000.0, why)
-    clock, why = query(nv, dev, "sm_clock", "SM clock", (nv.nvmlDeviceGetClockInfo, h, NVML_CLOCK_SM))
-    put("sm_clock_mhz", None if clock is None else float(clock), why)
-    if "sm_clock_max" not in dev.cached:
+    for key, what, calls, outs in _readings(nv, h):
+        value, why = query(nv, dev, key, what, *calls)
+        why = REASON_MIG if value is None and key == "util" and dev.info.mig_enabled else why
+        for fld, convert in outs:
+            put(fld, None if value is None else convert(value), why)
+    if "sm_clock_max" not in dev.cached:  # static: read once
         dev.cached["sm_clock_max"] = query(nv, dev, "sm_clock_max", "max SM clock",
                                            (nv.nvmlDeviceGetMaxClockInfo, h, NVML_CLOCK_SM))
     clock_max, why = dev.cached["sm_clock_max"]
-    put("sm_clock_max_mhz", None if not clock_max else float(clock_max), why)
-    temp, why = query(nv, dev, "temperature", "temperature", (nv.nvmlDeviceGetTemperatureV, h, NVML_TEMPERATURE_GPU),
-                      (nv.nvmlDeviceGetTemperature, h, NVML_TEMPERATURE_GPU))
-    put("temperature_c", None if temp is None else float(temp), why)
-    mask, why = query(nv, dev, "throttle", "clock-event reasons", (nv.nvmlDeviceGetCurrentClocksEventReasons, h),
-                      (nv.nvmlDeviceGetCurrentClocksThrottleReasons, h))
-    put("throttle_reasons", None if mask is None else throttle_reason_names(int(mask)), why)
+    put("sm_clock_max_mhz", float(clock_max) if clock_max else None, why)
     _process_memory(nv, dev, pids, put)
     gpm_values, gpm_missing, window_s = gpm_tick(nv, dev, now_s)
     values.update(gpm_values)
