@@ -138,8 +138,8 @@ class GpuExtension(ExtensionBase):
         return out
 
     def _cross_check(self, ladder: Any, reading: Any, mfu: float | None) -> Any:
-        """Formula MFU vs the tensor pipes for one device (gpu/crosscheck.py)."""
-        from trainmeter.gpu.crosscheck import cross_check
+        """Formula MFU vs the tensor pipes for one device (gpu/ladder.py)."""
+        from trainmeter.gpu.ladder import cross_check
 
         compute = self._compute()
         peak = compute.peak if compute is not None else None
