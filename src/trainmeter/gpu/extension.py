@@ -123,45 +123,36 @@ class GpuExtension(ExtensionBase):
         return d.value, d.missing, derived_provenance(d), flop
 
     def _build(self, readings: dict[int, Any]) -> dict[int, Any]:
+        """The ladder of each reading, and formula MFU vs its tensor pipes (``crosschecks``, gpu/ladder.py)."""
+        from trainmeter.gpu.amdsmi_backend import LADDER_SOURCES, REASON_AMD_NO_ACTIVITY
         from trainmeter.gpu.dram_peaks import peak_dram_bandwidth
-        from trainmeter.gpu.ladder import build_ladder
+        from trainmeter.gpu.ladder import build_ladder, cross_check
 
         mfu, missing, provenance, flop = self._mfu()
-        out = {}
-        for index, reading in readings.items():
-            name = self._device_name(index)
-            peak = peak_dram_bandwidth(name) if name else None
-            out[index] = build_ladder(reading, mfu=mfu, mfu_missing=missing, mfu_provenance=provenance, **flop,
-                                      peak_dram_bytes_per_s=peak[0] if peak else None,
-                                      peak_dram_source=peak[1] if peak else "", sources=self._sources(index))
-        self.crosschecks = {index: self._cross_check(ladder, readings[index], mfu) for index, ladder in out.items()}
-        return out
-
-    def _cross_check(self, ladder: Any, reading: Any, mfu: float | None) -> Any:
-        """Formula MFU vs the tensor pipes for one device (gpu/ladder.py)."""
-        from trainmeter.gpu.ladder import cross_check
-
         compute = self._compute()
         peak = compute.peak if compute is not None else None
         counted = compute.mfu("counted") if compute is not None else None
-        m = self._m
-        return cross_check(ladder.ofu, tensor_activity=getattr(reading, "tensor_activity", None),
-                           peak_flops_per_s=peak.flops_per_s if peak is not None else None,
-                           peak_source=f"{peak.card} dense {peak.dtype}: {peak.source}" if peak is not None else "",
-                           formula_mfu=mfu, counted_mfu=counted.value if counted is not None else None,
-                           tokens_are_samples=getattr(m, "token_unit", "tokens") == "samples")
+        judge = {"peak_flops_per_s": peak.flops_per_s if peak is not None else None,
+                 "peak_source": f"{peak.card} dense {peak.dtype}: {peak.source}" if peak is not None else "",
+                 "formula_mfu": mfu, "counted_mfu": counted.value if counted is not None else None,
+                 "tokens_are_samples": getattr(self._m, "token_unit", "tokens") == "samples"}
+        out, checks = {}, {}
+        for index, reading in readings.items():
+            dev = self._device(index)
+            dram = peak_dram_bandwidth(dev.name) if getattr(dev, "name", None) else None
+            amd = getattr(dev, "gpm_reason", None) == REASON_AMD_NO_ACTIVITY  # the ladder's source texts differ
+            out[index] = build_ladder(reading, mfu=mfu, mfu_missing=missing, mfu_provenance=provenance, **flop,
+                                      peak_dram_bytes_per_s=dram[0] if dram else None,
+                                      peak_dram_source=dram[1] if dram else "", sources=LADDER_SOURCES if amd else None)
+            checks[index] = cross_check(out[index].ofu, tensor_activity=getattr(reading, "tensor_activity", None),
+                                        **judge)
+        self.crosschecks = checks
+        return out
 
     def _device(self, index: int) -> Any:
         """The sampler's :class:`~trainmeter.gpu.backend.GpuDeviceInfo` for ``index`` (devices map index to info)."""
         devices = getattr(self.sampler, "devices", None) or {}
         return devices.get(index) if isinstance(devices, dict) else None
-
-    def _sources(self, index: int) -> dict[str, str] | None:
-        """The ladder's source texts for a device another backend than NVML reads (amdsmi), else ``None``."""
-        from trainmeter.gpu.amdsmi_backend import LADDER_SOURCES, REASON_AMD_NO_ACTIVITY
-
-        dev = self._device(index)
-        return LADDER_SOURCES if getattr(dev, "gpm_reason", None) == REASON_AMD_NO_ACTIVITY else None
 
     def _device_name(self, index: int) -> str | None:
         return getattr(self._device(index), "name", None) or None
