@@ -123,8 +123,11 @@ class GpuSampler:
             self._abandon(STOP_DEADLINE_S / 2)
         else:
             self._read_energy(end=True)
+        self._close()
+
+    def _close(self) -> None:
         if self._owns_backend and self._backend is not None:
-            safe(self._backend.close, None)
+            safe(self._backend.close)
 
     def _adopt_opened(self) -> bool:
         """Open the backend on the owner thread and take its devices; ``False`` when sampling goes no further."""
@@ -172,8 +175,7 @@ class GpuSampler:
         self._stop_event.set()
         owner = self._owner
         if owner is None:
-            if self._owns_backend and self._backend is not None:
-                safe(self._backend.close, None)
+            self._close()
             return
         if owner is not threading.current_thread():
             owner.join(timeout_s)
@@ -214,11 +216,10 @@ class GpuSampler:
         t0 = self._clock()
         try:
             sample = backend.sample(index)
-        except GpuUnavailableError as exc:
-            self._record_error(index, exc.reason, fatal=exc.fatal, call_s=self._clock() - t0)
-            return
-        except Exception as exc:  # noqa: BLE001
-            self._record_error(index, f"{type(exc).__name__}: {exc}", fatal=False, call_s=self._clock() - t0)
+        except Exception as exc:  # noqa: BLE001 - a device-level failure (GpuUnavailableError) or a backend fault
+            known: Any = exc if isinstance(exc, GpuUnavailableError) else None
+            self._record_error(index, known.reason if known else f"{type(exc).__name__}: {exc}",
+                               fatal=bool(known and known.fatal), call_s=self._clock() - t0)
             return
         try:
             with self._lock:
