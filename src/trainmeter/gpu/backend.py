@@ -161,9 +161,19 @@ NUMERIC_FIELDS: tuple[str, ...] = tuple(
 )
 """Names of the numeric reading fields of :class:`GpuSample` (averaged by the sampler)."""
 
-GPM_FIELDS: tuple[str, ...] = ("sm_activity", "sm_occupancy", "tensor_activity", "hmma_activity", "dram_bw_util",
-                               "pcie_tx_bytes_per_s", "pcie_rx_bytes_per_s", "nvlink_tx_bytes_per_s",
-                               "nvlink_rx_bytes_per_s")
+# (GPM metric id, GpuSample field, scale to our unit): ids from pynvml / nvml.h; percent, MiB/s
+GPM_METRICS: tuple[tuple[int, str, float], ...] = (
+    (2, "sm_activity", 0.01),  # SM_UTIL
+    (3, "sm_occupancy", 0.01),  # SM_OCCUPANCY
+    (5, "tensor_activity", 0.01),  # ANY_TENSOR_UTIL
+    (7, "hmma_activity", 0.01),  # HMMA_TENSOR_UTIL
+    (10, "dram_bw_util", 0.01),  # DRAM_BW_UTIL
+    (20, "pcie_tx_bytes_per_s", 2**20),  # PCIE_TX_PER_SEC
+    (21, "pcie_rx_bytes_per_s", 2**20),  # PCIE_RX_PER_SEC
+    (61, "nvlink_tx_bytes_per_s", 2**20),  # NVLINK_TOTAL_TX_PER_SEC
+    (60, "nvlink_rx_bytes_per_s", 2**20),  # NVLINK_TOTAL_RX_PER_SEC
+)
+GPM_FIELDS: tuple[str, ...] = tuple(fld for _, fld, _ in GPM_METRICS)
 """The :class:`GpuSample` fields that come from GPM (Hopper+)."""
 
 

@@ -9,30 +9,16 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from trainmeter.gpu.backend import REASON_GPM_FIRST_SAMPLE, reason_not_supported, safe
+from trainmeter.gpu.backend import GPM_FIELDS, GPM_METRICS, REASON_GPM_FIRST_SAMPLE, reason_not_supported, safe
 
-MIB_BYTES = 1024 * 1024
 GPM_MIN_INTERVAL_S = 0.1  # nvml.h: the interval between two GPM samples "should be greater than 100ms"
-
-# (GPM metric id, GpuSample field, scale to our unit). Ids from pynvml / nvml.h.
-GPM_METRICS: tuple[tuple[int, str, float], ...] = (
-    (2, "sm_activity", 0.01),  # SM_UTIL, percent
-    (3, "sm_occupancy", 0.01),  # SM_OCCUPANCY, percent
-    (5, "tensor_activity", 0.01),  # ANY_TENSOR_UTIL, percent
-    (7, "hmma_activity", 0.01),  # HMMA_TENSOR_UTIL, percent
-    (10, "dram_bw_util", 0.01),  # DRAM_BW_UTIL, percent
-    (20, "pcie_tx_bytes_per_s", MIB_BYTES),  # PCIE_TX_PER_SEC, MiB/s
-    (21, "pcie_rx_bytes_per_s", MIB_BYTES),  # PCIE_RX_PER_SEC, MiB/s
-    (61, "nvlink_tx_bytes_per_s", MIB_BYTES),  # NVLINK_TOTAL_TX_PER_SEC, MiB/s
-    (60, "nvlink_rx_bytes_per_s", MIB_BYTES),  # NVLINK_TOTAL_RX_PER_SEC, MiB/s
-)
 
 GpmResult = tuple[dict[str, float], dict[str, str], "float | None"]  # (values, reasons by field, window_s)
 
 
 def all_missing(reason: str) -> GpmResult:
     """Every GPM field ``None`` with ``reason``."""
-    return {}, {fld: reason for _, fld, _ in GPM_METRICS}, None
+    return {}, dict.fromkeys(GPM_FIELDS, reason), None
 
 
 class GpmPair:
