@@ -106,16 +106,13 @@ def _declared(spec: GpusSpec, devices: Sequence[GpuDeviceInfo]) -> GpuSelection:
         return _finish([d.index for d in devices], "declared", "every NVML device (--gpus all)", [], devices)
     found: list[int] = []
     for entry in spec.entries:
-        if isinstance(entry, int):
-            if not any(d.index == entry for d in devices):
-                raise ValueError(f"--gpus: there is no GPU {entry}; {_valid_here(devices)}")
-            found.append(entry)
-        else:
-            matches = _match_uuid(entry, devices)
-            if len(matches) != 1:
-                what = "matches no GPU" if not matches else "matches several GPUs"
-                raise ValueError(f"--gpus: {entry!r} {what}; {_valid_here(devices)}")
-            found.append(matches[0])
+        index = isinstance(entry, int)
+        matches = [d.index for d in devices if d.index == entry] if index else _match_uuid(str(entry), devices)
+        if len(matches) != 1:
+            many = "several GPUs" if matches else "no GPU"
+            what = f"there is no GPU {entry}" if index else f"{entry!r} matches {many}"
+            raise ValueError(f"--gpus: {what}; {_valid_here(devices)}")
+        found.append(matches[0])
     return _finish(found, "declared", "the GPUs named by --gpus", [], devices)
 
 
@@ -206,11 +203,8 @@ def _from_cvd(cvd: str, order: str, devices: Sequence[GpuDeviceInfo]) -> GpuSele
 def _finish(found: Sequence[int], provenance: Provenance, how: str, notes: list[str],
             devices: Sequence[GpuDeviceInfo]) -> GpuSelection:
     indices = tuple(sorted(set(found)))
-    by_index = {d.index: d for d in devices}
-    for i in indices:
-        info = by_index.get(i)
-        if info is not None and info.mig_enabled:
-            notes.append(f"GPU {i} is in MIG mode; {MIG_NOTE}")
+    notes += [f"GPU {d.index} is in MIG mode; {MIG_NOTE}" for d in sorted(devices, key=lambda d: d.index)
+              if d.index in indices and d.mig_enabled]
     return GpuSelection(indices=indices, provenance=provenance, how=how, notes=tuple(notes))
 
 
