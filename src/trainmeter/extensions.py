@@ -97,7 +97,7 @@ START_MODULES = (
     "trainmeter.core.compile_watch", "trainmeter.core.reachable", "trainmeter.core.probe_state",
     "trainmeter.compute.peaks", "trainmeter.compute.peak_table",
     # the GPU sampler's modules (it opens NVML on its own thread: imported here, no import runs there)
-    "trainmeter.gpu.sampler", "trainmeter.gpu.selection", "trainmeter.gpu.cuda_memory", "trainmeter.gpu.backends",
+    "trainmeter.gpu.sampler", "trainmeter.gpu.selection", "trainmeter.gpu.cuda_memory", "trainmeter.gpu.backend",
     "trainmeter.gpu.nvml", "trainmeter.gpu.nvml_device", "trainmeter.gpu.nvml_gpm",
     # psutil: the node sampler's; imported on this thread, never by a sampler while a fork may come
     "psutil",

@@ -299,7 +299,7 @@ def open_for_run(gpus: str | int | Sequence[int | str] | None, *, clock: Clock,
     ``ValueError``: a bad ``gpus`` (the backend is closed first)."""
     spec = parse_gpus(gpus)
     if open_backend is None:
-        from trainmeter.gpu.backends import open_gpu_backend
+        from trainmeter.gpu.backend import open_gpu_backend
 
         open_backend = open_gpu_backend
     result = open_backend(clock=clock)
