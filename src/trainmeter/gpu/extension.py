@@ -124,7 +124,6 @@ class GpuExtension(ExtensionBase):
 
     def _build(self, readings: dict[int, Any]) -> dict[int, Any]:
         """The ladder of each reading, and formula MFU vs its tensor pipes (``crosschecks``, gpu/ladder.py)."""
-        from trainmeter.gpu.amdsmi_backend import LADDER_SOURCES, REASON_AMD_NO_ACTIVITY
         from trainmeter.gpu.dram_peaks import peak_dram_bandwidth
         from trainmeter.gpu.ladder import build_ladder, cross_check
 
@@ -138,6 +137,8 @@ class GpuExtension(ExtensionBase):
                  "tokens_are_samples": getattr(self._m, "token_unit", "tokens") == "samples"}
         out, checks = {}, {}
         for index, reading in readings.items():
+            from trainmeter.gpu.amdsmi_backend import LADDER_SOURCES, REASON_AMD_NO_ACTIVITY  # not before a device
+
             dev = self._device(index)
             dram = peak_dram_bandwidth(dev.name) if getattr(dev, "name", None) else None
             amd = getattr(dev, "gpm_reason", None) == REASON_AMD_NO_ACTIVITY  # the ladder's source texts differ
