@@ -124,7 +124,6 @@ class GpuExtension(ExtensionBase):
 
     def _build(self, readings: dict[int, Any]) -> dict[int, Any]:
         """The ladder of each reading, and formula MFU vs its tensor pipes (``crosschecks``, gpu/ladder.py)."""
-        from trainmeter.gpu.dram_peaks import peak_dram_bandwidth
         from trainmeter.gpu.ladder import build_ladder, cross_check
 
         mfu, missing, provenance, flop = self._mfu()
@@ -140,11 +139,9 @@ class GpuExtension(ExtensionBase):
             from trainmeter.gpu.amdsmi_backend import LADDER_SOURCES, REASON_AMD_NO_ACTIVITY  # not before a device
 
             dev = self._device(index)
-            dram = peak_dram_bandwidth(dev.name) if getattr(dev, "name", None) else None
             amd = getattr(dev, "gpm_reason", None) == REASON_AMD_NO_ACTIVITY  # the ladder's source texts differ
             out[index] = build_ladder(reading, mfu=mfu, mfu_missing=missing, mfu_provenance=provenance, **flop,
-                                      peak_dram_bytes_per_s=dram[0] if dram else None,
-                                      peak_dram_source=dram[1] if dram else "", sources=LADDER_SOURCES if amd else None)
+                                      device_name=getattr(dev, "name", None), sources=LADDER_SOURCES if amd else None)
             checks[index] = cross_check(out[index].ofu, tensor_activity=getattr(reading, "tensor_activity", None),
                                         **judge)
         self.crosschecks = checks

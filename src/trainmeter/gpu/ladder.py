@@ -9,6 +9,7 @@ cause (first match).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -94,10 +95,13 @@ def build_ladder(g: LadderInputs, *, mfu: float | None = None, mfu_source: str =
                  mfu_provenance: Provenance = "counted", mfu_missing: str | None = None,
                  flop_per_s: float | None = None, flop_source: str = "model FLOP/s",
                  flop_provenance: Provenance = "counted", peak_dram_bytes_per_s: float | None = None,
-                 peak_dram_source: str = "", sources: dict[str, str] | None = None) -> Ladder:
+                 peak_dram_source: str = "", sources: dict[str, str] | None = None,
+                 device_name: str | None = None) -> Ladder:
     """Build the ladder from GPU readings ``g`` (a sample or averages) and, optionally, MFU (0-1); ``flop_per_s``
-    (model FLOP/s per device) and ``peak_dram_*`` (gpu/dram_peaks.py) give the arithmetic intensity; ``sources``:
-    per-rung texts overriding :data:`SOURCES` (amdsmi's)."""
+    (model FLOP/s per device) and ``peak_dram_*`` (default: :func:`peak_dram_bandwidth` of ``device_name``) give the
+    arithmetic intensity; ``sources``: per-rung texts overriding :data:`SOURCES` (amdsmi's)."""
+    if peak_dram_bytes_per_s is None and device_name:
+        peak_dram_bytes_per_s, peak_dram_source = peak_dram_bandwidth(device_name) or (None, "")
 
     def measured(key: str) -> Rung:
         name = "util_gpu" if key == "gpu_util" else key  # rung key -> GpuSample field
@@ -115,6 +119,44 @@ def build_ladder(g: LadderInputs, *, mfu: float | None = None, mfu_source: str =
     falloff, sentence = diagnose(rungs, ofu=ofu.value, dram_bw_util=dram.value)
     return Ladder(rungs=rungs, ofu=ofu, dram_bw_util=dram, arithmetic_intensity=intensity, falloff=falloff,
                   sentence=sentence)
+
+
+# Datasheet peak DRAM bandwidth per GPU model (docs/spec.md section 8): (regex on the lower-cased NVML product name,
+# NVIDIA's datasheet GB/s (decimal), model label), tried in order, most specific first; no match: None, never a guess
+_DRAM_RULES: tuple[tuple[str, float, str], ...] = (
+    (r"gh200.*144g", 4900, "GH200 144GB HBM3e"),
+    (r"gh200", 4000, "GH200 96GB HBM3"),
+    (r"gb200", 8000, "GB200"),
+    (r"\bb200\b", 7700, "B200 (HGX)"),
+    (r"\bb100\b", 8000, "B100"),
+    (r"h200.*nvl", 4800, "H200 NVL"),
+    (r"\bh200\b", 4800, "H200 SXM"),
+    (r"h100.*nvl", 3900, "H100 NVL"),
+    (r"h100.*pcie", 2000, "H100 PCIe"),
+    (r"h100.*(hbm3|sxm)", 3350, "H100 SXM"),
+    (r"a100.*pcie.*80gb|a100 80gb pcie", 1935, "A100 80GB PCIe"),
+    (r"a100.*80gb", 2039, "A100 80GB SXM"),
+    (r"a100.*40gb", 1555, "A100 40GB"),
+    (r"\bl40s\b", 864, "L40S"),
+    (r"\bl4\b", 300, "L4"),
+    (r"\ba10g\b", 600, "A10G"),
+    (r"\ba10\b", 600, "A10"),
+    (r"\bt4\b", 320, "T4"),
+    (r"v100s", 1134, "V100S PCIe"),
+    (r"v100-sxm2", 900, "V100 SXM2"),
+    (r"rtx 5090", 1792, "GeForce RTX 5090"),
+    (r"rtx 4090", 1008, "GeForce RTX 4090"),
+    (r"rtx 3090", 936, "GeForce RTX 3090"),
+)
+
+
+def peak_dram_bandwidth(name: str) -> tuple[float, str] | None:
+    """``(bytes_per_s, source_text)`` for an NVML name (``"NVIDIA H100 80GB HBM3"``), or ``None`` (not in the table)."""
+    key = name.lower().strip()
+    for pattern, gb_per_s, label in _DRAM_RULES:
+        if re.search(pattern, key):
+            return gb_per_s * 1e9, f"{label}: {gb_per_s:g} GB/s, NVIDIA datasheet (nvml-gpm.md section 4)"
+    return None
 
 
 def _ofu(g: LadderInputs) -> Derivation:

@@ -9,7 +9,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from trainmeter.gpu.backend import GpuSample
-from trainmeter.gpu.dram_peaks import peak_dram_bandwidth
 from trainmeter.gpu.ladder import Ladder, build_ladder
 from trainmeter.gpu.sampler import GpuAverages, GpuSampler
 
@@ -62,9 +61,7 @@ def gpu_passport_from_sampler(sampler: GpuSampler, *, ladders: Mapping[int, Ladd
         out_devices.append(entry)
         ladder = (ladders or {}).get(index)
         if ladder is None and avg is not None and avg.n_samples > 0:
-            peak = peak_dram_bandwidth(info.name)
-            ladder = build_ladder(avg, peak_dram_bytes_per_s=None if peak is None else peak[0],
-                                  peak_dram_source="" if peak is None else peak[1])
+            ladder = build_ladder(avg, device_name=info.name)
         if ladder is not None:
             out_ladders.append(_ladder_dict(index, ladder))
             missing.extend(f"GPU {index}: {r.label}: {r.missing}" for r in ladder.rungs if r.missing and r.key != "mfu")
