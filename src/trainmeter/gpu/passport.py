@@ -31,36 +31,25 @@ def gpu_passport_from_sampler(sampler: GpuSampler, *, ladders: Mapping[int, Ladd
     averages, span = training_averages(sampler)
     devices, status, latest = sampler.devices, sampler.status(), sampler.latest()
     unavailable_reason, selection = sampler.unavailable_reason, sampler.selection
-    missing: list[str] = []
-    if unavailable_reason:
-        missing.append(unavailable_reason)
-    if selection is not None:
-        missing.extend(selection.notes)
+    missing = [unavailable_reason] if unavailable_reason else []
+    missing += selection.notes if selection is not None else ()
     out_devices = []
     out_ladders = []
     for index in sorted(devices):
-        info = devices[index]
-        st = status.get(index)
-        avg = averages.get(index)
-        entry: dict[str, Any] = {
-            "index": index, "name": info.name, "uuid": info.uuid, "mem_total_bytes": info.mem_total_bytes,
-            "mig_enabled": info.mig_enabled, "gpm_supported": info.gpm_supported, "gpm_reason": info.gpm_reason,
+        info, st, avg = devices[index], status.get(index), averages.get(index)
+        entry: dict[str, Any] = {"index": index, **{k: getattr(info, k) for k in (
+            "name", "uuid", "mem_total_bytes", "mig_enabled", "gpm_supported", "gpm_reason")},
             "mem_used_peak_bytes": None if avg is None else avg.mem_used_peak_bytes,
             "n_samples": 0 if avg is None else avg.n_samples}
         if info.mig_enabled:
             entry.update(_mig_entry(latest.get(index)))
-            if entry["mig_gpm_reason"]:
-                missing.append(f"GPU {index}: {entry['mig_gpm_reason']}")
-        if info.reason:
-            missing.append(f"GPU {index}: {info.reason}")
         if st is not None:
-            entry["n_errors"] = st.n_errors
-            entry["stopped_reason"] = st.stopped_reason
-            if st.stopped_reason:
-                missing.append(f"GPU {index}: {st.stopped_reason}")
+            entry.update(n_errors=st.n_errors, stopped_reason=st.stopped_reason)
+        whys = (entry.get("mig_gpm_reason"), info.reason, st.stopped_reason if st is not None else None)
+        missing += [f"GPU {index}: {why}" for why in whys if why]
         out_devices.append(entry)
         ladder = (ladders or {}).get(index)
-        if ladder is None and avg is not None and avg.n_samples > 0:
+        if ladder is None and avg is not None and avg.n_samples > 0:  # without MFU
             ladder = build_ladder(avg, device_name=info.name)
         if ladder is not None:
             out_ladders.append(_ladder_dict(index, ladder))
@@ -69,8 +58,7 @@ def gpu_passport_from_sampler(sampler: GpuSampler, *, ladders: Mapping[int, Ladd
                                                "how": selection.how, "notes": list(selection.notes)}
     return {"available": bool(out_devices) and not unavailable_reason, "reason": unavailable_reason,
             "driver_version": sampler.driver_version, "selection": selected, "devices": out_devices,
-            "peaks_used": dict(peaks_used) if peaks_used is not None else {"value": None,
-                                                                           "note": PEAKS_PLACEHOLDER_NOTE},
+            "peaks_used": dict(peaks_used) if peaks_used is not None else {"value": None, "note": PEAKS_PLACEHOLDER_NOTE},
             "averaged_over": span, "ladder": out_ladders, "missing": list(dict.fromkeys(missing))}
 
 
