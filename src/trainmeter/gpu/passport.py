@@ -58,7 +58,7 @@ def gpu_passport_from_sampler(sampler: GpuSampler, *, ladders: Mapping[int, Ladd
                                                "how": selection.how, "notes": list(selection.notes)}
     return {"available": bool(out_devices) and not unavailable_reason, "reason": unavailable_reason,
             "driver_version": sampler.driver_version, "selection": selected, "devices": out_devices,
-            "peaks_used": dict(peaks_used) if peaks_used is not None else {"value": None, "note": PEAKS_PLACEHOLDER_NOTE},
+            "peaks_used": {"value": None, "note": PEAKS_PLACEHOLDER_NOTE} if peaks_used is None else dict(peaks_used),
             "averaged_over": span, "ladder": out_ladders, "missing": list(dict.fromkeys(missing))}
 
 
