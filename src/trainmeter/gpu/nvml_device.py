@@ -27,6 +27,7 @@ from trainmeter.gpu.backend import (
     reason_driver_too_old,
     reason_no_permission,
     reason_not_supported,
+    safe,
     throttle_reason_names,
 )
 from trainmeter.gpu.nvml_gpm import GpmPair, GpmResult, all_missing
@@ -123,8 +124,8 @@ def open_device(nv: Any, index: int) -> NvmlDevice:
     dev.info = GpuDeviceInfo(index=index, name=str(name or ""), uuid=str(uuid or ""),
                              mem_total_bytes=None if mem is None else int(mem.total), mig_enabled=mig_enabled,
                              gpm_supported=dev.gpm_ok, gpm_reason=dev.gpm_reason,
-                             pci_bus_id=None if pci is None else _text(pci.busId), pci_device_id=_device_id(pci),
-                             mig_instances=instances)
+                             pci_bus_id=None if pci is None else _text(pci.busId), mig_instances=instances,
+                             pci_device_id=safe(lambda: int(pci.pciDeviceId) >> 16))  # device << 16 | vendor (0x10DE)
     return dev
 
 
@@ -153,14 +154,6 @@ def _gpm_reason(why: str | None) -> str:
     if why is not None and "no permission" in why:
         return REASON_GPM_NO_PERMISSION
     return REASON_GPM_NOT_SUPPORTED
-
-
-def _device_id(pci: Any) -> int | None:
-    """The PCI device id: ``pciDeviceId`` is ``device << 16 | vendor`` (0x10DE); ``None`` when unreadable."""
-    try:
-        return int(pci.pciDeviceId) >> 16 if pci is not None else None
-    except (AttributeError, TypeError, ValueError):
-        return None
 
 
 def _text(value: Any) -> str:
