@@ -162,22 +162,17 @@ class GpuExtension(ExtensionBase):
         self._warn_open_error()
         m = self._m
         latest = self.sampler.latest()
+        self.ladders = self._build(latest)
         out: dict[str, Any] = {}
-        t_s = report.elapsed_s
         for index, sample in latest.items():
             row = {field: getattr(sample, field, None) for field in (
                 "util_gpu", "sm_activity", "tensor_activity", "dram_bw_util", "mem_used_bytes", "power_w",
                 "temperature_c", "sm_clock_mhz")}
-            out[str(index)] = row
-            if m is not None:
-                for field, short in _SERIES:
-                    value = row.get(field)
-                    if value is not None:
-                        m.record_at(f"gpu{index}.{short}", t_s, value)
-        self.ladders = self._build(latest)
-        for index, ladder in self.ladders.items():
-            out[str(index)]["ladder"] = ladder.sentence
-            out[str(index)]["crosscheck"] = self.crosschecks[index].sentence
+            out[str(index)] = {**row, "ladder": self.ladders[index].sentence,
+                               "crosscheck": self.crosschecks[index].sentence}
+            for field, short in _SERIES:
+                if m is not None and row[field] is not None:
+                    m.record_at(f"gpu{index}.{short}", report.elapsed_s, row[field])
         if not latest and self.sampler.unavailable_reason:
             out["unavailable"] = self.sampler.unavailable_reason
         return out
