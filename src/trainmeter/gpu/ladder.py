@@ -207,22 +207,20 @@ def _pct(value: float) -> str:
 def diagnose(rungs: tuple[Rung, ...], *, ofu: float | None = None,
              dram_bw_util: float | None = None) -> tuple[str | None, str]:
     """Apply the fall-off rules (docs/spec.md section 8) to the four rungs: ``(falloff key or None, sentence)``."""
-    previous: Rung | None = None
-    known: list[Rung] = []
+    known: list[Rung] = []  # the rungs passed so far; the last one is the rung above
     for rung in rungs:
         if rung.value is None:
             continue
-        cause = _cause(rung, ofu=ofu, dram_bw_util=dram_bw_util)
+        cause = _cause(rung, rung.value, ofu=ofu, dram_bw_util=dram_bw_util)
         if cause is not None:
-            if previous is None:
+            if not known:
                 return rung.key, f"{rung.label} {_pct(rung.value)}: {cause}."
-            head = f"{previous.label} {_pct(previous.value or 0.0)} but {rung.label} {_pct(rung.value)}"
+            head = f"{known[-1].label} {_pct(known[-1].value or 0.0)} but {rung.label} {_pct(rung.value)}"
             if rung.key == "tensor_activity" and cause == CAUSE_MEMORY_BOUND and dram_bw_util is not None:
                 head += f" with DRAM bandwidth {_pct(dram_bw_util)}"
             if rung.key == "mfu" and cause == CAUSE_UNCOUNTED and ofu is not None:
                 head += f" (OFU estimate {_pct(ofu)})"
             return rung.key, f"{head}: {cause}."
-        previous = rung
         known.append(rung)
     if not known:
         reason = rungs[0].missing if rungs else None
@@ -233,10 +231,7 @@ def diagnose(rungs: tuple[Rung, ...], *, ofu: float | None = None,
     return None, f"No fall-off: {listed}{tail}."
 
 
-def _cause(rung: Rung, *, ofu: float | None, dram_bw_util: float | None) -> str | None:
-    v = rung.value
-    if v is None:
-        return None
+def _cause(rung: Rung, v: float, *, ofu: float | None, dram_bw_util: float | None) -> str | None:
     if rung.key == "gpu_util" and v < GPU_UTIL_LOW:
         return CAUSE_IDLE
     if rung.key == "sm_activity" and v < SM_ACTIVITY_LOW:
