@@ -106,11 +106,10 @@ def _declared(spec: GpusSpec, devices: Sequence[GpuDeviceInfo]) -> GpuSelection:
         return _finish([d.index for d in devices], "declared", "every NVML device (--gpus all)", [], devices)
     found: list[int] = []
     for entry in spec.entries:
-        index = isinstance(entry, int)
-        matches = [d.index for d in devices if d.index == entry] if index else _match_uuid(str(entry), devices)
+        matches = _match(entry, devices)
         if len(matches) != 1:
             many = "several GPUs" if matches else "no GPU"
-            what = f"there is no GPU {entry}" if index else f"{entry!r} matches {many}"
+            what = f"there is no GPU {entry}" if isinstance(entry, int) else f"{entry!r} matches {many}"
             raise ValueError(f"--gpus: {what}; {_valid_here(devices)}")
         found.append(matches[0])
     return _finish(found, "declared", "the GPUs named by --gpus", [], devices)
@@ -123,8 +122,10 @@ def _valid_here(devices: Sequence[GpuDeviceInfo]) -> str:
     return f"valid here: 'all', indices 0-{len(devices) - 1}" + (f", or UUIDs {uuids}" if uuids else "")
 
 
-def _match_uuid(entry: str, devices: Sequence[GpuDeviceInfo]) -> list[int]:
-    """Exact UUID match, else unique prefix match (as nvidia-smi and CUDA accept)."""
+def _match(entry: int | str, devices: Sequence[GpuDeviceInfo]) -> list[int]:
+    """The devices ``entry`` names: an NVML index, else a UUID exactly, else by prefix (as nvidia-smi and CUDA)."""
+    if isinstance(entry, int):
+        return [d.index for d in devices if d.index == entry]
     key = entry.lower()
     exact = [d.index for d in devices if d.uuid.lower() == key]
     if exact:
@@ -139,7 +140,7 @@ def _by_uuid(uuids: Sequence[str], devices: Sequence[GpuDeviceInfo]) -> tuple[li
         if uuid.upper().startswith("MIG-"):
             notes.append(_mig_selected(uuid, devices, found) or f"CUDA device {uuid} is a MIG instance; {MIG_NOTE}")
             continue
-        matches = _match_uuid(uuid, devices)
+        matches = _match(uuid, devices)
         if len(matches) == 1:
             found.append(matches[0])
         else:  # torch prints a MIG device's UUID without its MIG- prefix
@@ -173,22 +174,16 @@ def _from_cvd(cvd: str, order: str, devices: Sequence[GpuDeviceInfo]) -> GpuSele
     guessed = False
     for raw in cvd.split(","):
         item = raw.strip()
-        if item.isdigit():
-            index = int(item)
-            if not any(d.index == index for d in devices):
-                break  # CUDA stops at the first invalid entry too
-            found.append(index)
-            guessed = guessed or order.upper() != "PCI_BUS_ID"
-        elif item.upper().startswith("MIG-"):
+        if item.upper().startswith("MIG-"):
             notes.append(_mig_selected(item, devices, found)
                          or f"CUDA_VISIBLE_DEVICES names MIG instance {item}; {MIG_NOTE}")
-        elif item.upper().startswith("GPU-"):
-            matches = _match_uuid(item.lower(), devices)
-            if len(matches) != 1:
-                break
-            found.append(matches[0])
-        else:
-            break
+            continue
+        uuid = item.upper().startswith("GPU-")
+        matches = _match(item if uuid else int(item), devices) if uuid or item.isdigit() else []
+        if len(matches) != 1:
+            break  # CUDA stops at the first invalid entry too
+        found.append(matches[0])
+        guessed = guessed or (item.isdigit() and order.upper() != "PCI_BUS_ID")
     if guessed:
         notes.append(
             "CUDA_VISIBLE_DEVICES holds indices; assumed CUDA order equals NVML order "
