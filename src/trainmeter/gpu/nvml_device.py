@@ -7,7 +7,7 @@ Thread safety: a device's state is guarded by its ``lock``; callers hold it once
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Collection
+from collections.abc import Collection
 from typing import Any
 
 from trainmeter.gpu.backend import (
@@ -201,7 +201,7 @@ def sample_device(nv: Any, dev: NvmlDevice, now_s: float, pids: Collection[int])
                                            (nv.nvmlDeviceGetMaxClockInfo, h, NVML_CLOCK_SM))
     clock_max, why = dev.cached["sm_clock_max"]
     put("sm_clock_max_mhz", float(clock_max) if clock_max else None, why)
-    _process_memory(nv, dev, pids, put)
+    put("process_mem_bytes", *_process_memory(nv, dev, pids))
     gpm_values, gpm_missing, window_s = gpm_tick(nv, dev, now_s)
     values.update(gpm_values)
     missing.update(gpm_missing)
@@ -211,20 +211,16 @@ def sample_device(nv: Any, dev: NvmlDevice, now_s: float, pids: Collection[int])
                      **{k: v for k, v in values.items() if v is not None})
 
 
-def _process_memory(nv: Any, dev: NvmlDevice, pids: Collection[int],
-                    put: Callable[[str, Any, str | None], None]) -> None:
+def _process_memory(nv: Any, dev: NvmlDevice, pids: Collection[int]) -> tuple[int | None, str | None]:
+    """GPU memory of the processes ``pids`` on ``dev``, or ``None`` and why."""
     procs, why = query(nv, dev, "processes", "process list", (nv.nvmlDeviceGetComputeRunningProcesses, dev.handle))
     if procs is None:
-        put("process_mem_bytes", None, why)
-        return
+        return None, why
     mine = [p for p in procs if int(p.pid) in pids]
     used = [int(p.usedGpuMemory) for p in mine if p.usedGpuMemory is not None]
-    if not mine:
-        put("process_mem_bytes", None, REASON_PROCESS_NOT_LISTED)
-    elif not used:
-        put("process_mem_bytes", None, "NVML reports per-process memory as N/A here")
-    else:
-        put("process_mem_bytes", sum(used), None)
+    if used:
+        return sum(used), None
+    return None, "NVML reports per-process memory as N/A here" if mine else REASON_PROCESS_NOT_LISTED
 
 
 def _gpm_read(nv: Any, dev: NvmlDevice, pair: GpmPair, now_s: float,
