@@ -12,9 +12,12 @@ import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from trainmeter.core.clock import Clock
+
+if TYPE_CHECKING:
+    from trainmeter.gpu.selection import GpuSelection
 
 REASON_PYNVML_MISSING = "the nvidia-ml-py package (module pynvml) is not installed; pip install nvidia-ml-py"
 REASON_LIBRARY_NOT_FOUND = "NVML library not found (libnvidia-ml.so.1): no NVIDIA driver on this machine"
@@ -203,10 +206,12 @@ class GpuBackend(Protocol):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class GpuBackendResult:
-    """The outcome of opening a backend: ``backend``, or ``None`` and the ``reason`` (shown to the user)."""
+    """The outcome of opening a backend: ``backend`` (and the devices ``selection`` chose on it, when a run opened
+    it: gpu/sampler.py), or ``None`` and the ``reason`` (shown to the user)."""
 
     backend: GpuBackend | None
     reason: str | None = None
+    selection: GpuSelection | None = None
 
 
 def safe(fn: Callable[[], Any], default: Any = None) -> Any:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from trainmeter.core.clock import Clock
@@ -43,7 +42,7 @@ class GpuSampler:
         self._lock = threading.Lock()
         self._stop_event = threading.Event()
         self._threads: list[threading.Thread] = []
-        self._opener: Callable[[], OpenedGpus] | None = None
+        self._opener: Callable[[], GpuBackendResult] | None = None
         self._owner: threading.Thread | None = None
         self.abandoned_reason: str | None = None
         self.open_error: str | None = None  # opening in the background raised (in_background): why
@@ -70,7 +69,7 @@ class GpuSampler:
             self.devices, self.driver_version, self.unavailable_reason = devices, driver, reason
             self._states = {i: DeviceState(i, self._history_len) for i in chosen}
 
-    def _take(self, opened: OpenedGpus) -> None:
+    def _take(self, opened: GpuBackendResult) -> None:
         indices = opened.selection.indices if opened.selection is not None else ()
         self._use(opened.backend, indices, opened.selection, opened.backend is not None, opened.reason)
 
@@ -281,19 +280,10 @@ class GpuSampler:
         return tuple(self._states)
 
 
-@dataclass(frozen=True, slots=True)
-class OpenedGpus:
-    """An opened backend (the caller closes it) and the devices chosen on it, or ``backend=None`` and why."""
-
-    backend: GpuBackend | None
-    selection: GpuSelection | None = None
-    reason: str | None = None
-
-
 def open_for_run(gpus: str | int | Sequence[int | str] | None, *, clock: Clock,
                  open_backend: Callable[..., GpuBackendResult] | None = None,
                  cuda_uuids: Sequence[str] | None | Callable[[], Sequence[str] | None] = cuda_context_uuids,
-                 env: Mapping[str, str] | None = None) -> OpenedGpus:
+                 env: Mapping[str, str] | None = None) -> GpuBackendResult:
     """Open the backend (on whichever thread opens it) and select the devices ``gpus`` names (see
     :meth:`GpuSampler.for_run`); ``cuda_uuids``: the CUDA context's UUIDs, or a function reading them once it is open.
     ``ValueError``: a bad ``gpus`` (the backend is closed first)."""
@@ -305,7 +295,7 @@ def open_for_run(gpus: str | int | Sequence[int | str] | None, *, clock: Clock,
     result = open_backend(clock=clock)
     backend = result.backend
     if backend is None:
-        return OpenedGpus(None, reason=result.reason)
+        return GpuBackendResult(backend=None, reason=result.reason)
     infos = [safe(lambda i=i: backend.device_info(i), GpuDeviceInfo(index=i, name="", uuid=""))
              for i in range(backend.device_count())]
     uuids = cuda_uuids() if callable(cuda_uuids) else cuda_uuids
@@ -314,4 +304,4 @@ def open_for_run(gpus: str | int | Sequence[int | str] | None, *, clock: Clock,
     except ValueError:
         backend.close()
         raise
-    return OpenedGpus(backend, selection)
+    return GpuBackendResult(backend=backend, selection=selection)
