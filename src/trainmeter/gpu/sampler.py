@@ -104,20 +104,18 @@ class GpuSampler:
             self._owner = OurThread(target=self._own, name="trainmeter-gpu-open")
         self._owner.start()
 
-    def _start_devices(self) -> None:
-        with self._lock:
-            for index in self._states:
-                self._threads.append(OurThread(target=self._run, args=(index,), name=f"trainmeter-gpu-{index}"))
-        for t in self._threads:
-            t.start()
-
     def _own(self) -> None:  # the owner thread: open and adopt, sample until stopped, then join and close
         if self._opener is not None and not self._adopt_opened():
             return
-        self._start_devices()
+        with self._lock:
+            self._threads = [OurThread(target=self._run, args=(i,), name=f"trainmeter-gpu-{i}") for i in self._states]
+        for t in self._threads:
+            t.start()
         self._read_energy(end=False)  # after the device threads start: a hung counter read delays no sampling
         self._stop_event.wait()
-        self._join_devices(STOP_DEADLINE_S / 2)  # inside stop()'s own deadline
+        deadline = time.monotonic() + STOP_DEADLINE_S / 2  # inside stop()'s own deadline
+        for t in self._threads:
+            t.join(max(0.0, deadline - time.monotonic()))
         if any(t.is_alive() for t in self._threads):
             self._abandon(STOP_DEADLINE_S / 2)
         else:
@@ -161,12 +159,6 @@ class GpuSampler:
                 if st.active:
                     st.active = False
                     st.stopped_reason = self.abandoned_reason
-
-    def _join_devices(self, timeout_s: float) -> None:
-        deadline = time.monotonic() + timeout_s
-        for t in list(self._threads):
-            if t is not threading.current_thread():
-                t.join(max(0.0, deadline - time.monotonic()))
 
     def stop(self, timeout_s: float = STOP_DEADLINE_S) -> None:
         """Stop; wait at most ``timeout_s`` for the owner thread (which closes the backend), then abandon what still
