@@ -31,7 +31,6 @@ class GpmPair:
         self._gi = gpu_instance_id
         self._bufs: list[Any] = []
         self._struct: Any = None
-        self._cur = 1
         self._t_prev: float | None = None
         self._last: GpmResult = ({}, {}, None)
 
@@ -43,24 +42,23 @@ class GpmPair:
             self._struct = nv.c_nvmlGpmMetricsGet_t()
         if self._t_prev is None:
             self._sample(self._bufs[0])
-            self._t_prev, self._cur = now_s, 1
+            self._t_prev = now_s
             return all_missing(REASON_GPM_FIRST_SAMPLE)
         window_s = now_s - self._t_prev
         if window_s < GPM_MIN_INTERVAL_S:
             return self._last
-        cur = self._cur
-        self._sample(self._bufs[cur])
+        self._sample(self._bufs[1])  # bufs[0] holds the older sample
         mg = self._struct
         mg.version = nv.NVML_GPM_METRICS_GET_VERSION
         mg.numMetrics = len(GPM_METRICS)
-        mg.sample1 = self._bufs[1 - cur]
-        mg.sample2 = self._bufs[cur]
+        mg.sample1, mg.sample2 = self._bufs
         for i, (metric_id, _, _) in enumerate(GPM_METRICS):
             mg.metrics[i].metricId = metric_id
             mg.metrics[i].nvmlReturn = 0
             mg.metrics[i].value = 0.0
         nv.nvmlGpmMetricsGet(mg)
-        self._t_prev, self._cur = now_s, 1 - cur
+        self._t_prev = now_s
+        self._bufs.reverse()  # ping-pong: the newer sample is the next tick's older one
         self._last = _parse(mg, window_s)
         return self._last
 
