@@ -54,14 +54,11 @@ class GpuExtension(ExtensionBase):
         from trainmeter.gpu.sampler import GpuSampler
 
         self._m = monitor
-        kwargs: dict[str, Any] = {"clock": monitor.clock}
-        if self._open_backend is not None:
-            kwargs["open_backend"] = self._open_backend
-        if self._node_wide:
-            kwargs["cuda_uuids"] = None  # not this process's devices: every device of the node's ranks
         for name in _THREAD_MODULES:
             safe(lambda name=name: importlib.import_module(name))  # no pynvml: the sampler says so
-        self.sampler = GpuSampler.in_background(monitor.options.gpus, **kwargs)  # opens on its own thread
+        # opens on its own thread; node-wide: not this process's devices but every device of the node's ranks
+        self.sampler = GpuSampler.in_background(monitor.options.gpus, clock=monitor.clock,
+                                                open_backend=self._open_backend, cuda_uuids=not self._node_wide)
         self.sampler.begin_window(monitor.clock())
         self.sampler.start()
         if monitor.options.memory_snapshot_step is not None:
