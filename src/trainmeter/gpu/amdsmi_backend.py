@@ -107,8 +107,7 @@ class AmdSmiBackend:
         bdf, _ = self._call("pci", "amdsmi_get_gpu_device_bdf", h)
         return GpuDeviceInfo(index=index, name=name, uuid=str(uuid or ""),
                              mem_total_bytes=int(total * _MIB) if total is not None else None,
-                             mig_enabled=None, gpm_supported=False, gpm_reason=REASON_AMD_NO_ACTIVITY,
-                             pci_bus_id=str(bdf) if bdf else None)
+                             gpm_reason=REASON_AMD_NO_ACTIVITY, pci_bus_id=str(bdf) if bdf else None)
 
     def sample(self, index: int) -> GpuSample:
         """Fields AMD lacks are ``None`` with the reason; :class:`GpuUnavailableError` when closed or mute."""
