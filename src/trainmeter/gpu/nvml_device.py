@@ -182,33 +182,24 @@ def sample_device(nv: Any, dev: NvmlDevice, now_s: float, pids: Collection[int])
     """Read every field of ``dev`` at ``now_s``; an unsupported one is missing with its reason. Hold ``dev.lock``.
     ``GpuUnavailableError``: the device is lost (fatal) or NVML was shut down (not fatal)."""
     h = dev.handle
-    values: dict[str, Any] = {}
-    missing: dict[str, str] = {}
-
-    def put(fld: str, value: Any, reason: str | None) -> None:
-        if value is None:
-            missing[fld] = reason or "not available"
-        else:
-            values[fld] = value
-
+    got: dict[str, tuple[Any, str | None]] = {}  # field -> (value, or None and why)
     for key, what, calls, outs in _readings(nv, h):
         value, why = query(nv, dev, key, what, *calls)
         why = REASON_MIG if value is None and key == "util" and dev.info.mig_enabled else why
-        for fld, convert in outs:
-            put(fld, None if value is None else convert(value), why)
+        got.update((fld, (None if value is None else convert(value), why)) for fld, convert in outs)
     if "sm_clock_max" not in dev.cached:  # static: read once
         dev.cached["sm_clock_max"] = query(nv, dev, "sm_clock_max", "max SM clock",
                                            (nv.nvmlDeviceGetMaxClockInfo, h, NVML_CLOCK_SM))
     clock_max, why = dev.cached["sm_clock_max"]
-    put("sm_clock_max_mhz", float(clock_max) if clock_max else None, why)
-    put("process_mem_bytes", *_process_memory(nv, dev, pids))
+    got["sm_clock_max_mhz"] = (float(clock_max) if clock_max else None, why)
+    got["process_mem_bytes"] = _process_memory(nv, dev, pids)
     gpm_values, gpm_missing, window_s = gpm_tick(nv, dev, now_s)
-    values.update(gpm_values)
-    missing.update(gpm_missing)
+    got.update((fld, (None, why)) for fld, why in gpm_missing.items())
+    got.update((fld, (value, None)) for fld, value in gpm_values.items())
     mig_gpm, mig_reason = mig_gpm_tick(nv, dev, now_s)
     return GpuSample(index=dev.index, t_s=now_s, gpm_window_s=window_s, mig_gpm=mig_gpm, mig_gpm_reason=mig_reason,
-                     unavailable=tuple((k, v) for k, v in missing.items() if values.get(k) is None),
-                     **{k: v for k, v in values.items() if v is not None})
+                     unavailable=tuple((k, why or "not available") for k, (v, why) in got.items() if v is None),
+                     **{k: v for k, (v, _) in got.items() if v is not None})
 
 
 def _process_memory(nv: Any, dev: NvmlDevice, pids: Collection[int]) -> tuple[int | None, str | None]:
