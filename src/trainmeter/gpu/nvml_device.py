@@ -50,8 +50,7 @@ class NvmlDevice:
         self.lost_reason: str | None = None
         self.gpm_ok = False
         self.gpm_reason: str | None = None
-        self.gpm: GpmPair | None = None
-        self.mig_gpm: dict[int, GpmPair] = {}  # per MIG GPU instance id
+        self.gpm: dict[int | None, GpmPair] = {}  # per MIG GPU instance id; None: the whole GPU
         self.mig_reason: str | None = None  # why a MIG-enabled GPU has no GPM per instance
 
 
@@ -235,11 +234,10 @@ def gpm_tick(nv: Any, dev: NvmlDevice, now_s: float) -> GpmResult:
     """One whole-GPU GPM tick: (values, reasons, window_s); errors mapped to reasons (a lost device raises)."""
     if not dev.gpm_ok:
         return all_missing(dev.gpm_reason or REASON_GPM_NOT_SUPPORTED)
-    if dev.gpm is None:
-        dev.gpm = GpmPair(nv, dev.handle)
-    result, why = _gpm_read(nv, dev, dev.gpm, now_s, {nv.NVML_ERROR_NOT_SUPPORTED: REASON_GPM_NOT_SUPPORTED,
-                                                     nv.NVML_ERROR_FUNCTION_NOT_FOUND: REASON_GPM_DRIVER_TOO_OLD,
-                                                     nv.NVML_ERROR_NO_PERMISSION: REASON_GPM_NO_PERMISSION})
+    pair = dev.gpm.setdefault(None, GpmPair(nv, dev.handle))
+    result, why = _gpm_read(nv, dev, pair, now_s, {nv.NVML_ERROR_NOT_SUPPORTED: REASON_GPM_NOT_SUPPORTED,
+                                                  nv.NVML_ERROR_FUNCTION_NOT_FOUND: REASON_GPM_DRIVER_TOO_OLD,
+                                                  nv.NVML_ERROR_NO_PERMISSION: REASON_GPM_NO_PERMISSION})
     if why is not None:
         dev.gpm_ok, dev.gpm_reason = False, why
         return all_missing(why)
@@ -257,10 +255,8 @@ def mig_gpm_tick(nv: Any, dev: NvmlDevice, now_s: float) -> tuple[tuple[MigGpmSa
                  nv.NVML_ERROR_NO_PERMISSION: reason_no_permission(MIG_GPM_WHAT)}
     out = []
     for gi, uuid in dev.info.mig_instances:
-        pair = dev.mig_gpm.get(gi)
-        if pair is None:
-            pair = dev.mig_gpm[gi] = GpmPair(nv, dev.handle, gi)
-        result, dev.mig_reason = _gpm_read(nv, dev, pair, now_s, permanent)
+        result, dev.mig_reason = _gpm_read(nv, dev, dev.gpm.setdefault(gi, GpmPair(nv, dev.handle, gi)), now_s,
+                                           permanent)
         if result is None:
             return (), dev.mig_reason
         values, reasons, window_s = result
@@ -271,9 +267,6 @@ def mig_gpm_tick(nv: Any, dev: NvmlDevice, now_s: float) -> tuple[tuple[MigGpmSa
 
 def free_gpm(dev: NvmlDevice) -> None:
     """Free the device's GPM sample buffers (whole GPU and per MIG GPU instance), if any."""
-    if dev.gpm is not None:
-        dev.gpm.free()
-        dev.gpm = None
-    for pair in dev.mig_gpm.values():
+    for pair in dev.gpm.values():
         pair.free()
-    dev.mig_gpm.clear()
+    dev.gpm.clear()
