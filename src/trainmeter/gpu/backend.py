@@ -72,11 +72,9 @@ THROTTLE_REASON_BITS: tuple[tuple[int, str], ...] = tuple((1 << i, name) for i, 
 
 def throttle_reason_names(mask: int) -> tuple[str, ...]:
     """Names of the clock-event reason bits set in ``mask`` (unknown bits as ``0x..``)."""
-    names = [name for bit, name in THROTTLE_REASON_BITS if mask & bit]
-    known = sum(bit for bit, _ in THROTTLE_REASON_BITS)  # distinct bits: the sum is their OR
-    if mask & ~known:
-        names.append(hex(mask & ~known))
-    return tuple(names)
+    names = tuple(name for bit, name in THROTTLE_REASON_BITS if mask & bit)
+    unknown = mask & ~sum(bit for bit, _ in THROTTLE_REASON_BITS)  # distinct bits: the sum is their OR
+    return (*names, hex(unknown)) if unknown else names
 
 
 class GpuUnavailableError(Exception):

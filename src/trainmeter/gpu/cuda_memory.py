@@ -132,10 +132,8 @@ def memory_snapshot(step: int, path: str | Path, *, torch_module: Any = None) ->
     target = Path(path)
     try:
         if target.suffix != ".pickle":
-            target.mkdir(parents=True, exist_ok=True)
             target = target / f"memory_snapshot_step{step}.pickle"
-        else:
-            target.parent.mkdir(parents=True, exist_ok=True)
+        target.parent.mkdir(parents=True, exist_ok=True)
         torch.cuda.memory._dump_snapshot(str(target))
     except Exception:  # noqa: BLE001
         return None
