@@ -210,7 +210,7 @@ def why_no_peak(device_name: str | None, dtype: object = "bf16", *, pci_device_i
 
 
 class DeviceIdentityLike(Protocol):
-    """What :func:`peak_for_device` reads of a device's identity (the GPU wing's ``GpuDeviceInfo``, from ``GpuView.device_identity``)."""
+    """What :func:`peak_for_device` reads of a device's identity (the GPU wing's ``GpuDeviceInfo``)."""
 
     name: str
     pci_device_id: int | None
