@@ -214,14 +214,8 @@ def cuda_context_uuids(modules: Mapping[str, Any] | None = None) -> list[str] | 
         cuda = torch.cuda
         if not cuda.is_initialized():
             return None
-        used = {int(cuda.current_device())}
-        for i in range(int(cuda.device_count())):
-            if cuda.memory_reserved(i) > 0:
-                used.add(i)
-        uuids = []
-        for i in sorted(used):
-            text = str(cuda.get_device_properties(i).uuid)
-            uuids.append(text if text[:4].upper() in ("GPU-", "MIG-") else "GPU-" + text)
-        return uuids
+        used = {int(cuda.current_device())} | {i for i in range(int(cuda.device_count())) if cuda.memory_reserved(i)}
+        texts = [str(cuda.get_device_properties(i).uuid) for i in sorted(used)]
+        return [text if text[:4].upper() in ("GPU-", "MIG-") else "GPU-" + text for text in texts]
     except Exception:  # noqa: BLE001 - detection must never raise into training code
         return None
