@@ -145,8 +145,7 @@ class NodeReader:
             values.update(load_1m=float(load[0]), load_5m=float(load[1]), load_15m=float(load[2]))
         mem = self._field("mem", src.virtual_memory)
         if mem is not None:
-            values.update(mem_total_bytes=_int(mem, "total"), mem_used_bytes=_int(mem, "used"),
-                          mem_cached_bytes=_int(mem, "cached"), mem_available_bytes=_int(mem, "available"))
+            values.update({f"mem_{k}_bytes": _int(mem, k) for k in ("total", "used", "cached", "available")})
         swap = self._field("swap", src.swap_memory)
         if swap is not None:
             cur.swap_used = _int(swap, "used")
