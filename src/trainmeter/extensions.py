@@ -112,7 +112,7 @@ REPORT_AND_FINISH_MODULES = (
     "trainmeter.compute.model_shape", "trainmeter.compute.shape_config", "trainmeter.compute.shape_module",
     "trainmeter.compute.seq_len", "trainmeter.compute.flop_count", "trainmeter.compute.counted_pass",
     "trainmeter.compute.model_copy",
-    "trainmeter.compute.card", "trainmeter.gpu.ladder", "trainmeter.gpu.passport",
+    "trainmeter.compute.card", "trainmeter.gpu.ladder",
     "trainmeter.record.passport", "trainmeter.widget.view_model", "trainmeter.widget.facts",
     "trainmeter.widget.labels", "trainmeter.widget.look", "trainmeter.optim.smoothing", "trainmeter.widget.ticks",
     "trainmeter.widget.x_axis", "trainmeter.widget.controls", "trainmeter.widget.dashboard_file",
@@ -120,7 +120,7 @@ REPORT_AND_FINISH_MODULES = (
 
 
 FINISH_MODULES = tuple(name for name in REPORT_AND_FINISH_MODULES if name.startswith(
-    ("trainmeter.compute.card", "trainmeter.gpu.passport", "trainmeter.record.passport", "trainmeter.widget.")))
+    ("trainmeter.compute.card", "trainmeter.gpu.ladder", "trainmeter.record.passport", "trainmeter.widget.")))
 
 
 def import_for_finish() -> None:

@@ -310,7 +310,7 @@ def test_gpm_permission_lost_mid_run_is_said_and_earlier_values_stand() -> None:
 
 
 def test_a_gpu_off_the_bus_is_stated_in_the_passport_not_read_as_zero() -> None:
-    from trainmeter.gpu.passport import gpu_passport_from_sampler
+    from trainmeter.gpu.extension import gpu_passport_from_sampler
 
     clock = FakeClock()
     fake = FakeNvml(["h100_sxm"], clock=clock)
