@@ -17,7 +17,7 @@ from trainmeter.core.threads import OurThread
 from trainmeter.gpu.backend import GpuBackend, GpuBackendResult, GpuDeviceInfo, GpuSample, GpuUnavailableError, safe
 from trainmeter.gpu.device_state import MAX_ERROR_CHARS, Accumulator, DeviceState, GpuAverages, GpuDeviceStatus
 from trainmeter.gpu.device_state import next_due as _next_due
-from trainmeter.gpu.selection import GpuSelection, cuda_context_uuids, parse_gpus, select_gpus
+from trainmeter.gpu.selection import cuda_context_uuids, parse_gpus, select_gpus
 
 __all__ = ["MIN_INTERVAL_S", "REASON_OPENING", "STOP_DEADLINE_S", "GpuAverages", "GpuDeviceStatus", "GpuSampler"]
 
@@ -29,11 +29,11 @@ REASON_OPENING = "NVML is being opened on the sampler's thread"
 class GpuSampler:
     """Samples the NVML ``indices`` of ``backend`` (``None``: nothing, ``unavailable_reason`` says why) every
     ``interval_s`` (at least 0.1 s), keeping ``history_len`` samples per device; a fatal error or
-    ``max_consecutive_errors`` in a row stop a device. ``owns_backend``: close it in :meth:`stop`."""
+    ``max_consecutive_errors`` in a row stop a device. A backend it opened (:meth:`for_run`, :meth:`in_background`)
+    it closes in :meth:`stop`; one handed in, the caller closes."""
 
     def __init__(self, backend: GpuBackend | None, indices: Sequence[int], *, clock: Clock, interval_s: float = 0.5,
-                 history_len: int = 120, max_consecutive_errors: int = 10, unavailable_reason: str | None = None,
-                 selection: GpuSelection | None = None, owns_backend: bool = False) -> None:
+                 history_len: int = 120, max_consecutive_errors: int = 10) -> None:
         if not interval_s >= MIN_INTERVAL_S:
             raise ValueError(f"interval_s must be >= {MIN_INTERVAL_S} s (got {interval_s!r})")
         self._clock = clock
@@ -55,23 +55,22 @@ class GpuSampler:
         self._window_begin_s: float | None = None
         self._window_end_s: float | None = None
         self._history_len = history_len
-        self._use(backend, indices, selection, owns_backend, unavailable_reason)
+        self._use(GpuBackendResult(backend=backend), indices)
 
-    def _use(self, backend: GpuBackend | None, indices: Sequence[int], selection: GpuSelection | None, owns: bool,
-             reason: str | None) -> None:
-        """Take ``backend``'s devices ``indices`` (fresh windows: readers see the old or the new map)."""
+    def _use(self, opened: GpuBackendResult, indices: Sequence[int] | None = None) -> None:
+        """Take the devices ``indices`` of ``opened``'s backend, else (opened for a run: owned, closed in :meth:`stop`)
+        those its selection chose; fresh windows: readers see the old or the new map."""
+        backend, selection, owns = opened.backend, opened.selection, indices is None
+        if indices is None:
+            indices = selection.indices if selection is not None else ()
         chosen = tuple(indices) if backend is not None else ()
         driver = safe(backend.driver_version) if backend is not None else None
         devices = {i: safe(lambda i=i: backend.device_info(i), GpuDeviceInfo(index=i, name="", uuid=""))
                    for i in chosen}
         with self._lock:
             self._backend, self._owns_backend, self.selection = backend, owns, selection
-            self.devices, self.driver_version, self.unavailable_reason = devices, driver, reason
+            self.devices, self.driver_version, self.unavailable_reason = devices, driver, opened.reason
             self._states = {i: DeviceState(i, self._history_len) for i in chosen}
-
-    def _take(self, opened: GpuBackendResult) -> None:
-        indices = opened.selection.indices if opened.selection is not None else ()
-        self._use(opened.backend, indices, opened.selection, opened.backend is not None, opened.reason)
 
     @classmethod
     def for_run(cls, gpus: str | int | Sequence[int | str] | None = None, *, clock: Clock, **kwargs: Any) -> GpuSampler:
@@ -79,7 +78,7 @@ class GpuSampler:
         sampler; the keywords as :meth:`in_background`'s. ``ValueError``: a bad ``gpus``."""
         sampler = cls.in_background(gpus, clock=clock, **kwargs)
         opener, sampler._opener = sampler._opener, None
-        sampler._take(opener())  # type: ignore[misc]
+        sampler._use(opener())  # type: ignore[misc]
         return sampler
 
     @classmethod
@@ -91,7 +90,8 @@ class GpuSampler:
         thread that opens (:func:`open_for_run`: ``open_backend``, ``env``; ``cuda_uuids``: ``True`` to detect the
         CUDA context's), then the device threads; until then ``unavailable_reason`` says why."""
         uuids = cuda_context_uuids if cuda_uuids is True else (cuda_uuids or None)
-        sampler = cls(None, (), clock=clock, unavailable_reason=REASON_OPENING, **kwargs)
+        sampler = cls(None, (), clock=clock, **kwargs)
+        sampler.unavailable_reason = REASON_OPENING
         sampler._opener = lambda: open_for_run(gpus, clock=clock, open_backend=open_backend, cuda_uuids=uuids, env=env)
         return sampler
 
@@ -139,7 +139,7 @@ class GpuSampler:
                 safe(opened.backend.close)
             self.unavailable_reason = "the run ended before NVML opened"
             return False
-        self._take(opened)
+        self._use(opened)
         return True
 
     def _read_energy(self, *, end: bool) -> None:  # on the owner thread: at the open and before the close
