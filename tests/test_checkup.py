@@ -186,7 +186,7 @@ def test_doctor_says_which_gpu_backend_is_in_use() -> None:
 
 
 def test_nvml_backend_is_named_nvml() -> None:
-    from trainmeter.gpu.backends import backend_name
+    from trainmeter.gpu.backend import backend_name
     from trainmeter.gpu.nvml import NvmlBackend
 
     assert backend_name(NvmlBackend.__new__(NvmlBackend)) == "NVML (nvidia-ml-py)"

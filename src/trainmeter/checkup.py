@@ -172,7 +172,7 @@ def _gpu_checks(backend: GpuBackend | None, open_backend: Callable[[], GpuBacken
     reason = None
     if backend is None:
         if open_backend is None:
-            from trainmeter.gpu.backends import open_gpu_backend
+            from trainmeter.gpu.backend import open_gpu_backend
 
             open_backend = open_gpu_backend
         try:
@@ -200,7 +200,7 @@ def _nvml_missing(reason: str, cuda_count: int | None) -> Check:
 
 
 def _device_checks(backend: GpuBackend) -> list[Check]:
-    from trainmeter.gpu.backends import backend_name
+    from trainmeter.gpu.backend import backend_name
 
     count = backend.device_count()
     amd = getattr(backend, "name", None) == "amdsmi"

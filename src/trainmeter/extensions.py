@@ -96,8 +96,8 @@ START_MODULES = (
     "trainmeter.core.compile_watch", "trainmeter.core.reachable", "trainmeter.core.probe_state",
     "trainmeter.compute.peaks",
     # the GPU sampler's modules (it opens NVML on its own thread: imported here, no import runs there)
-    "trainmeter.gpu.sampler", "trainmeter.gpu.selection", "trainmeter.gpu.cuda_memory", "trainmeter.gpu.backends",
-    "trainmeter.gpu.nvml", "trainmeter.gpu.nvml_device", "trainmeter.gpu.nvml_gpm",
+    "trainmeter.gpu.sampler", "trainmeter.gpu.selection", "trainmeter.gpu.cuda_memory", "trainmeter.gpu.backend",
+    "trainmeter.gpu.nvml", "trainmeter.gpu.nvml_device",
     # psutil: the node sampler's; imported on this thread, never by a sampler while a fork may come
     "psutil",
     # the ranks wing's start reads multiprocessing's spawn launcher (stdlib; imports no torch)
@@ -111,7 +111,7 @@ REPORT_AND_FINISH_MODULES = (
     "trainmeter.compute.model_shape", "trainmeter.compute.shape_module",
     "trainmeter.compute.seq_len", "trainmeter.compute.flop_count", "trainmeter.compute.counted_pass",
     "trainmeter.compute.model_copy",
-    "trainmeter.compute.card", "trainmeter.gpu.dram_peaks", "trainmeter.gpu.ladder", "trainmeter.gpu.passport",
+    "trainmeter.compute.card", "trainmeter.gpu.ladder",
     "trainmeter.record.passport", "trainmeter.widget.view_model", "trainmeter.widget.facts",
     "trainmeter.widget.labels", "trainmeter.widget.look", "trainmeter.optim.smoothing", "trainmeter.widget.ticks",
     "trainmeter.widget.x_axis", "trainmeter.widget.controls", "trainmeter.widget.dashboard_file",
@@ -119,7 +119,7 @@ REPORT_AND_FINISH_MODULES = (
 
 
 FINISH_MODULES = tuple(name for name in REPORT_AND_FINISH_MODULES if name.startswith(
-    ("trainmeter.compute.card", "trainmeter.gpu.passport", "trainmeter.record.passport", "trainmeter.widget.")))
+    ("trainmeter.compute.card", "trainmeter.gpu.ladder", "trainmeter.record.passport", "trainmeter.widget.")))
 
 
 def import_for_finish() -> None:

@@ -8,8 +8,13 @@ from tests.fakes.gpu.amdsmi_fake import FakeAmdSmi
 from tests.fakes.gpu.fake import FakeNvml, open_fake
 from trainmeter.core.clock import FakeClock
 from trainmeter.gpu.amdsmi_backend import open_amdsmi
-from trainmeter.gpu.backend import REASON_LIBRARY_NOT_FOUND, GpuBackendResult
-from trainmeter.gpu.backends import backend_name, looks_like_rocm, open_gpu_backend
+from trainmeter.gpu.backend import (
+    REASON_LIBRARY_NOT_FOUND,
+    GpuBackendResult,
+    backend_name,
+    looks_like_rocm,
+    open_gpu_backend,
+)
 
 
 def _no_nvml(clock=None):

@@ -11,16 +11,16 @@ from tests.fakes.gpu.fake_profiles import CROSSCHECK_CASES
 from trainmeter.compute.peaks import peak_flops
 from trainmeter.core.clock import FakeClock
 from trainmeter.core.provenance import Derivation
-from trainmeter.gpu.crosscheck import (
+from trainmeter.gpu.extension import GpuExtension
+from trainmeter.gpu.ladder import (
     CAUSE_CONVENTION,
     CAUSE_OUTSIDE,
     CAUSE_PEAK,
     CAUSE_SAMPLES,
     DISAGREE_FACTOR,
+    build_ladder,
     cross_check,
 )
-from trainmeter.gpu.extension import GpuExtension
-from trainmeter.gpu.ladder import build_ladder
 
 H100 = peak_flops("NVIDIA H100 80GB HBM3", "bf16")
 

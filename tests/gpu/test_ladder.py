@@ -7,7 +7,6 @@ import pytest
 from tests.fakes.gpu.fake import FakeNvml
 from trainmeter.core.clock import FakeClock
 from trainmeter.gpu.backend import REASON_GPM_NOT_SUPPORTED, GpuSample
-from trainmeter.gpu.dram_peaks import peak_dram_bandwidth
 from trainmeter.gpu.ladder import (
     CAUSE_IDLE,
     CAUSE_LAUNCH_BOUND,
@@ -17,6 +16,7 @@ from trainmeter.gpu.ladder import (
     CAUSE_UNCOUNTED,
     build_ladder,
     ladder_panel_rows,
+    peak_dram_bandwidth,
 )
 from trainmeter.gpu.sampler import GpuSampler
 

@@ -7,8 +7,8 @@ import json
 from tests.fakes.gpu.fake import FakeNvml, open_fake
 from trainmeter.core.clock import FakeClock
 from trainmeter.gpu.backend import REASON_GPU_LOST, REASON_LIBRARY_NOT_FOUND
+from trainmeter.gpu.extension import PEAKS_PLACEHOLDER_NOTE, gpu_passport_from_sampler
 from trainmeter.gpu.ladder import build_ladder
-from trainmeter.gpu.passport import PEAKS_PLACEHOLDER_NOTE, gpu_passport_from_sampler
 from trainmeter.gpu.sampler import GpuSampler
 
 

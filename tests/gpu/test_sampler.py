@@ -277,7 +277,7 @@ def test_in_background_turns_a_gpus_value_naming_no_device_into_a_reason() -> No
 
 def test_counters_stuck_at_zero_after_a_fault_are_not_averaged_and_say_why() -> None:
     from tests.fakes.gpu.fake_profiles import FAULTED_COUNTERS
-    from trainmeter.gpu.sanity import REASON_COUNTERS_STUCK
+    from trainmeter.gpu.device_state import REASON_COUNTERS_STUCK
 
     clock = FakeClock()
     fake = FakeNvml(["h100_sxm"], clock=clock, default_timeline=(
@@ -310,7 +310,7 @@ def test_gpm_permission_lost_mid_run_is_said_and_earlier_values_stand() -> None:
 
 
 def test_a_gpu_off_the_bus_is_stated_in_the_passport_not_read_as_zero() -> None:
-    from trainmeter.gpu.passport import gpu_passport_from_sampler
+    from trainmeter.gpu.extension import gpu_passport_from_sampler
 
     clock = FakeClock()
     fake = FakeNvml(["h100_sxm"], clock=clock)

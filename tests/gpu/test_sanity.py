@@ -6,7 +6,7 @@ from tests.fakes.gpu.fake import FakeNvml, Phase
 from tests.fakes.gpu.fake_profiles import FAULTED_COUNTERS, LYING_GPU_UTIL
 from trainmeter.core.clock import FakeClock
 from trainmeter.gpu.backend import GpuSample
-from trainmeter.gpu.sanity import ACTIVITY_FIELDS, REASON_COUNTERS_STUCK, counters_stuck, screen
+from trainmeter.gpu.device_state import ACTIVITY_FIELDS, REASON_COUNTERS_STUCK, counters_stuck, screen
 
 
 def _two_samples(levels):

@@ -6,7 +6,7 @@ import json
 
 from tests.fakes.gpu.fake import GEMM, LYING_GPU_UTIL, FakeNvml, Phase, fake_uuid, open_fake
 from trainmeter.core.clock import FakeClock
-from trainmeter.gpu.passport import gpu_passport_from_sampler
+from trainmeter.gpu.extension import gpu_passport_from_sampler
 from trainmeter.gpu.sampler import GpuSampler
 from trainmeter.ranks.merge import distributed_section, read_launch
 from trainmeter.ranks.seating import this_node

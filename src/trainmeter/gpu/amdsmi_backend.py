@@ -31,6 +31,18 @@ _MIB = 1024 * 1024
 LADDER_SOURCES = {"gpu_util": "amdsmi gfx_activity (share of time the GFX engine was busy)"}  # the ladder's text
 
 
+# (what, amdsmi function, ((GpuSample field, key in its answer, scale, label), ...)); the clock's takes GFX
+_READS = (
+    ("GFX activity", "amdsmi_get_gpu_activity", (("util_gpu", "gfx_activity", 0.01, "GFX activity"),
+                                                 ("mem_activity", "umc_activity", 0.01, "memory (UMC) activity"))),
+    ("power", "amdsmi_get_power_info",
+     (("power_w", "current_socket_power", 1.0, "power"), ("power_limit_w", "power_limit", 1.0, "power limit"))),
+    ("memory", "amdsmi_get_gpu_vram_usage",
+     (("mem_used_bytes", "vram_used", _MIB, "VRAM used"), ("mem_total_bytes", "vram_total", _MIB, "VRAM total"))),
+    ("GFX clock", "amdsmi_get_clock_info",
+     (("sm_clock_mhz", "clk", 1.0, "GFX clock"), ("sm_clock_max_mhz", "max_clk", 1.0, "GFX clock maximum"))))
+
+
 def open_amdsmi(*, clock: Clock | None = None, module: Any = None) -> GpuBackendResult:
     """Open amdsmi (``module``: an ``amdsmi``-compatible one, for tests); never raises (no backend: the reason)."""
     return open_library(module, "amdsmi", "amdsmi", missing=REASON_AMDSMI_MISSING, init=_init,
@@ -95,8 +107,7 @@ class AmdSmiBackend:
         bdf, _ = self._call("pci", "amdsmi_get_gpu_device_bdf", h)
         return GpuDeviceInfo(index=index, name=name, uuid=str(uuid or ""),
                              mem_total_bytes=int(total * _MIB) if total is not None else None,
-                             mig_enabled=None, gpm_supported=False, gpm_reason=REASON_AMD_NO_ACTIVITY,
-                             pci_bus_id=str(bdf) if bdf else None)
+                             gpm_reason=REASON_AMD_NO_ACTIVITY, pci_bus_id=str(bdf) if bdf else None)
 
     def sample(self, index: int) -> GpuSample:
         """Fields AMD lacks are ``None`` with the reason; :class:`GpuUnavailableError` when closed or mute."""
@@ -106,49 +117,30 @@ class AmdSmiBackend:
         h = self._handles[index]
         values: dict[str, Any] = {}
         missing: dict[str, str] = dict.fromkeys(GPM_FIELDS, REASON_AMD_NO_ACTIVITY)
-        missing["throttle_reasons"] = REASON_AMD_NO_THROTTLE
-        missing["process_mem_bytes"] = REASON_AMD_NO_PROCESS_MEM
-        answered = False
-
-        def put(field: str, raw: Any, scale: float, what: str) -> None:
-            value = _number(raw)
-            if value is None:
-                missing[field] = f"{what}: not reported by this GPU (N/A)"
-            else:
-                values[field] = value * scale
-
+        missing.update(throttle_reasons=REASON_AMD_NO_THROTTLE, process_mem_bytes=REASON_AMD_NO_PROCESS_MEM)
         clock_type = getattr(getattr(self._lib, "AmdSmiClkType", None), "GFX", "GFX")
-        why = None
-        for what, fn, args, wanted in (
-                ("GFX activity", "amdsmi_get_gpu_activity", (h,), (("util_gpu", "gfx_activity", 0.01, "GFX activity"),
-                 ("mem_activity", "umc_activity", 0.01, "memory (UMC) activity"))),
-                ("power", "amdsmi_get_power_info", (h,), (("power_w", "current_socket_power", 1.0, "power"),
-                 ("power_limit_w", "power_limit", 1.0, "power limit"))),
-                ("memory", "amdsmi_get_gpu_vram_usage", (h,), (("mem_used_bytes", "vram_used", _MIB, "VRAM used"),
-                 ("mem_total_bytes", "vram_total", _MIB, "VRAM total"))),
-                ("GFX clock", "amdsmi_get_clock_info", (h, clock_type), (("sm_clock_mhz", "clk", 1.0, "GFX clock"),
-                 ("sm_clock_max_mhz", "max_clk", 1.0, "GFX clock maximum")))):
-            got, why = self._call(what, fn, *args)
+        answered, why = False, None
+        for what, fn, wanted in _READS:
+            got, why = self._call(what, fn, *((h, clock_type) if fn == "amdsmi_get_clock_info" else (h,)))
             if not isinstance(got, dict):
                 missing.update(dict.fromkeys((f for f, *_ in wanted), why or f"{what}: not read"))
                 continue
             answered = True
-            for field, key, scale, label in wanted:
+            for fld, key, scale, label in wanted:
                 raw = got.get(key)
                 if key == "current_socket_power" and not _number(raw):  # else the 1 s average
                     raw = got.get("average_socket_power")
-                put(field, raw, scale, label)
-        temp = self._temperature(h)
-        if temp[0] is not None:
-            answered = True
-            values["temperature_c"] = temp[0]
+                if (value := _number(raw)) is None:
+                    missing[fld] = f"{label}: not reported by this GPU (N/A)"
+                else:
+                    values[fld] = int(value * scale) if fld.endswith("_bytes") else value * scale
+        temp, why_temp = self._temperature(h)
+        if temp is not None:
+            answered, values["temperature_c"] = True, temp
         else:
-            missing["temperature_c"] = temp[1] or "temperature: not read"
+            missing["temperature_c"] = why_temp  # type: ignore[assignment]
         if not answered:
             raise GpuUnavailableError(f"the AMD GPU {index} answered no amdsmi query: {why}", fatal=False)
-        for key in ("mem_used_bytes", "mem_total_bytes"):
-            if key in values:
-                values[key] = int(values[key])
         unavailable = tuple((k, v) for k, v in missing.items() if k not in values)
         return GpuSample(index=index, t_s=self._clock(), unavailable=unavailable, **values)
 

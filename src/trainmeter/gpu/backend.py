@@ -1,4 +1,5 @@
-"""The GPU backend seam every reading goes through (NVML, amdsmi, the tests' fake): records, reasons, Protocol.
+"""The GPU backend seam every reading goes through (NVML, amdsmi, the tests' fake): records, reasons, Protocol, and
+which backend a run opens (NVML on NVIDIA, else ``amdsmi`` on a ROCm machine; on a CPU-only one the NVML reason).
 
 A missing reading is ``None`` with a reason; a device-level failure raises :class:`GpuUnavailableError`; opening
 never raises (docs/spec.md section 8). Imports nothing heavy.
@@ -7,9 +8,16 @@ never raises (docs/spec.md section 8). Imports nothing heavy.
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+from trainmeter.core.clock import Clock
+
+if TYPE_CHECKING:
+    from trainmeter.gpu.selection import GpuSelection
 
 REASON_PYNVML_MISSING = "the nvidia-ml-py package (module pynvml) is not installed; pip install nvidia-ml-py"
 REASON_LIBRARY_NOT_FOUND = "NVML library not found (libnvidia-ml.so.1): no NVIDIA driver on this machine"
@@ -64,11 +72,9 @@ THROTTLE_REASON_BITS: tuple[tuple[int, str], ...] = tuple((1 << i, name) for i, 
 
 def throttle_reason_names(mask: int) -> tuple[str, ...]:
     """Names of the clock-event reason bits set in ``mask`` (unknown bits as ``0x..``)."""
-    names = [name for bit, name in THROTTLE_REASON_BITS if mask & bit]
-    known = sum(bit for bit, _ in THROTTLE_REASON_BITS)  # distinct bits: the sum is their OR
-    if mask & ~known:
-        names.append(hex(mask & ~known))
-    return tuple(names)
+    names = tuple(name for bit, name in THROTTLE_REASON_BITS if mask & bit)
+    unknown = mask & ~sum(bit for bit, _ in THROTTLE_REASON_BITS)  # distinct bits: the sum is their OR
+    return (*names, hex(unknown)) if unknown else names
 
 
 class GpuUnavailableError(Exception):
@@ -161,9 +167,19 @@ NUMERIC_FIELDS: tuple[str, ...] = tuple(
 )
 """Names of the numeric reading fields of :class:`GpuSample` (averaged by the sampler)."""
 
-GPM_FIELDS: tuple[str, ...] = ("sm_activity", "sm_occupancy", "tensor_activity", "hmma_activity", "dram_bw_util",
-                               "pcie_tx_bytes_per_s", "pcie_rx_bytes_per_s", "nvlink_tx_bytes_per_s",
-                               "nvlink_rx_bytes_per_s")
+# (GPM metric id, GpuSample field, scale to our unit): ids from pynvml / nvml.h; percent, MiB/s
+GPM_METRICS: tuple[tuple[int, str, float], ...] = (
+    (2, "sm_activity", 0.01),  # SM_UTIL
+    (3, "sm_occupancy", 0.01),  # SM_OCCUPANCY
+    (5, "tensor_activity", 0.01),  # ANY_TENSOR_UTIL
+    (7, "hmma_activity", 0.01),  # HMMA_TENSOR_UTIL
+    (10, "dram_bw_util", 0.01),  # DRAM_BW_UTIL
+    (20, "pcie_tx_bytes_per_s", 2**20),  # PCIE_TX_PER_SEC
+    (21, "pcie_rx_bytes_per_s", 2**20),  # PCIE_RX_PER_SEC
+    (61, "nvlink_tx_bytes_per_s", 2**20),  # NVLINK_TOTAL_TX_PER_SEC
+    (60, "nvlink_rx_bytes_per_s", 2**20),  # NVLINK_TOTAL_RX_PER_SEC
+)
+GPM_FIELDS: tuple[str, ...] = tuple(fld for _, fld, _ in GPM_METRICS)
 """The :class:`GpuSample` fields that come from GPM (Hopper+)."""
 
 
@@ -188,10 +204,12 @@ class GpuBackend(Protocol):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class GpuBackendResult:
-    """The outcome of opening a backend: ``backend``, or ``None`` and the ``reason`` (shown to the user)."""
+    """The outcome of opening a backend: ``backend`` (and the devices ``selection`` chose on it, when a run opened
+    it: gpu/sampler.py), or ``None`` and the ``reason`` (shown to the user)."""
 
     backend: GpuBackend | None
     reason: str | None = None
+    selection: GpuSelection | None = None
 
 
 def safe(fn: Callable[[], Any], default: Any = None) -> Any:
@@ -228,3 +246,34 @@ def open_library(module: Any, import_name: str, library: str, *, missing: str, i
         backend.close()
         return GpuBackendResult(backend=None, reason=no_devices)
     return GpuBackendResult(backend=backend)
+
+
+BACKEND_LABELS = {"nvml": "NVML (nvidia-ml-py)", "amdsmi": "amdsmi (ROCm)"}
+
+
+def looks_like_rocm(modules: Any = None, kfd_path: str = "/dev/kfd") -> bool:
+    """torch is built for HIP (already imported: never imported here), or the ROCm kernel device exists."""
+    torch = (sys.modules if modules is None else modules).get("torch")
+    return bool(getattr(getattr(torch, "version", None), "hip", None)) or os.path.exists(kfd_path)
+
+
+def open_gpu_backend(*, clock: Clock | None = None, open_nvml: Any = None, open_amdsmi: Any = None,
+                     rocm: bool | None = None) -> GpuBackendResult:
+    """NVML, else amdsmi when ``rocm`` (default :func:`looks_like_rocm`); the reason names what was tried.
+    ``open_nvml`` / ``open_amdsmi``: ``fn(clock=...)`` openers (tests)."""
+    if open_nvml is None:
+        from trainmeter.gpu.nvml import open_nvml
+    nvml = open_nvml(clock=clock)
+    if nvml.backend is not None or not (looks_like_rocm() if rocm is None else rocm):
+        return nvml
+    if open_amdsmi is None:
+        from trainmeter.gpu.amdsmi_backend import open_amdsmi
+    amd = open_amdsmi(clock=clock)
+    if amd.backend is not None:
+        return amd
+    return GpuBackendResult(backend=None, reason=f"{amd.reason} (NVML: {nvml.reason})")
+
+
+def backend_name(backend: Any) -> str:
+    """The label of an open backend for doctor and the passport (``NVML (nvidia-ml-py)``, ``amdsmi (ROCm)``)."""
+    return BACKEND_LABELS.get(getattr(backend, "name", None), type(backend).__name__)

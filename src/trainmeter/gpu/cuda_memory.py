@@ -36,6 +36,12 @@ class AllocatorMemory:
     reason: str | None = None
 
 
+# AllocatorMemory field -> torch.cuda.memory_stats key
+_STATS = {"allocated_bytes": "allocated_bytes.all.current", "reserved_bytes": "reserved_bytes.all.current",
+          "peak_allocated_bytes": "allocated_bytes.all.peak", "peak_reserved_bytes": "reserved_bytes.all.peak",
+          "num_alloc_retries": "num_alloc_retries", "num_ooms": "num_ooms"}
+
+
 def _cuda_ready(torch_module: Any) -> tuple[Any, str | None]:
     """``torch`` (``torch_module``, else the imported one) and ``None`` when CUDA is usable, else the reason. Never
     initialises CUDA."""
@@ -79,18 +85,10 @@ class AllocatorMemoryReader:
                 cuda.reset_peak_memory_stats(index)
         except Exception as exc:  # noqa: BLE001
             return AllocatorMemory(device_index=self._device_index, reason=f"torch.cuda.memory_stats failed: {exc}")
-
-        def get(key: str) -> int | None:
-            value = stats.get(key)
-            return None if value is None else int(value)
-
-        peak_reserved = get("reserved_bytes.all.peak")
-        return AllocatorMemory(device_index=index, allocated_bytes=get("allocated_bytes.all.current"),
-                               reserved_bytes=get("reserved_bytes.all.current"),
-                               peak_allocated_bytes=get("allocated_bytes.all.peak"), peak_reserved_bytes=peak_reserved,
-                               num_alloc_retries=get("num_alloc_retries"), num_ooms=get("num_ooms"),
-                               device_total_bytes=total,
-                               headroom_bytes=None if peak_reserved is None else total - peak_reserved)
+        got = {name: None if stats.get(key) is None else int(stats[key]) for name, key in _STATS.items()}
+        peak = got["peak_reserved_bytes"]
+        return AllocatorMemory(device_index=index, **got, device_total_bytes=total,
+                               headroom_bytes=None if peak is None else total - peak)
 
 
 class CudaMemoryMonitor(AllocatorMemoryReader):
@@ -134,10 +132,8 @@ def memory_snapshot(step: int, path: str | Path, *, torch_module: Any = None) ->
     target = Path(path)
     try:
         if target.suffix != ".pickle":
-            target.mkdir(parents=True, exist_ok=True)
             target = target / f"memory_snapshot_step{step}.pickle"
-        else:
-            target.parent.mkdir(parents=True, exist_ok=True)
+        target.parent.mkdir(parents=True, exist_ok=True)
         torch.cuda.memory._dump_snapshot(str(target))
     except Exception:  # noqa: BLE001
         return None

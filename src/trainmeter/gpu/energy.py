@@ -22,10 +22,10 @@ class DeviceEnergy:
 
     index: int
     name: str
-    joules: float | None
-    avg_watts: float | None
     window_s: float
-    source: str | None
+    joules: float | None = None
+    avg_watts: float | None = None
+    source: str | None = None
     missing: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
@@ -52,8 +52,8 @@ def read_counters(backend: Any, indices: Iterable[int]) -> dict[int, tuple[float
 def from_counter(index: int, name: str, start_mj: float, end_mj: float, window_s: float) -> DeviceEnergy:
     """Energy from two counter readings; a counter that went backwards (driver reload) is missing."""
     if end_mj < start_mj:
-        return DeviceEnergy(index=index, name=name, joules=None, avg_watts=None, window_s=window_s,
-                            source=None, missing="the energy counter went backwards (driver reloaded?)")
+        return DeviceEnergy(index=index, name=name, window_s=window_s,
+                            missing="the energy counter went backwards (driver reloaded?)")
     joules = (end_mj - start_mj) / 1000.0
     return DeviceEnergy(index=index, name=name, joules=joules, window_s=window_s, source=SOURCE_COUNTER,
                         avg_watts=joules / window_s if window_s > 0 else None)
@@ -66,7 +66,6 @@ def from_power(index: int, name: str, mean_power_w: float | None, n_samples: int
         why = ("no power readings in the window" if mean_power_w is None
                else f"{n_samples} power sample(s) in the window; integrating needs {MIN_POWER_SAMPLES}")
         reason = f"{counter_missing}; {why}" if counter_missing else why
-        return DeviceEnergy(index=index, name=name, joules=None, avg_watts=None, window_s=window_s,
-                            source=None, missing=reason)
+        return DeviceEnergy(index=index, name=name, window_s=window_s, missing=reason)
     return DeviceEnergy(index=index, name=name, joules=mean_power_w * window_s, avg_watts=mean_power_w,
                         window_s=window_s, source=SOURCE_POWER, missing=counter_missing)

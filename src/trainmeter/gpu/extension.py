@@ -1,12 +1,15 @@
 """The GPU extension: the sampler (its own threads, 2 Hz), the ladder with compute's MFU, allocator memory.
 
 At each report the rungs are recorded as time series (``gpu<i>.util``, ``gpu<i>.sm_activity``,
-``gpu<i>.tensor_activity``); with no NVML, driver or GPU the run goes on and the reason is shown and recorded.
+``gpu<i>.tensor_activity``); with no NVML, driver or GPU the run goes on and the reason is shown and recorded. The
+passport's ``gpu`` section (docs/spec.md section 8: devices, driver, peaks used, ladder averages, reasons) is built
+from a sampler's snapshots (thread-safe), JSON-ready.
 """
 
 from __future__ import annotations
 
 import importlib
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from trainmeter.core.extension import ExtensionBase, Report
@@ -17,6 +20,9 @@ if TYPE_CHECKING:
     from trainmeter.compute.view import ComputeView
     from trainmeter.core.context import RunContext
     from trainmeter.core.provenance import Provenance
+    from trainmeter.gpu.backend import GpuSample
+    from trainmeter.gpu.ladder import Ladder
+    from trainmeter.gpu.sampler import GpuAverages, GpuSampler
 
 _SERIES = (("util_gpu", "util"), ("sm_activity", "sm_activity"), ("tensor_activity", "tensor_activity"))
 _GPU_ROWS = (("GPU-Util", "util_gpu", "fraction", "measured"), ("memory used", "mem_used_bytes", "bytes", "measured"),
@@ -25,6 +31,7 @@ _GPU_ROWS = (("GPU-Util", "util_gpu", "fraction", "measured"), ("memory used", "
 # imported on the training thread before the sampler's threads start (they import them otherwise): a fork while
 # one of them imports would leave the child an import lock held by a thread it does not have (docs/spec.md)
 _THREAD_MODULES = ("trainmeter.gpu.nvml", "trainmeter.gpu.energy", "pynvml")
+PEAKS_PLACEHOLDER_NOTE = "peak FLOP/s used for MFU: filled in by the FLOPs/peaks module"
 
 
 class GpuExtension(ExtensionBase):
@@ -54,14 +61,11 @@ class GpuExtension(ExtensionBase):
         from trainmeter.gpu.sampler import GpuSampler
 
         self._m = monitor
-        kwargs: dict[str, Any] = {"clock": monitor.clock}
-        if self._open_backend is not None:
-            kwargs["open_backend"] = self._open_backend
-        if self._node_wide:
-            kwargs["cuda_uuids"] = None  # not this process's devices: every device of the node's ranks
         for name in _THREAD_MODULES:
             safe(lambda name=name: importlib.import_module(name))  # no pynvml: the sampler says so
-        self.sampler = GpuSampler.in_background(monitor.options.gpus, **kwargs)  # opens on its own thread
+        # opens on its own thread; node-wide: not this process's devices but every device of the node's ranks
+        self.sampler = GpuSampler.in_background(monitor.options.gpus, clock=monitor.clock,
+                                                open_backend=self._open_backend, cuda_uuids=not self._node_wide)
         self.sampler.begin_window(monitor.clock())
         self.sampler.start()
         if monitor.options.memory_snapshot_step is not None:
@@ -123,45 +127,34 @@ class GpuExtension(ExtensionBase):
         return d.value, d.missing, derived_provenance(d), flop
 
     def _build(self, readings: dict[int, Any]) -> dict[int, Any]:
-        from trainmeter.gpu.dram_peaks import peak_dram_bandwidth
-        from trainmeter.gpu.ladder import build_ladder
+        """The ladder of each reading, and formula MFU vs its tensor pipes (``crosschecks``, gpu/ladder.py)."""
+        from trainmeter.gpu.ladder import build_ladder, cross_check
 
         mfu, missing, provenance, flop = self._mfu()
-        out = {}
-        for index, reading in readings.items():
-            name = self._device_name(index)
-            peak = peak_dram_bandwidth(name) if name else None
-            out[index] = build_ladder(reading, mfu=mfu, mfu_missing=missing, mfu_provenance=provenance, **flop,
-                                      peak_dram_bytes_per_s=peak[0] if peak else None,
-                                      peak_dram_source=peak[1] if peak else "", sources=self._sources(index))
-        self.crosschecks = {index: self._cross_check(ladder, readings[index], mfu) for index, ladder in out.items()}
-        return out
-
-    def _cross_check(self, ladder: Any, reading: Any, mfu: float | None) -> Any:
-        """Formula MFU vs the tensor pipes for one device (gpu/crosscheck.py)."""
-        from trainmeter.gpu.crosscheck import cross_check
-
         compute = self._compute()
         peak = compute.peak if compute is not None else None
         counted = compute.mfu("counted") if compute is not None else None
-        m = self._m
-        return cross_check(ladder.ofu, tensor_activity=getattr(reading, "tensor_activity", None),
-                           peak_flops_per_s=peak.flops_per_s if peak is not None else None,
-                           peak_source=f"{peak.card} dense {peak.dtype}: {peak.source}" if peak is not None else "",
-                           formula_mfu=mfu, counted_mfu=counted.value if counted is not None else None,
-                           tokens_are_samples=getattr(m, "token_unit", "tokens") == "samples")
+        judge = {"peak_flops_per_s": peak.flops_per_s if peak is not None else None,
+                 "peak_source": f"{peak.card} dense {peak.dtype}: {peak.source}" if peak is not None else "",
+                 "formula_mfu": mfu, "counted_mfu": counted.value if counted is not None else None,
+                 "tokens_are_samples": getattr(self._m, "token_unit", "tokens") == "samples"}
+        out, checks = {}, {}
+        for index, reading in readings.items():
+            from trainmeter.gpu.amdsmi_backend import LADDER_SOURCES, REASON_AMD_NO_ACTIVITY  # not before a device
+
+            dev = self._device(index)
+            amd = getattr(dev, "gpm_reason", None) == REASON_AMD_NO_ACTIVITY  # the ladder's source texts differ
+            out[index] = build_ladder(reading, mfu=mfu, mfu_missing=missing, mfu_provenance=provenance, **flop,
+                                      device_name=getattr(dev, "name", None), sources=LADDER_SOURCES if amd else None)
+            checks[index] = cross_check(out[index].ofu, tensor_activity=getattr(reading, "tensor_activity", None),
+                                        **judge)
+        self.crosschecks = checks
+        return out
 
     def _device(self, index: int) -> Any:
         """The sampler's :class:`~trainmeter.gpu.backend.GpuDeviceInfo` for ``index`` (devices map index to info)."""
         devices = getattr(self.sampler, "devices", None) or {}
         return devices.get(index) if isinstance(devices, dict) else None
-
-    def _sources(self, index: int) -> dict[str, str] | None:
-        """The ladder's source texts for a device another backend than NVML reads (amdsmi), else ``None``."""
-        from trainmeter.gpu.amdsmi_backend import LADDER_SOURCES, REASON_AMD_NO_ACTIVITY
-
-        dev = self._device(index)
-        return LADDER_SOURCES if getattr(dev, "gpm_reason", None) == REASON_AMD_NO_ACTIVITY else None
 
     def _device_name(self, index: int) -> str | None:
         return getattr(self._device(index), "name", None) or None
@@ -173,22 +166,17 @@ class GpuExtension(ExtensionBase):
         self._warn_open_error()
         m = self._m
         latest = self.sampler.latest()
+        self.ladders = self._build(latest)
         out: dict[str, Any] = {}
-        t_s = report.elapsed_s
         for index, sample in latest.items():
             row = {field: getattr(sample, field, None) for field in (
                 "util_gpu", "sm_activity", "tensor_activity", "dram_bw_util", "mem_used_bytes", "power_w",
                 "temperature_c", "sm_clock_mhz")}
-            out[str(index)] = row
-            if m is not None:
-                for field, short in _SERIES:
-                    value = row.get(field)
-                    if value is not None:
-                        m.record_at(f"gpu{index}.{short}", t_s, value)
-        self.ladders = self._build(latest)
-        for index, ladder in self.ladders.items():
-            out[str(index)]["ladder"] = ladder.sentence
-            out[str(index)]["crosscheck"] = self.crosschecks[index].sentence
+            out[str(index)] = {**row, "ladder": self.ladders[index].sentence,
+                               "crosscheck": self.crosschecks[index].sentence}
+            for field, short in _SERIES:
+                if m is not None and row[field] is not None:
+                    m.record_at(f"gpu{index}.{short}", report.elapsed_s, row[field])
         if not latest and self.sampler.unavailable_reason:
             out["unavailable"] = self.sampler.unavailable_reason
         return out
@@ -225,8 +213,6 @@ class GpuExtension(ExtensionBase):
 
     def passport_section(self) -> dict[str, Any]:
         """The passport's ``gpu`` section."""
-        from trainmeter.gpu.passport import gpu_passport_from_sampler, training_averages
-
         if self.sampler is None:
             return {"available": False, "reason": "GPU sampling did not start"}
         compute = self._compute()
@@ -236,3 +222,70 @@ class GpuExtension(ExtensionBase):
         self.section = gpu_passport_from_sampler(self.sampler, ladders=self.ladders, peaks_used=peaks_used)
         self.section["crosscheck"] = {str(i): c.to_dict() for i, c in sorted(self.crosschecks.items())}
         return self.section
+
+
+def training_averages(sampler: GpuSampler) -> tuple[Mapping[int, GpuAverages], str]:
+    """The sampler's means over the training window when it holds samples, else over the whole run, and which."""
+    window = sampler.window_averages()
+    if any(a.n_samples > 0 for a in window.values()):
+        return window, "training window"
+    return sampler.averages(), "whole run"
+
+
+def gpu_passport_from_sampler(sampler: GpuSampler, *, ladders: Mapping[int, Ladder] | None = None,
+                              peaks_used: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The ``gpu`` section from a (stopped or running) sampler; ``available`` False with ``reason`` when nothing was
+    sampled. Averages cover :func:`training_averages`; ``ladders`` default to ones built from them (without MFU); a
+    MIG-enabled GPU's latest sample gives ``mig_gpm``."""
+    from trainmeter.gpu.ladder import build_ladder
+
+    averages, span = training_averages(sampler)
+    devices, status, latest = sampler.devices, sampler.status(), sampler.latest()
+    unavailable_reason, selection = sampler.unavailable_reason, sampler.selection
+    missing = [unavailable_reason] if unavailable_reason else []
+    missing += selection.notes if selection is not None else ()
+    out_devices = []
+    out_ladders = []
+    for index in sorted(devices):
+        info, st, avg = devices[index], status.get(index), averages.get(index)
+        entry: dict[str, Any] = {"index": index, **{k: getattr(info, k) for k in (
+            "name", "uuid", "mem_total_bytes", "mig_enabled", "gpm_supported", "gpm_reason")},
+            "mem_used_peak_bytes": None if avg is None else avg.mem_used_peak_bytes,
+            "n_samples": 0 if avg is None else avg.n_samples}
+        if info.mig_enabled:
+            entry.update(_mig_entry(latest.get(index)))
+        if st is not None:
+            entry.update(n_errors=st.n_errors, stopped_reason=st.stopped_reason)
+        whys = (entry.get("mig_gpm_reason"), info.reason, st.stopped_reason if st is not None else None)
+        missing += [f"GPU {index}: {why}" for why in whys if why]
+        out_devices.append(entry)
+        ladder = (ladders or {}).get(index)
+        if ladder is None and avg is not None and avg.n_samples > 0:  # without MFU
+            ladder = build_ladder(avg, device_name=info.name)
+        if ladder is not None:
+            out_ladders.append(_ladder_dict(index, ladder))
+            missing.extend(f"GPU {index}: {r.label}: {r.missing}" for r in ladder.rungs if r.missing and r.key != "mfu")
+    selected = None if selection is None else {"indices": list(selection.indices), "provenance": selection.provenance,
+                                               "how": selection.how, "notes": list(selection.notes)}
+    return {"available": bool(out_devices) and not unavailable_reason, "reason": unavailable_reason,
+            "driver_version": sampler.driver_version, "selection": selected, "devices": out_devices,
+            "peaks_used": {"value": None, "note": PEAKS_PLACEHOLDER_NOTE} if peaks_used is None else dict(peaks_used),
+            "averaged_over": span, "ladder": out_ladders, "missing": list(dict.fromkeys(missing))}
+
+
+def _ladder_dict(index: int, ladder: Ladder) -> dict[str, Any]:
+    rungs = {r.key: {"value": r.value, "source": r.source, "provenance": r.provenance, "missing": r.missing}
+             for r in ladder.rungs}
+    return {"index": index, "rungs": rungs, "dram_bw_util": ladder.dram_bw_util.value, "ofu": ladder.ofu.to_dict(),
+            "arithmetic_intensity": ladder.arithmetic_intensity.to_dict(), "falloff": ladder.falloff,
+            "sentence": ladder.sentence}
+
+
+def _mig_entry(sample: GpuSample | None) -> dict[str, Any]:
+    """GPM per MIG GPU instance from a MIG-enabled GPU's latest sample (``mig_gpm``), or why there is none."""
+    if sample is None:
+        return {"mig_gpm": [], "mig_gpm_reason": "no sample of this GPU yet"}
+    rows = [{"gpu_instance_id": m.gpu_instance_id, "uuid": m.uuid, "gpm_window_s": m.gpm_window_s,
+             **dict(m.values), "missing": dict(m.unavailable)} for m in sample.mig_gpm]
+    return {"mig_gpm": rows, "mig_gpm_reason": sample.mig_gpm_reason}
+

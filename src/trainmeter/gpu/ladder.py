@@ -1,15 +1,25 @@
 """The utilization ladder: GPU-Util -> SM activity -> tensor activity -> MFU, and where it falls off. Pure.
 
 Beside the rungs: OFU (an estimate after Pedersen et al., arXiv 2605.20799), DRAM bandwidth utilization and the
-arithmetic intensity. The fall-off rules and their sentence: docs/spec.md section 8 (thresholds below).
+arithmetic intensity. The fall-off rules and their sentence: docs/spec.md section 8 (thresholds below). Formula vs
+hardware: the model-FLOPs MFU checked against what the tensor pipes report doing, r = formula MFU / OFU judged against
+:data:`DISAGREE_FACTOR` either way; outside the band the rules of section 8, "Formula vs hardware", name the likely
+cause (first match).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from trainmeter.core.provenance import Derivation, Input, Provenance
+
+if TYPE_CHECKING:
+    from trainmeter.gpu.backend import GpuSample
+    from trainmeter.gpu.device_state import GpuAverages
+
+    LadderInputs = GpuSample | GpuAverages  # what the ladder reads: a sample or averages
 
 GPU_UTIL_LOW = 0.70
 SM_ACTIVITY_LOW = 0.50
@@ -50,19 +60,6 @@ SOURCES = {"gpu_util": "NVML nvmlDeviceGetUtilizationRates().gpu (share of time 
 LABELS = {"gpu_util": "GPU-Util", "sm_activity": "SM activity", "tensor_activity": "tensor activity", "mfu": "MFU"}
 
 
-class LadderInputs(Protocol):
-    """What the ladder reads: a :class:`~trainmeter.gpu.backend.GpuSample` or averages."""
-
-    util_gpu: float | None
-    sm_activity: float | None
-    tensor_activity: float | None
-    dram_bw_util: float | None
-    sm_clock_mhz: float | None
-    sm_clock_max_mhz: float | None
-
-    def unavailable_reason(self, name: str) -> str | None: ...
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Rung:
     """One rung (``gpu_util``, ``sm_activity``, ``tensor_activity``, ``mfu``, ``dram_bw_util``): a fraction 0-1 or
@@ -98,10 +95,13 @@ def build_ladder(g: LadderInputs, *, mfu: float | None = None, mfu_source: str =
                  mfu_provenance: Provenance = "counted", mfu_missing: str | None = None,
                  flop_per_s: float | None = None, flop_source: str = "model FLOP/s",
                  flop_provenance: Provenance = "counted", peak_dram_bytes_per_s: float | None = None,
-                 peak_dram_source: str = "", sources: dict[str, str] | None = None) -> Ladder:
+                 peak_dram_source: str = "", sources: dict[str, str] | None = None,
+                 device_name: str | None = None) -> Ladder:
     """Build the ladder from GPU readings ``g`` (a sample or averages) and, optionally, MFU (0-1); ``flop_per_s``
-    (model FLOP/s per device) and ``peak_dram_*`` (gpu/dram_peaks.py) give the arithmetic intensity; ``sources``:
-    per-rung texts overriding :data:`SOURCES` (amdsmi's)."""
+    (model FLOP/s per device) and ``peak_dram_*`` (default: :func:`peak_dram_bandwidth` of ``device_name``) give the
+    arithmetic intensity; ``sources``: per-rung texts overriding :data:`SOURCES` (amdsmi's)."""
+    if peak_dram_bytes_per_s is None and device_name:
+        peak_dram_bytes_per_s, peak_dram_source = peak_dram_bandwidth(device_name) or (None, "")
 
     def measured(key: str) -> Rung:
         name = "util_gpu" if key == "gpu_util" else key  # rung key -> GpuSample field
@@ -119,6 +119,44 @@ def build_ladder(g: LadderInputs, *, mfu: float | None = None, mfu_source: str =
     falloff, sentence = diagnose(rungs, ofu=ofu.value, dram_bw_util=dram.value)
     return Ladder(rungs=rungs, ofu=ofu, dram_bw_util=dram, arithmetic_intensity=intensity, falloff=falloff,
                   sentence=sentence)
+
+
+# Datasheet peak DRAM bandwidth per GPU model (docs/spec.md section 8): (regex on the lower-cased NVML product name,
+# NVIDIA's datasheet GB/s (decimal), model label), tried in order, most specific first; no match: None, never a guess
+_DRAM_RULES: tuple[tuple[str, float, str], ...] = (
+    (r"gh200.*144g", 4900, "GH200 144GB HBM3e"),
+    (r"gh200", 4000, "GH200 96GB HBM3"),
+    (r"gb200", 8000, "GB200"),
+    (r"\bb200\b", 7700, "B200 (HGX)"),
+    (r"\bb100\b", 8000, "B100"),
+    (r"h200.*nvl", 4800, "H200 NVL"),
+    (r"\bh200\b", 4800, "H200 SXM"),
+    (r"h100.*nvl", 3900, "H100 NVL"),
+    (r"h100.*pcie", 2000, "H100 PCIe"),
+    (r"h100.*(hbm3|sxm)", 3350, "H100 SXM"),
+    (r"a100.*pcie.*80gb|a100 80gb pcie", 1935, "A100 80GB PCIe"),
+    (r"a100.*80gb", 2039, "A100 80GB SXM"),
+    (r"a100.*40gb", 1555, "A100 40GB"),
+    (r"\bl40s\b", 864, "L40S"),
+    (r"\bl4\b", 300, "L4"),
+    (r"\ba10g\b", 600, "A10G"),
+    (r"\ba10\b", 600, "A10"),
+    (r"\bt4\b", 320, "T4"),
+    (r"v100s", 1134, "V100S PCIe"),
+    (r"v100-sxm2", 900, "V100 SXM2"),
+    (r"rtx 5090", 1792, "GeForce RTX 5090"),
+    (r"rtx 4090", 1008, "GeForce RTX 4090"),
+    (r"rtx 3090", 936, "GeForce RTX 3090"),
+)
+
+
+def peak_dram_bandwidth(name: str) -> tuple[float, str] | None:
+    """``(bytes_per_s, source_text)`` for an NVML name (``"NVIDIA H100 80GB HBM3"``), or ``None`` (not in the table)."""
+    key = name.lower().strip()
+    for pattern, gb_per_s, label in _DRAM_RULES:
+        if re.search(pattern, key):
+            return gb_per_s * 1e9, f"{label}: {gb_per_s:g} GB/s, NVIDIA datasheet (nvml-gpm.md section 4)"
+    return None
 
 
 def _ofu(g: LadderInputs) -> Derivation:
@@ -169,22 +207,20 @@ def _pct(value: float) -> str:
 def diagnose(rungs: tuple[Rung, ...], *, ofu: float | None = None,
              dram_bw_util: float | None = None) -> tuple[str | None, str]:
     """Apply the fall-off rules (docs/spec.md section 8) to the four rungs: ``(falloff key or None, sentence)``."""
-    previous: Rung | None = None
-    known: list[Rung] = []
+    known: list[Rung] = []  # the rungs passed so far; the last one is the rung above
     for rung in rungs:
         if rung.value is None:
             continue
-        cause = _cause(rung, ofu=ofu, dram_bw_util=dram_bw_util)
+        cause = _cause(rung, rung.value, ofu=ofu, dram_bw_util=dram_bw_util)
         if cause is not None:
-            if previous is None:
+            if not known:
                 return rung.key, f"{rung.label} {_pct(rung.value)}: {cause}."
-            head = f"{previous.label} {_pct(previous.value or 0.0)} but {rung.label} {_pct(rung.value)}"
+            head = f"{known[-1].label} {_pct(known[-1].value or 0.0)} but {rung.label} {_pct(rung.value)}"
             if rung.key == "tensor_activity" and cause == CAUSE_MEMORY_BOUND and dram_bw_util is not None:
                 head += f" with DRAM bandwidth {_pct(dram_bw_util)}"
             if rung.key == "mfu" and cause == CAUSE_UNCOUNTED and ofu is not None:
                 head += f" (OFU estimate {_pct(ofu)})"
             return rung.key, f"{head}: {cause}."
-        previous = rung
         known.append(rung)
     if not known:
         reason = rungs[0].missing if rungs else None
@@ -195,10 +231,7 @@ def diagnose(rungs: tuple[Rung, ...], *, ofu: float | None = None,
     return None, f"No fall-off: {listed}{tail}."
 
 
-def _cause(rung: Rung, *, ofu: float | None, dram_bw_util: float | None) -> str | None:
-    v = rung.value
-    if v is None:
-        return None
+def _cause(rung: Rung, v: float, *, ofu: float | None, dram_bw_util: float | None) -> str | None:
     if rung.key == "gpu_util" and v < GPU_UTIL_LOW:
         return CAUSE_IDLE
     if rung.key == "sm_activity" and v < SM_ACTIVITY_LOW:
@@ -225,3 +258,85 @@ def ladder_panel_rows(ladder: Ladder) -> list[dict[str, Any]]:
         rows.append({"label": label, "value": d.value, "unit": unit, "provenance": "measured",
                      "note": d.missing or d.formula})
     return rows
+
+
+# --- formula vs hardware -----------------------------------------------------------------------------------
+
+DISAGREE_FACTOR = 2.0  # formula and hardware disagree when one is more than this many times the other
+SAMPLES_RATIO = 1.0 / 16.0  # a formula this far below the hardware counts samples, not tokens (S >= 16 lost)
+LOW_TENSOR = 0.20
+
+CAUSE_SAMPLES = ("a model counted in samples: tokens/s counts sequences, not tokens, so F x tokens/s is short "
+                 "by the sequence length (pass token counts, or --seq-len with samples)")
+CAUSE_CONVENTION = ("the convention's attention term or S is wrong: the counted (FlopCounterMode) FLOPs agree with "
+                    "the tensor pipes, the convention's do not (check --seq-len and the convention)")
+CAUSE_OUTSIDE = ("work outside the tensor cores: the formula's FLOPs run as FP32, elementwise or non-tensor math "
+                 "the tensor pipes do not see (autocast to bf16/fp16, or enable TF32)")
+CAUSE_PEAK = ("wrong peak or dtype: the peak divided by is not the rate of the dtype the tensor cores run (e.g. a "
+              "BF16 peak for TF32 or FP8 matmuls, or a declared peak off)")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CrossCheck:
+    """Formula MFU beside the tensor pipes' view (OFU x dense peak, FLOP/s), ``ratio`` formula_mfu / ofu and the
+    ``verdict`` (``agree``, ``formula_high``, ``formula_low``, ``None``: not judged): docs/spec.md section 8."""
+
+    observed_flops_per_s: Derivation
+    ofu: float | None
+    formula_mfu: float | None
+    counted_mfu: float | None
+    ratio: float | None
+    verdict: str | None
+    cause: str | None
+    sentence: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form for the passport."""
+        return {"observed_flops_per_s": self.observed_flops_per_s.value, "ofu": self.ofu,
+                "formula_mfu": self.formula_mfu, "counted_mfu": self.counted_mfu, "ratio": self.ratio,
+                "verdict": self.verdict, "cause": self.cause, "sentence": self.sentence,
+                "factor": DISAGREE_FACTOR, "derivation": self.observed_flops_per_s.to_dict()}
+
+
+def cross_check(ofu: Derivation, *, tensor_activity: float | None, peak_flops_per_s: float | None,
+                peak_source: str = "dense peak", formula_mfu: float | None, counted_mfu: float | None = None,
+                tokens_are_samples: bool = False) -> CrossCheck:
+    """Compare the formula MFU (and the ``counted`` one) with the ladder's ``ofu`` derivation; the dense peak in
+    FLOP/s and GPM ``tensor_activity`` (0-1) may be ``None``; ``tokens_are_samples``: the run counts samples."""
+    peak_in = Input(name="peak", value=peak_flops_per_s, unit="FLOP/s", provenance="detected", source=peak_source)
+    ofu_in = Input(name="ofu", value=ofu.value, unit="fraction", provenance="measured", source=ofu.formula)
+    missing = None
+    if ofu.value is None:
+        missing = f"OFU: {ofu.missing}"
+    elif not peak_flops_per_s:
+        missing = "no dense peak for this device and dtype"
+    observed = Derivation(name="observed_tensor_flops_per_s", formula="ofu x peak",
+                          value=None if missing else ofu.value * peak_flops_per_s, unit="FLOP/s",
+                          inputs=(ofu_in, peak_in), missing=missing)
+    base = dict(observed_flops_per_s=observed, ofu=ofu.value, formula_mfu=formula_mfu, counted_mfu=counted_mfu)
+    if ofu.value is None or formula_mfu is None:
+        need = f"OFU ({ofu.missing})" if ofu.value is None else "MFU by formula (a convention and a peak)"
+        return CrossCheck(**base, ratio=None, verdict=None, cause=None,
+                          sentence=f"Formula vs hardware: not judged, needs {need}.")
+    if ofu.value <= 0:
+        return CrossCheck(**base, ratio=None, verdict=None, cause=None,
+                          sentence="Formula vs hardware: not judged, the tensor pipes read idle (OFU 0%).")
+    ratio = formula_mfu / ofu.value
+    head = f"Formula MFU {_pct(formula_mfu)} vs tensor pipes (OFU) {_pct(ofu.value)}"
+    if 1.0 / DISAGREE_FACTOR <= ratio <= DISAGREE_FACTOR:
+        return CrossCheck(**base, ratio=ratio, verdict="agree", cause=None,
+                          sentence=f"{head}: agree within {DISAGREE_FACTOR:g}x.")
+    low = ratio < 1.0 / DISAGREE_FACTOR
+    if low and (tokens_are_samples or ratio < SAMPLES_RATIO):
+        cause = CAUSE_SAMPLES
+    elif counted_mfu is not None and 1.0 / DISAGREE_FACTOR <= counted_mfu / ofu.value <= DISAGREE_FACTOR:
+        cause = CAUSE_CONVENTION
+    elif not low and tensor_activity is not None and tensor_activity < LOW_TENSOR:
+        cause = CAUSE_OUTSIDE
+    else:
+        cause = CAUSE_PEAK
+    verdict = "formula_low" if low else "formula_high"
+    side = "below" if low else "above"
+    return CrossCheck(**base, ratio=ratio, verdict=verdict, cause=cause,
+                      sentence=f"{head}: the formula is {ratio:.2g}x the hardware, {side} the "
+                               f"{DISAGREE_FACTOR:g}x band; likely {cause}.")

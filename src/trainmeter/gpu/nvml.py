@@ -43,12 +43,11 @@ def open_nvml(*, clock: Clock | None = None, pids: Iterable[int] | None = None, 
 
 def _init_reason(nv: Any, exc: BaseException) -> str | None:
     code = getattr(exc, "value", None)
-    if code == getattr(nv, "NVML_ERROR_LIBRARY_NOT_FOUND", 12):
-        return REASON_LIBRARY_NOT_FOUND
-    if code == getattr(nv, "NVML_ERROR_DRIVER_NOT_LOADED", 9):
-        return REASON_DRIVER_NOT_LOADED
-    if code == getattr(nv, "NVML_ERROR_NO_PERMISSION", 4):
-        return "NVML refused to start (no permission)"
+    for name, default, reason in (("NVML_ERROR_LIBRARY_NOT_FOUND", 12, REASON_LIBRARY_NOT_FOUND),
+                                  ("NVML_ERROR_DRIVER_NOT_LOADED", 9, REASON_DRIVER_NOT_LOADED),
+                                  ("NVML_ERROR_NO_PERMISSION", 4, "NVML refused to start (no permission)")):
+        if code == getattr(nv, name, default):
+            return reason
     return None
 
 
@@ -79,12 +78,9 @@ class NvmlBackend:
     def sample(self, index: int) -> GpuSample:
         """Raises :class:`GpuUnavailableError`: fatal when lost, unopened or closed; not when NVML was shut down."""
         dev = self._devices[index]
-        if self._closed:
-            raise GpuUnavailableError("the NVML backend is closed", fatal=True)
-        if dev.handle is None:
-            raise GpuUnavailableError(dev.info.reason or "device not opened", fatal=True)
-        if dev.lost_reason is not None:
-            raise GpuUnavailableError(dev.lost_reason, fatal=True)
+        unopened = (dev.info.reason or "device not opened") if dev.handle is None else dev.lost_reason
+        if self._closed or unopened is not None:
+            raise GpuUnavailableError("the NVML backend is closed" if self._closed else unopened, fatal=True)
         with dev.lock:
             return sample_device(self._nv, dev, self._clock(), self._pids)
 

@@ -1,18 +1,24 @@
 """One NVML device: its state, the choke point every NVML call goes through, its facts at open, its samples.
 
 :func:`query` maps NVML's errors to reasons (docs/spec.md section 8), cached per device. ``pynvml`` is passed in.
-Thread safety: a device's state is guarded by its ``lock``; callers hold it once sampling threads share it.
+GPM (Hopper+): two rotating samples per device (or per MIG GPU instance); the first tick only primes the pair, one
+within 100 ms of the previous repeats its values. Thread safety: a device's state (its GPM pairs too) is guarded by
+its ``lock``; callers hold it once sampling threads share it.
 """
 
 from __future__ import annotations
 
+import math
 import threading
-from collections.abc import Callable, Collection
+from collections.abc import Collection
 from typing import Any
 
 from trainmeter.gpu.backend import (
+    GPM_FIELDS,
+    GPM_METRICS,
     MIG_GPM_WHAT,
     REASON_GPM_DRIVER_TOO_OLD,
+    REASON_GPM_FIRST_SAMPLE,
     REASON_GPM_NO_PERMISSION,
     REASON_GPM_NOT_SUPPORTED,
     REASON_GPU_LOST,
@@ -27,13 +33,98 @@ from trainmeter.gpu.backend import (
     reason_driver_too_old,
     reason_no_permission,
     reason_not_supported,
+    safe,
     throttle_reason_names,
 )
-from trainmeter.gpu.nvml_gpm import GpmPair, GpmResult, all_missing
 
 NVML_MEMORY_V2 = 0x02000028  # nvmlMemory_v2's version tag: nvmlDeviceGetMemoryInfo counts reserved memory apart
 NVML_CLOCK_SM = 1
 NVML_TEMPERATURE_GPU = 0
+
+GPM_MIN_INTERVAL_S = 0.1  # nvml.h: the interval between two GPM samples "should be greater than 100ms"
+
+GpmResult = tuple[dict[str, float], dict[str, str], "float | None"]  # (values, reasons by field, window_s)
+
+
+def all_missing(reason: str) -> GpmResult:
+    """Every GPM field ``None`` with ``reason``."""
+    return {}, dict.fromkeys(GPM_FIELDS, reason), None
+
+
+class GpmPair:
+    """The two GPM sample buffers of one device (``handle``), used ping-pong; ``gpu_instance_id``: a MIG GPU instance
+    of it (``nvmlGpmMigSampleGet``), ``None`` for the whole device."""
+
+    def __init__(self, nv: Any, handle: Any, gpu_instance_id: int | None = None) -> None:
+        self._nv = nv
+        self._handle = handle
+        self._gi = gpu_instance_id
+        self._bufs: list[Any] = []
+        self._struct: Any = None
+        self._t_prev: float | None = None
+        self._last: GpmResult = ({}, {}, None)
+
+    def read(self, now_s: float) -> GpmResult:
+        """One tick at ``now_s``; a GPM call's ``pynvml.NVMLError`` is raised for the caller to map."""
+        nv = self._nv
+        if not self._bufs:
+            self._bufs = [nv.nvmlGpmSampleAlloc(), nv.nvmlGpmSampleAlloc()]
+            self._struct = nv.c_nvmlGpmMetricsGet_t()
+        if self._t_prev is None:
+            self._sample(self._bufs[0])
+            self._t_prev = now_s
+            return all_missing(REASON_GPM_FIRST_SAMPLE)
+        window_s = now_s - self._t_prev
+        if window_s < GPM_MIN_INTERVAL_S:
+            return self._last
+        self._sample(self._bufs[1])  # bufs[0] holds the older sample
+        mg = self._struct
+        mg.version = nv.NVML_GPM_METRICS_GET_VERSION
+        mg.numMetrics = len(GPM_METRICS)
+        mg.sample1, mg.sample2 = self._bufs
+        for i, (metric_id, _, _) in enumerate(GPM_METRICS):
+            mg.metrics[i].metricId = metric_id
+            mg.metrics[i].nvmlReturn = 0
+            mg.metrics[i].value = 0.0
+        nv.nvmlGpmMetricsGet(mg)
+        self._t_prev = now_s
+        self._bufs.reverse()  # ping-pong: the newer sample is the next tick's older one
+        self._last = _parse(mg, window_s)
+        return self._last
+
+    def _sample(self, buf: Any) -> None:
+        if self._gi is None:
+            self._nv.nvmlGpmSampleGet(self._handle, buf)
+        else:
+            self._nv.nvmlGpmMigSampleGet(self._handle, self._gi, buf)
+
+    def restart(self) -> None:
+        """Forget the older sample: the next tick primes the pair again."""
+        self._t_prev = None
+
+    def free(self) -> None:
+        """Free both buffers; never raises."""
+        for buf in self._bufs:
+            safe(lambda buf=buf: self._nv.nvmlGpmSampleFree(buf))
+        self._bufs = []
+        self._t_prev = None
+
+
+def _parse(mg: Any, window_s: float) -> GpmResult:
+    values: dict[str, float] = {}
+    reasons: dict[str, str] = {}
+    for i, (metric_id, fld, scale) in enumerate(GPM_METRICS):
+        metric = mg.metrics[i]
+        value = float(metric.value)
+        if int(metric.nvmlReturn) != 0:
+            reasons[fld] = reason_not_supported(f"GPM metric {metric_id}")
+        elif not math.isfinite(value):
+            reasons[fld] = f"GPM metric {metric_id} not valid for this interval"
+        elif scale < 1:  # percent -> fraction, clamped
+            values[fld] = min(max(value * scale, 0.0), 1.0)
+        else:
+            values[fld] = max(value * scale, 0.0)
+    return values, reasons, window_s
 
 
 class NvmlDevice:
@@ -49,8 +140,7 @@ class NvmlDevice:
         self.lost_reason: str | None = None
         self.gpm_ok = False
         self.gpm_reason: str | None = None
-        self.gpm: GpmPair | None = None
-        self.mig_gpm: dict[int, GpmPair] = {}  # per MIG GPU instance id
+        self.gpm: dict[int | None, GpmPair] = {}  # per MIG GPU instance id; None: the whole GPU
         self.mig_reason: str | None = None  # why a MIG-enabled GPU has no GPM per instance
 
 
@@ -93,10 +183,9 @@ def query(nv: Any, dev: NvmlDevice, key: str, what: str, *calls: tuple[Any, ...]
     return None, reason
 
 
-def query_memory(nv: Any, dev: NvmlDevice, handle: Any) -> tuple[Any, str | None]:
-    """The device's memory info (v2 where the driver has it, else v1) and why it is missing, through :func:`query`."""
-    return query(nv, dev, "memory", "memory", (nv.nvmlDeviceGetMemoryInfo, handle, NVML_MEMORY_V2),
-                 (nv.nvmlDeviceGetMemoryInfo, handle))
+def _memory_calls(nv: Any, handle: Any) -> tuple[tuple[Any, ...], ...]:
+    """The memory info call: v2 (reserved memory counted apart) where the driver has it, else v1."""
+    return (nv.nvmlDeviceGetMemoryInfo, handle, NVML_MEMORY_V2), (nv.nvmlDeviceGetMemoryInfo, handle)
 
 
 def open_device(nv: Any, index: int) -> NvmlDevice:
@@ -109,7 +198,7 @@ def open_device(nv: Any, index: int) -> NvmlDevice:
     dev.handle = handle
     name, _ = query(nv, dev, "name", "name", (nv.nvmlDeviceGetName, handle))
     uuid, _ = query(nv, dev, "uuid", "UUID", (nv.nvmlDeviceGetUUID, handle))
-    mem, _ = query_memory(nv, dev, handle)
+    mem, _ = query(nv, dev, "memory", "memory", *_memory_calls(nv, handle))
     pci, _ = query(nv, dev, "pci", "PCI info", (nv.nvmlDeviceGetPciInfo, handle))
     mig, _ = query(nv, dev, "mig", "MIG mode", (nv.nvmlDeviceGetMigMode, handle))
     mig_enabled = None if mig is None else bool(mig[0])
@@ -124,8 +213,8 @@ def open_device(nv: Any, index: int) -> NvmlDevice:
     dev.info = GpuDeviceInfo(index=index, name=str(name or ""), uuid=str(uuid or ""),
                              mem_total_bytes=None if mem is None else int(mem.total), mig_enabled=mig_enabled,
                              gpm_supported=dev.gpm_ok, gpm_reason=dev.gpm_reason,
-                             pci_bus_id=None if pci is None else _text(pci.busId), pci_device_id=_device_id(pci),
-                             mig_instances=instances)
+                             pci_bus_id=None if pci is None else _text(pci.busId), mig_instances=instances,
+                             pci_device_id=safe(lambda: int(pci.pciDeviceId) >> 16))  # device << 16 | vendor (0x10DE)
     return dev
 
 
@@ -156,80 +245,62 @@ def _gpm_reason(why: str | None) -> str:
     return REASON_GPM_NOT_SUPPORTED
 
 
-def _device_id(pci: Any) -> int | None:
-    """The PCI device id: ``pciDeviceId`` is ``device << 16 | vendor`` (0x10DE); ``None`` when unreadable."""
-    try:
-        return int(pci.pciDeviceId) >> 16 if pci is not None else None
-    except (AttributeError, TypeError, ValueError):
-        return None
-
-
 def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _readings(nv: Any, h: Any) -> tuple[tuple[Any, ...], ...]:
+    """Each NVML read of a sample: ``(query key, what, calls with fallbacks, ((GpuSample field, convert), ...))``."""
+    return (("util", "GPU-Util", ((nv.nvmlDeviceGetUtilizationRates, h),),
+             (("util_gpu", lambda u: u.gpu / 100.0), ("mem_activity", lambda u: u.memory / 100.0))),
+            ("memory", "memory", _memory_calls(nv, h),
+             (("mem_used_bytes", lambda m: int(m.used)), ("mem_total_bytes", lambda m: int(m.total)))),
+            ("power", "power draw", ((nv.nvmlDeviceGetPowerUsage, h),), (("power_w", lambda mw: mw / 1000.0),)),
+            ("power_limit", "power limit", ((nv.nvmlDeviceGetEnforcedPowerLimit, h),),
+             (("power_limit_w", lambda mw: mw / 1000.0),)),
+            ("sm_clock", "SM clock", ((nv.nvmlDeviceGetClockInfo, h, NVML_CLOCK_SM),), (("sm_clock_mhz", float),)),
+            ("temperature", "temperature", ((nv.nvmlDeviceGetTemperatureV, h, NVML_TEMPERATURE_GPU),
+                                            (nv.nvmlDeviceGetTemperature, h, NVML_TEMPERATURE_GPU)),
+             (("temperature_c", float),)),
+            ("throttle", "clock-event reasons", ((nv.nvmlDeviceGetCurrentClocksEventReasons, h),
+                                                 (nv.nvmlDeviceGetCurrentClocksThrottleReasons, h)),
+             (("throttle_reasons", lambda mask: throttle_reason_names(int(mask))),)))
 
 
 def sample_device(nv: Any, dev: NvmlDevice, now_s: float, pids: Collection[int]) -> GpuSample:
     """Read every field of ``dev`` at ``now_s``; an unsupported one is missing with its reason. Hold ``dev.lock``.
     ``GpuUnavailableError``: the device is lost (fatal) or NVML was shut down (not fatal)."""
     h = dev.handle
-    values: dict[str, Any] = {}
-    missing: dict[str, str] = {}
-
-    def put(fld: str, value: Any, reason: str | None) -> None:
-        if value is None:
-            missing[fld] = reason or "not available"
-        else:
-            values[fld] = value
-
-    util, why = query(nv, dev, "util", "GPU-Util", (nv.nvmlDeviceGetUtilizationRates, h))
-    if util is None and dev.info.mig_enabled:
-        why = REASON_MIG
-    put("util_gpu", None if util is None else util.gpu / 100.0, why)
-    put("mem_activity", None if util is None else util.memory / 100.0, why)
-    mem, why = query_memory(nv, dev, h)
-    put("mem_used_bytes", None if mem is None else int(mem.used), why)
-    put("mem_total_bytes", None if mem is None else int(mem.total), why)
-    power, why = query(nv, dev, "power", "power draw", (nv.nvmlDeviceGetPowerUsage, h))
-    put("power_w", None if power is None else power / 1000.0, why)
-    limit, why = query(nv, dev, "power_limit", "power limit", (nv.nvmlDeviceGetEnforcedPowerLimit, h))
-    put("power_limit_w", None if limit is None else limit / 1000.0, why)
-    clock, why = query(nv, dev, "sm_clock", "SM clock", (nv.nvmlDeviceGetClockInfo, h, NVML_CLOCK_SM))
-    put("sm_clock_mhz", None if clock is None else float(clock), why)
-    if "sm_clock_max" not in dev.cached:
+    got: dict[str, tuple[Any, str | None]] = {}  # field -> (value, or None and why)
+    for key, what, calls, outs in _readings(nv, h):
+        value, why = query(nv, dev, key, what, *calls)
+        why = REASON_MIG if value is None and key == "util" and dev.info.mig_enabled else why
+        got.update((fld, (None if value is None else convert(value), why)) for fld, convert in outs)
+    if "sm_clock_max" not in dev.cached:  # static: read once
         dev.cached["sm_clock_max"] = query(nv, dev, "sm_clock_max", "max SM clock",
                                            (nv.nvmlDeviceGetMaxClockInfo, h, NVML_CLOCK_SM))
     clock_max, why = dev.cached["sm_clock_max"]
-    put("sm_clock_max_mhz", None if not clock_max else float(clock_max), why)
-    temp, why = query(nv, dev, "temperature", "temperature", (nv.nvmlDeviceGetTemperatureV, h, NVML_TEMPERATURE_GPU),
-                      (nv.nvmlDeviceGetTemperature, h, NVML_TEMPERATURE_GPU))
-    put("temperature_c", None if temp is None else float(temp), why)
-    mask, why = query(nv, dev, "throttle", "clock-event reasons", (nv.nvmlDeviceGetCurrentClocksEventReasons, h),
-                      (nv.nvmlDeviceGetCurrentClocksThrottleReasons, h))
-    put("throttle_reasons", None if mask is None else throttle_reason_names(int(mask)), why)
-    _process_memory(nv, dev, pids, put)
+    got["sm_clock_max_mhz"] = (float(clock_max) if clock_max else None, why)
+    got["process_mem_bytes"] = _process_memory(nv, dev, pids)
     gpm_values, gpm_missing, window_s = gpm_tick(nv, dev, now_s)
-    values.update(gpm_values)
-    missing.update(gpm_missing)
+    got.update((fld, (None, why)) for fld, why in gpm_missing.items())
+    got.update((fld, (value, None)) for fld, value in gpm_values.items())
     mig_gpm, mig_reason = mig_gpm_tick(nv, dev, now_s)
     return GpuSample(index=dev.index, t_s=now_s, gpm_window_s=window_s, mig_gpm=mig_gpm, mig_gpm_reason=mig_reason,
-                     unavailable=tuple((k, v) for k, v in missing.items() if values.get(k) is None),
-                     **{k: v for k, v in values.items() if v is not None})
+                     unavailable=tuple((k, why or "not available") for k, (v, why) in got.items() if v is None),
+                     **{k: v for k, (v, _) in got.items() if v is not None})
 
 
-def _process_memory(nv: Any, dev: NvmlDevice, pids: Collection[int],
-                    put: Callable[[str, Any, str | None], None]) -> None:
+def _process_memory(nv: Any, dev: NvmlDevice, pids: Collection[int]) -> tuple[int | None, str | None]:
+    """GPU memory of the processes ``pids`` on ``dev``, or ``None`` and why."""
     procs, why = query(nv, dev, "processes", "process list", (nv.nvmlDeviceGetComputeRunningProcesses, dev.handle))
     if procs is None:
-        put("process_mem_bytes", None, why)
-        return
+        return None, why
     mine = [p for p in procs if int(p.pid) in pids]
     used = [int(p.usedGpuMemory) for p in mine if p.usedGpuMemory is not None]
-    if not mine:
-        put("process_mem_bytes", None, REASON_PROCESS_NOT_LISTED)
-    elif not used:
-        put("process_mem_bytes", None, "NVML reports per-process memory as N/A here")
-    else:
-        put("process_mem_bytes", sum(used), None)
+    if used:
+        return sum(used), None
+    return None, "NVML reports per-process memory as N/A here" if mine else REASON_PROCESS_NOT_LISTED
 
 
 def _gpm_read(nv: Any, dev: NvmlDevice, pair: GpmPair, now_s: float,
@@ -253,11 +324,10 @@ def gpm_tick(nv: Any, dev: NvmlDevice, now_s: float) -> GpmResult:
     """One whole-GPU GPM tick: (values, reasons, window_s); errors mapped to reasons (a lost device raises)."""
     if not dev.gpm_ok:
         return all_missing(dev.gpm_reason or REASON_GPM_NOT_SUPPORTED)
-    if dev.gpm is None:
-        dev.gpm = GpmPair(nv, dev.handle)
-    result, why = _gpm_read(nv, dev, dev.gpm, now_s, {nv.NVML_ERROR_NOT_SUPPORTED: REASON_GPM_NOT_SUPPORTED,
-                                                     nv.NVML_ERROR_FUNCTION_NOT_FOUND: REASON_GPM_DRIVER_TOO_OLD,
-                                                     nv.NVML_ERROR_NO_PERMISSION: REASON_GPM_NO_PERMISSION})
+    pair = dev.gpm.setdefault(None, GpmPair(nv, dev.handle))
+    result, why = _gpm_read(nv, dev, pair, now_s, {nv.NVML_ERROR_NOT_SUPPORTED: REASON_GPM_NOT_SUPPORTED,
+                                                  nv.NVML_ERROR_FUNCTION_NOT_FOUND: REASON_GPM_DRIVER_TOO_OLD,
+                                                  nv.NVML_ERROR_NO_PERMISSION: REASON_GPM_NO_PERMISSION})
     if why is not None:
         dev.gpm_ok, dev.gpm_reason = False, why
         return all_missing(why)
@@ -275,10 +345,8 @@ def mig_gpm_tick(nv: Any, dev: NvmlDevice, now_s: float) -> tuple[tuple[MigGpmSa
                  nv.NVML_ERROR_NO_PERMISSION: reason_no_permission(MIG_GPM_WHAT)}
     out = []
     for gi, uuid in dev.info.mig_instances:
-        pair = dev.mig_gpm.get(gi)
-        if pair is None:
-            pair = dev.mig_gpm[gi] = GpmPair(nv, dev.handle, gi)
-        result, dev.mig_reason = _gpm_read(nv, dev, pair, now_s, permanent)
+        result, dev.mig_reason = _gpm_read(nv, dev, dev.gpm.setdefault(gi, GpmPair(nv, dev.handle, gi)), now_s,
+                                           permanent)
         if result is None:
             return (), dev.mig_reason
         values, reasons, window_s = result
@@ -289,9 +357,6 @@ def mig_gpm_tick(nv: Any, dev: NvmlDevice, now_s: float) -> tuple[tuple[MigGpmSa
 
 def free_gpm(dev: NvmlDevice) -> None:
     """Free the device's GPM sample buffers (whole GPU and per MIG GPU instance), if any."""
-    if dev.gpm is not None:
-        dev.gpm.free()
-        dev.gpm = None
-    for pair in dev.mig_gpm.values():
+    for pair in dev.gpm.values():
         pair.free()
-    dev.mig_gpm.clear()
+    dev.gpm.clear()

@@ -10,7 +10,6 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from trainmeter.core.clock import Clock
@@ -18,7 +17,7 @@ from trainmeter.core.threads import OurThread
 from trainmeter.gpu.backend import GpuBackend, GpuBackendResult, GpuDeviceInfo, GpuSample, GpuUnavailableError, safe
 from trainmeter.gpu.device_state import MAX_ERROR_CHARS, Accumulator, DeviceState, GpuAverages, GpuDeviceStatus
 from trainmeter.gpu.device_state import next_due as _next_due
-from trainmeter.gpu.selection import GpuSelection, cuda_context_uuids, parse_gpus, select_gpus
+from trainmeter.gpu.selection import cuda_context_uuids, parse_gpus, select_gpus
 
 __all__ = ["MIN_INTERVAL_S", "REASON_OPENING", "STOP_DEADLINE_S", "GpuAverages", "GpuDeviceStatus", "GpuSampler"]
 
@@ -30,24 +29,20 @@ REASON_OPENING = "NVML is being opened on the sampler's thread"
 class GpuSampler:
     """Samples the NVML ``indices`` of ``backend`` (``None``: nothing, ``unavailable_reason`` says why) every
     ``interval_s`` (at least 0.1 s), keeping ``history_len`` samples per device; a fatal error or
-    ``max_consecutive_errors`` in a row stop a device. ``owns_backend``: close it in :meth:`stop`."""
+    ``max_consecutive_errors`` in a row stop a device. A backend it opened (:meth:`for_run`, :meth:`in_background`)
+    it closes in :meth:`stop`; one handed in, the caller closes."""
 
     def __init__(self, backend: GpuBackend | None, indices: Sequence[int], *, clock: Clock, interval_s: float = 0.5,
-                 history_len: int = 120, max_consecutive_errors: int = 10, unavailable_reason: str | None = None,
-                 selection: GpuSelection | None = None, owns_backend: bool = False) -> None:
+                 history_len: int = 120, max_consecutive_errors: int = 10) -> None:
         if not interval_s >= MIN_INTERVAL_S:
             raise ValueError(f"interval_s must be >= {MIN_INTERVAL_S} s (got {interval_s!r})")
-        self._backend = backend
         self._clock = clock
         self.interval_s = float(interval_s)
         self._max_errors = max_consecutive_errors
-        self.unavailable_reason = unavailable_reason
-        self.selection = selection
-        self._owns_backend = owns_backend
         self._lock = threading.Lock()
         self._stop_event = threading.Event()
         self._threads: list[threading.Thread] = []
-        self._opener: Callable[[], GpuSampler] | None = None
+        self._opener: Callable[[], GpuBackendResult] | None = None
         self._owner: threading.Thread | None = None
         self.abandoned_reason: str | None = None
         self.open_error: str | None = None  # opening in the background raised (in_background): why
@@ -59,38 +54,45 @@ class GpuSampler:
         self.energy_end_s: float | None = None
         self._window_begin_s: float | None = None
         self._window_end_s: float | None = None
+        self._history_len = history_len
+        self._use(GpuBackendResult(backend=backend), indices)
+
+    def _use(self, opened: GpuBackendResult, indices: Sequence[int] | None = None) -> None:
+        """Take the devices ``indices`` of ``opened``'s backend, else (opened for a run: owned, closed in :meth:`stop`)
+        those its selection chose; fresh windows: readers see the old or the new map."""
+        backend, selection, owns = opened.backend, opened.selection, indices is None
+        if indices is None:
+            indices = selection.indices if selection is not None else ()
         chosen = tuple(indices) if backend is not None else ()
-        self._states = {i: DeviceState(i, history_len) for i in chosen}
-        self.devices: dict[int, GpuDeviceInfo] = {}
-        self.driver_version: str | None = None
-        if backend is not None:
-            self.driver_version = safe(backend.driver_version, None)
-            for i in chosen:
-                self.devices[i] = safe(lambda i=i: backend.device_info(i), GpuDeviceInfo(index=i, name="", uuid=""))
+        driver = safe(backend.driver_version) if backend is not None else None
+        devices = {i: safe(lambda i=i: backend.device_info(i), GpuDeviceInfo(index=i, name="", uuid=""))
+                   for i in chosen}
+        with self._lock:
+            self._backend, self._owns_backend, self.selection = backend, owns, selection
+            self.devices, self.driver_version, self.unavailable_reason = devices, driver, opened.reason
+            self._states = {i: DeviceState(i, self._history_len) for i in chosen}
 
     @classmethod
-    def for_run(cls, gpus: str | int | Sequence[int | str] | None = None, *, clock: Clock, interval_s: float = 0.5,
-                open_backend: Callable[..., GpuBackendResult] | None = None,
-                cuda_uuids: Sequence[str] | None | bool = True, env: Mapping[str, str] | None = None,
-                **kwargs: Any) -> GpuSampler:
-        """Open the backend (:func:`open_for_run`: ``open_backend``, ``env``), select the devices ``gpus`` names and
-        build a (not yet started) sampler; ``cuda_uuids``: ``True`` to detect the CUDA context's. ``ValueError``: a
-        bad ``gpus``."""
-        uuids = (lambda: cuda_context_uuids()) if cuda_uuids is True else (cuda_uuids or None)
-        opened = open_for_run(gpus, clock=clock, open_backend=open_backend, cuda_uuids=uuids, env=env)
-        if opened.backend is None or opened.selection is None:
-            return cls(None, (), clock=clock, interval_s=interval_s, unavailable_reason=opened.reason, **kwargs)
-        return cls(opened.backend, opened.selection.indices, clock=clock, interval_s=interval_s,
-                   selection=opened.selection, owns_backend=True, **kwargs)
+    def for_run(cls, gpus: str | int | Sequence[int | str] | None = None, *, clock: Clock, **kwargs: Any) -> GpuSampler:
+        """Open the backend (:func:`open_for_run`), select the devices ``gpus`` names and build a (not yet started)
+        sampler; the keywords as :meth:`in_background`'s. ``ValueError``: a bad ``gpus``."""
+        sampler = cls.in_background(gpus, clock=clock, **kwargs)
+        opener, sampler._opener = sampler._opener, None
+        sampler._use(opener())  # type: ignore[misc]
+        return sampler
 
     @classmethod
     def in_background(cls, gpus: str | int | Sequence[int | str] | None = None, *, clock: Clock,
+                      open_backend: Callable[..., GpuBackendResult] | None = None,
+                      cuda_uuids: Sequence[str] | None | bool = True, env: Mapping[str, str] | None = None,
                       **kwargs: Any) -> GpuSampler:
         """A sampler that opens, samples and closes the backend only on its own threads: :meth:`start` starts an owner
-        thread that runs :meth:`for_run`, then the device threads; until then ``unavailable_reason`` says why."""
-        interval_s = kwargs.get("interval_s", 0.5)
-        sampler = cls(None, (), clock=clock, interval_s=interval_s, unavailable_reason=REASON_OPENING)
-        sampler._opener = lambda: cls.for_run(gpus, clock=clock, **kwargs)
+        thread that opens (:func:`open_for_run`: ``open_backend``, ``env``; ``cuda_uuids``: ``True`` to detect the
+        CUDA context's), then the device threads; until then ``unavailable_reason`` says why."""
+        uuids = cuda_context_uuids if cuda_uuids is True else (cuda_uuids or None)
+        sampler = cls(None, (), clock=clock, **kwargs)
+        sampler.unavailable_reason = REASON_OPENING
+        sampler._opener = lambda: open_for_run(gpus, clock=clock, open_backend=open_backend, cuda_uuids=uuids, env=env)
         return sampler
 
     def start(self) -> None:
@@ -102,49 +104,42 @@ class GpuSampler:
             self._owner = OurThread(target=self._own, name="trainmeter-gpu-open")
         self._owner.start()
 
-    def _start_devices(self) -> None:
-        with self._lock:
-            for index in self._states:
-                self._threads.append(OurThread(target=self._run, args=(index,), name=f"trainmeter-gpu-{index}"))
-        for t in self._threads:
-            t.start()
-
     def _own(self) -> None:  # the owner thread: open and adopt, sample until stopped, then join and close
         if self._opener is not None and not self._adopt_opened():
             return
-        self._start_devices()
+        with self._lock:
+            self._threads = [OurThread(target=self._run, args=(i,), name=f"trainmeter-gpu-{i}") for i in self._states]
+        for t in self._threads:
+            t.start()
         self._read_energy(end=False)  # after the device threads start: a hung counter read delays no sampling
         self._stop_event.wait()
-        self._join_devices(STOP_DEADLINE_S / 2)  # inside stop()'s own deadline
+        deadline = time.monotonic() + STOP_DEADLINE_S / 2  # inside stop()'s own deadline
+        for t in self._threads:
+            t.join(max(0.0, deadline - time.monotonic()))
         if any(t.is_alive() for t in self._threads):
             self._abandon(STOP_DEADLINE_S / 2)
         else:
             self._read_energy(end=True)
+        self._close()
+
+    def _close(self) -> None:
         if self._owns_backend and self._backend is not None:
-            safe(self._backend.close, None)
+            safe(self._backend.close)
 
     def _adopt_opened(self) -> bool:
         """Open the backend on the owner thread and take its devices; ``False`` when sampling goes no further."""
-        assert self._opener is not None
         try:
-            opened = self._opener()
+            opened = self._opener()  # type: ignore[misc]
         except Exception as exc:  # noqa: BLE001 - a bad --gpus for this machine, a broken driver
             self.unavailable_reason = f"GPU sampling off: {type(exc).__name__}: {exc}"[:MAX_ERROR_CHARS]
             self.open_error = self.unavailable_reason  # the run warns once (training thread)
             return False
         if self._stop_event.is_set():  # the run ended while NVML was opening
-            if opened._owns_backend and opened._backend is not None:
-                safe(opened._backend.close, None)
+            if opened.backend is not None:
+                safe(opened.backend.close)
             self.unavailable_reason = "the run ended before NVML opened"
             return False
-        with self._lock:
-            self._backend = opened._backend
-            self._owns_backend = opened._owns_backend
-            self.devices = opened.devices
-            self.driver_version = opened.driver_version
-            self.selection = opened.selection
-            self._states = opened._states  # one assignment, fresh windows: readers see the old or the new map
-            self.unavailable_reason = opened.unavailable_reason
+        self._use(opened)
         return True
 
     def _read_energy(self, *, end: bool) -> None:  # on the owner thread: at the open and before the close
@@ -165,20 +160,13 @@ class GpuSampler:
                     st.active = False
                     st.stopped_reason = self.abandoned_reason
 
-    def _join_devices(self, timeout_s: float) -> None:
-        deadline = time.monotonic() + timeout_s
-        for t in list(self._threads):
-            if t is not threading.current_thread():
-                t.join(max(0.0, deadline - time.monotonic()))
-
     def stop(self, timeout_s: float = STOP_DEADLINE_S) -> None:
         """Stop; wait at most ``timeout_s`` for the owner thread (which closes the backend), then abandon what still
         runs. A sampler never started closes an owned backend here."""
         self._stop_event.set()
         owner = self._owner
         if owner is None:
-            if self._owns_backend and self._backend is not None:
-                safe(self._backend.close, None)
+            self._close()
             return
         if owner is not threading.current_thread():
             owner.join(timeout_s)
@@ -219,11 +207,10 @@ class GpuSampler:
         t0 = self._clock()
         try:
             sample = backend.sample(index)
-        except GpuUnavailableError as exc:
-            self._record_error(index, exc.reason, fatal=exc.fatal, call_s=self._clock() - t0)
-            return
-        except Exception as exc:  # noqa: BLE001
-            self._record_error(index, f"{type(exc).__name__}: {exc}", fatal=False, call_s=self._clock() - t0)
+        except Exception as exc:  # noqa: BLE001 - a device-level failure (GpuUnavailableError) or a backend fault
+            known: Any = exc if isinstance(exc, GpuUnavailableError) else None
+            self._record_error(index, known.reason if known else f"{type(exc).__name__}: {exc}",
+                               fatal=bool(known and known.fatal), call_s=self._clock() - t0)
             return
         try:
             with self._lock:
@@ -285,31 +272,22 @@ class GpuSampler:
         return tuple(self._states)
 
 
-@dataclass(frozen=True, slots=True)
-class OpenedGpus:
-    """An opened backend (the caller closes it) and the devices chosen on it, or ``backend=None`` and why."""
-
-    backend: GpuBackend | None
-    selection: GpuSelection | None = None
-    reason: str | None = None
-
-
 def open_for_run(gpus: str | int | Sequence[int | str] | None, *, clock: Clock,
                  open_backend: Callable[..., GpuBackendResult] | None = None,
                  cuda_uuids: Sequence[str] | None | Callable[[], Sequence[str] | None] = cuda_context_uuids,
-                 env: Mapping[str, str] | None = None) -> OpenedGpus:
+                 env: Mapping[str, str] | None = None) -> GpuBackendResult:
     """Open the backend (on whichever thread opens it) and select the devices ``gpus`` names (see
     :meth:`GpuSampler.for_run`); ``cuda_uuids``: the CUDA context's UUIDs, or a function reading them once it is open.
     ``ValueError``: a bad ``gpus`` (the backend is closed first)."""
     spec = parse_gpus(gpus)
     if open_backend is None:
-        from trainmeter.gpu.backends import open_gpu_backend
+        from trainmeter.gpu.backend import open_gpu_backend
 
         open_backend = open_gpu_backend
     result = open_backend(clock=clock)
     backend = result.backend
     if backend is None:
-        return OpenedGpus(None, reason=result.reason)
+        return GpuBackendResult(backend=None, reason=result.reason)
     infos = [safe(lambda i=i: backend.device_info(i), GpuDeviceInfo(index=i, name="", uuid=""))
              for i in range(backend.device_count())]
     uuids = cuda_uuids() if callable(cuda_uuids) else cuda_uuids
@@ -318,4 +296,4 @@ def open_for_run(gpus: str | int | Sequence[int | str] | None, *, clock: Clock,
     except ValueError:
         backend.close()
         raise
-    return OpenedGpus(backend, selection)
+    return GpuBackendResult(backend=backend, selection=selection)

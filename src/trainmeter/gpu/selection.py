@@ -106,16 +106,12 @@ def _declared(spec: GpusSpec, devices: Sequence[GpuDeviceInfo]) -> GpuSelection:
         return _finish([d.index for d in devices], "declared", "every NVML device (--gpus all)", [], devices)
     found: list[int] = []
     for entry in spec.entries:
-        if isinstance(entry, int):
-            if not any(d.index == entry for d in devices):
-                raise ValueError(f"--gpus: there is no GPU {entry}; {_valid_here(devices)}")
-            found.append(entry)
-        else:
-            matches = _match_uuid(entry, devices)
-            if len(matches) != 1:
-                what = "matches no GPU" if not matches else "matches several GPUs"
-                raise ValueError(f"--gpus: {entry!r} {what}; {_valid_here(devices)}")
-            found.append(matches[0])
+        matches = _match(entry, devices)
+        if len(matches) != 1:
+            many = "several GPUs" if matches else "no GPU"
+            what = f"there is no GPU {entry}" if isinstance(entry, int) else f"{entry!r} matches {many}"
+            raise ValueError(f"--gpus: {what}; {_valid_here(devices)}")
+        found.append(matches[0])
     return _finish(found, "declared", "the GPUs named by --gpus", [], devices)
 
 
@@ -126,8 +122,10 @@ def _valid_here(devices: Sequence[GpuDeviceInfo]) -> str:
     return f"valid here: 'all', indices 0-{len(devices) - 1}" + (f", or UUIDs {uuids}" if uuids else "")
 
 
-def _match_uuid(entry: str, devices: Sequence[GpuDeviceInfo]) -> list[int]:
-    """Exact UUID match, else unique prefix match (as nvidia-smi and CUDA accept)."""
+def _match(entry: int | str, devices: Sequence[GpuDeviceInfo]) -> list[int]:
+    """The devices ``entry`` names: an NVML index, else a UUID exactly, else by prefix (as nvidia-smi and CUDA)."""
+    if isinstance(entry, int):
+        return [d.index for d in devices if d.index == entry]
     key = entry.lower()
     exact = [d.index for d in devices if d.uuid.lower() == key]
     if exact:
@@ -142,7 +140,7 @@ def _by_uuid(uuids: Sequence[str], devices: Sequence[GpuDeviceInfo]) -> tuple[li
         if uuid.upper().startswith("MIG-"):
             notes.append(_mig_selected(uuid, devices, found) or f"CUDA device {uuid} is a MIG instance; {MIG_NOTE}")
             continue
-        matches = _match_uuid(uuid, devices)
+        matches = _match(uuid, devices)
         if len(matches) == 1:
             found.append(matches[0])
         else:  # torch prints a MIG device's UUID without its MIG- prefix
@@ -176,22 +174,16 @@ def _from_cvd(cvd: str, order: str, devices: Sequence[GpuDeviceInfo]) -> GpuSele
     guessed = False
     for raw in cvd.split(","):
         item = raw.strip()
-        if item.isdigit():
-            index = int(item)
-            if not any(d.index == index for d in devices):
-                break  # CUDA stops at the first invalid entry too
-            found.append(index)
-            guessed = guessed or order.upper() != "PCI_BUS_ID"
-        elif item.upper().startswith("MIG-"):
+        if item.upper().startswith("MIG-"):
             notes.append(_mig_selected(item, devices, found)
                          or f"CUDA_VISIBLE_DEVICES names MIG instance {item}; {MIG_NOTE}")
-        elif item.upper().startswith("GPU-"):
-            matches = _match_uuid(item.lower(), devices)
-            if len(matches) != 1:
-                break
-            found.append(matches[0])
-        else:
-            break
+            continue
+        uuid = item.upper().startswith("GPU-")
+        matches = _match(item if uuid else int(item), devices) if uuid or item.isdigit() else []
+        if len(matches) != 1:
+            break  # CUDA stops at the first invalid entry too
+        found.append(matches[0])
+        guessed = guessed or (item.isdigit() and order.upper() != "PCI_BUS_ID")
     if guessed:
         notes.append(
             "CUDA_VISIBLE_DEVICES holds indices; assumed CUDA order equals NVML order "
@@ -206,11 +198,8 @@ def _from_cvd(cvd: str, order: str, devices: Sequence[GpuDeviceInfo]) -> GpuSele
 def _finish(found: Sequence[int], provenance: Provenance, how: str, notes: list[str],
             devices: Sequence[GpuDeviceInfo]) -> GpuSelection:
     indices = tuple(sorted(set(found)))
-    by_index = {d.index: d for d in devices}
-    for i in indices:
-        info = by_index.get(i)
-        if info is not None and info.mig_enabled:
-            notes.append(f"GPU {i} is in MIG mode; {MIG_NOTE}")
+    notes += [f"GPU {d.index} is in MIG mode; {MIG_NOTE}" for d in sorted(devices, key=lambda d: d.index)
+              if d.index in indices and d.mig_enabled]
     return GpuSelection(indices=indices, provenance=provenance, how=how, notes=tuple(notes))
 
 
@@ -225,14 +214,8 @@ def cuda_context_uuids(modules: Mapping[str, Any] | None = None) -> list[str] | 
         cuda = torch.cuda
         if not cuda.is_initialized():
             return None
-        used = {int(cuda.current_device())}
-        for i in range(int(cuda.device_count())):
-            if cuda.memory_reserved(i) > 0:
-                used.add(i)
-        uuids = []
-        for i in sorted(used):
-            text = str(cuda.get_device_properties(i).uuid)
-            uuids.append(text if text[:4].upper() in ("GPU-", "MIG-") else "GPU-" + text)
-        return uuids
+        used = {int(cuda.current_device())} | {i for i in range(int(cuda.device_count())) if cuda.memory_reserved(i)}
+        texts = [str(cuda.get_device_properties(i).uuid) for i in sorted(used)]
+        return [text if text[:4].upper() in ("GPU-", "MIG-") else "GPU-" + text for text in texts]
     except Exception:  # noqa: BLE001 - detection must never raise into training code
         return None

@@ -4,46 +4,21 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class DeviceIdentity:
-    """Who a sampled device is, as NVML (or amdsmi) read it at the open: NVML index, product name and UUID (``""``
-    if unreadable), PCI device id (``pciDeviceId >> 16``, e.g. ``0x2330``) and memory in bytes (or ``None``)."""
-
-    index: int
-    name: str
-    uuid: str
-    pci_device_id: int | None = None
-    mem_total_bytes: int | None = None
-
-
-class GpuReadings(Protocol):
-    """The readings of the GPU sampler other wings may use (:class:`trainmeter.gpu.sampler.GpuSampler`); any thread."""
-
-    unavailable_reason: str | None
-    devices: Mapping[int, Any]
-    energy_start: dict[int, tuple[float | None, str | None]] | None
-    energy_end: dict[int, tuple[float | None, str | None]] | None
-    energy_start_s: float | None
-    energy_end_s: float | None
-
-    @property
-    def indices(self) -> tuple[int, ...]: ...
-
-    def latest(self) -> Mapping[int, Any]: ...
-
-    def window_averages(self) -> Mapping[int, Any]: ...
+if TYPE_CHECKING:
+    from trainmeter.gpu.backend import GpuDeviceInfo
+    from trainmeter.gpu.sampler import GpuSampler
 
 
 @dataclass(frozen=True)
 class GpuView:
     """The GPU wing at the time of asking: the sampler's ``readings`` (``None`` before it started or with the wing
-    off; NVML opens on its thread, which also reads the energy counters at the open and before the close), and the
-    last ``gpu`` passport ``section`` built (``None`` before the passport)."""
+    off; NVML opens on its thread, which also reads the energy counters at the open and before the close: its
+    ``unavailable_reason``, ``devices``, ``indices``, ``latest()``, ``window_averages()`` and ``energy_*`` are the
+    readings other wings use, from any thread), and the last ``gpu`` passport ``section`` built (``None`` before)."""
 
-    readings: GpuReadings | None = None
+    readings: GpuSampler | None = None
     section: Mapping[str, Any] | None = None
 
     def opening(self) -> bool:
@@ -52,20 +27,16 @@ class GpuView:
 
         return self.readings is not None and self.readings.unavailable_reason == REASON_OPENING
 
-    def device_identity(self, uuid: str | None = None) -> DeviceIdentity | None:
-        """The identity of the sampled device with ``uuid`` (``GPU-`` optional, case ignored; a MIG instance's gives
-        its parent), or of the only one when ``uuid`` is ``None``; else ``None`` (NVML opening too). Any thread."""
+    def device_identity(self, uuid: str | None = None) -> GpuDeviceInfo | None:
+        """Who the sampled device with ``uuid`` is (``GPU-`` optional, case ignored; a MIG instance's gives its parent),
+        or the only one when ``uuid`` is ``None``, as NVML (or amdsmi) read it at the open: index, name, UUID, PCI
+        device id (``pciDeviceId >> 16``), memory in bytes; else ``None`` (NVML opening too). Any thread."""
         from trainmeter.gpu.selection import bare_uuid
 
-        devices = dict(getattr(self.readings, "devices", None) or {}) if self.readings is not None else {}
-        infos = [d for d in devices.values() if getattr(d, "uuid", None) is not None]
+        devices = getattr(self.readings, "devices", None) or {}  # none while NVML opens
+        infos = [d for d in dict(devices).values() if getattr(d, "uuid", None) is not None]
         if uuid is not None:  # the GPU itself, or the parent of a MIG instance on it
             key = bare_uuid(uuid)
             infos = [d for d in infos if bare_uuid(d.uuid) == key
                      or any(bare_uuid(m) == key for _, m in getattr(d, "mig_instances", ()))]
-        if len(infos) != 1:
-            return None
-        d = infos[0]
-        return DeviceIdentity(index=int(d.index), name=str(d.name or ""), uuid=str(d.uuid or ""),
-                              pci_device_id=getattr(d, "pci_device_id", None),
-                              mem_total_bytes=getattr(d, "mem_total_bytes", None))
+        return infos[0] if len(infos) == 1 else None

@@ -159,11 +159,9 @@ class NodeSampler(ExtensionBase):
             self.samples += 1
             for name, stat in self._stats.items():
                 stat.add(getattr(sample, name))
-        if monitor is not None:
-            for name, series in SERIES.items():
-                value = getattr(sample, name)
-                if value is not None:
-                    monitor.record_at(series, t_s, value)
+        for name, series in SERIES.items():
+            if monitor is not None and (value := getattr(sample, name)) is not None:
+                monitor.record_at(series, t_s, value)
         return sample
 
     # -- sinks ---------------------------------------------------------------------

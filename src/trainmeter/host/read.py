@@ -9,23 +9,17 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 SLOW_EVERY = 5  # samples between two reads of the run folder's filesystem (used / (used + free), as df) and sensors
 _SKIP_CPU = ("guest", "guest_nice")  # already counted in user and nice
 _SKIP_NIC = ("lo", "ifb")  # loopback, and ifb devices mirroring another NIC's traffic
 
 
-class NodeSource(Protocol):
-    """The psutil functions the sampler reads (the ``psutil`` module satisfies it)."""
-
-    def cpu_times(self, percpu: bool = False) -> Any: ...
-    def getloadavg(self) -> tuple[float, float, float]: ...
-    def virtual_memory(self) -> Any: ...
-    def swap_memory(self) -> Any: ...
-    def disk_io_counters(self, perdisk: bool = False) -> Any: ...
-    def disk_usage(self, path: str) -> Any: ...
-    def net_io_counters(self, pernic: bool = False) -> Any: ...
+NodeSource = Any
+"""The ``psutil`` module or a psutil-like fake: ``cpu_times(percpu=True)``, ``getloadavg``, ``virtual_memory``,
+``swap_memory``, ``disk_io_counters``, ``disk_usage(path)``, ``net_io_counters(pernic=True)``; optional ``Process``,
+``sensors_temperatures``, ``sensors_fans``."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -117,24 +111,20 @@ class NodeReader:
         self._run_dir = run_dir
         self._prev: _Counters | None = None
         self._first: _Counters | None = None
-        self._fs: tuple[int | None, int | None, float | None] = (None, None, None)
-        self._temps: tuple[tuple[str, float], ...] | None = None
-        self._fans: tuple[tuple[str, float], ...] | None = None
+        self._slow: dict[str, Any] = {}  # the NodeSample fields read every SLOW_EVERY samples, held between
         self._ticks = 0
         self._process: Any = None
-        self._unsupported: set[str] = set()
         self.failures: dict[str, str] = {}
         self.cpu_count: int | None = None
         self.swap_growth_bytes = 0
         self.swap_io_bytes = 0
 
     def _field(self, name: str, read: Callable[[], Any]) -> Any:
-        if name in self._unsupported:
+        if name in self.failures:  # unsupported here: None from now on
             return None
         try:
             return read()
         except Exception as exc:
-            self._unsupported.add(name)  # unsupported here: None from now on
             self.failures[name] = f"{type(exc).__name__}: {exc}"[:200]
             return None
 
@@ -155,8 +145,7 @@ class NodeReader:
             values.update(load_1m=float(load[0]), load_5m=float(load[1]), load_15m=float(load[2]))
         mem = self._field("mem", src.virtual_memory)
         if mem is not None:
-            values.update(mem_total_bytes=_int(mem, "total"), mem_used_bytes=_int(mem, "used"),
-                          mem_cached_bytes=_int(mem, "cached"), mem_available_bytes=_int(mem, "available"))
+            values.update({f"mem_{k}_bytes": _int(mem, k) for k in ("total", "used", "cached", "available")})
         swap = self._field("swap", src.swap_memory)
         if swap is not None:
             cur.swap_used = _int(swap, "used")
@@ -179,10 +168,7 @@ class NodeReader:
         if self._ticks % SLOW_EVERY == 0:
             self._read_slow()
         self._ticks += 1
-        total, free, used = self._fs
-        values.update(run_fs_total_bytes=total, run_fs_free_bytes=free, run_fs_used_fraction=used,
-                      temperatures_c=self._temps, temp_max_c=_max(self._temps),
-                      fans_rpm=self._fans, fan_max_rpm=_max(self._fans))
+        values.update(self._slow)
         self._track_swap(cur)
         self._prev = cur
         return NodeSample(t_s=t_s, **values)
@@ -193,10 +179,7 @@ class NodeReader:
             return None
         if self._process is None:
             self._process = self._field("rss", make)
-            if self._process is None:
-                return None
-        process = self._process
-        info = self._field("rss", process.memory_info)
+        info = self._field("rss", self._process.memory_info) if self._process is not None else None
         return _int(info, "rss") if info is not None else None
 
     def read_threads(self) -> dict[int, float] | None:
@@ -208,18 +191,17 @@ class NodeReader:
         return {int(r.id): float(r.user_time) + float(r.system_time) for r in rows} if rows is not None else None
 
     def _read_slow(self) -> None:
-        src, run_dir = self._src, self._run_dir
-        if run_dir is not None:
-            usage = self._field("fs", lambda: src.disk_usage(run_dir))
-            if usage is not None:
-                used, free = _int(usage, "used"), _int(usage, "free")
-                # used / (used + free) as df: blocks reserved for root count as unavailable
-                fraction = used / (used + free) if used is not None and free is not None and used + free > 0 else None
-                self._fs = (_int(usage, "total"), free, fraction)
-        temps = getattr(src, "sensors_temperatures", None)
-        fans = getattr(src, "sensors_fans", None)
-        self._temps = _sensor_pairs(self._field("temps", temps)) if temps is not None else None
-        self._fans = _sensor_pairs(self._field("fans", fans)) if fans is not None else None
+        src, run_dir, slow = self._src, self._run_dir, self._slow
+        usage = self._field("fs", lambda: src.disk_usage(run_dir)) if run_dir is not None else None
+        if usage is not None:
+            used, free = _int(usage, "used"), _int(usage, "free")
+            # used / (used + free) as df: blocks reserved for root count as unavailable
+            fraction = used / (used + free) if used is not None and free is not None and used + free > 0 else None
+            slow.update(run_fs_total_bytes=_int(usage, "total"), run_fs_free_bytes=free, run_fs_used_fraction=fraction)
+        for name, key, peak in (("temps", "temperatures_c", "temp_max_c"), ("fans", "fans_rpm", "fan_max_rpm")):
+            read = getattr(src, "sensors_temperatures" if name == "temps" else "sensors_fans", None)
+            pairs = _sensor_pairs(self._field(name, read)) if read is not None else None
+            slow.update({key: pairs, peak: max(v for _, v in pairs) if pairs else None})
 
     def _track_swap(self, cur: _Counters) -> None:
         first = self._first
@@ -243,7 +225,3 @@ def _cpu_shares(prev: list[tuple[float, float]] | None, cur: list[tuple[float, f
     summed = [(sum(p[0] for p in pairs), sum(p[1] for p in pairs)) for pairs in (prev, cur)]
     out["cpu"] = _busy(summed[0], summed[1])
     return out
-
-
-def _max(pairs: tuple[tuple[str, float], ...] | None) -> float | None:
-    return max(v for _, v in pairs) if pairs else None

@@ -201,4 +201,4 @@ CROSSCHECK_CASES: dict[str, CrossCheckCase] = {
     "outside_tensor_cores": CrossCheckCase(levels=_tensor(0.05), formula_mfu=0.30, counted_mfu=0.31),
     "counted_in_samples": CrossCheckCase(levels=_tensor(0.50), formula_mfu=0.50 / 512, tokens_are_samples=True),
 }
-"""Fake-NVML profiles for each cause the cross-check names (gpu/crosscheck.py), and one where they agree."""
+"""Fake-NVML profiles for each cause the cross-check names (gpu/ladder.py), and one where they agree."""
