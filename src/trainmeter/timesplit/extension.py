@@ -116,27 +116,23 @@ class TimeSplit(ExtensionBase):
         def __next__(iterator: Any) -> Any:
             if split._in_next or not split.gate.here():
                 return original(iterator)
-            monitor = split.monitor
-            split._in_next = True
-            ok = False
-            t0 = monitor.clock() if monitor is not None else 0.0
+            split._in_next, clock = True, split.monitor.clock
+            t0, ok = clock(), False
             try:
                 batch = original(iterator)
                 ok = True
                 return batch
             finally:
                 split._in_next = False
-                if monitor is not None:
-                    split._on_wait(monitor.clock() - t0, ok)
+                split._on_wait(clock() - t0, ok)
 
         return __next__
 
     def _on_wait(self, seconds: float, counted: bool) -> None:
-        monitor = self.monitor
         try:
-            if monitor is None or not monitor.phases.training:
+            if not self.monitor.phases.training:
                 return  # inside an eval/checkpoint span, or before/after the session: not a training wait
-            monitor.carve("data_wait", seconds)
+            self.monitor.carve("data_wait", seconds)
             self.loader_wait_s += seconds
             if counted:
                 self.batches += 1
@@ -164,15 +160,11 @@ class TimeSplit(ExtensionBase):
 
         return train
 
-    def _root(self) -> Any:
-        monitor = self.monitor
-        ref: weakref.ReferenceType[Any] | None = monitor.model_ref if monitor is not None else None
-        return ref() if ref is not None else None
-
     def _is_root(self, module: Any) -> bool:
-        root = self._root()
+        ref: weakref.ReferenceType[Any] | None = self.monitor.model_ref
+        root = ref() if ref is not None else None
         if root is None:
-            probes = getattr(self.monitor, "probes", None)
+            probes = self.monitor.probes
             return probes is not None and probes.is_candidate(module)
         return module is root or self._related(module, root)
 
@@ -205,8 +197,7 @@ class TimeSplit(ExtensionBase):
         if self.enter_span(INFERENCE):
             self.inference_open = True
             self.inference_spans += 1
-            if self.monitor is not None:
-                self.monitor.watch_training(self)
+            self.monitor.watch_training(self)
 
     def on_phase(self, name: str, edge: str, t_s: float) -> None:
         """Each outermost span's edges (an eval span counted); training activity ends the inference span, and so
@@ -222,17 +213,14 @@ class TimeSplit(ExtensionBase):
             self.eval_spans += 1
         elif edge == "end" and name == INFERENCE and self.inference_open:  # replaced by an eval or other span
             self.inference_open = False
-            if self.monitor is not None:
-                self.monitor.unwatch_training(self)
+            self.monitor.unwatch_training(self)
 
     def _close_inference(self) -> None:
-        if not self.inference_open:
-            return
-        self.inference_open = False
-        if self.monitor is not None:
+        if self.inference_open:
+            self.inference_open = False
             self.monitor.unwatch_training(self)
-        if not self.checkpoints.depth:  # during a save inside the span, the span is already paused
-            self.exit_span()
+            if not self.checkpoints.depth:  # during a save inside the span, the span is already paused
+                self.exit_span()
 
     def pause_span(self) -> str | None:
         """Close the outermost span open now (not a checkpoint) for a save; its name for :meth:`resume_span`."""
@@ -248,21 +236,17 @@ class TimeSplit(ExtensionBase):
 
     def resume_span(self, name: str | None) -> None:
         """Reopen the span :meth:`pause_span` closed (the inference span only while it is still open)."""
-        if name is None or (name == INFERENCE and not self.inference_open):
-            return
-        self._quiet = True
-        try:
-            self.enter_span(name)
-        finally:
-            self._quiet = False
+        if name is not None and (name != INFERENCE or self.inference_open):
+            self._quiet = True
+            try:
+                self.enter_span(name)
+            finally:
+                self._quiet = False
 
     def enter_span(self, phase: str) -> bool:
         """Open a ``phase`` span; whether it opened (a fault: warned)."""
-        monitor = self.monitor
-        if monitor is None:
-            return False
         try:
-            monitor.enter_phase(phase)
+            self.monitor.enter_phase(phase)
             return True
         except Exception as exc:
             self.warn(f"time-{phase}", f"{phase} spans disabled: {exc!r}")
@@ -270,12 +254,10 @@ class TimeSplit(ExtensionBase):
 
     def exit_span(self) -> None:
         """Close the span :meth:`enter_span` opened (a fault: warned)."""
-        monitor = self.monitor
-        if monitor is not None:
-            try:
-                monitor.exit_phase()
-            except Exception as exc:
-                self.warn("time-exit", f"phase timing fault: {exc!r}")
+        try:
+            self.monitor.exit_phase()
+        except Exception as exc:
+            self.warn("time-exit", f"phase timing fault: {exc!r}")
 
     def warn(self, key: str, message: str) -> None:
         """Warn once per ``key`` through the run."""
