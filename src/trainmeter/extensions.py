@@ -49,12 +49,6 @@ def default_extensions(options: MonitorOptions) -> list[Any]:
     return order_extensions(out, known=WING_NAMES)
 
 
-def _cuda_memory() -> Any:
-    from trainmeter.gpu.cuda_memory import CudaMemoryMonitor
-
-    return CudaMemoryMonitor()
-
-
 def _save_dashboard(run: Any) -> None:
     """Write ``dashboard.json`` for a run with no widget open (a live widget's close writes it)."""
     from trainmeter.widget.dashboard_file import save_dashboard
@@ -73,7 +67,7 @@ def make_monitor(options: MonitorOptions, **kwargs: Any) -> Monitor:
     from trainmeter.record.recorder import RunRecorder
 
     kwargs.setdefault("record", RunRecorder(after_passport=_save_dashboard))
-    kwargs.setdefault("cuda_memory", _cuda_memory)
+    kwargs.setdefault("cuda_memory", lambda: importlib.import_module("trainmeter.gpu.cuda_memory").CudaMemoryMonitor())
     kwargs.setdefault("finish_imports", import_for_finish)
     return Monitor(options, **kwargs)
 

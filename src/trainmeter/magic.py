@@ -110,23 +110,21 @@ class TrainmeterMagics(Magics):
         except ValueError as exc:
             raise UsageError(f"%trainmeter: cannot parse {line!r}: {exc}") from None
         verb = words[0] if words else "help"
+        if verb not in VERBS:
+            raise UsageError(f"%trainmeter: unknown verb {verb!r}; valid verbs: {', '.join(VERBS)}")
         if verb == "runs":
             table = _runs_table(words[1:])
             self._show(table.text(), table)  # an HTML table, with the text table as text/plain
             return None
+        if verb == "help" and len(words) > 1:
+            raise UsageError(f"%trainmeter help: unexpected {' '.join(words[1:])!r}; usage: %trainmeter help")
+        text = help_text()
         if verb == "doctor":
             from trainmeter.checkup import doctor, format_doctor
 
             text = format_doctor(doctor())
-            self._show(text, TextBlock(text, "doctor"))
-            return None
-        if verb == "help":
-            if len(words) > 1:
-                raise UsageError(f"%trainmeter help: unexpected {' '.join(words[1:])!r}; usage: %trainmeter help")
-            text = help_text()
-            self._show(text, TextBlock(text, "help"))
-            return None
-        raise UsageError(f"%trainmeter: unknown verb {verb!r}; valid verbs: {', '.join(VERBS)}")
+        self._show(text, TextBlock(text, verb))
+        return None
 
 
 def _runs_table(rest: list[str]) -> Any:

@@ -57,7 +57,7 @@ class TimeSplit(ExtensionBase):
         self.inference_spans = 0
         self.checkpoints = savers.CheckpointSpans(self)  # the savers' spans and records
         self.patched: list[str] = []
-        self._window = {"batches": 0, "totals": {}, "elapsed_s": 0.0}
+        self._window: tuple[int, dict[str, float], float] = (0, {}, 0.0)  # the last report's batches, phases, time
         self._last_panel: list[dict[str, Any]] = []
 
     # -- lifecycle -----------------------------------------------------------------
@@ -267,9 +267,8 @@ class TimeSplit(ExtensionBase):
     # -- figures -------------------------------------------------------------------
     def data_wait_share(self, totals_s: dict[str, float]) -> float | None:
         """``data_wait_s / (train_s + data_wait_s)``: the share of step time spent waiting for data."""
-        train_s = totals_s.get("train", 0.0)
         wait_s = totals_s.get("data_wait", 0.0)
-        return ratio(wait_s, train_s + wait_s)
+        return ratio(wait_s, totals_s.get("train", 0.0) + wait_s)
 
     def on_report(self, report: Report) -> dict[str, Any]:
         """Run-log ``interval["time"]``: this window's waits; records the per-window share series."""
@@ -277,19 +276,17 @@ class TimeSplit(ExtensionBase):
         if monitor is None:
             return {}
         totals = dict(report.phases_s)  # the report's own (read later on the report worker, the live ones moved on)
-        elapsed_s = report.elapsed_s
-        last = self._window
-        window = {k: v - last["totals"].get(k, 0.0) for k, v in totals.items()}
-        span_s = elapsed_s - last["elapsed_s"]
+        elapsed_s, batches = report.elapsed_s, self.batches
+        last_batches, last_totals, last_s = self._window
+        window = {k: v - last_totals.get(k, 0.0) for k, v in totals.items()}
         share = self.data_wait_share(window)
-        goodput = ratio(window.get("train", 0.0), span_s)
-        batches = self.batches - last["batches"]
-        self._window = {"batches": self.batches, "totals": totals, "elapsed_s": elapsed_s}
+        goodput = ratio(window.get("train", 0.0), elapsed_s - last_s)
+        self._window = (batches, totals, elapsed_s)
         if goodput is not None:
             monitor.record_at(GOODPUT_SERIES, elapsed_s, min(1.0, goodput))
         if share is not None:
             monitor.record_at(DATA_WAIT_SERIES, elapsed_s, share)
-        return {"data_wait_s": window.get("data_wait", 0.0), "data_wait_share": share, "batches": batches,
+        return {"data_wait_s": window.get("data_wait", 0.0), "data_wait_share": share, "batches": batches - last_batches,
                 "goodput": goodput, "eval_spans": self.eval_spans, "inference_spans": self.inference_spans,
                 "checkpoint_saves": self.checkpoints.saves}
 
