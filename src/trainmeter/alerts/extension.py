@@ -49,10 +49,10 @@ class Alerts(ExtensionBase):
         self._watchdog = Watchdog(monitor, self, interval_s=self._watch_interval_s)
         self._watchdog.start()
         rule = self._nan_stop
-        if rule is not None and rule.action == "checkpoint-stop":  # its checkpoint: the weights before the NaN step
-            monitor.controls.save_before_nonfinite(f"alert:{rule.text}")
-        if self._nan_stop is not None:  # each lane's step, in its thread (lane 1's: on_step)
-            monitor.watch_lane_losses(self._lane_loss)
+        if rule is not None:
+            if rule.action == "checkpoint-stop":  # its checkpoint: the weights before the NaN step
+                monitor.controls.save_before_nonfinite(f"alert:{rule.text}")
+            monitor.watch_lane_losses(self._lane_loss)  # each lane's step, in its thread (lane 1's: on_step)
 
     def stop(self) -> None:
         """Join the watchdog, stop watching the lanes (idempotent)."""

@@ -84,9 +84,7 @@ class TimeSplit(ExtensionBase):
             self._patches.wrap(os, "replace", self.checkpoints.make_renamer)
             self._patches.wrap(os, "rename", self.checkpoints.make_renamer)
             self.patched += ["os.replace", "os.rename"]
-        by_module: dict[str, list[savers.SaverSite]] = {}
-        for site in savers.SITES:
-            by_module.setdefault(site.module, []).append(site)
+        by_module = {site.module: [s for s in savers.SITES if s.module == site.module] for site in savers.SITES}
         self._hooks = PostImportHooks({name: functools.partial(self.checkpoints.patch, sites)
                                        for name, sites in by_module.items()})
         self._hooks.install()
