@@ -61,17 +61,12 @@ def parse_flags(line: str) -> MonitorOptions:
         argv = shlex.split(line)
     except ValueError as exc:
         raise UsageError(f"%%trainmeter: cannot parse flags {line!r}: {exc}") from None
-    seen: set[str] = set()
-    for word in argv:
-        flag = word.split("=", 1)[0]
-        if flag.startswith("--"):
-            if flag in seen:
-                raise UsageError(f"%%trainmeter: {flag} given more than once; give each flag at most once")
-            seen.add(flag)
-    ns = build_parser().parse_args(argv)
-    kwargs = vars(ns)
-    widget = not kwargs.pop("no_widget")
-    tap = not kwargs.pop("no_tap")
+    flags = [word.split("=", 1)[0] for word in argv if word.startswith("--")]
+    twice = next((flag for i, flag in enumerate(flags) if flag in flags[:i]), None)  # the first one repeated
+    if twice is not None:
+        raise UsageError(f"%%trainmeter: {twice} given more than once; give each flag at most once")
+    kwargs = vars(build_parser().parse_args(argv))
+    widget, tap = not kwargs.pop("no_widget"), not kwargs.pop("no_tap")
     try:
         return make_options(widget=widget, tap=tap, **kwargs)
     except ValueError as exc:

@@ -328,9 +328,10 @@ class TimeSplit(ExtensionBase):
                  "provenance": "measured",
                  "note": format_seconds(seconds)}  # as passport.md's "Time:" line
                 for phase, seconds in totals.items() if seconds > 0 or phase in ("train", "data_wait")]
-        share = self.data_wait_share(totals)
+        share, mean_s = self.data_wait_share(totals), ratio(self.loader_wait_s, self.batches)
+        mean = "-" if mean_s is None else f"{mean_s * 1000:.1f} ms"
         rows.append({"label": "data wait / step time", "value": share, "unit": "fraction", "provenance": "measured",
-                     "note": f"{self.batches} batches, mean {_ms(ratio(self.loader_wait_s, self.batches))}"})
+                     "note": f"{self.batches} batches, mean {mean}"})
         self._last_panel = [{"id": "time", "title": "Where the time goes", "rows": rows,
                              "note": "shares of session time; train share = goodput"}]
         return self._last_panel
@@ -356,7 +357,3 @@ class TimeSplit(ExtensionBase):
 
 def _numel(module: Any) -> int:
     return sum(p.numel() for p in module.parameters())
-
-
-def _ms(seconds: float | None) -> str:
-    return "-" if seconds is None else f"{seconds * 1000:.1f} ms"
