@@ -24,6 +24,16 @@ MONITOR_KEYWORDS: tuple[str, ...] = (*_NAMED, "model",
 """Every keyword :func:`monitor` takes (the ``%%trainmeter`` flags' options, and ``model``)."""
 
 
+def _guarded(m: Monitor, key: str, what: str, call: Any, *args: Any) -> bool:
+    """``call(*args)``; whether it returned (a fault is warned once under ``key`` as ``what: exc``, never raised)."""
+    try:
+        call(*args)
+        return True
+    except Exception as exc:
+        m.warn_once(key, f"{what}: {exc!r}")
+        return False
+
+
 def emit(**series: Any) -> None:
     """Record named scalars for the run in progress (no-op when none is), e.g. ``tm.emit(train_loss=loss, lr=lr)``.
 
@@ -36,10 +46,7 @@ def emit(**series: Any) -> None:
     if "" in series:  # a series needs a name (docs/spec.md section 18)
         series = {k: v for k, v in series.items() if k}
         m.warn_once("emit-empty-name", "tm.emit(**{'': ...}) ignored: a series needs a name")
-    try:
-        m.record(series)
-    except Exception as exc:
-        m.warn_once("emit", f"tm.emit failed and was skipped: {exc!r}")
+    _guarded(m, "emit", "tm.emit failed and was skipped", m.record, series)
 
 
 def step(model: Any = None) -> None:
@@ -74,12 +81,8 @@ def batch(*, samples: int | None = None, tokens: int | None = None) -> None:
         raise ValueError(f"tm.batch({unit}={value!r}): a count is a non-negative int")
     m = _monitor_module._ACTIVE
     probes = None if m is None else m.probes
-    if probes is None:
-        return
-    try:
-        probes.root_calls.declare(count, unit)
-    except Exception as exc:
-        m.warn_once("batch-declared", f"tm.batch failed and was skipped: {exc!r}")
+    if probes is not None:
+        _guarded(m, "batch-declared", "tm.batch failed and was skipped", probes.root_calls.declare, count, unit)
 
 
 def save() -> Path | None:
@@ -150,21 +153,12 @@ def phase(name: str) -> Iterator[None]:
             "or a custom lowercase identifier (not 'train')"
         )
     m = _monitor_module._ACTIVE
-    entered = False
-    if m is not None:
-        try:
-            m.enter_phase(name)
-            entered = True
-        except Exception as exc:
-            m.warn_once("phase", f"tm.phase failed: {exc!r}")
+    entered = m is not None and _guarded(m, "phase", "tm.phase failed", m.enter_phase, name)
     try:
         yield
     finally:
-        if entered and m is not None:
-            try:
-                m.exit_phase()
-            except Exception as exc:
-                m.warn_once("phase", f"tm.phase failed: {exc!r}")
+        if entered:
+            _guarded(m, "phase", "tm.phase failed", m.exit_phase)
 
 
 def monitor(*, name: str | None = None, budget_tokens: Any = None, budget_steps: Any = None,

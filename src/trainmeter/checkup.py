@@ -69,24 +69,17 @@ def doctor(*, backend: GpuBackend | None = None, open_backend: Callable[[], GpuB
     modules = sys.modules if modules is None else modules
     env = os.environ if env is None else env
     shell = ipython_shell() if ipython is _UNSET else ipython
-    checks: list[Check] = []
     colab = "google.colab" in modules
-    checks.append(_front_end(shell, colab, env))
-    checks.append(_widgets(version_of, colab, shell))
-    checks.append(_ipykernel(version_of, shell))
     from trainmeter.widget.subshells import subshell_findings  # ipykernel 7 subshells, JupyterLab's setting
 
-    checks.extend(subshell_findings(version_of, shell, env, lab_settings))
-    torch = _import_torch() if torch_module is _UNSET else torch_module
-    torch_checks, cuda_count = _torch_checks(torch)
-    checks.extend(torch_checks)
-    checks.extend(_gpu_checks(backend, open_backend, cuda_count))
+    torch_checks, cuda_count = _torch_checks(_import_torch() if torch_module is _UNSET else torch_module)
     psutil_version = version_of("psutil")
-    checks.append(Check(name="psutil", ok=True, detail=f"psutil {psutil_version}: host CPU and memory are sampled")
-                  if psutil_version else Check(name="psutil", ok=False, fix="pip install psutil",
-                                               detail="psutil is not installed: no host CPU/memory panel"))
-    checks.extend(_host_patch_checks(env, modules))
-    return checks
+    psutil = (Check(name="psutil", ok=True, detail=f"psutil {psutil_version}: host CPU and memory are sampled")
+              if psutil_version else Check(name="psutil", ok=False, fix="pip install psutil",
+                                           detail="psutil is not installed: no host CPU/memory panel"))
+    return [_front_end(shell, colab, env), _widgets(version_of, colab, shell), _ipykernel(version_of, shell),
+            *subshell_findings(version_of, shell, env, lab_settings), *torch_checks,
+            *_gpu_checks(backend, open_backend, cuda_count), psutil, *_host_patch_checks(env, modules)]
 
 
 def _host_patch_checks(env: Any, modules: Any) -> list[Check]:
@@ -192,11 +185,11 @@ def _gpu_checks(backend: GpuBackend | None, open_backend: Callable[[], GpuBacken
 
 
 def _nvml_missing(reason: str, cuda_count: int | None) -> Check:
-    no_gpu_here = not cuda_count and reason == REASON_LIBRARY_NOT_FOUND
-    if no_gpu_here:
-        return Check(name="NVML", ok=None, detail=f"{reason}; GPU counters and the ladder are not available")
+    detail = f"{reason}; GPU counters and the ladder are not available"
+    if not cuda_count and reason == REASON_LIBRARY_NOT_FOUND:  # no GPU here
+        return Check(name="NVML", ok=None, detail=detail)
     fix = ("pip install nvidia-ml-py" if reason == REASON_PYNVML_MISSING else "check the NVIDIA driver with nvidia-smi")
-    return Check(name="NVML", ok=False, detail=f"{reason}; GPU counters and the ladder are not available", fix=fix)
+    return Check(name="NVML", ok=False, detail=detail, fix=fix)
 
 
 def _device_checks(backend: GpuBackend) -> list[Check]:
@@ -246,10 +239,6 @@ def _gpm_check(index: int, supported: bool, reason: str | None) -> Check:
 def format_doctor(checks: Sequence[Check]) -> str:
     """One line per check: ``[ ok ] name: detail  (fix: ...)``."""
     marks = {True: " ok ", False: "FAIL", None: "n/a "}
-    lines = []
-    for c in checks:
-        line = f"[{marks[c.ok]}] {c.name}: {c.detail}"
-        if c.fix:
-            line += f"  (fix: {c.fix})"
-        lines.append(printable(line))  # a GPU name, a path, a peak source: text from outside (core/text.py)
-    return "\n".join(lines)
+    # printable: a GPU name, a path, a peak source are text from outside (core/text.py)
+    return "\n".join(printable(f"[{marks[c.ok]}] {c.name}: {c.detail}" + (f"  (fix: {c.fix})" if c.fix else ""))
+                     for c in checks)

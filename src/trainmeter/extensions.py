@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import importlib
 import sys
-from contextlib import suppress
 from typing import Any
 
 from trainmeter.core.extension import order_extensions
@@ -48,12 +48,6 @@ def default_extensions(options: MonitorOptions) -> list[Any]:
     return order_extensions(out, known=WING_NAMES)
 
 
-def _cuda_memory() -> Any:
-    from trainmeter.gpu.cuda_memory import CudaMemoryMonitor
-
-    return CudaMemoryMonitor()
-
-
 def _save_dashboard(run: Any) -> None:
     """Write ``dashboard.json`` for a run with no widget open (a live widget's close writes it)."""
     from trainmeter.widget.dashboard_file import save_dashboard
@@ -72,8 +66,8 @@ def make_monitor(options: MonitorOptions, **kwargs: Any) -> Monitor:
     from trainmeter.record.recorder import RunRecorder
 
     kwargs.setdefault("record", RunRecorder(after_passport=_save_dashboard))
-    kwargs.setdefault("cuda_memory", _cuda_memory)
-    kwargs.setdefault("finish_imports", import_for_finish)
+    kwargs.setdefault("cuda_memory", lambda: importlib.import_module("trainmeter.gpu.cuda_memory").CudaMemoryMonitor())
+    kwargs.setdefault("finish_imports", functools.partial(preload, FINISH_MODULES))
     return Monitor(options, **kwargs)
 
 
@@ -117,25 +111,18 @@ REPORT_AND_FINISH_MODULES = (
     "trainmeter.widget.x_axis", "trainmeter.widget.controls", "trainmeter.widget.dashboard_file",
 )
 
-
+# What the passport and ``dashboard.json`` import of ours, imported on the training thread at finish before the report
+# worker builds them (already imported after :func:`preload`: a lookup each; one that fails is said by the build).
 FINISH_MODULES = tuple(name for name in REPORT_AND_FINISH_MODULES if name.startswith(
     ("trainmeter.compute.card", "trainmeter.gpu.ladder", "trainmeter.record.passport", "trainmeter.widget.")))
 
 
-def import_for_finish() -> None:
-    """Import what the passport and ``dashboard.json`` import of ours, on the training thread at finish, before
-    the report worker builds them (already imported after :func:`preload`: a lookup each). Never raises."""
-    for name in FINISH_MODULES:
-        if name not in sys.modules:
-            with suppress(Exception):  # the build imports it again and says what failed
-                importlib.import_module(name)
-
-
-def preload() -> list[str]:
-    """Import :data:`START_MODULES` and :data:`REPORT_AND_FINISH_MODULES`; ``"module: error"`` for each that failed.
-    Call on the thread that runs the user's cells (``%load_ext`` does); never raises."""
+def preload(modules: tuple[str, ...] = (*START_MODULES, *REPORT_AND_FINISH_MODULES)) -> list[str]:
+    """Import ``modules`` (:data:`START_MODULES` and :data:`REPORT_AND_FINISH_MODULES`; at finish
+    :data:`FINISH_MODULES`); ``"module: error"`` for each that failed. Call on the thread that runs the user's cells
+    (``%load_ext`` does); never raises."""
     failed = []
-    for name in (*START_MODULES, *REPORT_AND_FINISH_MODULES):
+    for name in modules:
         try:
             importlib.import_module(name)
         except Exception as exc:  # noqa: BLE001 - a module that fails here fails again, and says so, at start

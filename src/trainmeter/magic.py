@@ -61,17 +61,12 @@ def parse_flags(line: str) -> MonitorOptions:
         argv = shlex.split(line)
     except ValueError as exc:
         raise UsageError(f"%%trainmeter: cannot parse flags {line!r}: {exc}") from None
-    seen: set[str] = set()
-    for word in argv:
-        flag = word.split("=", 1)[0]
-        if flag.startswith("--"):
-            if flag in seen:
-                raise UsageError(f"%%trainmeter: {flag} given more than once; give each flag at most once")
-            seen.add(flag)
-    ns = build_parser().parse_args(argv)
-    kwargs = vars(ns)
-    widget = not kwargs.pop("no_widget")
-    tap = not kwargs.pop("no_tap")
+    flags = [word.split("=", 1)[0] for word in argv if word.startswith("--")]
+    twice = next((flag for i, flag in enumerate(flags) if flag in flags[:i]), None)  # the first one repeated
+    if twice is not None:
+        raise UsageError(f"%%trainmeter: {twice} given more than once; give each flag at most once")
+    kwargs = vars(build_parser().parse_args(argv))
+    widget, tap = not kwargs.pop("no_widget"), not kwargs.pop("no_tap")
     try:
         return make_options(widget=widget, tap=tap, **kwargs)
     except ValueError as exc:
@@ -110,23 +105,21 @@ class TrainmeterMagics(Magics):
         except ValueError as exc:
             raise UsageError(f"%trainmeter: cannot parse {line!r}: {exc}") from None
         verb = words[0] if words else "help"
+        if verb not in VERBS:
+            raise UsageError(f"%trainmeter: unknown verb {verb!r}; valid verbs: {', '.join(VERBS)}")
         if verb == "runs":
             table = _runs_table(words[1:])
             self._show(table.text(), table)  # an HTML table, with the text table as text/plain
             return None
+        if verb == "help" and len(words) > 1:
+            raise UsageError(f"%trainmeter help: unexpected {' '.join(words[1:])!r}; usage: %trainmeter help")
+        text = help_text()
         if verb == "doctor":
             from trainmeter.checkup import doctor, format_doctor
 
             text = format_doctor(doctor())
-            self._show(text, TextBlock(text, "doctor"))
-            return None
-        if verb == "help":
-            if len(words) > 1:
-                raise UsageError(f"%trainmeter help: unexpected {' '.join(words[1:])!r}; usage: %trainmeter help")
-            text = help_text()
-            self._show(text, TextBlock(text, "help"))
-            return None
-        raise UsageError(f"%trainmeter: unknown verb {verb!r}; valid verbs: {', '.join(VERBS)}")
+        self._show(text, TextBlock(text, verb))
+        return None
 
 
 def _runs_table(rest: list[str]) -> Any:

@@ -65,8 +65,7 @@ class MonitorOptions:
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-ready dict of the options."""
-        values = {f.name: getattr(self, f.name) for f in fields(self)}
-        return {name: str(v) if isinstance(v, Path) else v for name, v in values.items()}
+        return {f.name: str(v) if isinstance(v := getattr(self, f.name), Path) else v for f in fields(self)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,7 +247,11 @@ def make_options(*, name: str | None = None, budget_tokens: Any = None, budget_s
     interval = _seconds(interval_s)
     flops = _count(budget_flops, "--budget-flops", integer=False)
     peak = validate_peak(peak_tflops, _text(peak_source, "--peak-source"))
-    conv = _convention(_text(convention, "--convention"))
+    conv = _text(convention, "--convention")
+    if conv is not None:
+        from trainmeter.compute.flops import validate_convention
+
+        conv = validate_convention(conv)
     gpu_spec = _gpus(gpus)
     grid = _grid(grid_gco2_per_kwh, _text(grid_source, "--grid-source"))
     root = _run_root(run_dir)
@@ -291,14 +294,6 @@ def _grid(gco2_per_kwh: Any, source: str | None) -> float | None:
         raise ValueError(f"--grid-gco2-per-kwh {gco2_per_kwh} needs --grid-source TEXT saying where the "
                          "intensity comes from (a utility report, a grid operator's figure)")
     return value
-
-
-def _convention(convention: str | None) -> str | None:
-    if convention is None:
-        return None
-    from trainmeter.compute.flops import validate_convention
-
-    return validate_convention(convention)
 
 
 def _gpus(gpus: Any) -> str | None:

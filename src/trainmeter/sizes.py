@@ -273,12 +273,9 @@ def axis_labels(ticks: list[float], unit: str) -> list[str]:
     if len(set(labels)) == len(labels) or not ticks:
         return labels
     top = max(abs(t) for t in ticks)
-    if unit == "bytes":
-        div, suffix = next(((2.0 ** (10 * i), f" {u}") for i, u in reversed(list(enumerate(_IEC)))
-                            if top >= 2.0 ** (10 * i)), (1.0, " B"))
-    else:
-        div, suffix = next(((1000.0 ** i, u) for i, u in reversed(list(enumerate(_SI_COUNT)))
-                            if top >= 1000.0 ** i), (1.0, ""))
+    base, units, space = (1024.0, _IEC, " ") if unit == "bytes" else (1000.0, _SI_COUNT, "")
+    i = next((i for i in reversed(range(len(units))) if top >= base**i), 0)
+    div, suffix = base**i, f"{space}{units[i]}"
     for decimals in range(1, 8):
         labels = [f"{t / div:.{decimals}f}{suffix}" for t in ticks]
         if len(set(labels)) == len(labels):

@@ -7,9 +7,7 @@ thread (a lock; the record is replaced, never mutated); the publisher reads ``fi
 from __future__ import annotations
 
 import math
-import sys
 import threading
-import traceback
 from typing import TYPE_CHECKING, Any
 
 from trainmeter.alerts.rules import VERDICT_CONDITIONS, AlertRule, parse_rules
@@ -20,29 +18,8 @@ from trainmeter.core.extension import ExtensionBase
 if TYPE_CHECKING:
     from trainmeter.core.context import RunContext
 
-TOP_FRAMES = 8
 _STOPPING = ("stop", "checkpoint-stop")
 _CHARTS = {"nan": "loss", "spike": "loss", "series": "loss", "memory": "memory"}  # the chart a marker goes on
-
-
-def thread_frames(ident: int | None, limit: int = TOP_FRAMES) -> list[str]:
-    """The top ``limit`` frames of thread ``ident``, innermost last (``file:line in function``), after the innermost
-    notebook cell's frame when it is deeper; ``[]`` if gone."""
-    frame = sys._current_frames().get(ident) if ident is not None else None
-    if frame is None:
-        return []
-    stack = [f"{code_place(f.filename, f.lineno)} in {f.name}" for f in traceback.extract_stack(frame)]
-    cell = next((s for s in reversed(stack) if s.startswith("cell [")), None)
-    return stack[-limit:] if cell is None or cell in stack[-limit:] else [cell, *stack[-limit:]]
-
-
-def code_place(filename: str, line: int | None) -> str:
-    """``cell [n], line m`` for a notebook cell's code (IPython compiles a cell under a temporary file named by a hash
-    of its code, ``/tmp/ipykernel_<pid>/<hash>.py``, and maps it to the cell's execution count), else ``file:line``."""
-    get = getattr(sys.modules.get("IPython"), "get_ipython", None)
-    names = getattr(getattr(get() if get is not None else None, "compile", None), "_filename_map", None)
-    number = names.get(filename) if isinstance(names, dict) else None
-    return f"cell [{number}], line {line}" if isinstance(number, int) else f"{filename}:{line}"
 
 
 class Alerts(ExtensionBase):
@@ -56,7 +33,7 @@ class Alerts(ExtensionBase):
         self.fired: tuple[dict[str, Any], ...] = ()
         self._lock = threading.Lock()
         self._m: RunContext | None = None
-        self._train_ident: int | None = None
+        self.training_ident: int | None = None  # the thread that started the run
         self._watchdog: Watchdog | None = None
         self._watch_interval_s = watch_interval_s
         self._loss_pos = 0  # the per-step NaN check's position in the captured loss series (a device loss)
@@ -68,14 +45,14 @@ class Alerts(ExtensionBase):
     def start(self, monitor: RunContext) -> None:
         """Note the training thread; start the watchdog (hang rules, the other rules, the control file)."""
         self._m = monitor
-        self._train_ident = threading.get_ident()
+        self.training_ident = threading.get_ident()
         self._watchdog = Watchdog(monitor, self, interval_s=self._watch_interval_s)
         self._watchdog.start()
         rule = self._nan_stop
-        if rule is not None and rule.action == "checkpoint-stop":  # its checkpoint: the weights before the NaN step
-            monitor.controls.save_before_nonfinite(f"alert:{rule.text}")
-        if self._nan_stop is not None:  # each lane's step, in its thread (lane 1's: on_step)
-            monitor.watch_lane_losses(self._lane_loss)
+        if rule is not None:
+            if rule.action == "checkpoint-stop":  # its checkpoint: the weights before the NaN step
+                monitor.controls.save_before_nonfinite(f"alert:{rule.text}")
+            monitor.watch_lane_losses(self._lane_loss)  # each lane's step, in its thread (lane 1's: on_step)
 
     def stop(self) -> None:
         """Join the watchdog, stop watching the lanes (idempotent)."""
@@ -96,11 +73,6 @@ class Alerts(ExtensionBase):
         with self._lock:
             self.rules = (*self.rules, *new)
         return new
-
-    @property
-    def training_ident(self) -> int | None:
-        """The training thread's id (the thread that started the run)."""
-        return self._train_ident
 
     # -- checks ------------------------------------------------------------------------------
     def _check_step_loss(self) -> None:

@@ -20,6 +20,8 @@ MIN_HANG_S = 5.0
 DEFAULT_MEMORY_FRACTION = 0.95
 MAX_RULES = 32
 _SERIES = re.compile(r"([A-Za-z_][A-Za-z0-9_./-]{0,127})\s*([<>])\s*(\S+)\Z")
+_LIMITS = {"hang": ("hang seconds", DEFAULT_HANG_S, lambda s: s >= MIN_HANG_S, f"is under {MIN_HANG_S:g} seconds"),
+           "memory": ("memory fraction", DEFAULT_MEMORY_FRACTION, lambda f: 0 < f <= 1, "is not a fraction in (0, 1]")}
 _VALID = (f"conditions: {', '.join(CONDITIONS)} (memory=F with F in 0-1, hang=S seconds >= {MIN_HANG_S:g}); "
           f"actions: {', '.join(ACTIONS)}; e.g. nan:stop,hang=120:notify,val_loss>2.5")
 
@@ -62,16 +64,12 @@ def parse_rule(text: str) -> AlertRule:
     key = name.strip().lower()
     if key in VERDICT_CONDITIONS and not eq:
         return AlertRule(key, action, text=f"{key}:{action}")
-    if key == "hang":
-        seconds = _number(value, rule, "hang seconds") if eq else DEFAULT_HANG_S
-        if seconds < MIN_HANG_S:
-            raise ValueError(f"invalid alert rule {rule!r}: hang={value} is under {MIN_HANG_S:g} seconds; {_VALID}")
-        return AlertRule("hang", action, seconds, text=f"hang={seconds:g}:{action}")
-    if key == "memory":
-        fraction = _number(value, rule, "memory fraction") if eq else DEFAULT_MEMORY_FRACTION
-        if not 0 < fraction <= 1:
-            raise ValueError(f"invalid alert rule {rule!r}: memory={value} is not a fraction in (0, 1]; {_VALID}")
-        return AlertRule("memory", action, fraction, text=f"memory={fraction:g}:{action}")
+    if key in _LIMITS:  # hang=S, memory=F
+        what, default, valid, why = _LIMITS[key]
+        number = _number(value, rule, what) if eq else default
+        if not valid(number):
+            raise ValueError(f"invalid alert rule {rule!r}: {key}={value} {why}; {_VALID}")
+        return AlertRule(key, action, number, text=f"{key}={number:g}:{action}")
     match = _SERIES.match(condition)
     if match is not None:
         series, op, value = match.groups()

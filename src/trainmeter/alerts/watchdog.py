@@ -10,7 +10,9 @@ import contextlib
 import json
 import os
 import stat
+import sys
 import threading
+import traceback
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +22,7 @@ CONTROL_FILE = "control.json"
 CONTROL_ACTIONS = ("stop", "checkpoint")
 MAX_CONTROL_BYTES = 4096
 MAX_IDS_KEPT = 256
+TOP_FRAMES = 8
 
 
 def read_control(path: Path, run_id: str) -> tuple[str, str] | None:
@@ -39,6 +42,26 @@ def read_control(path: Path, run_id: str) -> tuple[str, str] | None:
     if action not in CONTROL_ACTIONS or not isinstance(ident, str | int) or isinstance(ident, bool):
         return None
     return str(action), str(ident)
+
+
+def thread_frames(ident: int | None, limit: int = TOP_FRAMES) -> list[str]:
+    """The top ``limit`` frames of thread ``ident``, innermost last (``file:line in function``), after the innermost
+    notebook cell's frame when it is deeper; ``[]`` if gone."""
+    frame = sys._current_frames().get(ident) if ident is not None else None
+    if frame is None:
+        return []
+    stack = [f"{code_place(f.filename, f.lineno)} in {f.name}" for f in traceback.extract_stack(frame)]
+    cell = next((s for s in reversed(stack) if s.startswith("cell [")), None)
+    return stack[-limit:] if cell is None or cell in stack[-limit:] else [cell, *stack[-limit:]]
+
+
+def code_place(filename: str, line: int | None) -> str:
+    """``cell [n], line m`` for a notebook cell's code (IPython compiles a cell under a temporary file named by a hash
+    of its code, ``/tmp/ipykernel_<pid>/<hash>.py``, and maps it to the cell's execution count), else ``file:line``."""
+    get = getattr(sys.modules.get("IPython"), "get_ipython", None)
+    names = getattr(getattr(get() if get is not None else None, "compile", None), "_filename_map", None)
+    number = names.get(filename) if isinstance(names, dict) else None
+    return f"cell [{number}], line {line}" if isinstance(number, int) else f"{filename}:{line}"
 
 
 class Watchdog:
@@ -93,8 +116,6 @@ class Watchdog:
         quiet_s = now_s - self._last_change_s
         for rule in self._alerts.hang_rules():
             if rule.threshold is not None and quiet_s >= rule.threshold:
-                from trainmeter.alerts.extension import thread_frames
-
                 where = thread_frames(self._alerts.training_ident)
                 top = where[-1] if where else "its stack could not be read"
                 cell = next((w for w in reversed(where) if w.startswith("cell [")), top)  # the notebook's line

@@ -28,12 +28,15 @@ class HeldInterrupts:
     def __enter__(self) -> HeldInterrupts:
         if _in_main_thread() and host_patches.enabled("signals"):
             try:
-                previous = signal.getsignal(signal.SIGINT)
+                self._previous = signal.getsignal(signal.SIGINT)
+                self._installed = True  # from here a KeyboardInterrupt raised inside (not a SIGINT: held) is undone
                 signal.signal(signal.SIGINT, self._hold)
-            except (ValueError, OSError, TypeError, RuntimeError):
                 return self
-            self._previous = previous
-            self._installed = True
+            except (ValueError, OSError, TypeError, RuntimeError):
+                self._installed = False
+            except BaseException:
+                self.__exit__()
+                raise
         return self
 
     def _hold(self, signum: int, frame: FrameType | None) -> None:

@@ -91,15 +91,16 @@ class Patches:
             setattr(wrapper, ORIGINAL_ATTR, original)
         except (AttributeError, TypeError):
             pass
-        setattr(owner, attr, wrapper)
+        # recorded first: a Ctrl-C between the two leaves nothing unrestored (restore_all skips an unset one)
         self._patches.append(_Patch(owner=owner, attr=attr, own=own, wrapper=wrapper))
+        setattr(owner, attr, wrapper)
         return True
 
     def set(self, owner: Any, attr: str, value: Any) -> None:
         """Set ``owner.attr = value`` and restore the previous value later (if still ``value``)."""
         own = vars(owner).get(attr, _MISSING)
-        setattr(owner, attr, value)
         self._patches.append(_Patch(owner=owner, attr=attr, own=own, wrapper=value))
+        setattr(owner, attr, value)
 
     def restore_all(self) -> None:
         """Put every original back where our wrapper is still in place. Idempotent."""

@@ -48,7 +48,6 @@ def rank_from_env(environ: Any = None) -> int | None:
         return None
 
 
-
 def group_label(group: Any, index: int) -> str:
     """``name`` of a param group when it is a non-empty string, else its index."""
     name = group.get("name") if hasattr(group, "get") else None

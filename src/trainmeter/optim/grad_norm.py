@@ -27,12 +27,10 @@ def _replicated_local(norm: Any) -> Any:
     """The local tensor of a DTensor norm replicated on every rank (FSDP2's ``clip_grad_norm_``: no collective, no
     sync), else ``None`` (a partial or sharded one would need ``full_tensor()``, a collective)."""
     placements = getattr(norm, "placements", None)
-    to_local = getattr(norm, "to_local", None)
-    if placements is None or to_local is None or type(norm).__name__ != "DTensor":
+    if type(norm).__name__ != "DTensor" or not placements or not all(type(p).__name__ == "Replicate"
+                                                                     for p in placements):
         return None
-    if not placements or not all(type(p).__name__ == "Replicate" for p in placements):
-        return None
-    return to_local()
+    return norm.to_local()
 
 
 class ClipTap:
@@ -161,10 +159,6 @@ class ClipTap:
 
     def missing_reason(self) -> str | None:
         """Why no norm was recorded, or ``None`` when one was."""
-        if self.norm_calls and self.skipped < self.norm_calls:
-            return None
         if self.norm_calls:
-            return REASON_NOT_PLAIN
-        if self.value_calls:
-            return REASON_BY_VALUE
-        return REASON_NO_CLIP
+            return None if self.skipped < self.norm_calls else REASON_NOT_PLAIN
+        return REASON_BY_VALUE if self.value_calls else REASON_NO_CLIP

@@ -45,7 +45,7 @@ class LossEma:
     """The fold of :data:`LOSS_SERIES`'s points in step order by the rule above.
 
     Thread safety: one writer (:meth:`twin`, under the views' lock); the state is one tuple replaced whole, so
-    :attr:`value`, :attr:`step` and :attr:`window_steps` read from any thread agree with one another.
+    :attr:`value`, :attr:`step` and :attr:`count` read from any thread agree with one another.
     """
 
     def __init__(self) -> None:
@@ -86,12 +86,6 @@ class LossEma:
     def count(self) -> int:
         """Finite points folded."""
         return self._state[1]
-
-    @property
-    def window_steps(self) -> int | None:
-        """The window at the newest point, in steps (``None`` before the first finite point)."""
-        _, n, first, last = self._state
-        return window_steps(last - first + 1) if n else None
 
     def to_dict(self) -> dict[str, Any]:
         """The run log's ``interval.optim.loss_ema``: ``value``, ``step``, ``window_steps`` (all None before a point)."""

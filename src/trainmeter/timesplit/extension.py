@@ -57,7 +57,7 @@ class TimeSplit(ExtensionBase):
         self.inference_spans = 0
         self.checkpoints = savers.CheckpointSpans(self)  # the savers' spans and records
         self.patched: list[str] = []
-        self._window = {"batches": 0, "totals": {}, "elapsed_s": 0.0}
+        self._window: tuple[int, dict[str, float], float] = (0, {}, 0.0)  # the last report's batches, phases, time
         self._last_panel: list[dict[str, Any]] = []
 
     # -- lifecycle -----------------------------------------------------------------
@@ -84,9 +84,7 @@ class TimeSplit(ExtensionBase):
             self._patches.wrap(os, "replace", self.checkpoints.make_renamer)
             self._patches.wrap(os, "rename", self.checkpoints.make_renamer)
             self.patched += ["os.replace", "os.rename"]
-        by_module: dict[str, list[savers.SaverSite]] = {}
-        for site in savers.SITES:
-            by_module.setdefault(site.module, []).append(site)
+        by_module = {site.module: [s for s in savers.SITES if s.module == site.module] for site in savers.SITES}
         self._hooks = PostImportHooks({name: functools.partial(self.checkpoints.patch, sites)
                                        for name, sites in by_module.items()})
         self._hooks.install()
@@ -116,27 +114,23 @@ class TimeSplit(ExtensionBase):
         def __next__(iterator: Any) -> Any:
             if split._in_next or not split.gate.here():
                 return original(iterator)
-            monitor = split.monitor
-            split._in_next = True
-            ok = False
-            t0 = monitor.clock() if monitor is not None else 0.0
+            split._in_next, clock = True, split.monitor.clock
+            t0, ok = clock(), False
             try:
                 batch = original(iterator)
                 ok = True
                 return batch
             finally:
                 split._in_next = False
-                if monitor is not None:
-                    split._on_wait(monitor.clock() - t0, ok)
+                split._on_wait(clock() - t0, ok)
 
         return __next__
 
     def _on_wait(self, seconds: float, counted: bool) -> None:
-        monitor = self.monitor
         try:
-            if monitor is None or not monitor.phases.training:
+            if not self.monitor.phases.training:
                 return  # inside an eval/checkpoint span, or before/after the session: not a training wait
-            monitor.carve("data_wait", seconds)
+            self.monitor.carve("data_wait", seconds)
             self.loader_wait_s += seconds
             if counted:
                 self.batches += 1
@@ -164,15 +158,11 @@ class TimeSplit(ExtensionBase):
 
         return train
 
-    def _root(self) -> Any:
-        monitor = self.monitor
-        ref: weakref.ReferenceType[Any] | None = monitor.model_ref if monitor is not None else None
-        return ref() if ref is not None else None
-
     def _is_root(self, module: Any) -> bool:
-        root = self._root()
+        ref: weakref.ReferenceType[Any] | None = self.monitor.model_ref
+        root = ref() if ref is not None else None
         if root is None:
-            probes = getattr(self.monitor, "probes", None)
+            probes = self.monitor.probes
             return probes is not None and probes.is_candidate(module)
         return module is root or self._related(module, root)
 
@@ -205,8 +195,7 @@ class TimeSplit(ExtensionBase):
         if self.enter_span(INFERENCE):
             self.inference_open = True
             self.inference_spans += 1
-            if self.monitor is not None:
-                self.monitor.watch_training(self)
+            self.monitor.watch_training(self)
 
     def on_phase(self, name: str, edge: str, t_s: float) -> None:
         """Each outermost span's edges (an eval span counted); training activity ends the inference span, and so
@@ -222,17 +211,14 @@ class TimeSplit(ExtensionBase):
             self.eval_spans += 1
         elif edge == "end" and name == INFERENCE and self.inference_open:  # replaced by an eval or other span
             self.inference_open = False
-            if self.monitor is not None:
-                self.monitor.unwatch_training(self)
+            self.monitor.unwatch_training(self)
 
     def _close_inference(self) -> None:
-        if not self.inference_open:
-            return
-        self.inference_open = False
-        if self.monitor is not None:
+        if self.inference_open:
+            self.inference_open = False
             self.monitor.unwatch_training(self)
-        if not self.checkpoints.depth:  # during a save inside the span, the span is already paused
-            self.exit_span()
+            if not self.checkpoints.depth:  # during a save inside the span, the span is already paused
+                self.exit_span()
 
     def pause_span(self) -> str | None:
         """Close the outermost span open now (not a checkpoint) for a save; its name for :meth:`resume_span`."""
@@ -248,21 +234,17 @@ class TimeSplit(ExtensionBase):
 
     def resume_span(self, name: str | None) -> None:
         """Reopen the span :meth:`pause_span` closed (the inference span only while it is still open)."""
-        if name is None or (name == INFERENCE and not self.inference_open):
-            return
-        self._quiet = True
-        try:
-            self.enter_span(name)
-        finally:
-            self._quiet = False
+        if name is not None and (name != INFERENCE or self.inference_open):
+            self._quiet = True
+            try:
+                self.enter_span(name)
+            finally:
+                self._quiet = False
 
     def enter_span(self, phase: str) -> bool:
         """Open a ``phase`` span; whether it opened (a fault: warned)."""
-        monitor = self.monitor
-        if monitor is None:
-            return False
         try:
-            monitor.enter_phase(phase)
+            self.monitor.enter_phase(phase)
             return True
         except Exception as exc:
             self.warn(f"time-{phase}", f"{phase} spans disabled: {exc!r}")
@@ -270,12 +252,10 @@ class TimeSplit(ExtensionBase):
 
     def exit_span(self) -> None:
         """Close the span :meth:`enter_span` opened (a fault: warned)."""
-        monitor = self.monitor
-        if monitor is not None:
-            try:
-                monitor.exit_phase()
-            except Exception as exc:
-                self.warn("time-exit", f"phase timing fault: {exc!r}")
+        try:
+            self.monitor.exit_phase()
+        except Exception as exc:
+            self.warn("time-exit", f"phase timing fault: {exc!r}")
 
     def warn(self, key: str, message: str) -> None:
         """Warn once per ``key`` through the run."""
@@ -285,9 +265,8 @@ class TimeSplit(ExtensionBase):
     # -- figures -------------------------------------------------------------------
     def data_wait_share(self, totals_s: dict[str, float]) -> float | None:
         """``data_wait_s / (train_s + data_wait_s)``: the share of step time spent waiting for data."""
-        train_s = totals_s.get("train", 0.0)
         wait_s = totals_s.get("data_wait", 0.0)
-        return ratio(wait_s, train_s + wait_s)
+        return ratio(wait_s, totals_s.get("train", 0.0) + wait_s)
 
     def on_report(self, report: Report) -> dict[str, Any]:
         """Run-log ``interval["time"]``: this window's waits; records the per-window share series."""
@@ -295,19 +274,17 @@ class TimeSplit(ExtensionBase):
         if monitor is None:
             return {}
         totals = dict(report.phases_s)  # the report's own (read later on the report worker, the live ones moved on)
-        elapsed_s = report.elapsed_s
-        last = self._window
-        window = {k: v - last["totals"].get(k, 0.0) for k, v in totals.items()}
-        span_s = elapsed_s - last["elapsed_s"]
+        elapsed_s, batches = report.elapsed_s, self.batches
+        last_batches, last_totals, last_s = self._window
+        window = {k: v - last_totals.get(k, 0.0) for k, v in totals.items()}
         share = self.data_wait_share(window)
-        goodput = ratio(window.get("train", 0.0), span_s)
-        batches = self.batches - last["batches"]
-        self._window = {"batches": self.batches, "totals": totals, "elapsed_s": elapsed_s}
+        goodput = ratio(window.get("train", 0.0), elapsed_s - last_s)
+        self._window = (batches, totals, elapsed_s)
         if goodput is not None:
             monitor.record_at(GOODPUT_SERIES, elapsed_s, min(1.0, goodput))
         if share is not None:
             monitor.record_at(DATA_WAIT_SERIES, elapsed_s, share)
-        return {"data_wait_s": window.get("data_wait", 0.0), "data_wait_share": share, "batches": batches,
+        return {"data_wait_s": window.get("data_wait", 0.0), "data_wait_share": share, "batches": batches - last_batches,
                 "goodput": goodput, "eval_spans": self.eval_spans, "inference_spans": self.inference_spans,
                 "checkpoint_saves": self.checkpoints.saves}
 
@@ -351,9 +328,10 @@ class TimeSplit(ExtensionBase):
                  "provenance": "measured",
                  "note": format_seconds(seconds)}  # as passport.md's "Time:" line
                 for phase, seconds in totals.items() if seconds > 0 or phase in ("train", "data_wait")]
-        share = self.data_wait_share(totals)
+        share, mean_s = self.data_wait_share(totals), ratio(self.loader_wait_s, self.batches)
+        mean = "-" if mean_s is None else f"{mean_s * 1000:.1f} ms"
         rows.append({"label": "data wait / step time", "value": share, "unit": "fraction", "provenance": "measured",
-                     "note": f"{self.batches} batches, mean {_ms(ratio(self.loader_wait_s, self.batches))}"})
+                     "note": f"{self.batches} batches, mean {mean}"})
         self._last_panel = [{"id": "time", "title": "Where the time goes", "rows": rows,
                              "note": "shares of session time; train share = goodput"}]
         return self._last_panel
@@ -379,7 +357,3 @@ class TimeSplit(ExtensionBase):
 
 def _numel(module: Any) -> int:
     return sum(p.numel() for p in module.parameters())
-
-
-def _ms(seconds: float | None) -> str:
-    return "-" if seconds is None else f"{seconds * 1000:.1f} ms"

@@ -71,7 +71,7 @@ def _ignite_disk(args: tuple[Any, ...], kwargs: dict[str, Any], result: Any) -> 
     return os.path.join(os.fspath(args[0].dirname), filename) if isinstance(filename, str) else None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True)
 class SaverSite:
     """One saver: ``attr`` of class ``owner`` (``""``: a function) in ``module`` (wrapped once imported); ``where`` is
     ``(args, kwargs, result) -> path`` (``args`` with ``self`` first for a method)."""
@@ -83,49 +83,34 @@ class SaverSite:
     where: Where
 
 
-SITES: tuple[SaverSite, ...] = (
-    SaverSite(module="safetensors.torch", owner="", attr="save_file", source="safetensors", where=_arg(1, "filename")),
-    SaverSite(module="safetensors.torch", owner="", attr="save_model", source="safetensors", where=_arg(1, "filename")),
-    SaverSite(module="transformers.modeling_utils", owner="PreTrainedModel", attr="save_pretrained",
-              source="transformers save_pretrained", where=_arg(1, "save_directory")),
-    SaverSite(module="transformers.trainer", owner="Trainer", attr="_save_checkpoint",
-              source="transformers Trainer checkpoint", where=_hf_checkpoint),
-    SaverSite(module="transformers.trainer", owner="Trainer", attr="save_model",
-              source="transformers Trainer.save_model", where=_hf_save_model),
-    SaverSite(module="peft.peft_model", owner="PeftModel", attr="save_pretrained", source="peft save_pretrained",
-              where=_arg(1, "save_directory")),
-    SaverSite(module="accelerate.accelerator", owner="Accelerator", attr="save_state", source="accelerate save_state",
-              where=_accelerate_state),
-    SaverSite(module="accelerate.accelerator", owner="Accelerator", attr="save_model", source="accelerate save_model",
-              where=_arg(2, "save_directory")),
-    *(SaverSite(module=module, owner="", attr=attr, source=source, where=_dcp)
+SITES: tuple[SaverSite, ...] = (  # module, owner ("": a function), attr, source, where
+    SaverSite("safetensors.torch", "", "save_file", "safetensors", _arg(1, "filename")),
+    SaverSite("safetensors.torch", "", "save_model", "safetensors", _arg(1, "filename")),
+    SaverSite("transformers.modeling_utils", "PreTrainedModel", "save_pretrained", "transformers save_pretrained",
+              _arg(1, "save_directory")),
+    SaverSite("transformers.trainer", "Trainer", "_save_checkpoint", "transformers Trainer checkpoint", _hf_checkpoint),
+    SaverSite("transformers.trainer", "Trainer", "save_model", "transformers Trainer.save_model", _hf_save_model),
+    SaverSite("peft.peft_model", "PeftModel", "save_pretrained", "peft save_pretrained", _arg(1, "save_directory")),
+    SaverSite("accelerate.accelerator", "Accelerator", "save_state", "accelerate save_state", _accelerate_state),
+    SaverSite("accelerate.accelerator", "Accelerator", "save_model", "accelerate save_model", _arg(2, "save_directory")),
+    *(SaverSite(module, "", attr, source, _dcp)
       for module in ("torch.distributed.checkpoint", "torch.distributed.checkpoint.state_dict_saver")
       for attr, source in (("save", "torch.distributed.checkpoint"),
                            ("async_save", "torch.distributed.checkpoint (async: the blocking part)"))),
-    SaverSite(module="lightning.pytorch.trainer.trainer", owner="Trainer", attr="save_checkpoint",
-              source="lightning save_checkpoint", where=_arg(1, "filepath")),
-    SaverSite(module="pytorch_lightning.trainer.trainer", owner="Trainer", attr="save_checkpoint",
-              source="lightning save_checkpoint", where=_arg(1, "filepath")),
-    SaverSite(module="keras.src.models.model", owner="Model", attr="save", source="keras Model.save",
-              where=_arg(1, "filepath")),
-    SaverSite(module="keras.src.models.model", owner="Model", attr="save_weights", source="keras Model.save_weights",
-              where=_arg(1, "filepath")),
-    SaverSite(module="fastai.learner", owner="Learner", attr="save", source="fastai Learner.save", where=_result),
-    SaverSite(module="lightning.fabric.fabric", owner="Fabric", attr="save", source="lightning Fabric.save",
-              where=_arg(1, "path")),
-    SaverSite(module="skorch.net", owner="NeuralNet", attr="save_params", source="skorch save_params", where=_inner),
-    SaverSite(module="skorch.callbacks.training", owner="Checkpoint", attr="save_model", source="skorch Checkpoint",
-              where=_inner),
-    SaverSite(module="skorch.history", owner="History", attr="to_file", source="skorch History.to_file",
-              where=_arg(1, "f")),
-    SaverSite(module="stable_baselines3.common.base_class", owner="BaseAlgorithm", attr="save",
-              source="stable-baselines3 save", where=_sb3_zip),
-    SaverSite(module="ignite.handlers.checkpoint", owner="Checkpoint", attr="__call__", source="ignite Checkpoint",
-              where=_inner),
-    SaverSite(module="ignite.handlers.checkpoint", owner="DiskSaver", attr="__call__", source="ignite DiskSaver",
-              where=_ignite_disk),
+    *(SaverSite(f"{package}.trainer.trainer", "Trainer", "save_checkpoint", "lightning save_checkpoint",
+                _arg(1, "filepath")) for package in ("lightning.pytorch", "pytorch_lightning")),
+    SaverSite("keras.src.models.model", "Model", "save", "keras Model.save", _arg(1, "filepath")),
+    SaverSite("keras.src.models.model", "Model", "save_weights", "keras Model.save_weights", _arg(1, "filepath")),
+    SaverSite("fastai.learner", "Learner", "save", "fastai Learner.save", _result),
+    SaverSite("lightning.fabric.fabric", "Fabric", "save", "lightning Fabric.save", _arg(1, "path")),
+    SaverSite("skorch.net", "NeuralNet", "save_params", "skorch save_params", _inner),
+    SaverSite("skorch.callbacks.training", "Checkpoint", "save_model", "skorch Checkpoint", _inner),
+    SaverSite("skorch.history", "History", "to_file", "skorch History.to_file", _arg(1, "f")),
+    SaverSite("stable_baselines3.common.base_class", "BaseAlgorithm", "save", "stable-baselines3 save", _sb3_zip),
+    SaverSite("ignite.handlers.checkpoint", "Checkpoint", "__call__", "ignite Checkpoint", _inner),
+    SaverSite("ignite.handlers.checkpoint", "DiskSaver", "__call__", "ignite DiskSaver", _ignite_disk),
 )
-TORCH_SAVE = SaverSite(module="torch.serialization", owner="", attr="save", source="torch.save", where=_arg(1, "f"))
+TORCH_SAVE = SaverSite("torch.serialization", "", "save", "torch.save", _arg(1, "f"))
 """``torch.save``: wrapped at start (torch is imported by then), and bound as ``torch.save`` too."""
 
 
@@ -209,11 +194,8 @@ class CheckpointSpans:
                 result = original(*args, **kwargs)
                 spans._nested(site, args, kwargs, result)
                 return result
-
-            def done(ok: bool, result: Any, seconds: float | None) -> None:
-                spans._note(site, args, kwargs, result, seconds, tuple(spans._written))
-
-            return spans._span(original, args, kwargs, done)
+            return spans._span(original, args, kwargs, lambda _ok, result, seconds: spans._note(
+                site, args, kwargs, result, seconds, tuple(spans._written)))
 
         return saver
 
@@ -228,25 +210,20 @@ class CheckpointSpans:
             if (spans._renamable is None or spans.depth or kwargs or len(args) != 2 or not split.gate.here()
                     or not spans._renames(args[0])):
                 return original(*args, **kwargs)
-
-            def done(ok: bool, result: Any, seconds: float | None) -> None:
-                if ok:
-                    spans._moved(args[1], seconds)
-
-            return spans._span(original, args, kwargs, done)
+            return spans._span(original, args, kwargs,
+                               lambda ok, _result, seconds: spans._moved(args[1], seconds) if ok else None)
 
         return rename
 
-    def _span(self, original: Any, args: Any, kwargs: Any, done: Callable[[bool, Any, float | None], None]) -> Any:
+    def _span(self, original: Any, args: Any, kwargs: Any, done: Callable[[bool, Any, float], None]) -> Any:
         """``original(*args, **kwargs)`` as checkpoint time (an open span paused for it), then ``done(ok, result,
         seconds)`` once its span closed (``ok``: it returned; a save that raised is recorded too)."""
         split = self._split
         paused = split.pause_span()  # an eval (or other) span pauses: the save is checkpoint time
         entered = split.enter_span("checkpoint")
         self.depth += 1
-        ok, result = False, None
-        monitor = split.monitor
-        t0_s = monitor.clock() if monitor is not None else None
+        ok, result, clock = False, None, split.monitor.clock
+        t0_s = clock()
         try:
             result = original(*args, **kwargs)
             ok = True
@@ -254,7 +231,7 @@ class CheckpointSpans:
         finally:
             self.depth -= 1
             if entered:
-                seconds = monitor.clock() - t0_s if monitor is not None and t0_s is not None else None
+                seconds = clock() - t0_s
                 split.exit_span()
                 done(ok, result, seconds)
             self._written = []  # never holds the user's buffers past the save
@@ -273,8 +250,6 @@ class CheckpointSpans:
         monitor = self._split.monitor
         self._renamable = None
         try:
-            if monitor is None:
-                return
             if getattr(getattr(monitor, "controls", None), "saving", False):
                 self.saves += 1
                 return  # tm.checkpoint()'s own save: core/controls.py records it, with its final path
@@ -295,8 +270,7 @@ class CheckpointSpans:
         """Whether renaming ``source`` now moves the last record's file (the step it was written at)."""
         try:
             _index, full, step = self._renamable or (0, None, None)
-            monitor = self._split.monitor
-            if monitor is None or monitor.steps != step:
+            if self._split.monitor.steps != step:
                 self._renamable = None  # a step since: the next renames cost one attribute read
                 return False
             return os.path.abspath(os.fsdecode(source)) == full
@@ -307,7 +281,7 @@ class CheckpointSpans:
         """The last record now names ``target``, its size, and its time with the rename's ``seconds``."""
         monitor = self._split.monitor
         try:
-            if self._renamable is None or monitor is None:
+            if self._renamable is None:
                 return
             index, self._renamable = self._renamable[0], None
             old = self.records[index]

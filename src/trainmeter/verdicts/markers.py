@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable
 from typing import Any
 
@@ -34,11 +35,5 @@ def marker(verdict: dict[str, Any]) -> dict[str, Any] | None:
 
 def markers(verdicts: Iterable[Any]) -> list[dict[str, Any]]:
     """Markers of ``verdicts`` in the order they fired, at most :data:`MAX_MARKERS`."""
-    out: list[dict[str, Any]] = []
-    for v in verdicts:
-        m = marker(v) if isinstance(v, dict) else None
-        if m is not None:
-            out.append(m)
-        if len(out) >= MAX_MARKERS:
-            break
-    return out
+    found = (marker(v) for v in verdicts if isinstance(v, dict))
+    return list(itertools.islice((m for m in found if m is not None), MAX_MARKERS))

@@ -275,9 +275,9 @@ class VerdictEngine:
     def _gpus(self, r: ReportPoint) -> None:
         for index, g in r.gpus.items():
             util, sm, tensor = g.get("util_gpu"), g.get("sm_activity"), g.get("tensor_activity")
-            low_sm = util is not None and sm is not None and util >= UTIL_HIGH and sm < SM_LOW
-            low_tensor = (util is not None and tensor is not None and sm is not None and util >= UTIL_HIGH
-                          and sm >= SM_LOW and tensor < TENSOR_LOW)
+            busy = util is not None and sm is not None and util >= UTIL_HIGH
+            low_sm = busy and sm < SM_LOW
+            low_tensor = busy and sm >= SM_LOW and tensor is not None and tensor < TENSOR_LOW
             streak = self._gpu.setdefault(index, _Streak())
             if streak.hit(low_sm or low_tensor, r.step, sm if low_sm else (tensor or 0.0)):
                 what = (f"SM activity is {_pct(sm or 0.0)} (below {_pct(SM_LOW)}): kernels are too small or the "
