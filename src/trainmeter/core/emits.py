@@ -149,14 +149,10 @@ class Emitter:
             return
         queued.append((dict(values), self._steps.steps if step is None else step))
         if self._folder is None and not self._closed:
-            self._start_folder()
-
-    def _start_folder(self) -> None:
-        with self._folder_lock:  # once per run
-            if self._folder is not None:
-                return
-            self._folder = OurThread(target=self._fold_loop, name="trainmeter-emits")
-            self._folder.start()
+            with self._folder_lock:  # once per run
+                if self._folder is None:
+                    self._folder = OurThread(target=self._fold_loop, name="trainmeter-emits")
+                    self._folder.start()
 
     def _fold_loop(self) -> None:
         """The folding thread: a bounded fold per wake until the run ends (never raises)."""
