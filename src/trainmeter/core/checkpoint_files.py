@@ -53,21 +53,22 @@ def disk_error(exc: BaseException, folder: Path) -> str | None:
     return None
 
 
-class NoFiniteState(Exception):
-    """No finite state to save for a non-finite loss's recovery point; the message says why."""
+class Refused(Exception):
+    """A checkpoint that is not safe to take here (no finite state for a non-finite loss's recovery point, no model,
+    a disk error...); the message says why."""
 
 
 def recovery_note(model: Any, step: int, when: str, last: Any) -> str:
     """The recovery point's sentence when every floating tensor of ``model`` is finite after ``step`` (``when``:
     ``before`` the step whose loss was not finite, or ``after`` it; ``last``: the run's last checkpoint record or
-    ``None``); else :class:`NoFiniteState` (docs/spec.md section 21). Each floating tensor of the state dict is read
+    ``None``); else :class:`Refused` (docs/spec.md section 21). Each floating tensor of the state dict is read
     through a CPU copy as a save copies it (no device allocation; the sync is the checkpoint's)."""
     floating = [t for t in model.state_dict().values() if getattr(t, "is_floating_point", None) is not None
                 and t.is_floating_point()]
     bad, total = sum(not bool(t.detach().cpu().isfinite().all()) for t in floating), len(floating)
     if bad:
         earlier = f"; the last checkpoint is {last.path} (step {last.step})" if last is not None else ""
-        raise NoFiniteState(f"no finite state to save: {bad} of {total} tensors of the weights after step {step} are "
+        raise Refused(f"no finite state to save: {bad} of {total} tensors of the weights after step {step} are "
                             "not finite and none was kept from before the step whose loss was not finite (a loss "
                             f"read on the device or inside an optimizer's closure is known only after its step){earlier}")
     if when == "before":
