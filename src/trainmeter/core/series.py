@@ -48,7 +48,7 @@ class Series:
     __slots__ = ("name", "x_kind", "_steps", "_times", "_values", "_base", "lock",
                  "_last", "_min", "_max", "_folded", "_last_step", "_nonfinite", "origin", "_tail")
 
-    def __init__(self, name: str, x_kind: str = "step") -> None:
+    def __init__(self, name: str, x_kind: str = "step", origin: int = 0) -> None:
         self.name = name
         self.x_kind = x_kind
         self._steps: list[int] = []
@@ -63,7 +63,7 @@ class Series:
         self._last_step: int | None = None
         self._nonfinite = 0
         self._tail: float | None = None
-        self.origin = 0  # added to every step read: a resumed run's points on the training's axis (spec section 22)
+        self.origin = origin  # added to every step read: a resumed run's points on the training's axis (spec section 22)
 
     def set_origin(self, steps: int) -> None:
         """Read every point ``steps`` further along the step axis (docs/spec.md section 22). Any thread."""
