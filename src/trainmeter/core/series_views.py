@@ -54,17 +54,13 @@ class SeriesViews:
             self.budget_points = min(self.budget_points, budget_points)
             if twins is not None:
                 self._twins = twins
-            if self._cursor is None:
-                self._open()
+            if self._cursor is None and self._add_reader is not None:
+                self._cursor = self._add_reader(self.catch_up, reads=self.reads)
 
     def unsubscribe(self, key: str) -> None:
         """Stop reading for ``key`` (its decimators stay as they are)."""
         with self.lock:
             self._wants = {k: v for k, v in self._wants.items() if k != key}
-
-    def _open(self) -> None:
-        if self._add_reader is not None:
-            self._cursor = self._add_reader(self.catch_up, reads=self.reads)
 
     def reads(self, name: str) -> bool:
         """Whether some subscriber reads series ``name`` (not the step series: the registry trims the others past
