@@ -69,20 +69,15 @@ class Heartbeat:
         long is seen within a tick), else until it is due, at most an interval."""
         return max(self.tick_s, min(self._m.steps_state.next_report_s - now_s, self.interval_s))
 
-    def _step_began_s(self, now_s: float) -> float:
-        """When the step under way began: the last counted step's end, not before the previous look (the counter
-        moved after it), not after ``now_s``; ``now_s`` when the step series cannot be read."""
-        rule = self._m.steps_state
-        if not rule.steps:
-            return now_s
-        return min(now_s, max(self._look_s, rule.t0_s + rule.step_t_s))
-
     def beat(self, now_s: float) -> dict[str, Any] | None:
         """Look at the run at clock time ``now_s``; return the heartbeat written, if one was due."""
         m = self._m
-        steps, reports = m.steps_state.steps, m.reports
+        rule = m.steps_state
+        steps, reports = rule.steps, m.reports
+        # the step under way began at the last counted step's end, not before the previous look, not after now_s
         if steps != self._steps:
-            self._steps, self._step_since_s = steps, self._step_began_s(now_s)
+            self._steps = steps
+            self._step_since_s = min(now_s, max(self._look_s, rule.t0_s + rule.step_t_s)) if steps else now_s
         self._look_s = now_s
         if reports != self._reports:
             self._reports, self._report_s = reports, now_s

@@ -226,8 +226,11 @@ class ReportWorker:
                     self._owner = owner
                 self._busy = True
             try:
-                if job is None:
-                    self._run_folds()
+                if job is None:  # the folds
+                    for owner, fold in list(self._folds):
+                        if owner not in self.disabled:
+                            self._fold_owner = owner
+                            self._run(owner, fold)
                 elif owner not in self.disabled:
                     self._run(owner, job)
             except BaseException:  # a call the run's end gave up on returned (core/dispatch.py Abandoned): no more
@@ -236,12 +239,6 @@ class ReportWorker:
                 with cond:
                     self._busy = False
                     cond.notify_all()
-
-    def _run_folds(self) -> None:
-        for owner, fold in list(self._folds):
-            if owner not in self.disabled:
-                self._fold_owner = owner
-                self._run(owner, fold)
 
     def _run(self, owner: str, job: Job) -> None:
         try:
