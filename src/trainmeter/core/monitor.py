@@ -256,10 +256,8 @@ class Monitor:
         if self.probes is not None:
             self.guard("declare-model", self.probes.declare_root, module)
 
-    @property
-    def params(self) -> dict[str, Any]:
-        """Parameter counts of the trained model (empty until found)."""
-        return dict(self.probes.params) if self.probes is not None else {}
+    params = property(lambda self: dict(self.probes.params) if self.probes is not None else {},
+                      doc="Parameter counts of the trained model (empty until found).")
 
     probes = property(attrgetter("lifecycle.probes"), doc="The torch probes (core/probes.py), or None (no torch).")
 
