@@ -101,13 +101,8 @@ def size_bytes(where: Any) -> int | None:
             return os.path.getsize(path)
         if not os.path.isdir(path):
             return None
-        total = files = 0
-        for root, _dirs, names in os.walk(path):
-            for name in names:
-                files += 1
-                if files > MAX_FILES:
-                    return None
-                total += os.path.getsize(os.path.join(root, name))
-        return total
+        found = (os.path.join(root, name) for root, _dirs, names in os.walk(path) for name in names)
+        paths = list(itertools.islice(found, MAX_FILES + 1))
+        return None if len(paths) > MAX_FILES else sum(map(os.path.getsize, paths))
     except (OSError, TypeError, ValueError):
         return None

@@ -186,11 +186,7 @@ class Decimator:
     def mark_all_taken(self) -> None:
         """Mark every closed bucket as taken (after a full frame of the closed buckets was sent)."""
         self._taken = len(self._closed)
-        for b in reversed(self._closed):
-            pts = _points(b)
-            if pts:
-                self._last_x = pts[-1][0]
-                break
+        self._last_x = next((pts[-1][0] for b in reversed(self._closed) if (pts := _points(b))), self._last_x)
 
     @property
     def pending(self) -> int:
