@@ -305,10 +305,9 @@ class Lifecycle:
     def _terminate_save_now(self) -> None:
         """The watcher's save when no safe point came: the passport as the run stands (the process ends next)."""
         record = self._run.record_sink
-        if record is None or not self._opened_record or self.finished:
+        if (record is None or not self._opened_record or self.finished
+                or not self._terminate_lock.acquire(blocking=False)):  # taken: the training thread is finishing it
             return
-        if not self._terminate_lock.acquire(blocking=False):
-            return  # the training thread is finishing the run
         try:
             self.status = "terminated"
             self.ended_at = _utc_now()
