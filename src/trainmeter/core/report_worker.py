@@ -179,9 +179,8 @@ class ReportWorker:
     def hold_for_fork(self, wait_s: float) -> None:
         """Before a fork (the forking thread): wait up to ``wait_s`` for the running job to end, then hold the
         lock until :meth:`release_after_fork` (parent) or :meth:`reset_in_child` (child), so no job begins."""
-        if self._thread is None or os.getpid() != self._pid or self._held_for_fork:
-            return
-        if not self._cond.acquire(timeout=wait_s):
+        if (self._thread is None or os.getpid() != self._pid or self._held_for_fork
+                or not self._cond.acquire(timeout=wait_s)):
             return
         self._held_for_fork = True
         self._cond.wait_for(lambda: not self._busy, wait_s)
