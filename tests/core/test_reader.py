@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from trainmeter.core.clock import FakeClock
-from trainmeter.core.reader import SeriesReader
+from trainmeter.core.series_views import SeriesReader
 from trainmeter.extensions import make_monitor
 from trainmeter.options import make_options
 

@@ -4,8 +4,10 @@ finite check of a NaN's recovery point (docs/spec.md section 21). Training threa
 from __future__ import annotations
 
 import errno
+import itertools
 import os
 import shutil
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -14,31 +16,15 @@ MAX_FILES = 2000  # files summed for a checkpoint folder's bytes
 DISK_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG, errno.EIO)
 
 
-def nonfinite_tensors(model: Any) -> tuple[int, int]:
-    """``(not finite, all)`` floating tensors of ``model``'s state dict, each read through a CPU copy as a save
-    copies it (no device allocation; the sync is the checkpoint's)."""
-    bad = total = 0
-    for tensor in model.state_dict().values():
-        if getattr(tensor, "is_floating_point", None) is not None and tensor.is_floating_point():
-            total += 1
-            bad += not bool(tensor.detach().cpu().isfinite().all())
-    return bad, total
-
-
 def free_stem(folder: Path, stem: str) -> str:
     """``stem``, or ``stem-2``, ``stem-3``... when a checkpoint of that step is already in ``folder``."""
     taken = {name.split(".")[0] for name in os.listdir(folder)}
-    n = 1
-    name = stem
-    while name in taken:
-        n += 1
-        name = f"{stem}-{n}"
-    return name
+    return next(name for n in itertools.count(1) if (name := stem if n == 1 else f"{stem}-{n}") not in taken)
 
 
 def remove_partial(folder: Path, stem: str) -> None:
     """Remove what a failed save left named ``stem`` (a file, its ``.tmp``, a saver's folder); never raises."""
-    try:
+    with suppress(OSError):
         for name in os.listdir(folder):
             if name == stem or name.startswith(stem + "."):
                 path = folder / name
@@ -46,8 +32,6 @@ def remove_partial(folder: Path, stem: str) -> None:
                     shutil.rmtree(path, ignore_errors=True)
                 else:
                     path.unlink(missing_ok=True)
-    except OSError:
-        pass
 
 
 def disk_error(exc: BaseException, folder: Path) -> str | None:
@@ -69,18 +53,22 @@ def disk_error(exc: BaseException, folder: Path) -> str | None:
     return None
 
 
-class NoFiniteState(Exception):
-    """No finite state to save for a non-finite loss's recovery point; the message says why."""
+class Refused(Exception):
+    """A checkpoint that is not safe to take here (no finite state for a non-finite loss's recovery point, no model,
+    a disk error...); the message says why."""
 
 
 def recovery_note(model: Any, step: int, when: str, last: Any) -> str:
     """The recovery point's sentence when every floating tensor of ``model`` is finite after ``step`` (``when``:
     ``before`` the step whose loss was not finite, or ``after`` it; ``last``: the run's last checkpoint record or
-    ``None``); else :class:`NoFiniteState` (docs/spec.md section 21)."""
-    bad, total = nonfinite_tensors(model)
+    ``None``); else :class:`Refused` (docs/spec.md section 21). Each floating tensor of the state dict is read
+    through a CPU copy as a save copies it (no device allocation; the sync is the checkpoint's)."""
+    floating = [t for t in model.state_dict().values() if getattr(t, "is_floating_point", None) is not None
+                and t.is_floating_point()]
+    bad, total = sum(not bool(t.detach().cpu().isfinite().all()) for t in floating), len(floating)
     if bad:
         earlier = f"; the last checkpoint is {last.path} (step {last.step})" if last is not None else ""
-        raise NoFiniteState(f"no finite state to save: {bad} of {total} tensors of the weights after step {step} are "
+        raise Refused(f"no finite state to save: {bad} of {total} tensors of the weights after step {step} are "
                             "not finite and none was kept from before the step whose loss was not finite (a loss "
                             f"read on the device or inside an optimizer's closure is known only after its step){earlier}")
     if when == "before":
@@ -113,13 +101,8 @@ def size_bytes(where: Any) -> int | None:
             return os.path.getsize(path)
         if not os.path.isdir(path):
             return None
-        total = files = 0
-        for root, _dirs, names in os.walk(path):
-            for name in names:
-                files += 1
-                if files > MAX_FILES:
-                    return None
-                total += os.path.getsize(os.path.join(root, name))
-        return total
+        found = (os.path.join(root, name) for root, _dirs, names in os.walk(path) for name in names)
+        paths = list(itertools.islice(found, MAX_FILES + 1))
+        return None if len(paths) > MAX_FILES else sum(map(os.path.getsize, paths))
     except (OSError, TypeError, ValueError):
         return None

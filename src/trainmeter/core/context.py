@@ -5,7 +5,6 @@ It publishes exactly the contract's members (:data:`PUBLISHED`, checked by tests
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from operator import attrgetter
 from types import MappingProxyType
 from typing import Any
@@ -30,28 +29,15 @@ def active_context() -> RunContext | None:
 class PhaseReadings:
     """The phase clock, read-only: ``totals_s`` (a copy), ``totals_now()``, ``training``, ``session_elapsed_s``."""
 
-    __slots__ = ("_phases",)
+    __slots__ = ("_phases", "totals_now", "session_elapsed_s")
 
     def __init__(self, phases: Any) -> None:
         self._phases = phases
+        self.totals_now = phases.totals_now  # seconds per phase with the open training segment, no sync
+        self.session_elapsed_s = phases.session_elapsed_s  # seconds since the session began at now_s (0 before)
 
-    @property
-    def totals_s(self) -> dict[str, float]:
-        """Seconds per phase up to the last transition (a copy). Training thread."""
-        return dict(self._phases.totals_s)
-
-    def totals_now(self) -> dict[str, float]:
-        """Seconds per phase including the open training segment, without a sync. Training thread."""
-        return self._phases.totals_now()
-
-    @property
-    def training(self) -> bool:
-        """Whether a training segment is open."""
-        return self._phases.training
-
-    def session_elapsed_s(self, now_s: float) -> float:
-        """Seconds since the session began at the run clock's ``now_s`` (0 before)."""
-        return self._phases.session_elapsed_s(now_s)
+    totals_s = property(lambda self: dict(self._phases.totals_s), doc="Seconds per phase up to the last transition.")
+    training = property(attrgetter("_phases.training"), doc="Whether a training segment is open.")
 
 
 # The monitor's members a context hands out as they are (made once per run), so a call through the context costs
@@ -113,22 +99,12 @@ class RunContext:
         if isinstance(info, dict) and text not in str(info.get(key) or ""):
             info[key] = "; ".join(n for n in (info.get(key), text) if n)
 
-    @property
-    def series_info(self) -> Mapping[str, Any]:
-        """Series name -> its source and provenance, read-only (write with describe_series)."""
-        return MappingProxyType(self._m.series_info)
-
-    # -- phases ----------------------------------------------------------------------------------------------
-    @property
-    def phases(self) -> PhaseReadings:
-        """The phase clock, read-only."""
-        return PhaseReadings(self._m.phases)
+    series_info = property(lambda self: MappingProxyType(self._m.series_info),
+                           doc="Series name -> its source and provenance, read-only (write with describe_series).")
+    phases = property(lambda self: PhaseReadings(self._m.phases), doc="The phase clock, read-only.")
 
     # -- faults, the report worker, the model ----------------------------------------------------------------
-    @property
-    def warnings(self) -> tuple[str, ...]:
-        """The run's warnings so far. Any thread."""
-        return tuple(self._m.warnings)
+    warnings = property(lambda self: tuple(self._m.warnings), doc="The run's warnings so far. Any thread.")
 
     warnings_suppressed = _read("faults.suppressed", "Warnings past the cap, counted only.")
     worker = _read("worker", "The report worker: per-point report work (core/report_worker.py). Any thread.")

@@ -13,15 +13,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from trainmeter.core.checkpoint_files import (
-    NoFiniteState,
-    disk_error,
-    free_stem,
-    recovery_note,
-    remove_partial,
-    size_bytes,
-    write_own,
-)
+from trainmeter.core import checkpoint_files as files
+from trainmeter.core.checkpoint_files import Refused, recovery_note
 from trainmeter.core.host_patches import allow
 
 
@@ -303,25 +296,24 @@ class Controls:
             m.enter_phase("checkpoint")
             entered = True
             t0 = m.clock()
-            note = self._finite_state(step, recovery) if recovery is not None else None
+            model = m.model_ref() if m.model_ref is not None else None  # None: the save refuses it
+            last = self.checkpoints[-1] if self.checkpoints else None
+            note = recovery_note(model, step, recovery, last) if recovery is not None and model is not None else None
             self.saving = True
             try:
-                path, source = self._save(step)
+                path, source = self._save(step, model)
             finally:
                 self.saving = False
             seconds = m.clock() - t0
-        except _Refused as exc:
+        except Refused as exc:
             return self._refuse(step, by, str(exc))
         except Exception as exc:
             return self._refuse(step, by, f"the save failed: {exc!r}")
         finally:
             if entered:
                 m.exit_phase()
-        try:
-            rel = str(path.relative_to(m.run_dir))
-        except ValueError:
-            rel = str(path)
-        record = CheckpointRecord(path=rel, step=step, bytes=size_bytes(path), seconds=seconds, source=source,
+        rel = str(path.relative_to(m.run_dir) if path.is_relative_to(m.run_dir) else path)
+        record = CheckpointRecord(path=rel, step=step, bytes=files.size_bytes(path), seconds=seconds, source=source,
                                   recovery=note)
         self.checkpoints = (*self.checkpoints, record)
         getattr(m.record_sink, "write_checkpoint", lambda _entry: None)(record.to_dict())  # in the log now: section 6
@@ -331,51 +323,38 @@ class Controls:
         self.refused = (*self.refused, {"step": step, "by": by, "reason": reason})
         self._m.warn_once(f"checkpoint-refused-{len(self.refused)}", f"checkpoint at step {step} refused: {reason}")
 
-    def _finite_state(self, step: int, when: str) -> str | None:
-        """The recovery point's sentence when the weights after ``step`` are all finite (``when``: ``before`` the step
-        whose loss was not finite, or ``after`` it); else ``_Refused`` saying no finite state exists."""
-        model = self._m.model_ref() if self._m.model_ref is not None else None
-        if model is None:
-            return None  # the save refuses it
-        try:
-            return recovery_note(model, step, when, self.checkpoints[-1] if self.checkpoints else None)
-        except NoFiniteState as exc:
-            raise _Refused(str(exc)) from exc
-
-    def _save(self, step: int) -> tuple[Path, str]:
+    def _save(self, step: int, model: Any) -> tuple[Path, str]:
         """Save as ``<run>/checkpoints/step-<step>`` (plus the saver's suffix; never over an earlier checkpoint);
         on failure what it left under that name is removed and a disk error is named (docs/spec.md section 21)."""
         m = self._m
         folder = Path(m.run_dir) / "checkpoints"
         folder.mkdir(parents=True, exist_ok=True)
-        stem = free_stem(folder, f"step-{step}")
+        stem = files.free_stem(folder, f"step-{step}")
         try:
-            return self._write(folder, stem, step)
-        except _Refused:
+            return self._write(folder, stem, step, model)
+        except Refused:
             raise
         except Exception as exc:
-            disk = disk_error(exc, folder)
-            remove_partial(folder, stem)
+            disk = files.disk_error(exc, folder)
+            files.remove_partial(folder, stem)
             if disk is not None:
-                raise _Refused(disk) from exc
+                raise Refused(disk) from exc
             raise
 
-    def _write(self, folder: Path, stem: str, step: int) -> tuple[Path, str]:
+    def _write(self, folder: Path, stem: str, step: int, model: Any) -> tuple[Path, str]:
         control = self._framework
         if control is not None:
             written = control.save_checkpoint(str(folder), stem)
             if written:
                 return Path(written), str(getattr(control, "name", "framework"))
-        m = self._m
-        model = m.model_ref() if m.model_ref is not None else None
         if model is None:
-            raise _Refused("no trained model is known (the first optimizer step names it; one called only inside a "
-                           "torch.compile'd function is not seen: pass tm.monitor(model=...))")
+            raise Refused("no trained model is known (the first optimizer step names it; one called only inside a "
+                          "torch.compile'd function is not seen: pass tm.monitor(model=...))")
         if _sharded(model):
-            raise _Refused("the model is sharded (DTensor parameters) and no framework saver is in use")
-        probes = m.probes
+            raise Refused("the model is sharded (DTensor parameters) and no framework saver is in use")
+        probes = self._m.probes
         optimizer = getattr(probes, "primary_optimizer", None) if probes is not None else None
-        return write_own(folder / f"{stem}.pt", model, optimizer, step), "trainmeter"
+        return files.write_own(folder / f"{stem}.pt", model, optimizer, step), "trainmeter"
 
     # -- the record ---------------------------------------------------------------------
     def end_status(self, default: str) -> str:
@@ -394,6 +373,3 @@ class Controls:
             out["checkpoints_refused"] = list(self.refused)
         return out
 
-
-class _Refused(Exception):
-    """A checkpoint that is not safe to take here; the message says why."""

@@ -66,10 +66,6 @@ def _points(b: Bucket) -> list[tuple[float, float]]:
     return pts
 
 
-def _n_points(b: Bucket) -> int:
-    return len(_points(b))
-
-
 class Decimator:
     """Min/max decimation of series ``name`` (x ``"step"`` or ``"time"``) to at most ``budget_points`` (>= 8) points.
 
@@ -131,7 +127,7 @@ class Decimator:
         assert b is not None
         self._open = None
         self._closed.append(b)
-        self._closed_points += _n_points(b)
+        self._closed_points += len(_points(b))
         if self._closed_points > self.budget_points - 3:  # the open bucket may add up to 3: re-bucket to half the budget
             self._double_while(lambda: self._closed_points > (self.budget_points - 3) // 2 + 3)
 
@@ -153,10 +149,10 @@ class Decimator:
                 self._open = _combine(tail)
             self.width *= 2
             self._closed = merged
-            self._closed_points = sum(_n_points(b) for b in merged)
+            self._closed_points = sum(len(_points(b)) for b in merged)
             if self._open is not None and self._open[0] >= self.width:
                 self._closed.append(self._open)
-                self._closed_points += _n_points(self._open)
+                self._closed_points += len(_points(self._open))
                 self._open = None
         self._taken = taken
 
@@ -164,7 +160,7 @@ class Decimator:
     @property
     def points(self) -> int:
         """Points :meth:`columns` would return with the open bucket."""
-        return self._closed_points + (_n_points(self._open) if self._open is not None else 0)
+        return self._closed_points + (len(_points(self._open)) if self._open is not None else 0)
 
     def columns(self, *, include_open: bool = True, max_points: int | None = None) -> tuple[list[float], list[float]]:
         """The decimated history as ``(xs, ys)`` (gaps: NaN ys), with the open bucket's points when ``include_open``,
@@ -190,11 +186,7 @@ class Decimator:
     def mark_all_taken(self) -> None:
         """Mark every closed bucket as taken (after a full frame of the closed buckets was sent)."""
         self._taken = len(self._closed)
-        for b in reversed(self._closed):
-            pts = _points(b)
-            if pts:
-                self._last_x = pts[-1][0]
-                break
+        self._last_x = next((pts[-1][0] for b in reversed(self._closed) if (pts := _points(b))), self._last_x)
 
     @property
     def pending(self) -> int:
@@ -205,19 +197,14 @@ class Decimator:
 def _columns(buckets: list[Bucket], max_points: int | None) -> tuple[list[float], list[float]]:
     if max_points is not None:
         factor = 1
-        total = sum(_n_points(b) for b in buckets)
+        total = sum(len(_points(b)) for b in buckets)
         while total > max_points and factor < len(buckets):
             factor *= 2
-            total = sum(_n_points(_combine(buckets[j:j + factor])) for j in range(0, len(buckets), factor))
+            total = sum(len(_points(_combine(buckets[j:j + factor]))) for j in range(0, len(buckets), factor))
         if factor > 1:
             buckets = [_combine(buckets[j:j + factor]) for j in range(0, len(buckets), factor)]
-    xs: list[float] = []
-    ys: list[float] = []
-    for b in buckets:
-        for x, y in _points(b):
-            xs.append(x)
-            ys.append(y)
-    return xs, ys
+    pts = [p for b in buckets for p in _points(b)]
+    return [x for x, _ in pts], [y for _, y in pts]
 
 
 def decimate(xs: Sequence[float], ys: Sequence[float], budget_points: int) -> tuple[list[float], list[float]]:

@@ -69,9 +69,7 @@ class Dispatcher:
                 self._warn(key, f"{key} failed and was disabled: {exc!r}")
 
     def _handler(self, ext: Any, event: str) -> Callable[..., Any] | None:
-        if (id(ext), event) in self._off:
-            return None
-        return getattr(ext, event, None)
+        return None if (id(ext), event) in self._off else getattr(ext, event, None)
 
     def _call(self, ext: Any, event: str, *args: Any) -> Any:
         fn = self._handler(ext, event)

@@ -94,15 +94,11 @@ class Emitter:
 
     def _user_loss_name(self) -> str:
         name, new = self._steps.user_loss_name()
-        if new and name == LATE_USER_LOSS:
-            self._registry.describe(LATE_USER_LOSS, {
-                "provenance": "measured", "source": "tm.emit(train_loss=...)",
-                "note": f"emitted from step {self._steps.steps} on, after the captured loss had points; "
-                        "train_loss keeps the captured loss so that one series holds one quantity"})
-        elif new:
-            self._registry.describe(LOSS_SERIES, {
-                "provenance": "measured", "source": "tm.emit(train_loss=...)",
-                "note": "the cell's own loss; the loss passed to backward is not recorded"})
+        if new:
+            note = (f"emitted from step {self._steps.steps} on, after the captured loss had points; train_loss keeps "
+                    "the captured loss so that one series holds one quantity" if name == LATE_USER_LOSS else
+                    "the cell's own loss; the loss passed to backward is not recorded")
+            self._registry.describe(name, {"provenance": "measured", "source": "tm.emit(train_loss=...)", "note": note})
         return name
 
     def checked(self, name: Any, value: Any, key: Any, reader: ScalarReader | None = None) -> float | None:
@@ -149,14 +145,10 @@ class Emitter:
             return
         queued.append((dict(values), self._steps.steps if step is None else step))
         if self._folder is None and not self._closed:
-            self._start_folder()
-
-    def _start_folder(self) -> None:
-        with self._folder_lock:  # once per run
-            if self._folder is not None:
-                return
-            self._folder = OurThread(target=self._fold_loop, name="trainmeter-emits")
-            self._folder.start()
+            with self._folder_lock:  # once per run
+                if self._folder is None:
+                    self._folder = OurThread(target=self._fold_loop, name="trainmeter-emits")
+                    self._folder.start()
 
     def _fold_loop(self) -> None:
         """The folding thread: a bounded fold per wake until the run ends (never raises)."""

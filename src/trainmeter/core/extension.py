@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     from trainmeter.core.context import RunContext
@@ -86,53 +86,12 @@ EVENTS: tuple[Event, ...] = (
 )
 
 
-@runtime_checkable
-class Extension(Protocol):
-    """A wing as the core sees it. Members beyond ``name``, ``start`` and ``stop`` are optional
-    (:class:`ExtensionBase` gives no-op ones); see :data:`EVENTS` for when each is called."""
-
-    name: str
-    requires: tuple[str, ...]
-    precedes: tuple[str, ...]
-
-    def start(self, monitor: RunContext) -> None: ...
-
-    def view(self) -> object | None: ...
-
-    on_step: Callable[[], None] | None
-
-    def on_phase(self, name: str, edge: Edge, t_s: float) -> None: ...
-
-    def on_report(self, report: Report) -> Mapping[str, Any] | None: ...
-
-    def text_fields(self) -> Mapping[str, Any]: ...
-
-    def warnings(self) -> list[str]: ...
-
-    def tiles(self) -> list[dict[str, Any]]: ...
-
-    def panels(self) -> list[dict[str, Any]]: ...
-
-    def charts(self) -> list[dict[str, Any]]: ...
-
-    def markers(self) -> list[dict[str, Any]]: ...
-
-    def progress_bar(self, recent: Any = None) -> dict[str, Any] | None: ...
-
-    def stop(self) -> None: ...
-
-    def passport_section(self) -> Any: ...
-
-    def derivations(self) -> list[Derivation]: ...
-
-    def after_fork_in_child(self, monitor: RunContext) -> None: ...
-
-
 class ExtensionBase:
-    """No-op events: subclass and define what the wing needs. ``on_step`` is ``None`` here: the core
-    calls it on the hot path only for wings that define it as a method."""
+    """A wing as the core sees it, with no-op events: subclass and define what the wing needs (:data:`EVENTS` says
+    when each is called). ``on_step`` is ``None`` here: the core calls it on the hot path only for wings that define
+    it as a method."""
 
-    name = "extension"
+    name: str = "extension"
     requires: tuple[str, ...] = ()
     precedes: tuple[str, ...] = ()
     on_step: Callable[[], None] | None = None
@@ -185,6 +144,9 @@ class ExtensionBase:
 
     def after_fork_in_child(self, monitor: RunContext) -> None:
         """Nothing to re-home."""
+
+
+Extension = ExtensionBase  # the contract's one form: its members are the events (tests/core/test_extension.py)
 
 
 def events_table() -> str:

@@ -25,10 +25,7 @@ class Faults:
     def __init__(self, out: TextIO | None = None) -> None:
         self.out = out
         self._lock = threading.Lock()
-        self._warned: set[str] = set()
-        self._said: set[str] = set()
-        self.warnings: list[str] = []
-        self.suppressed = 0
+        self.forget()
 
     def say(self, line: str) -> None:
         """Print one text line (one write with its newline: a steady report's line comes from the report worker)."""
@@ -74,10 +71,10 @@ class Faults:
         self.out = out
 
     def forget(self) -> None:
-        """Start afresh (a forked child's own run)."""
-        self._warned = set()
-        self._said = set()
-        self.warnings = []
+        """Start afresh (construction; a forked child's own run)."""
+        self._warned: set[str] = set()
+        self._said: set[str] = set()
+        self.warnings: list[str] = []
         self.suppressed = 0
 
 

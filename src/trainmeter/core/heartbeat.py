@@ -20,18 +20,9 @@ STOP_DEADLINE_S = 0.5
 
 
 class Heartbeat:
-    """Notes the step counter once a tick; writes a heartbeat when no report came for an interval.
-
-    Args:
-        monitor: The run (``steps_state.steps``, ``reports``, ``phases``, ``clock``, ``text``, ``record_sink``).
-        say: Prints one text line (the monitor's text sink).
-        interval_s: The run's report interval: at most one heartbeat per interval, and only after one
-            interval without a report.
-        tick_s: Seconds between the thread's looks (real time).
-        text_every_s: Seconds between two text lines at least.
-
-    Thread safety: :meth:`beat` runs on the heartbeat thread (or a test's); it only reads the run.
-    """
+    """Notes the step counter of ``monitor`` once a tick (``tick_s``, real time); writes a heartbeat when no report
+    came for ``interval_s`` (at most one per interval) and ``say``s a text line at most every ``text_every_s``.
+    :meth:`beat` runs on the heartbeat thread (or a test's); it only reads the run."""
 
     def __init__(self, monitor: Any, interval_s: float, say: Callable[[str], None], *, tick_s: float = TICK_S,
                  text_every_s: float = TEXT_EVERY_S) -> None:
@@ -49,7 +40,6 @@ class Heartbeat:
         self._beat_s = float("-inf")
         self._look_s = float("-inf")
         self._text_s = float("-inf")
-        self.beats = 0
 
     def start(self) -> None:
         """Start the thread (training thread; returns at once)."""
@@ -79,26 +69,19 @@ class Heartbeat:
         long is seen within a tick), else until it is due, at most an interval."""
         return max(self.tick_s, min(self._m.steps_state.next_report_s - now_s, self.interval_s))
 
-    def _step_began_s(self, now_s: float) -> float:
-        """When the step under way began: the last counted step's end, not before the previous look (the counter
-        moved after it), not after ``now_s``; ``now_s`` when the step series cannot be read."""
-        rule = self._m.steps_state
-        if not rule.steps:
-            return now_s
-        return min(now_s, max(self._look_s, rule.t0_s + rule.step_t_s))
-
     def beat(self, now_s: float) -> dict[str, Any] | None:
         """Look at the run at clock time ``now_s``; return the heartbeat written, if one was due."""
         m = self._m
-        steps, reports = m.steps_state.steps, m.reports
+        rule = m.steps_state
+        steps, reports = rule.steps, m.reports
+        # the step under way began at the last counted step's end, not before the previous look, not after now_s
         if steps != self._steps:
-            self._steps, self._step_since_s = steps, self._step_began_s(now_s)
+            self._steps = steps
+            self._step_since_s = min(now_s, max(self._look_s, rule.t0_s + rule.step_t_s)) if steps else now_s
         self._look_s = now_s
         if reports != self._reports:
             self._reports, self._report_s = reports, now_s
-        if getattr(m, "_finished", False) or now_s - self._report_s < self.interval_s:
-            return None
-        if now_s - self._beat_s < self.interval_s:
+        if now_s - self._report_s < self.interval_s or now_s - self._beat_s < self.interval_s:
             return None
         self._beat_s = now_s
         running_s = now_s - self._step_since_s
@@ -109,7 +92,6 @@ class Heartbeat:
         write = getattr(m.record_sink, "write_heartbeat", None)
         if write is not None:
             write(record)
-        self.beats += 1
         if m.text and running_s >= self.text_every_s and now_s - self._text_s >= self.text_every_s:  # a long step
             self._text_s = now_s
             where = "" if phase == "train" else f" (in {phase})"

@@ -160,16 +160,6 @@ class Lifecycle:
         if raised:
             raise KeyboardInterrupt
 
-    def _end_status(self, status: str, error: BaseException | None) -> None:
-        self.finished = True
-        self.status = status
-        if error is not None:
-            self.error = f"{type(error).__name__}: {error}"
-        if isinstance(error, SystemExit):
-            code = error.code
-            self.exit_code = code if isinstance(code, int) or code is None else str(code)[:200]
-        self.ended_at = _utc_now()
-
     def _finish_parts(self, status: str, error: BaseException | None) -> bool:
         """Run the parts of finish not yet done; returns whether a KeyboardInterrupt was raised in one."""
         from trainmeter.core import monitor as slot
@@ -180,7 +170,14 @@ class Lifecycle:
         try:
             if "status" not in done:
                 done.add("status")
-                self._end_status(status, error)
+                self.finished = True
+                self.status = status
+                if error is not None:
+                    self.error = f"{type(error).__name__}: {error}"
+                if isinstance(error, SystemExit):
+                    code = error.code
+                    self.exit_code = code if isinstance(code, int) or code is None else str(code)[:200]
+                self.ended_at = _utc_now()
                 blind = host_patches.blind_message() if run.steps == 0 and self._opened_record else None
                 if blind is not None:
                     run.warn_once("steps-unseen", blind)  # said once (core/explicit_steps.py), and in the passport
@@ -305,10 +302,9 @@ class Lifecycle:
     def _terminate_save_now(self) -> None:
         """The watcher's save when no safe point came: the passport as the run stands (the process ends next)."""
         record = self._run.record_sink
-        if record is None or not self._opened_record or self.finished:
+        if (record is None or not self._opened_record or self.finished
+                or not self._terminate_lock.acquire(blocking=False)):  # taken: the training thread is finishing it
             return
-        if not self._terminate_lock.acquire(blocking=False):
-            return  # the training thread is finishing the run
         try:
             self.status = "terminated"
             self.ended_at = _utc_now()

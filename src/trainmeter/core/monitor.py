@@ -9,6 +9,7 @@ import time
 import weakref
 from collections.abc import Callable, Collection
 from contextlib import suppress
+from operator import attrgetter
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -23,10 +24,8 @@ from trainmeter.core.lanes import LaneRecord, Lanes
 from trainmeter.core.lifecycle import Lifecycle
 from trainmeter.core.memory import ProcessMemory
 from trainmeter.core.phases import PhaseClock, PhaseSpans, cuda_synchronize
-from trainmeter.core.report_worker import ReportWorker
 from trainmeter.core.reports import Reporter
-from trainmeter.core.scalars import ScalarReader, StepLoss
-from trainmeter.core.series import Series, StepSeries
+from trainmeter.core.scalars import StepLoss
 from trainmeter.core.series_registry import DEFAULT_MAX_SERIES, SeriesRegistry
 from trainmeter.core.sink import RecordSink
 from trainmeter.core.steps import StepRecorder
@@ -175,14 +174,11 @@ class Monitor:
         return self
 
     # -- faults ----------------------------------------------------------------------------------------------
-    @property
-    def warnings(self) -> list[str]:
-        """The run's warnings so far (at most ``faults.MAX_WARNINGS``). Any thread."""
-        return self.faults.warnings
+    warnings = property(attrgetter("faults.warnings"), doc="The run's warnings so far (at most MAX_WARNINGS).")
 
     # -- status (the lifecycle's) ----------------------------------------------------------------------------
-    status = property(lambda self: self.lifecycle.status, doc="starting, running, then the end status.")
-    run_dir = property(lambda self: self.lifecycle.run_dir, doc="The run folder, or None in memory.")
+    status = property(attrgetter("lifecycle.status"), doc="starting, running, then the end status.")
+    run_dir = property(attrgetter("lifecycle.run_dir"), doc="The run folder, or None in memory.")
 
     def set_text(self, on: bool) -> None:
         """Print the text line each report, or not (a live widget shows it; a rank other than 0 stays quiet)."""
@@ -199,10 +195,7 @@ class Monitor:
         """Tokens (or samples, see ``token_unit``) counted so far, summed over the lanes. Any thread (a read)."""
         return self.steps_state.tokens + self.lanes.tokens() if self.lanes else self.steps_state.tokens
 
-    @property
-    def step_series(self) -> StepSeries:
-        """Tokens per step and the time of each step. Any thread (its reads take its lock)."""
-        return self.steps_state.step_series
+    step_series = property(attrgetter("steps_state.step_series"), doc="Tokens per step and the time of each step.")
 
     def lane_records(self) -> list[LaneRecord]:
         """Every lane with a step, lane 1 first (the passport's ``lanes``). Any thread."""
@@ -211,20 +204,12 @@ class Monitor:
                                   self.controls.lane1_stop_step())
 
     # -- series ----------------------------------------------------------------------------------------------
-    @property
-    def series(self) -> dict[str, Series]:
-        """The run's series by name (a dict that never changes size: iterate it freely). Any thread."""
-        return self.registry.series
-
-    @property
-    def series_info(self) -> dict[str, dict[str, Any]]:
-        """Series name -> its source and provenance (the passport's ``series_info``)."""
-        return self.registry.info
-
-    series_dropped = property(lambda self: self.registry.dropped, doc="New names past max_series.")
-    series_dropped_names = property(lambda self: self.registry.dropped_names, doc="The first of them.")
-    queue_dropped = property(lambda self: self.emitter.dropped, doc="Emits from other threads dropped.")
-    emits_ignored = property(lambda self: self.emitter.ignored, doc="Emitted values left out as bad (counted).")
+    series = property(attrgetter("registry.series"), doc="The run's series by name (a dict that never changes size).")
+    series_info = property(attrgetter("registry.info"), doc="Series name -> its source and provenance.")
+    series_dropped = property(attrgetter("registry.dropped"), doc="New names past max_series.")
+    series_dropped_names = property(attrgetter("registry.dropped_names"), doc="The first of them.")
+    queue_dropped = property(attrgetter("emitter.dropped"), doc="Emits from other threads dropped.")
+    emits_ignored = property(attrgetter("emitter.ignored"), doc="Emitted values left out as bad (counted).")
 
     def locks(self) -> list[Any]:
         """The run's own locks (the series registry's, each series'), held around a fork (docs/spec.md section 19)."""
@@ -240,10 +225,7 @@ class Monitor:
         ``t_s``: seconds since the run began)."""
         self.registry.get(name, x_kind).append(self.steps_state.steps, t_s, float(value))
 
-    @property
-    def scalar_reader(self) -> ScalarReader:
-        """The reader of 0-d values (the probes read losses through it). Training thread."""
-        return self.steps_state.scalars
+    scalar_reader = property(attrgetter("steps_state.scalars"), doc="The reader of 0-d values (the probes' losses).")
 
     # -- sources ---------------------------------------------------------------------------------------------
     def on_step(self, tokens: int, loss: StepLoss | None = None, *, loss_value: float | None = None) -> None:
@@ -274,38 +256,22 @@ class Monitor:
         if self.probes is not None:
             self.guard("declare-model", self.probes.declare_root, module)
 
-    @property
-    def params(self) -> dict[str, Any]:
-        """Parameter counts of the trained model (empty until found)."""
-        return dict(self.probes.params) if self.probes is not None else {}
+    params = property(lambda self: dict(self.probes.params) if self.probes is not None else {},
+                      doc="Parameter counts of the trained model (empty until found).")
 
-    @property
-    def probes(self) -> Any:
-        """The torch probes (``core.probes.TorchProbes``), or ``None`` without torch or before the start."""
-        return self.lifecycle.probes
+    probes = property(attrgetter("lifecycle.probes"), doc="The torch probes (core/probes.py), or None (no torch).")
 
     # -- reports ---------------------------------------------------------------------------------------------
-    reports = property(lambda self: self.reporter.count, doc="Reports made so far.")
-    interval = property(lambda self: self.reporter.interval, doc="The last report's IntervalSummary.")
-    session = property(lambda self: self.reporter.session, doc="The last report's SessionSummary.")
-    memory = property(lambda self: self.reporter.memory, doc="The last report's memory sample.")
-    text_line = property(lambda self: self.reporter.text_line, doc="The last text line.")
-
-    @property
-    def worker(self) -> ReportWorker:
-        """The run's report worker (docs/spec.md section 20). Any thread."""
-        return self.reporter.worker
-
-    @property
-    def open_worker(self) -> ReportWorker | None:
-        """The report worker if one was made, else ``None`` (the fork handlers)."""
-        return self.reporter.opened_worker
+    reports = property(attrgetter("reporter.count"), doc="Reports made so far.")
+    interval = property(attrgetter("reporter.interval"), doc="The last report's IntervalSummary.")
+    session = property(attrgetter("reporter.session"), doc="The last report's SessionSummary.")
+    memory = property(attrgetter("reporter.memory"), doc="The last report's memory sample.")
+    text_line = property(attrgetter("reporter.text_line"), doc="The last text line.")
+    worker = property(attrgetter("reporter.worker"), doc="The run's report worker (docs/spec.md section 20).")
+    open_worker = property(attrgetter("reporter.opened_worker"), doc="The report worker if one was made (forks).")
 
     # -- extensions ------------------------------------------------------------------------------------------
-    @property
-    def extensions(self) -> tuple[Any, ...]:
-        """The run's extensions in their computed order (read-only; events go through :attr:`dispatch`)."""
-        return self.dispatch.extensions
+    extensions = property(attrgetter("dispatch.extensions"), doc="The run's extensions in their computed order.")
 
     def set_step_hook(self, fn: Callable[[], None] | None, *, many: bool = False, at: int = 0) -> None:
         """Call ``fn`` (one wing's ``on_step``, or with ``many`` the dispatcher's fan-out) after each counted step

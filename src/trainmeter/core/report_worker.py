@@ -16,6 +16,7 @@ import os
 import threading
 from collections import deque
 from collections.abc import Callable
+from contextlib import suppress
 
 from trainmeter.core.threads import OurThread
 
@@ -39,16 +40,9 @@ def fold_every_s(interval_s: float) -> float:
 
 
 class ReportWorker:
-    """Runs submitted jobs in order on one daemon thread (see the module docstring).
-
-    Args:
-        threaded: Run jobs on the worker thread (``False``: at once, in the submitting thread).
-        on_fault: Called with ``(owner, exception)`` when a job raises, or with ``("report-worker", exc)``
-            when the worker is declared stuck; never raises into the caller (its own errors are swallowed).
-        max_jobs: Jobs that may wait before a submit waits.
-        report_interval_s: The run's report interval, which sets the fold period (:func:`fold_every_s`;
-            ``None``: ``FOLD_EVERY_S``).
-    """
+    """Runs submitted jobs in order on one daemon thread (see the module docstring); ``on_fault(owner, exc)`` when
+    a job raises or ``("report-worker", exc)`` when the worker is stuck (its own errors swallowed);
+    ``report_interval_s`` sets the fold period (:func:`fold_every_s`; ``None``: ``FOLD_EVERY_S``)."""
 
     def __init__(self, *, threaded: bool = True, on_fault: OnFault | None = None, max_jobs: int = MAX_JOBS,
                  report_interval_s: float | None = None) -> None:
@@ -75,8 +69,8 @@ class ReportWorker:
 
     def every(self, owner: str, fold: Job) -> None:
         """Run ``fold`` (of wing ``owner``) every ``fold_every_s`` while the worker is idle, once its thread runs
-        (the first job or :meth:`wake`; nothing when unthreaded). A fold must be safe beside the training thread: it reads what is final
-        and publishes by replacing a reference."""
+        (the first job or :meth:`wake`; nothing when unthreaded). A fold must be safe beside the training thread: it
+        reads what is final and publishes by replacing a reference."""
         if self.threaded:
             self._folds.append((owner, fold))
 
@@ -130,14 +124,11 @@ class ReportWorker:
     def drain(self, timeout_s: float | None = None) -> bool:
         """Wait until every job submitted so far has run; returns whether they did within ``timeout_s`` (``None``:
         :attr:`wait_left_s`, what is left of the run end's bound once it began)."""
-        if timeout_s is None:
-            timeout_s = self.wait_left_s()
-        if self._thread is None or os.getpid() != self._pid:
-            return True
-        if threading.current_thread() is self._thread:
-            return True  # a job asking: it runs after the ones before it already
+        if self._thread is None or os.getpid() != self._pid or threading.current_thread() is self._thread:
+            return True  # none, or a job asking: it runs after the ones before it already
         with self._cond:
-            return self._cond.wait_for(lambda: not self._jobs and not self._busy, timeout_s)
+            wait_s = self.wait_left_s() if timeout_s is None else timeout_s
+            return self._cond.wait_for(lambda: not self._jobs and not self._busy, wait_s)
 
     def on_worker_thread(self) -> bool:
         """Whether the caller is the worker's thread (a job running). Any thread."""
@@ -156,10 +147,7 @@ class ReportWorker:
             return None
         return (self._owner, "job") if self._owner is not None else (self._fold_owner or "?", "fold")
 
-    @property
-    def thread(self) -> threading.Thread | None:
-        """The worker's thread, while it runs."""
-        return self._thread
+    thread = property(lambda self: self._thread, doc="The worker's thread, while it runs.")
 
     def abandon(self) -> None:
         """Give up on the job under way (the run's end, past its bound: docs/spec.md section 20): the jobs queued
@@ -174,17 +162,12 @@ class ReportWorker:
             if owner not in self.disabled:
                 self._run(owner, job)
 
-    @property
-    def pending(self) -> int:
-        """Jobs waiting or running (0 once drained)."""
-        return len(self._jobs) + int(self._busy)
+    pending = property(lambda self: len(self._jobs) + int(self._busy), doc="Jobs waiting or running (0 once drained).")
 
     def close(self, timeout_s: float | None = None) -> None:
         """Run what is queued, then end the thread (joined up to ``timeout_s`` in all; ``None``: as :meth:`drain`);
         later jobs run at once."""
         thread = self._thread
-        if timeout_s is None:
-            timeout_s = self.wait_left_s()
         drained = self.drain(timeout_s)
         with self._cond:
             self._closed = True
@@ -196,9 +179,8 @@ class ReportWorker:
     def hold_for_fork(self, wait_s: float) -> None:
         """Before a fork (the forking thread): wait up to ``wait_s`` for the running job to end, then hold the
         lock until :meth:`release_after_fork` (parent) or :meth:`reset_in_child` (child), so no job begins."""
-        if self._thread is None or os.getpid() != self._pid or self._held_for_fork:
-            return
-        if not self._cond.acquire(timeout=wait_s):
+        if (self._thread is None or os.getpid() != self._pid or self._held_for_fork
+                or not self._cond.acquire(timeout=wait_s)):
             return
         self._held_for_fork = True
         self._cond.wait_for(lambda: not self._busy, wait_s)
@@ -243,8 +225,11 @@ class ReportWorker:
                     self._owner = owner
                 self._busy = True
             try:
-                if job is None:
-                    self._run_folds()
+                if job is None:  # the folds
+                    for owner, fold in list(self._folds):
+                        if owner not in self.disabled:
+                            self._fold_owner = owner
+                            self._run(owner, fold)
                 elif owner not in self.disabled:
                     self._run(owner, job)
             except BaseException:  # a call the run's end gave up on returned (core/dispatch.py Abandoned): no more
@@ -253,12 +238,6 @@ class ReportWorker:
                 with cond:
                     self._busy = False
                     cond.notify_all()
-
-    def _run_folds(self) -> None:
-        for owner, fold in list(self._folds):
-            if owner not in self.disabled:
-                self._fold_owner = owner
-                self._run(owner, fold)
 
     def _run(self, owner: str, job: Job) -> None:
         try:
@@ -269,7 +248,5 @@ class ReportWorker:
 
     def _fault(self, owner: str, exc: BaseException) -> None:
         if self._on_fault is not None:
-            try:
+            with suppress(Exception):
                 self._on_fault(owner, exc)
-            except Exception:
-                pass

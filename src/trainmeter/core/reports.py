@@ -141,7 +141,8 @@ class Reporter:
         elif ident == run.emitter.owner_ident:
             run.emitter.drain_owner()
         lanes = run.lanes
-        if final or not lanes or ident == self._lane1_ident():
+        probes = run.probes  # lane 1: the probes' first training thread, else the thread that started the run
+        if final or not lanes or ident == (getattr(probes, "hot_ident", 0) or run.emitter.owner_ident):
             rule.poll_scalars()
             if rule.pending_losses():
                 rule.flush_losses(float("inf") if final else rule.steps)
@@ -185,9 +186,3 @@ class Reporter:
             run.faults.say(self.text_line)
             for warning in run.dispatch.collect("warnings"):  # a starving loader, a full disk, swap
                 run.faults.say_once(f"trainmeter warning: {warning}")
-
-    def _lane1_ident(self) -> int:
-        """The thread of lane 1 (the probes' first training thread, else the thread that started the run)."""
-        probes = self._run.probes
-        ident = getattr(probes, "hot_ident", 0) if probes is not None else 0
-        return ident or self._run.emitter.owner_ident

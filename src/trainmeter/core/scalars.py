@@ -52,13 +52,8 @@ class ScalarReader:
         if len(self.queue) >= MAX_PENDING:
             self.queue.popleft()
             self.dropped += 1
-        host = None
-        for i, buf in enumerate(self._pool):
-            if buf.dtype == value.dtype:
-                host = self._pool.pop(i)
-                break
-        if host is None:
-            host = torch.empty((), dtype=value.dtype, device="cpu", pin_memory=True)
+        i = next((i for i, buf in enumerate(self._pool) if buf.dtype == value.dtype), None)
+        host = torch.empty((), dtype=value.dtype, device="cpu", pin_memory=True) if i is None else self._pool.pop(i)
         host.copy_(value.detach().reshape(()), non_blocking=True)
         event = torch.cuda.Event()
         event.record(torch.cuda.current_stream(value.device))
@@ -76,11 +71,7 @@ class ScalarReader:
                 self._pool.append(host)
         return done
 
-    @property
-    def pending(self) -> int:
-        """Deferred reads not yet completed."""
-        return len(self.queue)
-
+    pending = property(lambda self: len(self.queue), doc="Deferred reads not yet completed.")
 
 
 class StepLoss:

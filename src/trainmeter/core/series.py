@@ -6,9 +6,12 @@ every reader has seen, so memory is bounded by what is pending (docs/spec.md sec
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import math
 import threading
 from dataclasses import dataclass
+from operator import itemgetter
 
 _INF = math.inf
 
@@ -48,7 +51,7 @@ class Series:
     __slots__ = ("name", "x_kind", "_steps", "_times", "_values", "_base", "lock",
                  "_last", "_min", "_max", "_folded", "_last_step", "_nonfinite", "origin", "_tail")
 
-    def __init__(self, name: str, x_kind: str = "step") -> None:
+    def __init__(self, name: str, x_kind: str = "step", origin: int = 0) -> None:
         self.name = name
         self.x_kind = x_kind
         self._steps: list[int] = []
@@ -63,7 +66,7 @@ class Series:
         self._last_step: int | None = None
         self._nonfinite = 0
         self._tail: float | None = None
-        self.origin = 0  # added to every step read: a resumed run's points on the training's axis (spec section 22)
+        self.origin = origin  # added to every step read: a resumed run's points on the training's axis (spec section 22)
 
     def set_origin(self, steps: int) -> None:
         """Read every point ``steps`` further along the step axis (docs/spec.md section 22). Any thread."""
@@ -206,11 +209,8 @@ class StepSeries:
             times = self.times[lo:n]
         first, last = base + lo, base + n
         values: list[float] = []
-        for i, (at, tokens) in enumerate(runs):
-            until = runs[i + 1][0] if i + 1 < len(runs) else last
-            a, b = max(at, first), min(until, last)
-            if b > a:
-                values.extend([tokens] * (b - a))
+        for (at, tokens), (until, _) in itertools.pairwise([*runs, (last, 0)]):
+            values.extend([tokens] * (min(until, last) - max(at, first)))  # none where the run lies outside
         return last, list(range(first + 1 + self.origin, last + 1 + self.origin)), times, values
 
     def trim(self, upto: int) -> None:
@@ -221,10 +221,7 @@ class StepSeries:
                 return
             del self.times[:k]
             self._base += k
-            keep = 0
-            while keep + 1 < len(self._runs) and self._runs[keep + 1][0] <= self._base:
-                keep += 1
-            del self._runs[:keep]
+            del self._runs[:max(0, bisect.bisect_right(self._runs, self._base, key=itemgetter(0)) - 1)]
 
     @property
     def pending(self) -> int:

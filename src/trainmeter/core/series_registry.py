@@ -66,15 +66,9 @@ class SeriesRegistry:
         """Make the series of ``names`` not yet known (but those in ``skip``) with one copy of the registry (readers
         iterate a dict that never changes size)."""
         with self.lock:
-            grown: dict[str, Series] | None = None
-            for name in names:
-                if name not in skip and name not in self.series and (grown is None or name not in grown):
-                    if grown is None:
-                        grown = dict(self.series)
-                    grown[name] = Series(name, x_kind)
-                    grown[name].set_origin(self.origin)
-            if grown is not None:
-                self.series = grown
+            new = [name for name in dict.fromkeys(names) if name not in skip and name not in self.series]
+            if new:
+                self.series = {**self.series, **{name: Series(name, x_kind, self.origin) for name in new}}
 
     def set_origin(self, steps: int, step_series: StepSeries) -> None:
         """Every series (``step_series`` too) is read ``steps`` further along the step axis from now on: a resumed

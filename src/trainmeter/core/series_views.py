@@ -6,6 +6,9 @@ one :class:`~trainmeter.core.decimate.Decimator` per series, with the smoothed t
 sections 12 and 18). A saved run read back (a replay, ``curves.json`` from a log) fills a view of its own with
 :meth:`SeriesViews.extend`. Thread safety: every method takes :attr:`SeriesViews.lock`; a reader of
 :attr:`~SeriesViews.decimators` holds it.
+
+A wing's own cursor over a few series (:class:`SeriesReader`) reads their new points and holds back no other series;
+with ``feed`` it also takes its points between reports (its reads under the reader's lock).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from typing import Any
 
 from trainmeter.core.decimate import DEFAULT_BUDGET_POINTS, Decimator
 
+Points = list[tuple[str, list[int], list[float]]]
 Twins = Callable[[str, Sequence[Any], Sequence[float]], "tuple[str, list[float]] | None"]
 """``(name, xs, values)`` -> ``(twin name, its values)`` or ``None`` (the loss EMA's fold: optim/smoothing.py)."""
 
@@ -50,17 +54,13 @@ class SeriesViews:
             self.budget_points = min(self.budget_points, budget_points)
             if twins is not None:
                 self._twins = twins
-            if self._cursor is None:
-                self._open()
+            if self._cursor is None and self._add_reader is not None:
+                self._cursor = self._add_reader(self.catch_up, reads=self.reads)
 
     def unsubscribe(self, key: str) -> None:
         """Stop reading for ``key`` (its decimators stay as they are)."""
         with self.lock:
             self._wants = {k: v for k, v in self._wants.items() if k != key}
-
-    def _open(self) -> None:
-        if self._add_reader is not None:
-            self._cursor = self._add_reader(self.catch_up, reads=self.reads)
 
     def reads(self, name: str) -> bool:
         """Whether some subscriber reads series ``name`` (not the step series: the registry trims the others past
@@ -102,3 +102,35 @@ class SeriesViews:
         twin = self._twins(name, xs, ys) if self._twins is not None else None
         if twin is not None:
             self._extend(twin[0], x_kind, xs, twin[1])
+
+
+class SeriesReader:
+    """New points of the series named ``names``, read from a cursor of ``monitor``'s; ``feed`` takes the points a
+    drain reads between reports (``None``: read at reports only)."""
+
+    def __init__(self, monitor: Any, names: Iterable[str], feed: Callable[[Points], None] | None = None) -> None:
+        self._m = monitor
+        self._lock = threading.Lock()
+        self._feed = feed
+        self.names = frozenset(names)
+        self._cursor: dict[str, int] = monitor.add_reader(None if feed is None else self._drain,
+                                                          reads=self.names.__contains__)
+
+    def _drain(self, ends: Mapping[str, int]) -> None:
+        points = self.new_points(ends)
+        if points and self._feed is not None:
+            self._feed(points)
+
+    def new_points(self, ends: Mapping[str, int] | None = None) -> Points:
+        """``(name, steps, values)`` of each read series' points since the last call, up to ``ends``
+        (``Report.ends``; ``None``: now)."""
+        out: Points = []
+        with self._lock:
+            for name, series in list(self._m.series.items()):
+                if name in self.names:
+                    stop = None if ends is None else ends.get(name, 0)
+                    end, steps, _, values = series.read(self._cursor.get(name, 0), stop)
+                    if steps:
+                        out.append((name, steps, values))
+                    self._cursor[name] = end
+        return out

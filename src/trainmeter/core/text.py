@@ -12,19 +12,10 @@ _CONTROL = re.compile(f"[\\x00-\\x1f\\x7f-\\x9f\\u2028\\u2029{_FORMAT}]")
 _MARKDOWN = re.compile(r"([\\`*_\[\]|~])")
 
 
-def _escape_control(match: re.Match[str]) -> str:
-    ch = match.group(0)
-    named = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}.get(ch)
-    if named is not None:
-        return named
-    code = ord(ch)
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
-
-
 def printable(text: object) -> str:
     """``text`` with control and format characters shown as escapes (``\\n``, ``\\x1b``, ``\\u202e``), on one line."""
     s = str(text)
-    return _CONTROL.sub(_escape_control, s) if _CONTROL.search(s) else s
+    return _CONTROL.sub(lambda m: m.group(0).encode("unicode_escape").decode("ascii"), s) if _CONTROL.search(s) else s
 
 
 def markdown_text(text: object) -> str:

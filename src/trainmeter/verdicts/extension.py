@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from trainmeter.core.extension import ExtensionBase, Report
-from trainmeter.core.reader import SeriesReader
+from trainmeter.core.series_views import SeriesReader
 from trainmeter.verdicts.markers import markers
 from trainmeter.verdicts.rules import ReportPoint, VerdictEngine
 from trainmeter.verdicts.view import VerdictsView
