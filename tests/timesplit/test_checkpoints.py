@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -39,12 +40,15 @@ def test_torch_distributed_checkpoint_save_is_a_checkpoint(run_root, tmp_path):
     from tests.field.conftest import Sleeper, within
 
     model = torch.nn.Linear(4, 1)
+    t0 = time.perf_counter()  # a bare save first: its lazy imports warmed, its own work timed on this machine's load
+    dcp.save({"model": model.state_dict()}, checkpoint_id=str(tmp_path / "bare"))
+    bare_s = time.perf_counter() - t0
     with tm.monitor(run_dir=run_root, interval_s=3600) as m:  # the sleeper is pickled inside the save
         dcp.save({"model": model.state_dict(), "extra": Sleeper(0.6)}, checkpoint_id=str(tmp_path / "dcp"))
     p = _passport(m)
     [record] = p["checkpoints"]
     assert record["source"] == "torch.distributed.checkpoint" and record["path"] == str(tmp_path / "dcp")
-    assert record["bytes"] > 0 and within(p["phases_s"]["checkpoint"], 0.6), p["phases_s"]
+    assert record["bytes"] > 0 and within(p["phases_s"]["checkpoint"], 0.6, bare_s), p["phases_s"]
     assert record["seconds"] == pytest.approx(p["phases_s"]["checkpoint"], rel=0.05)
 
 
