@@ -14,9 +14,9 @@ class CompileWatch:
     """``torch.compile`` and ``OptimizedModule`` seen during the run (``discovery`` told; a compiled wrapper
     replaces its module). Training thread."""
 
-    def __init__(self, discovery: Any, switches: Any, patches: Any, warn: Any) -> None:
+    def __init__(self, discovery: Any, hot: Any, patches: Any, warn: Any) -> None:
         self._discovery = discovery
-        self._switches = switches
+        self._hot = hot
         self._patches = patches
         self._warn = warn
         self._imports: PostImportHooks | None = None
@@ -34,11 +34,11 @@ class CompileWatch:
             self._imports = None
 
     def _make_compile(self, original: Any) -> Any:
-        discovery, switches, warn = self._discovery, self._switches, self._warn
+        discovery, hot, warn = self._discovery, self._hot, self._warn
 
         @functools.wraps(original)
         def compile(*args: Any, **kwargs: Any) -> Any:  # noqa: A001 (torch.compile's own name)
-            if switches.active and not discovery.compiling:
+            if hot.active and not discovery.compiling:
                 guarded(warn, "probe-discovery", discovery.on_compiling)
             return original(*args, **kwargs)
 
@@ -47,16 +47,16 @@ class CompileWatch:
     def _patch_dynamo(self, module: ModuleType) -> None:
         """``torch.compile(model)`` during the run: count at the compiled wrapper, never inside Dynamo."""
         owner = getattr(module, "OptimizedModule", None)
-        if self._switches.active and isinstance(owner, type):
+        if self._hot.active and isinstance(owner, type):
             self._patches.wrap(owner, "__init__", self._make_compiled_init)
 
     def _make_compiled_init(self, original: Any) -> Any:
-        discovery, switches, warn = self._discovery, self._switches, self._warn
+        discovery, hot, warn = self._discovery, self._hot, self._warn
 
         @functools.wraps(original)
         def __init__(compiled: Any, mod: Any, *args: Any, **kwargs: Any) -> None:
-            watched = switches.active and discovery.knows(mod)
-            if switches.active and not discovery.compiling:
+            watched = hot.active and discovery.knows(mod)
+            if hot.active and not discovery.compiling:
                 guarded(warn, "probe-discovery", discovery.on_compiling)
             if not watched:
                 return original(compiled, mod, *args, **kwargs)

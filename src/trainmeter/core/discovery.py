@@ -60,12 +60,10 @@ class Discovery:
     Training thread.
     """
 
-    def __init__(self, hot: Any, steps: Any, monitor: Any, switches: Any, threads: Any, root_calls: Any,
-                 patches: Any) -> None:
+    def __init__(self, hot: Any, steps: Any, monitor: Any, threads: Any, root_calls: Any, patches: Any) -> None:
         self._hot = hot
         self._steps = steps
         self._monitor = monitor
-        self._switches = switches
         self._threads = threads
         self._root_calls = root_calls
         self._patches = patches
@@ -155,7 +153,7 @@ class Discovery:
         self.root_id = 0
         self.params = {}
         self._hot.steady = False
-        self._switches.refresh()
+        self._hot.refresh()
         self._gave_up = False
 
     def on_primary_step(self, optimizer: Any, frame: Any) -> None:
@@ -236,7 +234,7 @@ class Discovery:
     def on_compiling(self) -> None:
         """Something is compiled in this run: take the wrappers off torch's own module classes."""
         self.compiling = True
-        self._switches.refresh()  # the fast call reads _compiled_call_impl again (module.compile() sets it next)
+        self._hot.refresh()  # the fast call reads _compiled_call_impl again (module.compile() sets it next)
         for candidate in list(self.candidates.values()):
             module = candidate.ref()
             if module is not None and _torch_class(type(module)):
@@ -246,8 +244,8 @@ class Discovery:
     # -- the watched modules' calls --------------------------------------------------------
     def on_call(self, module: Any, args: Any, kwargs: Any, lightning: bool) -> None:
         """A watched module's outermost call on lane 1's thread (the call wrapper's general path)."""
-        switches = self._switches
-        if switches.paused_in(get_ident()):
+        hot = self._hot
+        if hot.paused_in(get_ident()):
             return  # our own FLOP count runs in this thread (another thread's training goes on, counted)
         if not (lightning or self._torch.is_grad_enabled()):
             return
@@ -260,7 +258,7 @@ class Discovery:
                 self._root_calls.count(module, args, kwargs, lightning, counted)
                 return
             self._candidate_calls = True
-            self._hot.steady = False
+            hot.steady = False
             candidate.calls += 1
             if candidate.example is None and self.root is None:
                 candidate.example = (args, dict(kwargs or {}), autocast())
@@ -269,7 +267,7 @@ class Discovery:
                 candidate.unit = counted[1]
         except Exception as exc:
             self._monitor.warn_once("probe-tokens", f"token counting disabled: {exc!r}")
-            switches.pause(True)
+            hot.pause(True)
 
     # -- the root ------------------------------------------------------------------------
     def _choose_root(self, optimizer: Any, frame: Any) -> bool:
@@ -355,7 +353,7 @@ class Discovery:
         self.direct_call = direct_call_impl(module, self._torch) if self._compile_watch_on else None
         self._hot.fast_calls = False
         self._hot.steady = False
-        self._switches.refresh()
+        self._hot.refresh()
         self.roots_found += 1
         self._root_calls.new_root()
 

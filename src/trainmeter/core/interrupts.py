@@ -8,8 +8,7 @@ from contextlib import suppress
 from types import FrameType
 from typing import Any
 
-from trainmeter.core import host_patches
-from trainmeter.core.terminate import _in_main_thread
+from trainmeter.core.terminate import put_back, swap_handler
 
 __all__ = ["HeldInterrupts", "run_parts"]
 
@@ -26,14 +25,7 @@ class HeldInterrupts:
         self._installed = False
 
     def __enter__(self) -> HeldInterrupts:
-        if _in_main_thread() and host_patches.enabled("signals"):
-            try:
-                previous = signal.getsignal(signal.SIGINT)
-                signal.signal(signal.SIGINT, self._hold)
-            except (ValueError, OSError, TypeError, RuntimeError):
-                return self
-            self._previous = previous
-            self._installed = True
+        self._installed, self._previous = swap_handler(signal.SIGINT, self._hold)
         return self
 
     def _hold(self, signum: int, frame: FrameType | None) -> None:
@@ -43,8 +35,7 @@ class HeldInterrupts:
     def __exit__(self, *exc: Any) -> None:
         if self._installed:
             self._installed = False
-            with suppress(ValueError, OSError, TypeError, RuntimeError):
-                signal.signal(signal.SIGINT, self._previous if self._previous is not None else signal.default_int_handler)
+            put_back(signal.SIGINT, self._previous, signal.default_int_handler)
 
     def deliver(self) -> None:
         """Hand a held SIGINT to the handler that was in place (no-op when none arrived); with the default handler

@@ -33,9 +33,8 @@ class ProbeThreads:
     Each ``lane_*`` method runs on the thread whose event it handles and writes that thread's lane only.
     """
 
-    def __init__(self, hot: Any, switches: Any, monitor: Any) -> None:
+    def __init__(self, hot: Any, monitor: Any) -> None:
         self._hot = hot
-        self._switches = switches
         self._monitor = monitor
         self.hot_ident = 0
         self.hot_thread = ""
@@ -83,7 +82,7 @@ class ProbeThreads:
             if not self.hot_ident:
                 self.hot_ident = ident
                 self.hot_thread = threading.current_thread().name
-                self._switches.refresh()
+                self._hot.refresh()
                 return None
             lane = self._lanes.get(ident)
             if lane is not None or ident == self.hot_ident:
@@ -94,7 +93,7 @@ class ProbeThreads:
                 self._lanes[self.hot_ident] = Lane(self.hot_ident, self.hot_thread, hot=True)
                 self.threaded = True
                 self._hot.backward_on = False  # the backward wrapper's aside path, with per-thread flags
-                self._switches.refresh()
+                self._hot.refresh()
                 self._monitor.warn_once("threads", (
                     "training in several threads: each thread's optimizer steps and samples are counted in a lane "
                     "of its own (its loss in train_loss.lane<N>); the headline steps and samples are the sums over "
@@ -105,7 +104,7 @@ class ProbeThreads:
     def lane_call(self, lane: Lane, module: Any, args: Any, kwargs: Any, lightning: bool) -> None:
         """A training call of a watched module in lane ``lane``'s thread: its batch counted for the lane."""
         key = id(module)
-        if self._switches.paused_in(lane.ident) or (lane.root_id and key != lane.root_id):
+        if self._hot.paused_in(lane.ident) or (lane.root_id and key != lane.root_id):
             return
         try:
             counted = count_batch(args[:1] if lightning else args, kwargs)

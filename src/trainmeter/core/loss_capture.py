@@ -45,10 +45,9 @@ class LossCapture:
     Training thread (lane 1's).
     """
 
-    def __init__(self, hot: Any, monitor: Any, switches: Any, threads: Any) -> None:
+    def __init__(self, hot: Any, monitor: Any, threads: Any) -> None:
         self._hot = hot
         self._monitor = monitor
-        self._switches = switches
         self._threads = threads
         self.step_loss: StepLoss | None = None
         self.scaled: tuple[Any, Any, bool] | None = None
@@ -68,7 +67,7 @@ class LossCapture:
     def fault(self, exc: BaseException) -> None:
         """Loss capture failed: warn once and stop capturing (training thread)."""
         self._monitor.warn_once("probe-loss", f"loss capture disabled: {exc!r}")
-        self._switches.capture(False)
+        self._hot.capture(False)
         self.step_loss = None
         self._hot.clear_fast_loss()
 
@@ -90,7 +89,7 @@ class LossCapture:
                     self._hot.steady = False
                 if add_part(loss, self._monitor.scalar_reader, tensor, self.scaled):
                     self.scaled = None
-            callback = self._switches.on_training
+            callback = self._hot.on_training
             if callback is not None:
                 callback()
         except Exception as exc:
@@ -137,7 +136,7 @@ class LossCapture:
     def take(self) -> StepLoss | None:
         """The step's loss on the general path (``None`` when its parts were read on the fast path), then none."""
         loss, self.step_loss = self.step_loss, None
-        self._switches.refresh()  # the loss may take the backward fast path again
+        self._hot.refresh()  # the loss may take the backward fast path again
         return loss
 
     def take_fast(self) -> float:

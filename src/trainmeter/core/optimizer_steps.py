@@ -25,12 +25,10 @@ class OptimizerSteps:
     Training thread.
     """
 
-    def __init__(self, hot: Any, steps: Any, monitor: Any, switches: Any, threads: Any, discovery: Any,
-                 loss: Any) -> None:
+    def __init__(self, hot: Any, steps: Any, monitor: Any, threads: Any, discovery: Any, loss: Any) -> None:
         self._hot = hot
         self._steps = steps
         self._monitor = monitor
-        self._switches = switches
         self._threads = threads
         self._discovery = discovery
         self._loss = loss
@@ -57,15 +55,15 @@ class OptimizerSteps:
 
     def on_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         """The general path of the step post-hook (:meth:`Wrappers.step_hook` takes the steady one)."""
-        switches, hot = self._switches, self._hot
-        if not switches.active:
+        hot = self._hot
+        if not hot.active:
             return
         try:
             lane = self._threads.thread_lane()  # another training thread than lane 1's (core/lane_probes.py)
             if lane is not None:
                 self._threads.lane_step(lane, optimizer)
                 return
-            callback = switches.on_training
+            callback = hot.on_training
             if callback is not None:  # an optimizer step ends an open eval span (the time split)
                 callback()
             primary = hot.primary_optimizer()
@@ -80,8 +78,8 @@ class OptimizerSteps:
             self.general_steps += 1
             discovery.on_primary_step(optimizer, sys._getframe(1))
             # the next steps of this optimizer may take the short path (see TorchProbes._refresh_fast)
-            hot.steady = (discovery.root is not None and "trained" in discovery.params and switches.active
-                          and not switches.paused_in(get_ident()) and switches.on_training is None)
+            hot.steady = (discovery.root is not None and "trained" in discovery.params and hot.active
+                          and not hot.paused_in(get_ident()) and hot.on_training is None)
             tokens, hot.pending_tokens = hot.pending_tokens, 0
             if hot.calls > self.max_calls:
                 self.max_calls = hot.calls

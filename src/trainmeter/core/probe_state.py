@@ -1,8 +1,7 @@
 """The probes' per-call state (the fast flags, the last batch signature, the step's loss parts) and their switches.
 
-:class:`ProbeState` is closed over by the wrappers (core/wrappers.py) and shared by the probes' parts;
-:class:`ProbeSwitches` holds the cold switches, each set through a method that recomputes the fast flags.
-Training thread (lane 1's).
+:class:`ProbeState` is closed over by the wrappers (core/wrappers.py) and shared by the probes' parts. Training
+thread (lane 1's).
 """
 
 from __future__ import annotations
@@ -24,9 +23,18 @@ NO_ROOT = weakref.ref(_NOBODY)  # fast_ref while no root's calls take the fast p
 
 
 class ProbeState:
-    """The probes' fast flags, the root's last counted batch and the loss parts of the step in progress.
+    """The probes' fast flags, the root's last counted batch, the loss parts of the step in progress, and the cold
+    switches (each set through a method that calls ``refresh``, which recomputes the fast flags from their inputs:
+    ``TorchProbes._refresh_fast``).
 
-    :meth:`new_probe_state` sets every field, so none can be set at construction and forgotten elsewhere.
+    :meth:`new_probe_state` sets every per-call field, so none can be set at construction and forgotten elsewhere.
+
+    Attributes:
+        active: The probes are installed (between ``start`` and ``stop``).
+        paused: The paused thread's forward and backward calls are not counted (our own FLOP count; a fault).
+        paused_ident: The thread that paused (our FLOP count runs there).
+        on_training: Called at each training forward, backward and step while set (an open eval span).
+        capture_on: Loss capture is installed and not disabled by a fault.
     """
 
     __slots__ = (
@@ -34,9 +42,16 @@ class ProbeState:
         "pending_tokens",
         "last_type", "last_shape", "last_dtype", "last_key", "last_before", "last_tokens", "fast_calls",
         "fast_parts", "fast_sum", "fast_divided", "fast_first",
+        "active", "paused", "paused_ident", "on_training", "capture_on", "refresh",
     )
 
-    def __init__(self) -> None:
+    def __init__(self, refresh: Callable[[], None]) -> None:
+        self.refresh = refresh
+        self.active = False
+        self.paused = False
+        self.paused_ident = 0
+        self.on_training: Callable[[], None] | None = None
+        self.capture_on = False
         self.new_probe_state()
 
     def new_probe_state(self) -> None:
@@ -82,34 +97,6 @@ class ProbeState:
         # its grad_fn): a single-part step never reads a grad_fn
         self.fast_first: Any = None
 
-
-class ProbeSwitches:
-    """The probes' cold switches, read by their parts and wrappers off the steady path.
-
-    Args:
-        hot: The probes' :class:`ProbeState` (``backward_on`` follows loss capture).
-        refresh: Recomputes the hot paths' flags from their inputs (``TorchProbes._refresh_fast``); every
-            method that changes a switch calls it.
-
-    Attributes:
-        active: The probes are installed (between ``start`` and ``stop``).
-        paused: The paused thread's forward and backward calls are not counted (our own FLOP count; a fault).
-        paused_ident: The thread that paused (our FLOP count runs there).
-        on_training: Called at each training forward, backward and step while set (an open eval span).
-        capture_on: Loss capture is installed and not disabled by a fault.
-    """
-
-    __slots__ = ("active", "paused", "paused_ident", "on_training", "capture_on", "_hot", "refresh")
-
-    def __init__(self, hot: ProbeState, refresh: Callable[[], None]) -> None:
-        self._hot = hot
-        self.refresh = refresh
-        self.active = False
-        self.paused = False
-        self.paused_ident = 0
-        self.on_training: Callable[[], None] | None = None
-        self.capture_on = False
-
     def set_active(self, active: bool) -> None:
         self.active = active
         self.refresh()
@@ -127,7 +114,7 @@ class ProbeSwitches:
 
     def capture(self, on: bool) -> None:
         """Loss capture installed (``True``) or turned off by a fault."""
-        self.capture_on = self._hot.backward_on = on
+        self.capture_on = self.backward_on = on
         self.refresh()
 
     def paused_in(self, ident: int) -> bool:

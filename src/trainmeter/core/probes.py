@@ -22,7 +22,7 @@ from trainmeter.core.lane_probes import ProbeThreads
 from trainmeter.core.loss_capture import TOKENS_SERIES, LossCapture, tokens_info
 from trainmeter.core.optimizer_steps import OptimizerSteps
 from trainmeter.core.patches import Patches
-from trainmeter.core.probe_state import NO_ROOT, ProbeState, ProbeSwitches, guarded
+from trainmeter.core.probe_state import NO_ROOT, ProbeState, guarded
 from trainmeter.core.reachable import _is_lightning_module
 from trainmeter.core.root_calls import RootCalls
 from trainmeter.core.seq_weights import TokenWeightedSeq
@@ -58,7 +58,7 @@ class StepSink(Protocol):
 
 class TorchProbes:
     """The in-process torch hooks of one run (``monitor``): the owner of their parts (``hot``, the per-call state the
-    wrappers close over; ``switches``, ``threads``, ``root_calls``, ``discovery``, ``loss``, ``optimizers``,
+    wrappers close over, with their switches; ``threads``, ``root_calls``, ``discovery``, ``loss``, ``optimizers``,
     ``compile_watch``; ``wrappers``, made at :meth:`start`)."""
 
     name = "torch"
@@ -69,14 +69,14 @@ class TorchProbes:
         self._steps: Any = steps
         self._handles: list[Any] = []
         self._patches = Patches()
-        self.hot = hot = ProbeState()  # the fast flags, the last batch signature, the step's loss parts
-        self.switches = switches = ProbeSwitches(hot, self._refresh_fast)
-        self.threads = threads = ProbeThreads(hot, switches, monitor)
-        self.root_calls = root_calls = RootCalls(hot, steps, monitor, switches)
-        self.discovery = discovery = Discovery(hot, steps, monitor, switches, threads, root_calls, self._patches)
-        self.loss = loss = LossCapture(hot, monitor, switches, threads)
-        self.optimizers = OptimizerSteps(hot, steps, monitor, switches, threads, discovery, loss)
-        self.compile_watch = CompileWatch(discovery, switches, self._patches, monitor.warn_once)
+        # the fast flags, the last batch signature, the step's loss parts, the switches
+        self.hot = hot = ProbeState(self._refresh_fast)
+        self.threads = threads = ProbeThreads(hot, monitor)
+        self.root_calls = root_calls = RootCalls(hot, steps, monitor)
+        self.discovery = discovery = Discovery(hot, steps, monitor, threads, root_calls, self._patches)
+        self.loss = loss = LossCapture(hot, monitor, threads)
+        self.optimizers = OptimizerSteps(hot, steps, monitor, threads, discovery, loss)
+        self.compile_watch = CompileWatch(discovery, hot, self._patches, monitor.warn_once)
         self.wrappers: Wrappers | None = None
         # a model trained through a method of its (watch_model's ``through``): its ref, the method, the first
         # training call's (args, kwargs) once kept (empty once counted)
@@ -84,12 +84,12 @@ class TorchProbes:
 
     def _refresh_fast(self) -> None:
         """Recompute the hot paths' flags from their inputs (after any of them changed, in any part)."""
-        hot, switches, discovery, threads = self.hot, self.switches, self.discovery, self.threads
+        hot, discovery, threads = self.hot, self.discovery, self.threads
         # a second training thread switches the fast paths off for the run (core/lane_probes.py); the first
         # backward waits for lane 1's thread to be known
         # a pause silences only the thread that set it (the counted pass may run on the report worker)
-        paused = switches.paused and (not threads.hot_ident or switches.paused_ident == threads.hot_ident)
-        plain = switches.active and not paused and switches.on_training is None and not threads.threaded
+        paused = hot.paused and (not threads.hot_ident or hot.paused_ident == threads.hot_ident)
+        plain = hot.active and not paused and hot.on_training is None and not threads.threaded
         root = discovery.root
         fast = plain and hot.fast_calls and root is not None
         hot.fast_ref = root if fast else NO_ROOT  # type: ignore[assignment]
@@ -107,16 +107,16 @@ class TorchProbes:
         import torch
         from torch.optim.optimizer import Optimizer, register_optimizer_step_post_hook
 
-        monitor, switches = self._monitor, self.switches
-        self.wrappers = wrappers = Wrappers(torch, self.hot, self._steps, monitor, switches, self.threads,
-                                            self.discovery, self.loss, self.optimizers)
-        switches.set_active(True)
+        monitor, hot = self._monitor, self.hot
+        self.wrappers = wrappers = Wrappers(torch, hot, self._steps, monitor, self.threads, self.discovery, self.loss,
+                                            self.optimizers)
+        hot.set_active(True)
         allow, warn = host_patches.allow, monitor.warn_once  # each host patch checked once, here
         if allow("step-hooks", warn):
             self._handles.append(register_optimizer_step_post_hook(wrappers.step_hook()))
         if allow("backward", warn):
             self._patches.wrap(torch.autograd, "backward", wrappers.backward)
-            switches.capture(True)
+            hot.capture(True)
         self._refresh_fast()
         if allow("optimizer-init", warn):
             self._patches.wrap(Optimizer, "__init__", wrappers.optimizer_init)
@@ -136,7 +136,7 @@ class TorchProbes:
 
     def stop(self) -> None:
         """Remove every hook and patch; write the loss and token provenance. Idempotent."""
-        self.switches.set_active(False)
+        self.hot.set_active(False)
         for handle in self._handles:
             try:
                 handle.remove()
@@ -147,7 +147,7 @@ class TorchProbes:
         self._patches.restore_all()
         self.discovery.stop()
         self.loss.stop()
-        self.switches.watch_training(None)
+        self.hot.watch_training(None)
         guarded(self._monitor.warn_once, "probe-info", self._write_info)
 
     def reset_discovery(self) -> None:
@@ -157,7 +157,7 @@ class TorchProbes:
         self.discovery.reset()
         self.optimizers.reset()
         self.threads.reset()  # the child's threads are not the parent's (nor its lock's holder)
-        hot.backward_on = self.switches.capture_on
+        hot.backward_on = hot.capture_on
         hot.pending_tokens = 0
         hot.calls = 0
         self.loss.reset()
@@ -189,23 +189,23 @@ class TorchProbes:
     def paused(self) -> bool:
         """The forward and backward calls of the thread that set it are not counted (our own FLOP count, which
         may run on the report worker; a probe fault); every other thread's training is counted meanwhile."""
-        return self.switches.paused
+        return self.hot.paused
 
     @paused.setter
     def paused(self, value: bool) -> None:
         ident = self.threads.hot_ident
         # lane 1's own pause recomputes its fast paths; another thread's leaves them to lane 1's thread
-        self.switches.pause(value, refresh=not ident or ident == get_ident())
+        self.hot.pause(value, refresh=not ident or ident == get_ident())
 
     @property
     def on_training(self) -> Any:
         """Called at each training forward, backward and step while set: by ``Dispatcher.watch_training`` only (the
         time split's open eval span), which turns it into ``on_phase("train", "begin", t_s)``. Training thread."""
-        return self.switches.on_training
+        return self.hot.on_training
 
     @on_training.setter
     def on_training(self, value: Any) -> None:
-        self.switches.watch_training(value)
+        self.hot.watch_training(value)
 
     @property
     def steady_steps(self) -> int:
@@ -344,7 +344,7 @@ class TorchProbes:
     def framework_batch(self, batch: Any, source: str) -> None:
         """The framework's own batch for the step in progress, counted in the root's calls' stead (``None``: that
         batch is over; core/root_calls.py ``RootCalls.framework_batch``). Lane 1's training thread."""
-        if self.switches.active:
+        if self.hot.active:
             self.root_calls.framework_batch(batch, source)
 
     def count_samples(self, samples: int) -> bool:

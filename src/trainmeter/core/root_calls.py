@@ -34,11 +34,10 @@ class RootCalls:
     Training thread (lane 1's).
     """
 
-    def __init__(self, hot: Any, steps: Any, monitor: Any, switches: Any) -> None:
+    def __init__(self, hot: Any, steps: Any, monitor: Any) -> None:
         self._hot = hot
         self._steps = steps
         self._monitor = monitor
-        self._switches = switches
         self.example: tuple[Any, Any] | None = None
         self.autocast_dtype: str | None = None
         self.seq_weights = TokenWeightedSeq()
@@ -81,7 +80,7 @@ class RootCalls:
         if not self.declared:
             self.declared = True
             hot.fast_calls = False
-            self._switches.refresh()
+            self._hot.refresh()
 
     def framework_batch(self, batch: Any, source: str) -> None:
         """An adapter's: the framework's own batch for the step in progress (``None``: that batch is over), read by
@@ -104,7 +103,7 @@ class RootCalls:
         self.framework_counted = self.framework_counted or source
         if hot.fast_calls:  # the root's calls take the general path, which does not count them meanwhile
             hot.fast_calls = False
-            self._switches.refresh()
+            self._hot.refresh()
 
     def read(self, args: Any, kwargs: Any) -> tuple[int, str] | None:
         """A watched module's training call's ``(count, unit)`` (:attr:`batches`), ``None`` when unread or when its
@@ -151,9 +150,9 @@ class RootCalls:
             hot.fast_calls = self.example is not None
         else:
             hot.fast_calls = False
-        self._switches.refresh()
+        hot.refresh()
         hot.calls += 1
-        callback = self._switches.on_training
+        callback = hot.on_training
         if callback is not None and (lightning or module.training):
             callback()
 

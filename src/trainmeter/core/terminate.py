@@ -21,6 +21,26 @@ from typing import Any
 from trainmeter.core import host_patches
 from trainmeter.core.threads import OurThread
 
+_SIGNAL_ERRORS = (ValueError, OSError, TypeError, RuntimeError)
+
+
+def swap_handler(signum: int, handler: Callable[[int, FrameType | None], None]) -> tuple[bool, Any]:
+    """Install ``handler`` for ``signum`` (main thread, host patch ``signals``): ``(installed, previous handler)``."""
+    if threading.current_thread() is not threading.main_thread() or not host_patches.enabled("signals"):
+        return False, None
+    try:
+        previous = signal.getsignal(signum)
+        signal.signal(signum, handler)
+    except _SIGNAL_ERRORS:
+        return False, None
+    return True, previous
+
+
+def put_back(signum: int, previous: Any, default: Any = signal.SIG_DFL) -> None:
+    """Put the handler ``previous`` back for ``signum`` (``default`` where it was ``None``: not set from Python)."""
+    with suppress(*_SIGNAL_ERRORS):
+        signal.signal(signum, previous if previous is not None else default)
+
 
 def _in_main_thread() -> bool:
     return threading.current_thread() is threading.main_thread()
@@ -65,14 +85,10 @@ class TerminateHandler:
     def install(self) -> bool:
         """Install in the main thread; returns whether it was installed."""
         global _INSTALLED
-        if not _in_main_thread() or not host_patches.enabled("signals"):
+        installed, self._previous = swap_handler(signal.SIGTERM, self._handle)
+        if not installed:
             return False
-        try:
-            previous = signal.getsignal(signal.SIGTERM)
-            signal.signal(signal.SIGTERM, self._handle)
-        except (ValueError, OSError, TypeError, RuntimeError):
-            return False
-        self._previous = previous
+        previous = self._previous
         self.ends = previous is not signal.SIG_IGN and not callable(previous)
         self._installed = True
         _INSTALLED = self
@@ -112,9 +128,9 @@ class TerminateHandler:
         if _INSTALLED is self:
             _INSTALLED = None
         self._restore_wakeup()
-        with suppress(ValueError, OSError, TypeError, RuntimeError):
+        with suppress(*_SIGNAL_ERRORS):
             if signal.getsignal(signal.SIGTERM) == self._handle:
-                signal.signal(signal.SIGTERM, self._previous if self._previous is not None else signal.SIG_DFL)
+                put_back(signal.SIGTERM, self._previous)
         self._stop_watcher()
         if self.pending and self.ends:
             self.redeliver()
@@ -269,9 +285,7 @@ def _reset_in_child() -> None:
     handler._watcher = None
     handler.pending = False
     handler._restore_wakeup()
-    with suppress(ValueError, OSError, TypeError, RuntimeError):
-        previous = handler._previous
-        signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
+    put_back(signal.SIGTERM, handler._previous)
     fds, handler._fds = handler._fds, None
     for fd in fds or ():
         with suppress(OSError):

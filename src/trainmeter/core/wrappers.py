@@ -57,13 +57,12 @@ class Wrappers:
     """The wrapper factories of one run's probes: each takes the original callable and returns its wrapper
     (``Patches.wrap``), closing over the probes' parts it calls (core/probes.py wires them). Training thread."""
 
-    def __init__(self, torch: Any, hot: Any, steps: Any, monitor: Any, switches: Any, threads: Any, discovery: Any,
-                 loss: Any, optimizers: Any) -> None:
+    def __init__(self, torch: Any, hot: Any, steps: Any, monitor: Any, threads: Any, discovery: Any, loss: Any,
+                 optimizers: Any) -> None:
         self._torch = torch
         self._hot = hot
         self._steps = steps
         self._monitor = monitor
-        self._switches = switches
         self._threads = threads
         self._discovery = discovery
         self._loss = loss
@@ -104,12 +103,12 @@ class Wrappers:
         return step_hook
 
     def optimizer_init(self, original: Any) -> Any:
-        switches, warn, built = self._switches, self._monitor.warn_once, self._discovery.on_optimizer_built
+        hot, warn, built = self._hot, self._monitor.warn_once, self._discovery.on_optimizer_built
 
         @functools.wraps(original)
         def __init__(optimizer: Any, *args: Any, **kwargs: Any) -> None:
             original(optimizer, *args, **kwargs)
-            if switches.active:
+            if hot.active:
                 guarded(warn, "probe-discovery", built, optimizer, sys._getframe(1))
 
         return __init__
@@ -118,7 +117,7 @@ class Wrappers:
         """The wrapper of a watched class's ``attr`` (``__call__``, or a LightningModule's ``training_step``)."""
         hot = self._hot
         torch = self._torch
-        switches, threads = self._switches, self._threads
+        threads = self._threads
         on_call, lane_call = self._discovery.on_call, self._lane_call
         # torch.compiler.is_compiling() in one frame: Dynamo folds is_dynamo_compiling() to True when it traces
         # the wrapper (so the flag is never read there); the flag is set while torch.export traces. Where torch
@@ -201,7 +200,7 @@ class Wrappers:
                 return original(module, first, *args, **kwargs)
             if first is not _NO_ARG:
                 args = (first, *args)
-            if id(module) not in candidates or not switches.active:
+            if id(module) not in candidates or not hot.active:
                 return original(module, *args, **kwargs)
             if threads.threaded or ((lightning or is_grad_enabled()) and threads.thread_lane() is not None):
                 # several training threads: per-thread nesting and counts (core/lane_probes.py)
@@ -219,12 +218,12 @@ class Wrappers:
 
     def scale(self, original: Any) -> Any:
         """The wrapper of ``GradScaler.scale``: the loss it returns and its scale are kept for its backward."""
-        switches, loss = self._switches, self._loss
+        hot, loss = self._hot, self._loss
 
         @functools.wraps(original)
         def scale(scaler: Any, outputs: Any, *args: Any, **kwargs: Any) -> Any:
             out = original(scaler, outputs, *args, **kwargs)
-            if switches.active and out is not outputs and getattr(out, "ndim", None) == 0:
+            if hot.active and out is not outputs and getattr(out, "ndim", None) == 0:
                 try:
                     loss.note_scaled(out, scaler._scale, _divided(getattr(outputs, "grad_fn", None)))
                 except Exception:
@@ -239,7 +238,7 @@ class Wrappers:
             return self._any_backward(original)
         hot = self._hot
         tensor_type = self._torch.Tensor
-        switches, loss, aside = self._switches, self._loss, self._backward_aside
+        loss, general = self._loss, self._general_backward
 
         # torch.autograd.backward's own parameters, passed on positionally: no tuple or dict is built per call
         @functools.wraps(original)
@@ -269,38 +268,34 @@ class Wrappers:
                     return original(tensors, grad_tensors, retain_graph, create_graph, grad_variables, inputs)
                 finally:
                     hot.in_backward = False
-            if hot.in_backward or not hot.backward_on:  # nested, capture off, or several training threads
-                return aside(original, tensors, grad_tensors, retain_graph, create_graph, grad_variables, inputs)
-            hot.in_backward = True
-            try:
-                if grad_tensors is None and not switches.paused_in(get_ident()):
-                    loss.on_backward(tensors)  # not our own pass's (the thread that paused the probes)
-                return original(tensors, grad_tensors, retain_graph, create_graph, grad_variables, inputs)
-            finally:
-                hot.in_backward = False
+            return general(original, tensors, grad_tensors, retain_graph, create_graph, grad_variables, inputs)
 
         return backward
 
     def _any_backward(self, original: Any) -> Any:
         """The wrapper for a ``torch.autograd.backward`` whose parameters differ from torch 2.x's: general path."""
-        hot = self._hot
-        switches, loss, aside = self._switches, self._loss, self._backward_aside
+        general = self._general_backward
 
         @functools.wraps(original)
         def backward(tensors: Any, grad_tensors: Any = None, *args: Any, **kwargs: Any) -> Any:
-            if hot.in_backward or not hot.backward_on:
-                if kwargs:
-                    return original(tensors, grad_tensors, *args, **kwargs)
-                return aside(original, tensors, grad_tensors, *args)
-            hot.in_backward = True
-            try:
-                if grad_tensors is None and not switches.paused_in(get_ident()):
-                    loss.on_backward(tensors)  # not our own pass's (the thread that paused the probes)
-                return original(tensors, grad_tensors, *args, **kwargs)
-            finally:
-                hot.in_backward = False
+            return general(original, tensors, grad_tensors, *args, **kwargs)
 
         return backward
+
+    def _general_backward(self, original: Any, tensors: Any, grad_tensors: Any, *args: Any, **kwargs: Any) -> Any:
+        """The backward wrapper's general path: the loss parts read by :meth:`LossCapture.on_backward`."""
+        hot = self._hot
+        if hot.in_backward or not hot.backward_on:  # nested, capture off, or several training threads
+            if kwargs:
+                return original(tensors, grad_tensors, *args, **kwargs)
+            return self._backward_aside(original, tensors, grad_tensors, *args)
+        hot.in_backward = True
+        try:
+            if grad_tensors is None and not self._hot.paused_in(get_ident()):
+                self._loss.on_backward(tensors)  # not our own pass's (the thread that paused the probes)
+            return original(tensors, grad_tensors, *args, **kwargs)
+        finally:
+            hot.in_backward = False
 
     # -- the wrappers' per-thread paths (core/lane_probes.py) -------------------------------
     def _lane_call(self, original: Any, module: Any, args: Any, kwargs: Any, lightning: bool) -> Any:
@@ -321,11 +316,11 @@ class Wrappers:
 
     def _backward_aside(self, original: Any, *args: Any) -> Any:
         """The backward wrapper's other path: a nested backward, capture off, or training in several threads."""
-        lane = self._threads.current() if self._switches.capture_on else None
+        lane = self._threads.current() if self._hot.capture_on else None
         if lane is not None and not lane.in_backward:
             lane.in_backward = True
             try:
-                if args[1] is None and not self._switches.paused_in(lane.ident):
+                if args[1] is None and not self._hot.paused_in(lane.ident):
                     if lane.hot:
                         self._loss.on_backward(args[0])
                     else:
