@@ -17,7 +17,6 @@ from trainmeter.core import host_patches
 from trainmeter.core.batch import SAMPLE_KINDS
 from trainmeter.core.compile_watch import CompileWatch
 from trainmeter.core.discovery import Discovery
-from trainmeter.core.explicit_steps import Stepper
 from trainmeter.core.lane_probes import ProbeThreads
 from trainmeter.core.loss_capture import TOKENS_SERIES, LossCapture, tokens_info
 from trainmeter.core.optimizer_steps import OptimizerSteps
@@ -25,7 +24,6 @@ from trainmeter.core.patches import Patches
 from trainmeter.core.probe_state import NO_ROOT, ProbeState, guarded
 from trainmeter.core.reachable import _is_lightning_module
 from trainmeter.core.root_calls import RootCalls
-from trainmeter.core.seq_weights import TokenWeightedSeq
 from trainmeter.core.wrappers import Wrappers
 
 
@@ -77,6 +75,13 @@ class TorchProbes:
         self.loss = loss = LossCapture(hot, monitor, threads)
         self.optimizers = OptimizerSteps(hot, steps, monitor, threads, discovery, loss)
         self.compile_watch = CompileWatch(discovery, hot, self._patches, monitor.warn_once)
+        # what the run, the wings and core/explicit_steps.py call, straight to the part that answers
+        self.is_candidate = discovery.is_candidate  # watched as a possible root (any thread)
+        self.declare_root = discovery.declare_root  # tm.monitor(model=...)
+        self.declared_model = discovery.declared_model
+        self.stepper = self.optimizers.stepper  # a framework's stand-in optimizer (made once per source and model)
+        self.note_scaled = loss.note_scaled  # a framework's loss scale, divided out at its backward
+        self.backward_seen = loss.backward_seen
         self.wrappers: Wrappers | None = None
         # a model trained through a method of its (watch_model's ``through``): its ref, the method, the first
         # training call's (args, kwargs) once kept (empty once counted)
@@ -197,25 +202,13 @@ class TorchProbes:
         # lane 1's own pause recomputes its fast paths; another thread's leaves them to lane 1's thread
         self.hot.pause(value, refresh=not ident or ident == get_ident())
 
-    @property
-    def on_training(self) -> Any:
-        """Called at each training forward, backward and step while set: by ``Dispatcher.watch_training`` only (the
-        time split's open eval span), which turns it into ``on_phase("train", "begin", t_s)``. Training thread."""
-        return self.hot.on_training
-
-    @on_training.setter
-    def on_training(self, value: Any) -> None:
-        self.hot.watch_training(value)
-
-    @property
-    def steady_steps(self) -> int:
-        """Lane 1's steps that took the step hook's steady path (their loss read at backward). Training thread."""
-        return self._steps.steps - self.optimizers.general_steps
-
-    @property
-    def primary_optimizer(self) -> Any:
-        """The primary optimizer (whose steps are counted), or ``None`` before its first step. Any thread."""
-        return self.hot.primary_optimizer()
+    on_training = property(lambda self: self.hot.on_training, lambda self, fn: self.hot.watch_training(fn),
+                           doc="Called at each training forward, backward and step while set: by "
+                               "``Dispatcher.watch_training`` only (the time split's open eval span). Training thread.")
+    steady_steps = property(lambda self: self._steps.steps - self.optimizers.general_steps,
+                            doc="Lane 1's steps that took the step hook's steady path (their loss read at backward).")
+    primary_optimizer = property(lambda self: self.hot.primary_optimizer(),
+                                 doc="The primary optimizer (whose steps are counted), or ``None``. Any thread.")
 
     def add_pre_step_hook(self, fn: Any) -> None:
         """Install ``fn(optimizer, args, kwargs)`` as a global optimizer step pre-hook until the run's end (the
@@ -234,33 +227,17 @@ class TorchProbes:
         loss = self.loss.step_loss
         return loss is not None and any(v is not None and not math.isfinite(v) for v, _ in loss.parts)
 
-    @property
-    def hot_ident(self) -> int:
-        """``threading.get_ident()`` of lane 1's thread, 0 before any training event. Any thread."""
-        return self.threads.hot_ident
+    hot_ident = property(lambda self: self.threads.hot_ident,
+                         doc="``threading.get_ident()`` of lane 1's thread, 0 before any training event. Any thread.")
 
     def lane_one(self) -> tuple[str, str | None, str | None]:
         """Lane 1's thread name, root class name and optimizer class name (empty or ``None`` when unknown). Any thread."""
         primary = self.hot.primary_optimizer()
         return self.threads.hot_thread, self.discovery.root_name, type(primary).__name__ if primary is not None else None
 
-    @property
-    def params(self) -> dict[str, Any]:
-        """The model's parameter counts, and ``trained``: its parameters the run's optimizers train (empty until
-        found)."""
-        return self.discovery.run_params()
-
-    @property
-    def root_name(self) -> str | None:
-        return self.discovery.root_name
-
-    def is_candidate(self, module: Any) -> bool:
-        """Whether ``module`` is watched as a possible root (before the root is known). Any thread."""
-        return self.discovery.is_candidate(module)
-
-    def declare_root(self, module: Any) -> None:
-        """Use ``module`` as the trained root (``tm.monitor(model=...)``)."""
-        self.discovery.declare_root(module)
+    params = property(lambda self: self.discovery.run_params(),
+                      doc="The model's parameter counts, and ``trained``: its parameters the run's optimizers train.")
+    root_name = property(lambda self: self.discovery.root_name)
 
     @property
     def example(self) -> tuple[Any, Any] | None:
@@ -289,19 +266,11 @@ class TorchProbes:
         return (f"{self.discovery.root_name} is trained without being called itself (through a method of its): no "
                 f"pass of it can be counted (its batches are read from the calls of {reader})")
 
-    @property
-    def example_declared(self) -> dict[str, int]:
-        """The kept batch's count where ``tm.batch`` declared it (``{"samples": n}``, ``{"tokens": n}``), else empty."""
-        return self.root_calls.example_declared
-
-    @property
-    def autocast_dtype(self) -> str | None:
-        return self.root_calls.autocast_dtype
-
-    @property
-    def seq_weights(self) -> TokenWeightedSeq:
-        """The run's token-weighted S (docs/spec.md section 5, "S")."""
-        return self.root_calls.seq_weights
+    example_declared = property(lambda self: self.root_calls.example_declared,
+                                doc="The kept batch's count where ``tm.batch`` declared it, else empty.")
+    autocast_dtype = property(lambda self: self.root_calls.autocast_dtype)
+    seq_weights = property(lambda self: self.root_calls.seq_weights,
+                           doc="The run's token-weighted S (docs/spec.md section 5, \"S\").")
 
     @property
     def example_pending(self) -> bool:
@@ -316,10 +285,6 @@ class TorchProbes:
             self._through = (self._through[0], self._through[1], ((), {}))  # empty: no other call is kept
 
     # -- steps no torch.optim hook sees (core/explicit_steps.py) --------------------------------
-    def stepper(self, source: str, model: Any) -> Stepper:
-        """The run's stepper for ``source`` and ``model`` (made, and ``model`` watched, once)."""
-        return self.optimizers.stepper(source, model)
-
     def watch_model(self, module: Any, through: str | None = None) -> None:
         """A framework trains ``module`` through a method of its, never calling it (an adapter says so before its
         first step): it and its children holding parameters are watched, so the first step's batches are read from
@@ -337,10 +302,6 @@ class TorchProbes:
         if through is not None and through[2] is None and through[0]() is module:
             self._through = (through[0], through[1], (args, dict(kwargs)))
 
-    def declared_model(self) -> Any:
-        """The module passed as ``model=``, or ``None``."""
-        return self.discovery.declared_model()
-
     def framework_batch(self, batch: Any, source: str) -> None:
         """The framework's own batch for the step in progress, counted in the root's calls' stead (``None``: that
         batch is over; core/root_calls.py ``RootCalls.framework_batch``). Lane 1's training thread."""
@@ -357,11 +318,3 @@ class TorchProbes:
     def step(self, optimizer: Any) -> None:
         """One step of ``optimizer`` (a stepper), counted as the step hook's general path counts it."""
         self.optimizers.on_step(optimizer, (), {})
-
-    def note_scaled(self, out: Any, scale: Any, divided: bool) -> None:
-        """A framework multiplied the loss by ``scale`` into ``out``: divided out at ``out``'s backward."""
-        self.loss.note_scaled(out, scale, divided)
-
-    def backward_seen(self) -> bool:
-        """Whether a loss was passed to backward since the last counted step (or ever, with no step)."""
-        return self.loss.backward_seen()
