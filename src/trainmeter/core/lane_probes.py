@@ -36,16 +36,13 @@ class ProbeThreads:
     def __init__(self, hot: Any, monitor: Any) -> None:
         self._hot = hot
         self._monitor = monitor
-        self.hot_ident = 0
         self.hot_thread = ""
-        self.threaded = False
-        self._lanes: dict[int, Lane] = {}
-        self._lock = threading.Lock()
+        self.reset()
 
     def reset(self) -> None:
         """Forget the threads (a forked child's are not the parent's, nor its lock's holder)."""
         self._lock = threading.Lock()
-        self._lanes = {}
+        self._lanes: dict[int, Lane] = {}
         self.hot_ident = 0
         self.threaded = False
 

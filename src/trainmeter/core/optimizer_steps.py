@@ -32,21 +32,17 @@ class OptimizerSteps:
         self._threads = threads
         self._discovery = discovery
         self._loss = loss
-        self._others: dict[int, int] = {}  # non-primary optimizer id -> its number (2, 3, ...), in the order they step
-        self._refs: dict[int, weakref.ReferenceType[Any]] = {}  # number -> that optimizer
         self.on_other_step: Any = None  # fn(number, optimizer) after another optimizer's step (optim/ reads its rate)
-        self._losses: list[int] = []  # the numbers whose losses were kept
-        self._numbered = 0  # numbers given
         self._steppers: dict[tuple[str, int], Stepper] = {}  # (source, id(model)) -> its stand-in optimizer
-        self.general_steps = 0
         self.max_calls = 0
+        self.reset()
 
     def reset(self) -> None:
         """No other optimizer, no step counted here yet (a forked child's own run)."""
-        self._others.clear()
-        self._refs.clear()
-        self._losses.clear()
-        self._numbered = 0
+        self._others: dict[int, int] = {}  # non-primary optimizer id -> its number (2, 3, ...), in stepping order
+        self._refs: dict[int, weakref.ReferenceType[Any]] = {}  # number -> that optimizer
+        self._losses: list[int] = []  # the numbers whose losses were kept
+        self._numbered = 0  # numbers given
         self.general_steps = 0
 
     def other_numbers(self) -> list[int]:

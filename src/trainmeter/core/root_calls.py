@@ -38,8 +38,14 @@ class RootCalls:
         self._hot = hot
         self._steps = steps
         self._monitor = monitor
-        self.example: tuple[Any, Any] | None = None
         self.autocast_dtype: str | None = None
+        self._first_declared: dict[str, int] = {}  # the first declaration of the step last declared
+        self._example_at = -1  # the steps counted when the example was kept
+        self.reset()
+
+    def reset(self) -> None:
+        """No batch kept, no S seen, none declared (a forked child's own run)."""
+        self.example: tuple[Any, Any] | None = None
         self.seq_weights = TokenWeightedSeq()
         self.batches = BatchCounter()
         self.kind = ""
@@ -49,21 +55,7 @@ class RootCalls:
         self.framework_counted = ""
         self.framework_unread: str | None = None
         self._declared_at = -1  # the steps counted at the last declaration
-        self._first_declared: dict[str, int] = {}  # the first declaration of that step
-        self._example_at = -1  # the steps counted when the example was kept
         self.example_declared: dict[str, int] = {}
-
-    def reset(self) -> None:
-        """No batch kept, no S seen, none declared (a forked child's own run)."""
-        self.example = None
-        self.seq_weights = TokenWeightedSeq()
-        self.batches = BatchCounter()
-        self.kind = ""
-        self.unread = None
-        self.declared = False
-        self.framework, self.framework_counted, self.framework_unread = None, "", None
-        self._declared_at = -1
-        self.example_declared = {}
 
     def declare(self, count: int, unit: str) -> None:
         """``tm.batch``: a batch of ``count`` ``unit`` for the step in progress (docs/spec.md section 2, "The batch
@@ -95,10 +87,7 @@ class RootCalls:
             self.framework_unread = self.framework_unread or f"{source} are {found}"
             return
         hot = self._hot
-        self.seq_weights.at(self._steps.tokens + hot.pending_tokens, reading_seq(found))
-        hot.pending_tokens += found[0]
-        self._monitor.set_token_unit(found[1])
-        self.kind = found[3]
+        self._add(found[0], found[1], reading_seq(found), found[3])
         self.framework = source
         self.framework_counted = self.framework_counted or source
         if hot.fast_calls:  # the root's calls take the general path, which does not count them meanwhile
@@ -126,10 +115,7 @@ class RootCalls:
         if self.declared or self.framework is not None:  # counted already (tm.batch, the framework's batch)
             counted = None
         elif counted is not None:
-            self.seq_weights.at(self._steps.tokens + hot.pending_tokens, self.batches.seq)
-            hot.pending_tokens += counted[0]
-            self._monitor.set_token_unit(counted[1])
-            self.kind = self.batches.kind
+            self._add(counted[0], counted[1], self.batches.seq, self.batches.kind)
         elif self.unread is None:
             self.unread = self.batches.unread
         # remember a positional batch's shape, or a keyword-only one's keyword and shape: the call wrapper counts
@@ -162,12 +148,9 @@ class RootCalls:
         hot = self._hot
         if self.declared:  # what was declared of this step stands
             pass
-        elif candidate.unit:
-            if example is not None and candidate.unit == "tokens":  # S of the first step: its first batch's
-                self.seq_weights.at(self._steps.tokens + hot.pending_tokens, batch_seq(example[0], example[1]))
-            hot.pending_tokens += candidate.tokens
-            self._monitor.set_token_unit(candidate.unit)
-            self.kind = self.batches.kind  # (the last batch read: the root's, at its first step)
+        elif candidate.unit:  # S of the first step: its first batch's; kind: the last batch read's (the root's)
+            seq = batch_seq(example[0], example[1]) if example is not None and candidate.unit == "tokens" else None
+            self._add(candidate.tokens, candidate.unit, seq, self.batches.kind)
         elif candidate.calls and self.unread is None:
             self.unread = self.batches.unread
         hot.calls += candidate.calls
@@ -175,6 +158,14 @@ class RootCalls:
             self.example = example[:2]
             self.autocast_dtype = example[2]
             self._kept()
+
+    def _add(self, count: int, unit: str, seq: float | None, kind: str) -> None:
+        """Count a batch of ``count`` ``unit`` for the step in progress (``seq``: its S, ``None``: S unchanged)."""
+        if seq is not None:
+            self.seq_weights.at(self._steps.tokens + self._hot.pending_tokens, seq)
+        self._hot.pending_tokens += count
+        self._monitor.set_token_unit(unit)
+        self.kind = kind
 
     def warn_unread(self) -> None:
         """At the end: a run whose root's batches were not read and that counted nothing (no adapter's count
