@@ -6,7 +6,7 @@ import functools
 from types import ModuleType
 from typing import Any
 
-from trainmeter.core.patches import ORIGINAL_ATTR, PostImportHooks
+from trainmeter.core.patches import PostImportHooks, take_off_call
 from trainmeter.core.probe_state import guarded
 
 
@@ -62,16 +62,11 @@ class CompileWatch:
                 return original(compiled, mod, *args, **kwargs)
             # The wrapper binds ``mod.__call__`` for Dynamo to trace: let it bind torch's own, not ours.
             cls = type(mod)
-            ours = vars(cls).get("__call__")
-            own = getattr(ours, ORIGINAL_ATTR, None)
+            ours = take_off_call(cls)
             try:
-                if own is not None:
-                    delattr(cls, "__call__")
-                    if cls.__call__ is not own:
-                        cls.__call__ = own
                 original(compiled, mod, *args, **kwargs)
             finally:
-                if own is not None:
+                if ours is not None:
                     cls.__call__ = ours
             guarded(warn, "probe-discovery", discovery.watch, compiled)
             guarded(warn, "probe-discovery", discovery.unwatch, mod)

@@ -8,7 +8,7 @@ from threading import get_ident
 from typing import Any
 
 from trainmeter.core.model_rule import MODEL_SHARE, holds, no_root_message, others_only, reader_name, trained_in
-from trainmeter.core.patches import ORIGINAL_ATTR
+from trainmeter.core.patches import take_off_call
 from trainmeter.core.reachable import (
     _instance,
     _is_compiled,
@@ -219,13 +219,7 @@ class Discovery:
         if any(type(c.ref()) is cls for c in list(self.candidates.values())):
             return
         self._patched_classes.discard((cls, "__call__"))
-        ours = vars(cls).get("__call__")
-        own = getattr(ours, ORIGINAL_ATTR, None)
-        if own is None:
-            return
-        delattr(cls, "__call__")
-        if cls.__call__ is not own:
-            cls.__call__ = own
+        take_off_call(cls)
 
     def knows(self, module: Any) -> bool:
         """Whether ``module`` is watched, or was set aside when something was compiled."""

@@ -73,7 +73,7 @@ PATCHES: tuple[HostPatch, ...] = (
               sites=("core/probes.py:Optimizer.__init__",), private=("torch.optim.Optimizer.__init__",)),
     HostPatch(key="call-wrapper", touches="the watched model classes' __call__ (a LightningModule's training_step): "
               "batches and tokens", uninstall="the class attribute is deleted (or restored) when the model is "
-              "unwatched and at the run's end", sites=("core/discovery.py:cls.attr", "core/discovery.py:cls.__call__",
+              "unwatched and at the run's end", sites=("core/discovery.py:cls.attr", "core/patches.py:cls.__call__",
                                                          "core/compile_watch.py:cls.__call__"),
               private=(COMPILE_FLAG,),
               fallback="torch.compiler.is_compiling() is read instead"),

@@ -59,6 +59,18 @@ class Gate:
         return self.active and threading.get_ident() == self._thread and os.getpid() == self._pid
 
 
+def take_off_call(cls: type) -> Any:
+    """Take our ``__call__`` wrapper off ``cls`` (its own or inherited one shows again); the wrapper, or ``None``."""
+    ours = vars(cls).get("__call__")
+    own = getattr(ours, ORIGINAL_ATTR, None)
+    if own is None:
+        return None
+    delattr(cls, "__call__")
+    if cls.__call__ is not own:
+        cls.__call__ = own
+    return ours
+
+
 @dataclass(slots=True)
 class _Patch:
     owner: Any

@@ -11,7 +11,7 @@ import math
 import sys
 import weakref
 from threading import get_ident
-from typing import Any, Protocol
+from typing import Any
 
 from trainmeter.core import host_patches
 from trainmeter.core.batch import SAMPLE_KINDS
@@ -33,27 +33,6 @@ def lightning_source(root: Any) -> str:
     return "lightning training_step batch" if module is not None and _is_lightning_module(module) else ""
 
 
-class StepSink(Protocol):
-    """What the probes call on the run (:class:`~trainmeter.core.monitor.Monitor`). Training thread."""
-
-    steps: int
-    steps_state: Any  # the step rule (core/steps.py StepRecorder): count(tokens, loss, value), add_loss, steps, now
-    lanes: Any  # the other training threads' lanes (core/lanes.py Lanes): add, on_step, on_loss
-    token_unit: str
-    registry: Any  # the series registry (core/series_registry.py): describe(name, entry, replace=)
-
-    def at_step(self, step: int, fn: Any) -> None: ...
-
-    def set_token_unit(self, unit: str) -> None: ...
-
-    def set_model(self, module: Any, token_unit: str) -> None: ...
-
-    def warn_once(self, key: str, message: str) -> None: ...
-
-    @property
-    def scalar_reader(self) -> Any: ...
-
-
 class TorchProbes:
     """The in-process torch hooks of one run (``monitor``): the owner of their parts (``hot``, the per-call state the
     wrappers close over, with their switches; ``threads``, ``root_calls``, ``discovery``, ``loss``, ``optimizers``,
@@ -61,7 +40,9 @@ class TorchProbes:
 
     name = "torch"
 
-    def __init__(self, monitor: StepSink) -> None:
+    def __init__(self, monitor: Any) -> None:
+        # the run (core/monitor.py Monitor): steps_state (the step rule), lanes, registry, at_step, set_token_unit,
+        # set_model, token_unit, warn_once, scalar_reader
         self._monitor = monitor
         steps = monitor.steps_state  # the step rule (StepRecorder): every counted step goes there
         self._steps: Any = steps
