@@ -93,7 +93,7 @@ START_MODULES = (
     # the core's probes, installed at start
     "trainmeter.core.probes", "trainmeter.core.wrappers", "trainmeter.core.discovery",
     "trainmeter.core.optimizer_steps", "trainmeter.core.lane_probes", "trainmeter.core.loss_capture",
-    "trainmeter.core.root_calls", "trainmeter.core.seq_weights", "trainmeter.core.batch",
+    "trainmeter.core.root_calls", "trainmeter.core.batch",
     "trainmeter.core.compile_watch", "trainmeter.core.reachable", "trainmeter.core.probe_state",
     "trainmeter.compute.peaks", "trainmeter.compute.peak_table",
     # the GPU sampler's modules (it opens NVML on its own thread: imported here, no import runs there)

@@ -29,7 +29,7 @@ KEEP_OTHERS_S = 10.0
 
 
 class _Candidate:
-    __slots__ = ("ref", "tokens", "unit", "calls", "example", "lightning")
+    __slots__ = ("ref", "tokens", "unit", "calls", "example")
 
     def __init__(self, module: Any) -> None:
         self.ref = weakref.ref(module)
@@ -37,13 +37,10 @@ class _Candidate:
         self.unit: str | None = None
         self.calls = 0
         self.example: tuple[Any, Any, str | None] | None = None  # first batch seen (args, kwargs, autocast)
-        self.lightning = _is_lightning_module(module)
 
 
 class Discovery:
     """The watched modules (candidates), the optimizers built in the run, and the root chosen among them.
-
-    Its arguments are the probes' parts and the run (core/probes.py wires them).
 
     Attributes:
         candidates: ``id(module) -> _Candidate`` of the watched modules (read by the call wrapper; an optimizer

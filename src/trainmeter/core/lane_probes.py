@@ -23,8 +23,6 @@ _get_ident = threading.get_ident
 class ProbeThreads:
     """The probes' training threads: lane 1's thread, the other threads' lanes, threaded mode.
 
-    Its arguments are the probes' parts and the run (core/probes.py wires them).
-
     Attributes:
         hot_ident: ``threading.get_ident()`` of lane 1's thread, 0 before any training event. Any thread.
         hot_thread: Lane 1's thread name.

@@ -34,8 +34,6 @@ def add_part(loss: StepLoss, reader: Any, tensor: Any, scaled: tuple[Any, Any, b
 class LossCapture:
     """A step's loss from its backward calls, and the provenance of ``train_loss`` and ``tokens_per_step``.
 
-    Its arguments are the probes' parts and the run (core/probes.py wires them).
-
     Attributes:
         step_loss: The step's loss parts on the general path (a :class:`StepLoss`), or ``None``.
         scaled: The loss ``GradScaler.scale`` returned on lane 1's thread: ``(weak reference, scale tensor,

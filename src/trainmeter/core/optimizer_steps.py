@@ -16,8 +16,6 @@ class OptimizerSteps:
     """The general path of the optimizer step post-hook (the steady step's is core/wrappers.py's; both end in
     :meth:`StepRecorder.step <trainmeter.core.steps.StepRecorder.step>`), and the run's framework steppers.
 
-    Its arguments are the probes' parts (core/probes.py wires them).
-
     Attributes:
         general_steps: Lane 1's steps counted here (the others took the steady path).
         max_calls: The most root calls in one step.

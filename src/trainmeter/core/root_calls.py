@@ -1,19 +1,45 @@
-"""The root's training calls: each batch counted (tokens), one batch kept for the FLOP count.
-
-The kept batch is the root's call arguments (docs/spec.md section 5, "The counted pass")."""
+"""The root's training calls: each batch counted (tokens, the run's token-weighted S), one batch kept for the FLOP
+count: the root's call arguments (docs/spec.md section 5, "The counted pass")."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from trainmeter.core.batch import BatchCounter, batch_seq, read_call, reading_seq, token_key
-from trainmeter.core.seq_weights import TokenWeightedSeq
+
+
+class TokenWeightedSeq:
+    """Sum over the run of each batch's tokens times its sequence length S (dim 1 of 2-D token ids); :meth:`at` is
+    called on the probes' slow path only (docs/spec.md sections 5, "S", and 20). Training thread only."""
+
+    __slots__ = ("weighted", "with_seq", "mark", "seq")
+
+    def __init__(self) -> None:
+        self.weighted = 0  # sum of tokens x S over closed runs
+        self.with_seq = 0  # tokens of closed runs that had an S
+        self.mark = 0  # the run's tokens when the open run began
+        self.seq = 0  # S of the open run (0: its batches had no S: 1-D token ids, samples)
+
+    def at(self, tokens: int, seq: int) -> None:
+        """A batch of sequence length ``seq`` (0: none) is about to be counted, ``tokens`` counted before it."""
+        if seq == self.seq:
+            return
+        if self.seq:
+            self.weighted += (tokens - self.mark) * self.seq
+            self.with_seq += tokens - self.mark
+        self.mark, self.seq = tokens, seq
+
+    def mean(self, tokens: int) -> tuple[float, int] | None:
+        """``(token-weighted S, tokens it is over)`` with ``tokens`` counted so far, or ``None`` (no S seen)."""
+        weighted, with_seq = self.weighted, self.with_seq
+        if self.seq and tokens > self.mark:  # (tokens still pending at the read are left out)
+            weighted += (tokens - self.mark) * self.seq
+            with_seq += tokens - self.mark
+        return (weighted / with_seq, with_seq) if with_seq > 0 else None
 
 
 class RootCalls:
     """What the root's calls count: tokens, the token-weighted S, the example batch and its autocast dtype.
-
-    Its arguments are the probes' parts and the run (core/probes.py wires them).
 
     Attributes:
         example: One training batch of the root ``(args, kwargs)`` for the FLOP count, or ``None``.
