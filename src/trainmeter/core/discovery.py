@@ -7,15 +7,20 @@ import weakref
 from threading import get_ident
 from typing import Any
 
-from trainmeter.core.model_rule import MODEL_SHARE, holds, no_root_message, others_only, reader_name, trained_in
 from trainmeter.core.patches import take_off_call
 from trainmeter.core.reachable import (
+    MODEL_SHARE,
     _instance,
     _is_compiled,
     _is_lightning_module,
     _torch_class,
+    holds,
     most_trained,
+    no_root_message,
+    others_only,
     reachable,
+    reader_name,
+    trained_in,
     trained_params,
 )
 from trainmeter.core.root_calls import autocast
