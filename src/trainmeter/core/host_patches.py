@@ -17,6 +17,7 @@ import os
 import sys
 import warnings
 from collections.abc import Callable, Mapping
+from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any
 
@@ -278,12 +279,9 @@ def allow(key: str, warn: Callable[[str, str], None] | None = None) -> bool:
 
 
 def _say(warn: Callable[[str, str], None] | None, key: str, message: str) -> None:
-    if warn is None:
-        return
-    try:
-        warn(f"host-patch-{key}", message)
-    except Exception:  # noqa: BLE001 - a warning never raises into an install
-        pass
+    if warn is not None:
+        with suppress(Exception):  # a warning never raises into an install
+            warn(f"host-patch-{key}", message)
 
 
 def refused(key: str) -> str | None:

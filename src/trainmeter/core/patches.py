@@ -17,6 +17,7 @@ import os
 import sys
 import threading
 from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -99,10 +100,8 @@ class Patches:
             self._patches.append(_Patch(owner=owner, attr=attr, own=getattr(original, ORIGINAL_ATTR), wrapper=original))
             return True
         wrapper = make(original)
-        try:
+        with suppress(AttributeError, TypeError):
             setattr(wrapper, ORIGINAL_ATTR, original)
-        except (AttributeError, TypeError):
-            pass
         setattr(owner, attr, wrapper)
         self._patches.append(_Patch(owner=owner, attr=attr, own=own, wrapper=wrapper))
         return True
@@ -117,15 +116,13 @@ class Patches:
         """Put every original back where our wrapper is still in place. Idempotent."""
         while self._patches:
             p = self._patches.pop()
-            try:
+            with suppress(Exception):
                 if vars(p.owner).get(p.attr, _MISSING) is not p.wrapper:
                     continue
                 if p.own is _MISSING:
                     delattr(p.owner, p.attr)
                 else:
                     setattr(p.owner, p.attr, p.own)
-            except Exception:
-                pass
 
 
 class _ChainedLoader:
@@ -144,18 +141,14 @@ class _ChainedLoader:
 
     def exec_module(self, module: ModuleType) -> None:
         loader = self._loader
-        try:  # let the module see its real loader, as without the hook
+        with suppress(Exception):  # let the module see its real loader, as without the hook
             module.__loader__ = loader
             if module.__spec__ is not None:
                 module.__spec__.loader = loader
-        except Exception:
-            pass
         loader.exec_module(module)
         for callback in self._callbacks:
-            try:
+            with suppress(Exception):
                 callback(module)
-            except Exception:
-                pass
 
 
 class ImportFinder:
@@ -228,10 +221,8 @@ class PostImportHooks:
         for name, callback in self.callbacks.items():
             module = sys.modules.get(name)
             if module is not None:
-                try:
+                with suppress(Exception):
                     callback(module)
-                except Exception:
-                    pass
         if not self._installed and host_patches.enabled("import-hooks"):  # TRAINMETER_DISABLE=import-hooks
             self._installed = True
             FINDER.update(self, add=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import sys
 import weakref
+from contextlib import suppress
 from threading import get_ident
 from typing import Any
 
@@ -106,13 +107,11 @@ class TorchProbes:
         self._refresh_fast()
         if allow("optimizer-init", warn):
             self._patches.wrap(Optimizer, "__init__", wrappers.optimizer_init)
-        try:
+        with suppress(Exception):
             from torch.amp.grad_scaler import GradScaler
 
             if allow("grad-scaler", warn):
                 self._patches.wrap(GradScaler, "scale", wrappers.scale)
-        except Exception:
-            pass
         call_wrapper = allow("call-wrapper", warn)  # TRAINMETER_DISABLE=call-wrapper (core/host_patches.py)
         compile_watch = allow("compile-watch", warn)
         self.discovery.start(torch, wrappers.call if call_wrapper else None, compile_watch)
@@ -124,10 +123,8 @@ class TorchProbes:
         """Remove every hook and patch; write the loss and token provenance. Idempotent."""
         self.hot.set_active(False)
         for handle in self._handles:
-            try:
+            with suppress(Exception):
                 handle.remove()
-            except Exception:
-                pass
         self._handles.clear()
         self.compile_watch.remove()
         self._patches.restore_all()

@@ -3,6 +3,7 @@ count: the root's call arguments (docs/spec.md section 5, "The counted pass").""
 
 from __future__ import annotations
 
+from contextlib import suppress
 from typing import Any
 
 from trainmeter.core.batch import BatchCounter, batch_seq, read_call, reading_seq, token_key
@@ -222,12 +223,10 @@ class RootCalls:
 
 def autocast() -> str | None:
     """The autocast dtype in force on this thread (CUDA's, else the CPU's), or ``None``."""
-    try:
+    with suppress(Exception):
         import torch
 
         for device in ("cuda", "cpu"):
             if torch.is_autocast_enabled(device):
                 return str(torch.get_autocast_dtype(device))
-    except Exception:
-        pass
     return None
