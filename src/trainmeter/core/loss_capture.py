@@ -140,30 +140,22 @@ class LossCapture:
     def take_fast(self) -> float:
         """The value of a step's loss read on the backward fast path (its parts counted in), then none."""
         hot = self._hot
-        parts = hot.fast_parts
-        info = self._info
-        info["steps"] += 1
-        if parts > 1:
-            if parts > info["max_parts"]:
-                info["max_parts"] = parts
-            if hot.fast_divided:
-                info["divided"] += 1
-            else:
-                info["ambiguous"] += 1
-        elif not info["max_parts"]:
-            info["max_parts"] = 1
-        value = hot.fast_sum
+        parts, value = hot.fast_parts, hot.fast_sum
+        self._count(parts, hot.fast_divided, parts > 1 and not hot.fast_divided, False)
         hot.clear_fast_loss()
         return value
 
     def note(self, loss: StepLoss) -> None:
         """A step's loss from the general path goes into the provenance counts."""
+        self._count(len(loss.parts), loss.divided, loss.ambiguous, loss.scaled)
+
+    def _count(self, parts: int, divided: bool, ambiguous: bool, scaled: bool) -> None:
         info = self._info
         info["steps"] += 1
-        info["max_parts"] = max(info["max_parts"], len(loss.parts))
-        info["ambiguous"] += loss.ambiguous
-        info["divided"] += loss.divided and len(loss.parts) > 1
-        info["scaled"] += loss.scaled
+        info["max_parts"] = max(info["max_parts"], parts)
+        info["ambiguous"] += ambiguous
+        info["divided"] += divided and parts > 1
+        info["scaled"] += scaled
 
     # -- what a framework asks (core/explicit_steps.py) ------------------------------------
     def backward_seen(self) -> bool:
