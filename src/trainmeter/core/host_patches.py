@@ -75,7 +75,7 @@ PATCHES: tuple[HostPatch, ...] = (
     HostPatch(key="call-wrapper", touches="the watched model classes' __call__ (a LightningModule's training_step): "
               "batches and tokens", uninstall="the class attribute is deleted (or restored) when the model is "
               "unwatched and at the run's end", sites=("core/discovery.py:cls.attr", "core/patches.py:cls.__call__",
-                                                         "core/compile_watch.py:cls.__call__"),
+                                                         "core/wrappers.py:cls.__call__"),
               private=(COMPILE_FLAG,),
               fallback="torch.compiler.is_compiling() is read instead"),
     HostPatch(key="backward", touches="torch.autograd.backward (also behind Tensor.backward): the loss without a "
@@ -87,7 +87,7 @@ PATCHES: tuple[HostPatch, ...] = (
     HostPatch(key="compile-watch", touches="torch.compile and torch._dynamo's OptimizedModule.__init__ (a model "
               "compiled in the run is counted at its compiled wrapper)",
               uninstall="the originals are put back at the run's end",
-              sites=("core/compile_watch.py:torch.compile", "core/compile_watch.py:owner.__init__"),
+              sites=("core/wrappers.py:torch.compile", "core/wrappers.py:owner.__init__"),
               private=("torch._dynamo.eval_frame.OptimizedModule",)),
     HostPatch(key="clip-grad", touches="torch.nn.utils.clip_grad_norm_/clip_grad_value_/clip_grads_with_norm_, "
               "FSDP's and accelerate's clip_grad_norm_ (the gradient norm the loop computed)",

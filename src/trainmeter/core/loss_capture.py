@@ -71,7 +71,7 @@ class LossCapture:
 
     def on_backward(self, tensors: Any) -> None:
         """A backward call's 0-d tensors are parts of the step's loss (the backward wrapper's general path)."""
-        lane = self._threads.thread_lane()  # another training thread than lane 1's (core/lane_probes.py)
+        lane = self._threads.thread_lane()  # another training thread than lane 1's (core/probe_state.py ProbeThreads)
         if lane is not None:
             self._threads.lane_backward(lane, tensors)
             return

@@ -16,16 +16,14 @@ from typing import Any
 
 from trainmeter.core import host_patches
 from trainmeter.core.batch import SAMPLE_KINDS
-from trainmeter.core.compile_watch import CompileWatch
 from trainmeter.core.discovery import Discovery
-from trainmeter.core.lane_probes import ProbeThreads
+from trainmeter.core.explicit_steps import OptimizerSteps
 from trainmeter.core.loss_capture import TOKENS_SERIES, LossCapture, tokens_info
-from trainmeter.core.optimizer_steps import OptimizerSteps
 from trainmeter.core.patches import Patches
-from trainmeter.core.probe_state import NO_ROOT, ProbeState, guarded
+from trainmeter.core.probe_state import NO_ROOT, ProbeState, ProbeThreads, guarded
 from trainmeter.core.reachable import _is_lightning_module
 from trainmeter.core.root_calls import RootCalls
-from trainmeter.core.wrappers import Wrappers
+from trainmeter.core.wrappers import CompileWatch, Wrappers
 
 
 def lightning_source(root: Any) -> str:
@@ -72,7 +70,7 @@ class TorchProbes:
     def _refresh_fast(self) -> None:
         """Recompute the hot paths' flags from their inputs (after any of them changed, in any part)."""
         hot, discovery, threads = self.hot, self.discovery, self.threads
-        # a second training thread switches the fast paths off for the run (core/lane_probes.py); the first
+        # a second training thread switches the fast paths off for the run (core/probe_state.py ProbeThreads); the first
         # backward waits for lane 1's thread to be known
         # a pause silences only the thread that set it (the counted pass may run on the report worker)
         paused = hot.paused and (not threads.hot_ident or hot.paused_ident == threads.hot_ident)

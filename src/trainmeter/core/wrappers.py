@@ -1,6 +1,7 @@
 """The wrappers put over torch: the watched call, ``autograd.backward``, ``GradScaler.scale``, the step hook.
 
-Also ``Optimizer.__init__`` (discovery). Loss semantics: docs/spec.md section 2; the steady step's cost
+Also ``Optimizer.__init__`` (discovery), and ``torch.compile`` and ``OptimizedModule.__init__``
+(:class:`CompileWatch`: once something is compiled, batches are counted at the compiled wrapper, never in Dynamo). Loss semantics: docs/spec.md section 2; the steady step's cost
 (docs/spec.md section 20) is bounded by tests/core/test_hot_path.py. The hot ones close over the probes'
 :class:`~trainmeter.core.probe_state.ProbeState` and the step rule, bound as locals when the wrapper is made;
 their general paths call the probes' parts. Training thread.
@@ -11,11 +12,13 @@ from __future__ import annotations
 import functools
 import sys
 from threading import get_ident
+from types import ModuleType
 from typing import Any
 
 from trainmeter.core import host_patches
 from trainmeter.core.faults import fault_site
 from trainmeter.core.loss_capture import _divided
+from trainmeter.core.patches import PostImportHooks, take_off_call
 from trainmeter.core.probe_state import guarded
 
 _NO_ARG = object()  # the watched call's first argument when it has none
@@ -71,7 +74,7 @@ class Wrappers:
     def step_hook(self) -> Any:
         """The optimizer step post-hook: a steady step (docs/architecture.md, "Hot path") straight to the step rule's
         ``count`` slot, anything else to :meth:`OptimizerSteps.on_step
-        <trainmeter.core.optimizer_steps.OptimizerSteps.on_step>`, which ends in the same rule."""
+        <trainmeter.core.explicit_steps.OptimizerSteps.on_step>`, which ends in the same rule."""
         hot = self._hot
         rule = self._steps
         monitor = self._monitor
@@ -203,7 +206,7 @@ class Wrappers:
             if id(module) not in candidates or not hot.active:
                 return original(module, *args, **kwargs)
             if threads.threaded or ((lightning or is_grad_enabled()) and threads.thread_lane() is not None):
-                # several training threads: per-thread nesting and counts (core/lane_probes.py)
+                # several training threads: per-thread nesting and counts (core/probe_state.py ProbeThreads)
                 return lane_call(original, module, args, kwargs, lightning)
             if hot.depth:
                 return original(module, *args, **kwargs)
@@ -297,7 +300,7 @@ class Wrappers:
         finally:
             hot.in_backward = False
 
-    # -- the wrappers' per-thread paths (core/lane_probes.py) -------------------------------
+    # -- the wrappers' per-thread paths (core/probe_state.py ProbeThreads) -------------------------------
     def _lane_call(self, original: Any, module: Any, args: Any, kwargs: Any, lightning: bool) -> Any:
         """A watched module's call in threaded mode: the outermost call per thread counts."""
         lane = self._threads.thread_state()
@@ -329,3 +332,67 @@ class Wrappers:
             finally:
                 lane.in_backward = False
         return original(*args)
+
+
+class CompileWatch:
+    """``torch.compile`` and ``OptimizedModule`` seen during the run (``discovery`` told; a compiled wrapper
+    replaces its module). Training thread."""
+
+    def __init__(self, discovery: Any, hot: Any, patches: Any, warn: Any) -> None:
+        self._discovery = discovery
+        self._hot = hot
+        self._patches = patches
+        self._warn = warn
+        self._imports: PostImportHooks | None = None
+
+    def install(self, torch: Any) -> None:
+        """Wrap ``torch.compile`` and, once ``torch._dynamo.eval_frame`` is imported, ``OptimizedModule.__init__``."""
+        self._patches.wrap(torch, "compile", self._make_compile)
+        self._imports = PostImportHooks({"torch._dynamo.eval_frame": self._patch_dynamo})
+        self._imports.install()
+
+    def remove(self) -> None:
+        """Stop watching imports (the patches are the run's, restored with the others). Idempotent."""
+        if self._imports is not None:
+            self._imports.remove()
+            self._imports = None
+
+    def _make_compile(self, original: Any) -> Any:
+        discovery, hot, warn = self._discovery, self._hot, self._warn
+
+        @functools.wraps(original)
+        def compile(*args: Any, **kwargs: Any) -> Any:  # noqa: A001 (torch.compile's own name)
+            if hot.active and not discovery.compiling:
+                guarded(warn, "probe-discovery", discovery.on_compiling)
+            return original(*args, **kwargs)
+
+        return compile
+
+    def _patch_dynamo(self, module: ModuleType) -> None:
+        """``torch.compile(model)`` during the run: count at the compiled wrapper, never inside Dynamo."""
+        owner = getattr(module, "OptimizedModule", None)
+        if self._hot.active and isinstance(owner, type):
+            self._patches.wrap(owner, "__init__", self._make_compiled_init)
+
+    def _make_compiled_init(self, original: Any) -> Any:
+        discovery, hot, warn = self._discovery, self._hot, self._warn
+
+        @functools.wraps(original)
+        def __init__(compiled: Any, mod: Any, *args: Any, **kwargs: Any) -> None:
+            watched = hot.active and discovery.knows(mod)
+            if hot.active and not discovery.compiling:
+                guarded(warn, "probe-discovery", discovery.on_compiling)
+            if not watched:
+                return original(compiled, mod, *args, **kwargs)
+            # The wrapper binds ``mod.__call__`` for Dynamo to trace: let it bind torch's own, not ours.
+            cls = type(mod)
+            ours = take_off_call(cls)
+            try:
+                original(compiled, mod, *args, **kwargs)
+            finally:
+                if ours is not None:
+                    cls.__call__ = ours
+            guarded(warn, "probe-discovery", discovery.watch, compiled)
+            guarded(warn, "probe-discovery", discovery.unwatch, mod)
+
+        return __init__
