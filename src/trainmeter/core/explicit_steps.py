@@ -76,7 +76,7 @@ class OptimizerSteps:
         if not hot.active:
             return
         try:
-            lane = self._threads.thread_lane()  # another training thread than lane 1's (core/probe_state.py ProbeThreads)
+            lane = self._threads.thread_lane()  # another training thread than lane 1's (ProbeThreads)
             if lane is not None:
                 self._threads.lane_step(lane, optimizer)
                 return

@@ -69,7 +69,7 @@ class ProbeState:
 
     def new_probe_state(self) -> None:
         """The probes' fast flags and the step's calls and loss parts, as before any call was seen."""
-        self.primary: Any = None  # a weak reference to the primary optimizer (core/explicit_steps.py OptimizerSteps), or None
+        self.primary: Any = None  # a weak reference to the primary optimizer (OptimizerSteps), or None
         # the hot paths' flags, recomputed by TorchProbes._refresh_fast whenever one of their inputs changes:
         # a weak reference to the root while its positional batches are counted like the last one (else
         # NO_ROOT: a call, then an identity test, costs less than comparing an id, a large int, on CPython

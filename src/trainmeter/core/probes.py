@@ -70,8 +70,8 @@ class TorchProbes:
     def _refresh_fast(self) -> None:
         """Recompute the hot paths' flags from their inputs (after any of them changed, in any part)."""
         hot, discovery, threads = self.hot, self.discovery, self.threads
-        # a second training thread switches the fast paths off for the run (core/probe_state.py ProbeThreads); the first
-        # backward waits for lane 1's thread to be known
+        # a second training thread switches the fast paths off for the run (ProbeThreads); the first backward waits
+        # for lane 1's thread to be known
         # a pause silences only the thread that set it (the counted pass may run on the report worker)
         paused = hot.paused and (not threads.hot_ident or hot.paused_ident == threads.hot_ident)
         plain = hot.active and not paused and hot.on_training is None and not threads.threaded

@@ -1,10 +1,10 @@
 """The wrappers put over torch: the watched call, ``autograd.backward``, ``GradScaler.scale``, the step hook.
 
-Also ``Optimizer.__init__`` (discovery), and ``torch.compile`` and ``OptimizedModule.__init__``
-(:class:`CompileWatch`: once something is compiled, batches are counted at the compiled wrapper, never in Dynamo). Loss semantics: docs/spec.md section 2; the steady step's cost
-(docs/spec.md section 20) is bounded by tests/core/test_hot_path.py. The hot ones close over the probes'
-:class:`~trainmeter.core.probe_state.ProbeState` and the step rule, bound as locals when the wrapper is made;
-their general paths call the probes' parts. Training thread.
+Also ``Optimizer.__init__`` (discovery), and ``torch.compile`` and ``OptimizedModule.__init__`` (:class:`CompileWatch`:
+once something is compiled, batches are counted at the compiled wrapper, never in Dynamo). Loss semantics:
+docs/spec.md section 2; the steady step's cost (docs/spec.md section 20) is bounded by tests/core/test_hot_path.py.
+The hot ones close over the probes' :class:`~trainmeter.core.probe_state.ProbeState` and the step rule, bound as
+locals when the wrapper is made; their general paths call the probes' parts. Training thread.
 """
 
 from __future__ import annotations
