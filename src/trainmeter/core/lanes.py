@@ -94,11 +94,6 @@ def mean_step_s(first_t_s: float | None, last_t_s: float | None, steps: int) -> 
     return (last_t_s - first_t_s) / (steps - 1)
 
 
-def lane_loss_series(number: int) -> str:
-    """The loss series of lane ``number`` (lane 1's is the headline ``train_loss``)."""
-    return LOSS_SERIES if number == 1 else f"{LOSS_SERIES}.lane{number}"
-
-
 class Lanes:
     """The lanes of one run besides lane 1 (whose step rule is ``steps``), and lane 1's first and last step times.
     Thread safety: per method."""
@@ -134,7 +129,7 @@ class Lanes:
         """Number a thread's lane at its first step and name its loss series (that thread)."""
         with self._lock:  # once per lane
             lane.number = len(self.lanes) + 2
-            lane.loss_name = lane_loss_series(lane.number)
+            lane.loss_name = f"{LOSS_SERIES}.lane{lane.number}"  # (lane 1's is the headline train_loss)
             self.lanes.append(lane)
         self._registry.describe(lane.loss_name, {
             "provenance": "measured",

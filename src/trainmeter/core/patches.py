@@ -39,10 +39,8 @@ class Gate:
     __slots__ = ("active", "depth", "_pid", "_thread")
 
     def __init__(self) -> None:
+        self.open()
         self.active = False
-        self.depth = 0
-        self._pid = os.getpid()
-        self._thread = threading.get_ident()
 
     def open(self) -> None:
         """Activate for the calling thread (the training thread) and process."""

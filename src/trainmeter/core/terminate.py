@@ -24,9 +24,13 @@ from trainmeter.core.threads import OurThread
 _SIGNAL_ERRORS = (ValueError, OSError, TypeError, RuntimeError)
 
 
+def _in_main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
+
+
 def swap_handler(signum: int, handler: Callable[[int, FrameType | None], None]) -> tuple[bool, Any]:
     """Install ``handler`` for ``signum`` (main thread, host patch ``signals``): ``(installed, previous handler)``."""
-    if threading.current_thread() is not threading.main_thread() or not host_patches.enabled("signals"):
+    if not _in_main_thread() or not host_patches.enabled("signals"):
         return False, None
     try:
         previous = signal.getsignal(signum)
@@ -40,10 +44,6 @@ def put_back(signum: int, previous: Any, default: Any = signal.SIG_DFL) -> None:
     """Put the handler ``previous`` back for ``signum`` (``default`` where it was ``None``: not set from Python)."""
     with suppress(*_SIGNAL_ERRORS):
         signal.signal(signum, previous if previous is not None else default)
-
-
-def _in_main_thread() -> bool:
-    return threading.current_thread() is threading.main_thread()
 
 
 SAFE_POINT_WAIT_S = 1.0
@@ -278,18 +278,16 @@ def _reset_in_child() -> None:
     """A forked child never keeps our SIGTERM handler or wakeup descriptor: the previous ones come back."""
     global _INSTALLED
     handler, _INSTALLED = _INSTALLED, None
-    if handler is None:
-        _unblock_after_fork()
-        return
-    handler._installed = False
-    handler._watcher = None
-    handler.pending = False
-    handler._restore_wakeup()
-    put_back(signal.SIGTERM, handler._previous)
-    fds, handler._fds = handler._fds, None
-    for fd in fds or ():
-        with suppress(OSError):
-            os.close(fd)
+    if handler is not None:
+        handler._installed = False
+        handler._watcher = None
+        handler.pending = False
+        handler._restore_wakeup()
+        put_back(signal.SIGTERM, handler._previous)
+        fds, handler._fds = handler._fds, None
+        for fd in fds or ():
+            with suppress(OSError):
+                os.close(fd)
     _unblock_after_fork()  # a SIGTERM sent meanwhile now has the previous (default) action
 
 
