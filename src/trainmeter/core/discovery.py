@@ -176,11 +176,8 @@ class Discovery:
 
     # -- watching ------------------------------------------------------------------------
     def watch_owners(self, optimizer: Any, modules: list[Any], force: bool = False) -> None:
-        """Watch the modules among ``modules`` that hold parameters of ``optimizer``.
-
-        A module compiled with ``torch.compile`` is watched through its wrapper only:
-        Dynamo guards on the class of what it traces, so that class is never patched.
-        """
+        """Watch the modules among ``modules`` that hold parameters of ``optimizer``. A module compiled with
+        ``torch.compile`` is watched through its wrapper only: Dynamo guards on the class of what it traces."""
         trained = trained_params(optimizer)
         compiled = {id(m._orig_mod) for m in modules if _is_compiled(m)}
         for module in modules:

@@ -258,11 +258,9 @@ def enabled(key: str, env: Mapping[str, str] | None = None) -> bool:
 
 
 def allow(key: str, warn: Callable[[str, str], None] | None = None) -> bool:
-    """Whether the entry ``key`` may be installed now. Call at install time, never on a call path.
-
-    ``False`` when it is switched off, or when one of its private names is missing
-    and it has no fallback: then ``warn(key, message)`` says why (``warn_once``).
-    """
+    """Whether the entry ``key`` may be installed now (call at install time, never on a call path): ``False`` when
+    it is switched off, or when a private name of it is missing and it has no fallback (``warn(key, message)``, a
+    ``warn_once``, says why)."""
     if not enabled(key):
         _refused[key] = f"switched off by {DISABLE_ENV}"
         return False
@@ -310,11 +308,9 @@ def check(key: str, modules: Mapping[str, Any] | None = None) -> PatchCheck:
 
 
 def resolve(dotted: str, modules: Mapping[str, Any] | None = None) -> bool | None:
-    """Whether ``dotted`` exists; ``None`` when its library (or a private submodule on the way) is not imported.
-
-    A public submodule of an imported package is imported here (``multiprocessing.popen_spawn_posix``);
-    a private one (``torch._dynamo``) never: it is checked when the code imports it.
-    """
+    """Whether ``dotted`` exists; ``None`` when its library (or a private submodule on the way) is not imported. A
+    public submodule of an imported package is imported here (``multiprocessing.popen_spawn_posix``); a private one
+    (``torch._dynamo``) never: it is checked when the code imports it."""
     real = modules is None or modules is sys.modules
     modules = sys.modules if modules is None else modules
     parts = dotted.split(".")
@@ -363,12 +359,10 @@ class _PublicCompileFlag:
 
 
 def compile_flag_owner(compiler: Any, warn: Callable[[str, str], None] | None = None) -> Any:
-    """What the call wrapper reads ``_is_compiling_flag`` from, resolved once at install time.
-
-    ``torch.compiler`` itself while it has the private flag (a module attribute read per
-    call); else an object whose ``_is_compiling_flag`` calls the public
-    ``torch.compiler.is_compiling()``, said once through ``warn`` and in the doctor.
-    """
+    """What the call wrapper reads ``_is_compiling_flag`` from, resolved once at install time: ``torch.compiler``
+    itself while it has the private flag (a module attribute read per call); else an object whose
+    ``_is_compiling_flag`` calls the public ``torch.compiler.is_compiling()``, said once through ``warn`` and in the
+    doctor."""
     if hasattr(compiler, "_is_compiling_flag"):
         _refused.pop("call-wrapper", None)
         return compiler

@@ -6,8 +6,8 @@ place (a later patch on top of ours is left alone; ours then goes inert behind i
 :data:`FINDER`, the one ``sys.meta_path`` finder of ours (an unwatched name costs it one dict lookup; it asks
 the other finders and chains the loader they return). Each entry is listed in core/host_patches.py.
 
-Thread safety: install/restore on the training thread; the finder may be
-consulted from any thread (a thread-local guard stops recursion).
+Thread safety: install/restore on the training thread; the finder may be consulted from any thread (a thread-local
+guard stops recursion).
 """
 
 from __future__ import annotations
@@ -85,11 +85,8 @@ class Patches:
         self._patches: list[_Patch] = []
 
     def wrap(self, owner: Any, attr: str, make: Callable[[Any], Any]) -> bool:
-        """Replace ``owner.attr`` by ``make(original)``; returns whether it was patched.
-
-        An attribute that already is one of our wrappers (a module re-exporting a
-        patched function) is recorded so that it is restored too, not wrapped twice.
-        """
+        """Replace ``owner.attr`` by ``make(original)``; whether it was patched. An attribute that already is one of our
+        wrappers (a module re-exporting a patched function) is recorded, to be restored too, not wrapped twice."""
         original = getattr(owner, attr, None)
         if original is None or not callable(original):
             return False
@@ -200,13 +197,11 @@ FINDER = ImportFinder()
 
 
 class PostImportHooks:
-    """Run ``callbacks[name](module)`` right after module ``name`` is imported (through :data:`FINDER`).
-
-    Modules already in ``sys.modules`` at :meth:`install` get their callback at once.
+    """Run ``callbacks[name](module)`` right after module ``name`` is imported (through :data:`FINDER`); modules
+    already in ``sys.modules`` at :meth:`install` get their callback at once.
 
     Args:
-        callbacks: Full module name -> callback (training-thread safe callbacks;
-            they may run on whatever thread imports the module, so they must be
+        callbacks: Full module name -> callback (it may run on whatever thread imports the module, so it must be
             quick and must not raise; exceptions are swallowed).
     """
 

@@ -214,10 +214,7 @@ class RootCalls:
         self.example_declared = self._first_declared if self._declared_at == steps else {}
 
     def release_example(self) -> None:
-        """Drop the kept batch (after the FLOP count).
-
-        An empty example, not ``None``, so the call wrapper does not capture another.
-        """
+        """Drop the kept batch (after the FLOP count): an empty example, not ``None``, so none other is kept."""
         self.example = None if self.example is None else ((), {})
 
 

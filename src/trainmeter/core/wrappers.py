@@ -39,12 +39,10 @@ def _plain_backward(backward: Any) -> bool:
 
 
 def direct_call_impl(module: Any, torch: Any) -> Any:
-    """torch's ``Module._call_impl`` when the fast call may call it for ``module`` itself, else ``None``.
-
-    That is when the class keeps torch's ``_call_impl`` and the instance has set neither its own
-    ``_call_impl`` nor a ``_compiled_call_impl`` (``module.compile()``); the wrapper checks that the
-    class keeps torch's ``__call__`` (``routed``). Read once, when the root is chosen.
-    """
+    """torch's ``Module._call_impl`` when the fast call may call it for ``module`` itself, else ``None``: the class
+    keeps torch's ``_call_impl`` and the instance has set neither its own ``_call_impl`` nor a ``_compiled_call_impl``
+    (``module.compile()``); the wrapper checks that the class keeps torch's ``__call__`` (``routed``). Read once,
+    when the root is chosen."""
     impl = getattr(torch.nn.Module, "_call_impl", None)
     try:
         own = vars(module)
