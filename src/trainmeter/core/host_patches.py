@@ -152,8 +152,7 @@ PATCHES: tuple[HostPatch, ...] = (
               "the signal wakeup descriptor when no one holds it, an atexit hook, and a fork handler that gives a "
               "forked child the previous SIGTERM handler back",
               uninstall="the previous handler and wakeup descriptor are put back at the run's end",
-              sites=("core/terminate.py:signal.signal",
-                     "core/terminate.py:register_at_fork")),
+              sites=("core/interrupts.py:signal.signal", "core/interrupts.py:register_at_fork")),
     HostPatch(key="thread-stop", touches="the _invoke_excepthook of a training thread that a stop ends with "
               "StopTraining (threading's excepthook is not called for it; any other exception is passed on)",
               uninstall="it lives on that thread object only and ends with the thread",
