@@ -69,7 +69,7 @@ class Lane:
         self.loss: StepLoss | None = None  # the step's loss parts so far
         self.scaled: tuple[Any, Any, bool] | None = None  # the loss GradScaler.scale returned here, its scale
         self.reader = ScalarReader()  # its own deferred reads (a CUDA loss), polled at its steps
-        self.losses: deque[StepLoss] = deque()  # closed losses waiting for their reads
+        self.losses: deque[StepLoss] = deque(maxlen=MAX_LANE_LOSSES)  # closed losses waiting for their reads
         self.series: Any = None  # its loss series, once it has a point
         self.loss_name = LOSS_SERIES
         self.others: dict[int, int] = {}  # another optimizer stepped in this thread -> its number (2, 3, ...)
@@ -172,8 +172,6 @@ class Lanes:
         loss.step = step
         loss.t_s = t_s
         loss.closed = True
-        if len(lane.losses) >= MAX_LANE_LOSSES:
-            lane.losses.popleft()  # its reads never completed: leave it out
         lane.losses.append(loss)
 
     def flush(self, lane: Lane) -> None:

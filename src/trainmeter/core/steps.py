@@ -85,7 +85,9 @@ class StepRecorder:
         self.captured_series: Series | None = None  # train_loss once a captured loss is in it
         self.user_loss = False  # the cell emits its own train_loss
         self.late_user_loss = False  # ... from after captured points on (train_loss.emitted)
-        self.losses: deque[StepLoss] = deque()  # closed step losses not yet in their series, in step order
+        # closed step losses not yet in their series, in step order (the oldest, whose reads never completed, is left
+        # out beyond MAX_PENDING_LOSSES)
+        self.losses: deque[StepLoss] = deque(maxlen=MAX_PENDING_LOSSES)
         self.scalars = ScalarReader(self._no_inline)  # 0-d reads deferred until their device copy is done
 
     def _no_inline(self) -> None:
@@ -236,8 +238,6 @@ class StepRecorder:
         loss.t_s = self.now() - self.t0_s if t_s is None else t_s
         loss.closed = True
         self.inline = False  # the next step keeps the order behind it (the general path)
-        if len(self.losses) >= MAX_PENDING_LOSSES:
-            self.losses.popleft()  # its reads never completed: leave it out
         self.losses.append(loss)
 
     def flush_losses(self, before_step: float) -> None:
