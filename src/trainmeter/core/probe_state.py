@@ -22,8 +22,6 @@ from trainmeter.core.loss_capture import add_part
 from trainmeter.core.reachable import most_trained, trained_params
 from trainmeter.core.scalars import StepLoss
 
-_get_ident = threading.get_ident
-
 
 class _Nobody:
     """What the call wrapper's root reference returns while no root is counted: never a module."""
@@ -171,7 +169,7 @@ class ProbeThreads:
     # -- which thread --------------------------------------------------------------
     def thread_lane(self) -> Lane | None:
         """The calling thread's lane, or ``None`` on lane 1's thread (which becomes lane 1's if none is yet)."""
-        ident = _get_ident()
+        ident = get_ident()
         if ident == self.hot_ident:
             return None
         lane = self._lanes.get(ident)
@@ -181,7 +179,7 @@ class ProbeThreads:
 
     def thread_state(self) -> Lane:
         """The calling thread's lane, lane 1's thread included (threaded mode only)."""
-        ident = _get_ident()
+        ident = get_ident()
         lane = self._lanes.get(ident)
         if lane is None:
             self._new_thread(ident)
@@ -191,7 +189,7 @@ class ProbeThreads:
     def current(self) -> Lane | None:
         """The calling thread's lane (lane 1's in threaded mode), or ``None`` on lane 1's thread while it trains
         alone (or before any thread trained)."""
-        if self.threaded or (self.hot_ident and _get_ident() != self.hot_ident):
+        if self.threaded or (self.hot_ident and get_ident() != self.hot_ident):
             return self.thread_state() if self.threaded else self.thread_lane()
         return None
 
