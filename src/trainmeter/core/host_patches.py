@@ -212,14 +212,12 @@ def entry(key: str) -> HostPatch:
 
 def unknown_keys(env: Mapping[str, str] | None = None) -> tuple[str, ...]:
     """The keys of ``TRAINMETER_DISABLE`` that name no entry."""
-    raw = (os.environ if env is None else env).get(DISABLE_ENV, "")
-    return tuple(k for k in _split(raw) if k not in _BY_KEY)
+    return tuple(k for k in _keys(env)[1] if k not in _BY_KEY)
 
 
 def disabled(env: Mapping[str, str] | None = None) -> frozenset[str]:
     """The keys switched off by ``TRAINMETER_DISABLE``; an unknown key is named in a warning (once per value)."""
-    raw = (os.environ if env is None else env).get(DISABLE_ENV, "")
-    keys = _split(raw)
+    raw, keys = _keys(env)
     unknown = [k for k in keys if k not in _BY_KEY]
     if unknown and raw not in _said_unknown:
         _said_unknown.add(raw)
@@ -246,8 +244,10 @@ def unknown_message(unknown: Any) -> str:
     return f"trainmeter: {DISABLE_ENV} names unknown key(s) {names}; the valid keys are: {', '.join(KEYS)}"
 
 
-def _split(raw: str) -> list[str]:
-    return [k.strip().lower() for k in raw.split(",") if k.strip()]
+def _keys(env: Mapping[str, str] | None) -> tuple[str, list[str]]:
+    """``TRAINMETER_DISABLE``'s value and its keys, lower case."""
+    raw = (os.environ if env is None else env).get(DISABLE_ENV, "")
+    return raw, [k.strip().lower() for k in raw.split(",") if k.strip()]
 
 
 def enabled(key: str, env: Mapping[str, str] | None = None) -> bool:
@@ -375,7 +375,7 @@ def compile_flag_owner(compiler: Any, warn: Callable[[str, str], None] | None = 
 def report(env: Mapping[str, str] | None = None,
            modules: Mapping[str, Any] | None = None) -> list[tuple[HostPatch, bool, str, PatchCheck]]:
     """``(entry, enabled, why, check)`` for every entry, for the doctor."""
-    off = {k for k in _split((os.environ if env is None else env).get(DISABLE_ENV, "")) if k in _BY_KEY}
+    off = set(_keys(env)[1])
     rows = []
     for patch in PATCHES:
         on = patch.key not in off
