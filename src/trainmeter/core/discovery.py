@@ -106,8 +106,7 @@ class Discovery:
 
     def reset(self) -> None:
         """Forget the root (a forked child may train another model); the candidates' counts start afresh."""
-        self.new_primary()
-        self.params = {}
+        self.new_primary()  # (its params too)
         self.root_name = None
         for candidate in list(self.candidates.values()):
             candidate.tokens = candidate.calls = 0

@@ -13,7 +13,7 @@ from typing import Any
 
 from trainmeter.core.faults import fault_site
 from trainmeter.core.host_patches import blind_message
-from trainmeter.core.loss_capture import LOSS_SERIES
+from trainmeter.core.loss_capture import LOSS_SERIES, _divided
 
 
 class Stepper:
@@ -193,8 +193,6 @@ def scaled_loss(monitor: Any, out: Any, scale: Any, loss: Any) -> None:
     if probes is None:
         return
     try:
-        from trainmeter.core.loss_capture import _divided
-
         probes.note_scaled(out, scale, _divided(getattr(loss, "grad_fn", None)))
     except Exception as exc:
         monitor.warn_once("scaled-loss", f"a framework's loss scale is not divided out: {exc!r}")
