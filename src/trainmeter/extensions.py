@@ -84,10 +84,9 @@ START_MODULES = (
     "trainmeter.lineage.extension", "trainmeter.lineage.parent",
     "trainmeter.record.environment",
     # the core's probes, installed at start
-    "trainmeter.core.probes", "trainmeter.core.wrappers", "trainmeter.core.discovery",
-    "trainmeter.core.optimizer_steps", "trainmeter.core.lane_probes", "trainmeter.core.loss_capture",
-    "trainmeter.core.root_calls", "trainmeter.core.seq_weights", "trainmeter.core.batch",
-    "trainmeter.core.compile_watch", "trainmeter.core.reachable", "trainmeter.core.probe_state",
+    "trainmeter.core.probes", "trainmeter.core.wrappers", "trainmeter.core.discovery", "trainmeter.core.loss_capture",
+    "trainmeter.core.root_calls", "trainmeter.core.batch", "trainmeter.core.explicit_steps",
+    "trainmeter.core.reachable", "trainmeter.core.probe_state",
     "trainmeter.compute.peaks",
     # the GPU sampler's modules (it opens NVML on its own thread: imported here, no import runs there)
     "trainmeter.gpu.sampler", "trainmeter.gpu.selection", "trainmeter.gpu.cuda_memory", "trainmeter.gpu.backend",

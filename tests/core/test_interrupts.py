@@ -7,8 +7,7 @@ import threading
 
 import pytest
 
-from trainmeter.core.interrupts import HeldInterrupts, run_parts
-from trainmeter.core.terminate import TerminateHandler
+from trainmeter.core.interrupts import HeldInterrupts, TerminateHandler, run_parts
 
 
 def test_a_sigint_while_held_is_remembered_then_raised_by_the_default_handler():

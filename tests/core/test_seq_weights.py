@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from trainmeter.core.seq_weights import TokenWeightedSeq
+from trainmeter.core.root_calls import TokenWeightedSeq
 
 
 def test_runs_of_equal_length_weight_each_token_by_its_batch_length() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import signal
 import threading
 
-from trainmeter.core.terminate import TerminateHandler
+from trainmeter.core.interrupts import TerminateHandler
 
 
 def test_the_terminate_handler_restores_the_previous_one_on_remove():

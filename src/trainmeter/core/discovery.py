@@ -7,15 +7,20 @@ import weakref
 from threading import get_ident
 from typing import Any
 
-from trainmeter.core.model_rule import MODEL_SHARE, holds, no_root_message, others_only, reader_name, trained_in
-from trainmeter.core.patches import ORIGINAL_ATTR
+from trainmeter.core.patches import take_off_call
 from trainmeter.core.reachable import (
+    MODEL_SHARE,
     _instance,
     _is_compiled,
     _is_lightning_module,
     _torch_class,
+    holds,
     most_trained,
+    no_root_message,
+    others_only,
     reachable,
+    reader_name,
+    trained_in,
     trained_params,
 )
 from trainmeter.core.root_calls import autocast
@@ -29,7 +34,7 @@ KEEP_OTHERS_S = 10.0
 
 
 class _Candidate:
-    __slots__ = ("ref", "tokens", "unit", "calls", "example", "lightning")
+    __slots__ = ("ref", "tokens", "unit", "calls", "example")
 
     def __init__(self, module: Any) -> None:
         self.ref = weakref.ref(module)
@@ -37,13 +42,10 @@ class _Candidate:
         self.unit: str | None = None
         self.calls = 0
         self.example: tuple[Any, Any, str | None] | None = None  # first batch seen (args, kwargs, autocast)
-        self.lightning = _is_lightning_module(module)
 
 
 class Discovery:
     """The watched modules (candidates), the optimizers built in the run, and the root chosen among them.
-
-    Its arguments are the probes' parts and the run (core/probes.py wires them).
 
     Attributes:
         candidates: ``id(module) -> _Candidate`` of the watched modules (read by the call wrapper; an optimizer
@@ -60,12 +62,10 @@ class Discovery:
     Training thread.
     """
 
-    def __init__(self, hot: Any, steps: Any, monitor: Any, switches: Any, threads: Any, root_calls: Any,
-                 patches: Any) -> None:
+    def __init__(self, hot: Any, steps: Any, monitor: Any, threads: Any, root_calls: Any, patches: Any) -> None:
         self._hot = hot
         self._steps = steps
         self._monitor = monitor
-        self._switches = switches
         self._threads = threads
         self._root_calls = root_calls
         self._patches = patches
@@ -106,8 +106,7 @@ class Discovery:
 
     def reset(self) -> None:
         """Forget the root (a forked child may train another model); the candidates' counts start afresh."""
-        self.new_primary()
-        self.params = {}
+        self.new_primary()  # (its params too)
         self.root_name = None
         for candidate in list(self.candidates.values()):
             candidate.tokens = candidate.calls = 0
@@ -155,7 +154,7 @@ class Discovery:
         self.root_id = 0
         self.params = {}
         self._hot.steady = False
-        self._switches.refresh()
+        self._hot.refresh()
         self._gave_up = False
 
     def on_primary_step(self, optimizer: Any, frame: Any) -> None:
@@ -176,11 +175,8 @@ class Discovery:
 
     # -- watching ------------------------------------------------------------------------
     def watch_owners(self, optimizer: Any, modules: list[Any], force: bool = False) -> None:
-        """Watch the modules among ``modules`` that hold parameters of ``optimizer``.
-
-        A module compiled with ``torch.compile`` is watched through its wrapper only:
-        Dynamo guards on the class of what it traces, so that class is never patched.
-        """
+        """Watch the modules among ``modules`` that hold parameters of ``optimizer``. A module compiled with
+        ``torch.compile`` is watched through its wrapper only: Dynamo guards on the class of what it traces."""
         trained = trained_params(optimizer)
         compiled = {id(m._orig_mod) for m in modules if _is_compiled(m)}
         for module in modules:
@@ -221,13 +217,7 @@ class Discovery:
         if any(type(c.ref()) is cls for c in list(self.candidates.values())):
             return
         self._patched_classes.discard((cls, "__call__"))
-        ours = vars(cls).get("__call__")
-        own = getattr(ours, ORIGINAL_ATTR, None)
-        if own is None:
-            return
-        delattr(cls, "__call__")
-        if cls.__call__ is not own:
-            cls.__call__ = own
+        take_off_call(cls)
 
     def knows(self, module: Any) -> bool:
         """Whether ``module`` is watched, or was set aside when something was compiled."""
@@ -236,7 +226,7 @@ class Discovery:
     def on_compiling(self) -> None:
         """Something is compiled in this run: take the wrappers off torch's own module classes."""
         self.compiling = True
-        self._switches.refresh()  # the fast call reads _compiled_call_impl again (module.compile() sets it next)
+        self._hot.refresh()  # the fast call reads _compiled_call_impl again (module.compile() sets it next)
         for candidate in list(self.candidates.values()):
             module = candidate.ref()
             if module is not None and _torch_class(type(module)):
@@ -246,8 +236,8 @@ class Discovery:
     # -- the watched modules' calls --------------------------------------------------------
     def on_call(self, module: Any, args: Any, kwargs: Any, lightning: bool) -> None:
         """A watched module's outermost call on lane 1's thread (the call wrapper's general path)."""
-        switches = self._switches
-        if switches.paused_in(get_ident()):
+        hot = self._hot
+        if hot.paused_in(get_ident()):
             return  # our own FLOP count runs in this thread (another thread's training goes on, counted)
         if not (lightning or self._torch.is_grad_enabled()):
             return
@@ -260,7 +250,7 @@ class Discovery:
                 self._root_calls.count(module, args, kwargs, lightning, counted)
                 return
             self._candidate_calls = True
-            self._hot.steady = False
+            hot.steady = False
             candidate.calls += 1
             if candidate.example is None and self.root is None:
                 candidate.example = (args, dict(kwargs or {}), autocast())
@@ -269,7 +259,7 @@ class Discovery:
                 candidate.unit = counted[1]
         except Exception as exc:
             self._monitor.warn_once("probe-tokens", f"token counting disabled: {exc!r}")
-            switches.pause(True)
+            hot.pause(True)
 
     # -- the root ------------------------------------------------------------------------
     def _choose_root(self, optimizer: Any, frame: Any) -> bool:
@@ -355,7 +345,7 @@ class Discovery:
         self.direct_call = direct_call_impl(module, self._torch) if self._compile_watch_on else None
         self._hot.fast_calls = False
         self._hot.steady = False
-        self._switches.refresh()
+        self._hot.refresh()
         self.roots_found += 1
         self._root_calls.new_root()
 

@@ -17,6 +17,7 @@ import os
 import sys
 import warnings
 from collections.abc import Callable, Mapping
+from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any
 
@@ -73,8 +74,8 @@ PATCHES: tuple[HostPatch, ...] = (
               sites=("core/probes.py:Optimizer.__init__",), private=("torch.optim.Optimizer.__init__",)),
     HostPatch(key="call-wrapper", touches="the watched model classes' __call__ (a LightningModule's training_step): "
               "batches and tokens", uninstall="the class attribute is deleted (or restored) when the model is "
-              "unwatched and at the run's end", sites=("core/discovery.py:cls.attr", "core/discovery.py:cls.__call__",
-                                                         "core/compile_watch.py:cls.__call__"),
+              "unwatched and at the run's end", sites=("core/discovery.py:cls.attr", "core/patches.py:cls.__call__",
+                                                         "core/wrappers.py:cls.__call__"),
               private=(COMPILE_FLAG,),
               fallback="torch.compiler.is_compiling() is read instead"),
     HostPatch(key="backward", touches="torch.autograd.backward (also behind Tensor.backward): the loss without a "
@@ -86,7 +87,7 @@ PATCHES: tuple[HostPatch, ...] = (
     HostPatch(key="compile-watch", touches="torch.compile and torch._dynamo's OptimizedModule.__init__ (a model "
               "compiled in the run is counted at its compiled wrapper)",
               uninstall="the originals are put back at the run's end",
-              sites=("core/compile_watch.py:torch.compile", "core/compile_watch.py:owner.__init__"),
+              sites=("core/wrappers.py:torch.compile", "core/wrappers.py:owner.__init__"),
               private=("torch._dynamo.eval_frame.OptimizedModule",)),
     HostPatch(key="clip-grad", touches="torch.nn.utils.clip_grad_norm_/clip_grad_value_/clip_grads_with_norm_, "
               "FSDP's and accelerate's clip_grad_norm_ (the gradient norm the loop computed)",
@@ -151,8 +152,7 @@ PATCHES: tuple[HostPatch, ...] = (
               "the signal wakeup descriptor when no one holds it, an atexit hook, and a fork handler that gives a "
               "forked child the previous SIGTERM handler back",
               uninstall="the previous handler and wakeup descriptor are put back at the run's end",
-              sites=("core/interrupts.py:signal.signal", "core/terminate.py:signal.signal",
-                     "core/terminate.py:register_at_fork")),
+              sites=("core/interrupts.py:signal.signal", "core/interrupts.py:register_at_fork")),
     HostPatch(key="thread-stop", touches="the _invoke_excepthook of a training thread that a stop ends with "
               "StopTraining (threading's excepthook is not called for it; any other exception is passed on)",
               uninstall="it lives on that thread object only and ends with the thread",
@@ -213,14 +213,12 @@ def entry(key: str) -> HostPatch:
 
 def unknown_keys(env: Mapping[str, str] | None = None) -> tuple[str, ...]:
     """The keys of ``TRAINMETER_DISABLE`` that name no entry."""
-    raw = (os.environ if env is None else env).get(DISABLE_ENV, "")
-    return tuple(k for k in _split(raw) if k not in _BY_KEY)
+    return tuple(k for k in _keys(env)[1] if k not in _BY_KEY)
 
 
 def disabled(env: Mapping[str, str] | None = None) -> frozenset[str]:
     """The keys switched off by ``TRAINMETER_DISABLE``; an unknown key is named in a warning (once per value)."""
-    raw = (os.environ if env is None else env).get(DISABLE_ENV, "")
-    keys = _split(raw)
+    raw, keys = _keys(env)
     unknown = [k for k in keys if k not in _BY_KEY]
     if unknown and raw not in _said_unknown:
         _said_unknown.add(raw)
@@ -247,8 +245,10 @@ def unknown_message(unknown: Any) -> str:
     return f"trainmeter: {DISABLE_ENV} names unknown key(s) {names}; the valid keys are: {', '.join(KEYS)}"
 
 
-def _split(raw: str) -> list[str]:
-    return [k.strip().lower() for k in raw.split(",") if k.strip()]
+def _keys(env: Mapping[str, str] | None) -> tuple[str, list[str]]:
+    """``TRAINMETER_DISABLE``'s value and its keys, lower case."""
+    raw = (os.environ if env is None else env).get(DISABLE_ENV, "")
+    return raw, [k.strip().lower() for k in raw.split(",") if k.strip()]
 
 
 def enabled(key: str, env: Mapping[str, str] | None = None) -> bool:
@@ -258,11 +258,9 @@ def enabled(key: str, env: Mapping[str, str] | None = None) -> bool:
 
 
 def allow(key: str, warn: Callable[[str, str], None] | None = None) -> bool:
-    """Whether the entry ``key`` may be installed now. Call at install time, never on a call path.
-
-    ``False`` when it is switched off, or when one of its private names is missing
-    and it has no fallback: then ``warn(key, message)`` says why (``warn_once``).
-    """
+    """Whether the entry ``key`` may be installed now (call at install time, never on a call path): ``False`` when
+    it is switched off, or when a private name of it is missing and it has no fallback (``warn(key, message)``, a
+    ``warn_once``, says why)."""
     if not enabled(key):
         _refused[key] = f"switched off by {DISABLE_ENV}"
         return False
@@ -279,12 +277,9 @@ def allow(key: str, warn: Callable[[str, str], None] | None = None) -> bool:
 
 
 def _say(warn: Callable[[str, str], None] | None, key: str, message: str) -> None:
-    if warn is None:
-        return
-    try:
-        warn(f"host-patch-{key}", message)
-    except Exception:  # noqa: BLE001 - a warning never raises into an install
-        pass
+    if warn is not None:
+        with suppress(Exception):  # a warning never raises into an install
+            warn(f"host-patch-{key}", message)
 
 
 def refused(key: str) -> str | None:
@@ -313,11 +308,9 @@ def check(key: str, modules: Mapping[str, Any] | None = None) -> PatchCheck:
 
 
 def resolve(dotted: str, modules: Mapping[str, Any] | None = None) -> bool | None:
-    """Whether ``dotted`` exists; ``None`` when its library (or a private submodule on the way) is not imported.
-
-    A public submodule of an imported package is imported here (``multiprocessing.popen_spawn_posix``);
-    a private one (``torch._dynamo``) never: it is checked when the code imports it.
-    """
+    """Whether ``dotted`` exists; ``None`` when its library (or a private submodule on the way) is not imported. A
+    public submodule of an imported package is imported here (``multiprocessing.popen_spawn_posix``); a private one
+    (``torch._dynamo``) never: it is checked when the code imports it."""
     real = modules is None or modules is sys.modules
     modules = sys.modules if modules is None else modules
     parts = dotted.split(".")
@@ -366,12 +359,10 @@ class _PublicCompileFlag:
 
 
 def compile_flag_owner(compiler: Any, warn: Callable[[str, str], None] | None = None) -> Any:
-    """What the call wrapper reads ``_is_compiling_flag`` from, resolved once at install time.
-
-    ``torch.compiler`` itself while it has the private flag (a module attribute read per
-    call); else an object whose ``_is_compiling_flag`` calls the public
-    ``torch.compiler.is_compiling()``, said once through ``warn`` and in the doctor.
-    """
+    """What the call wrapper reads ``_is_compiling_flag`` from, resolved once at install time: ``torch.compiler``
+    itself while it has the private flag (a module attribute read per call); else an object whose
+    ``_is_compiling_flag`` calls the public ``torch.compiler.is_compiling()``, said once through ``warn`` and in the
+    doctor."""
     if hasattr(compiler, "_is_compiling_flag"):
         _refused.pop("call-wrapper", None)
         return compiler
@@ -385,7 +376,7 @@ def compile_flag_owner(compiler: Any, warn: Callable[[str, str], None] | None = 
 def report(env: Mapping[str, str] | None = None,
            modules: Mapping[str, Any] | None = None) -> list[tuple[HostPatch, bool, str, PatchCheck]]:
     """``(entry, enabled, why, check)`` for every entry, for the doctor."""
-    off = {k for k in _split((os.environ if env is None else env).get(DISABLE_ENV, "")) if k in _BY_KEY}
+    off = set(_keys(env)[1])
     rows = []
     for patch in PATCHES:
         on = patch.key not in off

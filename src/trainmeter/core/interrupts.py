@@ -1,17 +1,56 @@
-"""Signals around trainmeter's own state changes: Ctrl-C held back, parts of an end run whole (SIGTERM: terminate.py)."""
+"""Signals around trainmeter's own state changes (docs/spec.md section 18): Ctrl-C held back, parts of an end run
+whole; SIGTERM noted by a handler that does no work, the run saved outside it, then the signal's own action. A forked
+child gets the previous SIGTERM handler back (SIGTERM blocked across the fork); off the main thread nothing is
+installed.
+"""
 
 from __future__ import annotations
 
+import atexit
+import functools
+import os
+import select
 import signal
+import threading
+import time
 from collections.abc import Callable, Iterable
 from contextlib import suppress
 from types import FrameType
 from typing import Any
 
 from trainmeter.core import host_patches
-from trainmeter.core.terminate import _in_main_thread
+from trainmeter.core.threads import OurThread
 
-__all__ = ["HeldInterrupts", "run_parts"]
+__all__ = ["HeldInterrupts", "TerminateHandler", "run_parts"]
+
+_SIGNAL_ERRORS = (ValueError, OSError, TypeError, RuntimeError)
+
+
+def _in_main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
+
+
+def swap_handler(signum: int, handler: Callable[[int, FrameType | None], None]) -> tuple[bool, Any]:
+    """Install ``handler`` for ``signum`` (main thread, host patch ``signals``): ``(installed, previous handler)``."""
+    if not _in_main_thread() or not host_patches.enabled("signals"):
+        return False, None
+    previous = None
+    try:
+        previous = signal.getsignal(signum)
+        signal.signal(signum, handler)
+        return True, previous
+    except _SIGNAL_ERRORS:
+        return False, None
+    except BaseException:  # a Ctrl-C cut the install (tests/faults/test_ctrl_c_start.py): ours is not left in place
+        if signal.getsignal(signum) is handler:
+            put_back(signum, previous)
+        raise
+
+
+def put_back(signum: int, previous: Any, default: Any = signal.SIG_DFL) -> None:
+    """Put the handler ``previous`` back for ``signum`` (``default`` where it was ``None``: not set from Python)."""
+    with suppress(*_SIGNAL_ERRORS):
+        signal.signal(signum, previous if previous is not None else default)
 
 
 class HeldInterrupts:
@@ -26,17 +65,7 @@ class HeldInterrupts:
         self._installed = False
 
     def __enter__(self) -> HeldInterrupts:
-        if _in_main_thread() and host_patches.enabled("signals"):
-            try:
-                self._previous = signal.getsignal(signal.SIGINT)
-                self._installed = True  # from here a KeyboardInterrupt raised inside (not a SIGINT: held) is undone
-                signal.signal(signal.SIGINT, self._hold)
-                return self
-            except (ValueError, OSError, TypeError, RuntimeError):
-                self._installed = False
-            except BaseException:
-                self.__exit__()
-                raise
+        self._installed, self._previous = swap_handler(signal.SIGINT, self._hold)
         return self
 
     def _hold(self, signum: int, frame: FrameType | None) -> None:
@@ -46,8 +75,7 @@ class HeldInterrupts:
     def __exit__(self, *exc: Any) -> None:
         if self._installed:
             self._installed = False
-            with suppress(ValueError, OSError, TypeError, RuntimeError):
-                signal.signal(signal.SIGINT, self._previous if self._previous is not None else signal.default_int_handler)
+            put_back(signal.SIGINT, self._previous, signal.default_int_handler)
 
     def deliver(self) -> None:
         """Hand a held SIGINT to the handler that was in place (no-op when none arrived); with the default handler
@@ -85,3 +113,252 @@ def run_parts(parts: Iterable[tuple[str, Callable[[], Any]]], warn: Callable[[st
         if index == 0 and needs_first and not done:
             break
     return interrupted
+
+
+SAFE_POINT_WAIT_S = 1.0
+SAVE_DEADLINE_S = 3.0
+_STOP = b"\x00"  # never a signal number: the watcher's stop byte
+
+
+class TerminateHandler:
+    """SIGTERM noted (``pending``), the run saved outside the handler, then the signal's own behaviour: at the next
+    step boundary, else by the watcher thread after ``wait_s`` (docs/spec.md section 18).
+
+    Args:
+        on_request: Called in the signal handler and on the watcher thread; attribute writes only, never raises.
+        save_now: Writes what can be written of the run, on a helper thread (abandoned after ``deadline_s``).
+        at_exit: The safe point at interpreter exit (main thread).
+        wait_s: Seconds the watcher waits for the safe point.
+        deadline_s: Seconds the watcher waits for ``save_now``.
+        wakeup: Watch ``signal.set_wakeup_fd`` (tests of the handler alone pass ``False``).
+    """
+
+    def __init__(self, on_request: Callable[[], None], save_now: Callable[[], None] | None = None,
+                 at_exit: Callable[[], None] | None = None, *, wait_s: float = SAFE_POINT_WAIT_S,
+                 deadline_s: float = SAVE_DEADLINE_S, wakeup: bool = True) -> None:
+        self._on_request = on_request
+        self._save_now = save_now
+        self._at_exit = at_exit
+        self._wait_s = wait_s
+        self._deadline_s = deadline_s
+        self._wakeup = wakeup
+        self._previous: Any = None
+        self._installed = False
+        self.pending = False
+        self.ends = False
+        self._fds: tuple[int, int] | None = None
+        self._wakeup_set = False
+        self._watcher: threading.Thread | None = None
+        self._done = threading.Event()
+
+    def install(self) -> bool:
+        """Install in the main thread; returns whether it was installed."""
+        global _INSTALLED
+        installed, self._previous = swap_handler(signal.SIGTERM, self._handle)
+        if not installed:
+            return False
+        previous = self._previous
+        self.ends = previous is not signal.SIG_IGN and not callable(previous)
+        self._installed = True
+        _INSTALLED = self
+        _register_at_exit()
+        if self.ends:
+            self._start_watcher()
+        return True
+
+    def _start_watcher(self) -> None:
+        try:
+            r, w = os.pipe()
+            os.set_blocking(w, False)
+        except OSError:
+            return
+        self._fds = (r, w)
+        if self._wakeup:
+            with suppress(ValueError, OSError):
+                old = signal.set_wakeup_fd(w, warn_on_full_buffer=False)
+                if old == -1:
+                    self._wakeup_set = True
+                else:  # someone else's (an event loop): keep theirs; the Python handler tells the watcher
+                    signal.set_wakeup_fd(old)
+        watcher = self._watcher = OurThread(target=self._watch, name="trainmeter-sigterm")
+        try:
+            watcher.start()
+        except Exception:  # no thread to be had (a thread limit): SIGTERM is noted without the watcher
+            self._restore_wakeup()
+            self._stop_watcher()
+
+    def remove(self) -> None:
+        """Restore the previous handler; a SIGTERM noted and not acted on is re-delivered. Idempotent; main thread."""
+        global _INSTALLED
+        if not self._installed or not _in_main_thread():
+            return
+        self._done.set()
+        self._installed = False
+        if _INSTALLED is self:
+            _INSTALLED = None
+        self._restore_wakeup()
+        with suppress(*_SIGNAL_ERRORS):
+            if signal.getsignal(signal.SIGTERM) == self._handle:
+                put_back(signal.SIGTERM, self._previous)
+        self._stop_watcher()
+        if self.pending and self.ends:
+            self.redeliver()
+
+    def _restore_wakeup(self) -> None:
+        if self._wakeup_set and self._fds is not None:
+            self._wakeup_set = False
+            with suppress(ValueError, OSError):
+                current = signal.set_wakeup_fd(-1)
+                if current not in (-1, self._fds[1]):
+                    signal.set_wakeup_fd(current)  # replaced by someone since: theirs stays
+
+    def _stop_watcher(self) -> None:
+        watcher, self._watcher = self._watcher, None
+        fds, self._fds = self._fds, None
+        if fds is None:
+            return
+        with suppress(OSError):
+            os.write(fds[1], _STOP)
+        # a watcher whose start failed or was cut (a Ctrl-C in Thread.start's wait for it) may not be started:
+        # join would raise; one that runs reads the stop byte, or finds the descriptors gone
+        if watcher is not None and watcher is not threading.current_thread() and watcher.is_alive():
+            watcher.join(timeout=1.0)
+        for fd in fds:
+            with suppress(OSError):
+                os.close(fd)
+
+    def redeliver(self) -> None:
+        """End the process by SIGTERM with its default action (main thread: at once; else through libc)."""
+        self.pending = False
+        if _in_main_thread():
+            with suppress(ValueError, OSError):
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
+                signal.raise_signal(signal.SIGTERM)
+                return
+        _die_by_sigterm()
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        # signal context: attribute writes and an os.write only (docs/spec.md section 18)
+        previous = self._previous
+        if previous is signal.SIG_IGN:
+            return
+        self.pending = True
+        with suppress(BaseException):  # the signal's own behaviour must still happen
+            self._on_request()
+        if not self.ends:
+            previous(signum, frame)
+            return
+        fds = self._fds
+        if fds is not None:  # also with the wakeup descriptor: someone may have replaced it since (an event loop)
+            with suppress(OSError):
+                os.write(fds[1], bytes((signum,)))
+
+    def _watch(self) -> None:
+        fds = self._fds
+        if fds is None:
+            return
+        r = fds[0]
+        while True:
+            try:
+                select.select([r], [], [])
+                data = os.read(r, 512)
+            except OSError:
+                return
+            if not data or _STOP[0] in data:
+                return
+            if signal.SIGTERM in data:
+                break
+        self.pending = True
+        with suppress(Exception):
+            self._on_request()
+        if self._done.wait(self._wait_s):
+            return  # the training thread finished the run and re-delivered (or the run ended meanwhile)
+        save = self._save_now
+        if save is not None:
+            helper = OurThread(target=_quiet, args=(save,), name="trainmeter-sigterm-save")
+            helper.start()
+            helper.join(self._deadline_s)
+        if not self._done.is_set() or self.pending:
+            _die_by_sigterm()
+
+
+def _quiet(fn: Callable[[], None]) -> None:
+    with suppress(BaseException):  # a helper thread of ours; the process ends next
+        fn()
+
+
+def _die_by_sigterm() -> None:
+    """End the process by SIGTERM's default action from any thread (Python sets handlers in the main thread only)."""
+    with suppress(Exception):
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.signal.restype = ctypes.c_void_p
+        libc.signal.argtypes = (ctypes.c_int, ctypes.c_void_p)
+        libc.signal(int(signal.SIGTERM), None)  # SIG_DFL
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(1.0)
+    os._exit(128 + int(signal.SIGTERM))
+
+
+_INSTALLED: TerminateHandler | None = None
+
+
+@functools.cache
+def _register_at_exit() -> None:  # once per process
+    atexit.register(_on_interpreter_exit)
+
+
+def _on_interpreter_exit() -> None:
+    """A SIGTERM noted but not yet acted on when the program ends: save at this safe point, then re-deliver."""
+    handler = _INSTALLED
+    if handler is None or not handler.pending or not handler.ends:
+        return
+    if handler._at_exit is not None:
+        _quiet(handler._at_exit)
+    if handler.pending:
+        handler.redeliver()
+
+
+_BLOCKED_AT_FORK = False
+
+
+def _block_at_fork() -> None:
+    """Before a fork: SIGTERM waits (blocked) until the child has its previous handler back (a worker terminated
+    as it starts would else run our handler and write to our shared wakeup descriptor)."""
+    global _BLOCKED_AT_FORK
+    if _INSTALLED is None or not hasattr(signal, "pthread_sigmask"):
+        return
+    try:
+        _BLOCKED_AT_FORK = signal.SIGTERM not in signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    except (ValueError, OSError):
+        _BLOCKED_AT_FORK = False
+
+
+def _unblock_after_fork() -> None:
+    global _BLOCKED_AT_FORK
+    if _BLOCKED_AT_FORK:
+        _BLOCKED_AT_FORK = False
+        with suppress(ValueError, OSError):
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})  # one that came meanwhile is delivered now
+
+
+def _reset_in_child() -> None:
+    """A forked child never keeps our SIGTERM handler or wakeup descriptor: the previous ones come back."""
+    global _INSTALLED
+    handler, _INSTALLED = _INSTALLED, None
+    if handler is not None:
+        handler._installed = False
+        handler._watcher = None
+        handler.pending = False
+        handler._restore_wakeup()
+        put_back(signal.SIGTERM, handler._previous)
+        fds, handler._fds = handler._fds, None
+        for fd in fds or ():
+            with suppress(OSError):
+                os.close(fd)
+    _unblock_after_fork()  # a SIGTERM sent meanwhile now has the previous (default) action
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=_block_at_fork, after_in_parent=_unblock_after_fork, after_in_child=_reset_in_child)

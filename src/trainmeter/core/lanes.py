@@ -39,9 +39,7 @@ class LaneRecord:
     loss_series: str
     stopped_at_step: int | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        """The passport's ``lanes`` entry."""
-        return asdict(self)
+    to_dict = asdict  # the passport's ``lanes`` entry
 
 
 class Lane:
@@ -71,7 +69,7 @@ class Lane:
         self.loss: StepLoss | None = None  # the step's loss parts so far
         self.scaled: tuple[Any, Any, bool] | None = None  # the loss GradScaler.scale returned here, its scale
         self.reader = ScalarReader()  # its own deferred reads (a CUDA loss), polled at its steps
-        self.losses: deque[StepLoss] = deque()  # closed losses waiting for their reads
+        self.losses: deque[StepLoss] = deque(maxlen=MAX_LANE_LOSSES)  # closed losses waiting for their reads
         self.series: Any = None  # its loss series, once it has a point
         self.loss_name = LOSS_SERIES
         self.others: dict[int, int] = {}  # another optimizer stepped in this thread -> its number (2, 3, ...)
@@ -94,11 +92,6 @@ def mean_step_s(first_t_s: float | None, last_t_s: float | None, steps: int) -> 
     if first_t_s is None or last_t_s is None or steps < 2:
         return None
     return (last_t_s - first_t_s) / (steps - 1)
-
-
-def lane_loss_series(number: int) -> str:
-    """The loss series of lane ``number`` (lane 1's is the headline ``train_loss``)."""
-    return LOSS_SERIES if number == 1 else f"{LOSS_SERIES}.lane{number}"
 
 
 class Lanes:
@@ -136,7 +129,7 @@ class Lanes:
         """Number a thread's lane at its first step and name its loss series (that thread)."""
         with self._lock:  # once per lane
             lane.number = len(self.lanes) + 2
-            lane.loss_name = lane_loss_series(lane.number)
+            lane.loss_name = f"{LOSS_SERIES}.lane{lane.number}"  # (lane 1's is the headline train_loss)
             self.lanes.append(lane)
         self._registry.describe(lane.loss_name, {
             "provenance": "measured",
@@ -179,8 +172,6 @@ class Lanes:
         loss.step = step
         loss.t_s = t_s
         loss.closed = True
-        if len(lane.losses) >= MAX_LANE_LOSSES:
-            lane.losses.popleft()  # its reads never completed: leave it out
         lane.losses.append(loss)
 
     def flush(self, lane: Lane) -> None:

@@ -11,9 +11,8 @@ from typing import Any
 
 from trainmeter.core import host_patches
 from trainmeter.core.heartbeat import Heartbeat
-from trainmeter.core.interrupts import HeldInterrupts, run_parts
+from trainmeter.core.interrupts import HeldInterrupts, TerminateHandler, run_parts
 from trainmeter.core.memory import MemoryProbe
-from trainmeter.core.terminate import TerminateHandler
 
 END_WAIT_S = 60.0  # every wait at a run's end, in all (docs/spec.md section 20, "The end's bound")
 

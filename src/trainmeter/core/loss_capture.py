@@ -34,8 +34,6 @@ def add_part(loss: StepLoss, reader: Any, tensor: Any, scaled: tuple[Any, Any, b
 class LossCapture:
     """A step's loss from its backward calls, and the provenance of ``train_loss`` and ``tokens_per_step``.
 
-    Its arguments are the probes' parts and the run (core/probes.py wires them).
-
     Attributes:
         step_loss: The step's loss parts on the general path (a :class:`StepLoss`), or ``None``.
         scaled: The loss ``GradScaler.scale`` returned on lane 1's thread: ``(weak reference, scale tensor,
@@ -45,10 +43,9 @@ class LossCapture:
     Training thread (lane 1's).
     """
 
-    def __init__(self, hot: Any, monitor: Any, switches: Any, threads: Any) -> None:
+    def __init__(self, hot: Any, monitor: Any, threads: Any) -> None:
         self._hot = hot
         self._monitor = monitor
-        self._switches = switches
         self._threads = threads
         self.step_loss: StepLoss | None = None
         self.scaled: tuple[Any, Any, bool] | None = None
@@ -68,13 +65,13 @@ class LossCapture:
     def fault(self, exc: BaseException) -> None:
         """Loss capture failed: warn once and stop capturing (training thread)."""
         self._monitor.warn_once("probe-loss", f"loss capture disabled: {exc!r}")
-        self._switches.capture(False)
+        self._hot.capture(False)
         self.step_loss = None
         self._hot.clear_fast_loss()
 
     def on_backward(self, tensors: Any) -> None:
         """A backward call's 0-d tensors are parts of the step's loss (the backward wrapper's general path)."""
-        lane = self._threads.thread_lane()  # another training thread than lane 1's (core/lane_probes.py)
+        lane = self._threads.thread_lane()  # another training thread than lane 1's (core/probe_state.py ProbeThreads)
         if lane is not None:
             self._threads.lane_backward(lane, tensors)
             return
@@ -90,7 +87,7 @@ class LossCapture:
                     self._hot.steady = False
                 if add_part(loss, self._monitor.scalar_reader, tensor, self.scaled):
                     self.scaled = None
-            callback = self._switches.on_training
+            callback = self._hot.on_training
             if callback is not None:
                 callback()
         except Exception as exc:
@@ -137,36 +134,28 @@ class LossCapture:
     def take(self) -> StepLoss | None:
         """The step's loss on the general path (``None`` when its parts were read on the fast path), then none."""
         loss, self.step_loss = self.step_loss, None
-        self._switches.refresh()  # the loss may take the backward fast path again
+        self._hot.refresh()  # the loss may take the backward fast path again
         return loss
 
     def take_fast(self) -> float:
         """The value of a step's loss read on the backward fast path (its parts counted in), then none."""
         hot = self._hot
-        parts = hot.fast_parts
-        info = self._info
-        info["steps"] += 1
-        if parts > 1:
-            if parts > info["max_parts"]:
-                info["max_parts"] = parts
-            if hot.fast_divided:
-                info["divided"] += 1
-            else:
-                info["ambiguous"] += 1
-        elif not info["max_parts"]:
-            info["max_parts"] = 1
-        value = hot.fast_sum
+        parts, value = hot.fast_parts, hot.fast_sum
+        self._count(parts, hot.fast_divided, parts > 1 and not hot.fast_divided, False)
         hot.clear_fast_loss()
         return value
 
     def note(self, loss: StepLoss) -> None:
         """A step's loss from the general path goes into the provenance counts."""
+        self._count(len(loss.parts), loss.divided, loss.ambiguous, loss.scaled)
+
+    def _count(self, parts: int, divided: bool, ambiguous: bool, scaled: bool) -> None:
         info = self._info
         info["steps"] += 1
-        info["max_parts"] = max(info["max_parts"], len(loss.parts))
-        info["ambiguous"] += loss.ambiguous
-        info["divided"] += loss.divided and len(loss.parts) > 1
-        info["scaled"] += loss.scaled
+        info["max_parts"] = max(info["max_parts"], parts)
+        info["ambiguous"] += ambiguous
+        info["divided"] += divided and parts > 1
+        info["scaled"] += scaled
 
     # -- what a framework asks (core/explicit_steps.py) ------------------------------------
     def backward_seen(self) -> bool:

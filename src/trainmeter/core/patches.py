@@ -6,8 +6,8 @@ place (a later patch on top of ours is left alone; ours then goes inert behind i
 :data:`FINDER`, the one ``sys.meta_path`` finder of ours (an unwatched name costs it one dict lookup; it asks
 the other finders and chains the loader they return). Each entry is listed in core/host_patches.py.
 
-Thread safety: install/restore on the training thread; the finder may be
-consulted from any thread (a thread-local guard stops recursion).
+Thread safety: install/restore on the training thread; the finder may be consulted from any thread (a thread-local
+guard stops recursion).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import os
 import sys
 import threading
 from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -38,10 +39,8 @@ class Gate:
     __slots__ = ("active", "depth", "_pid", "_thread")
 
     def __init__(self) -> None:
+        self.open()
         self.active = False
-        self.depth = 0
-        self._pid = os.getpid()
-        self._thread = threading.get_ident()
 
     def open(self) -> None:
         """Activate for the calling thread (the training thread) and process."""
@@ -59,6 +58,18 @@ class Gate:
         return self.active and threading.get_ident() == self._thread and os.getpid() == self._pid
 
 
+def take_off_call(cls: type) -> Any:
+    """Take our ``__call__`` wrapper off ``cls`` (its own or inherited one shows again); the wrapper, or ``None``."""
+    ours = vars(cls).get("__call__")
+    own = getattr(ours, ORIGINAL_ATTR, None)
+    if own is None:
+        return None
+    delattr(cls, "__call__")
+    if cls.__call__ is not own:
+        cls.__call__ = own
+    return ours
+
+
 @dataclass(slots=True)
 class _Patch:
     owner: Any
@@ -74,11 +85,8 @@ class Patches:
         self._patches: list[_Patch] = []
 
     def wrap(self, owner: Any, attr: str, make: Callable[[Any], Any]) -> bool:
-        """Replace ``owner.attr`` by ``make(original)``; returns whether it was patched.
-
-        An attribute that already is one of our wrappers (a module re-exporting a
-        patched function) is recorded so that it is restored too, not wrapped twice.
-        """
+        """Replace ``owner.attr`` by ``make(original)``; whether it was patched. An attribute that already is one of our
+        wrappers (a module re-exporting a patched function) is recorded, to be restored too, not wrapped twice."""
         original = getattr(owner, attr, None)
         if original is None or not callable(original):
             return False
@@ -87,10 +95,8 @@ class Patches:
             self._patches.append(_Patch(owner=owner, attr=attr, own=getattr(original, ORIGINAL_ATTR), wrapper=original))
             return True
         wrapper = make(original)
-        try:
+        with suppress(AttributeError, TypeError):
             setattr(wrapper, ORIGINAL_ATTR, original)
-        except (AttributeError, TypeError):
-            pass
         # recorded first: a Ctrl-C between the two leaves nothing unrestored (restore_all skips an unset one)
         self._patches.append(_Patch(owner=owner, attr=attr, own=own, wrapper=wrapper))
         setattr(owner, attr, wrapper)
@@ -106,15 +112,13 @@ class Patches:
         """Put every original back where our wrapper is still in place. Idempotent."""
         while self._patches:
             p = self._patches.pop()
-            try:
+            with suppress(Exception):
                 if vars(p.owner).get(p.attr, _MISSING) is not p.wrapper:
                     continue
                 if p.own is _MISSING:
                     delattr(p.owner, p.attr)
                 else:
                     setattr(p.owner, p.attr, p.own)
-            except Exception:
-                pass
 
 
 class _ChainedLoader:
@@ -133,18 +137,14 @@ class _ChainedLoader:
 
     def exec_module(self, module: ModuleType) -> None:
         loader = self._loader
-        try:  # let the module see its real loader, as without the hook
+        with suppress(Exception):  # let the module see its real loader, as without the hook
             module.__loader__ = loader
             if module.__spec__ is not None:
                 module.__spec__.loader = loader
-        except Exception:
-            pass
         loader.exec_module(module)
         for callback in self._callbacks:
-            try:
+            with suppress(Exception):
                 callback(module)
-            except Exception:
-                pass
 
 
 class ImportFinder:
@@ -198,13 +198,11 @@ FINDER = ImportFinder()
 
 
 class PostImportHooks:
-    """Run ``callbacks[name](module)`` right after module ``name`` is imported (through :data:`FINDER`).
-
-    Modules already in ``sys.modules`` at :meth:`install` get their callback at once.
+    """Run ``callbacks[name](module)`` right after module ``name`` is imported (through :data:`FINDER`); modules
+    already in ``sys.modules`` at :meth:`install` get their callback at once.
 
     Args:
-        callbacks: Full module name -> callback (training-thread safe callbacks;
-            they may run on whatever thread imports the module, so they must be
+        callbacks: Full module name -> callback (it may run on whatever thread imports the module, so it must be
             quick and must not raise; exceptions are swallowed).
     """
 
@@ -217,10 +215,8 @@ class PostImportHooks:
         for name, callback in self.callbacks.items():
             module = sys.modules.get(name)
             if module is not None:
-                try:
+                with suppress(Exception):
                     callback(module)
-                except Exception:
-                    pass
         if not self._installed and host_patches.enabled("import-hooks"):  # TRAINMETER_DISABLE=import-hooks
             self._installed = True
             FINDER.update(self, add=True)

@@ -10,23 +10,20 @@ from __future__ import annotations
 import math
 import sys
 import weakref
+from contextlib import suppress
 from threading import get_ident
-from typing import Any, Protocol
+from typing import Any
 
 from trainmeter.core import host_patches
 from trainmeter.core.batch import SAMPLE_KINDS
-from trainmeter.core.compile_watch import CompileWatch
 from trainmeter.core.discovery import Discovery
-from trainmeter.core.explicit_steps import Stepper
-from trainmeter.core.lane_probes import ProbeThreads
+from trainmeter.core.explicit_steps import OptimizerSteps
 from trainmeter.core.loss_capture import TOKENS_SERIES, LossCapture, tokens_info
-from trainmeter.core.optimizer_steps import OptimizerSteps
 from trainmeter.core.patches import Patches
-from trainmeter.core.probe_state import NO_ROOT, ProbeState, ProbeSwitches, guarded
+from trainmeter.core.probe_state import NO_ROOT, ProbeState, ProbeThreads, guarded
 from trainmeter.core.reachable import _is_lightning_module
 from trainmeter.core.root_calls import RootCalls
-from trainmeter.core.seq_weights import TokenWeightedSeq
-from trainmeter.core.wrappers import Wrappers
+from trainmeter.core.wrappers import CompileWatch, Wrappers
 
 
 def lightning_source(root: Any) -> str:
@@ -35,48 +32,36 @@ def lightning_source(root: Any) -> str:
     return "lightning training_step batch" if module is not None and _is_lightning_module(module) else ""
 
 
-class StepSink(Protocol):
-    """What the probes call on the run (:class:`~trainmeter.core.monitor.Monitor`). Training thread."""
-
-    steps: int
-    steps_state: Any  # the step rule (core/steps.py StepRecorder): count(tokens, loss, value), add_loss, steps, now
-    lanes: Any  # the other training threads' lanes (core/lanes.py Lanes): add, on_step, on_loss
-    token_unit: str
-    registry: Any  # the series registry (core/series_registry.py): describe(name, entry, replace=)
-
-    def at_step(self, step: int, fn: Any) -> None: ...
-
-    def set_token_unit(self, unit: str) -> None: ...
-
-    def set_model(self, module: Any, token_unit: str) -> None: ...
-
-    def warn_once(self, key: str, message: str) -> None: ...
-
-    @property
-    def scalar_reader(self) -> Any: ...
-
-
 class TorchProbes:
     """The in-process torch hooks of one run (``monitor``): the owner of their parts (``hot``, the per-call state the
-    wrappers close over; ``switches``, ``threads``, ``root_calls``, ``discovery``, ``loss``, ``optimizers``,
+    wrappers close over, with their switches; ``threads``, ``root_calls``, ``discovery``, ``loss``, ``optimizers``,
     ``compile_watch``; ``wrappers``, made at :meth:`start`)."""
 
     name = "torch"
 
-    def __init__(self, monitor: StepSink) -> None:
+    def __init__(self, monitor: Any) -> None:
+        # the run (core/monitor.py Monitor): steps_state (the step rule), lanes, registry, at_step, set_token_unit,
+        # set_model, token_unit, warn_once, scalar_reader
         self._monitor = monitor
         steps = monitor.steps_state  # the step rule (StepRecorder): every counted step goes there
         self._steps: Any = steps
         self._handles: list[Any] = []
         self._patches = Patches()
-        self.hot = hot = ProbeState()  # the fast flags, the last batch signature, the step's loss parts
-        self.switches = switches = ProbeSwitches(hot, self._refresh_fast)
-        self.threads = threads = ProbeThreads(hot, switches, monitor)
-        self.root_calls = root_calls = RootCalls(hot, steps, monitor, switches)
-        self.discovery = discovery = Discovery(hot, steps, monitor, switches, threads, root_calls, self._patches)
-        self.loss = loss = LossCapture(hot, monitor, switches, threads)
-        self.optimizers = OptimizerSteps(hot, steps, monitor, switches, threads, discovery, loss)
-        self.compile_watch = CompileWatch(discovery, switches, self._patches, monitor.warn_once)
+        # the fast flags, the last batch signature, the step's loss parts, the switches
+        self.hot = hot = ProbeState(self._refresh_fast)
+        self.threads = threads = ProbeThreads(hot, monitor)
+        self.root_calls = root_calls = RootCalls(hot, steps, monitor)
+        self.discovery = discovery = Discovery(hot, steps, monitor, threads, root_calls, self._patches)
+        self.loss = loss = LossCapture(hot, monitor, threads)
+        self.optimizers = OptimizerSteps(hot, steps, monitor, threads, discovery, loss)
+        self.compile_watch = CompileWatch(discovery, hot, self._patches, monitor.warn_once)
+        # what the run, the wings and core/explicit_steps.py call, straight to the part that answers
+        self.is_candidate = discovery.is_candidate  # watched as a possible root (any thread)
+        self.declare_root = discovery.declare_root  # tm.monitor(model=...)
+        self.declared_model = discovery.declared_model
+        self.stepper = self.optimizers.stepper  # a framework's stand-in optimizer (made once per source and model)
+        self.note_scaled = loss.note_scaled  # a framework's loss scale, divided out at its backward
+        self.backward_seen = loss.backward_seen
         self.wrappers: Wrappers | None = None
         # a model trained through a method of its (watch_model's ``through``): its ref, the method, the first
         # training call's (args, kwargs) once kept (empty once counted)
@@ -84,12 +69,12 @@ class TorchProbes:
 
     def _refresh_fast(self) -> None:
         """Recompute the hot paths' flags from their inputs (after any of them changed, in any part)."""
-        hot, switches, discovery, threads = self.hot, self.switches, self.discovery, self.threads
-        # a second training thread switches the fast paths off for the run (core/lane_probes.py); the first
-        # backward waits for lane 1's thread to be known
+        hot, discovery, threads = self.hot, self.discovery, self.threads
+        # a second training thread switches the fast paths off for the run (ProbeThreads); the first backward waits
+        # for lane 1's thread to be known
         # a pause silences only the thread that set it (the counted pass may run on the report worker)
-        paused = switches.paused and (not threads.hot_ident or switches.paused_ident == threads.hot_ident)
-        plain = switches.active and not paused and switches.on_training is None and not threads.threaded
+        paused = hot.paused and (not threads.hot_ident or hot.paused_ident == threads.hot_ident)
+        plain = hot.active and not paused and hot.on_training is None and not threads.threaded
         root = discovery.root
         fast = plain and hot.fast_calls and root is not None
         hot.fast_ref = root if fast else NO_ROOT  # type: ignore[assignment]
@@ -107,26 +92,24 @@ class TorchProbes:
         import torch
         from torch.optim.optimizer import Optimizer, register_optimizer_step_post_hook
 
-        monitor, switches = self._monitor, self.switches
-        self.wrappers = wrappers = Wrappers(torch, self.hot, self._steps, monitor, switches, self.threads,
-                                            self.discovery, self.loss, self.optimizers)
-        switches.set_active(True)
+        monitor, hot = self._monitor, self.hot
+        self.wrappers = wrappers = Wrappers(torch, hot, self._steps, monitor, self.threads, self.discovery, self.loss,
+                                            self.optimizers)
+        hot.set_active(True)
         allow, warn = host_patches.allow, monitor.warn_once  # each host patch checked once, here
         if allow("step-hooks", warn):
             self._handles.append(register_optimizer_step_post_hook(wrappers.step_hook()))
         if allow("backward", warn):
             self._patches.wrap(torch.autograd, "backward", wrappers.backward)
-            switches.capture(True)
+            hot.capture(True)
         self._refresh_fast()
         if allow("optimizer-init", warn):
             self._patches.wrap(Optimizer, "__init__", wrappers.optimizer_init)
-        try:
+        with suppress(Exception):
             from torch.amp.grad_scaler import GradScaler
 
             if allow("grad-scaler", warn):
                 self._patches.wrap(GradScaler, "scale", wrappers.scale)
-        except Exception:
-            pass
         call_wrapper = allow("call-wrapper", warn)  # TRAINMETER_DISABLE=call-wrapper (core/host_patches.py)
         compile_watch = allow("compile-watch", warn)
         self.discovery.start(torch, wrappers.call if call_wrapper else None, compile_watch)
@@ -136,18 +119,16 @@ class TorchProbes:
 
     def stop(self) -> None:
         """Remove every hook and patch; write the loss and token provenance. Idempotent."""
-        self.switches.set_active(False)
+        self.hot.set_active(False)
         for handle in self._handles:
-            try:
+            with suppress(Exception):
                 handle.remove()
-            except Exception:
-                pass
         self._handles.clear()
         self.compile_watch.remove()
         self._patches.restore_all()
         self.discovery.stop()
         self.loss.stop()
-        self.switches.watch_training(None)
+        self.hot.watch_training(None)
         guarded(self._monitor.warn_once, "probe-info", self._write_info)
 
     def reset_discovery(self) -> None:
@@ -157,7 +138,7 @@ class TorchProbes:
         self.discovery.reset()
         self.optimizers.reset()
         self.threads.reset()  # the child's threads are not the parent's (nor its lock's holder)
-        hot.backward_on = self.switches.capture_on
+        hot.backward_on = hot.capture_on
         hot.pending_tokens = 0
         hot.calls = 0
         self.loss.reset()
@@ -189,33 +170,21 @@ class TorchProbes:
     def paused(self) -> bool:
         """The forward and backward calls of the thread that set it are not counted (our own FLOP count, which
         may run on the report worker; a probe fault); every other thread's training is counted meanwhile."""
-        return self.switches.paused
+        return self.hot.paused
 
     @paused.setter
     def paused(self, value: bool) -> None:
         ident = self.threads.hot_ident
         # lane 1's own pause recomputes its fast paths; another thread's leaves them to lane 1's thread
-        self.switches.pause(value, refresh=not ident or ident == get_ident())
+        self.hot.pause(value, refresh=not ident or ident == get_ident())
 
-    @property
-    def on_training(self) -> Any:
-        """Called at each training forward, backward and step while set: by ``Dispatcher.watch_training`` only (the
-        time split's open eval span), which turns it into ``on_phase("train", "begin", t_s)``. Training thread."""
-        return self.switches.on_training
-
-    @on_training.setter
-    def on_training(self, value: Any) -> None:
-        self.switches.watch_training(value)
-
-    @property
-    def steady_steps(self) -> int:
-        """Lane 1's steps that took the step hook's steady path (their loss read at backward). Training thread."""
-        return self._steps.steps - self.optimizers.general_steps
-
-    @property
-    def primary_optimizer(self) -> Any:
-        """The primary optimizer (whose steps are counted), or ``None`` before its first step. Any thread."""
-        return self.hot.primary_optimizer()
+    on_training = property(lambda self: self.hot.on_training, lambda self, fn: self.hot.watch_training(fn),
+                           doc="Called at each training forward, backward and step while set: by "
+                               "``Dispatcher.watch_training`` only (the time split's open eval span). Training thread.")
+    steady_steps = property(lambda self: self._steps.steps - self.optimizers.general_steps,
+                            doc="Lane 1's steps that took the step hook's steady path (their loss read at backward).")
+    primary_optimizer = property(lambda self: self.hot.primary_optimizer(),
+                                 doc="The primary optimizer (whose steps are counted), or ``None``. Any thread.")
 
     def add_pre_step_hook(self, fn: Any) -> None:
         """Install ``fn(optimizer, args, kwargs)`` as a global optimizer step pre-hook until the run's end (the
@@ -234,33 +203,17 @@ class TorchProbes:
         loss = self.loss.step_loss
         return loss is not None and any(v is not None and not math.isfinite(v) for v, _ in loss.parts)
 
-    @property
-    def hot_ident(self) -> int:
-        """``threading.get_ident()`` of lane 1's thread, 0 before any training event. Any thread."""
-        return self.threads.hot_ident
+    hot_ident = property(lambda self: self.threads.hot_ident,
+                         doc="``threading.get_ident()`` of lane 1's thread, 0 before any training event. Any thread.")
 
     def lane_one(self) -> tuple[str, str | None, str | None]:
         """Lane 1's thread name, root class name and optimizer class name (empty or ``None`` when unknown). Any thread."""
         primary = self.hot.primary_optimizer()
         return self.threads.hot_thread, self.discovery.root_name, type(primary).__name__ if primary is not None else None
 
-    @property
-    def params(self) -> dict[str, Any]:
-        """The model's parameter counts, and ``trained``: its parameters the run's optimizers train (empty until
-        found)."""
-        return self.discovery.run_params()
-
-    @property
-    def root_name(self) -> str | None:
-        return self.discovery.root_name
-
-    def is_candidate(self, module: Any) -> bool:
-        """Whether ``module`` is watched as a possible root (before the root is known). Any thread."""
-        return self.discovery.is_candidate(module)
-
-    def declare_root(self, module: Any) -> None:
-        """Use ``module`` as the trained root (``tm.monitor(model=...)``)."""
-        self.discovery.declare_root(module)
+    params = property(lambda self: self.discovery.run_params(),
+                      doc="The model's parameter counts, and ``trained``: its parameters the run's optimizers train.")
+    root_name = property(lambda self: self.discovery.root_name)
 
     @property
     def example(self) -> tuple[Any, Any] | None:
@@ -289,19 +242,11 @@ class TorchProbes:
         return (f"{self.discovery.root_name} is trained without being called itself (through a method of its): no "
                 f"pass of it can be counted (its batches are read from the calls of {reader})")
 
-    @property
-    def example_declared(self) -> dict[str, int]:
-        """The kept batch's count where ``tm.batch`` declared it (``{"samples": n}``, ``{"tokens": n}``), else empty."""
-        return self.root_calls.example_declared
-
-    @property
-    def autocast_dtype(self) -> str | None:
-        return self.root_calls.autocast_dtype
-
-    @property
-    def seq_weights(self) -> TokenWeightedSeq:
-        """The run's token-weighted S (docs/spec.md section 5, "S")."""
-        return self.root_calls.seq_weights
+    example_declared = property(lambda self: self.root_calls.example_declared,
+                                doc="The kept batch's count where ``tm.batch`` declared it, else empty.")
+    autocast_dtype = property(lambda self: self.root_calls.autocast_dtype)
+    seq_weights = property(lambda self: self.root_calls.seq_weights,
+                           doc="The run's token-weighted S (docs/spec.md section 5, \"S\").")
 
     @property
     def example_pending(self) -> bool:
@@ -316,10 +261,6 @@ class TorchProbes:
             self._through = (self._through[0], self._through[1], ((), {}))  # empty: no other call is kept
 
     # -- steps no torch.optim hook sees (core/explicit_steps.py) --------------------------------
-    def stepper(self, source: str, model: Any) -> Stepper:
-        """The run's stepper for ``source`` and ``model`` (made, and ``model`` watched, once)."""
-        return self.optimizers.stepper(source, model)
-
     def watch_model(self, module: Any, through: str | None = None) -> None:
         """A framework trains ``module`` through a method of its, never calling it (an adapter says so before its
         first step): it and its children holding parameters are watched, so the first step's batches are read from
@@ -337,14 +278,10 @@ class TorchProbes:
         if through is not None and through[2] is None and through[0]() is module:
             self._through = (through[0], through[1], (args, dict(kwargs)))
 
-    def declared_model(self) -> Any:
-        """The module passed as ``model=``, or ``None``."""
-        return self.discovery.declared_model()
-
     def framework_batch(self, batch: Any, source: str) -> None:
         """The framework's own batch for the step in progress, counted in the root's calls' stead (``None``: that
         batch is over; core/root_calls.py ``RootCalls.framework_batch``). Lane 1's training thread."""
-        if self.switches.active:
+        if self.hot.active:
             self.root_calls.framework_batch(batch, source)
 
     def count_samples(self, samples: int) -> bool:
@@ -357,11 +294,3 @@ class TorchProbes:
     def step(self, optimizer: Any) -> None:
         """One step of ``optimizer`` (a stepper), counted as the step hook's general path counts it."""
         self.optimizers.on_step(optimizer, (), {})
-
-    def note_scaled(self, out: Any, scale: Any, divided: bool) -> None:
-        """A framework multiplied the loss by ``scale`` into ``out``: divided out at ``out``'s backward."""
-        self.loss.note_scaled(out, scale, divided)
-
-    def backward_seen(self) -> bool:
-        """Whether a loss was passed to backward since the last counted step (or ever, with no step)."""
-        return self.loss.backward_seen()

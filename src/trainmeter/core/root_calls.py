@@ -1,19 +1,46 @@
-"""The root's training calls: each batch counted (tokens), one batch kept for the FLOP count.
-
-The kept batch is the root's call arguments (docs/spec.md section 5, "The counted pass")."""
+"""The root's training calls: each batch counted (tokens, the run's token-weighted S), one batch kept for the FLOP
+count: the root's call arguments (docs/spec.md section 5, "The counted pass")."""
 
 from __future__ import annotations
 
+from contextlib import suppress
 from typing import Any
 
 from trainmeter.core.batch import BatchCounter, batch_seq, read_call, reading_seq, token_key
-from trainmeter.core.seq_weights import TokenWeightedSeq
+
+
+class TokenWeightedSeq:
+    """Sum over the run of each batch's tokens times its sequence length S (dim 1 of 2-D token ids); :meth:`at` is
+    called on the probes' slow path only (docs/spec.md sections 5, "S", and 20). Training thread only."""
+
+    __slots__ = ("weighted", "with_seq", "mark", "seq")
+
+    def __init__(self) -> None:
+        self.weighted = 0  # sum of tokens x S over closed runs
+        self.with_seq = 0  # tokens of closed runs that had an S
+        self.mark = 0  # the run's tokens when the open run began
+        self.seq = 0  # S of the open run (0: its batches had no S: 1-D token ids, samples)
+
+    def at(self, tokens: int, seq: int) -> None:
+        """A batch of sequence length ``seq`` (0: none) is about to be counted, ``tokens`` counted before it."""
+        if seq == self.seq:
+            return
+        if self.seq:
+            self.weighted += (tokens - self.mark) * self.seq
+            self.with_seq += tokens - self.mark
+        self.mark, self.seq = tokens, seq
+
+    def mean(self, tokens: int) -> tuple[float, int] | None:
+        """``(token-weighted S, tokens it is over)`` with ``tokens`` counted so far, or ``None`` (no S seen)."""
+        weighted, with_seq = self.weighted, self.with_seq
+        if self.seq and tokens > self.mark:  # (tokens still pending at the read are left out)
+            weighted += (tokens - self.mark) * self.seq
+            with_seq += tokens - self.mark
+        return (weighted / with_seq, with_seq) if with_seq > 0 else None
 
 
 class RootCalls:
     """What the root's calls count: tokens, the token-weighted S, the example batch and its autocast dtype.
-
-    Its arguments are the probes' parts and the run (core/probes.py wires them).
 
     Attributes:
         example: One training batch of the root ``(args, kwargs)`` for the FLOP count, or ``None``.
@@ -34,13 +61,18 @@ class RootCalls:
     Training thread (lane 1's).
     """
 
-    def __init__(self, hot: Any, steps: Any, monitor: Any, switches: Any) -> None:
+    def __init__(self, hot: Any, steps: Any, monitor: Any) -> None:
         self._hot = hot
         self._steps = steps
         self._monitor = monitor
-        self._switches = switches
-        self.example: tuple[Any, Any] | None = None
         self.autocast_dtype: str | None = None
+        self._first_declared: dict[str, int] = {}  # the first declaration of the step last declared
+        self._example_at = -1  # the steps counted when the example was kept
+        self.reset()
+
+    def reset(self) -> None:
+        """No batch kept, no S seen, none declared (a forked child's own run)."""
+        self.example: tuple[Any, Any] | None = None
         self.seq_weights = TokenWeightedSeq()
         self.batches = BatchCounter()
         self.kind = ""
@@ -50,21 +82,7 @@ class RootCalls:
         self.framework_counted = ""
         self.framework_unread: str | None = None
         self._declared_at = -1  # the steps counted at the last declaration
-        self._first_declared: dict[str, int] = {}  # the first declaration of that step
-        self._example_at = -1  # the steps counted when the example was kept
         self.example_declared: dict[str, int] = {}
-
-    def reset(self) -> None:
-        """No batch kept, no S seen, none declared (a forked child's own run)."""
-        self.example = None
-        self.seq_weights = TokenWeightedSeq()
-        self.batches = BatchCounter()
-        self.kind = ""
-        self.unread = None
-        self.declared = False
-        self.framework, self.framework_counted, self.framework_unread = None, "", None
-        self._declared_at = -1
-        self.example_declared = {}
 
     def declare(self, count: int, unit: str) -> None:
         """``tm.batch``: a batch of ``count`` ``unit`` for the step in progress (docs/spec.md section 2, "The batch
@@ -81,7 +99,7 @@ class RootCalls:
         if not self.declared:
             self.declared = True
             hot.fast_calls = False
-            self._switches.refresh()
+            self._hot.refresh()
 
     def framework_batch(self, batch: Any, source: str) -> None:
         """An adapter's: the framework's own batch for the step in progress (``None``: that batch is over), read by
@@ -96,15 +114,12 @@ class RootCalls:
             self.framework_unread = self.framework_unread or f"{source} are {found}"
             return
         hot = self._hot
-        self.seq_weights.at(self._steps.tokens + hot.pending_tokens, reading_seq(found))
-        hot.pending_tokens += found[0]
-        self._monitor.set_token_unit(found[1])
-        self.kind = found[3]
+        self._add(found[0], found[1], reading_seq(found), found[3])
         self.framework = source
         self.framework_counted = self.framework_counted or source
         if hot.fast_calls:  # the root's calls take the general path, which does not count them meanwhile
             hot.fast_calls = False
-            self._switches.refresh()
+            self._hot.refresh()
 
     def read(self, args: Any, kwargs: Any) -> tuple[int, str] | None:
         """A watched module's training call's ``(count, unit)`` (:attr:`batches`), ``None`` when unread or when its
@@ -127,10 +142,7 @@ class RootCalls:
         if self.declared or self.framework is not None:  # counted already (tm.batch, the framework's batch)
             counted = None
         elif counted is not None:
-            self.seq_weights.at(self._steps.tokens + hot.pending_tokens, self.batches.seq)
-            hot.pending_tokens += counted[0]
-            self._monitor.set_token_unit(counted[1])
-            self.kind = self.batches.kind
+            self._add(counted[0], counted[1], self.batches.seq, self.batches.kind)
         elif self.unread is None:
             self.unread = self.batches.unread
         # remember a positional batch's shape, or a keyword-only one's keyword and shape: the call wrapper counts
@@ -151,9 +163,9 @@ class RootCalls:
             hot.fast_calls = self.example is not None
         else:
             hot.fast_calls = False
-        self._switches.refresh()
+        hot.refresh()
         hot.calls += 1
-        callback = self._switches.on_training
+        callback = hot.on_training
         if callback is not None and (lightning or module.training):
             callback()
 
@@ -163,12 +175,9 @@ class RootCalls:
         hot = self._hot
         if self.declared:  # what was declared of this step stands
             pass
-        elif candidate.unit:
-            if example is not None and candidate.unit == "tokens":  # S of the first step: its first batch's
-                self.seq_weights.at(self._steps.tokens + hot.pending_tokens, batch_seq(example[0], example[1]))
-            hot.pending_tokens += candidate.tokens
-            self._monitor.set_token_unit(candidate.unit)
-            self.kind = self.batches.kind  # (the last batch read: the root's, at its first step)
+        elif candidate.unit:  # S of the first step: its first batch's; kind: the last batch read's (the root's)
+            seq = batch_seq(example[0], example[1]) if example is not None and candidate.unit == "tokens" else None
+            self._add(candidate.tokens, candidate.unit, seq, self.batches.kind)
         elif candidate.calls and self.unread is None:
             self.unread = self.batches.unread
         hot.calls += candidate.calls
@@ -176,6 +185,14 @@ class RootCalls:
             self.example = example[:2]
             self.autocast_dtype = example[2]
             self._kept()
+
+    def _add(self, count: int, unit: str, seq: float | None, kind: str) -> None:
+        """Count a batch of ``count`` ``unit`` for the step in progress (``seq``: its S, ``None``: S unchanged)."""
+        if seq is not None:
+            self.seq_weights.at(self._steps.tokens + self._hot.pending_tokens, seq)
+        self._hot.pending_tokens += count
+        self._monitor.set_token_unit(unit)
+        self.kind = kind
 
     def warn_unread(self) -> None:
         """At the end: a run whose root's batches were not read and that counted nothing (no adapter's count
@@ -197,21 +214,16 @@ class RootCalls:
         self.example_declared = self._first_declared if self._declared_at == steps else {}
 
     def release_example(self) -> None:
-        """Drop the kept batch (after the FLOP count).
-
-        An empty example, not ``None``, so the call wrapper does not capture another.
-        """
+        """Drop the kept batch (after the FLOP count): an empty example, not ``None``, so none other is kept."""
         self.example = None if self.example is None else ((), {})
 
 
 def autocast() -> str | None:
     """The autocast dtype in force on this thread (CUDA's, else the CPU's), or ``None``."""
-    try:
+    with suppress(Exception):
         import torch
 
         for device in ("cuda", "cpu"):
             if torch.is_autocast_enabled(device):
                 return str(torch.get_autocast_dtype(device))
-    except Exception:
-        pass
     return None

@@ -85,7 +85,9 @@ class StepRecorder:
         self.captured_series: Series | None = None  # train_loss once a captured loss is in it
         self.user_loss = False  # the cell emits its own train_loss
         self.late_user_loss = False  # ... from after captured points on (train_loss.emitted)
-        self.losses: deque[StepLoss] = deque()  # closed step losses not yet in their series, in step order
+        # closed step losses not yet in their series, in step order (the oldest, whose reads never completed, is left
+        # out beyond MAX_PENDING_LOSSES)
+        self.losses: deque[StepLoss] = deque(maxlen=MAX_PENDING_LOSSES)
         self.scalars = ScalarReader(self._no_inline)  # 0-d reads deferred until their device copy is done
 
     def _no_inline(self) -> None:
@@ -95,7 +97,7 @@ class StepRecorder:
     def restart_clock(self, t0_s: float) -> None:
         """The run's clock starts at ``t0_s`` (the run's start; a forked child's): the next report an interval on."""
         self.t0_s = t0_s
-        self.next_report_s = t0_s + self.interval_s
+        self.reported(t0_s)
 
     def report_by(self, t_s: float) -> None:
         """The next report at clock ``t_s`` at the latest (a forked child's first)."""
@@ -167,7 +169,6 @@ class StepRecorder:
         self.hook_at = at if hook is not None else sys.maxsize
 
     def has_hook(self) -> bool:
-        """Whether a step hook is set."""
         return self.hook is not _nothing
 
     def hook_next_at(self, step: int) -> None:
@@ -182,9 +183,8 @@ class StepRecorder:
         self.at_step = min(s for s, _ in self._at_steps)
 
     def _run_at_step(self) -> None:
-        steps = self.steps
-        due = [fn for s, fn in self._at_steps if s == steps]
-        self._at_steps = [(s, fn) for s, fn in self._at_steps if s > steps]
+        due = [fn for s, fn in self._at_steps if s == self.steps]
+        self._at_steps = [(s, fn) for s, fn in self._at_steps if s > self.steps]
         self.at_step = min((s for s, _ in self._at_steps), default=None)
         for fn in due:
             self._guard("at-step", fn)
@@ -229,8 +229,8 @@ class StepRecorder:
             (self.captured_series or self._captured()).append(held, self.held_t_s, self.held_value)
 
     def _captured(self) -> Series:
-        series = self.captured_series = self._series(LOSS_SERIES)
-        return series
+        self.captured_series = self._series(LOSS_SERIES)
+        return self.captured_series
 
     def add_loss(self, loss: StepLoss, t_s: float | None = None) -> None:
         """Queue a closed step loss (at the current step) for its series. Training thread."""
@@ -238,8 +238,6 @@ class StepRecorder:
         loss.t_s = self.now() - self.t0_s if t_s is None else t_s
         loss.closed = True
         self.inline = False  # the next step keeps the order behind it (the general path)
-        if len(self.losses) >= MAX_PENDING_LOSSES:
-            self.losses.popleft()  # its reads never completed: leave it out
         self.losses.append(loss)
 
     def flush_losses(self, before_step: float) -> None:
@@ -284,4 +282,3 @@ class StepRecorder:
         first = not self.user_loss
         self.user_loss = True
         return LOSS_SERIES, first
-

@@ -1,9 +1,10 @@
 """The wrappers put over torch: the watched call, ``autograd.backward``, ``GradScaler.scale``, the step hook.
 
-Also ``Optimizer.__init__`` (discovery). Loss semantics: docs/spec.md section 2; the steady step's cost
-(docs/spec.md section 20) is bounded by tests/core/test_hot_path.py. The hot ones close over the probes'
-:class:`~trainmeter.core.probe_state.ProbeState` and the step rule, bound as locals when the wrapper is made;
-their general paths call the probes' parts. Training thread.
+Also ``Optimizer.__init__`` (discovery), and ``torch.compile`` and ``OptimizedModule.__init__`` (:class:`CompileWatch`:
+once something is compiled, batches are counted at the compiled wrapper, never in Dynamo). Loss semantics:
+docs/spec.md section 2; the steady step's cost (docs/spec.md section 20) is bounded by tests/core/test_hot_path.py.
+The hot ones close over the probes' :class:`~trainmeter.core.probe_state.ProbeState` and the step rule, bound as
+locals when the wrapper is made; their general paths call the probes' parts. Training thread.
 """
 
 from __future__ import annotations
@@ -11,11 +12,13 @@ from __future__ import annotations
 import functools
 import sys
 from threading import get_ident
+from types import ModuleType
 from typing import Any
 
 from trainmeter.core import host_patches
 from trainmeter.core.faults import fault_site
 from trainmeter.core.loss_capture import _divided
+from trainmeter.core.patches import PostImportHooks, take_off_call
 from trainmeter.core.probe_state import guarded
 
 _NO_ARG = object()  # the watched call's first argument when it has none
@@ -36,12 +39,10 @@ def _plain_backward(backward: Any) -> bool:
 
 
 def direct_call_impl(module: Any, torch: Any) -> Any:
-    """torch's ``Module._call_impl`` when the fast call may call it for ``module`` itself, else ``None``.
-
-    That is when the class keeps torch's ``_call_impl`` and the instance has set neither its own
-    ``_call_impl`` nor a ``_compiled_call_impl`` (``module.compile()``); the wrapper checks that the
-    class keeps torch's ``__call__`` (``routed``). Read once, when the root is chosen.
-    """
+    """torch's ``Module._call_impl`` when the fast call may call it for ``module`` itself, else ``None``: the class
+    keeps torch's ``_call_impl`` and the instance has set neither its own ``_call_impl`` nor a ``_compiled_call_impl``
+    (``module.compile()``); the wrapper checks that the class keeps torch's ``__call__`` (``routed``). Read once,
+    when the root is chosen."""
     impl = getattr(torch.nn.Module, "_call_impl", None)
     try:
         own = vars(module)
@@ -57,13 +58,12 @@ class Wrappers:
     """The wrapper factories of one run's probes: each takes the original callable and returns its wrapper
     (``Patches.wrap``), closing over the probes' parts it calls (core/probes.py wires them). Training thread."""
 
-    def __init__(self, torch: Any, hot: Any, steps: Any, monitor: Any, switches: Any, threads: Any, discovery: Any,
-                 loss: Any, optimizers: Any) -> None:
+    def __init__(self, torch: Any, hot: Any, steps: Any, monitor: Any, threads: Any, discovery: Any, loss: Any,
+                 optimizers: Any) -> None:
         self._torch = torch
         self._hot = hot
         self._steps = steps
         self._monitor = monitor
-        self._switches = switches
         self._threads = threads
         self._discovery = discovery
         self._loss = loss
@@ -72,7 +72,7 @@ class Wrappers:
     def step_hook(self) -> Any:
         """The optimizer step post-hook: a steady step (docs/architecture.md, "Hot path") straight to the step rule's
         ``count`` slot, anything else to :meth:`OptimizerSteps.on_step
-        <trainmeter.core.optimizer_steps.OptimizerSteps.on_step>`, which ends in the same rule."""
+        <trainmeter.core.explicit_steps.OptimizerSteps.on_step>`, which ends in the same rule."""
         hot = self._hot
         rule = self._steps
         monitor = self._monitor
@@ -104,12 +104,12 @@ class Wrappers:
         return step_hook
 
     def optimizer_init(self, original: Any) -> Any:
-        switches, warn, built = self._switches, self._monitor.warn_once, self._discovery.on_optimizer_built
+        hot, warn, built = self._hot, self._monitor.warn_once, self._discovery.on_optimizer_built
 
         @functools.wraps(original)
         def __init__(optimizer: Any, *args: Any, **kwargs: Any) -> None:
             original(optimizer, *args, **kwargs)
-            if switches.active:
+            if hot.active:
                 guarded(warn, "probe-discovery", built, optimizer, sys._getframe(1))
 
         return __init__
@@ -118,7 +118,7 @@ class Wrappers:
         """The wrapper of a watched class's ``attr`` (``__call__``, or a LightningModule's ``training_step``)."""
         hot = self._hot
         torch = self._torch
-        switches, threads = self._switches, self._threads
+        threads = self._threads
         on_call, lane_call = self._discovery.on_call, self._lane_call
         # torch.compiler.is_compiling() in one frame: Dynamo folds is_dynamo_compiling() to True when it traces
         # the wrapper (so the flag is never read there); the flag is set while torch.export traces. Where torch
@@ -201,10 +201,10 @@ class Wrappers:
                 return original(module, first, *args, **kwargs)
             if first is not _NO_ARG:
                 args = (first, *args)
-            if id(module) not in candidates or not switches.active:
+            if id(module) not in candidates or not hot.active:
                 return original(module, *args, **kwargs)
             if threads.threaded or ((lightning or is_grad_enabled()) and threads.thread_lane() is not None):
-                # several training threads: per-thread nesting and counts (core/lane_probes.py)
+                # several training threads: per-thread nesting and counts (core/probe_state.py ProbeThreads)
                 return lane_call(original, module, args, kwargs, lightning)
             if hot.depth:
                 return original(module, *args, **kwargs)
@@ -219,12 +219,12 @@ class Wrappers:
 
     def scale(self, original: Any) -> Any:
         """The wrapper of ``GradScaler.scale``: the loss it returns and its scale are kept for its backward."""
-        switches, loss = self._switches, self._loss
+        hot, loss = self._hot, self._loss
 
         @functools.wraps(original)
         def scale(scaler: Any, outputs: Any, *args: Any, **kwargs: Any) -> Any:
             out = original(scaler, outputs, *args, **kwargs)
-            if switches.active and out is not outputs and getattr(out, "ndim", None) == 0:
+            if hot.active and out is not outputs and getattr(out, "ndim", None) == 0:
                 try:
                     loss.note_scaled(out, scaler._scale, _divided(getattr(outputs, "grad_fn", None)))
                 except Exception:
@@ -239,7 +239,7 @@ class Wrappers:
             return self._any_backward(original)
         hot = self._hot
         tensor_type = self._torch.Tensor
-        switches, loss, aside = self._switches, self._loss, self._backward_aside
+        loss, general = self._loss, self._general_backward
 
         # torch.autograd.backward's own parameters, passed on positionally: no tuple or dict is built per call
         @functools.wraps(original)
@@ -269,40 +269,36 @@ class Wrappers:
                     return original(tensors, grad_tensors, retain_graph, create_graph, grad_variables, inputs)
                 finally:
                     hot.in_backward = False
-            if hot.in_backward or not hot.backward_on:  # nested, capture off, or several training threads
-                return aside(original, tensors, grad_tensors, retain_graph, create_graph, grad_variables, inputs)
-            hot.in_backward = True
-            try:
-                if grad_tensors is None and not switches.paused_in(get_ident()):
-                    loss.on_backward(tensors)  # not our own pass's (the thread that paused the probes)
-                return original(tensors, grad_tensors, retain_graph, create_graph, grad_variables, inputs)
-            finally:
-                hot.in_backward = False
+            return general(original, tensors, grad_tensors, retain_graph, create_graph, grad_variables, inputs)
 
         return backward
 
     def _any_backward(self, original: Any) -> Any:
         """The wrapper for a ``torch.autograd.backward`` whose parameters differ from torch 2.x's: general path."""
-        hot = self._hot
-        switches, loss, aside = self._switches, self._loss, self._backward_aside
+        general = self._general_backward
 
         @functools.wraps(original)
         def backward(tensors: Any, grad_tensors: Any = None, *args: Any, **kwargs: Any) -> Any:
-            if hot.in_backward or not hot.backward_on:
-                if kwargs:
-                    return original(tensors, grad_tensors, *args, **kwargs)
-                return aside(original, tensors, grad_tensors, *args)
-            hot.in_backward = True
-            try:
-                if grad_tensors is None and not switches.paused_in(get_ident()):
-                    loss.on_backward(tensors)  # not our own pass's (the thread that paused the probes)
-                return original(tensors, grad_tensors, *args, **kwargs)
-            finally:
-                hot.in_backward = False
+            return general(original, tensors, grad_tensors, *args, **kwargs)
 
         return backward
 
-    # -- the wrappers' per-thread paths (core/lane_probes.py) -------------------------------
+    def _general_backward(self, original: Any, tensors: Any, grad_tensors: Any, *args: Any, **kwargs: Any) -> Any:
+        """The backward wrapper's general path: the loss parts read by :meth:`LossCapture.on_backward`."""
+        hot = self._hot
+        if hot.in_backward or not hot.backward_on:  # nested, capture off, or several training threads
+            if kwargs:
+                return original(tensors, grad_tensors, *args, **kwargs)
+            return self._backward_aside(original, tensors, grad_tensors, *args)
+        hot.in_backward = True
+        try:
+            if grad_tensors is None and not self._hot.paused_in(get_ident()):
+                self._loss.on_backward(tensors)  # not our own pass's (the thread that paused the probes)
+            return original(tensors, grad_tensors, *args, **kwargs)
+        finally:
+            hot.in_backward = False
+
+    # -- the wrappers' per-thread paths (core/probe_state.py ProbeThreads) -------------------------------
     def _lane_call(self, original: Any, module: Any, args: Any, kwargs: Any, lightning: bool) -> Any:
         """A watched module's call in threaded mode: the outermost call per thread counts."""
         lane = self._threads.thread_state()
@@ -321,11 +317,11 @@ class Wrappers:
 
     def _backward_aside(self, original: Any, *args: Any) -> Any:
         """The backward wrapper's other path: a nested backward, capture off, or training in several threads."""
-        lane = self._threads.current() if self._switches.capture_on else None
+        lane = self._threads.current() if self._hot.capture_on else None
         if lane is not None and not lane.in_backward:
             lane.in_backward = True
             try:
-                if args[1] is None and not self._switches.paused_in(lane.ident):
+                if args[1] is None and not self._hot.paused_in(lane.ident):
                     if lane.hot:
                         self._loss.on_backward(args[0])
                     else:
@@ -334,3 +330,67 @@ class Wrappers:
             finally:
                 lane.in_backward = False
         return original(*args)
+
+
+class CompileWatch:
+    """``torch.compile`` and ``OptimizedModule`` seen during the run (``discovery`` told; a compiled wrapper
+    replaces its module). Training thread."""
+
+    def __init__(self, discovery: Any, hot: Any, patches: Any, warn: Any) -> None:
+        self._discovery = discovery
+        self._hot = hot
+        self._patches = patches
+        self._warn = warn
+        self._imports: PostImportHooks | None = None
+
+    def install(self, torch: Any) -> None:
+        """Wrap ``torch.compile`` and, once ``torch._dynamo.eval_frame`` is imported, ``OptimizedModule.__init__``."""
+        self._patches.wrap(torch, "compile", self._make_compile)
+        self._imports = PostImportHooks({"torch._dynamo.eval_frame": self._patch_dynamo})
+        self._imports.install()
+
+    def remove(self) -> None:
+        """Stop watching imports (the patches are the run's, restored with the others). Idempotent."""
+        if self._imports is not None:
+            self._imports.remove()
+            self._imports = None
+
+    def _make_compile(self, original: Any) -> Any:
+        discovery, hot, warn = self._discovery, self._hot, self._warn
+
+        @functools.wraps(original)
+        def compile(*args: Any, **kwargs: Any) -> Any:  # noqa: A001 (torch.compile's own name)
+            if hot.active and not discovery.compiling:
+                guarded(warn, "probe-discovery", discovery.on_compiling)
+            return original(*args, **kwargs)
+
+        return compile
+
+    def _patch_dynamo(self, module: ModuleType) -> None:
+        """``torch.compile(model)`` during the run: count at the compiled wrapper, never inside Dynamo."""
+        owner = getattr(module, "OptimizedModule", None)
+        if self._hot.active and isinstance(owner, type):
+            self._patches.wrap(owner, "__init__", self._make_compiled_init)
+
+    def _make_compiled_init(self, original: Any) -> Any:
+        discovery, hot, warn = self._discovery, self._hot, self._warn
+
+        @functools.wraps(original)
+        def __init__(compiled: Any, mod: Any, *args: Any, **kwargs: Any) -> None:
+            watched = hot.active and discovery.knows(mod)
+            if hot.active and not discovery.compiling:
+                guarded(warn, "probe-discovery", discovery.on_compiling)
+            if not watched:
+                return original(compiled, mod, *args, **kwargs)
+            # The wrapper binds ``mod.__call__`` for Dynamo to trace: let it bind torch's own, not ours.
+            cls = type(mod)
+            ours = take_off_call(cls)
+            try:
+                original(compiled, mod, *args, **kwargs)
+            finally:
+                if ours is not None:
+                    cls.__call__ = ours
+            guarded(warn, "probe-discovery", discovery.watch, compiled)
+            guarded(warn, "probe-discovery", discovery.unwatch, mod)
+
+        return __init__
