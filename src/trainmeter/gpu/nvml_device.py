@@ -154,28 +154,23 @@ def query(nv: Any, dev: NvmlDevice, key: str, what: str, *calls: tuple[Any, ...]
     if cached is not None:
         return None, cached
     reason = reason_not_supported(what)
+    permanent = {nv.NVML_ERROR_FUNCTION_NOT_FOUND: reason_driver_too_old,
+                 nv.NVML_ERROR_NOT_SUPPORTED: reason_not_supported, nv.NVML_ERROR_NO_PERMISSION: reason_no_permission}
     for fn, *args in calls:
         try:
             return fn(*args), None
         except nv.NVMLError as exc:
-            code = exc.value
-            if code == nv.NVML_ERROR_FUNCTION_NOT_FOUND:
-                reason = reason_driver_too_old(what)
-                continue
-            if code == nv.NVML_ERROR_NOT_SUPPORTED:
-                reason = reason_not_supported(what)
-            elif code == nv.NVML_ERROR_NO_PERMISSION:
-                reason = reason_no_permission(what)
-            elif code == nv.NVML_ERROR_GPU_IS_LOST:
+            if exc.value == nv.NVML_ERROR_GPU_IS_LOST:
                 raise _lost(dev) from None
-            elif code == nv.NVML_ERROR_UNINITIALIZED:
+            if exc.value == nv.NVML_ERROR_UNINITIALIZED:
                 raise GpuUnavailableError("NVML was shut down by other code in this process", fatal=False) from None
-            else:
+            if exc.value not in permanent:
                 return None, f"{what}: NVML error {exc}"  # transient: not cached
-            break
+            reason = permanent[exc.value](what)
+            if exc.value != nv.NVML_ERROR_FUNCTION_NOT_FOUND:
+                break  # a missing function tries the fallback
         except getattr(nv, "NVMLLibraryMismatchError", ()):  # unversioned call, old driver
             reason = reason_driver_too_old(what)
-            continue
     dev.unsupported[key] = reason
     return None, reason
 
@@ -235,11 +230,8 @@ def _mig_instances(nv: Any, dev: NvmlDevice, handle: Any) -> tuple[tuple[tuple[i
 
 
 def _gpm_reason(why: str | None) -> str:
-    if why is not None and "too old" in why:
-        return REASON_GPM_DRIVER_TOO_OLD
-    if why is not None and "no permission" in why:
-        return REASON_GPM_NO_PERMISSION
-    return REASON_GPM_NOT_SUPPORTED
+    known = (("too old", REASON_GPM_DRIVER_TOO_OLD), ("no permission", REASON_GPM_NO_PERMISSION))
+    return next((reason for text, reason in known if text in (why or "")), REASON_GPM_NOT_SUPPORTED)
 
 
 def _text(value: Any) -> str:
