@@ -80,7 +80,7 @@ class NvmlBackend:
             return sample_device(self._nv, dev, self._clock())
 
     def total_energy_mj(self, index: int) -> tuple[float | None, str | None]:
-        """Energy device ``index`` used since the driver loaded (Volta+), mJ: ``(value, None)`` or ``(None, reason)``."""
+        """Energy ``index`` used since the driver loaded (Volta+), mJ: ``(value, None)`` or ``(None, reason)``."""
         dev = self._devices[index]
         if self._closed or dev.handle is None:
             return None, dev.info.reason or "the NVML backend is closed"

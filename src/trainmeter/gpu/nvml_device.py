@@ -132,7 +132,7 @@ class NvmlDevice:
         self.handle: Any = None
         self.info = GpuDeviceInfo(index=index, name="", uuid="")
         self.unsupported: dict[str, str] = {}
-        self.cached: dict[str, Any] = {}
+        self.clock_max: tuple[Any, str | None] = (None, None)  # the max SM clock (static): read at the open
         self.lock = threading.Lock()
         self.lost_reason: str | None = None
         self.gpm_ok = False
@@ -193,6 +193,8 @@ def open_device(nv: Any, index: int) -> NvmlDevice:
     mem, _ = query(nv, dev, "memory", "memory", *_memory_calls(nv, handle))
     pci, _ = query(nv, dev, "pci", "PCI info", (nv.nvmlDeviceGetPciInfo, handle))
     mig, _ = query(nv, dev, "mig", "MIG mode", (nv.nvmlDeviceGetMigMode, handle))
+    dev.clock_max = query(nv, dev, "sm_clock_max", "max SM clock",
+                          (nv.nvmlDeviceGetMaxClockInfo, handle, NVML_CLOCK_SM))
     mig_enabled = None if mig is None else bool(mig[0])
     instances: tuple[tuple[int, str], ...] = ()
     if mig_enabled:
@@ -260,10 +262,7 @@ def sample_device(nv: Any, dev: NvmlDevice, now_s: float) -> GpuSample:
         value, why = query(nv, dev, key, what, *calls)
         why = REASON_MIG if value is None and key == "util" and dev.info.mig_enabled else why
         got.update((fld, (None if value is None else convert(value), why)) for fld, convert in outs)
-    if "sm_clock_max" not in dev.cached:  # static: read once
-        dev.cached["sm_clock_max"] = query(nv, dev, "sm_clock_max", "max SM clock",
-                                           (nv.nvmlDeviceGetMaxClockInfo, h, NVML_CLOCK_SM))
-    clock_max, why = dev.cached["sm_clock_max"]
+    clock_max, why = dev.clock_max
     got["sm_clock_max_mhz"] = (float(clock_max) if clock_max else None, why)
     gpm_values, gpm_missing, window_s = gpm_tick(nv, dev, now_s)
     got.update((fld, (None, why)) for fld, why in gpm_missing.items())
