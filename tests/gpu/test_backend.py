@@ -22,7 +22,7 @@ from trainmeter.gpu.backend import (
 def test_sample_fields_default_to_none_not_sentinels() -> None:
     s = GpuSample(index=0, t_s=1.0)
     assert all(getattr(s, name) is None for name in NUMERIC_FIELDS)
-    assert s.throttle_reasons is None and s.unavailable == ()
+    assert s.mig_gpm_reason is None and s.unavailable == ()
 
 
 def test_sample_is_frozen() -> None:
@@ -39,7 +39,7 @@ def test_unavailable_reason_finds_the_reason_for_a_field() -> None:
 
 def test_numeric_fields_cover_units_suffixed_readings_and_gpm() -> None:
     assert "util_gpu" in NUMERIC_FIELDS and "nvlink_rx_bytes_per_s" in NUMERIC_FIELDS
-    assert "throttle_reasons" not in NUMERIC_FIELDS and "t_s" not in NUMERIC_FIELDS
+    assert "mig_gpm" not in NUMERIC_FIELDS and "t_s" not in NUMERIC_FIELDS
     assert set(GPM_FIELDS) <= set(NUMERIC_FIELDS)
     assert len(GPM_FIELDS) == 9
 

@@ -28,11 +28,10 @@ from trainmeter.gpu.backend import (
     REASON_LIBRARY_NOT_FOUND,
     REASON_MIG,
     REASON_MIG_GPM_NOT_SUPPORTED,
-    REASON_PROCESS_NOT_LISTED,
     REASON_PYNVML_MISSING,
     GpuUnavailableError,
 )
-from trainmeter.gpu.nvml import open_nvml, throttle_reason_names
+from trainmeter.gpu.nvml import open_nvml
 
 MIB = 1024 * 1024
 HANDLE_BASE = 0x1000
@@ -326,7 +325,7 @@ def test_device_info_comes_from_real_bindings(fakelib: FakeLib) -> None:
     assert backend.driver_version() == "595.45.04"
     h100, a100 = backend.device_info(0), backend.device_info(1)
     assert h100.name == "NVIDIA H100 80GB HBM3" and h100.uuid.startswith("GPU-")
-    assert h100.mem_total_bytes == 80 * 1024**3 and h100.pci_bus_id == "00000000:18:00.0"
+    assert h100.mem_total_bytes == 80 * 1024**3
     assert h100.gpm_supported and h100.mig_enabled is False
     assert not a100.gpm_supported and a100.gpm_reason == REASON_GPM_NOT_SUPPORTED
 
@@ -340,12 +339,10 @@ def test_device_info_carries_the_pci_device_id_from_the_upper_half_of_pci_device
 def test_sample_converts_units_of_basic_readings(fakelib: FakeLib) -> None:
     s = _open(fakelib).sample(0)
     assert s.util_gpu == pytest.approx(0.97)
-    assert s.power_w == pytest.approx(650.5) and s.power_limit_w == 700.0
+    assert s.power_w == pytest.approx(650.5)
     assert s.mem_used_bytes == 60 * 1024**3  # v2: used excludes reserved
     assert s.sm_clock_mhz == 1755 and s.sm_clock_max_mhz == 1980
     assert s.temperature_c == 71
-    assert s.throttle_reasons == ("sw_power_cap", "hw_thermal_slowdown")
-    assert s.process_mem_bytes == 5 * 1024**3  # own pid only; the N/A entry is another pid
     assert s.t_s == 100.0
 
 
@@ -428,20 +425,10 @@ def test_not_supported_reading_is_none_and_not_retried(fakelib: FakeLib) -> None
     assert first.util_gpu is not None
 
 
-def test_no_permission_on_process_list_gives_none_with_reason(fakelib: FakeLib) -> None:
-    fakelib.errors[("nvmlDeviceGetComputeRunningProcesses_v3", 0)] = pynvml.NVML_ERROR_NO_PERMISSION
+def test_no_permission_on_a_reading_gives_none_with_reason(fakelib: FakeLib) -> None:
+    fakelib.errors[("nvmlDeviceGetPowerUsage", 0)] = pynvml.NVML_ERROR_NO_PERMISSION
     s = _open(fakelib).sample(0)
-    assert s.process_mem_bytes is None and "no permission" in (
-        s.unavailable_reason("process_mem_bytes") or ""
-    )
-
-
-def test_process_not_listed_gives_none_with_container_reason(fakelib: FakeLib) -> None:
-    fakelib.devices[0]["procs"] = [(123_456_789, 10)]
-    s = _open(fakelib).sample(0)
-    assert (
-        s.process_mem_bytes is None and s.unavailable_reason("process_mem_bytes") == REASON_PROCESS_NOT_LISTED
-    )
+    assert s.power_w is None and "no permission" in (s.unavailable_reason("power_w") or "")
 
 
 def test_missing_versioned_symbols_fall_back_to_older_calls(fakelib: FakeLib) -> None:
@@ -537,12 +524,6 @@ def test_close_frees_gpm_buffers_and_is_idempotent(fakelib: FakeLib) -> None:
         backend.sample(0)
 
 
-def test_throttle_reason_names_lists_known_and_unknown_bits() -> None:
-    assert throttle_reason_names(0) == ()
-    assert throttle_reason_names(0x1 | 0x8) == ("gpu_idle", "hw_slowdown")
-    assert throttle_reason_names(0x10000) == ("0x10000",)
-
-
 def test_gpm_not_supported_at_runtime_disables_gpm_with_reason(fakelib: FakeLib) -> None:
     backend = _open(fakelib)
     fakelib.replace("nvmlGpmSampleGet", lambda h, s: pynvml.NVML_ERROR_NOT_SUPPORTED)
@@ -576,7 +557,7 @@ def test_gpu_lost_during_gpm_is_fatal(fakelib: FakeLib) -> None:
         backend.sample(0)
 
 
-def test_old_driver_without_v3_process_list_reports_driver_too_old(fakelib: FakeLib) -> None:
-    fakelib.remove("nvmlDeviceGetComputeRunningProcesses_v3")
+def test_old_driver_without_a_function_reports_driver_too_old(fakelib: FakeLib) -> None:
+    fakelib.remove("nvmlDeviceGetPowerUsage")
     s = _open(fakelib).sample(0)
-    assert s.process_mem_bytes is None and "too old" in (s.unavailable_reason("process_mem_bytes") or "")
+    assert s.power_w is None and "too old" in (s.unavailable_reason("power_w") or "")

@@ -24,8 +24,6 @@ REASON_AMDSMI_MISSING = ("the amdsmi package (ROCm's Python SMI bindings) is not
                          "that ships with ROCm (pip install amdsmi matching the ROCm version)")
 REASON_AMD_NO_ACTIVITY = ("AMD does not expose SM, tensor-pipe (matrix core) or DRAM-bandwidth activity through "
                           "amdsmi (only rocprofiler counters have them); the ladder stops at GFX activity (plus MFU)")
-REASON_AMD_NO_THROTTLE = "throttle reasons: not read through amdsmi"
-REASON_AMD_NO_PROCESS_MEM = "this process's GPU memory: not read through amdsmi"
 REASON_AMD_NO_DEVICES = "amdsmi sees no AMD GPU on this machine"
 _MIB = 1024 * 1024
 LADDER_SOURCES = {"gpu_util": "amdsmi gfx_activity (share of time the GFX engine was busy)"}  # the ladder's text
@@ -33,10 +31,8 @@ LADDER_SOURCES = {"gpu_util": "amdsmi gfx_activity (share of time the GFX engine
 
 # (what, amdsmi function, ((GpuSample field, key in its answer, scale, label), ...)); the clock's takes GFX
 _READS = (
-    ("GFX activity", "amdsmi_get_gpu_activity", (("util_gpu", "gfx_activity", 0.01, "GFX activity"),
-                                                 ("mem_activity", "umc_activity", 0.01, "memory (UMC) activity"))),
-    ("power", "amdsmi_get_power_info",
-     (("power_w", "current_socket_power", 1.0, "power"), ("power_limit_w", "power_limit", 1.0, "power limit"))),
+    ("GFX activity", "amdsmi_get_gpu_activity", (("util_gpu", "gfx_activity", 0.01, "GFX activity"),)),
+    ("power", "amdsmi_get_power_info", (("power_w", "current_socket_power", 1.0, "power"),)),
     ("memory", "amdsmi_get_gpu_vram_usage",
      (("mem_used_bytes", "vram_used", _MIB, "VRAM used"), ("mem_total_bytes", "vram_total", _MIB, "VRAM total"))),
     ("GFX clock", "amdsmi_get_clock_info",
@@ -104,10 +100,9 @@ class AmdSmiBackend:
         uuid, _ = self._call("uuid", "amdsmi_get_gpu_device_uuid", h)
         vram, _ = self._call("memory", "amdsmi_get_gpu_vram_usage", h)
         total = _number(vram.get("vram_total")) if isinstance(vram, dict) else None
-        bdf, _ = self._call("pci", "amdsmi_get_gpu_device_bdf", h)
         return GpuDeviceInfo(index=index, name=name, uuid=str(uuid or ""),
                              mem_total_bytes=int(total * _MIB) if total is not None else None,
-                             gpm_reason=REASON_AMD_NO_ACTIVITY, pci_bus_id=str(bdf) if bdf else None)
+                             gpm_reason=REASON_AMD_NO_ACTIVITY)
 
     def sample(self, index: int) -> GpuSample:
         """Fields AMD lacks are ``None`` with the reason; :class:`GpuUnavailableError` when closed or mute."""
@@ -117,7 +112,6 @@ class AmdSmiBackend:
         h = self._handles[index]
         values: dict[str, Any] = {}
         missing: dict[str, str] = dict.fromkeys(GPM_FIELDS, REASON_AMD_NO_ACTIVITY)
-        missing.update(throttle_reasons=REASON_AMD_NO_THROTTLE, process_mem_bytes=REASON_AMD_NO_PROCESS_MEM)
         clock_type = getattr(getattr(self._lib, "AmdSmiClkType", None), "GFX", "GFX")
         answered, why = False, None
         for what, fn, wanted in _READS:

@@ -40,12 +40,6 @@ REASON_MIG_GPM_NOT_SUPPORTED = (
 REASON_MIG_NO_INSTANCES = "MIG mode is on but NVML lists no MIG device (GPU and compute instance) on it to read"
 MIG_GPM_WHAT = "GPM per MIG GPU instance"  # nvmlGpmMigSampleGet in reason texts
 REASON_GPU_LOST = "the GPU fell off the bus (NVML GpuIsLost); sampling of it stopped"
-REASON_PROCESS_NOT_LISTED = (
-    "this process is not in the device's process list (no CUDA context on it yet, or a "
-    "container PID namespace hides host PIDs)"
-)
-
-
 REASON_ENERGY_WHAT = "total energy counter"  # nvmlDeviceGetTotalEnergyConsumption in reason texts
 
 
@@ -64,19 +58,6 @@ def reason_driver_too_old(what: str) -> str:
     return f"{what}: the NVIDIA driver is too old (function not found)"
 
 
-THROTTLE_REASON_BITS: tuple[tuple[int, str], ...] = tuple((1 << i, name) for i, name in enumerate((
-    "gpu_idle", "applications_clocks_setting", "sw_power_cap", "hw_slowdown", "sync_boost", "sw_thermal_slowdown",
-    "hw_thermal_slowdown", "hw_power_brake_slowdown", "display_clock_setting", "board_limit", "reliability")))
-"""NVML clock-event (throttle) reason bits and the names used in ``throttle_reasons``."""
-
-
-def throttle_reason_names(mask: int) -> tuple[str, ...]:
-    """Names of the clock-event reason bits set in ``mask`` (unknown bits as ``0x..``)."""
-    names = tuple(name for bit, name in THROTTLE_REASON_BITS if mask & bit)
-    unknown = mask & ~sum(bit for bit, _ in THROTTLE_REASON_BITS)  # distinct bits: the sum is their OR
-    return (*names, hex(unknown)) if unknown else names
-
-
 class GpuUnavailableError(Exception):
     """A device-level failure raised by :meth:`GpuBackend.sample`: its ``reason``, ``fatal`` when it will not come
     back (stop sampling it)."""
@@ -90,9 +71,9 @@ class GpuUnavailableError(Exception):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class GpuDeviceInfo:
     """Static facts about one NVML device: its NVML index (not the CUDA ordinal), product name, ``"GPU-..."`` UUID (how
-    CUDA devices map to it), memory in bytes, MIG mode, whether GPM is read (else ``gpm_reason``), PCI bus id and
-    device id (``pciDeviceId >> 16``: settles a name that does not say its variant), ``(gpu_instance_id, "MIG-..."
-    UUID)`` of each MIG GPU instance, and ``reason`` when it cannot be opened at all. ``None``: unreadable."""
+    CUDA devices map to it), memory in bytes, MIG mode, whether GPM is read (else ``gpm_reason``), PCI device id
+    (``pciDeviceId >> 16``: settles a name that does not say its variant), ``(gpu_instance_id, "MIG-..." UUID)`` of
+    each MIG GPU instance, and ``reason`` when it cannot be opened at all. ``None``: unreadable."""
 
     index: int
     name: str
@@ -101,7 +82,6 @@ class GpuDeviceInfo:
     mig_enabled: bool | None = None
     gpm_supported: bool = False
     gpm_reason: str | None = None
-    pci_bus_id: str | None = None
     pci_device_id: int | None = None
     mig_instances: tuple[tuple[int, str], ...] = ()
     reason: str | None = None
@@ -131,16 +111,12 @@ class GpuSample:
     index: int
     t_s: float
     util_gpu: float | None = None
-    mem_activity: float | None = None
     mem_used_bytes: int | None = None
     mem_total_bytes: int | None = None
     power_w: float | None = None
-    power_limit_w: float | None = None
     sm_clock_mhz: float | None = None
     sm_clock_max_mhz: float | None = None
     temperature_c: float | None = None
-    throttle_reasons: tuple[str, ...] | None = None
-    process_mem_bytes: int | None = None
     sm_activity: float | None = None
     sm_occupancy: float | None = None
     tensor_activity: float | None = None
@@ -163,7 +139,7 @@ class GpuSample:
 NUMERIC_FIELDS: tuple[str, ...] = tuple(
     f.name
     for f in fields(GpuSample)
-    if f.name not in ("index", "t_s", "throttle_reasons", "unavailable", "gpm_window_s", "mig_gpm", "mig_gpm_reason")
+    if f.name not in ("index", "t_s", "unavailable", "gpm_window_s", "mig_gpm", "mig_gpm_reason")
 )
 """Names of the numeric reading fields of :class:`GpuSample` (averaged by the sampler)."""
 

@@ -6,7 +6,7 @@ The two sources: docs/spec.md section 13. Pure functions over readings; any thre
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 SOURCE_COUNTER = "nvml_energy_counter"
@@ -30,9 +30,7 @@ class DeviceEnergy:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (the passport's ``energy.devices`` entry), with ``kwh``."""
-        return {"index": self.index, "name": self.name, "joules": self.joules,
-                "kwh": None if self.joules is None else self.joules / 3.6e6, "avg_watts": self.avg_watts,
-                "window_s": self.window_s, "source": self.source, "missing": self.missing}
+        return {**asdict(self), "kwh": None if self.joules is None else self.joules / 3.6e6}
 
 
 def read_counters(backend: Any, indices: Iterable[int]) -> dict[int, tuple[float | None, str | None]]:

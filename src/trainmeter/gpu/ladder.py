@@ -161,11 +161,10 @@ def peak_dram_bandwidth(name: str) -> tuple[float, str] | None:
 
 def _ofu(g: LadderInputs) -> Derivation:
     t, clk, clk_max = g.tensor_activity, g.sm_clock_mhz, g.sm_clock_max_mhz
-    inputs = (Input(name="tensor_activity", value=t, unit="fraction", provenance="measured",
-                    source=SOURCES["tensor_activity"]),
-              Input(name="sm_clock_mhz", value=clk, unit="MHz", provenance="measured", source=SOURCES["sm_clock_mhz"]),
-              Input(name="sm_clock_max_mhz", value=clk_max, unit="MHz", provenance="detected",
-                    source=SOURCES["sm_clock_max_mhz"]))
+    inputs = tuple(Input(name=name, value=v, unit=unit, provenance=prov, source=SOURCES[name])
+                   for name, v, unit, prov in (("tensor_activity", t, "fraction", "measured"),
+                                               ("sm_clock_mhz", clk, "MHz", "measured"),
+                                               ("sm_clock_max_mhz", clk_max, "MHz", "detected")))
     value = missing = None
     if t is None:
         missing = f"tensor activity: {g.unavailable_reason('tensor_activity') or 'not read'}"
@@ -248,16 +247,12 @@ def _cause(rung: Rung, v: float, *, ofu: float | None, dram_bw_util: float | Non
 
 def ladder_panel_rows(ladder: Ladder) -> list[dict[str, Any]]:
     """Rows for a widget ``panels`` entry (docs/protocol.md): one per rung plus extras."""
-    rows: list[dict[str, Any]] = []
-    for r in (*ladder.rungs, ladder.dram_bw_util):
-        row: dict[str, Any] = {"label": r.label, "value": r.value, "unit": "fraction", "provenance": r.provenance}
-        row["note"] = r.missing if r.value is None else r.source
-        rows.append(row)
-    for d, label, unit in ((ladder.ofu, "OFU (estimate)", "fraction"),
-                           (ladder.arithmetic_intensity, "arithmetic intensity", "FLOP/byte")):
-        rows.append({"label": label, "value": d.value, "unit": unit, "provenance": "measured",
-                     "note": d.missing or d.formula})
-    return rows
+    rows = [{"label": r.label, "value": r.value, "unit": "fraction", "provenance": r.provenance,
+             "note": r.missing if r.value is None else r.source} for r in (*ladder.rungs, ladder.dram_bw_util)]
+    return rows + [{"label": label, "value": d.value, "unit": unit, "provenance": "measured",
+                    "note": d.missing or d.formula}
+                   for d, label, unit in ((ladder.ofu, "OFU (estimate)", "fraction"),
+                                          (ladder.arithmetic_intensity, "arithmetic intensity", "FLOP/byte"))]
 
 
 # --- formula vs hardware -----------------------------------------------------------------------------------
@@ -285,10 +280,10 @@ class CrossCheck:
     ofu: float | None
     formula_mfu: float | None
     counted_mfu: float | None
-    ratio: float | None
-    verdict: str | None
-    cause: str | None
     sentence: str
+    ratio: float | None = None
+    verdict: str | None = None
+    cause: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form for the passport."""
@@ -316,16 +311,13 @@ def cross_check(ofu: Derivation, *, tensor_activity: float | None, peak_flops_pe
     base = dict(observed_flops_per_s=observed, ofu=ofu.value, formula_mfu=formula_mfu, counted_mfu=counted_mfu)
     if ofu.value is None or formula_mfu is None:
         need = f"OFU ({ofu.missing})" if ofu.value is None else "MFU by formula (a convention and a peak)"
-        return CrossCheck(**base, ratio=None, verdict=None, cause=None,
-                          sentence=f"Formula vs hardware: not judged, needs {need}.")
+        return CrossCheck(**base, sentence=f"Formula vs hardware: not judged, needs {need}.")
     if ofu.value <= 0:
-        return CrossCheck(**base, ratio=None, verdict=None, cause=None,
-                          sentence="Formula vs hardware: not judged, the tensor pipes read idle (OFU 0%).")
+        return CrossCheck(**base, sentence="Formula vs hardware: not judged, the tensor pipes read idle (OFU 0%).")
     ratio = formula_mfu / ofu.value
     head = f"Formula MFU {_pct(formula_mfu)} vs tensor pipes (OFU) {_pct(ofu.value)}"
     if 1.0 / DISAGREE_FACTOR <= ratio <= DISAGREE_FACTOR:
-        return CrossCheck(**base, ratio=ratio, verdict="agree", cause=None,
-                          sentence=f"{head}: agree within {DISAGREE_FACTOR:g}x.")
+        return CrossCheck(**base, ratio=ratio, verdict="agree", sentence=f"{head}: agree within {DISAGREE_FACTOR:g}x.")
     low = ratio < 1.0 / DISAGREE_FACTOR
     if low and (tokens_are_samples or ratio < SAMPLES_RATIO):
         cause = CAUSE_SAMPLES

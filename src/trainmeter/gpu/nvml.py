@@ -6,9 +6,7 @@ per-device lock guards its GPM buffers.
 
 from __future__ import annotations
 
-import os
 import threading
-from collections.abc import Iterable
 from typing import Any
 
 from trainmeter.core.clock import Clock, MonotonicClock
@@ -24,20 +22,18 @@ from trainmeter.gpu.backend import (
     GpuUnavailableError,
     open_library,
     safe,
-    throttle_reason_names,
 )
 from trainmeter.gpu.nvml_device import free_gpm, open_device, query, sample_device
 
-__all__ = ["CLOSE_LOCK_TIMEOUT_S", "NvmlBackend", "open_nvml", "throttle_reason_names"]
+__all__ = ["CLOSE_LOCK_TIMEOUT_S", "NvmlBackend", "open_nvml"]
 
 CLOSE_LOCK_TIMEOUT_S = 0.2
 
 
-def open_nvml(*, clock: Clock | None = None, pids: Iterable[int] | None = None, module: Any = None) -> GpuBackendResult:
-    """Open NVML; never raises (no backend: the reason). ``pids``: processes whose GPU memory counts as this
-    process's (default: own pid); ``module``: a ``pynvml``-compatible module (tests)."""
+def open_nvml(*, clock: Clock | None = None, module: Any = None) -> GpuBackendResult:
+    """Open NVML; never raises (no backend: the reason). ``module``: a ``pynvml``-compatible module (tests)."""
     return open_library(module, "pynvml", "NVML", missing=REASON_PYNVML_MISSING, init=lambda nv: nv.nvmlInit(),
-                        make=lambda nv: NvmlBackend(nv, clock=clock or MonotonicClock(), pids=pids),
+                        make=lambda nv: NvmlBackend(nv, clock=clock or MonotonicClock()),
                         shut_down="nvmlShutdown", no_devices=REASON_NO_DEVICES, init_reason=_init_reason)
 
 
@@ -56,10 +52,9 @@ class NvmlBackend:
 
     name = "nvml"
 
-    def __init__(self, nv: Any, *, clock: Clock, pids: Iterable[int] | None = None) -> None:
+    def __init__(self, nv: Any, *, clock: Clock) -> None:
         self._nv = nv
         self._clock = clock
-        self._pids = frozenset(pids) if pids is not None else frozenset({os.getpid()})
         self._closed = False
         self._close_lock = threading.Lock()
         self._driver: str | None = safe(lambda: str(nv.nvmlSystemGetDriverVersion()))
@@ -82,10 +77,10 @@ class NvmlBackend:
         if self._closed or unopened is not None:
             raise GpuUnavailableError("the NVML backend is closed" if self._closed else unopened, fatal=True)
         with dev.lock:
-            return sample_device(self._nv, dev, self._clock(), self._pids)
+            return sample_device(self._nv, dev, self._clock())
 
     def total_energy_mj(self, index: int) -> tuple[float | None, str | None]:
-        """Energy device ``index`` used since the driver loaded (Volta+), mJ: ``(value, None)`` or ``(None, reason)``."""
+        """Energy ``index`` used since the driver loaded (Volta+), mJ: ``(value, None)`` or ``(None, reason)``."""
         dev = self._devices[index]
         if self._closed or dev.handle is None:
             return None, dev.info.reason or "the NVML backend is closed"

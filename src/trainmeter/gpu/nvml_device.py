@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Collection
 from typing import Any
 
 from trainmeter.gpu.backend import (
@@ -25,7 +24,6 @@ from trainmeter.gpu.backend import (
     REASON_MIG,
     REASON_MIG_GPM_NOT_SUPPORTED,
     REASON_MIG_NO_INSTANCES,
-    REASON_PROCESS_NOT_LISTED,
     GpuDeviceInfo,
     GpuSample,
     GpuUnavailableError,
@@ -34,7 +32,6 @@ from trainmeter.gpu.backend import (
     reason_no_permission,
     reason_not_supported,
     safe,
-    throttle_reason_names,
 )
 
 NVML_MEMORY_V2 = 0x02000028  # nvmlMemory_v2's version tag: nvmlDeviceGetMemoryInfo counts reserved memory apart
@@ -135,7 +132,7 @@ class NvmlDevice:
         self.handle: Any = None
         self.info = GpuDeviceInfo(index=index, name="", uuid="")
         self.unsupported: dict[str, str] = {}
-        self.cached: dict[str, Any] = {}
+        self.clock_max: tuple[Any, str | None] = (None, None)  # the max SM clock (static): read at the open
         self.lock = threading.Lock()
         self.lost_reason: str | None = None
         self.gpm_ok = False
@@ -157,28 +154,23 @@ def query(nv: Any, dev: NvmlDevice, key: str, what: str, *calls: tuple[Any, ...]
     if cached is not None:
         return None, cached
     reason = reason_not_supported(what)
+    permanent = {nv.NVML_ERROR_FUNCTION_NOT_FOUND: reason_driver_too_old,
+                 nv.NVML_ERROR_NOT_SUPPORTED: reason_not_supported, nv.NVML_ERROR_NO_PERMISSION: reason_no_permission}
     for fn, *args in calls:
         try:
             return fn(*args), None
         except nv.NVMLError as exc:
-            code = exc.value
-            if code == nv.NVML_ERROR_FUNCTION_NOT_FOUND:
-                reason = reason_driver_too_old(what)
-                continue
-            if code == nv.NVML_ERROR_NOT_SUPPORTED:
-                reason = reason_not_supported(what)
-            elif code == nv.NVML_ERROR_NO_PERMISSION:
-                reason = reason_no_permission(what)
-            elif code == nv.NVML_ERROR_GPU_IS_LOST:
+            if exc.value == nv.NVML_ERROR_GPU_IS_LOST:
                 raise _lost(dev) from None
-            elif code == nv.NVML_ERROR_UNINITIALIZED:
+            if exc.value == nv.NVML_ERROR_UNINITIALIZED:
                 raise GpuUnavailableError("NVML was shut down by other code in this process", fatal=False) from None
-            else:
+            if exc.value not in permanent:
                 return None, f"{what}: NVML error {exc}"  # transient: not cached
-            break
+            reason = permanent[exc.value](what)
+            if exc.value != nv.NVML_ERROR_FUNCTION_NOT_FOUND:
+                break  # a missing function tries the fallback
         except getattr(nv, "NVMLLibraryMismatchError", ()):  # unversioned call, old driver
             reason = reason_driver_too_old(what)
-            continue
     dev.unsupported[key] = reason
     return None, reason
 
@@ -201,6 +193,8 @@ def open_device(nv: Any, index: int) -> NvmlDevice:
     mem, _ = query(nv, dev, "memory", "memory", *_memory_calls(nv, handle))
     pci, _ = query(nv, dev, "pci", "PCI info", (nv.nvmlDeviceGetPciInfo, handle))
     mig, _ = query(nv, dev, "mig", "MIG mode", (nv.nvmlDeviceGetMigMode, handle))
+    dev.clock_max = query(nv, dev, "sm_clock_max", "max SM clock",
+                          (nv.nvmlDeviceGetMaxClockInfo, handle, NVML_CLOCK_SM))
     mig_enabled = None if mig is None else bool(mig[0])
     instances: tuple[tuple[int, str], ...] = ()
     if mig_enabled:
@@ -213,7 +207,7 @@ def open_device(nv: Any, index: int) -> NvmlDevice:
     dev.info = GpuDeviceInfo(index=index, name=str(name or ""), uuid=str(uuid or ""),
                              mem_total_bytes=None if mem is None else int(mem.total), mig_enabled=mig_enabled,
                              gpm_supported=dev.gpm_ok, gpm_reason=dev.gpm_reason,
-                             pci_bus_id=None if pci is None else _text(pci.busId), mig_instances=instances,
+                             mig_instances=instances,
                              pci_device_id=safe(lambda: int(pci.pciDeviceId) >> 16))  # device << 16 | vendor (0x10DE)
     return dev
 
@@ -238,11 +232,8 @@ def _mig_instances(nv: Any, dev: NvmlDevice, handle: Any) -> tuple[tuple[tuple[i
 
 
 def _gpm_reason(why: str | None) -> str:
-    if why is not None and "too old" in why:
-        return REASON_GPM_DRIVER_TOO_OLD
-    if why is not None and "no permission" in why:
-        return REASON_GPM_NO_PERMISSION
-    return REASON_GPM_NOT_SUPPORTED
+    known = (("too old", REASON_GPM_DRIVER_TOO_OLD), ("no permission", REASON_GPM_NO_PERMISSION))
+    return next((reason for text, reason in known if text in (why or "")), REASON_GPM_NOT_SUPPORTED)
 
 
 def _text(value: Any) -> str:
@@ -252,22 +243,17 @@ def _text(value: Any) -> str:
 def _readings(nv: Any, h: Any) -> tuple[tuple[Any, ...], ...]:
     """Each NVML read of a sample: ``(query key, what, calls with fallbacks, ((GpuSample field, convert), ...))``."""
     return (("util", "GPU-Util", ((nv.nvmlDeviceGetUtilizationRates, h),),
-             (("util_gpu", lambda u: u.gpu / 100.0), ("mem_activity", lambda u: u.memory / 100.0))),
+             (("util_gpu", lambda u: u.gpu / 100.0),)),
             ("memory", "memory", _memory_calls(nv, h),
              (("mem_used_bytes", lambda m: int(m.used)), ("mem_total_bytes", lambda m: int(m.total)))),
             ("power", "power draw", ((nv.nvmlDeviceGetPowerUsage, h),), (("power_w", lambda mw: mw / 1000.0),)),
-            ("power_limit", "power limit", ((nv.nvmlDeviceGetEnforcedPowerLimit, h),),
-             (("power_limit_w", lambda mw: mw / 1000.0),)),
             ("sm_clock", "SM clock", ((nv.nvmlDeviceGetClockInfo, h, NVML_CLOCK_SM),), (("sm_clock_mhz", float),)),
             ("temperature", "temperature", ((nv.nvmlDeviceGetTemperatureV, h, NVML_TEMPERATURE_GPU),
                                             (nv.nvmlDeviceGetTemperature, h, NVML_TEMPERATURE_GPU)),
-             (("temperature_c", float),)),
-            ("throttle", "clock-event reasons", ((nv.nvmlDeviceGetCurrentClocksEventReasons, h),
-                                                 (nv.nvmlDeviceGetCurrentClocksThrottleReasons, h)),
-             (("throttle_reasons", lambda mask: throttle_reason_names(int(mask))),)))
+             (("temperature_c", float),)))
 
 
-def sample_device(nv: Any, dev: NvmlDevice, now_s: float, pids: Collection[int]) -> GpuSample:
+def sample_device(nv: Any, dev: NvmlDevice, now_s: float) -> GpuSample:
     """Read every field of ``dev`` at ``now_s``; an unsupported one is missing with its reason. Hold ``dev.lock``.
     ``GpuUnavailableError``: the device is lost (fatal) or NVML was shut down (not fatal)."""
     h = dev.handle
@@ -276,12 +262,8 @@ def sample_device(nv: Any, dev: NvmlDevice, now_s: float, pids: Collection[int])
         value, why = query(nv, dev, key, what, *calls)
         why = REASON_MIG if value is None and key == "util" and dev.info.mig_enabled else why
         got.update((fld, (None if value is None else convert(value), why)) for fld, convert in outs)
-    if "sm_clock_max" not in dev.cached:  # static: read once
-        dev.cached["sm_clock_max"] = query(nv, dev, "sm_clock_max", "max SM clock",
-                                           (nv.nvmlDeviceGetMaxClockInfo, h, NVML_CLOCK_SM))
-    clock_max, why = dev.cached["sm_clock_max"]
+    clock_max, why = dev.clock_max
     got["sm_clock_max_mhz"] = (float(clock_max) if clock_max else None, why)
-    got["process_mem_bytes"] = _process_memory(nv, dev, pids)
     gpm_values, gpm_missing, window_s = gpm_tick(nv, dev, now_s)
     got.update((fld, (None, why)) for fld, why in gpm_missing.items())
     got.update((fld, (value, None)) for fld, value in gpm_values.items())
@@ -289,18 +271,6 @@ def sample_device(nv: Any, dev: NvmlDevice, now_s: float, pids: Collection[int])
     return GpuSample(index=dev.index, t_s=now_s, gpm_window_s=window_s, mig_gpm=mig_gpm, mig_gpm_reason=mig_reason,
                      unavailable=tuple((k, why or "not available") for k, (v, why) in got.items() if v is None),
                      **{k: v for k, (v, _) in got.items() if v is not None})
-
-
-def _process_memory(nv: Any, dev: NvmlDevice, pids: Collection[int]) -> tuple[int | None, str | None]:
-    """GPU memory of the processes ``pids`` on ``dev``, or ``None`` and why."""
-    procs, why = query(nv, dev, "processes", "process list", (nv.nvmlDeviceGetComputeRunningProcesses, dev.handle))
-    if procs is None:
-        return None, why
-    mine = [p for p in procs if int(p.pid) in pids]
-    used = [int(p.usedGpuMemory) for p in mine if p.usedGpuMemory is not None]
-    if used:
-        return sum(used), None
-    return None, "NVML reports per-process memory as N/A here" if mine else REASON_PROCESS_NOT_LISTED
 
 
 def _gpm_read(nv: Any, dev: NvmlDevice, pair: GpmPair, now_s: float,

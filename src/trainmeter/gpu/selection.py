@@ -128,9 +128,7 @@ def _match(entry: int | str, devices: Sequence[GpuDeviceInfo]) -> list[int]:
         return [d.index for d in devices if d.index == entry]
     key = entry.lower()
     exact = [d.index for d in devices if d.uuid.lower() == key]
-    if exact:
-        return exact
-    return [d.index for d in devices if d.uuid and d.uuid.lower().startswith(key)]
+    return exact or [d.index for d in devices if d.uuid and d.uuid.lower().startswith(key)]
 
 
 def _by_uuid(uuids: Sequence[str], devices: Sequence[GpuDeviceInfo]) -> tuple[list[int], list[str]]:

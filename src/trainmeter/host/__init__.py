@@ -1,1 +1,1 @@
-"""The node wing: CPU, memory, swap, disk, network and sensors from psutil on its own thread (docs/spec.md section 10)."""
+"""The node wing: CPU, memory, swap, disk, network and sensors from psutil on its thread (docs/spec.md section 10)."""

@@ -233,14 +233,11 @@ class NodeSampler(ExtensionBase):
 
     def charts(self) -> list[dict[str, Any]]:
         """CPU, memory and I/O over time."""
-        return [
-            {"id": "node_cpu", "title": "Node CPU", "x": "time", "unit": "fraction", "series": [SERIES["cpu"]]},
-            {"id": "node_mem", "title": "Node memory used", "x": "time", "unit": "bytes",
-             "series": [SERIES["mem_used_bytes"]]},
-            {"id": "node_io", "title": "Disk and network (bytes/s)", "x": "time", "unit": "bytes",
-             "series": [SERIES[k] for k in ("disk_read_bytes_per_s", "disk_write_bytes_per_s",
-                                            "net_rx_bytes_per_s", "net_tx_bytes_per_s")]},
-        ]
+        names = list(SERIES.values())  # cpu, memory used, then disk and network
+        return [{"id": f"node_{key}", "title": title, "x": "time", "unit": unit, "series": series}
+                for key, title, unit, series in (("cpu", "Node CPU", "fraction", names[:1]),
+                                                 ("mem", "Node memory used", "bytes", names[1:2]),
+                                                 ("io", "Disk and network (bytes/s)", "bytes", names[2:]))]
 
 
 def _row(label: str, value: Any, unit: str, note: str | None = None) -> dict[str, Any]:

@@ -51,7 +51,6 @@ from trainmeter.gpu.backend import (
     REASON_LIBRARY_NOT_FOUND,
     REASON_MIG,
     REASON_NO_DEVICES,
-    REASON_PROCESS_NOT_LISTED,
     GpuBackendResult,
     GpuDeviceInfo,
     GpuSample,
@@ -217,7 +216,6 @@ class FakeNvml:
             mig_enabled=p.mig,
             gpm_supported=p.gpm and not p.mig,
             gpm_reason=gpm_reason,
-            pci_bus_id=f"00000000:{0x18 + index:02X}:00.0",
             pci_device_id=p.pci_device_id,
             mig_instances=dev.mig.instances() if dev.mig is not None else (),
         )
@@ -309,21 +307,14 @@ class FakeNvml:
             "mem_used_bytes": lv.mem_used_bytes,
             "mem_total_bytes": p.mem_total_bytes,
             "power_w": lv.power_w,
-            "power_limit_w": p.power_limit_w,
             "sm_clock_mhz": lv.sm_clock_mhz,
             "sm_clock_max_mhz": p.sm_clock_max_mhz,
             "temperature_c": lv.temperature_c,
-            "throttle_reasons": lv.throttle_reasons,
-            "process_mem_bytes": lv.process_mem_bytes,
         }
         missing: dict[str, str] = {}
-        if lv.process_mem_bytes is None:
-            missing["process_mem_bytes"] = REASON_PROCESS_NOT_LISTED
         if p.mig:
             values["util_gpu"] = None
             missing["util_gpu"] = REASON_MIG
-            values["process_mem_bytes"] = None
-            missing["process_mem_bytes"] = reason_no_permission("process list")
         gpm_values, gpm_missing, window_s = self._gpm(dev, now_s)
         values.update(gpm_values)
         missing.update(gpm_missing)

@@ -22,7 +22,6 @@ class DeviceProfile:
     key: str
     name: str
     mem_total_bytes: int
-    power_limit_w: float
     sm_clock_max_mhz: float
     gpm: bool
     mig: bool = False
@@ -35,7 +34,6 @@ PROFILES: dict[str, DeviceProfile] = {
         key="h100_sxm",
         name="NVIDIA H100 80GB HBM3",
         mem_total_bytes=80 * GIB,
-        power_limit_w=700.0,
         sm_clock_max_mhz=1980.0,
         gpm=True,
         pci_device_id=0x2330,
@@ -44,7 +42,6 @@ PROFILES: dict[str, DeviceProfile] = {
         key="h200",
         name="NVIDIA H200",
         mem_total_bytes=141 * GIB,
-        power_limit_w=700.0,
         sm_clock_max_mhz=1980.0,
         gpm=True,
         pci_device_id=0x2335,
@@ -53,7 +50,6 @@ PROFILES: dict[str, DeviceProfile] = {
         key="a100",
         name="NVIDIA A100-SXM4-40GB",
         mem_total_bytes=40 * GIB,
-        power_limit_w=400.0,
         sm_clock_max_mhz=1410.0,
         gpm=False,
         pci_device_id=0x20B0,
@@ -62,7 +58,6 @@ PROFILES: dict[str, DeviceProfile] = {
         key="t4",
         name="Tesla T4",
         mem_total_bytes=15 * GIB,
-        power_limit_w=70.0,
         sm_clock_max_mhz=1590.0,
         gpm=False,
     ),
@@ -70,7 +65,6 @@ PROFILES: dict[str, DeviceProfile] = {
         key="h100_mig",
         name="NVIDIA H100 80GB HBM3",
         mem_total_bytes=80 * GIB,
-        power_limit_w=700.0,
         sm_clock_max_mhz=1980.0,
         gpm=False,
         mig=True,
@@ -99,8 +93,6 @@ class Levels:
     sm_clock_mhz: float = 1980.0
     temperature_c: float = 35.0
     mem_used_bytes: int = 0
-    process_mem_bytes: int | None = None
-    throttle_reasons: tuple[str, ...] = ("gpu_idle",)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -125,8 +117,6 @@ GEMM = Levels(
     sm_clock_mhz=1755.0,
     temperature_c=71.0,
     mem_used_bytes=60 * GIB,
-    process_mem_bytes=58 * GIB,
-    throttle_reasons=("sw_power_cap",),
 )
 """A tensor-core-heavy training phase."""
 LYING_GPU_UTIL = Levels(
@@ -140,8 +130,6 @@ LYING_GPU_UTIL = Levels(
     sm_clock_mhz=1980.0,
     temperature_c=40.0,
     mem_used_bytes=0,
-    process_mem_bytes=None,
-    throttle_reasons=(),
 )
 """GPU-Util 100% with SM activity 5%: one tiny kernel always running (docs/spec.md section 8)."""
 DATALOADER_STALL = Levels(
@@ -155,8 +143,6 @@ DATALOADER_STALL = Levels(
     sm_clock_mhz=1980.0,
     temperature_c=55.0,
     mem_used_bytes=60 * GIB,
-    process_mem_bytes=58 * GIB,
-    throttle_reasons=(),
 )
 """The GPU waits on input more than half the time."""
 FAULTED_COUNTERS = Levels(
@@ -165,8 +151,6 @@ FAULTED_COUNTERS = Levels(
     sm_clock_mhz=1980.0,
     temperature_c=60.0,
     mem_used_bytes=60 * GIB,
-    process_mem_bytes=58 * GIB,
-    throttle_reasons=(),
 )
 """After a GPU fault (Xid), as DCGM documents: GPU-Util 100% while every profiling counter reads 0."""
 
@@ -191,7 +175,7 @@ class CrossCheckCase:
 def _tensor(activity: float) -> Levels:
     return Levels(util_gpu=1.0, sm_activity=0.9, sm_occupancy=0.4, tensor_activity=activity,
                   hmma_activity=activity, dram_bw_util=0.3, power_w=600.0, sm_clock_mhz=1980.0,
-                  temperature_c=70.0, mem_used_bytes=60 * GIB, process_mem_bytes=58 * GIB, throttle_reasons=())
+                  temperature_c=70.0, mem_used_bytes=60 * GIB)
 
 
 CROSSCHECK_CASES: dict[str, CrossCheckCase] = {
