@@ -144,15 +144,13 @@ def table_rows(names: list[str], passports: list[dict[str, Any]]) -> list[dict[s
     rows = []
     for name, p, diff in zip(names, passports, diffs, strict=True):
         loss = (p.get("series") or {}).get("train_loss") or {}
-        compute = p.get("compute") or {}
         conv = convention_of(p, None)
-        energy = p.get("energy") or {}
         rows.append({
             "run": name, "status": p.get("status", "unfinished"), "steps": p.get("steps"), "tokens": p.get("tokens"),
             "final_loss": loss.get("last"), "best_loss": loss.get("min"),
             "tokens_per_s": (p.get("throughput") or {}).get("train_tokens_per_s"),
-            "mfu": (compute.get("mfu") or {}).get(conv) if conv else None, "convention": conv,
-            "j_per_token": energy.get("j_per_token"), "goodput": p.get("goodput"), "differs": diff,
+            "mfu": ((p.get("compute") or {}).get("mfu") or {}).get(conv) if conv else None, "convention": conv,
+            "j_per_token": (p.get("energy") or {}).get("j_per_token"), "goodput": p.get("goodput"), "differs": diff,
         })
     return rows
 
