@@ -191,10 +191,8 @@ class Lineage(ExtensionBase):
         r = self._current()
         before = self._before(r)
         unit = m.token_unit
-        own_tokens = m.tokens if unit is not None else None
         same_unit = unit == before["token_unit"]
-        compute = m.extension("compute")
-        spent = {name[12:-1]: d.value for name, d in getattr(compute, "derived", {}).items()
+        spent = {name[12:-1]: d.value for name, d in getattr(m.extension("compute"), "derived", {}).items()
                  if name.startswith("flops_spent[")}
         tokens_at, flops_at = self._at_resume(r)
         lost = {"steps": parent.steps - r.step, "tokens": minus(parent.tokens_after.get(parent.steps), tokens_at),
@@ -210,7 +208,7 @@ class Lineage(ExtensionBase):
             elapsed_s=m.elapsed_s(), earlier_lost_s=earlier.get("lost_s") if parent.lineage else 0.0,
             lost_s=lost["time_s"], restart_s=_plus(earlier.get("restart_s", 0.0), restart_s))
         training = {"steps": before["steps"] + m.steps, "token_unit": unit if same_unit else None,
-                    "tokens": _plus(before["tokens"], own_tokens) if same_unit else None,
+                    "tokens": _plus(before["tokens"], m.tokens if unit is not None else None) if same_unit else None,
                     "flops_spent": {conv: _plus(v, spent.get(conv)) for conv, v in before["flops_spent"].items()},
                     "lost_steps": (earlier.get("lost_steps") or 0) + lost["steps"],
                     "lost_tokens": _plus(earlier.get("lost_tokens", 0), lost["tokens"]),
