@@ -97,12 +97,10 @@ def curves_from_events(path: Path, max_bytes: int = MAX_LOG_BYTES) -> dict[str, 
             values = [float("nan") if v is None else v for v in rec.get("value", [])]
             curves.add_series(rec["name"], rec.get("step", []), values)
         elif kind == "interval":
-            tp = rec.get("throughput") or {}
-            compute = rec.get("compute") or {}
-            mfu = {k[4:-1]: v for k, v in compute.items() if k.startswith("mfu[")}
             curves.add_report(step=rec.get("step", 0) + (origin or 0), tokens=rec.get("tokens", 0),
-                              elapsed_s=rec.get("elapsed_s", 0.0), tokens_per_s=tp.get("train_tokens_per_s"),
-                              mfu=mfu)
+                              elapsed_s=rec.get("elapsed_s", 0.0),
+                              tokens_per_s=(rec.get("throughput") or {}).get("train_tokens_per_s"),
+                              mfu={k[4:-1]: v for k, v in (rec.get("compute") or {}).items() if k.startswith("mfu[")})
     return curves.to_dict()
 
 
@@ -141,8 +139,7 @@ class CurvesRecorder(ExtensionBase):
 
     def on_report(self, report: Report) -> dict[str, Any]:
         """Hand this report's points and row to the report worker; nothing goes to the run log."""
-        m = self._m
-        if m is None:
+        if (m := self._m) is None:
             return {}
         compute = m.extension("compute")
         mfu = compute.mfu_by_convention() if compute is not None else {}
@@ -159,8 +156,7 @@ class CurvesRecorder(ExtensionBase):
 
     def passport_section(self) -> dict[str, Any]:
         """Write ``curves.json``; the passport's ``curves`` names it and its size."""
-        m = self._m
-        if m is None or m.run_dir is None:
+        if (m := self._m) is None or m.run_dir is None:
             return {"file": None}
         built: dict[str, Any] = {}
         m.worker.submit(self.name, lambda: built.update(doc=self.curves.to_dict()))  # after every report's points

@@ -48,8 +48,7 @@ def _validate(x: str, y: Sequence[str] | str) -> tuple[str, ...]:
     if x not in X_KINDS:
         raise ValueError(f"invalid x {x!r} for compare: valid are {', '.join(X_KINDS)}")
     ys = (y,) if isinstance(y, str) else tuple(y)
-    bad = [v for v in ys if v not in Y_KINDS]
-    if bad or not ys:
+    if (bad := [v for v in ys if v not in Y_KINDS]) or not ys:
         raise ValueError(f"invalid y {bad or ys!r} for compare: valid are {', '.join(Y_KINDS)}")
     return ys
 
@@ -62,15 +61,14 @@ def _figure(title: str, lines: list[Line], colors: dict[str, str], xlab: str, yl
     marks = [bq.Lines(x=np.asarray(ln.x, dtype=np.float32), y=np.asarray(ln.y, dtype=np.float32),
                       scales={"x": xs, "y": ys}, labels=[ln.run], display_legend=True, colors=[colors[ln.run]])
              for ln in lines if ln.missing is None]
-    x_kind, y_kind = title.split(" vs ")[1], title.split(" vs ")[0]
+    y_kind, x_kind = title.split(" vs ")
     x_fmt = "~g" if x_kind == "time" else "~s"  # SI ticks ("100k"), never "1e+5"
     y_fmt = {"tokens_per_s": "~s", "mfu": ".0%"}.get(y_kind, "~g")
     axes = [bq.Axis(scale=xs, label=xlab, tick_format=x_fmt),
             bq.Axis(scale=ys, side="left", label=ylab, label_offset="62px", tick_format=y_fmt)]
-    fig = bq.Figure(marks=marks, axes=axes, title=title, legend_location="top-right",
-                    layout={"width": "560px", "max_width": "100%", "height": "320px"},
-                    fig_margin={"top": 40, "bottom": 45, "left": 80, "right": 10})
-    return fig
+    return bq.Figure(marks=marks, axes=axes, title=title, legend_location="top-right",
+                     layout={"width": "560px", "max_width": "100%", "height": "320px"},
+                     fig_margin={"top": 40, "bottom": 45, "left": 80, "right": 10})
 
 
 def _esc(text: Any) -> str:
@@ -81,13 +79,9 @@ def figure_html(title: str, lines: Sequence[Line], x_kind: str, x_caption: str, 
     """One figure (title, chart, legend, the runs without a line), or ``None`` when no run has a line."""
     drawn = [ln for ln in lines if ln.missing is None and ln.x]
     missing = [f"{ln.run}: {ln.missing}" for ln in lines if ln.missing is not None]
-    if not drawn:
-        return None
     spec = {"id": title, "title": title, "x": "time" if x_kind == "time" else "step", "unit": "",
             "series": [ln.run for ln in drawn], "x_label": x_caption}
-    series = {ln.run: ("step", ln.x, ln.y) for ln in drawn}
-    svg = chart_svg(spec, series)
-    if svg is None:
+    if not drawn or (svg := chart_svg(spec, {ln.run: ("step", ln.x, ln.y) for ln in drawn})) is None:
         return None
     uri = "data:image/svg+xml;base64," + base64.b64encode(svg.encode("utf-8")).decode("ascii")
     legend = " &nbsp; ".join(f'<span style="color:{PALETTE[i % len(PALETTE)]}">&#9632;</span> {_esc(ln.run)}'
@@ -150,15 +144,13 @@ def table_rows(names: list[str], passports: list[dict[str, Any]]) -> list[dict[s
     rows = []
     for name, p, diff in zip(names, passports, diffs, strict=True):
         loss = (p.get("series") or {}).get("train_loss") or {}
-        compute = p.get("compute") or {}
         conv = convention_of(p, None)
-        energy = p.get("energy") or {}
         rows.append({
             "run": name, "status": p.get("status", "unfinished"), "steps": p.get("steps"), "tokens": p.get("tokens"),
             "final_loss": loss.get("last"), "best_loss": loss.get("min"),
             "tokens_per_s": (p.get("throughput") or {}).get("train_tokens_per_s"),
-            "mfu": (compute.get("mfu") or {}).get(conv) if conv else None, "convention": conv,
-            "j_per_token": energy.get("j_per_token"), "goodput": p.get("goodput"), "differs": diff,
+            "mfu": ((p.get("compute") or {}).get("mfu") or {}).get(conv) if conv else None, "convention": conv,
+            "j_per_token": (p.get("energy") or {}).get("j_per_token"), "goodput": p.get("goodput"), "differs": diff,
         })
     return rows
 
@@ -261,8 +253,7 @@ def compare(runs: Any = None, x: str = "tokens",
         lines[yk] = [_line(n, p, d, x, yk, convention, per_line)
                      for n, p, d in zip(names, passports, docs, strict=True)]
         labels[yk] = (x_label(x, unit, conv_text), y_label(yk, unit, conv_text))
-        fig = figure_html(f"{yk} vs {x}", lines[yk], x, *labels[yk])
-        if fig is None:
+        if (fig := figure_html(f"{yk} vs {x}", lines[yk], x, *labels[yk])) is None:
             why = sorted({ln.missing for ln in lines[yk] if ln.missing})
             absent.append(f"{yk}: no run has it ({'; '.join(why) or 'no points'})")
         else:

@@ -94,21 +94,11 @@ def y_label(y: str, unit: str, convention: str | None) -> str:
             "mfu": f"MFU ({convention or 'no convention'}, 0-1)"}[y]
 
 
-def _to_x(x: str, steps: list[float], reports: dict[str, list[Any]], fpt: float | None) -> list[float]:
-    if x == "step":
-        return list(steps)
-    table_s = [0.0] + [float(s) for s in reports["step"]]
-    if x == "time":
-        return interpolate(steps, table_s, [0.0] + [float(v) for v in reports["elapsed_s"]])
-    tokens = interpolate(steps, table_s, [0.0] + [float(v) for v in reports["tokens"]])
-    return tokens if x == "tokens" else [t * fpt for t in tokens]  # type: ignore[operator]
-
-
 def make_line(name: str, passport: dict[str, Any], doc: dict[str, Any], x: str, y: str,
               convention: str | None, budget_points: int) -> Line:
     """The line of run ``name`` for ``y`` against ``x``, at most ``budget_points`` points."""
     conv = convention_of(passport, convention)
-    fpt = None
+    fpt, col = None, {"step": "step", "time": "elapsed_s", "tokens": "tokens", "flops": "tokens"}[x]
     if x == "flops":
         fpt = ((passport.get("compute") or {}).get("flops_per_token") or {}).get(conv) if conv else None
         if fpt is None:
@@ -121,9 +111,11 @@ def make_line(name: str, passport: dict[str, Any], doc: dict[str, Any], x: str, 
             return Line(run=name, x=[], y=[], missing=f"no {y} recorded")
         if x != "step" and not reports.get("step"):
             return Line(run=name, x=[], y=[], missing="no report rows to place the points on this axis")
-        steps = [float(v) for v in s["step"]]
+        xs = [float(v) for v in s["step"]]
         ys = [float("nan") if v is None else float(v) for v in s["value"]]
-        xs = _to_x(x, steps, reports, fpt)
+        if x != "step":  # the report rows' column at each point's step, piecewise linear from (0, 0)
+            xs = interpolate(xs, [0.0, *map(float, reports["step"])], [0.0, *map(float, reports[col])])
+            xs = [v * fpt for v in xs] if fpt is not None else xs
     else:
         if y == "mfu" and conv is None:
             return Line(run=name, x=[], y=[], missing="MFU needs a named convention")
@@ -132,8 +124,7 @@ def make_line(name: str, passport: dict[str, Any], doc: dict[str, Any], x: str, 
         if not keep:
             why = (passport.get("compute") or {}).get("mfu_missing") if y == "mfu" else None
             return Line(run=name, x=[], y=[], missing=f"no {y} recorded" + (f" ({why})" if why else ""))
-        col = {"step": "step", "time": "elapsed_s", "tokens": "tokens", "flops": "tokens"}[x]
-        xs = [float(reports[col][i]) * (fpt if x == "flops" else 1.0) for i in keep]  # type: ignore[operator]
+        xs = [float(reports[col][i]) * (fpt if fpt is not None else 1.0) for i in keep]
         ys = [float(values[i]) for i in keep]
     if len(xs) > budget_points:
         xs, ys = decimate(xs, ys, budget_points)

@@ -6,13 +6,13 @@ and only sets one attribute; ``view`` on any; the rest on the training thread.""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 import operator
 import os
 import sys
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,7 @@ from trainmeter.core.text import markdown_text
 from trainmeter.lineage.parent import ParentRecord, minus, read_parent
 from trainmeter.lineage.view import PARENT_LOSS, LineageView, earlier_points, earlier_runs
 from trainmeter.record.passport import relative_to_run
+from trainmeter.record.safe_read import iso_time
 from trainmeter.sizes import format_count, format_duration, format_percent
 
 
@@ -44,13 +45,6 @@ class Resumed:
 
 def _plus(*values: Any) -> Any:
     return None if any(v is None for v in values) else functools.reduce(operator.add, values)
-
-
-def _time(iso: Any) -> datetime | None:
-    try:
-        return datetime.fromisoformat(iso)
-    except (TypeError, ValueError):
-        return None
 
 
 class Lineage(ExtensionBase):
@@ -108,22 +102,14 @@ class Lineage(ExtensionBase):
     def _make_load(self, original: Any) -> Any:
         @functools.wraps(original)
         def load(f: Any, *args: Any, **kwargs: Any) -> Any:
-            self._loaded(f)
+            """A load of a file in (or the file of) a parent checkpoint record: the step resumed from."""
+            with contextlib.suppress(Exception):  # never into the user's load (docs/spec.md section 18)
+                if isinstance(f, (str, os.PathLike)) and (record := self._record_at(f)) is not None:
+                    self.resumed = Resumed(record["step"], "detected", f"torch.load of the parent's checkpoint "
+                                           f"({record.get('source')} record)", record["path"])
             return original(f, *args, **kwargs)
 
         return load
-
-    def _loaded(self, f: Any) -> None:
-        """A ``torch.load`` of ``f``: a file in (or the file of) a parent checkpoint record is the step resumed from."""
-        try:
-            if not isinstance(f, (str, os.PathLike)):
-                return
-            record = self._record_at(f)
-            if record is not None:
-                self.resumed = Resumed(record["step"], "detected", f"torch.load of the parent's checkpoint "
-                                       f"({record.get('source')} record)", record["path"])
-        except Exception:  # never into the user's load (docs/spec.md section 18)
-            return
 
     def _record_at(self, f: Any) -> dict[str, Any] | None:
         """The parent's checkpoint record whose file is ``f`` or holds it (the last in step order), else ``None``."""
@@ -138,8 +124,7 @@ class Lineage(ExtensionBase):
         fw = getattr(m.extension("frameworks"), "resumed", None) if m is not None else None
         if fw is None or parent is None:
             return self.resumed
-        record = self._record_at(fw.path) if fw.path else None
-        if record is not None:
+        if (record := self._record_at(fw.path) if fw.path else None) is not None:
             return Resumed(record["step"], fw.provenance, f"{fw.source}; its path is the parent's checkpoint "
                            f"({record.get('source')} record)", record["path"], fw.framework, fw.step)
         k = None if fw.step is None else fw.step - ((parent.lineage.get("before") or {}).get("steps") or 0)
@@ -150,8 +135,7 @@ class Lineage(ExtensionBase):
 
     def on_step(self) -> None:
         """This run's first optimizer step: the end of the restart time."""
-        m = self._m
-        if m is not None and self.first_step_s is None:
+        if (m := self._m) is not None and self.first_step_s is None:
             self.first_step_s = m.elapsed_s()
             m.set_step_origin(self._before(self._current())["steps"])  # a load before the first step moved it; later ones do not
             m.next_step_hook_at(sys.maxsize, self)
@@ -183,8 +167,7 @@ class Lineage(ExtensionBase):
 
     def _before(self, r: Resumed) -> dict[str, Any]:
         """The training at the resumed step: the parent's ``before`` plus the parent's own counts at its step."""
-        parent = self.parent
-        if parent is None:
+        if (parent := self.parent) is None:
             return {"steps": 0, "tokens": None, "token_unit": None, "flops_spent": {}}
         base = parent.lineage.get("before") or {"steps": 0, "tokens": 0}
         base_flops = base.get("flops_spent") if "flops_spent" in base else {}
@@ -208,16 +191,14 @@ class Lineage(ExtensionBase):
         r = self._current()
         before = self._before(r)
         unit = m.token_unit
-        own_tokens = m.tokens if unit is not None else None
         same_unit = unit == before["token_unit"]
-        compute = m.extension("compute")
-        spent = {name[12:-1]: d.value for name, d in getattr(compute, "derived", {}).items()
+        spent = {name[12:-1]: d.value for name, d in getattr(m.extension("compute"), "derived", {}).items()
                  if name.startswith("flops_spent[")}
         tokens_at, flops_at = self._at_resume(r)
         lost = {"steps": parent.steps - r.step, "tokens": minus(parent.tokens_after.get(parent.steps), tokens_at),
                 "flops_spent": {conv: minus(v, flops_at.get(conv)) for conv, v in self._parent_flops().items()},
                 "time_s": minus(parent.last_step_s, parent.step_s.get(r.step))}
-        ended, started = _time(parent.ended_at), _time(m.started_at)
+        ended, started = iso_time(parent.ended_at), iso_time(m.started_at)
         gap_s = (started - ended).total_seconds() if ended and started else None  # the parent's end to our start
         restart_s = None if gap_s is None or self.first_step_s is None else max(0.0, gap_s + self.first_step_s)
         earlier = parent.lineage.get("training") if isinstance(parent.lineage.get("training"), dict) else {}
@@ -227,7 +208,7 @@ class Lineage(ExtensionBase):
             elapsed_s=m.elapsed_s(), earlier_lost_s=earlier.get("lost_s") if parent.lineage else 0.0,
             lost_s=lost["time_s"], restart_s=_plus(earlier.get("restart_s", 0.0), restart_s))
         training = {"steps": before["steps"] + m.steps, "token_unit": unit if same_unit else None,
-                    "tokens": _plus(before["tokens"], own_tokens) if same_unit else None,
+                    "tokens": _plus(before["tokens"], m.tokens if unit is not None else None) if same_unit else None,
                     "flops_spent": {conv: _plus(v, spent.get(conv)) for conv, v in before["flops_spent"].items()},
                     "lost_steps": (earlier.get("lost_steps") or 0) + lost["steps"],
                     "lost_tokens": _plus(earlier.get("lost_tokens", 0), lost["tokens"]),
@@ -273,8 +254,7 @@ class Lineage(ExtensionBase):
 
     def derivations(self) -> list[Derivation]:
         """The training's steps and the restart's lost steps, with their inputs' provenance."""
-        section = self.passport_section()
-        if section is None:
+        if (section := self.passport_section()) is None:
             return []
         r, parent_steps = section["resumed_from"], self.parent.steps if self.parent is not None else 0
         resumed = Input(name="resumed_step", value=r["step"], unit="1", provenance=r["provenance"], source=r["source"])

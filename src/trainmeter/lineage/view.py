@@ -58,8 +58,7 @@ def earlier_points(runs: list[tuple[Path, int]], name: str = "train_loss") -> It
                 steps, values = e.get("step"), e.get("value")
                 if e.get("name") == name and e.get("x", "step") == "step" and isinstance(steps, list) \
                         and isinstance(values, list):
-                    kept = [i for i, s in enumerate(steps) if isinstance(s, int) and s <= upto]
-                    if kept:
+                    if kept := [i for i, s in enumerate(steps) if isinstance(s, int) and s <= upto]:
                         yield [steps[i] for i in kept], [values[i] for i in kept]
         except OSError:  # missing or damaged: the run's own passport says so
             continue

@@ -83,8 +83,8 @@ class ColumnLines:
         if isinstance(series, StepSeries):
             step_strs, us_strs = list(map(str, steps)), list(map(str, micros(times)))
             own = ",".join(step_strs), ",".join(us_strs)
-            last = self._shared
-            if last is not None and last[0] + len(last[1]) == steps[0]:  # the point before, where a loss lags one
+            # the point before, where a loss lags one
+            if (last := self._shared) is not None and last[0] + len(last[1]) == steps[0]:
                 step_strs.insert(0, last[2][-1])
                 us_strs.insert(0, last[3][-1])
                 times = [last[1][-1], *times]
@@ -105,12 +105,10 @@ class ColumnLines:
         """The record's JSON line of ``series``' points from ``start`` (the log's cursor), up to ``stop`` when given,
         and the position after them; ``None`` without a usable piece. The report's thread."""
         entry = self._entries.get(series.name)
-        if entry is None or entry[0] != start or entry[1] == start or series.end - series.pending > start:
+        if entry is None or entry[0] != start or entry[1] == start or series.end - series.pending > start \
+                or (stop is not None and entry[1] > stop):  # (the piece runs past the report: encoded whole)
             return None
-        if stop is not None and entry[1] > stop:
-            return None  # the piece runs past the report: the record is encoded whole
-        entry = self._extend(series, start, stop)
-        if entry is None:
+        if (entry := self._extend(series, start, stop)) is None:
             return None
         step_json, us_json, value_json = map(",".join, entry[2:])
         head = json.dumps({"schema_version": SCHEMA_VERSION, "kind": kind, "name": series.name, "x": series.x_kind},

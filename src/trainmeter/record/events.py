@@ -154,8 +154,7 @@ def iter_events(path: Path, *, kinds: Collection[str] | None = None, stats: Read
         for line, whole in iter_lines(f, max_bytes=max_bytes):
             if stats is not None:
                 stats.bytes_read += len(line)
-            record = _take_last(line, not whole, kinds, needles, stats)  # only the last line can be torn
-            if record is not None:
+            if (record := _take_last(line, not whole, kinds, needles, stats)) is not None:  # only the last is torn
                 yield record
 
 
@@ -179,8 +178,7 @@ def _forwards(path: Path, max_bytes: int, kinds: Collection[str] | None, stats: 
         for line, whole in iter_lines(f, max_bytes=max_bytes, block_bytes=block_bytes):
             if stats is not None:
                 stats.bytes_read += len(line)
-            record = _take(line, kinds, needles, stats) if whole else None
-            if record is not None:
+            if whole and (record := _take(line, kinds, needles, stats)) is not None:
                 yield record
 
 
@@ -202,12 +200,10 @@ def _backwards(path: Path, max_bytes: int, kinds: Collection[str] | None, stats:
             rest = lines[0]  # may go on in the bytes before this block
             for line in reversed(lines[1:]):
                 torn, newest = newest, False  # the piece after the last newline: a torn last line if any
-                record = _take_last(line, torn, kinds, needles, stats)
-                if record is not None:
+                if (record := _take_last(line, torn, kinds, needles, stats)) is not None:
                     yield record
         if low == 0:  # the file's first line, whole
-            record = _take(rest, kinds, needles, stats)
-            if record is not None:
+            if (record := _take(rest, kinds, needles, stats)) is not None:
                 yield record
 
 

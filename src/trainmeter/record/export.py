@@ -9,11 +9,11 @@ import math
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from trainmeter.record.events import LOG_FILE, ReadStats, Record, iter_events, read_events
+from trainmeter.record.safe_read import iso_time
 
 INTERVAL_TAGS = ("throughput", "phases_s", "compute", "energy")  # interval fields exported per report (numbers only)
 
@@ -52,22 +52,20 @@ def _columns(events: Iterable[Record]) -> tuple[dict[str, list[Any]], dict[str, 
             n = len(step) if isinstance(step, list) else -1
             t_us = rec.get("t_us", [0] * n if kind == "series" and n >= 0 else None)
             values = rec.get("value", [])
-            if not (_ints(step) and _ints(t_us, n) and _values(values, n)) or (
-                    kind == "series" and not (isinstance(rec.get("name"), str) and isinstance(rec.get("x", ""), str))):
+            typed = isinstance(rec.get("name"), str) and isinstance(rec.get("x", ""), str) if kind == "series" \
+                else _ints(values)  # a steps record's values: token counts
+            if not (typed and _ints(step) and _ints(t_us, n) and _values(values, n)):
                 odd += 1
                 continue
+            cols = series if kind == "series" else steps
+            cols["step"] += step
+            cols["t_s"] += [t / 1e6 for t in t_us]
             if kind == "series":
                 series["name"] += [rec["name"]] * n
                 series["x_kind"] += [rec.get("x", "step")] * n
-                series["step"] += step
-                series["t_s"] += [t / 1e6 for t in t_us]
                 series["value"] += [math.nan if v is None else v for v in values]
-            elif all(isinstance(v, int) for v in values):
-                steps["step"] += step
-                steps["t_s"] += [t / 1e6 for t in t_us]
-                steps["tokens"] += values
             else:
-                odd += 1
+                steps["tokens"] += values
         elif kind == "interval":
             intervals.append({k: v for k, v in rec.items() if k not in ("schema_version", "kind")})
     return series, steps, intervals, odd
@@ -103,12 +101,9 @@ def to_pandas(run_dir: Path) -> RunFrames:
 
 
 def _start_wall_s(passport: dict[str, Any], events: list[Record]) -> float:
-    started = passport.get("started_at") or next((e.get("started_at") for e in events if e.get("kind") == "start"),
-                                                 None)
-    try:
-        return datetime.fromisoformat(started).timestamp() if started else time.time()
-    except ValueError:
-        return time.time()
+    started = iso_time(passport.get("started_at") or next((e.get("started_at") for e in events
+                                                           if e.get("kind") == "start"), None))
+    return started.timestamp() if started else time.time()
 
 
 def _numbers(prefix: str, value: Any, out: dict[str, float]) -> None:

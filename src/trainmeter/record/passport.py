@@ -78,9 +78,8 @@ def build_passport(m: RunContext) -> dict[str, Any]:
     tokens = None if missing else m.tokens
     derivations = throughput_derivations(tokens=tokens, steps=m.steps, train_s=phases_s.get("train", 0.0),
                                          elapsed_s=elapsed_s, unit=m.token_unit, missing=missing)
-    memory: dict[str, Any] = {"rss_peak_bytes": None, "cuda": None}
-    if m.memory is not None:
-        memory = {"rss_peak_bytes": m.memory.rss_peak_bytes, "rss_bytes": m.memory.rss_bytes, "cuda": m.memory.cuda}
+    memory = {"rss_peak_bytes": None, "cuda": None} if m.memory is None else {
+        "rss_peak_bytes": m.memory.rss_peak_bytes, "rss_bytes": m.memory.rss_bytes, "cuda": m.memory.cuda}
     passport: dict[str, Any] = {
         "schema_version": PASSPORT_SCHEMA_VERSION,
         "name": m.options.name,
@@ -114,15 +113,12 @@ def build_passport(m: RunContext) -> dict[str, Any]:
         "emits_ignored": getattr(m, "emits_ignored", 0),
         "lanes": [lane.to_dict() for lane in m.lane_records()] if hasattr(m, "lane_records") else [],
     }
-    controls = getattr(m, "controls", None)  # stopped_by/stopped_at_step, checkpoints (core/controls.py)
-    if controls is not None:
+    if (controls := getattr(m, "controls", None)) is not None:  # stopped_by/stopped_at_step, checkpoints
         passport.update(controls.passport_fields())
     m.passport_sections(passport)  # each extension's section under its name, and its derivations
-    launch = _launch(passport)
-    if launch and not m.steps:  # the parent trained nothing itself: it speaks for its launch
+    if (launch := _launch(passport)) and not m.steps:  # the parent trained nothing itself: it speaks for its launch
         _speak_for_launch(passport, launch, elapsed_s)
-    time_section = passport.get("time")
-    if isinstance(time_section, dict) and "checkpoints" in time_section:  # one record per checkpoint, at the top
+    if isinstance(time_section := passport.get("time"), dict) and "checkpoints" in time_section:  # one per checkpoint
         ours = passport.get("checkpoints") or []  # tm.checkpoint() and the widget's (core/controls.py)
         passport["checkpoints"] = sorted([*time_section.pop("checkpoints"), *ours],
                                          key=lambda c: c.get("step") or 0 if isinstance(c, dict) else 0)
@@ -180,8 +176,7 @@ def headline(p: dict[str, Any]) -> str:
 
 
 def _steps_line(p: dict[str, Any]) -> str:
-    launch = _for_launch(p)
-    if launch is not None:
+    if (launch := _for_launch(p)) is not None:
         unit, tokens = launch.get("token_unit") or "samples/tokens", launch.get("global_tokens")
         return (f"- Steps: {format_integer(launch.get('global_steps'))} (global, over "
                 f"{format_integer(launch.get('ranks_recorded'))} rank(s) of world size "
@@ -219,18 +214,13 @@ def render_markdown(p: dict[str, Any]) -> str:
         _steps_line(p),
     ]
     lines += _lanes_table(p.get("lanes"), unit)
-    launch = _launch(p)
-    if launch is not None:
-        lines += [f"- Launch: {markdown_text(note)}" for note in launch.get("notes") or []]
-    params = p.get("params") or {}
-    if params.get("trained"):
-        lines.append(f"- Trained parameters: {format_integer(params['trained'])}")
+    lines += [f"- Launch: {markdown_text(note)}" for note in (_launch(p) or {}).get("notes") or []]
+    if trained := (p.get("params") or {}).get("trained"):
+        lines.append(f"- Trained parameters: {format_integer(trained)}")
     lines.append(_throughput_line(p))
-    goodput = p.get("goodput")
-    if goodput is not None:
+    if (goodput := p.get("goodput")) is not None:
         lines.append(f"- Goodput (training time / session time): {format_percent(goodput)}")
-    phases = {k: v for k, v in (p.get("phases_s") or {}).items() if v > 0}
-    if phases:
+    if phases := {k: v for k, v in (p.get("phases_s") or {}).items() if v > 0}:
         lines.append("- Time: " + ", ".join(f"{k} {format_seconds(v)}" for k, v in phases.items()))
     series = p.get("series") or {}
     for name in ("train_loss", "val_loss", "eval_loss", "valid_loss"):
@@ -238,9 +228,8 @@ def render_markdown(p: dict[str, Any]) -> str:
             s = series[name]
             lines.append(f"- {name}: last {format_number(s['last'])}, min {format_number(s['min'])} "
                          f"({s['count']} points)")
-    mem = p.get("memory") or {}
-    if mem.get("rss_peak_bytes"):
-        lines.append(f"- Host memory (RSS) peak at sampling points: {format_bytes(mem['rss_peak_bytes'])}")
+    if rss_peak := (p.get("memory") or {}).get("rss_peak_bytes"):
+        lines.append(f"- Host memory (RSS) peak at sampling points: {format_bytes(rss_peak)}")
     # the wings' lines: lineage (a resumed run, docs/spec.md section 22), the compute card, energy's line on it
     for key, before in (("lineage", []), ("compute", [""]), ("energy", [])):
         section = p.get(key)
@@ -263,8 +252,7 @@ def render_markdown(p: dict[str, Any]) -> str:
                      f"{markdown_text(ckpt.get('source'))})"
                      + (f": {markdown_text(ckpt['recovery'])}" if ckpt.get("recovery") else ""))
     lines += [f"- Alert: {markdown_text(a['sentence'])}" for a in _dicts(p.get("alerts")) if a.get("sentence")]
-    env = p.get("environment") or {}
-    record = p.get("record") or {}
+    env, record = p.get("environment") or {}, p.get("record") or {}
     if record and not record.get("complete", True):
         lines.append(f"- Record incomplete: {markdown_text(record.get('summary') or 'see passport.json record')}")
     lines += ["", f"Environment: Python {markdown_text(env.get('python'))}, torch {markdown_text(env.get('torch'))}, "

@@ -84,8 +84,7 @@ class RunRecorder:
                               "options": record_options(run.options), "environment": describe_environment()}
         self._seat = _rank_seat(self._root, run.options.name, datetime.fromisoformat(started_at))
         self._cursor = run.add_reader(lambda ends: self._drain(run, ends))
-        worker = getattr(run, "worker", None)
-        if worker is not None:
+        if (worker := getattr(run, "worker", None)) is not None:
             worker.every("run-log", lambda: self._ahead.encode_ahead([run.step_series, *run.series.values()],
                                                                      self._cursor))
         self._try_open(run)
@@ -148,10 +147,9 @@ class RunRecorder:
                 self._failed(run, exc, "the run log")
                 return
             self._cursor.update(cursors)  # in place: the monitor trims by this map
-            if self._gap is not None:
-                if len(self.gaps) < MAX_GAPS:
-                    self.gaps.append(self._gap)
-                self._gap = None
+            if self._gap is not None and len(self.gaps) < MAX_GAPS:
+                self.gaps.append(self._gap)
+            self._gap = None
             self._backoff_s = RETRY_FIRST_S
             self._retry_at_s = 0.0
 
@@ -166,8 +164,7 @@ class RunRecorder:
             self._gap = {"from_step": run.steps, "to_step": None, "failed_writes": 0, "dropped_points": 0,
                          "error": _reason(exc)}
         self._gap["failed_writes"] += 1
-        now_s = run.elapsed_s()
-        self._retry_at_s = now_s + self._backoff_s
+        self._retry_at_s = run.elapsed_s() + self._backoff_s
         self._backoff_s = min(RETRY_MAX_S, self._backoff_s * 2)
         where = run.run_dir or self._root
         run.warn_once("record-write",
@@ -177,15 +174,13 @@ class RunRecorder:
 
     def write_heartbeat(self, fields: dict[str, Any]) -> None:
         """Append a ``heartbeat`` record now (the heartbeat's thread; one ``write``, no lock). Never raises."""
-        log = self._log
-        if log is not None:
+        if (log := self._log) is not None:
             log.write_now(heartbeat_record(**fields))
 
     def write_checkpoint(self, entry: dict[str, Any], renamed_from: str | None = None) -> None:
         """Append one ``checkpoint`` record now, as it is recorded (a kill after it leaves it in the log; docs/spec.md
         section 6): ``entry`` is the passport's ``checkpoints`` entry. Training thread (one ``write``). Never raises."""
-        log = self._log
-        if log is not None:
+        if (log := self._log) is not None:
             log.write_now(checkpoint_record(entry, renamed_from))
 
     def text_line(self, run: RunContext) -> str:
@@ -201,14 +196,11 @@ class RunRecorder:
         points_whole = self._gap is None and dropped == 0
         spans = ", ".join(f"{g['from_step']}-{g['to_step'] if g['to_step'] is not None else 'end'}" for g in gaps[:5])
         first = gaps[0]["error"] if gaps else "?"
-        summary = None
-        if not complete and points_whole:
-            summary = (f"{self.failed_writes} failed writes between steps {spans}, recovered: every point was "
-                       "written once the disk accepted writes again; the reports of those steps are missing; "
-                       f"first error: {first}")
-        elif not complete:
-            summary = (f"{self.failed_writes} failed writes; the run log misses points between steps {spans} "
-                       f"({dropped} points dropped from memory); first error: {first}")
+        summary = None if complete else (
+            f"{self.failed_writes} failed writes between steps {spans}, recovered: every point was written once the "
+            f"disk accepted writes again; the reports of those steps are missing; first error: {first}" if points_whole
+            else f"{self.failed_writes} failed writes; the run log misses points between steps {spans} ({dropped} "
+            f"points dropped from memory); first error: {first}")
         return {"complete": complete, "log": LOG_FILE if run.run_dir else None,  # relative to the run folder
                 "failed_writes": self.failed_writes, "gaps": gaps, "points_complete": points_whole,
                 "summary": summary}
@@ -253,8 +245,7 @@ class RunRecorder:
                 run.warn_once("ranks-merge", f"merging the launch's passport failed: {exc!r}")
 
     def _append_end(self, run: RunContext) -> None:
-        log = self._log
-        if log is not None:
+        if (log := self._log) is not None:
             log.append(end_record(status=run.status, ended_at=run.ended_at, error=run.error))
             try:
                 log.flush()

@@ -30,8 +30,7 @@ def write_columns(log: RunLog, cursors: dict[str, int], kind: str, series: Serie
     start = cursors.get(series.name, 0)
     if stop is not None and stop <= start:
         return  # written up to there already (a drain queued before a report of the training thread's)
-    encoded = ahead.line(kind, series, start, stop) if ahead is not None else None
-    if encoded is not None:
+    if (encoded := ahead.line(kind, series, start, stop) if ahead is not None else None) is not None:
         line, cursors[series.name] = encoded
         log.append_line(line)
         return

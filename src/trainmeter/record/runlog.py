@@ -49,18 +49,13 @@ def json_lines(doc: dict[str, Any]) -> str:
             if not isinstance(key, str):
                 raise TypeError(key)
             text = encode(value)
-            if _spelled_keys(text):
+            # a bool or None key (the C encoder spells it true, false, null; clean(): str(key)), or a str key so spelled
+            if '"true":' in text or '"false":' in text or '"null":' in text:
                 raise TypeError(key)
             parts.append(f"  {encode(key)}: {text}")
     except (TypeError, ValueError):  # a NaN or inf, an odd key, or a value clean() does not fix (raised below)
         parts = [f"  {encode(k)}: {encode(v)}" for k, v in clean(doc).items()]
     return "{\n" + ",\n".join(parts) + "\n}" if parts else "{}"
-
-
-def _spelled_keys(text: str) -> bool:
-    """Whether compact JSON ``text`` may hold a bool or ``None`` key (the C encoder spells them ``true``,
-    ``false``, ``null``; ``clean`` spells ``str(key)``): a string key of those words answers yes too."""
-    return '"true":' in text or '"false":' in text or '"null":' in text
 
 
 class RunLog:
@@ -91,8 +86,7 @@ class RunLog:
     def write_now(self, record: Record) -> bool:
         """Append one record as one whole line with one ``write``, now (any thread: no lock, no buffer; ``O_APPEND``
         places it after whatever is in the file): the heartbeat's. Returns whether it was written."""
-        fd = self._fd
-        if fd is None:
+        if (fd := self._fd) is None:
             return False
         try:
             data = (json.dumps(clean(record), separators=(",", ":")) + "\n").encode("utf-8")
@@ -146,8 +140,7 @@ def _write_bytes(fd: int, data: bytes) -> int:
 def _write_all(fd: int, data: bytes) -> None:
     written = 0
     while written < len(data):
-        n = _write_bytes(fd, data[written:])
-        if n <= 0:
+        if (n := _write_bytes(fd, data[written:])) <= 0:
             raise OSError(errno.ENOSPC, "no bytes written")
         written += n
 

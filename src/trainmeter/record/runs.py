@@ -108,8 +108,7 @@ def load(path: str | Path) -> Run:
     if not exists(p / LOG_FILE) and not exists(p / PASSPORT_FILE):
         raise FileNotFoundError(f"no trainmeter run at {str(path)!r}: expected a folder with events.jsonl or passport.json")
     try:
-        passport = read_passport(p)
-        if passport:
+        if passport := read_passport(p):
             return Run(dir=p, passport=passport)
         problem = "passport.json holds no passport"
     except OSError as exc:  # missing, or Damaged
@@ -185,8 +184,7 @@ def summarise_log(path: Path, problem: str | None = None, max_bytes: int | None 
            "checkpoints": checkpoints,
            "warnings": notes, "summarised_from": "events.jsonl", "last_seen_at": figures["last_seen_at"],
            "killed": figures["killed"]}
-    bad = wrong_type(out, PASSPORT_TYPES)
-    if bad is not None:  # a log record of the wrong types: keep the counters out
+    if (bad := wrong_type(out, PASSPORT_TYPES)) is not None:  # a log record of the wrong types: keep the counters out
         damage = "; ".join(d for d in (damage, f"events.jsonl: {bad}") if d)
         out.update(status="damaged", elapsed_s=None, steps=0, tokens=0, token_unit="tokens", phases_s={},
                    throughput={}, memory={}, options={}, name=out["name"] if isinstance(out["name"], str) else None,

@@ -7,8 +7,8 @@ says ``killed``. Any thread.
 
 from __future__ import annotations
 
-import contextlib
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path, PurePosixPath
@@ -17,7 +17,7 @@ from typing import Any
 from trainmeter.core.text import printable
 from trainmeter.options import DEFAULT_RUN_ROOT
 from trainmeter.record.events import HEAD_BYTES, LOG_FILE, TAIL_BYTES, head, tail
-from trainmeter.record.safe_read import NO_PASSPORT, exists, open_regular, read_passport
+from trainmeter.record.safe_read import NO_PASSPORT, clip, exists, iso_time, open_regular, read_passport
 from trainmeter.sizes import format_count, format_duration, format_number, format_percent
 
 PASSPORT_FILE = "passport.json"
@@ -135,17 +135,14 @@ def training_order(parents: dict[str, str | None]) -> list[tuple[str, int]]:
         parent = parents[name]
         children.setdefault(parent if parent in parents and parent != name else None, []).append(name)
 
-    def walk(name: str, depth: int, block: list[tuple[str, int]]) -> None:
+    def walk(name: str, depth: int) -> Iterator[tuple[str, int]]:
         if depth <= len(parents):  # a cycle of parents (edited folders) ends here
-            block.append((name, depth))
+            yield name, depth
             for child in children.get(name, []):
-                walk(child, depth + 1, block)
+                yield from walk(child, depth + 1)
 
-    blocks: list[list[tuple[str, int]]] = []
-    for root in children.get(None, []):
-        blocks.append([])
-        walk(root, 0, blocks[-1])
-    blocks.sort(key=lambda b: max(n for n, _ in b), reverse=True)
+    blocks = sorted((list(walk(root, 0)) for root in children.get(None, [])), key=lambda b: max(n for n, _ in b),
+                    reverse=True)
     return [item for block in blocks for item in block]
 
 
@@ -184,7 +181,7 @@ def run_row(folder: Path) -> RunRow:
 
 def _damaged(reason: str) -> str:
     """A damaged run's status cell: ``damaged: <why>``, cut to :data:`DAMAGE_SHOWN_CHARS`."""
-    return "damaged: " + (reason if len(reason) <= DAMAGE_SHOWN_CHARS else reason[: DAMAGE_SHOWN_CHARS - 3] + "...")
+    return "damaged: " + clip(reason, DAMAGE_SHOWN_CHARS)
 
 
 def _damaged_row(folder: Path, reason: str) -> RunRow:
@@ -247,9 +244,7 @@ def last_seen(start: dict[str, Any], records: list[dict[str, Any]], end: dict[st
     heartbeats; ISO, to the second) and whether it was killed: no ``end`` and that time more than two report intervals
     (its options' ``interval_s``) plus :data:`SILENT_MARGIN_S` before ``now``, as a live run writes a report or a
     heartbeat at least once an interval (docs/spec.md section 18)."""
-    try:
-        started = datetime.fromisoformat(start.get("started_at"))  # type: ignore[arg-type]
-    except (TypeError, ValueError):
+    if (started := iso_time(start.get("started_at"))) is None:
         return None, False
     if started.tzinfo is None:
         started = started.replace(tzinfo=timezone.utc)
@@ -303,9 +298,7 @@ def _finite(value: Any) -> bool:
 
 
 def _started(started_at: Any, folder_name: str, form: str = "%Y-%m-%d %H:%M") -> str:
-    when = None
-    with contextlib.suppress(TypeError, ValueError):  # not a string, or not an ISO time
-        when = datetime.fromisoformat(started_at)
+    when = iso_time(started_at)
     if when is None:
         try:
             when = datetime.strptime(folder_name[:16], "%Y%m%dT%H%M%SZ").replace(tzinfo=timezone.utc)

@@ -10,6 +10,7 @@ import json
 import os
 import stat
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -39,11 +40,9 @@ class Damaged(OSError):
 
 
 def _kind(mode: int) -> str:
-    for test, word in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
-                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a folder")):
-        if test(mode):
-            return word
-    return "not a regular file"
+    return next((word for test, word in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+                                         (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"),
+                                         (stat.S_ISDIR, "a folder")) if test(mode)), "not a regular file")
 
 
 def _inside(path: Path, within: Path) -> bool:
@@ -122,8 +121,7 @@ def read_json(path: str | Path, *, max_bytes: int = MAX_JSON_BYTES, within: str 
         raise Damaged(f"{name} holds a JSON {type(doc).__name__}, not an object")
     if has_lone_surrogate(text, doc):
         raise Damaged(f"{name} holds a lone UTF-16 surrogate escape (\\ud800-\\udfff): not text")
-    problem = wrong_type(doc, types or {})
-    if problem is not None:
+    if (problem := wrong_type(doc, types or {})) is not None:
         raise Damaged(f"{name}: {problem}")
     return doc
 
@@ -159,18 +157,26 @@ def wrong_type(doc: dict[str, Any], types: dict[str, tuple[type, ...]]) -> str |
     """The first field of ``doc`` whose value is not ``None`` nor of its type in ``types``, in words; else ``None``."""
     for key, allowed in types.items():
         value = doc.get(key)
-        if value is None:
-            continue
-        if (isinstance(value, bool) and bool not in allowed) or not isinstance(value, allowed):
-            want = " or ".join({"str": "a string", "int": "a whole number", "float": "a number", "dict": "an object",
-                                "list": "a list"}[t.__name__] for t in allowed)
-            return f"{key!r} holds {type(value).__name__} {_short(value)}, expected {want}"
+        if value is not None and ((isinstance(value, bool) and bool not in allowed) or not isinstance(value, allowed)):
+            want = " or ".join(_TYPE_WORDS[t] for t in allowed)
+            return f"{key!r} holds {type(value).__name__} {clip(repr(value), 40)}, expected {want}"
     return None
 
 
-def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
+_TYPE_WORDS = {str: "a string", int: "a whole number", float: "a number", dict: "an object", list: "a list"}
+
+
+def clip(text: str, chars: int) -> str:
+    """``text``, cut to at most ``chars`` characters (its end then ``...``)."""
+    return text if len(text) <= chars else text[: chars - 3] + "..."
+
+
+def iso_time(text: Any) -> datetime | None:
+    """``datetime.fromisoformat(text)``, ``None`` for anything that is not an ISO time."""
+    try:
+        return datetime.fromisoformat(text)
+    except (TypeError, ValueError):
+        return None
 
 
 def iter_lines(f: BinaryIO, *, max_bytes: int | None = None, max_line_bytes: int = MAX_LINE_BYTES,
@@ -181,8 +187,7 @@ def iter_lines(f: BinaryIO, *, max_bytes: int | None = None, max_line_bytes: int
     rest: bytearray | None = bytearray()  # the line so far; None: one over max_line_bytes, skipped to its end
     left, block = max_bytes, block_bytes or READ_BLOCK_BYTES
     while left is None or left > 0:
-        chunk = f.read(block if left is None else min(block, left))
-        if not chunk:
+        if not (chunk := f.read(block if left is None else min(block, left))):
             break
         if left is not None:
             left -= len(chunk)

@@ -29,10 +29,9 @@ def seed_values(latest: Mapping[str, float | None]) -> dict[str, float | None]:
     out = {name: value for name, value in latest.items()
            if not name.startswith("lr/") and not any(name in names for names in SERIES_ALIASES.values())}
     for name, aliases in SERIES_ALIASES.items():
-        if out.get(name) is None:
-            value = next((latest[a] for a in aliases if latest.get(a) is not None), None)
-            if value is not None:
-                out[name] = value
+        value = next((latest[a] for a in aliases if latest.get(a) is not None), None)
+        if out.get(name) is None and value is not None:
+            out[name] = value
     return out
 MAX_TEXT_SERIES = 12  # a line stays a line; the widget and the run log have them all
 
@@ -54,10 +53,8 @@ def format_line(step: int, *, series: Mapping[str, float | None], loss_ema: tupl
     if (loss := series.get(LOSS_NAME)) is not None:
         ema = f" (ema~{loss_ema[1]:,} {format_number(loss_ema[0])})" if loss_ema is not None else ""
         fields.append(f"loss={format_number(loss)}{ema}")
-    if (lr := series.get("lr")) is not None:
-        fields.append(f"lr={format_scientific(lr)}")
-    if (grad_norm := series.get("grad_norm")) is not None:
-        fields.append(f"grad_norm={format_number(grad_norm)}")
+    fields += [f"{name}={form(value)}" for name, form in (("lr", format_scientific), ("grad_norm", format_number))
+               if (value := series.get(name)) is not None]
     if token_unit is None:  # no batch read: the rate is unknown, never 0 (docs/spec.md section 7)
         fields.append(f"rate=— (no batch read: {BATCH_CALL})")
     elif tokens_per_s is not None:
