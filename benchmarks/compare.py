@@ -30,7 +30,7 @@ for p in (REPO / "src", REPO):
     if str(p) not in sys.path:
         sys.path.insert(0, str(p))
 
-from trainmeter.comparison.curves import Curves, write_curves  # noqa: E402
+from trainmeter.comparison.extension import Curves, write_curves  # noqa: E402
 from trainmeter.comparison.figures import compare  # noqa: E402
 
 CHUNK = 1_000

@@ -72,7 +72,7 @@ def arm(name: str, root: Path, block: int, interval_s: float, port: int) -> tupl
 
 def hook_cost_us() -> float:
     """The rank timing's added cost per step: its optimizer post-hook plus the backward wrapper."""
-    from trainmeter.ranks.timing import StepTiming
+    from trainmeter.ranks.stragglers import StepTiming
 
     timing = StepTiming()
     opt = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1)
