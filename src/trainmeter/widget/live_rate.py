@@ -32,8 +32,8 @@ class RecentFigures:
     (the point's x on the throughput chart); ``rss_bytes``: read by the publisher with the figures. The training-only
     figures are ``None`` without a phase-clock sample or training time in the window; the smoothed rates are the ETA's
     pace (:data:`PACE_TAU_S`; ``None`` before a step after the first; in a stall scaled down as the window's rate is).
-    ``stalled_s``: the
-    seconds since the last step in a stall (:data:`STALL_MIN_S`), when the window and ``t_s`` end now, else ``None``."""
+    ``stalled_s``: the seconds since the last step in a stall (:data:`STALL_MIN_S`), when the window and ``t_s`` end
+    now, else ``None``."""
 
     tokens_per_s: float
     steps_per_s: float

@@ -18,7 +18,6 @@ XMAP_MAX_POINTS = 4096
 """Points an :class:`XMap` keeps (every other one is dropped when full): x mapped within a pixel."""
 XMAP_EVERY_S = 1.0
 """The live publisher adds a mapping point at most once a second (the head covers the rest)."""
-_NAN = math.nan
 
 
 class XMap:
@@ -109,14 +108,10 @@ def _positions(table: list[float], xs: Sequence[float], past: str) -> list[tuple
 
 def _at(ys: list[float], at: list[tuple[int, float] | None]) -> list[float]:
     """The ``ys`` column at :func:`_positions`' places (linear between rows; NaN where none)."""
-    out = []
-    for p in at:
-        if p is None:
-            out.append(_NAN)
-        else:
-            i, f = p
-            out.append(ys[i] if f == 0.0 else ys[i] + (ys[i + 1] - ys[i]) * f)
-    return out
+    def y(i: int, f: float) -> float:
+        return ys[i] if f == 0.0 else ys[i] + (ys[i + 1] - ys[i]) * f
+
+    return [math.nan if p is None else y(*p) for p in at]
 
 
 def x_axis_state(*, tokens: int, token_unit: str, mapped: bool) -> dict[str, Any]:
