@@ -137,9 +137,8 @@ def facts_from_monitor(monitor: Any, recent: Any = None, x_map: Any = None) -> R
     extra_tiles, markers = collect("tiles"), collect("markers")
     missing, unit = tokens_missing(monitor), monitor.token_unit
     steps, tokens = monitor.steps, None if missing else monitor.tokens
-    train_rate = interval.train_tokens_per_s if interval else None
-    spp = interval.seconds_per_step if interval else None
-    session_rate = session.session_tokens_per_s if session else None
+    train_rate, spp = getattr(interval, "train_tokens_per_s", None), getattr(interval, "seconds_per_step", None)
+    session_rate = getattr(session, "session_tokens_per_s", None)
     text_line = monitor.text_line or f"[step {steps}]"
     if not live:  # whole-run figures, as the passport has them (the last report window's would contradict them)
         from trainmeter.record.passport import throughput_derivations
@@ -166,8 +165,7 @@ def facts_from_monitor(monitor: Any, recent: Any = None, x_map: Any = None) -> R
         token_unit=unit, tokens_missing=missing, budget_steps=opts.budget_steps,
         budget_tokens=opts.budget_tokens,
         interval_s=opts.interval_s, live=live,
-        window_tokens=interval.tokens if interval else None,
-        window_train_s=interval.train_s if interval else None,
+        window_tokens=getattr(interval, "tokens", None), window_train_s=getattr(interval, "train_s", None),
         train_tokens_per_s=train_rate, seconds_per_step=spp, session_tokens_per_s=session_rate,
         train_s=float(phases_s.get("train", 0.0)),
         rss_bytes=rss_bytes,

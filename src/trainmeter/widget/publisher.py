@@ -79,8 +79,7 @@ class Publisher:
         self.bytes_sent = 0
         self._budget = MessageBudget()
         self.states = Revisions(getattr(widget, "state", None) or {})  # what the front end holds, numbered
-        self._last_state_s = -math.inf
-        self._next_keyframe_s = -math.inf
+        self._last_state_s = self._next_keyframe_s = self._last_live_s = -math.inf
         self._keyframe_gap_s = math.inf
         self._snapshot = threading.Event()
         self._stop = threading.Event()
@@ -88,7 +87,6 @@ class Publisher:
         self._failures = 0
         self.closed = False  # close() ran (it writes the final state and dashboard.json); any thread reads it
         self.closed_whole = False  # every part of the close ran (widget/close_retry.py retries one that did not)
-        self._last_live_s = -math.inf
         self.restore_router: Any = None  # widget/restore_route.py's router, when installed
         self._restores_at_start = 0
 

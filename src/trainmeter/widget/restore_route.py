@@ -165,14 +165,12 @@ def install(kernel: Any, active: Callable[[], bool]) -> RestoreRouter | None:
         if not getattr(kernel, "_supports_kernel_subshells", False):
             return None
         thread = kernel.shell_channel_thread
-        stream = kernel.shell_stream
-        original = kernel.shell_channel_thread_main
-        loop = thread.io_loop
         manager = thread.manager  # created by now (the kernel started); fails loudly on an API change
         if not all(callable(getattr(manager, name, None))
                    for name in ("_create_subshell", "list_subshell", "get_shell_channel_to_subshell_socket")):
             return None
-        router = RestoreRouter(active, original, kernel)
+        stream, loop = kernel.shell_stream, thread.io_loop
+        router = RestoreRouter(active, kernel.shell_channel_thread_main, kernel)
         router.stream, router.loop = stream, loop
         kernel._trainmeter_restore_router = router
         loop.add_callback(lambda: stream.on_recv(router.on_recv, copy=False))

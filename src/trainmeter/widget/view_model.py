@@ -228,12 +228,11 @@ def badge_tiles(tiles: list[dict[str, Any]]) -> list[dict[str, Any]]:
         derivs = [d for d in (t.get("derivations") or [t.get("derivation")]) if isinstance(d, dict)]
         if t.get("value") is None and not t.get("text"):
             t.pop("provenance", None)
-            if not t.get("missing"):
-                t["missing"] = next((d["missing"] for d in derivs if d.get("missing")), "not measured yet")
+            why = next((d["missing"] for d in derivs if d.get("missing")), "not measured yet")
+            t["missing"] = t.get("missing") or why
         elif derivs:
             badged = [_badged_derivation(d) for d in derivs]
-            prov = weakest(d.get("provenance") for d in badged if d.get("provenance"))
-            if prov is not None:
+            if (prov := weakest(d.get("provenance") for d in badged if d.get("provenance"))) is not None:
                 t["provenance"] = prov
             if t.get("derivation") is not None:
                 t["derivation"] = _badged_derivation(t["derivation"])
