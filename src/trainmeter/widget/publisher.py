@@ -86,7 +86,7 @@ class Publisher:
         self._thread: threading.Thread | None = None
         self._failures = 0
         self.closed = False  # close() ran (it writes the final state and dashboard.json); any thread reads it
-        self.closed_whole = False  # every part of the close ran (widget/close_retry.py retries one that did not)
+        self.closed_whole = False  # every part of the close ran (widget/attach.py retries one that did not)
         self.restore_router: Any = None  # widget/restore_route.py's router, when installed
         self._restores_at_start = 0
 
@@ -223,9 +223,9 @@ class Publisher:
         handle = display(dict(data or {}), metadata=dict(metadata or {}), raw=True, display_id=True)
         if handle is not None:
             self.handles.append(handle)
-            from trainmeter.widget import close_retry
+            from trainmeter.widget.attach import watch_close
 
-            close_retry.watch(self)  # a close cut before it began is run after the next cell
+            watch_close(self)  # a close cut before it began is run after the next cell
         return handle
 
     def close(self, *, retry: bool = False) -> None:
