@@ -197,7 +197,7 @@ PATCHES: tuple[HostPatch, ...] = (
     HostPatch(key="status", touches="the kernel's status publisher (ipykernel's Kernel._publish_status): while a "
               "run holds the main shell, an idle published from another thread is followed by busy for the cell",
               uninstall="the wrapper removes itself at the first status published after the run's end",
-              sites=("widget/kernel_status.py:kernel._publish_status",),
+              sites=("widget/restore_route.py:kernel._publish_status",),
               private=("ipykernel.kernelbase.Kernel._publish_status",)),
 )
 KEYS: tuple[str, ...] = tuple(p.key for p in PATCHES)

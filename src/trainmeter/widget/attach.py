@@ -11,7 +11,7 @@ from typing import Any
 
 from trainmeter.core import host_patches
 from trainmeter.core.fork_locks import fresh_in_child
-from trainmeter.widget import kernel_status, restore_route
+from trainmeter.widget import restore_route
 from trainmeter.widget.facts import LIVE_STATUSES
 from trainmeter.widget.host import in_marimo, ipython_shell
 from trainmeter.widget.publisher import Publisher
@@ -48,7 +48,7 @@ def attach_widget(monitor: Any) -> Publisher:
         _close_comms(previous.widget)
     kernel = _kernel()
     if kernel is not None:  # Busy for the whole run, from before the widget's comm opens (the front end answers it)
-        kernel_status.install(kernel, _live_running)  # never raises
+        restore_route.guard_status(kernel, _live_running)  # never raises
     widget = TrainmeterWidget(state=build_state(facts_from_monitor(monitor)))
     publisher = Publisher(monitor, widget)
     widget.attach(publisher)
