@@ -96,8 +96,7 @@ def _recent_rate_tile(f: RunFacts, unit: str, short: str) -> dict[str, Any]:
                             source="phase clock: train, between the same two steps"))
     return {
         "id": "throughput", "label": f"session rate ({f'no step for {stalled:.0f} s' if stalled else window})",
-        "value": r.tokens_per_s, "unit": unit,
-        "provenance": "measured",
+        "value": r.tokens_per_s, "unit": unit, "provenance": "measured",
         "sub": (f"training-only {format_rate(train, f'{short}/s')} over the same {window}" if train is not None
                 else "wall clock, every phase"),
         "derivation": Derivation(
@@ -128,10 +127,8 @@ def tiles(f: RunFacts) -> list[dict[str, Any]]:
         rate["missing"] = f.tokens_missing or NO_BATCH_READ
     elif f.train_tokens_per_s is None:
         rate["missing"] = f"the first report (every {f.interval_s:g} s) with training time"
-    if f.live and f.recent is not None and f.tokens is not None:
-        out.append(_recent_rate_tile(f, rate["unit"], short))
-    else:
-        out.append(rate)
+    live_rate = f.live and f.recent is not None and f.tokens is not None
+    out.append(_recent_rate_tile(f, rate["unit"], short) if live_rate else rate)
     loss: dict[str, Any] = {"id": "loss", "label": "loss", "value": f.loss_last, "unit": "",
                             "sub": f"min {format_number(f.loss_min)}" if f.loss_min is not None else "",
                             "provenance": "measured"}
