@@ -60,12 +60,6 @@ def pick_sent(decimators: dict[str, Decimator], shown: tuple[str, ...] = (), mos
     return [d for name, d in decimators.items() if name in picked]
 
 
-def frame_caps(decimators: list[Decimator], points_total: int) -> dict[str, int]:
-    """Points per series so that the frame, headers included, holds at most ``points_total`` points."""
-    headers = sum(header_points(d.name) for d in decimators)
-    return share_budget({d.name: d.points for d in decimators}, max(2 * len(decimators), points_total - headers))
-
-
 class SeriesFeed:
     """One monitor's (a :class:`~trainmeter.core.context.RunContext`) series, decimated to ``budget_points`` each,
     and the frames of them (a full frame holds at most ``history_points_total`` points, shared by water-filling)."""
@@ -220,5 +214,8 @@ def history_columns(decimators: dict[str, Decimator], x_map: XMap | None, shown:
     """The columns of the decimators a frame carries (:func:`pick_sent`), within ``points_total`` points (headers
     included), on every x axis of ``x_map`` (``None``: native x only)."""
     sent = pick_sent(decimators, shown, points_total=points_total)
-    caps = frame_caps(sent, points_total) if points_total is not None else {}
+    caps = {}
+    if points_total is not None:  # points per series: the frame, headers included, within points_total
+        headers = sum(header_points(d.name) for d in sent)
+        caps = share_budget({d.name: d.points for d in sent}, max(2 * len(sent), points_total - headers))
     return [_column(d, *d.columns(include_open=include_open, max_points=caps.get(d.name)), x_map) for d in sent]
