@@ -99,8 +99,7 @@ class RecentRate:
         cell_s = self.window_s / (MAX_WINDOW_ENTRIES // 2)
         start = max(self._folded - 1, 0)
         keys = [int(t // cell_s) for t in self._times[start:]]
-        keep = [start + i for i in range(len(keys) - 1) if keys[i] != keys[i + 1]]
-        keep.append(len(self._times) - 1)
+        keep = [start + i for i in range(len(keys) - 1) if keys[i] != keys[i + 1]] + [len(self._times) - 1]
         for column in (self._times, self._cum, self._steps):
             column[start:] = [column[i] for i in keep]
         self._folded = len(self._times)

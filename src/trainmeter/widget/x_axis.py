@@ -49,10 +49,8 @@ class XMap:
         self.times.append(max(float(t_s), self.times[-1]))
         if self._head is not None and self._head[0] <= step:
             self._head = None
-        if len(self.steps) > self.max_points:
-            keep = [*range(0, len(self.steps) - 1, 2), len(self.steps) - 1]
-            columns = (self.steps, self.tokens, self.times)
-            self.steps, self.tokens, self.times = ([column[i] for i in keep] for column in columns)
+        if len(self.steps) > self.max_points:  # every other point, and the newest
+            self.steps, self.tokens, self.times = (c[:-1:2] + c[-1:] for c in (self.steps, self.tokens, self.times))
 
     def set_head(self, step: float, tokens: float, t_s: float) -> None:
         """The newest step read (not kept as a point until :meth:`add`)."""
