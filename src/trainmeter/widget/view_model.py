@@ -167,10 +167,9 @@ def charts(f: RunFacts) -> list[dict[str, Any]]:
                                   "latest": {"train_loss": f.loss_nonfinite or f.loss_last}}]  # the tile's value
     drawn = {n for c in f.extra_charts if isinstance(c, dict) for n in (c.get("series") or ())}  # lr on its log axis
     others = [n for n in f.step_series if "loss" not in n and n not in drawn]
-    for name in others[:MAX_SERIES_CHARTS]:
-        out.append({"id": f"series:{name}", "title": name, "x": "step", "unit": "", "series": [name]})
-    if others[MAX_SERIES_CHARTS:]:
-        more = others[MAX_SERIES_CHARTS:]
+    out.extend({"id": f"series:{name}", "title": name, "x": "step", "unit": "", "series": [name]}
+               for name in others[:MAX_SERIES_CHARTS])
+    if more := others[MAX_SERIES_CHARTS:]:
         out.append({"id": "series:more", "title": _capped_title("more series", len(more)), "x": "step", "unit": "",
                     "series": more[:MAX_CHART_LINES]})
     if f.token_unit is not None:  # no batch read: no rate to draw (never a line at 0)
