@@ -7,7 +7,7 @@ import json
 from trainmeter.core.clock import FakeClock
 from trainmeter.extensions import make_monitor
 from trainmeter.options import make_options
-from trainmeter.widget import close_retry
+from trainmeter.widget import attach
 from trainmeter.widget.publisher import Publisher
 
 
@@ -43,21 +43,21 @@ def _publisher(run_root):
 
 def test_a_close_that_never_ran_is_run_after_the_next_cell_and_the_hook_leaves(ip, run_root):
     m, pub = _publisher(run_root)
-    close_retry.watch(pub)
+    attach.watch_close(pub)
     ip.run_cell("x = 1")  # the run is live: nothing is closed yet
     assert not pub.closed_whole
     m.finish("completed")  # the cell ended; a Ctrl-C kept its close from running
     ip.run_cell("x = 2")
     assert pub.closed_whole and len(pub.handles[0].updates) == 1
     assert json.loads((m.run_dir / "dashboard.json").read_text())["status"] == "completed"
-    assert close_retry._after_cell not in ip.events.callbacks["post_run_cell"]
+    assert attach._after_cell not in ip.events.callbacks["post_run_cell"]
 
 
 def test_a_close_that_completed_is_not_run_again(ip, run_root):
     m, pub = _publisher(run_root)
-    close_retry.watch(pub)
+    attach.watch_close(pub)
     m.finish("completed")
     pub.close()
     ip.run_cell("x = 3")
     assert len(pub.handles[0].updates) == 1
-    assert close_retry._after_cell not in ip.events.callbacks["post_run_cell"]
+    assert attach._after_cell not in ip.events.callbacks["post_run_cell"]

@@ -1,4 +1,4 @@
-"""The kernel's busy/idle status stays busy while a run holds the main shell (widget/kernel_status.py)."""
+"""The kernel's busy/idle status stays busy while a run holds the main shell (widget/restore_route.py guard_status)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from trainmeter.widget import kernel_status
+from trainmeter.widget import restore_route
 
 CELL = {"header": {"msg_type": "execute_request", "msg_id": "cell-1"}}
 HELLO = {"header": {"msg_type": "comm_msg", "msg_id": "hello-1"}}
@@ -48,7 +48,7 @@ def test_an_idle_from_a_subshell_during_the_run_is_followed_by_busy_for_the_cell
     monkeypatch.delenv("TRAINMETER_DISABLE", raising=False)
     kernel = FakeKernel()
     kernel._publish_status("busy", "shell")  # the cell starts
-    guard = kernel_status.install(kernel, lambda: True)
+    guard = restore_route.guard_status(kernel, lambda: True)
     assert guard is not None
     _on_thread(lambda: (kernel._publish_status("busy", "shell", HELLO), kernel._publish_status("idle", "shell", HELLO)))
     assert kernel.published[-2:] == [("idle", "hello-1", "comm_msg"), ("busy", "cell-1", "execute_request")]
@@ -65,7 +65,7 @@ def test_without_the_guard_the_status_bar_would_say_idle_mid_run() -> None:
 def test_statuses_of_the_main_thread_pass_unchanged(monkeypatch: Any) -> None:
     monkeypatch.delenv("TRAINMETER_DISABLE", raising=False)
     kernel = FakeKernel()
-    kernel_status.install(kernel, lambda: True)
+    restore_route.guard_status(kernel, lambda: True)
     kernel._publish_status("idle", "shell")
     assert kernel.published == [("idle", "cell-1", "execute_request")]
 
@@ -74,13 +74,13 @@ def test_after_the_run_the_guard_removes_itself_and_the_kernels_method_is_back(m
     monkeypatch.delenv("TRAINMETER_DISABLE", raising=False)
     live = [True]
     kernel = FakeKernel()
-    kernel_status.install(kernel, lambda: live[0])
+    restore_route.guard_status(kernel, lambda: live[0])
     kernel._publish_status("busy", "shell")  # a status while live
     kernel.published.clear()
     live[0] = False
     _on_thread(lambda: kernel._publish_status("idle", "shell", HELLO))
     assert kernel.published == [("idle", "hello-1", "comm_msg")]
-    assert kernel_status.guard_of(kernel) is None and "_publish_status" not in kernel.__dict__
+    assert restore_route.guard_of(kernel) is None and "_publish_status" not in kernel.__dict__
 
 
 def test_idles_before_the_run_goes_live_are_undone_too(monkeypatch: Any) -> None:
@@ -88,10 +88,10 @@ def test_idles_before_the_run_goes_live_are_undone_too(monkeypatch: Any) -> None
     monkeypatch.delenv("TRAINMETER_DISABLE", raising=False)
     live = [False]
     kernel = FakeKernel()
-    guard = kernel_status.install(kernel, lambda: live[0])
+    guard = restore_route.guard_status(kernel, lambda: live[0])
     _on_thread(lambda: kernel._publish_status("idle", "control", {"header": {"msg_type": "create_subshell_request",
                                                                              "msg_id": "c"}}))
-    assert shown(kernel.published) == "busy" and kernel_status.guard_of(kernel) is guard
+    assert shown(kernel.published) == "busy" and restore_route.guard_of(kernel) is guard
     live[0] = True
     _on_thread(lambda: kernel._publish_status("idle", "shell", HELLO))
     assert shown(kernel.published) == "busy"
@@ -100,30 +100,30 @@ def test_idles_before_the_run_goes_live_are_undone_too(monkeypatch: Any) -> None
 def test_a_run_that_never_goes_live_lets_the_guard_go_after_the_grace(monkeypatch: Any) -> None:
     monkeypatch.delenv("TRAINMETER_DISABLE", raising=False)
     kernel = FakeKernel()
-    guard = kernel_status.install(kernel, lambda: False)
+    guard = restore_route.guard_status(kernel, lambda: False)
     assert guard is not None
-    guard.installed_at -= kernel_status.START_GRACE_S + 1
+    guard.installed_at -= restore_route.START_GRACE_S + 1
     _on_thread(lambda: kernel._publish_status("idle", "shell", HELLO))
-    assert shown(kernel.published) == "idle" and kernel_status.guard_of(kernel) is None
+    assert shown(kernel.published) == "idle" and restore_route.guard_of(kernel) is None
 
 
 def test_install_is_idempotent_and_takes_the_new_cells_parent(monkeypatch: Any) -> None:
     monkeypatch.delenv("TRAINMETER_DISABLE", raising=False)
     kernel = FakeKernel()
-    first = kernel_status.install(kernel, lambda: True)
+    first = restore_route.guard_status(kernel, lambda: True)
     kernel.parent = {"header": {"msg_type": "execute_request", "msg_id": "cell-2"}}
-    assert kernel_status.install(kernel, lambda: True) is first and first is not None
+    assert restore_route.guard_status(kernel, lambda: True) is first and first is not None
     assert first.parent["header"]["msg_id"] == "cell-2"
 
 
 def test_not_installed_off_the_main_thread_outside_a_cell_or_when_switched_off(monkeypatch: Any) -> None:
     got: list[Any] = []
-    _on_thread(lambda: got.append(kernel_status.install(FakeKernel(), lambda: True)))
+    _on_thread(lambda: got.append(restore_route.guard_status(FakeKernel(), lambda: True)))
     assert got == [None]
     outside = FakeKernel({"header": {"msg_type": "comm_msg", "msg_id": "x"}})
-    assert kernel_status.install(outside, lambda: True) is None
+    assert restore_route.guard_status(outside, lambda: True) is None
     monkeypatch.setenv("TRAINMETER_DISABLE", "status")
-    assert kernel_status.install(FakeKernel(), lambda: True) is None
+    assert restore_route.guard_status(FakeKernel(), lambda: True) is None
 
 
 @pytest.mark.slow

@@ -161,7 +161,7 @@ PATCHES: tuple[HostPatch, ...] = (
     HostPatch(key="close-retry", touches="IPython's post_run_cell event: a widget whose close at the cell's end was "
               "cut before it completed is closed after the next cell (the static dashboard reaches its output)",
               uninstall="the callback unregisters itself once no shown widget waits",
-              sites=("widget/close_retry.py:events.register",)),
+              sites=("widget/attach.py:events.register",)),
     HostPatch(key="fork", touches="os.register_at_fork, multiprocessing's after-fork registry and an atexit "
               "handler (a forked child becomes a rank and finishes its run; our locks are not held across a fork)",
               uninstall="cannot be unregistered: the handlers do nothing while no run is active",
@@ -197,7 +197,7 @@ PATCHES: tuple[HostPatch, ...] = (
     HostPatch(key="status", touches="the kernel's status publisher (ipykernel's Kernel._publish_status): while a "
               "run holds the main shell, an idle published from another thread is followed by busy for the cell",
               uninstall="the wrapper removes itself at the first status published after the run's end",
-              sites=("widget/kernel_status.py:kernel._publish_status",),
+              sites=("widget/restore_route.py:kernel._publish_status",),
               private=("ipykernel.kernelbase.Kernel._publish_status",)),
 )
 KEYS: tuple[str, ...] = tuple(p.key for p in PATCHES)

@@ -1,13 +1,18 @@
-"""Showing a run's live widget: ``attach_widget`` and the kernel's registry of publishers (live and last; one lock)."""
+"""Showing a run's live widget: ``attach_widget``, the kernel's registry of publishers (live and last; one lock), and a
+close retried: a publisher whose close never ran whole is closed after the next cell (docs/spec.md section 18;
+IPython's ``post_run_cell``, host patch ``close-retry``; main thread)."""
 
 from __future__ import annotations
 
 import threading
+import weakref
 from contextlib import suppress
 from typing import Any
 
+from trainmeter.core import host_patches
 from trainmeter.core.fork_locks import fresh_in_child
-from trainmeter.widget import kernel_status, restore_route
+from trainmeter.widget import restore_route
+from trainmeter.widget.facts import LIVE_STATUSES
 from trainmeter.widget.host import in_marimo, ipython_shell
 from trainmeter.widget.publisher import Publisher
 from trainmeter.widget.view_model import build_state, facts_from_monitor
@@ -15,6 +20,8 @@ from trainmeter.widget.view_model import build_state, facts_from_monitor
 _LIVE: Publisher | None = None
 _LAST: Publisher | None = None
 _REGISTRY_LOCK = threading.Lock()
+_WATCHED: weakref.WeakSet[Any] = weakref.WeakSet()  # publishers whose close is retried after a cell
+_REGISTERED: list[Any] = []  # the shell whose events hold our callback
 
 fresh_in_child(globals(), "_REGISTRY_LOCK")  # a forked child makes its own (core/fork_locks.py)
 
@@ -41,7 +48,7 @@ def attach_widget(monitor: Any) -> Publisher:
         _close_comms(previous.widget)
     kernel = _kernel()
     if kernel is not None:  # Busy for the whole run, from before the widget's comm opens (the front end answers it)
-        kernel_status.install(kernel, _live_running)  # never raises
+        restore_route.guard_status(kernel, _live_running)  # never raises
     widget = TrainmeterWidget(state=build_state(facts_from_monitor(monitor)))
     publisher = Publisher(monitor, widget)
     widget.attach(publisher)
@@ -95,3 +102,25 @@ def live_publisher() -> Publisher | None:
     """The publisher of the run in progress, else of the last widget run in this kernel."""
     with _REGISTRY_LOCK:
         return _LIVE or _LAST
+
+
+def watch_close(publisher: Any) -> None:
+    """Close ``publisher`` after a later cell if its own close did not complete. Never raises."""
+    with suppress(Exception):  # without IPython events the close simply is not retried
+        if host_patches.allow("close-retry"):
+            _WATCHED.add(publisher)
+            shell = None if _REGISTERED else ipython_shell()
+            if shell is not None:
+                shell.events.register("post_run_cell", _after_cell)
+                _REGISTERED.append(shell)
+
+
+def _after_cell(result: Any = None) -> None:
+    for publisher in list(_WATCHED):  # one still live (a run started by tm.monitor() across cells) stays watched
+        if publisher.closed_whole or getattr(publisher.monitor, "status", None) not in LIVE_STATUSES:
+            _WATCHED.discard(publisher)
+            with suppress(BaseException):  # a Ctrl-C now is the user's for this cell, which has ended
+                publisher.close(retry=True)  # returns at once when the close was whole
+    while not _WATCHED and _REGISTERED:  # our callback off the shell's events
+        with suppress(Exception):  # already gone
+            _REGISTERED.pop().events.unregister("post_run_cell", _after_cell)

@@ -28,12 +28,10 @@ def obey(monitor: Any, content: Any) -> bool:
     try:
         if not isinstance(content, dict) or content.get("kind") != "control" or monitor is None:
             return False
-        ident = run_id(monitor)
-        action = content.get("action")
+        ident, action = run_id(monitor), content.get("action")
         if ident is None or content.get("run_id") != ident or action not in ACTIONS:
             return False
-        controls = monitor.controls
-        return bool(controls.request_stop("button") if action == "stop" else controls.request_checkpoint("button"))
+        return bool(getattr(monitor.controls, f"request_{action}")("button"))  # request_stop, request_checkpoint
     except Exception:
         return False
 
@@ -68,18 +66,16 @@ def controls_state(monitor: Any) -> dict[str, Any] | None:
         run_dir = getattr(monitor, "run_dir", None)
         inside = run_rel(str(run_dir)) if run_dir is not None else None
         rel = served_rel(inside)  # the folder as the server serves it, or None
-        control_file = f"{rel}/control.json" if rel and run_id(monitor) else None
-        if reason == NO_MESSAGES_MARIMO:  # no Jupyter server to write a control file through
-            control_file = None
+        # marimo: no Jupyter server to write a control file through
+        control_file = f"{rel}/control.json" if rel and run_id(monitor) and reason != NO_MESSAGES_MARIMO else None
         path = "message" if messages else ("file" if control_file else None)
         if path is None and live and reason not in (None, NO_MESSAGES_MARIMO):
             reason = f"{reason}; {NO_FILE}{NO_FILE_WHY['hidden' if inside else 'outside']}"
-        stop_by, checkpoint_by = controls.pending()
         stopped = controls.stopped
         alerts = getattr(monitor.extension("alerts"), "fired", ()) or ()
         return {
             "run_id": run_id(monitor), "live": live, "path": path, "reason": reason, "control_file": control_file,
-            "pending": {"stop": stop_by, "checkpoint": checkpoint_by},
+            "pending": dict(zip(("stop", "checkpoint"), controls.pending(), strict=True)),
             "stopped": {"by": stopped.by, "step": stopped.step} if stopped is not None else None,
             "checkpoints": [c.to_dict() for c in controls.checkpoints[-MAX_LISTED:]],
             "refused": [dict(r) for r in controls.refused[-MAX_LISTED:]],

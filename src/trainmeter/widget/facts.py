@@ -137,9 +137,8 @@ def facts_from_monitor(monitor: Any, recent: Any = None, x_map: Any = None) -> R
     extra_tiles, markers = collect("tiles"), collect("markers")
     missing, unit = tokens_missing(monitor), monitor.token_unit
     steps, tokens = monitor.steps, None if missing else monitor.tokens
-    train_rate = interval.train_tokens_per_s if interval else None
-    spp = interval.seconds_per_step if interval else None
-    session_rate = session.session_tokens_per_s if session else None
+    train_rate, spp = getattr(interval, "train_tokens_per_s", None), getattr(interval, "seconds_per_step", None)
+    session_rate = getattr(session, "session_tokens_per_s", None)
     text_line = monitor.text_line or f"[step {steps}]"
     if not live:  # whole-run figures, as the passport has them (the last report window's would contradict them)
         from trainmeter.record.passport import throughput_derivations
@@ -156,26 +155,19 @@ def facts_from_monitor(monitor: Any, recent: Any = None, x_map: Any = None) -> R
             steps, tokens, unit = launch.get("global_steps") or 0, launch.get("global_tokens"), launch.get("token_unit")
             missing = None if tokens is not None else NO_RANK_READ  # its launch (docs/spec.md section 19)
             train_rate, spp, session_rate = None, None, ratio(tokens, elapsed_s)
-    rss_bytes = memory.rss_bytes if memory else None
+    rss_bytes = getattr(memory, "rss_bytes", None)
     if live and recent is not None and recent.rss_bytes is not None:
         rss_bytes = recent.rss_bytes
+    peak = max(x for x in (getattr(memory, "rss_peak_bytes", None), rss_bytes, 0) if x is not None) or None
     return RunFacts(
-        name=opts.name, status=monitor.status, elapsed_s=elapsed_s,
-        run_dir=str(monitor.run_dir) if monitor.run_dir is not None else None,
-        text_line=text_line, steps=steps, tokens=tokens,
-        token_unit=unit, tokens_missing=missing, budget_steps=opts.budget_steps,
-        budget_tokens=opts.budget_tokens,
-        interval_s=opts.interval_s, live=live,
-        window_tokens=interval.tokens if interval else None,
-        window_train_s=interval.train_s if interval else None,
+        name=opts.name, status=monitor.status, elapsed_s=elapsed_s, text_line=text_line, steps=steps, tokens=tokens,
+        run_dir=str(monitor.run_dir) if monitor.run_dir is not None else None, token_unit=unit, tokens_missing=missing,
+        budget_steps=opts.budget_steps, budget_tokens=opts.budget_tokens, interval_s=opts.interval_s, live=live,
+        window_tokens=getattr(interval, "tokens", None), window_train_s=getattr(interval, "train_s", None),
         train_tokens_per_s=train_rate, seconds_per_step=spp, session_tokens_per_s=session_rate,
-        train_s=float(phases_s.get("train", 0.0)),
-        rss_bytes=rss_bytes,
-        rss_peak_bytes=max(x for x in (memory.rss_peak_bytes if memory else None, rss_bytes, 0) if x is not None)
-        or None,
-        cuda=memory.cuda if memory else None, phases_s=phases_s,
-        loss_last=stats.last if stats else None, loss_min=stats.min if stats else None,
-        loss_max=stats.max if stats else None,
+        train_s=float(phases_s.get("train", 0.0)), rss_bytes=rss_bytes, rss_peak_bytes=peak,
+        cuda=getattr(memory, "cuda", None), phases_s=phases_s, loss_last=getattr(stats, "last", None),
+        loss_min=getattr(stats, "min", None), loss_max=getattr(stats, "max", None),
         loss_points=stats.count if stats else 0, loss_nonfinite=newest_nonfinite(stats) if stats else None,
         step_series=tuple(n for n, s in series.items() if s.x_kind == "step") + ((PARENT_LOSS,) if opts.resume else ()),
         warnings=tuple(list(monitor.warnings) + ext_warnings), panels=tuple(panels), extra_charts=tuple(charts),

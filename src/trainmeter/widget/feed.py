@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+from contextlib import suppress
 from typing import Any
 
 from trainmeter.core.decimate import Decimator, share_budget
@@ -31,15 +32,9 @@ REPLACE_FACTOR = 3
 
 def shown_series(state: dict[str, Any]) -> tuple[str, ...]:
     """The series the state's charts draw (and their smoothed twins), in chart order."""
-    out: dict[str, None] = {}
-    for chart in state.get("charts") or ():
-        if not isinstance(chart, dict):
-            continue
-        for name in chart.get("series") or ():
-            out[str(name)] = None
-        for twin in (chart.get("smoothed") or {}).values():
-            out[str(twin)] = None
-    return tuple(out)
+    charts = [c for c in state.get("charts") or () if isinstance(c, dict)]
+    return tuple(dict.fromkeys(str(n) for c in charts for n in (*(c.get("series") or ()),
+                                                                 *(c.get("smoothed") or {}).values())))
 
 
 def header_points(name: str) -> int:
@@ -63,12 +58,6 @@ def pick_sent(decimators: dict[str, Decimator], shown: tuple[str, ...] = (), mos
         picked.add(name)
         spent += price
     return [d for name, d in decimators.items() if name in picked]
-
-
-def frame_caps(decimators: list[Decimator], points_total: int) -> dict[str, int]:
-    """Points per series so that the frame, headers included, holds at most ``points_total`` points."""
-    headers = sum(header_points(d.name) for d in decimators)
-    return share_budget({d.name: d.points for d in decimators}, max(2 * len(decimators), points_total - headers))
 
 
 class SeriesFeed:
@@ -143,12 +132,9 @@ class SeriesFeed:
         """Take the once-a-second figures (recent rate, RSS); returns whether a chart point was added."""
         previous = self.recent
         now_s = None
-        try:
-            m = self.monitor
-            now_s = m.elapsed_s()
-            self._recent.note_clock(now_s, float(m.phases.totals_now().get("train", 0.0)))
-        except (RuntimeError, TypeError, AttributeError):  # the training thread changed the phases mid-read
-            pass
+        with suppress(RuntimeError, TypeError, AttributeError):  # the training thread changed the phases mid-read
+            now_s = self.monitor.elapsed_s()
+            self._recent.note_clock(now_s, float(self.monitor.phases.totals_now().get("train", 0.0)))
         self.recent = self._recent.figures(rss_bytes=self._rss.read(), now_s=now_s)
         if self.recent is None or (previous is not None and self.recent.t_s <= previous.t_s):
             return False
@@ -193,8 +179,7 @@ class SeriesFeed:
     def append_frame(self) -> tuple[bytes, list[str]] | None:
         """A frame of the points no frame carried yet and the series whose copy it replaces (``append``), or ``None``;
         a series whose front-end copy passed :data:`REPLACE_FACTOR` times its budget goes out whole."""
-        columns = []
-        replaced = []
+        columns, replaced = [], []
         with self.views.lock:
             sent = {d.name for d in pick_sent(self.decimators, self.shown, points_total=self.history_points_total)}
             for d in self.decimators.values():
@@ -229,5 +214,8 @@ def history_columns(decimators: dict[str, Decimator], x_map: XMap | None, shown:
     """The columns of the decimators a frame carries (:func:`pick_sent`), within ``points_total`` points (headers
     included), on every x axis of ``x_map`` (``None``: native x only)."""
     sent = pick_sent(decimators, shown, points_total=points_total)
-    caps = frame_caps(sent, points_total) if points_total is not None else {}
+    caps = {}
+    if points_total is not None:  # points per series: the frame, headers included, within points_total
+        headers = sum(header_points(d.name) for d in sent)
+        caps = share_budget({d.name: d.points for d in sent}, max(2 * len(sent), points_total - headers))
     return [_column(d, *d.columns(include_open=include_open, max_points=caps.get(d.name)), x_map) for d in sent]

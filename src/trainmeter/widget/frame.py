@@ -71,11 +71,8 @@ def encode_frame(seq: int, series: Sequence[SeriesColumns]) -> bytes:
         entries.append(entry)
         chunks.extend(_to_le_bytes(column) for _, column in columns)
         chunks.append(_to_le_bytes(s.ys))
-    header = json.dumps(
-        {"v": FRAME_VERSION, "seq": int(seq), "series": entries},
-        separators=(",", ":"),
-        ensure_ascii=False,
-    ).encode("utf-8")
+    header = json.dumps({"v": FRAME_VERSION, "seq": int(seq), "series": entries}, separators=(",", ":"),
+                        ensure_ascii=False).encode("utf-8")
     parts = [_PREFIX.pack(FRAME_MAGIC, len(header)), header, b"\0" * _padding_bytes(len(header))]
     return b"".join(parts + chunks)
 

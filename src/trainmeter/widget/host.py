@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 from collections import deque
+from contextlib import suppress
 from typing import Any
 
 JUPYTER = "jupyter"
@@ -17,25 +18,16 @@ _SHOWN: deque[Any] = deque(maxlen=MAX_MARIMO_WIDGETS_KEPT)
 
 def in_marimo() -> bool:
     """Whether this code runs in a marimo notebook's kernel (``marimo edit``, ``marimo run``, an export)."""
-    marimo = sys.modules.get("marimo")
-    if marimo is None:
-        return False
-    try:
-        return bool(marimo.running_in_notebook())
-    except Exception:
-        return False
+    with suppress(Exception):  # not imported (KeyError), or its check failed
+        return bool(sys.modules["marimo"].running_in_notebook())
+    return False
 
 
 def ipython_shell() -> Any:
     """The running IPython shell, or ``None`` (without importing IPython when absent)."""
-    if "IPython" not in sys.modules:
-        return None
-    try:
-        from IPython import get_ipython
-
-        return get_ipython()
-    except Exception:
-        return None
+    with suppress(Exception):  # not imported (KeyError): no shell
+        return sys.modules["IPython"].get_ipython()
+    return None
 
 
 def widget_host(shell: Any = None) -> str | None:

@@ -32,8 +32,8 @@ class RecentFigures:
     (the point's x on the throughput chart); ``rss_bytes``: read by the publisher with the figures. The training-only
     figures are ``None`` without a phase-clock sample or training time in the window; the smoothed rates are the ETA's
     pace (:data:`PACE_TAU_S`; ``None`` before a step after the first; in a stall scaled down as the window's rate is).
-    ``stalled_s``: the
-    seconds since the last step in a stall (:data:`STALL_MIN_S`), when the window and ``t_s`` end now, else ``None``."""
+    ``stalled_s``: the seconds since the last step in a stall (:data:`STALL_MIN_S`), when the window and ``t_s`` end
+    now, else ``None``."""
 
     tokens_per_s: float
     steps_per_s: float
@@ -99,8 +99,7 @@ class RecentRate:
         cell_s = self.window_s / (MAX_WINDOW_ENTRIES // 2)
         start = max(self._folded - 1, 0)
         keys = [int(t // cell_s) for t in self._times[start:]]
-        keep = [start + i for i in range(len(keys) - 1) if keys[i] != keys[i + 1]]
-        keep.append(len(self._times) - 1)
+        keep = [start + i for i in range(len(keys) - 1) if keys[i] != keys[i + 1]] + [len(self._times) - 1]
         for column in (self._times, self._cum, self._steps):
             column[start:] = [column[i] for i in keep]
         self._folded = len(self._times)

@@ -28,9 +28,7 @@ def _diff(a: Any, b: Any, path: Path, ops: list[Op]) -> None:
         if kept_a != kept_b or (added and list(b)[-len(added):] != added):  # the order changed: set whole
             ops.append([path, b])
             return
-        for k in a:
-            if k not in b:
-                ops.append([[*path, k]])
+        ops.extend([[*path, k]] for k in a if k not in b)
         for k, v in b.items():
             if k in a:
                 _diff(a[k], v, [*path, k], ops)

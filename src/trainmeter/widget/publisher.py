@@ -79,16 +79,14 @@ class Publisher:
         self.bytes_sent = 0
         self._budget = MessageBudget()
         self.states = Revisions(getattr(widget, "state", None) or {})  # what the front end holds, numbered
-        self._last_state_s = -math.inf
-        self._next_keyframe_s = -math.inf
+        self._last_state_s = self._next_keyframe_s = self._last_live_s = -math.inf
         self._keyframe_gap_s = math.inf
         self._snapshot = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._failures = 0
         self.closed = False  # close() ran (it writes the final state and dashboard.json); any thread reads it
-        self.closed_whole = False  # every part of the close ran (widget/close_retry.py retries one that did not)
-        self._last_live_s = -math.inf
+        self.closed_whole = False  # every part of the close ran (widget/attach.py retries one that did not)
         self.restore_router: Any = None  # widget/restore_route.py's router, when installed
         self._restores_at_start = 0
 
@@ -225,9 +223,9 @@ class Publisher:
         handle = display(dict(data or {}), metadata=dict(metadata or {}), raw=True, display_id=True)
         if handle is not None:
             self.handles.append(handle)
-            from trainmeter.widget import close_retry
+            from trainmeter.widget.attach import watch_close
 
-            close_retry.watch(self)  # a close cut before it began is run after the next cell
+            watch_close(self)  # a close cut before it began is run after the next cell
         return handle
 
     def close(self, *, retry: bool = False) -> None:

@@ -1,10 +1,13 @@
-"""While a run is live, a reloaded page's widget restore goes to a subshell of ours (docs/protocol.md section 4, "Reload
-while the cell runs"). Private ipykernel 7 API (without it :func:`install` returns ``None``); any fault forwards the
-message unchanged. The ``reload`` host patch (core/host_patches.py)."""
+"""The kernel while a run is live (docs/protocol.md section 4): a reloaded page's widget restore goes to a subshell of
+ours ("Reload while the cell runs"; private ipykernel 7 API: without it :func:`install` returns ``None``; any fault
+forwards the message unchanged; host patch ``reload``), and its busy/idle status stays true while the run holds the
+main shell (:func:`guard_status`: after an ``idle`` published off the main thread, ``busy`` again for the running cell
+until the run ends; host patch ``status``). Any thread."""
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from contextlib import suppress
 from typing import Any
@@ -165,17 +168,84 @@ def install(kernel: Any, active: Callable[[], bool]) -> RestoreRouter | None:
         if not getattr(kernel, "_supports_kernel_subshells", False):
             return None
         thread = kernel.shell_channel_thread
-        stream = kernel.shell_stream
-        original = kernel.shell_channel_thread_main
-        loop = thread.io_loop
         manager = thread.manager  # created by now (the kernel started); fails loudly on an API change
         if not all(callable(getattr(manager, name, None))
                    for name in ("_create_subshell", "list_subshell", "get_shell_channel_to_subshell_socket")):
             return None
-        router = RestoreRouter(active, original, kernel)
+        stream, loop = kernel.shell_stream, thread.io_loop
+        router = RestoreRouter(active, kernel.shell_channel_thread_main, kernel)
         router.stream, router.loop = stream, loop
         kernel._trainmeter_restore_router = router
         loop.add_callback(lambda: stream.on_recv(router.on_recv, copy=False))
     except Exception:
         return None
     return router
+
+
+ATTR = "_publish_status"
+START_GRACE_S = 10.0  # from install to the run's start (the widget's comm opens first: its idles count too)
+
+
+class StatusGuard:
+    """The wrapper of one kernel's ``_publish_status`` (``original``), while ``active()``; ``parent``: the running
+    cell's ``execute_request``. It removes itself at the first status after the run's end, or :data:`START_GRACE_S`
+    after the install when the run never went live."""
+
+    def __init__(self, kernel: Any, original: Callable[..., Any], active: Callable[[], bool],
+                 parent: dict[str, Any] | None) -> None:
+        self.kernel = kernel
+        self.original = original
+        self.active = active
+        self.parent = parent
+        self.seen_active = False
+        self.installed_at = time.monotonic()
+
+    def __call__(self, status: Any, channel: Any = None, *args: Any, **kwargs: Any) -> Any:
+        result = self.original(status, channel, *args, **kwargs)
+        with suppress(Exception):  # the kernel's own status was published above
+            if self.active():
+                self.seen_active = True
+            elif self.seen_active or time.monotonic() - self.installed_at > START_GRACE_S:
+                self.remove()  # the run is over (or never started): the kernel's own statuses from here on
+                return result
+            if status == "idle" and self.parent and threading.current_thread() is not threading.main_thread():
+                self.original("busy", "shell", parent=self.parent)
+        return result
+
+    def remove(self) -> None:
+        """Give the kernel its own method back (idempotent, any thread)."""
+        with suppress(Exception):
+            if self.kernel.__dict__.get(ATTR) is self:
+                del self.kernel.__dict__[ATTR]
+
+
+def guard_of(kernel: Any) -> StatusGuard | None:
+    """The guard installed on ``kernel``, if any."""
+    found = getattr(kernel, "__dict__", {}).get(ATTR)
+    return found if isinstance(found, StatusGuard) else None
+
+
+def guard_status(kernel: Any, active: Callable[[], bool]) -> StatusGuard | None:
+    """Guard ``kernel``'s status for the run starting now on the main thread (idempotent: a guard already there
+    takes the new run's parent); ``None`` when not installed. Never raises."""
+    try:
+        if threading.current_thread() is not threading.main_thread():
+            return None  # a run on another thread leaves the main shell free: its status is true as it is
+        parent = kernel.get_parent("shell")
+        if not isinstance(parent, dict) or (parent.get("header") or {}).get("msg_type") != "execute_request":
+            return None
+        existing = guard_of(kernel)
+        if existing is not None:
+            existing.active, existing.parent = active, parent
+            existing.seen_active, existing.installed_at = False, time.monotonic()
+            return existing
+        if not host_patches.allow("status"):
+            return None
+        original = getattr(kernel, ATTR, None)
+        if not callable(original):
+            return None
+        guard = StatusGuard(kernel, original, active, parent)
+        kernel._publish_status = guard
+        return guard
+    except Exception:  # noqa: BLE001
+        return None

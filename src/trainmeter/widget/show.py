@@ -54,7 +54,6 @@ class ReplayFeed:
     def __init__(self, *, budget_points: int = DEFAULT_BUDGET_POINTS, x_map: XMap | None = None) -> None:
         self.views = SeriesViews()
         self.views.subscribe("replay", budget_points=budget_points, twins=LossEma().twin)
-        self.decimators = self.views.decimators
         self.x_map = x_map if x_map is not None else XMap()
         self._last_step = 0
         self._origin: int | None = None  # the step its axis starts from (docs/spec.md section 22)
@@ -83,7 +82,7 @@ class ReplayFeed:
     def columns(self, shown: tuple[str, ...] = (), points_total: int | None = None) -> list[SeriesColumns]:
         """The series' columns (open buckets included; ``shown`` first within ``points_total`` points, headers
         included, when given), each on every x axis."""
-        return history_columns(self.decimators, self.x_map, shown, points_total)
+        return history_columns(self.views.decimators, self.x_map, shown, points_total)
 
 
 def replay_columns(events: Iterable[Record], *, budget_points: int = DEFAULT_BUDGET_POINTS,
@@ -270,11 +269,8 @@ def _keep(widget: Any) -> None:
 def _display_live(shell: Any) -> None:
     from trainmeter.core.context import active_context
 
-    publisher = None
-    if "trainmeter.widget.attach" in sys.modules:  # a widget was attached in this kernel
-        from trainmeter.widget.attach import live_publisher
-
-        publisher = live_publisher()
+    attach = sys.modules.get("trainmeter.widget.attach")  # loaded: a widget was attached in this kernel
+    publisher = attach.live_publisher() if attach is not None else None
     if publisher is not None and in_marimo():  # the same widget once more (it keeps its final state)
         show_in_marimo(publisher.widget)
         return

@@ -281,11 +281,9 @@ def _phases(state: dict[str, Any], panels: Sequence[dict[str, Any]]) -> str:
     merged = next((p for p in panels if p.get("id") in MERGED_PANELS), None)
     if merged is not None:  # the time-split extension's table says it all: one section, not two
         return _panel(merged)
-    phases_s = state.get("phases_s") or {}
-    bar = state.get("phase_bar")
-    if not isinstance(bar, dict):  # a state saved before the view model sent the shares
-        bar = phase_bar(phases_s)
-    shares = bar.get("shares") or {}
+    phases_s, bar = state.get("phases_s") or {}, state.get("phase_bar")
+    # a state saved before the view model sent the shares: computed here
+    shares = (bar if isinstance(bar, dict) else phase_bar(phases_s)).get("shares") or {}
     if not shares:
         return ""
     rows = "".join(f'<tr><td style="text-align:left;padding:0 12px 0 0">{_esc(name)}</td>'

@@ -96,8 +96,7 @@ def _recent_rate_tile(f: RunFacts, unit: str, short: str) -> dict[str, Any]:
                             source="phase clock: train, between the same two steps"))
     return {
         "id": "throughput", "label": f"session rate ({f'no step for {stalled:.0f} s' if stalled else window})",
-        "value": r.tokens_per_s, "unit": unit,
-        "provenance": "measured",
+        "value": r.tokens_per_s, "unit": unit, "provenance": "measured",
         "sub": (f"training-only {format_rate(train, f'{short}/s')} over the same {window}" if train is not None
                 else "wall clock, every phase"),
         "derivation": Derivation(
@@ -128,10 +127,8 @@ def tiles(f: RunFacts) -> list[dict[str, Any]]:
         rate["missing"] = f.tokens_missing or NO_BATCH_READ
     elif f.train_tokens_per_s is None:
         rate["missing"] = f"the first report (every {f.interval_s:g} s) with training time"
-    if f.live and f.recent is not None and f.tokens is not None:
-        out.append(_recent_rate_tile(f, rate["unit"], short))
-    else:
-        out.append(rate)
+    live_rate = f.live and f.recent is not None and f.tokens is not None
+    out.append(_recent_rate_tile(f, rate["unit"], short) if live_rate else rate)
     loss: dict[str, Any] = {"id": "loss", "label": "loss", "value": f.loss_last, "unit": "",
                             "sub": f"min {format_number(f.loss_min)}" if f.loss_min is not None else "",
                             "provenance": "measured"}
@@ -170,10 +167,9 @@ def charts(f: RunFacts) -> list[dict[str, Any]]:
                                   "latest": {"train_loss": f.loss_nonfinite or f.loss_last}}]  # the tile's value
     drawn = {n for c in f.extra_charts if isinstance(c, dict) for n in (c.get("series") or ())}  # lr on its log axis
     others = [n for n in f.step_series if "loss" not in n and n not in drawn]
-    for name in others[:MAX_SERIES_CHARTS]:
-        out.append({"id": f"series:{name}", "title": name, "x": "step", "unit": "", "series": [name]})
-    if others[MAX_SERIES_CHARTS:]:
-        more = others[MAX_SERIES_CHARTS:]
+    out.extend({"id": f"series:{name}", "title": name, "x": "step", "unit": "", "series": [name]}
+               for name in others[:MAX_SERIES_CHARTS])
+    if more := others[MAX_SERIES_CHARTS:]:
         out.append({"id": "series:more", "title": _capped_title("more series", len(more)), "x": "step", "unit": "",
                     "series": more[:MAX_CHART_LINES]})
     if f.token_unit is not None:  # no batch read: no rate to draw (never a line at 0)
@@ -228,12 +224,11 @@ def badge_tiles(tiles: list[dict[str, Any]]) -> list[dict[str, Any]]:
         derivs = [d for d in (t.get("derivations") or [t.get("derivation")]) if isinstance(d, dict)]
         if t.get("value") is None and not t.get("text"):
             t.pop("provenance", None)
-            if not t.get("missing"):
-                t["missing"] = next((d["missing"] for d in derivs if d.get("missing")), "not measured yet")
+            why = next((d["missing"] for d in derivs if d.get("missing")), "not measured yet")
+            t["missing"] = t.get("missing") or why
         elif derivs:
             badged = [_badged_derivation(d) for d in derivs]
-            prov = weakest(d.get("provenance") for d in badged if d.get("provenance"))
-            if prov is not None:
+            if (prov := weakest(d.get("provenance") for d in badged if d.get("provenance"))) is not None:
                 t["provenance"] = prov
             if t.get("derivation") is not None:
                 t["derivation"] = _badged_derivation(t["derivation"])

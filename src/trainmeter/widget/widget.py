@@ -30,13 +30,11 @@ def allow_subshell_replies(widget: Any) -> bool:
     """Let front-end messages for ``widget`` be answered in a kernel subshell during a busy cell (docs/protocol.md
     section 4; a private ipykernel 7 hook); whether the override was installed."""
     comm = getattr(widget, "comm", None)
-    if comm is None or not hasattr(comm, "_reply_subshell_for"):
-        return False
-    try:
-        comm._reply_subshell_for = lambda data, default: default
-        return True
-    except Exception:
-        return False
+    if comm is not None and hasattr(comm, "_reply_subshell_for"):
+        with suppress(Exception):
+            comm._reply_subshell_for = lambda data, default: default
+            return True
+    return False
 
 
 class TrainmeterWidget(anywidget.AnyWidget):

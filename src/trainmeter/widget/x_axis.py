@@ -15,7 +15,6 @@ XMAP_MAX_POINTS = 4096
 """Points an :class:`XMap` keeps (every other one is dropped when full): x mapped within a pixel."""
 XMAP_EVERY_S = 1.0
 """The live publisher adds a mapping point at most once a second (the head covers the rest)."""
-_NAN = math.nan
 
 
 class XMap:
@@ -47,10 +46,8 @@ class XMap:
         self.times.append(max(float(t_s), self.times[-1]))
         if self._head is not None and self._head[0] <= step:
             self._head = None
-        if len(self.steps) > self.max_points:
-            keep = [*range(0, len(self.steps) - 1, 2), len(self.steps) - 1]
-            columns = (self.steps, self.tokens, self.times)
-            self.steps, self.tokens, self.times = ([column[i] for i in keep] for column in columns)
+        if len(self.steps) > self.max_points:  # every other point, and the newest
+            self.steps, self.tokens, self.times = (c[:-1:2] + c[-1:] for c in (self.steps, self.tokens, self.times))
 
     def set_head(self, step: float, tokens: float, t_s: float) -> None:
         """The newest step read (not kept as a point until :meth:`add`)."""
@@ -106,14 +103,10 @@ def _positions(table: list[float], xs: Sequence[float], past: str) -> list[tuple
 
 def _at(ys: list[float], at: list[tuple[int, float] | None]) -> list[float]:
     """The ``ys`` column at :func:`_positions`' places (linear between rows; NaN where none)."""
-    out = []
-    for p in at:
-        if p is None:
-            out.append(_NAN)
-        else:
-            i, f = p
-            out.append(ys[i] if f == 0.0 else ys[i] + (ys[i + 1] - ys[i]) * f)
-    return out
+    def y(i: int, f: float) -> float:
+        return ys[i] if f == 0.0 else ys[i] + (ys[i + 1] - ys[i]) * f
+
+    return [math.nan if p is None else y(*p) for p in at]
 
 
 def x_axis_state(*, tokens: int, token_unit: str, mapped: bool) -> dict[str, Any]:
