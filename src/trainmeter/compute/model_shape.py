@@ -108,25 +108,18 @@ OVERRIDE_FLAGS: dict[str, str] = {"layers": "--layers", "d_model": "--d-model", 
 """Fields a user may declare, and the flag that declares each."""
 
 
-def _positive_int(name: str, value: object) -> int:
-    """Return ``value`` (a digit string too) as a positive int or raise ValueError naming its flag."""
-    number = _as_int(int(value) if isinstance(value, str) and value.strip().isdigit() else value)
-    if number is None:
-        raise ValueError(f"{OVERRIDE_FLAGS.get(name, name)} must be a positive integer, got {value!r}")
-    return number
-
-
 def override_shape(shape: ModelShape, *, layers: int | None = None, d_model: int | None = None,
                    seq_len: int | None = None, vocab: int | None = None) -> ModelShape:
     """``shape`` with the given fields (``None``: keep the detected one) declared by the user: provenance
-    ``declared``, the flag as source. ``ValueError`` naming the flag for a value that is not a positive integer."""
-    out = shape
+    ``declared``, the flag as source. ``ValueError`` naming the flag for a value that is not a positive integer (a
+    digit string reads as one)."""
     for name, value in (("layers", layers), ("d_model", d_model), ("seq_len", seq_len), ("vocab", vocab)):
-        if value is None:
-            continue
-        number = _positive_int(name, value)
-        out = out.with_value(name, number, "declared", f"{OVERRIDE_FLAGS[name]} {number}")
-    return out
+        number = _as_int(int(value) if isinstance(value, str) and value.strip().isdigit() else value)
+        if value is not None and number is None:
+            raise ValueError(f"{OVERRIDE_FLAGS[name]} must be a positive integer, got {value!r}")
+        if number is not None:
+            shape = shape.with_value(name, number, "declared", f"{OVERRIDE_FLAGS[name]} {number}")
+    return shape
 
 
 _KEYS: dict[str, tuple[str, ...]] = {
@@ -151,8 +144,6 @@ LLAMA_TYPES = frozenset({"llama", "mistral", "mixtral", "qwen2", "qwen3"})
 
 def config_to_dict(config: Any) -> dict[str, Any]:
     """Return ``config`` as a plain dict (dict, ``to_dict()`` or attributes); ``{}`` when unreadable."""
-    if config is None:
-        return {}
     if isinstance(config, Mapping):
         return dict(config)
     to_dict = getattr(config, "to_dict", None)
@@ -163,7 +154,7 @@ def config_to_dict(config: Any) -> dict[str, Any]:
                 return dict(out)
     try:
         return {k: v for k, v in vars(config).items() if not k.startswith("_")}
-    except TypeError:
+    except TypeError:  # None, or an object without attributes
         return {}
 
 
