@@ -253,14 +253,10 @@ class ComputeExtension(ExtensionBase):
 
     def text_fields(self) -> dict[str, Any]:
         """``mfu`` (chosen convention only) and progress for the text line."""
-        out: dict[str, Any] = {}
-        d = self.view().mfu()
-        if d is not None and d.value is not None:
-            out["mfu"] = d.value
-        prog = self.derived.get("progress")
-        if prog is not None and prog.value is not None:
-            out["progress"] = format_percent(prog.value)  # as the widget's progress bar
-        return out
+        prog = getattr(self.derived.get("progress"), "value", None)
+        out = {"mfu": getattr(self.view().mfu(), "value", None),
+               "progress": None if prog is None else format_percent(prog)}  # as the widget's progress bar
+        return {key: value for key, value in out.items() if value is not None}
 
     def _budget(self, steps: int, tokens: int | None, train_tps: float | None, session_tps: float | None,
                 per_conv: dict[str, Input], *, recent: Any = None, whole_run: bool = False) -> dict[str, Derivation]:

@@ -57,18 +57,12 @@ def as_shape(model_or_shape: Any) -> ModelShape:
 
 def _missing_text(shape: ModelShape, symbols: list[str]) -> str:
     """Name what would enable a derivation whose ``symbols`` are unknown."""
-    parts = [flag for s, flag in (("L", "--layers N"), ("d", "--d-model D"), ("S", "--seq-len S")) if s in symbols]
-    text = []
-    if "N" in symbols or "N_active" in symbols:
-        if shape.is_moe:
-            text.append("active parameters of this mixture-of-experts model unknown (top-k experts not read)")
-        else:
-            text.append("parameter count N unknown (pass the model, or a config of a known layout)")
-    if "E" in symbols:
-        text.append("embedding parameter count E unknown")
-    if parts:
-        text.append("declare " + " ".join(parts))
-    return "; ".join(text)
+    flags = " ".join(flag for s, flag in (("L", "--layers N"), ("d", "--d-model D"), ("S", "--seq-len S")) if s in symbols)
+    n_text = ("active parameters of this mixture-of-experts model unknown (top-k experts not read)" if shape.is_moe
+              else "parameter count N unknown (pass the model, or a config of a known layout)")
+    text = (n_text if "N" in symbols or "N_active" in symbols else "",
+            "embedding parameter count E unknown" if "E" in symbols else "", f"declare {flags}" if flags else "")
+    return "; ".join(t for t in text if t)
 
 
 def _frozen_inputs(shape: ModelShape, n_symbol: str, convention: str) -> list[Input]:
