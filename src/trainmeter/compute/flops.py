@@ -138,19 +138,14 @@ def flops_range(derivations: Mapping[str, Derivation]) -> tuple[float, float] | 
     return (min(values), max(values)) if values else None
 
 
-def modelled_flops(f: Derivation | float | None, unit: str = "tokens", source: str = "") -> Input:
-    """A FLOPs convention's F as an input of MFU and FLOPs spent: provenance at most ``detected`` (a model of the work,
-    never badged ``counted``: docs/spec.md section 5)."""
-    inp = as_input("F", f, f"FLOP/{unit[:-1]}", "detected", source)
-    return replace(inp, provenance=weakest((inp.provenance, "detected")) or "detected")  # type: ignore[arg-type]
-
-
 def flops_input(convention: str, f: Derivation | float | None, unit: str = "tokens", source: str = "") -> Input:
     """F under ``convention`` as the input of MFU, FLOPs spent and required, for a run or a launch: :data:`COUNTED`
-    F is ``counted`` (or its derivation's weakest), a convention's at most ``detected``; ``source``: a number's origin."""
+    F is ``counted`` (or its derivation's weakest), a convention's at most ``detected`` (a model of the work, never
+    badged ``counted``: docs/spec.md section 5); ``source``: a number's origin."""
+    inp = as_input("F", f, f"FLOP/{unit[:-1]}", "counted" if convention == COUNTED else "detected", source)
     if convention == COUNTED:
-        return as_input("F", f, f"FLOP/{unit[:-1]}", "counted", source)
-    return modelled_flops(f, unit, source)
+        return inp
+    return replace(inp, provenance=weakest((inp.provenance, "detected")) or "detected")  # type: ignore[arg-type]
 
 
 _F = TypeVar("_F")

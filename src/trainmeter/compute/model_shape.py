@@ -138,8 +138,7 @@ _KEYS: dict[str, tuple[str, ...]] = {
 }
 # ``top_k`` is deliberately absent: older PretrainedConfig carries a generation ``top_k`` (50).
 
-GPT2_TYPES = frozenset({"gpt2"})
-LLAMA_TYPES = frozenset({"llama", "mistral", "mixtral", "qwen2", "qwen3"})
+FAMILIES = frozenset({"gpt2", "llama", "mistral", "mixtral", "qwen2", "qwen3"})  # GPT-2's layout, then Llama's
 
 
 def config_to_dict(config: Any) -> dict[str, Any]:
@@ -181,7 +180,7 @@ def _as_int(value: Any) -> int | None:
 def _family(cfg: Mapping[str, Any]) -> tuple[str | None, Provenance]:
     """Return the parameter layout (``"gpt2"``/``"llama"``/None) and how sure we are."""
     model_type = str(cfg.get("model_type") or "").lower()
-    if model_type in GPT2_TYPES | LLAMA_TYPES:
+    if model_type in FAMILIES:
         return model_type, "detected"
     if model_type:
         return None, "assumed"
@@ -244,8 +243,8 @@ def shape_from_config(config: Any) -> ModelShape:
     """
     cfg = config_to_dict(config)
     shape = ModelShape()
-    for name in ("layers", "d_model", "heads", "kv_heads", "head_dim", "vocab", "moe_experts", "moe_top_k",
-                 "moe_shared_experts"):
+    for name in ("layers", "d_model", "heads", "kv_heads", "head_dim", "ffn_width", "vocab", "moe_experts",
+                 "moe_top_k", "moe_shared_experts"):
         found = _read(cfg, name)
         if found is not None:
             shape = shape.with_value(name, found[0], "detected", found[1])
@@ -260,10 +259,7 @@ def shape_from_config(config: Any) -> ModelShape:
         shape = shape.with_value("kv_heads", shape.heads, "assumed", "no kv heads key: full multi-head attention")
     if shape.heads and shape.d_model and shape.head_dim is None and shape.d_model % shape.heads == 0:
         shape = shape.with_value("head_dim", shape.d_model // shape.heads, "detected", "d_model / heads")
-    ffn = _read(cfg, "ffn_width")
-    if ffn is not None:
-        shape = shape.with_value("ffn_width", ffn[0], "detected", ffn[1])
-    elif family == "gpt2" and shape.d_model:
+    if shape.ffn_width is None and family == "gpt2" and shape.d_model:
         shape = shape.with_value("ffn_width", 4 * shape.d_model, "detected", "config.n_inner is None: 4 * d_model")
     act = str(cfg.get("hidden_act") or cfg.get("activation_function") or "").lower()
     if family == "gpt2":
@@ -283,11 +279,8 @@ def shape_from_config(config: Any) -> ModelShape:
         shape = shape.with_value("learned_positions", 0, family_prov, f"{family} layout: rotary positions")
     counts = _gpt2_counts(shape) if family == "gpt2" else _llama_counts(shape, family, cfg) if family else None
     if counts is not None:
-        n, e, active = counts
-        layout = "GPT-2" if family == "gpt2" else f"{family}"
-        src = f"analytic {layout} parameter count from the config"
-        shape = shape.with_value("n_params", n, family_prov, src)
-        shape = shape.with_value("n_embedding_params", e, family_prov, src + " (lookup-only tables)")
-        shape = shape.with_value("n_active_params", active, family_prov,
-                                 src + (" (top-k experts)" if shape.is_moe else ""))
+        src = f"analytic {'GPT-2' if family == 'gpt2' else family} parameter count from the config"
+        notes = ("", " (lookup-only tables)", " (top-k experts)" if shape.is_moe else "")
+        for name, value, note in zip(("n_params", "n_embedding_params", "n_active_params"), counts, notes, strict=True):
+            shape = shape.with_value(name, value, family_prov, src + note)
     return shape
