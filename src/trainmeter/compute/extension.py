@@ -165,18 +165,17 @@ class ComputeExtension(ExtensionBase):
         with contextlib.suppress(ValueError):  # a dtype without a peak column (float32): none
             self.dtype = normalize_dtype(dtype) if dtype else None
         on_cuda = param is not None and param.device.type == "cuda"
-        tf32, memory, uuid, sms = False, None, None, None
+        props, tf32 = None, False
         if on_cuda:
             torch = sys.modules["torch"]
             self.device_name = torch.cuda.get_device_name(param.device)
             props = torch.cuda.get_device_properties(param.device)
-            memory, uuid = getattr(props, "total_memory", None), getattr(props, "uuid", None)
-            sms = getattr(props, "multi_processor_count", None)  # a MIG instance's own (docs/spec.md section 5)
             tf32 = bool(torch.backends.cuda.matmul.allow_tf32)
         from trainmeter.compute.calibrate import run_dtype
 
         self.run_dtype = run_dtype(dtype, on_cuda, tf32)
-        self._device_key = (memory, uuid, dtype, sms)
+        self._device_key = (getattr(props, "total_memory", None), getattr(props, "uuid", None), dtype,
+                            getattr(props, "multi_processor_count", None))  # SMs: a MIG instance's own (spec section 5)
         if self.peak is None:  # else declared
             self._match_peak()
 
