@@ -64,11 +64,8 @@ def mfu_derivation(*, name: str, flops_per_token: Input, rate: tuple[Input] | tu
     seconds = input_number(rate[1]) if len(rate) == 2 else 1.0
     if seconds is None or seconds <= 0:
         tokens = None  # a rate over no measured seconds is no rate
-    peak_values = [input_number(p) for p in peaks]
-    known = [p for p in peak_values if p is not None and p > 0]
-    denominator = None
-    if len(known) == len(peaks):
-        denominator = sum(known) if per_rank else (n or 0) * known[0]
+    known = [v for v in map(input_number, peaks) if v is not None and v > 0]
+    denominator = (sum(known) if per_rank else (n or 0) * known[0]) if len(known) == len(peaks) else None
     if missing is None:
         if denominator is None:
             why = peak_missing or "no dense peak for this device and dtype"
