@@ -20,10 +20,8 @@ _DETACHED_CLASSES = frozenset({"Trainer", "LightningDataModule", "Dataset", "Ite
 
 def _detached(key: str, value: Any) -> bool:
     """Whether an attribute is a link to the run (a trainer, the data, an optimizer) that the copy holds as ``None``."""
-    if value is None:
-        return False
-    if key in _DETACHED_KEYS:
-        return True
+    if value is None or key in _DETACHED_KEYS:
+        return value is not None
     try:
         return any(c.__name__ in _DETACHED_CLASSES for c in type(value).__mro__)
     except Exception:  # noqa: BLE001 - an odd class is copied as any other value
