@@ -86,9 +86,8 @@ def time_matmuls(run_once: Callable[[], Any], sync: Callable[[], Any], *, clock:
     sync()
     start = clock()
     repeats = 0
-    while repeats < max_repeats:
+    for repeats in range(1, max_repeats + 1):  # the count run is returned
         run_once()
-        repeats += 1
         if repeats & (repeats - 1) == 0 or repeats == max_repeats:  # check the clock at 1, 2, 4, 8... repeats
             sync()
             if clock() - start >= min_seconds:

@@ -80,11 +80,10 @@ def _frozen_inputs(shape: ModelShape, n_symbol: str, convention: str) -> list[In
 
 def _derive(shape: ModelShape, convention: str) -> Derivation:
     """Return the :class:`Derivation` of FLOPs per token for one canonical convention."""
-    moe = shape.is_moe
+    moe, frozen = shape.is_moe, shape.frozen
     n_symbol = "N_active" if moe else "N"
-    dense_active = shape.n_params is None and shape.n_active_params is not None
+    dense_active = shape.n_params is None and shape.n_active_params is not None  # N read only as the active count
     n_field = "n_active_params" if moe or dense_active else "n_params"
-    frozen = shape.frozen
     table = FROZEN_FORMULAS if frozen else FORMULAS
     formula = re.sub(r"\bN\b", n_symbol, table[convention]) if moe else table[convention]  # N_b, N_t keep theirs
     inputs = [shape.as_input(n_field, n_symbol, "params")]
