@@ -21,11 +21,10 @@ def _ratio(name: str, formula: str, energy: Input, denom: Input, unit: str, scal
     value = None
     if missing is None and energy.value is not None and denom.value:
         value = float(energy.value) / (float(denom.value) / scale)  # type: ignore[arg-type]
-    if value is None and missing is None:
+    elif missing is None:
         missing = ("no energy reading (energy.missing says why)" if energy.value is None
                    else f"needs a non-zero {denom.name}")
-    return Derivation(name=name, formula=formula, value=value, unit=unit, inputs=(energy, denom),
-                      missing=None if value is not None else missing)
+    return Derivation(name=name, formula=formula, value=value, unit=unit, inputs=(energy, denom), missing=missing)
 
 
 def energy_section(*, devices: Sequence[DeviceEnergy], gpu_missing: str | None, rapl_j: float | None,
