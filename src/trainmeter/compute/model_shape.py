@@ -197,11 +197,9 @@ def _gpt2_counts(s: ModelShape) -> tuple[int, int, int] | None:
     if None in (L, d, f, V, P):
         return None
     block = (2 * 2 * d) + (d * 3 * d + 3 * d) + (d * d + d) + (d * f + f) + (f * d + d)
-    tables = V * d + P * d
     head = 0 if s.tied_embeddings else V * d
-    n = L * block + tables + 2 * d + head
-    e = P * d + (0 if s.tied_embeddings else V * d)
-    return n, e, n
+    n = L * block + V * d + P * d + 2 * d + head  # blocks, token and position tables, final norm, untied head
+    return n, P * d + head, n
 
 
 def _llama_counts(s: ModelShape, family: str, cfg: Mapping[str, Any]) -> tuple[int, int, int] | None:
@@ -223,15 +221,11 @@ def _llama_counts(s: ModelShape, family: str, cfg: Mapping[str, Any]) -> tuple[i
     top_k = s.moe_top_k if s.is_moe else 1
     if top_k is None:
         return None
-    shared = (s.moe_shared_experts or 0) * mlp_one
-    router = d * experts if s.is_moe else 0
-    norms = 2 * d
-    block = attn + experts * mlp_one + shared + router + norms
-    block_active = attn + top_k * mlp_one + shared + router + norms
-    head = 0 if s.tied_embeddings else V * d
+    # a block: attention, shared experts, the router, two norms, then its experts (all of them, or the top k active)
+    common = attn + (s.moe_shared_experts or 0) * mlp_one + (d * experts if s.is_moe else 0) + 2 * d
+    head = 0 if s.tied_embeddings else V * d  # untied: a head of its own, and the token table is lookup-only (E)
     rest = V * d + head + d
-    e = 0 if s.tied_embeddings else V * d
-    return L * block + rest, e, L * block_active + rest
+    return L * (common + experts * mlp_one) + rest, head, L * (common + top_k * mlp_one) + rest
 
 
 def shape_from_config(config: Any) -> ModelShape:
