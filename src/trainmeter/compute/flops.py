@@ -57,7 +57,8 @@ def as_shape(model_or_shape: Any) -> ModelShape:
 
 def _missing_text(shape: ModelShape, symbols: list[str]) -> str:
     """Name what would enable a derivation whose ``symbols`` are unknown."""
-    flags = " ".join(flag for s, flag in (("L", "--layers N"), ("d", "--d-model D"), ("S", "--seq-len S")) if s in symbols)
+    flags = " ".join(flag for sym, flag in (("L", "--layers N"), ("d", "--d-model D"), ("S", "--seq-len S"))
+                     if sym in symbols)
     n_text = ("active parameters of this mixture-of-experts model unknown (top-k experts not read)" if shape.is_moe
               else "parameter count N unknown (pass the model, or a config of a known layout)")
     text = (n_text if "N" in symbols or "N_active" in symbols else "",
