@@ -99,8 +99,7 @@ def _clone_module(module: Any, memo: dict[int, Any], module_type: type) -> Any:
     found = memo.get(id(module))
     if found is not None:
         return found
-    cls = _plain_class(module)
-    new = object.__new__(cls)
+    new = object.__new__(_plain_class(module))
     memo[id(module)] = new
     state = new.__dict__
     for key, value in vars(module).items():
