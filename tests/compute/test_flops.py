@@ -399,7 +399,7 @@ def test_a_frozen_mixture_of_experts_scales_the_trained_and_backward_counts_to_t
 
 
 def test_a_conventions_flops_spent_is_badged_detected_never_counted_though_its_parameters_are_counted():
-    from trainmeter.compute.flops import modelled_flops
+    from trainmeter.compute.flops import flops_input
     from trainmeter.compute.mfu import flops_spent
     from trainmeter.core.provenance import Derivation, Input
     from trainmeter.widget.view_model import badge_tiles
@@ -407,7 +407,7 @@ def test_a_conventions_flops_spent_is_badged_detected_never_counted_though_its_p
     hf = Derivation(name="flops_per_token.hf", formula="6 * (N - E)", value=6000.0, unit="FLOP/token",
                     inputs=(Input(name="N", value=1100, unit="params", provenance="counted"),
                             Input(name="E", value=100, unit="params", provenance="counted")))
-    f = modelled_flops(hf)
+    f = flops_input("hf", hf)
     assert (f.value, f.provenance) == (6000.0, "detected") and f.source == "flops_per_token.hf = 6 * (N - E)"
     spent = flops_spent(f, 10).to_dict()
     (tile,) = badge_tiles([{"id": "flops", "label": "FLOPs spent (hf)", "value": spent["value"], "derivation": spent}])

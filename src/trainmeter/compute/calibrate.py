@@ -6,11 +6,10 @@ lock), so one taken before a run serves the run.
 
 from __future__ import annotations
 
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 CALIBRATION_DTYPES: tuple[str, ...] = ("fp32", "tf32", "bf16", "fp16")  # tf32: float32 with TF32 matmuls (CUDA)
@@ -87,9 +86,8 @@ def time_matmuls(run_once: Callable[[], Any], sync: Callable[[], Any], *, clock:
     sync()
     start = clock()
     repeats = 0
-    while repeats < max_repeats:
+    for repeats in range(1, max_repeats + 1):  # the count run is returned
         run_once()
-        repeats += 1
         if repeats & (repeats - 1) == 0 or repeats == max_repeats:  # check the clock at 1, 2, 4, 8... repeats
             sync()
             if clock() - start >= min_seconds:
@@ -130,12 +128,10 @@ def calibrate(dtypes: Iterable[str] | None = None, *, device: Any = None, size: 
     ``device`` (default the current CUDA device, else the CPU) with ``size``-square matrices (default 8192 on CUDA,
     1024 on the CPU), each for ``min_seconds`` (at most ``max_repeats`` matmuls); the :class:`Calibration`, also kept
     as the last one. ``ValueError`` for an unknown dtype or a value out of range; ``RuntimeError`` without torch."""
-    torch = sys.modules.get("torch")
-    if torch is None:
-        try:
-            import torch  # the user asked for a measurement: torch is needed now
-        except ImportError as exc:
-            raise RuntimeError("tm.calibrate() needs torch installed") from exc
+    try:
+        import torch  # the user asked for a measurement: torch is needed now
+    except ImportError as exc:
+        raise RuntimeError("tm.calibrate() needs torch installed") from exc
     dev = torch.device(device) if device is not None else (
         torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu"))
     wanted = tuple(dtypes) if dtypes is not None else (("bf16", "fp16", "tf32") if dev.type == "cuda"
@@ -186,11 +182,8 @@ def run_dtype(param_dtype: str | None, on_cuda: bool, tf32_allowed: bool) -> str
 def of_achievable(flops_per_unit: Any, units_per_s: float | None, ceiling: Ceiling, *, unit: str = "tokens") -> Any:
     """Model FLOP/s over the measured ceiling, MFU's rule with the ceiling as the peak: F per ``unit`` (``tokens`` or
     ``samples``) x training-only ``units_per_s``; a Derivation named ``of_achievable``. Pure."""
-    from trainmeter.compute.mfu import mfu_derivation
-    from trainmeter.core.provenance import Input, as_input
+    from trainmeter.compute.mfu import mfu
+    from trainmeter.core.provenance import Input
 
     peak = Input(name="ceiling", value=ceiling.flops_per_s, unit="FLOP/s", provenance="measured", source=ceiling.source)
-    return mfu_derivation(
-        name="of_achievable", flops_per_token=as_input("F", flops_per_unit, f"FLOP/{unit[:-1]}", "detected"),
-        rate=(as_input(f"{unit}_per_s", units_per_s, f"{unit}/s", "measured", f"training-only {unit}/s"),),
-        devices=as_input("devices", 1, "1", "detected"), peaks=(peak,))
+    return replace(mfu(flops_per_unit, units_per_s, 1, peak, unit=unit), name="of_achievable")

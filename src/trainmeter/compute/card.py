@@ -247,9 +247,8 @@ def progress_bar(section: dict[str, Any], derivations: dict[str, dict[str, Any]]
         return None
     eta = derivations.get("eta_s") or {}
     inputs = {i["name"]: i["value"] for i in prog.get("inputs", [])}
-    if "budget_steps" in inputs:
-        label = " / ".join(format_count_pair(inputs.get("steps"), inputs["budget_steps"])) + " steps"
-    else:
-        unit = section.get("unit") or "tokens"  # the run's counted unit: samples where no token ids were read
-        label = " / ".join(format_count_pair(inputs.get("tokens_seen"), inputs.get("budget_tokens"))) + f" {unit}"
+    steps = "budget_steps" in inputs  # else the run's counted unit: samples where no token ids were read
+    done, total, unit = ("steps", "budget_steps", "steps") if steps else (
+        "tokens_seen", "budget_tokens", section.get("unit") or "tokens")
+    label = " / ".join(format_count_pair(inputs.get(done), inputs.get(total))) + f" {unit}"
     return {"fraction": prog["value"], "eta_s": eta.get("value"), "pace": pace_of(eta or None), "label": label}

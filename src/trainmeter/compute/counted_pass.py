@@ -145,38 +145,34 @@ class CountOnWorker:
         prepared = prepare_counted(model, example[0], example[1], call=call, **declared)
         if prepared is not None:
             self._prepared, self._example = prepared, example if on_cpu else None
-            probes.release_example()
             monitor.worker.submit("compute", prepared.run)
-            return
-        with _paused(probes):
-            self._whole = counted_flops_per_token(model, example[0], example[1],
-                                                  method="auto" if on_cpu else "meta", call=call, **declared)
+        else:
+            with _paused(probes):
+                self._whole = counted_flops_per_token(model, example[0], example[1],
+                                                      method="auto" if on_cpu else "meta", call=call, **declared)
         probes.release_example()
 
     def take(self, monitor: Any, final: bool) -> CountedFlops | None:
         """The result once the pass ran, else ``None``; ``final`` waits for it (or runs it here if the worker has
         not begun it). A failed meta pass of a CPU model is followed by its real pass, here (as ``method="auto"``)."""
-        prepared, whole = self._prepared, self._whole
-        if whole is not None:
-            self._whole = None
+        if self._whole is not None:
+            whole, self._whole = self._whole, None
             return whole
         if self._real is not None:  # the real pass was asked of the training thread and has not run yet
             if final and not monitor.worker.on_worker_thread():
-                failed, example = self._real
-                self._real = None
-                return self._real_pass(monitor, failed, example)
+                real, self._real = self._real, None
+                return self._real_pass(monitor, *real)
             return None
-        if prepared is None:
+        if self._prepared is None:
             return None
         # final: the worker's result, or the end of its run if one is under way, or the pass run here if it has not
         # begun (its queued job then returns this result): never a wait for the worker's other jobs
-        result = prepared.run() if final else prepared.result
+        result = self._prepared.run() if final else self._prepared.result
         if result is None:
             return None
         self._prepared, example, self._example = None, self._example, None
-        model = monitor.model_ref() if monitor.model_ref is not None else None
-        probes = monitor.probes
-        if result.method is None and example is not None and model is not None and probes is not None:
+        live = monitor.model_ref is not None and monitor.model_ref() is not None and monitor.probes is not None
+        if result.method is None and example is not None and live:
             if monitor.worker.on_worker_thread():
                 # the real pass draws from the process's random generator (dropout) under fork_rng, which saves
                 # and restores it: beside the training thread that would rewind the training's own stream

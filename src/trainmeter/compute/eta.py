@@ -55,8 +55,7 @@ def eta_s(done: Quantity, budget: Quantity, pace: Pace, *, unit: str = "tokens")
     ``missing`` when an input is."""
     if pace.name not in PACES:
         raise ValueError(f"unknown pace {pace.name!r}; valid: {', '.join(PACES)}")
-    steps = unit == "steps"
-    seen_name, budget_name, rate_name = (("steps", "budget_steps", "steps_per_s") if steps
+    seen_name, budget_name, rate_name = (("steps", "budget_steps", "steps_per_s") if unit == "steps"
                                          else ("tokens_seen", "budget_tokens", "tokens_per_s"))
     inputs = (
         as_input(seen_name, done, unit, "counted"),

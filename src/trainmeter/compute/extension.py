@@ -165,18 +165,17 @@ class ComputeExtension(ExtensionBase):
         with contextlib.suppress(ValueError):  # a dtype without a peak column (float32): none
             self.dtype = normalize_dtype(dtype) if dtype else None
         on_cuda = param is not None and param.device.type == "cuda"
-        tf32, memory, uuid, sms = False, None, None, None
+        props, tf32 = None, False
         if on_cuda:
             torch = sys.modules["torch"]
             self.device_name = torch.cuda.get_device_name(param.device)
             props = torch.cuda.get_device_properties(param.device)
-            memory, uuid = getattr(props, "total_memory", None), getattr(props, "uuid", None)
-            sms = getattr(props, "multi_processor_count", None)  # a MIG instance's own (docs/spec.md section 5)
             tf32 = bool(torch.backends.cuda.matmul.allow_tf32)
         from trainmeter.compute.calibrate import run_dtype
 
         self.run_dtype = run_dtype(dtype, on_cuda, tf32)
-        self._device_key = (memory, uuid, dtype, sms)
+        self._device_key = (getattr(props, "total_memory", None), getattr(props, "uuid", None), dtype,
+                            getattr(props, "multi_processor_count", None))  # SMs: a MIG instance's own (spec section 5)
         if self.peak is None:  # else declared
             self._match_peak()
 
@@ -253,14 +252,10 @@ class ComputeExtension(ExtensionBase):
 
     def text_fields(self) -> dict[str, Any]:
         """``mfu`` (chosen convention only) and progress for the text line."""
-        out: dict[str, Any] = {}
-        d = self.view().mfu()
-        if d is not None and d.value is not None:
-            out["mfu"] = d.value
-        prog = self.derived.get("progress")
-        if prog is not None and prog.value is not None:
-            out["progress"] = format_percent(prog.value)  # as the widget's progress bar
-        return out
+        prog = getattr(self.derived.get("progress"), "value", None)
+        out = {"mfu": getattr(self.view().mfu(), "value", None),
+               "progress": None if prog is None else format_percent(prog)}  # as the widget's progress bar
+        return {key: value for key, value in out.items() if value is not None}
 
     def _budget(self, steps: int, tokens: int | None, train_tps: float | None, session_tps: float | None,
                 per_conv: dict[str, Input], *, recent: Any = None, whole_run: bool = False) -> dict[str, Derivation]:

@@ -112,17 +112,15 @@ def kept_from(model: Any) -> Call:
     return "training_step" if lightning else "forward"
 
 
+@dataclass
 class _QuietOnThread:
-    """A stream that drops what one thread writes and passes every other thread's writes to ``stream``."""
+    """A stream that drops what one thread writes and passes every other thread's writes to ``_stream``."""
 
-    def __init__(self, stream: Any, thread_id: int) -> None:
-        self._stream = stream
-        self._thread_id = thread_id
+    _stream: Any
+    _thread_id: int
 
     def write(self, text: str) -> int:
-        if threading.get_ident() == self._thread_id:
-            return len(text)
-        return self._stream.write(text)
+        return len(text) if threading.get_ident() == self._thread_id else self._stream.write(text)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._stream, name)

@@ -57,18 +57,13 @@ def as_shape(model_or_shape: Any) -> ModelShape:
 
 def _missing_text(shape: ModelShape, symbols: list[str]) -> str:
     """Name what would enable a derivation whose ``symbols`` are unknown."""
-    parts = [flag for s, flag in (("L", "--layers N"), ("d", "--d-model D"), ("S", "--seq-len S")) if s in symbols]
-    text = []
-    if "N" in symbols or "N_active" in symbols:
-        if shape.is_moe:
-            text.append("active parameters of this mixture-of-experts model unknown (top-k experts not read)")
-        else:
-            text.append("parameter count N unknown (pass the model, or a config of a known layout)")
-    if "E" in symbols:
-        text.append("embedding parameter count E unknown")
-    if parts:
-        text.append("declare " + " ".join(parts))
-    return "; ".join(text)
+    flags = " ".join(flag for sym, flag in (("L", "--layers N"), ("d", "--d-model D"), ("S", "--seq-len S"))
+                     if sym in symbols)
+    n_text = ("active parameters of this mixture-of-experts model unknown (top-k experts not read)" if shape.is_moe
+              else "parameter count N unknown (pass the model, or a config of a known layout)")
+    text = (n_text if "N" in symbols or "N_active" in symbols else "",
+            "embedding parameter count E unknown" if "E" in symbols else "", f"declare {flags}" if flags else "")
+    return "; ".join(t for t in text if t)
 
 
 def _frozen_inputs(shape: ModelShape, n_symbol: str, convention: str) -> list[Input]:
@@ -86,11 +81,10 @@ def _frozen_inputs(shape: ModelShape, n_symbol: str, convention: str) -> list[In
 
 def _derive(shape: ModelShape, convention: str) -> Derivation:
     """Return the :class:`Derivation` of FLOPs per token for one canonical convention."""
-    moe = shape.is_moe
+    moe, frozen = shape.is_moe, shape.frozen
     n_symbol = "N_active" if moe else "N"
-    dense_active = shape.n_params is None and shape.n_active_params is not None
+    dense_active = shape.n_params is None and shape.n_active_params is not None  # N read only as the active count
     n_field = "n_active_params" if moe or dense_active else "n_params"
-    frozen = shape.frozen
     table = FROZEN_FORMULAS if frozen else FORMULAS
     formula = re.sub(r"\bN\b", n_symbol, table[convention]) if moe else table[convention]  # N_b, N_t keep theirs
     inputs = [shape.as_input(n_field, n_symbol, "params")]
@@ -144,19 +138,14 @@ def flops_range(derivations: Mapping[str, Derivation]) -> tuple[float, float] | 
     return (min(values), max(values)) if values else None
 
 
-def modelled_flops(f: Derivation | float | None, unit: str = "tokens", source: str = "") -> Input:
-    """A FLOPs convention's F as an input of MFU and FLOPs spent: provenance at most ``detected`` (a model of the work,
-    never badged ``counted``: docs/spec.md section 5)."""
-    inp = as_input("F", f, f"FLOP/{unit[:-1]}", "detected", source)
-    return replace(inp, provenance=weakest((inp.provenance, "detected")) or "detected")  # type: ignore[arg-type]
-
-
 def flops_input(convention: str, f: Derivation | float | None, unit: str = "tokens", source: str = "") -> Input:
     """F under ``convention`` as the input of MFU, FLOPs spent and required, for a run or a launch: :data:`COUNTED`
-    F is ``counted`` (or its derivation's weakest), a convention's at most ``detected``; ``source``: a number's origin."""
+    F is ``counted`` (or its derivation's weakest), a convention's at most ``detected`` (a model of the work, never
+    badged ``counted``: docs/spec.md section 5); ``source``: a number's origin."""
+    inp = as_input("F", f, f"FLOP/{unit[:-1]}", "counted" if convention == COUNTED else "detected", source)
     if convention == COUNTED:
-        return as_input("F", f, f"FLOP/{unit[:-1]}", "counted", source)
-    return modelled_flops(f, unit, source)
+        return inp
+    return replace(inp, provenance=weakest((inp.provenance, "detected")) or "detected")  # type: ignore[arg-type]
 
 
 _F = TypeVar("_F")

@@ -30,10 +30,11 @@ def mfu_name(convention: str, pace: str = "training-only", prefix: str = "") -> 
 def mfu(flops_per_token: Quantity, tokens_per_s: Quantity, devices: Quantity, peak_flops_per_s: Quantity | PeakRow, *,
         pace: Pace = "training-only", peak_missing: str | None = None, unit: str = "tokens") -> Derivation:
     """Model FLOPs utilization of one run, a 0-1 fraction: F x tokens/s (on the clock ``pace`` names: ``mfu`` or
-    ``mfu.session``) / (devices x dense peak per device, FLOP/s or a :class:`PeakRow`; ``peak_missing``: why there is
-    none); ``unit`` ``samples``: F per sample, samples/s."""
+    ``mfu.session``) / (devices x dense peak per device, FLOP/s, a :class:`PeakRow` or an Input kept as it is: the
+    measured ceiling's; ``peak_missing``: why there is none); ``unit`` ``samples``: F per sample, samples/s."""
     _pace_label(pace)
-    peak_in = (peak_input(peak_flops_per_s) if isinstance(peak_flops_per_s, PeakRow) else
+    peak_in = (peak_input(peak_flops_per_s) if isinstance(peak_flops_per_s, PeakRow) else peak_flops_per_s
+               if isinstance(peak_flops_per_s, Input) else
                as_input("peak", peak_flops_per_s, "FLOP/s", "detected", "datasheet dense peak"))
     return mfu_derivation(name="mfu" if pace == "training-only" else "mfu.session",
                           flops_per_token=as_input("F", flops_per_token, f"FLOP/{unit[:-1]}", "detected"),
@@ -63,11 +64,8 @@ def mfu_derivation(*, name: str, flops_per_token: Input, rate: tuple[Input] | tu
     seconds = input_number(rate[1]) if len(rate) == 2 else 1.0
     if seconds is None or seconds <= 0:
         tokens = None  # a rate over no measured seconds is no rate
-    peak_values = [input_number(p) for p in peaks]
-    known = [p for p in peak_values if p is not None and p > 0]
-    denominator = None
-    if len(known) == len(peaks):
-        denominator = sum(known) if per_rank else (n or 0) * known[0]
+    known = [v for v in map(input_number, peaks) if v is not None and v > 0]
+    denominator = (sum(known) if per_rank else (n or 0) * known[0]) if len(known) == len(peaks) else None
     if missing is None:
         if denominator is None:
             why = peak_missing or "no dense peak for this device and dtype"

@@ -20,10 +20,8 @@ _DETACHED_CLASSES = frozenset({"Trainer", "LightningDataModule", "Dataset", "Ite
 
 def _detached(key: str, value: Any) -> bool:
     """Whether an attribute is a link to the run (a trainer, the data, an optimizer) that the copy holds as ``None``."""
-    if value is None:
-        return False
-    if key in _DETACHED_KEYS:
-        return True
+    if value is None or key in _DETACHED_KEYS:
+        return value is not None
     try:
         return any(c.__name__ in _DETACHED_CLASSES for c in type(value).__mro__)
     except Exception:  # noqa: BLE001 - an odd class is copied as any other value
@@ -38,28 +36,21 @@ def unwrap(model: Any) -> Any:
         if inner is None and type(root).__name__ in _WRAPPERS:
             inner = getattr(root, "module", None)
         if inner is None:
-            return root
+            break
         root = inner
     return root
 
 
 def is_sharded(root: Any) -> bool:
     """True when a parameter is a DTensor or a module is FSDP-managed (FSDP2 ``fully_shard`` or FSDP1)."""
-    for module in root.modules():
-        names = {c.__name__ for c in type(module).__mro__}
-        if "FSDPModule" in names or "FullyShardedDataParallel" in names:
-            return True
-    return any(type(p).__name__ == "DTensor" or hasattr(p, "_local_tensor") for p in root.parameters())
+    fsdp = {"FSDPModule", "FullyShardedDataParallel"}
+    return any(fsdp & {c.__name__ for c in type(module).__mro__} for module in root.modules()) or any(
+        type(p).__name__ == "DTensor" or hasattr(p, "_local_tensor") for p in root.parameters())
 
 
 def _plain_class(module: Any) -> type:
     """The user's class of ``module``: ``FSDP<Class>`` (FSDP2's dynamic subclass) read as ``<Class>``."""
-    cls = type(module)
-    if any(c.__name__ == "FSDPModule" for c in cls.__mro__):
-        for base in cls.__mro__[1:]:
-            if base.__name__ != "FSDPModule" and not any(b.__name__ == "FSDPModule" for b in base.__mro__):
-                return base
-    return cls
+    return next(c for c in type(module).__mro__ if all(b.__name__ != "FSDPModule" for b in c.__mro__))
 
 
 def _tensor_copy(t: Any, torch: Any, real: bool) -> Any:
@@ -108,8 +99,7 @@ def _clone_module(module: Any, memo: dict[int, Any], module_type: type) -> Any:
     found = memo.get(id(module))
     if found is not None:
         return found
-    cls = _plain_class(module)
-    new = object.__new__(cls)
+    new = object.__new__(_plain_class(module))
     memo[id(module)] = new
     state = new.__dict__
     for key, value in vars(module).items():

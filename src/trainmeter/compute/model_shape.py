@@ -108,25 +108,18 @@ OVERRIDE_FLAGS: dict[str, str] = {"layers": "--layers", "d_model": "--d-model", 
 """Fields a user may declare, and the flag that declares each."""
 
 
-def _positive_int(name: str, value: object) -> int:
-    """Return ``value`` (a digit string too) as a positive int or raise ValueError naming its flag."""
-    number = _as_int(int(value) if isinstance(value, str) and value.strip().isdigit() else value)
-    if number is None:
-        raise ValueError(f"{OVERRIDE_FLAGS.get(name, name)} must be a positive integer, got {value!r}")
-    return number
-
-
 def override_shape(shape: ModelShape, *, layers: int | None = None, d_model: int | None = None,
                    seq_len: int | None = None, vocab: int | None = None) -> ModelShape:
     """``shape`` with the given fields (``None``: keep the detected one) declared by the user: provenance
-    ``declared``, the flag as source. ``ValueError`` naming the flag for a value that is not a positive integer."""
-    out = shape
+    ``declared``, the flag as source. ``ValueError`` naming the flag for a value that is not a positive integer (a
+    digit string reads as one)."""
     for name, value in (("layers", layers), ("d_model", d_model), ("seq_len", seq_len), ("vocab", vocab)):
-        if value is None:
-            continue
-        number = _positive_int(name, value)
-        out = out.with_value(name, number, "declared", f"{OVERRIDE_FLAGS[name]} {number}")
-    return out
+        number = _as_int(int(value) if isinstance(value, str) and value.strip().isdigit() else value)
+        if value is not None and number is None:
+            raise ValueError(f"{OVERRIDE_FLAGS[name]} must be a positive integer, got {value!r}")
+        if number is not None:
+            shape = shape.with_value(name, number, "declared", f"{OVERRIDE_FLAGS[name]} {number}")
+    return shape
 
 
 _KEYS: dict[str, tuple[str, ...]] = {
@@ -145,14 +138,11 @@ _KEYS: dict[str, tuple[str, ...]] = {
 }
 # ``top_k`` is deliberately absent: older PretrainedConfig carries a generation ``top_k`` (50).
 
-GPT2_TYPES = frozenset({"gpt2"})
-LLAMA_TYPES = frozenset({"llama", "mistral", "mixtral", "qwen2", "qwen3"})
+FAMILIES = frozenset({"gpt2", "llama", "mistral", "mixtral", "qwen2", "qwen3"})  # GPT-2's layout, then Llama's
 
 
 def config_to_dict(config: Any) -> dict[str, Any]:
     """Return ``config`` as a plain dict (dict, ``to_dict()`` or attributes); ``{}`` when unreadable."""
-    if config is None:
-        return {}
     if isinstance(config, Mapping):
         return dict(config)
     to_dict = getattr(config, "to_dict", None)
@@ -163,7 +153,7 @@ def config_to_dict(config: Any) -> dict[str, Any]:
                 return dict(out)
     try:
         return {k: v for k, v in vars(config).items() if not k.startswith("_")}
-    except TypeError:
+    except TypeError:  # None, or an object without attributes
         return {}
 
 
@@ -190,7 +180,7 @@ def _as_int(value: Any) -> int | None:
 def _family(cfg: Mapping[str, Any]) -> tuple[str | None, Provenance]:
     """Return the parameter layout (``"gpt2"``/``"llama"``/None) and how sure we are."""
     model_type = str(cfg.get("model_type") or "").lower()
-    if model_type in GPT2_TYPES | LLAMA_TYPES:
+    if model_type in FAMILIES:
         return model_type, "detected"
     if model_type:
         return None, "assumed"
@@ -207,11 +197,9 @@ def _gpt2_counts(s: ModelShape) -> tuple[int, int, int] | None:
     if None in (L, d, f, V, P):
         return None
     block = (2 * 2 * d) + (d * 3 * d + 3 * d) + (d * d + d) + (d * f + f) + (f * d + d)
-    tables = V * d + P * d
     head = 0 if s.tied_embeddings else V * d
-    n = L * block + tables + 2 * d + head
-    e = P * d + (0 if s.tied_embeddings else V * d)
-    return n, e, n
+    n = L * block + V * d + P * d + 2 * d + head  # blocks, token and position tables, final norm, untied head
+    return n, P * d + head, n
 
 
 def _llama_counts(s: ModelShape, family: str, cfg: Mapping[str, Any]) -> tuple[int, int, int] | None:
@@ -233,15 +221,11 @@ def _llama_counts(s: ModelShape, family: str, cfg: Mapping[str, Any]) -> tuple[i
     top_k = s.moe_top_k if s.is_moe else 1
     if top_k is None:
         return None
-    shared = (s.moe_shared_experts or 0) * mlp_one
-    router = d * experts if s.is_moe else 0
-    norms = 2 * d
-    block = attn + experts * mlp_one + shared + router + norms
-    block_active = attn + top_k * mlp_one + shared + router + norms
-    head = 0 if s.tied_embeddings else V * d
+    # a block: attention, shared experts, the router, two norms, then its experts (all of them, or the top k active)
+    common = attn + (s.moe_shared_experts or 0) * mlp_one + (d * experts if s.is_moe else 0) + 2 * d
+    head = 0 if s.tied_embeddings else V * d  # untied: a head of its own, and the token table is lookup-only (E)
     rest = V * d + head + d
-    e = 0 if s.tied_embeddings else V * d
-    return L * block + rest, e, L * block_active + rest
+    return L * (common + experts * mlp_one) + rest, head, L * (common + top_k * mlp_one) + rest
 
 
 def shape_from_config(config: Any) -> ModelShape:
@@ -253,8 +237,8 @@ def shape_from_config(config: Any) -> ModelShape:
     """
     cfg = config_to_dict(config)
     shape = ModelShape()
-    for name in ("layers", "d_model", "heads", "kv_heads", "head_dim", "vocab", "moe_experts", "moe_top_k",
-                 "moe_shared_experts"):
+    for name in ("layers", "d_model", "heads", "kv_heads", "head_dim", "ffn_width", "vocab", "moe_experts",
+                 "moe_top_k", "moe_shared_experts"):
         found = _read(cfg, name)
         if found is not None:
             shape = shape.with_value(name, found[0], "detected", found[1])
@@ -269,10 +253,7 @@ def shape_from_config(config: Any) -> ModelShape:
         shape = shape.with_value("kv_heads", shape.heads, "assumed", "no kv heads key: full multi-head attention")
     if shape.heads and shape.d_model and shape.head_dim is None and shape.d_model % shape.heads == 0:
         shape = shape.with_value("head_dim", shape.d_model // shape.heads, "detected", "d_model / heads")
-    ffn = _read(cfg, "ffn_width")
-    if ffn is not None:
-        shape = shape.with_value("ffn_width", ffn[0], "detected", ffn[1])
-    elif family == "gpt2" and shape.d_model:
+    if shape.ffn_width is None and family == "gpt2" and shape.d_model:
         shape = shape.with_value("ffn_width", 4 * shape.d_model, "detected", "config.n_inner is None: 4 * d_model")
     act = str(cfg.get("hidden_act") or cfg.get("activation_function") or "").lower()
     if family == "gpt2":
@@ -292,11 +273,8 @@ def shape_from_config(config: Any) -> ModelShape:
         shape = shape.with_value("learned_positions", 0, family_prov, f"{family} layout: rotary positions")
     counts = _gpt2_counts(shape) if family == "gpt2" else _llama_counts(shape, family, cfg) if family else None
     if counts is not None:
-        n, e, active = counts
-        layout = "GPT-2" if family == "gpt2" else f"{family}"
-        src = f"analytic {layout} parameter count from the config"
-        shape = shape.with_value("n_params", n, family_prov, src)
-        shape = shape.with_value("n_embedding_params", e, family_prov, src + " (lookup-only tables)")
-        shape = shape.with_value("n_active_params", active, family_prov,
-                                 src + (" (top-k experts)" if shape.is_moe else ""))
+        src = f"analytic {'GPT-2' if family == 'gpt2' else family} parameter count from the config"
+        notes = ("", " (lookup-only tables)", " (top-k experts)" if shape.is_moe else "")
+        for name, value, note in zip(("n_params", "n_embedding_params", "n_active_params"), counts, notes, strict=True):
+            shape = shape.with_value(name, value, family_prov, src + note)
     return shape

@@ -145,17 +145,13 @@ def _find(device_name: object, pci_device_id: int | None = None, memory_bytes: f
     for row in TABLE:
         if re.search(row.pattern, name) and not (row.exclude and re.search(row.exclude, name)):
             return row
-    if pci_device_id is not None:
-        device = int(pci_device_id) >> 16 if int(pci_device_id) > 0xFFFF else int(pci_device_id)
-        card = BY_PCI_DEVICE_ID.get(device)
-        if card is not None:
-            return _BY_CARD[card]
-    if memory_bytes:
+    pci = None if pci_device_id is None else int(pci_device_id)
+    card = None if pci is None else BY_PCI_DEVICE_ID.get(pci >> 16 if pci > 0xFFFF else pci)
+    if card is None and memory_bytes:
         gib = float(memory_bytes) / 2**30
-        for pattern, low, high, card in BY_MEMORY_GIB:
-            if re.search(pattern, name) and low <= gib <= high:
-                return _BY_CARD[card]
-    return None
+        card = next((c for pattern, low, high, c in BY_MEMORY_GIB if re.search(pattern, name) and low <= gib <= high),
+                    None)
+    return None if card is None else _BY_CARD[card]
 
 
 def match_card(device_name: object, *, pci_device_id: int | None = None,

@@ -6,6 +6,7 @@ non-blocking copy polled at later reports, no sync. Training thread (reports). N
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 from collections.abc import Mapping
 from typing import Any
@@ -62,7 +63,7 @@ class PackedRead:
 
 def packed_read(example: Any) -> PackedRead | None:
     """A read of the example's ``cu_seqlens`` / ``position_ids`` (an integer tensor), or ``None`` without one."""
-    try:
+    with contextlib.suppress(Exception):  # an unreadable batch has no packing S
         kwargs = example[1] if example and isinstance(example[1], Mapping) else {}
         for key in PACKING_KEYS:
             tensor = kwargs.get(key)
@@ -70,6 +71,4 @@ def packed_read(example: Any) -> PackedRead | None:
                 import torch
 
                 return PackedRead(key, tensor, torch)
-    except Exception:  # noqa: BLE001 - an unreadable batch has no packing S
-        return None
     return None

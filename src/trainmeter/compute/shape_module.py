@@ -64,11 +64,16 @@ def _heads(root: Any, nn: Any) -> tuple[int, str] | None:
     for path, module in root.named_modules():
         if isinstance(module, nn.MultiheadAttention):
             return int(module.num_heads), f"{path}: nn.MultiheadAttention.num_heads"
-        for attr in _HEAD_ATTRS:
-            value = getattr(module, attr, None)
-            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-                return value, f"{path or '<root>'}.{attr}"
+        found = _int_attrs(module, _HEAD_ATTRS)
+        if found:
+            return found[0][1], f"{path or '<root>'}.{found[0][0]}"
     return None
+
+
+def _int_attrs(module: Any, names: tuple[str, ...]) -> list[tuple[str, int]]:
+    """The attributes of ``names`` that ``module`` holds as a positive int, in order: (name, value)."""
+    found = ((attr, getattr(module, attr, None)) for attr in names)
+    return [(a, v) for a, v in found if isinstance(v, int) and not isinstance(v, bool) and v > 0]
 
 
 def _experts(root: Any, nn: Any, top_k: int | None) -> tuple[int, int, int | None, str] | None:
@@ -80,19 +85,11 @@ def _experts(root: Any, nn: Any, top_k: int | None) -> tuple[int, int, int | Non
     k = top_k
     if k is None:
         parent = root.get_submodule(lists[0][0].rpartition(".")[0]) if "." in lists[0][0] else root
-        for attr in _TOPK_ATTRS:
-            value = getattr(parent, attr, None)
-            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-                k = value
-                break
+        k = next((v for _, v in _int_attrs(parent, _TOPK_ATTRS)), None)
     if k is None:
         return count, 0, None, f"{len(lists)} ModuleLists named *experts"
-    inactive = 0
-    for _, module in lists:
-        children = list(module.children())
-        if children:
-            per_expert = _numel(module.parameters()) / len(children)
-            inactive += int(round(max(len(children) - k, 0) * per_expert))
+    sizes = [(len(list(module.children())), _numel(module.parameters())) for _, module in lists]
+    inactive = sum(int(round(max(n - k, 0) * (total / n))) for n, total in sizes if n)
     return count, inactive, k, f"{len(lists)} ModuleLists named *experts, top-{k}"
 
 

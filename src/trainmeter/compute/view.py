@@ -44,11 +44,10 @@ class ComputeView:
         ``None`` when that MFU is not derived; known without a peak."""
         from trainmeter.core.provenance import Derivation, input_number
 
-        d = self.mfu(convention)
-        inputs = {i.name: i for i in d.inputs} if d is not None else {}
-        if "F" not in inputs or "tokens_per_s" not in inputs:
+        inputs = {i.name: i for i in getattr(self.mfu(convention), "inputs", ())}
+        f, rate = inputs.get("F"), inputs.get("tokens_per_s")
+        if f is None or rate is None:
             return None
-        f, rate = inputs["F"], inputs["tokens_per_s"]
         value = (input_number(f) or 0.0) * (input_number(rate) or 0.0)
         return Derivation(name="flop_per_s", formula="F * tokens_per_s", value=value or None, unit="FLOP/s",
                           inputs=(f, rate), missing=None if value else "FLOPs per token or tokens/s not known yet")

@@ -37,6 +37,13 @@ class RaplReading:
     missing: str | None = None
 
 
+def _read_int(path: Path) -> int | None:
+    try:
+        return int(path.read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
 def read_rapl(root: Path = POWERCAP_ROOT) -> RaplReading:
     """Read the package domains under ``root``; never raises."""
     if not root.is_dir():
@@ -45,23 +52,15 @@ def read_rapl(root: Path = POWERCAP_ROOT) -> RaplReading:
     ranges: dict[str, int | None] = {}
     refused = []
     for domain in sorted(root.glob("*rapl:*")):
-        if domain.name.count(":") != 1:  # a sub-domain (intel-rapl:0:0)
-            continue
-        try:
-            name = (domain / "name").read_text().strip()
+        try:  # a sub-domain (intel-rapl:0:0) or one that is not a package: skipped
+            package = domain.name.count(":") == 1 and (domain / "name").read_text().strip().startswith("package")
         except OSError:
-            continue
-        if not name.startswith("package"):
-            continue
-        try:
-            energy[domain.name] = int((domain / "energy_uj").read_text().strip())
-        except (OSError, ValueError):
+            package = False
+        uj = _read_int(domain / "energy_uj") if package else None
+        if uj is not None:
+            energy[domain.name], ranges[domain.name] = uj, _read_int(domain / "max_energy_range_uj")
+        elif package:
             refused.append(domain.name)
-            continue
-        try:
-            ranges[domain.name] = int((domain / "max_energy_range_uj").read_text().strip())
-        except (OSError, ValueError):
-            ranges[domain.name] = None
     if not energy:
         why = (f"RAPL energy_uj under {root} is not readable by this user (root-only since CVE-2020-8694)"
                if refused else f"no RAPL package domain under {root}")
@@ -75,16 +74,12 @@ def rapl_joules(start: RaplReading, end: RaplReading) -> tuple[float | None, str
         return None, start.missing or end.missing
     total_uj = 0
     for name, first in start.energy_uj.items():
-        last = end.energy_uj.get(name)
+        last, wrap = end.energy_uj.get(name), start.range_uj.get(name)
         if last is None:
             return None, f"RAPL domain {name} disappeared during the run"
-        delta = last - first
-        if delta < 0:
-            wrap = start.range_uj.get(name)
-            if wrap is None:
-                return None, f"RAPL domain {name} wrapped and its range is unknown"
-            delta += wrap
-        total_uj += delta
+        if last < first and wrap is None:
+            return None, f"RAPL domain {name} wrapped and its range is unknown"
+        total_uj += last - first + (wrap if last < first else 0)  # type: ignore[operator]
     return total_uj / 1e6, None
 
 

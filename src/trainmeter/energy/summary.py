@@ -21,11 +21,10 @@ def _ratio(name: str, formula: str, energy: Input, denom: Input, unit: str, scal
     value = None
     if missing is None and energy.value is not None and denom.value:
         value = float(energy.value) / (float(denom.value) / scale)  # type: ignore[arg-type]
-    if value is None and missing is None:
+    elif missing is None:
         missing = ("no energy reading (energy.missing says why)" if energy.value is None
                    else f"needs a non-zero {denom.name}")
-    return Derivation(name=name, formula=formula, value=value, unit=unit, inputs=(energy, denom),
-                      missing=None if value is not None else missing)
+    return Derivation(name=name, formula=formula, value=value, unit=unit, inputs=(energy, denom), missing=missing)
 
 
 def energy_section(*, devices: Sequence[DeviceEnergy], gpu_missing: str | None, rapl_j: float | None,
@@ -51,23 +50,18 @@ def energy_section(*, devices: Sequence[DeviceEnergy], gpu_missing: str | None, 
         missing = "; ".join(r for r in reasons if r)
         energy_src = ""
     energy_in = Input(name="energy_j", value=joules, unit="J", provenance="measured", source=energy_src)
-    tokens_in = Input(name="tokens", value=tokens, unit="1", provenance="counted", source="root module batches")
-    if token_unit == "tokens":
-        j_tok = _ratio("j_per_token", "energy_j / tokens", energy_in, tokens_in, "J/token")
-        j_sample = Derivation(name="j_per_sample", formula="energy_j / samples", value=None, unit="J/sample",
-                              missing="the batch counts tokens here; samples are not counted")
-    else:
-        samples_in = Input(name="samples", value=tokens, unit="1", provenance="counted", source="batch dim 0")
-        j_sample = _ratio("j_per_sample", "energy_j / samples", energy_in, samples_in, "J/sample")
-        j_tok = Derivation(name="j_per_token", formula="energy_j / tokens", value=None, unit="J/token",
-                           missing="the batch has no token ids (a 2-D integer tensor); only samples are counted")
+    word = "token" if token_unit == "tokens" else "sample"  # the unit the batch counts: the other is not shown
+    count_in = Input(name=f"{word}s", value=tokens, unit="1", provenance="counted",
+                     source="root module batches" if word == "token" else "batch dim 0")
+    per = {w: Derivation(name=f"j_per_{w}", formula=f"energy_j / {w}s", value=None, unit=f"J/{w}", missing=why)
+           for w, why in (("token", "the batch has no token ids (a 2-D integer tensor); only samples are counted"),
+                          ("sample", "the batch counts tokens here; samples are not counted"))}
+    per[word] = _ratio(f"j_per_{word}", f"energy_j / {word}s", energy_in, count_in, f"J/{word}")
+    j_tok, j_sample = per["token"], per["sample"]
     flops_in = Input(name="flops_spent", value=flops_spent, unit="FLOP", provenance="counted",
                      source=f"compute: flops_spent[{convention}]" if convention else "compute")
-    pflop_missing = None
-    if convention is None:
-        pflop_missing = "J/PFLOP needs a named FLOPs convention: pass --convention"
-    elif flops_spent is None:
-        pflop_missing = flops_missing or "FLOPs spent are not known yet"
+    pflop_missing = ("J/PFLOP needs a named FLOPs convention: pass --convention" if convention is None else
+                     (flops_missing or "FLOPs spent are not known yet") if flops_spent is None else None)
     j_pflop = _ratio(f"j_per_pflop[{convention}]" if convention else "j_per_pflop",
                      "energy_j / (flops_spent / 1e15)", energy_in, flops_in, "J/PFLOP", scale=1e15,
                      missing=pflop_missing)
@@ -108,13 +102,11 @@ def card_line(section: dict[str, Any]) -> str:
     if section.get("joules") is None:
         return f"- Energy: not measured ({section.get('missing')})"
     parts = [f"{format_number(section['kwh'])} kWh ({format_joules(section['joules'])}, {section['source']})"]
-    if section.get("j_per_token") is not None:
-        parts.append(f"{format_number(section['j_per_token'])} J/token")
-    if section.get("j_per_sample") is not None:
-        parts.append(f"{format_number(section['j_per_sample'])} J/sample")
     pflop = section.get("j_per_pflop") or {}
-    if pflop.get("value") is not None:
-        parts.append(f"{format_number(pflop['value'])} J/PFLOP ({pflop['convention']})")
+    for value, unit in ((section.get("j_per_token"), "J/token"), (section.get("j_per_sample"), "J/sample"),
+                        (pflop.get("value"), f"J/PFLOP ({pflop.get('convention')})")):
+        if value is not None:
+            parts.append(f"{format_number(value)} {unit}")
     watts = [w for w in (section.get("avg_watts") or {}).values() if w is not None]
     if watts:
         parts.append(f"avg {format_watts(sum(watts) / len(watts))} per device")

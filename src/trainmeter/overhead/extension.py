@@ -99,35 +99,31 @@ class Overhead(ExtensionBase):
         if not cpu_s:
             return
         names = {t.native_id: t.name for t in threading.enumerate() if t.name.startswith(THREAD_PREFIX)}
-        for tid, seconds in cpu_s.items():
-            if tid in names:
-                self._thread_cpu[tid] = (names[tid], seconds)
+        self._thread_cpu.update({tid: (names[tid], seconds) for tid, seconds in cpu_s.items() if tid in names})
 
     def figures(self, report: Report | None = None) -> dict[str, Any]:
         """The overhead figures now (the passport section's content), or at ``report`` (its phases and elapsed
         seconds: on the report worker the live ones moved on, docs/spec.md section 20)."""
         m = self._m
         wall_s = (self._t1 if self._t1 is not None else self._now()) - self._t0
-        cpu_s = sum(c for _, c in self._thread_cpu.values())
-        have_cpu = bool(self._thread_cpu)
-        if report is not None:
-            reporting_s, elapsed_s = report.phases_s.get("reporting", 0.0), report.elapsed_s
-        else:
-            reporting_s = m.phases.totals_s.get("reporting", 0.0) if m is not None else 0.0
-            elapsed_s = m.elapsed_s() if m is not None else 0.0
+        cpu_s = sum(c for _, c in self._thread_cpu.values()) if self._thread_cpu else None
+        phases = report.phases_s if report is not None else m.phases.totals_s if m is not None else {}
+        reporting_s = phases.get("reporting", 0.0)
+        elapsed_s = report.elapsed_s if report is not None else m.elapsed_s() if m is not None else 0.0
         browser = self._browser_bytes()
         log_bytes = size_bytes(m.run_dir / "events.jsonl") if m is not None and m.run_dir is not None else None
+
+        def per_s(amount: float | None) -> float | None:
+            return amount / wall_s if amount is not None and wall_s > 0 else None
+
         return {
             "on_step_us": self._timed_s / self._timed * 1e6 if self._timed else None,
             "on_step_samples": self._timed, "sample_every": self.every,
             "reporting_s": reporting_s, "reporting_share": reporting_s / elapsed_s if elapsed_s > 0 else None,
-            "threads": {"cpu_s": cpu_s if have_cpu else None,
-                        "share_of_one_core": cpu_s / wall_s if have_cpu and wall_s > 0 else None,
+            "threads": {"cpu_s": cpu_s, "share_of_one_core": per_s(cpu_s),
                         "names": sorted({n for n, _ in self._thread_cpu.values()})},
-            "browser_bytes": browser, "browser_bytes_per_s": browser / wall_s if browser is not None and wall_s > 0
-            else None,
-            "run_log_bytes": log_bytes,
-            "run_log_bytes_per_s": log_bytes / wall_s if log_bytes is not None and wall_s > 0 else None,
+            "browser_bytes": browser, "browser_bytes_per_s": per_s(browser),
+            "run_log_bytes": log_bytes, "run_log_bytes_per_s": per_s(log_bytes),
             "wall_s": wall_s,
         }
 
