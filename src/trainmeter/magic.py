@@ -30,12 +30,8 @@ def build_parser() -> argparse.ArgumentParser:
     groups: dict[str, Any] = {}
     for f in FLAGS:
         target = groups.setdefault(f.group, p.add_mutually_exclusive_group()) if f.group else p
-        if f.metavar and f.bare:
-            target.add_argument(f.flag, dest=f.dest, nargs="?", const=f.bare)
-        elif f.metavar:
-            target.add_argument(f.flag, dest=f.dest)
-        else:
-            target.add_argument(f.flag, dest=f.dest, action="store_true")
+        kind = {"nargs": "?", "const": f.bare} if f.bare else {} if f.metavar else {"action": "store_true"}
+        target.add_argument(f.flag, dest=f.dest, **kind)
     return p
 
 

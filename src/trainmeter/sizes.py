@@ -249,13 +249,9 @@ def format_axis(value: float, unit: str) -> str:
     if unit in ("flop", "flop/s"):
         text, prefix = _scaled(value, 1000.0, _SI_PREFIX)
         return f"{text}{prefix}"
-    if abs(value) >= 1000:
-        return _compact(value)
-    return format_number(value)
-
-
-def _compact(value: float) -> str:
-    v, i = value, 0
+    if abs(value) < 1000:
+        return format_number(value)
+    v, i = value, 0  # 3 significant figures, SI
     while i < len(_SI_COUNT) - 1 and abs(float(f"{v:.3g}")) >= 1000:
         v /= 1000
         i += 1
