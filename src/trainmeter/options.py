@@ -84,8 +84,7 @@ class Flag:
     @property
     def dest(self) -> str:
         """The keyword of :func:`make_options` it feeds."""
-        return {"run_root": "run_dir", "widget": "no_widget", "tap": "no_tap", "alerts": "alert"}.get(self.field,
-                                                                                                     self.field)
+        return {"run_root": "run_dir", "alerts": "alert"}.get(self.field, self.field)
 
 
 FLAGS: tuple[Flag, ...] = (
