@@ -39,6 +39,9 @@ class Verdicts(ExtensionBase):
         self._m = monitor
         self._reader = SeriesReader(monitor, LOSS_NAMES, feed=self._add_losses)
 
+    def stop(self) -> None:
+        """Nothing to release (the final report feeds the last numbers)."""
+
     def _feed(self, points: list[tuple[str, list[int], list[float]]], report: ReportPoint) -> None:
         """Feed one report's loss points, then its numbers (the report worker's thread)."""
         self._add_losses(points)
