@@ -26,15 +26,11 @@ def parse_size(text: str | int | float, *, flag: str, integer: bool = True) -> f
         1500.0
     """
     hint = "a positive number with an optional K, M, B or T suffix (e.g. 20B, 1.5M, 1e21)"
-    if isinstance(text, bool):
-        raise ValueError(f"invalid value {text!r} for {flag}: expected {hint}")
-    if isinstance(text, (int, float)):
-        value = float(text)
-    else:
-        match = _SIZE_RE.match(str(text))
-        if match is None or match.group(2).upper() not in _SUFFIXES:
-            raise ValueError(f"invalid value {text!r} for {flag}: expected {hint}")
+    match = None if isinstance(text, (int, float)) else _SIZE_RE.match(str(text))  # a bool is an int
+    if match is not None and match.group(2).upper() in _SUFFIXES:
         value = float(match.group(1)) * _SUFFIXES[match.group(2).upper()]
+    else:  # a number (never a bool), else no size
+        value = float(text) if isinstance(text, (int, float)) and not isinstance(text, bool) else math.nan
     if not math.isfinite(value) or value <= 0:
         raise ValueError(f"invalid value {text!r} for {flag}: expected {hint}")
     if integer and value != math.floor(value):
@@ -98,8 +94,7 @@ def format_number(v: float) -> str:
         return f"{mantissa}e{int(exponent)}"
     rounded = float(f"{v:.4g}")
     if abs(rounded) >= 10_000:
-        text, unit = _scaled(v, 1000.0, _SI_COUNT)
-        return f"{text}{unit}"
+        return "".join(_scaled(v, 1000.0, _SI_COUNT))
     return f"{rounded:g}"
 
 
@@ -121,8 +116,7 @@ def format_count(v: float) -> str:
         return f"{int(v):,}"
     if abs(v) < 1000:
         return format_number(v)
-    text, unit = _scaled(v, 1000.0, _SI_COUNT)
-    return f"{text}{unit}"
+    return "".join(_scaled(v, 1000.0, _SI_COUNT))
 
 
 def format_count_pair(done: Any, total: Any) -> tuple[str, str]:
