@@ -145,8 +145,7 @@ def format_bytes(v: float) -> str:
     """Binary bytes: ``512 B``, ``1.5 KiB``, ``23.4 GiB``."""
     if abs(round(v)) < 1024:
         return f"{round(v)} B"
-    text, unit = _scaled(v, 1024.0, _IEC)
-    return f"{text} {unit}"
+    return " ".join(_scaled(v, 1024.0, _IEC))
 
 
 @_numeric
@@ -166,15 +165,13 @@ def format_percent(v: float) -> str:
 @_numeric
 def format_flops(v: float, *, per_second: bool = False) -> str:
     """FLOPs with SI prefixes: ``728 GFLOP``, ``1.2 PFLOP``, ``312 TFLOP/s``."""
-    text, prefix = _scaled(v, 1000.0, _SI_PREFIX)
-    return f"{text} {prefix}FLOP" + ("/s" if per_second else "")
+    return " ".join(_scaled(v, 1000.0, _SI_PREFIX)) + ("FLOP/s" if per_second else "FLOP")
 
 
 @_numeric
 def format_joules(v: float) -> str:
     """Energy with SI prefixes: ``512 J``, ``59.1 kJ``, ``1.2 MJ``."""
-    text, prefix = _scaled(v, 1000.0, _SI_PREFIX)
-    return f"{text} {prefix}J"
+    return " ".join(_scaled(v, 1000.0, _SI_PREFIX)) + "J"
 
 
 @_numeric
@@ -241,8 +238,7 @@ def format_axis(value: float, unit: str) -> str:
     if unit in ("bytes", "fraction", "s"):
         return _BY_UNIT[unit](value)
     if unit in ("flop", "flop/s"):
-        text, prefix = _scaled(value, 1000.0, _SI_PREFIX)
-        return f"{text}{prefix}"
+        return "".join(_scaled(value, 1000.0, _SI_PREFIX))
     if abs(value) < 1000:
         return format_number(value)
     v, i = value, 0  # 3 significant figures, SI
