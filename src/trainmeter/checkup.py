@@ -128,8 +128,7 @@ def _ipykernel(version_of: Callable[[str], str | None], shell: Any) -> Check:
     version = version_of("ipykernel")
     if version is None:
         return Check(name="ipykernel", ok=None if shell is None else False, detail="ipykernel not installed")
-    major = major_version(version)
-    if major is not None and major >= 7:
+    if (major_version(version) or 0) >= 7:
         detail = (f"ipykernel {version}: output from background threads reaches a cell only with explicit parent "
                   "routing; trainmeter routes its thread output to the cell that started the run")
     else:
@@ -161,18 +160,15 @@ def _torch_checks(torch: Any) -> tuple[list[Check], int | None]:
 
 def _gpu_checks(backend: GpuBackend | None, open_backend: Callable[[], GpuBackendResult] | None,
                 cuda_count: int | None) -> list[Check]:
-    owned = False
-    reason = None
-    if backend is None:
-        if open_backend is None:
-            from trainmeter.gpu.backend import open_gpu_backend
+    owned, reason = backend is None, None
+    if owned:
+        from trainmeter.gpu.backend import open_gpu_backend
 
-            open_backend = open_gpu_backend
         try:
-            result = open_backend()
+            result = (open_backend or open_gpu_backend)()
         except Exception as exc:  # noqa: BLE001
             result = GpuBackendResult(backend=None, reason=f"opening NVML failed: {exc}")
-        backend, reason, owned = result.backend, result.reason, True
+        backend, reason = result.backend, result.reason
     if backend is None:
         return [_nvml_missing(reason or "no GPU backend", cuda_count)]
     try:

@@ -24,21 +24,6 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"%%trainmeter: {message}. Valid flags: {valid}")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The ``%%trainmeter`` flag parser, built from :data:`trainmeter.options.FLAGS`."""
-    p = _Parser(prog="%%trainmeter", add_help=False, allow_abbrev=False)
-    groups: dict[str, Any] = {}
-    for f in FLAGS:
-        target = groups.setdefault(f.group, p.add_mutually_exclusive_group()) if f.group else p
-        if f.metavar and f.bare:
-            target.add_argument(f.flag, dest=f.dest, nargs="?", const=f.bare)
-        elif f.metavar:
-            target.add_argument(f.flag, dest=f.dest)
-        else:
-            target.add_argument(f.flag, dest=f.dest, action="store_true")
-    return p
-
-
 VERB_HELP: tuple[tuple[str, str], ...] = (
     ("%trainmeter runs [--dir PATH] [--last N | --all]",
      f"saved runs, newest first (the last {RUNS_SHOWN} unless --last N or --all): started (UTC), name, status, "
@@ -65,10 +50,14 @@ def parse_flags(line: str) -> MonitorOptions:
     twice = next((flag for i, flag in enumerate(flags) if flag in flags[:i]), None)  # the first one repeated
     if twice is not None:
         raise UsageError(f"%%trainmeter: {twice} given more than once; give each flag at most once")
-    kwargs = vars(build_parser().parse_args(argv))
-    widget, tap = not kwargs.pop("no_widget"), not kwargs.pop("no_tap")
+    parser = _Parser(prog="%%trainmeter", add_help=False, allow_abbrev=False)  # from FLAGS, its one source
+    groups: dict[str, Any] = {}
+    for f in FLAGS:
+        target = groups.setdefault(f.group, parser.add_mutually_exclusive_group()) if f.group else parser
+        kind = {"nargs": "?", "const": f.bare} if f.bare else {} if f.metavar else {"action": "store_false"}
+        target.add_argument(f.flag, dest=f.dest, **kind)
     try:
-        return make_options(widget=widget, tap=tap, **kwargs)
+        return make_options(**vars(parser.parse_args(argv)))
     except ValueError as exc:
         raise UsageError(f"%%trainmeter: {exc}") from None
 

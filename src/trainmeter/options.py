@@ -84,8 +84,7 @@ class Flag:
     @property
     def dest(self) -> str:
         """The keyword of :func:`make_options` it feeds."""
-        return {"run_root": "run_dir", "widget": "no_widget", "tap": "no_tap", "alerts": "alert"}.get(self.field,
-                                                                                                     self.field)
+        return {"run_root": "run_dir", "alerts": "alert"}.get(self.field, self.field)
 
 
 FLAGS: tuple[Flag, ...] = (
@@ -184,11 +183,8 @@ def _seconds(value: Any) -> float:
     """``--interval``: seconds, 0.1 to 86400 (a number, or its decimal digits); never a bool."""
     if value is None:
         return 10.0
-    number = math.nan
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        number = float(value)
-    elif isinstance(value, str) and _DECIMAL.match(value):
-        number = float(value)
+    plain = isinstance(value, (int, float)) and not isinstance(value, bool)
+    number = float(value) if plain or (isinstance(value, str) and _DECIMAL.match(value)) else math.nan
     if not math.isfinite(number) or not 0.1 <= number <= 86400:
         raise ValueError(f"invalid value {value!r} for --interval: expected seconds between 0.1 and 86400")
     return number

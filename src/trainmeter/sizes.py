@@ -26,15 +26,11 @@ def parse_size(text: str | int | float, *, flag: str, integer: bool = True) -> f
         1500.0
     """
     hint = "a positive number with an optional K, M, B or T suffix (e.g. 20B, 1.5M, 1e21)"
-    if isinstance(text, bool):
-        raise ValueError(f"invalid value {text!r} for {flag}: expected {hint}")
-    if isinstance(text, (int, float)):
-        value = float(text)
-    else:
-        match = _SIZE_RE.match(str(text))
-        if match is None or match.group(2).upper() not in _SUFFIXES:
-            raise ValueError(f"invalid value {text!r} for {flag}: expected {hint}")
+    match = None if isinstance(text, (int, float)) else _SIZE_RE.match(str(text))  # a bool is an int
+    if match is not None and match.group(2).upper() in _SUFFIXES:
         value = float(match.group(1)) * _SUFFIXES[match.group(2).upper()]
+    else:  # a number (never a bool), else no size
+        value = float(text) if isinstance(text, (int, float)) and not isinstance(text, bool) else math.nan
     if not math.isfinite(value) or value <= 0:
         raise ValueError(f"invalid value {text!r} for {flag}: expected {hint}")
     if integer and value != math.floor(value):
@@ -98,8 +94,7 @@ def format_number(v: float) -> str:
         return f"{mantissa}e{int(exponent)}"
     rounded = float(f"{v:.4g}")
     if abs(rounded) >= 10_000:
-        text, unit = _scaled(v, 1000.0, _SI_COUNT)
-        return f"{text}{unit}"
+        return "".join(_scaled(v, 1000.0, _SI_COUNT))
     return f"{rounded:g}"
 
 
@@ -121,8 +116,7 @@ def format_count(v: float) -> str:
         return f"{int(v):,}"
     if abs(v) < 1000:
         return format_number(v)
-    text, unit = _scaled(v, 1000.0, _SI_COUNT)
-    return f"{text}{unit}"
+    return "".join(_scaled(v, 1000.0, _SI_COUNT))
 
 
 def format_count_pair(done: Any, total: Any) -> tuple[str, str]:
@@ -151,8 +145,7 @@ def format_bytes(v: float) -> str:
     """Binary bytes: ``512 B``, ``1.5 KiB``, ``23.4 GiB``."""
     if abs(round(v)) < 1024:
         return f"{round(v)} B"
-    text, unit = _scaled(v, 1024.0, _IEC)
-    return f"{text} {unit}"
+    return " ".join(_scaled(v, 1024.0, _IEC))
 
 
 @_numeric
@@ -172,15 +165,13 @@ def format_percent(v: float) -> str:
 @_numeric
 def format_flops(v: float, *, per_second: bool = False) -> str:
     """FLOPs with SI prefixes: ``728 GFLOP``, ``1.2 PFLOP``, ``312 TFLOP/s``."""
-    text, prefix = _scaled(v, 1000.0, _SI_PREFIX)
-    return f"{text} {prefix}FLOP" + ("/s" if per_second else "")
+    return " ".join(_scaled(v, 1000.0, _SI_PREFIX)) + ("FLOP/s" if per_second else "FLOP")
 
 
 @_numeric
 def format_joules(v: float) -> str:
     """Energy with SI prefixes: ``512 J``, ``59.1 kJ``, ``1.2 MJ``."""
-    text, prefix = _scaled(v, 1000.0, _SI_PREFIX)
-    return f"{text} {prefix}J"
+    return " ".join(_scaled(v, 1000.0, _SI_PREFIX)) + "J"
 
 
 @_numeric
@@ -247,15 +238,10 @@ def format_axis(value: float, unit: str) -> str:
     if unit in ("bytes", "fraction", "s"):
         return _BY_UNIT[unit](value)
     if unit in ("flop", "flop/s"):
-        text, prefix = _scaled(value, 1000.0, _SI_PREFIX)
-        return f"{text}{prefix}"
-    if abs(value) >= 1000:
-        return _compact(value)
-    return format_number(value)
-
-
-def _compact(value: float) -> str:
-    v, i = value, 0
+        return "".join(_scaled(value, 1000.0, _SI_PREFIX))
+    if abs(value) < 1000:
+        return format_number(value)
+    v, i = value, 0  # 3 significant figures, SI
     while i < len(_SI_COUNT) - 1 and abs(float(f"{v:.3g}")) >= 1000:
         v /= 1000
         i += 1

@@ -88,10 +88,8 @@ def parse_rules(value: str | Iterable[str] | None) -> tuple[AlertRule, ...]:
     rules = tuple(item if isinstance(item, AlertRule) else parse_rule(item) for item in items)
     if len(rules) > MAX_RULES:
         raise ValueError(f"invalid --alert: {len(rules)} rules, at most {MAX_RULES}")
-    seen: set[tuple[str, str | None, bool]] = set()
-    for r in rules:
-        key = (r.condition, r.series, r.above)
-        if key in seen:
-            raise ValueError(f"invalid --alert: the condition of {r.text!r} is given twice; give each once")
-        seen.add(key)
+    keys = [(r.condition, r.series, r.above) for r in rules]
+    twice = next((r for i, r in enumerate(rules) if keys[i] in keys[:i]), None)
+    if twice is not None:
+        raise ValueError(f"invalid --alert: the condition of {twice.text!r} is given twice; give each once")
     return rules

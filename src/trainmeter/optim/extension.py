@@ -73,15 +73,11 @@ def read_lrs(param_groups: Sequence[Any], key: str = "lr", name: str = LR_SERIES
         {'lr.optimizer2': 0.02}
     """
     first = param_groups[0][key]
-    out: dict[str, Any] = {name: first}
-    if len(param_groups) == 1:
-        return out
     rates = [group[key] for group in param_groups]
-    if all(type(rate) in (float, int) for rate in rates) and all(rate == first for rate in rates):
-        return out
-    for index, (group, rate) in enumerate(zip(param_groups, rates, strict=True)):
-        out[f"{name}/{group_label(group, index)}"] = rate
-    return out
+    if len(rates) == 1 or all(type(rate) in (float, int) and rate == first for rate in rates):
+        return {name: first}
+    groups = enumerate(zip(param_groups, rates, strict=True))
+    return {name: first, **{f"{name}/{group_label(group, i)}": rate for i, (group, rate) in groups}}
 
 
 class OptimExtension(ExtensionBase):

@@ -45,9 +45,7 @@ def _hf_save_model(args: tuple[Any, ...], kwargs: dict[str, Any], result: Any) -
 
 def _dcp(args: tuple[Any, ...], kwargs: dict[str, Any], result: Any) -> Any:
     given = kwargs.get("checkpoint_id")
-    if given is None:
-        given = getattr(kwargs.get("storage_writer"), "path", None)
-    return given
+    return given if given is not None else getattr(kwargs.get("storage_writer"), "path", None)
 
 
 def _accelerate_state(args: tuple[Any, ...], kwargs: dict[str, Any], result: Any) -> Any:

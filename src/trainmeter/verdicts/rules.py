@@ -105,15 +105,13 @@ def _pct(x: float) -> str:
     return f"{x * 100:.0f}%"
 
 
+@dataclass(slots=True)
 class _Streak:
     """Consecutive points meeting a condition; remembers where the streak began."""
 
-    __slots__ = ("n", "first_step", "first_value")
-
-    def __init__(self) -> None:
-        self.n = 0
-        self.first_step = 0
-        self.first_value = 0.0
+    n: int = 0
+    first_step: int = 0
+    first_value: float = 0.0
 
     def hit(self, ok: bool, step: int, value: float = 0.0) -> bool:
         """Count one point; True when the streak reaches :data:`CONSECUTIVE`."""
@@ -208,11 +206,8 @@ class VerdictEngine:
     def add_report(self, r: ReportPoint) -> None:
         """One report's numbers (training thread)."""
         self._reports += 1
-        self._throughput(r)
-        self._memory(r)
-        self._data_wait(r)
-        self._phases(r)
-        self._gpus(r)
+        for check in (self._throughput, self._memory, self._data_wait, self._phases, self._gpus):
+            check(r)
         self._prev = r
 
     def _throughput(self, r: ReportPoint) -> None:
@@ -221,7 +216,7 @@ class VerdictEngine:
             return
         if len(self._tps) >= MIN_REPORTS:
             median = statistics.median(list(self._tps))
-            if self._drop.hit(tps < (1 - DROP_FRACTION) * median, r.step, tps) and not self.fired("throughput_drop"):
+            if self._drop.hit(tps < (1 - DROP_FRACTION) * median, r.step, tps):
                 rate = f"{r.token_unit}/s"
                 self._fire("throughput_drop", self._drop.first_step,
                            f"throughput dropped at step {self._drop.first_step}: "
