@@ -164,11 +164,9 @@ class Adapter:
         given = args[at] if len(args) > at else kwargs.get(site.callbacks_name)
         if given is None:
             merged: Any = [extra]
-        elif isinstance(given, (list, tuple)):
-            merged = [*given, extra]
-        elif not self.joins_iterables:  # keras' CallbackList (or anything else): left as given
+        elif not isinstance(given, (list, tuple)) and not self.joins_iterables:  # keras' CallbackList: left as given
             return args, kwargs
-        elif hasattr(type(given), "__iter__") and not isinstance(given, (str, bytes)):  # fastai's L (fit_one_cycle)
+        elif hasattr(type(given), "__iter__") and not isinstance(given, (str, bytes)):  # a list, fastai's L
             merged = [*given, extra]
         else:  # one callback
             merged = [given, extra]

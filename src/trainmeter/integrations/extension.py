@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+from collections import Counter
 from collections.abc import Iterator
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
@@ -52,8 +53,8 @@ class Taps(ExtensionBase):
         self.on = False  # read for this run: enabled, and not switched off (TRAINMETER_DISABLE=taps)
         self.monitor: RunContext | None = None  # set by the wing's frameworks extension, which installs the taps
         self.disabled: set[str] = set()
-        self.tapped: dict[str, int] = {}  # library -> calls recorded
-        self.points: dict[str, int] = {}  # library -> scalars recorded
+        self.tapped: Counter[str] = Counter()  # library -> calls recorded
+        self.points: Counter[str] = Counter()  # library -> scalars recorded
         self.patched: list[str] = []  # "module:owner.attr" patched for the taps during the run
         self.summaries: dict[str, dict[str, float]] = {}  # library -> run-level summary values
 
@@ -67,9 +68,8 @@ class Taps(ExtensionBase):
                 self.summaries.setdefault(library, {}).update(
                     {k: float(v) for k, v in values.items() if isinstance(v, (int, float))})
             else:
-                n = record_logged(monitor, library, values, f"logged through {library} (tap)")
-                self.points[library] = self.points.get(library, 0) + n
-            self.tapped[library] = self.tapped.get(library, 0) + 1
+                self.points[library] += record_logged(monitor, library, values, f"logged through {library} (tap)")
+            self.tapped[library] += 1
         except Exception as exc:
             self.warn(library, f"{library} tap disabled: {exc!r}")
 
@@ -114,9 +114,9 @@ class Integrations(ExtensionBase):
         self.gate = Gate()  # depth: logger calls in progress
         self.patches = Patches()
         self.depth = 0  # fits in progress
-        self.fits: dict[str, int] = {}
+        self.fits: Counter[str] = Counter()
         self.framework_steps: dict[str, int] = {}
-        self.explicit_steps: dict[str, int] = {}
+        self.explicit_steps: Counter[str] = Counter()
         self.patched: list[str] = []
         self._adapters = tuple(cls(self) for cls in adapters)
         self._hooks: PostImportHooks | None = None
@@ -185,7 +185,7 @@ class Integrations(ExtensionBase):
         if adapter.control is None or not self._allowed.get(framework):
             return  # wrapped for the taps alone
         self._framework = framework
-        self.fits[framework] = self.fits.get(framework, 0) + 1
+        self.fits[framework] += 1
         self._publish(FrameworkControl(target, framework, **adapter.control))
 
     def end(self, adapter: Adapter, target: Any, extra: Any) -> None:
@@ -221,7 +221,7 @@ class Integrations(ExtensionBase):
         monitor = self.monitor
         if monitor is None or not self.gate.here():
             return
-        self.explicit_steps[framework] = self.explicit_steps.get(framework, 0) + 1
+        self.explicit_steps[framework] += 1
         monitor.explicit_step(framework, model, samples)
 
     def framework_batch(self, framework: str, source: str, batch: Any) -> None:
@@ -231,10 +231,8 @@ class Integrations(ExtensionBase):
         probes = None if monitor is None else monitor.probes
         if probes is None or not self.gate.here():
             return
-        try:
+        with self.guard(framework, "batches not read"):
             probes.framework_batch(batch, f"{framework} {source}")
-        except Exception as exc:
-            self.warn(framework, f"{framework} batches not read: {exc!r}")
 
     def framework_logs(self, framework: str, logs: Any) -> None:
         """An epoch's logged numbers (Keras' ``logs``, fastai's Recorder row; not ``epoch``, ``time``) as series."""

@@ -95,10 +95,8 @@ class RunWatch:
         if seat != self._primary:
             return
         kind = record.get("kind")
-        if kind == "start":
-            self._start = record
-        elif kind == "interval":
-            self._interval = record
+        if kind in ("start", "interval"):  # the latest of each
+            setattr(self, f"_{kind}", record)
         elif kind == "series":
             self._latest_series[str(record.get("name"))] = record
         self._feed.take(record)
