@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from trainmeter.core import explicit_steps, host_patches
 from trainmeter.core.extension import ExtensionBase, Report
 from trainmeter.core.patches import Gate, Patches, PostImportHooks
-from trainmeter.integrations.adapter import Adapter, Site, record_logged
+from trainmeter.integrations.adapter import Adapter, Loggers, Site, record_logged, tapped
 from trainmeter.integrations.frameworks import (
     AccelerateAdapter,
     FabricAdapter,
@@ -28,7 +28,6 @@ from trainmeter.integrations.frameworks import (
 )
 from trainmeter.integrations.hf import HfAdapter
 from trainmeter.integrations.keras import KerasAdapter
-from trainmeter.integrations.loggers import Loggers, tapped
 from trainmeter.integrations.view import FrameworkControl, FrameworkResume, FrameworksView
 
 if TYPE_CHECKING:
@@ -94,16 +93,14 @@ class Taps(ExtensionBase):
         calls = dict(self.tapped)
         if not calls:
             return []
-        points = dict(self.points)
         rows = [{"label": library, "value": n, "unit": "count", "provenance": "counted",
-                 "note": f"{points.get(library, 0)} scalars"} for library, n in sorted(calls.items())]
+                 "note": f"{self.points[library]} scalars"} for library, n in sorted(calls.items())]
         return [{"id": "taps", "title": "Series from your loggers", "rows": rows,
                  "note": "picked up from logger calls (calls per library); --no-tap turns this off"}]
 
 
 class Integrations(ExtensionBase):
-    """The adapters of one run (extension ``"frameworks"``; :attr:`taps` is its loggers' section, ``tap`` its
-    ``enabled``)."""
+    """The adapters of one run (extension ``"frameworks"``); :attr:`taps` is its loggers' section."""
 
     name = "frameworks"
     report_on_worker = True  # a steady report runs on_report on the report worker (docs/spec.md section 20)

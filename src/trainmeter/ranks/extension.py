@@ -251,8 +251,7 @@ class RanksExtension(ExtensionBase):
             return []
         from trainmeter.ranks.merge import launch_mfu_tile
 
-        tile = launch_mfu_tile(self._follower.ranks())
-        return [tile] if tile is not None else []
+        return [launch_mfu_tile(self._follower.ranks())]  # a tile: a rank reported
 
     def panels(self) -> list[dict[str, Any]]:
         """Parent: one row per rank (steps, status, seconds per step) and the straggler verdict. Throttled."""
@@ -269,9 +268,8 @@ class RanksExtension(ExtensionBase):
 
             self._follower = RunFollower(self._monitor.run_dir)
         self._follower.poll()
-        self._panels = []
         if self._follower.ranks():  # a rank wrote a record: only then is the merge module loaded
             from trainmeter.ranks.merge import ranks_panel
 
-            self._panels = [panel for panel in (ranks_panel(self._follower),) if panel is not None]
+            self._panels = [ranks_panel(self._follower)]
         return self._panels

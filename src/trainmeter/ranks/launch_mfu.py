@@ -133,8 +133,7 @@ def _why_missing(ranks: Sequence[RankCompute], world_size: int, convention: str,
 
 def launch_mfu_figures(ranks: Sequence[RankCompute], world_size: int, convention: str | None = None,
                        missing_ranks: Sequence[int] = ()) -> dict[str, Any]:
-    """The ``distributed`` section's ``mfu``, ``mfu_session`` (by convention), ``mfu_devices``, ``mfu_convention``,
-    ``mfu_missing`` and ``derivations`` (Derivation objects)."""
+    """The ``distributed`` section's ``mfu*`` keys (``mfu``, ``mfu_session``: by convention) and ``derivations``."""
     convs = mfu_conventions((c for r in ranks for c in r.flops_per_token), convention) or ["hf"]  # compute's rule
     pairs = {conv: [launch_mfu(ranks, world_size, conv, pace=pace, missing_ranks=missing_ranks) for pace in PACES]
              for conv in convs}  # (training-only, session) each

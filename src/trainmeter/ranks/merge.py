@@ -181,8 +181,7 @@ def distributed_section(ranks: list[RankSummary], *, launch_dir: Path | None = N
     waits = {r.key: r.data_wait_s / r.elapsed_s for r in ranks if r.data_wait_s is not None and r.elapsed_s}
     report = score_ranks({r.key: r.timing for r in ranks if r.timing}, waits)
     if report is not None and launch_dir is not None:
-        counts, compared = repeated_offenders({r.key: window_history(launch_dir / r.seat) for r in ranks})
-        report = with_repeats(report, counts, compared)
+        report = with_repeats(report, *repeated_offenders({r.key: window_history(launch_dir / r.seat) for r in ranks}))
     notes = [] if together else [f"ranks did not step together: steps range {min(steps)}-{max(steps)}; "
                                  "global_steps is the most"]
     for r in ranks:
@@ -256,8 +255,8 @@ def render_markdown(p: dict[str, Any]) -> str:
                      + ", ".join(f"`{k}` {format_percent(v)}" for k, v in mfu.items()))
     elif d.get("mfu_missing"):
         lines.append(f"- MFU over all ranks not shown: {d['mfu_missing']}")
-    for row in (d.get("gpu_ladder") or {}).get("ranks") or []:
-        lines.append(f"- rank {row['rank']} on GPU {row['index']} ({row['uuid']}): {row['sentence']}")
+    lines += [f"- rank {row['rank']} on GPU {row['index']} ({row['uuid']}): {row['sentence']}"
+              for row in (d.get("gpu_ladder") or {}).get("ranks") or []]
     if d.get("stragglers"):
         lines.append(f"- Stragglers: {d['stragglers']['verdict']}")
     lines += [f"- {note}" for note in d.get("notes") or []]
@@ -317,8 +316,7 @@ def launch_mfu_now(ranks: list[Any]) -> tuple[str, int, Any]:
     from each rank's latest interval record."""
     inputs = [rank_compute_from_interval(r.label, r.interval or {}) for r in ranks]
     world = max([int(r.world_size) for r in ranks if r.world_size] + [len(ranks)])
-    seen = {r.rank for r in ranks if r.rank is not None}
-    missing_ranks = sorted(set(range(world)) - seen)
+    missing_ranks = sorted(set(range(world)) - {r.rank for r in ranks})
     convention = next((c.convention for c in inputs if c.convention), None)
     conv = (mfu_conventions((c for r in inputs for c in r.flops_per_token), convention) or ["hf"])[0]
     return conv, world, launch_mfu(inputs, world, conv, pace="session", missing_ranks=missing_ranks)

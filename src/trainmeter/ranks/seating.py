@@ -105,10 +105,8 @@ def detect_identity(environ: Mapping[str, str] | None = None, dist: Any = None) 
 
 
 def launch_key(environ: Mapping[str, str], world_size: int) -> str | None:
-    """Text shared by every rank of one launch (run id, rendezvous address, Slurm job and step), or ``None``.
-
-    Two launches can share a key (torchrun's default ``"none"`` on one port): the seats tell them apart.
-    """
+    """Text shared by every rank of one launch (run id, rendezvous address, Slurm job and step), or ``None``; two
+    launches can share a key (torchrun's default ``"none"`` on one port): the seats tell them apart."""
     parts = [f"{key}={environ[key]}" for key in ("TORCHELASTIC_RUN_ID", "MASTER_ADDR", "MASTER_PORT", "SLURM_JOB_ID",
                                                  "SLURM_STEP_ID") if environ.get(key)]
     return ";".join([f"world={world_size}", *parts]) if parts else None
@@ -209,10 +207,8 @@ def _read_claim(path: Path, wait_s: float) -> str | None:
             return None
         except OSError:  # Damaged: not a claim this rank can use
             text = ""
-        if text in (".", "..") or "/" in text or "\\" in text or "\x00" in text:
-            text = ""  # a claim names one folder of the run root, never a path out of it
-        if text:
-            return text
+        if text not in ("", ".", "..") and not any(c in text for c in "/\\\x00"):
+            return text  # a claim names one folder of the run root, never a path out of it
         if time.monotonic() > deadline:  # a claim is written before it is linked: never empty
             return None
         time.sleep(0.01)
