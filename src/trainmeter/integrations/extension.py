@@ -224,8 +224,7 @@ class Integrations(ExtensionBase):
     def framework_batch(self, framework: str, source: str, batch: Any) -> None:
         """The framework's own batch for the step in progress, counted by the batch rule in the model's calls' stead
         (``None``: that batch is over; docs/spec.md section 2, "The batch rule"). Training thread."""
-        monitor = self.monitor
-        probes = None if monitor is None else monitor.probes
+        probes = getattr(self.monitor, "probes", None)
         if probes is None or not self.gate.here():
             return
         with self.guard(framework, "batches not read"):

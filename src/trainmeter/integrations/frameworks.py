@@ -287,9 +287,8 @@ def _sb3_callback() -> type:
 
         def _on_training_start(self) -> None:  # before the first rollout and the first optimizer step
             adapter = self._adapter
-            monitor = adapter.wing.monitor
             policy = getattr(self.model, "policy", None)
-            probes = getattr(monitor, "probes", None)
+            probes = getattr(adapter.wing.monitor, "probes", None)
             if probes is not None and policy is not None and adapter.wing.gate.here():
                 probes.watch_model(policy, "evaluate_actions" if hasattr(policy, "evaluate_actions") else None)
 

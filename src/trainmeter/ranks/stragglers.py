@@ -135,9 +135,7 @@ class StepTiming:
 
         self._torch = torch
         self._handle = register_optimizer_step_post_hook(self._on_step)
-        base = torch.Tensor.backward
-        self._base = base
-        timing = self
+        self._base = base = torch.Tensor.backward
 
         @functools.wraps(base)
         def backward(tensor: Any, *args: Any, **kwargs: Any) -> Any:
@@ -145,7 +143,7 @@ class StepTiming:
             try:
                 return base(tensor, *args, **kwargs)
             finally:
-                timing._backward_s += time.perf_counter() - t0
+                self._backward_s += time.perf_counter() - t0
 
         self._patched = backward
         torch.Tensor.backward = backward  # type: ignore[method-assign]
