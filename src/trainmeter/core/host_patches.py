@@ -117,7 +117,7 @@ PATCHES: tuple[HostPatch, ...] = (
     HostPatch(key="taps", touches="logging calls of W&B, TensorBoard and MLflow, Lightning's logger connector, and "
               "Hugging Face Trainer.train for its logs (the integration wing's callback reads them at on_log; "
               "read as series)", uninstall="the originals are put back at the run's end",
-              sites=("integrations/extension.py:owner.site.attr", "integrations/loggers.py:wandb.log"),
+              sites=("integrations/extension.py:owner.site.attr", "integrations/adapter.py:wandb.log"),
               private=("lightning.pytorch.trainer.connectors.logger_connector.logger_connector._LoggerConnector",),
               fallback="a library whose logging class is missing is not tapped"),
     HostPatch(key="frameworks", touches="the fit/train entry points of Hugging Face Trainer, Lightning Trainer, "

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+from collections import Counter
 from collections.abc import Iterator
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
@@ -15,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from trainmeter.core import explicit_steps, host_patches
 from trainmeter.core.extension import ExtensionBase, Report
 from trainmeter.core.patches import Gate, Patches, PostImportHooks
-from trainmeter.integrations.adapter import Adapter, Site, record_logged
+from trainmeter.integrations.adapter import Adapter, Loggers, Site, record_logged, tapped
 from trainmeter.integrations.frameworks import (
     AccelerateAdapter,
     FabricAdapter,
@@ -27,7 +28,6 @@ from trainmeter.integrations.frameworks import (
 )
 from trainmeter.integrations.hf import HfAdapter
 from trainmeter.integrations.keras import KerasAdapter
-from trainmeter.integrations.loggers import Loggers, tapped
 from trainmeter.integrations.view import FrameworkControl, FrameworkResume, FrameworksView
 
 if TYPE_CHECKING:
@@ -52,8 +52,8 @@ class Taps(ExtensionBase):
         self.on = False  # read for this run: enabled, and not switched off (TRAINMETER_DISABLE=taps)
         self.monitor: RunContext | None = None  # set by the wing's frameworks extension, which installs the taps
         self.disabled: set[str] = set()
-        self.tapped: dict[str, int] = {}  # library -> calls recorded
-        self.points: dict[str, int] = {}  # library -> scalars recorded
+        self.tapped: Counter[str] = Counter()  # library -> calls recorded
+        self.points: Counter[str] = Counter()  # library -> scalars recorded
         self.patched: list[str] = []  # "module:owner.attr" patched for the taps during the run
         self.summaries: dict[str, dict[str, float]] = {}  # library -> run-level summary values
 
@@ -67,9 +67,8 @@ class Taps(ExtensionBase):
                 self.summaries.setdefault(library, {}).update(
                     {k: float(v) for k, v in values.items() if isinstance(v, (int, float))})
             else:
-                n = record_logged(monitor, library, values, f"logged through {library} (tap)")
-                self.points[library] = self.points.get(library, 0) + n
-            self.tapped[library] = self.tapped.get(library, 0) + 1
+                self.points[library] += record_logged(monitor, library, values, f"logged through {library} (tap)")
+            self.tapped[library] += 1
         except Exception as exc:
             self.warn(library, f"{library} tap disabled: {exc!r}")
 
@@ -94,16 +93,14 @@ class Taps(ExtensionBase):
         calls = dict(self.tapped)
         if not calls:
             return []
-        points = dict(self.points)
         rows = [{"label": library, "value": n, "unit": "count", "provenance": "counted",
-                 "note": f"{points.get(library, 0)} scalars"} for library, n in sorted(calls.items())]
+                 "note": f"{self.points[library]} scalars"} for library, n in sorted(calls.items())]
         return [{"id": "taps", "title": "Series from your loggers", "rows": rows,
                  "note": "picked up from logger calls (calls per library); --no-tap turns this off"}]
 
 
 class Integrations(ExtensionBase):
-    """The adapters of one run (extension ``"frameworks"``; :attr:`taps` is its loggers' section, ``tap`` its
-    ``enabled``)."""
+    """The adapters of one run (extension ``"frameworks"``); :attr:`taps` is its loggers' section."""
 
     name = "frameworks"
     report_on_worker = True  # a steady report runs on_report on the report worker (docs/spec.md section 20)
@@ -114,9 +111,9 @@ class Integrations(ExtensionBase):
         self.gate = Gate()  # depth: logger calls in progress
         self.patches = Patches()
         self.depth = 0  # fits in progress
-        self.fits: dict[str, int] = {}
+        self.fits: Counter[str] = Counter()
         self.framework_steps: dict[str, int] = {}
-        self.explicit_steps: dict[str, int] = {}
+        self.explicit_steps: Counter[str] = Counter()
         self.patched: list[str] = []
         self._adapters = tuple(cls(self) for cls in adapters)
         self._hooks: PostImportHooks | None = None
@@ -185,7 +182,7 @@ class Integrations(ExtensionBase):
         if adapter.control is None or not self._allowed.get(framework):
             return  # wrapped for the taps alone
         self._framework = framework
-        self.fits[framework] = self.fits.get(framework, 0) + 1
+        self.fits[framework] += 1
         self._publish(FrameworkControl(target, framework, **adapter.control))
 
     def end(self, adapter: Adapter, target: Any, extra: Any) -> None:
@@ -221,20 +218,17 @@ class Integrations(ExtensionBase):
         monitor = self.monitor
         if monitor is None or not self.gate.here():
             return
-        self.explicit_steps[framework] = self.explicit_steps.get(framework, 0) + 1
+        self.explicit_steps[framework] += 1
         monitor.explicit_step(framework, model, samples)
 
     def framework_batch(self, framework: str, source: str, batch: Any) -> None:
         """The framework's own batch for the step in progress, counted by the batch rule in the model's calls' stead
         (``None``: that batch is over; docs/spec.md section 2, "The batch rule"). Training thread."""
-        monitor = self.monitor
-        probes = None if monitor is None else monitor.probes
+        probes = getattr(self.monitor, "probes", None)
         if probes is None or not self.gate.here():
             return
-        try:
+        with self.guard(framework, "batches not read"):
             probes.framework_batch(batch, f"{framework} {source}")
-        except Exception as exc:
-            self.warn(framework, f"{framework} batches not read: {exc!r}")
 
     def framework_logs(self, framework: str, logs: Any) -> None:
         """An epoch's logged numbers (Keras' ``logs``, fastai's Recorder row; not ``epoch``, ``time``) as series."""

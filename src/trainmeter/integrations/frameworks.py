@@ -16,8 +16,7 @@ from typing import Any
 
 from trainmeter import api
 from trainmeter.core import explicit_steps
-from trainmeter.integrations.adapter import Adapter, Args, Kwargs, Site
-from trainmeter.integrations.loggers import method_dict
+from trainmeter.integrations.adapter import Adapter, Args, Kwargs, Site, method_dict
 
 _LC = "trainer.connectors.logger_connector.logger_connector"
 
@@ -156,11 +155,6 @@ def _skorch_callback() -> type:
     return TrainmeterSkorchCallback
 
 
-def _validation(adapter: Adapter, net: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
-    """skorch's validation loop inside a fit: ``run_single_epoch(iterator, training=False, ...)``."""
-    return bool(adapter.wing.depth) and not kwargs.get("training", args[1] if len(args) > 1 else True)
-
-
 class SkorchAdapter(Adapter):
     """``skorch.net.NeuralNet.fit_loop`` (``fit`` and ``partial_fit`` go through it) gets trainmeter's callback (each
     training batch's X counted, its epochs recorded, its stop: skorch's own, raised at the batch end;
@@ -170,7 +164,8 @@ class SkorchAdapter(Adapter):
     control = {"saver": "save_params", "suffix": ".pt"}
     sites = (Site(module="skorch.net", owner="NeuralNet", attr="fit_loop"),
              Site(module="skorch.net", owner="NeuralNet", attr="run_single_epoch", fit=False, phase="eval",
-                  when=_validation))
+                  when=lambda adapter, net, args, kwargs: bool(adapter.wing.depth) and not kwargs.get(
+                      "training", args[1] if len(args) > 1 else True)))  # run_single_epoch(iterator, training=False)
 
     def __init__(self, wing: Any) -> None:
         super().__init__(wing)
@@ -292,9 +287,8 @@ def _sb3_callback() -> type:
 
         def _on_training_start(self) -> None:  # before the first rollout and the first optimizer step
             adapter = self._adapter
-            monitor = adapter.wing.monitor
             policy = getattr(self.model, "policy", None)
-            probes = getattr(monitor, "probes", None)
+            probes = getattr(adapter.wing.monitor, "probes", None)
             if probes is not None and policy is not None and adapter.wing.gate.here():
                 probes.watch_model(policy, "evaluate_actions" if hasattr(policy, "evaluate_actions") else None)
 

@@ -9,8 +9,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from trainmeter.integrations.adapter import Adapter, Args, Kwargs, Site
-from trainmeter.integrations.loggers import scalars
+from trainmeter.integrations.adapter import Adapter, Args, Kwargs, Site, scalars
 
 
 def as_passed(args: Any, logs: Any) -> dict[str, Any]:

@@ -74,8 +74,7 @@ _OPT = "keras.src.optimizers"
 
 
 class KerasAdapter(Adapter):
-    """``TorchTrainer.fit``/``train_on_batch``, ``BaseOptimizer.apply``/``scale_loss`` and
-    ``LossScaleOptimizer.scale_loss``."""
+    """Keras' fit and ``train_on_batch``, and its optimizers' updates and loss scaling (the sites below)."""
 
     framework = "keras"
     control = {"stop_flag": "stop_training", "saver": "save", "suffix": ".keras"}  # read after each batch

@@ -63,8 +63,7 @@ class FrameworkResume:
 
 @dataclass(frozen=True)
 class FrameworksView:
-    """The framework adapters at the time of asking (any thread): the ``control`` of the framework in its fit now,
-    the ``framework`` of the last fit seen, the last framework resume seen (``resumed``)."""
+    """The framework adapters now (any thread): the ``control`` of the fit running, the last fit's and resume."""
 
     control: FrameworkControl | None = None
     framework: str | None = None

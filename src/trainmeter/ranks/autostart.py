@@ -32,8 +32,7 @@ def arm() -> None:
     if _armed or not os.environ.get(RUN_DIR_ENV) or os.environ.get(AUTOSTART_ENV, "1") == "0":
         return
     with contextlib.suppress(Exception):
-        # TRAINMETER_DISABLE=autostart (core/host_patches.py)
-        if not host_patches.enabled("autostart"):
+        if not host_patches.enabled("autostart"):  # TRAINMETER_DISABLE=autostart (core/host_patches.py)
             return
         if inherited_run_dir() is None:  # unmarked: never written to (docs/spec.md section 19)
             if os.environ.get(PARENT_ENV) != str(os.getpid()) and not _refused:  # a child: said once a process

@@ -140,12 +140,10 @@ class RanksExtension(ExtensionBase):
             self._patches.restore_all()
         if self.role == "parent" and self._monitor is not None and self._section is None:
             self._section = self._merge(self._monitor)
-        for key, value in self._saved_env.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-        self._saved_env = {}
+        saved, self._saved_env = self._saved_env, {}
+        os.environ.update({key: value for key, value in saved.items() if value is not None})
+        for key in (key for key, value in saved.items() if value is None):
+            os.environ.pop(key, None)
 
     def on_report(self, report: Report) -> dict[str, Any] | None:
         """Rank: its identity and step timing of the window. Parent: nothing."""
@@ -185,14 +183,11 @@ class RanksExtension(ExtensionBase):
     def passport_section(self) -> dict[str, Any] | None:
         """Rank: identity and timing. Parent: the merged section of its seats, or a note on unseen children."""
         if self.role == "rank":
-            seat = current_seat()
-            section: dict[str, Any] = {"role": "rank", "backend": self._backend_now()}
-            if seat is not None:
-                section["identity"] = seat.identity.to_dict()
-                section["launch_dir"] = os.path.relpath(seat.launch_dir, seat.dir)  # relative: no user name
-            section["device"] = self._device_now()
-            if self._timing is not None:
-                section["timing"] = self._timing.summary()
+            seat, timing = current_seat(), self._timing
+            where = {"identity": seat.identity.to_dict(), "launch_dir": os.path.relpath(seat.launch_dir, seat.dir)
+                     } if seat is not None else {}  # launch_dir relative: no user name
+            section = {"role": "rank", "backend": self._backend_now(), **where, "device": self._device_now(),
+                       **({"timing": timing.summary()} if timing is not None else {})}
             m = self._monitor  # a rank started by its first optimizer step: why step 1's tokens are missing
             info = m.series_info.get("tokens_per_step") if m is not None else None
             if info is not None and "counted from step 2" in str(info.get("note") or ""):
@@ -220,13 +215,11 @@ class RanksExtension(ExtensionBase):
 
             ranks = read_launch(m.run_dir)
         self._ranks = ranks
-        unseen = None
-        if self.spawned > len(ranks):
-            unseen = (f"{self.spawned} child process(es) were started with the spawn method and "
-                      f"{len(ranks)} recorded as ranks: a spawned child is recorded when trainmeter's "
-                      "trainmeter-autostart.pth is installed in its environment (pip install trainmeter) or it "
-                      "imports trainmeter (import it in the module that defines its worker function); "
-                      "TRAINMETER_AUTOSTART=0 turns this off")
+        unseen = (f"{self.spawned} child process(es) were started with the spawn method and "
+                  f"{len(ranks)} recorded as ranks: a spawned child is recorded when trainmeter's "
+                  "trainmeter-autostart.pth is installed in its environment (pip install trainmeter) or it "
+                  "imports trainmeter (import it in the module that defines its worker function); "
+                  "TRAINMETER_AUTOSTART=0 turns this off") if self.spawned > len(ranks) else None
         if ranks:
             section = {"role": "launch", **distributed_section(ranks, launch_dir=m.run_dir,
                                                                convention=m.options.convention),
@@ -258,8 +251,7 @@ class RanksExtension(ExtensionBase):
             return []
         from trainmeter.ranks.merge import launch_mfu_tile
 
-        tile = launch_mfu_tile(self._follower.ranks())
-        return [tile] if tile is not None else []
+        return [launch_mfu_tile(self._follower.ranks())]  # a tile: a rank reported
 
     def panels(self) -> list[dict[str, Any]]:
         """Parent: one row per rank (steps, status, seconds per step) and the straggler verdict. Throttled."""
@@ -276,10 +268,8 @@ class RanksExtension(ExtensionBase):
 
             self._follower = RunFollower(self._monitor.run_dir)
         self._follower.poll()
-        self._panels = []
         if self._follower.ranks():  # a rank wrote a record: only then is the merge module loaded
             from trainmeter.ranks.merge import ranks_panel
 
-            panel = ranks_panel(self._follower)
-            self._panels = [panel] if panel is not None else []
+            self._panels = [ranks_panel(self._follower)]
         return self._panels

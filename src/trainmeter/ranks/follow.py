@@ -77,8 +77,7 @@ class SourceState:
 
 
 class RunFollower:
-    """Follows a run folder's own log and each seat's (``max_bytes`` per file per :meth:`poll`), keeping the latest
-    figures of each."""
+    """Follows a run folder's own log and each seat's (``max_bytes`` a file a :meth:`poll`): their latest figures."""
 
     def __init__(self, run_dir: Path, max_bytes: int = MAX_READ_BYTES) -> None:
         self.run_dir = Path(run_dir)

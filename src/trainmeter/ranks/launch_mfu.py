@@ -74,12 +74,10 @@ def launch_mfu(ranks: Sequence[RankCompute], world_size: int, convention: str, *
     ``training-only``), named ``distributed.mfu[conv]`` or ``distributed.mfu.session[conv]``."""
     name = mfu_name(convention, pace, PREFIX)
     seconds_name = "wall_s" if pace == "session" else "train_s"
-    seconds = [getattr(r, seconds_name) for r in ranks]
     fs = [_finite(r.flops_per_token.get(convention)) for r in ranks]
     peaks = [_finite(r.peak.value) if r.peak is not None else None for r in ranks]
-    known_f = [f for f in fs if f is not None]
-    long_s = max((s for s in seconds if s is not None), default=None)
-    f_in = flops_input(convention, known_f[0] if known_f and len(known_f) == len(ranks) else None,
+    long_s = max((s for r in ranks if (s := getattr(r, seconds_name)) is not None), default=None)
+    f_in = flops_input(convention, fs[0] if fs and None not in fs else None,
                        source=f"every rank's compute.flops_per_token[{convention}]")
     tokens_in = Input(name="global_tokens", value=sum(r.tokens for r in ranks), unit="tokens", provenance="counted",
                       source=" + ".join(f"{r.label} {r.tokens}" for r in ranks) or "no rank")
@@ -116,8 +114,7 @@ def _why_missing(ranks: Sequence[RankCompute], world_size: int, convention: str,
     if no_f:
         return (f"FLOPs per token ({convention}) unknown on {', '.join(no_f)}: it is read from the model at the "
                 "rank's first report after its first step")
-    known = [f for f in fs if f is not None]
-    if max(known) - min(known) > 1e-9 * max(known):
+    if max(fs) - min(fs) > 1e-9 * max(fs):  # every F known here
         listed = ", ".join(f"{r.label} {f:.4g}" for r, f in zip(ranks, fs, strict=True))
         return (f"the ranks report different FLOPs per token ({convention}: {listed}); a sharded model (FSDP, "
                 "pipeline or tensor parallel) is counted per shard, so the whole model's F is not known")
@@ -136,18 +133,15 @@ def _why_missing(ranks: Sequence[RankCompute], world_size: int, convention: str,
 
 def launch_mfu_figures(ranks: Sequence[RankCompute], world_size: int, convention: str | None = None,
                        missing_ranks: Sequence[int] = ()) -> dict[str, Any]:
-    """The ``distributed`` section's ``mfu``, ``mfu_session`` (by convention), ``mfu_devices``, ``mfu_convention``,
-    ``mfu_missing`` and ``derivations`` (Derivation objects)."""
-    derivations: list[Derivation] = []
-    mfu: dict[str, float | None] = {}
-    session: dict[str, float | None] = {}
-    for conv in mfu_conventions((c for r in ranks for c in r.flops_per_token), convention) or ["hf"]:  # compute's rule
-        train, wall = (launch_mfu(ranks, world_size, conv, pace=pace, missing_ranks=missing_ranks) for pace in PACES)
-        mfu[conv], session[conv] = train.value, wall.value
-        derivations += [train, wall]
-    missing = next((d.missing for d in derivations if d.missing), None)
-    return {"mfu": mfu, "mfu_session": session, "mfu_devices": world_size, "mfu_convention": convention,
-            "mfu_missing": missing, "derivations": derivations}
+    """The ``distributed`` section's ``mfu*`` keys (``mfu``, ``mfu_session``: by convention) and ``derivations``."""
+    convs = mfu_conventions((c for r in ranks for c in r.flops_per_token), convention) or ["hf"]  # compute's rule
+    pairs = {conv: [launch_mfu(ranks, world_size, conv, pace=pace, missing_ranks=missing_ranks) for pace in PACES]
+             for conv in convs}  # (training-only, session) each
+    derivations = [d for pair in pairs.values() for d in pair]
+    return {"mfu": {conv: train.value for conv, (train, _) in pairs.items()},
+            "mfu_session": {conv: wall.value for conv, (_, wall) in pairs.items()}, "mfu_devices": world_size,
+            "mfu_convention": convention, "mfu_missing": next((d.missing for d in derivations if d.missing), None),
+            "derivations": derivations}
 
 
 def _device_ladders(gpu: Mapping[str, Any]) -> list[dict[str, Any]]:

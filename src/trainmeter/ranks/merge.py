@@ -5,6 +5,7 @@ launch's passport when no parent owns it, and the ranks panel and tiles of a fol
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import os
@@ -85,8 +86,7 @@ FIRST_STEP_MISSED = "counted from step 2"  # the probes' tokens_per_step note (c
 def read_seat(seat_dir: Path) -> RankSummary:
     """Summarise one seat from its passport, or from the tail of its log when it has none."""
     ident: dict[str, Any] = next((dict(r) for r in head(seat_dir / LOG_FILE, 1, kinds=("rank",))), {})
-    base = {"seat": seat_dir.name, "rank": ident.get("rank"), "local_rank": ident.get("local_rank"),
-            "node": ident.get("node"), "world_size": ident.get("world_size")}
+    base = {"seat": seat_dir.name, **{key: ident.get(key) for key in ("rank", "local_rank", "node", "world_size")}}
     label = f"rank {base['rank']}" if base["rank"] is not None else seat_dir.name
 
     def figures(rec: dict[str, Any], steps_key: str, section: dict[str, Any]) -> dict[str, Any]:
@@ -130,14 +130,13 @@ def read_seat(seat_dir: Path) -> RankSummary:
 
 def process_alive(pid: Any) -> bool:
     """Whether process ``pid`` exists on this node (``True`` when unknown)."""
-    if not isinstance(pid, int) or pid <= 0:
-        return True
     try:
-        os.kill(pid, 0)
+        if isinstance(pid, int) and pid > 0:
+            os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except OSError:
-        return True
+        pass
     return True
 
 
@@ -164,17 +163,15 @@ def distributed_section(ranks: list[RankSummary], *, launch_dir: Path | None = N
     together = len(set(steps)) <= 1
     global_steps = max(steps) if steps else 0
     global_tokens = sum(r.tokens for r in ranks if r.token_unit) if token_unit else None
-    step_inputs = tuple(Input(name=f"steps[{r.seat}]", value=r.steps, unit="1", provenance="counted",
-                              source=f"{r.seat}: optimizer step hook") for r in ranks)
-    token_inputs = tuple(Input(name=f"tokens[{r.seat}]", value=r.tokens if r.token_unit else None,
-                               unit=token_unit or "tokens", provenance="counted",
-                               source=f"{r.seat}: root module batches") for r in ranks)
     derivations = [
         Derivation(name="global_steps", formula="max over ranks of steps (ranks step together under DDP/FSDP)",
-                   value=global_steps, unit="1", inputs=step_inputs),
+                   value=global_steps, unit="1", inputs=tuple(Input(
+                       name=f"steps[{r.seat}]", value=r.steps, unit="1", provenance="counted",
+                       source=f"{r.seat}: optimizer step hook") for r in ranks)),
         Derivation(name="global_tokens", formula="sum over ranks of tokens", value=global_tokens,
-                   unit=token_unit or "tokens", inputs=token_inputs,
-                   missing=None if token_unit else NO_RANK_READ),
+                   unit=token_unit or "tokens", missing=None if token_unit else NO_RANK_READ, inputs=tuple(Input(
+                       name=f"tokens[{r.seat}]", value=r.tokens if r.token_unit else None, unit=token_unit or "tokens",
+                       provenance="counted", source=f"{r.seat}: root module batches") for r in ranks)),
     ]
     ranked = {r.rank for r in ranks if r.rank is not None}
     # children with no rank (proc-<pid>: a subprocess of a cell) are not a world: none of them is missing
@@ -184,11 +181,9 @@ def distributed_section(ranks: list[RankSummary], *, launch_dir: Path | None = N
     waits = {r.key: r.data_wait_s / r.elapsed_s for r in ranks if r.data_wait_s is not None and r.elapsed_s}
     report = score_ranks({r.key: r.timing for r in ranks if r.timing}, waits)
     if report is not None and launch_dir is not None:
-        counts, compared = repeated_offenders({r.key: window_history(launch_dir / r.seat) for r in ranks})
-        report = with_repeats(report, counts, compared)
-    notes = []
-    if not together:
-        notes.append(f"ranks did not step together: steps range {min(steps)}-{max(steps)}; global_steps is the most")
+        report = with_repeats(report, *repeated_offenders({r.key: window_history(launch_dir / r.seat) for r in ranks}))
+    notes = [] if together else [f"ranks did not step together: steps range {min(steps)}-{max(steps)}; "
+                                 "global_steps is the most"]
     for r in ranks:
         if r.status != "completed":
             error = (r.error or "").strip().splitlines()
@@ -260,8 +255,8 @@ def render_markdown(p: dict[str, Any]) -> str:
                      + ", ".join(f"`{k}` {format_percent(v)}" for k, v in mfu.items()))
     elif d.get("mfu_missing"):
         lines.append(f"- MFU over all ranks not shown: {d['mfu_missing']}")
-    for row in (d.get("gpu_ladder") or {}).get("ranks") or []:
-        lines.append(f"- rank {row['rank']} on GPU {row['index']} ({row['uuid']}): {row['sentence']}")
+    lines += [f"- rank {row['rank']} on GPU {row['index']} ({row['uuid']}): {row['sentence']}"
+              for row in (d.get("gpu_ladder") or {}).get("ranks") or []]
     if d.get("stragglers"):
         lines.append(f"- Stragglers: {d['stragglers']['verdict']}")
     lines += [f"- {note}" for note in d.get("notes") or []]
@@ -273,12 +268,10 @@ def after_rank_finished(seat: Any) -> None:
     """Called by a rank's record after its passport: merge the launch's passport when no parent owns it."""
     if seat.parent_pid is not None:
         return
-    try:
-        import fcntl
-    except ImportError:  # not POSIX: merge without the lock
-        fcntl = None  # type: ignore[assignment]
     with (seat.launch_dir / ".merge.lock").open("a") as lock:
-        if fcntl is not None:
+        with contextlib.suppress(ImportError):  # not POSIX: merged without the lock
+            import fcntl
+
             fcntl.flock(lock.fileno(), fcntl.LOCK_EX)  # released as the file closes
         name = load_passport(seat.dir / "passport.json").get("name") or seat.launch_dir.name
         write_launch_passport(seat.launch_dir, str(name))
@@ -294,12 +287,9 @@ def ranks_panel(follower: RunFollower, now_s: float | None = None) -> dict[str, 
         return None
     now = time.time() if now_s is None else now_s
     rows = []
-    timings: dict[int | str, dict[str, Any]] = {}
     for r in ranks:
         interval = r.interval or {}
         fields = interval.get("distributed") or {}
-        if fields.get("timing"):
-            timings[r.rank if r.rank is not None else r.seat] = fields["timing"]
         status = r.status
         if status == "running" and r.node == this_node() and not process_alive(r.pid):
             status = f"died at step {r.steps}"
@@ -315,7 +305,8 @@ def ranks_panel(follower: RunFollower, now_s: float | None = None) -> dict[str, 
     rows.append({"label": f"MFU, all ranks ({conv}, {world} devices)", "value": d.value, "unit": "fraction",
                  "provenance": derived_provenance(d),
                  "note": d.missing if d.value is None else "F x global tokens / wall s / (devices x peak)"})
-    report = score_ranks(timings)
+    report = score_ranks({r.rank if r.rank is not None else r.seat: t for r in ranks
+                          if (t := ((r.interval or {}).get("distributed") or {}).get("timing"))})
     note = report.verdict if report is not None else "straggler scores need two ranks with timed steps"
     return {"id": "ranks", "title": f"Ranks ({len(ranks)})", "rows": rows, "note": note}
 
@@ -325,8 +316,7 @@ def launch_mfu_now(ranks: list[Any]) -> tuple[str, int, Any]:
     from each rank's latest interval record."""
     inputs = [rank_compute_from_interval(r.label, r.interval or {}) for r in ranks]
     world = max([int(r.world_size) for r in ranks if r.world_size] + [len(ranks)])
-    seen = {r.rank for r in ranks if r.rank is not None}
-    missing_ranks = sorted(set(range(world)) - seen)
+    missing_ranks = sorted(set(range(world)) - {r.rank for r in ranks})
     convention = next((c.convention for c in inputs if c.convention), None)
     conv = (mfu_conventions((c for r in inputs for c in r.flops_per_token), convention) or ["hf"])[0]
     return conv, world, launch_mfu(inputs, world, conv, pace="session", missing_ranks=missing_ranks)

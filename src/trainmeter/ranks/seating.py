@@ -30,15 +30,15 @@ from trainmeter.record.safe_read import read_bytes
 class RankIdentity:
     """This process's place in a launch (docs/spec.md section 19; ``rank`` ``None`` when not part of one)."""
 
-    rank: int | None
-    local_rank: int | None
-    world_size: int
-    local_world_size: int | None
-    node_rank: int | None
+    rank: int | None = None
+    local_rank: int | None = None
+    world_size: int = 1
+    local_world_size: int | None = None
+    node_rank: int | None = None
     node: str
-    launch_key: str | None
-    backend: str | None
-    source: str
+    launch_key: str | None = None
+    backend: str | None = None
+    source: str = "none"
 
     @property
     def distributed(self) -> bool:
@@ -47,9 +47,7 @@ class RankIdentity:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (the rank passport's ``rank`` section), with provenance."""
-        out = asdict(self)
-        out["provenance"] = "detected" if self.source != "none" else "assumed"
-        return out
+        return {**asdict(self), "provenance": "detected" if self.source != "none" else "assumed"}
 
 
 def this_node() -> str:
@@ -98,8 +96,7 @@ def detect_identity(environ: Mapping[str, str] | None = None, dist: Any = None) 
         rank, world, backend = state
         source = "torch.distributed"
     if rank is None or world is None or world < 1:
-        return RankIdentity(rank=None, local_rank=None, world_size=1, local_world_size=None, node_rank=None,
-                            node=node, launch_key=None, backend=backend, source="none")
+        return RankIdentity(node=node, backend=backend)  # not a rank
     if local_rank is None and local_world is not None and local_world > 0:
         local_rank = rank % local_world
     return RankIdentity(rank=rank, local_rank=local_rank, world_size=world, local_world_size=local_world,
@@ -108,10 +105,8 @@ def detect_identity(environ: Mapping[str, str] | None = None, dist: Any = None) 
 
 
 def launch_key(environ: Mapping[str, str], world_size: int) -> str | None:
-    """Text shared by every rank of one launch (run id, rendezvous address, Slurm job and step), or ``None``.
-
-    Two launches can share a key (torchrun's default ``"none"`` on one port): the seats tell them apart.
-    """
+    """Text shared by every rank of one launch (run id, rendezvous address, Slurm job and step), or ``None``; two
+    launches can share a key (torchrun's default ``"none"`` on one port): the seats tell them apart."""
     parts = [f"{key}={environ[key]}" for key in ("TORCHELASTIC_RUN_ID", "MASTER_ADDR", "MASTER_PORT", "SLURM_JOB_ID",
                                                  "SLURM_STEP_ID") if environ.get(key)]
     return ";".join([f"world={world_size}", *parts]) if parts else None
@@ -122,8 +117,12 @@ def rank_device(environ: Mapping[str, str] | None = None, modules: Mapping[str, 
     """This rank's device ``{"uuid", "cuda_ordinal", "nvml_index", "how", "provenance"}`` (``uuid`` ``None`` with an
     assumed ``nvml_index``), or ``None`` (no GPU, or nothing says which); ``environ``, ``modules``: for tests."""
     env = os.environ if environ is None else environ
-    mods = sys.modules if modules is None else modules
-    torch = mods.get("torch")
+    torch = (sys.modules if modules is None else modules).get("torch")
+
+    def device(ordinal: int, uuid: str | None, nvml_index: int | None, how: str) -> dict[str, Any]:
+        return {"uuid": uuid, "cuda_ordinal": ordinal, "nvml_index": nvml_index, "how": how,
+                "provenance": "detected" if uuid else "assumed"}
+
     if torch is not None:
         try:
             cuda = torch.cuda
@@ -135,8 +134,7 @@ def rank_device(environ: Mapping[str, str] | None = None, modules: Mapping[str, 
             else:
                 ordinal, how = int(cuda.current_device()), "torch.cuda.current_device() of this rank"
             uuid = str(cuda.get_device_properties(ordinal).uuid)
-            uuid = uuid if uuid[:4].upper() in ("GPU-", "MIG-") else "GPU-" + uuid
-            return {"uuid": uuid, "cuda_ordinal": ordinal, "nvml_index": None, "how": how, "provenance": "detected"}
+            return device(ordinal, uuid if uuid[:4].upper() in ("GPU-", "MIG-") else "GPU-" + uuid, None, how)
         except Exception:  # noqa: BLE001 - detection never raises into training
             return None
     ordinal = _int(env, "LOCAL_RANK")
@@ -144,18 +142,14 @@ def rank_device(environ: Mapping[str, str] | None = None, modules: Mapping[str, 
         return None
     cvd = env.get("CUDA_VISIBLE_DEVICES")
     if cvd is None:
-        return {"uuid": None, "cuda_ordinal": ordinal, "nvml_index": ordinal, "provenance": "assumed",
-                "how": "LOCAL_RANK as the CUDA ordinal; CUDA order assumed equal to NVML order"}
+        return device(ordinal, None, ordinal, "LOCAL_RANK as the CUDA ordinal; CUDA order assumed equal to NVML order")
     entries = [e.strip() for e in cvd.split(",") if e.strip()]
-    if ordinal >= len(entries):
-        return None
-    entry = entries[ordinal]
+    entry = entries[ordinal] if ordinal < len(entries) else ""
     if entry.upper().startswith("GPU-"):
-        return {"uuid": "GPU-" + entry[4:].lower(), "cuda_ordinal": ordinal, "nvml_index": None,
-                "provenance": "detected", "how": "CUDA_VISIBLE_DEVICES entry LOCAL_RANK (a UUID)"}
+        return device(ordinal, "GPU-" + entry[4:].lower(), None, "CUDA_VISIBLE_DEVICES entry LOCAL_RANK (a UUID)")
     if entry.isdigit():
-        return {"uuid": None, "cuda_ordinal": ordinal, "nvml_index": int(entry), "provenance": "assumed",
-                "how": "CUDA_VISIBLE_DEVICES entry LOCAL_RANK; CUDA order assumed equal to NVML order"}
+        return device(ordinal, None, int(entry),
+                      "CUDA_VISIBLE_DEVICES entry LOCAL_RANK; CUDA order assumed equal to NVML order")
     return None
 
 
@@ -213,10 +207,8 @@ def _read_claim(path: Path, wait_s: float) -> str | None:
             return None
         except OSError:  # Damaged: not a claim this rank can use
             text = ""
-        if text in (".", "..") or "/" in text or "\\" in text or "\x00" in text:
-            text = ""  # a claim names one folder of the run root, never a path out of it
-        if text:
-            return text
+        if text not in ("", ".", "..") and not any(c in text for c in "/\\\x00"):
+            return text  # a claim names one folder of the run root, never a path out of it
         if time.monotonic() > deadline:  # a claim is written before it is linked: never empty
             return None
         time.sleep(0.01)

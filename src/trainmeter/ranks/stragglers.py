@@ -12,6 +12,7 @@ import functools
 import statistics
 import time
 import weakref
+from collections import Counter
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
@@ -55,10 +56,7 @@ _FIGURES = {"outside_backward_s": "work outside backward (data loading, forward,
 def score_ranks(timings: dict[int | str, dict[str, Any]], data_wait_share: dict[int | str, float] | None = None
                 ) -> StragglerReport | None:
     """Score ranks from their timing summaries (``StepTiming.summary()``); ``None`` under two timed ranks.
-
-    ``data_wait_share``: rank -> fraction of its session waiting for data; a straggler with the highest is told to
-    check its loader.
-    """
+    ``data_wait_share``: rank -> fraction of its session waiting for data (the highest straggler: check its loader)."""
     figure = "outside_backward_s"
     if sum(1 for t in timings.values() if t.get(figure) is not None) < 2:
         figure = "step_s"
@@ -95,18 +93,11 @@ def repeated_offenders(windows: dict[int | str, list[dict[str, Any]]]) -> tuple[
     """``({rank: windows it was named in}, windows compared)`` from each rank's report windows in order (its interval
     records' ``timing.window``): the k-th windows of all ranks are compared (same ``interval_s``, about the same
     start); ranks never named are left out."""
-    counts: dict[int | str, int] = {}
-    compared = 0
     depth = max((len(w) for w in windows.values()), default=0)
-    for k in range(depth):
-        at_k = {rank: w[k] for rank, w in windows.items() if k < len(w) and w[k].get("steps")}
-        report = score_ranks(at_k)
-        if report is None:
-            continue
-        compared += 1
-        if report.straggler is not None:
-            counts[report.straggler] = counts.get(report.straggler, 0) + 1
-    return counts, compared
+    reports = [score_ranks({rank: w[k] for rank, w in windows.items() if k < len(w) and w[k].get("steps")})
+               for k in range(depth)]
+    named = Counter(r.straggler for r in reports if r is not None and r.straggler is not None)
+    return dict(named), sum(r is not None for r in reports)
 
 
 def with_repeats(report: StragglerReport, counts: dict[int | str, int], compared: int) -> StragglerReport:
@@ -144,9 +135,7 @@ class StepTiming:
 
         self._torch = torch
         self._handle = register_optimizer_step_post_hook(self._on_step)
-        base = torch.Tensor.backward
-        self._base = base
-        timing = self
+        self._base = base = torch.Tensor.backward
 
         @functools.wraps(base)
         def backward(tensor: Any, *args: Any, **kwargs: Any) -> Any:
@@ -154,7 +143,7 @@ class StepTiming:
             try:
                 return base(tensor, *args, **kwargs)
             finally:
-                timing._backward_s += time.perf_counter() - t0
+                self._backward_s += time.perf_counter() - t0
 
         self._patched = backward
         torch.Tensor.backward = backward  # type: ignore[method-assign]
@@ -193,9 +182,8 @@ class StepTiming:
         if n:
             window["step_s"] = step = (self.step_s_sum - step_s) / n
             window["outside_backward_s"] = outside = (self.outside_s_sum - outside_s) / n
-            best_step, best_outside = self.best_window_step_s, self.best_window_outside_s
-            self.best_window_step_s = step if best_step is None else min(step, best_step)
-            self.best_window_outside_s = outside if best_outside is None else min(outside, best_outside)
+            self.best_window_step_s = min(x for x in (step, self.best_window_step_s) if x is not None)
+            self.best_window_outside_s = min(x for x in (outside, self.best_window_outside_s) if x is not None)
         self._window_from = (self.steps, self.step_s_sum, self.outside_s_sum)
         self.last_window = window
         return self.summary(window)

@@ -78,9 +78,8 @@ class RunWatch:
         if panel is not None:
             state["panels"] = [*state.get("panels", []), panel]
         ranks = self.followers.ranks()
-        tile = launch_mfu_tile(ranks)
-        if tile is not None and len(ranks) > 1:
-            state["tiles"] = [*state.get("tiles", []), tile]
+        if len(ranks) > 1:
+            state["tiles"] = [*state.get("tiles", []), launch_mfu_tile(ranks)]
         if not (self.run_dir / LOG_FILE).exists():  # no parent: the log read is one rank's, not the launch's
             own = next((t for t in state.get("tiles", []) if t.get("id") == "tokens"), {})
             total = launch_tokens_tile(ranks, str(own.get("label") or "tokens"))
@@ -95,10 +94,8 @@ class RunWatch:
         if seat != self._primary:
             return
         kind = record.get("kind")
-        if kind == "start":
-            self._start = record
-        elif kind == "interval":
-            self._interval = record
+        if kind in ("start", "interval"):  # the latest of each
+            setattr(self, f"_{kind}", record)
         elif kind == "series":
             self._latest_series[str(record.get("name"))] = record
         self._feed.take(record)
