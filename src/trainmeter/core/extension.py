@@ -115,20 +115,10 @@ class ExtensionBase:
     def text_fields(self) -> Mapping[str, Any]:
         return {}
 
-    def warnings(self) -> list[str]:
+    def _no_items(self) -> list[Any]:
         return []
 
-    def tiles(self) -> list[dict[str, Any]]:
-        return []
-
-    def panels(self) -> list[dict[str, Any]]:
-        return []
-
-    def charts(self) -> list[dict[str, Any]]:
-        return []
-
-    def markers(self) -> list[dict[str, Any]]:
-        return []
+    warnings = tiles = panels = charts = markers = _no_items  # the publisher's read-only lists: none
 
     def progress_bar(self, recent: Any = None) -> dict[str, Any] | None:
         return None
