@@ -76,14 +76,11 @@ class SeriesRegistry:
         with self.lock:
             self.origin = steps
             for series in (step_series, *self.series.values()):
-                series.set_origin(steps)
+                series.origin = steps
 
     def describe(self, name: str, entry: dict[str, Any], *, replace: bool = True) -> None:
         """Set ``series_info[name]`` (``replace=False``: only if it has none)."""
-        if replace:
-            self.info[name] = entry
-        else:
-            self.info.setdefault(name, entry)
+        (self.info.__setitem__ if replace else self.info.setdefault)(name, entry)
 
     def admit(self, name: Any) -> bool:
         """Whether a value of the user's may go to series ``name``: a known step series, or a new name that is
