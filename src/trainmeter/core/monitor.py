@@ -101,7 +101,7 @@ class Monitor:
         self.model_ref: weakref.ReferenceType[Any] | None = None
         self.record_sink = record  # the run's record (core/sink.py), or None for a run kept in memory
         self.faults = Faults(out)
-        self.dispatch = Dispatcher(extensions or [], self.faults.warn_once, clock=self.clock)  # the extensions' events, in order
+        self.dispatch = Dispatcher(extensions or [], self.faults.warn_once, clock=self.clock)  # the wings' events
         self.controls = Controls(self)  # stop/checkpoint requests, honoured at a step boundary (core/controls.py)
         self.lifecycle = Lifecycle(self, finish_imports, probes=probes, cuda_memory=cuda_memory)
         self.reporter = Reporter(self)
