@@ -56,11 +56,9 @@ class SeriesRegistry:
 
     def get(self, name: str, x_kind: str = "step") -> Series:
         """The series ``name``, made (with ``x_kind``) if new. Any thread."""
-        series = self.series.get(name)
-        if series is None:
+        if name not in self.series:
             self.create([name], x_kind=x_kind)
-            series = self.series[name]
-        return series
+        return self.series[name]
 
     def create(self, names: list[str], skip: set[str] | frozenset[str] = frozenset(), x_kind: str = "step") -> None:
         """Make the series of ``names`` not yet known (but those in ``skip``) with one copy of the registry (readers
