@@ -141,10 +141,8 @@ class Monitor:
         The child's forking thread."""
         worker = self.open_worker
         torn = worker.reset_in_child() if worker is not None else None
-        abandon = getattr(self.record_sink, "abandon_in_child", None)  # the parent's events.jsonl: closed, unwritten
-        if abandon is not None:
-            with suppress(Exception):  # the child runs on without its parent's log either way
-                abandon()
+        with suppress(Exception):  # the parent's events.jsonl: closed, unwritten; the child runs on without it anyway
+            getattr(self.record_sink, "abandon_in_child", lambda: None)()
         self.dispatch.drop(drop)
         self.record_sink = record
         self.text = False
