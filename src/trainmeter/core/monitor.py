@@ -125,6 +125,10 @@ class Monitor:
         self.at_step = self.steps_state.call_at  # fn right after optimizer step `step`, once. Training thread
         self.time_next_step = self.steps_state.time_next_step  # the overhead wing's timing hook
         self.set_run_dir = self.lifecycle.set_run_dir  # the run folder the record sink made
+        # print the text line each report, or not (a live widget shows it; a rank other than 0 stays quiet)
+        self.set_text = functools.partial(setattr, self, "text")
+        # what a counted batch holds: tokens or samples (the probes, at each new kind of batch)
+        self.set_token_unit = functools.partial(setattr, self, "_token_unit")
         self.finish = self.lifecycle.finish  # end the run with a status (and the error). Training thread
         self.report_now = functools.partial(self.reporter.report, False)  # whatever the interval (tests; a control)
         self._new_clocks()
@@ -177,10 +181,6 @@ class Monitor:
     # -- status (the lifecycle's) ----------------------------------------------------------------------------
     status = property(attrgetter("lifecycle.status"), doc="starting, running, then the end status.")
     run_dir = property(attrgetter("lifecycle.run_dir"), doc="The run folder, or None in memory.")
-
-    def set_text(self, on: bool) -> None:
-        """Print the text line each report, or not (a live widget shows it; a rank other than 0 stays quiet)."""
-        self.text = on
 
     # -- counts (the step rule's and the lanes') ---------------------------------------------------------------
     @property
@@ -239,10 +239,6 @@ class Monitor:
         if unit is not None or not self.tokens:
             return unit
         return next((lane.unit for lane in list(self.lanes.lanes) if lane.unit), "tokens")
-
-    def set_token_unit(self, unit: str | None) -> None:
-        """What a counted batch holds: ``tokens`` or ``samples`` (the probes, at each new kind of batch)."""
-        self._token_unit = unit
 
     def set_model(self, module: Any, token_unit: str | None) -> None:
         """Record the trained root module (from the probes) and the token unit."""
