@@ -108,10 +108,8 @@ class Controls:
         self._lock = threading.Lock()
         self._armed = False
         self._hook: tuple[Callable[[], None] | None, int] = (None, sys.maxsize)  # the dispatcher's hook and step
-        self._stop_by: str | None = None
-        self._stop_asked_at: int | None = None  # the step counted when the stop was asked
-        self._checkpoint_by: str | None = None
-        self._checkpoint_finite = False  # the pending checkpoint is a non-finite loss's recovery point
+        self._stop: tuple[str, int | None] | None = None  # the pending stop: by whom, the step counted when asked
+        self._asked_save: tuple[str, bool] | None = None  # the pending checkpoint: by whom, as the recovery point
         self._finite_by: str | None = None  # who asked for a save before a step whose loss is not finite
         self._recovery: CheckpointRecord | None = None  # saved before the step whose loss was not finite
         self._calls: list[tuple[str, Callable[[], None]]] = []  # work a wing asked to run at the next boundary
@@ -133,9 +131,9 @@ class Controls:
         if not self.live() or self.stopped is not None:
             return False
         with self._lock:
-            if self._stop_by is None:
-                self._stop_by, self._stop_asked_at = by, self._m.steps
-                self._ask_lanes(by, self._stop_asked_at)
+            if self._stop is None:
+                self._stop = (by, self._m.steps)
+                self._ask_lanes(*self._stop)
             self._arm()
         return True
 
@@ -167,9 +165,8 @@ class Controls:
         if not self.live():
             return False
         with self._lock:
-            if self._checkpoint_by is None:
-                self._checkpoint_by = by
-            self._checkpoint_finite = self._checkpoint_finite or finite
+            first, was_finite = self._asked_save or (by, False)
+            self._asked_save = (first, was_finite or finite)
             self._arm()
         return True
 
@@ -185,7 +182,8 @@ class Controls:
 
     def pending(self) -> tuple[str | None, str | None]:
         """``(stop_by, checkpoint_by)`` not yet honoured."""
-        return self._stop_by, self._checkpoint_by
+        stop, save = self._stop, self._asked_save
+        return (stop[0] if stop else None), (save[0] if save else None)
 
     def _arm(self) -> None:  # under the lock
         self._armed = True
@@ -205,10 +203,8 @@ class Controls:
         if _compiling():  # inside a compiled region: not a boundary we can act at; the next step will be
             return
         with self._lock:
-            stop_by, self._stop_by = self._stop_by, None
-            asked_at, self._stop_asked_at = self._stop_asked_at, None
-            checkpoint_by, self._checkpoint_by = self._checkpoint_by, None
-            finite, self._checkpoint_finite = self._checkpoint_finite, False
+            stop, self._stop = self._stop, None
+            save, self._asked_save = self._asked_save, None
             calls, self._calls = self._calls, []
             self._armed = False
             fn, at = self._hook
@@ -216,13 +212,13 @@ class Controls:
         try:
             for key, call in calls:
                 self._m.guard(key, call)
-            if checkpoint_by is not None:
-                self.checkpoint_now(checkpoint_by, finite=finite)
+            if save is not None:
+                self.checkpoint_now(save[0], finite=save[1])
             if fn is not None:
                 fn()
         finally:
-            if stop_by is not None:
-                self.stop_now(stop_by, asked_at)
+            if stop is not None:
+                self.stop_now(*stop)
 
     def stop_now(self, by: str, requested_at_step: int | None = None) -> None:
         """Stop lane 1 after the step just counted (the framework's own stop, else raise :class:`StopTraining`);

@@ -96,14 +96,9 @@ class Decimator:
             raise ValueError(f"series {self.name!r}: {len(xs)} xs but {len(ys)} ys")
         i, n = 0, len(ys)
         while i < n:
+            if self._open is None:
+                self._open = [0, None, None, None, None, None]
             b = self._open
-            if b is None:
-                b = self._open = [0, None, None, None, None, None]
-                _add(b, float(xs[i]), float(ys[i]))
-                i += 1
-                if b[0] >= self.width:
-                    self._close()
-                continue
             k = min(self.width - b[0], n - i)
             self._fill(b, xs, ys, i, k)
             i += k

@@ -61,12 +61,15 @@ class Dispatcher:
         self._abandoned: threading.Thread | None = None  # the thread the run's end gave up on
 
     # -- the policy ----------------------------------------------------------------------
+    def _say(self, key: str, message: str) -> None:
+        if self._warn is not None:
+            with suppress(Exception):
+                self._warn(key, message)
+
     def _fault(self, ext: Any, event: str, exc: BaseException) -> None:
         key = f"{_KEY.get(event, event)}-{getattr(ext, 'name', ext)}"
         self._off.add((id(ext), event))
-        if self._warn is not None:
-            with suppress(Exception):
-                self._warn(key, f"{key} failed and was disabled: {exc!r}")
+        self._say(key, f"{key} failed and was disabled: {exc!r}")
 
     def _handler(self, ext: Any, event: str) -> Callable[..., Any] | None:
         return None if (id(ext), event) in self._off else getattr(ext, event, None)
@@ -102,10 +105,8 @@ class Dispatcher:
             return
         name = getattr(ext, "name", ext)
         self.disable(name, but=("stop",))  # its threads are still stopped at the end
-        if self._warn is not None:
-            with suppress(Exception):
-                self._warn(f"held-{name}", f"extension {name!r} held the training thread {held_s:.1f} s in "
-                           f"{event} (bound {HOOK_BOUND_S:g} s) and was disabled")
+        self._say(f"held-{name}", f"extension {name!r} held the training thread {held_s:.1f} s in {event} (bound "
+                  f"{HOOK_BOUND_S:g} s) and was disabled")
 
     def calling(self, thread: threading.Thread | None) -> tuple[str, str] | None:
         """``(wing, event)`` of the call under way in ``thread``, else ``None``. Any thread."""
@@ -164,8 +165,8 @@ class Dispatcher:
         """``start(context)`` on each extension in order (``monitor.context``: the wings never get the monitor);
         then the step schedule is armed."""
         self._monitor = monitor
-        if self.order_error and self._warn is not None:
-            self._warn("extension-order", self.order_error)
+        if self.order_error:
+            self._say("extension-order", self.order_error)
         for ext in self.extensions:
             self._started.append(ext)
             self._call(ext, "start", monitor.context)
@@ -188,10 +189,9 @@ class Dispatcher:
         ``on_worker`` ``None``: every extension's; ``False``: those without ``report_on_worker``; ``True``: the
         others', with ``before`` (the fields taken for the other part) in their place in the extension order."""
         out: dict[str, Any] = {}
-        reporters = self._reporters
-        if reporters is None:  # the wings with an on_report of their own, found once
-            reporters = self._reporters = tuple(e for e in self.extensions if _defines(e, "on_report"))
-        for ext in reporters:
+        if self._reporters is None:  # the wings with an on_report of their own, found once
+            self._reporters = tuple(e for e in self.extensions if _defines(e, "on_report"))
+        for ext in self._reporters:
             if on_worker is None or bool(getattr(ext, "report_on_worker", False)) is on_worker:
                 if (id(ext), "on_report") not in self._off:
                     out[ext.name] = self._call(ext, "on_report", report)
@@ -223,9 +223,8 @@ class Dispatcher:
                                else getattr(e, "name", None) == torn))
         if left:
             self.drop(left)
-            if self._warn is not None:
-                self._warn("fork-torn", f"{', '.join(left)}: off in this forked child (its report work was under "
-                           "way on the report worker at the fork)")
+            self._say("fork-torn", f"{', '.join(left)}: off in this forked child (its report work was under way on "
+                      "the report worker at the fork)")
         self.each("after_fork_in_child", monitor.context)
         self._arm_steps()
 

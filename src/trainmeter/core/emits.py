@@ -169,8 +169,7 @@ class Emitter:
         queued = self._queued
         side = self._side_names
         taken = 0
-        for key, number in self._fold_reader.poll():
-            name, step, at_s = key  # type: ignore[misc]
+        for (name, step, at_s), number in self._fold_reader.poll():  # type: ignore[misc]
             registry.get(name).append(step, at_s, number)
         while queued and (limit is None or taken < limit):
             try:

@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     from trainmeter.core.context import RunContext
-    from trainmeter.core.provenance import Derivation
 
 Edge = Literal["begin", "end"]
 EVERY = "*"
@@ -101,10 +100,14 @@ class ExtensionBase:
     report_on_worker = False
 
     def start(self, monitor: RunContext) -> None:
-        """Nothing to start."""
+        """Nothing to start (nor, as ``after_fork_in_child``, to re-home)."""
 
-    def view(self) -> object | None:
+    after_fork_in_child = start
+
+    def view(self) -> Any:
         return None
+
+    passport_section = view
 
     def on_phase(self, name: str, edge: Edge, t_s: float) -> None:
         """Phases are not watched."""
@@ -115,35 +118,16 @@ class ExtensionBase:
     def text_fields(self) -> Mapping[str, Any]:
         return {}
 
-    def warnings(self) -> list[str]:
+    def _no_items(self) -> list[Any]:
         return []
 
-    def tiles(self) -> list[dict[str, Any]]:
-        return []
-
-    def panels(self) -> list[dict[str, Any]]:
-        return []
-
-    def charts(self) -> list[dict[str, Any]]:
-        return []
-
-    def markers(self) -> list[dict[str, Any]]:
-        return []
+    warnings = tiles = panels = charts = markers = derivations = _no_items  # none of the lists
 
     def progress_bar(self, recent: Any = None) -> dict[str, Any] | None:
         return None
 
     def stop(self) -> None:
         """Nothing to release."""
-
-    def passport_section(self) -> Any:
-        return None
-
-    def derivations(self) -> list[Derivation]:
-        return []
-
-    def after_fork_in_child(self, monitor: RunContext) -> None:
-        """Nothing to re-home."""
 
 
 Extension = ExtensionBase  # the contract's one form: its members are the events (tests/core/test_extension.py)

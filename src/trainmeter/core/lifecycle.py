@@ -298,19 +298,26 @@ class Lifecycle:
         finally:
             self._terminate_lock.release()
 
+    def _save_terminated(self, write: Callable[[Any], Any], restore: bool) -> None:
+        """``write(record)`` with the status ``terminated`` as the run stands (``restore``: the run goes on)."""
+        record = self._run.record_sink
+        if record is None or not self._opened_record or self.finished:
+            return
+        status, ended_at = self.status, self.ended_at
+        self.status, self.ended_at = "terminated", _utc_now()
+        try:
+            write(record)
+        finally:
+            if restore:
+                self.status, self.ended_at = status, ended_at
+
     def _terminate_save_now(self) -> None:
         """The watcher's save when no safe point came: the passport as the run stands (the process ends next)."""
-        record = self._run.record_sink
-        if (record is None or not self._opened_record or self.finished
-                or not self._terminate_lock.acquire(blocking=False)):  # taken: the training thread is finishing it
-            return
-        try:
-            self.status = "terminated"
-            self.ended_at = _utc_now()
-            record.write_passport(self._run.context)
-            record.close()
-        finally:
-            self._terminate_lock.release()
+        if self._terminate_lock.acquire(blocking=False):  # taken: the training thread is finishing it
+            try:
+                self._save_terminated(lambda record: (record.write_passport(self._run.context), record.close()), False)
+            finally:
+                self._terminate_lock.release()
 
     def on_terminate(self) -> None:
         """SIGTERM with the program's own handler in place: save a passport as the run stands and go on."""
@@ -318,15 +325,7 @@ class Lifecycle:
         with suppress(BaseException):
             run.warn_once("sigterm", f"SIGTERM at step {run.steps_state.steps}: the program's own handler ran and "
                                      "the run went on; a passport was saved at that point")
-            record = run.record_sink
-            if record is not None and self._opened_record and not self.finished:
-                status, ended_at = self.status, self.ended_at
-                self.status = "terminated"
-                self.ended_at = _utc_now()
-                try:
-                    run.guard("passport", record.write_passport, run.context)
-                finally:
-                    self.status, self.ended_at = status, ended_at
+            self._save_terminated(lambda record: run.guard("passport", record.write_passport, run.context), True)
 
 
 def probes_available() -> bool:

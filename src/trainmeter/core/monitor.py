@@ -101,7 +101,7 @@ class Monitor:
         self.model_ref: weakref.ReferenceType[Any] | None = None
         self.record_sink = record  # the run's record (core/sink.py), or None for a run kept in memory
         self.faults = Faults(out)
-        self.dispatch = Dispatcher(extensions or [], self.faults.warn_once, clock=self.clock)  # the extensions' events, in order
+        self.dispatch = Dispatcher(extensions or [], self.faults.warn_once, clock=self.clock)  # the wings' events
         self.controls = Controls(self)  # stop/checkpoint requests, honoured at a step boundary (core/controls.py)
         self.lifecycle = Lifecycle(self, finish_imports, probes=probes, cuda_memory=cuda_memory)
         self.reporter = Reporter(self)
@@ -125,6 +125,10 @@ class Monitor:
         self.at_step = self.steps_state.call_at  # fn right after optimizer step `step`, once. Training thread
         self.time_next_step = self.steps_state.time_next_step  # the overhead wing's timing hook
         self.set_run_dir = self.lifecycle.set_run_dir  # the run folder the record sink made
+        # print the text line each report, or not (a live widget shows it; a rank other than 0 stays quiet)
+        self.set_text = functools.partial(setattr, self, "text")
+        # what a counted batch holds: tokens or samples (the probes, at each new kind of batch)
+        self.set_token_unit = functools.partial(setattr, self, "_token_unit")
         self.finish = self.lifecycle.finish  # end the run with a status (and the error). Training thread
         self.report_now = functools.partial(self.reporter.report, False)  # whatever the interval (tests; a control)
         self._new_clocks()
@@ -141,10 +145,8 @@ class Monitor:
         The child's forking thread."""
         worker = self.open_worker
         torn = worker.reset_in_child() if worker is not None else None
-        abandon = getattr(self.record_sink, "abandon_in_child", None)  # the parent's events.jsonl: closed, unwritten
-        if abandon is not None:
-            with suppress(Exception):  # the child runs on without its parent's log either way
-                abandon()
+        with suppress(Exception):  # the parent's events.jsonl: closed, unwritten; the child runs on without it anyway
+            getattr(self.record_sink, "abandon_in_child", lambda: None)()
         self.dispatch.drop(drop)
         self.record_sink = record
         self.text = False
@@ -179,10 +181,6 @@ class Monitor:
     # -- status (the lifecycle's) ----------------------------------------------------------------------------
     status = property(attrgetter("lifecycle.status"), doc="starting, running, then the end status.")
     run_dir = property(attrgetter("lifecycle.run_dir"), doc="The run folder, or None in memory.")
-
-    def set_text(self, on: bool) -> None:
-        """Print the text line each report, or not (a live widget shows it; a rank other than 0 stays quiet)."""
-        self.text = on
 
     # -- counts (the step rule's and the lanes') ---------------------------------------------------------------
     @property
@@ -241,10 +239,6 @@ class Monitor:
         if unit is not None or not self.tokens:
             return unit
         return next((lane.unit for lane in list(self.lanes.lanes) if lane.unit), "tokens")
-
-    def set_token_unit(self, unit: str | None) -> None:
-        """What a counted batch holds: ``tokens`` or ``samples`` (the probes, at each new kind of batch)."""
-        self._token_unit = unit
 
     def set_model(self, module: Any, token_unit: str | None) -> None:
         """Record the trained root module (from the probes) and the token unit."""

@@ -5,7 +5,7 @@ A derived number is as good as its weakest input (docs/spec.md, "Provenance"). P
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 Provenance = Literal["declared", "detected", "counted", "measured", "assumed"]
@@ -38,8 +38,7 @@ class Derivation:
     def to_dict(self) -> dict[str, Any]:
         """The passport's ``derivations`` entry: ``dataclasses.asdict``'s, without its deep copies."""
         return {"name": self.name, "formula": self.formula, "value": self.value, "unit": self.unit,
-                "inputs": tuple({"name": i.name, "value": i.value, "unit": i.unit, "provenance": i.provenance,
-                                 "source": i.source} for i in self.inputs),
+                "inputs": tuple({f: getattr(i, f) for f in Input.__slots__} for i in self.inputs),
                 "missing": self.missing}
 
 
@@ -69,12 +68,11 @@ Quantity = int | float | Input | Derivation | None  # a Derivation stands for it
 def as_input(symbol: str, quantity: Quantity, unit: str, provenance: Provenance, source: str = "") -> Input:
     """``quantity`` as an :class:`Input` named ``symbol``: an Input keeps its provenance, a Derivation gets
     :func:`derived_provenance` and its formula as source, a plain number gets ``provenance``."""
-    if isinstance(quantity, Input):
-        return Input(name=symbol, value=quantity.value, unit=quantity.unit or unit, provenance=quantity.provenance,
-                     source=quantity.source or source)
     if isinstance(quantity, Derivation):
         return Input(name=symbol, value=quantity.value, unit=quantity.unit or unit,
                      provenance=derived_provenance(quantity), source=f"{quantity.name} = {quantity.formula}")
+    if isinstance(quantity, Input):
+        return replace(quantity, name=symbol, unit=quantity.unit or unit, source=quantity.source or source)
     return Input(name=symbol, value=quantity, unit=unit, provenance=provenance, source=source)
 
 

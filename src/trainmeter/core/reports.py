@@ -172,17 +172,13 @@ class Reporter:
         """The report from the wings' fields on: the run log, trimming, the text line and warnings printed (the
         report worker's job when ``inline`` holds the fields the training thread took)."""
         run = self._run
-        final = report.final
-        if inline is None:
-            extra = run.dispatch.report(report)
-        else:
-            extra = run.dispatch.report(report, on_worker=True, before=inline)
+        extra = run.dispatch.report(report, on_worker=None if inline is None else True, before=inline)
         record = run.record_sink
         if record is not None:
             run.guard("run-log", record.write_interval, view, elapsed_s, phases_s, extra)
             run.registry.trim(run.steps_state.step_series)
             self.text_line = run.guard("text-line", record.text_line, view) or self.text_line
-        if run.text and not final:
+        if run.text and not report.final:
             run.faults.say(self.text_line)
             for warning in run.dispatch.collect("warnings"):  # a starving loader, a full disk, swap
                 run.faults.say_once(f"trainmeter warning: {warning}")

@@ -24,11 +24,8 @@ class ScalarReader:
         self.dropped = 0
 
     def read(self, value: Any, key: Hashable) -> float | None:
-        """Return ``value`` as a float now, or ``None`` if deferred (back from :meth:`poll` with ``key``) or unreadable.
-
-        Raises:
-            TypeError: When ``value`` is neither a number nor a one-element tensor.
-        """
+        """``value`` as a float now, or ``None`` if deferred (back from :meth:`poll` with ``key``) or unreadable;
+        ``TypeError`` when it is neither a number nor a one-element tensor."""
         if type(value) in _NUMBER_TYPES:
             return float(value)
         is_cpu = getattr(value, "is_cpu", None)

@@ -68,10 +68,6 @@ class Series:
         self._tail: float | None = None
         self.origin = origin  # added to every step read: a resumed run's points on the training's axis (spec section 22)
 
-    def set_origin(self, steps: int) -> None:
-        """Read every point ``steps`` further along the step axis (docs/spec.md section 22). Any thread."""
-        self.origin = steps
-
     def append(self, step: int, t_s: float, value: float) -> None:
         """Record one point. Cheap (three list appends; the statistics are folded in when read);
         call from the writing thread only."""
@@ -175,10 +171,6 @@ class StepSeries:
         self._min: int | None = None
         self._max: int | None = None
         self.origin = 0  # added to every step read, as Series.origin
-
-    def set_origin(self, steps: int) -> None:
-        """Read every step ``steps`` further along the step axis (docs/spec.md section 22). Any thread."""
-        self.origin = steps
 
     def set_tokens(self, tokens: int, step: int) -> None:
         """Start a run of ``tokens`` per step at step ``step``'s point, before its time is appended (the writer's

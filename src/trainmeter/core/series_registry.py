@@ -56,11 +56,9 @@ class SeriesRegistry:
 
     def get(self, name: str, x_kind: str = "step") -> Series:
         """The series ``name``, made (with ``x_kind``) if new. Any thread."""
-        series = self.series.get(name)
-        if series is None:
+        if name not in self.series:
             self.create([name], x_kind=x_kind)
-            series = self.series[name]
-        return series
+        return self.series[name]
 
     def create(self, names: list[str], skip: set[str] | frozenset[str] = frozenset(), x_kind: str = "step") -> None:
         """Make the series of ``names`` not yet known (but those in ``skip``) with one copy of the registry (readers
@@ -76,14 +74,11 @@ class SeriesRegistry:
         with self.lock:
             self.origin = steps
             for series in (step_series, *self.series.values()):
-                series.set_origin(steps)
+                series.origin = steps
 
     def describe(self, name: str, entry: dict[str, Any], *, replace: bool = True) -> None:
         """Set ``series_info[name]`` (``replace=False``: only if it has none)."""
-        if replace:
-            self.info[name] = entry
-        else:
-            self.info.setdefault(name, entry)
+        (self.info.__setitem__ if replace else self.info.setdefault)(name, entry)
 
     def admit(self, name: Any) -> bool:
         """Whether a value of the user's may go to series ``name``: a known step series, or a new name that is

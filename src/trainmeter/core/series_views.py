@@ -14,7 +14,7 @@ with ``feed`` it also takes its points between reports (its reads under the read
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from trainmeter.core.decimate import DEFAULT_BUDGET_POINTS, Decimator
@@ -22,6 +22,17 @@ from trainmeter.core.decimate import DEFAULT_BUDGET_POINTS, Decimator
 Points = list[tuple[str, list[int], list[float]]]
 Twins = Callable[[str, Sequence[Any], Sequence[float]], "tuple[str, list[float]] | None"]
 """``(name, xs, values)`` -> ``(twin name, its values)`` or ``None`` (the loss EMA's fold: optim/smoothing.py)."""
+
+
+def _read_new(series: Mapping[str, Any], cursor: dict[str, int], reads: Callable[[str], bool],
+              ends: Mapping[str, int] | None) -> Iterator[tuple[str, Any, list[int], list[float], list[float]]]:
+    """``(name, series, steps, times, values)`` of each series ``reads`` from ``cursor`` up to ``ends`` (``None``:
+    now), moving the cursor (the caller holds its lock)."""
+    for name, s in list(series.items()):
+        if reads(name):
+            end, steps, times, values = s.read(cursor.get(name, 0), None if ends is None else ends.get(name, 0))
+            cursor[name] = end
+            yield name, s, steps, times, values
 
 
 class SeriesViews:
@@ -76,11 +87,7 @@ class SeriesViews:
             if cursor is None or series is None:
                 return False
             fresh = False
-            for name, s in list(series().items()):
-                if not self.reads(name):
-                    continue
-                end, steps, times, values = s.read(cursor.get(name, 0), None if ends is None else ends.get(name, 0))
-                cursor[name] = end
+            for name, s, steps, times, values in _read_new(series(), cursor, self.reads, ends):
                 if values:
                     self._extend(name, s.x_kind, steps if s.x_kind == "step" else times, values)
                     fresh = True
@@ -124,13 +131,6 @@ class SeriesReader:
     def new_points(self, ends: Mapping[str, int] | None = None) -> Points:
         """``(name, steps, values)`` of each read series' points since the last call, up to ``ends``
         (``Report.ends``; ``None``: now)."""
-        out: Points = []
         with self._lock:
-            for name, series in list(self._m.series.items()):
-                if name in self.names:
-                    stop = None if ends is None else ends.get(name, 0)
-                    end, steps, _, values = series.read(self._cursor.get(name, 0), stop)
-                    if steps:
-                        out.append((name, steps, values))
-                    self._cursor[name] = end
-        return out
+            new = _read_new(self._m.series, self._cursor, self.names.__contains__, ends)
+            return [(name, steps, values) for name, _, steps, _, values in new if steps]
