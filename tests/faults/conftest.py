@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import threading
 from pathlib import Path
 
@@ -24,11 +25,13 @@ def torch_patch_points() -> dict[str, object]:
 
 
 def assert_left_nothing(before_patches: dict[str, object]) -> None:
-    """The slot is free, patches are restored and no trainmeter thread runs."""
+    """The slot is free, patches are restored, no handler of ours holds SIGINT and no trainmeter thread runs."""
     from trainmeter.core.monitor import active
 
     assert active() is None
     assert torch_patch_points() == before_patches
+    handler = signal.getsignal(signal.SIGINT)  # a HeldInterrupts left installed swallows every later Ctrl-C
+    assert not (getattr(handler, "__module__", None) or "").startswith("trainmeter"), handler
     alive = [t.name for t in threading.enumerate()
              if t.name.startswith("trainmeter") and t.is_alive() and t not in _BEFORE]
     assert alive == []

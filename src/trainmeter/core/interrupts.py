@@ -65,17 +65,27 @@ class HeldInterrupts:
         self._installed = False
 
     def __enter__(self) -> HeldInterrupts:
-        self._installed, self._previous = swap_handler(signal.SIGINT, self._hold)
-        return self
+        try:
+            self._installed, self._previous = swap_handler(signal.SIGINT, self._hold)
+            return self
+        except BaseException:  # a KeyboardInterrupt that cut the entry (not a SIGINT: held) leaves ours installed
+            self.__exit__()
+            raise
 
     def _hold(self, signum: int, frame: FrameType | None) -> None:
         self.pending = True
         self._frame = frame
 
     def __exit__(self, *exc: Any) -> None:
-        if self._installed:
-            self._installed = False
+        if not self._installed:
+            return
+        try:
             put_back(signal.SIGINT, self._previous, signal.default_int_handler)
+        except BaseException:  # a KeyboardInterrupt cut the restore: once more, as run_parts does
+            put_back(signal.SIGINT, self._previous, signal.default_int_handler)
+            raise
+        finally:
+            self._installed = False
 
     def deliver(self) -> None:
         """Hand a held SIGINT to the handler that was in place (no-op when none arrived); with the default handler
