@@ -39,7 +39,7 @@ class GpuSampler:
         self._clock = clock
         self.interval_s = float(interval_s)
         self._max_errors = max_consecutive_errors
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # a Ctrl-C that cut a with-block on the training thread (3.13) leaves no wait
         self._stop_event = threading.Event()
         self._threads: list[threading.Thread] = []
         self._opener: Callable[[], GpuBackendResult] | None = None
