@@ -4,10 +4,16 @@ The interrupt is injected on the training thread at sampled lines of trainmeter'
 ``tm.monitor``'s ``__enter__`` (a trace function that raises once), and inside ``Thread.start`` of each thread
 of ours (after the OS thread began, before ``start`` saw it run: where a real Ctrl-C cut the start). Each time the
 exception is the user's KeyboardInterrupt, never a RuntimeError of ours, and no thread of ours, patch or slot is left.
+
+A real signal is raised where the interpreter checks for one (a call's return, a backward jump, a Python function's
+entry), never between a with-block's last statement and its ``__exit__`` call: the trace passes over the line event
+of a with-block's exit (on every Python 3.10-3.13 that event comes before ``__exit__`` is called, outside the block's
+protection, so raising there leaves a lock held, which no Ctrl-C can do).
 """
 
 from __future__ import annotations
 
+import dis
 import sys
 import threading
 import time
@@ -19,6 +25,28 @@ from tests.faults.conftest import assert_left_nothing
 
 _OURS = "/trainmeter/"
 _ENTERING = threading.Event()  # inside the block's __enter__ (the start)
+_WITH_EXITS: dict[object, frozenset[int]] = {}
+_PASS_OVER = {"SWAP", "NOP", "POP_BLOCK", "COPY", "ROT_TWO"}
+
+
+def _at_with_exit(frame) -> bool:
+    """Whether a line event is a with-block's exit: the next instructions call ``__exit__(None, None, None)``
+    (``LOAD_CONST None`` twice; 3.10: ``LOAD_CONST None, DUP_TOP``), after at most a stack shuffle."""
+    code = frame.f_code
+    exits = _WITH_EXITS.get(code)
+    if exits is None:
+        seq = list(dis.get_instructions(code))
+        found = set()
+        for i, first in enumerate(seq):
+            j = i
+            while j < len(seq) - 2 and seq[j].opname in _PASS_OVER:
+                j += 1
+            a, b = seq[j], seq[min(j + 1, len(seq) - 1)]
+            if a.opname == "LOAD_CONST" and a.argval is None and (
+                    b.opname == "DUP_TOP" or (b.opname == "LOAD_CONST" and b.argval is None)):
+                found.add(first.offset)
+        exits = _WITH_EXITS[code] = frozenset(found)
+    return frame.f_lasti in exits
 
 
 def _enter(run_root, name: str, trace=None, **flags):
@@ -42,7 +70,7 @@ def _count_lines(run_root) -> int:
 
     def trace(frame, event, arg):
         nonlocal seen
-        if event == "line":
+        if event == "line" and not _at_with_exit(frame):
             seen += 1
         return trace
 
@@ -58,7 +86,7 @@ def _raise_at_line(k: int):
 
     def trace(frame, event, arg):
         nonlocal seen
-        if event == "line":
+        if event == "line" and not _at_with_exit(frame):
             seen += 1
             if seen == k:
                 sys.settrace(None)
