@@ -261,10 +261,10 @@ class _Monitored:
             m.start()  # on Ctrl-C or an error inside, start finishes the run itself, then re-raises
             if self._model is not None:
                 m.declare_model(self._model)
+            return m  # inside the try: a Ctrl-C at the return still finishes the run
         except BaseException as exc:
             m.finish(*exit_status(exc))
             raise
-        return m
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
         from trainmeter.core.interrupts import HeldInterrupts

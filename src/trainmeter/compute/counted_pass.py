@@ -91,6 +91,7 @@ def prepare_counted(model: Any, example_args: Any = (), example_kwargs: Mapping[
     if call == "training_step" or _compiled_anything():
         return None
     try:
+        import torch._dynamo  # noqa: F401  (a meta kernel's dynamo guard imports it: here, not on the pass's thread)
         import torch.utils.flop_counter  # noqa: F401  (imported here: the pass's thread imports nothing of torch's)
     except Exception:  # noqa: BLE001
         return None

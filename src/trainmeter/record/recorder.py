@@ -91,6 +91,11 @@ class RunRecorder:
         return run.run_dir
 
     def _try_open(self, run: RunContext) -> bool:
+        if not self._start_fields:  # a Ctrl-C cut the start before open: the folder is made at the end
+            if run.started_at is None:
+                return False
+            self.open(run, run.started_at)
+            return self._log is not None
         try:
             if run.run_dir is None:
                 run.set_run_dir(self._seat.dir if self._seat is not None else
