@@ -1,22 +1,77 @@
 """The alerts extension (name ``alerts``): rules over what the run already detects, and what each does when it fires.
 
-Where each rule is checked: docs/spec.md section 21. Thread safety: ``fire`` may run on the training or the watchdog
-thread (a lock; the record is replaced, never mutated); the publisher reads ``fired`` from any thread.
+Where each rule is checked: docs/spec.md section 21. Its watchdog thread checks, once a second, the rules, the hang
+and the run's control file (docs/protocol.md, "Controls"); the training thread is never asked for anything. Thread
+safety: ``fire`` may run on the training or the watchdog thread (a lock; the record is replaced, never mutated); the
+publisher reads ``fired`` from any thread; requests go through ``monitor.controls`` (thread-safe).
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import math
+import os
+import stat
+import sys
 import threading
+import traceback
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trainmeter.alerts.rules import VERDICT_CONDITIONS, AlertRule, parse_rules
 from trainmeter.alerts.view import AlertsView
-from trainmeter.alerts.watchdog import Watchdog
 from trainmeter.core.extension import ExtensionBase
+from trainmeter.core.threads import OurThread
 
 if TYPE_CHECKING:
     from trainmeter.core.context import RunContext
+
+CONTROL_FILE = "control.json"
+CONTROL_ACTIONS = ("stop", "checkpoint")
+MAX_CONTROL_BYTES = 4096
+MAX_IDS_KEPT = 256
+TOP_FRAMES = 8
+
+
+def read_control(path: Path, run_id: str) -> tuple[str, str] | None:
+    """``(action, id)`` of a valid control file for run ``run_id``, else ``None`` (missing, a link, too big,
+    not JSON, another run's, an unknown action). Never raises."""
+    try:
+        st = os.lstat(path)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_CONTROL_BYTES:
+            return None
+        with open(path, "rb") as f:
+            data = json.loads(f.read(MAX_CONTROL_BYTES).decode("utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or data.get("run_id") != run_id:
+        return None
+    action, ident = data.get("action"), data.get("id")
+    if action not in CONTROL_ACTIONS or not isinstance(ident, str | int) or isinstance(ident, bool):
+        return None
+    return str(action), str(ident)
+
+
+def thread_frames(ident: int | None, limit: int = TOP_FRAMES) -> list[str]:
+    """The top ``limit`` frames of thread ``ident``, innermost last (``file:line in function``), after the innermost
+    notebook cell's frame when it is deeper; ``[]`` if gone."""
+    frame = sys._current_frames().get(ident) if ident is not None else None
+    if frame is None:
+        return []
+    stack = [f"{code_place(f.filename, f.lineno)} in {f.name}" for f in traceback.extract_stack(frame)]
+    cell = next((s for s in reversed(stack) if s.startswith("cell [")), None)
+    return stack[-limit:] if cell is None or cell in stack[-limit:] else [cell, *stack[-limit:]]
+
+
+def code_place(filename: str, line: int | None) -> str:
+    """``cell [n], line m`` for a notebook cell's code (IPython compiles a cell under a temporary file named by a hash
+    of its code, ``/tmp/ipykernel_<pid>/<hash>.py``, and maps it to the cell's execution count), else ``file:line``."""
+    get = getattr(sys.modules.get("IPython"), "get_ipython", None)
+    names = getattr(getattr(get() if get is not None else None, "compile", None), "_filename_map", None)
+    number = names.get(filename) if isinstance(names, dict) else None
+    return f"cell [{number}], line {line}" if isinstance(number, int) else f"{filename}:{line}"
+
 
 _STOPPING = ("stop", "checkpoint-stop")
 _CHARTS = {"nan": "loss", "spike": "loss", "series": "loss", "memory": "memory"}  # the chart a marker goes on
@@ -33,9 +88,13 @@ class Alerts(ExtensionBase):
         self.fired: tuple[dict[str, Any], ...] = ()
         self._lock = threading.Lock()
         self._m: RunContext | None = None
-        self.training_ident: int | None = None  # the thread that started the run
-        self._watchdog: Watchdog | None = None
+        self._training_ident: int | None = None  # the thread that started the run
         self._watch_interval_s = watch_interval_s
+        self._halt = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._last_steps, self._last_change_s = -1, 0.0  # the step count seen last, and since when
+        self._control_sig: tuple[int, int] | None = None  # the control file's (mtime, size) read last
+        self._ids: list[str] = []  # the control requests taken (the newest MAX_IDS_KEPT)
         self._loss_pos = 0  # the per-step NaN check's position in the captured loss series (a device loss)
         self._nan_stop = next((r for r in self.rules if r.condition == "nan" and r.action in _STOPPING), None)
         if self._nan_stop is not None:  # a per-step check only where a rule asks for one (docs/spec.md)
@@ -43,11 +102,12 @@ class Alerts(ExtensionBase):
 
     # -- lifecycle -------------------------------------------------------------------------
     def start(self, monitor: RunContext) -> None:
-        """Note the training thread; start the watchdog (hang rules, the other rules, the control file)."""
+        """Note the training thread; start the watchdog thread (``trainmeter-alerts``)."""
         self._m = monitor
-        self.training_ident = threading.get_ident()
-        self._watchdog = Watchdog(monitor, self, interval_s=self._watch_interval_s)
-        self._watchdog.start()
+        self._training_ident = threading.get_ident()
+        self._last_change_s = monitor.clock()
+        self._thread = OurThread(target=self._watch, name="trainmeter-alerts")
+        self._thread.start()
         rule = self._nan_stop
         if rule is not None:
             if rule.action == "checkpoint-stop":  # its checkpoint: the weights before the NaN step
@@ -58,13 +118,27 @@ class Alerts(ExtensionBase):
         """Join the watchdog, stop watching the lanes (idempotent)."""
         if self._m is not None and self._nan_stop is not None:
             self._m.watch_lane_losses(None)
-        if self._watchdog is not None:
-            self._watchdog.stop()
+        self._halt.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=5)
+        self._thread = None
+
+    def _watch(self) -> None:
+        while not self._halt.wait(self._watch_interval_s):
+            try:
+                self.tick(self._m.clock())  # type: ignore[union-attr]
+            except Exception as exc:  # never raise on our thread; one warning
+                with contextlib.suppress(Exception):
+                    self._m.warn_once("alerts-watchdog", f"the alerts' watchdog failed and stopped: {exc!r}")
+                return
 
     def tick(self, now_s: float) -> None:
-        """One watchdog check at clock time ``now_s`` (its thread calls it each second; tests call it)."""
-        if self._watchdog is not None:
-            self._watchdog.tick(now_s)
+        """One watchdog check at clock time ``now_s``: the rules, the hang, the control file (its thread calls it each
+        second; tests call it)."""
+        if self._m is not None:
+            self._check()
+            self._hang(now_s)
+            self._control()
 
     def add(self, rules: Any) -> tuple[AlertRule, ...]:
         """Add rules during the run (``tm.alert``); checked from the watchdog's next tick. Any thread.
@@ -94,11 +168,9 @@ class Alerts(ExtensionBase):
                           on_training_thread=True)
                 return
 
-    def check(self) -> None:
-        """The verdict, memory and series rules against the run now (the watchdog's tick; any thread)."""
-        m = self._m
-        if m is None:
-            return
+    def _check(self) -> None:
+        """The verdict, memory and series rules against the run now (the watchdog's tick)."""
+        m: Any = self._m
         verdicts = getattr(m.extension("verdicts"), "verdicts", ()) or ()
         by_kind = {v.get("kind"): v for v in verdicts if isinstance(v, dict)}
         for rule in self.rules:
@@ -137,10 +209,45 @@ class Alerts(ExtensionBase):
                 self.fire(rule, m.steps, what, lane=lane.lane)
                 return
 
-    def hang_rules(self) -> list[AlertRule]:
-        """The ``hang`` rules not yet fired."""
+    def _hang(self, now_s: float) -> None:
+        """The ``hang`` rules not yet fired: no step for their seconds while training, the training thread's frames."""
+        m: Any = self._m
+        steps = m.steps
+        if steps != self._last_steps or not m.phases.training:  # a step came, or eval/checkpoint time: no hang
+            self._last_steps, self._last_change_s = steps, now_s
+            return
+        quiet_s = now_s - self._last_change_s
         done = {a["rule"] for a in self.fired}
-        return [r for r in self.rules if r.condition == "hang" and r.text not in done]
+        for rule in self.rules:
+            if rule.condition == "hang" and rule.text not in done and quiet_s >= rule.threshold:  # type: ignore[operator]
+                where = thread_frames(self._training_ident)
+                top = where[-1] if where else "its stack could not be read"
+                cell = next((w for w in reversed(where) if w.startswith("cell [")), top)  # the notebook's line
+                top += "" if cell == top else f", called from {cell}"
+                self.fire(rule, steps, f"no optimizer step for {quiet_s:.0f} s after step {steps}; "
+                                       f"the training thread is at {top}", where=where)
+
+    def _control(self) -> None:
+        """The run's ``control.json``, read when its mtime or size changed: a new request id asks for its action."""
+        run_dir = self._m.run_dir  # type: ignore[union-attr]
+        if run_dir is None:
+            return
+        path = Path(run_dir) / CONTROL_FILE
+        try:
+            st = os.lstat(path)
+        except OSError:
+            return
+        sig = (st.st_mtime_ns, st.st_size)
+        if sig == self._control_sig:
+            return
+        self._control_sig = sig
+        got = read_control(path, Path(run_dir).name)
+        if got is None or got[1] in self._ids:
+            return
+        action, ident = got
+        self._ids = [*self._ids[-(MAX_IDS_KEPT - 1):], ident]
+        controls = self._m.controls  # type: ignore[union-attr]
+        (controls.request_stop if action == "stop" else controls.request_checkpoint)("control-file")
 
     # -- firing -----------------------------------------------------------------------------
     def fire(self, rule: AlertRule, step: int, what: str, *, on_training_thread: bool = False,
