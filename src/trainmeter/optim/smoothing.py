@@ -45,7 +45,7 @@ class LossEma:
     """The fold of :data:`LOSS_SERIES`'s points in step order by the rule above.
 
     Thread safety: one writer (:meth:`twin`, under the views' lock); the state is one tuple replaced whole, so
-    :attr:`value`, :attr:`step` and :attr:`count` read from any thread agree with one another.
+    :meth:`to_dict` and :attr:`count` read from any thread agree with one another.
     """
 
     def __init__(self) -> None:
@@ -70,17 +70,6 @@ class LossEma:
             out.append(avg)
         self._state = (avg, n, first, last)
         return twin, out
-
-    @property
-    def value(self) -> float | None:
-        """The smoothed loss at :attr:`step`, or ``None`` before the first finite point."""
-        avg, n, _, _ = self._state
-        return avg if n else None
-
-    @property
-    def step(self) -> int | None:
-        """The step of the newest point folded (``None`` before the first)."""
-        return self._state[3]
 
     @property
     def count(self) -> int:
