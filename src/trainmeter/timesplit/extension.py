@@ -209,15 +209,14 @@ class TimeSplit(ExtensionBase):
             return
         if edge == "begin" and name == "eval":
             self.eval_spans += 1
-        elif edge == "end" and name == INFERENCE and self.inference_open:  # replaced by an eval or other span
-            self.inference_open = False
-            self.monitor.unwatch_training(self)
+        elif edge == "end" and name == INFERENCE:  # replaced by an eval or other span: already closed
+            self._close_inference(exit_span=False)
 
-    def _close_inference(self) -> None:
+    def _close_inference(self, exit_span: bool = True) -> None:
         if self.inference_open:
             self.inference_open = False
             self.monitor.unwatch_training(self)
-            if not self.checkpoints.depth:  # during a save inside the span, the span is already paused
+            if exit_span and not self.checkpoints.depth:  # during a save inside the span, it is already paused
                 self.exit_span()
 
     def pause_span(self) -> str | None:
@@ -225,21 +224,21 @@ class TimeSplit(ExtensionBase):
         name = self.open_phase
         if name is None or name == "checkpoint":
             return None
-        self._quiet = True
-        try:
-            self.exit_span()
-        finally:
-            self._quiet = False
+        self._quietly(self.exit_span)
         return name
 
     def resume_span(self, name: str | None) -> None:
         """Reopen the span :meth:`pause_span` closed (the inference span only while it is still open)."""
         if name is not None and (name != INFERENCE or self.inference_open):
-            self._quiet = True
-            try:
-                self.enter_span(name)
-            finally:
-                self._quiet = False
+            self._quietly(functools.partial(self.enter_span, name))
+
+    def _quietly(self, edge: Any) -> None:
+        """``edge()``, a span's edge that is no new span (a span paused for a save and resumed)."""
+        self._quiet = True
+        try:
+            edge()
+        finally:
+            self._quiet = False
 
     def enter_span(self, phase: str) -> bool:
         """Open a ``phase`` span; whether it opened (a fault: warned)."""
