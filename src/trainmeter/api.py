@@ -131,7 +131,7 @@ def checkpoint() -> bool:
 def alert(*rules: str) -> bool:
     """Add ``--alert`` rules to the run in progress (``tm.alert("val_loss>2.5:stop", "hang=120:notify")``), checked
     from the watchdog's next tick; whether a live run took them. ``ValueError`` for a bad rule (nothing added)."""
-    from trainmeter.alerts.rules import parse_rules
+    from trainmeter.alerts.extension import parse_rules
 
     parsed = parse_rules(list(rules))
     m = _monitor_module._ACTIVE

@@ -7,6 +7,7 @@ feeds :class:`~trainmeter.verdicts.rules.VerdictEngine`, in report order (docs/s
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from trainmeter.core.extension import ExtensionBase, Report
@@ -80,11 +81,11 @@ class Verdicts(ExtensionBase):
         m.worker.submit(self.name, lambda: self._feed(points, point))
         if report.final:
             m.worker.drain()  # the final report's verdicts hold every point
-        return {"fired": [v.to_dict() for v in self.engine.verdicts]}
+        return {"fired": [asdict(v) for v in self.engine.verdicts]}
 
     def view(self) -> VerdictsView:
         """The verdicts so far (the alerts wing reads them); any thread."""
-        return VerdictsView(verdicts=tuple(v.to_dict() for v in self.engine.verdicts))
+        return VerdictsView(verdicts=tuple(asdict(v) for v in self.engine.verdicts))
 
     def warnings(self) -> list[str]:
         """One sentence per verdict (the monitor prints each once on the text line)."""
@@ -92,8 +93,8 @@ class Verdicts(ExtensionBase):
 
     def markers(self) -> list[dict[str, Any]]:
         """Chart markers of the verdicts so far (:mod:`trainmeter.verdicts.markers`); any thread."""
-        return markers([v.to_dict() for v in self.engine.verdicts])
+        return markers([asdict(v) for v in self.engine.verdicts])
 
     def passport_section(self) -> list[dict[str, Any]]:  # a list, not a dict: the passport's ``verdicts``
         """The passport's ``verdicts``: ``[{kind, step, sentence}]`` in the order they fired."""
-        return [v.to_dict() for v in self.engine.verdicts]
+        return [asdict(v) for v in self.engine.verdicts]
