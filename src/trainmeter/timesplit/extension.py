@@ -69,7 +69,7 @@ class TimeSplit(ExtensionBase):
         import torch
         from torch.utils.data import dataloader
 
-        if not host_patches.allow("time-split", self.warn):
+        if not host_patches.allow("time-split", monitor.warn_once):
             return
         self.gate.open()
         self.wrap(dataloader._BaseDataLoaderIter, "__next__", self._make_next, "DataLoader iterator __next__")
@@ -80,7 +80,7 @@ class TimeSplit(ExtensionBase):
         if getattr(wrapped, "__trainmeter_original__", None) is getattr(torch, "save", None):
             self._patches.set(torch, "save", wrapped)
             self.patched.append("torch.save")
-        if host_patches.allow("checkpoint-rename", self.warn):  # a temp file, then a rename (docs/spec.md section 9)
+        if host_patches.allow("checkpoint-rename", monitor.warn_once):  # a temp file, then a rename (docs/spec.md section 9)
             self._patches.wrap(os, "replace", self.checkpoints.make_renamer)
             self._patches.wrap(os, "rename", self.checkpoints.make_renamer)
             self.patched += ["os.replace", "os.rename"]
@@ -104,7 +104,7 @@ class TimeSplit(ExtensionBase):
             if self._patches.wrap(owner, attr, make):
                 self.patched.append(label)
         except Exception as exc:
-            self.warn(f"time-{attr}", f"{label} not timed: {exc!r}")
+            self.monitor.warn_once(f"time-{attr}", f"{label} not timed: {exc!r}")
 
     # -- wrappers ------------------------------------------------------------------
     def _make_next(self, original: Any) -> Any:
@@ -136,7 +136,7 @@ class TimeSplit(ExtensionBase):
                 self.batches += 1
                 self.max_wait_s = seconds if self.max_wait_s is None else max(self.max_wait_s, seconds)
         except Exception as exc:
-            self.warn("time-data-wait", f"data-wait timing disabled: {exc!r}")
+            self.monitor.warn_once("time-data-wait", f"data-wait timing disabled: {exc!r}")
             self.gate.close()
 
     def _make_train(self, original: Any) -> Any:
@@ -189,7 +189,7 @@ class TimeSplit(ExtensionBase):
             elif mode and self.inference_open and self._is_root(module):
                 self._close_inference()
         except Exception as exc:
-            self.warn("time-inference", f"inference spans disabled: {exc!r}")
+            self.monitor.warn_once("time-inference", f"inference spans disabled: {exc!r}")
 
     def _open_inference(self) -> None:
         if self.enter_span(INFERENCE):
@@ -246,7 +246,7 @@ class TimeSplit(ExtensionBase):
             self.monitor.enter_phase(phase)
             return True
         except Exception as exc:
-            self.warn(f"time-{phase}", f"{phase} spans disabled: {exc!r}")
+            self.monitor.warn_once(f"time-{phase}", f"{phase} spans disabled: {exc!r}")
             return False
 
     def exit_span(self) -> None:
@@ -254,12 +254,7 @@ class TimeSplit(ExtensionBase):
         try:
             self.monitor.exit_phase()
         except Exception as exc:
-            self.warn("time-exit", f"phase timing fault: {exc!r}")
-
-    def warn(self, key: str, message: str) -> None:
-        """Warn once per ``key`` through the run."""
-        if self.monitor is not None:
-            self.monitor.warn_once(key, message)
+            self.monitor.warn_once("time-exit", f"phase timing fault: {exc!r}")
 
     # -- figures -------------------------------------------------------------------
     def data_wait_share(self, totals_s: dict[str, float]) -> float | None:

@@ -240,7 +240,7 @@ class CheckpointSpans:
             if len(self._written) < MAX_RECORDS:
                 self._written.append(site.where(args, kwargs, result))
         except Exception as exc:
-            self._split.warn("time-checkpoint-record", f"a nested save's path not read: {exc!r}")
+            self._split.monitor.warn_once("time-checkpoint-record", f"a nested save's path not read: {exc!r}")
 
     def _note(self, site: SaverSite, args: Any, kwargs: Any, result: Any, seconds: float | None,
               written: tuple[Any, ...]) -> None:
@@ -262,7 +262,7 @@ class CheckpointSpans:
                 if found[0] is not None:
                     self._renamable = (len(self.records) - 1, os.path.abspath(found[0]), monitor.steps)
         except Exception as exc:
-            self._split.warn("time-checkpoint-record", f"checkpoint records disabled: {exc!r}")
+            self._split.monitor.warn_once("time-checkpoint-record", f"checkpoint records disabled: {exc!r}")
 
     def _renames(self, source: Any) -> bool:
         """Whether renaming ``source`` now moves the last record's file (the step it was written at)."""
@@ -288,4 +288,4 @@ class CheckpointSpans:
             self.records[index] = entry((path, size_bytes(path)), old["step"], spent, old["source"], monitor.run_dir)
             _log(monitor, self.records[index], old["path"])
         except Exception as exc:
-            self._split.warn("time-checkpoint-record", f"a renamed checkpoint's final file not read: {exc!r}")
+            self._split.monitor.warn_once("time-checkpoint-record", f"a renamed checkpoint's final file not read: {exc!r}")

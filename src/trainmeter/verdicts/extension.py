@@ -38,21 +38,18 @@ class Verdicts(ExtensionBase):
     def start(self, monitor: RunContext) -> None:
         """Register as a series reader (so loss points wait for us before they are trimmed)."""
         self._m = monitor
-        self._reader = SeriesReader(monitor, LOSS_NAMES, feed=self._add_losses)
+        self._reader = SeriesReader(monitor, LOSS_NAMES, feed=self._feed)
 
     def stop(self) -> None:
         """Nothing to release (the final report feeds the last numbers)."""
 
-    def _feed(self, points: list[tuple[str, list[int], list[float]]], report: ReportPoint) -> None:
-        """Feed one report's loss points, then its numbers (the report worker's thread)."""
-        self._add_losses(points)
-        self.engine.add_report(report)
-
-    def _add_losses(self, points: list[tuple[str, list[int], list[float]]]) -> None:
-        """Feed loss points (a report's, or a drain's between reports: the report worker's thread)."""
-        engine = self.engine
+    def _feed(self, points: list[tuple[str, list[int], list[float]]], report: ReportPoint | None = None) -> None:
+        """Feed loss points (a report's, or a drain's between reports), then the report's numbers (the report
+        worker's thread)."""
         for name, steps, values in points:
-            engine.add_losses(steps, values, name)
+            self.engine.add_losses(steps, values, name)
+        if report is not None:
+            self.engine.add_report(report)
 
     def _gpus(self) -> dict[int, dict[str, float | None]]:
         gpu = self._m.extension("gpu") if self._m is not None else None
