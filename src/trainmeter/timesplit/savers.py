@@ -126,16 +126,12 @@ def located(where: Any, written: tuple[Any, ...] = ()) -> tuple[str | None, int 
     left (one file, or their folder with their sizes summed); ``None``: it wrote nothing seen."""
     path = path_of(where)
     files = [] if path is not None else list(dict.fromkeys(p for p in map(path_of, written) if p is not None))
+    if not files:  # its own path or a stream; none for a saver that decided not to save (Ignite's Checkpoint)
+        return None if path is None and where is None and not written else (path, size_bytes(path))
     files = [f for f in files if os.path.exists(f)] or files  # a temp file renamed to the final one is gone
-    if path is None and files:
-        sizes = [size_bytes(f) for f in files]
-        size = None if None in sizes else sum(s for s in sizes if s is not None)
-        path = files[0] if len(files) == 1 else os.path.commonpath([os.path.abspath(f) for f in files])
-    elif path is None and where is None and not written:
-        return None  # a saver that decided not to save (Ignite's Checkpoint with no better score)
-    else:
-        size = size_bytes(path)
-    return path, size
+    sizes = [size_bytes(f) for f in files]
+    size = None if None in sizes else sum(sizes)  # type: ignore[arg-type]
+    return files[0] if len(files) == 1 else os.path.commonpath([os.path.abspath(f) for f in files]), size
 
 
 def entry(found: tuple[str | None, int | None], step: int, seconds: float | None, source: str,
