@@ -212,9 +212,7 @@ def format_seconds(v: float) -> str:
 @_numeric
 def format_rate(v: float, label: str = "tok/s") -> str:
     """Per-second rates: ``850 tok/s``, ``42.2 tok/s``, ``12.3k tok/s``; the bare number when ``label`` is ``""``."""
-    text = _mantissa(v)
-    if abs(float(text)) >= 1000:
-        text = "".join(_scaled(v, 1000.0, _SI_COUNT))
+    text = "".join(_scaled(v, 1000.0, _SI_COUNT))
     return f"{text} {label}" if label else text
 
 
