@@ -95,8 +95,8 @@ def test_remove_restores_torch_and_is_idempotent():
     before = (torch.nn.utils.clip_grad_norm_, torch.nn.utils.clip_grad.clip_grad_norm_,
               torch.nn.utils.clip_grad_value_, torch.nn.utils.clip_grad.clip_grad_value_)
     tap = ClipTap()
-    tap.install(torch)
-    assert "torch.nn.utils.clip_grad_norm_" in tap.wrapped
+    wrapped = tap.install(torch)
+    assert "torch.nn.utils.clip_grad_norm_" in wrapped
     tap.remove()
     tap.remove()
     assert (torch.nn.utils.clip_grad_norm_, torch.nn.utils.clip_grad.clip_grad_norm_,

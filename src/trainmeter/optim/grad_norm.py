@@ -33,11 +33,6 @@ def _replicated_local(norm: Any) -> Any:
     return norm.to_local()
 
 
-def _class(module: Any, name: str) -> type | None:
-    found = getattr(module, name, None)
-    return found if isinstance(found, type) else None
-
-
 class ClipTap:
     """Keeps the latest gradient norm returned by the loop's clipping call: ``pending`` (a 0-d tensor or float),
     returned when ``counter.steps`` was ``pending_step`` (-1 without a counter); ``skipped`` counts norms not kept."""
@@ -55,31 +50,37 @@ class ClipTap:
         self._tensor_type: Any = None
         self.wrapped: list[str] = []
 
-    def install(self, torch: Any) -> None:
-        """Wrap the clipping functions of ``torch`` (and accelerate's, now or at its import), each listed in
-        :attr:`wrapped`."""
+    def install(self, torch: Any) -> list[str]:
+        """Wrap the clipping functions of ``torch`` (and accelerate's, now or at its import); return what was
+        wrapped at once (:attr:`wrapped` also lists a later import's)."""
         self._tensor_type = torch.Tensor
         self._gate.open()
-        utils = torch.nn.utils
-        self._wrap(getattr(utils, "clip_grad", None), "torch.nn.utils.clip_grad", "clip_grad_norm_", "clip_grad_value_")
+        wrapped = self.wrapped
+        clip_module = getattr(torch.nn.utils, "clip_grad", None)
+        for owner, label in ((clip_module, "torch.nn.utils.clip_grad"), (torch.nn.utils, "torch.nn.utils")):
+            if owner is None:
+                continue
+            if self._patches.wrap(owner, "clip_grad_norm_", self._wrap_norm):
+                wrapped.append(f"{label}.clip_grad_norm_")
+            if self._patches.wrap(owner, "clip_grad_value_", self._wrap_value):
+                wrapped.append(f"{label}.clip_grad_value_")
         # the public alias only: torch's own clip_grad_norm_ calls the private _clip_grads_with_norm_
-        self._wrap(utils, "torch.nn.utils", "clip_grad_norm_", "clip_grad_value_", "clip_grads_with_norm_")
-        self._wrap(_class(sys.modules.get("torch.distributed.fsdp"), "FullyShardedDataParallel"),
-                   "torch.distributed.fsdp.FullyShardedDataParallel", "clip_grad_norm_")
+        if self._patches.wrap(torch.nn.utils, "clip_grads_with_norm_", self._wrap_with_norm):
+            wrapped.append("torch.nn.utils.clip_grads_with_norm_")
+        fsdp = sys.modules.get("torch.distributed.fsdp")
+        fsdp_class = getattr(fsdp, "FullyShardedDataParallel", None)
+        if isinstance(fsdp_class, type) and self._patches.wrap(fsdp_class, "clip_grad_norm_", self._wrap_norm):
+            wrapped.append("torch.distributed.fsdp.FullyShardedDataParallel.clip_grad_norm_")
         self._hooks = PostImportHooks({ACCELERATE_MODULE: self._wrap_accelerate})
         self._hooks.install()
+        return list(wrapped)
 
     def _wrap_accelerate(self, module: Any) -> None:
         """``Accelerator.clip_grad_norm_``, at install or right after accelerate's import (any thread: quick)."""
-        self._wrap(_class(module, "Accelerator"), "accelerate.Accelerator", "clip_grad_norm_")
-
-    def _wrap(self, owner: Any, label: str, *attrs: str) -> None:
-        """Wrap the clipping functions ``attrs`` of ``owner`` (none while the tap is removed), as ``label.attr``."""
-        makers = {"clip_grad_norm_": self._wrap_norm, "clip_grad_value_": self._wrap_value,
-                  "clip_grads_with_norm_": self._wrap_with_norm}
-        for attr in attrs if owner is not None and self._gate.active else ():
-            if self._patches.wrap(owner, attr, makers[attr]):
-                self.wrapped.append(f"{label}.{attr}")
+        accelerator = getattr(module, "Accelerator", None)
+        if self._gate.active and isinstance(accelerator, type) and self._patches.wrap(
+                accelerator, "clip_grad_norm_", self._wrap_norm):
+            self.wrapped.append("accelerate.Accelerator.clip_grad_norm_")
 
     def remove(self) -> None:
         """Put the originals back (where our wrapper is still in place). Idempotent."""
