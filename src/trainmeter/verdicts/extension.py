@@ -51,19 +51,15 @@ class Verdicts(ExtensionBase):
         if report is not None:
             self.engine.add_report(report)
 
-    def _gpus(self) -> dict[int, dict[str, float | None]]:
-        gpu = self._m.extension("gpu") if self._m is not None else None
-        sampler = gpu.readings if gpu is not None else None
-        if sampler is None:
-            return {}
-        return {i: {f: getattr(s, f, None) for f in _GPU_FIELDS} for i, s in sampler.latest().items()}
-
     def on_report(self, report: Report) -> dict[str, Any]:
         """Hand this report's numbers to the report worker; the run log gets the verdicts fed so far."""
         m = self._m
         if m is None:
             return {}
-        points = self._reader.new_points(report.ends) if self._reader is not None else []
+        points = self._reader.new_points(report.ends)  # type: ignore[union-attr]  # made at start, with self._m
+        gpu = m.extension("gpu")
+        sampler = gpu.readings if gpu is not None else None
+        latest = sampler.latest() if sampler is not None else {}
         mem, source = None, "allocator"
         if report.memory is not None:
             cuda = report.memory.cuda or {}
@@ -74,7 +70,8 @@ class Verdicts(ExtensionBase):
         point = ReportPoint(
             step=report.steps, elapsed_s=report.elapsed_s, tokens_per_s=interval.train_tokens_per_s if interval else None,
             token_unit=report.token_unit, mem_bytes=mem, mem_source=source,
-            phases_s=dict(report.phases_s), gpus=self._gpus())
+            phases_s=dict(report.phases_s),
+            gpus={i: {f: getattr(s, f, None) for f in _GPU_FIELDS} for i, s in latest.items()})
         m.worker.submit(self.name, lambda: self._feed(points, point))
         if report.final:
             m.worker.drain()  # the final report's verdicts hold every point
