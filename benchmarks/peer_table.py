@@ -214,9 +214,8 @@ def _slow_threads(m: Any, factor: float) -> None:
     if node is not None:
         node.period_s *= factor
     alerts = m.dispatch.find("alerts")
-    watchdog = getattr(alerts, "_watchdog", None)
-    if watchdog is not None:
-        watchdog._interval_s *= factor
+    if alerts is not None:  # its watchdog thread reads the period at each wait
+        alerts._watch_interval_s *= factor
     m.worker._fold_every_s *= factor
 
 

@@ -131,7 +131,7 @@ def checkpoint() -> bool:
 def alert(*rules: str) -> bool:
     """Add ``--alert`` rules to the run in progress (``tm.alert("val_loss>2.5:stop", "hang=120:notify")``), checked
     from the watchdog's next tick; whether a live run took them. ``ValueError`` for a bad rule (nothing added)."""
-    from trainmeter.alerts.rules import parse_rules
+    from trainmeter.alerts.extension import parse_rules
 
     parsed = parse_rules(list(rules))
     m = _monitor_module._ACTIVE
@@ -189,71 +189,22 @@ def preload() -> None:
 
 
 class MonitoredBlock(ContextDecorator):
-    """``monitor``'s context and ``%%trainmeter``'s: a new run (and widget) per entry; ``show_widget`` ``None``: when
+    """``monitor``'s context and ``%%trainmeter``'s: a new run (and widget) per entry, or the given ``monitor``;
+    started on entry, finished with the body's status on exit, re-raising unchanged (a class: a generator's
+    ``__enter__`` could let a Ctrl-C escape before ``with`` holds ``__exit__``). ``show_widget`` ``None``: when
     ``options.widget`` and a notebook hosts it. Not re-entrant; training thread."""
 
-    def __init__(self, options: Any, model: Any = None, show_widget: bool | None = None) -> None:
+    def __init__(self, options: Any, model: Any = None, show_widget: bool | None = None,
+                 monitor: Monitor | None = None) -> None:
         self._options = options
         self._model = model
         self._show_widget = show_widget
+        self._given = monitor
         self._sinks: list[Any] = []
-        self._run: _Monitored | None = None
+        self._m: Monitor | None = None
 
     def __enter__(self) -> Monitor:
-        from trainmeter.extensions import default_extensions, make_monitor
-
-        options = self._options
-        show_widget = self._show_widget
-        if show_widget is None and options.widget:
-            from trainmeter.widget.host import widget_host
-
-            show_widget = widget_host() is not None
-        m = make_monitor(options, text=not show_widget, extensions=default_extensions(options))
-        self._sinks = []
-        try:
-            if show_widget:  # the widget's sinks added with interrupts held, then a held Ctrl-C delivered
-                from trainmeter.core.interrupts import HeldInterrupts
-                from trainmeter.widget.host import widget_sinks
-
-                with HeldInterrupts() as held:
-                    self._sinks.extend(widget_sinks(m.context))
-                held.deliver()
-            self._run = _Monitored(m, self._model)
-            return self._run.__enter__()
-        except BaseException:
-            self._close_sinks()
-            raise
-
-    def __exit__(self, *exc: Any) -> bool:
-        try:
-            return self._run.__exit__(*exc) if self._run is not None else False
-        finally:
-            self._run = None
-            self._close_sinks()
-
-    def _close_sinks(self) -> None:
-        sinks, self._sinks = self._sinks, []
-        for sink in sinks:
-            sink.close()
-
-
-def run_monitored(m: Monitor, *, model: Any = None) -> AbstractContextManager[Monitor]:
-    """Start ``m``, run the body, finish with the right status; re-raise unchanged."""
-    return _Monitored(m, model)
-
-
-class _Monitored:
-    """Start on entry, finish with the body's status on exit (a class: a generator's ``__enter__`` could let a Ctrl-C
-    escape before ``with`` holds ``__exit__``). Training thread."""
-
-    __slots__ = ("_m", "_model")
-
-    def __init__(self, m: Monitor, model: Any) -> None:
-        self._m = m
-        self._model = model
-
-    def __enter__(self) -> Monitor:
-        m = self._m
+        m = self._m = self._given or self._new_run()
         try:
             from trainmeter.ranks import autostart
 
@@ -264,22 +215,59 @@ class _Monitored:
             return m  # inside the try: a Ctrl-C at the return still finishes the run
         except BaseException as exc:
             m.finish(*exit_status(exc))
+            self._close_sinks()
             raise
+
+    def _new_run(self) -> Monitor:
+        from trainmeter.extensions import default_extensions, make_monitor
+
+        options = self._options
+        show_widget = self._show_widget
+        if show_widget is None and options.widget:
+            from trainmeter.widget.host import widget_host
+
+            show_widget = widget_host() is not None
+        m = make_monitor(options, text=not show_widget, extensions=default_extensions(options))
+        if show_widget:  # the widget's sinks added with interrupts held, then a held Ctrl-C delivered
+            from trainmeter.core.interrupts import HeldInterrupts
+            from trainmeter.widget.host import widget_sinks
+
+            try:
+                with HeldInterrupts() as held:
+                    self._sinks.extend(widget_sinks(m.context))
+                held.deliver()
+            except BaseException:
+                self._close_sinks()
+                raise
+        return m
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
         from trainmeter.core.interrupts import HeldInterrupts
 
+        m: Any = self._m
         held = HeldInterrupts()  # a Ctrl-C before finish holds its own is delivered after it, never instead of it
         try:
             with held:
-                if exc is None:
-                    self._m.finish(self._m.controls.end_status("completed"))  # a framework that took a stop ended
-                elif isinstance(exc, StopTraining):
-                    self._m.finish("stopped")  # the closing line says who stopped it and when; no traceback
-                    return True
-                else:
-                    self._m.finish(*exit_status(exc))
-                return False
+                try:
+                    if exc is None:
+                        m.finish(m.controls.end_status("completed"))  # a framework that took a stop ended
+                    elif isinstance(exc, StopTraining):
+                        m.finish("stopped")  # the closing line says who stopped it and when; no traceback
+                        return True
+                    else:
+                        m.finish(*exit_status(exc))
+                    return False
+                finally:
+                    self._close_sinks()
         finally:
             held.deliver()
 
+    def _close_sinks(self) -> None:
+        sinks, self._sinks = self._sinks, []
+        for sink in sinks:
+            sink.close()
+
+
+def run_monitored(m: Monitor, *, model: Any = None) -> AbstractContextManager[Monitor]:
+    """Start ``m``, run the body, finish with the right status; re-raise unchanged."""
+    return MonitoredBlock(None, model, monitor=m)

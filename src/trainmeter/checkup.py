@@ -26,6 +26,8 @@ from trainmeter.sizes import format_bytes, format_percent, format_watts
 from trainmeter.widget.host import ipython_shell
 
 _UNSET: Any = object()
+_GPM_FIXES = (("driver", "upgrade the NVIDIA driver to R525 or newer"),  # a word of GPM's reason, and its fix
+              ("permission", "ask the administrator to allow GPM/profiling counters"))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -223,13 +225,11 @@ def _gpm_check(index: int, supported: bool, reason: str | None) -> Check:
     if supported:
         return Check(name=name, ok=True, detail="SM, tensor and DRAM activity are read (full ladder)")
     reason = reason or "not supported"
-    if "driver" in reason:
-        return Check(name=name, ok=False, detail=reason, fix="upgrade the NVIDIA driver to R525 or newer")
-    if "permission" in reason:
-        return Check(name=name, ok=False, detail=reason, fix="ask the administrator to allow GPM/profiling counters")
-    if reason == REASON_MIG:
-        return Check(name=name, ok=None, detail=reason)
-    return Check(name=name, ok=None, detail=f"{reason}; the ladder stops at GPU-Util (plus MFU)")
+    fix = next((fix for word, fix in _GPM_FIXES if word in reason), None)
+    if fix is not None:
+        return Check(name=name, ok=False, detail=reason, fix=fix)
+    return Check(name=name, ok=None, detail=reason if reason == REASON_MIG else
+                 f"{reason}; the ladder stops at GPU-Util (plus MFU)")
 
 
 def format_doctor(checks: Sequence[Check]) -> str:

@@ -230,7 +230,7 @@ def make_options(*, name: str | None = None, budget_tokens: Any = None, budget_s
                  grid_gco2_per_kwh: Any = None, grid_source: str | None = None, max_series: Any = None,
                  alert: Any = None, resume: Any = None) -> MonitorOptions:
     """Validate user input and build :class:`MonitorOptions`; ``ValueError`` naming a bad value and what is valid."""
-    from trainmeter.alerts.rules import parse_rules  # each --alert rule parsed and written back
+    from trainmeter.alerts.extension import parse_rules  # each --alert rule parsed and written back
     from trainmeter.compute.peaks import validate_peak  # the one peak check: a peak the flag takes, the wing uses
 
     for flag, value in (("widget", widget), ("tap", tap)):

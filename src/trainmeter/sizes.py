@@ -71,17 +71,27 @@ def _mantissa(v: float) -> str:
     return f"{v:.0f}" if abs(float(text)) >= 100 else text  # 99.96 is "100", not "100.0"
 
 
-def _scaled(value: float, base: float, units: tuple[str, ...]) -> tuple[str, str]:
+def _scaled(value: float, base: float, units: tuple[str, ...], mantissa: Callable[[float], str] = _mantissa
+            ) -> tuple[str, str]:
     v, i = value, 0
     while i < len(units) - 1 and abs(v) >= base:
         v /= base
         i += 1
-    text = _mantissa(v)
+    text = mantissa(v)
     if abs(float(text)) >= base and i < len(units) - 1:  # 999.96k rounds to "1000": one unit up
         v /= base
         i += 1
-        text = _mantissa(v)
+        text = mantissa(v)
     return text, units[i]
+
+
+def _distinct(values: list[float], div: float, suffix: str, decimals: range) -> list[str]:
+    """``values`` over ``div`` with the fewest ``decimals`` that tell them apart (the most when none do)."""
+    for places in decimals:
+        labels = [f"{x / div:.{places}f}{suffix}" for x in values]
+        if len(set(labels)) == len(labels):
+            break
+    return labels
 
 
 @_numeric
@@ -126,11 +136,7 @@ def format_count_pair(done: Any, total: Any) -> tuple[str, str]:
     if a != b or x is None or y is None or x == y:
         return a, b
     unit = b.lstrip("-0123456789.,")
-    div = 1000.0 ** _SI_COUNT.index(unit)
-    for decimals in (1, 2, 3):
-        a, b = f"{x / div:.{decimals}f}{unit}", f"{y / div:.{decimals}f}{unit}"
-        if a != b:
-            break
+    a, b = _distinct([x, y], 1000.0 ** _SI_COUNT.index(unit), unit, range(1, 4))
     return a, b
 
 
@@ -206,9 +212,7 @@ def format_seconds(v: float) -> str:
 @_numeric
 def format_rate(v: float, label: str = "tok/s") -> str:
     """Per-second rates: ``850 tok/s``, ``42.2 tok/s``, ``12.3k tok/s``; the bare number when ``label`` is ``""``."""
-    text = _mantissa(v)
-    if abs(float(text)) >= 1000:
-        text = "".join(_scaled(v, 1000.0, _SI_COUNT))
+    text = "".join(_scaled(v, 1000.0, _SI_COUNT))
     return f"{text} {label}" if label else text
 
 
@@ -241,11 +245,7 @@ def format_axis(value: float, unit: str) -> str:
         return "".join(_scaled(value, 1000.0, _SI_PREFIX))
     if abs(value) < 1000:
         return format_number(value)
-    v, i = value, 0  # 3 significant figures, SI
-    while i < len(_SI_COUNT) - 1 and abs(float(f"{v:.3g}")) >= 1000:
-        v /= 1000
-        i += 1
-    return f"{float(f'{v:.3g}'):g}{_SI_COUNT[i]}"
+    return "".join(_scaled(value, 1000.0, _SI_COUNT, lambda v: f"{float(f'{v:.3g}'):g}"))  # 3 significant figures
 
 
 def axis_labels(ticks: list[float], unit: str) -> list[str]:
@@ -261,9 +261,4 @@ def axis_labels(ticks: list[float], unit: str) -> list[str]:
     top = max(abs(t) for t in ticks)
     base, units, space = (1024.0, _IEC, " ") if unit == "bytes" else (1000.0, _SI_COUNT, "")
     i = next((i for i in reversed(range(len(units))) if top >= base**i), 0)
-    div, suffix = base**i, f"{space}{units[i]}"
-    for decimals in range(1, 8):
-        labels = [f"{t / div:.{decimals}f}{suffix}" for t in ticks]
-        if len(set(labels)) == len(labels):
-            return labels
-    return labels
+    return _distinct(ticks, base**i, f"{space}{units[i]}", range(1, 8))

@@ -234,7 +234,7 @@ def test_a_device_loss_is_checked_when_its_value_arrives_after_its_step(run_root
 
 
 def test_a_hang_in_a_notebook_cell_names_the_cell_and_line_not_ipythons_temporary_file(ip):
-    first = ip.run_cell("import threading\nfrom trainmeter.alerts.watchdog import thread_frames\n\n"
+    first = ip.run_cell("import threading\nfrom trainmeter.alerts.extension import thread_frames\n\n"
                         "def stuck():\n    return thread_frames(threading.get_ident())\n", store_history=True)
     second = ip.run_cell("where = stuck()", store_history=True)
     where = ip.user_ns["where"]
@@ -243,7 +243,7 @@ def test_a_hang_in_a_notebook_cell_names_the_cell_and_line_not_ipythons_temporar
 
 
 def test_a_hang_deep_below_a_cell_still_names_the_cell(ip):
-    library = ("import threading\nfrom trainmeter.alerts.watchdog import thread_frames\n"
+    library = ("import threading\nfrom trainmeter.alerts.extension import thread_frames\n"
                "def deep(n):\n    return thread_frames(threading.get_ident(), limit=2) if n == 0 else deep(n - 1)\n")
     ip.user_ns["library"] = library
     ip.run_cell("exec(compile(library, '/site-packages/lib.py', 'exec'))", store_history=True)

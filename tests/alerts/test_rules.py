@@ -2,7 +2,7 @@
 
 import pytest
 
-from trainmeter.alerts.rules import AlertRule, parse_rule, parse_rules
+from trainmeter.alerts.extension import AlertRule, parse_rule, parse_rules
 from trainmeter.options import make_options
 
 

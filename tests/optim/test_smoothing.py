@@ -40,7 +40,7 @@ def test_a_non_finite_point_is_a_gap_and_leaves_the_average_as_it_was():
     ema = LossEma()
     twin = ema.twin("train_loss", [1, 2, 3, 4], [1.0, math.nan, 3.0, math.inf])[1]
     assert twin[0] == 1.0 and math.isnan(twin[1]) and twin[2] == 3.0 and math.isnan(twin[3])
-    assert (ema.value, ema.step, ema.count) == (3.0, 3, 2)
+    assert (ema.value, ema.to_dict()["step"], ema.count) == (3.0, 3, 2)
 
 
 def test_the_fold_in_pieces_is_the_fold_of_the_whole_and_other_series_have_no_twin():

@@ -1,22 +1,165 @@
 """The alerts extension (name ``alerts``): rules over what the run already detects, and what each does when it fires.
 
-Where each rule is checked: docs/spec.md section 21. Thread safety: ``fire`` may run on the training or the watchdog
-thread (a lock; the record is replaced, never mutated); the publisher reads ``fired`` from any thread.
+Rules are ``CONDITION[:ACTION]``, comma-joined, parsed from ``--alert`` and ``tm.alert`` by pure functions (any thread);
+where each rule is checked: docs/spec.md section 21. Its watchdog thread checks, once a second, the rules, the hang
+and the run's control file (docs/protocol.md, "Controls"); the training thread is never asked for anything. Thread
+safety: ``fire`` may run on the training or the watchdog thread (a lock; the record is replaced, never mutated); the
+publisher reads ``fired`` from any thread; requests go through ``monitor.controls`` (thread-safe).
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import math
+import os
+import re
+import stat
+import sys
 import threading
+import traceback
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from trainmeter.alerts.rules import VERDICT_CONDITIONS, AlertRule, parse_rules
 from trainmeter.alerts.view import AlertsView
-from trainmeter.alerts.watchdog import Watchdog
 from trainmeter.core.extension import ExtensionBase
+from trainmeter.core.threads import OurThread
 
 if TYPE_CHECKING:
     from trainmeter.core.context import RunContext
+
+VERDICT_CONDITIONS = {"nan": "loss_nonfinite", "spike": "loss_spike", "throughput": "throughput_drop",
+                      "starved": "data_starved"}
+"""Conditions that are a verdict of the verdicts wing (verdicts/rules.py ``KINDS``)."""
+CONDITIONS = (*VERDICT_CONDITIONS, "memory", "hang", "SERIES>X", "SERIES<X")
+ACTIONS = ("show", "notify", "stop", "checkpoint-stop")
+DEFAULT_HANG_S = 300.0
+MIN_HANG_S = 5.0
+DEFAULT_MEMORY_FRACTION = 0.95
+MAX_RULES = 32
+_SERIES = re.compile(r"([A-Za-z_][A-Za-z0-9_./-]{0,127})\s*([<>])\s*(\S+)\Z")
+_LIMITS = {"hang": ("hang seconds", DEFAULT_HANG_S, lambda s: s >= MIN_HANG_S, f"is under {MIN_HANG_S:g} seconds"),
+           "memory": ("memory fraction", DEFAULT_MEMORY_FRACTION, lambda f: 0 < f <= 1, "is not a fraction in (0, 1]")}
+_VALID = (f"conditions: {', '.join(CONDITIONS)} (memory=F with F in 0-1, hang=S seconds >= {MIN_HANG_S:g}); "
+          f"actions: {', '.join(ACTIONS)}; e.g. nan:stop,hang=120:notify,val_loss>2.5")
+
+
+@dataclass(frozen=True, slots=True)
+class AlertRule:
+    """One parsed rule: ``threshold`` is the utilization (0-1) of ``memory``, the seconds of ``hang``, the value of
+    ``series`` (named by ``series``; ``above``: fires above it); ``text`` the rule as written back (``nan:stop``)."""
+
+    condition: str
+    action: str
+    threshold: float | None = None
+    series: str | None = None
+    above: bool = True
+    text: str = ""
+
+
+def _number(value: str, rule: str, what: str) -> float:
+    try:
+        number = float(value)
+    except ValueError:
+        number = math.nan
+    if not math.isfinite(number):
+        raise ValueError(f"invalid alert rule {rule!r}: {what} {value!r} is not a finite number; {_VALID}")
+    return number
+
+
+def parse_rule(text: str) -> AlertRule:
+    """Parse one ``CONDITION[:ACTION]`` rule. Raises ValueError naming the bad rule and what is valid."""
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError(f"invalid alert rule {text!r}: expected CONDITION[:ACTION]; {_VALID}")
+    rule = text.strip()
+    condition, sep, action = rule.rpartition(":")
+    if not sep:
+        condition, action = rule, "show"
+    condition, action = condition.strip(), action.strip().lower()
+    if action not in ACTIONS:
+        raise ValueError(f"invalid alert rule {rule!r}: unknown action {action!r}; {_VALID}")
+    name, eq, value = condition.partition("=")
+    key = name.strip().lower()
+    if key in VERDICT_CONDITIONS and not eq:
+        return AlertRule(key, action, text=f"{key}:{action}")
+    if key in _LIMITS:  # hang=S, memory=F
+        what, default, valid, why = _LIMITS[key]
+        number = _number(value, rule, what) if eq else default
+        if not valid(number):
+            raise ValueError(f"invalid alert rule {rule!r}: {key}={value} {why}; {_VALID}")
+        return AlertRule(key, action, number, text=f"{key}={number:g}:{action}")
+    match = _SERIES.match(condition)
+    if match is not None:
+        series, op, value = match.groups()
+        threshold = _number(value, rule, "threshold")
+        return AlertRule("series", action, threshold, series=series, above=op == ">",
+                         text=f"{series}{op}{threshold:g}:{action}")
+    raise ValueError(f"invalid alert rule {rule!r}: unknown condition {condition!r}; {_VALID}")
+
+
+def parse_rules(value: str | Iterable[str] | None) -> tuple[AlertRule, ...]:
+    """Parse ``--alert`` (comma-separated) or a list of rules; ``()`` for ``None``.
+    Raises ValueError for a bad rule, too many rules, or a condition given twice."""
+    if value is None:
+        return ()
+    items = value.split(",") if isinstance(value, str) else list(value)
+    rules = tuple(item if isinstance(item, AlertRule) else parse_rule(item) for item in items)
+    if len(rules) > MAX_RULES:
+        raise ValueError(f"invalid --alert: {len(rules)} rules, at most {MAX_RULES}")
+    keys = [(r.condition, r.series, r.above) for r in rules]
+    twice = next((r for i, r in enumerate(rules) if keys[i] in keys[:i]), None)
+    if twice is not None:
+        raise ValueError(f"invalid --alert: the condition of {twice.text!r} is given twice; give each once")
+    return rules
+
+
+CONTROL_FILE = "control.json"
+CONTROL_ACTIONS = ("stop", "checkpoint")
+MAX_CONTROL_BYTES = 4096
+MAX_IDS_KEPT = 256
+TOP_FRAMES = 8
+
+
+def read_control(path: Path, run_id: str) -> tuple[str, str] | None:
+    """``(action, id)`` of a valid control file for run ``run_id``, else ``None`` (missing, a link, too big,
+    not JSON, another run's, an unknown action). Never raises."""
+    try:
+        st = os.lstat(path)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_CONTROL_BYTES:
+            return None
+        with open(path, "rb") as f:
+            data = json.loads(f.read(MAX_CONTROL_BYTES).decode("utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or data.get("run_id") != run_id:
+        return None
+    action, ident = data.get("action"), data.get("id")
+    if action not in CONTROL_ACTIONS or not isinstance(ident, str | int) or isinstance(ident, bool):
+        return None
+    return str(action), str(ident)
+
+
+def thread_frames(ident: int | None, limit: int = TOP_FRAMES) -> list[str]:
+    """The top ``limit`` frames of thread ``ident``, innermost last (``file:line in function``), after the innermost
+    notebook cell's frame when it is deeper; ``[]`` if gone."""
+    frame = sys._current_frames().get(ident) if ident is not None else None
+    if frame is None:
+        return []
+    stack = [f"{code_place(f.filename, f.lineno)} in {f.name}" for f in traceback.extract_stack(frame)]
+    cell = next((s for s in reversed(stack) if s.startswith("cell [")), None)
+    return stack[-limit:] if cell is None or cell in stack[-limit:] else [cell, *stack[-limit:]]
+
+
+def code_place(filename: str, line: int | None) -> str:
+    """``cell [n], line m`` for a notebook cell's code (IPython compiles a cell under a temporary file named by a hash
+    of its code, ``/tmp/ipykernel_<pid>/<hash>.py``, and maps it to the cell's execution count), else ``file:line``."""
+    get = getattr(sys.modules.get("IPython"), "get_ipython", None)
+    names = getattr(getattr(get() if get is not None else None, "compile", None), "_filename_map", None)
+    number = names.get(filename) if isinstance(names, dict) else None
+    return f"cell [{number}], line {line}" if isinstance(number, int) else f"{filename}:{line}"
+
 
 _STOPPING = ("stop", "checkpoint-stop")
 _CHARTS = {"nan": "loss", "spike": "loss", "series": "loss", "memory": "memory"}  # the chart a marker goes on
@@ -33,9 +176,13 @@ class Alerts(ExtensionBase):
         self.fired: tuple[dict[str, Any], ...] = ()
         self._lock = threading.Lock()
         self._m: RunContext | None = None
-        self.training_ident: int | None = None  # the thread that started the run
-        self._watchdog: Watchdog | None = None
+        self._training_ident: int | None = None  # the thread that started the run
         self._watch_interval_s = watch_interval_s
+        self._halt = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._last_steps, self._last_change_s = -1, 0.0  # the step count seen last, and since when
+        self._control_sig: tuple[int, int] | None = None  # the control file's (mtime, size) read last
+        self._ids: list[str] = []  # the control requests taken (the newest MAX_IDS_KEPT)
         self._loss_pos = 0  # the per-step NaN check's position in the captured loss series (a device loss)
         self._nan_stop = next((r for r in self.rules if r.condition == "nan" and r.action in _STOPPING), None)
         if self._nan_stop is not None:  # a per-step check only where a rule asks for one (docs/spec.md)
@@ -43,11 +190,12 @@ class Alerts(ExtensionBase):
 
     # -- lifecycle -------------------------------------------------------------------------
     def start(self, monitor: RunContext) -> None:
-        """Note the training thread; start the watchdog (hang rules, the other rules, the control file)."""
+        """Note the training thread; start the watchdog thread (``trainmeter-alerts``)."""
         self._m = monitor
-        self.training_ident = threading.get_ident()
-        self._watchdog = Watchdog(monitor, self, interval_s=self._watch_interval_s)
-        self._watchdog.start()
+        self._training_ident = threading.get_ident()
+        self._last_change_s = monitor.clock()
+        self._thread = OurThread(target=self._watch, name="trainmeter-alerts")
+        self._thread.start()
         rule = self._nan_stop
         if rule is not None:
             if rule.action == "checkpoint-stop":  # its checkpoint: the weights before the NaN step
@@ -58,13 +206,27 @@ class Alerts(ExtensionBase):
         """Join the watchdog, stop watching the lanes (idempotent)."""
         if self._m is not None and self._nan_stop is not None:
             self._m.watch_lane_losses(None)
-        if self._watchdog is not None:
-            self._watchdog.stop()
+        self._halt.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=5)
+        self._thread = None
+
+    def _watch(self) -> None:
+        while not self._halt.wait(self._watch_interval_s):
+            try:
+                self.tick(self._m.clock())  # type: ignore[union-attr]
+            except Exception as exc:  # never raise on our thread; one warning
+                with contextlib.suppress(Exception):
+                    self._m.warn_once("alerts-watchdog", f"the alerts' watchdog failed and stopped: {exc!r}")
+                return
 
     def tick(self, now_s: float) -> None:
-        """One watchdog check at clock time ``now_s`` (its thread calls it each second; tests call it)."""
-        if self._watchdog is not None:
-            self._watchdog.tick(now_s)
+        """One watchdog check at clock time ``now_s``: the rules, the hang, the control file (its thread calls it each
+        second; tests call it)."""
+        if self._m is not None:
+            self._check()
+            self._hang(now_s)
+            self._control()
 
     def add(self, rules: Any) -> tuple[AlertRule, ...]:
         """Add rules during the run (``tm.alert``); checked from the watchdog's next tick. Any thread.
@@ -94,11 +256,9 @@ class Alerts(ExtensionBase):
                           on_training_thread=True)
                 return
 
-    def check(self) -> None:
-        """The verdict, memory and series rules against the run now (the watchdog's tick; any thread)."""
-        m = self._m
-        if m is None:
-            return
+    def _check(self) -> None:
+        """The verdict, memory and series rules against the run now (the watchdog's tick)."""
+        m: Any = self._m
         verdicts = getattr(m.extension("verdicts"), "verdicts", ()) or ()
         by_kind = {v.get("kind"): v for v in verdicts if isinstance(v, dict)}
         for rule in self.rules:
@@ -137,10 +297,45 @@ class Alerts(ExtensionBase):
                 self.fire(rule, m.steps, what, lane=lane.lane)
                 return
 
-    def hang_rules(self) -> list[AlertRule]:
-        """The ``hang`` rules not yet fired."""
+    def _hang(self, now_s: float) -> None:
+        """The ``hang`` rules not yet fired: no step for their seconds while training, the training thread's frames."""
+        m: Any = self._m
+        steps = m.steps
+        if steps != self._last_steps or not m.phases.training:  # a step came, or eval/checkpoint time: no hang
+            self._last_steps, self._last_change_s = steps, now_s
+            return
+        quiet_s = now_s - self._last_change_s
         done = {a["rule"] for a in self.fired}
-        return [r for r in self.rules if r.condition == "hang" and r.text not in done]
+        for rule in self.rules:
+            if rule.condition == "hang" and rule.text not in done and quiet_s >= rule.threshold:  # type: ignore[operator]
+                where = thread_frames(self._training_ident)
+                top = where[-1] if where else "its stack could not be read"
+                cell = next((w for w in reversed(where) if w.startswith("cell [")), top)  # the notebook's line
+                top += "" if cell == top else f", called from {cell}"
+                self.fire(rule, steps, f"no optimizer step for {quiet_s:.0f} s after step {steps}; "
+                                       f"the training thread is at {top}", where=where)
+
+    def _control(self) -> None:
+        """The run's ``control.json``, read when its mtime or size changed: a new request id asks for its action."""
+        run_dir = self._m.run_dir  # type: ignore[union-attr]
+        if run_dir is None:
+            return
+        path = Path(run_dir) / CONTROL_FILE
+        try:
+            st = os.lstat(path)
+        except OSError:
+            return
+        sig = (st.st_mtime_ns, st.st_size)
+        if sig == self._control_sig:
+            return
+        self._control_sig = sig
+        got = read_control(path, Path(run_dir).name)
+        if got is None or got[1] in self._ids:
+            return
+        action, ident = got
+        self._ids = [*self._ids[-(MAX_IDS_KEPT - 1):], ident]
+        controls = self._m.controls  # type: ignore[union-attr]
+        (controls.request_stop if action == "stop" else controls.request_checkpoint)("control-file")
 
     # -- firing -----------------------------------------------------------------------------
     def fire(self, rule: AlertRule, step: int, what: str, *, on_training_thread: bool = False,

@@ -45,7 +45,7 @@ class LossEma:
     """The fold of :data:`LOSS_SERIES`'s points in step order by the rule above.
 
     Thread safety: one writer (:meth:`twin`, under the views' lock); the state is one tuple replaced whole, so
-    :attr:`value`, :attr:`step` and :attr:`count` read from any thread agree with one another.
+    :attr:`value`, :attr:`count` and :meth:`to_dict` read from any thread agree with one another.
     """
 
     def __init__(self) -> None:
@@ -73,14 +73,9 @@ class LossEma:
 
     @property
     def value(self) -> float | None:
-        """The smoothed loss at :attr:`step`, or ``None`` before the first finite point."""
+        """The smoothed loss at the newest point folded, or ``None`` before the first finite point."""
         avg, n, _, _ = self._state
         return avg if n else None
-
-    @property
-    def step(self) -> int | None:
-        """The step of the newest point folded (``None`` before the first)."""
-        return self._state[3]
 
     @property
     def count(self) -> int:

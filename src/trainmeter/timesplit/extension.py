@@ -69,7 +69,7 @@ class TimeSplit(ExtensionBase):
         import torch
         from torch.utils.data import dataloader
 
-        if not host_patches.allow("time-split", self.warn):
+        if not host_patches.allow("time-split", monitor.warn_once):
             return
         self.gate.open()
         self.wrap(dataloader._BaseDataLoaderIter, "__next__", self._make_next, "DataLoader iterator __next__")
@@ -80,7 +80,7 @@ class TimeSplit(ExtensionBase):
         if getattr(wrapped, "__trainmeter_original__", None) is getattr(torch, "save", None):
             self._patches.set(torch, "save", wrapped)
             self.patched.append("torch.save")
-        if host_patches.allow("checkpoint-rename", self.warn):  # a temp file, then a rename (docs/spec.md section 9)
+        if host_patches.allow("checkpoint-rename", monitor.warn_once):  # a temp file, then a rename (docs/spec.md section 9)
             self._patches.wrap(os, "replace", self.checkpoints.make_renamer)
             self._patches.wrap(os, "rename", self.checkpoints.make_renamer)
             self.patched += ["os.replace", "os.rename"]
@@ -104,7 +104,7 @@ class TimeSplit(ExtensionBase):
             if self._patches.wrap(owner, attr, make):
                 self.patched.append(label)
         except Exception as exc:
-            self.warn(f"time-{attr}", f"{label} not timed: {exc!r}")
+            self.monitor.warn_once(f"time-{attr}", f"{label} not timed: {exc!r}")
 
     # -- wrappers ------------------------------------------------------------------
     def _make_next(self, original: Any) -> Any:
@@ -136,7 +136,7 @@ class TimeSplit(ExtensionBase):
                 self.batches += 1
                 self.max_wait_s = seconds if self.max_wait_s is None else max(self.max_wait_s, seconds)
         except Exception as exc:
-            self.warn("time-data-wait", f"data-wait timing disabled: {exc!r}")
+            self.monitor.warn_once("time-data-wait", f"data-wait timing disabled: {exc!r}")
             self.gate.close()
 
     def _make_train(self, original: Any) -> Any:
@@ -189,7 +189,7 @@ class TimeSplit(ExtensionBase):
             elif mode and self.inference_open and self._is_root(module):
                 self._close_inference()
         except Exception as exc:
-            self.warn("time-inference", f"inference spans disabled: {exc!r}")
+            self.monitor.warn_once("time-inference", f"inference spans disabled: {exc!r}")
 
     def _open_inference(self) -> None:
         if self.enter_span(INFERENCE):
@@ -209,15 +209,14 @@ class TimeSplit(ExtensionBase):
             return
         if edge == "begin" and name == "eval":
             self.eval_spans += 1
-        elif edge == "end" and name == INFERENCE and self.inference_open:  # replaced by an eval or other span
-            self.inference_open = False
-            self.monitor.unwatch_training(self)
+        elif edge == "end" and name == INFERENCE:  # replaced by an eval or other span: already closed
+            self._close_inference(exit_span=False)
 
-    def _close_inference(self) -> None:
+    def _close_inference(self, exit_span: bool = True) -> None:
         if self.inference_open:
             self.inference_open = False
             self.monitor.unwatch_training(self)
-            if not self.checkpoints.depth:  # during a save inside the span, the span is already paused
+            if exit_span and not self.checkpoints.depth:  # during a save inside the span, it is already paused
                 self.exit_span()
 
     def pause_span(self) -> str | None:
@@ -225,21 +224,21 @@ class TimeSplit(ExtensionBase):
         name = self.open_phase
         if name is None or name == "checkpoint":
             return None
-        self._quiet = True
-        try:
-            self.exit_span()
-        finally:
-            self._quiet = False
+        self._quietly(self.exit_span)
         return name
 
     def resume_span(self, name: str | None) -> None:
         """Reopen the span :meth:`pause_span` closed (the inference span only while it is still open)."""
         if name is not None and (name != INFERENCE or self.inference_open):
-            self._quiet = True
-            try:
-                self.enter_span(name)
-            finally:
-                self._quiet = False
+            self._quietly(functools.partial(self.enter_span, name))
+
+    def _quietly(self, edge: Any) -> None:
+        """``edge()``, a span's edge that is no new span (a span paused for a save and resumed)."""
+        self._quiet = True
+        try:
+            edge()
+        finally:
+            self._quiet = False
 
     def enter_span(self, phase: str) -> bool:
         """Open a ``phase`` span; whether it opened (a fault: warned)."""
@@ -247,7 +246,7 @@ class TimeSplit(ExtensionBase):
             self.monitor.enter_phase(phase)
             return True
         except Exception as exc:
-            self.warn(f"time-{phase}", f"{phase} spans disabled: {exc!r}")
+            self.monitor.warn_once(f"time-{phase}", f"{phase} spans disabled: {exc!r}")
             return False
 
     def exit_span(self) -> None:
@@ -255,12 +254,7 @@ class TimeSplit(ExtensionBase):
         try:
             self.monitor.exit_phase()
         except Exception as exc:
-            self.warn("time-exit", f"phase timing fault: {exc!r}")
-
-    def warn(self, key: str, message: str) -> None:
-        """Warn once per ``key`` through the run."""
-        if self.monitor is not None:
-            self.monitor.warn_once(key, message)
+            self.monitor.warn_once("time-exit", f"phase timing fault: {exc!r}")
 
     # -- figures -------------------------------------------------------------------
     def data_wait_share(self, totals_s: dict[str, float]) -> float | None:

@@ -126,16 +126,12 @@ def located(where: Any, written: tuple[Any, ...] = ()) -> tuple[str | None, int 
     left (one file, or their folder with their sizes summed); ``None``: it wrote nothing seen."""
     path = path_of(where)
     files = [] if path is not None else list(dict.fromkeys(p for p in map(path_of, written) if p is not None))
+    if not files:  # its own path or a stream; none for a saver that decided not to save (Ignite's Checkpoint)
+        return None if path is None and where is None and not written else (path, size_bytes(path))
     files = [f for f in files if os.path.exists(f)] or files  # a temp file renamed to the final one is gone
-    if path is None and files:
-        sizes = [size_bytes(f) for f in files]
-        size = None if None in sizes else sum(s for s in sizes if s is not None)
-        path = files[0] if len(files) == 1 else os.path.commonpath([os.path.abspath(f) for f in files])
-    elif path is None and where is None and not written:
-        return None  # a saver that decided not to save (Ignite's Checkpoint with no better score)
-    else:
-        size = size_bytes(path)
-    return path, size
+    sizes = [size_bytes(f) for f in files]
+    size = None if None in sizes else sum(sizes)  # type: ignore[arg-type]
+    return files[0] if len(files) == 1 else os.path.commonpath([os.path.abspath(f) for f in files]), size
 
 
 def entry(found: tuple[str | None, int | None], step: int, seconds: float | None, source: str,
@@ -240,7 +236,7 @@ class CheckpointSpans:
             if len(self._written) < MAX_RECORDS:
                 self._written.append(site.where(args, kwargs, result))
         except Exception as exc:
-            self._split.warn("time-checkpoint-record", f"a nested save's path not read: {exc!r}")
+            self._split.monitor.warn_once("time-checkpoint-record", f"a nested save's path not read: {exc!r}")
 
     def _note(self, site: SaverSite, args: Any, kwargs: Any, result: Any, seconds: float | None,
               written: tuple[Any, ...]) -> None:
@@ -262,7 +258,7 @@ class CheckpointSpans:
                 if found[0] is not None:
                     self._renamable = (len(self.records) - 1, os.path.abspath(found[0]), monitor.steps)
         except Exception as exc:
-            self._split.warn("time-checkpoint-record", f"checkpoint records disabled: {exc!r}")
+            self._split.monitor.warn_once("time-checkpoint-record", f"checkpoint records disabled: {exc!r}")
 
     def _renames(self, source: Any) -> bool:
         """Whether renaming ``source`` now moves the last record's file (the step it was written at)."""
@@ -288,4 +284,4 @@ class CheckpointSpans:
             self.records[index] = entry((path, size_bytes(path)), old["step"], spent, old["source"], monitor.run_dir)
             _log(monitor, self.records[index], old["path"])
         except Exception as exc:
-            self._split.warn("time-checkpoint-record", f"a renamed checkpoint's final file not read: {exc!r}")
+            self._split.monitor.warn_once("time-checkpoint-record", f"a renamed checkpoint's final file not read: {exc!r}")

@@ -7,6 +7,7 @@ feeds :class:`~trainmeter.verdicts.rules.VerdictEngine`, in report order (docs/s
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from trainmeter.core.extension import ExtensionBase, Report
@@ -37,35 +38,28 @@ class Verdicts(ExtensionBase):
     def start(self, monitor: RunContext) -> None:
         """Register as a series reader (so loss points wait for us before they are trimmed)."""
         self._m = monitor
-        self._reader = SeriesReader(monitor, LOSS_NAMES, feed=self._add_losses)
+        self._reader = SeriesReader(monitor, LOSS_NAMES, feed=self._feed)
 
     def stop(self) -> None:
         """Nothing to release (the final report feeds the last numbers)."""
 
-    def _feed(self, points: list[tuple[str, list[int], list[float]]], report: ReportPoint) -> None:
-        """Feed one report's loss points, then its numbers (the report worker's thread)."""
-        self._add_losses(points)
-        self.engine.add_report(report)
-
-    def _add_losses(self, points: list[tuple[str, list[int], list[float]]]) -> None:
-        """Feed loss points (a report's, or a drain's between reports: the report worker's thread)."""
-        engine = self.engine
+    def _feed(self, points: list[tuple[str, list[int], list[float]]], report: ReportPoint | None = None) -> None:
+        """Feed loss points (a report's, or a drain's between reports), then the report's numbers (the report
+        worker's thread)."""
         for name, steps, values in points:
-            engine.add_losses(steps, values, name)
-
-    def _gpus(self) -> dict[int, dict[str, float | None]]:
-        gpu = self._m.extension("gpu") if self._m is not None else None
-        sampler = gpu.readings if gpu is not None else None
-        if sampler is None:
-            return {}
-        return {i: {f: getattr(s, f, None) for f in _GPU_FIELDS} for i, s in sampler.latest().items()}
+            self.engine.add_losses(steps, values, name)
+        if report is not None:
+            self.engine.add_report(report)
 
     def on_report(self, report: Report) -> dict[str, Any]:
         """Hand this report's numbers to the report worker; the run log gets the verdicts fed so far."""
         m = self._m
         if m is None:
             return {}
-        points = self._reader.new_points(report.ends) if self._reader is not None else []
+        points = self._reader.new_points(report.ends)  # type: ignore[union-attr]  # made at start, with self._m
+        gpu = m.extension("gpu")
+        sampler = gpu.readings if gpu is not None else None
+        latest = sampler.latest() if sampler is not None else {}
         mem, source = None, "allocator"
         if report.memory is not None:
             cuda = report.memory.cuda or {}
@@ -76,15 +70,16 @@ class Verdicts(ExtensionBase):
         point = ReportPoint(
             step=report.steps, elapsed_s=report.elapsed_s, tokens_per_s=interval.train_tokens_per_s if interval else None,
             token_unit=report.token_unit, mem_bytes=mem, mem_source=source,
-            phases_s=dict(report.phases_s), gpus=self._gpus())
+            phases_s=dict(report.phases_s),
+            gpus={i: {f: getattr(s, f, None) for f in _GPU_FIELDS} for i, s in latest.items()})
         m.worker.submit(self.name, lambda: self._feed(points, point))
         if report.final:
             m.worker.drain()  # the final report's verdicts hold every point
-        return {"fired": [v.to_dict() for v in self.engine.verdicts]}
+        return {"fired": [asdict(v) for v in self.engine.verdicts]}
 
     def view(self) -> VerdictsView:
         """The verdicts so far (the alerts wing reads them); any thread."""
-        return VerdictsView(verdicts=tuple(v.to_dict() for v in self.engine.verdicts))
+        return VerdictsView(verdicts=tuple(asdict(v) for v in self.engine.verdicts))
 
     def warnings(self) -> list[str]:
         """One sentence per verdict (the monitor prints each once on the text line)."""
@@ -92,8 +87,8 @@ class Verdicts(ExtensionBase):
 
     def markers(self) -> list[dict[str, Any]]:
         """Chart markers of the verdicts so far (:mod:`trainmeter.verdicts.markers`); any thread."""
-        return markers([v.to_dict() for v in self.engine.verdicts])
+        return markers([asdict(v) for v in self.engine.verdicts])
 
     def passport_section(self) -> list[dict[str, Any]]:  # a list, not a dict: the passport's ``verdicts``
         """The passport's ``verdicts``: ``[{kind, step, sentence}]`` in the order they fired."""
-        return [v.to_dict() for v in self.engine.verdicts]
+        return [asdict(v) for v in self.engine.verdicts]

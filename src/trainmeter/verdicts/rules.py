@@ -43,16 +43,12 @@ KINDS = ("loss_nonfinite", "loss_spike", "throughput_drop", "memory_creep", "dat
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Verdict:
-    """One finding: its :data:`KINDS` entry, the optimizer step where it began, and a sentence with the numbers and
-    the threshold."""
+    """One finding (``dataclasses.asdict``: the passport's ``verdicts`` entry): its :data:`KINDS` entry, the optimizer
+    step where it began, and a sentence with the numbers and the threshold."""
 
     kind: str
     step: int
     sentence: str
-
-    def to_dict(self) -> dict[str, object]:
-        """The passport's ``verdicts`` entry."""
-        return {"kind": self.kind, "step": self.step, "sentence": self.sentence}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
