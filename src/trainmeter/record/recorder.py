@@ -16,15 +16,7 @@ from typing import Any
 
 from trainmeter.core.context import RunContext
 from trainmeter.record.column_lines import ColumnLines
-from trainmeter.record.events import (
-    LOG_FILE,
-    checkpoint_record,
-    end_record,
-    gap_record,
-    heartbeat_record,
-    rank_record,
-    start_record,
-)
+from trainmeter.record.events import LOG_FILE
 from trainmeter.record.passport import record_options
 from trainmeter.record.reporter import column_kinds, format_text, summary_line, write_columns, write_interval
 from trainmeter.record.runlog import RunLog
@@ -98,12 +90,11 @@ class RunRecorder:
                                              datetime.fromisoformat(self._start_fields["started_at"])))
             self._log = RunLog(run.run_dir / LOG_FILE)
             if not self._start_written:
-                self._log.append(start_record(**self._start_fields))
+                self._log.write("start", **self._start_fields)
                 if self._seat is not None:  # one rank of a launch: say which, in its own log
                     launch_dir = os.path.relpath(self._seat.launch_dir, run.run_dir)  # relative: no user name
-                    self._log.append(rank_record(launch_dir=launch_dir, pid=os.getpid(),
-                                                 device=getattr(self._seat, "device", None),
-                                                 identity=self._seat.identity.to_dict()))
+                    self._log.write("rank", launch_dir=launch_dir, pid=os.getpid(),
+                                    device=getattr(self._seat, "device", None), **self._seat.identity.to_dict())
                 self._log.flush()
                 self._start_written = True
             return True
@@ -139,7 +130,7 @@ class RunRecorder:
             try:
                 if self._gap is not None:
                     self._gap.update(to_step=run.steps, dropped_points=self._gap["dropped_points"] + dropped)
-                    self._log.append(gap_record(**self._gap))
+                    self._log.write("gap", **self._gap)
                 body(self._log, cursors)
                 self._log.flush()
             except OSError as exc:
@@ -175,13 +166,14 @@ class RunRecorder:
     def write_heartbeat(self, fields: dict[str, Any]) -> None:
         """Append a ``heartbeat`` record now (the heartbeat's thread; one ``write``, no lock). Never raises."""
         if (log := self._log) is not None:
-            log.write_now(heartbeat_record(**fields))
+            log.write_now("heartbeat", **fields)
 
     def write_checkpoint(self, entry: dict[str, Any], renamed_from: str | None = None) -> None:
         """Append one ``checkpoint`` record now, as it is recorded (a kill after it leaves it in the log; docs/spec.md
         section 6): ``entry`` is the passport's ``checkpoints`` entry. Training thread (one ``write``). Never raises."""
         if (log := self._log) is not None:
-            log.write_now(checkpoint_record(entry, renamed_from))
+            log.write_now("checkpoint", **{k: entry.get(k) for k in ("step", "path", "bytes", "source")},
+                          **({"renamed_from": renamed_from} if renamed_from is not None else {}))
 
     def text_line(self, run: RunContext) -> str:
         """The text line of the last report."""
@@ -246,7 +238,7 @@ class RunRecorder:
 
     def _append_end(self, run: RunContext) -> None:
         if (log := self._log) is not None:
-            log.append(end_record(status=run.status, ended_at=run.ended_at, error=run.error))
+            log.write("end", status=run.status, ended_at=run.ended_at, error=run.error)
             try:
                 log.flush()
             except OSError:

@@ -12,7 +12,6 @@ from trainmeter.core.explicit_steps import steps_unknown
 from trainmeter.core.series import Series, StepSeries
 from trainmeter.core.throughput import tokens_missing
 from trainmeter.record.column_lines import ColumnLines, micros, upto
-from trainmeter.record.events import columns_record, interval_record
 from trainmeter.record.passport import headline
 from trainmeter.record.runlog import RunLog
 from trainmeter.record.textline import format_line, seed_values
@@ -38,8 +37,7 @@ def write_columns(log: RunLog, cursors: dict[str, int], kind: str, series: Serie
     if steps:
         # integer microseconds: encoding an int costs a fraction of a float's shortest repr; map runs no bytecode
         # per point (float.__mul__ is the product t * 1e6 bit for bit)
-        log.append(columns_record(kind, name=series.name, x=series.x_kind, step=steps, t_us=micros(times),
-                                  value=values))
+        log.write(kind, name=series.name, x=series.x_kind, step=steps, t_us=micros(times), value=values)
     cursors[series.name] = end
 
 
@@ -52,8 +50,8 @@ def write_interval(m: RunContext, log: RunLog, cursors: dict[str, int], elapsed_
         write_columns(log, cursors, kind, series, ahead,
                       None if ends is None else ends.get(series.name, None if kind == "steps" else 0))
     interval, session = m.interval, m.session
-    log.append(interval_record(
-        step=m.steps, tokens=m.tokens, token_unit=m.token_unit, elapsed_s=elapsed_s, phases_s=phases_s,
+    log.write(
+        "interval", step=m.steps, tokens=m.tokens, token_unit=m.token_unit, elapsed_s=elapsed_s, phases_s=phases_s,
         throughput={
             "train_tokens_per_s": interval.train_tokens_per_s if interval else None,
             "seconds_per_step": interval.seconds_per_step if interval else None,
@@ -62,8 +60,8 @@ def write_interval(m: RunContext, log: RunLog, cursors: dict[str, int], elapsed_
             "window_steps": interval.steps if interval else 0,
             "window_train_s": interval.train_s if interval else 0.0,
         },
-        memory=m.memory.to_dict() if m.memory else None, sections=extra,
-    ))
+        memory=m.memory.to_dict() if m.memory else None, **extra,
+    )
     log.flush()
 
 

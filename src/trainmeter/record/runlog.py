@@ -70,11 +70,12 @@ class RunLog:
         self._lines: list[str] = []
 
     def write(self, kind: str, **fields: Any) -> None:
-        """Buffer one record of ``kind`` (``fields`` after ``schema_version`` and ``kind``) until :meth:`flush`."""
-        self.append({"schema_version": SCHEMA_VERSION, "kind": kind, **fields})  # type: ignore[arg-type]
+        """Buffer one record of ``kind`` until :meth:`flush`: ``fields`` after ``schema_version`` and ``kind``, in the
+        line's key order (each kind's keys: docs/spec.md section 6; tests/record/schema.py)."""
+        self.append({"schema_version": SCHEMA_VERSION, "kind": kind, **fields})
 
     def append(self, record: Record) -> None:
-        """Buffer one record (built by :mod:`trainmeter.record.events`) until :meth:`flush`."""
+        """Buffer one whole record until :meth:`flush`."""
         if self._fd is not None:
             self._lines.append(compact_json(record))
 
@@ -83,13 +84,13 @@ class RunLog:
         if self._fd is not None:
             self._lines.append(line)
 
-    def write_now(self, record: Record) -> bool:
-        """Append one record as one whole line with one ``write``, now (any thread: no lock, no buffer; ``O_APPEND``
+    def write_now(self, kind: str, **fields: Any) -> bool:
+        """:meth:`write` as one whole line with one ``write``, now (any thread: no lock, no buffer; ``O_APPEND``
         places it after whatever is in the file): the heartbeat's. Returns whether it was written."""
         if (fd := self._fd) is None:
             return False
         try:
-            data = (json.dumps(clean(record), separators=(",", ":")) + "\n").encode("utf-8")
+            data = (compact_json({"schema_version": SCHEMA_VERSION, "kind": kind, **fields}) + "\n").encode("utf-8")
             return _write_bytes(fd, data) == len(data)
         except (OSError, ValueError, TypeError):
             return False
