@@ -43,7 +43,9 @@ def load_curves(run: Any) -> dict[str, Any]:
     damaged file reads as no curves."""
     path = run.dir / CURVES_FILE
     events = run.dir / LOG_FILE
-    size = _regular_size(events)
+    size = None
+    with contextlib.suppress(OSError), open_regular(events) as f:  # missing, or not a regular file: None
+        size = os.fstat(f.fileno()).st_size
     with contextlib.suppress(OSError):  # missing, or damaged (Damaged): built again from the log
         doc = read_json(path, types=CURVES_TYPES)
         if doc.get("events_bytes") is None or size is None or size == doc["events_bytes"]:
@@ -59,14 +61,6 @@ def load_curves(run: Any) -> dict[str, Any]:
         with contextlib.suppress(OSError):
             write_curves(run.dir, doc)
     return doc
-
-
-def _regular_size(path: Any) -> int | None:
-    try:
-        with open_regular(path) as f:
-            return os.fstat(f.fileno()).st_size
-    except OSError:  # missing, or not a regular file
-        return None
 
 
 def convention_of(passport: dict[str, Any], convention: str | None) -> str | None:
@@ -131,12 +125,6 @@ def make_line(name: str, passport: dict[str, Any], doc: dict[str, Any], x: str, 
     return Line(run=name, x=xs, y=ys)
 
 
-def _tokens_before(passport: dict[str, Any]) -> Any:
-    """The training's tokens when the run began (0 for a first run; ``None``: unknown)."""
-    before = (passport.get("lineage") or {}).get("before")
-    return before.get("tokens") if isinstance(before, dict) else 0
-
-
 def training_curves(run_dir: Path, passport: dict[str, Any], doc: dict[str, Any]) -> dict[str, Any]:
     """The curves of the training run ``run_dir`` (with ``passport`` and curves ``doc``) ends: each earlier run's
     points and report rows up to the step the next resumed from, then its own; loss points and rows at steps of the
@@ -163,7 +151,8 @@ def training_curves(run_dir: Path, passport: dict[str, Any], doc: dict[str, Any]
             joined = series.setdefault(name, {"step": [], "value": []})
             joined["step"] += [s["step"][i] for i in keep]
             joined["value"] += [s["value"][i] for i in keep]
-        reports, before = d.get("reports") or {}, _tokens_before(p)
+        reports, before = d.get("reports") or {}, (p.get("lineage") or {}).get("before")
+        before = before.get("tokens") if isinstance(before, dict) else 0  # the training's when the run began
         keep = [i for i, step in enumerate(reports.get("step") or []) if upto is None or step <= upto]
         n = len(rows["step"])
         rows["step"] += [reports["step"][i] for i in keep]

@@ -283,7 +283,10 @@ def _markdown(s: dict[str, Any]) -> str:
         f"- Resumed from step {format_count(r['step'])} ({r['provenance']}: {markdown_text(r['source'])})",
         f"- Training: {format_count(t['steps'])} steps, {unit} {format_count(t['tokens'])}; lost work "
         f"{format_count(lost['steps'])} steps, {unit} {format_count(lost['tokens'])}; restart time "
-        f"{format_duration(s['restart_s'])}", goodput_line(t)])
+        f"{format_duration(s['restart_s'])}",
+        f"- Goodput of the training: {format_percent(t.get('goodput'))} (useful {format_duration(t.get('useful_s'))} "
+        f"of {format_duration(t.get('wall_s'))} wall; lost work {format_duration(t.get('lost_s'))}, restart "
+        f"{format_duration(t.get('restart_s'))})"])
 
 
 # the training's goodput: the share of its wall time across the lineage not lost to a restart (docs/spec.md
@@ -315,10 +318,3 @@ def goodput_derivation(t: dict[str, Any]) -> Derivation:
                           seconds("lost_s", "each parent's session seconds after the step resumed from (its step "
                                             "series' time at that step to its end)"),
                           seconds("restart_s", "each gap plus the next run's session seconds to its first step")))
-
-
-def goodput_line(t: dict[str, Any]) -> str:
-    """passport.md's goodput line of the training."""
-    return (f"- Goodput of the training: {format_percent(t.get('goodput'))} (useful {format_duration(t.get('useful_s'))}"
-            f" of {format_duration(t.get('wall_s'))} wall; lost work {format_duration(t.get('lost_s'))}, restart "
-            f"{format_duration(t.get('restart_s'))})")

@@ -158,20 +158,16 @@ def _for_launch(p: dict[str, Any]) -> dict[str, Any] | None:
     return launch if launch is not None and (launch.get("parent_trained") is False or not p.get("steps")) else None
 
 
-def count_text(count: Any, unit: Any, missing: Any = None) -> str:
-    """``1,234 tokens``, or ``samples/tokens — (why)`` when no batch was read (never 0: docs/spec.md section 6)."""
-    if count is None or not unit:
-        return f"samples/tokens — ({missing or 'no batch was read'})"
-    return f"{format_count(count)} {unit}"
-
-
 def headline(p: dict[str, Any]) -> str:
     """``N steps, T tokens, R tokens/s (session)`` of a passport for the closing line: a parent that trained nothing
     gives its launch's global figures in the ranks' unit (docs/spec.md section 7)."""
     launch = _for_launch(p)
     unit, rate = p.get("token_unit", "tokens"), (p.get("throughput") or {}).get("session_tokens_per_s")
+    tokens = p.get("tokens")  # none read: never 0 (docs/spec.md section 6)
+    count = f"{format_count(tokens)} {unit}" if tokens is not None and unit else \
+        f"samples/tokens — ({p.get('tokens_missing') or 'no batch was read'})"
     return (f"{p.get('steps')} steps" + (f" (global, over {launch.get('ranks_recorded')} rank(s))" if launch else "")
-            + f", {count_text(p.get('tokens'), unit, p.get('tokens_missing'))}"
+            + f", {count}"
             + (f", {format_rate(rate, f'{unit}/s')} ({'all ranks, ' if launch else ''}session)" if rate else ""))
 
 

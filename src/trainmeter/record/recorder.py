@@ -33,16 +33,6 @@ def _reason(exc: BaseException) -> str:
     return repr(exc)
 
 
-def _rank_seat(root: Path, name: str, now: Any) -> Any:
-    """This process's seat when it is a rank of a launch (trainmeter.ranks), else ``None``; never raises."""
-    try:
-        from trainmeter.ranks.seating import seat_for
-
-        return seat_for(root, name, now)
-    except Exception:
-        return None
-
-
 class RunRecorder:
     """Writes ``<run root>/<UTC>-<name>/events.jsonl`` at each report and the passport at the end; ``gaps``: closed
     spans the record could not be written (``gap`` records' fields)."""
@@ -74,7 +64,10 @@ class RunRecorder:
         self._root = Path(run.options.run_root).expanduser().absolute()
         self._start_fields = {"name": run.options.name, "started_at": started_at,
                               "options": record_options(run.options), "environment": describe_environment()}
-        self._seat = _rank_seat(self._root, run.options.name, datetime.fromisoformat(started_at))
+        with contextlib.suppress(Exception):  # this process's seat when it is a rank of a launch (trainmeter.ranks)
+            from trainmeter.ranks.seating import seat_for
+
+            self._seat = seat_for(self._root, run.options.name, datetime.fromisoformat(started_at))
         self._cursor = run.add_reader(lambda ends: self._drain(run, ends))
         if (worker := getattr(run, "worker", None)) is not None:
             worker.every("run-log", lambda: self._ahead.encode_ahead([run.step_series, *run.series.values()],
@@ -126,7 +119,8 @@ class RunRecorder:
                 return
             assert self._log is not None
             cursors = dict(self._cursor)
-            dropped = self._dropped(run)
+            # points trimmed from memory before the log could take them (the pending cap: kept from end - pending)
+            dropped = sum(max(0, s.end - s.pending - self._cursor.get(s.name, 0)) for _, s in column_kinds(run))
             try:
                 if self._gap is not None:
                     self._gap.update(to_step=run.steps, dropped_points=self._gap["dropped_points"] + dropped)
@@ -143,11 +137,6 @@ class RunRecorder:
             self._gap = None
             self._backoff_s = RETRY_FIRST_S
             self._retry_at_s = 0.0
-
-    def _dropped(self, run: RunContext) -> int:
-        """Points trimmed from memory before the log could take them (the pending cap: kept from ``end - pending``)."""
-        every = (run.step_series, *run.series.values())
-        return sum(max(0, s.end - s.pending - self._cursor.get(s.name, 0)) for s in every)
 
     def _failed(self, run: RunContext, exc: BaseException, what: str) -> None:
         self.failed_writes += 1
@@ -175,9 +164,7 @@ class RunRecorder:
             log.write_now("checkpoint", **{k: entry.get(k) for k in ("step", "path", "bytes", "source")},
                           **({"renamed_from": renamed_from} if renamed_from is not None else {}))
 
-    def text_line(self, run: RunContext) -> str:
-        """The text line of the last report."""
-        return format_text(run)
+    text_line = staticmethod(format_text)  # the text line of the last report
 
     def record_section(self, run: RunContext) -> dict[str, Any]:
         """The passport's ``record`` section: is the saved record complete, and where not."""
