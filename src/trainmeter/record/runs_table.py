@@ -238,24 +238,6 @@ def parent_name(passport: dict[str, Any]) -> str | None:
     return parts[1] if len(parts) == 2 and parts[0] == ".." else None
 
 
-def last_seen(start: dict[str, Any], records: list[dict[str, Any]], end: dict[str, Any],
-              now: datetime | None = None) -> tuple[str | None, bool]:
-    """When a run was last seen (its ``started_at`` plus the latest ``elapsed_s`` of ``records``, its reports and
-    heartbeats; ISO, to the second) and whether it was killed: no ``end`` and that time more than two report intervals
-    (its options' ``interval_s``) plus :data:`SILENT_MARGIN_S` before ``now``, as a live run writes a report or a
-    heartbeat at least once an interval (docs/spec.md section 18)."""
-    if (started := iso_time(start.get("started_at"))) is None:
-        return None, False
-    if started.tzinfo is None:
-        started = started.replace(tzinfo=timezone.utc)
-    seen = started + timedelta(seconds=max([r["elapsed_s"] for r in records if _finite(r.get("elapsed_s"))],
-                                           default=0.0))
-    interval = (start.get("options") or {}).get("interval_s") if isinstance(start.get("options"), dict) else None
-    silent_s = 2 * (interval if _finite(interval) and interval > 0 else 10.0) + SILENT_MARGIN_S
-    late = ((now or datetime.now(timezone.utc)) - seen).total_seconds() > silent_s
-    return seen.isoformat(timespec="seconds"), not end and late
-
-
 def log_tail_summary(path: Path, head_bytes: int = HEAD_BYTES, tail_bytes: int = TAIL_BYTES) -> dict[str, Any]:
     """Name, start, status and the last report's figures of a run log, from its head and tail only (a torn or cut line
     skipped); keys as in a passport, plus ``last_loss``."""
@@ -285,12 +267,21 @@ def log_tail_summary(path: Path, head_bytes: int = HEAD_BYTES, tail_bytes: int =
 
 def last_report(start: dict[str, Any], last: dict[str, Any], beat: dict[str, Any],
                 end: dict[str, Any]) -> dict[str, Any]:
-    """A passport's ``elapsed_s``, ``steps`` (``None``: neither counted), ``last_seen_at`` and ``killed``
-    (:func:`last_seen`) of a run with no passport: from its last report and heartbeat (counted after that report)."""
-    seen_at, killed = last_seen(start, [last, beat], end)
-    return {"elapsed_s": max([r["elapsed_s"] for r in (last, beat) if _finite(r.get("elapsed_s"))], default=None),
-            "steps": max([c for c in (last.get("step"), beat.get("steps_done")) if _finite(c)], default=None),
-            "last_seen_at": seen_at, "killed": killed}
+    """A passport's ``elapsed_s``, ``steps`` (``None``: neither counted), ``last_seen_at`` and ``killed`` of a run with
+    no passport, from its last report and heartbeat (counted after that report). Last seen: its ``started_at`` plus
+    that ``elapsed_s`` (ISO, to the second); killed: no ``end`` and last seen more than two report intervals (its
+    options' ``interval_s``) plus :data:`SILENT_MARGIN_S` ago, as a live run writes a report or a heartbeat at least
+    once an interval (docs/spec.md section 18)."""
+    elapsed_s = max([r["elapsed_s"] for r in (last, beat) if _finite(r.get("elapsed_s"))], default=None)
+    figures = {"elapsed_s": elapsed_s, "steps": max([c for c in (last.get("step"), beat.get("steps_done"))
+                                                     if _finite(c)], default=None), "last_seen_at": None, "killed": False}
+    if (started := iso_time(start.get("started_at"))) is not None:
+        seen = (started if started.tzinfo else started.replace(tzinfo=timezone.utc)) + timedelta(seconds=elapsed_s or 0)
+        interval = (start.get("options") or {}).get("interval_s") if isinstance(start.get("options"), dict) else None
+        silent_s = 2 * (interval if _finite(interval) and interval > 0 else 10.0) + SILENT_MARGIN_S
+        figures.update(last_seen_at=seen.isoformat(timespec="seconds"),
+                       killed=not end and (datetime.now(timezone.utc) - seen).total_seconds() > silent_s)
+    return figures
 
 
 def _finite(value: Any) -> bool:
