@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from trainmeter.options import DEFAULT_RUN_ROOT
+from trainmeter.record import export
 from trainmeter.record.events import LOG_FILE, ReadStats, Record, iter_events, last_of_kinds, read_events
-from trainmeter.record.export import export_tensorboard, export_wandb, to_pandas
 from trainmeter.record.runs_table import (  # the runs table, re-exported (``trainmeter.record.runs.runs_table``)
     PASSPORT_FILE,
     RUN_COLUMNS,
@@ -80,17 +80,8 @@ class Run:
         except OSError:  # missing, or not a regular file (Damaged)
             return []
 
-    def to_pandas(self) -> Any:
-        """Series, steps and intervals as tidy DataFrames (``.series``, ``.steps``, ``.intervals``); needs pandas."""
-        return to_pandas(self.dir)
-
-    def export_tensorboard(self, logdir: str | Path) -> Path:
-        """Write this run as a TensorBoard event file under ``logdir``; returns its path. Needs tensorboard."""
-        return export_tensorboard(self.dir, self.passport, logdir)
-
-    def export_wandb(self, project: str, mode: str = "offline", **kwargs: Any) -> Any:
-        """Log this run to W&B (offline by default: nothing is sent); returns the finished run. Needs wandb."""
-        return export_wandb(self.dir, self.passport, project=project, mode=mode, **kwargs)
+    # data out (record/export.py): to_pandas(), export_tensorboard(logdir), export_wandb(project, mode="offline")
+    to_pandas, export_tensorboard, export_wandb = export.to_pandas, export.export_tensorboard, export.export_wandb
 
     def __repr__(self) -> str:
         return f"Run({self.name!r}, status={self.status!r}, dir={str(self.dir)!r})"
