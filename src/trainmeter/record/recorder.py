@@ -49,8 +49,7 @@ class RunRecorder:
         self._gap: dict[str, Any] | None = None
         self.gaps: list[dict[str, Any]] = []
         self.failed_writes = 0
-        self.passport_path: Path | None = None
-        self.passport: dict[str, Any] | None = None  # as written: the closing line's figures
+        self.passport: dict[str, Any] | None = None  # as written (None: not on disk): the closing line's figures
         self.passport_error: str | None = None
         self._start_written = False
         self._seat: Any = None
@@ -207,7 +206,6 @@ class RunRecorder:
 
         try:
             self.passport = write_passport(run, self.record_section(run), before_json)
-            self.passport_path = run.run_dir / "passport.json"
             self.passport_error = None
         except OSError as exc:
             self.passport_error = _reason(exc)
@@ -234,11 +232,11 @@ class RunRecorder:
     @property
     def passport_written(self) -> bool:
         """Whether the passport is on disk (``False`` after a disk fault at the end)."""
-        return self.passport_path is not None
+        return self.passport is not None
 
     def closing_line(self, run: RunContext) -> str:
         """One closing line: where the passport is, or why there is none; and whether the record is whole."""
-        if self.passport_path is not None:
+        if self.passport is not None:
             saved = f"passport in {run.run_dir}"
             if self.failed_writes:
                 saved += f" (record incomplete: {self.failed_writes} failed writes, see its 'record' section)"
@@ -246,7 +244,7 @@ class RunRecorder:
             saved = (f"passport NOT written ({self.passport_error or 'no passport'}); "
                      f"run folder {run.run_dir or self._root}; it is kept in memory and written by tm.save() "
                      "or at the next monitored run once the disk accepts it")
-        return summary_line(run, saved, self.passport if self.passport_path is not None else None)
+        return summary_line(run, saved, self.passport)
 
     def abandon_in_child(self) -> None:
         """In a forked child: let go of the parent's run log without writing to it (docs/spec.md section 19)."""
