@@ -7,7 +7,7 @@ import random
 
 from trainmeter.core.series import Series, StepSeries
 from trainmeter.record.column_lines import ColumnLines
-from trainmeter.record.reporter import write_columns
+from trainmeter.record.recorder import write_columns
 
 
 class _Log:
