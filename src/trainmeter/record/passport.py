@@ -1,20 +1,24 @@
 """The run passport: ``passport.json`` (the full record, docs/spec.md section 6) and ``passport.md`` (for a model
-card), built from the monitor's state at the end of the run."""
+card), built from the monitor's state at the end of the run; the environment it ran in (no host name, user or path)."""
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
 import os
+import platform
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from trainmeter._version import __version__
 from trainmeter.core.context import RunContext
 from trainmeter.core.explicit_steps import steps_unknown
 from trainmeter.core.provenance import Derivation, Input
 from trainmeter.core.text import markdown_text
 from trainmeter.core.throughput import NO_RANK_READ, ratio, tokens_missing
-from trainmeter.record.environment import describe_environment
 from trainmeter.record.runlog import json_lines, write_file_atomic
 from trainmeter.sizes import (
     format_bytes,
@@ -28,6 +32,53 @@ from trainmeter.sizes import (
 )
 
 PASSPORT_SCHEMA_VERSION = 1
+
+
+def _cpu_model() -> str | None:
+    with contextlib.suppress(OSError):
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    return platform.processor() or None
+
+
+def platform_name() -> str:
+    """``platform.platform()``; on Linux with glibc built from ``os.uname()`` and ``CS_GNU_LIBC_VERSION`` (microseconds,
+    where ``platform.platform()`` scans the interpreter binary for the libc version: tens of milliseconds)."""
+    try:
+        uname = os.uname()
+        libc = os.confstr("CS_GNU_LIBC_VERSION") or ""
+    except (AttributeError, ValueError, OSError):
+        return platform.platform()
+    name, _, version = libc.partition(" ")
+    if uname.sysname != "Linux" or name != "glibc" or not version:
+        return platform.platform()
+    return f"{uname.sysname}-{uname.release}-{uname.machine}-with-glibc{version}".replace(" ", "_")
+
+
+@functools.cache
+def _host() -> dict[str, Any]:
+    """Facts fixed for the life of the process, read once."""
+    return {"trainmeter": __version__, "python": platform.python_version(), "platform": platform_name(),
+            "cpu": _cpu_model(), "cpu_count": os.cpu_count()}
+
+
+def describe_environment() -> dict[str, Any]:
+    """Python, torch (if already imported), platform and CPU facts; the host's read once per process. Any thread."""
+    torch = sys.modules.get("torch")
+    torch_version = getattr(torch, "__version__", None)
+    cuda_version = None
+    cuda_devices: list[str] = []
+    if torch is not None:
+        with contextlib.suppress(Exception):
+            cuda_version = torch.version.cuda
+            if torch.cuda.is_available() and torch.cuda.is_initialized():
+                cuda_devices = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+    host = _host()
+    return {"trainmeter": host["trainmeter"], "python": host["python"],
+            "torch": str(torch_version) if torch_version is not None else None, "cuda": cuda_version,
+            "cuda_devices": cuda_devices, **{k: host[k] for k in ("platform", "cpu", "cpu_count")}}
 
 
 def throughput_derivations(*, tokens: int | None, steps: int, train_s: float, elapsed_s: float, unit: str | None,

@@ -22,7 +22,7 @@ from trainmeter.core.series import Series, StepSeries
 from trainmeter.core.throughput import tokens_missing
 from trainmeter.record.column_lines import ColumnLines, micros, upto
 from trainmeter.record.events import LOG_FILE
-from trainmeter.record.passport import headline, record_options
+from trainmeter.record.passport import describe_environment, headline, record_options
 from trainmeter.record.runlog import RunLog
 from trainmeter.record.runs import make_run_dir
 from trainmeter.record.textline import format_line, seed_values
@@ -154,8 +154,6 @@ class RunRecorder:
     def open(self, run: RunContext, started_at: str) -> Path | None:
         """Make the run folder (its root made absolute: a later ``os.chdir`` changes nothing), open the run log,
         write ``start``; register the log as a series reader. ``None`` (warned) when the folder cannot be made."""
-        from trainmeter.record.environment import describe_environment
-
         self._root = Path(run.options.run_root).expanduser().absolute()
         self._start_fields = {"name": run.options.name, "started_at": started_at,
                               "options": record_options(run.options), "environment": describe_environment()}
