@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from itertools import chain, count
@@ -25,7 +26,7 @@ from trainmeter.record.runs_table import (  # the runs table, re-exported (``tra
     runs_table,
     training_order,
 )
-from trainmeter.record.safe_read import NO_PASSPORT, PASSPORT_TYPES, exists, read_passport, wrong_type
+from trainmeter.record.safe_read import NO_PASSPORT, PASSPORT_TYPES, read_passport, wrong_type
 from trainmeter.sizes import format_bytes
 
 __all__ = ["RUNS_SHOWN", "RUN_COLUMNS", "Run", "damaged_passport", "format_runs", "load", "log_tail_summary",
@@ -94,9 +95,9 @@ def load(path: str | Path) -> Run:
     (``passport["damaged"]`` says why). ``FileNotFoundError`` when ``path`` holds no run.
     """
     p = Path(path).expanduser()
-    if not p.is_dir() and exists(p):
+    if not p.is_dir() and os.path.lexists(p):
         p = p.parent
-    if not exists(p / LOG_FILE) and not exists(p / PASSPORT_FILE):
+    if not os.path.lexists(p / LOG_FILE) and not os.path.lexists(p / PASSPORT_FILE):
         raise FileNotFoundError(f"no trainmeter run at {str(path)!r}: expected a folder with events.jsonl or passport.json")
     try:
         if passport := read_passport(p):

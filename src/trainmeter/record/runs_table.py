@@ -8,6 +8,7 @@ says ``killed``. Any thread.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
@@ -17,7 +18,7 @@ from typing import Any
 from trainmeter.core.text import printable
 from trainmeter.options import DEFAULT_RUN_ROOT
 from trainmeter.record.events import HEAD_BYTES, LOG_FILE, TAIL_BYTES, head, tail
-from trainmeter.record.safe_read import NO_PASSPORT, clip, exists, iso_time, open_regular, read_passport
+from trainmeter.record.safe_read import NO_PASSPORT, clip, iso_time, open_regular, read_passport
 from trainmeter.sizes import format_count, format_duration, format_number, format_percent
 
 PASSPORT_FILE = "passport.json"
@@ -34,7 +35,7 @@ def run_folders(base: Path) -> list[Path]:
     out = []
     for c in children:
         try:
-            if c.is_dir() and (exists(c / LOG_FILE) or exists(c / PASSPORT_FILE)):
+            if c.is_dir() and (os.path.lexists(c / LOG_FILE) or os.path.lexists(c / PASSPORT_FILE)):
                 out.append(c)
         except OSError:
             continue

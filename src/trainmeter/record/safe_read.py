@@ -75,15 +75,6 @@ def open_regular(path: str | Path, *, within: str | Path | None = None) -> Binar
         raise
 
 
-def exists(path: str | Path) -> bool:
-    """Whether anything (a file, a FIFO, a dangling symlink) is at ``path`` (never raises)."""
-    try:
-        os.lstat(path)
-        return True
-    except (OSError, ValueError):
-        return False
-
-
 def read_bytes(path: str | Path, max_bytes: int, *, within: str | Path | None = None) -> bytes:
     """The whole of a regular file of at most ``max_bytes`` bytes (``FileNotFoundError``; :class:`Damaged` as
     :func:`open_regular`, or when larger: not read)."""
@@ -135,7 +126,7 @@ def read_passport(folder: str | Path) -> dict[str, Any]:
     ``damaged`` say which (``incomplete: passport.md missing``). Raises as :func:`read_json`."""
     passport = read_json(Path(folder) / "passport.json", types=PASSPORT_TYPES)
     files = passport.get("files") if isinstance(passport.get("files"), list) else []
-    if missing := [f for f in files if isinstance(f, str) and not exists(Path(folder) / Path(f).name)]:
+    if missing := [f for f in files if isinstance(f, str) and not os.path.lexists(Path(folder) / Path(f).name)]:
         passport = {**passport, "status": "damaged", "damaged": f"incomplete: {', '.join(missing)} missing"}
     return passport
 
