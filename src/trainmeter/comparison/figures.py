@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from trainmeter.comparison.lines import (
+from trainmeter.comparison.extension import (
     EMPTY_CURVES,
     X_KINDS,
     Y_KINDS,
