@@ -23,7 +23,6 @@ from trainmeter.options import make_options
 from trainmeter.record import events
 from trainmeter.record.events import (
     BLOCK_BYTES,
-    KINDS,
     ReadStats,
     head,
     iter_events,
@@ -34,6 +33,7 @@ from trainmeter.record.events import (
 from trainmeter.record.runlog import RunLog
 from trainmeter.record.runs import load, runs, summarise_log
 
+KINDS = ("start", "rank", "steps", "series", "interval", "gap", "checkpoint", "end")  # every kind the writer writes
 SCHEMAS: dict[str, Any] = {"start": StartRecord, "rank": RankRecord, "steps": ColumnsRecord,
                            "series": ColumnsRecord, "interval": IntervalRecord, "gap": GapRecord, "end": EndRecord,
                            "checkpoint": CheckpointLogRecord}

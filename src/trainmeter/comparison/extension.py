@@ -138,9 +138,7 @@ class CurvesRecorder(ExtensionBase):
         self._m = monitor
         self.curves = Curves(views=monitor.series_views)
 
-    def after_fork_in_child(self, monitor: RunContext) -> None:
-        """In a forked child: the curves of the child's own run (docs/spec.md section 19)."""
-        self.start(monitor)
+    after_fork_in_child = start  # in a forked child: the curves of the child's own run (docs/spec.md section 19)
 
     def stop(self) -> None:
         """Nothing to release (the final report feeds the last points)."""

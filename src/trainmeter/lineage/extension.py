@@ -78,7 +78,14 @@ class Lineage(ExtensionBase):
         at = self._before(self._current())["steps"]
         context.set_step_origin(at)  # this run's points at steps of the training
         runs = earlier_runs(parent.folder, [*(parent.lineage.get("runs") or [{"path": "."}]), {"resumed_from_step": at}])
-        context.worker.submit(self.name, lambda: self._draw_earlier(runs))  # read off the training thread
+
+        def draw_earlier() -> None:  # read off the training thread, into the run's decimated views: the live widget
+            # draws the earlier runs' training loss up to the step resumed from under this run's (bounded like every
+            # series; not in this run's record)
+            for steps, values in earlier_points(runs):
+                context.series_views.extend(PARENT_LOSS, "step", steps, [math.nan if v is None else v for v in values])
+
+        context.worker.submit(self.name, draw_earlier)
         if not self._paths or not probes_available() or not host_patches.allow("lineage", context.warn_once):
             return
         import torch
@@ -87,13 +94,6 @@ class Lineage(ExtensionBase):
         wrapped = vars(torch.serialization).get("load")
         if getattr(wrapped, ORIGINAL_ATTR, None) is getattr(torch, "load", None):
             self._patches.set(torch, "load", wrapped)
-
-    def _draw_earlier(self, runs: list[tuple[Path, int]]) -> None:
-        """The earlier runs' training loss up to the step resumed from, into the run's decimated views: the live
-        widget draws it under this run's (bounded like every series; not in this run's record)."""
-        views = self._m.series_views if self._m is not None else None
-        for steps, values in earlier_points(runs) if views is not None else ():
-            views.extend(PARENT_LOSS, "step", steps, [math.nan if v is None else v for v in values])
 
     def stop(self) -> None:
         """Put ``torch.load`` back. Idempotent."""

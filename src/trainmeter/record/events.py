@@ -32,8 +32,6 @@ HEAD_BYTES = 64 * 1024
 TAIL_BYTES = 256 * 1024
 BLOCK_BYTES = 16 * 1024  # bytes read per call by head and tail when they may stop early (n records)
 
-KINDS: tuple[str, ...] = ("start", "rank", "steps", "series", "interval", "gap", "checkpoint", "end")
-
 
 @dataclass(slots=True)
 class ReadStats:
@@ -168,9 +166,7 @@ def last_of_kinds(path: Path, kinds: Collection[str], *, max_bytes: int = TAIL_B
     :data:`BLOCK_BYTES` at a time and stops once each kind is found."""
     found: dict[str, Record] = {}
     for record in _backwards(path, max_bytes, kinds, stats, BLOCK_BYTES):
-        kind = str(record.get("kind"))
-        if kind not in found:
-            found[kind] = record
-            if len(found) == len(kinds):
-                break
+        found.setdefault(str(record.get("kind")), record)
+        if len(found) == len(kinds):
+            break
     return found

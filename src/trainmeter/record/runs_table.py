@@ -254,8 +254,8 @@ def log_tail_summary(path: Path, head_bytes: int = HEAD_BYTES, tail_bytes: int =
     last_loss = None
     for r in reversed(tail(path, max_bytes=tail_bytes)):
         kind = r.get("kind")
-        if kind in ("interval", "heartbeat", "end") and kind not in found:
-            found[kind] = r
+        if kind in ("interval", "heartbeat", "end"):
+            found.setdefault(kind, r)
         values = r.get("value")
         if last_loss is None and kind == "series" and r.get("name") == "train_loss" and isinstance(values, list):
             last_loss = next((v for v in reversed(values) if _finite(v)), None)
