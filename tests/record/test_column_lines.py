@@ -6,8 +6,8 @@ import math
 import random
 
 from trainmeter.core.series import Series, StepSeries
-from trainmeter.record.column_lines import ColumnLines
 from trainmeter.record.recorder import write_columns
+from trainmeter.record.runlog import ColumnLines
 
 
 class _Log:

@@ -20,10 +20,9 @@ from trainmeter.core.context import RunContext
 from trainmeter.core.explicit_steps import steps_unknown
 from trainmeter.core.series import Series, StepSeries
 from trainmeter.core.throughput import tokens_missing
-from trainmeter.record.column_lines import ColumnLines, micros, upto
 from trainmeter.record.events import LOG_FILE
 from trainmeter.record.passport import describe_environment, headline, record_options
-from trainmeter.record.runlog import RunLog
+from trainmeter.record.runlog import ColumnLines, RunLog, micros, upto
 from trainmeter.record.runs import make_run_dir
 from trainmeter.record.textline import format_line, seed_values
 
