@@ -61,30 +61,6 @@ def write_columns(log: RunLog, cursors: dict[str, int], kind: str, series: Serie
     cursors[series.name] = end
 
 
-def write_interval(m: RunContext, log: RunLog, cursors: dict[str, int], elapsed_s: float,
-                   phases_s: dict[str, float], extra: dict[str, Any], ahead: ColumnLines | None = None) -> None:
-    """Write the columns since the last report and one ``interval`` record, then flush. ``OSError`` when the log
-    cannot be appended (``cursors`` then holds positions not written)."""
-    ends = getattr(m, "report_ends", None)  # a report written later (core.reports.ReportSnapshot): its ends
-    for kind, series in column_kinds(m):
-        write_columns(log, cursors, kind, series, ahead,
-                      None if ends is None else ends.get(series.name, None if kind == "steps" else 0))
-    interval, session = m.interval, m.session
-    log.write(
-        "interval", step=m.steps, tokens=m.tokens, token_unit=m.token_unit, elapsed_s=elapsed_s, phases_s=phases_s,
-        throughput={
-            "train_tokens_per_s": interval.train_tokens_per_s if interval else None,
-            "seconds_per_step": interval.seconds_per_step if interval else None,
-            "session_tokens_per_s": session.session_tokens_per_s if session else None,
-            "window_tokens": interval.tokens if interval else 0,
-            "window_steps": interval.steps if interval else 0,
-            "window_train_s": interval.train_s if interval else 0.0,
-        },
-        memory=m.memory.to_dict() if m.memory else None, **extra,
-    )
-    log.flush()
-
-
 def format_text(m: RunContext) -> str:
     """The text line of the last report (docs/spec.md section 7)."""
     interval = m.interval
@@ -189,12 +165,28 @@ class RunRecorder:
             return False
 
     def write_interval(self, run: RunContext, elapsed_s: float, phases_s: dict[str, float], extra: dict[str, Any]) -> None:
-        """Write the columns since the last report and one ``interval`` record, then flush (after a failure, not
-        before the back-off has passed); never raises ``OSError``."""
-        if elapsed_s < self._retry_at_s:
-            return
-        self._write(run, lambda log, cursors: write_interval(run, log, cursors, elapsed_s, phases_s, extra,
-                                                             self._ahead))
+        """Write the columns since the last report (up to its ends when it is written later: core.reports.ReportSnapshot)
+        and one ``interval`` record, then flush (after a failure, not before the back-off has passed); never raises
+        ``OSError``."""
+        ends, interval, session = getattr(run, "report_ends", None), run.interval, run.session
+
+        def body(log: RunLog, cursors: dict[str, int]) -> None:
+            for kind, series in column_kinds(run):
+                write_columns(log, cursors, kind, series, self._ahead,
+                              None if ends is None else ends.get(series.name, None if kind == "steps" else 0))
+            log.write(
+                "interval", step=run.steps, tokens=run.tokens, token_unit=run.token_unit, elapsed_s=elapsed_s,
+                phases_s=phases_s, throughput={
+                    "train_tokens_per_s": interval.train_tokens_per_s if interval else None,
+                    "seconds_per_step": interval.seconds_per_step if interval else None,
+                    "session_tokens_per_s": session.session_tokens_per_s if session else None,
+                    "window_tokens": interval.tokens if interval else 0,
+                    "window_steps": interval.steps if interval else 0,
+                    "window_train_s": interval.train_s if interval else 0.0,
+                }, memory=run.memory.to_dict() if run.memory else None, **extra)
+
+        if elapsed_s >= self._retry_at_s:
+            self._write(run, body)
 
     def _drain(self, run: RunContext, ends: dict[str, int]) -> None:
         """Write every series' columns up to ``ends`` between reports (a drain: the report worker; docs/spec.md
@@ -205,7 +197,7 @@ class RunRecorder:
                                                              ends.get(series.name, 0))
                                                for kind, series in column_kinds(run)])
 
-    def _write(self, run: RunContext, body: Any) -> None:
+    def _write(self, run: RunContext, body: Callable[[RunLog, dict[str, int]], Any]) -> None:
         with self._lock:  # a drain on the report worker, a report on the training thread
             if self._log is None and not self._try_open(run):
                 return
