@@ -118,17 +118,16 @@ def damaged_passport(folder: Path, reason: str) -> dict[str, Any]:
             "warnings": [f"damaged: {reason}"], "summarised_from": "nothing"}
 
 
-def summarise_log(path: Path, problem: str | None = None, max_bytes: int | None = None) -> dict[str, Any]:
+def summarise_log(path: Path, problem: str | None = None, max_bytes: int = SUMMARY_MAX_BYTES) -> dict[str, Any]:
     """A passport-shaped summary of a run from its run log alone (series from its first ``max_bytes``, the last report
     and end from its tail); ``problem`` (the passport's damage) makes the status ``damaged``."""
-    bound = SUMMARY_MAX_BYTES if max_bytes is None else max_bytes
     read = ReadStats()
     found: dict[str, dict[str, Any]] = {}  # the first start, the last interval, heartbeat and end
     stats: dict[str, dict[str, Any]] = {}
     checkpoints: list[dict[str, Any]] = []
     last_step = origin = log_damage = None
     try:
-        for e in iter_events(path, stats=read, max_bytes=bound):
+        for e in iter_events(path, stats=read, max_bytes=max_bytes):
             kind = e.get("kind")
             if kind in ("interval", "heartbeat", "end") or (kind == "start" and "start" not in found):
                 found[str(kind)] = dict(e)
@@ -140,10 +139,8 @@ def summarise_log(path: Path, problem: str | None = None, max_bytes: int | None 
                 _add_series(stats, e)
             elif kind == "checkpoint":
                 _add_checkpoint(checkpoints, e)
-    except FileNotFoundError:
-        pass
-    except OSError as exc:  # Damaged included
-        log_damage = str(exc)
+    except OSError as exc:  # missing, or Damaged
+        log_damage = None if isinstance(exc, FileNotFoundError) else str(exc)
     if read.bytes_left_out:
         tail_found = last_of_kinds(path, ("interval", "heartbeat", "end", "checkpoint"))
         _add_checkpoint(checkpoints, tail_found.pop("checkpoint", {}))  # the last, past the bound
@@ -161,8 +158,8 @@ def summarise_log(path: Path, problem: str | None = None, max_bytes: int | None 
     if read.lines_skipped:
         notes.append(f"its run log is damaged: {read.lines_skipped} unreadable lines skipped")
     if read.bytes_left_out:
-        notes.append(f"its run log is {format_bytes(bound + read.bytes_left_out)}: series figures are from its "
-                     f"first {format_bytes(bound)}, counters from its last report")
+        notes.append(f"its run log is {format_bytes(max_bytes + read.bytes_left_out)}: series figures are from its "
+                     f"first {format_bytes(max_bytes)}, counters from its last report")
     if log_damage:
         notes.append(f"damaged: {log_damage}")
     out = {"name": start.get("name"), "status": "damaged" if damage else (end.get("status") or "unfinished"),
