@@ -215,7 +215,8 @@ def compare(runs: Any = None, x: str = "tokens",
     if runs is None:
         chosen = saved_runs(root)[-last:] if last > 0 else []
     else:
-        chosen = [r if isinstance(r, Run) else load(r) for r in ([runs] if isinstance(runs, (Run, str, Path)) else runs)]
+        runs = [runs] if isinstance(runs, (Run, str, Path)) else runs
+        chosen = [r if isinstance(r, Run) else load(r) for r in runs]
     if not chosen:
         where = html.escape(str(root or ".trainmeter/runs"))
         return Comparison({}, [], f"<p>no saved runs under {where}</p>", {}, {}, x)

@@ -159,7 +159,8 @@ def export_tensorboard(run: Any, logdir: str | Path) -> Path:
 
 def export_wandb(run: Any, project: str, mode: str = "offline", *, wandb_dir: str | Path | None = None) -> Any:
     """Log a saved run (``Run.export_wandb``) to a W&B run (``mode="offline"`` by default: nothing is sent); returns
-    the finished W&B run. ``ImportError`` without wandb; ``ValueError`` for a ``mode`` other than offline, online, disabled."""
+    the finished W&B run. ``ImportError`` without wandb; ``ValueError`` for a ``mode`` other than offline, online,
+    disabled."""
     if mode not in ("offline", "online", "disabled"):
         raise ValueError(f"invalid mode {mode!r} for export_wandb: valid are offline, online, disabled")
     try:

@@ -165,9 +165,9 @@ class RunRecorder:
             return False
 
     def write_interval(self, run: RunContext, elapsed_s: float, phases_s: dict[str, float], extra: dict[str, Any]) -> None:
-        """Write the columns since the last report (up to its ends when it is written later: core.reports.ReportSnapshot)
-        and one ``interval`` record, then flush (after a failure, not before the back-off has passed); never raises
-        ``OSError``."""
+        """Write the columns since the last report (up to its ends when it is written later:
+        core.reports.ReportSnapshot) and one ``interval`` record, then flush (after a failure, not before the back-off
+        has passed); never raises ``OSError``."""
         ends, interval, session = getattr(run, "report_ends", None), run.interval, run.session
 
         def body(log: RunLog, cursors: dict[str, int]) -> None:

@@ -139,8 +139,6 @@ class RunLog:
 
     def close(self) -> None:
         """Flush and close (``OSError`` when the last flush fails; closed anyway); later writes are ignored."""
-        if self._fd is None:
-            return
         try:
             self.flush()
         finally:

@@ -180,14 +180,9 @@ def run_row(folder: Path) -> RunRow:
         return _damaged_row(folder, f"{type(exc).__name__}: {exc}")
 
 
-def _damaged(reason: str) -> str:
-    """A damaged run's status cell: ``damaged: <why>``, cut to :data:`DAMAGE_SHOWN_CHARS`."""
-    return "damaged: " + clip(reason, DAMAGE_SHOWN_CHARS)
-
-
 def _damaged_row(folder: Path, reason: str) -> RunRow:
-    return RunRow(started=_started(None, folder.name), name=folder.name, status=_damaged(reason), duration="-",
-                  steps="-", tokens="-", last_loss="-", path=_shown_path(folder))
+    return RunRow(started=_started(None, folder.name), name=folder.name, duration="-", steps="-", tokens="-",
+                  status="damaged: " + clip(reason, DAMAGE_SHOWN_CHARS), last_loss="-", path=_shown_path(folder))
 
 
 def _run_row(folder: Path) -> RunRow:
@@ -215,7 +210,7 @@ def _run_row(folder: Path) -> RunRow:
         status = f"killed (last seen {seen[11:] if seen[:10] == _started(p.get('started_at'), '')[:10] else seen})"
     status += (f" ({ranks} ranks)" if ranks else "") + (" *" if from_log else "")
     if damage is not None:
-        status = _damaged(damage)
+        status = "damaged: " + clip(damage, DAMAGE_SHOWN_CHARS)
     lineage = p.get("lineage") if isinstance(p.get("lineage"), dict) else {}
     training = lineage.get("training")
     return RunRow(started=_started(p.get("started_at"), folder.name), name=str(p.get("name") or folder.name),
@@ -274,8 +269,8 @@ def last_report(start: dict[str, Any], last: dict[str, Any], beat: dict[str, Any
     options' ``interval_s``) plus :data:`SILENT_MARGIN_S` ago, as a live run writes a report or a heartbeat at least
     once an interval (docs/spec.md section 18)."""
     elapsed_s = max([r["elapsed_s"] for r in (last, beat) if _finite(r.get("elapsed_s"))], default=None)
-    figures = {"elapsed_s": elapsed_s, "steps": max([c for c in (last.get("step"), beat.get("steps_done"))
-                                                     if _finite(c)], default=None), "last_seen_at": None, "killed": False}
+    steps = max([c for c in (last.get("step"), beat.get("steps_done")) if _finite(c)], default=None)
+    figures = {"elapsed_s": elapsed_s, "steps": steps, "last_seen_at": None, "killed": False}
     if (started := iso_time(start.get("started_at"))) is not None:
         seen = (started if started.tzinfo else started.replace(tzinfo=timezone.utc)) + timedelta(seconds=elapsed_s or 0)
         interval = (start.get("options") or {}).get("interval_s") if isinstance(start.get("options"), dict) else None

@@ -7,6 +7,7 @@ failure is a :class:`Damaged` naming the file and why. Pure; any thread.
 from __future__ import annotations
 
 import json
+import math
 import os
 import stat
 from collections.abc import Iterator
@@ -176,12 +177,11 @@ def iter_lines(f: BinaryIO, *, max_bytes: int | None = None, max_line_bytes: int
     ``max_line_bytes`` as ``b"\\x00"``, never held), up to ``max_bytes`` (the piece cut there not yielded), read
     ``block_bytes`` (default :data:`READ_BLOCK_BYTES`) at a time."""
     rest: bytearray | None = bytearray()  # the line so far; None: one over max_line_bytes, skipped to its end
-    left, block = max_bytes, block_bytes or READ_BLOCK_BYTES
-    while left is None or left > 0:
-        if not (chunk := f.read(block if left is None else min(block, left))):
+    left, block = math.inf if max_bytes is None else max_bytes, block_bytes or READ_BLOCK_BYTES
+    while left > 0:
+        if not (chunk := f.read(min(block, left))):
             break
-        if left is not None:
-            left -= len(chunk)
+        left -= len(chunk)
         *pieces, last = chunk.split(b"\n")
         for piece in pieces:
             yield (b"\x00" if rest is None else (bytes(rest) + piece if rest else piece) + b"\n"), True
@@ -190,5 +190,5 @@ def iter_lines(f: BinaryIO, *, max_bytes: int | None = None, max_line_bytes: int
             rest = None
         elif rest is not None:
             rest += last
-    if (left is None or left > 0) and (rest is None or rest):
+    if left > 0 and (rest is None or rest):
         yield (b"\x00" if rest is None else bytes(rest)), False
