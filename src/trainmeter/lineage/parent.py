@@ -25,7 +25,7 @@ def resolve_parent(spec: Any, root: Path) -> Path:
     folders, folder = run_folders(Path(root).expanduser()), Path(text).expanduser()
     if text == "last":
         found = folders[-1:]
-    elif _is_run_folder(folder):
+    elif os.path.isdir(folder) and folder in run_folders(folder.parent):  # (isdir: False for a name too long)
         found = [folder]
     else:  # a run name: <stamp>-<name> or <stamp>-<name>-<n> (record/runs.py make_run_dir)
         same = re.compile(r"[0-9]{8}T[0-9]{6}Z-" + re.escape(text) + r"(-[0-9]+)?\Z")
@@ -34,13 +34,6 @@ def resolve_parent(spec: Any, root: Path) -> Path:
         raise ValueError(f"invalid value {spec!r} for --resume: no saved run by that name or path under "
                          f"{str(root)!r}; {VALID}")
     return Path(os.path.abspath(found[0]))
-
-
-def _is_run_folder(folder: Path) -> bool:
-    try:
-        return folder.is_dir() and folder in run_folders(folder.parent)
-    except OSError:  # a name too long for the file system, say: no run
-        return False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

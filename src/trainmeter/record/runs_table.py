@@ -29,17 +29,12 @@ SILENT_MARGIN_S = 5.0  # past two report intervals of silence, a run with no end
 def run_folders(base: Path) -> list[Path]:
     """The folders under ``base`` holding a run log or a passport (anything by that name), by name."""
     try:
-        children = sorted(base.iterdir()) if base.is_dir() else []
+        children = sorted(base.iterdir()) if os.path.isdir(base) else []
     except OSError:
         return []
-    out = []
-    for c in children:
-        try:
-            if c.is_dir() and (os.path.lexists(c / LOG_FILE) or os.path.lexists(c / PASSPORT_FILE)):
-                out.append(c)
-        except OSError:
-            continue
-    return out
+    # os.path.isdir and lexists: False for anything they cannot stat, never raise
+    return [c for c in children if os.path.isdir(c) and (os.path.lexists(c / LOG_FILE) or
+                                                         os.path.lexists(c / PASSPORT_FILE))]
 
 
 RUNS_SHOWN = 20  # runs %trainmeter runs lists by default (newest first); older ones counted in a "+N more" line
