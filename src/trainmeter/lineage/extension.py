@@ -59,6 +59,7 @@ class Lineage(ExtensionBase):
         self.parent: ParentRecord | None = None
         self.resumed = Resumed(0, "assumed", "the parent's record was not read")
         self._paths: dict[str, dict[str, Any]] = {}  # absolute path of each parent checkpoint -> its record
+        self._parent_flops: dict[str, Any] = {}  # the parent's FLOPs spent, by convention
         self._patches = Patches()
         self.first_step_s: float | None = None  # session seconds at this run's first optimizer step
         self._panel: list[dict[str, Any]] = []  # the last "Training" panel (publisher thread)
@@ -75,6 +76,9 @@ class Lineage(ExtensionBase):
             self.resumed = Resumed(parent.steps, "assumed", "the parent listed no checkpoint: the model in memory "
                                    "is taken to go on from the parent's last step")
         self._paths = {parent.checkpoint_path(c): c for c in parent.checkpoints}
+        compute = parent.passport.get("compute")
+        spent = compute.get("flops_spent") if isinstance(compute, dict) else None
+        self._parent_flops = dict(spent) if isinstance(spent, dict) else {}
         at = self._before(self._current())["steps"]
         context.set_step_origin(at)  # this run's points at steps of the training
         runs = earlier_runs(parent.folder, [*(parent.lineage.get("runs") or [{"path": "."}]), {"resumed_from_step": at}])
@@ -155,15 +159,13 @@ class Lineage(ExtensionBase):
         section = self.passport_section()
         return None if section is None else {key: section[key] for key in ("before", "training", "runs")}
 
-    def _at_resume(self, r: Resumed) -> tuple[int | None, dict[str, Any]]:
+    def _at_resume(self, parent: ParentRecord, r: Resumed) -> tuple[int | None, dict[str, Any]]:
         """The parent's own tokens and FLOPs by convention after the step resumed from (FLOPs: its FLOPs spent times
         the share of its tokens trained by then)."""
-        parent, k = self.parent, r.step
-        tokens = parent.tokens_after.get(k) if parent is not None else None
-        total = parent.passport.get("tokens") if parent is not None else None
+        tokens, total = parent.tokens_after.get(r.step), parent.passport.get("tokens")
         share = tokens / total if tokens is not None and total else (0.0 if tokens == 0 else None)
         return tokens, {conv: None if share is None or v is None else v * share
-                        for conv, v in self._parent_flops().items()}
+                        for conv, v in self._parent_flops.items()}
 
     def _before(self, r: Resumed) -> dict[str, Any]:
         """The training at the resumed step: the parent's ``before`` plus the parent's own counts at its step."""
@@ -171,16 +173,11 @@ class Lineage(ExtensionBase):
             return {"steps": 0, "tokens": None, "token_unit": None, "flops_spent": {}}
         base = parent.lineage.get("before") or {"steps": 0, "tokens": 0}
         base_flops = base.get("flops_spent") if "flops_spent" in base else {}
-        tokens, flops = self._at_resume(r)
+        tokens, flops = self._at_resume(parent, r)
         return {"steps": (base.get("steps") or 0) + r.step, "tokens": _plus(base.get("tokens"), tokens),
                 "token_unit": parent.passport.get("token_unit"),
                 "flops_spent": {conv: _plus(v, base_flops.get(conv, 0.0) if isinstance(base_flops, dict) else None)
                                 for conv, v in flops.items()}}
-
-    def _parent_flops(self) -> dict[str, Any]:
-        compute = self.parent.passport.get("compute") if self.parent is not None else None
-        spent = compute.get("flops_spent") if isinstance(compute, dict) else None
-        return dict(spent) if isinstance(spent, dict) else {}
 
     def passport_section(self) -> dict[str, Any] | None:
         """``passport.json["lineage"]`` (docs/spec.md section 22)."""
@@ -194,9 +191,9 @@ class Lineage(ExtensionBase):
         same_unit = unit == before["token_unit"]
         spent = {name[12:-1]: d.value for name, d in getattr(m.extension("compute"), "derived", {}).items()
                  if name.startswith("flops_spent[")}
-        tokens_at, flops_at = self._at_resume(r)
+        tokens_at, flops_at = self._at_resume(parent, r)
         lost = {"steps": parent.steps - r.step, "tokens": minus(parent.tokens_after.get(parent.steps), tokens_at),
-                "flops_spent": {conv: minus(v, flops_at.get(conv)) for conv, v in self._parent_flops().items()},
+                "flops_spent": {conv: minus(v, flops_at.get(conv)) for conv, v in self._parent_flops.items()},
                 "time_s": minus(parent.last_step_s, parent.step_s.get(r.step))}
         ended, started = iso_time(parent.ended_at), iso_time(m.started_at)
         gap_s = (started - ended).total_seconds() if ended and started else None  # the parent's end to our start
