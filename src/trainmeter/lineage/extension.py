@@ -199,17 +199,21 @@ class Lineage(ExtensionBase):
         gap_s = (started - ended).total_seconds() if ended and started else None  # the parent's end to our start
         restart_s = None if gap_s is None or self.first_step_s is None else max(0.0, gap_s + self.first_step_s)
         earlier = parent.lineage.get("training") if isinstance(parent.lineage.get("training"), dict) else {}
-        wall = training_time(
-            parent_wall_s=earlier.get("wall_s") if parent.lineage else parent.passport.get("elapsed_s"),
-            gap_s=None if gap_s is None else max(0.0, gap_s),
-            elapsed_s=m.elapsed_s(), earlier_lost_s=earlier.get("lost_s") if parent.lineage else 0.0,
-            lost_s=lost["time_s"], restart_s=_plus(earlier.get("restart_s", 0.0), restart_s))
+        # the training's time up to this run's end (docs/spec.md section 22, "The training's goodput"; None where an
+        # input is unknown): the runs' session time and the gaps between them; useful: less lost work and restarts
+        wall_s = _plus(earlier.get("wall_s") if parent.lineage else parent.passport.get("elapsed_s"),
+                       None if gap_s is None else max(0.0, gap_s), m.elapsed_s())
+        lost_s = _plus(earlier.get("lost_s") if parent.lineage else 0.0, lost["time_s"])
+        restarts_s = _plus(earlier.get("restart_s", 0.0), restart_s)
+        useful_s = None if wall_s is None or lost_s is None or restarts_s is None else \
+            max(0.0, wall_s - lost_s - restarts_s)
         training = {"steps": before["steps"] + m.steps, "token_unit": unit if same_unit else None,
                     "tokens": _plus(before["tokens"], m.tokens if unit is not None else None) if same_unit else None,
                     "flops_spent": {conv: _plus(v, spent.get(conv)) for conv, v in before["flops_spent"].items()},
                     "lost_steps": (earlier.get("lost_steps") or 0) + lost["steps"],
                     "lost_tokens": _plus(earlier.get("lost_tokens", 0), lost["tokens"]),
-                    "restart_s": _plus(earlier.get("restart_s", 0.0), restart_s), **wall}
+                    "restart_s": restarts_s, "wall_s": wall_s, "lost_s": lost_s, "useful_s": useful_s,
+                    "goodput": useful_s / wall_s if useful_s is not None and wall_s else None}
         runs = [{**run, "path": Path(os.path.normpath(Path(rel) / run.get("path", "."))).as_posix()}
                 for run in parent.lineage.get("runs") or [{"path": ".", "name": parent.passport.get("name"),
                                                            "resumed_from_step": None}]]
@@ -288,20 +292,6 @@ def _markdown(s: dict[str, Any]) -> str:
 
 # the training's goodput: the share of its wall time across the lineage not lost to a restart (docs/spec.md
 # section 22, "The training's goodput")
-
-def training_time(*, parent_wall_s: float | None, gap_s: float | None, elapsed_s: float, earlier_lost_s: float | None,
-                  lost_s: float | None, restart_s: float | None) -> dict[str, Any]:
-    """``wall_s``, ``lost_s``, ``useful_s`` and ``goodput`` of the training up to this run's end (``None`` where an
-    input is unknown): ``wall_s = parent_wall_s + gap_s + elapsed_s``, ``lost_s = earlier_lost_s + lost_s``,
-    ``useful_s = wall_s - lost_s - restart_s`` with ``restart_s`` summed over the lineage, ``goodput = useful_s /
-    wall_s``."""
-    wall_s = _plus(parent_wall_s, gap_s, elapsed_s)
-    lost_total_s = _plus(earlier_lost_s, lost_s)
-    useful_s = None if wall_s is None or lost_total_s is None or restart_s is None else \
-        max(0.0, wall_s - lost_total_s - restart_s)
-    goodput = useful_s / wall_s if useful_s is not None and wall_s else None
-    return {"wall_s": wall_s, "lost_s": lost_total_s, "useful_s": useful_s, "goodput": goodput}
-
 
 def goodput_derivation(t: dict[str, Any]) -> Derivation:
     """The training's goodput with its three measured inputs."""
