@@ -254,14 +254,21 @@ class Lineage(ExtensionBase):
         return self._panel
 
     def derivations(self) -> list[Derivation]:
-        """The training's steps and the restart's lost steps, with their inputs' provenance."""
+        """The training's steps, the restart's lost steps and the training's goodput (docs/spec.md section 22, "The
+        training's goodput"), with their inputs' provenance."""
         if (section := self.passport_section()) is None:
             return []
-        r, parent_steps = section["resumed_from"], self.parent.steps if self.parent is not None else 0
+        r, t, parent_steps = section["resumed_from"], section["training"], section["runs"][-2]["steps"]  # the parent's
         resumed = Input(name="resumed_step", value=r["step"], unit="1", provenance=r["provenance"], source=r["source"])
+        seconds = [Input(name=name, value=t.get(name), unit="s", provenance="measured", source=source)
+                   for name, source in (("wall_s", "each run's session clock plus the gaps between a run's end and the "
+                                                   "next one's start (started_at, ended_at)"),
+                                        ("lost_s", "each parent's session seconds after the step resumed from (its "
+                                                   "step series' time at that step to its end)"),
+                                        ("restart_s", "each gap plus the next run's session seconds to its first "
+                                                      "step"))]
         return [
-            Derivation(name="training_steps", formula="resumed_step + steps", unit="1",
-                       value=section["training"]["steps"],
+            Derivation(name="training_steps", formula="resumed_step + steps", unit="1", value=t["steps"],
                        inputs=(resumed, Input(name="steps", value=section["runs"][-1]["steps"], unit="1",
                                               provenance="counted", source="this run's optimizer steps"))),
             Derivation(name="lost_steps", formula="parent_steps - parent_resumed_step", unit="1",
@@ -270,7 +277,8 @@ class Lineage(ExtensionBase):
                                      source="the parent's passport"),
                                Input(name="parent_resumed_step", value=r["parent_step"], unit="1",
                                      provenance=r["provenance"], source=r["source"]))),
-            goodput_derivation(section["training"]),
+            Derivation(name="training_goodput", formula="(wall_s - lost_s - restart_s) / wall_s", unit="1",
+                       value=t.get("goodput"), inputs=tuple(seconds)),
         ]
 
 
@@ -288,20 +296,3 @@ def _markdown(s: dict[str, Any]) -> str:
         f"- Goodput of the training: {format_percent(t.get('goodput'))} (useful {format_duration(t.get('useful_s'))} "
         f"of {format_duration(t.get('wall_s'))} wall; lost work {format_duration(t.get('lost_s'))}, restart "
         f"{format_duration(t.get('restart_s'))})"])
-
-
-# the training's goodput: the share of its wall time across the lineage not lost to a restart (docs/spec.md
-# section 22, "The training's goodput")
-
-def goodput_derivation(t: dict[str, Any]) -> Derivation:
-    """The training's goodput with its three measured inputs."""
-    def seconds(name: str, source: str) -> Input:
-        return Input(name=name, value=t.get(name), unit="s", provenance="measured", source=source)
-
-    return Derivation(name="training_goodput", formula="(wall_s - lost_s - restart_s) / wall_s", unit="1",
-                      value=t.get("goodput"), inputs=(
-                          seconds("wall_s", "each run's session clock plus the gaps between a run's end and the next "
-                                            "one's start (started_at, ended_at)"),
-                          seconds("lost_s", "each parent's session seconds after the step resumed from (its step "
-                                            "series' time at that step to its end)"),
-                          seconds("restart_s", "each gap plus the next run's session seconds to its first step")))
