@@ -29,14 +29,10 @@ class RunFrames:
     """What the frames leave out, in words: records of the wrong types, a damaged or refused log."""
 
 
-def _ints(value: Any, n: int | None = None) -> bool:
+def _list_of(value: Any, n: int | None, *kinds: type) -> bool:
+    """Whether ``value`` is a list (of ``n`` items) of ``kinds`` (``type(None)`` among them: or nulls), no bool."""
     return isinstance(value, list) and (n is None or len(value) == n) and all(
-        isinstance(v, int) and not isinstance(v, bool) for v in value)
-
-
-def _values(value: Any, n: int) -> bool:
-    return isinstance(value, list) and len(value) == n and all(
-        v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)) for v in value)
+        isinstance(v, kinds) and not isinstance(v, bool) for v in value)
 
 
 def _columns(events: Iterable[Record]) -> tuple[dict[str, list[Any]], dict[str, list[Any]], list[dict[str, Any]], int]:
@@ -53,8 +49,9 @@ def _columns(events: Iterable[Record]) -> tuple[dict[str, list[Any]], dict[str, 
             t_us = rec.get("t_us", [0] * n if kind == "series" and n >= 0 else None)
             values = rec.get("value", [])
             typed = isinstance(rec.get("name"), str) and isinstance(rec.get("x", ""), str) if kind == "series" \
-                else _ints(values)  # a steps record's values: token counts
-            if not (typed and _ints(step) and _ints(t_us, n) and _values(values, n)):
+                else _list_of(values, None, int)  # a steps record's values: token counts
+            if not (typed and _list_of(step, None, int) and _list_of(t_us, n, int)
+                    and _list_of(values, n, int, float, type(None))):
                 odd += 1
                 continue
             cols = series if kind == "series" else steps

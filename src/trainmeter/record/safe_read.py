@@ -40,12 +40,6 @@ class Damaged(OSError):
     """A run-folder file that cannot be read as what it should be; ``str()`` names the file and why."""
 
 
-def _kind(mode: int) -> str:
-    return next((word for test, word in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
-                                         (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"),
-                                         (stat.S_ISDIR, "a folder")) if test(mode)), "not a regular file")
-
-
 def _inside(path: Path, within: Path) -> bool:
     real, root = os.path.realpath(path), os.path.realpath(within)
     try:
@@ -69,7 +63,10 @@ def open_regular(path: str | Path, *, within: str | Path | None = None) -> Binar
     try:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
-            raise Damaged(f"{p.name} is {_kind(mode)}, not a regular file; not read")
+            kind = next((word for test, word in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+                                                 (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"),
+                                                 (stat.S_ISDIR, "a folder")) if test(mode)), "not a regular file")
+            raise Damaged(f"{p.name} is {kind}, not a regular file; not read")
         return os.fdopen(fd, "rb")
     except BaseException:
         os.close(fd)
