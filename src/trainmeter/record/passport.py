@@ -332,7 +332,7 @@ def _lanes_table(lanes: Any, unit: str) -> list[str]:
 RECORD_FILES = ("events.jsonl", "curves.json", "passport.md", "dashboard.json")  # a passport's `files` (section 6)
 
 
-def write_passport(m: RunContext, record: dict[str, Any] | None = None,
+def write_passport(m: RunContext, record: dict[str, Any],
                    before_json: Callable[[], None] | None = None) -> dict[str, Any]:
     """Write ``passport.md``, then ``before_json()`` (the dashboard, the log's end record), then ``passport.json``
     last, with the record section and ``files``: the record's files in the folder by then, so a kill between the
@@ -340,8 +340,7 @@ def write_passport(m: RunContext, record: dict[str, Any] | None = None,
     be written (none left half-written)."""
     assert m.run_dir is not None
     passport = build_passport(m)
-    if record is not None:
-        passport["record"] = record
+    passport["record"] = record
     text = json_lines(passport)  # json's C encoder, one key a line (docs/spec.md section 20)
     written = json.loads(text)
     write_file_atomic(m.run_dir / "passport.md", render_markdown(written))
