@@ -82,7 +82,6 @@ START_MODULES = (
     "trainmeter.ranks.autostart",
     "trainmeter.timesplit.extension", "trainmeter.verdicts.extension", "trainmeter.record.recorder",
     "trainmeter.lineage.extension", "trainmeter.lineage.parent",
-    "trainmeter.record.environment",
     # the core's probes, installed at start
     "trainmeter.core.probes", "trainmeter.core.wrappers", "trainmeter.core.discovery", "trainmeter.core.loss_capture",
     "trainmeter.core.root_calls", "trainmeter.core.batch", "trainmeter.core.explicit_steps",

@@ -6,8 +6,8 @@ import math
 import random
 
 from trainmeter.core.series import Series, StepSeries
-from trainmeter.record.column_lines import ColumnLines
-from trainmeter.record.reporter import write_columns
+from trainmeter.record.recorder import write_columns
+from trainmeter.record.runlog import ColumnLines
 
 
 class _Log:
@@ -20,9 +20,9 @@ class _Log:
         self.joined = 0
         self._encode = RunLog.append
 
-    def append(self, record) -> None:
+    def write(self, kind, **fields) -> None:
         box = type("B", (), {"_fd": 0, "_lines": self.lines})()
-        self._encode(box, record)
+        self._encode(box, {"schema_version": 1, "kind": kind, **fields})
 
     def append_line(self, line: str) -> None:
         self.joined += 1

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import platform
 
-from trainmeter.record import environment
-from trainmeter.record.environment import describe_environment, platform_name
+from trainmeter.record import passport
+from trainmeter.record.passport import describe_environment, platform_name
 
 
 def test_platform_name_matches_the_standard_library():
@@ -14,13 +14,13 @@ def test_platform_name_matches_the_standard_library():
 
 def test_host_facts_are_read_once_per_process_and_cuda_devices_at_each_call(monkeypatch):
     reads = []
-    monkeypatch.setattr(environment, "_cpu_model", lambda: reads.append(1) or "a CPU")
-    environment._host.cache_clear()
+    monkeypatch.setattr(passport, "_cpu_model", lambda: reads.append(1) or "a CPU")
+    passport._host.cache_clear()
     try:
         first = describe_environment()
         second = describe_environment()
     finally:
-        environment._host.cache_clear()
+        passport._host.cache_clear()
     assert reads == [1]
     assert first == second and first["cpu"] == "a CPU"
     assert set(first) == {"trainmeter", "python", "torch", "cuda", "cuda_devices", "platform", "cpu", "cpu_count"}

@@ -23,7 +23,6 @@ from trainmeter.options import make_options
 from trainmeter.record import events
 from trainmeter.record.events import (
     BLOCK_BYTES,
-    KINDS,
     ReadStats,
     head,
     iter_events,
@@ -34,28 +33,31 @@ from trainmeter.record.events import (
 from trainmeter.record.runlog import RunLog
 from trainmeter.record.runs import load, runs, summarise_log
 
+KINDS = ("start", "rank", "steps", "series", "interval", "gap", "checkpoint", "end")  # every kind the writer writes
 SCHEMAS: dict[str, Any] = {"start": StartRecord, "rank": RankRecord, "steps": ColumnsRecord,
                            "series": ColumnsRecord, "interval": IntervalRecord, "gap": GapRecord, "end": EndRecord,
                            "checkpoint": CheckpointLogRecord}
 
 
+def _rec(kind: str, **fields: Any) -> events.Record:
+    """A record as RunLog.write builds it: ``schema_version``, ``kind``, then ``fields``."""
+    return {"schema_version": events.SCHEMA_VERSION, "kind": kind, **fields}
+
+
 def _one_of_each() -> list[events.Record]:
     return [
-        events.start_record(name="r", started_at="2026-01-01T00:00:00+00:00", options={"interval_s": 1.0},
-                            environment={"python": "3.11"}),
-        events.rank_record(launch_dir="/l", pid=7, device="cuda:1",
-                           identity={"rank": 1, "local_rank": 1, "world_size": 2, "node": "node-0"}),
-        events.columns_record("steps", name="steps", x="step", step=[1, 2], t_us=[10, 20], value=[32, 32]),
-        events.columns_record("series", name="train_loss", x="step", step=[1, 2], t_us=[10, 20], value=[2.5, None]),
-        events.interval_record(step=2, tokens=64, token_unit="tokens", elapsed_s=1.5, phases_s={"train": 1.0},
-                               throughput={"train_tokens_per_s": 64.0, "seconds_per_step": 0.5,
-                                           "session_tokens_per_s": 42.0, "window_tokens": 64, "window_steps": 2,
-                                           "window_train_s": 1.0},
-                               memory=None, sections={"compute": {"mfu[hf]": 0.4}}),
-        events.gap_record(from_step=2, to_step=5, failed_writes=3, dropped_points=0, error="OSError: No space"),
-        events.checkpoint_record({"path": "ckpt/step2.pt", "step": 2, "bytes": 1024, "source": "torch.save",
-                                  "seconds": 0.1}),
-        events.end_record(status="completed", ended_at="2026-01-01T00:01:00+00:00", error=None),
+        _rec("start", name="r", started_at="2026-01-01T00:00:00+00:00", options={"interval_s": 1.0},
+             environment={"python": "3.11"}),
+        _rec("rank", launch_dir="/l", pid=7, device="cuda:1", rank=1, local_rank=1, world_size=2, node="node-0"),
+        _rec("steps", name="steps", x="step", step=[1, 2], t_us=[10, 20], value=[32, 32]),
+        _rec("series", name="train_loss", x="step", step=[1, 2], t_us=[10, 20], value=[2.5, None]),
+        _rec("interval", step=2, tokens=64, token_unit="tokens", elapsed_s=1.5, phases_s={"train": 1.0},
+             throughput={"train_tokens_per_s": 64.0, "seconds_per_step": 0.5, "session_tokens_per_s": 42.0,
+                         "window_tokens": 64, "window_steps": 2, "window_train_s": 1.0},
+             memory=None, compute={"mfu[hf]": 0.4}),
+        _rec("gap", from_step=2, to_step=5, failed_writes=3, dropped_points=0, error="OSError: No space"),
+        _rec("checkpoint", step=2, path="ckpt/step2.pt", bytes=1024, source="torch.save"),
+        _rec("end", status="completed", ended_at="2026-01-01T00:01:00+00:00", error=None),
     ]
 
 
@@ -83,7 +85,7 @@ def test_every_kind_the_writer_builds_reads_back_equal_and_typed(tmp_path):
 def test_a_built_record_is_the_same_line_as_write_with_fields(tmp_path):
     by_write, by_append = RunLog(tmp_path / "a.jsonl"), RunLog(tmp_path / "b.jsonl")
     by_write.write("end", status="failed", ended_at=None, error="boom")
-    by_append.append(events.end_record(status="failed", ended_at=None, error="boom"))
+    by_append.append(_rec("end", status="failed", ended_at=None, error="boom"))
     by_write.close()
     by_append.close()
     assert (tmp_path / "a.jsonl").read_bytes() == (tmp_path / "b.jsonl").read_bytes()

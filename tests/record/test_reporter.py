@@ -6,7 +6,7 @@ from trainmeter.core.dispatch import Dispatcher
 from trainmeter.core.memory import MemoryReading
 from trainmeter.core.series import Series
 from trainmeter.core.throughput import interval_summary
-from trainmeter.record.reporter import format_text
+from trainmeter.record.recorder import format_text
 
 
 def _run(series, memory=None, extensions=()):
@@ -46,7 +46,7 @@ def test_hugging_face_and_lightning_names_fill_lr_and_grad_norm():
 
 def test_the_closing_line_prints_the_session_rate_as_a_rate():
     from trainmeter.core.throughput import session_summary
-    from trainmeter.record.reporter import summary_line
+    from trainmeter.record.recorder import summary_line
 
     run = SimpleNamespace(options=SimpleNamespace(name="r"), status="completed", steps=1_150, tokens=1_150_000,
                           token_unit="tokens", run_dir="runs/r", session=session_summary(tokens=8_504, elapsed_s=10.0))

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from trainmeter.comparison.lines import (
+from trainmeter.comparison.extension import (
     EMPTY_CURVES,
     X_KINDS,
     Y_KINDS,
@@ -34,23 +34,6 @@ FIGURE_BUDGET_POINTS = 8000
 """Points per figure over all its lines."""
 MAX_LINE_POINTS = 2000
 MIN_LINE_POINTS = 64
-
-
-def _resolve(runs: Any, root: str | Path | None, last: int) -> list[Any]:
-    if runs is None:
-        return saved_runs(root)[-last:] if last > 0 else []
-    if isinstance(runs, (Run, str, Path)):
-        runs = [runs]
-    return [r if isinstance(r, Run) else load(r) for r in runs]
-
-
-def _validate(x: str, y: Sequence[str] | str) -> tuple[str, ...]:
-    if x not in X_KINDS:
-        raise ValueError(f"invalid x {x!r} for compare: valid are {', '.join(X_KINDS)}")
-    ys = (y,) if isinstance(y, str) else tuple(y)
-    if (bad := [v for v in ys if v not in Y_KINDS]) or not ys:
-        raise ValueError(f"invalid y {bad or ys!r} for compare: valid are {', '.join(Y_KINDS)}")
-    return ys
 
 
 def _figure(title: str, lines: list[Line], colors: dict[str, str], xlab: str, ylab: str) -> Any:
@@ -94,14 +77,6 @@ def figure_html(title: str, lines: Sequence[Line], x_kind: str, x_caption: str, 
             f' <span style="font-weight:400;color:{MUTED}">({_esc(y_label)})</span></div>'
             f'<img src="{uri}" alt="{_esc(title)} chart" width="{CHART_W}" height="{CHART_H}" style="max-width:100%">'
             f'<div style="font-size:11px;color:{MUTED}">{legend}</div>{note}</div>')
-
-
-def comparison_html(figures: Sequence[str], absent: Sequence[str], table: str) -> str:
-    """The whole comparison: the figures, one line per y no run has, the table (scrolling sideways if wide)."""
-    gone = "".join(f'<div style="font-size:12px;color:{MUTED}">{_esc(a)}</div>' for a in absent)
-    return (f'<div class="trainmeter-compare" style="font-family:var(--jp-ui-font-family, system-ui, sans-serif);'
-            f'max-width:100%">{"".join(figures)}{gone}'
-            f'<div style="max-width:100%;overflow-x:auto">{table}</div></div>')
 
 
 DIFF_IGNORED = ("options.name", "options.run_root")
@@ -232,8 +207,16 @@ def compare(runs: Any = None, x: str = "tokens",
         ValueError: A bad ``x`` or ``y`` (naming what is valid).
         FileNotFoundError: A path that holds no run.
     """
-    ys = _validate(x, y)
-    chosen = _resolve(runs, root, last)
+    ys = (y,) if isinstance(y, str) else tuple(y)
+    if x not in X_KINDS:
+        raise ValueError(f"invalid x {x!r} for compare: valid are {', '.join(X_KINDS)}")
+    if (bad := [v for v in ys if v not in Y_KINDS]) or not ys:
+        raise ValueError(f"invalid y {bad or ys!r} for compare: valid are {', '.join(Y_KINDS)}")
+    if runs is None:
+        chosen = saved_runs(root)[-last:] if last > 0 else []
+    else:
+        runs = [runs] if isinstance(runs, (Run, str, Path)) else runs
+        chosen = [r if isinstance(r, Run) else load(r) for r in runs]
     if not chosen:
         where = html.escape(str(root or ".trainmeter/runs"))
         return Comparison({}, [], f"<p>no saved runs under {where}</p>", {}, {}, x)
@@ -255,11 +238,15 @@ def compare(runs: Any = None, x: str = "tokens",
         labels[yk] = (x_label(x, unit, conv_text), y_label(yk, unit, conv_text))
         if (fig := figure_html(f"{yk} vs {x}", lines[yk], x, *labels[yk])) is None:
             why = sorted({ln.missing for ln in lines[yk] if ln.missing})
-            absent.append(f"{yk}: no run has it ({'; '.join(why) or 'no points'})")
+            absent.append(f'<div style="font-size:12px;color:{MUTED}">'
+                          f"{_esc(yk)}: no run has it ({_esc('; '.join(why) or 'no points')})</div>")
         else:
             figures.append(fig)
-    rows = table_rows(names, passports)
-    return Comparison(lines, rows, comparison_html(figures, absent, table_html(rows)), labels, colors, x)
+    rows = table_rows(names, passports)  # the figures, one line per y no run has, the table (scrolling sideways)
+    page = (f'<div class="trainmeter-compare" style="font-family:var(--jp-ui-font-family, system-ui, sans-serif);'
+            f'max-width:100%">{"".join(figures + absent)}<div style="max-width:100%;overflow-x:auto">'
+            f"{table_html(rows)}</div></div>")
+    return Comparison(lines, rows, page, labels, colors, x)
 
 
 def _readable(name: str, run: Any, training: bool = False) -> tuple[dict[str, Any], dict[str, Any]]:

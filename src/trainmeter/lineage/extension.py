@@ -59,6 +59,7 @@ class Lineage(ExtensionBase):
         self.parent: ParentRecord | None = None
         self.resumed = Resumed(0, "assumed", "the parent's record was not read")
         self._paths: dict[str, dict[str, Any]] = {}  # absolute path of each parent checkpoint -> its record
+        self._parent_flops: dict[str, Any] = {}  # the parent's FLOPs spent, by convention
         self._patches = Patches()
         self.first_step_s: float | None = None  # session seconds at this run's first optimizer step
         self._panel: list[dict[str, Any]] = []  # the last "Training" panel (publisher thread)
@@ -75,10 +76,20 @@ class Lineage(ExtensionBase):
             self.resumed = Resumed(parent.steps, "assumed", "the parent listed no checkpoint: the model in memory "
                                    "is taken to go on from the parent's last step")
         self._paths = {parent.checkpoint_path(c): c for c in parent.checkpoints}
+        compute = parent.passport.get("compute")
+        spent = compute.get("flops_spent") if isinstance(compute, dict) else None
+        self._parent_flops = dict(spent) if isinstance(spent, dict) else {}
         at = self._before(self._current())["steps"]
         context.set_step_origin(at)  # this run's points at steps of the training
         runs = earlier_runs(parent.folder, [*(parent.lineage.get("runs") or [{"path": "."}]), {"resumed_from_step": at}])
-        context.worker.submit(self.name, lambda: self._draw_earlier(runs))  # read off the training thread
+
+        def draw_earlier() -> None:  # read off the training thread, into the run's decimated views: the live widget
+            # draws the earlier runs' training loss up to the step resumed from under this run's (bounded like every
+            # series; not in this run's record)
+            for steps, values in earlier_points(runs):
+                context.series_views.extend(PARENT_LOSS, "step", steps, [math.nan if v is None else v for v in values])
+
+        context.worker.submit(self.name, draw_earlier)
         if not self._paths or not probes_available() or not host_patches.allow("lineage", context.warn_once):
             return
         import torch
@@ -87,13 +98,6 @@ class Lineage(ExtensionBase):
         wrapped = vars(torch.serialization).get("load")
         if getattr(wrapped, ORIGINAL_ATTR, None) is getattr(torch, "load", None):
             self._patches.set(torch, "load", wrapped)
-
-    def _draw_earlier(self, runs: list[tuple[Path, int]]) -> None:
-        """The earlier runs' training loss up to the step resumed from, into the run's decimated views: the live
-        widget draws it under this run's (bounded like every series; not in this run's record)."""
-        views = self._m.series_views if self._m is not None else None
-        for steps, values in earlier_points(runs) if views is not None else ():
-            views.extend(PARENT_LOSS, "step", steps, [math.nan if v is None else v for v in values])
 
     def stop(self) -> None:
         """Put ``torch.load`` back. Idempotent."""
@@ -155,15 +159,13 @@ class Lineage(ExtensionBase):
         section = self.passport_section()
         return None if section is None else {key: section[key] for key in ("before", "training", "runs")}
 
-    def _at_resume(self, r: Resumed) -> tuple[int | None, dict[str, Any]]:
+    def _at_resume(self, parent: ParentRecord, r: Resumed) -> tuple[int | None, dict[str, Any]]:
         """The parent's own tokens and FLOPs by convention after the step resumed from (FLOPs: its FLOPs spent times
         the share of its tokens trained by then)."""
-        parent, k = self.parent, r.step
-        tokens = parent.tokens_after.get(k) if parent is not None else None
-        total = parent.passport.get("tokens") if parent is not None else None
+        tokens, total = parent.tokens_after.get(r.step), parent.passport.get("tokens")
         share = tokens / total if tokens is not None and total else (0.0 if tokens == 0 else None)
         return tokens, {conv: None if share is None or v is None else v * share
-                        for conv, v in self._parent_flops().items()}
+                        for conv, v in self._parent_flops.items()}
 
     def _before(self, r: Resumed) -> dict[str, Any]:
         """The training at the resumed step: the parent's ``before`` plus the parent's own counts at its step."""
@@ -171,16 +173,11 @@ class Lineage(ExtensionBase):
             return {"steps": 0, "tokens": None, "token_unit": None, "flops_spent": {}}
         base = parent.lineage.get("before") or {"steps": 0, "tokens": 0}
         base_flops = base.get("flops_spent") if "flops_spent" in base else {}
-        tokens, flops = self._at_resume(r)
+        tokens, flops = self._at_resume(parent, r)
         return {"steps": (base.get("steps") or 0) + r.step, "tokens": _plus(base.get("tokens"), tokens),
                 "token_unit": parent.passport.get("token_unit"),
                 "flops_spent": {conv: _plus(v, base_flops.get(conv, 0.0) if isinstance(base_flops, dict) else None)
                                 for conv, v in flops.items()}}
-
-    def _parent_flops(self) -> dict[str, Any]:
-        compute = self.parent.passport.get("compute") if self.parent is not None else None
-        spent = compute.get("flops_spent") if isinstance(compute, dict) else None
-        return dict(spent) if isinstance(spent, dict) else {}
 
     def passport_section(self) -> dict[str, Any] | None:
         """``passport.json["lineage"]`` (docs/spec.md section 22)."""
@@ -194,25 +191,29 @@ class Lineage(ExtensionBase):
         same_unit = unit == before["token_unit"]
         spent = {name[12:-1]: d.value for name, d in getattr(m.extension("compute"), "derived", {}).items()
                  if name.startswith("flops_spent[")}
-        tokens_at, flops_at = self._at_resume(r)
+        tokens_at, flops_at = self._at_resume(parent, r)
         lost = {"steps": parent.steps - r.step, "tokens": minus(parent.tokens_after.get(parent.steps), tokens_at),
-                "flops_spent": {conv: minus(v, flops_at.get(conv)) for conv, v in self._parent_flops().items()},
+                "flops_spent": {conv: minus(v, flops_at.get(conv)) for conv, v in self._parent_flops.items()},
                 "time_s": minus(parent.last_step_s, parent.step_s.get(r.step))}
         ended, started = iso_time(parent.ended_at), iso_time(m.started_at)
         gap_s = (started - ended).total_seconds() if ended and started else None  # the parent's end to our start
         restart_s = None if gap_s is None or self.first_step_s is None else max(0.0, gap_s + self.first_step_s)
         earlier = parent.lineage.get("training") if isinstance(parent.lineage.get("training"), dict) else {}
-        wall = training_time(
-            parent_wall_s=earlier.get("wall_s") if parent.lineage else parent.passport.get("elapsed_s"),
-            gap_s=None if gap_s is None else max(0.0, gap_s),
-            elapsed_s=m.elapsed_s(), earlier_lost_s=earlier.get("lost_s") if parent.lineage else 0.0,
-            lost_s=lost["time_s"], restart_s=_plus(earlier.get("restart_s", 0.0), restart_s))
+        # the training's time up to this run's end (docs/spec.md section 22, "The training's goodput"; None where an
+        # input is unknown): the runs' session time and the gaps between them; useful: less lost work and restarts
+        wall_s = _plus(earlier.get("wall_s") if parent.lineage else parent.passport.get("elapsed_s"),
+                       None if gap_s is None else max(0.0, gap_s), m.elapsed_s())
+        lost_s = _plus(earlier.get("lost_s") if parent.lineage else 0.0, lost["time_s"])
+        restarts_s = _plus(earlier.get("restart_s", 0.0), restart_s)
+        useful_s = None if wall_s is None or lost_s is None or restarts_s is None else \
+            max(0.0, wall_s - lost_s - restarts_s)
         training = {"steps": before["steps"] + m.steps, "token_unit": unit if same_unit else None,
                     "tokens": _plus(before["tokens"], m.tokens if unit is not None else None) if same_unit else None,
                     "flops_spent": {conv: _plus(v, spent.get(conv)) for conv, v in before["flops_spent"].items()},
                     "lost_steps": (earlier.get("lost_steps") or 0) + lost["steps"],
                     "lost_tokens": _plus(earlier.get("lost_tokens", 0), lost["tokens"]),
-                    "restart_s": _plus(earlier.get("restart_s", 0.0), restart_s), **wall}
+                    "restart_s": restarts_s, "wall_s": wall_s, "lost_s": lost_s, "useful_s": useful_s,
+                    "goodput": useful_s / wall_s if useful_s is not None and wall_s else None}
         runs = [{**run, "path": Path(os.path.normpath(Path(rel) / run.get("path", "."))).as_posix()}
                 for run in parent.lineage.get("runs") or [{"path": ".", "name": parent.passport.get("name"),
                                                            "resumed_from_step": None}]]
@@ -253,14 +254,21 @@ class Lineage(ExtensionBase):
         return self._panel
 
     def derivations(self) -> list[Derivation]:
-        """The training's steps and the restart's lost steps, with their inputs' provenance."""
+        """The training's steps, the restart's lost steps and the training's goodput (docs/spec.md section 22, "The
+        training's goodput"), with their inputs' provenance."""
         if (section := self.passport_section()) is None:
             return []
-        r, parent_steps = section["resumed_from"], self.parent.steps if self.parent is not None else 0
+        r, t, parent_steps = section["resumed_from"], section["training"], section["runs"][-2]["steps"]  # the parent's
         resumed = Input(name="resumed_step", value=r["step"], unit="1", provenance=r["provenance"], source=r["source"])
+        seconds = [Input(name=name, value=t.get(name), unit="s", provenance="measured", source=source)
+                   for name, source in (("wall_s", "each run's session clock plus the gaps between a run's end and the "
+                                                   "next one's start (started_at, ended_at)"),
+                                        ("lost_s", "each parent's session seconds after the step resumed from (its "
+                                                   "step series' time at that step to its end)"),
+                                        ("restart_s", "each gap plus the next run's session seconds to its first "
+                                                      "step"))]
         return [
-            Derivation(name="training_steps", formula="resumed_step + steps", unit="1",
-                       value=section["training"]["steps"],
+            Derivation(name="training_steps", formula="resumed_step + steps", unit="1", value=t["steps"],
                        inputs=(resumed, Input(name="steps", value=section["runs"][-1]["steps"], unit="1",
                                               provenance="counted", source="this run's optimizer steps"))),
             Derivation(name="lost_steps", formula="parent_steps - parent_resumed_step", unit="1",
@@ -269,7 +277,8 @@ class Lineage(ExtensionBase):
                                      source="the parent's passport"),
                                Input(name="parent_resumed_step", value=r["parent_step"], unit="1",
                                      provenance=r["provenance"], source=r["source"]))),
-            goodput_derivation(section["training"]),
+            Derivation(name="training_goodput", formula="(wall_s - lost_s - restart_s) / wall_s", unit="1",
+                       value=t.get("goodput"), inputs=tuple(seconds)),
         ]
 
 
@@ -283,42 +292,7 @@ def _markdown(s: dict[str, Any]) -> str:
         f"- Resumed from step {format_count(r['step'])} ({r['provenance']}: {markdown_text(r['source'])})",
         f"- Training: {format_count(t['steps'])} steps, {unit} {format_count(t['tokens'])}; lost work "
         f"{format_count(lost['steps'])} steps, {unit} {format_count(lost['tokens'])}; restart time "
-        f"{format_duration(s['restart_s'])}", goodput_line(t)])
-
-
-# the training's goodput: the share of its wall time across the lineage not lost to a restart (docs/spec.md
-# section 22, "The training's goodput")
-
-def training_time(*, parent_wall_s: float | None, gap_s: float | None, elapsed_s: float, earlier_lost_s: float | None,
-                  lost_s: float | None, restart_s: float | None) -> dict[str, Any]:
-    """``wall_s``, ``lost_s``, ``useful_s`` and ``goodput`` of the training up to this run's end (``None`` where an
-    input is unknown): ``wall_s = parent_wall_s + gap_s + elapsed_s``, ``lost_s = earlier_lost_s + lost_s``,
-    ``useful_s = wall_s - lost_s - restart_s`` with ``restart_s`` summed over the lineage, ``goodput = useful_s /
-    wall_s``."""
-    wall_s = _plus(parent_wall_s, gap_s, elapsed_s)
-    lost_total_s = _plus(earlier_lost_s, lost_s)
-    useful_s = None if wall_s is None or lost_total_s is None or restart_s is None else \
-        max(0.0, wall_s - lost_total_s - restart_s)
-    goodput = useful_s / wall_s if useful_s is not None and wall_s else None
-    return {"wall_s": wall_s, "lost_s": lost_total_s, "useful_s": useful_s, "goodput": goodput}
-
-
-def goodput_derivation(t: dict[str, Any]) -> Derivation:
-    """The training's goodput with its three measured inputs."""
-    def seconds(name: str, source: str) -> Input:
-        return Input(name=name, value=t.get(name), unit="s", provenance="measured", source=source)
-
-    return Derivation(name="training_goodput", formula="(wall_s - lost_s - restart_s) / wall_s", unit="1",
-                      value=t.get("goodput"), inputs=(
-                          seconds("wall_s", "each run's session clock plus the gaps between a run's end and the next "
-                                            "one's start (started_at, ended_at)"),
-                          seconds("lost_s", "each parent's session seconds after the step resumed from (its step "
-                                            "series' time at that step to its end)"),
-                          seconds("restart_s", "each gap plus the next run's session seconds to its first step")))
-
-
-def goodput_line(t: dict[str, Any]) -> str:
-    """passport.md's goodput line of the training."""
-    return (f"- Goodput of the training: {format_percent(t.get('goodput'))} (useful {format_duration(t.get('useful_s'))}"
-            f" of {format_duration(t.get('wall_s'))} wall; lost work {format_duration(t.get('lost_s'))}, restart "
-            f"{format_duration(t.get('restart_s'))})")
+        f"{format_duration(s['restart_s'])}",
+        f"- Goodput of the training: {format_percent(t.get('goodput'))} (useful {format_duration(t.get('useful_s'))} "
+        f"of {format_duration(t.get('wall_s'))} wall; lost work {format_duration(t.get('lost_s'))}, restart "
+        f"{format_duration(t.get('restart_s'))})"])

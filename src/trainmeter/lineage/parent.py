@@ -4,6 +4,7 @@ what its record says (docs/spec.md section 22). Pure reads of the parent's ``pas
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from dataclasses import dataclass
@@ -25,7 +26,7 @@ def resolve_parent(spec: Any, root: Path) -> Path:
     folders, folder = run_folders(Path(root).expanduser()), Path(text).expanduser()
     if text == "last":
         found = folders[-1:]
-    elif _is_run_folder(folder):
+    elif os.path.isdir(folder) and folder in run_folders(folder.parent):  # (isdir: False for a name too long)
         found = [folder]
     else:  # a run name: <stamp>-<name> or <stamp>-<name>-<n> (record/runs.py make_run_dir)
         same = re.compile(r"[0-9]{8}T[0-9]{6}Z-" + re.escape(text) + r"(-[0-9]+)?\Z")
@@ -34,13 +35,6 @@ def resolve_parent(spec: Any, root: Path) -> Path:
         raise ValueError(f"invalid value {spec!r} for --resume: no saved run by that name or path under "
                          f"{str(root)!r}; {VALID}")
     return Path(os.path.abspath(found[0]))
-
-
-def _is_run_folder(folder: Path) -> bool:
-    try:
-        return folder.is_dir() and folder in run_folders(folder.parent)
-    except OSError:  # a name too long for the file system, say: no run
-        return False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -71,19 +65,6 @@ class ParentRecord:
         return os.path.abspath(inside if not path.is_absolute() and inside.exists() else path)
 
 
-def folder_checkpoints(folder: Path) -> list[dict[str, Any]]:
-    """The checkpoints in a run folder's ``checkpoints/`` (``tm.checkpoint()``'s and the controls', named
-    ``step-<n>``, docs/spec.md section 21; a save cut short, ``.tmp``, left out): a killed run's whose log lacks
-    their ``checkpoint`` records (a failed write)."""
-    try:
-        names = sorted(os.listdir(folder / "checkpoints"))
-    except OSError:
-        return []
-    found = (re.fullmatch(r"step-([0-9]{1,18})(-[0-9]+)?(\.[A-Za-z0-9]+)?", name) for name in names)
-    return [{"path": f"checkpoints/{m.group(0)}", "step": int(m.group(1)), "source": "checkpoints folder"}
-            for m in found if m is not None and m.group(3) != ".tmp"]
-
-
 def _logged_lineage(folder: Path, summary: dict[str, Any]) -> dict[str, Any]:
     """A resumed run with no passport: its last report's ``lineage`` (the lineage wing's ``on_report``), the
     training's wall time carried on to the run's last report or heartbeat; ``{}`` when it wrote none."""
@@ -110,8 +91,13 @@ def read_parent(folder: Path) -> ParentRecord:
     passport = load(folder).passport
     if "summarised_from" in passport:  # its log's checkpoint records, then any file of its checkpoints/ they lack
         logged = [c for c in passport.get("checkpoints") or [] if isinstance(c, dict)]
-        paths = {c.get("path") for c in logged}
-        ckpts = [*logged, *(c for c in folder_checkpoints(folder) if c["path"] not in paths)]
+        paths, names = {c.get("path") for c in logged}, []
+        with contextlib.suppress(OSError):  # tm.checkpoint()'s and the controls': step-<n> (docs/spec.md section 21)
+            names = sorted(os.listdir(folder / "checkpoints"))
+        found = (re.fullmatch(r"step-([0-9]{1,18})(-[0-9]+)?(\.[A-Za-z0-9]+)?", name) for name in names)
+        ckpts = [*logged, *({"path": p, "step": int(m.group(1)), "source": "checkpoints folder"} for m in found
+                            if m is not None and m.group(3) != ".tmp"  # a save cut short: left out
+                            and (p := f"checkpoints/{m.group(0)}") not in paths)]
         passport = {**passport, "checkpoints": ckpts, **_logged_lineage(folder, passport)}
     steps = passport.get("steps") if isinstance(passport.get("steps"), int) else 0
     checkpoints = sorted([c for c in passport.get("checkpoints") or [] if isinstance(c, dict) and

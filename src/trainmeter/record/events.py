@@ -1,4 +1,4 @@
-"""The run log's records and reader (docs/spec.md section 6): the writer's constructors, and bounded reads.
+"""The run log's records and reader (docs/spec.md section 6): bounded reads (the writer is :mod:`~.runlog`).
 
 Every reader, in any wing, reads the log through :func:`iter_events`, :func:`head`, :func:`tail`,
 :func:`last_of_kinds` or :func:`parse_line`, every file opened through :mod:`trainmeter.record.safe_read`. The one
@@ -27,65 +27,10 @@ Record = dict[str, Any]
 """One record of the log (its keys per kind: docs/spec.md section 6; tests/record/schema.py)."""
 
 
-# the writer's constructors (field order is the line's key order)
-
-def _record(kind: str, **fields: Any) -> Record:
-    return {"schema_version": SCHEMA_VERSION, "kind": kind, **fields}
-
-
-def start_record(*, name: str, started_at: str, options: dict[str, Any], environment: dict[str, Any]) -> Record:
-    """The ``start`` record: the run's name, start and options (``options.run_root`` relative)."""
-    return _record("start", name=name, started_at=started_at, options=options, environment=environment)
-
-
-def rank_record(*, launch_dir: str, pid: int, device: str | None, identity: dict[str, Any]) -> Record:
-    """The ``rank`` record of one rank's log (``identity``: ``RankIdentity.to_dict()``)."""
-    return _record("rank", launch_dir=launch_dir, pid=pid, device=device, **identity)
-
-
-def columns_record(kind: str, *, name: str, x: str, step: list[int], t_us: list[int], value: list[Any]) -> Record:
-    """A ``steps`` or ``series`` record (``kind``); ``x`` is ``step`` or ``time``; ``t_us``: session microseconds."""
-    return _record(kind, name=name, x=x, step=step, t_us=t_us, value=value)
-
-
-def interval_record(*, step: int, tokens: int, token_unit: str, elapsed_s: float, phases_s: dict[str, float],
-                    throughput: dict[str, Any], memory: dict[str, Any] | None, sections: dict[str, Any]) -> Record:
-    """The ``interval`` record; ``sections`` are the wings' fields, by extension name."""
-    return _record("interval", step=step, tokens=tokens, token_unit=token_unit, elapsed_s=elapsed_s,
-                   phases_s=phases_s, throughput=throughput, memory=memory, **sections)
-
-
-def gap_record(*, from_step: int, to_step: int | None, failed_writes: int, dropped_points: int, error: str) -> Record:
-    """The ``gap`` record: a closed span the log could not be written, written once writes work again."""
-    return _record("gap", from_step=from_step, to_step=to_step, failed_writes=failed_writes,
-                   dropped_points=dropped_points, error=error)
-
-
-def heartbeat_record(*, step: int, steps_done: int, step_running_s: float, phase: str, elapsed_s: float,
-                     since_report_s: float) -> Record:
-    """The ``heartbeat`` record (docs/spec.md section 18); ``phase``: the open ``tm.phase``, else ``train``."""
-    return _record("heartbeat", step=step, steps_done=steps_done, step_running_s=step_running_s,
-                   phase=phase, elapsed_s=elapsed_s, since_report_s=since_report_s)
-
-
-def checkpoint_record(entry: dict[str, Any], renamed_from: str | None = None) -> Record:
-    """The ``checkpoint`` record of one passport ``checkpoints`` entry (its ``step``, ``path``, ``bytes``, ``source``);
-    ``renamed_from``: the path of the record it replaces (a temp file renamed to its final name)."""
-    fields = {k: entry.get(k) for k in ("step", "path", "bytes", "source")}
-    return _record("checkpoint", **fields, **({"renamed_from": renamed_from} if renamed_from is not None else {}))
-
-
-def end_record(*, status: str, ended_at: str | None, error: str | None) -> Record:
-    """The ``end`` record: the last of a finished run."""
-    return _record("end", status=status, ended_at=ended_at, error=error)
-
-
 LOG_FILE = "events.jsonl"
 HEAD_BYTES = 64 * 1024
 TAIL_BYTES = 256 * 1024
 BLOCK_BYTES = 16 * 1024  # bytes read per call by head and tail when they may stop early (n records)
-
-KINDS: tuple[str, ...] = ("start", "rank", "steps", "series", "interval", "gap", "checkpoint", "end")
 
 
 @dataclass(slots=True)
@@ -221,9 +166,7 @@ def last_of_kinds(path: Path, kinds: Collection[str], *, max_bytes: int = TAIL_B
     :data:`BLOCK_BYTES` at a time and stops once each kind is found."""
     found: dict[str, Record] = {}
     for record in _backwards(path, max_bytes, kinds, stats, BLOCK_BYTES):
-        kind = str(record.get("kind"))
-        if kind not in found:
-            found[kind] = record
-            if len(found) == len(kinds):
-                break
+        found.setdefault(str(record.get("kind")), record)
+        if len(found) == len(kinds):
+            break
     return found

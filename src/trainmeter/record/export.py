@@ -29,14 +29,10 @@ class RunFrames:
     """What the frames leave out, in words: records of the wrong types, a damaged or refused log."""
 
 
-def _ints(value: Any, n: int | None = None) -> bool:
+def _list_of(value: Any, n: int | None, *kinds: type) -> bool:
+    """Whether ``value`` is a list (of ``n`` items) of ``kinds`` (``type(None)`` among them: or nulls), no bool."""
     return isinstance(value, list) and (n is None or len(value) == n) and all(
-        isinstance(v, int) and not isinstance(v, bool) for v in value)
-
-
-def _values(value: Any, n: int) -> bool:
-    return isinstance(value, list) and len(value) == n and all(
-        v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)) for v in value)
+        isinstance(v, kinds) and not isinstance(v, bool) for v in value)
 
 
 def _columns(events: Iterable[Record]) -> tuple[dict[str, list[Any]], dict[str, list[Any]], list[dict[str, Any]], int]:
@@ -53,8 +49,9 @@ def _columns(events: Iterable[Record]) -> tuple[dict[str, list[Any]], dict[str, 
             t_us = rec.get("t_us", [0] * n if kind == "series" and n >= 0 else None)
             values = rec.get("value", [])
             typed = isinstance(rec.get("name"), str) and isinstance(rec.get("x", ""), str) if kind == "series" \
-                else _ints(values)  # a steps record's values: token counts
-            if not (typed and _ints(step) and _ints(t_us, n) and _values(values, n)):
+                else _list_of(values, None, int)  # a steps record's values: token counts
+            if not (typed and _list_of(step, None, int) and _list_of(t_us, n, int)
+                    and _list_of(values, n, int, float, type(None))):
                 odd += 1
                 continue
             cols = series if kind == "series" else steps
@@ -71,15 +68,16 @@ def _columns(events: Iterable[Record]) -> tuple[dict[str, list[Any]], dict[str, 
     return series, steps, intervals, odd
 
 
-def to_pandas(run_dir: Path) -> RunFrames:
-    """The run's series, steps and intervals as tidy DataFrames (``ImportError`` without pandas)."""
+def to_pandas(run: Any) -> RunFrames:
+    """A saved run's (``Run.to_pandas``) series, steps and intervals as tidy DataFrames (``.series``, ``.steps``,
+    ``.intervals``); ``ImportError`` without pandas."""
     try:
         import pandas as pd
     except ImportError as exc:
         raise ImportError("Run.to_pandas needs pandas: pip install 'trainmeter[figures]' (or pandas)") from exc
     read, notes = ReadStats(), []
     try:
-        series, steps, intervals, odd = _columns(iter_events(run_dir / LOG_FILE, stats=read))
+        series, steps, intervals, odd = _columns(iter_events(run.dir / LOG_FILE, stats=read))
     except OSError as exc:  # missing, or Damaged (not a regular file)
         series, steps, intervals, odd = _columns(())
         notes += [] if isinstance(exc, FileNotFoundError) else [f"damaged: {exc}"]
@@ -100,12 +98,6 @@ def to_pandas(run_dir: Path) -> RunFrames:
     return RunFrames(series=s, steps=st, intervals=iv, notes=tuple(notes))
 
 
-def _start_wall_s(passport: dict[str, Any], events: list[Record]) -> float:
-    started = iso_time(passport.get("started_at") or next((e.get("started_at") for e in events
-                                                           if e.get("kind") == "start"), None))
-    return started.timestamp() if started else time.time()
-
-
 def _numbers(prefix: str, value: Any, out: dict[str, float]) -> None:
     if isinstance(value, dict):
         for k, v in value.items():
@@ -123,20 +115,21 @@ def report_scalars(rec: dict[str, Any]) -> dict[str, float]:
     return out
 
 
-def export_tensorboard(run_dir: Path, passport: dict[str, Any], logdir: str | Path) -> Path:
-    """Write the run as a TensorBoard event file under ``logdir``; return its path (``ImportError``: no tensorboard)."""
+def export_tensorboard(run: Any, logdir: str | Path) -> Path:
+    """Write a saved run (``Run.export_tensorboard``) as a TensorBoard event file under ``logdir``; returns its path.
+    ``ImportError`` without tensorboard."""
     try:
         from tensorboard.compat.proto.event_pb2 import Event
         from tensorboard.compat.proto.summary_pb2 import Summary
         from tensorboard.summary.writer.record_writer import RecordWriter
     except ImportError as exc:
         raise ImportError("Run.export_tensorboard needs tensorboard: pip install tensorboard") from exc
-    events = read_events(run_dir / LOG_FILE)
-    t0 = _start_wall_s(passport, events)
-    out_dir = Path(logdir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    name = str(passport.get("name") or run_dir.name)
-    path = out_dir / f"events.out.tfevents.{int(t0):010d}.trainmeter.{name}"
+    events = read_events(run.dir / LOG_FILE)
+    started = iso_time(run.passport.get("started_at") or next((e.get("started_at") for e in events
+                                                               if e.get("kind") == "start"), None))
+    t0 = started.timestamp() if started else time.time()
+    Path(logdir).mkdir(parents=True, exist_ok=True)
+    path = Path(logdir) / f"events.out.tfevents.{int(t0):010d}.trainmeter.{run.name}"
     writer = RecordWriter(path.open("wb"))
 
     def put(tag: str, step: int, t_s: float, value: float) -> None:
@@ -161,17 +154,17 @@ def export_tensorboard(run_dir: Path, passport: dict[str, Any], logdir: str | Pa
     return path
 
 
-def export_wandb(run_dir: Path, passport: dict[str, Any], *, project: str, mode: str = "offline",
-                 wandb_dir: str | Path | None = None) -> Any:
-    """Log the run to a W&B run (``mode="offline"`` by default: nothing is sent); return the finished run.
-    ``ImportError`` without wandb; ``ValueError`` for a ``mode`` other than offline, online, disabled."""
+def export_wandb(run: Any, project: str, mode: str = "offline", *, wandb_dir: str | Path | None = None) -> Any:
+    """Log a saved run (``Run.export_wandb``) to a W&B run (``mode="offline"`` by default: nothing is sent); returns
+    the finished W&B run. ``ImportError`` without wandb; ``ValueError`` for a ``mode`` other than offline, online,
+    disabled."""
     if mode not in ("offline", "online", "disabled"):
         raise ValueError(f"invalid mode {mode!r} for export_wandb: valid are offline, online, disabled")
     try:
         import wandb
     except ImportError as exc:
         raise ImportError("Run.export_wandb needs wandb: pip install wandb") from exc
-    events = read_events(run_dir / LOG_FILE)
+    events, passport = read_events(run.dir / LOG_FILE), run.passport
     by_step: dict[int, dict[str, float]] = {}
     for rec in events:
         kind = rec.get("kind")
@@ -181,18 +174,17 @@ def export_wandb(run_dir: Path, passport: dict[str, Any], *, project: str, mode:
                     by_step.setdefault(int(step), {})[rec["name"]] = float(value)
         elif kind == "interval":
             by_step.setdefault(int(rec.get("step", 0)), {}).update(report_scalars(rec))
-    name = str(passport.get("name") or run_dir.name)
-    run = wandb.init(project=project, name=name, mode=mode, dir=str(wandb_dir or run_dir),
+    out = wandb.init(project=project, name=run.name, mode=mode, dir=str(wandb_dir or run.dir),
                      config={"trainmeter": passport.get("options") or {}}, reinit=True)
     try:
         for step in sorted(by_step):
-            run.log(by_step[step], step=step)
+            out.log(by_step[step], step=step)
         summary = {k: passport.get(k) for k in ("status", "steps", "tokens", "goodput", "elapsed_s")}
         summary.update({f"throughput/{k}": v for k, v in (passport.get("throughput") or {}).items()})
         energy = passport.get("energy") or {}
         summary.update({f"energy/{k}": energy.get(k) for k in ("joules", "kwh", "j_per_token") if k in energy})
-        run.summary.update({k: v for k, v in summary.items() if v is not None})
+        out.summary.update({k: v for k, v in summary.items() if v is not None})
     finally:
-        run.finish()
-    return run
+        out.finish()
+    return out
 

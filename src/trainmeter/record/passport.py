@@ -1,20 +1,24 @@
 """The run passport: ``passport.json`` (the full record, docs/spec.md section 6) and ``passport.md`` (for a model
-card), built from the monitor's state at the end of the run."""
+card), built from the monitor's state at the end of the run; the environment it ran in (no host name, user or path)."""
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
 import os
+import platform
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from trainmeter._version import __version__
 from trainmeter.core.context import RunContext
 from trainmeter.core.explicit_steps import steps_unknown
 from trainmeter.core.provenance import Derivation, Input
 from trainmeter.core.text import markdown_text
 from trainmeter.core.throughput import NO_RANK_READ, ratio, tokens_missing
-from trainmeter.record.environment import describe_environment
 from trainmeter.record.runlog import json_lines, write_file_atomic
 from trainmeter.sizes import (
     format_bytes,
@@ -28,6 +32,53 @@ from trainmeter.sizes import (
 )
 
 PASSPORT_SCHEMA_VERSION = 1
+
+
+def _cpu_model() -> str | None:
+    with contextlib.suppress(OSError):
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    return platform.processor() or None
+
+
+def platform_name() -> str:
+    """``platform.platform()``; on Linux with glibc built from ``os.uname()`` and ``CS_GNU_LIBC_VERSION`` (microseconds,
+    where ``platform.platform()`` scans the interpreter binary for the libc version: tens of milliseconds)."""
+    try:
+        uname = os.uname()
+        libc = os.confstr("CS_GNU_LIBC_VERSION") or ""
+    except (AttributeError, ValueError, OSError):
+        return platform.platform()
+    name, _, version = libc.partition(" ")
+    if uname.sysname != "Linux" or name != "glibc" or not version:
+        return platform.platform()
+    return f"{uname.sysname}-{uname.release}-{uname.machine}-with-glibc{version}".replace(" ", "_")
+
+
+@functools.cache
+def _host() -> dict[str, Any]:
+    """Facts fixed for the life of the process, read once."""
+    return {"trainmeter": __version__, "python": platform.python_version(), "platform": platform_name(),
+            "cpu": _cpu_model(), "cpu_count": os.cpu_count()}
+
+
+def describe_environment() -> dict[str, Any]:
+    """Python, torch (if already imported), platform and CPU facts; the host's read once per process. Any thread."""
+    torch = sys.modules.get("torch")
+    torch_version = getattr(torch, "__version__", None)
+    cuda_version = None
+    cuda_devices: list[str] = []
+    if torch is not None:
+        with contextlib.suppress(Exception):
+            cuda_version = torch.version.cuda
+            if torch.cuda.is_available() and torch.cuda.is_initialized():
+                cuda_devices = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+    host = _host()
+    return {"trainmeter": host["trainmeter"], "python": host["python"],
+            "torch": str(torch_version) if torch_version is not None else None, "cuda": cuda_version,
+            "cuda_devices": cuda_devices, **{k: host[k] for k in ("platform", "cpu", "cpu_count")}}
 
 
 def throughput_derivations(*, tokens: int | None, steps: int, train_s: float, elapsed_s: float, unit: str | None,
@@ -158,20 +209,16 @@ def _for_launch(p: dict[str, Any]) -> dict[str, Any] | None:
     return launch if launch is not None and (launch.get("parent_trained") is False or not p.get("steps")) else None
 
 
-def count_text(count: Any, unit: Any, missing: Any = None) -> str:
-    """``1,234 tokens``, or ``samples/tokens — (why)`` when no batch was read (never 0: docs/spec.md section 6)."""
-    if count is None or not unit:
-        return f"samples/tokens — ({missing or 'no batch was read'})"
-    return f"{format_count(count)} {unit}"
-
-
 def headline(p: dict[str, Any]) -> str:
     """``N steps, T tokens, R tokens/s (session)`` of a passport for the closing line: a parent that trained nothing
     gives its launch's global figures in the ranks' unit (docs/spec.md section 7)."""
     launch = _for_launch(p)
     unit, rate = p.get("token_unit", "tokens"), (p.get("throughput") or {}).get("session_tokens_per_s")
+    tokens = p.get("tokens")  # none read: never 0 (docs/spec.md section 6)
+    count = f"{format_count(tokens)} {unit}" if tokens is not None and unit else \
+        f"samples/tokens — ({p.get('tokens_missing') or 'no batch was read'})"
     return (f"{p.get('steps')} steps" + (f" (global, over {launch.get('ranks_recorded')} rank(s))" if launch else "")
-            + f", {count_text(p.get('tokens'), unit, p.get('tokens_missing'))}"
+            + f", {count}"
             + (f", {format_rate(rate, f'{unit}/s')} ({'all ranks, ' if launch else ''}session)" if rate else ""))
 
 
@@ -285,7 +332,7 @@ def _lanes_table(lanes: Any, unit: str) -> list[str]:
 RECORD_FILES = ("events.jsonl", "curves.json", "passport.md", "dashboard.json")  # a passport's `files` (section 6)
 
 
-def write_passport(m: RunContext, record: dict[str, Any] | None = None,
+def write_passport(m: RunContext, record: dict[str, Any],
                    before_json: Callable[[], None] | None = None) -> dict[str, Any]:
     """Write ``passport.md``, then ``before_json()`` (the dashboard, the log's end record), then ``passport.json``
     last, with the record section and ``files``: the record's files in the folder by then, so a kill between the
@@ -293,8 +340,7 @@ def write_passport(m: RunContext, record: dict[str, Any] | None = None,
     be written (none left half-written)."""
     assert m.run_dir is not None
     passport = build_passport(m)
-    if record is not None:
-        passport["record"] = record
+    passport["record"] = record
     text = json_lines(passport)  # json's C encoder, one key a line (docs/spec.md section 20)
     written = json.loads(text)
     write_file_atomic(m.run_dir / "passport.md", render_markdown(written))

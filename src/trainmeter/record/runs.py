@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from itertools import chain, count
@@ -10,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from trainmeter.options import DEFAULT_RUN_ROOT
+from trainmeter.record import export
 from trainmeter.record.events import LOG_FILE, ReadStats, Record, iter_events, last_of_kinds, read_events
-from trainmeter.record.export import export_tensorboard, export_wandb, to_pandas
 from trainmeter.record.runs_table import (  # the runs table, re-exported (``trainmeter.record.runs.runs_table``)
     PASSPORT_FILE,
     RUN_COLUMNS,
@@ -25,7 +26,7 @@ from trainmeter.record.runs_table import (  # the runs table, re-exported (``tra
     runs_table,
     training_order,
 )
-from trainmeter.record.safe_read import NO_PASSPORT, PASSPORT_TYPES, exists, read_passport, wrong_type
+from trainmeter.record.safe_read import NO_PASSPORT, PASSPORT_TYPES, read_passport, wrong_type
 from trainmeter.sizes import format_bytes
 
 __all__ = ["RUNS_SHOWN", "RUN_COLUMNS", "Run", "damaged_passport", "format_runs", "load", "log_tail_summary",
@@ -80,17 +81,8 @@ class Run:
         except OSError:  # missing, or not a regular file (Damaged)
             return []
 
-    def to_pandas(self) -> Any:
-        """Series, steps and intervals as tidy DataFrames (``.series``, ``.steps``, ``.intervals``); needs pandas."""
-        return to_pandas(self.dir)
-
-    def export_tensorboard(self, logdir: str | Path) -> Path:
-        """Write this run as a TensorBoard event file under ``logdir``; returns its path. Needs tensorboard."""
-        return export_tensorboard(self.dir, self.passport, logdir)
-
-    def export_wandb(self, project: str, mode: str = "offline", **kwargs: Any) -> Any:
-        """Log this run to W&B (offline by default: nothing is sent); returns the finished run. Needs wandb."""
-        return export_wandb(self.dir, self.passport, project=project, mode=mode, **kwargs)
+    # data out (record/export.py): to_pandas(), export_tensorboard(logdir), export_wandb(project, mode="offline")
+    to_pandas, export_tensorboard, export_wandb = export.to_pandas, export.export_tensorboard, export.export_wandb
 
     def __repr__(self) -> str:
         return f"Run({self.name!r}, status={self.status!r}, dir={str(self.dir)!r})"
@@ -103,9 +95,9 @@ def load(path: str | Path) -> Run:
     (``passport["damaged"]`` says why). ``FileNotFoundError`` when ``path`` holds no run.
     """
     p = Path(path).expanduser()
-    if not p.is_dir() and exists(p):
+    if not p.is_dir() and os.path.lexists(p):
         p = p.parent
-    if not exists(p / LOG_FILE) and not exists(p / PASSPORT_FILE):
+    if not os.path.lexists(p / LOG_FILE) and not os.path.lexists(p / PASSPORT_FILE):
         raise FileNotFoundError(f"no trainmeter run at {str(path)!r}: expected a folder with events.jsonl or passport.json")
     try:
         if passport := read_passport(p):
@@ -126,17 +118,16 @@ def damaged_passport(folder: Path, reason: str) -> dict[str, Any]:
             "warnings": [f"damaged: {reason}"], "summarised_from": "nothing"}
 
 
-def summarise_log(path: Path, problem: str | None = None, max_bytes: int | None = None) -> dict[str, Any]:
+def summarise_log(path: Path, problem: str | None = None, max_bytes: int = SUMMARY_MAX_BYTES) -> dict[str, Any]:
     """A passport-shaped summary of a run from its run log alone (series from its first ``max_bytes``, the last report
     and end from its tail); ``problem`` (the passport's damage) makes the status ``damaged``."""
-    bound = SUMMARY_MAX_BYTES if max_bytes is None else max_bytes
     read = ReadStats()
     found: dict[str, dict[str, Any]] = {}  # the first start, the last interval, heartbeat and end
     stats: dict[str, dict[str, Any]] = {}
     checkpoints: list[dict[str, Any]] = []
     last_step = origin = log_damage = None
     try:
-        for e in iter_events(path, stats=read, max_bytes=bound):
+        for e in iter_events(path, stats=read, max_bytes=max_bytes):
             kind = e.get("kind")
             if kind in ("interval", "heartbeat", "end") or (kind == "start" and "start" not in found):
                 found[str(kind)] = dict(e)
@@ -148,10 +139,8 @@ def summarise_log(path: Path, problem: str | None = None, max_bytes: int | None 
                 _add_series(stats, e)
             elif kind == "checkpoint":
                 _add_checkpoint(checkpoints, e)
-    except FileNotFoundError:
-        pass
-    except OSError as exc:  # Damaged included
-        log_damage = str(exc)
+    except OSError as exc:  # missing, or Damaged
+        log_damage = None if isinstance(exc, FileNotFoundError) else str(exc)
     if read.bytes_left_out:
         tail_found = last_of_kinds(path, ("interval", "heartbeat", "end", "checkpoint"))
         _add_checkpoint(checkpoints, tail_found.pop("checkpoint", {}))  # the last, past the bound
@@ -169,8 +158,8 @@ def summarise_log(path: Path, problem: str | None = None, max_bytes: int | None 
     if read.lines_skipped:
         notes.append(f"its run log is damaged: {read.lines_skipped} unreadable lines skipped")
     if read.bytes_left_out:
-        notes.append(f"its run log is {format_bytes(bound + read.bytes_left_out)}: series figures are from its "
-                     f"first {format_bytes(bound)}, counters from its last report")
+        notes.append(f"its run log is {format_bytes(max_bytes + read.bytes_left_out)}: series figures are from its "
+                     f"first {format_bytes(max_bytes)}, counters from its last report")
     if log_damage:
         notes.append(f"damaged: {log_damage}")
     out = {"name": start.get("name"), "status": "damaged" if damage else (end.get("status") or "unfinished"),

@@ -8,6 +8,7 @@ says ``killed``. Any thread.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
@@ -17,7 +18,7 @@ from typing import Any
 from trainmeter.core.text import printable
 from trainmeter.options import DEFAULT_RUN_ROOT
 from trainmeter.record.events import HEAD_BYTES, LOG_FILE, TAIL_BYTES, head, tail
-from trainmeter.record.safe_read import NO_PASSPORT, clip, exists, iso_time, open_regular, read_passport
+from trainmeter.record.safe_read import NO_PASSPORT, clip, iso_time, open_regular, read_passport
 from trainmeter.sizes import format_count, format_duration, format_number, format_percent
 
 PASSPORT_FILE = "passport.json"
@@ -28,17 +29,12 @@ SILENT_MARGIN_S = 5.0  # past two report intervals of silence, a run with no end
 def run_folders(base: Path) -> list[Path]:
     """The folders under ``base`` holding a run log or a passport (anything by that name), by name."""
     try:
-        children = sorted(base.iterdir()) if base.is_dir() else []
+        children = sorted(base.iterdir()) if os.path.isdir(base) else []
     except OSError:
         return []
-    out = []
-    for c in children:
-        try:
-            if c.is_dir() and (exists(c / LOG_FILE) or exists(c / PASSPORT_FILE)):
-                out.append(c)
-        except OSError:
-            continue
-    return out
+    # os.path.isdir and lexists: False for anything they cannot stat, never raise
+    return [c for c in children if os.path.isdir(c) and (os.path.lexists(c / LOG_FILE) or
+                                                         os.path.lexists(c / PASSPORT_FILE))]
 
 
 RUNS_SHOWN = 20  # runs %trainmeter runs lists by default (newest first); older ones counted in a "+N more" line
@@ -179,14 +175,9 @@ def run_row(folder: Path) -> RunRow:
         return _damaged_row(folder, f"{type(exc).__name__}: {exc}")
 
 
-def _damaged(reason: str) -> str:
-    """A damaged run's status cell: ``damaged: <why>``, cut to :data:`DAMAGE_SHOWN_CHARS`."""
-    return "damaged: " + clip(reason, DAMAGE_SHOWN_CHARS)
-
-
 def _damaged_row(folder: Path, reason: str) -> RunRow:
-    return RunRow(started=_started(None, folder.name), name=folder.name, status=_damaged(reason), duration="-",
-                  steps="-", tokens="-", last_loss="-", path=_shown_path(folder))
+    return RunRow(started=_started(None, folder.name), name=folder.name, duration="-", steps="-", tokens="-",
+                  status="damaged: " + clip(reason, DAMAGE_SHOWN_CHARS), last_loss="-", path=_shown_path(folder))
 
 
 def _run_row(folder: Path) -> RunRow:
@@ -214,7 +205,7 @@ def _run_row(folder: Path) -> RunRow:
         status = f"killed (last seen {seen[11:] if seen[:10] == _started(p.get('started_at'), '')[:10] else seen})"
     status += (f" ({ranks} ranks)" if ranks else "") + (" *" if from_log else "")
     if damage is not None:
-        status = _damaged(damage)
+        status = "damaged: " + clip(damage, DAMAGE_SHOWN_CHARS)
     lineage = p.get("lineage") if isinstance(p.get("lineage"), dict) else {}
     training = lineage.get("training")
     return RunRow(started=_started(p.get("started_at"), folder.name), name=str(p.get("name") or folder.name),
@@ -238,24 +229,6 @@ def parent_name(passport: dict[str, Any]) -> str | None:
     return parts[1] if len(parts) == 2 and parts[0] == ".." else None
 
 
-def last_seen(start: dict[str, Any], records: list[dict[str, Any]], end: dict[str, Any],
-              now: datetime | None = None) -> tuple[str | None, bool]:
-    """When a run was last seen (its ``started_at`` plus the latest ``elapsed_s`` of ``records``, its reports and
-    heartbeats; ISO, to the second) and whether it was killed: no ``end`` and that time more than two report intervals
-    (its options' ``interval_s``) plus :data:`SILENT_MARGIN_S` before ``now``, as a live run writes a report or a
-    heartbeat at least once an interval (docs/spec.md section 18)."""
-    if (started := iso_time(start.get("started_at"))) is None:
-        return None, False
-    if started.tzinfo is None:
-        started = started.replace(tzinfo=timezone.utc)
-    seen = started + timedelta(seconds=max([r["elapsed_s"] for r in records if _finite(r.get("elapsed_s"))],
-                                           default=0.0))
-    interval = (start.get("options") or {}).get("interval_s") if isinstance(start.get("options"), dict) else None
-    silent_s = 2 * (interval if _finite(interval) and interval > 0 else 10.0) + SILENT_MARGIN_S
-    late = ((now or datetime.now(timezone.utc)) - seen).total_seconds() > silent_s
-    return seen.isoformat(timespec="seconds"), not end and late
-
-
 def log_tail_summary(path: Path, head_bytes: int = HEAD_BYTES, tail_bytes: int = TAIL_BYTES) -> dict[str, Any]:
     """Name, start, status and the last report's figures of a run log, from its head and tail only (a torn or cut line
     skipped); keys as in a passport, plus ``last_loss``."""
@@ -271,8 +244,8 @@ def log_tail_summary(path: Path, head_bytes: int = HEAD_BYTES, tail_bytes: int =
     last_loss = None
     for r in reversed(tail(path, max_bytes=tail_bytes)):
         kind = r.get("kind")
-        if kind in ("interval", "heartbeat", "end") and kind not in found:
-            found[kind] = r
+        if kind in ("interval", "heartbeat", "end"):
+            found.setdefault(kind, r)
         values = r.get("value")
         if last_loss is None and kind == "series" and r.get("name") == "train_loss" and isinstance(values, list):
             last_loss = next((v for v in reversed(values) if _finite(v)), None)
@@ -285,12 +258,21 @@ def log_tail_summary(path: Path, head_bytes: int = HEAD_BYTES, tail_bytes: int =
 
 def last_report(start: dict[str, Any], last: dict[str, Any], beat: dict[str, Any],
                 end: dict[str, Any]) -> dict[str, Any]:
-    """A passport's ``elapsed_s``, ``steps`` (``None``: neither counted), ``last_seen_at`` and ``killed``
-    (:func:`last_seen`) of a run with no passport: from its last report and heartbeat (counted after that report)."""
-    seen_at, killed = last_seen(start, [last, beat], end)
-    return {"elapsed_s": max([r["elapsed_s"] for r in (last, beat) if _finite(r.get("elapsed_s"))], default=None),
-            "steps": max([c for c in (last.get("step"), beat.get("steps_done")) if _finite(c)], default=None),
-            "last_seen_at": seen_at, "killed": killed}
+    """A passport's ``elapsed_s``, ``steps`` (``None``: neither counted), ``last_seen_at`` and ``killed`` of a run with
+    no passport, from its last report and heartbeat (counted after that report). Last seen: its ``started_at`` plus
+    that ``elapsed_s`` (ISO, to the second); killed: no ``end`` and last seen more than two report intervals (its
+    options' ``interval_s``) plus :data:`SILENT_MARGIN_S` ago, as a live run writes a report or a heartbeat at least
+    once an interval (docs/spec.md section 18)."""
+    elapsed_s = max([r["elapsed_s"] for r in (last, beat) if _finite(r.get("elapsed_s"))], default=None)
+    steps = max([c for c in (last.get("step"), beat.get("steps_done")) if _finite(c)], default=None)
+    figures = {"elapsed_s": elapsed_s, "steps": steps, "last_seen_at": None, "killed": False}
+    if (started := iso_time(start.get("started_at"))) is not None:
+        seen = (started if started.tzinfo else started.replace(tzinfo=timezone.utc)) + timedelta(seconds=elapsed_s or 0)
+        interval = (start.get("options") or {}).get("interval_s") if isinstance(start.get("options"), dict) else None
+        silent_s = 2 * (interval if _finite(interval) and interval > 0 else 10.0) + SILENT_MARGIN_S
+        figures.update(last_seen_at=seen.isoformat(timespec="seconds"),
+                       killed=not end and (datetime.now(timezone.utc) - seen).total_seconds() > silent_s)
+    return figures
 
 
 def _finite(value: Any) -> bool:

@@ -7,6 +7,7 @@ failure is a :class:`Damaged` naming the file and why. Pure; any thread.
 from __future__ import annotations
 
 import json
+import math
 import os
 import stat
 from collections.abc import Iterator
@@ -39,12 +40,6 @@ class Damaged(OSError):
     """A run-folder file that cannot be read as what it should be; ``str()`` names the file and why."""
 
 
-def _kind(mode: int) -> str:
-    return next((word for test, word in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
-                                         (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"),
-                                         (stat.S_ISDIR, "a folder")) if test(mode)), "not a regular file")
-
-
 def _inside(path: Path, within: Path) -> bool:
     real, root = os.path.realpath(path), os.path.realpath(within)
     try:
@@ -68,20 +63,14 @@ def open_regular(path: str | Path, *, within: str | Path | None = None) -> Binar
     try:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
-            raise Damaged(f"{p.name} is {_kind(mode)}, not a regular file; not read")
+            kind = next((word for test, word in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+                                                 (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"),
+                                                 (stat.S_ISDIR, "a folder")) if test(mode)), "not a regular file")
+            raise Damaged(f"{p.name} is {kind}, not a regular file; not read")
         return os.fdopen(fd, "rb")
     except BaseException:
         os.close(fd)
         raise
-
-
-def exists(path: str | Path) -> bool:
-    """Whether anything (a file, a FIFO, a dangling symlink) is at ``path`` (never raises)."""
-    try:
-        os.lstat(path)
-        return True
-    except (OSError, ValueError):
-        return False
 
 
 def read_bytes(path: str | Path, max_bytes: int, *, within: str | Path | None = None) -> bytes:
@@ -135,7 +124,7 @@ def read_passport(folder: str | Path) -> dict[str, Any]:
     ``damaged`` say which (``incomplete: passport.md missing``). Raises as :func:`read_json`."""
     passport = read_json(Path(folder) / "passport.json", types=PASSPORT_TYPES)
     files = passport.get("files") if isinstance(passport.get("files"), list) else []
-    if missing := [f for f in files if isinstance(f, str) and not exists(Path(folder) / Path(f).name)]:
+    if missing := [f for f in files if isinstance(f, str) and not os.path.lexists(Path(folder) / Path(f).name)]:
         passport = {**passport, "status": "damaged", "damaged": f"incomplete: {', '.join(missing)} missing"}
     return passport
 
@@ -185,12 +174,11 @@ def iter_lines(f: BinaryIO, *, max_bytes: int | None = None, max_line_bytes: int
     ``max_line_bytes`` as ``b"\\x00"``, never held), up to ``max_bytes`` (the piece cut there not yielded), read
     ``block_bytes`` (default :data:`READ_BLOCK_BYTES`) at a time."""
     rest: bytearray | None = bytearray()  # the line so far; None: one over max_line_bytes, skipped to its end
-    left, block = max_bytes, block_bytes or READ_BLOCK_BYTES
-    while left is None or left > 0:
-        if not (chunk := f.read(block if left is None else min(block, left))):
+    left, block = math.inf if max_bytes is None else max_bytes, block_bytes or READ_BLOCK_BYTES
+    while left > 0:
+        if not (chunk := f.read(min(block, left))):
             break
-        if left is not None:
-            left -= len(chunk)
+        left -= len(chunk)
         *pieces, last = chunk.split(b"\n")
         for piece in pieces:
             yield (b"\x00" if rest is None else (bytes(rest) + piece if rest else piece) + b"\n"), True
@@ -199,5 +187,5 @@ def iter_lines(f: BinaryIO, *, max_bytes: int | None = None, max_line_bytes: int
             rest = None
         elif rest is not None:
             rest += last
-    if (left is None or left > 0) and (rest is None or rest):
+    if left > 0 and (rest is None or rest):
         yield (b"\x00" if rest is None else bytes(rest)), False
