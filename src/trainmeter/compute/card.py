@@ -142,10 +142,6 @@ def render_compute_markdown(s: dict[str, Any], derivations: list[Derivation]) ->
     return "\n".join(lines)
 
 
-def _pct(value: float | None) -> str:
-    return "-" if value is None else format_percent(value)
-
-
 def _span(values: Any) -> str:
     """The percentages' range, ``"12%-15%"`` (one figure where both ends read the same), or ``""`` for none."""
     values = list(values)
@@ -168,8 +164,8 @@ def compute_tiles(section: dict[str, Any], derivations: dict[str, dict[str, Any]
     if conv is not None:
         session = (section.get("mfu_session") or {}).get(conv)
         counted = mfu.get("counted")
-        parts = [f"session {_pct(session)}" if session is not None else "",
-                 f"counted (FlopCounterMode) {_pct(counted)}" if counted is not None and not withheld else "",
+        parts = [f"session {format_percent(session)}" if session is not None else "",
+                 f"counted (FlopCounterMode) {format_percent(counted)}" if counted is not None and not withheld else "",
                  f"FLOPs conventions not shown: {withheld}" if withheld else "",
                  f"range over conventions {range_text}" if len(in_range) > 1 else "", peak_text]
         tile: dict[str, Any] = {
