@@ -107,16 +107,6 @@ def prepare_counted(model: Any, example_args: Any = (), example_kwargs: Mapping[
     return PreparedCount(clone, args, kwargs, how, unit, count, call)
 
 
-def after_meta(failed: CountedFlops, model: Any, example_args: Any = (),
-               example_kwargs: Mapping[str, Any] | None = None, call: Call = "forward",
-               **declared: int) -> CountedFlops:
-    """The real pass after a failed :class:`PreparedCount` of a CPU model: ``method="auto"``'s second pass, its
-    reason led by the meta pass's failure, as :func:`counted_flops_per_token` gives it. Training thread."""
-    real = counted_flops_per_token(model, example_args, example_kwargs, method="real", call=call, **declared)
-    reasons = [r for r in (failed.reason, real.reason) if r]
-    return replace(real, reason="; ".join(reasons) or None)
-
-
 class CountOnWorker:
     """The compute wing's counted pass across reports: begun at one, read at a later one (or the final one); training
     thread (the pass itself runs on the run's report worker)."""
@@ -192,10 +182,11 @@ class CountOnWorker:
 
     @staticmethod
     def _real_pass(monitor: Any, failed: CountedFlops, example: Any) -> CountedFlops:
-        """The real pass of a CPU model after its failed meta pass (training thread)."""
+        """The real pass of a CPU model after its failed meta pass (training thread): ``method="auto"``'s second
+        pass, its reason led by the meta pass's failure, as :func:`counted_flops_per_token` gives it."""
         model = monitor.model_ref() if monitor.model_ref is not None else None
-        probes = monitor.probes
-        if model is None or probes is None:
+        if model is None or monitor.probes is None:
             return failed
-        with _paused(probes):
-            return after_meta(failed, model, example[0], example[1], example[3], **example[2])
+        with _paused(monitor.probes):
+            real = counted_flops_per_token(model, example[0], example[1], method="real", call=example[3], **example[2])
+        return replace(real, reason="; ".join(r for r in (failed.reason, real.reason) if r) or None)

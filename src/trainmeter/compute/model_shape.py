@@ -73,8 +73,8 @@ class ModelShape:
 
     def as_input(self, name: str, symbol: str, unit: str = "1") -> Input:
         """Return field ``name`` as a derivation :class:`Input` named ``symbol``."""
-        found = self.source_of(name) or FieldSource(provenance="assumed", source=f"{name} unknown")
-        return Input(name=symbol, value=getattr(self, name), unit=unit, provenance=found.provenance, source=found.source)
+        src = self.source_of(name) or FieldSource(provenance="assumed", source=f"{name} unknown")
+        return Input(name=symbol, value=getattr(self, name), unit=unit, provenance=src.provenance, source=src.source)
 
     def with_value(self, name: str, value: object, provenance: Provenance, source: str) -> ModelShape:
         """A copy with field ``name`` set to ``value`` and its source recorded."""
