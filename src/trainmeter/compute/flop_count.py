@@ -44,21 +44,6 @@ class CountedFlops:
     by_operator: Mapping[str, int] = field(default_factory=dict, hash=False)
     note: str = NOTE
 
-    @property
-    def flops_per_token(self) -> float | None:
-        """FLOP per token when the batch is counted in tokens, else ``None``."""
-        return self.flops_per_unit if self.unit == "tokens" else None
-
-    @property
-    def flops_per_sample(self) -> float | None:
-        """FLOP per sample when the batch is counted in samples, else ``None``."""
-        return self.flops_per_unit if self.unit == "samples" else None
-
-    @property
-    def tokens(self) -> int | None:
-        """Tokens in the example batch (``None`` when it is counted in samples)."""
-        return self.count if self.unit == "tokens" else None
-
     def derivation(self) -> Derivation:
         """The count as a Derivation named ``flops_per_token.counted`` (unit FLOP/token or FLOP/sample)."""
         word = "token" if self.unit == "tokens" else "sample"
