@@ -41,7 +41,7 @@ class ComputeExtension(ExtensionBase):
         self.conventions_missing: str | None = None
         self.params: dict[str, int] | None = None
         self._shape: Any = None  # the model's shape as read (S refreshed at reports)
-        self._packed: Any = None  # the example's packing read (compute/seq_len.py), until read
+        self._packed: Any = None  # the example's packing read (compute/shape_module.py), until read
         self._seq_fixed = False  # S came from packed sequences: the batch shapes do not give it
         self._seq_used: Any = None
         self._ready = False
@@ -101,7 +101,7 @@ class ComputeExtension(ExtensionBase):
         self._shape = override_shape(shape, layers=o.layers, d_model=o.d_model, seq_len=o.seq_len, vocab=o.vocab)
         self.conventions_missing = _not_a_language_model(m.token_unit, self._shape)
         if o.seq_len is None and self.conventions_missing is None:
-            from trainmeter.compute.seq_len import packed_read
+            from trainmeter.compute.shape_module import packed_read
 
             self._packed = packed_read(example)
         self._refresh_seq(force=True)
