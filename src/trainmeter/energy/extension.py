@@ -221,10 +221,9 @@ class EnergyExtension(ExtensionBase):
         self._gpu_view: GpuView | None = None
         self._t0_s = 0.0
         self._t1_s: float | None = None
-        self._indices: tuple[int, ...] = ()
         self._names: dict[int, str] = {}
         self._gpu_missing: str | None = None
-        self._start_mj: dict[int, tuple[float | None, str | None]] = {}
+        self._start_mj: dict[int, tuple[float | None, str | None]] = {}  # by device index: the devices measured
         self._end_mj: dict[int, tuple[float | None, str | None]] = {}
         self._rapl_start: RaplReading | str | None = None  # None: GPU energy is used
         self._rapl_end: RaplReading | str | None = None
@@ -262,15 +261,14 @@ class EnergyExtension(ExtensionBase):
         """Take the devices and start counters the background GPU sampler read on its own thread."""
         sampler = self._sampler
         start = sampler.energy_start
-        if self._indices:
+        if self._start_mj:
             return
         if not start:  # None: not read yet (NVML may still be opening); {}: no device
             if start is not None or final or not self._gpu_view.opening():
                 self._gpu_missing = sampler.unavailable_reason or "no GPU selected"
             return
-        self._indices = tuple(start)
         devices = sampler.devices or {}
-        self._names = {i: str(getattr(devices.get(i), "name", "") or "") for i in self._indices}
+        self._names = {i: str(getattr(devices.get(i), "name", "") or "") for i in start}
         self._start_mj = dict(start)
         self._t0_s = sampler.energy_start_s if sampler.energy_start_s is not None else self._t0_s
         self._gpu_missing = None
@@ -284,9 +282,8 @@ class EnergyExtension(ExtensionBase):
             with contextlib.suppress(Exception):  # no averages where the sampler cannot give them
                 averages = self._sampler.window_averages()
         out = []
-        for index in self._indices:
-            name = self._names.get(index, "")
-            first, why_first = self._start_mj.get(index, (None, "not read at the start"))
+        for index, (first, why_first) in self._start_mj.items():
+            name = self._names[index]
             last, why_last = end.get(index, (None, "not read at the end"))
             if first is not None and last is not None:
                 out.append(from_counter(index, name, first, last, window_s))
