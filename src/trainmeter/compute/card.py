@@ -233,9 +233,7 @@ def _with_achievable(tile: dict[str, Any], section: dict[str, Any], derivations:
 
 
 def progress_bar(section: dict[str, Any], derivations: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
-    """The header's progress bar from the ``progress`` and ``eta_s`` derivations, or ``None``.
-
-    The ETA and its pace are the ``eta_s`` derivation's (compute/eta.py: recent when the run had one)."""
+    """The header's progress bar from the ``progress`` and ``eta_s`` derivations (its ETA and pace), or ``None``."""
     from trainmeter.compute.eta import pace_of
 
     prog = derivations.get("progress")

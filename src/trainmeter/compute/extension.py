@@ -63,8 +63,7 @@ class ComputeExtension(ExtensionBase):
         self._stopped = True
 
     def after_fork_in_child(self, monitor: RunContext) -> None:
-        """In a forked child: its model is read afresh at its first report (the parent's count, begun or not,
-        stays the parent's: docs/spec.md section 19)."""
+        """In a forked child: its model is read afresh (the parent's count stays the parent's: spec section 19)."""
         self.__init__()  # type: ignore[misc]  # every field as a new wing's
         self.start(monitor)
 
@@ -223,8 +222,7 @@ class ComputeExtension(ExtensionBase):
                 session.session_tokens_per_s if session else None)
 
     def ceiling(self) -> Any:
-        """The measured ceiling (:class:`~trainmeter.compute.calibrate.Ceiling`) for this run's device and dtype,
-        from the last ``tm.calibrate()``, or ``None``; any thread."""
+        """The last ``tm.calibrate()``'s ceiling for this run's device and dtype, or ``None``; any thread."""
         from trainmeter.compute.calibrate import last_calibration
 
         cal = last_calibration()
@@ -338,8 +336,7 @@ class ComputeExtension(ExtensionBase):
         return compute_section(self)
 
     def derivations(self) -> list[Derivation]:
-        """Every compute derivation (F by convention, counted, every derived figure), for the passport's top-level
-        ``derivations``."""
+        """Every compute derivation (F by convention, counted, each derived figure): the passport's ``derivations``."""
         from trainmeter.compute.flops import with_counted
 
         return [*with_counted(self.fpt, self.counted).values(), *self.derived.values()]

@@ -91,8 +91,7 @@ def _scalar(out: Any, torch: Any, every: bool = False) -> Any:
 
 
 def kept_from(model: Any) -> Call:
-    """The call whose arguments the run keeps as the example batch (core/root_calls.py): a LightningModule's
-    ``training_step``, any other module's forward."""
+    """The call the run keeps the batch of (core/root_calls.py): a LightningModule's ``training_step``, else forward."""
     lightning = any(c.__name__ == "LightningModule" for c in type(model).__mro__)
     return "training_step" if lightning else "forward"
 

@@ -16,8 +16,7 @@ Pace = Literal["training-only", "session"]
 
 
 def mfu_name(convention: str, pace: str = "training-only", prefix: str = "") -> str:
-    """The name of an MFU under ``convention`` at ``pace`` (``ValueError`` if not in :data:`PACES`): ``mfu[hf]``,
-    ``mfu.session[hf]``; a launch's with ``prefix`` ``distributed.``."""
+    """``mfu[hf]``, ``mfu.session[hf]`` (``ValueError`` for a pace not in :data:`PACES`); a launch's: ``prefix``."""
     if pace not in PACES:
         raise ValueError(f"unknown pace {pace!r}; valid: {', '.join(PACES)}")
     return f"{prefix}mfu{'.session' if pace == 'session' else ''}[{convention}]"
