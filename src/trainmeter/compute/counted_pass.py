@@ -55,9 +55,9 @@ class PreparedCount:
     :meth:`run` runs it once, on any thread (later calls return the first result), then lets the copy go;
     ``result``: its result once it returned, else ``None`` (any thread)."""
 
-    def __init__(self, clone: Any, args: tuple[Any, ...], kwargs: dict[str, Any], how: str, unit: Unit,
-                 count: int | None, call: Call = "forward") -> None:
-        self._clone, self._args, self._kwargs, self._how, self._call = clone, args, kwargs, how, call
+    def __init__(self, clone: Any, args: tuple[Any, ...], kwargs: dict[str, Any], unit: Unit, count: int | None,
+                 call: Call = "forward") -> None:
+        self._job: tuple[Any, ...] = (clone, args, kwargs, call)
         self._unit, self._count = unit, count
         self._lock = threading.Lock()
         self.result: CountedFlops | None = None
@@ -70,15 +70,13 @@ class PreparedCount:
             return self.result
 
     def _pass(self) -> CountedFlops:
+        (clone, args, kwargs, call), self._job = self._job, ()  # the copy goes with this pass
         try:
-            total, by_op = _counted_pass(self._clone, self._args, self._kwargs, None, self._call,
-                                         on_training_thread=False)
-            return _result("meta", total, by_op, self._how, self._call, self._unit, self._count, [])
+            total, by_op = _counted_pass(clone, args, kwargs, None, call, on_training_thread=False)
+            return _result("meta", total, by_op, "meta copy", call, self._unit, self._count, [])
         except Exception as exc:  # noqa: BLE001 - never raise into training code
             return CountedFlops(flops_per_unit=None, unit=self._unit, count=self._count,
-                                reason=f"meta pass failed: {_failure(exc, self._call)}")
-        finally:
-            self._clone = self._args = self._kwargs = None
+                                reason=f"meta pass failed: {_failure(exc, call)}")
 
 
 def prepare_counted(model: Any, example_args: Any = (), example_kwargs: Mapping[str, Any] | None = None,
@@ -90,21 +88,17 @@ def prepare_counted(model: Any, example_args: Any = (), example_kwargs: Mapping[
     Never raises."""
     if call == "training_step" or _compiled_anything():
         return None
-    try:
-        import torch.utils.flop_counter  # noqa: F401  (imported here: the pass's thread imports nothing of torch's)
-    except Exception:  # noqa: BLE001
-        return None
     found = _inputs(example_args, example_kwargs, tokens, samples, call, "meta")
     if isinstance(found, CountedFlops):
         return None
     args, kwargs, count, unit = found
     try:
+        import torch.utils.flop_counter  # noqa: F401  (imported here: the pass's thread imports nothing of torch's)
+
         clone, args, kwargs, how = _copied(model, args, kwargs, meta=True)
     except Exception:  # noqa: BLE001 - the whole count on the training thread says why
         return None
-    if how != "meta copy":
-        return None
-    return PreparedCount(clone, args, kwargs, how, unit, count, call)
+    return PreparedCount(clone, args, kwargs, unit, count, call) if how == "meta copy" else None
 
 
 class CountOnWorker:
