@@ -8,8 +8,8 @@ from types import SimpleNamespace
 import torch
 from torch import nn
 
+from trainmeter.compute.counted_pass import model_copy, unwrap
 from trainmeter.compute.flop_count import counted_flops_per_token
-from trainmeter.compute.model_copy import model_copy, unwrap
 
 
 class Net(nn.Module):

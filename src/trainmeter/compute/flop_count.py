@@ -151,7 +151,7 @@ def _copied(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
     """Copies of ``model`` and the batch (meta, or detached clones for ``real``): copy, args, kwargs, how copied."""
     import torch
 
-    from trainmeter.compute.model_copy import model_copy
+    from trainmeter.compute.counted_pass import model_copy
 
     clone, how, why = model_copy(model, real=not meta)
     if clone is None:
