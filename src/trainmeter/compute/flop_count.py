@@ -17,10 +17,6 @@ from trainmeter.core.provenance import Derivation, Input
 
 Method = Literal["auto", "meta", "real"]
 
-NOTE = (
-    "executed FLOPs from operator shapes (FlopCounterMode), one forward and backward: includes recompute, "
-    "counts attention over the full square, not model FLOPs"
-)
 Unit = Literal["tokens", "samples"]
 Call = str
 """The call counted: ``"forward"`` (the module called), ``"training_step"`` (a LightningModule's), or the name of the
@@ -32,7 +28,7 @@ which is differentiated."""
 class CountedFlops:
     """Result of one counted step: FLOP per ``unit`` (``tokens``: integer token ids; ``samples``: dim 0 of a float
     batch) or ``None`` (``reason``: why, or what failed before the pass that worked), the batch's ``count``, the
-    step's ``total_flops``, which pass (``method``) on which ``copy``, FLOPs per aten operator and the UI's ``note``."""
+    step's ``total_flops``, which pass (``method``) on which ``copy`` and FLOPs per aten operator."""
 
     flops_per_unit: float | None
     unit: Unit = "tokens"
@@ -42,7 +38,6 @@ class CountedFlops:
     copy: str | None = None
     reason: str | None = None
     by_operator: Mapping[str, int] = field(default_factory=dict, hash=False)
-    note: str = NOTE
 
     def derivation(self) -> Derivation:
         """The count as a Derivation named ``flops_per_token.counted`` (unit FLOP/token or FLOP/sample)."""
