@@ -115,11 +115,6 @@ class CountOnWorker:
         self._example: Any = None  # a CPU model's kept batch, for its real pass should the meta pass fail
         self._real: tuple[CountedFlops, Any] | None = None  # a failed meta pass waiting for its real pass
 
-    @property
-    def pending(self) -> bool:
-        """Whether a pass was begun and its result not yet read."""
-        return self._prepared is not None or self._whole is not None or self._real is not None
-
     def begin(self, monitor: Any, model: Any, probes: Any) -> None:
         """Count the probes' kept batch (then released): its meta copy made here and its pass queued on
         ``monitor.worker``, or the whole count here where it must run on the training thread."""

@@ -313,7 +313,7 @@ class ComputeExtension(ExtensionBase):
             self._prepare(final=self._stopped)
         else:
             self._refresh_seq()
-        if self._ahead is not None and self._ahead.pending:
+        if self._ahead is not None:  # the count's result, once its pass ran
             self._take_count(final=report.final)
         if self._await_identity:
             self._match_peak()
