@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 POWERCAP_ROOT = Path("/sys/class/powercap")
 
 
-RaplReading = dict[str, tuple[int, "int | None"]]
+RaplReading = dict[str, tuple[int, int | None]]
 """One read of every package domain: folder name -> (cumulative energy, wrap-around range or ``None``), microjoules."""
 
 
@@ -294,7 +294,7 @@ class EnergyExtension(ExtensionBase):
         return out
 
     def _build(self, now_s: float, end: dict[int, tuple[float | None, str | None]],
-               rapl_end: RaplReading | None, report: Report | None = None) -> None:
+               rapl_end: RaplReading | str | None, report: Report | None = None) -> None:
         m = self._m
         rapl_j, rapl_missing = None, "not read: GPU energy is used"
         if self._rapl_start is not None:
