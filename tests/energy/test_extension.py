@@ -224,7 +224,7 @@ def test_cpu_only_run_without_rapl_says_so(tmp_path) -> None:
 
 
 def test_tile_of_a_sample_counting_run_says_j_per_sample_even_when_energy_is_missing() -> None:
-    from trainmeter.energy.extension import energy_section, energy_tile
+    from trainmeter.energy.summary import energy_section, energy_tile
 
     section, derivations = energy_section(
         devices=[], gpu_missing="no GPU", rapl_j=None, rapl_missing="no RAPL", window_s=10.0, tokens=100,

@@ -1,6 +1,6 @@
 """The energy tile and the passport.md line: one text for one figure (docs/spec.md, "Number formats")."""
 
-from trainmeter.energy.extension import card_line, energy_tile
+from trainmeter.energy.summary import card_line, energy_tile
 
 
 def _section(**more):

@@ -265,7 +265,7 @@ def _energy_tiles(passport: dict[str, Any]) -> list[dict[str, Any]]:
     if not isinstance(section, dict) or not section:
         return []
     try:
-        from trainmeter.energy.extension import energy_tile
+        from trainmeter.energy.summary import energy_tile
 
         return [energy_tile(section, passport.get("derivations") or [])]
     except Exception:
