@@ -187,9 +187,8 @@ def compute_tiles(section: dict[str, Any], derivations: dict[str, dict[str, Any]
         no_count = withheld and section.get("counted_flops_per_token") is None
         tile["missing"] = ((section.get("counted_missing") if no_count else section.get("mfu_missing"))
                            or f"MFU needs FLOPs per {per} and training-only {per}s/s")
-        # on the CPU without a declared peak or a measured ceiling, MFU does not apply on this machine (the widget
-        # folds the tile)
-        tile["not_here"] = (section.get("peak") is None and not any((section.get("of_achievable") or {}).values())
+        # on the CPU with no declared peak or measured ceiling, MFU does not apply here (the widget folds the tile)
+        tile["not_here"] = (peak is None and not any((section.get("of_achievable") or {}).values())
                             and (section.get("hardware") or {}).get("device") == "cpu")
     key = conv or "hf"
     spent = (section.get("flops_spent") or {}).get(key)
