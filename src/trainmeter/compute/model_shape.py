@@ -230,8 +230,7 @@ def shape_from_config(config: Any) -> ModelShape:
     """
     cfg = config_to_dict(config)
     shape = ModelShape()
-    for name in ("layers", "d_model", "heads", "kv_heads", "head_dim", "ffn_width", "vocab", "moe_experts",
-                 "moe_top_k", "moe_shared_experts"):
+    for name in (key for key in _KEYS if key != "positions"):  # the context length is S, assumed: below
         found = _read(cfg, name)
         if found is not None:
             shape = shape.with_value(name, found[0], "detected", found[1])
