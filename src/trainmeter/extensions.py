@@ -101,8 +101,7 @@ START_MODULES = (
 REPORT_AND_FINISH_MODULES = (
     "trainmeter.compute.flops", "trainmeter.compute.mfu", "trainmeter.compute.eta", "trainmeter.compute.calibrate",
     "trainmeter.compute.model_shape", "trainmeter.compute.shape_module",
-    "trainmeter.compute.seq_len", "trainmeter.compute.flop_count", "trainmeter.compute.counted_pass",
-    "trainmeter.compute.model_copy",
+    "trainmeter.compute.flop_count", "trainmeter.compute.counted_pass",
     "trainmeter.compute.card", "trainmeter.gpu.ladder",
     "trainmeter.record.passport", "trainmeter.widget.view_model", "trainmeter.widget.facts",
     "trainmeter.widget.labels", "trainmeter.widget.look", "trainmeter.optim.smoothing", "trainmeter.widget.ticks",

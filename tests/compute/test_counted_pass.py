@@ -16,7 +16,7 @@ import trainmeter as tm  # noqa: E402
 from tests.compute.test_flop_count import TinyGPT, batch  # noqa: E402
 from tests.conftest import tiny_model_and_data, train_steps  # noqa: E402
 from trainmeter.compute import counted_pass  # noqa: E402
-from trainmeter.compute.counted_pass import after_meta, prepare_counted  # noqa: E402
+from trainmeter.compute.counted_pass import CountOnWorker, prepare_counted  # noqa: E402
 from trainmeter.compute.flop_count import counted_flops_per_token  # noqa: E402
 
 _COMPILED_ANYTHING = counted_pass._compiled_anything
@@ -128,7 +128,9 @@ def test_a_failed_meta_pass_of_a_cpu_model_is_followed_by_the_real_pass_as_auto_
     model, x = NeedsData(), torch.randn(2, 4)
     failed = _on_thread(prepare_counted(model, (x,)).run)
     assert failed.flops_per_unit is None and failed.reason.startswith("meta pass failed")
-    assert after_meta(failed, model, (x,)) == counted_flops_per_token(model, (x,), method="auto")
+    monitor = SimpleNamespace(model_ref=lambda: model, probes=SimpleNamespace(paused=False))
+    after = CountOnWorker._real_pass(monitor, failed, ((x,), {}, {}, "forward"))
+    assert after == counted_flops_per_token(model, (x,), method="auto")
 
 
 def _counted(m):

@@ -70,8 +70,8 @@ def test_meta_count_of_matmul_only_model_is_six_per_linear_weight() -> None:
     model = TinyGPT(attention=False)
     result = counted_flops_per_token(model, (batch(),), method="meta")
     assert result.method == "meta" and result.reason is None
-    assert result.tokens == B * T
-    assert result.flops_per_token == 6 * linear_weights(model)
+    assert result.count == B * T and result.unit == "tokens"
+    assert result.flops_per_unit == 6 * linear_weights(model)
 
 
 def test_real_count_matches_meta_count_without_attention() -> None:
@@ -79,25 +79,25 @@ def test_real_count_matches_meta_count_without_attention() -> None:
     meta = counted_flops_per_token(model, (batch(),), method="meta")
     real = counted_flops_per_token(model, (batch(),), method="real")
     assert real.method == "real"
-    assert real.flops_per_token == meta.flops_per_token
+    assert real.flops_per_unit == meta.flops_per_unit and real.unit == "tokens" and meta.unit == "tokens"
 
 
 def test_meta_count_adds_full_square_attention_like_titan() -> None:
     model = TinyGPT(attention=True)
     result = counted_flops_per_token(model, (batch(),))
     assert result.method == "meta"
-    assert result.flops_per_token == 6 * linear_weights(model) + 12 * L * D * T
+    assert result.flops_per_unit == 6 * linear_weights(model) + 12 * L * D * T and result.unit == "tokens"
     analytic = flops_per_token(model, seq_len=T)
     assert isinstance(analytic, dict)
     # Counted omits biases and norms, so it sits just under titan and above megatron.
-    assert analytic["megatron"].value < result.flops_per_token < analytic["titan"].value
+    assert analytic["megatron"].value < result.flops_per_unit < analytic["titan"].value and result.unit == "tokens"
 
 
 def test_real_cpu_count_never_exceeds_meta_count_with_attention() -> None:
     model = TinyGPT(attention=True)
     real = counted_flops_per_token(model, (batch(),), method="real")
-    assert real.flops_per_token is not None
-    assert 6 * linear_weights(model) <= real.flops_per_token <= 6 * linear_weights(model) + 12 * L * D * T
+    assert real.flops_per_unit is not None and real.unit == "tokens"
+    assert 6 * linear_weights(model) <= real.flops_per_unit <= 6 * linear_weights(model) + 12 * L * D * T
 
 
 def test_real_count_leaves_grads_buffers_and_rng_untouched() -> None:
@@ -109,7 +109,7 @@ def test_real_count_leaves_grads_buffers_and_rng_untouched() -> None:
     torch.manual_seed(123)
     state = torch.get_rng_state()
     result = counted_flops_per_token(full, (batch(),), method="real")
-    assert result.flops_per_token is not None
+    assert result.flops_per_unit is not None and result.unit == "tokens"
     assert torch.equal(torch.get_rng_state(), state)
     assert torch.equal(bn.running_mean, before_mean)
     assert all(p.grad is None for p in full.parameters())
@@ -125,7 +125,7 @@ def test_failing_model_returns_none_with_reason_instead_of_raising() -> None:
             raise RuntimeError("boom in forward")
 
     result = counted_flops_per_token(Broken(), (torch.zeros(2, 4),), tokens=2)
-    assert result.flops_per_token is None
+    assert result.flops_per_unit is None
     assert "meta pass failed: RuntimeError: boom in forward" in result.reason
     assert "real pass failed" in result.reason
     derivation = result.derivation()
@@ -145,7 +145,7 @@ def test_auto_falls_back_to_real_when_meta_cannot_run() -> None:
 
     result = counted_flops_per_token(NeedsData(), (batch(),))
     assert result.method == "real"
-    assert result.flops_per_token == 6 * D * V
+    assert result.flops_per_unit == 6 * D * V and result.unit == "tokens"
     assert result.reason.startswith("meta pass failed")
 
 
@@ -162,8 +162,8 @@ def test_tokens_come_from_input_ids_and_loss_attribute_is_used() -> None:
 
     ids = batch()
     result = counted_flops_per_token(HFStyle(), example_kwargs={"input_ids": ids, "labels": ids})
-    assert result.tokens == B * T
-    assert result.flops_per_token == 6 * D * V
+    assert result.count == B * T and result.unit == "tokens"
+    assert result.flops_per_unit == 6 * D * V
     assert result.by_operator.keys() <= {"aten.mm", "aten.addmm", "aten.bmm"}
 
 
@@ -173,18 +173,18 @@ def test_float_only_inputs_are_counted_per_sample() -> None:
     per_sample = counted_flops_per_token(model, x)
     # input has no grad: backward computes only the weight gradient (2 x D x D per row), forward 2 x D x D.
     assert per_sample.unit == "samples" and per_sample.count == 5 and per_sample.reason is None
-    assert per_sample.flops_per_sample == 4 * D * D and per_sample.flops_per_token is None
+    assert per_sample.flops_per_unit == 4 * D * D and per_sample.unit == "samples"
     derivation = per_sample.derivation()
     assert derivation.unit == "FLOP/sample" and derivation.value == 4 * D * D and derivation.formula == "C / B"
     known = counted_flops_per_token(model, x, tokens=5)
-    assert known.flops_per_token == 4 * D * D
+    assert known.flops_per_unit == 4 * D * D and known.unit == "tokens"
     assert known.derivation().name == "flops_per_token.counted"
     assert known.derivation().unit == "FLOP/token"
 
 
 def test_unknown_method_is_reported_not_raised() -> None:
     result = counted_flops_per_token(nn.Linear(2, 2), torch.zeros(1, 2), tokens=1, method="gpu")  # type: ignore[arg-type]
-    assert result.flops_per_token is None and "unknown method 'gpu'" in result.reason
+    assert result.flops_per_unit is None and "unknown method 'gpu'" in result.reason
 
 
 class StepModule(nn.Module):
@@ -226,7 +226,7 @@ def test_a_training_step_on_the_copy_is_quiet_on_its_thread_only(capsys) -> None
         warnings.simplefilter("always")
         counted = counted_flops_per_token(StepModule(during=another_thread_prints_and_warns), (torch.zeros(4, D), 0),
                                           samples=4, call="training_step")
-    assert counted.flops_per_sample is not None and counted.method == "meta"
+    assert counted.flops_per_unit is not None and counted.method == "meta" and counted.unit == "samples"
     out = capsys.readouterr().out
     assert "from another thread" in out and "step 0" not in out  # the copy's print dropped, the other thread's kept
     assert other == ["theirs"] and [str(w.message) for w in ours] == []
@@ -236,5 +236,5 @@ def test_a_training_step_on_the_copy_is_quiet_on_its_thread_only(capsys) -> None
 def test_a_training_step_that_reads_a_value_is_never_run_on_a_real_copy() -> None:
     counted = counted_flops_per_token(StepModule(read_value=True), (torch.zeros(4, D), 0), samples=4,
                                       call="training_step")
-    assert counted.flops_per_sample is None and counted.method is None
+    assert counted.flops_per_unit is None and counted.method is None
     assert "meta copy only" in counted.reason and "real pass" not in counted.reason

@@ -8,8 +8,8 @@ from types import SimpleNamespace
 import torch
 from torch import nn
 
+from trainmeter.compute.counted_pass import model_copy, unwrap
 from trainmeter.compute.flop_count import counted_flops_per_token
-from trainmeter.compute.model_copy import model_copy, unwrap
 
 
 class Net(nn.Module):
@@ -149,4 +149,5 @@ def test_a_method_the_model_is_trained_through_is_counted_on_a_copy_without_its_
     for method in ("meta", "real"):
         result = counted_flops_per_token(policy, (torch.ones(8, 4),), call="evaluate", method=method)
         # both heads, forward and weight gradient: (2 * 4 * 2 + 2 * 4 * 1) * 2 FLOP per sample
-        assert result.flops_per_sample == 48 and result.copy == f"{method} copy's evaluate", result.reason
+        assert result.flops_per_unit == 48 and result.unit == "samples", result.reason
+        assert result.copy == f"{method} copy's evaluate"

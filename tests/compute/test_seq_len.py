@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from trainmeter.compute.seq_len import lengths_from, packed_read, weighted_length
+from trainmeter.compute.shape_module import lengths_from, packed_read, weighted_length
 
 
 def test_weighted_length_weights_each_sequence_by_its_tokens() -> None:

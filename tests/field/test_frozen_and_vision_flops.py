@@ -68,7 +68,7 @@ def test_conventions_and_the_counted_pass_agree_with_flop_counter_mode(variant: 
     shape = shape_from_module(model).with_value("seq_len", SEQ, "detected", "test batch")
     analytic = flops_per_token(shape, "titan").value  # full-square attention, as FlopCounterMode counts it
     counted = counted_flops_per_token(model, example_kwargs={"input_ids": ids, "labels": ids})
-    assert counted.flops_per_token == pytest.approx(truth, rel=TOLERANCE), counted.reason
+    assert counted.flops_per_unit == pytest.approx(truth, rel=TOLERANCE) and counted.unit == "tokens", counted.reason
     assert analytic == pytest.approx(truth, rel=TOLERANCE)
     if variant != "full":
         assert shape.frozen and shape.n_trained_params < shape.n_params
@@ -141,9 +141,9 @@ def test_vision_models_are_counted_per_sample_against_flop_counter_mode(build) -
         truth = _truth(build(), torch.empty(4, 3, 16, 16)) / 4
     counted = counted_flops_per_token(model, (images,), method="meta")
     assert counted.unit == "samples" and counted.count == 4
-    assert counted.flops_per_sample == pytest.approx(truth, rel=TOLERANCE), counted.reason
+    assert counted.flops_per_unit == pytest.approx(truth, rel=TOLERANCE) and counted.unit == "samples", counted.reason
     six_n = 6 * sum(p.numel() for p in model.parameters())
-    assert counted.flops_per_sample > 3 * six_n  # a conv net reuses its weights at every position
+    assert counted.flops_per_unit > 3 * six_n  # a conv net reuses its weights at every position
 
 
 def test_a_monitored_vision_run_is_in_samples_with_conventions_withheld(tmp_path: Path) -> None:
@@ -182,4 +182,4 @@ def test_timm_models_or_the_reason_timm_is_skipped() -> None:
     images = torch.randn(2, 3, 64, 64)
     truth = _truth(model, images) / 2
     counted = counted_flops_per_token(model, (images,), method="meta")
-    assert counted.flops_per_sample == pytest.approx(truth, rel=TOLERANCE)
+    assert counted.flops_per_unit == pytest.approx(truth, rel=TOLERANCE) and counted.unit == "samples"

@@ -12,8 +12,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-CALIBRATION_DTYPES: tuple[str, ...] = ("fp32", "tf32", "bf16", "fp16")  # tf32: float32 with TF32 matmuls (CUDA)
-
+# the dtypes calibrate() times, each the torch dtype of its matrices (tf32: float32 with TF32 matmuls, CUDA)
 _TORCH_DTYPE = {"fp32": "float32", "tf32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 _LOCK = threading.Lock()
 _LAST: Calibration | None = None
@@ -136,9 +135,9 @@ def calibrate(dtypes: Iterable[str] | None = None, *, device: Any = None, size: 
         torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu"))
     wanted = tuple(dtypes) if dtypes is not None else (("bf16", "fp16", "tf32") if dev.type == "cuda"
                                                         else ("fp32", "bf16"))
-    bad = [d for d in wanted if d not in CALIBRATION_DTYPES]
+    bad = [d for d in wanted if d not in _TORCH_DTYPE]
     if bad:
-        raise ValueError(f"unknown calibration dtype {bad[0]!r}; valid: {', '.join(CALIBRATION_DTYPES)}")
+        raise ValueError(f"unknown calibration dtype {bad[0]!r}; valid: {', '.join(_TORCH_DTYPE)}")
     side = size if size is not None else (8192 if dev.type == "cuda" else 1024)
     if isinstance(side, bool) or not isinstance(side, int) or not 16 <= side <= 65536:
         raise ValueError(f"size must be an int from 16 to 65536, got {size!r}")

@@ -142,10 +142,6 @@ def render_compute_markdown(s: dict[str, Any], derivations: list[Derivation]) ->
     return "\n".join(lines)
 
 
-def _pct(value: float | None) -> str:
-    return "-" if value is None else format_percent(value)
-
-
 def _span(values: Any) -> str:
     """The percentages' range, ``"12%-15%"`` (one figure where both ends read the same), or ``""`` for none."""
     values = list(values)
@@ -168,8 +164,8 @@ def compute_tiles(section: dict[str, Any], derivations: dict[str, dict[str, Any]
     if conv is not None:
         session = (section.get("mfu_session") or {}).get(conv)
         counted = mfu.get("counted")
-        parts = [f"session {_pct(session)}" if session is not None else "",
-                 f"counted (FlopCounterMode) {_pct(counted)}" if counted is not None and not withheld else "",
+        parts = [f"session {format_percent(session)}" if session is not None else "",
+                 f"counted (FlopCounterMode) {format_percent(counted)}" if counted is not None and not withheld else "",
                  f"FLOPs conventions not shown: {withheld}" if withheld else "",
                  f"range over conventions {range_text}" if len(in_range) > 1 else "", peak_text]
         tile: dict[str, Any] = {
@@ -191,9 +187,8 @@ def compute_tiles(section: dict[str, Any], derivations: dict[str, dict[str, Any]
         no_count = withheld and section.get("counted_flops_per_token") is None
         tile["missing"] = ((section.get("counted_missing") if no_count else section.get("mfu_missing"))
                            or f"MFU needs FLOPs per {per} and training-only {per}s/s")
-        # on the CPU without a declared peak or a measured ceiling, MFU does not apply on this machine (the widget
-        # folds the tile)
-        tile["not_here"] = (section.get("peak") is None and not any((section.get("of_achievable") or {}).values())
+        # on the CPU with no declared peak or measured ceiling, MFU does not apply here (the widget folds the tile)
+        tile["not_here"] = (peak is None and not any((section.get("of_achievable") or {}).values())
                             and (section.get("hardware") or {}).get("device") == "cpu")
     key = conv or "hf"
     spent = (section.get("flops_spent") or {}).get(key)
@@ -237,9 +232,7 @@ def _with_achievable(tile: dict[str, Any], section: dict[str, Any], derivations:
 
 
 def progress_bar(section: dict[str, Any], derivations: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
-    """The header's progress bar from the ``progress`` and ``eta_s`` derivations, or ``None``.
-
-    The ETA and its pace are the ``eta_s`` derivation's (compute/eta.py: recent when the run had one)."""
+    """The header's progress bar from the ``progress`` and ``eta_s`` derivations (its ETA and pace), or ``None``."""
     from trainmeter.compute.eta import pace_of
 
     prog = derivations.get("progress")

@@ -45,8 +45,7 @@ def recent_pace(recent: Any, unit: str = "tokens") -> Pace | None:
 
 def pick_pace(recent: Pace | None, training: Pace) -> Pace:
     """The rule: the recent pace when the run has one (a measured rate above 0), else the training-only pace."""
-    rate = finite_number(recent.per_s) if recent is not None else None
-    return recent if recent is not None and rate is not None and rate > 0 else training
+    return recent if recent is not None and (finite_number(recent.per_s) or 0) > 0 else training
 
 
 def eta_s(done: Quantity, budget: Quantity, pace: Pace, *, unit: str = "tokens") -> Derivation:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from trainmeter.compute.view import ComputeView
 from trainmeter.core.extension import ExtensionBase, Report
 from trainmeter.core.provenance import Derivation, Input
-from trainmeter.core.throughput import BATCH_CALL, tokens_missing
+from trainmeter.core.throughput import BATCH_CALL, ratio, tokens_missing
 from trainmeter.lineage.view import training_counts
 from trainmeter.sizes import format_percent
 
@@ -41,7 +41,7 @@ class ComputeExtension(ExtensionBase):
         self.conventions_missing: str | None = None
         self.params: dict[str, int] | None = None
         self._shape: Any = None  # the model's shape as read (S refreshed at reports)
-        self._packed: Any = None  # the example's packing read (compute/seq_len.py), until read
+        self._packed: Any = None  # the example's packing read (compute/shape_module.py), until read
         self._seq_fixed = False  # S came from packed sequences: the batch shapes do not give it
         self._seq_used: Any = None
         self._ready = False
@@ -63,8 +63,7 @@ class ComputeExtension(ExtensionBase):
         self._stopped = True
 
     def after_fork_in_child(self, monitor: RunContext) -> None:
-        """In a forked child: its model is read afresh at its first report (the parent's count, begun or not,
-        stays the parent's: docs/spec.md section 19)."""
+        """In a forked child: its model is read afresh (the parent's count stays the parent's: spec section 19)."""
         self.__init__()  # type: ignore[misc]  # every field as a new wing's
         self.start(monitor)
 
@@ -101,7 +100,7 @@ class ComputeExtension(ExtensionBase):
         self._shape = override_shape(shape, layers=o.layers, d_model=o.d_model, seq_len=o.seq_len, vocab=o.vocab)
         self.conventions_missing = _not_a_language_model(m.token_unit, self._shape)
         if o.seq_len is None and self.conventions_missing is None:
-            from trainmeter.compute.seq_len import packed_read
+            from trainmeter.compute.shape_module import packed_read
 
             self._packed = packed_read(example)
         self._refresh_seq(force=True)
@@ -195,17 +194,9 @@ class ComputeExtension(ExtensionBase):
         from trainmeter.compute.calibrate import of_achievable
         from trainmeter.compute.flops import flops_input, with_counted
         from trainmeter.compute.mfu import flops_spent, mfu, mfu_name
-        from trainmeter.core.throughput import ratio
 
         out: dict[str, Derivation] = {}
-        tokens = m.tokens if m.token_unit is not None else None  # no batch read: unknown, never 0 (spec section 2)
-        if whole_run:
-            train_tps = ratio(tokens, m.phases.totals_s.get("train", 0.0))
-            session_tps = ratio(tokens, m.elapsed_s())
-        else:
-            interval, session = m.interval, m.session
-            train_tps = interval.train_tokens_per_s if interval else None
-            session_tps = session.session_tokens_per_s if session else None
+        tokens, train_tps, session_tps = self._rates(whole_run)
         unit = m.token_unit or "tokens"  # a label only where no batch was read: every figure of it is None
         per_conv = {conv: flops_input(conv, f, unit) for conv, f in with_counted(self.fpt, self.counted).items()}
         for conv, f in per_conv.items():
@@ -217,13 +208,21 @@ class ComputeExtension(ExtensionBase):
         if ceiling is not None:
             out.update({f"of_achievable[{conv}]": of_achievable(f, train_tps, ceiling, unit=unit)
                         for conv, f in per_conv.items()})
-        out.update(self._budget(*training_counts(m, m.steps, tokens), train_tps, session_tps, per_conv,
-                                whole_run=whole_run))  # over the training when resumed (docs/spec.md section 22)
+        out.update(self._budget(per_conv, whole_run=whole_run))
         self.derived = {name: replace(d, name=name) for name, d in out.items()}
 
+    def _rates(self, whole_run: bool = False) -> tuple[int | None, float | None, float | None]:
+        """Tokens seen, training-only and session tokens/s: over the last report window, or over the whole run."""
+        m = self._m
+        tokens = m.tokens if m.token_unit is not None else None  # no batch read: unknown, never 0 (spec section 2)
+        if whole_run:
+            return tokens, ratio(tokens, m.phases.totals_s.get("train", 0.0)), ratio(tokens, m.elapsed_s())
+        interval, session = m.interval, m.session
+        return (tokens, interval.train_tokens_per_s if interval else None,
+                session.session_tokens_per_s if session else None)
+
     def ceiling(self) -> Any:
-        """The measured ceiling (:class:`~trainmeter.compute.calibrate.Ceiling`) for this run's device and dtype,
-        from the last ``tm.calibrate()``, or ``None``; any thread."""
+        """The last ``tm.calibrate()``'s ceiling for this run's device and dtype, or ``None``; any thread."""
         from trainmeter.compute.calibrate import last_calibration
 
         cal = last_calibration()
@@ -241,14 +240,10 @@ class ComputeExtension(ExtensionBase):
         at the ``recent`` pace (the publisher's recent figures) when given, else at the last window's."""
         from trainmeter.compute.card import progress_bar
 
-        m = self._m
-        if m is None:
+        if self._m is None:
             return None
-        interval, session = m.interval, m.session
-        tokens = m.tokens if m.token_unit is not None else None
-        figures = self._budget(*training_counts(m, m.steps, tokens), interval.train_tokens_per_s if interval else None,
-                               session.session_tokens_per_s if session else None, {}, recent=recent)
-        return progress_bar({"unit": m.token_unit}, {name: d.to_dict() for name, d in figures.items()})
+        figures = self._budget({}, recent=recent)
+        return progress_bar({"unit": self._m.token_unit}, {name: d.to_dict() for name, d in figures.items()})
 
     def text_fields(self) -> dict[str, Any]:
         """``mfu`` (chosen convention only) and progress for the text line."""
@@ -257,13 +252,16 @@ class ComputeExtension(ExtensionBase):
                "progress": None if prog is None else format_percent(prog)}  # as the widget's progress bar
         return {key: value for key, value in out.items() if value is not None}
 
-    def _budget(self, steps: int, tokens: int | None, train_tps: float | None, session_tps: float | None,
-                per_conv: dict[str, Input], *, recent: Any = None, whole_run: bool = False) -> dict[str, Derivation]:
-        """Progress, budget in tokens, ETA (the one rule) and the session ETA, FLOPs required (pure in its inputs)."""
+    def _budget(self, per_conv: dict[str, Input], *, recent: Any = None,
+                whole_run: bool = False) -> dict[str, Derivation]:
+        """Progress, budget in tokens, ETA (the one rule) and the session ETA, FLOPs required by ``per_conv``'s F;
+        over the training when resumed (docs/spec.md section 22)."""
         from trainmeter.compute.eta import REPORT_WINDOW, WHOLE_RUN, Pace, eta, eta_s, recent_pace
         from trainmeter.compute.mfu import budget_tokens, flops_required, progress
 
         m = self._m
+        tokens, train_tps, session_tps = self._rates(whole_run)
+        steps, tokens = training_counts(m, m.steps, tokens)
         out: dict[str, Derivation] = {}
         o = m.options
         chosen = self.fpt.get(o.convention) if o.convention is not None and self.fpt else None
@@ -315,7 +313,7 @@ class ComputeExtension(ExtensionBase):
             self._prepare(final=self._stopped)
         else:
             self._refresh_seq()
-        if self._ahead is not None and self._ahead.pending:
+        if self._ahead is not None:  # the count's result, once its pass ran
             self._take_count(final=report.final)
         if self._await_identity:
             self._match_peak()
@@ -338,8 +336,7 @@ class ComputeExtension(ExtensionBase):
         return compute_section(self)
 
     def derivations(self) -> list[Derivation]:
-        """Every compute derivation (F by convention, counted, every derived figure), for the passport's top-level
-        ``derivations``."""
+        """Every compute derivation (F by convention, counted, each derived figure): the passport's ``derivations``."""
         from trainmeter.compute.flops import with_counted
 
         return [*with_counted(self.fpt, self.counted).values(), *self.derived.values()]

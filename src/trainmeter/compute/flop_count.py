@@ -17,10 +17,6 @@ from trainmeter.core.provenance import Derivation, Input
 
 Method = Literal["auto", "meta", "real"]
 
-NOTE = (
-    "executed FLOPs from operator shapes (FlopCounterMode), one forward and backward: includes recompute, "
-    "counts attention over the full square, not model FLOPs"
-)
 Unit = Literal["tokens", "samples"]
 Call = str
 """The call counted: ``"forward"`` (the module called), ``"training_step"`` (a LightningModule's), or the name of the
@@ -32,7 +28,7 @@ which is differentiated."""
 class CountedFlops:
     """Result of one counted step: FLOP per ``unit`` (``tokens``: integer token ids; ``samples``: dim 0 of a float
     batch) or ``None`` (``reason``: why, or what failed before the pass that worked), the batch's ``count``, the
-    step's ``total_flops``, which pass (``method``) on which ``copy``, FLOPs per aten operator and the UI's ``note``."""
+    step's ``total_flops``, which pass (``method``) on which ``copy`` and FLOPs per aten operator."""
 
     flops_per_unit: float | None
     unit: Unit = "tokens"
@@ -42,22 +38,6 @@ class CountedFlops:
     copy: str | None = None
     reason: str | None = None
     by_operator: Mapping[str, int] = field(default_factory=dict, hash=False)
-    note: str = NOTE
-
-    @property
-    def flops_per_token(self) -> float | None:
-        """FLOP per token when the batch is counted in tokens, else ``None``."""
-        return self.flops_per_unit if self.unit == "tokens" else None
-
-    @property
-    def flops_per_sample(self) -> float | None:
-        """FLOP per sample when the batch is counted in samples, else ``None``."""
-        return self.flops_per_unit if self.unit == "samples" else None
-
-    @property
-    def tokens(self) -> int | None:
-        """Tokens in the example batch (``None`` when it is counted in samples)."""
-        return self.count if self.unit == "tokens" else None
 
     def derivation(self) -> Derivation:
         """The count as a Derivation named ``flops_per_token.counted`` (unit FLOP/token or FLOP/sample)."""
@@ -106,8 +86,7 @@ def _scalar(out: Any, torch: Any, every: bool = False) -> Any:
 
 
 def kept_from(model: Any) -> Call:
-    """The call whose arguments the run keeps as the example batch (core/root_calls.py): a LightningModule's
-    ``training_step``, any other module's forward."""
+    """The call the run keeps the batch of (core/root_calls.py): a LightningModule's ``training_step``, else forward."""
     lightning = any(c.__name__ == "LightningModule" for c in type(model).__mro__)
     return "training_step" if lightning else "forward"
 
@@ -167,7 +146,7 @@ def _copied(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
     """Copies of ``model`` and the batch (meta, or detached clones for ``real``): copy, args, kwargs, how copied."""
     import torch
 
-    from trainmeter.compute.model_copy import model_copy
+    from trainmeter.compute.counted_pass import model_copy
 
     clone, how, why = model_copy(model, real=not meta)
     if clone is None:

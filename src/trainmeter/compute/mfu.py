@@ -15,16 +15,11 @@ PACES: tuple[str, ...] = ("training-only", "session")  # tokens/s over time insi
 Pace = Literal["training-only", "session"]
 
 
-def _pace_label(pace: str) -> str:
+def mfu_name(convention: str, pace: str = "training-only", prefix: str = "") -> str:
+    """``mfu[hf]``, ``mfu.session[hf]`` (``ValueError`` for a pace not in :data:`PACES`); a launch's: ``prefix``."""
     if pace not in PACES:
         raise ValueError(f"unknown pace {pace!r}; valid: {', '.join(PACES)}")
-    return pace
-
-
-def mfu_name(convention: str, pace: str = "training-only", prefix: str = "") -> str:
-    """The name of an MFU under ``convention`` at ``pace`` (``ValueError`` if not in :data:`PACES`): ``mfu[hf]``,
-    ``mfu.session[hf]``; a launch's with ``prefix`` ``distributed.``."""
-    return f"{prefix}mfu{'.session' if _pace_label(pace) == 'session' else ''}[{convention}]"
+    return f"{prefix}mfu{'.session' if pace == 'session' else ''}[{convention}]"
 
 
 def mfu(flops_per_token: Quantity, tokens_per_s: Quantity, devices: Quantity, peak_flops_per_s: Quantity | PeakRow, *,
@@ -32,11 +27,10 @@ def mfu(flops_per_token: Quantity, tokens_per_s: Quantity, devices: Quantity, pe
     """Model FLOPs utilization of one run, a 0-1 fraction: F x tokens/s (on the clock ``pace`` names: ``mfu`` or
     ``mfu.session``) / (devices x dense peak per device, FLOP/s, a :class:`PeakRow` or an Input kept as it is: the
     measured ceiling's; ``peak_missing``: why there is none); ``unit`` ``samples``: F per sample, samples/s."""
-    _pace_label(pace)
     peak_in = (peak_input(peak_flops_per_s) if isinstance(peak_flops_per_s, PeakRow) else peak_flops_per_s
                if isinstance(peak_flops_per_s, Input) else
                as_input("peak", peak_flops_per_s, "FLOP/s", "detected", "datasheet dense peak"))
-    return mfu_derivation(name="mfu" if pace == "training-only" else "mfu.session",
+    return mfu_derivation(name=mfu_name("", pace).removesuffix("[]"),
                           flops_per_token=as_input("F", flops_per_token, f"FLOP/{unit[:-1]}", "detected"),
                           rate=(as_input(f"{unit}_per_s", tokens_per_s, f"{unit}/s", "measured", f"{pace} {unit}/s"),),
                           devices=as_input("devices", devices, "1", "detected"), peaks=(peak_in,), pace=pace,

@@ -73,16 +73,11 @@ class ModelShape:
 
     def as_input(self, name: str, symbol: str, unit: str = "1") -> Input:
         """Return field ``name`` as a derivation :class:`Input` named ``symbol``."""
-        value = getattr(self, name)
-        found = self.source_of(name)
-        if found is None:
-            return Input(name=symbol, value=None, unit=unit, provenance="assumed", source=f"{name} unknown")
-        return Input(name=symbol, value=value, unit=unit, provenance=found.provenance, source=found.source)
+        src = self.source_of(name) or FieldSource(provenance="assumed", source=f"{name} unknown")
+        return Input(name=symbol, value=getattr(self, name), unit=unit, provenance=src.provenance, source=src.source)
 
     def with_value(self, name: str, value: object, provenance: Provenance, source: str) -> ModelShape:
-        """A copy with field ``name`` set to ``value`` and its source recorded (``ValueError``: not a field)."""
-        if name not in SHAPE_FIELDS:
-            raise ValueError(f"unknown ModelShape field {name!r}; valid: {', '.join(SHAPE_FIELDS)}")
+        """A copy with field ``name`` set to ``value`` and its source recorded."""
         sources = dict(self.sources)
         if value is None:
             sources.pop(name, None)
@@ -130,7 +125,6 @@ _KEYS: dict[str, tuple[str, ...]] = {
     "head_dim": ("head_dim",),
     "ffn_width": ("moe_intermediate_size", "intermediate_size", "n_inner", "ffn_dim", "d_ff"),
     "vocab": ("vocab_size", "n_vocab", "padded_vocab_size"),
-    "tied_embeddings": ("tie_word_embeddings",),
     "positions": ("n_positions", "max_position_embeddings", "n_ctx", "seq_length", "max_seq_len"),
     "moe_experts": ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts"),
     "moe_top_k": ("num_experts_per_tok", "moe_top_k", "num_experts_per_token"),
@@ -157,13 +151,12 @@ def config_to_dict(config: Any) -> dict[str, Any]:
         return {}
 
 
-def _read(cfg: Mapping[str, Any], field: str, whole: bool = True) -> tuple[Any, str] | None:
-    """Return (value, "config.KEY") of the first key of ``field`` present with a non-None value (``whole``: as a
-    positive int, else ``None``)."""
+def _read(cfg: Mapping[str, Any], field: str) -> tuple[int, str] | None:
+    """(value, "config.KEY") of the first key of ``field`` present with a non-None value, if a positive int."""
     for key in _KEYS[field]:
         value = cfg.get(key)
         if value is not None and not isinstance(value, (dict, list)):
-            value = _as_int(value) if whole else value
+            value = _as_int(value)
             return None if value is None else (value, f"config.{key}")
     return None
 
@@ -237,15 +230,14 @@ def shape_from_config(config: Any) -> ModelShape:
     """
     cfg = config_to_dict(config)
     shape = ModelShape()
-    for name in ("layers", "d_model", "heads", "kv_heads", "head_dim", "ffn_width", "vocab", "moe_experts",
-                 "moe_top_k", "moe_shared_experts"):
+    for name in (key for key in _KEYS if key != "positions"):  # the context length is S, assumed: below
         found = _read(cfg, name)
         if found is not None:
             shape = shape.with_value(name, found[0], "detected", found[1])
-    tied = _read(cfg, "tied_embeddings", whole=False)
+    tied = cfg.get("tie_word_embeddings")
     family, family_prov = _family(cfg)
-    if tied is not None:
-        shape = shape.with_value("tied_embeddings", bool(tied[0]), "detected", tied[1])
+    if tied is not None and not isinstance(tied, (dict, list)):
+        shape = shape.with_value("tied_embeddings", bool(tied), "detected", "config.tie_word_embeddings")
     elif family is not None:
         # transformers' PretrainedConfig defaults tie_word_embeddings to True; LlamaConfig to False.
         shape = shape.with_value("tied_embeddings", family == "gpt2", "assumed", f"{family} config default")

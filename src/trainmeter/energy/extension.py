@@ -9,7 +9,6 @@ dict reference.
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,14 +26,8 @@ if TYPE_CHECKING:
 POWERCAP_ROOT = Path("/sys/class/powercap")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RaplReading:
-    """One read of every package domain: folder name -> cumulative energy and wrap-around range (``None`` unknown),
-    microjoules; ``missing`` says why there is no reading, else ``None``."""
-
-    energy_uj: dict[str, int]
-    range_uj: dict[str, int | None]
-    missing: str | None = None
+RaplReading = dict[str, tuple[int, int | None]]
+"""One read of every package domain: folder name -> (cumulative energy, wrap-around range or ``None``), microjoules."""
 
 
 def _read_int(path: Path) -> int | None:
@@ -44,13 +37,12 @@ def _read_int(path: Path) -> int | None:
         return None
 
 
-def read_rapl(root: Path = POWERCAP_ROOT) -> RaplReading:
-    """Read the package domains under ``root``; never raises."""
+def read_rapl(root: Path = POWERCAP_ROOT) -> RaplReading | str:
+    """Read the package domains under ``root``, or say why there is no reading; never raises."""
     if not root.is_dir():
-        return RaplReading(energy_uj={}, range_uj={}, missing=f"no RAPL here ({root} does not exist)")
-    energy: dict[str, int] = {}
-    ranges: dict[str, int | None] = {}
-    refused = []
+        return f"no RAPL here ({root} does not exist)"
+    reading: RaplReading = {}
+    refused = False
     for domain in sorted(root.glob("*rapl:*")):
         try:  # a sub-domain (intel-rapl:0:0) or one that is not a package: skipped
             package = domain.name.count(":") == 1 and (domain / "name").read_text().strip().startswith("package")
@@ -58,23 +50,21 @@ def read_rapl(root: Path = POWERCAP_ROOT) -> RaplReading:
             package = False
         uj = _read_int(domain / "energy_uj") if package else None
         if uj is not None:
-            energy[domain.name], ranges[domain.name] = uj, _read_int(domain / "max_energy_range_uj")
-        elif package:
-            refused.append(domain.name)
-    if not energy:
-        why = (f"RAPL energy_uj under {root} is not readable by this user (root-only since CVE-2020-8694)"
-               if refused else f"no RAPL package domain under {root}")
-        return RaplReading(energy_uj={}, range_uj={}, missing=why)
-    return RaplReading(energy_uj=energy, range_uj=ranges)
+            reading[domain.name] = uj, _read_int(domain / "max_energy_range_uj")
+        refused = refused or (package and uj is None)
+    if reading:
+        return reading
+    return (f"RAPL energy_uj under {root} is not readable by this user (root-only since CVE-2020-8694)" if refused
+            else f"no RAPL package domain under {root}")
 
 
-def rapl_joules(start: RaplReading, end: RaplReading) -> tuple[float | None, str | None]:
-    """Joules used by all package domains between two reads (one wrap per domain allowed)."""
-    if start.missing or end.missing:
-        return None, start.missing or end.missing
+def rapl_joules(start: RaplReading | str, end: RaplReading | str) -> tuple[float | None, str | None]:
+    """Joules used by all package domains between two reads (one wrap per domain allowed), or why none."""
+    if isinstance(start, str) or isinstance(end, str):
+        return None, start if isinstance(start, str) else end  # type: ignore[return-value]
     total_uj = 0
-    for name, first in start.energy_uj.items():
-        last, wrap = end.energy_uj.get(name), start.range_uj.get(name)
+    for name, (first, wrap) in start.items():
+        last = end[name][0] if name in end else None
         if last is None:
             return None, f"RAPL domain {name} disappeared during the run"
         if last < first and wrap is None:
@@ -99,13 +89,12 @@ class EnergyExtension(ExtensionBase):
         self._gpu_view: GpuView | None = None
         self._t0_s = 0.0
         self._t1_s: float | None = None
-        self._indices: tuple[int, ...] = ()
         self._names: dict[int, str] = {}
         self._gpu_missing: str | None = None
-        self._start_mj: dict[int, tuple[float | None, str | None]] = {}
+        self._start_mj: dict[int, tuple[float | None, str | None]] = {}  # by device index: the devices measured
         self._end_mj: dict[int, tuple[float | None, str | None]] = {}
-        self._rapl_start: RaplReading | None = None
-        self._rapl_end: RaplReading | None = None
+        self._rapl_start: RaplReading | str | None = None  # None: GPU energy is used
+        self._rapl_end: RaplReading | str | None = None
         self._section: dict[str, Any] = {}
         self._derivations: list[Derivation] = []
 
@@ -140,15 +129,14 @@ class EnergyExtension(ExtensionBase):
         """Take the devices and start counters the background GPU sampler read on its own thread."""
         sampler = self._sampler
         start = sampler.energy_start
-        if self._indices:
+        if self._start_mj:
             return
         if not start:  # None: not read yet (NVML may still be opening); {}: no device
             if start is not None or final or not self._gpu_view.opening():
                 self._gpu_missing = sampler.unavailable_reason or "no GPU selected"
             return
-        self._indices = tuple(start)
         devices = sampler.devices or {}
-        self._names = {i: str(getattr(devices.get(i), "name", "") or "") for i in self._indices}
+        self._names = {i: str(getattr(devices.get(i), "name", "") or "") for i in start}
         self._start_mj = dict(start)
         self._t0_s = sampler.energy_start_s if sampler.energy_start_s is not None else self._t0_s
         self._gpu_missing = None
@@ -162,9 +150,8 @@ class EnergyExtension(ExtensionBase):
             with contextlib.suppress(Exception):  # no averages where the sampler cannot give them
                 averages = self._sampler.window_averages()
         out = []
-        for index in self._indices:
-            name = self._names.get(index, "")
-            first, why_first = self._start_mj.get(index, (None, "not read at the start"))
+        for index, (first, why_first) in self._start_mj.items():
+            name = self._names[index]
             last, why_last = end.get(index, (None, "not read at the end"))
             if first is not None and last is not None:
                 out.append(from_counter(index, name, first, last, window_s))
@@ -175,7 +162,7 @@ class EnergyExtension(ExtensionBase):
         return out
 
     def _build(self, now_s: float, end: dict[int, tuple[float | None, str | None]],
-               rapl_end: RaplReading | None, report: Report | None = None) -> None:
+               rapl_end: RaplReading | str | None, report: Report | None = None) -> None:
         m = self._m
         rapl_j, rapl_missing = None, "not read: GPU energy is used"
         if self._rapl_start is not None:

@@ -60,12 +60,10 @@ class Overhead(ExtensionBase):
 
     def _timed_step(self, run_step: Any) -> None:
         """Time the step rule (a step that ran a report is left out), then arm the next timed step."""
-        monitor = self._m
+        monitor: RunContext = self._m  # type: ignore[assignment]  # armed by start
         t0 = self._now()
         run_step()
         seconds = self._now() - t0
-        if monitor is None:
-            return
         if monitor.reports == self._reports_at_arm:
             self._timed_s += seconds
             self._timed += 1
