@@ -16,6 +16,8 @@ from collections import Counter
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+from trainmeter.core.patches import Patches
+
 SLOW_RATIO = 1.2  # a rank this much slower than the median is named
 
 
@@ -113,10 +115,8 @@ class StepTiming:
     probes wrap ``torch.autograd.backward``, another function, so either may be removed first)."""
 
     def __init__(self) -> None:
-        self._torch: Any = None
         self._handle: Any = None
-        self._base: Any = None
-        self._patched: Any = None
+        self._patches = Patches()
         self._primary: weakref.ReferenceType[Any] | None = None
         self._last_s: float | None = None
         self._backward_s = 0.0
@@ -133,10 +133,10 @@ class StepTiming:
         import torch
         from torch.optim.optimizer import register_optimizer_step_post_hook
 
-        self._torch = torch
         self._handle = register_optimizer_step_post_hook(self._on_step)
-        self._base = base = torch.Tensor.backward
+        self._patches.wrap(torch.Tensor, "backward", self._timed)
 
+    def _timed(self, base: Any) -> Any:
         @functools.wraps(base)
         def backward(tensor: Any, *args: Any, **kwargs: Any) -> Any:
             t0 = time.perf_counter()
@@ -145,20 +145,15 @@ class StepTiming:
             finally:
                 self._backward_s += time.perf_counter() - t0
 
-        self._patched = backward
-        torch.Tensor.backward = backward  # type: ignore[method-assign]
+        return backward
 
     def stop(self) -> None:
-        """Remove the hook and the wrapper (idempotent); leave torch as it was before the run."""
+        """Remove the hook and the wrapper (idempotent; another wrapper on top of ours: both are left)."""
         if self._handle is not None:
             with contextlib.suppress(Exception):
                 self._handle.remove()
             self._handle = None
-        torch = self._torch
-        if torch is not None and self._patched is not None:
-            if torch.Tensor.backward is self._patched:  # another wrapper on top of ours: leave both
-                torch.Tensor.backward = self._base  # type: ignore[method-assign]
-            self._patched = None
+        self._patches.restore_all()
 
     def _on_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         primary = self._primary() if self._primary is not None else None
