@@ -32,7 +32,7 @@ class LightningAdapter(Adapter):
         Site(module=f"{package}.trainer.trainer", owner="Trainer", attr="fit"),
         Site(module=f"{package}.loops.evaluation_loop", owner="_EvaluationLoop", attr="run", fit=False, phase="eval"),
         Site(module=f"{package}.trainer.connectors.checkpoint_connector", owner="_CheckpointConnector",
-             attr="resume_end", fit=False),
+             attr="resume_end"),
         Site(tap="lightning", module=f"{package}.{_LC}", owner="_LoggerConnector", attr="log_metrics",
              extract=method_dict("metrics"))))
     steps_at = "global_step"
@@ -288,8 +288,8 @@ def _sb3_callback() -> type:
         def _on_training_start(self) -> None:  # before the first rollout and the first optimizer step
             adapter = self._adapter
             policy = getattr(self.model, "policy", None)
-            probes = getattr(adapter.wing.monitor, "probes", None)
-            if probes is not None and policy is not None and adapter.wing.gate.here():
+            probes = adapter.wing.monitor.probes if adapter.wing.gate.here() else None
+            if probes is not None and policy is not None:
                 probes.watch_model(policy, "evaluate_actions" if hasattr(policy, "evaluate_actions") else None)
 
         def _on_step(self) -> bool:
@@ -319,10 +319,9 @@ class Sb3Adapter(Adapter):
              Site(module="stable_baselines3.common.off_policy_algorithm", owner="OffPolicyAlgorithm", attr="learn",
                   callbacks_at=1, callbacks_name="callback"),
              *(Site(module=f"stable_baselines3.common.{kind}_policy_algorithm", owner=f"{kind.title()}PolicyAlgorithm",
-                    attr="collect_rollouts", fit=False) for kind in ("on", "off")),
-             Site(module="stable_baselines3.common.callbacks", owner="", attr="evaluate_policy", fit=False),
-             Site(module="stable_baselines3.common.policies", owner="ActorCriticPolicy", attr="evaluate_actions",
-                  fit=False))
+                    attr="collect_rollouts") for kind in ("on", "off")),
+             Site(module="stable_baselines3.common.callbacks", owner="", attr="evaluate_policy"),
+             Site(module="stable_baselines3.common.policies", owner="ActorCriticPolicy", attr="evaluate_actions"))
 
     def __init__(self, wing: Any) -> None:
         super().__init__(wing)
@@ -357,10 +356,9 @@ class Sb3Adapter(Adapter):
     def on_evaluate_actions(self, original: Any, policy: Any, *args: Any, **kwargs: Any) -> Any:
         """A call of the policy's training method: the first with gradients enabled is kept for the counted pass
         (references to its arguments only)."""
-        if self.wing.gate.here() and sys.modules["torch"].is_grad_enabled():  # torch: the policy's own
-            probes = getattr(self.wing.monitor, "probes", None)
-            if probes is not None:
-                probes.keep_call(policy, args, kwargs)
+        probes = self.wing.monitor.probes if self.wing.gate.here() else None
+        if probes is not None and sys.modules["torch"].is_grad_enabled():  # torch: the policy's own
+            probes.keep_call(policy, args, kwargs)
         return original(policy, *args, **kwargs)
 
     def on_evaluate_policy(self, original: Any, model: Any, *args: Any, **kwargs: Any) -> Any:

@@ -104,8 +104,7 @@ class KerasAdapter(Adapter):
     def begin(self, site: Site, target: Any, args: Args, kwargs: Kwargs) -> tuple[Args, Kwargs, Any]:
         self.held, self._applied = (target, None), 0
         self._initial_epoch = args[11] if len(args) > 11 else kwargs.get("initial_epoch", 0)
-        if self.wing.monitor is not None:
-            explicit_steps.stepper(self.wing.monitor, "keras", target)  # the model watched from its first batch
+        explicit_steps.stepper(self.wing.monitor, "keras", target)  # the model watched from its first batch
         return super().begin(site, target, args, kwargs)
 
     def end(self, target: Any, extra: Any) -> None:
@@ -126,7 +125,7 @@ class KerasAdapter(Adapter):
     def step(self, model: Any, samples: int | None = None, update: bool = False) -> None:
         """An update of its optimizer is a step; a batch end is one only when no update was seen since the last."""
         wing = self.wing
-        if wing.monitor is None or not wing.gate.here():
+        if not wing.gate.here():  # open: the run started
             return
         if update:
             self._applied += 1
@@ -142,8 +141,7 @@ class KerasAdapter(Adapter):
         wing = self.wing
         if wing.depth or not wing.gate.here():
             return original(target, *args, **kwargs)
-        if wing.monitor is not None:
-            explicit_steps.stepper(wing.monitor, "keras", target)  # its batch counted from the first call
+        explicit_steps.stepper(wing.monitor, "keras", target)  # its batch counted from the first call
         batch = rows(args[0] if args else kwargs.get("x"))
         self.held, held = (target, batch), self.held
         try:
@@ -169,7 +167,7 @@ class KerasAdapter(Adapter):
         """The fitted model's optimizer scaled the loss before backward: the scale is divided out at backward."""
         out = original(optimizer, *args, **kwargs)
         monitor, held, loss = self.wing.monitor, self.held, args[0] if args else kwargs.get("loss")
-        if held is None or out is loss or monitor is None or not self.wing.gate.here():
+        if held is None or out is loss or not self.wing.gate.here():
             return out
         with self.wing.guard("keras", "adapter's loss scale disabled"):
             scale = loss_scale(optimizer) if optimizer is getattr(held[0], "optimizer", None) else None
