@@ -17,15 +17,7 @@ from trainmeter.core import explicit_steps, host_patches
 from trainmeter.core.extension import ExtensionBase, Report
 from trainmeter.core.patches import Gate, Patches, PostImportHooks
 from trainmeter.integrations.adapter import Adapter, Loggers, Site, record_logged, tapped
-from trainmeter.integrations.frameworks import (
-    AccelerateAdapter,
-    FabricAdapter,
-    FastaiAdapter,
-    IgniteAdapter,
-    LightningAdapter,
-    Sb3Adapter,
-    SkorchAdapter,
-)
+from trainmeter.integrations.frameworks import FRAMEWORKS
 from trainmeter.integrations.hf import HfAdapter
 from trainmeter.integrations.keras import KerasAdapter
 from trainmeter.integrations.view import FrameworkControl, FrameworkResume, FrameworksView
@@ -33,8 +25,7 @@ from trainmeter.integrations.view import FrameworkControl, FrameworkResume, Fram
 if TYPE_CHECKING:
     from trainmeter.core.context import RunContext
 
-ADAPTERS = (Loggers, HfAdapter, LightningAdapter, KerasAdapter, FastaiAdapter, AccelerateAdapter, FabricAdapter,
-            IgniteAdapter, SkorchAdapter, Sb3Adapter)
+ADAPTERS = (Loggers, HfAdapter, KerasAdapter, *FRAMEWORKS)
 SUMMARY_KEYS = {"transformers": "train_runtime"}  # a log carrying this key is the run's end summary
 STEPS_SOURCE = {"keras": "keras optimizer updates (BaseOptimizer.apply; else its callback's on_train_batch_end)",
                 "fastai": "fastai callback (after_step)"}

@@ -373,3 +373,7 @@ class Sb3Adapter(Adapter):
         finally:
             if rollout:
                 self.enter(ROLLOUT_PHASE)
+
+
+FRAMEWORKS = (LightningAdapter, FastaiAdapter, AccelerateAdapter, FabricAdapter, IgniteAdapter, SkorchAdapter,
+              Sb3Adapter)  # the wing's ADAPTERS (integrations/extension.py) after HF's and Keras'
