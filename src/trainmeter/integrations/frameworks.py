@@ -9,9 +9,9 @@ Ignite's ``Checkpoint``/``ModelCheckpoint`` and ``DiskSaver`` are savers of the 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import sys
-from contextlib import ExitStack
 from typing import Any
 
 from trainmeter import api
@@ -202,11 +202,10 @@ class SkorchAdapter(Adapter):
     def own_steps(self, target: Any) -> int | None:
         """skorch's own count: the fit's training batches in ``net.history`` (each holds a ``train_loss``: one
         optimizer step each)."""
-        try:
+        with contextlib.suppress(Exception):
             return sum(1 for row in target.history[self._first_epoch:] for batch in row.get("batches", ())
                        if "train_loss" in batch)
-        except Exception:
-            return None
+        return None
 
 
 def torch_optimizer(opt: Any) -> bool:
@@ -325,7 +324,7 @@ class Sb3Adapter(Adapter):
 
     def __init__(self, wing: Any) -> None:
         super().__init__(wing)
-        self._phase: ExitStack | None = None
+        self._phase: contextlib.ExitStack | None = None
 
     def callback(self) -> Any:
         """An SB3 ``BaseCallback``: the policy named at the training start, ``_on_step`` stops."""
@@ -334,7 +333,7 @@ class Sb3Adapter(Adapter):
     def enter(self, phase: str) -> None:
         """Open ``phase`` (``tm.phase``) until :meth:`leave`."""
         self.leave()
-        self._phase = ExitStack()
+        self._phase = contextlib.ExitStack()
         self._phase.enter_context(api.phase(phase))
 
     def leave(self) -> None:

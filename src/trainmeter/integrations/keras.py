@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from typing import Any
 
@@ -13,18 +14,16 @@ from trainmeter.integrations.adapter import Adapter, Args, Kwargs, Site
 
 def rows(x: Any) -> int | None:
     """Rows of a batch given as an array (``train_on_batch(x, y)``), or ``None``."""
-    try:
-        shape = getattr(x, "shape", None)
-        return int(shape[0]) if shape is not None and len(shape) >= 1 else None
-    except Exception:
-        return None
+    with contextlib.suppress(Exception):  # no shape, a 0-d one, or not a number
+        return int(x.shape[0])
+    return None
 
 
 def loss_scale(optimizer: Any) -> Any:
     """The factor a Keras optimizer's ``scale_loss`` multiplied the loss by, as its own code reads it: a
     ``LossScaleOptimizer``'s dynamic scale (its variable's tensor once built, else ``initial_scale``), else
     ``loss_scale_factor``; ``None`` when it does not scale. Never raises."""
-    try:
+    with contextlib.suppress(Exception):
         if hasattr(optimizer, "dynamic_scale") or hasattr(optimizer, "inner_optimizer"):
             if getattr(optimizer, "built", False):
                 variable = optimizer.dynamic_scale
@@ -32,19 +31,17 @@ def loss_scale(optimizer: Any) -> Any:
             return float(optimizer.initial_scale)
         factor = getattr(optimizer, "loss_scale_factor", None)
         return None if factor is None else float(factor)
-    except Exception:
-        return None
+    return None
 
 
 def learning_rate(optimizer: Any) -> Any:
     """The rate a Keras optimizer (or a loss-scale wrapper's inner one) applies: its rate variable's 0-d tensor, read
     as it is (no device work); ``None`` for a ``LearningRateSchedule`` (computing it would be device work) or no
     rate. Never raises."""
-    try:
+    with contextlib.suppress(Exception):
         value = getattr(getattr(getattr(optimizer, "inner_optimizer", optimizer), "_learning_rate", None), "value", None)
         return value if getattr(value, "ndim", None) == 0 else None
-    except Exception:
-        return None
+    return None
 
 
 @functools.cache
