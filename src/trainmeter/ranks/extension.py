@@ -46,7 +46,7 @@ class RanksExtension(ExtensionBase):
         self._panels: list[dict[str, Any]] = []
         self._section: dict[str, Any] | None = None
         self._backend: str | None = None
-        self._patches: Any = None
+        self._patches = Patches()  # the spawn counter's
         self.spawned = 0  # children started with the spawn method while this run was the parent
         self._device: dict[str, Any] | None = None
         self._ranks: list[Any] = []
@@ -89,7 +89,6 @@ class RanksExtension(ExtensionBase):
             return _launch
 
         self._pid = os.getpid()
-        self._patches = Patches()
         self._patches.wrap(popen_spawn_posix.Popen, "_launch", make)
 
     def _become_rank(self, monitor: RunContext) -> None:
@@ -116,18 +115,16 @@ class RanksExtension(ExtensionBase):
 
     def after_fork_in_child(self, monitor: RunContext) -> None:
         """In a forked child: the inherited parent role becomes a rank role (the export stays for the seat)."""
-        self._saved_env, self._section, self._follower, self._panels = {}, None, None, []
         if self._timing is not None:
             self._timing.stop()
-            self._timing = None
+        self._saved_env, self._section, self._follower, self._panels, self._timing = {}, None, None, [], None
         self._become_rank(monitor)
 
     def stop(self) -> None:
         """Remove the timing hooks; restore the environment; a parent merges its seats (children ended)."""
         if self._timing is not None:
             self._timing.stop()
-        if self._patches is not None:
-            self._patches.restore_all()
+        self._patches.restore_all()
         if self.role == "parent" and self._monitor is not None and self._section is None:
             self._section = self._merge(self._monitor)
         saved, self._saved_env = self._saved_env, {}
