@@ -315,10 +315,8 @@ def launch_mfu_now(ranks: list[Any]) -> tuple[str, int, Any]:
     return conv, world, launch_mfu(inputs, world, conv, pace="session", missing_ranks=missing_ranks)
 
 
-def launch_mfu_tile(ranks: list[Any]) -> dict[str, Any] | None:
-    """The header tile of the launch's MFU (docs/protocol.md tile), or ``None`` before any rank reported."""
-    if not ranks:
-        return None
+def launch_mfu_tile(ranks: list[Any]) -> dict[str, Any]:
+    """The header tile of the launch's MFU (docs/protocol.md tile) once a rank reported."""
     conv, world, d = launch_mfu_now(ranks)
     return {"id": "mfu_ranks", "label": f"MFU, all ranks ({conv})", "value": d.value, "unit": "fraction",
             "provenance": derived_provenance(d), "derivation": d.to_dict(), "sub": f"{world} devices; wall clock",
