@@ -20,7 +20,7 @@ from trainmeter.core.throughput import NO_RANK_READ
 from trainmeter.ranks.follow import RunFollower, rank_order
 from trainmeter.ranks.launch_mfu import RankCompute, launch_ladders, launch_mfu, launch_mfu_figures, rank_compute
 from trainmeter.ranks.seating import seats, this_node
-from trainmeter.ranks.stragglers import repeated_offenders, score_ranks, with_repeats
+from trainmeter.ranks.stragglers import score_ranks, with_repeats
 from trainmeter.record.events import LOG_FILE, head, last_of_kinds, tail
 from trainmeter.record.runlog import clean, write_file_atomic
 from trainmeter.record.safe_read import read_passport
@@ -174,7 +174,7 @@ def distributed_section(ranks: list[RankSummary], *, launch_dir: Path | None = N
     waits = {r.key: r.data_wait_s / r.elapsed_s for r in ranks if r.data_wait_s is not None and r.elapsed_s}
     report = score_ranks({r.key: r.timing for r in ranks if r.timing}, waits)
     if report is not None and launch_dir is not None:
-        report = with_repeats(report, *repeated_offenders({r.key: window_history(launch_dir / r.seat) for r in ranks}))
+        report = with_repeats(report, {r.key: window_history(launch_dir / r.seat) for r in ranks})
     notes = [] if together else [f"ranks did not step together: steps range {min(steps)}-{max(steps)}; "
                                  "global_steps is the most"]
     for r in ranks:

@@ -91,20 +91,15 @@ def score_ranks(timings: dict[int | str, dict[str, Any]], data_wait_share: dict[
     return StragglerReport(figure=figure, scores=tuple(scores), straggler=slow.rank, verdict=verdict)
 
 
-def repeated_offenders(windows: dict[int | str, list[dict[str, Any]]]) -> tuple[dict[int | str, int], int]:
-    """``({rank: windows it was named in}, windows compared)`` from each rank's report windows in order (its interval
-    records' ``timing.window``): the k-th windows of all ranks are compared (same ``interval_s``, about the same
-    start); ranks never named are left out."""
+def with_repeats(report: StragglerReport, windows: dict[int | str, list[dict[str, Any]]]) -> StragglerReport:
+    """``report`` with each rank's count of report windows it was named in (``windows``: each rank's windows in order,
+    its interval records' ``timing.window``; the k-th windows of all ranks are compared: same ``interval_s``, about
+    the same start; ranks never named are left out), and the straggler's count in its verdict."""
     depth = max((len(w) for w in windows.values()), default=0)
     reports = [score_ranks({rank: w[k] for rank, w in windows.items() if k < len(w) and w[k].get("steps")})
                for k in range(depth)]
-    named = Counter(r.straggler for r in reports if r is not None and r.straggler is not None)
-    return dict(named), sum(r is not None for r in reports)
-
-
-def with_repeats(report: StragglerReport, counts: dict[int | str, int], compared: int) -> StragglerReport:
-    """``report`` with the repeated-offender counts, and the straggler's count in its verdict."""
-    verdict = report.verdict
+    counts = dict(Counter(r.straggler for r in reports if r is not None and r.straggler is not None))
+    compared, verdict = sum(r is not None for r in reports), report.verdict
     if report.straggler is not None and compared:
         verdict += f" (named in {counts.get(report.straggler, 0)} of {compared} report windows)"
     return replace(report, verdict=verdict, named_windows=counts, windows=compared)
