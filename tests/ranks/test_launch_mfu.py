@@ -122,12 +122,12 @@ def test_the_launch_takes_computes_conventions_names_and_f_provenance():
 
 
 def test_a_passport_read_back_gives_the_ranks_counted_f_and_its_peak():
-    from trainmeter.ranks.launch_mfu import rank_compute_from_passport
+    from trainmeter.ranks.launch_mfu import rank_compute
 
     row = {"tflops": 989.0, "card": "H100 SXM", "dtype": "bf16", "source": "datasheet", "provenance": "declared"}
-    r = rank_compute_from_passport("rank 0", {"tokens": 5, "compute": {
+    r = rank_compute("rank 0", {"tokens": 5, "compute": {
         "flops_per_token": {"hf": 1.0}, "counted_flops_per_token": 2.0, "peak": row}})
     assert r.flops_per_token == {"hf": 1.0, "counted": 2.0}
     assert r.peak == Input(name="peak", value=989e12, unit="FLOP/s", provenance="declared",
                            source="H100 SXM dense bf16: datasheet")
-    assert rank_compute_from_passport("rank 0", {"compute": {"peak": {"tflops": "x"}}}).peak is None
+    assert rank_compute("rank 0", {"compute": {"peak": {"tflops": "x"}}}).peak is None

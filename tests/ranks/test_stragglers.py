@@ -52,13 +52,13 @@ def test_one_rank_cannot_be_scored():
 
 
 def test_repeated_offenders_are_counted_window_by_window():
-    from trainmeter.ranks.stragglers import repeated_offenders, with_repeats
+    from trainmeter.ranks.stragglers import with_repeats
 
     def w(x):
         return {"steps": 5, "step_s": 1.0, "outside_backward_s": x}
 
-    counts, compared = repeated_offenders({0: [w(0.1), w(0.1), w(0.3), {"steps": 0}], 1: [w(0.3), w(0.3), w(0.1)]})
-    assert (counts, compared) == ({1: 2, 0: 1}, 3)
-    report = with_repeats(score_ranks({0: timing(0.1), 1: timing(0.2)}), counts, compared)
+    windows = {0: [w(0.1), w(0.1), w(0.3), {"steps": 0}], 1: [w(0.3), w(0.3), w(0.1)]}
+    report = with_repeats(score_ranks({0: timing(0.1), 1: timing(0.2)}), windows)
+    assert (report.named_windows, report.windows) == ({1: 2, 0: 1}, 3)
     assert report.verdict.endswith("(named in 2 of 3 report windows)")
     assert report.to_dict()["named_windows"] == {"1": 2, "0": 1}

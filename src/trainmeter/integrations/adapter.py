@@ -81,11 +81,7 @@ class Adapter:
         (or the call alone, for a site that is only a ``phase``), inside the site's phase span."""
         method = getattr(self, f"on_{site.attr}", None)
         if method is not None:
-            @functools.wraps(original)
-            def wrapper(target: Any, *args: Any, **kwargs: Any) -> Any:
-                return method(original, target, *args, **kwargs)
-
-            inner = wrapper
+            inner = functools.wraps(original)(lambda target, *args, **kwargs: method(original, target, *args, **kwargs))
         else:
             inner = original if site.phase and not site.fit and not site.logs else self.fit(site, original)
         return self.span(site, inner) if site.phase else inner

@@ -17,15 +17,7 @@ from trainmeter.core import explicit_steps, host_patches
 from trainmeter.core.extension import ExtensionBase, Report
 from trainmeter.core.patches import Gate, Patches, PostImportHooks
 from trainmeter.integrations.adapter import Adapter, Loggers, Site, record_logged, tapped
-from trainmeter.integrations.frameworks import (
-    AccelerateAdapter,
-    FabricAdapter,
-    FastaiAdapter,
-    IgniteAdapter,
-    LightningAdapter,
-    Sb3Adapter,
-    SkorchAdapter,
-)
+from trainmeter.integrations.frameworks import FRAMEWORKS
 from trainmeter.integrations.hf import HfAdapter
 from trainmeter.integrations.keras import KerasAdapter
 from trainmeter.integrations.view import FrameworkControl, FrameworkResume, FrameworksView
@@ -33,8 +25,7 @@ from trainmeter.integrations.view import FrameworkControl, FrameworkResume, Fram
 if TYPE_CHECKING:
     from trainmeter.core.context import RunContext
 
-ADAPTERS = (Loggers, HfAdapter, LightningAdapter, KerasAdapter, FastaiAdapter, AccelerateAdapter, FabricAdapter,
-            IgniteAdapter, SkorchAdapter, Sb3Adapter)
+ADAPTERS = (Loggers, HfAdapter, KerasAdapter, *FRAMEWORKS)
 SUMMARY_KEYS = {"transformers": "train_runtime"}  # a log carrying this key is the run's end summary
 STEPS_SOURCE = {"keras": "keras optimizer updates (BaseOptimizer.apply; else its callback's on_train_batch_end)",
                 "fastai": "fastai callback (after_step)"}
@@ -59,15 +50,14 @@ class Taps(ExtensionBase):
 
     def record(self, library: str, values: dict[str, Any]) -> None:
         """Record one logging call's scalars (or keep the run's end summary it carries). Training thread."""
-        monitor = self.monitor
-        if monitor is None or library in self.disabled:
+        if library in self.disabled:  # a tap's call, or HF's log, on the gate's thread: the run started
             return
         try:
             if SUMMARY_KEYS.get(library) in values:  # the run's end summary
                 self.summaries.setdefault(library, {}).update(
                     {k: float(v) for k, v in values.items() if isinstance(v, (int, float))})
             else:
-                self.points[library] += record_logged(monitor, library, values, f"logged through {library} (tap)")
+                self.points[library] += record_logged(self.monitor, library, values, f"logged through {library} (tap)")
             self.tapped[library] += 1
         except Exception as exc:
             self.warn(library, f"{library} tap disabled: {exc!r}")
@@ -75,8 +65,7 @@ class Taps(ExtensionBase):
     def warn(self, library: str, message: str) -> None:
         """A fault of ``library``'s tap: said once, and that tap records nothing more."""
         self.disabled.add(library)
-        if self.monitor is not None:
-            self.monitor.warn_once(f"tap-{library}", message)
+        self.monitor.warn_once(f"tap-{library}", message)
 
     def passport_section(self) -> dict[str, Any]:
         """``passport.json["taps"]``: which call sites were patched and what they recorded."""
@@ -215,36 +204,32 @@ class Integrations(ExtensionBase):
     # -- the adapters' calls -------------------------------------------------------
     def framework_step(self, framework: str, model: Any, samples: int | None = None) -> None:
         """One optimizer step the framework made, invisible to torch's hooks (training thread)."""
-        monitor = self.monitor
-        if monitor is None or not self.gate.here():
-            return
-        self.explicit_steps[framework] += 1
-        monitor.explicit_step(framework, model, samples)
+        if self.gate.here():  # open: the run started
+            self.explicit_steps[framework] += 1
+            self.monitor.explicit_step(framework, model, samples)
 
     def framework_batch(self, framework: str, source: str, batch: Any) -> None:
         """The framework's own batch for the step in progress, counted by the batch rule in the model's calls' stead
         (``None``: that batch is over; docs/spec.md section 2, "The batch rule"). Training thread."""
-        probes = getattr(self.monitor, "probes", None)
-        if probes is None or not self.gate.here():
-            return
-        with self.guard(framework, "batches not read"):
-            probes.framework_batch(batch, f"{framework} {source}")
+        probes = self.monitor.probes if self.gate.here() else None
+        if probes is not None:
+            with self.guard(framework, "batches not read"):
+                probes.framework_batch(batch, f"{framework} {source}")
 
     def framework_logs(self, framework: str, logs: Any) -> None:
         """An epoch's logged numbers (Keras' ``logs``, fastai's Recorder row; not ``epoch``, ``time``) as series."""
-        monitor = self.monitor
-        if monitor is None or not self.gate.here() or not hasattr(logs, "items"):
+        if not self.gate.here() or not hasattr(logs, "items"):
             return
         with self.guard(framework, "logs not recorded"):
             values = {str(k): float(v) for k, v in logs.items()
                       if k not in ("epoch", "time") and isinstance(v, (int, float)) and not isinstance(v, bool)}
-            record_logged(monitor, framework, values, f"logged by {framework} at each epoch's end", measured=False)
+            record_logged(self.monitor, framework, values, f"logged by {framework} at each epoch's end", measured=False)
 
     def resumed(self, framework: str, step: Any, path: Any, provenance: str, source: str) -> None:
         """The framework resumed its own training (its ``step``, the ``path`` it loaded): published for the lineage
         wing (docs/spec.md section 22); without ``--resume`` the run says it counts its own steps. Training thread."""
         monitor = self.monitor
-        if monitor is None or not self.gate.here():
+        if not self.gate.here():
             return
         with self.guard(framework, "resume not read"):
             self._resumed = FrameworkResume(framework, None if step is None else int(step),
@@ -260,9 +245,8 @@ class Integrations(ExtensionBase):
         return held is not None and held.name == framework and bool(getattr(held, "stop_requested", False))
 
     def warn(self, framework: str, message: str) -> None:
-        """A fault of ``framework``'s adapter, said once."""
-        if self.monitor is not None:
-            self.monitor.warn_once(f"framework-{framework}", message)
+        """A fault of ``framework``'s adapter, said once (wrappers act only once the run started)."""
+        self.monitor.warn_once(f"framework-{framework}", message)
 
     @contextlib.contextmanager
     def guard(self, framework: str, what: str) -> Iterator[None]:

@@ -9,9 +9,9 @@ Ignite's ``Checkpoint``/``ModelCheckpoint`` and ``DiskSaver`` are savers of the 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import sys
-from contextlib import ExitStack
 from typing import Any
 
 from trainmeter import api
@@ -32,7 +32,7 @@ class LightningAdapter(Adapter):
         Site(module=f"{package}.trainer.trainer", owner="Trainer", attr="fit"),
         Site(module=f"{package}.loops.evaluation_loop", owner="_EvaluationLoop", attr="run", fit=False, phase="eval"),
         Site(module=f"{package}.trainer.connectors.checkpoint_connector", owner="_CheckpointConnector",
-             attr="resume_end", fit=False),
+             attr="resume_end"),
         Site(tap="lightning", module=f"{package}.{_LC}", owner="_LoggerConnector", attr="log_metrics",
              extract=method_dict("metrics"))))
     steps_at = "global_step"
@@ -202,11 +202,10 @@ class SkorchAdapter(Adapter):
     def own_steps(self, target: Any) -> int | None:
         """skorch's own count: the fit's training batches in ``net.history`` (each holds a ``train_loss``: one
         optimizer step each)."""
-        try:
+        with contextlib.suppress(Exception):
             return sum(1 for row in target.history[self._first_epoch:] for batch in row.get("batches", ())
                        if "train_loss" in batch)
-        except Exception:
-            return None
+        return None
 
 
 def torch_optimizer(opt: Any) -> bool:
@@ -288,8 +287,8 @@ def _sb3_callback() -> type:
         def _on_training_start(self) -> None:  # before the first rollout and the first optimizer step
             adapter = self._adapter
             policy = getattr(self.model, "policy", None)
-            probes = getattr(adapter.wing.monitor, "probes", None)
-            if probes is not None and policy is not None and adapter.wing.gate.here():
+            probes = adapter.wing.monitor.probes if adapter.wing.gate.here() else None
+            if probes is not None and policy is not None:
                 probes.watch_model(policy, "evaluate_actions" if hasattr(policy, "evaluate_actions") else None)
 
         def _on_step(self) -> bool:
@@ -319,14 +318,13 @@ class Sb3Adapter(Adapter):
              Site(module="stable_baselines3.common.off_policy_algorithm", owner="OffPolicyAlgorithm", attr="learn",
                   callbacks_at=1, callbacks_name="callback"),
              *(Site(module=f"stable_baselines3.common.{kind}_policy_algorithm", owner=f"{kind.title()}PolicyAlgorithm",
-                    attr="collect_rollouts", fit=False) for kind in ("on", "off")),
-             Site(module="stable_baselines3.common.callbacks", owner="", attr="evaluate_policy", fit=False),
-             Site(module="stable_baselines3.common.policies", owner="ActorCriticPolicy", attr="evaluate_actions",
-                  fit=False))
+                    attr="collect_rollouts") for kind in ("on", "off")),
+             Site(module="stable_baselines3.common.callbacks", owner="", attr="evaluate_policy"),
+             Site(module="stable_baselines3.common.policies", owner="ActorCriticPolicy", attr="evaluate_actions"))
 
     def __init__(self, wing: Any) -> None:
         super().__init__(wing)
-        self._phase: ExitStack | None = None
+        self._phase: contextlib.ExitStack | None = None
 
     def callback(self) -> Any:
         """An SB3 ``BaseCallback``: the policy named at the training start, ``_on_step`` stops."""
@@ -335,7 +333,7 @@ class Sb3Adapter(Adapter):
     def enter(self, phase: str) -> None:
         """Open ``phase`` (``tm.phase``) until :meth:`leave`."""
         self.leave()
-        self._phase = ExitStack()
+        self._phase = contextlib.ExitStack()
         self._phase.enter_context(api.phase(phase))
 
     def leave(self) -> None:
@@ -357,10 +355,9 @@ class Sb3Adapter(Adapter):
     def on_evaluate_actions(self, original: Any, policy: Any, *args: Any, **kwargs: Any) -> Any:
         """A call of the policy's training method: the first with gradients enabled is kept for the counted pass
         (references to its arguments only)."""
-        if self.wing.gate.here() and sys.modules["torch"].is_grad_enabled():  # torch: the policy's own
-            probes = getattr(self.wing.monitor, "probes", None)
-            if probes is not None:
-                probes.keep_call(policy, args, kwargs)
+        probes = self.wing.monitor.probes if self.wing.gate.here() else None
+        if probes is not None and sys.modules["torch"].is_grad_enabled():  # torch: the policy's own
+            probes.keep_call(policy, args, kwargs)
         return original(policy, *args, **kwargs)
 
     def on_evaluate_policy(self, original: Any, model: Any, *args: Any, **kwargs: Any) -> Any:
@@ -375,3 +372,7 @@ class Sb3Adapter(Adapter):
         finally:
             if rollout:
                 self.enter(ROLLOUT_PHASE)
+
+
+FRAMEWORKS = (LightningAdapter, FastaiAdapter, AccelerateAdapter, FabricAdapter, IgniteAdapter, SkorchAdapter,
+              Sb3Adapter)  # the wing's ADAPTERS (integrations/extension.py) after HF's and Keras'

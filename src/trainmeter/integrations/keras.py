@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from typing import Any
 
@@ -13,18 +14,16 @@ from trainmeter.integrations.adapter import Adapter, Args, Kwargs, Site
 
 def rows(x: Any) -> int | None:
     """Rows of a batch given as an array (``train_on_batch(x, y)``), or ``None``."""
-    try:
-        shape = getattr(x, "shape", None)
-        return int(shape[0]) if shape is not None and len(shape) >= 1 else None
-    except Exception:
-        return None
+    with contextlib.suppress(Exception):  # no shape, a 0-d one, or not a number
+        return int(x.shape[0])
+    return None
 
 
 def loss_scale(optimizer: Any) -> Any:
     """The factor a Keras optimizer's ``scale_loss`` multiplied the loss by, as its own code reads it: a
     ``LossScaleOptimizer``'s dynamic scale (its variable's tensor once built, else ``initial_scale``), else
     ``loss_scale_factor``; ``None`` when it does not scale. Never raises."""
-    try:
+    with contextlib.suppress(Exception):
         if hasattr(optimizer, "dynamic_scale") or hasattr(optimizer, "inner_optimizer"):
             if getattr(optimizer, "built", False):
                 variable = optimizer.dynamic_scale
@@ -32,19 +31,17 @@ def loss_scale(optimizer: Any) -> Any:
             return float(optimizer.initial_scale)
         factor = getattr(optimizer, "loss_scale_factor", None)
         return None if factor is None else float(factor)
-    except Exception:
-        return None
+    return None
 
 
 def learning_rate(optimizer: Any) -> Any:
     """The rate a Keras optimizer (or a loss-scale wrapper's inner one) applies: its rate variable's 0-d tensor, read
     as it is (no device work); ``None`` for a ``LearningRateSchedule`` (computing it would be device work) or no
     rate. Never raises."""
-    try:
+    with contextlib.suppress(Exception):
         value = getattr(getattr(getattr(optimizer, "inner_optimizer", optimizer), "_learning_rate", None), "value", None)
         return value if getattr(value, "ndim", None) == 0 else None
-    except Exception:
-        return None
+    return None
 
 
 @functools.cache
@@ -104,8 +101,7 @@ class KerasAdapter(Adapter):
     def begin(self, site: Site, target: Any, args: Args, kwargs: Kwargs) -> tuple[Args, Kwargs, Any]:
         self.held, self._applied = (target, None), 0
         self._initial_epoch = args[11] if len(args) > 11 else kwargs.get("initial_epoch", 0)
-        if self.wing.monitor is not None:
-            explicit_steps.stepper(self.wing.monitor, "keras", target)  # the model watched from its first batch
+        explicit_steps.stepper(self.wing.monitor, "keras", target)  # the model watched from its first batch
         return super().begin(site, target, args, kwargs)
 
     def end(self, target: Any, extra: Any) -> None:
@@ -126,7 +122,7 @@ class KerasAdapter(Adapter):
     def step(self, model: Any, samples: int | None = None, update: bool = False) -> None:
         """An update of its optimizer is a step; a batch end is one only when no update was seen since the last."""
         wing = self.wing
-        if wing.monitor is None or not wing.gate.here():
+        if not wing.gate.here():  # open: the run started
             return
         if update:
             self._applied += 1
@@ -142,8 +138,7 @@ class KerasAdapter(Adapter):
         wing = self.wing
         if wing.depth or not wing.gate.here():
             return original(target, *args, **kwargs)
-        if wing.monitor is not None:
-            explicit_steps.stepper(wing.monitor, "keras", target)  # its batch counted from the first call
+        explicit_steps.stepper(wing.monitor, "keras", target)  # its batch counted from the first call
         batch = rows(args[0] if args else kwargs.get("x"))
         self.held, held = (target, batch), self.held
         try:
@@ -169,7 +164,7 @@ class KerasAdapter(Adapter):
         """The fitted model's optimizer scaled the loss before backward: the scale is divided out at backward."""
         out = original(optimizer, *args, **kwargs)
         monitor, held, loss = self.wing.monitor, self.held, args[0] if args else kwargs.get("loss")
-        if held is None or out is loss or monitor is None or not self.wing.gate.here():
+        if held is None or out is loss or not self.wing.gate.here():
             return out
         with self.wing.guard("keras", "adapter's loss scale disabled"):
             scale = loss_scale(optimizer) if optimizer is getattr(held[0], "optimizer", None) else None

@@ -14,18 +14,7 @@ from typing import TYPE_CHECKING, Any
 from trainmeter.core import host_patches
 from trainmeter.core.extension import ExtensionBase, Report
 from trainmeter.core.patches import Patches
-from trainmeter.ranks import fork
-from trainmeter.ranks.seating import (
-    PARENT_ENV,
-    RUN_DIR_ENV,
-    clear_seat,
-    current_seat,
-    dist_state,
-    mark_parent_folder,
-    rank_device,
-    seats,
-    this_node,
-)
+from trainmeter.ranks import fork, seating
 from trainmeter.ranks.stragglers import StepTiming
 from trainmeter.sizes import format_percent
 
@@ -57,7 +46,7 @@ class RanksExtension(ExtensionBase):
         self._panels: list[dict[str, Any]] = []
         self._section: dict[str, Any] | None = None
         self._backend: str | None = None
-        self._patches: Any = None
+        self._patches = Patches()  # the spawn counter's
         self.spawned = 0  # children started with the spawn method while this run was the parent
         self._device: dict[str, Any] | None = None
         self._ranks: list[Any] = []
@@ -69,13 +58,14 @@ class RanksExtension(ExtensionBase):
         if host_patches.allow("fork", monitor.warn_once):
             fork.install()
         self._forks_at_start = fork.forks_seen()  # the count is the process's: this run's forks are the difference
-        if current_seat() is not None or getattr(monitor.record_sink, "seated", None) is not None:
+        if seating.current_seat() is not None or getattr(monitor.record_sink, "seated", None) is not None:
             self._become_rank(monitor)
             return
-        if monitor.run_dir is None or not mark_parent_folder(monitor.run_dir):
+        if monitor.run_dir is None or not seating.mark_parent_folder(monitor.run_dir):
             return  # children are seated only in a folder this process marked (docs/spec.md section 19)
-        values = {RUN_DIR_ENV: str(monitor.run_dir), PARENT_ENV: str(os.getpid()), NAME_ENV: monitor.options.name,
-                  INTERVAL_ENV: repr(float(monitor.options.interval_s)), ROOT_ENV: str(monitor.options.run_root)}
+        values = {seating.RUN_DIR_ENV: str(monitor.run_dir), seating.PARENT_ENV: str(os.getpid()),
+                  NAME_ENV: monitor.options.name, INTERVAL_ENV: repr(float(monitor.options.interval_s)),
+                  ROOT_ENV: str(monitor.options.run_root)}
         self._saved_env = {key: os.environ.get(key) for key in values}
         os.environ.update(values)
         self._count_spawns()
@@ -99,13 +89,12 @@ class RanksExtension(ExtensionBase):
             return _launch
 
         self._pid = os.getpid()
-        self._patches = Patches()
         self._patches.wrap(popen_spawn_posix.Popen, "_launch", make)
 
     def _become_rank(self, monitor: RunContext) -> None:
         self.role = "rank"
         self._monitor = monitor
-        seat = current_seat()
+        seat = seating.current_seat()
         if seat is not None and seat.identity.rank not in (None, 0):
             monitor.set_text(False)  # one text line per launch (rank 0's); every rank's numbers are in its seat
         if not host_patches.allow("rank-timing", monitor.warn_once):
@@ -120,24 +109,22 @@ class RanksExtension(ExtensionBase):
 
     def _backend_now(self) -> str | None:
         """The ``torch.distributed`` backend, once seen initialised (it may be destroyed before the end)."""
-        if self._backend is None and (state := dist_state(None)) is not None:
+        if self._backend is None and (state := seating.dist_state(None)) is not None:
             self._backend = state[2]
         return self._backend
 
     def after_fork_in_child(self, monitor: RunContext) -> None:
         """In a forked child: the inherited parent role becomes a rank role (the export stays for the seat)."""
-        self._saved_env, self._section, self._follower, self._panels = {}, None, None, []
         if self._timing is not None:
             self._timing.stop()
-            self._timing = None
+        self._saved_env, self._section, self._follower, self._panels, self._timing = {}, None, None, [], None
         self._become_rank(monitor)
 
     def stop(self) -> None:
         """Remove the timing hooks; restore the environment; a parent merges its seats (children ended)."""
         if self._timing is not None:
             self._timing.stop()
-        if self._patches is not None:
-            self._patches.restore_all()
+        self._patches.restore_all()
         if self.role == "parent" and self._monitor is not None and self._section is None:
             self._section = self._merge(self._monitor)
         saved, self._saved_env = self._saved_env, {}
@@ -149,7 +136,7 @@ class RanksExtension(ExtensionBase):
         """Rank: its identity and step timing of the window. Parent: nothing."""
         if self.role != "rank":
             return None
-        seat, compute = current_seat(), self._compute_fields()
+        seat, compute = seating.current_seat(), self._compute_fields()
         timing = {"timing": self._timing.take_window()} if self._timing is not None else {}
         return {"rank": seat.identity.rank if seat else None, "backend": self._backend_now(), **timing,
                 "device": self._device_now(), **({"compute": compute} if compute else {})}
@@ -157,7 +144,7 @@ class RanksExtension(ExtensionBase):
     def _device_now(self) -> dict[str, Any] | None:
         """This rank's GPU; looked up at each report until torch names it (then kept)."""
         if self._device is None or self._device.get("provenance") != "detected":
-            self._device = rank_device() or self._device
+            self._device = seating.rank_device() or self._device
         return self._device
 
     def _compute_fields(self) -> dict[str, Any]:
@@ -183,7 +170,7 @@ class RanksExtension(ExtensionBase):
     def passport_section(self) -> dict[str, Any] | None:
         """Rank: identity and timing. Parent: the merged section of its seats, or a note on unseen children."""
         if self.role == "rank":
-            seat, timing = current_seat(), self._timing
+            seat, timing = seating.current_seat(), self._timing
             where = {"identity": seat.identity.to_dict(), "launch_dir": os.path.relpath(seat.launch_dir, seat.dir)
                      } if seat is not None else {}  # launch_dir relative: no user name
             section = {"role": "rank", "backend": self._backend_now(), **where, "device": self._device_now(),
@@ -195,14 +182,14 @@ class RanksExtension(ExtensionBase):
                     "not counted: this rank's optimizer was built before trainmeter was armed in it (trainmeter "
                     "imported after it, without trainmeter-autostart.pth), so its record starts at its first optimizer "
                     "step, after that step's batches were seen"))
-            clear_seat()
+            seating.clear_seat()
             return section
         gpu: GpuView | None = self._monitor.extension("gpu") if self._monitor is not None else None
         own = gpu.section if gpu is not None else None  # a parent sampled its node: the ranks' ladders from it
         if self._section is not None and self._ranks and isinstance(own, dict):
             from trainmeter.ranks.launch_mfu import launch_ladders
 
-            self._section["gpu_ladder"] = launch_ladders(self._ranks, {this_node(): own})
+            self._section["gpu_ladder"] = launch_ladders(self._ranks, {seating.this_node(): own})
         return self._section
 
     def _merge(self, m: Any) -> dict[str, Any] | None:
@@ -210,7 +197,7 @@ class RanksExtension(ExtensionBase):
         if m.run_dir is None:
             return None
         ranks = []
-        if seats(m.run_dir):  # a run without seats (one process) never loads the merge
+        if seating.seats(m.run_dir):  # a run without seats (one process) never loads the merge
             from trainmeter.ranks.merge import distributed_section, read_launch
 
             ranks = read_launch(m.run_dir)
@@ -262,7 +249,7 @@ class RanksExtension(ExtensionBase):
             return self._panels
         self._polled_s = now
         if self._follower is None:
-            if not seats(self._monitor.run_dir):
+            if not seating.seats(self._monitor.run_dir):
                 return self._panels  # no seat folder, so no rank wrote a record (one process): nothing loaded or read
             from trainmeter.ranks.follow import RunFollower
 

@@ -68,9 +68,8 @@ def _after_in_parent() -> None:
     global _forks
     m = monitor_module.active()
     with contextlib.suppress(Exception):
-        worker = m.open_worker if m is not None else None
-        if worker is not None:
-            worker.release_after_fork()
+        if m is not None and m.open_worker is not None:
+            m.open_worker.release_after_fork()
     while _held:
         with contextlib.suppress(Exception):
             _held.pop().release()

@@ -38,34 +38,30 @@ def _finite(value: Any) -> float | None:
     return number if number is not None and number > 0 else None
 
 
-def rank_compute_from_passport(label: str, passport: Mapping[str, Any]) -> RankCompute:
-    """A rank's compute inputs from its ``passport.json``."""
-    compute = passport.get("compute") or {}
-    fpt = with_counted(compute.get("flops_per_token") or {}, compute.get("counted_flops_per_token"))
-    peak = PeakRow.from_dict(compute.get("peak"))
-    phases = passport.get("phases_s") or {}
-    own_name = mfu_name(compute.get("convention") or "hf")  # the rank's own MFU (ranks/merge.py picks the same)
-    own = next((d for d in passport.get("derivations") or [] if isinstance(d, dict) and d.get("name") == own_name),
-               None)
-    own_provenance = weakest(i.get("provenance") for i in (own or {}).get("inputs") or [] if isinstance(i, dict))
-    return RankCompute(label=label, tokens=int(passport.get("tokens") or 0), wall_s=_finite(passport.get("elapsed_s")),
-                       train_s=_finite(phases.get("train")), flops_per_token=fpt,
-                       peak=peak_input(peak) if peak is not None else None, peak_missing=compute.get("mfu_missing"),
-                       convention=compute.get("convention"),
-                       own_mfu_provenance=as_provenance(own_provenance) if own_provenance else None)
-
-
-def rank_compute_from_interval(label: str, interval: Mapping[str, Any]) -> RankCompute:
-    """A rank's compute inputs from its latest ``interval`` record (``distributed.compute``, written by the rank)."""
-    fields = ((interval.get("distributed") or {}).get("compute")) or {}
-    phases = interval.get("phases_s") or {}
-    peak = _finite(fields.get("peak_flops_per_s"))
-    return RankCompute(
-        label=label, tokens=int(interval.get("tokens") or 0), wall_s=_finite(interval.get("elapsed_s")),
-        train_s=_finite(phases.get("train")), flops_per_token=dict(fields.get("flops_per_token") or {}),
-        peak=None if peak is None else Input(name="peak", value=peak, unit="FLOP/s", source=str(
-            fields.get("peak_text") or ""), provenance=as_provenance(fields.get("peak_provenance"))),
-        peak_missing=fields.get("peak_missing"), convention=fields.get("convention"))
+def rank_compute(label: str, record: Mapping[str, Any]) -> RankCompute:
+    """A rank's compute inputs from its ``passport.json`` (its ``compute`` section and own MFU derivation), or from its
+    latest ``interval`` record (``distributed.compute``, written by the rank; ``{}``: none yet)."""
+    if record.get("kind") == "interval" or not record:
+        fields = (record.get("distributed") or {}).get("compute") or {}
+        peak = _finite(fields.get("peak_flops_per_s"))
+        compute = {"flops_per_token": dict(fields.get("flops_per_token") or {}), "convention": fields.get("convention"),
+                   "peak_missing": fields.get("peak_missing"), "peak": None if peak is None else Input(
+                       name="peak", value=peak, unit="FLOP/s", source=str(fields.get("peak_text") or ""),
+                       provenance=as_provenance(fields.get("peak_provenance")))}
+    else:
+        section = record.get("compute") or {}
+        row = PeakRow.from_dict(section.get("peak"))
+        own_name = mfu_name(section.get("convention") or "hf")  # the rank's own MFU (ranks/merge.py picks the same)
+        own = next((d for d in record.get("derivations") or [] if isinstance(d, dict) and d.get("name") == own_name),
+                   None)
+        own_provenance = weakest(i.get("provenance") for i in (own or {}).get("inputs") or [] if isinstance(i, dict))
+        compute = {"flops_per_token": with_counted(section.get("flops_per_token") or {},
+                                                   section.get("counted_flops_per_token")),
+                   "convention": section.get("convention"), "peak_missing": section.get("mfu_missing"),
+                   "peak": peak_input(row) if row is not None else None,
+                   "own_mfu_provenance": as_provenance(own_provenance) if own_provenance else None}
+    return RankCompute(label=label, tokens=int(record.get("tokens") or 0), wall_s=_finite(record.get("elapsed_s")),
+                       train_s=_finite((record.get("phases_s") or {}).get("train")), **compute)
 
 
 def launch_mfu(ranks: Sequence[RankCompute], world_size: int, convention: str, *,

@@ -18,16 +18,9 @@ from trainmeter.compute.flops import mfu_conventions
 from trainmeter.core.provenance import Derivation, Input, derived_provenance
 from trainmeter.core.throughput import NO_RANK_READ
 from trainmeter.ranks.follow import RunFollower, rank_order
-from trainmeter.ranks.launch_mfu import (
-    RankCompute,
-    launch_ladders,
-    launch_mfu,
-    launch_mfu_figures,
-    rank_compute_from_interval,
-    rank_compute_from_passport,
-)
+from trainmeter.ranks.launch_mfu import RankCompute, launch_ladders, launch_mfu, launch_mfu_figures, rank_compute
 from trainmeter.ranks.seating import seats, this_node
-from trainmeter.ranks.stragglers import repeated_offenders, score_ranks, with_repeats
+from trainmeter.ranks.stragglers import score_ranks, with_repeats
 from trainmeter.record.events import LOG_FILE, head, last_of_kinds, tail
 from trainmeter.record.runlog import clean, write_file_atomic
 from trainmeter.record.safe_read import read_passport
@@ -112,7 +105,7 @@ def read_seat(seat_dir: Path) -> RankSummary:
         return RankSummary(**figures(p, "steps", p.get("distributed") or {}),
                            mfu=None if mfu.get(key) is None else float(mfu[key]),
                            mfu_missing=missing if mfu.get(key) is None else None,
-                           compute=rank_compute_from_passport(label, p),
+                           compute=rank_compute(label, p),
                            node_gpu=gpu if isinstance(gpu, dict) and gpu.get("devices") else None,
                            status=str(p.get("status") or "unfinished"),
                            error="; ".join(str(e) for e in (p.get("damaged"), p.get("error")) if e) or None,
@@ -125,7 +118,7 @@ def read_seat(seat_dir: Path) -> RankSummary:
     if status == "unfinished" and ident.get("node") == this_node() and not process_alive(ident.get("pid")):
         status = "died"  # its process is gone and it wrote no end: killed (SIGKILL, out of memory)
     return RankSummary(**figures(interval, "step", interval.get("distributed") or {}),
-                       compute=rank_compute_from_interval(label, interval), status=status, error=end.get("error"))
+                       compute=rank_compute(label, interval), status=status, error=end.get("error"))
 
 
 def process_alive(pid: Any) -> bool:
@@ -181,7 +174,7 @@ def distributed_section(ranks: list[RankSummary], *, launch_dir: Path | None = N
     waits = {r.key: r.data_wait_s / r.elapsed_s for r in ranks if r.data_wait_s is not None and r.elapsed_s}
     report = score_ranks({r.key: r.timing for r in ranks if r.timing}, waits)
     if report is not None and launch_dir is not None:
-        report = with_repeats(report, *repeated_offenders({r.key: window_history(launch_dir / r.seat) for r in ranks}))
+        report = with_repeats(report, {r.key: window_history(launch_dir / r.seat) for r in ranks})
     notes = [] if together else [f"ranks did not step together: steps range {min(steps)}-{max(steps)}; "
                                  "global_steps is the most"]
     for r in ranks:
@@ -314,7 +307,7 @@ def ranks_panel(follower: RunFollower, now_s: float | None = None) -> dict[str, 
 def launch_mfu_now(ranks: list[Any]) -> tuple[str, int, Any]:
     """``(convention, world size, Derivation)``: the launch's MFU so far over the wall clock, devices = world size,
     from each rank's latest interval record."""
-    inputs = [rank_compute_from_interval(r.label, r.interval or {}) for r in ranks]
+    inputs = [rank_compute(r.label, r.interval or {}) for r in ranks]
     world = max([int(r.world_size) for r in ranks if r.world_size] + [len(ranks)])
     missing_ranks = sorted(set(range(world)) - {r.rank for r in ranks})
     convention = next((c.convention for c in inputs if c.convention), None)
@@ -322,10 +315,8 @@ def launch_mfu_now(ranks: list[Any]) -> tuple[str, int, Any]:
     return conv, world, launch_mfu(inputs, world, conv, pace="session", missing_ranks=missing_ranks)
 
 
-def launch_mfu_tile(ranks: list[Any]) -> dict[str, Any] | None:
-    """The header tile of the launch's MFU (docs/protocol.md tile), or ``None`` before any rank reported."""
-    if not ranks:
-        return None
+def launch_mfu_tile(ranks: list[Any]) -> dict[str, Any]:
+    """The header tile of the launch's MFU (docs/protocol.md tile) once a rank reported."""
     conv, world, d = launch_mfu_now(ranks)
     return {"id": "mfu_ranks", "label": f"MFU, all ranks ({conv})", "value": d.value, "unit": "fraction",
             "provenance": derived_provenance(d), "derivation": d.to_dict(), "sub": f"{world} devices; wall clock",

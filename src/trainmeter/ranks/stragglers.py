@@ -16,6 +16,8 @@ from collections import Counter
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+from trainmeter.core.patches import Patches
+
 SLOW_RATIO = 1.2  # a rank this much slower than the median is named
 
 
@@ -89,20 +91,15 @@ def score_ranks(timings: dict[int | str, dict[str, Any]], data_wait_share: dict[
     return StragglerReport(figure=figure, scores=tuple(scores), straggler=slow.rank, verdict=verdict)
 
 
-def repeated_offenders(windows: dict[int | str, list[dict[str, Any]]]) -> tuple[dict[int | str, int], int]:
-    """``({rank: windows it was named in}, windows compared)`` from each rank's report windows in order (its interval
-    records' ``timing.window``): the k-th windows of all ranks are compared (same ``interval_s``, about the same
-    start); ranks never named are left out."""
+def with_repeats(report: StragglerReport, windows: dict[int | str, list[dict[str, Any]]]) -> StragglerReport:
+    """``report`` with each rank's count of report windows it was named in (``windows``: each rank's windows in order,
+    its interval records' ``timing.window``; the k-th windows of all ranks are compared: same ``interval_s``, about
+    the same start; ranks never named are left out), and the straggler's count in its verdict."""
     depth = max((len(w) for w in windows.values()), default=0)
     reports = [score_ranks({rank: w[k] for rank, w in windows.items() if k < len(w) and w[k].get("steps")})
                for k in range(depth)]
-    named = Counter(r.straggler for r in reports if r is not None and r.straggler is not None)
-    return dict(named), sum(r is not None for r in reports)
-
-
-def with_repeats(report: StragglerReport, counts: dict[int | str, int], compared: int) -> StragglerReport:
-    """``report`` with the repeated-offender counts, and the straggler's count in its verdict."""
-    verdict = report.verdict
+    counts = dict(Counter(r.straggler for r in reports if r is not None and r.straggler is not None))
+    compared, verdict = sum(r is not None for r in reports), report.verdict
     if report.straggler is not None and compared:
         verdict += f" (named in {counts.get(report.straggler, 0)} of {compared} report windows)"
     return replace(report, verdict=verdict, named_windows=counts, windows=compared)
@@ -113,10 +110,8 @@ class StepTiming:
     probes wrap ``torch.autograd.backward``, another function, so either may be removed first)."""
 
     def __init__(self) -> None:
-        self._torch: Any = None
         self._handle: Any = None
-        self._base: Any = None
-        self._patched: Any = None
+        self._patches = Patches()
         self._primary: weakref.ReferenceType[Any] | None = None
         self._last_s: float | None = None
         self._backward_s = 0.0
@@ -133,10 +128,10 @@ class StepTiming:
         import torch
         from torch.optim.optimizer import register_optimizer_step_post_hook
 
-        self._torch = torch
         self._handle = register_optimizer_step_post_hook(self._on_step)
-        self._base = base = torch.Tensor.backward
+        self._patches.wrap(torch.Tensor, "backward", self._timed)
 
+    def _timed(self, base: Any) -> Any:
         @functools.wraps(base)
         def backward(tensor: Any, *args: Any, **kwargs: Any) -> Any:
             t0 = time.perf_counter()
@@ -145,20 +140,15 @@ class StepTiming:
             finally:
                 self._backward_s += time.perf_counter() - t0
 
-        self._patched = backward
-        torch.Tensor.backward = backward  # type: ignore[method-assign]
+        return backward
 
     def stop(self) -> None:
-        """Remove the hook and the wrapper (idempotent); leave torch as it was before the run."""
+        """Remove the hook and the wrapper (idempotent; another wrapper on top of ours: both are left)."""
         if self._handle is not None:
             with contextlib.suppress(Exception):
                 self._handle.remove()
             self._handle = None
-        torch = self._torch
-        if torch is not None and self._patched is not None:
-            if torch.Tensor.backward is self._patched:  # another wrapper on top of ours: leave both
-                torch.Tensor.backward = self._base  # type: ignore[method-assign]
-            self._patched = None
+        self._patches.restore_all()
 
     def _on_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         primary = self._primary() if self._primary is not None else None
