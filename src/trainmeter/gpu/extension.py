@@ -19,7 +19,6 @@ from trainmeter.gpu.view import GpuView
 if TYPE_CHECKING:
     from trainmeter.compute.view import ComputeView
     from trainmeter.core.context import RunContext
-    from trainmeter.core.provenance import Provenance
     from trainmeter.gpu.backend import GpuSample
     from trainmeter.gpu.ladder import Ladder
     from trainmeter.gpu.sampler import GpuAverages, GpuSampler
@@ -111,53 +110,43 @@ class GpuExtension(ExtensionBase):
         if error and self._m is not None:
             self._m.warn_once("gpu-open", f"{error} (the run goes on without GPU readings)")
 
-    def _mfu(self) -> tuple[float | None, str | None, Provenance, dict[str, Any]]:
-        """MFU under the chosen convention from the compute extension, with its provenance (the weakest input's), and
-        the model FLOP/s it divides (compute's view) as :func:`~trainmeter.gpu.ladder.build_ladder`'s flop keywords."""
-        from trainmeter.core.provenance import derived_provenance
-
-        compute = self._compute()
-        if compute is None:
-            return None, "the compute extension is off", "counted", {}
-        d, flops = compute.mfu(), compute.flop_per_s()
-        if d is None:
-            return None, "MFU needs a named convention (--convention) and a peak", "counted", {}
-        flop = {} if flops is None else {"flop_per_s": flops.value, "flop_provenance": derived_provenance(flops),
-                                         "flop_source": f"{flops.formula}, the numerator of {d.name} (compute's view)"}
-        return d.value, d.missing, derived_provenance(d), flop
-
     def _build(self, readings: dict[int, Any]) -> dict[int, Any]:
-        """The ladder of each reading, and formula MFU vs its tensor pipes (``crosschecks``, gpu/ladder.py)."""
+        """The ladder of each reading, with compute's MFU (the weakest input's provenance) and the model FLOP/s it
+        divides, and formula MFU vs its tensor pipes (``crosschecks``, gpu/ladder.py)."""
+        from trainmeter.core.provenance import derived_provenance
         from trainmeter.gpu.ladder import build_ladder, cross_check
 
-        mfu, missing, provenance, flop = self._mfu()
         compute = self._compute()
+        d = compute.mfu() if compute is not None else None
+        flops = compute.flop_per_s() if d is not None else None
+        mfu: dict[str, Any] = {"mfu_missing": "the compute extension is off" if compute is None
+                               else "MFU needs a named convention (--convention) and a peak"}
+        if d is not None:
+            mfu = {"mfu": d.value, "mfu_missing": d.missing, "mfu_provenance": derived_provenance(d)}
+        if flops is not None:
+            mfu.update(flop_per_s=flops.value, flop_provenance=derived_provenance(flops),
+                       flop_source=f"{flops.formula}, the numerator of {d.name} (compute's view)")
         peak = compute.peak if compute is not None else None
         counted = compute.mfu("counted") if compute is not None else None
         judge = {"peak_flops_per_s": peak.flops_per_s if peak is not None else None,
                  "peak_source": f"{peak.card} dense {peak.dtype}: {peak.source}" if peak is not None else "",
-                 "formula_mfu": mfu, "counted_mfu": counted.value if counted is not None else None,
+                 "formula_mfu": mfu.get("mfu"), "counted_mfu": counted.value if counted is not None else None,
                  "tokens_are_samples": getattr(self._m, "token_unit", "tokens") == "samples"}
         out, checks = {}, {}
         for index, reading in readings.items():
             from trainmeter.gpu.amdsmi_backend import LADDER_SOURCES, REASON_AMD_NO_ACTIVITY  # not before a device
 
-            dev = self._device(index)
+            dev = self.sampler.devices.get(index)
             amd = getattr(dev, "gpm_reason", None) == REASON_AMD_NO_ACTIVITY  # the ladder's source texts differ
-            out[index] = build_ladder(reading, mfu=mfu, mfu_missing=missing, mfu_provenance=provenance, **flop,
-                                      device_name=getattr(dev, "name", None), sources=LADDER_SOURCES if amd else None)
+            out[index] = build_ladder(reading, **mfu, device_name=getattr(dev, "name", None),
+                                      sources=LADDER_SOURCES if amd else None)
             checks[index] = cross_check(out[index].ofu, tensor_activity=getattr(reading, "tensor_activity", None),
                                         **judge)
         self.crosschecks = checks
         return out
 
-    def _device(self, index: int) -> Any:
-        """The sampler's :class:`~trainmeter.gpu.backend.GpuDeviceInfo` for ``index`` (devices map index to info)."""
-        devices = getattr(self.sampler, "devices", None) or {}
-        return devices.get(index) if isinstance(devices, dict) else None
-
     def _device_name(self, index: int) -> str | None:
-        return getattr(self._device(index), "name", None) or None
+        return getattr(self.sampler.devices.get(index), "name", None) or None
 
     def on_report(self, report: Report) -> dict[str, Any]:
         """Latest per-device readings and ladder sentences; records the rungs as series."""

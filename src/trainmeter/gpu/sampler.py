@@ -14,7 +14,7 @@ from typing import Any
 
 from trainmeter.core.clock import Clock
 from trainmeter.core.threads import OurThread
-from trainmeter.gpu.backend import GpuBackend, GpuBackendResult, GpuDeviceInfo, GpuSample, GpuUnavailableError, safe
+from trainmeter.gpu.backend import GpuBackend, GpuBackendResult, GpuSample, GpuUnavailableError, safe
 from trainmeter.gpu.device_state import MAX_ERROR_CHARS, Accumulator, DeviceState, GpuAverages, GpuDeviceStatus
 from trainmeter.gpu.device_state import next_due as _next_due
 from trainmeter.gpu.selection import cuda_context_uuids, parse_gpus, select_gpus
@@ -64,9 +64,8 @@ class GpuSampler:
         if indices is None:
             indices = selection.indices if selection is not None else ()
         chosen = tuple(indices) if backend is not None else ()
-        driver = safe(backend.driver_version) if backend is not None else None
-        devices = {i: safe(lambda i=i: backend.device_info(i), GpuDeviceInfo(index=i, name="", uuid=""))
-                   for i in chosen}
+        driver = backend.driver_version() if backend is not None else None  # the backend's two never raise
+        devices = {i: backend.device_info(i) for i in chosen}  # type: ignore[union-attr]
         with self._lock:
             self._backend, self._owns_backend, self.selection = backend, owns, selection
             self.devices, self.driver_version, self.unavailable_reason = devices, driver, opened.reason
@@ -240,31 +239,29 @@ class GpuSampler:
             for st in self._states.values():
                 st.close_window(self._window_begin_s, prev_end_s, now_s)
 
+    def _each(self, read: Callable[[DeviceState], Any]) -> dict[int, Any]:
+        with self._lock:
+            return {i: value for i, st in self._states.items() if (value := read(st)) is not None}
+
     def latest(self) -> dict[int, GpuSample]:
         """Latest sample per device that has one (a copy; samples are immutable)."""
-        with self._lock:
-            return {i: st.latest for i, st in self._states.items() if st.latest is not None}
+        return self._each(lambda st: st.latest)
 
     def history(self, index: int) -> tuple[GpuSample, ...]:
         """Recent samples of device ``index`` (at most ``history_len``), oldest first."""
-        with self._lock:
-            st = self._states.get(index)
-            return tuple(st.history) if st is not None else ()
+        return self._each(lambda st: tuple(st.history)).get(index, ())
 
     def averages(self) -> dict[int, GpuAverages]:
         """Means since sampling began, per device."""
-        with self._lock:
-            return {i: st.all.result(i) for i, st in self._states.items()}
+        return self._each(lambda st: st.all.result(st.index))
 
     def window_averages(self) -> dict[int, GpuAverages]:
         """Means over the window (:meth:`begin_window` .. :meth:`end_window`), per device."""
-        with self._lock:
-            return {i: st.window.result(i) for i, st in self._states.items()}
+        return self._each(lambda st: st.window.result(st.index))
 
     def status(self) -> dict[int, GpuDeviceStatus]:
         """Sampling health per device."""
-        with self._lock:
-            return {i: st.status() for i, st in self._states.items()}
+        return self._each(DeviceState.status)
 
     @property
     def indices(self) -> tuple[int, ...]:
@@ -288,8 +285,7 @@ def open_for_run(gpus: str | int | Sequence[int | str] | None, *, clock: Clock,
     backend = result.backend
     if backend is None:
         return GpuBackendResult(backend=None, reason=result.reason)
-    infos = [safe(lambda i=i: backend.device_info(i), GpuDeviceInfo(index=i, name="", uuid=""))
-             for i in range(backend.device_count())]
+    infos = [backend.device_info(i) for i in range(backend.device_count())]
     uuids = cuda_uuids() if callable(cuda_uuids) else cuda_uuids
     try:
         selection = select_gpus(spec, infos, cuda_uuids=uuids or None, env=env)
