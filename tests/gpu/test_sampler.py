@@ -163,7 +163,8 @@ def test_lost_gpu_stops_only_that_device() -> None:
 def test_slow_call_skips_missed_ticks_instead_of_bursting() -> None:
     assert _next_due(0.5, 1.2, 0.5) == pytest.approx(1.5)
     assert _next_due(0.5, 0.4, 0.5) == pytest.approx(1.0)
-    assert _next_due(1.5, 1.7, 0.5, skip_only=True) == pytest.approx(2.0)
+    assert _next_due(1.5, 1.7, 0.5) == pytest.approx(2.0)
+    assert _next_due(1.0, 1.2, 0.5) == pytest.approx(1.5)  # the grid point still ahead (a slow sample's skip)
     assert _next_due(None, 3.0, 0.5) == pytest.approx(3.5)
 
 

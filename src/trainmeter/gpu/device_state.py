@@ -178,13 +178,10 @@ class DeviceState:
                                last_call_s=self.last_call_s)
 
 
-def next_due(prev_due: float | None, now_s: float, interval_s: float, *, skip_only: bool = False) -> float:
-    """Next deadline on the ``interval_s`` grid strictly after ``now_s``."""
+def next_due(prev_due: float | None, now_s: float, interval_s: float) -> float:
+    """The first deadline on ``prev_due``'s ``interval_s`` grid after it that is later than ``now_s`` (missed ticks
+    skipped); ``None``: one interval from now."""
     if prev_due is None:
         return now_s + interval_s
-    due = prev_due if skip_only else prev_due + interval_s
-    if due <= now_s:
-        due += math.ceil((now_s - due) / interval_s + 1e-9) * interval_s
-        if due <= now_s:
-            due += interval_s
-    return due
+    due = prev_due + max(1, math.floor((now_s - prev_due) / interval_s) + 1) * interval_s
+    return due if due > now_s else due + interval_s  # a rounding that landed on now_s

@@ -193,7 +193,7 @@ class GpuSampler:
                     self._sample_device(index)
                     with self._lock:
                         # a slow call: skip the ticks it overran, keep the grid
-                        st.next_due_s = _next_due(st.next_due_s, self._clock(), self.interval_s, skip_only=True)
+                        st.next_due_s = _next_due(st.next_due_s - self.interval_s, self._clock(), self.interval_s)
                 wait_s = (st.next_due_s or 0.0) - self._clock()
                 self._stop_event.wait(min(max(wait_s, 0.0), self.interval_s))
         except Exception as exc:  # noqa: BLE001 - a sampler thread never raises
