@@ -41,6 +41,10 @@ NVML_TEMPERATURE_GPU = 0
 GPM_MIN_INTERVAL_S = 0.1  # nvml.h: the interval between two GPM samples "should be greater than 100ms"
 
 GpmResult = tuple[dict[str, float], dict[str, str], "float | None"]  # (values, reasons by field, window_s)
+# why GPM is off after a permanent failure (NotSupported, FunctionNotFound, NoPermission): whole GPU, MIG instance
+_GPM_FAILS = (REASON_GPM_NOT_SUPPORTED, REASON_GPM_DRIVER_TOO_OLD, REASON_GPM_NO_PERMISSION)
+_MIG_GPM_FAILS = (REASON_MIG_GPM_NOT_SUPPORTED, f"{MIG_GPM_WHAT}: {REASON_GPM_DRIVER_TOO_OLD}",
+                  reason_no_permission(MIG_GPM_WHAT))
 
 
 def all_missing(reason: str) -> GpmResult:
@@ -264,7 +268,11 @@ def sample_device(nv: Any, dev: NvmlDevice, now_s: float) -> GpuSample:
         got.update((fld, (None if value is None else convert(value), why)) for fld, convert in outs)
     clock_max, why = dev.clock_max
     got["sm_clock_max_mhz"] = (float(clock_max) if clock_max else None, why)
-    gpm_values, gpm_missing, window_s = gpm_tick(nv, dev, now_s)
+    gpm = _gpm(nv, dev, None, now_s, _GPM_FAILS) if dev.gpm_ok else dev.gpm_reason or REASON_GPM_NOT_SUPPORTED
+    if isinstance(gpm, str):
+        dev.gpm_ok, dev.gpm_reason = False, gpm
+        gpm = all_missing(gpm)
+    gpm_values, gpm_missing, window_s = gpm
     got.update((fld, (None, why)) for fld, why in gpm_missing.items())
     got.update((fld, (value, None)) for fld, value in gpm_values.items())
     mig_gpm, mig_reason = mig_gpm_tick(nv, dev, now_s)
@@ -273,56 +281,39 @@ def sample_device(nv: Any, dev: NvmlDevice, now_s: float) -> GpuSample:
                      **{k: v for k, (v, _) in got.items() if v is not None})
 
 
-def _gpm_read(nv: Any, dev: NvmlDevice, pair: GpmPair, now_s: float,
-              permanent: dict[int, str]) -> tuple[GpmResult | None, str | None]:
-    """``(result, None)``; a permanent failure ``(None, reason)``; a transient one restarts the pair (its result
-    says why). Raises :class:`GpuUnavailableError` (fatal) when the GPU is lost."""
+def _gpm(nv: Any, dev: NvmlDevice, gi: int | None, now_s: float, fails: tuple[str, str, str]) -> GpmResult | str:
+    """One GPM tick of ``dev``'s pair ``gi`` (``None``: the whole GPU, else a MIG GPU instance): the result, or the
+    reason in ``fails`` (NotSupported, FunctionNotFound, NoPermission) of a permanent failure, the buffers freed. A
+    transient failure primes the pair again (its result says why); a lost GPU raises (fatal)."""
+    pair = dev.gpm.setdefault(gi, GpmPair(nv, dev.handle, gi))
     try:
-        return pair.read(now_s), None
+        return pair.read(now_s)
     except nv.NVMLError as exc:
         code = exc.value
     if code == nv.NVML_ERROR_GPU_IS_LOST:
         raise _lost(dev)
+    permanent = (nv.NVML_ERROR_NOT_SUPPORTED, nv.NVML_ERROR_FUNCTION_NOT_FOUND, nv.NVML_ERROR_NO_PERMISSION)
     if code in permanent:
         free_gpm(dev)
-        return None, permanent[code]
+        return fails[permanent.index(code)]
     pair.restart()  # transient: prime the pair again next tick
-    return all_missing(f"GPM read failed: {nv.NVMLError(code)}"), None
-
-
-def gpm_tick(nv: Any, dev: NvmlDevice, now_s: float) -> GpmResult:
-    """One whole-GPU GPM tick: (values, reasons, window_s); errors mapped to reasons (a lost device raises)."""
-    if not dev.gpm_ok:
-        return all_missing(dev.gpm_reason or REASON_GPM_NOT_SUPPORTED)
-    pair = dev.gpm.setdefault(None, GpmPair(nv, dev.handle))
-    result, why = _gpm_read(nv, dev, pair, now_s, {nv.NVML_ERROR_NOT_SUPPORTED: REASON_GPM_NOT_SUPPORTED,
-                                                  nv.NVML_ERROR_FUNCTION_NOT_FOUND: REASON_GPM_DRIVER_TOO_OLD,
-                                                  nv.NVML_ERROR_NO_PERMISSION: REASON_GPM_NO_PERMISSION})
-    if why is not None:
-        dev.gpm_ok, dev.gpm_reason = False, why
-        return all_missing(why)
-    return result  # type: ignore[return-value]
+    return all_missing(f"GPM read failed: {nv.NVMLError(code)}")
 
 
 def mig_gpm_tick(nv: Any, dev: NvmlDevice, now_s: float) -> tuple[tuple[MigGpmSample, ...], str | None]:
     """One GPM tick per MIG GPU instance of a MIG-enabled GPU, or ``()`` and why not (a lost device raises)."""
     if not dev.info.mig_enabled:
         return (), None
-    if dev.mig_reason is not None or not dev.info.mig_instances:
-        return (), dev.mig_reason or REASON_MIG_NO_INSTANCES
-    permanent = {nv.NVML_ERROR_NOT_SUPPORTED: REASON_MIG_GPM_NOT_SUPPORTED,
-                 nv.NVML_ERROR_FUNCTION_NOT_FOUND: f"{MIG_GPM_WHAT}: {REASON_GPM_DRIVER_TOO_OLD}",
-                 nv.NVML_ERROR_NO_PERMISSION: reason_no_permission(MIG_GPM_WHAT)}
     out = []
-    for gi, uuid in dev.info.mig_instances:
-        result, dev.mig_reason = _gpm_read(nv, dev, dev.gpm.setdefault(gi, GpmPair(nv, dev.handle, gi)), now_s,
-                                           permanent)
-        if result is None:
-            return (), dev.mig_reason
+    for gi, uuid in dev.info.mig_instances if dev.mig_reason is None else ():
+        result = _gpm(nv, dev, gi, now_s, _MIG_GPM_FAILS)
+        if isinstance(result, str):
+            dev.mig_reason = result
+            return (), result
         values, reasons, window_s = result
         out.append(MigGpmSample(gpu_instance_id=gi, uuid=uuid, values=values, gpm_window_s=window_s,
                                 unavailable=tuple(reasons.items())))
-    return tuple(out), None
+    return (tuple(out), None) if out else ((), dev.mig_reason or REASON_MIG_NO_INSTANCES)
 
 
 def free_gpm(dev: NvmlDevice) -> None:
