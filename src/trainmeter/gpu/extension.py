@@ -97,18 +97,16 @@ class GpuExtension(ExtensionBase):
 
     def stop(self) -> None:
         """End the training window, stop sampling (immediate) and build the final ladders."""
-        if self.sampler is None:
+        if self._m is None:  # never started
             return
-        m = self._m
-        self.sampler.end_window(m.clock() if m is not None else 0.0)
+        self.sampler.end_window(self._m.clock())
         self.sampler.stop()
         self._warn_open_error()
 
     def _warn_open_error(self) -> None:
-        """Opening NVML raised on the sampler's thread: say so once, on the training thread."""
-        error = self.sampler.open_error if self.sampler is not None else None
-        if error and self._m is not None:
-            self._m.warn_once("gpu-open", f"{error} (the run goes on without GPU readings)")
+        """Opening NVML raised on the sampler's thread (a started wing's): say so once, on the training thread."""
+        if self.sampler.open_error:
+            self._m.warn_once("gpu-open", f"{self.sampler.open_error} (the run goes on without GPU readings)")
 
     def _build(self, readings: dict[int, Any]) -> dict[int, Any]:
         """The ladder of each reading, with compute's MFU (the weakest input's provenance) and the model FLOP/s it
@@ -153,7 +151,6 @@ class GpuExtension(ExtensionBase):
         if self.sampler is None:
             return {}
         self._warn_open_error()
-        m = self._m
         latest = self.sampler.latest()
         self.ladders = self._build(latest)
         out: dict[str, Any] = {}
@@ -164,8 +161,8 @@ class GpuExtension(ExtensionBase):
             out[str(index)] = {**row, "ladder": self.ladders[index].sentence,
                                "crosscheck": self.crosschecks[index].sentence}
             for field, short in _SERIES:
-                if m is not None and row[field] is not None:
-                    m.record_at(f"gpu{index}.{short}", report.elapsed_s, row[field])
+                if row[field] is not None:
+                    self._m.record_at(f"gpu{index}.{short}", report.elapsed_s, row[field])
         if not latest and self.sampler.unavailable_reason:
             out["unavailable"] = self.sampler.unavailable_reason
         return out
