@@ -181,31 +181,25 @@ class GpuSampler:
         return len(due)
 
     def _run(self, index: int) -> None:
+        st = self._states[index]  # fixed once the device threads start
         try:
             while not self._stop_event.is_set():
-                now_s = self._clock()
                 with self._lock:
-                    st = self._states[index]
                     if not st.active:
                         return
-                    due = st.claim(now_s, self.interval_s)
+                    due = st.claim(self._clock(), self.interval_s)
                 if due:
                     self._sample_device(index)
-                    with self._lock:
-                        # a slow call: skip the ticks it overran, keep the grid
+                    with self._lock:  # a slow call: skip the ticks it overran, keep the grid
                         st.next_due_s = _next_due(st.next_due_s - self.interval_s, self._clock(), self.interval_s)
-                wait_s = (st.next_due_s or 0.0) - self._clock()
-                self._stop_event.wait(min(max(wait_s, 0.0), self.interval_s))
+                self._stop_event.wait(min(max(st.next_due_s - self._clock(), 0.0), self.interval_s))
         except Exception as exc:  # noqa: BLE001 - a sampler thread never raises
             self._record_error(index, f"sampler thread failed: {exc!r}", fatal=True)
 
-    def _sample_device(self, index: int) -> None:
-        backend = self._backend
-        if backend is None:
-            return
+    def _sample_device(self, index: int) -> None:  # a device has a state only on an open backend
         t0 = self._clock()
         try:
-            sample = backend.sample(index)
+            sample = self._backend.sample(index)  # type: ignore[union-attr]
         except Exception as exc:  # noqa: BLE001 - a device-level failure (GpuUnavailableError) or a backend fault
             known: Any = exc if isinstance(exc, GpuUnavailableError) else None
             self._record_error(index, known.reason if known else f"{type(exc).__name__}: {exc}",
