@@ -29,8 +29,8 @@ REASON_OPENING = "NVML is being opened on the sampler's thread"
 class GpuSampler:
     """Samples the NVML ``indices`` of ``backend`` (``None``: nothing, ``unavailable_reason`` says why) every
     ``interval_s`` (at least 0.1 s), keeping ``history_len`` samples per device; a fatal error or
-    ``max_consecutive_errors`` in a row stop a device. A backend it opened (:meth:`for_run`, :meth:`in_background`)
-    it closes in :meth:`stop`; one handed in, the caller closes."""
+    ``max_consecutive_errors`` in a row stop a device. A backend it opened (:meth:`in_background`) it
+    closes in :meth:`stop`; one handed in, the caller closes."""
 
     def __init__(self, backend: GpuBackend | None, indices: Sequence[int], *, clock: Clock, interval_s: float = 0.5,
                  history_len: int = 120, max_consecutive_errors: int = 10) -> None:
@@ -70,15 +70,6 @@ class GpuSampler:
             self._backend, self._owns_backend, self.selection = backend, owns, selection
             self.devices, self.driver_version, self.unavailable_reason = devices, driver, opened.reason
             self._states = {i: DeviceState(i, self._history_len) for i in chosen}
-
-    @classmethod
-    def for_run(cls, gpus: str | int | Sequence[int | str] | None = None, *, clock: Clock, **kwargs: Any) -> GpuSampler:
-        """Open the backend (:func:`open_for_run`), select the devices ``gpus`` names and build a (not yet started)
-        sampler; the keywords as :meth:`in_background`'s. ``ValueError``: a bad ``gpus``."""
-        sampler = cls.in_background(gpus, clock=clock, **kwargs)
-        opener, sampler._opener = sampler._opener, None
-        sampler._use(opener())  # type: ignore[misc]
-        return sampler
 
     @classmethod
     def in_background(cls, gpus: str | int | Sequence[int | str] | None = None, *, clock: Clock,
@@ -267,9 +258,9 @@ def open_for_run(gpus: str | int | Sequence[int | str] | None, *, clock: Clock,
                  open_backend: Callable[..., GpuBackendResult] | None = None,
                  cuda_uuids: Sequence[str] | None | Callable[[], Sequence[str] | None] = cuda_context_uuids,
                  env: Mapping[str, str] | None = None) -> GpuBackendResult:
-    """Open the backend (on whichever thread opens it) and select the devices ``gpus`` names (see
-    :meth:`GpuSampler.for_run`); ``cuda_uuids``: the CUDA context's UUIDs, or a function reading them once it is open.
-    ``ValueError``: a bad ``gpus`` (the backend is closed first)."""
+    """Open the backend (on whichever thread opens it) and select the devices ``gpus`` names (for
+    :meth:`GpuSampler.in_background`); ``cuda_uuids``: the CUDA context's UUIDs, or a function reading them once it is
+    open. ``ValueError``: a bad ``gpus`` (the backend is closed first)."""
     spec = parse_gpus(gpus)
     if open_backend is None:
         from trainmeter.gpu.backend import open_gpu_backend

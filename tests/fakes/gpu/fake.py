@@ -26,6 +26,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from tests.fakes.gpu.fake_mig import FakeMigGpm
 from tests.fakes.gpu.fake_profiles import (  # re-exported for tests
@@ -58,6 +59,8 @@ from trainmeter.gpu.backend import (
     reason_no_permission,
     reason_not_supported,
 )
+from trainmeter.gpu.sampler import GpuSampler, open_for_run
+from trainmeter.gpu.selection import cuda_context_uuids
 
 __all__ = [
     "DATALOADER_STALL",
@@ -370,3 +373,13 @@ def open_fake(fake: FakeNvml | None = None, *, failure: str | None = None) -> Gp
     if fake is None or fake.device_count() == 0:
         return GpuBackendResult(backend=None, reason=REASON_NO_DEVICES)
     return GpuBackendResult(backend=fake)
+
+
+def sampler_for_run(gpus: Any = None, *, clock: Clock, open_backend: Callable[..., GpuBackendResult],
+                    cuda_uuids: Any = cuda_context_uuids, env: Mapping[str, str] | None = None,
+                    **kwargs: Any) -> GpuSampler:
+    """A (not yet started) sampler on the devices ``gpus`` names, opened at once on this thread (the owner thread's
+    open of :meth:`GpuSampler.in_background`); ``ValueError``: a bad ``gpus``."""
+    sampler = GpuSampler(None, (), clock=clock, **kwargs)
+    sampler._use(open_for_run(gpus, clock=clock, open_backend=open_backend, cuda_uuids=cuda_uuids, env=env))
+    return sampler
