@@ -18,6 +18,7 @@ from trainmeter.gpu.backend import (
     GPM_METRICS,
     MIG_GPM_WHAT,
     REASON_DRIVER_NOT_LOADED,
+    REASON_DRIVER_TOO_OLD,
     REASON_ENERGY_WHAT,
     REASON_GPM_DRIVER_TOO_OLD,
     REASON_GPM_FIRST_SAMPLE,
@@ -29,6 +30,8 @@ from trainmeter.gpu.backend import (
     REASON_MIG_GPM_NOT_SUPPORTED,
     REASON_MIG_NO_INSTANCES,
     REASON_NO_DEVICES,
+    REASON_NO_PERMISSION,
+    REASON_NOT_SUPPORTED,
     REASON_PYNVML_MISSING,
     GpuBackendResult,
     GpuDeviceInfo,
@@ -36,9 +39,6 @@ from trainmeter.gpu.backend import (
     GpuUnavailableError,
     MigGpmSample,
     open_library,
-    reason_driver_too_old,
-    reason_no_permission,
-    reason_not_supported,
     safe,
 )
 
@@ -55,7 +55,7 @@ GpmResult = tuple[dict[str, float], dict[str, str], "float | None"]  # (values, 
 # why GPM is off after a permanent failure (NotSupported, FunctionNotFound, NoPermission): whole GPU, MIG instance
 _GPM_FAILS = (REASON_GPM_NOT_SUPPORTED, REASON_GPM_DRIVER_TOO_OLD, REASON_GPM_NO_PERMISSION)
 _MIG_GPM_FAILS = (REASON_MIG_GPM_NOT_SUPPORTED, f"{MIG_GPM_WHAT}: {REASON_GPM_DRIVER_TOO_OLD}",
-                  reason_no_permission(MIG_GPM_WHAT))
+                  REASON_NO_PERMISSION.format(MIG_GPM_WHAT))
 
 
 def all_missing(reason: str) -> GpmResult:
@@ -121,7 +121,7 @@ def _parse(mg: Any, window_s: float) -> GpmResult:
         metric = mg.metrics[i]
         value = float(metric.value)
         if int(metric.nvmlReturn) != 0:
-            reasons[fld] = reason_not_supported(f"GPM metric {metric_id}")
+            reasons[fld] = REASON_NOT_SUPPORTED.format(f"GPM metric {metric_id}")
         elif not math.isfinite(value):
             reasons[fld] = f"GPM metric {metric_id} not valid for this interval"
         elif scale < 1:  # percent -> fraction, clamped
@@ -160,9 +160,9 @@ def query(nv: Any, dev: NvmlDevice, key: str, what: str, *calls: tuple[Any, ...]
     cached = dev.unsupported.get(key)
     if cached is not None:
         return None, cached
-    reason = reason_not_supported(what)
-    permanent = {nv.NVML_ERROR_FUNCTION_NOT_FOUND: reason_driver_too_old,
-                 nv.NVML_ERROR_NOT_SUPPORTED: reason_not_supported, nv.NVML_ERROR_NO_PERMISSION: reason_no_permission}
+    reason = REASON_NOT_SUPPORTED.format(what)
+    permanent = {nv.NVML_ERROR_FUNCTION_NOT_FOUND: REASON_DRIVER_TOO_OLD,
+                 nv.NVML_ERROR_NOT_SUPPORTED: REASON_NOT_SUPPORTED, nv.NVML_ERROR_NO_PERMISSION: REASON_NO_PERMISSION}
     for fn, *args in calls:
         try:
             return fn(*args), None
@@ -173,11 +173,11 @@ def query(nv: Any, dev: NvmlDevice, key: str, what: str, *calls: tuple[Any, ...]
                 raise GpuUnavailableError("NVML was shut down by other code in this process", fatal=False) from None
             if exc.value not in permanent:
                 return None, f"{what}: NVML error {exc}"  # transient: not cached
-            reason = permanent[exc.value](what)
+            reason = permanent[exc.value].format(what)
             if exc.value != nv.NVML_ERROR_FUNCTION_NOT_FOUND:
                 break  # a missing function tries the fallback
         except getattr(nv, "NVMLLibraryMismatchError", ()):  # unversioned call, old driver
-            reason = reason_driver_too_old(what)
+            reason = REASON_DRIVER_TOO_OLD.format(what)
     dev.unsupported[key] = reason
     return None, reason
 

@@ -52,12 +52,12 @@ from trainmeter.gpu.backend import (
     REASON_LIBRARY_NOT_FOUND,
     REASON_MIG,
     REASON_NO_DEVICES,
+    REASON_NO_PERMISSION,
+    REASON_NOT_SUPPORTED,
     GpuBackendResult,
     GpuDeviceInfo,
     GpuSample,
     GpuUnavailableError,
-    reason_no_permission,
-    reason_not_supported,
 )
 from trainmeter.gpu.sampler import GpuSampler, open_for_run
 from trainmeter.gpu.selection import cuda_context_uuids
@@ -205,7 +205,7 @@ class FakeNvml:
         dev = self._devices[index]
         p = dev.profile
         if any(f.kind == "unopenable" for f in dev.faults):
-            return GpuDeviceInfo(index=index, name="", uuid="", reason=reason_no_permission(f"GPU {index}"))
+            return GpuDeviceInfo(index=index, name="", uuid="", reason=REASON_NO_PERMISSION.format(f"GPU {index}"))
         gpm_reason = None
         if p.mig:
             gpm_reason = REASON_MIG
@@ -241,7 +241,7 @@ class FakeNvml:
             if self.closed:
                 raise GpuUnavailableError("the fake NVML backend is closed", fatal=True)
             if any(f.kind == "unopenable" for f in dev.faults):
-                raise GpuUnavailableError(reason_no_permission(f"GPU {index}"), fatal=True)
+                raise GpuUnavailableError(REASON_NO_PERMISSION.format(f"GPU {index}"), fatal=True)
             if dev.lost or any(f.kind == "gpu_lost" for f in active):
                 dev.lost = True
                 raise GpuUnavailableError(REASON_GPU_LOST, fatal=True)
@@ -265,9 +265,9 @@ class FakeNvml:
                 return None, REASON_GPU_LOST
             for fault in active:
                 if fault.field == "total_energy_mj" and fault.kind == "not_supported":
-                    return None, reason_not_supported(REASON_ENERGY_WHAT)
+                    return None, REASON_NOT_SUPPORTED.format(REASON_ENERGY_WHAT)
                 if fault.field == "total_energy_mj" and fault.kind == "no_permission":
-                    return None, reason_no_permission(REASON_ENERGY_WHAT)
+                    return None, REASON_NO_PERMISSION.format(REASON_ENERGY_WHAT)
             power_j = integrals_at(dev.phases, now_s - self._start_s, ("power_w",))["power_w"]
             return ENERGY_AT_START_MJ + 1000.0 * power_j, None
 
@@ -335,9 +335,9 @@ class FakeNvml:
                     )
                     missing[name] = gpm_reason
                 elif fault.kind == "not_supported":
-                    missing[name] = reason_not_supported(name)
+                    missing[name] = REASON_NOT_SUPPORTED.format(name)
                 else:
-                    missing[name] = reason_no_permission(name)
+                    missing[name] = REASON_NO_PERMISSION.format(name)
         if all(values.get(name) is None for name in GPM_FIELDS):
             window_s = None
         mig_fault = next((f.kind for f in active if f.field == "mig_gpm"), None)
