@@ -327,8 +327,6 @@ def cross_check(ofu: Derivation, *, tensor_activity: float | None, peak_flops_pe
         cause = CAUSE_OUTSIDE
     else:
         cause = CAUSE_PEAK
-    verdict = "formula_low" if low else "formula_high"
-    side = "below" if low else "above"
-    return CrossCheck(**base, ratio=ratio, verdict=verdict, cause=cause,
-                      sentence=f"{head}: the formula is {ratio:.2g}x the hardware, {side} the "
+    return CrossCheck(**base, ratio=ratio, verdict="formula_low" if low else "formula_high", cause=cause,
+                      sentence=f"{head}: the formula is {ratio:.2g}x the hardware, {'below' if low else 'above'} the "
                                f"{DISAGREE_FACTOR:g}x band; likely {cause}.")

@@ -17,6 +17,7 @@ from trainmeter.core.threads import OurThread
 from trainmeter.gpu.backend import GpuBackend, GpuBackendResult, GpuSample, GpuUnavailableError, safe
 from trainmeter.gpu.device_state import MAX_ERROR_CHARS, Accumulator, DeviceState, GpuAverages, GpuDeviceStatus
 from trainmeter.gpu.device_state import next_due as _next_due
+from trainmeter.gpu.energy import read_counters
 from trainmeter.gpu.selection import cuda_context_uuids, parse_gpus, select_gpus
 
 __all__ = ["MIN_INTERVAL_S", "REASON_OPENING", "STOP_DEADLINE_S", "GpuAverages", "GpuDeviceStatus", "GpuSampler"]
@@ -101,7 +102,8 @@ class GpuSampler:
             self._threads = [OurThread(target=self._run, args=(i,), name=f"trainmeter-gpu-{i}") for i in self._states]
         for t in self._threads:
             t.start()
-        self._read_energy(end=False)  # after the device threads start: a hung counter read delays no sampling
+        # energy counters after the device threads start (a hung counter read delays no sampling) and at the end
+        self.energy_start, self.energy_start_s = read_counters(self._backend, tuple(self._states)), self._clock()
         self._stop_event.wait()
         deadline = time.monotonic() + STOP_DEADLINE_S / 2  # inside stop()'s own deadline
         for t in self._threads:
@@ -109,7 +111,7 @@ class GpuSampler:
         if any(t.is_alive() for t in self._threads):
             self._abandon(STOP_DEADLINE_S / 2)
         else:
-            self._read_energy(end=True)
+            self.energy_end, self.energy_end_s = read_counters(self._backend, tuple(self._states)), self._clock()
         self._close()
 
     def _close(self) -> None:
@@ -131,15 +133,6 @@ class GpuSampler:
             return False
         self._use(opened)
         return True
-
-    def _read_energy(self, *, end: bool) -> None:  # on the owner thread: at the open and before the close
-        from trainmeter.gpu.energy import read_counters
-
-        readings = read_counters(self._backend, tuple(self._states))  # never raises
-        if end:
-            self.energy_end_s, self.energy_end = self._clock(), readings
-        else:
-            self.energy_start_s, self.energy_start = self._clock(), readings
 
     def _abandon(self, waited_s: float) -> None:
         self.abandoned_reason = (f"GPU sampling did not stop within {waited_s:g} s (an NVML call hung); "

@@ -229,10 +229,7 @@ class NodeSampler(ExtensionBase):
 
 
 def _row(label: str, value: Any, unit: str, note: str | None = None) -> dict[str, Any]:
-    row: dict[str, Any] = {"label": label, "value": value, "unit": unit, "provenance": "measured"}
-    if note:
-        row["note"] = note
-    return row
+    return {"label": label, "value": value, "unit": unit, "provenance": "measured", **({"note": note} if note else {})}
 
 
 def _gb(value: float | None) -> str:
