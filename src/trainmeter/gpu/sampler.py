@@ -140,8 +140,7 @@ class GpuSampler:
         with self._lock:
             for st in self._states.values():
                 if st.active:
-                    st.active = False
-                    st.stopped_reason = self.abandoned_reason
+                    st.active, st.stopped_reason = False, self.abandoned_reason
 
     def stop(self, timeout_s: float = STOP_DEADLINE_S) -> None:
         """Stop; wait at most ``timeout_s`` for the owner thread (which closes the backend), then abandon what still

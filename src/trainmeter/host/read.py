@@ -85,15 +85,9 @@ def _rate(prev: int | None, cur: int | None, dt_s: float) -> float | None:
 
 
 def _sensor_pairs(reading: Any) -> tuple[tuple[str, float], ...] | None:
-    if not reading:
-        return None
-    pairs = []
-    for chip, entries in reading.items():
-        for i, entry in enumerate(entries):
-            value = getattr(entry, "current", None)
-            if value is not None and math.isfinite(float(value)):
-                pairs.append((f"{chip}/{getattr(entry, 'label', '') or i}", float(value)))
-    return tuple(pairs) or None
+    return tuple((f"{chip}/{getattr(entry, 'label', '') or i}", float(value))
+                 for chip, entries in (reading or {}).items() for i, entry in enumerate(entries)
+                 if (value := getattr(entry, "current", None)) is not None and math.isfinite(float(value))) or None
 
 
 def _int(obj: Any, name: str) -> int | None:
