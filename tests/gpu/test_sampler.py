@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from tests.fakes.gpu.fake import GEMM, IDLE, FakeNvml, Phase, open_fake, sampler_for_run
+from tests.fakes.gpu.fake import GEMM, IDLE, FakeNvml, Phase, open_fake, rung, sampler_for_run
 from trainmeter.core.clock import FakeClock, MonotonicClock
 from trainmeter.gpu.backend import REASON_GPU_LOST, REASON_LIBRARY_NOT_FOUND, GpuSample
 from trainmeter.gpu.sampler import GpuSampler, _next_due
@@ -339,7 +339,7 @@ def test_mig_instances_say_gpu_util_and_gpm_are_unavailable() -> None:
     assert latest.util_gpu is None and latest.unavailable_reason("util_gpu") == REASON_MIG
     assert latest.tensor_activity is None and latest.unavailable_reason("tensor_activity") == REASON_MIG
     ladder = build_ladder(latest)
-    assert "MIG" in ladder.sentence and ladder.rung("tensor_activity").missing == REASON_MIG
+    assert "MIG" in ladder.sentence and rung(ladder, "tensor_activity").missing == REASON_MIG
 
 
 @pytest.mark.parametrize("by", ["index", "uuid"])

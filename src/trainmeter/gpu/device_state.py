@@ -29,8 +29,7 @@ def counters_stuck(sample: GpuSample, previous: GpuSample | None) -> bool:
     ends = (sample.util_gpu, previous.util_gpu if previous is not None else None)
     if any(u is None or u < BUSY_UTIL for u in ends) or sample.sm_activity is None:
         return False
-    values = [getattr(sample, f) for f in ACTIVITY_FIELDS if getattr(sample, f) is not None]
-    return all(v == 0.0 for v in values)
+    return all(getattr(sample, f) in (None, 0.0) for f in ACTIVITY_FIELDS)
 
 
 def screen(sample: GpuSample, previous: GpuSample | None) -> GpuSample:

@@ -86,10 +86,6 @@ class Ladder:
     falloff: str | None
     sentence: str
 
-    def rung(self, key: str) -> Rung:
-        """The rung with ``key`` (KeyError if none)."""
-        return {r.key: r for r in (*self.rungs, self.dram_bw_util)}[key]
-
 
 def build_ladder(g: LadderInputs, *, mfu: float | None = None, mfu_source: str = "model FLOPs/s / dense peak FLOP/s",
                  mfu_provenance: Provenance = "counted", mfu_missing: str | None = None,

@@ -383,3 +383,8 @@ def sampler_for_run(gpus: Any = None, *, clock: Clock, open_backend: Callable[..
     sampler = GpuSampler(None, (), clock=clock, **kwargs)
     sampler._use(open_for_run(gpus, clock=clock, open_backend=open_backend, cuda_uuids=cuda_uuids, env=env))
     return sampler
+
+
+def rung(ladder: Any, key: str) -> Any:
+    """The ladder's rung with ``key``, DRAM bandwidth included (KeyError if none)."""
+    return {r.key: r for r in (*ladder.rungs, ladder.dram_bw_util)}[key]
