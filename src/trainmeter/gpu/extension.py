@@ -29,7 +29,7 @@ _GPU_ROWS = (("GPU-Util", "util_gpu", "fraction", "measured"), ("memory used", "
              ("temperature (C)", "temperature_c", "", "measured"), ("SM clock (MHz)", "sm_clock_mhz", "", "measured"))
 # imported on the training thread before the sampler's threads start (they import them otherwise): a fork while
 # one of them imports would leave the child an import lock held by a thread it does not have (docs/spec.md)
-_THREAD_MODULES = ("trainmeter.gpu.nvml", "trainmeter.gpu.energy", "pynvml")
+_THREAD_MODULES = ("trainmeter.gpu.nvml", "pynvml")
 PEAKS_PLACEHOLDER_NOTE = "peak FLOP/s used for MFU: filled in by the FLOPs/peaks module"
 
 

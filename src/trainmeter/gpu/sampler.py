@@ -14,7 +14,7 @@ from typing import Any
 
 from trainmeter.core.clock import Clock
 from trainmeter.core.threads import OurThread
-from trainmeter.gpu.backend import GpuBackend, GpuBackendResult, GpuSample, GpuUnavailableError, safe
+from trainmeter.gpu.backend import GpuBackend, GpuBackendResult, GpuSample, GpuUnavailableError, open_gpu_backend, safe
 from trainmeter.gpu.device_state import MAX_ERROR_CHARS, Accumulator, DeviceState, GpuAverages, GpuDeviceStatus
 from trainmeter.gpu.device_state import next_due as _next_due
 from trainmeter.gpu.energy import read_counters
@@ -254,11 +254,7 @@ def open_for_run(gpus: str | int | Sequence[int | str] | None, *, clock: Clock,
     :meth:`GpuSampler.in_background`); ``cuda_uuids``: the CUDA context's UUIDs, or a function reading them once it is
     open. ``ValueError``: a bad ``gpus`` (the backend is closed first)."""
     spec = parse_gpus(gpus)
-    if open_backend is None:
-        from trainmeter.gpu.backend import open_gpu_backend
-
-        open_backend = open_gpu_backend
-    result = open_backend(clock=clock)
+    result = (open_backend or open_gpu_backend)(clock=clock)
     backend = result.backend
     if backend is None:
         return GpuBackendResult(backend=None, reason=result.reason)
