@@ -53,7 +53,6 @@ class GpuExtension(ExtensionBase):
         self.sampler: Any = None
         self.ladders: dict[int, Any] = {}
         self.crosschecks: dict[int, Any] = {}
-        self._snapshot_done = False
 
     def start(self, monitor: RunContext) -> None:
         """Open NVML and start sampling the selected devices."""
@@ -86,11 +85,10 @@ class GpuExtension(ExtensionBase):
     def _snapshot(self) -> None:
         from trainmeter.gpu.cuda_memory import memory_snapshot, stop_memory_history
 
-        m = self._m
-        if m is None or m.run_dir is None or self._snapshot_done:
+        m = self._m  # at the snapshot step, once (at_step)
+        if m is None or m.run_dir is None:
             return
-        self._snapshot_done = True
-        path = memory_snapshot(m.steps, m.run_dir / f"memory_snapshot_step{m.steps}.pickle")
+        path = memory_snapshot(m.steps, m.run_dir)  # memory_snapshot_step<step>.pickle
         stop_memory_history()
         if path is None:
             m.warn_once("memory-snapshot", "the CUDA memory snapshot could not be written")
