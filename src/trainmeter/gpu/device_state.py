@@ -81,19 +81,17 @@ class GpuAverages:
         return dict(self.unavailable).get(name)
 
 
+@dataclass(slots=True)
 class Accumulator:
     """Sums and counts per numeric field; ``add(s, sign=-1)`` takes a sample back out."""
 
-    __slots__ = ("counts", "first_s", "last_s", "n", "peak_mem", "reasons", "sums")
-
-    def __init__(self) -> None:
-        self.sums = dict.fromkeys(NUMERIC_FIELDS, 0.0)
-        self.counts = dict.fromkeys(NUMERIC_FIELDS, 0)
-        self.reasons: dict[str, str] = {}
-        self.n = 0
-        self.first_s: float | None = None
-        self.last_s: float | None = None
-        self.peak_mem: int | None = None
+    sums: dict[str, float] = field(default_factory=lambda: dict.fromkeys(NUMERIC_FIELDS, 0.0))
+    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(NUMERIC_FIELDS, 0))
+    reasons: dict[str, str] = field(default_factory=dict)
+    n: int = 0
+    first_s: float | None = None
+    last_s: float | None = None
+    peak_mem: int | None = None
 
     def add(self, s: GpuSample, sign: int = 1) -> None:
         self.n += sign

@@ -211,10 +211,9 @@ def diagnose(rungs: tuple[Rung, ...], *, ofu: float | None = None,
             if not known:
                 return rung.key, f"{rung.label} {_pct(rung.value)}: {cause}."
             head = f"{known[-1].label} {_pct(known[-1].value or 0.0)} but {rung.label} {_pct(rung.value)}"
-            if rung.key == "tensor_activity" and cause == CAUSE_MEMORY_BOUND and dram_bw_util is not None:
-                head += f" with DRAM bandwidth {_pct(dram_bw_util)}"
-            if rung.key == "mfu" and cause == CAUSE_UNCOUNTED and ofu is not None:
-                head += f" (OFU estimate {_pct(ofu)})"
+            if cause in (CAUSE_MEMORY_BOUND, CAUSE_UNCOUNTED):  # causes judged on a figure beside the rungs: it
+                head += (f" with DRAM bandwidth {_pct(dram_bw_util or 0.0)}" if cause == CAUSE_MEMORY_BOUND
+                         else f" (OFU estimate {_pct(ofu or 0.0)})")
             return rung.key, f"{head}: {cause}."
         known.append(rung)
     if not known:
