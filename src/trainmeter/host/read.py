@@ -178,10 +178,7 @@ class NodeReader:
 
     def read_threads(self) -> dict[int, float] | None:
         """CPU seconds (user + system) per native thread id of this process, or ``None`` when unavailable."""
-        process = self._process
-        if process is None:
-            return None
-        rows = self._field("threads", process.threads)
+        rows = self._field("threads", self._process.threads) if self._process is not None else None
         return {int(r.id): float(r.user_time) + float(r.system_time) for r in rows} if rows is not None else None
 
     def _read_slow(self) -> None:
